@@ -1,1 +1,18 @@
+//! ovlaunch: turns a Megatron-Bridge recipe and a hardware spec into an exact, explained
+//! training plan (overlap, precision, env), renders it as an sbatch script or a torchrun
+//! command, submits it and tracks it.
+//!
+//! The core is pure: `resolve::resolve(inputs) -> Plan` and `render::*(&Plan)` do no I/O,
+//! read no clock and no environment. Effects live in `backend` and `cli`.
 
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod overlap;
+pub mod plan;
+pub mod precision;
+pub mod resolve;
+pub mod secret;
+pub mod version;
+pub mod yaml;

@@ -1,0 +1,143 @@
+//! Hardware specs: `KINDxCOUNT` (`h100x64`, `gb200x72`, `cpux4`) against the GPU kind table
+//! in `hardware/gpus.yaml` (GPUs per node, architecture generation, NVLink domain, NUMA rule).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result, did_you_mean};
+
+/// One GPU kind's row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuKind {
+    pub kind: String,
+    pub description: String,
+    /// `hopper`, `blackwell`, ... or `cpu` for the CPU-only test kind.
+    pub generation: String,
+    /// CUDA compute capability major (9 Hopper, 10 Blackwell); 0 for `cpu`.
+    pub arch_major: u32,
+    /// GPUs per node (for `cpu`, ranks per node).
+    pub gpus_per_node: u32,
+    /// GPUs sharing one NVLink domain (72 on NVL72 racks).
+    pub nvlink_domain: u32,
+    /// Megatron-Bridge's static NUMA rule: NUMA node = local_rank / gpus_per_numa.
+    #[serde(default)]
+    pub gpus_per_numa: Option<u32>,
+    /// Which GPU kind's recipe variants to use when a recipe has none for this kind.
+    #[serde(default)]
+    pub recipe_gpu: Option<String>,
+    /// Env vars this kind always needs (site fabric knobs belong here, not in recipes).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+impl GpuKind {
+    pub fn is_cpu(&self) -> bool {
+        self.generation == "cpu"
+    }
+
+    /// Blackwell and newer (compute capability 10+).
+    pub fn is_blackwell_or_newer(&self) -> bool {
+        self.arch_major >= 10
+    }
+}
+
+/// The parsed `--gpus` spec with its kind's row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hardware {
+    pub spec: String,
+    pub gpu: GpuKind,
+    /// World size (GPUs, or ranks for `cpu`).
+    pub count: u32,
+    pub gpus_per_node: u32,
+    pub nodes: u32,
+}
+
+/// Parses `KINDxCOUNT` against `kinds`, with an optional `--gpus-per-node` override.
+pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Result<Hardware> {
+    let lower = spec.trim().to_ascii_lowercase();
+    let Some((kind_name, count_text)) = lower.rsplit_once('x') else {
+        return Err(Error::usage(format!("`{spec}` is not KINDxCOUNT"))
+            .at("--gpus")
+            .help("write e.g. h100x64, b200x128, gb200x72 or cpux4"));
+    };
+    let gpu = kinds.iter().find(|k| k.kind == kind_name).ok_or_else(|| {
+        Error::usage(format!("unknown GPU kind `{kind_name}`"))
+            .at("--gpus")
+            .help(format!(
+                "{} known kinds: {}",
+                did_you_mean(kind_name, kinds.iter().map(|k| k.kind.as_str())),
+                kinds
+                    .iter()
+                    .map(|k| k.kind.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+    })?;
+    let count: u32 = count_text.parse().map_err(|_| {
+        Error::usage(format!("`{count_text}` in `{spec}` is not a GPU count"))
+            .at("--gpus")
+            .help("write e.g. h100x64")
+    })?;
+    if count == 0 {
+        return Err(Error::usage(format!("`{spec}` asks for zero GPUs"))
+            .at("--gpus")
+            .help(format!("use {kind_name}x1 or more")));
+    }
+    let per_node = gpus_per_node.unwrap_or(gpu.gpus_per_node);
+    if per_node == 0 {
+        return Err(Error::usage("--gpus-per-node must be at least 1").at("--gpus-per-node"));
+    }
+    if count > per_node && count % per_node != 0 {
+        let lo = count / per_node * per_node;
+        let hi = lo + per_node;
+        return Err(Error::usage(format!(
+            "{count} {kind_name} GPUs do not fill whole {per_node}-GPU nodes"
+        ))
+        .at("--gpus")
+        .help(format!(
+            "use {kind_name}x{lo} or {kind_name}x{hi}, or set --gpus-per-node"
+        )));
+    }
+    let (nodes, gpus_per_node) = if count <= per_node {
+        (1, count)
+    } else {
+        (count / per_node, per_node)
+    };
+    Ok(Hardware {
+        spec: format!("{kind_name}x{count}"),
+        gpu: gpu.clone(),
+        count,
+        gpus_per_node,
+        nodes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds() -> Vec<GpuKind> {
+        crate::catalog::Catalog::embedded().unwrap().gpus
+    }
+
+    #[test]
+    fn parses_whole_nodes_and_partial_nodes() {
+        let h = parse("h100x64", &kinds(), None).unwrap();
+        assert_eq!((h.nodes, h.gpus_per_node, h.count), (8, 8, 64));
+        let h = parse("gb200x72", &kinds(), None).unwrap();
+        assert_eq!((h.nodes, h.gpus_per_node), (18, 4));
+        let h = parse("h100x4", &kinds(), None).unwrap();
+        assert_eq!((h.nodes, h.gpus_per_node), (1, 4));
+    }
+
+    #[test]
+    fn rejects_impossible_counts() {
+        let e = parse("h100x12", &kinds(), None).unwrap_err();
+        assert!(e.to_string().contains("h100x8 or h100x16"), "{e}");
+        assert!(parse("h100x0", &kinds(), None).is_err());
+        let e = parse("h1000x8", &kinds(), None).unwrap_err();
+        assert!(e.to_string().contains("did you mean `h100`"), "{e}");
+        assert!(parse("h100", &kinds(), None).is_err());
+        assert_eq!(parse("h100x12", &kinds(), Some(4)).unwrap().nodes, 3);
+    }
+}

@@ -1,0 +1,221 @@
+//! A recipe file: launcher metadata plus a partial Megatron-Bridge `ConfigContainer`
+//! (`model`, `train`, `ddp`, `optimizer`, `comm_overlap`, `mixed_precision`, `env_vars`)
+//! and per-GPU, per-precision `variants` that override it.
+//!
+//! A recipe is read twice from the same text: once into typed structs, so that unknown keys
+//! and wrong types are reported with file:line, and once into a plain tree, which keeps
+//! "absent" apart from "null" for layering (base <- variant <- `--set`).
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::config::{
+    CommOverlapConfig, DdpConfig, EnvScalar, MixedPrecisionSpec, ModelConfig, OptimizerConfig,
+    TrainConfig,
+};
+use crate::error::{Error, Result};
+use crate::yaml;
+
+/// Precision names a variant may carry (Bridge's perf-recipe suffixes).
+pub const PRECISIONS: &[&str] = &["bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4"];
+
+/// The typed view, used only to validate (its values are discarded).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TypedRecipe {
+    name: String,
+    #[serde(default)]
+    aliases: Vec<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    family: Option<String>,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    bridge_recipe: Option<String>,
+    #[serde(default)]
+    trainer: Option<Vec<String>>,
+    #[serde(default)]
+    variants: Vec<TypedVariant>,
+    #[serde(default)]
+    model: Option<ModelConfig>,
+    #[serde(default)]
+    train: Option<TrainConfig>,
+    #[serde(default)]
+    ddp: Option<DdpConfig>,
+    #[serde(default)]
+    optimizer: Option<OptimizerConfig>,
+    #[serde(default)]
+    comm_overlap: Option<CommOverlapConfig>,
+    #[serde(default)]
+    mixed_precision: Option<MixedPrecisionSpec>,
+    #[serde(default)]
+    env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TypedVariant {
+    gpu: String,
+    precision: String,
+    #[serde(default)]
+    num_gpus: Option<u32>,
+    #[serde(default)]
+    bridge_recipe: Option<String>,
+    #[serde(default)]
+    canonical: bool,
+    #[serde(default)]
+    model: Option<ModelConfig>,
+    #[serde(default)]
+    train: Option<TrainConfig>,
+    #[serde(default)]
+    ddp: Option<DdpConfig>,
+    #[serde(default)]
+    optimizer: Option<OptimizerConfig>,
+    #[serde(default)]
+    comm_overlap: Option<CommOverlapConfig>,
+    #[serde(default)]
+    mixed_precision: Option<MixedPrecisionSpec>,
+    #[serde(default)]
+    env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
+}
+
+/// Keys allowed at the top of a recipe file.
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "aliases",
+    "description",
+    "family",
+    "task",
+    "bridge_recipe",
+    "trainer",
+    "model",
+    "train",
+    "ddp",
+    "optimizer",
+    "comm_overlap",
+    "mixed_precision",
+    "env_vars",
+    "variants",
+];
+
+/// The config sections a recipe layer may carry.
+pub const SECTION_KEYS: &[&str] = &[
+    "model",
+    "train",
+    "ddp",
+    "optimizer",
+    "comm_overlap",
+    "mixed_precision",
+    "env_vars",
+];
+
+/// One per-GPU, per-precision variant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variant {
+    pub gpu: String,
+    pub precision: String,
+    pub num_gpus: Option<u32>,
+    pub bridge_recipe: Option<String>,
+    /// The variant Bridge scales from when no exact GPU count matches.
+    pub canonical: bool,
+    /// Its config sections, as a tree.
+    pub sections: Map<String, Value>,
+}
+
+/// A loaded recipe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recipe {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub description: String,
+    pub family: Option<String>,
+    pub task: Option<String>,
+    pub bridge_recipe: Option<String>,
+    pub trainer: Option<Vec<String>>,
+    /// Where it was loaded from: `embedded:recipes/x.yaml` or a file path.
+    pub origin: String,
+    /// Base config sections, as a tree.
+    pub sections: Map<String, Value>,
+    pub variants: Vec<Variant>,
+}
+
+impl Recipe {
+    /// Parses and validates a recipe file's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self> {
+        let typed: TypedRecipe = yaml::parse(text, origin)?;
+        let tree: Value = yaml::parse(text, origin)?;
+        let Value::Object(mut top) = tree else {
+            return Err(Error::usage("a recipe must be a mapping").at(origin));
+        };
+        for key in top.keys() {
+            if !TOP_KEYS.contains(&key.as_str()) {
+                return Err(Error::usage(format!("unknown key `{key}` in recipe"))
+                    .at(origin)
+                    .help(format!(
+                        "{} (allowed: {})",
+                        crate::error::did_you_mean(key, TOP_KEYS.iter().copied()),
+                        TOP_KEYS.join(", ")
+                    )));
+            }
+        }
+        for v in &typed.variants {
+            if !PRECISIONS.contains(&v.precision.as_str()) {
+                return Err(Error::usage(format!(
+                    "variant precision `{}` is not one of {}",
+                    v.precision,
+                    PRECISIONS.join(", ")
+                ))
+                .at(origin));
+            }
+        }
+        let variants_tree = top.remove("variants").unwrap_or(Value::Array(Vec::new()));
+        let mut variants = Vec::new();
+        for (v, raw) in typed
+            .variants
+            .iter()
+            .zip(variants_tree.as_array().into_iter().flatten())
+        {
+            variants.push(Variant {
+                gpu: v.gpu.clone(),
+                precision: v.precision.clone(),
+                num_gpus: v.num_gpus,
+                bridge_recipe: v.bridge_recipe.clone(),
+                canonical: v.canonical,
+                sections: pick_sections(raw),
+            });
+        }
+        Ok(Recipe {
+            name: typed.name,
+            aliases: typed.aliases,
+            description: typed.description,
+            family: typed.family,
+            task: typed.task,
+            bridge_recipe: typed.bridge_recipe,
+            trainer: typed.trainer,
+            origin: origin.to_string(),
+            sections: pick_sections(&Value::Object(top)),
+            variants,
+        })
+    }
+
+    /// True if `name` is this recipe's name or one of its aliases.
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.name == name || self.aliases.iter().any(|a| a == name)
+    }
+}
+
+fn pick_sections(v: &Value) -> Map<String, Value> {
+    let mut out = Map::new();
+    if let Value::Object(m) = v {
+        for key in SECTION_KEYS {
+            if let Some(section) = m.get(*key) {
+                out.insert((*key).to_string(), section.clone());
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,137 @@
+//! Human-readable views of a plan: the one-screen summary of the main form and the
+//! `--explain` decision table. Secret env values are redacted here and everywhere else.
+
+use std::fmt::Write;
+
+use crate::plan::Plan;
+use crate::precision::py;
+use crate::secret;
+
+/// The summary printed by `ovlaunch --recipe R --gpus G --dry-run`.
+pub fn summary(plan: &Plan) -> String {
+    let mut s = String::new();
+    let p = &plan.parallelism;
+    let hw = &plan.hardware;
+    let m = &plan.model;
+    let _ = writeln!(
+        s,
+        "# ovlaunch plan: {} ({}) on {} = {} node(s) x {} {}",
+        plan.recipe.name,
+        plan.recipe
+            .bridge_recipe
+            .as_deref()
+            .unwrap_or("no Bridge recipe name"),
+        hw.spec,
+        hw.nodes,
+        hw.gpus_per_node,
+        if hw.gpu.is_cpu() {
+            "CPU ranks".to_string()
+        } else {
+            format!("{} GPUs ({})", hw.gpu.kind, hw.gpu.generation)
+        }
+    );
+    let mp = plan
+        .mixed_precision
+        .as_ref()
+        .map_or("none".to_string(), |m| m.recipe.clone());
+    let _ = writeln!(
+        s,
+        "#   precision  {} (mixed_precision: {mp})",
+        plan.recipe.precision
+    );
+    let _ = writeln!(
+        s,
+        "#   layout     TP={} PP={} VPP={} CP={} EP={} DP={} SP={}",
+        p.tensor,
+        p.pipeline,
+        p.virtual_pipeline.map_or("None".into(), |v| v.to_string()),
+        p.context,
+        p.expert,
+        p.data,
+        py(&m.sequence_parallel.into())
+    );
+    let _ = writeln!(
+        s,
+        "#   batch      global {} micro {}",
+        plan.train.global_batch_size, plan.train.micro_batch_size
+    );
+    let tp = if m.tp_comm_overlap {
+        let preset = plan
+            .comm_overlap
+            .as_ref()
+            .and_then(|c| c.tp_comm_overlap_cfg.as_ref())
+            .and_then(|v| v.as_str())
+            .unwrap_or("TE defaults");
+        format!("on ({preset})")
+    } else {
+        "off".to_string()
+    };
+    let _ = writeln!(
+        s,
+        "#   overlap    TP {tp}; PP overlap_p2p_comm={} batch_p2p_comm={}; DP grad_reduce={} param_gather={} bucket_size={}; EP a2a={}",
+        py(&m.overlap_p2p_comm.into()),
+        py(&m.batch_p2p_comm.into()),
+        py(&plan.ddp.overlap_grad_reduce.into()),
+        py(&plan.ddp.overlap_param_gather.into()),
+        plan.ddp
+            .bucket_size
+            .map_or("None".into(), |b| format!("{b} parameters")),
+        py(&m.overlap_moe_expert_parallel_comm.into()),
+    );
+    let _ = writeln!(
+        s,
+        "#   versions   Transformer Engine {}, torch {}",
+        plan.versions
+            .transformer_engine
+            .as_deref()
+            .unwrap_or("none"),
+        plan.versions.torch
+    );
+    for w in &plan.warnings {
+        let _ = writeln!(s, "# warning: {w}");
+    }
+    s
+}
+
+/// `NAME=VALUE  # source` lines, secrets redacted.
+pub fn env_lines(plan: &Plan) -> String {
+    let mut s = String::new();
+    for (k, e) in &plan.env {
+        let _ = writeln!(
+            s,
+            "{k}={}  # {}",
+            secret::shown(k, &e.value),
+            e.source.as_string()
+        );
+    }
+    s
+}
+
+/// The `--explain` table.
+pub fn decisions(plan: &Plan) -> String {
+    let mut s = String::from("# decisions (key = value [source]: rule)\n");
+    for d in &plan.decisions {
+        let value = match d.key.strip_prefix("env.") {
+            Some(name) if secret::is_secret(name) => secret::REDACTED.to_string(),
+            _ => compact(&d.value),
+        };
+        let _ = writeln!(
+            s,
+            "{} = {} [{}]: {}",
+            d.key,
+            value,
+            d.source.as_string(),
+            d.rule
+        );
+    }
+    s
+}
+
+fn compact(v: &serde_json::Value) -> String {
+    let t = v.to_string();
+    if t.len() > 80 {
+        format!("{}...", &t[..77])
+    } else {
+        t
+    }
+}

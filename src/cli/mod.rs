@@ -1,0 +1,175 @@
+//! The command line: one file per subcommand, all thin. Each reads files or talks to the
+//! outside world only through `load` (catalog and user files) and the backends, then
+//! calls the pure core and prints.
+
+mod explain;
+mod fields;
+mod load;
+mod plan;
+mod recipes;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::{Error, Result};
+
+/// Launch Megatron-Bridge training on Slurm with exact, explained overlap settings.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ovlaunch",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Exit codes: 0 success, 1 runtime failure (I/O, Slurm), 2 usage or config error.\n\nExample: ovlaunch --recipe llama70b --gpus h100x64 --dry-run"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub launch: MainArgs,
+}
+
+/// The main form: resolve, render and (without --dry-run) submit.
+#[derive(Debug, Args)]
+pub struct MainArgs {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Print the plan summary, env and launch script; write and submit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the resolved plan (YAML or JSON).
+    Plan(PlanCmd),
+    /// Write the Bridge-loadable override YAML for the trainer.
+    Overrides(PlanArgs),
+    /// List the shipped and user recipes.
+    Recipes(RecipesCmd),
+    /// List the userbuffers presets.
+    Presets,
+    /// List the fields a section accepts.
+    Fields {
+        /// model, train, ddp, optimizer, comm_overlap or mixed_precision
+        section: Option<String>,
+    },
+    /// List the GPU kinds.
+    Gpus(CatalogArgs),
+}
+
+/// Flags that choose and adjust a plan.
+#[derive(Debug, Args, Clone)]
+pub struct PlanArgs {
+    /// Recipe name or alias, or a path to a recipe YAML file.
+    #[arg(long, short = 'r')]
+    pub recipe: String,
+    /// Hardware as KINDxCOUNT: h100x64, b200x128, gb200x72, cpux4.
+    #[arg(long, short = 'g')]
+    pub gpus: String,
+    /// bf16, fp8cs, fp8mx, fp8ds, fp8sc or nvfp4 (default: bf16 where the recipe has it).
+    #[arg(long)]
+    pub precision: Option<String>,
+    /// Override a ConfigContainer field: section.field=value (repeatable).
+    #[arg(long = "set", value_name = "SECTION.FIELD=VALUE")]
+    pub sets: Vec<String>,
+    /// Set a launch environment variable, beating recipe and derived values (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub envs: Vec<String>,
+    /// Transformer Engine version in the container, or `none`.
+    #[arg(long, value_name = "VERSION|none", default_value = crate::version::DEFAULT_TE)]
+    pub te_version: String,
+    /// PyTorch version in the container.
+    #[arg(long, value_name = "VERSION", default_value = crate::version::DEFAULT_TORCH)]
+    pub torch_version: String,
+    /// Turn every silent disable (e.g. TP overlap with TP=1) into an error.
+    #[arg(long)]
+    pub strict: bool,
+    /// Override the GPU kind's GPUs per node.
+    #[arg(long)]
+    pub gpus_per_node: Option<u32>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+}
+
+/// Where user data files come from.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CatalogArgs {
+    /// A directory of user recipes (also OVLAUNCH_RECIPE_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub recipe_dir: Option<std::path::PathBuf>,
+    /// A YAML file of extra or replacement GPU kinds (also OVLAUNCH_HARDWARE_FILE).
+    #[arg(long, value_name = "FILE")]
+    pub hardware_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanCmd {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Yaml)]
+    pub output: Output,
+    /// Show each decision: key, value, rule and source.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RecipesCmd {
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+    /// Also list each recipe's variants.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Yaml,
+    Json,
+}
+
+/// Parses the command line and runs it; returns the process exit code.
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    match (cli.command, cli.launch) {
+        (Some(Command::Plan(cmd)), _) => plan::plan(&cmd),
+        (Some(Command::Overrides(args)), _) => plan::overrides(&args),
+        (Some(Command::Recipes(cmd)), _) => recipes::list(&cmd),
+        (Some(Command::Presets), _) => recipes::presets(),
+        (Some(Command::Fields { section }), _) => fields::list(section.as_deref()),
+        (Some(Command::Gpus(args)), _) => recipes::gpus(&args),
+        (None, main) => plan::main_form(&main),
+    }
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+pub fn out(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::runtime(format!("cannot write to stdout: {e}"))),
+    }
+}

@@ -1,0 +1,118 @@
+//! `ovlaunch plan`, `ovlaunch overrides` and the main form's dry run.
+
+use serde_json::{Map, Value};
+
+use super::{MainArgs, Output, PlanArgs, PlanCmd, explain, load, out};
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::secret;
+use crate::yaml;
+
+/// The plan as a JSON tree with secret env values redacted (for printing).
+pub fn printable(plan: &Plan) -> Result<Value> {
+    let mut v = serde_json::to_value(plan)
+        .map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))?;
+    if let Some(env) = v.get_mut("env").and_then(Value::as_object_mut) {
+        for (k, entry) in env.iter_mut() {
+            if secret::is_secret(k) {
+                entry["value"] = Value::String(secret::REDACTED.into());
+            }
+        }
+    }
+    if let Some(ds) = v.get_mut("decisions").and_then(Value::as_array_mut) {
+        for d in ds {
+            let is_secret_env = d["key"]
+                .as_str()
+                .and_then(|k| k.strip_prefix("env."))
+                .is_some_and(secret::is_secret);
+            if is_secret_env {
+                d["value"] = Value::String(secret::REDACTED.into());
+            }
+        }
+    }
+    Ok(v)
+}
+
+pub fn plan(cmd: &PlanCmd) -> Result<i32> {
+    let plan = load::plan(&cmd.plan)?;
+    let tree = printable(&plan)?;
+    let text = match cmd.output {
+        Output::Json => {
+            let mut t =
+                serde_json::to_string_pretty(&tree).map_err(|e| Error::runtime(e.to_string()))?;
+            t.push('\n');
+            t
+        }
+        Output::Yaml => yaml::to_string(&tree)?,
+    };
+    out(&text)?;
+    if cmd.explain {
+        out(&explain::decisions(&plan))?;
+    }
+    Ok(0)
+}
+
+/// The override YAML the trainer loads. Bridge's own overlap and precision resolution is
+/// switched off (`comm_overlap: null`, `mixed_precision: null`) because their results are
+/// already in the model, ddp and optimizer fields: the plan is the single source of truth.
+pub fn overrides_yaml(plan: &Plan) -> Result<String> {
+    let mut top = Map::new();
+    top.insert("model".into(), tree(&plan.model)?);
+    top.insert("train".into(), tree(&plan.train)?);
+    top.insert("ddp".into(), tree(&plan.ddp)?);
+    top.insert("optimizer".into(), tree(&plan.optimizer)?);
+    top.insert("comm_overlap".into(), Value::Null);
+    top.insert("mixed_precision".into(), Value::Null);
+    let env: Map<String, Value> = plan
+        .env
+        .iter()
+        .map(|(k, e)| (k.clone(), Value::String(e.value.clone())))
+        .collect();
+    top.insert("env_vars".into(), Value::Object(env));
+    let header = format!(
+        "# Megatron-Bridge overrides written by ovlaunch {} for recipe {} on {}.\n# comm_overlap and mixed_precision are null: their results are already in model/ddp/optimizer.\n",
+        env!("CARGO_PKG_VERSION"),
+        plan.recipe.name,
+        plan.hardware.spec
+    );
+    Ok(header + &yaml::to_string(&Value::Object(top))?)
+}
+
+fn tree<T: serde::Serialize>(v: &T) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))
+}
+
+pub fn overrides(args: &PlanArgs) -> Result<i32> {
+    let plan = load::plan(args)?;
+    let text = overrides_yaml(&plan)?;
+    // The file carries secrets to the trainer: show them redacted on a terminal dump.
+    let shown: String = text
+        .lines()
+        .map(|l| {
+            let t = l.trim_start();
+            match t.split_once(": ") {
+                Some((k, _)) if secret::is_secret(k) && l.starts_with("  ") => {
+                    format!("{}{k}: {}\n", &l[..l.len() - t.len()], secret::REDACTED)
+                }
+                _ => format!("{l}\n"),
+            }
+        })
+        .collect();
+    out(&shown)?;
+    Ok(0)
+}
+
+pub fn main_form(args: &MainArgs) -> Result<i32> {
+    let plan = load::plan(&args.plan)?;
+    let mut text = explain::summary(&plan);
+    text.push_str("\n# environment\n");
+    text.push_str(&explain::env_lines(&plan));
+    out(&text)?;
+    if !args.dry_run {
+        return Err(Error::usage(
+            "submitting needs the Slurm backend; use --dry-run to print the plan",
+        )
+        .at("--dry-run"));
+    }
+    Ok(0)
+}

@@ -1,0 +1,104 @@
+//! `model`: the Megatron-Core `TransformerConfig` / `ModelParallelConfig` fields that the
+//! layout checks, the overlap resolution and the mixed-precision setup read or write.
+//!
+//! Defaults are Megatron-Core's (pinned mcore 2a75ac1), so a recipe file that names only a
+//! few fields behaves as Bridge would with a bare `GPTModelProvider`.
+
+use serde_json::Value;
+
+crate::section! {
+    /// Model shape, parallel layout, MoE, recompute and precision fields.
+    pub struct ModelConfig {
+        // Shape.
+        num_layers: u32 = 12,
+        hidden_size: u32 = 768,
+        ffn_hidden_size: Option<u32> = None,
+        num_attention_heads: u32 = 12,
+        num_query_groups: Option<u32> = None,
+        kv_channels: Option<u32> = None,
+        seq_length: u32 = 4096,
+        vocab_size: Option<u32> = None,
+        add_bias_linear: bool = true,
+        add_qkv_bias: bool = false,
+        // Parallel layout.
+        tensor_model_parallel_size: u32 = 1,
+        pipeline_model_parallel_size: u32 = 1,
+        virtual_pipeline_model_parallel_size: Option<u32> = None,
+        context_parallel_size: u32 = 1,
+        expert_model_parallel_size: u32 = 1,
+        expert_tensor_parallel_size: Option<u32> = None,
+        sequence_parallel: bool = false,
+        pipeline_model_parallel_layout: Option<String> = None,
+        account_for_embedding_in_pipeline_split: bool = false,
+        account_for_loss_in_pipeline_split: bool = false,
+        // Mixture of experts.
+        num_moe_experts: Option<u32> = None,
+        moe_router_topk: u32 = 2,
+        moe_ffn_hidden_size: Option<u32> = None,
+        moe_shared_expert_intermediate_size: Option<u32> = None,
+        moe_shared_expert_overlap: bool = false,
+        moe_token_dispatcher_type: String = "allgather".to_string(),
+        moe_flex_dispatcher_backend: Option<String> = None,
+        moe_layer_freq: Option<Value> = None,
+        mtp_num_layers: Option<u32> = None,
+        // Recompute.
+        recompute_granularity: Option<String> = None,
+        recompute_method: Option<String> = None,
+        recompute_num_layers: Option<u32> = None,
+        recompute_modules: Option<Vec<String>> = None,
+        // Fusions and CUDA graphs.
+        gradient_accumulation_fusion: bool = false,
+        cross_entropy_loss_fusion: bool = true,
+        deterministic_mode: bool = false,
+        cuda_graph_impl: String = "none".to_string(),
+        cuda_graph_modules: Option<Value> = None,
+        cuda_graph_scope: Option<Value> = None,
+        cpu_offloading: bool = false,
+        cpu_offloading_num_layers: u32 = 0,
+        // Communication overlap: the nine fields CommOverlapConfig lands on the model.
+        tp_comm_overlap: bool = false,
+        tp_comm_overlap_cfg: Option<Value> = None,
+        tp_comm_bootstrap_backend: Option<String> = Some("nccl".to_string()),
+        overlap_p2p_comm: bool = false,
+        batch_p2p_comm: bool = true,
+        defer_embedding_wgrad_compute: bool = false,
+        wgrad_deferral_limit: i64 = 0,
+        overlap_moe_expert_parallel_comm: bool = false,
+        delay_wgrad_compute: Option<bool> = Some(false),
+        // Precision: the fields MixedPrecisionConfig writes (mcore defaults).
+        fp16: bool = false,
+        bf16: bool = false,
+        params_dtype: Option<String> = Some("float32".to_string()),
+        pipeline_dtype: Option<String> = None,
+        autocast_dtype: Option<String> = None,
+        fp8: Option<String> = None,
+        fp8_recipe: Option<String> = Some("delayed".to_string()),
+        first_last_layers_bf16: bool = false,
+        fp8_margin: i64 = 0,
+        fp8_amax_history_len: u32 = 1,
+        fp8_amax_compute_algo: String = "most_recent".to_string(),
+        fp8_wgrad: bool = true,
+        fp8_dot_product_attention: bool = false,
+        fp8_multi_head_attention: bool = false,
+        fp8_param: Option<bool> = Some(false),
+        fp4: Option<String> = None,
+        fp4_recipe: Option<String> = Some("nvfp4".to_string()),
+        fp4_param: Option<bool> = Some(false),
+        num_layers_at_start_in_bf16: u32 = 1,
+        num_layers_at_end_in_bf16: u32 = 1,
+    }
+}
+
+impl ModelConfig {
+    /// VPP as Bridge's overlap code reads it: `None` counts as 1.
+    pub fn vp(&self) -> u32 {
+        self.virtual_pipeline_model_parallel_size.unwrap_or(1)
+    }
+
+    /// Product of the model-parallel dimensions that divide the world (EP is not part of it).
+    pub fn model_parallel_product(&self) -> u64 {
+        u64::from(self.tensor_model_parallel_size)
+            * u64::from(self.pipeline_model_parallel_size)
+            * u64::from(self.context_parallel_size)
+    }
+}

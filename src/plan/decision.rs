@@ -1,0 +1,64 @@
+//! A `Decision` records one value the plan holds and why: the key (Bridge path or env var),
+//! the value, the rule that produced it (citing the upstream rule where one is ported) and
+//! where the value came from. Every automatic change ovlaunch makes is one of these.
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The recipe file (base or the selected variant).
+    Recipe,
+    /// A command-line flag (`--set`, `--env`, ...).
+    User,
+    /// Megatron-Core's or Bridge's default.
+    Default,
+    /// Computed by a rule from other values.
+    Derived,
+    /// Written by the named plugin.
+    Plugin(String),
+}
+
+impl Source {
+    pub fn as_string(&self) -> String {
+        match self {
+            Source::Recipe => "recipe".into(),
+            Source::User => "user".into(),
+            Source::Default => "default".into(),
+            Source::Derived => "derived".into(),
+            Source::Plugin(name) => format!("plugin:{name}"),
+        }
+    }
+}
+
+impl Serialize for Source {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.as_string())
+    }
+}
+
+/// One explained value.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub key: String,
+    pub value: Value,
+    pub rule: String,
+    pub source: Source,
+}
+
+impl Decision {
+    pub fn new(
+        key: impl Into<String>,
+        value: impl Into<Value>,
+        rule: impl Into<String>,
+        source: Source,
+    ) -> Self {
+        Self {
+            key: key.into(),
+            value: value.into(),
+            rule: rule.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The resolved plan: everything `render` needs and everything `ovlaunch plan` prints.
+//! Its JSON form uses Bridge's section and field names; `null` where Bridge leaves `None`.
+
+pub mod decision;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::catalog::Hardware;
+use crate::config::{
+    CommOverlapConfig, DdpConfig, MixedPrecisionConfig, ModelConfig, OptimizerConfig, TrainConfig,
+};
+use crate::resolve::env::{EnvEntry, Invariant};
+use crate::resolve::layout::Parallelism;
+pub use decision::{Decision, Source};
+
+/// Which recipe and variant the plan came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecipeInfo {
+    pub name: String,
+    pub origin: String,
+    pub family: Option<String>,
+    pub task: Option<String>,
+    /// Bridge's recipe name (the variant's, else the recipe's).
+    pub bridge_recipe: Option<String>,
+    pub precision: String,
+    pub variant_gpu: Option<String>,
+    pub variant_num_gpus: Option<u32>,
+    pub trainer: Option<Vec<String>>,
+}
+
+/// The resolved mixed precision: the recipe name and every field.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolvedPrecision {
+    pub recipe: String,
+    #[serde(flatten)]
+    pub config: MixedPrecisionConfig,
+}
+
+/// Container versions the rules used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Versions {
+    pub transformer_engine: Option<String>,
+    pub torch: String,
+}
+
+/// The whole resolved plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub recipe: RecipeInfo,
+    pub hardware: Hardware,
+    pub parallelism: Parallelism,
+    pub versions: Versions,
+    pub model: ModelConfig,
+    pub train: TrainConfig,
+    pub ddp: DdpConfig,
+    pub optimizer: OptimizerConfig,
+    pub comm_overlap: Option<CommOverlapConfig>,
+    pub mixed_precision: Option<ResolvedPrecision>,
+    pub env: BTreeMap<String, EnvEntry>,
+    /// Env conditions the rank runtime re-checks on the node.
+    pub invariants: Vec<Invariant>,
+    pub decisions: Vec<Decision>,
+    pub warnings: Vec<String>,
+}

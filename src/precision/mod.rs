@@ -1,0 +1,172 @@
+//! Mixed precision as Megatron-Bridge applies it (`training/mixed_precision.py`): build the
+//! config from a recipe name or mapping, `finalize()` it, then `setup()` it onto model,
+//! optimizer and ddp. The copy is unconditional: every field a target has is overwritten
+//! whenever the value differs, `None` and defaults included, so mixed precision is
+//! authoritative over any precision field a recipe or `--set` wrote on those sections.
+
+pub mod recipes;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::config::{
+    DdpConfig, MixedPrecisionConfig, MixedPrecisionSpec, ModelConfig, OptimizerConfig,
+};
+use crate::error::{Error, Result, did_you_mean};
+use crate::plan::decision::{Decision, Source};
+use crate::version::Stack;
+
+/// Builds the config a recipe names (Bridge `get_mixed_precision_config`), then applies the
+/// mapping's field writes in declaration order.
+pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)> {
+    match spec {
+        MixedPrecisionSpec::Name(name) => {
+            let cfg = recipes::get(name).map_err(|m| {
+                Error::usage(m)
+                    .at("mixed_precision")
+                    .help(did_you_mean(&name.replace('-', "_"), recipes::RECIPES))
+            })?;
+            Ok((name.replace('-', "_"), cfg))
+        }
+        MixedPrecisionSpec::Custom(custom) => {
+            let (label, mut cfg) = match &custom.recipe {
+                Some(name) => build(&MixedPrecisionSpec::Name(name.clone()))?,
+                None => ("custom".to_string(), MixedPrecisionConfig::default()),
+            };
+            for field in MixedPrecisionConfig::FIELDS {
+                if let Some(v) = custom.fields.get(*field) {
+                    cfg.set_field(field, v.clone())
+                        .map_err(|m| Error::usage(m).at(format!("mixed_precision.{field}")))?;
+                }
+            }
+            for key in custom.fields.keys() {
+                if !MixedPrecisionConfig::FIELDS.contains(&key.as_str()) {
+                    return Err(
+                        Error::usage(format!("unknown field `{key}` in mixed_precision"))
+                            .at(format!("mixed_precision.{key}"))
+                            .help(did_you_mean(
+                                key,
+                                MixedPrecisionConfig::FIELDS.iter().copied(),
+                            )),
+                    );
+                }
+            }
+            Ok((label, cfg))
+        }
+    }
+}
+
+/// Bridge `MixedPrecisionConfig.finalize()`.
+pub fn finalize(cfg: &mut MixedPrecisionConfig, stack: &Stack) -> Result<()> {
+    if cfg.fp8_param.is_none() {
+        cfg.fp8_param = Some(cfg.fp8_param_gather);
+    }
+    if cfg.fp4_param.is_none() {
+        cfg.fp4_param = Some(cfg.fp4_param_gather);
+    }
+    let truthy = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    if truthy(&cfg.fp4) && truthy(&cfg.fp8) {
+        return Err(
+            Error::config("fp4 and fp8 cannot be used simultaneously. Please choose one.")
+                .at("mixed_precision")
+                .help("pick an fp8 recipe or an nvfp4 recipe, not both"),
+        );
+    }
+    if truthy(&cfg.fp4)
+        && !stack
+            .te
+            .as_ref()
+            .is_some_and(|te| te.at_least("2.7.0.dev0"))
+    {
+        return Err(Error::config(
+            "fp4 requires Transformer Engine >= 2.7.0.dev0 for NVFP4BlockScaling support.",
+        )
+        .at("mixed_precision.fp4")
+        .help("use --te-version 2.7.0 or newer, or a non-fp4 precision"));
+    }
+    Ok(())
+}
+
+/// Bridge `MixedPrecisionConfig.setup(model, optimizer, ddp)`: model, then optimizer, then
+/// ddp; each overwrite is recorded like Bridge's debug log `Overwrote T.f  old -> new`.
+pub fn setup(
+    cfg: &MixedPrecisionConfig,
+    recipe: &str,
+    model: &mut ModelConfig,
+    optimizer: &mut OptimizerConfig,
+    ddp: &mut DdpConfig,
+    decisions: &mut Vec<Decision>,
+) -> Result<()> {
+    let src = serde_json::to_value(cfg).map_err(internal)?;
+    overwrite(&src, "model", ModelConfig::FIELDS, model, recipe, decisions)?;
+    overwrite(
+        &src,
+        "optimizer",
+        OptimizerConfig::FIELDS,
+        optimizer,
+        recipe,
+        decisions,
+    )?;
+    overwrite(&src, "ddp", DdpConfig::FIELDS, ddp, recipe, decisions)?;
+    Ok(())
+}
+
+fn overwrite<T: Serialize + DeserializeOwned>(
+    src: &Value,
+    section: &str,
+    target_fields: &[&str],
+    target: &mut T,
+    recipe: &str,
+    decisions: &mut Vec<Decision>,
+) -> Result<()> {
+    let mut tree = serde_json::to_value(&*target).map_err(internal)?;
+    let (Some(src), Some(dst)) = (src.as_object(), tree.as_object_mut()) else {
+        return Err(internal("sections must serialise to mappings"));
+    };
+    for field in MixedPrecisionConfig::FIELDS {
+        if !target_fields.contains(field) {
+            continue;
+        }
+        let new = src.get(*field).cloned().unwrap_or(Value::Null);
+        let old = dst.get(*field).cloned().unwrap_or(Value::Null);
+        if !same(&old, &new) {
+            decisions.push(Decision::new(
+                format!("{section}.{field}"),
+                new.clone(),
+                format!(
+                    "mixed_precision {recipe} overwrites {section}.{field} ({} -> {}): Bridge copies every precision field unconditionally (mixed_precision.py update_config_with_precision_overrides)",
+                    py(&old),
+                    py(&new)
+                ),
+                Source::Derived,
+            ));
+            dst.insert((*field).to_string(), new);
+        }
+    }
+    *target = serde_json::from_value(tree).map_err(internal)?;
+    Ok(())
+}
+
+/// Numbers compare by value (1000 == 1000.0), as Python's `!=` does.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Python-style rendering for messages (`True`, `None`).
+pub fn py(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::runtime(format!("internal error in mixed-precision setup: {e}"))
+}

@@ -1,0 +1,292 @@
+//! Layering a recipe into one `ConfigContainer`: Megatron-Core defaults <- recipe base <-
+//! the chosen variant <- `--set`, as trees so that an explicit `null` overrides. Also picks
+//! the variant for the GPU kind, precision and count, and records where each value came from.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::overrides::SetOverride;
+use crate::catalog::Hardware;
+use crate::catalog::recipe::{PRECISIONS, Recipe, Variant};
+use crate::config::ConfigContainer;
+use crate::error::{Error, Result, did_you_mean};
+use crate::plan::decision::{Decision, Source};
+
+/// Provenance of every `section.field` that a recipe layer or a flag wrote.
+#[derive(Debug, Default, Clone)]
+pub struct Provenance {
+    map: BTreeMap<String, Source>,
+}
+
+impl Provenance {
+    pub fn source(&self, path: &str) -> Source {
+        self.map.get(path).cloned().unwrap_or(Source::Default)
+    }
+
+    fn record(&mut self, section: &str, tree: &Value, source: &Source) {
+        match tree {
+            Value::Object(m) if section != "mixed_precision" => {
+                for k in m.keys() {
+                    self.map.insert(format!("{section}.{k}"), source.clone());
+                }
+                self.map.insert(section.to_string(), source.clone());
+            }
+            _ => {
+                self.map.insert(section.to_string(), source.clone());
+            }
+        }
+    }
+
+    pub fn user_set(&self, path: &str) -> bool {
+        self.map.get(path) == Some(&Source::User)
+    }
+}
+
+/// The variant chosen and how.
+#[derive(Debug, Clone)]
+pub struct Choice<'r> {
+    pub variant: Option<&'r Variant>,
+    pub precision: String,
+    pub decisions: Vec<Decision>,
+}
+
+/// Normalises `--precision` spellings (`fp8_cs` -> `fp8cs`).
+pub fn normalise_precision(p: &str) -> String {
+    p.to_ascii_lowercase().replace(['_', '-'], "")
+}
+
+/// Picks the variant for `hw` and `precision` (Bridge's perf scripts: exact GPU count if
+/// there is one, else the canonical (largest) count, scaled later).
+pub fn choose<'r>(
+    recipe: &'r Recipe,
+    hw: &Hardware,
+    precision: Option<&str>,
+) -> Result<Choice<'r>> {
+    let mut decisions = Vec::new();
+    let wanted = precision.map(normalise_precision);
+    if let Some(p) = &wanted {
+        if !PRECISIONS.contains(&p.as_str()) {
+            return Err(Error::usage(format!("unknown precision `{p}`"))
+                .at("--precision")
+                .help(format!(
+                    "{} precisions: {}",
+                    did_you_mean(p, PRECISIONS.iter().copied()),
+                    PRECISIONS.join(", ")
+                )));
+        }
+    }
+    if recipe.variants.is_empty() {
+        return Ok(Choice {
+            variant: None,
+            precision: wanted.unwrap_or_else(|| "recipe".into()),
+            decisions,
+        });
+    }
+    let mut gpu = hw.gpu.kind.clone();
+    if !recipe.variants.iter().any(|v| v.gpu == gpu) {
+        match &hw.gpu.recipe_gpu {
+            Some(alt) if recipe.variants.iter().any(|v| &v.gpu == alt) => {
+                decisions.push(Decision::new(
+                    "recipe.variant.gpu",
+                    alt.as_str(),
+                    format!("recipe {} has no {gpu} variant; {gpu} uses the {alt} variants (hardware table recipe_gpu)", recipe.name),
+                    Source::Derived,
+                ));
+                gpu = alt.clone();
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "recipe `{}` has no variant for {gpu}",
+                    recipe.name
+                ))
+                .at("--gpus")
+                .help(format!("available: {}", available(recipe))));
+            }
+        }
+    }
+    let for_gpu: Vec<&Variant> = recipe.variants.iter().filter(|v| v.gpu == gpu).collect();
+    let precision = match wanted {
+        Some(p) => p,
+        None => {
+            let p = if for_gpu.iter().any(|v| v.precision == "bf16") {
+                "bf16".to_string()
+            } else {
+                for_gpu[0].precision.clone()
+            };
+            decisions.push(Decision::new("recipe.variant.precision", p.as_str(), "no --precision given: bf16 when the recipe has it for this GPU, else its first precision", Source::Default));
+            p
+        }
+    };
+    let candidates: Vec<&Variant> = for_gpu
+        .iter()
+        .copied()
+        .filter(|v| v.precision == precision)
+        .collect();
+    if candidates.is_empty() {
+        let have: Vec<&str> = for_gpu.iter().map(|v| v.precision.as_str()).collect();
+        return Err(Error::usage(format!(
+            "recipe `{}` has no {precision} variant for {gpu}",
+            recipe.name
+        ))
+        .at("--precision")
+        .help(format!("{gpu} has: {}", dedup(have).join(", "))));
+    }
+    let exact = candidates.iter().find(|v| v.num_gpus == Some(hw.count));
+    let variant = match exact {
+        Some(v) => {
+            decisions.push(Decision::new(
+                "recipe.variant",
+                label(v),
+                format!("exact match for {} GPUs", hw.count),
+                Source::Recipe,
+            ));
+            *v
+        }
+        None => {
+            let v = candidates
+                .iter()
+                .find(|v| v.canonical)
+                .or_else(|| candidates.iter().max_by_key(|v| v.num_gpus.unwrap_or(0)))
+                .copied()
+                .expect("candidates is not empty");
+            decisions.push(Decision::new(
+                "recipe.variant",
+                label(v),
+                format!(
+                    "no {gpu} {precision} variant for {} GPUs; scaling from the canonical one ({} GPUs), as Bridge's performance scripts do",
+                    hw.count,
+                    v.num_gpus.unwrap_or(0)
+                ),
+                Source::Derived,
+            ));
+            v
+        }
+    };
+    Ok(Choice {
+        variant: Some(variant),
+        precision,
+        decisions,
+    })
+}
+
+fn label(v: &Variant) -> String {
+    v.bridge_recipe
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}/{}gpu", v.gpu, v.precision, v.num_gpus.unwrap_or(0)))
+}
+
+fn available(recipe: &Recipe) -> String {
+    let mut by_gpu: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for v in &recipe.variants {
+        by_gpu.entry(&v.gpu).or_default().push(&v.precision);
+    }
+    by_gpu
+        .into_iter()
+        .map(|(g, p)| format!("{g} ({})", dedup(p).join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn dedup(mut v: Vec<&str>) -> Vec<&str> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Merges `src` into `dst` section by section: mappings field by field, anything else replaces.
+fn merge_sections(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
+    for (section, value) in src {
+        match (dst.get_mut(section), value) {
+            (Some(Value::Object(d)), Value::Object(s)) if section != "mixed_precision" => {
+                for (k, v) in s {
+                    d.insert(k.clone(), v.clone());
+                }
+            }
+            _ => {
+                dst.insert(section.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// Builds the layered tree, before and after `--set`, with provenance.
+pub fn layer(
+    recipe: &Recipe,
+    variant: Option<&Variant>,
+    sets: &[SetOverride],
+) -> Result<(ConfigContainer, ConfigContainer, Provenance)> {
+    let mut prov = Provenance::default();
+    let mut tree = Map::new();
+    merge_sections(&mut tree, &recipe.sections);
+    for (s, v) in &recipe.sections {
+        prov.record(s, v, &Source::Recipe);
+    }
+    if let Some(v) = variant {
+        merge_sections(&mut tree, &v.sections);
+        for (s, val) in &v.sections {
+            prov.record(s, val, &Source::Recipe);
+        }
+    }
+    let before = build(&tree, &recipe.origin)?;
+    for o in sets {
+        apply_set(&mut tree, o);
+        let mut t = Map::new();
+        match &o.field {
+            Some(f) => {
+                t.insert(f.clone(), Value::Null);
+                prov.record(&o.section, &Value::Object(t), &Source::User);
+            }
+            None => prov.record(&o.section, &o.value, &Source::User),
+        }
+    }
+    let after = if sets.is_empty() {
+        before.clone()
+    } else {
+        build(&tree, "--set").map_err(|e| {
+            let flags: Vec<&str> = sets.iter().map(|s| s.flag.as_str()).collect();
+            Error::usage(e.message)
+                .at(flags.join(" "))
+                .help("check the values given with --set")
+        })?
+    };
+    Ok((before, after, prov))
+}
+
+fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {
+    match &o.field {
+        None => {
+            tree.insert(o.section.clone(), o.value.clone());
+        }
+        Some(field) => {
+            let entry = tree
+                .entry(o.section.clone())
+                .or_insert_with(|| Value::Object(Map::new()));
+            // `--set mixed_precision.X=...` on a recipe that names its precision by string.
+            if let Value::String(name) = entry {
+                let mut m = Map::new();
+                m.insert("recipe".into(), Value::String(name.clone()));
+                *entry = Value::Object(m);
+            }
+            if entry.is_null() {
+                *entry = Value::Object(Map::new());
+            }
+            if let Value::Object(m) = entry {
+                m.insert(field.clone(), o.value.clone());
+            }
+        }
+    }
+}
+
+fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
+    serde_json::from_value(Value::Object(tree.clone())).map_err(|e| {
+        let msg = e.to_string();
+        let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
+        let hint = if msg.contains("tp_comm_overlap") && msg.contains("missing") {
+            "comm_overlap.tp_comm_overlap is required whenever comm_overlap is given (CommOverlapConfig has no default for it)"
+        } else {
+            "check the recipe's sections against `ovlaunch fields`"
+        };
+        Error::usage(msg).at(origin.to_string()).help(hint)
+    })
+}

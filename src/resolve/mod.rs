@@ -1,0 +1,214 @@
+//! `resolve(inputs) -> Plan`: the pure core. No I/O, no clock, no environment reads. The
+//! order is Bridge's `runtime_config_update`: layout and batch scaling, mixed precision,
+//! data-parallel size, communication overlap, `validate()`, then the launch environment.
+
+pub mod env;
+pub mod layers;
+pub mod layout;
+pub mod overrides;
+pub mod validate;
+
+use serde_json::Value;
+
+use crate::catalog::{Hardware, Recipe};
+use crate::error::{Error, Result};
+use crate::overlap;
+use crate::plan::{Decision, Plan, RecipeInfo, ResolvedPrecision, Source, Versions};
+use crate::precision;
+use crate::version::Stack;
+use overrides::SetOverride;
+
+/// Everything a plan depends on.
+pub struct Inputs<'a> {
+    pub recipe: &'a Recipe,
+    pub hardware: &'a Hardware,
+    pub precision: Option<&'a str>,
+    pub sets: &'a [SetOverride],
+    pub envs: &'a [(String, String)],
+    pub stack: &'a Stack,
+    pub strict: bool,
+}
+
+/// Resolves a recipe on a hardware spec into a plan.
+pub fn resolve(inp: &Inputs<'_>) -> Result<Plan> {
+    let mut decisions: Vec<Decision> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let hw = inp.hardware;
+    let world = u64::from(hw.count);
+
+    let choice = layers::choose(inp.recipe, hw, inp.precision)?;
+    decisions.extend(choice.decisions.iter().cloned());
+    let (before, mut cfg, prov) = layers::layer(inp.recipe, choice.variant, inp.sets)?;
+
+    // Batch scaling, as Bridge's perf scripts do when the GPU count differs from the
+    // variant's: GBS * DP_new / DP_variant, unless the user gave the global batch.
+    if let Some(n) = choice.variant.and_then(|v| v.num_gpus) {
+        if n != hw.count && !prov.user_set("train.global_batch_size") {
+            let dp_old = u64::from(n) / before.model.model_parallel_product().max(1);
+            let dp_new = world / cfg.model.model_parallel_product().max(1);
+            let gbs = u64::from(before.train.global_batch_size);
+            let scaled = gbs * dp_new;
+            if dp_old == 0 || scaled % dp_old != 0 || scaled / dp_old == 0 {
+                return Err(Error::usage(format!(
+                    "cannot scale global_batch_size {gbs} from {n} to {} GPUs: {gbs}*{dp_new}/{dp_old} is not a whole number",
+                    hw.count
+                ))
+                .at("train.global_batch_size")
+                .help("Pass --set train.global_batch_size=N explicitly"));
+            }
+            let new = u32::try_from(scaled / dp_old).map_err(|_| {
+                Error::usage("scaled global_batch_size is too large").at("train.global_batch_size")
+            })?;
+            cfg.train.global_batch_size = new;
+            decisions.push(Decision::new(
+                "train.global_batch_size",
+                new,
+                format!("scaled from the {n}-GPU variant: {gbs} * DP {dp_new} / DP {dp_old} (Bridge performance scripts, weak scaling)"),
+                Source::Derived,
+            ));
+        }
+    }
+
+    let par = layout::check(&cfg.model, &cfg.train, world)?;
+    for key in [
+        "model.tensor_model_parallel_size",
+        "model.pipeline_model_parallel_size",
+        "model.virtual_pipeline_model_parallel_size",
+        "model.context_parallel_size",
+        "model.expert_model_parallel_size",
+        "model.sequence_parallel",
+        "train.micro_batch_size",
+    ] {
+        let (section, field) = key.split_once('.').expect("dotted");
+        let tree = serde_json::to_value(&cfg).map_err(internal)?;
+        decisions.push(Decision::new(
+            key,
+            tree[section][field].clone(),
+            "layout",
+            prov.source(key),
+        ));
+    }
+    if !prov.user_set("train.global_batch_size")
+        && !decisions.iter().any(|d| d.key == "train.global_batch_size")
+    {
+        decisions.push(Decision::new(
+            "train.global_batch_size",
+            cfg.train.global_batch_size,
+            "layout",
+            prov.source("train.global_batch_size"),
+        ));
+    }
+
+    // Mixed precision (resolve, finalize, setup), before overlap: EP check (d) reads bf16.
+    let mut resolved_mp = None;
+    if let Some(spec) = &cfg.mixed_precision {
+        let (name, mut mp) = precision::build(spec)?;
+        precision::finalize(&mut mp, inp.stack)?;
+        decisions.push(Decision::new(
+            "mixed_precision",
+            Value::String(name.clone()),
+            "the recipe's mixed-precision recipe",
+            prov.source("mixed_precision"),
+        ));
+        precision::setup(
+            &mp,
+            &name,
+            &mut cfg.model,
+            &mut cfg.optimizer,
+            &mut cfg.ddp,
+            &mut decisions,
+        )?;
+        resolved_mp = Some(ResolvedPrecision {
+            recipe: name,
+            config: mp,
+        });
+    }
+
+    // Data-parallel size, then communication overlap.
+    let mut comm = cfg.comm_overlap.clone();
+    if let Some(c) = comm.as_mut() {
+        c.data_parallel_size = Some(par.data);
+        let origin = |field: &str| prov.source(&format!("comm_overlap.{field}"));
+        let ctx = overlap::Context {
+            stack: inp.stack,
+            strict: inp.strict,
+            origin: &origin,
+        };
+        let out = overlap::setup(c, &mut cfg.model, &mut cfg.optimizer, &mut cfg.ddp, &ctx)?;
+        decisions.extend(out.decisions);
+        warnings.extend(out.warnings);
+    } else {
+        decisions.push(Decision::new(
+            "comm_overlap",
+            Value::Null,
+            "no comm_overlap section: Bridge leaves model, ddp and optimizer overlap fields as they are",
+            prov.source("comm_overlap"),
+        ));
+    }
+
+    validate::validate(
+        &cfg.model,
+        &mut cfg.optimizer,
+        &mut cfg.ddp,
+        resolved_mp.as_ref().map(|p| &p.config),
+        inp.stack,
+        &mut decisions,
+        &mut warnings,
+    )?;
+
+    let user_changed = |path: &str| prov.user_set(path);
+    let env_inputs = env::EnvInputs {
+        hardware: hw,
+        model: &cfg.model,
+        recipe_env: &cfg.env_vars,
+        family: inp.recipe.family.as_deref(),
+        user_changed: &user_changed,
+        user_env: inp.envs,
+    };
+    let env_map = env::build(&env_inputs, &mut decisions);
+    let invariants = env::check(
+        hw,
+        &cfg.model,
+        cfg.ddp.use_megatron_fsdp,
+        &env_map,
+        inp.strict,
+        &mut warnings,
+    )?;
+
+    let variant = choice.variant;
+    Ok(Plan {
+        recipe: RecipeInfo {
+            name: inp.recipe.name.clone(),
+            origin: inp.recipe.origin.clone(),
+            family: inp.recipe.family.clone(),
+            task: inp.recipe.task.clone(),
+            bridge_recipe: variant
+                .and_then(|v| v.bridge_recipe.clone())
+                .or_else(|| inp.recipe.bridge_recipe.clone()),
+            precision: choice.precision.clone(),
+            variant_gpu: variant.map(|v| v.gpu.clone()),
+            variant_num_gpus: variant.and_then(|v| v.num_gpus),
+            trainer: inp.recipe.trainer.clone(),
+        },
+        hardware: hw.clone(),
+        parallelism: par,
+        versions: Versions {
+            transformer_engine: inp.stack.te.as_ref().map(ToString::to_string),
+            torch: inp.stack.torch.to_string(),
+        },
+        model: cfg.model,
+        train: cfg.train,
+        ddp: cfg.ddp,
+        optimizer: cfg.optimizer,
+        comm_overlap: comm,
+        mixed_precision: resolved_mp,
+        env: env_map,
+        invariants,
+        decisions,
+        warnings,
+    })
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::runtime(format!("internal error: {e}"))
+}

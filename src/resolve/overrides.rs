@@ -1,0 +1,239 @@
+//! `--set section.field=value` and `--env NAME=VALUE`: parsing, path checking against the
+//! known fields (unknown paths list close matches), conflict detection, and the YAML-typed
+//! value (`4`, `true`, `null`, `[a, b]`, `text`) that the field's own type then checks.
+
+use serde_json::Value;
+
+use crate::config::{self, CommOverlapConfig, ConfigContainer, MixedPrecisionConfig};
+use crate::error::{Error, Result, did_you_mean};
+use crate::yaml;
+
+/// One `--set` override.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetOverride {
+    /// `model`, `comm_overlap`, `mixed_precision`, ...
+    pub section: String,
+    /// The field, or `None` to replace the whole section (`mixed_precision=bf16_mixed`).
+    pub field: Option<String>,
+    pub value: Value,
+    /// The flag as the user wrote it, for messages.
+    pub flag: String,
+}
+
+impl SetOverride {
+    /// `section.field` or `section`.
+    pub fn path(&self) -> String {
+        match &self.field {
+            Some(f) => format!("{}.{f}", self.section),
+            None => self.section.clone(),
+        }
+    }
+}
+
+/// Parses and checks every `--set`; rejects unknown paths and the same path set twice to
+/// different values.
+pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
+    let mut out: Vec<SetOverride> = Vec::new();
+    for item in raw {
+        let o = parse_set(item)?;
+        if let Some(prev) = out.iter().find(|p| p.path() == o.path()) {
+            if prev.value != o.value {
+                return Err(Error::usage(format!(
+                    "conflicting overrides for `{}`: `{}` and `{}`",
+                    o.path(),
+                    prev.flag,
+                    o.flag
+                ))
+                .at("--set")
+                .help("give each field once"));
+            }
+            continue;
+        }
+        out.push(o);
+    }
+    Ok(out)
+}
+
+fn parse_set(item: &str) -> Result<SetOverride> {
+    let flag = format!("--set {item}");
+    let Some((path, text)) = item.split_once('=') else {
+        return Err(Error::usage("expected section.field=value")
+            .at(flag)
+            .help("e.g. --set model.tensor_model_parallel_size=8"));
+    };
+    let path = path.trim().trim_start_matches('+');
+    let (section, field) = match path.split_once('.') {
+        Some((s, f)) => (s.to_string(), Some(f.to_string())),
+        None => (path.to_string(), None),
+    };
+    let Some(fields) = config::section_fields(&section) else {
+        return Err(Error::usage(format!("unknown section `{section}`"))
+            .at(flag)
+            .help(format!(
+                "{} sections: {}",
+                did_you_mean(&section, config::SECTIONS.iter().copied()),
+                config::SECTIONS.join(", ")
+            )));
+    };
+    if let (Some(f), Some(known)) = (&field, fields) {
+        if !known.contains(&f.as_str()) && !(section == "mixed_precision" && f == "recipe") {
+            return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
+                .at(flag)
+                .help(format!(
+                    "{} see `ovlaunch fields {section}`",
+                    did_you_mean(f, known.iter().copied())
+                )));
+        }
+    }
+    if field.is_none() && !matches!(section.as_str(), "mixed_precision" | "comm_overlap") {
+        return Err(
+            Error::usage(format!("`{section}` needs a field: {section}.FIELD=VALUE")).at(flag),
+        );
+    }
+    if section == "comm_overlap" && field.as_deref() == Some("data_parallel_size") {
+        return Err(Error::usage(
+            "comm_overlap.data_parallel_size is computed (world / (TP*PP*CP)); it cannot be set",
+        )
+        .at(flag));
+    }
+    let mut value = yaml::parse_value(text);
+    if let Some(f) = &field {
+        value = typed(&section, f, value, text).map_err(|m| Error::usage(m).at(flag.clone()))?;
+    }
+    Ok(SetOverride {
+        section,
+        field,
+        value,
+        flag,
+    })
+}
+
+/// Checks `value` against the field's type; a scalar that fails is retried as a string
+/// (`--set model.pipeline_model_parallel_layout=1` means the text "1").
+fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, String> {
+    let check = |v: &Value| -> Result<(), String> {
+        let mut tree = serde_json::Map::new();
+        tree.insert(field.to_string(), v.clone());
+        let tree = Value::Object(tree);
+        let res = match section {
+            "comm_overlap" => {
+                let mut t = tree.clone();
+                if field != "tp_comm_overlap" {
+                    t["tp_comm_overlap"] = Value::Bool(false);
+                }
+                serde_json::from_value::<CommOverlapConfig>(t).map(|_| ())
+            }
+            "mixed_precision" if field == "recipe" => {
+                if v.is_string() {
+                    Ok(())
+                } else {
+                    return Err("mixed_precision.recipe must be a recipe name".into());
+                }
+            }
+            "mixed_precision" => serde_json::from_value::<MixedPrecisionConfig>(tree).map(|_| ()),
+            "env_vars" => serde_json::from_value::<config::EnvScalar>(v.clone()).map(|_| ()),
+            _ => {
+                let mut top = serde_json::Map::new();
+                top.insert(section.to_string(), tree);
+                serde_json::from_value::<ConfigContainer>(Value::Object(top)).map(|_| ())
+            }
+        };
+        res.map_err(|e| clean(&e.to_string()))
+    };
+    match check(&value) {
+        Ok(()) => Ok(value),
+        Err(first) => {
+            let as_text = Value::String(text.to_string());
+            if !value.is_string() && check(&as_text).is_ok() {
+                Ok(as_text)
+            } else {
+                Err(format!("`{section}.{field}`: {first}"))
+            }
+        }
+    }
+}
+
+/// serde_json messages end in " at line 1 column N", meaningless for a flag.
+fn clean(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Parses `--env NAME=VALUE` flags; the value is kept byte for byte.
+pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for item in raw {
+        let flag = format!("--env {item}");
+        let Some((name, value)) = item.split_once('=') else {
+            return Err(Error::usage("expected NAME=VALUE")
+                .at(flag)
+                .help("e.g. --env NCCL_DEBUG=INFO"));
+        };
+        if !valid_env_name(name) {
+            return Err(
+                Error::usage(format!("`{name}` is not a valid environment variable name"))
+                    .at(flag)
+                    .help("names are letters, digits and underscores, not starting with a digit"),
+            );
+        }
+        if let Some((_, prev)) = out.iter().find(|(n, _)| n == name) {
+            if prev != value {
+                return Err(Error::usage(format!("conflicting values for {name}"))
+                    .at(flag)
+                    .help("give each variable once"));
+            }
+            continue;
+        }
+        out.push((name.to_string(), value.to_string()));
+    }
+    Ok(out)
+}
+
+/// POSIX shell variable names.
+pub fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_values() {
+        let s = parse_sets(&["model.tensor_model_parallel_size=8".into()]).unwrap();
+        assert_eq!(s[0].value, Value::from(8));
+        let s = parse_sets(&["model.virtual_pipeline_model_parallel_size=null".into()]).unwrap();
+        assert_eq!(s[0].value, Value::Null);
+        let s = parse_sets(&["model.pipeline_model_parallel_layout=1".into()]).unwrap();
+        assert_eq!(s[0].value, Value::from("1"));
+        let e = parse_sets(&["model.tensor_model_parallel_size=four".into()]).unwrap_err();
+        assert!(e.to_string().contains("tensor_model_parallel_size"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn unknown_paths_suggest() {
+        let e = parse_sets(&["model.tensor_parallel_size=8".into()]).unwrap_err();
+        assert!(e.to_string().contains("did you mean"), "{e}");
+        let e = parse_sets(&["modle.x=1".into()]).unwrap_err();
+        assert!(e.to_string().contains("`model`"), "{e}");
+    }
+
+    #[test]
+    fn conflicts_are_errors() {
+        assert!(
+            parse_sets(&[
+                "train.global_batch_size=8".into(),
+                "train.global_batch_size=16".into()
+            ])
+            .is_err()
+        );
+        assert!(parse_envs(&["A=1".into(), "A=2".into()]).is_err());
+        assert!(parse_envs(&["1A=1".into()]).is_err());
+        assert_eq!(parse_envs(&["A=x=y $z".into()]).unwrap()[0].1, "x=y $z");
+    }
+}

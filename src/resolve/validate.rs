@@ -1,0 +1,185 @@
+//! What Bridge's `ConfigContainer.validate()` does after overlap and precision are applied,
+//! as far as it touches them: Megatron-Core's deferred post-init checks, the Megatron-FSDP
+//! rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
+//! `overlap_param_gather` between ddp and optimizer, and precision consistency.
+
+use crate::config::{DdpConfig, MixedPrecisionConfig, ModelConfig, OptimizerConfig};
+use crate::error::{Error, Result};
+use crate::plan::decision::{Decision, Source};
+use crate::version::Stack;
+
+/// Runs the checks in Bridge's order; fixes what Bridge fixes (with a recorded decision and
+/// Bridge's warning) and fails where Bridge asserts.
+pub fn validate(
+    model: &ModelConfig,
+    optimizer: &mut OptimizerConfig,
+    ddp: &mut DdpConfig,
+    mp: Option<&MixedPrecisionConfig>,
+    stack: &Stack,
+    decisions: &mut Vec<Decision>,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    // Megatron-Core DDP and optimizer post-init.
+    if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather && !ddp.use_megatron_fsdp {
+        return Err(
+            Error::config("reuse_grad_buf_for_mxfp8_param_ag requires fp8_param_gather")
+                .at("ddp.reuse_grad_buf_for_mxfp8_param_ag")
+                .help("set it through mixed_precision (which owns both fields)"),
+        );
+    }
+    if optimizer.reuse_grad_buf_for_mxfp8_param_ag
+        && optimizer.overlap_param_gather_with_optimizer_step
+    {
+        return Err(Error::config("reuse_grad_buf_for_mxfp8_param_ag cannot be combined with overlap_param_gather_with_optimizer_step")
+            .at("optimizer.overlap_param_gather_with_optimizer_step")
+            .help("set comm_overlap.overlap_param_gather_with_optimizer_step=false"));
+    }
+    if ddp.bucket_size.is_some() && !ddp.overlap_grad_reduce && !ddp.use_megatron_fsdp {
+        warnings.push(format!(
+            "ddp.bucket_size={} has no effect: Megatron-Core forces bucket_size to None (one bucket) when overlap_grad_reduce is False",
+            ddp.bucket_size.unwrap_or(0)
+        ));
+    }
+
+    // Megatron-Core model post-init.
+    if model.defer_embedding_wgrad_compute {
+        if model.pipeline_model_parallel_size < 2 || !model.gradient_accumulation_fusion {
+            return Err(Error::config("defer_embedding_wgrad_compute needs pipeline_model_parallel_size > 1 and gradient_accumulation_fusion")
+                .at("comm_overlap.defer_embedding_wgrad_compute")
+                .help("set model.gradient_accumulation_fusion=true and PP > 1, or turn it off"));
+        }
+        if model.wgrad_deferral_limit < 0 {
+            return Err(Error::config("Wgrad deferral limit should be greater than or equal to 0 when it is enabled!")
+                .at("comm_overlap.wgrad_deferral_limit")
+                .help("CommOverlapConfig writes -1 when the limit is unset: set comm_overlap.wgrad_deferral_limit (e.g. 50)"));
+        }
+    }
+    if model.delay_wgrad_compute == Some(true) && !model.overlap_moe_expert_parallel_comm {
+        return Err(Error::config("overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute")
+            .at("comm_overlap.overlap_moe_expert_parallel_comm")
+            .help("CommOverlapConfig overwrites the model's value (False when unset): set comm_overlap.overlap_moe_expert_parallel_comm=true"));
+    }
+    if model.overlap_moe_expert_parallel_comm {
+        crate::overlap::checks::expert_overlap(model, stack)?;
+    }
+
+    // Megatron-FSDP.
+    if ddp.use_megatron_fsdp {
+        if ddp.megatron_fsdp_version == 2 {
+            for (key, on) in [
+                (
+                    "ddp.use_distributed_optimizer",
+                    &mut ddp.use_distributed_optimizer,
+                ),
+                ("ddp.overlap_grad_reduce", &mut ddp.overlap_grad_reduce),
+                ("ddp.overlap_param_gather", &mut ddp.overlap_param_gather),
+            ] {
+                if *on {
+                    *on = false;
+                    decisions.push(Decision::new(key, false, "Megatron-FSDP v2 turns the DDP overlap and distributed optimizer off (config.py validate)", Source::Derived));
+                }
+            }
+            optimizer.use_distributed_optimizer = false;
+            optimizer.overlap_param_gather = false;
+            optimizer.overlap_param_gather_with_optimizer_step = false;
+        } else {
+            if !ddp.use_distributed_optimizer || !optimizer.use_distributed_optimizer {
+                decisions.push(Decision::new(
+                    "ddp.use_distributed_optimizer",
+                    true,
+                    "Megatron-FSDP forces the distributed optimizer on (config.py validate)",
+                    Source::Derived,
+                ));
+            }
+            ddp.use_distributed_optimizer = true;
+            optimizer.use_distributed_optimizer = true;
+            if ddp.reuse_grad_buf_for_mxfp8_param_ag || optimizer.reuse_grad_buf_for_mxfp8_param_ag
+            {
+                decisions.push(Decision::new(
+                    "ddp.reuse_grad_buf_for_mxfp8_param_ag",
+                    false,
+                    "Megatron-FSDP turns MXFP8 grad-buffer reuse off (config.py validate)",
+                    Source::Derived,
+                ));
+            }
+            ddp.reuse_grad_buf_for_mxfp8_param_ag = false;
+            optimizer.reuse_grad_buf_for_mxfp8_param_ag = false;
+        }
+    } else if let Some(mp) = mp {
+        if mp.fp8_param_gather
+            && mp.fp8_recipe.as_deref() == Some("mxfp8")
+            && !mp.reuse_grad_buf_for_mxfp8_param_ag
+        {
+            return Err(Error::config("When fp8_param_gather=True and fp8_recipe='mxfp8', reuse_grad_buf_for_mxfp8_param_ag must be set to True")
+                .at("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag")
+                .help("--set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag=true"));
+        }
+    }
+
+    // Distributed-optimizer and overlap_param_gather sync.
+    if ddp.use_distributed_optimizer != optimizer.use_distributed_optimizer {
+        let text = format!(
+            "Distributed optimizer settings were not in sync: ddp.use_distributed_optimizer={}, optimizer.use_distributed_optimizer={}. Automatically enabling distributed optimizer for both settings.",
+            py(ddp.use_distributed_optimizer),
+            py(optimizer.use_distributed_optimizer)
+        );
+        warnings.push(text.clone());
+        decisions.push(Decision::new(
+            "optimizer.use_distributed_optimizer",
+            true,
+            text,
+            Source::Derived,
+        ));
+        ddp.use_distributed_optimizer = true;
+        optimizer.use_distributed_optimizer = true;
+    }
+    if ddp.overlap_param_gather != optimizer.overlap_param_gather {
+        let text = format!(
+            "overlap_param_gather settings were not in sync: ddp.overlap_param_gather={}, optimizer.overlap_param_gather={}. Automatically enabling overlap_param_gather for both settings.",
+            py(ddp.overlap_param_gather),
+            py(optimizer.overlap_param_gather)
+        );
+        warnings.push(text.clone());
+        decisions.push(Decision::new(
+            "optimizer.overlap_param_gather",
+            true,
+            text,
+            Source::Derived,
+        ));
+        ddp.overlap_param_gather = true;
+        optimizer.overlap_param_gather = true;
+    }
+
+    // Precision consistency.
+    if model.bf16 && model.fp16 {
+        return Err(
+            Error::config("model.bf16 and model.fp16 cannot both be True")
+                .at("model.bf16, model.fp16"),
+        );
+    }
+    if optimizer.bf16 && optimizer.fp16 {
+        return Err(
+            Error::config("optimizer.bf16 and optimizer.fp16 cannot both be True")
+                .at("optimizer.bf16, optimizer.fp16"),
+        );
+    }
+    if optimizer.use_precision_aware_optimizer {
+        let ok = (model.bf16 == optimizer.bf16) && (model.fp16 == optimizer.fp16);
+        if !ok {
+            return Err(Error::config(
+                "with use_precision_aware_optimizer, optimizer bf16/fp16 must match the model's",
+            )
+            .at("optimizer.use_precision_aware_optimizer")
+            .help("name the precision in mixed_precision, which sets both"));
+        }
+        if optimizer.optimizer != "adam" || !optimizer.use_distributed_optimizer {
+            return Err(Error::config("use_precision_aware_optimizer requires the adam optimizer and the distributed optimizer")
+                .at("optimizer.use_precision_aware_optimizer"));
+        }
+    }
+    Ok(())
+}
+
+fn py(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
