@@ -5,6 +5,7 @@
 //! The core is pure: `resolve::resolve(inputs) -> Plan` and `render::*(&Plan)` do no I/O,
 //! read no clock and no environment. Effects live in `backend` and `cli`.
 
+pub mod backend;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -12,6 +13,7 @@ pub mod error;
 pub mod overlap;
 pub mod plan;
 pub mod precision;
+pub mod render;
 pub mod resolve;
 pub mod secret;
 pub mod version;

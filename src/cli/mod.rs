@@ -2,11 +2,19 @@
 //! outside world only through `load` (catalog and user files) and the backends, then
 //! calls the pure core and prints.
 
+mod cancel;
+mod env;
 mod explain;
 mod fields;
+mod jobs;
+mod launch;
+mod list;
 mod load;
+mod logs;
 mod plan;
 mod recipes;
+mod status;
+mod submit;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -33,7 +41,21 @@ pub struct Cli {
 pub struct MainArgs {
     #[command(flatten)]
     pub plan: PlanArgs,
+    #[command(flatten)]
+    pub launch: launch::LaunchArgs,
     /// Print the plan summary, env and launch script; write and submit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `submit`: the main form without `--dry-run`.
+#[derive(Debug, Args)]
+pub struct SubmitCmd {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    #[command(flatten)]
+    pub launch: launch::LaunchArgs,
+    /// Print what would be submitted; write nothing.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -55,6 +77,37 @@ pub enum Command {
     },
     /// List the GPU kinds.
     Gpus(CatalogArgs),
+    /// Write the job directory and submit it (or run it with --executor local).
+    Submit(SubmitCmd),
+    /// Dump the launch environment (secrets redacted).
+    Env {
+        #[command(flatten)]
+        plan: PlanArgs,
+        #[arg(long, value_enum, default_value_t = env::FormatArg::Sh)]
+        format: env::FormatArg,
+    },
+    /// Show a job's state.
+    Status {
+        #[command(flatten)]
+        job: jobs::JobArgs,
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Yaml)]
+        output: Output,
+    },
+    /// Print a job's output.
+    Logs {
+        #[command(flatten)]
+        job: jobs::JobArgs,
+        /// Keep printing new output until the job ends.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
+    /// Cancel a job.
+    Cancel(jobs::JobArgs),
+    /// List recorded jobs.
+    List {
+        #[arg(long, default_value = "ovlaunch-jobs")]
+        jobs_root: std::path::PathBuf,
+    },
 }
 
 /// Flags that choose and adjust a plan.
@@ -156,7 +209,18 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Presets), _) => recipes::presets(),
         (Some(Command::Fields { section }), _) => fields::list(section.as_deref()),
         (Some(Command::Gpus(args)), _) => recipes::gpus(&args),
-        (None, main) => plan::main_form(&main),
+        (Some(Command::Submit(cmd)), _) => submit::run(&cmd.plan, &cmd.launch, cmd.dry_run),
+        (Some(Command::Env { plan, format }), _) => env::run(&plan, format),
+        (Some(Command::Status { job, output }), _) => status::run(&job, output),
+        (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
+        (Some(Command::Cancel(job)), _) => cancel::run(&job),
+        (Some(Command::List { jobs_root }), _) => {
+            let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
+                .map(std::path::PathBuf::from)
+                .unwrap_or(jobs_root);
+            list::run(&root)
+        }
+        (None, main) => submit::run(&main.plan, &main.launch, main.dry_run),
     }
 }
 

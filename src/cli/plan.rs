@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{MainArgs, Output, PlanArgs, PlanCmd, explain, load, out};
+use super::{Output, PlanArgs, PlanCmd, explain, load, out};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::secret;
@@ -99,20 +99,5 @@ pub fn overrides(args: &PlanArgs) -> Result<i32> {
         })
         .collect();
     out(&shown)?;
-    Ok(0)
-}
-
-pub fn main_form(args: &MainArgs) -> Result<i32> {
-    let plan = load::plan(&args.plan)?;
-    let mut text = explain::summary(&plan);
-    text.push_str("\n# environment\n");
-    text.push_str(&explain::env_lines(&plan));
-    out(&text)?;
-    if !args.dry_run {
-        return Err(Error::usage(
-            "submitting needs the Slurm backend; use --dry-run to print the plan",
-        )
-        .at("--dry-run"));
-    }
     Ok(0)
 }

@@ -1,0 +1,65 @@
+//! Every Slurm job state mapped to one table (torchx's SLURM_STATES plus the rest of
+//! Slurm's list). An unknown state string maps to `Unknown`, never to a crash.
+
+use serde::Serialize;
+
+/// ovlaunch's view of a job's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+    Unknown,
+}
+
+impl Phase {
+    /// Whether the job can still change state.
+    pub fn is_final(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed | Phase::Cancelled)
+    }
+}
+
+/// Maps a Slurm state (as squeue, scontrol or sacct print it; `CANCELLED by 0` included).
+pub fn phase(slurm_state: &str) -> Phase {
+    let word = slurm_state
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('+');
+    match word {
+        "PENDING" | "PD" | "CONFIGURING" | "CF" | "REQUEUED" | "RQ" | "REQUEUE_HOLD" | "RH"
+        | "REQUEUE_FED" | "RF" | "RESV_DEL_HOLD" | "RD" | "SUSPENDED" | "S" | "STOPPED" | "ST"
+        | "RESIZING" | "RS" => Phase::Pending,
+        "RUNNING" | "R" | "COMPLETING" | "CG" | "SIGNALING" | "SI" | "STAGE_OUT" | "SO" => {
+            Phase::Running
+        }
+        "COMPLETED" | "CD" => Phase::Succeeded,
+        "FAILED" | "F" | "TIMEOUT" | "TO" | "NODE_FAIL" | "NF" | "PREEMPTED" | "PR"
+        | "OUT_OF_MEMORY" | "OOM" | "BOOT_FAIL" | "BF" | "DEADLINE" | "DL" | "SPECIAL_EXIT"
+        | "SE" | "REVOKED" | "RV" => Phase::Failed,
+        "CANCELLED" | "CA" => Phase::Cancelled,
+        _ => Phase::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_every_state() {
+        assert_eq!(phase("COMPLETED"), Phase::Succeeded);
+        assert_eq!(phase("CANCELLED by 0"), Phase::Cancelled);
+        assert_eq!(phase("CANCELLED+"), Phase::Cancelled);
+        assert_eq!(phase("TIMEOUT"), Phase::Failed);
+        assert_eq!(phase("OUT_OF_MEMORY"), Phase::Failed);
+        assert_eq!(phase("PREEMPTED"), Phase::Failed);
+        assert_eq!(phase("REQUEUED"), Phase::Pending);
+        assert_eq!(phase("RUNNING"), Phase::Running);
+        assert_eq!(phase("WHATEVER"), Phase::Unknown);
+        assert_eq!(phase(""), Phase::Unknown);
+    }
+}

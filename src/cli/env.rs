@@ -1,0 +1,25 @@
+//! `ovlaunch env --format sh|dotenv|json`: the plan's launch environment, secrets redacted.
+
+use clap::ValueEnum;
+
+use super::{PlanArgs, load, out};
+use crate::error::Result;
+use crate::render::artifacts::{EnvFormat, env_dump};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Sh,
+    Dotenv,
+    Json,
+}
+
+pub fn run(args: &PlanArgs, format: FormatArg) -> Result<i32> {
+    let plan = load::plan(args)?;
+    let f = match format {
+        FormatArg::Sh => EnvFormat::Sh,
+        FormatArg::Dotenv => EnvFormat::Dotenv,
+        FormatArg::Json => EnvFormat::Json,
+    };
+    out(&env_dump(&plan, f)?)?;
+    Ok(0)
+}

@@ -1,0 +1,48 @@
+//! `ovlaunch status JOB`: the job's Slurm state mapped to one table, with its exit code.
+
+use super::jobs::JobArgs;
+use super::{Output, out};
+use crate::backend::{record, slurm};
+use crate::error::{Error, Result};
+
+pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
+    let (dir, rec) = record::find(&args.root(), &args.job)?;
+    let st = match (&rec.job_id, rec.executor.as_str()) {
+        (Some(id), "slurm") => slurm::status(id)?,
+        _ => {
+            let code = rec.exit_code;
+            slurm::JobStatus {
+                job_id: "local".into(),
+                slurm_state: match code {
+                    Some(0) => "COMPLETED".into(),
+                    Some(_) => "FAILED".into(),
+                    None => "RUNNING".into(),
+                },
+                phase: match code {
+                    Some(0) => crate::backend::state::Phase::Succeeded,
+                    Some(_) => crate::backend::state::Phase::Failed,
+                    None => crate::backend::state::Phase::Running,
+                },
+                exit_code: code.map(|c| c.to_string()),
+                source: "record".into(),
+                restarts: None,
+            }
+        }
+    };
+    let text = match output {
+        Output::Json => {
+            serde_json::to_string_pretty(&st).map_err(|e| Error::runtime(e.to_string()))? + "\n"
+        }
+        Output::Yaml => format!(
+            "{} {} {} exit={} (from {}; {})\n",
+            st.job_id,
+            rec.job_name,
+            st.slurm_state,
+            st.exit_code.as_deref().unwrap_or("-"),
+            st.source,
+            dir.display()
+        ),
+    };
+    out(&text)?;
+    Ok(0)
+}

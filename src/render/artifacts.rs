@@ -1,0 +1,125 @@
+//! Everything a job directory holds, rendered in memory: the launch script, the rank plan,
+//! the trainer's override YAML, the plan JSON, the env dump and the secrets file.
+
+use std::fmt::Write;
+
+use super::launch::LaunchSpec;
+use super::script::{self, TorchrunTarget};
+use super::template::Templates;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::secret;
+
+/// Where the job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executor {
+    Slurm,
+    Local,
+}
+
+/// The rendered files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Artifacts {
+    pub script_name: &'static str,
+    pub script: String,
+    pub rank_plan: String,
+    pub overrides: String,
+    pub plan_json: String,
+    pub env_dump: String,
+    /// `NAME='value'` lines for the secret variables (empty when there are none).
+    pub secrets: String,
+}
+
+/// Renders all artifacts for `plan` and `spec`.
+pub fn render(
+    plan: &Plan,
+    spec: &LaunchSpec,
+    executor: Executor,
+    templates: &Templates,
+    strict: bool,
+    overrides: String,
+) -> Result<Artifacts> {
+    let (script_name, script) = match executor {
+        Executor::Slurm => ("launch.sbatch", script::sbatch(spec, templates)?),
+        Executor::Local => (
+            "launch.sh",
+            script::torchrun(spec, &TorchrunTarget::Single, templates)?,
+        ),
+    };
+    let rank_plan = serde_json::to_string_pretty(&super::rank_plan::rank_plan(plan, spec, strict))
+        .map_err(internal)?
+        + "\n";
+    let plan_json = serde_json::to_string_pretty(plan).map_err(internal)? + "\n";
+    Ok(Artifacts {
+        script_name,
+        script,
+        rank_plan,
+        overrides,
+        plan_json,
+        env_dump: env_dump(plan, EnvFormat::Sh)?,
+        secrets: secrets_file(plan),
+    })
+}
+
+/// Env dump formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvFormat {
+    Sh,
+    Dotenv,
+    Json,
+}
+
+/// The plan's env, secrets redacted.
+pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
+    let mut s = String::new();
+    match format {
+        EnvFormat::Sh => {
+            for (k, e) in &plan.env {
+                let _ = writeln!(
+                    s,
+                    "export {k}={}",
+                    super::shell::quote(secret::shown(k, &e.value))
+                );
+            }
+        }
+        EnvFormat::Dotenv => {
+            for (k, e) in &plan.env {
+                let v = secret::shown(k, &e.value);
+                let escaped = v
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n")
+                    .replace('$', "\\$");
+                let _ = writeln!(s, "{k}=\"{escaped}\"");
+            }
+        }
+        EnvFormat::Json => {
+            let map: serde_json::Map<String, serde_json::Value> = plan
+                .env
+                .iter()
+                .map(|(k, e)| {
+                    (
+                        k.clone(),
+                        serde_json::Value::String(secret::shown(k, &e.value).to_string()),
+                    )
+                })
+                .collect();
+            s = serde_json::to_string_pretty(&map).map_err(internal)? + "\n";
+        }
+    }
+    Ok(s)
+}
+
+fn secrets_file(plan: &Plan) -> String {
+    let mut s = String::new();
+    for (k, e) in &plan.env {
+        if secret::is_secret(k) {
+            let _ = writeln!(s, "{k}={}", super::shell::quote(&e.value));
+        }
+    }
+    s
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::runtime(format!("internal error: {e}"))
+}

@@ -1,0 +1,332 @@
+//! From a plan and launch options to a `LaunchSpec`: the structured job (sbatch directives,
+//! exported env, setup lines, srun and torchrun arguments, command prefix, trainer argv)
+//! that plugins may edit before a template turns it into text. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result, did_you_mean};
+use crate::plan::{Decision, Plan, Source};
+
+/// How ranks are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LaunchMode {
+    /// One Slurm task per GPU (Bridge's performance scripts' default).
+    Srun,
+    /// One Slurm task per node running torchrun with one worker per GPU.
+    Torchrun,
+}
+
+/// torchrun flag spelling: PyTorch >= 1.x accepts both, Debian's 1.13 only underscores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlagStyle {
+    Dash,
+    Underscore,
+}
+
+/// A pyxis container.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Container {
+    pub image: String,
+    pub mounts: Vec<String>,
+    pub workdir: Option<String>,
+    pub writable: bool,
+    pub mount_home: bool,
+}
+
+/// Launch choices from the command line (all plain data).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaunchOptions {
+    pub job_name: String,
+    pub job_dir: String,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub time: String,
+    pub mode: LaunchMode,
+    pub flag_style: FlagStyle,
+    pub container: Option<Container>,
+    pub mpi: Option<String>,
+    pub gres: bool,
+    pub exclusive: bool,
+    pub cpus_per_task: Option<u32>,
+    pub dependency: Option<String>,
+    pub sbatch_args: Vec<String>,
+    /// The trainer argv (after `--`), or empty for the recipe's default.
+    pub trainer: Vec<String>,
+    /// The rank runtime command (`ovlaunch-rank`), or `None` to start the trainer directly.
+    pub rank_runtime: Option<String>,
+    pub master_port: u16,
+    /// The command line that reproduces this job, for the script header.
+    pub command_line: String,
+}
+
+/// The structured job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaunchSpec {
+    pub job_name: String,
+    pub job_dir: String,
+    pub mode: LaunchMode,
+    pub flag_style: FlagStyle,
+    pub nodes: u32,
+    pub tasks_per_node: u32,
+    pub gpus_per_node: u32,
+    /// `#SBATCH --name[=value]`, sorted by name.
+    pub directives: BTreeMap<String, Option<String>>,
+    /// Exported in the script (secrets are not here: they come from a 0600 file).
+    pub env: BTreeMap<String, String>,
+    /// Names of secret variables passed through the secrets file.
+    pub secret_names: Vec<String>,
+    /// Shell lines run once before the launch (already-safe text built by ovlaunch).
+    pub setup_lines: Vec<String>,
+    pub srun_args: Vec<String>,
+    pub torchrun_args: Vec<String>,
+    /// Wraps the trainer on each rank (e.g. `nsys profile ...`).
+    pub command_prefix: Vec<String>,
+    pub trainer: Vec<String>,
+    /// Extra `key=value` overrides appended to the trainer's argv (plugins).
+    pub trainer_overrides: Vec<String>,
+    pub rank_runtime: Option<String>,
+    pub container: Option<Container>,
+    pub master_port: u16,
+    pub header: Vec<String>,
+    pub decisions: Vec<Decision>,
+}
+
+/// sbatch options accepted in `--sbatch-arg` (long names; checked so a typo is an error,
+/// not a silently ignored directive).
+pub const KNOWN_SBATCH: &[&str] = &[
+    "account",
+    "array",
+    "begin",
+    "comment",
+    "constraint",
+    "contiguous",
+    "core-spec",
+    "cpus-per-gpu",
+    "cpus-per-task",
+    "deadline",
+    "dependency",
+    "distribution",
+    "error",
+    "exclude",
+    "exclusive",
+    "export",
+    "gpu-bind",
+    "gpus",
+    "gpus-per-node",
+    "gpus-per-task",
+    "gres",
+    "hint",
+    "job-name",
+    "licenses",
+    "mail-type",
+    "mail-user",
+    "mem",
+    "mem-per-cpu",
+    "mem-per-gpu",
+    "nice",
+    "no-requeue",
+    "nodelist",
+    "nodes",
+    "ntasks",
+    "ntasks-per-node",
+    "open-mode",
+    "output",
+    "overcommit",
+    "partition",
+    "power",
+    "priority",
+    "qos",
+    "requeue",
+    "reservation",
+    "segment",
+    "signal",
+    "switches",
+    "thread-spec",
+    "threads-per-core",
+    "time",
+    "time-min",
+    "tmp",
+    "wait-all-nodes",
+    "wckey",
+];
+
+/// Builds the launch spec.
+pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
+    let hw = &plan.hardware;
+    let cpu = hw.gpu.is_cpu();
+    let tasks_per_node = match opts.mode {
+        LaunchMode::Srun => hw.gpus_per_node,
+        LaunchMode::Torchrun => 1,
+    };
+    let mut d: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut put = |k: &str, v: Option<String>| {
+        d.insert(k.to_string(), v);
+    };
+    put("job-name", Some(opts.job_name.clone()));
+    put("nodes", Some(hw.nodes.to_string()));
+    put("ntasks-per-node", Some(tasks_per_node.to_string()));
+    if !cpu {
+        if opts.gres {
+            put("gres", Some(format!("gpu:{}", hw.gpus_per_node)));
+        } else {
+            put("gpus-per-node", Some(hw.gpus_per_node.to_string()));
+        }
+        put("mem", Some("0".into()));
+    }
+    if let Some(c) = opts.cpus_per_task {
+        put("cpus-per-task", Some(c.to_string()));
+    }
+    if opts.exclusive {
+        put("exclusive", None);
+    }
+    put("time", Some(opts.time.clone()));
+    put("output", Some(format!("{}/slurm-%j.out", opts.job_dir)));
+    put("open-mode", Some("append".into()));
+    for (k, v) in [
+        ("account", &opts.account),
+        ("partition", &opts.partition),
+        ("qos", &opts.qos),
+        ("dependency", &opts.dependency),
+    ] {
+        if let Some(v) = v {
+            put(k, Some(v.clone()));
+        }
+    }
+    // NVL72 racks: Bridge's segment rule (utils/executors.py): nodes <= 18 -> nodes, else
+    // the largest divisor of the node count not above 18.
+    let mut decisions = Vec::new();
+    if hw.gpu.nvlink_domain >= 72 && hw.gpus_per_node == 4 {
+        let seg = if hw.nodes <= 18 {
+            hw.nodes
+        } else {
+            (1..=18).rev().find(|s| hw.nodes % s == 0).unwrap_or(1)
+        };
+        put("segment", Some(seg.to_string()));
+        decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));
+    }
+    for raw in &opts.sbatch_args {
+        let flag = format!("--sbatch-arg {raw}");
+        let body = raw.trim_start_matches('-');
+        let (k, v) = match body.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None => (body, None),
+        };
+        if !KNOWN_SBATCH.contains(&k) {
+            return Err(Error::usage(format!("unknown sbatch option `--{k}`"))
+                .at(flag)
+                .help(format!(
+                    "{} write it as --sbatch-arg=--name=value",
+                    did_you_mean(k, KNOWN_SBATCH.iter().copied())
+                )));
+        }
+        put(k, v);
+    }
+
+    let mut env = BTreeMap::new();
+    let mut secret_names = Vec::new();
+    for (k, e) in &plan.env {
+        if crate::secret::is_secret(k) {
+            secret_names.push(k.clone());
+        } else {
+            env.insert(k.clone(), e.value.clone());
+        }
+    }
+    env.insert("PYTHONUNBUFFERED".into(), "1".into());
+    env.insert("OVLAUNCH_JOB_DIR".into(), opts.job_dir.clone());
+
+    let mut srun_args = vec!["--kill-on-bad-exit=1".to_string(), "--wait=60".to_string()];
+    if let Some(m) = &opts.mpi {
+        srun_args.push(format!("--mpi={m}"));
+    }
+    if let Some(c) = &opts.container {
+        srun_args.push(format!("--container-image={}", c.image));
+        if !c.mounts.is_empty() {
+            srun_args.push(format!("--container-mounts={}", c.mounts.join(",")));
+        }
+        if let Some(w) = &c.workdir {
+            srun_args.push(format!("--container-workdir={w}"));
+        }
+        if !c.mount_home {
+            srun_args.push("--no-container-mount-home".into());
+        }
+        if c.writable {
+            srun_args.push("--container-writable".into());
+        }
+    }
+
+    let trainer = if opts.trainer.is_empty() {
+        default_trainer(plan, &opts.job_dir)
+    } else {
+        opts.trainer.clone()
+    };
+    let header = vec![
+        format!("ovlaunch {}", env!("CARGO_PKG_VERSION")),
+        format!(
+            "recipe: {} ({})",
+            plan.recipe.name,
+            plan.recipe.bridge_recipe.as_deref().unwrap_or("-")
+        ),
+        format!(
+            "hardware: {} = {} node(s) x {}",
+            hw.spec, hw.nodes, hw.gpus_per_node
+        ),
+        format!(
+            "layout: TP={} PP={} CP={} EP={} DP={}; precision {}",
+            plan.parallelism.tensor,
+            plan.parallelism.pipeline,
+            plan.parallelism.context,
+            plan.parallelism.expert,
+            plan.parallelism.data,
+            plan.recipe.precision
+        ),
+        format!("reproduce: {}", opts.command_line),
+    ];
+    Ok(LaunchSpec {
+        job_name: opts.job_name.clone(),
+        job_dir: opts.job_dir.clone(),
+        mode: opts.mode,
+        flag_style: opts.flag_style,
+        nodes: hw.nodes,
+        tasks_per_node,
+        gpus_per_node: hw.gpus_per_node,
+        directives: d,
+        env,
+        secret_names,
+        setup_lines: Vec::new(),
+        srun_args,
+        torchrun_args: Vec::new(),
+        command_prefix: Vec::new(),
+        trainer,
+        trainer_overrides: Vec::new(),
+        rank_runtime: opts.rank_runtime.clone(),
+        container: opts.container.clone(),
+        master_port: opts.master_port,
+        header,
+        decisions,
+    })
+}
+
+/// The recipe's trainer, else Bridge's recipe runner fed the generated override file.
+pub fn default_trainer(plan: &Plan, job_dir: &str) -> Vec<String> {
+    if let Some(t) = &plan.recipe.trainer {
+        return t.clone();
+    }
+    let recipe = plan
+        .recipe
+        .bridge_recipe
+        .clone()
+        .unwrap_or_else(|| plan.recipe.name.clone());
+    vec![
+        "python".into(),
+        "/opt/Megatron-Bridge/scripts/training/run_recipe.py".into(),
+        "--recipe".into(),
+        recipe,
+        "--config-file".into(),
+        format!("{job_dir}/overrides.yaml"),
+    ]
+}

@@ -1,0 +1,9 @@
+//! `render(&Plan)`: pure functions from a plan (and launch options) to artifacts: the
+//! launch spec, the sbatch script, the torchrun script, the rank plan, env dumps.
+
+pub mod artifacts;
+pub mod launch;
+pub mod rank_plan;
+pub mod script;
+pub mod shell;
+pub mod template;

@@ -1,0 +1,201 @@
+//! `LaunchSpec` -> script text: the sbatch script for Slurm and the torchrun script for a
+//! local or hand-started multi-node run. All values are quoted here, in Rust; templates
+//! only place them.
+
+use minijinja::context;
+
+use super::launch::{FlagStyle, LaunchMode, LaunchSpec};
+use super::shell::{join, quote};
+use super::template::Templates;
+use crate::error::{Error, Result};
+
+/// The rank plan file's path inside the job directory.
+pub fn rank_plan_path(job_dir: &str) -> String {
+    format!("{job_dir}/rank-plan.json")
+}
+
+/// The secrets file's path inside the job directory.
+pub fn secrets_path(job_dir: &str) -> String {
+    format!("{job_dir}/secrets.env")
+}
+
+fn check_directive(name: &str, value: &str) -> Result<()> {
+    if value
+        .chars()
+        .any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\')
+    {
+        return Err(Error::usage(format!("sbatch --{name} value `{value}` contains whitespace, a quote or a backslash, which #SBATCH lines cannot carry"))
+            .at(format!("--{name}"))
+            .help("use a value without spaces or quotes (a job directory path too)"));
+    }
+    Ok(())
+}
+
+fn exports(spec: &LaunchSpec) -> Vec<String> {
+    spec.env
+        .iter()
+        .map(|(k, v)| format!("{k}={}", quote(v)))
+        .collect()
+}
+
+/// `torchrun` flags in the requested spelling.
+fn flag(style: FlagStyle, name: &str) -> String {
+    match style {
+        FlagStyle::Dash => format!("--{name}"),
+        FlagStyle::Underscore => format!("--{}", name.replace('-', "_")),
+    }
+}
+
+/// The per-rank argv: `[rank runtime --plan P --] [prefix] trainer overrides`.
+fn rank_argv(spec: &LaunchSpec) -> Vec<String> {
+    let mut argv = Vec::new();
+    if let Some(rt) = &spec.rank_runtime {
+        argv.push(rt.clone());
+        argv.push("--plan".into());
+        argv.push(rank_plan_path(&spec.job_dir));
+        argv.push("--".into());
+    }
+    argv.extend(spec.command_prefix.iter().cloned());
+    argv.extend(spec.trainer.iter().cloned());
+    argv.extend(spec.trainer_overrides.iter().cloned());
+    argv
+}
+
+/// torchrun's argv up to and including the entrypoint. `rdzv_endpoint` is shell text.
+fn torchrun_words(
+    spec: &LaunchSpec,
+    nnodes: &str,
+    rdzv: Option<(&str, &str)>,
+    standalone: bool,
+) -> (Vec<String>, Vec<String>) {
+    let s = spec.flag_style;
+    let mut quoted = vec!["torchrun".to_string()];
+    let mut raw_tail = Vec::new();
+    if standalone {
+        quoted.push("--standalone".into());
+    }
+    quoted.push(format!("{}={nnodes}", flag(s, "nnodes")));
+    quoted.push(format!(
+        "{}={}",
+        flag(s, "nproc-per-node"),
+        spec.gpus_per_node
+    ));
+    quoted.extend(spec.torchrun_args.iter().cloned());
+    if let Some((endpoint, id)) = rdzv {
+        quoted.push(format!("{}=c10d", flag(s, "rdzv-backend")));
+        raw_tail.push(format!("{}={endpoint}", flag(s, "rdzv-endpoint")));
+        raw_tail.push(format!("{}={id}", flag(s, "rdzv-id")));
+    }
+    let mut argv = rank_argv(spec);
+    // torchrun runs a Python script unless told otherwise; the rank runtime (or any other
+    // executable) needs --no-python.
+    if matches!(argv.first().map(String::as_str), Some("python" | "python3"))
+        && spec.rank_runtime.is_none()
+    {
+        argv.remove(0);
+    } else {
+        raw_tail.push(flag(s, "no-python"));
+    }
+    raw_tail.extend(argv.iter().map(|a| quote(a)));
+    (quoted, raw_tail)
+}
+
+/// The sbatch script.
+pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
+    let mut directives = Vec::new();
+    for (k, v) in &spec.directives {
+        match v {
+            Some(v) => {
+                check_directive(k, v)?;
+                directives.push(format!("--{k}={v}"));
+            }
+            None => directives.push(format!("--{k}")),
+        }
+    }
+    let mut srun = spec.srun_args.clone();
+    if spec.container.is_some() {
+        let mut names: Vec<String> = spec
+            .env
+            .keys()
+            .cloned()
+            .chain(spec.secret_names.iter().cloned())
+            .collect();
+        names.sort();
+        srun.push(format!("--container-env={}", names.join(",")));
+    }
+    let command = match spec.mode {
+        LaunchMode::Srun => {
+            srun.insert(0, format!("--ntasks-per-node={}", spec.tasks_per_node));
+            join(&rank_argv(spec))
+        }
+        LaunchMode::Torchrun => {
+            srun.insert(0, "--ntasks-per-node=1".into());
+            let endpoint = format!("\"$head_node\":{}", spec.master_port);
+            let (quoted, raw) = torchrun_words(
+                spec,
+                &spec.nodes.to_string(),
+                Some((&endpoint, "\"ovlaunch-$SLURM_JOB_ID\"")),
+                false,
+            );
+            format!("{} {}", join(&quoted), raw.join(" "))
+        }
+    };
+    let ctx = context! {
+        header => &spec.header,
+        directives => directives,
+        exports => exports(spec),
+        secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
+        setup_lines => &spec.setup_lines,
+        mode => match spec.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
+        srun_args => join(&srun),
+        command => command,
+    };
+    templates.render("sbatch.sh.j2", ctx)
+}
+
+/// Where a torchrun script runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TorchrunTarget {
+    /// This machine only (`--standalone`).
+    Single,
+    /// `nnodes` machines started by hand: each sets `NODE_RANK`; node 0 hosts `master`.
+    MultiNode { nnodes: u32, master: String },
+}
+
+/// A bash script that runs torchrun (local executor, or per node without Slurm).
+pub fn torchrun(
+    spec: &LaunchSpec,
+    target: &TorchrunTarget,
+    templates: &Templates,
+) -> Result<String> {
+    let command = match target {
+        TorchrunTarget::Single => {
+            let (quoted, raw) = torchrun_words(spec, "1", None, true);
+            format!("{} {}", join(&quoted), raw.join(" "))
+        }
+        TorchrunTarget::MultiNode { nnodes, master } => {
+            let endpoint = format!("{}:{}", quote(master), spec.master_port);
+            let id = quote(&format!("ovlaunch-{}", spec.job_name));
+            let (mut quoted, raw) =
+                torchrun_words(spec, &nnodes.to_string(), Some((&endpoint, &id)), false);
+            quoted.push(format!(
+                "{}=${{NODE_RANK:?set NODE_RANK to this machine's index}}",
+                flag(spec.flag_style, "node-rank")
+            ));
+            let q = join(&quoted[..quoted.len() - 1]);
+            format!(
+                "{q} {} {}",
+                quoted[quoted.len() - 1].replace('\'', ""),
+                raw.join(" ")
+            )
+        }
+    };
+    let ctx = context! {
+        header => &spec.header,
+        exports => exports(spec),
+        secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
+        setup_lines => &spec.setup_lines,
+        command => command,
+    };
+    templates.render("torchrun.sh.j2", ctx)
+}
