@@ -34,8 +34,10 @@ struct Row {
     env: &'static [(&'static str, &'static str)],
 }
 
-const LN20: [(&str, &str); 2] =
-    [("NVTE_FWD_LAYERNORM_SM_MARGIN", "20"), ("NVTE_BWD_LAYERNORM_SM_MARGIN", "20")];
+const LN20: [(&str, &str); 2] = [
+    ("NVTE_FWD_LAYERNORM_SM_MARGIN", "20"),
+    ("NVTE_BWD_LAYERNORM_SM_MARGIN", "20"),
+];
 
 macro_rules! perf_env {
     ($($k:literal = $v:literal),* $(,)?) => {
@@ -185,7 +187,8 @@ const ROWS: &[Row] = &[
             "CUDA_DEVICE_MAX_CONNECTIONS" = "32",
             "TORCH_NCCL_AVOID_RECORD_STREAMS" = "0",
             "NCCL_NVLS_ENABLE" = "0",
-            "PYTORCH_CUDA_ALLOC_CONF" = "expandable_segments:True,graph_capture_record_stream_reuse:True",
+            "PYTORCH_CUDA_ALLOC_CONF" =
+                "expandable_segments:True,graph_capture_record_stream_reuse:True",
             "NCCL_GRAPH_REGISTER" = "0",
         ),
     },
@@ -450,7 +453,8 @@ const ROWS: &[Row] = &[
             "CUDA_DEVICE_MAX_CONNECTIONS" = "32",
             "TORCH_NCCL_AVOID_RECORD_STREAMS" = "0",
             "NCCL_NVLS_ENABLE" = "0",
-            "PYTORCH_CUDA_ALLOC_CONF" = "expandable_segments:True,graph_capture_record_stream_reuse:True",
+            "PYTORCH_CUDA_ALLOC_CONF" =
+                "expandable_segments:True,graph_capture_record_stream_reuse:True",
             "NCCL_GRAPH_REGISTER" = "0",
             "NVTE_NORM_FWD_USE_CUDNN" = "1",
             "NVTE_NORM_BWD_USE_CUDNN" = "1",
@@ -530,7 +534,8 @@ const ROWS: &[Row] = &[
             "CUDA_DEVICE_MAX_CONNECTIONS" = "32",
             "TORCH_NCCL_AVOID_RECORD_STREAMS" = "0",
             "NCCL_NVLS_ENABLE" = "0",
-            "PYTORCH_CUDA_ALLOC_CONF" = "expandable_segments:True,graph_capture_record_stream_reuse:True",
+            "PYTORCH_CUDA_ALLOC_CONF" =
+                "expandable_segments:True,graph_capture_record_stream_reuse:True",
             "NCCL_GRAPH_REGISTER" = "0",
             "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN" = "16",
             "NVLINK_DOMAIN_SIZE" = "72",
@@ -698,7 +703,10 @@ fn plan(row: &Row) -> Result<Value, String> {
         ));
     }
     serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!("stdout is not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+        format!(
+            "stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
     })
 }
 
@@ -711,21 +719,57 @@ fn check(row: &Row, plan: &Value) -> Vec<String> {
     };
     let model = &plan["model"];
     let train = &plan["train"];
-    expect("model.tensor_model_parallel_size", &model["tensor_model_parallel_size"], row.tp.into());
-    expect("model.pipeline_model_parallel_size", &model["pipeline_model_parallel_size"], row.pp.into());
-    expect("model.context_parallel_size", &model["context_parallel_size"], row.cp.into());
+    expect(
+        "model.tensor_model_parallel_size",
+        &model["tensor_model_parallel_size"],
+        row.tp.into(),
+    );
+    expect(
+        "model.pipeline_model_parallel_size",
+        &model["pipeline_model_parallel_size"],
+        row.pp.into(),
+    );
+    expect(
+        "model.context_parallel_size",
+        &model["context_parallel_size"],
+        row.cp.into(),
+    );
     expect(
         "model.virtual_pipeline_model_parallel_size",
         &model["virtual_pipeline_model_parallel_size"],
         row.vp.map_or(Value::Null, Value::from),
     );
-    expect("model.expert_model_parallel_size", &model["expert_model_parallel_size"], row.ep.into());
-    expect("model.sequence_parallel", &model["sequence_parallel"], row.sp.into());
-    expect("model.tp_comm_overlap", &model["tp_comm_overlap"], row.tp_comm_overlap.into());
-    expect("train.micro_batch_size", &train["micro_batch_size"], row.mbs.into());
-    expect("train.global_batch_size", &train["global_batch_size"], row.gbs.into());
+    expect(
+        "model.expert_model_parallel_size",
+        &model["expert_model_parallel_size"],
+        row.ep.into(),
+    );
+    expect(
+        "model.sequence_parallel",
+        &model["sequence_parallel"],
+        row.sp.into(),
+    );
+    expect(
+        "model.tp_comm_overlap",
+        &model["tp_comm_overlap"],
+        row.tp_comm_overlap.into(),
+    );
+    expect(
+        "train.micro_batch_size",
+        &train["micro_batch_size"],
+        row.mbs.into(),
+    );
+    expect(
+        "train.global_batch_size",
+        &train["global_batch_size"],
+        row.gbs.into(),
+    );
     for (name, value) in row.env {
-        expect(&format!("env.{name}.value"), &plan["env"][*name]["value"], (*value).into());
+        expect(
+            &format!("env.{name}.value"),
+            &plan["env"][*name]["value"],
+            (*value).into(),
+        );
     }
     bad
 }
@@ -743,7 +787,12 @@ fn run_rows(rows: &[Row]) {
             Err(e) => failures.push(format!("{what}: {e}")),
         }
     }
-    assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} problem(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -768,10 +817,16 @@ fn selection_covers_every_recipe_and_gpu_kind() {
         &["qwen3-30b"],
     ];
     for kind in ["h100x", "b200x", "b300x", "gb200x", "gb300x"] {
-        assert!(ROWS.iter().any(|r| r.gpus.starts_with(kind)), "no row for {kind}");
+        assert!(
+            ROWS.iter().any(|r| r.gpus.starts_with(kind)),
+            "no row for {kind}"
+        );
     }
     for names in recipes {
-        assert!(ROWS.iter().any(|r| names.contains(&r.recipe)), "no row for {names:?}");
+        assert!(
+            ROWS.iter().any(|r| names.contains(&r.recipe)),
+            "no row for {names:?}"
+        );
     }
     assert!(ROWS.len() >= 12);
 }
