@@ -26,7 +26,6 @@ use crate::error::{Error, Result};
     name = "ovlaunch",
     version,
     args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true,
     after_help = "Exit codes: 0 success, 1 runtime failure (I/O, Slurm), 2 usage or config error.\n\nExample: ovlaunch --recipe llama70b --gpus h100x64 --dry-run"
 )]
 pub struct Cli {
@@ -113,12 +112,12 @@ pub enum Command {
 /// Flags that choose and adjust a plan.
 #[derive(Debug, Args, Clone)]
 pub struct PlanArgs {
-    /// Recipe name or alias, or a path to a recipe YAML file.
+    /// Recipe name or alias, or a path to a recipe YAML file (required).
     #[arg(long, short = 'r')]
-    pub recipe: String,
-    /// Hardware as KINDxCOUNT: h100x64, b200x128, gb200x72, cpux4.
+    pub recipe: Option<String>,
+    /// Hardware as KINDxCOUNT: h100x64, b200x128, gb200x72, cpux4 (required).
     #[arg(long, short = 'g')]
-    pub gpus: String,
+    pub gpus: Option<String>,
     /// bf16, fp8cs, fp8mx, fp8ds, fp8sc or nvfp4 (default: bf16 where the recipe has it).
     #[arg(long)]
     pub precision: Option<String>,
@@ -180,6 +179,26 @@ pub struct RecipesCmd {
 pub enum Output {
     Yaml,
     Json,
+}
+
+impl PlanArgs {
+    /// `--recipe`, which every plan needs.
+    pub fn recipe(&self) -> Result<&str> {
+        self.recipe.as_deref().ok_or_else(|| {
+            Error::usage("missing --recipe")
+                .at("--recipe")
+                .help("name a recipe (`ovlaunch recipes` lists them) or a recipe file")
+        })
+    }
+
+    /// `--gpus`, which every plan needs.
+    pub fn gpus(&self) -> Result<&str> {
+        self.gpus.as_deref().ok_or_else(|| {
+            Error::usage("missing --gpus")
+                .at("--gpus")
+                .help("e.g. --gpus h100x64")
+        })
+    }
 }
 
 /// Parses the command line and runs it; returns the process exit code.
