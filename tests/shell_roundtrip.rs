@@ -18,12 +18,25 @@ use proptest::prelude::*;
 
 const RECIPE: &str = "name: tiny\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 2, micro_batch_size: 1}\n";
 
-fn render_and_run(envs: &[(String, String)], args: &[String], dir: &Path) -> (BTreeMap<String, String>, Vec<String>) {
+fn render_and_run(
+    envs: &[(String, String)],
+    args: &[String],
+    dir: &Path,
+) -> (BTreeMap<String, String>, Vec<String>) {
     let cat = Catalog::embedded().unwrap();
     let recipe = Recipe::parse(RECIPE, "tiny.yaml").unwrap();
     let hw = hardware::parse("cpux2", &cat.gpus, None).unwrap();
     let stack = Stack::default();
-    let plan = resolve::resolve(&resolve::Inputs { recipe: &recipe, hardware: &hw, precision: None, sets: &[], envs, stack: &stack, strict: false }).unwrap();
+    let plan = resolve::resolve(&resolve::Inputs {
+        recipe: &recipe,
+        hardware: &hw,
+        precision: None,
+        sets: &[],
+        envs,
+        stack: &stack,
+        strict: false,
+    })
+    .unwrap();
     let job_dir = dir.join("job");
     std::fs::create_dir_all(&job_dir).unwrap();
     let out_file = dir.join("out.json");
@@ -55,15 +68,35 @@ fn render_and_run(envs: &[(String, String)], args: &[String], dir: &Path) -> (BT
         command_line: "test".into(),
     };
     let spec = launch::build(&plan, &opts).unwrap();
-    let a = artifacts::render(&plan, &spec, artifacts::Executor::Slurm, &Templates::default(), false, String::new()).unwrap();
+    let a = artifacts::render(
+        &plan,
+        &spec,
+        artifacts::Executor::Slurm,
+        &Templates::default(),
+        false,
+        String::new(),
+    )
+    .unwrap();
     std::fs::write(job_dir.join("launch.sbatch"), &a.script).unwrap();
-    std::fs::write(script::secrets_path(&job_dir.display().to_string()), &a.secrets).unwrap();
+    std::fs::write(
+        script::secrets_path(&job_dir.display().to_string()),
+        &a.secrets,
+    )
+    .unwrap();
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let srun = bin.join("srun");
-    std::fs::write(&srun, "#!/bin/bash\nwhile [[ $# -gt 0 && $1 == --* ]]; do shift; done\nexec \"$@\"\n").unwrap();
+    std::fs::write(
+        &srun,
+        "#!/bin/bash\nwhile [[ $# -gt 0 && $1 == --* ]]; do shift; done\nexec \"$@\"\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let status = Command::new("bash")
         .arg(job_dir.join("launch.sbatch"))
         .env_clear()
@@ -72,15 +105,27 @@ fn render_and_run(envs: &[(String, String)], args: &[String], dir: &Path) -> (BT
         .status()
         .unwrap();
     assert!(status.success(), "script failed:\n{}", a.script);
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
-    let env = v["env"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
-    let argv = v["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    let env = v["env"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
+    let argv = v["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
     (env, argv)
 }
 
 fn nasty() -> impl Strategy<Value = String> {
     // No NUL (cannot be in env or argv); everything else shells get wrong is in here.
-    proptest::string::string_regex("([ -~]|\n|\t|é|ü|€|😀|'|\"|`|\\$|\\\\|!|\\*|;|&|\\|){0,24}").unwrap()
+    proptest::string::string_regex("([ -~]|\n|\t|é|ü|€|😀|'|\"|`|\\$|\\\\|!|\\*|;|&|\\|){0,24}")
+        .unwrap()
 }
 
 proptest! {
@@ -104,8 +149,21 @@ proptest! {
 #[test]
 fn fixed_nasty_cases() {
     let dir = tempfile::tempdir().unwrap();
-    let vals = ["it's", "a \"b\" c", "$HOME `id` $(id)", "line1\nline2\n", "  lead and trail  ", "", "back\\slash", "x=y=z"];
-    let envs: Vec<(String, String)> = vals.iter().enumerate().map(|(i, v)| (format!("V{i}"), v.to_string())).collect();
+    let vals = [
+        "it's",
+        "a \"b\" c",
+        "$HOME `id` $(id)",
+        "line1\nline2\n",
+        "  lead and trail  ",
+        "",
+        "back\\slash",
+        "x=y=z",
+    ];
+    let envs: Vec<(String, String)> = vals
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (format!("V{i}"), v.to_string()))
+        .collect();
     let args: Vec<String> = vals.iter().map(|s| s.to_string()).collect();
     let (env, argv) = render_and_run(&envs, &args, dir.path());
     for (k, v) in &envs {
