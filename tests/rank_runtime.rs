@@ -741,6 +741,24 @@ fn report_file_is_appended_whole_by_concurrent_ranks() {
 }
 
 #[test]
+fn unwritable_report_file_warns_but_still_runs_the_trainer() {
+    let r = run(
+        &[
+            ("OVLAUNCH_RANK_DEBUG", "1"),
+            ("OVLAUNCH_RANK_REPORT", "/nonexistent/dir/r.log"),
+        ],
+        &["sh", "-c", "exit 3"],
+    );
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("ovlaunch-rank: warning: cannot open report file /nonexistent/dir/r.log"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn help_and_version() {
     let r = run(&[], &["--help"]);
     assert_eq!(r.code, Some(0));

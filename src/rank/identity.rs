@@ -14,7 +14,8 @@
 //! * single process (auto mode with neither torch nor Slurm variables): rank 0 of 1; the
 //!   torch variables are set only where absent, so a user's `MASTER_ADDR` survives.
 //!
-//! Node list: `SLURM_STEP_NODELIST` is preferred over `SLURM_JOB_NODELIST` /
+//! Step values win over job values throughout (`SLURM_STEP_NUM_TASKS` over `SLURM_NTASKS`,
+//! and so on). Node list: `SLURM_STEP_NODELIST` is preferred over `SLURM_JOB_NODELIST` /
 //! `SLURM_NODELIST` because rank 0 runs on the first node of the *step*, which differs from
 //! the job's first node when a step uses a subset of the allocation. Tasks per node:
 //! `SLURM_STEP_TASKS_PER_NODE`, then `SLURM_TASKS_PER_NODE`, then `SLURM_NTASKS_PER_NODE`,
@@ -132,7 +133,10 @@ fn from_slurm(env: &Environ, master_port: u16) -> Result<Identity, String> {
     let rank = required_u32(env, &["SLURM_PROCID"])?;
     let local_rank = required_u32(env, &["SLURM_LOCALID"])?;
     let node_rank = required_u32(env, &["SLURM_NODEID"])?;
-    let world_size = required_u32(env, &["SLURM_NTASKS", "SLURM_NPROCS"])?;
+    let world_size = required_u32(
+        env,
+        &["SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"],
+    )?;
     let (tpn_name, tpn) = first_present(
         env,
         &[
@@ -387,7 +391,9 @@ mod tests {
         let mut e = slurm("0", "0", "0");
         e.set("SLURM_STEP_NODELIST", "gpu008");
         e.set("SLURM_STEP_TASKS_PER_NODE", "3");
+        e.set("SLURM_STEP_NUM_TASKS", "3");
         let id = derive(LaunchMode::Srun, &e, 1234).unwrap();
+        assert_eq!(id.world_size, 3);
         assert_eq!(id.master_addr.as_deref(), Some("gpu008"));
         assert_eq!(id.local_world_size, Some(3));
         assert_eq!(id.master_port, Some(1234));
