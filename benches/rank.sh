@@ -9,7 +9,7 @@
 # across exec, so the `-- /bin/true` row is max(ovlaunch-rank, /bin/true); the `--version`
 # row is ovlaunch-rank alone (it exits without exec).
 #
-# Usage: benches/rank.sh [RUNS]    (default 2000)
+# Usage: benches/rank.sh [RUNS]    (default 2000; HYPERFINE= forces the bash loop)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -34,13 +34,14 @@ export SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NTASKS=16 \
 
 echo "binary: $BIN ($(stat -c %s "$BIN") bytes), runs: $RUNS, cpus: $(nproc)"
 
-if command -v hyperfine >/dev/null 2>&1; then
-    hyperfine -N --warmup 200 --runs "$RUNS" \
+HYPERFINE=${HYPERFINE-hyperfine}
+if [ -n "$HYPERFINE" ] && command -v "$HYPERFINE" >/dev/null 2>&1; then
+    "$HYPERFINE" -N --warmup 200 --runs "$RUNS" \
         "$TRUE" \
         "$BIN -- $TRUE" \
         "$BIN --plan $PLAN -- $TRUE"
 else
-    echo "hyperfine not found; bash loop with date +%s%N"
+    echo "hyperfine not used; bash loop with date +%s%N"
     loop() { # label, command...
         local label=$1 i start end
         shift
