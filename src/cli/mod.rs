@@ -102,6 +102,13 @@ pub enum Command {
     },
     /// Cancel a job.
     Cancel(jobs::JobArgs),
+    /// The rank runtime: set this rank's identity, env and CPU placement, then exec the
+    /// trainer (`ovlaunch rank [--plan FILE] [--strict] [--print-identity] -- TRAINER...`).
+    #[command(disable_help_flag = true)]
+    Rank {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// List recorded jobs.
     List {
         #[arg(long, default_value = "ovlaunch-jobs")]
@@ -203,6 +210,12 @@ impl PlanArgs {
 
 /// Parses the command line and runs it; returns the process exit code.
 pub fn run() -> i32 {
+    // `ovlaunch rank ...` is the rank runtime itself, with its own tiny argument parser
+    // and env(1)-style exit codes; it must not pay for clap or the catalog.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == "rank") {
+        return crate::rank::main_with_args(args);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -233,6 +246,9 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Status { job, output }), _) => status::run(&job, output),
         (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
         (Some(Command::Cancel(job)), _) => cancel::run(&job),
+        (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
+            args.into_iter().map(std::ffi::OsString::from),
+        )),
         (Some(Command::List { jobs_root }), _) => {
             let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
                 .map(std::path::PathBuf::from)
