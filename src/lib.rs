@@ -13,6 +13,7 @@ pub mod error;
 pub mod overlap;
 pub mod plan;
 pub mod precision;
+pub mod rank;
 pub mod render;
 pub mod resolve;
 pub mod secret;

@@ -88,8 +88,8 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
 /// Loads everything the flags name and resolves the plan.
 pub fn plan(args: &PlanArgs) -> Result<Plan> {
     let cat = catalog(&args.catalog)?;
-    let recipe = recipe(&cat, &args.recipe)?;
-    let hardware = catalog::hardware::parse(&args.gpus, &cat.gpus, args.gpus_per_node)?;
+    let recipe = recipe(&cat, args.recipe()?)?;
+    let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
     let sets = overrides::parse_sets(&args.sets)?;
     let envs = overrides::parse_envs(&args.envs)?;
     let stack = stack(args)?;

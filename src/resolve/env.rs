@@ -38,16 +38,8 @@ pub struct EnvInputs<'a> {
     pub user_env: &'a [(String, String)],
 }
 
-/// A variable the rank runtime re-checks on the node.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Invariant {
-    pub var: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub equals: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_equals: Option<String>,
-    pub reason: String,
-}
+/// A variable the rank runtime re-checks on the node (the rank plan's own type).
+pub use crate::rank::Invariant;
 
 /// Builds the env map and its decisions.
 pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> BTreeMap<String, EnvEntry> {
@@ -268,6 +260,7 @@ pub fn check(
             var: "CUDA_DEVICE_MAX_CONNECTIONS".into(),
             equals: None,
             not_equals: Some("1".into()),
+            unset: None,
             reason: "Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS != 1".into(),
         });
         return Ok(inv);
@@ -303,6 +296,7 @@ pub fn check(
             var: "CUDA_DEVICE_MAX_CONNECTIONS".into(),
             equals: Some("1".into()),
             not_equals: None,
+            unset: None,
             reason,
         });
     }
