@@ -59,6 +59,8 @@ pub struct SubmitCmd {
     pub dry_run: bool,
 }
 
+// Parsed once per process; boxing the larger variants would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the resolved plan (YAML or JSON).

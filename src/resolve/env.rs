@@ -8,6 +8,7 @@
 //!   32 on Blackwell and newer; else 1 when TP > 1 or CP > 1 without MoE all-to-all overlap.
 //! - `NCCL_P2P_NET_CHUNKSIZE=2097152` for Llama with PP > 1 (removed when PP becomes 1).
 //! - `NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN`: min(EP, 8) on 8-GPU nodes, EP on NVL72.
+//!
 //! Bridge applies them only when the matching layout flag was passed and never over an
 //! explicit env setting; so does ovlaunch (a `--set` of the layout field is that flag).
 
@@ -73,17 +74,17 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> BTreeMap<Str
     let derived = derive(inp);
     // Derived values fill what the recipe leaves out.
     for (k, (v, rule, _)) in &derived {
-        if !inp.recipe_env.contains_key(k) {
-            if let Some(v) = v {
-                set(
-                    &mut env,
-                    k,
-                    v.clone(),
-                    Source::Derived,
-                    rule.clone(),
-                    decisions,
-                );
-            }
+        if !inp.recipe_env.contains_key(k)
+            && let Some(v) = v
+        {
+            set(
+                &mut env,
+                k,
+                v.clone(),
+                Source::Derived,
+                rule.clone(),
+                decisions,
+            );
         }
     }
     for (k, v) in inp.recipe_env {

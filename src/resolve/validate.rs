@@ -117,15 +117,14 @@ pub fn validate(
             ddp.reuse_grad_buf_for_mxfp8_param_ag = false;
             optimizer.reuse_grad_buf_for_mxfp8_param_ag = false;
         }
-    } else if let Some(mp) = mp {
-        if mp.fp8_param_gather
-            && mp.fp8_recipe.as_deref() == Some("mxfp8")
-            && !mp.reuse_grad_buf_for_mxfp8_param_ag
-        {
-            return Err(Error::config("When fp8_param_gather=True and fp8_recipe='mxfp8', reuse_grad_buf_for_mxfp8_param_ag must be set to True")
+    } else if let Some(mp) = mp
+        && mp.fp8_param_gather
+        && mp.fp8_recipe.as_deref() == Some("mxfp8")
+        && !mp.reuse_grad_buf_for_mxfp8_param_ag
+    {
+        return Err(Error::config("When fp8_param_gather=True and fp8_recipe='mxfp8', reuse_grad_buf_for_mxfp8_param_ag must be set to True")
                 .at("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag")
                 .help("--set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag=true"));
-        }
     }
 
     // Distributed-optimizer and overlap_param_gather sync.
