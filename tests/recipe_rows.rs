@@ -801,9 +801,40 @@ fn recipe_rows_match_reference_tables() {
 }
 
 #[test]
-#[ignore = "DeepSeek-V3 rows without a pipeline layout, and the 64-GPU H100 rows whose EP x PP exceeds the GPU count"]
-fn unresolved_deepseek_rows() {
-    run_rows(UNRESOLVED_ROWS);
+/// These table rows cannot run as published (61 layers do not split over PP*VP without a
+/// pipeline layout the reference gives; EP*PP larger than the GPU count). ovlaunch must
+/// refuse them with exit 2 and say which fields clash, not pass them on.
+#[test]
+fn unresolvable_deepseek_rows_are_refused_clearly() {
+    for row in UNRESOLVED_ROWS {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ovlaunch"))
+            .args([
+                "plan",
+                "--recipe",
+                row.recipe,
+                "--gpus",
+                row.gpus,
+                "--precision",
+                row.precision,
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{} {}: {err}",
+            row.recipe,
+            row.gpus
+        );
+        assert!(
+            err.contains("num_layers 61") || err.contains("world size"),
+            "{} {} {}: {err}",
+            row.recipe,
+            row.gpus,
+            row.precision
+        );
+    }
 }
 
 #[test]

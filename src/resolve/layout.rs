@@ -99,7 +99,11 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
                 vpp.unwrap_or(1)
             ))
             .at("model.num_layers, model.pipeline_model_parallel_size, model.virtual_pipeline_model_parallel_size")
-            .help(format!("PP*VPP must divide {layers} (e.g. {}), or give model.pipeline_model_parallel_layout", list(ok.into_iter()))));
+            .help(if ok.is_empty() {
+                format!("{layers} layers have no divisor between 2 and 16: give model.pipeline_model_parallel_layout (e.g. \"Et*4|(t*4|)*14tmL\") or account_for_embedding/loss_in_pipeline_split")
+            } else {
+                format!("PP*VPP must divide {layers} (e.g. {}), or give model.pipeline_model_parallel_layout", list(ok.into_iter()))
+            }));
         }
     }
     if let Some(v) = vpp
