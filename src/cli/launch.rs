@@ -179,9 +179,10 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
     Ok(t)
 }
 
-/// The command line that reproduces this run, for the script header.
+/// The command line that reproduces this run, for the script header. `--dry-run` is left
+/// out, so a dry run prints exactly the script the same command submits.
 pub fn command_line() -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--dry-run").collect();
     format!("ovlaunch {}", crate::render::shell::join(&args))
 }
 
