@@ -180,12 +180,31 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
 }
 
 /// The command line that reproduces this run, for the script header. `--dry-run` is left
-/// out, so a dry run prints exactly the script the same command submits.
+/// out, so a dry run prints exactly the script the same command submits; secret `--env`
+/// values are redacted (they reach the job through the secrets file, never a script).
 pub fn command_line() -> String {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--dry-run")
-        .collect();
+    let mut args: Vec<String> = Vec::new();
+    let mut after_env = false;
+    for a in std::env::args().skip(1) {
+        if a == "--dry-run" {
+            continue;
+        }
+        let redact = |v: &str| match v.split_once('=') {
+            Some((name, _)) if crate::secret::is_secret(name) => {
+                format!("{name}={}", crate::secret::REDACTED)
+            }
+            _ => v.to_string(),
+        };
+        let shown = if after_env {
+            redact(&a)
+        } else if let Some(v) = a.strip_prefix("--env=") {
+            format!("--env={}", redact(v))
+        } else {
+            a.clone()
+        };
+        after_env = a == "--env";
+        args.push(shown);
+    }
     format!("ovlaunch {}", crate::render::shell::join(&args))
 }
 
