@@ -127,7 +127,7 @@ pub fn status(job_id: &str) -> Result<JobStatus> {
             && let Some(line) = text
                 .lines()
                 .filter(|l| l.split('|').next() == Some(job_id))
-                .last()
+                .next_back()
         {
             let mut parts = line.split('|').skip(1);
             let state = parts.next().unwrap_or("").to_string();
