@@ -14,6 +14,7 @@ pub mod overlap;
 pub mod plan;
 pub mod plugin;
 pub mod precision;
+pub mod rank;
 pub mod render;
 pub mod resolve;
 pub mod secret;

@@ -95,19 +95,19 @@ pub fn status(job_id: &str) -> Result<JobStatus> {
         .run()
         .map_err(|e| Error::runtime(format!("cannot run sacct: {e}")))?;
         let text = String::from_utf8_lossy(&out.stdout);
-        if out.status.success() {
-            if let Some(line) = text.lines().find(|l| !l.trim().is_empty()) {
-                let mut parts = line.split('|');
-                let state = parts.next().unwrap_or("").to_string();
-                return Ok(JobStatus {
-                    job_id: job_id.to_string(),
-                    phase: phase(&state),
-                    slurm_state: state,
-                    exit_code: parts.next().map(str::to_string),
-                    source: "sacct".into(),
-                    restarts: None,
-                });
-            }
+        if out.status.success()
+            && let Some(line) = text.lines().find(|l| !l.trim().is_empty())
+        {
+            let mut parts = line.split('|');
+            let state = parts.next().unwrap_or("").to_string();
+            return Ok(JobStatus {
+                job_id: job_id.to_string(),
+                phase: phase(&state),
+                slurm_state: state,
+                exit_code: parts.next().map(str::to_string),
+                source: "sacct".into(),
+                restarts: None,
+            });
         }
     }
     Ok(JobStatus {

@@ -87,7 +87,7 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
     if per_node == 0 {
         return Err(Error::usage("--gpus-per-node must be at least 1").at("--gpus-per-node"));
     }
-    if count > per_node && count % per_node != 0 {
+    if count > per_node && !count.is_multiple_of(per_node) {
         let lo = count / per_node * per_node;
         let hi = lo + per_node;
         return Err(Error::usage(format!(

@@ -94,8 +94,8 @@ pub fn plan(args: &PlanArgs) -> Result<Plan> {
 /// `plan`, also returning the enabled plugins (after their plan phase).
 pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)> {
     let cat = catalog(&args.catalog)?;
-    let recipe = recipe(&cat, &args.recipe)?;
-    let hardware = catalog::hardware::parse(&args.gpus, &cat.gpus, args.gpus_per_node)?;
+    let recipe = recipe(&cat, args.recipe()?)?;
+    let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
     let sets = overrides::parse_sets(&args.sets)?;
     let envs = overrides::parse_envs(&args.envs)?;
     let stack = stack(args)?;

@@ -27,7 +27,6 @@ use crate::error::{Error, Result};
     name = "ovlaunch",
     version,
     args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true,
     after_help = "Exit codes: 0 success, 1 runtime failure (I/O, Slurm), 2 usage or config error.\n\nExample: ovlaunch --recipe llama70b --gpus h100x64 --dry-run"
 )]
 pub struct Cli {
@@ -61,6 +60,8 @@ pub struct SubmitCmd {
     pub dry_run: bool,
 }
 
+// Parsed once per process; boxing the larger variants would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the resolved plan (YAML or JSON).
@@ -106,6 +107,13 @@ pub enum Command {
     },
     /// Cancel a job.
     Cancel(jobs::JobArgs),
+    /// The rank runtime: set this rank's identity, env and CPU placement, then exec the
+    /// trainer (`ovlaunch rank [--plan FILE] [--strict] [--print-identity] -- TRAINER...`).
+    #[command(disable_help_flag = true)]
+    Rank {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// List recorded jobs.
     List {
         #[arg(long, default_value = "ovlaunch-jobs")]
@@ -116,12 +124,12 @@ pub enum Command {
 /// Flags that choose and adjust a plan.
 #[derive(Debug, Args, Clone)]
 pub struct PlanArgs {
-    /// Recipe name or alias, or a path to a recipe YAML file.
+    /// Recipe name or alias, or a path to a recipe YAML file (required).
     #[arg(long, short = 'r')]
-    pub recipe: String,
-    /// Hardware as KINDxCOUNT: h100x64, b200x128, gb200x72, cpux4.
+    pub recipe: Option<String>,
+    /// Hardware as KINDxCOUNT: h100x64, b200x128, gb200x72, cpux4 (required).
     #[arg(long, short = 'g')]
-    pub gpus: String,
+    pub gpus: Option<String>,
     /// bf16, fp8cs, fp8mx, fp8ds, fp8sc or nvfp4 (default: bf16 where the recipe has it).
     #[arg(long)]
     pub precision: Option<String>,
@@ -204,8 +212,34 @@ pub enum Output {
     Json,
 }
 
+impl PlanArgs {
+    /// `--recipe`, which every plan needs.
+    pub fn recipe(&self) -> Result<&str> {
+        self.recipe.as_deref().ok_or_else(|| {
+            Error::usage("missing --recipe")
+                .at("--recipe")
+                .help("name a recipe (`ovlaunch recipes` lists them) or a recipe file")
+        })
+    }
+
+    /// `--gpus`, which every plan needs.
+    pub fn gpus(&self) -> Result<&str> {
+        self.gpus.as_deref().ok_or_else(|| {
+            Error::usage("missing --gpus")
+                .at("--gpus")
+                .help("e.g. --gpus h100x64")
+        })
+    }
+}
+
 /// Parses the command line and runs it; returns the process exit code.
 pub fn run() -> i32 {
+    // `ovlaunch rank ...` is the rank runtime itself, with its own tiny argument parser
+    // and env(1)-style exit codes; it must not pay for clap or the catalog.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == "rank") {
+        return crate::rank::main_with_args(args);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -237,6 +271,9 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Status { job, output }), _) => status::run(&job, output),
         (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
         (Some(Command::Cancel(job)), _) => cancel::run(&job),
+        (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
+            args.into_iter().map(std::ffi::OsString::from),
+        )),
         (Some(Command::List { jobs_root }), _) => {
             let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
                 .map(std::path::PathBuf::from)

@@ -479,7 +479,9 @@ fn slot_from_value(name: &str, v: &Value) -> Result<Option<Slot>, String> {
             cga_size: int("cga_size", None)?,
             num_splits: int("num_splits", None)?,
             set_sm_margin: flag("set_sm_margin", None)?,
+            // `[false]` is how the plan prints the `(False,)` tuple default: read it back as such.
             fp8_buf: match obj.get("fp8_buf") {
+                Some(Value::Array(items)) if items.as_slice() == [Value::Bool(false)] => None,
                 Some(_) => Some(flag("fp8_buf", None)?),
                 None => None,
             },

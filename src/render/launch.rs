@@ -211,7 +211,10 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         let seg = if hw.nodes <= 18 {
             hw.nodes
         } else {
-            (1..=18).rev().find(|s| hw.nodes % s == 0).unwrap_or(1)
+            (1..=18)
+                .rev()
+                .find(|s| hw.nodes.is_multiple_of(*s))
+                .unwrap_or(1)
         };
         put("segment", Some(seg.to_string()));
         decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));

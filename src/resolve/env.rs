@@ -8,6 +8,7 @@
 //!   32 on Blackwell and newer; else 1 when TP > 1 or CP > 1 without MoE all-to-all overlap.
 //! - `NCCL_P2P_NET_CHUNKSIZE=2097152` for Llama with PP > 1 (removed when PP becomes 1).
 //! - `NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN`: min(EP, 8) on 8-GPU nodes, EP on NVL72.
+//!
 //! Bridge applies them only when the matching layout flag was passed and never over an
 //! explicit env setting; so does ovlaunch (a `--set` of the layout field is that flag).
 
@@ -38,16 +39,8 @@ pub struct EnvInputs<'a> {
     pub user_env: &'a [(String, String)],
 }
 
-/// A variable the rank runtime re-checks on the node.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Invariant {
-    pub var: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub equals: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_equals: Option<String>,
-    pub reason: String,
-}
+/// A variable the rank runtime re-checks on the node (the rank plan's own type).
+pub use crate::rank::Invariant;
 
 /// Builds the env map and its decisions.
 pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> BTreeMap<String, EnvEntry> {
@@ -81,17 +74,17 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> BTreeMap<Str
     let derived = derive(inp);
     // Derived values fill what the recipe leaves out.
     for (k, (v, rule, _)) in &derived {
-        if !inp.recipe_env.contains_key(k) {
-            if let Some(v) = v {
-                set(
-                    &mut env,
-                    k,
-                    v.clone(),
-                    Source::Derived,
-                    rule.clone(),
-                    decisions,
-                );
-            }
+        if !inp.recipe_env.contains_key(k)
+            && let Some(v) = v
+        {
+            set(
+                &mut env,
+                k,
+                v.clone(),
+                Source::Derived,
+                rule.clone(),
+                decisions,
+            );
         }
     }
     for (k, v) in inp.recipe_env {
@@ -268,6 +261,7 @@ pub fn check(
             var: "CUDA_DEVICE_MAX_CONNECTIONS".into(),
             equals: None,
             not_equals: Some("1".into()),
+            unset: None,
             reason: "Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS != 1".into(),
         });
         return Ok(inv);
@@ -303,6 +297,7 @@ pub fn check(
             var: "CUDA_DEVICE_MAX_CONNECTIONS".into(),
             equals: Some("1".into()),
             not_equals: None,
+            unset: None,
             reason,
         });
     }

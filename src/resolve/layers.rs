@@ -65,16 +65,16 @@ pub fn choose<'r>(
 ) -> Result<Choice<'r>> {
     let mut decisions = Vec::new();
     let wanted = precision.map(normalise_precision);
-    if let Some(p) = &wanted {
-        if !PRECISIONS.contains(&p.as_str()) {
-            return Err(Error::usage(format!("unknown precision `{p}`"))
-                .at("--precision")
-                .help(format!(
-                    "{} precisions: {}",
-                    did_you_mean(p, PRECISIONS.iter().copied()),
-                    PRECISIONS.join(", ")
-                )));
-        }
+    if let Some(p) = &wanted
+        && !PRECISIONS.contains(&p.as_str())
+    {
+        return Err(Error::usage(format!("unknown precision `{p}`"))
+            .at("--precision")
+            .help(format!(
+                "{} precisions: {}",
+                did_you_mean(p, PRECISIONS.iter().copied()),
+                PRECISIONS.join(", ")
+            )));
     }
     if recipe.variants.is_empty() {
         return Ok(Choice {

@@ -21,7 +21,7 @@ pub struct Parallelism {
 }
 
 fn divisors(n: u64) -> impl Iterator<Item = u64> {
-    (1..=n).filter(move |d| n % d == 0)
+    (1..=n).filter(move |d| n.is_multiple_of(*d))
 }
 
 /// Checks the layout against a world size and returns the parallel sizes.
@@ -43,9 +43,9 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         }
     }
     let mp = tp * pp * cp;
-    if world % mp != 0 {
+    if !world.is_multiple_of(mp) {
         let fits: Vec<String> = divisors(world)
-            .filter(|d| world % (d * pp * cp) == 0 && *d <= 8)
+            .filter(|d| world.is_multiple_of(d * pp * cp) && *d <= 8)
             .map(|d| d.to_string())
             .collect();
         return Err(Error::usage(format!(
@@ -71,14 +71,14 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             list(divisors(heads).filter(|d| *d <= 64))
         )));
     }
-    if let Some(groups) = model.num_query_groups.map(u64::from) {
-        if groups % tp != 0 {
-            return Err(Error::usage(format!(
-                "num_query_groups {groups} is not divisible by tensor_model_parallel_size {tp}"
-            ))
-            .at("model.num_query_groups, model.tensor_model_parallel_size")
-            .help(format!("TP may be one of {}", list(divisors(groups)))));
-        }
+    if let Some(groups) = model.num_query_groups.map(u64::from)
+        && groups % tp != 0
+    {
+        return Err(Error::usage(format!(
+            "num_query_groups {groups} is not divisible by tensor_model_parallel_size {tp}"
+        ))
+        .at("model.num_query_groups, model.tensor_model_parallel_size")
+        .help(format!("TP may be one of {}", list(divisors(groups)))));
     }
     if model.sequence_parallel && tp <= 1 {
         return Err(Error::usage("sequence_parallel needs tensor_model_parallel_size > 1 (Megatron-Core: \"Can not use sequence parallelism without tensor parallelism\")")
@@ -99,16 +99,20 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
                 vpp.unwrap_or(1)
             ))
             .at("model.num_layers, model.pipeline_model_parallel_size, model.virtual_pipeline_model_parallel_size")
-            .help(format!("PP*VPP must divide {layers} (e.g. {}), or give model.pipeline_model_parallel_layout", list(ok.into_iter()))));
+            .help(if ok.is_empty() {
+                format!("{layers} layers have no divisor between 2 and 16: give model.pipeline_model_parallel_layout (e.g. \"Et*4|(t*4|)*14tmL\") or account_for_embedding/loss_in_pipeline_split")
+            } else {
+                format!("PP*VPP must divide {layers} (e.g. {}), or give model.pipeline_model_parallel_layout", list(ok.into_iter()))
+            }));
         }
     }
-    if let Some(v) = vpp {
-        if v == 0 {
-            return Err(Error::usage(
-                "virtual_pipeline_model_parallel_size must be at least 1 or null",
-            )
-            .at("model.virtual_pipeline_model_parallel_size"));
-        }
+    if let Some(v) = vpp
+        && v == 0
+    {
+        return Err(Error::usage(
+            "virtual_pipeline_model_parallel_size must be at least 1 or null",
+        )
+        .at("model.virtual_pipeline_model_parallel_size"));
     }
     let seq = u64::from(model.seq_length);
     if cp > 1 && seq % (2 * cp) != 0 {
@@ -152,7 +156,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             Some(_) => {}
         }
     }
-    if world % (etp * ep * pp) != 0 {
+    if !world.is_multiple_of(etp * ep * pp) {
         return Err(Error::usage(format!(
             "world size {world} is not divisible by ETP*EP*PP = {etp}*{ep}*{pp} = {}",
             etp * ep * pp

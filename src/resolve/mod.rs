@@ -94,7 +94,8 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     // Batch scaling, as Bridge's perf scripts do when the GPU count differs from the
     // variant's: GBS * DP_new / DP_variant, unless the user gave the global batch.
     if let Some(n) = choice.variant.and_then(|v| v.num_gpus) {
-        if n != hw.count && !prov.user_set("train.global_batch_size") {
+        let fits = world % cfg.model.model_parallel_product().max(1) == 0;
+        if n != hw.count && fits && !prov.user_set("train.global_batch_size") {
             let dp_old = u64::from(n) / before.model.model_parallel_product().max(1);
             let dp_new = world / cfg.model.model_parallel_product().max(1);
             let gbs = u64::from(before.train.global_batch_size);

@@ -75,15 +75,16 @@ fn parse_set(item: &str) -> Result<SetOverride> {
                 config::SECTIONS.join(", ")
             )));
     };
-    if let (Some(f), Some(known)) = (&field, fields) {
-        if !known.contains(&f.as_str()) && !(section == "mixed_precision" && f == "recipe") {
-            return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
-                .at(flag)
-                .help(format!(
-                    "{} see `ovlaunch fields {section}`",
-                    did_you_mean(f, known.iter().copied())
-                )));
-        }
+    if let (Some(f), Some(known)) = (&field, fields)
+        && !known.contains(&f.as_str())
+        && !(section == "mixed_precision" && f == "recipe")
+    {
+        return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
+            .at(flag)
+            .help(format!(
+                "{} see `ovlaunch fields {section}`",
+                did_you_mean(f, known.iter().copied())
+            )));
     }
     if field.is_none() && !matches!(section.as_str(), "mixed_precision" | "comm_overlap") {
         return Err(

@@ -19,8 +19,9 @@ pub fn validate(
     decisions: &mut Vec<Decision>,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
-    // Megatron-Core DDP and optimizer post-init.
-    if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather && !ddp.use_megatron_fsdp {
+    // Megatron-Core DDP and optimizer post-init. `ddp.finalize()` runs before the
+    // Megatron-FSDP block below turns reuse off, so this holds with FSDP too.
+    if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather {
         return Err(
             Error::config("reuse_grad_buf_for_mxfp8_param_ag requires fp8_param_gather")
                 .at("ddp.reuse_grad_buf_for_mxfp8_param_ag")
@@ -93,6 +94,17 @@ pub fn validate(
             }
             ddp.use_distributed_optimizer = true;
             optimizer.use_distributed_optimizer = true;
+            // Bridge: `average_in_collective and not disable_symmetric_registration`; ovlaunch
+            // has no disable_symmetric_registration field, so mcore's default False applies.
+            if ddp.average_in_collective {
+                ddp.average_in_collective = false;
+                decisions.push(Decision::new(
+                    "ddp.average_in_collective",
+                    false,
+                    "average_in_collective is not supported with NCCL symmetric registration under Megatron-FSDP (config.py validate)",
+                    Source::Derived,
+                ));
+            }
             if ddp.reuse_grad_buf_for_mxfp8_param_ag || optimizer.reuse_grad_buf_for_mxfp8_param_ag
             {
                 decisions.push(Decision::new(
@@ -105,15 +117,14 @@ pub fn validate(
             ddp.reuse_grad_buf_for_mxfp8_param_ag = false;
             optimizer.reuse_grad_buf_for_mxfp8_param_ag = false;
         }
-    } else if let Some(mp) = mp {
-        if mp.fp8_param_gather
-            && mp.fp8_recipe.as_deref() == Some("mxfp8")
-            && !mp.reuse_grad_buf_for_mxfp8_param_ag
-        {
-            return Err(Error::config("When fp8_param_gather=True and fp8_recipe='mxfp8', reuse_grad_buf_for_mxfp8_param_ag must be set to True")
+    } else if let Some(mp) = mp
+        && mp.fp8_param_gather
+        && mp.fp8_recipe.as_deref() == Some("mxfp8")
+        && !mp.reuse_grad_buf_for_mxfp8_param_ag
+    {
+        return Err(Error::config("When fp8_param_gather=True and fp8_recipe='mxfp8', reuse_grad_buf_for_mxfp8_param_ag must be set to True")
                 .at("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag")
                 .help("--set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag=true"));
-        }
     }
 
     // Distributed-optimizer and overlap_param_gather sync.

@@ -1,0 +1,438 @@
+//! CPU and memory placement of the rank, decided purely and then applied to this process.
+//!
+//! Contract:
+//! * [`parse_cpulist`] / [`format_cpulist`] convert the kernel's list format (`0-3,8,10-11`)
+//!   to a sorted, de-duplicated `Vec<usize>` and back (ranges are collapsed when formatting).
+//! * [`decide`] is a pure function of the plan's affinity block, the local rank, the
+//!   `CUDA_VISIBLE_DEVICES` value, a [`Sysfs`] tree and the *allowed* CPU set (normally
+//!   `sched_getaffinity(0)`, injected so tests can model any node). It never widens the
+//!   allowed set: the result is `wanted ∩ allowed`, and when that is empty, or there is no
+//!   NUMA information, the allowed set is kept and a note says why.
+//! * [`apply`] performs the decision with `sched_setaffinity` and, for `membind`, the
+//!   `set_mempolicy(MPOL_BIND)` system call. It must run while the process is still
+//!   single-threaded, right before `exec`, so the trainer inherits both.
+//!
+//! Policies ported from Megatron-Bridge `scripts/performance/utils/executors.py`:
+//! * `static`: `numactl --cpunodebind=$((SLURM_LOCALID/D)) --membind=$((SLURM_LOCALID/D))`
+//!   with D = 4 on 8-GPU nodes and 2 on GB200/GB300/VR200 (`gpus_per_numa` = D).
+//! * `sysfs`: the Kubeflow wrapper's "GPU's PCI device → `numa_node` → numactl" rule.
+
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::unistd::Pid;
+
+use super::plan::{AffinityPlan, AffinityPolicy};
+use super::sysfs::Sysfs;
+
+/// Largest CPU id accepted by the parser (guards against absurd ranges in corrupt input).
+pub const MAX_CPU_ID: usize = 1 << 16;
+
+/// Parse `0-3,8,10-11` (blanks around items and a trailing newline are tolerated; the empty
+/// string is the empty set).
+pub fn parse_cpulist(text: &str) -> Result<Vec<usize>, String> {
+    let text = text.trim();
+    let mut cpus = Vec::new();
+    if text.is_empty() {
+        return Ok(cpus);
+    }
+    for item in text.split(',') {
+        let item = item.trim();
+        let num = |s: &str| -> Result<usize, String> {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(format!("'{item}' is not a CPU number or LO-HI range"));
+            }
+            match s.parse::<usize>() {
+                Ok(n) if n <= MAX_CPU_ID => Ok(n),
+                _ => Err(format!("CPU id '{s}' is larger than {MAX_CPU_ID}")),
+            }
+        };
+        let (lo, hi) = match item.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => {
+                let n = num(item)?;
+                (n, n)
+            }
+        };
+        if lo > hi {
+            return Err(format!("range '{item}' is descending"));
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// Format CPUs as a kernel cpulist, collapsing runs: `[0,1,2,3,8,10,11]` → `0-3,8,10-11`.
+/// Input order and duplicates do not matter. The empty set formats as the empty string.
+pub fn format_cpulist(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}-{end}"));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Intersection of two sorted, de-duplicated lists.
+pub fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
+    a.iter()
+        .copied()
+        .filter(|c| b.binary_search(c).is_ok())
+        .collect()
+}
+
+/// Everything [`decide`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct PlacementInput<'a> {
+    pub plan: &'a AffinityPlan,
+    pub local_rank: u32,
+    /// `CUDA_VISIBLE_DEVICES` as the trainer will see it.
+    pub cuda_visible_devices: Option<&'a str>,
+    pub sysfs: &'a Sysfs,
+    /// The CPUs this process may use now (sorted); the result never leaves this set.
+    pub allowed: &'a [usize],
+}
+
+/// The decision: what to bind, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub policy: AffinityPolicy,
+    /// PCI bus id of the rank's GPU (sysfs policy only).
+    pub gpu: Option<String>,
+    /// NUMA node chosen for this rank, if one could be determined.
+    pub numa_node: Option<u32>,
+    /// CPUs of that NUMA node as sysfs lists them.
+    pub wanted: Option<Vec<usize>>,
+    /// Final CPU set for the trainer (⊆ allowed).
+    pub cpus: Vec<usize>,
+    /// Whether `cpus` differs from the allowed set, i.e. `sched_setaffinity` is needed.
+    pub bind_cpus: bool,
+    /// NUMA node to bind memory to (`membind` requested and CPUs were bound there).
+    pub membind: Option<u32>,
+    /// Why something was left as inherited (printed as warnings).
+    pub notes: Vec<String>,
+}
+
+/// Decide the placement (pure; see the module doc).
+pub fn decide(input: &PlacementInput<'_>) -> Placement {
+    let allowed = input.allowed.to_vec();
+    let mut p = Placement {
+        policy: input.plan.policy,
+        gpu: None,
+        numa_node: None,
+        wanted: None,
+        cpus: allowed.clone(),
+        bind_cpus: false,
+        membind: None,
+        notes: Vec::new(),
+    };
+    let node = match input.plan.policy {
+        AffinityPolicy::None => return p,
+        AffinityPolicy::Static => {
+            // `RankPlan::validate` rejects 0; `max(1)` keeps this total anyway.
+            let d = input.plan.gpus_per_numa.unwrap_or(1).max(1);
+            input.local_rank / d
+        }
+        AffinityPolicy::Sysfs => match gpu_for_rank(input) {
+            Err(note) => {
+                p.notes.push(note);
+                return p;
+            }
+            Ok((bus_id, numa)) => {
+                p.gpu = Some(bus_id.clone());
+                match numa {
+                    Some(n) => n,
+                    None => {
+                        p.notes.push(format!(
+                            "no NUMA information for GPU {bus_id} (numa_node is -1); \
+                             affinity left as inherited"
+                        ));
+                        return p;
+                    }
+                }
+            }
+        },
+    };
+    p.numa_node = Some(node);
+    let wanted = match input.sysfs.node_cpus(node) {
+        Ok(Some(c)) if !c.is_empty() => c,
+        Ok(Some(_)) => {
+            p.notes.push(format!(
+                "NUMA node {node} has no CPUs (memory-only node); affinity left as inherited"
+            ));
+            return p;
+        }
+        Ok(None) => {
+            p.notes.push(format!(
+                "no NUMA information (no node{node} under {}/devices/system/node); \
+                 affinity left as inherited",
+                input.sysfs.root().display()
+            ));
+            return p;
+        }
+        Err(e) => {
+            p.notes.push(format!("{e}; affinity left as inherited"));
+            return p;
+        }
+    };
+    let both = intersect(&wanted, &allowed);
+    if both.is_empty() {
+        p.notes.push(format!(
+            "CPUs of NUMA node {node} ({}) do not intersect the inherited CPU set ({}); \
+             affinity left as inherited",
+            format_cpulist(&wanted),
+            format_cpulist(&allowed)
+        ));
+        p.wanted = Some(wanted);
+        return p;
+    }
+    p.bind_cpus = both != allowed;
+    p.cpus = both;
+    p.wanted = Some(wanted);
+    if input.plan.membind {
+        p.membind = Some(node);
+    }
+    p
+}
+
+/// Bus id and NUMA node of the GPU this local rank drives (sysfs policy).
+fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), String> {
+    let gpus = input
+        .sysfs
+        .nvidia_gpus()
+        .map_err(|e| format!("{e}; affinity left as inherited"))?;
+    let rank = input.local_rank;
+    let index = match input.cuda_visible_devices {
+        None => rank as usize,
+        Some(cvd) => {
+            let entries: Vec<&str> = cvd
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            // The local rank's entry; a single entry is the task's own GPU (Slurm binds one
+            // GPU per task and shows it as the only visible device).
+            let entry = match (entries.get(rank as usize), entries.as_slice()) {
+                (Some(e), _) => *e,
+                (None, [only]) => *only,
+                (None, _) => {
+                    return Err(format!(
+                        "CUDA_VISIBLE_DEVICES='{cvd}' has no entry for local rank {rank}; \
+                         affinity left as inherited"
+                    ));
+                }
+            };
+            entry.parse::<usize>().map_err(|_| {
+                format!(
+                    "CUDA_VISIBLE_DEVICES entry '{entry}' is not a device index (UUIDs and \
+                     MIG ids cannot be mapped through sysfs); affinity left as inherited"
+                )
+            })?
+        }
+    };
+    let gpu = gpus.get(index).ok_or_else(|| {
+        format!(
+            "local rank {rank} wants GPU index {index} but {} NVIDIA GPU(s) are listed under \
+             {}/bus/pci/devices; affinity left as inherited",
+            gpus.len(),
+            input.sysfs.root().display()
+        )
+    })?;
+    Ok((gpu.bus_id.clone(), gpu.numa_node))
+}
+
+/// The CPUs this process may run on now (`sched_getaffinity(0)`).
+pub fn current_allowed() -> Result<Vec<usize>, String> {
+    let set = sched_getaffinity(Pid::from_raw(0))
+        .map_err(|e| format!("sched_getaffinity failed: {e}"))?;
+    Ok((0..CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect())
+}
+
+/// Apply `p` to this process (and thereby to the trainer it execs).
+pub fn apply(p: &Placement) -> Result<(), String> {
+    if p.bind_cpus {
+        let mut set = CpuSet::new();
+        for &c in &p.cpus {
+            set.set(c).map_err(|_| {
+                format!(
+                    "CPU {c} is beyond the {} CPUs a cpu_set_t can hold",
+                    CpuSet::count()
+                )
+            })?;
+        }
+        sched_setaffinity(Pid::from_raw(0), &set)
+            .map_err(|e| format!("sched_setaffinity({}) failed: {e}", format_cpulist(&p.cpus)))?;
+    }
+    if let Some(node) = p.membind {
+        bind_memory(node)?;
+    }
+    Ok(())
+}
+
+/// Number of bits in the node mask passed to `set_mempolicy` (1024 NUMA nodes).
+const NODEMASK_BITS: usize = 1024;
+
+/// `set_mempolicy(MPOL_BIND, {node})`, the syscall behind `numactl --membind`.
+///
+/// nix has no memory-policy API and the project avoids a direct `libc` dependency, so this
+/// uses the `libc` that nix re-exports (`nix::libc::syscall`). The policy is inherited across
+/// `fork` and `exec`, exactly like numactl's.
+fn bind_memory(node: u32) -> Result<(), String> {
+    const WORD_BITS: usize = u64::BITS as usize;
+    let node = node as usize;
+    if node >= NODEMASK_BITS {
+        return Err(format!(
+            "NUMA node {node} is beyond the {NODEMASK_BITS} nodes supported for membind"
+        ));
+    }
+    let mut mask = [0u64; NODEMASK_BITS / WORD_BITS];
+    mask[node / WORD_BITS] |= 1u64 << (node % WORD_BITS);
+    // The kernel treats `maxnode` as "number of bits + 1" (it decrements it first), which is
+    // why libnuma passes one more than the mask width.
+    let maxnode = (NODEMASK_BITS + 1) as nix::libc::c_ulong;
+    // SAFETY: `set_mempolicy(int mode, const unsigned long *nodemask, unsigned long maxnode)`
+    // only reads `NODEMASK_BITS` bits (= `mask.len()` words) from `mask`, which lives for the
+    // whole call; it touches no other memory of this process.
+    let rc = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_set_mempolicy,
+            nix::libc::MPOL_BIND,
+            mask.as_ptr(),
+            maxnode,
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "set_mempolicy(MPOL_BIND, node {node}) failed: {}",
+            nix::errno::Errno::last()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpulist_parse() {
+        assert_eq!(
+            parse_cpulist("0-3,8,10-11").unwrap(),
+            [0, 1, 2, 3, 8, 10, 11]
+        );
+        assert_eq!(parse_cpulist("5\n").unwrap(), [5]);
+        assert_eq!(parse_cpulist("").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpulist("\n").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpulist("3,1-2,2").unwrap(), [1, 2, 3]);
+        assert_eq!(parse_cpulist(" 0-1 , 4 ").unwrap(), [0, 1, 4]);
+        assert_eq!(parse_cpulist("0-55,112-167").unwrap().len(), 112);
+        for bad in [
+            "3-1",
+            "a",
+            "1,",
+            ",1",
+            "1--2",
+            "-1",
+            "1-",
+            "0-99999999",
+            "0-3:2",
+        ] {
+            assert!(parse_cpulist(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cpulist_format() {
+        assert_eq!(format_cpulist(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(format_cpulist(&[]), "");
+        assert_eq!(format_cpulist(&[7]), "7");
+        assert_eq!(format_cpulist(&[2, 1, 1, 0]), "0-2");
+        assert_eq!(format_cpulist(&[0, 2, 4]), "0,2,4");
+        for s in ["0-3,8,10-11", "0-55,112-167", "1", "0,2-3,5-9,100"] {
+            assert_eq!(format_cpulist(&parse_cpulist(s).unwrap()), s);
+        }
+    }
+
+    #[test]
+    fn intersection() {
+        assert_eq!(intersect(&[0, 1, 2, 3], &[2, 3, 4]), [2, 3]);
+        assert!(intersect(&[0, 1], &[2, 3]).is_empty());
+    }
+
+    #[test]
+    fn policy_none_keeps_everything() {
+        let plan = AffinityPlan::default();
+        let sysfs = Sysfs::new("/nonexistent");
+        let p = decide(&PlacementInput {
+            plan: &plan,
+            local_rank: 3,
+            cuda_visible_devices: None,
+            sysfs: &sysfs,
+            allowed: &[0, 1, 2],
+        });
+        assert_eq!(p.cpus, [0, 1, 2]);
+        assert!(!p.bind_cpus && p.notes.is_empty() && p.numa_node.is_none());
+    }
+
+    #[test]
+    fn static_without_node_dir_notes_and_keeps() {
+        let plan = AffinityPlan {
+            policy: AffinityPolicy::Static,
+            gpus_per_numa: Some(4),
+            membind: true,
+        };
+        let sysfs = Sysfs::new("/nonexistent");
+        let p = decide(&PlacementInput {
+            plan: &plan,
+            local_rank: 5,
+            cuda_visible_devices: None,
+            sysfs: &sysfs,
+            allowed: &[0, 1],
+        });
+        assert_eq!(p.numa_node, Some(1));
+        assert_eq!(p.cpus, [0, 1]);
+        assert!(!p.bind_cpus);
+        assert_eq!(p.membind, None);
+        assert!(
+            p.notes[0].starts_with("no NUMA information"),
+            "{:?}",
+            p.notes
+        );
+    }
+
+    #[test]
+    fn applying_a_no_op_placement_succeeds() {
+        let allowed = current_allowed().unwrap();
+        assert!(!allowed.is_empty());
+        let p = Placement {
+            policy: AffinityPolicy::None,
+            gpu: None,
+            numa_node: None,
+            wanted: None,
+            cpus: allowed,
+            bind_cpus: false,
+            membind: None,
+            notes: Vec::new(),
+        };
+        apply(&p).unwrap();
+    }
+}

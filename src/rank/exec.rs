@@ -1,0 +1,175 @@
+//! Finding and exec'ing the trainer, with env(1)'s exit codes.
+//!
+//! Contract: [`resolve`] looks the program up the way `execvp` does — a name containing `/`
+//! is used as is; otherwise each `PATH` entry is tried in order (an empty entry means the
+//! current directory; an unset `PATH` means `/bin:/usr/bin`, glibc's default), the first
+//! executable regular file wins, and a match that exists but cannot be executed is remembered
+//! so the failure is "permission denied" (126) rather than "not found" (127). The `PATH`
+//! used is the *trainer's* (after the plan's env is applied), as env(1) does.
+//! [`exec`] replaces this process; it only returns on failure, with the exit code
+//! (126 or 127) and a message. After a successful exec, signals, the exit status and the
+//! process id are the trainer's own.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nix::unistd::{AccessFlags, access};
+
+use super::env::Environ;
+
+/// glibc's `execvp` default search path when `PATH` is unset.
+pub const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// env(1): the command was found but could not be run.
+pub const EXIT_CANNOT_RUN: i32 = 126;
+/// env(1): the command was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// Why the trainer cannot be started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecError {
+    /// 126 or 127.
+    pub code: i32,
+    pub message: String,
+}
+
+/// What a candidate path turned out to be.
+enum Probe {
+    Runnable,
+    Missing,
+    NotRunnable(String),
+}
+
+fn probe(path: &Path) -> Probe {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Probe::Missing,
+        Err(e) => Probe::NotRunnable(e.to_string()),
+        Ok(m) if m.is_dir() => Probe::NotRunnable("is a directory".into()),
+        Ok(m) => {
+            // `access(X_OK)` answers for this user (root needs at least one x bit).
+            if m.permissions().mode() & 0o111 != 0 && access(path, AccessFlags::X_OK).is_ok() {
+                Probe::Runnable
+            } else {
+                Probe::NotRunnable("permission denied".into())
+            }
+        }
+    }
+}
+
+/// Locate `program` like `execvp`, searching `path_var` (the trainer's `PATH`).
+pub fn resolve(program: &OsStr, path_var: Option<&OsStr>) -> Result<PathBuf, ExecError> {
+    let shown = program.to_string_lossy();
+    if program.is_empty() {
+        return Err(ExecError {
+            code: EXIT_NOT_FOUND,
+            message: "empty trainer command".into(),
+        });
+    }
+    if program.as_bytes().contains(&b'/') {
+        let path = PathBuf::from(program);
+        return match probe(&path) {
+            Probe::Runnable => Ok(path),
+            Probe::Missing => Err(ExecError {
+                code: EXIT_NOT_FOUND,
+                message: format!("'{shown}': no such file or directory"),
+            }),
+            Probe::NotRunnable(why) => Err(ExecError {
+                code: EXIT_CANNOT_RUN,
+                message: format!("'{shown}': {why}"),
+            }),
+        };
+    }
+    let search = path_var.unwrap_or(OsStr::new(DEFAULT_PATH));
+    let mut denied: Option<(PathBuf, String)> = None;
+    for dir in search.as_bytes().split(|&b| b == b':') {
+        let dir = if dir.is_empty() {
+            Path::new(".")
+        } else {
+            Path::new(OsStr::from_bytes(dir))
+        };
+        let candidate = dir.join(program);
+        match probe(&candidate) {
+            Probe::Runnable => return Ok(candidate),
+            Probe::Missing => {}
+            Probe::NotRunnable(why) => {
+                denied.get_or_insert((candidate, why));
+            }
+        }
+    }
+    Err(match denied {
+        Some((path, why)) => ExecError {
+            code: EXIT_CANNOT_RUN,
+            message: format!("'{shown}' found at {} but {why}", path.display()),
+        },
+        None => ExecError {
+            code: EXIT_NOT_FOUND,
+            message: format!("'{shown}': command not found in PATH"),
+        },
+    })
+}
+
+/// Replace this process with `path` (`argv[0]` = `argv0`, the name as the user wrote it),
+/// with exactly the environment `env`. Returns only on failure.
+pub fn exec(path: &Path, argv0: &OsStr, args: &[OsString], env: &Environ) -> ExecError {
+    let err = Command::new(path)
+        .arg0(argv0)
+        .args(args)
+        .env_clear()
+        .envs(env.iter())
+        .exec();
+    // ENOENT here means the file vanished or its `#!` interpreter is missing: env(1) says 127.
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        EXIT_NOT_FOUND
+    } else {
+        EXIT_CANNOT_RUN
+    };
+    ExecError {
+        code,
+        message: format!("cannot run '{}': {err}", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_on_path() {
+        let p = resolve(
+            OsStr::new("sh"),
+            Some(OsStr::new("/nonexistent:/bin:/usr/bin")),
+        )
+        .unwrap();
+        assert!(p.ends_with("sh"));
+        let e = resolve(OsStr::new("no-such-cmd-xyz"), Some(OsStr::new("/bin"))).unwrap_err();
+        assert_eq!(e.code, 127);
+        let e = resolve(OsStr::new(""), None).unwrap_err();
+        assert_eq!(e.code, 127);
+        let e = resolve(OsStr::new("/nonexistent/x"), None).unwrap_err();
+        assert_eq!(e.code, 127);
+        let e = resolve(OsStr::new("/"), None).unwrap_err();
+        assert_eq!(e.code, 126);
+        assert!(e.message.contains("directory"));
+    }
+
+    #[test]
+    fn non_executable_is_126_even_if_later_entry_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("tool");
+        std::fs::write(&f, "#!/bin/sh\n").unwrap();
+        let path = std::env::join_paths([dir.path(), Path::new("/nonexistent")]).unwrap();
+        let e = resolve(OsStr::new("tool"), Some(&path)).unwrap_err();
+        assert_eq!(e.code, 126, "{e:?}");
+        // A later executable match wins over an earlier non-executable one (execvp semantics).
+        let dir2 = tempfile::tempdir().unwrap();
+        let g = dir2.path().join("tool");
+        std::fs::write(&g, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = std::env::join_paths([dir.path(), dir2.path()]).unwrap();
+        assert_eq!(resolve(OsStr::new("tool"), Some(&path)).unwrap(), g);
+    }
+}
