@@ -36,20 +36,20 @@ pub fn printable(plan: &Plan) -> Result<Value> {
 pub fn plan(cmd: &PlanCmd) -> Result<i32> {
     let (plan, plugins) = load::plan_with_plugins(&cmd.plan)?;
     let mut tree = printable(&plan)?;
-    if !plugins.is_empty() {
-        if let Value::Object(m) = &mut tree {
-            let list: Vec<Value> = plugins
-                .iter()
-                .map(|p| {
-                    serde_json::json!({
-                        "name": p.name(),
-                        "origin": p.def.origin,
-                        "options": p.options_json(),
-                    })
+    if !plugins.is_empty()
+        && let Value::Object(m) = &mut tree
+    {
+        let list: Vec<Value> = plugins
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "name": p.name(),
+                    "origin": p.def.origin,
+                    "options": p.options_json(),
                 })
-                .collect();
-            m.insert("plugins".into(), Value::Array(list));
-        }
+            })
+            .collect();
+        m.insert("plugins".into(), Value::Array(list));
     }
     let text = match cmd.output {
         Output::Json => {

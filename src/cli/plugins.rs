@@ -50,7 +50,11 @@ pub fn registry(src: &PluginSourceArgs) -> Result<Registry> {
 
 /// The enabled plugins, in application order.
 pub fn active(specs: &[String], src: &PluginSourceArgs) -> Result<Vec<Active>> {
-    if specs.is_empty() {
+    // User plugin files are checked whenever they are given, even if none is enabled.
+    let user_files = !src.plugin_file.is_empty()
+        || src.plugin_dir.is_some()
+        || std::env::var_os("OVLAUNCH_PLUGIN_DIR").is_some();
+    if specs.is_empty() && !user_files {
         return Ok(Vec::new());
     }
     plugin::activate(&registry(src)?, specs)

@@ -29,7 +29,9 @@
 //!   torchrun_program: ft_launcher # replaces `torchrun` (torchrun launcher only)
 //!   sbatch: {signal: "B:TERM@{preempt_time}", requeue: null}   # null = bare flag
 //!   setup_lines: [...]            # shell, before the launch step
-//!   teardown_lines: [...]         # shell, after the launch step; `$exitcode` is its status
+//!   teardown_lines: [...]         # shell, after the launch step: `$exitcode` is its status,
+//!                                 # `$ovlaunch_signal` the forwarded signal; set
+//!                                 # `ovlaunch_requeued=1` after `scontrol requeue`
 //!   forward_signals: [TERM]       # the batch shell passes these on to the launch step
 //!   when: {...}
 //! render:                         # phase 3: the script text
@@ -110,6 +112,15 @@ impl PluginDef {
     /// `origin:line` of the first line containing `needle`, else the origin.
     fn at(&self, needle: &str) -> String {
         locate(&self.origin, &self.text, needle)
+    }
+}
+
+/// "did you mean ...? " followed by `rest`, without a dangling space when there is no match.
+fn hint(suggestion: String, rest: &str) -> String {
+    if suggestion.is_empty() {
+        rest.to_string()
+    } else {
+        format!("{suggestion} {rest}")
     }
 }
 
@@ -236,21 +247,21 @@ fn validate(def: &PluginDef) -> Result<()> {
             return Err(err(format!("`{c}` is not a plugin name"), c));
         }
     }
-    if let Some(l) = &f.requires.launcher {
-        if !matches!(l.as_str(), "srun" | "torchrun") {
-            return Err(err(
-                format!("requires.launcher is `srun` or `torchrun`, not `{l}`"),
-                "launcher:",
-            ));
-        }
+    if let Some(l) = &f.requires.launcher
+        && !matches!(l.as_str(), "srun" | "torchrun")
+    {
+        return Err(err(
+            format!("requires.launcher is `srun` or `torchrun`, not `{l}`"),
+            "launcher:",
+        ));
     }
-    if let Some(e) = &f.requires.executor {
-        if !matches!(e.as_str(), "slurm" | "local") {
-            return Err(err(
-                format!("requires.executor is `slurm` or `local`, not `{e}`"),
-                "executor:",
-            ));
-        }
+    if let Some(e) = &f.requires.executor
+        && !matches!(e.as_str(), "slurm" | "local")
+    {
+        return Err(err(
+            format!("requires.executor is `slurm` or `local`, not `{e}`"),
+            "executor:",
+        ));
     }
     for v in &f.skip_unless_env {
         if !valid_env_name(v) {
@@ -318,9 +329,9 @@ impl Validator<'_> {
                         format!("unknown option `{name}` in `{s}`"),
                         &format!("{{{}{name}", if splat { "*" } else { "" }),
                     )
-                    .help(format!(
-                        "{} write `{{{{` for a literal brace",
-                        did_you_mean(name, names)
+                    .help(hint(
+                        did_you_mean(name, names),
+                        "write `{{` for a literal brace",
                     )));
             }
             let kind = option.map(|o| o.kind);
@@ -713,7 +724,9 @@ pub fn parse_spec(spec: &str) -> Result<(String, Vec<(String, String)>)> {
 /// Enables the plugins named by `--plugin` flags: checks names, options, types and
 /// conflicts, and orders them by `order`, then name.
 pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
-    let mut chosen: Vec<(String, Vec<(String, String, String)>)> = Vec::new();
+    // Per plugin, in flag order: (option, raw value, the flag that gave it).
+    type Given = Vec<(String, String, String)>;
+    let mut chosen: Vec<(String, Given)> = Vec::new();
     for spec in specs {
         let flag = format!("--plugin {spec}");
         let (name, opts) = parse_spec(spec)?;
@@ -721,9 +734,9 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
             let names: Vec<&str> = reg.all().into_iter().map(PluginDef::name).collect();
             return Err(Error::usage(format!("unknown plugin `{name}`"))
                 .at(flag)
-                .help(format!(
-                    "{} run `ovlaunch plugins` for the list",
-                    did_you_mean(&name, names.iter().copied())
+                .help(hint(
+                    did_you_mean(&name, names.iter().copied()),
+                    "run `ovlaunch plugins` for the list",
                 )));
         }
         let entry = match chosen.iter_mut().find(|(n, _)| *n == name) {
@@ -765,9 +778,9 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                 let names = def.file.options.iter().map(|(n, _)| n.as_str());
                 return Err(Error::usage(format!("plugin `{name}` has no option `{k}`"))
                     .at(flag.clone())
-                    .help(format!(
-                        "{} run `ovlaunch plugins` to see its options",
-                        did_you_mean(k, names)
+                    .help(hint(
+                        did_you_mean(k, names),
+                        "run `ovlaunch plugins` to see its options",
                     )));
             };
             let mut v = typed_flag_value(o.kind, raw).map_err(|m| {
@@ -945,15 +958,15 @@ impl Scope<'_> {
             return Ok(Some(v.clone()));
         };
         let t = template::parse(s);
-        if let Some(name) = t.sole_var() {
-            if !BUILTINS.contains(&name) {
-                let ov = &self.active.values[name];
-                return Ok(match ov {
-                    OptValue::Unset => None,
-                    OptValue::Str(x) => Some(Value::from(self.expand_builtins(name, x)?)),
-                    other => Some(other.to_json()),
-                });
-            }
+        if let Some(name) = t.sole_var()
+            && !BUILTINS.contains(&name)
+        {
+            let ov = &self.active.values[name];
+            return Ok(match ov {
+                OptValue::Unset => None,
+                OptValue::Str(x) => Some(Value::from(self.expand_builtins(name, x)?)),
+                other => Some(other.to_json()),
+            });
         }
         Ok(self.text(s, false)?.map(Value::from))
     }
@@ -1037,13 +1050,13 @@ fn collect_plan(
         if out.env.contains_key(k) {
             continue;
         }
-        if let Some(src) = s.text(src, false)? {
-            if let Some(v) = launcher_env.get(&src) {
-                out.env.insert(
-                    k.clone(),
-                    (v.clone(), "plan.passthrough from the launcher environment"),
-                );
-            }
+        if let Some(src) = s.text(src, false)?
+            && let Some(v) = launcher_env.get(&src)
+        {
+            out.env.insert(
+                k.clone(),
+                (v.clone(), "plan.passthrough from the launcher environment"),
+            );
         }
     }
     for (k, sub) in p.when.iter() {
@@ -1105,14 +1118,15 @@ pub fn plan_phase(
         ));
         let origin = a.def.origin.clone();
         for (path, value, if_present) in out.sets {
-            if let Some((other, prev)) = set_owner.get(&path) {
-                if *prev != value && other != a.name() {
-                    return Err(Error::usage(format!(
+            if let Some((other, prev)) = set_owner.get(&path)
+                && *prev != value
+                && other != a.name()
+            {
+                return Err(Error::usage(format!(
                         "plugins `{other}` and `{}` set `{path}` to different values ({prev} and {value})",
                         a.name()
                     ))
                     .at(format!("--plugin {other} --plugin {}", a.name())));
-                }
             }
             let text = serde_json::to_string(&value).map_err(|e| Error::runtime(e.to_string()))?;
             let set = parse_sets(&[format!("{path}={text}")])
@@ -1132,14 +1146,15 @@ pub fn plan_phase(
             });
         }
         for (name, (value, how)) in out.env {
-            if let Some((other, prev)) = env_owner.get(&name) {
-                if *prev != value && other != a.name() {
-                    return Err(Error::usage(format!(
-                        "plugins `{other}` and `{}` set {name} to different values",
-                        a.name()
-                    ))
-                    .at(format!("--plugin {other} --plugin {}", a.name())));
-                }
+            if let Some((other, prev)) = env_owner.get(&name)
+                && *prev != value
+                && other != a.name()
+            {
+                return Err(Error::usage(format!(
+                    "plugins `{other}` and `{}` set {name} to different values",
+                    a.name()
+                ))
+                .at(format!("--plugin {other} --plugin {}", a.name())));
             }
             env_owner.insert(name.clone(), (a.name().to_string(), value.clone()));
             layer.env.push(PluginEnv {
@@ -1205,10 +1220,10 @@ fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result
     out.command_prefix.extend(s.argv(&p.command_prefix)?);
     out.srun_args.extend(s.argv(&p.srun_args)?);
     out.torchrun_args.extend(s.argv(&p.torchrun_args)?);
-    if let Some(t) = &p.torchrun_program {
-        if let Some(v) = s.text(t, false)? {
-            out.torchrun_program = Some(v);
-        }
+    if let Some(t) = &p.torchrun_program
+        && let Some(v) = s.text(t, false)?
+    {
+        out.torchrun_program = Some(v);
     }
     for (k, v) in p.sbatch.iter() {
         match v {
@@ -1322,13 +1337,13 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 );
                 continue;
             }
-            if let Some((other, prev)) = env_owner.get(&k) {
-                if *prev != v {
-                    return Err(Error::usage(format!(
-                        "plugins `{other}` and `{name}` set {k} to different values"
-                    ))
-                    .at(format!("--plugin {other} --plugin {name}")));
-                }
+            if let Some((other, prev)) = env_owner.get(&k)
+                && *prev != v
+            {
+                return Err(Error::usage(format!(
+                    "plugins `{other}` and `{name}` set {k} to different values"
+                ))
+                .at(format!("--plugin {other} --plugin {name}")));
             }
             env_owner.insert(k.clone(), (name.clone(), v.clone()));
             spec.env.insert(k.clone(), v.clone());
@@ -1347,13 +1362,13 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 );
                 continue;
             }
-            if let Some((other, prev)) = sbatch_owner.get(&k) {
-                if *prev != v {
-                    return Err(Error::usage(format!(
-                        "plugins `{other}` and `{name}` set sbatch --{k} to different values"
-                    ))
-                    .at(format!("--plugin {other} --plugin {name}")));
-                }
+            if let Some((other, prev)) = sbatch_owner.get(&k)
+                && *prev != v
+            {
+                return Err(Error::usage(format!(
+                    "plugins `{other}` and `{name}` set sbatch --{k} to different values"
+                ))
+                .at(format!("--plugin {other} --plugin {name}")));
             }
             sbatch_owner.insert(k.clone(), (name.clone(), v.clone()));
             let unused = if ctx.executor == Executor::Slurm {
@@ -1369,13 +1384,13 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
             );
         }
         if let Some(p) = out.torchrun_program {
-            if let Some((other, prev)) = &program_owner {
-                if *prev != p {
-                    return Err(Error::usage(format!(
-                        "plugins `{other}` and `{name}` both replace the torchrun program"
-                    ))
-                    .at(format!("--plugin {other} --plugin {name}")));
-                }
+            if let Some((other, prev)) = &program_owner
+                && *prev != p
+            {
+                return Err(Error::usage(format!(
+                    "plugins `{other}` and `{name}` both replace the torchrun program"
+                ))
+                .at(format!("--plugin {other} --plugin {name}")));
             }
             program_owner = Some((name.clone(), p.clone()));
             spec.torchrun_program = p.clone();
@@ -1528,22 +1543,36 @@ pub fn describe(reg: &Registry) -> String {
         if f.options.is_empty() {
             let _ = writeln!(s, "    (no options)");
         }
-        for (name, o) in f.options.iter() {
-            let default = if o.required {
-                "(required)".to_string()
+        let rows: Vec<(String, &str, String, &str)> = f
+            .options
+            .iter()
+            .map(|(name, o)| {
+                let default = if o.required {
+                    "(required)".to_string()
+                } else {
+                    o.default
+                        .as_ref()
+                        .and_then(|d| typed_default(o.kind, d).ok())
+                        .unwrap_or(OptValue::Unset)
+                        .shown()
+                };
+                (name.clone(), o.kind.as_str(), default, o.help.as_str())
+            })
+            .collect();
+        let wn = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+        let wd = rows
+            .iter()
+            .map(|r| r.2.len())
+            .filter(|l| *l <= 32)
+            .max()
+            .unwrap_or(0);
+        for (name, kind, default, help) in rows {
+            if default.len() > 32 {
+                let _ = writeln!(s, "    {name:<wn$}  {kind:<4}  {help}");
+                let _ = writeln!(s, "    {:<wn$}        default {default}", "");
             } else {
-                o.default
-                    .as_ref()
-                    .and_then(|d| typed_default(o.kind, d).ok())
-                    .unwrap_or(OptValue::Unset)
-                    .shown()
-            };
-            let _ = writeln!(
-                s,
-                "    {name:<38} {:<5} {default:<24} {}",
-                o.kind.as_str(),
-                o.help
-            );
+                let _ = writeln!(s, "    {name:<wn$}  {kind:<4}  {default:<wd$}  {help}");
+            }
         }
         s.push('\n');
     }

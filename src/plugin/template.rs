@@ -118,15 +118,15 @@ pub fn parse(s: &str) -> Template {
             }
             continue;
         }
-        if c == '{' {
-            if let Some((piece, next)) = placeholder(&chars, i + 1, quoting) {
-                if !lit.is_empty() {
-                    pieces.push(Piece::Lit(std::mem::take(&mut lit)));
-                }
-                pieces.push(piece);
-                i = next;
-                continue;
+        if c == '{'
+            && let Some((piece, next)) = placeholder(&chars, i + 1, quoting)
+        {
+            if !lit.is_empty() {
+                pieces.push(Piece::Lit(std::mem::take(&mut lit)));
             }
+            pieces.push(piece);
+            i = next;
+            continue;
         }
         // Track shell quoting on literal text.
         match (quoting, c) {

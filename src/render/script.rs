@@ -157,7 +157,10 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
 /// With signal forwarding or teardown lines (plugins), the launch step runs in the
 /// background so that the batch shell can pass signals on to it (bash runs traps only
 /// between foreground commands) and run the teardown whatever the step's exit status; the
-/// script then exits with that status. Returns the setup lines and the command text.
+/// script then exits with that status. Teardown lines may read `$exitcode` (the step's
+/// status) and `$ovlaunch_signal` (the forwarded signal, if any), and set
+/// `ovlaunch_requeued=1` after requeueing the job so that later ones do not requeue again.
+/// Returns the setup lines and the command text.
 fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
     let mut setup = spec.setup_lines.clone();
     if spec.forward_signals.is_empty() && spec.teardown_lines.is_empty() {
@@ -169,6 +172,7 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
     );
     setup.push("ovlaunch_step=".into());
     setup.push("ovlaunch_signal=".into());
+    setup.push("ovlaunch_requeued=".into());
     for sig in &spec.forward_signals {
         setup.push(format!(
             "trap 'ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then kill -{sig} \"$ovlaunch_step\"; fi' {sig}"
@@ -193,6 +197,9 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
             text.push('\n');
         }
     }
+    text.push_str(
+        "if [ -n \"$ovlaunch_requeued\" ]; then echo \"job $SLURM_JOB_ID requeued\"; fi\n",
+    );
     text.push_str("if [ \"$exitcode\" -ne 0 ]; then exit \"$exitcode\"; fi");
     (setup, text)
 }

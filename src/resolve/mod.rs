@@ -1,6 +1,8 @@
 //! `resolve(inputs) -> Plan`: the pure core. No I/O, no clock, no environment reads. The
 //! order is Bridge's `runtime_config_update`: layout and batch scaling, mixed precision,
 //! data-parallel size, communication overlap, `validate()`, then the launch environment.
+//! `resolve_with` also applies the plugins' plan phase (`crate::plugin`): their overrides sit
+//! between the recipe and `--set`, their env over recipe and derived values, under `--env`.
 
 pub mod env;
 pub mod layers;
@@ -76,6 +78,8 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             )
         } else if inp.sets.iter().any(|o| o.path() == path) {
             format!("plugin {}: overridden by your --set {path}", ps.plugin)
+        } else if ps.if_present {
+            format!("plugin {} (plan.set_if_present)", ps.plugin)
         } else {
             format!("plugin {} (plan.set)", ps.plugin)
         };
