@@ -180,17 +180,23 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
     Ok(t)
 }
 
-/// The command line that reproduces this run, for the script header.
+/// The command line that reproduces this run, for the script header. `--dry-run` is left
+/// out, so a dry run prints exactly the script the same command submits; secret `--env`
+/// values and secret plugin options are redacted (they reach the job through the secrets
+/// file, never a script).
 pub fn command_line() -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--dry-run")
+        .collect();
     format!(
         "ovlaunch {}",
         crate::render::shell::join(&redact_args(&args))
     )
 }
 
-/// Hides secret values given on the command line (`--env HF_TOKEN=...`,
-/// `--plugin wandb:api_key=...`) from the script header.
+/// Hides secret values given on the command line (`--env HF_TOKEN=...`, and secret plugin
+/// options such as `--plugin wandb:api_key=...`) from the script header.
 fn redact_args(args: &[String]) -> Vec<String> {
     use crate::secret::{REDACTED, is_secret};
     let env = |v: &str| match v.split_once('=') {
@@ -248,14 +254,18 @@ pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf
         .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
     check_job_name(&job_name)?;
     let dir = job_dir(args, &job_name)?;
-    let mode = match args.launcher {
-        LauncherArg::Srun => LaunchMode::Srun,
-        LauncherArg::Torchrun => LaunchMode::Torchrun,
+    // The local executor always starts ranks with torchrun (there is no srun here).
+    let mode = match (args.executor, args.launcher) {
+        (ExecutorArg::Local, _) | (_, LauncherArg::Torchrun) => LaunchMode::Torchrun,
+        (_, LauncherArg::Srun) => LaunchMode::Srun,
     };
-    if args.executor == ExecutorArg::Local && mode == LaunchMode::Srun && plan.hardware.nodes > 1 {
-        return Err(Error::usage("the local executor runs one machine")
-            .at("--executor local")
-            .help("use --gpus with one node's worth of ranks"));
+    if args.executor == ExecutorArg::Local && plan.hardware.nodes > 1 {
+        return Err(Error::usage(format!(
+            "the local executor runs on this machine only, but {} needs {} nodes",
+            plan.hardware.spec, plan.hardware.nodes
+        ))
+        .at("--executor local")
+        .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
     }
     let container = if args.no_container {
         None

@@ -1,5 +1,7 @@
 //! Shell quoting. Every value that reaches a script goes through `quote`, so spaces,
-//! quotes, `$`, backticks, newlines and any other byte arrive unchanged.
+//! quotes, `$`, backticks, newlines and any other byte arrive unchanged. Values with control
+//! characters use bash's `$'...'` form, so every quoted word stays on one line (a newline
+//! inside a `#` comment or before the last `#SBATCH` line would end sbatch's directives).
 
 /// Quotes `s` for POSIX shells: bare when it is made of safe characters only, else in
 /// single quotes with each `'` written as `'\''`.
@@ -10,6 +12,9 @@ pub fn quote(s: &str) -> String {
     {
         return s.to_string();
     }
+    if s.chars().any(char::is_control) {
+        return ansi_c(s);
+    }
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
     for c in s.chars() {
@@ -17,6 +22,29 @@ pub fn quote(s: &str) -> String {
             out.push_str("'\\''");
         } else {
             out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// bash's `$'...'` quoting with backslash escapes.
+fn ansi_c(s: &str) -> String {
+    let mut out = String::from("$'");
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            c if c.is_control() => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            c => out.push(c),
         }
     }
     out.push('\'');
@@ -52,6 +80,7 @@ mod tests {
         assert_eq!(quote("a b"), "'a b'");
         assert_eq!(quote("it's"), "'it'\\''s'");
         assert_eq!(quote("$HOME"), "'$HOME'");
-        assert_eq!(quote("a\nb"), "'a\nb'");
+        assert_eq!(quote("a\nb"), "$'a\\nb'");
+        assert_eq!(quote("it's\n\\"), "$'it\\'s\\n\\\\'");
     }
 }
