@@ -176,6 +176,22 @@ fn nsys_extra_args_replace_same_named_defaults() {
     assert!(!s.contains("--cuda-graph-trace=node"), "{s}");
 }
 
+#[test]
+fn nsys_with_the_local_executor_names_reports_without_slurm_variables() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny.yaml");
+    let out = ok(&refs(&dry(
+        fixture,
+        "cpux2",
+        &["--executor", "local", "--plugin", "nsys"],
+    )));
+    let sc = script(&out);
+    assert!(
+        sc.contains("-- nsys profile -s none -t nvtx,cuda -o /jobs/x/nsys_profile/profile_%p --force-overwrite=true"),
+        "{sc}"
+    );
+    assert!(!sc.contains("SLURM_JOB_ID"), "{sc}");
+}
+
 // -------------------------------------------------------------------------------------
 // pytorch-profiler (rows 12, 13)
 // -------------------------------------------------------------------------------------
