@@ -263,7 +263,7 @@ fn preemption_signals_the_batch_shell_and_requeues() {
         "#SBATCH --signal=B:TERM@60\n",
         "#SBATCH --requeue\n",
         "#SBATCH --open-mode=append\n",
-        "trap 'ovlaunch_signal=TERM; if [ -n \"$ovlaunch_step\" ]; then kill -TERM \"$ovlaunch_step\"; fi' TERM\n",
+        "trap 'ovlaunch_signal=TERM; if [ -n \"$ovlaunch_step\" ]; then scancel --signal=TERM \"$SLURM_JOB_ID\" || true; fi' TERM\n",
         "scontrol requeue \"$SLURM_JOB_ID\"",
     ] {
         assert!(sc.contains(want), "{want} in\n{sc}");
@@ -1050,9 +1050,10 @@ fn scripts_with_every_plugin_pass_bash_n_and_shellcheck() {
 // Running the rendered scripts under bash with stand-in srun / scontrol
 // -------------------------------------------------------------------------------------
 
-/// A directory with fake `srun` and `scontrol` that log their calls to `calls.log`.
-/// The fake launch step runs until it gets SIGTERM (then exits 0, like a trainer that
-/// checkpointed), unless `FAKE_STEP_EXIT` says to exit at once with that code.
+/// A directory with fake `srun`, `scontrol` and `scancel` that log their calls to
+/// `calls.log`. The fake launch step runs until it gets SIGTERM (then exits 0, like a
+/// trainer that checkpointed), unless `FAKE_STEP_EXIT` says to exit at once with that code;
+/// the fake `scancel --signal=S` delivers S to the step, as slurmd would.
 fn fake_slurm(dir: &Path) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -1063,6 +1064,7 @@ if [ -n "${FAKE_STEP_EXIT:-}" ]; then
   exit "$FAKE_STEP_EXIT"
 fi
 trap 'echo "step got TERM" >> "$FAKE_LOG"; exit 0' TERM
+echo $$ > "$FAKE_DIR/step.pid"
 echo started > "$FAKE_DIR/step-started"
 for _ in $(seq 1 300); do sleep 0.1; done
 echo "step ran to the end" >> "$FAKE_LOG"
@@ -1071,7 +1073,13 @@ echo "step ran to the end" >> "$FAKE_LOG"
 echo "scontrol $*" >> "$FAKE_LOG"
 if [ "$1" = show ]; then echo node1; fi
 "#;
-    for (name, text) in [("srun", srun), ("scontrol", scontrol)] {
+    // Like slurmd: the signal goes to the step's tasks, not to srun or the batch shell.
+    let scancel = r#"#!/bin/bash
+echo "scancel $*" >> "$FAKE_LOG"
+sig=${1#--signal=}
+kill -s "$sig" "$(cat "$FAKE_DIR/step.pid")"
+"#;
+    for (name, text) in [("srun", srun), ("scontrol", scontrol), ("scancel", scancel)] {
         let p = bin.join(name);
         std::fs::write(&p, text).unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -1149,6 +1157,7 @@ fn preemption_script_passes_term_on_then_requeues() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let status = child.wait().unwrap();
     let log = calls(d);
+    assert!(log.contains("scancel --signal=TERM 4242"), "{log}");
     assert!(log.contains("step got TERM"), "{log}");
     assert!(!log.contains("step ran to the end"), "{log}");
     assert!(log.contains("scontrol requeue 4242"), "{log}");

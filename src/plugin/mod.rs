@@ -32,7 +32,8 @@
 //!   teardown_lines: [...]         # shell, after the launch step: `$exitcode` is its status,
 //!                                 # `$ovlaunch_signal` the forwarded signal; set
 //!                                 # `ovlaunch_requeued=1` after `scontrol requeue`
-//!   forward_signals: [TERM]       # the batch shell passes these on to the launch step
+//!   forward_signals: [TERM]       # the batch shell passes these on to the ranks
+//!                                 # (`scancel --signal`; srun would SIGKILL them)
 //!   when: {...}
 //! render:                         # phase 3: the script text
 //!   append_lines: [...]           # shell, appended to the script

@@ -88,8 +88,8 @@ pub struct LaunchSpec {
     pub torchrun_program: String,
     /// Shell lines run after the launch step ends (`$exitcode` holds its status).
     pub teardown_lines: Vec<String>,
-    /// Signals the batch shell passes on to the launch step (`sbatch --signal=B:...`
-    /// signals only the batch shell).
+    /// Signals the batch shell passes on to the ranks with `scancel --signal`
+    /// (`sbatch --signal=B:...` signals only the batch shell).
     pub forward_signals: Vec<String>,
     /// Wraps the trainer on each rank (e.g. `nsys profile ...`).
     pub command_prefix: Vec<String>,

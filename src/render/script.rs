@@ -155,9 +155,12 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
 }
 
 /// With signal forwarding or teardown lines (plugins), the launch step runs in the
-/// background so that the batch shell can pass signals on to it (bash runs traps only
-/// between foreground commands) and run the teardown whatever the step's exit status; the
-/// script then exits with that status. Teardown lines may read `$exitcode` (the step's
+/// background so that the batch shell can act on signals while it runs (bash runs traps
+/// only between foreground commands) and run the teardown whatever the step's exit status;
+/// the script then exits with that status. A forwarded signal goes to the job's steps with
+/// `scancel --signal` (which, without `--batch`/`--full`, leaves the batch shell out), not
+/// to the srun process: srun answers SIGTERM, SIGHUP and SIGQUIT by killing its tasks with
+/// SIGKILL ("forcing job termination"). Teardown lines may read `$exitcode` (the step's
 /// status) and `$ovlaunch_signal` (the forwarded signal, if any), and set
 /// `ovlaunch_requeued=1` after requeueing the job so that later ones do not requeue again.
 /// Returns the setup lines and the command text.
@@ -168,14 +171,24 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
     }
     setup.push(String::new());
     setup.push(
-        "# The launch step runs in the background; the signals below are passed on to it.".into(),
+        "# The launch step runs in the background so that signals reach this shell while it runs."
+            .into(),
     );
     setup.push("ovlaunch_step=".into());
     setup.push("ovlaunch_signal=".into());
     setup.push("ovlaunch_requeued=".into());
+    if !spec.forward_signals.is_empty() {
+        setup.push(
+            "# Signals for this shell go on to the ranks through slurmd: srun itself would kill"
+                .into(),
+        );
+        setup.push(
+            "# them (it answers SIGTERM with SIGKILL), and scancel leaves this shell out.".into(),
+        );
+    }
     for sig in &spec.forward_signals {
         setup.push(format!(
-            "trap 'ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then kill -{sig} \"$ovlaunch_step\"; fi' {sig}"
+            "trap 'ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi' {sig}"
         ));
     }
     let mut text = format!("{command} &\n");
