@@ -296,13 +296,15 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
         }
         for (k, raw, flag) in &opts {
             let Some(o) = def.option(k) else {
-                let names = def.file.options.iter().map(|(n, _)| n.as_str());
+                let names: Vec<&str> = def.file.options.iter().map(|(n, _)| n.as_str()).collect();
+                let known = if names.is_empty() {
+                    "it has no options".to_string()
+                } else {
+                    format!("its options: {}", names.join(", "))
+                };
                 return Err(Error::usage(format!("plugin `{name}` has no option `{k}`"))
                     .at(flag.clone())
-                    .help(hint(
-                        did_you_mean(k, names),
-                        "run `ovlaunch plugins` to see its options",
-                    )));
+                    .help(hint(did_you_mean(k, names.iter().copied()), &known)));
             };
             let mut v = typed_flag_value(o.kind, raw).map_err(|m| {
                 Error::usage(format!("option `{k}` of plugin `{name}`: {m}")).at(flag.clone())
