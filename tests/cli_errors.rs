@@ -258,3 +258,47 @@ fn dry_run_writes_nothing() {
     assert!(o.status.success());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn no_sbatch_on_path_is_a_clear_error_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job");
+    let o = std::process::Command::new(bin())
+        .env("PATH", "/nonexistent")
+        .args([
+            "submit",
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--job-dir",
+            job.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("`sbatch` not found on PATH") && e.contains("--dry-run"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no job directory left behind"
+    );
+}
+
+#[test]
+fn multi_node_torchrun_needs_a_rendezvous_host() {
+    let e = usage_error(&[
+        "torchrun",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--job-dir",
+        "/jobs/x",
+    ]);
+    assert!(e.contains("--master-addr"), "{e}");
+}

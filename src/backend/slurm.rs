@@ -110,6 +110,37 @@ pub fn status(job_id: &str) -> Result<JobStatus> {
             });
         }
     }
+    // Without an accounting database, a job-completion log (`JobCompType=jobcomp/filetxt`)
+    // still answers `sacct --completion`; a requeued job has one row per run: take the last.
+    if let Ok(sacct) = tool("sacct") {
+        let out = duct::cmd(
+            sacct,
+            ["-c", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", job_id],
+        )
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| Error::runtime(format!("cannot run sacct: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if out.status.success()
+            && let Some(line) = text
+                .lines()
+                .filter(|l| l.split('|').next() == Some(job_id))
+                .last()
+        {
+            let mut parts = line.split('|').skip(1);
+            let state = parts.next().unwrap_or("").to_string();
+            return Ok(JobStatus {
+                job_id: job_id.to_string(),
+                phase: phase(&state),
+                slurm_state: state,
+                exit_code: parts.next().map(str::to_string),
+                source: "sacct --completion".into(),
+                restarts: None,
+            });
+        }
+    }
     Ok(JobStatus {
         job_id: job_id.to_string(),
         slurm_state: "UNKNOWN".into(),

@@ -16,6 +16,7 @@ mod plugins;
 mod recipes;
 mod status;
 mod submit;
+mod torchrun;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -83,6 +84,17 @@ pub enum Command {
     Plugins(PluginSourceArgs),
     /// Write the job directory and submit it (or run it with --executor local).
     Submit(SubmitCmd),
+    /// Print a torchrun script: for this machine, or for every machine of a multi-node run
+    /// without Slurm (`--master-addr HOST`).
+    Torchrun {
+        #[command(flatten)]
+        plan: PlanArgs,
+        #[command(flatten)]
+        launch: launch::LaunchArgs,
+        /// The c10d rendezvous host for a multi-node run.
+        #[arg(long)]
+        master_addr: Option<String>,
+    },
     /// Dump the launch environment (secrets redacted).
     Env {
         #[command(flatten)]
@@ -268,6 +280,14 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Plugins(args)), _) => plugins::list(&args),
         (Some(Command::Submit(cmd)), _) => submit::run(&cmd.plan, &cmd.launch, cmd.dry_run),
         (Some(Command::Env { plan, format }), _) => env::run(&plan, format),
+        (
+            Some(Command::Torchrun {
+                plan,
+                launch,
+                master_addr,
+            }),
+            _,
+        ) => torchrun::run(&plan, &launch, master_addr.as_deref()),
         (Some(Command::Status { job, output }), _) => status::run(&job, output),
         (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
         (Some(Command::Cancel(job)), _) => cancel::run(&job),

@@ -222,7 +222,8 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
 pub enum TorchrunTarget {
     /// This machine only (`--standalone`).
     Single,
-    /// `nnodes` machines started by hand: each sets `NODE_RANK`; node 0 hosts `master`.
+    /// `nnodes` machines started by hand with the same script; `master` hosts the c10d
+    /// rendezvous.
     MultiNode { nnodes: u32, master: String },
 }
 
@@ -238,20 +239,13 @@ pub fn torchrun(
             format!("{} {}", join(&quoted), raw.join(" "))
         }
         TorchrunTarget::MultiNode { nnodes, master } => {
+            // c10d rendezvous: every machine runs the same command; node ranks are assigned
+            // by the rendezvous, so no per-machine --node-rank is needed.
             let endpoint = format!("{}:{}", quote(master), spec.master_port);
             let id = quote(&format!("ovlaunch-{}", spec.job_name));
-            let (mut quoted, raw) =
+            let (quoted, raw) =
                 torchrun_words(spec, &nnodes.to_string(), Some((&endpoint, &id)), false);
-            quoted.push(format!(
-                "{}=${{NODE_RANK:?set NODE_RANK to this machine's index}}",
-                flag(spec.flag_style, "node-rank")
-            ));
-            let q = join(&quoted[..quoted.len() - 1]);
-            format!(
-                "{q} {} {}",
-                quoted[quoted.len() - 1].replace('\'', ""),
-                raw.join(" ")
-            )
+            format!("{} {}", join(&quoted), raw.join(" "))
         }
     };
     let ctx = context! {
