@@ -190,6 +190,38 @@ fn nsys_with_the_local_executor_names_reports_without_slurm_variables() {
         "{sc}"
     );
     assert!(!sc.contains("SLURM_JOB_ID"), "{sc}");
+
+    // `ovlaunch torchrun` (no Slurm) applies plugins the same way.
+    let out = ok(&[
+        "torchrun",
+        "--recipe",
+        fixture,
+        "--gpus",
+        "cpux2",
+        "--rank-runtime",
+        "ovlaunch-rank",
+        "--job-dir",
+        "/jobs/x",
+        "--plugin",
+        "nsys",
+        "--plugin",
+        "determinism",
+    ]);
+    assert!(
+        out.contains("-- nsys profile -s none -t nvtx,cuda -o /jobs/x/nsys_profile/profile_%p "),
+        "{out}"
+    );
+    assert!(out.contains("export NCCL_ALGO=Ring\n"), "{out}");
+    let err = usage_error(&[
+        "torchrun",
+        "--recipe",
+        fixture,
+        "--gpus",
+        "cpux2",
+        "--plugin",
+        "preemption",
+    ]);
+    assert!(err.contains("slurm executor only"), "{err}");
 }
 
 // -------------------------------------------------------------------------------------

@@ -334,6 +334,31 @@ pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
     prepare_with(plan, plugins, plan_args, args)
 }
 
+/// What the plugins' launch phase needs to know besides the spec.
+pub fn plugin_context(
+    plan: &Plan,
+    opts: &LaunchOptions,
+    executor: Executor,
+) -> plugin::LaunchContext {
+    plugin::LaunchContext {
+        executor,
+        user_sbatch: opts
+            .sbatch_args
+            .iter()
+            .map(|raw| {
+                let body = raw.trim_start_matches('-');
+                body.split_once('=').map_or(body, |(k, _)| k).to_string()
+            })
+            .collect(),
+        user_env: plan
+            .env
+            .iter()
+            .filter(|(_, e)| e.source == crate::plan::Source::User)
+            .map(|(k, _)| k.clone())
+            .collect(),
+    }
+}
+
 /// `prepare` from a resolved plan: the plugins' launch phase edits the spec, their render
 /// phase the script.
 pub fn prepare_with(
@@ -349,24 +374,7 @@ pub fn prepare_with(
         ExecutorArg::Local => Executor::Local,
     };
     if !plugins.is_empty() {
-        let ctx = plugin::LaunchContext {
-            executor,
-            user_sbatch: opts
-                .sbatch_args
-                .iter()
-                .map(|raw| {
-                    let body = raw.trim_start_matches('-');
-                    body.split_once('=').map_or(body, |(k, _)| k).to_string()
-                })
-                .collect(),
-            user_env: plan
-                .env
-                .iter()
-                .filter(|(_, e)| e.source == crate::plan::Source::User)
-                .map(|(k, _)| k.clone())
-                .collect(),
-        };
-        plugin::launch_phase(&plugins, &mut spec, &ctx)?;
+        plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, &opts, executor))?;
     }
     let templates = templates(args)?;
     let overrides = super::plan::overrides_yaml(&plan)?;
