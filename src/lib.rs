@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod overlap;
 pub mod plan;
+pub mod plugin;
 pub mod precision;
 pub mod rank;
 pub mod render;

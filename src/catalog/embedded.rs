@@ -34,3 +34,40 @@ pub const GPUS: (&str, &str) = (
     "hardware/gpus.yaml",
     include_str!("../../hardware/gpus.yaml"),
 );
+
+/// `(path, text)` of every shipped plugin.
+pub const PLUGINS: &[(&str, &str)] = &[
+    ("plugins/nsys.yaml", include_str!("../../plugins/nsys.yaml")),
+    (
+        "plugins/pytorch-profiler.yaml",
+        include_str!("../../plugins/pytorch-profiler.yaml"),
+    ),
+    (
+        "plugins/preemption.yaml",
+        include_str!("../../plugins/preemption.yaml"),
+    ),
+    (
+        "plugins/fault-tolerance.yaml",
+        include_str!("../../plugins/fault-tolerance.yaml"),
+    ),
+    (
+        "plugins/wandb.yaml",
+        include_str!("../../plugins/wandb.yaml"),
+    ),
+    (
+        "plugins/comet.yaml",
+        include_str!("../../plugins/comet.yaml"),
+    ),
+    (
+        "plugins/determinism.yaml",
+        include_str!("../../plugins/determinism.yaml"),
+    ),
+    (
+        "plugins/nccl-debug.yaml",
+        include_str!("../../plugins/nccl-debug.yaml"),
+    ),
+    (
+        "plugins/gpu-tuning.yaml",
+        include_str!("../../plugins/gpu-tuning.yaml"),
+    ),
+];

@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use super::{PlanArgs, load};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
+use crate::plugin;
 use crate::render::artifacts::{self, Artifacts, Executor};
 use crate::render::launch::{self, Container, FlagStyle, LaunchMode, LaunchOptions, LaunchSpec};
 use crate::render::template::Templates;
@@ -181,31 +182,68 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
 
 /// The command line that reproduces this run, for the script header. `--dry-run` is left
 /// out, so a dry run prints exactly the script the same command submits; secret `--env`
-/// values are redacted (they reach the job through the secrets file, never a script).
+/// values and secret plugin options are redacted (they reach the job through the secrets
+/// file, never a script).
 pub fn command_line() -> String {
-    let mut args: Vec<String> = Vec::new();
-    let mut after_env = false;
-    for a in std::env::args().skip(1) {
-        if a == "--dry-run" {
-            continue;
-        }
-        let redact = |v: &str| match v.split_once('=') {
-            Some((name, _)) if crate::secret::is_secret(name) => {
-                format!("{name}={}", crate::secret::REDACTED)
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--dry-run")
+        .collect();
+    format!(
+        "ovlaunch {}",
+        crate::render::shell::join(&redact_args(&args))
+    )
+}
+
+/// Hides secret values given on the command line (`--env HF_TOKEN=...`, and secret plugin
+/// options such as `--plugin wandb:api_key=...`) from the script header.
+fn redact_args(args: &[String]) -> Vec<String> {
+    use crate::secret::{REDACTED, is_secret};
+    let env = |v: &str| match v.split_once('=') {
+        Some((k, _)) if is_secret(k) => format!("{k}={REDACTED}"),
+        _ => v.to_string(),
+    };
+    let plugin = |v: &str| {
+        let Some((name, rest)) = v.split_once(':') else {
+            return v.to_string();
+        };
+        let mut parts: Vec<String> = Vec::new();
+        let mut hiding = false;
+        for piece in rest.split(',') {
+            match piece.split_once('=') {
+                Some((k, _))
+                    if k.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
+                {
+                    hiding = is_secret(k);
+                    parts.push(if hiding {
+                        format!("{k}={REDACTED}")
+                    } else {
+                        piece.to_string()
+                    });
+                }
+                _ if hiding => {}
+                _ => parts.push(piece.to_string()),
             }
-            _ => v.to_string(),
+        }
+        format!("{name}:{}", parts.join(","))
+    };
+    let mut out = Vec::with_capacity(args.len());
+    let mut prev = "";
+    for a in args {
+        let shown = match prev {
+            "--env" => env(a),
+            "--plugin" => plugin(a),
+            _ => match (a.strip_prefix("--env="), a.strip_prefix("--plugin=")) {
+                (Some(v), _) => format!("--env={}", env(v)),
+                (_, Some(v)) => format!("--plugin={}", plugin(v)),
+                _ => a.clone(),
+            },
         };
-        let shown = if after_env {
-            redact(&a)
-        } else if let Some(v) = a.strip_prefix("--env=") {
-            format!("--env={}", redact(v))
-        } else {
-            a.clone()
-        };
-        after_env = a == "--env";
-        args.push(shown);
+        out.push(shown);
+        prev = a.as_str();
     }
-    format!("ovlaunch {}", crate::render::shell::join(&args))
+    out
 }
 
 /// Options from flags.
@@ -286,20 +324,61 @@ pub struct Prepared {
     pub artifacts: Artifacts,
     pub dir: PathBuf,
     pub executor: Executor,
+    /// The enabled plugins, in application order.
+    pub plugins: Vec<plugin::Active>,
 }
 
 /// Flags -> plan -> launch spec -> artifacts.
 pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
-    let plan = load::plan(plan_args)?;
+    let (plan, plugins) = load::plan_with_plugins(plan_args)?;
+    prepare_with(plan, plugins, plan_args, args)
+}
+
+/// What the plugins' launch phase needs to know besides the spec.
+pub fn plugin_context(
+    plan: &Plan,
+    opts: &LaunchOptions,
+    executor: Executor,
+) -> plugin::LaunchContext {
+    plugin::LaunchContext {
+        executor,
+        user_sbatch: opts
+            .sbatch_args
+            .iter()
+            .map(|raw| {
+                let body = raw.trim_start_matches('-');
+                body.split_once('=').map_or(body, |(k, _)| k).to_string()
+            })
+            .collect(),
+        user_env: plan
+            .env
+            .iter()
+            .filter(|(_, e)| e.source == crate::plan::Source::User)
+            .map(|(k, _)| k.clone())
+            .collect(),
+    }
+}
+
+/// `prepare` from a resolved plan: the plugins' launch phase edits the spec, their render
+/// phase the script.
+pub fn prepare_with(
+    plan: Plan,
+    plugins: Vec<plugin::Active>,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+) -> Result<Prepared> {
     let (opts, dir) = options(&plan, args)?;
-    let spec = launch::build(&plan, &opts)?;
+    let mut spec = launch::build(&plan, &opts)?;
     let executor = match args.executor {
         ExecutorArg::Slurm => Executor::Slurm,
         ExecutorArg::Local => Executor::Local,
     };
+    if !plugins.is_empty() {
+        plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, &opts, executor))?;
+    }
     let templates = templates(args)?;
     let overrides = super::plan::overrides_yaml(&plan)?;
-    let artifacts = artifacts::render(
+    let mut artifacts = artifacts::render(
         &plan,
         &spec,
         executor,
@@ -307,12 +386,17 @@ pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
         plan_args.strict,
         overrides,
     )?;
+    if !plugins.is_empty() {
+        let decisions = plugin::render_phase(&plugins, &spec, executor, &mut artifacts.script)?;
+        spec.decisions.extend(decisions);
+    }
     Ok(Prepared {
         plan,
         spec,
         artifacts,
         dir,
         executor,
+        plugins,
     })
 }
 

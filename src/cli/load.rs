@@ -7,6 +7,7 @@ use super::{CatalogArgs, PlanArgs};
 use crate::catalog::{self, Catalog, Recipe};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
+use crate::plugin;
 use crate::resolve::{self, overrides};
 use crate::version::{Stack, Version};
 
@@ -87,19 +88,31 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
 
 /// Loads everything the flags name and resolves the plan.
 pub fn plan(args: &PlanArgs) -> Result<Plan> {
+    Ok(plan_with_plugins(args)?.0)
+}
+
+/// `plan`, also returning the enabled plugins (after their plan phase).
+pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)> {
     let cat = catalog(&args.catalog)?;
     let recipe = recipe(&cat, args.recipe()?)?;
     let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
     let sets = overrides::parse_sets(&args.sets)?;
     let envs = overrides::parse_envs(&args.envs)?;
     let stack = stack(args)?;
-    resolve::resolve(&resolve::Inputs {
-        recipe: &recipe,
-        hardware: &hardware,
-        precision: args.precision.as_deref(),
-        sets: &sets,
-        envs: &envs,
-        stack: &stack,
-        strict: args.strict,
-    })
+    let active = super::plugins::active(&args.plugin_specs, &args.plugin_sources)?;
+    let launcher_env = super::plugins::launcher_env(&active)?;
+    let (active, layer) = plugin::plan_phase(active, &envs, &launcher_env)?;
+    let plan = resolve::resolve_with(
+        &resolve::Inputs {
+            recipe: &recipe,
+            hardware: &hardware,
+            precision: args.precision.as_deref(),
+            sets: &sets,
+            envs: &envs,
+            stack: &stack,
+            strict: args.strict,
+        },
+        &layer,
+    )?;
+    Ok((plan, active))
 }

@@ -12,6 +12,7 @@ mod list;
 mod load;
 mod logs;
 mod plan;
+mod plugins;
 mod recipes;
 mod status;
 mod submit;
@@ -79,6 +80,8 @@ pub enum Command {
     },
     /// List the GPU kinds.
     Gpus(CatalogArgs),
+    /// List the plugins with their options, defaults and help.
+    Plugins(PluginSourceArgs),
     /// Write the job directory and submit it (or run it with --executor local).
     Submit(SubmitCmd),
     /// Print a torchrun script: for this machine, or for every machine of a multi-node run
@@ -162,6 +165,22 @@ pub struct PlanArgs {
     pub gpus_per_node: Option<u32>,
     #[command(flatten)]
     pub catalog: CatalogArgs,
+    /// Enable a plugin, with options (repeatable): --plugin nsys:profile_step_start=20
+    #[arg(long = "plugin", value_name = "NAME[:KEY=VALUE,...]")]
+    pub plugin_specs: Vec<String>,
+    #[command(flatten)]
+    pub plugin_sources: PluginSourceArgs,
+}
+
+/// Where user plugin files come from.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PluginSourceArgs {
+    /// A plugin YAML file (repeatable); it replaces a shipped plugin of the same name.
+    #[arg(long = "plugin-file", value_name = "FILE")]
+    pub plugin_file: Vec<std::path::PathBuf>,
+    /// A directory of plugin YAML files (also OVLAUNCH_PLUGIN_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub plugin_dir: Option<std::path::PathBuf>,
 }
 
 /// Where user data files come from.
@@ -182,9 +201,12 @@ pub struct PlanCmd {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Yaml)]
     pub output: Output,
-    /// Show each decision: key, value, rule and source.
+    /// Show each decision: key, value, rule and source (with plugins, also the launch
+    /// decisions, for the launch flags given).
     #[arg(long)]
     pub explain: bool,
+    #[command(flatten)]
+    pub launch: launch::LaunchArgs,
 }
 
 #[derive(Debug, Args)]
@@ -255,6 +277,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Presets), _) => recipes::presets(),
         (Some(Command::Fields { section }), _) => fields::list(section.as_deref()),
         (Some(Command::Gpus(args)), _) => recipes::gpus(&args),
+        (Some(Command::Plugins(args)), _) => plugins::list(&args),
         (Some(Command::Submit(cmd)), _) => submit::run(&cmd.plan, &cmd.launch, cmd.dry_run),
         (Some(Command::Env { plan, format }), _) => env::run(&plan, format),
         (

@@ -34,8 +34,23 @@ pub fn printable(plan: &Plan) -> Result<Value> {
 }
 
 pub fn plan(cmd: &PlanCmd) -> Result<i32> {
-    let plan = load::plan(&cmd.plan)?;
-    let tree = printable(&plan)?;
+    let (plan, plugins) = load::plan_with_plugins(&cmd.plan)?;
+    let mut tree = printable(&plan)?;
+    if !plugins.is_empty()
+        && let Value::Object(m) = &mut tree
+    {
+        let list: Vec<Value> = plugins
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "name": p.name(),
+                    "origin": p.def.origin,
+                    "options": p.options_json(),
+                })
+            })
+            .collect();
+        m.insert("plugins".into(), Value::Array(list));
+    }
     let text = match cmd.output {
         Output::Json => {
             let mut t =
@@ -48,8 +63,30 @@ pub fn plan(cmd: &PlanCmd) -> Result<i32> {
     out(&text)?;
     if cmd.explain {
         out(&explain::decisions(&plan))?;
+        if !plugins.is_empty() {
+            let p = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
+            out(&launch_decisions(&p.spec.decisions))?;
+        }
     }
     Ok(0)
+}
+
+/// The launch spec's decisions (plugins' launch and render phases, sbatch rules).
+fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
+    let mut s = String::from("# launch decisions (key = value [source]: rule)\n");
+    for d in decisions {
+        let value = match d.key.strip_prefix("env.") {
+            Some(name) if secret::is_secret(name) => secret::REDACTED.to_string(),
+            _ => d.value.to_string(),
+        };
+        s.push_str(&format!(
+            "{} = {value} [{}]: {}\n",
+            d.key,
+            d.source.as_string(),
+            d.rule
+        ));
+    }
+    s
 }
 
 /// The override YAML the trainer loads. Bridge's own overlap and precision resolution is

@@ -13,6 +13,10 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32
     let p = launch::prepare(plan_args, args)?;
     if dry_run {
         let mut text = explain::summary(&p.plan);
+        if !p.plugins.is_empty() {
+            let labels: Vec<String> = p.plugins.iter().map(|a| a.label()).collect();
+            text.push_str(&format!("#   plugins    {}\n", labels.join(", ")));
+        }
         text.push_str("\n# environment\n");
         text.push_str(&explain::env_lines(&p.plan));
         text.push_str(&format!(

@@ -84,6 +84,13 @@ pub struct LaunchSpec {
     pub setup_lines: Vec<String>,
     pub srun_args: Vec<String>,
     pub torchrun_args: Vec<String>,
+    /// The torchrun-compatible program (`torchrun`; `ft_launcher` for fault tolerance).
+    pub torchrun_program: String,
+    /// Shell lines run after the launch step ends (`$exitcode` holds its status).
+    pub teardown_lines: Vec<String>,
+    /// Signals the batch shell passes on to the ranks with `scancel --signal`
+    /// (`sbatch --signal=B:...` signals only the batch shell).
+    pub forward_signals: Vec<String>,
     /// Wraps the trainer on each rank (e.g. `nsys profile ...`).
     pub command_prefix: Vec<String>,
     pub trainer: Vec<String>,
@@ -303,6 +310,9 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         setup_lines: Vec::new(),
         srun_args,
         torchrun_args: Vec::new(),
+        torchrun_program: "torchrun".into(),
+        teardown_lines: Vec::new(),
+        forward_signals: Vec::new(),
         command_prefix: Vec::new(),
         trainer,
         trainer_overrides: Vec::new(),

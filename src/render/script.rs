@@ -69,7 +69,7 @@ fn torchrun_words(
     standalone: bool,
 ) -> (Vec<String>, Vec<String>) {
     let s = spec.flag_style;
-    let mut quoted = vec!["torchrun".to_string()];
+    let mut quoted = vec![spec.torchrun_program.clone()];
     let mut raw_tail = Vec::new();
     if standalone {
         quoted.push("--standalone".into());
@@ -140,17 +140,81 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
             format!("{} {}", join(&quoted), raw.join(" "))
         }
     };
+    let (setup_lines, command) = step_wrapper(spec, command);
     let ctx = context! {
         header => &spec.header,
         directives => directives,
         exports => exports(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
-        setup_lines => &spec.setup_lines,
+        setup_lines => setup_lines,
         mode => match spec.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
         srun_args => join(&srun),
         command => command,
     };
     templates.render("sbatch.sh.j2", ctx)
+}
+
+/// With signal forwarding or teardown lines (plugins), the launch step runs in the
+/// background so that the batch shell can act on signals while it runs (bash runs traps
+/// only between foreground commands) and run the teardown whatever the step's exit status;
+/// the script then exits with that status. A forwarded signal goes to the job's steps with
+/// `scancel --signal` (which, without `--batch`/`--full`, leaves the batch shell out), not
+/// to the srun process: srun answers SIGTERM, SIGHUP and SIGQUIT by killing its tasks with
+/// SIGKILL ("forcing job termination"). Teardown lines may read `$exitcode` (the step's
+/// status) and `$ovlaunch_signal` (the forwarded signal, if any), and set
+/// `ovlaunch_requeued=1` after requeueing the job so that later ones do not requeue again.
+/// Returns the setup lines and the command text.
+fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
+    let mut setup = spec.setup_lines.clone();
+    if spec.forward_signals.is_empty() && spec.teardown_lines.is_empty() {
+        return (setup, command);
+    }
+    setup.push(String::new());
+    setup.push(
+        "# The launch step runs in the background so that signals reach this shell while it runs."
+            .into(),
+    );
+    setup.push("ovlaunch_step=".into());
+    setup.push("ovlaunch_signal=".into());
+    setup.push("ovlaunch_requeued=".into());
+    if !spec.forward_signals.is_empty() {
+        setup.push(
+            "# Signals for this shell go on to the ranks through slurmd: srun itself would kill"
+                .into(),
+        );
+        setup.push(
+            "# them (it answers SIGTERM with SIGKILL), and scancel leaves this shell out.".into(),
+        );
+    }
+    for sig in &spec.forward_signals {
+        setup.push(format!(
+            "trap 'ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi' {sig}"
+        ));
+    }
+    let mut text = format!("{command} &\n");
+    text.push_str(concat!(
+        "ovlaunch_step=$!\n",
+        "exitcode=0\n",
+        "wait \"$ovlaunch_step\" || exitcode=$?\n",
+        "# A forwarded signal interrupts wait; keep waiting until the step has ended.\n",
+        "while kill -0 \"$ovlaunch_step\" 2>/dev/null; do\n",
+        "  exitcode=0\n",
+        "  wait \"$ovlaunch_step\" || exitcode=$?\n",
+        "done\n",
+        "echo \"launch step exited with code $exitcode${ovlaunch_signal:+ after SIG$ovlaunch_signal}\"\n",
+    ));
+    if !spec.teardown_lines.is_empty() {
+        text.push_str("\n# Teardown.\n");
+        for l in &spec.teardown_lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+    }
+    text.push_str(
+        "if [ -n \"$ovlaunch_requeued\" ]; then echo \"job $SLURM_JOB_ID requeued\"; fi\n",
+    );
+    text.push_str("if [ \"$exitcode\" -ne 0 ]; then exit \"$exitcode\"; fi");
+    (setup, text)
 }
 
 /// Where a torchrun script runs.

@@ -210,12 +210,34 @@ fn merge_sections(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
     }
 }
 
+/// A `--set`-like override from a plugin's plan phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginSet {
+    pub plugin: String,
+    pub set: SetOverride,
+    /// Applied only when the section is present (recipe or `--set`), e.g. Bridge's
+    /// `apply_determinism_overrides` touching `comm_overlap` only "if comm_overlap set".
+    pub if_present: bool,
+}
+
 /// Builds the layered tree, before and after `--set`, with provenance.
 pub fn layer(
     recipe: &Recipe,
     variant: Option<&Variant>,
     sets: &[SetOverride],
 ) -> Result<(ConfigContainer, ConfigContainer, Provenance)> {
+    let (before, after, prov, _) = layer_with(recipe, variant, &[], sets)?;
+    Ok((before, after, prov))
+}
+
+/// `layer` with plugin overrides between the recipe and `--set`. Also returns, for each
+/// plugin override, whether it was applied (`if_present` ones may not be).
+pub fn layer_with(
+    recipe: &Recipe,
+    variant: Option<&Variant>,
+    plugin_sets: &[PluginSet],
+    sets: &[SetOverride],
+) -> Result<(ConfigContainer, ConfigContainer, Provenance, Vec<bool>)> {
     let mut prov = Provenance::default();
     let mut tree = Map::new();
     merge_sections(&mut tree, &recipe.sections);
@@ -229,6 +251,30 @@ pub fn layer(
         }
     }
     let before = build(&tree, &recipe.origin)?;
+    let mut applied = Vec::with_capacity(plugin_sets.len());
+    for ps in plugin_sets {
+        let present = |section: &str| {
+            tree.get(section).is_some_and(|v| !v.is_null())
+                || sets
+                    .iter()
+                    .any(|o| o.section == section && !o.value.is_null())
+        };
+        let apply = !ps.if_present || present(&ps.set.section);
+        applied.push(apply);
+        if !apply {
+            continue;
+        }
+        apply_set(&mut tree, &ps.set);
+        let mut t = Map::new();
+        let source = Source::Plugin(ps.plugin.clone());
+        match &ps.set.field {
+            Some(f) => {
+                t.insert(f.clone(), Value::Null);
+                prov.record(&ps.set.section, &Value::Object(t), &source);
+            }
+            None => prov.record(&ps.set.section, &ps.set.value, &source),
+        }
+    }
     for o in sets {
         apply_set(&mut tree, o);
         let mut t = Map::new();
@@ -240,17 +286,23 @@ pub fn layer(
             None => prov.record(&o.section, &o.value, &Source::User),
         }
     }
-    let after = if sets.is_empty() {
+    let after = if sets.is_empty() && !applied.contains(&true) {
         before.clone()
     } else {
         build(&tree, "--set").map_err(|e| {
-            let flags: Vec<&str> = sets.iter().map(|s| s.flag.as_str()).collect();
-            Error::usage(e.message)
-                .at(flags.join(" "))
-                .help("check the values given with --set")
+            let mut flags: Vec<String> = sets.iter().map(|s| s.flag.clone()).collect();
+            for (ps, _) in plugin_sets.iter().zip(&applied).filter(|(_, a)| **a) {
+                flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
+            }
+            let help = if flags.len() > sets.len() {
+                "check the values given with --set and by the plugins"
+            } else {
+                "check the values given with --set"
+            };
+            Error::usage(e.message).at(flags.join(" ")).help(help)
         })?
     };
-    Ok((before, after, prov))
+    Ok((before, after, prov, applied))
 }
 
 fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {

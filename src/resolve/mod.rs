@@ -1,6 +1,8 @@
 //! `resolve(inputs) -> Plan`: the pure core. No I/O, no clock, no environment reads. The
 //! order is Bridge's `runtime_config_update`: layout and batch scaling, mixed precision,
 //! data-parallel size, communication overlap, `validate()`, then the launch environment.
+//! `resolve_with` also applies the plugins' plan phase (`crate::plugin`): their overrides sit
+//! between the recipe and `--set`, their env over recipe and derived values, under `--env`.
 
 pub mod env;
 pub mod layers;
@@ -29,16 +31,69 @@ pub struct Inputs<'a> {
     pub strict: bool,
 }
 
+/// An env variable from a plugin's plan phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginEnv {
+    pub plugin: String,
+    pub name: String,
+    pub value: String,
+    /// Which part of the plugin set it (`plan.env`, `plan.passthrough ...`).
+    pub how: String,
+}
+
+/// What the plugins' plan phase contributes to resolution (see `crate::plugin`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PluginLayer {
+    /// Config overrides, between the recipe and `--set`.
+    pub sets: Vec<layers::PluginSet>,
+    /// Env values, over recipe and derived values, under `--env`.
+    pub env: Vec<PluginEnv>,
+    pub decisions: Vec<Decision>,
+    pub warnings: Vec<String>,
+}
+
 /// Resolves a recipe on a hardware spec into a plan.
 pub fn resolve(inp: &Inputs<'_>) -> Result<Plan> {
+    resolve_with(inp, &PluginLayer::default())
+}
+
+/// `resolve` with the plugins' plan phase applied.
+pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let mut decisions: Vec<Decision> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = plugins.warnings.clone();
     let hw = inp.hardware;
     let world = u64::from(hw.count);
 
     let choice = layers::choose(inp.recipe, hw, inp.precision)?;
     decisions.extend(choice.decisions.iter().cloned());
-    let (before, mut cfg, prov) = layers::layer(inp.recipe, choice.variant, inp.sets)?;
+    decisions.extend(plugins.decisions.iter().cloned());
+    let (before, mut cfg, prov, applied) =
+        layers::layer_with(inp.recipe, choice.variant, &plugins.sets, inp.sets)?;
+    for (ps, applied) in plugins.sets.iter().zip(applied) {
+        let path = ps.set.path();
+        let rule = if !applied {
+            format!(
+                "plugin {}: not set, the recipe has no `{}` section (set only if present, as Bridge does)",
+                ps.plugin, ps.set.section
+            )
+        } else if inp.sets.iter().any(|o| o.path() == path) {
+            format!("plugin {}: overridden by your --set {path}", ps.plugin)
+        } else if ps.if_present {
+            format!("plugin {} (plan.set_if_present)", ps.plugin)
+        } else {
+            format!("plugin {} (plan.set)", ps.plugin)
+        };
+        decisions.push(Decision::new(
+            path,
+            if applied {
+                ps.set.value.clone()
+            } else {
+                Value::Null
+            },
+            rule,
+            Source::Plugin(ps.plugin.clone()),
+        ));
+    }
 
     // Batch scaling, as Bridge's perf scripts do when the GPU count differs from the
     // variant's: GBS * DP_new / DP_variant, unless the user gave the global batch.
@@ -166,7 +221,39 @@ pub fn resolve(inp: &Inputs<'_>) -> Result<Plan> {
         user_changed: &user_changed,
         user_env: inp.envs,
     };
-    let env_map = env::build(&env_inputs, &mut decisions);
+    let mut env_map = env::build(&env_inputs, &mut decisions);
+    // Plugin env: over recipe and derived values, under --env.
+    for pe in &plugins.env {
+        let source = Source::Plugin(pe.plugin.clone());
+        if env_map
+            .get(&pe.name)
+            .is_some_and(|e| e.source == Source::User)
+        {
+            decisions.push(Decision::new(
+                format!("env.{}", pe.name),
+                pe.value.as_str(),
+                format!(
+                    "plugin {} ({}) not applied: --env {} wins",
+                    pe.plugin, pe.how, pe.name
+                ),
+                source,
+            ));
+            continue;
+        }
+        decisions.push(Decision::new(
+            format!("env.{}", pe.name),
+            pe.value.as_str(),
+            format!("plugin {} ({})", pe.plugin, pe.how),
+            source.clone(),
+        ));
+        env_map.insert(
+            pe.name.clone(),
+            env::EnvEntry {
+                value: pe.value.clone(),
+                source,
+            },
+        );
+    }
     let invariants = env::check(
         hw,
         &cfg.model,

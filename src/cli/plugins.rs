@@ -1,0 +1,78 @@
+//! `ovlaunch plugins`, and the CLI's reading of plugin files and of the launcher
+//! environment variables that plugins pass through (the pure core never reads either).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{PluginSourceArgs, out};
+use crate::error::{Error, Result};
+use crate::plugin::{self, Active, Registry};
+
+fn read(path: &Path, what: &str) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| {
+        Error::usage(format!("cannot read plugin file {}: {e}", path.display()))
+            .at(what.to_string())
+    })
+}
+
+/// The shipped plugins plus the user's directory (`--plugin-dir` or `OVLAUNCH_PLUGIN_DIR`)
+/// and files (`--plugin-file`), which replace shipped ones of the same name.
+pub fn registry(src: &PluginSourceArgs) -> Result<Registry> {
+    let mut reg = Registry::embedded()?;
+    let dir = src
+        .plugin_dir
+        .clone()
+        .or_else(|| std::env::var_os("OVLAUNCH_PLUGIN_DIR").map(Into::into));
+    if let Some(dir) = dir {
+        let entries = std::fs::read_dir(&dir).map_err(|e| {
+            Error::usage(format!(
+                "cannot read plugin directory {}: {e}",
+                dir.display()
+            ))
+            .at("--plugin-dir")
+        })?;
+        let mut paths: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
+            .collect();
+        paths.sort();
+        for p in paths {
+            let text = read(&p, "--plugin-dir")?;
+            reg.add(&p.display().to_string(), &text)?;
+        }
+    }
+    for p in &src.plugin_file {
+        let text = read(p, "--plugin-file")?;
+        reg.add(&p.display().to_string(), &text)?;
+    }
+    Ok(reg)
+}
+
+/// The enabled plugins, in application order.
+pub fn active(specs: &[String], src: &PluginSourceArgs) -> Result<Vec<Active>> {
+    // User plugin files are checked whenever they are given, even if none is enabled.
+    let user_files = !src.plugin_file.is_empty()
+        || src.plugin_dir.is_some()
+        || std::env::var_os("OVLAUNCH_PLUGIN_DIR").is_some();
+    if specs.is_empty() && !user_files {
+        return Ok(Vec::new());
+    }
+    plugin::activate(&registry(src)?, specs)
+}
+
+/// The launcher-environment values the plugins pass through (e.g. WANDB_API_KEY).
+pub fn launcher_env(active: &[Active]) -> Result<BTreeMap<String, String>> {
+    let mut env = BTreeMap::new();
+    for name in plugin::passthrough_sources(active)? {
+        if let Ok(v) = std::env::var(&name) {
+            env.insert(name, v);
+        }
+    }
+    Ok(env)
+}
+
+/// `ovlaunch plugins`.
+pub fn list(src: &PluginSourceArgs) -> Result<i32> {
+    out(&plugin::describe(&registry(src)?))?;
+    Ok(0)
+}

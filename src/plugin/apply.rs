@@ -1,0 +1,720 @@
+//! Applying enabled plugins: placeholder substitution, then the three phases (plan,
+//! launch, render) in the order the module documentation states.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use super::options::{Active, OptValue};
+use super::schema::{LaunchPhase, PlanPhase, RenderPhase};
+use super::template::{self, Piece};
+use super::{BUILTINS, CONDITIONS, locate, scalar_text};
+use crate::error::{Error, Result};
+use crate::plan::{Decision, Source};
+use crate::render::artifacts::Executor;
+use crate::render::launch::{LaunchMode, LaunchSpec};
+use crate::render::shell::quote;
+use crate::resolve::layers::PluginSet;
+use crate::resolve::overrides::parse_sets;
+use crate::resolve::{PluginEnv, PluginLayer};
+
+struct Scope<'a> {
+    active: &'a Active,
+    builtins: Option<&'a BTreeMap<String, String>>,
+    /// The `CONDITIONS` that hold (launch and render phases).
+    facts: &'a [&'a str],
+}
+
+impl Scope<'_> {
+    fn err(&self, msg: String) -> Error {
+        Error::usage(format!("plugin `{}`: {msg}", self.active.name())).at(self
+            .active
+            .def
+            .origin
+            .clone())
+    }
+
+    /// Replaces built-in placeholders inside an option's value (`{job_dir}/nsys`).
+    fn expand_builtins(&self, option: &str, s: &str) -> Result<String> {
+        let t = template::parse(s);
+        let mut out = String::new();
+        for p in &t.pieces {
+            match p {
+                Piece::Lit(l) => out.push_str(l),
+                Piece::Var { name, .. } if BUILTINS.contains(&name.as_str()) => {
+                    match self.builtins {
+                        Some(b) => out.push_str(&b[name]),
+                        None => {
+                            return Err(self.err(format!(
+                                "option `{option}` uses {{{name}}}, which is not known before the launch phase"
+                            )));
+                        }
+                    }
+                }
+                Piece::Var { name, py, .. } => {
+                    out.push('{');
+                    out.push_str(name);
+                    if *py {
+                        out.push_str(":py");
+                    }
+                    out.push('}');
+                }
+                Piece::Splat(name) => {
+                    out.push_str("{*");
+                    out.push_str(name);
+                    out.push('}');
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn value(&self, name: &str, py: bool) -> Result<Option<String>> {
+        if BUILTINS.contains(&name) {
+            return match self.builtins {
+                Some(b) => Ok(Some(b[name].clone())),
+                None => Err(self.err(format!("{{{name}}} is not known in the plan phase"))),
+            };
+        }
+        let v = &self.active.values[name];
+        match v.text(py) {
+            None => Ok(None),
+            Some(t) if matches!(v, OptValue::Str(_) | OptValue::List(_)) => {
+                self.expand_builtins(name, &t).map(Some)
+            }
+            Some(t) => Ok(Some(t)),
+        }
+    }
+
+    /// One text value; `None` when it names an unset option.
+    fn text(&self, s: &str, shell: bool) -> Result<Option<String>> {
+        let t = template::parse(s);
+        let mut out = String::new();
+        for p in &t.pieces {
+            match p {
+                Piece::Lit(l) => out.push_str(l),
+                Piece::Var { name, py, .. } => match self.value(name, *py)? {
+                    None => return Ok(None),
+                    Some(v) if shell => out.push_str(&quote(&v)),
+                    Some(v) => out.push_str(&v),
+                },
+                Piece::Splat(name) => {
+                    return Err(self.err(format!("`{{*{name}}}` is only allowed as an argv entry")));
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Argv entries (a splat gives several, an unset option none).
+    fn argv(&self, items: &[String]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for s in items {
+            let t = template::parse(s);
+            if let Some(name) = t.sole_splat() {
+                if let OptValue::List(l) = &self.active.values[name] {
+                    for item in l {
+                        out.push(self.expand_builtins(name, item)?);
+                    }
+                }
+                continue;
+            }
+            if let Some(v) = self.text(s, false)? {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    fn shell_lines(&self, items: &[String]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for s in items {
+            if let Some(v) = self.text(s, true)? {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A `set` value: a lone placeholder keeps the option's type.
+    fn json(&self, v: &Value) -> Result<Option<Value>> {
+        let Value::String(s) = v else {
+            return Ok(Some(v.clone()));
+        };
+        let t = template::parse(s);
+        if let Some(name) = t.sole_var()
+            && !BUILTINS.contains(&name)
+        {
+            let ov = &self.active.values[name];
+            return Ok(match ov {
+                OptValue::Unset => None,
+                OptValue::Str(x) => Some(Value::from(self.expand_builtins(name, x)?)),
+                other => Some(other.to_json()),
+            });
+        }
+        Ok(self.text(s, false)?.map(Value::from))
+    }
+
+    fn env_value(&self, v: &Value) -> Result<Option<String>> {
+        match v {
+            Value::String(s) => self.text(s, false),
+            Value::Number(n) => Ok(Some(n.to_string())),
+            _ => Err(self.err("env values are text or integers".into())),
+        }
+    }
+
+    fn holds(&self, key: &str) -> bool {
+        let (negate, name) = match key.strip_prefix('!') {
+            Some(name) => (true, name),
+            None => (false, key),
+        };
+        let value = if CONDITIONS.contains(&name) {
+            self.facts.contains(&name)
+        } else {
+            self.active.values[name].truthy()
+        };
+        value != negate
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Phase 1: plan
+// ---------------------------------------------------------------------------------------
+
+/// The names of launcher environment variables the plugins' `passthrough` reads.
+pub fn passthrough_sources(active: &[Active]) -> Result<Vec<String>> {
+    fn walk(s: &Scope<'_>, p: &PlanPhase, out: &mut Vec<String>) -> Result<()> {
+        for (_, src) in p.passthrough.iter() {
+            if let Some(name) = s.text(src, false)? {
+                out.push(name);
+            }
+        }
+        for (k, sub) in p.when.iter() {
+            if s.holds(k) {
+                walk(s, sub, out)?;
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for a in active {
+        let s = Scope {
+            active: a,
+            builtins: None,
+            facts: &[],
+        };
+        walk(&s, &a.def.file.plan, &mut out)?;
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+#[derive(Default)]
+struct PlanOut {
+    sets: Vec<(String, Value, bool)>,
+    env: BTreeMap<String, (String, &'static str)>,
+}
+
+fn collect_plan(
+    s: &Scope<'_>,
+    p: &PlanPhase,
+    launcher_env: &BTreeMap<String, String>,
+    out: &mut PlanOut,
+) -> Result<()> {
+    for (path, v) in p.set.iter() {
+        if let Some(v) = s.json(v)? {
+            out.sets.push((path.clone(), v, false));
+        }
+    }
+    for (path, v) in p.set_if_present.iter() {
+        if let Some(v) = s.json(v)? {
+            out.sets.push((path.clone(), v, true));
+        }
+    }
+    for (k, v) in p.env.iter() {
+        if let Some(v) = s.env_value(v)? {
+            out.env.insert(k.clone(), (v, "plan.env"));
+        }
+    }
+    for (k, src) in p.passthrough.iter() {
+        if out.env.contains_key(k) {
+            continue;
+        }
+        if let Some(src) = s.text(src, false)?
+            && let Some(v) = launcher_env.get(&src)
+        {
+            out.env.insert(
+                k.clone(),
+                (v.clone(), "plan.passthrough from the launcher environment"),
+            );
+        }
+    }
+    for (k, sub) in p.when.iter() {
+        if s.holds(k) {
+            collect_plan(s, sub, launcher_env, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs every plugin's plan phase. `user_env` is `--env`; `launcher_env` holds the
+/// launcher-environment variables named by `passthrough_sources`. Returns the plugins that
+/// stay enabled (a `skip_unless_env` plugin whose variables are missing drops out with a
+/// warning) and what they contribute to resolution.
+pub fn plan_phase(
+    active: Vec<Active>,
+    user_env: &[(String, String)],
+    launcher_env: &BTreeMap<String, String>,
+) -> Result<(Vec<Active>, PluginLayer)> {
+    let mut layer = PluginLayer::default();
+    let mut kept = Vec::new();
+    let mut set_owner: BTreeMap<String, (String, Value)> = BTreeMap::new();
+    let mut env_owner: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for a in active {
+        let s = Scope {
+            active: &a,
+            builtins: None,
+            facts: &[],
+        };
+        let mut out = PlanOut::default();
+        collect_plan(&s, &a.def.file.plan, launcher_env, &mut out)?;
+        let missing: Vec<&String> = a
+            .def
+            .file
+            .skip_unless_env
+            .iter()
+            .filter(|v| !out.env.contains_key(*v) && !user_env.iter().any(|(k, _)| k == *v))
+            .collect();
+        if let Some(v) = missing.first() {
+            let text = format!(
+                "plugin {} has no effect: {v} environment variable is not set",
+                a.name()
+            );
+            layer.decisions.push(Decision::new(
+                format!("plugin.{}", a.name()),
+                Value::Null,
+                format!(
+                    "skipped: {v} environment variable is not set (set it, or pass it with --env)"
+                ),
+                Source::Plugin(a.name().to_string()),
+            ));
+            layer.warnings.push(text);
+            continue;
+        }
+        layer.decisions.push(Decision::new(
+            format!("plugin.{}", a.name()),
+            a.options_json(),
+            format!("enabled ({}): {}", a.def.origin, a.def.file.description),
+            Source::Plugin(a.name().to_string()),
+        ));
+        let origin = a.def.origin.clone();
+        for (path, value, if_present) in out.sets {
+            if let Some((other, prev)) = set_owner.get(&path)
+                && *prev != value
+                && other != a.name()
+            {
+                return Err(Error::usage(format!(
+                        "plugins `{other}` and `{}` set `{path}` to different values ({prev} and {value})",
+                        a.name()
+                    ))
+                    .at(format!("--plugin {other} --plugin {}", a.name())));
+            }
+            let text = serde_json::to_string(&value).map_err(|e| Error::runtime(e.to_string()))?;
+            let set = parse_sets(&[format!("{path}={text}")])
+                .map_err(|e| {
+                    Error::usage(format!("plugin `{}`: {}", a.name(), e.message)).at(locate(
+                        &origin,
+                        &a.def.text,
+                        &path,
+                    ))
+                })?
+                .remove(0);
+            set_owner.insert(path, (a.name().to_string(), value));
+            layer.sets.push(PluginSet {
+                plugin: a.name().to_string(),
+                set,
+                if_present,
+            });
+        }
+        for (name, (value, how)) in out.env {
+            if let Some((other, prev)) = env_owner.get(&name)
+                && *prev != value
+                && other != a.name()
+            {
+                return Err(Error::usage(format!(
+                    "plugins `{other}` and `{}` set {name} to different values",
+                    a.name()
+                ))
+                .at(format!("--plugin {other} --plugin {}", a.name())));
+            }
+            env_owner.insert(name.clone(), (a.name().to_string(), value.clone()));
+            layer.env.push(PluginEnv {
+                plugin: a.name().to_string(),
+                name,
+                value,
+                how: how.to_string(),
+            });
+        }
+        kept.push(a);
+    }
+    Ok((kept, layer))
+}
+
+// ---------------------------------------------------------------------------------------
+// Phase 2: launch
+// ---------------------------------------------------------------------------------------
+
+/// What the launch phase needs besides the spec.
+pub struct LaunchContext {
+    pub executor: Executor,
+    /// sbatch option names the user gave with `--sbatch-arg` (they beat plugins).
+    pub user_sbatch: BTreeSet<String>,
+    /// Env names the user gave with `--env` (they beat plugins).
+    pub user_env: BTreeSet<String>,
+}
+
+/// The built-in placeholders for a spec.
+pub fn builtins(spec: &LaunchSpec) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("job_dir".to_string(), spec.job_dir.clone()),
+        ("job_name".to_string(), spec.job_name.clone()),
+        ("nodes".to_string(), spec.nodes.to_string()),
+        ("gpus_per_node".to_string(), spec.gpus_per_node.to_string()),
+        (
+            "tasks_per_node".to_string(),
+            spec.tasks_per_node.to_string(),
+        ),
+    ])
+}
+
+fn facts(mode: LaunchMode, executor: Executor) -> [&'static str; 2] {
+    [
+        match executor {
+            Executor::Slurm => "slurm",
+            Executor::Local => "local",
+        },
+        match mode {
+            LaunchMode::Srun => "srun",
+            LaunchMode::Torchrun => "torchrun",
+        },
+    ]
+}
+
+#[derive(Default)]
+struct LaunchOut {
+    env: Vec<(String, String)>,
+    trainer_overrides: Vec<String>,
+    command_prefix: Vec<String>,
+    srun_args: Vec<String>,
+    torchrun_args: Vec<String>,
+    torchrun_program: Option<String>,
+    sbatch: Vec<(String, Option<String>)>,
+    setup_lines: Vec<String>,
+    teardown_lines: Vec<String>,
+    forward_signals: Vec<String>,
+}
+
+fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result<()> {
+    for (k, v) in p.env.iter() {
+        if let Some(v) = s.env_value(v)? {
+            out.env.push((k.clone(), v));
+        }
+    }
+    out.trainer_overrides.extend(s.argv(&p.trainer_overrides)?);
+    out.command_prefix.extend(s.argv(&p.command_prefix)?);
+    out.srun_args.extend(s.argv(&p.srun_args)?);
+    out.torchrun_args.extend(s.argv(&p.torchrun_args)?);
+    if let Some(t) = &p.torchrun_program
+        && let Some(v) = s.text(t, false)?
+    {
+        out.torchrun_program = Some(v);
+    }
+    for (k, v) in p.sbatch.iter() {
+        match v {
+            Value::Null => out.sbatch.push((k.clone(), None)),
+            Value::String(t) => {
+                if let Some(v) = s.text(t, false)? {
+                    out.sbatch.push((k.clone(), Some(v)));
+                }
+            }
+            other => out.sbatch.push((k.clone(), scalar_text(other))),
+        }
+    }
+    out.setup_lines.extend(s.shell_lines(&p.setup_lines)?);
+    out.teardown_lines.extend(s.shell_lines(&p.teardown_lines)?);
+    for sig in &p.forward_signals {
+        if let Some(v) = s.text(sig, false)? {
+            let name = v.strip_prefix("SIG").unwrap_or(&v).to_string();
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+            {
+                return Err(s.err(format!("`{v}` is not a signal name (e.g. TERM, USR1)")));
+            }
+            out.forward_signals.push(name);
+        }
+    }
+    for (k, sub) in p.when.iter() {
+        if s.holds(k) {
+            collect_launch(s, sub, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<()> {
+    let r = &a.def.file.requires;
+    if let Some(l) = &r.launcher {
+        let have = match spec.mode {
+            LaunchMode::Srun => "srun",
+            LaunchMode::Torchrun => "torchrun",
+        };
+        if l != have {
+            return Err(Error::usage(format!(
+                "plugin `{}` needs the {l} launcher, but this job uses {have}",
+                a.name()
+            ))
+            .at(format!("--plugin {}", a.name()))
+            .help(format!("add --launcher {l}")));
+        }
+    }
+    if let Some(e) = &r.executor {
+        let have = match ctx.executor {
+            Executor::Slurm => "slurm",
+            Executor::Local => "local",
+        };
+        if e != have {
+            return Err(Error::usage(format!(
+                "plugin `{}` works with the {e} executor only, but this job uses {have}",
+                a.name()
+            ))
+            .at(format!("--plugin {} --executor {have}", a.name())));
+        }
+    }
+    Ok(())
+}
+
+/// Runs every plugin's launch phase on `spec`, recording each change in `spec.decisions`.
+pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContext) -> Result<()> {
+    let b = builtins(spec);
+    let facts = facts(spec.mode, ctx.executor);
+    let mut env_owner: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut sbatch_owner: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
+    let mut program_owner: Option<(String, String)> = None;
+    for a in active {
+        check_requires(a, spec, ctx)?;
+        let s = Scope {
+            active: a,
+            builtins: Some(&b),
+            facts: &facts,
+        };
+        let mut out = LaunchOut::default();
+        collect_launch(&s, &a.def.file.launch, &mut out)?;
+        let name = a.name().to_string();
+        let src = || Source::Plugin(name.clone());
+        let flag = format!("--plugin {name}");
+        let mut decide = |key: &str, value: Value, rule: String| {
+            spec.decisions.push(Decision::new(key, value, rule, src()));
+        };
+
+        let torchrun_only = out.torchrun_program.is_some() || !out.torchrun_args.is_empty();
+        if torchrun_only && spec.mode != LaunchMode::Torchrun {
+            return Err(Error::usage(format!(
+                "plugin `{name}` changes the torchrun command, but this job uses the srun launcher"
+            ))
+            .at(flag)
+            .help("add --launcher torchrun"));
+        }
+        let shell_only = !out.teardown_lines.is_empty() || !out.forward_signals.is_empty();
+        if shell_only && ctx.executor != Executor::Slurm {
+            return Err(Error::usage(format!(
+                "plugin `{name}` adds teardown steps or signal forwarding, which only the Slurm executor runs"
+            ))
+            .at(flag));
+        }
+
+        for (k, v) in out.env {
+            if ctx.user_env.contains(&k) {
+                decide(
+                    &format!("env.{k}"),
+                    Value::from(v),
+                    format!("plugin {name} (launch.env) not applied: --env {k} wins"),
+                );
+                continue;
+            }
+            if let Some((other, prev)) = env_owner.get(&k)
+                && *prev != v
+            {
+                return Err(Error::usage(format!(
+                    "plugins `{other}` and `{name}` set {k} to different values"
+                ))
+                .at(format!("--plugin {other} --plugin {name}")));
+            }
+            env_owner.insert(k.clone(), (name.clone(), v.clone()));
+            spec.env.insert(k.clone(), v.clone());
+            decide(
+                &format!("env.{k}"),
+                Value::from(v),
+                format!("plugin {name} (launch.env)"),
+            );
+        }
+        for (k, v) in out.sbatch {
+            if ctx.user_sbatch.contains(&k) {
+                decide(
+                    &format!("sbatch.{k}"),
+                    v.clone().map_or(Value::Null, Value::from),
+                    format!("plugin {name} not applied: your --sbatch-arg --{k} wins"),
+                );
+                continue;
+            }
+            if let Some((other, prev)) = sbatch_owner.get(&k)
+                && *prev != v
+            {
+                return Err(Error::usage(format!(
+                    "plugins `{other}` and `{name}` set sbatch --{k} to different values"
+                ))
+                .at(format!("--plugin {other} --plugin {name}")));
+            }
+            sbatch_owner.insert(k.clone(), (name.clone(), v.clone()));
+            let unused = if ctx.executor == Executor::Slurm {
+                ""
+            } else {
+                " (unused by the local executor)"
+            };
+            spec.directives.insert(k.clone(), v.clone());
+            decide(
+                &format!("sbatch.{k}"),
+                v.map_or(Value::Null, Value::from),
+                format!("plugin {name} (launch.sbatch){unused}"),
+            );
+        }
+        if let Some(p) = out.torchrun_program {
+            if let Some((other, prev)) = &program_owner
+                && *prev != p
+            {
+                return Err(Error::usage(format!(
+                    "plugins `{other}` and `{name}` both replace the torchrun program"
+                ))
+                .at(format!("--plugin {other} --plugin {name}")));
+            }
+            program_owner = Some((name.clone(), p.clone()));
+            spec.torchrun_program = p.clone();
+            decide(
+                "launch.torchrun_program",
+                Value::from(p),
+                format!("plugin {name} replaces torchrun"),
+            );
+        }
+        let lists: [(&str, Vec<String>, &mut Vec<String>); 7] = [
+            (
+                "launch.command_prefix",
+                out.command_prefix,
+                &mut spec.command_prefix,
+            ),
+            (
+                "launch.trainer_overrides",
+                out.trainer_overrides,
+                &mut spec.trainer_overrides,
+            ),
+            ("launch.srun_args", out.srun_args, &mut spec.srun_args),
+            (
+                "launch.torchrun_args",
+                out.torchrun_args,
+                &mut spec.torchrun_args,
+            ),
+            ("launch.setup_lines", out.setup_lines, &mut spec.setup_lines),
+            (
+                "launch.teardown_lines",
+                out.teardown_lines,
+                &mut spec.teardown_lines,
+            ),
+            (
+                "launch.forward_signals",
+                out.forward_signals,
+                &mut spec.forward_signals,
+            ),
+        ];
+        let mut list_decisions = Vec::new();
+        for (key, added, target) in lists {
+            if added.is_empty() {
+                continue;
+            }
+            for item in &added {
+                if !(key == "launch.forward_signals" && target.contains(item)) {
+                    target.push(item.clone());
+                }
+            }
+            list_decisions.push(Decision::new(
+                key,
+                Value::from(added),
+                format!("plugin {name} ({})", key.trim_start_matches("launch.")),
+                src(),
+            ));
+        }
+        spec.decisions.extend(list_decisions);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Phase 3: render
+// ---------------------------------------------------------------------------------------
+
+fn collect_render(s: &Scope<'_>, p: &RenderPhase, out: &mut Vec<String>) -> Result<()> {
+    out.extend(s.shell_lines(&p.append_lines)?);
+    for (k, sub) in p.when.iter() {
+        if s.holds(k) {
+            collect_render(s, sub, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs every plugin's render phase on the script text; returns the decisions.
+pub fn render_phase(
+    active: &[Active],
+    spec: &LaunchSpec,
+    executor: Executor,
+    script: &mut String,
+) -> Result<Vec<Decision>> {
+    let b = builtins(spec);
+    let facts = facts(spec.mode, executor);
+    let mut decisions = Vec::new();
+    for a in active {
+        let s = Scope {
+            active: a,
+            builtins: Some(&b),
+            facts: &facts,
+        };
+        let mut lines = Vec::new();
+        collect_render(&s, &a.def.file.render, &mut lines)?;
+        if lines.is_empty() {
+            continue;
+        }
+        if executor == Executor::Local {
+            return Err(Error::usage(format!(
+                "plugin `{}` appends script lines, which the local executor's script never reaches (it ends by exec'ing torchrun)",
+                a.name()
+            ))
+            .at(format!("--plugin {} --executor local", a.name())));
+        }
+        if !script.ends_with('\n') {
+            script.push('\n');
+        }
+        let _ = writeln!(script, "\n# Added by plugin {}.", a.name());
+        for l in &lines {
+            script.push_str(l);
+            script.push('\n');
+        }
+        decisions.push(Decision::new(
+            "render.append_lines",
+            Value::from(lines),
+            format!("plugin {} (append_lines)", a.name()),
+            Source::Plugin(a.name().to_string()),
+        ));
+    }
+    Ok(decisions)
+}

@@ -1,0 +1,329 @@
+//! Checking a plugin file when it is loaded: names, option declarations and defaults,
+//! every template's placeholders (known names, `{*list}` only as a whole argv entry,
+//! `:py` only on bools, no text value inside shell quotes), env names, sbatch options and
+//! `set` paths. Errors name the file and, where it can be found, the line.
+
+use serde_json::Value;
+
+use super::schema::{LaunchPhase, OptionType, Ordered, PlanPhase, RenderPhase};
+use super::template::{self, Piece, Quoting};
+use super::{BUILTINS, CONDITIONS, NUMERIC_BUILTINS, PluginDef, hint, typed_default};
+use crate::error::{Error, Result, did_you_mean};
+use crate::render::launch::KNOWN_SBATCH;
+use crate::resolve::overrides::valid_env_name;
+use crate::secret;
+
+pub(super) fn valid_plugin_name(n: &str) -> bool {
+    let mut c = n.chars();
+    matches!(c.next(), Some(f) if f.is_ascii_lowercase())
+        && c.all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || x == '-')
+}
+
+pub(super) fn valid_option_name(n: &str) -> bool {
+    let mut c = n.chars();
+    matches!(c.next(), Some(f) if f.is_ascii_lowercase())
+        && c.all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || x == '_')
+}
+
+/// Where a template sits, which decides what it may contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Plan phase: options only.
+    Plan,
+    /// A single text value in the launch/render phase.
+    Text,
+    /// An argv list entry: `{*list}` allowed as the whole entry.
+    Argv,
+    /// A shell line: values are quoted, text values may not sit inside quotes.
+    Shell,
+}
+
+pub(super) fn validate(def: &PluginDef) -> Result<()> {
+    let f = &def.file;
+    let err = |msg: String, needle: &str| Error::usage(msg).at(def.at(needle));
+    if !valid_plugin_name(&f.name) {
+        return Err(err(
+            format!(
+                "plugin name `{}` must be lower-case letters, digits and `-`",
+                f.name
+            ),
+            "name:",
+        ));
+    }
+    for (name, o) in f.options.iter() {
+        if !valid_option_name(name) {
+            return Err(err(
+                format!("option name `{name}` must be lower-case letters, digits and `_`"),
+                name,
+            ));
+        }
+        if BUILTINS.contains(&name.as_str()) || CONDITIONS.contains(&name.as_str()) {
+            return Err(err(
+                format!("option `{name}` shadows a built-in name"),
+                name,
+            ));
+        }
+        if o.required && o.default.is_some() {
+            return Err(err(
+                format!("option `{name}` is required and has a default; drop one"),
+                name,
+            ));
+        }
+        if o.merge.is_some() && o.kind != OptionType::List {
+            return Err(err(
+                format!("option `{name}`: `merge` applies to list options only"),
+                name,
+            ));
+        }
+        if let Some(d) = &o.default {
+            typed_default(o.kind, d).map_err(|m| err(format!("option `{name}`: {m}"), name))?;
+        }
+    }
+    for c in &f.conflicts {
+        if !valid_plugin_name(c) {
+            return Err(err(format!("`{c}` is not a plugin name"), c));
+        }
+    }
+    if let Some(l) = &f.requires.launcher
+        && !matches!(l.as_str(), "srun" | "torchrun")
+    {
+        return Err(err(
+            format!("requires.launcher is `srun` or `torchrun`, not `{l}`"),
+            "launcher:",
+        ));
+    }
+    if let Some(e) = &f.requires.executor
+        && !matches!(e.as_str(), "slurm" | "local")
+    {
+        return Err(err(
+            format!("requires.executor is `slurm` or `local`, not `{e}`"),
+            "executor:",
+        ));
+    }
+    for v in &f.skip_unless_env {
+        if !valid_env_name(v) {
+            return Err(err(format!("`{v}` is not an environment variable name"), v));
+        }
+    }
+    let v = Validator { def };
+    v.plan(&f.plan)?;
+    v.launch(&f.launch)?;
+    v.render(&f.render)?;
+    Ok(())
+}
+
+struct Validator<'a> {
+    def: &'a PluginDef,
+}
+
+impl Validator<'_> {
+    fn err(&self, msg: String, needle: &str) -> Error {
+        Error::usage(msg).at(self.def.at(needle))
+    }
+
+    fn when_key(&self, key: &str, plan: bool) -> Result<()> {
+        let name = key.strip_prefix('!').unwrap_or(key);
+        if CONDITIONS.contains(&name) {
+            if plan {
+                return Err(self.err(format!("`when: {key}` is not known in the plan phase"), key));
+            }
+            return Ok(());
+        }
+        if self.def.option(name).is_none() {
+            let names = self.def.file.options.iter().map(|(k, _)| k.as_str());
+            return Err(self
+                .err(format!("`when: {key}` names no option"), key)
+                .help(did_you_mean(name, names)));
+        }
+        Ok(())
+    }
+
+    fn template(&self, s: &str, slot: Slot) -> Result<()> {
+        let t = template::parse(s);
+        for piece in &t.pieces {
+            let (name, py, quoting, splat) = match piece {
+                Piece::Lit(_) => continue,
+                Piece::Var { name, py, quoting } => (name.as_str(), *py, *quoting, false),
+                Piece::Splat(name) => (name.as_str(), false, Quoting::Bare, true),
+            };
+            let builtin = BUILTINS.contains(&name);
+            let option = self.def.option(name);
+            if builtin && slot == Slot::Plan {
+                return Err(self
+                    .err(
+                        format!("{{{name}}} is not known in the plan phase"),
+                        &format!("{{{name}}}"),
+                    )
+                    .help("job placeholders are known from the launch phase on"));
+            }
+            if !builtin && option.is_none() {
+                let mut names: Vec<&str> = self
+                    .def
+                    .file
+                    .options
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                if slot != Slot::Plan {
+                    names.extend(BUILTINS);
+                }
+                return Err(self
+                    .err(
+                        format!("unknown option `{name}` in `{s}`"),
+                        &format!("{{{}{name}", if splat { "*" } else { "" }),
+                    )
+                    .help(hint(
+                        did_you_mean(name, names),
+                        "write `{{` for a literal brace",
+                    )));
+            }
+            let kind = option.map(|o| o.kind);
+            if py && kind != Some(OptionType::Bool) {
+                return Err(self.err(format!("`{{{name}:py}}` needs a bool option"), name));
+            }
+            if splat {
+                let whole = t.sole_splat().is_some();
+                if slot != Slot::Argv || !whole || kind != Some(OptionType::List) {
+                    return Err(self.err(
+                        format!(
+                            "`{{*{name}}}` must be a whole argv list entry and `{name}` a list option"
+                        ),
+                        &format!("{{*{name}}}"),
+                    ));
+                }
+            }
+            if slot == Slot::Shell && quoting != Quoting::Bare {
+                let numeric = NUMERIC_BUILTINS.contains(&name)
+                    || matches!(kind, Some(OptionType::Int | OptionType::Bool));
+                if !numeric {
+                    return Err(self
+                        .err(
+                            format!("`{{{name}}}` sits inside quotes in a shell line, but its value is quoted for the shell when substituted"),
+                            &format!("{{{name}}}"),
+                        )
+                        .help("move the placeholder outside the quotes"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn env_map(&self, m: &Ordered<Value>, slot: Slot, launch: bool) -> Result<()> {
+        for (k, v) in m.iter() {
+            if !valid_env_name(k) {
+                return Err(self.err(format!("`{k}` is not an environment variable name"), k));
+            }
+            if launch && secret::is_secret(k) {
+                return Err(self
+                    .err(
+                        format!("secret variable `{k}` must be set in the plan phase"),
+                        k,
+                    )
+                    .help("plan-phase env reaches the job through its private secrets file"));
+            }
+            match v {
+                Value::String(s) => self.template(s, slot)?,
+                Value::Number(n) if n.is_i64() || n.is_u64() => {}
+                _ => {
+                    return Err(self.err(
+                        format!("env `{k}` must be text or an integer (quote other values)"),
+                        k,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn plan(&self, p: &PlanPhase) -> Result<()> {
+        for (path, value) in p.set.iter().chain(p.set_if_present.iter()) {
+            let Some((section, field)) = path.split_once('.') else {
+                return Err(self.err(format!("`{path}` is not section.field"), path));
+            };
+            match crate::config::section_fields(section) {
+                None => {
+                    return Err(self
+                        .err(format!("unknown section `{section}` in `{path}`"), path)
+                        .help(did_you_mean(
+                            section,
+                            crate::config::SECTIONS.iter().copied(),
+                        )));
+                }
+                Some(Some(fields)) if !fields.contains(&field) => {
+                    return Err(self
+                        .err(format!("unknown field `{field}` in `{section}`"), path)
+                        .help(did_you_mean(field, fields.iter().copied())));
+                }
+                _ => {}
+            }
+            if let Value::String(s) = value {
+                self.template(s, Slot::Plan)?;
+            }
+        }
+        self.env_map(&p.env, Slot::Plan, false)?;
+        for (k, v) in p.passthrough.iter() {
+            if !valid_env_name(k) {
+                return Err(self.err(format!("`{k}` is not an environment variable name"), k));
+            }
+            self.template(v, Slot::Plan)?;
+        }
+        for (k, sub) in p.when.iter() {
+            self.when_key(k, true)?;
+            self.plan(sub)?;
+        }
+        Ok(())
+    }
+
+    fn launch(&self, p: &LaunchPhase) -> Result<()> {
+        self.env_map(&p.env, Slot::Text, true)?;
+        for s in p
+            .trainer_overrides
+            .iter()
+            .chain(&p.command_prefix)
+            .chain(&p.srun_args)
+            .chain(&p.torchrun_args)
+        {
+            self.template(s, Slot::Argv)?;
+        }
+        for s in p.torchrun_program.iter().chain(&p.forward_signals) {
+            self.template(s, Slot::Text)?;
+        }
+        for (k, v) in p.sbatch.iter() {
+            if !KNOWN_SBATCH.contains(&k.as_str()) {
+                return Err(self
+                    .err(format!("unknown sbatch option `--{k}`"), k)
+                    .help(did_you_mean(k, KNOWN_SBATCH.iter().copied())));
+            }
+            match v {
+                Value::Null => {}
+                Value::String(s) => self.template(s, Slot::Text)?,
+                Value::Number(_) => {}
+                _ => {
+                    return Err(self.err(
+                        format!("sbatch `{k}` takes text, a number or null (a bare flag)"),
+                        k,
+                    ));
+                }
+            }
+        }
+        for s in p.setup_lines.iter().chain(&p.teardown_lines) {
+            self.template(s, Slot::Shell)?;
+        }
+        for (k, sub) in p.when.iter() {
+            self.when_key(k, false)?;
+            self.launch(sub)?;
+        }
+        Ok(())
+    }
+
+    fn render(&self, p: &RenderPhase) -> Result<()> {
+        for s in &p.append_lines {
+            self.template(s, Slot::Shell)?;
+        }
+        for (k, sub) in p.when.iter() {
+            self.when_key(k, false)?;
+            self.render(sub)?;
+        }
+        Ok(())
+    }
+}
