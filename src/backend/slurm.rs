@@ -124,10 +124,7 @@ pub fn status(job_id: &str) -> Result<JobStatus> {
         .map_err(|e| Error::runtime(format!("cannot run sacct: {e}")))?;
         let text = String::from_utf8_lossy(&out.stdout);
         if out.status.success()
-            && let Some(line) = text
-                .lines()
-                .filter(|l| l.split('|').next() == Some(job_id))
-                .next_back()
+            && let Some(line) = text.lines().rfind(|l| l.split('|').next() == Some(job_id))
         {
             let mut parts = line.split('|').skip(1);
             let state = parts.next().unwrap_or("").to_string();
