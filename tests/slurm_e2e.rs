@@ -79,6 +79,21 @@ impl Cluster {
             .unwrap()
     }
 
+    /// Like `ovlaunch`, with `dir` put first on PATH (the job inherits it through sbatch).
+    fn ovlaunch_with_path(&self, dir: &Path, args: &[&str]) -> Output {
+        let path = format!(
+            "{}:{}",
+            dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        self.cmd(common::bin())
+            .current_dir(self.dir.path())
+            .env("PATH", path)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
     fn jobs(&self) -> PathBuf {
         self.dir.path().join("jobs")
     }
@@ -97,6 +112,17 @@ impl Drop for Cluster {
 }
 
 fn submit(c: &Cluster, name: &str, extra: &[&str], trainer: &[&str]) -> PathBuf {
+    submit_with_path(c, None, name, "cpux4", extra, trainer)
+}
+
+fn submit_with_path(
+    c: &Cluster,
+    path: Option<&Path>,
+    name: &str,
+    gpus: &str,
+    extra: &[&str],
+    trainer: &[&str],
+) -> PathBuf {
     let job_dir = c.jobs().join(name);
     let fixture = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let recipe = format!("{fixture}/tiny.yaml");
@@ -106,7 +132,7 @@ fn submit(c: &Cluster, name: &str, extra: &[&str], trainer: &[&str]) -> PathBuf 
         "--recipe",
         &recipe,
         "--gpus",
-        "cpux4",
+        gpus,
         "--job-dir",
         job_dir.to_str().unwrap(),
         "--mpi",
@@ -119,7 +145,10 @@ fn submit(c: &Cluster, name: &str, extra: &[&str], trainer: &[&str]) -> PathBuf 
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "python3", &record]);
     args.extend_from_slice(trainer);
-    let o = c.ovlaunch(&args);
+    let o = match path {
+        Some(p) => c.ovlaunch_with_path(p, &args),
+        None => c.ovlaunch(&args),
+    };
     assert!(
         o.status.success(),
         "submit failed: {}\n{}",
@@ -284,4 +313,172 @@ fn real_slurm_jobs() {
         );
         eprintln!("skipping torchrun mode: torchrun not installed");
     }
+
+    preemption_requeues_after_the_signal(&c);
+    fault_tolerance_restarts_a_failed_rank(&c);
+    sbatch_rejection_leaves_nothing(&c);
+}
+
+fn wait_for(what: &str, job_dir: &Path, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}:\n{}",
+            log(job_dir)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The preemption plugin: `--signal=B:TERM@N` and `--requeue`. Slurm delivers the batch
+/// signal on its own 30 s tick, so the test asks Slurm to deliver the same signal now
+/// (`scancel --signal=TERM --batch`, the path a preemption warning takes), then checks that
+/// every rank got SIGTERM (not SIGKILL), the job was requeued, and the second run ran.
+fn preemption_requeues_after_the_signal(c: &Cluster) {
+    let dir = submit(
+        c,
+        "preempt",
+        &["--plugin", "preemption:preempt_time=30"],
+        &["0", "trap"],
+    );
+    let script = std::fs::read_to_string(dir.join("launch.sbatch")).unwrap();
+    for d in [
+        "#SBATCH --signal=B:TERM@30",
+        "#SBATCH --requeue",
+        "#SBATCH --open-mode=append",
+    ] {
+        assert!(script.contains(d), "{d} missing:\n{script}");
+    }
+    let ranks_dir = dir.join("ranks");
+    let count = |prefix: &str| {
+        std::fs::read_dir(&ranks_dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    wait_for("the first run's four ranks", &dir, || count("rank-") >= 4);
+    std::thread::sleep(Duration::from_secs(1)); // let the handlers install
+    let id = serde_json::from_str::<Value>(
+        &std::fs::read_to_string(dir.join("submission.json")).unwrap(),
+    )
+    .unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let o = c
+        .cmd("scancel")
+        .args(["--signal=TERM", "--batch", &id])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "scancel --signal: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    wait_for("SIGTERM on every rank", &dir, || count("term-") == 4);
+    wait_for("the requeued run", &dir, || {
+        (0..4).all(|r| ranks_dir.join(format!("rank-{r}.slurm1.json")).exists())
+    });
+    let st = wait_final(c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    assert_eq!(st["restarts"], 1, "{st}");
+    let second: Value = serde_json::from_str(
+        &std::fs::read_to_string(ranks_dir.join("rank-0.slurm1.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(second["env"]["SLURM_RESTART_COUNT"], "1");
+    let log = log(&dir);
+    assert!(
+        log.contains("after SIGTERM") && log.contains("requeueing job"),
+        "{log}"
+    );
+}
+
+/// The fault-tolerance plugin replaces torchrun with `ft_launcher`. nvidia-resiliency-ext
+/// cannot be installed here, so a four-line stand-in `ft_launcher` (the one fake: it drops
+/// the `--ft-*` options and runs the real torchrun with `--max_restarts`) is put on PATH.
+/// Rank 1 fails on the first attempt; torchrun restarts the workers in the same job. One
+/// node keeps the restart quick on a 2-core machine (a two-node restart re-rendezvouses).
+fn fault_tolerance_restarts_a_failed_rank(c: &Cluster) {
+    let bin = c.dir.path().join("ft-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ft = bin.join("ft_launcher");
+    std::fs::write(
+        &ft,
+        "#!/bin/bash\nargs=()\nwhile [ $# -gt 0 ]; do case \"$1\" in --ft-*) shift 2;; --max-restarts) args+=(\"--max_restarts=$2\" --monitor_interval=1); shift 2;; *) args+=(\"$1\"); shift;; esac; done\nexec torchrun \"${args[@]}\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ft, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if which::which("torchrun").is_err() {
+        assert!(
+            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
+            "torchrun is required in CI"
+        );
+        return;
+    }
+    let dir = submit_with_path(
+        c,
+        Some(&bin),
+        "fault-tolerance",
+        "cpux2",
+        &[
+            "--launcher",
+            "torchrun",
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            "29751",
+            "--plugin",
+            "fault-tolerance",
+        ],
+        &["0", "fail-once"],
+    );
+    let st = wait_final(c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    let r = ranks(&dir);
+    for rank in 0..2 {
+        assert!(
+            r.contains_key(&format!("rank-{rank}.elastic1.json")),
+            "rank {rank} was not restarted: {:?}\n{}",
+            r.keys(),
+            log(&dir)
+        );
+    }
+    assert!(log(&dir).contains("training finished"), "{}", log(&dir));
+}
+
+/// sbatch itself refusing the script: a clear error, and no job directory left behind.
+fn sbatch_rejection_leaves_nothing(c: &Cluster) {
+    let job_dir = c.jobs().join("rejected");
+    let recipe = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let o = c.ovlaunch(&[
+        "submit",
+        "--recipe",
+        &recipe,
+        "--gpus",
+        "cpux4",
+        "--job-dir",
+        job_dir.to_str().unwrap(),
+        "--mpi",
+        "none",
+        "--partition",
+        "nosuchpartition",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("sbatch rejected the script"),
+        "{}",
+        common::stderr(&o)
+    );
+    assert!(
+        !job_dir.exists(),
+        "the rejected job's directory was removed"
+    );
 }
