@@ -4,7 +4,45 @@
 
 mod common;
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `ovlaunch submit --executor local` of the tiny recipe on two CPU ranks.
+fn run_local(dir: &Path, job: &str, port: &str, extra: &[&str], exit_code: &str) -> Output {
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let recipe = format!("{fixtures}/tiny.yaml");
+    let record = format!("{fixtures}/record_rank.py");
+    let job_dir = dir.join(job);
+    Command::new(common::bin())
+        .current_dir(dir)
+        .args([
+            "submit",
+            "--recipe",
+            &recipe,
+            "--gpus",
+            "cpux2",
+            "--executor",
+            "local",
+            "--torchrun-flags",
+            "underscore",
+        ])
+        .args([
+            "--job-dir",
+            job_dir.to_str().unwrap(),
+            "--rank-runtime",
+            env!("CARGO_BIN_EXE_ovlaunch-rank"),
+            "--master-port",
+            port,
+        ])
+        .args(extra)
+        .args(["--", "python3", &record, exit_code])
+        .output()
+        .unwrap()
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
 
 #[test]
 fn local_executor_runs_real_torchrun() {
@@ -17,52 +55,23 @@ fn local_executor_runs_real_torchrun() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
-    let job = dir.path().join("job");
-    let o = Command::new(common::bin())
-        .current_dir(dir.path())
-        .args([
-            "submit",
-            "--recipe",
-            &format!("{fixtures}/tiny.yaml"),
-            "--gpus",
-            "cpux2",
-            "--executor",
-            "local",
-            "--torchrun-flags",
-            "underscore",
-        ])
-        .args([
-            "--job-dir",
-            job.to_str().unwrap(),
-            "--rank-runtime",
-            env!("CARGO_BIN_EXE_ovlaunch-rank"),
-            "--master-port",
-            "29731",
-        ])
-        .args(["--env", "OVL_LOCAL=a 'b' $c"])
-        .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
-        .output()
-        .unwrap();
+    let o = run_local(
+        dir.path(),
+        "job",
+        "29731",
+        &["--env", "OVL_LOCAL=a 'b' $c"],
+        "0",
+    );
     assert!(
         o.status.success(),
         "local run failed:\n{}\n{}",
         common::stdout(&o),
         common::stderr(&o)
     );
-    let rec: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(job.join("submission.json")).unwrap())
-            .unwrap();
-    assert_eq!(rec["exit_code"], 0);
-    let mut ranks = Vec::new();
+    let job = dir.path().join("job");
+    assert_eq!(read_json(&job.join("submission.json"))["exit_code"], 0);
     for r in 0..2 {
-        let v: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(job.join(format!("ranks/rank-{r}.json"))).unwrap(),
-        )
-        .unwrap();
-        ranks.push(v);
-    }
-    for (r, v) in ranks.iter().enumerate() {
+        let v = read_json(&job.join(format!("ranks/rank-{r}.json")));
         assert_eq!(v["env"]["RANK"], r.to_string());
         assert_eq!(v["env"]["LOCAL_RANK"], r.to_string());
         assert_eq!(v["env"]["WORLD_SIZE"], "2");
@@ -70,34 +79,10 @@ fn local_executor_runs_real_torchrun() {
         assert_eq!(v["env"]["OVL_RECIPE_VAR"], "from the recipe");
     }
     // A failing trainer's exit code comes back through torchrun and ovlaunch.
-    let job2 = dir.path().join("job2");
-    let o = Command::new(common::bin())
-        .current_dir(dir.path())
-        .args([
-            "submit",
-            "--recipe",
-            &format!("{fixtures}/tiny.yaml"),
-            "--gpus",
-            "cpux2",
-            "--executor",
-            "local",
-            "--torchrun-flags",
-            "underscore",
-        ])
-        .args([
-            "--job-dir",
-            job2.to_str().unwrap(),
-            "--rank-runtime",
-            env!("CARGO_BIN_EXE_ovlaunch-rank"),
-            "--master-port",
-            "29732",
-        ])
-        .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "3"])
-        .output()
-        .unwrap();
+    let o = run_local(dir.path(), "job2", "29732", &[], "3");
     assert_ne!(o.status.code(), Some(0), "a failing trainer fails the run");
-    let rec: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(job2.join("submission.json")).unwrap())
-            .unwrap();
-    assert_ne!(rec["exit_code"], 0);
+    assert_ne!(
+        read_json(&dir.path().join("job2/submission.json"))["exit_code"],
+        0
+    );
 }

@@ -2,6 +2,7 @@
 //! job's state and exit code, cancel with `scancel`. Runs the real tools via `duct`.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -16,31 +17,76 @@ fn tool(name: &str) -> Result<std::path::PathBuf> {
     })
 }
 
-/// Submits `script`; returns the job id.
-pub fn submit(script: &Path, workdir: &Path) -> Result<String> {
-    let sbatch = tool("sbatch")?;
-    let out = duct::cmd(sbatch, ["--parsable".as_ref(), script.as_os_str()])
-        .dir(workdir)
+/// What one Slurm command printed.
+struct Ran {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a Slurm command, capturing its output. A controller that is down makes the query
+/// tools retry for many seconds; `limit` bounds that wait.
+fn run(name: &str, args: &[&std::ffi::OsStr], dir: Option<&Path>, limit: Duration) -> Result<Ran> {
+    let mut cmd = duct::cmd(tool(name)?, args)
         .stdout_capture()
         .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| Error::runtime(format!("cannot run sbatch: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
+        .unchecked();
+    if let Some(d) = dir {
+        cmd = cmd.dir(d);
+    }
+    let handle = cmd
+        .start()
+        .map_err(|e| Error::runtime(format!("cannot run {name}: {e}")))?;
+    let out = match handle
+        .wait_timeout(limit)
+        .map_err(|e| Error::runtime(format!("{name} failed: {e}")))?
+    {
+        Some(out) => out.clone(),
+        None => {
+            let _ = handle.kill();
+            return Err(Error::runtime(format!(
+                "{name} did not answer within {} s",
+                limit.as_secs()
+            ))
+            .help("is slurmctld up? `scontrol ping` tells"));
+        }
+    };
+    Ok(Ran {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
+    args.iter().map(std::ffi::OsString::from).collect()
+}
+
+const QUERY_LIMIT: Duration = Duration::from_secs(30);
+
+/// Submits `script`; returns the job id.
+pub fn submit(script: &Path, workdir: &Path) -> Result<String> {
+    let args = [std::ffi::OsStr::new("--parsable"), script.as_os_str()];
+    let out = run("sbatch", &args, Some(workdir), Duration::from_secs(120))?;
+    if !out.ok {
         return Err(
-            Error::runtime(format!("sbatch rejected the script: {}", stderr.trim())).help(
+            Error::runtime(format!("sbatch rejected the script: {}", out.stderr.trim())).help(
                 "the job directory was removed; fix the option sbatch names and submit again",
             ),
         );
     }
     // `--parsable` prints `jobid[;cluster]`.
-    let id = stdout.trim().split(';').next().unwrap_or("").to_string();
+    let id = out
+        .stdout
+        .trim()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .to_string();
     if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit() || c == '_') {
         return Err(Error::runtime(format!(
             "sbatch printed no job id: {}",
-            stdout.trim()
+            out.stdout.trim()
         )));
     }
     Ok(id)
@@ -53,99 +99,120 @@ pub struct JobStatus {
     pub slurm_state: String,
     pub phase: Phase,
     pub exit_code: Option<String>,
-    /// Which tool answered (`scontrol`, `sacct`, or `none`).
+    /// Which tool answered (`scontrol`, `sacct`, `sacct --completion`, or `none`).
     pub source: String,
     pub restarts: Option<u32>,
 }
 
-/// Asks `scontrol show job` first (it knows running and recently finished jobs), then
-/// `sacct` (which needs an accounting store; "accounting storage is disabled" is handled).
-pub fn status(job_id: &str) -> Result<JobStatus> {
-    let scontrol = tool("scontrol")?;
-    let out = duct::cmd(scontrol, ["show", "job", "-o", job_id])
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| Error::runtime(format!("cannot run scontrol: {e}")))?;
-    if out.status.success() {
-        let text = String::from_utf8_lossy(&out.stdout);
-        if let Some(line) = text.lines().find(|l| {
-            l.contains(&format!("JobId={job_id} ")) || l.starts_with(&format!("JobId={job_id}"))
-        }) {
-            let state = field(line, "JobState").unwrap_or_default();
-            return Ok(JobStatus {
-                job_id: job_id.to_string(),
-                phase: phase(&state),
-                slurm_state: state,
-                exit_code: field(line, "ExitCode"),
-                source: "scontrol".into(),
-                restarts: field(line, "Restarts").and_then(|r| r.parse().ok()),
-            });
+impl JobStatus {
+    fn new(
+        job_id: &str,
+        state: &str,
+        exit_code: Option<String>,
+        source: &str,
+        restarts: Option<u32>,
+    ) -> Self {
+        Self {
+            job_id: job_id.to_string(),
+            slurm_state: state.to_string(),
+            phase: phase(state),
+            exit_code,
+            source: source.into(),
+            restarts,
         }
     }
-    if let Ok(sacct) = tool("sacct") {
-        let out = duct::cmd(
-            sacct,
-            ["-j", job_id, "-n", "-P", "-X", "-o", "State,ExitCode"],
-        )
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| Error::runtime(format!("cannot run sacct: {e}")))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if out.status.success()
-            && let Some(line) = text.lines().find(|l| !l.trim().is_empty())
+}
+
+/// Asks `scontrol show job` first (it knows running and recently finished jobs), then
+/// `sacct` (which needs an accounting store; "accounting storage is disabled" is handled),
+/// then the job-completion log through `sacct --completion`.
+pub fn status(job_id: &str) -> Result<JobStatus> {
+    let out = run(
+        "scontrol",
+        &refs(&os(&["show", "job", "-o", job_id])),
+        None,
+        QUERY_LIMIT,
+    )?;
+    if out.ok {
+        let prefix = format!("JobId={job_id} ");
+        if let Some(line) = out.stdout.lines().find(|l| l.starts_with(&prefix)) {
+            let state = field(line, "JobState").unwrap_or_default();
+            let restarts = field(line, "Restarts").and_then(|r| r.parse().ok());
+            return Ok(JobStatus::new(
+                job_id,
+                &state,
+                field(line, "ExitCode"),
+                "scontrol",
+                restarts,
+            ));
+        }
+    }
+    if tool("sacct").is_ok() {
+        let out = run(
+            "sacct",
+            &refs(&os(&[
+                "-j",
+                job_id,
+                "-n",
+                "-P",
+                "-X",
+                "-o",
+                "State,ExitCode",
+            ])),
+            None,
+            QUERY_LIMIT,
+        )?;
+        if out.ok
+            && let Some(line) = out.stdout.lines().find(|l| !l.trim().is_empty())
         {
             let mut parts = line.split('|');
-            let state = parts.next().unwrap_or("").to_string();
-            return Ok(JobStatus {
-                job_id: job_id.to_string(),
-                phase: phase(&state),
-                slurm_state: state,
-                exit_code: parts.next().map(str::to_string),
-                source: "sacct".into(),
-                restarts: None,
-            });
+            let state = parts.next().unwrap_or("");
+            return Ok(JobStatus::new(
+                job_id,
+                state,
+                parts.next().map(str::to_string),
+                "sacct",
+                None,
+            ));
         }
-    }
-    // Without an accounting database, a job-completion log (`JobCompType=jobcomp/filetxt`)
-    // still answers `sacct --completion`; a requeued job has one row per run: take the last.
-    if let Ok(sacct) = tool("sacct") {
-        let out = duct::cmd(
-            sacct,
-            ["-c", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", job_id],
-        )
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| Error::runtime(format!("cannot run sacct: {e}")))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if out.status.success()
-            && let Some(line) = text.lines().rfind(|l| l.split('|').next() == Some(job_id))
+        // Without an accounting database, a job-completion log (`JobCompType=jobcomp/filetxt`)
+        // still answers `sacct --completion`; a requeued job has one row per run: take the last.
+        let out = run(
+            "sacct",
+            &refs(&os(&[
+                "-c",
+                "-n",
+                "-P",
+                "-o",
+                "JobID,State,ExitCode",
+                "-j",
+                job_id,
+            ])),
+            None,
+            QUERY_LIMIT,
+        )?;
+        if out.ok
+            && let Some(line) = out
+                .stdout
+                .lines()
+                .rfind(|l| l.split('|').next() == Some(job_id))
         {
             let mut parts = line.split('|').skip(1);
-            let state = parts.next().unwrap_or("").to_string();
-            return Ok(JobStatus {
-                job_id: job_id.to_string(),
-                phase: phase(&state),
-                slurm_state: state,
-                exit_code: parts.next().map(str::to_string),
-                source: "sacct --completion".into(),
-                restarts: None,
-            });
+            let state = parts.next().unwrap_or("");
+            return Ok(JobStatus::new(
+                job_id,
+                state,
+                parts.next().map(str::to_string),
+                "sacct --completion",
+                None,
+            ));
         }
     }
-    Ok(JobStatus {
-        job_id: job_id.to_string(),
-        slurm_state: "UNKNOWN".into(),
-        phase: Phase::Unknown,
-        exit_code: None,
-        source: "none".into(),
-        restarts: None,
-    })
+    Ok(JobStatus::new(job_id, "UNKNOWN", None, "none", None))
+}
+
+fn refs(v: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
+    v.iter().map(|s| s.as_os_str()).collect()
 }
 
 /// `KEY=value` from a one-line `scontrol` record.
@@ -157,17 +224,11 @@ fn field(line: &str, key: &str) -> Option<String> {
 
 /// Cancels a job.
 pub fn cancel(job_id: &str) -> Result<()> {
-    let scancel = tool("scancel")?;
-    let out = duct::cmd(scancel, [job_id])
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| Error::runtime(format!("cannot run scancel: {e}")))?;
-    if !out.status.success() {
+    let out = run("scancel", &refs(&os(&[job_id])), None, QUERY_LIMIT)?;
+    if !out.ok {
         return Err(Error::runtime(format!(
             "scancel {job_id} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            out.stderr.trim()
         )));
     }
     Ok(())
