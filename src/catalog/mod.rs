@@ -17,9 +17,16 @@ pub use recipe::Recipe;
 #[derive(Debug, Clone)]
 pub struct RecipeSource {
     pub origin: String,
-    pub text: String,
+    pub text: Text,
     pub name: String,
     pub aliases: Vec<String>,
+}
+
+/// A recipe's source text: shipped recipes are JSON (converted by build.rs), user ones YAML.
+#[derive(Debug, Clone)]
+pub enum Text {
+    Json(&'static str),
+    Yaml(String),
 }
 
 /// Everything a plan can be resolved against.
@@ -32,12 +39,17 @@ pub struct Catalog {
 impl Catalog {
     /// The shipped data only.
     pub fn embedded() -> Result<Self> {
-        let mut recipes = Vec::new();
-        for (path, text) in embedded::RECIPES {
-            recipes.push(scan_recipe(&format!("embedded:{path}"), text)?);
-        }
-        let gpus: Vec<GpuKind> =
-            yaml::parse(embedded::GPUS.1, &format!("embedded:{}", embedded::GPUS.0))?;
+        let recipes = embedded::RECIPES
+            .iter()
+            .map(|r| RecipeSource {
+                origin: format!("embedded:{}", r.path),
+                text: Text::Json(r.json),
+                name: r.name.to_string(),
+                aliases: r.aliases.iter().map(|a| a.to_string()).collect(),
+            })
+            .collect();
+        let gpus: Vec<GpuKind> = serde_json::from_str(embedded::GPUS_JSON)
+            .map_err(|e| Error::runtime(format!("embedded:hardware/gpus.yaml: {e}")))?;
         Ok(Self { recipes, gpus })
     }
 
@@ -77,7 +89,10 @@ impl Catalog {
                         did_you_mean(name, names)
                     ))
             })?;
-        Recipe::parse(&src.text, &src.origin)
+        match &src.text {
+            Text::Json(json) => Recipe::from_json(json, &src.origin),
+            Text::Yaml(text) => Recipe::parse(text, &src.origin),
+        }
     }
 }
 
@@ -110,7 +125,7 @@ pub fn scan_recipe(origin: &str, text: &str) -> Result<RecipeSource> {
     };
     Ok(RecipeSource {
         origin: origin.to_string(),
-        text: text.to_string(),
+        text: Text::Yaml(text.to_string()),
         name,
         aliases,
     })

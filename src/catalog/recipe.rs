@@ -144,10 +144,39 @@ pub struct Recipe {
 }
 
 impl Recipe {
-    /// Parses and validates a recipe file's text; `origin` names it in errors.
+    /// Parses and validates a recipe file's YAML text; `origin` names it in errors. The text
+    /// is parsed once into a tree; only when the typed check of that tree fails is it parsed
+    /// again, typed, for an error with file:line.
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
-        let typed: TypedRecipe = yaml::parse(text, origin)?;
         let tree: Value = yaml::parse(text, origin)?;
+        Self::from_tree(tree, origin, |_| {
+            yaml::parse::<TypedRecipe>(text, origin).err()
+        })
+    }
+
+    /// A shipped recipe, already converted to JSON at build time.
+    pub fn from_json(json: &str, origin: &str) -> Result<Self> {
+        let tree: Value =
+            serde_json::from_str(json).map_err(|e| Error::runtime(format!("{origin}: {e}")))?;
+        Self::from_tree(tree, origin, |_| None)
+    }
+
+    /// Validates `tree` (typed, unknown keys rejected) and builds the recipe. `located`
+    /// produces a better (file:line) error when the typed check fails.
+    fn from_tree(
+        tree: Value,
+        origin: &str,
+        located: impl FnOnce(&str) -> Option<Error>,
+    ) -> Result<Self> {
+        let typed: TypedRecipe = match serde_json::from_value(tree.clone()) {
+            Ok(t) => t,
+            Err(e) => {
+                let msg = e.to_string();
+                return Err(
+                    located(&msg).unwrap_or_else(|| Error::usage(msg).at(origin.to_string()))
+                );
+            }
+        };
         let Value::Object(mut top) = tree else {
             return Err(Error::usage("a recipe must be a mapping").at(origin));
         };

@@ -1,0 +1,62 @@
+//! Converts the shipped YAML data (`recipes/*.yaml`, `hardware/gpus.yaml`) to JSON at build
+//! time and writes the table that embeds it. Parsing YAML costs milliseconds per recipe at
+//! run time; the JSON form parses in microseconds, and a shipped file with a YAML error
+//! fails the build instead of a user's launch. User files are still read as YAML.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn yaml_to_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn main() {
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    println!("cargo:rerun-if-changed=recipes");
+    println!("cargo:rerun-if-changed=hardware/gpus.yaml");
+
+    let mut paths: Vec<PathBuf> = std::fs::read_dir("recipes")
+        .expect("recipes/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    paths.sort();
+    let mut table = String::from(
+        "/// Every shipped recipe, converted to JSON at build time.\npub const RECIPES: &[EmbeddedRecipe] = &[\n",
+    );
+    for p in &paths {
+        println!("cargo:rerun-if-changed={}", p.display());
+        let tree = yaml_to_json(p);
+        let name = tree["name"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}: no name", p.display()));
+        let aliases: Vec<&str> = tree["aliases"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+            .unwrap_or_default();
+        let json_path = out.join(format!("{}.json", p.file_stem().unwrap().to_string_lossy()));
+        std::fs::write(&json_path, serde_json::to_string(&tree).unwrap()).unwrap();
+        let _ = writeln!(
+            table,
+            "    EmbeddedRecipe {{ path: {:?}, name: {:?}, aliases: &{:?}, json: include_str!({:?}) }},",
+            p.display().to_string(),
+            name,
+            aliases,
+            json_path.display().to_string()
+        );
+    }
+    table.push_str("];\n");
+    let gpus = out.join("gpus.json");
+    std::fs::write(
+        &gpus,
+        serde_json::to_string(&yaml_to_json(Path::new("hardware/gpus.yaml"))).unwrap(),
+    )
+    .unwrap();
+    let _ = writeln!(
+        table,
+        "\n/// `hardware/gpus.yaml` as JSON.\npub const GPUS_JSON: &str = include_str!({:?});",
+        gpus.display().to_string()
+    );
+    std::fs::write(out.join("embedded_data.rs"), table).unwrap();
+}
