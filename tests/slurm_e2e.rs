@@ -221,6 +221,8 @@ fn real_slurm_jobs() {
             &format!("OVL_NASTY={NASTY}"),
             "--env",
             "OVL_SECRET_TOKEN=hunter2",
+            "--env",
+            "OVLAUNCH_RANK_DEBUG=1",
         ],
         &["0"],
     );
@@ -243,8 +245,44 @@ fn real_slurm_jobs() {
             r.values().next().unwrap()["env"]["SLURMD_NODENAME"]
         );
         hosts.insert(env["SLURMD_NODENAME"].as_str().unwrap().to_string());
+        let cpus = rec["cpus"].as_str().unwrap();
+        assert!(
+            !cpus.is_empty()
+                && cpus
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '-' || c == ','),
+            "CPU set {cpus:?}"
+        );
     }
     assert_eq!(hosts.len(), 2, "two nodes: {hosts:?}");
+    // The rank runtime's one line per rank (OVLAUNCH_RANK_DEBUG=1): identity, CPUs, env digest.
+    let log_text = log(&dir);
+    let lines: Vec<&str> = log_text
+        .lines()
+        .filter(|l| l.starts_with("ovlaunch-rank rank="))
+        .collect();
+    assert_eq!(lines.len(), 4, "{log_text}");
+    for rank in 0..4 {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("ovlaunch-rank rank={rank} ")))
+            .unwrap_or_else(|| panic!("rank {rank}: {log_text}"));
+        assert!(
+            line.contains("world_size=4")
+                && line.contains(" cpus=")
+                && line.contains(" env_digest="),
+            "{line}"
+        );
+    }
+    let digests: std::collections::BTreeSet<&str> = lines
+        .iter()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("env_digest=")))
+        .collect();
+    assert_eq!(
+        digests.len(),
+        1,
+        "every rank applied the same env: {digests:?}"
+    );
     let script = std::fs::read_to_string(dir.join("launch.sbatch")).unwrap();
     assert!(
         !script.contains("hunter2"),
@@ -360,8 +398,9 @@ fn preemption_requeues_after_the_signal(c: &Cluster) {
             })
             .unwrap_or(0)
     };
-    wait_for("the first run's four ranks", &dir, || count("rank-") >= 4);
-    std::thread::sleep(Duration::from_secs(1)); // let the handlers install
+    wait_for("four ranks ready for SIGTERM", &dir, || {
+        count("ready-") == 4
+    });
     let id = serde_json::from_str::<Value>(
         &std::fs::read_to_string(dir.join("submission.json")).unwrap(),
     )
