@@ -369,3 +369,24 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
         }
     }
 }
+
+#[test]
+fn precision_flag_on_a_recipe_without_variants_picks_bridges_perf_precision() {
+    let fixture = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let p = plan_json(&[
+        "--recipe",
+        &fixture,
+        "--gpus",
+        "cpux2",
+        "--precision",
+        "fp8mx",
+    ]);
+    assert_eq!(p["mixed_precision"]["recipe"], "bf16_with_mxfp8_mixed");
+    assert_eq!(p["model"]["fp8_recipe"], "mxfp8");
+    assert_eq!(p["ddp"]["grad_reduce_in_fp32"], false);
+    assert_eq!(p["ddp"]["reuse_grad_buf_for_mxfp8_param_ag"], true);
+    // Without --precision the recipe's own mixed precision stays.
+    let p = plan_json(&["--recipe", &fixture, "--gpus", "cpux2"]);
+    assert_eq!(p["mixed_precision"]["recipe"], "bf16_mixed");
+    assert_eq!(p["ddp"]["grad_reduce_in_fp32"], true);
+}

@@ -69,6 +69,28 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     decisions.extend(plugins.decisions.iter().cloned());
     let (before, mut cfg, prov, applied) =
         layers::layer_with(inp.recipe, choice.variant, &plugins.sets, inp.sets)?;
+    // A recipe without variants still honours --precision: Bridge's performance scripts map
+    // it to a mixed-precision recipe (perf_recipes/_common.py `_perf_precision`). A
+    // `--set mixed_precision...` of the user's own wins.
+    if let (None, Some(p)) = (choice.variant, inp.precision) {
+        if prov.user_set("mixed_precision") {
+            decisions.push(Decision::new(
+                "mixed_precision",
+                Value::Null,
+                "--precision ignored: your --set mixed_precision wins",
+                Source::User,
+            ));
+        } else {
+            let spec = perf_precision(&choice.precision);
+            decisions.push(Decision::new(
+                "mixed_precision",
+                serde_json::to_value(&spec).map_err(internal)?,
+                format!("--precision {p} on a recipe without variants: Bridge's perf precision mapping (_perf_precision), grad_reduce_in_fp32=False"),
+                Source::User,
+            ));
+            cfg.mixed_precision = Some(spec);
+        }
+    }
     for (ps, applied) in plugins.sets.iter().zip(applied) {
         let path = ps.set.path();
         let rule = if !applied {
@@ -294,6 +316,28 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         invariants,
         decisions,
         warnings,
+    })
+}
+
+/// Bridge's `_perf_precision`: the mixed-precision recipe for a perf precision name.
+fn perf_precision(p: &str) -> crate::config::MixedPrecisionSpec {
+    use crate::config::mixed_precision::{MixedPrecisionCustom, MixedPrecisionSpec};
+    let (recipe, first_last_off) = match p {
+        "fp8cs" => ("bf16_with_fp8_current_scaling_mixed", true),
+        "fp8ds" => ("bf16_with_fp8_delayed_scaling_mixed", true),
+        "fp8mx" => ("bf16_with_mxfp8_mixed", false),
+        "fp8sc" => ("bf16_with_fp8_subchannel_scaling_mixed", false),
+        "nvfp4" => ("bf16_with_nvfp4_mixed", false),
+        _ => ("bf16_mixed", false),
+    };
+    let mut fields = serde_json::Map::new();
+    if first_last_off {
+        fields.insert("first_last_layers_bf16".into(), Value::Bool(false));
+    }
+    fields.insert("grad_reduce_in_fp32".into(), Value::Bool(false));
+    MixedPrecisionSpec::Custom(MixedPrecisionCustom {
+        recipe: Some(recipe.into()),
+        fields,
     })
 }
 
