@@ -29,6 +29,7 @@ fn main() {
                 recipe: &recipe,
                 hardware: &hw,
                 precision: None,
+                variant: None,
                 sets: &[],
                 envs: &[],
                 stack: &stack,

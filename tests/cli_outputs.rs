@@ -390,3 +390,53 @@ fn precision_flag_on_a_recipe_without_variants_picks_bridges_perf_precision() {
     assert_eq!(p["mixed_precision"]["recipe"], "bf16_mixed");
     assert_eq!(p["ddp"]["grad_reduce_in_fp32"], true);
 }
+
+#[test]
+fn config_variants_are_picked_with_variant() {
+    // deepseek_v3_pretrain_256gpu_gb200_fp8mx_large_scale (bridge-launch.md 4.8).
+    let p = plan_json(&[
+        "--recipe",
+        "dsv3",
+        "--gpus",
+        "gb200x256",
+        "--precision",
+        "fp8mx",
+        "--variant",
+        "large_scale",
+    ]);
+    assert_eq!(
+        p["recipe"]["bridge_recipe"],
+        "deepseek_v3_pretrain_256gpu_gb200_fp8mx_large_scale_config"
+    );
+    assert_eq!(p["train"]["global_batch_size"], 256);
+    assert_eq!(p["model"]["expert_model_parallel_size"], 64);
+    assert_eq!(p["env"]["TORCH_NCCL_AVOID_RECORD_STREAMS"]["value"], "0");
+    // v1/v2 mean the plain variant, as in Bridge.
+    let p = plan_json(&[
+        "--recipe",
+        "dsv3",
+        "--gpus",
+        "gb200x256",
+        "--precision",
+        "fp8mx",
+        "--variant",
+        "v2",
+    ]);
+    assert_eq!(
+        p["recipe"]["bridge_recipe"],
+        "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config"
+    );
+    assert_eq!(p["train"]["global_batch_size"], 4096);
+    let e = usage_error(&[
+        "plan",
+        "--recipe",
+        "dsv3",
+        "--gpus",
+        "gb200x256",
+        "--precision",
+        "fp8mx",
+        "--variant",
+        "huge",
+    ]);
+    assert!(e.contains("--variant") && e.contains("large_scale"), "{e}");
+}

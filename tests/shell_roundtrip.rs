@@ -31,6 +31,7 @@ fn render_and_run(
         recipe: &recipe,
         hardware: &hw,
         precision: None,
+        variant: None,
         sets: &[],
         envs,
         stack: &stack,

@@ -62,6 +62,8 @@ struct TypedVariant {
     gpu: String,
     precision: String,
     #[serde(default)]
+    variant: Option<String>,
+    #[serde(default)]
     num_gpus: Option<u32>,
     #[serde(default)]
     bridge_recipe: Option<String>,
@@ -118,6 +120,8 @@ pub const SECTION_KEYS: &[&str] = &[
 pub struct Variant {
     pub gpu: String,
     pub precision: String,
+    /// Bridge's config variant name (`large_scale`), `None` for the plain one.
+    pub variant: Option<String>,
     pub num_gpus: Option<u32>,
     pub bridge_recipe: Option<String>,
     /// The variant Bridge scales from when no exact GPU count matches.
@@ -211,6 +215,7 @@ impl Recipe {
             variants.push(Variant {
                 gpu: v.gpu.clone(),
                 precision: v.precision.clone(),
+                variant: v.variant.clone(),
                 num_gpus: v.num_gpus,
                 bridge_recipe: v.bridge_recipe.clone(),
                 canonical: v.canonical,

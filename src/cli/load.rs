@@ -107,6 +107,7 @@ pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)>
             recipe: &recipe,
             hardware: &hardware,
             precision: args.precision.as_deref(),
+            variant: args.variant.as_deref(),
             sets: &sets,
             envs: &envs,
             stack: &stack,

@@ -145,6 +145,9 @@ pub struct PlanArgs {
     /// bf16, fp8cs, fp8mx, fp8ds, fp8sc or nvfp4 (default: bf16 where the recipe has it).
     #[arg(long)]
     pub precision: Option<String>,
+    /// Bridge's config variant of the recipe (e.g. large_scale); v1/v2 mean none.
+    #[arg(long)]
+    pub variant: Option<String>,
     /// Override a ConfigContainer field: section.field=value (repeatable).
     #[arg(long = "set", value_name = "SECTION.FIELD=VALUE")]
     pub sets: Vec<String>,

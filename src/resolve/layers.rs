@@ -62,7 +62,12 @@ pub fn choose<'r>(
     recipe: &'r Recipe,
     hw: &Hardware,
     precision: Option<&str>,
+    config_variant: Option<&str>,
 ) -> Result<Choice<'r>> {
+    // Bridge lower-cases the variant and treats v1/v2 as none (utils/utils.py).
+    let config_variant = config_variant
+        .map(str::to_ascii_lowercase)
+        .filter(|v| v != "v1" && v != "v2");
     let mut decisions = Vec::new();
     let wanted = precision.map(normalise_precision);
     if let Some(p) = &wanted
@@ -131,6 +136,24 @@ pub fn choose<'r>(
         ))
         .at("--precision")
         .help(format!("{gpu} has: {}", dedup(have).join(", "))));
+    }
+    let named: Vec<&str> = candidates
+        .iter()
+        .map(|v| v.variant.as_deref().unwrap_or("none (the plain one)"))
+        .collect();
+    let candidates: Vec<&Variant> = candidates
+        .iter()
+        .copied()
+        .filter(|v| v.variant == config_variant)
+        .collect();
+    if candidates.is_empty() {
+        let want = config_variant.as_deref().unwrap_or("none");
+        return Err(Error::usage(format!(
+            "recipe `{}` has no {gpu} {precision} config variant `{want}`",
+            recipe.name
+        ))
+        .at("--variant")
+        .help(format!("available: {}", dedup(named).join(", "))));
     }
     let exact = candidates.iter().find(|v| v.num_gpus == Some(hw.count));
     let variant = match exact {

@@ -25,6 +25,8 @@ pub struct Inputs<'a> {
     pub recipe: &'a Recipe,
     pub hardware: &'a Hardware,
     pub precision: Option<&'a str>,
+    /// Bridge's config variant (`large_scale`, ...); `None` picks the plain variant.
+    pub variant: Option<&'a str>,
     pub sets: &'a [SetOverride],
     pub envs: &'a [(String, String)],
     pub stack: &'a Stack,
@@ -64,7 +66,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let hw = inp.hardware;
     let world = u64::from(hw.count);
 
-    let choice = layers::choose(inp.recipe, hw, inp.precision)?;
+    let choice = layers::choose(inp.recipe, hw, inp.precision, inp.variant)?;
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
     let (before, mut cfg, prov, applied) =
