@@ -105,7 +105,8 @@ pub struct JobStatus {
 }
 
 impl JobStatus {
-    fn new(
+    /// A status whose phase comes from the one state table.
+    pub fn new(
         job_id: &str,
         state: &str,
         exit_code: Option<String>,

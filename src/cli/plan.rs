@@ -92,7 +92,9 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
 /// The override YAML the trainer loads. Bridge's own overlap and precision resolution is
 /// switched off (`comm_overlap: null`, `mixed_precision: null`) because their results are
 /// already in the model, ddp and optimizer fields: the plan is the single source of truth.
-pub fn overrides_yaml(plan: &Plan) -> Result<String> {
+/// With `redact`, secret env values are shown as `<redacted>` (for the terminal); the file
+/// written into the job directory carries them.
+pub fn overrides_yaml(plan: &Plan, redact: bool) -> Result<String> {
     let mut top = Map::new();
     top.insert("model".into(), tree(&plan.model)?);
     top.insert("train".into(), tree(&plan.train)?);
@@ -103,7 +105,14 @@ pub fn overrides_yaml(plan: &Plan) -> Result<String> {
     let env: Map<String, Value> = plan
         .env
         .iter()
-        .map(|(k, e)| (k.clone(), Value::String(e.value.clone())))
+        .map(|(k, e)| {
+            let v = if redact {
+                secret::shown(k, &e.value)
+            } else {
+                &e.value
+            };
+            (k.clone(), Value::String(v.to_string()))
+        })
         .collect();
     top.insert("env_vars".into(), Value::Object(env));
     let header = format!(
@@ -121,20 +130,6 @@ fn tree<T: serde::Serialize>(v: &T) -> Result<Value> {
 
 pub fn overrides(args: &PlanArgs) -> Result<i32> {
     let plan = load::plan(args)?;
-    let text = overrides_yaml(&plan)?;
-    // The file carries secrets to the trainer: show them redacted on a terminal dump.
-    let shown: String = text
-        .lines()
-        .map(|l| {
-            let t = l.trim_start();
-            match t.split_once(": ") {
-                Some((k, _)) if secret::is_secret(k) && l.starts_with("  ") => {
-                    format!("{}{k}: {}\n", &l[..l.len() - t.len()], secret::REDACTED)
-                }
-                _ => format!("{l}\n"),
-            }
-        })
-        .collect();
-    out(&shown)?;
+    out(&overrides_yaml(&plan, true)?)?;
     Ok(0)
 }

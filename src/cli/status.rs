@@ -11,22 +11,12 @@ pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
         (Some(id), "slurm") => slurm::status(id)?,
         _ => {
             let code = rec.exit_code;
-            slurm::JobStatus {
-                job_id: "local".into(),
-                slurm_state: match code {
-                    Some(0) => "COMPLETED".into(),
-                    Some(_) => "FAILED".into(),
-                    None => "RUNNING".into(),
-                },
-                phase: match code {
-                    Some(0) => crate::backend::state::Phase::Succeeded,
-                    Some(_) => crate::backend::state::Phase::Failed,
-                    None => crate::backend::state::Phase::Running,
-                },
-                exit_code: code.map(|c| c.to_string()),
-                source: "record".into(),
-                restarts: None,
-            }
+            let state = match code {
+                Some(0) => "COMPLETED",
+                Some(_) => "FAILED",
+                None => "RUNNING",
+            };
+            slurm::JobStatus::new("local", state, code.map(|c| c.to_string()), "record", None)
         }
     };
     let text = match output {

@@ -150,6 +150,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     }
 
     let par = layout::check(&cfg.model, &cfg.train, world)?;
+    let tree = serde_json::to_value(&cfg).map_err(internal)?;
     for key in [
         "model.tensor_model_parallel_size",
         "model.pipeline_model_parallel_size",
@@ -160,7 +161,6 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         "train.micro_batch_size",
     ] {
         let (section, field) = key.split_once('.').expect("dotted");
-        let tree = serde_json::to_value(&cfg).map_err(internal)?;
         decisions.push(Decision::new(
             key,
             tree[section][field].clone(),
