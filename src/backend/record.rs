@@ -24,8 +24,13 @@ pub const FILE: &str = "submission.json";
 
 pub fn read(dir: &Path) -> Result<Submission> {
     let path = dir.join(FILE);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Error::usage(format!("no submission record at {}: {e}", path.display())))?;
+    if !path.exists() {
+        return Err(Error::usage(format!(
+            "no submission record at {}",
+            path.display()
+        )));
+    }
+    let text = crate::input::read_text(&path, "JOB")?;
     serde_json::from_str(&text).map_err(|e| Error::runtime(format!("{}: {e}", path.display())))
 }
 

@@ -26,11 +26,34 @@ pub struct GpuKind {
     #[serde(default)]
     pub recipe_gpu: Option<String>,
     /// Env vars this kind always needs (site fabric knobs belong here, not in recipes).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::input::env_map")]
     pub env: std::collections::BTreeMap<String, String>,
 }
 
 impl GpuKind {
+    /// What the parser cannot say: counts are at least 1 (a zero `gpus_per_numa` divides
+    /// every rank's local id by zero on the node), the kind is a plain name.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.kind.is_empty()
+            || !self
+                .kind
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err("the kind must be letters, digits, `_` and `-`".into());
+        }
+        for (name, v) in [
+            ("gpus_per_node", Some(self.gpus_per_node)),
+            ("nvlink_domain", Some(self.nvlink_domain)),
+            ("gpus_per_numa", self.gpus_per_numa),
+        ] {
+            if v == Some(0) {
+                return Err(format!("{name} is 0; it must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+
     pub fn is_cpu(&self) -> bool {
         self.generation == "cpu"
     }

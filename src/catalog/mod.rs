@@ -64,6 +64,11 @@ impl Catalog {
     /// Adds or replaces GPU kinds from a user hardware file.
     pub fn add_gpus(&mut self, origin: &str, text: &str) -> Result<()> {
         let kinds: Vec<GpuKind> = yaml::parse(text, origin)?;
+        for k in &kinds {
+            k.check().map_err(|m| {
+                Error::usage(format!("GPU kind `{}`: {m}", k.kind.escape_debug())).at(origin)
+            })?;
+        }
         for k in kinds {
             self.gpus.retain(|g| g.kind != k.kind);
             self.gpus.push(k);
@@ -96,28 +101,34 @@ impl Catalog {
     }
 }
 
-/// Reads `name:` and `aliases:` from a recipe's top-level lines (both must be on one line;
-/// a test checks this agrees with the full parse for every shipped recipe). Falls back to
-/// a full parse when the quick scan finds no name.
+/// Reads `name:` and `aliases:` from a recipe's top-level lines, each line parsed as YAML on
+/// its own (so quotes and `# comments` read as the full parse reads them; a test checks the
+/// two agree for every shipped recipe). Falls back to a full parse when a line does not parse
+/// alone (a value continued on the next line) or no name is found.
 pub fn scan_recipe(origin: &str, text: &str) -> Result<RecipeSource> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        name: Option<String>,
+        aliases: Option<Vec<String>>,
+    }
     let mut name = None;
     let mut aliases = Vec::new();
+    let mut complete = true;
     for line in text.lines() {
-        if let Some(v) = line.strip_prefix("name:") {
-            name = Some(unquote(v.trim()).to_string());
-        } else if let Some(v) = line.strip_prefix("aliases:") {
-            let v = v.trim().trim_start_matches('[').trim_end_matches(']');
-            aliases = v
-                .split(',')
-                .map(|a| unquote(a.trim()).to_string())
-                .filter(|a| !a.is_empty())
-                .collect();
+        if line.starts_with("name:") || line.starts_with("aliases:") {
+            match serde_saphyr::from_str::<Line>(line) {
+                Ok(Line { name: Some(n), .. }) => name = Some(n),
+                Ok(Line {
+                    aliases: Some(a), ..
+                }) => aliases = a,
+                _ => complete = false,
+            }
         } else if line.starts_with("variants:") {
             break;
         }
     }
     let (name, aliases) = match name {
-        Some(n) if !n.is_empty() => (n, aliases),
+        Some(n) if complete && !n.is_empty() => (n, aliases),
         _ => {
             let r = Recipe::parse(text, origin)?;
             (r.name, r.aliases)
@@ -129,8 +140,4 @@ pub fn scan_recipe(origin: &str, text: &str) -> Result<RecipeSource> {
         name,
         aliases,
     })
-}
-
-fn unquote(s: &str) -> &str {
-    s.trim_matches(|c| c == '"' || c == '\'')
 }

@@ -51,7 +51,7 @@ struct TypedRecipe {
     comm_overlap: Option<CommOverlapConfig>,
     #[serde(default)]
     mixed_precision: Option<MixedPrecisionSpec>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::input::opt_env_map")]
     env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
 }
 
@@ -81,7 +81,7 @@ struct TypedVariant {
     comm_overlap: Option<CommOverlapConfig>,
     #[serde(default)]
     mixed_precision: Option<MixedPrecisionSpec>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::input::opt_env_map")]
     env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
 }
 
@@ -194,6 +194,38 @@ impl Recipe {
                         TOP_KEYS.join(", ")
                     )));
             }
+        }
+        if typed.trainer.as_ref().is_some_and(|t| t.is_empty()) {
+            return Err(Error::usage("`trainer` is an empty list")
+                .at(origin)
+                .help("give the trainer's argv, e.g. [python, train.py], or leave `trainer` out for Bridge's runner"));
+        }
+        // Names become job names, file names and script comments; an argument may hold any
+        // text but NUL.
+        let plain = |what: &str, v: &str| -> Result<()> {
+            if v.is_empty() || v.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                return Err(Error::usage(format!(
+                    "{what} `{}` is empty or holds whitespace or control characters",
+                    v.escape_debug()
+                ))
+                .at(origin));
+            }
+            Ok(())
+        };
+        plain("name", &typed.name)?;
+        for a in &typed.aliases {
+            plain("alias", a)?;
+        }
+        if let Some(b) = &typed.bridge_recipe {
+            plain("bridge_recipe", b)?;
+        }
+        for v in &typed.variants {
+            if let Some(b) = &v.bridge_recipe {
+                plain("bridge_recipe", b)?;
+            }
+        }
+        for a in typed.trainer.iter().flatten() {
+            crate::input::check_no_nul("trainer", a).map_err(|e| e.at(origin))?;
         }
         for v in &typed.variants {
             if !PRECISIONS.contains(&v.precision.as_str()) {

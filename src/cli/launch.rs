@@ -107,21 +107,28 @@ pub struct LaunchArgs {
     /// Start the trainer directly, without the rank runtime.
     #[arg(long, conflicts_with = "rank_runtime")]
     pub no_rank_runtime: bool,
-    #[arg(long, default_value_t = 29500)]
+    /// The rendezvous port (1-65535).
+    #[arg(long, default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..))]
     pub master_port: u16,
     /// The trainer command (default: the recipe's Bridge training entry).
     #[arg(last = true)]
     pub trainer: Vec<String>,
 }
 
+/// A job name is a directory name under the jobs root and an `#SBATCH --job-name`: plain
+/// characters, not starting with `.` (`.` and `..` are not new directories; hidden names are
+/// the job directories' partial siblings) or `-` (an option to the tools).
 fn check_job_name(name: &str) -> Result<()> {
     if name.is_empty()
+        || name.starts_with(['.', '-'])
+        || name.len() > 200
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
     {
         return Err(Error::usage(format!(
-            "job name `{name}` may only use letters, digits, `.`, `_` and `-`"
+            "job name `{}` may only use letters, digits, `.`, `_` and `-`, not start with `.` or `-`, and be at most 200 characters",
+            name.escape_debug()
         ))
         .at("--job-name"));
     }
@@ -156,20 +163,24 @@ fn default_rank_runtime() -> String {
 pub fn templates(args: &LaunchArgs) -> Result<Templates> {
     let mut t = Templates::default();
     if let Some(dir) = &args.template_dir {
+        if !dir.is_dir() {
+            return Err(Error::usage(format!(
+                "template directory {} does not exist or is not a directory",
+                dir.display()
+            ))
+            .at("--template-dir")
+            .help("give a directory holding sbatch.sh.j2 and/or torchrun.sh.j2"));
+        }
         for name in ["sbatch.sh.j2", "torchrun.sh.j2"] {
             let p = dir.join(name);
-            if p.is_file() {
-                let text = std::fs::read_to_string(&p).map_err(|e| {
-                    Error::usage(format!("cannot read {}: {e}", p.display())).at("--template-dir")
-                })?;
+            if p.exists() {
+                let text = crate::input::read_text(&p, "--template-dir")?;
                 t.replace(name, &p.display().to_string(), text);
             }
         }
     }
     if let Some(p) = &args.template {
-        let text = std::fs::read_to_string(p).map_err(|e| {
-            Error::usage(format!("cannot read {}: {e}", p.display())).at("--template")
-        })?;
+        let text = crate::input::read_text(p, "--template")?;
         let name = if args.executor == ExecutorArg::Local {
             "torchrun.sh.j2"
         } else {
@@ -266,6 +277,17 @@ pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf
         ))
         .at("--executor local")
         .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
+    }
+    for m in &args.container_mounts {
+        // pyxis joins mounts with `,` into one --container-mounts value.
+        if m.is_empty() || m.contains(',') || m.chars().any(char::is_control) {
+            return Err(Error::usage(format!(
+                "container mount `{}` is empty or holds a comma or control character",
+                m.escape_debug()
+            ))
+            .at("--container-mount")
+            .help("give one SRC:DST[:FLAGS] per --container-mount; pyxis separates mounts with commas"));
+        }
     }
     let container = if args.no_container {
         None

@@ -12,9 +12,7 @@ use crate::resolve::{self, overrides};
 use crate::version::{Stack, Version};
 
 fn read(path: &Path, what: &str) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| {
-        Error::usage(format!("cannot read {what} {}: {e}", path.display())).at(what.to_string())
-    })
+    crate::input::read_text(path, what)
 }
 
 /// The catalog with the user's directories and files added.

@@ -255,6 +255,14 @@ pub fn run() -> i32 {
     if args.nth(1).is_some_and(|a| a == "rank") {
         return crate::rank::main_with_args(args);
     }
+    // Every argument ends up as text (scripts, records, the reproduce line); one that is not
+    // UTF-8 is refused here, once, instead of being converted lossily (another path) later.
+    for (i, a) in std::env::args_os().enumerate().skip(1) {
+        if let Err(e) = crate::input::utf8(&a, &format!("argument {i}")) {
+            eprintln!("error: {e}");
+            return e.exit_code();
+        }
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -9,10 +9,7 @@ use crate::error::{Error, Result};
 use crate::plugin::{self, Active, Registry};
 
 fn read(path: &Path, what: &str) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| {
-        Error::usage(format!("cannot read plugin file {}: {e}", path.display()))
-            .at(what.to_string())
-    })
+    crate::input::read_text(path, what)
 }
 
 /// The shipped plugins plus the user's directory (`--plugin-dir` or `OVLAUNCH_PLUGIN_DIR`)

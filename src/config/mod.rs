@@ -31,6 +31,7 @@ pub struct ConfigContainer {
     pub optimizer: OptimizerConfig,
     pub comm_overlap: Option<CommOverlapConfig>,
     pub mixed_precision: Option<MixedPrecisionSpec>,
+    #[serde(deserialize_with = "crate::input::env_map")]
     pub env_vars: BTreeMap<String, EnvScalar>,
 }
 

@@ -57,7 +57,7 @@ pub fn render(
         overrides,
         plan_json,
         env_dump: env_dump(plan, EnvFormat::Sh)?,
-        secrets: secrets_file(plan),
+        secrets: secrets_file(plan)?,
     })
 }
 
@@ -110,14 +110,17 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
     Ok(s)
 }
 
-fn secrets_file(plan: &Plan) -> String {
+fn secrets_file(plan: &Plan) -> Result<String> {
     let mut s = String::new();
     for (k, e) in &plan.env {
         if secret::is_secret(k) {
+            crate::input::check_env_name(k)
+                .and_then(|()| crate::input::check_env_value(k, &e.value))
+                .map_err(|m| Error::usage(m).at(format!("env {}", k.escape_debug())))?;
             let _ = writeln!(s, "{k}={}", super::shell::quote(&e.value));
         }
     }
-    s
+    Ok(s)
 }
 
 fn internal(e: impl std::fmt::Display) -> Error {

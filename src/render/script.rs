@@ -5,7 +5,7 @@
 use minijinja::context;
 
 use super::launch::{FlagStyle, LaunchMode, LaunchSpec};
-use super::shell::{join, quote};
+use super::shell::{comment, join, quote};
 use super::template::Templates;
 use crate::error::{Error, Result};
 
@@ -22,7 +22,7 @@ pub fn secrets_path(job_dir: &str) -> String {
 fn check_directive(name: &str, value: &str) -> Result<()> {
     if value
         .chars()
-        .any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\')
+        .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\'' || c == '\\')
     {
         return Err(Error::usage(format!("sbatch --{name} value `{value}` contains whitespace, a quote or a backslash, which #SBATCH lines cannot carry"))
             .at(format!("--{name}"))
@@ -36,6 +36,44 @@ fn exports(spec: &LaunchSpec) -> Vec<String> {
         .iter()
         .map(|(k, v)| format!("{k}={}", quote(v)))
         .collect()
+}
+
+/// Header lines as one-line comments.
+fn header(spec: &LaunchSpec) -> Vec<String> {
+    spec.header.iter().map(|l| comment(l)).collect()
+}
+
+/// The last check before text becomes a script, whatever path it came by (recipe, hardware
+/// file, flags, plugins): env names are shell names (they are written unquoted), and no
+/// value or argument holds a NUL byte (bash and `execve` would cut it short).
+fn check_spec(spec: &LaunchSpec) -> Result<()> {
+    use crate::input::{check_env_name, check_env_value, check_no_nul};
+    for (k, v) in &spec.env {
+        check_env_name(k)
+            .and_then(|()| check_env_value(k, v))
+            .map_err(|m| Error::usage(m).at(format!("env {}", k.escape_debug())))?;
+    }
+    for k in &spec.secret_names {
+        check_env_name(k).map_err(|m| Error::usage(m).at("secret env"))?;
+    }
+    for (what, list) in [
+        ("the trainer command", &spec.trainer),
+        ("a trainer override", &spec.trainer_overrides),
+        ("the command prefix", &spec.command_prefix),
+        ("an srun argument", &spec.srun_args),
+        ("a torchrun argument", &spec.torchrun_args),
+    ] {
+        for a in list {
+            check_no_nul(what, a)?;
+        }
+    }
+    check_no_nul("the job directory", &spec.job_dir)?;
+    check_no_nul("the job name", &spec.job_name)?;
+    check_no_nul("the torchrun program", &spec.torchrun_program)?;
+    if let Some(rt) = &spec.rank_runtime {
+        check_no_nul("--rank-runtime", rt)?;
+    }
+    Ok(())
 }
 
 /// `torchrun` flags in the requested spelling.
@@ -102,6 +140,7 @@ fn torchrun_words(
 
 /// The sbatch script.
 pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
+    check_spec(spec)?;
     let mut directives = Vec::new();
     for (k, v) in &spec.directives {
         match v {
@@ -142,7 +181,7 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
     };
     let (setup_lines, command) = step_wrapper(spec, command);
     let ctx = context! {
-        header => &spec.header,
+        header => header(spec),
         directives => directives,
         exports => exports(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
@@ -233,6 +272,7 @@ pub fn torchrun(
     target: &TorchrunTarget,
     templates: &Templates,
 ) -> Result<String> {
+    check_spec(spec)?;
     let command = match target {
         TorchrunTarget::Single => {
             let (quoted, raw) = torchrun_words(spec, "1", None, true);
@@ -249,7 +289,7 @@ pub fn torchrun(
         }
     };
     let ctx = context! {
-        header => &spec.header,
+        header => header(spec),
         exports => exports(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
         setup_lines => &spec.setup_lines,

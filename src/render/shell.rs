@@ -51,6 +51,31 @@ fn ansi_c(s: &str) -> String {
     out
 }
 
+/// Text for a `#` comment line (script headers): one line whatever `s` holds. Control
+/// characters are written as escapes (`\n`, `\x1b`, ...) and a backslash as `\\`, so a
+/// newline in a recipe name cannot start a new script line (an extra `#SBATCH` directive,
+/// or a command before `set -euo pipefail`).
+pub fn comment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\\' => out.push_str("\\\\"),
+            // Unicode line and paragraph separators end a line for some readers too.
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Quotes and joins an argv.
 pub fn join(args: &[String]) -> String {
     let mut out = String::new();
@@ -82,5 +107,15 @@ mod tests {
         assert_eq!(quote("$HOME"), "'$HOME'");
         assert_eq!(quote("a\nb"), "$'a\\nb'");
         assert_eq!(quote("it's\n\\"), "$'it\\'s\\n\\\\'");
+    }
+
+    #[test]
+    fn comments_stay_on_one_line() {
+        assert_eq!(comment("llama"), "llama");
+        assert_eq!(
+            comment("x\n#SBATCH --wrap=id\r\0\\"),
+            "x\\n#SBATCH --wrap=id\\r\\x00\\\\"
+        );
+        assert_eq!(comment("a\u{2028}b").lines().count(), 1);
     }
 }

@@ -20,12 +20,206 @@ pub struct Parallelism {
     pub data: u64,
 }
 
+/// The divisors of `n`, ascending, in O(sqrt n): each `d <= sqrt n` brings its pair `n / d`
+/// (`num_layers` can be any u32; a linear scan took seconds at 2^32 - 1).
 fn divisors(n: u64) -> impl Iterator<Item = u64> {
-    (1..=n).filter(move |d| n.is_multiple_of(*d))
+    let mut low = Vec::new();
+    let mut high = Vec::new();
+    let mut d = 1u64;
+    while d.saturating_mul(d) <= n {
+        if n.is_multiple_of(d) {
+            low.push(d);
+            if d != n / d {
+                high.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    low.extend(high.into_iter().rev());
+    low.into_iter()
+}
+
+/// Sizes Megatron-Core divides by or allocates with: zero is never a valid value and would
+/// only fail on every rank at start.
+fn positive_sizes(model: &ModelConfig, train: &TrainConfig) -> Result<()> {
+    let required = [
+        ("model.num_layers", Some(model.num_layers)),
+        ("model.hidden_size", Some(model.hidden_size)),
+        ("model.num_attention_heads", Some(model.num_attention_heads)),
+        ("model.seq_length", Some(model.seq_length)),
+        ("model.ffn_hidden_size", model.ffn_hidden_size),
+        ("model.num_query_groups", model.num_query_groups),
+        ("model.kv_channels", model.kv_channels),
+        ("model.vocab_size", model.vocab_size),
+        ("model.num_moe_experts", model.num_moe_experts),
+        ("model.moe_ffn_hidden_size", model.moe_ffn_hidden_size),
+        ("train.global_batch_size", Some(train.global_batch_size)),
+        ("train.micro_batch_size", Some(train.micro_batch_size)),
+    ];
+    for (name, v) in required {
+        if v == Some(0) {
+            return Err(Error::usage(format!("{name} is 0; it must be at least 1"))
+                .at(name)
+                .help(format!(
+                    "give {name} a positive value (or leave it out for the default)"
+                )));
+        }
+    }
+    if model.num_moe_experts.is_some() && model.moe_router_topk == 0 {
+        return Err(Error::usage(
+            "model.moe_router_topk is 0 on a MoE model; it must be at least 1",
+        )
+        .at("model.moe_router_topk"));
+    }
+    Ok(())
+}
+
+/// The most entries a `pipeline_model_parallel_layout` may expand to (a hostile `t*4294967295`
+/// would otherwise allocate gigabytes).
+const MAX_LAYOUT_ENTRIES: usize = 1 << 20;
+
+/// Expands Megatron-Core's pipeline layout notation (`PipelineParallelLayerLayout`): stages
+/// separated by `|`, layer symbols `E` (embedding), `t` (transformer), `m` (MTP), `L` (loss),
+/// `X*N` repeats one symbol, `(...)*N` a group (not nested), commas are ignored. Returns the
+/// stages, or a message saying what is wrong.
+pub fn expand_pipeline_layout(text: &str) -> std::result::Result<Vec<String>, String> {
+    let chars: Vec<char> = text.chars().filter(|c| *c != ',').collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '(' {
+            let close = chars[i + 1..]
+                .iter()
+                .position(|c| *c == ')')
+                .map(|p| i + 1 + p)
+                .ok_or("`(` without a closing `)`")?;
+            let inner = &chars[i + 1..close];
+            let shown: String = inner.iter().collect();
+            if inner.is_empty() || inner.contains(&'(') {
+                return Err(format!("group `({shown})` is empty or nested"));
+            }
+            let mut body = String::new();
+            expand_flat(inner, &mut body)?;
+            i = close + 1;
+            if chars.get(i) != Some(&'*') {
+                return Err(format!(
+                    "group `({shown})` needs a repeat count: `({shown})*N`"
+                ));
+            }
+            let n = repeat_count(&chars, &mut i)?;
+            push_repeated(&mut out, &body, n)?;
+        } else {
+            let end = chars[i..]
+                .iter()
+                .position(|c| *c == '(')
+                .map_or(chars.len(), |p| i + p);
+            expand_flat(&chars[i..end], &mut out)?;
+            i = end;
+        }
+    }
+    Ok(out.split('|').map(str::to_string).collect())
+}
+
+/// `X*N` and bare symbols, without groups.
+fn expand_flat(chars: &[char], out: &mut String) -> std::result::Result<(), String> {
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if !matches!(c, 'E' | 't' | 'm' | 'L' | '|') {
+            return Err(format!(
+                "unexpected `{}`: the layout uses E, t, m, L, |, (...)*N and X*N",
+                c.escape_debug()
+            ));
+        }
+        i += 1;
+        let n = if chars.get(i) == Some(&'*') {
+            repeat_count(chars, &mut i)?
+        } else {
+            1
+        };
+        push_repeated(out, &c.to_string(), n)?;
+    }
+    Ok(())
+}
+
+/// Reads `*N` at `chars[*i]`.
+fn repeat_count(chars: &[char], i: &mut usize) -> std::result::Result<usize, String> {
+    *i += 1;
+    let start = *i;
+    while chars.get(*i).is_some_and(char::is_ascii_digit) {
+        *i += 1;
+    }
+    chars[start..*i]
+        .iter()
+        .collect::<String>()
+        .parse::<usize>()
+        .map_err(|_| "`*` must be followed by a repeat count".to_string())
+}
+
+fn push_repeated(out: &mut String, s: &str, n: usize) -> std::result::Result<(), String> {
+    if out.len().saturating_add(s.len().saturating_mul(n)) > MAX_LAYOUT_ENTRIES {
+        return Err(format!("expands to more than {MAX_LAYOUT_ENTRIES} entries"));
+    }
+    for _ in 0..n {
+        out.push_str(s);
+    }
+    Ok(())
+}
+
+/// Checks `pipeline_model_parallel_layout` against PP, VPP and the layer count, as
+/// Megatron-Core does when it builds the layout: one stage per (PP rank, virtual stage), one
+/// `t` per decoder layer, the embedding in the first stage and the loss in the last.
+fn check_pipeline_layout(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> Result<()> {
+    let Some(text) = &model.pipeline_model_parallel_layout else {
+        return Ok(());
+    };
+    let at = "model.pipeline_model_parallel_layout";
+    let stages = expand_pipeline_layout(text).map_err(|m| {
+        Error::usage(format!("pipeline_model_parallel_layout `{text}`: {m}")).at(at)
+    })?;
+    let n = stages.len() as u64;
+    let fits = match vpp {
+        Some(v) => n == pp * v,
+        None => n.is_multiple_of(pp),
+    };
+    if !fits {
+        return Err(Error::usage(format!(
+            "pipeline_model_parallel_layout has {n} stages, but PP={pp} x VPP={} needs {}",
+            vpp.map_or("None".to_string(), |v| v.to_string()),
+            match vpp {
+                Some(v) => (pp * v).to_string(),
+                None => format!("a multiple of {pp}"),
+            }
+        ))
+        .at(at)
+        .help("one `|`-separated stage per pipeline rank and virtual stage"));
+    }
+    let layers: u64 = stages
+        .iter()
+        .map(|s| s.chars().filter(|c| *c == 't').count() as u64)
+        .sum();
+    if layers != u64::from(model.num_layers) {
+        return Err(Error::usage(format!(
+            "pipeline_model_parallel_layout places {layers} transformer layers (`t`), but num_layers is {}",
+            model.num_layers
+        ))
+        .at(at));
+    }
+    let last = stages.len() - 1;
+    for (i, s) in stages.iter().enumerate() {
+        if s.contains('E') && i != 0 {
+            return Err(Error::usage("the embedding `E` must be in the first stage").at(at));
+        }
+        if s.contains('L') && i != last {
+            return Err(Error::usage("the loss `L` must be in the last stage").at(at));
+        }
+    }
+    Ok(())
 }
 
 /// Checks the layout against a world size and returns the parallel sizes.
 pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Parallelism> {
+    positive_sizes(model, train)?;
     let tp = u64::from(model.tensor_model_parallel_size);
     let pp = u64::from(model.pipeline_model_parallel_size);
     let cp = u64::from(model.context_parallel_size);
@@ -87,6 +281,13 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
     }
     let layers = u64::from(model.num_layers);
     let vpp = model.virtual_pipeline_model_parallel_size.map(u64::from);
+    if vpp == Some(0) {
+        return Err(Error::usage(
+            "virtual_pipeline_model_parallel_size must be at least 1 or null",
+        )
+        .at("model.virtual_pipeline_model_parallel_size"));
+    }
+    check_pipeline_layout(model, pp, vpp)?;
     if model.pipeline_model_parallel_layout.is_none()
         && !model.account_for_embedding_in_pipeline_split
         && !model.account_for_loss_in_pipeline_split
@@ -105,14 +306,6 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
                 format!("PP*VPP must divide {layers} (e.g. {}), or give model.pipeline_model_parallel_layout", list(ok.into_iter()))
             }));
         }
-    }
-    if let Some(v) = vpp
-        && v == 0
-    {
-        return Err(Error::usage(
-            "virtual_pipeline_model_parallel_size must be at least 1 or null",
-        )
-        .at("model.virtual_pipeline_model_parallel_size"));
     }
     let seq = u64::from(model.seq_length);
     if cp > 1 && seq % (2 * cp) != 0 {
@@ -178,4 +371,38 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
 
 fn list(it: impl Iterator<Item = u64>) -> String {
     it.map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divisors_in_order() {
+        assert_eq!(divisors(12).collect::<Vec<_>>(), vec![1, 2, 3, 4, 6, 12]);
+        assert_eq!(divisors(1).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(divisors(49).collect::<Vec<_>>(), vec![1, 7, 49]);
+        assert_eq!(divisors(4294967295).count(), 32);
+    }
+
+    #[test]
+    fn pipeline_layouts() {
+        let s = expand_pipeline_layout("Et*2|(t*2|)*34,t*3|(t*2|)*3,tL").unwrap();
+        assert_eq!(s.len(), 40);
+        assert_eq!(s[0], "Ett");
+        assert_eq!(s[39], "tL");
+        let s = expand_pipeline_layout("Et*4|(t*4|)*14tmL").unwrap();
+        assert_eq!(s.len(), 16);
+        for bad in [
+            "Et*|t",
+            "E(t|",
+            "(t(t|)*2)*2",
+            "(tt)",
+            "Ex|t",
+            "t*99999999999",
+            "t*4294967295",
+        ] {
+            assert!(expand_pipeline_layout(bad).is_err(), "{bad}");
+        }
+    }
 }

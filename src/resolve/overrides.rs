@@ -54,8 +54,34 @@ pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
     Ok(out)
 }
 
+/// `--set ITEM` as messages and records show it: a secret env value is redacted.
+fn shown_flag(item: &str) -> String {
+    match item.split_once('=') {
+        Some((path, _))
+            if path
+                .trim()
+                .trim_start_matches('+')
+                .strip_prefix("env_vars.")
+                .is_some_and(crate::secret::is_secret) =>
+        {
+            format!("--set {path}={}", crate::secret::REDACTED)
+        }
+        _ => format!("--set {item}"),
+    }
+}
+
+/// `--env ITEM` as messages show it: a secret value is redacted.
+fn shown_env_flag(item: &str) -> String {
+    match item.split_once('=') {
+        Some((name, _)) if crate::secret::is_secret(name) => {
+            format!("--env {name}={}", crate::secret::REDACTED)
+        }
+        _ => format!("--env {item}"),
+    }
+}
+
 fn parse_set(item: &str) -> Result<SetOverride> {
-    let flag = format!("--set {item}");
+    let flag = shown_flag(item);
     let Some((path, text)) = item.split_once('=') else {
         return Err(Error::usage("expected section.field=value")
             .at(flag)
@@ -90,6 +116,15 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         return Err(
             Error::usage(format!("`{section}` needs a field: {section}.FIELD=VALUE")).at(flag),
         );
+    }
+    if section == "env_vars"
+        && let Some(name) = &field
+    {
+        crate::input::check_env_name(name).map_err(|m| {
+            Error::usage(m)
+                .at(flag.clone())
+                .help("e.g. --set env_vars.NCCL_DEBUG=INFO")
+        })?;
     }
     if section == "comm_overlap" && field.as_deref() == Some("data_parallel_size") {
         return Err(Error::usage(
@@ -166,7 +201,7 @@ fn clean(msg: &str) -> String {
 pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
     let mut out: Vec<(String, String)> = Vec::new();
     for item in raw {
-        let flag = format!("--env {item}");
+        let flag = shown_env_flag(item);
         let Some((name, value)) = item.split_once('=') else {
             return Err(Error::usage("expected NAME=VALUE")
                 .at(flag)
@@ -179,6 +214,8 @@ pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
                     .help("names are letters, digits and underscores, not starting with a digit"),
             );
         }
+        crate::input::check_env_value(name, value)
+            .map_err(|m| Error::usage(m).at(format!("--env {name}")))?;
         if let Some((_, prev)) = out.iter().find(|(n, _)| n == name) {
             if prev != value {
                 return Err(Error::usage(format!("conflicting values for {name}"))
