@@ -1,6 +1,8 @@
 //! Job directories, written atomically: every file goes into a hidden sibling directory
-//! first, which is renamed into place only when complete. An existing directory is never
-//! touched. Files holding secrets are created with mode 0600.
+//! (`.NAME.partial-PID`) first, which is renamed into place only when complete. An existing
+//! directory is never touched. Files holding secrets are created with mode 0600. A partial
+//! directory left by a process that was killed (it may hold `secrets.env`) is removed by the
+//! next `create` in the same parent once its process is gone.
 
 use std::fs;
 use std::io::Write;
@@ -31,6 +33,7 @@ pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
         Error::usage("the job directory needs a parent directory").at("--job-dir")
     })?;
     fs::create_dir_all(parent).map_err(|e| io_err("create", parent, &e))?;
+    remove_stale_partials(parent);
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("job");
     let tmp: PathBuf = parent.join(format!(".{name}.partial-{}", std::process::id()));
     let result = (|| -> Result<()> {
@@ -63,7 +66,38 @@ pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
     result
 }
 
+/// Removes `.NAME.partial-PID` directories in `parent` whose process no longer runs.
+fn remove_stale_partials(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file_name = e.file_name();
+        let Some(n) = file_name.to_str() else {
+            continue;
+        };
+        let Some(pid) = n
+            .strip_prefix('.')
+            .and_then(|n| n.rsplit_once(".partial-"))
+            .and_then(|(_, pid)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = pid != std::process::id() as i32
+            && matches!(
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+                Err(nix::errno::Errno::ESRCH)
+            );
+        if gone && e.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Writes one more file into an existing job directory, atomically (temp file + rename).
+/// When that fails because the disk is full and the file exists, it is overwritten in place:
+/// a record of a few hundred bytes fits in the blocks the old one holds, and a job Slurm has
+/// queued must not lose its record.
 pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
     let tmp = dir.join(format!(".{name}.tmp"));
     let path = dir.join(name);
@@ -73,10 +107,22 @@ pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
         f.sync_all()?;
         fs::rename(&tmp, &path)
     };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io_err("write", &path, &e)
-    })
+    let in_place = || -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new().write(true).open(&path)?;
+        f.write_all(contents.as_bytes())?;
+        f.set_len(contents.len() as u64)?;
+        f.sync_all()
+    };
+    write()
+        .or_else(|e| {
+            let _ = fs::remove_file(&tmp);
+            if e.raw_os_error() == Some(nix::libc::ENOSPC) && path.exists() {
+                in_place()
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|e| io_err("write", &path, &e))
 }
 
 fn io_err(what: &str, path: &Path, e: &std::io::Error) -> Error {

@@ -4,5 +4,6 @@
 pub mod jobdir;
 pub mod local;
 pub mod record;
+pub mod signals;
 pub mod slurm;
 pub mod state;

@@ -1,5 +1,13 @@
 //! The submission record (`submission.json` in the job directory) and finding jobs again
 //! by id, name or directory under a jobs root.
+//!
+//! Contract: the record is written twice. Before `sbatch` runs it holds the intent
+//! (`state: submitting`, no id), so a submit that is killed or whose disk fills up right
+//! after `sbatch` still leaves a record that `status` can reconcile with Slurm (by job name
+//! and working directory). After `sbatch` it holds the id, the cluster and Slurm's own submit
+//! time, which `status`, `logs` and `cancel` compare with what Slurm reports before acting,
+//! so a reused job id is never taken for this job. A job id read back is a Slurm job id
+//! ([`JobId`]) or the record is refused: it is passed to Slurm's tools.
 
 use std::path::{Path, PathBuf};
 
@@ -7,17 +15,90 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// A Slurm job id: digits, or `ARRAYID_TASK` (also what `sbatch --parsable` prints before
+/// an optional `;cluster`). Anything else (`--user=root`, `1 2`) is refused where it is
+/// read, so it never reaches `scancel` or `scontrol` as an option.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct JobId(String);
+
+impl JobId {
+    pub fn parse(s: &str) -> std::result::Result<Self, String> {
+        let ok = |p: &str| !p.is_empty() && p.len() <= 12 && p.bytes().all(|b| b.is_ascii_digit());
+        let valid = match s.split_once('_') {
+            Some((a, b)) => ok(a) && ok(b),
+            None => ok(s),
+        };
+        if valid && !s.starts_with('0') {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(format!("`{}` is not a Slurm job id", s.escape_debug()))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for JobId {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        Self::parse(&s)
+    }
+}
+
+impl From<JobId> for String {
+    fn from(id: JobId) -> String {
+        id.0
+    }
+}
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a submission stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordState {
+    /// Written before `sbatch` runs; no id yet.
+    Submitting,
+    /// `sbatch` answered with an id.
+    Submitted,
+    /// Ran with the local executor.
+    Local,
+}
+
 /// What `submit` records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Submission {
     pub job_name: String,
     pub job_dir: String,
     pub executor: String,
-    pub job_id: Option<String>,
+    #[serde(default = "default_state")]
+    pub state: RecordState,
+    pub job_id: Option<JobId>,
+    /// The Slurm cluster (`ClusterName`), when Slurm told.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Slurm's `SubmitTime` of this job, as `scontrol` printed it right after `sbatch`.
+    #[serde(default)]
+    pub submit_time: Option<String>,
+    /// Seconds since the epoch on this machine when the submission started.
+    #[serde(default)]
+    pub started_unix: Option<u64>,
     pub command_line: String,
     /// Local executor: the exit code of the run.
     #[serde(default)]
     pub exit_code: Option<i32>,
+}
+
+fn default_state() -> RecordState {
+    RecordState::Submitted
 }
 
 pub const FILE: &str = "submission.json";
@@ -31,10 +112,14 @@ pub fn read(dir: &Path) -> Result<Submission> {
         )));
     }
     let text = crate::input::read_text(&path, "JOB")?;
-    serde_json::from_str(&text).map_err(|e| Error::runtime(format!("{}: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| {
+        Error::usage(format!("{}: {e}", path.display()))
+            .at("JOB")
+            .help("the record was edited or damaged; the job directory's other files are intact")
+    })
 }
 
-/// All job directories with a record under `root`, oldest name first.
+/// All job directories with a readable record under `root`, oldest name first.
 pub fn list(root: &Path) -> Vec<(PathBuf, Submission)> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
@@ -57,10 +142,42 @@ pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     list(root)
         .into_iter()
         .rev()
-        .find(|(_, s)| s.job_id.as_deref() == Some(key) || s.job_name == key)
+        .find(|(_, s)| s.job_id.as_ref().map(JobId::as_str) == Some(key) || s.job_name == key)
         .ok_or_else(|| {
             Error::usage(format!("no job `{key}` under {}", root.display()))
                 .at("JOB")
                 .help("give a job id, job name or job directory; `ovlaunch list` shows them (see --jobs-root)")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids() {
+        for ok in ["1", "123456", "12_3"] {
+            assert!(JobId::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "--user=root",
+            "-1",
+            "1 2",
+            "1;2",
+            "01",
+            "1_",
+            "_1",
+            "1\n",
+            "12a",
+            "1_2_3",
+        ] {
+            assert!(JobId::parse(bad).is_err(), "{bad:?}");
+        }
+        let e = serde_json::from_str::<Submission>(
+            r#"{"job_name":"x","job_dir":"/j","executor":"slurm","job_id":"--user=root","command_line":"ovlaunch"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("not a Slurm job id"), "{e}");
+    }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::record::JobId;
 use super::state::{Phase, phase};
 use crate::error::{Error, Result};
 
@@ -20,6 +21,8 @@ fn tool(name: &str) -> Result<std::path::PathBuf> {
 /// What one Slurm command printed.
 struct Ran {
     ok: bool,
+    /// Ended by a signal rather than an exit.
+    signalled: bool,
     stdout: String,
     stderr: String,
 }
@@ -33,6 +36,13 @@ fn run(name: &str, args: &[&std::ffi::OsStr], dir: Option<&Path>, limit: Duratio
         .unchecked();
     if let Some(d) = dir {
         cmd = cmd.dir(d);
+        // Only sbatch runs in a directory. In its own process group, a Ctrl-C at the
+        // terminal reaches ovlaunch (which defers it) but not sbatch, so a submission is
+        // never cut in half.
+        cmd = cmd.before_spawn(|c| {
+            std::os::unix::process::CommandExt::process_group(c, 0);
+            Ok(())
+        });
     }
     let handle = cmd
         .start()
@@ -53,6 +63,7 @@ fn run(name: &str, args: &[&std::ffi::OsStr], dir: Option<&Path>, limit: Duratio
     };
     Ok(Ran {
         ok: out.status.success(),
+        signalled: out.status.code().is_none(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
@@ -64,32 +75,154 @@ fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
 
 const QUERY_LIMIT: Duration = Duration::from_secs(30);
 
-/// Submits `script`; returns the job id.
-pub fn submit(script: &Path, workdir: &Path) -> Result<String> {
+/// What `sbatch` and the query right after it told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    pub id: JobId,
+    pub cluster: Option<String>,
+    /// Slurm's `SubmitTime`, if the controller answered the follow-up query.
+    pub submit_time: Option<String>,
+}
+
+/// Why a submission failed: for sure (sbatch missing, or it answered with an error), or
+/// with an unknown outcome (sbatch killed or timed out: the controller may have queued the
+/// job anyway).
+#[derive(Debug)]
+pub enum SubmitError {
+    NotQueued(Error),
+    Unknown(Error),
+}
+
+/// Submits `script` from `workdir`; returns the job id, and the cluster and submit time when
+/// Slurm tells them (a failure to learn those is not a failed submission).
+pub fn submit(script: &Path, workdir: &Path) -> Result<Submitted, SubmitError> {
     let args = [std::ffi::OsStr::new("--parsable"), script.as_os_str()];
-    let out = run("sbatch", &args, Some(workdir), Duration::from_secs(120))?;
+    tool("sbatch").map_err(SubmitError::NotQueued)?;
+    let out = run("sbatch", &args, Some(workdir), Duration::from_secs(120))
+        .map_err(SubmitError::Unknown)?;
+    if out.signalled {
+        return Err(SubmitError::Unknown(Error::runtime(
+            "sbatch was killed before it answered",
+        )));
+    }
     if !out.ok {
-        return Err(
+        return Err(SubmitError::NotQueued(
             Error::runtime(format!("sbatch rejected the script: {}", out.stderr.trim())).help(
                 "the job directory was removed; fix the option sbatch names and submit again",
             ),
-        );
+        ));
     }
     // `--parsable` prints `jobid[;cluster]`.
-    let id = out
-        .stdout
-        .trim()
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .to_string();
-    if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit() || c == '_') {
-        return Err(Error::runtime(format!(
-            "sbatch printed no job id: {}",
-            out.stdout.trim()
-        )));
+    let line = out.stdout.trim();
+    let (id, cluster) = match line.split_once(';') {
+        Some((id, c)) => (id, Some(c.to_string())),
+        None => (line, None),
+    };
+    let id = JobId::parse(id).map_err(|m| {
+        SubmitError::Unknown(Error::runtime(format!(
+            "sbatch printed no job id ({m}): {line}"
+        )))
+    })?;
+    let info = job_info(&id).ok().flatten();
+    let cluster = cluster.or_else(cluster_name);
+    Ok(Submitted {
+        submit_time: info.and_then(|i| i.get("SubmitTime")),
+        id,
+        cluster,
+    })
+}
+
+/// `ClusterName` from the Slurm configuration.
+fn cluster_name() -> Option<String> {
+    let out = run(
+        "scontrol",
+        &refs(&os(&["show", "config"])),
+        None,
+        Duration::from_secs(10),
+    )
+    .ok()?;
+    out.stdout.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == "ClusterName").then(|| v.trim().to_string())
+    })
+}
+
+/// Finds a job this user submitted with `job_name` from `workdir` that Slurm still lists
+/// (pending or running): how a submit that was interrupted around `sbatch` is reconciled.
+pub fn find_submitted(job_name: &str, workdir: &str) -> Result<Option<JobId>> {
+    let out = run(
+        "squeue",
+        &refs(&os(&["--me", "-h", "-n", job_name, "-o", "%i|%Z"])),
+        None,
+        QUERY_LIMIT,
+    )?;
+    if !out.ok {
+        return Err(slurm_down("squeue", &out.stderr));
     }
-    Ok(id)
+    Ok(out.stdout.lines().find_map(|l| {
+        let (id, dir) = l.split_once('|')?;
+        (dir == workdir).then(|| JobId::parse(id).ok()).flatten()
+    }))
+}
+
+/// One job's `scontrol show job -o` record as key/value pairs; `None` when Slurm does not
+/// know the id (never submitted, or finished longer than `MinJobAge` ago).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    line: String,
+}
+
+impl JobInfo {
+    pub fn get(&self, key: &str) -> Option<String> {
+        field(&self.line, key)
+    }
+}
+
+fn job_info(id: &JobId) -> Result<Option<JobInfo>> {
+    let out = run(
+        "scontrol",
+        &refs(&os(&["show", "job", "-o", id.as_str()])),
+        None,
+        QUERY_LIMIT,
+    )?;
+    if !out.ok {
+        if out.stderr.contains("Invalid job id") {
+            return Ok(None);
+        }
+        return Err(slurm_down("scontrol", &out.stderr));
+    }
+    let prefix = format!("JobId={id} ");
+    Ok(out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .map(|l| JobInfo {
+            line: l.to_string(),
+        }))
+}
+
+/// A Slurm tool failed for another reason than an unknown job: the controller is down or
+/// unreachable, or the configuration is broken. Its own words are the reason.
+fn slurm_down(tool: &str, stderr: &str) -> Error {
+    let reason = stderr.trim();
+    Error::runtime(format!(
+        "{tool} failed: {}",
+        if reason.is_empty() {
+            "no message"
+        } else {
+            reason
+        }
+    ))
+    .help("is slurmctld up? `scontrol ping` tells")
+}
+
+/// What the record says the job is, to tell it apart from another job that got the same id:
+/// its name and the directory sbatch ran in (the job directory, which no other submission
+/// can share while it exists). Slurm's `SubmitTime` is not part of it: a requeue resets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expected<'a> {
+    pub job_name: &'a str,
+    pub job_dir: &'a str,
 }
 
 /// A job's state as far as Slurm still knows it.
@@ -99,7 +232,9 @@ pub struct JobStatus {
     pub slurm_state: String,
     pub phase: Phase,
     pub exit_code: Option<String>,
-    /// Which tool answered (`scontrol`, `sacct`, `sacct --completion`, or `none`).
+    /// Slurm's reason for the state (`NodeFail`, `BeginTime`, `Resources`, ...).
+    pub reason: Option<String>,
+    /// Which tool answered (`scontrol`, `sacct`, `sacct --completion`).
     pub source: String,
     pub restarts: Option<u32>,
 }
@@ -118,98 +253,105 @@ impl JobStatus {
             slurm_state: state.to_string(),
             phase: phase(state),
             exit_code,
+            reason: None,
             source: source.into(),
             restarts,
         }
     }
 }
 
+fn reused(id: &JobId, what: &str) -> Error {
+    Error::runtime(format!(
+        "Slurm's job {id} is another job ({what}): the recorded job has been forgotten by Slurm and its id reused"
+    ))
+    .help("nothing was done to the other job; the recorded job's output is in its job directory")
+}
+
 /// Asks `scontrol show job` first (it knows running and recently finished jobs), then
 /// `sacct` (which needs an accounting store; "accounting storage is disabled" is handled),
-/// then the job-completion log through `sacct --completion`.
-pub fn status(job_id: &str) -> Result<JobStatus> {
-    let out = run(
-        "scontrol",
-        &refs(&os(&["show", "job", "-o", job_id])),
-        None,
-        QUERY_LIMIT,
-    )?;
-    if out.ok {
-        let prefix = format!("JobId={job_id} ");
-        if let Some(line) = out.stdout.lines().find(|l| l.starts_with(&prefix)) {
-            let state = field(line, "JobState").unwrap_or_default();
-            let restarts = field(line, "Restarts").and_then(|r| r.parse().ok());
-            return Ok(JobStatus::new(
-                job_id,
-                &state,
-                field(line, "ExitCode"),
-                "scontrol",
-                restarts,
-            ));
+/// then the job-completion log through `sacct --completion`. Whichever answers, the job's
+/// name and working directory must be the record's, else
+/// the id now belongs to another job. A controller that does not answer, or a job no source
+/// knows, is an error (exit 1) with the reason.
+pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
+    if let Some(info) = job_info(id)? {
+        let name = info.get("JobName").unwrap_or_default();
+        let dir = info.get("WorkDir").unwrap_or_default();
+        if name != expect.job_name || dir != expect.job_dir {
+            return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
         }
+        let state = info.get("JobState").unwrap_or_default();
+        let mut st = JobStatus::new(
+            id.as_str(),
+            &state,
+            info.get("ExitCode"),
+            "scontrol",
+            info.get("Restarts").and_then(|r| r.parse().ok()),
+        );
+        st.reason = info.get("Reason").filter(|r| r != "None");
+        return Ok(st);
     }
     if tool("sacct").is_ok() {
-        let out = run(
-            "sacct",
-            &refs(&os(&[
-                "-j",
-                job_id,
-                "-n",
-                "-P",
-                "-X",
-                "-o",
-                "State,ExitCode",
-            ])),
-            None,
-            QUERY_LIMIT,
-        )?;
-        if out.ok
-            && let Some(line) = out.stdout.lines().find(|l| !l.trim().is_empty())
-        {
-            let mut parts = line.split('|');
-            let state = parts.next().unwrap_or("");
-            return Ok(JobStatus::new(
-                job_id,
-                state,
-                parts.next().map(str::to_string),
+        for (source, args) in [
+            (
                 "sacct",
-                None,
-            ));
-        }
-        // Without an accounting database, a job-completion log (`JobCompType=jobcomp/filetxt`)
-        // still answers `sacct --completion`; a requeued job has one row per run: take the last.
-        let out = run(
-            "sacct",
-            &refs(&os(&[
-                "-c",
-                "-n",
-                "-P",
-                "-o",
-                "JobID,State,ExitCode",
-                "-j",
-                job_id,
-            ])),
-            None,
-            QUERY_LIMIT,
-        )?;
-        if out.ok
-            && let Some(line) = out
+                vec![
+                    "-j",
+                    id.as_str(),
+                    "-n",
+                    "-P",
+                    "-X",
+                    "-o",
+                    "JobID,JobName,WorkDir,State,ExitCode",
+                ],
+            ),
+            // Without an accounting database, a job-completion log
+            // (`JobCompType=jobcomp/filetxt`) still answers `sacct --completion`; a
+            // requeued job has one row per run: the last one counts.
+            (
+                "sacct --completion",
+                vec![
+                    "-c",
+                    "-n",
+                    "-P",
+                    "-o",
+                    "JobID,JobName,WorkDir,State,ExitCode",
+                    "-j",
+                    id.as_str(),
+                ],
+            ),
+        ] {
+            let out = run("sacct", &refs(&os(&args)), None, QUERY_LIMIT)?;
+            if !out.ok {
+                continue;
+            }
+            let Some(line) = out
                 .stdout
                 .lines()
-                .rfind(|l| l.split('|').next() == Some(job_id))
-        {
-            let mut parts = line.split('|').skip(1);
-            let state = parts.next().unwrap_or("");
+                .rfind(|l| l.split('|').next() == Some(id.as_str()))
+            else {
+                continue;
+            };
+            let parts: Vec<&str> = line.split('|').collect();
+            let [_, name, dir, state, exit] = parts[..] else {
+                continue;
+            };
+            if name != expect.job_name || dir != expect.job_dir {
+                return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
+            }
             return Ok(JobStatus::new(
-                job_id,
+                id.as_str(),
                 state,
-                parts.next().map(str::to_string),
-                "sacct --completion",
+                Some(exit.to_string()),
+                source,
                 None,
             ));
         }
     }
-    Ok(JobStatus::new(job_id, "UNKNOWN", None, "none", None))
+    Err(Error::runtime(format!(
+        "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
+    ))
+    .help("its output is in the job directory"))
 }
 
 fn refs(v: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
@@ -223,16 +365,33 @@ fn field(line: &str, key: &str) -> Option<String> {
         .find_map(|w| w.strip_prefix(&needle).map(str::to_string))
 }
 
-/// Cancels a job.
-pub fn cancel(job_id: &str) -> Result<()> {
-    let out = run("scancel", &refs(&os(&[job_id])), None, QUERY_LIMIT)?;
-    if !out.ok {
-        return Err(Error::runtime(format!(
-            "scancel {job_id} failed: {}",
-            out.stderr.trim()
-        )));
+/// What `cancel` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cancelled {
+    /// The job was pending or running; `scancel` accepted.
+    Now,
+    /// The job had already ended in this state; nothing was sent.
+    AlreadyEnded(JobStatus),
+}
+
+/// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`
+/// also gets the job name as a filter, so a job that took the id in between is not hit.
+pub fn cancel(id: &JobId, expect: &Expected<'_>) -> Result<Cancelled> {
+    let st = status(id, expect)?;
+    if st.phase.is_final() {
+        return Ok(Cancelled::AlreadyEnded(st));
     }
-    Ok(())
+    let name = format!("--jobname={}", expect.job_name);
+    let out = run(
+        "scancel",
+        &refs(&os(&[name.as_str(), id.as_str()])),
+        None,
+        QUERY_LIMIT,
+    )?;
+    if !out.ok {
+        return Err(slurm_down("scancel", &out.stderr));
+    }
+    Ok(Cancelled::Now)
 }
 
 #[cfg(test)]

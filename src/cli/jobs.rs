@@ -9,15 +9,13 @@ use clap::Args;
 pub struct JobArgs {
     /// Job id, job name or job directory.
     pub job: String,
-    /// Where job directories live (also OVLAUNCH_JOBS_ROOT).
-    #[arg(long, default_value = "ovlaunch-jobs")]
+    /// Where job directories live (a flag beats the variable).
+    #[arg(long, env = "OVLAUNCH_JOBS_ROOT", default_value = "ovlaunch-jobs")]
     pub jobs_root: PathBuf,
 }
 
 impl JobArgs {
     pub fn root(&self) -> PathBuf {
-        std::env::var_os("OVLAUNCH_JOBS_ROOT")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| self.jobs_root.clone())
+        self.jobs_root.clone()
     }
 }

@@ -42,8 +42,8 @@ pub struct LaunchArgs {
     /// Job directory (default JOBS_ROOT/JOB_NAME).
     #[arg(long)]
     pub job_dir: Option<PathBuf>,
-    /// Where job directories live (also OVLAUNCH_JOBS_ROOT).
-    #[arg(long, default_value = "ovlaunch-jobs")]
+    /// Where job directories live.
+    #[arg(long, env = "OVLAUNCH_JOBS_ROOT", default_value = "ovlaunch-jobs")]
     pub jobs_root: PathBuf,
     #[arg(long, short = 'A')]
     pub account: Option<String>,
@@ -137,10 +137,10 @@ fn check_job_name(name: &str) -> Result<()> {
 
 /// Resolves the job directory to an absolute path (reads the working directory).
 pub fn job_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
-    let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| args.jobs_root.clone());
-    let dir = args.job_dir.clone().unwrap_or_else(|| root.join(job_name));
+    let dir = args
+        .job_dir
+        .clone()
+        .unwrap_or_else(|| args.jobs_root.join(job_name));
     let cwd = std::env::current_dir()
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
     Ok(if dir.is_absolute() {
@@ -265,6 +265,11 @@ pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf
         .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
     check_job_name(&job_name)?;
     let dir = job_dir(args, &job_name)?;
+    // The path is written into the script as text: it must be exactly this path.
+    crate::input::utf8(
+        dir.as_os_str(),
+        "--job-dir / --jobs-root / OVLAUNCH_JOBS_ROOT",
+    )?;
     // The local executor always starts ranks with torchrun (there is no srun here).
     let mode = match (args.executor, args.launcher) {
         (ExecutorArg::Local, _) | (_, LauncherArg::Torchrun) => LaunchMode::Torchrun,

@@ -11,7 +11,7 @@ pub fn run(root: &Path) -> Result<i32> {
     for (dir, rec) in record::list(root) {
         s.push_str(&format!(
             "{:<10} {:<6} {:<40} {}\n",
-            rec.job_id.as_deref().unwrap_or("-"),
+            rec.job_id.as_ref().map_or("-", |i| i.as_str()),
             rec.executor,
             rec.job_name,
             dir.display()

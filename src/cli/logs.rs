@@ -10,8 +10,8 @@ use crate::backend::{record, slurm};
 use crate::error::{Error, Result};
 
 pub fn run(args: &JobArgs, follow: bool) -> Result<i32> {
-    let (dir, rec) = record::find(&args.root(), &args.job)?;
-    let Some(id) = rec.job_id.clone() else {
+    let (dir, mut rec) = record::find(&args.root(), &args.job)?;
+    let Some(id) = super::status::slurm_id(&dir, &mut rec)? else {
         return Err(Error::usage(format!(
             "job {} ran locally; its output went to the terminal",
             rec.job_name
@@ -37,7 +37,12 @@ pub fn run(args: &JobArgs, follow: bool) -> Result<i32> {
         if !follow {
             return Ok(0);
         }
-        if slurm::status(&id)?.phase.is_final() {
+        // A controller that stops answering, a forgotten job or a reused id ends the
+        // loop with an error instead of polling forever.
+        if slurm::status(&id, &super::status::expected(&rec))?
+            .phase
+            .is_final()
+        {
             // One last read after the final state, then stop.
             if let Ok(mut f) = std::fs::File::open(&path) {
                 let _ = f.seek(SeekFrom::Start(pos));

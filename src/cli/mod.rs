@@ -128,7 +128,8 @@ pub enum Command {
     },
     /// List recorded jobs.
     List {
-        #[arg(long, default_value = "ovlaunch-jobs")]
+        /// Where job directories live (a flag beats the variable).
+        #[arg(long, env = "OVLAUNCH_JOBS_ROOT", default_value = "ovlaunch-jobs")]
         jobs_root: std::path::PathBuf,
     },
 }
@@ -305,12 +306,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
-        (Some(Command::List { jobs_root }), _) => {
-            let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
-                .map(std::path::PathBuf::from)
-                .unwrap_or(jobs_root);
-            list::run(&root)
-        }
+        (Some(Command::List { jobs_root }), _) => list::run(&jobs_root),
         (None, main) => submit::run(&main.plan, &main.launch, main.dry_run),
     }
 }

@@ -35,38 +35,38 @@ impl Scope<'_> {
             .clone())
     }
 
-    /// Replaces built-in placeholders inside an option's value (`{job_dir}/nsys`).
+    /// Replaces built-in placeholders inside an option's value (`{job_dir}/nsys`). Only the
+    /// exact `{job_dir}`, `{job_name}`, ... are replaced; every other byte of the user's
+    /// value stays as given (`{{`, `{x}` and `${...}` included): the value is data, not a
+    /// template.
     fn expand_builtins(&self, option: &str, s: &str) -> Result<String> {
-        let t = template::parse(s);
-        let mut out = String::new();
-        for p in &t.pieces {
-            match p {
-                Piece::Lit(l) => out.push_str(l),
-                Piece::Var { name, .. } if BUILTINS.contains(&name.as_str()) => {
-                    match self.builtins {
-                        Some(b) => out.push_str(&b[name]),
-                        None => {
-                            return Err(self.err(format!(
-                                "option `{option}` uses {{{name}}}, which is not known before the launch phase"
-                            )));
-                        }
-                    }
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(i) = rest.find('{') {
+            out.push_str(&rest[..i]);
+            let tail = &rest[i..];
+            let hit = BUILTINS.iter().find(|b| {
+                tail.strip_prefix('{')
+                    .and_then(|t| t.strip_prefix(**b))
+                    .is_some_and(|t| t.starts_with('}'))
+            });
+            match hit {
+                Some(name) => {
+                    let Some(b) = self.builtins else {
+                        return Err(self.err(format!(
+                            "option `{option}` uses {{{name}}}, which is not known before the launch phase"
+                        )));
+                    };
+                    out.push_str(&b[*name]);
+                    rest = &tail[name.len() + 2..];
                 }
-                Piece::Var { name, py, .. } => {
+                None => {
                     out.push('{');
-                    out.push_str(name);
-                    if *py {
-                        out.push_str(":py");
-                    }
-                    out.push('}');
-                }
-                Piece::Splat(name) => {
-                    out.push_str("{*");
-                    out.push_str(name);
-                    out.push('}');
+                    rest = &tail[1..];
                 }
             }
         }
+        out.push_str(rest);
         Ok(out)
     }
 

@@ -14,6 +14,9 @@ pub const EMBEDDED: &[(&str, &str)] = &[
     ),
 ];
 
+/// The most template instructions one rendering may run.
+pub const TEMPLATE_FUEL: u64 = 1_000_000;
+
 /// Template sources: the embedded ones with user replacements by name.
 #[derive(Debug, Clone, Default)]
 pub struct Templates {
@@ -43,6 +46,9 @@ impl Templates {
         };
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
+        // A user template is code: bound its work (the shipped ones use a few hundred
+        // instructions even for the largest jobs).
+        env.set_fuel(Some(TEMPLATE_FUEL));
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .keep_trailing_newline(true)
             .build()
