@@ -1,5 +1,5 @@
 //! Job directories, written atomically: every file goes into a hidden sibling directory
-//! (`.NAME.partial-PID`) first, which is renamed into place only when complete. An existing
+//! (`.ovlaunch-partial-PID`) first, which is renamed into place only when complete. An existing
 //! directory is never touched. Files holding secrets are created with mode 0600. A partial
 //! directory left by a process that was killed (it may hold `secrets.env`) is removed by the
 //! next `create` in the same parent once its process is gone.
@@ -34,8 +34,8 @@ pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
     })?;
     fs::create_dir_all(parent).map_err(|e| io_err("create", parent, &e))?;
     remove_stale_partials(parent);
-    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("job");
-    let tmp: PathBuf = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    // Not derived from the job's name: a name near the file-name limit must still fit.
+    let tmp: PathBuf = parent.join(format!("{PARTIAL}{}", std::process::id()));
     let result = (|| -> Result<()> {
         fs::create_dir(&tmp).map_err(|e| io_err("create", &tmp, &e))?;
         for f in files {
@@ -66,7 +66,10 @@ pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
     result
 }
 
-/// Removes `.NAME.partial-PID` directories in `parent` whose process no longer runs.
+/// The prefix of a partial job directory; the writer's process id follows.
+const PARTIAL: &str = ".ovlaunch-partial-";
+
+/// Removes partial job directories in `parent` whose process no longer runs.
 fn remove_stale_partials(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
@@ -76,11 +79,7 @@ fn remove_stale_partials(parent: &Path) {
         let Some(n) = file_name.to_str() else {
             continue;
         };
-        let Some(pid) = n
-            .strip_prefix('.')
-            .and_then(|n| n.rsplit_once(".partial-"))
-            .and_then(|(_, pid)| pid.parse::<i32>().ok())
-        else {
+        let Some(pid) = n.strip_prefix(PARTIAL).and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
         let gone = pid != std::process::id() as i32

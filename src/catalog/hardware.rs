@@ -70,7 +70,7 @@ impl GpuKind {
         }
         for (name, v) in [
             ("gpus_per_node", Some(self.gpus_per_node)),
-            ("nvlink_domain", Some(self.nvlink_domain)),
+            ("nvlink_domain_size", Some(self.nvlink_domain_size)),
             ("gpus_per_numa", self.gpus_per_numa),
         ] {
             if v == Some(0) {

@@ -270,6 +270,13 @@ pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf
         dir.as_os_str(),
         "--job-dir / --jobs-root / OVLAUNCH_JOBS_ROOT",
     )?;
+    if let Some(long) = dir.iter().find(|c| c.len() > 255) {
+        return Err(Error::usage(format!(
+            "the job directory's component `{}...` is longer than 255 bytes, the file-name limit",
+            long.to_string_lossy().chars().take(40).collect::<String>()
+        ))
+        .at("--job-dir"));
+    }
     // The local executor always starts ranks with torchrun (there is no srun here).
     let mode = match (args.executor, args.launcher) {
         (ExecutorArg::Local, _) | (_, LauncherArg::Torchrun) => LaunchMode::Torchrun,

@@ -1,0 +1,557 @@
+//! Hostile input through every channel that reaches a script, end to end through the real
+//! `ovlaunch` binary, the real job directory and real bash.
+//!
+//! Each case puts one generated hostile string (quotes, `$(...)`, backticks, newlines,
+//! `#SBATCH` lines, NUL, leading dashes, long values, UTF-8) into ONE input: a recipe's
+//! env names and values, name, `bridge_recipe` and trainer; a hardware file's env; `--set
+//! env_vars.NAME=`; `--env`; a plugin option; trainer arguments; the job directory; sbatch
+//! directive values. `ovlaunch submit` then writes the job directory and calls `sbatch`. The
+//! outcome must be one of two:
+//! * refused with exit 2 and no job directory, or
+//! * accepted, and the script, run by real bash, delivers the value byte for byte where it
+//!   belongs (the trainer's environment or argv, an `#SBATCH` line) and adds no `#SBATCH`
+//!   line of its own.
+//!
+//! Every hostile string carries commands that would create a canary file; the canary must
+//! never exist. Stand-ins (said here because they are the only ones): `sbatch` runs the
+//! script at once with bash and prints a job id; `srun` records its arguments, sets the
+//! Slurm task variables of a one-task step and execs its command. The rank runtime, the rank
+//! plan, the secrets file and bash are real.
+
+mod common;
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+const SBATCH: &str = r#"#!/bin/bash
+# Stand-in for sbatch: runs the batch script now, in the directory sbatch was called from.
+script="${!#}"
+bash "$script" > "$HOSTILE_LOG" 2>&1 || echo "script exited $?" >> "$HOSTILE_LOG"
+echo 4242
+"#;
+
+const SRUN: &str = r#"#!/bin/bash
+# Stand-in for srun: records its argv (NUL-separated), drops its own options, runs the step
+# as one Slurm task on one node.
+printf '%s\0' "$@" > "$HOSTILE_SRUN"
+while [[ $# -gt 0 && $1 == --* ]]; do shift; done
+export SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NTASKS=1 SLURM_TASKS_PER_NODE=1
+export SLURM_JOB_NODELIST=localhost SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=4242
+exec "$@"
+"#;
+
+/// The trainer: dumps its environment and argv as JSON.
+const DUMP: &str = "import json,os,sys; json.dump({'env': dict(os.environ), 'argv': sys.argv[1:]}, open(os.environ['HOSTILE_OUT'], 'w'))";
+
+/// Where a hostile string goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    RecipeEnvName,
+    RecipeEnvValue,
+    RecipeName,
+    BridgeRecipe,
+    RecipeTrainerArg,
+    HardwareEnvName,
+    HardwareEnvValue,
+    SetEnvName,
+    SetEnvValue,
+    EnvFlagName,
+    EnvFlagValue,
+    PluginOption,
+    TrainerArg,
+    JobDir,
+    Account,
+    SbatchArg,
+    ContainerMount,
+}
+
+const CHANNELS: &[Channel] = &[
+    Channel::RecipeEnvName,
+    Channel::RecipeEnvValue,
+    Channel::RecipeName,
+    Channel::BridgeRecipe,
+    Channel::RecipeTrainerArg,
+    Channel::HardwareEnvName,
+    Channel::HardwareEnvValue,
+    Channel::SetEnvName,
+    Channel::SetEnvValue,
+    Channel::EnvFlagName,
+    Channel::EnvFlagValue,
+    Channel::PluginOption,
+    Channel::TrainerArg,
+    Channel::JobDir,
+    Channel::Account,
+    Channel::SbatchArg,
+    Channel::ContainerMount,
+];
+
+/// A YAML double-quoted scalar holding `s` exactly (NUL and control characters escaped).
+fn yq(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+struct Case {
+    dir: tempfile::TempDir,
+}
+
+struct Outcome {
+    out: Output,
+    job_dir: PathBuf,
+    script: Option<String>,
+    trainer: Option<Value>,
+    srun_args: Option<Vec<String>>,
+}
+
+impl Case {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        for (name, text) in [("sbatch", SBATCH), ("srun", SRUN)] {
+            let p = bin.join(name);
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Self { dir }
+    }
+
+    fn canary(&self) -> PathBuf {
+        self.dir.path().join("canary")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs `ovlaunch submit` with the given recipe text and extra arguments; the trainer is
+    /// the env/argv dump unless the recipe names its own.
+    fn submit(
+        &self,
+        recipe: &str,
+        job_dir: &Path,
+        extra: &[&std::ffi::OsStr],
+        trainer_args: &[String],
+    ) -> Outcome {
+        let recipe_path = self.path("r.yaml");
+        std::fs::write(&recipe_path, recipe).unwrap();
+        let mut cmd = Command::new(common::bin());
+        cmd.env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", self.path("bin").display()),
+            )
+            .env("HOSTILE_LOG", self.path("job.log"))
+            .env("HOSTILE_SRUN", self.path("srun.args"))
+            .env("HOSTILE_OUT", self.path("trainer.json"))
+            .current_dir(self.dir.path())
+            .args(["submit", "--recipe"])
+            .arg(&recipe_path)
+            .args([
+                "--gpus",
+                "cpux1",
+                "--mpi",
+                "none",
+                "--job-name",
+                "hostile",
+                "--rank-runtime",
+                env!("CARGO_BIN_EXE_ovlaunch-rank"),
+                "--job-dir",
+            ])
+            .arg(job_dir)
+            .args(extra)
+            .arg("--");
+        if !recipe.contains("\ntrainer:") {
+            cmd.args(["python3", "-c", DUMP]);
+        }
+        cmd.args(trainer_args);
+        let out = cmd.output().unwrap();
+        let read = |p: PathBuf| std::fs::read(p).ok();
+        Outcome {
+            script: std::fs::read_to_string(job_dir.join("launch.sbatch")).ok(),
+            trainer: read(self.path("trainer.json")).map(|b| serde_json::from_slice(&b).unwrap()),
+            srun_args: read(self.path("srun.args")).map(|b| {
+                b.split(|c| *c == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8(a.to_vec()).unwrap())
+                    .collect()
+            }),
+            out,
+            job_dir: job_dir.to_path_buf(),
+        }
+    }
+}
+
+const BASE: &str = "name: hostile-recipe\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\n";
+
+/// The `#SBATCH` names ovlaunch itself writes for this job.
+const OWN_DIRECTIVES: &[&str] = &[
+    "job-name",
+    "nodes",
+    "ntasks-per-node",
+    "time",
+    "output",
+    "open-mode",
+];
+
+/// Checks one case; returns a description of what happened, for the assertion messages.
+fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, String> {
+    let case = Case::new();
+    let canary = case.canary();
+    let v = value.replace("CANARY", &canary.display().to_string());
+    let mut recipe = BASE.to_string();
+    let mut extra: Vec<std::ffi::OsString> = Vec::new();
+    let mut trainer_args: Vec<String> = Vec::new();
+    let mut job_dir = case.path("jobs/job");
+    // Where the value must arrive if accepted.
+    enum Want {
+        Env(String),
+        Arg,
+        Directive(&'static str),
+        SrunArg(String),
+        HeaderOnly,
+        Refused,
+    }
+    let want = match channel {
+        Channel::RecipeEnvName => {
+            recipe.push_str(&format!("env_vars: {{{}: \"1\"}}\n", yq(&v)));
+            Want::Env(v.clone())
+        }
+        Channel::RecipeEnvValue => {
+            recipe.push_str(&format!("env_vars: {{HOSTILE: {}}}\n", yq(&v)));
+            Want::Env("HOSTILE".into())
+        }
+        Channel::RecipeName => {
+            recipe = recipe.replace("name: hostile-recipe", &format!("name: {}", yq(&v)));
+            Want::HeaderOnly
+        }
+        Channel::BridgeRecipe => {
+            recipe.push_str(&format!("bridge_recipe: {}\n", yq(&v)));
+            Want::HeaderOnly
+        }
+        Channel::RecipeTrainerArg => {
+            recipe.push_str(&format!(
+                "trainer: [python3, -c, {}, {}]\n",
+                yq(DUMP),
+                yq(&v)
+            ));
+            Want::Arg
+        }
+        Channel::HardwareEnvName | Channel::HardwareEnvValue => {
+            let (name, val) = if channel == Channel::HardwareEnvName {
+                (v.clone(), "1".to_string())
+            } else {
+                ("HOSTILE".to_string(), v.clone())
+            };
+            let hw = format!(
+                "- {{kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1, env: {{{}: {}}}}}\n",
+                yq(&name),
+                yq(&val)
+            );
+            std::fs::write(case.path("hw.yaml"), hw).unwrap();
+            extra.push("--hardware-file".into());
+            extra.push(case.path("hw.yaml").into());
+            Want::Env(name)
+        }
+        Channel::SetEnvName => {
+            extra.push("--set".into());
+            extra.push(format!("env_vars.{v}=1").into());
+            Want::Env(v.clone())
+        }
+        Channel::SetEnvValue => {
+            extra.push("--set".into());
+            extra.push(format!("env_vars.HOSTILE={v}").into());
+            Want::Env("HOSTILE".into())
+        }
+        Channel::EnvFlagName => {
+            extra.push("--env".into());
+            extra.push(format!("{v}=1").into());
+            Want::Env(v.clone())
+        }
+        Channel::EnvFlagValue => {
+            extra.push("--env".into());
+            extra.push(format!("HOSTILE={v}").into());
+            Want::Env("HOSTILE".into())
+        }
+        Channel::PluginOption => {
+            let plugin = "name: hostile\noptions:\n  val: {type: str, help: x}\nlaunch:\n  env: {HOSTILE: \"{val}\"}\n  trainer_overrides: [\"{val}\"]\n";
+            std::fs::write(case.path("p.yaml"), plugin).unwrap();
+            extra.push("--plugin-file".into());
+            extra.push(case.path("p.yaml").into());
+            extra.push("--plugin".into());
+            extra.push(format!("hostile:val={v}").into());
+            Want::Env("HOSTILE".into())
+        }
+        Channel::TrainerArg => {
+            trainer_args.push(v.clone());
+            Want::Arg
+        }
+        Channel::JobDir => {
+            // A path component: no `/`, and not `.` / `..`.
+            let comp = v.replace('/', "_");
+            if comp.is_empty() || comp == "." || comp == ".." || comp.contains('\0') {
+                Want::Refused
+            } else {
+                job_dir = case.path("jobs").join(&comp);
+                Want::Env("OVLAUNCH_JOB_DIR".into())
+            }
+        }
+        Channel::Account => {
+            extra.push("--account".into());
+            extra.push(v.clone().into());
+            Want::Directive("account")
+        }
+        Channel::SbatchArg => {
+            extra.push(format!("--sbatch-arg=--comment={v}").into());
+            Want::Directive("comment")
+        }
+        Channel::ContainerMount => {
+            extra.push("--container-image".into());
+            extra.push("img.sqsh".into());
+            extra.push("--container-mount".into());
+            extra.push(v.clone().into());
+            Want::SrunArg(format!("--container-mounts={v}"))
+        }
+    };
+    // An argument cannot carry NUL (execve stops at it): only files can bring one.
+    let via_argument = !matches!(
+        channel,
+        Channel::RecipeEnvName
+            | Channel::RecipeEnvValue
+            | Channel::RecipeName
+            | Channel::BridgeRecipe
+            | Channel::RecipeTrainerArg
+            | Channel::HardwareEnvName
+            | Channel::HardwareEnvValue
+    );
+    if matches!(want, Want::Refused) || (via_argument && v.contains('\0')) {
+        return Ok("not applicable");
+    }
+    let extra_refs: Vec<&std::ffi::OsStr> = extra.iter().map(|s| s.as_os_str()).collect();
+    let o = case.submit(&recipe, &job_dir, &extra_refs, &trainer_args);
+    let stderr = common::stderr(&o.out);
+    if canary.exists() {
+        return Err(format!(
+            "{channel:?}: the canary was created for {v:?}\n{stderr}"
+        ));
+    }
+    match o.out.status.code() {
+        Some(2) => {
+            if o.job_dir.exists() {
+                return Err(format!(
+                    "{channel:?}: refused but left {}",
+                    o.job_dir.display()
+                ));
+            }
+            if stderr.contains("panicked") {
+                return Err(format!("{channel:?}: panic\n{stderr}"));
+            }
+            return Ok("refused");
+        }
+        Some(0) => {}
+        other => return Err(format!("{channel:?}: exit {other:?} for {v:?}\n{stderr}")),
+    }
+    let script = o.script.ok_or("no script")?;
+    let log = std::fs::read_to_string(case.path("job.log")).unwrap_or_default();
+    // No directive but ovlaunch's own (and the one under test).
+    for line in script.lines().filter(|l| l.starts_with("#SBATCH")) {
+        let name = line
+            .trim_start_matches("#SBATCH --")
+            .split('=')
+            .next()
+            .unwrap_or("");
+        let expected =
+            OWN_DIRECTIVES.contains(&name) || matches!(&want, Want::Directive(d) if *d == name);
+        if !expected {
+            return Err(format!(
+                "{channel:?}: extra directive {line:?} for {v:?}\n{script}"
+            ));
+        }
+    }
+    let trainer = o.trainer.ok_or_else(|| {
+        format!("{channel:?}: the trainer did not run for {v:?}\n{log}\n{script}")
+    })?;
+    let env = &trainer["env"];
+    let argv: Vec<&str> = trainer["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    match want {
+        Want::Env(name) => {
+            let expect = match channel {
+                Channel::RecipeEnvName
+                | Channel::HardwareEnvName
+                | Channel::SetEnvName
+                | Channel::EnvFlagName => "1".to_string(),
+                Channel::JobDir => job_dir.display().to_string(),
+                // Documented: `{job_dir}` in an option value is the job directory; every
+                // other byte stays as given.
+                Channel::PluginOption => v.replace("{job_dir}", &job_dir.display().to_string()),
+                _ => v.clone(),
+            };
+            if env[&name].as_str() != Some(expect.as_str()) {
+                return Err(format!(
+                    "{channel:?}: {name} is {:?}, want {expect:?}\n{script}",
+                    env[&name]
+                ));
+            }
+            if channel == Channel::PluginOption && argv.last() != Some(&expect.as_str()) {
+                return Err(format!(
+                    "{channel:?}: trainer override {argv:?}, want {expect:?}"
+                ));
+            }
+        }
+        Want::Arg => {
+            if argv.last() != Some(&v.as_str()) {
+                return Err(format!(
+                    "{channel:?}: argv {argv:?}, want last {v:?}\n{script}"
+                ));
+            }
+        }
+        Want::Directive(d) => {
+            let line = format!("#SBATCH --{d}={v}");
+            if !script.lines().any(|l| l == line) {
+                return Err(format!("{channel:?}: no {line:?} in\n{script}"));
+            }
+        }
+        Want::SrunArg(a) => {
+            let args = o.srun_args.unwrap_or_default();
+            if !args.contains(&a) {
+                return Err(format!("{channel:?}: srun got {args:?}, want {a:?}"));
+            }
+        }
+        Want::HeaderOnly | Want::Refused => {}
+    }
+    Ok("delivered")
+}
+
+/// Fragments hostile strings are built from; CANARY becomes the canary path.
+const FRAGMENTS: &[&str] = &[
+    "'",
+    "\"",
+    "$(touch CANARY)",
+    "`touch CANARY`",
+    "\ntouch CANARY\n",
+    "\n#SBATCH --wrap=touch CANARY\n",
+    ";touch CANARY;",
+    "' ; touch CANARY ; '",
+    "\" ; touch CANARY ; \"",
+    "${IFS}",
+    "$HOME",
+    "\\",
+    "\r",
+    "\t",
+    " ",
+    "\0",
+    "-",
+    "--",
+    "--wrap=x",
+    "=",
+    ",",
+    "#",
+    "%j",
+    "{val}",
+    "{{",
+    "}}",
+    "{job_dir}",
+    "é",
+    "😀",
+    "\u{2028}",
+    "A",
+    "_B1",
+    "x",
+];
+
+fn hostile() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => proptest::collection::vec(proptest::sample::select(FRAGMENTS), 1..6).prop_map(|v| v.concat()),
+        1 => (proptest::sample::select(FRAGMENTS), 500usize..5000).prop_map(|(f, n)| f.repeat(n / f.len().max(1))),
+        1 => "[ -~]{1,12}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, .. ProptestConfig::default() })]
+
+    #[test]
+    fn hostile_strings_never_execute_and_arrive_exact(
+        channel in proptest::sample::select(CHANNELS),
+        value in hostile(),
+    ) {
+        if let Err(e) = check(channel, &value) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+}
+
+/// Every channel with each of the nastiest fixed strings (deterministic, so a regression in
+/// one channel cannot hide behind random sampling).
+#[test]
+fn every_channel_with_fixed_hostile_strings() {
+    let values = [
+        "a'b\"c $(touch CANARY) `touch CANARY` \\ end",
+        "x\n#SBATCH --wrap=touch CANARY\ntouch CANARY",
+        "--user=root",
+        "NAME;touch CANARY",
+        "ok\0nul",
+        "plain_value",
+    ];
+    let mut outcomes = Vec::new();
+    for &ch in CHANNELS {
+        for v in values {
+            match check(ch, v) {
+                Ok(what) => outcomes.push(format!("{ch:?} {v:?}: {what}")),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    // The plain values are delivered on every channel: the test would notice a channel that
+    // refuses everything.
+    for &ch in CHANNELS {
+        let line = format!("{ch:?} \"plain_value\": delivered");
+        assert!(
+            outcomes.contains(&line),
+            "{line} missing from {outcomes:#?}"
+        );
+    }
+}
+
+/// Arguments that are not UTF-8 are refused with exit 2 wherever they appear.
+#[test]
+fn non_utf8_arguments_exit_2() {
+    let bad = std::ffi::OsStr::from_bytes(b"/tmp/\xff\xfe");
+    for flag in [
+        "--job-dir",
+        "--jobs-root",
+        "--template",
+        "--recipe",
+        "--hardware-file",
+        "--plugin-file",
+    ] {
+        let o = Command::new(common::bin())
+            .args(["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run", flag])
+            .arg(bad)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", common::stderr(&o));
+        assert!(common::stderr(&o).contains("not valid UTF-8"), "{flag}");
+    }
+}
