@@ -251,7 +251,7 @@ impl Facts {
                 .unwrap_or_else(|| hw.gpu.kind.clone()),
             sm100_or_newer: hw.gpu.is_blackwell_or_newer(),
             gpus_per_node: hw.gpu.gpus_per_node,
-            nvlink_domain_size: hw.gpu.nvlink_domain,
+            nvlink_domain_size: hw.gpu.nvlink_domain_size,
             family: family.map(str::to_string),
             model_recipe: model_recipe.map(str::to_string),
             task: task.unwrap_or("pretrain").to_string(),
