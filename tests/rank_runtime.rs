@@ -279,7 +279,11 @@ fn plan_unset_removes_inherited_values_and_reports_them() {
         "SITE_API_KEY",
         "NEVER_SET",
     ] {
-        assert_eq!(env_value(&r.stdout, gone), None, "{gone} reached the trainer");
+        assert_eq!(
+            env_value(&r.stdout, gone),
+            None,
+            "{gone} reached the trainer"
+        );
     }
     assert_eq!(env_value(&r.stdout, "KEEP_ME").as_deref(), Some("yes"));
     assert_eq!(env_value(&r.stdout, "A").as_deref(), Some("1"));
@@ -311,7 +315,10 @@ fn plan_unset_removes_inherited_values_and_reports_them() {
     assert!(r.stderr.is_empty(), "{}", r.stderr);
 
     // A name both set and unset is a bad plan.
-    let bad = write_plan(dir.path(), r#"{"schema": 1, "env": {"A": "1"}, "unset": ["A"]}"#);
+    let bad = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "env": {"A": "1"}, "unset": ["A"]}"#,
+    );
     let r = run(&[], &["--plan", bad.to_str().unwrap(), "/usr/bin/env"]);
     assert_eq!(r.code, Some(125), "{}", r.stderr);
     assert!(r.stderr.contains("unset: A is also in env"), "{}", r.stderr);

@@ -240,14 +240,10 @@ pub fn prepare(
             messages,
         });
     }
-    warnings.extend(
-        changes
-            .iter()
-            .map(|c| match c.planned {
-                Some(_) => format!("warning: {c}; using the plan value"),
-                None => format!("warning: {c}; removed"),
-            }),
-    );
+    warnings.extend(changes.iter().map(|c| match c.planned {
+        Some(_) => format!("warning: {c}; using the plan value"),
+        None => format!("warning: {c}; removed"),
+    }));
     warnings.extend(violations.iter().map(|v| format!("warning: {v}")));
 
     // Trainer lookup before touching affinity, so a typo changes nothing.

@@ -170,7 +170,9 @@ impl RankPlan {
                 ));
             }
             if self.env.contains_key(k) {
-                return Err(format!("unset: {k} is also in env; a variable is set or unset"));
+                return Err(format!(
+                    "unset: {k} is also in env; a variable is set or unset"
+                ));
             }
         }
         for (i, inv) in self.invariants.iter().enumerate() {

@@ -59,8 +59,7 @@ fn rank_argv(spec: &LaunchSpec) -> Vec<String> {
         argv.push("--plan".into());
         argv.push(rank_plan_path(&spec.job_dir));
         argv.push("--".into());
-    }
-    else if !spec.unset.is_empty() {
+    } else if !spec.unset.is_empty() {
         // No rank runtime to remove them inside the step: `env -u` does, after the
         // container runtime has put the image's environment in place.
         argv.push("env".into());

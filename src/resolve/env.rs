@@ -60,7 +60,12 @@ pub struct EnvStage {
 
 impl EnvStage {
     fn set(&mut self, k: &str, value: String, source: Source, rule: String, d: &mut Vec<Decision>) {
-        d.push(Decision::new(format!("env.{k}"), value.as_str(), rule, source.clone()));
+        d.push(Decision::new(
+            format!("env.{k}"),
+            value.as_str(),
+            rule,
+            source.clone(),
+        ));
         self.unset.remove(k);
         self.env.insert(k.to_string(), EnvEntry { value, source });
     }
@@ -194,9 +199,11 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
     }
     for k in inp.user_unset {
         if inp.user_env.iter().any(|(n, _)| n == k) {
-            return Err(Error::usage(format!("{k} is both set (--env) and unset (--unset)"))
-                .at(format!("--unset {k}"))
-                .help("keep one of them"));
+            return Err(
+                Error::usage(format!("{k} is both set (--env) and unset (--unset)"))
+                    .at(format!("--unset {k}"))
+                    .help("keep one of them"),
+            );
         }
         st.remove(k, Source::User, "--unset".into(), decisions);
     }

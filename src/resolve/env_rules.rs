@@ -86,7 +86,9 @@ impl Rule {
             Rule::LayerNormSmMargin => "bridge env rule 2 (LayerNorm SM margin)",
             Rule::HybridEpTopology => "bridge env rule 3 (HybridEP topology)",
             Rule::P2pChunk => "bridge env rule 4 (NCCL P2P chunk size)",
-            Rule::DeepSeekDeterministicAlgo => "bridge env rule 5 (DeepSeek deterministic algorithms)",
+            Rule::DeepSeekDeterministicAlgo => {
+                "bridge env rule 5 (DeepSeek deterministic algorithms)"
+            }
             Rule::FullIterationCudaGraph => "bridge env rule 6 (full-iteration CUDA graphs)",
             Rule::CuteDslGroupedMlp => "bridge env rule 7 (CuTe DSL grouped MLP)",
             Rule::CuteDslA2aMargin => "bridge env rule 8 (CuTe DSL with all-to-all overlap)",
@@ -585,7 +587,8 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
 
     // 6
     let full_iteration = f.cuda_graph_impl == "full_iteration"
-        || (f.cuda_graph_impl == "local" && f.cuda_graph_scope.iter().any(|s| s == "full_iteration"));
+        || (f.cuda_graph_impl == "local"
+            && f.cuda_graph_scope.iter().any(|s| s == "full_iteration"));
     if full_iteration {
         let cur = out.current("PYTORCH_CUDA_ALLOC_CONF").unwrap_or("");
         if !cur.contains("graph_capture_record_stream_reuse") {
@@ -669,7 +672,10 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                     format!(
                         "removed: {} {} {} {} is not among the workloads that keep cuDNN LayerNorm",
                         f.gpu,
-                        f.model_recipe.as_deref().or(f.family.as_deref()).unwrap_or("-"),
+                        f.model_recipe
+                            .as_deref()
+                            .or(f.family.as_deref())
+                            .unwrap_or("-"),
                         f.task,
                         f.compute_dtype
                     ),
@@ -727,7 +733,10 @@ fn cudnn_layernorm_kept(f: &Facts) -> Option<String> {
         return Some("H100 Llama 3 8B FP8-CS pretraining".into());
     }
     if f.nvl72_class() {
-        if f.family_is("llama") && f.recipe_is("llama3_70b") && pretrain && matches!(dt, "bf16" | "fp8_cs")
+        if f.family_is("llama")
+            && f.recipe_is("llama3_70b")
+            && pretrain
+            && matches!(dt, "bf16" | "fp8_cs")
         {
             return Some(format!("{} Llama 3 70B {dt} pretraining", f.gpu));
         }

@@ -304,7 +304,10 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
 
 /// Bridge's model recipe name for `recipe`: its own `bridge_recipe`, else its name.
 fn model_recipe(recipe: &Recipe) -> &str {
-    recipe.bridge_recipe.as_deref().unwrap_or(recipe.name.as_str())
+    recipe
+        .bridge_recipe
+        .as_deref()
+        .unwrap_or(recipe.name.as_str())
 }
 
 /// Bridge's `_perf_precision`: the mixed-precision recipe for a perf precision name.
