@@ -53,8 +53,8 @@ fn check_spec(spec: &LaunchSpec) -> Result<()> {
             .and_then(|()| check_env_value(k, v))
             .map_err(|m| Error::usage(m).at(format!("env {}", k.escape_debug())))?;
     }
-    for k in &spec.secret_names {
-        check_env_name(k).map_err(|m| Error::usage(m).at("secret env"))?;
+    for k in spec.secret_names.iter().chain(&spec.unset) {
+        check_env_name(k).map_err(|m| Error::usage(m).at(format!("env {}", k.escape_debug())))?;
     }
     for (what, list) in [
         ("the trainer command", &spec.trainer),
@@ -76,6 +76,11 @@ fn check_spec(spec: &LaunchSpec) -> Result<()> {
     Ok(())
 }
 
+/// `unset -v NAME` lines for the plan's removed variables.
+fn unsets(spec: &LaunchSpec) -> Vec<String> {
+    spec.unset.iter().map(|k| quote(k)).collect()
+}
+
 /// `torchrun` flags in the requested spelling.
 fn flag(style: FlagStyle, name: &str) -> String {
     match style {
@@ -92,6 +97,14 @@ fn rank_argv(spec: &LaunchSpec) -> Vec<String> {
         argv.push("--plan".into());
         argv.push(rank_plan_path(&spec.job_dir));
         argv.push("--".into());
+    } else if !spec.unset.is_empty() {
+        // No rank runtime to remove them inside the step: `env -u` does, after the
+        // container runtime has put the image's environment in place.
+        argv.push("env".into());
+        for k in &spec.unset {
+            argv.push("-u".into());
+            argv.push(k.clone());
+        }
     }
     argv.extend(spec.command_prefix.iter().cloned());
     argv.extend(spec.trainer.iter().cloned());
@@ -184,6 +197,7 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
         header => header(spec),
         directives => directives,
         exports => exports(spec),
+        unsets => unsets(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
         setup_lines => setup_lines,
         mode => match spec.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
@@ -291,6 +305,7 @@ pub fn torchrun(
     let ctx = context! {
         header => header(spec),
         exports => exports(spec),
+        unsets => unsets(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
         setup_lines => &spec.setup_lines,
         command => command,

@@ -235,6 +235,24 @@ pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+/// Parses `--unset NAME` (repeated names collapse).
+pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for name in raw {
+        if !valid_env_name(name) {
+            return Err(
+                Error::usage(format!("`{name}` is not a valid environment variable name"))
+                    .at(format!("--unset {name}"))
+                    .help("names are letters, digits and underscores, not starting with a digit"),
+            );
+        }
+        if !out.contains(name) {
+            out.push(name.clone());
+        }
+    }
+    Ok(out)
+}
+
 /// POSIX shell variable names.
 pub fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
