@@ -21,6 +21,20 @@ pub fn shown<'a>(name: &str, value: &'a str) -> &'a str {
 
 pub const REDACTED: &str = "<redacted>";
 
+/// `#[serde(serialize_with = "crate::secret::redacted_map")]`: an env map serialised with
+/// secret values replaced by [`REDACTED`] (hardware env, plan outputs).
+pub fn redacted_map<S: serde::Serializer>(
+    map: &std::collections::BTreeMap<String, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(map.len()))?;
+    for (k, v) in map {
+        m.serialize_entry(k, shown(k, v))?;
+    }
+    m.end()
+}
+
 #[cfg(test)]
 mod tests {
     use super::is_secret;

@@ -30,7 +30,11 @@ pub struct GpuKind {
     #[serde(default)]
     pub perf: Option<GpuPerf>,
     /// Env vars this kind always needs (site fabric knobs belong here, not in recipes).
-    #[serde(default, deserialize_with = "crate::input::env_map")]
+    #[serde(
+        default,
+        deserialize_with = "crate::input::env_map",
+        serialize_with = "crate::secret::redacted_map"
+    )]
     pub env: std::collections::BTreeMap<String, String>,
 }
 

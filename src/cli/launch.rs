@@ -206,50 +206,30 @@ pub fn command_line() -> String {
     )
 }
 
-/// Hides secret values given on the command line (`--env HF_TOKEN=...`, and secret plugin
-/// options such as `--plugin wandb:api_key=...`) from the script header.
+/// Hides secret values given on the command line (`--env HF_TOKEN=...`,
+/// `--set env_vars.HF_TOKEN=...` and secret plugin options such as `--plugin wandb:api_key=...`)
+/// from the script header and the submission record, by the same rules the error messages use.
 fn redact_args(args: &[String]) -> Vec<String> {
-    use crate::secret::{REDACTED, is_secret};
-    let env = |v: &str| match v.split_once('=') {
-        Some((k, _)) if is_secret(k) => format!("{k}={REDACTED}"),
-        _ => v.to_string(),
-    };
-    let plugin = |v: &str| {
-        let Some((name, rest)) = v.split_once(':') else {
-            return v.to_string();
-        };
-        let mut parts: Vec<String> = Vec::new();
-        let mut hiding = false;
-        for piece in rest.split(',') {
-            match piece.split_once('=') {
-                Some((k, _))
-                    if k.chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
-                {
-                    hiding = is_secret(k);
-                    parts.push(if hiding {
-                        format!("{k}={REDACTED}")
-                    } else {
-                        piece.to_string()
-                    });
-                }
-                _ if hiding => {}
-                _ => parts.push(piece.to_string()),
-            }
-        }
-        format!("{name}:{}", parts.join(","))
-    };
+    use crate::resolve::overrides::{shown_env_flag, shown_flag};
+    let strip = |shown: String, prefix: &str| shown[prefix.len()..].to_string();
     let mut out = Vec::with_capacity(args.len());
     let mut prev = "";
     for a in args {
         let shown = match prev {
-            "--env" => env(a),
-            "--plugin" => plugin(a),
-            _ => match (a.strip_prefix("--env="), a.strip_prefix("--plugin=")) {
-                (Some(v), _) => format!("--env={}", env(v)),
-                (_, Some(v)) => format!("--plugin={}", plugin(v)),
-                _ => a.clone(),
-            },
+            "--env" => strip(shown_env_flag(a), "--env "),
+            "--set" => strip(shown_flag(a), "--set "),
+            "--plugin" => strip(plugin::shown_spec(a), "--plugin "),
+            _ => {
+                if let Some(v) = a.strip_prefix("--env=") {
+                    format!("--env={}", strip(shown_env_flag(v), "--env "))
+                } else if let Some(v) = a.strip_prefix("--set=") {
+                    format!("--set={}", strip(shown_flag(v), "--set "))
+                } else if let Some(v) = a.strip_prefix("--plugin=") {
+                    format!("--plugin={}", strip(plugin::shown_spec(v), "--plugin "))
+                } else {
+                    a.clone()
+                }
+            }
         };
         out.push(shown);
         prev = a.as_str();

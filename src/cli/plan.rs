@@ -8,29 +8,10 @@ use crate::plan::Plan;
 use crate::secret;
 use crate::yaml;
 
-/// The plan as a JSON tree with secret env values redacted (for printing).
+/// The plan as a JSON tree (secret env values are redacted by the plan's own serialisation
+/// and by `Decision::new`).
 pub fn printable(plan: &Plan) -> Result<Value> {
-    let mut v = serde_json::to_value(plan)
-        .map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))?;
-    if let Some(env) = v.get_mut("env").and_then(Value::as_object_mut) {
-        for (k, entry) in env.iter_mut() {
-            if secret::is_secret(k) {
-                entry["value"] = Value::String(secret::REDACTED.into());
-            }
-        }
-    }
-    if let Some(ds) = v.get_mut("decisions").and_then(Value::as_array_mut) {
-        for d in ds {
-            let is_secret_env = d["key"]
-                .as_str()
-                .and_then(|k| k.strip_prefix("env."))
-                .is_some_and(secret::is_secret);
-            if is_secret_env {
-                d["value"] = Value::String(secret::REDACTED.into());
-            }
-        }
-    }
-    Ok(v)
+    serde_json::to_value(plan).map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))
 }
 
 pub fn plan(cmd: &PlanCmd) -> Result<i32> {
@@ -92,8 +73,9 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
 /// The override YAML the trainer loads. Bridge's own overlap and precision resolution is
 /// switched off (`comm_overlap: null`, `mixed_precision: null`) because their results are
 /// already in the model, ddp and optimizer fields: the plan is the single source of truth.
-/// With `redact`, secret env values are shown as `<redacted>` (for the terminal); the file
-/// written into the job directory carries them.
+/// Secrets are never in it: with `redact` (the terminal) they show as `<redacted>`; in the
+/// file written into the job directory they are left out (the job gets them from
+/// `secrets.env`).
 pub fn overrides_yaml(plan: &Plan, redact: bool) -> Result<String> {
     let mut top = Map::new();
     top.insert("model".into(), tree(&plan.model)?);
@@ -105,13 +87,12 @@ pub fn overrides_yaml(plan: &Plan, redact: bool) -> Result<String> {
     let env: Map<String, Value> = plan
         .env
         .iter()
+        .filter(|(k, _)| redact || !secret::is_secret(k))
         .map(|(k, e)| {
-            let v = if redact {
-                secret::shown(k, &e.value)
-            } else {
-                &e.value
-            };
-            (k.clone(), Value::String(v.to_string()))
+            (
+                k.clone(),
+                Value::String(secret::shown(k, &e.value).to_string()),
+            )
         })
         .collect();
     top.insert("env_vars".into(), Value::Object(env));

@@ -48,15 +48,26 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// A decision; the value of a secret env variable (`env.HF_TOKEN`) is recorded as
+    /// `<redacted>`, so no plan output, explanation or file can carry it.
     pub fn new(
         key: impl Into<String>,
         value: impl Into<Value>,
         rule: impl Into<String>,
         source: Source,
     ) -> Self {
+        let key = key.into();
+        let secret = key
+            .strip_prefix("env.")
+            .is_some_and(crate::secret::is_secret);
+        let value = value.into();
         Self {
-            key: key.into(),
-            value: value.into(),
+            value: if secret && !value.is_null() {
+                Value::from(crate::secret::REDACTED)
+            } else {
+                value
+            },
+            key,
             rule: rule.into(),
             source,
         }

@@ -61,6 +61,9 @@ pub struct Plan {
     pub optimizer: OptimizerConfig,
     pub comm_overlap: Option<CommOverlapConfig>,
     pub mixed_precision: Option<ResolvedPrecision>,
+    /// The launch environment. Serialised with secret values redacted: a secret reaches the
+    /// job only through its `secrets.env`, which is written from this map in memory.
+    #[serde(serialize_with = "redacted_env")]
     pub env: BTreeMap<String, EnvEntry>,
     /// Variables removed from the trainer's environment (by a Bridge removal rule, a
     /// re-derivation or `--unset`), with who removed them. Never also in `env`.
@@ -70,4 +73,24 @@ pub struct Plan {
     pub invariants: Vec<Invariant>,
     pub decisions: Vec<Decision>,
     pub warnings: Vec<String>,
+}
+
+fn redacted_env<S: serde::Serializer>(
+    env: &BTreeMap<String, EnvEntry>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(env.len()))?;
+    for (k, e) in env {
+        if crate::secret::is_secret(k) {
+            let shown = EnvEntry {
+                value: crate::secret::REDACTED.to_string(),
+                source: e.source.clone(),
+            };
+            m.serialize_entry(k, &shown)?;
+        } else {
+            m.serialize_entry(k, e)?;
+        }
+    }
+    m.end()
 }

@@ -208,8 +208,33 @@ impl Active {
 
 /// Splits `NAME[:k=v,k=v]`. A comma-separated piece that does not start with `key=` belongs
 /// to the previous value (`trace=nvtx,cuda`).
+/// `--plugin SPEC` as messages and records show it: the values of secret options
+/// (`api_key=...`, and the comma-continued pieces after one) are redacted.
+pub fn shown_spec(spec: &str) -> String {
+    let Some((name, rest)) = spec.split_once(':') else {
+        return format!("--plugin {spec}");
+    };
+    let mut parts: Vec<String> = Vec::new();
+    let mut hiding = false;
+    for piece in rest.split(',') {
+        match piece.split_once('=') {
+            Some((k, _)) if valid_option_name(k) => {
+                hiding = secret::is_secret(k);
+                parts.push(if hiding {
+                    format!("{k}={}", secret::REDACTED)
+                } else {
+                    piece.to_string()
+                });
+            }
+            _ if hiding => {}
+            _ => parts.push(piece.to_string()),
+        }
+    }
+    format!("--plugin {name}:{}", parts.join(","))
+}
+
 pub fn parse_spec(spec: &str) -> Result<(String, Vec<(String, String)>)> {
-    let flag = format!("--plugin {spec}");
+    let flag = shown_spec(spec);
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
     let mut opts: Vec<(String, String)> = Vec::new();
     if !rest.is_empty() {
@@ -230,7 +255,8 @@ pub fn parse_spec(spec: &str) -> Result<(String, Vec<(String, String)>)> {
                     }
                     None => {
                         return Err(Error::usage(format!(
-                            "expected key=value after `{name}:`, got `{piece}`"
+                            "expected key=value after `{name}:`, got `{}`",
+                            piece.split_once('=').map_or(piece, |(k, _)| k)
                         ))
                         .at(flag)
                         .help("e.g. --plugin nsys:profile_step_start=20,profile_step_end=30"));
@@ -249,7 +275,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
     type Given = Vec<(String, String, String)>;
     let mut chosen: Vec<(String, Given)> = Vec::new();
     for spec in specs {
-        let flag = format!("--plugin {spec}");
+        let flag = shown_spec(spec);
         let (name, opts) = parse_spec(spec)?;
         if reg.get(&name).is_none() {
             let names: Vec<&str> = reg.all().into_iter().map(PluginDef::name).collect();
@@ -307,6 +333,11 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                     .help(hint(did_you_mean(k, names.iter().copied()), &known)));
             };
             let mut v = typed_flag_value(o.kind, raw).map_err(|m| {
+                let m = if secret::is_secret(k) {
+                    format!("the value is not a {}", o.kind.as_str())
+                } else {
+                    m
+                };
                 Error::usage(format!("option `{k}` of plugin `{name}`: {m}")).at(flag.clone())
             })?;
             if let (Some(Merge::Flags), OptValue::List(user), OptValue::List(defaults)) =

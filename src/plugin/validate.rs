@@ -30,6 +30,10 @@ pub(super) fn valid_option_name(n: &str) -> bool {
 enum Slot {
     /// Plan phase: options only.
     Plan,
+    /// The value of a secret variable in the plan phase: the only place a secret option's
+    /// value may go (it reaches the job through `secrets.env`; anywhere else it would be
+    /// written into the script, the rank plan or the trainer's argv).
+    SecretEnv,
     /// A single text value in the launch/render phase.
     Text,
     /// An argv list entry: `{*list}` allowed as the whole entry.
@@ -148,7 +152,16 @@ impl Validator<'_> {
             };
             let builtin = BUILTINS.contains(&name);
             let option = self.def.option(name);
-            if builtin && slot == Slot::Plan {
+            if option.is_some() && secret::is_secret(name) && slot != Slot::SecretEnv {
+                return Err(self
+                    .err(
+                        format!("secret option `{name}` may only be the value of a secret variable in `plan.env`"),
+                        &format!("{{{name}"),
+                    )
+                    .help("e.g. plan: {env: {SERVICE_API_KEY: \"{api_key}\"}}: secrets reach the job only through its secrets file"));
+            }
+            let plan_phase = matches!(slot, Slot::Plan | Slot::SecretEnv);
+            if builtin && plan_phase {
                 return Err(self
                     .err(
                         format!("{{{name}}} is not known in the plan phase"),
@@ -164,7 +177,7 @@ impl Validator<'_> {
                     .iter()
                     .map(|(k, _)| k.as_str())
                     .collect();
-                if slot != Slot::Plan {
+                if !plan_phase {
                     names.extend(BUILTINS);
                 }
                 return Err(self
@@ -221,6 +234,11 @@ impl Validator<'_> {
                     )
                     .help("plan-phase env reaches the job through its private secrets file"));
             }
+            let slot = if slot == Slot::Plan && secret::is_secret(k) {
+                Slot::SecretEnv
+            } else {
+                slot
+            };
             match v {
                 Value::String(s) => self.template(s, slot)?,
                 Value::Number(n) if n.is_i64() || n.is_u64() => {}

@@ -54,15 +54,15 @@ pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
     Ok(out)
 }
 
-/// `--set ITEM` as messages and records show it: a secret env value is redacted.
-fn shown_flag(item: &str) -> String {
+/// `--set ITEM` as messages and records show it: the value is redacted when the path's last
+/// part is a secret name (`env_vars.HF_TOKEN`, also misspelled sections).
+pub fn shown_flag(item: &str) -> String {
     match item.split_once('=') {
         Some((path, _))
             if path
-                .trim()
-                .trim_start_matches('+')
-                .strip_prefix("env_vars.")
-                .is_some_and(crate::secret::is_secret) =>
+                .rsplit('.')
+                .next()
+                .is_some_and(|last| crate::secret::is_secret(last.trim())) =>
         {
             format!("--set {path}={}", crate::secret::REDACTED)
         }
@@ -71,7 +71,7 @@ fn shown_flag(item: &str) -> String {
 }
 
 /// `--env ITEM` as messages show it: a secret value is redacted.
-fn shown_env_flag(item: &str) -> String {
+pub fn shown_env_flag(item: &str) -> String {
     match item.split_once('=') {
         Some((name, _)) if crate::secret::is_secret(name) => {
             format!("--env {name}={}", crate::secret::REDACTED)

@@ -1,0 +1,325 @@
+//! Secrets reach the job through `secrets.env` and nowhere else. Marker values go in through
+//! every channel a secret can take (`--env`, `--set env_vars.`, a recipe's and a hardware
+//! file's env, a plugin option, a plugin passthrough from the launcher's environment), with
+//! names from every branch of the secret rule (`*_TOKEN`, `TOKEN`, `*_KEY`, `*SECRET*`,
+//! `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`). Then every output is searched: stdout and
+//! stderr of every command that shows a plan, an env, a script or a job, every error message
+//! (conflicting flags, bad plugin specs, bad names), every file of the job directory but
+//! `secrets.env`, and the job's own log with the rank runtime's debug report. The job is run
+//! for real by bash through a stand-in `sbatch` (it runs the script at once) and `srun`
+//! (one task); the rank runtime is the real one, and the trainer checks that every secret
+//! arrived, so the test also fails if a secret is dropped instead of passed.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// (variable, marker value, how it is given).
+const SECRETS: &[(&str, &str)] = &[
+    ("HF_TOKEN", "mk1-hf-token-value"),
+    ("MY_API_KEY", "mk2-set-api-key"),
+    ("DB_PASSWD", "mk3-recipe-passwd"),
+    ("TOKEN", "mk4-hardware-token"),
+    ("WANDB_API_KEY", "mk5-plugin-option"),
+    ("OVL_SECRET_THING", "mk6-passthrough-secret"),
+    ("SITE_PASSWORD", "mk7-env-password"),
+    ("GOOGLE_APPLICATION_CREDENTIALS", "mk8-credentials"),
+];
+
+const RECIPE: &str = "name: secretive\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\nenv_vars: {DB_PASSWD: mk3-recipe-passwd, PLAIN_VAR: visible}\n";
+const HARDWARE: &str = "- {kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1, env: {TOKEN: mk4-hardware-token}}\n";
+/// A user plugin that passes a launcher variable through as a secret.
+const PLUGIN: &str = "name: passer\nplan:\n  passthrough: {OVL_SECRET_THING: OVL_SOURCE_VAR}\n";
+
+const SBATCH: &str = "#!/bin/bash\nbash \"${!#}\" > \"$SECRET_LOG\" 2>&1 || echo \"script exited $?\" >> \"$SECRET_LOG\"\necho 4242\n";
+const SRUN: &str = "#!/bin/bash\nwhile [[ $# -gt 0 && $1 == --* ]]; do shift; done\nexport SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NTASKS=1 SLURM_TASKS_PER_NODE=1 SLURM_JOB_NODELIST=localhost SLURM_JOB_NUM_NODES=1 SLURM_JOB_ID=4242\nexec \"$@\"\n";
+
+/// The trainer: fails unless every secret arrived with its value; prints nothing secret.
+fn trainer() -> Vec<String> {
+    // The expected values are rebuilt from pieces so that the marker text itself does not
+    // appear in the trainer's argv (which the script holds).
+    let conds: Vec<String> = SECRETS
+        .iter()
+        .map(|(k, v)| {
+            let (a, b) = v.split_at(2);
+            format!("os.environ.get('{k}') == '{a}' + '{b}'")
+        })
+        .collect();
+    vec![
+        "python3".into(),
+        "-c".into(),
+        format!(
+            "import os,sys; ok = all([{}]); print('secrets arrived' if ok else 'SECRETS MISSING'); sys.exit(0 if ok else 9)",
+            conds.join(", ")
+        ),
+    ]
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::write(p.join("r.yaml"), RECIPE).unwrap();
+        std::fs::write(p.join("hw.yaml"), HARDWARE).unwrap();
+        std::fs::write(p.join("passer.yaml"), PLUGIN).unwrap();
+        std::fs::create_dir(p.join("bin")).unwrap();
+        for (n, t) in [("sbatch", SBATCH), ("srun", SRUN)] {
+            std::fs::write(p.join("bin").join(n), t).unwrap();
+            std::fs::set_permissions(
+                p.join("bin").join(n),
+                std::fs::Permissions::from_mode(0o755),
+            )
+            .unwrap();
+        }
+        Self { dir }
+    }
+
+    fn p(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// The plan flags that bring in every secret.
+    fn plan_flags(&self) -> Vec<String> {
+        [
+            "--recipe",
+            &self.p("r.yaml"),
+            "--gpus",
+            "cpux1",
+            "--hardware-file",
+            &self.p("hw.yaml"),
+            "--plugin-file",
+            &self.p("passer.yaml"),
+            "--plugin",
+            "passer",
+            "--plugin",
+            "wandb:project=p,api_key=mk5-plugin-option",
+            "--env",
+            "HF_TOKEN=mk1-hf-token-value",
+            "--env",
+            "SITE_PASSWORD=mk7-env-password",
+            "--env",
+            "GOOGLE_APPLICATION_CREDENTIALS=mk8-credentials",
+            "--env",
+            "OVLAUNCH_RANK_DEBUG=1",
+            "--set",
+            "env_vars.MY_API_KEY=mk2-set-api-key",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    fn run(&self, args: &[String]) -> Output {
+        Command::new(common::bin())
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", self.p("bin")))
+            .env("SECRET_LOG", self.p("job.log"))
+            .env("OVL_SOURCE_VAR", "mk6-passthrough-secret")
+            .current_dir(self.dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+fn assert_clean(what: &str, text: &str) {
+    for (k, v) in SECRETS {
+        assert!(
+            !text.contains(v),
+            "{what} shows the value of {k} ({v}):\n{text}"
+        );
+    }
+}
+
+fn assert_clean_output(what: &str, o: &Output) {
+    assert_clean(&format!("{what} (stdout)"), &common::stdout(o));
+    assert_clean(&format!("{what} (stderr)"), &common::stderr(o));
+}
+
+fn all_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            all_files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn secrets_appear_only_in_secrets_env() {
+    let env = Env::new();
+    let plan = env.plan_flags();
+    let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
+        head.iter()
+            .map(|s| s.to_string())
+            .chain(plan.iter().cloned())
+            .chain(tail.iter().map(|s| s.to_string()))
+            .collect()
+    };
+
+    // Every command that shows a plan, an env or a script.
+    for (what, args) in [
+        ("dry run", with(&[], &["--dry-run", "--job-name", "s"])),
+        ("plan yaml", with(&["plan"], &[])),
+        ("plan json", with(&["plan", "-o", "json"], &[])),
+        ("plan --explain", with(&["plan", "--explain"], &[])),
+        (
+            "plan --explain json",
+            with(&["plan", "--explain", "-o", "json"], &[]),
+        ),
+        ("env sh", with(&["env"], &["--format", "sh"])),
+        ("env dotenv", with(&["env"], &["--format", "dotenv"])),
+        ("env json", with(&["env"], &["--format", "json"])),
+        ("overrides", with(&["overrides"], &[])),
+        ("torchrun", with(&["torchrun"], &["--job-name", "s"])),
+    ] {
+        let o = env.run(&args);
+        assert_eq!(o.status.code(), Some(0), "{what}: {}", common::stderr(&o));
+        assert_clean_output(what, &o);
+    }
+    let o = env.run(&with(&["plan", "--explain"], &[]));
+    assert!(
+        common::stdout(&o).contains("<redacted>"),
+        "the secrets are in the plan, redacted"
+    );
+
+    // Errors that name a secret's flag.
+    for (what, args) in [
+        (
+            "conflicting --env",
+            with(&[], &["--env", "HF_TOKEN=mk1-other", "--dry-run"]),
+        ),
+        (
+            "conflicting --set",
+            with(
+                &[],
+                &["--set", "env_vars.MY_API_KEY=mk2-other", "--dry-run"],
+            ),
+        ),
+        (
+            "conflicting plugin option",
+            with(&[], &["--plugin", "wandb:api_key=mk5-other", "--dry-run"]),
+        ),
+        (
+            "unknown plugin option",
+            with(
+                &[],
+                &[
+                    "--plugin",
+                    "wandb:api_key=mk5-plugin-option,bogus=1",
+                    "--dry-run",
+                ],
+            ),
+        ),
+        (
+            "unknown plugin",
+            with(
+                &[],
+                &["--plugin", "wandbb:api_key=mk5-plugin-option", "--dry-run"],
+            ),
+        ),
+        (
+            "secret continued by a bad piece",
+            with(
+                &[],
+                &[
+                    "--plugin",
+                    "comet:api_key=mk5-plugin-option,x,=y",
+                    "--dry-run",
+                ],
+            ),
+        ),
+        (
+            "bad --env name",
+            with(&[], &["--env", "1HF_TOKEN=mk1-hf-token-value", "--dry-run"]),
+        ),
+        (
+            "bad --set name",
+            with(
+                &[],
+                &["--set", "env_vars.1MY_API_KEY=mk2-set-api-key", "--dry-run"],
+            ),
+        ),
+        (
+            "bad --set section",
+            with(
+                &[],
+                &["--set", "env_var.MY_API_KEY=mk2-set-api-key", "--dry-run"],
+            ),
+        ),
+    ] {
+        let o = env.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", common::stderr(&o));
+        assert_clean_output(what, &o);
+    }
+
+    // A real submission: every file of the job directory but secrets.env, the job's log
+    // (rank runtime debug report included), submit's own output, status and list.
+    let job = env.dir.path().join("jobs").join("s");
+    let mut args = with(
+        &["submit"],
+        &[
+            "--job-dir",
+            &job.display().to_string(),
+            "--mpi",
+            "none",
+            "--rank-runtime",
+            env!("CARGO_BIN_EXE_ovlaunch-rank"),
+            "--",
+        ],
+    );
+    args.extend(trainer());
+    let o = env.run(&args);
+    assert_eq!(o.status.code(), Some(0), "submit: {}", common::stderr(&o));
+    assert_clean_output("submit", &o);
+    let log = std::fs::read_to_string(env.dir.path().join("job.log")).unwrap();
+    assert!(
+        log.contains("secrets arrived"),
+        "every secret reached the trainer:\n{log}"
+    );
+    assert!(
+        log.contains("ovlaunch-rank"),
+        "the rank runtime's debug report ran:\n{log}"
+    );
+    assert_clean("the job's log", &log);
+    let mut files = Vec::new();
+    all_files(&job, &mut files);
+    assert!(files.len() >= 6, "{files:?}");
+    let mut secrets_env = None;
+    for f in &files {
+        let text = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+        if f.file_name().is_some_and(|n| n == "secrets.env") {
+            secrets_env = Some(text);
+            continue;
+        }
+        assert_clean(&f.display().to_string(), &text);
+    }
+    let secrets_env = secrets_env.expect("secrets.env written");
+    for (k, v) in SECRETS {
+        assert!(
+            secrets_env.contains(&format!("{k}={v}")),
+            "{k} in secrets.env"
+        );
+    }
+    for (what, args) in [
+        (
+            "status",
+            vec!["status".to_string(), job.display().to_string()],
+        ),
+        (
+            "list",
+            vec!["list".to_string(), "--jobs-root".into(), env.p("jobs")],
+        ),
+    ] {
+        let o = env.run(&args);
+        assert_clean_output(what, &o);
+    }
+}
