@@ -104,6 +104,9 @@ pub fn env_lines(plan: &Plan) -> String {
             e.source.as_string()
         );
     }
+    for (k, source) in &plan.env_unset {
+        let _ = writeln!(s, "unset {k}  # {}", source.as_string());
+    }
     s
 }
 

@@ -80,6 +80,10 @@ pub struct LaunchSpec {
     pub env: BTreeMap<String, String>,
     /// Names of secret variables passed through the secrets file.
     pub secret_names: Vec<String>,
+    /// Variables removed from the trainer's environment (the plan's `env_unset`): the script
+    /// unsets them, and inside the step the rank runtime (or `env -u` without one) removes
+    /// them again, so a container image's own value cannot come back. Never also in `env`.
+    pub unset: Vec<String>,
     /// Shell lines run once before the launch (already-safe text built by ovlaunch).
     pub setup_lines: Vec<String>,
     pub srun_args: Vec<String>,
@@ -207,7 +211,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     // NVL72 racks: Bridge's segment rule (utils/executors.py): nodes <= 18 -> nodes, else
     // the largest divisor of the node count not above 18.
     let mut decisions = Vec::new();
-    if hw.gpu.nvlink_domain >= 72 && hw.gpus_per_node == 4 {
+    if hw.gpu.nvlink_domain_size >= 72 && hw.gpus_per_node == 4 {
         let seg = if hw.nodes <= 18 {
             hw.nodes
         } else {
@@ -307,6 +311,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         directives: d,
         env,
         secret_names,
+        unset: plan.env_unset.keys().cloned().collect(),
         setup_lines: Vec::new(),
         srun_args,
         torchrun_args: Vec::new(),

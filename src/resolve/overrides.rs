@@ -193,6 +193,24 @@ pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+/// Parses `--unset NAME` (repeated names collapse).
+pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for name in raw {
+        if !valid_env_name(name) {
+            return Err(
+                Error::usage(format!("`{name}` is not a valid environment variable name"))
+                    .at(format!("--unset {name}"))
+                    .help(format!("names are {ENV_NAME_RULE}")),
+            );
+        }
+        if !out.contains(name) {
+            out.push(name.clone());
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,8 @@ mod bridge_mixed_precision;
 mod bridge_userbuffers;
 mod cli_errors;
 mod cli_outputs;
+mod env_rules;
+mod env_unset;
 mod local_torchrun;
 mod plan_properties;
 mod plugins;

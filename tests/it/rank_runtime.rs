@@ -256,6 +256,74 @@ fn plan_env_changed_warning_and_strict_failure() {
 }
 
 #[test]
+fn plan_unset_removes_inherited_values_and_reports_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "env": {"A": "1"}, "unset": ["NVTE_NORM_FWD_USE_CUDNN", "PYTORCH_CUDA_ALLOC_CONF", "SITE_API_KEY", "NEVER_SET"]}"#,
+    );
+    let p = plan.to_str().unwrap();
+    // What a container image's ENV or a site profile would have put there.
+    let inherited = [
+        ("NVTE_NORM_FWD_USE_CUDNN", "1"),
+        ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+        ("SITE_API_KEY", "site_secret_value"),
+        ("KEEP_ME", "yes"),
+    ];
+    let r = run(&inherited, &["--plan", p, "/usr/bin/env"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for gone in [
+        "NVTE_NORM_FWD_USE_CUDNN",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "SITE_API_KEY",
+        "NEVER_SET",
+    ] {
+        assert_eq!(
+            env_value(&r.stdout, gone),
+            None,
+            "{gone} reached the trainer"
+        );
+    }
+    assert_eq!(env_value(&r.stdout, "KEEP_ME").as_deref(), Some("yes"));
+    assert_eq!(env_value(&r.stdout, "A").as_deref(), Some("1"));
+    assert!(
+        r.stderr.contains(
+            "ovlaunch-rank: warning: NVTE_NORM_FWD_USE_CUDNN was '1' in the inherited \
+             environment, plan removes it; removed"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("SITE_API_KEY was <redacted> in the inherited environment, plan removes it"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("site_secret_value"), "{}", r.stderr);
+    // Absent variables are not changes: three lines for three removed values.
+    assert_eq!(r.stderr.lines().count(), 3, "{}", r.stderr);
+
+    // Under --strict a removal of an inherited value refuses to start, like a changed value.
+    let r = run(&inherited, &["--plan", p, "--strict", "/usr/bin/env"]);
+    assert_eq!(r.code, Some(125), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "trainer must not run");
+    // Nothing inherited: nothing to report, even under --strict.
+    let r = run(&[], &["--plan", p, "--strict", "/usr/bin/env"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+
+    // A name both set and unset is a bad plan.
+    let bad = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "env": {"A": "1"}, "unset": ["A"]}"#,
+    );
+    let r = run(&[], &["--plan", bad.to_str().unwrap(), "/usr/bin/env"]);
+    assert_eq!(r.code, Some(125), "{}", r.stderr);
+    assert!(r.stderr.contains("unset: A is also in env"), "{}", r.stderr);
+}
+
+#[test]
 fn invariants_warn_or_fail_under_strict() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(
@@ -657,6 +725,7 @@ fn identity_report_line() {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        &[],
     );
     assert_eq!(kv["rank"], "5");
     assert_eq!(kv["local_rank"], "1");

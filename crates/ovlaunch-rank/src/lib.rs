@@ -223,7 +223,8 @@ pub fn prepare(
     }
 
     // 2. Plan env, then invariants on the final environment.
-    let changes = env::apply_plan_env(&mut env, inherited, &plan.env);
+    let mut changes = env::apply_plan_env(&mut env, inherited, &plan.env);
+    changes.extend(env::apply_plan_unset(&mut env, &plan.unset));
     let violations = env::check_invariants(&env, &plan.invariants);
     let mut warnings = Vec::new();
     if strict && (!changes.is_empty() || !violations.is_empty()) {
@@ -241,11 +242,10 @@ pub fn prepare(
             messages,
         });
     }
-    warnings.extend(
-        changes
-            .iter()
-            .map(|c| format!("warning: {c}; using the plan value")),
-    );
+    warnings.extend(changes.iter().map(|c| match c.planned {
+        Some(_) => format!("warning: {c}; using the plan value"),
+        None => format!("warning: {c}; removed"),
+    }));
     warnings.extend(violations.iter().map(|v| format!("warning: {v}")));
 
     // Trainer lookup before touching affinity, so a typo changes nothing.
@@ -302,7 +302,7 @@ pub fn report_for(p: &Prepared) -> report::Report {
             AffinityPolicy::Static => "static",
             AffinityPolicy::Sysfs => "sysfs",
         },
-        env_digest: env::env_digest(&p.plan.env),
+        env_digest: env::env_digest(&p.plan.env, &p.plan.unset),
         changed: p.changes.len(),
         local_world_size: p.identity.local_world_size,
         mode: p.identity.source.as_str(),

@@ -101,6 +101,11 @@ pub struct RankPlan {
     /// Variables to set on every rank; sorted, which also makes the env digest stable.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables to remove from the trainer's environment, whatever set them (the batch
+    /// shell, Slurm, the container image's `ENV`): the runtime runs inside the container,
+    /// after the image's environment is in place. Sorted; never also in `env`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
     #[serde(default)]
     pub invariants: Vec<Invariant>,
     #[serde(default)]
@@ -119,6 +124,7 @@ impl Default for RankPlan {
             master_port: DEFAULT_MASTER_PORT,
             strict: false,
             env: BTreeMap::new(),
+            unset: Vec::new(),
             invariants: Vec::new(),
             affinity: AffinityPlan::default(),
         }
@@ -152,6 +158,18 @@ impl RankPlan {
             }
             if v.contains('\0') {
                 return Err(format!("env: value of {k} contains a NUL byte"));
+            }
+        }
+        for k in &self.unset {
+            if !valid_env_name(k) {
+                return Err(format!(
+                    "unset: '{k}' is not a valid variable name (empty, '=' or NUL)"
+                ));
+            }
+            if self.env.contains_key(k) {
+                return Err(format!(
+                    "unset: {k} is also in env; a variable is set or unset"
+                ));
             }
         }
         for (i, inv) in self.invariants.iter().enumerate() {
