@@ -28,8 +28,7 @@ use crate::error::{Error, Result};
 /// The largest user file ovlaunch reads (recipes, hardware, plugins, templates, records).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
-/// What [`check_env_name`] requires, for messages.
-pub const ENV_NAME_RULE: &str = "letters, digits and underscores, not starting with a digit";
+pub use ovlaunch_rank::names::{ENV_NAME_RULE, valid_env_name};
 
 /// Reads a user file: regular, at most [`MAX_FILE_BYTES`], UTF-8. `flag` names where the path
 /// came from (`--recipe`, `--hardware-file`, ...).
@@ -88,11 +87,6 @@ pub fn utf8<'a>(s: &'a OsStr, flag: &str) -> Result<&'a str> {
         .at(flag.to_string())
         .help("ovlaunch writes paths and arguments into scripts as text; rename the file or directory")
     })
-}
-
-/// POSIX shell variable names: a letter or `_`, then letters, digits and `_`.
-pub fn valid_env_name(name: &str) -> bool {
-    crate::resolve::overrides::valid_env_name(name)
 }
 
 /// The message for a name that fails [`valid_env_name`] (`None` when it passes).

@@ -57,7 +57,7 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
     let mut s = String::from("# launch decisions (key = value [source]: rule)\n");
     for d in decisions {
         let value = match d.key.strip_prefix("env.") {
-            Some(name) if secret::is_secret(name) => secret::REDACTED.to_string(),
+            Some(name) if secret::is_secret_name(name) => secret::REDACTED.to_string(),
             _ => d.value.to_string(),
         };
         s.push_str(&format!(
@@ -87,7 +87,7 @@ pub fn overrides_yaml(plan: &Plan, redact: bool) -> Result<String> {
     let env: Map<String, Value> = plan
         .env
         .iter()
-        .filter(|(k, _)| redact || !secret::is_secret(k))
+        .filter(|(k, _)| redact || !secret::is_secret_name(k))
         .map(|(k, e)| {
             (
                 k.clone(),

@@ -59,7 +59,7 @@ impl Decision {
         let key = key.into();
         let secret = key
             .strip_prefix("env.")
-            .is_some_and(crate::secret::is_secret);
+            .is_some_and(crate::secret::is_secret_name);
         let value = value.into();
         Self {
             value: if secret && !value.is_null() {

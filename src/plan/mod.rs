@@ -82,7 +82,7 @@ fn redacted_env<S: serde::Serializer>(
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(env.len()))?;
     for (k, e) in env {
-        if crate::secret::is_secret(k) {
+        if crate::secret::is_secret_name(k) {
             let shown = EnvEntry {
                 value: crate::secret::REDACTED.to_string(),
                 source: e.source.clone(),

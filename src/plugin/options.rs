@@ -169,7 +169,7 @@ impl Active {
         let mut m = Map::new();
         for (k, _) in self.def.file.options.iter() {
             let v = &self.values[k];
-            let shown = if secret::is_secret(k) && *v != OptValue::Unset {
+            let shown = if secret::is_secret_name(k) && *v != OptValue::Unset {
                 Value::from(secret::REDACTED)
             } else {
                 v.to_json()
@@ -219,7 +219,7 @@ pub fn shown_spec(spec: &str) -> String {
     for piece in rest.split(',') {
         match piece.split_once('=') {
             Some((k, _)) if valid_option_name(k) => {
-                hiding = secret::is_secret(k);
+                hiding = secret::is_secret_name(k);
                 parts.push(if hiding {
                     format!("{k}={}", secret::REDACTED)
                 } else {
@@ -333,7 +333,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                     .help(hint(did_you_mean(k, names.iter().copied()), &known)));
             };
             let mut v = typed_flag_value(o.kind, raw).map_err(|m| {
-                let m = if secret::is_secret(k) {
+                let m = if secret::is_secret_name(k) {
                     format!("the value is not a {}", o.kind.as_str())
                 } else {
                     m

@@ -9,8 +9,8 @@ use super::schema::{LaunchPhase, OptionType, Ordered, PlanPhase, RenderPhase};
 use super::template::{self, Piece, Quoting};
 use super::{BUILTINS, CONDITIONS, NUMERIC_BUILTINS, PluginDef, hint, typed_default};
 use crate::error::{Error, Result, did_you_mean};
+use crate::rank::names::valid_env_name;
 use crate::render::launch::KNOWN_SBATCH;
-use crate::resolve::overrides::valid_env_name;
 use crate::secret;
 
 pub(super) fn valid_plugin_name(n: &str) -> bool {
@@ -152,7 +152,7 @@ impl Validator<'_> {
             };
             let builtin = BUILTINS.contains(&name);
             let option = self.def.option(name);
-            if option.is_some() && secret::is_secret(name) && slot != Slot::SecretEnv {
+            if option.is_some() && secret::is_secret_name(name) && slot != Slot::SecretEnv {
                 return Err(self
                     .err(
                         format!("secret option `{name}` may only be the value of a secret variable in `plan.env`"),
@@ -226,7 +226,7 @@ impl Validator<'_> {
             if !valid_env_name(k) {
                 return Err(self.err(format!("`{k}` is not an environment variable name"), k));
             }
-            if launch && secret::is_secret(k) {
+            if launch && secret::is_secret_name(k) {
                 return Err(self
                     .err(
                         format!("secret variable `{k}` must be set in the plan phase"),
@@ -234,7 +234,7 @@ impl Validator<'_> {
                     )
                     .help("plan-phase env reaches the job through its private secrets file"));
             }
-            let slot = if slot == Slot::Plan && secret::is_secret(k) {
+            let slot = if slot == Slot::Plan && secret::is_secret_name(k) {
                 Slot::SecretEnv
             } else {
                 slot

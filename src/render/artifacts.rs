@@ -125,7 +125,7 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
 fn secrets_file(plan: &Plan) -> Result<String> {
     let mut s = String::new();
     for (k, e) in &plan.env {
-        if secret::is_secret(k) {
+        if secret::is_secret_name(k) {
             crate::input::check_env_name(k)
                 .and_then(|()| crate::input::check_env_value(k, &e.value))
                 .map_err(|m| Error::usage(m).at(format!("env {}", k.escape_debug())))?;

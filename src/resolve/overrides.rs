@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::config::{self, CommOverlapConfig, ConfigContainer, MixedPrecisionConfig};
 use crate::error::{Error, Result, did_you_mean};
+use crate::rank::names::{ENV_NAME_RULE, valid_env_name};
 use crate::yaml;
 
 /// One `--set` override.
@@ -62,7 +63,7 @@ pub fn shown_flag(item: &str) -> String {
             if path
                 .rsplit('.')
                 .next()
-                .is_some_and(|last| crate::secret::is_secret(last.trim())) =>
+                .is_some_and(|last| crate::secret::is_secret_name(last.trim())) =>
         {
             format!("--set {path}={}", crate::secret::REDACTED)
         }
@@ -73,7 +74,7 @@ pub fn shown_flag(item: &str) -> String {
 /// `--env ITEM` as messages show it: a secret value is redacted.
 pub fn shown_env_flag(item: &str) -> String {
     match item.split_once('=') {
-        Some((name, _)) if crate::secret::is_secret(name) => {
+        Some((name, _)) if crate::secret::is_secret_name(name) => {
             format!("--env {name}={}", crate::secret::REDACTED)
         }
         _ => format!("--env {item}"),
@@ -217,7 +218,7 @@ pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
             return Err(
                 Error::usage(format!("`{name}` is not a valid environment variable name"))
                     .at(flag)
-                    .help("names are letters, digits and underscores, not starting with a digit"),
+                    .help(format!("names are {ENV_NAME_RULE}")),
             );
         }
         crate::input::check_env_value(name, value)
@@ -243,7 +244,7 @@ pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
             return Err(
                 Error::usage(format!("`{name}` is not a valid environment variable name"))
                     .at(format!("--unset {name}"))
-                    .help("names are letters, digits and underscores, not starting with a digit"),
+                    .help(format!("names are {ENV_NAME_RULE}")),
             );
         }
         if !out.contains(name) {
@@ -251,13 +252,6 @@ pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
         }
     }
     Ok(out)
-}
-
-/// POSIX shell variable names.
-pub fn valid_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //! Slurm task variables of a one-task step and execs its command. The rank runtime, the rank
 //! plan, the secrets file and bash are real.
 
-mod common;
+use crate::common;
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -171,7 +171,7 @@ impl Case {
                 "--job-name",
                 "hostile",
                 "--rank-runtime",
-                env!("CARGO_BIN_EXE_ovlaunch-rank"),
+                common::rank_bin(),
                 "--job-dir",
             ])
             .arg(job_dir)

@@ -10,7 +10,7 @@
 //! (one task); the rank runtime is the real one, and the trainer checks that every secret
 //! arrived, so the test also fails if a secret is dropped instead of passed.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -272,7 +272,7 @@ fn secrets_appear_only_in_secrets_env() {
             "--mpi",
             "none",
             "--rank-runtime",
-            env!("CARGO_BIN_EXE_ovlaunch-rank"),
+            common::rank_bin(),
             "--",
         ],
     );
