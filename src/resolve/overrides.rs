@@ -88,10 +88,13 @@ fn parse_set(item: &str) -> Result<SetOverride> {
             .at(flag)
             .help("e.g. --set model.tensor_model_parallel_size=8"));
     };
-    let path = path.trim().trim_start_matches('+');
+    let path = path.trim_start().trim_start_matches('+');
+    // An env name is taken as written (no trimming): a name that is not valid is refused,
+    // never quietly turned into another one.
     let (section, field) = match path.split_once('.') {
-        Some((s, f)) => (s.to_string(), Some(f.to_string())),
-        None => (path.to_string(), None),
+        Some((s, f)) if s.trim() == "env_vars" => ("env_vars".to_string(), Some(f.to_string())),
+        Some((s, f)) => (s.trim().to_string(), Some(f.trim().to_string())),
+        None => (path.trim().to_string(), None),
     };
     let Some(fields) = config::section_fields(&section) else {
         return Err(Error::usage(format!("unknown section `{section}`"))

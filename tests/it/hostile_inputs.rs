@@ -272,7 +272,8 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
         Channel::SetEnvName => {
             extra.push("--set".into());
             extra.push(format!("env_vars.{v}=1").into());
-            Want::Env(v.clone())
+            // NAME=VALUE: a name cannot hold `=`; the first one ends it.
+            Want::Env(v.split('=').next().unwrap_or("").to_string())
         }
         Channel::SetEnvValue => {
             extra.push("--set".into());
@@ -282,7 +283,7 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
         Channel::EnvFlagName => {
             extra.push("--env".into());
             extra.push(format!("{v}=1").into());
-            Want::Env(v.clone())
+            Want::Env(v.split('=').next().unwrap_or("").to_string())
         }
         Channel::EnvFlagValue => {
             extra.push("--env".into());
@@ -397,10 +398,12 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
     match want {
         Want::Env(name) => {
             let expect = match channel {
-                Channel::RecipeEnvName
-                | Channel::HardwareEnvName
-                | Channel::SetEnvName
-                | Channel::EnvFlagName => "1".to_string(),
+                Channel::RecipeEnvName | Channel::HardwareEnvName => "1".to_string(),
+                // What follows the first `=` of NAME=VALUE is the value.
+                Channel::SetEnvName | Channel::EnvFlagName => match v.split_once('=') {
+                    Some((_, rest)) => format!("{rest}=1"),
+                    None => "1".to_string(),
+                },
                 Channel::JobDir => job_dir.display().to_string(),
                 // Documented: `{job_dir}` in an option value is the job directory; every
                 // other byte stays as given.
