@@ -125,7 +125,7 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
 fn secrets_file(plan: &Plan) -> String {
     let mut s = String::new();
     for (k, e) in &plan.env {
-        if secret::is_secret(k) {
+        if secret::is_secret_name(k) {
             let _ = writeln!(s, "{k}={}", super::shell::quote(&e.value));
         }
     }

@@ -247,7 +247,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     let mut env = BTreeMap::new();
     let mut secret_names = Vec::new();
     for (k, e) in &plan.env {
-        if crate::secret::is_secret(k) {
+        if crate::secret::is_secret_name(k) {
             secret_names.push(k.clone());
         } else {
             env.insert(k.clone(), e.value.clone());

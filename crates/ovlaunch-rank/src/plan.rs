@@ -14,6 +14,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::names::{ENV_NAME_RULE, valid_env_name};
+
 /// The only plan schema this runtime understands.
 pub const SCHEMA: u32 = 1;
 
@@ -151,11 +153,6 @@ impl Default for RankPlan {
     }
 }
 
-/// Is `name` usable as an environment variable name (non-empty, no `=`, no NUL)?
-pub fn valid_env_name(name: &str) -> bool {
-    !name.is_empty() && !name.contains('=') && !name.contains('\0')
-}
-
 impl RankPlan {
     /// Parse a plan from JSON text and validate it.
     pub fn from_json(text: &str) -> Result<RankPlan, String> {
@@ -178,7 +175,7 @@ impl RankPlan {
         for (k, v) in &self.env {
             if !valid_env_name(k) {
                 return Err(format!(
-                    "env: '{k}' is not a valid variable name (empty, '=' or NUL)"
+                    "env: '{k}' is not a valid variable name ({ENV_NAME_RULE})"
                 ));
             }
             if v.contains('\0') {

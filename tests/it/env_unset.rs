@@ -25,8 +25,6 @@ use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
 use proptest::prelude::*;
 
-const RANK_BIN: &str = env!("CARGO_BIN_EXE_ovlaunch-rank");
-
 #[derive(Debug, Clone)]
 struct Layout {
     gpu: &'static str,
@@ -350,7 +348,7 @@ proptest! {
                 image.insert(k.clone(), format!("image-{val}"));
             }
         }
-        let runtime = with_runtime.then_some(RANK_BIN);
+        let runtime = with_runtime.then(crate::common::rank_bin);
         let seen = run_job(&plan, runtime, &host, &image, dir.path());
         for k in &removed {
             prop_assert!(!seen.contains_key(k), "{} reached the trainer (runtime: {})", k, with_runtime);

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 
-use super::plan::Invariant;
+use crate::names::{REDACTED, is_secret_name};
+use crate::plan::Invariant;
 
 /// An owned environment (name → value), sorted by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,21 +88,10 @@ impl Environ {
     }
 }
 
-/// Names whose values must never be printed: `*_TOKEN`, `*_KEY`, `*SECRET*`, `*PASSWORD*`
-/// (and `*CREDENTIAL*`), case-insensitively.
-pub fn is_secret_name(name: &str) -> bool {
-    let up = name.to_ascii_uppercase();
-    up.ends_with("_TOKEN")
-        || up.ends_with("_KEY")
-        || up.contains("SECRET")
-        || up.contains("PASSWORD")
-        || up.contains("CREDENTIAL")
-}
-
 /// `'value'` for ordinary names, `<redacted>` for secret-looking ones.
 pub fn display_value(name: &str, value: &OsStr) -> String {
     if is_secret_name(name) {
-        "<redacted>".to_string()
+        REDACTED.to_string()
     } else {
         format!("'{}'", value.to_string_lossy())
     }

@@ -8,12 +8,13 @@ use std::path::PathBuf;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
 use ovlaunch::plan::Plan;
-use ovlaunch::rank::affinity::{PlacementInput, decide, parse_cpulist};
-use ovlaunch::rank::sysfs::Sysfs;
-use ovlaunch::rank::{AffinityPlan, AffinityPolicy, CorePin, RankPlan};
 use ovlaunch::render::launch::{self, FlagStyle, LaunchMode, LaunchOptions, LaunchSpec};
 use ovlaunch::resolve;
 use ovlaunch::version::Stack;
+use ovlaunch_rank::affinity::{PlacementInput, decide};
+use ovlaunch_rank::cpulist::parse_cpulist;
+use ovlaunch_rank::sysfs::Sysfs;
+use ovlaunch_rank::{AffinityPlan, AffinityPolicy, CorePin, RankPlan};
 
 fn plan_for(recipe: &str, gpus: &str, variant: Option<&str>) -> Plan {
     plan_with(recipe, gpus, None, variant)

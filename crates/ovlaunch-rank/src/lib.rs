@@ -14,7 +14,7 @@
 //!    warning (an error under `--strict` / `strict: true`); then `invariants` are checked on
 //!    the final environment (warning, or error under strict). Secret-looking values are
 //!    printed as `<redacted>`.
-//! 3. **Placement** ([`affinity`], [`sysfs`]): CPU affinity (and optionally the memory
+//! 3. **Placement** ([`affinity`], [`sysfs`], [`cpulist`]): CPU affinity (and optionally the memory
 //!    policy) for the rank's NUMA node, never wider than the inherited CPU set.
 //! 4. **Report** ([`report`]): one `key=value` line with `--print-identity` or
 //!    `OVLAUNCH_RANK_DEBUG=1`, to stderr or appended to `$OVLAUNCH_RANK_REPORT`.
@@ -36,10 +36,12 @@
 //! `--dry-run`-style callers).
 
 pub mod affinity;
+pub mod cpulist;
 pub mod env;
 pub mod exec;
 pub mod hostlist;
 pub mod identity;
+pub mod names;
 pub mod plan;
 pub mod report;
 pub mod sysfs;
@@ -293,7 +295,7 @@ pub fn report_for(p: &Prepared) -> report::Report {
         node_rank: p.identity.node_rank,
         world_size: p.identity.world_size,
         host: report::hostname(),
-        cpus: affinity::format_cpulist(&p.placement.cpus),
+        cpus: cpulist::format_cpulist(&p.placement.cpus),
         numa: p.placement.numa_node,
         affinity: match p.placement.policy {
             AffinityPolicy::None => "none",

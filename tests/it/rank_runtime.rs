@@ -10,7 +10,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ovlaunch-rank");
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 struct Run {
@@ -30,7 +29,7 @@ fn finish(out: Output) -> Run {
 }
 
 fn command(env: &[(&str, &str)], args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
+    let mut c = Command::new(crate::common::rank_bin());
     c.env_clear()
         .env("PATH", PATH)
         .envs(env.iter().copied())
@@ -522,9 +521,9 @@ fn affinity_static_on_the_real_cpu_set() {
     let node0 = std::fs::read_to_string("/sys/devices/system/node/node0/cpulist").unwrap();
     let mine = own_cpus();
     let got = cpus_allowed(&r.stdout).unwrap();
-    let expect = ovlaunch::rank::affinity::format_cpulist(&ovlaunch::rank::affinity::intersect(
-        &ovlaunch::rank::affinity::parse_cpulist(&node0).unwrap(),
-        &ovlaunch::rank::affinity::parse_cpulist(&mine).unwrap(),
+    let expect = ovlaunch_rank::cpulist::format_cpulist(&ovlaunch_rank::cpulist::intersect(
+        &ovlaunch_rank::cpulist::parse_cpulist(&node0).unwrap(),
+        &ovlaunch_rank::cpulist::parse_cpulist(&mine).unwrap(),
     ));
     let expect = if expect.is_empty() {
         mine.clone()
@@ -561,7 +560,7 @@ fn affinity_never_widens_under_taskset() {
         .args([
             "-c",
             &first_cpu,
-            BIN,
+            crate::common::rank_bin(),
             "--plan",
             plan.to_str().unwrap(),
             "--",
@@ -583,12 +582,12 @@ fn affinity_never_widens_under_taskset() {
 fn affinity_narrows_to_the_numa_node_on_this_machine() {
     // Model a 2-node machine over the CPUs we really have: node0 = our first CPU,
     // node1 = the rest. Local rank 4 (/4 → node 1) must be bound to "the rest" for real.
-    let mine = ovlaunch::rank::affinity::parse_cpulist(&own_cpus()).unwrap();
+    let mine = ovlaunch_rank::cpulist::parse_cpulist(&own_cpus()).unwrap();
     if mine.len() < 2 {
         eprintln!("skipped: needs at least 2 allowed CPUs, have {mine:?}");
         return;
     }
-    let fmt = ovlaunch::rank::affinity::format_cpulist;
+    let fmt = ovlaunch_rank::cpulist::format_cpulist;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sys");
     for (n, cpus) in [(0, fmt(&mine[..1])), (1, fmt(&mine[1..]))] {
@@ -721,7 +720,7 @@ fn identity_report_line() {
         .skip(1)
         .map(|p| p.split_once('=').unwrap())
         .collect();
-    let digest = ovlaunch::rank::env::env_digest(
+    let digest = ovlaunch_rank::env::env_digest(
         &[("A", "1"), ("B", "2")]
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
