@@ -63,10 +63,9 @@ pub fn plan(cmd: &PlanCmd) -> Result<i32> {
     out(&text)?;
     if cmd.explain {
         out(&explain::decisions(&plan))?;
-        if !plugins.is_empty() {
-            let p = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
-            out(&launch_decisions(p.job.decisions()))?;
-        }
+        // Launch decisions: rank placement and sbatch rules, plus the plugins' phases.
+        let p = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
+        out(&launch_decisions(p.job.decisions()))?;
     }
     Ok(0)
 }

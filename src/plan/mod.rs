@@ -28,6 +28,9 @@ pub struct RecipeInfo {
     /// its name), which Bridge's env rules key on.
     pub model_recipe: String,
     pub precision: String,
+    /// Bridge's config variant (`large_scale`), `None` for the plain one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_variant: Option<String>,
     pub variant_gpu: Option<String>,
     pub variant_num_gpus: Option<u32>,
     pub trainer: Option<Vec<String>>,

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::error::{Error, Result, did_you_mean};
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
+use crate::rank::{AffinityPlan, AffinityPolicy};
 
 /// How ranks are started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -108,6 +109,8 @@ pub struct LaunchSpec {
     /// Extra `key=value` overrides appended to the trainer's argv (plugins).
     pub trainer_overrides: Vec<String>,
     pub rank_runtime: Option<String>,
+    /// Where each rank's runtime places it (Bridge's numactl rules), see [`placement`].
+    pub affinity: AffinityPlan,
     pub container: Option<Container>,
     pub master_port: u16,
     /// See [`LaunchOptions::rendezvous`].
@@ -334,12 +337,86 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         trainer,
         trainer_overrides: Vec::new(),
         rank_runtime: opts.rank_runtime.clone(),
+        affinity: placement(plan, &mut decisions),
         container: opts.container.clone(),
         master_port: opts.master_port,
         rendezvous: opts.rendezvous.clone(),
         header,
         decisions,
     })
+}
+
+/// Bridge's rank placement (`scripts/performance/utils/executors.py`: every task runs under
+/// `numactl --cpunodebind=$((SLURM_LOCALID/D)) --membind=$((SLURM_LOCALID/D))`, plus
+/// `-C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16 + 1))` on B300 unless
+/// `setup_experiment.py` turns core ("PCT") binding off for the workload), as the rank
+/// runtime's affinity plan, each part a decision.
+pub fn placement(plan: &Plan, decisions: &mut Vec<Decision>) -> AffinityPlan {
+    let gpu = &plan.hardware.gpu;
+    let Some(d) = gpu.gpus_per_numa.filter(|_| !gpu.is_cpu()) else {
+        return AffinityPlan::default();
+    };
+    decisions.push(Decision::new(
+        "rank.affinity.cpunodebind",
+        format!("local_rank / {d}"),
+        format!(
+            "{} nodes: NUMA node = local rank / {d} (Bridge executors.py numactl --cpunodebind)",
+            gpu.kind
+        ),
+        Source::Derived,
+    ));
+    decisions.push(Decision::new(
+        "rank.affinity.membind",
+        true,
+        "memory bound to the same NUMA node (Bridge executors.py numactl --membind); the rank runtime skips it where the node has no memory",
+        Source::Derived,
+    ));
+    let cores = gpu.core_pinning.and_then(|pin| {
+        let r = &plan.recipe;
+        let family = r.family.as_deref().unwrap_or("");
+        let task = r.task.as_deref().unwrap_or("pretrain");
+        let dtype = crate::resolve::env_rules::compute_dtype(&plan.model);
+        // setup_experiment.py: core binding off for these workloads.
+        let off = if family == "nemotronh" && r.model_recipe == "nemotron_3_super" && dtype == "bf16" {
+            Some("Nemotron 3 Super BF16")
+        } else if family == "deepseek"
+            && r.model_recipe == "deepseek_v3"
+            && r.config_variant.as_deref() != Some("large_scale")
+        {
+            Some("DeepSeek-V3 (except the large_scale variant)")
+        } else if family == "llama" && task == "pretrain" {
+            Some("Llama pretraining")
+        } else if family == "kimi" && task == "pretrain" {
+            Some("Kimi pretraining")
+        } else {
+            None
+        };
+        let (value, rule) = match off {
+            Some(why) => (
+                serde_json::Value::Null,
+                format!("{} core pinning off for {why} (Bridge setup_experiment.py disables PCT binding)", gpu.kind),
+            ),
+            None => (
+                serde_json::Value::String(format!(
+                    "cores local_rank*{s}..local_rank*{s}+{c}",
+                    s = pin.stride,
+                    c = pin.count
+                )),
+                format!(
+                    "{}: each rank pinned to {} cores from local_rank*{} (Bridge executors.py numactl -C)",
+                    gpu.kind, pin.count, pin.stride
+                ),
+            ),
+        };
+        decisions.push(Decision::new("rank.affinity.cores", value, rule, Source::Derived));
+        off.is_none().then_some(pin)
+    });
+    AffinityPlan {
+        policy: AffinityPolicy::Static,
+        gpus_per_numa: Some(d),
+        membind: true,
+        cores,
+    }
 }
 
 /// The recipe's trainer, else Bridge's recipe runner fed the generated override file.

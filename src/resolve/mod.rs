@@ -278,6 +278,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
                 .or_else(|| inp.recipe.bridge_recipe.clone()),
             model_recipe: model_recipe(inp.recipe).to_string(),
             precision: choice.precision.clone(),
+            config_variant: variant.and_then(|v| v.variant.clone()),
             variant_gpu: variant.map(|v| v.gpu.clone()),
             variant_num_gpus: variant.and_then(|v| v.num_gpus),
             trainer: inp.recipe.trainer.clone(),

@@ -12,6 +12,7 @@ mod cli_outputs;
 mod env_rules;
 mod env_unset;
 mod local_torchrun;
+mod placement;
 mod plan_properties;
 mod plugins;
 mod rank_hostlist;
