@@ -288,6 +288,14 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         }
     }
 
+    // Bridge's runner re-applies its recipe's env_vars with setdefault: variables the plan
+    // removes must leave the runner's config too (only Bridge's runner reads these words).
+    let bridge_runner = opts.trainer.is_empty() && plan.recipe.trainer.is_none();
+    let trainer_overrides = if bridge_runner {
+        crate::resolve::env::trainer_drop_words(&plan.env_drop_from_recipe)
+    } else {
+        Vec::new()
+    };
     let trainer = if opts.trainer.is_empty() {
         default_trainer(plan, &opts.job_dir)
     } else {
@@ -335,7 +343,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         forward_signals: Vec::new(),
         command_prefix: Vec::new(),
         trainer,
-        trainer_overrides: Vec::new(),
+        trainer_overrides,
         rank_runtime: opts.rank_runtime.clone(),
         affinity: placement(plan, &mut decisions),
         container: opts.container.clone(),
