@@ -11,6 +11,8 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod input;
+pub mod job;
+pub mod layout;
 pub mod overlap;
 pub mod plan;
 pub mod plugin;

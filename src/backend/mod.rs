@@ -1,5 +1,12 @@
 //! Effectful backends: job directories on disk, Slurm through its command-line tools, and
-//! the local executor. Everything here is thin; decisions are made in the pure core.
+//! the local executor. Everything here is thin; decisions are made in the pure core
+//! (`job::render_job` returns the whole job as a value before anything here runs).
+//!
+//! Contract: a [`Backend`] starts a job whose directory has been written ([`submit`] writes
+//! it, atomically, from the rendered artifacts), reports its [`JobStatus`], cancels it and
+//! streams its output. The backend a job used is recorded in its `submission.json` by
+//! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].
+//! A new backend is a new [`Executor`] variant plus one `impl Backend`.
 
 pub mod jobdir;
 pub mod local;
@@ -7,3 +14,161 @@ pub mod record;
 pub mod signals;
 pub mod slurm;
 pub mod state;
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::layout::{self, Artifacts};
+use record::Submission;
+pub use state::JobStatus;
+
+/// Where the job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executor {
+    Slurm,
+    Local,
+}
+
+impl Executor {
+    /// The name recorded in `submission.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Executor::Slurm => "slurm",
+            Executor::Local => "local",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Executor> {
+        [Executor::Slurm, Executor::Local]
+            .into_iter()
+            .find(|e| e.name() == name)
+    }
+
+    pub fn backend(self) -> &'static dyn Backend {
+        match self {
+            Executor::Slurm => &slurm::Slurm,
+            Executor::Local => &local::Local,
+        }
+    }
+}
+
+/// How a submitted job went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    /// Queued by a scheduler under this id.
+    Queued { job_id: String },
+    /// Ran to the end in the foreground with this exit code.
+    Finished { exit_code: i32 },
+}
+
+/// What `cancel` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cancelled {
+    /// The job was pending or running; the scheduler accepted the cancellation.
+    Now,
+    /// The job had already ended in this state; nothing was sent.
+    AlreadyEnded(JobStatus),
+}
+
+/// Where output goes (the CLI's stdout).
+pub type Sink<'a> = &'a mut dyn FnMut(&str) -> Result<()>;
+
+/// One way of running jobs.
+pub trait Backend {
+    /// Starts the job in `dir` (already written) by running `script`. `rec` is the job's
+    /// submission record; the backend fills in what it learns (job id, exit code) and
+    /// writes it with [`write_record`] as soon as the job can be looked up.
+    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started>;
+    /// The job's state now.
+    fn status(&self, rec: &Submission) -> Result<JobStatus>;
+    fn cancel(&self, rec: &Submission) -> Result<Cancelled>;
+    /// The job's output so far; with `follow`, also what arrives until the job ends.
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()>;
+}
+
+/// The backend a recorded job used.
+pub fn of(rec: &Submission) -> Result<&'static dyn Backend> {
+    Executor::from_name(&rec.executor)
+        .map(Executor::backend)
+        .ok_or_else(|| {
+            Error::runtime(format!(
+                "job {} names an unknown executor `{}`",
+                rec.job_name, rec.executor
+            ))
+        })
+}
+
+/// Writes the job directory `dir` from `artifacts` and starts the job with `executor`.
+/// Nothing half-written stays behind when the backend refuses the job.
+///
+/// The submission record is part of the directory from the start, holding the intent
+/// (`state: submitting`): whatever happens later (a signal, a full disk), the directory says
+/// a submission was under way, and `status` can ask Slurm about it. SIGINT, SIGTERM and
+/// SIGHUP wait while the directory is written and, for a scheduler, until the scheduler has
+/// answered and the answer is recorded: a signal before the scheduler is asked removes the
+/// directory; one after it is reported once the job is recorded.
+pub fn submit(
+    executor: Executor,
+    dir: &Path,
+    job_name: &str,
+    artifacts: &Artifacts,
+    command_line: String,
+) -> Result<Started> {
+    let mut rec = Submission {
+        job_name: job_name.to_string(),
+        job_dir: dir.display().to_string(),
+        executor: executor.name().into(),
+        state: match executor {
+            Executor::Slurm => record::RecordState::Submitting,
+            Executor::Local => record::RecordState::Local,
+        },
+        job_id: None,
+        cluster: None,
+        submit_time: None,
+        started_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs()),
+        command_line,
+        exit_code: None,
+    };
+    let intent = record_text(&rec)?;
+    let mut files = layout::files(artifacts);
+    files.push(layout::JobFile {
+        name: layout::SUBMISSION,
+        contents: &intent,
+        private: false,
+        executable: false,
+    });
+    let guard = signals::Deferred::install();
+    jobdir::create(dir, &files)?;
+    if let Some(sig) = guard.caught() {
+        let _ = std::fs::remove_dir_all(dir);
+        return Err(Error::runtime(format!(
+            "stopped by {sig} before submitting; nothing was started and the job directory was removed"
+        )));
+    }
+    if executor == Executor::Local {
+        // A foreground run takes the terminal's signals itself.
+        drop(guard);
+        return executor
+            .backend()
+            .submit(dir, &dir.join(artifacts.script_name), &mut rec);
+    }
+    let started = executor
+        .backend()
+        .submit(dir, &dir.join(artifacts.script_name), &mut rec)?;
+    if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
+        eprintln!("note: {sig} arrived while submitting; job {job_id} was queued and recorded first");
+    }
+    Ok(started)
+}
+
+fn record_text(rec: &Submission) -> Result<String> {
+    Ok(serde_json::to_string_pretty(rec).map_err(|e| Error::runtime(e.to_string()))? + "\n")
+}
+
+/// Writes `submission.json` into the job directory.
+pub fn write_record(dir: &Path, rec: &Submission) -> Result<()> {
+    jobdir::write_file(dir, layout::SUBMISSION, &record_text(rec)?)
+}

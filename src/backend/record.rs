@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::layout::SUBMISSION as FILE;
 
 /// A Slurm job id: digits, or `ARRAYID_TASK` (also what `sbatch --parsable` prints before
 /// an optional `;cluster`). Anything else (`--user=root`, `1 2`) is refused where it is
@@ -100,8 +101,6 @@ pub struct Submission {
 fn default_state() -> RecordState {
     RecordState::Submitted
 }
-
-pub const FILE: &str = "submission.json";
 
 pub fn read(dir: &Path) -> Result<Submission> {
     let path = dir.join(FILE);

@@ -1,14 +1,155 @@
 //! The Slurm backend: submit with `sbatch --parsable`, ask `scontrol` (then `sacct`) for a
-//! job's state and exit code, cancel with `scancel`. Runs the real tools via `duct`.
+//! job's state and exit code, cancel with `scancel`. Runs the real tools via `duct`, each
+//! with a time limit.
+//!
+//! Contract: every query checks that Slurm's job with the recorded id is the recorded job
+//! (its name and the directory sbatch ran in) before reporting or acting, so a reused id is
+//! an error, not another job's state or cancellation. A controller that does not answer and a
+//! job Slurm has forgotten are errors with Slurm's reason (exit 1), in bounded time. A record
+//! that holds only the intent (the submit was interrupted around `sbatch`) is reconciled by
+//! asking Slurm for a pending or running job of its name and directory.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Serialize;
-
-use super::record::JobId;
-use super::state::{Phase, phase};
+use super::record::{JobId, RecordState, Submission};
+use super::state::JobStatus;
+use super::{Backend, Cancelled, Sink, Started, write_record};
 use crate::error::{Error, Result};
+use crate::layout;
+
+/// Runs jobs through `sbatch`, `scontrol`/`sacct` and `scancel`.
+pub struct Slurm;
+
+impl Backend for Slurm {
+    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
+        let submitted = match submit(script, dir) {
+            Ok(s) => s,
+            Err(SubmitError::NotQueued(e)) => {
+                // Nothing half-written stays behind.
+                let _ = std::fs::remove_dir_all(dir);
+                return Err(e);
+            }
+            Err(SubmitError::Unknown(e)) => {
+                // Whether sbatch got the job through before it failed (killed, timed out)
+                // only Slurm knows: ask it before removing anything.
+                match find_submitted(&rec.job_name, &rec.job_dir) {
+                    Ok(Some(id)) => Submitted {
+                        id,
+                        cluster: None,
+                        submit_time: None,
+                    },
+                    Ok(None) => {
+                        let _ = std::fs::remove_dir_all(dir);
+                        return Err(e);
+                    }
+                    Err(q) => {
+                        return Err(Error::runtime(format!(
+                            "{e}\n  and Slurm could not be asked whether the job was queued: {q}"
+                        ))
+                        .help(format!(
+                            "the job directory {} keeps the intent; `ovlaunch status` on it asks Slurm again",
+                            dir.display()
+                        )));
+                    }
+                }
+            }
+        };
+        let id = submitted.id.to_string();
+        rec.state = RecordState::Submitted;
+        rec.job_id = Some(submitted.id);
+        rec.cluster = submitted.cluster;
+        rec.submit_time = submitted.submit_time;
+        if let Err(e) = write_record(dir, rec) {
+            // The job is queued: say so, and report success so that nobody submits it
+            // twice; the intent record lets `status` find it through Slurm.
+            eprintln!(
+                "warning: job {id} is queued, but its record could not be updated ({e}); `ovlaunch status {}` finds it through Slurm by name and directory",
+                dir.display()
+            );
+        }
+        Ok(Started::Queued { job_id: id })
+    }
+
+    fn status(&self, rec: &Submission) -> Result<JobStatus> {
+        status(&job_id(rec)?, &expected(rec))
+    }
+
+    fn cancel(&self, rec: &Submission) -> Result<Cancelled> {
+        cancel(&job_id(rec)?, &expected(rec))
+    }
+
+    /// Reads `slurm-JOBID.out`; with `follow`, polls it until the job reaches a final state,
+    /// then reads it once more. A controller that stops answering, a forgotten job or a
+    /// reused id ends the loop with an error instead of polling forever.
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
+        let id = job_id(rec)?;
+        let path = dir.join(layout::slurm_output(id.as_str()));
+        let mut pos = 0u64;
+        loop {
+            if let Ok(mut f) = std::fs::File::open(&path) {
+                f.seek(SeekFrom::Start(pos))
+                    .map_err(|e| Error::runtime(e.to_string()))?;
+                let mut buf = Vec::new();
+                f.read_to_end(&mut buf)
+                    .map_err(|e| Error::runtime(e.to_string()))?;
+                pos += buf.len() as u64;
+                out(&String::from_utf8_lossy(&buf))?;
+            } else if !follow {
+                return Err(
+                    Error::runtime(format!("no output yet at {}", path.display()))
+                        .help("the job may still be pending; try --follow"),
+                );
+            }
+            if !follow {
+                return Ok(());
+            }
+            if status(&id, &expected(rec))?.phase.is_final() {
+                // One last read after the final state, then stop.
+                if let Ok(mut f) = std::fs::File::open(&path) {
+                    let _ = f.seek(SeekFrom::Start(pos));
+                    let mut buf = Vec::new();
+                    let _ = f.read_to_end(&mut buf);
+                    out(&String::from_utf8_lossy(&buf))?;
+                }
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+/// What the record expects Slurm to report for its job.
+fn expected(rec: &Submission) -> Expected<'_> {
+    Expected {
+        job_name: &rec.job_name,
+        job_dir: &rec.job_dir,
+    }
+}
+
+/// The record's job id; for a record that holds only the intent, Slurm is asked for a
+/// pending or running job of its name and directory, and the record is completed when one
+/// is found.
+fn job_id(rec: &Submission) -> Result<JobId> {
+    if let Some(id) = &rec.job_id {
+        return Ok(id.clone());
+    }
+    match find_submitted(&rec.job_name, &rec.job_dir)? {
+        Some(id) => {
+            let mut done = rec.clone();
+            done.job_id = Some(id.clone());
+            done.state = RecordState::Submitted;
+            let _ = write_record(Path::new(&rec.job_dir), &done);
+            Ok(id)
+        }
+        None => Err(Error::runtime(format!(
+            "the submission of {} was interrupted before Slurm queued it: no pending or running job {} from that directory",
+            rec.job_dir, rec.job_name
+        ))
+        .help("nothing is queued; submit again")),
+    }
+}
 
 fn tool(name: &str) -> Result<std::path::PathBuf> {
     which::which(name).map_err(|_| {
@@ -225,41 +366,6 @@ pub struct Expected<'a> {
     pub job_dir: &'a str,
 }
 
-/// A job's state as far as Slurm still knows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JobStatus {
-    pub job_id: String,
-    pub slurm_state: String,
-    pub phase: Phase,
-    pub exit_code: Option<String>,
-    /// Slurm's reason for the state (`NodeFail`, `BeginTime`, `Resources`, ...).
-    pub reason: Option<String>,
-    /// Which tool answered (`scontrol`, `sacct`, `sacct --completion`).
-    pub source: String,
-    pub restarts: Option<u32>,
-}
-
-impl JobStatus {
-    /// A status whose phase comes from the one state table.
-    pub fn new(
-        job_id: &str,
-        state: &str,
-        exit_code: Option<String>,
-        source: &str,
-        restarts: Option<u32>,
-    ) -> Self {
-        Self {
-            job_id: job_id.to_string(),
-            slurm_state: state.to_string(),
-            phase: phase(state),
-            exit_code,
-            reason: None,
-            source: source.into(),
-            restarts,
-        }
-    }
-}
-
 fn reused(id: &JobId, what: &str) -> Error {
     Error::runtime(format!(
         "Slurm's job {id} is another job ({what}): the recorded job has been forgotten by Slurm and its id reused"
@@ -289,6 +395,9 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
             info.get("Restarts").and_then(|r| r.parse().ok()),
         );
         st.reason = info.get("Reason").filter(|r| r != "None");
+        if st.restarts.is_some_and(|r| r > 0) && !st.phase.is_final() {
+            st.requeued_after = previous_run(id);
+        }
         return Ok(st);
     }
     if tool("sacct").is_ok() {
@@ -354,6 +463,30 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
     .help("its output is in the job directory"))
 }
 
+/// How the last ended run of a requeued job ended (`NODE_FAIL`, `PREEMPTED`, ...), from the
+/// job-completion log or accounting; `None` when neither has it. Slurm's own `Reason` for
+/// the requeued job only says it waits (`BeginTime`).
+fn previous_run(id: &JobId) -> Option<String> {
+    tool("sacct").ok()?;
+    for args in [
+        vec!["-c", "-n", "-P", "-o", "JobID,State", "-j", id.as_str()],
+        vec!["-j", id.as_str(), "-n", "-P", "-X", "-D", "-o", "JobID,State"],
+    ] {
+        let Ok(out) = run("sacct", &refs(&os(&args)), None, QUERY_LIMIT) else {
+            continue;
+        };
+        let last = out.stdout.lines().rev().find_map(|l| {
+            let (jid, state) = l.split_once('|')?;
+            (jid == id.as_str() && super::state::phase(state).is_final())
+                .then(|| state.to_string())
+        });
+        if last.is_some() {
+            return last;
+        }
+    }
+    None
+}
+
 fn refs(v: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
     v.iter().map(|s| s.as_os_str()).collect()
 }
@@ -363,15 +496,6 @@ fn field(line: &str, key: &str) -> Option<String> {
     let needle = format!("{key}=");
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(&needle).map(str::to_string))
-}
-
-/// What `cancel` did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Cancelled {
-    /// The job was pending or running; `scancel` accepted.
-    Now,
-    /// The job had already ended in this state; nothing was sent.
-    AlreadyEnded(JobStatus),
 }
 
 /// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`

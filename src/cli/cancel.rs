@@ -1,25 +1,19 @@
-//! `ovlaunch cancel JOB`: only the recorded job (checked against Slurm first), and a job
-//! that has already ended is reported as such, not "cancelled".
+//! `ovlaunch cancel JOB`: only the recorded job (its backend checks first that the
+//! scheduler's job is it), and a job that has already ended is reported as such.
 
 use super::jobs::JobArgs;
 use super::out;
-use super::status::{expected, slurm_id};
-use crate::backend::{record, slurm};
-use crate::error::{Error, Result};
+use crate::backend::{self, Cancelled, record};
+use crate::error::Result;
 
 pub fn run(args: &JobArgs) -> Result<i32> {
-    let (dir, mut rec) = record::find(&args.root(), &args.job)?;
-    let id = slurm_id(&dir, &mut rec)?.ok_or_else(|| {
-        Error::usage(format!(
-            "job {} ran locally; there is nothing to cancel",
-            rec.job_name
-        ))
-    })?;
-    match slurm::cancel(&id, &expected(&rec))? {
-        slurm::Cancelled::Now => out(&format!("cancelled job {id} ({})\n", rec.job_name))?,
-        slurm::Cancelled::AlreadyEnded(st) => out(&format!(
-            "job {id} ({}) had already ended: {}; nothing to cancel\n",
-            rec.job_name, st.slurm_state
+    let (_, rec) = record::find(&args.root(), &args.job)?;
+    let id = rec.job_id.as_ref().map_or("-", |i| i.as_str()).to_string();
+    match backend::of(&rec)?.cancel(&rec)? {
+        Cancelled::Now => out(&format!("cancelled job {id} ({})\n", rec.job_name))?,
+        Cancelled::AlreadyEnded(st) => out(&format!(
+            "job {} ({}) had already ended: {}; nothing to cancel\n",
+            st.job_id, rec.job_name, st.slurm_state
         ))?,
     }
     Ok(0)

@@ -13,6 +13,7 @@ mod env_rules;
 mod env_unset;
 mod hostile_inputs;
 mod local_torchrun;
+mod placement;
 mod plan_properties;
 mod plugins;
 mod rank_hostlist;
