@@ -159,7 +159,9 @@ pub fn submit(
         .backend()
         .submit(dir, &dir.join(artifacts.script_name), &mut rec)?;
     if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
-        eprintln!("note: {sig} arrived while submitting; job {job_id} was queued and recorded first");
+        eprintln!(
+            "note: {sig} arrived while submitting; job {job_id} was queued and recorded first"
+        );
     }
     Ok(started)
 }

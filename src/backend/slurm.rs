@@ -470,15 +470,23 @@ fn previous_run(id: &JobId) -> Option<String> {
     tool("sacct").ok()?;
     for args in [
         vec!["-c", "-n", "-P", "-o", "JobID,State", "-j", id.as_str()],
-        vec!["-j", id.as_str(), "-n", "-P", "-X", "-D", "-o", "JobID,State"],
+        vec![
+            "-j",
+            id.as_str(),
+            "-n",
+            "-P",
+            "-X",
+            "-D",
+            "-o",
+            "JobID,State",
+        ],
     ] {
         let Ok(out) = run("sacct", &refs(&os(&args)), None, QUERY_LIMIT) else {
             continue;
         };
         let last = out.stdout.lines().rev().find_map(|l| {
             let (jid, state) = l.split_once('|')?;
-            (jid == id.as_str() && super::state::phase(state).is_final())
-                .then(|| state.to_string())
+            (jid == id.as_str() && super::state::phase(state).is_final()).then(|| state.to_string())
         });
         if last.is_some() {
             return last;

@@ -26,7 +26,12 @@ pub fn overrides_yaml(plan: &Plan, redact: bool) -> Result<String> {
         .env
         .iter()
         .filter(|(k, _)| redact || !secret::is_secret_name(k))
-        .map(|(k, e)| (k.clone(), Value::String(secret::shown(k, &e.value).to_string())))
+        .map(|(k, e)| {
+            (
+                k.clone(),
+                Value::String(secret::shown(k, &e.value).to_string()),
+            )
+        })
         .collect();
     top.insert("env_vars".into(), Value::Object(env));
     let header = format!(

@@ -23,4 +23,5 @@ mod recipe_rows;
 mod secrets;
 mod shell_roundtrip;
 mod slurm_e2e;
+mod slurm_faults;
 mod snapshots;

@@ -15,13 +15,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-struct Cluster {
-    env: Vec<(String, String)>,
-    dir: tempfile::TempDir,
+pub(super) struct Cluster {
+    pub(super) env: Vec<(String, String)>,
+    pub(super) dir: tempfile::TempDir,
+    /// One cluster at a time in this test process: clusters started side by side race for
+    /// the same port block (slurm-up picks the first free one).
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
 
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Cluster {
-    fn start() -> Option<Cluster> {
+    pub(super) fn start() -> Option<Cluster> {
         let required = std::env::var("OVLAUNCH_REQUIRE_SLURM").is_ok_and(|v| v == "1");
         let missing: Vec<&str> = ["slurmctld", "slurmd", "munged", "sbatch"]
             .into_iter()
@@ -37,6 +42,7 @@ impl Cluster {
             );
             return None;
         }
+        let guard = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let root = env!("CARGO_MANIFEST_DIR");
         let out = Command::new("bash")
@@ -50,28 +56,22 @@ impl Cluster {
             "slurm-up failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let env = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.trim_matches(|c| c == '\'' || c == '"').to_string(),
-                )
-            })
-            .collect();
-        Some(Cluster { env, dir })
+        let env = exports(&out.stdout);
+        Some(Cluster {
+            env,
+            dir,
+            _one_at_a_time: guard,
+        })
     }
 
-    fn cmd(&self, program: &str) -> Command {
+    pub(super) fn cmd(&self, program: &str) -> Command {
         let mut c = Command::new(program);
         c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         c.env_remove("OVLAUNCH_JOBS_ROOT");
         c
     }
 
-    fn ovlaunch(&self, args: &[&str]) -> Output {
+    pub(super) fn ovlaunch(&self, args: &[&str]) -> Output {
         self.cmd(common::bin())
             .current_dir(self.dir.path())
             .args(args)
@@ -94,9 +94,55 @@ impl Cluster {
             .unwrap()
     }
 
-    fn jobs(&self) -> PathBuf {
+    /// Stops the cluster and starts a fresh one in the same directory (state wiped: job ids
+    /// start over at 1).
+    pub(super) fn restart(&mut self) {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let slurm = self.dir.path().join("slurm");
+        let down = self
+            .cmd("bash")
+            .arg(format!("{root}/.ci/slurm-down.sh"))
+            .arg("--dir")
+            .arg(&slurm)
+            .output()
+            .unwrap();
+        assert!(
+            down.status.success(),
+            "{}",
+            String::from_utf8_lossy(&down.stderr)
+        );
+        let up = Command::new("bash")
+            .arg(format!("{root}/.ci/slurm-up.sh"))
+            .args(["--nodes", "2", "--dir"])
+            .arg(&slurm)
+            .output()
+            .unwrap();
+        assert!(
+            up.status.success(),
+            "slurm-up failed:\n{}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        self.env = exports(&up.stdout);
+    }
+
+    pub(super) fn jobs(&self) -> PathBuf {
         self.dir.path().join("jobs")
     }
+}
+
+/// The `export NAME=VALUE` lines slurm-up prints.
+fn exports(stdout: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                v.trim_matches(|c| c == '\'' || c == '"').to_string(),
+            )
+        })
+        .collect()
 }
 
 impl Drop for Cluster {
@@ -111,11 +157,11 @@ impl Drop for Cluster {
     }
 }
 
-fn submit(c: &Cluster, name: &str, extra: &[&str], trainer: &[&str]) -> PathBuf {
+pub(super) fn submit(c: &Cluster, name: &str, extra: &[&str], trainer: &[&str]) -> PathBuf {
     submit_with_path(c, None, name, "cpux4", extra, trainer)
 }
 
-fn submit_with_path(
+pub(super) fn submit_with_path(
     c: &Cluster,
     path: Option<&Path>,
     name: &str,
@@ -158,7 +204,7 @@ fn submit_with_path(
     job_dir
 }
 
-fn wait_final(c: &Cluster, job_dir: &Path) -> Value {
+pub(super) fn wait_final(c: &Cluster, job_dir: &Path) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let o = c.ovlaunch(&["status", job_dir.to_str().unwrap(), "-o", "json"]);
@@ -179,7 +225,7 @@ fn wait_final(c: &Cluster, job_dir: &Path) -> Value {
     }
 }
 
-fn log(job_dir: &Path) -> String {
+pub(super) fn log(job_dir: &Path) -> String {
     std::fs::read_dir(job_dir)
         .into_iter()
         .flatten()
@@ -290,14 +336,20 @@ fn real_slurm_jobs() {
     );
     assert!(!log(&dir).contains("hunter2"));
 
-    // 2. A trainer that fails: FAILED with its exit code.
-    let dir = submit(&c, "failing", &[], &["3"]);
+    // 2. A trainer that fails: FAILED with its exit code. One rank, so that the code is
+    // the trainer's for certain: with several ranks, srun's --kill-on-bad-exit stops the
+    // ranks still running with SIGTERM when the first one fails, and srun reports the
+    // highest task status, 143 (128 + SIGTERM) for any rank it stopped.
+    let dir = submit_with_path(&c, None, "failing", "cpux1", &[], &["3"]);
     let st = wait_final(&c, &dir);
     assert_eq!(st["slurm_state"], "FAILED", "{st}");
-    assert!(
-        st["exit_code"].as_str().unwrap_or("").starts_with('3'),
-        "{st}"
-    );
+    assert_eq!(st["exit_code"], "3:0", "{st}");
+    // Several ranks that all fail: FAILED whichever rank srun saw first.
+    let dir = submit(&c, "failing-4", &[], &["3"]);
+    let st = wait_final(&c, &dir);
+    assert_eq!(st["slurm_state"], "FAILED", "{st}");
+    let code = st["exit_code"].as_str().unwrap_or("");
+    assert!(code == "3:0" || code == "143:0", "3 or 128+SIGTERM: {st}");
 
     // 3. cancel.
     let dir = submit(&c, "to-cancel", &[], &["0", "sleep"]);
@@ -357,7 +409,7 @@ fn real_slurm_jobs() {
     sbatch_rejection_leaves_nothing(&c);
 }
 
-fn wait_for(what: &str, job_dir: &Path, mut done: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, job_dir: &Path, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while !done() {
         assert!(

@@ -1,0 +1,353 @@
+//! Slurm faults on a REAL Slurm, each scenario its own test and its own throw-away cluster
+//! (`.ci/slurm-up.sh`): the controller going down, a job id Slurm reuses, SIGTERM while
+//! `sbatch` runs, a node failing under a job, and the preemption signal reaching a trainer
+//! that ignores it. The daemons, `sbatch`, `scontrol`, `scancel`, `sacct` and bash are the
+//! real programs; where a fault is provoked by an administrator's command (the node marked
+//! DOWN, the controller stopped), the test says so. Without Slurm the tests pass with a note,
+//! unless `OVLAUNCH_REQUIRE_SLURM=1`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::slurm_e2e::{Cluster, log, submit, wait_final, wait_for};
+use crate::common;
+
+/// The cluster's state directory (slurm-up's `--dir`).
+fn slurm_dir(c: &Cluster) -> PathBuf {
+    c.dir.path().join("slurm")
+}
+
+fn pid_of(c: &Cluster, daemon: &str) -> i32 {
+    let text = std::fs::read_to_string(slurm_dir(c).join("run").join(format!("{daemon}.pid")))
+        .unwrap_or_else(|e| panic!("no pid file for {daemon}: {e}"));
+    text.trim().parse().unwrap()
+}
+
+fn gone(pid: i32) -> bool {
+    // A zombie (PID 1 reaps late here) counts as gone.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+fn running(c: &Cluster, dir: &Path) {
+    wait_for("the ranks to start", dir, || dir.join("ranks").exists());
+    let _ = c;
+}
+
+fn status_json(c: &Cluster, dir: &Path) -> (Option<i32>, Value, String) {
+    let o = c.ovlaunch(&["status", dir.to_str().unwrap(), "-o", "json"]);
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (o.status.code(), v, common::stderr(&o))
+}
+
+/// slurmctld stops while a job runs: `status` must fail (exit 1) with Slurm's own reason
+/// instead of answering UNKNOWN with exit 0, and `logs -f` must end instead of polling
+/// forever. Both within the query time limit (30 s) plus start-up slack.
+#[test]
+fn controller_down_status_fails_and_logs_follow_ends() {
+    let Some(c) = Cluster::start() else { return };
+    let dir = submit(&c, "down", &[], &["0", "sleep"]);
+    running(&c, &dir);
+    let pid = pid_of(&c, "slurmctld");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM).unwrap();
+    let t = Instant::now();
+    while !gone(pid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "slurmctld did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let t = Instant::now();
+    let (code, _, err) = status_json(&c, &dir);
+    // Exit 1: the outside world (Slurm) failed; the job's state is unknown, not "UNKNOWN".
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("controller") || err.contains("did not answer"),
+        "the reason is Slurm's: {err}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(45),
+        "bounded: {:?}",
+        t.elapsed()
+    );
+
+    let mut follow = c
+        .cmd(common::bin())
+        .current_dir(c.dir.path())
+        .args(["logs", "-f", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let code = loop {
+        if let Some(s) = follow.try_wait().unwrap() {
+            break s.code();
+        }
+        if t.elapsed() > Duration::from_secs(90) {
+            let _ = follow.kill();
+            panic!("logs -f kept polling a controller that is down");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Exit 1 for the same reason as status: following ends when Slurm cannot say more.
+    assert_eq!(code, Some(1));
+}
+
+/// A fresh controller starts numbering at 1 again, so the recorded job's id now names
+/// another job (here one submitted with plain sbatch). `status` must not report the other
+/// job's state and `cancel` must not cancel it: both fail with exit 1 naming the reuse, and
+/// the other job keeps running.
+#[test]
+fn a_reused_job_id_is_not_the_recorded_job() {
+    let Some(mut c) = Cluster::start() else {
+        return;
+    };
+    let dir = submit(&c, "first", &[], &["0"]);
+    let st = wait_final(&c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    let id = st["job_id"].as_str().unwrap().to_string();
+
+    c.restart();
+    let other_log = c.dir.path().join("other.out");
+    let other = loop {
+        let o = c
+            .cmd("sbatch")
+            .args(["--parsable", "-J", "someone-else", "-o"])
+            .arg(&other_log)
+            .args(["--wrap", "sleep 120"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let got = common::stdout(&o).trim().to_string();
+        if got == id {
+            break got;
+        }
+        assert!(
+            got.parse::<u64>().unwrap() < id.parse::<u64>().unwrap(),
+            "id {id} skipped"
+        );
+    };
+
+    let (code, _, err) = status_json(&c, &dir);
+    assert_eq!(code, Some(1), "the id is another job's now: {err}");
+    assert!(err.contains("another job"), "{err}");
+    let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    let o = c
+        .cmd("scontrol")
+        .args(["show", "job", "-o", &other])
+        .output()
+        .unwrap();
+    let line = common::stdout(&o);
+    assert!(
+        line.contains("JobState=RUNNING") || line.contains("JobState=PENDING"),
+        "the other job was left alone: {line}"
+    );
+}
+
+/// SIGTERM reaches ovlaunch while sbatch is talking to the controller (a wrapper makes
+/// sbatch take 2 s). ovlaunch defers the signal until Slurm has answered and the id is
+/// recorded: exit 0 (the job IS queued; a failure code would invite a duplicate), the
+/// record names the job, and Slurm holds exactly one job of that name.
+#[test]
+fn sigterm_during_sbatch_leaves_one_recorded_job() {
+    let Some(c) = Cluster::start() else { return };
+    let wrap = c.dir.path().join("slow-sbatch");
+    std::fs::create_dir_all(&wrap).unwrap();
+    let started = c.dir.path().join("sbatch-started");
+    let real = which::which("sbatch").unwrap();
+    let script = wrap.join("sbatch");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/bash\ntouch {}\nsleep 2\nexec {} \"$@\"\n",
+            started.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+
+    let job_dir = c.jobs().join("interrupted");
+    let fixture = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}:{}",
+        wrap.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let child = c
+        .cmd(common::bin())
+        .current_dir(c.dir.path())
+        .env("PATH", path)
+        .args([
+            "submit",
+            "--recipe",
+            &format!("{fixture}/tiny.yaml"),
+            "--gpus",
+            "cpux2",
+        ])
+        .args([
+            "--job-name",
+            "interrupted",
+            "--job-dir",
+            job_dir.to_str().unwrap(),
+        ])
+        .args([
+            "--mpi",
+            "none",
+            "--time",
+            "00:02:00",
+            "--rank-runtime",
+            common::rank_bin(),
+        ])
+        .args(["--", "python3", &format!("{fixture}/record_rank.py"), "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !started.exists() {
+        assert!(t.elapsed() < Duration::from_secs(60), "sbatch never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("arrived while submitting"), "{err}");
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(job_dir.join("submission.json")).unwrap())
+            .unwrap();
+    assert_eq!(rec["state"], "submitted", "{rec}");
+    let id = rec["job_id"]
+        .as_str()
+        .expect("the id is recorded")
+        .to_string();
+    let o = c
+        .cmd("squeue")
+        .args(["-h", "-t", "all", "-n", "interrupted", "-o", "%i"])
+        .output()
+        .unwrap();
+    let ids: Vec<String> = common::stdout(&o).lines().map(str::to_string).collect();
+    assert_eq!(ids, vec![id], "exactly one job was queued");
+}
+
+/// A node of a running job fails (the administrator marks it DOWN, which is how slurmctld
+/// treats a node it lost). Slurm requeues the job (`JobRequeue`), so it shows PENDING or
+/// runs again; `status` must say why: the previous run ended NODE_FAIL.
+#[test]
+fn node_failure_is_reported_with_its_reason() {
+    let Some(c) = Cluster::start() else { return };
+    let dir = submit(&c, "node-fail", &[], &["0", "sleep"]);
+    running(&c, &dir);
+    let o = c
+        .cmd("scontrol")
+        .args([
+            "update",
+            "NodeName=node2",
+            "State=DOWN",
+            "Reason=ovlaunch-test",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let t = Instant::now();
+    loop {
+        let (code, st, err) = status_json(&c, &dir);
+        assert_eq!(code, Some(0), "{err}");
+        if st["requeued_after"] == "NODE_FAIL" || st["slurm_state"] == "NODE_FAIL" {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no node-failure reason in {st}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let _ = c
+        .cmd("scancel")
+        .arg("--full")
+        .args(["-n", "tiny-cpux4"])
+        .output();
+}
+
+/// The preemption plugin forwards the batch shell's TERM to the ranks; this trainer ignores
+/// it. The job must not hang and must not be requeued as if it had stopped on the signal:
+/// Slurm's time limit ends it (TIMEOUT, a failure: the trainer never stopped), with no
+/// restart. The signal is sent at once with `scancel --batch --signal=TERM` (Slurm's own
+/// `--signal=B:TERM@N` timer only ticks every 30 s).
+#[test]
+fn preemption_signal_to_a_trainer_that_ignores_it() {
+    let Some(c) = Cluster::start() else { return };
+    let job_dir = c.jobs().join("ignores-term");
+    let fixture = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let o = c.ovlaunch(&[
+        "submit",
+        "--recipe",
+        &format!("{fixture}/tiny.yaml"),
+        "--gpus",
+        "cpux1",
+        "--job-dir",
+        job_dir.to_str().unwrap(),
+        "--mpi",
+        "none",
+        "--time",
+        "00:01:00",
+        "--rank-runtime",
+        common::rank_bin(),
+        "--plugin",
+        "preemption",
+        "--",
+        "python3",
+        &format!("{fixture}/record_rank.py"),
+        "0",
+        "ignore-term",
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    wait_for("the trainer to ignore TERM", &job_dir, || {
+        job_dir.join("ranks").join("ready-0").exists()
+    });
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(job_dir.join("submission.json")).unwrap())
+            .unwrap();
+    let id = rec["job_id"].as_str().unwrap();
+    let o = c
+        .cmd("scancel")
+        .args(["--batch", "--signal=TERM", id])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let t = Instant::now();
+    let st = loop {
+        let (code, st, err) = status_json(&c, &job_dir);
+        assert_eq!(code, Some(0), "{err}");
+        if st["phase"] != "pending" && st["phase"] != "running" {
+            break st;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(200),
+            "the job outlived its time limit: {st}\n{}",
+            log(&job_dir)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // TIMEOUT: the trainer ignored the forwarded signal, so only the time limit stopped it.
+    assert_eq!(st["slurm_state"], "TIMEOUT", "{st}\n{}", log(&job_dir));
+    // Not requeued: the batch shell was killed at the time limit before its teardown.
+    assert_eq!(st["restarts"], 0, "{st}");
+    assert!(!log(&job_dir).contains("requeued"), "{}", log(&job_dir));
+}
