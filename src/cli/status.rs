@@ -2,18 +2,16 @@
 //! exit code.
 
 use super::jobs::JobArgs;
-use super::{Output, out};
+use super::{Output, Printer};
 use crate::backend::{self, record};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
+pub fn run(p: &Printer, args: &JobArgs, output: Output) -> Result<i32> {
     let (dir, rec) = record::find(&args.root(), &args.job)?;
     let st = backend::of(&rec)?.status(&rec)?;
-    let text = match output {
-        Output::Json => {
-            serde_json::to_string_pretty(&st).map_err(|e| Error::runtime(e.to_string()))? + "\n"
-        }
-        Output::Yaml => format!(
+    match output {
+        Output::Json => p.json(&st)?,
+        Output::Yaml => p.data(&format!(
             "{} {} {} exit={}{}{} (from {}; {})\n",
             st.job_id,
             rec.job_name,
@@ -29,8 +27,7 @@ pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
                 .unwrap_or_default(),
             st.source,
             dir.display()
-        ),
-    };
-    out(&text)?;
+        ))?,
+    }
     Ok(0)
 }

@@ -1,13 +1,14 @@
 //! The main form and `ovlaunch submit`: with `--dry-run`, print the plan summary, env and
-//! the exact script and write nothing; otherwise hand the rendered job to its backend, which
-//! writes the job directory atomically, submits (or runs locally) and records the result.
+//! the exact script and write nothing; otherwise print the plan's warnings (stderr) and hand
+//! the rendered job to its backend, which writes the job directory atomically, submits (or
+//! runs locally) and records the result.
 
 use super::launch::{self, LaunchArgs, Prepared};
-use super::{PlanArgs, explain, out};
+use super::{PlanArgs, Printer, explain};
 use crate::backend::{self, Started};
 use crate::error::Result;
 
-pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
+pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
     let Prepared { job, dir } = launch::prepare(plan_args, args)?;
     if dry_run {
         let mut text = explain::summary(&job.plan);
@@ -23,8 +24,12 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32
             launch::shown(&dir)
         ));
         text.push_str(&job.artifacts.script);
-        out(&text)?;
+        p.data(&text)?;
         return Ok(0);
+    }
+    // The dry run shows the warnings in its summary; a submit must not hide them either.
+    for w in &job.plan.warnings {
+        p.warn(w);
     }
     let started = backend::submit(
         job.executor,
@@ -35,7 +40,7 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32
     )?;
     match started {
         Started::Queued { job_id } => {
-            out(&format!(
+            p.data(&format!(
                 "submitted job {job_id} ({}), job directory {}\n",
                 job.spec.job_name,
                 launch::shown(&dir)
