@@ -699,7 +699,7 @@ fn recipe_values_stand_without_a_layout_change() {
         .find(|d| {
             d.key == "env.NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"
                 && d.source == Source::Recipe
-                && d.rule.contains("overrides")
+                && d.rule.contains("overriding")
         })
         .expect("override decision");
     assert!(d.rule.contains("bridge env rule 3"), "{}", d.rule);
@@ -1110,7 +1110,7 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
                     if derived.contains_key(k) && rv.is_some() {
                         assert!(
                             plan.decisions.iter().any(|d| d.key == format!("env.{k}")
-                                && d.rule.contains("overrides bridge env")),
+                                && d.rule.contains("overriding bridge env")),
                             "{} {spec} {}: no override decision for {k}",
                             recipe.name,
                             v.precision
