@@ -1209,6 +1209,8 @@ fn unset_recipe_variables_leave_the_trainer_config() {
             rank_runtime: None,
             master_port: 29500,
             command_line: "t".into(),
+            rendezvous: None,
+            strict: false,
         },
     )
     .unwrap();
