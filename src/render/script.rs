@@ -217,6 +217,8 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
 /// SIGKILL ("forcing job termination"). Teardown lines may read `$exitcode` (the step's
 /// status) and `$ovlaunch_signal` (the forwarded signal, if any), and set
 /// `ovlaunch_requeued=1` after requeueing the job so that later ones do not requeue again.
+/// A signal that arrives after the step has ended is not recorded: it did not stop the step,
+/// so a teardown must not requeue a step that finished on its own.
 /// Returns the setup lines and the command text.
 fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
     let mut setup = spec.setup_lines.clone();
@@ -229,6 +231,7 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
             .into(),
     );
     setup.push("ovlaunch_step=".into());
+    setup.push("ovlaunch_step_done=".into());
     setup.push("ovlaunch_signal=".into());
     setup.push("ovlaunch_requeued=".into());
     if !spec.forward_signals.is_empty() {
@@ -242,7 +245,7 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
     }
     for sig in &spec.forward_signals {
         setup.push(format!(
-            "trap 'ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi' {sig}"
+            "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi; fi' {sig}"
         ));
     }
     let mut text = format!("{command} &\n");
@@ -255,6 +258,7 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
         "  exitcode=0\n",
         "  wait \"$ovlaunch_step\" || exitcode=$?\n",
         "done\n",
+        "ovlaunch_step_done=1\n",
         "echo \"launch step exited with code $exitcode${ovlaunch_signal:+ after SIG$ovlaunch_signal}\"\n",
     ));
     if !spec.teardown_lines.is_empty() {

@@ -247,7 +247,7 @@ fn preemption_signals_the_batch_shell_and_requeues() {
         "#SBATCH --signal=B:TERM@60\n",
         "#SBATCH --requeue\n",
         "#SBATCH --open-mode=append\n",
-        "trap 'ovlaunch_signal=TERM; if [ -n \"$ovlaunch_step\" ]; then scancel --signal=TERM \"$SLURM_JOB_ID\" || true; fi' TERM\n",
+        "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal=TERM; if [ -n \"$ovlaunch_step\" ]; then scancel --signal=TERM \"$SLURM_JOB_ID\" || true; fi; fi' TERM\n",
         "scontrol requeue \"$SLURM_JOB_ID\"",
     ] {
         assert!(sc.contains(want), "{want} in\n{sc}");

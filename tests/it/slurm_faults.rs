@@ -116,6 +116,14 @@ fn a_reused_job_id_is_not_the_recorded_job() {
     let st = wait_final(&c, &dir);
     assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
     let id = st["job_id"].as_str().unwrap().to_string();
+    // Cancelling a job that has ended says so (exit 0: nothing is left running).
+    let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).contains("had already ended: COMPLETED"),
+        "{}",
+        common::stdout(&o)
+    );
 
     c.restart();
     let other_log = c.dir.path().join("other.out");

@@ -1,0 +1,463 @@
+//! Fixed hostile cases, one per defect class that the generated strings of
+//! `hostile_inputs` do not reach: values the rank runtime would reject (refused at plan time
+//! with exit 2), panics turned into exit 2, unbounded work bounded, job records that are not
+//! trusted blindly, partial directories of killed submits, and the smaller flag rules.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::{self, bin, stderr};
+
+fn tiny(dir: &Path, extra: &str) -> String {
+    let p = dir.join(format!("r{}.yaml", extra.len()));
+    std::fs::write(
+        &p,
+        format!("name: tiny\nmodel: {{num_layers: 4, hidden_size: 64, num_attention_heads: 4}}\ntrain: {{global_batch_size: 4, micro_batch_size: 1}}\n{extra}"),
+    )
+    .unwrap();
+    p.display().to_string()
+}
+
+fn run(args: &[&str]) -> Output {
+    common::run(args)
+}
+
+fn exit2(args: &[&str], needle: &str) {
+    let o = run(args);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+    assert!(e.contains(needle), "{args:?}: `{needle}` not in {e}");
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+#[test]
+fn values_the_rank_runtime_would_reject_are_refused_at_plan_time() {
+    let d = tempfile::tempdir().unwrap();
+    let dry = |recipe: &str, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["--recipe", recipe, "--gpus", "cpux4", "--dry-run"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let plain = tiny(d.path(), "");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (dry(&plain, &["--master-port", "0"]), "--master-port"),
+        (
+            dry(
+                &plain,
+                &[
+                    "--set",
+                    "model.virtual_pipeline_model_parallel_size=0",
+                    "--set",
+                    "model.pipeline_model_parallel_size=2",
+                ],
+            ),
+            "virtual_pipeline_model_parallel_size",
+        ),
+        (
+            dry(&plain, &["--set", "model.num_layers=0"]),
+            "model.num_layers is 0",
+        ),
+        (
+            dry(&plain, &["--set", "train.global_batch_size=0"]),
+            "train.global_batch_size is 0",
+        ),
+        (
+            dry(&plain, &["--set", "model.hidden_size=0"]),
+            "model.hidden_size is 0",
+        ),
+        (
+            dry(
+                &plain,
+                &["--set", "model.pipeline_model_parallel_layout=Et|(t|"],
+            ),
+            "pipeline_model_parallel_layout",
+        ),
+        (
+            dry(
+                &plain,
+                &[
+                    "--set",
+                    "model.pipeline_model_parallel_size=2",
+                    "--set",
+                    "model.pipeline_model_parallel_layout=Ett|ttL|t",
+                ],
+            ),
+            "3 stages",
+        ),
+        (
+            dry(
+                &plain,
+                &[
+                    "--set",
+                    "model.pipeline_model_parallel_size=2",
+                    "--set",
+                    "model.pipeline_model_parallel_layout=Et|tL",
+                ],
+            ),
+            "2 transformer layers",
+        ),
+        (
+            dry(
+                &plain,
+                &[
+                    "--container-image",
+                    "x.sqsh",
+                    "--container-mount",
+                    "/a:/a,/b:/b",
+                ],
+            ),
+            "--container-mount",
+        ),
+        (
+            dry(&tiny(d.path(), "trainer: []\n"), &[]),
+            "`trainer` is an empty list",
+        ),
+    ];
+    for (args, needle) in &cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        exit2(&a, needle);
+    }
+    // A hardware kind whose static NUMA rule would divide by zero on every rank.
+    let hw = d.path().join("hw.yaml");
+    std::fs::write(&hw, "- {kind: zz, description: x, generation: hopper, arch_major: 9, gpus_per_node: 8, nvlink_domain_size: 8, gpus_per_numa: 0}\n").unwrap();
+    exit2(
+        &[
+            "--recipe",
+            &plain,
+            "--gpus",
+            "zzx8",
+            "--hardware-file",
+            hw.to_str().unwrap(),
+            "--dry-run",
+        ],
+        "gpus_per_numa is 0",
+    );
+    // NUL in an env value (only a file can carry one).
+    let nul = tiny(d.path(), "env_vars: {A: \"x\\0y\"}\n");
+    exit2(&["--recipe", &nul, "--gpus", "cpux4", "--dry-run"], "NUL");
+}
+
+#[test]
+fn unbounded_inputs_are_bounded() {
+    let d = tempfile::tempdir().unwrap();
+    exit2(
+        &["--recipe", "/dev/zero", "--gpus", "cpux4", "--dry-run"],
+        "not a regular file",
+    );
+    exit2(
+        &[
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--hardware-file",
+            "/dev/zero",
+            "--dry-run",
+        ],
+        "not a regular file",
+    );
+    let fifo = d.path().join("p.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    exit2(
+        &[
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--plugin-file",
+            fifo.to_str().unwrap(),
+            "--dry-run",
+        ],
+        "not a regular file",
+    );
+    // A template that loops a billion times runs out of fuel.
+    let t = d.path().join("t.j2");
+    std::fs::write(&t, "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}x{% endfor %}{% endfor %}{% endfor %}").unwrap();
+    exit2(
+        &[
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--template",
+            t.to_str().unwrap(),
+            "--dry-run",
+        ],
+        "fuel",
+    );
+    // The divisor search for a layer count near 2^32 (a linear scan took seconds).
+    exit2(
+        &[
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "model.num_layers=4294967291",
+            "--set",
+            "model.pipeline_model_parallel_size=2",
+            "--set",
+            "model.tensor_model_parallel_size=1",
+            "--dry-run",
+        ],
+        "num_layers",
+    );
+    exit2(
+        &[
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--template-dir",
+            d.path().join("missing").to_str().unwrap(),
+            "--dry-run",
+        ],
+        "--template-dir",
+    );
+}
+
+#[test]
+fn small_rules() {
+    let d = tempfile::tempdir().unwrap();
+    for name in [".", "..", "-x", ".hidden"] {
+        let flag = format!("--job-name={name}");
+        exit2(
+            &[
+                "--recipe",
+                "llama8b",
+                "--gpus",
+                "h100x8",
+                &flag,
+                "--dry-run",
+            ],
+            "--job-name",
+        );
+    }
+    // A flag beats the variable.
+    let o = Command::new(bin())
+        .env("OVLAUNCH_JOBS_ROOT", d.path().join("from-env"))
+        .args([
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--dry-run",
+            "--jobs-root",
+        ])
+        .arg(d.path().join("from-flag"))
+        .output()
+        .unwrap();
+    let out = common::stdout(&o);
+    assert!(out.contains("from-flag"), "{out}");
+    assert!(!out.contains("from-env"), "{out}");
+    // `name: x # comment` in a recipe directory reads as YAML reads it.
+    let rd = d.path().join("recipes");
+    std::fs::create_dir(&rd).unwrap();
+    std::fs::write(
+        rd.join("c.yaml"),
+        "name: commented # a comment\naliases: [c1] # another\nmodel: {num_layers: 4, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 4, micro_batch_size: 1}\n",
+    )
+    .unwrap();
+    for name in ["commented", "c1"] {
+        let o = run(&[
+            "--recipe-dir",
+            rd.to_str().unwrap(),
+            "--recipe",
+            name,
+            "--gpus",
+            "cpux4",
+            "--dry-run",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+    }
+}
+
+/// Stand-ins for the Slurm tools that record every call: a record must not be able to make
+/// ovlaunch run them with a planted option.
+fn recording_tools(dir: &Path) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["scancel", "scontrol", "sacct", "squeue"] {
+        let p = bin.join(tool);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/bash\necho {tool} \"$@\" >> {}\nexit 1\n",
+                dir.join("calls").display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    format!("{}:/usr/bin:/bin", bin.display())
+}
+
+#[test]
+fn planted_job_ids_never_reach_slurm() {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job");
+    std::fs::create_dir(&job).unwrap();
+    std::fs::write(
+        job.join("submission.json"),
+        r#"{"job_name":"x","job_dir":"/j","executor":"slurm","job_id":"--user=root","command_line":"ovlaunch"}"#,
+    )
+    .unwrap();
+    let path = recording_tools(d.path());
+    for cmd in ["status", "cancel", "logs"] {
+        let o = Command::new(bin())
+            .env("PATH", &path)
+            .args([cmd, job.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("not a Slurm job id"), "{}", stderr(&o));
+    }
+    assert!(
+        !d.path().join("calls").exists(),
+        "no Slurm tool ran: {}",
+        std::fs::read_to_string(d.path().join("calls")).unwrap_or_default()
+    );
+}
+
+#[test]
+fn partial_directories_of_killed_submits_are_removed() {
+    let d = tempfile::tempdir().unwrap();
+    let jobs = d.path().join("jobs");
+    // A partial directory whose writer is gone (no process has this id: above pid_max).
+    let stale = jobs.join(".ovlaunch-partial-2147483647");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("secrets.env"), "HF_TOKEN=leftover\n").unwrap();
+    // One whose writer still runs (this test process) stays.
+    let live = jobs.join(format!(".ovlaunch-partial-{}", std::process::id()));
+    std::fs::create_dir_all(&live).unwrap();
+    let path = recording_tools(d.path());
+    let sbatch = d.path().join("bin").join("sbatch");
+    std::fs::write(&sbatch, "#!/bin/bash\necho 77\n").unwrap();
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new(bin())
+        .env("PATH", &path)
+        .args([
+            "submit",
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--jobs-root",
+        ])
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        !stale.exists(),
+        "the dead writer's partial directory is gone"
+    );
+    assert!(
+        live.exists(),
+        "a live writer's partial directory is left alone"
+    );
+    let rec: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(jobs.join("llama3_8b-h100x8").join("submission.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["job_id"], "77");
+    assert_eq!(rec["state"], "submitted");
+}
+
+/// The preemption plugin requeues a job whose step was stopped by the forwarded signal. A
+/// signal that arrives after the step has ended on its own (here during a teardown line of
+/// another plugin that takes 2 s) did not stop it: the job must not be requeued. Real bash
+/// runs the rendered script; `srun`, `scancel` and `scontrol` are stand-ins that record
+/// their calls.
+#[test]
+fn a_signal_after_the_step_ended_does_not_requeue() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let calls = dir.join("calls");
+    for (tool, body) in [
+        (
+            "srun",
+            format!("touch {}\nexit 0", dir.join("step-ended").display()),
+        ),
+        (
+            "scancel",
+            format!("echo scancel \"$@\" >> {}", calls.display()),
+        ),
+        (
+            "scontrol",
+            format!("echo scontrol \"$@\" >> {}", calls.display()),
+        ),
+    ] {
+        let p = bin.join(tool);
+        std::fs::write(&p, format!("#!/bin/bash\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let plugin = dir.join("slow-teardown.yaml");
+    std::fs::write(
+        &plugin,
+        "name: slow-teardown\norder: 10\nlaunch:\n  teardown_lines: [\"touch $OVL_T_DIR/teardown; sleep 2\"]\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--dry-run",
+        "--rank-runtime",
+        "ovlaunch-rank",
+        "--job-dir",
+        dir.join("job").to_str().unwrap(),
+        "--plugin",
+        "preemption",
+        "--plugin-file",
+        plugin.to_str().unwrap(),
+        "--plugin",
+        "slow-teardown",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = common::stdout(&o);
+    let script = &out[out.find("#!/bin/bash").unwrap()..];
+    let path = dir.join("launch.sbatch");
+    std::fs::write(&path, script).unwrap();
+    let mut child = Command::new("bash")
+        .arg(&path)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("OVL_T_DIR", dir)
+        .env("SLURM_JOB_ID", "4242")
+        .env("SLURM_JOB_NODELIST", "node1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while !dir.join("teardown").exists() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "no teardown"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(dir.join("step-ended").exists());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let log = std::fs::read_to_string(&calls).unwrap_or_default();
+    assert!(
+        !log.contains("requeue"),
+        "a finished step was requeued: {log}"
+    );
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the step's status is the job's: {log}"
+    );
+}
