@@ -44,19 +44,7 @@ impl Cluster {
         }
         let guard = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
-        let root = env!("CARGO_MANIFEST_DIR");
-        let out = Command::new("bash")
-            .arg(format!("{root}/.ci/slurm-up.sh"))
-            .args(["--nodes", "2", "--dir"])
-            .arg(dir.path().join("slurm"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "slurm-up failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env = exports(&out.stdout);
+        let env = up(&dir.path().join("slurm"));
         Some(Cluster {
             env,
             dir,
@@ -111,23 +99,38 @@ impl Cluster {
             "{}",
             String::from_utf8_lossy(&down.stderr)
         );
-        let up = Command::new("bash")
-            .arg(format!("{root}/.ci/slurm-up.sh"))
-            .args(["--nodes", "2", "--dir"])
-            .arg(&slurm)
-            .output()
-            .unwrap();
-        assert!(
-            up.status.success(),
-            "slurm-up failed:\n{}",
-            String::from_utf8_lossy(&up.stderr)
-        );
-        self.env = exports(&up.stdout);
+        self.env = up(&slurm);
     }
 
     pub(super) fn jobs(&self) -> PathBuf {
         self.dir.path().join("jobs")
     }
+}
+
+/// Starts a cluster in `slurm` and returns its environment. A second try after a failed
+/// start: clusters of other processes on the same machine can take the port block that
+/// slurm-up found free between its check and slurmctld's bind.
+fn up(slurm: &Path) -> Vec<(String, String)> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut last = String::new();
+    for _ in 0..2 {
+        let out = Command::new("bash")
+            .arg(format!("{root}/.ci/slurm-up.sh"))
+            .args(["--nodes", "2", "--dir"])
+            .arg(slurm)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return exports(&out.stdout);
+        }
+        last = String::from_utf8_lossy(&out.stderr).into_owned();
+        let _ = Command::new("bash")
+            .arg(format!("{root}/.ci/slurm-down.sh"))
+            .arg("--dir")
+            .arg(slurm)
+            .output();
+    }
+    panic!("slurm-up failed twice:\n{last}");
 }
 
 /// The `export NAME=VALUE` lines slurm-up prints.
