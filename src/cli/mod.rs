@@ -4,6 +4,7 @@
 
 mod cancel;
 mod env;
+mod estimate;
 mod explain;
 mod fields;
 mod jobs;
@@ -126,6 +127,8 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Predict step time, tokens/s, MFU and memory per GPU for the plan, before a GPU is spent.
+    Estimate(estimate::EstimateCmd),
     /// List recorded jobs.
     List {
         #[arg(long, default_value = "ovlaunch-jobs")]
@@ -294,6 +297,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Status { job, output }), _) => status::run(&job, output),
         (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
         (Some(Command::Cancel(job)), _) => cancel::run(&job),
+        (Some(Command::Estimate(cmd)), _) => estimate::run(&cmd),
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
