@@ -18,6 +18,7 @@ mod recipes;
 mod status;
 mod submit;
 mod torchrun;
+mod tune;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -129,6 +130,8 @@ pub enum Command {
     },
     /// Predict step time, tokens/s, MFU and memory per GPU for the plan, before a GPU is spent.
     Estimate(estimate::EstimateCmd),
+    /// Rank every valid layout by predicted throughput; print the best with their commands.
+    Tune(tune::TuneCmd),
     /// List recorded jobs.
     List {
         #[arg(long, default_value = "ovlaunch-jobs")]
@@ -298,6 +301,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
         (Some(Command::Cancel(job)), _) => cancel::run(&job),
         (Some(Command::Estimate(cmd)), _) => estimate::run(&cmd),
+        (Some(Command::Tune(cmd)), _) => tune::run(&cmd),
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),

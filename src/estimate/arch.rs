@@ -177,14 +177,15 @@ impl Arch {
     /// precision, attention core and LM head which stay in BF16, routed experts' share of
     /// the first).
     pub fn forward_macs(&self) -> Macs {
-        let moe_active = self.moe.map_or(0.0, |m| {
-            m.moe_layers * (m.topk * self.expert_params())
-        });
+        let moe_active = self
+            .moe
+            .map_or(0.0, |m| m.moe_layers * (m.topk * self.expert_params()));
         let linear = self.layers * self.attn_params()
             + self.dense_layers() * self.dense_mlp_params()
             + self.moe_layers() * self.moe_dense_params()
             + moe_active
-            + self.mtp_layers * (self.attn_params() + self.dense_mlp_params() + 2.0 * self.hidden * self.hidden);
+            + self.mtp_layers
+                * (self.attn_params() + self.dense_mlp_params() + 2.0 * self.hidden * self.hidden);
         let attn = (self.layers + self.mtp_layers) * self.attn_core_macs();
         let head = self.vocab * self.hidden * (1.0 + self.mtp_layers);
         Macs {

@@ -348,7 +348,11 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let t_mb = t_compute_mb + tp_exposed_mb + cp_exposed_mb + ep_exposed_mb;
 
     // Pipeline.
-    let bubble = if pp > 1.0 { (pp - 1.0) / vp * t_mb } else { 0.0 };
+    let bubble = if pp > 1.0 {
+        (pp - 1.0) / vp * t_mb
+    } else {
+        0.0
+    };
     let pp_bw = link_bw(perf, domain, tp * cp * dp, pp, eff);
     let pp_total = if pp > 1.0 {
         2.0 * micro * vp * act_bytes / tp / pp_bw
@@ -366,7 +370,11 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let expert_local = arch.expert_params_total() / (ep * etp * pp);
     let dp_dense = dp * cp;
     let dp_expert = (world / (ep * etp * pp)).max(1.0);
-    let grad_bytes = if plan.ddp.grad_reduce_in_fp32 { 4.0 } else { 2.0 };
+    let grad_bytes = if plan.ddp.grad_reduce_in_fp32 {
+        4.0
+    } else {
+        2.0
+    };
     let param_bytes = if plan.ddp.fp8_param_gather || plan.ddp.fp4_param_gather {
         1.0
     } else {
@@ -419,12 +427,21 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let first_dense = first_dense / tp;
     let params_gpu = first_dense + expert_local;
     let weight_shard = |x: f64, n: f64| if fsdp { x / n } else { x };
-    let mut weights_b = 2.0 * (weight_shard(first_dense, dp_dense) + weight_shard(expert_local, dp_expert));
-    if prec != PrecisionClass::Bf16 && !(m.fp8_param.unwrap_or(false) || m.fp4_param.unwrap_or(false)) {
+    let mut weights_b =
+        2.0 * (weight_shard(first_dense, dp_dense) + weight_shard(expert_local, dp_expert));
+    if prec != PrecisionClass::Bf16
+        && !(m.fp8_param.unwrap_or(false) || m.fp4_param.unwrap_or(false))
+    {
         // Transformer Engine keeps a low-precision copy (and transpose) of each weight.
-        weights_b += params_gpu * if prec == PrecisionClass::Fp4 { 1.0 } else { 2.0 };
+        weights_b += params_gpu
+            * if prec == PrecisionClass::Fp4 {
+                1.0
+            } else {
+                2.0
+            };
     }
-    let grads_b = grad_bytes * (weight_shard(first_dense, dp_dense) + weight_shard(expert_local, dp_expert));
+    let grads_b =
+        grad_bytes * (weight_shard(first_dense, dp_dense) + weight_shard(expert_local, dp_expert));
     let opt_b = if dist_opt || fsdp {
         12.0 * (first_dense / dp_dense + expert_local / dp_expert)
     } else {
@@ -442,7 +459,11 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let input_only = mbs * seq / cp * h * 2.0 / if sp { tp } else { 1.0 };
     let per_layer = full_frac * input_only + (1.0 - full_frac) * per_layer;
     let in_flight = micro.min(pp);
-    let interleave = if vp > 1.0 { 1.0 + (pp - 1.0) / (pp * vp) } else { 1.0 };
+    let interleave = if vp > 1.0 {
+        1.0 + (pp - 1.0) / (pp * vp)
+    } else {
+        1.0
+    };
     let mut act_b = per_layer * layers_gpu * in_flight * interleave;
     if pp == 1.0 {
         // The LM head's FP32 logits and their gradient live on the last stage.

@@ -77,7 +77,11 @@ fn parameter_counts_match_the_published_model_sizes() {
     ] {
         let p = plan_for(recipe, "h100x1024", None, &[]);
         let a = Arch::from_model(&p.model);
-        assert!(close(a.dense_params_total(), size, 0.01), "{recipe}: {}", a.dense_params_total());
+        assert!(
+            close(a.dense_params_total(), size, 0.01),
+            "{recipe}: {}",
+            a.dense_params_total()
+        );
     }
 }
 
@@ -94,7 +98,10 @@ fn flops_per_token_match_the_published_tables() {
     ] {
         let p = plan_for(recipe, "h100x1024", None, &[]);
         let f = Arch::from_model(&p.model).flops_per_token() / 1e9;
-        assert!(close(f, gflop, 0.01), "{recipe}: {f} GFLOP/token vs {gflop}");
+        assert!(
+            close(f, gflop, 0.01),
+            "{recipe}: {f} GFLOP/token vs {gflop}"
+        );
     }
 }
 
@@ -121,7 +128,11 @@ fn activation_bytes_match_korthikanti() {
     let none = a.activation_bytes_per_layer(&inp(1.0, false, false));
     assert!(close(none, sbh * (34.0 + 5.0 * heads * s / h), 1e-12));
     let tp_only = a.activation_bytes_per_layer(&inp(t, false, false));
-    assert!(close(tp_only, sbh * (10.0 + 24.0 / t + 5.0 * heads * s / (h * t)), 1e-12));
+    assert!(close(
+        tp_only,
+        sbh * (10.0 + 24.0 / t + 5.0 * heads * s / (h * t)),
+        1e-12
+    ));
     let tp_sp = a.activation_bytes_per_layer(&inp(t, true, false));
     assert!(close(tp_sp, sbh / t * (34.0 + 5.0 * heads * s / h), 1e-12));
     let selective = a.activation_bytes_per_layer(&inp(t, true, true));
@@ -141,21 +152,35 @@ fn bubble_fraction_is_p_minus_1_over_v_m() {
     let (pp, vp) = (4.0, 5.0);
     let m = e.microbatches as f64;
     assert_eq!(m, 128.0);
-    let t_mb = (e.breakdown.compute_s + e.breakdown.tp_comm_s + e.breakdown.cp_comm_s
+    let t_mb = (e.breakdown.compute_s
+        + e.breakdown.tp_comm_s
+        + e.breakdown.cp_comm_s
         + e.breakdown.ep_comm_s)
         / m;
     let ideal = m * t_mb;
-    assert!(close(e.breakdown.bubble_s / ideal, (pp - 1.0) / (vp * m), 1e-9));
+    assert!(close(
+        e.breakdown.bubble_s / ideal,
+        (pp - 1.0) / (vp * m),
+        1e-9
+    ));
     // Without interleaving the bubble is v times larger.
     let p1 = plan_for(
         "llama3_70b",
         "h100x64",
         None,
-        &["model.virtual_pipeline_model_parallel_size=null", "comm_overlap.overlap_p2p_comm=false", "comm_overlap.batch_p2p_comm=true"],
+        &[
+            "model.virtual_pipeline_model_parallel_size=null",
+            "comm_overlap.overlap_p2p_comm=false",
+            "comm_overlap.batch_p2p_comm=true",
+        ],
     );
     let e1 = estimate(&p1, &Efficiency::embedded().unwrap()).unwrap();
     let t1 = (e1.breakdown.compute_s + e1.breakdown.tp_comm_s + e1.breakdown.cp_comm_s) / m;
-    assert!(close(e1.breakdown.bubble_s / (m * t1), (pp - 1.0) / m, 1e-9));
+    assert!(close(
+        e1.breakdown.bubble_s / (m * t1),
+        (pp - 1.0) / m,
+        1e-9
+    ));
 }
 
 #[test]
@@ -164,7 +189,10 @@ fn moe_layer_freq_forms() {
     assert_eq!(arch::moe_layer_count(None, 61), 61.0);
     assert_eq!(arch::moe_layer_count(Some(&json!(2)), 61), 31.0);
     assert_eq!(arch::moe_layer_count(Some(&json!([0, 0, 1, 1])), 4), 2.0);
-    assert_eq!(arch::moe_layer_count(Some(&json!("[0]*3+[1]*58")), 61), 58.0);
+    assert_eq!(
+        arch::moe_layer_count(Some(&json!("[0]*3+[1]*58")), 61),
+        58.0
+    );
     assert_eq!(arch::moe_layer_count(Some(&json!("[0]+[1]*2")), 3), 2.0);
 }
 
@@ -177,15 +205,23 @@ fn distributed_optimizer_shards_optimizer_state_over_dp() {
         "llama3_8b",
         "h100x8",
         None,
-        &["ddp.use_distributed_optimizer=false", "optimizer.use_distributed_optimizer=false"],
+        &[
+            "ddp.use_distributed_optimizer=false",
+            "optimizer.use_distributed_optimizer=false",
+        ],
     );
     let eff = Efficiency::embedded().unwrap();
     let a = estimate(&with, &eff).unwrap();
     let b = estimate(&without, &eff).unwrap();
     let dp = with.parallelism.data as f64 * with.parallelism.context as f64;
-    assert!(close(b.memory.optimizer_gib / a.memory.optimizer_gib, dp, 1e-9));
+    assert!(close(
+        b.memory.optimizer_gib / a.memory.optimizer_gib,
+        dp,
+        1e-9
+    ));
     let m = a.memory;
-    let sum = m.weights_gib + m.gradients_gib + m.optimizer_gib + m.activations_gib + m.overhead_gib;
+    let sum =
+        m.weights_gib + m.gradients_gib + m.optimizer_gib + m.activations_gib + m.overhead_gib;
     assert!(close(a.memory_gib_per_gpu, sum, 1e-12));
     assert_eq!(a.fits, a.memory_gib_per_gpu <= m.capacity_gib);
 }
@@ -195,12 +231,21 @@ fn distributed_optimizer_shards_optimizer_state_over_dp() {
 fn tp_overlap_hides_tp_communication() {
     let on = plan_for("llama3_70b", "h100x64", None, &[]);
     assert!(on.model.tp_comm_overlap);
-    let off = plan_for("llama3_70b", "h100x64", None, &["comm_overlap.tp_comm_overlap=false"]);
+    let off = plan_for(
+        "llama3_70b",
+        "h100x64",
+        None,
+        &["comm_overlap.tp_comm_overlap=false"],
+    );
     let eff = Efficiency::embedded().unwrap();
     let a = estimate(&on, &eff).unwrap();
     let b = estimate(&off, &eff).unwrap();
     assert!(a.hidden.tp_comm_s > 0.0 && b.hidden.tp_comm_s == 0.0);
-    assert!(close(a.breakdown.tp_comm_s + a.hidden.tp_comm_s, b.breakdown.tp_comm_s, 1e-9));
+    assert!(close(
+        a.breakdown.tp_comm_s + a.hidden.tp_comm_s,
+        b.breakdown.tp_comm_s,
+        1e-9
+    ));
     assert!(a.step_time_s < b.step_time_s);
 }
 
