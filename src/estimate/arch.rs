@@ -215,8 +215,9 @@ impl Arch {
 
     /// Activation bytes one transformer layer keeps for the backward pass, per microbatch,
     /// on one GPU: `tokens` = micro-batch × sequence / CP on this rank, `tp` the tensor
-    /// split, `sp` sequence parallelism, `flash` whether attention keeps no score matrix.
-    /// BF16 activations (2 bytes) and 1-byte dropout masks, as in Korthikanti et al.
+    /// split, `sp` sequence parallelism, `flash` whether attention keeps no score matrix,
+    /// `dropout` whether the two dropout masks are kept (1 byte each), `lowp_inputs` whether
+    /// the GEMM inputs Transformer Engine saves are FP8/FP4 (1 byte) rather than BF16.
     pub fn activation_bytes_per_layer(&self, a: &ActivationInputs) -> f64 {
         let h = self.hidden;
         let sbh = a.tokens * h;
@@ -237,11 +238,14 @@ impl Arch {
                 self.heads * self.head_dim,
             ),
         };
+        // Saved GEMM inputs: the attention output (projection input) and the MLP activation
+        // output (fc2 input) are saved in FP8 by Transformer Engine under FP8 recipes.
+        let gemm_in = if a.lowp_inputs { 1.0 } else { 2.0 };
         let attn_split = if a.recompute.core_attn_and_up_proj {
             // mla_up_proj recompute keeps only the compressed latents.
-            2.0 * (q_dim + kv_dim + o_dim) / h * 0.25
+            (2.0 * (q_dim + kv_dim) + gemm_in * o_dim) / h * 0.25
         } else {
-            2.0 * (q_dim + kv_dim + o_dim) / h
+            (2.0 * (q_dim + kv_dim) + gemm_in * o_dim) / h
         };
         let score = if a.flash || a.recompute.core_attn {
             0.0
@@ -249,7 +253,8 @@ impl Arch {
             5.0 * self.heads * a.seq_per_rank / h
         };
         // MLP block (dense layer): fc1 output(s) and the activation output.
-        let act_mult = if self.gated { 6.0 } else { 4.0 };
+        // fc1 output(s) in BF16 (2 or, gated, 4 bytes per ffn unit) plus the fc2 input.
+        let act_mult = if self.gated { 4.0 } else { 2.0 } + gemm_in;
         let dense_mlp = if a.recompute.mlp {
             0.0
         } else {
@@ -259,7 +264,11 @@ impl Arch {
             if a.recompute.mlp || a.recompute.moe {
                 0.0
             } else {
-                let act = if a.recompute.moe_act { 4.0 } else { act_mult };
+                let act = if a.recompute.moe_act {
+                    act_mult - gemm_in
+                } else {
+                    act_mult
+                };
                 m.topk * (2.0 + act * m.ffn / h) + act_mult * m.shared_ffn / h
             }
         });
@@ -268,7 +277,8 @@ impl Arch {
         // Pieces that sequence parallelism splits and plain TP does not: the two LN inputs
         // (4), the two dropout masks (2), the attention and MLP inputs (2 + 2).
         let ln = if a.recompute.layernorm { 0.0 } else { 4.0 };
-        let unsplit = ln + 2.0 + 2.0 + 2.0;
+        let masks = if a.dropout { 2.0 } else { 0.0 };
+        let unsplit = ln + masks + 2.0 * gemm_in;
         // Score terms split by TP (heads), never by SP.
         let per_rank = if a.sp || t == 1.0 {
             (unsplit + attn_split + mlp_split + score) / t
@@ -330,6 +340,8 @@ pub struct ActivationInputs {
     pub tp: f64,
     pub sp: bool,
     pub flash: bool,
+    pub dropout: bool,
+    pub lowp_inputs: bool,
     pub recompute: Selective,
 }
 

@@ -454,6 +454,9 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
         tp,
         sp,
         flash: true,
+        // Megatron-Bridge's LLM recipes train without dropout.
+        dropout: false,
+        lowp_inputs: prec != PrecisionClass::Bf16,
         recompute: selective,
     });
     let input_only = mbs * seq / cp * h * 2.0 / if sp { tp } else { 1.0 };
@@ -464,7 +467,13 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     } else {
         1.0
     };
-    let mut act_b = per_layer * layers_gpu * in_flight * interleave;
+    // Activation offloading moves the saved activations of that many layers to host memory.
+    let offloaded = if m.cpu_offloading {
+        f64::from(m.cpu_offloading_num_layers).min(layers_gpu)
+    } else {
+        0.0
+    };
+    let mut act_b = per_layer * (layers_gpu - offloaded).max(1.0) * in_flight * interleave;
     if pp == 1.0 {
         // The LM head's FP32 logits and their gradient live on the last stage.
         act_b += 2.0 * mbs * seq / cp * arch.vocab / tp * 4.0;

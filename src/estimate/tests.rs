@@ -120,6 +120,8 @@ fn activation_bytes_match_korthikanti() {
         tp,
         sp,
         flash: false,
+        dropout: true,
+        lowp_inputs: false,
         recompute: Selective {
             core_attn: selective,
             ..Selective::default()

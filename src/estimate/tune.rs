@@ -45,6 +45,41 @@ pub enum Recompute {
     Full,
 }
 
+/// A `pipeline_model_parallel_layout` for `layers` transformer layers over `pp · vp` stages
+/// when they do not divide evenly (Megatron-Core's layout syntax: `E` embedding, `t`
+/// transformer layer, `m` MTP layer, `L` loss, `|` between stages, virtual stages in order).
+/// The layers spread as evenly as possible; the extra ones go to the middle stages, since the
+/// first and last also carry the embedding and the loss. `None` when they divide evenly or
+/// there are fewer layers than stages.
+pub fn pipeline_layout(layers: u32, pp: u32, vp: Option<u32>, mtp: bool) -> Option<String> {
+    let stages = pp * vp.unwrap_or(1);
+    if pp <= 1 || layers.is_multiple_of(stages) || layers < stages {
+        return None;
+    }
+    let base = layers / stages;
+    let extra = layers % stages;
+    let mut parts = Vec::with_capacity(stages as usize);
+    for i in 0..stages {
+        // Stages 1..=extra get one more layer (never the first; the last only if all do).
+        let n = base + u32::from(i >= 1 && i <= extra);
+        let mut s = String::new();
+        if i == 0 {
+            s.push('E');
+        }
+        if n > 0 {
+            s.push_str(&format!("t*{n}"));
+        }
+        if i == stages - 1 {
+            if mtp {
+                s.push('m');
+            }
+            s.push('L');
+        }
+        parts.push(s);
+    }
+    Some(parts.join("|"))
+}
+
 impl Layout {
     /// The layout of a plan.
     pub fn of(plan: &Plan) -> Self {
@@ -58,6 +93,17 @@ impl Layout {
             expert_tensor_parallel_size: m.expert_tensor_parallel_size,
             micro_batch_size: plan.train.micro_batch_size,
         }
+    }
+
+    /// The `--set` overrides that give a plan this layout (`pipeline_layout`: the
+    /// `pipeline_model_parallel_layout` it needs, if any).
+    pub fn sets_with(&self, pipeline_layout: Option<&str>) -> Vec<String> {
+        let mut s = self.sets();
+        if let Some(l) = pipeline_layout {
+            s.retain(|x| !x.starts_with("model.pipeline_model_parallel_layout="));
+            s.push(format!("model.pipeline_model_parallel_layout={l}"));
+        }
+        s
     }
 
     /// The `--set` overrides that give a plan this layout.
@@ -239,6 +285,19 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
     out
 }
 
+/// The pipeline layout a model needs for a layout whose stages do not divide its layers.
+fn needs_layout(m: &crate::config::ModelConfig, l: &Layout) -> Option<String> {
+    if m.account_for_embedding_in_pipeline_split || m.account_for_loss_in_pipeline_split {
+        return None;
+    }
+    pipeline_layout(
+        m.num_layers,
+        l.pipeline_model_parallel_size,
+        l.virtual_pipeline_model_parallel_size,
+        m.mtp_num_layers.is_some_and(|n| n > 0),
+    )
+}
+
 /// The base plan with a layout applied the way Bridge would resolve it, approximately (for
 /// scoring only); `None` when the layout checks reject it.
 fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan> {
@@ -251,7 +310,7 @@ fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan>
     m.expert_model_parallel_size = l.expert_model_parallel_size;
     m.expert_tensor_parallel_size = l.expert_tensor_parallel_size;
     m.sequence_parallel = l.tensor_model_parallel_size > 1;
-    m.pipeline_model_parallel_layout = None;
+    m.pipeline_model_parallel_layout = needs_layout(m, l);
     // Bridge: TP overlap only with TP > 1 and SP; P2P overlap with interleaving.
     m.tp_comm_overlap = tp_overlap_wanted && l.tensor_model_parallel_size > 1;
     m.overlap_p2p_comm = l
@@ -317,7 +376,7 @@ pub fn tune(
         if out.len() >= top {
             extra += 1;
         }
-        let mut sets = l.sets();
+        let mut sets = l.sets_with(needs_layout(&base.model, &l).as_deref());
         sets.extend(r.sets());
         resolved += 1;
         let plan = match resolve(&sets) {
