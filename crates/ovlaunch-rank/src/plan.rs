@@ -14,6 +14,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::names::{ENV_NAME_RULE, valid_env_name};
+
 /// The only plan schema this runtime understands.
 pub const SCHEMA: u32 = 1;
 
@@ -59,9 +61,31 @@ pub struct AffinityPlan {
     /// (NVIDIA/exemplar-performance#38).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_per_numa: Option<u32>,
-    /// Also bind memory allocation to the chosen NUMA node (`numactl --membind`).
+    /// Also bind memory allocation to the chosen NUMA node (`numactl --membind`), where the
+    /// node has memory (`devices/system/node/has_memory`).
     #[serde(default)]
     pub membind: bool,
+    /// Pin each rank to `count` CPUs from `local_rank * stride` instead of the whole NUMA
+    /// node: Megatron-Bridge's B300 rule `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID
+    /// * 16 + 1))` is `{"stride": 16, "count": 2}`. Static policy only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<CorePin>,
+}
+
+/// Per-rank core pinning: CPUs `local_rank * stride .. local_rank * stride + count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorePin {
+    pub stride: u32,
+    pub count: u32,
+}
+
+impl CorePin {
+    /// The CPUs of `local_rank`.
+    pub fn cpus(&self, local_rank: u32) -> Vec<usize> {
+        let first = local_rank as usize * self.stride as usize;
+        (first..first + self.count as usize).collect()
+    }
 }
 
 /// A condition the final environment must satisfy, e.g.
@@ -99,6 +123,11 @@ pub struct RankPlan {
     /// Variables to set on every rank; sorted, which also makes the env digest stable.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables to remove from the trainer's environment, whatever set them (the batch
+    /// shell, Slurm, the container image's `ENV`): the runtime runs inside the container,
+    /// after the image's environment is in place. Sorted; never also in `env`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
     #[serde(default)]
     pub invariants: Vec<Invariant>,
     #[serde(default)]
@@ -117,15 +146,11 @@ impl Default for RankPlan {
             master_port: DEFAULT_MASTER_PORT,
             strict: false,
             env: BTreeMap::new(),
+            unset: Vec::new(),
             invariants: Vec::new(),
             affinity: AffinityPlan::default(),
         }
     }
-}
-
-/// Is `name` usable as an environment variable name (non-empty, no `=`, no NUL)?
-pub fn valid_env_name(name: &str) -> bool {
-    !name.is_empty() && !name.contains('=') && !name.contains('\0')
 }
 
 impl RankPlan {
@@ -150,11 +175,23 @@ impl RankPlan {
         for (k, v) in &self.env {
             if !valid_env_name(k) {
                 return Err(format!(
-                    "env: '{k}' is not a valid variable name (empty, '=' or NUL)"
+                    "env: '{k}' is not a valid variable name ({ENV_NAME_RULE})"
                 ));
             }
             if v.contains('\0') {
                 return Err(format!("env: value of {k} contains a NUL byte"));
+            }
+        }
+        for k in &self.unset {
+            if !valid_env_name(k) {
+                return Err(format!(
+                    "unset: '{k}' is not a valid variable name (empty, '=' or NUL)"
+                ));
+            }
+            if self.env.contains_key(k) {
+                return Err(format!(
+                    "unset: {k} is also in env; a variable is set or unset"
+                ));
             }
         }
         for (i, inv) in self.invariants.iter().enumerate() {
@@ -187,6 +224,14 @@ impl RankPlan {
                 return Err("affinity: gpus_per_numa is only meaningful with policy static".into());
             }
             _ => {}
+        }
+        if let Some(pin) = self.affinity.cores {
+            if self.affinity.policy != AffinityPolicy::Static {
+                return Err("affinity: cores needs policy static".into());
+            }
+            if pin.stride == 0 || pin.count == 0 || pin.count > pin.stride {
+                return Err("affinity: cores needs 1 <= count <= stride".into());
+            }
         }
         if self.affinity.membind && self.affinity.policy == AffinityPolicy::None {
             return Err("affinity: membind needs policy static or sysfs".into());

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::affinity::parse_cpulist;
+use crate::cpulist::parse_cpulist;
 
 /// PCI vendor id of NVIDIA.
 pub const NVIDIA_VENDOR: u32 = 0x10de;
@@ -90,6 +90,15 @@ impl Sysfs {
             numa_node,
             local_cpus,
         }
+    }
+
+    /// Whether NUMA node `node` has memory (`devices/system/node/has_memory`, the kernel's
+    /// list of nodes with memory); `None` when the file is missing or unreadable.
+    pub fn node_has_memory(&self, node: u32) -> Option<bool> {
+        let text = read_trimmed(&self.root.join("devices/system/node/has_memory"))?;
+        parse_cpulist(&text)
+            .ok()
+            .map(|nodes| nodes.contains(&(node as usize)))
     }
 
     /// CPUs of NUMA node `node` (`devices/system/node/nodeN/cpulist`); `Ok(None)` when the

@@ -1,8 +1,6 @@
 //! CPU and memory placement of the rank, decided purely and then applied to this process.
 //!
 //! Contract:
-//! * [`parse_cpulist`] / [`format_cpulist`] convert the kernel's list format (`0-3,8,10-11`)
-//!   to a sorted, de-duplicated `Vec<usize>` and back (ranges are collapsed when formatting).
 //! * [`decide`] is a pure function of the plan's affinity block, the local rank, the
 //!   `CUDA_VISIBLE_DEVICES` value, a [`Sysfs`] tree and the *allowed* CPU set (normally
 //!   `sched_getaffinity(0)`, injected so tests can model any node). It never widens the
@@ -16,87 +14,17 @@
 //! * `static`: `numactl --cpunodebind=$((SLURM_LOCALID/D)) --membind=$((SLURM_LOCALID/D))`
 //!   with D = 4 on 8-GPU nodes and 2 on GB200/GB300/VR200 (`gpus_per_numa` = D).
 //! * `sysfs`: the Kubeflow wrapper's "GPU's PCI device → `numa_node` → numactl" rule.
+//! * `cores` (static only): B300's `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16
+//!   + 1))`, the listed cores instead of the node's CPUs; memory still binds to the node.
+//! * `membind` binds memory only where the node has memory (`has_memory`), as numactl would
+//!   otherwise fail.
 
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 
-use super::plan::{AffinityPlan, AffinityPolicy};
-use super::sysfs::Sysfs;
-
-/// Largest CPU id accepted by the parser (guards against absurd ranges in corrupt input).
-pub const MAX_CPU_ID: usize = 1 << 16;
-
-/// Parse `0-3,8,10-11` (blanks around items and a trailing newline are tolerated; the empty
-/// string is the empty set).
-pub fn parse_cpulist(text: &str) -> Result<Vec<usize>, String> {
-    let text = text.trim();
-    let mut cpus = Vec::new();
-    if text.is_empty() {
-        return Ok(cpus);
-    }
-    for item in text.split(',') {
-        let item = item.trim();
-        let num = |s: &str| -> Result<usize, String> {
-            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(format!("'{item}' is not a CPU number or LO-HI range"));
-            }
-            match s.parse::<usize>() {
-                Ok(n) if n <= MAX_CPU_ID => Ok(n),
-                _ => Err(format!("CPU id '{s}' is larger than {MAX_CPU_ID}")),
-            }
-        };
-        let (lo, hi) = match item.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => {
-                let n = num(item)?;
-                (n, n)
-            }
-        };
-        if lo > hi {
-            return Err(format!("range '{item}' is descending"));
-        }
-        cpus.extend(lo..=hi);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
-}
-
-/// Format CPUs as a kernel cpulist, collapsing runs: `[0,1,2,3,8,10,11]` → `0-3,8,10-11`.
-/// Input order and duplicates do not matter. The empty set formats as the empty string.
-pub fn format_cpulist(cpus: &[usize]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if start == end {
-            out.push_str(&start.to_string());
-        } else {
-            out.push_str(&format!("{start}-{end}"));
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Intersection of two sorted, de-duplicated lists.
-pub fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
-    a.iter()
-        .copied()
-        .filter(|c| b.binary_search(c).is_ok())
-        .collect()
-}
+use crate::cpulist::{format_cpulist, intersect};
+use crate::plan::{AffinityPlan, AffinityPolicy};
+use crate::sysfs::Sysfs;
 
 /// Everything [`decide`] looks at.
 #[derive(Debug, Clone, Copy)]
@@ -171,15 +99,22 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         },
     };
     p.numa_node = Some(node);
-    let wanted = match input.sysfs.node_cpus(node) {
-        Ok(Some(c)) if !c.is_empty() => c,
-        Ok(Some(_)) => {
+    let pinned = input
+        .plan
+        .cores
+        .filter(|_| input.plan.policy == AffinityPolicy::Static)
+        .map(|pin| pin.cpus(input.local_rank));
+    let wanted = match (pinned, input.sysfs.node_cpus(node)) {
+        // Bridge's `numactl -C`: the listed cores replace the node's CPU set.
+        (Some(cores), _) => cores,
+        (None, Ok(Some(c))) if !c.is_empty() => c,
+        (None, Ok(Some(_))) => {
             p.notes.push(format!(
                 "NUMA node {node} has no CPUs (memory-only node); affinity left as inherited"
             ));
             return p;
         }
-        Ok(None) => {
+        (None, Ok(None)) => {
             p.notes.push(format!(
                 "no NUMA information (no node{node} under {}/devices/system/node); \
                  affinity left as inherited",
@@ -187,7 +122,7 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
             ));
             return p;
         }
-        Err(e) => {
+        (None, Err(e)) => {
             p.notes.push(format!("{e}; affinity left as inherited"));
             return p;
         }
@@ -195,8 +130,13 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
     let both = intersect(&wanted, &allowed);
     if both.is_empty() {
         p.notes.push(format!(
-            "CPUs of NUMA node {node} ({}) do not intersect the inherited CPU set ({}); \
+            "{} ({}) do not intersect the inherited CPU set ({}); \
              affinity left as inherited",
+            if pinned_label(input) {
+                "pinned cores".to_string()
+            } else {
+                format!("CPUs of NUMA node {node}")
+            },
             format_cpulist(&wanted),
             format_cpulist(&allowed)
         ));
@@ -207,9 +147,24 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
     p.cpus = both;
     p.wanted = Some(wanted);
     if input.plan.membind {
-        p.membind = Some(node);
+        // `numactl --membind` fails on a node without memory; bind only where it has some.
+        match input.sysfs.node_has_memory(node) {
+            Some(true) => p.membind = Some(node),
+            Some(false) => p.notes.push(format!(
+                "NUMA node {node} has no memory; memory policy left as inherited"
+            )),
+            None => p.notes.push(format!(
+                "cannot tell whether NUMA node {node} has memory (no {}/devices/system/node/has_memory); \
+                 memory policy left as inherited",
+                input.sysfs.root().display()
+            )),
+        }
     }
     p
+}
+
+fn pinned_label(input: &PlacementInput<'_>) -> bool {
+    input.plan.cores.is_some() && input.plan.policy == AffinityPolicy::Static
 }
 
 /// Bus id and NUMA node of the GPU this local rank drives (sysfs policy).
@@ -334,51 +289,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpulist_parse() {
-        assert_eq!(
-            parse_cpulist("0-3,8,10-11").unwrap(),
-            [0, 1, 2, 3, 8, 10, 11]
-        );
-        assert_eq!(parse_cpulist("5\n").unwrap(), [5]);
-        assert_eq!(parse_cpulist("").unwrap(), Vec::<usize>::new());
-        assert_eq!(parse_cpulist("\n").unwrap(), Vec::<usize>::new());
-        assert_eq!(parse_cpulist("3,1-2,2").unwrap(), [1, 2, 3]);
-        assert_eq!(parse_cpulist(" 0-1 , 4 ").unwrap(), [0, 1, 4]);
-        assert_eq!(parse_cpulist("0-55,112-167").unwrap().len(), 112);
-        for bad in [
-            "3-1",
-            "a",
-            "1,",
-            ",1",
-            "1--2",
-            "-1",
-            "1-",
-            "0-99999999",
-            "0-3:2",
-        ] {
-            assert!(parse_cpulist(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn cpulist_format() {
-        assert_eq!(format_cpulist(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(format_cpulist(&[]), "");
-        assert_eq!(format_cpulist(&[7]), "7");
-        assert_eq!(format_cpulist(&[2, 1, 1, 0]), "0-2");
-        assert_eq!(format_cpulist(&[0, 2, 4]), "0,2,4");
-        for s in ["0-3,8,10-11", "0-55,112-167", "1", "0,2-3,5-9,100"] {
-            assert_eq!(format_cpulist(&parse_cpulist(s).unwrap()), s);
-        }
-    }
-
-    #[test]
-    fn intersection() {
-        assert_eq!(intersect(&[0, 1, 2, 3], &[2, 3, 4]), [2, 3]);
-        assert!(intersect(&[0, 1], &[2, 3]).is_empty());
-    }
-
-    #[test]
     fn policy_none_keeps_everything() {
         let plan = AffinityPlan::default();
         let sysfs = Sysfs::new("/nonexistent");
@@ -399,6 +309,7 @@ mod tests {
             policy: AffinityPolicy::Static,
             gpus_per_numa: Some(4),
             membind: true,
+            cores: None,
         };
         let sysfs = Sysfs::new("/nonexistent");
         let p = decide(&PlacementInput {
