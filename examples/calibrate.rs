@@ -151,6 +151,7 @@ impl Resolver {
                 variant: None,
                 sets: &parsed,
                 envs: &[],
+                unsets: &[],
                 stack: &self.stack,
                 strict: false,
             })

@@ -65,6 +65,7 @@ impl Resolver {
             variant: self.args.variant.as_deref(),
             sets: &sets,
             envs: &self.envs,
+            unsets: &self.args.unsets,
             stack: &self.stack,
             strict: self.args.strict,
         })
@@ -82,35 +83,64 @@ impl Resolver {
             let gbs = format!("train.global_batch_size={}", p.train.global_batch_size);
             return Ok((p, vec![gbs]));
         }
-        let trivial = tune::Layout {
-            tensor_model_parallel_size: 1,
-            pipeline_model_parallel_size: 1,
-            virtual_pipeline_model_parallel_size: None,
-            context_parallel_size: 1,
-            expert_model_parallel_size: 1,
-            expert_tensor_parallel_size: None,
-            micro_batch_size: 1,
+        // A layout the world surely divides: all data parallel, else all tensor and
+        // pipeline parallel (DP 1), so that any scaled global batch divides.
+        let world = self.hardware.count;
+        let tp = world.min(8);
+        let model = self.recipe.sections.get("model");
+        let layers = model
+            .and_then(|m| m.get("num_layers"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(1) as u32;
+        let mtp = model
+            .and_then(|m| m.get("mtp_num_layers"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+            > 0;
+        let trivial = |tp: u32, pp: u32| {
+            tune::Layout {
+                tensor_model_parallel_size: tp,
+                pipeline_model_parallel_size: pp,
+                virtual_pipeline_model_parallel_size: None,
+                context_parallel_size: 1,
+                expert_model_parallel_size: 1,
+                expert_tensor_parallel_size: None,
+                micro_batch_size: 1,
+            }
+            .sets_with(tune::pipeline_layout(layers, pp, None, mtp).as_deref())
+        };
+        let layouts = [trivial(1, 1), trivial(tp, world / tp)];
+        let mut last = None;
+        for layout in layouts {
+            let probe = match self.resolve(&layout) {
+                Ok(p) => p,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            // The variant's own GPU count gives its global batch.
+            let gbs = match probe.recipe.variant_num_gpus {
+                Some(n) if n != world => {
+                    let mut hw = self.hardware.clone();
+                    hw.count = n;
+                    let own = self.resolve_on(&hw, &[])?;
+                    (u64::from(own.train.global_batch_size) * u64::from(world) / u64::from(n))
+                        .max(1)
+                }
+                _ => u64::from(probe.train.global_batch_size),
+            };
+            let mut sets = layout.clone();
+            sets.push(format!("train.global_batch_size={gbs}"));
+            match self.resolve(&sets) {
+                Ok(base) => {
+                    let gbs = format!("train.global_batch_size={}", base.train.global_batch_size);
+                    return Ok((base, vec![gbs]));
+                }
+                Err(e) => last = Some(e),
+            }
         }
-        .sets();
-        // The variant's own GPU count gives its global batch.
-        let probe = self.resolve(&trivial)?;
-        let mut sets = trivial.clone();
-        if let Some(n) = probe.recipe.variant_num_gpus {
-            let mut hw = self.hardware.clone();
-            hw.count = n;
-            let own = self.resolve_on(&hw, &[])?;
-            let gbs = u64::from(own.train.global_batch_size) * u64::from(self.hardware.count)
-                / u64::from(n).max(1);
-            sets.push(format!("train.global_batch_size={}", gbs.max(1)));
-        } else {
-            sets.push(format!(
-                "train.global_batch_size={}",
-                probe.train.global_batch_size
-            ));
-        }
-        let base = self.resolve(&sets)?;
-        let gbs = format!("train.global_batch_size={}", base.train.global_batch_size);
-        Ok((base, vec![gbs]))
+        Err(last.unwrap_or_else(|| Error::usage("no base layout resolves")))
     }
 }
 

@@ -68,3 +68,29 @@ impl Efficiency {
         base * p * if moe { self.moe } else { 1.0 }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_constants_parse_and_unknown_keys_are_errors() {
+        let e = Efficiency::embedded().unwrap();
+        assert!(e.compute.contains_key("default"));
+        assert!(e.compute.values().all(|v| *v > 0.0 && *v <= 1.0));
+        let bad = EMBEDDED.replacen("\"moe\"", "\"moe_factor\"", 1);
+        let err = Efficiency::parse(&bad, "eff.json").unwrap_err().to_string();
+        assert!(err.contains("moe_factor"), "{err}");
+    }
+
+    #[test]
+    fn unknown_gpu_kinds_use_the_default_factor() {
+        let e = Efficiency::embedded().unwrap();
+        let d = e.compute["default"];
+        assert_eq!(e.compute("zz9", PrecisionClass::Bf16, false), d);
+        assert_eq!(
+            e.compute("zz9", PrecisionClass::Fp8, true),
+            d * e.fp8 * e.moe
+        );
+    }
+}

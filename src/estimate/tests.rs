@@ -37,6 +37,7 @@ pub(crate) fn plan_for(recipe: &str, gpus: &str, precision: Option<&str>, sets: 
         variant: None,
         sets: &sets,
         envs: &[],
+        unsets: &[],
         stack: &Stack::default(),
         strict: false,
     })

@@ -228,7 +228,11 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
     let mut out = Vec::new();
     for tp in [1u32, 2, 4, 8] {
         let t = u64::from(tp);
-        if t > domain.max(1) || !world.is_multiple_of(t) || heads % t != 0 || groups % t != 0 {
+        if t > domain.max(1)
+            || !world.is_multiple_of(t)
+            || !heads.is_multiple_of(t)
+            || !groups.is_multiple_of(t)
+        {
             continue;
         }
         for pp in divisors_upto(world / t, 64) {
