@@ -11,6 +11,8 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod estimate;
+pub mod job;
+pub mod layout;
 pub mod overlap;
 pub mod plan;
 pub mod plugin;

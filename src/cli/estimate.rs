@@ -3,8 +3,8 @@
 
 use clap::{Args, ValueEnum};
 
-use super::{PlanArgs, load, out};
-use crate::error::{Error, Result};
+use super::{PlanArgs, Printer, load};
+use crate::error::Result;
 use crate::estimate::{self, Efficiency};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -22,37 +22,31 @@ pub struct EstimateCmd {
     pub output: Format,
 }
 
-pub fn run(cmd: &EstimateCmd) -> Result<i32> {
+pub fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
     let plan = load::plan(&cmd.plan)?;
     let eff = Efficiency::embedded()?;
     let e = estimate::estimate(&plan, &eff)?;
-    let text = match cmd.output {
-        Format::Json => {
-            let mut t = serde_json::to_string_pretty(&e.to_json())
-                .map_err(|e| Error::runtime(e.to_string()))?;
-            t.push('\n');
-            t
-        }
+    match cmd.output {
+        Format::Json => p.json(&e.to_json())?,
         Format::Text => {
-            let p = &plan.parallelism;
-            format!(
+            let l = &plan.parallelism;
+            p.data(&format!(
                 "{} on {} ({}): TP{} PP{} VP{} CP{} EP{} ETP{} DP{}, MBS {} GBS {}\n{}",
                 plan.recipe.name,
                 plan.hardware.spec,
                 plan.recipe.precision,
-                p.tensor,
-                p.pipeline,
-                p.virtual_pipeline.unwrap_or(1),
-                p.context,
-                p.expert,
-                p.expert_tensor,
-                p.data,
+                l.tensor,
+                l.pipeline,
+                l.virtual_pipeline.unwrap_or(1),
+                l.context,
+                l.expert,
+                l.expert_tensor,
+                l.data,
                 plan.train.micro_batch_size,
                 plan.train.global_batch_size,
                 e.summary()
-            )
+            ))?
         }
-    };
-    out(&text)?;
+    }
     Ok(0)
 }

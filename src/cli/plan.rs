@@ -1,8 +1,8 @@
 //! `ovlaunch plan`, `ovlaunch overrides` and the main form's dry run.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{Output, PlanArgs, PlanCmd, explain, load, out};
+use super::{Output, PlanArgs, PlanCmd, Printer, explain, load};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::secret;
@@ -33,7 +33,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
     Ok(v)
 }
 
-pub fn plan(cmd: &PlanCmd) -> Result<i32> {
+pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
     let (plan, plugins) = load::plan_with_plugins(&cmd.plan)?;
     let mut tree = printable(&plan)?;
     if !plugins.is_empty()
@@ -51,21 +51,15 @@ pub fn plan(cmd: &PlanCmd) -> Result<i32> {
             .collect();
         m.insert("plugins".into(), Value::Array(list));
     }
-    let text = match cmd.output {
-        Output::Json => {
-            let mut t =
-                serde_json::to_string_pretty(&tree).map_err(|e| Error::runtime(e.to_string()))?;
-            t.push('\n');
-            t
-        }
-        Output::Yaml => yaml::to_string(&tree)?,
-    };
-    out(&text)?;
+    match cmd.output {
+        Output::Json => p.json(&tree)?,
+        Output::Yaml => p.data(&yaml::to_string(&tree)?)?,
+    }
     if cmd.explain {
-        out(&explain::decisions(&plan))?;
+        p.data(&explain::decisions(&plan))?;
         // Launch decisions: rank placement and sbatch rules, plus the plugins' phases.
-        let p = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
-        out(&launch_decisions(&p.spec.decisions))?;
+        let prepared = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
+        p.data(&launch_decisions(prepared.job.decisions()))?;
     }
     Ok(0)
 }
@@ -88,47 +82,8 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
     s
 }
 
-/// The override YAML the trainer loads. Bridge's own overlap and precision resolution is
-/// switched off (`comm_overlap: null`, `mixed_precision: null`) because their results are
-/// already in the model, ddp and optimizer fields: the plan is the single source of truth.
-/// With `redact`, secret env values are shown as `<redacted>` (for the terminal); the file
-/// written into the job directory carries them.
-pub fn overrides_yaml(plan: &Plan, redact: bool) -> Result<String> {
-    let mut top = Map::new();
-    top.insert("model".into(), tree(&plan.model)?);
-    top.insert("train".into(), tree(&plan.train)?);
-    top.insert("ddp".into(), tree(&plan.ddp)?);
-    top.insert("optimizer".into(), tree(&plan.optimizer)?);
-    top.insert("comm_overlap".into(), Value::Null);
-    top.insert("mixed_precision".into(), Value::Null);
-    let env: Map<String, Value> = plan
-        .env
-        .iter()
-        .map(|(k, e)| {
-            let v = if redact {
-                secret::shown(k, &e.value)
-            } else {
-                &e.value
-            };
-            (k.clone(), Value::String(v.to_string()))
-        })
-        .collect();
-    top.insert("env_vars".into(), Value::Object(env));
-    let header = format!(
-        "# Megatron-Bridge overrides written by ovlaunch {} for recipe {} on {}.\n# comm_overlap and mixed_precision are null: their results are already in model/ddp/optimizer.\n",
-        env!("CARGO_PKG_VERSION"),
-        plan.recipe.name,
-        plan.hardware.spec
-    );
-    Ok(header + &yaml::to_string(&Value::Object(top))?)
-}
-
-fn tree<T: serde::Serialize>(v: &T) -> Result<Value> {
-    serde_json::to_value(v).map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))
-}
-
-pub fn overrides(args: &PlanArgs) -> Result<i32> {
+pub fn overrides(p: &Printer, args: &PlanArgs) -> Result<i32> {
     let plan = load::plan(args)?;
-    out(&overrides_yaml(&plan, true)?)?;
+    p.data(&crate::render::overrides::overrides_yaml(&plan, true)?)?;
     Ok(0)
 }

@@ -4,7 +4,7 @@
 use clap::Args;
 
 use super::estimate::Format;
-use super::{PlanArgs, load, out};
+use super::{PlanArgs, Printer, load};
 use crate::catalog::{self, Recipe};
 use crate::error::{Error, Result};
 use crate::estimate::Efficiency;
@@ -169,7 +169,7 @@ fn command(args: &PlanArgs, fixed: &[String], sets: &[String]) -> String {
         .join(" ")
 }
 
-pub fn run(cmd: &TuneCmd) -> Result<i32> {
+pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
     if cmd.top == 0 {
         return Err(Error::usage("--top must be at least 1").at("--top"));
     }
@@ -181,7 +181,7 @@ pub fn run(cmd: &TuneCmd) -> Result<i32> {
         all.extend(sets.iter().cloned());
         r.resolve(&all)
     };
-    let mut progress = |line: &str| eprintln!("{line}");
+    let mut progress = |line: &str| p.status(line);
     let outcome: Outcome = tune::tune(&base, &eff, cmd.top, &mut resolve_fn, &mut progress)?;
     if outcome.candidates.is_empty() {
         return Err(Error::usage(format!(
@@ -191,7 +191,7 @@ pub fn run(cmd: &TuneCmd) -> Result<i32> {
         .at("--gpus")
         .help("use more GPUs or GPUs with more memory"));
     }
-    let text = match cmd.output {
+    match cmd.output {
         Format::Json => {
             let list: Vec<serde_json::Value> = outcome
                 .candidates
@@ -205,10 +205,7 @@ pub fn run(cmd: &TuneCmd) -> Result<i32> {
                     })
                 })
                 .collect();
-            let mut t = serde_json::to_string_pretty(&serde_json::json!({ "candidates": list }))
-                .map_err(|e| Error::runtime(e.to_string()))?;
-            t.push('\n');
-            t
+            p.json(&serde_json::json!({ "candidates": list }))?;
         }
         Format::Text => {
             let mut s = format!(
@@ -245,9 +242,8 @@ pub fn run(cmd: &TuneCmd) -> Result<i32> {
                     command(&cmd.plan, &fixed, &c.sets)
                 ));
             }
-            s
+            p.data(&s)?;
         }
-    };
-    out(&text)?;
+    }
     Ok(0)
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::{Error, Result, did_you_mean};
+use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
 
@@ -63,6 +64,12 @@ pub struct LaunchOptions {
     pub master_port: u16,
     /// The command line that reproduces this job, for the script header.
     pub command_line: String,
+    /// Several machines without Slurm: the host every machine's torchrun meets at (c10d
+    /// rendezvous, `ovlaunch torchrun --master-addr`); `None` runs on this machine only.
+    pub rendezvous: Option<String>,
+    /// Strict rank plan: on every rank, a changed inherited value or a violated invariant
+    /// is an error (`--strict`).
+    pub strict: bool,
 }
 
 /// The structured job.
@@ -106,6 +113,8 @@ pub struct LaunchSpec {
     pub affinity: AffinityPlan,
     pub container: Option<Container>,
     pub master_port: u16,
+    /// See [`LaunchOptions::rendezvous`].
+    pub rendezvous: Option<String>,
     pub header: Vec<String>,
     pub decisions: Vec<Decision>,
 }
@@ -199,7 +208,10 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         put("exclusive", None);
     }
     put("time", Some(opts.time.clone()));
-    put("output", Some(format!("{}/slurm-%j.out", opts.job_dir)));
+    put(
+        "output",
+        Some(layout::path(&opts.job_dir, layout::SLURM_OUTPUT_PATTERN)),
+    );
     put("open-mode", Some("append".into()));
     for (k, v) in [
         ("account", &opts.account),
@@ -276,6 +288,14 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         }
     }
 
+    // Bridge's runner re-applies its recipe's env_vars with setdefault: variables the plan
+    // removes must leave the runner's config too (only Bridge's runner reads these words).
+    let bridge_runner = opts.trainer.is_empty() && plan.recipe.trainer.is_none();
+    let trainer_overrides = if bridge_runner {
+        crate::resolve::env::trainer_drop_words(&plan.env_drop_from_recipe)
+    } else {
+        Vec::new()
+    };
     let trainer = if opts.trainer.is_empty() {
         default_trainer(plan, &opts.job_dir)
     } else {
@@ -323,11 +343,12 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         forward_signals: Vec::new(),
         command_prefix: Vec::new(),
         trainer,
-        trainer_overrides: Vec::new(),
+        trainer_overrides,
         rank_runtime: opts.rank_runtime.clone(),
         affinity: placement(plan, &mut decisions),
         container: opts.container.clone(),
         master_port: opts.master_port,
+        rendezvous: opts.rendezvous.clone(),
         header,
         decisions,
     })
@@ -422,6 +443,6 @@ pub fn default_trainer(plan: &Plan, job_dir: &str) -> Vec<String> {
         "--recipe".into(),
         recipe,
         "--config-file".into(),
-        format!("{job_dir}/overrides.yaml"),
+        layout::path(job_dir, layout::OVERRIDES),
     ]
 }

@@ -56,6 +56,12 @@ pub struct EnvStage {
     pub env: BTreeMap<String, EnvEntry>,
     /// Variables removed from the trainer's environment, with who removed them.
     pub unset: BTreeMap<String, Source>,
+    /// The removed variables the recipe's own `env_vars` carry, with the recipe's value.
+    /// Bridge's runner installs the recipe's `env_vars` with `setdefault` inside the trainer,
+    /// which would put them back: the trainer call must drop them from its config
+    /// (`~env_vars.NAME=VALUE`: Bridge 0.6's `run_recipe.py` takes only `KEY=VALUE` words,
+    /// and Hydra deletes a key given with its current value).
+    pub drop_from_recipe: BTreeMap<String, EnvScalar>,
 }
 
 impl EnvStage {
@@ -119,27 +125,9 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         env_rules::derive(&facts(inp))?
     };
     let last = derived.last();
-    // Derived values fill what the recipe leaves out; where the recipe states the variable
-    // itself, its value wins and the plan says which rule it overrides.
+    // Derived values fill what the recipe leaves out.
     for (k, d) in &last {
-        if let Some(rv) = inp.recipe_env.get(*k) {
-            let rv = rv.to_env_string();
-            let note = match &d.action {
-                Action::Set(v) if *v == rv => continue,
-                Action::Set(v) => format!("derives {v}"),
-                Action::Unset => "unsets it".to_string(),
-                Action::Drop => continue,
-            };
-            decisions.push(Decision::new(
-                format!("env.{k}"),
-                rv.as_str(),
-                format!(
-                    "the recipe's value overrides {} ({note}: {})",
-                    d.rule.label(),
-                    d.why
-                ),
-                Source::Recipe,
-            ));
+        if inp.recipe_env.contains_key(*k) {
             continue;
         }
         match &d.action {
@@ -148,13 +136,24 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
             Action::Drop => {}
         }
     }
+    // Where the recipe states a variable itself its value wins; the decision says whether it
+    // restates a rule or which rule it overrides (one statement per fact).
     for (k, v) in inp.recipe_env {
         let v = v.to_env_string();
-        // One statement per fact: say when the recipe only restates what a rule derives.
-        let rule = match last.get(k.as_str()) {
-            Some(d) if d.action.value() == Some(v.as_str()) => format!(
+        let rule = match last.get(k.as_str()).map(|d| (d, &d.action)) {
+            Some((d, Action::Set(dv))) if *dv == v => format!(
                 "the recipe variant's env_vars (the same as {} derives)",
                 d.rule.label()
+            ),
+            Some((d, Action::Set(dv))) => format!(
+                "the recipe variant's env_vars, overriding {} (which derives {dv}: {})",
+                d.rule.label(),
+                d.why
+            ),
+            Some((d, Action::Unset)) => format!(
+                "the recipe variant's env_vars, overriding {} (which unsets it: {})",
+                d.rule.label(),
+                d.why
             ),
             _ => "the recipe variant's env_vars".to_string(),
         };
@@ -207,8 +206,36 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         }
         st.remove(k, Source::User, "--unset".into(), decisions);
     }
+    st.drop_from_recipe = st
+        .unset
+        .keys()
+        .filter_map(|k| inp.recipe_env.get(k).map(|v| (k.clone(), v.clone())))
+        .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
+}
+
+/// Hydra words that drop `vars` from the trainer config's `env_vars`:
+/// `~env_vars.NAME=VALUE`. Bridge 0.6's `run_recipe.py` accepts only `KEY=VALUE` words, and
+/// Hydra deletes `~key=value` only when the config holds that value, so the value is the
+/// recipe's, typed as Bridge's recipes write env values: integers and booleans bare, other
+/// text single-quoted (with `\` and `'` escaped).
+pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
+    vars.iter()
+        .map(|(k, v)| {
+            let value = match v {
+                EnvScalar::Bool(b) => b.to_string(),
+                EnvScalar::Int(i) => i.to_string(),
+                EnvScalar::Float(f) => EnvScalar::Float(*f).to_env_string(),
+                // Bridge's flat recipes write numeric env values as Python ints.
+                EnvScalar::Str(s) if s.parse::<i64>().is_ok() => s.clone(),
+                EnvScalar::Str(s) => {
+                    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+                }
+            };
+            format!("~env_vars.{k}={value}")
+        })
+        .collect()
 }
 
 /// A variable the rank runtime re-checks on the node (the rank plan's own type).

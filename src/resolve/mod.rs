@@ -256,6 +256,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let env::EnvStage {
         env: env_map,
         unset: env_unset,
+        drop_from_recipe: env_drop_from_recipe,
     } = env::build(&env_inputs, &mut decisions)?;
     let invariants = env::check(
         hw,
@@ -297,6 +298,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         mixed_precision: resolved_mp,
         env: env_map,
         env_unset,
+        env_drop_from_recipe,
         invariants,
         decisions,
         warnings,

@@ -65,6 +65,8 @@ fn spec_for(plan: &Plan) -> LaunchSpec {
             rank_runtime: Some("ovlaunch-rank".into()),
             master_port: 29500,
             command_line: "test".into(),
+            rendezvous: None,
+            strict: false,
         },
     )
     .unwrap()
