@@ -139,8 +139,21 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
     // Where the recipe states a variable itself its value wins; the decision says whether it
     // restates a rule or which rule it overrides (one statement per fact).
     for (k, v) in inp.recipe_env {
+        let d = last.get(k.as_str());
+        if *v == EnvScalar::Unset {
+            let rule = match d.map(|d| (d, &d.action)) {
+                Some((d, Action::Set(dv))) => format!(
+                    "the recipe variant's env_vars unset it, overriding {} (which derives {dv}: {})",
+                    d.rule.label(),
+                    d.why
+                ),
+                _ => "the recipe variant's env_vars unset it".to_string(),
+            };
+            st.remove(k, Source::Recipe, rule, decisions);
+            continue;
+        }
         let v = v.to_env_string();
-        let rule = match last.get(k.as_str()).map(|d| (d, &d.action)) {
+        let rule = match d.map(|d| (d, &d.action)) {
             Some((d, Action::Set(dv))) if *dv == v => format!(
                 "the recipe variant's env_vars (the same as {} derives)",
                 d.rule.label()
@@ -210,6 +223,7 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         .unset
         .keys()
         .filter_map(|k| inp.recipe_env.get(k).map(|v| (k.clone(), v.clone())))
+        .filter(|(_, v)| *v != EnvScalar::Unset)
         .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
@@ -232,6 +246,7 @@ pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
                 EnvScalar::Str(s) => {
                     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
                 }
+                EnvScalar::Unset => "null".to_string(),
             };
             format!("~env_vars.{k}={value}")
         })

@@ -11,6 +11,7 @@ mod cli_errors;
 mod cli_outputs;
 mod env_rules;
 mod env_unset;
+mod estimate;
 mod hostile_cases;
 mod hostile_inputs;
 mod local_torchrun;
