@@ -138,8 +138,9 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     }
     let mut value = yaml::parse_value(text);
     // An env value that reads as text is the text as given, byte for byte (YAML would fold
-    // newlines and strip quotes); numbers and booleans keep Bridge's `str()` spelling.
-    if section == "env_vars" && (value.is_string() || value.is_null() && !text.is_empty()) {
+    // newlines and strip quotes); numbers and booleans keep Bridge's `str()` spelling, and
+    // null unsets.
+    if section == "env_vars" && value.is_string() {
         value = Value::String(text.to_string());
     }
     crate::input::check_no_nul("a --set value", text).map_err(|e| e.at(flag.clone()))?;

@@ -396,6 +396,10 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
         .map(|a| a.as_str().unwrap())
         .collect();
     match want {
+        // `--set` values are YAML: only text arrives as written (numbers and booleans take
+        // Bridge's `str()` spelling, null unsets).
+        Want::Env(_)
+            if channel == Channel::SetEnvValue && !ovlaunch::yaml::parse_value(&v).is_string() => {}
         Want::Env(name) => {
             let expect = match channel {
                 Channel::RecipeEnvName | Channel::HardwareEnvName => "1".to_string(),
