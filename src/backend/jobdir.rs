@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -18,8 +18,22 @@ pub struct JobFile {
     pub executable: bool,
 }
 
+/// A job-directory entry that is not rendered text: a copied binary or a symlink.
+pub enum Asset {
+    /// `name` becomes a copy of `from` with mode 0755 (the rank runtime).
+    Executable { name: String, from: PathBuf },
+    /// `name` becomes a symlink to `target` (an OCI bundle's `rootfs`).
+    Symlink { name: String, target: PathBuf },
+}
+
 /// Writes `files` into `dir`, which must not exist yet.
 pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
+    create_with(dir, files, &[])
+}
+
+/// Writes `files` and `assets` into `dir`, which must not exist yet. Names may contain
+/// `/`: parent directories are created.
+pub fn create_with(dir: &Path, files: &[JobFile], assets: &[Asset]) -> Result<()> {
     if dir.exists() {
         return Err(
             Error::usage(format!("job directory {} already exists", dir.display()))
@@ -37,6 +51,7 @@ pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
         fs::create_dir(&tmp).map_err(|e| io_err("create", &tmp, &e))?;
         for f in files {
             let path = tmp.join(f.name);
+            make_parent(&path)?;
             let mode = match (f.private, f.executable) {
                 (true, true) => 0o700,
                 (true, false) => 0o600,
@@ -52,6 +67,23 @@ pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
             file.write_all(f.contents.as_bytes())
                 .map_err(|e| io_err("write", &path, &e))?;
             file.sync_all().map_err(|e| io_err("sync", &path, &e))?;
+        }
+        for a in assets {
+            match a {
+                Asset::Executable { name, from } => {
+                    let path = tmp.join(name);
+                    make_parent(&path)?;
+                    fs::copy(from, &path).map_err(|e| io_err("copy", from, &e))?;
+                    fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
+                        .map_err(|e| io_err("chmod", &path, &e))?;
+                }
+                Asset::Symlink { name, target } => {
+                    let path = tmp.join(name);
+                    make_parent(&path)?;
+                    std::os::unix::fs::symlink(target, &path)
+                        .map_err(|e| io_err("create", &path, &e))?;
+                }
+            }
         }
         fs::create_dir(tmp.join("logs")).map_err(|e| io_err("create", &tmp, &e))?;
         // rename(2) onto an existing non-empty directory fails, so a racing writer loses cleanly.
@@ -77,6 +109,13 @@ pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
         let _ = fs::remove_file(&tmp);
         io_err("write", &path, &e)
     })
+}
+
+fn make_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(p) => fs::create_dir_all(p).map_err(|e| io_err("create", p, &e)),
+        None => Ok(()),
+    }
 }
 
 fn io_err(what: &str, path: &Path, e: &std::io::Error) -> Error {

@@ -3,6 +3,7 @@
 
 pub mod jobdir;
 pub mod local;
+pub mod rankbin;
 pub mod record;
 pub mod slurm;
 pub mod state;

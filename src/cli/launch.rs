@@ -10,7 +10,11 @@ use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::plugin;
 use crate::render::artifacts::{self, Artifacts, Executor};
-use crate::render::launch::{self, Container, FlagStyle, LaunchMode, LaunchOptions, LaunchSpec};
+use crate::backend::rankbin;
+use crate::render::launch::{
+    self, Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions, LaunchSpec,
+};
+use crate::render::oci;
 use crate::render::template::Templates;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -25,6 +29,15 @@ pub enum LauncherArg {
 pub enum ExecutorArg {
     Slurm,
     Local,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContainerRuntimeArg {
+    /// NVIDIA pyxis/enroot: --container-image is an enroot URI or .sqsh file.
+    Pyxis,
+    /// Slurm's native OCI containers (srun --container): --container-image is a root
+    /// filesystem directory or an OCI bundle directory (config.json + rootfs).
+    Oci,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,20 +74,28 @@ pub struct LaunchArgs {
     /// torchrun flag spelling (Debian's torch 1.13 needs underscore).
     #[arg(long, value_enum, default_value_t = FlagStyleArg::Dash)]
     pub torchrun_flags: FlagStyleArg,
-    /// pyxis container image (enroot URI or .sqsh path).
+    /// Container image: an enroot URI or .sqsh file (pyxis), or a root filesystem or OCI
+    /// bundle directory (oci). The job directory is always mounted at its own path.
     #[arg(long)]
     pub container_image: Option<String>,
-    /// SRC:DST[:FLAGS] (repeatable).
-    #[arg(long = "container-mount")]
+    /// Which runtime starts the containers.
+    #[arg(long, value_enum, default_value_t = ContainerRuntimeArg::Pyxis)]
+    pub container_runtime: ContainerRuntimeArg,
+    /// An extra bind mount SRC:DST[:ro|rw] (repeatable).
+    #[arg(long = "container-mount", value_name = "SRC:DST[:FLAGS]")]
     pub container_mounts: Vec<String>,
-    #[arg(long)]
+    /// Working directory inside the container.
+    #[arg(long, value_name = "DIR")]
     pub container_workdir: Option<String>,
     /// Keep the container root read-only (Bridge adds --container-writable by default).
     #[arg(long)]
     pub container_readonly: bool,
-    /// Mount the home directory into the container.
-    #[arg(long)]
+    /// pyxis: mount the home directory (default: the site's pyxis setting).
+    #[arg(long, conflicts_with = "no_container_mount_home")]
     pub container_mount_home: bool,
+    /// pyxis: do not mount the home directory.
+    #[arg(long)]
+    pub no_container_mount_home: bool,
     /// Run without a container even if the recipe suggests one.
     #[arg(long, conflicts_with = "container_image")]
     pub no_container: bool,
@@ -101,9 +122,11 @@ pub struct LaunchArgs {
     /// A directory of templates replacing shipped ones by file name.
     #[arg(long)]
     pub template_dir: Option<PathBuf>,
-    /// Path of the rank runtime on the compute nodes (default: next to this binary).
-    #[arg(long)]
-    pub rank_runtime: Option<String>,
+    /// The rank runtime binary to copy into the job directory; it must match the nodes'
+    /// CPU architecture (default: ovlaunch-rank-ARCH, then ovlaunch-rank, next to this
+    /// program, then on PATH).
+    #[arg(long, value_name = "FILE")]
+    pub rank_runtime: Option<PathBuf>,
     /// Start the trainer directly, without the rank runtime.
     #[arg(long, conflicts_with = "rank_runtime")]
     pub no_rank_runtime: bool,
@@ -143,13 +166,87 @@ pub fn job_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
     })
 }
 
-fn default_rank_runtime() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("ovlaunch-rank")))
-        .filter(|p| p.is_file())
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "ovlaunch-rank".to_string())
+/// The rank runtime binary for this job's nodes, checked (none with --no-rank-runtime).
+pub fn rank_runtime_for(plan: &Plan, args: &LaunchArgs) -> Result<Option<rankbin::Chosen>> {
+    if args.no_rank_runtime {
+        return Ok(None);
+    }
+    rankbin::locate(
+        args.rank_runtime.as_deref(),
+        "--rank-runtime",
+        plan.hardware.gpu.arch,
+    )
+    .map(Some)
+}
+
+/// The OCI bundle for `--container-runtime oci`: its `config.json` text and the root
+/// filesystem its `rootfs` entry points at. Reads the image directory (and a site bundle's
+/// own `config.json` when there is one).
+pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
+    let Some(c) = opts
+        .container
+        .as_ref()
+        .filter(|c| c.runtime == ContainerRuntime::Oci)
+    else {
+        return Ok(None);
+    };
+    let image = PathBuf::from(&c.image);
+    let image = if image.is_absolute() {
+        image
+    } else {
+        std::env::current_dir()
+            .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?
+            .join(image)
+    };
+    let site_config = image.join("config.json");
+    let (base, rootfs) = if site_config.is_file() {
+        let text = std::fs::read_to_string(&site_config).map_err(|e| {
+            Error::usage(format!("cannot read {}: {e}", site_config.display()))
+                .at("--container-image")
+        })?;
+        let base: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Error::usage(format!("{}: {e}", site_config.display())).at("--container-image")
+        })?;
+        let root = base["root"]["path"].as_str().unwrap_or("rootfs");
+        let rootfs = if root.starts_with('/') {
+            PathBuf::from(root)
+        } else {
+            image.join(root)
+        };
+        (base, rootfs)
+    } else {
+        // The submitting user: /proc/self belongs to this process's real uid and gid.
+        use std::os::unix::fs::MetadataExt;
+        let me = std::fs::metadata("/proc/self")
+            .map_err(|e| Error::runtime(format!("cannot read /proc/self: {e}")))?;
+        let user = oci::User {
+            uid: me.uid(),
+            gid: me.gid(),
+        };
+        (
+            oci::default_config(
+                c.workdir.as_deref().unwrap_or(&opts.job_dir),
+                user,
+                !c.writable,
+            ),
+            image.clone(),
+        )
+    };
+    if !rootfs.join("bin").exists() && !rootfs.join("usr").is_dir() {
+        return Err(Error::usage(format!(
+            "{} does not look like a root filesystem (no bin or usr in it)",
+            rootfs.display()
+        ))
+        .at("--container-image")
+        .help("with --container-runtime oci, give an unpacked image directory or an OCI bundle (config.json + rootfs)"));
+    }
+    let mounts = c
+        .mounts
+        .iter()
+        .map(|m| oci::parse_mount(m))
+        .collect::<Result<Vec<_>>>()?;
+    let config = oci::with_job_mounts(base, &opts.job_dir, &mounts)?;
+    Ok(Some((oci::config_text(&config)?, rootfs)))
 }
 
 /// The templates with the user's replacements.
@@ -271,11 +368,19 @@ pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf
         None
     } else {
         args.container_image.as_ref().map(|image| Container {
+            runtime: match args.container_runtime {
+                ContainerRuntimeArg::Pyxis => ContainerRuntime::Pyxis,
+                ContainerRuntimeArg::Oci => ContainerRuntime::Oci,
+            },
             image: image.clone(),
             mounts: args.container_mounts.clone(),
             workdir: args.container_workdir.clone(),
             writable: !args.container_readonly,
-            mount_home: args.container_mount_home,
+            mount_home: match (args.container_mount_home, args.no_container_mount_home) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
         })
     };
     let opts = LaunchOptions {
@@ -302,15 +407,9 @@ pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf
         dependency: args.dependency.clone(),
         sbatch_args: args.sbatch_args.clone(),
         trainer: args.trainer.clone(),
-        rank_runtime: if args.no_rank_runtime {
-            None
-        } else {
-            Some(
-                args.rank_runtime
-                    .clone()
-                    .unwrap_or_else(default_rank_runtime),
-            )
-        },
+        // The job runs its own copy (see `rank_runtime_for`).
+        rank_runtime: (!args.no_rank_runtime)
+            .then(|| format!("{}/{}", dir.display(), rankbin::FILE)),
         master_port: args.master_port,
         command_line: command_line(),
     };
@@ -326,6 +425,12 @@ pub struct Prepared {
     pub executor: Executor,
     /// The enabled plugins, in application order.
     pub plugins: Vec<plugin::Active>,
+    /// The rank runtime binary copied into the job directory.
+    pub rank_runtime: Option<rankbin::Chosen>,
+    /// `--container-runtime oci`: the bundle's config.json and the image's root filesystem.
+    pub oci: Option<(String, PathBuf)>,
+    /// Launch warnings (printed on stderr by the dry run and by submit).
+    pub warnings: Vec<String>,
 }
 
 /// Flags -> plan -> launch spec -> artifacts.
@@ -368,6 +473,14 @@ pub fn prepare_with(
     args: &LaunchArgs,
 ) -> Result<Prepared> {
     let (opts, dir) = options(&plan, args)?;
+    let rank_runtime = rank_runtime_for(&plan, args)?;
+    let oci = oci_bundle(&opts)?;
+    let mut warnings = Vec::new();
+    if opts.container.is_some()
+        && let Some(w) = rank_runtime.as_ref().and_then(rankbin::dynamic_warning)
+    {
+        warnings.push(w);
+    }
     let mut spec = launch::build(&plan, &opts)?;
     let executor = match args.executor {
         ExecutorArg::Slurm => Executor::Slurm,
@@ -397,6 +510,9 @@ pub fn prepare_with(
         dir,
         executor,
         plugins,
+        rank_runtime,
+        oci,
+        warnings,
     })
 }
 

@@ -5,12 +5,16 @@
 use super::launch::{self, LaunchArgs, Prepared};
 use super::{PlanArgs, explain, out};
 use crate::backend::record::{self, Submission};
-use crate::backend::{jobdir, local, slurm};
+use crate::backend::{jobdir, local, rankbin, slurm};
+use crate::render::oci;
 use crate::error::Result;
 use crate::render::artifacts::Executor;
 
 pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
     let p = launch::prepare(plan_args, args)?;
+    for w in &p.warnings {
+        eprintln!("warning: {w}");
+    }
     if dry_run {
         let mut text = explain::summary(&p.plan);
         if !p.plugins.is_empty() {
@@ -73,7 +77,28 @@ fn submit(p: &Prepared, args: &LaunchArgs) -> Result<i32> {
             executable: false,
         });
     }
-    jobdir::create(&p.dir, &files)?;
+    if let Some((config, _)) = &p.oci {
+        files.push(jobdir::JobFile {
+            name: "oci/config.json",
+            contents: config.clone(),
+            private: false,
+            executable: false,
+        });
+    }
+    let mut assets = Vec::new();
+    if let Some(rt) = &p.rank_runtime {
+        assets.push(jobdir::Asset::Executable {
+            name: rankbin::FILE.to_string(),
+            from: rt.path.clone(),
+        });
+    }
+    if let Some((_, rootfs)) = &p.oci {
+        assets.push(jobdir::Asset::Symlink {
+            name: format!("{}/rootfs", oci::BUNDLE_DIR),
+            target: rootfs.clone(),
+        });
+    }
+    jobdir::create_with(&p.dir, &files, &assets)?;
     let script = p.dir.join(a.script_name);
     let mut rec = Submission {
         job_name: p.spec.job_name.clone(),

@@ -27,14 +27,31 @@ pub enum FlagStyle {
     Underscore,
 }
 
-/// A pyxis container.
+/// Which container runtime starts the ranks' containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerRuntime {
+    /// NVIDIA's pyxis SPANK plugin (enroot): `srun --container-image=...`.
+    Pyxis,
+    /// Slurm's native OCI containers: `srun --container=BUNDLE` (the site's `oci.conf`
+    /// names the runtime, e.g. crun or runc).
+    Oci,
+}
+
+/// The ranks' container. The job directory is always mounted at its own path: the rank
+/// runtime, the rank plan, the trainer settings and the secrets file live there.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Container {
+    pub runtime: ContainerRuntime,
+    /// pyxis: an enroot URI or `.sqsh` file; OCI: a root filesystem or bundle directory.
     pub image: String,
+    /// `SRC:DST[:FLAGS]`, after the job directory's own mount.
     pub mounts: Vec<String>,
     pub workdir: Option<String>,
     pub writable: bool,
-    pub mount_home: bool,
+    /// pyxis: mount the home directory (`Some(true)`), do not (`Some(false)`), or leave it
+    /// to the site's pyxis default (`None`).
+    pub mount_home: Option<bool>,
 }
 
 /// Launch choices from the command line (all plain data).
@@ -254,19 +271,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         srun_args.push(format!("--mpi={m}"));
     }
     if let Some(c) = &opts.container {
-        srun_args.push(format!("--container-image={}", c.image));
-        if !c.mounts.is_empty() {
-            srun_args.push(format!("--container-mounts={}", c.mounts.join(",")));
-        }
-        if let Some(w) = &c.workdir {
-            srun_args.push(format!("--container-workdir={w}"));
-        }
-        if !c.mount_home {
-            srun_args.push("--no-container-mount-home".into());
-        }
-        if c.writable {
-            srun_args.push("--container-writable".into());
-        }
+        container_args(c, &opts.job_dir, &mut srun_args, &mut decisions)?;
     }
 
     let trainer = if opts.trainer.is_empty() {
@@ -322,6 +327,56 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         header,
         decisions,
     })
+}
+
+/// The srun options that start each task in the container, with the job directory mounted
+/// at its own path (NeMo-Run and Bridge's launcher mount it too).
+fn container_args(
+    c: &Container,
+    job_dir: &str,
+    srun_args: &mut Vec<String>,
+    decisions: &mut Vec<Decision>,
+) -> Result<()> {
+    match c.runtime {
+        ContainerRuntime::Pyxis => {
+            // pyxis splits --container-mounts at `,` and each entry at `:`.
+            if job_dir.contains([',', ':']) {
+                return Err(Error::usage(format!(
+                    "job directory {job_dir} contains `,` or `:`, which pyxis's --container-mounts cannot carry"
+                ))
+                .at("--job-dir")
+                .help("choose a job directory (or jobs root) without `,` and `:`"));
+            }
+            srun_args.push(format!("--container-image={}", c.image));
+            let mut mounts = vec![format!("{job_dir}:{job_dir}")];
+            mounts.extend(c.mounts.iter().cloned());
+            srun_args.push(format!("--container-mounts={}", mounts.join(",")));
+            if let Some(w) = &c.workdir {
+                srun_args.push(format!("--container-workdir={w}"));
+            }
+            match c.mount_home {
+                Some(true) => srun_args.push("--container-mount-home".into()),
+                Some(false) => srun_args.push("--no-container-mount-home".into()),
+                None => {}
+            }
+            if c.writable {
+                srun_args.push("--container-writable".into());
+            }
+        }
+        ContainerRuntime::Oci => {
+            srun_args.push(format!(
+                "--container={job_dir}/{}",
+                super::oci::BUNDLE_DIR
+            ));
+        }
+    }
+    decisions.push(Decision::new(
+        "container.mounts",
+        job_dir,
+        "the job directory is mounted into the container at its own path: the rank runtime, rank plan, trainer settings and secrets file live there",
+        Source::Derived,
+    ));
+    Ok(())
 }
 
 /// The recipe's trainer, else Bridge's recipe runner fed the generated override file.

@@ -3,6 +3,7 @@
 
 pub mod artifacts;
 pub mod launch;
+pub mod oci;
 pub mod rank_plan;
 pub mod script;
 pub mod shell;

@@ -113,7 +113,13 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
         }
     }
     let mut srun = spec.srun_args.clone();
-    if spec.container.is_some() {
+    if spec
+        .container
+        .as_ref()
+        .is_some_and(|c| c.runtime == super::launch::ContainerRuntime::Pyxis)
+    {
+        // pyxis passes only the named variables into the container; Slurm's OCI support
+        // hands the container the step's whole environment.
         let mut names: Vec<String> = spec
             .env
             .keys()
