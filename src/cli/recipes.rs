@@ -56,7 +56,12 @@ pub fn gpus(args: &CatalogArgs) -> Result<i32> {
         let _ = writeln!(
             s,
             "{:<6} {:<10} sm{}x  {} per node  NVLink domain {:<3} {}",
-            g.kind, g.generation, g.arch_major, g.gpus_per_node, g.nvlink_domain, g.description
+            g.kind,
+            g.generation,
+            g.arch_major,
+            g.gpus_per_node,
+            g.nvlink_domain_size,
+            g.description
         );
     }
     out(&s)?;

@@ -224,7 +224,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     // NVL72 racks: Bridge's segment rule (utils/executors.py): nodes <= 18 -> nodes, else
     // the largest divisor of the node count not above 18.
     let mut decisions = Vec::new();
-    if hw.gpu.nvlink_domain >= 72 && hw.gpus_per_node == 4 {
+    if hw.gpu.nvlink_domain_size >= 72 && hw.gpus_per_node == 4 {
         let seg = if hw.nodes <= 18 {
             hw.nodes
         } else {

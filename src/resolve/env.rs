@@ -214,7 +214,7 @@ fn derive(inp: &EnvInputs<'_>) -> Derived {
     }
     if m.moe_flex_dispatcher_backend.as_deref() == Some("hybridep") {
         let ep = m.expert_model_parallel_size;
-        let ranks = if hw.gpu.nvlink_domain >= 72 {
+        let ranks = if hw.gpu.nvlink_domain_size >= 72 {
             ep
         } else {
             ep.min(8)
@@ -225,7 +225,7 @@ fn derive(inp: &EnvInputs<'_>) -> Derived {
                 Some(ranks.to_string()),
                 format!(
                     "HybridEP with EP={ep} on a {}-GPU NVLink domain",
-                    hw.gpu.nvlink_domain
+                    hw.gpu.nvlink_domain_size
                 ),
                 (inp.user_changed)("model.expert_model_parallel_size"),
             ),
