@@ -121,3 +121,51 @@ fn make_parent(path: &Path) -> Result<()> {
 fn io_err(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::runtime(format!("cannot {what} {}: {e}", path.display()))
 }
+
+/// Filesystem kinds (statfs `f_type`, from the kernel's magic numbers) that only the machine
+/// holding them can see: a job directory there is invisible to the compute nodes.
+const LOCAL_FILESYSTEMS: &[(i64, &str)] = &[
+    (0x0102_1994, "tmpfs"),
+    (0x8584_58f6, "ramfs"),
+    (0x794c_7630, "overlayfs"),
+    (0xef53, "ext2/3/4"),
+    (0x5846_5342, "xfs"),
+    (0x9123_683e, "btrfs"),
+    (0x2fc1_2fc1, "zfs"),
+];
+
+/// The local filesystem kind `dir` (or its nearest existing ancestor) is on, if it is one.
+pub fn local_filesystem(dir: &Path) -> Option<&'static str> {
+    let existing = dir.ancestors().find(|p| p.exists())?;
+    let st = nix::sys::statfs::statfs(existing).ok()?;
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    let kind = i64::from(st.filesystem_type().0 as i64);
+    LOCAL_FILESYSTEMS
+        .iter()
+        .find(|(magic, _)| *magic == kind)
+        .map(|(_, name)| *name)
+}
+
+/// The warning for a Slurm job whose directory compute nodes may not see.
+pub fn visibility_warning(dir: &Path) -> Option<String> {
+    local_filesystem(dir).map(|fs| {
+        format!(
+            "the job directory {} is on a local filesystem ({fs}): compute nodes other than this machine cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
+            dir.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmpfs_is_local() {
+        // /dev/shm is a tmpfs on Linux.
+        if Path::new("/dev/shm").is_dir() {
+            assert_eq!(local_filesystem(Path::new("/dev/shm/no/such/dir")), Some("tmpfs"));
+        }
+        assert_eq!(local_filesystem(Path::new("/proc")), None);
+    }
+}

@@ -476,6 +476,11 @@ pub fn prepare_with(
     let rank_runtime = rank_runtime_for(&plan, args)?;
     let oci = oci_bundle(&opts)?;
     let mut warnings = Vec::new();
+    if args.executor == ExecutorArg::Slurm
+        && let Some(w) = crate::backend::jobdir::visibility_warning(&dir)
+    {
+        warnings.push(w);
+    }
     if opts.container.is_some()
         && let Some(w) = rank_runtime.as_ref().and_then(rankbin::dynamic_warning)
     {

@@ -7,7 +7,8 @@ use super::{PlanArgs, explain, out};
 use crate::backend::record::{self, Submission};
 use crate::backend::{jobdir, local, rankbin, slurm};
 use crate::render::oci;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::render::launch::{ContainerRuntime, LaunchMode};
 use crate::render::artifacts::Executor;
 
 pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
@@ -35,7 +36,31 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32
     submit(&p, args)
 }
 
+/// Refuses what this Slurm cannot run before anything is written.
+fn check_slurm(p: &Prepared) -> Result<()> {
+    let oci = p
+        .spec
+        .container
+        .as_ref()
+        .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
+    if oci && p.spec.mode == LaunchMode::Srun {
+        let v = slurm::version()?;
+        if !slurm::oci_per_task_ok(v) {
+            return Err(Error::usage(format!(
+                "Slurm {}.{:02} starts one OCI container per node and gives its tasks the same SLURM_PROCID, so one task per GPU cannot tell the ranks apart",
+                v.0, v.1
+            ))
+            .at("--container-runtime oci")
+            .help("use --launcher torchrun (one container per node, torchrun starts the ranks inside it), or Slurm 23.02 or newer"));
+        }
+    }
+    Ok(())
+}
+
 fn submit(p: &Prepared, args: &LaunchArgs) -> Result<i32> {
+    if p.executor == Executor::Slurm {
+        check_slurm(p)?;
+    }
     let a = &p.artifacts;
     let mut files = vec![
         jobdir::JobFile {
