@@ -84,6 +84,13 @@ pub enum Command {
     Plugins(PluginSourceArgs),
     /// Write the job directory and submit it (or run it with --executor local).
     Submit(SubmitCmd),
+    /// Write the complete job directory without submitting it; print its path.
+    Render {
+        #[command(flatten)]
+        plan: PlanArgs,
+        #[command(flatten)]
+        launch: launch::LaunchArgs,
+    },
     /// Print a torchrun script: for this machine, or for every machine of a multi-node run
     /// without Slurm (`--master-addr HOST`).
     Torchrun {
@@ -282,6 +289,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         (Some(Command::Gpus(args)), _) => recipes::gpus(&args),
         (Some(Command::Plugins(args)), _) => plugins::list(&args),
         (Some(Command::Submit(cmd)), _) => submit::run(&cmd.plan, &cmd.launch, cmd.dry_run),
+        (Some(Command::Render { plan, launch }), _) => submit::render(&plan, &launch),
         (Some(Command::Env { plan, format }), _) => env::run(&plan, format),
         (
             Some(Command::Torchrun {

@@ -57,10 +57,19 @@ fn check_slurm(p: &Prepared) -> Result<()> {
     Ok(())
 }
 
-fn submit(p: &Prepared, args: &LaunchArgs) -> Result<i32> {
-    if p.executor == Executor::Slurm {
-        check_slurm(p)?;
+/// `ovlaunch render`: the complete job directory, written and not submitted; prints its path.
+pub fn render(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i32> {
+    let p = launch::prepare(plan_args, args)?;
+    for w in &p.warnings {
+        eprintln!("warning: {w}");
     }
+    write_job_dir(&p)?;
+    out(&format!("{}\n", p.dir.display()))?;
+    Ok(0)
+}
+
+/// Writes every file of the job directory (atomically: all or nothing).
+fn write_job_dir(p: &Prepared) -> Result<()> {
     let a = &p.artifacts;
     let mut files = vec![
         jobdir::JobFile {
@@ -123,8 +132,15 @@ fn submit(p: &Prepared, args: &LaunchArgs) -> Result<i32> {
             target: rootfs.clone(),
         });
     }
-    jobdir::create_with(&p.dir, &files, &assets)?;
-    let script = p.dir.join(a.script_name);
+    jobdir::create_with(&p.dir, &files, &assets)
+}
+
+fn submit(p: &Prepared, args: &LaunchArgs) -> Result<i32> {
+    if p.executor == Executor::Slurm {
+        check_slurm(p)?;
+    }
+    write_job_dir(p)?;
+    let script = p.dir.join(p.artifacts.script_name);
     let mut rec = Submission {
         job_name: p.spec.job_name.clone(),
         job_dir: p.dir.display().to_string(),
