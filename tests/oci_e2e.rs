@@ -55,7 +55,9 @@ impl Cluster {
             missing.push("busybox-static".into());
         }
         if !static_rank_runtime().is_file() {
-            missing.push("target/rank-runtime/ovlaunch-rank-x86_64 (scripts/build-rank-runtime.sh)".into());
+            missing.push(
+                "target/rank-runtime/ovlaunch-rank-x86_64 (scripts/build-rank-runtime.sh)".into(),
+            );
         }
         if !missing.is_empty() {
             assert!(
@@ -126,7 +128,17 @@ impl Drop for Cluster {
 /// /lib, /lib64 point into /usr as on the host, where the job bind-mounts the host's
 /// Python and torch.
 fn busybox_rootfs(at: &Path) {
-    for d in ["bin", "usr/lib", "usr/lib64", "usr/bin", "proc", "dev", "sys", "tmp", "etc"] {
+    for d in [
+        "bin",
+        "usr/lib",
+        "usr/lib64",
+        "usr/bin",
+        "proc",
+        "dev",
+        "sys",
+        "tmp",
+        "etc",
+    ] {
         std::fs::create_dir_all(at.join(d)).unwrap();
     }
     std::fs::copy("/bin/busybox", at.join("bin/busybox")).unwrap();
@@ -211,7 +223,11 @@ fn log(job_dir: &Path) -> String {
 fn wait_job(c: &Cluster, id: &str, job_dir: &Path) -> (String, String) {
     let deadline = Instant::now() + Duration::from_secs(150);
     loop {
-        let o = c.cmd("scontrol").args(["show", "job", "-o", id]).output().unwrap();
+        let o = c
+            .cmd("scontrol")
+            .args(["show", "job", "-o", id])
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         let field = |k: &str| {
             text.split_whitespace()
@@ -220,8 +236,7 @@ fn wait_job(c: &Cluster, id: &str, job_dir: &Path) -> (String, String) {
                 .to_string()
         };
         let state = field("JobState");
-        if ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"].contains(&state.as_str())
-        {
+        if ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"].contains(&state.as_str()) {
             return (state, field("ExitCode"));
         }
         assert!(
@@ -274,7 +289,10 @@ fn oci_containers_see_the_job_directory() {
     // The job runs its own copy of the rank runtime, and that copy is static.
     let copied = std::fs::read(dir.join("ovlaunch-rank")).unwrap();
     let info = ovlaunch::backend::rankbin::inspect(&copied).unwrap();
-    assert!(info.is_static, "the copied rank runtime is statically linked");
+    assert!(
+        info.is_static,
+        "the copied rank runtime is statically linked"
+    );
     assert_eq!(copied, std::fs::read(static_rank_runtime()).unwrap());
     let config: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("oci/config.json")).unwrap())
@@ -295,21 +313,35 @@ fn oci_containers_see_the_job_directory() {
     let mut seen_ranks = std::collections::BTreeSet::new();
     for rec in r.values() {
         let env = &rec["env"];
-        assert_eq!(rec["sh"], "/bin/busybox", "ran inside the busybox root: {rec}");
+        assert_eq!(
+            rec["sh"], "/bin/busybox",
+            "ran inside the busybox root: {rec}"
+        );
         assert_eq!(env["WORLD_SIZE"], "4");
         assert_eq!(env["LOCAL_WORLD_SIZE"], "2");
-        assert_eq!(env["OVL_NASTY"], NASTY, "byte-exact env through the container");
-        assert_eq!(env["OVL_SECRET_TOKEN"], "hunter2", "the secrets file is visible");
-        assert_eq!(env["OVL_RECIPE_VAR"], "from the recipe", "the rank plan was read");
+        assert_eq!(
+            env["OVL_NASTY"], NASTY,
+            "byte-exact env through the container"
+        );
+        assert_eq!(
+            env["OVL_SECRET_TOKEN"], "hunter2",
+            "the secrets file is visible"
+        );
+        assert_eq!(
+            env["OVL_RECIPE_VAR"], "from the recipe",
+            "the rank plan was read"
+        );
         assert_eq!(env["OVLAUNCH_JOB_DIR"], dir.to_str().unwrap());
         seen_ranks.insert(env["RANK"].as_str().unwrap().to_string());
         hosts.insert(rec["hostname"].as_str().unwrap().to_string());
     }
     assert_eq!(seen_ranks.len(), 4, "{seen_ranks:?}");
     assert_eq!(hosts.len(), 2, "two nodes: {hosts:?}");
-    assert!(!std::fs::read_to_string(dir.join("launch.sbatch"))
-        .unwrap()
-        .contains("hunter2"));
+    assert!(
+        !std::fs::read_to_string(dir.join("launch.sbatch"))
+            .unwrap()
+            .contains("hunter2")
+    );
 
     // 2. Negative control: the same job with the job directory left out of the container's
     //    mounts fails, and the log names the file the container could not find.
@@ -320,7 +352,10 @@ fn oci_containers_see_the_job_directory() {
     let o = c.ovlaunch(&argv);
     assert!(o.status.success(), "render failed: {}", common::stderr(&o));
     assert_eq!(common::stdout(&o).trim(), dir.to_str().unwrap());
-    assert!(!dir.join("submission.json").exists(), "render submits nothing");
+    assert!(
+        !dir.join("submission.json").exists(),
+        "render submits nothing"
+    );
     let path = dir.join("oci/config.json");
     let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     config["mounts"]
@@ -341,7 +376,10 @@ fn oci_containers_see_the_job_directory() {
     assert_eq!(state, "FAILED", "{text}");
     let runtime = dir.join("ovlaunch-rank");
     assert!(
-        text.contains(&format!("No such file or directory: '{}'", runtime.display())),
+        text.contains(&format!(
+            "No such file or directory: '{}'",
+            runtime.display()
+        )),
         "the failure names the rank runtime the container cannot see:\n{text}"
     );
     assert!(!dir.join("ranks").exists(), "no rank started");
@@ -350,11 +388,9 @@ fn oci_containers_see_the_job_directory() {
     //    container step SLURM_PROCID=0): refused before anything is written.
     let dir = c.path("jobs/oci-srun");
     let mut args = vec!["submit".to_string()];
-    args.extend(
-        job_args(&rootfs, &dir)
-            .into_iter()
-            .filter(|a| !["--launcher", "torchrun", "--torchrun-flags", "underscore"].contains(&a.as_str())),
-    );
+    args.extend(job_args(&rootfs, &dir).into_iter().filter(|a| {
+        !["--launcher", "torchrun", "--torchrun-flags", "underscore"].contains(&a.as_str())
+    }));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = c.ovlaunch(&argv);
     let err = common::stderr(&o);

@@ -207,6 +207,9 @@ fn static_aarch64_rank_runtime_runs_under_qemu() {
     // these would show up here).
     let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k)).collect();
     let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();
-    assert!(extra.is_empty() && missing.is_empty(), "extra {extra:?}, missing {missing:?}");
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "extra {extra:?}, missing {missing:?}"
+    );
     assert_eq!(got, want);
 }

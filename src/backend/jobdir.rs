@@ -164,7 +164,10 @@ mod tests {
     fn tmpfs_is_local() {
         // /dev/shm is a tmpfs on Linux.
         if Path::new("/dev/shm").is_dir() {
-            assert_eq!(local_filesystem(Path::new("/dev/shm/no/such/dir")), Some("tmpfs"));
+            assert_eq!(
+                local_filesystem(Path::new("/dev/shm/no/such/dir")),
+                Some("tmpfs")
+            );
         }
         assert_eq!(local_filesystem(Path::new("/proc")), None);
     }

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 
 use super::{PlanArgs, load};
+use crate::backend::rankbin;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::plugin;
 use crate::render::artifacts::{self, Artifacts, Executor};
-use crate::backend::rankbin;
 use crate::render::launch::{
     self, Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions, LaunchSpec,
 };
@@ -427,6 +427,9 @@ pub struct Prepared {
     pub plugins: Vec<plugin::Active>,
     /// The rank runtime binary copied into the job directory.
     pub rank_runtime: Option<rankbin::Chosen>,
+    /// Why no rank runtime can run on the nodes: an error for whatever writes the job
+    /// directory, a warning for the dry run and `plan --explain`.
+    pub rank_runtime_problem: Option<Error>,
     /// `--container-runtime oci`: the bundle's config.json and the image's root filesystem.
     pub oci: Option<(String, PathBuf)>,
     /// Launch warnings (printed on stderr by the dry run and by submit).
@@ -473,7 +476,10 @@ pub fn prepare_with(
     args: &LaunchArgs,
 ) -> Result<Prepared> {
     let (opts, dir) = options(&plan, args)?;
-    let rank_runtime = rank_runtime_for(&plan, args)?;
+    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(&plan, args) {
+        Ok(r) => (r, None),
+        Err(e) => (None, Some(e)),
+    };
     let oci = oci_bundle(&opts)?;
     let mut warnings = Vec::new();
     if args.executor == ExecutorArg::Slurm
@@ -516,6 +522,7 @@ pub fn prepare_with(
         executor,
         plugins,
         rank_runtime,
+        rank_runtime_problem,
         oci,
         warnings,
     })

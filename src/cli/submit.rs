@@ -6,17 +6,20 @@ use super::launch::{self, LaunchArgs, Prepared};
 use super::{PlanArgs, explain, out};
 use crate::backend::record::{self, Submission};
 use crate::backend::{jobdir, local, rankbin, slurm};
-use crate::render::oci;
 use crate::error::{Error, Result};
-use crate::render::launch::{ContainerRuntime, LaunchMode};
 use crate::render::artifacts::Executor;
+use crate::render::launch::{ContainerRuntime, LaunchMode};
+use crate::render::oci;
 
 pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
-    let p = launch::prepare(plan_args, args)?;
+    let mut p = launch::prepare(plan_args, args)?;
     for w in &p.warnings {
         eprintln!("warning: {w}");
     }
     if dry_run {
+        if let Some(e) = &p.rank_runtime_problem {
+            eprintln!("warning: submitting this job would fail: {e}");
+        }
         let mut text = explain::summary(&p.plan);
         if !p.plugins.is_empty() {
             let labels: Vec<String> = p.plugins.iter().map(|a| a.label()).collect();
@@ -32,6 +35,9 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32
         text.push_str(&p.artifacts.script);
         out(&text)?;
         return Ok(0);
+    }
+    if let Some(e) = p.rank_runtime_problem.take() {
+        return Err(e);
     }
     submit(&p, args)
 }
@@ -59,9 +65,12 @@ fn check_slurm(p: &Prepared) -> Result<()> {
 
 /// `ovlaunch render`: the complete job directory, written and not submitted; prints its path.
 pub fn render(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i32> {
-    let p = launch::prepare(plan_args, args)?;
+    let mut p = launch::prepare(plan_args, args)?;
     for w in &p.warnings {
         eprintln!("warning: {w}");
+    }
+    if let Some(e) = p.rank_runtime_problem.take() {
+        return Err(e);
     }
     write_job_dir(&p)?;
     out(&format!("{}\n", p.dir.display()))?;

@@ -364,10 +364,7 @@ fn container_args(
             }
         }
         ContainerRuntime::Oci => {
-            srun_args.push(format!(
-                "--container={job_dir}/{}",
-                super::oci::BUNDLE_DIR
-            ));
+            srun_args.push(format!("--container={job_dir}/{}", super::oci::BUNDLE_DIR));
         }
     }
     decisions.push(Decision::new(

@@ -104,8 +104,9 @@ pub fn default_config(job_dir: &str, user: User, readonly_root: bool) -> Value {
 /// user's mounts added. Mounts already present at the same destination are replaced.
 pub fn with_job_mounts(mut base: Value, job_dir: &str, mounts: &[Mount]) -> Result<Value> {
     let Some(obj) = base.as_object_mut() else {
-        return Err(Error::usage("the bundle's config.json is not a JSON object")
-            .at("--container-image"));
+        return Err(
+            Error::usage("the bundle's config.json is not a JSON object").at("--container-image"),
+        );
     };
     let list = obj
         .entry("mounts")
