@@ -122,28 +122,61 @@ fn io_err(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::runtime(format!("cannot {what} {}: {e}", path.display()))
 }
 
-/// Filesystem kinds (statfs `f_type`, from the kernel's magic numbers) that only the machine
-/// holding them can see: a job directory there is invisible to the compute nodes.
-const LOCAL_FILESYSTEMS: &[(i64, &str)] = &[
-    (0x0102_1994, "tmpfs"),
-    (0x8584_58f6, "ramfs"),
-    (0x794c_7630, "overlayfs"),
-    (0xef53, "ext2/3/4"),
-    (0x5846_5342, "xfs"),
-    (0x9123_683e, "btrfs"),
-    (0x2fc1_2fc1, "zfs"),
+/// Filesystem types (as the kernel names them in /proc/self/mountinfo) that only the
+/// machine holding them can see: a job directory there is invisible to other nodes.
+const LOCAL_FILESYSTEMS: &[&str] = &[
+    "tmpfs", "ramfs", "overlay", "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs",
 ];
 
-/// The local filesystem kind `dir` (or its nearest existing ancestor) is on, if it is one.
-pub fn local_filesystem(dir: &Path) -> Option<&'static str> {
+/// The filesystem type of the mount holding `path`, from mountinfo text (the longest
+/// mount point that is a prefix of `path`; the last one listed wins, as later mounts hide
+/// earlier ones). Mount points escape space, tab, newline and backslash as octal (`\040`).
+pub fn fs_type_in(mountinfo: &str, path: &Path) -> Option<String> {
+    let mut best: Option<(usize, String)> = None;
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(point), Some(fstype)) = (fields.get(4), fields.get(dash + 1)) else {
+            continue;
+        };
+        let point = unescape_octal(point);
+        if path.starts_with(&point) {
+            let len = point.len();
+            if best.as_ref().is_none_or(|(l, _)| len >= *l) {
+                best = Some((len, fstype.to_string()));
+            }
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The local filesystem type `dir` (or its nearest existing ancestor) is on, if it is one.
+pub fn local_filesystem(dir: &Path) -> Option<String> {
     let existing = dir.ancestors().find(|p| p.exists())?;
-    let st = nix::sys::statfs::statfs(existing).ok()?;
-    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    let kind = i64::from(st.filesystem_type().0 as i64);
-    LOCAL_FILESYSTEMS
-        .iter()
-        .find(|(magic, _)| *magic == kind)
-        .map(|(_, name)| *name)
+    let existing = existing.canonicalize().ok()?;
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    fs_type_in(&info, &existing).filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
 }
 
 /// The warning for a Slurm job whose directory compute nodes may not see.
@@ -160,15 +193,26 @@ pub fn visibility_warning(dir: &Path) -> Option<String> {
 mod tests {
     use super::*;
 
+    const MOUNTINFO: &str = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+30 22 0:26 / /dev/shm rw shared:4 - tmpfs tmpfs rw
+40 22 0:50 / /lustre rw - lustre 10.0.0.1@o2ib:/fs rw
+41 40 0:51 / /lustre/my\\040jobs rw - nfs4 server:/x rw
+";
+
     #[test]
-    fn tmpfs_is_local() {
-        // /dev/shm is a tmpfs on Linux.
-        if Path::new("/dev/shm").is_dir() {
-            assert_eq!(
-                local_filesystem(Path::new("/dev/shm/no/such/dir")),
-                Some("tmpfs")
-            );
-        }
+    fn the_longest_mount_point_names_the_filesystem() {
+        let t = |p: &str| fs_type_in(MOUNTINFO, Path::new(p)).unwrap();
+        assert_eq!(t("/home/me/jobs"), "ext4");
+        assert_eq!(t("/dev/shm/x"), "tmpfs");
+        assert_eq!(t("/lustre/proj/jobs"), "lustre");
+        assert_eq!(t("/lustre/my jobs/a"), "nfs4");
+        // a path component, not a string prefix
+        assert_eq!(t("/lustrex"), "ext4");
+    }
+
+    #[test]
+    fn proc_is_not_a_local_disk() {
         assert_eq!(local_filesystem(Path::new("/proc")), None);
     }
 }
