@@ -32,6 +32,7 @@ fn main() {
                 variant: None,
                 sets: &[],
                 envs: &[],
+                unsets: &[],
                 stack: &stack,
                 strict: false,
             })

@@ -295,9 +295,9 @@ pub fn command_line() -> String {
 /// Hides secret values given on the command line (`--env HF_TOKEN=...`, and secret plugin
 /// options such as `--plugin wandb:api_key=...`) from the script header.
 fn redact_args(args: &[String]) -> Vec<String> {
-    use crate::secret::{REDACTED, is_secret};
+    use crate::secret::{REDACTED, is_secret_name};
     let env = |v: &str| match v.split_once('=') {
-        Some((k, _)) if is_secret(k) => format!("{k}={REDACTED}"),
+        Some((k, _)) if is_secret_name(k) => format!("{k}={REDACTED}"),
         _ => v.to_string(),
     };
     let plugin = |v: &str| {
@@ -312,7 +312,7 @@ fn redact_args(args: &[String]) -> Vec<String> {
                     if k.chars()
                         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
                 {
-                    hiding = is_secret(k);
+                    hiding = is_secret_name(k);
                     parts.push(if hiding {
                         format!("{k}={REDACTED}")
                     } else {

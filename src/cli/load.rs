@@ -98,6 +98,7 @@ pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)>
     let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
     let sets = overrides::parse_sets(&args.sets)?;
     let envs = overrides::parse_envs(&args.envs)?;
+    let unsets = overrides::parse_unsets(&args.unsets)?;
     let stack = stack(args)?;
     let active = super::plugins::active(&args.plugin_specs, &args.plugin_sources)?;
     let launcher_env = super::plugins::launcher_env(&active)?;
@@ -110,6 +111,7 @@ pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)>
             variant: args.variant.as_deref(),
             sets: &sets,
             envs: &envs,
+            unsets: &unsets,
             stack: &stack,
             strict: args.strict,
         },

@@ -161,6 +161,10 @@ pub struct PlanArgs {
     /// Set a launch environment variable, beating recipe and derived values (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub envs: Vec<String>,
+    /// Remove a variable from the trainer's environment, also one the container image or
+    /// the site sets (repeatable).
+    #[arg(long = "unset", value_name = "NAME")]
+    pub unsets: Vec<String>,
     /// Transformer Engine version in the container, or `none`.
     #[arg(long, value_name = "VERSION|none", default_value = crate::version::DEFAULT_TE)]
     pub te_version: String,

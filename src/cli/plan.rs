@@ -14,7 +14,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
         .map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))?;
     if let Some(env) = v.get_mut("env").and_then(Value::as_object_mut) {
         for (k, entry) in env.iter_mut() {
-            if secret::is_secret(k) {
+            if secret::is_secret_name(k) {
                 entry["value"] = Value::String(secret::REDACTED.into());
             }
         }
@@ -24,7 +24,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
             let is_secret_env = d["key"]
                 .as_str()
                 .and_then(|k| k.strip_prefix("env."))
-                .is_some_and(secret::is_secret);
+                .is_some_and(secret::is_secret_name);
             if is_secret_env {
                 d["value"] = Value::String(secret::REDACTED.into());
             }
@@ -76,7 +76,7 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
     let mut s = String::from("# launch decisions (key = value [source]: rule)\n");
     for d in decisions {
         let value = match d.key.strip_prefix("env.") {
-            Some(name) if secret::is_secret(name) => secret::REDACTED.to_string(),
+            Some(name) if secret::is_secret_name(name) => secret::REDACTED.to_string(),
             _ => d.value.to_string(),
         };
         s.push_str(&format!(

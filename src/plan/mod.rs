@@ -24,6 +24,9 @@ pub struct RecipeInfo {
     pub task: Option<String>,
     /// Bridge's recipe name (the variant's, else the recipe's).
     pub bridge_recipe: Option<String>,
+    /// Bridge's model recipe name (`llama3_70b`, ...: the recipe's own `bridge_recipe`, else
+    /// its name), which Bridge's env rules key on.
+    pub model_recipe: String,
     pub precision: String,
     pub variant_gpu: Option<String>,
     pub variant_num_gpus: Option<u32>,
@@ -59,6 +62,10 @@ pub struct Plan {
     pub comm_overlap: Option<CommOverlapConfig>,
     pub mixed_precision: Option<ResolvedPrecision>,
     pub env: BTreeMap<String, EnvEntry>,
+    /// Variables removed from the trainer's environment (by a Bridge removal rule, a
+    /// re-derivation or `--unset`), with who removed them. Never also in `env`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_unset: BTreeMap<String, Source>,
     /// Env conditions the rank runtime re-checks on the node.
     pub invariants: Vec<Invariant>,
     pub decisions: Vec<Decision>,

@@ -554,6 +554,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 .at(format!("--plugin {other} --plugin {name}")));
             }
             env_owner.insert(k.clone(), (name.clone(), v.clone()));
+            spec.unset.retain(|n| *n != k);
             spec.env.insert(k.clone(), v.clone());
             decide(
                 &format!("env.{k}"),

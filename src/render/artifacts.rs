@@ -69,7 +69,8 @@ pub enum EnvFormat {
     Json,
 }
 
-/// The plan's env, secrets redacted.
+/// The plan's env, secrets redacted; removed variables as `unset -v NAME` (sh), a comment
+/// (dotenv, which cannot remove) or `null` (JSON).
 pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
     let mut s = String::new();
     match format {
@@ -80,6 +81,9 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
                     "export {k}={}",
                     super::shell::quote(secret::shown(k, &e.value))
                 );
+            }
+            for k in plan.env_unset.keys() {
+                let _ = writeln!(s, "unset -v {}", super::shell::quote(k));
             }
         }
         EnvFormat::Dotenv => {
@@ -92,6 +96,9 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
                     .replace('$', "\\$");
                 let _ = writeln!(s, "{k}=\"{escaped}\"");
             }
+            for k in plan.env_unset.keys() {
+                let _ = writeln!(s, "# unset: {k}");
+            }
         }
         EnvFormat::Json => {
             let map: serde_json::Map<String, serde_json::Value> = plan
@@ -103,6 +110,11 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
                         serde_json::Value::String(secret::shown(k, &e.value).to_string()),
                     )
                 })
+                .chain(
+                    plan.env_unset
+                        .keys()
+                        .map(|k| (k.clone(), serde_json::Value::Null)),
+                )
                 .collect();
             s = serde_json::to_string_pretty(&map).map_err(internal)? + "\n";
         }
@@ -113,7 +125,7 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
 fn secrets_file(plan: &Plan) -> String {
     let mut s = String::new();
     for (k, e) in &plan.env {
-        if secret::is_secret(k) {
+        if secret::is_secret_name(k) {
             let _ = writeln!(s, "{k}={}", super::shell::quote(&e.value));
         }
     }

@@ -97,6 +97,10 @@ pub struct LaunchSpec {
     pub env: BTreeMap<String, String>,
     /// Names of secret variables passed through the secrets file.
     pub secret_names: Vec<String>,
+    /// Variables removed from the trainer's environment (the plan's `env_unset`): the script
+    /// unsets them, and inside the step the rank runtime (or `env -u` without one) removes
+    /// them again, so a container image's own value cannot come back. Never also in `env`.
+    pub unset: Vec<String>,
     /// Shell lines run once before the launch (already-safe text built by ovlaunch).
     pub setup_lines: Vec<String>,
     pub srun_args: Vec<String>,
@@ -257,7 +261,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     let mut env = BTreeMap::new();
     let mut secret_names = Vec::new();
     for (k, e) in &plan.env {
-        if crate::secret::is_secret(k) {
+        if crate::secret::is_secret_name(k) {
             secret_names.push(k.clone());
         } else {
             env.insert(k.clone(), e.value.clone());
@@ -312,6 +316,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         directives: d,
         env,
         secret_names,
+        unset: plan.env_unset.keys().cloned().collect(),
         setup_lines: Vec::new(),
         srun_args,
         torchrun_args: Vec::new(),

@@ -26,6 +26,7 @@ pub fn rank_plan(plan: &Plan, spec: &LaunchSpec, strict: bool) -> RankPlan {
         master_port: spec.master_port,
         strict,
         env: spec.env.clone(),
+        unset: spec.unset.clone(),
         invariants: plan.invariants.clone(),
         affinity,
     }

@@ -38,6 +38,11 @@ fn exports(spec: &LaunchSpec) -> Vec<String> {
         .collect()
 }
 
+/// `unset -v NAME` lines for the plan's removed variables.
+fn unsets(spec: &LaunchSpec) -> Vec<String> {
+    spec.unset.iter().map(|k| quote(k)).collect()
+}
+
 /// `torchrun` flags in the requested spelling.
 fn flag(style: FlagStyle, name: &str) -> String {
     match style {
@@ -54,6 +59,14 @@ fn rank_argv(spec: &LaunchSpec) -> Vec<String> {
         argv.push("--plan".into());
         argv.push(rank_plan_path(&spec.job_dir));
         argv.push("--".into());
+    } else if !spec.unset.is_empty() {
+        // No rank runtime to remove them inside the step: `env -u` does, after the
+        // container runtime has put the image's environment in place.
+        argv.push("env".into());
+        for k in &spec.unset {
+            argv.push("-u".into());
+            argv.push(k.clone());
+        }
     }
     argv.extend(spec.command_prefix.iter().cloned());
     argv.extend(spec.trainer.iter().cloned());
@@ -151,6 +164,7 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
         header => &spec.header,
         directives => directives,
         exports => exports(spec),
+        unsets => unsets(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
         setup_lines => setup_lines,
         mode => match spec.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
@@ -257,6 +271,7 @@ pub fn torchrun(
     let ctx = context! {
         header => &spec.header,
         exports => exports(spec),
+        unsets => unsets(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
         setup_lines => &spec.setup_lines,
         command => command,

@@ -1,9 +1,7 @@
 //! What the read-only commands print: plan keys and values, `--explain`, the override YAML,
 //! env dumps with secrets redacted, listings.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn plan_json_has_bridge_sections_and_llama70b_values() {

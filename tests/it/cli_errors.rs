@@ -1,9 +1,7 @@
 //! Bad input: every case exits 2 with a message that names the field and where it came
 //! from (file:line or flag) and a fix, never panics, and writes nothing.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn unknown_recipe_suggests() {

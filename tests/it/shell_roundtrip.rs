@@ -34,6 +34,7 @@ fn render_and_run(
         variant: None,
         sets: &[],
         envs,
+        unsets: &[],
         stack: &stack,
         strict: false,
     })

@@ -9,9 +9,10 @@
 
 use std::path::PathBuf;
 
-use ovlaunch::rank::affinity::{Placement, PlacementInput, decide, format_cpulist, parse_cpulist};
-use ovlaunch::rank::sysfs::Sysfs;
-use ovlaunch::rank::{AffinityPlan, AffinityPolicy};
+use ovlaunch_rank::affinity::{Placement, PlacementInput, decide};
+use ovlaunch_rank::cpulist::{format_cpulist, parse_cpulist};
+use ovlaunch_rank::sysfs::Sysfs;
+use ovlaunch_rank::{AffinityPlan, AffinityPolicy};
 
 fn fixture(name: &str) -> Sysfs {
     Sysfs::new(
@@ -302,7 +303,7 @@ fn binary_reports_the_discovered_gpu_and_numa_node() {
     )
     .unwrap();
     for (local, node, gpu) in [("1", "0", "0000:43:00.0"), ("7", "1", "0000:df:00.0")] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ovlaunch-rank"))
+        let out = std::process::Command::new(crate::common::rank_bin())
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("OVLAUNCH_SYSFS_ROOT", &root)

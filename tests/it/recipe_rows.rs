@@ -680,7 +680,7 @@ const UNRESOLVED_ROWS: &[Row] = &[
 ];
 
 fn plan(row: &Row) -> Result<Value, String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_ovlaunch"))
+    let out = Command::new(crate::common::bin())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args([
             "plan",
@@ -806,7 +806,7 @@ fn recipe_rows_match_reference_tables() {
 #[test]
 fn unresolvable_deepseek_rows_are_refused_clearly() {
     for row in UNRESOLVED_ROWS {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ovlaunch"))
+        let o = std::process::Command::new(crate::common::bin())
             .args([
                 "plan",
                 "--recipe",

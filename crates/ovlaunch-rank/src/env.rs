@@ -4,7 +4,9 @@
 //! `setenv` (which is `unsafe` in edition 2024 and racy in general) — the final map is handed
 //! to `exec` instead. [`apply_plan_env`] sets every plan variable and reports each one whose
 //! *inherited* value differed (a container or site profile changed it); a variable that was
-//! simply absent is not a change. [`check_invariants`] evaluates the plan's invariants on the
+//! simply absent is not a change. [`apply_plan_unset`] removes the plan's unset variables
+//! and reports each one that was present (the container image or the site set it), like a
+//! changed value. [`check_invariants`] evaluates the plan's invariants on the
 //! final map. Values of secret-looking names never appear in any message ([`display_value`]).
 //! [`env_digest`] is FNV-1a 64 over the sorted `KEY=VALUE\n` lines of the plan's variables as
 //! applied, so two ranks (or two runs) with the same digest ran with the same plan env.
@@ -13,7 +15,8 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 
-use super::plan::Invariant;
+use crate::names::{REDACTED, is_secret_name};
+use crate::plan::Invariant;
 
 /// An owned environment (name → value), sorted by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,6 +63,11 @@ impl Environ {
         self.vars.contains_key(OsStr::new(name))
     }
 
+    /// Removes `name`; returns its old value.
+    pub fn remove(&mut self, name: &str) -> Option<OsString> {
+        self.vars.remove(OsStr::new(name))
+    }
+
     pub fn set(&mut self, name: &str, value: impl Into<OsString>) {
         self.vars.insert(OsString::from(name), value.into());
     }
@@ -80,21 +88,10 @@ impl Environ {
     }
 }
 
-/// Names whose values must never be printed: `*_TOKEN`, `*_KEY`, `*SECRET*`, `*PASSWORD*`
-/// (and `*CREDENTIAL*`), case-insensitively.
-pub fn is_secret_name(name: &str) -> bool {
-    let up = name.to_ascii_uppercase();
-    up.ends_with("_TOKEN")
-        || up.ends_with("_KEY")
-        || up.contains("SECRET")
-        || up.contains("PASSWORD")
-        || up.contains("CREDENTIAL")
-}
-
 /// `'value'` for ordinary names, `<redacted>` for secret-looking ones.
 pub fn display_value(name: &str, value: &OsStr) -> String {
     if is_secret_name(name) {
-        "<redacted>".to_string()
+        REDACTED.to_string()
     } else {
         format!("'{}'", value.to_string_lossy())
     }
@@ -105,19 +102,24 @@ pub fn display_value(name: &str, value: &OsStr) -> String {
 pub struct Change {
     pub name: String,
     pub inherited: OsString,
-    pub planned: String,
+    /// The plan's value; `None` when the plan removes the variable.
+    pub planned: Option<String>,
 }
 
 impl fmt::Display for Change {
-    /// `NAME was 'X' in the inherited environment, plan says 'Y'` (secrets redacted).
+    /// `NAME was 'X' in the inherited environment, plan says 'Y'` (or `plan removes it`),
+    /// secrets redacted.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} was {} in the inherited environment, plan says {}",
+            "{} was {} in the inherited environment, ",
             self.name,
             display_value(&self.name, &self.inherited),
-            display_value(&self.name, OsStr::new(&self.planned)),
-        )
+        )?;
+        match &self.planned {
+            Some(p) => write!(f, "plan says {}", display_value(&self.name, OsStr::new(p))),
+            None => write!(f, "plan removes it"),
+        }
     }
 }
 
@@ -135,12 +137,26 @@ pub fn apply_plan_env(
             changes.push(Change {
                 name: name.clone(),
                 inherited: old.to_os_string(),
-                planned: planned.clone(),
+                planned: Some(planned.clone()),
             });
         }
         target.set(name, planned);
     }
     changes
+}
+
+/// Remove every plan-unset variable from `target`; report those `target` held.
+pub fn apply_plan_unset(target: &mut Environ, unset: &[String]) -> Vec<Change> {
+    unset
+        .iter()
+        .filter_map(|name| {
+            target.remove(name).map(|old| Change {
+                name: name.clone(),
+                inherited: old,
+                planned: None,
+            })
+        })
+        .collect()
 }
 
 /// A failed invariant.
@@ -213,13 +229,19 @@ pub fn fnv1a64(data: &[u8]) -> u64 {
         .fold(OFFSET, |h, &b| (h ^ u64::from(b)).wrapping_mul(PRIME))
 }
 
-/// FNV-1a 64 over sorted `KEY=VALUE\n` of the plan's variables as applied, as 16 hex chars.
-pub fn env_digest(plan_env: &BTreeMap<String, String>) -> String {
+/// FNV-1a 64 over sorted `KEY=VALUE\n` of the plan's variables as applied, then `-KEY\n`
+/// for each removed one, as 16 hex chars.
+pub fn env_digest(plan_env: &BTreeMap<String, String>, unset: &[String]) -> String {
     let mut text = Vec::new();
     for (k, v) in plan_env {
         text.extend_from_slice(k.as_bytes());
         text.push(b'=');
         text.extend_from_slice(v.as_bytes());
+        text.push(b'\n');
+    }
+    for k in unset {
+        text.push(b'-');
+        text.extend_from_slice(k.as_bytes());
         text.push(b'\n');
     }
     format!("{:016x}", fnv1a64(&text))
@@ -326,16 +348,21 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        assert_eq!(env_digest(&a), env_digest(&b));
-        assert_eq!(env_digest(&a).len(), 16);
+        assert_eq!(env_digest(&a, &[]), env_digest(&b, &[]));
+        assert_eq!(env_digest(&a, &[]).len(), 16);
         assert_ne!(
-            env_digest(&a),
-            env_digest(&plan_env(&[("A", "1"), ("B", "3")]))
+            env_digest(&a, &[]),
+            env_digest(&plan_env(&[("A", "1"), ("B", "3")]), &[])
         );
         // FNV-1a 64 of the empty input is the offset basis.
-        assert_eq!(env_digest(&BTreeMap::new()), "cbf29ce484222325");
+        assert_eq!(env_digest(&BTreeMap::new(), &[]), "cbf29ce484222325");
+        // A removed variable changes the digest.
         assert_eq!(
-            env_digest(&plan_env(&[("a", "1")])),
+            env_digest(&plan_env(&[("a", "1")]), &["B".to_string()]),
+            format!("{:016x}", fnv1a64(b"a=1\n-B\n"))
+        );
+        assert_eq!(
+            env_digest(&plan_env(&[("a", "1")]), &[]),
             format!("{:016x}", fnv1a64(b"a=1\n"))
         );
     }

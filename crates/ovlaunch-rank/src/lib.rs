@@ -14,7 +14,7 @@
 //!    warning (an error under `--strict` / `strict: true`); then `invariants` are checked on
 //!    the final environment (warning, or error under strict). Secret-looking values are
 //!    printed as `<redacted>`.
-//! 3. **Placement** ([`affinity`], [`sysfs`]): CPU affinity (and optionally the memory
+//! 3. **Placement** ([`affinity`], [`sysfs`], [`cpulist`]): CPU affinity (and optionally the memory
 //!    policy) for the rank's NUMA node, never wider than the inherited CPU set.
 //! 4. **Report** ([`report`]): one `key=value` line with `--print-identity` or
 //!    `OVLAUNCH_RANK_DEBUG=1`, to stderr or appended to `$OVLAUNCH_RANK_REPORT`.
@@ -36,10 +36,12 @@
 //! `--dry-run`-style callers).
 
 pub mod affinity;
+pub mod cpulist;
 pub mod env;
 pub mod exec;
 pub mod hostlist;
 pub mod identity;
+pub mod names;
 pub mod plan;
 pub mod report;
 pub mod sysfs;
@@ -221,7 +223,8 @@ pub fn prepare(
     }
 
     // 2. Plan env, then invariants on the final environment.
-    let changes = env::apply_plan_env(&mut env, inherited, &plan.env);
+    let mut changes = env::apply_plan_env(&mut env, inherited, &plan.env);
+    changes.extend(env::apply_plan_unset(&mut env, &plan.unset));
     let violations = env::check_invariants(&env, &plan.invariants);
     let mut warnings = Vec::new();
     if strict && (!changes.is_empty() || !violations.is_empty()) {
@@ -239,11 +242,10 @@ pub fn prepare(
             messages,
         });
     }
-    warnings.extend(
-        changes
-            .iter()
-            .map(|c| format!("warning: {c}; using the plan value")),
-    );
+    warnings.extend(changes.iter().map(|c| match c.planned {
+        Some(_) => format!("warning: {c}; using the plan value"),
+        None => format!("warning: {c}; removed"),
+    }));
     warnings.extend(violations.iter().map(|v| format!("warning: {v}")));
 
     // Trainer lookup before touching affinity, so a typo changes nothing.
@@ -293,14 +295,14 @@ pub fn report_for(p: &Prepared) -> report::Report {
         node_rank: p.identity.node_rank,
         world_size: p.identity.world_size,
         host: report::hostname(),
-        cpus: affinity::format_cpulist(&p.placement.cpus),
+        cpus: cpulist::format_cpulist(&p.placement.cpus),
         numa: p.placement.numa_node,
         affinity: match p.placement.policy {
             AffinityPolicy::None => "none",
             AffinityPolicy::Static => "static",
             AffinityPolicy::Sysfs => "sysfs",
         },
-        env_digest: env::env_digest(&p.plan.env),
+        env_digest: env::env_digest(&p.plan.env, &p.plan.unset),
         changed: p.changes.len(),
         local_world_size: p.identity.local_world_size,
         mode: p.identity.source.as_str(),

@@ -2,7 +2,7 @@
 //! two workers started through the rank runtime record their identity and env. Without
 //! torchrun the test says so and passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (CI).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -30,7 +30,7 @@ fn run_local(dir: &Path, job: &str, port: &str, extra: &[&str], exit_code: &str)
             "--job-dir",
             job_dir.to_str().unwrap(),
             "--rank-runtime",
-            env!("CARGO_BIN_EXE_ovlaunch-rank"),
+            common::rank_bin(),
             "--master-port",
             port,
         ])

@@ -5,56 +5,14 @@
 //! `bash -n`, shellcheck and bash itself (with stand-in `srun` and `scontrol`).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::common::{ok, ok_env, plan_json_env, usage_error};
+
 const JOB: &[&str] = &["--rank-runtime", "ovlaunch-rank", "--job-dir", "/jobs/x"];
-
-/// Runs ovlaunch with a clean environment plus `env`.
-fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ovlaunch"));
-    c.args(args);
-    for v in [
-        "OVLAUNCH_RECIPE_DIR",
-        "OVLAUNCH_JOBS_ROOT",
-        "OVLAUNCH_HARDWARE_FILE",
-        "OVLAUNCH_PLUGIN_DIR",
-        "WANDB_API_KEY",
-        "COMET_API_KEY",
-    ] {
-        c.env_remove(v);
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run ovlaunch")
-}
-
-fn ok_env(args: &[&str], env: &[(&str, &str)]) -> String {
-    let o = run_env(args, env);
-    assert!(
-        o.status.success(),
-        "ovlaunch {args:?} failed ({:?}):\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    ok_env(args, &[])
-}
-
-/// Expects exit 2; returns stderr.
-fn usage_error(args: &[&str]) -> String {
-    let o = run_env(args, &[]);
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(2), "ovlaunch {args:?}: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    err
-}
 
 /// `--recipe R --gpus G --dry-run` plus the job flags and `extra`.
 fn dry(recipe: &str, gpus: &str, extra: &[&str]) -> Vec<String> {
@@ -89,12 +47,6 @@ fn step(out: &str) -> String {
     format!("{}\n{}", lines[i], lines[i + 1])
 }
 
-fn plan_json(args: &[&str], env: &[(&str, &str)]) -> Value {
-    let mut all = vec!["plan", "--output", "json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok_env(&all, env)).expect("plan JSON")
-}
-
 fn env_entry<'a>(plan: &'a Value, name: &str) -> &'a Value {
     &plan["env"][name]
 }
@@ -118,8 +70,8 @@ fn nsys_defaults_wrap_the_trainer_like_bridge() {
     assert!(script(&out).contains("\nmkdir -p /jobs/x/nsys_profile\n"));
     assert!(out.contains("#   plugins    nsys\n"), "{out}");
     // nsys changes nothing in the plan's env.
-    let base = plan_json(&["--recipe", "llama70b", "--gpus", "h100x64"], &[]);
-    let with = plan_json(
+    let base = plan_json_env(&["--recipe", "llama70b", "--gpus", "h100x64"], &[]);
+    let with = plan_json_env(
         &[
             "--recipe", "llama70b", "--gpus", "h100x64", "--plugin", "nsys",
         ],
@@ -428,7 +380,7 @@ fn wandb_passes_the_key_as_a_secret_and_sets_the_logger() {
     assert!(sc.contains(". /jobs/x/secrets.env\n"), "{sc}");
     assert!(!sc.contains("export WANDB_API_KEY"), "{sc}");
 
-    let plan = plan_json(
+    let plan = plan_json_env(
         &[
             "--recipe",
             "llama70b",
@@ -443,7 +395,7 @@ fn wandb_passes_the_key_as_a_secret_and_sets_the_logger() {
     assert_eq!(env_entry(&plan, "WANDB_API_KEY")["value"], "<redacted>");
 
     // From a named variable, or as an option (redacted in the script header too).
-    let plan = plan_json(
+    let plan = plan_json_env(
         &[
             "--recipe",
             "llama70b",
@@ -576,7 +528,7 @@ fn nsys_and_wandb_together() {
 
 #[test]
 fn determinism_sets_env_and_model_fields() {
-    let plan = plan_json(
+    let plan = plan_json_env(
         &[
             "--recipe",
             "llama70b",
@@ -636,7 +588,7 @@ fn determinism_leaves_an_absent_comm_overlap_alone() {
     )
     .unwrap();
     let r = recipe.to_str().unwrap();
-    let plan = plan_json(
+    let plan = plan_json_env(
         &["--recipe", r, "--gpus", "h100x8", "--plugin", "determinism"],
         &[],
     );
@@ -662,7 +614,7 @@ fn determinism_leaves_an_absent_comm_overlap_alone() {
 #[test]
 fn user_flags_beat_determinism() {
     // Bridge: explicit env_vars overrides beat the determinism env; --set beats plan.set.
-    let plan = plan_json(
+    let plan = plan_json_env(
         &[
             "--recipe",
             "llama70b",
@@ -693,7 +645,7 @@ fn user_flags_beat_determinism() {
 
 #[test]
 fn nccl_debug_env() {
-    let plan = plan_json(
+    let plan = plan_json_env(
         &[
             "--recipe",
             "llama70b",

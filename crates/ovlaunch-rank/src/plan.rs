@@ -14,6 +14,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::names::{ENV_NAME_RULE, valid_env_name};
+
 /// The only plan schema this runtime understands.
 pub const SCHEMA: u32 = 1;
 
@@ -99,6 +101,11 @@ pub struct RankPlan {
     /// Variables to set on every rank; sorted, which also makes the env digest stable.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables to remove from the trainer's environment, whatever set them (the batch
+    /// shell, Slurm, the container image's `ENV`): the runtime runs inside the container,
+    /// after the image's environment is in place. Sorted; never also in `env`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
     #[serde(default)]
     pub invariants: Vec<Invariant>,
     #[serde(default)]
@@ -117,15 +124,11 @@ impl Default for RankPlan {
             master_port: DEFAULT_MASTER_PORT,
             strict: false,
             env: BTreeMap::new(),
+            unset: Vec::new(),
             invariants: Vec::new(),
             affinity: AffinityPlan::default(),
         }
     }
-}
-
-/// Is `name` usable as an environment variable name (non-empty, no `=`, no NUL)?
-pub fn valid_env_name(name: &str) -> bool {
-    !name.is_empty() && !name.contains('=') && !name.contains('\0')
 }
 
 impl RankPlan {
@@ -150,11 +153,23 @@ impl RankPlan {
         for (k, v) in &self.env {
             if !valid_env_name(k) {
                 return Err(format!(
-                    "env: '{k}' is not a valid variable name (empty, '=' or NUL)"
+                    "env: '{k}' is not a valid variable name ({ENV_NAME_RULE})"
                 ));
             }
             if v.contains('\0') {
                 return Err(format!("env: value of {k} contains a NUL byte"));
+            }
+        }
+        for k in &self.unset {
+            if !valid_env_name(k) {
+                return Err(format!(
+                    "unset: '{k}' is not a valid variable name (empty, '=' or NUL)"
+                ));
+            }
+            if self.env.contains_key(k) {
+                return Err(format!(
+                    "unset: {k} is also in env; a variable is set or unset"
+                ));
             }
         }
         for (i, inv) in self.invariants.iter().enumerate() {

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use ovlaunch::rank::hostlist::{expand, parse};
+use ovlaunch_rank::hostlist::{expand, parse};
 use proptest::prelude::*;
 
 /// Both sides accept; outputs must be identical, in order.

@@ -10,7 +10,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ovlaunch-rank");
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 struct Run {
@@ -30,7 +29,7 @@ fn finish(out: Output) -> Run {
 }
 
 fn command(env: &[(&str, &str)], args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
+    let mut c = Command::new(crate::common::rank_bin());
     c.env_clear()
         .env("PATH", PATH)
         .envs(env.iter().copied())
@@ -257,6 +256,74 @@ fn plan_env_changed_warning_and_strict_failure() {
 }
 
 #[test]
+fn plan_unset_removes_inherited_values_and_reports_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "env": {"A": "1"}, "unset": ["NVTE_NORM_FWD_USE_CUDNN", "PYTORCH_CUDA_ALLOC_CONF", "SITE_API_KEY", "NEVER_SET"]}"#,
+    );
+    let p = plan.to_str().unwrap();
+    // What a container image's ENV or a site profile would have put there.
+    let inherited = [
+        ("NVTE_NORM_FWD_USE_CUDNN", "1"),
+        ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+        ("SITE_API_KEY", "site_secret_value"),
+        ("KEEP_ME", "yes"),
+    ];
+    let r = run(&inherited, &["--plan", p, "/usr/bin/env"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for gone in [
+        "NVTE_NORM_FWD_USE_CUDNN",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "SITE_API_KEY",
+        "NEVER_SET",
+    ] {
+        assert_eq!(
+            env_value(&r.stdout, gone),
+            None,
+            "{gone} reached the trainer"
+        );
+    }
+    assert_eq!(env_value(&r.stdout, "KEEP_ME").as_deref(), Some("yes"));
+    assert_eq!(env_value(&r.stdout, "A").as_deref(), Some("1"));
+    assert!(
+        r.stderr.contains(
+            "ovlaunch-rank: warning: NVTE_NORM_FWD_USE_CUDNN was '1' in the inherited \
+             environment, plan removes it; removed"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("SITE_API_KEY was <redacted> in the inherited environment, plan removes it"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("site_secret_value"), "{}", r.stderr);
+    // Absent variables are not changes: three lines for three removed values.
+    assert_eq!(r.stderr.lines().count(), 3, "{}", r.stderr);
+
+    // Under --strict a removal of an inherited value refuses to start, like a changed value.
+    let r = run(&inherited, &["--plan", p, "--strict", "/usr/bin/env"]);
+    assert_eq!(r.code, Some(125), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "trainer must not run");
+    // Nothing inherited: nothing to report, even under --strict.
+    let r = run(&[], &["--plan", p, "--strict", "/usr/bin/env"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+
+    // A name both set and unset is a bad plan.
+    let bad = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "env": {"A": "1"}, "unset": ["A"]}"#,
+    );
+    let r = run(&[], &["--plan", bad.to_str().unwrap(), "/usr/bin/env"]);
+    assert_eq!(r.code, Some(125), "{}", r.stderr);
+    assert!(r.stderr.contains("unset: A is also in env"), "{}", r.stderr);
+}
+
+#[test]
 fn invariants_warn_or_fail_under_strict() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(
@@ -454,9 +521,9 @@ fn affinity_static_on_the_real_cpu_set() {
     let node0 = std::fs::read_to_string("/sys/devices/system/node/node0/cpulist").unwrap();
     let mine = own_cpus();
     let got = cpus_allowed(&r.stdout).unwrap();
-    let expect = ovlaunch::rank::affinity::format_cpulist(&ovlaunch::rank::affinity::intersect(
-        &ovlaunch::rank::affinity::parse_cpulist(&node0).unwrap(),
-        &ovlaunch::rank::affinity::parse_cpulist(&mine).unwrap(),
+    let expect = ovlaunch_rank::cpulist::format_cpulist(&ovlaunch_rank::cpulist::intersect(
+        &ovlaunch_rank::cpulist::parse_cpulist(&node0).unwrap(),
+        &ovlaunch_rank::cpulist::parse_cpulist(&mine).unwrap(),
     ));
     let expect = if expect.is_empty() {
         mine.clone()
@@ -493,7 +560,7 @@ fn affinity_never_widens_under_taskset() {
         .args([
             "-c",
             &first_cpu,
-            BIN,
+            crate::common::rank_bin(),
             "--plan",
             plan.to_str().unwrap(),
             "--",
@@ -515,12 +582,12 @@ fn affinity_never_widens_under_taskset() {
 fn affinity_narrows_to_the_numa_node_on_this_machine() {
     // Model a 2-node machine over the CPUs we really have: node0 = our first CPU,
     // node1 = the rest. Local rank 4 (/4 → node 1) must be bound to "the rest" for real.
-    let mine = ovlaunch::rank::affinity::parse_cpulist(&own_cpus()).unwrap();
+    let mine = ovlaunch_rank::cpulist::parse_cpulist(&own_cpus()).unwrap();
     if mine.len() < 2 {
         eprintln!("skipped: needs at least 2 allowed CPUs, have {mine:?}");
         return;
     }
-    let fmt = ovlaunch::rank::affinity::format_cpulist;
+    let fmt = ovlaunch_rank::cpulist::format_cpulist;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sys");
     for (n, cpus) in [(0, fmt(&mine[..1])), (1, fmt(&mine[1..]))] {
@@ -653,11 +720,12 @@ fn identity_report_line() {
         .skip(1)
         .map(|p| p.split_once('=').unwrap())
         .collect();
-    let digest = ovlaunch::rank::env::env_digest(
+    let digest = ovlaunch_rank::env::env_digest(
         &[("A", "1"), ("B", "2")]
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        &[],
     );
     assert_eq!(kv["rank"], "5");
     assert_eq!(kv["local_rank"], "1");

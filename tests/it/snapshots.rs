@@ -3,7 +3,7 @@
 //! `tests/snapshots/`. After an intended change, review and re-bless with
 //! `OVLAUNCH_BLESS=1 cargo test --test snapshots`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

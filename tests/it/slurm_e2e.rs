@@ -6,7 +6,7 @@
 //! Needs root and the packages from `.ci/install.sh`. Without them the test prints why and
 //! passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (set by `.ci/run`), which makes it fail.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -140,7 +140,7 @@ fn submit_with_path(
         "--time",
         "00:03:00",
         "--rank-runtime",
-        env!("CARGO_BIN_EXE_ovlaunch-rank"),
+        common::rank_bin(),
     ];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "python3", &record]);

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::affinity::parse_cpulist;
+use crate::cpulist::parse_cpulist;
 
 /// PCI vendor id of NVIDIA.
 pub const NVIDIA_VENDOR: u32 = 0x10de;
