@@ -13,7 +13,7 @@
 //! `scripts/build-rank-runtime.sh` (both run by `.ci/run`). Without them the test prints why
 //! and passes, unless `OVLAUNCH_REQUIRE_SLURM=1`, which makes it fail.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

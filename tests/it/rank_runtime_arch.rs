@@ -9,7 +9,7 @@
 //! Without the build or qemu the test prints why and passes, unless
 //! `OVLAUNCH_REQUIRE_SLURM=1` (set by `.ci/run`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ fn aarch64_nodes_without_an_aarch64_rank_runtime_are_refused() {
         "--job-dir",
         job.to_str().unwrap(),
         "--rank-runtime",
-        env!("CARGO_BIN_EXE_ovlaunch-rank"),
+        common::rank_bin(),
     ]);
     let err = common::stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -87,7 +87,7 @@ fn aarch64_nodes_without_an_aarch64_rank_runtime_are_refused() {
 fn the_job_runs_its_own_copy_of_the_rank_runtime() {
     let tmp = tempfile::tempdir().unwrap();
     let job = tmp.path().join("job");
-    let src = env!("CARGO_BIN_EXE_ovlaunch-rank");
+    let src = common::rank_bin();
     common::ok(&[
         "render",
         "--recipe",
