@@ -10,6 +10,8 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod job;
+pub mod layout;
 pub mod overlap;
 pub mod plan;
 pub mod plugin;

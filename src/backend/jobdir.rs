@@ -1,6 +1,7 @@
 //! Job directories, written atomically: every file goes into a hidden sibling directory
 //! first, which is renamed into place only when complete. An existing directory is never
-//! touched. Files holding secrets are created with mode 0600.
+//! touched. Files holding secrets are created with mode 0600. What the files are is
+//! [`crate::layout`]'s business; this module only writes them.
 
 use std::fs;
 use std::io::Write;
@@ -8,15 +9,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-
-/// One file of a job directory.
-pub struct JobFile {
-    pub name: &'static str,
-    pub contents: String,
-    /// Owner-only permissions (secrets, scripts that source them).
-    pub private: bool,
-    pub executable: bool,
-}
+use crate::layout::{JobFile, LOGS_DIR};
 
 /// A job-directory entry that is not rendered text: a copied binary or a symlink.
 pub enum Asset {
@@ -27,13 +20,13 @@ pub enum Asset {
 }
 
 /// Writes `files` into `dir`, which must not exist yet.
-pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
+pub fn create(dir: &Path, files: &[JobFile<'_>]) -> Result<()> {
     create_with(dir, files, &[])
 }
 
 /// Writes `files` and `assets` into `dir`, which must not exist yet. Names may contain
 /// `/`: parent directories are created.
-pub fn create_with(dir: &Path, files: &[JobFile], assets: &[Asset]) -> Result<()> {
+pub fn create_with(dir: &Path, files: &[JobFile<'_>], assets: &[Asset]) -> Result<()> {
     if dir.exists() {
         return Err(
             Error::usage(format!("job directory {} already exists", dir.display()))
@@ -85,7 +78,7 @@ pub fn create_with(dir: &Path, files: &[JobFile], assets: &[Asset]) -> Result<()
                 }
             }
         }
-        fs::create_dir(tmp.join("logs")).map_err(|e| io_err("create", &tmp, &e))?;
+        fs::create_dir(tmp.join(LOGS_DIR)).map_err(|e| io_err("create", &tmp, &e))?;
         // rename(2) onto an existing non-empty directory fails, so a racing writer loses cleanly.
         fs::rename(&tmp, dir).map_err(|e| io_err("move into place", dir, &e))
     })();

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use crate::catalog::hardware::CpuArch;
 use crate::error::{Error, Result};
 
-/// The rank runtime's file name inside a job directory.
-pub const FILE: &str = "ovlaunch-rank";
+/// The rank runtime's file name inside a job directory, and next to the launcher.
+pub const FILE: &str = crate::layout::RANK_RUNTIME;
 
 /// What an ELF header says about a binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

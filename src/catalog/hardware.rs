@@ -23,6 +23,10 @@ pub struct GpuKind {
     /// Megatron-Bridge's static NUMA rule: NUMA node = local_rank / gpus_per_numa.
     #[serde(default)]
     pub gpus_per_numa: Option<u32>,
+    /// Per-rank core pinning on this kind (Megatron-Bridge pins B300 ranks to two cores:
+    /// `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16 + 1))`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_pinning: Option<crate::rank::CorePin>,
     /// Which GPU kind's recipe variants to use when a recipe has none for this kind.
     #[serde(default)]
     pub recipe_gpu: Option<String>,

@@ -1,19 +1,20 @@
-//! Launch flags -> `LaunchOptions`, and the shared path from flags to rendered artifacts
-//! used by the dry run, `submit` and `render`.
+//! Launch flags -> `LaunchOptions`: the effects a launch needs (working directory, argv,
+//! environment, template files, where this binary is) gathered here, then one call to the
+//! core's `job::render_job`. The dry run, `submit`, `torchrun` and `plan --explain` all come
+//! through [`prepare_with`] (or build their options with [`options`] first).
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
 use super::{PlanArgs, load};
+use crate::backend::Executor;
 use crate::backend::rankbin;
 use crate::error::{Error, Result};
+use crate::job::{self, Job};
 use crate::plan::Plan;
 use crate::plugin;
-use crate::render::artifacts::{self, Artifacts, Executor};
-use crate::render::launch::{
-    self, Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions, LaunchSpec,
-};
+use crate::render::launch::{Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions};
 use crate::render::oci;
 use crate::render::template::Templates;
 
@@ -343,8 +344,20 @@ fn redact_args(args: &[String]) -> Vec<String> {
     out
 }
 
-/// Options from flags.
-pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf)> {
+/// The executor the flags ask for.
+pub fn executor(args: &LaunchArgs) -> Executor {
+    match args.executor {
+        ExecutorArg::Slurm => Executor::Slurm,
+        ExecutorArg::Local => Executor::Local,
+    }
+}
+
+/// Options from flags, and the job directory as an absolute path.
+pub fn options(
+    plan: &Plan,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+) -> Result<(LaunchOptions, PathBuf)> {
     let job_name = args
         .job_name
         .clone()
@@ -412,19 +425,16 @@ pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf
             .then(|| format!("{}/{}", dir.display(), rankbin::FILE)),
         master_port: args.master_port,
         command_line: command_line(),
+        rendezvous: None,
+        strict: plan_args.strict,
     };
     Ok((opts, dir))
 }
 
-/// Everything needed to dry-run or submit.
+/// A rendered job and its directory.
 pub struct Prepared {
-    pub plan: Plan,
-    pub spec: LaunchSpec,
-    pub artifacts: Artifacts,
+    pub job: Job,
     pub dir: PathBuf,
-    pub executor: Executor,
-    /// The enabled plugins, in application order.
-    pub plugins: Vec<plugin::Active>,
     /// The rank runtime binary copied into the job directory.
     pub rank_runtime: Option<rankbin::Chosen>,
     /// Why no rank runtime can run on the nodes: an error for whatever writes the job
@@ -436,46 +446,20 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
-/// Flags -> plan -> launch spec -> artifacts.
+/// Flags -> plan -> job.
 pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
     let (plan, plugins) = load::plan_with_plugins(plan_args)?;
     prepare_with(plan, plugins, plan_args, args)
 }
 
-/// What the plugins' launch phase needs to know besides the spec.
-pub fn plugin_context(
-    plan: &Plan,
-    opts: &LaunchOptions,
-    executor: Executor,
-) -> plugin::LaunchContext {
-    plugin::LaunchContext {
-        executor,
-        user_sbatch: opts
-            .sbatch_args
-            .iter()
-            .map(|raw| {
-                let body = raw.trim_start_matches('-');
-                body.split_once('=').map_or(body, |(k, _)| k).to_string()
-            })
-            .collect(),
-        user_env: plan
-            .env
-            .iter()
-            .filter(|(_, e)| e.source == crate::plan::Source::User)
-            .map(|(k, _)| k.clone())
-            .collect(),
-    }
-}
-
-/// `prepare` from a resolved plan: the plugins' launch phase edits the spec, their render
-/// phase the script.
+/// `prepare` from a resolved plan.
 pub fn prepare_with(
     plan: Plan,
     plugins: Vec<plugin::Active>,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
 ) -> Result<Prepared> {
-    let (opts, dir) = options(&plan, args)?;
+    let (opts, dir) = options(&plan, plan_args, args)?;
     let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(&plan, args) {
         Ok(r) => (r, None),
         Err(e) => (None, Some(e)),
@@ -492,35 +476,11 @@ pub fn prepare_with(
     {
         warnings.push(w);
     }
-    let mut spec = launch::build(&plan, &opts)?;
-    let executor = match args.executor {
-        ExecutorArg::Slurm => Executor::Slurm,
-        ExecutorArg::Local => Executor::Local,
-    };
-    if !plugins.is_empty() {
-        plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, &opts, executor))?;
-    }
     let templates = templates(args)?;
-    let overrides = super::plan::overrides_yaml(&plan, false)?;
-    let mut artifacts = artifacts::render(
-        &plan,
-        &spec,
-        executor,
-        &templates,
-        plan_args.strict,
-        overrides,
-    )?;
-    if !plugins.is_empty() {
-        let decisions = plugin::render_phase(&plugins, &spec, executor, &mut artifacts.script)?;
-        spec.decisions.extend(decisions);
-    }
+    let job = job::render_job(plan, &opts, plugins, &templates, executor(args))?;
     Ok(Prepared {
-        plan,
-        spec,
-        artifacts,
+        job,
         dir,
-        executor,
-        plugins,
         rank_runtime,
         rank_runtime_problem,
         oci,

@@ -1,24 +1,14 @@
-//! `ovlaunch status JOB`: the job's Slurm state mapped to one table, with its exit code.
+//! `ovlaunch status JOB`: the job's state from its backend, mapped to one table, with its
+//! exit code.
 
 use super::jobs::JobArgs;
 use super::{Output, out};
-use crate::backend::{record, slurm};
+use crate::backend::{self, record};
 use crate::error::{Error, Result};
 
 pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
     let (dir, rec) = record::find(&args.root(), &args.job)?;
-    let st = match (&rec.job_id, rec.executor.as_str()) {
-        (Some(id), "slurm") => slurm::status(id)?,
-        _ => {
-            let code = rec.exit_code;
-            let state = match code {
-                Some(0) => "COMPLETED",
-                Some(_) => "FAILED",
-                None => "RUNNING",
-            };
-            slurm::JobStatus::new("local", state, code.map(|c| c.to_string()), "record", None)
-        }
-    };
+    let st = backend::of(&rec)?.status(&rec)?;
     let text = match output {
         Output::Json => {
             serde_json::to_string_pretty(&st).map_err(|e| Error::runtime(e.to_string()))? + "\n"

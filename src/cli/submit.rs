@@ -1,15 +1,13 @@
 //! The main form and `ovlaunch submit`: with `--dry-run`, print the plan summary, env and
-//! the exact script and write nothing; otherwise write the job directory atomically,
-//! submit (or run locally) and record the result.
+//! the exact script and write nothing; otherwise hand the rendered job to its backend, which
+//! writes the job directory atomically, submits (or runs locally) and records the result.
 
 use super::launch::{self, LaunchArgs, Prepared};
 use super::{PlanArgs, explain, out};
-use crate::backend::record::{self, Submission};
-use crate::backend::{jobdir, local, rankbin, slurm};
+use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
 use crate::error::{Error, Result};
-use crate::render::artifacts::Executor;
+use crate::layout;
 use crate::render::launch::{ContainerRuntime, LaunchMode};
-use crate::render::oci;
 
 pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
     let mut p = launch::prepare(plan_args, args)?;
@@ -20,47 +18,49 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32
         if let Some(e) = &p.rank_runtime_problem {
             eprintln!("warning: submitting this job would fail: {e}");
         }
-        let mut text = explain::summary(&p.plan);
-        if !p.plugins.is_empty() {
-            let labels: Vec<String> = p.plugins.iter().map(|a| a.label()).collect();
+        let (job, dir) = (&p.job, &p.dir);
+        let mut text = explain::summary(&job.plan);
+        if !job.plugins.is_empty() {
+            let labels: Vec<String> = job.plugins.iter().map(|a| a.label()).collect();
             text.push_str(&format!("#   plugins    {}\n", labels.join(", ")));
         }
         text.push_str("\n# environment\n");
-        text.push_str(&explain::env_lines(&p.plan));
+        text.push_str(&explain::env_lines(&job.plan));
         text.push_str(&format!(
             "\n# {} (job directory {} is not written in a dry run)\n",
-            p.artifacts.script_name,
-            launch::shown(&p.dir)
+            job.artifacts.script_name,
+            launch::shown(dir)
         ));
-        text.push_str(&p.artifacts.script);
+        text.push_str(&job.artifacts.script);
         out(&text)?;
         return Ok(0);
     }
     if let Some(e) = p.rank_runtime_problem.take() {
         return Err(e);
     }
-    submit(&p, args)
-}
-
-/// Refuses what this Slurm cannot run before anything is written.
-fn check_slurm(p: &Prepared) -> Result<()> {
-    let oci = p
-        .spec
-        .container
-        .as_ref()
-        .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
-    if oci && p.spec.mode == LaunchMode::Srun {
-        let v = slurm::version()?;
-        if !slurm::oci_per_task_ok(v) {
-            return Err(Error::usage(format!(
-                "Slurm {}.{:02} starts one OCI container per node and gives its tasks the same SLURM_PROCID, so one task per GPU cannot tell the ranks apart",
-                v.0, v.1
-            ))
-            .at("--container-runtime oci")
-            .help("use --launcher torchrun (one container per node, torchrun starts the ranks inside it), or Slurm 23.02 or newer"));
-        }
+    if p.job.executor == Executor::Slurm {
+        check_slurm(&p)?;
     }
-    Ok(())
+    let (job, dir) = (&p.job, &p.dir);
+    let started = backend::submit(
+        job.executor,
+        dir,
+        &job.spec.job_name,
+        &job.artifacts,
+        &extras(&p),
+        launch::command_line(),
+    )?;
+    match started {
+        Started::Queued { job_id } => {
+            out(&format!(
+                "submitted job {job_id} ({}), job directory {}\n",
+                job.spec.job_name,
+                launch::shown(dir)
+            ))?;
+            Ok(0)
+        }
+        Started::Finished { exit_code } => Ok(exit_code),
+    }
 }
 
 /// `ovlaunch render`: the complete job directory, written and not submitted; prints its path.
@@ -72,128 +72,54 @@ pub fn render(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i32> {
     if let Some(e) = p.rank_runtime_problem.take() {
         return Err(e);
     }
-    write_job_dir(&p)?;
+    backend::write_job_dir(&p.dir, &p.job.artifacts, &extras(&p))?;
     out(&format!("{}\n", p.dir.display()))?;
     Ok(0)
 }
 
-/// Writes every file of the job directory (atomically: all or nothing).
-fn write_job_dir(p: &Prepared) -> Result<()> {
-    let a = &p.artifacts;
-    let mut files = vec![
-        jobdir::JobFile {
-            name: a.script_name,
-            contents: a.script.clone(),
-            private: !a.secrets.is_empty(),
-            executable: true,
-        },
-        jobdir::JobFile {
-            name: "plan.json",
-            contents: a.plan_json.clone(),
-            private: true,
-            executable: false,
-        },
-        jobdir::JobFile {
-            name: "rank-plan.json",
-            contents: a.rank_plan.clone(),
-            private: false,
-            executable: false,
-        },
-        jobdir::JobFile {
-            name: "overrides.yaml",
-            contents: a.overrides.clone(),
-            private: true,
-            executable: false,
-        },
-        jobdir::JobFile {
-            name: "env.sh",
-            contents: a.env_dump.clone(),
-            private: false,
-            executable: false,
-        },
-    ];
-    if !a.secrets.is_empty() {
-        files.push(jobdir::JobFile {
-            name: "secrets.env",
-            contents: a.secrets.clone(),
-            private: true,
-            executable: false,
-        });
-    }
-    if let Some((config, _)) = &p.oci {
-        files.push(jobdir::JobFile {
-            name: "oci/config.json",
-            contents: config.clone(),
-            private: false,
-            executable: false,
-        });
-    }
-    let mut assets = Vec::new();
+/// The job directory's entries besides the rendered artifacts: the rank runtime copy and
+/// the OCI bundle.
+fn extras(p: &Prepared) -> Extras<'_> {
+    let mut x = Extras::default();
     if let Some(rt) = &p.rank_runtime {
-        assets.push(jobdir::Asset::Executable {
+        x.assets.push(jobdir::Asset::Executable {
             name: rankbin::FILE.to_string(),
             from: rt.path.clone(),
         });
     }
-    if let Some((_, rootfs)) = &p.oci {
-        assets.push(jobdir::Asset::Symlink {
-            name: format!("{}/rootfs", oci::BUNDLE_DIR),
+    if let Some((config, rootfs)) = &p.oci {
+        x.files.push(layout::JobFile {
+            name: layout::OCI_CONFIG,
+            contents: config,
+            private: false,
+            executable: false,
+        });
+        x.assets.push(jobdir::Asset::Symlink {
+            name: layout::OCI_ROOTFS.to_string(),
             target: rootfs.clone(),
         });
     }
-    jobdir::create_with(&p.dir, &files, &assets)
+    x
 }
 
-fn submit(p: &Prepared, args: &LaunchArgs) -> Result<i32> {
-    if p.executor == Executor::Slurm {
-        check_slurm(p)?;
-    }
-    write_job_dir(p)?;
-    let script = p.dir.join(p.artifacts.script_name);
-    let mut rec = Submission {
-        job_name: p.spec.job_name.clone(),
-        job_dir: p.dir.display().to_string(),
-        executor: match p.executor {
-            Executor::Slurm => "slurm".into(),
-            Executor::Local => "local".into(),
-        },
-        job_id: None,
-        command_line: launch::command_line(),
-        exit_code: None,
-    };
-    match p.executor {
-        Executor::Slurm => {
-            let id = match slurm::submit(&script, &p.dir) {
-                Ok(id) => id,
-                Err(e) => {
-                    // Nothing half-written stays behind.
-                    let _ = std::fs::remove_dir_all(&p.dir);
-                    return Err(e);
-                }
-            };
-            rec.job_id = Some(id.clone());
-            write_record(&p.dir, &rec)?;
-            out(&format!(
-                "submitted job {id} ({}), job directory {}\n",
-                rec.job_name,
-                launch::shown(&p.dir)
-            ))?;
-            let _ = args;
-            Ok(0)
-        }
-        Executor::Local => {
-            write_record(&p.dir, &rec)?;
-            let code = local::run(&script, &p.dir)?;
-            rec.exit_code = Some(code);
-            write_record(&p.dir, &rec)?;
-            Ok(code)
+/// Refuses what this Slurm cannot run before anything is written.
+fn check_slurm(p: &Prepared) -> Result<()> {
+    let oci = p
+        .job
+        .spec
+        .container
+        .as_ref()
+        .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
+    if oci && p.job.spec.mode == LaunchMode::Srun {
+        let v = slurm::version()?;
+        if !slurm::oci_per_task_ok(v) {
+            return Err(Error::usage(format!(
+                "Slurm {}.{:02} starts one OCI container per node and gives its tasks the same SLURM_PROCID, so one task per GPU cannot tell the ranks apart",
+                v.0, v.1
+            ))
+            .at("--container-runtime oci")
+            .help("use --launcher torchrun (one container per node, torchrun starts the ranks inside it), or Slurm 23.02 or newer"));
         }
     }
-}
-
-fn write_record(dir: &std::path::Path, rec: &Submission) -> Result<()> {
-    let text = serde_json::to_string_pretty(rec)
-        .map_err(|e| crate::error::Error::runtime(e.to_string()))?
-        + "\n";
-    jobdir::write_file(dir, record::FILE, &text)
+    Ok(())
 }

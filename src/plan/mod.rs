@@ -28,6 +28,9 @@ pub struct RecipeInfo {
     /// its name), which Bridge's env rules key on.
     pub model_recipe: String,
     pub precision: String,
+    /// Bridge's config variant (`large_scale`), `None` for the plain one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_variant: Option<String>,
     pub variant_gpu: Option<String>,
     pub variant_num_gpus: Option<u32>,
     pub trainer: Option<Vec<String>>,
@@ -66,6 +69,11 @@ pub struct Plan {
     /// re-derivation or `--unset`), with who removed them. Never also in `env`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub env_unset: BTreeMap<String, Source>,
+    /// The removed variables that the recipe's own `env_vars` set, with the recipe's value:
+    /// Bridge's runner re-applies those with `setdefault` in the trainer, so the trainer call
+    /// drops them from its config (`~env_vars.NAME=VALUE`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_drop_from_recipe: BTreeMap<String, crate::config::EnvScalar>,
     /// Env conditions the rank runtime re-checks on the node.
     pub invariants: Vec<Invariant>,
     pub decisions: Vec<Decision>,

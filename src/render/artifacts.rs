@@ -1,34 +1,17 @@
-//! Everything a job directory holds, rendered in memory: the launch script, the rank plan,
-//! the trainer's override YAML, the plan JSON, the env dump and the secrets file.
+//! Everything a job directory holds, rendered in memory (a [`layout::Artifacts`]): the
+//! launch script, the rank plan, the trainer's override YAML, the plan JSON, the env dump
+//! and the secrets file.
 
 use std::fmt::Write;
 
 use super::launch::LaunchSpec;
 use super::script::{self, TorchrunTarget};
 use super::template::Templates;
+use crate::backend::Executor;
 use crate::error::{Error, Result};
+use crate::layout::{self, Artifacts};
 use crate::plan::Plan;
 use crate::secret;
-
-/// Where the job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Executor {
-    Slurm,
-    Local,
-}
-
-/// The rendered files.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Artifacts {
-    pub script_name: &'static str,
-    pub script: String,
-    pub rank_plan: String,
-    pub overrides: String,
-    pub plan_json: String,
-    pub env_dump: String,
-    /// `NAME='value'` lines for the secret variables (empty when there are none).
-    pub secrets: String,
-}
 
 /// Renders all artifacts for `plan` and `spec`.
 pub fn render(
@@ -40,11 +23,20 @@ pub fn render(
     overrides: String,
 ) -> Result<Artifacts> {
     let (script_name, script) = match executor {
-        Executor::Slurm => ("launch.sbatch", script::sbatch(spec, templates)?),
-        Executor::Local => (
-            "launch.sh",
-            script::torchrun(spec, &TorchrunTarget::Single, templates)?,
-        ),
+        Executor::Slurm => (layout::SBATCH_SCRIPT, script::sbatch(spec, templates)?),
+        Executor::Local => {
+            let target = match &spec.rendezvous {
+                None => TorchrunTarget::Single,
+                Some(master) => TorchrunTarget::MultiNode {
+                    nnodes: spec.nodes,
+                    master: master.clone(),
+                },
+            };
+            (
+                layout::LOCAL_SCRIPT,
+                script::torchrun(spec, &target, templates)?,
+            )
+        }
     };
     let rank_plan = serde_json::to_string_pretty(&super::rank_plan::rank_plan(plan, spec, strict))
         .map_err(internal)?

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::error::{Error, Result};
 
 /// The bundle directory's name inside the job directory.
-pub const BUNDLE_DIR: &str = "oci";
+pub const BUNDLE_DIR: &str = crate::layout::OCI_BUNDLE;
 
 /// One bind mount: `SRC:DST[:ro|rw]` as pyxis spells it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,15 +8,16 @@ use super::launch::{FlagStyle, LaunchMode, LaunchSpec};
 use super::shell::{join, quote};
 use super::template::Templates;
 use crate::error::{Error, Result};
+use crate::layout;
 
 /// The rank plan file's path inside the job directory.
 pub fn rank_plan_path(job_dir: &str) -> String {
-    format!("{job_dir}/rank-plan.json")
+    layout::path(job_dir, layout::RANK_PLAN)
 }
 
 /// The secrets file's path inside the job directory.
 pub fn secrets_path(job_dir: &str) -> String {
-    format!("{job_dir}/secrets.env")
+    layout::path(job_dir, layout::SECRETS)
 }
 
 fn check_directive(name: &str, value: &str) -> Result<()> {

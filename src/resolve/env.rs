@@ -56,6 +56,12 @@ pub struct EnvStage {
     pub env: BTreeMap<String, EnvEntry>,
     /// Variables removed from the trainer's environment, with who removed them.
     pub unset: BTreeMap<String, Source>,
+    /// The removed variables the recipe's own `env_vars` carry, with the recipe's value.
+    /// Bridge's runner installs the recipe's `env_vars` with `setdefault` inside the trainer,
+    /// which would put them back: the trainer call must drop them from its config
+    /// (`~env_vars.NAME=VALUE`: Bridge 0.6's `run_recipe.py` takes only `KEY=VALUE` words,
+    /// and Hydra deletes a key given with its current value).
+    pub drop_from_recipe: BTreeMap<String, EnvScalar>,
 }
 
 impl EnvStage {
@@ -207,8 +213,36 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         }
         st.remove(k, Source::User, "--unset".into(), decisions);
     }
+    st.drop_from_recipe = st
+        .unset
+        .keys()
+        .filter_map(|k| inp.recipe_env.get(k).map(|v| (k.clone(), v.clone())))
+        .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
+}
+
+/// Hydra words that drop `vars` from the trainer config's `env_vars`:
+/// `~env_vars.NAME=VALUE`. Bridge 0.6's `run_recipe.py` accepts only `KEY=VALUE` words, and
+/// Hydra deletes `~key=value` only when the config holds that value, so the value is the
+/// recipe's, typed as Bridge's recipes write env values: integers and booleans bare, other
+/// text single-quoted (with `\` and `'` escaped).
+pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
+    vars.iter()
+        .map(|(k, v)| {
+            let value = match v {
+                EnvScalar::Bool(b) => b.to_string(),
+                EnvScalar::Int(i) => i.to_string(),
+                EnvScalar::Float(f) => EnvScalar::Float(*f).to_env_string(),
+                // Bridge's flat recipes write numeric env values as Python ints.
+                EnvScalar::Str(s) if s.parse::<i64>().is_ok() => s.clone(),
+                EnvScalar::Str(s) => {
+                    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+                }
+            };
+            format!("~env_vars.{k}={value}")
+        })
+        .collect()
 }
 
 /// A variable the rank runtime re-checks on the node (the rank plan's own type).

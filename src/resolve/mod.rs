@@ -256,6 +256,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let env::EnvStage {
         env: env_map,
         unset: env_unset,
+        drop_from_recipe: env_drop_from_recipe,
     } = env::build(&env_inputs, &mut decisions)?;
     let invariants = env::check(
         hw,
@@ -278,6 +279,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
                 .or_else(|| inp.recipe.bridge_recipe.clone()),
             model_recipe: model_recipe(inp.recipe).to_string(),
             precision: choice.precision.clone(),
+            config_variant: variant.and_then(|v| v.variant.clone()),
             variant_gpu: variant.map(|v| v.gpu.clone()),
             variant_num_gpus: variant.and_then(|v| v.num_gpus),
             trainer: inp.recipe.trainer.clone(),
@@ -296,6 +298,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         mixed_precision: resolved_mp,
         env: env_map,
         env_unset,
+        env_drop_from_recipe,
         invariants,
         decisions,
         warnings,

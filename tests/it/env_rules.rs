@@ -1139,3 +1139,67 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
         failures.join("\n")
     );
 }
+
+/// Bridge's runner re-applies its recipe's `env_vars` with `setdefault`: a variable the plan
+/// removes but the recipe sets leaves the runner's config too, as `~env_vars.NAME=VALUE`.
+#[test]
+fn unset_recipe_variables_leave_the_trainer_config() {
+    let text = "name: d\nmodel: {num_layers: 4, hidden_size: 256, num_attention_heads: 8}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\nenv_vars: {PYTORCH_CUDA_ALLOC_CONF: 'expandable_segments:True', NCCL_NVLS_ENABLE: '0', KEEP: 1, QUOTE: \"it's\"}\n";
+    let p = plan_of(
+        text,
+        "h100x8",
+        &[],
+        &[],
+        &[
+            "PYTORCH_CUDA_ALLOC_CONF",
+            "NCCL_NVLS_ENABLE",
+            "QUOTE",
+            "NOT_IN_RECIPE",
+        ],
+    )
+    .unwrap();
+    let words = ovlaunch::resolve::env::trainer_drop_words(&p.env_drop_from_recipe);
+    assert_eq!(
+        words,
+        [
+            "~env_vars.NCCL_NVLS_ENABLE=0",
+            "~env_vars.PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'",
+            "~env_vars.QUOTE='it\\'s'",
+        ]
+    );
+    // Rule removals of variables the recipe does not set need nothing in the config.
+    assert!(p.env_unset.contains_key("NVTE_NORM_FWD_USE_CUDNN"));
+    assert!(
+        !p.env_drop_from_recipe
+            .contains_key("NVTE_NORM_FWD_USE_CUDNN")
+    );
+    // The words follow Bridge's runner on the rendered command line.
+    let spec = ovlaunch::render::launch::build(
+        &p,
+        &ovlaunch::render::launch::LaunchOptions {
+            job_name: "d".into(),
+            job_dir: "/jobs/d".into(),
+            account: None,
+            partition: None,
+            qos: None,
+            time: "00:10:00".into(),
+            mode: ovlaunch::render::launch::LaunchMode::Srun,
+            flag_style: ovlaunch::render::launch::FlagStyle::Dash,
+            container: None,
+            mpi: None,
+            gres: false,
+            exclusive: false,
+            cpus_per_task: None,
+            dependency: None,
+            sbatch_args: vec![],
+            trainer: vec![],
+            rank_runtime: None,
+            master_port: 29500,
+            command_line: "t".into(),
+            rendezvous: None,
+            strict: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(spec.trainer_overrides, words);
+}

@@ -248,12 +248,14 @@ fn run_job(
         rank_runtime: rank_runtime.map(str::to_string),
         master_port: 29500,
         command_line: "test".into(),
+        rendezvous: None,
+        strict: false,
     };
     let spec = launch::build(plan, &opts).unwrap();
     let a = artifacts::render(
         plan,
         &spec,
-        artifacts::Executor::Slurm,
+        ovlaunch::backend::Executor::Slurm,
         &Templates::default(),
         false,
         String::new(),

@@ -13,6 +13,7 @@ mod env_rules;
 mod env_unset;
 mod local_torchrun;
 mod oci_e2e;
+mod placement;
 mod plan_properties;
 mod plugins;
 mod rank_hostlist;

@@ -31,6 +31,7 @@ fn plan(policy: AffinityPolicy, gpus_per_numa: Option<u32>) -> AffinityPlan {
         policy,
         gpus_per_numa,
         membind: true,
+        cores: None,
     }
 }
 

@@ -68,12 +68,14 @@ fn render_and_run(
         rank_runtime: None,
         master_port: 29500,
         command_line: "test".into(),
+        rendezvous: None,
+        strict: false,
     };
     let spec = launch::build(&plan, &opts).unwrap();
     let a = artifacts::render(
         &plan,
         &spec,
-        artifacts::Executor::Slurm,
+        ovlaunch::backend::Executor::Slurm,
         &Templates::default(),
         false,
         String::new(),

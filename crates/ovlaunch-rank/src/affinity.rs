@@ -14,6 +14,10 @@
 //! * `static`: `numactl --cpunodebind=$((SLURM_LOCALID/D)) --membind=$((SLURM_LOCALID/D))`
 //!   with D = 4 on 8-GPU nodes and 2 on GB200/GB300/VR200 (`gpus_per_numa` = D).
 //! * `sysfs`: the Kubeflow wrapper's "GPU's PCI device → `numa_node` → numactl" rule.
+//! * `cores` (static only): B300's `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16
+//!   + 1))`, the listed cores instead of the node's CPUs; memory still binds to the node.
+//! * `membind` binds memory only where the node has memory (`has_memory`), as numactl would
+//!   otherwise fail.
 
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
@@ -95,15 +99,22 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         },
     };
     p.numa_node = Some(node);
-    let wanted = match input.sysfs.node_cpus(node) {
-        Ok(Some(c)) if !c.is_empty() => c,
-        Ok(Some(_)) => {
+    let pinned = input
+        .plan
+        .cores
+        .filter(|_| input.plan.policy == AffinityPolicy::Static)
+        .map(|pin| pin.cpus(input.local_rank));
+    let wanted = match (pinned, input.sysfs.node_cpus(node)) {
+        // Bridge's `numactl -C`: the listed cores replace the node's CPU set.
+        (Some(cores), _) => cores,
+        (None, Ok(Some(c))) if !c.is_empty() => c,
+        (None, Ok(Some(_))) => {
             p.notes.push(format!(
                 "NUMA node {node} has no CPUs (memory-only node); affinity left as inherited"
             ));
             return p;
         }
-        Ok(None) => {
+        (None, Ok(None)) => {
             p.notes.push(format!(
                 "no NUMA information (no node{node} under {}/devices/system/node); \
                  affinity left as inherited",
@@ -111,7 +122,7 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
             ));
             return p;
         }
-        Err(e) => {
+        (None, Err(e)) => {
             p.notes.push(format!("{e}; affinity left as inherited"));
             return p;
         }
@@ -119,8 +130,13 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
     let both = intersect(&wanted, &allowed);
     if both.is_empty() {
         p.notes.push(format!(
-            "CPUs of NUMA node {node} ({}) do not intersect the inherited CPU set ({}); \
+            "{} ({}) do not intersect the inherited CPU set ({}); \
              affinity left as inherited",
+            if pinned_label(input) {
+                "pinned cores".to_string()
+            } else {
+                format!("CPUs of NUMA node {node}")
+            },
             format_cpulist(&wanted),
             format_cpulist(&allowed)
         ));
@@ -131,9 +147,24 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
     p.cpus = both;
     p.wanted = Some(wanted);
     if input.plan.membind {
-        p.membind = Some(node);
+        // `numactl --membind` fails on a node without memory; bind only where it has some.
+        match input.sysfs.node_has_memory(node) {
+            Some(true) => p.membind = Some(node),
+            Some(false) => p.notes.push(format!(
+                "NUMA node {node} has no memory; memory policy left as inherited"
+            )),
+            None => p.notes.push(format!(
+                "cannot tell whether NUMA node {node} has memory (no {}/devices/system/node/has_memory); \
+                 memory policy left as inherited",
+                input.sysfs.root().display()
+            )),
+        }
     }
     p
+}
+
+fn pinned_label(input: &PlacementInput<'_>) -> bool {
+    input.plan.cores.is_some() && input.plan.policy == AffinityPolicy::Static
 }
 
 /// Bus id and NUMA node of the GPU this local rank drives (sysfs policy).
@@ -278,6 +309,7 @@ mod tests {
             policy: AffinityPolicy::Static,
             gpus_per_numa: Some(4),
             membind: true,
+            cores: None,
         };
         let sysfs = Sysfs::new("/nonexistent");
         let p = decide(&PlacementInput {

@@ -49,7 +49,7 @@ pub mod sysfs;
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-pub use plan::{AffinityPlan, AffinityPolicy, Invariant, LaunchMode, RankPlan};
+pub use plan::{AffinityPlan, AffinityPolicy, CorePin, Invariant, LaunchMode, RankPlan};
 
 use affinity::{Placement, PlacementInput};
 use env::{Change, Environ, Violation};

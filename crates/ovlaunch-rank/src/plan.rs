@@ -61,9 +61,31 @@ pub struct AffinityPlan {
     /// (NVIDIA/exemplar-performance#38).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_per_numa: Option<u32>,
-    /// Also bind memory allocation to the chosen NUMA node (`numactl --membind`).
+    /// Also bind memory allocation to the chosen NUMA node (`numactl --membind`), where the
+    /// node has memory (`devices/system/node/has_memory`).
     #[serde(default)]
     pub membind: bool,
+    /// Pin each rank to `count` CPUs from `local_rank * stride` instead of the whole NUMA
+    /// node: Megatron-Bridge's B300 rule `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID
+    /// * 16 + 1))` is `{"stride": 16, "count": 2}`. Static policy only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<CorePin>,
+}
+
+/// Per-rank core pinning: CPUs `local_rank * stride .. local_rank * stride + count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorePin {
+    pub stride: u32,
+    pub count: u32,
+}
+
+impl CorePin {
+    /// The CPUs of `local_rank`.
+    pub fn cpus(&self, local_rank: u32) -> Vec<usize> {
+        let first = local_rank as usize * self.stride as usize;
+        (first..first + self.count as usize).collect()
+    }
 }
 
 /// A condition the final environment must satisfy, e.g.
@@ -202,6 +224,14 @@ impl RankPlan {
                 return Err("affinity: gpus_per_numa is only meaningful with policy static".into());
             }
             _ => {}
+        }
+        if let Some(pin) = self.affinity.cores {
+            if self.affinity.policy != AffinityPolicy::Static {
+                return Err("affinity: cores needs policy static".into());
+            }
+            if pin.stride == 0 || pin.count == 0 || pin.count > pin.stride {
+                return Err("affinity: cores needs 1 <= count <= stride".into());
+            }
         }
         if self.affinity.membind && self.affinity.policy == AffinityPolicy::None {
             return Err("affinity: membind needs policy static or sysfs".into());

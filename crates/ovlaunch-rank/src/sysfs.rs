@@ -92,6 +92,15 @@ impl Sysfs {
         }
     }
 
+    /// Whether NUMA node `node` has memory (`devices/system/node/has_memory`, the kernel's
+    /// list of nodes with memory); `None` when the file is missing or unreadable.
+    pub fn node_has_memory(&self, node: u32) -> Option<bool> {
+        let text = read_trimmed(&self.root.join("devices/system/node/has_memory"))?;
+        parse_cpulist(&text)
+            .ok()
+            .map(|nodes| nodes.contains(&(node as usize)))
+    }
+
     /// CPUs of NUMA node `node` (`devices/system/node/nodeN/cpulist`); `Ok(None)` when the
     /// node directory does not exist (no NUMA information).
     pub fn node_cpus(&self, node: u32) -> Result<Option<Vec<usize>>, String> {
