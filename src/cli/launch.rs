@@ -100,8 +100,9 @@ pub struct LaunchArgs {
     /// Run without a container even if the recipe suggests one.
     #[arg(long, conflicts_with = "container_image")]
     pub no_container: bool,
-    /// srun --mpi value; `none` to leave it out.
-    #[arg(long, default_value = "pmix")]
+    /// srun --mpi value (pmix, pmi2, ...); `none` leaves it out: nothing ovlaunch starts
+    /// needs PMI (ranks find each other through torch's rendezvous).
+    #[arg(long, default_value = "none")]
     pub mpi: String,
     /// Request GPUs with --gres=gpu:N instead of --gpus-per-node.
     #[arg(long)]
@@ -114,9 +115,18 @@ pub struct LaunchArgs {
     /// afterok:ID[:ID]...
     #[arg(long)]
     pub dependency: Option<String>,
-    /// Extra sbatch option, checked against the known ones (repeatable): --sbatch-arg=--reservation=x
+    /// Extra sbatch long option, quoted for its #SBATCH line (repeatable):
+    /// --sbatch-arg=--reservation=x
     #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
     pub sbatch_args: Vec<String>,
+    /// Extra srun option for the launch step, shell-quoted (repeatable):
+    /// --srun-arg=--network=sn_all
+    #[arg(
+        long = "srun-arg",
+        value_name = "--NAME[=VALUE]",
+        allow_hyphen_values = true
+    )]
+    pub srun_args: Vec<String>,
     /// A Jinja2 template replacing the sbatch (or, with --executor local, torchrun) template.
     #[arg(long)]
     pub template: Option<PathBuf>,
@@ -419,6 +429,7 @@ pub fn options(
         cpus_per_task: args.cpus_per_task,
         dependency: args.dependency.clone(),
         sbatch_args: args.sbatch_args.clone(),
+        srun_args: args.srun_args.clone(),
         trainer: args.trainer.clone(),
         // The job runs its own copy (see `rank_runtime_for`).
         rank_runtime: (!args.no_rank_runtime)

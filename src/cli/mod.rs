@@ -110,9 +110,13 @@ pub enum Command {
         format: env::FormatArg,
     },
     /// Show a job's state.
+    #[command(
+        after_help = "Exit codes: 0 succeeded, pending or running; 3 failed (also timeout, node failure, preemption); 4 cancelled; 5 state unknown; 1 the state could not be read."
+    )]
     Status {
         #[command(flatten)]
         job: jobs::JobArgs,
+        /// Output format.
         #[arg(long, short = 'o', value_enum, default_value_t = Output::Yaml)]
         output: Output,
     },
@@ -133,6 +137,14 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Print a shell completion script: `ovlaunch completions bash > /etc/bash_completion.d/ovlaunch`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `ovlaunch man | man -l -`.
+    Man,
     /// List recorded jobs.
     List {
         #[arg(long, default_value = "ovlaunch-jobs")]
@@ -303,6 +315,22 @@ fn dispatch(cli: Cli) -> Result<i32> {
             }),
             _,
         ) => torchrun::run(&plan, &launch, master_addr.as_deref()),
+        (Some(Command::Completions { shell }), _) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "ovlaunch", &mut buf);
+            out(&String::from_utf8_lossy(&buf))?;
+            Ok(0)
+        }
+        (Some(Command::Man), _) => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut buf)
+                .map_err(|e| Error::runtime(format!("cannot render the man page: {e}")))?;
+            out(&String::from_utf8_lossy(&buf))?;
+            Ok(0)
+        }
         (Some(Command::Status { job, output }), _) => status::run(&job, output),
         (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
         (Some(Command::Cancel(job)), _) => cancel::run(&job),

@@ -3,6 +3,7 @@
 
 use super::jobs::JobArgs;
 use super::{Output, out};
+use crate::backend::state::Phase;
 use crate::backend::{self, record};
 use crate::error::{Error, Result};
 
@@ -24,5 +25,15 @@ pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
         ),
     };
     out(&text)?;
-    Ok(0)
+    Ok(exit_code(st.phase))
+}
+
+/// The exit code that tells a script the job's state (see `status --help`).
+pub fn exit_code(phase: Phase) -> i32 {
+    match phase {
+        Phase::Succeeded | Phase::Pending | Phase::Running => 0,
+        Phase::Failed => 3,
+        Phase::Cancelled => 4,
+        Phase::Unknown => 5,
+    }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result};
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
@@ -74,6 +74,8 @@ pub struct LaunchOptions {
     pub cpus_per_task: Option<u32>,
     pub dependency: Option<String>,
     pub sbatch_args: Vec<String>,
+    /// Extra srun options for the launch step (`--srun-arg`), after ovlaunch's own.
+    pub srun_args: Vec<String>,
     /// The trainer argv (after `--`), or empty for the recipe's default.
     pub trainer: Vec<String>,
     /// The rank runtime command (`ovlaunch-rank`), or `None` to start the trainer directly.
@@ -136,8 +138,8 @@ pub struct LaunchSpec {
     pub decisions: Vec<Decision>,
 }
 
-/// sbatch options accepted in `--sbatch-arg` (long names; checked so a typo is an error,
-/// not a silently ignored directive).
+/// sbatch options a plugin file may set (long names; checked so a typo in a shared plugin
+/// is an error). `--sbatch-arg` takes any long option: sbatch itself checks those.
 pub const KNOWN_SBATCH: &[&str] = &[
     "account",
     "array",
@@ -256,19 +258,21 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));
     }
     for raw in &opts.sbatch_args {
-        let flag = format!("--sbatch-arg {raw}");
-        let body = raw.trim_start_matches('-');
-        let (k, v) = match body.split_once('=') {
+        // Any sbatch long option: sbatch itself knows its options (they differ between
+        // releases); the value is quoted for the #SBATCH line when the script is rendered.
+        let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
             Some((k, v)) => (k, Some(v.to_string())),
-            None => (body, None),
+            None => (raw.strip_prefix("--").unwrap_or(""), None),
         };
-        if !KNOWN_SBATCH.contains(&k) {
-            return Err(Error::usage(format!("unknown sbatch option `--{k}`"))
-                .at(flag)
-                .help(format!(
-                    "{} write it as --sbatch-arg=--name=value",
-                    did_you_mean(k, KNOWN_SBATCH.iter().copied())
-                )));
+        let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
+            && k.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !well_formed {
+            return Err(Error::usage(format!(
+                "`{raw}` is not an sbatch long option (--name or --name=value)"
+            ))
+            .at(format!("--sbatch-arg {raw}"))
+            .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
         }
         put(k, v);
     }
@@ -289,6 +293,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     if let Some(m) = &opts.mpi {
         srun_args.push(format!("--mpi={m}"));
     }
+    srun_args.extend(opts.srun_args.iter().cloned());
     if let Some(c) = &opts.container {
         container_args(c, &opts.job_dir, &mut srun_args, &mut decisions)?;
     }

@@ -228,7 +228,24 @@ fn existing_job_dir_is_not_touched() {
 }
 
 #[test]
-fn unknown_sbatch_option() {
+fn malformed_sbatch_option() {
+    for bad in ["reservation=r1", "--Reservation=r1", "--=x", "-p"] {
+        let e = usage_error(&[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--dry-run",
+            "--job-dir",
+            "/jobs/x",
+            &format!("--sbatch-arg={bad}"),
+        ]);
+        assert!(
+            e.contains(&format!("`{bad}` is not an sbatch long option"))
+                && e.contains("--sbatch-arg=--name=value"),
+            "{e}"
+        );
+    }
     let e = usage_error(&[
         "--recipe",
         "llama70b",
@@ -237,12 +254,9 @@ fn unknown_sbatch_option() {
         "--dry-run",
         "--job-dir",
         "/jobs/x",
-        "--sbatch-arg=--reservaton=r1",
+        "--sbatch-arg=--comment=two\nlines",
     ]);
-    assert!(
-        e.contains("unknown sbatch option `--reservaton`") && e.contains("reservation"),
-        "{e}"
-    );
+    assert!(e.contains("line break"), "{e}");
 }
 
 #[test]

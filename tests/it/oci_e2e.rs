@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// An sbatch option ovlaunch has no flag for, with a value that needs sbatch's quoting.
+const COMMENT_ARG: &str = "--comment=it's \"quoted\" # not a comment";
 const NASTY: &str = "it's \"quoted\" $HOME `id` \\ end\nsecond line";
 
 fn required() -> bool {
@@ -185,6 +187,8 @@ fn job_args(rootfs: &Path, job_dir: &Path) -> Vec<String> {
         &format!("OVL_NASTY={NASTY}"),
         "--env",
         "OVL_SECRET_TOKEN=hunter2",
+        "--sbatch-arg",
+        COMMENT_ARG,
     ]
     .into_iter()
     .map(str::to_string)
@@ -285,6 +289,17 @@ fn oci_containers_see_the_job_directory() {
     let id = rec["job_id"].as_str().unwrap().to_string();
     let (state, code) = wait_job(&c, &id, &dir);
     assert_eq!(state, "COMPLETED", "exit {code}\n{}", log(&dir));
+    // sbatch read the quoted #SBATCH value back exactly.
+    let o = c
+        .cmd("scontrol")
+        .args(["show", "job", &id])
+        .output()
+        .unwrap();
+    let shown = common::stdout(&o);
+    assert!(
+        shown.contains("Comment=it's \"quoted\" # not a comment\n"),
+        "{shown}"
+    );
 
     // The job runs its own copy of the rank runtime, and that copy is static.
     let copied = std::fs::read(dir.join("ovlaunch-rank")).unwrap();

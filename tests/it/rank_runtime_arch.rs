@@ -124,12 +124,22 @@ fn static_aarch64_rank_runtime_runs_under_qemu() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let job = tmp.path().join("job");
+    // CPU-only aarch64 nodes: qemu-user does not implement set_mempolicy, so the GB200 kind's
+    // NUMA memory binding could not run under it; everything else is the same code path.
+    let hw = tmp.path().join("hardware.yaml");
+    std::fs::write(
+        &hw,
+        "- kind: gracecpu\n  description: CPU-only aarch64 test nodes, 4 ranks per node\n  arch: aarch64\n  generation: cpu\n  arch_major: 0\n  gpus_per_node: 4\n  nvlink_domain_size: 1\n",
+    )
+    .unwrap();
     common::ok(&[
         "render",
         "--recipe",
         &tiny(),
         "--gpus",
-        "gb200x8",
+        "gracecpux8",
+        "--hardware-file",
+        hw.to_str().unwrap(),
         "--job-dir",
         job.to_str().unwrap(),
         "--rank-runtime",

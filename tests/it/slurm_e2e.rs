@@ -162,8 +162,16 @@ fn wait_final(c: &Cluster, job_dir: &Path) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let o = c.ovlaunch(&["status", job_dir.to_str().unwrap(), "-o", "json"]);
-        assert!(o.status.success(), "status failed: {}", common::stderr(&o));
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("status failed ({e}): {}", common::stderr(&o)));
+        // The exit code tells the state: 0 fine so far, 3 failed, 4 cancelled.
+        let want = match v["phase"].as_str() {
+            Some("failed") => 3,
+            Some("cancelled") => 4,
+            Some("unknown") => 5,
+            _ => 0,
+        };
+        assert_eq!(o.status.code(), Some(want), "{v}");
         if matches!(
             v["phase"].as_str(),
             Some("succeeded" | "failed" | "cancelled")
