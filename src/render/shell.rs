@@ -69,22 +69,6 @@ pub fn expand(fragment: &str) -> String {
     format!("\"{fragment}\"")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quotes_what_needs_it() {
-        assert_eq!(quote("abc"), "abc");
-        assert_eq!(quote(""), "''");
-        assert_eq!(quote("a b"), "'a b'");
-        assert_eq!(quote("it's"), "'it'\\''s'");
-        assert_eq!(quote("$HOME"), "'$HOME'");
-        assert_eq!(quote("a\nb"), "$'a\\nb'");
-        assert_eq!(quote("it's\n\\"), "$'it\\'s\\n\\\\'");
-    }
-}
-
 /// A word for an `#SBATCH` line: as is when it holds only characters sbatch's script parser
 /// takes literally, else in double quotes with `"` and backslashes escaped (sbatch's
 /// `get_argument`: quotes group, a backslash escapes the next character, `#` outside quotes
@@ -106,4 +90,20 @@ pub fn sbatch_word(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_what_needs_it() {
+        assert_eq!(quote("abc"), "abc");
+        assert_eq!(quote(""), "''");
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), "'it'\\''s'");
+        assert_eq!(quote("$HOME"), "'$HOME'");
+        assert_eq!(quote("a\nb"), "$'a\\nb'");
+        assert_eq!(quote("it's\n\\"), "$'it\\'s\\n\\\\'");
+    }
 }

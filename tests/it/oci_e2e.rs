@@ -297,7 +297,9 @@ fn oci_containers_see_the_job_directory() {
         .unwrap();
     let shown = common::stdout(&o);
     assert!(
-        shown.contains("Comment=it's \"quoted\" # not a comment\n"),
+        shown
+            .lines()
+            .any(|l| l.trim() == "Comment=it's \"quoted\" # not a comment"),
         "{shown}"
     );
 
