@@ -13,6 +13,7 @@ mod load;
 mod logs;
 mod plan;
 mod plugins;
+mod printer;
 mod recipes;
 mod status;
 mod submit;
@@ -21,6 +22,7 @@ mod torchrun;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::{Error, Result};
+pub use printer::Printer;
 
 /// Launch Megatron-Bridge training on Slurm with exact, explained overlap settings.
 #[derive(Debug, Parser)]
@@ -286,27 +288,28 @@ pub fn run() -> i32 {
             return code;
         }
     };
-    match dispatch(cli) {
+    let p = Printer::new();
+    match dispatch(&p, cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            p.error(&e);
             e.exit_code()
         }
     }
 }
 
-fn dispatch(cli: Cli) -> Result<i32> {
+fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
     match (cli.command, cli.launch) {
-        (Some(Command::Plan(cmd)), _) => plan::plan(&cmd),
-        (Some(Command::Overrides(args)), _) => plan::overrides(&args),
-        (Some(Command::Recipes(cmd)), _) => recipes::list(&cmd),
-        (Some(Command::Presets), _) => recipes::presets(),
-        (Some(Command::Fields { section }), _) => fields::list(section.as_deref()),
-        (Some(Command::Gpus(args)), _) => recipes::gpus(&args),
-        (Some(Command::Plugins(args)), _) => plugins::list(&args),
-        (Some(Command::Submit(cmd)), _) => submit::run(&cmd.plan, &cmd.launch, cmd.dry_run),
-        (Some(Command::Render { plan, launch }), _) => submit::render(&plan, &launch),
-        (Some(Command::Env { plan, format }), _) => env::run(&plan, format),
+        (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd),
+        (Some(Command::Overrides(args)), _) => plan::overrides(p, &args),
+        (Some(Command::Recipes(cmd)), _) => recipes::list(p, &cmd),
+        (Some(Command::Presets), _) => recipes::presets(p),
+        (Some(Command::Fields { section }), _) => fields::list(p, section.as_deref()),
+        (Some(Command::Gpus(args)), _) => recipes::gpus(p, &args),
+        (Some(Command::Plugins(args)), _) => plugins::list(p, &args),
+        (Some(Command::Submit(cmd)), _) => submit::run(p, &cmd.plan, &cmd.launch, cmd.dry_run),
+        (Some(Command::Render { plan, launch }), _) => submit::render(p, &plan, &launch),
+        (Some(Command::Env { plan, format }), _) => env::run(p, &plan, format),
         (
             Some(Command::Torchrun {
                 plan,
@@ -314,12 +317,12 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 master_addr,
             }),
             _,
-        ) => torchrun::run(&plan, &launch, master_addr.as_deref()),
+        ) => torchrun::run(p, &plan, &launch, master_addr.as_deref()),
         (Some(Command::Completions { shell }), _) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut cmd, "ovlaunch", &mut buf);
-            out(&String::from_utf8_lossy(&buf))?;
+            p.data(&String::from_utf8_lossy(&buf))?;
             Ok(0)
         }
         (Some(Command::Man), _) => {
@@ -328,12 +331,12 @@ fn dispatch(cli: Cli) -> Result<i32> {
             clap_mangen::Man::new(cmd)
                 .render(&mut buf)
                 .map_err(|e| Error::runtime(format!("cannot render the man page: {e}")))?;
-            out(&String::from_utf8_lossy(&buf))?;
+            p.data(&String::from_utf8_lossy(&buf))?;
             Ok(0)
         }
-        (Some(Command::Status { job, output }), _) => status::run(&job, output),
-        (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
-        (Some(Command::Cancel(job)), _) => cancel::run(&job),
+        (Some(Command::Status { job, output }), _) => status::run(p, &job, output),
+        (Some(Command::Logs { job, follow }), _) => logs::run(p, &job, follow),
+        (Some(Command::Cancel(job)), _) => cancel::run(p, &job),
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
@@ -341,22 +344,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
             let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
                 .map(std::path::PathBuf::from)
                 .unwrap_or(jobs_root);
-            list::run(&root)
+            list::run(p, &root)
         }
-        (None, main) => submit::run(&main.plan, &main.launch, main.dry_run),
-    }
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub fn out(text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::runtime(format!("cannot write to stdout: {e}"))),
+        (None, main) => submit::run(p, &main.plan, &main.launch, main.dry_run),
     }
 }

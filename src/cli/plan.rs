@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{Output, PlanArgs, PlanCmd, explain, load, out};
+use super::{Output, PlanArgs, PlanCmd, Printer, explain, load};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::secret;
@@ -33,7 +33,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
     Ok(v)
 }
 
-pub fn plan(cmd: &PlanCmd) -> Result<i32> {
+pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
     let (plan, plugins) = load::plan_with_plugins(&cmd.plan)?;
     let mut tree = printable(&plan)?;
     if !plugins.is_empty()
@@ -51,21 +51,15 @@ pub fn plan(cmd: &PlanCmd) -> Result<i32> {
             .collect();
         m.insert("plugins".into(), Value::Array(list));
     }
-    let text = match cmd.output {
-        Output::Json => {
-            let mut t =
-                serde_json::to_string_pretty(&tree).map_err(|e| Error::runtime(e.to_string()))?;
-            t.push('\n');
-            t
-        }
-        Output::Yaml => yaml::to_string(&tree)?,
-    };
-    out(&text)?;
+    match cmd.output {
+        Output::Json => p.json(&tree)?,
+        Output::Yaml => p.data(&yaml::to_string(&tree)?)?,
+    }
     if cmd.explain {
-        out(&explain::decisions(&plan))?;
+        p.data(&explain::decisions(&plan))?;
         // Launch decisions: rank placement and sbatch rules, plus the plugins' phases.
-        let p = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
-        out(&launch_decisions(p.job.decisions()))?;
+        let prepared = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
+        p.data(&launch_decisions(prepared.job.decisions()))?;
     }
     Ok(0)
 }
@@ -88,8 +82,8 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
     s
 }
 
-pub fn overrides(args: &PlanArgs) -> Result<i32> {
+pub fn overrides(p: &Printer, args: &PlanArgs) -> Result<i32> {
     let plan = load::plan(args)?;
-    out(&crate::render::overrides::overrides_yaml(&plan, true)?)?;
+    p.data(&crate::render::overrides::overrides_yaml(&plan, true)?)?;
     Ok(0)
 }

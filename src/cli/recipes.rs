@@ -2,11 +2,11 @@
 
 use std::fmt::Write;
 
-use super::{CatalogArgs, RecipesCmd, load, out};
+use super::{CatalogArgs, Printer, RecipesCmd, load};
 use crate::error::Result;
 use crate::overlap::userbuffers;
 
-pub fn list(cmd: &RecipesCmd) -> Result<i32> {
+pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
     let mut s = String::new();
     for src in &cat.recipes {
@@ -31,11 +31,11 @@ pub fn list(cmd: &RecipesCmd) -> Result<i32> {
             }
         }
     }
-    out(&s)?;
+    p.data(&s)?;
     Ok(0)
 }
 
-pub fn presets() -> Result<i32> {
+pub fn presets(p: &Printer) -> Result<i32> {
     let mut s = String::new();
     for (name, preset) in userbuffers::PRESETS.iter() {
         let methods: Vec<String> = userbuffers::SLOTS
@@ -45,11 +45,11 @@ pub fn presets() -> Result<i32> {
             .collect();
         let _ = writeln!(s, "{name}\n    {}", methods.join(" "));
     }
-    out(&s)?;
+    p.data(&s)?;
     Ok(0)
 }
 
-pub fn gpus(args: &CatalogArgs) -> Result<i32> {
+pub fn gpus(p: &Printer, args: &CatalogArgs) -> Result<i32> {
     let cat = load::catalog(args)?;
     let mut s = String::new();
     for g in &cat.gpus {
@@ -64,6 +64,6 @@ pub fn gpus(args: &CatalogArgs) -> Result<i32> {
             g.description
         );
     }
-    out(&s)?;
+    p.data(&s)?;
     Ok(0)
 }

@@ -2,19 +2,17 @@
 //! exit code.
 
 use super::jobs::JobArgs;
-use super::{Output, out};
+use super::{Output, Printer};
 use crate::backend::state::Phase;
 use crate::backend::{self, record};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
+pub fn run(p: &Printer, args: &JobArgs, output: Output) -> Result<i32> {
     let (dir, rec) = record::find(&args.root(), &args.job)?;
     let st = backend::of(&rec)?.status(&rec)?;
-    let text = match output {
-        Output::Json => {
-            serde_json::to_string_pretty(&st).map_err(|e| Error::runtime(e.to_string()))? + "\n"
-        }
-        Output::Yaml => format!(
+    match output {
+        Output::Json => p.json(&st)?,
+        Output::Yaml => p.data(&format!(
             "{} {} {} exit={} (from {}; {})\n",
             st.job_id,
             rec.job_name,
@@ -22,9 +20,8 @@ pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
             st.exit_code.as_deref().unwrap_or("-"),
             st.source,
             dir.display()
-        ),
-    };
-    out(&text)?;
+        ))?,
+    }
     Ok(exit_code(st.phase))
 }
 

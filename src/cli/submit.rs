@@ -1,24 +1,25 @@
 //! The main form and `ovlaunch submit`: with `--dry-run`, print the plan summary, env and
-//! the exact script and write nothing; otherwise hand the rendered job to its backend, which
-//! writes the job directory atomically, submits (or runs locally) and records the result.
+//! the exact script and write nothing; otherwise print the plan's warnings (stderr) and hand
+//! the rendered job to its backend, which writes the job directory atomically, submits (or
+//! runs locally) and records the result.
 
 use super::launch::{self, LaunchArgs, Prepared};
-use super::{PlanArgs, explain, out};
+use super::{PlanArgs, Printer, explain};
 use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::render::launch::{ContainerRuntime, LaunchMode};
 
-pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
-    let mut p = launch::prepare(plan_args, args)?;
-    for w in &p.warnings {
-        eprintln!("warning: {w}");
+pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
+    let mut prepared = launch::prepare(plan_args, args)?;
+    for w in &prepared.warnings {
+        p.warn(w);
     }
     if dry_run {
-        if let Some(e) = &p.rank_runtime_problem {
-            eprintln!("warning: submitting this job would fail: {e}");
+        if let Some(e) = &prepared.rank_runtime_problem {
+            p.warn(&format!("submitting this job would fail: {e}"));
         }
-        let (job, dir) = (&p.job, &p.dir);
+        let (job, dir) = (&prepared.job, &prepared.dir);
         let mut text = explain::summary(&job.plan);
         if !job.plugins.is_empty() {
             let labels: Vec<String> = job.plugins.iter().map(|a| a.label()).collect();
@@ -32,27 +33,31 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32
             launch::shown(dir)
         ));
         text.push_str(&job.artifacts.script);
-        out(&text)?;
+        p.data(&text)?;
         return Ok(0);
     }
-    if let Some(e) = p.rank_runtime_problem.take() {
+    if let Some(e) = prepared.rank_runtime_problem.take() {
         return Err(e);
     }
-    if p.job.executor == Executor::Slurm {
-        check_slurm(&p)?;
+    if prepared.job.executor == Executor::Slurm {
+        check_slurm(&prepared)?;
     }
-    let (job, dir) = (&p.job, &p.dir);
+    let (job, dir) = (&prepared.job, &prepared.dir);
+    // The dry run shows the warnings in its summary; a submit must not hide them either.
+    for w in &job.plan.warnings {
+        p.warn(w);
+    }
     let started = backend::submit(
         job.executor,
-        dir,
+        &dir,
         &job.spec.job_name,
         &job.artifacts,
-        &extras(&p),
+        &extras(&prepared),
         launch::command_line(),
     )?;
     match started {
         Started::Queued { job_id } => {
-            out(&format!(
+            p.data(&format!(
                 "submitted job {job_id} ({}), job directory {}\n",
                 job.spec.job_name,
                 launch::shown(dir)
@@ -64,16 +69,16 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32
 }
 
 /// `ovlaunch render`: the complete job directory, written and not submitted; prints its path.
-pub fn render(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i32> {
+pub fn render(pr: &Printer, plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i32> {
     let mut p = launch::prepare(plan_args, args)?;
-    for w in &p.warnings {
-        eprintln!("warning: {w}");
+    for w in p.warnings.iter().chain(&p.job.plan.warnings) {
+        pr.warn(w);
     }
     if let Some(e) = p.rank_runtime_problem.take() {
         return Err(e);
     }
     backend::write_job_dir(&p.dir, &p.job.artifacts, &extras(&p))?;
-    out(&format!("{}\n", p.dir.display()))?;
+    pr.data(&format!("{}\n", p.dir.display()))?;
     Ok(0)
 }
 

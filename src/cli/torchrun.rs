@@ -3,13 +3,18 @@
 //! the local executor's job, rendered by the same core path as every launch.
 
 use super::launch::{self, LaunchArgs};
-use super::{PlanArgs, load, out};
+use super::{PlanArgs, Printer, load};
 use crate::backend::Executor;
 use crate::error::{Error, Result};
 use crate::job;
 use crate::render::launch::LaunchMode;
 
-pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, master_addr: Option<&str>) -> Result<i32> {
+pub fn run(
+    p: &Printer,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    master_addr: Option<&str>,
+) -> Result<i32> {
     let (plan, plugins) = load::plan_with_plugins(plan_args)?;
     let (mut opts, _) = launch::options(&plan, plan_args, args)?;
     opts.mode = LaunchMode::Torchrun;
@@ -25,6 +30,6 @@ pub fn run(plan_args: &PlanArgs, args: &LaunchArgs, master_addr: Option<&str>) -
     let templates = launch::templates(args)?;
     // Without Slurm, plugins see the local executor.
     let job = job::render_job(plan, &opts, plugins, &templates, Executor::Local)?;
-    out(&job.artifacts.script)?;
+    p.data(&job.artifacts.script)?;
     Ok(0)
 }

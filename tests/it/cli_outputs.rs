@@ -440,6 +440,41 @@ fn config_variants_are_picked_with_variant() {
     assert!(e.contains("--variant") && e.contains("large_scale"), "{e}");
 }
 
+#[test]
+fn submit_prints_the_plan_warnings_on_stderr() {
+    // A stand-in `sbatch` (it prints a job id, as `sbatch --parsable` does): what is checked
+    // here is ovlaunch's own output around the submission; the real-Slurm tests submit for real.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(&sbatch, "#!/bin/sh\necho 4242\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let job = dir.path().join("job");
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let args = [
+        "submit",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--set",
+        "model.sequence_parallel=false",
+        "--job-dir",
+        job.to_str().unwrap(),
+    ];
+    let o = run_env(&args, &[("PATH", path.as_str())]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "warning: Disabling tensor parallel communication overlap due to sequence_parallel=False.\n"
+    );
+    let out = stdout(&o);
+    assert!(out.starts_with("submitted job 4242 ("), "{out}");
+    assert!(job.join("submission.json").is_file());
+}
+
 /// `--sbatch-arg` takes any sbatch long option; values are quoted the way sbatch's script
 /// parser reads them back (the real sbatch reads them in the OCI test's job); `--srun-arg`
 /// reaches the launch step shell-quoted.
