@@ -56,9 +56,15 @@ pub struct LaunchArgs {
     /// Job directory (default JOBS_ROOT/JOB_NAME).
     #[arg(long)]
     pub job_dir: Option<PathBuf>,
-    /// Where job directories live (also OVLAUNCH_JOBS_ROOT).
-    #[arg(long, default_value = "ovlaunch-jobs")]
-    pub jobs_root: PathBuf,
+    /// Where job directories live (also OVLAUNCH_JOBS_ROOT or a profile's jobs_root;
+    /// default: ~/.local/state/ovlaunch/jobs, found again from any directory).
+    #[arg(long, value_name = "DIR")]
+    pub jobs_root: Option<PathBuf>,
+    /// The site profile whose settings fill in what no flag or environment variable sets
+    /// (also OVLAUNCH_PROFILE; profiles live in .ovlaunch.yaml and
+    /// ~/.config/ovlaunch/config.yaml).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
     #[arg(long, short = 'A')]
     pub account: Option<String>,
     #[arg(long, short = 'p')]
@@ -163,18 +169,75 @@ fn check_job_name(name: &str) -> Result<()> {
 }
 
 /// Resolves the job directory to an absolute path (reads the working directory).
+/// Without `--job-dir`, each submission gets its own directory: JOBS_ROOT/JOB_NAME, else
+/// the first free JOB_NAME-2, JOB_NAME-3, ..., so the same command can be submitted again.
 pub fn job_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
-    let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| args.jobs_root.clone());
-    let dir = args.job_dir.clone().unwrap_or_else(|| root.join(job_name));
+    let root = args
+        .jobs_root
+        .clone()
+        .unwrap_or_else(super::profile::default_jobs_root);
     let cwd = std::env::current_dir()
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
-    Ok(if dir.is_absolute() {
-        dir
+    let absolute = |dir: PathBuf| {
+        if dir.is_absolute() {
+            dir
+        } else {
+            cwd.join(dir)
+        }
+    };
+    if let Some(dir) = &args.job_dir {
+        return Ok(absolute(dir.clone()));
+    }
+    let root = absolute(root);
+    let mut dir = root.join(job_name);
+    let mut n = 2;
+    while dir.exists() {
+        dir = root.join(format!("{job_name}-{n}"));
+        n += 1;
+    }
+    Ok(dir)
+}
+
+/// Launch arguments with every default, for the job commands' profile lookup.
+impl LaunchArgs {
+    pub fn for_jobs(jobs_root: Option<PathBuf>, profile: Option<String>) -> LaunchArgs {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            launch: LaunchArgs,
+        }
+        let mut a = <Defaults as clap::Parser>::parse_from(["ovlaunch"]).launch;
+        a.jobs_root = jobs_root;
+        a.profile = profile;
+        a
+    }
+}
+
+/// Plan and launch arguments with the site profile, the environment and the defaults
+/// layered in (see `profile`), and every launch setting's origin.
+pub fn with_profile(
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+) -> Result<(PlanArgs, LaunchArgs, Vec<super::profile::Setting>)> {
+    let (mut plan_args, mut args) = (plan_args.clone(), args.clone());
+    let settings = super::profile::load(Some(&mut plan_args), &mut args)?;
+    Ok((plan_args, args, settings))
+}
+
+fn setting_decision(s: &super::profile::Setting) -> crate::plan::Decision {
+    use crate::plan::{Decision, Source};
+    let origins: Vec<String> = s.origins.iter().map(|o| o.to_string()).collect();
+    let source = if s.origins == [super::profile::Origin::Default] {
+        Source::Default
     } else {
-        cwd.join(dir)
-    })
+        Source::User
+    };
+    Decision::new(
+        format!("setting.{}", s.key),
+        s.value.clone(),
+        format!("from {}", origins.join(", ")),
+        source,
+    )
 }
 
 /// The rank runtime binary for this job's nodes, checked (none with --no-rank-runtime).
@@ -459,16 +522,30 @@ pub struct Prepared {
 
 /// Flags -> plan -> job.
 pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
-    let (plan, plugins) = load::plan_with_plugins(plan_args)?;
-    prepare_with(plan, plugins, plan_args, args)
+    let (plan_args, args, settings) = with_profile(plan_args, args)?;
+    let (plan, plugins) = load::plan_with_plugins(&plan_args)?;
+    prepare_resolved(plan, plugins, &plan_args, &args, &settings)
 }
 
-/// `prepare` from a resolved plan.
+/// `prepare` from a resolved plan (its env already had the profile's env applied, or not:
+/// `plan --explain`); the launch settings get the profile here.
 pub fn prepare_with(
     plan: Plan,
     plugins: Vec<plugin::Active>,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
+) -> Result<Prepared> {
+    let mut args = args.clone();
+    let settings = super::profile::load(None, &mut args)?;
+    prepare_resolved(plan, plugins, plan_args, &args, &settings)
+}
+
+fn prepare_resolved(
+    plan: Plan,
+    plugins: Vec<plugin::Active>,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    settings: &[super::profile::Setting],
 ) -> Result<Prepared> {
     let (opts, dir) = options(&plan, plan_args, args)?;
     let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(&plan, args) {
@@ -488,7 +565,10 @@ pub fn prepare_with(
         warnings.push(w);
     }
     let templates = templates(args)?;
-    let job = job::render_job(plan, &opts, plugins, &templates, executor(args))?;
+    let mut job = job::render_job(plan, &opts, plugins, &templates, executor(args))?;
+    job.spec
+        .decisions
+        .extend(settings.iter().map(setting_decision));
     Ok(Prepared {
         job,
         dir,

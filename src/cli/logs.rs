@@ -7,7 +7,7 @@ use crate::backend::{self, record};
 use crate::error::Result;
 
 pub fn run(p: &Printer, args: &JobArgs, follow: bool) -> Result<i32> {
-    let (dir, rec) = record::find(&args.root(), &args.job)?;
+    let (dir, rec) = record::find(&args.root()?, &args.job)?;
     backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| p.data(text))?;
     Ok(0)
 }

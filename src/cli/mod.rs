@@ -14,6 +14,7 @@ mod logs;
 mod plan;
 mod plugins;
 mod printer;
+mod profile;
 mod recipes;
 mod status;
 mod submit;
@@ -149,8 +150,13 @@ pub enum Command {
     Man,
     /// List recorded jobs.
     List {
-        #[arg(long, default_value = "ovlaunch-jobs")]
-        jobs_root: std::path::PathBuf,
+        /// Where job directories live (also OVLAUNCH_JOBS_ROOT or the profile's jobs_root;
+        /// default: ~/.local/state/ovlaunch/jobs).
+        #[arg(long, value_name = "DIR")]
+        jobs_root: Option<std::path::PathBuf>,
+        /// The site profile that names the jobs root (also OVLAUNCH_PROFILE).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
 }
 
@@ -280,7 +286,14 @@ pub fn run() -> i32 {
     if args.nth(1).is_some_and(|a| a == "rank") {
         return crate::rank::main_with_args(args);
     }
-    let cli = match Cli::try_parse() {
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .try_get_matches()
+        .and_then(|m| {
+            // Which flags were typed: a profile fills in only what no flag set.
+            profile::record_given(&m);
+            <Cli as clap::FromArgMatches>::from_arg_matches(&m)
+        });
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -340,10 +353,8 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
-        (Some(Command::List { jobs_root }), _) => {
-            let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
-                .map(std::path::PathBuf::from)
-                .unwrap_or(jobs_root);
+        (Some(Command::List { jobs_root, profile }), _) => {
+            let root = profile::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
             list::run(p, &root)
         }
         (None, main) => submit::run(p, &main.plan, &main.launch, main.dry_run),

@@ -8,7 +8,7 @@ use crate::backend::{self, record};
 use crate::error::Result;
 
 pub fn run(p: &Printer, args: &JobArgs, output: Output) -> Result<i32> {
-    let (dir, rec) = record::find(&args.root(), &args.job)?;
+    let (dir, rec) = record::find(&args.root()?, &args.job)?;
     let st = backend::of(&rec)?.status(&rec)?;
     match output {
         Output::Json => p.json(&st)?,

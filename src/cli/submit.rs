@@ -49,7 +49,7 @@ pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) 
     }
     let started = backend::submit(
         job.executor,
-        &dir,
+        dir,
         &job.spec.job_name,
         &job.artifacts,
         &extras(&prepared),
@@ -85,14 +85,22 @@ pub fn render(pr: &Printer, plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i
 /// The job directory's entries besides the rendered artifacts: the rank runtime copy and
 /// the OCI bundle.
 fn extras(p: &Prepared) -> Extras<'_> {
+    extras_for(p.rank_runtime.as_ref(), p.oci.as_ref())
+}
+
+/// [`extras`] from its parts.
+fn extras_for<'a>(
+    rank_runtime: Option<&rankbin::Chosen>,
+    oci: Option<&'a (String, std::path::PathBuf)>,
+) -> Extras<'a> {
     let mut x = Extras::default();
-    if let Some(rt) = &p.rank_runtime {
+    if let Some(rt) = rank_runtime {
         x.assets.push(jobdir::Asset::Executable {
             name: rankbin::FILE.to_string(),
             from: rt.path.clone(),
         });
     }
-    if let Some((config, rootfs)) = &p.oci {
+    if let Some((config, rootfs)) = oci {
         x.files.push(layout::JobFile {
             name: layout::OCI_CONFIG,
             contents: config,

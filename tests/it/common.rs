@@ -15,6 +15,20 @@ const OVLAUNCH_ENV: &[&str] = &[
     "OVLAUNCH_PLUGIN_DIR",
     "WANDB_API_KEY",
     "COMET_API_KEY",
+    // site profiles and the Slurm input variables they layer under
+    "OVLAUNCH_PROFILE",
+    "OVLAUNCH_CONTAINER_IMAGE",
+    "OVLAUNCH_CONTAINER_RUNTIME",
+    "OVLAUNCH_RANK_RUNTIME",
+    "SBATCH_ACCOUNT",
+    "SLURM_ACCOUNT",
+    "SBATCH_PARTITION",
+    "SLURM_PARTITION",
+    "SBATCH_QOS",
+    "SLURM_QOS",
+    "SBATCH_TIMELIMIT",
+    "SLURM_TIMELIMIT",
+    "SLURM_MPI_TYPE",
 ];
 
 pub fn bin() -> &'static str {

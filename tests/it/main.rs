@@ -16,6 +16,7 @@ mod oci_e2e;
 mod placement;
 mod plan_properties;
 mod plugins;
+mod profiles;
 mod rank_hostlist;
 mod rank_runtime;
 mod rank_runtime_arch;
