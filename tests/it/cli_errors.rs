@@ -314,3 +314,22 @@ fn multi_node_torchrun_needs_a_rendezvous_host() {
     ]);
     assert!(e.contains("--master-addr"), "{e}");
 }
+
+#[test]
+fn fp8_on_ampere_is_an_error() {
+    let e = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "a100x8",
+        "--precision",
+        "fp8cs",
+    ]);
+    assert!(
+        e.contains("mixed_precision.fp8")
+            && e.contains("FP8 training needs compute capability 8.9")
+            && e.contains("a100"),
+        "{e}"
+    );
+}
