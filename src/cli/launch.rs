@@ -51,106 +51,126 @@ pub enum FlagStyleArg {
 #[derive(Debug, Args, Clone)]
 pub struct LaunchArgs {
     /// Job name (default RECIPE-HARDWARE).
-    #[arg(long)]
+    #[arg(long, help_heading = "Job")]
     pub job_name: Option<String>,
     /// Job directory (default JOBS_ROOT/JOB_NAME).
-    #[arg(long)]
+    #[arg(long, help_heading = "Job")]
     pub job_dir: Option<PathBuf>,
     /// Where job directories live (also OVLAUNCH_JOBS_ROOT or a profile's jobs_root;
     /// default: ~/.local/state/ovlaunch/jobs, found again from any directory).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Job")]
     pub jobs_root: Option<PathBuf>,
     /// The site profile whose settings fill in what no flag or environment variable sets
     /// (also OVLAUNCH_PROFILE; profiles live in .ovlaunch.yaml and
     /// ~/.config/ovlaunch/config.yaml).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = "Job")]
     pub profile: Option<String>,
-    #[arg(long, short = 'A')]
+    /// Slurm account to charge (sbatch --account; also SBATCH_ACCOUNT, SLURM_ACCOUNT, a profile).
+    #[arg(long, short = 'A', help_heading = "Slurm")]
     pub account: Option<String>,
-    #[arg(long, short = 'p')]
+    /// Slurm partition (sbatch --partition; also SBATCH_PARTITION, SLURM_PARTITION, a profile).
+    #[arg(long, short = 'p', help_heading = "Slurm")]
     pub partition: Option<String>,
-    #[arg(long)]
+    /// Slurm quality of service (sbatch --qos; also SBATCH_QOS, SLURM_QOS, a profile).
+    #[arg(long, help_heading = "Slurm")]
     pub qos: Option<String>,
     /// Wall time (HH:MM:SS or D-HH:MM:SS).
-    #[arg(long, default_value = "00:30:00")]
+    #[arg(long, default_value = "00:30:00", help_heading = "Slurm")]
     pub time: String,
-    #[arg(long, value_enum, default_value_t = LauncherArg::Srun)]
+    /// How ranks start: one srun task per GPU, or one task per node running torchrun.
+    #[arg(long, value_enum, default_value_t = LauncherArg::Srun, help_heading = "Job")]
     pub launcher: LauncherArg,
-    #[arg(long, value_enum, default_value_t = ExecutorArg::Slurm)]
+    /// Where the job runs: Slurm (sbatch), or this machine (torchrun, one node).
+    #[arg(long, value_enum, default_value_t = ExecutorArg::Slurm, help_heading = "Job")]
     pub executor: ExecutorArg,
     /// torchrun flag spelling (Debian's torch 1.13 needs underscore).
-    #[arg(long, value_enum, default_value_t = FlagStyleArg::Dash)]
+    #[arg(long, value_enum, default_value_t = FlagStyleArg::Dash, help_heading = "Job")]
     pub torchrun_flags: FlagStyleArg,
     /// Container image: an enroot URI or .sqsh file (pyxis), or a root filesystem or OCI
     /// bundle directory (oci). The job directory is always mounted at its own path.
-    #[arg(long)]
+    #[arg(long, help_heading = "Containers")]
     pub container_image: Option<String>,
     /// Which runtime starts the containers.
-    #[arg(long, value_enum, default_value_t = ContainerRuntimeArg::Pyxis)]
+    #[arg(long, value_enum, default_value_t = ContainerRuntimeArg::Pyxis, help_heading = "Containers")]
     pub container_runtime: ContainerRuntimeArg,
     /// An extra bind mount SRC:DST[:ro|rw] (repeatable).
-    #[arg(long = "container-mount", value_name = "SRC:DST[:FLAGS]")]
+    #[arg(
+        long = "container-mount",
+        value_name = "SRC:DST[:FLAGS]",
+        help_heading = "Containers"
+    )]
     pub container_mounts: Vec<String>,
     /// Working directory inside the container.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Containers")]
     pub container_workdir: Option<String>,
     /// Keep the container root read-only (Bridge adds --container-writable by default).
-    #[arg(long)]
+    #[arg(long, help_heading = "Containers")]
     pub container_readonly: bool,
     /// pyxis: mount the home directory (default: the site's pyxis setting).
-    #[arg(long, conflicts_with = "no_container_mount_home")]
+    #[arg(
+        long,
+        conflicts_with = "no_container_mount_home",
+        help_heading = "Containers"
+    )]
     pub container_mount_home: bool,
     /// pyxis: do not mount the home directory.
-    #[arg(long)]
+    #[arg(long, help_heading = "Containers")]
     pub no_container_mount_home: bool,
     /// Run without a container even if the recipe suggests one.
-    #[arg(long, conflicts_with = "container_image")]
+    #[arg(long, conflicts_with = "container_image", help_heading = "Containers")]
     pub no_container: bool,
     /// srun --mpi value (pmix, pmi2, ...); `none` leaves it out: nothing ovlaunch starts
     /// needs PMI (ranks find each other through torch's rendezvous).
-    #[arg(long, default_value = "none")]
+    #[arg(long, default_value = "none", help_heading = "Slurm")]
     pub mpi: String,
     /// Request GPUs with --gres=gpu:N instead of --gpus-per-node.
-    #[arg(long)]
+    #[arg(long, help_heading = "Slurm")]
     pub gres: bool,
     /// Do not ask for exclusive nodes.
-    #[arg(long)]
+    #[arg(long, help_heading = "Slurm")]
     pub no_exclusive: bool,
-    #[arg(long)]
+    /// CPUs per Slurm task (sbatch --cpus-per-task).
+    #[arg(long, help_heading = "Slurm")]
     pub cpus_per_task: Option<u32>,
     /// afterok:ID[:ID]...
-    #[arg(long)]
+    #[arg(long, help_heading = "Slurm")]
     pub dependency: Option<String>,
     /// Extra sbatch long option, quoted for its #SBATCH line (repeatable):
     /// --sbatch-arg=--reservation=x
-    #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
+    #[arg(
+        long = "sbatch-arg",
+        allow_hyphen_values = true,
+        help_heading = "Slurm"
+    )]
     pub sbatch_args: Vec<String>,
     /// Extra srun option for the launch step, shell-quoted (repeatable):
     /// --srun-arg=--network=sn_all
     #[arg(
         long = "srun-arg",
         value_name = "--NAME[=VALUE]",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        help_heading = "Slurm"
     )]
     pub srun_args: Vec<String>,
     /// A Jinja2 template replacing the sbatch (or, with --executor local, torchrun) template.
-    #[arg(long)]
+    #[arg(long, help_heading = "Job")]
     pub template: Option<PathBuf>,
     /// A directory of templates replacing shipped ones by file name.
-    #[arg(long)]
+    #[arg(long, help_heading = "Job")]
     pub template_dir: Option<PathBuf>,
     /// The rank runtime binary to copy into the job directory; it must match the nodes'
     /// CPU architecture (default: ovlaunch-rank-ARCH, then ovlaunch-rank, next to this
     /// program, then on PATH).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Rank runtime")]
     pub rank_runtime: Option<PathBuf>,
     /// Start the trainer directly, without the rank runtime.
-    #[arg(long, conflicts_with = "rank_runtime")]
+    #[arg(long, conflicts_with = "rank_runtime", help_heading = "Rank runtime")]
     pub no_rank_runtime: bool,
-    #[arg(long, default_value_t = 29500)]
+    /// The rendezvous port (MASTER_PORT; torchrun's c10d endpoint).
+    #[arg(long, default_value_t = 29500, help_heading = "Job")]
     pub master_port: u16,
     /// The trainer command (default: the recipe's Bridge training entry).
-    #[arg(last = true)]
+    #[arg(last = true, help_heading = "Job")]
     pub trainer: Vec<String>,
 }
 

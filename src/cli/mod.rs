@@ -49,7 +49,8 @@ pub struct MainArgs {
     pub plan: PlanArgs,
     #[command(flatten)]
     pub launch: launch::LaunchArgs,
-    /// Print the plan summary, env and launch script; write and submit nothing.
+    /// Print the launch script on stdout (sbatch accepts it as is) and the plan summary and env
+    /// on stderr; write and submit nothing.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -61,7 +62,8 @@ pub struct SubmitCmd {
     pub plan: PlanArgs,
     #[command(flatten)]
     pub launch: launch::LaunchArgs,
-    /// Print what would be submitted; write nothing.
+    /// Print the script that would be submitted on stdout (the plan summary and env on
+    /// stderr); write nothing.
     #[arg(long)]
     pub dry_run: bool,
 }

@@ -1,5 +1,5 @@
-//! The main form and `ovlaunch submit`: with `--dry-run`, print the plan summary, env and
-//! the exact script and write nothing; otherwise print the plan's warnings (stderr) and hand
+//! The main form and `ovlaunch submit`: with `--dry-run`, print the exact script on stdout
+//! (sbatch accepts it as is) and the plan summary and env on stderr, and write nothing; otherwise print the plan's warnings (stderr) and hand
 //! the rendered job to its backend, which writes the job directory atomically, submits (or
 //! runs locally) and records the result.
 
@@ -28,12 +28,13 @@ pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) 
         text.push_str("\n# environment\n");
         text.push_str(&explain::env_lines(&job.plan));
         text.push_str(&format!(
-            "\n# {} (job directory {} is not written in a dry run)\n",
+            "\n# {} (job directory {} is not written in a dry run)",
             job.artifacts.script_name,
             launch::shown(dir)
         ));
-        text.push_str(&job.artifacts.script);
-        p.data(&text)?;
+        // The summary goes to stderr: stdout is the script alone, which sbatch accepts as is.
+        p.status(&text);
+        p.data(&job.artifacts.script)?;
         return Ok(0);
     }
     if let Some(e) = prepared.rank_runtime_problem.take() {

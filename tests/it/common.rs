@@ -99,7 +99,26 @@ pub fn ok_env(args: &[&str], env: &[(&str, &str)]) -> String {
         o.status.code(),
         stderr(&o)
     );
+    if args.contains(&"--dry-run") {
+        return dry_run_text(&o);
+    }
     stdout(&o)
+}
+
+/// A dry run as a person reads it: the summary (stderr, without the `warning:` lines) and
+/// then the script (stdout, which is the script alone, for `> job.sh`).
+pub fn dry_run_text(o: &Output) -> String {
+    let summary: String = stderr(o)
+        .lines()
+        .filter(|l| !l.starts_with("warning: ") && !l.starts_with("  help: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let script = stdout(o);
+    assert!(
+        script.starts_with("#!"),
+        "a dry run's stdout is the script alone:\n{script}"
+    );
+    summary + &script
 }
 
 /// Runs and expects success; returns stdout.

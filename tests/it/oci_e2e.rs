@@ -360,6 +360,26 @@ fn oci_containers_see_the_job_directory() {
             .contains("hunter2")
     );
 
+    // The dry run's stdout is a script sbatch accepts as it is.
+    let mut dry = vec!["submit".to_string(), "--dry-run".to_string()];
+    dry.extend(job_args(&rootfs, &c.path("jobs/oci-dry")));
+    let argv: Vec<&str> = dry.iter().map(String::as_str).collect();
+    let o = c.ovlaunch(&argv);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let script = c.path("dry.sbatch");
+    std::fs::write(&script, &o.stdout).unwrap();
+    let o = c
+        .cmd("sbatch")
+        .arg("--test-only")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && common::stderr(&o).contains("to start at"),
+        "sbatch --test-only: {}",
+        common::stderr(&o)
+    );
+
     // 2. Negative control: the same job with the job directory left out of the container's
     //    mounts fails, and the log names the file the container could not find.
     let dir = c.path("jobs/oci-unmounted");

@@ -298,8 +298,10 @@ fn real_slurm_jobs() {
     );
     assert!(!log(&dir).contains("hunter2"));
 
-    // 2. A trainer that fails: FAILED with its exit code.
-    let dir = submit(&c, "failing", &[], &["3"]);
+    // 2. A trainer that fails: FAILED with its exit code. One rank: with several, srun's
+    //    --kill-on-bad-exit may SIGTERM a rank that has not exited yet, and the step then
+    //    reports that rank's 143 (seen under load), not the trainer's 3.
+    let dir = submit_with_path(&c, None, "failing", "cpux1", &[], &["3"]);
     let st = wait_final(&c, &dir);
     assert_eq!(st["slurm_state"], "FAILED", "{st}");
     assert!(
