@@ -20,7 +20,9 @@
 #                          report the configured hardware.
 #   OVLAUNCH_SLURM_PREFIX  node name prefix (default "node": node1..nodeN)
 #   OVLAUNCH_SLURM_PORT    slurmctld port; node i uses PORT+i.  Default: the
-#                          first free block at 16817, 16917, ...
+#                          first free block at PORT_BASE, PORT_BASE+100, ...
+#   OVLAUNCH_SLURM_PORT_BASE  where that search starts (default 16817); clusters
+#                          started at the same moment need different bases
 #   OVLAUNCH_SLURM_PARTITION  partition name (default "debug")
 #   OVLAUNCH_SLURM_HOSTS   1 (default): add "127.0.0.1 node1 ... # ovlaunch-slurm:
 #                          DIR:" to /etc/hosts so node names resolve (for
@@ -48,6 +50,7 @@ NODES=${OVLAUNCH_SLURM_NODES:-2}
 CPUS=${OVLAUNCH_SLURM_CPUS:-4}
 PREFIX=${OVLAUNCH_SLURM_PREFIX:-node}
 PORT=${OVLAUNCH_SLURM_PORT:-}
+PORT_BASE=${OVLAUNCH_SLURM_PORT_BASE:-16817}
 PARTITION=${OVLAUNCH_SLURM_PARTITION:-debug}
 HOSTS=${OVLAUNCH_SLURM_HOSTS:-1}
 UTS=${OVLAUNCH_SLURM_UTS:-1}
@@ -117,7 +120,7 @@ port_block_free() { # first-port count
   return 0
 }
 if [ -z "$PORT" ]; then
-  for base in $(seq 16817 100 26817); do
+  for base in $(seq "$PORT_BASE" 100 $((PORT_BASE + 10000))); do
     if port_block_free "$base" $((NODES + 1)); then PORT=$base; break; fi
   done
   [ -n "$PORT" ] || die "no free port block found; set OVLAUNCH_SLURM_PORT"

@@ -134,6 +134,10 @@ pub enum Command {
         /// Keep printing new output until the job ends.
         #[arg(long, short = 'f')]
         follow: bool,
+        /// Only the lines of this Slurm task (the rank with --launcher srun, the node with
+        /// --launcher torchrun).
+        #[arg(long, value_name = "N")]
+        rank: Option<u32>,
     },
     /// Cancel a job.
     Cancel(jobs::JobArgs),
@@ -356,7 +360,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             Ok(0)
         }
         (Some(Command::Status { job, output }), _) => status::run(p, &job, output),
-        (Some(Command::Logs { job, follow }), _) => logs::run(p, &job, follow),
+        (Some(Command::Logs { job, follow, rank }), _) => logs::run(p, &job, follow, rank),
         (Some(Command::Cancel(job)), _) => cancel::run(p, &job),
         (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
         (Some(Command::Tune(cmd)), _) => tune::run(p, &cmd),

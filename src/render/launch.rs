@@ -289,7 +289,13 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     env.insert("PYTHONUNBUFFERED".into(), "1".into());
     env.insert("OVLAUNCH_JOB_DIR".into(), opts.job_dir.clone());
 
-    let mut srun_args = vec!["--kill-on-bad-exit=1".to_string(), "--wait=60".to_string()];
+    // --label: every output line starts with its task id (the rank in one-task-per-GPU
+    // mode, the node in torchrun mode), so `ovlaunch logs --rank N` can pick one rank out.
+    let mut srun_args = vec![
+        "--kill-on-bad-exit=1".to_string(),
+        "--wait=60".to_string(),
+        "--label".to_string(),
+    ];
     if let Some(m) = &opts.mpi {
         srun_args.push(format!("--mpi={m}"));
     }

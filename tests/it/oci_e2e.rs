@@ -76,6 +76,9 @@ impl Cluster {
             .args(["--nodes", "2", "--dir"])
             .arg(dir.path().join("slurm"))
             .env("OVLAUNCH_SLURM_OCI", "crun")
+            // The other real-Slurm test starts its cluster at the same time: another port
+            // block, so that the two never pick the same free one.
+            .env("OVLAUNCH_SLURM_PORT_BASE", "21817")
             .output()
             .unwrap();
         assert!(

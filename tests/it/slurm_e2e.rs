@@ -264,16 +264,20 @@ fn real_slurm_jobs() {
     }
     assert_eq!(hosts.len(), 2, "two nodes: {hosts:?}");
     // The rank runtime's one line per rank (OVLAUNCH_RANK_DEBUG=1): identity, CPUs, env digest.
+    // Every line is labelled with its Slurm task (srun --label), which is the rank here.
     let log_text = log(&dir);
     let lines: Vec<&str> = log_text
         .lines()
-        .filter(|l| l.starts_with("ovlaunch-rank rank="))
+        .filter(|l| l.contains("ovlaunch-rank rank="))
         .collect();
     assert_eq!(lines.len(), 4, "{log_text}");
     for rank in 0..4 {
         let line = lines
             .iter()
-            .find(|l| l.starts_with(&format!("ovlaunch-rank rank={rank} ")))
+            .find(|l| {
+                l.trim_start()
+                    .starts_with(&format!("{rank}: ovlaunch-rank rank={rank} "))
+            })
             .unwrap_or_else(|| panic!("rank {rank}: {log_text}"));
         assert!(
             line.contains("world_size=4")
@@ -290,6 +294,15 @@ fn real_slurm_jobs() {
         digests.len(),
         1,
         "every rank applied the same env: {digests:?}"
+    );
+    // `logs --rank 2`: rank 2's lines only.
+    let o = c.ovlaunch(&["logs", dir.to_str().unwrap(), "--rank", "2"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let only = common::stdout(&o);
+    assert!(only.contains("2: ovlaunch-rank rank=2 "), "{only}");
+    assert!(
+        only.lines().all(|l| l.trim_start().starts_with("2: ")),
+        "{only}"
     );
     let script = std::fs::read_to_string(dir.join("launch.sbatch")).unwrap();
     assert!(
