@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod estimate;
 pub mod job;
 pub mod layout;
 pub mod overlap;

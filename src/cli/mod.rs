@@ -4,6 +4,7 @@
 
 mod cancel;
 mod env;
+mod estimate;
 mod explain;
 mod fields;
 mod jobs;
@@ -18,6 +19,7 @@ mod recipes;
 mod status;
 mod submit;
 mod torchrun;
+mod tune;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -128,6 +130,10 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Predict step time, tokens/s, MFU and memory per GPU for the plan, before a GPU is spent.
+    Estimate(estimate::EstimateCmd),
+    /// Rank every valid layout by predicted throughput; print the best with their commands.
+    Tune(tune::TuneCmd),
     /// List recorded jobs.
     List {
         #[arg(long, default_value = "ovlaunch-jobs")]
@@ -301,6 +307,8 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
         (Some(Command::Status { job, output }), _) => status::run(p, &job, output),
         (Some(Command::Logs { job, follow }), _) => logs::run(p, &job, follow),
         (Some(Command::Cancel(job)), _) => cancel::run(p, &job),
+        (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
+        (Some(Command::Tune(cmd)), _) => tune::run(p, &cmd),
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),

@@ -125,27 +125,9 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         env_rules::derive(&facts(inp))?
     };
     let last = derived.last();
-    // Derived values fill what the recipe leaves out; where the recipe states the variable
-    // itself, its value wins and the plan says which rule it overrides.
+    // Derived values fill what the recipe leaves out.
     for (k, d) in &last {
-        if let Some(rv) = inp.recipe_env.get(*k) {
-            let rv = rv.to_env_string();
-            let note = match &d.action {
-                Action::Set(v) if *v == rv => continue,
-                Action::Set(v) => format!("derives {v}"),
-                Action::Unset => "unsets it".to_string(),
-                Action::Drop => continue,
-            };
-            decisions.push(Decision::new(
-                format!("env.{k}"),
-                rv.as_str(),
-                format!(
-                    "the recipe's value overrides {} ({note}: {})",
-                    d.rule.label(),
-                    d.why
-                ),
-                Source::Recipe,
-            ));
+        if inp.recipe_env.contains_key(*k) {
             continue;
         }
         match &d.action {
@@ -154,13 +136,37 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
             Action::Drop => {}
         }
     }
+    // Where the recipe states a variable itself its value wins; the decision says whether it
+    // restates a rule or which rule it overrides (one statement per fact).
     for (k, v) in inp.recipe_env {
+        let d = last.get(k.as_str());
+        if *v == EnvScalar::Unset {
+            let rule = match d.map(|d| (d, &d.action)) {
+                Some((d, Action::Set(dv))) => format!(
+                    "the recipe variant's env_vars unset it, overriding {} (which derives {dv}: {})",
+                    d.rule.label(),
+                    d.why
+                ),
+                _ => "the recipe variant's env_vars unset it".to_string(),
+            };
+            st.remove(k, Source::Recipe, rule, decisions);
+            continue;
+        }
         let v = v.to_env_string();
-        // One statement per fact: say when the recipe only restates what a rule derives.
-        let rule = match last.get(k.as_str()) {
-            Some(d) if d.action.value() == Some(v.as_str()) => format!(
+        let rule = match d.map(|d| (d, &d.action)) {
+            Some((d, Action::Set(dv))) if *dv == v => format!(
                 "the recipe variant's env_vars (the same as {} derives)",
                 d.rule.label()
+            ),
+            Some((d, Action::Set(dv))) => format!(
+                "the recipe variant's env_vars, overriding {} (which derives {dv}: {})",
+                d.rule.label(),
+                d.why
+            ),
+            Some((d, Action::Unset)) => format!(
+                "the recipe variant's env_vars, overriding {} (which unsets it: {})",
+                d.rule.label(),
+                d.why
             ),
             _ => "the recipe variant's env_vars".to_string(),
         };
@@ -217,6 +223,7 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         .unset
         .keys()
         .filter_map(|k| inp.recipe_env.get(k).map(|v| (k.clone(), v.clone())))
+        .filter(|(_, v)| *v != EnvScalar::Unset)
         .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
@@ -239,6 +246,7 @@ pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
                 EnvScalar::Str(s) => {
                     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
                 }
+                EnvScalar::Unset => "null".to_string(),
             };
             format!("~env_vars.{k}={value}")
         })

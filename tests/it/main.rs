@@ -11,6 +11,7 @@ mod cli_errors;
 mod cli_outputs;
 mod env_rules;
 mod env_unset;
+mod estimate;
 mod local_torchrun;
 mod placement;
 mod plan_properties;
