@@ -107,7 +107,7 @@ pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch) -> Result<Ch
     if let Some(p) = explicit {
         let info = read_info(p).map_err(|why| {
             Error::usage(format!("rank runtime {}: {why}", p.display()))
-                .at(origin.to_string())
+                .at_flag(origin.to_string())
                 .help("give the path of an ovlaunch-rank binary (scripts/build-rank-runtime.sh builds static ones)")
         })?;
         check_arch(p, &info, origin, arch)?;
@@ -141,7 +141,7 @@ pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch) -> Result<Ch
     if !wrong.is_empty() {
         msg.push_str(&format!("; {}", wrong.join("; ")));
     }
-    Err(Error::usage(msg).at("--rank-runtime").help(format!(
+    Err(Error::usage(msg).at_flag("--rank-runtime").help(format!(
         "build a static one with `scripts/build-rank-runtime.sh {}` and pass --rank-runtime PATH (or set rank_runtime in a profile), or put it next to ovlaunch as {FILE}-{}",
         arch.name(),
         arch.name()
@@ -165,7 +165,7 @@ fn check_arch(p: &Path, info: &ElfInfo, origin: &str, arch: CpuArch) -> Result<(
         arch_label(info),
         arch.name()
     ))
-    .at(origin.to_string())
+    .at_flag(origin.to_string())
     .help(format!(
         "build a static {} rank runtime with `scripts/build-rank-runtime.sh {}` and pass it with --rank-runtime",
         arch.name(),

@@ -183,7 +183,7 @@ fn check_job_name(name: &str) -> Result<()> {
         return Err(Error::usage(format!(
             "job name `{name}` may only use letters, digits, `.`, `_` and `-`"
         ))
-        .at("--job-name"));
+        .at_flag("--job-name"));
     }
     Ok(())
 }
@@ -296,10 +296,10 @@ pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
     let (base, rootfs) = if site_config.is_file() {
         let text = std::fs::read_to_string(&site_config).map_err(|e| {
             Error::usage(format!("cannot read {}: {e}", site_config.display()))
-                .at("--container-image")
+                .at_flag("--container-image")
         })?;
         let base: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            Error::usage(format!("{}: {e}", site_config.display())).at("--container-image")
+            Error::usage(format!("{}: {e}", site_config.display())).at_flag("--container-image")
         })?;
         let root = base["root"]["path"].as_str().unwrap_or("rootfs");
         let rootfs = if root.starts_with('/') {
@@ -331,7 +331,7 @@ pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
             "{} does not look like a root filesystem (no bin or usr in it)",
             rootfs.display()
         ))
-        .at("--container-image")
+        .at_flag("--container-image")
         .help("with --container-runtime oci, give an unpacked image directory or an OCI bundle (config.json + rootfs)"));
     }
     let mounts = c
@@ -351,7 +351,8 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
             let p = dir.join(name);
             if p.is_file() {
                 let text = std::fs::read_to_string(&p).map_err(|e| {
-                    Error::usage(format!("cannot read {}: {e}", p.display())).at("--template-dir")
+                    Error::usage(format!("cannot read {}: {e}", p.display()))
+                        .at_flag("--template-dir")
                 })?;
                 t.replace(name, &p.display().to_string(), text);
             }
@@ -359,7 +360,7 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
     }
     if let Some(p) = &args.template {
         let text = std::fs::read_to_string(p).map_err(|e| {
-            Error::usage(format!("cannot read {}: {e}", p.display())).at("--template")
+            Error::usage(format!("cannot read {}: {e}", p.display())).at_flag("--template")
         })?;
         let name = if args.executor == ExecutorArg::Local {
             "torchrun.sh.j2"
@@ -467,7 +468,7 @@ pub fn options(
             "the local executor runs on this machine only, but {} needs {} nodes",
             plan.hardware.spec, plan.hardware.nodes
         ))
-        .at("--executor local")
+        .at_flag("--executor local")
         .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
     }
     let container = if args.no_container {

@@ -215,7 +215,7 @@ fn selected(inputs: &Inputs<'_>) -> Result<Option<String>> {
                 files.join(" or ")
             }
         ))
-        .at("--profile")
+        .at_flag("--profile")
         .help(if known.is_empty() {
             format!(
                 "define it under `profiles:` in {PROJECT_FILE} or the user config file (~/.config/ovlaunch/config.yaml)"
@@ -341,7 +341,7 @@ pub fn resolve(args: &mut LaunchArgs, inputs: &Inputs<'_>) -> Result<Vec<Setting
             "oci" => Ok(ContainerRuntimeArg::Oci),
             _ => Err(
                 Error::usage(format!("container runtime `{v}` is neither pyxis nor oci"))
-                    .at(o.to_string()),
+                    .at_flag(o.to_string()),
             ),
         }
     };

@@ -131,7 +131,7 @@ fn check_slurm(p: &Prepared) -> Result<()> {
                 "Slurm {}.{:02} starts one OCI container per node and gives its tasks the same SLURM_PROCID, so one task per GPU cannot tell the ranks apart",
                 v.0, v.1
             ))
-            .at("--container-runtime oci")
+            .at_flag("--container-runtime oci")
             .help("use --launcher torchrun (one container per node, torchrun starts the ranks inside it), or Slurm 23.02 or newer"));
         }
     }

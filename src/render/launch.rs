@@ -271,7 +271,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
             return Err(Error::usage(format!(
                 "`{raw}` is not an sbatch long option (--name or --name=value)"
             ))
-            .at(format!("--sbatch-arg {raw}"))
+            .at_flag(format!("--sbatch-arg {raw}"))
             .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
         }
         put(k, v);
@@ -385,7 +385,7 @@ fn container_args(
                 return Err(Error::usage(format!(
                     "job directory {job_dir} contains `,` or `:`, which pyxis's --container-mounts cannot carry"
                 ))
-                .at("--job-dir")
+                .at_flag("--job-dir")
                 .help("choose a job directory (or jobs root) without `,` and `:`"));
             }
             srun_args.push(format!("--container-image={}", c.image));

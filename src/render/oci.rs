@@ -33,7 +33,7 @@ pub fn parse_mount(text: &str) -> Result<Mount> {
     let parts: Vec<&str> = text.split(':').collect();
     let bad = || {
         Error::usage(format!("container mount `{text}` is not SRC[:DST[:ro|rw]]"))
-            .at("--container-mount")
+            .at_flag("--container-mount")
             .help("write e.g. /lustre/data:/data:ro (absolute paths, no commas)")
     };
     if parts.len() > 3 || text.contains(',') {
@@ -105,7 +105,8 @@ pub fn default_config(job_dir: &str, user: User, readonly_root: bool) -> Value {
 pub fn with_job_mounts(mut base: Value, job_dir: &str, mounts: &[Mount]) -> Result<Value> {
     let Some(obj) = base.as_object_mut() else {
         return Err(
-            Error::usage("the bundle's config.json is not a JSON object").at("--container-image"),
+            Error::usage("the bundle's config.json is not a JSON object")
+                .at_flag("--container-image"),
         );
     };
     let list = obj
@@ -114,7 +115,7 @@ pub fn with_job_mounts(mut base: Value, job_dir: &str, mounts: &[Mount]) -> Resu
     let Some(list) = list.as_array_mut() else {
         return Err(
             Error::usage("`mounts` in the bundle's config.json is not a list")
-                .at("--container-image"),
+                .at_flag("--container-image"),
         );
     };
     let mut add = |m: Value| {

@@ -28,7 +28,7 @@ fn directive_value(name: &str, value: &str) -> Result<String> {
         return Err(Error::usage(format!(
             "sbatch --{name} value contains a line break or NUL, which an #SBATCH line cannot carry"
         ))
-        .at(format!("--{name}"))
+        .at_flag(format!("--{name}"))
         .help("use a value on one line"));
     }
     Ok(super::shell::sbatch_word(value))

@@ -153,3 +153,37 @@ pub fn plan_json_env(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
 pub fn plan_json(args: &[&str]) -> serde_json::Value {
     plan_json_env(args, &[])
 }
+
+/// A whole `ovlaunch` run as one reviewable text for an insta snapshot: the command line,
+/// the exit code, stdout and stderr. `redact` replaces run-specific text (a temporary
+/// directory) with a stable name, e.g. `(dir, "[TMP]")`.
+/// stderr without the warning that depends on the machine's filesystems (a job directory on
+/// a local disk), so that transcripts are the same on every machine.
+pub fn stable_stderr(o: &Output) -> String {
+    stderr(o)
+        .lines()
+        .filter(|l| {
+            !(l.starts_with("warning: the job directory ")
+                && l.contains("is on a local filesystem"))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+pub fn transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
+    let o = run(args);
+    let mut t = format!(
+        "$ ovlaunch {}\nexit: {}\n----- stdout -----\n{}----- stderr -----\n{}",
+        args.join(" "),
+        o.status
+            .code()
+            .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string()),
+        stdout(&o),
+        stable_stderr(&o)
+    );
+    assert!(!t.contains("panicked"), "panic: {t}");
+    for (from, to) in redact {
+        t = t.replace(from, to);
+    }
+    t
+}
