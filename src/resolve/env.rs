@@ -139,8 +139,21 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
     // Where the recipe states a variable itself its value wins; the decision says whether it
     // restates a rule or which rule it overrides (one statement per fact).
     for (k, v) in inp.recipe_env {
+        let d = last.get(k.as_str());
+        if *v == EnvScalar::Unset {
+            let rule = match d.map(|d| (d, &d.action)) {
+                Some((d, Action::Set(dv))) => format!(
+                    "the recipe variant's env_vars unset it, overriding {} (which derives {dv}: {})",
+                    d.rule.label(),
+                    d.why
+                ),
+                _ => "the recipe variant's env_vars unset it".to_string(),
+            };
+            st.remove(k, Source::Recipe, rule, decisions);
+            continue;
+        }
         let v = v.to_env_string();
-        let rule = match last.get(k.as_str()).map(|d| (d, &d.action)) {
+        let rule = match d.map(|d| (d, &d.action)) {
             Some((d, Action::Set(dv))) if *dv == v => format!(
                 "the recipe variant's env_vars (the same as {} derives)",
                 d.rule.label()
@@ -200,7 +213,7 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         if inp.user_env.iter().any(|(n, _)| n == k) {
             return Err(
                 Error::usage(format!("{k} is both set (--env) and unset (--unset)"))
-                    .at(format!("--unset {k}"))
+                    .at_flag(format!("--unset {k}"))
                     .help("keep one of them"),
             );
         }
@@ -210,6 +223,7 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         .unset
         .keys()
         .filter_map(|k| inp.recipe_env.get(k).map(|v| (k.clone(), v.clone())))
+        .filter(|(_, v)| *v != EnvScalar::Unset)
         .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
@@ -232,6 +246,7 @@ pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
                 EnvScalar::Str(s) => {
                     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
                 }
+                EnvScalar::Unset => "null".to_string(),
             };
             format!("~env_vars.{k}={value}")
         })
@@ -261,7 +276,7 @@ pub fn check(
     if fsdp {
         if cdmc == Some("1") {
             return Err(Error::config("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.")
-                .at("env.CUDA_DEVICE_MAX_CONNECTIONS")
+                .at_fields("env.CUDA_DEVICE_MAX_CONNECTIONS")
                 .help("Megatron-FSDP is on (ddp.use_megatron_fsdp): use --env CUDA_DEVICE_MAX_CONNECTIONS=32 or leave it unset"));
         }
         inv.push(Invariant {
@@ -295,7 +310,7 @@ pub fn check(
             );
             if strict {
                 return Err(Error::config(text)
-                    .at("env.CUDA_DEVICE_MAX_CONNECTIONS")
+                    .at_fields("env.CUDA_DEVICE_MAX_CONNECTIONS")
                     .help("drop the --env override, or set it to 1"));
             }
             warnings.push(text);

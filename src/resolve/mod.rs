@@ -136,11 +136,12 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
                     "cannot scale global_batch_size {gbs} from {n} to {} GPUs: {gbs}*{dp_new}/{dp_old} is not a whole number",
                     hw.count
                 ))
-                .at("train.global_batch_size")
+                .at_fields("train.global_batch_size")
                 .help("Pass --set train.global_batch_size=N explicitly"));
             }
             let new = u32::try_from(scaled / dp_old).map_err(|_| {
-                Error::usage("scaled global_batch_size is too large").at("train.global_batch_size")
+                Error::usage("scaled global_batch_size is too large")
+                    .at_fields("train.global_batch_size")
             })?;
             cfg.train.global_batch_size = new;
             decisions.push(Decision::new(
@@ -305,12 +306,18 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     })
 }
 
-/// Bridge's model recipe name for `recipe`: its own `bridge_recipe`, else its name.
-fn model_recipe(recipe: &Recipe) -> &str {
-    recipe
-        .bridge_recipe
-        .as_deref()
-        .unwrap_or(recipe.name.as_str())
+/// Bridge's model recipe name for `recipe` (`llama3_70b`, what Bridge's env and placement
+/// rules key on): its own `bridge_recipe` without a `_{task}_config` / `_config` tail
+/// (`llama3_70b_pretrain_config` -> `llama3_70b`), else its name.
+pub fn model_recipe(recipe: &Recipe) -> &str {
+    let Some(b) = recipe.bridge_recipe.as_deref() else {
+        return recipe.name.as_str();
+    };
+    let b = b.strip_suffix("_config").unwrap_or(b);
+    ["_pretrain", "_sft", "_peft"]
+        .iter()
+        .find_map(|t| b.strip_suffix(t))
+        .unwrap_or(b)
 }
 
 /// Bridge's `_perf_precision`: the mixed-precision recipe for a perf precision name.

@@ -270,7 +270,9 @@ fn rule3_refuses_ep_beyond_the_nvl72_domain() {
         );
         assert_eq!(
             e.origin.as_deref(),
-            Some("model.expert_model_parallel_size")
+            Some(&ovlaunch::error::Origin::fields(
+                "model.expert_model_parallel_size"
+            ))
         );
     }
     // On 8-GPU NVLink domains EP beyond the domain is fine: ranks = min(EP, 8).
@@ -994,54 +996,20 @@ fn unset_precedence() {
 
 // ---- the shipped recipes against the rules ------------------------------------------------
 
-/// Where Bridge's own recipes deviate from its rules (the recipe keeps its value, the plan
-/// says which rule it overrides). Each entry: variable, the rows it applies to, the
-/// recipe's value and the rule's. Bridge 0.6's flat recipes use a LayerNorm margin of 20
-/// for dense models too; two DeepSeek-V3 B300 MXFP8 rows keep cuDNN LayerNorm and record
-/// streams under full-iteration graphs; Llama 3 8B FP8-CS on H100 uses 32 connections.
-fn known_deviation(
-    recipe: &str,
-    gpu: &str,
-    precision: &str,
-    var: &str,
-    rule: Option<&str>,
-    recipe_v: Option<&str>,
-) -> bool {
-    match var {
-        "NVTE_FWD_LAYERNORM_SM_MARGIN" | "NVTE_BWD_LAYERNORM_SM_MARGIN" => {
-            rule == Some("16") && recipe_v == Some("20")
-        }
-        "CUDA_DEVICE_MAX_CONNECTIONS" => {
-            recipe == "llama3_8b" && gpu == "h100" && precision == "fp8cs" && recipe_v == Some("32")
-        }
-        "NVTE_NORM_FWD_USE_CUDNN" | "NVTE_NORM_BWD_USE_CUDNN" => {
-            recipe == "deepseek_v3" && gpu == "b300" && precision == "fp8mx" && rule.is_none()
-        }
-        "TORCH_NCCL_AVOID_RECORD_STREAMS" | "PYTORCH_CUDA_ALLOC_CONF" => {
-            // Rows whose graphs Bridge's table calls "scope-promoted" full iteration, and
-            // DeepSeek-V3 B300 MXFP8, keep the non-graph allocator settings.
-            (precision == "nvfp4" || (recipe == "deepseek_v3" && gpu == "b300"))
-                && matches!(recipe_v, Some("1" | "expandable_segments:True"))
-        }
-        // The shipped rows do not state `use_transformer_engine_op_fuser` yet: the CuTe DSL
-        // variables come from the recipe alone.
-        "NVTE_CUTEDSL_FUSED_GROUPED_MLP" | "CUDNNFE_CLUSTER_OVERLAP_MARGIN" => rule.is_none(),
-        // A recipe-specific variable no rule derives.
-        "NVTE_DPA_FP8_RECIPE" => rule.is_none(),
-        _ => false,
-    }
-}
-
+/// Every shipped Bridge benchmark row: the plan's env is Bridge's recipe env, and the rules
+/// reproduce it except where the recipe itself states a different value (or `null`, when
+/// Bridge's recipe lacks a variable a rule would set), which the plan names as overriding
+/// that rule. Variables no rule derives (recipe-specific ones, or ones whose input the
+/// recipe does not state) come from the recipe alone. The rules never add a variable
+/// Bridge's recipe lacks: a generated recipe must then state `NAME: null`.
 #[test]
 fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
     let cat = catalog();
     let stack = Stack::default();
-    let mut rows = 0;
-    let mut exact_vars = 0;
+    let (mut rows, mut exact_vars, mut overridden, mut recipe_only, mut exact_rows) =
+        (0, 0, 0, 0, 0);
+    let mut by_rule: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Vec::new();
-    let mut deviations = 0;
-    let mut exact_rows = 0;
-    let mut exact_but_margin = 0;
     for src in &cat.recipes {
         let recipe = cat.recipe(&src.name).unwrap();
         for v in &recipe.variants {
@@ -1078,79 +1046,65 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
                 continue;
             }
             rows += 1;
-            let derived = env_rules::derive(&env_rules::Facts::of_plan(&plan))
-                .unwrap()
-                .resolved();
-            let recipe_env: BTreeMap<&str, &str> = plan
+            let row = format!("{} {spec} {} {:?}", recipe.name, v.precision, v.variant);
+            let derived = env_rules::derive(&env_rules::Facts::of_plan(&plan)).unwrap();
+            let last = derived.last();
+            // What the recipe states: a value, or None for `null`.
+            let mut stated: BTreeMap<&str, Option<&str>> = plan
                 .env
                 .iter()
                 .filter(|(_, e)| e.source == Source::Recipe)
-                .map(|(k, e)| (k.as_str(), e.value.as_str()))
+                .map(|(k, e)| (k.as_str(), Some(e.value.as_str())))
                 .collect();
-            let keys: std::collections::BTreeSet<&str> = derived
-                .keys()
-                .map(String::as_str)
-                .chain(recipe_env.keys().copied())
-                .collect();
+            stated.extend(
+                plan.env_unset
+                    .iter()
+                    .filter(|(_, s)| **s == Source::Recipe)
+                    .map(|(k, _)| (k.as_str(), None)),
+            );
             let mut row_exact = true;
-            let mut row_exact_but_margin = true;
-            for k in keys {
-                let rule = derived.get(k).cloned().flatten();
-                let rv = recipe_env.get(k).copied();
-                if rule.as_deref() == rv {
-                    exact_vars += 1;
-                    continue;
-                }
-                row_exact = false;
-                row_exact_but_margin &= k.ends_with("_LAYERNORM_SM_MARGIN");
-                if known_deviation(&recipe.name, &v.gpu, &v.precision, k, rule.as_deref(), rv) {
-                    deviations += 1;
-                    // The plan must say which rule the recipe overrides (when a rule
-                    // derived something).
-                    if derived.contains_key(k) && rv.is_some() {
-                        assert!(
-                            plan.decisions.iter().any(|d| d.key == format!("env.{k}")
-                                && d.rule.contains("overriding bridge env")),
-                            "{} {spec} {}: no override decision for {k}",
-                            recipe.name,
-                            v.precision
-                        );
+            for (k, d) in &last {
+                let rule = d.action.value();
+                match (stated.get(*k), &d.action) {
+                    (Some(rv), _) if *rv == rule => exact_vars += 1,
+                    (Some(_), Action::Drop) => {}
+                    (Some(_), _) => {
+                        row_exact = false;
+                        overridden += 1;
+                        *by_rule.entry(format!("{k} ({})", d.rule.label())).or_default() += 1;
+                        if !plan.decisions.iter().any(|x| {
+                            x.key == format!("env.{k}") && x.rule.contains(&format!("overriding {}", d.rule.label()))
+                        }) {
+                            failures.push(format!("{row}: {k}: the plan does not say the recipe overrides {}", d.rule.label()));
+                        }
                     }
-                    continue;
+                    (None, Action::Set(v)) => failures.push(format!(
+                        "{row}: {k}={v} from {} is not in Bridge's recipe (state `{k}: null` in the recipe)",
+                        d.rule.label()
+                    )),
+                    (None, _) => {}
                 }
-                failures.push(format!(
-                    "{} {spec} {} {:?}: {k}: rules give {rule:?}, Bridge's recipe {rv:?}",
-                    recipe.name, v.precision, v.variant
-                ));
+            }
+            for k in stated.keys() {
+                if last.get(k).is_none_or(|d| d.action == Action::Drop) {
+                    recipe_only += 1;
+                    row_exact = false;
+                }
             }
             exact_rows += usize::from(row_exact);
-            exact_but_margin += usize::from(row_exact_but_margin);
-            // The plan's final env for a shipped row adds nothing Bridge's recipe lacks
-            // (beyond the hardware table's fabric knobs).
-            for (k, e) in &plan.env {
-                if e.source == Source::Derived {
-                    failures.push(format!(
-                        "{} {spec} {}: derived {k} is not in Bridge's recipe",
-                        recipe.name, v.precision
-                    ));
-                }
-            }
         }
     }
     eprintln!(
-        "shipped rows checked: {rows}; variables where rules and recipe agree: {exact_vars}; stated deviations: {deviations}; rows reproduced exactly: {exact_rows}, or but for the LayerNorm margin: {exact_but_margin}"
+        "shipped benchmark rows: {rows}; variables the rules reproduce: {exact_vars}; \
+         recipe overrides of a rule: {overridden}; recipe-only variables: {recipe_only}; \
+         rows reproduced exactly: {exact_rows}; overrides by variable and rule: {by_rule:?}"
     );
     assert!(rows >= 100, "only {rows} shipped rows resolved");
     assert!(
         exact_vars > rows * 8,
-        "{exact_vars} exact variables over {rows} rows"
+        "{exact_vars} reproduced variables over {rows} rows"
     );
-    assert!(
-        failures.is_empty(),
-        "the rules and Bridge's recipes disagree beyond the stated deviations \
-         (fix the rule, or add the deviation to known_deviation with its reason):\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Bridge's runner re-applies its recipe's `env_vars` with `setdefault`: a variable the plan
@@ -1215,4 +1169,36 @@ fn unset_recipe_variables_leave_the_trainer_config() {
     )
     .unwrap();
     assert_eq!(spec.trainer_overrides, words);
+}
+
+/// A recipe (or `--set env_vars.NAME=null`) unsets a variable with `null`: how a recipe
+/// states that Bridge's own recipe omits what a rule would set (Bridge's `~env_vars.NAME`).
+#[test]
+fn null_in_env_vars_unsets_over_a_rule() {
+    let text = "name: d\nfamily: llama\nbridge_recipe: llama31_405b_pretrain_config\nmodel: {num_layers: 4, hidden_size: 256, num_attention_heads: 8}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\nenv_vars: {NCCL_IGNORE_CPU_AFFINITY: null, OTHER: 1}\n";
+    let p = plan_of(text, "b300x8", &[], &[], &[]).unwrap();
+    assert_eq!(p.recipe.model_recipe, "llama31_405b");
+    assert!(!p.env.contains_key("NCCL_IGNORE_CPU_AFFINITY"));
+    assert_eq!(
+        p.env_unset.get("NCCL_IGNORE_CPU_AFFINITY"),
+        Some(&Source::Recipe)
+    );
+    let d = p
+        .decisions
+        .iter()
+        .rev()
+        .find(|d| d.key == "env.NCCL_IGNORE_CPU_AFFINITY")
+        .unwrap();
+    assert!(
+        d.rule.contains("overriding bridge env rule 11"),
+        "{}",
+        d.rule
+    );
+    // Nothing for the runner to drop: Bridge's recipe does not carry it.
+    assert!(p.env_drop_from_recipe.is_empty());
+    // --set env_vars.NAME=null does the same; --env beats it.
+    let p = plan_of(text, "b300x8", &["env_vars.OTHER=null"], &[], &[]).unwrap();
+    assert_eq!(p.env_unset.get("OTHER"), Some(&Source::Recipe));
+    let p = plan_of(text, "b300x8", &[], &["NCCL_IGNORE_CPU_AFFINITY=0"], &[]).unwrap();
+    assert_eq!(val(&p, "NCCL_IGNORE_CPU_AFFINITY"), Some("0"));
 }

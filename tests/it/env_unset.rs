@@ -381,3 +381,57 @@ fn unset_is_rendered_through_the_escaping_path_and_the_dumps() {
     let e = overrides::parse_unsets(&["A B".to_string()]).unwrap_err();
     assert_eq!(e.exit_code(), 2);
 }
+
+/// pyxis keeps the image's value for a `--container-env` name the host does not set, so an
+/// unset name is not listed there; the batch shell unsets it and, inside the container, the
+/// rank runtime (or `env -u` without one) removes it again.
+#[test]
+fn dry_run_tells_the_container_side() {
+    let base = [
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "gb200x64",
+        "--dry-run",
+        "--container-image",
+        "nvcr.io#nvidia/nemo:26.04",
+        "--unset",
+        "SITE_VAR",
+    ];
+    let out = crate::common::ok(&base);
+    let srun = out.lines().find(|l| l.starts_with("srun ")).unwrap();
+    let listed = srun
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("--container-env="))
+        .unwrap();
+    for k in ["SITE_VAR", "PYTORCH_CUDA_ALLOC_CONF", "NCCL_GRAPH_REGISTER"] {
+        assert!(out.contains(&format!("\nunset -v {k}\n")), "{out}");
+        assert!(!listed.split(',').any(|n| n == k), "{k} in --container-env");
+    }
+    assert!(
+        listed
+            .split(',')
+            .any(|n| n == "CUDA_DEVICE_MAX_CONNECTIONS")
+    );
+    let mut no_rt = base.to_vec();
+    no_rt.push("--no-rank-runtime");
+    let out = crate::common::ok(&no_rt);
+    assert!(
+        out.contains("env -u NCCL_GRAPH_REGISTER -u PYTORCH_CUDA_ALLOC_CONF -u SITE_VAR python"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_unset_flags_exit_2_naming_the_flag() {
+    let err =
+        crate::common::usage_error(&["plan", "-r", "llama70b", "-g", "h100x64", "--unset", "A B"]);
+    assert!(err.contains("--unset A B"), "{err}");
+    let err = crate::common::usage_error(&[
+        "plan", "-r", "llama70b", "-g", "h100x64", "--env", "X=1", "--unset", "X",
+    ]);
+    assert!(
+        err.contains("both set (--env) and unset (--unset)"),
+        "{err}"
+    );
+}
