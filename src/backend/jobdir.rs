@@ -16,12 +16,12 @@ pub fn create(dir: &Path, files: &[JobFile<'_>]) -> Result<()> {
     if dir.exists() {
         return Err(
             Error::usage(format!("job directory {} already exists", dir.display()))
-                .at("--job-dir")
+                .at_flag("--job-dir")
                 .help("choose another --job-name or --job-dir, or remove the old directory"),
         );
     }
     let parent = dir.parent().ok_or_else(|| {
-        Error::usage("the job directory needs a parent directory").at("--job-dir")
+        Error::usage("the job directory needs a parent directory").at_flag("--job-dir")
     })?;
     fs::create_dir_all(parent).map_err(|e| io_err("create", parent, &e))?;
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("job");

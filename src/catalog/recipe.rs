@@ -176,18 +176,16 @@ impl Recipe {
             Ok(t) => t,
             Err(e) => {
                 let msg = e.to_string();
-                return Err(
-                    located(&msg).unwrap_or_else(|| Error::usage(msg).at(origin.to_string()))
-                );
+                return Err(located(&msg).unwrap_or_else(|| Error::usage(msg).at_file(origin)));
             }
         };
         let Value::Object(mut top) = tree else {
-            return Err(Error::usage("a recipe must be a mapping").at(origin));
+            return Err(Error::usage("a recipe must be a mapping").at_file(origin));
         };
         for key in top.keys() {
             if !TOP_KEYS.contains(&key.as_str()) {
                 return Err(Error::usage(format!("unknown key `{key}` in recipe"))
-                    .at(origin)
+                    .at_file(origin)
                     .help(format!(
                         "{} (allowed: {})",
                         crate::error::did_you_mean(key, TOP_KEYS.iter().copied()),
@@ -202,7 +200,7 @@ impl Recipe {
                     v.precision,
                     PRECISIONS.join(", ")
                 ))
-                .at(origin));
+                .at_file(origin));
             }
         }
         let variants_tree = top.remove("variants").unwrap_or(Value::Array(Vec::new()));

@@ -126,7 +126,7 @@ fn check_job_name(name: &str) -> Result<()> {
         return Err(Error::usage(format!(
             "job name `{name}` may only use letters, digits, `.`, `_` and `-`"
         ))
-        .at("--job-name"));
+        .at_flag("--job-name"));
     }
     Ok(())
 }
@@ -163,7 +163,8 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
             let p = dir.join(name);
             if p.is_file() {
                 let text = std::fs::read_to_string(&p).map_err(|e| {
-                    Error::usage(format!("cannot read {}: {e}", p.display())).at("--template-dir")
+                    Error::usage(format!("cannot read {}: {e}", p.display()))
+                        .at_flag("--template-dir")
                 })?;
                 t.replace(name, &p.display().to_string(), text);
             }
@@ -171,7 +172,7 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
     }
     if let Some(p) = &args.template {
         let text = std::fs::read_to_string(p).map_err(|e| {
-            Error::usage(format!("cannot read {}: {e}", p.display())).at("--template")
+            Error::usage(format!("cannot read {}: {e}", p.display())).at_flag("--template")
         })?;
         let name = if args.executor == ExecutorArg::Local {
             "torchrun.sh.j2"
@@ -279,7 +280,7 @@ pub fn options(
             "the local executor runs on this machine only, but {} needs {} nodes",
             plan.hardware.spec, plan.hardware.nodes
         ))
-        .at("--executor local")
+        .at_flag("--executor local")
         .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
     }
     let container = if args.no_container {

@@ -243,8 +243,8 @@ impl PlanArgs {
     /// `--recipe`, which every plan needs.
     pub fn recipe(&self) -> Result<&str> {
         self.recipe.as_deref().ok_or_else(|| {
-            Error::usage("missing --recipe")
-                .at("--recipe")
+            Error::usage("a recipe is required")
+                .at_flag("--recipe")
                 .help("name a recipe (`ovlaunch recipes` lists them) or a recipe file")
         })
     }
@@ -252,8 +252,8 @@ impl PlanArgs {
     /// `--gpus`, which every plan needs.
     pub fn gpus(&self) -> Result<&str> {
         self.gpus.as_deref().ok_or_else(|| {
-            Error::usage("missing --gpus")
-                .at("--gpus")
+            Error::usage("a GPU spec is required")
+                .at_flag("--gpus")
                 .help("e.g. --gpus h100x64")
         })
     }

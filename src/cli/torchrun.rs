@@ -23,7 +23,7 @@ pub fn run(
             "{} spans {} machines: name the rendezvous host",
             plan.hardware.spec, plan.hardware.nodes
         ))
-        .at("--master-addr")
+        .at_flag("--master-addr")
         .help("e.g. --master-addr node001 (every machine runs the same script)"));
     }
     opts.rendezvous = master_addr.map(str::to_string);

@@ -46,8 +46,8 @@ impl Efficiency {
 
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
         serde_json::from_str(text).map_err(|e| {
-            Error::config(format!("{origin}: {e}"))
-                .at(origin.to_string())
+            Error::config(e.to_string())
+                .at_file(origin)
                 .help("the fields are those of hardware/efficiency.json")
         })
     }

@@ -264,7 +264,7 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
             "GPU kind `{}` has no performance constants",
             gpu.kind
         ))
-        .at("--gpus")
+        .at_flag("--gpus")
         .help("add a `perf:` block for it in a --hardware-file (fields as in hardware/gpus.yaml)")
     })?;
     let m = &plan.model;

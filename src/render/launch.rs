@@ -247,7 +247,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         };
         if !KNOWN_SBATCH.contains(&k) {
             return Err(Error::usage(format!("unknown sbatch option `--{k}`"))
-                .at(flag)
+                .at_flag(flag)
                 .help(format!(
                     "{} write it as --sbatch-arg=--name=value",
                     did_you_mean(k, KNOWN_SBATCH.iter().copied())

@@ -26,7 +26,7 @@ fn check_directive(name: &str, value: &str) -> Result<()> {
         .any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\')
     {
         return Err(Error::usage(format!("sbatch --{name} value `{value}` contains whitespace, a quote or a backslash, which #SBATCH lines cannot carry"))
-            .at(format!("--{name}"))
+            .at_flag(format!("--{name}"))
             .help("use a value without spaces or quotes (a job directory path too)"));
     }
     Ok(())

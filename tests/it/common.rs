@@ -120,3 +120,24 @@ pub fn plan_json_env(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
 pub fn plan_json(args: &[&str]) -> serde_json::Value {
     plan_json_env(args, &[])
 }
+
+/// A whole `ovlaunch` run as one reviewable text for an insta snapshot: the command line,
+/// the exit code, stdout and stderr. `redact` replaces run-specific text (a temporary
+/// directory) with a stable name, e.g. `(dir, "[TMP]")`.
+pub fn transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
+    let o = run(args);
+    let mut t = format!(
+        "$ ovlaunch {}\nexit: {}\n----- stdout -----\n{}----- stderr -----\n{}",
+        args.join(" "),
+        o.status
+            .code()
+            .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string()),
+        stdout(&o),
+        stderr(&o)
+    );
+    assert!(!t.contains("panicked"), "panic: {t}");
+    for (from, to) in redact {
+        t = t.replace(from, to);
+    }
+    t
+}
