@@ -33,7 +33,7 @@ pub use ovlaunch_rank::names::{ENV_NAME_RULE, valid_env_name};
 /// Reads a user file: regular, at most [`MAX_FILE_BYTES`], UTF-8. `flag` names where the path
 /// came from (`--recipe`, `--hardware-file`, ...).
 pub fn read_text(path: &Path, flag: &str) -> Result<String> {
-    let fail = |what: String| Error::usage(format!("{}: {what}", path.display())).at(flag);
+    let fail = |what: String| Error::usage(format!("{}: {what}", path.display())).at_flag(flag);
     // O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever. It has no
     // effect on regular files, the only kind read below.
     let file = std::fs::OpenOptions::new()
@@ -84,7 +84,7 @@ pub fn utf8<'a>(s: &'a OsStr, flag: &str) -> Result<&'a str> {
             "`{}` is not valid UTF-8",
             s.to_string_lossy().escape_debug()
         ))
-        .at(flag.to_string())
+        .at_flag(flag.to_string())
         .help("ovlaunch writes paths and arguments into scripts as text; rename the file or directory")
     })
 }
@@ -117,8 +117,7 @@ pub fn check_no_nul(what: &str, value: &str) -> Result<()> {
     if value.contains('\0') {
         return Err(Error::usage(format!(
             "{what} contains a NUL byte, which no argument or script text can carry"
-        ))
-        .at(what.to_string()));
+        )));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 
 pub mod jobdir;
 pub mod local;
+pub mod rankbin;
 pub mod record;
 pub mod signals;
 pub mod slurm;
@@ -98,6 +99,21 @@ pub fn of(rec: &Submission) -> Result<&'static dyn Backend> {
         })
 }
 
+/// What a job directory holds besides the rendered artifacts: files the CLI prepared from
+/// the outside world (an OCI bundle's configuration) and assets (the rank runtime copy).
+#[derive(Default)]
+pub struct Extras<'a> {
+    pub files: Vec<layout::JobFile<'a>>,
+    pub assets: Vec<jobdir::Asset>,
+}
+
+/// Writes the job directory `dir` from `artifacts` and `extras` (without starting anything).
+pub fn write_job_dir(dir: &Path, artifacts: &Artifacts, extras: &Extras<'_>) -> Result<()> {
+    let mut files = layout::files(artifacts);
+    files.extend(extras.files.iter().cloned());
+    jobdir::create_with(dir, &files, &extras.assets)
+}
+
 /// Writes the job directory `dir` from `artifacts` and starts the job with `executor`.
 /// Nothing half-written stays behind when the backend refuses the job.
 ///
@@ -112,6 +128,7 @@ pub fn submit(
     dir: &Path,
     job_name: &str,
     artifacts: &Artifacts,
+    extras: &Extras<'_>,
     command_line: String,
 ) -> Result<Started> {
     let mut rec = Submission {
@@ -134,6 +151,7 @@ pub fn submit(
     };
     let intent = record_text(&rec)?;
     let mut files = layout::files(artifacts);
+    files.extend(extras.files.iter().cloned());
     files.push(layout::JobFile {
         name: layout::SUBMISSION,
         contents: &intent,
@@ -141,7 +159,7 @@ pub fn submit(
         executable: false,
     });
     let guard = signals::Deferred::install();
-    jobdir::create(dir, &files)?;
+    jobdir::create_with(dir, &files, &extras.assets)?;
     if let Some(sig) = guard.caught() {
         let _ = std::fs::remove_dir_all(dir);
         return Err(Error::runtime(format!(

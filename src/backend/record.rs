@@ -113,7 +113,7 @@ pub fn read(dir: &Path) -> Result<Submission> {
     let text = crate::input::read_text(&path, "JOB")?;
     serde_json::from_str(&text).map_err(|e| {
         Error::usage(format!("{}: {e}", path.display()))
-            .at("JOB")
+            .at_flag("JOB")
             .help("the record was edited or damaged; the job directory's other files are intact")
     })
 }
@@ -144,7 +144,7 @@ pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
         .find(|(_, s)| s.job_id.as_ref().map(JobId::as_str) == Some(key) || s.job_name == key)
         .ok_or_else(|| {
             Error::usage(format!("no job `{key}` under {}", root.display()))
-                .at("JOB")
+                .at_flag("JOB")
                 .help("give a job id, job name or job directory; `ovlaunch list` shows them (see --jobs-root)")
         })
 }

@@ -66,7 +66,7 @@ impl Catalog {
         let kinds: Vec<GpuKind> = yaml::parse(text, origin)?;
         for k in &kinds {
             k.check().map_err(|m| {
-                Error::usage(format!("GPU kind `{}`: {m}", k.kind.escape_debug())).at(origin)
+                Error::usage(format!("GPU kind `{}`: {m}", k.kind.escape_debug())).at_file(origin)
             })?;
         }
         for k in kinds {
@@ -88,7 +88,7 @@ impl Catalog {
                     std::iter::once(r.name.as_str()).chain(r.aliases.iter().map(String::as_str))
                 });
                 Error::usage(format!("unknown recipe `{name}`"))
-                    .at("--recipe")
+                    .at_flag("--recipe")
                     .help(format!(
                         "{} run `ovlaunch recipes` for the list, or pass a recipe file path",
                         did_you_mean(name, names)

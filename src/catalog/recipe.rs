@@ -176,18 +176,16 @@ impl Recipe {
             Ok(t) => t,
             Err(e) => {
                 let msg = e.to_string();
-                return Err(
-                    located(&msg).unwrap_or_else(|| Error::usage(msg).at(origin.to_string()))
-                );
+                return Err(located(&msg).unwrap_or_else(|| Error::usage(msg).at_file(origin)));
             }
         };
         let Value::Object(mut top) = tree else {
-            return Err(Error::usage("a recipe must be a mapping").at(origin));
+            return Err(Error::usage("a recipe must be a mapping").at_file(origin));
         };
         for key in top.keys() {
             if !TOP_KEYS.contains(&key.as_str()) {
                 return Err(Error::usage(format!("unknown key `{key}` in recipe"))
-                    .at(origin)
+                    .at_file(origin)
                     .help(format!(
                         "{} (allowed: {})",
                         crate::error::did_you_mean(key, TOP_KEYS.iter().copied()),
@@ -197,7 +195,7 @@ impl Recipe {
         }
         if typed.trainer.as_ref().is_some_and(|t| t.is_empty()) {
             return Err(Error::usage("`trainer` is an empty list")
-                .at(origin)
+                .at_file(origin)
                 .help("give the trainer's argv, e.g. [python, train.py], or leave `trainer` out for Bridge's runner"));
         }
         // Names become job names, file names and script comments; an argument may hold any
@@ -208,7 +206,7 @@ impl Recipe {
                     "{what} `{}` is empty or holds whitespace or control characters",
                     v.escape_debug()
                 ))
-                .at(origin));
+                .at_file(origin));
             }
             Ok(())
         };
@@ -225,7 +223,7 @@ impl Recipe {
             }
         }
         for a in typed.trainer.iter().flatten() {
-            crate::input::check_no_nul("trainer", a).map_err(|e| e.at(origin))?;
+            crate::input::check_no_nul("trainer", a).map_err(|e| e.at_file(origin))?;
         }
         for v in &typed.variants {
             if !PRECISIONS.contains(&v.precision.as_str()) {
@@ -234,7 +232,7 @@ impl Recipe {
                     v.precision,
                     PRECISIONS.join(", ")
                 ))
-                .at(origin));
+                .at_file(origin));
             }
         }
         let variants_tree = top.remove("variants").unwrap_or(Value::Array(Vec::new()));

@@ -7,7 +7,7 @@ use crate::backend::{self, Cancelled, record};
 use crate::error::Result;
 
 pub fn run(p: &Printer, args: &JobArgs) -> Result<i32> {
-    let (_, rec) = record::find(&args.root(), &args.job)?;
+    let (_, rec) = record::find(&args.root()?, &args.job)?;
     let id = rec.job_id.as_ref().map_or("-", |i| i.as_str()).to_string();
     match backend::of(&rec)?.cancel(&rec)? {
         Cancelled::Now => p.data(&format!("cancelled job {id} ({})\n", rec.job_name))?,

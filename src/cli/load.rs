@@ -28,7 +28,7 @@ pub fn catalog(args: &CatalogArgs) -> Result<Catalog> {
                 "cannot read recipe directory {}: {e}",
                 dir.display()
             ))
-            .at("--recipe-dir")
+            .at_flag("--recipe-dir")
         })?;
         let mut paths: Vec<_> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -72,13 +72,13 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
     } else {
         Some(Version::parse(&args.te_version).ok_or_else(|| {
             Error::usage(format!("`{}` is not a version", args.te_version))
-                .at("--te-version")
+                .at_flag("--te-version")
                 .help("e.g. --te-version 2.8.0, or none")
         })?)
     };
     let torch = Version::parse(&args.torch_version).ok_or_else(|| {
         Error::usage(format!("`{}` is not a version", args.torch_version))
-            .at("--torch-version")
+            .at_flag("--torch-version")
             .help("e.g. 2.6.0")
     })?;
     Ok(Stack { te, torch })

@@ -26,7 +26,7 @@ pub fn registry(src: &PluginSourceArgs) -> Result<Registry> {
                 "cannot read plugin directory {}: {e}",
                 dir.display()
             ))
-            .at("--plugin-dir")
+            .at_flag("--plugin-dir")
         })?;
         let mut paths: Vec<_> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))

@@ -28,11 +28,8 @@ struct Scope<'a> {
 
 impl Scope<'_> {
     fn err(&self, msg: String) -> Error {
-        Error::usage(format!("plugin `{}`: {msg}", self.active.name())).at(self
-            .active
-            .def
-            .origin
-            .clone())
+        Error::usage(format!("plugin `{}`: {msg}", self.active.name()))
+            .at_file(self.active.def.origin.clone())
     }
 
     /// Replaces built-in placeholders inside an option's value (`{job_dir}/nsys`). Only the
@@ -319,7 +316,7 @@ pub fn plan_phase(
                         "plugins `{other}` and `{}` set `{path}` to different values ({prev} and {value})",
                         a.name()
                     ))
-                    .at(format!("--plugin {other} --plugin {}", a.name())));
+                    .at_flag(format!("--plugin {other} --plugin {}", a.name())));
             }
             let text = serde_json::to_string(&value).map_err(|e| Error::runtime(e.to_string()))?;
             let set = parse_sets(&[format!("{path}={text}")])
@@ -347,7 +344,7 @@ pub fn plan_phase(
                     "plugins `{other}` and `{}` set {name} to different values",
                     a.name()
                 ))
-                .at(format!("--plugin {other} --plugin {}", a.name())));
+                .at_flag(format!("--plugin {other} --plugin {}", a.name())));
             }
             env_owner.insert(name.clone(), (a.name().to_string(), value.clone()));
             layer.env.push(PluginEnv {
@@ -477,7 +474,7 @@ fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<
                 "plugin `{}` needs the {l} launcher, but this job uses {have}",
                 a.name()
             ))
-            .at(format!("--plugin {}", a.name()))
+            .at_flag(format!("--plugin {}", a.name()))
             .help(format!("add --launcher {l}")));
         }
     }
@@ -491,7 +488,7 @@ fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<
                 "plugin `{}` works with the {e} executor only, but this job uses {have}",
                 a.name()
             ))
-            .at(format!("--plugin {} --executor {have}", a.name())));
+            .at_flag(format!("--plugin {} --executor {have}", a.name())));
         }
     }
     Ok(())
@@ -525,7 +522,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
             return Err(Error::usage(format!(
                 "plugin `{name}` changes the torchrun command, but this job uses the srun launcher"
             ))
-            .at(flag)
+            .at_flag(flag)
             .help("add --launcher torchrun"));
         }
         let shell_only = !out.teardown_lines.is_empty() || !out.forward_signals.is_empty();
@@ -533,7 +530,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
             return Err(Error::usage(format!(
                 "plugin `{name}` adds teardown steps or signal forwarding, which only the Slurm executor runs"
             ))
-            .at(flag));
+            .at_flag(flag));
         }
 
         for (k, v) in out.env {
@@ -551,7 +548,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 return Err(Error::usage(format!(
                     "plugins `{other}` and `{name}` set {k} to different values"
                 ))
-                .at(format!("--plugin {other} --plugin {name}")));
+                .at_flag(format!("--plugin {other} --plugin {name}")));
             }
             env_owner.insert(k.clone(), (name.clone(), v.clone()));
             spec.unset.retain(|n| *n != k);
@@ -577,7 +574,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 return Err(Error::usage(format!(
                     "plugins `{other}` and `{name}` set sbatch --{k} to different values"
                 ))
-                .at(format!("--plugin {other} --plugin {name}")));
+                .at_flag(format!("--plugin {other} --plugin {name}")));
             }
             sbatch_owner.insert(k.clone(), (name.clone(), v.clone()));
             let unused = if ctx.executor == Executor::Slurm {
@@ -599,7 +596,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 return Err(Error::usage(format!(
                     "plugins `{other}` and `{name}` both replace the torchrun program"
                 ))
-                .at(format!("--plugin {other} --plugin {name}")));
+                .at_flag(format!("--plugin {other} --plugin {name}")));
             }
             program_owner = Some((name.clone(), p.clone()));
             spec.torchrun_program = p.clone();
@@ -700,7 +697,7 @@ pub fn render_phase(
                 "plugin `{}` appends script lines, which the local executor's script never reaches (it ends by exec'ing torchrun)",
                 a.name()
             ))
-            .at(format!("--plugin {} --executor local", a.name())));
+            .at_flag(format!("--plugin {} --executor local", a.name())));
         }
         if !script.ends_with('\n') {
             script.push('\n');

@@ -213,7 +213,7 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         if inp.user_env.iter().any(|(n, _)| n == k) {
             return Err(
                 Error::usage(format!("{k} is both set (--env) and unset (--unset)"))
-                    .at(format!("--unset {k}"))
+                    .at_flag(format!("--unset {k}"))
                     .help("keep one of them"),
             );
         }
@@ -276,7 +276,7 @@ pub fn check(
     if fsdp {
         if cdmc == Some("1") {
             return Err(Error::config("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.")
-                .at("env.CUDA_DEVICE_MAX_CONNECTIONS")
+                .at_fields("env.CUDA_DEVICE_MAX_CONNECTIONS")
                 .help("Megatron-FSDP is on (ddp.use_megatron_fsdp): use --env CUDA_DEVICE_MAX_CONNECTIONS=32 or leave it unset"));
         }
         inv.push(Invariant {
@@ -310,7 +310,7 @@ pub fn check(
             );
             if strict {
                 return Err(Error::config(text)
-                    .at("env.CUDA_DEVICE_MAX_CONNECTIONS")
+                    .at_fields("env.CUDA_DEVICE_MAX_CONNECTIONS")
                     .help("drop the --env override, or set it to 1"));
             }
             warnings.push(text);

@@ -74,7 +74,7 @@ pub fn choose<'r>(
         && !PRECISIONS.contains(&p.as_str())
     {
         return Err(Error::usage(format!("unknown precision `{p}`"))
-            .at("--precision")
+            .at_flag("--precision")
             .help(format!(
                 "{} precisions: {}",
                 did_you_mean(p, PRECISIONS.iter().copied()),
@@ -105,7 +105,7 @@ pub fn choose<'r>(
                     "recipe `{}` has no variant for {gpu}",
                     recipe.name
                 ))
-                .at("--gpus")
+                .at_flag("--gpus")
                 .help(format!("available: {}", available(recipe))));
             }
         }
@@ -134,7 +134,7 @@ pub fn choose<'r>(
             "recipe `{}` has no {precision} variant for {gpu}",
             recipe.name
         ))
-        .at("--precision")
+        .at_flag("--precision")
         .help(format!("{gpu} has: {}", dedup(have).join(", "))));
     }
     let named: Vec<&str> = candidates
@@ -152,7 +152,7 @@ pub fn choose<'r>(
             "recipe `{}` has no {gpu} {precision} config variant `{want}`",
             recipe.name
         ))
-        .at("--variant")
+        .at_flag("--variant")
         .help(format!("available: {}", dedup(named).join(", "))));
     }
     let exact = candidates.iter().find(|v| v.num_gpus == Some(hw.count));
@@ -322,7 +322,7 @@ pub fn layer_with(
             } else {
                 "check the values given with --set"
             };
-            Error::usage(e.message).at(flags.join(" ")).help(help)
+            Error::usage(e.message).at_flag(flags.join(" ")).help(help)
         })?
     };
     Ok((before, after, prov, applied))
@@ -362,6 +362,6 @@ fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
         } else {
             "check the recipe's sections against `ovlaunch fields`"
         };
-        Error::usage(msg).at(origin.to_string()).help(hint)
+        Error::usage(msg).at_file(origin).help(hint)
     })
 }

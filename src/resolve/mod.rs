@@ -136,11 +136,12 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
                     "cannot scale global_batch_size {gbs} from {n} to {} GPUs: {gbs}*{dp_new}/{dp_old} is not a whole number",
                     hw.count
                 ))
-                .at("train.global_batch_size")
+                .at_fields("train.global_batch_size")
                 .help("Pass --set train.global_batch_size=N explicitly"));
             }
             let new = u32::try_from(scaled / dp_old).map_err(|_| {
-                Error::usage("scaled global_batch_size is too large").at("train.global_batch_size")
+                Error::usage("scaled global_batch_size is too large")
+                    .at_fields("train.global_batch_size")
             })?;
             cfg.train.global_batch_size = new;
             decisions.push(Decision::new(
@@ -238,6 +239,9 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         &mut decisions,
         &mut warnings,
     )?;
+    if let Some(mp) = resolved_mp.as_ref() {
+        validate::gpu_supports_precision(&hw.gpu, &mp.config)?;
+    }
 
     let user_changed = |path: &str| prov.user_set(path);
     let env_inputs = env::EnvInputs {

@@ -45,7 +45,7 @@ pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
                     prev.flag,
                     o.flag
                 ))
-                .at("--set")
+                .at_flag("--set")
                 .help("give each field once"));
             }
             continue;
@@ -85,7 +85,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     let flag = shown_flag(item);
     let Some((path, text)) = item.split_once('=') else {
         return Err(Error::usage("expected section.field=value")
-            .at(flag)
+            .at_flag(flag)
             .help("e.g. --set model.tensor_model_parallel_size=8"));
     };
     let path = path.trim_start().trim_start_matches('+');
@@ -98,7 +98,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     };
     let Some(fields) = config::section_fields(&section) else {
         return Err(Error::usage(format!("unknown section `{section}`"))
-            .at(flag)
+            .at_flag(flag)
             .help(format!(
                 "{} sections: {}",
                 did_you_mean(&section, config::SECTIONS.iter().copied()),
@@ -110,7 +110,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         && !(section == "mixed_precision" && f == "recipe")
     {
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
-            .at(flag)
+            .at_flag(flag)
             .help(format!(
                 "{} see `ovlaunch fields {section}`",
                 did_you_mean(f, known.iter().copied())
@@ -118,7 +118,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     }
     if field.is_none() && !matches!(section.as_str(), "mixed_precision" | "comm_overlap") {
         return Err(
-            Error::usage(format!("`{section}` needs a field: {section}.FIELD=VALUE")).at(flag),
+            Error::usage(format!("`{section}` needs a field: {section}.FIELD=VALUE")).at_flag(flag),
         );
     }
     if section == "env_vars"
@@ -126,7 +126,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     {
         crate::input::check_env_name(name).map_err(|m| {
             Error::usage(m)
-                .at(flag.clone())
+                .at_flag(flag.clone())
                 .help("e.g. --set env_vars.NCCL_DEBUG=INFO")
         })?;
     }
@@ -134,7 +134,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         return Err(Error::usage(
             "comm_overlap.data_parallel_size is computed (world / (TP*PP*CP)); it cannot be set",
         )
-        .at(flag));
+        .at_flag(flag));
     }
     let mut value = yaml::parse_value(text);
     // An env value that reads as text is the text as given, byte for byte (YAML would fold
@@ -143,9 +143,10 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     if section == "env_vars" && value.is_string() {
         value = Value::String(text.to_string());
     }
-    crate::input::check_no_nul("a --set value", text).map_err(|e| e.at(flag.clone()))?;
+    crate::input::check_no_nul("a --set value", text).map_err(|e| e.at_flag(flag.clone()))?;
     if let Some(f) = &field {
-        value = typed(&section, f, value, text).map_err(|m| Error::usage(m).at(flag.clone()))?;
+        value =
+            typed(&section, f, value, text).map_err(|m| Error::usage(m).at_flag(flag.clone()))?;
     }
     Ok(SetOverride {
         section,
@@ -215,22 +216,22 @@ pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
         let flag = shown_env_flag(item);
         let Some((name, value)) = item.split_once('=') else {
             return Err(Error::usage("expected NAME=VALUE")
-                .at(flag)
+                .at_flag(flag)
                 .help("e.g. --env NCCL_DEBUG=INFO"));
         };
         if !valid_env_name(name) {
             return Err(
                 Error::usage(format!("`{name}` is not a valid environment variable name"))
-                    .at(flag)
+                    .at_flag(flag)
                     .help(format!("names are {ENV_NAME_RULE}")),
             );
         }
         crate::input::check_env_value(name, value)
-            .map_err(|m| Error::usage(m).at(format!("--env {name}")))?;
+            .map_err(|m| Error::usage(m).at_flag(format!("--env {name}")))?;
         if let Some((_, prev)) = out.iter().find(|(n, _)| n == name) {
             if prev != value {
                 return Err(Error::usage(format!("conflicting values for {name}"))
-                    .at(flag)
+                    .at_flag(flag)
                     .help("give each variable once"));
             }
             continue;
@@ -247,7 +248,7 @@ pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
         if !valid_env_name(name) {
             return Err(
                 Error::usage(format!("`{name}` is not a valid environment variable name"))
-                    .at(format!("--unset {name}"))
+                    .at_flag(format!("--unset {name}"))
                     .help(format!("names are {ENV_NAME_RULE}")),
             );
         }

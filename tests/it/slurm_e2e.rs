@@ -3,14 +3,19 @@
 //! ranks recorded. Nothing is faked: sbatch, srun, scontrol, scancel, torchrun and bash are
 //! the real programs. Only GPUs are absent, so jobs use the `cpu` hardware kind.
 //!
-//! Needs root and the packages from `.ci/install.sh`. Without them the test prints why and
+//! Needs root and the packages from `.ci/install.sh`. Without them each test prints why and
 //! passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (set by `.ci/run`), which makes it fail.
+//!
+//! One test per scenario, all on one cluster ([`cluster`]): it starts with the first
+//! scenario that runs, the scenarios take turns on it (a failing one does not hide the
+//! others), and it is stopped when the test process exits.
 
 use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -18,12 +23,7 @@ use serde_json::Value;
 pub(super) struct Cluster {
     pub(super) env: Vec<(String, String)>,
     pub(super) dir: tempfile::TempDir,
-    /// One cluster at a time in this test process: clusters started side by side race for
-    /// the same port block (slurm-up picks the first free one).
-    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
-
-static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Cluster {
     pub(super) fn start() -> Option<Cluster> {
@@ -42,14 +42,31 @@ impl Cluster {
             );
             return None;
         }
-        let guard = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
-        let env = up(&dir.path().join("slurm"));
-        Some(Cluster {
-            env,
-            dir,
-            _one_at_a_time: guard,
-        })
+        let root = env!("CARGO_MANIFEST_DIR");
+        let out = Command::new("bash")
+            .arg(format!("{root}/.ci/slurm-up.sh"))
+            .args(["--nodes", "2", "--dir"])
+            .arg(dir.path().join("slurm"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "slurm-up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.trim_matches(|c| c == '\'' || c == '"').to_string(),
+                )
+            })
+            .collect();
+        Some(Cluster { env, dir })
     }
 
     pub(super) fn cmd(&self, program: &str) -> Command {
@@ -82,74 +99,13 @@ impl Cluster {
             .unwrap()
     }
 
-    /// Stops the cluster and starts a fresh one in the same directory (state wiped: job ids
-    /// start over at 1).
-    pub(super) fn restart(&mut self) {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let slurm = self.dir.path().join("slurm");
-        let down = self
-            .cmd("bash")
-            .arg(format!("{root}/.ci/slurm-down.sh"))
-            .arg("--dir")
-            .arg(&slurm)
-            .output()
-            .unwrap();
-        assert!(
-            down.status.success(),
-            "{}",
-            String::from_utf8_lossy(&down.stderr)
-        );
-        self.env = up(&slurm);
-    }
-
     pub(super) fn jobs(&self) -> PathBuf {
         self.dir.path().join("jobs")
     }
 }
 
-/// Starts a cluster in `slurm` and returns its environment. A second try after a failed
-/// start: clusters of other processes on the same machine can take the port block that
-/// slurm-up found free between its check and slurmctld's bind.
-fn up(slurm: &Path) -> Vec<(String, String)> {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let mut last = String::new();
-    for _ in 0..2 {
-        let out = Command::new("bash")
-            .arg(format!("{root}/.ci/slurm-up.sh"))
-            .args(["--nodes", "2", "--dir"])
-            .arg(slurm)
-            .output()
-            .unwrap();
-        if out.status.success() {
-            return exports(&out.stdout);
-        }
-        last = String::from_utf8_lossy(&out.stderr).into_owned();
-        let _ = Command::new("bash")
-            .arg(format!("{root}/.ci/slurm-down.sh"))
-            .arg("--dir")
-            .arg(slurm)
-            .output();
-    }
-    panic!("slurm-up failed twice:\n{last}");
-}
-
-/// The `export NAME=VALUE` lines slurm-up prints.
-fn exports(stdout: &[u8]) -> Vec<(String, String)> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .filter_map(|l| l.strip_prefix("export "))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                v.trim_matches(|c| c == '\'' || c == '"').to_string(),
-            )
-        })
-        .collect()
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
+impl Cluster {
+    pub(super) fn stop(&self) {
         let root = env!("CARGO_MANIFEST_DIR");
         let _ = self
             .cmd("bash")
@@ -160,11 +116,37 @@ impl Drop for Cluster {
     }
 }
 
+static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
+pub(super) static TURN: Mutex<()> = Mutex::new(());
+
+/// The shared cluster and this scenario's turn on it, or `None` when Slurm is not installed
+/// (and not required). The first caller starts the cluster and arranges for it to be
+/// stopped, and its directory removed, at process exit (statics are never dropped).
+fn cluster() -> Option<(MutexGuard<'static, ()>, &'static Cluster)> {
+    let c = CLUSTER
+        .get_or_init(|| {
+            let c = Cluster::start()?;
+            extern "C" fn stop_at_exit() {
+                if let Some(Some(c)) = CLUSTER.get() {
+                    c.stop();
+                    let _ = std::fs::remove_dir_all(c.dir.path());
+                }
+            }
+            // SAFETY: registers a plain function with no arguments; it runs once, at exit.
+            unsafe { nix::libc::atexit(stop_at_exit) };
+            Some(c)
+        })
+        .as_ref()?;
+    // A scenario that panicked poisons the lock; the cluster is still fine for the next.
+    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    Some((turn, c))
+}
+
 pub(super) fn submit(c: &Cluster, name: &str, extra: &[&str], trainer: &[&str]) -> PathBuf {
     submit_with_path(c, None, name, "cpux4", extra, trainer)
 }
 
-pub(super) fn submit_with_path(
+fn submit_with_path(
     c: &Cluster,
     path: Option<&Path>,
     name: &str,
@@ -211,8 +193,16 @@ pub(super) fn wait_final(c: &Cluster, job_dir: &Path) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let o = c.ovlaunch(&["status", job_dir.to_str().unwrap(), "-o", "json"]);
-        assert!(o.status.success(), "status failed: {}", common::stderr(&o));
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("status failed ({e}): {}", common::stderr(&o)));
+        // The exit code tells the state: 0 fine so far, 3 failed, 4 cancelled, 5 unknown.
+        let want = match v["phase"].as_str() {
+            Some("failed") => 3,
+            Some("cancelled") => 4,
+            Some("unknown") => 5,
+            _ => 0,
+        };
+        assert_eq!(o.status.code(), Some(want), "{v}");
         if matches!(
             v["phase"].as_str(),
             Some("succeeded" | "failed" | "cancelled")
@@ -257,13 +247,12 @@ fn ranks(job_dir: &Path) -> BTreeMap<String, Value> {
 
 const NASTY: &str = "it's \"quoted\" $HOME `id` \\ end\nsecond line";
 
+/// One task per GPU (srun mode), 2 nodes x 2 tasks, through the rank runtime.
 #[test]
-fn real_slurm_jobs() {
-    let Some(c) = Cluster::start() else { return };
-
-    // 1. One task per GPU (srun mode), 2 nodes x 2 tasks, through the rank runtime.
+fn srun_mode_two_nodes_through_the_rank_runtime() {
+    let Some((_turn, c)) = cluster() else { return };
     let dir = submit(
-        &c,
+        c,
         "srun-mode",
         &[
             "--env",
@@ -275,7 +264,7 @@ fn real_slurm_jobs() {
         ],
         &["0"],
     );
-    let st = wait_final(&c, &dir);
+    let st = wait_final(c, &dir);
     assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
     let r = ranks(&dir);
     assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
@@ -308,13 +297,17 @@ fn real_slurm_jobs() {
     let log_text = log(&dir);
     let lines: Vec<&str> = log_text
         .lines()
-        .filter(|l| l.starts_with("ovlaunch-rank rank="))
+        .filter(|l| l.contains("ovlaunch-rank rank="))
         .collect();
     assert_eq!(lines.len(), 4, "{log_text}");
     for rank in 0..4 {
         let line = lines
             .iter()
-            .find(|l| l.starts_with(&format!("ovlaunch-rank rank={rank} ")))
+            // every line is labelled with its Slurm task (srun --label): the rank here
+            .find(|l| {
+                l.trim_start()
+                    .starts_with(&format!("{rank}: ovlaunch-rank rank={rank} "))
+            })
             .unwrap_or_else(|| panic!("rank {rank}: {log_text}"));
         assert!(
             line.contains("world_size=4")
@@ -332,30 +325,42 @@ fn real_slurm_jobs() {
         1,
         "every rank applied the same env: {digests:?}"
     );
+    // `logs --rank 2`: rank 2's lines only.
+    let o = c.ovlaunch(&["logs", dir.to_str().unwrap(), "--rank", "2"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let only = common::stdout(&o);
+    assert!(only.contains("2: ovlaunch-rank rank=2 "), "{only}");
+    assert!(
+        only.lines().all(|l| l.trim_start().starts_with("2: ")),
+        "{only}"
+    );
     let script = std::fs::read_to_string(dir.join("launch.sbatch")).unwrap();
     assert!(
         !script.contains("hunter2"),
         "secret value is not in the script"
     );
     assert!(!log(&dir).contains("hunter2"));
+}
 
-    // 2. A trainer that fails: FAILED with its exit code. One rank, so that the code is
-    // the trainer's for certain: with several ranks, srun's --kill-on-bad-exit stops the
-    // ranks still running with SIGTERM when the first one fails, and srun reports the
-    // highest task status, 143 (128 + SIGTERM) for any rank it stopped.
-    let dir = submit_with_path(&c, None, "failing", "cpux1", &[], &["3"]);
-    let st = wait_final(&c, &dir);
+/// A trainer that fails: FAILED with its exit code. One rank: with several, srun's
+/// --kill-on-bad-exit may SIGTERM a rank that has not exited yet, and the step then reports
+/// that rank's 143 (seen under load), not the trainer's 3.
+#[test]
+fn failing_trainer_is_failed_with_its_exit_code() {
+    let Some((_turn, c)) = cluster() else { return };
+    let dir = submit_with_path(c, None, "failing", "cpux1", &[], &["3"]);
+    let st = wait_final(c, &dir);
     assert_eq!(st["slurm_state"], "FAILED", "{st}");
-    assert_eq!(st["exit_code"], "3:0", "{st}");
-    // Several ranks that all fail: FAILED whichever rank srun saw first.
-    let dir = submit(&c, "failing-4", &[], &["3"]);
-    let st = wait_final(&c, &dir);
-    assert_eq!(st["slurm_state"], "FAILED", "{st}");
-    let code = st["exit_code"].as_str().unwrap_or("");
-    assert!(code == "3:0" || code == "143:0", "3 or 128+SIGTERM: {st}");
+    assert!(
+        st["exit_code"].as_str().unwrap_or("").starts_with('3'),
+        "{st}"
+    );
+}
 
-    // 3. cancel.
-    let dir = submit(&c, "to-cancel", &[], &["0", "sleep"]);
+#[test]
+fn cancel_stops_a_running_job() {
+    let Some((_turn, c)) = cluster() else { return };
+    let dir = submit(c, "to-cancel", &[], &["0", "sleep"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !dir.join("ranks").exists() {
         assert!(
@@ -367,13 +372,17 @@ fn real_slurm_jobs() {
     }
     let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", common::stderr(&o));
-    let st = wait_final(&c, &dir);
+    let st = wait_final(c, &dir);
     assert_eq!(st["phase"], "cancelled", "{st}");
+}
 
-    // 4. torchrun mode: one task per node, torchrun starts 2 workers on each.
+/// torchrun mode: one task per node, torchrun starts 2 workers on each.
+#[test]
+fn torchrun_mode_two_workers_per_node() {
+    let Some((_turn, c)) = cluster() else { return };
     if which::which("torchrun").is_ok() {
         let dir = submit(
-            &c,
+            c,
             "torchrun-mode",
             &[
                 "--launcher",
@@ -385,7 +394,7 @@ fn real_slurm_jobs() {
             ],
             &["0"],
         );
-        let st = wait_final(&c, &dir);
+        let st = wait_final(c, &dir);
         assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
         let r = ranks(&dir);
         assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
@@ -406,10 +415,6 @@ fn real_slurm_jobs() {
         );
         eprintln!("skipping torchrun mode: torchrun not installed");
     }
-
-    preemption_requeues_after_the_signal(&c);
-    fault_tolerance_restarts_a_failed_rank(&c);
-    sbatch_rejection_leaves_nothing(&c);
 }
 
 pub(super) fn wait_for(what: &str, job_dir: &Path, mut done: impl FnMut() -> bool) {
@@ -428,7 +433,9 @@ pub(super) fn wait_for(what: &str, job_dir: &Path, mut done: impl FnMut() -> boo
 /// signal on its own 30 s tick, so the test asks Slurm to deliver the same signal now
 /// (`scancel --signal=TERM --batch`, the path a preemption warning takes), then checks that
 /// every rank got SIGTERM (not SIGKILL), the job was requeued, and the second run ran.
-fn preemption_requeues_after_the_signal(c: &Cluster) {
+#[test]
+fn preemption_requeues_after_the_signal() {
+    let Some((_turn, c)) = cluster() else { return };
     let dir = submit(
         c,
         "preempt",
@@ -497,7 +504,9 @@ fn preemption_requeues_after_the_signal(c: &Cluster) {
 /// the `--ft-*` options and runs the real torchrun with `--max_restarts`) is put on PATH.
 /// Rank 1 fails on the first attempt; torchrun restarts the workers in the same job. One
 /// node keeps the restart quick on a 2-core machine (a two-node restart re-rendezvouses).
-fn fault_tolerance_restarts_a_failed_rank(c: &Cluster) {
+#[test]
+fn fault_tolerance_restarts_a_failed_rank() {
+    let Some((_turn, c)) = cluster() else { return };
     let bin = c.dir.path().join("ft-bin");
     std::fs::create_dir_all(&bin).unwrap();
     let ft = bin.join("ft_launcher");
@@ -547,7 +556,9 @@ fn fault_tolerance_restarts_a_failed_rank(c: &Cluster) {
 }
 
 /// sbatch itself refusing the script: a clear error, and no job directory left behind.
-fn sbatch_rejection_leaves_nothing(c: &Cluster) {
+#[test]
+fn sbatch_rejection_leaves_nothing() {
+    let Some((_turn, c)) = cluster() else { return };
     let job_dir = c.jobs().join("rejected");
     let recipe = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
     let o = c.ovlaunch(&[

@@ -12,8 +12,38 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::slurm_e2e::{Cluster, log, submit, wait_final, wait_for};
+use super::slurm_e2e::{Cluster, TURN, log, submit, wait_final, wait_for};
 use crate::common;
+
+/// A cluster of this scenario's own (it is broken on purpose), stopped when dropped; the
+/// shared cluster's scenarios wait meanwhile (`TURN`), so no two clusters start at once.
+struct Own {
+    c: Cluster,
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Own {
+    fn start() -> Option<Own> {
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        Some(Own {
+            c: Cluster::start()?,
+            _turn: turn,
+        })
+    }
+}
+
+impl std::ops::Deref for Own {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.c
+    }
+}
+
+impl Drop for Own {
+    fn drop(&mut self) {
+        self.c.stop();
+    }
+}
 
 /// The cluster's state directory (slurm-up's `--dir`).
 fn slurm_dir(c: &Cluster) -> PathBuf {
@@ -52,7 +82,7 @@ fn status_json(c: &Cluster, dir: &Path) -> (Option<i32>, Value, String) {
 /// forever. Both within the query time limit (30 s) plus start-up slack.
 #[test]
 fn controller_down_status_fails_and_logs_follow_ends() {
-    let Some(c) = Cluster::start() else { return };
+    let Some(c) = Own::start() else { return };
     let dir = submit(&c, "down", &[], &["0", "sleep"]);
     running(&c, &dir);
     let pid = pid_of(&c, "slurmctld");
@@ -109,11 +139,10 @@ fn controller_down_status_fails_and_logs_follow_ends() {
 /// the other job keeps running.
 #[test]
 fn a_reused_job_id_is_not_the_recorded_job() {
-    let Some(mut c) = Cluster::start() else {
-        return;
-    };
-    let dir = submit(&c, "first", &[], &["0"]);
-    let st = wait_final(&c, &dir);
+    let Some(first) = Own::start() else { return };
+    let c = &*first;
+    let dir = submit(c, "first", &[], &["0"]);
+    let st = wait_final(c, &dir);
     assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
     let id = st["job_id"].as_str().unwrap().to_string();
     // Cancelling a job that has ended says so (exit 0: nothing is left running).
@@ -125,7 +154,18 @@ fn a_reused_job_id_is_not_the_recorded_job() {
         common::stdout(&o)
     );
 
-    c.restart();
+    // A fresh controller (new state): job ids start over at 1.
+    first.stop();
+    let second = Cluster::start().expect("a second cluster");
+    let c = &second;
+    // The second cluster is stopped when this test ends, whatever happens.
+    struct StopAtEnd<'a>(&'a Cluster);
+    impl Drop for StopAtEnd<'_> {
+        fn drop(&mut self) {
+            self.0.stop();
+        }
+    }
+    let _stop = StopAtEnd(c);
     let other_log = c.dir.path().join("other.out");
     let other = loop {
         let o = c
@@ -146,7 +186,7 @@ fn a_reused_job_id_is_not_the_recorded_job() {
         );
     };
 
-    let (code, _, err) = status_json(&c, &dir);
+    let (code, _, err) = status_json(c, &dir);
     assert_eq!(code, Some(1), "the id is another job's now: {err}");
     assert!(err.contains("another job"), "{err}");
     let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
@@ -169,7 +209,7 @@ fn a_reused_job_id_is_not_the_recorded_job() {
 /// record names the job, and Slurm holds exactly one job of that name.
 #[test]
 fn sigterm_during_sbatch_leaves_one_recorded_job() {
-    let Some(c) = Cluster::start() else { return };
+    let Some(c) = Own::start() else { return };
     let wrap = c.dir.path().join("slow-sbatch");
     std::fs::create_dir_all(&wrap).unwrap();
     let started = c.dir.path().join("sbatch-started");
@@ -259,7 +299,7 @@ fn sigterm_during_sbatch_leaves_one_recorded_job() {
 /// runs again; `status` must say why: the previous run ended NODE_FAIL.
 #[test]
 fn node_failure_is_reported_with_its_reason() {
-    let Some(c) = Cluster::start() else { return };
+    let Some(c) = Own::start() else { return };
     let dir = submit(&c, "node-fail", &[], &["0", "sleep"]);
     running(&c, &dir);
     let o = c
@@ -300,7 +340,7 @@ fn node_failure_is_reported_with_its_reason() {
 /// `--signal=B:TERM@N` timer only ticks every 30 s).
 #[test]
 fn preemption_signal_to_a_trainer_that_ignores_it() {
-    let Some(c) = Cluster::start() else { return };
+    let Some(c) = Own::start() else { return };
     let job_dir = c.jobs().join("ignores-term");
     let fixture = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let o = c.ovlaunch(&[
