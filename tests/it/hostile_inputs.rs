@@ -327,7 +327,8 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
             extra.push("img.sqsh".into());
             extra.push("--container-mount".into());
             extra.push(v.clone().into());
-            Want::SrunArg(format!("--container-mounts={v}"))
+            // After the job directory's own mount, which is always first.
+            Want::SrunArg(format!(",{v}"))
         }
     };
     // An argument cannot carry NUL (execve stops at it): only files can bring one.
@@ -434,20 +435,48 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
             }
         }
         Want::Directive(d) => {
-            let line = format!("#SBATCH --{d}={v}");
-            if !script.lines().any(|l| l == line) {
-                return Err(format!("{channel:?}: no {line:?} in\n{script}"));
+            let prefix = format!("#SBATCH --{d}=");
+            let read: Vec<String> = script
+                .lines()
+                .filter_map(|l| l.strip_prefix(&prefix))
+                .map(sbatch_reads)
+                .collect();
+            if read != [v.clone()] {
+                return Err(format!(
+                    "{channel:?}: sbatch reads {read:?}, want {v:?}\n{script}"
+                ));
             }
         }
         Want::SrunArg(a) => {
             let args = o.srun_args.unwrap_or_default();
-            if !args.contains(&a) {
+            if !args
+                .iter()
+                .any(|x| x.starts_with("--container-mounts=") && x.ends_with(&a))
+            {
                 return Err(format!("{channel:?}: srun got {args:?}, want {a:?}"));
             }
         }
         Want::HeaderOnly | Want::Refused => {}
     }
     Ok("delivered")
+}
+
+/// An `#SBATCH` value as sbatch's script parser reads it (Slurm's `_get_argument`): a
+/// double quote groups (and is dropped), a backslash takes the next character literally,
+/// whitespace or `#` outside quotes ends the value.
+fn sbatch_reads(text: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => out.extend(chars.next()),
+            c if !quoted && (c.is_whitespace() || c == '#') => break,
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Fragments hostile strings are built from; CANARY becomes the canary path.
