@@ -12,6 +12,7 @@ mod cli_outputs;
 mod env_rules;
 mod env_unset;
 mod estimate;
+mod help;
 mod hostile_cases;
 mod hostile_inputs;
 mod local_torchrun;
