@@ -19,7 +19,9 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table -Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks"
-cargo build --release --quiet --bins
+# An explicit --target keeps the instrumentation off build scripts and proc macros.
+host=$(rustc -vV | sed -n 's/^host: //p')
+cargo build --release --quiet --bins --target "$host"
 
 seed() { # target dir: copy the seed inputs for a target into its corpus
   local t=$1 dir=$2
@@ -39,7 +41,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "artifacts/$t"
   seed "$t" "$corpus"
   echo "fuzz: $t for ${secs}s"
-  ./target/release/"$t" "$corpus" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+  ./target/"$host"/release/"$t" "$corpus" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="artifacts/$t/" -print_final_stats=1 2>"artifacts/$t.log" \
     || { tail -n 40 "artifacts/$t.log"; echo "fuzz: $t FAILED"; exit 1; }
   grep -E '^(stat::number_of_executed_units|stat::new_units_added|stat::peak_rss_mb)' "artifacts/$t.log" | sed "s/^/fuzz: $t /"

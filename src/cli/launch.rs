@@ -170,7 +170,7 @@ pub struct LaunchArgs {
     /// Start the trainer directly, without the rank runtime.
     #[arg(long, conflicts_with = "rank_runtime", help_heading = "Rank runtime")]
     pub no_rank_runtime: bool,
-    /// The rendezvous port (MASTER_PORT; torchrun's c10d endpoint; 1-65535).
+    /// The rendezvous port (MASTER_PORT; torchrun's c10d endpoint).
     #[arg(long, default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..), help_heading = "Job")]
     pub master_port: u16,
     /// The trainer command (default: the recipe's Bridge training entry).
