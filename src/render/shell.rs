@@ -63,12 +63,6 @@ pub fn join(args: &[String]) -> String {
     out
 }
 
-/// A shell word that is meant to be expanded by the shell at run time (`"$HEAD"`): only
-/// ovlaunch's own fixed fragments use this, never user values.
-pub fn expand(fragment: &str) -> String {
-    format!("\"{fragment}\"")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

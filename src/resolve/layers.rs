@@ -243,18 +243,9 @@ pub struct PluginSet {
     pub if_present: bool,
 }
 
-/// Builds the layered tree, before and after `--set`, with provenance.
-pub fn layer(
-    recipe: &Recipe,
-    variant: Option<&Variant>,
-    sets: &[SetOverride],
-) -> Result<(ConfigContainer, ConfigContainer, Provenance)> {
-    let (before, after, prov, _) = layer_with(recipe, variant, &[], sets)?;
-    Ok((before, after, prov))
-}
-
-/// `layer` with plugin overrides between the recipe and `--set`. Also returns, for each
-/// plugin override, whether it was applied (`if_present` ones may not be).
+/// Builds the layered tree, before and after `--set`, with provenance, with plugin
+/// overrides between the recipe and `--set`. Also returns, for each plugin override,
+/// whether it was applied (`if_present` ones may not be).
 pub fn layer_with(
     recipe: &Recipe,
     variant: Option<&Variant>,
