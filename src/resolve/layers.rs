@@ -251,7 +251,7 @@ pub fn layer_with(
     variant: Option<&Variant>,
     plugin_sets: &[PluginSet],
     sets: &[SetOverride],
-) -> Result<(ConfigContainer, ConfigContainer, Provenance, Vec<bool>)> {
+) -> Result<Layered> {
     let mut prov = Provenance::default();
     let mut tree = Map::new();
     merge_sections(&mut tree, &recipe.sections);
@@ -316,7 +316,25 @@ pub fn layer_with(
             Error::usage(e.message).at_flag(flags.join(" ")).help(help)
         })?
     };
-    Ok((before, after, prov, applied))
+    Ok(Layered {
+        before,
+        cfg: after,
+        prov,
+        applied,
+    })
+}
+
+/// The layered configuration.
+#[derive(Debug, Clone)]
+pub struct Layered {
+    /// Recipe and variant only (what batch scaling compares against).
+    pub before: ConfigContainer,
+    /// With the plugins' sets and `--set` applied; the stages after layering edit this one.
+    pub cfg: ConfigContainer,
+    /// Who set each path.
+    pub prov: Provenance,
+    /// For each plugin set, whether it was applied (`if_present` ones may not be).
+    pub applied: Vec<bool>,
 }
 
 fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {
