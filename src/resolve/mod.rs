@@ -99,6 +99,9 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         &mut t.decisions,
         &mut t.warnings,
     )?;
+    if let Some(mp) = mixed_precision.as_ref() {
+        validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
+    }
     // 7. The launch environment (rules, recipe, plugins, --env, --unset) and its invariants.
     let env = env_stage(inp, plugins, &l, &mut t)?;
 
