@@ -36,6 +36,38 @@ pub struct GpuKind {
     /// Env vars this kind always needs (site fabric knobs belong here, not in recipes).
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// The nodes' CPU architecture: which rank runtime build can run there (Grace-based
+    /// GB200/GB300 nodes are aarch64).
+    #[serde(default)]
+    pub arch: CpuArch,
+}
+
+/// A node CPU architecture, spelled as Rust and `uname -m` spell it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CpuArch {
+    #[default]
+    #[serde(rename = "x86_64")]
+    X86_64,
+    #[serde(rename = "aarch64")]
+    Aarch64,
+}
+
+impl CpuArch {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuArch::X86_64 => "x86_64",
+            CpuArch::Aarch64 => "aarch64",
+        }
+    }
+
+    /// The architecture this program was built for.
+    pub fn host() -> CpuArch {
+        if cfg!(target_arch = "aarch64") {
+            CpuArch::Aarch64
+        } else {
+            CpuArch::X86_64
+        }
+    }
 }
 
 /// Per-GPU performance constants (dense peaks, memory, links); units in the field names.

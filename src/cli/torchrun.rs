@@ -15,6 +15,8 @@ pub fn run(
     args: &LaunchArgs,
     master_addr: Option<&str>,
 ) -> Result<i32> {
+    let (plan_args, args, _) = launch::with_profile(plan_args, args)?;
+    let (plan_args, args) = (&plan_args, &args);
     let (plan, plugins) = load::plan_with_plugins(plan_args)?;
     let (mut opts, _) = launch::options(&plan, plan_args, args)?;
     opts.mode = LaunchMode::Torchrun;

@@ -3,6 +3,7 @@
 
 pub mod artifacts;
 pub mod launch;
+pub mod oci;
 pub mod overrides;
 pub mod rank_plan;
 pub mod script;

@@ -239,6 +239,9 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         &mut decisions,
         &mut warnings,
     )?;
+    if let Some(mp) = resolved_mp.as_ref() {
+        validate::gpu_supports_precision(&hw.gpu, &mp.config)?;
+    }
 
     let user_changed = |path: &str| prov.user_set(path);
     let env_inputs = env::EnvInputs {

@@ -194,3 +194,37 @@ pub fn validate(
 fn py(b: bool) -> &'static str {
     if b { "True" } else { "False" }
 }
+
+/// Precisions the GPU has no tensor-core unit for are errors, not a job that fails at start:
+/// Transformer Engine's FP8 needs compute capability 8.9 or newer (Ada, Hopper; the catalog's
+/// Ampere A100 is 8.0) and its FP4 (NVFP4) needs Blackwell (10.0). The `cpu` test kind runs
+/// no kernels and is not checked.
+pub fn gpu_supports_precision(
+    gpu: &crate::catalog::hardware::GpuKind,
+    mp: &MixedPrecisionConfig,
+) -> Result<()> {
+    if gpu.is_cpu() {
+        return Ok(());
+    }
+    let (what, needed, field) = if mp.fp4.is_some() && !gpu.is_blackwell_or_newer() {
+        (
+            "FP4",
+            "Blackwell (compute capability 10.0)",
+            "mixed_precision.fp4",
+        )
+    } else if mp.fp8.is_some() && gpu.arch_major < 9 {
+        (
+            "FP8",
+            "compute capability 8.9 or newer (Hopper, Blackwell)",
+            "mixed_precision.fp8",
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::config(format!(
+        "{what} training needs {needed}, but {} ({}) is compute capability {}.x",
+        gpu.kind, gpu.generation, gpu.arch_major
+    ))
+    .at_fields(field)
+    .help("use --precision bf16 on this GPU, or a GPU kind that has the unit"))
+}

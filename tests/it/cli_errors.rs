@@ -245,9 +245,9 @@ fn existing_job_dir_is_not_touched() {
 }
 
 #[test]
-fn unknown_sbatch_option() {
-    insta::assert_snapshot!(transcript(
-        &[
+fn malformed_sbatch_option() {
+    for bad in ["reservation=r1", "--Reservation=r1", "--=x", "-p"] {
+        let e = usage_error(&[
             "--recipe",
             "llama70b",
             "--gpus",
@@ -255,10 +255,25 @@ fn unknown_sbatch_option() {
             "--dry-run",
             "--job-dir",
             "/jobs/x",
-            "--sbatch-arg=--reservaton=r1",
-        ],
-        &[]
-    ));
+            &format!("--sbatch-arg={bad}"),
+        ]);
+        assert!(
+            e.contains(&format!("`{bad}` is not an sbatch long option"))
+                && e.contains("--sbatch-arg=--name=value"),
+            "{e}"
+        );
+    }
+    let e = usage_error(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--dry-run",
+        "--job-dir",
+        "/jobs/x",
+        "--sbatch-arg=--comment=two\nlines",
+    ]);
+    assert!(e.contains("line break"), "{e}");
 }
 
 #[test]
@@ -323,4 +338,23 @@ fn multi_node_torchrun_needs_a_rendezvous_host() {
 fn a_missing_flag_is_named_once() {
     insta::assert_snapshot!(transcript(&["plan", "--recipe", "llama70b"], &[]));
     insta::assert_snapshot!(transcript(&["plan", "--gpus", "h100x64"], &[]));
+}
+
+#[test]
+fn fp8_on_ampere_is_an_error() {
+    let e = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "a100x8",
+        "--precision",
+        "fp8cs",
+    ]);
+    assert!(
+        e.contains("mixed_precision.fp8")
+            && e.contains("FP8 training needs compute capability 8.9")
+            && e.contains("a100"),
+        "{e}"
+    );
 }

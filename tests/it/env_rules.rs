@@ -1159,6 +1159,7 @@ fn unset_recipe_variables_leave_the_trainer_config() {
             cpus_per_task: None,
             dependency: None,
             sbatch_args: vec![],
+            srun_args: vec![],
             trainer: vec![],
             rank_runtime: None,
             master_port: 29500,
