@@ -28,7 +28,9 @@ pub enum LauncherArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ExecutorArg {
+    /// Submit with sbatch.
     Slurm,
+    /// Run on this machine with torchrun (one node).
     Local,
 }
 
@@ -43,7 +45,9 @@ pub enum ContainerRuntimeArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FlagStyleArg {
+    /// --nproc-per-node (PyTorch 2.x).
     Dash,
+    /// --nproc_per_node (every PyTorch, Debian's 1.13 included).
     Underscore,
 }
 

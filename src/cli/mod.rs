@@ -113,6 +113,7 @@ pub enum Command {
     Env {
         #[command(flatten)]
         plan: PlanArgs,
+        /// Output format: shell exports, a dotenv file, or JSON.
         #[arg(long, value_enum, default_value_t = env::FormatArg::Sh)]
         format: env::FormatArg,
     },

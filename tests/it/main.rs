@@ -12,6 +12,7 @@ mod cli_outputs;
 mod env_rules;
 mod env_unset;
 mod estimate;
+mod help;
 mod local_torchrun;
 mod oci_e2e;
 mod placement;
