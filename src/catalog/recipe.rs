@@ -19,7 +19,8 @@ use crate::yaml;
 /// Precision names a variant may carry (Bridge's perf-recipe suffixes).
 pub const PRECISIONS: &[&str] = &["bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4"];
 
-/// The typed view, used only to validate (its values are discarded).
+/// The typed view, used only to validate (its values are discarded). Its fields are the
+/// keys a recipe file may have: unknown keys are rejected here, with file:line:col.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
@@ -84,36 +85,6 @@ struct TypedVariant {
     #[serde(default, deserialize_with = "crate::input::opt_env_map")]
     env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
 }
-
-/// Keys allowed at the top of a recipe file.
-const TOP_KEYS: &[&str] = &[
-    "name",
-    "aliases",
-    "description",
-    "family",
-    "task",
-    "bridge_recipe",
-    "trainer",
-    "model",
-    "train",
-    "ddp",
-    "optimizer",
-    "comm_overlap",
-    "mixed_precision",
-    "env_vars",
-    "variants",
-];
-
-/// The config sections a recipe layer may carry.
-pub const SECTION_KEYS: &[&str] = &[
-    "model",
-    "train",
-    "ddp",
-    "optimizer",
-    "comm_overlap",
-    "mixed_precision",
-    "env_vars",
-];
 
 /// One per-GPU, per-precision variant.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,17 +153,6 @@ impl Recipe {
         let Value::Object(mut top) = tree else {
             return Err(Error::usage("a recipe must be a mapping").at_file(origin));
         };
-        for key in top.keys() {
-            if !TOP_KEYS.contains(&key.as_str()) {
-                return Err(Error::usage(format!("unknown key `{key}` in recipe"))
-                    .at_file(origin)
-                    .help(format!(
-                        "{} (allowed: {})",
-                        crate::error::did_you_mean(key, TOP_KEYS.iter().copied()),
-                        TOP_KEYS.join(", ")
-                    )));
-            }
-        }
         if typed.trainer.as_ref().is_some_and(|t| t.is_empty()) {
             return Err(Error::usage("`trainer` is an empty list")
                 .at_file(origin)
@@ -265,17 +225,12 @@ impl Recipe {
             variants,
         })
     }
-
-    /// True if `name` is this recipe's name or one of its aliases.
-    pub fn answers_to(&self, name: &str) -> bool {
-        self.name == name || self.aliases.iter().any(|a| a == name)
-    }
 }
 
 fn pick_sections(v: &Value) -> Map<String, Value> {
     let mut out = Map::new();
     if let Value::Object(m) = v {
-        for key in SECTION_KEYS {
+        for key in crate::config::SECTIONS {
             if let Some(section) = m.get(*key) {
                 out.insert((*key).to_string(), section.clone());
             }

@@ -88,12 +88,6 @@ pub fn join(args: &[String]) -> String {
     out
 }
 
-/// A shell word that is meant to be expanded by the shell at run time (`"$HEAD"`): only
-/// ovlaunch's own fixed fragments use this, never user values.
-pub fn expand(fragment: &str) -> String {
-    format!("\"{fragment}\"")
-}
-
 /// A word for an `#SBATCH` line: as is when it holds only characters sbatch's script parser
 /// takes literally, else in double quotes with `"` and backslashes escaped (sbatch's
 /// `get_argument`: quotes group, a backslash escapes the next character, `#` outside quotes

@@ -17,21 +17,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use super::PluginEnv;
 use super::env_rules::{self, Action, Facts};
 use crate::catalog::Hardware;
 use crate::config::{DdpConfig, EnvScalar, ModelConfig};
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
-
-/// One variable's final value and where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EnvEntry {
-    pub value: String,
-    pub source: Source,
-}
+use crate::plan::{EnvEntry, Invariant};
 
 /// Inputs of the env stage.
 pub struct EnvInputs<'a> {
@@ -252,9 +244,6 @@ pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
         })
         .collect()
 }
-
-/// A variable the rank runtime re-checks on the node (the rank plan's own type).
-pub use crate::rank::Invariant;
 
 /// Checks that depend on the final env: Megatron-LM's `CUDA_DEVICE_MAX_CONNECTIONS` rule
 /// and Bridge's FSDP assertion. Returns the invariants the rank runtime re-checks.

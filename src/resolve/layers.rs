@@ -243,24 +243,15 @@ pub struct PluginSet {
     pub if_present: bool,
 }
 
-/// Builds the layered tree, before and after `--set`, with provenance.
-pub fn layer(
-    recipe: &Recipe,
-    variant: Option<&Variant>,
-    sets: &[SetOverride],
-) -> Result<(ConfigContainer, ConfigContainer, Provenance)> {
-    let (before, after, prov, _) = layer_with(recipe, variant, &[], sets)?;
-    Ok((before, after, prov))
-}
-
-/// `layer` with plugin overrides between the recipe and `--set`. Also returns, for each
-/// plugin override, whether it was applied (`if_present` ones may not be).
+/// Builds the layered tree, before and after `--set`, with provenance, with plugin
+/// overrides between the recipe and `--set`. Also returns, for each plugin override,
+/// whether it was applied (`if_present` ones may not be).
 pub fn layer_with(
     recipe: &Recipe,
     variant: Option<&Variant>,
     plugin_sets: &[PluginSet],
     sets: &[SetOverride],
-) -> Result<(ConfigContainer, ConfigContainer, Provenance, Vec<bool>)> {
+) -> Result<Layered> {
     let mut prov = Provenance::default();
     let mut tree = Map::new();
     merge_sections(&mut tree, &recipe.sections);
@@ -325,7 +316,25 @@ pub fn layer_with(
             Error::usage(e.message).at_flag(flags.join(" ")).help(help)
         })?
     };
-    Ok((before, after, prov, applied))
+    Ok(Layered {
+        before,
+        cfg: after,
+        prov,
+        applied,
+    })
+}
+
+/// The layered configuration.
+#[derive(Debug, Clone)]
+pub struct Layered {
+    /// Recipe and variant only (what batch scaling compares against).
+    pub before: ConfigContainer,
+    /// With the plugins' sets and `--set` applied; the stages after layering edit this one.
+    pub cfg: ConfigContainer,
+    /// Who set each path.
+    pub prov: Provenance,
+    /// For each plugin set, whether it was applied (`if_present` ones may not be).
+    pub applied: Vec<bool>,
 }
 
 fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {

@@ -6,19 +6,7 @@
 
 use crate::config::{ModelConfig, TrainConfig};
 use crate::error::{Error, Result};
-
-/// The resolved parallel sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Parallelism {
-    pub world_size: u64,
-    pub tensor: u64,
-    pub pipeline: u64,
-    pub virtual_pipeline: Option<u64>,
-    pub context: u64,
-    pub expert: u64,
-    pub expert_tensor: u64,
-    pub data: u64,
-}
+use crate::plan::Parallelism;
 
 /// The divisors of `n`, ascending, in O(sqrt n): each `d <= sqrt n` brings its pair `n / d`
 /// (`num_layers` can be any u32; a linear scan took seconds at 2^32 - 1).

@@ -440,4 +440,70 @@ fn oci_containers_see_the_job_directory() {
         "{err}"
     );
     assert!(!dir.exists(), "nothing written");
+
+    // 4. Unset variables stay unset inside a container whose image sets them: the image's
+    //    environment (the bundle's `process.env`, which the container starts with) and the
+    //    submitting shell both carry them; the plan removes them, so no rank sees them,
+    //    while an image variable the plan leaves alone arrives.
+    let dir = c.path("jobs/oci-unset");
+    let mut render = vec!["render".to_string()];
+    let args = job_args(&rootfs, &dir);
+    let split = args.iter().position(|a| a == "--").unwrap();
+    render.extend(args[..split].iter().cloned());
+    for k in ["OVL_IMAGE_VAR", "OVL_HOST_AND_IMAGE"] {
+        render.push("--unset".into());
+        render.push(k.into());
+    }
+    render.extend(args[split..].iter().cloned());
+    let argv: Vec<&str> = render.iter().map(String::as_str).collect();
+    let o = c.ovlaunch(&argv);
+    assert!(o.status.success(), "render failed: {}", common::stderr(&o));
+    let path = dir.join("oci/config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let env = config["process"]["env"].as_array_mut().unwrap();
+    for kv in [
+        "OVL_IMAGE_VAR=from the image",
+        "OVL_HOST_AND_IMAGE=from the image",
+        "OVL_IMAGE_KEEP=from the image",
+    ] {
+        env.push(Value::String(kv.into()));
+    }
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    let o = c
+        .cmd("sbatch")
+        .arg("--parsable")
+        .arg(dir.join("launch.sbatch"))
+        .env("OVL_HOST_AND_IMAGE", "from the host")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let id = common::stdout(&o).trim().to_string();
+    let (state, code) = wait_job(&c, &id, &dir);
+    assert_eq!(state, "COMPLETED", "exit {code}\n{}", log(&dir));
+    let r = ranks(&dir);
+    assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
+    for rec in r.values() {
+        let env = &rec["env"];
+        assert_eq!(rec["sh"], "/bin/busybox", "ran inside the container: {rec}");
+        assert!(
+            env.get("OVL_IMAGE_VAR").is_none(),
+            "image value reached a rank: {rec}"
+        );
+        assert!(
+            env.get("OVL_HOST_AND_IMAGE").is_none(),
+            "value reached a rank: {rec}"
+        );
+        assert_eq!(
+            env["OVL_IMAGE_KEEP"], "from the image",
+            "the image's env is in place"
+        );
+    }
+    // The rank runtime reported the removals like changed values.
+    assert!(
+        log(&dir).contains(
+            "OVL_IMAGE_VAR was 'from the image' in the inherited environment, plan removes it"
+        ),
+        "{}",
+        log(&dir)
+    );
 }

@@ -36,27 +36,34 @@ cases! {
     qwen3_30b_h100x8_bf16: "qwen3-30b-h100x8-bf16", "qwen3_30b_a3b", "h100x8", [];
 }
 
-fn check(name: &str, recipe: &str, gpus: &str, extra: &[&str]) {
-    let mut plan = vec!["plan", "--recipe", recipe, "--gpus", gpus];
-    plan.extend_from_slice(extra);
-    let job_dir = format!("/jobs/{name}");
-    let mut dry = vec![
+/// `--recipe R --gpus G --dry-run` into `job_dir`, with the rank runtime named as is.
+fn dry_run<'a>(recipe: &'a str, gpus: &'a str, job_dir: &'a str) -> Vec<&'a str> {
+    vec![
         "--recipe",
         recipe,
         "--gpus",
         gpus,
         "--dry-run",
         "--job-dir",
-        &job_dir,
+        job_dir,
         "--rank-runtime",
         "ovlaunch-rank",
+    ]
+}
+
+fn check(name: &str, recipe: &str, gpus: &str, extra: &[&str]) {
+    let mut plan = vec!["plan", "--recipe", recipe, "--gpus", gpus];
+    plan.extend_from_slice(extra);
+    let job_dir = format!("/jobs/{name}");
+    let mut dry = dry_run(recipe, gpus, &job_dir);
+    dry.extend_from_slice(&[
         "--account",
         "acct",
         "--partition",
         "batch",
         "--container-image",
         "nvcr.io#nvidia/nemo:26.04",
-    ];
+    ]);
     dry.extend_from_slice(extra);
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots"));
@@ -82,23 +89,15 @@ fn dry_run_scripts_pass_bash_and_shellcheck() {
     for (name, recipe, gpus, extra) in CASES {
         for launcher in ["srun", "torchrun"] {
             let job_dir = format!("/jobs/{name}");
-            let mut args = vec![
-                "--recipe",
-                recipe,
-                "--gpus",
-                gpus,
-                "--dry-run",
-                "--job-dir",
-                &job_dir,
-                "--rank-runtime",
-                "ovlaunch-rank",
+            let mut args = dry_run(recipe, gpus, &job_dir);
+            args.extend_from_slice(&[
                 "--launcher",
                 launcher,
                 "--container-image",
                 "nvcr.io#nvidia/nemo:26.04",
                 "--env",
                 "HF_TOKEN=x y",
-            ];
+            ]);
             args.extend_from_slice(extra);
             let out = common::ok(&args);
             let script = &out[out.find("#!/bin/bash").expect("script in dry-run output")..];
