@@ -52,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
             cpus_per_task: None,
             dependency: None,
             sbatch_args: Vec::new(),
+            srun_args: Vec::new(),
             trainer: Vec::new(),
             rank_runtime: Some("ovlaunch-rank".into()),
             master_port: 29500,
