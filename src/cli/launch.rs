@@ -377,7 +377,7 @@ pub fn prepare_with(
         plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, &opts, executor))?;
     }
     let templates = templates(args)?;
-    let overrides = super::plan::overrides_yaml(&plan, false)?;
+    let overrides = super::plan::overrides_text(&plan);
     let mut artifacts = artifacts::render(
         &plan,
         &spec,

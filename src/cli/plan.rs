@@ -1,6 +1,6 @@
 //! `ovlaunch plan`, `ovlaunch overrides` and the main form's dry run.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{Output, PlanArgs, PlanCmd, explain, load, out};
 use crate::error::{Error, Result};
@@ -89,47 +89,39 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
     s
 }
 
-/// The override YAML the trainer loads. Bridge's own overlap and precision resolution is
-/// switched off (`comm_overlap: null`, `mixed_precision: null`) because their results are
-/// already in the model, ddp and optimizer fields: the plan is the single source of truth.
-/// With `redact`, secret env values are shown as `<redacted>` (for the terminal); the file
-/// written into the job directory carries them.
-pub fn overrides_yaml(plan: &Plan, redact: bool) -> Result<String> {
-    let mut top = Map::new();
-    top.insert("model".into(), tree(&plan.model)?);
-    top.insert("train".into(), tree(&plan.train)?);
-    top.insert("ddp".into(), tree(&plan.ddp)?);
-    top.insert("optimizer".into(), tree(&plan.optimizer)?);
-    top.insert("comm_overlap".into(), Value::Null);
-    top.insert("mixed_precision".into(), Value::Null);
-    let env: Map<String, Value> = plan
-        .env
-        .iter()
-        .map(|(k, e)| {
-            let v = if redact {
-                secret::shown(k, &e.value)
-            } else {
-                &e.value
-            };
-            (k.clone(), Value::String(v.to_string()))
-        })
-        .collect();
-    top.insert("env_vars".into(), Value::Object(env));
-    let header = format!(
-        "# Megatron-Bridge overrides written by ovlaunch {} for recipe {} on {}.\n# comm_overlap and mixed_precision are null: their results are already in model/ddp/optimizer.\n",
+/// The trainer's overrides, one Hydra `KEY=VALUE` word per line after a comment naming the
+/// runner call (`resolve::trainer`). The same words end the trainer line in the script; no
+/// env value and no secret is among them.
+pub fn overrides_text(plan: &Plan) -> String {
+    let mut s = format!(
+        "# Megatron-Bridge runner overrides written by ovlaunch {} for recipe {} on {}.\n",
         env!("CARGO_PKG_VERSION"),
         plan.recipe.name,
         plan.hardware.spec
     );
-    Ok(header + &yaml::to_string(&Value::Object(top))?)
-}
-
-fn tree<T: serde::Serialize>(v: &T) -> Result<Value> {
-    serde_json::to_value(v).map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))
+    match &plan.trainer {
+        Some(call) => {
+            s.push_str(&format!(
+                "# {} --recipe {}{}\n",
+                call.runner.join(" "),
+                call.recipe,
+                call.flags.iter().map(|f| format!(" {f}")).collect::<String>()
+            ));
+            if call.overrides.is_empty() {
+                s.push_str("# (none: the job runs Bridge's recipe as it is)\n");
+            }
+            for o in &call.overrides {
+                s.push_str(o);
+                s.push('\n');
+            }
+        }
+        None => s.push_str("# the recipe names its own trainer\n"),
+    }
+    s
 }
 
 pub fn overrides(args: &PlanArgs) -> Result<i32> {
     let plan = load::plan(args)?;
-    out(&overrides_yaml(&plan, true)?)?;
+    out(&overrides_text(&plan))?;
     Ok(0)
 }

@@ -53,7 +53,7 @@ fn submit(p: &Prepared, args: &LaunchArgs) -> Result<i32> {
             executable: false,
         },
         jobdir::JobFile {
-            name: "overrides.yaml",
+            name: "overrides.txt",
             contents: a.overrides.clone(),
             private: true,
             executable: false,

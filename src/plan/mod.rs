@@ -13,6 +13,7 @@ use crate::config::{
 };
 use crate::resolve::env::{EnvEntry, Invariant};
 use crate::resolve::layout::Parallelism;
+pub use crate::resolve::trainer::TrainerCall;
 pub use decision::{Decision, Source};
 
 /// Which recipe and variant the plan came from.
@@ -43,6 +44,10 @@ pub struct ResolvedPrecision {
 pub struct Versions {
     pub transformer_engine: Option<String>,
     pub torch: String,
+    /// Megatron-Bridge in the container (`--bridge-version`).
+    pub megatron_bridge: String,
+    /// Its checkout in the container (`--bridge-root`).
+    pub bridge_root: String,
 }
 
 /// The whole resolved plan.
@@ -58,6 +63,8 @@ pub struct Plan {
     pub optimizer: OptimizerConfig,
     pub comm_overlap: Option<CommOverlapConfig>,
     pub mixed_precision: Option<ResolvedPrecision>,
+    /// Bridge's runner call (`None` when the recipe names its own `trainer`).
+    pub trainer: Option<TrainerCall>,
     pub env: BTreeMap<String, EnvEntry>,
     /// Env conditions the rank runtime re-checks on the node.
     pub invariants: Vec<Invariant>,

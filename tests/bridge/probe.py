@@ -60,9 +60,14 @@ def _offline_hub() -> None:
     for cfg in (HERE / "hf").glob("*/*/config.json"):
         org, name = cfg.parent.parent.name, cfg.parent.name
         repo = cache / f"models--{org}--{name}"
-        snap = repo / "snapshots" / ("0" * 40)
-        snap.mkdir(parents=True)
-        shutil.copy(cfg, snap / "config.json")
+        # "main" plus the commit a recipe pins, if it pins one (file `revision` beside the fixture)
+        revisions = ["0" * 40]
+        if (cfg.parent / "revision").exists():
+            revisions.append((cfg.parent / "revision").read_text().strip())
+        for rev in revisions:
+            snap = repo / "snapshots" / rev
+            snap.mkdir(parents=True)
+            shutil.copy(cfg, snap / "config.json")
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text("0" * 40)
     os.environ["HF_HUB_CACHE"] = str(cache)
@@ -235,6 +240,8 @@ def build(case: dict):
                     f"Weak scaling GBS {gbs0} from DP {dp0} to DP {dp} does not produce an integer global batch size."
                 )
             cfg.train.global_batch_size = gbs0 * dp // dp0
+    # the trainer process's environment: the job's, then the recipe's env_vars by setdefault
+    # (the runner re-executes itself with it, so training runs under exactly this)
     saved = dict(os.environ)
     try:
         os.environ.clear()
@@ -244,15 +251,15 @@ def build(case: dict):
             os.environ.setdefault("NCCL_NVLS_ENABLE", "1")
             os.environ.setdefault("NCCL_CTA_POLICY", "1")
         env = dict(os.environ)
+        ds_len = getattr(cfg.dataset, "seq_length", None) if cfg.dataset is not None else None
+        if ds_len is not None and cfg.model.seq_length != ds_len:
+            cfg.model.seq_length = ds_len
+        os.environ["WORLD_SIZE"] = str(world)
+        os.environ["RANK"] = "0"
+        runtime_config_update(cfg)
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    ds_len = getattr(cfg.dataset, "seq_length", None) if cfg.dataset is not None else None
-    if ds_len is not None and cfg.model.seq_length != ds_len:
-        cfg.model.seq_length = ds_len
-    os.environ["WORLD_SIZE"] = str(world)
-    os.environ["RANK"] = "0"
-    runtime_config_update(cfg)
     return cfg, env
 
 
@@ -260,6 +267,8 @@ def plain(v, depth=0):
     """A JSON form of a config value: dataclasses field by field, dtypes by name."""
     if depth > 6:
         return repr(v)
+    if isinstance(v, float) and v != v or v in (float("inf"), float("-inf")):
+        return repr(v)  # JSON has no NaN or infinity
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, torch.dtype):
@@ -289,6 +298,9 @@ SECTIONS = ("model", "train", "ddp", "optimizer", "comm_overlap", "mixed_precisi
 
 def main() -> None:
     cases = json.load(sys.stdin)
+    # Bridge's code prints (config dumps, notices): keep stdout for the answer only
+    answer = sys.stdout
+    sys.stdout = sys.stderr
     out = {}
     for case in cases:
         try:
@@ -303,7 +315,7 @@ def main() -> None:
                 "error": f"{type(e).__name__}: {e}",
                 "trace": traceback.format_exc(limit=-3),
             }
-    json.dump(out, sys.stdout, sort_keys=True)
+    json.dump(out, answer, sort_keys=True)
 
 
 if __name__ == "__main__":
