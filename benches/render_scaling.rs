@@ -32,6 +32,7 @@ fn main() {
                 variant: None,
                 sets: &[],
                 envs: &[],
+                unsets: &[],
                 stack: &stack,
                 strict: false,
             })
@@ -57,12 +58,14 @@ fn main() {
                 rank_runtime: Some("ovlaunch-rank".into()),
                 master_port: 29500,
                 command_line: "bench".into(),
+                rendezvous: None,
+                strict: false,
             };
             let spec = launch::build(&plan, &opts).expect("spec");
             let a = artifacts::render(
                 &plan,
                 &spec,
-                artifacts::Executor::Slurm,
+                ovlaunch::backend::Executor::Slurm,
                 &templates,
                 false,
                 String::new(),

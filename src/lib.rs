@@ -10,13 +10,18 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod estimate;
+pub mod job;
+pub mod layout;
 pub mod overlap;
 pub mod plan;
 pub mod plugin;
 pub mod precision;
-pub mod rank;
 pub mod render;
 pub mod resolve;
 pub mod secret;
 pub mod version;
 pub mod yaml;
+
+/// The rank runtime (its own crate: the wire contract, affinity and the name rules).
+pub use ovlaunch_rank as rank;

@@ -1,48 +1,8 @@
-//! Which environment variables hold secrets. Their values are passed to the job but never
-//! printed: dry runs, env dumps, plans and logs show `<redacted>`.
+//! Which environment variables hold secrets. Their values are passed to the job (through
+//! `secrets.env` only) but never printed: dry runs, env dumps, plans and logs show
+//! [`REDACTED`].
+//!
+//! The rule itself is the rank runtime's ([`ovlaunch_rank::names`]), so the launcher and every
+//! rank agree on it; this module is the launcher's name for it.
 
-/// True for `*_TOKEN`, `*_KEY`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*` and `*CREDENTIAL*`
-/// (case-insensitive), e.g. `HF_TOKEN`, `WANDB_API_KEY`, `COMET_API_KEY`.
-pub fn is_secret(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    n.ends_with("_TOKEN")
-        || n == "TOKEN"
-        || n.ends_with("_KEY")
-        || n.contains("SECRET")
-        || n.contains("PASSWORD")
-        || n.contains("PASSWD")
-        || n.contains("CREDENTIAL")
-}
-
-/// The value to show for `name`.
-pub fn shown<'a>(name: &str, value: &'a str) -> &'a str {
-    if is_secret(name) { REDACTED } else { value }
-}
-
-pub const REDACTED: &str = "<redacted>";
-
-#[cfg(test)]
-mod tests {
-    use super::is_secret;
-
-    #[test]
-    fn recognises_secrets() {
-        for s in [
-            "HF_TOKEN",
-            "WANDB_API_KEY",
-            "my_secret",
-            "DB_PASSWORD",
-            "COMET_API_KEY",
-        ] {
-            assert!(is_secret(s), "{s}");
-        }
-        for s in [
-            "NCCL_DEBUG",
-            "CUDA_DEVICE_MAX_CONNECTIONS",
-            "KEYBOARD",
-            "TOKENIZERS_PARALLELISM",
-        ] {
-            assert!(!is_secret(s), "{s}");
-        }
-    }
-}
+pub use ovlaunch_rank::names::{REDACTED, is_secret_name, shown};

@@ -1,6 +1,7 @@
 //! Job directories, written atomically: every file goes into a hidden sibling directory
 //! first, which is renamed into place only when complete. An existing directory is never
-//! touched. Files holding secrets are created with mode 0600.
+//! touched. Files holding secrets are created with mode 0600. What the files are is
+//! [`crate::layout`]'s business; this module only writes them.
 
 use std::fs;
 use std::io::Write;
@@ -8,18 +9,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-
-/// One file of a job directory.
-pub struct JobFile {
-    pub name: &'static str,
-    pub contents: String,
-    /// Owner-only permissions (secrets, scripts that source them).
-    pub private: bool,
-    pub executable: bool,
-}
+use crate::layout::{JobFile, LOGS_DIR};
 
 /// Writes `files` into `dir`, which must not exist yet.
-pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
+pub fn create(dir: &Path, files: &[JobFile<'_>]) -> Result<()> {
     if dir.exists() {
         return Err(
             Error::usage(format!("job directory {} already exists", dir.display()))
@@ -53,7 +46,7 @@ pub fn create(dir: &Path, files: &[JobFile]) -> Result<()> {
                 .map_err(|e| io_err("write", &path, &e))?;
             file.sync_all().map_err(|e| io_err("sync", &path, &e))?;
         }
-        fs::create_dir(tmp.join("logs")).map_err(|e| io_err("create", &tmp, &e))?;
+        fs::create_dir(tmp.join(LOGS_DIR)).map_err(|e| io_err("create", &tmp, &e))?;
         // rename(2) onto an existing non-empty directory fails, so a racing writer loses cleanly.
         fs::rename(&tmp, dir).map_err(|e| io_err("move into place", dir, &e))
     })();

@@ -1,8 +1,117 @@
 //! Effectful backends: job directories on disk, Slurm through its command-line tools, and
-//! the local executor. Everything here is thin; decisions are made in the pure core.
+//! the local executor. Everything here is thin; decisions are made in the pure core
+//! (`job::render_job` returns the whole job as a value before anything here runs).
+//!
+//! Contract: a [`Backend`] starts a job whose directory has been written ([`submit`] writes
+//! it, atomically, from the rendered artifacts), reports its [`JobStatus`], cancels it and
+//! streams its output. The backend a job used is recorded in its `submission.json` by
+//! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].
+//! A new backend is a new [`Executor`] variant plus one `impl Backend`.
 
 pub mod jobdir;
 pub mod local;
 pub mod record;
 pub mod slurm;
 pub mod state;
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::layout::{self, Artifacts};
+use record::Submission;
+pub use state::JobStatus;
+
+/// Where the job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executor {
+    Slurm,
+    Local,
+}
+
+impl Executor {
+    /// The name recorded in `submission.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Executor::Slurm => "slurm",
+            Executor::Local => "local",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Executor> {
+        [Executor::Slurm, Executor::Local]
+            .into_iter()
+            .find(|e| e.name() == name)
+    }
+
+    pub fn backend(self) -> &'static dyn Backend {
+        match self {
+            Executor::Slurm => &slurm::Slurm,
+            Executor::Local => &local::Local,
+        }
+    }
+}
+
+/// How a submitted job went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Started {
+    /// Queued by a scheduler under this id.
+    Queued { job_id: String },
+    /// Ran to the end in the foreground with this exit code.
+    Finished { exit_code: i32 },
+}
+
+/// Where output goes (the CLI's stdout).
+pub type Sink<'a> = &'a mut dyn FnMut(&str) -> Result<()>;
+
+/// One way of running jobs.
+pub trait Backend {
+    /// Starts the job in `dir` (already written) by running `script`. `rec` is the job's
+    /// submission record; the backend fills in what it learns (job id, exit code) and
+    /// writes it with [`write_record`] as soon as the job can be looked up.
+    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started>;
+    /// The job's state now.
+    fn status(&self, rec: &Submission) -> Result<JobStatus>;
+    fn cancel(&self, rec: &Submission) -> Result<()>;
+    /// The job's output so far; with `follow`, also what arrives until the job ends.
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()>;
+}
+
+/// The backend a recorded job used.
+pub fn of(rec: &Submission) -> Result<&'static dyn Backend> {
+    Executor::from_name(&rec.executor)
+        .map(Executor::backend)
+        .ok_or_else(|| {
+            Error::runtime(format!(
+                "job {} names an unknown executor `{}`",
+                rec.job_name, rec.executor
+            ))
+        })
+}
+
+/// Writes the job directory `dir` from `artifacts` and starts the job with `executor`.
+/// Nothing half-written stays behind when the backend refuses the job.
+pub fn submit(
+    executor: Executor,
+    dir: &Path,
+    job_name: &str,
+    artifacts: &Artifacts,
+    command_line: String,
+) -> Result<Started> {
+    jobdir::create(dir, &layout::files(artifacts))?;
+    let mut rec = Submission {
+        job_name: job_name.to_string(),
+        job_dir: dir.display().to_string(),
+        executor: executor.name().into(),
+        job_id: None,
+        command_line,
+        exit_code: None,
+    };
+    let script = dir.join(artifacts.script_name);
+    executor.backend().submit(dir, &script, &mut rec)
+}
+
+/// Writes `submission.json` into the job directory.
+pub fn write_record(dir: &Path, rec: &Submission) -> Result<()> {
+    let text = serde_json::to_string_pretty(rec).map_err(|e| Error::runtime(e.to_string()))? + "\n";
+    jobdir::write_file(dir, layout::SUBMISSION, &text)
+}

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::layout::SUBMISSION as FILE;
 
 /// What `submit` records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,8 +20,6 @@ pub struct Submission {
     #[serde(default)]
     pub exit_code: Option<i32>,
 }
-
-pub const FILE: &str = "submission.json";
 
 pub fn read(dir: &Path) -> Result<Submission> {
     let path = dir.join(FILE);

@@ -1,13 +1,89 @@
 //! The Slurm backend: submit with `sbatch --parsable`, ask `scontrol` (then `sacct`) for a
 //! job's state and exit code, cancel with `scancel`. Runs the real tools via `duct`.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Serialize;
-
-use super::state::{Phase, phase};
+use super::record::Submission;
+use super::state::JobStatus;
+use super::{Backend, Sink, Started, write_record};
 use crate::error::{Error, Result};
+use crate::layout;
+
+/// Runs jobs through `sbatch`, `scontrol`/`sacct` and `scancel`.
+pub struct Slurm;
+
+impl Backend for Slurm {
+    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
+        let id = match submit(script, dir) {
+            Ok(id) => id,
+            Err(e) => {
+                // Nothing half-written stays behind.
+                let _ = std::fs::remove_dir_all(dir);
+                return Err(e);
+            }
+        };
+        rec.job_id = Some(id.clone());
+        write_record(dir, rec)?;
+        Ok(Started::Queued { job_id: id })
+    }
+
+    fn status(&self, rec: &Submission) -> Result<JobStatus> {
+        status(job_id(rec)?)
+    }
+
+    fn cancel(&self, rec: &Submission) -> Result<()> {
+        cancel(job_id(rec)?)
+    }
+
+    /// Reads `slurm-JOBID.out`; with `follow`, polls it until the job reaches a final state,
+    /// then reads it once more.
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
+        let id = job_id(rec)?;
+        let path = dir.join(layout::slurm_output(id));
+        let mut pos = 0u64;
+        loop {
+            if let Ok(mut f) = std::fs::File::open(&path) {
+                f.seek(SeekFrom::Start(pos))
+                    .map_err(|e| Error::runtime(e.to_string()))?;
+                let mut buf = Vec::new();
+                f.read_to_end(&mut buf)
+                    .map_err(|e| Error::runtime(e.to_string()))?;
+                pos += buf.len() as u64;
+                out(&String::from_utf8_lossy(&buf))?;
+            } else if !follow {
+                return Err(
+                    Error::runtime(format!("no output yet at {}", path.display()))
+                        .help("the job may still be pending; try --follow"),
+                );
+            }
+            if !follow {
+                return Ok(());
+            }
+            if status(id)?.phase.is_final() {
+                // One last read after the final state, then stop.
+                if let Ok(mut f) = std::fs::File::open(&path) {
+                    let _ = f.seek(SeekFrom::Start(pos));
+                    let mut buf = Vec::new();
+                    let _ = f.read_to_end(&mut buf);
+                    out(&String::from_utf8_lossy(&buf))?;
+                }
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+fn job_id(rec: &Submission) -> Result<&str> {
+    rec.job_id.as_deref().ok_or_else(|| {
+        Error::runtime(format!(
+            "the record of job {} holds no Slurm job id",
+            rec.job_name
+        ))
+    })
+}
 
 fn tool(name: &str) -> Result<std::path::PathBuf> {
     which::which(name).map_err(|_| {
@@ -90,38 +166,6 @@ pub fn submit(script: &Path, workdir: &Path) -> Result<String> {
         )));
     }
     Ok(id)
-}
-
-/// A job's state as far as Slurm still knows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JobStatus {
-    pub job_id: String,
-    pub slurm_state: String,
-    pub phase: Phase,
-    pub exit_code: Option<String>,
-    /// Which tool answered (`scontrol`, `sacct`, `sacct --completion`, or `none`).
-    pub source: String,
-    pub restarts: Option<u32>,
-}
-
-impl JobStatus {
-    /// A status whose phase comes from the one state table.
-    pub fn new(
-        job_id: &str,
-        state: &str,
-        exit_code: Option<String>,
-        source: &str,
-        restarts: Option<u32>,
-    ) -> Self {
-        Self {
-            job_id: job_id.to_string(),
-            slurm_state: state.to_string(),
-            phase: phase(state),
-            exit_code,
-            source: source.into(),
-            restarts,
-        }
-    }
 }
 
 /// Asks `scontrol show job` first (it knows running and recently finished jobs), then

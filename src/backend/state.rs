@@ -1,5 +1,6 @@
 //! Every Slurm job state mapped to one table (torchx's SLURM_STATES plus the rest of
-//! Slurm's list). An unknown state string maps to `Unknown`, never to a crash.
+//! Slurm's list). An unknown state string maps to `Unknown`, never to a crash. [`JobStatus`]
+//! is what every backend's `status` answers.
 
 use serde::Serialize;
 
@@ -42,6 +43,38 @@ pub fn phase(slurm_state: &str) -> Phase {
         | "SE" | "REVOKED" | "RV" => Phase::Failed,
         "CANCELLED" | "CA" => Phase::Cancelled,
         _ => Phase::Unknown,
+    }
+}
+
+/// A job's state as far as Slurm still knows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobStatus {
+    pub job_id: String,
+    pub slurm_state: String,
+    pub phase: Phase,
+    pub exit_code: Option<String>,
+    /// Which tool answered (`scontrol`, `sacct`, `sacct --completion`, or `none`).
+    pub source: String,
+    pub restarts: Option<u32>,
+}
+
+impl JobStatus {
+    /// A status whose phase comes from the one state table.
+    pub fn new(
+        job_id: &str,
+        state: &str,
+        exit_code: Option<String>,
+        source: &str,
+        restarts: Option<u32>,
+    ) -> Self {
+        Self {
+            job_id: job_id.to_string(),
+            slurm_state: state.to_string(),
+            phase: phase(state),
+            exit_code,
+            source: source.into(),
+            restarts,
+        }
     }
 }
 

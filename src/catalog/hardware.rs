@@ -1,5 +1,6 @@
 //! Hardware specs: `KINDxCOUNT` (`h100x64`, `gb200x72`, `cpux4`) against the GPU kind table
-//! in `hardware/gpus.yaml` (GPUs per node, architecture generation, NVLink domain, NUMA rule).
+//! in `hardware/gpus.yaml` (GPUs per node, architecture generation, NVLink domain, NUMA rule,
+//! and the performance constants `ovlaunch estimate` and `tune` read).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,17 +18,46 @@ pub struct GpuKind {
     pub arch_major: u32,
     /// GPUs per node (for `cpu`, ranks per node).
     pub gpus_per_node: u32,
-    /// GPUs sharing one NVLink domain (72 on NVL72 racks).
-    pub nvlink_domain: u32,
+    /// GPUs per NVLink domain (8 on HGX/DGX nodes, 72 on NVL72 racks).
+    pub nvlink_domain_size: u32,
     /// Megatron-Bridge's static NUMA rule: NUMA node = local_rank / gpus_per_numa.
     #[serde(default)]
     pub gpus_per_numa: Option<u32>,
+    /// Per-rank core pinning on this kind (Megatron-Bridge pins B300 ranks to two cores:
+    /// `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16 + 1))`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_pinning: Option<crate::rank::CorePin>,
     /// Which GPU kind's recipe variants to use when a recipe has none for this kind.
     #[serde(default)]
     pub recipe_gpu: Option<String>,
+    /// Performance constants for the estimator; `None` for kinds it cannot model.
+    #[serde(default)]
+    pub perf: Option<GpuPerf>,
     /// Env vars this kind always needs (site fabric knobs belong here, not in recipes).
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// Per-GPU performance constants (dense peaks, memory, links); units in the field names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuPerf {
+    /// Dense BF16 tensor-core peak, TFLOP/s.
+    pub bf16_tflops: f64,
+    /// Dense FP8 peak, TFLOP/s (`null`: no FP8 units).
+    #[serde(default)]
+    pub fp8_tflops: Option<f64>,
+    /// Dense FP4 peak, TFLOP/s (`null`: no FP4 units).
+    #[serde(default)]
+    pub fp4_tflops: Option<f64>,
+    /// Usable HBM per GPU, GiB.
+    pub hbm_gib: f64,
+    /// HBM bandwidth, TB/s.
+    pub hbm_tb_s: f64,
+    /// NVLink bandwidth per GPU, one direction, GB/s.
+    pub nvlink_gb_s: f64,
+    /// Scale-out (network) bandwidth per GPU, one direction, GB/s.
+    pub scale_out_gb_s: f64,
 }
 
 impl GpuKind {
@@ -139,5 +169,25 @@ mod tests {
         assert!(e.to_string().contains("did you mean `h100`"), "{e}");
         assert!(parse("h100", &kinds(), None).is_err());
         assert_eq!(parse("h100x12", &kinds(), Some(4)).unwrap().nodes, 3);
+    }
+
+    #[test]
+    fn every_gpu_kind_but_cpu_and_unreleased_has_perf_constants() {
+        for k in kinds() {
+            let expected = !(k.is_cpu() || k.kind == "vr200");
+            assert_eq!(k.perf.is_some(), expected, "{}", k.kind);
+        }
+    }
+
+    #[test]
+    fn unknown_perf_key_in_a_hardware_file_is_an_error() {
+        let mut cat = crate::catalog::Catalog::embedded().unwrap();
+        let text = "- kind: x1\n  description: d\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n  perf: {bf16_tflops: 1, hbm_gib: 80, hbm_tb_s: 3, nvlink_gb_s: 450, scale_out_gb_s: 50, fp8_tflop: 2}\n";
+        let e = cat.add_gpus("site.yaml", text).unwrap_err().to_string();
+        assert!(e.contains("fp8_tflop"), "{e}");
+        let ok = text.replace(", fp8_tflop: 2", "");
+        cat.add_gpus("site.yaml", &ok).unwrap();
+        let x1 = cat.gpus.iter().find(|g| g.kind == "x1").unwrap();
+        assert_eq!(x1.perf.as_ref().unwrap().fp8_tflops, None);
     }
 }

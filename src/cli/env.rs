@@ -2,7 +2,7 @@
 
 use clap::ValueEnum;
 
-use super::{PlanArgs, load, out};
+use super::{PlanArgs, Printer, load};
 use crate::error::Result;
 use crate::render::artifacts::{EnvFormat, env_dump};
 
@@ -13,13 +13,13 @@ pub enum FormatArg {
     Json,
 }
 
-pub fn run(args: &PlanArgs, format: FormatArg) -> Result<i32> {
+pub fn run(p: &Printer, args: &PlanArgs, format: FormatArg) -> Result<i32> {
     let plan = load::plan(args)?;
     let f = match format {
         FormatArg::Sh => EnvFormat::Sh,
         FormatArg::Dotenv => EnvFormat::Dotenv,
         FormatArg::Json => EnvFormat::Json,
     };
-    out(&env_dump(&plan, f)?)?;
+    p.data(&env_dump(&plan, f)?)?;
     Ok(0)
 }

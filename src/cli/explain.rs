@@ -104,6 +104,9 @@ pub fn env_lines(plan: &Plan) -> String {
             e.source.as_string()
         );
     }
+    for (k, source) in &plan.env_unset {
+        let _ = writeln!(s, "unset {k}  # {}", source.as_string());
+    }
     s
 }
 
@@ -112,7 +115,7 @@ pub fn decisions(plan: &Plan) -> String {
     let mut s = String::from("# decisions (key = value [source]: rule)\n");
     for d in &plan.decisions {
         let value = match d.key.strip_prefix("env.") {
-            Some(name) if secret::is_secret(name) => secret::REDACTED.to_string(),
+            Some(name) if secret::is_secret_name(name) => secret::REDACTED.to_string(),
             _ => compact(&d.value),
         };
         let _ = writeln!(

@@ -1,10 +1,10 @@
 //! `ovlaunch fields [SECTION]`: the field names `--set` and recipe files accept.
 
-use super::out;
+use super::Printer;
 use crate::config;
 use crate::error::{Error, Result, did_you_mean};
 
-pub fn list(section: Option<&str>) -> Result<i32> {
+pub fn list(p: &Printer, section: Option<&str>) -> Result<i32> {
     let sections: Vec<&str> = match section {
         Some(s) => vec![s],
         None => config::SECTIONS.to_vec(),
@@ -27,6 +27,6 @@ pub fn list(section: Option<&str>) -> Result<i32> {
             }
         }
     }
-    out(&text)?;
+    p.data(&text)?;
     Ok(0)
 }

@@ -1,16 +1,19 @@
-//! Launch flags -> `LaunchOptions`, and the shared path from flags to rendered artifacts
-//! used by the dry run, `submit` and `render`.
+//! Launch flags -> `LaunchOptions`: the effects a launch needs (working directory, argv,
+//! environment, template files, where this binary is) gathered here, then one call to the
+//! core's `job::render_job`. The dry run, `submit`, `torchrun` and `plan --explain` all come
+//! through [`prepare_with`] (or build their options with [`options`] first).
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
 use super::{PlanArgs, load};
+use crate::backend::Executor;
 use crate::error::{Error, Result};
+use crate::job::{self, Job};
 use crate::plan::Plan;
 use crate::plugin;
-use crate::render::artifacts::{self, Artifacts, Executor};
-use crate::render::launch::{self, Container, FlagStyle, LaunchMode, LaunchOptions, LaunchSpec};
+use crate::render::launch::{Container, FlagStyle, LaunchMode, LaunchOptions};
 use crate::render::template::Templates;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -198,9 +201,9 @@ pub fn command_line() -> String {
 /// Hides secret values given on the command line (`--env HF_TOKEN=...`, and secret plugin
 /// options such as `--plugin wandb:api_key=...`) from the script header.
 fn redact_args(args: &[String]) -> Vec<String> {
-    use crate::secret::{REDACTED, is_secret};
+    use crate::secret::{REDACTED, is_secret_name};
     let env = |v: &str| match v.split_once('=') {
-        Some((k, _)) if is_secret(k) => format!("{k}={REDACTED}"),
+        Some((k, _)) if is_secret_name(k) => format!("{k}={REDACTED}"),
         _ => v.to_string(),
     };
     let plugin = |v: &str| {
@@ -215,7 +218,7 @@ fn redact_args(args: &[String]) -> Vec<String> {
                     if k.chars()
                         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
                 {
-                    hiding = is_secret(k);
+                    hiding = is_secret_name(k);
                     parts.push(if hiding {
                         format!("{k}={REDACTED}")
                     } else {
@@ -246,8 +249,20 @@ fn redact_args(args: &[String]) -> Vec<String> {
     out
 }
 
-/// Options from flags.
-pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf)> {
+/// The executor the flags ask for.
+pub fn executor(args: &LaunchArgs) -> Executor {
+    match args.executor {
+        ExecutorArg::Slurm => Executor::Slurm,
+        ExecutorArg::Local => Executor::Local,
+    }
+}
+
+/// Options from flags, and the job directory as an absolute path.
+pub fn options(
+    plan: &Plan,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+) -> Result<(LaunchOptions, PathBuf)> {
     let job_name = args
         .job_name
         .clone()
@@ -313,91 +328,35 @@ pub fn options(plan: &Plan, args: &LaunchArgs) -> Result<(LaunchOptions, PathBuf
         },
         master_port: args.master_port,
         command_line: command_line(),
+        rendezvous: None,
+        strict: plan_args.strict,
     };
     Ok((opts, dir))
 }
 
-/// Everything needed to dry-run or submit.
+/// A rendered job and its directory.
 pub struct Prepared {
-    pub plan: Plan,
-    pub spec: LaunchSpec,
-    pub artifacts: Artifacts,
+    pub job: Job,
     pub dir: PathBuf,
-    pub executor: Executor,
-    /// The enabled plugins, in application order.
-    pub plugins: Vec<plugin::Active>,
 }
 
-/// Flags -> plan -> launch spec -> artifacts.
+/// Flags -> plan -> job.
 pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
     let (plan, plugins) = load::plan_with_plugins(plan_args)?;
     prepare_with(plan, plugins, plan_args, args)
 }
 
-/// What the plugins' launch phase needs to know besides the spec.
-pub fn plugin_context(
-    plan: &Plan,
-    opts: &LaunchOptions,
-    executor: Executor,
-) -> plugin::LaunchContext {
-    plugin::LaunchContext {
-        executor,
-        user_sbatch: opts
-            .sbatch_args
-            .iter()
-            .map(|raw| {
-                let body = raw.trim_start_matches('-');
-                body.split_once('=').map_or(body, |(k, _)| k).to_string()
-            })
-            .collect(),
-        user_env: plan
-            .env
-            .iter()
-            .filter(|(_, e)| e.source == crate::plan::Source::User)
-            .map(|(k, _)| k.clone())
-            .collect(),
-    }
-}
-
-/// `prepare` from a resolved plan: the plugins' launch phase edits the spec, their render
-/// phase the script.
+/// `prepare` from a resolved plan.
 pub fn prepare_with(
     plan: Plan,
     plugins: Vec<plugin::Active>,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
 ) -> Result<Prepared> {
-    let (opts, dir) = options(&plan, args)?;
-    let mut spec = launch::build(&plan, &opts)?;
-    let executor = match args.executor {
-        ExecutorArg::Slurm => Executor::Slurm,
-        ExecutorArg::Local => Executor::Local,
-    };
-    if !plugins.is_empty() {
-        plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, &opts, executor))?;
-    }
+    let (opts, dir) = options(&plan, plan_args, args)?;
     let templates = templates(args)?;
-    let overrides = super::plan::overrides_text(&plan);
-    let mut artifacts = artifacts::render(
-        &plan,
-        &spec,
-        executor,
-        &templates,
-        plan_args.strict,
-        overrides,
-    )?;
-    if !plugins.is_empty() {
-        let decisions = plugin::render_phase(&plugins, &spec, executor, &mut artifacts.script)?;
-        spec.decisions.extend(decisions);
-    }
-    Ok(Prepared {
-        plan,
-        spec,
-        artifacts,
-        dir,
-        executor,
-        plugins,
-    })
+    let job = job::render_job(plan, &opts, plugins, &templates, executor(args))?;
+    Ok(Prepared { job, dir })
 }
 
 /// Relative display of a path under the working directory.

@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
-use super::out;
+use super::Printer;
 use crate::backend::record;
 use crate::error::Result;
 
-pub fn run(root: &Path) -> Result<i32> {
+pub fn run(p: &Printer, root: &Path) -> Result<i32> {
     let mut s = String::new();
     for (dir, rec) in record::list(root) {
         s.push_str(&format!(
@@ -17,6 +17,6 @@ pub fn run(root: &Path) -> Result<i32> {
             dir.display()
         ));
     }
-    out(&s)?;
+    p.data(&s)?;
     Ok(0)
 }

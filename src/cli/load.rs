@@ -89,12 +89,13 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
             .help("e.g. 0.6.2")
     })?;
     if !args.bridge_root.starts_with('/') {
-        return Err(Error::usage(format!(
-            "`{}` is not an absolute path",
-            args.bridge_root
-        ))
-        .at("--bridge-root")
-        .help("the Megatron-Bridge checkout inside the container, e.g. /opt/Megatron-Bridge"));
+        return Err(
+            Error::usage(format!("`{}` is not an absolute path", args.bridge_root))
+                .at("--bridge-root")
+                .help(
+                    "the Megatron-Bridge checkout inside the container, e.g. /opt/Megatron-Bridge",
+                ),
+        );
     }
     Ok(Stack {
         te,
@@ -116,6 +117,7 @@ pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)>
     let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
     let sets = overrides::parse_sets(&args.sets)?;
     let envs = overrides::parse_envs(&args.envs)?;
+    let unsets = overrides::parse_unsets(&args.unsets)?;
     let stack = stack(args)?;
     let active = super::plugins::active(&args.plugin_specs, &args.plugin_sources)?;
     let launcher_env = super::plugins::launcher_env(&active)?;
@@ -128,6 +130,7 @@ pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)>
             variant: args.variant.as_deref(),
             sets: &sets,
             envs: &envs,
+            unsets: &unsets,
             stack: &stack,
             strict: args.strict,
         },

@@ -4,6 +4,7 @@
 
 mod cancel;
 mod env;
+mod estimate;
 mod explain;
 mod fields;
 mod jobs;
@@ -13,14 +14,17 @@ mod load;
 mod logs;
 mod plan;
 mod plugins;
+mod printer;
 mod recipes;
 mod status;
 mod submit;
 mod torchrun;
+mod tune;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::{Error, Result};
+pub use printer::Printer;
 
 /// Launch Megatron-Bridge training on Slurm with exact, explained overlap settings.
 #[derive(Debug, Parser)]
@@ -126,6 +130,10 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Predict step time, tokens/s, MFU and memory per GPU for the plan, before a GPU is spent.
+    Estimate(estimate::EstimateCmd),
+    /// Rank every valid layout by predicted throughput; print the best with their commands.
+    Tune(tune::TuneCmd),
     /// List recorded jobs.
     List {
         #[arg(long, default_value = "ovlaunch-jobs")]
@@ -154,6 +162,10 @@ pub struct PlanArgs {
     /// Set a launch environment variable, beating recipe and derived values (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub envs: Vec<String>,
+    /// Remove a variable from the trainer's environment, also one the container image or
+    /// the site sets (repeatable).
+    #[arg(long = "unset", value_name = "NAME")]
+    pub unsets: Vec<String>,
     /// Transformer Engine version in the container, or `none`.
     #[arg(long, value_name = "VERSION|none", default_value = crate::version::DEFAULT_TE)]
     pub te_version: String,
@@ -269,26 +281,27 @@ pub fn run() -> i32 {
             return code;
         }
     };
-    match dispatch(cli) {
+    let p = Printer::new();
+    match dispatch(&p, cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            p.error(&e);
             e.exit_code()
         }
     }
 }
 
-fn dispatch(cli: Cli) -> Result<i32> {
+fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
     match (cli.command, cli.launch) {
-        (Some(Command::Plan(cmd)), _) => plan::plan(&cmd),
-        (Some(Command::Overrides(args)), _) => plan::overrides(&args),
-        (Some(Command::Recipes(cmd)), _) => recipes::list(&cmd),
-        (Some(Command::Presets), _) => recipes::presets(),
-        (Some(Command::Fields { section }), _) => fields::list(section.as_deref()),
-        (Some(Command::Gpus(args)), _) => recipes::gpus(&args),
-        (Some(Command::Plugins(args)), _) => plugins::list(&args),
-        (Some(Command::Submit(cmd)), _) => submit::run(&cmd.plan, &cmd.launch, cmd.dry_run),
-        (Some(Command::Env { plan, format }), _) => env::run(&plan, format),
+        (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd),
+        (Some(Command::Overrides(args)), _) => plan::overrides(p, &args),
+        (Some(Command::Recipes(cmd)), _) => recipes::list(p, &cmd),
+        (Some(Command::Presets), _) => recipes::presets(p),
+        (Some(Command::Fields { section }), _) => fields::list(p, section.as_deref()),
+        (Some(Command::Gpus(args)), _) => recipes::gpus(p, &args),
+        (Some(Command::Plugins(args)), _) => plugins::list(p, &args),
+        (Some(Command::Submit(cmd)), _) => submit::run(p, &cmd.plan, &cmd.launch, cmd.dry_run),
+        (Some(Command::Env { plan, format }), _) => env::run(p, &plan, format),
         (
             Some(Command::Torchrun {
                 plan,
@@ -296,10 +309,12 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 master_addr,
             }),
             _,
-        ) => torchrun::run(&plan, &launch, master_addr.as_deref()),
-        (Some(Command::Status { job, output }), _) => status::run(&job, output),
-        (Some(Command::Logs { job, follow }), _) => logs::run(&job, follow),
-        (Some(Command::Cancel(job)), _) => cancel::run(&job),
+        ) => torchrun::run(p, &plan, &launch, master_addr.as_deref()),
+        (Some(Command::Status { job, output }), _) => status::run(p, &job, output),
+        (Some(Command::Logs { job, follow }), _) => logs::run(p, &job, follow),
+        (Some(Command::Cancel(job)), _) => cancel::run(p, &job),
+        (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
+        (Some(Command::Tune(cmd)), _) => tune::run(p, &cmd),
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
@@ -307,22 +322,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
             let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
                 .map(std::path::PathBuf::from)
                 .unwrap_or(jobs_root);
-            list::run(&root)
+            list::run(p, &root)
         }
-        (None, main) => submit::run(&main.plan, &main.launch, main.dry_run),
-    }
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub fn out(text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::runtime(format!("cannot write to stdout: {e}"))),
+        (None, main) => submit::run(p, &main.plan, &main.launch, main.dry_run),
     }
 }

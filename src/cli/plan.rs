@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{Output, PlanArgs, PlanCmd, explain, load, out};
+use super::{Output, PlanArgs, PlanCmd, Printer, explain, load};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::secret;
@@ -14,7 +14,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
         .map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))?;
     if let Some(env) = v.get_mut("env").and_then(Value::as_object_mut) {
         for (k, entry) in env.iter_mut() {
-            if secret::is_secret(k) {
+            if secret::is_secret_name(k) {
                 entry["value"] = Value::String(secret::REDACTED.into());
             }
         }
@@ -24,7 +24,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
             let is_secret_env = d["key"]
                 .as_str()
                 .and_then(|k| k.strip_prefix("env."))
-                .is_some_and(secret::is_secret);
+                .is_some_and(secret::is_secret_name);
             if is_secret_env {
                 d["value"] = Value::String(secret::REDACTED.into());
             }
@@ -33,7 +33,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
     Ok(v)
 }
 
-pub fn plan(cmd: &PlanCmd) -> Result<i32> {
+pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
     let (plan, plugins) = load::plan_with_plugins(&cmd.plan)?;
     let mut tree = printable(&plan)?;
     if !plugins.is_empty()
@@ -51,22 +51,15 @@ pub fn plan(cmd: &PlanCmd) -> Result<i32> {
             .collect();
         m.insert("plugins".into(), Value::Array(list));
     }
-    let text = match cmd.output {
-        Output::Json => {
-            let mut t =
-                serde_json::to_string_pretty(&tree).map_err(|e| Error::runtime(e.to_string()))?;
-            t.push('\n');
-            t
-        }
-        Output::Yaml => yaml::to_string(&tree)?,
-    };
-    out(&text)?;
+    match cmd.output {
+        Output::Json => p.json(&tree)?,
+        Output::Yaml => p.data(&yaml::to_string(&tree)?)?,
+    }
     if cmd.explain {
-        out(&explain::decisions(&plan))?;
-        if !plugins.is_empty() {
-            let p = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
-            out(&launch_decisions(&p.spec.decisions))?;
-        }
+        p.data(&explain::decisions(&plan))?;
+        // Launch decisions: rank placement and sbatch rules, plus the plugins' phases.
+        let prepared = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
+        p.data(&launch_decisions(prepared.job.decisions()))?;
     }
     Ok(0)
 }
@@ -76,7 +69,7 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
     let mut s = String::from("# launch decisions (key = value [source]: rule)\n");
     for d in decisions {
         let value = match d.key.strip_prefix("env.") {
-            Some(name) if secret::is_secret(name) => secret::REDACTED.to_string(),
+            Some(name) if secret::is_secret_name(name) => secret::REDACTED.to_string(),
             _ => d.value.to_string(),
         };
         s.push_str(&format!(
@@ -89,39 +82,8 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
     s
 }
 
-/// The trainer's overrides, one Hydra `KEY=VALUE` word per line after a comment naming the
-/// runner call (`resolve::trainer`). The same words end the trainer line in the script; no
-/// env value and no secret is among them.
-pub fn overrides_text(plan: &Plan) -> String {
-    let mut s = format!(
-        "# Megatron-Bridge runner overrides written by ovlaunch {} for recipe {} on {}.\n",
-        env!("CARGO_PKG_VERSION"),
-        plan.recipe.name,
-        plan.hardware.spec
-    );
-    match &plan.trainer {
-        Some(call) => {
-            s.push_str(&format!(
-                "# {} --recipe {}{}\n",
-                call.runner.join(" "),
-                call.recipe,
-                call.flags.iter().map(|f| format!(" {f}")).collect::<String>()
-            ));
-            if call.overrides.is_empty() {
-                s.push_str("# (none: the job runs Bridge's recipe as it is)\n");
-            }
-            for o in &call.overrides {
-                s.push_str(o);
-                s.push('\n');
-            }
-        }
-        None => s.push_str("# the recipe names its own trainer\n"),
-    }
-    s
-}
-
-pub fn overrides(args: &PlanArgs) -> Result<i32> {
+pub fn overrides(p: &Printer, args: &PlanArgs) -> Result<i32> {
     let plan = load::plan(args)?;
-    out(&overrides_text(&plan))?;
+    p.data(&crate::render::overrides::overrides_text(&plan))?;
     Ok(0)
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{PluginSourceArgs, out};
+use super::{PluginSourceArgs, Printer};
 use crate::error::{Error, Result};
 use crate::plugin::{self, Active, Registry};
 
@@ -72,7 +72,7 @@ pub fn launcher_env(active: &[Active]) -> Result<BTreeMap<String, String>> {
 }
 
 /// `ovlaunch plugins`.
-pub fn list(src: &PluginSourceArgs) -> Result<i32> {
-    out(&plugin::describe(&registry(src)?))?;
+pub fn list(p: &Printer, src: &PluginSourceArgs) -> Result<i32> {
+    p.data(&plugin::describe(&registry(src)?))?;
     Ok(0)
 }

@@ -2,11 +2,11 @@
 
 use std::fmt::Write;
 
-use super::{CatalogArgs, RecipesCmd, load, out};
+use super::{CatalogArgs, Printer, RecipesCmd, load};
 use crate::error::Result;
 use crate::overlap::userbuffers;
 
-pub fn list(cmd: &RecipesCmd) -> Result<i32> {
+pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
     let mut s = String::new();
     for src in &cat.recipes {
@@ -31,11 +31,11 @@ pub fn list(cmd: &RecipesCmd) -> Result<i32> {
             }
         }
     }
-    out(&s)?;
+    p.data(&s)?;
     Ok(0)
 }
 
-pub fn presets() -> Result<i32> {
+pub fn presets(p: &Printer) -> Result<i32> {
     let mut s = String::new();
     for (name, preset) in userbuffers::PRESETS.iter() {
         let methods: Vec<String> = userbuffers::SLOTS
@@ -45,20 +45,25 @@ pub fn presets() -> Result<i32> {
             .collect();
         let _ = writeln!(s, "{name}\n    {}", methods.join(" "));
     }
-    out(&s)?;
+    p.data(&s)?;
     Ok(0)
 }
 
-pub fn gpus(args: &CatalogArgs) -> Result<i32> {
+pub fn gpus(p: &Printer, args: &CatalogArgs) -> Result<i32> {
     let cat = load::catalog(args)?;
     let mut s = String::new();
     for g in &cat.gpus {
         let _ = writeln!(
             s,
             "{:<6} {:<10} sm{}x  {} per node  NVLink domain {:<3} {}",
-            g.kind, g.generation, g.arch_major, g.gpus_per_node, g.nvlink_domain, g.description
+            g.kind,
+            g.generation,
+            g.arch_major,
+            g.gpus_per_node,
+            g.nvlink_domain_size,
+            g.description
         );
     }
-    out(&s)?;
+    p.data(&s)?;
     Ok(0)
 }

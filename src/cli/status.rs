@@ -1,29 +1,17 @@
-//! `ovlaunch status JOB`: the job's Slurm state mapped to one table, with its exit code.
+//! `ovlaunch status JOB`: the job's state from its backend, mapped to one table, with its
+//! exit code.
 
 use super::jobs::JobArgs;
-use super::{Output, out};
-use crate::backend::{record, slurm};
-use crate::error::{Error, Result};
+use super::{Output, Printer};
+use crate::backend::{self, record};
+use crate::error::Result;
 
-pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
+pub fn run(p: &Printer, args: &JobArgs, output: Output) -> Result<i32> {
     let (dir, rec) = record::find(&args.root(), &args.job)?;
-    let st = match (&rec.job_id, rec.executor.as_str()) {
-        (Some(id), "slurm") => slurm::status(id)?,
-        _ => {
-            let code = rec.exit_code;
-            let state = match code {
-                Some(0) => "COMPLETED",
-                Some(_) => "FAILED",
-                None => "RUNNING",
-            };
-            slurm::JobStatus::new("local", state, code.map(|c| c.to_string()), "record", None)
-        }
-    };
-    let text = match output {
-        Output::Json => {
-            serde_json::to_string_pretty(&st).map_err(|e| Error::runtime(e.to_string()))? + "\n"
-        }
-        Output::Yaml => format!(
+    let st = backend::of(&rec)?.status(&rec)?;
+    match output {
+        Output::Json => p.json(&st)?,
+        Output::Yaml => p.data(&format!(
             "{} {} {} exit={} (from {}; {})\n",
             st.job_id,
             rec.job_name,
@@ -31,8 +19,7 @@ pub fn run(args: &JobArgs, output: Output) -> Result<i32> {
             st.exit_code.as_deref().unwrap_or("-"),
             st.source,
             dir.display()
-        ),
-    };
-    out(&text)?;
+        ))?,
+    }
     Ok(0)
 }

@@ -34,7 +34,9 @@ pub struct ConfigContainer {
     pub env_vars: BTreeMap<String, EnvScalar>,
 }
 
-/// Bridge accepts str, int, float or bool env values and exports them with `str()`.
+/// Bridge accepts str, int, float or bool env values and exports them with `str()`. `null`
+/// unsets the variable (Bridge's `~env_vars.NAME`): the plan removes it from the trainer's
+/// environment, also over a rule's value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum EnvScalar {
@@ -42,6 +44,7 @@ pub enum EnvScalar {
     Int(i64),
     Float(f64),
     Str(String),
+    Unset,
 }
 
 impl EnvScalar {
@@ -59,6 +62,7 @@ impl EnvScalar {
                 }
             }
             EnvScalar::Str(s) => s.clone(),
+            EnvScalar::Unset => String::new(),
         }
     }
 }

@@ -55,6 +55,13 @@ crate::section! {
         cuda_graph_scope: Option<Value> = None,
         cpu_offloading: bool = false,
         cpu_offloading_num_layers: u32 = 0,
+        /// Megatron-Core's fine-grained activation offloading (Bridge perf recipes turn it on
+        /// with `offload_modules`); it also sets `NVTE_CPU_OFFLOAD_V1=1` (env rule 0).
+        fine_grained_activation_offloading: bool = false,
+        offload_modules: Option<Vec<String>> = None,
+        /// TE's op fuser, Bridge's `cutedsl_fused_grouped_mlp` workload setting (its
+        /// `get_workload_base_config` reads it back from here); env rules 7 and 8.
+        use_transformer_engine_op_fuser: bool = false,
         // Communication overlap: the nine fields CommOverlapConfig lands on the model.
         tp_comm_overlap: bool = false,
         tp_comm_overlap_cfg: Option<Value> = None,

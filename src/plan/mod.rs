@@ -25,7 +25,13 @@ pub struct RecipeInfo {
     pub task: Option<String>,
     /// Bridge's recipe name (the variant's, else the recipe's).
     pub bridge_recipe: Option<String>,
+    /// Bridge's model recipe name (`llama3_70b`, ...: the recipe's own `bridge_recipe`, else
+    /// its name), which Bridge's env rules key on.
+    pub model_recipe: String,
     pub precision: String,
+    /// Bridge's config variant (`large_scale`), `None` for the plain one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_variant: Option<String>,
     pub variant_gpu: Option<String>,
     pub variant_num_gpus: Option<u32>,
     pub trainer: Option<Vec<String>>,
@@ -66,6 +72,15 @@ pub struct Plan {
     /// Bridge's runner call (`None` when the recipe names its own `trainer`).
     pub trainer: Option<TrainerCall>,
     pub env: BTreeMap<String, EnvEntry>,
+    /// Variables removed from the trainer's environment (by a Bridge removal rule, a
+    /// re-derivation or `--unset`), with who removed them. Never also in `env`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_unset: BTreeMap<String, Source>,
+    /// The removed variables that the recipe's own `env_vars` set, with the recipe's value:
+    /// Bridge's runner re-applies those with `setdefault` in the trainer, so the trainer call
+    /// drops them from its config (`~env_vars.NAME=VALUE`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_drop_from_recipe: BTreeMap<String, crate::config::EnvScalar>,
     /// Env conditions the rank runtime re-checks on the node.
     pub invariants: Vec<Invariant>,
     pub decisions: Vec<Decision>,

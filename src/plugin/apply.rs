@@ -10,14 +10,14 @@ use super::options::{Active, OptValue};
 use super::schema::{LaunchPhase, PlanPhase, RenderPhase};
 use super::template::{self, Piece};
 use super::{BUILTINS, CONDITIONS, locate, scalar_text};
+use crate::backend::Executor;
 use crate::error::{Error, Result};
 use crate::plan::{Decision, Source};
-use crate::render::artifacts::Executor;
+use crate::render::hydra;
 use crate::render::launch::{LaunchMode, LaunchSpec};
 use crate::render::shell::quote;
 use crate::resolve::layers::PluginSet;
 use crate::resolve::overrides::parse_sets;
-use crate::render::hydra;
 use crate::resolve::{PluginEnv, PluginLayer};
 
 struct Scope<'a> {
@@ -167,9 +167,9 @@ impl Scope<'_> {
                         other => word.push_str(&other.text(*py).unwrap_or_default()),
                     },
                     Piece::Splat(name) => {
-                        return Err(self.err(format!(
-                            "`{{*{name}}}` is not allowed in trainer_overrides"
-                        )));
+                        return Err(
+                            self.err(format!("`{{*{name}}}` is not allowed in trainer_overrides"))
+                        );
                     }
                 }
             }
@@ -612,6 +612,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 .at(format!("--plugin {other} --plugin {name}")));
             }
             env_owner.insert(k.clone(), (name.clone(), v.clone()));
+            spec.unset.retain(|n| *n != k);
             spec.env.insert(k.clone(), v.clone());
             decide(
                 &format!("env.{k}"),

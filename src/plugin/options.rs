@@ -169,7 +169,7 @@ impl Active {
         let mut m = Map::new();
         for (k, _) in self.def.file.options.iter() {
             let v = &self.values[k];
-            let shown = if secret::is_secret(k) && *v != OptValue::Unset {
+            let shown = if secret::is_secret_name(k) && *v != OptValue::Unset {
                 Value::from(secret::REDACTED)
             } else {
                 v.to_json()

@@ -9,8 +9,8 @@ use super::schema::{LaunchPhase, OptionType, Ordered, PlanPhase, RenderPhase};
 use super::template::{self, Piece, Quoting};
 use super::{BUILTINS, CONDITIONS, NUMERIC_BUILTINS, PluginDef, hint, typed_default};
 use crate::error::{Error, Result, did_you_mean};
+use crate::rank::names::valid_env_name;
 use crate::render::launch::KNOWN_SBATCH;
-use crate::resolve::overrides::valid_env_name;
 use crate::secret;
 
 pub(super) fn valid_plugin_name(n: &str) -> bool {
@@ -213,7 +213,7 @@ impl Validator<'_> {
             if !valid_env_name(k) {
                 return Err(self.err(format!("`{k}` is not an environment variable name"), k));
             }
-            if launch && secret::is_secret(k) {
+            if launch && secret::is_secret_name(k) {
                 return Err(self
                     .err(
                         format!("secret variable `{k}` must be set in the plan phase"),

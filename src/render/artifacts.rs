@@ -1,34 +1,17 @@
-//! Everything a job directory holds, rendered in memory: the launch script, the rank plan,
-//! the trainer's override YAML, the plan JSON, the env dump and the secrets file.
+//! Everything a job directory holds, rendered in memory (a [`layout::Artifacts`]): the
+//! launch script, the rank plan, the trainer's override YAML, the plan JSON, the env dump
+//! and the secrets file.
 
 use std::fmt::Write;
 
 use super::launch::LaunchSpec;
 use super::script::{self, TorchrunTarget};
 use super::template::Templates;
+use crate::backend::Executor;
 use crate::error::{Error, Result};
+use crate::layout::{self, Artifacts};
 use crate::plan::Plan;
 use crate::secret;
-
-/// Where the job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Executor {
-    Slurm,
-    Local,
-}
-
-/// The rendered files.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Artifacts {
-    pub script_name: &'static str,
-    pub script: String,
-    pub rank_plan: String,
-    pub overrides: String,
-    pub plan_json: String,
-    pub env_dump: String,
-    /// `NAME='value'` lines for the secret variables (empty when there are none).
-    pub secrets: String,
-}
 
 /// Renders all artifacts for `plan` and `spec`.
 pub fn render(
@@ -40,11 +23,20 @@ pub fn render(
     overrides: String,
 ) -> Result<Artifacts> {
     let (script_name, script) = match executor {
-        Executor::Slurm => ("launch.sbatch", script::sbatch(spec, templates)?),
-        Executor::Local => (
-            "launch.sh",
-            script::torchrun(spec, &TorchrunTarget::Single, templates)?,
-        ),
+        Executor::Slurm => (layout::SBATCH_SCRIPT, script::sbatch(spec, templates)?),
+        Executor::Local => {
+            let target = match &spec.rendezvous {
+                None => TorchrunTarget::Single,
+                Some(master) => TorchrunTarget::MultiNode {
+                    nnodes: spec.nodes,
+                    master: master.clone(),
+                },
+            };
+            (
+                layout::LOCAL_SCRIPT,
+                script::torchrun(spec, &target, templates)?,
+            )
+        }
     };
     let rank_plan = serde_json::to_string_pretty(&super::rank_plan::rank_plan(plan, spec, strict))
         .map_err(internal)?
@@ -69,7 +61,8 @@ pub enum EnvFormat {
     Json,
 }
 
-/// The plan's env, secrets redacted.
+/// The plan's env, secrets redacted; removed variables as `unset -v NAME` (sh), a comment
+/// (dotenv, which cannot remove) or `null` (JSON).
 pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
     let mut s = String::new();
     match format {
@@ -80,6 +73,9 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
                     "export {k}={}",
                     super::shell::quote(secret::shown(k, &e.value))
                 );
+            }
+            for k in plan.env_unset.keys() {
+                let _ = writeln!(s, "unset -v {}", super::shell::quote(k));
             }
         }
         EnvFormat::Dotenv => {
@@ -92,6 +88,9 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
                     .replace('$', "\\$");
                 let _ = writeln!(s, "{k}=\"{escaped}\"");
             }
+            for k in plan.env_unset.keys() {
+                let _ = writeln!(s, "# unset: {k}");
+            }
         }
         EnvFormat::Json => {
             let map: serde_json::Map<String, serde_json::Value> = plan
@@ -103,6 +102,11 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
                         serde_json::Value::String(secret::shown(k, &e.value).to_string()),
                     )
                 })
+                .chain(
+                    plan.env_unset
+                        .keys()
+                        .map(|k| (k.clone(), serde_json::Value::Null)),
+                )
                 .collect();
             s = serde_json::to_string_pretty(&map).map_err(internal)? + "\n";
         }
@@ -113,7 +117,7 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
 fn secrets_file(plan: &Plan) -> String {
     let mut s = String::new();
     for (k, e) in &plan.env {
-        if secret::is_secret(k) {
+        if secret::is_secret_name(k) {
             let _ = writeln!(s, "{k}={}", super::shell::quote(&e.value));
         }
     }

@@ -32,7 +32,10 @@ pub fn value_text(v: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => {
             let s = n.to_string();
-            if n.is_f64() && !s.contains(['.', 'e', 'E']) && !s.contains("inf") && !s.contains("NaN")
+            if n.is_f64()
+                && !s.contains(['.', 'e', 'E'])
+                && !s.contains("inf")
+                && !s.contains("NaN")
             {
                 format!("{s}.0")
             } else {

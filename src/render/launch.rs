@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::{Error, Result, did_you_mean};
+use crate::layout;
 use crate::plan::{Decision, Plan, Source};
+use crate::rank::{AffinityPlan, AffinityPolicy};
 
 /// How ranks are started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,6 +64,12 @@ pub struct LaunchOptions {
     pub master_port: u16,
     /// The command line that reproduces this job, for the script header.
     pub command_line: String,
+    /// Several machines without Slurm: the host every machine's torchrun meets at (c10d
+    /// rendezvous, `ovlaunch torchrun --master-addr`); `None` runs on this machine only.
+    pub rendezvous: Option<String>,
+    /// Strict rank plan: on every rank, a changed inherited value or a violated invariant
+    /// is an error (`--strict`).
+    pub strict: bool,
 }
 
 /// The structured job.
@@ -80,6 +88,10 @@ pub struct LaunchSpec {
     pub env: BTreeMap<String, String>,
     /// Names of secret variables passed through the secrets file.
     pub secret_names: Vec<String>,
+    /// Variables removed from the trainer's environment (the plan's `env_unset`): the script
+    /// unsets them, and inside the step the rank runtime (or `env -u` without one) removes
+    /// them again, so a container image's own value cannot come back. Never also in `env`.
+    pub unset: Vec<String>,
     /// Shell lines run once before the launch (already-safe text built by ovlaunch).
     pub setup_lines: Vec<String>,
     pub srun_args: Vec<String>,
@@ -97,8 +109,12 @@ pub struct LaunchSpec {
     /// Extra `key=value` overrides appended to the trainer's argv (plugins).
     pub trainer_overrides: Vec<String>,
     pub rank_runtime: Option<String>,
+    /// Where each rank's runtime places it (Bridge's numactl rules), see [`placement`].
+    pub affinity: AffinityPlan,
     pub container: Option<Container>,
     pub master_port: u16,
+    /// See [`LaunchOptions::rendezvous`].
+    pub rendezvous: Option<String>,
     pub header: Vec<String>,
     pub decisions: Vec<Decision>,
 }
@@ -192,7 +208,10 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         put("exclusive", None);
     }
     put("time", Some(opts.time.clone()));
-    put("output", Some(format!("{}/slurm-%j.out", opts.job_dir)));
+    put(
+        "output",
+        Some(layout::path(&opts.job_dir, layout::SLURM_OUTPUT_PATTERN)),
+    );
     put("open-mode", Some("append".into()));
     for (k, v) in [
         ("account", &opts.account),
@@ -207,7 +226,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     // NVL72 racks: Bridge's segment rule (utils/executors.py): nodes <= 18 -> nodes, else
     // the largest divisor of the node count not above 18.
     let mut decisions = Vec::new();
-    if hw.gpu.nvlink_domain >= 72 && hw.gpus_per_node == 4 {
+    if hw.gpu.nvlink_domain_size >= 72 && hw.gpus_per_node == 4 {
         let seg = if hw.nodes <= 18 {
             hw.nodes
         } else {
@@ -240,7 +259,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     let mut env = BTreeMap::new();
     let mut secret_names = Vec::new();
     for (k, e) in &plan.env {
-        if crate::secret::is_secret(k) {
+        if crate::secret::is_secret_name(k) {
             secret_names.push(k.clone());
         } else {
             env.insert(k.clone(), e.value.clone());
@@ -269,6 +288,14 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         }
     }
 
+    // Bridge's runner re-applies its recipe's env_vars with setdefault: variables the plan
+    // removes must leave the runner's config too (only Bridge's runner reads these words).
+    let bridge_runner = opts.trainer.is_empty() && plan.recipe.trainer.is_none();
+    let trainer_overrides = if bridge_runner {
+        crate::resolve::env::trainer_drop_words(&plan.env_drop_from_recipe)
+    } else {
+        Vec::new()
+    };
     let trainer = if opts.trainer.is_empty() {
         default_trainer(plan)
     } else {
@@ -307,6 +334,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         directives: d,
         env,
         secret_names,
+        unset: plan.env_unset.keys().cloned().collect(),
         setup_lines: Vec::new(),
         srun_args,
         torchrun_args: Vec::new(),
@@ -315,13 +343,88 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         forward_signals: Vec::new(),
         command_prefix: Vec::new(),
         trainer,
-        trainer_overrides: Vec::new(),
+        trainer_overrides,
         rank_runtime: opts.rank_runtime.clone(),
+        affinity: placement(plan, &mut decisions),
         container: opts.container.clone(),
         master_port: opts.master_port,
+        rendezvous: opts.rendezvous.clone(),
         header,
         decisions,
     })
+}
+
+/// Bridge's rank placement (`scripts/performance/utils/executors.py`: every task runs under
+/// `numactl --cpunodebind=$((SLURM_LOCALID/D)) --membind=$((SLURM_LOCALID/D))`, plus
+/// `-C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16 + 1))` on B300 unless
+/// `setup_experiment.py` turns core ("PCT") binding off for the workload), as the rank
+/// runtime's affinity plan, each part a decision.
+pub fn placement(plan: &Plan, decisions: &mut Vec<Decision>) -> AffinityPlan {
+    let gpu = &plan.hardware.gpu;
+    let Some(d) = gpu.gpus_per_numa.filter(|_| !gpu.is_cpu()) else {
+        return AffinityPlan::default();
+    };
+    decisions.push(Decision::new(
+        "rank.affinity.cpunodebind",
+        format!("local_rank / {d}"),
+        format!(
+            "{} nodes: NUMA node = local rank / {d} (Bridge executors.py numactl --cpunodebind)",
+            gpu.kind
+        ),
+        Source::Derived,
+    ));
+    decisions.push(Decision::new(
+        "rank.affinity.membind",
+        true,
+        "memory bound to the same NUMA node (Bridge executors.py numactl --membind); the rank runtime skips it where the node has no memory",
+        Source::Derived,
+    ));
+    let cores = gpu.core_pinning.and_then(|pin| {
+        let r = &plan.recipe;
+        let family = r.family.as_deref().unwrap_or("");
+        let task = r.task.as_deref().unwrap_or("pretrain");
+        let dtype = crate::resolve::env_rules::compute_dtype(&plan.model);
+        // setup_experiment.py: core binding off for these workloads.
+        let off = if family == "nemotronh" && r.model_recipe == "nemotron_3_super" && dtype == "bf16" {
+            Some("Nemotron 3 Super BF16")
+        } else if family == "deepseek"
+            && r.model_recipe == "deepseek_v3"
+            && r.config_variant.as_deref() != Some("large_scale")
+        {
+            Some("DeepSeek-V3 (except the large_scale variant)")
+        } else if family == "llama" && task == "pretrain" {
+            Some("Llama pretraining")
+        } else if family == "kimi" && task == "pretrain" {
+            Some("Kimi pretraining")
+        } else {
+            None
+        };
+        let (value, rule) = match off {
+            Some(why) => (
+                serde_json::Value::Null,
+                format!("{} core pinning off for {why} (Bridge setup_experiment.py disables PCT binding)", gpu.kind),
+            ),
+            None => (
+                serde_json::Value::String(format!(
+                    "cores local_rank*{s}..local_rank*{s}+{c}",
+                    s = pin.stride,
+                    c = pin.count
+                )),
+                format!(
+                    "{}: each rank pinned to {} cores from local_rank*{} (Bridge executors.py numactl -C)",
+                    gpu.kind, pin.count, pin.stride
+                ),
+            ),
+        };
+        decisions.push(Decision::new("rank.affinity.cores", value, rule, Source::Derived));
+        off.is_none().then_some(pin)
+    });
+    AffinityPlan {
+        policy: AffinityPolicy::Static,
+        gpus_per_numa: Some(d),
+        membind: true,
+        cores,
+    }
 }
 
 /// The recipe's own trainer, else Bridge's runner with the plan's overrides

@@ -8,15 +8,16 @@ use super::launch::{FlagStyle, LaunchMode, LaunchSpec};
 use super::shell::{join, quote};
 use super::template::Templates;
 use crate::error::{Error, Result};
+use crate::layout;
 
 /// The rank plan file's path inside the job directory.
 pub fn rank_plan_path(job_dir: &str) -> String {
-    format!("{job_dir}/rank-plan.json")
+    layout::path(job_dir, layout::RANK_PLAN)
 }
 
 /// The secrets file's path inside the job directory.
 pub fn secrets_path(job_dir: &str) -> String {
-    format!("{job_dir}/secrets.env")
+    layout::path(job_dir, layout::SECRETS)
 }
 
 fn check_directive(name: &str, value: &str) -> Result<()> {
@@ -38,6 +39,11 @@ fn exports(spec: &LaunchSpec) -> Vec<String> {
         .collect()
 }
 
+/// `unset -v NAME` lines for the plan's removed variables.
+fn unsets(spec: &LaunchSpec) -> Vec<String> {
+    spec.unset.iter().map(|k| quote(k)).collect()
+}
+
 /// `torchrun` flags in the requested spelling.
 fn flag(style: FlagStyle, name: &str) -> String {
     match style {
@@ -54,6 +60,14 @@ fn rank_argv(spec: &LaunchSpec) -> Vec<String> {
         argv.push("--plan".into());
         argv.push(rank_plan_path(&spec.job_dir));
         argv.push("--".into());
+    } else if !spec.unset.is_empty() {
+        // No rank runtime to remove them inside the step: `env -u` does, after the
+        // container runtime has put the image's environment in place.
+        argv.push("env".into());
+        for k in &spec.unset {
+            argv.push("-u".into());
+            argv.push(k.clone());
+        }
     }
     argv.extend(spec.command_prefix.iter().cloned());
     argv.extend(spec.trainer.iter().cloned());
@@ -145,6 +159,7 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
         header => &spec.header,
         directives => directives,
         exports => exports(spec),
+        unsets => unsets(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
         setup_lines => setup_lines,
         mode => match spec.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
@@ -251,6 +266,7 @@ pub fn torchrun(
     let ctx = context! {
         header => &spec.header,
         exports => exports(spec),
+        unsets => unsets(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
         setup_lines => &spec.setup_lines,
         command => command,

@@ -1,23 +1,28 @@
 //! The launch environment: CUDA / NVTE / NCCL variables with their precedence, weakest
-//! first: hardware-kind env, derived rules, the recipe's `env_vars`, rules re-derived
-//! because the user changed the layout, then `--env`.
+//! first: hardware-kind env, Bridge's performance env rules ([`super::env_rules`]), the
+//! recipe's `env_vars`, rules re-derived because the user changed the layout, plugins, then
+//! `--env` / `--unset`.
 //!
-//! The derivation rules port Megatron-Bridge's flat-CLI compatibility layer
+//! Every layer can set a variable or *unset* it (remove it from the trainer's environment,
+//! also against a value the container image or site profile carries). A variable ends in
+//! exactly one of [`EnvStage::env`] (set) or [`EnvStage::unset`] (removed); every step is a
+//! decision naming its rule and upstream source.
+//!
+//! Re-derivation is Bridge's flat-CLI compatibility coupling
 //! (`scripts/performance/utils/overrides.py::_apply_flat_cli_environment_compatibility`):
-//! - `CUDA_DEVICE_MAX_CONNECTIONS`: 32 with the DeepEP/HybridEP dispatchers, else 8; then
-//!   32 on Blackwell and newer; else 1 when TP > 1 or CP > 1 without MoE all-to-all overlap.
-//! - `NCCL_P2P_NET_CHUNKSIZE=2097152` for Llama with PP > 1 (removed when PP becomes 1).
-//! - `NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN`: min(EP, 8) on 8-GPU nodes, EP on NVL72.
-//!
-//! Bridge applies them only when the matching layout flag was passed and never over an
-//! explicit env setting; so does ovlaunch (a `--set` of the layout field is that flag).
+//! when the user changed TP/CP/MoE all-to-all overlap, EP, PP or NCCL userbuffers with
+//! `--set`, the dependent variables are re-derived over the recipe's own values (a `--set`
+//! of the layout field is Bridge's `-tp`/`-cp`/`--moe_a2a_overlap`/`-ep`/`-pp`/`--nccl_ub`).
+//! `--env` / `--unset` beat everything, as Bridge's explicit `env_vars` overrides do.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::PluginEnv;
+use super::env_rules::{self, Action, Facts};
 use crate::catalog::Hardware;
-use crate::config::{EnvScalar, ModelConfig};
+use crate::config::{DdpConfig, EnvScalar, ModelConfig};
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
 
@@ -28,41 +33,83 @@ pub struct EnvEntry {
     pub source: Source,
 }
 
-/// Inputs of the env rules.
+/// Inputs of the env stage.
 pub struct EnvInputs<'a> {
     pub hardware: &'a Hardware,
     pub model: &'a ModelConfig,
+    pub ddp: &'a DdpConfig,
     pub recipe_env: &'a BTreeMap<String, EnvScalar>,
     pub family: Option<&'a str>,
+    /// Bridge's model recipe name (`llama3_70b`, ...), which some rules key on.
+    pub model_recipe: Option<&'a str>,
+    pub task: Option<&'a str>,
     /// Layout paths the user changed with `--set`.
     pub user_changed: &'a dyn Fn(&str) -> bool,
+    pub plugin_env: &'a [PluginEnv],
     pub user_env: &'a [(String, String)],
+    pub user_unset: &'a [String],
 }
 
-/// A variable the rank runtime re-checks on the node (the rank plan's own type).
-pub use crate::rank::Invariant;
+/// The env stage's result.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnvStage {
+    pub env: BTreeMap<String, EnvEntry>,
+    /// Variables removed from the trainer's environment, with who removed them.
+    pub unset: BTreeMap<String, Source>,
+    /// The removed variables the recipe's own `env_vars` carry, with the recipe's value.
+    /// Bridge's runner installs the recipe's `env_vars` with `setdefault` inside the trainer,
+    /// which would put them back: the trainer call must drop them from its config
+    /// (`~env_vars.NAME=VALUE`: Bridge 0.6's `run_recipe.py` takes only `KEY=VALUE` words,
+    /// and Hydra deletes a key given with its current value).
+    pub drop_from_recipe: BTreeMap<String, EnvScalar>,
+}
 
-/// Builds the env map and its decisions.
-pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> BTreeMap<String, EnvEntry> {
-    let mut env: BTreeMap<String, EnvEntry> = BTreeMap::new();
-    let set = |env: &mut BTreeMap<String, EnvEntry>,
-               k: &str,
-               v: String,
-               source: Source,
-               rule: String,
-               decisions: &mut Vec<Decision>| {
-        decisions.push(Decision::new(
+impl EnvStage {
+    fn set(&mut self, k: &str, value: String, source: Source, rule: String, d: &mut Vec<Decision>) {
+        d.push(Decision::new(
             format!("env.{k}"),
-            v.as_str(),
+            value.as_str(),
             rule,
             source.clone(),
         ));
-        env.insert(k.to_string(), EnvEntry { value: v, source });
-    };
+        self.unset.remove(k);
+        self.env.insert(k.to_string(), EnvEntry { value, source });
+    }
+
+    fn remove(&mut self, k: &str, source: Source, rule: String, d: &mut Vec<Decision>) {
+        d.push(Decision::new(
+            format!("env.{k}"),
+            serde_json::Value::Null,
+            format!("unset: {rule}"),
+            source.clone(),
+        ));
+        self.env.remove(k);
+        self.unset.insert(k.to_string(), source);
+    }
+}
+
+/// The facts Bridge's env rules read, from the env inputs.
+pub fn facts(inp: &EnvInputs<'_>) -> Facts {
+    Facts::of(
+        inp.hardware,
+        inp.model,
+        inp.ddp,
+        inp.family,
+        inp.model_recipe,
+        inp.task,
+    )
+}
+
+fn rule_text(d: &env_rules::Derived) -> String {
+    format!("{}: {} [{}]", d.rule.label(), d.why, d.rule.upstream())
+}
+
+/// Builds the env and its decisions.
+pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvStage> {
+    let mut st = EnvStage::default();
     let hw = inp.hardware;
     for (k, v) in &hw.gpu.env {
-        set(
-            &mut env,
+        st.set(
             k,
             v.clone(),
             Source::Default,
@@ -71,168 +118,143 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> BTreeMap<Str
         );
     }
 
-    let derived = derive(inp);
+    // Bridge's rules describe GPU workloads; the CPU test kind gets none of them.
+    let derived = if hw.gpu.is_cpu() {
+        env_rules::DerivedEnv::default()
+    } else {
+        env_rules::derive(&facts(inp))?
+    };
+    let last = derived.last();
     // Derived values fill what the recipe leaves out.
-    for (k, (v, rule, _)) in &derived {
-        if !inp.recipe_env.contains_key(k)
-            && let Some(v) = v
-        {
-            set(
-                &mut env,
-                k,
-                v.clone(),
-                Source::Derived,
-                rule.clone(),
-                decisions,
-            );
-        }
-    }
-    for (k, v) in inp.recipe_env {
-        set(
-            &mut env,
-            k,
-            v.to_env_string(),
-            Source::Recipe,
-            "the recipe variant's env_vars".into(),
-            decisions,
-        );
-    }
-    // A layout change by the user re-derives the dependent variables over the recipe's.
-    for (k, (v, rule, triggered)) in &derived {
-        if !*triggered || !inp.recipe_env.contains_key(k) {
+    for (k, d) in &last {
+        if inp.recipe_env.contains_key(*k) {
             continue;
         }
-        match v {
-            Some(v) => {
-                if env.get(k).map(|e| &e.value) != Some(v) {
-                    set(
-                        &mut env,
-                        k,
-                        v.clone(),
-                        Source::Derived,
-                        format!(
-                            "{rule}; re-derived because you changed the layout (Bridge flat-CLI compatibility rule)"
-                        ),
-                        decisions,
-                    );
-                }
-            }
-            None => {
-                env.remove(k);
-                decisions.push(Decision::new(
-                    format!("env.{k}"),
-                    serde_json::Value::Null,
-                    format!("{rule}; removed because you changed the layout"),
-                    Source::Derived,
-                ));
-            }
+        match &d.action {
+            Action::Set(v) => st.set(k, v.clone(), Source::Derived, rule_text(d), decisions),
+            Action::Unset => st.remove(k, Source::Derived, rule_text(d), decisions),
+            Action::Drop => {}
         }
     }
-    for (k, v) in inp.user_env {
-        set(
-            &mut env,
-            k,
-            v.clone(),
-            Source::User,
-            "--env".into(),
+    // Where the recipe states a variable itself its value wins; the decision says whether it
+    // restates a rule or which rule it overrides (one statement per fact).
+    for (k, v) in inp.recipe_env {
+        let d = last.get(k.as_str());
+        if *v == EnvScalar::Unset {
+            let rule = match d.map(|d| (d, &d.action)) {
+                Some((d, Action::Set(dv))) => format!(
+                    "the recipe variant's env_vars unset it, overriding {} (which derives {dv}: {})",
+                    d.rule.label(),
+                    d.why
+                ),
+                _ => "the recipe variant's env_vars unset it".to_string(),
+            };
+            st.remove(k, Source::Recipe, rule, decisions);
+            continue;
+        }
+        let v = v.to_env_string();
+        let rule = match d.map(|d| (d, &d.action)) {
+            Some((d, Action::Set(dv))) if *dv == v => format!(
+                "the recipe variant's env_vars (the same as {} derives)",
+                d.rule.label()
+            ),
+            Some((d, Action::Set(dv))) => format!(
+                "the recipe variant's env_vars, overriding {} (which derives {dv}: {})",
+                d.rule.label(),
+                d.why
+            ),
+            Some((d, Action::Unset)) => format!(
+                "the recipe variant's env_vars, overriding {} (which unsets it: {})",
+                d.rule.label(),
+                d.why
+            ),
+            _ => "the recipe variant's env_vars".to_string(),
+        };
+        st.set(k, v, Source::Recipe, rule, decisions);
+    }
+    // A layout change by the user re-derives the dependent variables over the recipe's.
+    for (k, d) in &last {
+        let triggered = d.triggers.iter().any(|p| (inp.user_changed)(p));
+        if !triggered || !inp.recipe_env.contains_key(*k) {
+            continue;
+        }
+        let why = format!(
+            "{}; re-derived because you changed {} (Bridge flat-CLI compatibility rule)",
+            rule_text(d),
+            d.triggers
+                .iter()
+                .filter(|p| (inp.user_changed)(p))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        match &d.action {
+            Action::Set(v) => {
+                if st.env.get(*k).map(|e| &e.value) != Some(v) {
+                    st.set(k, v.clone(), Source::Derived, why, decisions);
+                }
+            }
+            Action::Unset | Action::Drop => st.remove(k, Source::Derived, why, decisions),
+        }
+    }
+    for pe in inp.plugin_env {
+        st.set(
+            &pe.name,
+            pe.value.clone(),
+            Source::Plugin(pe.plugin.clone()),
+            format!("plugin {} ({})", pe.plugin, pe.how),
             decisions,
         );
     }
-    env
+    for (k, v) in inp.user_env {
+        st.set(k, v.clone(), Source::User, "--env".into(), decisions);
+    }
+    for k in inp.user_unset {
+        if inp.user_env.iter().any(|(n, _)| n == k) {
+            return Err(
+                Error::usage(format!("{k} is both set (--env) and unset (--unset)"))
+                    .at(format!("--unset {k}"))
+                    .help("keep one of them"),
+            );
+        }
+        st.remove(k, Source::User, "--unset".into(), decisions);
+    }
+    st.drop_from_recipe = st
+        .unset
+        .keys()
+        .filter_map(|k| inp.recipe_env.get(k).map(|v| (k.clone(), v.clone())))
+        .filter(|(_, v)| *v != EnvScalar::Unset)
+        .collect();
+    debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
+    Ok(st)
 }
 
-type Derived = BTreeMap<String, (Option<String>, String, bool)>;
-
-fn derive(inp: &EnvInputs<'_>) -> Derived {
-    let mut out = Derived::new();
-    let m = inp.model;
-    let hw = inp.hardware;
-    if hw.gpu.is_cpu() {
-        return out;
-    }
-    let tp = m.tensor_model_parallel_size;
-    let cp = m.context_parallel_size;
-    let a2a = m.overlap_moe_expert_parallel_comm;
-    let flex = matches!(
-        m.moe_flex_dispatcher_backend.as_deref(),
-        Some("deepep" | "hybridep")
-    );
-    let (value, why) = if hw.gpu.is_blackwell_or_newer() {
-        (
-            "32",
-            format!(
-                "{} is Blackwell or newer: 32 connections avoid serialising streams",
-                hw.gpu.kind
-            ),
-        )
-    } else if (tp > 1 || cp > 1) && !a2a {
-        (
-            "1",
-            format!(
-                "{} is pre-Blackwell with TP={tp}, CP={cp}: one connection keeps TP comm kernels ahead of the GEMMs they overlap (Megatron-LM asserts 1)",
-                hw.gpu.kind
-            ),
-        )
-    } else if flex {
-        (
-            "32",
-            "DeepEP/HybridEP dispatcher without TP/CP overlap".to_string(),
-        )
-    } else {
-        (
-            "8",
-            "no TP/CP (or MoE all-to-all overlap on): the CUDA default of 8".to_string(),
-        )
-    };
-    let triggered = [
-        "model.tensor_model_parallel_size",
-        "model.context_parallel_size",
-        "comm_overlap.overlap_moe_expert_parallel_comm",
-    ]
-    .iter()
-    .any(|p| (inp.user_changed)(p));
-    out.insert(
-        "CUDA_DEVICE_MAX_CONNECTIONS".into(),
-        (
-            Some(value.into()),
-            format!("CUDA_DEVICE_MAX_CONNECTIONS={value}: {why}"),
-            triggered,
-        ),
-    );
-
-    if inp.family == Some("llama") {
-        let pp = m.pipeline_model_parallel_size;
-        let v = (pp > 1).then(|| "2097152".to_string());
-        out.insert(
-            "NCCL_P2P_NET_CHUNKSIZE".into(),
-            (
-                v,
-                format!("Llama with PP={pp}: 2 MiB NCCL P2P chunks when PP > 1"),
-                (inp.user_changed)("model.pipeline_model_parallel_size"),
-            ),
-        );
-    }
-    if m.moe_flex_dispatcher_backend.as_deref() == Some("hybridep") {
-        let ep = m.expert_model_parallel_size;
-        let ranks = if hw.gpu.nvlink_domain >= 72 {
-            ep
-        } else {
-            ep.min(8)
-        };
-        out.insert(
-            "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN".into(),
-            (
-                Some(ranks.to_string()),
-                format!(
-                    "HybridEP with EP={ep} on a {}-GPU NVLink domain",
-                    hw.gpu.nvlink_domain
-                ),
-                (inp.user_changed)("model.expert_model_parallel_size"),
-            ),
-        );
-    }
-    out
+/// Hydra words that drop `vars` from the trainer config's `env_vars`:
+/// `~env_vars.NAME=VALUE`. Bridge 0.6's `run_recipe.py` accepts only `KEY=VALUE` words, and
+/// Hydra deletes `~key=value` only when the config holds that value, so the value is the
+/// recipe's, typed as Bridge's recipes write env values: integers and booleans bare, other
+/// text single-quoted (with `\` and `'` escaped).
+pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
+    vars.iter()
+        .map(|(k, v)| {
+            let value = match v {
+                EnvScalar::Bool(b) => b.to_string(),
+                EnvScalar::Int(i) => i.to_string(),
+                EnvScalar::Float(f) => EnvScalar::Float(*f).to_env_string(),
+                // Bridge's flat recipes write numeric env values as Python ints.
+                EnvScalar::Str(s) if s.parse::<i64>().is_ok() => s.clone(),
+                EnvScalar::Str(s) => {
+                    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+                }
+                EnvScalar::Unset => "null".to_string(),
+            };
+            format!("~env_vars.{k}={value}")
+        })
+        .collect()
 }
+
+/// A variable the rank runtime re-checks on the node (the rank plan's own type).
+pub use crate::rank::Invariant;
 
 /// Checks that depend on the final env: Megatron-LM's `CUDA_DEVICE_MAX_CONNECTIONS` rule
 /// and Bridge's FSDP assertion. Returns the invariants the rank runtime re-checks.

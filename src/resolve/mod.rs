@@ -5,6 +5,7 @@
 //! between the recipe and `--set`, their env over recipe and derived values, under `--env`.
 
 pub mod env;
+pub mod env_rules;
 pub mod layers;
 pub mod layout;
 pub mod overrides;
@@ -30,6 +31,8 @@ pub struct Inputs<'a> {
     pub variant: Option<&'a str>,
     pub sets: &'a [SetOverride],
     pub envs: &'a [(String, String)],
+    /// `--unset NAME`: removed from the trainer's environment.
+    pub unsets: &'a [String],
     pub stack: &'a Stack,
     pub strict: bool,
 }
@@ -303,44 +306,21 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let env_inputs = env::EnvInputs {
         hardware: hw,
         model: &cfg.model,
+        ddp: &cfg.ddp,
         recipe_env: &cfg.env_vars,
         family: inp.recipe.family.as_deref(),
+        model_recipe: Some(model_recipe(inp.recipe)),
+        task: inp.recipe.task.as_deref(),
         user_changed: &user_changed,
+        plugin_env: &plugins.env,
         user_env: inp.envs,
+        user_unset: inp.unsets,
     };
-    let mut env_map = env::build(&env_inputs, &mut decisions);
-    // Plugin env: over recipe and derived values, under --env.
-    for pe in &plugins.env {
-        let source = Source::Plugin(pe.plugin.clone());
-        if env_map
-            .get(&pe.name)
-            .is_some_and(|e| e.source == Source::User)
-        {
-            decisions.push(Decision::new(
-                format!("env.{}", pe.name),
-                pe.value.as_str(),
-                format!(
-                    "plugin {} ({}) not applied: --env {} wins",
-                    pe.plugin, pe.how, pe.name
-                ),
-                source,
-            ));
-            continue;
-        }
-        decisions.push(Decision::new(
-            format!("env.{}", pe.name),
-            pe.value.as_str(),
-            format!("plugin {} ({})", pe.plugin, pe.how),
-            source.clone(),
-        ));
-        env_map.insert(
-            pe.name.clone(),
-            env::EnvEntry {
-                value: pe.value.clone(),
-                source,
-            },
-        );
-    }
+    let env::EnvStage {
+        env: env_map,
+        unset: env_unset,
+        drop_from_recipe: env_drop_from_recipe,
+    } = env::build(&env_inputs, &mut decisions)?;
     let invariants = env::check(
         hw,
         &cfg.model,
@@ -360,7 +340,9 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             bridge_recipe: variant
                 .and_then(|v| v.bridge_recipe.clone())
                 .or_else(|| inp.recipe.bridge_recipe.clone()),
+            model_recipe: model_recipe(inp.recipe).to_string(),
             precision: choice.precision.clone(),
+            config_variant: variant.and_then(|v| v.variant.clone()),
             variant_gpu: variant.map(|v| v.gpu.clone()),
             variant_num_gpus: variant.and_then(|v| v.num_gpus),
             trainer: inp.recipe.trainer.clone(),
@@ -381,6 +363,8 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         mixed_precision: resolved_mp,
         trainer: trainer_call,
         env: env_map,
+        env_unset,
+        env_drop_from_recipe,
         invariants,
         decisions,
         warnings,
@@ -461,6 +445,20 @@ fn finalize_model(m: &mut crate::config::ModelConfig) {
         }
     }
     m.cuda_graph_modules = Some(Value::Array(kept));
+}
+
+/// Bridge's model recipe name for `recipe` (`llama3_70b`, what Bridge's env and placement
+/// rules key on): its own `bridge_recipe` without a `_{task}_config` / `_config` tail
+/// (`llama3_70b_pretrain_config` -> `llama3_70b`), else its name.
+pub fn model_recipe(recipe: &Recipe) -> &str {
+    let Some(b) = recipe.bridge_recipe.as_deref() else {
+        return recipe.name.as_str();
+    };
+    let b = b.strip_suffix("_config").unwrap_or(b);
+    ["_pretrain", "_sft", "_peft"]
+        .iter()
+        .find_map(|t| b.strip_suffix(t))
+        .unwrap_or(b)
 }
 
 /// Bridge's `_perf_precision`: the mixed-precision recipe for a perf precision name.

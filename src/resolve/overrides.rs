@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::config::{self, CommOverlapConfig, ConfigContainer, MixedPrecisionConfig};
 use crate::error::{Error, Result, did_you_mean};
+use crate::rank::names::{ENV_NAME_RULE, valid_env_name};
 use crate::yaml;
 
 /// One `--set` override.
@@ -176,7 +177,7 @@ pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
             return Err(
                 Error::usage(format!("`{name}` is not a valid environment variable name"))
                     .at(flag)
-                    .help("names are letters, digits and underscores, not starting with a digit"),
+                    .help(format!("names are {ENV_NAME_RULE}")),
             );
         }
         if let Some((_, prev)) = out.iter().find(|(n, _)| n == name) {
@@ -192,11 +193,22 @@ pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
-/// POSIX shell variable names.
-pub fn valid_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+/// Parses `--unset NAME` (repeated names collapse).
+pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for name in raw {
+        if !valid_env_name(name) {
+            return Err(
+                Error::usage(format!("`{name}` is not a valid environment variable name"))
+                    .at(format!("--unset {name}"))
+                    .help(format!("names are {ENV_NAME_RULE}")),
+            );
+        }
+        if !out.contains(name) {
+            out.push(name.clone());
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -201,9 +201,15 @@ def generate(name: str, fields: dict[str, list[str]]) -> str:
         # a function Bridge's own runner refuses at its own GPU count (its validation, its
         # expert grid check) is not shipped: the header lists it with Bridge's reason
         try:
-            probe.build({"argv": ["--recipe", n], "world_size": int(m["num_gpus"]), "gpu": m["hardware"], "env": {}})
+            cfg, _ = probe.build({"argv": ["--recipe", n], "world_size": int(m["num_gpus"]), "gpu": m["hardware"], "env": {}})
         except Exception as e:  # noqa: BLE001 - the reason goes into the file
             refused.append(f"#   {n}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+            continue
+        # deprecated Megatron-Core switches ovlaunch does not model (they rewrite cuda_graph_impl)
+        raw = getattr(module, n)()
+        unmodelled = [f for f in ("external_cuda_graph", "enable_cuda_graph") if getattr(raw.model, f, False)]
+        if unmodelled:
+            refused.append(f"#   {n}: sets the deprecated model.{unmodelled[0]}, which ovlaunch does not model")
             continue
         variants.append(variant_of(n, getattr(module, n), fields))
     base = factor(variants)
@@ -215,7 +221,8 @@ def generate(name: str, fields: dict[str, list[str]]) -> str:
         "# do not edit; regenerate. Values shared by every variant are at the top level.",
     ]
     if refused:
-        head.append("# Not shipped: functions Bridge's own runner refuses at their own GPU count:")
+        head.append("# Not shipped: functions Bridge's own runner refuses at their own GPU count, or that")
+        head.append("# use a setting ovlaunch does not model:")
         head.extend(refused)
     doc = {
         "name": name,

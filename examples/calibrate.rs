@@ -1,0 +1,585 @@
+//! Fits the estimator's efficiency constants on published Megatron-Bridge / NeMo throughput
+//! rows and measures how well the model and `tune` do on rows they were not fitted on.
+//!
+//! ```sh
+//! cargo run --release --example calibrate                  # report only
+//! cargo run --release --example calibrate -- --write       # also rewrite hardware/efficiency.json
+//! cargo run --release --example calibrate -- --csv FILE    # other rows, same columns
+//! ```
+//!
+//! Each usable row (pretraining, tokens/s given, a model whose shape ovlaunch has: a shipped
+//! recipe or `calibration/models/*.yaml`) is resolved through the real resolver with the row's
+//! GPU kind and count, precision, layout, batch and sequence length, then estimated. The fit
+//! minimises the mean absolute log error of tokens/s per GPU by coordinate descent over the
+//! per-GPU-kind compute efficiency and the MoE, FP8 and FP4 multipliers. Leave-one-group-out
+//! (a group is one model) refits without the group and predicts it; `tune` is then run for each
+//! held-out row with the held-out fit and the published layout looked up in its top 5.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use ovlaunch::catalog::{Catalog, hardware};
+use ovlaunch::estimate::tune::{self, Layout};
+use ovlaunch::estimate::{Efficiency, estimate};
+use ovlaunch::plan::Plan;
+use ovlaunch::resolve::{self, overrides};
+use ovlaunch::version::Stack;
+
+/// One CSV record as text fields.
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => row.push(std::mem::take(&mut field)),
+            ('\n', false) => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            ('\r', false) => {}
+            (c, _) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
+/// The recipe that carries a published model's shape.
+fn recipe_for(model: &str) -> Option<&'static str> {
+    let m = model.to_ascii_uppercase().replace(['-', ' ', '.'], "_");
+    let m = m.split(" (").next().unwrap_or("").to_string();
+    let m = m.split("_(").next().unwrap_or("").to_string();
+    Some(match m.as_str() {
+        "LLAMA3_8B" => "llama3_8b",
+        "LLAMA3_70B" => "llama3_70b",
+        "LLAMA3_1_405B" | "LLAMA3_405B" => "llama31_405b",
+        "DEEPSEEKV3" => "deepseek_v3",
+        "GPT_OSS_120B" => "gpt_oss_120b",
+        "QWEN3_30B_A3B" => "qwen3_30b_a3b",
+        "QWEN3_235B_A22B" => "qwen3_235b_a22b",
+        "LLAMA2_7B" => "llama2_7b",
+        "LLAMA2_13B" => "llama2_13b",
+        "LLAMA2_70B" => "llama2_70b",
+        "MIXTRAL_8X7B" => "mixtral_8x7b",
+        "MIXTRAL_8X22B" => "mixtral_8x22b",
+        "KIMI_K2" => "kimi_k2",
+        _ => return None,
+    })
+}
+
+/// ovlaunch's `--precision` for a published precision label.
+fn precision_for(p: &str) -> Option<&'static str> {
+    let u = p.to_ascii_uppercase();
+    Some(if u.starts_with("BF16") {
+        "bf16"
+    } else if u.contains("NVFP4") {
+        "nvfp4"
+    } else if u.contains("MX") {
+        "fp8mx"
+    } else if u.contains("BLOCKWISE") || u.contains("128X128") {
+        "fp8sc"
+    } else if u.starts_with("FP8") {
+        "fp8cs"
+    } else {
+        return None;
+    })
+}
+
+fn mixed_precision_recipe(p: &str) -> &'static str {
+    match p {
+        "fp8cs" => "bf16_with_fp8_current_scaling_mixed",
+        "fp8mx" => "bf16_with_mxfp8_mixed",
+        "fp8sc" => "bf16_with_fp8_subchannel_scaling_mixed",
+        "nvfp4" => "bf16_with_nvfp4_mixed",
+        _ => "bf16_mixed",
+    }
+}
+
+#[derive(Clone)]
+struct Row {
+    line: usize,
+    release: String,
+    model: String,
+    recipe: &'static str,
+    gpus: String,
+    precision: &'static str,
+    sets: Vec<String>,
+    layout: Layout,
+    tps: f64,
+    plan: Plan,
+}
+
+struct Resolver {
+    cat: Catalog,
+    stack: Stack,
+}
+
+impl Resolver {
+    /// Resolves a recipe on `gpus` with `sets`; the precision by `--precision` where the recipe
+    /// allows it, else as a mixed-precision override on its default variant.
+    fn plan(
+        &self,
+        recipe: &str,
+        gpus: &str,
+        precision: &str,
+        sets: &[String],
+    ) -> Result<Plan, String> {
+        let r = self.cat.recipe(recipe).map_err(|e| e.to_string())?;
+        let hw = hardware::parse(gpus, &self.cat.gpus, None).map_err(|e| e.to_string())?;
+        // A recipe without a variant for this GPU kind is costed on its base settings.
+        let mut bare = r.clone();
+        bare.variants.clear();
+        let go_on = |r: &ovlaunch::catalog::Recipe, prec: Option<&str>, extra: &[String]| {
+            let mut all = sets.to_vec();
+            all.extend(extra.iter().cloned());
+            let parsed = overrides::parse_sets(&all).map_err(|e| e.to_string())?;
+            resolve::resolve(&resolve::Inputs {
+                recipe: r,
+                hardware: &hw,
+                precision: prec,
+                variant: None,
+                sets: &parsed,
+                envs: &[],
+                unsets: &[],
+                stack: &self.stack,
+                strict: false,
+            })
+            .map_err(|e| e.to_string())
+        };
+        let go = |prec: Option<&str>, extra: &[String]| go_on(&r, prec, extra);
+        go(Some(precision), &[])
+            .or_else(|first| {
+                go(
+                    None,
+                    &[format!(
+                        "mixed_precision={}",
+                        mixed_precision_recipe(precision)
+                    )],
+                )
+                .map_err(|_| first)
+            })
+            .or_else(|first| go_on(&bare, Some(precision), &[]).map_err(|_| first))
+    }
+}
+
+fn layout_sets(l: &Layout, pipeline_layout: Option<&str>, gbs: u32, seq: u32) -> Vec<String> {
+    let mut s = l.sets_with(pipeline_layout);
+    s.push(format!("train.global_batch_size={gbs}"));
+    s.push(format!("model.seq_length={seq}"));
+    s
+}
+
+/// Mean absolute log error of tokens/s per GPU.
+fn loss(rows: &[&Row], eff: &Efficiency) -> f64 {
+    let mut sum = 0.0;
+    for r in rows {
+        let e = estimate(&r.plan, eff).expect("estimate");
+        sum += (e.tokens_per_sec_per_gpu / r.tps).ln().abs();
+    }
+    sum / rows.len().max(1) as f64
+}
+
+/// The models above with routed experts (they take an expert TP size).
+const MOE: [&str; 7] = [
+    "deepseek_v3",
+    "gpt_oss_120b",
+    "qwen3_30b_a3b",
+    "qwen3_235b_a22b",
+    "mixtral_8x7b",
+    "mixtral_8x22b",
+    "kimi_k2",
+];
+
+const KINDS: [&str; 5] = ["h100", "b200", "b300", "gb200", "gb300"];
+
+fn get(eff: &Efficiency, i: usize) -> f64 {
+    match i {
+        0..=4 => eff.compute.get(KINDS[i]).copied().unwrap_or(0.5),
+        5 => eff.moe,
+        6 => eff.fp8,
+        _ => eff.fp4,
+    }
+}
+
+fn set(eff: &mut Efficiency, i: usize, v: f64) {
+    match i {
+        0..=4 => {
+            eff.compute.insert(KINDS[i].to_string(), v);
+        }
+        5 => eff.moe = v,
+        6 => eff.fp8 = v,
+        _ => eff.fp4 = v,
+    }
+}
+
+/// Coordinate descent with a golden-section search per constant, in log space.
+fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
+    let mut eff = start.clone();
+    let bounds = |i: usize| match i {
+        0..=4 => (0.05f64, 1.0f64),
+        5 => (0.05, 1.5),
+        _ => (0.2, 1.5),
+    };
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    for _sweep in 0..5 {
+        for i in 0..8 {
+            let (lo, hi) = bounds(i);
+            let (mut a, mut b) = (lo.ln(), hi.ln());
+            let f = |x: f64, eff: &mut Efficiency| {
+                set(eff, i, x.exp());
+                loss(rows, eff)
+            };
+            let mut c = b - g * (b - a);
+            let mut d = a + g * (b - a);
+            let mut fc = f(c, &mut eff);
+            let mut fd = f(d, &mut eff);
+            for _ in 0..30 {
+                if fc < fd {
+                    b = d;
+                    d = c;
+                    fd = fc;
+                    c = b - g * (b - a);
+                    fc = f(c, &mut eff);
+                } else {
+                    a = c;
+                    c = d;
+                    fc = fd;
+                    d = a + g * (b - a);
+                    fd = f(d, &mut eff);
+                }
+            }
+            set(&mut eff, i, ((a + b) / 2.0).exp());
+        }
+    }
+    let _ = get;
+    eff
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn same_layout(a: &Layout, b: &Layout) -> bool {
+    a.tensor_model_parallel_size == b.tensor_model_parallel_size
+        && a.pipeline_model_parallel_size == b.pipeline_model_parallel_size
+        && a.virtual_pipeline_model_parallel_size.unwrap_or(1)
+            == b.virtual_pipeline_model_parallel_size.unwrap_or(1)
+        && a.context_parallel_size == b.context_parallel_size
+        && a.expert_model_parallel_size == b.expert_model_parallel_size
+        && a.micro_batch_size == b.micro_batch_size
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut write = false;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut csv = root.join("calibration/published-calibration.csv");
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--write" => write = true,
+            "--csv" => csv = PathBuf::from(args.next().expect("--csv FILE")),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let mut cat = Catalog::embedded().expect("catalog");
+    let mut models: Vec<_> = std::fs::read_dir(root.join("calibration/models"))
+        .expect("calibration/models")
+        .map(|e| e.unwrap().path())
+        .collect();
+    models.sort();
+    for p in models {
+        let text = std::fs::read_to_string(&p).unwrap();
+        cat.add_recipe(&p.display().to_string(), &text).unwrap();
+    }
+    let resolver = Resolver {
+        cat,
+        stack: Stack::default(),
+    };
+
+    let text = std::fs::read_to_string(&csv).expect("read csv");
+    let table = parse_csv(&text);
+    let header = &table[0];
+    let col = |name: &str| header.iter().position(|h| h == name).expect(name);
+    let (c_rel, c_model, c_gpu, c_n, c_prec) = (
+        col("release"),
+        col("model"),
+        col("gpu"),
+        col("num_gpus"),
+        col("precision"),
+    );
+    let (c_tp, c_pp, c_cp, c_ep, c_vp, c_etp, c_mbs, c_gbs, c_seq) = (
+        col("tp"),
+        col("pp"),
+        col("cp"),
+        col("ep"),
+        col("vp"),
+        col("etp"),
+        col("mbs"),
+        col("gbs"),
+        col("seq_len"),
+    );
+    let (c_tps, c_fsdp, c_work, c_notes) = (
+        col("tokens_per_sec_per_gpu"),
+        col("fsdp"),
+        col("workload"),
+        col("notes"),
+    );
+    let num = |s: &str| s.trim().parse::<u32>().ok();
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut skip = |why: &str| *skipped.entry(why.to_string()).or_default() += 1;
+    for (i, f) in table.iter().enumerate().skip(1) {
+        if f.len() < header.len() {
+            continue;
+        }
+        if f[c_work] != "pretrain" {
+            skip("not pretraining");
+            continue;
+        }
+        let Some(tps) = f[c_tps].trim().parse::<f64>().ok() else {
+            skip("no tokens/s");
+            continue;
+        };
+        let Some(recipe) = recipe_for(&f[c_model]) else {
+            skip("model shape not in ovlaunch (Nemotron hybrids, GPT-3, Llama 4, DeepSeek-V4)");
+            continue;
+        };
+        let Some(precision) = precision_for(&f[c_prec]) else {
+            skip("precision label not mapped");
+            continue;
+        };
+        if f[c_fsdp].trim() == "1" {
+            skip("Megatron-FSDP rows");
+            continue;
+        }
+        let (Some(tp), Some(pp), Some(mbs), Some(gbs), Some(seq)) = (
+            num(&f[c_tp]),
+            num(&f[c_pp]),
+            num(&f[c_mbs]),
+            num(&f[c_gbs]),
+            num(&f[c_seq]),
+        ) else {
+            skip("layout or batch missing");
+            continue;
+        };
+        let vp = num(&f[c_vp]).filter(|v| *v > 1 && pp > 1);
+        let ep = num(&f[c_ep]).unwrap_or(1);
+        let is_moe = MOE.contains(&recipe);
+        let layout = Layout {
+            tensor_model_parallel_size: tp,
+            pipeline_model_parallel_size: pp,
+            virtual_pipeline_model_parallel_size: vp,
+            context_parallel_size: num(&f[c_cp]).unwrap_or(1),
+            expert_model_parallel_size: ep,
+            expert_tensor_parallel_size: if is_moe {
+                Some(num(&f[c_etp]).unwrap_or(1))
+            } else {
+                None
+            },
+            micro_batch_size: mbs,
+        };
+        let shape = resolver.cat.recipe(recipe).ok().and_then(|r| {
+            let model = r.sections.get("model")?;
+            let layers = model.get("num_layers")?.as_u64()? as u32;
+            let mtp = model
+                .get("mtp_num_layers")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0)
+                > 0
+                && !f[c_model].contains("w/o MTP");
+            tune::pipeline_layout(layers, pp, vp, mtp)
+        });
+        let mut sets = layout_sets(&layout, shape.as_deref(), gbs, seq);
+        if f[c_model].contains("w/o MTP") {
+            sets.push("model.mtp_num_layers=null".into());
+        }
+        let gpus = format!("{}x{}", f[c_gpu].to_ascii_lowercase(), f[c_n].trim());
+        match resolver.plan(recipe, &gpus, precision, &sets) {
+            Ok(plan) => rows.push(Row {
+                line: i + 1,
+                release: f[c_rel].clone(),
+                model: f[c_model].clone(),
+                recipe,
+                gpus,
+                precision,
+                sets,
+                layout,
+                tps,
+                plan,
+            }),
+            Err(e) => {
+                eprintln!("line {}: {} {} not resolved: {e}", i + 1, f[c_model], gpus);
+                skip("rejected by the resolver");
+            }
+        }
+    }
+    let _ = c_notes;
+    println!("usable rows: {} (skipped: {skipped:?})", rows.len());
+
+    let start = Efficiency::embedded().unwrap();
+    let all: Vec<&Row> = rows.iter().collect();
+    let fitted = fit(&all, &start);
+    let in_sample: Vec<f64> = rows
+        .iter()
+        .map(|r| {
+            let e = estimate(&r.plan, &fitted).unwrap();
+            (e.tokens_per_sec_per_gpu / r.tps - 1.0).abs()
+        })
+        .collect();
+    let not_fitting = rows
+        .iter()
+        .filter(|r| !estimate(&r.plan, &fitted).unwrap().fits)
+        .count();
+    println!(
+        "fit on all rows: median |error| {:.1}%, mean {:.1}%; published layouts predicted not to fit: {not_fitting}",
+        median(in_sample.clone()) * 100.0,
+        in_sample.iter().sum::<f64>() / in_sample.len() as f64 * 100.0
+    );
+    println!("constants: {}", serde_json::to_string(&fitted).unwrap());
+
+    // Leave one group (model) out.
+    let mut groups: Vec<&str> = rows.iter().map(|r| r.recipe).collect();
+    groups.sort();
+    groups.dedup();
+    let mut logo_err = Vec::new();
+    let mut top5 = (0usize, 0usize);
+    let mut per_group = Vec::new();
+    let mut tuned: BTreeMap<(String, String, String, String), bool> = BTreeMap::new();
+    for g in &groups {
+        let train: Vec<&Row> = rows.iter().filter(|r| r.recipe != *g).collect();
+        let held: Vec<&Row> = rows.iter().filter(|r| r.recipe == *g).collect();
+        let eff = fit(&train, &start);
+        let errs: Vec<f64> = held
+            .iter()
+            .map(|r| {
+                let e = estimate(&r.plan, &eff).unwrap();
+                (e.tokens_per_sec_per_gpu / r.tps - 1.0).abs()
+            })
+            .collect();
+        // Tune each held-out row's (GPU count, precision, batch) with the held-out fit.
+        let mut hits = 0;
+        let mut tried = 0;
+        for r in &held {
+            let key = (
+                r.recipe.to_string(),
+                r.gpus.clone(),
+                r.precision.to_string(),
+                format!("{:?}", r.layout),
+            );
+            let fixed: Vec<String> = r
+                .sets
+                .iter()
+                .filter(|s| {
+                    s.starts_with("train.global_batch_size")
+                        || s.starts_with("model.seq_length")
+                        || s.starts_with("model.mtp")
+                })
+                .cloned()
+                .collect();
+            let mut res = |extra: &[String]| {
+                let mut all = fixed.clone();
+                all.extend(extra.iter().cloned());
+                resolver
+                    .plan(r.recipe, &r.gpus, r.precision, &all)
+                    .map_err(ovlaunch::error::Error::usage)
+            };
+            let out = tune::tune(&r.plan, &eff, 5, &mut res, &mut |_| {}).unwrap();
+            let hit = out
+                .candidates
+                .iter()
+                .any(|c| same_layout(&c.layout, &r.layout));
+            tried += 1;
+            if hit {
+                hits += 1;
+            }
+            tuned.insert(key, hit);
+        }
+        top5.0 += hits;
+        top5.1 += tried;
+        per_group.push((g.to_string(), held.len(), median(errs.clone()), hits, tried));
+        logo_err.extend(errs);
+    }
+    println!(
+        "\nleave-one-model-out: median |error| of tokens/s/GPU {:.1}% over {} rows; published layout in tune's top 5: {}/{} rows ({:.0}%)",
+        median(logo_err.clone()) * 100.0,
+        logo_err.len(),
+        top5.0,
+        top5.1,
+        top5.0 as f64 / top5.1.max(1) as f64 * 100.0
+    );
+    println!("\n| held-out model | rows | median abs error | published layout in top 5 |");
+    println!("|---|---|---|---|");
+    for (g, n, m, h, t) in &per_group {
+        println!("| {g} | {n} | {:.1}% | {h}/{t} |", m * 100.0);
+    }
+    if std::env::var_os("CALIBRATE_ROWS").is_some() {
+        for r in &rows {
+            let e = estimate(&r.plan, &fitted).unwrap();
+            if !e.fits {
+                let m = e.memory;
+                println!(
+                    "line {:>3} {} {} {:?}: {:.1}/{:.1} GiB (w {:.1} g {:.1} o {:.1} a {:.1})",
+                    r.line,
+                    r.model,
+                    r.gpus,
+                    r.layout,
+                    e.memory_gib_per_gpu,
+                    m.capacity_gib,
+                    m.weights_gib,
+                    m.gradients_gib,
+                    m.optimizer_gib,
+                    m.activations_gib
+                );
+            }
+        }
+        for r in &rows {
+            let e = estimate(&r.plan, &fitted).unwrap();
+            println!(
+                "line {:>3} {:<9} {:<28} {:<10} {:<6} pred {:>8.0} meas {:>8.0} ({:+.0}%)",
+                r.line,
+                r.release,
+                r.model,
+                r.gpus,
+                r.precision,
+                e.tokens_per_sec_per_gpu,
+                r.tps,
+                (e.tokens_per_sec_per_gpu / r.tps - 1.0) * 100.0
+            );
+        }
+    }
+    if write {
+        let mut out = fitted.clone();
+        out.fit = Some(format!(
+            "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows",
+            rows.len(),
+            median(in_sample) * 100.0,
+            median(logo_err) * 100.0,
+            top5.0,
+            top5.1
+        ));
+        let text = serde_json::to_string_pretty(&out).unwrap() + "\n";
+        std::fs::write(root.join("hardware/efficiency.json"), text).unwrap();
+        println!("wrote hardware/efficiency.json");
+    }
+}

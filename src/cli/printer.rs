@@ -1,0 +1,65 @@
+//! The CLI's one output surface. Every command prints through the [`Printer`] it is handed:
+//! data (plans, scripts, listings, JSON) on stdout, warnings and status lines on stderr, and
+//! errors rendered in one place ([`Printer::error`]). Nothing else in the crate prints.
+//!
+//! Contract: stdout carries only the command's data, so `ovlaunch plan -o json | jq` and
+//! `... --dry-run > job.sh` stay clean; a closed stdout (`| head`) is success, not an error;
+//! stderr lines start with `warning: ` or `error: `, status lines are plain text.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// Where a command's output goes.
+#[derive(Debug, Default)]
+pub struct Printer {
+    _private: (),
+}
+
+impl Printer {
+    pub fn new() -> Printer {
+        Printer::default()
+    }
+
+    /// Data on stdout.
+    pub fn data(&self, text: &str) -> Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e) => Err(Error::runtime(format!("cannot write to stdout: {e}"))),
+        }
+    }
+
+    /// Data as pretty-printed JSON (one document, newline-terminated) on stdout.
+    pub fn json<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|e| Error::runtime(format!("cannot serialise JSON: {e}")))?;
+        self.data(&(text + "\n"))
+    }
+
+    /// `warning: MESSAGE` on stderr.
+    pub fn warn(&self, message: &str) {
+        self.stderr(&format!("warning: {message}\n"));
+    }
+
+    /// A status line on stderr (what is being done, what was done).
+    pub fn status(&self, message: &str) {
+        self.stderr(&format!("{message}\n"));
+    }
+
+    /// The error, rendered once: `error: ...` with its origin and hint, on stderr.
+    pub fn error(&self, e: &Error) {
+        self.stderr(&format!("error: {e}\n"));
+    }
+
+    fn stderr(&self, text: &str) {
+        // Nowhere left to report a failing stderr; the exit code still tells.
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+}

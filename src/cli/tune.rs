@@ -1,0 +1,249 @@
+//! `ovlaunch tune`: the best layouts for a recipe on a GPU count, by predicted throughput,
+//! each with its estimate and the command that launches it (`crate::estimate::tune`).
+
+use clap::Args;
+
+use super::estimate::Format;
+use super::{PlanArgs, Printer, load};
+use crate::catalog::{self, Recipe};
+use crate::error::{Error, Result};
+use crate::estimate::Efficiency;
+use crate::estimate::tune::{self, Outcome};
+use crate::plan::Plan;
+use crate::render::shell;
+use crate::resolve::{self, overrides};
+
+#[derive(Debug, Args)]
+pub struct TuneCmd {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// How many layouts to print.
+    #[arg(long, default_value_t = 5)]
+    pub top: usize,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+/// Resolves the flags' recipe and hardware with extra `--set` overrides, without re-reading
+/// the catalog for every candidate.
+struct Resolver {
+    recipe: Recipe,
+    hardware: catalog::Hardware,
+    stack: crate::version::Stack,
+    envs: Vec<(String, String)>,
+    args: PlanArgs,
+}
+
+impl Resolver {
+    fn new(args: &PlanArgs) -> Result<Self> {
+        if !args.plugin_specs.is_empty() {
+            return Err(Error::usage("tune does not take plugins")
+                .at("--plugin")
+                .help("tune the layout first, then launch with the plugins"));
+        }
+        let cat = load::catalog(&args.catalog)?;
+        let recipe = load::recipe(&cat, args.recipe()?)?;
+        let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
+        Ok(Self {
+            recipe,
+            hardware,
+            stack: load::stack(args)?,
+            envs: overrides::parse_envs(&args.envs)?,
+            args: args.clone(),
+        })
+    }
+
+    fn resolve_on(&self, hardware: &catalog::Hardware, extra: &[String]) -> Result<Plan> {
+        let mut raw = self.args.sets.clone();
+        raw.extend(extra.iter().cloned());
+        let sets = overrides::parse_sets(&raw)?;
+        resolve::resolve(&resolve::Inputs {
+            recipe: &self.recipe,
+            hardware,
+            precision: self.args.precision.as_deref(),
+            variant: self.args.variant.as_deref(),
+            sets: &sets,
+            envs: &self.envs,
+            unsets: &self.args.unsets,
+            stack: &self.stack,
+            strict: self.args.strict,
+        })
+    }
+
+    fn resolve(&self, extra: &[String]) -> Result<Plan> {
+        self.resolve_on(&self.hardware, extra)
+    }
+
+    /// The plan whose model, batch and settings the search varies. The recipe's own layout
+    /// may not fit the GPU count; then the global batch is weak-scaled from the variant's
+    /// (GBS · GPUs / variant GPUs, as Bridge's scripts scale by DP) and the layout left to tune.
+    fn base(&self) -> Result<(Plan, Vec<String>)> {
+        if let Ok(p) = self.resolve(&[]) {
+            let gbs = format!("train.global_batch_size={}", p.train.global_batch_size);
+            return Ok((p, vec![gbs]));
+        }
+        // A layout the world surely divides: all data parallel, else all tensor and
+        // pipeline parallel (DP 1), so that any scaled global batch divides.
+        let world = self.hardware.count;
+        let tp = world.min(8);
+        let model = self.recipe.sections.get("model");
+        let layers = model
+            .and_then(|m| m.get("num_layers"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(1) as u32;
+        let mtp = model
+            .and_then(|m| m.get("mtp_num_layers"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+            > 0;
+        let trivial = |tp: u32, pp: u32| {
+            tune::Layout {
+                tensor_model_parallel_size: tp,
+                pipeline_model_parallel_size: pp,
+                virtual_pipeline_model_parallel_size: None,
+                context_parallel_size: 1,
+                expert_model_parallel_size: 1,
+                expert_tensor_parallel_size: None,
+                micro_batch_size: 1,
+            }
+            .sets_with(tune::pipeline_layout(layers, pp, None, mtp).as_deref())
+        };
+        let layouts = [trivial(1, 1), trivial(tp, world / tp)];
+        let mut last = None;
+        for layout in layouts {
+            let probe = match self.resolve(&layout) {
+                Ok(p) => p,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            // The variant's own GPU count gives its global batch.
+            let gbs = match probe.recipe.variant_num_gpus {
+                Some(n) if n != world => {
+                    let mut hw = self.hardware.clone();
+                    hw.count = n;
+                    let own = self.resolve_on(&hw, &[])?;
+                    (u64::from(own.train.global_batch_size) * u64::from(world) / u64::from(n))
+                        .max(1)
+                }
+                _ => u64::from(probe.train.global_batch_size),
+            };
+            let mut sets = layout.clone();
+            sets.push(format!("train.global_batch_size={gbs}"));
+            match self.resolve(&sets) {
+                Ok(base) => {
+                    let gbs = format!("train.global_batch_size={}", base.train.global_batch_size);
+                    return Ok((base, vec![gbs]));
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::usage("no base layout resolves")))
+    }
+}
+
+/// The command that launches a candidate.
+fn command(args: &PlanArgs, fixed: &[String], sets: &[String]) -> String {
+    let mut words: Vec<String> = vec![
+        "ovlaunch".into(),
+        "--recipe".into(),
+        args.recipe.clone().unwrap_or_default(),
+        "--gpus".into(),
+        args.gpus.clone().unwrap_or_default(),
+    ];
+    if let Some(p) = &args.precision {
+        words.extend(["--precision".into(), p.clone()]);
+    }
+    if let Some(v) = &args.variant {
+        words.extend(["--variant".into(), v.clone()]);
+    }
+    for s in args.sets.iter().chain(fixed).chain(sets) {
+        words.extend(["--set".into(), s.clone()]);
+    }
+    words
+        .iter()
+        .map(|w| shell::quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
+    if cmd.top == 0 {
+        return Err(Error::usage("--top must be at least 1").at("--top"));
+    }
+    let r = Resolver::new(&cmd.plan)?;
+    let eff = Efficiency::embedded()?;
+    let (base, fixed) = r.base()?;
+    let mut resolve_fn = |sets: &[String]| {
+        let mut all = fixed.clone();
+        all.extend(sets.iter().cloned());
+        r.resolve(&all)
+    };
+    let mut progress = |line: &str| p.status(line);
+    let outcome: Outcome = tune::tune(&base, &eff, cmd.top, &mut resolve_fn, &mut progress)?;
+    if outcome.candidates.is_empty() {
+        return Err(Error::usage(format!(
+            "no layout of {} fits on {} ({} layouts scored, {} fit before resolution, {} rejected by the resolver)",
+            base.recipe.name, base.hardware.spec, outcome.scored, outcome.fitting, outcome.rejected
+        ))
+        .at("--gpus")
+        .help("use more GPUs or GPUs with more memory"));
+    }
+    match cmd.output {
+        Format::Json => {
+            let list: Vec<serde_json::Value> = outcome
+                .candidates
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "layout": c.layout,
+                        "estimate": c.estimate.to_json(),
+                        "recompute": c.recompute,
+                        "command": command(&cmd.plan, &fixed, &c.sets),
+                    })
+                })
+                .collect();
+            p.json(&serde_json::json!({ "candidates": list }))?;
+        }
+        Format::Text => {
+            let mut s = format!(
+                "{} on {} ({}), global batch {}: {} layouts scored, {} fit, {} resolved ({} rejected)\n",
+                base.recipe.name,
+                base.hardware.spec,
+                base.recipe.precision,
+                base.train.global_batch_size,
+                outcome.scored,
+                outcome.fitting,
+                outcome.resolved,
+                outcome.rejected
+            );
+            for (i, c) in outcome.candidates.iter().enumerate() {
+                let l = &c.layout;
+                let e = &c.estimate;
+                s.push_str(&format!(
+                    "\n{}. TP{} PP{} VP{} CP{} EP{} ETP{} MBS{} recompute {:?}: {:.0} tokens/s/GPU, {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n   {}\n",
+                    i + 1,
+                    l.tensor_model_parallel_size,
+                    l.pipeline_model_parallel_size,
+                    l.virtual_pipeline_model_parallel_size.unwrap_or(1),
+                    l.context_parallel_size,
+                    l.expert_model_parallel_size,
+                    l.expert_tensor_parallel_size.map_or("-".to_string(), |v| v.to_string()),
+                    l.micro_batch_size,
+                    c.recompute,
+                    e.tokens_per_sec_per_gpu,
+                    e.model_tflops_per_gpu,
+                    e.mfu * 100.0,
+                    e.step_time_s,
+                    e.memory_gib_per_gpu,
+                    e.memory.capacity_gib,
+                    command(&cmd.plan, &fixed, &c.sets)
+                ));
+            }
+            p.data(&s)?;
+        }
+    }
+    Ok(0)
+}

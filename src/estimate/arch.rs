@@ -1,0 +1,382 @@
+//! The model's shape as the estimator sees it, and the closed forms on it: parameters,
+//! FLOPs per token and activation bytes per layer.
+//!
+//! FLOPs follow the convention of the published "model TFLOP/s" figures (Megatron's
+//! `num_floating_point_operations`, Narayanan et al. 2021 appendix): every GEMM counted three
+//! times (forward, data gradient, weight gradient) at 2 FLOPs per multiply-add, the LM head
+//! included, the embedding lookup not, causal attention counted as half the score matrix, and
+//! recomputation not counted. Activation bytes follow Korthikanti et al. 2022 ("Reducing
+//! activation recomputation", section 4): 34·s·b·h + 5·a·s²·b per layer for GPT, generalised
+//! here to grouped-query attention, gated MLPs and routed experts, and to flash attention
+//! (which keeps no score matrix, so the 5·a·s²·b term drops).
+
+use serde_json::Value;
+
+use crate::config::ModelConfig;
+
+/// Multi-latent attention dimensions (DeepSeek-V2/V3 style).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mla {
+    /// Query down-projection rank; `None`: queries are projected directly.
+    pub q_lora_rank: Option<f64>,
+    pub kv_lora_rank: f64,
+    pub qk_head_dim: f64,
+    pub qk_pos_emb_head_dim: f64,
+    pub v_head_dim: f64,
+}
+
+/// Routed experts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Moe {
+    pub experts: f64,
+    pub topk: f64,
+    /// Hidden size of one routed expert's MLP.
+    pub ffn: f64,
+    /// Hidden size of the shared expert(s) (0: none).
+    pub shared_ffn: f64,
+    /// How many of the layers are MoE layers (the rest are dense).
+    pub moe_layers: f64,
+}
+
+/// The shape the formulas read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arch {
+    pub layers: f64,
+    pub hidden: f64,
+    pub heads: f64,
+    pub query_groups: f64,
+    pub head_dim: f64,
+    pub ffn: f64,
+    pub vocab: f64,
+    pub seq: f64,
+    /// SwiGLU-style MLP (three weight matrices); every recipe family ovlaunch ships is gated.
+    pub gated: bool,
+    pub moe: Option<Moe>,
+    pub mla: Option<Mla>,
+    /// Multi-token-prediction layers (each a full transformer layer plus a projection).
+    pub mtp_layers: f64,
+}
+
+/// Megatron's padded-vocabulary fallback when a recipe names no vocabulary size.
+const DEFAULT_VOCAB: f64 = 32_000.0;
+
+impl Arch {
+    /// The shape of a resolved model config. MLA dimensions are not part of ovlaunch's model
+    /// section, so MLA models are costed as multi-head attention with `hidden / heads` head
+    /// dims (within about 5% of the FLOPs for DeepSeek-V3).
+    pub fn from_model(m: &ModelConfig) -> Self {
+        let hidden = f64::from(m.hidden_size);
+        let heads = f64::from(m.num_attention_heads);
+        let head_dim = m.kv_channels.map_or(hidden / heads, f64::from);
+        let ffn = m.ffn_hidden_size.map_or(4.0 * hidden, f64::from);
+        let layers = f64::from(m.num_layers);
+        let moe = m.num_moe_experts.filter(|e| *e > 0).map(|e| Moe {
+            experts: f64::from(e),
+            topk: f64::from(m.moe_router_topk),
+            ffn: m.moe_ffn_hidden_size.map_or(ffn, f64::from),
+            shared_ffn: m.moe_shared_expert_intermediate_size.map_or(0.0, f64::from),
+            moe_layers: moe_layer_count(m.moe_layer_freq.as_ref(), m.num_layers),
+        });
+        Self {
+            layers,
+            hidden,
+            heads,
+            query_groups: m.num_query_groups.map_or(heads, f64::from),
+            head_dim,
+            ffn,
+            vocab: m.vocab_size.map_or(DEFAULT_VOCAB, f64::from),
+            seq: f64::from(m.seq_length),
+            gated: true,
+            moe,
+            mla: None,
+            mtp_layers: m.mtp_num_layers.map_or(0.0, f64::from),
+        }
+    }
+
+    fn mlp_mats(&self) -> f64 {
+        if self.gated { 3.0 } else { 2.0 }
+    }
+
+    /// Attention weights of one layer.
+    pub fn attn_params(&self) -> f64 {
+        let h = self.hidden;
+        match self.mla {
+            Some(m) => {
+                let qk = m.qk_head_dim + m.qk_pos_emb_head_dim;
+                let q = match m.q_lora_rank {
+                    Some(r) => h * r + r * self.heads * qk,
+                    None => h * self.heads * qk,
+                };
+                let kv = h * (m.kv_lora_rank + m.qk_pos_emb_head_dim)
+                    + m.kv_lora_rank * self.heads * (m.qk_head_dim + m.v_head_dim);
+                q + kv + self.heads * m.v_head_dim * h
+            }
+            None => {
+                let q = h * self.heads * self.head_dim;
+                let kv = 2.0 * h * self.query_groups * self.head_dim;
+                let o = self.heads * self.head_dim * h;
+                q + kv + o
+            }
+        }
+    }
+
+    /// Dense MLP weights of one layer.
+    pub fn dense_mlp_params(&self) -> f64 {
+        self.mlp_mats() * self.hidden * self.ffn
+    }
+
+    /// Weights of one routed expert.
+    pub fn expert_params(&self) -> f64 {
+        self.moe
+            .map_or(0.0, |m| self.mlp_mats() * self.hidden * m.ffn)
+    }
+
+    /// Shared-expert and router weights of one MoE layer (replicated like dense weights).
+    pub fn moe_dense_params(&self) -> f64 {
+        self.moe.map_or(0.0, |m| {
+            self.mlp_mats() * self.hidden * m.shared_ffn + self.hidden * m.experts
+        })
+    }
+
+    pub fn moe_layers(&self) -> f64 {
+        self.moe.map_or(0.0, |m| m.moe_layers)
+    }
+
+    pub fn dense_layers(&self) -> f64 {
+        self.layers - self.moe_layers()
+    }
+
+    /// Weights that every rank of a model-parallel group shares the work of (attention,
+    /// dense MLPs, shared experts, router, embedding and LM head), over the whole model.
+    pub fn dense_params_total(&self) -> f64 {
+        let h = self.hidden;
+        self.layers * self.attn_params()
+            + self.dense_layers() * self.dense_mlp_params()
+            + self.moe_layers() * self.moe_dense_params()
+            + 2.0 * self.vocab * h
+            + self.mtp_layers * (self.attn_params() + self.dense_mlp_params() + 2.0 * h * h)
+    }
+
+    /// Routed-expert weights over the whole model.
+    pub fn expert_params_total(&self) -> f64 {
+        self.moe
+            .map_or(0.0, |m| m.moe_layers * m.experts * self.expert_params())
+    }
+
+    /// Multiply-adds of the attention score and value products per token and layer
+    /// (causal: half the matrix).
+    fn attn_core_macs(&self) -> f64 {
+        let (qk, v) = match self.mla {
+            Some(m) => (m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim),
+            None => (self.head_dim, self.head_dim),
+        };
+        self.seq / 2.0 * self.heads * (qk + v)
+    }
+
+    /// Forward multiply-adds per token, by kind: (linear layers that run in the low
+    /// precision, attention core and LM head which stay in BF16, routed experts' share of
+    /// the first).
+    pub fn forward_macs(&self) -> Macs {
+        let moe_active = self
+            .moe
+            .map_or(0.0, |m| m.moe_layers * (m.topk * self.expert_params()));
+        let linear = self.layers * self.attn_params()
+            + self.dense_layers() * self.dense_mlp_params()
+            + self.moe_layers() * self.moe_dense_params()
+            + moe_active
+            + self.mtp_layers
+                * (self.attn_params() + self.dense_mlp_params() + 2.0 * self.hidden * self.hidden);
+        let attn = (self.layers + self.mtp_layers) * self.attn_core_macs();
+        let head = self.vocab * self.hidden * (1.0 + self.mtp_layers);
+        Macs {
+            linear,
+            attn,
+            head,
+            experts: moe_active,
+        }
+    }
+
+    /// Model FLOPs per token, forward and backward, no recompute.
+    pub fn flops_per_token(&self) -> f64 {
+        self.forward_macs().total() * 6.0
+    }
+
+    /// Forward multiply-adds of one layer's pieces per token (for recompute costs).
+    pub fn layer_forward_macs(&self) -> LayerMacs {
+        let moe_share = self.moe_layers() / self.layers;
+        let routed = self.moe.map_or(0.0, |m| m.topk * self.expert_params());
+        LayerMacs {
+            attn_linear: self.attn_params(),
+            attn_core: self.attn_core_macs(),
+            mlp: (1.0 - moe_share) * self.dense_mlp_params()
+                + moe_share * (self.moe_dense_params() + routed),
+        }
+    }
+
+    /// Activation bytes one transformer layer keeps for the backward pass, per microbatch,
+    /// on one GPU: `tokens` = micro-batch × sequence / CP on this rank, `tp` the tensor
+    /// split, `sp` sequence parallelism, `flash` whether attention keeps no score matrix,
+    /// `dropout` whether the two dropout masks are kept (1 byte each), `lowp_inputs` whether
+    /// the GEMM inputs Transformer Engine saves are FP8/FP4 (1 byte) rather than BF16.
+    pub fn activation_bytes_per_layer(&self, a: &ActivationInputs) -> f64 {
+        let h = self.hidden;
+        let sbh = a.tokens * h;
+        let t = a.tp.max(1.0);
+        // Attention block: LN output (QKV input), Q, K and V, the attention output (the
+        // projection's input) and the dropout mask.
+        let (q_dim, kv_dim, o_dim) = match self.mla {
+            Some(m) => (
+                self.heads * (m.qk_head_dim + m.qk_pos_emb_head_dim),
+                self.heads * (m.qk_head_dim + m.qk_pos_emb_head_dim + m.v_head_dim)
+                    + m.kv_lora_rank
+                    + m.q_lora_rank.unwrap_or(0.0),
+                self.heads * m.v_head_dim,
+            ),
+            None => (
+                self.heads * self.head_dim,
+                2.0 * self.query_groups * self.head_dim,
+                self.heads * self.head_dim,
+            ),
+        };
+        // Saved GEMM inputs: the attention output (projection input) and the MLP activation
+        // output (fc2 input) are saved in FP8 by Transformer Engine under FP8 recipes.
+        let gemm_in = if a.lowp_inputs { 1.0 } else { 2.0 };
+        let attn_split = if a.recompute.core_attn_and_up_proj {
+            // mla_up_proj recompute keeps only the compressed latents.
+            (2.0 * (q_dim + kv_dim) + gemm_in * o_dim) / h * 0.25
+        } else {
+            (2.0 * (q_dim + kv_dim) + gemm_in * o_dim) / h
+        };
+        let score = if a.flash || a.recompute.core_attn {
+            0.0
+        } else {
+            5.0 * self.heads * a.seq_per_rank / h
+        };
+        // MLP block (dense layer): fc1 output(s) and the activation output.
+        // fc1 output(s) in BF16 (2 or, gated, 4 bytes per ffn unit) plus the fc2 input.
+        let act_mult = if self.gated { 4.0 } else { 2.0 } + gemm_in;
+        let dense_mlp = if a.recompute.mlp {
+            0.0
+        } else {
+            act_mult * self.ffn / h
+        };
+        let moe_mlp = self.moe.map_or(0.0, |m| {
+            if a.recompute.mlp || a.recompute.moe {
+                0.0
+            } else {
+                let act = if a.recompute.moe_act {
+                    act_mult - gemm_in
+                } else {
+                    act_mult
+                };
+                m.topk * (2.0 + act * m.ffn / h) + act_mult * m.shared_ffn / h
+            }
+        });
+        let moe_share = self.moe_layers() / self.layers;
+        let mlp_split = (1.0 - moe_share) * dense_mlp + moe_share * moe_mlp;
+        // Pieces that sequence parallelism splits and plain TP does not: the two LN inputs
+        // (4), the two dropout masks (2), the attention and MLP inputs (2 + 2).
+        let ln = if a.recompute.layernorm { 0.0 } else { 4.0 };
+        let masks = if a.dropout { 2.0 } else { 0.0 };
+        let unsplit = ln + masks + 2.0 * gemm_in;
+        // Score terms split by TP (heads), never by SP.
+        let per_rank = if a.sp || t == 1.0 {
+            (unsplit + attn_split + mlp_split + score) / t
+        } else {
+            unsplit + (attn_split + mlp_split + score) / t
+        };
+        sbh * per_rank
+    }
+}
+
+/// Forward multiply-adds per token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Macs {
+    pub linear: f64,
+    pub attn: f64,
+    pub head: f64,
+    /// The routed experts' part of `linear`.
+    pub experts: f64,
+}
+
+impl Macs {
+    pub fn total(&self) -> f64 {
+        self.linear + self.attn + self.head
+    }
+}
+
+/// Forward multiply-adds of one (average) layer per token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerMacs {
+    pub attn_linear: f64,
+    pub attn_core: f64,
+    pub mlp: f64,
+}
+
+impl LayerMacs {
+    pub fn total(&self) -> f64 {
+        self.attn_linear + self.attn_core + self.mlp
+    }
+}
+
+/// What selective recompute drops from the stored activations.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Selective {
+    pub core_attn: bool,
+    pub core_attn_and_up_proj: bool,
+    pub mlp: bool,
+    pub moe: bool,
+    pub moe_act: bool,
+    pub layernorm: bool,
+}
+
+/// Inputs of [`Arch::activation_bytes_per_layer`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ActivationInputs {
+    /// Micro-batch × sequence length on this rank (after CP).
+    pub tokens: f64,
+    /// Sequence length on this rank (after CP), for the score matrix.
+    pub seq_per_rank: f64,
+    pub tp: f64,
+    pub sp: bool,
+    pub flash: bool,
+    pub dropout: bool,
+    pub lowp_inputs: bool,
+    pub recompute: Selective,
+}
+
+/// Layers that are MoE layers under Megatron's `moe_layer_freq`: an integer N (every Nth
+/// layer, counting from the first), a 0/1 list, or Python list text such as
+/// `[0]*3+[1]*58`. `None` means every layer (Megatron's default of 1).
+pub fn moe_layer_count(freq: Option<&Value>, layers: u32) -> f64 {
+    match freq {
+        None | Some(Value::Null) => f64::from(layers),
+        Some(Value::Number(n)) => match n.as_u64() {
+            // Layer i (from 0) is an MoE layer when i % N == 0.
+            Some(k) if k > 0 => u64::from(layers).div_ceil(k) as f64,
+            _ => f64::from(layers),
+        },
+        Some(Value::Array(a)) => a.iter().filter(|v| v.as_u64() == Some(1)).count() as f64,
+        Some(Value::String(s)) => python_list_ones(s).unwrap_or(f64::from(layers)),
+        Some(_) => f64::from(layers),
+    }
+}
+
+/// Counts the ones in `[0]*3+[1]*58`-style text; `None` if it is anything else.
+fn python_list_ones(s: &str) -> Option<f64> {
+    let mut ones = 0.0;
+    for term in s.split('+') {
+        let term = term.trim();
+        let (list, times) = match term.split_once('*') {
+            Some((l, n)) => (l.trim(), n.trim().parse::<f64>().ok()?),
+            None => (term, 1.0),
+        };
+        let inner = list.strip_prefix('[')?.strip_suffix(']')?;
+        for v in inner.split(',').filter(|v| !v.trim().is_empty()) {
+            if v.trim().parse::<u32>().ok()? == 1 {
+                ones += times;
+            }
+        }
+    }
+    Some(ones)
+}

@@ -1,0 +1,96 @@
+//! The estimator's fitted constants (`hardware/efficiency.json`, written by
+//! `cargo run --release --example calibrate -- --write`): how far below the dense peak GEMMs run
+//! per GPU kind, for MoE models and per precision, and how much of an overlapped
+//! communication stays exposed. Unknown keys are errors.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::PrecisionClass;
+use crate::error::{Error, Result};
+
+/// The shipped fitted constants.
+pub const EMBEDDED: &str = include_str!("../../hardware/efficiency.json");
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Efficiency {
+    /// Achieved fraction of the dense BF16 peak per GPU kind (`default` for kinds not listed).
+    pub compute: BTreeMap<String, f64>,
+    /// Multiplier on `compute` for MoE models (grouped GEMMs, routing, permutation).
+    pub moe: f64,
+    /// Multiplier on `compute` for FP8 and FP4 linear layers (quantisation, smaller GEMM
+    /// efficiency at the higher peak).
+    pub fp8: f64,
+    pub fp4: f64,
+    /// Achieved fraction of the NVLink and network bandwidth by ring collectives.
+    pub nvlink: f64,
+    pub network: f64,
+    /// Fraction of an overlapped TP / EP / PP communication that stays exposed.
+    pub overlapped_exposed: f64,
+    /// Fraction of an overlapped DP reduce-scatter / all-gather left after the last bucket.
+    pub bucket_tail: f64,
+    /// CUDA context, NCCL and Transformer Engine workspaces and allocator slack, GiB.
+    pub overhead_gib: f64,
+    /// How the constants were fitted (free text, written by the fit).
+    #[serde(default)]
+    pub fit: Option<String>,
+}
+
+impl Efficiency {
+    /// The shipped constants.
+    pub fn embedded() -> Result<Self> {
+        Self::parse(EMBEDDED, "embedded:hardware/efficiency.json")
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|e| {
+            Error::config(format!("{origin}: {e}"))
+                .at(origin.to_string())
+                .help("the fields are those of hardware/efficiency.json")
+        })
+    }
+
+    /// Efficiency of the GEMMs for one GPU kind, precision and architecture.
+    pub fn compute(&self, kind: &str, prec: PrecisionClass, moe: bool) -> f64 {
+        let base = self
+            .compute
+            .get(kind)
+            .or_else(|| self.compute.get("default"))
+            .copied()
+            .unwrap_or(0.5);
+        let p = match prec {
+            PrecisionClass::Bf16 => 1.0,
+            PrecisionClass::Fp8 => self.fp8,
+            PrecisionClass::Fp4 => self.fp4,
+        };
+        base * p * if moe { self.moe } else { 1.0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_constants_parse_and_unknown_keys_are_errors() {
+        let e = Efficiency::embedded().unwrap();
+        assert!(e.compute.contains_key("default"));
+        assert!(e.compute.values().all(|v| *v > 0.0 && *v <= 1.0));
+        let bad = EMBEDDED.replacen("\"moe\"", "\"moe_factor\"", 1);
+        let err = Efficiency::parse(&bad, "eff.json").unwrap_err().to_string();
+        assert!(err.contains("moe_factor"), "{err}");
+    }
+
+    #[test]
+    fn unknown_gpu_kinds_use_the_default_factor() {
+        let e = Efficiency::embedded().unwrap();
+        let d = e.compute["default"];
+        assert_eq!(e.compute("zz9", PrecisionClass::Bf16, false), d);
+        assert_eq!(
+            e.compute("zz9", PrecisionClass::Fp8, true),
+            d * e.fp8 * e.moe
+        );
+    }
+}

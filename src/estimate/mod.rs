@@ -1,0 +1,527 @@
+//! Step time, throughput and memory per GPU of a resolved plan, before a GPU is spent.
+//!
+//! Contract: `estimate(&Plan, &Efficiency) -> Result<Estimate>` is pure (no I/O, clock or env)
+//! and reads only the plan: the model shape, the layout, the batch, the resolved overlap and
+//! precision fields, the DDP/optimizer settings and the GPU kind's `perf` constants. It errors
+//! (exit 2) only when the GPU kind has no performance constants.
+//!
+//! The model (see the README for what it leaves out):
+//! * Compute: model FLOPs per step (`arch`), plus the forward FLOPs that recompute repeats,
+//!   spread evenly over the GPUs (balanced experts), at the precision's dense peak times a
+//!   fitted efficiency (`Efficiency`, fitted on published Megatron-Bridge rows by
+//!   `examples/calibrate.rs`). Linear layers run in FP8/FP4 when the plan's model has
+//!   `fp8`/`fp4`; attention and the LM head stay in BF16.
+//! * Communication, ring volumes `(n-1)/n · bytes` over NVLink when the group's ranks lie in one
+//!   NVLink domain and over the scale-out network otherwise. Megatron's rank order is TP
+//!   innermost, then CP, DP, PP (experts: ETP, EP, expert-DP, PP), so a group of size n and
+//!   stride k stays inside a domain of D GPUs when k·n ≤ D.
+//!   - TP with SP: 4 all-gathers/reduce-scatters of `b·s/cp·h` per layer forward and 4 backward
+//!     (Korthikanti et al. §3: the same volume as 2+2 all-reduces); hidden by `tp_comm_overlap`
+//!     up to a fitted exposed fraction.
+//!   - CP: the ring exchange of K and V (forward) and of K, V and their gradients (backward),
+//!     hidden behind the attention it feeds, the excess exposed.
+//!   - EP: dispatch and combine all-to-alls of `topk · tokens · h` forward and backward; hidden
+//!     by `overlap_moe_expert_parallel_comm` up to the exposed fraction.
+//!   - DP: gradient reduce-scatter and parameter all-gather with the distributed optimizer
+//!     (all-reduce without), dense weights over DP×CP, experts over expert-DP; with
+//!     `overlap_grad_reduce`/`overlap_param_gather` hidden behind one microbatch's backward /
+//!     forward, the excess exposed.
+//!   - PP: one activation and one gradient of `b·s/cp·h/tp` per microbatch, chunk and stage
+//!     boundary; hidden by `overlap_p2p_comm` up to the exposed fraction.
+//! * Pipeline bubble: `(p-1)/v` microbatch times per step (Narayanan et al. 2021 §2.2: bubble
+//!   fraction `(p-1)/(v·m)`).
+//! * Memory per GPU: BF16 weights, gradients (FP32 when `grad_reduce_in_fp32`), 12 bytes of
+//!   optimizer state per parameter sharded over DP with the distributed optimizer, Megatron-FSDP
+//!   sharding weights and gradients too, an FP8 weight copy when FP8 runs without FP8 weights,
+//!   the activations of the microbatches in flight on the first stage (Korthikanti et al.,
+//!   with SP and recompute), the LM head's FP32 logits, and a fixed runtime overhead.
+
+pub mod arch;
+pub mod efficiency;
+pub mod tune;
+
+use serde::Serialize;
+
+use crate::catalog::hardware::GpuPerf;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use arch::{ActivationInputs, Arch, Selective};
+pub use efficiency::Efficiency;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Precision class of the linear layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrecisionClass {
+    Bf16,
+    Fp8,
+    Fp4,
+}
+
+impl PrecisionClass {
+    pub fn of(plan: &Plan) -> Self {
+        if plan.model.fp4.is_some() {
+            Self::Fp4
+        } else if plan.model.fp8.is_some() {
+            Self::Fp8
+        } else {
+            Self::Bf16
+        }
+    }
+
+    /// Dense peak TFLOP/s of the linear layers; a GPU without such units runs them in BF16.
+    fn peak(self, p: &GpuPerf) -> f64 {
+        match self {
+            Self::Bf16 => p.bf16_tflops,
+            Self::Fp8 => p.fp8_tflops.unwrap_or(p.bf16_tflops),
+            Self::Fp4 => p.fp4_tflops.or(p.fp8_tflops).unwrap_or(p.bf16_tflops),
+        }
+    }
+}
+
+/// Seconds per step by cause; communication entries are what stays exposed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Breakdown {
+    pub compute_s: f64,
+    /// Of `compute_s`: forward work repeated by activation recompute.
+    pub recompute_s: f64,
+    pub tp_comm_s: f64,
+    pub cp_comm_s: f64,
+    pub ep_comm_s: f64,
+    pub dp_comm_s: f64,
+    pub pp_comm_s: f64,
+    pub bubble_s: f64,
+    pub optimizer_s: f64,
+}
+
+/// Memory per GPU by kind, GiB.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Memory {
+    pub weights_gib: f64,
+    pub gradients_gib: f64,
+    pub optimizer_gib: f64,
+    pub activations_gib: f64,
+    pub overhead_gib: f64,
+    pub capacity_gib: f64,
+}
+
+/// Communication each overlap setting hides (seconds per step) and the total volume.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Hidden {
+    pub tp_comm_s: f64,
+    pub cp_comm_s: f64,
+    pub ep_comm_s: f64,
+    pub dp_comm_s: f64,
+    pub pp_comm_s: f64,
+}
+
+/// The prediction for one plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    pub tokens_per_sec_per_gpu: f64,
+    pub step_time_s: f64,
+    pub model_tflops_per_gpu: f64,
+    pub mfu: f64,
+    pub memory_gib_per_gpu: f64,
+    pub fits: bool,
+    pub breakdown: Breakdown,
+    pub hidden: Hidden,
+    pub memory: Memory,
+    pub precision: PrecisionClass,
+    pub microbatches: u64,
+}
+
+impl Estimate {
+    /// The JSON form `ovlaunch estimate --output json` prints: exactly the seven documented
+    /// top-level keys; `breakdown` holds the seconds per step by cause, what each overlap
+    /// hides (`hidden_by_overlap`) and the memory by kind (`memory_gib`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut breakdown = serde_json::to_value(self.breakdown).unwrap_or_default();
+        if let serde_json::Value::Object(b) = &mut breakdown {
+            b.insert(
+                "hidden_by_overlap".into(),
+                serde_json::to_value(self.hidden).unwrap_or_default(),
+            );
+            b.insert(
+                "memory_gib".into(),
+                serde_json::to_value(self.memory).unwrap_or_default(),
+            );
+            b.insert("microbatches".into(), self.microbatches.into());
+            b.insert(
+                "precision".into(),
+                serde_json::to_value(self.precision).unwrap_or_default(),
+            );
+        }
+        serde_json::json!({
+            "tokens_per_sec_per_gpu": self.tokens_per_sec_per_gpu,
+            "step_time_s": self.step_time_s,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "mfu": self.mfu,
+            "memory_gib_per_gpu": self.memory_gib_per_gpu,
+            "fits": self.fits,
+            "breakdown": breakdown,
+        })
+    }
+
+    /// A few lines for people.
+    pub fn summary(&self) -> String {
+        let b = &self.breakdown;
+        let m = &self.memory;
+        let hid = &self.hidden;
+        let mut s = String::new();
+        s.push_str(&format!(
+            "step time {:.3} s  tokens/s/GPU {:.0}  model TFLOP/s/GPU {:.0}  MFU {:.1}% ({})\n",
+            self.step_time_s,
+            self.tokens_per_sec_per_gpu,
+            self.model_tflops_per_gpu,
+            self.mfu * 100.0,
+            match self.precision {
+                PrecisionClass::Bf16 => "BF16 peak",
+                PrecisionClass::Fp8 => "FP8 peak",
+                PrecisionClass::Fp4 => "FP4 peak",
+            }
+        ));
+        s.push_str(&format!(
+            "memory/GPU {:.1} of {:.1} GiB ({}): weights {:.1}, gradients {:.1}, optimizer {:.1}, activations {:.1}, overhead {:.1}\n",
+            self.memory_gib_per_gpu,
+            m.capacity_gib,
+            if self.fits { "fits" } else { "DOES NOT FIT" },
+            m.weights_gib,
+            m.gradients_gib,
+            m.optimizer_gib,
+            m.activations_gib,
+            m.overhead_gib
+        ));
+        s.push_str(&format!(
+            "per step: compute {:.3} s (recompute {:.3}), bubble {:.3}, exposed TP {:.3}, CP {:.3}, EP {:.3}, DP {:.3}, PP {:.3}, optimizer {:.3} ({} microbatches)\n",
+            b.compute_s, b.recompute_s, b.bubble_s, b.tp_comm_s, b.cp_comm_s, b.ep_comm_s,
+            b.dp_comm_s, b.pp_comm_s, b.optimizer_s, self.microbatches
+        ));
+        s.push_str(&format!(
+            "hidden by overlap: TP {:.3} s, CP {:.3}, EP {:.3}, DP {:.3}, PP {:.3}\n",
+            hid.tp_comm_s, hid.cp_comm_s, hid.ep_comm_s, hid.dp_comm_s, hid.pp_comm_s
+        ));
+        s
+    }
+}
+
+/// Where a group of `size` ranks with rank stride `stride` communicates.
+fn link_bw(p: &GpuPerf, domain: f64, stride: f64, size: f64, eff: &Efficiency) -> f64 {
+    if stride * size <= domain {
+        p.nvlink_gb_s * 1e9 * eff.nvlink
+    } else {
+        p.scale_out_gb_s * 1e9 * eff.network
+    }
+}
+
+/// Ring collective share: each rank sends `(n-1)/n` of the buffer.
+fn ring(n: f64) -> f64 {
+    if n <= 1.0 { 0.0 } else { (n - 1.0) / n }
+}
+
+fn recompute_of(plan: &Plan) -> (Selective, f64) {
+    let m = &plan.model;
+    match m.recompute_granularity.as_deref() {
+        Some("full") => {
+            let per_chunk = f64::from(m.num_layers)
+                / f64::from(m.pipeline_model_parallel_size)
+                / f64::from(m.vp());
+            let n = f64::from(m.recompute_num_layers.unwrap_or(1));
+            let frac = match m.recompute_method.as_deref() {
+                Some("block") => (n / per_chunk).min(1.0),
+                _ => 1.0,
+            };
+            (Selective::default(), frac)
+        }
+        Some("selective") => {
+            let mods = m
+                .recompute_modules
+                .clone()
+                .unwrap_or_else(|| vec!["core_attn".to_string()]);
+            let has = |x: &str| mods.iter().any(|s| s == x);
+            (
+                Selective {
+                    core_attn: has("core_attn"),
+                    core_attn_and_up_proj: has("mla_up_proj"),
+                    mlp: has("mlp"),
+                    moe: has("moe"),
+                    moe_act: has("moe_act"),
+                    layernorm: has("layernorm"),
+                },
+                0.0,
+            )
+        }
+        _ => (Selective::default(), 0.0),
+    }
+}
+
+/// Predicts step time, throughput and memory per GPU for a resolved plan.
+pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
+    let gpu = &plan.hardware.gpu;
+    let perf = gpu.perf.as_ref().ok_or_else(|| {
+        Error::usage(format!(
+            "GPU kind `{}` has no performance constants",
+            gpu.kind
+        ))
+        .at("--gpus")
+        .help("add a `perf:` block for it in a --hardware-file (fields as in hardware/gpus.yaml)")
+    })?;
+    let m = &plan.model;
+    let arch = Arch::from_model(m);
+    let par = &plan.parallelism;
+    let world = par.world_size as f64;
+    let tp = par.tensor as f64;
+    let pp = par.pipeline as f64;
+    let cp = par.context as f64;
+    let ep = par.expert as f64;
+    let etp = par.expert_tensor as f64;
+    let dp = par.data as f64;
+    let vp = par.virtual_pipeline.unwrap_or(1) as f64;
+    let domain = f64::from(gpu.nvlink_domain_size);
+    let mbs = f64::from(plan.train.micro_batch_size);
+    let gbs = f64::from(plan.train.global_batch_size);
+    let micro = (gbs / (mbs * dp)).max(1.0);
+    let seq = arch.seq;
+    let h = arch.hidden;
+    let prec = PrecisionClass::of(plan);
+    let is_moe = arch.moe.is_some();
+
+    // Compute per microbatch on one GPU.
+    let macs = arch.forward_macs();
+    let (selective, full_frac) = recompute_of(plan);
+    let lm = arch.layer_forward_macs();
+    let mut recompute_macs = full_frac * lm.total() * arch.layers;
+    if selective.core_attn {
+        recompute_macs += lm.attn_core * arch.layers;
+    }
+    if selective.core_attn_and_up_proj {
+        recompute_macs += 0.5 * lm.attn_linear * arch.layers;
+    }
+    if selective.mlp || selective.moe {
+        recompute_macs += lm.mlp * arch.layers;
+    }
+    let tokens_mb_gpu = mbs * seq / (tp * cp * pp);
+    let lowp = 6.0 * macs.linear + 2.0 * recompute_macs;
+    let bf16 = 6.0 * (macs.attn + macs.head);
+    let ceff = eff.compute(&gpu.kind, prec, is_moe);
+    let t_lowp = tokens_mb_gpu * lowp / (prec.peak(perf) * 1e12 * ceff);
+    let t_bf16 = tokens_mb_gpu * bf16 / (perf.bf16_tflops * 1e12 * ceff);
+    let t_compute_mb = t_lowp + t_bf16;
+    let t_recompute_mb = tokens_mb_gpu * 2.0 * recompute_macs / (prec.peak(perf) * 1e12 * ceff);
+    let t_attn_mb = tokens_mb_gpu * 6.0 * macs.attn / (perf.bf16_tflops * 1e12 * ceff);
+
+    // Per-microbatch communication on one GPU.
+    let layers_gpu = arch.layers / pp;
+    let moe_layers_gpu = arch.moe_layers() / pp;
+    let dense_layers_gpu = layers_gpu - moe_layers_gpu;
+    let act_bytes = mbs * (seq / cp) * h * 2.0;
+    let tp_bw = link_bw(perf, domain, 1.0, tp, eff);
+    // Attention and dense MLPs: 2 collectives each way per block; an MoE block with expert
+    // TP 1 leaves the MLP's pair to the expert all-to-all.
+    let moe_block = if etp > 1.0 { 8.0 } else { 4.0 };
+    let tp_collectives = 8.0 * dense_layers_gpu + moe_block * moe_layers_gpu;
+    let tp_mb = tp_collectives * ring(tp) * act_bytes / tp_bw;
+    let tp_exposed_mb = if m.tp_comm_overlap {
+        tp_mb * eff.overlapped_exposed
+    } else {
+        tp_mb
+    };
+    let cp_bw = link_bw(perf, domain, tp, cp, eff);
+    let kv_bytes = mbs * (seq / cp) * 2.0 * arch.query_groups.max(tp) / tp * arch.head_dim * 2.0;
+    let cp_mb = if cp > 1.0 {
+        layers_gpu * 3.0 * (cp - 1.0) * kv_bytes / cp_bw
+    } else {
+        0.0
+    };
+    let cp_exposed_mb = (cp_mb - t_attn_mb).max(0.0);
+    let ep_bw = link_bw(perf, domain, etp, ep, eff);
+    let ep_mb = arch.moe.map_or(0.0, |moe| {
+        let tokens = mbs * seq / (cp * tp);
+        moe_layers_gpu * 4.0 * ring(ep) * tokens * moe.topk * h * 2.0 / ep_bw
+    });
+    let ep_exposed_mb = if m.overlap_moe_expert_parallel_comm {
+        ep_mb * eff.overlapped_exposed
+    } else {
+        ep_mb
+    };
+    let t_mb = t_compute_mb + tp_exposed_mb + cp_exposed_mb + ep_exposed_mb;
+
+    // Pipeline.
+    let bubble = if pp > 1.0 {
+        (pp - 1.0) / vp * t_mb
+    } else {
+        0.0
+    };
+    let pp_bw = link_bw(perf, domain, tp * cp * dp, pp, eff);
+    let pp_total = if pp > 1.0 {
+        2.0 * micro * vp * act_bytes / tp / pp_bw
+    } else {
+        0.0
+    };
+    let pp_exposed = if m.overlap_p2p_comm {
+        pp_total * eff.overlapped_exposed
+    } else {
+        pp_total
+    };
+
+    // Data parallel.
+    let dense_local = arch.dense_params_total() / (tp * pp);
+    let expert_local = arch.expert_params_total() / (ep * etp * pp);
+    let dp_dense = dp * cp;
+    let dp_expert = (world / (ep * etp * pp)).max(1.0);
+    let grad_bytes = if plan.ddp.grad_reduce_in_fp32 {
+        4.0
+    } else {
+        2.0
+    };
+    let param_bytes = if plan.ddp.fp8_param_gather || plan.ddp.fp4_param_gather {
+        1.0
+    } else {
+        2.0
+    };
+    let bw_dense = link_bw(perf, domain, tp, dp_dense, eff);
+    let bw_expert = link_bw(perf, domain, ep * etp, dp_expert, eff);
+    let reduce = |bytes: f64| {
+        dense_local * ring(dp_dense) * bytes / bw_dense
+            + expert_local * ring(dp_expert) * bytes / bw_expert
+    };
+    let dist_opt = plan.ddp.use_distributed_optimizer || plan.optimizer.use_distributed_optimizer;
+    let (rs, ag) = if dist_opt {
+        (reduce(grad_bytes), reduce(param_bytes))
+    } else {
+        (2.0 * reduce(grad_bytes), 0.0)
+    };
+    let rs_exposed = if plan.ddp.overlap_grad_reduce {
+        (rs - 2.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + rs * eff.bucket_tail
+    } else {
+        rs
+    };
+    let ag_exposed = if plan.ddp.overlap_param_gather {
+        (ag - 1.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + ag * eff.bucket_tail
+    } else {
+        ag
+    };
+    let dp_exposed = rs_exposed + ag_exposed;
+
+    // Optimizer step: reads and writes FP32 master weights and two moments, the gradient
+    // and the BF16 weight, memory bound.
+    let shard = if dist_opt {
+        dense_local / dp_dense + expert_local / dp_expert
+    } else {
+        dense_local + expert_local
+    };
+    let optimizer_s = shard * 2.0 * (12.0 + grad_bytes + 2.0) / (perf.hbm_tb_s * 1e12);
+
+    let step = micro * t_mb + bubble + pp_exposed + dp_exposed + optimizer_s;
+    let tokens_step = gbs * seq;
+    let tps = tokens_step / step / world;
+    let model_tflops = tps * arch.flops_per_token() / 1e12;
+
+    // Memory on the first pipeline stage (it holds the most microbatches in flight).
+    let fsdp = plan.ddp.use_megatron_fsdp;
+    let first_dense = arch.layers * (arch.dense_params_total() - 2.0 * arch.vocab * h)
+        / arch.layers.max(1.0)
+        / pp
+        + arch.vocab * h * if pp > 1.0 { 1.0 } else { 2.0 };
+    let first_dense = first_dense / tp;
+    let params_gpu = first_dense + expert_local;
+    let weight_shard = |x: f64, n: f64| if fsdp { x / n } else { x };
+    let mut weights_b =
+        2.0 * (weight_shard(first_dense, dp_dense) + weight_shard(expert_local, dp_expert));
+    if prec != PrecisionClass::Bf16
+        && !(m.fp8_param.unwrap_or(false) || m.fp4_param.unwrap_or(false))
+    {
+        // Transformer Engine keeps a low-precision copy (and transpose) of each weight.
+        weights_b += params_gpu
+            * if prec == PrecisionClass::Fp4 {
+                1.0
+            } else {
+                2.0
+            };
+    }
+    let grads_b =
+        grad_bytes * (weight_shard(first_dense, dp_dense) + weight_shard(expert_local, dp_expert));
+    let opt_b = if dist_opt || fsdp {
+        12.0 * (first_dense / dp_dense + expert_local / dp_expert)
+    } else {
+        12.0 * params_gpu
+    };
+    let sp = m.sequence_parallel;
+    let per_layer = arch.activation_bytes_per_layer(&ActivationInputs {
+        tokens: mbs * seq / cp,
+        seq_per_rank: seq / cp,
+        tp,
+        sp,
+        flash: true,
+        // Megatron-Bridge's LLM recipes train without dropout.
+        dropout: false,
+        lowp_inputs: prec != PrecisionClass::Bf16,
+        recompute: selective,
+    });
+    let input_only = mbs * seq / cp * h * 2.0 / if sp { tp } else { 1.0 };
+    let per_layer = full_frac * input_only + (1.0 - full_frac) * per_layer;
+    let in_flight = micro.min(pp);
+    let interleave = if vp > 1.0 {
+        1.0 + (pp - 1.0) / (pp * vp)
+    } else {
+        1.0
+    };
+    // Activation offloading moves the saved activations of that many layers to host memory.
+    let offloaded = if m.cpu_offloading {
+        f64::from(m.cpu_offloading_num_layers).min(layers_gpu)
+    } else {
+        0.0
+    };
+    let mut act_b = per_layer * (layers_gpu - offloaded).max(1.0) * in_flight * interleave;
+    if pp == 1.0 {
+        // The LM head's FP32 logits and their gradient live on the last stage.
+        act_b += 2.0 * mbs * seq / cp * arch.vocab / tp * 4.0;
+    }
+    let memory = Memory {
+        weights_gib: weights_b / GIB,
+        gradients_gib: grads_b / GIB,
+        optimizer_gib: opt_b / GIB,
+        activations_gib: act_b / GIB,
+        overhead_gib: eff.overhead_gib,
+        capacity_gib: perf.hbm_gib,
+    };
+    let mem_total = memory.weights_gib
+        + memory.gradients_gib
+        + memory.optimizer_gib
+        + memory.activations_gib
+        + memory.overhead_gib;
+
+    Ok(Estimate {
+        tokens_per_sec_per_gpu: tps,
+        step_time_s: step,
+        model_tflops_per_gpu: model_tflops,
+        mfu: model_tflops / prec.peak(perf),
+        memory_gib_per_gpu: mem_total,
+        fits: mem_total <= perf.hbm_gib,
+        breakdown: Breakdown {
+            compute_s: micro * t_compute_mb,
+            recompute_s: micro * t_recompute_mb,
+            tp_comm_s: micro * tp_exposed_mb,
+            cp_comm_s: micro * cp_exposed_mb,
+            ep_comm_s: micro * ep_exposed_mb,
+            dp_comm_s: dp_exposed,
+            pp_comm_s: pp_exposed,
+            bubble_s: bubble,
+            optimizer_s,
+        },
+        hidden: Hidden {
+            tp_comm_s: micro * (tp_mb - tp_exposed_mb),
+            cp_comm_s: micro * (cp_mb - cp_exposed_mb),
+            ep_comm_s: micro * (ep_mb - ep_exposed_mb),
+            dp_comm_s: rs + ag - dp_exposed,
+            pp_comm_s: pp_total - pp_exposed,
+        },
+        memory,
+        precision: prec,
+        microbatches: micro as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,262 @@
+//! The closed forms against worked examples from the papers the README cites, and the step
+//! model's pieces against their definitions.
+
+use super::arch::{ActivationInputs, Arch, Selective};
+use super::*;
+use crate::catalog::{Catalog, hardware};
+use crate::resolve::{self, overrides};
+use crate::version::Stack;
+
+fn gpt(layers: f64, hidden: f64, heads: f64, seq: f64, vocab: f64) -> Arch {
+    Arch {
+        layers,
+        hidden,
+        heads,
+        query_groups: heads,
+        head_dim: hidden / heads,
+        ffn: 4.0 * hidden,
+        vocab,
+        seq,
+        gated: false,
+        moe: None,
+        mla: None,
+        mtp_layers: 0.0,
+    }
+}
+
+pub(crate) fn plan_for(recipe: &str, gpus: &str, precision: Option<&str>, sets: &[&str]) -> Plan {
+    let cat = Catalog::embedded().unwrap();
+    let r = cat.recipe(recipe).unwrap();
+    let hw = hardware::parse(gpus, &cat.gpus, None).unwrap();
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sets = overrides::parse_sets(&sets).unwrap();
+    resolve::resolve(&resolve::Inputs {
+        recipe: &r,
+        hardware: &hw,
+        precision,
+        variant: None,
+        sets: &sets,
+        envs: &[],
+        unsets: &[],
+        stack: &Stack::default(),
+        strict: false,
+    })
+    .unwrap()
+}
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    ((a - b) / b).abs() <= rel
+}
+
+/// Narayanan et al. 2021, appendix: F = 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) per iteration
+/// without recompute, for a GPT with 4h MLPs. The convention the published model TFLOP/s use
+/// counts causal attention as half the score matrix, i.e. s/(12h) in place of s/(6h).
+#[test]
+fn flops_per_step_match_narayanan_with_causal_attention() {
+    // GPT-3 175B, the paper's running example.
+    let a = gpt(96.0, 12288.0, 96.0, 2048.0, 51200.0);
+    let (b, s, l, h, v) = (1536.0, 2048.0, 96.0, 12288.0, 51200.0);
+    let paper_causal = 72.0 * b * s * l * h * h * (1.0 + s / (12.0 * h) + v / (12.0 * l * h));
+    let ours = a.flops_per_token() * b * s;
+    assert!(close(ours, paper_causal, 1e-9), "{ours} vs {paper_causal}");
+    // And the paper's own (full-matrix) count differs by exactly the attention half.
+    let paper_full = 72.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * l * h));
+    let half_attn = 72.0 * b * s * l * h * h * s / (12.0 * h);
+    assert!(close(paper_full - half_attn, ours, 1e-9));
+}
+
+/// Parameter counts everyone quotes: GPT-3 175B, Llama 3 8B / 70B, Llama 3.1 405B.
+#[test]
+fn parameter_counts_match_the_published_model_sizes() {
+    let g = gpt(96.0, 12288.0, 96.0, 2048.0, 50257.0);
+    let total = g.dense_params_total() - g.vocab * g.hidden; // tied embedding
+    assert!(close(total, 175e9, 0.01), "{total}");
+    for (recipe, size) in [
+        ("llama3_8b", 8.03e9),
+        ("llama3_70b", 70.6e9),
+        ("llama31_405b", 405.9e9),
+    ] {
+        let p = plan_for(recipe, "h100x1024", None, &[]);
+        let a = Arch::from_model(&p.model);
+        assert!(
+            close(a.dense_params_total(), size, 0.01),
+            "{recipe}: {}",
+            a.dense_params_total()
+        );
+    }
+}
+
+/// The published tables report both tokens/s and model TFLOP/s, so their ratio is the FLOPs per
+/// token Megatron-Bridge counts: 449.3 GFLOP for Llama 3 70B at 8192 (MB 25.09 GB200 row,
+/// 1437 TFLOP/s at 3198 tokens/s), 51.5 GFLOP for Llama 3 8B at 8192, 2524 GFLOP for
+/// Llama 3.1 405B at 8192.
+#[test]
+fn flops_per_token_match_the_published_tables() {
+    for (recipe, gflop) in [
+        ("llama3_70b", 449.3),
+        ("llama3_8b", 51.5),
+        ("llama31_405b", 2524.0),
+    ] {
+        let p = plan_for(recipe, "h100x1024", None, &[]);
+        let f = Arch::from_model(&p.model).flops_per_token() / 1e9;
+        assert!(
+            close(f, gflop, 0.01),
+            "{recipe}: {f} GFLOP/token vs {gflop}"
+        );
+    }
+}
+
+/// Korthikanti et al. 2022, section 4: activation bytes per layer are s·b·h·(34 + 5·a·s/h)
+/// without parallelism, (s·b·h/t)·(34 + 5·a·s/h) with TP and SP, s·b·h·(10 + 24/t + 5·a·s/(h·t))
+/// with TP alone, and 34·s·b·h/t with TP, SP and selective (core attention) recompute.
+#[test]
+fn activation_bytes_match_korthikanti() {
+    // GPT-3 175B, micro-batch 1, t = 8 (the paper's Table 3 setting).
+    let a = gpt(96.0, 12288.0, 96.0, 2048.0, 51200.0);
+    let (s, b, h, heads, t) = (2048.0, 1.0, 12288.0, 96.0, 8.0);
+    let sbh = s * b * h;
+    let inp = |tp: f64, sp: bool, selective: bool| ActivationInputs {
+        tokens: s * b,
+        seq_per_rank: s,
+        tp,
+        sp,
+        flash: false,
+        dropout: true,
+        lowp_inputs: false,
+        recompute: Selective {
+            core_attn: selective,
+            ..Selective::default()
+        },
+    };
+    let none = a.activation_bytes_per_layer(&inp(1.0, false, false));
+    assert!(close(none, sbh * (34.0 + 5.0 * heads * s / h), 1e-12));
+    let tp_only = a.activation_bytes_per_layer(&inp(t, false, false));
+    assert!(close(
+        tp_only,
+        sbh * (10.0 + 24.0 / t + 5.0 * heads * s / (h * t)),
+        1e-12
+    ));
+    let tp_sp = a.activation_bytes_per_layer(&inp(t, true, false));
+    assert!(close(tp_sp, sbh / t * (34.0 + 5.0 * heads * s / h), 1e-12));
+    let selective = a.activation_bytes_per_layer(&inp(t, true, true));
+    assert!(close(selective, 34.0 * sbh / t, 1e-12));
+    // The paper's headline: SP + selective recompute cuts activations about 5x against TP alone
+    // for this model (Figure 7: 5x smaller).
+    let ratio = tp_only / selective;
+    assert!((4.0..6.5).contains(&ratio), "{ratio}");
+}
+
+/// Narayanan et al. 2021 §2.2.1: the interleaved 1F1B bubble is (p-1)/(v·m) of the ideal time.
+#[test]
+fn bubble_fraction_is_p_minus_1_over_v_m() {
+    // Llama 3 70B on 64 H100: TP4 PP4 CP2 VP5, GBS 256, MBS 1 → DP 2, m = 128.
+    let p = plan_for("llama3_70b", "h100x64", None, &[]);
+    let e = estimate(&p, &Efficiency::embedded().unwrap()).unwrap();
+    let (pp, vp) = (4.0, 5.0);
+    let m = e.microbatches as f64;
+    assert_eq!(m, 128.0);
+    let t_mb = (e.breakdown.compute_s
+        + e.breakdown.tp_comm_s
+        + e.breakdown.cp_comm_s
+        + e.breakdown.ep_comm_s)
+        / m;
+    let ideal = m * t_mb;
+    assert!(close(
+        e.breakdown.bubble_s / ideal,
+        (pp - 1.0) / (vp * m),
+        1e-9
+    ));
+    // Without interleaving the bubble is v times larger.
+    let p1 = plan_for(
+        "llama3_70b",
+        "h100x64",
+        None,
+        &[
+            "model.virtual_pipeline_model_parallel_size=null",
+            "comm_overlap.overlap_p2p_comm=false",
+            "comm_overlap.batch_p2p_comm=true",
+        ],
+    );
+    let e1 = estimate(&p1, &Efficiency::embedded().unwrap()).unwrap();
+    let t1 = (e1.breakdown.compute_s + e1.breakdown.tp_comm_s + e1.breakdown.cp_comm_s) / m;
+    assert!(close(
+        e1.breakdown.bubble_s / (m * t1),
+        (pp - 1.0) / m,
+        1e-9
+    ));
+}
+
+#[test]
+fn moe_layer_freq_forms() {
+    use serde_json::json;
+    assert_eq!(arch::moe_layer_count(None, 61), 61.0);
+    assert_eq!(arch::moe_layer_count(Some(&json!(2)), 61), 31.0);
+    assert_eq!(arch::moe_layer_count(Some(&json!([0, 0, 1, 1])), 4), 2.0);
+    assert_eq!(
+        arch::moe_layer_count(Some(&json!("[0]*3+[1]*58")), 61),
+        58.0
+    );
+    assert_eq!(arch::moe_layer_count(Some(&json!("[0]+[1]*2")), 3), 2.0);
+}
+
+/// The memory model's pieces add up, and the distributed optimizer shards the 12 bytes per
+/// parameter of optimizer state over DP (Rajbhandari et al., ZeRO stage 1).
+#[test]
+fn distributed_optimizer_shards_optimizer_state_over_dp() {
+    let with = plan_for("llama3_8b", "h100x8", None, &[]);
+    let without = plan_for(
+        "llama3_8b",
+        "h100x8",
+        None,
+        &[
+            "ddp.use_distributed_optimizer=false",
+            "optimizer.use_distributed_optimizer=false",
+        ],
+    );
+    let eff = Efficiency::embedded().unwrap();
+    let a = estimate(&with, &eff).unwrap();
+    let b = estimate(&without, &eff).unwrap();
+    let dp = with.parallelism.data as f64 * with.parallelism.context as f64;
+    assert!(close(
+        b.memory.optimizer_gib / a.memory.optimizer_gib,
+        dp,
+        1e-9
+    ));
+    let m = a.memory;
+    let sum =
+        m.weights_gib + m.gradients_gib + m.optimizer_gib + m.activations_gib + m.overhead_gib;
+    assert!(close(a.memory_gib_per_gpu, sum, 1e-12));
+    assert_eq!(a.fits, a.memory_gib_per_gpu <= m.capacity_gib);
+}
+
+/// TP overlap hides TP communication; switching it off exposes it all.
+#[test]
+fn tp_overlap_hides_tp_communication() {
+    let on = plan_for("llama3_70b", "h100x64", None, &[]);
+    assert!(on.model.tp_comm_overlap);
+    let off = plan_for(
+        "llama3_70b",
+        "h100x64",
+        None,
+        &["comm_overlap.tp_comm_overlap=false"],
+    );
+    let eff = Efficiency::embedded().unwrap();
+    let a = estimate(&on, &eff).unwrap();
+    let b = estimate(&off, &eff).unwrap();
+    assert!(a.hidden.tp_comm_s > 0.0 && b.hidden.tp_comm_s == 0.0);
+    assert!(close(
+        a.breakdown.tp_comm_s + a.hidden.tp_comm_s,
+        b.breakdown.tp_comm_s,
+        1e-9
+    ));
+    assert!(a.step_time_s < b.step_time_s);
+}
+
+#[test]
+fn a_gpu_kind_without_constants_is_a_usage_error() {
+    let mut p = plan_for("llama3_8b", "h100x8", None, &[]);
+    p.hardware.gpu.perf = None;
+    let e = estimate(&p, &Efficiency::embedded().unwrap()).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("perf"), "{e}");
+}

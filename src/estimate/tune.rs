@@ -1,0 +1,417 @@
+//! `tune`: every layout a recipe could run with on a GPU count, scored by the estimator, the
+//! best re-resolved through the real resolver (so Bridge's rules and assertions decide what is
+//! valid and which overlap settings it gets) and returned best first.
+//!
+//! Contract: pure apart from the `resolve` callback the caller passes (which must be the
+//! project's resolver with the given `--set` overrides added). The search has two phases:
+//! 1. Scoring: for each (TP, PP, VP, CP, EP, ETP, MBS) that passes the layout checks
+//!    (`resolve::layout::check`, Megatron-Core's divisibility rules), the base plan with that
+//!    layout is estimated with the least recompute that fits (none, the recipe's own, full),
+//!    the overlap switches approximated as Bridge sets them (TP overlap needs TP > 1 with SP;
+//!    P2P overlap needs interleaving). Layouts that do not fit with full recompute are dropped.
+//! 2. Checking: the best-scored layouts, in order, are resolved for real; those the resolver
+//!    rejects or whose exact plan does not fit are dropped, the rest re-estimated on their
+//!    exact plan. Stops once it holds `top` layouts and has checked `2·top` more.
+//!
+//! The global batch stays the base plan's (the recipe's, weak-scaled to the GPU count).
+
+use serde::Serialize;
+
+use super::{Efficiency, Estimate, estimate};
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::resolve::layout;
+
+/// One parallel layout, in Bridge's field names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Layout {
+    pub tensor_model_parallel_size: u32,
+    pub pipeline_model_parallel_size: u32,
+    pub virtual_pipeline_model_parallel_size: Option<u32>,
+    pub context_parallel_size: u32,
+    pub expert_model_parallel_size: u32,
+    pub expert_tensor_parallel_size: Option<u32>,
+    pub micro_batch_size: u32,
+}
+
+/// Activation recompute a candidate needs to fit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recompute {
+    None,
+    /// The recipe's own setting (selective modules or full).
+    Recipe,
+    /// Full recompute of every layer (`uniform`, one layer per group).
+    Full,
+}
+
+/// A `pipeline_model_parallel_layout` for `layers` transformer layers over `pp · vp` stages
+/// when they do not divide evenly (Megatron-Core's layout syntax: `E` embedding, `t`
+/// transformer layer, `m` MTP layer, `L` loss, `|` between stages, virtual stages in order).
+/// The layers spread as evenly as possible; the extra ones go to the middle stages, since the
+/// first and last also carry the embedding and the loss. `None` when they divide evenly or
+/// there are fewer layers than stages.
+pub fn pipeline_layout(layers: u32, pp: u32, vp: Option<u32>, mtp: bool) -> Option<String> {
+    let stages = pp * vp.unwrap_or(1);
+    if pp <= 1 || layers.is_multiple_of(stages) || layers < stages {
+        return None;
+    }
+    let base = layers / stages;
+    let extra = layers % stages;
+    let mut parts = Vec::with_capacity(stages as usize);
+    for i in 0..stages {
+        // Stages 1..=extra get one more layer (never the first; the last only if all do).
+        let n = base + u32::from(i >= 1 && i <= extra);
+        let mut s = String::new();
+        if i == 0 {
+            s.push('E');
+        }
+        if n > 0 {
+            s.push_str(&format!("t*{n}"));
+        }
+        if i == stages - 1 {
+            if mtp {
+                s.push('m');
+            }
+            s.push('L');
+        }
+        parts.push(s);
+    }
+    Some(parts.join("|"))
+}
+
+impl Layout {
+    /// The layout of a plan.
+    pub fn of(plan: &Plan) -> Self {
+        let m = &plan.model;
+        Self {
+            tensor_model_parallel_size: m.tensor_model_parallel_size,
+            pipeline_model_parallel_size: m.pipeline_model_parallel_size,
+            virtual_pipeline_model_parallel_size: m.virtual_pipeline_model_parallel_size,
+            context_parallel_size: m.context_parallel_size,
+            expert_model_parallel_size: m.expert_model_parallel_size,
+            expert_tensor_parallel_size: m.expert_tensor_parallel_size,
+            micro_batch_size: plan.train.micro_batch_size,
+        }
+    }
+
+    /// The `--set` overrides that give a plan this layout (`pipeline_layout`: the
+    /// `pipeline_model_parallel_layout` it needs, if any).
+    pub fn sets_with(&self, pipeline_layout: Option<&str>) -> Vec<String> {
+        let mut s = self.sets();
+        if let Some(l) = pipeline_layout {
+            s.retain(|x| !x.starts_with("model.pipeline_model_parallel_layout="));
+            s.push(format!("model.pipeline_model_parallel_layout={l}"));
+        }
+        s
+    }
+
+    /// The `--set` overrides that give a plan this layout.
+    pub fn sets(&self) -> Vec<String> {
+        let opt = |v: Option<u32>| v.map_or("null".to_string(), |v| v.to_string());
+        vec![
+            format!(
+                "model.tensor_model_parallel_size={}",
+                self.tensor_model_parallel_size
+            ),
+            format!(
+                "model.pipeline_model_parallel_size={}",
+                self.pipeline_model_parallel_size
+            ),
+            format!(
+                "model.virtual_pipeline_model_parallel_size={}",
+                opt(self.virtual_pipeline_model_parallel_size)
+            ),
+            format!("model.context_parallel_size={}", self.context_parallel_size),
+            format!(
+                "model.expert_model_parallel_size={}",
+                self.expert_model_parallel_size
+            ),
+            format!(
+                "model.expert_tensor_parallel_size={}",
+                opt(self.expert_tensor_parallel_size)
+            ),
+            format!(
+                "model.sequence_parallel={}",
+                self.tensor_model_parallel_size > 1
+            ),
+            "model.pipeline_model_parallel_layout=null".to_string(),
+            format!("train.micro_batch_size={}", self.micro_batch_size),
+        ]
+    }
+}
+
+impl Recompute {
+    fn sets(&self) -> Vec<String> {
+        match self {
+            Self::None => vec![
+                "model.recompute_granularity=null".into(),
+                "model.recompute_method=null".into(),
+                "model.recompute_num_layers=null".into(),
+                "model.recompute_modules=null".into(),
+            ],
+            Self::Recipe => vec![],
+            Self::Full => vec![
+                "model.recompute_granularity=full".into(),
+                "model.recompute_method=uniform".into(),
+                "model.recompute_num_layers=1".into(),
+                "model.recompute_modules=null".into(),
+            ],
+        }
+    }
+
+    fn apply(&self, base: &Plan, plan: &mut Plan) {
+        let m = &mut plan.model;
+        match self {
+            Self::None => {
+                m.recompute_granularity = None;
+                m.recompute_method = None;
+                m.recompute_num_layers = None;
+                m.recompute_modules = None;
+            }
+            Self::Recipe => {
+                m.recompute_granularity = base.model.recompute_granularity.clone();
+                m.recompute_method = base.model.recompute_method.clone();
+                m.recompute_num_layers = base.model.recompute_num_layers;
+                m.recompute_modules = base.model.recompute_modules.clone();
+            }
+            Self::Full => {
+                m.recompute_granularity = Some("full".into());
+                m.recompute_method = Some("uniform".into());
+                m.recompute_num_layers = Some(1);
+                m.recompute_modules = None;
+            }
+        }
+    }
+}
+
+/// One proposed layout with its prediction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub layout: Layout,
+    pub recompute: Recompute,
+    pub estimate: Estimate,
+    /// The `--set` overrides that launch it (on top of the user's own and the global batch).
+    pub sets: Vec<String>,
+}
+
+/// What a search did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub candidates: Vec<Candidate>,
+    /// Layouts that passed the layout checks.
+    pub scored: usize,
+    /// Of those, layouts that fit with some recompute.
+    pub fitting: usize,
+    /// Layouts resolved for real, and how many of them the resolver rejected.
+    pub resolved: usize,
+    pub rejected: usize,
+}
+
+fn divisors_upto(n: u64, max: u64) -> Vec<u32> {
+    (1..=n.min(max))
+        .filter(|d| n.is_multiple_of(*d))
+        .map(|d| d as u32)
+        .collect()
+}
+
+/// Every layout to score for the base plan's model and world size (before the checks).
+pub fn enumerate(base: &Plan) -> Vec<Layout> {
+    let m = &base.model;
+    let world = base.parallelism.world_size;
+    let domain = u64::from(base.hardware.gpu.nvlink_domain_size).max(1);
+    let gbs = u64::from(base.train.global_batch_size);
+    let heads = u64::from(m.num_attention_heads);
+    let groups = m.num_query_groups.map_or(heads, u64::from);
+    let moe = m.num_moe_experts.filter(|e| *e > 0).map(u64::from);
+    let seq = u64::from(m.seq_length);
+    let mut out = Vec::new();
+    for tp in [1u32, 2, 4, 8] {
+        let t = u64::from(tp);
+        if t > domain.max(1)
+            || !world.is_multiple_of(t)
+            || !heads.is_multiple_of(t)
+            || !groups.is_multiple_of(t)
+        {
+            continue;
+        }
+        for pp in divisors_upto(world / t, 64) {
+            if pp > m.num_layers {
+                continue;
+            }
+            let mut vps: Vec<Option<u32>> = vec![None];
+            if pp > 1 {
+                vps.extend(
+                    [2u32, 3, 4, 5, 6, 7, 8, 10, 12, 16]
+                        .into_iter()
+                        .filter(|v| v * pp <= m.num_layers + 2)
+                        .map(Some),
+                );
+            }
+            for cp in [1u32, 2, 4, 8, 16] {
+                let c = u64::from(cp);
+                if !(world / t / u64::from(pp)).is_multiple_of(c)
+                    || !seq.is_multiple_of(2 * c)
+                    || (cp > 1 && seq / c < 1024)
+                {
+                    continue;
+                }
+                let dp = world / (t * u64::from(pp) * c);
+                let eps: Vec<(u32, Option<u32>)> = match moe {
+                    None => vec![(1, None)],
+                    Some(e) => divisors_upto(e, world / u64::from(pp))
+                        .into_iter()
+                        .filter(|ep| (world / u64::from(pp)).is_multiple_of(u64::from(*ep)))
+                        .map(|ep| (ep, Some(1)))
+                        .collect(),
+                };
+                for (ep, etp) in eps {
+                    for mbs in [1u32, 2, 4, 8] {
+                        if !gbs.is_multiple_of(u64::from(mbs) * dp) {
+                            continue;
+                        }
+                        for vp in &vps {
+                            out.push(Layout {
+                                tensor_model_parallel_size: tp,
+                                pipeline_model_parallel_size: pp,
+                                virtual_pipeline_model_parallel_size: *vp,
+                                context_parallel_size: cp,
+                                expert_model_parallel_size: ep,
+                                expert_tensor_parallel_size: etp,
+                                micro_batch_size: mbs,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The pipeline layout a model needs for a layout whose stages do not divide its layers.
+fn needs_layout(m: &crate::config::ModelConfig, l: &Layout) -> Option<String> {
+    if m.account_for_embedding_in_pipeline_split || m.account_for_loss_in_pipeline_split {
+        return None;
+    }
+    pipeline_layout(
+        m.num_layers,
+        l.pipeline_model_parallel_size,
+        l.virtual_pipeline_model_parallel_size,
+        m.mtp_num_layers.is_some_and(|n| n > 0),
+    )
+}
+
+/// The base plan with a layout applied the way Bridge would resolve it, approximately (for
+/// scoring only); `None` when the layout checks reject it.
+fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan> {
+    let mut p = lean.clone();
+    let m = &mut p.model;
+    m.tensor_model_parallel_size = l.tensor_model_parallel_size;
+    m.pipeline_model_parallel_size = l.pipeline_model_parallel_size;
+    m.virtual_pipeline_model_parallel_size = l.virtual_pipeline_model_parallel_size;
+    m.context_parallel_size = l.context_parallel_size;
+    m.expert_model_parallel_size = l.expert_model_parallel_size;
+    m.expert_tensor_parallel_size = l.expert_tensor_parallel_size;
+    m.sequence_parallel = l.tensor_model_parallel_size > 1;
+    m.pipeline_model_parallel_layout = needs_layout(m, l);
+    // Bridge: TP overlap only with TP > 1 and SP; P2P overlap with interleaving.
+    m.tp_comm_overlap = tp_overlap_wanted && l.tensor_model_parallel_size > 1;
+    m.overlap_p2p_comm = l
+        .virtual_pipeline_model_parallel_size
+        .is_some_and(|v| v > 1)
+        && l.pipeline_model_parallel_size > 1;
+    p.train.micro_batch_size = l.micro_batch_size;
+    p.parallelism = layout::check(&p.model, &p.train, p.parallelism.world_size).ok()?;
+    Some(p)
+}
+
+/// Searches the layouts of `base` and returns the best `top`, best first.
+pub fn tune(
+    base: &Plan,
+    eff: &Efficiency,
+    top: usize,
+    resolve: &mut dyn FnMut(&[String]) -> Result<Plan>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Outcome> {
+    // Scoring never reads env, decisions or warnings: drop them so the clones are cheap.
+    let mut lean = base.clone();
+    lean.env.clear();
+    lean.decisions.clear();
+    lean.warnings.clear();
+    lean.invariants.clear();
+    let tp_overlap_wanted = base
+        .comm_overlap
+        .as_ref()
+        .is_some_and(|c| c.tp_comm_overlap);
+    let recomputes: Vec<Recompute> = if base.model.recompute_granularity.is_some() {
+        vec![Recompute::None, Recompute::Recipe, Recompute::Full]
+    } else {
+        vec![Recompute::None, Recompute::Full]
+    };
+    let layouts = enumerate(base);
+    if layouts.len() > 2000 {
+        progress(&format!("tune: scoring {} layouts", layouts.len()));
+    }
+    let mut scored = 0;
+    let mut ranked: Vec<(f64, Layout, Recompute)> = Vec::new();
+    for l in &layouts {
+        let Some(mut p) = with_layout(&lean, l, tp_overlap_wanted) else {
+            continue;
+        };
+        scored += 1;
+        for r in &recomputes {
+            r.apply(base, &mut p);
+            let e = estimate(&p, eff)?;
+            if e.fits {
+                ranked.push((e.tokens_per_sec_per_gpu, *l, r.clone()));
+                break;
+            }
+        }
+    }
+    let fitting = ranked.len();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut out: Vec<Candidate> = Vec::new();
+    let (mut resolved, mut rejected, mut extra) = (0, 0, 0);
+    for (_, l, r) in ranked {
+        if out.len() >= top && extra >= 2 * top {
+            break;
+        }
+        if out.len() >= top {
+            extra += 1;
+        }
+        let mut sets = l.sets_with(needs_layout(&base.model, &l).as_deref());
+        sets.extend(r.sets());
+        resolved += 1;
+        let plan = match resolve(&sets) {
+            Ok(p) => p,
+            Err(_) => {
+                rejected += 1;
+                continue;
+            }
+        };
+        let e = estimate(&plan, eff)?;
+        if !e.fits {
+            continue;
+        }
+        out.push(Candidate {
+            layout: Layout::of(&plan),
+            recompute: r,
+            estimate: e,
+            sets,
+        });
+    }
+    out.sort_by(|a, b| {
+        b.estimate
+            .tokens_per_sec_per_gpu
+            .total_cmp(&a.estimate.tokens_per_sec_per_gpu)
+    });
+    out.truncate(top);
+    Ok(Outcome {
+        candidates: out,
+        scored,
+        fitting,
+        resolved,
+        rejected,
+    })
+}

@@ -1,0 +1,38 @@
+//! The trainer's overrides file (`overrides.txt` in the job directory): the Hydra
+//! `KEY=VALUE` words that end the trainer line, one per line, after a comment naming the
+//! runner call (`resolve::trainer`). It is a record for people: the script passes the words
+//! on the command line. No env value and no secret is among them.
+
+use crate::plan::Plan;
+
+/// The overrides file's text.
+pub fn overrides_text(plan: &Plan) -> String {
+    let mut s = format!(
+        "# Megatron-Bridge runner overrides written by ovlaunch {} for recipe {} on {}.\n",
+        env!("CARGO_PKG_VERSION"),
+        plan.recipe.name,
+        plan.hardware.spec
+    );
+    match &plan.trainer {
+        Some(call) => {
+            s.push_str(&format!(
+                "# {} --recipe {}{}\n",
+                call.runner.join(" "),
+                call.recipe,
+                call.flags
+                    .iter()
+                    .map(|f| format!(" {f}"))
+                    .collect::<String>()
+            ));
+            if call.overrides.is_empty() {
+                s.push_str("# (none: the job runs Bridge's recipe as it is)\n");
+            }
+            for o in &call.overrides {
+                s.push_str(o);
+                s.push('\n');
+            }
+        }
+        None => s.push_str("# the recipe names its own trainer\n"),
+    }
+    s
+}

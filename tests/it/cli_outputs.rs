@@ -1,0 +1,475 @@
+//! What the read-only commands print: plan keys and values, `--explain`, the override YAML,
+//! env dumps with secrets redacted, listings.
+
+use crate::common::*;
+
+#[test]
+fn plan_json_has_bridge_sections_and_llama70b_values() {
+    let p = plan_json(&["--recipe", "llama70b", "--gpus", "h100x64"]);
+    for key in [
+        "model",
+        "train",
+        "ddp",
+        "optimizer",
+        "comm_overlap",
+        "mixed_precision",
+        "env",
+        "decisions",
+        "warnings",
+    ] {
+        assert!(p.get(key).is_some(), "missing {key}");
+    }
+    let m = &p["model"];
+    assert_eq!(m["tensor_model_parallel_size"], 4);
+    assert_eq!(m["tp_comm_overlap"], true);
+    assert_eq!(m["tp_comm_overlap_cfg"]["proj_fprop"]["method"], "pipeline");
+    assert_eq!(
+        m["tp_comm_overlap_cfg"]["proj_fprop"]["fp8_buf"],
+        serde_json::json!([false])
+    );
+    assert_eq!(m["tp_comm_bootstrap_backend"], "nccl");
+    assert_eq!(m["overlap_p2p_comm"], true);
+    assert_eq!(m["batch_p2p_comm"], false);
+    assert_eq!(m["wgrad_deferral_limit"], -1);
+    assert_eq!(p["ddp"]["bucket_size"], 134217728);
+    assert_eq!(p["ddp"]["align_param_gather"], true);
+    assert_eq!(p["ddp"]["delay_wgrad_compute"], serde_json::Value::Null);
+    assert_eq!(p["parallelism"]["data"], 2);
+    for (k, v) in [
+        ("CUDA_DEVICE_MAX_CONNECTIONS", "1"),
+        ("NVTE_FWD_LAYERNORM_SM_MARGIN", "20"),
+        ("NVTE_BWD_LAYERNORM_SM_MARGIN", "20"),
+        ("NCCL_P2P_NET_CHUNKSIZE", "2097152"),
+        ("NCCL_NVLS_ENABLE", "0"),
+        ("TORCH_NCCL_HIGH_PRIORITY", "1"),
+    ] {
+        assert_eq!(p["env"][k]["value"], v, "{k}");
+    }
+    assert_eq!(p["invariants"][0]["var"], "CUDA_DEVICE_MAX_CONNECTIONS");
+}
+
+#[test]
+fn layout_change_rederives_cuda_device_max_connections() {
+    // TP 4 -> 1 with CP 2 -> 1 on H100: Bridge's rule gives 8, over the recipe's 1.
+    let p = plan_json(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--set",
+        "model.tensor_model_parallel_size=1",
+        "--set",
+        "model.context_parallel_size=1",
+        "--set",
+        "model.sequence_parallel=false",
+        "--set",
+        "model.pipeline_model_parallel_size=8",
+        "--set",
+        "model.virtual_pipeline_model_parallel_size=null",
+        "--set",
+        "model.num_layers=80",
+    ]);
+    assert_eq!(p["env"]["CUDA_DEVICE_MAX_CONNECTIONS"]["value"], "8");
+    assert_eq!(p["env"]["CUDA_DEVICE_MAX_CONNECTIONS"]["source"], "derived");
+    assert_eq!(p["model"]["tp_comm_overlap"], false);
+    // The user's own --env still wins.
+    let p = plan_json(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "b200x64",
+        "--env",
+        "CUDA_DEVICE_MAX_CONNECTIONS=16",
+    ]);
+    assert_eq!(p["env"]["CUDA_DEVICE_MAX_CONNECTIONS"]["value"], "16");
+    assert_eq!(p["env"]["CUDA_DEVICE_MAX_CONNECTIONS"]["source"], "user");
+}
+
+#[test]
+fn cdmc_override_that_breaks_hopper_tp_is_a_warning_and_strict_error() {
+    let p = plan_json(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--env",
+        "CUDA_DEVICE_MAX_CONNECTIONS=8",
+    ]);
+    assert!(
+        p["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("asserts CUDA_DEVICE_MAX_CONNECTIONS == 1")),
+        "{}",
+        p["warnings"]
+    );
+    usage_error(&[
+        "plan",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--env",
+        "CUDA_DEVICE_MAX_CONNECTIONS=8",
+        "--strict",
+    ]);
+}
+
+#[test]
+fn explain_lists_rules_and_sources() {
+    let out = ok(&[
+        "plan",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--explain",
+    ]);
+    assert!(
+        out.contains("ddp.bucket_size = 134217728 [derived]"),
+        "{out}"
+    );
+    assert!(out.contains("not bytes"), "{out}");
+    assert!(
+        out.contains("env.CUDA_DEVICE_MAX_CONNECTIONS = \"1\" [recipe]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("model.tensor_model_parallel_size = 4 [recipe]"),
+        "{out}"
+    );
+}
+
+#[test]
+fn secrets_are_redacted_everywhere_they_are_shown() {
+    let args = [
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--env",
+        "HF_TOKEN=hunter2",
+        "--env",
+        "WANDB_API_KEY=k3y",
+    ];
+    for cmd in [
+        vec!["plan"],
+        vec!["plan", "--output", "json", "--explain"],
+        vec!["env"],
+        vec!["env", "--format", "json"],
+        vec!["env", "--format", "dotenv"],
+        vec!["overrides"],
+    ] {
+        let mut a: Vec<&str> = cmd.clone();
+        a.extend_from_slice(&args);
+        let out = ok(&a);
+        assert!(
+            !out.contains("hunter2") && !out.contains("k3y"),
+            "{cmd:?} leaked a secret:\n{out}"
+        );
+        assert!(out.contains("<redacted>"), "{cmd:?}");
+    }
+    let mut dry = vec!["--dry-run", "--job-dir", "/jobs/x"];
+    dry.extend_from_slice(&args);
+    let out = ok(&dry);
+    assert!(!out.contains("hunter2") && !out.contains("k3y"), "{out}");
+}
+
+#[test]
+fn env_formats() {
+    let base = [
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--env",
+        "MSG=a 'b' $c",
+    ];
+    let mut a = vec!["env", "--format", "sh"];
+    a.extend_from_slice(&base);
+    assert!(ok(&a).contains("export MSG='a '\\''b'\\'' $c'"));
+    let mut a = vec!["env", "--format", "json"];
+    a.extend_from_slice(&base);
+    let v: serde_json::Value = serde_json::from_str(&ok(&a)).unwrap();
+    assert_eq!(v["MSG"], "a 'b' $c");
+}
+
+#[test]
+fn overrides_yaml_is_the_resolved_config() {
+    let out = ok(&["overrides", "--recipe", "llama70b", "--gpus", "h100x64"]);
+    assert!(out.contains("comm_overlap: null"), "{out}");
+    assert!(out.contains("mixed_precision: null"), "{out}");
+    assert!(out.contains("tensor_model_parallel_size: 4"), "{out}");
+    assert!(out.contains("bucket_size: 134217728"), "{out}");
+    assert!(
+        out.contains("CUDA_DEVICE_MAX_CONNECTIONS: '1'")
+            || out.contains("CUDA_DEVICE_MAX_CONNECTIONS: \"1\""),
+        "{out}"
+    );
+}
+
+#[test]
+fn listings() {
+    let r = ok(&["recipes"]);
+    for name in [
+        "llama3_8b",
+        "llama3_70b",
+        "llama31_405b",
+        "deepseek_v3",
+        "gpt_oss_120b",
+        "qwen3_30b_a3b",
+        "llama70b",
+    ] {
+        assert!(r.contains(name), "{name} in {r}");
+    }
+    assert_eq!(ok(&["presets"]).matches("userbuffers_").count(), 19);
+    assert!(ok(&["gpus"]).contains("gb200"));
+    assert!(ok(&["fields", "comm_overlap"]).contains("overlap_moe_expert_parallel_comm"));
+}
+
+#[test]
+fn main_form_dry_run_prints_plan_env_and_script() {
+    let out = ok(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--dry-run",
+        "--job-dir",
+        "/jobs/x",
+        "--rank-runtime",
+        "ovlaunch-rank",
+    ]);
+    assert!(out.contains("# ovlaunch plan: llama3_70b"));
+    assert!(out.contains("CUDA_DEVICE_MAX_CONNECTIONS=1"));
+    assert!(out.contains("#SBATCH --nodes=8"));
+    assert!(out.contains("#SBATCH --ntasks-per-node=8"));
+    assert!(out.contains("srun --ntasks-per-node=8 --kill-on-bad-exit=1 --wait=60 --mpi=pmix"));
+}
+
+#[test]
+fn cpu_kind_renders_no_gpu_request() {
+    let fixture = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let out = ok(&[
+        "--recipe",
+        &fixture,
+        "--gpus",
+        "cpux4",
+        "--dry-run",
+        "--job-dir",
+        "/jobs/x",
+    ]);
+    assert!(
+        !out.contains("gpus-per-node") && !out.contains("--gres") && !out.contains("--exclusive"),
+        "{out}"
+    );
+    assert!(out.contains("#SBATCH --nodes=2"));
+}
+
+#[test]
+fn gb200_gets_nvl72_segment_and_numa_divisor() {
+    let out = ok(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "gb200x64",
+        "--precision",
+        "fp8mx",
+        "--dry-run",
+        "--job-dir",
+        "/jobs/x",
+    ]);
+    assert!(out.contains("#SBATCH --segment=16"), "{out}");
+    let out = ok(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "gb200x72",
+        "--precision",
+        "fp8mx",
+        "--dry-run",
+        "--job-dir",
+        "/jobs/x",
+        "--set",
+        "train.global_batch_size=288",
+        "--set",
+        "model.pipeline_model_parallel_size=4",
+    ]);
+    assert!(out.contains("#SBATCH --segment=18"), "{out}");
+}
+
+#[test]
+fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, args) in [
+        (
+            "single",
+            vec![
+                "torchrun",
+                "--recipe",
+                "llama8b",
+                "--gpus",
+                "h100x8",
+                "--job-dir",
+                "/jobs/x",
+                "--rank-runtime",
+                "ovlaunch-rank",
+            ],
+        ),
+        (
+            "multi",
+            vec![
+                "torchrun",
+                "--recipe",
+                "llama70b",
+                "--gpus",
+                "h100x64",
+                "--master-addr",
+                "head node",
+                "--job-dir",
+                "/jobs/x",
+                "--rank-runtime",
+                "ovlaunch-rank",
+            ],
+        ),
+    ] {
+        let out = ok(&args);
+        if name == "single" {
+            assert!(
+                out.contains("torchrun --standalone --nnodes=1 --nproc-per-node=8"),
+                "{out}"
+            );
+        } else {
+            assert!(
+                out.contains("--nnodes=8")
+                    && out.contains("--rdzv-endpoint='head node':29500")
+                    && out.contains("--rdzv-backend=c10d"),
+                "{out}"
+            );
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, &out).unwrap();
+        assert!(
+            std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&path)
+                .status()
+                .unwrap()
+                .success()
+        );
+        if let Ok(sc) = which::which("shellcheck") {
+            let o = std::process::Command::new(sc)
+                .args(["-S", "style"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+        }
+    }
+}
+
+#[test]
+fn precision_flag_on_a_recipe_without_variants_picks_bridges_perf_precision() {
+    let fixture = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let p = plan_json(&[
+        "--recipe",
+        &fixture,
+        "--gpus",
+        "cpux2",
+        "--precision",
+        "fp8mx",
+    ]);
+    assert_eq!(p["mixed_precision"]["recipe"], "bf16_with_mxfp8_mixed");
+    assert_eq!(p["model"]["fp8_recipe"], "mxfp8");
+    assert_eq!(p["ddp"]["grad_reduce_in_fp32"], false);
+    assert_eq!(p["ddp"]["reuse_grad_buf_for_mxfp8_param_ag"], true);
+    // Without --precision the recipe's own mixed precision stays.
+    let p = plan_json(&["--recipe", &fixture, "--gpus", "cpux2"]);
+    assert_eq!(p["mixed_precision"]["recipe"], "bf16_mixed");
+    assert_eq!(p["ddp"]["grad_reduce_in_fp32"], true);
+}
+
+#[test]
+fn config_variants_are_picked_with_variant() {
+    // deepseek_v3_pretrain_256gpu_gb200_fp8mx_large_scale (bridge-launch.md 4.8).
+    let p = plan_json(&[
+        "--recipe",
+        "dsv3",
+        "--gpus",
+        "gb200x256",
+        "--precision",
+        "fp8mx",
+        "--variant",
+        "large_scale",
+    ]);
+    assert_eq!(
+        p["recipe"]["bridge_recipe"],
+        "deepseek_v3_pretrain_256gpu_gb200_fp8mx_large_scale_config"
+    );
+    assert_eq!(p["train"]["global_batch_size"], 256);
+    assert_eq!(p["model"]["expert_model_parallel_size"], 64);
+    assert_eq!(p["env"]["TORCH_NCCL_AVOID_RECORD_STREAMS"]["value"], "0");
+    // v1/v2 mean the plain variant, as in Bridge.
+    let p = plan_json(&[
+        "--recipe",
+        "dsv3",
+        "--gpus",
+        "gb200x256",
+        "--precision",
+        "fp8mx",
+        "--variant",
+        "v2",
+    ]);
+    assert_eq!(
+        p["recipe"]["bridge_recipe"],
+        "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config"
+    );
+    assert_eq!(p["train"]["global_batch_size"], 4096);
+    let e = usage_error(&[
+        "plan",
+        "--recipe",
+        "dsv3",
+        "--gpus",
+        "gb200x256",
+        "--precision",
+        "fp8mx",
+        "--variant",
+        "huge",
+    ]);
+    assert!(e.contains("--variant") && e.contains("large_scale"), "{e}");
+}
+
+#[test]
+fn submit_prints_the_plan_warnings_on_stderr() {
+    // A stand-in `sbatch` (it prints a job id, as `sbatch --parsable` does): what is checked
+    // here is ovlaunch's own output around the submission; the real-Slurm tests submit for real.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(&sbatch, "#!/bin/sh\necho 4242\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let job = dir.path().join("job");
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let args = [
+        "submit",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--set",
+        "model.sequence_parallel=false",
+        "--job-dir",
+        job.to_str().unwrap(),
+    ];
+    let o = run_env(&args, &[("PATH", path.as_str())]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "warning: Disabling tensor parallel communication overlap due to sequence_parallel=False.\n"
+    );
+    let out = stdout(&o);
+    assert!(out.starts_with("submitted job 4242 ("), "{out}");
+    assert!(job.join("submission.json").is_file());
+}

@@ -1,0 +1,122 @@
+//! Helpers shared by the integration tests: run the real `ovlaunch` and `ovlaunch-rank`
+//! binaries and look at what they printed and their exit codes.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Variables of the user's environment that would change what `ovlaunch` does.
+const OVLAUNCH_ENV: &[&str] = &[
+    "OVLAUNCH_RECIPE_DIR",
+    "OVLAUNCH_JOBS_ROOT",
+    "OVLAUNCH_HARDWARE_FILE",
+    "OVLAUNCH_PLUGIN_DIR",
+    "WANDB_API_KEY",
+    "COMET_API_KEY",
+];
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ovlaunch")
+}
+
+/// The `ovlaunch-rank` binary. It belongs to the workspace's other package, so Cargo does not
+/// hand its path to these tests: it is built here, once per test run, into the target
+/// directory and profile of `ovlaunch` (a no-op when it is up to date).
+pub fn rank_bin() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let path = Path::new(bin()).with_file_name("ovlaunch-rank");
+        let profile_dir = path.parent().expect("target profile dir");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev",
+            Some(other) => other,
+        };
+        let status = Command::new(env!("CARGO"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "ovlaunch-rank",
+                "--bin",
+                "ovlaunch-rank",
+            ])
+            .args(["--profile", profile, "--target-dir"])
+            .arg(profile_dir.parent().expect("target dir"))
+            .status()
+            .expect("run cargo to build ovlaunch-rank");
+        assert!(status.success(), "building ovlaunch-rank failed");
+        path.display().to_string()
+    })
+}
+
+/// Runs `ovlaunch ARGS` with a clean ovlaunch environment plus `env`.
+pub fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin());
+    c.args(args);
+    for v in OVLAUNCH_ENV {
+        c.env_remove(v);
+    }
+    c.envs(env.iter().copied());
+    c.output().expect("run ovlaunch")
+}
+
+/// Runs `ovlaunch ARGS` with a clean ovlaunch environment.
+pub fn run(args: &[&str]) -> Output {
+    run_env(args, &[])
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs with `env` and expects success; returns stdout.
+pub fn ok_env(args: &[&str], env: &[(&str, &str)]) -> String {
+    let o = run_env(args, env);
+    assert!(
+        o.status.success(),
+        "ovlaunch {args:?} failed ({:?}):\n{}",
+        o.status.code(),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+/// Runs and expects success; returns stdout.
+pub fn ok(args: &[&str]) -> String {
+    ok_env(args, &[])
+}
+
+/// Runs and expects exit code 2; returns stderr.
+pub fn usage_error(args: &[&str]) -> String {
+    let o = run(args);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "ovlaunch {args:?}: expected exit 2, got {:?}\nstdout:{}\nstderr:{}",
+        o.status.code(),
+        stdout(&o),
+        stderr(&o)
+    );
+    let err = stderr(&o);
+    assert!(!err.contains("panicked"), "panic: {err}");
+    err
+}
+
+/// The plan as JSON, with `env` added to the clean environment.
+pub fn plan_json_env(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let mut all = vec!["plan", "--output", "json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok_env(&all, env)).expect("plan JSON")
+}
+
+/// The plan as JSON.
+pub fn plan_json(args: &[&str]) -> serde_json::Value {
+    plan_json_env(args, &[])
+}

@@ -1,0 +1,282 @@
+//! `ovlaunch estimate` and `ovlaunch tune` through the real binary and the library: the JSON
+//! contract, errors, and the model's properties (more GPUs at the same per-GPU layout never
+//! predict fewer tokens per second; tune never proposes a layout that does not fit).
+
+use proptest::prelude::*;
+use proptest::sample::select;
+
+use ovlaunch::catalog::{Catalog, hardware};
+use ovlaunch::estimate::tune::{self, Layout};
+use ovlaunch::estimate::{Efficiency, estimate};
+use ovlaunch::plan::Plan;
+use ovlaunch::resolve::{self, overrides};
+use ovlaunch::version::Stack;
+
+use crate::common::{ok, run, stderr};
+
+fn plan(recipe: &str, gpus: &str, sets: &[String]) -> ovlaunch::error::Result<Plan> {
+    let cat = Catalog::embedded()?;
+    let r = cat.recipe(recipe)?;
+    let hw = hardware::parse(gpus, &cat.gpus, None)?;
+    let sets = overrides::parse_sets(sets)?;
+    resolve::resolve(&resolve::Inputs {
+        recipe: &r,
+        hardware: &hw,
+        precision: None,
+        variant: None,
+        sets: &sets,
+        envs: &[],
+        unsets: &[],
+        stack: &Stack::default(),
+        strict: false,
+    })
+}
+
+#[test]
+fn estimate_json_has_exactly_the_documented_keys() {
+    let out = ok(&[
+        "estimate", "-r", "llama70b", "-g", "h100x64", "--output", "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "tokens_per_sec_per_gpu",
+            "step_time_s",
+            "model_tflops_per_gpu",
+            "mfu",
+            "memory_gib_per_gpu",
+            "fits",
+            "breakdown"
+        ]
+    );
+    let tps = v["tokens_per_sec_per_gpu"].as_f64().unwrap();
+    let step = v["step_time_s"].as_f64().unwrap();
+    // Llama 3 70B on 64 H100: GBS 256 x 8192 tokens per step.
+    assert!((tps * step * 64.0 / (256.0 * 8192.0) - 1.0).abs() < 1e-9);
+    for k in [
+        "compute_s",
+        "bubble_s",
+        "tp_comm_s",
+        "dp_comm_s",
+        "pp_comm_s",
+        "ep_comm_s",
+        "cp_comm_s",
+    ] {
+        assert!(v["breakdown"][k].as_f64().unwrap() >= 0.0, "{k}");
+    }
+    assert!(
+        v["breakdown"]["memory_gib"]["capacity_gib"]
+            .as_f64()
+            .unwrap()
+            > 70.0
+    );
+}
+
+#[test]
+fn estimate_text_and_set_override() {
+    let base = ok(&["estimate", "-r", "llama70b", "-g", "h100x64"]);
+    assert!(base.contains("tokens/s/GPU"), "{base}");
+    let off = ok(&[
+        "estimate",
+        "-r",
+        "llama70b",
+        "-g",
+        "h100x64",
+        "-o",
+        "json",
+        "--set",
+        "comm_overlap.tp_comm_overlap=false",
+    ]);
+    let on = ok(&["estimate", "-r", "llama70b", "-g", "h100x64", "-o", "json"]);
+    let t = |s: &str| {
+        serde_json::from_str::<serde_json::Value>(s).unwrap()["breakdown"]["tp_comm_s"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        t(&off) > t(&on),
+        "TP overlap off must expose more TP communication"
+    );
+}
+
+#[test]
+fn estimate_on_a_kind_without_constants_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("site.yaml");
+    std::fs::write(
+        &file,
+        "- kind: x9\n  description: a site GPU without perf constants\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n  recipe_gpu: h100\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let o = run(&[
+        "estimate",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "x9x8",
+        "--hardware-file",
+        f,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("performance constants"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn tune_json_lists_candidates_best_first_with_runnable_commands() {
+    let out = ok(&[
+        "tune", "-r", "llama70b", "-g", "h100x64", "--top", "4", "--output", "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let c = v["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 4);
+    let tps: Vec<f64> = c
+        .iter()
+        .map(|x| x["estimate"]["tokens_per_sec_per_gpu"].as_f64().unwrap())
+        .collect();
+    assert!(tps.windows(2).all(|w| w[0] >= w[1]), "{tps:?}");
+    for x in c {
+        let keys: Vec<&str> = x["layout"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "tensor_model_parallel_size",
+                "pipeline_model_parallel_size",
+                "virtual_pipeline_model_parallel_size",
+                "context_parallel_size",
+                "expert_model_parallel_size",
+                "expert_tensor_parallel_size",
+                "micro_batch_size"
+            ]
+        );
+        assert!(x["estimate"]["fits"].as_bool().unwrap());
+        // The command resolves to the same layout: run its plan and compare.
+        let cmd = x["command"].as_str().unwrap();
+        let words: Vec<String> = cmd
+            .split(' ')
+            .skip(1)
+            .map(|w| w.trim_matches('\'').to_string())
+            .collect();
+        let mut args: Vec<&str> = vec!["plan", "-o", "json"];
+        args.extend(words.iter().map(String::as_str));
+        let p: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        let l = &x["layout"];
+        assert_eq!(
+            p["model"]["tensor_model_parallel_size"],
+            l["tensor_model_parallel_size"]
+        );
+        assert_eq!(
+            p["model"]["pipeline_model_parallel_size"],
+            l["pipeline_model_parallel_size"]
+        );
+        assert_eq!(
+            p["model"]["context_parallel_size"],
+            l["context_parallel_size"]
+        );
+        assert_eq!(p["train"]["micro_batch_size"], l["micro_batch_size"]);
+    }
+}
+
+#[test]
+fn tune_with_zero_top_is_a_usage_error() {
+    let o = run(&["tune", "-r", "llama70b", "-g", "h100x64", "--top", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn tune_when_nothing_fits_says_so() {
+    // Llama 3.1 405B on 8 H100s cannot hold its weights and optimizer state.
+    let o = run(&["tune", "-r", "llama405b", "-g", "h100x8"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no layout"), "{}", stderr(&o));
+}
+
+fn layout_sets(tp: u32, pp: u32, cp: u32, mbs: u32, gbs: u32) -> Vec<String> {
+    let mut s = Layout {
+        tensor_model_parallel_size: tp,
+        pipeline_model_parallel_size: pp,
+        virtual_pipeline_model_parallel_size: None,
+        context_parallel_size: cp,
+        expert_model_parallel_size: 1,
+        expert_tensor_parallel_size: None,
+        micro_batch_size: mbs,
+    }
+    .sets();
+    s.push(format!("train.global_batch_size={gbs}"));
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Same per-GPU layout (TP, PP, CP, micro batch, microbatches per step), more data-parallel
+    /// replicas with the global batch weak-scaled: the job never predicts fewer tokens/s.
+    #[test]
+    fn more_gpus_never_predict_fewer_tokens_per_second(
+        recipe in select(vec!["llama3_8b", "llama3_70b"]),
+        kind in select(vec!["h100", "b200", "gb200", "gb300"]),
+        tp in select(vec![1u32, 2, 4, 8]),
+        pp in select(vec![1u32, 2, 4]),
+        cp in select(vec![1u32, 2]),
+        mbs in select(vec![1u32, 2]),
+        micro in select(vec![8u32, 16, 32]),
+        dp in select(vec![1u32, 2, 4]),
+        factor in select(vec![2u32, 4, 8]),
+    ) {
+        let per = if kind.starts_with("gb") { 4 } else { 8 };
+        let mp = tp * pp * cp;
+        let world = mp * dp;
+        prop_assume!(world % per == 0 || world < per);
+        let small = plan(recipe, &format!("{kind}x{world}"), &layout_sets(tp, pp, cp, mbs, mbs * dp * micro));
+        let big = plan(
+            recipe,
+            &format!("{kind}x{}", world * factor),
+            &layout_sets(tp, pp, cp, mbs, mbs * dp * factor * micro),
+        );
+        let (Ok(small), Ok(big)) = (small, big) else { return Ok(()); };
+        let eff = Efficiency::embedded().unwrap();
+        let a = estimate(&small, &eff).unwrap();
+        let b = estimate(&big, &eff).unwrap();
+        let total_a = a.tokens_per_sec_per_gpu * f64::from(world);
+        let total_b = b.tokens_per_sec_per_gpu * f64::from(world * factor);
+        prop_assert!(total_b >= total_a, "{world} GPUs {total_a} tokens/s > {} GPUs {total_b}", world * factor);
+    }
+
+    /// Whatever the model, GPU kind and count, every layout tune proposes fits, and its exact
+    /// plan's estimate says so.
+    #[test]
+    fn tune_never_proposes_a_layout_that_does_not_fit(
+        recipe in select(vec!["llama3_8b", "llama3_70b", "llama31_405b", "qwen3_30b_a3b", "gpt_oss_120b"]),
+        kind in select(vec!["h100", "b200", "gb200"]),
+        nodes in select(vec![1u32, 2, 4, 8, 16]),
+    ) {
+        let per = if kind.starts_with("gb") { 4 } else { 8 };
+        let gpus = format!("{kind}x{}", per * nodes);
+        let Ok(base) = plan(recipe, &gpus, &[]) else { return Ok(()); };
+        let eff = Efficiency::embedded().unwrap();
+        let fixed = vec![format!("train.global_batch_size={}", base.train.global_batch_size)];
+        let mut res = |extra: &[String]| {
+            let mut all = fixed.clone();
+            all.extend(extra.iter().cloned());
+            plan(recipe, &gpus, &all)
+        };
+        let out = tune::tune(&base, &eff, 5, &mut res, &mut |_| {}).unwrap();
+        for c in &out.candidates {
+            prop_assert!(c.estimate.fits);
+            prop_assert!(c.estimate.memory_gib_per_gpu <= c.estimate.memory.capacity_gib);
+            let p = plan(recipe, &gpus, &[fixed.clone(), c.sets.clone()].concat()).unwrap();
+            prop_assert!(estimate(&p, &eff).unwrap().fits);
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The local executor runs a REAL torchrun on this machine (Debian's python3-torch in CI):
+//! two workers started through the rank runtime record their identity and env. Without
+//! torchrun the test says so and passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (CI).
+
+use crate::common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `ovlaunch submit --executor local` of the tiny recipe on two CPU ranks.
+fn run_local(dir: &Path, job: &str, port: &str, extra: &[&str], exit_code: &str) -> Output {
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let recipe = format!("{fixtures}/tiny.yaml");
+    let record = format!("{fixtures}/record_rank.py");
+    let job_dir = dir.join(job);
+    Command::new(common::bin())
+        .current_dir(dir)
+        .args([
+            "submit",
+            "--recipe",
+            &recipe,
+            "--gpus",
+            "cpux2",
+            "--executor",
+            "local",
+            "--torchrun-flags",
+            "underscore",
+        ])
+        .args([
+            "--job-dir",
+            job_dir.to_str().unwrap(),
+            "--rank-runtime",
+            common::rank_bin(),
+            "--master-port",
+            port,
+        ])
+        .args(extra)
+        .args(["--", "python3", &record, exit_code])
+        .output()
+        .unwrap()
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn local_executor_runs_real_torchrun() {
+    if which::which("torchrun").is_err() {
+        assert!(
+            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
+            "torchrun is required in CI (.ci/install.sh torch)"
+        );
+        eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_local(
+        dir.path(),
+        "job",
+        "29731",
+        &["--env", "OVL_LOCAL=a 'b' $c"],
+        "0",
+    );
+    assert!(
+        o.status.success(),
+        "local run failed:\n{}\n{}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
+    let job = dir.path().join("job");
+    assert_eq!(read_json(&job.join("submission.json"))["exit_code"], 0);
+    for r in 0..2 {
+        let v = read_json(&job.join(format!("ranks/rank-{r}.json")));
+        assert_eq!(v["env"]["RANK"], r.to_string());
+        assert_eq!(v["env"]["LOCAL_RANK"], r.to_string());
+        assert_eq!(v["env"]["WORLD_SIZE"], "2");
+        assert_eq!(v["env"]["OVL_LOCAL"], "a 'b' $c");
+        assert_eq!(v["env"]["OVL_RECIPE_VAR"], "from the recipe");
+    }
+    // A failing trainer's exit code comes back through torchrun and ovlaunch.
+    let o = run_local(dir.path(), "job2", "29732", &[], "3");
+    assert_ne!(o.status.code(), Some(0), "a failing trainer fails the run");
+    assert_ne!(
+        read_json(&dir.path().join("job2/submission.json"))["exit_code"],
+        0
+    );
+}

@@ -1,0 +1,26 @@
+//! The integration tests: one test binary (`cargo test --test it`), one module per area.
+//! Filter by module path, e.g. `cargo test --test it plugins::` or `cargo test --test it rank_`.
+//! Shared helpers (running the real binaries, reading their output) live in [`common`].
+
+mod common;
+
+mod bridge_comm_overlap;
+mod bridge_mixed_precision;
+mod bridge_proof;
+mod bridge_userbuffers;
+mod cli_errors;
+mod cli_outputs;
+mod env_rules;
+mod env_unset;
+mod estimate;
+mod local_torchrun;
+mod placement;
+mod plan_properties;
+mod plugins;
+mod rank_hostlist;
+mod rank_runtime;
+mod rank_sysfs;
+mod recipe_rows;
+mod shell_roundtrip;
+mod slurm_e2e;
+mod snapshots;

@@ -1,0 +1,1228 @@
+//! Plugins end to end through the real binary: each built-in's effect on the plan, the
+//! environment and the rendered script (the applicable rows of Megatron-Bridge's
+//! `test_run_plugins.py` and the performance scripts' GPU-tuning test), conflicts and
+//! unknown names, user plugin files, `--explain`, and the rendered scripts under
+//! `bash -n`, shellcheck and bash itself (with stand-in `srun` and `scontrol`).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{ok, ok_env, plan_json_env, usage_error};
+
+const JOB: &[&str] = &["--rank-runtime", "ovlaunch-rank", "--job-dir", "/jobs/x"];
+
+/// `--recipe R --gpus G --dry-run` plus the job flags and `extra`.
+fn dry(recipe: &str, gpus: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = ["--recipe", recipe, "--gpus", gpus, "--dry-run"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    v.extend(JOB.iter().map(|s| s.to_string()));
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The script part of a dry run.
+fn script(out: &str) -> &str {
+    &out[out
+        .find("#!/bin/bash")
+        .expect("script in the dry-run output")..]
+}
+
+/// The line of the main launch step (`srun ... \` plus its command line).
+fn step(out: &str) -> String {
+    let s = script(out);
+    let lines: Vec<&str> = s.lines().collect();
+    let i = lines
+        .iter()
+        .rposition(|l| l.starts_with("srun ") && l.ends_with('\\'))
+        .expect("launch step");
+    format!("{}\n{}", lines[i], lines[i + 1])
+}
+
+fn env_entry<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    &plan["env"][name]
+}
+
+// -------------------------------------------------------------------------------------
+// nsys (rows 9, 10 and the NeMo-Run / perf-script command line)
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn nsys_defaults_wrap_the_trainer_like_bridge() {
+    let out = ok(&refs(&dry("llama70b", "h100x64", &["--plugin", "nsys"])));
+    let s = step(&out);
+    assert!(
+        s.contains("-- nsys profile -s none -t nvtx,cuda -o '/jobs/x/nsys_profile/profile_%p_%q{SLURM_JOB_ID}_node%q{SLURM_NODEID}_rank%q{SLURM_PROCID}' --force-overwrite=true --capture-range=cudaProfilerApi --capture-range-end=stop --cuda-graph-trace=node --cuda-event-trace=false python "),
+        "{s}"
+    );
+    assert!(
+        s.contains("profiling.use_nsys_profiler=true profiling.profile_step_start=10 profiling.profile_step_end=11 'profiling.profile_ranks=[0]' profiling.record_shapes=false"),
+        "{s}"
+    );
+    assert!(script(&out).contains("\nmkdir -p /jobs/x/nsys_profile\n"));
+    assert!(out.contains("#   plugins    nsys\n"), "{out}");
+    // nsys changes nothing in the plan's env.
+    let base = plan_json_env(&["--recipe", "llama70b", "--gpus", "h100x64"], &[]);
+    let with = plan_json_env(
+        &[
+            "--recipe", "llama70b", "--gpus", "h100x64", "--plugin", "nsys",
+        ],
+        &[],
+    );
+    assert_eq!(base["env"], with["env"]);
+    assert_eq!(with["plugins"][0]["name"], "nsys");
+    assert_eq!(with["plugins"][0]["options"]["profile_step_start"], 10);
+}
+
+#[test]
+fn nsys_options_reach_the_overrides_and_prefix() {
+    // Row 10: start 50, end 100, ranks [0,1,2], record_shapes True.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &[
+            "--plugin",
+            "nsys:profile_step_start=50,profile_step_end=100,profile_ranks=0,1,2,record_shapes=true,nsys_trace=cuda-sw,nvtx",
+        ],
+    )));
+    let s = step(&out);
+    for want in [
+        "profiling.use_nsys_profiler=true",
+        "profiling.profile_step_start=50",
+        "profiling.profile_step_end=100",
+        "'profiling.profile_ranks=[0,1,2]'",
+        "profiling.record_shapes=true",
+        " -t cuda-sw,nvtx ",
+    ] {
+        assert!(s.contains(want), "{want} in {s}");
+    }
+    assert!(
+        out.contains("nsys (nsys_trace=cuda-sw,nvtx, profile_ranks=0,1,2,"),
+        "{out}"
+    );
+}
+
+#[test]
+fn nsys_extra_args_replace_same_named_defaults() {
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &[
+            "--plugin",
+            "nsys:nsys_extra_args=--cuda-graph-trace=graph,--cpuctxsw=none,export_sqlite=true",
+        ],
+    )));
+    let s = step(&out);
+    assert!(
+        s.contains(" --cuda-graph-trace=graph --cpuctxsw=none --force-overwrite=true --capture-range=cudaProfilerApi --capture-range-end=stop --cuda-event-trace=false --export=sqlite python "),
+        "{s}"
+    );
+    assert!(!s.contains("--cuda-graph-trace=node"), "{s}");
+}
+
+#[test]
+fn nsys_with_the_local_executor_names_reports_without_slurm_variables() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny.yaml");
+    let out = ok(&refs(&dry(
+        fixture,
+        "cpux2",
+        &["--executor", "local", "--plugin", "nsys"],
+    )));
+    let sc = script(&out);
+    assert!(
+        sc.contains("-- nsys profile -s none -t nvtx,cuda -o /jobs/x/nsys_profile/profile_%p --force-overwrite=true"),
+        "{sc}"
+    );
+    assert!(!sc.contains("SLURM_JOB_ID"), "{sc}");
+
+    // `ovlaunch torchrun` (no Slurm) applies plugins the same way.
+    let out = ok(&[
+        "torchrun",
+        "--recipe",
+        fixture,
+        "--gpus",
+        "cpux2",
+        "--rank-runtime",
+        "ovlaunch-rank",
+        "--job-dir",
+        "/jobs/x",
+        "--plugin",
+        "nsys",
+        "--plugin",
+        "determinism",
+    ]);
+    assert!(
+        out.contains("-- nsys profile -s none -t nvtx,cuda -o /jobs/x/nsys_profile/profile_%p "),
+        "{out}"
+    );
+    assert!(out.contains("export NCCL_ALGO=Ring\n"), "{out}");
+    let err = usage_error(&[
+        "torchrun",
+        "--recipe",
+        fixture,
+        "--gpus",
+        "cpux2",
+        "--plugin",
+        "preemption",
+    ]);
+    assert!(err.contains("slurm executor only"), "{err}");
+}
+
+// -------------------------------------------------------------------------------------
+// pytorch-profiler (rows 12, 13)
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn pytorch_profiler_overrides() {
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &[
+            "--plugin",
+            "pytorch-profiler:profile_step_start=5,profile_step_end=15,profile_ranks=0,1",
+        ],
+    )));
+    let s = step(&out);
+    assert!(
+        s.contains("profiling.use_pytorch_profiler=true profiling.profile_step_start=5 profiling.profile_step_end=15 'profiling.profile_ranks=[0,1]' profiling.record_memory_history=true profiling.memory_snapshot_path=/jobs/x/pytorch_profile/snapshot.pickle profiling.record_shapes=false logger.tensorboard_dir=/jobs/x/pytorch_profile"),
+        "{s}"
+    );
+    assert!(!s.contains("nsys"), "{s}");
+}
+
+#[test]
+fn profilers_and_fault_tolerance_conflict_with_nsys() {
+    for other in ["pytorch-profiler", "fault-tolerance"] {
+        let mut args = dry(
+            "llama70b",
+            "h100x64",
+            &[
+                "--launcher",
+                "torchrun",
+                "--plugin",
+                other,
+                "--plugin",
+                "nsys",
+            ],
+        );
+        let err = usage_error(&refs(&args));
+        assert!(
+            err.contains("`nsys`") && err.contains(&format!("`{other}`")),
+            "{err}"
+        );
+        assert!(err.contains("cannot be used together"), "{err}");
+        // Also with the order reversed, and in `plan`.
+        args.retain(|a| a != "--dry-run");
+        let mut p = vec!["plan".to_string()];
+        p.extend(args);
+        let err = usage_error(&refs(&p));
+        assert!(
+            err.contains("`nsys`") && err.contains(&format!("`{other}`")),
+            "{err}"
+        );
+    }
+}
+
+// -------------------------------------------------------------------------------------
+// preemption (rows 1, 2, 5)
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn preemption_signals_the_batch_shell_and_requeues() {
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "preemption"],
+    )));
+    let sc = script(&out);
+    for want in [
+        "#SBATCH --signal=B:TERM@60\n",
+        "#SBATCH --requeue\n",
+        "#SBATCH --open-mode=append\n",
+        "trap 'ovlaunch_signal=TERM; if [ -n \"$ovlaunch_step\" ]; then scancel --signal=TERM \"$SLURM_JOB_ID\" || true; fi' TERM\n",
+        "scontrol requeue \"$SLURM_JOB_ID\"",
+    ] {
+        assert!(sc.contains(want), "{want} in\n{sc}");
+    }
+    let s = step(&out);
+    assert!(
+        s.contains(
+            " train.exit_signal_handler=True train.exit_signal_handler_for_dataloader=False"
+        ),
+        "{s}"
+    );
+    assert!(s.ends_with(" &"), "the step runs in the background: {s}");
+
+    // Row 2: preempt_time=120.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "preemption:preempt_time=120"],
+    )));
+    assert!(script(&out).contains("#SBATCH --signal=B:TERM@120\n"));
+
+    // Exit handler off: no overrides (Bridge appends nothing); requeue off: no --requeue.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &[
+            "--plugin",
+            "preemption:enable_exit_handler=false,requeue=false",
+        ],
+    )));
+    assert!(!step(&out).contains("exit_signal_handler"));
+    assert!(!script(&out).contains("--requeue"));
+    assert!(!script(&out).contains("scontrol requeue"));
+
+    // Slurm only.
+    let err = usage_error(&refs(&dry(
+        "llama8b",
+        "h100x8",
+        &["--executor", "local", "--plugin", "preemption"],
+    )));
+    assert!(err.contains("slurm executor only"), "{err}");
+}
+
+// -------------------------------------------------------------------------------------
+// fault-tolerance (rows 6, 7; NeMo-Run's FaultTolerance launcher)
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn fault_tolerance_replaces_torchrun_with_ft_launcher() {
+    let out = ok(&refs(&dry(
+        "llama8b",
+        "h100x16",
+        &["--launcher", "torchrun", "--plugin", "fault-tolerance"],
+    )));
+    let s = step(&out);
+    assert!(
+        s.contains("  ft_launcher --nnodes=2 --nproc-per-node=8 --ft-initial_rank_heartbeat_timeout 1800 --ft-rank_heartbeat_timeout 300 --max-restarts 3 --rdzv-backend=c10d "),
+        "{s}"
+    );
+    assert!(!s.contains("torchrun"), "{s}");
+    assert!(
+        s.contains(" ft.enable_ft_package=true ft.calc_ft_timeouts=true"),
+        "{s}"
+    );
+    let sc = script(&out);
+    for want in [
+        "#SBATCH --requeue\n",
+        "#SBATCH --ntasks-per-node=1\n",
+        "export FAULT_TOL_CFG_PATH=/jobs/x/llama3_8b-h100x16_ft_cfg.yml\n",
+        "export FAULT_TOL_FINISHED_FLAG_FILE=/jobs/x/llama3_8b-h100x16_finished_flag\n",
+        "ft_max_failures=2\n",
+    ] {
+        assert!(sc.contains(want), "{want} in\n{sc}");
+    }
+
+    let out = ok(&refs(&dry(
+        "llama8b",
+        "h100x16",
+        &[
+            "--launcher",
+            "torchrun",
+            "--plugin",
+            "fault-tolerance:num_in_job_restarts=5,calc_ft_timeouts=false,ft_arg_prefix=--ft-param-",
+        ],
+    )));
+    let s = step(&out);
+    assert!(
+        s.contains("--ft-param-initial_rank_heartbeat_timeout 1800"),
+        "{s}"
+    );
+    assert!(s.contains("--max-restarts 5"), "{s}");
+    assert!(s.contains("ft.calc_ft_timeouts=false"), "{s}");
+
+    let err = usage_error(&refs(&dry(
+        "llama8b",
+        "h100x16",
+        &["--plugin", "fault-tolerance"],
+    )));
+    assert!(err.contains("needs the torchrun launcher"), "{err}");
+    assert!(err.contains("--launcher torchrun"), "{err}");
+}
+
+// -------------------------------------------------------------------------------------
+// wandb / comet (rows 14-25)
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn wandb_passes_the_key_as_a_secret_and_sets_the_logger() {
+    let args = dry(
+        "llama70b",
+        "h100x64",
+        &[
+            "--plugin",
+            "wandb:project=script_project,entity=test_entity,name=script_run,save_dir=/script/wandb",
+        ],
+    );
+    let out = ok_env(&refs(&args), &[("WANDB_API_KEY", "test_key_123")]);
+    assert!(!out.contains("test_key_123"), "the key leaked:\n{out}");
+    assert!(
+        out.contains("WANDB_API_KEY=<redacted>  # plugin:wandb"),
+        "{out}"
+    );
+    let s = step(&out);
+    assert!(
+        s.contains(" logger.wandb_project=script_project logger.wandb_entity=test_entity logger.wandb_exp_name=script_run logger.wandb_save_dir=/script/wandb"),
+        "{s}"
+    );
+    // The key reaches the job through the private secrets file, not an export.
+    let sc = script(&out);
+    assert!(sc.contains(". /jobs/x/secrets.env\n"), "{sc}");
+    assert!(!sc.contains("export WANDB_API_KEY"), "{sc}");
+
+    let plan = plan_json_env(
+        &[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--plugin",
+            "wandb:project=p",
+        ],
+        &[("WANDB_API_KEY", "test_key_123")],
+    );
+    assert_eq!(env_entry(&plan, "WANDB_API_KEY")["source"], "plugin:wandb");
+    assert_eq!(env_entry(&plan, "WANDB_API_KEY")["value"], "<redacted>");
+
+    // From a named variable, or as an option (redacted in the script header too).
+    let plan = plan_json_env(
+        &[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--plugin",
+            "wandb:project=p,api_key_env=MY_WANDB",
+        ],
+        &[("MY_WANDB", "k")],
+    );
+    assert_eq!(env_entry(&plan, "WANDB_API_KEY")["source"], "plugin:wandb");
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "wandb:project=p,api_key=opt_key_456"],
+    )));
+    assert!(!out.contains("opt_key_456"), "{out}");
+    assert!(out.contains("wandb:project=p,api_key=<redacted>"), "{out}");
+}
+
+#[test]
+fn wandb_without_a_key_has_no_effect() {
+    // Row 16: a warning naming the variable; no env var, no overrides.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "wandb:project=p"],
+    )));
+    assert!(
+        out.contains(
+            "# warning: plugin wandb has no effect: WANDB_API_KEY environment variable is not set"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("WANDB_API_KEY="), "{out}");
+    assert!(!step(&out).contains("logger.wandb"), "{out}");
+    assert!(!out.contains("#   plugins"), "{out}");
+    // --env counts as setting it.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "wandb:project=p", "--env", "WANDB_API_KEY=k"],
+    )));
+    assert!(step(&out).contains("logger.wandb_project=p"), "{out}");
+    // project is required.
+    let err = usage_error(&refs(&dry("llama70b", "h100x64", &["--plugin", "wandb"])));
+    assert!(err.contains("needs option `project`"), "{err}");
+}
+
+#[test]
+fn comet_overrides_and_key() {
+    // Row 20: all three fields.
+    let out = ok_env(
+        &refs(&dry(
+            "llama70b",
+            "h100x64",
+            &["--plugin", "comet:project=p1,workspace=ws,name=exp"],
+        )),
+        &[("COMET_API_KEY", "ckey")],
+    );
+    assert!(
+        step(&out).contains(
+            " logger.comet_project=p1 logger.comet_workspace=ws logger.comet_experiment_name=exp"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("COMET_API_KEY=<redacted>  # plugin:comet"),
+        "{out}"
+    );
+    // Row 21: project only.
+    let out = ok_env(
+        &refs(&dry(
+            "llama70b",
+            "h100x64",
+            &["--plugin", "comet:project=bare_project"],
+        )),
+        &[("COMET_API_KEY", "ckey")],
+    );
+    let s = step(&out);
+    assert!(s.contains(" logger.comet_project=bare_project"), "{s}");
+    assert!(
+        !s.contains("comet_workspace") && !s.contains("comet_experiment_name"),
+        "{s}"
+    );
+    // Row 22: no key.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "comet:project=p"],
+    )));
+    assert!(
+        out.contains("COMET_API_KEY environment variable is not set"),
+        "{out}"
+    );
+    assert!(!step(&out).contains("logger.comet"), "{out}");
+}
+
+#[test]
+fn nsys_and_wandb_together() {
+    // Row 25.
+    let out = ok_env(
+        &refs(&dry(
+            "llama70b",
+            "h100x64",
+            &[
+                "--plugin",
+                "nsys:profile_step_start=100,profile_step_end=200,profile_ranks=0,1",
+                "--plugin",
+                "wandb:project=llama_profiling,name=profile_run",
+            ],
+        )),
+        &[("WANDB_API_KEY", "test_key")],
+    );
+    let s = step(&out);
+    for want in [
+        "profiling.use_nsys_profiler=true",
+        "profiling.profile_step_start=100",
+        "logger.wandb_project=llama_profiling",
+        "logger.wandb_exp_name=profile_run",
+    ] {
+        assert!(s.contains(want), "{want} in {s}");
+    }
+    assert!(out.contains("WANDB_API_KEY=<redacted>"), "{out}");
+}
+
+// -------------------------------------------------------------------------------------
+// determinism (P13 and the recipe-environment determinism rows)
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn determinism_sets_env_and_model_fields() {
+    let plan = plan_json_env(
+        &[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--plugin",
+            "determinism",
+        ],
+        &[],
+    );
+    for (k, v) in [
+        ("NCCL_ALGO", "Ring"),
+        ("NVTE_ALLOW_NONDETERMINISTIC_ALGO", "0"),
+        ("CUBLAS_WORKSPACE_CONFIG", ":4096:8"),
+    ] {
+        assert_eq!(env_entry(&plan, k)["value"], v, "{k}");
+        assert_eq!(env_entry(&plan, k)["source"], "plugin:determinism", "{k}");
+    }
+    assert_eq!(plan["model"]["deterministic_mode"], true);
+    assert_eq!(plan["model"]["cross_entropy_loss_fusion"], false);
+    // The recipe has comm_overlap: TP overlap is turned off, and the model follows.
+    assert_eq!(plan["comm_overlap"]["tp_comm_overlap"], false);
+    assert_eq!(plan["model"]["tp_comm_overlap"], false);
+    let d = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["key"] == "comm_overlap.tp_comm_overlap" && d["source"] == "plugin:determinism")
+        .expect("decision");
+    assert_eq!(d["value"], false);
+
+    // The script exports them.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "determinism"],
+    )));
+    let sc = script(&out);
+    assert!(sc.contains("export NCCL_ALGO=Ring\n"), "{sc}");
+    assert!(
+        sc.contains("export CUBLAS_WORKSPACE_CONFIG=:4096:8\n"),
+        "{sc}"
+    );
+    assert!(
+        sc.contains("export NVTE_ALLOW_NONDETERMINISTIC_ALGO=0\n"),
+        "{sc}"
+    );
+}
+
+#[test]
+fn determinism_leaves_an_absent_comm_overlap_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("plain.yaml");
+    std::fs::write(
+        &recipe,
+        "name: plain\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n",
+    )
+    .unwrap();
+    let r = recipe.to_str().unwrap();
+    let plan = plan_json_env(
+        &["--recipe", r, "--gpus", "h100x8", "--plugin", "determinism"],
+        &[],
+    );
+    assert!(plan["comm_overlap"].is_null(), "{}", plan["comm_overlap"]);
+    assert_eq!(plan["model"]["deterministic_mode"], true);
+    let d = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["key"] == "comm_overlap.tp_comm_overlap")
+        .expect("the skip is recorded");
+    assert_eq!(d["source"], "plugin:determinism");
+    assert!(d["value"].is_null());
+    assert!(
+        d["rule"]
+            .as_str()
+            .unwrap()
+            .contains("no `comm_overlap` section"),
+        "{d}"
+    );
+}
+
+#[test]
+fn user_flags_beat_determinism() {
+    // Bridge: explicit env_vars overrides beat the determinism env; --set beats plan.set.
+    let plan = plan_json_env(
+        &[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--plugin",
+            "determinism",
+            "--env",
+            "NCCL_ALGO=Tree",
+            "--set",
+            "model.cross_entropy_loss_fusion=true",
+        ],
+        &[],
+    );
+    assert_eq!(env_entry(&plan, "NCCL_ALGO")["value"], "Tree");
+    assert_eq!(env_entry(&plan, "NCCL_ALGO")["source"], "user");
+    assert_eq!(
+        env_entry(&plan, "CUBLAS_WORKSPACE_CONFIG")["value"],
+        ":4096:8"
+    );
+    assert_eq!(plan["model"]["cross_entropy_loss_fusion"], true);
+    assert_eq!(plan["model"]["deterministic_mode"], true);
+}
+
+// -------------------------------------------------------------------------------------
+// nccl-debug
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn nccl_debug_env() {
+    let plan = plan_json_env(
+        &[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--plugin",
+            "nccl-debug:subsys=INIT,COLL",
+        ],
+        &[],
+    );
+    for (k, v) in [
+        ("NCCL_DEBUG", "INFO"),
+        ("NCCL_DEBUG_SUBSYS", "INIT,COLL"),
+        ("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),
+        ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
+        ("TORCH_SHOW_CPP_STACKTRACES", "1"),
+    ] {
+        assert_eq!(env_entry(&plan, k)["value"], v, "{k}");
+        assert_eq!(env_entry(&plan, k)["source"], "plugin:nccl-debug", "{k}");
+    }
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "nccl-debug"],
+    )));
+    let sc = script(&out);
+    assert!(
+        sc.contains("export NCCL_DEBUG_FILE=/jobs/x/nccl-debug/nccl-%h-%p.log\n"),
+        "{sc}"
+    );
+    assert!(sc.contains("\nmkdir -p /jobs/x/nccl-debug\n"), "{sc}");
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "nccl-debug:dump_on_timeout=false,level=WARN"],
+    )));
+    assert!(!out.contains("TORCH_NCCL_DUMP_ON_TIMEOUT"), "{out}");
+    assert!(
+        out.contains("NCCL_DEBUG=WARN  # plugin:nccl-debug"),
+        "{out}"
+    );
+}
+
+// -------------------------------------------------------------------------------------
+// gpu-tuning (test_run_script_entrypoint.py "GPU tuning setup lines", bridge-launch 4.5)
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn gpu_tuning_setup_lines_match_bridge() {
+    let mut args = dry(
+        "llama8b",
+        "h100x16",
+        &["--plugin", "gpu-tuning:gpu_clock=1200,mem_clock=2600"],
+    );
+    let i = args.iter().position(|a| a == "/jobs/x").unwrap();
+    args[i] = "/job/dir".into();
+    let out = ok(&refs(&args));
+    let want = "# Setup.\n\
+# Enable VBoost\n\
+srun --ntasks=2 --output /job/dir/vboost.out --error /job/dir/vboost.err bash -c 'sudo nvidia-smi boost-slider --vboost 1'\n\
+# Lock GPU graphics clock\n\
+srun --ntasks-per-node=1 --output /job/dir/lock_gpu_freq.out --error /job/dir/lock_gpu_freq.err bash -c 'sudo nvidia-smi -lgc 1200'\n\
+# Lock GPU memory clock\n\
+srun --ntasks=2 --ntasks-per-node=1 --output /job/dir/peak_mem_clock.out --error /job/dir/peak_mem_clock.err bash -c 'sudo nvidia-smi -lmc 2600,2600'\n";
+    assert!(script(&out).contains(want), "{}", script(&out));
+
+    let out = ok(&refs(&dry(
+        "llama8b",
+        "h100x16",
+        &["--plugin", "gpu-tuning:vboost=false"],
+    )));
+    assert!(!script(&out).contains("nvidia-smi"), "{out}");
+}
+
+// -------------------------------------------------------------------------------------
+// Names, options, user files, explain
+// -------------------------------------------------------------------------------------
+
+#[test]
+fn unknown_plugins_and_options_suggest_names() {
+    let err = usage_error(&refs(&dry("llama70b", "h100x64", &["--plugin", "nsyss"])));
+    assert!(err.contains("unknown plugin `nsyss`"), "{err}");
+    assert!(err.contains("did you mean `nsys`"), "{err}");
+    let err = usage_error(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "nsys:profile_step_strat=3"],
+    )));
+    assert!(err.contains("no option `profile_step_strat`"), "{err}");
+    assert!(err.contains("did you mean `profile_step_start`"), "{err}");
+    let err = usage_error(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin", "nsys:profile_step_start=ten"],
+    )));
+    assert!(err.contains("not an integer"), "{err}");
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--plugin",
+        "determinsm",
+    ]);
+    assert!(err.contains("did you mean `determinism`"), "{err}");
+}
+
+#[test]
+fn plugins_command_lists_options_defaults_and_help() {
+    let out = ok(&["plugins"]);
+    for want in [
+        "nsys  Profile a step range with Nsight Systems",
+        "profile_step_start",
+        "first profiled step",
+        "conflicts with: pytorch-profiler, fault-tolerance",
+        "needs: --launcher torchrun, --executor slurm",
+        "fault-tolerance",
+        "gpu-tuning",
+        "determinism",
+        "nccl-debug",
+        "preemption",
+        "wandb",
+        "comet",
+        "pytorch-profiler",
+    ] {
+        assert!(out.contains(want), "{want} in\n{out}");
+    }
+}
+
+const USER_PLUGIN: &str = r#"
+name: site-setup
+description: Site-specific setup for the test
+options:
+  greeting: {type: str, default: hello, help: what to echo}
+  cpu_bind: {type: str, default: none, help: srun --cpu-bind}
+launch:
+  setup_lines: ["echo {greeting} from {job_name}"]
+  srun_args: ["--cpu-bind={cpu_bind}"]
+  env: {SITE_MARKER: "{greeting}"}
+render:
+  append_lines: ["echo finished {job_name}"]
+"#;
+
+#[test]
+fn a_user_plugin_directory_changes_the_script_as_its_file_says() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("site.yaml"), USER_PLUGIN).unwrap();
+    std::fs::write(dir.path().join("README.txt"), "not a plugin").unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &[
+            "--plugin-dir",
+            d,
+            "--plugin",
+            "site-setup:greeting=hi there",
+        ],
+    )));
+    let sc = script(&out);
+    assert!(
+        sc.contains("\necho 'hi there' from llama3_70b-h100x64\n"),
+        "{sc}"
+    );
+    assert!(sc.contains("export SITE_MARKER='hi there'\n"), "{sc}");
+    assert!(step(&out).contains(" --cpu-bind=none"), "{}", step(&out));
+    assert!(
+        sc.ends_with("\n# Added by plugin site-setup.\necho finished llama3_70b-h100x64\n"),
+        "{sc}"
+    );
+    // OVLAUNCH_PLUGIN_DIR works the same way; `ovlaunch plugins` lists it.
+    let out = ok_env(
+        &refs(&dry("llama70b", "h100x64", &["--plugin", "site-setup"])),
+        &[("OVLAUNCH_PLUGIN_DIR", d)],
+    );
+    assert!(
+        script(&out).contains("\necho hello from llama3_70b-h100x64\n"),
+        "{out}"
+    );
+    let out = ok_env(&["plugins"], &[("OVLAUNCH_PLUGIN_DIR", d)]);
+    assert!(
+        out.contains("site-setup  Site-specific setup for the test"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_user_plugin_replaces_a_shipped_one_of_the_same_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("nsys.yaml");
+    std::fs::write(
+        &f,
+        "name: nsys\ndescription: site nsys\nlaunch:\n  command_prefix: [nsys-wrapper]\n",
+    )
+    .unwrap();
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin-file", f.to_str().unwrap(), "--plugin", "nsys"],
+    )));
+    let s = step(&out);
+    assert!(s.contains("-- nsys-wrapper python "), "{s}");
+    assert!(!s.contains("nsys profile"), "{s}");
+}
+
+#[test]
+fn bad_user_plugin_files_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.yaml");
+    let fs = f.to_str().unwrap();
+    let base = |extra: &[&str]| {
+        let mut v = vec![
+            "plan",
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--plugin-file",
+            fs,
+        ];
+        v.extend_from_slice(extra);
+        v.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    std::fs::write(&f, "name: bad\nlaunch:\n  setup_linez: [x]\n").unwrap();
+    let err = usage_error(&refs(&base(&[])));
+    assert!(err.contains(&format!("{fs}:3")), "{err}");
+    assert!(err.contains("setup_linez"), "{err}");
+    std::fs::write(
+        &f,
+        "name: bad\noptions:\n  port: {type: int, default: 1}\nlaunch:\n  setup_lines: [\"echo {prot}\"]\n",
+    )
+    .unwrap();
+    let err = usage_error(&refs(&base(&[])));
+    assert!(err.contains(&format!("{fs}:5")), "{err}");
+    assert!(err.contains("did you mean `port`"), "{err}");
+    std::fs::write(&f, "name: bad\nlaunch:\n  sbatch: {reque: null}\n").unwrap();
+    let err = usage_error(&refs(&base(&[])));
+    assert!(err.contains("did you mean `requeue`"), "{err}");
+}
+
+#[test]
+fn explain_shows_plugin_decisions() {
+    let out = ok(&[
+        "plan",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--explain",
+        "--plugin",
+        "determinism",
+        "--plugin",
+        "nsys",
+        "--plugin",
+        "preemption",
+        "--job-dir",
+        "/jobs/x",
+        "--rank-runtime",
+        "ovlaunch-rank",
+    ]);
+    for want in [
+        "plugin.determinism = {} [plugin:determinism]: enabled",
+        "model.deterministic_mode = true [plugin:determinism]",
+        "env.NCCL_ALGO = \"Ring\" [plugin:determinism]",
+        "plugin.nsys = ",
+        "# launch decisions",
+        "launch.command_prefix = [\"nsys\",\"profile\"",
+        "[plugin:nsys]",
+        "sbatch.signal = \"B:TERM@60\" [plugin:preemption]",
+        "sbatch.requeue = null [plugin:preemption]",
+        "launch.forward_signals = [\"TERM\"] [plugin:preemption]",
+    ] {
+        assert!(out.contains(want), "{want} in\n{out}");
+    }
+}
+
+#[test]
+fn secrets_stay_in_the_plan_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("leak.yaml");
+    std::fs::write(&f, "name: leak\nlaunch:\n  env: {MY_TOKEN: x}\n").unwrap();
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--plugin-file",
+        f.to_str().unwrap(),
+    ]);
+    assert!(err.contains("must be set in the plan phase"), "{err}");
+}
+
+// -------------------------------------------------------------------------------------
+// The scripts themselves
+// -------------------------------------------------------------------------------------
+
+/// Every plugin at least once (nsys conflicts with two others, so two scripts), with a
+/// container and a user plugin with a render phase.
+fn all_plugin_scripts(dir: &Path) -> Vec<(String, String)> {
+    std::fs::write(dir.join("site.yaml"), USER_PLUGIN).unwrap();
+    let d = dir.to_str().unwrap().to_string();
+    let common: Vec<String> = [
+        "--container-image",
+        "nvcr.io#nvidia/nemo:26.04",
+        "--plugin-dir",
+        &d,
+        "--plugin",
+        "site-setup:greeting=it's me",
+        "--plugin",
+        "determinism",
+        "--plugin",
+        "nccl-debug",
+        "--plugin",
+        "gpu-tuning:gpu_clock=1200,mem_clock=2600",
+        "--plugin",
+        "preemption",
+        "--plugin",
+        "wandb:project=p,name=run one",
+        "--plugin",
+        "comet:project=c",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let keys = [("WANDB_API_KEY", "w k'ey"), ("COMET_API_KEY", "ck")];
+    let mut out = Vec::new();
+    let mut a = common.clone();
+    a.extend(["--plugin".into(), "nsys:export_sqlite=true".into()]);
+    let mut args = dry("llama70b", "h100x64", &refs(&a));
+    out.push(("srun".to_string(), ok_env(&refs(&args), &keys)));
+    let mut b = common;
+    b.extend(
+        [
+            "--launcher",
+            "torchrun",
+            "--plugin",
+            "fault-tolerance",
+            "--plugin",
+            "pytorch-profiler",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    args = dry("llama8b", "h100x16", &refs(&b));
+    out.push(("torchrun".to_string(), ok_env(&refs(&args), &keys)));
+    out
+}
+
+#[test]
+fn scripts_with_every_plugin_pass_bash_n_and_shellcheck() {
+    let dir = tempfile::tempdir().unwrap();
+    let shellcheck = which::which("shellcheck").ok();
+    if shellcheck.is_none() {
+        eprintln!("shellcheck is not installed: checking with bash -n only");
+    }
+    for (name, out) in all_plugin_scripts(dir.path()) {
+        assert!(out.contains("#   plugins    determinism, "), "{out}");
+        let sc = script(&out);
+        assert!(!sc.contains("w k'ey"), "secret in script");
+        let path = dir.path().join(format!("{name}.sbatch"));
+        std::fs::write(&path, sc).unwrap();
+        let o = Command::new("bash").arg("-n").arg(&path).output().unwrap();
+        assert!(
+            o.status.success(),
+            "bash -n {name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        if let Some(bin) = &shellcheck {
+            let o = Command::new(bin)
+                .args(["-S", "style", "-s", "bash"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "shellcheck {name}:\n{}\n{sc}",
+                String::from_utf8_lossy(&o.stdout)
+            );
+        }
+    }
+}
+
+// -------------------------------------------------------------------------------------
+// Running the rendered scripts under bash with stand-in srun / scontrol
+// -------------------------------------------------------------------------------------
+
+/// A directory with fake `srun`, `scontrol` and `scancel` that log their calls to
+/// `calls.log`. The fake launch step runs until it gets SIGTERM (then exits 0, like a
+/// trainer that checkpointed), unless `FAKE_STEP_EXIT` says to exit at once with that code;
+/// the fake `scancel --signal=S` delivers S to the step, as slurmd would.
+fn fake_slurm(dir: &Path) {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let srun = r#"#!/bin/bash
+echo "srun $*" >> "$FAKE_LOG"
+if [ -n "${FAKE_STEP_EXIT:-}" ]; then
+  if [ -n "${FAKE_FINISH:-}" ]; then touch "$FAULT_TOL_FINISHED_FLAG_FILE"; fi
+  exit "$FAKE_STEP_EXIT"
+fi
+trap 'echo "step got TERM" >> "$FAKE_LOG"; exit 0' TERM
+echo $$ > "$FAKE_DIR/step.pid"
+echo started > "$FAKE_DIR/step-started"
+for _ in $(seq 1 300); do sleep 0.1; done
+echo "step ran to the end" >> "$FAKE_LOG"
+"#;
+    let scontrol = r#"#!/bin/bash
+echo "scontrol $*" >> "$FAKE_LOG"
+if [ "$1" = show ]; then echo node1; fi
+"#;
+    // Like slurmd: the signal goes to the step's tasks, not to srun or the batch shell.
+    let scancel = r#"#!/bin/bash
+echo "scancel $*" >> "$FAKE_LOG"
+sig=${1#--signal=}
+kill -s "$sig" "$(cat "$FAKE_DIR/step.pid")"
+"#;
+    for (name, text) in [("srun", srun), ("scontrol", scontrol), ("scancel", scancel)] {
+        let p = bin.join(name);
+        std::fs::write(&p, text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+fn render(dir: &Path, recipe: &str, gpus: &str, extra: &[&str]) -> std::path::PathBuf {
+    let job = dir.join("job");
+    std::fs::create_dir_all(&job).unwrap();
+    let mut args = vec![
+        "--recipe",
+        recipe,
+        "--gpus",
+        gpus,
+        "--dry-run",
+        "--rank-runtime",
+        "ovlaunch-rank",
+        "--job-dir",
+        job.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = ok(&args);
+    let path = dir.join("launch.sbatch");
+    std::fs::write(&path, script(&out)).unwrap();
+    path
+}
+
+fn bash(dir: &Path, script: &Path, env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new("bash");
+    c.arg(script)
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                dir.join("bin").display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("FAKE_LOG", dir.join("calls.log"))
+        .env("FAKE_DIR", dir)
+        .env("SLURM_JOB_ID", "4242")
+        .env("SLURM_JOB_NODELIST", "node1")
+        .env_remove("SLURM_RESTART_COUNT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn calls(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("calls.log")).unwrap_or_default()
+}
+
+#[test]
+fn preemption_script_passes_term_on_then_requeues() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fake_slurm(d);
+    let script = render(d, "llama8b", "h100x8", &["--plugin", "preemption"]);
+    let mut child = bash(d, &script, &[])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !d.join("step-started").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the step never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // What Slurm does at --signal=B:TERM@N: signal the batch shell only.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    let log = calls(d);
+    assert!(log.contains("scancel --signal=TERM 4242"), "{log}");
+    assert!(log.contains("step got TERM"), "{log}");
+    assert!(!log.contains("step ran to the end"), "{log}");
+    assert!(log.contains("scontrol requeue 4242"), "{log}");
+    assert_eq!(status.code(), Some(0), "{log}");
+}
+
+#[test]
+fn preemption_script_without_a_signal_does_not_requeue() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fake_slurm(d);
+    let script = render(d, "llama8b", "h100x8", &["--plugin", "preemption"]);
+    let o = bash(d, &script, &[("FAKE_STEP_EXIT", "3")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "the step's status is the job's");
+    let log = calls(d);
+    assert!(!log.contains("requeue"), "{log}");
+}
+
+#[test]
+fn fault_tolerance_script_keeps_results_and_stops_at_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fake_slurm(d);
+    let script = render(
+        d,
+        "llama8b",
+        "h100x16",
+        &["--launcher", "torchrun", "--plugin", "fault-tolerance"],
+    );
+    let results = d.join("job").join("llama3_8b-h100x16_job_results");
+    // Run 0 fails: marked F, requeued.
+    let o = bash(d, &script, &[("FAKE_STEP_EXIT", "1")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&results).unwrap(), "4242 0 F\n");
+    assert!(calls(d).contains("scontrol requeue 4242"), "{}", calls(d));
+    assert!(calls(d).contains("ft_launcher --nnodes=2"), "{}", calls(d));
+    // Run 1 fails too: two failures in a row is the limit (2 retries); no requeue.
+    let _ = std::fs::remove_file(d.join("calls.log"));
+    let o = bash(
+        d,
+        &script,
+        &[("FAKE_STEP_EXIT", "1"), ("SLURM_RESTART_COUNT", "1")],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(&results).unwrap(),
+        "4242 0 F\n4242 1 F\n"
+    );
+    assert!(!calls(d).contains("requeue"), "{}", calls(d));
+    // A run 2 would stop before launching anything.
+    let _ = std::fs::remove_file(d.join("calls.log"));
+    let o = bash(
+        d,
+        &script,
+        &[("FAKE_STEP_EXIT", "0"), ("SLURM_RESTART_COUNT", "2")],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!calls(d).contains("ft_launcher"), "{}", calls(d));
+
+    // A first run that finishes training: S, no requeue, and a requeued run exits 0.
+    let _ = std::fs::remove_file(d.join("calls.log"));
+    let o = bash(d, &script, &[("FAKE_STEP_EXIT", "0"), ("FAKE_FINISH", "1")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&results).unwrap(), "4242 0 S\n");
+    assert!(!calls(d).contains("requeue"), "{}", calls(d));
+    let o = bash(
+        d,
+        &script,
+        &[("FAKE_STEP_EXIT", "1"), ("SLURM_RESTART_COUNT", "1")],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "finished earlier: nothing to do");
+}

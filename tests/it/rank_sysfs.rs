@@ -1,0 +1,335 @@
+//! GPU → NUMA → CPU discovery on sysfs fixture trees.
+//!
+//! The trees under `tests/fixtures/sysfs/` are MODELS of real nodes, written by hand (no GPU
+//! machine was available; see the README there): `dgx-h100` (8 GPUs, 2 sockets, GPUs 0-3 on
+//! NUMA 0 and 4-7 on NUMA 1, 224 logical CPUs) and `gb200` (4 GPUs, 2 Grace NUMA nodes with
+//! 2 GPUs each, plus memory-only GPU-memory NUMA nodes), and `no-numa` (a VM-like node with
+//! `numa_node = -1`). The "allowed" CPU set that `sched_getaffinity` would return is injected,
+//! so these tests model Slurm cgroups of any shape on any machine.
+
+use std::path::PathBuf;
+
+use ovlaunch_rank::affinity::{Placement, PlacementInput, decide};
+use ovlaunch_rank::cpulist::{format_cpulist, parse_cpulist};
+use ovlaunch_rank::sysfs::Sysfs;
+use ovlaunch_rank::{AffinityPlan, AffinityPolicy};
+
+fn fixture(name: &str) -> Sysfs {
+    Sysfs::new(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs")
+            .join(name),
+    )
+}
+
+fn cpus(s: &str) -> Vec<usize> {
+    parse_cpulist(s).unwrap()
+}
+
+fn plan(policy: AffinityPolicy, gpus_per_numa: Option<u32>) -> AffinityPlan {
+    AffinityPlan {
+        policy,
+        gpus_per_numa,
+        membind: true,
+        cores: None,
+    }
+}
+
+fn place(
+    sysfs: &Sysfs,
+    plan: &AffinityPlan,
+    local_rank: u32,
+    cvd: Option<&str>,
+    allowed: &[usize],
+) -> Placement {
+    decide(&PlacementInput {
+        plan,
+        local_rank,
+        cuda_visible_devices: cvd,
+        sysfs,
+        allowed,
+    })
+}
+
+const DGX_NODE0: &str = "0-55,112-167";
+const DGX_NODE1: &str = "56-111,168-223";
+
+#[test]
+fn dgx_h100_model_lists_eight_gpus_in_bus_order() {
+    let gpus = fixture("dgx-h100").nvidia_gpus().unwrap();
+    let ids: Vec<&str> = gpus.iter().map(|g| g.bus_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "0000:1b:00.0",
+            "0000:43:00.0",
+            "0000:52:00.0",
+            "0000:61:00.0",
+            "0000:9d:00.0",
+            "0000:c3:00.0",
+            "0000:d1:00.0",
+            "0000:df:00.0"
+        ],
+        "NVSwitches, NICs and the host bridge are not GPUs"
+    );
+    let numa: Vec<Option<u32>> = gpus.iter().map(|g| g.numa_node).collect();
+    assert_eq!(
+        numa,
+        [
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(1),
+            Some(1),
+            Some(1),
+            Some(1)
+        ]
+    );
+    assert_eq!(
+        gpus[5].local_cpus.as_deref(),
+        Some(cpus(DGX_NODE1).as_slice())
+    );
+}
+
+#[test]
+fn dgx_h100_sysfs_policy_per_local_rank() {
+    let sysfs = fixture("dgx-h100");
+    let all = cpus("0-223");
+    let p = plan(AffinityPolicy::Sysfs, None);
+    for rank in 0..8u32 {
+        let got = place(&sysfs, &p, rank, None, &all);
+        let (node, list) = if rank < 4 {
+            (0, DGX_NODE0)
+        } else {
+            (1, DGX_NODE1)
+        };
+        assert_eq!(got.numa_node, Some(node), "rank {rank}");
+        assert_eq!(format_cpulist(&got.cpus), list, "rank {rank}");
+        assert!(got.bind_cpus && got.notes.is_empty());
+        assert_eq!(got.membind, Some(node));
+    }
+    assert_eq!(
+        place(&sysfs, &p, 6, None, &all).gpu.as_deref(),
+        Some("0000:d1:00.0")
+    );
+}
+
+#[test]
+fn static_rule_agrees_with_sysfs_on_both_models() {
+    // Megatron-Bridge's divisor (4 on 8-GPU nodes, 2 on GB200) reproduces the discovered
+    // topology of each model...
+    for (tree, gpus, divisor) in [("dgx-h100", 8u32, 4u32), ("gb200", 4, 2)] {
+        let sysfs = fixture(tree);
+        let all = cpus("0-255");
+        for rank in 0..gpus {
+            let s = place(&sysfs, &plan(AffinityPolicy::Sysfs, None), rank, None, &all);
+            let t = place(
+                &sysfs,
+                &plan(AffinityPolicy::Static, Some(divisor)),
+                rank,
+                None,
+                &all,
+            );
+            assert_eq!(s.numa_node, t.numa_node, "{tree} rank {rank}");
+            assert_eq!(s.cpus, t.cpus, "{tree} rank {rank}");
+        }
+    }
+    // ...while the 8-GPU divisor on a GB200 node puts ranks 2 and 3 on the wrong Grace
+    // (the upstream GB300 regression, NVIDIA/exemplar-performance#38).
+    let gb = fixture("gb200");
+    let wrong = place(
+        &gb,
+        &plan(AffinityPolicy::Static, Some(4)),
+        2,
+        None,
+        &cpus("0-143"),
+    );
+    let right = place(
+        &gb,
+        &plan(AffinityPolicy::Sysfs, None),
+        2,
+        None,
+        &cpus("0-143"),
+    );
+    assert_eq!((wrong.numa_node, right.numa_node), (Some(0), Some(1)));
+}
+
+#[test]
+fn gb200_model_per_local_rank() {
+    let sysfs = fixture("gb200");
+    let gpus = sysfs.nvidia_gpus().unwrap();
+    let ids: Vec<&str> = gpus.iter().map(|g| g.bus_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "0008:01:00.0",
+            "0009:01:00.0",
+            "0018:01:00.0",
+            "0019:01:00.0"
+        ]
+    );
+    let all = cpus("0-143");
+    for (rank, node, list) in [
+        (0, 0, "0-71"),
+        (1, 0, "0-71"),
+        (2, 1, "72-143"),
+        (3, 1, "72-143"),
+    ] {
+        let got = place(&sysfs, &plan(AffinityPolicy::Sysfs, None), rank, None, &all);
+        assert_eq!(got.numa_node, Some(node), "rank {rank}");
+        assert_eq!(format_cpulist(&got.cpus), list, "rank {rank}");
+    }
+    // A memory-only (GPU memory) NUMA node has no CPUs: left as inherited, with a reason.
+    let got = place(
+        &sysfs,
+        &plan(AffinityPolicy::Static, Some(1)),
+        2,
+        None,
+        &all,
+    );
+    assert_eq!(got.cpus, all);
+    assert!(!got.bind_cpus && got.membind.is_none());
+    assert!(
+        got.notes[0].contains("NUMA node 2 has no CPUs"),
+        "{:?}",
+        got.notes
+    );
+}
+
+#[test]
+fn intersection_with_a_slurm_cgroup_never_widens() {
+    let sysfs = fixture("dgx-h100");
+    let p = plan(AffinityPolicy::Sysfs, None);
+    // Slurm gave this task a quarter socket per NUMA node (cores + their SMT siblings).
+    let cgroup = cpus("0-13,112-125,56-69,168-181");
+    let r1 = place(&sysfs, &p, 1, None, &cgroup);
+    assert_eq!(format_cpulist(&r1.cpus), "0-13,112-125");
+    let r5 = place(&sysfs, &p, 5, None, &cgroup);
+    assert_eq!(format_cpulist(&r5.cpus), "56-69,168-181");
+    // The cgroup holds only socket-0 CPUs; a socket-1 GPU cannot be honoured: keep, note why,
+    // and do not bind memory far from the CPUs we run on.
+    let socket0 = cpus("0-3");
+    let r6 = place(&sysfs, &p, 6, None, &socket0);
+    assert_eq!(r6.cpus, socket0);
+    assert!(!r6.bind_cpus);
+    assert_eq!(r6.membind, None);
+    assert_eq!(r6.numa_node, Some(1));
+    assert!(
+        r6.notes[0].contains("do not intersect the inherited CPU set (0-3)"),
+        "{:?}",
+        r6.notes
+    );
+    // Already exactly the node's CPUs: nothing to change.
+    let exact = place(&sysfs, &p, 0, None, &cpus(DGX_NODE0));
+    assert!(!exact.bind_cpus);
+}
+
+#[test]
+fn cuda_visible_devices_selects_the_gpu() {
+    let sysfs = fixture("dgx-h100");
+    let p = plan(AffinityPolicy::Sysfs, None);
+    let all = cpus("0-223");
+    // Local rank 0 of a job that sees GPUs 4-7 drives physical GPU 4 (NUMA 1).
+    let got = place(&sysfs, &p, 0, Some("4,5,6,7"), &all);
+    assert_eq!(
+        (got.gpu.as_deref(), got.numa_node),
+        (Some("0000:9d:00.0"), Some(1))
+    );
+    // One visible device per task (Slurm GPU binding): that device, whatever the local rank.
+    let got = place(&sysfs, &p, 3, Some("6"), &all);
+    assert_eq!(got.gpu.as_deref(), Some("0000:d1:00.0"));
+    // Cases that cannot be mapped leave affinity alone and say why.
+    for (cvd, rank, why) in [
+        (
+            "GPU-3f8a1c2e-0000-0000-0000-000000000000",
+            0,
+            "not a device index",
+        ),
+        ("0,1", 3, "no entry for local rank 3"),
+        ("9", 0, "wants GPU index 9 but 8 NVIDIA GPU(s)"),
+        ("", 0, "no entry for local rank 0"),
+    ] {
+        let got = place(&sysfs, &p, rank, Some(cvd), &all);
+        assert_eq!(got.cpus, all, "{cvd}");
+        assert!(!got.bind_cpus);
+        assert!(got.notes[0].contains(why), "{cvd}: {:?}", got.notes);
+    }
+}
+
+#[test]
+fn no_numa_information() {
+    let sysfs = fixture("no-numa");
+    let all = cpus("0-7");
+    let got = place(&sysfs, &plan(AffinityPolicy::Sysfs, None), 0, None, &all);
+    assert_eq!(
+        got.gpu.as_deref(),
+        Some("0000:00:05.0"),
+        "class 0x0300 counts as a GPU"
+    );
+    assert_eq!(got.numa_node, None);
+    assert_eq!(got.cpus, all);
+    assert!(
+        got.notes[0].contains("no NUMA information"),
+        "{:?}",
+        got.notes
+    );
+    let got = place(
+        &sysfs,
+        &plan(AffinityPolicy::Static, Some(4)),
+        0,
+        None,
+        &all,
+    );
+    assert!(
+        got.notes[0].starts_with("no NUMA information (no node0"),
+        "{:?}",
+        got.notes
+    );
+    // A second local rank has no GPU on this node.
+    let got = place(&sysfs, &plan(AffinityPolicy::Sysfs, None), 1, None, &all);
+    assert!(got.notes[0].contains("1 NVIDIA GPU(s)"), "{:?}", got.notes);
+}
+
+#[test]
+fn binary_reports_the_discovered_gpu_and_numa_node() {
+    // The real binary on the DGX model: it reports the GPU and NUMA node it found and binds
+    // within this machine's real CPU set (here usually a subset of the model's node 0).
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/dgx-h100");
+    let dir = tempfile::tempdir().unwrap();
+    let plan_file = dir.path().join("plan.json");
+    std::fs::write(
+        &plan_file,
+        r#"{"schema": 1, "launch_mode": "srun", "affinity": {"policy": "sysfs"}}"#,
+    )
+    .unwrap();
+    for (local, node, gpu) in [("1", "0", "0000:43:00.0"), ("7", "1", "0000:df:00.0")] {
+        let out = std::process::Command::new(crate::common::rank_bin())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("OVLAUNCH_SYSFS_ROOT", &root)
+            .envs([
+                ("SLURM_PROCID", local),
+                ("SLURM_LOCALID", local),
+                ("SLURM_NODEID", "0"),
+                ("SLURM_NTASKS", "8"),
+                ("SLURM_TASKS_PER_NODE", "8"),
+                ("SLURM_JOB_NODELIST", "dgx01"),
+            ])
+            .args([
+                "--plan",
+                plan_file.to_str().unwrap(),
+                "--print-identity",
+                "true",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&format!(" numa={node} affinity=sysfs ")),
+            "{stderr}"
+        );
+        assert!(stderr.contains(&format!(" gpu={gpu} ")), "{stderr}");
+    }
+}

@@ -1,0 +1,523 @@
+//! End to end on a REAL Slurm: the test starts a throw-away cluster of two slurmd "nodes"
+//! on this machine (`.ci/slurm-up.sh`), submits ovlaunch-rendered jobs, and checks what the
+//! ranks recorded. Nothing is faked: sbatch, srun, scontrol, scancel, torchrun and bash are
+//! the real programs. Only GPUs are absent, so jobs use the `cpu` hardware kind.
+//!
+//! Needs root and the packages from `.ci/install.sh`. Without them the test prints why and
+//! passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (set by `.ci/run`), which makes it fail.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+struct Cluster {
+    env: Vec<(String, String)>,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let required = std::env::var("OVLAUNCH_REQUIRE_SLURM").is_ok_and(|v| v == "1");
+        let missing: Vec<&str> = ["slurmctld", "slurmd", "munged", "sbatch"]
+            .into_iter()
+            .filter(|b| which::which(b).is_err())
+            .collect();
+        if !missing.is_empty() {
+            assert!(
+                !required,
+                "Slurm is required but {missing:?} are not installed (run .ci/install.sh)"
+            );
+            eprintln!(
+                "skipping the real-Slurm test: {missing:?} not installed (run .ci/install.sh)"
+            );
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = env!("CARGO_MANIFEST_DIR");
+        let out = Command::new("bash")
+            .arg(format!("{root}/.ci/slurm-up.sh"))
+            .args(["--nodes", "2", "--dir"])
+            .arg(dir.path().join("slurm"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "slurm-up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.trim_matches(|c| c == '\'' || c == '"').to_string(),
+                )
+            })
+            .collect();
+        Some(Cluster { env, dir })
+    }
+
+    fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        c.env_remove("OVLAUNCH_JOBS_ROOT");
+        c
+    }
+
+    fn ovlaunch(&self, args: &[&str]) -> Output {
+        self.cmd(common::bin())
+            .current_dir(self.dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Like `ovlaunch`, with `dir` put first on PATH (the job inherits it through sbatch).
+    fn ovlaunch_with_path(&self, dir: &Path, args: &[&str]) -> Output {
+        let path = format!(
+            "{}:{}",
+            dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        self.cmd(common::bin())
+            .current_dir(self.dir.path())
+            .env("PATH", path)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn jobs(&self) -> PathBuf {
+        self.dir.path().join("jobs")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let _ = self
+            .cmd("bash")
+            .arg(format!("{root}/.ci/slurm-down.sh"))
+            .arg("--dir")
+            .arg(self.dir.path().join("slurm"))
+            .output();
+    }
+}
+
+fn submit(c: &Cluster, name: &str, extra: &[&str], trainer: &[&str]) -> PathBuf {
+    submit_with_path(c, None, name, "cpux4", extra, trainer)
+}
+
+fn submit_with_path(
+    c: &Cluster,
+    path: Option<&Path>,
+    name: &str,
+    gpus: &str,
+    extra: &[&str],
+    trainer: &[&str],
+) -> PathBuf {
+    let job_dir = c.jobs().join(name);
+    let fixture = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let recipe = format!("{fixture}/tiny.yaml");
+    let record = format!("{fixture}/record_rank.py");
+    let mut args = vec![
+        "submit",
+        "--recipe",
+        &recipe,
+        "--gpus",
+        gpus,
+        "--job-dir",
+        job_dir.to_str().unwrap(),
+        "--mpi",
+        "none",
+        "--time",
+        "00:03:00",
+        "--rank-runtime",
+        common::rank_bin(),
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "python3", &record]);
+    args.extend_from_slice(trainer);
+    let o = match path {
+        Some(p) => c.ovlaunch_with_path(p, &args),
+        None => c.ovlaunch(&args),
+    };
+    assert!(
+        o.status.success(),
+        "submit failed: {}\n{}",
+        common::stderr(&o),
+        common::stdout(&o)
+    );
+    job_dir
+}
+
+fn wait_final(c: &Cluster, job_dir: &Path) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let o = c.ovlaunch(&["status", job_dir.to_str().unwrap(), "-o", "json"]);
+        assert!(o.status.success(), "status failed: {}", common::stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        if matches!(
+            v["phase"].as_str(),
+            Some("succeeded" | "failed" | "cancelled")
+        ) {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job did not finish: {v}\n{}",
+            log(job_dir)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn log(job_dir: &Path) -> String {
+    std::fs::read_dir(job_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("slurm-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
+}
+
+fn ranks(job_dir: &Path) -> BTreeMap<String, Value> {
+    std::fs::read_dir(job_dir.join("ranks"))
+        .unwrap_or_else(|e| panic!("no rank records ({e}):\n{}", log(job_dir)))
+        .flatten()
+        .filter(|e| {
+            e.file_name().to_string_lossy().ends_with(".json")
+                && !e.file_name().to_string_lossy().starts_with('.')
+        })
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+const NASTY: &str = "it's \"quoted\" $HOME `id` \\ end\nsecond line";
+
+#[test]
+fn real_slurm_jobs() {
+    let Some(c) = Cluster::start() else { return };
+
+    // 1. One task per GPU (srun mode), 2 nodes x 2 tasks, through the rank runtime.
+    let dir = submit(
+        &c,
+        "srun-mode",
+        &[
+            "--env",
+            &format!("OVL_NASTY={NASTY}"),
+            "--env",
+            "OVL_SECRET_TOKEN=hunter2",
+            "--env",
+            "OVLAUNCH_RANK_DEBUG=1",
+        ],
+        &["0"],
+    );
+    let st = wait_final(&c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    let r = ranks(&dir);
+    assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
+    let mut hosts = std::collections::BTreeSet::new();
+    for (i, (_, rec)) in r.iter().enumerate() {
+        let env = &rec["env"];
+        assert_eq!(env["RANK"], i.to_string());
+        assert_eq!(env["WORLD_SIZE"], "4");
+        assert_eq!(env["LOCAL_WORLD_SIZE"], "2");
+        assert_eq!(env["LOCAL_RANK"], (i % 2).to_string());
+        assert_eq!(env["OVL_NASTY"], NASTY, "byte-exact env");
+        assert_eq!(env["OVL_SECRET_TOKEN"], "hunter2", "secrets reach the job");
+        assert_eq!(env["OVL_RECIPE_VAR"], "from the recipe");
+        assert_eq!(
+            env["MASTER_ADDR"],
+            r.values().next().unwrap()["env"]["SLURMD_NODENAME"]
+        );
+        hosts.insert(env["SLURMD_NODENAME"].as_str().unwrap().to_string());
+        let cpus = rec["cpus"].as_str().unwrap();
+        assert!(
+            !cpus.is_empty()
+                && cpus
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '-' || c == ','),
+            "CPU set {cpus:?}"
+        );
+    }
+    assert_eq!(hosts.len(), 2, "two nodes: {hosts:?}");
+    // The rank runtime's one line per rank (OVLAUNCH_RANK_DEBUG=1): identity, CPUs, env digest.
+    let log_text = log(&dir);
+    let lines: Vec<&str> = log_text
+        .lines()
+        .filter(|l| l.starts_with("ovlaunch-rank rank="))
+        .collect();
+    assert_eq!(lines.len(), 4, "{log_text}");
+    for rank in 0..4 {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("ovlaunch-rank rank={rank} ")))
+            .unwrap_or_else(|| panic!("rank {rank}: {log_text}"));
+        assert!(
+            line.contains("world_size=4")
+                && line.contains(" cpus=")
+                && line.contains(" env_digest="),
+            "{line}"
+        );
+    }
+    let digests: std::collections::BTreeSet<&str> = lines
+        .iter()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("env_digest=")))
+        .collect();
+    assert_eq!(
+        digests.len(),
+        1,
+        "every rank applied the same env: {digests:?}"
+    );
+    let script = std::fs::read_to_string(dir.join("launch.sbatch")).unwrap();
+    assert!(
+        !script.contains("hunter2"),
+        "secret value is not in the script"
+    );
+    assert!(!log(&dir).contains("hunter2"));
+
+    // 2. A trainer that fails: FAILED with its exit code.
+    let dir = submit(&c, "failing", &[], &["3"]);
+    let st = wait_final(&c, &dir);
+    assert_eq!(st["slurm_state"], "FAILED", "{st}");
+    assert!(
+        st["exit_code"].as_str().unwrap_or("").starts_with('3'),
+        "{st}"
+    );
+
+    // 3. cancel.
+    let dir = submit(&c, "to-cancel", &[], &["0", "sleep"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("ranks").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "job never started:\n{}",
+            log(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let st = wait_final(&c, &dir);
+    assert_eq!(st["phase"], "cancelled", "{st}");
+
+    // 4. torchrun mode: one task per node, torchrun starts 2 workers on each.
+    if which::which("torchrun").is_ok() {
+        let dir = submit(
+            &c,
+            "torchrun-mode",
+            &[
+                "--launcher",
+                "torchrun",
+                "--torchrun-flags",
+                "underscore",
+                "--env",
+                &format!("OVL_NASTY={NASTY}"),
+            ],
+            &["0"],
+        );
+        let st = wait_final(&c, &dir);
+        assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+        let r = ranks(&dir);
+        assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
+        for rec in r.values() {
+            assert_eq!(rec["env"]["WORLD_SIZE"], "4");
+            assert_eq!(rec["env"]["OVL_NASTY"], NASTY);
+            assert!(
+                rec["env"]["TORCHELASTIC_RUN_ID"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("ovlaunch-")
+            );
+        }
+    } else {
+        assert!(
+            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
+            "torchrun is required in CI"
+        );
+        eprintln!("skipping torchrun mode: torchrun not installed");
+    }
+
+    preemption_requeues_after_the_signal(&c);
+    fault_tolerance_restarts_a_failed_rank(&c);
+    sbatch_rejection_leaves_nothing(&c);
+}
+
+fn wait_for(what: &str, job_dir: &Path, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}:\n{}",
+            log(job_dir)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The preemption plugin: `--signal=B:TERM@N` and `--requeue`. Slurm delivers the batch
+/// signal on its own 30 s tick, so the test asks Slurm to deliver the same signal now
+/// (`scancel --signal=TERM --batch`, the path a preemption warning takes), then checks that
+/// every rank got SIGTERM (not SIGKILL), the job was requeued, and the second run ran.
+fn preemption_requeues_after_the_signal(c: &Cluster) {
+    let dir = submit(
+        c,
+        "preempt",
+        &["--plugin", "preemption:preempt_time=30"],
+        &["0", "trap"],
+    );
+    let script = std::fs::read_to_string(dir.join("launch.sbatch")).unwrap();
+    for d in [
+        "#SBATCH --signal=B:TERM@30",
+        "#SBATCH --requeue",
+        "#SBATCH --open-mode=append",
+    ] {
+        assert!(script.contains(d), "{d} missing:\n{script}");
+    }
+    let ranks_dir = dir.join("ranks");
+    let count = |prefix: &str| {
+        std::fs::read_dir(&ranks_dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    wait_for("four ranks ready for SIGTERM", &dir, || {
+        count("ready-") == 4
+    });
+    let id = serde_json::from_str::<Value>(
+        &std::fs::read_to_string(dir.join("submission.json")).unwrap(),
+    )
+    .unwrap()["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let o = c
+        .cmd("scancel")
+        .args(["--signal=TERM", "--batch", &id])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "scancel --signal: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    wait_for("SIGTERM on every rank", &dir, || count("term-") == 4);
+    wait_for("the requeued run", &dir, || {
+        (0..4).all(|r| ranks_dir.join(format!("rank-{r}.slurm1.json")).exists())
+    });
+    let st = wait_final(c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    assert_eq!(st["restarts"], 1, "{st}");
+    let second: Value = serde_json::from_str(
+        &std::fs::read_to_string(ranks_dir.join("rank-0.slurm1.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(second["env"]["SLURM_RESTART_COUNT"], "1");
+    let log = log(&dir);
+    assert!(
+        log.contains("after SIGTERM") && log.contains("requeueing job"),
+        "{log}"
+    );
+}
+
+/// The fault-tolerance plugin replaces torchrun with `ft_launcher`. nvidia-resiliency-ext
+/// cannot be installed here, so a four-line stand-in `ft_launcher` (the one fake: it drops
+/// the `--ft-*` options and runs the real torchrun with `--max_restarts`) is put on PATH.
+/// Rank 1 fails on the first attempt; torchrun restarts the workers in the same job. One
+/// node keeps the restart quick on a 2-core machine (a two-node restart re-rendezvouses).
+fn fault_tolerance_restarts_a_failed_rank(c: &Cluster) {
+    let bin = c.dir.path().join("ft-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ft = bin.join("ft_launcher");
+    std::fs::write(
+        &ft,
+        "#!/bin/bash\nargs=()\nwhile [ $# -gt 0 ]; do case \"$1\" in --ft-*) shift 2;; --max-restarts) args+=(\"--max_restarts=$2\" --monitor_interval=1); shift 2;; *) args+=(\"$1\"); shift;; esac; done\nexec torchrun \"${args[@]}\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ft, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if which::which("torchrun").is_err() {
+        assert!(
+            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
+            "torchrun is required in CI"
+        );
+        return;
+    }
+    let dir = submit_with_path(
+        c,
+        Some(&bin),
+        "fault-tolerance",
+        "cpux2",
+        &[
+            "--launcher",
+            "torchrun",
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            "29751",
+            "--plugin",
+            "fault-tolerance",
+        ],
+        &["0", "fail-once"],
+    );
+    let st = wait_final(c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    let r = ranks(&dir);
+    for rank in 0..2 {
+        assert!(
+            r.contains_key(&format!("rank-{rank}.elastic1.json")),
+            "rank {rank} was not restarted: {:?}\n{}",
+            r.keys(),
+            log(&dir)
+        );
+    }
+    assert!(log(&dir).contains("training finished"), "{}", log(&dir));
+}
+
+/// sbatch itself refusing the script: a clear error, and no job directory left behind.
+fn sbatch_rejection_leaves_nothing(c: &Cluster) {
+    let job_dir = c.jobs().join("rejected");
+    let recipe = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let o = c.ovlaunch(&[
+        "submit",
+        "--recipe",
+        &recipe,
+        "--gpus",
+        "cpux4",
+        "--job-dir",
+        job_dir.to_str().unwrap(),
+        "--mpi",
+        "none",
+        "--partition",
+        "nosuchpartition",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("sbatch rejected the script"),
+        "{}",
+        common::stderr(&o)
+    );
+    assert!(
+        !job_dir.exists(),
+        "the rejected job's directory was removed"
+    );
+}
