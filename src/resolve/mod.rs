@@ -108,20 +108,15 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             cfg.mixed_precision = Some(spec);
         }
     }
-    let trainer_call = {
-        let pairs: Vec<(&layers::PluginSet, bool)> =
-            plugins.sets.iter().zip(applied.iter().copied()).collect();
-        trainer::call(
-            inp.recipe,
-            choice.variant,
-            inp.stack,
-            &pairs,
-            &plugins.trainer_flags,
-            &plugins.flag_plugins,
-            inp.sets,
-            precision_word.as_ref(),
-        )
-    };
+    let trainer_call = trainer::call(
+        inp.recipe,
+        choice.variant,
+        inp.stack,
+        plugins,
+        &applied,
+        inp.sets,
+        precision_word.as_ref(),
+    );
     for (ps, applied) in plugins.sets.iter().zip(applied) {
         let path = ps.set.path();
         let rule = if !applied {

@@ -20,7 +20,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::layers::PluginSet;
+use super::PluginLayer;
 use super::overrides::SetOverride;
 use crate::catalog::recipe::{Recipe, Variant};
 use crate::error::{Error, Result};
@@ -77,24 +77,25 @@ pub fn check_version(recipe: &Recipe, variant: Option<&Variant>, stack: &Stack) 
     Ok(())
 }
 
-/// Builds the runner call. `plugin_sets` pairs each plugin override with whether it applied;
-/// `flag_plugins` names the plugins whose settings Bridge makes itself under `flags`.
+/// Builds the runner call. `applied` says, for each of the plugins' overrides, whether it
+/// applied; the plugins named in `plugins.flag_plugins` are Bridge's own under
+/// `plugins.trainer_flags`.
 pub fn call(
     recipe: &Recipe,
     variant: Option<&Variant>,
     stack: &Stack,
-    plugin_sets: &[(&PluginSet, bool)],
-    flags: &[String],
-    flag_plugins: &[String],
+    plugins: &PluginLayer,
+    applied: &[bool],
     sets: &[SetOverride],
     precision: Option<&Value>,
 ) -> Option<TrainerCall> {
     let function = variant
         .and_then(|v| v.bridge_recipe.clone())
         .or_else(|| recipe.bridge_recipe.clone())?;
+    let flags = &plugins.trainer_flags;
     let mut overrides = Vec::new();
-    for (ps, applied) in plugin_sets {
-        if !applied || flag_plugins.contains(&ps.plugin) {
+    for (ps, applied) in plugins.sets.iter().zip(applied) {
+        if !applied || plugins.flag_plugins.contains(&ps.plugin) {
             continue;
         }
         // the user's own value for the same path comes later and wins in Hydra too; skip

@@ -35,13 +35,13 @@ MODELS = {
     "llama3_70b": ("llama3_70b_pretrain_", "llama", dict(
         aliases=["llama70b", "llama3-70b"], description="Llama 3 70B pretraining", family="llama")),
     "llama31_405b": ("llama31_405b_pretrain_", "llama", dict(
-        aliases=["llama405b", "llama3.1-405b"], description="Llama 3.1 405B pretraining", family="llama")),
+        aliases=["llama405b", "llama31-405b", "llama3.1-405b"], description="Llama 3.1 405B pretraining", family="llama")),
     "deepseek_v3": ("deepseek_v3_pretrain_", "deepseek", dict(
-        aliases=["dsv3", "deepseek-v3"], description="DeepSeek-V3 671B pretraining", family="deepseek")),
+        aliases=["deepseekv3", "dsv3", "deepseek-v3"], description="DeepSeek-V3 pretraining", family="deepseek")),
     "gpt_oss_120b": ("gpt_oss_120b_pretrain_", "gpt_oss", dict(
         aliases=["gptoss120b", "gpt-oss-120b"], description="GPT-OSS 120B pretraining", family="gpt_oss")),
     "qwen3_30b_a3b": ("qwen3_30b_a3b_pretrain_", "qwen", dict(
-        aliases=["qwen3-30b-a3b", "qwen30b"], description="Qwen3 30B-A3B pretraining", family="qwen")),
+        aliases=["qwen3-30b", "qwen3-30b-a3b", "qwen30b"], description="Qwen3-30B-A3B pretraining", family="qwen")),
     "qwen3_235b_a22b": ("qwen3_235b_a22b_pretrain_", "qwen", dict(
         aliases=["qwen3-235b-a22b", "qwen235b"], description="Qwen3 235B-A22B pretraining", family="qwen")),
 }

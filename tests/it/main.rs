@@ -20,7 +20,6 @@ mod plugins;
 mod rank_hostlist;
 mod rank_runtime;
 mod rank_sysfs;
-mod recipe_rows;
 mod shell_roundtrip;
 mod slurm_e2e;
 mod snapshots;

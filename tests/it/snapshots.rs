@@ -34,7 +34,7 @@ const CASES: &[(&str, &str, &str, &[&str])] = &[
     ),
     ("gptoss120b-h100x64-bf16", "gpt_oss_120b", "h100x64", &[]),
     ("gptoss120b-gb200x64-bf16", "gpt_oss_120b", "gb200x64", &[]),
-    ("qwen3-30b-h100x8-bf16", "qwen3_30b_a3b", "h100x8", &[]),
+    ("qwen3-30b-h100x16-bf16", "qwen3_30b_a3b", "h100x16", &[]),
 ];
 
 fn check(name: &str, actual: &str) -> Option<String> {
