@@ -4,8 +4,14 @@
 # at all when nothing is missing.  Must run as root.
 #
 # Usage: .ci/install.sh [COMPONENT...]
-# Components (default: all four):
+# Components (default: all six):
 #   slurm       slurmctld slurmd slurm-client slurm-wlm munge
+#   oci         crun (Slurm's OCI containers, see slurm-up.sh) and busybox-static
+#               (the tests build a small root filesystem from it)
+#   rank-cross  a static aarch64 rank runtime build and a way to run it: Debian's
+#               Rust 1.8x+ (rustc-web, cargo-web) with the arm64 standard library
+#               (libstd-rust-web-dev:arm64, after `dpkg --add-architecture arm64`),
+#               the GNU cross linker and C library, and qemu-user-static
 #   lint        the package shellcheck (also accepted: "shellcheck")
 #   torch       python3-torch (Debian's CPU build, torch 1.13.1) plus a
 #               one-line fix so that its torchrun works on Python 3.11
@@ -28,7 +34,7 @@ APT_LOG=${OVLAUNCH_CI_LOG:-${TMP_BASE%/}/ovlaunch-ci-install.log}
 export DEBIAN_FRONTEND=noninteractive
 
 if [ $# -eq 0 ]; then
-  set -- slurm lint torch hyperfine
+  set -- slurm oci rank-cross lint torch hyperfine
 fi
 
 installed() { # pkg -> 0 when dpkg has it fully installed
@@ -98,10 +104,20 @@ WANT_HYPERFINE=0
 for c in "$@"; do
   case "$c" in
     slurm) REQUIRED+=(slurm-wlm slurmctld slurmd slurm-client munge) ;;
+    oci) REQUIRED+=(crun busybox-static) ;;
+    rank-cross)
+      # The arm64 standard library is a multiarch package: dpkg must know the
+      # architecture before apt-get update reads its package lists.
+      if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        dpkg --add-architecture arm64
+        log "dpkg --add-architecture arm64"
+      fi
+      REQUIRED+=(rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu
+        libc6-dev-arm64-cross qemu-user-static) ;;
     lint|shellcheck) REQUIRED+=(shellcheck) ;;
     torch) REQUIRED+=(python3-torch); WANT_TORCH=1 ;;
     hyperfine) WANT_HYPERFINE=1 ;;
-    *) die "unknown component '$c' (slurm lint torch hyperfine)" ;;
+    *) die "unknown component '$c' (slurm oci rank-cross lint torch hyperfine)" ;;
   esac
 done
 
@@ -111,7 +127,7 @@ if [ ${#REQUIRED[@]} -gt 0 ]; then
 fi
 for p in "${REQUIRED[@]}"; do
   case "$p" in
-    slurmd|munge|shellcheck|python3-torch) log "$p $(version "$p")" ;;
+    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static) log "$p $(version "$p")" ;;
   esac
 done
 if [ "$WANT_TORCH" = 1 ]; then

@@ -20,7 +20,9 @@
 #                          report the configured hardware.
 #   OVLAUNCH_SLURM_PREFIX  node name prefix (default "node": node1..nodeN)
 #   OVLAUNCH_SLURM_PORT    slurmctld port; node i uses PORT+i.  Default: the
-#                          first free block at 16817, 16917, ...
+#                          first free block at PORT_BASE, PORT_BASE+100, ...
+#   OVLAUNCH_SLURM_PORT_BASE  where that search starts (default 16817); clusters
+#                          started at the same moment need different bases
 #   OVLAUNCH_SLURM_PARTITION  partition name (default "debug")
 #   OVLAUNCH_SLURM_HOSTS   1 (default): add "127.0.0.1 node1 ... # ovlaunch-slurm:
 #                          DIR:" to /etc/hosts so node names resolve (for
@@ -36,6 +38,10 @@
 #                          it runs again.
 #   OVLAUNCH_SLURM_TIMEOUT seconds to wait for all nodes to be idle (default 60)
 #   OVLAUNCH_SLURM_EXTRA_CONF  extra slurm.conf lines (newline separated)
+#   OVLAUNCH_SLURM_OCI     crun (default when crun is installed): write oci.conf
+#                          so that `srun --container=BUNDLE` runs the step in an
+#                          OCI container started by crun (state in $DIR/crun, no
+#                          cgroups).  none: no oci.conf.
 set -euo pipefail
 
 TMP_BASE=${TMPDIR:-/tmp}
@@ -44,11 +50,14 @@ NODES=${OVLAUNCH_SLURM_NODES:-2}
 CPUS=${OVLAUNCH_SLURM_CPUS:-4}
 PREFIX=${OVLAUNCH_SLURM_PREFIX:-node}
 PORT=${OVLAUNCH_SLURM_PORT:-}
+PORT_BASE=${OVLAUNCH_SLURM_PORT_BASE:-16817}
 PARTITION=${OVLAUNCH_SLURM_PARTITION:-debug}
 HOSTS=${OVLAUNCH_SLURM_HOSTS:-1}
 UTS=${OVLAUNCH_SLURM_UTS:-1}
 TIMEOUT=${OVLAUNCH_SLURM_TIMEOUT:-60}
 CRED_EXPIRE=${OVLAUNCH_SLURM_CRED_EXPIRE:-5}
+if command -v crun >/dev/null 2>&1; then OCI_DEFAULT=crun; else OCI_DEFAULT=none; fi
+OCI=${OVLAUNCH_SLURM_OCI:-$OCI_DEFAULT}
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -111,7 +120,7 @@ port_block_free() { # first-port count
   return 0
 }
 if [ -z "$PORT" ]; then
-  for base in $(seq 16817 100 26817); do
+  for base in $(seq "$PORT_BASE" 100 $((PORT_BASE + 10000))); do
     if port_block_free "$base" $((NODES + 1)); then PORT=$base; break; fi
   done
   [ -n "$PORT" ] || die "no free port block found; set OVLAUNCH_SLURM_PORT"
@@ -216,6 +225,39 @@ EOF
 for n in "${NAMES[@]}"; do mkdir -p "$DIR/spool/$n"; done
 export SLURM_CONF=$CONF
 
+# ---------------------------------------------------------------- oci.conf
+# slurmstepd reads oci.conf from slurm.conf's directory. Slurm 22.05 patterns: %n node,
+# %u user, %j job, %s step, %t task, %b the bundle it writes (config.json with the
+# step's command and environment).  Every slurmd shares one machine, so the container
+# id names the node, and crun keeps its state under $DIR.  There is no cgroup setup
+# here (TaskPlugin=task/none), so crun does not manage cgroups either.
+case "$OCI" in
+  crun)
+    command -v crun >/dev/null 2>&1 || die "crun not found; run .ci/install.sh oci"
+    # crun refuses a host whose cgroups are a v1/v2 hybrid ("cgroups in hybrid mode not
+    # supported"), even with --cgroup-manager=disabled; in a private mount namespace
+    # without the cgroup2 mount it starts (no cgroup is used either way).
+    mkdir -p "$DIR/bin"
+    cat > "$DIR/bin/crun" <<EOF
+#!/bin/sh
+# shellcheck disable=SC2016
+exec unshare -m sh -c 'umount -l /sys/fs/cgroup/unified 2>/dev/null; exec crun --root="\$0" --cgroup-manager=disabled "\$@"' "$DIR/crun" "\$@"
+EOF
+    chmod 755 "$DIR/bin/crun"
+    CRUN=$DIR/bin/crun
+    ID="%n.%u.%j.%s.%t"
+    cat > "$DIR/etc/oci.conf" <<EOF
+# written by .ci/slurm-up.sh: Slurm's native OCI containers through crun
+RunTimeQuery="$CRUN state $ID"
+RunTimeKill="$CRUN kill --all $ID SIGTERM"
+RunTimeDelete="$CRUN delete --force $ID"
+RunTimeRun="$CRUN run --bundle %b $ID"
+EOF
+    ;;
+  none) ;;
+  *) die "OVLAUNCH_SLURM_OCI must be crun or none, not '$OCI'" ;;
+esac
+
 # ---------------------------------------------------------------- /etc/hosts
 TAG="# ovlaunch-slurm:$DIR:"
 if [ "$HOSTS" = 1 ]; then
@@ -258,5 +300,6 @@ log "started in $(since "$T0")s (daemons to all idle: $(since "$T1")s); state in
   echo "export SLURM_CONF=$CONF"
   echo "export OVLAUNCH_SLURM_DIR=$DIR"
   echo "export OVLAUNCH_SLURM_NODES='${NAMES[*]}'"
+  echo "export OVLAUNCH_SLURM_OCI=$OCI"
 } > "$DIR/env.sh"
 cat "$DIR/env.sh"

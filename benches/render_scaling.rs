@@ -54,6 +54,7 @@ fn main() {
                 cpus_per_task: None,
                 dependency: None,
                 sbatch_args: vec![],
+                srun_args: vec![],
                 trainer: vec![],
                 rank_runtime: Some("ovlaunch-rank".into()),
                 master_port: 29500,

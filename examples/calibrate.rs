@@ -203,15 +203,6 @@ const MOE: [&str; 7] = [
 
 const KINDS: [&str; 5] = ["h100", "b200", "b300", "gb200", "gb300"];
 
-fn get(eff: &Efficiency, i: usize) -> f64 {
-    match i {
-        0..=4 => eff.compute.get(KINDS[i]).copied().unwrap_or(0.5),
-        5 => eff.moe,
-        6 => eff.fp8,
-        _ => eff.fp4,
-    }
-}
-
 fn set(eff: &mut Efficiency, i: usize, v: f64) {
     match i {
         0..=4 => {
@@ -219,7 +210,9 @@ fn set(eff: &mut Efficiency, i: usize, v: f64) {
         }
         5 => eff.moe = v,
         6 => eff.fp8 = v,
-        _ => eff.fp4 = v,
+        7 => eff.fp4 = v,
+        8 => eff.gemm_m0 = v,
+        _ => eff.gemm_n0 = v,
     }
 }
 
@@ -229,11 +222,12 @@ fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
     let bounds = |i: usize| match i {
         0..=4 => (0.05f64, 1.0f64),
         5 => (0.05, 1.5),
-        _ => (0.2, 1.5),
+        6 | 7 => (0.2, 1.5),
+        _ => (1.0, 4096.0),
     };
     let g = (5f64.sqrt() - 1.0) / 2.0;
     for _sweep in 0..5 {
-        for i in 0..8 {
+        for i in 0..10 {
             let (lo, hi) = bounds(i);
             let (mut a, mut b) = (lo.ln(), hi.ln());
             let f = |x: f64, eff: &mut Efficiency| {
@@ -262,7 +256,6 @@ fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
             set(&mut eff, i, ((a + b) / 2.0).exp());
         }
     }
-    let _ = get;
     eff
 }
 
@@ -509,6 +502,38 @@ fn main() {
                 .candidates
                 .iter()
                 .any(|c| same_layout(&c.layout, &r.layout));
+            if std::env::var_os("CALIBRATE_TUNE").is_some() {
+                let own = estimate(&r.plan, &eff).unwrap().tokens_per_sec_per_gpu;
+                if let Some(best) = out.candidates.first() {
+                    println!(
+                        "line {:>3} {:<16} {:<10} {:<6} published {:?} at {:.0} vs top {:?} at {:.0} ({:+.1}%){}",
+                        r.line,
+                        r.recipe,
+                        r.gpus,
+                        r.precision,
+                        (
+                            r.layout.tensor_model_parallel_size,
+                            r.layout.pipeline_model_parallel_size,
+                            r.layout.virtual_pipeline_model_parallel_size,
+                            r.layout.context_parallel_size,
+                            r.layout.expert_model_parallel_size,
+                            r.layout.micro_batch_size
+                        ),
+                        own,
+                        (
+                            best.layout.tensor_model_parallel_size,
+                            best.layout.pipeline_model_parallel_size,
+                            best.layout.virtual_pipeline_model_parallel_size,
+                            best.layout.context_parallel_size,
+                            best.layout.expert_model_parallel_size,
+                            best.layout.micro_batch_size
+                        ),
+                        best.estimate.tokens_per_sec_per_gpu,
+                        (own / best.estimate.tokens_per_sec_per_gpu - 1.0) * 100.0,
+                        if hit { " HIT" } else { "" }
+                    );
+                }
+            }
             tried += 1;
             if hit {
                 hits += 1;

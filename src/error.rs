@@ -1,7 +1,16 @@
 //! One error type for the whole crate. Every error knows its exit code: 2 for anything the
 //! user can fix in their input (flags, recipe files, impossible layouts, Bridge assertions),
 //! 1 for the outside world failing (I/O, Slurm). Messages name the field, where it came from
-//! (file:line or flag) and, where one exists, a fix.
+//! (a typed [`Origin`]: file:line:col, flag, or config fields) and, where one exists, a fix.
+//!
+//! Rendering happens here only (`Display`), so every origin is shown exactly once:
+//!
+//! ```text
+//! error: --set model.x=1: unknown field `x` in `model`       (Flag, Fields: a prefix)
+//! error: unknown field `bogus`, expected one of ...           (File: a `-->` line below,
+//!  --> recipes/x.yaml:4:3                                      or the parser's own excerpt)
+//!   help: ...
+//! ```
 
 use std::fmt;
 
@@ -16,12 +25,74 @@ pub enum ErrorKind {
     Runtime,
 }
 
-/// An error with a message, an optional origin (file:line, flag) and an optional hint.
+/// Where the offending value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A place in an input file (recipe, hardware, plugin, template). `excerpt` is the
+    /// parser's own rendering of the place (its ` --> ` line and the source lines), shown
+    /// instead of a bare ` --> path:line:col` when present.
+    File {
+        path: String,
+        line: Option<usize>,
+        col: Option<usize>,
+        excerpt: Option<String>,
+    },
+    /// A command-line flag or argument, with its value where that helps: `--gpus`,
+    /// `--set model.x=1`, `--plugin a --plugin b`, `JOB`.
+    Flag(String),
+    /// Fields of the resolved configuration, e.g. `train.global_batch_size`.
+    Fields(Vec<String>),
+}
+
+impl Origin {
+    pub fn file(path: impl Into<String>, line: Option<usize>, col: Option<usize>) -> Origin {
+        Origin::File {
+            path: path.into(),
+            line,
+            col,
+            excerpt: None,
+        }
+    }
+
+    pub fn flag(flag: impl Into<String>) -> Origin {
+        Origin::Flag(flag.into())
+    }
+
+    /// From a comma-separated list: `"model.a, model.b"`.
+    pub fn fields(list: &str) -> Origin {
+        Origin::Fields(list.split(',').map(|f| f.trim().to_string()).collect())
+    }
+}
+
+impl fmt::Display for Origin {
+    /// The place alone: `path:line:col`, the flag, or the field list.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File {
+                path, line, col, ..
+            } => {
+                f.write_str(path)?;
+                if let Some(l) = line {
+                    write!(f, ":{l}")?;
+                    if let Some(c) = col {
+                        write!(f, ":{c}")?;
+                    }
+                }
+                Ok(())
+            }
+            Origin::Flag(flag) => f.write_str(flag),
+            Origin::Fields(fields) => f.write_str(&fields.join(", ")),
+        }
+    }
+}
+
+/// An error with a message, an optional origin and an optional hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
-    pub origin: Option<String>,
+    /// Boxed: errors travel in every `Result`, and most have no origin.
+    pub origin: Option<Box<Origin>>,
     pub help: Option<String>,
 }
 
@@ -55,10 +126,25 @@ impl Error {
         }
     }
 
-    /// Where the offending value came from: `recipes/x.yaml:12:3`, `--set a.b=c`, ...
-    pub fn at(mut self, origin: impl Into<String>) -> Self {
-        self.origin = Some(origin.into());
+    /// Where the offending value came from.
+    pub fn at(mut self, origin: Origin) -> Self {
+        self.origin = Some(Box::new(origin));
         self
+    }
+
+    /// [`Origin::Flag`]: `--gpus`, `--set a.b=c`, ...
+    pub fn at_flag(self, flag: impl Into<String>) -> Self {
+        self.at(Origin::flag(flag))
+    }
+
+    /// [`Origin::Fields`] from a comma-separated list: `model.a, model.b`.
+    pub fn at_fields(self, list: &str) -> Self {
+        self.at(Origin::fields(list))
+    }
+
+    /// [`Origin::File`] without a line: the file as a whole.
+    pub fn at_file(self, path: impl Into<String>) -> Self {
+        self.at(Origin::file(path, None, None))
     }
 
     /// A suggested fix.
@@ -77,10 +163,15 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(origin) = &self.origin {
-            write!(f, "{origin}: ")?;
+        match self.origin.as_deref() {
+            None => f.write_str(&self.message)?,
+            Some(o @ (Origin::Flag(_) | Origin::Fields(_))) => write!(f, "{o}: {}", self.message)?,
+            Some(Origin::File {
+                excerpt: Some(excerpt),
+                ..
+            }) => write!(f, "{}\n{excerpt}", self.message)?,
+            Some(o @ Origin::File { .. }) => write!(f, "{}\n --> {o}", self.message)?,
         }
-        f.write_str(&self.message)?;
         if let Some(help) = &self.help {
             write!(f, "\n  help: {help}")?;
         }
@@ -134,6 +225,25 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_origin_is_shown_once() {
+        let e = Error::usage("a GPU spec is required").at_flag("--gpus");
+        assert_eq!(e.to_string(), "--gpus: a GPU spec is required");
+        let e = Error::usage("bad").at_fields("model.a,model.b");
+        assert_eq!(e.to_string(), "model.a, model.b: bad");
+        let e = Error::usage("bad").at(Origin::file("r.yaml", Some(3), Some(7)));
+        assert_eq!(e.to_string(), "bad\n --> r.yaml:3:7");
+        let e = Error::usage("bad").at(Origin::File {
+            path: "r.yaml".into(),
+            line: Some(3),
+            col: Some(7),
+            excerpt: Some(" --> r.yaml:3:7\n  |\n3 | x: y\n  |    ^ bad".into()),
+        });
+        assert_eq!(e.to_string().matches("r.yaml:3:7").count(), 1, "{e}");
+        let e = Error::usage("bad").at_file("r.yaml").help("fix it");
+        assert_eq!(e.to_string(), "bad\n --> r.yaml\n  help: fix it");
+    }
 
     #[test]
     fn suggests_close_names() {

@@ -11,6 +11,8 @@
 //!   overrides.txt               the trainer's Hydra overrides, as on its command line
 //!   env.sh                      the plan's env, secrets redacted
 //!   secrets.env                 secret values only, sourced by the script (0600; only if any)
+//!   ovlaunch-rank               the job's own copy of the rank runtime (for the nodes' CPU)
+//!   oci/config.json, oci/rootfs the OCI bundle (`--container-runtime oci` only)
 //!   submission.json             how it was submitted (written by the backend)
 //!   logs/                       created empty for plugins and the trainer
 //!   slurm-JOBID.out             the Slurm job's output
@@ -29,6 +31,14 @@ pub const RANK_PLAN: &str = "rank-plan.json";
 pub const OVERRIDES: &str = "overrides.txt";
 pub const ENV_DUMP: &str = "env.sh";
 pub const SECRETS: &str = "secrets.env";
+/// The job's copy of the rank runtime binary (see `backend::rankbin`).
+pub const RANK_RUNTIME: &str = "ovlaunch-rank";
+/// The OCI bundle directory `srun --container` is given (see `render::oci`).
+pub const OCI_BUNDLE: &str = "oci";
+/// The bundle's configuration.
+pub const OCI_CONFIG: &str = "oci/config.json";
+/// The bundle's root filesystem: a symlink to the image (Slurm reads `BUNDLE/rootfs`).
+pub const OCI_ROOTFS: &str = "oci/rootfs";
 /// The submission record (see `backend::record`).
 pub const SUBMISSION: &str = "submission.json";
 pub const LOGS_DIR: &str = "logs";

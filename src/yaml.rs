@@ -4,28 +4,33 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Origin, Result};
 
 /// Parses `text` (from `origin`, a file name shown in errors) into `T`.
 /// Errors carry `origin:line:col` and the parser's snippet.
 pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
     serde_saphyr::from_str::<T>(text).map_err(|e| {
-        let loc = e
-            .location()
-            .map(|l| format!("{origin}:{}:{}", l.line(), l.column()));
-        // The crate prints "error: line L column C: MESSAGE" followed by a snippet that
-        // names the input `<input>`; keep the message and the snippet, with the real name.
+        let (line, col) = e.location().map_or((None, None), |l| {
+            (Some(l.line() as usize), Some(l.column() as usize))
+        });
+        // The crate prints "error: line L column C: MESSAGE" followed by an excerpt that
+        // names the input `<input>`: the message is the first line, the excerpt (with the
+        // real name, and its own ` --> ` line) the rest.
         let full = e.to_string().replace("<input>", origin);
         let body = full
             .strip_prefix("error: ")
             .map(|rest| rest.split_once(": ").map(|(_, m)| m).unwrap_or(rest))
-            .unwrap_or(&full)
-            .to_string();
-        let err = Error::usage(body);
-        match loc {
-            Some(loc) => err.at(loc),
-            None => err.at(origin.to_string()),
-        }
+            .unwrap_or(&full);
+        let (message, excerpt) = match body.split_once('\n') {
+            Some((m, x)) if x.contains(" --> ") => (m, Some(x.to_string())),
+            _ => (body, None),
+        };
+        Error::usage(message).at(Origin::File {
+            path: origin.to_string(),
+            line,
+            col,
+            excerpt,
+        })
     })
 }
 

@@ -10,6 +10,7 @@
 
 pub mod jobdir;
 pub mod local;
+pub mod rankbin;
 pub mod record;
 pub mod slurm;
 pub mod state;
@@ -88,6 +89,21 @@ pub fn of(rec: &Submission) -> Result<&'static dyn Backend> {
         })
 }
 
+/// What a job directory holds besides the rendered artifacts: files the CLI prepared from
+/// the outside world (an OCI bundle's configuration) and assets (the rank runtime copy).
+#[derive(Default)]
+pub struct Extras<'a> {
+    pub files: Vec<layout::JobFile<'a>>,
+    pub assets: Vec<jobdir::Asset>,
+}
+
+/// Writes the job directory `dir` from `artifacts` and `extras` (without starting anything).
+pub fn write_job_dir(dir: &Path, artifacts: &Artifacts, extras: &Extras<'_>) -> Result<()> {
+    let mut files = layout::files(artifacts);
+    files.extend(extras.files.iter().cloned());
+    jobdir::create_with(dir, &files, &extras.assets)
+}
+
 /// Writes the job directory `dir` from `artifacts` and starts the job with `executor`.
 /// Nothing half-written stays behind when the backend refuses the job.
 pub fn submit(
@@ -95,9 +111,10 @@ pub fn submit(
     dir: &Path,
     job_name: &str,
     artifacts: &Artifacts,
+    extras: &Extras<'_>,
     command_line: String,
 ) -> Result<Started> {
-    jobdir::create(dir, &layout::files(artifacts))?;
+    write_job_dir(dir, artifacts, extras)?;
     let mut rec = Submission {
         job_name: job_name.to_string(),
         job_dir: dir.display().to_string(),

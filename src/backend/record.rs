@@ -54,7 +54,7 @@ pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
         .find(|(_, s)| s.job_id.as_deref() == Some(key) || s.job_name == key)
         .ok_or_else(|| {
             Error::usage(format!("no job `{key}` under {}", root.display()))
-                .at("JOB")
+                .at_flag("JOB")
                 .help("give a job id, job name or job directory; `ovlaunch list` shows them (see --jobs-root)")
         })
 }

@@ -292,3 +292,47 @@ mod tests {
         assert_eq!(field(line, "Nope"), None);
     }
 }
+
+/// Slurm's release as `(major, minor)` from `sbatch --version` (`slurm 22.05.8`).
+pub fn version() -> Result<(u32, u32)> {
+    let out = run(
+        "sbatch",
+        &refs(&os(&["--version"])),
+        None,
+        Duration::from_secs(10),
+    )?;
+    parse_version(&out.stdout).ok_or_else(|| {
+        Error::runtime(format!(
+            "cannot read Slurm's version from `sbatch --version`: {}",
+            out.stdout.trim()
+        ))
+    })
+}
+
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let v = text.split_whitespace().nth(1)?;
+    let mut parts = v.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// Slurm before 23.02 runs one containerized task per node and hands every task of an OCI
+/// container step the step's environment, so `SLURM_PROCID` is 0 in every task (its
+/// slurmstepd writes the bundle's `process.env` once per step). From 23.02 on, each task
+/// gets its own container with its own environment.
+pub fn oci_per_task_ok(version: (u32, u32)) -> bool {
+    version >= (23, 2)
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn reads_sbatch_version_lines() {
+        assert_eq!(parse_version("slurm 22.05.8\n"), Some((22, 5)));
+        assert_eq!(parse_version("slurm-wlm 24.11.3"), Some((24, 11)));
+        assert_eq!(parse_version("nonsense"), None);
+        assert!(!oci_per_task_ok((22, 5)));
+        assert!(oci_per_task_ok((23, 2)));
+    }
+}

@@ -36,6 +36,38 @@ pub struct GpuKind {
     /// Env vars this kind always needs (site fabric knobs belong here, not in recipes).
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// The nodes' CPU architecture: which rank runtime build can run there (Grace-based
+    /// GB200/GB300 nodes are aarch64).
+    #[serde(default)]
+    pub arch: CpuArch,
+}
+
+/// A node CPU architecture, spelled as Rust and `uname -m` spell it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CpuArch {
+    #[default]
+    #[serde(rename = "x86_64")]
+    X86_64,
+    #[serde(rename = "aarch64")]
+    Aarch64,
+}
+
+impl CpuArch {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuArch::X86_64 => "x86_64",
+            CpuArch::Aarch64 => "aarch64",
+        }
+    }
+
+    /// The architecture this program was built for.
+    pub fn host() -> CpuArch {
+        if cfg!(target_arch = "aarch64") {
+            CpuArch::Aarch64
+        } else {
+            CpuArch::X86_64
+        }
+    }
 }
 
 /// Per-GPU performance constants (dense peaks, memory, links); units in the field names.
@@ -87,12 +119,12 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
     let lower = spec.trim().to_ascii_lowercase();
     let Some((kind_name, count_text)) = lower.rsplit_once('x') else {
         return Err(Error::usage(format!("`{spec}` is not KINDxCOUNT"))
-            .at("--gpus")
+            .at_flag("--gpus")
             .help("write e.g. h100x64, b200x128, gb200x72 or cpux4"));
     };
     let gpu = kinds.iter().find(|k| k.kind == kind_name).ok_or_else(|| {
         Error::usage(format!("unknown GPU kind `{kind_name}`"))
-            .at("--gpus")
+            .at_flag("--gpus")
             .help(format!(
                 "{} known kinds: {}",
                 did_you_mean(kind_name, kinds.iter().map(|k| k.kind.as_str())),
@@ -105,17 +137,17 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
     })?;
     let count: u32 = count_text.parse().map_err(|_| {
         Error::usage(format!("`{count_text}` in `{spec}` is not a GPU count"))
-            .at("--gpus")
+            .at_flag("--gpus")
             .help("write e.g. h100x64")
     })?;
     if count == 0 {
         return Err(Error::usage(format!("`{spec}` asks for zero GPUs"))
-            .at("--gpus")
+            .at_flag("--gpus")
             .help(format!("use {kind_name}x1 or more")));
     }
     let per_node = gpus_per_node.unwrap_or(gpu.gpus_per_node);
     if per_node == 0 {
-        return Err(Error::usage("--gpus-per-node must be at least 1").at("--gpus-per-node"));
+        return Err(Error::usage("--gpus-per-node must be at least 1").at_flag("--gpus-per-node"));
     }
     if count > per_node && !count.is_multiple_of(per_node) {
         let lo = count / per_node * per_node;
@@ -123,7 +155,7 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
         return Err(Error::usage(format!(
             "{count} {kind_name} GPUs do not fill whole {per_node}-GPU nodes"
         ))
-        .at("--gpus")
+        .at_flag("--gpus")
         .help(format!(
             "use {kind_name}x{lo} or {kind_name}x{hi}, or set --gpus-per-node"
         )));

@@ -83,7 +83,7 @@ impl Catalog {
                     std::iter::once(r.name.as_str()).chain(r.aliases.iter().map(String::as_str))
                 });
                 Error::usage(format!("unknown recipe `{name}`"))
-                    .at("--recipe")
+                    .at_flag("--recipe")
                     .help(format!(
                         "{} run `ovlaunch recipes` for the list, or pass a recipe file path",
                         did_you_mean(name, names)

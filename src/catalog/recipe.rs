@@ -19,7 +19,8 @@ use crate::yaml;
 /// Precision names a variant may carry (Bridge's perf-recipe suffixes).
 pub const PRECISIONS: &[&str] = &["bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4"];
 
-/// The typed view, used only to validate (its values are discarded).
+/// The typed view, used only to validate (its values are discarded). Its fields are the
+/// keys a recipe file may have: unknown keys are rejected here, with file:line:col.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
@@ -86,25 +87,6 @@ struct TypedVariant {
     #[serde(default)]
     env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
 }
-
-/// Keys allowed at the top of a recipe file.
-const TOP_KEYS: &[&str] = &[
-    "name",
-    "aliases",
-    "description",
-    "family",
-    "task",
-    "bridge_recipe",
-    "trainer",
-    "model",
-    "train",
-    "ddp",
-    "optimizer",
-    "comm_overlap",
-    "mixed_precision",
-    "env_vars",
-    "variants",
-];
 
 /// The config sections a recipe layer may carry.
 pub const SECTION_KEYS: &[&str] = &[
@@ -180,25 +162,12 @@ impl Recipe {
             Ok(t) => t,
             Err(e) => {
                 let msg = e.to_string();
-                return Err(
-                    located(&msg).unwrap_or_else(|| Error::usage(msg).at(origin.to_string()))
-                );
+                return Err(located(&msg).unwrap_or_else(|| Error::usage(msg).at_file(origin)));
             }
         };
         let Value::Object(mut top) = tree else {
-            return Err(Error::usage("a recipe must be a mapping").at(origin));
+            return Err(Error::usage("a recipe must be a mapping").at_file(origin));
         };
-        for key in top.keys() {
-            if !TOP_KEYS.contains(&key.as_str()) {
-                return Err(Error::usage(format!("unknown key `{key}` in recipe"))
-                    .at(origin)
-                    .help(format!(
-                        "{} (allowed: {})",
-                        crate::error::did_you_mean(key, TOP_KEYS.iter().copied()),
-                        TOP_KEYS.join(", ")
-                    )));
-            }
-        }
         for v in &typed.variants {
             if !PRECISIONS.contains(&v.precision.as_str()) {
                 return Err(Error::usage(format!(
@@ -206,7 +175,7 @@ impl Recipe {
                     v.precision,
                     PRECISIONS.join(", ")
                 ))
-                .at(origin));
+                .at_file(origin));
             }
         }
         let variants_tree = top.remove("variants").unwrap_or(Value::Array(Vec::new()));
@@ -239,11 +208,6 @@ impl Recipe {
             sections: pick_sections(&Value::Object(top)),
             variants,
         })
-    }
-
-    /// True if `name` is this recipe's name or one of its aliases.
-    pub fn answers_to(&self, name: &str) -> bool {
-        self.name == name || self.aliases.iter().any(|a| a == name)
     }
 }
 

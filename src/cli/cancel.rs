@@ -6,7 +6,7 @@ use crate::backend::{self, record};
 use crate::error::Result;
 
 pub fn run(p: &Printer, args: &JobArgs) -> Result<i32> {
-    let (_, rec) = record::find(&args.root(), &args.job)?;
+    let (_, rec) = record::find(&args.root()?, &args.job)?;
     backend::of(&rec)?.cancel(&rec)?;
     p.data(&format!(
         "cancelled job {} ({})\n",

@@ -8,8 +8,11 @@ use crate::render::artifacts::{EnvFormat, env_dump};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
+    /// `export NAME='value'` lines.
     Sh,
+    /// `NAME="value"` lines.
     Dotenv,
+    /// One JSON object.
     Json,
 }
 

@@ -87,10 +87,30 @@ pub fn summary(plan: &Plan) -> String {
             .unwrap_or("none"),
         plan.versions.torch
     );
+    if let Some(line) = estimate_line(plan) {
+        let _ = writeln!(s, "#   estimate   {line}");
+    }
     for w in &plan.warnings {
         let _ = writeln!(s, "# warning: {w}");
     }
     s
+}
+
+/// One line of `ovlaunch estimate` for the summary; `None` for GPU kinds without performance
+/// constants.
+pub fn estimate_line(plan: &Plan) -> Option<String> {
+    let eff = crate::estimate::Efficiency::embedded().ok()?;
+    let e = crate::estimate::estimate(plan, &eff).ok()?;
+    Some(format!(
+        "{:.0} tokens/s/GPU, step {:.2} s, {:.0} model TFLOP/s/GPU (MFU {:.1}%), {:.1}/{:.1} GiB per GPU ({}); `ovlaunch estimate` for the breakdown",
+        e.tokens_per_sec_per_gpu,
+        e.step_time_s,
+        e.model_tflops_per_gpu,
+        e.mfu * 100.0,
+        e.memory_gib_per_gpu,
+        e.memory.capacity_gib,
+        if e.fits { "fits" } else { "does not fit" }
+    ))
 }
 
 /// `NAME=VALUE  # source` lines, secrets redacted.

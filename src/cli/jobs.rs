@@ -4,20 +4,25 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::error::Result;
+
 /// Which job, and where job directories live.
 #[derive(Debug, Args)]
 pub struct JobArgs {
     /// Job id, job name or job directory.
     pub job: String,
-    /// Where job directories live (also OVLAUNCH_JOBS_ROOT).
-    #[arg(long, default_value = "ovlaunch-jobs")]
-    pub jobs_root: PathBuf,
+    /// Where job directories live (also OVLAUNCH_JOBS_ROOT or the profile's jobs_root;
+    /// default: ~/.local/state/ovlaunch/jobs).
+    #[arg(long, value_name = "DIR")]
+    pub jobs_root: Option<PathBuf>,
+    /// The site profile that names the jobs root (also OVLAUNCH_PROFILE).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
 }
 
 impl JobArgs {
-    pub fn root(&self) -> PathBuf {
-        std::env::var_os("OVLAUNCH_JOBS_ROOT")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| self.jobs_root.clone())
+    /// The jobs root: flag, environment, profile, default (the same layering as a launch).
+    pub fn root(&self) -> Result<PathBuf> {
+        super::profile::jobs_root_for(self.jobs_root.as_deref(), self.profile.as_deref())
     }
 }

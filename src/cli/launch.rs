@@ -9,11 +9,13 @@ use clap::{Args, ValueEnum};
 
 use super::{PlanArgs, load};
 use crate::backend::Executor;
+use crate::backend::rankbin;
 use crate::error::{Error, Result};
 use crate::job::{self, Job};
 use crate::plan::Plan;
 use crate::plugin;
-use crate::render::launch::{Container, FlagStyle, LaunchMode, LaunchOptions};
+use crate::render::launch::{Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions};
+use crate::render::oci;
 use crate::render::template::Templates;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -26,13 +28,26 @@ pub enum LauncherArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ExecutorArg {
+    /// Submit with sbatch.
     Slurm,
+    /// Run on this machine with torchrun (one node).
     Local,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContainerRuntimeArg {
+    /// NVIDIA pyxis/enroot: --container-image is an enroot URI or .sqsh file.
+    Pyxis,
+    /// Slurm's native OCI containers (srun --container): --container-image is a root
+    /// filesystem directory or an OCI bundle directory (config.json + rootfs).
+    Oci,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FlagStyleArg {
+    /// --nproc-per-node (PyTorch 2.x).
     Dash,
+    /// --nproc_per_node (every PyTorch, Debian's 1.13 included).
     Underscore,
 }
 
@@ -40,80 +55,126 @@ pub enum FlagStyleArg {
 #[derive(Debug, Args, Clone)]
 pub struct LaunchArgs {
     /// Job name (default RECIPE-HARDWARE).
-    #[arg(long)]
+    #[arg(long, help_heading = "Job")]
     pub job_name: Option<String>,
     /// Job directory (default JOBS_ROOT/JOB_NAME).
-    #[arg(long)]
+    #[arg(long, help_heading = "Job")]
     pub job_dir: Option<PathBuf>,
-    /// Where job directories live (also OVLAUNCH_JOBS_ROOT).
-    #[arg(long, default_value = "ovlaunch-jobs")]
-    pub jobs_root: PathBuf,
-    #[arg(long, short = 'A')]
+    /// Where job directories live (also OVLAUNCH_JOBS_ROOT or a profile's jobs_root;
+    /// default: ~/.local/state/ovlaunch/jobs, found again from any directory).
+    #[arg(long, value_name = "DIR", help_heading = "Job")]
+    pub jobs_root: Option<PathBuf>,
+    /// The site profile whose settings fill in what no flag or environment variable sets
+    /// (also OVLAUNCH_PROFILE; profiles live in .ovlaunch.yaml and
+    /// ~/.config/ovlaunch/config.yaml).
+    #[arg(long, value_name = "NAME", help_heading = "Job")]
+    pub profile: Option<String>,
+    /// Slurm account to charge (sbatch --account; also SBATCH_ACCOUNT, SLURM_ACCOUNT, a profile).
+    #[arg(long, short = 'A', help_heading = "Slurm")]
     pub account: Option<String>,
-    #[arg(long, short = 'p')]
+    /// Slurm partition (sbatch --partition; also SBATCH_PARTITION, SLURM_PARTITION, a profile).
+    #[arg(long, short = 'p', help_heading = "Slurm")]
     pub partition: Option<String>,
-    #[arg(long)]
+    /// Slurm quality of service (sbatch --qos; also SBATCH_QOS, SLURM_QOS, a profile).
+    #[arg(long, help_heading = "Slurm")]
     pub qos: Option<String>,
     /// Wall time (HH:MM:SS or D-HH:MM:SS).
-    #[arg(long, default_value = "00:30:00")]
+    #[arg(long, default_value = "00:30:00", help_heading = "Slurm")]
     pub time: String,
-    #[arg(long, value_enum, default_value_t = LauncherArg::Srun)]
+    /// How ranks start: one srun task per GPU, or one task per node running torchrun.
+    #[arg(long, value_enum, default_value_t = LauncherArg::Srun, help_heading = "Job")]
     pub launcher: LauncherArg,
-    #[arg(long, value_enum, default_value_t = ExecutorArg::Slurm)]
+    /// Where the job runs: Slurm (sbatch), or this machine (torchrun, one node).
+    #[arg(long, value_enum, default_value_t = ExecutorArg::Slurm, help_heading = "Job")]
     pub executor: ExecutorArg,
     /// torchrun flag spelling (Debian's torch 1.13 needs underscore).
-    #[arg(long, value_enum, default_value_t = FlagStyleArg::Dash)]
+    #[arg(long, value_enum, default_value_t = FlagStyleArg::Dash, help_heading = "Job")]
     pub torchrun_flags: FlagStyleArg,
-    /// pyxis container image (enroot URI or .sqsh path).
-    #[arg(long)]
+    /// Container image: an enroot URI or .sqsh file (pyxis), or a root filesystem or OCI
+    /// bundle directory (oci). The job directory is always mounted at its own path.
+    #[arg(long, help_heading = "Containers")]
     pub container_image: Option<String>,
-    /// SRC:DST[:FLAGS] (repeatable).
-    #[arg(long = "container-mount")]
+    /// Which runtime starts the containers.
+    #[arg(long, value_enum, default_value_t = ContainerRuntimeArg::Pyxis, help_heading = "Containers")]
+    pub container_runtime: ContainerRuntimeArg,
+    /// An extra bind mount SRC:DST[:ro|rw] (repeatable).
+    #[arg(
+        long = "container-mount",
+        value_name = "SRC:DST[:FLAGS]",
+        help_heading = "Containers"
+    )]
     pub container_mounts: Vec<String>,
-    #[arg(long)]
+    /// Working directory inside the container.
+    #[arg(long, value_name = "DIR", help_heading = "Containers")]
     pub container_workdir: Option<String>,
     /// Keep the container root read-only (Bridge adds --container-writable by default).
-    #[arg(long)]
+    #[arg(long, help_heading = "Containers")]
     pub container_readonly: bool,
-    /// Mount the home directory into the container.
-    #[arg(long)]
+    /// pyxis: mount the home directory (default: the site's pyxis setting).
+    #[arg(
+        long,
+        conflicts_with = "no_container_mount_home",
+        help_heading = "Containers"
+    )]
     pub container_mount_home: bool,
+    /// pyxis: do not mount the home directory.
+    #[arg(long, help_heading = "Containers")]
+    pub no_container_mount_home: bool,
     /// Run without a container even if the recipe suggests one.
-    #[arg(long, conflicts_with = "container_image")]
+    #[arg(long, conflicts_with = "container_image", help_heading = "Containers")]
     pub no_container: bool,
-    /// srun --mpi value; `none` to leave it out.
-    #[arg(long, default_value = "pmix")]
+    /// srun --mpi value (pmix, pmi2, ...); `none` leaves it out: nothing ovlaunch starts
+    /// needs PMI (ranks find each other through torch's rendezvous).
+    #[arg(long, default_value = "none", help_heading = "Slurm")]
     pub mpi: String,
     /// Request GPUs with --gres=gpu:N instead of --gpus-per-node.
-    #[arg(long)]
+    #[arg(long, help_heading = "Slurm")]
     pub gres: bool,
     /// Do not ask for exclusive nodes.
-    #[arg(long)]
+    #[arg(long, help_heading = "Slurm")]
     pub no_exclusive: bool,
-    #[arg(long)]
+    /// CPUs per Slurm task (sbatch --cpus-per-task).
+    #[arg(long, help_heading = "Slurm")]
     pub cpus_per_task: Option<u32>,
     /// afterok:ID[:ID]...
-    #[arg(long)]
+    #[arg(long, help_heading = "Slurm")]
     pub dependency: Option<String>,
-    /// Extra sbatch option, checked against the known ones (repeatable): --sbatch-arg=--reservation=x
-    #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
+    /// Extra sbatch long option, quoted for its #SBATCH line (repeatable):
+    /// --sbatch-arg=--reservation=x
+    #[arg(
+        long = "sbatch-arg",
+        allow_hyphen_values = true,
+        help_heading = "Slurm"
+    )]
     pub sbatch_args: Vec<String>,
+    /// Extra srun option for the launch step, shell-quoted (repeatable):
+    /// --srun-arg=--network=sn_all
+    #[arg(
+        long = "srun-arg",
+        value_name = "--NAME[=VALUE]",
+        allow_hyphen_values = true,
+        help_heading = "Slurm"
+    )]
+    pub srun_args: Vec<String>,
     /// A Jinja2 template replacing the sbatch (or, with --executor local, torchrun) template.
-    #[arg(long)]
+    #[arg(long, help_heading = "Job")]
     pub template: Option<PathBuf>,
     /// A directory of templates replacing shipped ones by file name.
-    #[arg(long)]
+    #[arg(long, help_heading = "Job")]
     pub template_dir: Option<PathBuf>,
-    /// Path of the rank runtime on the compute nodes (default: next to this binary).
-    #[arg(long)]
-    pub rank_runtime: Option<String>,
+    /// The rank runtime binary to copy into the job directory; it must match the nodes'
+    /// CPU architecture (default: ovlaunch-rank-ARCH, then ovlaunch-rank, next to this
+    /// program, then on PATH).
+    #[arg(long, value_name = "FILE", help_heading = "Rank runtime")]
+    pub rank_runtime: Option<PathBuf>,
     /// Start the trainer directly, without the rank runtime.
-    #[arg(long, conflicts_with = "rank_runtime")]
+    #[arg(long, conflicts_with = "rank_runtime", help_heading = "Rank runtime")]
     pub no_rank_runtime: bool,
-    #[arg(long, default_value_t = 29500)]
+    /// The rendezvous port (MASTER_PORT; torchrun's c10d endpoint).
+    #[arg(long, default_value_t = 29500, help_heading = "Job")]
     pub master_port: u16,
     /// The trainer command (default: the recipe's Bridge training entry).
-    #[arg(last = true)]
+    #[arg(last = true, help_heading = "Job")]
     pub trainer: Vec<String>,
 }
 
@@ -126,33 +187,164 @@ fn check_job_name(name: &str) -> Result<()> {
         return Err(Error::usage(format!(
             "job name `{name}` may only use letters, digits, `.`, `_` and `-`"
         ))
-        .at("--job-name"));
+        .at_flag("--job-name"));
     }
     Ok(())
 }
 
 /// Resolves the job directory to an absolute path (reads the working directory).
+/// Without `--job-dir`, each submission gets its own directory: JOBS_ROOT/JOB_NAME, else
+/// the first free JOB_NAME-2, JOB_NAME-3, ..., so the same command can be submitted again.
 pub fn job_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
-    let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| args.jobs_root.clone());
-    let dir = args.job_dir.clone().unwrap_or_else(|| root.join(job_name));
+    let root = args
+        .jobs_root
+        .clone()
+        .unwrap_or_else(super::profile::default_jobs_root);
     let cwd = std::env::current_dir()
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
-    Ok(if dir.is_absolute() {
-        dir
-    } else {
-        cwd.join(dir)
-    })
+    let absolute = |dir: PathBuf| {
+        if dir.is_absolute() {
+            dir
+        } else {
+            cwd.join(dir)
+        }
+    };
+    if let Some(dir) = &args.job_dir {
+        return Ok(absolute(dir.clone()));
+    }
+    let root = absolute(root);
+    let mut dir = root.join(job_name);
+    let mut n = 2;
+    while dir.exists() {
+        dir = root.join(format!("{job_name}-{n}"));
+        n += 1;
+    }
+    Ok(dir)
 }
 
-fn default_rank_runtime() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("ovlaunch-rank")))
-        .filter(|p| p.is_file())
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "ovlaunch-rank".to_string())
+/// Launch arguments with every default, for the job commands' profile lookup.
+impl LaunchArgs {
+    pub fn for_jobs(jobs_root: Option<PathBuf>, profile: Option<String>) -> LaunchArgs {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            launch: LaunchArgs,
+        }
+        let mut a = <Defaults as clap::Parser>::parse_from(["ovlaunch"]).launch;
+        a.jobs_root = jobs_root;
+        a.profile = profile;
+        a
+    }
+}
+
+/// Plan and launch arguments with the site profile, the environment and the defaults
+/// layered in (see `profile`), and every launch setting's origin.
+pub fn with_profile(
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+) -> Result<(PlanArgs, LaunchArgs, Vec<super::profile::Setting>)> {
+    let (mut plan_args, mut args) = (plan_args.clone(), args.clone());
+    let settings = super::profile::load(Some(&mut plan_args), &mut args)?;
+    Ok((plan_args, args, settings))
+}
+
+fn setting_decision(s: &super::profile::Setting) -> crate::plan::Decision {
+    use crate::plan::{Decision, Source};
+    let origins: Vec<String> = s.origins.iter().map(|o| o.to_string()).collect();
+    let source = if s.origins == [super::profile::Origin::Default] {
+        Source::Default
+    } else {
+        Source::User
+    };
+    Decision::new(
+        format!("setting.{}", s.key),
+        s.value.clone(),
+        format!("from {}", origins.join(", ")),
+        source,
+    )
+}
+
+/// The rank runtime binary for this job's nodes, checked (none with --no-rank-runtime).
+pub fn rank_runtime_for(plan: &Plan, args: &LaunchArgs) -> Result<Option<rankbin::Chosen>> {
+    if args.no_rank_runtime {
+        return Ok(None);
+    }
+    rankbin::locate(
+        args.rank_runtime.as_deref(),
+        "--rank-runtime",
+        plan.hardware.gpu.arch,
+    )
+    .map(Some)
+}
+
+/// The OCI bundle for `--container-runtime oci`: its `config.json` text and the root
+/// filesystem its `rootfs` entry points at. Reads the image directory (and a site bundle's
+/// own `config.json` when there is one).
+pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
+    let Some(c) = opts
+        .container
+        .as_ref()
+        .filter(|c| c.runtime == ContainerRuntime::Oci)
+    else {
+        return Ok(None);
+    };
+    let image = PathBuf::from(&c.image);
+    let image = if image.is_absolute() {
+        image
+    } else {
+        std::env::current_dir()
+            .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?
+            .join(image)
+    };
+    let site_config = image.join("config.json");
+    let (base, rootfs) = if site_config.is_file() {
+        let text = std::fs::read_to_string(&site_config).map_err(|e| {
+            Error::usage(format!("cannot read {}: {e}", site_config.display()))
+                .at_flag("--container-image")
+        })?;
+        let base: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Error::usage(format!("{}: {e}", site_config.display())).at_flag("--container-image")
+        })?;
+        let root = base["root"]["path"].as_str().unwrap_or("rootfs");
+        let rootfs = if root.starts_with('/') {
+            PathBuf::from(root)
+        } else {
+            image.join(root)
+        };
+        (base, rootfs)
+    } else {
+        // The submitting user: /proc/self belongs to this process's real uid and gid.
+        use std::os::unix::fs::MetadataExt;
+        let me = std::fs::metadata("/proc/self")
+            .map_err(|e| Error::runtime(format!("cannot read /proc/self: {e}")))?;
+        let user = oci::User {
+            uid: me.uid(),
+            gid: me.gid(),
+        };
+        (
+            oci::default_config(
+                c.workdir.as_deref().unwrap_or(&opts.job_dir),
+                user,
+                !c.writable,
+            ),
+            image.clone(),
+        )
+    };
+    if !rootfs.join("bin").exists() && !rootfs.join("usr").is_dir() {
+        return Err(Error::usage(format!(
+            "{} does not look like a root filesystem (no bin or usr in it)",
+            rootfs.display()
+        ))
+        .at_flag("--container-image")
+        .help("with --container-runtime oci, give an unpacked image directory or an OCI bundle (config.json + rootfs)"));
+    }
+    let mounts = c
+        .mounts
+        .iter()
+        .map(|m| oci::parse_mount(m))
+        .collect::<Result<Vec<_>>>()?;
+    let config = oci::with_job_mounts(base, &opts.job_dir, &mounts)?;
+    Ok(Some((oci::config_text(&config)?, rootfs)))
 }
 
 /// The templates with the user's replacements.
@@ -163,7 +355,8 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
             let p = dir.join(name);
             if p.is_file() {
                 let text = std::fs::read_to_string(&p).map_err(|e| {
-                    Error::usage(format!("cannot read {}: {e}", p.display())).at("--template-dir")
+                    Error::usage(format!("cannot read {}: {e}", p.display()))
+                        .at_flag("--template-dir")
                 })?;
                 t.replace(name, &p.display().to_string(), text);
             }
@@ -171,7 +364,7 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
     }
     if let Some(p) = &args.template {
         let text = std::fs::read_to_string(p).map_err(|e| {
-            Error::usage(format!("cannot read {}: {e}", p.display())).at("--template")
+            Error::usage(format!("cannot read {}: {e}", p.display())).at_flag("--template")
         })?;
         let name = if args.executor == ExecutorArg::Local {
             "torchrun.sh.j2"
@@ -279,18 +472,26 @@ pub fn options(
             "the local executor runs on this machine only, but {} needs {} nodes",
             plan.hardware.spec, plan.hardware.nodes
         ))
-        .at("--executor local")
+        .at_flag("--executor local")
         .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
     }
     let container = if args.no_container {
         None
     } else {
         args.container_image.as_ref().map(|image| Container {
+            runtime: match args.container_runtime {
+                ContainerRuntimeArg::Pyxis => ContainerRuntime::Pyxis,
+                ContainerRuntimeArg::Oci => ContainerRuntime::Oci,
+            },
             image: image.clone(),
             mounts: args.container_mounts.clone(),
             workdir: args.container_workdir.clone(),
             writable: !args.container_readonly,
-            mount_home: args.container_mount_home,
+            mount_home: match (args.container_mount_home, args.no_container_mount_home) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
         })
     };
     let opts = LaunchOptions {
@@ -316,16 +517,11 @@ pub fn options(
         cpus_per_task: args.cpus_per_task,
         dependency: args.dependency.clone(),
         sbatch_args: args.sbatch_args.clone(),
+        srun_args: args.srun_args.clone(),
         trainer: args.trainer.clone(),
-        rank_runtime: if args.no_rank_runtime {
-            None
-        } else {
-            Some(
-                args.rank_runtime
-                    .clone()
-                    .unwrap_or_else(default_rank_runtime),
-            )
-        },
+        // The job runs its own copy (see `rank_runtime_for`).
+        rank_runtime: (!args.no_rank_runtime)
+            .then(|| format!("{}/{}", dir.display(), rankbin::FILE)),
         master_port: args.master_port,
         command_line: command_line(),
         rendezvous: None,
@@ -338,25 +534,74 @@ pub fn options(
 pub struct Prepared {
     pub job: Job,
     pub dir: PathBuf,
+    /// The rank runtime binary copied into the job directory.
+    pub rank_runtime: Option<rankbin::Chosen>,
+    /// Why no rank runtime can run on the nodes: an error for whatever writes the job
+    /// directory, a warning for the dry run and `plan --explain`.
+    pub rank_runtime_problem: Option<Error>,
+    /// `--container-runtime oci`: the bundle's config.json and the image's root filesystem.
+    pub oci: Option<(String, PathBuf)>,
+    /// Launch warnings (printed on stderr by the dry run and by submit).
+    pub warnings: Vec<String>,
 }
 
 /// Flags -> plan -> job.
 pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
-    let (plan, plugins) = load::plan_with_plugins(plan_args)?;
-    prepare_with(plan, plugins, plan_args, args)
+    let (plan_args, args, settings) = with_profile(plan_args, args)?;
+    let (plan, plugins) = load::plan_with_plugins(&plan_args)?;
+    prepare_resolved(plan, plugins, &plan_args, &args, &settings)
 }
 
-/// `prepare` from a resolved plan.
+/// `prepare` from a resolved plan (its env already had the profile's env applied, or not:
+/// `plan --explain`); the launch settings get the profile here.
 pub fn prepare_with(
     plan: Plan,
     plugins: Vec<plugin::Active>,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
 ) -> Result<Prepared> {
+    let mut args = args.clone();
+    let settings = super::profile::load(None, &mut args)?;
+    prepare_resolved(plan, plugins, plan_args, &args, &settings)
+}
+
+fn prepare_resolved(
+    plan: Plan,
+    plugins: Vec<plugin::Active>,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    settings: &[super::profile::Setting],
+) -> Result<Prepared> {
     let (opts, dir) = options(&plan, plan_args, args)?;
+    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(&plan, args) {
+        Ok(r) => (r, None),
+        Err(e) => (None, Some(e)),
+    };
+    let oci = oci_bundle(&opts)?;
+    let mut warnings = Vec::new();
+    if args.executor == ExecutorArg::Slurm
+        && let Some(w) = crate::backend::jobdir::visibility_warning(&dir)
+    {
+        warnings.push(w);
+    }
+    if opts.container.is_some()
+        && let Some(w) = rank_runtime.as_ref().and_then(rankbin::dynamic_warning)
+    {
+        warnings.push(w);
+    }
     let templates = templates(args)?;
-    let job = job::render_job(plan, &opts, plugins, &templates, executor(args))?;
-    Ok(Prepared { job, dir })
+    let mut job = job::render_job(plan, &opts, plugins, &templates, executor(args))?;
+    job.spec
+        .decisions
+        .extend(settings.iter().map(setting_decision));
+    Ok(Prepared {
+        job,
+        dir,
+        rank_runtime,
+        rank_runtime_problem,
+        oci,
+        warnings,
+    })
 }
 
 /// Relative display of a path under the working directory.

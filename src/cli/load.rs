@@ -13,7 +13,8 @@ use crate::version::{Stack, Version};
 
 fn read(path: &Path, what: &str) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| {
-        Error::usage(format!("cannot read {what} {}: {e}", path.display())).at(what.to_string())
+        Error::usage(format!("cannot read {what} {}: {e}", path.display()))
+            .at_flag(what.to_string())
     })
 }
 
@@ -30,7 +31,7 @@ pub fn catalog(args: &CatalogArgs) -> Result<Catalog> {
                 "cannot read recipe directory {}: {e}",
                 dir.display()
             ))
-            .at("--recipe-dir")
+            .at_flag("--recipe-dir")
         })?;
         let mut paths: Vec<_> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -74,24 +75,24 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
     } else {
         Some(Version::parse(&args.te_version).ok_or_else(|| {
             Error::usage(format!("`{}` is not a version", args.te_version))
-                .at("--te-version")
+                .at_flag("--te-version")
                 .help("e.g. --te-version 2.8.0, or none")
         })?)
     };
     let torch = Version::parse(&args.torch_version).ok_or_else(|| {
         Error::usage(format!("`{}` is not a version", args.torch_version))
-            .at("--torch-version")
+            .at_flag("--torch-version")
             .help("e.g. 2.6.0")
     })?;
     let bridge = Version::parse(&args.bridge_version).ok_or_else(|| {
         Error::usage(format!("`{}` is not a version", args.bridge_version))
-            .at("--bridge-version")
+            .at_flag("--bridge-version")
             .help("e.g. 0.6.2")
     })?;
     if !args.bridge_root.starts_with('/') {
         return Err(
             Error::usage(format!("`{}` is not an absolute path", args.bridge_root))
-                .at("--bridge-root")
+                .at_flag("--bridge-root")
                 .help(
                     "the Megatron-Bridge checkout inside the container, e.g. /opt/Megatron-Bridge",
                 ),

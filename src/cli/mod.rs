@@ -15,6 +15,7 @@ mod logs;
 mod plan;
 mod plugins;
 mod printer;
+mod profile;
 mod recipes;
 mod status;
 mod submit;
@@ -48,7 +49,8 @@ pub struct MainArgs {
     pub plan: PlanArgs,
     #[command(flatten)]
     pub launch: launch::LaunchArgs,
-    /// Print the plan summary, env and launch script; write and submit nothing.
+    /// Print the launch script on stdout (sbatch accepts it as is) and the plan summary and env
+    /// on stderr; write and submit nothing.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -60,7 +62,8 @@ pub struct SubmitCmd {
     pub plan: PlanArgs,
     #[command(flatten)]
     pub launch: launch::LaunchArgs,
-    /// Print what would be submitted; write nothing.
+    /// Print the script that would be submitted on stdout (the plan summary and env on
+    /// stderr); write nothing.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -88,6 +91,13 @@ pub enum Command {
     Plugins(PluginSourceArgs),
     /// Write the job directory and submit it (or run it with --executor local).
     Submit(SubmitCmd),
+    /// Write the complete job directory without submitting it; print its path.
+    Render {
+        #[command(flatten)]
+        plan: PlanArgs,
+        #[command(flatten)]
+        launch: launch::LaunchArgs,
+    },
     /// Print a torchrun script: for this machine, or for every machine of a multi-node run
     /// without Slurm (`--master-addr HOST`).
     Torchrun {
@@ -103,13 +113,18 @@ pub enum Command {
     Env {
         #[command(flatten)]
         plan: PlanArgs,
+        /// Output format: shell exports, a dotenv file, or JSON.
         #[arg(long, value_enum, default_value_t = env::FormatArg::Sh)]
         format: env::FormatArg,
     },
     /// Show a job's state.
+    #[command(
+        after_help = "Exit codes: 0 succeeded, pending or running; 3 failed (also timeout, node failure, preemption); 4 cancelled; 5 state unknown; 1 the state could not be read."
+    )]
     Status {
         #[command(flatten)]
         job: jobs::JobArgs,
+        /// Output format.
         #[arg(long, short = 'o', value_enum, default_value_t = Output::Yaml)]
         output: Output,
     },
@@ -120,6 +135,10 @@ pub enum Command {
         /// Keep printing new output until the job ends.
         #[arg(long, short = 'f')]
         follow: bool,
+        /// Only the lines of this Slurm task (the rank with --launcher srun, the node with
+        /// --launcher torchrun).
+        #[arg(long, value_name = "N")]
+        rank: Option<u32>,
     },
     /// Cancel a job.
     Cancel(jobs::JobArgs),
@@ -134,10 +153,23 @@ pub enum Command {
     Estimate(estimate::EstimateCmd),
     /// Rank every valid layout by predicted throughput; print the best with their commands.
     Tune(tune::TuneCmd),
+    /// Print a shell completion script: `ovlaunch completions bash > /etc/bash_completion.d/ovlaunch`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `ovlaunch man | man -l -`.
+    Man,
     /// List recorded jobs.
     List {
-        #[arg(long, default_value = "ovlaunch-jobs")]
-        jobs_root: std::path::PathBuf,
+        /// Where job directories live (also OVLAUNCH_JOBS_ROOT or the profile's jobs_root;
+        /// default: ~/.local/state/ovlaunch/jobs).
+        #[arg(long, value_name = "DIR")]
+        jobs_root: Option<std::path::PathBuf>,
+        /// The site profile that names the jobs root (also OVLAUNCH_PROFILE).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
 }
 
@@ -249,8 +281,8 @@ impl PlanArgs {
     /// `--recipe`, which every plan needs.
     pub fn recipe(&self) -> Result<&str> {
         self.recipe.as_deref().ok_or_else(|| {
-            Error::usage("missing --recipe")
-                .at("--recipe")
+            Error::usage("a recipe is required")
+                .at_flag("--recipe")
                 .help("name a recipe (`ovlaunch recipes` lists them) or a recipe file")
         })
     }
@@ -258,8 +290,8 @@ impl PlanArgs {
     /// `--gpus`, which every plan needs.
     pub fn gpus(&self) -> Result<&str> {
         self.gpus.as_deref().ok_or_else(|| {
-            Error::usage("missing --gpus")
-                .at("--gpus")
+            Error::usage("a GPU spec is required")
+                .at_flag("--gpus")
                 .help("e.g. --gpus h100x64")
         })
     }
@@ -273,7 +305,14 @@ pub fn run() -> i32 {
     if args.nth(1).is_some_and(|a| a == "rank") {
         return crate::rank::main_with_args(args);
     }
-    let cli = match Cli::try_parse() {
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .try_get_matches()
+        .and_then(|m| {
+            // Which flags were typed: a profile fills in only what no flag set.
+            profile::record_given(&m);
+            <Cli as clap::FromArgMatches>::from_arg_matches(&m)
+        });
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -301,6 +340,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
         (Some(Command::Gpus(args)), _) => recipes::gpus(p, &args),
         (Some(Command::Plugins(args)), _) => plugins::list(p, &args),
         (Some(Command::Submit(cmd)), _) => submit::run(p, &cmd.plan, &cmd.launch, cmd.dry_run),
+        (Some(Command::Render { plan, launch }), _) => submit::render(p, &plan, &launch),
         (Some(Command::Env { plan, format }), _) => env::run(p, &plan, format),
         (
             Some(Command::Torchrun {
@@ -310,18 +350,32 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             }),
             _,
         ) => torchrun::run(p, &plan, &launch, master_addr.as_deref()),
+        (Some(Command::Completions { shell }), _) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "ovlaunch", &mut buf);
+            p.data(&String::from_utf8_lossy(&buf))?;
+            Ok(0)
+        }
+        (Some(Command::Man), _) => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut buf)
+                .map_err(|e| Error::runtime(format!("cannot render the man page: {e}")))?;
+            p.data(&String::from_utf8_lossy(&buf))?;
+            Ok(0)
+        }
         (Some(Command::Status { job, output }), _) => status::run(p, &job, output),
-        (Some(Command::Logs { job, follow }), _) => logs::run(p, &job, follow),
+        (Some(Command::Logs { job, follow, rank }), _) => logs::run(p, &job, follow, rank),
         (Some(Command::Cancel(job)), _) => cancel::run(p, &job),
         (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
         (Some(Command::Tune(cmd)), _) => tune::run(p, &cmd),
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
-        (Some(Command::List { jobs_root }), _) => {
-            let root = std::env::var_os("OVLAUNCH_JOBS_ROOT")
-                .map(std::path::PathBuf::from)
-                .unwrap_or(jobs_root);
+        (Some(Command::List { jobs_root, profile }), _) => {
+            let root = profile::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
             list::run(p, &root)
         }
         (None, main) => submit::run(p, &main.plan, &main.launch, main.dry_run),

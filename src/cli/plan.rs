@@ -55,6 +55,10 @@ pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
         Output::Json => p.json(&tree)?,
         Output::Yaml => p.data(&yaml::to_string(&tree)?)?,
     }
+    // The predicted throughput and memory, as a status line: stdout stays the plan alone.
+    if let Some(line) = explain::estimate_line(&plan) {
+        p.status(&format!("estimate: {line}"));
+    }
     if cmd.explain {
         p.data(&explain::decisions(&plan))?;
         // Launch decisions: rank placement and sbatch rules, plus the plugins' phases.

@@ -11,7 +11,7 @@ use crate::plugin::{self, Active, Registry};
 fn read(path: &Path, what: &str) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| {
         Error::usage(format!("cannot read plugin file {}: {e}", path.display()))
-            .at(what.to_string())
+            .at_flag(what.to_string())
     })
 }
 
@@ -29,7 +29,7 @@ pub fn registry(src: &PluginSourceArgs) -> Result<Registry> {
                 "cannot read plugin directory {}: {e}",
                 dir.display()
             ))
-            .at("--plugin-dir")
+            .at_flag("--plugin-dir")
         })?;
         let mut paths: Vec<_> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))

@@ -3,11 +3,12 @@
 
 use super::jobs::JobArgs;
 use super::{Output, Printer};
+use crate::backend::state::Phase;
 use crate::backend::{self, record};
 use crate::error::Result;
 
 pub fn run(p: &Printer, args: &JobArgs, output: Output) -> Result<i32> {
-    let (dir, rec) = record::find(&args.root(), &args.job)?;
+    let (dir, rec) = record::find(&args.root()?, &args.job)?;
     let st = backend::of(&rec)?.status(&rec)?;
     match output {
         Output::Json => p.json(&st)?,
@@ -21,5 +22,15 @@ pub fn run(p: &Printer, args: &JobArgs, output: Output) -> Result<i32> {
             dir.display()
         ))?,
     }
-    Ok(0)
+    Ok(exit_code(st.phase))
+}
+
+/// The exit code that tells a script the job's state (see `status --help`).
+pub fn exit_code(phase: Phase) -> i32 {
+    match phase {
+        Phase::Succeeded | Phase::Pending | Phase::Running => 0,
+        Phase::Failed => 3,
+        Phase::Cancelled => 4,
+        Phase::Unknown => 5,
+    }
 }

@@ -1,16 +1,25 @@
-//! The main form and `ovlaunch submit`: with `--dry-run`, print the plan summary, env and
-//! the exact script and write nothing; otherwise print the plan's warnings (stderr) and hand
+//! The main form and `ovlaunch submit`: with `--dry-run`, print the exact script on stdout
+//! (sbatch accepts it as is) and the plan summary and env on stderr, and write nothing; otherwise print the plan's warnings (stderr) and hand
 //! the rendered job to its backend, which writes the job directory atomically, submits (or
 //! runs locally) and records the result.
 
 use super::launch::{self, LaunchArgs, Prepared};
 use super::{PlanArgs, Printer, explain};
-use crate::backend::{self, Started};
-use crate::error::Result;
+use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::render::launch::{ContainerRuntime, LaunchMode};
 
 pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
-    let Prepared { job, dir } = launch::prepare(plan_args, args)?;
+    let mut prepared = launch::prepare(plan_args, args)?;
+    for w in &prepared.warnings {
+        p.warn(w);
+    }
     if dry_run {
+        if let Some(e) = &prepared.rank_runtime_problem {
+            p.warn(&format!("submitting this job would fail: {e}"));
+        }
+        let (job, dir) = (&prepared.job, &prepared.dir);
         let mut text = explain::summary(&job.plan);
         if !job.plugins.is_empty() {
             let labels: Vec<String> = job.plugins.iter().map(|a| a.label()).collect();
@@ -19,23 +28,32 @@ pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) 
         text.push_str("\n# environment\n");
         text.push_str(&explain::env_lines(&job.plan));
         text.push_str(&format!(
-            "\n# {} (job directory {} is not written in a dry run)\n",
+            "\n# {} (job directory {} is not written in a dry run)",
             job.artifacts.script_name,
-            launch::shown(&dir)
+            launch::shown(dir)
         ));
-        text.push_str(&job.artifacts.script);
-        p.data(&text)?;
+        // The summary goes to stderr: stdout is the script alone, which sbatch accepts as is.
+        p.status(&text);
+        p.data(&job.artifacts.script)?;
         return Ok(0);
     }
+    if let Some(e) = prepared.rank_runtime_problem.take() {
+        return Err(e);
+    }
+    if prepared.job.executor == Executor::Slurm {
+        check_slurm(&prepared)?;
+    }
+    let (job, dir) = (&prepared.job, &prepared.dir);
     // The dry run shows the warnings in its summary; a submit must not hide them either.
     for w in &job.plan.warnings {
         p.warn(w);
     }
     let started = backend::submit(
         job.executor,
-        &dir,
+        dir,
         &job.spec.job_name,
         &job.artifacts,
+        &extras(&prepared),
         launch::command_line(),
     )?;
     match started {
@@ -43,10 +61,79 @@ pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) 
             p.data(&format!(
                 "submitted job {job_id} ({}), job directory {}\n",
                 job.spec.job_name,
-                launch::shown(&dir)
+                launch::shown(dir)
             ))?;
             Ok(0)
         }
         Started::Finished { exit_code } => Ok(exit_code),
     }
+}
+
+/// `ovlaunch render`: the complete job directory, written and not submitted; prints its path.
+pub fn render(pr: &Printer, plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i32> {
+    let mut p = launch::prepare(plan_args, args)?;
+    for w in p.warnings.iter().chain(&p.job.plan.warnings) {
+        pr.warn(w);
+    }
+    if let Some(e) = p.rank_runtime_problem.take() {
+        return Err(e);
+    }
+    backend::write_job_dir(&p.dir, &p.job.artifacts, &extras(&p))?;
+    pr.data(&format!("{}\n", p.dir.display()))?;
+    Ok(0)
+}
+
+/// The job directory's entries besides the rendered artifacts: the rank runtime copy and
+/// the OCI bundle.
+fn extras(p: &Prepared) -> Extras<'_> {
+    extras_for(p.rank_runtime.as_ref(), p.oci.as_ref())
+}
+
+/// [`extras`] from its parts.
+fn extras_for<'a>(
+    rank_runtime: Option<&rankbin::Chosen>,
+    oci: Option<&'a (String, std::path::PathBuf)>,
+) -> Extras<'a> {
+    let mut x = Extras::default();
+    if let Some(rt) = rank_runtime {
+        x.assets.push(jobdir::Asset::Executable {
+            name: rankbin::FILE.to_string(),
+            from: rt.path.clone(),
+        });
+    }
+    if let Some((config, rootfs)) = oci {
+        x.files.push(layout::JobFile {
+            name: layout::OCI_CONFIG,
+            contents: config,
+            private: false,
+            executable: false,
+        });
+        x.assets.push(jobdir::Asset::Symlink {
+            name: layout::OCI_ROOTFS.to_string(),
+            target: rootfs.clone(),
+        });
+    }
+    x
+}
+
+/// Refuses what this Slurm cannot run before anything is written.
+fn check_slurm(p: &Prepared) -> Result<()> {
+    let oci = p
+        .job
+        .spec
+        .container
+        .as_ref()
+        .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
+    if oci && p.job.spec.mode == LaunchMode::Srun {
+        let v = slurm::version()?;
+        if !slurm::oci_per_task_ok(v) {
+            return Err(Error::usage(format!(
+                "Slurm {}.{:02} starts one OCI container per node and gives its tasks the same SLURM_PROCID, so one task per GPU cannot tell the ranks apart",
+                v.0, v.1
+            ))
+            .at_flag("--container-runtime oci")
+            .help("use --launcher torchrun (one container per node, torchrun starts the ranks inside it), or Slurm 23.02 or newer"));
+        }
+    }
+    Ok(())
 }

@@ -15,6 +15,8 @@ pub fn run(
     args: &LaunchArgs,
     master_addr: Option<&str>,
 ) -> Result<i32> {
+    let (plan_args, args, _) = launch::with_profile(plan_args, args)?;
+    let (plan_args, args) = (&plan_args, &args);
     let (plan, plugins) = load::plan_with_plugins(plan_args)?;
     let (mut opts, _) = launch::options(&plan, plan_args, args)?;
     opts.mode = LaunchMode::Torchrun;
@@ -23,7 +25,7 @@ pub fn run(
             "{} spans {} machines: name the rendezvous host",
             plan.hardware.spec, plan.hardware.nodes
         ))
-        .at("--master-addr")
+        .at_flag("--master-addr")
         .help("e.g. --master-addr node001 (every machine runs the same script)"));
     }
     opts.rendezvous = master_addr.map(str::to_string);

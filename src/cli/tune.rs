@@ -39,7 +39,7 @@ impl Resolver {
     fn new(args: &PlanArgs) -> Result<Self> {
         if !args.plugin_specs.is_empty() {
             return Err(Error::usage("tune does not take plugins")
-                .at("--plugin")
+                .at_flag("--plugin")
                 .help("tune the layout first, then launch with the plugins"));
         }
         let cat = load::catalog(&args.catalog)?;
@@ -171,7 +171,7 @@ fn command(args: &PlanArgs, fixed: &[String], sets: &[String]) -> String {
 
 pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
     if cmd.top == 0 {
-        return Err(Error::usage("--top must be at least 1").at("--top"));
+        return Err(Error::usage("--top must be at least 1").at_flag("--top"));
     }
     let r = Resolver::new(&cmd.plan)?;
     let eff = Efficiency::embedded()?;
@@ -188,7 +188,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
             "no layout of {} fits on {} ({} layouts scored, {} fit before resolution, {} rejected by the resolver)",
             base.recipe.name, base.hardware.spec, outcome.scored, outcome.fitting, outcome.rejected
         ))
-        .at("--gpus")
+        .at_flag("--gpus")
         .help("use more GPUs or GPUs with more memory"));
     }
     match cmd.output {

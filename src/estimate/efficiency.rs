@@ -24,11 +24,19 @@ pub struct Efficiency {
     /// efficiency at the higher peak).
     pub fp8: f64,
     pub fp4: f64,
+    /// GEMM size efficiency `M/(M+gemm_m0) · N/(N+gemm_n0)` on one GPU's smaller GEMM
+    /// dimensions: tokens per microbatch (per local expert for routed experts) and the
+    /// hidden (expert ffn) size per tensor-parallel rank.
+    pub gemm_m0: f64,
+    pub gemm_n0: f64,
     /// Achieved fraction of the NVLink and network bandwidth by ring collectives.
     pub nvlink: f64,
     pub network: f64,
     /// Fraction of an overlapped TP / EP / PP communication that stays exposed.
     pub overlapped_exposed: f64,
+    /// Fixed cost of one pipeline send/receive (per microbatch, chunk and direction), seconds;
+    /// not fitted.
+    pub p2p_latency_s: f64,
     /// Fraction of an overlapped DP reduce-scatter / all-gather left after the last bucket.
     pub bucket_tail: f64,
     /// CUDA context, NCCL and Transformer Engine workspaces and allocator slack, GiB.
@@ -46,8 +54,8 @@ impl Efficiency {
 
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
         serde_json::from_str(text).map_err(|e| {
-            Error::config(format!("{origin}: {e}"))
-                .at(origin.to_string())
+            Error::config(e.to_string())
+                .at_file(origin)
                 .help("the fields are those of hardware/efficiency.json")
         })
     }

@@ -264,7 +264,7 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
             "GPU kind `{}` has no performance constants",
             gpu.kind
         ))
-        .at("--gpus")
+        .at_flag("--gpus")
         .help("add a `perf:` block for it in a --hardware-file (fields as in hardware/gpus.yaml)")
     })?;
     let m = &plan.model;
@@ -302,14 +302,26 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
         recompute_macs += lm.mlp * arch.layers;
     }
     let tokens_mb_gpu = mbs * seq / (tp * cp * pp);
-    let lowp = 6.0 * macs.linear + 2.0 * recompute_macs;
-    let bf16 = 6.0 * (macs.attn + macs.head);
+    // GEMM efficiency falls with the smaller GEMM dimensions on one GPU: the tokens of a
+    // microbatch after CP (M) and the hidden split by TP (N); routed experts see the tokens
+    // dispatched to each local expert (tokens · topk · EP / experts) and their ffn split by ETP.
+    let gemm =
+        |m_dim: f64, n_dim: f64| (m_dim / (m_dim + eff.gemm_m0)) * (n_dim / (n_dim + eff.gemm_n0));
+    let dense_eff = gemm(mbs * seq / cp, h / tp);
+    let expert_eff = arch.moe.map_or(1.0, |moe| {
+        let m_dim = mbs * seq / (cp * tp) * etp * moe.topk * ep / moe.experts;
+        gemm(m_dim, moe.ffn / etp)
+    });
+    let linear_work = (macs.linear - macs.experts) / dense_eff + macs.experts / expert_eff;
+    let lowp = 6.0 * linear_work + 2.0 * recompute_macs / dense_eff;
+    let bf16 = 6.0 * (macs.attn + macs.head) / dense_eff;
     let ceff = eff.compute(&gpu.kind, prec, is_moe);
     let t_lowp = tokens_mb_gpu * lowp / (prec.peak(perf) * 1e12 * ceff);
     let t_bf16 = tokens_mb_gpu * bf16 / (perf.bf16_tflops * 1e12 * ceff);
     let t_compute_mb = t_lowp + t_bf16;
-    let t_recompute_mb = tokens_mb_gpu * 2.0 * recompute_macs / (prec.peak(perf) * 1e12 * ceff);
-    let t_attn_mb = tokens_mb_gpu * 6.0 * macs.attn / (perf.bf16_tflops * 1e12 * ceff);
+    let t_recompute_mb =
+        tokens_mb_gpu * 2.0 * recompute_macs / dense_eff / (prec.peak(perf) * 1e12 * ceff);
+    let t_attn_mb = tokens_mb_gpu * 6.0 * macs.attn / dense_eff / (perf.bf16_tflops * 1e12 * ceff);
 
     // Per-microbatch communication on one GPU.
     let layers_gpu = arch.layers / pp;
@@ -334,7 +346,8 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     } else {
         0.0
     };
-    let cp_exposed_mb = (cp_mb - t_attn_mb).max(0.0);
+    // The ring exchange overlaps the attention it feeds, never completely.
+    let cp_exposed_mb = (cp_mb - t_attn_mb).max(cp_mb * eff.overlapped_exposed);
     let ep_bw = link_bw(perf, domain, etp, ep, eff);
     let ep_mb = arch.moe.map_or(0.0, |moe| {
         let tokens = mbs * seq / (cp * tp);
@@ -359,11 +372,19 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     } else {
         0.0
     };
-    let pp_exposed = if m.overlap_p2p_comm {
-        pp_total * eff.overlapped_exposed
+    // Each chunk boundary also costs a fixed launch/synchronisation time that no overlap
+    // hides (forward and backward, per microbatch and virtual stage).
+    let pp_latency = if pp > 1.0 {
+        2.0 * micro * vp * eff.p2p_latency_s
     } else {
-        pp_total
+        0.0
     };
+    let pp_exposed = pp_latency
+        + if m.overlap_p2p_comm {
+            pp_total * eff.overlapped_exposed
+        } else {
+            pp_total
+        };
 
     // Data parallel.
     let dense_local = arch.dense_params_total() / (tp * pp);

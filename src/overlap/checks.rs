@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::version::Stack;
 
 fn fail(field: &str, text: impl Into<String>, fix: &str) -> Error {
-    Error::config(text).at(field).help(fix.to_string())
+    Error::config(text).at_fields(field).help(fix.to_string())
 }
 
 /// Conditions a-l for `overlap_moe_expert_parallel_comm is True`.

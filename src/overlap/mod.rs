@@ -167,7 +167,7 @@ pub fn resolve_preset(cfg: Option<&Value>) -> Result<Option<Value>> {
         Some(Value::String(name)) => match userbuffers::preset(name) {
             Some(p) => Ok(Some(userbuffers::preset_to_dict(p))),
             None => Err(Error::usage(format!("unknown userbuffers preset `{name}`"))
-                .at("comm_overlap.tp_comm_overlap_cfg")
+                .at_fields("comm_overlap.tp_comm_overlap_cfg")
                 .help(format!(
                     "{} (run `ovlaunch presets` for the list)",
                     did_you_mean(name, userbuffers::preset_names())
@@ -175,11 +175,11 @@ pub fn resolve_preset(cfg: Option<&Value>) -> Result<Option<Value>> {
         },
         Some(Value::Object(map)) => userbuffers::preset_from_mapping(map)
             .map(|p| Some(userbuffers::preset_to_dict(&p)))
-            .map_err(|m| Error::usage(m).at("comm_overlap.tp_comm_overlap_cfg")),
+            .map_err(|m| Error::usage(m).at_fields("comm_overlap.tp_comm_overlap_cfg")),
         Some(other) => Err(Error::usage(format!(
             "tp_comm_overlap_cfg must be a preset name or a mapping of slots, got {other}"
         ))
-        .at("comm_overlap.tp_comm_overlap_cfg")),
+        .at_fields("comm_overlap.tp_comm_overlap_cfg")),
     }
 }
 
@@ -231,7 +231,7 @@ fn model_fields(
                 return Err(Error::config(format!(
                     "{text} (comm_overlap.tp_comm_overlap=true was requested)"
                 ))
-                .at(field)
+                .at_fields(field)
                 .help(format!("{fix}; or set comm_overlap.tp_comm_overlap=false")));
             }
             out.warnings.push(text.clone());

@@ -1,5 +1,9 @@
 //! The resolved plan: everything `render` needs and everything `ovlaunch plan` prints.
 //! Its JSON form uses Bridge's section and field names; `null` where Bridge leaves `None`.
+//!
+//! Contract: a leaf of the core. It holds data and depends only on the data vocabulary
+//! (`config` sections, the `catalog` hardware spec, the rank crate's invariant type), never on
+//! `resolve`, which produces it, or `render`, which consumes it.
 
 pub mod decision;
 
@@ -11,10 +15,30 @@ use crate::catalog::Hardware;
 use crate::config::{
     CommOverlapConfig, DdpConfig, MixedPrecisionConfig, ModelConfig, OptimizerConfig, TrainConfig,
 };
-use crate::resolve::env::{EnvEntry, Invariant};
-use crate::resolve::layout::Parallelism;
+/// A variable the rank runtime re-checks on the node (the rank plan's own type).
+pub use crate::rank::Invariant;
 pub use crate::resolve::trainer::TrainerCall;
 pub use decision::{Decision, Source};
+
+/// The resolved parallel sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Parallelism {
+    pub world_size: u64,
+    pub tensor: u64,
+    pub pipeline: u64,
+    pub virtual_pipeline: Option<u64>,
+    pub context: u64,
+    pub expert: u64,
+    pub expert_tensor: u64,
+    pub data: u64,
+}
+
+/// One variable's final value and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvEntry {
+    pub value: String,
+    pub source: Source,
+}
 
 /// Which recipe and variant the plan came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]

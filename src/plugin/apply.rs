@@ -29,11 +29,8 @@ struct Scope<'a> {
 
 impl Scope<'_> {
     fn err(&self, msg: String) -> Error {
-        Error::usage(format!("plugin `{}`: {msg}", self.active.name())).at(self
-            .active
-            .def
-            .origin
-            .clone())
+        Error::usage(format!("plugin `{}`: {msg}", self.active.name()))
+            .at_file(self.active.def.origin.clone())
     }
 
     /// Replaces built-in placeholders inside an option's value (`{job_dir}/nsys`).
@@ -376,7 +373,7 @@ pub fn plan_phase(
                         "plugins `{other}` and `{}` set `{path}` to different values ({prev} and {value})",
                         a.name()
                     ))
-                    .at(format!("--plugin {other} --plugin {}", a.name())));
+                    .at_flag(format!("--plugin {other} --plugin {}", a.name())));
             }
             let text = serde_json::to_string(&value).map_err(|e| Error::runtime(e.to_string()))?;
             let set = parse_sets(&[format!("{path}={text}")])
@@ -404,7 +401,7 @@ pub fn plan_phase(
                     "plugins `{other}` and `{}` set {name} to different values",
                     a.name()
                 ))
-                .at(format!("--plugin {other} --plugin {}", a.name())));
+                .at_flag(format!("--plugin {other} --plugin {}", a.name())));
             }
             env_owner.insert(name.clone(), (a.name().to_string(), value.clone()));
             layer.env.push(PluginEnv {
@@ -535,7 +532,7 @@ fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<
                 "plugin `{}` needs the {l} launcher, but this job uses {have}",
                 a.name()
             ))
-            .at(format!("--plugin {}", a.name()))
+            .at_flag(format!("--plugin {}", a.name()))
             .help(format!("add --launcher {l}")));
         }
     }
@@ -549,7 +546,7 @@ fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<
                 "plugin `{}` works with the {e} executor only, but this job uses {have}",
                 a.name()
             ))
-            .at(format!("--plugin {} --executor {have}", a.name())));
+            .at_flag(format!("--plugin {} --executor {have}", a.name())));
         }
     }
     Ok(())
@@ -583,7 +580,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
             return Err(Error::usage(format!(
                 "plugin `{name}` changes the torchrun command, but this job uses the srun launcher"
             ))
-            .at(flag)
+            .at_flag(flag)
             .help("add --launcher torchrun"));
         }
         let shell_only = !out.teardown_lines.is_empty() || !out.forward_signals.is_empty();
@@ -591,7 +588,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
             return Err(Error::usage(format!(
                 "plugin `{name}` adds teardown steps or signal forwarding, which only the Slurm executor runs"
             ))
-            .at(flag));
+            .at_flag(flag));
         }
 
         for (k, v) in out.env {
@@ -609,7 +606,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 return Err(Error::usage(format!(
                     "plugins `{other}` and `{name}` set {k} to different values"
                 ))
-                .at(format!("--plugin {other} --plugin {name}")));
+                .at_flag(format!("--plugin {other} --plugin {name}")));
             }
             env_owner.insert(k.clone(), (name.clone(), v.clone()));
             spec.unset.retain(|n| *n != k);
@@ -635,7 +632,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 return Err(Error::usage(format!(
                     "plugins `{other}` and `{name}` set sbatch --{k} to different values"
                 ))
-                .at(format!("--plugin {other} --plugin {name}")));
+                .at_flag(format!("--plugin {other} --plugin {name}")));
             }
             sbatch_owner.insert(k.clone(), (name.clone(), v.clone()));
             let unused = if ctx.executor == Executor::Slurm {
@@ -657,7 +654,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
                 return Err(Error::usage(format!(
                     "plugins `{other}` and `{name}` both replace the torchrun program"
                 ))
-                .at(format!("--plugin {other} --plugin {name}")));
+                .at_flag(format!("--plugin {other} --plugin {name}")));
             }
             program_owner = Some((name.clone(), p.clone()));
             spec.torchrun_program = p.clone();
@@ -758,7 +755,7 @@ pub fn render_phase(
                 "plugin `{}` appends script lines, which the local executor's script never reaches (it ends by exec'ing torchrun)",
                 a.name()
             ))
-            .at(format!("--plugin {} --executor local", a.name())));
+            .at_flag(format!("--plugin {} --executor local", a.name())));
         }
         if !script.ends_with('\n') {
             script.push('\n');

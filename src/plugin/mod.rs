@@ -69,7 +69,7 @@ mod validate;
 
 use std::fmt::Write;
 
-use crate::error::Result;
+use crate::error::{Origin, Result};
 pub use apply::{
     LaunchContext, builtins, launch_phase, passthrough_sources, plan_phase, render_phase,
 };
@@ -111,7 +111,7 @@ impl PluginDef {
     }
 
     /// `origin:line` of the first line containing `needle`, else the origin.
-    fn at(&self, needle: &str) -> String {
+    fn at(&self, needle: &str) -> Origin {
         locate(&self.origin, &self.text, needle)
     }
 }
@@ -125,10 +125,9 @@ fn hint(suggestion: String, rest: &str) -> String {
     }
 }
 
-fn locate(origin: &str, text: &str, needle: &str) -> String {
-    text.lines()
-        .position(|l| l.contains(needle))
-        .map_or_else(|| origin.to_string(), |i| format!("{origin}:{}", i + 1))
+fn locate(origin: &str, text: &str, needle: &str) -> Origin {
+    let line = text.lines().position(|l| l.contains(needle)).map(|i| i + 1);
+    Origin::file(origin, line, None)
 }
 
 /// Every plugin that can be enabled.

@@ -232,7 +232,7 @@ pub fn parse_spec(spec: &str) -> Result<(String, Vec<(String, String)>)> {
                         return Err(Error::usage(format!(
                             "expected key=value after `{name}:`, got `{piece}`"
                         ))
-                        .at(flag)
+                        .at_flag(flag)
                         .help("e.g. --plugin nsys:profile_step_start=20,profile_step_end=30"));
                     }
                 },
@@ -254,7 +254,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
         if reg.get(&name).is_none() {
             let names: Vec<&str> = reg.all().into_iter().map(PluginDef::name).collect();
             return Err(Error::usage(format!("unknown plugin `{name}`"))
-                .at(flag)
+                .at_flag(flag)
                 .help(hint(
                     did_you_mean(&name, names.iter().copied()),
                     "run `ovlaunch plugins` for the list",
@@ -273,7 +273,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                     return Err(Error::usage(format!(
                         "conflicting values for option `{k}` of plugin `{name}`"
                     ))
-                    .at(format!("{prev_flag} {flag}"))
+                    .at_flag(format!("{prev_flag} {flag}"))
                     .help("give each option once"));
                 }
                 continue;
@@ -303,11 +303,11 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                     format!("its options: {}", names.join(", "))
                 };
                 return Err(Error::usage(format!("plugin `{name}` has no option `{k}`"))
-                    .at(flag.clone())
+                    .at_flag(flag.clone())
                     .help(hint(did_you_mean(k, names.iter().copied()), &known)));
             };
             let mut v = typed_flag_value(o.kind, raw).map_err(|m| {
-                Error::usage(format!("option `{k}` of plugin `{name}`: {m}")).at(flag.clone())
+                Error::usage(format!("option `{k}` of plugin `{name}`: {m}")).at_flag(flag.clone())
             })?;
             if let (Some(Merge::Flags), OptValue::List(user), OptValue::List(defaults)) =
                 (o.merge, &v, &values[k])
@@ -320,7 +320,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
         for (k, o) in def.file.options.iter() {
             if o.required && values[k] == OptValue::Unset {
                 return Err(Error::usage(format!("plugin `{name}` needs option `{k}`"))
-                    .at(format!("--plugin {name}"))
+                    .at_flag(format!("--plugin {name}"))
                     .help(format!("--plugin {name}:{k}=VALUE ({})", o.help)));
             }
         }
@@ -342,7 +342,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                     a.name(),
                     b.name()
                 ))
-                .at(format!("--plugin {} --plugin {}", a.name(), b.name()))
+                .at_flag(format!("--plugin {} --plugin {}", a.name(), b.name()))
                 .help(format!(
                     "`{}` lists the other under `conflicts` ({})",
                     by.name(),

@@ -24,7 +24,7 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
         MixedPrecisionSpec::Name(name) => {
             let cfg = recipes::get(name).map_err(|m| {
                 Error::usage(m)
-                    .at("mixed_precision")
+                    .at_fields("mixed_precision")
                     .help(did_you_mean(&name.replace('-', "_"), recipes::RECIPES))
             })?;
             Ok((name.replace('-', "_"), cfg))
@@ -36,15 +36,16 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
             };
             for field in MixedPrecisionConfig::FIELDS {
                 if let Some(v) = custom.fields.get(*field) {
-                    cfg.set_field(field, v.clone())
-                        .map_err(|m| Error::usage(m).at(format!("mixed_precision.{field}")))?;
+                    cfg.set_field(field, v.clone()).map_err(|m| {
+                        Error::usage(m).at_fields(&format!("mixed_precision.{field}"))
+                    })?;
                 }
             }
             for key in custom.fields.keys() {
                 if !MixedPrecisionConfig::FIELDS.contains(&key.as_str()) {
                     return Err(
                         Error::usage(format!("unknown field `{key}` in mixed_precision"))
-                            .at(format!("mixed_precision.{key}"))
+                            .at_fields(&format!("mixed_precision.{key}"))
                             .help(did_you_mean(
                                 key,
                                 MixedPrecisionConfig::FIELDS.iter().copied(),
@@ -69,7 +70,7 @@ pub fn finalize(cfg: &mut MixedPrecisionConfig, stack: &Stack) -> Result<()> {
     if truthy(&cfg.fp4) && truthy(&cfg.fp8) {
         return Err(
             Error::config("fp4 and fp8 cannot be used simultaneously. Please choose one.")
-                .at("mixed_precision")
+                .at_fields("mixed_precision")
                 .help("pick an fp8 recipe or an nvfp4 recipe, not both"),
         );
     }
@@ -82,7 +83,7 @@ pub fn finalize(cfg: &mut MixedPrecisionConfig, stack: &Stack) -> Result<()> {
         return Err(Error::config(
             "fp4 requires Transformer Engine >= 2.7.0.dev0 for NVFP4BlockScaling support.",
         )
-        .at("mixed_precision.fp4")
+        .at_fields("mixed_precision.fp4")
         .help("use --te-version 2.7.0 or newer, or a non-fp4 precision"));
     }
     Ok(())

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result};
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
@@ -29,14 +29,31 @@ pub enum FlagStyle {
     Underscore,
 }
 
-/// A pyxis container.
+/// Which container runtime starts the ranks' containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerRuntime {
+    /// NVIDIA's pyxis SPANK plugin (enroot): `srun --container-image=...`.
+    Pyxis,
+    /// Slurm's native OCI containers: `srun --container=BUNDLE` (the site's `oci.conf`
+    /// names the runtime, e.g. crun or runc).
+    Oci,
+}
+
+/// The ranks' container. The job directory is always mounted at its own path: the rank
+/// runtime, the rank plan, the trainer settings and the secrets file live there.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Container {
+    pub runtime: ContainerRuntime,
+    /// pyxis: an enroot URI or `.sqsh` file; OCI: a root filesystem or bundle directory.
     pub image: String,
+    /// `SRC:DST[:FLAGS]`, after the job directory's own mount.
     pub mounts: Vec<String>,
     pub workdir: Option<String>,
     pub writable: bool,
-    pub mount_home: bool,
+    /// pyxis: mount the home directory (`Some(true)`), do not (`Some(false)`), or leave it
+    /// to the site's pyxis default (`None`).
+    pub mount_home: Option<bool>,
 }
 
 /// Launch choices from the command line (all plain data).
@@ -57,6 +74,8 @@ pub struct LaunchOptions {
     pub cpus_per_task: Option<u32>,
     pub dependency: Option<String>,
     pub sbatch_args: Vec<String>,
+    /// Extra srun options for the launch step (`--srun-arg`), after ovlaunch's own.
+    pub srun_args: Vec<String>,
     /// The trainer argv (after `--`), or empty for the recipe's default.
     pub trainer: Vec<String>,
     /// The rank runtime command (`ovlaunch-rank`), or `None` to start the trainer directly.
@@ -119,8 +138,8 @@ pub struct LaunchSpec {
     pub decisions: Vec<Decision>,
 }
 
-/// sbatch options accepted in `--sbatch-arg` (long names; checked so a typo is an error,
-/// not a silently ignored directive).
+/// sbatch options a plugin file may set (long names; checked so a typo in a shared plugin
+/// is an error). `--sbatch-arg` takes any long option: sbatch itself checks those.
 pub const KNOWN_SBATCH: &[&str] = &[
     "account",
     "array",
@@ -239,19 +258,21 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));
     }
     for raw in &opts.sbatch_args {
-        let flag = format!("--sbatch-arg {raw}");
-        let body = raw.trim_start_matches('-');
-        let (k, v) = match body.split_once('=') {
+        // Any sbatch long option: sbatch itself knows its options (they differ between
+        // releases); the value is quoted for the #SBATCH line when the script is rendered.
+        let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
             Some((k, v)) => (k, Some(v.to_string())),
-            None => (body, None),
+            None => (raw.strip_prefix("--").unwrap_or(""), None),
         };
-        if !KNOWN_SBATCH.contains(&k) {
-            return Err(Error::usage(format!("unknown sbatch option `--{k}`"))
-                .at(flag)
-                .help(format!(
-                    "{} write it as --sbatch-arg=--name=value",
-                    did_you_mean(k, KNOWN_SBATCH.iter().copied())
-                )));
+        let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
+            && k.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !well_formed {
+            return Err(Error::usage(format!(
+                "`{raw}` is not an sbatch long option (--name or --name=value)"
+            ))
+            .at_flag(format!("--sbatch-arg {raw}"))
+            .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
         }
         put(k, v);
     }
@@ -268,24 +289,19 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     env.insert("PYTHONUNBUFFERED".into(), "1".into());
     env.insert("OVLAUNCH_JOB_DIR".into(), opts.job_dir.clone());
 
-    let mut srun_args = vec!["--kill-on-bad-exit=1".to_string(), "--wait=60".to_string()];
+    // --label: every output line starts with its task id (the rank in one-task-per-GPU
+    // mode, the node in torchrun mode), so `ovlaunch logs --rank N` can pick one rank out.
+    let mut srun_args = vec![
+        "--kill-on-bad-exit=1".to_string(),
+        "--wait=60".to_string(),
+        "--label".to_string(),
+    ];
     if let Some(m) = &opts.mpi {
         srun_args.push(format!("--mpi={m}"));
     }
+    srun_args.extend(opts.srun_args.iter().cloned());
     if let Some(c) = &opts.container {
-        srun_args.push(format!("--container-image={}", c.image));
-        if !c.mounts.is_empty() {
-            srun_args.push(format!("--container-mounts={}", c.mounts.join(",")));
-        }
-        if let Some(w) = &c.workdir {
-            srun_args.push(format!("--container-workdir={w}"));
-        }
-        if !c.mount_home {
-            srun_args.push("--no-container-mount-home".into());
-        }
-        if c.writable {
-            srun_args.push("--container-writable".into());
-        }
+        container_args(c, &opts.job_dir, &mut srun_args, &mut decisions)?;
     }
 
     // Bridge's runner re-applies its recipe's env_vars with setdefault: variables the plan
@@ -352,6 +368,53 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         header,
         decisions,
     })
+}
+
+/// The srun options that start each task in the container, with the job directory mounted
+/// at its own path (NeMo-Run and Bridge's launcher mount it too).
+fn container_args(
+    c: &Container,
+    job_dir: &str,
+    srun_args: &mut Vec<String>,
+    decisions: &mut Vec<Decision>,
+) -> Result<()> {
+    match c.runtime {
+        ContainerRuntime::Pyxis => {
+            // pyxis splits --container-mounts at `,` and each entry at `:`.
+            if job_dir.contains([',', ':']) {
+                return Err(Error::usage(format!(
+                    "job directory {job_dir} contains `,` or `:`, which pyxis's --container-mounts cannot carry"
+                ))
+                .at_flag("--job-dir")
+                .help("choose a job directory (or jobs root) without `,` and `:`"));
+            }
+            srun_args.push(format!("--container-image={}", c.image));
+            let mut mounts = vec![format!("{job_dir}:{job_dir}")];
+            mounts.extend(c.mounts.iter().cloned());
+            srun_args.push(format!("--container-mounts={}", mounts.join(",")));
+            if let Some(w) = &c.workdir {
+                srun_args.push(format!("--container-workdir={w}"));
+            }
+            match c.mount_home {
+                Some(true) => srun_args.push("--container-mount-home".into()),
+                Some(false) => srun_args.push("--no-container-mount-home".into()),
+                None => {}
+            }
+            if c.writable {
+                srun_args.push("--container-writable".into());
+            }
+        }
+        ContainerRuntime::Oci => {
+            srun_args.push(format!("--container={job_dir}/{}", super::oci::BUNDLE_DIR));
+        }
+    }
+    decisions.push(Decision::new(
+        "container.mounts",
+        job_dir,
+        "the job directory is mounted into the container at its own path: the rank runtime, rank plan, trainer settings and secrets file live there",
+        Source::Derived,
+    ));
+    Ok(())
 }
 
 /// Bridge's rank placement (`scripts/performance/utils/executors.py`: every task runs under

@@ -4,6 +4,7 @@
 pub mod artifacts;
 pub mod hydra;
 pub mod launch;
+pub mod oci;
 pub mod overrides;
 pub mod rank_plan;
 pub mod script;

@@ -20,16 +20,18 @@ pub fn secrets_path(job_dir: &str) -> String {
     layout::path(job_dir, layout::SECRETS)
 }
 
-fn check_directive(name: &str, value: &str) -> Result<()> {
-    if value
-        .chars()
-        .any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\')
-    {
-        return Err(Error::usage(format!("sbatch --{name} value `{value}` contains whitespace, a quote or a backslash, which #SBATCH lines cannot carry"))
-            .at(format!("--{name}"))
-            .help("use a value without spaces or quotes (a job directory path too)"));
+/// An `#SBATCH --name=value` line's value as sbatch reads it back (its script parser groups
+/// a double-quoted word and takes a backslash-escaped character literally; `#` outside quotes
+/// starts a comment). A line cannot carry a line break or NUL.
+fn directive_value(name: &str, value: &str) -> Result<String> {
+    if value.contains(['\n', '\r', '\0']) {
+        return Err(Error::usage(format!(
+            "sbatch --{name} value contains a line break or NUL, which an #SBATCH line cannot carry"
+        ))
+        .at_flag(format!("--{name}"))
+        .help("use a value on one line"));
     }
-    Ok(())
+    Ok(super::shell::sbatch_word(value))
 }
 
 fn exports(spec: &LaunchSpec) -> Vec<String> {
@@ -119,15 +121,18 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
     let mut directives = Vec::new();
     for (k, v) in &spec.directives {
         match v {
-            Some(v) => {
-                check_directive(k, v)?;
-                directives.push(format!("--{k}={v}"));
-            }
+            Some(v) => directives.push(format!("--{k}={}", directive_value(k, v)?)),
             None => directives.push(format!("--{k}")),
         }
     }
     let mut srun = spec.srun_args.clone();
-    if spec.container.is_some() {
+    if spec
+        .container
+        .as_ref()
+        .is_some_and(|c| c.runtime == super::launch::ContainerRuntime::Pyxis)
+    {
+        // pyxis passes only the named variables into the container; Slurm's OCI support
+        // hands the container the step's whole environment.
         let mut names: Vec<String> = spec
             .env
             .keys()

@@ -63,10 +63,27 @@ pub fn join(args: &[String]) -> String {
     out
 }
 
-/// A shell word that is meant to be expanded by the shell at run time (`"$HEAD"`): only
-/// ovlaunch's own fixed fragments use this, never user values.
-pub fn expand(fragment: &str) -> String {
-    format!("\"{fragment}\"")
+/// A word for an `#SBATCH` line: as is when it holds only characters sbatch's script parser
+/// takes literally, else in double quotes with `"` and backslashes escaped (sbatch's
+/// `get_argument`: quotes group, a backslash escapes the next character, `#` outside quotes
+/// starts a comment, whitespace splits). The caller rejects line breaks.
+pub fn sbatch_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:,=@%+^~[]()!*?&<>|;$`{}".contains(c));
+    if plain {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
 }
 
 #[cfg(test)]

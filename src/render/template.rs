@@ -3,7 +3,7 @@
 
 use minijinja::{Environment, UndefinedBehavior, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Origin, Result};
 
 /// The shipped templates.
 pub const EMBEDDED: &[(&str, &str)] = &[
@@ -58,9 +58,5 @@ impl Templates {
 }
 
 fn template_error(origin: &str, e: &minijinja::Error) -> Error {
-    let at = match e.line() {
-        Some(l) => format!("{origin}:{l}"),
-        None => origin.to_string(),
-    };
-    Error::usage(format!("template error: {e}")).at(at).help("templates receive header, directives, exports, secrets_file, setup_lines, mode, srun_args and command")
+    Error::usage(format!("template error: {e}")).at(Origin::file(origin, e.line(), None)).help("templates receive header, directives, exports, secrets_file, setup_lines, mode, srun_args and command")
 }

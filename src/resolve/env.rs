@@ -17,21 +17,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use super::PluginEnv;
 use super::env_rules::{self, Action, Facts};
 use crate::catalog::Hardware;
 use crate::config::{DdpConfig, EnvScalar, ModelConfig};
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
-
-/// One variable's final value and where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EnvEntry {
-    pub value: String,
-    pub source: Source,
-}
+use crate::plan::{EnvEntry, Invariant};
 
 /// Inputs of the env stage.
 pub struct EnvInputs<'a> {
@@ -213,7 +205,7 @@ pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvSt
         if inp.user_env.iter().any(|(n, _)| n == k) {
             return Err(
                 Error::usage(format!("{k} is both set (--env) and unset (--unset)"))
-                    .at(format!("--unset {k}"))
+                    .at_flag(format!("--unset {k}"))
                     .help("keep one of them"),
             );
         }
@@ -253,9 +245,6 @@ pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
         .collect()
 }
 
-/// A variable the rank runtime re-checks on the node (the rank plan's own type).
-pub use crate::rank::Invariant;
-
 /// Checks that depend on the final env: Megatron-LM's `CUDA_DEVICE_MAX_CONNECTIONS` rule
 /// and Bridge's FSDP assertion. Returns the invariants the rank runtime re-checks.
 pub fn check(
@@ -276,7 +265,7 @@ pub fn check(
     if fsdp {
         if cdmc == Some("1") {
             return Err(Error::config("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.")
-                .at("env.CUDA_DEVICE_MAX_CONNECTIONS")
+                .at_fields("env.CUDA_DEVICE_MAX_CONNECTIONS")
                 .help("Megatron-FSDP is on (ddp.use_megatron_fsdp): use --env CUDA_DEVICE_MAX_CONNECTIONS=32 or leave it unset"));
         }
         inv.push(Invariant {
@@ -310,7 +299,7 @@ pub fn check(
             );
             if strict {
                 return Err(Error::config(text)
-                    .at("env.CUDA_DEVICE_MAX_CONNECTIONS")
+                    .at_fields("env.CUDA_DEVICE_MAX_CONNECTIONS")
                     .help("drop the --env override, or set it to 1"));
             }
             warnings.push(text);

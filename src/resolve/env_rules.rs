@@ -483,7 +483,7 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                     "HybridEP expert parallel size must not exceed the {domain}-rank NVLink domain (EP={} on {})",
                     f.ep, f.gpu
                 ))
-                .at("model.expert_model_parallel_size")
+                .at_fields("model.expert_model_parallel_size")
                 .help(format!(
                     "Megatron-Bridge refuses this (ep_size <= {domain} on NVL{domain} systems): use --set model.expert_model_parallel_size=N with N <= {domain}, or another dispatcher (--set model.moe_flex_dispatcher_backend=deepep)"
                 )));

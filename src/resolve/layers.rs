@@ -74,7 +74,7 @@ pub fn choose<'r>(
         && !PRECISIONS.contains(&p.as_str())
     {
         return Err(Error::usage(format!("unknown precision `{p}`"))
-            .at("--precision")
+            .at_flag("--precision")
             .help(format!(
                 "{} precisions: {}",
                 did_you_mean(p, PRECISIONS.iter().copied()),
@@ -105,7 +105,7 @@ pub fn choose<'r>(
                     "recipe `{}` has no variant for {gpu}",
                     recipe.name
                 ))
-                .at("--gpus")
+                .at_flag("--gpus")
                 .help(format!("available: {}", available(recipe))));
             }
         }
@@ -134,7 +134,7 @@ pub fn choose<'r>(
             "recipe `{}` has no {precision} variant for {gpu}",
             recipe.name
         ))
-        .at("--precision")
+        .at_flag("--precision")
         .help(format!("{gpu} has: {}", dedup(have).join(", "))));
     }
     let named: Vec<&str> = candidates
@@ -152,7 +152,7 @@ pub fn choose<'r>(
             "recipe `{}` has no {gpu} {precision} config variant `{want}`",
             recipe.name
         ))
-        .at("--variant")
+        .at_flag("--variant")
         .help(format!("available: {}", dedup(named).join(", "))));
     }
     let exact = candidates.iter().find(|v| v.num_gpus == Some(hw.count));
@@ -243,24 +243,15 @@ pub struct PluginSet {
     pub if_present: bool,
 }
 
-/// Builds the layered tree, before and after `--set`, with provenance.
-pub fn layer(
-    recipe: &Recipe,
-    variant: Option<&Variant>,
-    sets: &[SetOverride],
-) -> Result<(ConfigContainer, ConfigContainer, Provenance)> {
-    let (before, after, prov, _) = layer_with(recipe, variant, &[], sets)?;
-    Ok((before, after, prov))
-}
-
-/// `layer` with plugin overrides between the recipe and `--set`. Also returns, for each
-/// plugin override, whether it was applied (`if_present` ones may not be).
+/// Builds the layered tree, before and after `--set`, with provenance, with plugin
+/// overrides between the recipe and `--set`. Also returns, for each plugin override,
+/// whether it was applied (`if_present` ones may not be).
 pub fn layer_with(
     recipe: &Recipe,
     variant: Option<&Variant>,
     plugin_sets: &[PluginSet],
     sets: &[SetOverride],
-) -> Result<(ConfigContainer, ConfigContainer, Provenance, Vec<bool>)> {
+) -> Result<Layered> {
     let mut prov = Provenance::default();
     let mut tree = Map::new();
     merge_sections(&mut tree, &recipe.sections);
@@ -322,10 +313,28 @@ pub fn layer_with(
             } else {
                 "check the values given with --set"
             };
-            Error::usage(e.message).at(flags.join(" ")).help(help)
+            Error::usage(e.message).at_flag(flags.join(" ")).help(help)
         })?
     };
-    Ok((before, after, prov, applied))
+    Ok(Layered {
+        before,
+        cfg: after,
+        prov,
+        applied,
+    })
+}
+
+/// The layered configuration.
+#[derive(Debug, Clone)]
+pub struct Layered {
+    /// Recipe and variant only (what batch scaling compares against).
+    pub before: ConfigContainer,
+    /// With the plugins' sets and `--set` applied; the stages after layering edit this one.
+    pub cfg: ConfigContainer,
+    /// Who set each path.
+    pub prov: Provenance,
+    /// For each plugin set, whether it was applied (`if_present` ones may not be).
+    pub applied: Vec<bool>,
 }
 
 fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {
@@ -362,6 +371,6 @@ fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
         } else {
             "check the recipe's sections against `ovlaunch fields`"
         };
-        Error::usage(msg).at(origin.to_string()).help(hint)
+        Error::usage(msg).at_file(origin).help(hint)
     })
 }

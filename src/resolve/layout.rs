@@ -6,19 +6,7 @@
 
 use crate::config::{ModelConfig, TrainConfig};
 use crate::error::{Error, Result};
-
-/// The resolved parallel sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Parallelism {
-    pub world_size: u64,
-    pub tensor: u64,
-    pub pipeline: u64,
-    pub virtual_pipeline: Option<u64>,
-    pub context: u64,
-    pub expert: u64,
-    pub expert_tensor: u64,
-    pub data: u64,
-}
+use crate::plan::Parallelism;
 
 fn divisors(n: u64) -> impl Iterator<Item = u64> {
     (1..=n).filter(move |d| n.is_multiple_of(*d))
@@ -39,7 +27,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         ("model.expert_tensor_parallel_size", etp),
     ] {
         if v == 0 {
-            return Err(Error::usage(format!("{name} must be at least 1")).at(name));
+            return Err(Error::usage(format!("{name} must be at least 1")).at_fields(name));
         }
     }
     let mp = tp * pp * cp;
@@ -51,7 +39,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(format!(
             "TP*PP*CP = {tp}*{pp}*{cp} = {mp} does not divide the world size {world}"
         ))
-        .at("model.tensor_model_parallel_size, model.pipeline_model_parallel_size, model.context_parallel_size")
+        .at_fields("model.tensor_model_parallel_size, model.pipeline_model_parallel_size, model.context_parallel_size")
         .help(if fits.is_empty() {
             format!("choose TP, PP and CP whose product divides {world}")
         } else {
@@ -65,7 +53,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(format!(
             "num_attention_heads {heads} is not divisible by tensor_model_parallel_size {tp}"
         ))
-        .at("model.num_attention_heads, model.tensor_model_parallel_size")
+        .at_fields("model.num_attention_heads, model.tensor_model_parallel_size")
         .help(format!(
             "TP may be one of {}",
             list(divisors(heads).filter(|d| *d <= 64))
@@ -77,12 +65,12 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(format!(
             "num_query_groups {groups} is not divisible by tensor_model_parallel_size {tp}"
         ))
-        .at("model.num_query_groups, model.tensor_model_parallel_size")
+        .at_fields("model.num_query_groups, model.tensor_model_parallel_size")
         .help(format!("TP may be one of {}", list(divisors(groups)))));
     }
     if model.sequence_parallel && tp <= 1 {
         return Err(Error::usage("sequence_parallel needs tensor_model_parallel_size > 1 (Megatron-Core: \"Can not use sequence parallelism without tensor parallelism\")")
-            .at("model.sequence_parallel, model.tensor_model_parallel_size")
+            .at_fields("model.sequence_parallel, model.tensor_model_parallel_size")
             .help("set model.sequence_parallel=false, or TP > 1"));
     }
     let layers = u64::from(model.num_layers);
@@ -98,7 +86,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
                 "num_layers {layers} is not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size = {pp}*{} = {stages}",
                 vpp.unwrap_or(1)
             ))
-            .at("model.num_layers, model.pipeline_model_parallel_size, model.virtual_pipeline_model_parallel_size")
+            .at_fields("model.num_layers, model.pipeline_model_parallel_size, model.virtual_pipeline_model_parallel_size")
             .help(if ok.is_empty() {
                 format!("{layers} layers have no divisor between 2 and 16: give model.pipeline_model_parallel_layout (e.g. \"Et*4|(t*4|)*14tmL\") or account_for_embedding/loss_in_pipeline_split")
             } else {
@@ -112,12 +100,12 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(
             "virtual_pipeline_model_parallel_size must be at least 1 or null",
         )
-        .at("model.virtual_pipeline_model_parallel_size"));
+        .at_fields("model.virtual_pipeline_model_parallel_size"));
     }
     let seq = u64::from(model.seq_length);
     if cp > 1 && seq % (2 * cp) != 0 {
         return Err(Error::usage(format!("seq_length {seq} is not divisible by 2*context_parallel_size = {}", 2 * cp))
-            .at("model.seq_length, model.context_parallel_size")
+            .at_fields("model.seq_length, model.context_parallel_size")
             .help("context parallelism splits each sequence into 2*CP chunks; pick a CP with seq_length % (2*CP) == 0"));
     }
     let gbs = u64::from(train.global_batch_size);
@@ -129,7 +117,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             "global_batch_size {gbs} is not divisible by micro_batch_size*DP = {mbs}*{dp} = {}",
             mbs * dp
         ))
-        .at("train.global_batch_size, train.micro_batch_size")
+        .at_fields("train.global_batch_size, train.micro_batch_size")
         .help(format!(
             "use a global batch that is a multiple of {step} (e.g. {} or {})",
             lo.max(step),
@@ -140,14 +128,14 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         match model.num_moe_experts {
             None => {
                 return Err(Error::usage(format!("expert_model_parallel_size {ep} needs a MoE model, but num_moe_experts is not set"))
-                    .at("model.expert_model_parallel_size, model.num_moe_experts")
+                    .at_fields("model.expert_model_parallel_size, model.num_moe_experts")
                     .help("set model.num_moe_experts, or model.expert_model_parallel_size=1"));
             }
             Some(n) if u64::from(n) % ep != 0 => {
                 return Err(Error::usage(format!(
                     "num_moe_experts {n} is not divisible by expert_model_parallel_size {ep}"
                 ))
-                .at("model.num_moe_experts, model.expert_model_parallel_size")
+                .at_fields("model.num_moe_experts, model.expert_model_parallel_size")
                 .help(format!(
                     "EP may be one of {}",
                     list(divisors(u64::from(n)).filter(|d| *d <= 256))
@@ -161,7 +149,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             "world size {world} is not divisible by ETP*EP*PP = {etp}*{ep}*{pp} = {}",
             etp * ep * pp
         ))
-        .at("model.expert_tensor_parallel_size, model.expert_model_parallel_size, model.pipeline_model_parallel_size")
+        .at_fields("model.expert_tensor_parallel_size, model.expert_model_parallel_size, model.pipeline_model_parallel_size")
         .help("the expert layout (expert TP x EP x PP) must divide the GPU count; lower EP or change --gpus"));
     }
     Ok(Parallelism {

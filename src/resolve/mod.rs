@@ -1,6 +1,9 @@
-//! `resolve(inputs) -> Plan`: the pure core. No I/O, no clock, no environment reads. The
-//! order is Bridge's `runtime_config_update`: layout and batch scaling, mixed precision,
-//! data-parallel size, communication overlap, `validate()`, then the launch environment.
+//! `resolve(inputs) -> Plan`: the pure core. No I/O, no clock, no environment reads.
+//! [`resolve_with`] is a list of named stages in the order of Bridge's
+//! `runtime_config_update`, each adding its decisions and warnings to one [`Trace`]:
+//! layering (recipe variant, defaults <- recipe <- variant <- plugin sets <- `--set`), batch
+//! scaling, the parallel layout, mixed precision, data-parallel size and communication
+//! overlap, `validate()`, then the launch environment (plugin env inside it).
 //! `resolve_with` also applies the plugins' plan phase (`crate::plugin`): their overrides sit
 //! between the recipe and `--set`, their env over recipe and derived values, under `--env`.
 
@@ -17,7 +20,7 @@ use serde_json::Value;
 use crate::catalog::{Hardware, Recipe};
 use crate::error::{Error, Result};
 use crate::overlap;
-use crate::plan::{Decision, Plan, RecipeInfo, ResolvedPrecision, Source, Versions};
+use crate::plan::{Decision, Parallelism, Plan, RecipeInfo, ResolvedPrecision, Source, Versions};
 use crate::precision;
 use crate::version::Stack;
 use overrides::SetOverride;
@@ -68,20 +71,124 @@ pub fn resolve(inp: &Inputs<'_>) -> Result<Plan> {
     resolve_with(inp, &PluginLayer::default())
 }
 
-/// `resolve` with the plugins' plan phase applied.
-pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
-    let mut decisions: Vec<Decision> = Vec::new();
-    let mut warnings: Vec<String> = plugins.warnings.clone();
-    let hw = inp.hardware;
-    let world = u64::from(hw.count);
+/// What the stages record as they go, in order: every decision and every warning.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub decisions: Vec<Decision>,
+    pub warnings: Vec<String>,
+}
 
+/// `resolve` with the plugins' plan phase applied. The stages, in Bridge's order
+/// (`runtime_config_update`), each adding to one [`Trace`]:
+pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
+    let mut t = Trace {
+        decisions: Vec::new(),
+        warnings: plugins.warnings.clone(),
+    };
+    // 1. Recipe variant, then defaults <- recipe <- variant <- plugin sets <- --set.
+    let (choice, mut l) = layering(inp, plugins, &mut t)?;
+    // The runner call: Bridge's recipe function plus exactly what differs from it.
+    let precision_word = match (&choice.variant, inp.precision, &l.cfg.mixed_precision) {
+        (None, Some(_), Some(spec)) if !l.prov.user_set("mixed_precision") => match spec {
+            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
+            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
+        },
+        _ => None,
+    };
+    let trainer_call = trainer::call(
+        inp.recipe,
+        choice.variant,
+        inp.stack,
+        plugins,
+        &l.applied,
+        inp.sets,
+        precision_word.as_ref(),
+    );
+    // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
+    scale_batch(inp, &choice, &mut l, &mut t)?;
+    // 3. The parallel layout checked against the world size.
+    let par = layout_stage(inp, &l, &mut t)?;
+    // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
+    let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
+    // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
+    // and Bridge's flex-dispatcher check for the GPU.
+    finalize_model(&mut l.cfg.model);
+    flex_dispatcher_fits(&l.cfg.model, inp.hardware)?;
+    // 5. Data-parallel size, then communication overlap.
+    let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
+    // 6. Bridge's `ConfigContainer.validate()`.
+    validate::validate(
+        &l.cfg.model,
+        &mut l.cfg.optimizer,
+        &mut l.cfg.ddp,
+        mixed_precision.as_ref().map(|p| &p.config),
+        inp.stack,
+        &mut t.decisions,
+        &mut t.warnings,
+    )?;
+    if let Some(mp) = mixed_precision.as_ref() {
+        validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
+    }
+    // 7. The launch environment (rules, recipe, plugins, --env, --unset) and its invariants.
+    let env = env_stage(inp, plugins, &l, &mut t)?;
+
+    let variant = choice.variant;
+    let cfg = l.cfg;
+    Ok(Plan {
+        recipe: RecipeInfo {
+            name: inp.recipe.name.clone(),
+            origin: inp.recipe.origin.clone(),
+            family: inp.recipe.family.clone(),
+            task: inp.recipe.task.clone(),
+            bridge_recipe: variant
+                .and_then(|v| v.bridge_recipe.clone())
+                .or_else(|| inp.recipe.bridge_recipe.clone()),
+            model_recipe: model_recipe(inp.recipe).to_string(),
+            precision: choice.precision.clone(),
+            config_variant: variant.and_then(|v| v.variant.clone()),
+            variant_gpu: variant.map(|v| v.gpu.clone()),
+            variant_num_gpus: variant.and_then(|v| v.num_gpus),
+            trainer: inp.recipe.trainer.clone(),
+        },
+        hardware: inp.hardware.clone(),
+        parallelism: par,
+        versions: Versions {
+            transformer_engine: inp.stack.te.as_ref().map(ToString::to_string),
+            torch: inp.stack.torch.to_string(),
+            megatron_bridge: inp.stack.bridge.to_string(),
+            bridge_root: inp.stack.bridge_root.clone(),
+        },
+        model: cfg.model,
+        train: cfg.train,
+        ddp: cfg.ddp,
+        optimizer: cfg.optimizer,
+        comm_overlap,
+        mixed_precision,
+        trainer: trainer_call,
+        env: env.stage.env,
+        env_unset: env.stage.unset,
+        env_drop_from_recipe: env.stage.drop_from_recipe,
+        invariants: env.invariants,
+        decisions: t.decisions,
+        warnings: t.warnings,
+    })
+}
+
+/// Stage 1: the recipe variant, then the layers, with `--precision` on a recipe without
+/// variants mapped to Bridge's perf precision, and a decision per plugin set.
+fn layering<'r>(
+    inp: &Inputs<'r>,
+    plugins: &PluginLayer,
+    t: &mut Trace,
+) -> Result<(layers::Choice<'r>, layers::Layered)> {
+    let decisions = &mut t.decisions;
+    let hw = inp.hardware;
     let choice = layers::choose(inp.recipe, hw, inp.precision, inp.variant)?;
     trainer::check_version(inp.recipe, choice.variant, inp.stack)?;
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
-    let (before, mut cfg, prov, applied) =
-        layers::layer_with(inp.recipe, choice.variant, &plugins.sets, inp.sets)?;
-    let mut precision_word: Option<Value> = None;
+    let mut l = layers::layer_with(inp.recipe, choice.variant, &plugins.sets, inp.sets)?;
+    let (cfg, prov) = (&mut l.cfg, &l.prov);
     // A recipe without variants still honours --precision: Bridge's performance scripts map
     // it to a mixed-precision recipe (perf_recipes/_common.py `_perf_precision`). A
     // `--set mixed_precision...` of the user's own wins.
@@ -101,23 +208,10 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
                 format!("--precision {p} on a recipe without variants: Bridge's perf precision mapping (_perf_precision), grad_reduce_in_fp32=False"),
                 Source::User,
             ));
-            precision_word = match &spec {
-                crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
-                crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
-            };
             cfg.mixed_precision = Some(spec);
         }
     }
-    let trainer_call = trainer::call(
-        inp.recipe,
-        choice.variant,
-        inp.stack,
-        plugins,
-        &applied,
-        inp.sets,
-        precision_word.as_ref(),
-    );
-    for (ps, applied) in plugins.sets.iter().zip(applied) {
+    for (ps, &applied) in plugins.sets.iter().zip(&l.applied) {
         let path = ps.set.path();
         let rule = if !applied {
             format!(
@@ -142,9 +236,20 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             Source::Plugin(ps.plugin.clone()),
         ));
     }
+    Ok((choice, l))
+}
 
-    // Batch scaling, as Bridge's perf scripts do when the GPU count differs from the
-    // variant's: GBS * DP_new / DP_variant, unless the user gave the global batch.
+/// Stage 2: batch scaling: GBS * DP_new / DP_variant when the GPU count differs from the
+/// variant's, unless the user gave the global batch.
+fn scale_batch(
+    inp: &Inputs<'_>,
+    choice: &layers::Choice<'_>,
+    l: &mut layers::Layered,
+    t: &mut Trace,
+) -> Result<()> {
+    let hw = inp.hardware;
+    let world = u64::from(hw.count);
+    let (before, cfg) = (&l.before, &mut l.cfg);
     // Bridge's runner (run_recipe.py `_apply_benchmark_weak_scaling`) compares the data
     // parallel size at the job's world size and final layout with the recipe's own (its GPU
     // count and layout before overrides), and scales unless `train.global_batch_size` or
@@ -156,7 +261,6 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         inp.sets
             .iter()
             .map(SetOverride::path)
-            .chain(plugins.sets.iter().map(|p| p.set.path()))
             .any(|p| p == path || p == parent)
     };
     if let Some(n) = choice.variant.and_then(|v| v.num_gpus) {
@@ -172,14 +276,15 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
                     "cannot scale global_batch_size {gbs} from {n} to {} GPUs: {gbs}*{dp_new}/{dp_old} is not a whole number",
                     hw.count
                 ))
-                .at("train.global_batch_size")
+                .at_fields("train.global_batch_size")
                 .help("Pass --set train.global_batch_size=N explicitly"));
             }
             let new = u32::try_from(scaled / dp_old).map_err(|_| {
-                Error::usage("scaled global_batch_size is too large").at("train.global_batch_size")
+                Error::usage("scaled global_batch_size is too large")
+                    .at_fields("train.global_batch_size")
             })?;
             cfg.train.global_batch_size = new;
-            decisions.push(Decision::new(
+            t.decisions.push(Decision::new(
                 "train.global_batch_size",
                 new,
                 format!("weak scaling from the {n}-GPU recipe: {gbs} * DP {dp_new} / DP {dp_old}; Bridge's runner does this itself at start (run_recipe.py), so it is not passed as an override"),
@@ -198,16 +303,23 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         && !cfg.optimizer.use_precision_aware_optimizer
     {
         cfg.optimizer.use_precision_aware_optimizer = true;
-        decisions.push(Decision::new(
+        t.decisions.push(Decision::new(
             "optimizer.use_precision_aware_optimizer",
             true,
             "Bridge's runner turns the precision-aware optimizer on for bf16 benchmark recipes with Adam (run_recipe.py benchmark runtime defaults); not passed as an override",
             Source::Derived,
         ));
     }
+    Ok(())
+}
 
+/// Stage 3: the parallel layout, with a decision per layout field.
+fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<Parallelism> {
+    let world = u64::from(inp.hardware.count);
+    let (cfg, prov) = (&l.cfg, &l.prov);
+    let decisions = &mut t.decisions;
     let par = layout::check(&cfg.model, &cfg.train, world)?;
-    let tree = serde_json::to_value(&cfg).map_err(internal)?;
+    let tree = serde_json::to_value(cfg).map_err(internal)?;
     for key in [
         "model.tensor_model_parallel_size",
         "model.pipeline_model_parallel_size",
@@ -235,8 +347,17 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             prov.source("train.global_batch_size"),
         ));
     }
+    Ok(par)
+}
 
-    // Mixed precision (resolve, finalize, setup), before overlap: EP check (d) reads bf16.
+/// Stage 4: mixed precision (Bridge's `mixed_precision.py`: build, finalize, setup).
+fn precision_stage(
+    inp: &Inputs<'_>,
+    l: &mut layers::Layered,
+    t: &mut Trace,
+) -> Result<Option<ResolvedPrecision>> {
+    let (cfg, prov) = (&mut l.cfg, &l.prov);
+    let decisions = &mut t.decisions;
     let mut resolved_mp = None;
     if let Some(spec) = &cfg.mixed_precision {
         let (name, mut mp) = precision::build(spec)?;
@@ -253,19 +374,25 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             &mut cfg.model,
             &mut cfg.optimizer,
             &mut cfg.ddp,
-            &mut decisions,
+            decisions,
         )?;
         resolved_mp = Some(ResolvedPrecision {
             recipe: name,
             config: mp,
         });
     }
+    Ok(resolved_mp)
+}
 
-    // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup).
-    finalize_model(&mut cfg.model);
-    flex_dispatcher_fits(&cfg.model, hw)?;
-
-    // Data-parallel size, then communication overlap.
+/// Stage 5: the data-parallel size, then communication overlap (Bridge's
+/// `CommOverlapConfig.setup`); without a `comm_overlap` section the fields stay as they are.
+fn overlap_stage(
+    inp: &Inputs<'_>,
+    l: &mut layers::Layered,
+    par: &Parallelism,
+    t: &mut Trace,
+) -> Result<Option<crate::config::CommOverlapConfig>> {
+    let (cfg, prov) = (&mut l.cfg, &l.prov);
     let mut comm = cfg.comm_overlap.clone();
     if let Some(c) = comm.as_mut() {
         c.data_parallel_size = Some(par.data);
@@ -276,27 +403,34 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             origin: &origin,
         };
         let out = overlap::setup(c, &mut cfg.model, &mut cfg.optimizer, &mut cfg.ddp, &ctx)?;
-        decisions.extend(out.decisions);
-        warnings.extend(out.warnings);
+        t.decisions.extend(out.decisions);
+        t.warnings.extend(out.warnings);
     } else {
-        decisions.push(Decision::new(
+        t.decisions.push(Decision::new(
             "comm_overlap",
             Value::Null,
             "no comm_overlap section: Bridge leaves model, ddp and optimizer overlap fields as they are",
             prov.source("comm_overlap"),
         ));
     }
+    Ok(comm)
+}
 
-    validate::validate(
-        &cfg.model,
-        &mut cfg.optimizer,
-        &mut cfg.ddp,
-        resolved_mp.as_ref().map(|p| &p.config),
-        inp.stack,
-        &mut decisions,
-        &mut warnings,
-    )?;
+/// What stage 7 produces.
+struct EnvResult {
+    stage: env::EnvStage,
+    invariants: Vec<crate::plan::Invariant>,
+}
 
+/// Stage 7: the launch environment, every layer in `env::build` (Bridge's rules, the
+/// recipe, the plugins, `--env`, `--unset`), then the checks on the final env.
+fn env_stage(
+    inp: &Inputs<'_>,
+    plugins: &PluginLayer,
+    l: &layers::Layered,
+    t: &mut Trace,
+) -> Result<EnvResult> {
+    let (hw, cfg, prov) = (inp.hardware, &l.cfg, &l.prov);
     let user_changed = |path: &str| prov.user_set(path);
     let env_inputs = env::EnvInputs {
         hardware: hw,
@@ -311,59 +445,16 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         user_env: inp.envs,
         user_unset: inp.unsets,
     };
-    let env::EnvStage {
-        env: env_map,
-        unset: env_unset,
-        drop_from_recipe: env_drop_from_recipe,
-    } = env::build(&env_inputs, &mut decisions)?;
+    let stage = env::build(&env_inputs, &mut t.decisions)?;
     let invariants = env::check(
         hw,
         &cfg.model,
         cfg.ddp.use_megatron_fsdp,
-        &env_map,
+        &stage.env,
         inp.strict,
-        &mut warnings,
+        &mut t.warnings,
     )?;
-
-    let variant = choice.variant;
-    Ok(Plan {
-        recipe: RecipeInfo {
-            name: inp.recipe.name.clone(),
-            origin: inp.recipe.origin.clone(),
-            family: inp.recipe.family.clone(),
-            task: inp.recipe.task.clone(),
-            bridge_recipe: variant
-                .and_then(|v| v.bridge_recipe.clone())
-                .or_else(|| inp.recipe.bridge_recipe.clone()),
-            model_recipe: model_recipe(inp.recipe).to_string(),
-            precision: choice.precision.clone(),
-            config_variant: variant.and_then(|v| v.variant.clone()),
-            variant_gpu: variant.map(|v| v.gpu.clone()),
-            variant_num_gpus: variant.and_then(|v| v.num_gpus),
-            trainer: inp.recipe.trainer.clone(),
-        },
-        hardware: hw.clone(),
-        parallelism: par,
-        versions: Versions {
-            transformer_engine: inp.stack.te.as_ref().map(ToString::to_string),
-            torch: inp.stack.torch.to_string(),
-            megatron_bridge: inp.stack.bridge.to_string(),
-            bridge_root: inp.stack.bridge_root.clone(),
-        },
-        model: cfg.model,
-        train: cfg.train,
-        ddp: cfg.ddp,
-        optimizer: cfg.optimizer,
-        comm_overlap: comm,
-        mixed_precision: resolved_mp,
-        trainer: trainer_call,
-        env: env_map,
-        env_unset,
-        env_drop_from_recipe,
-        invariants,
-        decisions,
-        warnings,
-    })
+    Ok(EnvResult { stage, invariants })
 }
 
 /// Bridge's `validate_flex_dispatcher_backend` (training/flex_dispatcher_backend.py), which
@@ -393,7 +484,7 @@ fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result
     Err(Error::usage(format!(
         "Megatron-Bridge refuses this on {kind}: \"{reason}\" (validate_flex_dispatcher_backend)"
     ))
-    .at("model.moe_flex_dispatcher_backend")
+    .at_fields("model.moe_flex_dispatcher_backend")
     .help("pick another backend with --set model.moe_flex_dispatcher_backend=..., or --set model.moe_token_dispatcher_type=alltoall"))
 }
 

@@ -45,7 +45,7 @@ pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
                     prev.flag,
                     o.flag
                 ))
-                .at("--set")
+                .at_flag("--set")
                 .help("give each field once"));
             }
             continue;
@@ -59,7 +59,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     let flag = format!("--set {item}");
     let Some((path, text)) = item.split_once('=') else {
         return Err(Error::usage("expected section.field=value")
-            .at(flag)
+            .at_flag(flag)
             .help("e.g. --set model.tensor_model_parallel_size=8"));
     };
     let path = path.trim().trim_start_matches('+');
@@ -69,7 +69,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     };
     let Some(fields) = config::section_fields(&section) else {
         return Err(Error::usage(format!("unknown section `{section}`"))
-            .at(flag)
+            .at_flag(flag)
             .help(format!(
                 "{} sections: {}",
                 did_you_mean(&section, config::SECTIONS.iter().copied()),
@@ -81,7 +81,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         && !(section == "mixed_precision" && f == "recipe")
     {
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
-            .at(flag)
+            .at_flag(flag)
             .help(format!(
                 "{} see `ovlaunch fields {section}`",
                 did_you_mean(f, known.iter().copied())
@@ -89,18 +89,19 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     }
     if field.is_none() && !matches!(section.as_str(), "mixed_precision" | "comm_overlap") {
         return Err(
-            Error::usage(format!("`{section}` needs a field: {section}.FIELD=VALUE")).at(flag),
+            Error::usage(format!("`{section}` needs a field: {section}.FIELD=VALUE")).at_flag(flag),
         );
     }
     if section == "comm_overlap" && field.as_deref() == Some("data_parallel_size") {
         return Err(Error::usage(
             "comm_overlap.data_parallel_size is computed (world / (TP*PP*CP)); it cannot be set",
         )
-        .at(flag));
+        .at_flag(flag));
     }
     let mut value = yaml::parse_value(text);
     if let Some(f) = &field {
-        value = typed(&section, f, value, text).map_err(|m| Error::usage(m).at(flag.clone()))?;
+        value =
+            typed(&section, f, value, text).map_err(|m| Error::usage(m).at_flag(flag.clone()))?;
     }
     Ok(SetOverride {
         section,
@@ -170,20 +171,20 @@ pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
         let flag = format!("--env {item}");
         let Some((name, value)) = item.split_once('=') else {
             return Err(Error::usage("expected NAME=VALUE")
-                .at(flag)
+                .at_flag(flag)
                 .help("e.g. --env NCCL_DEBUG=INFO"));
         };
         if !valid_env_name(name) {
             return Err(
                 Error::usage(format!("`{name}` is not a valid environment variable name"))
-                    .at(flag)
+                    .at_flag(flag)
                     .help(format!("names are {ENV_NAME_RULE}")),
             );
         }
         if let Some((_, prev)) = out.iter().find(|(n, _)| n == name) {
             if prev != value {
                 return Err(Error::usage(format!("conflicting values for {name}"))
-                    .at(flag)
+                    .at_flag(flag)
                     .help("give each variable once"));
             }
             continue;
@@ -200,7 +201,7 @@ pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
         if !valid_env_name(name) {
             return Err(
                 Error::usage(format!("`{name}` is not a valid environment variable name"))
-                    .at(format!("--unset {name}"))
+                    .at_flag(format!("--unset {name}"))
                     .help(format!("names are {ENV_NAME_RULE}")),
             );
         }

@@ -69,7 +69,7 @@ pub fn check_version(recipe: &Recipe, variant: Option<&Variant>, stack: &Stack) 
             "Megatron-Bridge {} has no recipe `{name}`: it first ships in Megatron-Bridge {since}",
             stack.bridge
         ))
-        .at("--bridge-version")
+        .at_flag("--bridge-version")
         .help(format!(
             "use a container with Megatron-Bridge >= {since} (--bridge-version {since}), or another variant (`ovlaunch recipes -v`)"
         )));

@@ -24,7 +24,7 @@ pub fn validate(
     if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather {
         return Err(
             Error::config("reuse_grad_buf_for_mxfp8_param_ag requires fp8_param_gather")
-                .at("ddp.reuse_grad_buf_for_mxfp8_param_ag")
+                .at_fields("ddp.reuse_grad_buf_for_mxfp8_param_ag")
                 .help("set it through mixed_precision (which owns both fields)"),
         );
     }
@@ -32,7 +32,7 @@ pub fn validate(
         && optimizer.overlap_param_gather_with_optimizer_step
     {
         return Err(Error::config("reuse_grad_buf_for_mxfp8_param_ag cannot be combined with overlap_param_gather_with_optimizer_step")
-            .at("optimizer.overlap_param_gather_with_optimizer_step")
+            .at_fields("optimizer.overlap_param_gather_with_optimizer_step")
             .help("set comm_overlap.overlap_param_gather_with_optimizer_step=false"));
     }
     if ddp.bucket_size.is_some() && !ddp.overlap_grad_reduce && !ddp.use_megatron_fsdp {
@@ -46,18 +46,18 @@ pub fn validate(
     if model.defer_embedding_wgrad_compute {
         if model.pipeline_model_parallel_size < 2 || !model.gradient_accumulation_fusion {
             return Err(Error::config("defer_embedding_wgrad_compute needs pipeline_model_parallel_size > 1 and gradient_accumulation_fusion")
-                .at("comm_overlap.defer_embedding_wgrad_compute")
+                .at_fields("comm_overlap.defer_embedding_wgrad_compute")
                 .help("set model.gradient_accumulation_fusion=true and PP > 1, or turn it off"));
         }
         if model.wgrad_deferral_limit < 0 {
             return Err(Error::config("Wgrad deferral limit should be greater than or equal to 0 when it is enabled!")
-                .at("comm_overlap.wgrad_deferral_limit")
+                .at_fields("comm_overlap.wgrad_deferral_limit")
                 .help("CommOverlapConfig writes -1 when the limit is unset: set comm_overlap.wgrad_deferral_limit (e.g. 50)"));
         }
     }
     if model.delay_wgrad_compute == Some(true) && !model.overlap_moe_expert_parallel_comm {
         return Err(Error::config("overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute")
-            .at("comm_overlap.overlap_moe_expert_parallel_comm")
+            .at_fields("comm_overlap.overlap_moe_expert_parallel_comm")
             .help("CommOverlapConfig overwrites the model's value (False when unset): set comm_overlap.overlap_moe_expert_parallel_comm=true"));
     }
     if model.overlap_moe_expert_parallel_comm {
@@ -123,7 +123,7 @@ pub fn validate(
         && !mp.reuse_grad_buf_for_mxfp8_param_ag
     {
         return Err(Error::config("When fp8_param_gather=True and fp8_recipe='mxfp8', reuse_grad_buf_for_mxfp8_param_ag must be set to True")
-                .at("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag")
+                .at_fields("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag")
                 .help("--set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag=true"));
     }
 
@@ -165,13 +165,13 @@ pub fn validate(
     if model.bf16 && model.fp16 {
         return Err(
             Error::config("model.bf16 and model.fp16 cannot both be True")
-                .at("model.bf16, model.fp16"),
+                .at_fields("model.bf16, model.fp16"),
         );
     }
     if optimizer.bf16 && optimizer.fp16 {
         return Err(
             Error::config("optimizer.bf16 and optimizer.fp16 cannot both be True")
-                .at("optimizer.bf16, optimizer.fp16"),
+                .at_fields("optimizer.bf16, optimizer.fp16"),
         );
     }
     if optimizer.use_precision_aware_optimizer {
@@ -180,12 +180,12 @@ pub fn validate(
             return Err(Error::config(
                 "with use_precision_aware_optimizer, optimizer bf16/fp16 must match the model's",
             )
-            .at("optimizer.use_precision_aware_optimizer")
+            .at_fields("optimizer.use_precision_aware_optimizer")
             .help("name the precision in mixed_precision, which sets both"));
         }
         if optimizer.optimizer != "adam" || !optimizer.use_distributed_optimizer {
             return Err(Error::config("use_precision_aware_optimizer requires the adam optimizer and the distributed optimizer")
-                .at("optimizer.use_precision_aware_optimizer"));
+                .at_fields("optimizer.use_precision_aware_optimizer"));
         }
     }
     Ok(())
@@ -193,4 +193,38 @@ pub fn validate(
 
 fn py(b: bool) -> &'static str {
     if b { "True" } else { "False" }
+}
+
+/// Precisions the GPU has no tensor-core unit for are errors, not a job that fails at start:
+/// Transformer Engine's FP8 needs compute capability 8.9 or newer (Ada, Hopper; the catalog's
+/// Ampere A100 is 8.0) and its FP4 (NVFP4) needs Blackwell (10.0). The `cpu` test kind runs
+/// no kernels and is not checked.
+pub fn gpu_supports_precision(
+    gpu: &crate::catalog::hardware::GpuKind,
+    mp: &MixedPrecisionConfig,
+) -> Result<()> {
+    if gpu.is_cpu() {
+        return Ok(());
+    }
+    let (what, needed, field) = if mp.fp4.is_some() && !gpu.is_blackwell_or_newer() {
+        (
+            "FP4",
+            "Blackwell (compute capability 10.0)",
+            "mixed_precision.fp4",
+        )
+    } else if mp.fp8.is_some() && gpu.arch_major < 9 {
+        (
+            "FP8",
+            "compute capability 8.9 or newer (Hopper, Blackwell)",
+            "mixed_precision.fp8",
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::config(format!(
+        "{what} training needs {needed}, but {} ({}) is compute capability {}.x",
+        gpu.kind, gpu.generation, gpu.arch_major
+    ))
+    .at_fields(field)
+    .help("use --precision bf16 on this GPU, or a GPU kind that has the unit"))
 }

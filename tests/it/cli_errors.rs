@@ -5,24 +5,26 @@ use crate::common::*;
 
 #[test]
 fn unknown_recipe_suggests() {
-    let e = usage_error(&["plan", "--recipe", "llama70", "--gpus", "h100x64"]);
-    assert!(e.contains("unknown recipe `llama70`"), "{e}");
-    assert!(e.contains("did you mean"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", "llama70", "--gpus", "h100x64"],
+        &[]
+    ));
 }
 
 #[test]
 fn unknown_gpu_kind_suggests() {
-    let e = usage_error(&["plan", "--recipe", "llama70b", "--gpus", "h10x64"]);
-    assert!(
-        e.contains("--gpus") && e.contains("did you mean `h100`"),
-        "{e}"
-    );
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", "llama70b", "--gpus", "h10x64"],
+        &[]
+    ));
 }
 
 #[test]
 fn impossible_gpu_counts() {
-    let e = usage_error(&["plan", "--recipe", "llama70b", "--gpus", "h100x12"]);
-    assert!(e.contains("h100x8 or h100x16"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", "llama70b", "--gpus", "h100x12"],
+        &[]
+    ));
     usage_error(&["plan", "--recipe", "llama70b", "--gpus", "h100x0"]);
     usage_error(&["plan", "--recipe", "llama70b", "--gpus", "h100"]);
 }
@@ -30,79 +32,86 @@ fn impossible_gpu_counts() {
 #[test]
 fn layout_that_does_not_divide_the_world() {
     // llama70b on h100 is TP4 PP4 CP2 = 32 per replica; 16 GPUs cannot hold it.
-    let e = usage_error(&["plan", "--recipe", "llama70b", "--gpus", "h100x16"]);
-    assert!(e.contains("does not divide the world size 16"), "{e}");
-    assert!(e.contains("model.tensor_model_parallel_size"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", "llama70b", "--gpus", "h100x16"],
+        &[]
+    ));
 }
 
 #[test]
 fn heads_not_divisible_by_tp() {
-    let e = usage_error(&[
-        "plan",
-        "--recipe",
-        "llama70b",
-        "--gpus",
-        "h100x48",
-        "--set",
-        "model.tensor_model_parallel_size=3",
-        "--set",
-        "model.context_parallel_size=1",
-        "--set",
-        "model.pipeline_model_parallel_size=1",
-    ]);
-    assert!(
-        e.contains("num_attention_heads 64 is not divisible by tensor_model_parallel_size 3"),
-        "{e}"
-    );
+    insta::assert_snapshot!(transcript(
+        &[
+            "plan",
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x48",
+            "--set",
+            "model.tensor_model_parallel_size=3",
+            "--set",
+            "model.context_parallel_size=1",
+            "--set",
+            "model.pipeline_model_parallel_size=1",
+        ],
+        &[]
+    ));
 }
 
 #[test]
 fn unknown_set_path_lists_close_matches() {
-    let e = usage_error(&[
-        "plan",
-        "--recipe",
-        "llama70b",
-        "--gpus",
-        "h100x64",
-        "--set",
-        "model.tensor_parallel_size=8",
-    ]);
-    assert!(e.contains("--set model.tensor_parallel_size=8"), "{e}");
-    assert!(e.contains("tensor_model_parallel_size"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &[
+            "plan",
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--set",
+            "model.tensor_parallel_size=8",
+        ],
+        &[]
+    ));
 }
 
 #[test]
 fn wrong_type_in_set_names_the_flag() {
-    let e = usage_error(&[
-        "plan",
-        "--recipe",
-        "llama70b",
-        "--gpus",
-        "h100x64",
-        "--set",
-        "model.sequence_parallel=maybe",
-    ]);
-    assert!(e.contains("--set model.sequence_parallel=maybe"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &[
+            "plan",
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--set",
+            "model.sequence_parallel=maybe",
+        ],
+        &[]
+    ));
 }
 
 #[test]
 fn conflicting_overrides() {
-    let e = usage_error(&[
-        "plan",
-        "--recipe",
-        "llama70b",
-        "--gpus",
-        "h100x64",
-        "--set",
-        "train.global_batch_size=8",
-        "--set",
-        "train.global_batch_size=16",
-    ]);
-    assert!(e.contains("conflicting overrides"), "{e}");
-    let e = usage_error(&[
-        "plan", "--recipe", "llama70b", "--gpus", "h100x64", "--env", "A=1", "--env", "A=2",
-    ]);
-    assert!(e.contains("conflicting values for A"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &[
+            "plan",
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--set",
+            "train.global_batch_size=8",
+            "--set",
+            "train.global_batch_size=16",
+        ],
+        &[]
+    ));
+    insta::assert_snapshot!(transcript(
+        &[
+            "plan", "--recipe", "llama70b", "--gpus", "h100x64", "--env", "A=1", "--env", "A=2",
+        ],
+        &[]
+    ));
 }
 
 fn recipe_file(text: &str) -> (tempfile::TempDir, String) {
@@ -116,37 +125,46 @@ fn recipe_file(text: &str) -> (tempfile::TempDir, String) {
 #[test]
 fn recipe_file_unknown_key_has_file_and_line() {
     let (_d, p) = recipe_file("name: mine\nmodel:\n  num_layers: 4\n  tensor_paralel: 2\n");
-    let e = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
-    assert!(e.contains(&format!("{p}:4:3")), "{e}");
-    assert!(e.contains("unknown field `tensor_paralel`"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")]
+    ));
 }
 
 #[test]
 fn recipe_file_wrong_type_has_file_and_line() {
     let (_d, p) = recipe_file("name: mine\ntrain:\n  global_batch_size: lots\n");
-    let e = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
-    assert!(e.contains(&format!("{p}:3:")), "{e}");
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")]
+    ));
 }
 
 #[test]
 fn malformed_yaml_has_file_and_line() {
     let (_d, p) = recipe_file("name: mine\nmodel: [\n");
-    let e = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
-    assert!(e.contains(&p), "{e}");
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")]
+    ));
 }
 
 #[test]
 fn duplicate_keys_are_errors() {
     let (_d, p) = recipe_file("name: mine\nmodel:\n  num_layers: 4\n  num_layers: 8\n");
-    let e = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
-    assert!(e.contains("duplicate"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")]
+    ));
 }
 
 #[test]
 fn comm_overlap_without_tp_comm_overlap_is_an_error() {
     let (_d, p) = recipe_file("name: mine\ncomm_overlap:\n  bucket_size: 1000\n");
-    let e = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
-    assert!(e.contains("tp_comm_overlap"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")]
+    ));
 }
 
 #[test]
@@ -154,11 +172,10 @@ fn unknown_preset_suggests() {
     let (_d, p) = recipe_file(
         "name: mine\nmodel: {tensor_model_parallel_size: 4, sequence_parallel: true}\ncomm_overlap:\n  tp_comm_overlap: true\n  tp_comm_overlap_cfg: userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen819\n",
     );
-    let e = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
-    assert!(
-        e.contains("unknown userbuffers preset") && e.contains("did you mean"),
-        "{e}"
-    );
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")]
+    ));
 }
 
 #[test]
@@ -171,11 +188,10 @@ fn strict_turns_the_tp_gate_into_an_error() {
         plan["warnings"][0],
         "Disabling tensor parallel communication overlap due to TP size < 2."
     );
-    let e = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8", "--strict"]);
-    assert!(
-        e.contains("TP size < 2") && e.contains("model.tensor_model_parallel_size"),
-        "{e}"
-    );
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8", "--strict"],
+        &[(p.as_str(), "[TMP]/r.yaml")]
+    ));
 }
 
 #[test]
@@ -183,11 +199,10 @@ fn bridge_assertions_exit_2() {
     let (_d, p) = recipe_file(
         "name: mine\nmixed_precision: bf16_mixed\ncomm_overlap:\n  tp_comm_overlap: false\n  overlap_moe_expert_parallel_comm: true\n",
     );
-    let e = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
-    assert!(
-        e.contains("only supported when expert_model_parallel_size > 1"),
-        "{e}"
-    );
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")]
+    ));
 }
 
 #[test]
@@ -209,16 +224,18 @@ fn existing_job_dir_is_not_touched() {
     let job = dir.path().join("job");
     std::fs::create_dir(&job).unwrap();
     std::fs::write(job.join("keep"), "x").unwrap();
-    let e = usage_error(&[
-        "submit",
-        "--recipe",
-        "llama70b",
-        "--gpus",
-        "h100x64",
-        "--job-dir",
-        job.to_str().unwrap(),
-    ]);
-    assert!(e.contains("already exists"), "{e}");
+    insta::assert_snapshot!(transcript(
+        &[
+            "submit",
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--job-dir",
+            job.to_str().unwrap(),
+        ],
+        &[(dir.path().to_str().unwrap(), "[TMP]")]
+    ));
     assert_eq!(std::fs::read_to_string(job.join("keep")).unwrap(), "x");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
@@ -228,7 +245,24 @@ fn existing_job_dir_is_not_touched() {
 }
 
 #[test]
-fn unknown_sbatch_option() {
+fn malformed_sbatch_option() {
+    for bad in ["reservation=r1", "--Reservation=r1", "--=x", "-p"] {
+        let e = usage_error(&[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--dry-run",
+            "--job-dir",
+            "/jobs/x",
+            &format!("--sbatch-arg={bad}"),
+        ]);
+        assert!(
+            e.contains(&format!("`{bad}` is not an sbatch long option"))
+                && e.contains("--sbatch-arg=--name=value"),
+            "{e}"
+        );
+    }
     let e = usage_error(&[
         "--recipe",
         "llama70b",
@@ -237,12 +271,9 @@ fn unknown_sbatch_option() {
         "--dry-run",
         "--job-dir",
         "/jobs/x",
-        "--sbatch-arg=--reservaton=r1",
+        "--sbatch-arg=--comment=two\nlines",
     ]);
-    assert!(
-        e.contains("unknown sbatch option `--reservaton`") && e.contains("reservation"),
-        "{e}"
-    );
+    assert!(e.contains("line break"), "{e}");
 }
 
 #[test]
@@ -289,14 +320,41 @@ fn no_sbatch_on_path_is_a_clear_error_and_leaves_nothing() {
 
 #[test]
 fn multi_node_torchrun_needs_a_rendezvous_host() {
+    insta::assert_snapshot!(transcript(
+        &[
+            "torchrun",
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--job-dir",
+            "/jobs/x",
+        ],
+        &[]
+    ));
+}
+
+#[test]
+fn a_missing_flag_is_named_once() {
+    insta::assert_snapshot!(transcript(&["plan", "--recipe", "llama70b"], &[]));
+    insta::assert_snapshot!(transcript(&["plan", "--gpus", "h100x64"], &[]));
+}
+
+#[test]
+fn fp8_on_ampere_is_an_error() {
     let e = usage_error(&[
-        "torchrun",
+        "plan",
         "--recipe",
-        "llama70b",
+        "llama8b",
         "--gpus",
-        "h100x64",
-        "--job-dir",
-        "/jobs/x",
+        "a100x8",
+        "--precision",
+        "fp8cs",
     ]);
-    assert!(e.contains("--master-addr"), "{e}");
+    assert!(
+        e.contains("mixed_precision.fp8")
+            && e.contains("FP8 training needs compute capability 8.9")
+            && e.contains("a100"),
+        "{e}"
+    );
 }

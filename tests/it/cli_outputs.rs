@@ -272,7 +272,8 @@ fn main_form_dry_run_prints_plan_env_and_script() {
     assert!(out.contains("CUDA_DEVICE_MAX_CONNECTIONS=1"));
     assert!(out.contains("#SBATCH --nodes=8"));
     assert!(out.contains("#SBATCH --ntasks-per-node=8"));
-    assert!(out.contains("srun --ntasks-per-node=8 --kill-on-bad-exit=1 --wait=60 --mpi=pmix"));
+    assert!(out.contains("srun --ntasks-per-node=8 --kill-on-bad-exit=1 --wait=60 --label \\\n"));
+    assert!(!out.contains("--mpi="), "--mpi defaults to none");
 }
 
 #[test]
@@ -493,11 +494,89 @@ fn submit_prints_the_plan_warnings_on_stderr() {
     ];
     let o = run_env(&args, &[("PATH", path.as_str())]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The job directory is on this machine's own disk, which is warned about too.
+    let err: String = stderr(&o)
+        .lines()
+        .filter(|l| !l.contains("is on a local filesystem"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     assert_eq!(
-        stderr(&o),
+        err,
         "warning: Disabling tensor parallel communication overlap due to sequence_parallel=False.\n"
     );
     let out = stdout(&o);
     assert!(out.starts_with("submitted job 4242 ("), "{out}");
     assert!(job.join("submission.json").is_file());
+}
+
+/// `--sbatch-arg` takes any sbatch long option; values are quoted the way sbatch's script
+/// parser reads them back (the real sbatch reads them in the OCI test's job); `--srun-arg`
+/// reaches the launch step shell-quoted.
+#[test]
+fn sbatch_and_srun_passthrough() {
+    let out = ok(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--dry-run",
+        "--job-dir",
+        "/jobs/x",
+        "--rank-runtime",
+        "ovlaunch-rank",
+        "--sbatch-arg=--network=sn_all",
+        "--sbatch-arg=--clusters=a,b",
+        "--sbatch-arg=--comment=it's \"quoted\" # not a comment \\ end",
+        "--sbatch-arg=--hold",
+        "--srun-arg=--network=sn_all",
+        "--srun-arg=--comment=two words",
+    ]);
+    for line in [
+        "#SBATCH --network=sn_all\n",
+        "#SBATCH --clusters=a,b\n",
+        "#SBATCH --comment=\"it's \\\"quoted\\\" # not a comment \\\\ end\"\n",
+        "#SBATCH --hold\n",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    assert!(
+        out.contains("--network=sn_all '--comment=two words'"),
+        "{out}"
+    );
+}
+
+/// Completions and the man page come from the one CLI definition: every subcommand is in
+/// them, and the bash script is valid bash.
+#[test]
+fn completions_and_man_page() {
+    let bash = ok(&["completions", "bash"]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("ovlaunch.bash");
+    std::fs::write(&f, &bash).unwrap();
+    let o = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        assert!(!ok(&["completions", shell]).is_empty(), "{shell}");
+    }
+    let man = ok(&["man"]);
+    assert!(
+        man.starts_with(".ie") && man.contains(".TH ovlaunch 1"),
+        "{man}"
+    );
+    for sub in [
+        "submit",
+        "render",
+        "status",
+        "completions",
+        "--container-runtime",
+    ] {
+        assert!(bash.contains(sub), "completions lack {sub}");
+    }
+    for sub in ["submit", "render", "status", "completions"] {
+        assert!(man.contains(sub), "man page lacks {sub}");
+    }
 }

@@ -15,6 +15,20 @@ const OVLAUNCH_ENV: &[&str] = &[
     "OVLAUNCH_PLUGIN_DIR",
     "WANDB_API_KEY",
     "COMET_API_KEY",
+    // site profiles and the Slurm input variables they layer under
+    "OVLAUNCH_PROFILE",
+    "OVLAUNCH_CONTAINER_IMAGE",
+    "OVLAUNCH_CONTAINER_RUNTIME",
+    "OVLAUNCH_RANK_RUNTIME",
+    "SBATCH_ACCOUNT",
+    "SLURM_ACCOUNT",
+    "SBATCH_PARTITION",
+    "SLURM_PARTITION",
+    "SBATCH_QOS",
+    "SLURM_QOS",
+    "SBATCH_TIMELIMIT",
+    "SLURM_TIMELIMIT",
+    "SLURM_MPI_TYPE",
 ];
 
 pub fn bin() -> &'static str {
@@ -85,7 +99,26 @@ pub fn ok_env(args: &[&str], env: &[(&str, &str)]) -> String {
         o.status.code(),
         stderr(&o)
     );
+    if args.contains(&"--dry-run") {
+        return dry_run_text(&o);
+    }
     stdout(&o)
+}
+
+/// A dry run as a person reads it: the summary (stderr, without the `warning:` lines) and
+/// then the script (stdout, which is the script alone, for `> job.sh`).
+pub fn dry_run_text(o: &Output) -> String {
+    let summary: String = stderr(o)
+        .lines()
+        .filter(|l| !l.starts_with("warning: ") && !l.starts_with("  help: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let script = stdout(o);
+    assert!(
+        script.starts_with("#!"),
+        "a dry run's stdout is the script alone:\n{script}"
+    );
+    summary + &script
 }
 
 /// Runs and expects success; returns stdout.
@@ -119,4 +152,38 @@ pub fn plan_json_env(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
 /// The plan as JSON.
 pub fn plan_json(args: &[&str]) -> serde_json::Value {
     plan_json_env(args, &[])
+}
+
+/// A whole `ovlaunch` run as one reviewable text for an insta snapshot: the command line,
+/// the exit code, stdout and stderr. `redact` replaces run-specific text (a temporary
+/// directory) with a stable name, e.g. `(dir, "[TMP]")`.
+/// stderr without the warning that depends on the machine's filesystems (a job directory on
+/// a local disk), so that transcripts are the same on every machine.
+pub fn stable_stderr(o: &Output) -> String {
+    stderr(o)
+        .lines()
+        .filter(|l| {
+            !(l.starts_with("warning: the job directory ")
+                && l.contains("is on a local filesystem"))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+pub fn transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
+    let o = run(args);
+    let mut t = format!(
+        "$ ovlaunch {}\nexit: {}\n----- stdout -----\n{}----- stderr -----\n{}",
+        args.join(" "),
+        o.status
+            .code()
+            .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string()),
+        stdout(&o),
+        stable_stderr(&o)
+    );
+    assert!(!t.contains("panicked"), "panic: {t}");
+    for (from, to) in redact {
+        t = t.replace(from, to);
+    }
+    t
 }

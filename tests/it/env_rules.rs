@@ -270,7 +270,9 @@ fn rule3_refuses_ep_beyond_the_nvl72_domain() {
         );
         assert_eq!(
             e.origin.as_deref(),
-            Some("model.expert_model_parallel_size")
+            Some(&ovlaunch::error::Origin::fields(
+                "model.expert_model_parallel_size"
+            ))
         );
     }
     // On 8-GPU NVLink domains EP beyond the domain is fine: ranks = min(EP, 8).
@@ -1159,6 +1161,7 @@ fn unset_recipe_variables_leave_the_trainer_config() {
             cpus_per_task: None,
             dependency: None,
             sbatch_args: vec![],
+            srun_args: vec![],
             trainer: vec![],
             rank_runtime: None,
             master_port: 29500,

@@ -244,6 +244,7 @@ fn run_job(
         cpus_per_task: None,
         dependency: None,
         sbatch_args: vec![],
+        srun_args: vec![],
         trainer: vec!["/usr/bin/env".into()],
         rank_runtime: rank_runtime.map(str::to_string),
         master_port: 29500,

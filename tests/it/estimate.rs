@@ -280,3 +280,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn plan_and_dry_run_carry_a_one_line_estimate_that_matches_estimate() {
+    let json = ok(&["estimate", "-r", "llama70b", "-g", "h100x64", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let tps = format!(
+        "{:.0} tokens/s/GPU",
+        v["tokens_per_sec_per_gpu"].as_f64().unwrap()
+    );
+    let o = run(&["plan", "-r", "llama70b", "-g", "h100x64", "-o", "json"]);
+    assert!(o.status.success());
+    // stdout stays the plan document alone.
+    serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap();
+    assert!(stderr(&o).starts_with("estimate: "), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&tps), "{} vs {tps}", stderr(&o));
+    let dry = ok(&["--recipe", "llama70b", "--gpus", "h100x64", "--dry-run"]);
+    let line = dry
+        .lines()
+        .find(|l| l.starts_with("#   estimate "))
+        .expect("estimate line");
+    assert!(line.contains(&tps), "{line}");
+}

@@ -493,6 +493,49 @@ fn signal_dispositions_are_not_leaked() {
     );
 }
 
+/// B300-style core pinning through the real binary: local rank 1 with `{"stride": 1,
+/// "count": 1}` runs on CPU 1 only (when this process may use it), memory bound to node 0
+/// where it has memory.
+#[test]
+fn core_pinning_on_the_real_cpu_set() {
+    if !Path::new("/sys/devices/system/node/node0/cpulist").exists() {
+        eprintln!("skipped: this kernel exposes no /sys/devices/system/node");
+        return;
+    }
+    let mine = ovlaunch_rank::cpulist::parse_cpulist(&own_cpus()).unwrap();
+    if !mine.contains(&1) {
+        eprintln!("skipped: CPU 1 is not in this process's CPU set");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "affinity": {"policy": "static", "gpus_per_numa": 8, "membind": true, "cores": {"stride": 1, "count": 1}}}"#,
+    );
+    let r = run(
+        &[
+            ("LOCAL_RANK", "1"),
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_WORLD_SIZE", "2"),
+        ],
+        &[
+            "--plan",
+            plan.to_str().unwrap(),
+            "sh",
+            "-c",
+            "grep -E 'Cpus_allowed_list|Mems_allowed_list' /proc/self/status",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(
+        cpus_allowed(&r.stdout).as_deref(),
+        Some("1"),
+        "{}",
+        r.stdout
+    );
+}
+
 #[test]
 fn affinity_static_on_the_real_cpu_set() {
     // Real /sys of this machine: NUMA node 0 always exists on Linux with NUMA support;

@@ -64,6 +64,7 @@ fn render_and_run(
         cpus_per_task: None,
         dependency: None,
         sbatch_args: vec![],
+        srun_args: vec![],
         trainer,
         rank_runtime: None,
         master_port: 29500,

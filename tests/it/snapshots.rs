@@ -1,101 +1,78 @@
-//! Snapshot tests: `ovlaunch plan` (YAML) and the dry-run output (summary, env, sbatch
-//! script) for the shipped recipes on their GPU kinds, compared with files under
-//! `tests/snapshots/`. After an intended change, review and re-bless with
-//! `OVLAUNCH_BLESS=1 cargo test --test snapshots`.
+//! Snapshot tests (insta): `ovlaunch plan` (YAML) and the dry-run output (summary, env,
+//! sbatch script) for the shipped recipes on their GPU kinds, one test and two files per
+//! case under `tests/snapshots/` (`NAME.plan.yaml.snap`, `NAME.dry-run.txt.snap`). A
+//! mismatch shows the whole diff. After an intended change, review and accept with
+//! `cargo insta review`, or `INSTA_UPDATE=always cargo test --test it snapshots::` and
+//! `git diff tests/snapshots`.
 
 use crate::common;
 
-use std::path::PathBuf;
-
-const CASES: &[(&str, &str, &str, &[&str])] = &[
-    ("llama70b-h100x64-bf16", "llama70b", "h100x64", &[]),
-    (
-        "llama70b-h100x64-fp8cs",
-        "llama70b",
-        "h100x64",
-        &["--precision", "fp8cs"],
-    ),
-    ("llama70b-b200x64-bf16", "llama70b", "b200x64", &[]),
-    (
-        "llama70b-gb200x64-fp8mx",
-        "llama70b",
-        "gb200x64",
-        &["--precision", "fp8mx"],
-    ),
-    ("llama8b-h100x8-bf16", "llama3_8b", "h100x8", &[]),
-    ("llama8b-h100x16-scaled", "llama3_8b", "h100x16", &[]),
-    ("llama405b-h100x1024-bf16", "llama31_405b", "h100x1024", &[]),
-    ("llama405b-gb200x256-bf16", "llama31_405b", "gb200x256", &[]),
-    (
-        "deepseekv3-b200x256-fp8mx",
-        "deepseek_v3",
-        "b200x256",
-        &["--precision", "fp8mx"],
-    ),
-    ("gptoss120b-h100x64-bf16", "gpt_oss_120b", "h100x64", &[]),
-    ("gptoss120b-gb200x64-bf16", "gpt_oss_120b", "gb200x64", &[]),
-    ("qwen3-30b-h100x16-bf16", "qwen3_30b_a3b", "h100x16", &[]),
-];
-
-fn check(name: &str, actual: &str) -> Option<String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots")
-        .join(name);
-    if std::env::var("OVLAUNCH_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return None;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    if expected == actual {
-        return None;
-    }
-    let first = expected
-        .lines()
-        .zip(actual.lines())
-        .position(|(a, b)| a != b)
-        .unwrap_or(expected.lines().count().min(actual.lines().count()));
-    Some(format!(
-        "{name} differs from tests/snapshots/{name} at line {}:\n  expected: {:?}\n  actual:   {:?}",
-        first + 1,
-        expected.lines().nth(first).unwrap_or("<end>"),
-        actual.lines().nth(first).unwrap_or("<end>")
-    ))
+/// One test per row (snapshot name, recipe, GPUs, extra flags), and `CASES` listing them all.
+macro_rules! cases {
+    ($($test:ident: $name:literal, $recipe:literal, $gpus:literal, [$($extra:literal),*];)*) => {
+        /// Every case, for the tests that run over all of them.
+        const CASES: &[(&str, &str, &str, &[&str])] = &[$(($name, $recipe, $gpus, &[$($extra),*])),*];
+        $(
+            #[test]
+            fn $test() {
+                check($name, $recipe, $gpus, &[$($extra),*]);
+            }
+        )*
+    };
 }
 
-#[test]
-fn plans_and_scripts_match_snapshots() {
-    let mut problems = Vec::new();
-    for (name, recipe, gpus, extra) in CASES {
-        let mut plan = vec!["plan", "--recipe", recipe, "--gpus", gpus];
-        plan.extend_from_slice(extra);
-        problems.extend(check(&format!("{name}.plan.yaml"), &common::ok(&plan)));
-        let job_dir = format!("/jobs/{name}");
-        let mut dry = vec![
-            "--recipe",
-            recipe,
-            "--gpus",
-            gpus,
-            "--dry-run",
-            "--job-dir",
-            &job_dir,
-            "--rank-runtime",
-            "ovlaunch-rank",
-            "--account",
-            "acct",
-            "--partition",
-            "batch",
-            "--container-image",
-            "nvcr.io#nvidia/nemo:26.04",
-        ];
-        dry.extend_from_slice(extra);
-        problems.extend(check(&format!("{name}.dry-run.txt"), &common::ok(&dry)));
-    }
-    assert!(
-        problems.is_empty(),
-        "{}\nre-bless with OVLAUNCH_BLESS=1 after reviewing",
-        problems.join("\n")
-    );
+cases! {
+    llama70b_h100x64_bf16: "llama70b-h100x64-bf16", "llama70b", "h100x64", [];
+    llama70b_h100x64_fp8cs: "llama70b-h100x64-fp8cs", "llama70b", "h100x64", ["--precision", "fp8cs"];
+    llama70b_b200x64_bf16: "llama70b-b200x64-bf16", "llama70b", "b200x64", [];
+    llama70b_gb200x64_fp8mx: "llama70b-gb200x64-fp8mx", "llama70b", "gb200x64", ["--precision", "fp8mx"];
+    llama8b_h100x8_bf16: "llama8b-h100x8-bf16", "llama3_8b", "h100x8", [];
+    llama8b_h100x16_scaled: "llama8b-h100x16-scaled", "llama3_8b", "h100x16", [];
+    llama405b_h100x1024_bf16: "llama405b-h100x1024-bf16", "llama31_405b", "h100x1024", [];
+    llama405b_gb200x256_bf16: "llama405b-gb200x256-bf16", "llama31_405b", "gb200x256", [];
+    deepseekv3_b200x256_fp8mx: "deepseekv3-b200x256-fp8mx", "deepseek_v3", "b200x256", ["--precision", "fp8mx"];
+    gptoss120b_h100x64_bf16: "gptoss120b-h100x64-bf16", "gpt_oss_120b", "h100x64", [];
+    gptoss120b_gb200x64_bf16: "gptoss120b-gb200x64-bf16", "gpt_oss_120b", "gb200x64", [];
+    qwen3_30b_h100x16_bf16: "qwen3-30b-h100x16-bf16", "qwen3_30b_a3b", "h100x16", [];
+}
+
+/// `--recipe R --gpus G --dry-run` into `job_dir`, with the rank runtime named as is.
+fn dry_run<'a>(recipe: &'a str, gpus: &'a str, job_dir: &'a str) -> Vec<&'a str> {
+    vec![
+        "--recipe",
+        recipe,
+        "--gpus",
+        gpus,
+        "--dry-run",
+        "--job-dir",
+        job_dir,
+        "--rank-runtime",
+        "ovlaunch-rank",
+    ]
+}
+
+fn check(name: &str, recipe: &str, gpus: &str, extra: &[&str]) {
+    let mut plan = vec!["plan", "--recipe", recipe, "--gpus", gpus];
+    plan.extend_from_slice(extra);
+    let job_dir = format!("/jobs/{name}");
+    let mut dry = dry_run(recipe, gpus, &job_dir);
+    dry.extend_from_slice(&[
+        "--account",
+        "acct",
+        "--partition",
+        "batch",
+        "--container-image",
+        "nvcr.io#nvidia/nemo:26.04",
+    ]);
+    dry.extend_from_slice(extra);
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.bind(|| {
+        insta::assert_snapshot!(format!("{name}.plan.yaml"), common::ok(&plan));
+        insta::assert_snapshot!(format!("{name}.dry-run.txt"), common::ok(&dry));
+    });
 }
 
 #[test]
@@ -112,23 +89,15 @@ fn dry_run_scripts_pass_bash_and_shellcheck() {
     for (name, recipe, gpus, extra) in CASES {
         for launcher in ["srun", "torchrun"] {
             let job_dir = format!("/jobs/{name}");
-            let mut args = vec![
-                "--recipe",
-                recipe,
-                "--gpus",
-                gpus,
-                "--dry-run",
-                "--job-dir",
-                &job_dir,
-                "--rank-runtime",
-                "ovlaunch-rank",
+            let mut args = dry_run(recipe, gpus, &job_dir);
+            args.extend_from_slice(&[
                 "--launcher",
                 launcher,
                 "--container-image",
                 "nvcr.io#nvidia/nemo:26.04",
                 "--env",
                 "HF_TOKEN=x y",
-            ];
+            ]);
             args.extend_from_slice(extra);
             let out = common::ok(&args);
             let script = &out[out.find("#!/bin/bash").expect("script in dry-run output")..];

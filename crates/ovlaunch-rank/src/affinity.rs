@@ -104,6 +104,7 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         .cores
         .filter(|_| input.plan.policy == AffinityPolicy::Static)
         .map(|pin| pin.cpus(input.local_rank));
+    let is_pinned = pinned.is_some();
     let wanted = match (pinned, input.sysfs.node_cpus(node)) {
         // Bridge's `numactl -C`: the listed cores replace the node's CPU set.
         (Some(cores), _) => cores,
@@ -132,7 +133,7 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         p.notes.push(format!(
             "{} ({}) do not intersect the inherited CPU set ({}); \
              affinity left as inherited",
-            if pinned_label(input) {
+            if is_pinned {
                 "pinned cores".to_string()
             } else {
                 format!("CPUs of NUMA node {node}")
@@ -161,10 +162,6 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         }
     }
     p
-}
-
-fn pinned_label(input: &PlacementInput<'_>) -> bool {
-    input.plan.cores.is_some() && input.plan.policy == AffinityPolicy::Static
 }
 
 /// Bus id and NUMA node of the GPU this local rank drives (sysfs policy).

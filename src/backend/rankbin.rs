@@ -1,0 +1,235 @@
+//! The rank runtime binary a job uses: found, checked against the nodes' CPU architecture,
+//! and copied into the job directory so that a rebuild never swaps it under a queued job and
+//! a container that mounts the job directory can run it.
+//!
+//! Contract:
+//! - [`inspect`] reads an ELF header (pure, on bytes): machine and whether it asks for a
+//!   program interpreter (dynamically linked) or not (static, runs in any image).
+//! - [`locate`] picks the file: an explicit path, else `ovlaunch-rank-ARCH` then
+//!   `ovlaunch-rank` next to the running launcher, then `ovlaunch-rank` on PATH.
+//! - A binary for another architecture is refused (exit 2) before anything is written:
+//!   it could only end in `Exec format error` on every rank.
+//! - A dynamically linked binary is accepted with a warning when a container is used (the
+//!   image's C library must be new enough).
+
+use std::path::{Path, PathBuf};
+
+use crate::catalog::hardware::CpuArch;
+use crate::error::{Error, Result};
+
+/// The rank runtime's file name inside a job directory, and next to the launcher.
+pub const FILE: &str = crate::layout::RANK_RUNTIME;
+
+/// What an ELF header says about a binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElfInfo {
+    /// `None` for a machine ovlaunch does not run on (the raw `e_machine` is in `machine`).
+    pub arch: Option<CpuArch>,
+    pub machine: u16,
+    /// No `PT_INTERP` program header: the kernel runs it without a dynamic loader.
+    pub is_static: bool,
+}
+
+/// ELF `e_machine` values (System V ABI, and the x86-64 / AArch64 supplements).
+const EM_X86_64: u16 = 62;
+const EM_AARCH64: u16 = 183;
+/// Program header type of the interpreter request (the dynamic loader's path).
+const PT_INTERP: u32 = 3;
+
+/// Parses a 64-bit little-endian ELF file's header and program headers.
+pub fn inspect(bytes: &[u8]) -> std::result::Result<ElfInfo, String> {
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
+        return Err("not an ELF executable".into());
+    }
+    if bytes[4] != 2 || bytes[5] != 1 {
+        return Err("not a 64-bit little-endian ELF file".into());
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
+    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap_or([0; 4]));
+    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
+    let machine = u16_at(18);
+    let phoff = usize::try_from(u64_at(32)).map_err(|_| "bad program header offset")?;
+    let phentsize = usize::from(u16_at(54));
+    let phnum = usize::from(u16_at(56));
+    let mut is_static = true;
+    for i in 0..phnum {
+        let at = phoff
+            .checked_add(i.checked_mul(phentsize).ok_or("bad program header size")?)
+            .ok_or("bad program header offset")?;
+        if at.checked_add(4).is_none_or(|end| end > bytes.len()) {
+            return Err("truncated program headers".into());
+        }
+        if u32_at(at) == PT_INTERP {
+            is_static = false;
+        }
+    }
+    let arch = match machine {
+        EM_X86_64 => Some(CpuArch::X86_64),
+        EM_AARCH64 => Some(CpuArch::Aarch64),
+        _ => None,
+    };
+    Ok(ElfInfo {
+        arch,
+        machine,
+        is_static,
+    })
+}
+
+/// A rank runtime chosen for a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    pub path: PathBuf,
+    pub info: ElfInfo,
+}
+
+/// Where the default search looks, for error messages.
+fn candidates(arch: CpuArch) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        out.push(dir.join(format!("{FILE}-{}", arch.name())));
+        out.push(dir.join(FILE));
+    }
+    if let Ok(p) = which::which(format!("{FILE}-{}", arch.name())) {
+        out.push(p);
+    }
+    if let Ok(p) = which::which(FILE) {
+        out.push(p);
+    }
+    out
+}
+
+/// Finds and checks the rank runtime for nodes of `arch`. `explicit` is `--rank-runtime`
+/// (or the profile's `rank_runtime`); `origin` names where it came from for messages.
+pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch) -> Result<Chosen> {
+    if let Some(p) = explicit {
+        let info = read_info(p).map_err(|why| {
+            Error::usage(format!("rank runtime {}: {why}", p.display()))
+                .at_flag(origin.to_string())
+                .help("give the path of an ovlaunch-rank binary (scripts/build-rank-runtime.sh builds static ones)")
+        })?;
+        check_arch(p, &info, origin, arch)?;
+        return Ok(Chosen {
+            path: p.to_path_buf(),
+            info,
+        });
+    }
+    let tried = candidates(arch);
+    let mut wrong = Vec::new();
+    for p in &tried {
+        let Ok(info) = read_info(p) else { continue };
+        if info.arch == Some(arch) {
+            return Ok(Chosen {
+                path: p.clone(),
+                info,
+            });
+        }
+        wrong.push(format!("{} is {}", p.display(), arch_label(&info)));
+    }
+    let looked: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+    let mut msg = format!(
+        "no {} rank runtime found for the nodes (looked for {})",
+        arch.name(),
+        if looked.is_empty() {
+            format!("{FILE}-{} and {FILE}", arch.name())
+        } else {
+            looked.join(", ")
+        }
+    );
+    if !wrong.is_empty() {
+        msg.push_str(&format!("; {}", wrong.join("; ")));
+    }
+    Err(Error::usage(msg).at_flag("--rank-runtime").help(format!(
+        "build a static one with `scripts/build-rank-runtime.sh {}` and pass --rank-runtime PATH (or set rank_runtime in a profile), or put it next to ovlaunch as {FILE}-{}",
+        arch.name(),
+        arch.name()
+    )))
+}
+
+fn arch_label(info: &ElfInfo) -> String {
+    match info.arch {
+        Some(a) => a.name().to_string(),
+        None => format!("ELF machine {}", info.machine),
+    }
+}
+
+fn check_arch(p: &Path, info: &ElfInfo, origin: &str, arch: CpuArch) -> Result<()> {
+    if info.arch == Some(arch) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "rank runtime {} is built for {}, but the nodes are {}: every rank would fail with `Exec format error`",
+        p.display(),
+        arch_label(info),
+        arch.name()
+    ))
+    .at_flag(origin.to_string())
+    .help(format!(
+        "build a static {} rank runtime with `scripts/build-rank-runtime.sh {}` and pass it with --rank-runtime",
+        arch.name(),
+        arch.name()
+    )))
+}
+
+fn read_info(p: &Path) -> std::result::Result<ElfInfo, String> {
+    let bytes = std::fs::read(p).map_err(|e| format!("cannot read it: {e}"))?;
+    inspect(&bytes)
+}
+
+/// The warning for a dynamically linked rank runtime started inside a container image.
+pub fn dynamic_warning(c: &Chosen) -> Option<String> {
+    (!c.info.is_static).then(|| {
+        format!(
+            "rank runtime {} is dynamically linked: it runs only in images whose C library is at least as new as this machine's; a static build (scripts/build-rank-runtime.sh) runs in any image",
+            c.path.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(machine: u16, interp: bool) -> Vec<u8> {
+        let mut b = vec![0u8; 64 + 2 * 56];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        b[18..20].copy_from_slice(&machine.to_le_bytes());
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes());
+        b[56..58].copy_from_slice(&2u16.to_le_bytes());
+        b[64..68].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        let second: u32 = if interp { PT_INTERP } else { 1 };
+        b[120..124].copy_from_slice(&second.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn reads_machine_and_linking() {
+        let i = inspect(&header(EM_AARCH64, false)).unwrap();
+        assert_eq!(i.arch, Some(CpuArch::Aarch64));
+        assert!(i.is_static);
+        let i = inspect(&header(EM_X86_64, true)).unwrap();
+        assert_eq!(i.arch, Some(CpuArch::X86_64));
+        assert!(!i.is_static);
+        assert_eq!(inspect(&header(40, false)).unwrap().arch, None);
+    }
+
+    #[test]
+    fn rejects_non_elf_and_truncated_files() {
+        assert!(inspect(b"#!/bin/sh\necho hi\n").is_err());
+        let mut h = header(EM_X86_64, false);
+        h.truncate(100);
+        assert!(inspect(&h).unwrap_err().contains("truncated"));
+    }
+
+    #[test]
+    fn the_running_test_binary_is_this_machines_arch() {
+        let me = std::env::current_exe().unwrap();
+        let info = read_info(&me).unwrap();
+        assert_eq!(info.arch, Some(CpuArch::host()));
+    }
+}

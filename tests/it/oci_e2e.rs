@@ -1,0 +1,509 @@
+//! Containers that see the job, on a REAL Slurm with a REAL OCI runtime: the test starts a
+//! throw-away 2-node cluster (`.ci/slurm-up.sh`, whose `oci.conf` starts step containers
+//! with Debian's crun), builds a small root filesystem from Debian's busybox-static, and
+//! submits with `--container-runtime oci`. Slurm 22.05 runs one container per node, so the
+//! job uses the torchrun launcher: torchrun (the real one, Debian's python3-torch, bind-mounted
+//! read-only from the host as a site mounts its software stack) starts 2 ranks per node, each
+//! through the static rank runtime that ovlaunch copied into the job directory. Nothing is
+//! faked; only GPUs are absent (the `cpu` hardware kind).
+//!
+//! pyxis (enroot) cannot be installed here: its flags are checked in `cli_outputs`.
+//!
+//! Needs root, the packages from `.ci/install.sh` and the static rank runtime from
+//! `scripts/build-rank-runtime.sh` (both run by `.ci/run`). Without them the test prints why
+//! and passes, unless `OVLAUNCH_REQUIRE_SLURM=1`, which makes it fail.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// An sbatch option ovlaunch has no flag for, with a value that needs sbatch's quoting.
+const COMMENT_ARG: &str = "--comment=it's \"quoted\" # not a comment";
+const NASTY: &str = "it's \"quoted\" $HOME `id` \\ end\nsecond line";
+
+fn required() -> bool {
+    std::env::var("OVLAUNCH_REQUIRE_SLURM").is_ok_and(|v| v == "1")
+}
+
+fn static_rank_runtime() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rank-runtime/ovlaunch-rank-x86_64")
+}
+
+struct Cluster {
+    env: Vec<(String, String)>,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let mut missing: Vec<String> = [
+            "slurmctld",
+            "slurmd",
+            "munged",
+            "sbatch",
+            "crun",
+            "torchrun",
+        ]
+        .into_iter()
+        .filter(|b| which::which(b).is_err())
+        .map(str::to_string)
+        .collect();
+        if !Path::new("/bin/busybox").is_file() {
+            missing.push("busybox-static".into());
+        }
+        if !static_rank_runtime().is_file() {
+            missing.push(
+                "target/rank-runtime/ovlaunch-rank-x86_64 (scripts/build-rank-runtime.sh)".into(),
+            );
+        }
+        if !missing.is_empty() {
+            assert!(
+                !required(),
+                "the OCI test needs {missing:?} (run .ci/install.sh and scripts/build-rank-runtime.sh)"
+            );
+            eprintln!("skipping the OCI container test: {missing:?} missing");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = env!("CARGO_MANIFEST_DIR");
+        let out = Command::new("bash")
+            .arg(format!("{root}/.ci/slurm-up.sh"))
+            .args(["--nodes", "2", "--dir"])
+            .arg(dir.path().join("slurm"))
+            .env("OVLAUNCH_SLURM_OCI", "crun")
+            // The other real-Slurm test starts its cluster at the same time: another port
+            // block, so that the two never pick the same free one.
+            .env("OVLAUNCH_SLURM_PORT_BASE", "21817")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "slurm-up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.trim_matches(|c| c == '\'' || c == '"').to_string(),
+                )
+            })
+            .collect();
+        Some(Cluster { env, dir })
+    }
+
+    fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        c.env_remove("OVLAUNCH_JOBS_ROOT");
+        c.current_dir(self.dir.path());
+        c
+    }
+
+    fn ovlaunch(&self, args: &[&str]) -> Output {
+        self.cmd(common::bin()).args(args).output().unwrap()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let _ = self
+            .cmd("bash")
+            .arg(format!("{root}/.ci/slurm-down.sh"))
+            .arg("--dir")
+            .arg(self.dir.path().join("slurm"))
+            .output();
+    }
+}
+
+/// A root filesystem from Debian's busybox-static: /bin holds busybox and its applets;
+/// /lib, /lib64 point into /usr as on the host, where the job bind-mounts the host's
+/// Python and torch.
+fn busybox_rootfs(at: &Path) {
+    for d in [
+        "bin",
+        "usr/lib",
+        "usr/lib64",
+        "usr/bin",
+        "proc",
+        "dev",
+        "sys",
+        "tmp",
+        "etc",
+    ] {
+        std::fs::create_dir_all(at.join(d)).unwrap();
+    }
+    std::fs::copy("/bin/busybox", at.join("bin/busybox")).unwrap();
+    let list = Command::new("/bin/busybox").arg("--list").output().unwrap();
+    for applet in String::from_utf8_lossy(&list.stdout).split_whitespace() {
+        let link = at.join("bin").join(applet);
+        if !link.exists() {
+            std::os::unix::fs::symlink("busybox", link).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink("usr/lib", at.join("lib")).unwrap();
+    std::os::unix::fs::symlink("usr/lib64", at.join("lib64")).unwrap();
+}
+
+fn fixtures() -> String {
+    format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The launch flags shared by the positive and the negative job.
+fn job_args(rootfs: &Path, job_dir: &Path) -> Vec<String> {
+    let fx = fixtures();
+    let mut a: Vec<String> = [
+        "--recipe",
+        &format!("{fx}/tiny.yaml"),
+        "--gpus",
+        "cpux4",
+        "--job-dir",
+        job_dir.to_str().unwrap(),
+        "--mpi",
+        "none",
+        "--time",
+        "00:03:00",
+        "--launcher",
+        "torchrun",
+        "--torchrun-flags",
+        "underscore",
+        "--container-runtime",
+        "oci",
+        "--container-image",
+        rootfs.to_str().unwrap(),
+        "--rank-runtime",
+        static_rank_runtime().to_str().unwrap(),
+        "--env",
+        &format!("OVL_NASTY={NASTY}"),
+        "--env",
+        "OVL_SECRET_TOKEN=hunter2",
+        "--sbatch-arg",
+        COMMENT_ARG,
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    // The site's software stack, read-only: Python, torch and their libraries; node names.
+    for m in [
+        "/usr/lib:/usr/lib:ro".to_string(),
+        "/usr/lib64:/usr/lib64:ro".to_string(),
+        "/usr/bin:/usr/bin:ro".to_string(),
+        "/etc/alternatives:/etc/alternatives:ro".to_string(),
+        "/etc/hosts:/etc/hosts:ro".to_string(),
+        format!("{fx}:{fx}:ro"),
+    ] {
+        a.push("--container-mount".into());
+        a.push(m);
+    }
+    a.extend(
+        ["--", "python3", &format!("{fx}/record_rank.py"), "0"]
+            .into_iter()
+            .map(str::to_string),
+    );
+    a
+}
+
+fn log(job_dir: &Path) -> String {
+    std::fs::read_dir(job_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("slurm-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
+}
+
+/// Polls `scontrol show job` until the job has ended; returns (state, exit code).
+fn wait_job(c: &Cluster, id: &str, job_dir: &Path) -> (String, String) {
+    let deadline = Instant::now() + Duration::from_secs(150);
+    loop {
+        let o = c
+            .cmd("scontrol")
+            .args(["show", "job", "-o", id])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let field = |k: &str| {
+            text.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                .unwrap_or("")
+                .to_string()
+        };
+        let state = field("JobState");
+        if ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"].contains(&state.as_str()) {
+            return (state, field("ExitCode"));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {id} did not end: {text}\n{}",
+            log(job_dir)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn ranks(job_dir: &Path) -> BTreeMap<String, Value> {
+    std::fs::read_dir(job_dir.join("ranks"))
+        .unwrap_or_else(|e| panic!("no rank records ({e}):\n{}", log(job_dir)))
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.ends_with(".json") && !n.starts_with('.')
+        })
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn oci_containers_see_the_job_directory() {
+    let Some(c) = Cluster::start() else { return };
+    let rootfs = c.path("rootfs");
+    busybox_rootfs(&rootfs);
+
+    // 1. 2 nodes x 2 ranks, each in the container through the copied static rank runtime.
+    let dir = c.path("jobs/oci");
+    let args = job_args(&rootfs, &dir);
+    let mut submit = vec!["submit".to_string()];
+    submit.extend(args.iter().cloned());
+    let argv: Vec<&str> = submit.iter().map(String::as_str).collect();
+    let o = c.ovlaunch(&argv);
+    assert!(o.status.success(), "submit failed: {}", common::stderr(&o));
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
+            .unwrap();
+    let id = rec["job_id"].as_str().unwrap().to_string();
+    let (state, code) = wait_job(&c, &id, &dir);
+    assert_eq!(state, "COMPLETED", "exit {code}\n{}", log(&dir));
+    // sbatch read the quoted #SBATCH value back exactly.
+    let o = c
+        .cmd("scontrol")
+        .args(["show", "job", &id])
+        .output()
+        .unwrap();
+    let shown = common::stdout(&o);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.trim() == "Comment=it's \"quoted\" # not a comment"),
+        "{shown}"
+    );
+
+    // The job runs its own copy of the rank runtime, and that copy is static.
+    let copied = std::fs::read(dir.join("ovlaunch-rank")).unwrap();
+    let info = ovlaunch::backend::rankbin::inspect(&copied).unwrap();
+    assert!(
+        info.is_static,
+        "the copied rank runtime is statically linked"
+    );
+    assert_eq!(copied, std::fs::read(static_rank_runtime()).unwrap());
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("oci/config.json")).unwrap())
+            .unwrap();
+    assert!(
+        config["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["destination"] == dir.to_str().unwrap()
+                && m["source"] == dir.to_str().unwrap()),
+        "the job directory is mounted at its own path: {config}"
+    );
+
+    let r = ranks(&dir);
+    assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
+    let mut hosts = std::collections::BTreeSet::new();
+    let mut seen_ranks = std::collections::BTreeSet::new();
+    for rec in r.values() {
+        let env = &rec["env"];
+        assert_eq!(
+            rec["sh"], "/bin/busybox",
+            "ran inside the busybox root: {rec}"
+        );
+        assert_eq!(env["WORLD_SIZE"], "4");
+        assert_eq!(env["LOCAL_WORLD_SIZE"], "2");
+        assert_eq!(
+            env["OVL_NASTY"], NASTY,
+            "byte-exact env through the container"
+        );
+        assert_eq!(
+            env["OVL_SECRET_TOKEN"], "hunter2",
+            "the secrets file is visible"
+        );
+        assert_eq!(
+            env["OVL_RECIPE_VAR"], "from the recipe",
+            "the rank plan was read"
+        );
+        assert_eq!(env["OVLAUNCH_JOB_DIR"], dir.to_str().unwrap());
+        seen_ranks.insert(env["RANK"].as_str().unwrap().to_string());
+        hosts.insert(rec["hostname"].as_str().unwrap().to_string());
+    }
+    assert_eq!(seen_ranks.len(), 4, "{seen_ranks:?}");
+    assert_eq!(hosts.len(), 2, "two nodes: {hosts:?}");
+    assert!(
+        !std::fs::read_to_string(dir.join("launch.sbatch"))
+            .unwrap()
+            .contains("hunter2")
+    );
+
+    // The dry run's stdout is a script sbatch accepts as it is.
+    let mut dry = vec!["submit".to_string(), "--dry-run".to_string()];
+    dry.extend(job_args(&rootfs, &c.path("jobs/oci-dry")));
+    let argv: Vec<&str> = dry.iter().map(String::as_str).collect();
+    let o = c.ovlaunch(&argv);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let script = c.path("dry.sbatch");
+    std::fs::write(&script, &o.stdout).unwrap();
+    let o = c
+        .cmd("sbatch")
+        .arg("--test-only")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && common::stderr(&o).contains("to start at"),
+        "sbatch --test-only: {}",
+        common::stderr(&o)
+    );
+
+    // 2. Negative control: the same job with the job directory left out of the container's
+    //    mounts fails, and the log names the file the container could not find.
+    let dir = c.path("jobs/oci-unmounted");
+    let mut render = vec!["render".to_string()];
+    render.extend(job_args(&rootfs, &dir));
+    let argv: Vec<&str> = render.iter().map(String::as_str).collect();
+    let o = c.ovlaunch(&argv);
+    assert!(o.status.success(), "render failed: {}", common::stderr(&o));
+    assert_eq!(common::stdout(&o).trim(), dir.to_str().unwrap());
+    assert!(
+        !dir.join("submission.json").exists(),
+        "render submits nothing"
+    );
+    let path = dir.join("oci/config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|m| m["destination"] != dir.to_str().unwrap());
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    let o = c
+        .cmd("sbatch")
+        .arg("--parsable")
+        .arg(dir.join("launch.sbatch"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let id = common::stdout(&o).trim().to_string();
+    let (state, _) = wait_job(&c, &id, &dir);
+    let text = log(&dir);
+    assert_eq!(state, "FAILED", "{text}");
+    let runtime = dir.join("ovlaunch-rank");
+    assert!(
+        text.contains(&format!(
+            "No such file or directory: '{}'",
+            runtime.display()
+        )),
+        "the failure names the rank runtime the container cannot see:\n{text}"
+    );
+    assert!(!dir.join("ranks").exists(), "no rank started");
+
+    // 3. One task per GPU in OCI containers needs Slurm 23.02 (22.05 gives every task of a
+    //    container step SLURM_PROCID=0): refused before anything is written.
+    let dir = c.path("jobs/oci-srun");
+    let mut args = vec!["submit".to_string()];
+    args.extend(job_args(&rootfs, &dir).into_iter().filter(|a| {
+        !["--launcher", "torchrun", "--torchrun-flags", "underscore"].contains(&a.as_str())
+    }));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = c.ovlaunch(&argv);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("Slurm 22.05") && err.contains("--launcher torchrun"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "nothing written");
+
+    // 4. Unset variables stay unset inside a container whose image sets them: the image's
+    //    environment (the bundle's `process.env`, which the container starts with) and the
+    //    submitting shell both carry them; the plan removes them, so no rank sees them,
+    //    while an image variable the plan leaves alone arrives.
+    let dir = c.path("jobs/oci-unset");
+    let mut render = vec!["render".to_string()];
+    let args = job_args(&rootfs, &dir);
+    let split = args.iter().position(|a| a == "--").unwrap();
+    render.extend(args[..split].iter().cloned());
+    for k in ["OVL_IMAGE_VAR", "OVL_HOST_AND_IMAGE"] {
+        render.push("--unset".into());
+        render.push(k.into());
+    }
+    render.extend(args[split..].iter().cloned());
+    let argv: Vec<&str> = render.iter().map(String::as_str).collect();
+    let o = c.ovlaunch(&argv);
+    assert!(o.status.success(), "render failed: {}", common::stderr(&o));
+    let path = dir.join("oci/config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let env = config["process"]["env"].as_array_mut().unwrap();
+    for kv in [
+        "OVL_IMAGE_VAR=from the image",
+        "OVL_HOST_AND_IMAGE=from the image",
+        "OVL_IMAGE_KEEP=from the image",
+    ] {
+        env.push(Value::String(kv.into()));
+    }
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    let o = c
+        .cmd("sbatch")
+        .arg("--parsable")
+        .arg(dir.join("launch.sbatch"))
+        .env("OVL_HOST_AND_IMAGE", "from the host")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let id = common::stdout(&o).trim().to_string();
+    let (state, code) = wait_job(&c, &id, &dir);
+    assert_eq!(state, "COMPLETED", "exit {code}\n{}", log(&dir));
+    let r = ranks(&dir);
+    assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
+    for rec in r.values() {
+        let env = &rec["env"];
+        assert_eq!(rec["sh"], "/bin/busybox", "ran inside the container: {rec}");
+        assert!(
+            env.get("OVL_IMAGE_VAR").is_none(),
+            "image value reached a rank: {rec}"
+        );
+        assert!(
+            env.get("OVL_HOST_AND_IMAGE").is_none(),
+            "value reached a rank: {rec}"
+        );
+        assert_eq!(
+            env["OVL_IMAGE_KEEP"], "from the image",
+            "the image's env is in place"
+        );
+    }
+    // The rank runtime reported the removals like changed values.
+    assert!(
+        log(&dir).contains(
+            "OVL_IMAGE_VAR was 'from the image' in the inherited environment, plan removes it"
+        ),
+        "{}",
+        log(&dir)
+    );
+}

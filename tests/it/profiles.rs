@@ -1,0 +1,218 @@
+//! Site profiles through the real binary: a project file (`.ovlaunch.yaml` in the working
+//! directory's ancestry) and a user file (`$XDG_CONFIG_HOME/ovlaunch/config.yaml`) with the
+//! same profile; precedence flag > env > project file > user file > default, each setting's
+//! origin (file:line) in `plan --explain`, and the jobs root a profile names used by
+//! `render` and found again by `list` from another directory.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::{self, stderr, stdout};
+
+const USER: &str = "\
+default_profile: site
+profiles:
+  site:
+    account: user-acct
+    partition: user-part
+    qos: user-qos
+    env:
+      OVL_FROM_USER: u
+";
+
+const PROJECT: &str = "\
+profiles:
+  site:
+    account: proj-acct
+    sbatch_args: [--network=sn_all]
+    env:
+      OVL_FROM_PROJECT: p
+  other:
+    account: other-acct
+";
+
+struct Site {
+    dir: tempfile::TempDir,
+}
+
+impl Site {
+    fn new() -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("config/ovlaunch");
+        std::fs::create_dir_all(&cfg).unwrap();
+        std::fs::write(cfg.join("config.yaml"), USER).unwrap();
+        let proj = dir.path().join("project/sub");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(dir.path().join("project/.ovlaunch.yaml"), PROJECT).unwrap();
+        Site { dir }
+    }
+
+    fn path(&self, p: &str) -> String {
+        self.dir.path().join(p).display().to_string()
+    }
+
+    /// Runs ovlaunch in `project/sub` (the project file is found in the parent).
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.run_in(Path::new(&self.path("project/sub")), args, env)
+    }
+
+    fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new(common::bin());
+        c.current_dir(cwd).args(args);
+        for v in [
+            "OVLAUNCH_JOBS_ROOT",
+            "OVLAUNCH_PROFILE",
+            "SBATCH_ACCOUNT",
+            "SLURM_ACCOUNT",
+            "SBATCH_PARTITION",
+            "SLURM_PARTITION",
+            "SBATCH_QOS",
+            "SLURM_QOS",
+        ] {
+            c.env_remove(v);
+        }
+        c.env("XDG_CONFIG_HOME", self.path("config"));
+        c.env("XDG_STATE_HOME", self.path("state"));
+        c.envs(env.iter().copied());
+        c.output().unwrap()
+    }
+
+    fn dry_run(&self, extra: &[&str], env: &[(&str, &str)]) -> String {
+        let mut args = vec![
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--dry-run",
+            "--job-dir",
+            "/jobs/x",
+            "--rank-runtime",
+            "ovlaunch-rank",
+        ];
+        args.extend_from_slice(extra);
+        let o = self.run(&args, env);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    }
+}
+
+#[test]
+fn flag_beats_env_beats_project_beats_user_beats_default() {
+    let s = Site::new();
+    // Project beats user (account); user fills what the project lacks (partition, qos).
+    let out = s.dry_run(&[], &[]);
+    assert!(out.contains("#SBATCH --account=proj-acct\n"), "{out}");
+    assert!(out.contains("#SBATCH --partition=user-part\n"), "{out}");
+    assert!(out.contains("#SBATCH --qos=user-qos\n"), "{out}");
+    assert!(out.contains("#SBATCH --network=sn_all\n"), "{out}");
+    assert!(out.contains("export OVL_FROM_PROJECT=p\n"), "{out}");
+    assert!(out.contains("export OVL_FROM_USER=u\n"), "{out}");
+    assert!(!out.contains("--time=") || out.contains("#SBATCH --time=00:30:00\n"));
+    // Slurm's own input variables beat both files.
+    let out = s.dry_run(
+        &[],
+        &[("SLURM_ACCOUNT", "env-acct"), ("SBATCH_QOS", "env-qos")],
+    );
+    assert!(out.contains("#SBATCH --account=env-acct\n"), "{out}");
+    assert!(out.contains("#SBATCH --qos=env-qos\n"), "{out}");
+    // A flag beats everything.
+    let out = s.dry_run(
+        &["--account", "flag-acct"],
+        &[("SLURM_ACCOUNT", "env-acct")],
+    );
+    assert!(out.contains("#SBATCH --account=flag-acct\n"), "{out}");
+    // --env beats the profile's env of the same name.
+    let out = s.dry_run(&["--env", "OVL_FROM_USER=flag"], &[]);
+    assert!(out.contains("export OVL_FROM_USER=flag\n"), "{out}");
+    // Another profile by name, and by OVLAUNCH_PROFILE.
+    let out = s.dry_run(&["--profile", "other"], &[]);
+    assert!(out.contains("#SBATCH --account=other-acct\n"), "{out}");
+    let out = s.dry_run(&[], &[("OVLAUNCH_PROFILE", "other")]);
+    assert!(out.contains("#SBATCH --account=other-acct\n"), "{out}");
+}
+
+#[test]
+fn explain_shows_each_settings_origin() {
+    let s = Site::new();
+    let o = s.run(
+        &[
+            "plan",
+            "--explain",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--qos",
+            "flag-qos",
+        ],
+        &[("SLURM_PARTITION", "env-part")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let proj = s.path("project/.ovlaunch.yaml");
+    for line in [
+        format!("setting.account = \"proj-acct\" [user]: from profile site ({proj}:3)"),
+        "setting.partition = \"env-part\" [user]: from env SLURM_PARTITION".to_string(),
+        "setting.qos = \"flag-qos\" [user]: from flag --qos".to_string(),
+        "setting.mpi = \"none\" [default]: from default".to_string(),
+    ] {
+        assert!(out.contains(&line), "{line}\n{out}");
+    }
+}
+
+#[test]
+fn a_profile_error_names_the_file_and_line() {
+    let s = Site::new();
+    std::fs::write(
+        s.path("project/.ovlaunch.yaml"),
+        "profiles:\n  site:\n    acount: x\n",
+    )
+    .unwrap();
+    let o = s.run(
+        &["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run"],
+        &[],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(".ovlaunch.yaml:3") && e.contains("acount"),
+        "{e}"
+    );
+    std::fs::write(s.path("project/.ovlaunch.yaml"), PROJECT).unwrap();
+    let o = s.run(
+        &[
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--dry-run",
+            "--profile",
+            "nope",
+        ],
+        &[],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("no profile `nope`"), "{e}");
+}
+
+#[test]
+fn the_profiles_jobs_root_is_used_and_each_render_gets_its_own_directory() {
+    let s = Site::new();
+    let root = s.path("lustre/jobs");
+    std::fs::write(
+        s.path("project/.ovlaunch.yaml"),
+        format!("profiles:\n  site:\n    jobs_root: {root}\n"),
+    )
+    .unwrap();
+    let tiny = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let args = ["render", "--recipe", &tiny, "--gpus", "cpux2"];
+    let first = s.run(&args, &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let second = s.run(&args, &[]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let (a, b) = (stdout(&first), stdout(&second));
+    assert!(a.trim().starts_with(&root), "{a}");
+    assert_eq!(format!("{}-2", a.trim()), b.trim(), "a second directory");
+    assert!(Path::new(b.trim()).join("launch.sbatch").is_file());
+}
