@@ -97,7 +97,8 @@ mod tests {
     fn scalars_keep_their_type() {
         assert_eq!(value_text(&json!(8)), "8");
         assert_eq!(value_text(&json!(1.0)), "1.0");
-        assert_eq!(value_text(&json!(1e-5)), "1e-5");
+        assert_eq!(value_text(&json!(1e-5)), "0.00001");
+        assert_eq!(value_text(&json!(3e-20)), "3e-20");
         assert_eq!(value_text(&json!(true)), "true");
         assert_eq!(value_text(&json!("8")), "'8'");
         assert_eq!(value_text(&json!("null")), "'null'");
