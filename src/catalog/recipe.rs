@@ -88,17 +88,6 @@ struct TypedVariant {
     env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
 }
 
-/// The config sections a recipe layer may carry.
-pub const SECTION_KEYS: &[&str] = &[
-    "model",
-    "train",
-    "ddp",
-    "optimizer",
-    "comm_overlap",
-    "mixed_precision",
-    "env_vars",
-];
-
 /// One per-GPU, per-precision variant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Variant {
@@ -214,7 +203,7 @@ impl Recipe {
 fn pick_sections(v: &Value) -> Map<String, Value> {
     let mut out = Map::new();
     if let Value::Object(m) = v {
-        for key in SECTION_KEYS {
+        for key in crate::config::SECTIONS {
             if let Some(section) = m.get(*key) {
                 out.insert((*key).to_string(), section.clone());
             }
