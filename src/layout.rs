@@ -8,7 +8,7 @@
 //!   launch.sbatch | launch.sh   the script (Slurm | local executor)
 //!   plan.json                   the resolved plan (0600)
 //!   rank-plan.json              what each rank's `ovlaunch-rank --plan` reads
-//!   overrides.yaml              the trainer's settings (0600)
+//!   overrides.txt               the trainer's Hydra overrides, as on its command line
 //!   env.sh                      the plan's env, secrets redacted
 //!   secrets.env                 secret values only, sourced by the script (0600; only if any)
 //!   ovlaunch-rank               the job's own copy of the rank runtime (for the nodes' CPU)
@@ -28,7 +28,7 @@ pub const SBATCH_SCRIPT: &str = "launch.sbatch";
 pub const LOCAL_SCRIPT: &str = "launch.sh";
 pub const PLAN: &str = "plan.json";
 pub const RANK_PLAN: &str = "rank-plan.json";
-pub const OVERRIDES: &str = "overrides.yaml";
+pub const OVERRIDES: &str = "overrides.txt";
 pub const ENV_DUMP: &str = "env.sh";
 pub const SECRETS: &str = "secrets.env";
 /// The job's copy of the rank runtime binary (see `backend::rankbin`).

@@ -85,17 +85,28 @@ pub struct Stack {
     /// Transformer Engine; `None` means "not installed" (Bridge's `HAVE_TE=False`).
     pub te: Option<Version>,
     pub torch: Version,
+    /// The Megatron-Bridge the container carries (`--bridge-version`).
+    pub bridge: Version,
+    /// Where its checkout lives in the container (`--bridge-root`): the runner is
+    /// `BRIDGE_ROOT/scripts/training/run_recipe.py`, which is not part of the package.
+    pub bridge_root: String,
 }
 
 /// Defaults matching a current NeMo container.
 pub const DEFAULT_TE: &str = "2.14.0";
 pub const DEFAULT_TORCH: &str = "2.11.0";
+/// The Megatron-Bridge the shipped catalogue is generated from (tests/bridge/gen_recipes.py).
+pub const DEFAULT_BRIDGE: &str = "0.6.2";
+/// Where NeMo containers keep the Megatron-Bridge checkout.
+pub const DEFAULT_BRIDGE_ROOT: &str = "/opt/Megatron-Bridge";
 
 impl Default for Stack {
     fn default() -> Self {
         Self {
             te: Some(Version::of(DEFAULT_TE)),
             torch: Version::of(DEFAULT_TORCH),
+            bridge: Version::of(DEFAULT_BRIDGE),
+            bridge_root: DEFAULT_BRIDGE_ROOT.to_string(),
         }
     }
 }

@@ -69,6 +69,8 @@ struct TypedVariant {
     #[serde(default)]
     bridge_recipe: Option<String>,
     #[serde(default)]
+    bridge_since: Option<String>,
+    #[serde(default)]
     canonical: bool,
     #[serde(default)]
     model: Option<ModelConfig>,
@@ -95,6 +97,8 @@ pub struct Variant {
     pub variant: Option<String>,
     pub num_gpus: Option<u32>,
     pub bridge_recipe: Option<String>,
+    /// The first Megatron-Bridge release that ships `bridge_recipe`.
+    pub bridge_since: Option<String>,
     /// The variant Bridge scales from when no exact GPU count matches.
     pub canonical: bool,
     /// Its config sections, as a tree.
@@ -208,6 +212,7 @@ impl Recipe {
                 variant: v.variant.clone(),
                 num_gpus: v.num_gpus,
                 bridge_recipe: v.bridge_recipe.clone(),
+                bridge_since: v.bridge_since.clone(),
                 canonical: v.canonical,
                 sections: pick_sections(raw),
             });

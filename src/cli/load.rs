@@ -81,7 +81,26 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
             .at_flag("--torch-version")
             .help("e.g. 2.6.0")
     })?;
-    Ok(Stack { te, torch })
+    let bridge = Version::parse(&args.bridge_version).ok_or_else(|| {
+        Error::usage(format!("`{}` is not a version", args.bridge_version))
+            .at_flag("--bridge-version")
+            .help("e.g. 0.6.2")
+    })?;
+    if !args.bridge_root.starts_with('/') {
+        return Err(
+            Error::usage(format!("`{}` is not an absolute path", args.bridge_root))
+                .at_flag("--bridge-root")
+                .help(
+                    "the Megatron-Bridge checkout inside the container, e.g. /opt/Megatron-Bridge",
+                ),
+        );
+    }
+    Ok(Stack {
+        te,
+        torch,
+        bridge,
+        bridge_root: args.bridge_root.trim_end_matches('/').to_string(),
+    })
 }
 
 /// Loads everything the flags name and resolves the plan.

@@ -204,6 +204,12 @@ pub struct PlanArgs {
     /// PyTorch version in the container.
     #[arg(long, value_name = "VERSION", default_value = crate::version::DEFAULT_TORCH)]
     pub torch_version: String,
+    /// Megatron-Bridge version in the container; a recipe newer than it is refused.
+    #[arg(long, value_name = "VERSION", default_value = crate::version::DEFAULT_BRIDGE)]
+    pub bridge_version: String,
+    /// Megatron-Bridge checkout in the container (its scripts/training/run_recipe.py is the trainer).
+    #[arg(long, value_name = "DIR", default_value = crate::version::DEFAULT_BRIDGE_ROOT)]
+    pub bridge_root: String,
     /// Turn every silent disable (e.g. TP overlap with TP=1) into an error.
     #[arg(long)]
     pub strict: bool,

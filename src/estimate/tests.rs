@@ -211,6 +211,9 @@ fn distributed_optimizer_shards_optimizer_state_over_dp() {
         &[
             "ddp.use_distributed_optimizer=false",
             "optimizer.use_distributed_optimizer=false",
+            // Bridge's runner would otherwise turn it on for this bf16 Adam recipe, and it
+            // needs the distributed optimizer
+            "optimizer.use_precision_aware_optimizer=false",
         ],
     );
     let eff = Efficiency::embedded().unwrap();

@@ -17,6 +17,7 @@ use crate::config::{
 };
 /// A variable the rank runtime re-checks on the node (the rank plan's own type).
 pub use crate::rank::Invariant;
+pub use crate::resolve::trainer::TrainerCall;
 pub use decision::{Decision, Source};
 
 /// The resolved parallel sizes.
@@ -73,6 +74,10 @@ pub struct ResolvedPrecision {
 pub struct Versions {
     pub transformer_engine: Option<String>,
     pub torch: String,
+    /// Megatron-Bridge in the container (`--bridge-version`).
+    pub megatron_bridge: String,
+    /// Its checkout in the container (`--bridge-root`).
+    pub bridge_root: String,
 }
 
 /// The whole resolved plan.
@@ -88,6 +93,8 @@ pub struct Plan {
     pub optimizer: OptimizerConfig,
     pub comm_overlap: Option<CommOverlapConfig>,
     pub mixed_precision: Option<ResolvedPrecision>,
+    /// Bridge's runner call (`None` when the recipe names its own `trainer`).
+    pub trainer: Option<TrainerCall>,
     /// The launch environment. Serialised with secret values redacted: a secret reaches the
     /// job only through its `secrets.env`, which is written from this map in memory.
     #[serde(serialize_with = "redacted_env")]

@@ -13,6 +13,7 @@ use super::{BUILTINS, CONDITIONS, locate, scalar_text};
 use crate::backend::Executor;
 use crate::error::{Error, Result};
 use crate::plan::{Decision, Source};
+use crate::render::hydra;
 use crate::render::launch::{LaunchMode, LaunchSpec};
 use crate::render::shell::quote;
 use crate::resolve::layers::PluginSet;
@@ -120,6 +121,56 @@ impl Scope<'_> {
             if let Some(v) = self.text(s, false)? {
                 out.push(v);
             }
+        }
+        Ok(out)
+    }
+
+    /// Trainer override words (`profiling.profile_step_start={profile_step_start}`): each
+    /// placeholder is written in Hydra's grammar for its option's type (text quoted, numbers
+    /// and booleans bare, list items one by one), so Bridge's override parser reads back the
+    /// option's value and type (`render::hydra`). An unset option drops the word.
+    fn hydra_words(&self, items: &[String]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        'items: for s in items {
+            let t = template::parse(s);
+            let mut word = String::new();
+            for p in &t.pieces {
+                match p {
+                    Piece::Lit(l) => word.push_str(l),
+                    Piece::Var { name, .. } if BUILTINS.contains(&name.as_str()) => {
+                        match self.value(name, false)? {
+                            Some(v) => word.push_str(&hydra::quoted(&v)),
+                            None => continue 'items,
+                        }
+                    }
+                    Piece::Var { name, py, .. } => match &self.active.values[name.as_str()] {
+                        OptValue::Unset => continue 'items,
+                        OptValue::Str(x) => {
+                            word.push_str(&hydra::quoted(&self.expand_builtins(name, x)?));
+                        }
+                        OptValue::List(items) => {
+                            let enc: Vec<String> = items
+                                .iter()
+                                .map(|i| {
+                                    if i.parse::<i64>().is_ok() {
+                                        i.clone()
+                                    } else {
+                                        hydra::quoted(i)
+                                    }
+                                })
+                                .collect();
+                            word.push_str(&enc.join(","));
+                        }
+                        other => word.push_str(&other.text(*py).unwrap_or_default()),
+                    },
+                    Piece::Splat(name) => {
+                        return Err(
+                            self.err(format!("`{{*{name}}}` is not allowed in trainer_overrides"))
+                        );
+                    }
+                }
+            }
+            out.push(word);
         }
         Ok(out)
     }
@@ -307,6 +358,12 @@ pub fn plan_phase(
             Source::Plugin(a.name().to_string()),
         ));
         let origin = a.def.origin.clone();
+        if !a.def.file.plan.trainer_flags.is_empty() {
+            layer
+                .trainer_flags
+                .extend(a.def.file.plan.trainer_flags.iter().cloned());
+            layer.flag_plugins.push(a.name().to_string());
+        }
         for (path, value, if_present) in out.sets {
             if let Some((other, prev)) = set_owner.get(&path)
                 && *prev != value
@@ -419,7 +476,8 @@ fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result
             out.env.push((k.clone(), v));
         }
     }
-    out.trainer_overrides.extend(s.argv(&p.trainer_overrides)?);
+    out.trainer_overrides
+        .extend(s.hydra_words(&p.trainer_overrides)?);
     out.command_prefix.extend(s.argv(&p.command_prefix)?);
     out.srun_args.extend(s.argv(&p.srun_args)?);
     out.torchrun_args.extend(s.argv(&p.torchrun_args)?);

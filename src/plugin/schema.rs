@@ -116,6 +116,10 @@ pub struct Requires {
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanPhase {
+    /// Runner flags (`--deterministic`): Bridge's runner then makes this plugin's `set`
+    /// changes itself, so they are not passed as overrides.
+    #[serde(default)]
+    pub trainer_flags: Vec<String>,
     #[serde(default)]
     pub set: Ordered<Value>,
     #[serde(default)]

@@ -313,7 +313,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         Vec::new()
     };
     let trainer = if opts.trainer.is_empty() {
-        default_trainer(plan, &opts.job_dir)
+        default_trainer(plan)
     } else {
         opts.trainer.clone()
     };
@@ -490,22 +490,26 @@ pub fn placement(plan: &Plan, decisions: &mut Vec<Decision>) -> AffinityPlan {
     }
 }
 
-/// The recipe's trainer, else Bridge's recipe runner fed the generated override file.
-pub fn default_trainer(plan: &Plan, job_dir: &str) -> Vec<String> {
+/// The recipe's own trainer, else Bridge's runner with the plan's overrides
+/// (`resolve::trainer`): `python BRIDGE_ROOT/scripts/training/run_recipe.py --recipe FUNCTION
+/// [--deterministic] KEY=VALUE...`.
+pub fn default_trainer(plan: &Plan) -> Vec<String> {
     if let Some(t) = &plan.recipe.trainer {
         return t.clone();
     }
-    let recipe = plan
-        .recipe
-        .bridge_recipe
-        .clone()
-        .unwrap_or_else(|| plan.recipe.name.clone());
-    vec![
-        "python".into(),
-        "/opt/Megatron-Bridge/scripts/training/run_recipe.py".into(),
-        "--recipe".into(),
-        recipe,
-        "--config-file".into(),
-        layout::path(job_dir, layout::OVERRIDES),
-    ]
+    match &plan.trainer {
+        Some(call) => call.argv(),
+        // a recipe without a Bridge function and without its own trainer: name it, so the
+        // runner's own error says what is missing
+        None => vec![
+            "python".into(),
+            format!(
+                "{}/{}",
+                plan.versions.bridge_root,
+                crate::resolve::trainer::RUNNER
+            ),
+            "--recipe".into(),
+            plan.recipe.name.clone(),
+        ],
+    }
 }

@@ -2,6 +2,7 @@
 //! launch spec, the sbatch script, the torchrun script, the rank plan, env dumps.
 
 pub mod artifacts;
+pub mod hydra;
 pub mod launch;
 pub mod oci;
 pub mod overrides;

@@ -1,48 +1,38 @@
-//! The trainer's settings file (`overrides.yaml` in the job directory): the resolved
-//! model, train, ddp and optimizer sections plus the plan's env, as Megatron-Bridge loads it.
+//! The trainer's overrides file (`overrides.txt` in the job directory): the Hydra
+//! `KEY=VALUE` words that end the trainer line, one per line, after a comment naming the
+//! runner call (`resolve::trainer`). It is a record for people: the script passes the words
+//! on the command line. No env value and no secret is among them.
 
-use serde_json::{Map, Value};
-
-use crate::error::{Error, Result};
 use crate::plan::Plan;
-use crate::secret;
-use crate::yaml;
 
-/// The override YAML the trainer loads. Bridge's own overlap and precision resolution is
-/// switched off (`comm_overlap: null`, `mixed_precision: null`) because their results are
-/// already in the model, ddp and optimizer fields: the plan is the single source of truth.
-/// Secrets are never in it: with `redact` (the terminal) they show as `<redacted>`; in the
-/// file written into the job directory they are left out (the job gets them from
-/// `secrets.env`).
-pub fn overrides_yaml(plan: &Plan, redact: bool) -> Result<String> {
-    let mut top = Map::new();
-    top.insert("model".into(), tree(&plan.model)?);
-    top.insert("train".into(), tree(&plan.train)?);
-    top.insert("ddp".into(), tree(&plan.ddp)?);
-    top.insert("optimizer".into(), tree(&plan.optimizer)?);
-    top.insert("comm_overlap".into(), Value::Null);
-    top.insert("mixed_precision".into(), Value::Null);
-    let env: Map<String, Value> = plan
-        .env
-        .iter()
-        .filter(|(k, _)| redact || !secret::is_secret_name(k))
-        .map(|(k, e)| {
-            (
-                k.clone(),
-                Value::String(secret::shown(k, &e.value).to_string()),
-            )
-        })
-        .collect();
-    top.insert("env_vars".into(), Value::Object(env));
-    let header = format!(
-        "# Megatron-Bridge overrides written by ovlaunch {} for recipe {} on {}.\n# comm_overlap and mixed_precision are null: their results are already in model/ddp/optimizer.\n",
+/// The overrides file's text.
+pub fn overrides_text(plan: &Plan) -> String {
+    let mut s = format!(
+        "# Megatron-Bridge runner overrides written by ovlaunch {} for recipe {} on {}.\n",
         env!("CARGO_PKG_VERSION"),
         plan.recipe.name,
         plan.hardware.spec
     );
-    Ok(header + &yaml::to_string(&Value::Object(top))?)
-}
-
-fn tree<T: serde::Serialize>(v: &T) -> Result<Value> {
-    serde_json::to_value(v).map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))
+    match &plan.trainer {
+        Some(call) => {
+            s.push_str(&format!(
+                "# {} --recipe {}{}\n",
+                call.runner.join(" "),
+                call.recipe,
+                call.flags
+                    .iter()
+                    .map(|f| format!(" {f}"))
+                    .collect::<String>()
+            ));
+            if call.overrides.is_empty() {
+                s.push_str("# (none: the job runs Bridge's recipe as it is)\n");
+            }
+            for o in &call.overrides {
+                s.push_str(o);
+                s.push('\n');
+            }
+        }
+        None => s.push_str("# the recipe names its own trainer\n"),
+    }
+    s
 }

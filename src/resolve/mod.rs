@@ -12,6 +12,7 @@ pub mod env_rules;
 pub mod layers;
 pub mod layout;
 pub mod overrides;
+pub mod trainer;
 pub mod validate;
 
 use serde_json::Value;
@@ -58,6 +59,11 @@ pub struct PluginLayer {
     pub env: Vec<PluginEnv>,
     pub decisions: Vec<Decision>,
     pub warnings: Vec<String>,
+    /// Runner flags the plugins ask for (`--deterministic`).
+    pub trainer_flags: Vec<String>,
+    /// Plugins whose config settings Bridge makes itself under those flags (not passed as
+    /// overrides).
+    pub flag_plugins: Vec<String>,
 }
 
 /// Resolves a recipe on a hardware spec into a plan.
@@ -81,12 +87,33 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     };
     // 1. Recipe variant, then defaults <- recipe <- variant <- plugin sets <- --set.
     let (choice, mut l) = layering(inp, plugins, &mut t)?;
+    // The runner call: Bridge's recipe function plus exactly what differs from it.
+    let precision_word = match (&choice.variant, inp.precision, &l.cfg.mixed_precision) {
+        (None, Some(_), Some(spec)) if !l.prov.user_set("mixed_precision") => match spec {
+            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
+            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
+        },
+        _ => None,
+    };
+    let trainer_call = trainer::call(
+        inp.recipe,
+        choice.variant,
+        inp.stack,
+        plugins,
+        &l.applied,
+        inp.sets,
+        precision_word.as_ref(),
+    );
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
     scale_batch(inp, &choice, &mut l, &mut t)?;
     // 3. The parallel layout checked against the world size.
     let par = layout_stage(inp, &l, &mut t)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
+    // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
+    // and Bridge's flex-dispatcher check for the GPU.
+    finalize_model(&mut l.cfg.model);
+    flex_dispatcher_fits(&l.cfg.model, inp.hardware)?;
     // 5. Data-parallel size, then communication overlap.
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`.
@@ -128,6 +155,8 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         versions: Versions {
             transformer_engine: inp.stack.te.as_ref().map(ToString::to_string),
             torch: inp.stack.torch.to_string(),
+            megatron_bridge: inp.stack.bridge.to_string(),
+            bridge_root: inp.stack.bridge_root.clone(),
         },
         model: cfg.model,
         train: cfg.train,
@@ -135,6 +164,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         optimizer: cfg.optimizer,
         comm_overlap,
         mixed_precision,
+        trainer: trainer_call,
         env: env.stage.env,
         env_unset: env.stage.unset,
         env_drop_from_recipe: env.stage.drop_from_recipe,
@@ -154,6 +184,7 @@ fn layering<'r>(
     let decisions = &mut t.decisions;
     let hw = inp.hardware;
     let choice = layers::choose(inp.recipe, hw, inp.precision, inp.variant)?;
+    trainer::check_version(inp.recipe, choice.variant, inp.stack)?;
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
     let mut l = layers::layer_with(inp.recipe, choice.variant, &plugins.sets, inp.sets)?;
@@ -218,12 +249,26 @@ fn scale_batch(
 ) -> Result<()> {
     let hw = inp.hardware;
     let world = u64::from(hw.count);
-    let (before, cfg, prov) = (&l.before, &mut l.cfg, &l.prov);
+    let (before, cfg) = (&l.before, &mut l.cfg);
+    // Bridge's runner (run_recipe.py `_apply_benchmark_weak_scaling`) compares the data
+    // parallel size at the job's world size and final layout with the recipe's own (its GPU
+    // count and layout before overrides), and scales unless `train.global_batch_size` or
+    // `train` was overridden. It does so at start; ovlaunch predicts it and passes nothing.
+    // "explicit" is the runner's `_config_override_is_explicit`: an override of the field
+    // itself or of its whole section (`train=...`).
+    let explicit = |path: &str| {
+        let parent = path.split('.').next().unwrap_or(path);
+        inp.sets
+            .iter()
+            .map(SetOverride::path)
+            .any(|p| p == path || p == parent)
+    };
     if let Some(n) = choice.variant.and_then(|v| v.num_gpus) {
-        let fits = world % cfg.model.model_parallel_product().max(1) == 0;
-        if n != hw.count && fits && !prov.user_set("train.global_batch_size") {
-            let dp_old = u64::from(n) / before.model.model_parallel_product().max(1);
-            let dp_new = world / cfg.model.model_parallel_product().max(1);
+        let fits = world % cfg.model.model_parallel_product().max(1) == 0
+            && u64::from(n) % before.model.model_parallel_product().max(1) == 0;
+        let dp_old = u64::from(n) / before.model.model_parallel_product().max(1);
+        let dp_new = world / cfg.model.model_parallel_product().max(1);
+        if dp_old != dp_new && fits && !explicit("train.global_batch_size") {
             let gbs = u64::from(before.train.global_batch_size);
             let scaled = gbs * dp_new;
             if dp_old == 0 || scaled % dp_old != 0 || scaled / dp_old == 0 {
@@ -242,10 +287,28 @@ fn scale_batch(
             t.decisions.push(Decision::new(
                 "train.global_batch_size",
                 new,
-                format!("scaled from the {n}-GPU variant: {gbs} * DP {dp_new} / DP {dp_old} (Bridge performance scripts, weak scaling)"),
+                format!("weak scaling from the {n}-GPU recipe: {gbs} * DP {dp_new} / DP {dp_old}; Bridge's runner does this itself at start (run_recipe.py), so it is not passed as an override"),
                 Source::Derived,
             ));
         }
+    }
+    // The runner's other benchmark default (`_apply_benchmark_runtime_defaults`): a bf16
+    // benchmark recipe with Adam gets the precision-aware optimizer unless `optimizer` or
+    // that field was overridden.
+    if let Some(v) = choice.variant
+        && v.bridge_recipe.is_some()
+        && v.precision == "bf16"
+        && cfg.optimizer.optimizer == "adam"
+        && !explicit("optimizer.use_precision_aware_optimizer")
+        && !cfg.optimizer.use_precision_aware_optimizer
+    {
+        cfg.optimizer.use_precision_aware_optimizer = true;
+        t.decisions.push(Decision::new(
+            "optimizer.use_precision_aware_optimizer",
+            true,
+            "Bridge's runner turns the precision-aware optimizer on for bf16 benchmark recipes with Adam (run_recipe.py benchmark runtime defaults); not passed as an override",
+            Source::Derived,
+        ));
     }
     Ok(())
 }
@@ -392,6 +455,82 @@ fn env_stage(
         &mut t.warnings,
     )?;
     Ok(EnvResult { stage, invariants })
+}
+
+/// Bridge's `validate_flex_dispatcher_backend` (training/flex_dispatcher_backend.py), which
+/// `runtime_config_update` runs on the GPU: DeepEP needs compute capability 8.x or 9.x or a
+/// device named "NVIDIA B200"/"NVIDIA B300" (so not GB200/GB300); HybridEP needs 8.x, 9.x or
+/// 10.x.
+fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result<()> {
+    if m.moe_token_dispatcher_type != "flex" {
+        return Ok(());
+    }
+    let major = hw.gpu.arch_major;
+    let kind = hw.gpu.kind.as_str();
+    let (ok, reason) = match m.moe_flex_dispatcher_backend.as_deref() {
+        Some("deepep") => (
+            matches!(major, 8 | 9) || matches!(kind, "b200" | "b300"),
+            "DeepEP is supported for Ampere, Hopper, and Blackwell (B200/B300) GPUs",
+        ),
+        Some("hybridep") => (
+            matches!(major, 8..=10),
+            "HybridEP is supported for GB200, GB300 with NVL72 and for Ampere, Hopper, B200 and B300 GPUs",
+        ),
+        _ => (true, ""),
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "Megatron-Bridge refuses this on {kind}: \"{reason}\" (validate_flex_dispatcher_backend)"
+    ))
+    .at_fields("model.moe_flex_dispatcher_backend")
+    .help("pick another backend with --set model.moe_flex_dispatcher_backend=..., or --set model.moe_token_dispatcher_type=alltoall"))
+}
+
+/// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
+/// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
+fn finalize_model(m: &mut crate::config::ModelConfig) {
+    // ModelParallelConfig: autocast follows params_dtype when unset.
+    if m.autocast_dtype.is_none() {
+        m.autocast_dtype = m.params_dtype.clone();
+    }
+    // recompute_modules defaults to core attention.
+    if m.recompute_modules.is_none() {
+        m.recompute_modules = Some(vec!["core_attn".into()]);
+    }
+    // expert tensor parallelism defaults to TP.
+    if m.expert_tensor_parallel_size.is_none() {
+        m.expert_tensor_parallel_size = Some(m.tensor_model_parallel_size);
+    }
+    // CUDA graphs: the deprecated `cuda_graph_scope` moves to `cuda_graph_modules`, which is
+    // normalised to a list: "full" (alone) means every module, written as []; the deprecated
+    // value "full_iteration" becomes cuda_graph_impl="full_iteration", and
+    // "full_iteration_inference" moves to the inference scope (not in the plan).
+    if let Some(scope) = m.cuda_graph_scope.take() {
+        m.cuda_graph_modules = Some(scope);
+    }
+    let raw: Vec<String> = match m.cuda_graph_modules.take() {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) if s.is_empty() => Vec::new(),
+        Some(Value::String(s)) => s.split(',').map(String::from).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
+            .collect(),
+        Some(other) => vec![other.to_string()],
+    };
+    let mut kept = Vec::new();
+    if raw != ["full"] {
+        for s in raw {
+            match s.as_str() {
+                "full_iteration" => m.cuda_graph_impl = "full_iteration".into(),
+                "full_iteration_inference" => {}
+                _ => kept.push(Value::String(s)),
+            }
+        }
+    }
+    m.cuda_graph_modules = Some(Value::Array(kept));
 }
 
 /// Bridge's model recipe name for `recipe` (`llama3_70b`, what Bridge's env and placement

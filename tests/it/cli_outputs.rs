@@ -167,7 +167,15 @@ fn secrets_are_redacted_everywhere_they_are_shown() {
             !out.contains("hunter2") && !out.contains("k3y"),
             "{cmd:?} leaked a secret:\n{out}"
         );
-        assert!(out.contains("<redacted>"), "{cmd:?}");
+        // the trainer's overrides carry no env at all
+        if cmd == ["overrides"] {
+            assert!(
+                !out.contains("HF_TOKEN") && !out.contains("WANDB_API_KEY"),
+                "{out}"
+            );
+        } else {
+            assert!(out.contains("<redacted>"), "{cmd:?}");
+        }
     }
     let mut dry = vec!["--dry-run", "--job-dir", "/jobs/x"];
     dry.extend_from_slice(&args);
@@ -195,15 +203,35 @@ fn env_formats() {
 }
 
 #[test]
-fn overrides_yaml_is_the_resolved_config() {
+fn overrides_are_what_differs_from_bridges_recipe() {
+    // the recipe as Bridge ships it: no override at all, and nothing from the env
     let out = ok(&["overrides", "--recipe", "llama70b", "--gpus", "h100x64"]);
-    assert!(out.contains("comm_overlap: null"), "{out}");
-    assert!(out.contains("mixed_precision: null"), "{out}");
-    assert!(out.contains("tensor_model_parallel_size: 4"), "{out}");
-    assert!(out.contains("bucket_size: 134217728"), "{out}");
+    assert!(out.contains("/opt/Megatron-Bridge/scripts/training/run_recipe.py --recipe llama3_70b_pretrain_64gpu_h100_bf16_config\n"), "{out}");
     assert!(
-        out.contains("CUDA_DEVICE_MAX_CONNECTIONS: '1'")
-            || out.contains("CUDA_DEVICE_MAX_CONNECTIONS: \"1\""),
+        out.contains("(none: the job runs Bridge's recipe as it is)"),
+        "{out}"
+    );
+    assert!(!out.contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{out}");
+    // --set words in Hydra's grammar, text quoted so that it stays text
+    let out = ok(&[
+        "overrides",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--set",
+        "train.train_iters=100",
+        "--set",
+        "model.recompute_granularity=full",
+        "--bridge-root",
+        "/work/bridge",
+    ]);
+    assert!(
+        out.contains("# python /work/bridge/scripts/training/run_recipe.py --recipe"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\ntrain.train_iters=100\nmodel.recompute_granularity='full'\n"),
         "{out}"
     );
 }

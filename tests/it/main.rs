@@ -6,6 +6,7 @@ mod common;
 
 mod bridge_comm_overlap;
 mod bridge_mixed_precision;
+mod bridge_proof;
 mod bridge_userbuffers;
 mod cli_errors;
 mod cli_outputs;
@@ -25,7 +26,6 @@ mod rank_hostlist;
 mod rank_runtime;
 mod rank_runtime_arch;
 mod rank_sysfs;
-mod recipe_rows;
 mod secrets;
 mod shell_roundtrip;
 mod slurm_e2e;

@@ -192,7 +192,7 @@ fn pytorch_profiler_overrides() {
     )));
     let s = step(&out);
     assert!(
-        s.contains("profiling.use_pytorch_profiler=true profiling.profile_step_start=5 profiling.profile_step_end=15 'profiling.profile_ranks=[0,1]' profiling.record_memory_history=true profiling.memory_snapshot_path=/jobs/x/pytorch_profile/snapshot.pickle profiling.record_shapes=false logger.tensorboard_dir=/jobs/x/pytorch_profile"),
+        s.contains("profiling.use_pytorch_profiler=true profiling.profile_step_start=5 profiling.profile_step_end=15 'profiling.profile_ranks=[0,1]' profiling.record_memory_history=true 'profiling.memory_snapshot_path='\\''/jobs/x/pytorch_profile/snapshot.pickle'\\''' profiling.record_shapes=false 'logger.tensorboard_dir='\\''/jobs/x/pytorch_profile'\\'''"),
         "{s}"
     );
     assert!(!s.contains("nsys"), "{s}");
@@ -372,7 +372,7 @@ fn wandb_passes_the_key_as_a_secret_and_sets_the_logger() {
     );
     let s = step(&out);
     assert!(
-        s.contains(" logger.wandb_project=script_project logger.wandb_entity=test_entity logger.wandb_exp_name=script_run logger.wandb_save_dir=/script/wandb"),
+        s.contains(" 'logger.wandb_project='\\''script_project'\\''' 'logger.wandb_entity='\\''test_entity'\\''' 'logger.wandb_exp_name='\\''script_run'\\''' 'logger.wandb_save_dir='\\''/script/wandb'\\'''"),
         "{s}"
     );
     // The key reaches the job through the private secrets file, not an export.
@@ -439,7 +439,10 @@ fn wandb_without_a_key_has_no_effect() {
         "h100x64",
         &["--plugin", "wandb:project=p", "--env", "WANDB_API_KEY=k"],
     )));
-    assert!(step(&out).contains("logger.wandb_project=p"), "{out}");
+    assert!(
+        step(&out).contains("'logger.wandb_project='\\''p'\\'''"),
+        "{out}"
+    );
     // project is required.
     let err = usage_error(&refs(&dry("llama70b", "h100x64", &["--plugin", "wandb"])));
     assert!(err.contains("needs option `project`"), "{err}");
@@ -458,7 +461,7 @@ fn comet_overrides_and_key() {
     );
     assert!(
         step(&out).contains(
-            " logger.comet_project=p1 logger.comet_workspace=ws logger.comet_experiment_name=exp"
+            " 'logger.comet_project='\\''p1'\\''' 'logger.comet_workspace='\\''ws'\\''' 'logger.comet_experiment_name='\\''exp'\\'''"
         ),
         "{out}"
     );
@@ -476,7 +479,10 @@ fn comet_overrides_and_key() {
         &[("COMET_API_KEY", "ckey")],
     );
     let s = step(&out);
-    assert!(s.contains(" logger.comet_project=bare_project"), "{s}");
+    assert!(
+        s.contains(" 'logger.comet_project='\\''bare_project'\\'''"),
+        "{s}"
+    );
     assert!(
         !s.contains("comet_workspace") && !s.contains("comet_experiment_name"),
         "{s}"
@@ -514,8 +520,8 @@ fn nsys_and_wandb_together() {
     for want in [
         "profiling.use_nsys_profiler=true",
         "profiling.profile_step_start=100",
-        "logger.wandb_project=llama_profiling",
-        "logger.wandb_exp_name=profile_run",
+        "'logger.wandb_project='\\''llama_profiling'\\'''",
+        "'logger.wandb_exp_name='\\''profile_run'\\'''",
     ] {
         assert!(s.contains(want), "{want} in {s}");
     }

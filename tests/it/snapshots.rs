@@ -33,7 +33,7 @@ cases! {
     deepseekv3_b200x256_fp8mx: "deepseekv3-b200x256-fp8mx", "deepseek_v3", "b200x256", ["--precision", "fp8mx"];
     gptoss120b_h100x64_bf16: "gptoss120b-h100x64-bf16", "gpt_oss_120b", "h100x64", [];
     gptoss120b_gb200x64_bf16: "gptoss120b-gb200x64-bf16", "gpt_oss_120b", "gb200x64", [];
-    qwen3_30b_h100x8_bf16: "qwen3-30b-h100x8-bf16", "qwen3_30b_a3b", "h100x8", [];
+    qwen3_30b_h100x16_bf16: "qwen3-30b-h100x16-bf16", "qwen3_30b_a3b", "h100x16", [];
 }
 
 /// `--recipe R --gpus G --dry-run` into `job_dir`, with the rank runtime named as is.

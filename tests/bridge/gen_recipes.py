@@ -1,0 +1,270 @@
+"""Generate ovlaunch's shipped recipes (recipes/*.yaml) from Megatron-Bridge's own package.
+
+Every `megatron.bridge.perf_recipes` pretraining function of the models below is called, and
+the values it returns for the fields ovlaunch models (`ovlaunch fields`) are written as one
+variant per function: the model shape, parallel layout, batch, ddp, optimizer, the recipe's own
+`CommOverlapConfig` arguments (what it passed, not what `runtime_config_update` later derives),
+its mixed-precision fields and its `env_vars`. Values shared by every variant of a model move to
+the file's top level. Nothing is typed by hand: a value in recipes/ is the one Bridge's function
+returns, read after the runner's own fix-up (model.seq_length follows dataset.seq_length).
+
+Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
+    python tests/bridge/gen_recipes.py --fields FIELDS.txt --out recipes          # write
+    python tests/bridge/gen_recipes.py --fields FIELDS.txt --out recipes --check  # compare only
+FIELDS.txt is `ovlaunch fields` output. With --check the exit status is 1 when a file differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import probe  # noqa: E402  (sets up the offline hub and the stand-ins)
+
+import megatron.bridge.training.comm_overlap as comm_overlap_module  # noqa: E402
+from megatron.bridge.training.mixed_precision import MixedPrecisionConfig, get_mixed_precision_config  # noqa: E402
+
+# ovlaunch recipe name -> (Bridge function-name prefix, perf family module, metadata)
+MODELS = {
+    "llama3_8b": ("llama3_8b_pretrain_", "llama", dict(
+        aliases=["llama8b", "llama3-8b"], description="Llama 3 8B pretraining", family="llama")),
+    "llama3_70b": ("llama3_70b_pretrain_", "llama", dict(
+        aliases=["llama70b", "llama3-70b"], description="Llama 3 70B pretraining", family="llama")),
+    "llama31_405b": ("llama31_405b_pretrain_", "llama", dict(
+        aliases=["llama405b", "llama31-405b", "llama3.1-405b"], description="Llama 3.1 405B pretraining", family="llama")),
+    "deepseek_v3": ("deepseek_v3_pretrain_", "deepseek", dict(
+        aliases=["deepseekv3", "dsv3", "deepseek-v3"], description="DeepSeek-V3 pretraining", family="deepseek")),
+    "gpt_oss_120b": ("gpt_oss_120b_pretrain_", "gpt_oss", dict(
+        aliases=["gptoss120b", "gpt-oss-120b"], description="GPT-OSS 120B pretraining", family="gpt_oss")),
+    "qwen3_30b_a3b": ("qwen3_30b_a3b_pretrain_", "qwen", dict(
+        aliases=["qwen3-30b", "qwen3-30b-a3b", "qwen30b"], description="Qwen3-30B-A3B pretraining", family="qwen")),
+    "qwen3_235b_a22b": ("qwen3_235b_a22b_pretrain_", "qwen", dict(
+        aliases=["qwen3-235b-a22b", "qwen235b"], description="Qwen3 235B-A22B pretraining", family="qwen")),
+}
+
+SECTIONS = ("model", "train", "ddp", "optimizer")
+
+# GPU kinds ovlaunch's hardware table has (Bridge also ships single-GPU r100 recipes).
+GPU_KINDS = {"h100", "b200", "b300", "gb200", "gb300", "vr200"}
+
+RELEASED_060 = {
+    line.strip()
+    for line in (Path(__file__).resolve().parent / "bridge-0.6.0-perf-recipes.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
+
+
+def scalar(v):
+    """A YAML-able value: torch dtypes by name, tuples as lists."""
+    import enum
+
+    import torch
+
+    if isinstance(v, torch.dtype):
+        return str(v).replace("torch.", "")
+    if isinstance(v, enum.Enum):
+        return v.name
+    if isinstance(v, (list, tuple)):
+        return [scalar(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): scalar(x) for k, x in v.items()}
+    return v
+
+
+LAYER_CODES = {"embedding": "E", "decoder": "t", "mtp": "m", "loss": "L"}
+
+
+def layout_text(layout):
+    """A pipeline layout in Megatron-Core's string grammar (`E`, `t`, `m`, `L`; stages split by
+    `|`), for a layout Bridge's recipe holds as a list of per-stage layer-type lists."""
+    if layout is None or isinstance(layout, str):
+        return layout
+    return "|".join("".join(LAYER_CODES[str(x)] for x in stage) for stage in layout)
+
+
+def preset_name(cfg):
+    """The userbuffers preset's name in Bridge's comm_overlap module, for a preset object."""
+    if cfg is None or isinstance(cfg, str):
+        return cfg
+    for name in dir(comm_overlap_module):
+        if name.startswith("userbuffers_") and getattr(comm_overlap_module, name) == cfg:
+            return name
+    raise SystemExit(f"tp_comm_overlap_cfg {cfg!r} is not one of Bridge's userbuffers presets")
+
+
+def variant_of(fn_name: str, fn, fields: dict[str, list[str]]):
+    meta = probe.BENCHMARK_NAME.search(fn_name).groupdict()
+    rest = fn_name[: -len("_config")].split(f"_{meta['precision']}", 1)[1].lstrip("_")
+    probe.ovlaunch_stubs.fake_gpu(meta["hardware"] if meta["hardware"] in probe.ovlaunch_stubs.GPUS else "h100")
+    cfg = fn()
+    if cfg.dataset is not None and getattr(cfg.dataset, "seq_length", None) is not None:
+        cfg.model.seq_length = cfg.dataset.seq_length  # the runner's sync (recipe_runner.py)
+    out = {
+        "gpu": meta["hardware"],
+        "precision": meta["precision"],
+    }
+    if rest:
+        out["variant"] = rest
+    out["num_gpus"] = int(meta["num_gpus"])
+    out["bridge_recipe"] = fn_name
+    out["bridge_since"] = "0.6.0" if fn_name in RELEASED_060 else "0.6.2"
+    for section in SECTIONS:
+        obj = getattr(cfg, section)
+        vals = {}
+        for f in fields[section]:
+            if section == "model" and f.startswith("tp_comm") or f in ("overlap_p2p_comm", "batch_p2p_comm"):
+                # written by CommOverlapConfig at runtime_config_update, not by the recipe
+                if section == "model":
+                    continue
+            if hasattr(obj, f):
+                v = getattr(obj, f)
+                if f == "pipeline_model_parallel_layout":
+                    v = layout_text(v)
+                vals[f] = scalar(v)
+        out[section] = vals
+    co = cfg.comm_overlap
+    if co is not None:
+        vals = {}
+        for f in fields["comm_overlap"]:
+            if hasattr(co, f):
+                v = getattr(co, f)
+                if f == "tp_comm_overlap_cfg":
+                    v = preset_name(v)
+                if v is not None or f == "tp_comm_overlap":
+                    vals[f] = scalar(v)
+        out["comm_overlap"] = vals
+    mp = cfg.mixed_precision
+    if isinstance(mp, str):
+        mp = get_mixed_precision_config(mp)
+    if isinstance(mp, MixedPrecisionConfig):
+        out["mixed_precision"] = {f: scalar(getattr(mp, f)) for f in fields["mixed_precision"] if hasattr(mp, f)}
+    out["env_vars"] = {k: scalar(v) for k, v in (cfg.env_vars or {}).items()}
+    return out
+
+
+def factor(variants: list[dict]) -> dict:
+    """Values identical in every variant (per section field) move to the top level."""
+    base = {}
+    for section in (*SECTIONS, "env_vars"):
+        keys = set.intersection(*(set(v.get(section, {})) for v in variants)) if variants else set()
+        common = {}
+        for k in sorted(keys):
+            vals = [json.dumps(v[section][k], sort_keys=True) for v in variants]
+            if len(set(vals)) == 1:
+                common[k] = variants[0][section][k]
+        if common:
+            base[section] = common
+            for v in variants:
+                for k in common:
+                    del v[section][k]
+                if not v[section]:
+                    del v[section]
+    return base
+
+
+def yaml_scalar(v) -> str:
+    return json.dumps(v)
+
+
+def emit(obj, indent: int = 0) -> list[str]:
+    """A small deterministic YAML writer (flow style for leaves: JSON is valid YAML)."""
+    pad = " " * indent
+    lines = []
+    for k, v in obj.items():
+        if isinstance(v, dict) and v:
+            lines.append(f"{pad}{k}:")
+            lines.extend(emit(v, indent + 2))
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            lines.append(f"{pad}{k}:")
+            for item in v:
+                sub = emit(item, indent + 4)
+                sub[0] = pad + "  - " + sub[0][indent + 4 :]
+                lines.extend(sub)
+        else:
+            lines.append(f"{pad}{k}: {yaml_scalar(v)}")
+    return lines
+
+
+def generate(name: str, fields: dict[str, list[str]]) -> str:
+    prefix, family, meta = MODELS[name]
+    module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
+    fns = sorted(n for n in dir(module) if n.startswith(prefix) and n.endswith("_config"))
+    variants, refused = [], []
+    for n in fns:
+        m = probe.BENCHMARK_NAME.search(n)
+        if not m or m["hardware"] not in GPU_KINDS:
+            continue
+        # a function Bridge's own runner refuses at its own GPU count (its validation, its
+        # expert grid check) is not shipped: the header lists it with Bridge's reason
+        try:
+            cfg, _ = probe.build({"argv": ["--recipe", n], "world_size": int(m["num_gpus"]), "gpu": m["hardware"], "env": {}})
+        except Exception as e:  # noqa: BLE001 - the reason goes into the file
+            refused.append(f"#   {n}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+            continue
+        # deprecated Megatron-Core switches ovlaunch does not model (they rewrite cuda_graph_impl)
+        raw = getattr(module, n)()
+        unmodelled = [f for f in ("external_cuda_graph", "enable_cuda_graph") if getattr(raw.model, f, False)]
+        if unmodelled:
+            refused.append(f"#   {n}: sets the deprecated model.{unmodelled[0]}, which ovlaunch does not model")
+            continue
+        variants.append(variant_of(n, getattr(module, n), fields))
+    base = factor(variants)
+    import importlib.metadata as md
+
+    head = [
+        f"# {meta['description']}: Megatron-Bridge {md.version('megatron-bridge')} performance recipes",
+        "# (megatron.bridge.perf_recipes). GENERATED by tests/bridge/gen_recipes.py from Bridge's package:",
+        "# do not edit; regenerate. Values shared by every variant are at the top level.",
+    ]
+    if refused:
+        head.append("# Not shipped: functions Bridge's own runner refuses at their own GPU count, or that")
+        head.append("# use a setting ovlaunch does not model:")
+        head.extend(refused)
+    doc = {
+        "name": name,
+        "aliases": meta["aliases"],
+        "description": f"{meta['description']} (Megatron-Bridge performance recipe)",
+        "family": meta["family"],
+        "task": "pretrain",
+        "bridge_recipe": f"{name}_pretrain_config",
+        **base,
+        "variants": variants,
+    }
+    return "\n".join(head + emit(doc)) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fields", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args()
+    fields: dict[str, list[str]] = {}
+    section = None
+    for line in Path(args.fields).read_text().splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            section = line[:-1]
+            fields[section] = []
+        elif line.strip():
+            fields[section].append(line.strip())
+    bad = 0
+    for name in args.only or MODELS:
+        text = generate(name, fields)
+        path = Path(args.out) / f"{name}.yaml"
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                print(f"{path}: out of date with the installed Megatron-Bridge; run tests/bridge/gen_recipes.py", file=sys.stderr)
+                bad = 1
+        else:
+            path.write_text(text)
+            print(f"wrote {path}", file=sys.stderr)
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())

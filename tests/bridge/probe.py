@@ -1,0 +1,322 @@
+"""Build Megatron-Bridge ConfigContainers the way Bridge's runner does, with Bridge's own code.
+
+Input (stdin): a JSON list of cases {"id", "argv", "world_size", "gpu", "env"}; `argv` is the
+trainer argv taken from a script ovlaunch rendered (`python BRIDGE/scripts/training/run_recipe.py
+--recipe NAME [--deterministic] KEY=VALUE...`). Output (stdout): a JSON object id -> {"ok": true,
+"config": {...}, "env": {...}} or {"ok": false, "error": "..."}.
+
+The runner, `scripts/training/run_recipe.py` with `recipe_runner.py`, `recipe_metadata.py` and
+`scripts/common/benchmark_parallelism.py`, lives in Bridge's repository, not in its package, so
+its steps are reproduced here as facts (Megatron-Bridge r0.6.0 branch); everything they call is
+the installed package's own code:
+
+1. argv: `--recipe NAME`, `--deterministic`; any other word starting with `-` is refused
+   ("Unknown option", exit 2), every other word must be KEY=VALUE (argparse, allow_abbrev=False).
+2. a name matching `_<task>_<N>gpu_<hw>_<precision>[_variant]_config` and exported by
+   `megatron.bridge.perf_recipes.<family>` is a benchmark recipe (family by name prefix);
+   otherwise the function comes from `megatron.bridge.recipes`.
+3. `--deterministic` -> `megatron.bridge.recipes.utils.determinism_utils.apply_determinism_overrides`.
+4. the canonical topology and global batch are read before the overrides.
+5. the overrides -> `omegaconf_utils.process_config_with_overrides` (Hydra grammar).
+6. a PP or VP override without a layout override rebuilds the layout with the model's
+   `_pipeline_model_parallel_layout_builder`, when it has one.
+7. benchmark runtime default: precision `bf16` in the name, optimizer `adam` and no
+   `optimizer`/`optimizer.use_precision_aware_optimizer` override -> precision-aware optimizer on.
+8. weak scaling: unless `train.global_batch_size` (or `train`) was overridden, when the data
+   parallel size at the job's world size differs from the canonical one, GBS * DP / DP_canonical
+   (an integer, else an error).
+9. environment: `megatron.bridge.training.config.apply_environment_variables` (the recipe's
+   `env_vars` applied with setdefault: the launcher's values win); with `ddp.nccl_ub` also
+   NCCL_NVLS_ENABLE=1 and NCCL_CTA_POLICY=1 by setdefault; a benchmark recipe then re-executes
+   itself with that environment (so the trainer process sees exactly it).
+10. `model.seq_length` follows `dataset.seq_length`.
+11. `megatron.bridge.training.config.runtime_config_update` with WORLD_SIZE and RANK=0 (the
+    runner's dry run does the same; training calls it first thing).
+
+Stand-ins: see stubs/ovlaunch_stubs.py (TransformerEngine and modelopt import surface, torch's
+CUDA device queries). Hugging Face configs come from hf/ (public config.json values) through an
+offline hub cache; nothing reaches a hub.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _offline_hub() -> None:
+    """An offline Hugging Face hub cache holding only the shipped config.json fixtures."""
+    cache = Path(tempfile.mkdtemp(prefix="ovlaunch-hf-"))
+    for cfg in (HERE / "hf").glob("*/*/config.json"):
+        org, name = cfg.parent.parent.name, cfg.parent.name
+        repo = cache / f"models--{org}--{name}"
+        # "main" plus the commit a recipe pins, if it pins one (file `revision` beside the fixture)
+        revisions = ["0" * 40]
+        if (cfg.parent / "revision").exists():
+            revisions.append((cfg.parent / "revision").read_text().strip())
+        for rev in revisions:
+            snap = repo / "snapshots" / rev
+            snap.mkdir(parents=True)
+            shutil.copy(cfg, snap / "config.json")
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0" * 40)
+    os.environ["HF_HUB_CACHE"] = str(cache)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+_offline_hub()
+sys.path.insert(0, str(HERE / "stubs"))
+import ovlaunch_stubs  # noqa: E402
+
+ovlaunch_stubs.install()
+
+import logging  # noqa: E402
+
+logging.disable(logging.WARNING)
+import warnings  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+import importlib  # noqa: E402
+
+import torch  # noqa: E402
+
+# runner fact: recipe_metadata.BENCHMARK_RECIPE_PATTERN and BENCHMARK_RECIPE_FAMILY_PREFIXES
+BENCHMARK_NAME = re.compile(
+    r"_(?P<task>pretrain|sft|peft)_(?P<num_gpus>[1-9][0-9]*)gpu_(?P<hardware>[a-z0-9]+)_"
+    r"(?P<precision>bf16|fp8cs|fp8mx|fp8sc|nvfp4)(?:_[a-z0-9_]+)?_config$"
+)
+FAMILY_PREFIXES = (
+    ("qwen3_vl_", "qwen_vl"),
+    ("qwen35_vl_", "qwen_vl"),
+    ("deepseek_", "deepseek"),
+    ("gpt_oss_", "gpt_oss"),
+    ("nemotron", "nemotronh"),
+    ("llama", "llama"),
+    ("qwen", "qwen"),
+    ("kimi_", "kimi"),
+    ("glm5", "glm_moe_dsa"),
+    ("wan_", "wan"),
+)
+
+
+class Refused(Exception):
+    """What the runner refuses before building anything (its argparse errors, exit 2)."""
+
+
+def parse_argv(argv: list[str]) -> tuple[str, bool, list[str]]:
+    words = list(argv)
+    # the interpreter and the script path
+    while words and not words[0].startswith("-"):
+        if words[0].endswith("run_recipe.py"):
+            words.pop(0)
+            break
+        words.pop(0)
+    recipe, deterministic, overrides = None, False, []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "--recipe":
+            recipe = words[i + 1]
+            i += 2
+            continue
+        if w.startswith("--recipe="):
+            recipe = w.split("=", 1)[1]
+        elif w == "--deterministic":
+            deterministic = True
+        elif w.startswith("-"):
+            raise Refused(f"Unknown option: {w}")
+        elif "=" not in w:
+            raise Refused(f"Expected override in KEY=VALUE form, got {w!r}")
+        else:
+            overrides.append(w)
+        i += 1
+    if recipe is None:
+        raise Refused("one of the arguments --model --recipe is required")
+    return recipe, deterministic, overrides
+
+
+def benchmark_metadata(name: str):
+    m = BENCHMARK_NAME.search(name)
+    if m is None:
+        return None
+    family = next((f for p, f in FAMILY_PREFIXES if name.startswith(p)), None)
+    if family is None:
+        return None
+    module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
+    if not callable(getattr(module, name, None)):
+        return None
+    return dict(m.groupdict(), family=family, module=module)
+
+
+def load(name: str, meta):
+    if meta is not None:
+        return getattr(meta["module"], name)()
+    import megatron.bridge.recipes as recipes
+
+    fn = getattr(recipes, name, None)
+    if fn is None:
+        raise Refused(f"Recipe '{name}' not found in megatron.bridge.recipes or megatron.bridge.perf_recipes.")
+    return fn()
+
+
+def explicit(overrides: list[str], field: str) -> bool:
+    parent = field.split(".", 1)[0]
+    return any(o.lstrip("+~").split("=", 1)[0] in {field, parent} for o in overrides)
+
+
+def dp_size(world: int, model) -> int:
+    from dataclasses import dataclass  # noqa: F401
+
+    tp = model.tensor_model_parallel_size
+    pp = model.pipeline_model_parallel_size
+    cp = model.context_parallel_size
+    ep = getattr(model, "expert_model_parallel_size", 1) or 1
+    etp = getattr(model, "expert_tensor_parallel_size", None) or tp
+    dense = tp * pp * cp
+    if world % dense:
+        raise ValueError(f"Requested {world} GPUs is not divisible by TP * PP * CP ({tp} * {pp} * {cp} = {dense}).")
+    if world % (etp * ep * pp):
+        raise ValueError(f"The expert-parallel grid is incompatible with requested {world} GPUs")
+    return world // dense
+
+
+def build(case: dict):
+    from megatron.bridge.training.config import apply_environment_variables, runtime_config_update
+    from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
+
+    ovlaunch_stubs.fake_gpu(case["gpu"])
+    name, deterministic, overrides = parse_argv(case["argv"])
+    meta = benchmark_metadata(name)
+    cfg = load(name, meta)
+    if deterministic:
+        from megatron.bridge.recipes.utils.determinism_utils import apply_determinism_overrides
+
+        apply_determinism_overrides(cfg)
+    canonical_model = dataclasses.replace(cfg.model) if False else None  # noqa: F841
+    canon = None
+    if meta is not None:
+        m = cfg.model
+        canon = (
+            int(meta["num_gpus"]),
+            dp_size(int(meta["num_gpus"]), m),
+            cfg.train.global_batch_size,
+        )
+    if overrides:
+        cfg = process_config_with_overrides(cfg, cli_overrides=overrides)
+    fields = {o.lstrip("+~").split("=", 1)[0] for o in overrides}
+    if fields & {"model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size"} and (
+        "model.pipeline_model_parallel_layout" not in fields
+    ):
+        builder = getattr(cfg.model, "_pipeline_model_parallel_layout_builder", None)
+        if builder is not None:
+            cfg.model.pipeline_model_parallel_layout = builder(
+                cfg.model.pipeline_model_parallel_size, cfg.model.virtual_pipeline_model_parallel_size
+            )
+    world = int(case["world_size"])
+    if meta is not None:
+        if (
+            not explicit(overrides, "optimizer.use_precision_aware_optimizer")
+            and meta["precision"] == "bf16"
+            and getattr(cfg.optimizer, "optimizer", None) == "adam"
+        ):
+            cfg.optimizer.use_precision_aware_optimizer = True
+        _, dp0, gbs0 = canon
+        dp = dp_size(world, cfg.model)
+        if not explicit(overrides, "train.global_batch_size") and dp != dp0:
+            if (gbs0 * dp) % dp0:
+                raise ValueError(
+                    f"Weak scaling GBS {gbs0} from DP {dp0} to DP {dp} does not produce an integer global batch size."
+                )
+            cfg.train.global_batch_size = gbs0 * dp // dp0
+    # the trainer process's environment: the job's, then the recipe's env_vars by setdefault
+    # (the runner re-executes itself with it, so training runs under exactly this)
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(case.get("env", {}))
+        apply_environment_variables(cfg)
+        if getattr(cfg.ddp, "nccl_ub", False):
+            os.environ.setdefault("NCCL_NVLS_ENABLE", "1")
+            os.environ.setdefault("NCCL_CTA_POLICY", "1")
+        env = dict(os.environ)
+        ds_len = getattr(cfg.dataset, "seq_length", None) if cfg.dataset is not None else None
+        if ds_len is not None and cfg.model.seq_length != ds_len:
+            cfg.model.seq_length = ds_len
+        os.environ["WORLD_SIZE"] = str(world)
+        os.environ["RANK"] = "0"
+        runtime_config_update(cfg)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return cfg, env
+
+
+def plain(v, depth=0):
+    """A JSON form of a config value: dataclasses field by field, dtypes by name."""
+    if depth > 6:
+        return repr(v)
+    if isinstance(v, float) and v != v or v in (float("inf"), float("-inf")):
+        return repr(v)  # JSON has no NaN or infinity
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, torch.dtype):
+        return str(v).replace("torch.", "")
+    if isinstance(v, enum.Enum):
+        return v.name
+    if isinstance(v, (list, tuple)):
+        return [plain(x, depth + 1) for x in v]
+    if isinstance(v, dict):
+        return {str(k): plain(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, Path):
+        return str(v)
+    if dataclasses.is_dataclass(v):
+        out = {}
+        for f in dataclasses.fields(v):
+            try:
+                out[f.name] = plain(getattr(v, f.name), depth + 1)
+            except Exception:  # noqa: BLE001 - a property that needs a GPU
+                out[f.name] = "<unreadable>"
+        return out
+    return repr(v)
+
+
+SECTIONS = ("model", "train", "ddp", "optimizer", "comm_overlap", "mixed_precision", "scheduler", "dataset",
+            "tokenizer", "checkpoint", "logger", "profiling", "ft", "validation", "dist", "rng")
+
+
+def main() -> None:
+    cases = json.load(sys.stdin)
+    # Bridge's code prints (config dumps, notices): keep stdout for the answer only
+    answer = sys.stdout
+    sys.stdout = sys.stderr
+    out = {}
+    for case in cases:
+        try:
+            cfg, env = build(case)
+            config = {s: plain(getattr(cfg, s, None)) for s in SECTIONS}
+            out[case["id"]] = {"ok": True, "config": config, "env": env}
+        except Refused as e:
+            out[case["id"]] = {"ok": False, "refused": True, "error": str(e)}
+        except Exception as e:  # noqa: BLE001 - reported per case
+            out[case["id"]] = {
+                "ok": False,
+                "error": f"{type(e).__name__}: {e}",
+                "trace": traceback.format_exc(limit=-3),
+            }
+    json.dump(out, answer, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,593 @@
+//! The plan reaches Megatron-Bridge's trainer: for every shipped variant and a set of `--set`,
+//! plugin and weak-scaled jobs, the trainer argv is taken from the rendered script (real bash
+//! parses it), Bridge builds its `ConfigContainer` from that argv the way its runner does
+//! (`tests/bridge/probe.py`: Bridge's recipe function, its override code in
+//! `megatron.bridge.training.utils.omegaconf_utils`, the runner's benchmark steps, then
+//! `runtime_config_update`), and the result is compared with `ovlaunch plan -o json` on every
+//! field the plan reports in `model`, `train`, `ddp`, `optimizer`, `comm_overlap`,
+//! `mixed_precision` and `env`. A job ovlaunch refuses must be one Bridge refuses too.
+//!
+//! Real: Megatron-Bridge 0.6.2 and Megatron-Core 0.19.2 from the package registry, in the venv
+//! `.ci/bridge-venv.sh` makes (`OVLAUNCH_BRIDGE_PYTHON`), all in one Python process.
+//! Stand-ins (nothing else): TransformerEngine's and modelopt's import surface, torch's CUDA
+//! device queries per GPU kind (tests/bridge/stubs/), Hugging Face config.json fixtures in an
+//! offline hub cache (tests/bridge/hf/). The runner script itself is in Bridge's repository,
+//! not its package: probe.py restates its steps as facts.
+//!
+//! Without `OVLAUNCH_BRIDGE_PYTHON` the test says so and passes, unless
+//! `OVLAUNCH_REQUIRE_BRIDGE=1` (set by `.ci/run`), which makes it fail.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+struct Case {
+    id: String,
+    args: Vec<String>,
+    gpu: String,
+    world: u32,
+}
+
+fn variant_cases() -> Vec<Case> {
+    let cat = ovlaunch::catalog::Catalog::embedded().expect("catalog");
+    let mut out = Vec::new();
+    let names: Vec<String> = cat.recipes.iter().map(|r| r.name.clone()).collect();
+    for name in names {
+        let r = cat.recipe(&name).expect("recipe");
+        for v in &r.variants {
+            let n = v.num_gpus.expect("shipped variants name their GPU count");
+            let mut args = vec![
+                "--recipe".to_string(),
+                r.name.clone(),
+                "--gpus".into(),
+                format!("{}x{n}", v.gpu),
+                "--precision".into(),
+                v.precision.clone(),
+            ];
+            if let Some(var) = &v.variant {
+                args.extend(["--variant".into(), var.clone()]);
+            }
+            out.push(Case {
+                id: v.bridge_recipe.clone().unwrap_or_else(|| r.name.clone()),
+                args,
+                gpu: v.gpu.clone(),
+                world: n,
+            });
+        }
+    }
+    out
+}
+
+/// `--set`, plugin and weak-scaled jobs.
+fn extra_cases() -> Vec<Case> {
+    let c = |id: &str, gpu: &str, world: u32, args: &[&str]| Case {
+        id: id.into(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        gpu: gpu.into(),
+        world,
+    };
+    vec![
+        c(
+            "weak-llama8b-h100x16",
+            "h100",
+            16,
+            &["--recipe", "llama3_8b", "--gpus", "h100x16"],
+        ),
+        c(
+            "weak-llama70b-h100x128",
+            "h100",
+            128,
+            &["--recipe", "llama3_70b", "--gpus", "h100x128"],
+        ),
+        c(
+            "weak-dsv3-b200x512",
+            "b200",
+            512,
+            &[
+                "--recipe",
+                "deepseek_v3",
+                "--gpus",
+                "b200x512",
+                "--precision",
+                "fp8mx",
+            ],
+        ),
+        c(
+            "set-tp-same-world",
+            "h100",
+            64,
+            &[
+                "--recipe",
+                "llama3_70b",
+                "--gpus",
+                "h100x64",
+                "--set",
+                "model.tensor_model_parallel_size=8",
+            ],
+        ),
+        c(
+            "set-gbs-mbs",
+            "h100",
+            64,
+            &[
+                "--recipe",
+                "llama3_70b",
+                "--gpus",
+                "h100x64",
+                "--set",
+                "train.global_batch_size=512",
+                "--set",
+                "train.micro_batch_size=1",
+            ],
+        ),
+        c(
+            "set-lr-float",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "optimizer.lr=1e-4",
+                "--set",
+                "optimizer.min_lr=1.0e-05",
+            ],
+        ),
+        c(
+            "set-recompute",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "model.recompute_granularity=full",
+                "--set",
+                "model.recompute_method=uniform",
+                "--set",
+                "model.recompute_num_layers=1",
+            ],
+        ),
+        c(
+            "set-precision-name",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "mixed_precision=bf16_with_fp8_current_scaling_mixed",
+            ],
+        ),
+        c(
+            "set-dp-overlap-off",
+            "h100",
+            64,
+            &[
+                "--recipe",
+                "llama3_70b",
+                "--gpus",
+                "h100x64",
+                "--set",
+                "ddp.overlap_grad_reduce=false",
+            ],
+        ),
+        c(
+            "set-pp-layout-builder",
+            "b200",
+            256,
+            &[
+                "--recipe",
+                "deepseek_v3",
+                "--gpus",
+                "b200x256",
+                "--precision",
+                "fp8mx",
+                "--set",
+                "model.pipeline_model_parallel_size=8",
+            ],
+        ),
+        c(
+            "plugin-determinism",
+            "h100",
+            64,
+            &[
+                "--recipe",
+                "llama3_70b",
+                "--gpus",
+                "h100x64",
+                "--plugin",
+                "determinism",
+            ],
+        ),
+        c(
+            "plugin-nsys",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--plugin",
+                "nsys:profile_step_start=5,profile_step_end=6",
+            ],
+        ),
+        c(
+            "plugin-pytorch-profiler",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--plugin",
+                "pytorch-profiler:profile_step_start=3,profile_step_end=4",
+            ],
+        ),
+    ]
+}
+
+/// The trainer argv in a rendered script: bash evaluates the `srun` command with `srun`
+/// defined as a function that prints its arguments, and the words after the rank runtime's
+/// `--` from `python` on are the trainer's.
+fn trainer_argv(script: &str) -> Vec<String> {
+    let mut block = String::new();
+    let mut inside = false;
+    for line in script.lines() {
+        if line.starts_with("srun ") && !line.contains("--ntasks=") {
+            inside = true;
+        }
+        if inside {
+            block.push_str(line);
+            block.push('\n');
+            if !line.ends_with('\\') {
+                break;
+            }
+        }
+    }
+    assert!(!block.is_empty(), "no srun line in:\n{script}");
+    let prog = format!("srun() {{ printf '%s\\0' \"$@\"; }}\n{block}");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&prog)
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "bash: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let words: Vec<String> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    let start = words
+        .iter()
+        .position(|w| w == "python")
+        .unwrap_or_else(|| panic!("no python in {words:?}"));
+    words[start..].to_vec()
+}
+
+fn probe(python: &str, cases: &Value) -> Value {
+    let probe = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge/probe.py");
+    let mut child = Command::new(python)
+        .arg(probe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the Bridge probe");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(cases.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().expect("probe");
+    assert!(
+        out.status.success(),
+        "probe failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("probe JSON")
+}
+
+/// A pipeline layout as per-stage strings of layer codes, from Megatron-Core's string form
+/// (`E`, `t`, `m`, `L`, stages split by `|`, `(x)*n` repeats, `x*n` repeats one code) or from
+/// Bridge's list-of-lists.
+fn stages(v: &Value) -> Option<Vec<String>> {
+    match v {
+        Value::Array(st) => Some(
+            st.iter()
+                .map(|s| {
+                    s.as_array()
+                        .map(|ls| {
+                            ls.iter()
+                                .map(|l| match l.as_str().unwrap_or("") {
+                                    "embedding" => 'E',
+                                    "decoder" => 't',
+                                    "mtp" => 'm',
+                                    "loss" => 'L',
+                                    _ => '?',
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                })
+                .collect(),
+        ),
+        // Megatron-Core's layout object reaches the probe as its repr, a Python list literal
+        Value::String(s) if s.starts_with("[[") => {
+            stages(&serde_json::from_str(&s.replace('\'', "\"")).ok()?)
+        }
+        Value::String(s) => Some(
+            expand(&s.replace(',', ""))
+                .split('|')
+                .map(String::from)
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+fn expand(s: &str) -> String {
+    // innermost-first expansion of `(...)*n` and `x*n`
+    let mut s = s.to_string();
+    while let Some(close) = s.find(')') {
+        let open = s[..close].rfind('(').expect("balanced");
+        let inner = s[open + 1..close].to_string();
+        let rest = &s[close + 1..];
+        let (n, used) = count(rest);
+        s = format!("{}{}{}", &s[..open], inner.repeat(n), &rest[used..]);
+    }
+    let mut out = String::new();
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if chars.get(i + 1) == Some(&'*') {
+            let rest: String = chars[i + 1..].iter().collect();
+            let (n, used) = count(&rest);
+            out.push_str(&c.to_string().repeat(n));
+            i += 1 + used;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `*N` at the start of `s`: (N, characters used); no `*` means once.
+fn count(s: &str) -> (usize, usize) {
+    let Some(rest) = s.strip_prefix('*') else {
+        return (1, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (digits.parse().unwrap_or(1), 1 + digits.len())
+}
+
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            (x.as_f64().unwrap() - y.as_f64().unwrap()).abs()
+                <= 1e-12 * x.as_f64().unwrap().abs().max(1.0)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        // a one-element list and its element (Bridge keeps some scalars in one-item lists)
+        _ => a == b,
+    }
+}
+
+/// Fields the plan reports that Megatron-Bridge 0.6.2's config classes do not have (newer
+/// Bridge fields ovlaunch also accepts); nothing else is skipped.
+const NOT_IN_BRIDGE_06: &[&str] = &["ddp.megatron_fsdp_version"];
+
+fn diff_case(plan: &Value, bridge: &Value, env: &Value) -> Vec<String> {
+    let mut d = Vec::new();
+    for section in [
+        "model",
+        "train",
+        "ddp",
+        "optimizer",
+        "comm_overlap",
+        "mixed_precision",
+    ] {
+        let p = &plan[section];
+        let b = &bridge[section];
+        if p.is_null() || b.is_null() {
+            if p.is_null() != b.is_null() {
+                d.push(format!("{section}: plan {p} / bridge {b}"));
+            }
+            continue;
+        }
+        let Some(pm) = p.as_object() else { continue };
+        for (k, pv) in pm {
+            if section == "mixed_precision" && k == "recipe" {
+                continue;
+            }
+            if NOT_IN_BRIDGE_06.contains(&format!("{section}.{k}").as_str()) {
+                continue;
+            }
+            let Some(bv) = b.get(k) else {
+                d.push(format!("{section}.{k}: not a Bridge field"));
+                continue;
+            };
+            let ok = if k == "pipeline_model_parallel_layout" {
+                stages(pv) == stages(bv)
+            } else if let (Value::String(name), Value::Object(_)) = (pv, bv)
+                && k == "tp_comm_overlap_cfg"
+            {
+                // the plan names a userbuffers preset, Bridge holds the preset object
+                ovlaunch::overlap::resolve_preset(Some(pv))
+                    .ok()
+                    .flatten()
+                    .is_some_and(|preset| same(&preset, bv))
+                    || name.is_empty()
+            } else {
+                same(pv, bv)
+            };
+            if !ok {
+                d.push(format!("{section}.{k}: plan {pv} / bridge {bv}"));
+            }
+        }
+    }
+    let plan_env: BTreeMap<String, String> = plan["env"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(be) = env.as_object() {
+        for (k, v) in be {
+            let v = v.as_str().unwrap_or("");
+            match plan_env.get(k) {
+                Some(p) if p == v => {}
+                Some(p) => d.push(format!("env.{k}: plan {p} / trainer {v}")),
+                None => d.push(format!("env.{k}: not in the plan / trainer {v}")),
+            }
+        }
+    }
+    d
+}
+
+#[test]
+fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
+    let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
+        let required = std::env::var("OVLAUNCH_REQUIRE_BRIDGE").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)"
+        );
+        eprintln!("skipped: OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)");
+        return;
+    };
+    let mut cases = variant_cases();
+    let n_variants = cases.len();
+    cases.extend(extra_cases());
+    let mut plans = BTreeMap::new();
+    let mut inputs = Vec::new();
+    let mut refused = BTreeMap::new();
+    for c in &cases {
+        let mut args: Vec<&str> = vec!["plan"];
+        args.extend(c.args.iter().map(String::as_str));
+        args.extend(["-o", "json"]);
+        let o = run(&args);
+        if !o.status.success() {
+            assert_eq!(o.status.code(), Some(2), "{}: {}", c.id, stderr(&o));
+            refused.insert(c.id.clone(), stderr(&o));
+        } else {
+            plans.insert(
+                c.id.clone(),
+                serde_json::from_slice::<Value>(&o.stdout).unwrap(),
+            );
+        }
+        // a refused job has no script: Bridge gets the recipe as it is, and must refuse it too
+        let argv = if refused.contains_key(&c.id) {
+            let r = &c.args[1];
+            let name = ovlaunch::catalog::Catalog::embedded()
+                .unwrap()
+                .recipe(r)
+                .ok()
+                .and_then(|rec| {
+                    rec.variants
+                        .iter()
+                        .find(|v| v.bridge_recipe.as_deref() == Some(c.id.as_str()))
+                        .and_then(|v| v.bridge_recipe.clone())
+                })
+                .unwrap_or_else(|| c.id.clone());
+            vec![
+                "python".into(),
+                "run_recipe.py".into(),
+                "--recipe".into(),
+                name,
+            ]
+        } else {
+            let mut a: Vec<&str> = c.args.iter().map(String::as_str).collect();
+            a.push("--dry-run");
+            trainer_argv(&ok(&a))
+        };
+        let env: BTreeMap<String, String> = plans
+            .get(&c.id)
+            .and_then(|p| p["env"].as_object())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").into()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        inputs.push(
+            json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env}),
+        );
+    }
+    if let Ok(path) = std::env::var("OVLAUNCH_PROOF_CASES") {
+        std::fs::write(path, Value::Array(inputs.clone()).to_string()).unwrap();
+    }
+    let started = std::time::Instant::now();
+    let bridge = probe(&python, &Value::Array(inputs));
+    eprintln!(
+        "Bridge built {} configs in {:.1}s",
+        cases.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let mut report = Vec::new();
+    let mut fields = 0usize;
+    for c in &cases {
+        let b = &bridge[&c.id];
+        match (plans.get(&c.id), b["ok"].as_bool() == Some(true)) {
+            (Some(p), true) => {
+                for s in [
+                    "model",
+                    "train",
+                    "ddp",
+                    "optimizer",
+                    "comm_overlap",
+                    "mixed_precision",
+                ] {
+                    fields += p[s].as_object().map_or(0, |m| m.len());
+                }
+                for line in diff_case(p, &b["config"], &b["env"]) {
+                    report.push(format!("{}: {line}", c.id));
+                }
+            }
+            (Some(_), false) => report.push(format!(
+                "{}: ovlaunch accepts, Bridge refuses: {}",
+                c.id, b["error"]
+            )),
+            (None, true) => report.push(format!(
+                "{}: ovlaunch refuses ({}), Bridge accepts",
+                c.id,
+                refused[&c.id].lines().next().unwrap_or("")
+            )),
+            (None, false) => {}
+        }
+    }
+    eprintln!(
+        "{n_variants} shipped variants + {} jobs; {} refused by both; {fields} plan fields compared; {} differences",
+        cases.len() - n_variants,
+        refused.len(),
+        report.len()
+    );
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
