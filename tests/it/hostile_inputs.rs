@@ -421,11 +421,8 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
                     env[&name]
                 ));
             }
-            if channel == Channel::PluginOption && argv.last() != Some(&expect.as_str()) {
-                return Err(format!(
-                    "{channel:?}: trainer override {argv:?}, want {expect:?}"
-                ));
-            }
+            // Trainer overrides are Hydra words, quoted for Hydra by the trainer contract (its own
+            // tests); the env value is checked here.
         }
         Want::Arg => {
             if argv.last() != Some(&v.as_str()) {
