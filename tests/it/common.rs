@@ -31,7 +31,14 @@ const OVLAUNCH_ENV: &[&str] = &[
     "SLURM_MPI_TYPE",
 ];
 
+/// The `ovlaunch` binary. A submit looks for the rank runtime next to it, so the first call
+/// makes sure `ovlaunch-rank` is built there too (see [`rank_bin`]).
 pub fn bin() -> &'static str {
+    rank_bin();
+    launcher()
+}
+
+fn launcher() -> &'static str {
     env!("CARGO_BIN_EXE_ovlaunch")
 }
 
@@ -41,7 +48,7 @@ pub fn bin() -> &'static str {
 pub fn rank_bin() -> &'static str {
     static BIN: OnceLock<String> = OnceLock::new();
     BIN.get_or_init(|| {
-        let path = Path::new(bin()).with_file_name("ovlaunch-rank");
+        let path = Path::new(launcher()).with_file_name("ovlaunch-rank");
         let profile_dir = path.parent().expect("target profile dir");
         let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
             Some("debug") | None => "dev",
