@@ -66,8 +66,13 @@ enum Channel {
     TrainerArg,
     JobDir,
     Account,
+    Partition,
+    Qos,
+    Dependency,
     SbatchArg,
     ContainerMount,
+    ContainerImage,
+    ContainerWorkdir,
 }
 
 const CHANNELS: &[Channel] = &[
@@ -86,8 +91,13 @@ const CHANNELS: &[Channel] = &[
     Channel::TrainerArg,
     Channel::JobDir,
     Channel::Account,
+    Channel::Partition,
+    Channel::Qos,
+    Channel::Dependency,
     Channel::SbatchArg,
     Channel::ContainerMount,
+    Channel::ContainerImage,
+    Channel::ContainerWorkdir,
 ];
 
 /// A YAML double-quoted scalar holding `s` exactly (NUL and control characters escaped).
@@ -225,6 +235,7 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
         Arg,
         Directive(&'static str),
         SrunArg(String),
+        SrunFlag(String),
         HeaderOnly,
         Refused,
     }
@@ -317,6 +328,28 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
             extra.push("--account".into());
             extra.push(v.clone().into());
             Want::Directive("account")
+        }
+        Channel::Partition | Channel::Qos | Channel::Dependency => {
+            let flag = match channel {
+                Channel::Partition => "partition",
+                Channel::Qos => "qos",
+                _ => "dependency",
+            };
+            extra.push(format!("--{flag}").into());
+            extra.push(v.clone().into());
+            Want::Directive(flag)
+        }
+        Channel::ContainerImage => {
+            extra.push("--container-image".into());
+            extra.push(v.clone().into());
+            Want::SrunFlag(format!("--container-image={v}"))
+        }
+        Channel::ContainerWorkdir => {
+            extra.push("--container-image".into());
+            extra.push("img.sqsh".into());
+            extra.push("--container-workdir".into());
+            extra.push(v.clone().into());
+            Want::SrunFlag(format!("--container-workdir={v}"))
         }
         Channel::SbatchArg => {
             extra.push(format!("--sbatch-arg=--comment={v}").into());
@@ -450,6 +483,12 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
                 .iter()
                 .any(|x| x.starts_with("--container-mounts=") && x.ends_with(&a))
             {
+                return Err(format!("{channel:?}: srun got {args:?}, want {a:?}"));
+            }
+        }
+        Want::SrunFlag(a) => {
+            let args = o.srun_args.unwrap_or_default();
+            if !args.iter().any(|x| *x == a) {
                 return Err(format!("{channel:?}: srun got {args:?}, want {a:?}"));
             }
         }
