@@ -488,7 +488,7 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
         }
         Want::SrunFlag(a) => {
             let args = o.srun_args.unwrap_or_default();
-            if !args.iter().any(|x| *x == a) {
+            if !args.contains(&a) {
                 return Err(format!("{channel:?}: srun got {args:?}, want {a:?}"));
             }
         }
