@@ -224,10 +224,10 @@ fn overrides_are_what_differs_from_bridges_recipe() {
         "--set",
         "model.recompute_granularity=full",
         "--bridge-root",
-        "/work/bridge",
+        "/srv/bridge",
     ]);
     assert!(
-        out.contains("# python /work/bridge/scripts/training/run_recipe.py --recipe"),
+        out.contains("# python /srv/bridge/scripts/training/run_recipe.py --recipe"),
         "{out}"
     );
     assert!(
