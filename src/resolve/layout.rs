@@ -145,6 +145,11 @@ fn repeat_count(chars: &[char], i: &mut usize) -> std::result::Result<usize, Str
 }
 
 fn push_repeated(out: &mut String, s: &str, n: usize) -> std::result::Result<(), String> {
+    // An empty group (`(t*0)*N`) adds nothing however large N is: return at once rather than
+    // loop N times (found by the fuzzer: N = 10^21 ran for minutes).
+    if s.is_empty() {
+        return Ok(());
+    }
     if out.len().saturating_add(s.len().saturating_mul(n)) > MAX_LAYOUT_ENTRIES {
         return Err(format!("expands to more than {MAX_LAYOUT_ENTRIES} entries"));
     }
@@ -364,6 +369,15 @@ fn list(it: impl Iterator<Item = u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_group_repeated_many_times_adds_nothing() {
+        // Before the fix this looped 10^18 times (a fuzzer timeout).
+        assert_eq!(
+            expand_pipeline_layout("E|(t*0)*1000000000000000000|tL"),
+            Ok(vec!["E".to_string(), String::new(), "tL".to_string()])
+        );
+    }
 
     #[test]
     fn divisors_in_order() {
