@@ -37,6 +37,8 @@ macro_rules! comm_overlap_config {
         }
 
         impl CommOverlapConfig {
+            /// The section's key in a recipe, in `--set` and in the plan.
+            pub const SECTION: &'static str = "comm_overlap";
             /// Field names accepted under `comm_overlap`.
             pub const FIELDS: &'static [&'static str] = &[$(stringify!($f)),*];
 
@@ -46,6 +48,17 @@ macro_rules! comm_overlap_config {
                 Self { $( $f: comm_overlap_config!(@new $kind required $($d)?), )* }
             }
         }
+
+        /// The field paths of `comm_overlap`.
+        #[derive(Debug, Clone, Copy)]
+        pub struct CommOverlapPaths {
+            $( pub $f: &'static str, )*
+        }
+
+        /// Every field's full path: `comm_overlap.FIELD`.
+        pub const COMM_OVERLAP: CommOverlapPaths = CommOverlapPaths {
+            $( $f: concat!("comm_overlap.", stringify!($f)), )*
+        };
 
         /// `_CommOverlapConfig`: every field `None` until set. It carries the `computed`
         /// fields too (`data_parallel_size`), but `finalize()` leaves them out, so the
