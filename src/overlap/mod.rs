@@ -21,70 +21,7 @@ use crate::version::Stack;
 /// Bridge's automatic DP bucket: 128 Mi *parameters* (elements, not bytes).
 pub const AUTO_BUCKET_SIZE: u64 = 128 * 1024 * 1024;
 
-/// `_CommOverlapConfig`: the 14 resolvable fields, every one `None` until set.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OverlapFields {
-    pub tp_comm_overlap: Option<bool>,
-    pub tp_comm_overlap_cfg: Option<Value>,
-    pub tp_comm_bootstrap_backend: Option<String>,
-    pub overlap_p2p_comm: Option<bool>,
-    pub batch_p2p_comm: Option<bool>,
-    pub overlap_grad_reduce: Option<bool>,
-    pub overlap_param_gather: Option<bool>,
-    pub overlap_param_gather_with_optimizer_step: Option<bool>,
-    pub align_param_gather: Option<bool>,
-    pub bucket_size: Option<u64>,
-    pub defer_embedding_wgrad_compute: Option<bool>,
-    pub wgrad_deferral_limit: Option<i64>,
-    pub overlap_moe_expert_parallel_comm: Option<bool>,
-    pub delay_wgrad_compute: Option<bool>,
-}
-
-impl OverlapFields {
-    /// `finalize()`: the snapshot of the user's 14 fields (`data_parallel_size` excluded).
-    pub fn snapshot(c: &CommOverlapConfig) -> Self {
-        Self {
-            tp_comm_overlap: Some(c.tp_comm_overlap),
-            tp_comm_overlap_cfg: c.tp_comm_overlap_cfg.clone(),
-            tp_comm_bootstrap_backend: c.tp_comm_bootstrap_backend.clone(),
-            overlap_p2p_comm: c.overlap_p2p_comm,
-            batch_p2p_comm: c.batch_p2p_comm,
-            overlap_grad_reduce: c.overlap_grad_reduce,
-            overlap_param_gather: c.overlap_param_gather,
-            overlap_param_gather_with_optimizer_step: c.overlap_param_gather_with_optimizer_step,
-            align_param_gather: c.align_param_gather,
-            bucket_size: c.bucket_size,
-            defer_embedding_wgrad_compute: c.defer_embedding_wgrad_compute,
-            wgrad_deferral_limit: c.wgrad_deferral_limit,
-            overlap_moe_expert_parallel_comm: c.overlap_moe_expert_parallel_comm,
-            delay_wgrad_compute: c.delay_wgrad_compute,
-        }
-    }
-
-    /// `_override_user_cfgs(C)`: each user value that is not `None` replaces C's.
-    pub fn override_with(mut self, user: &OverlapFields) -> Self {
-        macro_rules! take {
-            ($($f:ident),*) => { $( if user.$f.is_some() { self.$f = user.$f.clone(); } )* };
-        }
-        take!(
-            tp_comm_overlap,
-            tp_comm_overlap_cfg,
-            tp_comm_bootstrap_backend,
-            overlap_p2p_comm,
-            batch_p2p_comm,
-            overlap_grad_reduce,
-            overlap_param_gather,
-            overlap_param_gather_with_optimizer_step,
-            align_param_gather,
-            bucket_size,
-            defer_embedding_wgrad_compute,
-            wgrad_deferral_limit,
-            overlap_moe_expert_parallel_comm,
-            delay_wgrad_compute
-        );
-        self
-    }
-}
+pub use crate::config::comm_overlap::OverlapFields;
 
 /// What resolution needs besides the three targets.
 pub struct Context<'a> {
