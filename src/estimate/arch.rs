@@ -237,7 +237,9 @@ impl Arch {
             dense_mlp: (self.dense_layers() + self.mtp_layers) * self.dense_mlp_params()
                 + self.mtp_layers * 2.0 * h * h,
             moe_dense: self.moe_layers() * self.moe_dense_params(),
-            experts: self.moe.map_or(0.0, |m| m.moe_layers * m.topk * self.expert_params()),
+            experts: self
+                .moe
+                .map_or(0.0, |m| m.moe_layers * m.topk * self.expert_params()),
         }
     }
 

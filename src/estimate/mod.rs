@@ -585,7 +585,8 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
                     2.0
                 };
         }
-        let grads_b = grad_bytes * (weight_shard(dense, dp_dense) + weight_shard(expert, dp_expert));
+        let grads_b =
+            grad_bytes * (weight_shard(dense, dp_dense) + weight_shard(expert, dp_expert));
         let opt_b = if dist_opt {
             12.0 * (dense / dp_dense + expert / dp_expert)
         } else {
