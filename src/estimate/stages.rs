@@ -93,9 +93,10 @@ mod tests {
     use super::*;
 
     fn model(layers: u32) -> ModelConfig {
-        let mut m = ModelConfig::default();
-        m.num_layers = layers;
-        m
+        ModelConfig {
+            num_layers: layers,
+            ..Default::default()
+        }
     }
 
     #[test]
