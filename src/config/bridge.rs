@@ -118,11 +118,12 @@ impl Sections {
 /// floats). The message names the field and, for an unknown one, close matches.
 pub fn check(def: &SectionDef, field: &str, value: Value) -> Result<Value, String> {
     let Some(f) = def.fields.iter().find(|f| f.name == field) else {
+        let close = crate::error::did_you_mean(field, def.names.iter().copied());
         return Err(format!(
-            "unknown field `{field}` in `{}` (Bridge's {}): {} see `ovlaunch fields {}`",
+            "unknown field `{field}` in `{}` (Bridge's {}): {close}{}see `ovlaunch fields {}`",
             def.name,
             def.class,
-            crate::error::did_you_mean(field, def.names.iter().copied()),
+            if close.is_empty() { "" } else { " " },
             def.name
         ));
     };

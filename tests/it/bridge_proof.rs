@@ -770,3 +770,46 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     );
     assert!(report.is_empty(), "{}", report.join("\n"));
 }
+
+/// The README's pretraining example is the proof's `readme-pretrain` job: real bash expands the
+/// README's block (with `ovlaunch` a function that prints its arguments), and the words after
+/// `submit` are [`README_PRETRAIN`].
+#[test]
+fn the_readme_pretraining_example_is_the_proofs_job() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("### A real pretraining run")
+        .expect("the README has the pretraining section");
+    let rest = &readme[start..];
+    let open = rest.find("```bash\n").expect("a bash block") + "```bash\n".len();
+    let close = open + rest[open..].find("```").expect("the block ends");
+    let block = &rest[open..close];
+    let prog = format!("ovlaunch() {{ printf '%s\\0' \"$@\"; }}\n{block}");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&prog)
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let words: Vec<String> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    assert_eq!(
+        words.first().map(String::as_str),
+        Some("submit"),
+        "{words:?}"
+    );
+    assert_eq!(
+        &words[1..],
+        README_PRETRAIN,
+        "README.md and README_PRETRAIN differ"
+    );
+}
