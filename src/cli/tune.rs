@@ -60,15 +60,13 @@ impl Resolver {
         raw.extend(extra.iter().cloned());
         let sets = overrides::parse_sets(&raw)?;
         resolve::resolve(&resolve::Inputs {
-            recipe: &self.recipe,
-            hardware,
             precision: self.args.precision.as_deref(),
             variant: self.args.variant.as_deref(),
             sets: &sets,
             envs: &self.envs,
             unsets: &self.args.unsets,
-            stack: &self.stack,
             strict: self.args.strict,
+            ..resolve::Inputs::new(&self.recipe, hardware, &self.stack)
         })
     }
 

@@ -42,6 +42,25 @@ pub struct Inputs<'a> {
     pub strict: bool,
 }
 
+impl<'a> Inputs<'a> {
+    /// `recipe` on `hardware` with `stack` and nothing else asked for: the recipe's own
+    /// precision and variant, no `--set`/`--env`/`--unset`, not strict. Change what you need
+    /// with `..Inputs::new(..)`.
+    pub fn new(recipe: &'a Recipe, hardware: &'a Hardware, stack: &'a Stack) -> Self {
+        Self {
+            recipe,
+            hardware,
+            precision: None,
+            variant: None,
+            sets: &[],
+            envs: &[],
+            unsets: &[],
+            stack,
+            strict: false,
+        }
+    }
+}
+
 /// An env variable from a plugin's plan phase.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginEnv {
