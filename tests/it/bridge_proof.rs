@@ -178,6 +178,22 @@ fn extra_cases() -> Vec<Case> {
                 "comm_overlap={tp_comm_overlap: false}",
             ],
         ),
+        // GPT-OSS's recipes leave comm_overlap None: the fields become its typed form
+        c(
+            "set-comm-overlap-into-none",
+            "h100",
+            64,
+            &[
+                "--recipe",
+                "gpt_oss_120b",
+                "--gpus",
+                "h100x64",
+                "--set",
+                "comm_overlap.tp_comm_overlap=false",
+                "--set",
+                "comm_overlap.overlap_grad_reduce=true",
+            ],
+        ),
         c(
             "set-precision-field",
             "h100",
