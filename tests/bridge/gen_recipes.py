@@ -261,7 +261,7 @@ def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> str:
         # a function Bridge's own runner refuses at its own GPU count (its validation, its
         # expert grid check) is not shipped: the header lists it with Bridge's reason
         try:
-            cfg, _ = probe.build({"argv": ["--recipe", n], "world_size": int(m["num_gpus"]), "gpu": m["hardware"], "env": {}})
+            probe.build({"argv": ["--recipe", n], "world_size": int(m["num_gpus"]), "gpu": m["hardware"], "env": {}})
         except Exception as e:  # noqa: BLE001 - the reason goes into the file
             refused.append(f"#   {n}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
             continue
