@@ -11,7 +11,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
@@ -80,43 +80,125 @@ impl Backend for Slurm {
         cancel(&job_id(rec)?, &expected(rec))
     }
 
-    /// Reads `slurm-JOBID.out`; with `follow`, polls it until the job reaches a final state,
-    /// then reads it once more. A controller that stops answering, a forgotten job or a
-    /// reused id ends the loop with an error instead of polling forever.
+    /// Reads `slurm-JOBID.out`; with `follow`, keeps reading what is appended to it (a file
+    /// read every [`FOLLOW_READ`], which costs the controller nothing) and asks Slurm for
+    /// the job's state only now and then ([`FollowChecks`]: after 1 s, then twice as long
+    /// each time, at most every 30 s), until the job reaches a final state; then reads the
+    /// file once more. A controller that stops answering, a forgotten job or a reused id
+    /// ends the loop with an error instead of following forever.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
         let id = job_id(rec)?;
         let path = dir.join(layout::slurm_output(id.as_str()));
-        let mut pos = 0u64;
+        let mut tail = Tail::default();
+        let mut checks = FollowChecks::new(Instant::now());
         loop {
-            if let Ok(mut f) = std::fs::File::open(&path) {
-                f.seek(SeekFrom::Start(pos))
-                    .map_err(|e| Error::runtime(e.to_string()))?;
-                let mut buf = Vec::new();
-                f.read_to_end(&mut buf)
-                    .map_err(|e| Error::runtime(e.to_string()))?;
-                pos += buf.len() as u64;
-                out(&String::from_utf8_lossy(&buf))?;
-            } else if !follow {
-                return Err(
-                    Error::runtime(format!("no output yet at {}", path.display()))
-                        .help("the job may still be pending; try --follow"),
-                );
-            }
+            let found = tail.read(&path, out)?;
             if !follow {
-                return Ok(());
-            }
-            if status(&id, &expected(rec))?.phase.is_final() {
-                // One last read after the final state, then stop.
-                if let Ok(mut f) = std::fs::File::open(&path) {
-                    let _ = f.seek(SeekFrom::Start(pos));
-                    let mut buf = Vec::new();
-                    let _ = f.read_to_end(&mut buf);
-                    out(&String::from_utf8_lossy(&buf))?;
+                if !found {
+                    return Err(
+                        Error::runtime(format!("no output yet at {}", path.display()))
+                            .help("the job may still be pending; try --follow"),
+                    );
                 }
                 return Ok(());
             }
-            std::thread::sleep(Duration::from_millis(500));
+            if checks.due(Instant::now()) && status(&id, &expected(rec))?.phase.is_final() {
+                // One last read after the final state, then stop.
+                tail.read(&path, out)?;
+                tail.flush(out)?;
+                return Ok(());
+            }
+            std::thread::sleep(FOLLOW_READ);
         }
+    }
+}
+
+/// How often `logs --follow` reads the output file.
+const FOLLOW_READ: Duration = Duration::from_millis(250);
+
+/// When `logs --follow` asks Slurm for the job's state: 1 s after it starts, then after
+/// 2, 4, 8, 16 s, then every 30 s. A short job's end is seen within about the time it has
+/// run so far; an hour-long job costs 123 queries instead of the 7,200 of polling
+/// twice a second. Pure: the caller passes the time.
+#[derive(Debug)]
+pub struct FollowChecks {
+    next: Instant,
+    interval: Duration,
+}
+
+impl FollowChecks {
+    pub const FIRST: Duration = Duration::from_secs(1);
+    pub const LONGEST: Duration = Duration::from_secs(30);
+
+    pub fn new(now: Instant) -> FollowChecks {
+        FollowChecks {
+            next: now + Self::FIRST,
+            interval: Self::FIRST,
+        }
+    }
+
+    /// Whether to ask now; if so, the next question is scheduled.
+    pub fn due(&mut self, now: Instant) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.interval = (self.interval * 2).min(Self::LONGEST);
+        self.next = now + self.interval;
+        true
+    }
+}
+
+/// The part of an output file already printed: a byte offset, and the bytes of a UTF-8
+/// character cut in two by the last read (printed once the rest arrives).
+#[derive(Debug, Default)]
+struct Tail {
+    pos: u64,
+    partial: Vec<u8>,
+}
+
+impl Tail {
+    /// Prints what was appended since the last read; `false` when the file does not exist
+    /// (yet). A file shorter than what was read (truncated, e.g. by a requeue that reopens
+    /// it) is read again from its start.
+    fn read(&mut self, path: &Path, out: Sink<'_>) -> Result<bool> {
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return Ok(false);
+        };
+        let len = f
+            .metadata()
+            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?
+            .len();
+        if len < self.pos {
+            self.pos = 0;
+            self.partial.clear();
+        }
+        f.seek(SeekFrom::Start(self.pos))
+            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
+        let mut buf = std::mem::take(&mut self.partial);
+        let n = f
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
+        self.pos += n as u64;
+        // Keep an incomplete last character for the next read; invalid bytes elsewhere are
+        // shown as U+FFFD.
+        let cut = match std::str::from_utf8(&buf) {
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            _ => buf.len(),
+        };
+        self.partial = buf.split_off(cut);
+        if !buf.is_empty() {
+            out(&String::from_utf8_lossy(&buf))?;
+        }
+        Ok(true)
+    }
+
+    /// Prints a cut character left at the end (as U+FFFD: the job has ended).
+    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
+        if self.partial.is_empty() {
+            return Ok(());
+        }
+        let rest = std::mem::take(&mut self.partial);
+        out(&String::from_utf8_lossy(&rest))
     }
 }
 
@@ -528,7 +610,47 @@ pub fn cancel(id: &JobId, expect: &Expected<'_>) -> Result<Cancelled> {
 
 #[cfg(test)]
 mod tests {
-    use super::field;
+    use super::*;
+
+    #[test]
+    fn follow_asks_slurm_rarely() {
+        let t0 = Instant::now();
+        let mut c = FollowChecks::new(t0);
+        // Every read tick (250 ms) for an hour: the questions asked and when.
+        let mut asked = Vec::new();
+        let mut t = t0;
+        while t < t0 + Duration::from_secs(3600) {
+            if c.due(t) {
+                asked.push((t - t0).as_millis());
+            }
+            t += FOLLOW_READ;
+        }
+        assert_eq!(&asked[..6], &[1000, 3000, 7000, 15000, 31000, 61000]);
+        assert!(asked.windows(2).all(|w| w[1] - w[0] <= 30_000));
+        assert_eq!(asked.len(), 123, "{asked:?}");
+    }
+
+    #[test]
+    fn a_character_cut_by_a_read_waits_for_its_rest() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out");
+        let mut tail = Tail::default();
+        let mut got = String::new();
+        let mut sink = |s: &str| {
+            got.push_str(s);
+            Ok(())
+        };
+        assert!(!tail.read(&p, &mut sink).unwrap(), "no file yet");
+        let text = "0: grüße\n".as_bytes();
+        std::fs::write(&p, &text[..6]).unwrap(); // cut inside `ü`
+        assert!(tail.read(&p, &mut sink).unwrap());
+        std::fs::write(&p, text).unwrap();
+        tail.read(&p, &mut sink).unwrap();
+        // Truncated and rewritten: read from the start again.
+        std::fs::write(&p, "new\n").unwrap();
+        tail.read(&p, &mut sink).unwrap();
+        assert_eq!(got, "0: grüße\nnew\n");
+    }
 
     #[test]
     fn reads_scontrol_fields() {

@@ -354,7 +354,7 @@ pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
 }
 
 /// The templates with the user's replacements.
-pub fn templates(args: &LaunchArgs) -> Result<Templates> {
+pub fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
     let mut t = Templates::default();
     if let Some(dir) = &args.template_dir {
         if !dir.is_dir() {
@@ -375,7 +375,7 @@ pub fn templates(args: &LaunchArgs) -> Result<Templates> {
     }
     if let Some(p) = &args.template {
         let text = crate::input::read_text(p, "--template")?;
-        let name = if args.executor == ExecutorArg::Local {
+        let name = if executor == Executor::Local {
             "torchrun.sh.j2"
         } else {
             "sbatch.sh.j2"
@@ -557,11 +557,26 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
+/// Which job the flags describe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form<'a> {
+    /// The launch the flags name (the main form, `submit`, `render`, `plan --explain`).
+    Launch,
+    /// `ovlaunch torchrun`: torchrun on every machine, without Slurm (the local executor's
+    /// script); `master_addr` is the c10d rendezvous host of a multi-node run.
+    Torchrun { master_addr: Option<&'a str> },
+}
+
 /// Flags -> plan -> job.
 pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
+    prepare_form(plan_args, args, Form::Launch)
+}
+
+/// [`prepare`] for a [`Form`].
+pub fn prepare_form(plan_args: &PlanArgs, args: &LaunchArgs, form: Form<'_>) -> Result<Prepared> {
     let (plan_args, args, settings) = with_profile(plan_args, args)?;
     let (plan, plugins) = load::plan_with_plugins(&plan_args)?;
-    prepare_resolved(plan, plugins, &plan_args, &args, &settings)
+    prepare_resolved(plan, plugins, &plan_args, &args, &settings, form)
 }
 
 /// `prepare` from a resolved plan (its env already had the profile's env applied, or not:
@@ -574,7 +589,7 @@ pub fn prepare_with(
 ) -> Result<Prepared> {
     let mut args = args.clone();
     let settings = super::profile::load(None, &mut args)?;
-    prepare_resolved(plan, plugins, plan_args, &args, &settings)
+    prepare_resolved(plan, plugins, plan_args, &args, &settings, Form::Launch)
 }
 
 fn prepare_resolved(
@@ -583,17 +598,39 @@ fn prepare_resolved(
     plan_args: &PlanArgs,
     args: &LaunchArgs,
     settings: &[super::profile::Setting],
+    form: Form<'_>,
 ) -> Result<Prepared> {
-    let (opts, dir) = options(&plan, plan_args, args)?;
+    let (mut opts, dir) = options(&plan, plan_args, args)?;
+    let executor = match form {
+        Form::Launch => executor(args),
+        Form::Torchrun { master_addr } => {
+            if plan.hardware.nodes > 1 && master_addr.is_none() {
+                return Err(Error::usage(format!(
+                    "{} spans {} machines: name the rendezvous host",
+                    plan.hardware.spec, plan.hardware.nodes
+                ))
+                .at_flag("--master-addr")
+                .help("e.g. --master-addr node001 (every machine runs the same script)"));
+            }
+            opts.mode = LaunchMode::Torchrun;
+            opts.rendezvous = master_addr.map(str::to_string);
+            // Without Slurm, the script and the plugins are the local executor's.
+            Executor::Local
+        }
+    };
     let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(&plan, args) {
         Ok(r) => (r, None),
         Err(e) => (None, Some(e)),
     };
     let oci = oci_bundle(&opts)?;
     let mut warnings = Vec::new();
-    if args.executor == ExecutorArg::Slurm
-        && let Some(w) = crate::backend::jobdir::visibility_warning(&dir)
-    {
+    // Other machines read the job directory: Slurm's nodes, or every machine of a
+    // multi-node torchrun run.
+    let shared = match form {
+        Form::Launch => executor == Executor::Slurm,
+        Form::Torchrun { .. } => plan.hardware.nodes > 1,
+    };
+    if shared && let Some(w) = crate::backend::jobdir::visibility_warning(&dir) {
         warnings.push(w);
     }
     if opts.container.is_some()
@@ -601,8 +638,8 @@ fn prepare_resolved(
     {
         warnings.push(w);
     }
-    let templates = templates(args)?;
-    let mut job = job::render_job(plan, &opts, plugins, &templates, executor(args))?;
+    let templates = templates(args, executor)?;
+    let mut job = job::render_job(plan, &opts, plugins, &templates, executor)?;
     job.spec
         .decisions
         .extend(settings.iter().map(setting_decision));

@@ -98,8 +98,8 @@ pub enum Command {
         #[command(flatten)]
         launch: launch::LaunchArgs,
     },
-    /// Print a torchrun script: for this machine, or for every machine of a multi-node run
-    /// without Slurm (`--master-addr HOST`).
+    /// Write the job directory and print the torchrun script that runs it: on this machine,
+    /// or on every machine of a multi-node run without Slurm (`--master-addr HOST`).
     Torchrun {
         #[command(flatten)]
         plan: PlanArgs,

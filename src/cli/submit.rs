@@ -85,7 +85,7 @@ pub fn render(pr: &Printer, plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i
 
 /// The job directory's entries besides the rendered artifacts: the rank runtime copy and
 /// the OCI bundle.
-fn extras(p: &Prepared) -> Extras<'_> {
+pub(super) fn extras(p: &Prepared) -> Extras<'_> {
     extras_for(p.rank_runtime.as_ref(), p.oci.as_ref())
 }
 

@@ -1,13 +1,14 @@
-//! `ovlaunch torchrun`: the torchrun script for this machine, or, with `--master-addr`, the
-//! script every machine of a multi-node run without Slurm starts (c10d rendezvous). It is
-//! the local executor's job, rendered by the same core path as every launch.
+//! `ovlaunch torchrun`: writes the job directory (rank plan, trainer settings, secrets, the
+//! rank runtime copy, the script) under the jobs root and prints the torchrun script that
+//! runs it: for this machine, or, with `--master-addr`, the script every machine of a
+//! multi-node run without Slurm starts (c10d rendezvous; the job directory must then be on a
+//! filesystem every machine sees). It is the local executor's job, rendered by the same core
+//! path as every launch; nothing is started.
 
-use super::launch::{self, LaunchArgs};
-use super::{PlanArgs, Printer, load};
-use crate::backend::Executor;
-use crate::error::{Error, Result};
-use crate::job;
-use crate::render::launch::LaunchMode;
+use super::launch::{self, Form, LaunchArgs};
+use super::{PlanArgs, Printer, submit};
+use crate::backend;
+use crate::error::Result;
 
 pub fn run(
     p: &Printer,
@@ -15,23 +16,30 @@ pub fn run(
     args: &LaunchArgs,
     master_addr: Option<&str>,
 ) -> Result<i32> {
-    let (plan_args, args, _) = launch::with_profile(plan_args, args)?;
-    let (plan_args, args) = (&plan_args, &args);
-    let (plan, plugins) = load::plan_with_plugins(plan_args)?;
-    let (mut opts, _) = launch::options(&plan, plan_args, args)?;
-    opts.mode = LaunchMode::Torchrun;
-    if plan.hardware.nodes > 1 && master_addr.is_none() {
-        return Err(Error::usage(format!(
-            "{} spans {} machines: name the rendezvous host",
-            plan.hardware.spec, plan.hardware.nodes
-        ))
-        .at_flag("--master-addr")
-        .help("e.g. --master-addr node001 (every machine runs the same script)"));
+    let mut prepared = launch::prepare_form(plan_args, args, Form::Torchrun { master_addr })?;
+    for w in prepared.warnings.iter().chain(&prepared.job.plan.warnings) {
+        p.warn(w);
     }
-    opts.rendezvous = master_addr.map(str::to_string);
-    let templates = launch::templates(args)?;
-    // Without Slurm, plugins see the local executor.
-    let job = job::render_job(plan, &opts, plugins, &templates, Executor::Local)?;
-    p.data(&job.artifacts.script)?;
+    // The script runs the job directory's rank runtime and reads its rank plan: a script
+    // whose directory cannot be written is not printed.
+    if let Some(e) = prepared.rank_runtime_problem.take() {
+        return Err(e);
+    }
+    backend::write_job_dir(
+        &prepared.dir,
+        &prepared.job.artifacts,
+        &submit::extras(&prepared),
+    )?;
+    p.status(&format!(
+        "wrote job directory {} (its script: {}); run the script below on {}",
+        prepared.dir.display(),
+        prepared.job.artifacts.script_name,
+        if prepared.job.plan.hardware.nodes > 1 {
+            "every machine"
+        } else {
+            "this machine"
+        }
+    ));
+    p.data(&prepared.job.artifacts.script)?;
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! What the read-only commands print: plan keys and values, `--explain`, the override YAML,
 //! env dumps with secrets redacted, listings.
 
-use crate::common::*;
+use crate::common::{self, *};
 
 #[test]
 fn plan_json_has_bridge_sections_and_llama70b_values() {
@@ -330,6 +330,9 @@ fn gb200_gets_nvl72_segment_and_numa_divisor() {
 #[test]
 fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
     let dir = tempfile::tempdir().unwrap();
+    // The command writes the job directory its script runs.
+    let jobs = dir.path().join("jobs");
+    let (single_dir, multi_dir) = (jobs.join("single"), jobs.join("multi"));
     for (name, args) in [
         (
             "single",
@@ -340,9 +343,9 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
                 "--gpus",
                 "h100x8",
                 "--job-dir",
-                "/jobs/x",
+                single_dir.to_str().unwrap(),
                 "--rank-runtime",
-                "ovlaunch-rank",
+                common::rank_bin(),
             ],
         ),
         (
@@ -356,9 +359,9 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
                 "--master-addr",
                 "head node",
                 "--job-dir",
-                "/jobs/x",
+                multi_dir.to_str().unwrap(),
                 "--rank-runtime",
-                "ovlaunch-rank",
+                common::rank_bin(),
             ],
         ),
     ] {
@@ -376,6 +379,12 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
                 "{out}"
             );
         }
+        let job = jobs.join(name);
+        assert!(
+            out.contains(&format!("{}/rank-plan.json", job.display())),
+            "{out}"
+        );
+        assert!(job.join("rank-plan.json").is_file() && job.join("ovlaunch-rank").is_file());
         let path = dir.path().join(name);
         std::fs::write(&path, &out).unwrap();
         assert!(

@@ -86,3 +86,76 @@ fn local_executor_runs_real_torchrun() {
         0
     );
 }
+
+/// `ovlaunch torchrun` writes the job directory its script refers to (under the jobs root),
+/// and the printed script, started by hand with a REAL torchrun from another directory, runs
+/// both ranks through the copied rank runtime with the plan's env. Without the rank plan
+/// (the negative control) the same script fails.
+#[test]
+fn the_torchrun_command_writes_the_job_directory_its_script_runs() {
+    if which::which("torchrun").is_err() {
+        assert!(
+            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
+            "torchrun is required in CI (.ci/install.sh torch)"
+        );
+        eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("jobs");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let o = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["torchrun", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux2", "--torchrun-flags", "underscore"])
+        .args(["--jobs-root", root.to_str().unwrap()])
+        .args([
+            "--rank-runtime",
+            common::rank_bin(),
+            "--master-port",
+            "29733",
+        ])
+        .args(["--env", "OVL_LOCAL=a 'b' $c"])
+        .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let job = root.join("tiny-cpux2");
+    assert!(
+        common::stderr(&o).contains(&format!("wrote job directory {}", job.display())),
+        "{}",
+        common::stderr(&o)
+    );
+    let script = dir.path().join("run.sh");
+    std::fs::write(&script, &o.stdout).unwrap();
+    // The directory holds what the script names: the rank runtime copy and the rank plan.
+    let text = common::stdout(&o);
+    for f in ["ovlaunch-rank", "rank-plan.json"] {
+        let p = job.join(f);
+        assert!(p.is_file(), "{} missing", p.display());
+        assert!(text.contains(&p.display().to_string()), "{text}");
+    }
+    let bash = |cwd: &Path| {
+        Command::new("bash")
+            .arg(&script)
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+    };
+    let o = bash(Path::new("/"));
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    for r in 0..2 {
+        let v = read_json(&job.join(format!("ranks/rank-{r}.json")));
+        assert_eq!(v["env"]["RANK"], r.to_string());
+        assert_eq!(v["env"]["WORLD_SIZE"], "2");
+        assert_eq!(v["env"]["OVL_LOCAL"], "a 'b' $c");
+        assert_eq!(v["env"]["OVL_RECIPE_VAR"], "from the recipe");
+    }
+    // Negative control: the script without its rank plan fails (as every rank did when the
+    // command printed a script whose directory was never written).
+    std::fs::remove_file(job.join("rank-plan.json")).unwrap();
+    std::fs::remove_dir_all(job.join("ranks")).unwrap();
+    let o = bash(Path::new("/"));
+    assert!(!o.status.success(), "ran without a rank plan");
+    assert!(!job.join("ranks").exists());
+}

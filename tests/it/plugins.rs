@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{ok, ok_env, plan_json_env, usage_error};
+use crate::common::{self, ok, ok_env, plan_json_env, usage_error};
 
 const JOB: &[&str] = &["--rank-runtime", "ovlaunch-rank", "--job-dir", "/jobs/x"];
 
@@ -143,7 +143,10 @@ fn nsys_with_the_local_executor_names_reports_without_slurm_variables() {
     );
     assert!(!sc.contains("SLURM_JOB_ID"), "{sc}");
 
-    // `ovlaunch torchrun` (no Slurm) applies plugins the same way.
+    // `ovlaunch torchrun` (no Slurm) applies plugins the same way (and writes the job
+    // directory its script names).
+    let tmp = tempfile::tempdir().unwrap();
+    let job = tmp.path().join("x");
     let out = ok(&[
         "torchrun",
         "--recipe",
@@ -151,16 +154,19 @@ fn nsys_with_the_local_executor_names_reports_without_slurm_variables() {
         "--gpus",
         "cpux2",
         "--rank-runtime",
-        "ovlaunch-rank",
+        common::rank_bin(),
         "--job-dir",
-        "/jobs/x",
+        job.to_str().unwrap(),
         "--plugin",
         "nsys",
         "--plugin",
         "determinism",
     ]);
     assert!(
-        out.contains("-- nsys profile -s none -t nvtx,cuda -o /jobs/x/nsys_profile/profile_%p "),
+        out.contains(&format!(
+            "-- nsys profile -s none -t nvtx,cuda -o {}/nsys_profile/profile_%p ",
+            job.display()
+        )),
         "{out}"
     );
     assert!(out.contains("export NCCL_ALGO=Ring\n"), "{out}");

@@ -179,11 +179,27 @@ fn secrets_appear_only_in_secrets_env() {
         ("env dotenv", with(&["env"], &["--format", "dotenv"])),
         ("env json", with(&["env"], &["--format", "json"])),
         ("overrides", with(&["overrides"], &[])),
-        ("torchrun", with(&["torchrun"], &["--job-name", "s"])),
+        (
+            "torchrun",
+            with(&["torchrun"], &["--job-dir", &env.p("torchrun-job")]),
+        ),
     ] {
         let o = env.run(&args);
         assert_eq!(o.status.code(), Some(0), "{what}: {}", common::stderr(&o));
         assert_clean_output(what, &o);
+    }
+    // The job directory `ovlaunch torchrun` wrote: secrets only in secrets.env.
+    let mut files = Vec::new();
+    all_files(&env.dir.path().join("torchrun-job"), &mut files);
+    assert!(
+        files.iter().any(|f| f.ends_with("secrets.env")),
+        "{files:?}"
+    );
+    for f in files.iter().filter(|f| !f.ends_with("secrets.env")) {
+        assert_clean(
+            &f.display().to_string(),
+            &String::from_utf8_lossy(&std::fs::read(f).unwrap()),
+        );
     }
     let o = env.run(&with(&["plan", "--explain"], &[]));
     assert!(

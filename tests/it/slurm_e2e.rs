@@ -357,6 +357,65 @@ fn failing_trainer_is_failed_with_its_exit_code() {
     );
 }
 
+/// `logs -f` follows the output file and asks Slurm for the job's state rarely (after 1, 3,
+/// 7, 15 s, ...): every Slurm query of the run is counted by wrappers put first on PATH. A
+/// job printing for about 8 s is followed to its last line with at most 6 queries (polling
+/// twice a second, as before, took more than 16).
+#[test]
+fn logs_follow_reads_the_file_and_asks_slurm_rarely() {
+    let Some((_turn, c)) = cluster() else { return };
+    let dir = c.jobs().join("follow");
+    let fixture = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let o = c.ovlaunch(&[
+        "submit",
+        "--recipe",
+        &fixture,
+        "--gpus",
+        "cpux1",
+        "--job-dir",
+        dir.to_str().unwrap(),
+        "--time",
+        "00:03:00",
+        "--rank-runtime",
+        common::rank_bin(),
+        "--",
+        "python3",
+        "-uc",
+        "import time\nfor i in range(1, 9):\n    print('tick', i); time.sleep(1)",
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let wrappers = c.dir.path().join("counting-tools");
+    let calls = c.dir.path().join("slurm-calls");
+    std::fs::create_dir_all(&wrappers).unwrap();
+    for tool in ["scontrol", "sacct", "squeue"] {
+        let real = which::which(tool).unwrap();
+        let p = wrappers.join(tool);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/bash\necho {tool} >> '{}'\nexec '{}' \"$@\"\n",
+                calls.display(),
+                real.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let t = Instant::now();
+    let o = c.ovlaunch_with_path(&wrappers, &["logs", "-f", dir.to_str().unwrap()]);
+    let took = t.elapsed();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let out = common::stdout(&o);
+    for i in 1..=8 {
+        assert!(out.contains(&format!("0: tick {i}\n")), "tick {i}:\n{out}");
+    }
+    let queries = std::fs::read_to_string(&calls).unwrap_or_default();
+    let n = queries.lines().count();
+    eprintln!("logs -f followed the job for {took:?} with {n} Slurm queries");
+    assert!((1..=6).contains(&n), "{n} queries in {took:?}:\n{queries}");
+}
+
 #[test]
 fn cancel_stops_a_running_job() {
     let Some((_turn, c)) = cluster() else { return };
