@@ -24,7 +24,7 @@ use super::PluginLayer;
 use super::overrides::SetOverride;
 use crate::catalog::recipe::{Recipe, Variant};
 use crate::error::{Error, Result};
-use crate::render::hydra;
+use crate::hydra;
 use crate::version::{Stack, Version};
 
 /// Bridge's runner path inside its checkout (not part of the pip package).
