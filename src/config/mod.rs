@@ -102,6 +102,21 @@ pub struct Inherit {
     pub inherit: bool,
 }
 
+impl crate::input::EnvText for EnvScalar {
+    fn env_text(&self) -> Option<String> {
+        Some(self.to_env_string())
+    }
+
+    fn refusal(&self, name: &str) -> Option<String> {
+        match self {
+            EnvScalar::Inherit(m) if !m.inherit => Some(format!(
+                "{name}: `{{inherit: false}}` means nothing: give a value, `null` to unset it, or `{{inherit: true}}` to leave it to the job's environment"
+            )),
+            _ => None,
+        }
+    }
+}
+
 impl EnvScalar {
     /// The marker `{inherit: true}`.
     pub const INHERIT: EnvScalar = EnvScalar::Inherit(Inherit { inherit: true });

@@ -26,7 +26,7 @@ use super::overrides::SetOverride;
 use crate::catalog::recipe::{Recipe, Variant};
 use crate::config::{self, bridge::Sections};
 use crate::error::{Error, Result};
-use crate::render::hydra;
+use crate::hydra;
 use crate::version::{Stack, Version};
 
 /// Bridge's runner path inside its checkout (not part of the pip package).

@@ -19,6 +19,9 @@
 //!   which the caller guarantees by emitting only what differs).
 //!
 //! The word then goes through `render::shell::quote` like every other argv word.
+//!
+//! A leaf: the trainer contract (`resolve::trainer`) writes these words into the plan and
+//! `render`/`plugin` write the launch-phase ones, so it depends on neither.
 
 use serde_json::Value;
 
