@@ -93,6 +93,12 @@ pub struct Plan {
     pub optimizer: OptimizerConfig,
     pub comm_overlap: Option<CommOverlapConfig>,
     pub mixed_precision: Option<ResolvedPrecision>,
+    /// Bridge's pass-through sections (`scheduler`, `dataset`, `tokenizer`, `checkpoint`,
+    /// `logger`, `profiling`, `ft`): the fields set by the recipe file, plugins or `--set`;
+    /// every other field is Bridge's recipe's. A value may hold `{job_dir}`, which render
+    /// replaces with the job's directory.
+    #[serde(flatten)]
+    pub bridge: crate::config::bridge::Sections,
     /// Bridge's runner call (`None` when the recipe names its own `trainer`).
     pub trainer: Option<TrainerCall>,
     /// The launch environment. Serialised with secret values redacted: a secret reaches the
