@@ -194,6 +194,20 @@ fn extra_cases() -> Vec<Case> {
                 "comm_overlap.overlap_grad_reduce=true",
             ],
         ),
+        // env_vars never travel in the config: the launch environment carries them
+        c(
+            "set-env-var",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "env_vars.NCCL_DEBUG=INFO",
+            ],
+        ),
         c(
             "set-precision-field",
             "h100",
