@@ -7,7 +7,7 @@ use crate::error::{Error, Result, did_you_mean};
 pub fn list(p: &Printer, section: Option<&str>) -> Result<i32> {
     let sections: Vec<&str> = match section {
         Some(s) => vec![s],
-        None => config::SECTIONS.to_vec(),
+        None => config::sections().collect(),
     };
     let mut text = String::new();
     for s in sections {
@@ -23,7 +23,7 @@ pub fn list(p: &Printer, section: Option<&str>) -> Result<i32> {
             }
             None => {
                 return Err(Error::usage(format!("unknown section `{s}`"))
-                    .help(did_you_mean(s, config::SECTIONS.iter().copied())));
+                    .help(did_you_mean(s, config::sections())));
             }
         }
     }
