@@ -19,7 +19,7 @@
 //! are numbered as in the reference notes (rules 0-12 plus the baseline and NCCL userbuffers).
 
 use crate::catalog::Hardware;
-use crate::config::{DdpConfig, ModelConfig};
+use crate::config::{COMM_OVERLAP, DDP, DdpConfig, MODEL, ModelConfig};
 use crate::error::{Error, Result};
 
 /// One of Bridge's env rules.
@@ -144,9 +144,10 @@ pub enum Action {
     /// Remove the variable from the trainer's environment (Bridge's `pop` of a value its
     /// baseline or recipe would otherwise export).
     Unset,
-    /// The rule does not apply: nothing is set, and a recipe's own value is removed only
-    /// when the user's layout change re-derives it (Bridge's `_remove_recipe_env` under
-    /// `-pp`, and the topology removal of `apply_target_topology_environment`).
+    /// The rule does not apply: nothing is set. A recipe's own value is dropped only when
+    /// the user's layout change re-derives it (Bridge's `_remove_recipe_env` under `-pp`,
+    /// and the topology removal of `apply_target_topology_environment`), and then the
+    /// variable is left to the job's environment, not removed from it.
     Drop,
 }
 
@@ -358,17 +359,17 @@ impl DerivedEnv {
 }
 
 const CONNECTION_TRIGGERS: &[&str] = &[
-    "model.tensor_model_parallel_size",
-    "model.context_parallel_size",
-    "comm_overlap.overlap_moe_expert_parallel_comm",
+    MODEL.tensor_model_parallel_size,
+    MODEL.context_parallel_size,
+    COMM_OVERLAP.overlap_moe_expert_parallel_comm,
 ];
 const EP_TRIGGERS: &[&str] = &[
-    "model.expert_model_parallel_size",
-    "model.moe_flex_dispatcher_backend",
+    MODEL.expert_model_parallel_size,
+    MODEL.moe_flex_dispatcher_backend,
 ];
-const DISPATCHER_TRIGGERS: &[&str] = &["model.moe_flex_dispatcher_backend"];
-const PP_TRIGGERS: &[&str] = &["model.pipeline_model_parallel_size"];
-const NCCL_UB_TRIGGERS: &[&str] = &["ddp.nccl_ub"];
+const DISPATCHER_TRIGGERS: &[&str] = &[MODEL.moe_flex_dispatcher_backend];
+const PP_TRIGGERS: &[&str] = &[MODEL.pipeline_model_parallel_size];
+const NCCL_UB_TRIGGERS: &[&str] = &[DDP.nccl_ub];
 
 /// Bridge's rules applied to `f`, in Bridge's order.
 pub fn derive(f: &Facts) -> Result<DerivedEnv> {
@@ -483,7 +484,7 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                     "HybridEP expert parallel size must not exceed the {domain}-rank NVLink domain (EP={} on {})",
                     f.ep, f.gpu
                 ))
-                .at_fields("model.expert_model_parallel_size")
+                .at_fields(MODEL.expert_model_parallel_size)
                 .help(format!(
                     "Megatron-Bridge refuses this (ep_size <= {domain} on NVL{domain} systems): use --set model.expert_model_parallel_size=N with N <= {domain}, or another dispatcher (--set model.moe_flex_dispatcher_backend=deepep)"
                 )));

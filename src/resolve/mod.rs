@@ -18,9 +18,10 @@ pub mod validate;
 use serde_json::Value;
 
 use crate::catalog::{Hardware, Recipe};
-use crate::config::{MODEL, OPTIMIZER, TRAIN};
+use crate::config::{CommOverlapConfig, MODEL, MixedPrecisionConfig, OPTIMIZER, TRAIN};
 use crate::error::{Error, Result};
 use crate::overlap;
+pub use crate::plan::Trace;
 use crate::plan::{Decision, Parallelism, Plan, RecipeInfo, ResolvedPrecision, Source, Versions};
 use crate::precision;
 use crate::version::Stack;
@@ -39,6 +40,25 @@ pub struct Inputs<'a> {
     pub unsets: &'a [String],
     pub stack: &'a Stack,
     pub strict: bool,
+}
+
+impl<'a> Inputs<'a> {
+    /// `recipe` on `hardware` with `stack` and nothing else asked for: the recipe's own
+    /// precision and variant, no `--set`/`--env`/`--unset`, not strict. Change what you need
+    /// with `..Inputs::new(..)`.
+    pub fn new(recipe: &'a Recipe, hardware: &'a Hardware, stack: &'a Stack) -> Self {
+        Self {
+            recipe,
+            hardware,
+            precision: None,
+            variant: None,
+            sets: &[],
+            envs: &[],
+            unsets: &[],
+            stack,
+            strict: false,
+        }
+    }
 }
 
 /// An env variable from a plugin's plan phase.
@@ -72,13 +92,6 @@ pub fn resolve(inp: &Inputs<'_>) -> Result<Plan> {
     resolve_with(inp, &PluginLayer::default())
 }
 
-/// What the stages record as they go, in order: every decision and every warning.
-#[derive(Debug, Default)]
-pub struct Trace {
-    pub decisions: Vec<Decision>,
-    pub warnings: Vec<String>,
-}
-
 /// `resolve` with the plugins' plan phase applied. The stages, in Bridge's order
 /// (`runtime_config_update`), each adding to one [`Trace`]:
 pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
@@ -90,10 +103,12 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let (choice, mut l) = layering(inp, plugins, &mut t)?;
     // The runner call: Bridge's recipe function plus exactly what differs from it.
     let precision_word = match (&choice.variant, inp.precision, &l.cfg.mixed_precision) {
-        (None, Some(_), Some(spec)) if !l.prov.user_set("mixed_precision") => match spec {
-            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
-            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
-        },
+        (None, Some(_), Some(spec)) if !l.prov.user_set(MixedPrecisionConfig::SECTION) => {
+            match spec {
+                crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
+                crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
+            }
+        }
         _ => None,
     };
     let trainer_call = trainer::call(
@@ -119,13 +134,10 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`.
     validate::validate(
-        &l.cfg.model,
-        &mut l.cfg.optimizer,
-        &mut l.cfg.ddp,
+        l.cfg.targets(),
         mixed_precision.as_ref().map(|p| &p.config),
         inp.stack,
-        &mut t.decisions,
-        &mut t.warnings,
+        &mut t,
     )?;
     if let Some(mp) = mixed_precision.as_ref() {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
@@ -168,6 +180,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         trainer: trainer_call,
         env: env.stage.env,
         env_unset: env.stage.unset,
+        env_bridge_recipe: env.stage.bridge_env,
         env_drop_from_recipe: env.stage.drop_from_recipe,
         invariants: env.invariants,
         decisions: t.decisions,
@@ -194,9 +207,9 @@ fn layering<'r>(
     // it to a mixed-precision recipe (perf_recipes/_common.py `_perf_precision`). A
     // `--set mixed_precision...` of the user's own wins.
     if let (None, Some(p)) = (choice.variant, inp.precision) {
-        if prov.user_set("mixed_precision") {
+        if prov.user_set(MixedPrecisionConfig::SECTION) {
             decisions.push(Decision::new(
-                "mixed_precision",
+                MixedPrecisionConfig::SECTION,
                 Value::Null,
                 "--precision ignored: your --set mixed_precision wins",
                 Source::User,
@@ -204,7 +217,7 @@ fn layering<'r>(
         } else {
             let spec = perf_precision(&choice.precision);
             decisions.push(Decision::new(
-                "mixed_precision",
+                MixedPrecisionConfig::SECTION,
                 serde_json::to_value(&spec).map_err(internal)?,
                 format!("--precision {p} on a recipe without variants: Bridge's perf precision mapping (_perf_precision), grad_reduce_in_fp32=False"),
                 Source::User,
@@ -358,25 +371,17 @@ fn precision_stage(
     t: &mut Trace,
 ) -> Result<Option<ResolvedPrecision>> {
     let (cfg, prov) = (&mut l.cfg, &l.prov);
-    let decisions = &mut t.decisions;
     let mut resolved_mp = None;
-    if let Some(spec) = &cfg.mixed_precision {
-        let (name, mut mp) = precision::build(spec)?;
+    if let Some(spec) = cfg.mixed_precision.clone() {
+        let (name, mut mp) = precision::build(&spec)?;
         precision::finalize(&mut mp, inp.stack)?;
-        decisions.push(Decision::new(
-            "mixed_precision",
+        t.decisions.push(Decision::new(
+            MixedPrecisionConfig::SECTION,
             Value::String(name.clone()),
             "the recipe's mixed-precision recipe",
-            prov.source("mixed_precision"),
+            prov.source(MixedPrecisionConfig::SECTION),
         ));
-        precision::setup(
-            &mp,
-            &name,
-            &mut cfg.model,
-            &mut cfg.optimizer,
-            &mut cfg.ddp,
-            decisions,
-        )?;
+        precision::setup(&mp, &name, cfg.targets(), t)?;
         resolved_mp = Some(ResolvedPrecision {
             recipe: name,
             config: mp,
@@ -397,21 +402,19 @@ fn overlap_stage(
     let mut comm = cfg.comm_overlap.clone();
     if let Some(c) = comm.as_mut() {
         c.data_parallel_size = Some(par.data);
-        let origin = |field: &str| prov.source(&format!("comm_overlap.{field}"));
+        let origin = |field: &str| prov.source(&format!("{}.{field}", CommOverlapConfig::SECTION));
         let ctx = overlap::Context {
             stack: inp.stack,
             strict: inp.strict,
             origin: &origin,
         };
-        let out = overlap::setup(c, &mut cfg.model, &mut cfg.optimizer, &mut cfg.ddp, &ctx)?;
-        t.decisions.extend(out.decisions);
-        t.warnings.extend(out.warnings);
+        overlap::setup(c, cfg.targets(), &ctx, t)?;
     } else {
         t.decisions.push(Decision::new(
-            "comm_overlap",
+            CommOverlapConfig::SECTION,
             Value::Null,
             "no comm_overlap section: Bridge leaves model, ddp and optimizer overlap fields as they are",
-            prov.source("comm_overlap"),
+            prov.source(CommOverlapConfig::SECTION),
         ));
     }
     Ok(comm)
@@ -433,6 +436,23 @@ fn env_stage(
 ) -> Result<EnvResult> {
     let (hw, cfg, prov) = (inp.hardware, &l.cfg, &l.prov);
     let user_changed = |path: &str| prov.user_set(path);
+    // Bridge's recipe env is the rules' at the recipe's own layout: when plugin sets or
+    // `--set` changed the config, the recipe alone is resolved again for its facts (pure,
+    // milliseconds). A recipe that does not resolve alone (a `--set` that makes it fit the
+    // GPUs) keeps the plan's facts.
+    let recipe_facts = if inp.sets.is_empty() && !l.applied.contains(&true) {
+        None
+    } else {
+        let alone = Inputs {
+            sets: &[],
+            envs: &[],
+            unsets: &[],
+            ..*inp
+        };
+        resolve_with(&alone, &PluginLayer::default())
+            .ok()
+            .map(|p| env_rules::Facts::of_plan(&p))
+    };
     let env_inputs = env::EnvInputs {
         hardware: hw,
         model: &cfg.model,
@@ -442,18 +462,19 @@ fn env_stage(
         model_recipe: Some(model_recipe(inp.recipe)),
         task: inp.recipe.task.as_deref(),
         user_changed: &user_changed,
+        recipe_facts,
         plugin_env: &plugins.env,
         user_env: inp.envs,
         user_unset: inp.unsets,
     };
-    let stage = env::build(&env_inputs, &mut t.decisions)?;
+    let stage = env::build(&env_inputs, t)?;
     let invariants = env::check(
         hw,
         &cfg.model,
         cfg.ddp.use_megatron_fsdp,
         &stage.env,
         inp.strict,
-        &mut t.warnings,
+        t,
     )?;
     Ok(EnvResult { stage, invariants })
 }
