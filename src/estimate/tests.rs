@@ -275,9 +275,15 @@ fn moe_mla_and_window_shapes_match_the_published_tables() {
         let p = plan_for(recipe, "h100x1024", None, &[]);
         let a = Arch::from_model(&p.model);
         let f = a.flops_per_token() / 1e9;
-        assert!(close(f, gflop, 0.01), "{recipe}: {f} GFLOP/token vs {gflop}");
+        assert!(
+            close(f, gflop, 0.01),
+            "{recipe}: {f} GFLOP/token vs {gflop}"
+        );
         let n = a.dense_params_total() + a.expert_params_total();
-        assert!(close(n, params, 0.01), "{recipe}: {n} parameters vs {params}");
+        assert!(
+            close(n, params, 0.01),
+            "{recipe}: {n} parameters vs {params}"
+        );
     }
     // Without the window, GPT-OSS counts full causal attention in every layer.
     let mut p = plan_for("gpt_oss_120b", "h100x1024", None, &[]);
