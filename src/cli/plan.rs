@@ -69,6 +69,6 @@ fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
 
 pub fn overrides(p: &Printer, args: &PlanArgs) -> Result<i32> {
     let plan = load::plan(args)?;
-    p.data(&crate::render::overrides::overrides_text(&plan))?;
+    p.data(&crate::render::overrides::overrides_text(&plan, None))?;
     Ok(0)
 }

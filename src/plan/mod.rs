@@ -93,6 +93,12 @@ pub struct Plan {
     pub optimizer: OptimizerConfig,
     pub comm_overlap: Option<CommOverlapConfig>,
     pub mixed_precision: Option<ResolvedPrecision>,
+    /// Bridge's pass-through sections (`scheduler`, `dataset`, `tokenizer`, `checkpoint`,
+    /// `logger`, `profiling`, `ft`): the fields set by the recipe file, plugins or `--set`;
+    /// every other field is Bridge's recipe's. A value may hold `{job_dir}`, which render
+    /// replaces with the job's directory.
+    #[serde(flatten)]
+    pub bridge: crate::config::bridge::Sections,
     /// Bridge's runner call (`None` when the recipe names its own `trainer`).
     pub trainer: Option<TrainerCall>,
     /// The launch environment. Serialised with secret values redacted: a secret reaches the
@@ -126,9 +132,9 @@ fn redacted_env<S: serde::Serializer>(
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(env.len()))?;
     for (k, e) in env {
-        if crate::secret::is_secret_name(k) {
+        if crate::rank::names::is_secret_name(k) {
             let shown = EnvEntry {
-                value: crate::secret::REDACTED.to_string(),
+                value: crate::rank::names::REDACTED.to_string(),
                 source: e.source.clone(),
             };
             m.serialize_entry(k, &shown)?;
