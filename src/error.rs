@@ -58,9 +58,40 @@ impl Origin {
         Origin::Flag(flag.into())
     }
 
-    /// From a comma-separated list: `"model.a, model.b"`.
-    pub fn fields(list: &str) -> Origin {
-        Origin::Fields(list.split(',').map(|f| f.trim().to_string()).collect())
+    /// From field paths: one (`MODEL.a`), an array (`[MODEL.a, MODEL.b]`), or a
+    /// comma-separated list (`"model.a, model.b"`).
+    pub fn fields(list: impl FieldList) -> Origin {
+        Origin::Fields(list.field_list())
+    }
+}
+
+/// What [`Origin::fields`] accepts: field paths, typed (`config::MODEL.num_layers`) or a
+/// comma-separated string.
+pub trait FieldList {
+    fn field_list(self) -> Vec<String>;
+}
+
+impl FieldList for &str {
+    fn field_list(self) -> Vec<String> {
+        self.split(',').map(|f| f.trim().to_string()).collect()
+    }
+}
+
+impl FieldList for &String {
+    fn field_list(self) -> Vec<String> {
+        self.as_str().field_list()
+    }
+}
+
+impl FieldList for String {
+    fn field_list(self) -> Vec<String> {
+        self.as_str().field_list()
+    }
+}
+
+impl<const N: usize> FieldList for [&str; N] {
+    fn field_list(self) -> Vec<String> {
+        self.iter().map(|f| f.to_string()).collect()
     }
 }
 
@@ -137,8 +168,8 @@ impl Error {
         self.at(Origin::flag(flag))
     }
 
-    /// [`Origin::Fields`] from a comma-separated list: `model.a, model.b`.
-    pub fn at_fields(self, list: &str) -> Self {
+    /// [`Origin::Fields`]: one path, an array of paths, or a comma-separated list.
+    pub fn at_fields(self, list: impl FieldList) -> Self {
         self.at(Origin::fields(list))
     }
 

@@ -1,90 +1,110 @@
 //! `comm_overlap`: Megatron-Bridge's `CommOverlapConfig` as the user (recipe or `--set`)
-//! gives it. Every field but `tp_comm_overlap` defaults to `None`, which means "auto";
-//! any other value, `false` included, is an explicit user choice that beats the automatic one.
+//! gives it, and its all-optional mirror `_CommOverlapConfig` (`OverlapFields`), which the
+//! resolution in `crate::overlap` computes with. Every field but `tp_comm_overlap` defaults
+//! to `None`, which means "auto"; any other value, `false` included, is an explicit user
+//! choice that beats the automatic one.
+//!
+//! Both structs, the accepted field names and the snapshot/override steps come from one
+//! field list (`comm_overlap_config!` below), so a field Bridge adds is one line here.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// `CommOverlapConfig` (Bridge `training/comm_overlap.py`, `dataclass(kw_only=True)`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CommOverlapConfig {
+/// Declares `CommOverlapConfig`, `OverlapFields` and their per-field steps from one list.
+/// Each entry is `name: Type [kind]`, in Bridge's declaration order (also the JSON order),
+/// with `Type` as `CommOverlapConfig` holds it (serde reads the `Option`s as optional):
+/// - `required`: no default in Bridge's dataclass; `Some(_)` in the mirror's snapshot;
+/// - `auto` (optionally `= default` for [`CommOverlapConfig::new`], matching the serde
+///   default): `None` means "resolve it";
+/// - `computed`: filled in by resolution, never part of `finalize()`'s snapshot.
+macro_rules! comm_overlap_config {
+    (@mirror required $t:ty) => { Option<$t> };
+    (@mirror $kind:ident $t:ty) => { $t };
+    (@snap required $v:expr) => { Some($v.clone()) };
+    (@snap auto $v:expr) => { $v.clone() };
+    (@snap computed $v:expr) => { None };
+    (@new required $p:ident) => { $p };
+    (@new auto $p:ident $d:expr) => { $d };
+    (@new $kind:ident $p:ident) => { None };
+    (
+        $( $(#[$m:meta])* $f:ident : $t:ty [$kind:ident $(= $d:expr)?] ),* $(,)?
+    ) => {
+        /// `CommOverlapConfig` (Bridge `training/comm_overlap.py`, `dataclass(kw_only=True)`).
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct CommOverlapConfig {
+            $( $(#[$m])* pub $f: $t, )*
+        }
+
+        impl CommOverlapConfig {
+            /// The section's key in a recipe, in `--set` and in the plan.
+            pub const SECTION: &'static str = "comm_overlap";
+            /// Field names accepted under `comm_overlap`.
+            pub const FIELDS: &'static [&'static str] = &[$(stringify!($f)),*];
+
+            /// A config with only the required field set, everything else at Bridge's
+            /// defaults.
+            pub fn new(required: bool) -> Self {
+                Self { $( $f: comm_overlap_config!(@new $kind required $($d)?), )* }
+            }
+        }
+
+        /// The field paths of `comm_overlap`.
+        #[derive(Debug, Clone, Copy)]
+        pub struct CommOverlapPaths {
+            $( pub $f: &'static str, )*
+        }
+
+        /// Every field's full path: `comm_overlap.FIELD`.
+        pub const COMM_OVERLAP: CommOverlapPaths = CommOverlapPaths {
+            $( $f: concat!("comm_overlap.", stringify!($f)), )*
+        };
+
+        /// `_CommOverlapConfig`: every field `None` until set. It carries the `computed`
+        /// fields too (`data_parallel_size`), but `finalize()` leaves them out, so the
+        /// snapshot keeps them `None` and they never override anything.
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct OverlapFields {
+            $( pub $f: comm_overlap_config!(@mirror $kind $t), )*
+        }
+
+        impl OverlapFields {
+            /// `finalize()`: the snapshot of the user's fields (`computed` ones excluded).
+            pub fn snapshot(c: &CommOverlapConfig) -> Self {
+                Self { $( $f: comm_overlap_config!(@snap $kind c.$f), )* }
+            }
+
+            /// `_override_user_cfgs(C)`: each user value that is not `None` replaces C's.
+            pub fn override_with(mut self, user: &OverlapFields) -> Self {
+                $( if user.$f.is_some() { self.$f = user.$f.clone(); } )*
+                self
+            }
+        }
+    };
+}
+
+comm_overlap_config! {
     /// Required: Bridge's dataclass has no default for it.
-    pub tp_comm_overlap: bool,
+    tp_comm_overlap: bool [required],
     /// A userbuffers preset name, or an inline mapping of slots (a custom preset).
-    #[serde(default)]
-    pub tp_comm_overlap_cfg: Option<Value>,
+    tp_comm_overlap_cfg: Option<Value> [auto],
     #[serde(default = "nccl")]
-    pub tp_comm_bootstrap_backend: Option<String>,
-    #[serde(default)]
-    pub overlap_p2p_comm: Option<bool>,
-    #[serde(default)]
-    pub batch_p2p_comm: Option<bool>,
-    #[serde(default)]
-    pub overlap_grad_reduce: Option<bool>,
-    #[serde(default)]
-    pub overlap_param_gather: Option<bool>,
-    #[serde(default)]
-    pub overlap_param_gather_with_optimizer_step: Option<bool>,
-    #[serde(default)]
-    pub align_param_gather: Option<bool>,
-    #[serde(default)]
-    pub bucket_size: Option<u64>,
-    #[serde(default)]
-    pub defer_embedding_wgrad_compute: Option<bool>,
-    #[serde(default)]
-    pub wgrad_deferral_limit: Option<i64>,
+    tp_comm_bootstrap_backend: Option<String> [auto = nccl()],
+    overlap_p2p_comm: Option<bool> [auto],
+    batch_p2p_comm: Option<bool> [auto],
+    overlap_grad_reduce: Option<bool> [auto],
+    overlap_param_gather: Option<bool> [auto],
+    overlap_param_gather_with_optimizer_step: Option<bool> [auto],
+    align_param_gather: Option<bool> [auto],
+    bucket_size: Option<u64> [auto],
+    defer_embedding_wgrad_compute: Option<bool> [auto],
+    wgrad_deferral_limit: Option<i64> [auto],
     /// Filled in by resolution (world / (TP*PP*CP)); a recipe may not set it.
-    #[serde(default)]
-    pub data_parallel_size: Option<u64>,
-    #[serde(default)]
-    pub overlap_moe_expert_parallel_comm: Option<bool>,
-    #[serde(default)]
-    pub delay_wgrad_compute: Option<bool>,
+    data_parallel_size: Option<u64> [computed],
+    overlap_moe_expert_parallel_comm: Option<bool> [auto],
+    delay_wgrad_compute: Option<bool> [auto],
 }
 
 fn nccl() -> Option<String> {
     Some("nccl".to_string())
-}
-
-impl CommOverlapConfig {
-    /// Field names accepted under `comm_overlap`.
-    pub const FIELDS: &'static [&'static str] = &[
-        "tp_comm_overlap",
-        "tp_comm_overlap_cfg",
-        "tp_comm_bootstrap_backend",
-        "overlap_p2p_comm",
-        "batch_p2p_comm",
-        "overlap_grad_reduce",
-        "overlap_param_gather",
-        "overlap_param_gather_with_optimizer_step",
-        "align_param_gather",
-        "bucket_size",
-        "defer_embedding_wgrad_compute",
-        "wgrad_deferral_limit",
-        "data_parallel_size",
-        "overlap_moe_expert_parallel_comm",
-        "delay_wgrad_compute",
-    ];
-
-    /// A config with only `tp_comm_overlap` set, everything else at Bridge's defaults.
-    pub fn new(tp_comm_overlap: bool) -> Self {
-        Self {
-            tp_comm_overlap,
-            tp_comm_overlap_cfg: None,
-            tp_comm_bootstrap_backend: nccl(),
-            overlap_p2p_comm: None,
-            batch_p2p_comm: None,
-            overlap_grad_reduce: None,
-            overlap_param_gather: None,
-            overlap_param_gather_with_optimizer_step: None,
-            align_param_gather: None,
-            bucket_size: None,
-            defer_embedding_wgrad_compute: None,
-            wgrad_deferral_limit: None,
-            data_parallel_size: None,
-            overlap_moe_expert_parallel_comm: None,
-            delay_wgrad_compute: None,
-        }
-    }
 }

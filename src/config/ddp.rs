@@ -3,7 +3,7 @@
 
 crate::section! {
     /// Data-parallel wrapper settings.
-    pub struct DdpConfig {
+    pub struct DdpConfig in ddp, paths DDP: DdpPaths {
         grad_reduce_in_fp32: bool = false,
         overlap_grad_reduce: bool = false,
         overlap_param_gather: bool = false,

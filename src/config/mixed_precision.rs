@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 crate::section! {
     /// Bridge `MixedPrecisionConfig` (defaults as in the dataclass).
-    pub struct MixedPrecisionConfig {
+    pub struct MixedPrecisionConfig in mixed_precision, paths MIXED_PRECISION: MixedPrecisionPaths {
         fp32: bool = false,
         fp16: bool = false,
         bf16: bool = false,

@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use comm_overlap::CommOverlapConfig;
-pub use ddp::DdpConfig;
-pub use mixed_precision::{MixedPrecisionConfig, MixedPrecisionSpec};
-pub use model::ModelConfig;
-pub use optimizer::OptimizerConfig;
-pub use train::TrainConfig;
+pub use comm_overlap::{COMM_OVERLAP, CommOverlapConfig};
+pub use ddp::{DDP, DdpConfig};
+pub use mixed_precision::{MIXED_PRECISION, MixedPrecisionConfig, MixedPrecisionSpec};
+pub use model::{MODEL, ModelConfig};
+pub use optimizer::{OPTIMIZER, OptimizerConfig};
+pub use train::{TRAIN, TrainConfig};
 
 /// The sections a recipe or `--set` may address.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 crate::section! {
     /// Model shape, parallel layout, MoE, recompute and precision fields.
-    pub struct ModelConfig {
+    pub struct ModelConfig in model, paths MODEL: ModelPaths {
         // Shape.
         num_layers: u32 = 12,
         hidden_size: u32 = 768,

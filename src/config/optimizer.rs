@@ -3,7 +3,7 @@
 
 crate::section! {
     /// Optimizer settings that overlap and mixed precision read or write.
-    pub struct OptimizerConfig {
+    pub struct OptimizerConfig in optimizer, paths OPTIMIZER: OptimizerPaths {
         optimizer: String = "adam".to_string(),
         lr: Option<f64> = None,
         min_lr: Option<f64> = None,

@@ -1,16 +1,20 @@
 //! The `section!` macro: declares one ConfigContainer section as a plain struct whose
 //! `Default` carries Megatron-Core's (or Megatron-Bridge's) defaults, which rejects unknown
-//! keys when deserialised, and which lists its field names for override checking.
+//! keys when deserialised, which lists its field names for override checking, and whose
+//! field paths (`model.num_layers`) are typed constants, so code never spells a path as a
+//! quoted string.
 //!
 //! Contract: every field is `pub`, every field has a default, `FIELDS` is in declaration
-//! order (which is also the key order of the JSON/YAML output).
+//! order (which is also the key order of the JSON/YAML output), and `CONST.FIELD` is
+//! `"SECTION.FIELD"` for every field.
 
-/// Declares a config section. `Option<T>` fields model Python's `None`.
+/// Declares a config section: `pub struct Name in section_key, paths CONST: PathsType { ... }`.
+/// `Option<T>` fields model Python's `None`.
 #[macro_export]
 macro_rules! section {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident {
+        pub struct $name:ident in $key:ident, paths $pconst:ident : $paths:ident {
             $( $(#[$fmeta:meta])* $field:ident : $ty:ty = $default:expr ),* $(,)?
         }
     ) => {
@@ -28,8 +32,21 @@ macro_rules! section {
         }
 
         impl $name {
+            /// The section's key in a recipe, in `--set` and in the plan.
+            pub const SECTION: &'static str = stringify!($key);
             /// Field names in declaration order.
             pub const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+        }
+
+        #[doc = concat!("Every field's full path: `", stringify!($key), ".FIELD`.")]
+        pub const $pconst: $paths = $paths {
+            $( $field: concat!(stringify!($key), ".", stringify!($field)), )*
+        };
+
+        #[doc = concat!("The field paths of `", stringify!($key), "`: `", stringify!($key), ".FIELD` for each field.")]
+        #[derive(Debug, Clone, Copy)]
+        pub struct $paths {
+            $( pub $field: &'static str, )*
         }
     };
 }

@@ -2,7 +2,7 @@
 
 crate::section! {
     /// Training loop settings.
-    pub struct TrainConfig {
+    pub struct TrainConfig in train, paths TRAIN: TrainPaths {
         global_batch_size: u32 = 32,
         micro_batch_size: u32 = 1,
         train_iters: Option<u64> = None,

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::OverlapFields;
-use crate::config::{DdpConfig, ModelConfig};
+use crate::config::{COMM_OVERLAP, DdpConfig, MODEL, ModelConfig};
 use crate::error::{Error, Result};
 use crate::version::Stack;
 
@@ -19,7 +19,7 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
     const OFF: &str = "or set comm_overlap.overlap_moe_expert_parallel_comm=false";
     if m.expert_model_parallel_size <= 1 {
         return Err(fail(
-            "model.expert_model_parallel_size",
+            MODEL.expert_model_parallel_size,
             format!(
                 "overlap_moe_expert_parallel_comm is only supported when expert_model_parallel_size > 1 (got {})",
                 m.expert_model_parallel_size
@@ -30,14 +30,14 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
     match m.num_moe_experts {
         None => {
             return Err(fail(
-                "model.num_moe_experts",
+                MODEL.num_moe_experts,
                 "overlap_moe_expert_parallel_comm needs num_moe_experts > 1, but num_moe_experts is None (Bridge raises TypeError comparing None > 1)",
                 &format!("set model.num_moe_experts, {OFF}"),
             ));
         }
         Some(n) if n <= 1 => {
             return Err(fail(
-                "model.num_moe_experts",
+                MODEL.num_moe_experts,
                 format!(
                     "overlap_moe_expert_parallel_comm is only supported when num_moe_experts > 1, but got {n}"
                 ),
@@ -48,7 +48,7 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
     }
     if !matches!(m.moe_token_dispatcher_type.as_str(), "alltoall" | "flex") {
         return Err(fail(
-            "model.moe_token_dispatcher_type",
+            MODEL.moe_token_dispatcher_type,
             format!(
                 "overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or 'flex', but got {}",
                 m.moe_token_dispatcher_type
@@ -58,7 +58,7 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
     }
     if !(m.bf16 || m.fp16) {
         return Err(fail(
-            "model.bf16",
+            MODEL.bf16,
             "overlap_moe_expert_parallel_comm is only supported when using bf16 or fp16 models",
             &format!("use a bf16 or fp16 mixed_precision recipe, {OFF}"),
         ));
@@ -75,28 +75,28 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
     }
     if m.pipeline_model_parallel_size > 1 && m.virtual_pipeline_model_parallel_size.is_none() {
         return Err(fail(
-            "model.virtual_pipeline_model_parallel_size",
+            MODEL.virtual_pipeline_model_parallel_size,
             "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1",
             &format!("set model.virtual_pipeline_model_parallel_size (1 is accepted), {OFF}"),
         ));
     }
     if m.recompute_granularity.as_deref() == Some("full") {
         return Err(fail(
-            "model.recompute_granularity",
+            MODEL.recompute_granularity,
             "disable full recomputation when enabling overlap_moe_expert_parallel_comm",
             &format!("use selective recompute, {OFF}"),
         ));
     }
     if m.recompute_method.is_some() {
         return Err(fail(
-            "model.recompute_method",
+            MODEL.recompute_method,
             "disable recomputation method when enabling overlap_moe_expert_parallel_comm",
             &format!("set model.recompute_method=null, {OFF}"),
         ));
     }
     if m.recompute_num_layers.is_some() {
         return Err(fail(
-            "model.recompute_num_layers",
+            MODEL.recompute_num_layers,
             "recompute_num_layers must be None when enabling overlap_moe_expert_parallel_comm",
             &format!("set model.recompute_num_layers=null, {OFF}"),
         ));
@@ -106,21 +106,21 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
         .is_some_and(|mods| mods.iter().any(|x| x == "moe"))
     {
         return Err(fail(
-            "model.recompute_modules",
+            MODEL.recompute_modules,
             "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm",
             &format!("drop `moe` from model.recompute_modules, {OFF}"),
         ));
     }
     if m.moe_shared_expert_overlap {
         return Err(fail(
-            "model.moe_shared_expert_overlap",
+            MODEL.moe_shared_expert_overlap,
             "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm",
             &format!("set model.moe_shared_expert_overlap=false, {OFF}"),
         ));
     }
     if m.mtp_num_layers.is_some_and(|n| n > 1) {
         return Err(fail(
-            "model.mtp_num_layers",
+            MODEL.mtp_num_layers,
             "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm.",
             &format!("set model.mtp_num_layers to null, 0 or 1, {OFF}"),
         ));
@@ -142,7 +142,7 @@ pub fn delay_wgrad(
         .map_or("not installed".to_string(), ToString::to_string);
     if (ddp.overlap_grad_reduce || user.overlap_grad_reduce == Some(true)) && !te("2.7.0") {
         return Err(fail(
-            "comm_overlap.delay_wgrad_compute",
+            COMM_OVERLAP.delay_wgrad_compute,
             format!(
                 "TE version >= 2.7.0 is required for overlap_grad_reduce when using delay_wgrad_compute. Current TE version: {te_text}"
             ),
@@ -151,7 +151,7 @@ pub fn delay_wgrad(
     }
     if m.gradient_accumulation_fusion && !te("2.7.0") {
         return Err(fail(
-            "comm_overlap.delay_wgrad_compute",
+            COMM_OVERLAP.delay_wgrad_compute,
             format!(
                 "TE version >= 2.7.0 is required for gradient_accumulation_fusion when using delay_wgrad_compute. Current TE version: {te_text}"
             ),
@@ -161,7 +161,7 @@ pub fn delay_wgrad(
     if !(m.overlap_moe_expert_parallel_comm || user.overlap_moe_expert_parallel_comm == Some(true))
     {
         return Err(fail(
-            "comm_overlap.delay_wgrad_compute",
+            COMM_OVERLAP.delay_wgrad_compute,
             "overlap_moe_expert_parallel_comm is required for delay_wgrad_compute",
             "set comm_overlap.overlap_moe_expert_parallel_comm=true, or delay_wgrad_compute=false",
         ));
@@ -175,7 +175,7 @@ pub fn delay_wgrad(
     if wgrad_in_graph {
         if !te("2.12.0") {
             return Err(fail(
-                "model.cuda_graph_modules",
+                MODEL.cuda_graph_modules,
                 format!(
                     "CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0. Current TE version: {te_text}"
                 ),
@@ -184,14 +184,14 @@ pub fn delay_wgrad(
         }
         if !m.gradient_accumulation_fusion {
             return Err(fail(
-                "model.gradient_accumulation_fusion",
+                MODEL.gradient_accumulation_fusion,
                 "CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled (wgrad buffers need static memory addresses)",
                 "set model.gradient_accumulation_fusion=true",
             ));
         }
         if attn && (m.add_bias_linear || m.add_qkv_bias) {
             return Err(fail(
-                "model.add_bias_linear",
+                MODEL.add_bias_linear,
                 "CUDA graph with delay_wgrad_compute does not support attention bias for now.",
                 "set model.add_bias_linear=false and model.add_qkv_bias=false, or drop attn from the CUDA graph modules",
             ));

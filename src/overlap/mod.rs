@@ -13,7 +13,9 @@ pub mod userbuffers;
 
 use serde_json::Value;
 
-use crate::config::{CommOverlapConfig, DdpConfig, ModelConfig, OptimizerConfig};
+use crate::config::{
+    COMM_OVERLAP, CommOverlapConfig, DDP, DdpConfig, MODEL, ModelConfig, OPTIMIZER, OptimizerConfig,
+};
 use crate::error::{Error, Result, did_you_mean};
 use crate::plan::decision::{Decision, Source};
 use crate::version::Stack;
@@ -21,70 +23,7 @@ use crate::version::Stack;
 /// Bridge's automatic DP bucket: 128 Mi *parameters* (elements, not bytes).
 pub const AUTO_BUCKET_SIZE: u64 = 128 * 1024 * 1024;
 
-/// `_CommOverlapConfig`: the 14 resolvable fields, every one `None` until set.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OverlapFields {
-    pub tp_comm_overlap: Option<bool>,
-    pub tp_comm_overlap_cfg: Option<Value>,
-    pub tp_comm_bootstrap_backend: Option<String>,
-    pub overlap_p2p_comm: Option<bool>,
-    pub batch_p2p_comm: Option<bool>,
-    pub overlap_grad_reduce: Option<bool>,
-    pub overlap_param_gather: Option<bool>,
-    pub overlap_param_gather_with_optimizer_step: Option<bool>,
-    pub align_param_gather: Option<bool>,
-    pub bucket_size: Option<u64>,
-    pub defer_embedding_wgrad_compute: Option<bool>,
-    pub wgrad_deferral_limit: Option<i64>,
-    pub overlap_moe_expert_parallel_comm: Option<bool>,
-    pub delay_wgrad_compute: Option<bool>,
-}
-
-impl OverlapFields {
-    /// `finalize()`: the snapshot of the user's 14 fields (`data_parallel_size` excluded).
-    pub fn snapshot(c: &CommOverlapConfig) -> Self {
-        Self {
-            tp_comm_overlap: Some(c.tp_comm_overlap),
-            tp_comm_overlap_cfg: c.tp_comm_overlap_cfg.clone(),
-            tp_comm_bootstrap_backend: c.tp_comm_bootstrap_backend.clone(),
-            overlap_p2p_comm: c.overlap_p2p_comm,
-            batch_p2p_comm: c.batch_p2p_comm,
-            overlap_grad_reduce: c.overlap_grad_reduce,
-            overlap_param_gather: c.overlap_param_gather,
-            overlap_param_gather_with_optimizer_step: c.overlap_param_gather_with_optimizer_step,
-            align_param_gather: c.align_param_gather,
-            bucket_size: c.bucket_size,
-            defer_embedding_wgrad_compute: c.defer_embedding_wgrad_compute,
-            wgrad_deferral_limit: c.wgrad_deferral_limit,
-            overlap_moe_expert_parallel_comm: c.overlap_moe_expert_parallel_comm,
-            delay_wgrad_compute: c.delay_wgrad_compute,
-        }
-    }
-
-    /// `_override_user_cfgs(C)`: each user value that is not `None` replaces C's.
-    pub fn override_with(mut self, user: &OverlapFields) -> Self {
-        macro_rules! take {
-            ($($f:ident),*) => { $( if user.$f.is_some() { self.$f = user.$f.clone(); } )* };
-        }
-        take!(
-            tp_comm_overlap,
-            tp_comm_overlap_cfg,
-            tp_comm_bootstrap_backend,
-            overlap_p2p_comm,
-            batch_p2p_comm,
-            overlap_grad_reduce,
-            overlap_param_gather,
-            overlap_param_gather_with_optimizer_step,
-            align_param_gather,
-            bucket_size,
-            defer_embedding_wgrad_compute,
-            wgrad_deferral_limit,
-            overlap_moe_expert_parallel_comm,
-            delay_wgrad_compute
-        );
-        self
-    }
-}
+pub use crate::config::comm_overlap::OverlapFields;
 
 /// What resolution needs besides the three targets.
 pub struct Context<'a> {
@@ -132,7 +71,7 @@ pub fn setup(
             Some(dict) => {
                 model.tp_comm_overlap_cfg = Some(dict.clone());
                 out.decisions.push(Decision::new(
-                    "model.tp_comm_overlap_cfg",
+                    MODEL.tp_comm_overlap_cfg,
                     dict,
                     "TP overlap is on: the userbuffers preset is converted to the dict TE's initialize_ub receives, top-level None slots dropped (comm_overlap.py setup)",
                     (ctx.origin)("tp_comm_overlap_cfg"),
@@ -151,7 +90,7 @@ pub fn setup(
         apply_dp(&q, &user, dp, model, optimizer, ddp, ctx, &mut out);
     } else {
         out.decisions.push(Decision::new(
-            "ddp.overlap_grad_reduce",
+            DDP.overlap_grad_reduce,
             ddp.overlap_grad_reduce,
             "DP overlap defaults are applied only when ddp.use_distributed_optimizer is true; ddp and optimizer keep their values (comm_overlap.py setup step 4)",
             Source::Default,
@@ -167,7 +106,7 @@ pub fn resolve_preset(cfg: Option<&Value>) -> Result<Option<Value>> {
         Some(Value::String(name)) => match userbuffers::preset(name) {
             Some(p) => Ok(Some(userbuffers::preset_to_dict(p))),
             None => Err(Error::usage(format!("unknown userbuffers preset `{name}`"))
-                .at_fields("comm_overlap.tp_comm_overlap_cfg")
+                .at_fields(COMM_OVERLAP.tp_comm_overlap_cfg)
                 .help(format!(
                     "{} (run `ovlaunch presets` for the list)",
                     did_you_mean(name, userbuffers::preset_names())
@@ -175,11 +114,11 @@ pub fn resolve_preset(cfg: Option<&Value>) -> Result<Option<Value>> {
         },
         Some(Value::Object(map)) => userbuffers::preset_from_mapping(map)
             .map(|p| Some(userbuffers::preset_to_dict(&p)))
-            .map_err(|m| Error::usage(m).at_fields("comm_overlap.tp_comm_overlap_cfg")),
+            .map_err(|m| Error::usage(m).at_fields(COMM_OVERLAP.tp_comm_overlap_cfg)),
         Some(other) => Err(Error::usage(format!(
             "tp_comm_overlap_cfg must be a preset name or a mapping of slots, got {other}"
         ))
-        .at_fields("comm_overlap.tp_comm_overlap_cfg")),
+        .at_fields(COMM_OVERLAP.tp_comm_overlap_cfg)),
     }
 }
 
@@ -207,13 +146,13 @@ fn model_fields(
         let failure = if model.tensor_model_parallel_size < 2 {
             Some((
                 "TP size < 2",
-                "model.tensor_model_parallel_size",
+                MODEL.tensor_model_parallel_size,
                 "set model.tensor_model_parallel_size >= 2 (and model.sequence_parallel=true)",
             ))
         } else if !model.sequence_parallel {
             Some((
                 "sequence_parallel=False",
-                "model.sequence_parallel",
+                MODEL.sequence_parallel,
                 "set model.sequence_parallel=true: TE overlaps only the all-gather/reduce-scatter of the sequence-parallel path",
             ))
         } else if ctx.stack.te.is_none() {
@@ -236,7 +175,7 @@ fn model_fields(
             }
             out.warnings.push(text.clone());
             out.decisions.push(Decision::new(
-                "model.tp_comm_overlap",
+                MODEL.tp_comm_overlap,
                 false,
                 format!("{text} comm_overlap.tp_comm_overlap=true was requested but the TP gate failed on {field} (comm_overlap.py TP gate)"),
                 Source::Derived,
@@ -286,7 +225,7 @@ fn apply_to_model(
     model.tp_comm_overlap = tp;
     if tp {
         out.decisions.push(Decision::new(
-            "model.tp_comm_overlap",
+            MODEL.tp_comm_overlap,
             true,
             format!(
                 "comm_overlap.tp_comm_overlap=true passed the TP gate (TP={} >= 2, sequence_parallel on, TE present)",
@@ -309,7 +248,7 @@ fn apply_to_model(
     };
     model.overlap_p2p_comm = p2p;
     out.decisions.push(Decision::new(
-        "model.overlap_p2p_comm",
+        MODEL.overlap_p2p_comm,
         p2p,
         if user.overlap_p2p_comm.is_some() {
             "user value beats the PP table".to_string()
@@ -320,7 +259,7 @@ fn apply_to_model(
     ));
     model.batch_p2p_comm = batch;
     out.decisions.push(Decision::new(
-        "model.batch_p2p_comm",
+        MODEL.batch_p2p_comm,
         batch,
         if user.batch_p2p_comm.is_some() {
             "user value beats the PP table".to_string()
@@ -334,7 +273,7 @@ fn apply_to_model(
     let limit = r.wgrad_deferral_limit.unwrap_or(-1);
     model.wgrad_deferral_limit = limit;
     out.decisions.push(Decision::new(
-        "model.wgrad_deferral_limit",
+        MODEL.wgrad_deferral_limit,
         limit,
         if user.wgrad_deferral_limit.is_some() {
             "user value".to_string()
@@ -422,20 +361,20 @@ fn apply_dp(
         dp_rule("overlap the gradient reduce-scatter with backward"),
     );
     out.decisions
-        .push(Decision::new("ddp.overlap_grad_reduce", ogr, rule, source));
+        .push(Decision::new(DDP.overlap_grad_reduce, ogr, rule, source));
     let (rule, source) = why(
         "overlap_param_gather",
         user.overlap_param_gather.is_some(),
         dp_rule("overlap the parameter all-gather with forward"),
     );
     out.decisions.push(Decision::new(
-        "ddp.overlap_param_gather",
+        DDP.overlap_param_gather,
         opg,
         rule.clone(),
         source.clone(),
     ));
     out.decisions.push(Decision::new(
-        "optimizer.overlap_param_gather",
+        OPTIMIZER.overlap_param_gather,
         opg,
         rule,
         source,
@@ -446,7 +385,7 @@ fn apply_dp(
         "never automatic: Bridge leaves it off because of a checkpointing issue".into(),
     );
     out.decisions.push(Decision::new(
-        "optimizer.overlap_param_gather_with_optimizer_step",
+        OPTIMIZER.overlap_param_gather_with_optimizer_step,
         opgwos,
         rule,
         source,
@@ -461,7 +400,7 @@ fn apply_dp(
         ),
     );
     out.decisions
-        .push(Decision::new("ddp.align_param_gather", align, rule, source));
+        .push(Decision::new(DDP.align_param_gather, align, rule, source));
     let (rule, source) = why(
         "bucket_size",
         user.bucket_size.is_some(),
@@ -473,19 +412,15 @@ fn apply_dp(
             "DP=1: no bucket size (a single bucket)".to_string()
         },
     );
-    out.decisions.push(Decision::new(
-        "ddp.bucket_size",
-        q.bucket_size,
-        rule,
-        source,
-    ));
+    out.decisions
+        .push(Decision::new(DDP.bucket_size, q.bucket_size, rule, source));
     let (rule, source) = why(
         "delay_wgrad_compute",
         user.delay_wgrad_compute.is_some(),
         "Bridge copies the user's delay_wgrad_compute to ddp, None when unset (comm_overlap.py _apply_cfgs copies None)".into(),
     );
     out.decisions.push(Decision::new(
-        "ddp.delay_wgrad_compute",
+        DDP.delay_wgrad_compute,
         q.delay_wgrad_compute,
         rule,
         source,

@@ -11,7 +11,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::config::{
-    DdpConfig, MixedPrecisionConfig, MixedPrecisionSpec, ModelConfig, OptimizerConfig,
+    DdpConfig, MIXED_PRECISION, MixedPrecisionConfig, MixedPrecisionSpec, ModelConfig,
+    OptimizerConfig,
 };
 use crate::error::{Error, Result, did_you_mean};
 use crate::plan::decision::{Decision, Source};
@@ -37,7 +38,7 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
             for field in MixedPrecisionConfig::FIELDS {
                 if let Some(v) = custom.fields.get(*field) {
                     cfg.set_field(field, v.clone()).map_err(|m| {
-                        Error::usage(m).at_fields(&format!("mixed_precision.{field}"))
+                        Error::usage(m).at_fields(format!("mixed_precision.{field}"))
                     })?;
                 }
             }
@@ -45,7 +46,7 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
                 if !MixedPrecisionConfig::FIELDS.contains(&key.as_str()) {
                     return Err(
                         Error::usage(format!("unknown field `{key}` in mixed_precision"))
-                            .at_fields(&format!("mixed_precision.{key}"))
+                            .at_fields(format!("mixed_precision.{key}"))
                             .help(did_you_mean(
                                 key,
                                 MixedPrecisionConfig::FIELDS.iter().copied(),
@@ -83,7 +84,7 @@ pub fn finalize(cfg: &mut MixedPrecisionConfig, stack: &Stack) -> Result<()> {
         return Err(Error::config(
             "fp4 requires Transformer Engine >= 2.7.0.dev0 for NVFP4BlockScaling support.",
         )
-        .at_fields("mixed_precision.fp4")
+        .at_fields(MIXED_PRECISION.fp4)
         .help("use --te-version 2.7.0 or newer, or a non-fp4 precision"));
     }
     Ok(())

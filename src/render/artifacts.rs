@@ -120,7 +120,7 @@ fn secrets_file(plan: &Plan) -> Result<String> {
         if secret::is_secret_name(k) {
             crate::input::check_env_name(k)
                 .and_then(|()| crate::input::check_env_value(k, &e.value))
-                .map_err(|m| Error::usage(m).at_fields(&format!("env.{}", k.escape_debug())))?;
+                .map_err(|m| Error::usage(m).at_fields(format!("env.{}", k.escape_debug())))?;
             let _ = writeln!(s, "{k}={}", super::shell::quote(&e.value));
         }
     }

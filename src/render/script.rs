@@ -54,11 +54,11 @@ fn check_spec(spec: &LaunchSpec) -> Result<()> {
     for (k, v) in &spec.env {
         check_env_name(k)
             .and_then(|()| check_env_value(k, v))
-            .map_err(|m| Error::usage(m).at_fields(&format!("env.{}", k.escape_debug())))?;
+            .map_err(|m| Error::usage(m).at_fields(format!("env.{}", k.escape_debug())))?;
     }
     for k in spec.secret_names.iter().chain(&spec.unset) {
         check_env_name(k)
-            .map_err(|m| Error::usage(m).at_fields(&format!("env.{}", k.escape_debug())))?;
+            .map_err(|m| Error::usage(m).at_fields(format!("env.{}", k.escape_debug())))?;
     }
     for (what, list) in [
         ("the trainer command", &spec.trainer),

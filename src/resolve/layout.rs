@@ -4,7 +4,7 @@
 //! divisible by ETP*EP*PP), and Megatron-Core's post-init checks (heads and query groups by
 //! TP, layers by PP*VPP, sequence by 2*CP, batch by micro-batch*DP, SP needs TP > 1).
 
-use crate::config::{ModelConfig, TrainConfig};
+use crate::config::{MODEL, ModelConfig, TRAIN, TrainConfig};
 use crate::error::{Error, Result};
 use crate::plan::Parallelism;
 
@@ -31,18 +31,18 @@ fn divisors(n: u64) -> impl Iterator<Item = u64> {
 /// only fail on every rank at start.
 fn positive_sizes(model: &ModelConfig, train: &TrainConfig) -> Result<()> {
     let required = [
-        ("model.num_layers", Some(model.num_layers)),
-        ("model.hidden_size", Some(model.hidden_size)),
-        ("model.num_attention_heads", Some(model.num_attention_heads)),
-        ("model.seq_length", Some(model.seq_length)),
-        ("model.ffn_hidden_size", model.ffn_hidden_size),
-        ("model.num_query_groups", model.num_query_groups),
-        ("model.kv_channels", model.kv_channels),
-        ("model.vocab_size", model.vocab_size),
-        ("model.num_moe_experts", model.num_moe_experts),
-        ("model.moe_ffn_hidden_size", model.moe_ffn_hidden_size),
-        ("train.global_batch_size", Some(train.global_batch_size)),
-        ("train.micro_batch_size", Some(train.micro_batch_size)),
+        (MODEL.num_layers, Some(model.num_layers)),
+        (MODEL.hidden_size, Some(model.hidden_size)),
+        (MODEL.num_attention_heads, Some(model.num_attention_heads)),
+        (MODEL.seq_length, Some(model.seq_length)),
+        (MODEL.ffn_hidden_size, model.ffn_hidden_size),
+        (MODEL.num_query_groups, model.num_query_groups),
+        (MODEL.kv_channels, model.kv_channels),
+        (MODEL.vocab_size, model.vocab_size),
+        (MODEL.num_moe_experts, model.num_moe_experts),
+        (MODEL.moe_ffn_hidden_size, model.moe_ffn_hidden_size),
+        (TRAIN.global_batch_size, Some(train.global_batch_size)),
+        (TRAIN.micro_batch_size, Some(train.micro_batch_size)),
     ];
     for (name, v) in required {
         if v == Some(0) {
@@ -57,7 +57,7 @@ fn positive_sizes(model: &ModelConfig, train: &TrainConfig) -> Result<()> {
         return Err(Error::usage(
             "model.moe_router_topk is 0 on a MoE model; it must be at least 1",
         )
-        .at_fields("model.moe_router_topk"));
+        .at_fields(MODEL.moe_router_topk));
     }
     Ok(())
 }
@@ -166,7 +166,7 @@ fn check_pipeline_layout(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> Resu
     let Some(text) = &model.pipeline_model_parallel_layout else {
         return Ok(());
     };
-    let at = "model.pipeline_model_parallel_layout";
+    let at = MODEL.pipeline_model_parallel_layout;
     let stages = expand_pipeline_layout(text).map_err(|m| {
         Error::usage(format!("pipeline_model_parallel_layout `{text}`: {m}")).at_fields(at)
     })?;
@@ -219,11 +219,11 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
     let ep = u64::from(model.expert_model_parallel_size);
     let etp = model.expert_tensor_parallel_size.map_or(tp, u64::from);
     for (name, v) in [
-        ("model.tensor_model_parallel_size", tp),
-        ("model.pipeline_model_parallel_size", pp),
-        ("model.context_parallel_size", cp),
-        ("model.expert_model_parallel_size", ep),
-        ("model.expert_tensor_parallel_size", etp),
+        (MODEL.tensor_model_parallel_size, tp),
+        (MODEL.pipeline_model_parallel_size, pp),
+        (MODEL.context_parallel_size, cp),
+        (MODEL.expert_model_parallel_size, ep),
+        (MODEL.expert_tensor_parallel_size, etp),
     ] {
         if v == 0 {
             return Err(Error::usage(format!("{name} must be at least 1")).at_fields(name));
@@ -238,11 +238,18 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(format!(
             "TP*PP*CP = {tp}*{pp}*{cp} = {mp} does not divide the world size {world}"
         ))
-        .at_fields("model.tensor_model_parallel_size, model.pipeline_model_parallel_size, model.context_parallel_size")
+        .at_fields([
+            MODEL.tensor_model_parallel_size,
+            MODEL.pipeline_model_parallel_size,
+            MODEL.context_parallel_size,
+        ])
         .help(if fits.is_empty() {
             format!("choose TP, PP and CP whose product divides {world}")
         } else {
-            format!("with PP={pp} and CP={cp}, TP may be {}; or change --gpus", fits.join(", "))
+            format!(
+                "with PP={pp} and CP={cp}, TP may be {}; or change --gpus",
+                fits.join(", ")
+            )
         }));
     }
     let dp = world / mp;
@@ -252,7 +259,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(format!(
             "num_attention_heads {heads} is not divisible by tensor_model_parallel_size {tp}"
         ))
-        .at_fields("model.num_attention_heads, model.tensor_model_parallel_size")
+        .at_fields([MODEL.num_attention_heads, MODEL.tensor_model_parallel_size])
         .help(format!(
             "TP may be one of {}",
             list(divisors(heads).filter(|d| *d <= 64))
@@ -264,12 +271,12 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(format!(
             "num_query_groups {groups} is not divisible by tensor_model_parallel_size {tp}"
         ))
-        .at_fields("model.num_query_groups, model.tensor_model_parallel_size")
+        .at_fields([MODEL.num_query_groups, MODEL.tensor_model_parallel_size])
         .help(format!("TP may be one of {}", list(divisors(groups)))));
     }
     if model.sequence_parallel && tp <= 1 {
         return Err(Error::usage("sequence_parallel needs tensor_model_parallel_size > 1 (Megatron-Core: \"Can not use sequence parallelism without tensor parallelism\")")
-            .at_fields("model.sequence_parallel, model.tensor_model_parallel_size")
+            .at_fields([MODEL.sequence_parallel, MODEL.tensor_model_parallel_size])
             .help("set model.sequence_parallel=false, or TP > 1"));
     }
     let layers = u64::from(model.num_layers);
@@ -278,7 +285,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(
             "virtual_pipeline_model_parallel_size must be at least 1 or null",
         )
-        .at_fields("model.virtual_pipeline_model_parallel_size"));
+        .at_fields(MODEL.virtual_pipeline_model_parallel_size));
     }
     check_pipeline_layout(model, pp, vpp)?;
     if model.pipeline_model_parallel_layout.is_none()
@@ -292,7 +299,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
                 "num_layers {layers} is not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size = {pp}*{} = {stages}",
                 vpp.unwrap_or(1)
             ))
-            .at_fields("model.num_layers, model.pipeline_model_parallel_size, model.virtual_pipeline_model_parallel_size")
+            .at_fields([MODEL.num_layers, MODEL.pipeline_model_parallel_size, MODEL.virtual_pipeline_model_parallel_size])
             .help(if ok.is_empty() {
                 format!("{layers} layers have no divisor between 2 and 16: give model.pipeline_model_parallel_layout (e.g. \"Et*4|(t*4|)*14tmL\") or account_for_embedding/loss_in_pipeline_split")
             } else {
@@ -303,7 +310,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
     let seq = u64::from(model.seq_length);
     if cp > 1 && seq % (2 * cp) != 0 {
         return Err(Error::usage(format!("seq_length {seq} is not divisible by 2*context_parallel_size = {}", 2 * cp))
-            .at_fields("model.seq_length, model.context_parallel_size")
+            .at_fields([MODEL.seq_length, MODEL.context_parallel_size])
             .help("context parallelism splits each sequence into 2*CP chunks; pick a CP with seq_length % (2*CP) == 0"));
     }
     let gbs = u64::from(train.global_batch_size);
@@ -315,7 +322,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             "global_batch_size {gbs} is not divisible by micro_batch_size*DP = {mbs}*{dp} = {}",
             mbs * dp
         ))
-        .at_fields("train.global_batch_size, train.micro_batch_size")
+        .at_fields([TRAIN.global_batch_size, TRAIN.micro_batch_size])
         .help(format!(
             "use a global batch that is a multiple of {step} (e.g. {} or {})",
             lo.max(step),
@@ -326,14 +333,14 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         match model.num_moe_experts {
             None => {
                 return Err(Error::usage(format!("expert_model_parallel_size {ep} needs a MoE model, but num_moe_experts is not set"))
-                    .at_fields("model.expert_model_parallel_size, model.num_moe_experts")
+                    .at_fields([MODEL.expert_model_parallel_size, MODEL.num_moe_experts])
                     .help("set model.num_moe_experts, or model.expert_model_parallel_size=1"));
             }
             Some(n) if u64::from(n) % ep != 0 => {
                 return Err(Error::usage(format!(
                     "num_moe_experts {n} is not divisible by expert_model_parallel_size {ep}"
                 ))
-                .at_fields("model.num_moe_experts, model.expert_model_parallel_size")
+                .at_fields([MODEL.num_moe_experts, MODEL.expert_model_parallel_size])
                 .help(format!(
                     "EP may be one of {}",
                     list(divisors(u64::from(n)).filter(|d| *d <= 256))
@@ -347,7 +354,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             "world size {world} is not divisible by ETP*EP*PP = {etp}*{ep}*{pp} = {}",
             etp * ep * pp
         ))
-        .at_fields("model.expert_tensor_parallel_size, model.expert_model_parallel_size, model.pipeline_model_parallel_size")
+        .at_fields([MODEL.expert_tensor_parallel_size, MODEL.expert_model_parallel_size, MODEL.pipeline_model_parallel_size])
         .help("the expert layout (expert TP x EP x PP) must divide the GPU count; lower EP or change --gpus"));
     }
     Ok(Parallelism {

@@ -18,6 +18,7 @@ pub mod validate;
 use serde_json::Value;
 
 use crate::catalog::{Hardware, Recipe};
+use crate::config::{MODEL, OPTIMIZER, TRAIN};
 use crate::error::{Error, Result};
 use crate::overlap;
 use crate::plan::{Decision, Parallelism, Plan, RecipeInfo, ResolvedPrecision, Source, Versions};
@@ -268,7 +269,7 @@ fn scale_batch(
             && u64::from(n) % before.model.model_parallel_product().max(1) == 0;
         let dp_old = u64::from(n) / before.model.model_parallel_product().max(1);
         let dp_new = world / cfg.model.model_parallel_product().max(1);
-        if dp_old != dp_new && fits && !explicit("train.global_batch_size") {
+        if dp_old != dp_new && fits && !explicit(TRAIN.global_batch_size) {
             let gbs = u64::from(before.train.global_batch_size);
             let scaled = gbs * dp_new;
             if dp_old == 0 || scaled % dp_old != 0 || scaled / dp_old == 0 {
@@ -276,16 +277,16 @@ fn scale_batch(
                     "cannot scale global_batch_size {gbs} from {n} to {} GPUs: {gbs}*{dp_new}/{dp_old} is not a whole number",
                     hw.count
                 ))
-                .at_fields("train.global_batch_size")
+                .at_fields(TRAIN.global_batch_size)
                 .help("Pass --set train.global_batch_size=N explicitly"));
             }
             let new = u32::try_from(scaled / dp_old).map_err(|_| {
                 Error::usage("scaled global_batch_size is too large")
-                    .at_fields("train.global_batch_size")
+                    .at_fields(TRAIN.global_batch_size)
             })?;
             cfg.train.global_batch_size = new;
             t.decisions.push(Decision::new(
-                "train.global_batch_size",
+                TRAIN.global_batch_size,
                 new,
                 format!("weak scaling from the {n}-GPU recipe: {gbs} * DP {dp_new} / DP {dp_old}; Bridge's runner does this itself at start (run_recipe.py), so it is not passed as an override"),
                 Source::Derived,
@@ -299,12 +300,12 @@ fn scale_batch(
         && v.bridge_recipe.is_some()
         && v.precision == "bf16"
         && cfg.optimizer.optimizer == "adam"
-        && !explicit("optimizer.use_precision_aware_optimizer")
+        && !explicit(OPTIMIZER.use_precision_aware_optimizer)
         && !cfg.optimizer.use_precision_aware_optimizer
     {
         cfg.optimizer.use_precision_aware_optimizer = true;
         t.decisions.push(Decision::new(
-            "optimizer.use_precision_aware_optimizer",
+            OPTIMIZER.use_precision_aware_optimizer,
             true,
             "Bridge's runner turns the precision-aware optimizer on for bf16 benchmark recipes with Adam (run_recipe.py benchmark runtime defaults); not passed as an override",
             Source::Derived,
@@ -321,13 +322,13 @@ fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<
     let par = layout::check(&cfg.model, &cfg.train, world)?;
     let tree = serde_json::to_value(cfg).map_err(internal)?;
     for key in [
-        "model.tensor_model_parallel_size",
-        "model.pipeline_model_parallel_size",
-        "model.virtual_pipeline_model_parallel_size",
-        "model.context_parallel_size",
-        "model.expert_model_parallel_size",
-        "model.sequence_parallel",
-        "train.micro_batch_size",
+        MODEL.tensor_model_parallel_size,
+        MODEL.pipeline_model_parallel_size,
+        MODEL.virtual_pipeline_model_parallel_size,
+        MODEL.context_parallel_size,
+        MODEL.expert_model_parallel_size,
+        MODEL.sequence_parallel,
+        TRAIN.micro_batch_size,
     ] {
         let (section, field) = key.split_once('.').expect("dotted");
         decisions.push(Decision::new(
@@ -337,14 +338,14 @@ fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<
             prov.source(key),
         ));
     }
-    if !prov.user_set("train.global_batch_size")
-        && !decisions.iter().any(|d| d.key == "train.global_batch_size")
+    if !prov.user_set(TRAIN.global_batch_size)
+        && !decisions.iter().any(|d| d.key == TRAIN.global_batch_size)
     {
         decisions.push(Decision::new(
-            "train.global_batch_size",
+            TRAIN.global_batch_size,
             cfg.train.global_batch_size,
             "layout",
-            prov.source("train.global_batch_size"),
+            prov.source(TRAIN.global_batch_size),
         ));
     }
     Ok(par)
@@ -484,7 +485,7 @@ fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result
     Err(Error::usage(format!(
         "Megatron-Bridge refuses this on {kind}: \"{reason}\" (validate_flex_dispatcher_backend)"
     ))
-    .at_fields("model.moe_flex_dispatcher_backend")
+    .at_fields(MODEL.moe_flex_dispatcher_backend)
     .help("pick another backend with --set model.moe_flex_dispatcher_backend=..., or --set model.moe_token_dispatcher_type=alltoall"))
 }
 

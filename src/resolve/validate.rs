@@ -3,7 +3,10 @@
 //! rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency.
 
-use crate::config::{DdpConfig, MixedPrecisionConfig, ModelConfig, OptimizerConfig};
+use crate::config::{
+    COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
+    OPTIMIZER, OptimizerConfig,
+};
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
 use crate::version::Stack;
@@ -24,7 +27,7 @@ pub fn validate(
     if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather {
         return Err(
             Error::config("reuse_grad_buf_for_mxfp8_param_ag requires fp8_param_gather")
-                .at_fields("ddp.reuse_grad_buf_for_mxfp8_param_ag")
+                .at_fields(DDP.reuse_grad_buf_for_mxfp8_param_ag)
                 .help("set it through mixed_precision (which owns both fields)"),
         );
     }
@@ -32,7 +35,7 @@ pub fn validate(
         && optimizer.overlap_param_gather_with_optimizer_step
     {
         return Err(Error::config("reuse_grad_buf_for_mxfp8_param_ag cannot be combined with overlap_param_gather_with_optimizer_step")
-            .at_fields("optimizer.overlap_param_gather_with_optimizer_step")
+            .at_fields(OPTIMIZER.overlap_param_gather_with_optimizer_step)
             .help("set comm_overlap.overlap_param_gather_with_optimizer_step=false"));
     }
     if ddp.bucket_size.is_some() && !ddp.overlap_grad_reduce && !ddp.use_megatron_fsdp {
@@ -46,18 +49,18 @@ pub fn validate(
     if model.defer_embedding_wgrad_compute {
         if model.pipeline_model_parallel_size < 2 || !model.gradient_accumulation_fusion {
             return Err(Error::config("defer_embedding_wgrad_compute needs pipeline_model_parallel_size > 1 and gradient_accumulation_fusion")
-                .at_fields("comm_overlap.defer_embedding_wgrad_compute")
+                .at_fields(COMM_OVERLAP.defer_embedding_wgrad_compute)
                 .help("set model.gradient_accumulation_fusion=true and PP > 1, or turn it off"));
         }
         if model.wgrad_deferral_limit < 0 {
             return Err(Error::config("Wgrad deferral limit should be greater than or equal to 0 when it is enabled!")
-                .at_fields("comm_overlap.wgrad_deferral_limit")
+                .at_fields(COMM_OVERLAP.wgrad_deferral_limit)
                 .help("CommOverlapConfig writes -1 when the limit is unset: set comm_overlap.wgrad_deferral_limit (e.g. 50)"));
         }
     }
     if model.delay_wgrad_compute == Some(true) && !model.overlap_moe_expert_parallel_comm {
         return Err(Error::config("overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute")
-            .at_fields("comm_overlap.overlap_moe_expert_parallel_comm")
+            .at_fields(COMM_OVERLAP.overlap_moe_expert_parallel_comm)
             .help("CommOverlapConfig overwrites the model's value (False when unset): set comm_overlap.overlap_moe_expert_parallel_comm=true"));
     }
     if model.overlap_moe_expert_parallel_comm {
@@ -69,11 +72,11 @@ pub fn validate(
         if ddp.megatron_fsdp_version == 2 {
             for (key, on) in [
                 (
-                    "ddp.use_distributed_optimizer",
+                    DDP.use_distributed_optimizer,
                     &mut ddp.use_distributed_optimizer,
                 ),
-                ("ddp.overlap_grad_reduce", &mut ddp.overlap_grad_reduce),
-                ("ddp.overlap_param_gather", &mut ddp.overlap_param_gather),
+                (DDP.overlap_grad_reduce, &mut ddp.overlap_grad_reduce),
+                (DDP.overlap_param_gather, &mut ddp.overlap_param_gather),
             ] {
                 if *on {
                     *on = false;
@@ -86,7 +89,7 @@ pub fn validate(
         } else {
             if !ddp.use_distributed_optimizer || !optimizer.use_distributed_optimizer {
                 decisions.push(Decision::new(
-                    "ddp.use_distributed_optimizer",
+                    DDP.use_distributed_optimizer,
                     true,
                     "Megatron-FSDP forces the distributed optimizer on (config.py validate)",
                     Source::Derived,
@@ -99,7 +102,7 @@ pub fn validate(
             if ddp.average_in_collective {
                 ddp.average_in_collective = false;
                 decisions.push(Decision::new(
-                    "ddp.average_in_collective",
+                    DDP.average_in_collective,
                     false,
                     "average_in_collective is not supported with NCCL symmetric registration under Megatron-FSDP (config.py validate)",
                     Source::Derived,
@@ -108,7 +111,7 @@ pub fn validate(
             if ddp.reuse_grad_buf_for_mxfp8_param_ag || optimizer.reuse_grad_buf_for_mxfp8_param_ag
             {
                 decisions.push(Decision::new(
-                    "ddp.reuse_grad_buf_for_mxfp8_param_ag",
+                    DDP.reuse_grad_buf_for_mxfp8_param_ag,
                     false,
                     "Megatron-FSDP turns MXFP8 grad-buffer reuse off (config.py validate)",
                     Source::Derived,
@@ -123,7 +126,7 @@ pub fn validate(
         && !mp.reuse_grad_buf_for_mxfp8_param_ag
     {
         return Err(Error::config("When fp8_param_gather=True and fp8_recipe='mxfp8', reuse_grad_buf_for_mxfp8_param_ag must be set to True")
-                .at_fields("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag")
+                .at_fields(MIXED_PRECISION.reuse_grad_buf_for_mxfp8_param_ag)
                 .help("--set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag=true"));
     }
 
@@ -136,7 +139,7 @@ pub fn validate(
         );
         warnings.push(text.clone());
         decisions.push(Decision::new(
-            "optimizer.use_distributed_optimizer",
+            OPTIMIZER.use_distributed_optimizer,
             true,
             text,
             Source::Derived,
@@ -152,7 +155,7 @@ pub fn validate(
         );
         warnings.push(text.clone());
         decisions.push(Decision::new(
-            "optimizer.overlap_param_gather",
+            OPTIMIZER.overlap_param_gather,
             true,
             text,
             Source::Derived,
@@ -165,13 +168,13 @@ pub fn validate(
     if model.bf16 && model.fp16 {
         return Err(
             Error::config("model.bf16 and model.fp16 cannot both be True")
-                .at_fields("model.bf16, model.fp16"),
+                .at_fields([MODEL.bf16, MODEL.fp16]),
         );
     }
     if optimizer.bf16 && optimizer.fp16 {
         return Err(
             Error::config("optimizer.bf16 and optimizer.fp16 cannot both be True")
-                .at_fields("optimizer.bf16, optimizer.fp16"),
+                .at_fields([OPTIMIZER.bf16, OPTIMIZER.fp16]),
         );
     }
     if optimizer.use_precision_aware_optimizer {
@@ -180,12 +183,12 @@ pub fn validate(
             return Err(Error::config(
                 "with use_precision_aware_optimizer, optimizer bf16/fp16 must match the model's",
             )
-            .at_fields("optimizer.use_precision_aware_optimizer")
+            .at_fields(OPTIMIZER.use_precision_aware_optimizer)
             .help("name the precision in mixed_precision, which sets both"));
         }
         if optimizer.optimizer != "adam" || !optimizer.use_distributed_optimizer {
             return Err(Error::config("use_precision_aware_optimizer requires the adam optimizer and the distributed optimizer")
-                .at_fields("optimizer.use_precision_aware_optimizer"));
+                .at_fields(OPTIMIZER.use_precision_aware_optimizer));
         }
     }
     Ok(())
@@ -210,13 +213,13 @@ pub fn gpu_supports_precision(
         (
             "FP4",
             "Blackwell (compute capability 10.0)",
-            "mixed_precision.fp4",
+            MIXED_PRECISION.fp4,
         )
     } else if mp.fp8.is_some() && gpu.arch_major < 9 {
         (
             "FP8",
             "compute capability 8.9 or newer (Hopper, Blackwell)",
-            "mixed_precision.fp8",
+            MIXED_PRECISION.fp8,
         )
     } else {
         return Ok(());
