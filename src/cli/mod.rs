@@ -91,6 +91,10 @@ pub enum Command {
     Overrides {
         #[command(flatten)]
         plan: PlanArgs,
+        /// The site profile whose Bridge root and version the runner call uses (also
+        /// OVLAUNCH_PROFILE).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
         #[command(flatten)]
         output: output::OutputArg,
     },
@@ -150,6 +154,9 @@ pub enum Command {
         /// Output format: shell exports, a dotenv file, or JSON.
         #[arg(long, short = 'o', visible_alias = "output", value_enum, default_value_t = env::FormatArg::Sh)]
         format: env::FormatArg,
+        /// The site profile whose env joins the launch environment (also OVLAUNCH_PROFILE).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// Show a job's state.
     #[command(
@@ -392,7 +399,14 @@ pub fn run() -> i32 {
 fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
     match (cli.command, cli.launch) {
         (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd),
-        (Some(Command::Overrides { plan, output }), _) => plan::overrides(p, &plan, output),
+        (
+            Some(Command::Overrides {
+                plan,
+                profile,
+                output,
+            }),
+            _,
+        ) => plan::overrides(p, &plan, profile, output),
         (Some(Command::Recipes(cmd)), _) => recipes::list(p, &cmd),
         (Some(Command::Presets(output)), _) => recipes::presets(p, output),
         (Some(Command::Fields { section, output }), _) => {
@@ -416,7 +430,14 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             }),
             _,
         ) => submit::render(p, &plan, &launch, output),
-        (Some(Command::Env { plan, format }), _) => env::run(p, &plan, format),
+        (
+            Some(Command::Env {
+                plan,
+                format,
+                profile,
+            }),
+            _,
+        ) => env::run(p, &plan, profile, format),
         (
             Some(Command::Torchrun {
                 plan,

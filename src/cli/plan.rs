@@ -80,8 +80,19 @@ pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
     Ok(0)
 }
 
-pub fn overrides(p: &Printer, args: &PlanArgs, out: OutputArg) -> Result<i32> {
-    let plan = load::plan(args)?;
+/// The plan flags with the site profile's plan settings (env, Bridge root and version)
+/// layered in, as a launch with the same profile gets them.
+pub fn profiled(args: &PlanArgs, profile: Option<String>) -> Result<PlanArgs> {
+    Ok(launch::with_profile(args, &LaunchArgs::for_jobs(None, profile))?.0)
+}
+
+pub fn overrides(
+    p: &Printer,
+    args: &PlanArgs,
+    profile: Option<String>,
+    out: OutputArg,
+) -> Result<i32> {
+    let plan = load::plan(&profiled(args, profile)?)?;
     if out.json() {
         p.json(&OverridesOut {
             recipe: &plan.recipe.name,

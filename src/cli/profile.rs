@@ -204,10 +204,13 @@ fn selected(inputs: &Inputs<'_>) -> Result<Option<String>> {
         .or_else(|| inputs.project.and_then(|s| s.file.default_profile.clone()))
         .or_else(|| inputs.user.and_then(|s| s.file.default_profile.clone()));
     let Some(name) = name else { return Ok(None) };
+    // A name defined in both files is one profile.
     let known: Vec<&String> = [inputs.project, inputs.user]
         .into_iter()
         .flatten()
         .flat_map(|s| s.file.profiles.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect();
     if !known.contains(&&name) {
         let files: Vec<&str> = [inputs.project, inputs.user]
@@ -354,7 +357,10 @@ pub fn resolve(
             "oci" => Ok(ContainerRuntimeArg::Oci),
             _ => Err(
                 Error::usage(format!("container runtime `{v}` is neither pyxis nor oci"))
-                    .at_flag(o.to_string()),
+                    .at_flag(o.to_string())
+                    .help(
+                        "pyxis (srun --container-image, enroot) or oci (Slurm's srun --container)",
+                    ),
             ),
         }
     };

@@ -178,15 +178,19 @@ pub fn stable_stderr(o: &Output) -> String {
 }
 
 pub fn transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
-    let o = run(args);
+    transcript_of(args, &run(args), redact)
+}
+
+/// [`transcript`] of a run made elsewhere (another environment or working directory).
+pub fn transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
     let mut t = format!(
         "$ ovlaunch {}\nexit: {}\n----- stdout -----\n{}----- stderr -----\n{}",
         args.join(" "),
         o.status
             .code()
             .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string()),
-        stdout(&o),
-        stable_stderr(&o)
+        stdout(o),
+        stable_stderr(o)
     );
     assert!(!t.contains("panicked"), "panic: {t}");
     for (from, to) in redact {

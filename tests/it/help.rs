@@ -60,8 +60,8 @@ fn every_flag_has_help() {
 
 /// Launch-only flags (the job, Slurm, container and rank-runtime settings of `submit`) are
 /// offered only by the commands that launch or write a job: the main form, `submit`,
-/// `render` and `torchrun`. `plan` takes `--profile` (the profile's env and Bridge settings
-/// shape the plan) and nothing else of them.
+/// `render` and `torchrun`. `plan`, `env` and `overrides` take `--profile` (the profile's env
+/// and Bridge settings shape the plan) and nothing else of them.
 #[test]
 fn launch_only_flags_only_where_they_act() {
     use clap::CommandFactory;
@@ -86,7 +86,7 @@ fn launch_only_flags_only_where_they_act() {
         let have = ids(&sub(name));
         let extra: Vec<&String> = launch
             .iter()
-            .filter(|id| have.contains(*id) && !(name == "plan" && *id == "profile"))
+            .filter(|id| have.contains(*id) && *id != "profile")
             .collect();
         assert!(
             extra.is_empty(),

@@ -301,3 +301,61 @@ fn the_profiles_jobs_root_is_used_and_each_render_gets_its_own_directory() {
     assert_eq!(format!("{}-2", a.trim()), b.trim(), "a second directory");
     assert!(Path::new(b.trim()).join("launch.sbatch").is_file());
 }
+
+/// `env` and `overrides` show what the job gets: the profile's env and its Bridge root.
+#[test]
+fn env_and_overrides_follow_the_profile() {
+    let s = Site::new();
+    let o = s.run(&["env", "-o", "json", "-r", "llama8b", "-g", "h100x8"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(env["OVL_FROM_USER"], "u", "{env}");
+    assert_eq!(env["OVL_FROM_PROJECT"], "p", "{env}");
+    let o = s.run(
+        &["overrides", "-o", "json", "-r", "llama8b", "-g", "h100x8"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v["trainer"]["runner"][1], "/site/Megatron-Bridge/scripts/training/run_recipe.py",
+        "{v}"
+    );
+    // Another profile has neither.
+    let o = s.run(
+        &["env", "--profile", "other", "-r", "llama8b", "-g", "h100x8"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("OVL_FROM_USER"), "{}", stdout(&o));
+}
+
+/// The profile errors, as whole runs: an unknown key (file:line), an unknown profile (the
+/// known ones named), a value that is not one of the choices (the profile's file:line).
+#[test]
+fn profile_errors() {
+    let s = Site::new();
+    let dry = ["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run"];
+    let root = s.dir.path().to_str().unwrap().to_string();
+    let snap = |name: &str, file: &str, extra: &[&str]| {
+        std::fs::write(s.path("project/.ovlaunch.yaml"), file).unwrap();
+        let args: Vec<&str> = dry.iter().chain(extra).copied().collect();
+        let o = s.run(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        insta::assert_snapshot!(
+            name,
+            common::transcript_of(&args, &o, &[(root.as_str(), "[SITE]")])
+        );
+    };
+    snap(
+        "profile_unknown_key",
+        "profiles:\n  site:\n    acount: x\n",
+        &[],
+    );
+    snap("profile_unknown_profile", PROJECT, &["--profile", "nope"]);
+    snap(
+        "profile_bad_container_runtime",
+        "profiles:\n  site:\n    container_runtime: docker\n",
+        &[],
+    );
+}
