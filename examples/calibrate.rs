@@ -212,9 +212,18 @@ fn set(eff: &mut Efficiency, i: usize, v: f64) {
         6 => eff.fp8 = v,
         7 => eff.fp4 = v,
         8 => eff.gemm_m0 = v,
-        _ => eff.gemm_n0 = v,
+        9 => eff.gemm_n0 = v,
+        10 => eff.nvlink = v,
+        11 => eff.network = v,
+        12 => eff.alltoall = v,
+        13 => eff.overlapped_exposed = v,
+        14 => eff.p2p_latency_s = v,
+        _ => eff.bucket_tail = v,
     }
 }
+
+/// How many constants the fit sets (`set`'s indices).
+const CONSTANTS: usize = 16;
 
 /// Coordinate descent with a golden-section search per constant, in log space.
 fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
@@ -223,11 +232,14 @@ fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
         0..=4 => (0.05f64, 1.0f64),
         5 => (0.05, 1.5),
         6 | 7 => (0.2, 1.5),
-        _ => (1.0, 4096.0),
+        8 | 9 => (1.0, 4096.0),
+        10..=12 => (0.05, 1.0),
+        13 | 15 => (0.005, 1.0),
+        _ => (1e-6, 5e-3),
     };
     let g = (5f64.sqrt() - 1.0) / 2.0;
     for _sweep in 0..5 {
-        for i in 0..10 {
+        for i in 0..CONSTANTS {
             let (lo, hi) = bounds(i);
             let (mut a, mut b) = (lo.ln(), hi.ln());
             let f = |x: f64, eff: &mut Efficiency| {
@@ -362,10 +374,6 @@ fn main() {
             skip("precision label not mapped");
             continue;
         };
-        if f[c_fsdp].trim() == "1" {
-            skip("Megatron-FSDP rows");
-            continue;
-        }
         let (Some(tp), Some(pp), Some(mbs), Some(gbs), Some(seq)) = (
             num(&f[c_tp]),
             num(&f[c_pp]),
@@ -404,6 +412,16 @@ fn main() {
             tune::pipeline_layout(layers, pp, vp, mtp)
         });
         let mut sets = layout_sets(&layout, shape.as_deref(), gbs, seq);
+        // The FSDP column: a size (or 1) means Megatron-FSDP sharding weights, gradients and
+        // optimizer state; 0 means none; blank leaves the recipe's own choice.
+        match num(&f[c_fsdp]) {
+            Some(0) => sets.push("ddp.use_megatron_fsdp=false".into()),
+            Some(_) => {
+                sets.push("ddp.use_megatron_fsdp=true".into());
+                sets.push("ddp.data_parallel_sharding_strategy=optim_grads_params".into());
+            }
+            None => {}
+        }
         if f[c_model].contains("w/o MTP") {
             sets.push("model.mtp_num_layers=null".into());
         }
@@ -459,6 +477,11 @@ fn main() {
     let mut top5 = (0usize, 0usize);
     let mut per_group = Vec::new();
     let mut tuned: BTreeMap<(String, String, String, String), bool> = BTreeMap::new();
+    let groups: Vec<&str> = if std::env::var_os("CALIBRATE_NO_LOMO").is_some() {
+        Vec::new()
+    } else {
+        groups
+    };
     for g in &groups {
         let train: Vec<&Row> = rows.iter().filter(|r| r.recipe != *g).collect();
         let held: Vec<&Row> = rows.iter().filter(|r| r.recipe == *g).collect();
@@ -487,6 +510,7 @@ fn main() {
                     s.starts_with("train.global_batch_size")
                         || s.starts_with("model.seq_length")
                         || s.starts_with("model.mtp")
+                        || s.starts_with("ddp.")
                 })
                 .cloned()
                 .collect();
@@ -580,16 +604,33 @@ fn main() {
         }
         for r in &rows {
             let e = estimate(&r.plan, &fitted).unwrap();
+            let b = e.breakdown;
+            let l = &r.layout;
             println!(
-                "line {:>3} {:<9} {:<28} {:<10} {:<6} pred {:>8.0} meas {:>8.0} ({:+.0}%)",
+                "line {:>3} {:<9} {:<22} {:<10} {:<6} {}/{}/{}/{}/{}/{} pred {:>8.0} meas {:>8.0} ({:+.0}%) step {:.2}: comp {:.0}% bub {:.0}% tp {:.0}% cp {:.0}% ep {:.0}% dp {:.0}% pp {:.0}% {:.0}GiB",
                 r.line,
                 r.release,
-                r.model,
+                r.model.chars().take(22).collect::<String>(),
                 r.gpus,
                 r.precision,
+                l.tensor_model_parallel_size,
+                l.pipeline_model_parallel_size,
+                l.virtual_pipeline_model_parallel_size.unwrap_or(1),
+                l.context_parallel_size,
+                l.expert_model_parallel_size,
+                l.micro_batch_size,
                 e.tokens_per_sec_per_gpu,
                 r.tps,
-                (e.tokens_per_sec_per_gpu / r.tps - 1.0) * 100.0
+                (e.tokens_per_sec_per_gpu / r.tps - 1.0) * 100.0,
+                e.step_time_s,
+                b.compute_s / e.step_time_s * 100.0,
+                b.bubble_s / e.step_time_s * 100.0,
+                b.tp_comm_s / e.step_time_s * 100.0,
+                b.cp_comm_s / e.step_time_s * 100.0,
+                b.ep_comm_s / e.step_time_s * 100.0,
+                b.dp_comm_s / e.step_time_s * 100.0,
+                b.pp_comm_s / e.step_time_s * 100.0,
+                e.memory_gib_per_gpu,
             );
         }
     }

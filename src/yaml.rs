@@ -25,13 +25,50 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             Some((m, x)) if x.contains(" --> ") => (m, Some(x.to_string())),
             _ => (body, None),
         };
-        Error::usage(message).at(Origin::File {
+        let (short, help) = unknown_name(message);
+        let error = Error::usage(short).at(Origin::File {
             path: origin.to_string(),
             line,
             col,
-            excerpt,
-        })
+            excerpt: excerpt.map(|x| x.replace(message, short)),
+        });
+        match help {
+            Some(help) => error.help(help),
+            None => error,
+        }
     })
+}
+
+/// serde's message for an unknown key or variant names every accepted one, and the
+/// parser's excerpt repeats the message: the message keeps only `unknown field `x``, and
+/// the accepted names are said once, in the help, after the closest ones.
+fn unknown_name(message: &str) -> (&str, Option<String>) {
+    let Some((head, list)) = message.split_once(", expected ") else {
+        return (message, None);
+    };
+    let word = match head
+        .strip_prefix("unknown field `")
+        .or_else(|| head.strip_prefix("unknown variant `"))
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        Some(word) => word,
+        None => return (message, None),
+    };
+    let names: Vec<&str> = list
+        .strip_prefix("one of ")
+        .unwrap_or(list)
+        .split(", ")
+        .flat_map(|n| n.split(" or "))
+        .map(|n| n.trim_matches('`'))
+        .collect();
+    let close = crate::error::did_you_mean(word, names.iter().copied());
+    let all = format!("expected one of: {}", names.join(", "));
+    let help = if close.is_empty() {
+        all
+    } else {
+        format!("{close} ({all})")
+    };
+    (head, Some(help))
 }
 
 /// Parses one scalar or flow value the way a YAML document would (`4`, `true`, `null`,
@@ -47,4 +84,40 @@ pub fn parse_value(text: &str) -> serde_json::Value {
 /// Serialises `value` as YAML.
 pub fn to_string<T: Serialize>(value: &T) -> Result<String> {
     serde_saphyr::to_string(value).map_err(|e| Error::runtime(format!("cannot write YAML: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Two {
+        alpha: Option<u32>,
+        beta: Option<u32>,
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_once_with_the_accepted_keys_in_the_help() {
+        let e = parse::<Two>("alpah: 1\n", "f.yaml").unwrap_err();
+        let text = e.to_string();
+        assert_eq!(text.matches("alpha").count(), 2, "{text}");
+        assert!(
+            text.starts_with("unknown field `alpah`\n"),
+            "message without the list: {text}"
+        );
+        assert!(
+            text.contains("help: did you mean `alpha`? (expected one of: alpha, beta)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn other_messages_are_left_alone() {
+        assert_eq!(
+            unknown_name("invalid type: string, expected u32"),
+            ("invalid type: string, expected u32", None)
+        );
+    }
 }

@@ -19,73 +19,73 @@ use crate::yaml;
 /// Precision names a variant may carry (Bridge's perf-recipe suffixes).
 pub const PRECISIONS: &[&str] = &["bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4"];
 
-/// The typed view, used only to validate (its values are discarded). Its fields are the
-/// keys a recipe file may have: unknown keys are rejected here, with file:line:col.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct TypedRecipe {
-    name: String,
-    #[serde(default)]
-    aliases: Vec<String>,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    family: Option<String>,
-    #[serde(default)]
-    task: Option<String>,
-    #[serde(default)]
-    bridge_recipe: Option<String>,
-    #[serde(default)]
-    trainer: Option<Vec<String>>,
-    #[serde(default)]
-    variants: Vec<TypedVariant>,
-    #[serde(default)]
-    model: Option<ModelConfig>,
-    #[serde(default)]
-    train: Option<TrainConfig>,
-    #[serde(default)]
-    ddp: Option<DdpConfig>,
-    #[serde(default)]
-    optimizer: Option<OptimizerConfig>,
-    #[serde(default)]
-    comm_overlap: Option<CommOverlapConfig>,
-    #[serde(default)]
-    mixed_precision: Option<MixedPrecisionSpec>,
-    #[serde(default, deserialize_with = "crate::input::opt_env_map")]
-    env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
+/// Declares a typed view of a recipe-file mapping: its own keys, then every config section
+/// a recipe and a variant may both carry (each optional). The section keys are stated here
+/// once for both.
+macro_rules! with_sections {
+    ($(#[$m:meta])* struct $name:ident { $($own:tt)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct $name {
+            $($own)*
+            #[serde(default)]
+            model: Option<ModelConfig>,
+            #[serde(default)]
+            train: Option<TrainConfig>,
+            #[serde(default)]
+            ddp: Option<DdpConfig>,
+            #[serde(default)]
+            optimizer: Option<OptimizerConfig>,
+            #[serde(default)]
+            comm_overlap: Option<CommOverlapConfig>,
+            #[serde(default)]
+            mixed_precision: Option<MixedPrecisionSpec>,
+            #[serde(default, deserialize_with = "crate::input::opt_env_map")]
+            env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
+        }
+    };
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct TypedVariant {
-    gpu: String,
-    precision: String,
-    #[serde(default)]
-    variant: Option<String>,
-    #[serde(default)]
-    num_gpus: Option<u32>,
-    #[serde(default)]
-    bridge_recipe: Option<String>,
-    #[serde(default)]
-    bridge_since: Option<String>,
-    #[serde(default)]
-    canonical: bool,
-    #[serde(default)]
-    model: Option<ModelConfig>,
-    #[serde(default)]
-    train: Option<TrainConfig>,
-    #[serde(default)]
-    ddp: Option<DdpConfig>,
-    #[serde(default)]
-    optimizer: Option<OptimizerConfig>,
-    #[serde(default)]
-    comm_overlap: Option<CommOverlapConfig>,
-    #[serde(default)]
-    mixed_precision: Option<MixedPrecisionSpec>,
-    #[serde(default, deserialize_with = "crate::input::opt_env_map")]
-    env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
+with_sections! {
+    /// The typed view, used only to validate (its values are discarded). Its fields are the
+    /// keys a recipe file may have: unknown keys are rejected here, with file:line:col.
+    struct TypedRecipe {
+        name: String,
+        #[serde(default)]
+        aliases: Vec<String>,
+        #[serde(default)]
+        description: String,
+        #[serde(default)]
+        family: Option<String>,
+        #[serde(default)]
+        task: Option<String>,
+        #[serde(default)]
+        bridge_recipe: Option<String>,
+        #[serde(default)]
+        trainer: Option<Vec<String>>,
+        #[serde(default)]
+        variants: Vec<TypedVariant>,
+    }
+}
+
+with_sections! {
+    /// One entry of `variants`: its keys, then the sections it overrides.
+    struct TypedVariant {
+        gpu: String,
+        precision: String,
+        #[serde(default)]
+        variant: Option<String>,
+        #[serde(default)]
+        num_gpus: Option<u32>,
+        #[serde(default)]
+        bridge_recipe: Option<String>,
+        #[serde(default)]
+        bridge_since: Option<String>,
+        #[serde(default)]
+        canonical: bool,
+    }
 }
 
 /// One per-GPU, per-precision variant.

@@ -8,6 +8,7 @@ pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;
 mod section;
+pub use section::Section;
 pub mod train;
 
 use std::collections::BTreeMap;
@@ -33,6 +34,36 @@ pub struct ConfigContainer {
     pub mixed_precision: Option<MixedPrecisionSpec>,
     #[serde(deserialize_with = "crate::input::env_map")]
     pub env_vars: BTreeMap<String, EnvScalar>,
+}
+
+/// The three configs Bridge's setup steps write together: `CommOverlapConfig.setup(model,
+/// optimizer, ddp)`, `MixedPrecisionConfig.setup(model, optimizer, ddp)` and the part of
+/// `ConfigContainer.validate()` that syncs them. One borrow of each.
+pub struct Targets<'a> {
+    pub model: &'a mut ModelConfig,
+    pub optimizer: &'a mut OptimizerConfig,
+    pub ddp: &'a mut DdpConfig,
+}
+
+impl<'a> Targets<'a> {
+    pub fn new(
+        model: &'a mut ModelConfig,
+        optimizer: &'a mut OptimizerConfig,
+        ddp: &'a mut DdpConfig,
+    ) -> Self {
+        Self {
+            model,
+            optimizer,
+            ddp,
+        }
+    }
+}
+
+impl ConfigContainer {
+    /// The model, optimizer and ddp sections as one [`Targets`].
+    pub fn targets(&mut self) -> Targets<'_> {
+        Targets::new(&mut self.model, &mut self.optimizer, &mut self.ddp)
+    }
 }
 
 /// Bridge accepts str, int, float or bool env values and exports them with `str()`. `null`

@@ -8,6 +8,14 @@
 //! order (which is also the key order of the JSON/YAML output), and `CONST.FIELD` is
 //! `"SECTION.FIELD"` for every field.
 
+/// What every `section!` struct states about itself.
+pub trait Section {
+    /// The section's key in a recipe, in `--set` and in the plan.
+    const SECTION: &'static str;
+    /// Field names in declaration order.
+    const FIELDS: &'static [&'static str];
+}
+
 /// Declares a config section: `pub struct Name in section_key, paths CONST: PathsType { ... }`.
 /// `Option<T>` fields model Python's `None`.
 #[macro_export]
@@ -36,6 +44,11 @@ macro_rules! section {
             pub const SECTION: &'static str = stringify!($key);
             /// Field names in declaration order.
             pub const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+        }
+
+        impl $crate::config::Section for $name {
+            const SECTION: &'static str = stringify!($key);
+            const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
         }
 
         #[doc = concat!("Every field's full path: `", stringify!($key), ".FIELD`.")]

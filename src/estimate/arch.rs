@@ -196,6 +196,53 @@ impl Arch {
         }
     }
 
+    /// Forward multiply-adds per token of the LM head (one vocabulary projection).
+    pub fn head_macs(&self) -> f64 {
+        self.vocab * self.hidden
+    }
+
+    /// Forward multiply-adds per token of one MTP layer: a transformer layer, the projection
+    /// of the concatenated embeddings and its own pass through the LM head.
+    pub fn mtp_layer_macs(&self) -> f64 {
+        self.attn_params()
+            + self.dense_mlp_params()
+            + 2.0 * self.hidden * self.hidden
+            + self.attn_core_macs()
+            + self.head_macs()
+    }
+
+    /// Weights of one MTP layer (the LM head is shared with the model's).
+    pub fn mtp_params(&self) -> f64 {
+        self.attn_params() + self.dense_mlp_params() + 2.0 * self.hidden * self.hidden
+    }
+
+    /// Dense (replicated over EP) weights of an average transformer layer.
+    pub fn dense_params_per_layer(&self) -> f64 {
+        self.attn_params()
+            + (self.dense_layers() * self.dense_mlp_params()
+                + self.moe_layers() * self.moe_dense_params())
+                / self.layers.max(1.0)
+    }
+
+    /// Routed-expert weights of an average transformer layer.
+    pub fn expert_params_per_layer(&self) -> f64 {
+        self.expert_params_total() / self.layers.max(1.0)
+    }
+
+    /// The low-precision linear layers' forward multiply-adds per token by GEMM family.
+    pub fn linear_pieces(&self) -> LinearPieces {
+        let h = self.hidden;
+        LinearPieces {
+            attn: (self.layers + self.mtp_layers) * self.attn_params(),
+            dense_mlp: (self.dense_layers() + self.mtp_layers) * self.dense_mlp_params()
+                + self.mtp_layers * 2.0 * h * h,
+            moe_dense: self.moe_layers() * self.moe_dense_params(),
+            experts: self
+                .moe
+                .map_or(0.0, |m| m.moe_layers * m.topk * self.expert_params()),
+        }
+    }
+
     /// Model FLOPs per token, forward and backward, no recompute.
     pub fn flops_per_token(&self) -> f64 {
         self.forward_macs().total() * 6.0
@@ -303,6 +350,20 @@ impl Macs {
     pub fn total(&self) -> f64 {
         self.linear + self.attn + self.head
     }
+}
+
+/// The linear layers' forward multiply-adds per token by GEMM family (they add up to
+/// [`Macs::linear`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinearPieces {
+    /// QKV and output projections.
+    pub attn: f64,
+    /// Dense MLPs (and the MTP projections).
+    pub dense_mlp: f64,
+    /// Shared experts and routers.
+    pub moe_dense: f64,
+    /// Routed experts (the active ones).
+    pub experts: f64,
 }
 
 /// Forward multiply-adds of one (average) layer per token.

@@ -32,10 +32,12 @@ pub struct Efficiency {
     /// Achieved fraction of the NVLink and network bandwidth by ring collectives.
     pub nvlink: f64,
     pub network: f64,
+    /// Multiplier on those for the expert-parallel all-to-all (many small messages, uneven
+    /// peers, the dispatcher's own kernels).
+    pub alltoall: f64,
     /// Fraction of an overlapped TP / EP / PP communication that stays exposed.
     pub overlapped_exposed: f64,
-    /// Fixed cost of one pipeline send/receive (per microbatch, chunk and direction), seconds;
-    /// not fitted.
+    /// Fixed cost of one pipeline send/receive (per microbatch, chunk and direction), seconds.
     pub p2p_latency_s: f64,
     /// Fraction of an overlapped DP reduce-scatter / all-gather left after the last bucket.
     pub bucket_tail: f64,

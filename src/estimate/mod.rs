@@ -38,6 +38,7 @@
 
 pub mod arch;
 pub mod efficiency;
+pub mod stages;
 pub mod tune;
 
 use serde::Serialize;
@@ -104,6 +105,17 @@ pub struct Memory {
     pub activations_gib: f64,
     pub overhead_gib: f64,
     pub capacity_gib: f64,
+}
+
+impl Memory {
+    /// Everything but the capacity, GiB.
+    pub fn total(&self) -> f64 {
+        self.weights_gib
+            + self.gradients_gib
+            + self.optimizer_gib
+            + self.activations_gib
+            + self.overhead_gib
+    }
 }
 
 /// Communication each overlap setting hides (seconds per step) and the total volume.
@@ -256,6 +268,46 @@ fn recompute_of(plan: &Plan) -> (Selective, f64) {
     }
 }
 
+/// Seconds of one all-to-all in which each rank of an EP group of `ep` ranks (rank stride
+/// `stride`) sends `bytes` in all (`topk` copies of its tokens). Peers in the sender's NVLink
+/// domain are reached over NVLink, the others over the scale-out network, both at once.
+/// The DeepEP / HybridEP dispatchers (`flex`) send a token once per remote domain and forward
+/// it over NVLink there, so their network volume is the expected number of distinct remote
+/// domains a token's `topk` experts fall in (experts spread evenly), not `topk` copies.
+fn alltoall_s(bytes: f64, a: &A2a, p: &GpuPerf, eff: &Efficiency) -> f64 {
+    if a.ep <= 1.0 {
+        return 0.0;
+    }
+    let local = if a.stride * a.ep <= a.domain {
+        a.ep
+    } else {
+        (a.domain / a.stride).floor().clamp(1.0, a.ep)
+    };
+    let nvlink = p.nvlink_gb_s * 1e9 * eff.nvlink * eff.alltoall;
+    let network = p.scale_out_gb_s * 1e9 * eff.network * eff.alltoall;
+    let local_bytes = bytes * (local - 1.0) / a.ep;
+    if local >= a.ep {
+        return local_bytes / nvlink;
+    }
+    let domains = a.ep / local;
+    let remote_bytes = if a.dedup {
+        let hit = domains * (1.0 - (1.0 - 1.0 / domains).powf(a.topk));
+        bytes / a.topk * hit * (domains - 1.0) / domains
+    } else {
+        bytes * (a.ep - local) / a.ep
+    };
+    (local_bytes / nvlink).max(remote_bytes / network)
+}
+
+/// The EP group an all-to-all runs in.
+struct A2a {
+    ep: f64,
+    stride: f64,
+    domain: f64,
+    topk: f64,
+    dedup: bool,
+}
+
 /// Predicts step time, throughput and memory per GPU for a resolved plan.
 pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let gpu = &plan.hardware.gpu;
@@ -277,7 +329,8 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let ep = par.expert as f64;
     let etp = par.expert_tensor as f64;
     let dp = par.data as f64;
-    let vp = par.virtual_pipeline.unwrap_or(1) as f64;
+    let vp_u = par.virtual_pipeline.unwrap_or(1).max(1) as u32;
+    let vp = f64::from(vp_u);
     let domain = f64::from(gpu.nvlink_domain_size);
     let mbs = f64::from(plan.train.micro_batch_size);
     let gbs = f64::from(plan.train.global_batch_size);
@@ -287,10 +340,29 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let prec = PrecisionClass::of(plan);
     let is_moe = arch.moe.is_some();
 
-    // Compute per microbatch on one GPU.
+    // What each pipeline rank holds; the step runs at the busiest rank's pace.
+    let loads = stages::ranks(m, par.pipeline as u32, vp_u);
+    let lm = arch.layer_forward_macs();
+    let work = |r: &stages::RankLoad| {
+        r.layers * lm.total()
+            + r.mtp * arch.mtp_layer_macs()
+            + if r.loss { arch.head_macs() } else { 0.0 }
+    };
+    let total_work: f64 = loads.iter().map(work).sum();
+    let busiest = loads
+        .iter()
+        .copied()
+        .max_by(|a, b| work(a).total_cmp(&work(b)))
+        .unwrap_or_default();
+    let imbalance = if total_work > 0.0 {
+        work(&busiest) * pp / total_work
+    } else {
+        1.0
+    };
+
+    // Compute per microbatch on the busiest GPU.
     let macs = arch.forward_macs();
     let (selective, full_frac) = recompute_of(plan);
-    let lm = arch.layer_forward_macs();
     let mut recompute_macs = full_frac * lm.total() * arch.layers;
     if selective.core_attn {
         recompute_macs += lm.attn_core * arch.layers;
@@ -301,31 +373,45 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     if selective.mlp || selective.moe {
         recompute_macs += lm.mlp * arch.layers;
     }
-    let tokens_mb_gpu = mbs * seq / (tp * cp * pp);
-    // GEMM efficiency falls with the smaller GEMM dimensions on one GPU: the tokens of a
-    // microbatch after CP (M) and the hidden split by TP (N); routed experts see the tokens
-    // dispatched to each local expert (tokens · topk · EP / experts) and their ffn split by ETP.
-    let gemm =
-        |m_dim: f64, n_dim: f64| (m_dim / (m_dim + eff.gemm_m0)) * (n_dim / (n_dim + eff.gemm_n0));
-    let dense_eff = gemm(mbs * seq / cp, h / tp);
-    let expert_eff = arch.moe.map_or(1.0, |moe| {
-        let m_dim = mbs * seq / (cp * tp) * etp * moe.topk * ep / moe.experts;
-        gemm(m_dim, moe.ffn / etp)
+    let tokens_mb_gpu = mbs * seq / (tp * cp * pp) * imbalance;
+    // GEMM efficiency falls with each GEMM's size on one GPU: `M/(M+m0)` on its tokens (a
+    // microbatch after CP; for routed experts the tokens dispatched to one local expert,
+    // tokens · topk · EP / experts) times `d/(d+n0)` on each of its two weight dimensions
+    // (the hidden size, and the attention width, ffn or vocabulary split by TP or expert TP).
+    let gm = |m_dim: f64| m_dim / (m_dim + eff.gemm_m0);
+    let f = |d: f64| d / (d + eff.gemm_n0);
+    let tokens_mb = mbs * seq / cp;
+    let e_attn = gm(tokens_mb) * f(h) * f(arch.heads * arch.head_dim / tp);
+    let e_mlp = gm(tokens_mb) * f(h) * f(arch.ffn / tp);
+    let e_head = gm(tokens_mb) * f(h) * f(arch.vocab / tp);
+    let (e_shared, e_expert) = arch.moe.map_or((1.0, 1.0), |moe| {
+        let m_dim = tokens_mb / tp * etp * moe.topk * ep / moe.experts;
+        (
+            gm(tokens_mb) * f(h) * f((moe.shared_ffn / tp).max(moe.experts)),
+            gm(m_dim) * f(h) * f(moe.ffn / etp),
+        )
     });
-    let linear_work = (macs.linear - macs.experts) / dense_eff + macs.experts / expert_eff;
-    let lowp = 6.0 * linear_work + 2.0 * recompute_macs / dense_eff;
-    let bf16 = 6.0 * (macs.attn + macs.head) / dense_eff;
+    let pieces = arch.linear_pieces();
+    let linear_work = pieces.attn / e_attn
+        + pieces.dense_mlp / e_mlp
+        + pieces.moe_dense / e_shared
+        + pieces.experts / e_expert;
+    // Recompute repeats a mix of those GEMMs: cost it at their average efficiency.
+    let e_avg = macs.linear / linear_work;
+    let lowp = 6.0 * linear_work + 2.0 * recompute_macs / e_avg;
+    let bf16 = 6.0 * (macs.attn / e_attn + macs.head / e_head);
     let ceff = eff.compute(&gpu.kind, prec, is_moe);
     let t_lowp = tokens_mb_gpu * lowp / (prec.peak(perf) * 1e12 * ceff);
     let t_bf16 = tokens_mb_gpu * bf16 / (perf.bf16_tflops * 1e12 * ceff);
     let t_compute_mb = t_lowp + t_bf16;
     let t_recompute_mb =
-        tokens_mb_gpu * 2.0 * recompute_macs / dense_eff / (prec.peak(perf) * 1e12 * ceff);
-    let t_attn_mb = tokens_mb_gpu * 6.0 * macs.attn / dense_eff / (perf.bf16_tflops * 1e12 * ceff);
+        tokens_mb_gpu * 2.0 * recompute_macs / e_avg / (prec.peak(perf) * 1e12 * ceff);
+    let t_attn_mb = tokens_mb_gpu * 6.0 * macs.attn / e_attn / (perf.bf16_tflops * 1e12 * ceff);
 
-    // Per-microbatch communication on one GPU.
-    let layers_gpu = arch.layers / pp;
-    let moe_layers_gpu = arch.moe_layers() / pp;
+    // Per-microbatch communication on the busiest GPU.
+    let layers_gpu = busiest.layers + busiest.mtp;
+    let moe_share = arch.moe_layers() / arch.layers.max(1.0);
+    let moe_layers_gpu = busiest.layers * moe_share;
     let dense_layers_gpu = layers_gpu - moe_layers_gpu;
     let act_bytes = mbs * (seq / cp) * h * 2.0;
     let tp_bw = link_bw(perf, domain, 1.0, tp, eff);
@@ -348,10 +434,17 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     };
     // The ring exchange overlaps the attention it feeds, never completely.
     let cp_exposed_mb = (cp_mb - t_attn_mb).max(cp_mb * eff.overlapped_exposed);
-    let ep_bw = link_bw(perf, domain, etp, ep, eff);
     let ep_mb = arch.moe.map_or(0.0, |moe| {
         let tokens = mbs * seq / (cp * tp);
-        moe_layers_gpu * 4.0 * ring(ep) * tokens * moe.topk * h * 2.0 / ep_bw
+        let group = A2a {
+            ep,
+            stride: etp,
+            domain,
+            topk: moe.topk,
+            dedup: m.moe_token_dispatcher_type == "flex",
+        };
+        // Dispatch and combine, forward and backward.
+        moe_layers_gpu * 4.0 * alltoall_s(tokens * moe.topk * h * 2.0, &group, perf, eff)
     });
     let ep_exposed_mb = if m.overlap_moe_expert_parallel_comm {
         ep_mb * eff.overlapped_exposed
@@ -386,9 +479,20 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
             pp_total
         };
 
-    // Data parallel.
-    let dense_local = arch.dense_params_total() / (tp * pp);
-    let expert_local = arch.expert_params_total() / (ep * etp * pp);
+    // Weights per pipeline rank: its layers' share, the embedding on the first, the LM head on
+    // the last, MTP layers where they are.
+    let dense_of = |r: &stages::RankLoad| {
+        (r.layers * arch.dense_params_per_layer()
+            + r.mtp * arch.mtp_params()
+            + if r.embedding { arch.vocab * h } else { 0.0 }
+            + if r.loss { arch.vocab * h } else { 0.0 })
+            / tp
+    };
+    let expert_of = |r: &stages::RankLoad| r.layers * arch.expert_params_per_layer() / (ep * etp);
+
+    // Data parallel, for the rank with the most weights.
+    let dense_local = loads.iter().map(dense_of).fold(0.0, f64::max);
+    let expert_local = loads.iter().map(expert_of).fold(0.0, f64::max);
     let dp_dense = dp * cp;
     let dp_expert = (world / (ep * etp * pp)).max(1.0);
     let grad_bytes = if plan.ddp.grad_reduce_in_fp32 {
@@ -407,23 +511,35 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
         dense_local * ring(dp_dense) * bytes / bw_dense
             + expert_local * ring(dp_expert) * bytes / bw_expert
     };
-    let dist_opt = plan.ddp.use_distributed_optimizer || plan.optimizer.use_distributed_optimizer;
-    let (rs, ag) = if dist_opt {
-        (reduce(grad_bytes), reduce(param_bytes))
+    let fsdp = plan.ddp.use_megatron_fsdp;
+    let fsdp_params = fsdp && plan.ddp.data_parallel_sharding_strategy == "optim_grads_params";
+    let dist_opt =
+        fsdp || plan.ddp.use_distributed_optimizer || plan.optimizer.use_distributed_optimizer;
+    let (rs, ag, dp_exposed) = if fsdp_params {
+        // Megatron-FSDP (ZeRO-3): every microbatch gathers the weights for the forward and
+        // again for the backward and reduce-scatters its gradients, behind that microbatch's
+        // compute.
+        let (rs, ag) = (reduce(grad_bytes), 2.0 * reduce(param_bytes));
+        let per_mb = (rs + ag - t_compute_mb).max(0.0) + (rs + ag) * eff.bucket_tail;
+        (micro * rs, micro * ag, micro * per_mb)
     } else {
-        (2.0 * reduce(grad_bytes), 0.0)
+        let (rs, ag) = if dist_opt {
+            (reduce(grad_bytes), reduce(param_bytes))
+        } else {
+            (2.0 * reduce(grad_bytes), 0.0)
+        };
+        let rs_exposed = if plan.ddp.overlap_grad_reduce {
+            (rs - 2.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + rs * eff.bucket_tail
+        } else {
+            rs
+        };
+        let ag_exposed = if plan.ddp.overlap_param_gather {
+            (ag - 1.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + ag * eff.bucket_tail
+        } else {
+            ag
+        };
+        (rs, ag, rs_exposed + ag_exposed)
     };
-    let rs_exposed = if plan.ddp.overlap_grad_reduce {
-        (rs - 2.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + rs * eff.bucket_tail
-    } else {
-        rs
-    };
-    let ag_exposed = if plan.ddp.overlap_param_gather {
-        (ag - 1.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + ag * eff.bucket_tail
-    } else {
-        ag
-    };
-    let dp_exposed = rs_exposed + ag_exposed;
 
     // Optimizer step: reads and writes FP32 master weights and two moments, the gradient
     // and the BF16 weight, memory bound.
@@ -439,35 +555,7 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let tps = tokens_step / step / world;
     let model_tflops = tps * arch.flops_per_token() / 1e12;
 
-    // Memory on the first pipeline stage (it holds the most microbatches in flight).
-    let fsdp = plan.ddp.use_megatron_fsdp;
-    let first_dense = arch.layers * (arch.dense_params_total() - 2.0 * arch.vocab * h)
-        / arch.layers.max(1.0)
-        / pp
-        + arch.vocab * h * if pp > 1.0 { 1.0 } else { 2.0 };
-    let first_dense = first_dense / tp;
-    let params_gpu = first_dense + expert_local;
-    let weight_shard = |x: f64, n: f64| if fsdp { x / n } else { x };
-    let mut weights_b =
-        2.0 * (weight_shard(first_dense, dp_dense) + weight_shard(expert_local, dp_expert));
-    if prec != PrecisionClass::Bf16
-        && !(m.fp8_param.unwrap_or(false) || m.fp4_param.unwrap_or(false))
-    {
-        // Transformer Engine keeps a low-precision copy (and transpose) of each weight.
-        weights_b += params_gpu
-            * if prec == PrecisionClass::Fp4 {
-                1.0
-            } else {
-                2.0
-            };
-    }
-    let grads_b =
-        grad_bytes * (weight_shard(first_dense, dp_dense) + weight_shard(expert_local, dp_expert));
-    let opt_b = if dist_opt || fsdp {
-        12.0 * (first_dense / dp_dense + expert_local / dp_expert)
-    } else {
-        12.0 * params_gpu
-    };
+    // Memory: the pipeline rank that needs the most.
     let sp = m.sequence_parallel;
     let per_layer = arch.activation_bytes_per_layer(&ActivationInputs {
         tokens: mbs * seq / cp,
@@ -482,36 +570,57 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     });
     let input_only = mbs * seq / cp * h * 2.0 / if sp { tp } else { 1.0 };
     let per_layer = full_frac * input_only + (1.0 - full_frac) * per_layer;
-    let in_flight = micro.min(pp);
-    let interleave = if vp > 1.0 {
-        1.0 + (pp - 1.0) / (pp * vp)
-    } else {
-        1.0
+    let lowp_param = m.fp8_param.unwrap_or(false) || m.fp4_param.unwrap_or(false);
+    let weight_shard = |x: f64, n: f64| if fsdp { x / n } else { x };
+    let memory_of = |rank: u32, r: &stages::RankLoad| {
+        let dense = dense_of(r);
+        let expert = expert_of(r);
+        let mut weights_b = 2.0 * (weight_shard(dense, dp_dense) + weight_shard(expert, dp_expert));
+        if prec != PrecisionClass::Bf16 && !lowp_param {
+            // Transformer Engine keeps a low-precision copy (and transpose) of each weight.
+            weights_b += (dense + expert)
+                * if prec == PrecisionClass::Fp4 {
+                    1.0
+                } else {
+                    2.0
+                };
+        }
+        let grads_b =
+            grad_bytes * (weight_shard(dense, dp_dense) + weight_shard(expert, dp_expert));
+        let opt_b = if dist_opt {
+            12.0 * (dense / dp_dense + expert / dp_expert)
+        } else {
+            12.0 * (dense + expert)
+        };
+        let layers = r.layers + r.mtp;
+        // Activation offloading moves the saved activations of that many layers to host memory.
+        let offloaded = if m.cpu_offloading {
+            f64::from(m.cpu_offloading_num_layers).min(layers)
+        } else {
+            0.0
+        };
+        let chunks = stages::chunks_in_flight(rank, par.pipeline as u32, vp_u, micro);
+        let mut act_b = per_layer * (layers - offloaded).max(0.0) / vp * chunks;
+        if r.loss {
+            // The LM head's FP32 logits and their gradient, one microbatch at a time.
+            act_b += 2.0 * mbs * seq / cp * arch.vocab / tp * 4.0;
+        }
+        Memory {
+            weights_gib: weights_b / GIB,
+            gradients_gib: grads_b / GIB,
+            optimizer_gib: opt_b / GIB,
+            activations_gib: act_b / GIB,
+            overhead_gib: eff.overhead_gib,
+            capacity_gib: perf.hbm_gib,
+        }
     };
-    // Activation offloading moves the saved activations of that many layers to host memory.
-    let offloaded = if m.cpu_offloading {
-        f64::from(m.cpu_offloading_num_layers).min(layers_gpu)
-    } else {
-        0.0
-    };
-    let mut act_b = per_layer * (layers_gpu - offloaded).max(1.0) * in_flight * interleave;
-    if pp == 1.0 {
-        // The LM head's FP32 logits and their gradient live on the last stage.
-        act_b += 2.0 * mbs * seq / cp * arch.vocab / tp * 4.0;
-    }
-    let memory = Memory {
-        weights_gib: weights_b / GIB,
-        gradients_gib: grads_b / GIB,
-        optimizer_gib: opt_b / GIB,
-        activations_gib: act_b / GIB,
-        overhead_gib: eff.overhead_gib,
-        capacity_gib: perf.hbm_gib,
-    };
-    let mem_total = memory.weights_gib
-        + memory.gradients_gib
-        + memory.optimizer_gib
-        + memory.activations_gib
-        + memory.overhead_gib;
+    let memory = loads
+        .iter()
+        .enumerate()
+        .map(|(i, r)| memory_of(i as u32, r))
+        .max_by(|a, b| a.total().total_cmp(&b.total()))
+        .unwrap_or_else(|| memory_of(0, &busiest));
+    let mem_total = memory.total();
 
     Ok(Estimate {
         tokens_per_sec_per_gpu: tps,
@@ -536,7 +645,7 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
             cp_comm_s: micro * (cp_mb - cp_exposed_mb),
             ep_comm_s: micro * (ep_mb - ep_exposed_mb),
             dp_comm_s: rs + ag - dp_exposed,
-            pp_comm_s: pp_total - pp_exposed,
+            pp_comm_s: pp_total - (pp_exposed - pp_latency),
         },
         memory,
         precision: prec,

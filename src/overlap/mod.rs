@@ -14,10 +14,11 @@ pub mod userbuffers;
 use serde_json::Value;
 
 use crate::config::{
-    COMM_OVERLAP, CommOverlapConfig, DDP, DdpConfig, MODEL, ModelConfig, OPTIMIZER, OptimizerConfig,
+    COMM_OVERLAP, CommOverlapConfig, DDP, DdpConfig, MODEL, ModelConfig, OPTIMIZER,
+    OptimizerConfig, Targets,
 };
 use crate::error::{Error, Result, did_you_mean};
-use crate::plan::decision::{Decision, Source};
+use crate::plan::decision::{Decision, Source, Trace};
 use crate::version::Stack;
 
 /// Bridge's automatic DP bucket: 128 Mi *parameters* (elements, not bytes).
@@ -34,29 +35,26 @@ pub struct Context<'a> {
     pub origin: &'a dyn Fn(&str) -> Source,
 }
 
-/// The outcome besides the mutated targets.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    pub decisions: Vec<Decision>,
-    pub warnings: Vec<String>,
-}
-
 /// Bridge `CommOverlapConfig.setup(model, optimizer, ddp)` after `finalize()`.
 /// `cfg.data_parallel_size` must already be set (Bridge raises `TypeError` otherwise).
+/// Decisions and warnings go to `out`.
 pub fn setup(
     cfg: &CommOverlapConfig,
-    model: &mut ModelConfig,
-    optimizer: &mut OptimizerConfig,
-    ddp: &mut DdpConfig,
+    targets: Targets<'_>,
     ctx: &Context<'_>,
-) -> Result<Outcome> {
-    let mut out = Outcome::default();
+    out: &mut Trace,
+) -> Result<()> {
+    let Targets {
+        model,
+        optimizer,
+        ddp,
+    } = targets;
     let mut user = OverlapFields::snapshot(cfg);
     // A preset name Bridge could not import fails whether or not TP overlap survives.
     let preset = resolve_preset(user.tp_comm_overlap_cfg.as_ref())?;
 
-    let r = model_fields(&mut user, model, ddp, ctx, &mut out)?;
-    apply_to_model(&r, &user, model, ctx, &mut out);
+    let r = model_fields(&mut user, model, ddp, ctx, out)?;
+    apply_to_model(&r, &user, model, ctx, out);
 
     // Step 3: TE receives a dict, or `None` (TE defaults) with a warning.
     if model.tp_comm_overlap {
@@ -87,7 +85,7 @@ pub fn setup(
             Error::config("comm_overlap.data_parallel_size is None ('>' not supported between NoneType and int)")
         })?;
         let q = dp_fields(dp, model).override_with(&user);
-        apply_dp(&q, &user, dp, model, optimizer, ddp, ctx, &mut out);
+        apply_dp(&q, &user, dp, model, optimizer, ddp, ctx, out);
     } else {
         out.decisions.push(Decision::new(
             DDP.overlap_grad_reduce,
@@ -96,7 +94,7 @@ pub fn setup(
             Source::Default,
         ));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Resolves `tp_comm_overlap_cfg` (a preset name or an inline mapping) to TE's dict.
@@ -128,7 +126,7 @@ fn model_fields(
     model: &ModelConfig,
     ddp: &DdpConfig,
     ctx: &Context<'_>,
-    out: &mut Outcome,
+    out: &mut Trace,
 ) -> Result<OverlapFields> {
     let vp = model.vp();
     let mut r = OverlapFields {
@@ -209,7 +207,7 @@ fn apply_to_model(
     user: &OverlapFields,
     model: &mut ModelConfig,
     ctx: &Context<'_>,
-    out: &mut Outcome,
+    out: &mut Trace,
 ) {
     let pp = model.pipeline_model_parallel_size;
     let vp = model.vp();
@@ -319,7 +317,7 @@ fn apply_dp(
     optimizer: &mut OptimizerConfig,
     ddp: &mut DdpConfig,
     ctx: &Context<'_>,
-    out: &mut Outcome,
+    out: &mut Trace,
 ) {
     let why = |field: &str, explicit: bool, auto: String| -> (String, Source) {
         if explicit {

@@ -38,6 +38,14 @@ impl Serialize for Source {
     }
 }
 
+/// What resolution records as it goes, in order: every decision and every warning. The one
+/// accumulator every stage (and every ported Bridge step) adds to.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub decisions: Vec<Decision>,
+    pub warnings: Vec<String>,
+}
+
 /// One explained value.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Decision {

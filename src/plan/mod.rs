@@ -18,7 +18,7 @@ use crate::config::{
 /// A variable the rank runtime re-checks on the node (the rank plan's own type).
 pub use crate::rank::Invariant;
 pub use crate::resolve::trainer::TrainerCall;
-pub use decision::{Decision, Source};
+pub use decision::{Decision, Source, Trace};
 
 /// The resolved parallel sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

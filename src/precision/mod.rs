@@ -10,12 +10,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::config::{
-    DdpConfig, MIXED_PRECISION, MixedPrecisionConfig, MixedPrecisionSpec, ModelConfig,
-    OptimizerConfig,
-};
+use crate::config::{MIXED_PRECISION, MixedPrecisionConfig, MixedPrecisionSpec, Section, Targets};
 use crate::error::{Error, Result, did_you_mean};
-use crate::plan::decision::{Decision, Source};
+use crate::plan::decision::{Decision, Source, Trace};
 use crate::version::Stack;
 
 /// Builds the config a recipe names (Bridge `get_mixed_precision_config`), then applies the
@@ -95,33 +92,23 @@ pub fn finalize(cfg: &mut MixedPrecisionConfig, stack: &Stack) -> Result<()> {
 pub fn setup(
     cfg: &MixedPrecisionConfig,
     recipe: &str,
-    model: &mut ModelConfig,
-    optimizer: &mut OptimizerConfig,
-    ddp: &mut DdpConfig,
-    decisions: &mut Vec<Decision>,
+    targets: Targets<'_>,
+    t: &mut Trace,
 ) -> Result<()> {
     let src = serde_json::to_value(cfg).map_err(internal)?;
-    overwrite(&src, "model", ModelConfig::FIELDS, model, recipe, decisions)?;
-    overwrite(
-        &src,
-        "optimizer",
-        OptimizerConfig::FIELDS,
-        optimizer,
-        recipe,
-        decisions,
-    )?;
-    overwrite(&src, "ddp", DdpConfig::FIELDS, ddp, recipe, decisions)?;
+    overwrite(&src, targets.model, recipe, &mut t.decisions)?;
+    overwrite(&src, targets.optimizer, recipe, &mut t.decisions)?;
+    overwrite(&src, targets.ddp, recipe, &mut t.decisions)?;
     Ok(())
 }
 
-fn overwrite<T: Serialize + DeserializeOwned>(
+fn overwrite<T: Section + Serialize + DeserializeOwned>(
     src: &Value,
-    section: &str,
-    target_fields: &[&str],
     target: &mut T,
     recipe: &str,
     decisions: &mut Vec<Decision>,
 ) -> Result<()> {
+    let (section, target_fields) = (T::SECTION, T::FIELDS);
     let mut tree = serde_json::to_value(&*target).map_err(internal)?;
     let (Some(src), Some(dst)) = (src.as_object(), tree.as_object_mut()) else {
         return Err(internal("sections must serialise to mappings"));

@@ -23,7 +23,7 @@ use crate::catalog::Hardware;
 use crate::config::{DdpConfig, EnvScalar, ModelConfig};
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
-use crate::plan::{EnvEntry, Invariant};
+use crate::plan::{EnvEntry, Invariant, Trace};
 
 /// Inputs of the env stage.
 pub struct EnvInputs<'a> {
@@ -97,7 +97,8 @@ fn rule_text(d: &env_rules::Derived) -> String {
 }
 
 /// Builds the env and its decisions.
-pub fn build(inp: &EnvInputs<'_>, decisions: &mut Vec<Decision>) -> Result<EnvStage> {
+pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
+    let decisions = &mut t.decisions;
     let mut st = EnvStage::default();
     let hw = inp.hardware;
     for (k, v) in &hw.gpu.env {
@@ -253,8 +254,9 @@ pub fn check(
     fsdp: bool,
     env: &BTreeMap<String, EnvEntry>,
     strict: bool,
-    warnings: &mut Vec<String>,
+    t: &mut Trace,
 ) -> Result<Vec<Invariant>> {
+    let warnings = &mut t.warnings;
     let mut inv = Vec::new();
     if hw.gpu.is_cpu() {
         return Ok(inv);

@@ -21,6 +21,7 @@ use crate::catalog::{Hardware, Recipe};
 use crate::config::{MODEL, OPTIMIZER, TRAIN};
 use crate::error::{Error, Result};
 use crate::overlap;
+pub use crate::plan::Trace;
 use crate::plan::{Decision, Parallelism, Plan, RecipeInfo, ResolvedPrecision, Source, Versions};
 use crate::precision;
 use crate::version::Stack;
@@ -72,13 +73,6 @@ pub fn resolve(inp: &Inputs<'_>) -> Result<Plan> {
     resolve_with(inp, &PluginLayer::default())
 }
 
-/// What the stages record as they go, in order: every decision and every warning.
-#[derive(Debug, Default)]
-pub struct Trace {
-    pub decisions: Vec<Decision>,
-    pub warnings: Vec<String>,
-}
-
 /// `resolve` with the plugins' plan phase applied. The stages, in Bridge's order
 /// (`runtime_config_update`), each adding to one [`Trace`]:
 pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
@@ -119,13 +113,10 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`.
     validate::validate(
-        &l.cfg.model,
-        &mut l.cfg.optimizer,
-        &mut l.cfg.ddp,
+        l.cfg.targets(),
         mixed_precision.as_ref().map(|p| &p.config),
         inp.stack,
-        &mut t.decisions,
-        &mut t.warnings,
+        &mut t,
     )?;
     if let Some(mp) = mixed_precision.as_ref() {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
@@ -358,25 +349,17 @@ fn precision_stage(
     t: &mut Trace,
 ) -> Result<Option<ResolvedPrecision>> {
     let (cfg, prov) = (&mut l.cfg, &l.prov);
-    let decisions = &mut t.decisions;
     let mut resolved_mp = None;
-    if let Some(spec) = &cfg.mixed_precision {
-        let (name, mut mp) = precision::build(spec)?;
+    if let Some(spec) = cfg.mixed_precision.clone() {
+        let (name, mut mp) = precision::build(&spec)?;
         precision::finalize(&mut mp, inp.stack)?;
-        decisions.push(Decision::new(
+        t.decisions.push(Decision::new(
             "mixed_precision",
             Value::String(name.clone()),
             "the recipe's mixed-precision recipe",
             prov.source("mixed_precision"),
         ));
-        precision::setup(
-            &mp,
-            &name,
-            &mut cfg.model,
-            &mut cfg.optimizer,
-            &mut cfg.ddp,
-            decisions,
-        )?;
+        precision::setup(&mp, &name, cfg.targets(), t)?;
         resolved_mp = Some(ResolvedPrecision {
             recipe: name,
             config: mp,
@@ -403,9 +386,7 @@ fn overlap_stage(
             strict: inp.strict,
             origin: &origin,
         };
-        let out = overlap::setup(c, &mut cfg.model, &mut cfg.optimizer, &mut cfg.ddp, &ctx)?;
-        t.decisions.extend(out.decisions);
-        t.warnings.extend(out.warnings);
+        overlap::setup(c, cfg.targets(), &ctx, t)?;
     } else {
         t.decisions.push(Decision::new(
             "comm_overlap",
@@ -446,14 +427,14 @@ fn env_stage(
         user_env: inp.envs,
         user_unset: inp.unsets,
     };
-    let stage = env::build(&env_inputs, &mut t.decisions)?;
+    let stage = env::build(&env_inputs, t)?;
     let invariants = env::check(
         hw,
         &cfg.model,
         cfg.ddp.use_megatron_fsdp,
         &stage.env,
         inp.strict,
-        &mut t.warnings,
+        t,
     )?;
     Ok(EnvResult { stage, invariants })
 }

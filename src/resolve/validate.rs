@@ -4,24 +4,27 @@
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency.
 
 use crate::config::{
-    COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
-    OPTIMIZER, OptimizerConfig,
+    COMM_OVERLAP, DDP, MIXED_PRECISION, MODEL, MixedPrecisionConfig, OPTIMIZER, Targets,
 };
 use crate::error::{Error, Result};
-use crate::plan::decision::{Decision, Source};
+use crate::plan::decision::{Decision, Source, Trace};
 use crate::version::Stack;
 
 /// Runs the checks in Bridge's order; fixes what Bridge fixes (with a recorded decision and
 /// Bridge's warning) and fails where Bridge asserts.
 pub fn validate(
-    model: &ModelConfig,
-    optimizer: &mut OptimizerConfig,
-    ddp: &mut DdpConfig,
+    targets: Targets<'_>,
     mp: Option<&MixedPrecisionConfig>,
     stack: &Stack,
-    decisions: &mut Vec<Decision>,
-    warnings: &mut Vec<String>,
+    t: &mut Trace,
 ) -> Result<()> {
+    let Targets {
+        model,
+        optimizer,
+        ddp,
+    } = targets;
+    let model = &*model;
+    let (decisions, warnings) = (&mut t.decisions, &mut t.warnings);
     // Megatron-Core DDP and optimizer post-init. `ddp.finalize()` runs before the
     // Megatron-FSDP block below turns reuse off, so this holds with FSDP too.
     if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather {

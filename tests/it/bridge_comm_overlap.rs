@@ -16,10 +16,10 @@
 
 use serde_json::{Value, json};
 
-use ovlaunch::config::{CommOverlapConfig, DdpConfig, ModelConfig, OptimizerConfig};
+use ovlaunch::config::{CommOverlapConfig, DdpConfig, ModelConfig, OptimizerConfig, Targets};
 use ovlaunch::error::Error;
-use ovlaunch::overlap::{self, Context, Outcome, OverlapFields, dp_fields, resolve_preset};
-use ovlaunch::plan::Source;
+use ovlaunch::overlap::{self, Context, OverlapFields, dp_fields, resolve_preset};
+use ovlaunch::plan::{Source, Trace};
 use ovlaunch::resolve::validate::validate;
 use ovlaunch::version::{Stack, Version};
 
@@ -106,22 +106,20 @@ fn run(
     opt: &mut OptimizerConfig,
     ddp: &mut DdpConfig,
     stack: &Stack,
-) -> Result<Outcome, Error> {
+) -> Result<Trace, Error> {
     let ctx = Context {
         stack,
         strict: false,
         origin: &recipe_origin,
     };
-    overlap::setup(cfg, model, opt, ddp, &ctx)
+    let mut t = Trace::default();
+    overlap::setup(cfg, Targets::new(model, opt, ddp), &ctx, &mut t)?;
+    Ok(t)
 }
 
 /// `_get_model_comm_overlap_cfgs(model, ddp)`: the model-side result, read back from the model
 /// after `setup` with a non-distributed-optimizer ddp (so only the model path runs).
-fn model_cfgs(
-    cfg: &CommOverlapConfig,
-    model: ModelConfig,
-    stack: &Stack,
-) -> (ModelConfig, Outcome) {
+fn model_cfgs(cfg: &CommOverlapConfig, model: ModelConfig, stack: &Stack) -> (ModelConfig, Trace) {
     model_cfgs_with_ddp(cfg, model, DdpConfig::default(), stack).expect("model cfgs")
 }
 
@@ -130,7 +128,7 @@ fn model_cfgs_with_ddp(
     mut model: ModelConfig,
     mut ddp: DdpConfig,
     stack: &Stack,
-) -> Result<(ModelConfig, Outcome), Error> {
+) -> Result<(ModelConfig, Trace), Error> {
     let mut opt = OptimizerConfig::default();
     let out = run(cfg, &mut model, &mut opt, &mut ddp, stack)?;
     Ok((model, out))
@@ -191,7 +189,23 @@ fn delay_cfg(overlap_moe: bool) -> CommOverlapConfig {
     }
 }
 
-fn last_warning(out: &Outcome) -> &str {
+/// `ConfigContainer.validate()` on the three configs (it only reads the model).
+fn check(
+    model: &ModelConfig,
+    opt: &mut OptimizerConfig,
+    ddp: &mut DdpConfig,
+) -> Result<Trace, Error> {
+    let mut t = Trace::default();
+    validate(
+        Targets::new(&mut model.clone(), opt, ddp),
+        None,
+        &te_stack(),
+        &mut t,
+    )?;
+    Ok(t)
+}
+
+fn last_warning(out: &Trace) -> &str {
     out.warnings.last().map(String::as_str).unwrap_or("")
 }
 
@@ -1057,16 +1071,7 @@ fn worked_example_i_defer_embedding_wgrad_gets_limit_minus_one() {
     assert_eq!(m.wgrad_deferral_limit, -1);
     let mut opt = OptimizerConfig::default();
     let mut ddp = DdpConfig::default();
-    let err = validate(
-        &m,
-        &mut opt,
-        &mut ddp,
-        None,
-        &te_stack(),
-        &mut vec![],
-        &mut vec![],
-    )
-    .unwrap_err();
+    let err = check(&m, &mut opt, &mut ddp).unwrap_err();
     assert!(
         err.message.contains(
             "Wgrad deferral limit should be greater than or equal to 0 when it is enabled!"
@@ -1081,16 +1086,7 @@ fn worked_example_i_defer_embedding_wgrad_gets_limit_minus_one() {
     };
     let (m, _) = model_cfgs(&cfg, m, &te_stack());
     assert_eq!(m.wgrad_deferral_limit, 50);
-    validate(
-        &m,
-        &mut opt,
-        &mut ddp,
-        None,
-        &te_stack(),
-        &mut vec![],
-        &mut vec![],
-    )
-    .unwrap();
+    check(&m, &mut opt, &mut ddp).unwrap();
 }
 
 #[test]
@@ -1111,16 +1107,7 @@ fn worked_example_j_delay_wgrad_reads_pre_override_model_value() {
     assert_eq!(m.delay_wgrad_compute, Some(true));
     let mut opt = OptimizerConfig::default();
     let mut ddp = DdpConfig::default();
-    let err = validate(
-        &m,
-        &mut opt,
-        &mut ddp,
-        None,
-        &te_stack(),
-        &mut vec![],
-        &mut vec![],
-    )
-    .unwrap_err();
+    let err = check(&m, &mut opt, &mut ddp).unwrap_err();
     assert!(
         err.message.contains(
             "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute"
@@ -1181,17 +1168,7 @@ fn sync_case(ddp_on: bool, opt_on: bool) -> (bool, bool, Vec<String>) {
         ..OptimizerConfig::default()
     };
     let mut ddp = distopt(ddp_on);
-    let mut warnings = Vec::new();
-    validate(
-        &model,
-        &mut opt,
-        &mut ddp,
-        None,
-        &te_stack(),
-        &mut vec![],
-        &mut warnings,
-    )
-    .unwrap();
+    let warnings = check(&model, &mut opt, &mut ddp).unwrap().warnings;
     (
         ddp.use_distributed_optimizer,
         opt.use_distributed_optimizer,
@@ -1252,17 +1229,7 @@ fn overlap_param_gather_sync_scenarios() {
             overlap_param_gather: d,
             ..DdpConfig::default()
         };
-        let mut warnings = Vec::new();
-        validate(
-            &model,
-            &mut opt,
-            &mut ddp,
-            None,
-            &te_stack(),
-            &mut vec![],
-            &mut warnings,
-        )
-        .unwrap();
+        let warnings = check(&model, &mut opt, &mut ddp).unwrap().warnings;
         assert_eq!(
             (ddp.overlap_param_gather, opt.overlap_param_gather),
             (expect, expect),
@@ -1523,17 +1490,7 @@ fn megatron_fsdp_v1_turns_average_in_collective_off() {
         average_in_collective: true,
         ..DdpConfig::default()
     };
-    let mut decisions = Vec::new();
-    validate(
-        &model,
-        &mut opt,
-        &mut ddp,
-        None,
-        &te_stack(),
-        &mut decisions,
-        &mut vec![],
-    )
-    .unwrap();
+    let decisions = check(&model, &mut opt, &mut ddp).unwrap().decisions;
     assert!(ddp.use_distributed_optimizer && opt.use_distributed_optimizer);
     assert!(!ddp.average_in_collective);
     assert!(
@@ -1557,16 +1514,7 @@ fn reuse_without_fp8_param_gather_fails_before_fsdp_handling() {
             fp8_param_gather: false,
             ..DdpConfig::default()
         };
-        let err = validate(
-            &model,
-            &mut opt,
-            &mut ddp,
-            None,
-            &te_stack(),
-            &mut vec![],
-            &mut vec![],
-        )
-        .unwrap_err();
+        let err = check(&model, &mut opt, &mut ddp).unwrap_err();
         assert!(
             err.message
                 .contains("reuse_grad_buf_for_mxfp8_param_ag requires fp8_param_gather"),
@@ -1594,16 +1542,7 @@ fn megatron_fsdp_v2_turns_dp_overlap_off() {
         overlap_param_gather: true,
         ..distopt(true)
     };
-    validate(
-        &model,
-        &mut opt,
-        &mut ddp,
-        None,
-        &te_stack(),
-        &mut vec![],
-        &mut vec![],
-    )
-    .unwrap();
+    check(&model, &mut opt, &mut ddp).unwrap();
     assert!(!ddp.use_distributed_optimizer && !opt.use_distributed_optimizer);
     assert!(!ddp.overlap_grad_reduce && !ddp.overlap_param_gather);
     assert!(!opt.overlap_param_gather && !opt.overlap_param_gather_with_optimizer_step);

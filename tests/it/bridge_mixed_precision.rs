@@ -21,11 +21,12 @@
 
 use serde_json::{Value, json};
 
+use ovlaunch::config;
 use ovlaunch::config::mixed_precision::MixedPrecisionCustom;
 use ovlaunch::config::{
     DdpConfig, MixedPrecisionConfig, MixedPrecisionSpec, ModelConfig, OptimizerConfig,
 };
-use ovlaunch::plan::Decision;
+use ovlaunch::plan::{Decision, Trace};
 use ovlaunch::precision::{self, build, finalize, recipes};
 use ovlaunch::resolve::validate::validate;
 use ovlaunch::version::{Stack, Version};
@@ -63,15 +64,25 @@ fn targets() -> Targets {
 
 impl Targets {
     fn setup(&mut self, cfg: &MixedPrecisionConfig) {
+        let mut trace = Trace::default();
         precision::setup(
             cfg,
             "test",
-            &mut self.model,
-            &mut self.opt,
-            &mut self.ddp,
-            &mut self.log,
+            config::Targets::new(&mut self.model, &mut self.opt, &mut self.ddp),
+            &mut trace,
         )
         .expect("setup");
+        self.log.extend(trace.decisions);
+    }
+
+    /// `ConfigContainer.validate()` on the three configs.
+    fn validate(&mut self, mp: &MixedPrecisionConfig) -> Result<(), ovlaunch::error::Error> {
+        validate(
+            config::Targets::new(&mut self.model, &mut self.opt, &mut self.ddp),
+            Some(mp),
+            &Stack::default(),
+            &mut Trace::default(),
+        )
     }
 
     /// The "debug log line" for `section.field`, if that field was overwritten.
@@ -391,8 +402,9 @@ fn update_returns_same_object() {
     let c = mp(json!({"fp16": true}));
     let mut model = ModelConfig::default();
     let before: *const ModelConfig = &model;
-    let (mut opt, mut ddp, mut log) = (OptimizerConfig::default(), DdpConfig::default(), vec![]);
-    precision::setup(&c, "test", &mut model, &mut opt, &mut ddp, &mut log).unwrap();
+    let (mut opt, mut ddp) = (OptimizerConfig::default(), DdpConfig::default());
+    let targets = config::Targets::new(&mut model, &mut opt, &mut ddp);
+    precision::setup(&c, "test", targets, &mut Trace::default()).unwrap();
     assert!(std::ptr::eq(before, &model));
     assert!(model.fp16);
 }
@@ -898,16 +910,7 @@ fn mxfp8_reuse_check_in_validate() {
     let bad = mp(json!({"fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": true}));
     let mut t = targets();
     t.setup(&bad);
-    let err = validate(
-        &t.model,
-        &mut t.opt,
-        &mut t.ddp,
-        Some(&bad),
-        &Stack::default(),
-        &mut vec![],
-        &mut vec![],
-    )
-    .unwrap_err();
+    let err = t.validate(&bad).unwrap_err();
     assert!(
         err.message
             .contains("reuse_grad_buf_for_mxfp8_param_ag must be set to True"),
@@ -917,29 +920,11 @@ fn mxfp8_reuse_check_in_validate() {
     let good = recipe("bf16_with_mxfp8_mixed");
     let mut t = targets();
     t.setup(&good);
-    validate(
-        &t.model,
-        &mut t.opt,
-        &mut t.ddp,
-        Some(&good),
-        &Stack::default(),
-        &mut vec![],
-        &mut vec![],
-    )
-    .unwrap();
+    t.validate(&good).unwrap();
     let mut t = targets();
     t.setup(&good);
     t.ddp.use_megatron_fsdp = true;
-    validate(
-        &t.model,
-        &mut t.opt,
-        &mut t.ddp,
-        Some(&good),
-        &Stack::default(),
-        &mut vec![],
-        &mut vec![],
-    )
-    .unwrap();
+    t.validate(&good).unwrap();
     assert!(!t.ddp.reuse_grad_buf_for_mxfp8_param_ag);
     assert!(!t.opt.reuse_grad_buf_for_mxfp8_param_ag);
 }

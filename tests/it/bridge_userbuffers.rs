@@ -9,10 +9,10 @@
 
 use serde_json::{Value, json};
 
-use ovlaunch::config::{CommOverlapConfig, DdpConfig, ModelConfig, OptimizerConfig};
+use ovlaunch::config::{CommOverlapConfig, DdpConfig, ModelConfig, OptimizerConfig, Targets};
 use ovlaunch::overlap::userbuffers::{self, PRESETS, SLOTS, Slot};
 use ovlaunch::overlap::{self, Context, resolve_preset};
-use ovlaunch::plan::Source;
+use ovlaunch::plan::{Source, Trace};
 use ovlaunch::version::Stack;
 
 const BULK_KEYS: [&str; 4] = ["num_sm", "cga_size", "set_sm_margin", "method"];
@@ -543,7 +543,8 @@ fn every_preset_lands_on_the_model_as_its_dict() {
             ..ModelConfig::default()
         };
         let (mut opt, mut ddp) = (OptimizerConfig::default(), DdpConfig::default());
-        overlap::setup(&cfg, &mut model, &mut opt, &mut ddp, &ctx).unwrap();
+        let targets = Targets::new(&mut model, &mut opt, &mut ddp);
+        overlap::setup(&cfg, targets, &ctx, &mut Trace::default()).unwrap();
         assert!(model.tp_comm_overlap, "{name}");
         assert_eq!(model.tp_comm_overlap_cfg, Some(dict(name)), "{name}");
     }

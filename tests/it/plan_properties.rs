@@ -11,9 +11,11 @@
 use proptest::prelude::*;
 use proptest::sample::select;
 
-use ovlaunch::config::{CommOverlapConfig, DdpConfig, ModelConfig, OptimizerConfig, TrainConfig};
+use ovlaunch::config::{
+    CommOverlapConfig, DdpConfig, ModelConfig, OptimizerConfig, Targets, TrainConfig,
+};
 use ovlaunch::overlap::{self, Context};
-use ovlaunch::plan::Source;
+use ovlaunch::plan::{Source, Trace};
 use ovlaunch::resolve::layout;
 use ovlaunch::version::Stack;
 
@@ -152,7 +154,8 @@ proptest! {
         };
         let mut opt = OptimizerConfig::default();
         let mut ddp = DdpConfig { use_distributed_optimizer: c.distopt, ..DdpConfig::default() };
-        let out = overlap::setup(&cfg, &mut model, &mut opt, &mut ddp, &ctx)
+        let mut out = Trace::default();
+        overlap::setup(&cfg, Targets::new(&mut model, &mut opt, &mut ddp), &ctx, &mut out)
             .map_err(|e| TestCaseError::fail(e.message))?;
 
         // TP gate.
