@@ -224,12 +224,14 @@ fn merge_shapes(a: serde_json::Value, b: serde_json::Value) -> serde_json::Value
     use serde_json::Value;
     match (a, b) {
         (Value::Object(mut x), Value::Object(y)) => {
+            // The first element's key order, then keys only later ones have.
             for (k, v) in y {
-                let merged = match x.remove(&k) {
-                    Some(old) => merge_shapes(old, v),
-                    None => v,
-                };
-                x.insert(k, merged);
+                match x.get_mut(&k) {
+                    Some(old) => *old = merge_shapes(old.take(), v),
+                    None => {
+                        x.insert(k, v);
+                    }
+                }
             }
             Value::Object(x)
         }

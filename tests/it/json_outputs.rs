@@ -38,8 +38,9 @@ fn catalog_and_plan_commands() {
         ),
         (
             "tune",
+            // every candidate: the shape holds what any layout shows (a VPP or none)
             vec![
-                "tune", "-r", "llama8b", "-g", "h100x8", "--top", "2", "-o", "json",
+                "tune", "-r", "llama8b", "-g", "h100x8", "--top", "1000", "-o", "json",
             ],
         ),
         ("recipes", vec!["recipes", "-o", "json"]),
