@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use ovlaunch::catalog::{Catalog, hardware};
-use ovlaunch::render::launch::{self, FlagStyle, LaunchMode, LaunchOptions};
+use ovlaunch::render::launch::{self, LaunchOptions};
 use ovlaunch::render::{artifacts, template::Templates};
 use ovlaunch::resolve;
 use ovlaunch::version::Stack;
@@ -25,42 +25,16 @@ fn main() {
         let mut render_t = Vec::new();
         for _ in 0..51 {
             let t0 = Instant::now();
-            let plan = resolve::resolve(&resolve::Inputs {
-                recipe: &recipe,
-                hardware: &hw,
-                precision: None,
-                variant: None,
-                sets: &[],
-                envs: &[],
-                unsets: &[],
-                stack: &stack,
-                strict: false,
-            })
-            .expect("plan");
+            let plan = resolve::resolve(&resolve::Inputs::new(&recipe, &hw, &stack)).expect("plan");
             let t1 = Instant::now();
             let opts = LaunchOptions {
-                job_name: "bench".into(),
-                job_dir: "/jobs/bench".into(),
                 account: Some("a".into()),
                 partition: Some("p".into()),
-                qos: None,
-                time: "00:30:00".into(),
-                mode: LaunchMode::Srun,
-                flag_style: FlagStyle::Dash,
-                container: None,
                 mpi: Some("pmix".into()),
-                gres: false,
                 exclusive: true,
-                cpus_per_task: None,
-                dependency: None,
-                sbatch_args: vec![],
-                srun_args: vec![],
-                trainer: vec![],
                 rank_runtime: Some("ovlaunch-rank".into()),
-                master_port: 29500,
                 command_line: "bench".into(),
-                rendezvous: None,
-                strict: false,
+                ..LaunchOptions::new("bench", "/jobs/bench")
             };
             let spec = launch::build(&plan, &opts).expect("spec");
             let a = artifacts::render(

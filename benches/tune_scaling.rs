@@ -25,15 +25,8 @@ fn main() {
             let plan_with = |sets: &[String]| {
                 let sets = overrides::parse_sets(sets)?;
                 resolve::resolve(&resolve::Inputs {
-                    recipe: &recipe,
-                    hardware: &hw,
-                    precision: None,
-                    variant: None,
                     sets: &sets,
-                    envs: &[],
-                    unsets: &[],
-                    stack: &stack,
-                    strict: false,
+                    ..resolve::Inputs::new(&recipe, &hw, &stack)
                 })
             };
             // The base: the recipe's layout where it divides the count, else all data parallel.

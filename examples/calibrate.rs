@@ -145,15 +145,9 @@ impl Resolver {
             all.extend(extra.iter().cloned());
             let parsed = overrides::parse_sets(&all).map_err(|e| e.to_string())?;
             resolve::resolve(&resolve::Inputs {
-                recipe: r,
-                hardware: &hw,
                 precision: prec,
-                variant: None,
                 sets: &parsed,
-                envs: &[],
-                unsets: &[],
-                stack: &self.stack,
-                strict: false,
+                ..resolve::Inputs::new(r, &hw, &self.stack)
             })
             .map_err(|e| e.to_string())
         };

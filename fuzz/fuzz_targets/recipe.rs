@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use ovlaunch::backend::Executor;
 use ovlaunch::catalog::{Catalog, Recipe, hardware, scan_recipe};
-use ovlaunch::render::launch::{FlagStyle, LaunchMode, LaunchOptions};
+use ovlaunch::render::launch::LaunchOptions;
 use ovlaunch::render::template::Templates;
 use ovlaunch::resolve;
 use ovlaunch::version::Stack;
@@ -23,42 +23,13 @@ fuzz_target!(|data: &[u8]| {
     let stack = Stack::default();
     for gpus in ["cpux4", "h100x16"] {
         let hw = hardware::parse(gpus, &cat.gpus, None).expect("shipped kind");
-        let Ok(plan) = resolve::resolve(&resolve::Inputs {
-            recipe: &recipe,
-            hardware: &hw,
-            precision: None,
-            variant: None,
-            sets: &[],
-            envs: &[],
-            unsets: &[],
-            stack: &stack,
-            strict: false,
-        }) else {
+        let Ok(plan) = resolve::resolve(&resolve::Inputs::new(&recipe, &hw, &stack)) else {
             continue;
         };
         let opts = LaunchOptions {
-            job_name: "fuzz".into(),
-            job_dir: "/jobs/fuzz".into(),
-            account: None,
-            partition: None,
-            qos: None,
             time: "00:10:00".into(),
-            mode: LaunchMode::Srun,
-            flag_style: FlagStyle::Dash,
-            container: None,
-            mpi: None,
-            gres: false,
-            exclusive: false,
-            cpus_per_task: None,
-            dependency: None,
-            sbatch_args: Vec::new(),
-            srun_args: Vec::new(),
-            trainer: Vec::new(),
             rank_runtime: Some("ovlaunch-rank".into()),
-            master_port: 29500,
-            command_line: "ovlaunch".into(),
-            rendezvous: None,
-            strict: false,
+            ..LaunchOptions::new("fuzz", "/jobs/fuzz")
         };
         let _ = ovlaunch::job::render_job(plan, &opts, Vec::new(), &Templates::default(), Executor::Slurm);
     }

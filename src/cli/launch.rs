@@ -79,7 +79,7 @@ pub struct LaunchArgs {
     #[arg(long, help_heading = "Slurm")]
     pub qos: Option<String>,
     /// Wall time (HH:MM:SS or D-HH:MM:SS).
-    #[arg(long, default_value = "00:30:00", help_heading = "Slurm")]
+    #[arg(long, default_value = crate::render::launch::DEFAULT_TIME, help_heading = "Slurm")]
     pub time: String,
     /// How ranks start: one srun task per GPU, or one task per node running torchrun.
     #[arg(long, value_enum, default_value_t = LauncherArg::Srun, help_heading = "Job")]
@@ -171,7 +171,7 @@ pub struct LaunchArgs {
     #[arg(long, conflicts_with = "rank_runtime", help_heading = "Rank runtime")]
     pub no_rank_runtime: bool,
     /// The rendezvous port (MASTER_PORT; torchrun's c10d endpoint).
-    #[arg(long, default_value_t = 29500, value_parser = clap::value_parser!(u16).range(1..), help_heading = "Job")]
+    #[arg(long, default_value_t = crate::render::launch::DEFAULT_MASTER_PORT, value_parser = clap::value_parser!(u16).range(1..), help_heading = "Job")]
     pub master_port: u16,
     /// The trainer command (default: the recipe's Bridge training entry).
     #[arg(last = true, help_heading = "Job")]

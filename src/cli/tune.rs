@@ -6,6 +6,7 @@ use clap::Args;
 use super::estimate::Format;
 use super::{PlanArgs, Printer, load};
 use crate::catalog::{self, Recipe};
+use crate::config::TRAIN;
 use crate::error::{Error, Result};
 use crate::estimate::Efficiency;
 use crate::estimate::tune::{self, Outcome};
@@ -59,15 +60,13 @@ impl Resolver {
         raw.extend(extra.iter().cloned());
         let sets = overrides::parse_sets(&raw)?;
         resolve::resolve(&resolve::Inputs {
-            recipe: &self.recipe,
-            hardware,
             precision: self.args.precision.as_deref(),
             variant: self.args.variant.as_deref(),
             sets: &sets,
             envs: &self.envs,
             unsets: &self.args.unsets,
-            stack: &self.stack,
             strict: self.args.strict,
+            ..resolve::Inputs::new(&self.recipe, hardware, &self.stack)
         })
     }
 
@@ -80,7 +79,7 @@ impl Resolver {
     /// (GBS · GPUs / variant GPUs, as Bridge's scripts scale by DP) and the layout left to tune.
     fn base(&self) -> Result<(Plan, Vec<String>)> {
         if let Ok(p) = self.resolve(&[]) {
-            let gbs = format!("train.global_batch_size={}", p.train.global_batch_size);
+            let gbs = tune::set(TRAIN.global_batch_size, p.train.global_batch_size);
             return Ok((p, vec![gbs]));
         }
         // A layout the world surely divides: all data parallel, else all tensor and
@@ -131,10 +130,10 @@ impl Resolver {
                 _ => u64::from(probe.train.global_batch_size),
             };
             let mut sets = layout.clone();
-            sets.push(format!("train.global_batch_size={gbs}"));
+            sets.push(tune::set(TRAIN.global_batch_size, gbs));
             match self.resolve(&sets) {
                 Ok(base) => {
-                    let gbs = format!("train.global_batch_size={}", base.train.global_batch_size);
+                    let gbs = tune::set(TRAIN.global_batch_size, base.train.global_batch_size);
                     return Ok((base, vec![gbs]));
                 }
                 Err(e) => last = Some(e),

@@ -31,15 +31,9 @@ pub(crate) fn plan_for(recipe: &str, gpus: &str, precision: Option<&str>, sets: 
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let sets = overrides::parse_sets(&sets).unwrap();
     resolve::resolve(&resolve::Inputs {
-        recipe: &r,
-        hardware: &hw,
         precision,
-        variant: None,
         sets: &sets,
-        envs: &[],
-        unsets: &[],
-        stack: &Stack::default(),
-        strict: false,
+        ..resolve::Inputs::new(&r, &hw, &Stack::default())
     })
     .unwrap()
 }

@@ -18,6 +18,7 @@
 use serde::Serialize;
 
 use super::{Efficiency, Estimate, estimate};
+use crate::config::{MODEL, TRAIN};
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::resolve::layout;
@@ -100,8 +101,9 @@ impl Layout {
     pub fn sets_with(&self, pipeline_layout: Option<&str>) -> Vec<String> {
         let mut s = self.sets();
         if let Some(l) = pipeline_layout {
-            s.retain(|x| !x.starts_with("model.pipeline_model_parallel_layout="));
-            s.push(format!("model.pipeline_model_parallel_layout={l}"));
+            let layout = MODEL.pipeline_model_parallel_layout;
+            s.retain(|x| x.split_once('=').is_none_or(|(path, _)| path != layout));
+            s.push(set(layout, l));
         }
         s
     }
@@ -110,52 +112,54 @@ impl Layout {
     pub fn sets(&self) -> Vec<String> {
         let opt = |v: Option<u32>| v.map_or("null".to_string(), |v| v.to_string());
         vec![
-            format!(
-                "model.tensor_model_parallel_size={}",
-                self.tensor_model_parallel_size
+            set(
+                MODEL.tensor_model_parallel_size,
+                self.tensor_model_parallel_size,
             ),
-            format!(
-                "model.pipeline_model_parallel_size={}",
-                self.pipeline_model_parallel_size
+            set(
+                MODEL.pipeline_model_parallel_size,
+                self.pipeline_model_parallel_size,
             ),
-            format!(
-                "model.virtual_pipeline_model_parallel_size={}",
-                opt(self.virtual_pipeline_model_parallel_size)
+            set(
+                MODEL.virtual_pipeline_model_parallel_size,
+                opt(self.virtual_pipeline_model_parallel_size),
             ),
-            format!("model.context_parallel_size={}", self.context_parallel_size),
-            format!(
-                "model.expert_model_parallel_size={}",
-                self.expert_model_parallel_size
+            set(MODEL.context_parallel_size, self.context_parallel_size),
+            set(
+                MODEL.expert_model_parallel_size,
+                self.expert_model_parallel_size,
             ),
-            format!(
-                "model.expert_tensor_parallel_size={}",
-                opt(self.expert_tensor_parallel_size)
+            set(
+                MODEL.expert_tensor_parallel_size,
+                opt(self.expert_tensor_parallel_size),
             ),
-            format!(
-                "model.sequence_parallel={}",
-                self.tensor_model_parallel_size > 1
-            ),
-            "model.pipeline_model_parallel_layout=null".to_string(),
-            format!("train.micro_batch_size={}", self.micro_batch_size),
+            set(MODEL.sequence_parallel, self.tensor_model_parallel_size > 1),
+            set(MODEL.pipeline_model_parallel_layout, "null"),
+            set(TRAIN.micro_batch_size, self.micro_batch_size),
         ]
     }
+}
+
+/// One `--set PATH=VALUE` word.
+pub fn set(path: &str, value: impl std::fmt::Display) -> String {
+    format!("{path}={value}")
 }
 
 impl Recompute {
     fn sets(&self) -> Vec<String> {
         match self {
             Self::None => vec![
-                "model.recompute_granularity=null".into(),
-                "model.recompute_method=null".into(),
-                "model.recompute_num_layers=null".into(),
-                "model.recompute_modules=null".into(),
+                set(MODEL.recompute_granularity, "null"),
+                set(MODEL.recompute_method, "null"),
+                set(MODEL.recompute_num_layers, "null"),
+                set(MODEL.recompute_modules, "null"),
             ],
             Self::Recipe => vec![],
             Self::Full => vec![
-                "model.recompute_granularity=full".into(),
-                "model.recompute_method=uniform".into(),
-                "model.recompute_num_layers=1".into(),
-                "model.recompute_modules=null".into(),
+                set(MODEL.recompute_granularity, "full"),
+                set(MODEL.recompute_method, "uniform"),
+                set(MODEL.recompute_num_layers, 1),
+                set(MODEL.recompute_modules, "null"),
             ],
         }
     }

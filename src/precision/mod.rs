@@ -22,7 +22,7 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
         MixedPrecisionSpec::Name(name) => {
             let cfg = recipes::get(name).map_err(|m| {
                 Error::usage(m)
-                    .at_fields("mixed_precision")
+                    .at_fields(MixedPrecisionConfig::SECTION)
                     .help(did_you_mean(&name.replace('-', "_"), recipes::RECIPES))
             })?;
             Ok((name.replace('-', "_"), cfg))
@@ -68,7 +68,7 @@ pub fn finalize(cfg: &mut MixedPrecisionConfig, stack: &Stack) -> Result<()> {
     if truthy(&cfg.fp4) && truthy(&cfg.fp8) {
         return Err(
             Error::config("fp4 and fp8 cannot be used simultaneously. Please choose one.")
-                .at_fields("mixed_precision")
+                .at_fields(MixedPrecisionConfig::SECTION)
                 .help("pick an fp8 recipe or an nvfp4 recipe, not both"),
         );
     }

@@ -91,6 +91,45 @@ pub struct LaunchOptions {
     pub strict: bool,
 }
 
+/// `--time` when none is given.
+pub const DEFAULT_TIME: &str = "00:30:00";
+/// `--master-port` when none is given (torchrun's own default).
+pub const DEFAULT_MASTER_PORT: u16 = 29500;
+
+impl LaunchOptions {
+    /// A job named `job_name` in `job_dir` with nothing else chosen: no account, partition,
+    /// container or MPI; an srun launch with dash-style torchrun flags; the recipe's
+    /// trainer, started directly (no rank runtime); the default time and port. For callers
+    /// without a command line (benchmarks, fuzzing, tests), which change what they need
+    /// with `..LaunchOptions::new(..)`; the CLI fills every field from its flags.
+    pub fn new(job_name: impl Into<String>, job_dir: impl Into<String>) -> Self {
+        Self {
+            job_name: job_name.into(),
+            job_dir: job_dir.into(),
+            account: None,
+            partition: None,
+            qos: None,
+            time: DEFAULT_TIME.to_string(),
+            mode: LaunchMode::Srun,
+            flag_style: FlagStyle::Dash,
+            container: None,
+            mpi: None,
+            gres: false,
+            exclusive: false,
+            cpus_per_task: None,
+            dependency: None,
+            sbatch_args: Vec::new(),
+            srun_args: Vec::new(),
+            trainer: Vec::new(),
+            rank_runtime: None,
+            master_port: DEFAULT_MASTER_PORT,
+            command_line: "ovlaunch".to_string(),
+            rendezvous: None,
+            strict: false,
+        }
+    }
+}
+
 /// The structured job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LaunchSpec {

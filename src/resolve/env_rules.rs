@@ -19,7 +19,7 @@
 //! are numbered as in the reference notes (rules 0-12 plus the baseline and NCCL userbuffers).
 
 use crate::catalog::Hardware;
-use crate::config::{DdpConfig, ModelConfig};
+use crate::config::{COMM_OVERLAP, DDP, DdpConfig, MODEL, ModelConfig};
 use crate::error::{Error, Result};
 
 /// One of Bridge's env rules.
@@ -358,17 +358,17 @@ impl DerivedEnv {
 }
 
 const CONNECTION_TRIGGERS: &[&str] = &[
-    "model.tensor_model_parallel_size",
-    "model.context_parallel_size",
-    "comm_overlap.overlap_moe_expert_parallel_comm",
+    MODEL.tensor_model_parallel_size,
+    MODEL.context_parallel_size,
+    COMM_OVERLAP.overlap_moe_expert_parallel_comm,
 ];
 const EP_TRIGGERS: &[&str] = &[
-    "model.expert_model_parallel_size",
-    "model.moe_flex_dispatcher_backend",
+    MODEL.expert_model_parallel_size,
+    MODEL.moe_flex_dispatcher_backend,
 ];
-const DISPATCHER_TRIGGERS: &[&str] = &["model.moe_flex_dispatcher_backend"];
-const PP_TRIGGERS: &[&str] = &["model.pipeline_model_parallel_size"];
-const NCCL_UB_TRIGGERS: &[&str] = &["ddp.nccl_ub"];
+const DISPATCHER_TRIGGERS: &[&str] = &[MODEL.moe_flex_dispatcher_backend];
+const PP_TRIGGERS: &[&str] = &[MODEL.pipeline_model_parallel_size];
+const NCCL_UB_TRIGGERS: &[&str] = &[DDP.nccl_ub];
 
 /// Bridge's rules applied to `f`, in Bridge's order.
 pub fn derive(f: &Facts) -> Result<DerivedEnv> {
@@ -483,7 +483,7 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                     "HybridEP expert parallel size must not exceed the {domain}-rank NVLink domain (EP={} on {})",
                     f.ep, f.gpu
                 ))
-                .at_fields("model.expert_model_parallel_size")
+                .at_fields(MODEL.expert_model_parallel_size)
                 .help(format!(
                     "Megatron-Bridge refuses this (ep_size <= {domain} on NVL{domain} systems): use --set model.expert_model_parallel_size=N with N <= {domain}, or another dispatcher (--set model.moe_flex_dispatcher_backend=deepep)"
                 )));

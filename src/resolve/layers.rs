@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::overrides::SetOverride;
 use crate::catalog::Hardware;
 use crate::catalog::recipe::{PRECISIONS, Recipe, Variant};
-use crate::config::ConfigContainer;
+use crate::config::{ConfigContainer, MixedPrecisionConfig};
 use crate::error::{Error, Result, did_you_mean};
 use crate::plan::decision::{Decision, Source};
 
@@ -26,7 +26,7 @@ impl Provenance {
 
     fn record(&mut self, section: &str, tree: &Value, source: &Source) {
         match tree {
-            Value::Object(m) if section != "mixed_precision" => {
+            Value::Object(m) if section != MixedPrecisionConfig::SECTION => {
                 for k in m.keys() {
                     self.map.insert(format!("{section}.{k}"), source.clone());
                 }
@@ -221,7 +221,9 @@ fn dedup(mut v: Vec<&str>) -> Vec<&str> {
 fn merge_sections(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
     for (section, value) in src {
         match (dst.get_mut(section), value) {
-            (Some(Value::Object(d)), Value::Object(s)) if section != "mixed_precision" => {
+            (Some(Value::Object(d)), Value::Object(s))
+                if section != MixedPrecisionConfig::SECTION =>
+            {
                 for (k, v) in s {
                     d.insert(k.clone(), v.clone());
                 }

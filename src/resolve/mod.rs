@@ -18,7 +18,7 @@ pub mod validate;
 use serde_json::Value;
 
 use crate::catalog::{Hardware, Recipe};
-use crate::config::{MODEL, OPTIMIZER, TRAIN};
+use crate::config::{CommOverlapConfig, MODEL, MixedPrecisionConfig, OPTIMIZER, TRAIN};
 use crate::error::{Error, Result};
 use crate::overlap;
 pub use crate::plan::Trace;
@@ -40,6 +40,25 @@ pub struct Inputs<'a> {
     pub unsets: &'a [String],
     pub stack: &'a Stack,
     pub strict: bool,
+}
+
+impl<'a> Inputs<'a> {
+    /// `recipe` on `hardware` with `stack` and nothing else asked for: the recipe's own
+    /// precision and variant, no `--set`/`--env`/`--unset`, not strict. Change what you need
+    /// with `..Inputs::new(..)`.
+    pub fn new(recipe: &'a Recipe, hardware: &'a Hardware, stack: &'a Stack) -> Self {
+        Self {
+            recipe,
+            hardware,
+            precision: None,
+            variant: None,
+            sets: &[],
+            envs: &[],
+            unsets: &[],
+            stack,
+            strict: false,
+        }
+    }
 }
 
 /// An env variable from a plugin's plan phase.
@@ -84,10 +103,12 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let (choice, mut l) = layering(inp, plugins, &mut t)?;
     // The runner call: Bridge's recipe function plus exactly what differs from it.
     let precision_word = match (&choice.variant, inp.precision, &l.cfg.mixed_precision) {
-        (None, Some(_), Some(spec)) if !l.prov.user_set("mixed_precision") => match spec {
-            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
-            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
-        },
+        (None, Some(_), Some(spec)) if !l.prov.user_set(MixedPrecisionConfig::SECTION) => {
+            match spec {
+                crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
+                crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
+            }
+        }
         _ => None,
     };
     let trainer_call = trainer::call(
@@ -185,9 +206,9 @@ fn layering<'r>(
     // it to a mixed-precision recipe (perf_recipes/_common.py `_perf_precision`). A
     // `--set mixed_precision...` of the user's own wins.
     if let (None, Some(p)) = (choice.variant, inp.precision) {
-        if prov.user_set("mixed_precision") {
+        if prov.user_set(MixedPrecisionConfig::SECTION) {
             decisions.push(Decision::new(
-                "mixed_precision",
+                MixedPrecisionConfig::SECTION,
                 Value::Null,
                 "--precision ignored: your --set mixed_precision wins",
                 Source::User,
@@ -195,7 +216,7 @@ fn layering<'r>(
         } else {
             let spec = perf_precision(&choice.precision);
             decisions.push(Decision::new(
-                "mixed_precision",
+                MixedPrecisionConfig::SECTION,
                 serde_json::to_value(&spec).map_err(internal)?,
                 format!("--precision {p} on a recipe without variants: Bridge's perf precision mapping (_perf_precision), grad_reduce_in_fp32=False"),
                 Source::User,
@@ -354,10 +375,10 @@ fn precision_stage(
         let (name, mut mp) = precision::build(&spec)?;
         precision::finalize(&mut mp, inp.stack)?;
         t.decisions.push(Decision::new(
-            "mixed_precision",
+            MixedPrecisionConfig::SECTION,
             Value::String(name.clone()),
             "the recipe's mixed-precision recipe",
-            prov.source("mixed_precision"),
+            prov.source(MixedPrecisionConfig::SECTION),
         ));
         precision::setup(&mp, &name, cfg.targets(), t)?;
         resolved_mp = Some(ResolvedPrecision {
@@ -380,7 +401,7 @@ fn overlap_stage(
     let mut comm = cfg.comm_overlap.clone();
     if let Some(c) = comm.as_mut() {
         c.data_parallel_size = Some(par.data);
-        let origin = |field: &str| prov.source(&format!("comm_overlap.{field}"));
+        let origin = |field: &str| prov.source(&format!("{}.{field}", CommOverlapConfig::SECTION));
         let ctx = overlap::Context {
             stack: inp.stack,
             strict: inp.strict,
@@ -389,10 +410,10 @@ fn overlap_stage(
         overlap::setup(c, cfg.targets(), &ctx, t)?;
     } else {
         t.decisions.push(Decision::new(
-            "comm_overlap",
+            CommOverlapConfig::SECTION,
             Value::Null,
             "no comm_overlap section: Bridge leaves model, ddp and optimizer overlap fields as they are",
-            prov.source("comm_overlap"),
+            prov.source(CommOverlapConfig::SECTION),
         ));
     }
     Ok(comm)

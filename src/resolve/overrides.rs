@@ -107,7 +107,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     };
     if let (Some(f), Some(known)) = (&field, fields)
         && !known.contains(&f.as_str())
-        && !(section == "mixed_precision" && f == "recipe")
+        && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
     {
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
             .at_flag(flag)
@@ -116,7 +116,12 @@ fn parse_set(item: &str) -> Result<SetOverride> {
                 did_you_mean(f, known.iter().copied())
             )));
     }
-    if field.is_none() && !matches!(section.as_str(), "mixed_precision" | "comm_overlap") {
+    if field.is_none()
+        && !matches!(
+            section.as_str(),
+            MixedPrecisionConfig::SECTION | CommOverlapConfig::SECTION
+        )
+    {
         return Err(
             Error::usage(format!("`{section}` needs a field: {section}.FIELD=VALUE")).at_flag(flag),
         );
@@ -130,7 +135,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
                 .help("e.g. --set env_vars.NCCL_DEBUG=INFO")
         })?;
     }
-    if section == "comm_overlap" && field.as_deref() == Some("data_parallel_size") {
+    if section == CommOverlapConfig::SECTION && field.as_deref() == Some("data_parallel_size") {
         return Err(Error::usage(
             "comm_overlap.data_parallel_size is computed (world / (TP*PP*CP)); it cannot be set",
         )
@@ -164,21 +169,23 @@ fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, 
         tree.insert(field.to_string(), v.clone());
         let tree = Value::Object(tree);
         let res = match section {
-            "comm_overlap" => {
+            CommOverlapConfig::SECTION => {
                 let mut t = tree.clone();
                 if field != "tp_comm_overlap" {
                     t["tp_comm_overlap"] = Value::Bool(false);
                 }
                 serde_json::from_value::<CommOverlapConfig>(t).map(|_| ())
             }
-            "mixed_precision" if field == "recipe" => {
+            MixedPrecisionConfig::SECTION if field == "recipe" => {
                 if v.is_string() {
                     Ok(())
                 } else {
                     return Err("mixed_precision.recipe must be a recipe name".into());
                 }
             }
-            "mixed_precision" => serde_json::from_value::<MixedPrecisionConfig>(tree).map(|_| ()),
+            MixedPrecisionConfig::SECTION => {
+                serde_json::from_value::<MixedPrecisionConfig>(tree).map(|_| ())
+            }
             "env_vars" => serde_json::from_value::<config::EnvScalar>(v.clone()).map(|_| ()),
             _ => {
                 let mut top = serde_json::Map::new();

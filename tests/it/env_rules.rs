@@ -666,15 +666,10 @@ fn plan_of(
         overrides::parse_envs(&envs.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
     let unsets: Vec<String> = unsets.iter().map(|s| s.to_string()).collect();
     resolve::resolve(&resolve::Inputs {
-        recipe: &recipe,
-        hardware: &hw,
-        precision: None,
-        variant: None,
         sets: &sets,
         envs: &envs,
         unsets: &unsets,
-        stack: &Stack::default(),
-        strict: false,
+        ..resolve::Inputs::new(&recipe, &hw, &Stack::default())
     })
 }
 
@@ -1018,15 +1013,9 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
             let spec = format!("{}x{}", v.gpu, v.num_gpus.unwrap_or(8));
             let hw = hardware::parse(&spec, &cat.gpus, None).unwrap();
             let Ok(plan) = resolve::resolve(&resolve::Inputs {
-                recipe: &recipe,
-                hardware: &hw,
                 precision: Some(&v.precision),
                 variant: v.variant.as_deref(),
-                sets: &[],
-                envs: &[],
-                unsets: &[],
-                stack: &stack,
-                strict: false,
+                ..resolve::Inputs::new(&recipe, &hw, &stack)
             }) else {
                 // Rows ovlaunch itself refuses (layouts the catalogue lacks) have no env.
                 continue;
@@ -1146,28 +1135,9 @@ fn unset_recipe_variables_leave_the_trainer_config() {
     let spec = ovlaunch::render::launch::build(
         &p,
         &ovlaunch::render::launch::LaunchOptions {
-            job_name: "d".into(),
-            job_dir: "/jobs/d".into(),
-            account: None,
-            partition: None,
-            qos: None,
             time: "00:10:00".into(),
-            mode: ovlaunch::render::launch::LaunchMode::Srun,
-            flag_style: ovlaunch::render::launch::FlagStyle::Dash,
-            container: None,
-            mpi: None,
-            gres: false,
-            exclusive: false,
-            cpus_per_task: None,
-            dependency: None,
-            sbatch_args: vec![],
-            srun_args: vec![],
-            trainer: vec![],
-            rank_runtime: None,
-            master_port: 29500,
             command_line: "t".into(),
-            rendezvous: None,
-            strict: false,
+            ..ovlaunch::render::launch::LaunchOptions::new("d", "/jobs/d")
         },
     )
     .unwrap();

@@ -18,7 +18,7 @@ use std::process::Command;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
 use ovlaunch::plan::{Plan, Source};
-use ovlaunch::render::launch::{self, FlagStyle, LaunchMode, LaunchOptions};
+use ovlaunch::render::launch::{self, LaunchOptions};
 use ovlaunch::render::{artifacts, template::Templates};
 use ovlaunch::resolve::env_rules::{self, Action, Facts};
 use ovlaunch::resolve::{self, overrides};
@@ -156,15 +156,8 @@ fn resolve_text(text: &str, gpus: &str, unsets: &[String]) -> Result<Plan, ovlau
     let recipe = Recipe::parse(text, "prop.yaml").unwrap();
     let hw = hardware::parse(gpus, &cat.gpus, None)?;
     resolve::resolve(&resolve::Inputs {
-        recipe: &recipe,
-        hardware: &hw,
-        precision: None,
-        variant: None,
-        sets: &[],
-        envs: &[],
         unsets,
-        stack: &Stack::default(),
-        strict: false,
+        ..resolve::Inputs::new(&recipe, &hw, &Stack::default())
     })
 }
 
@@ -229,28 +222,11 @@ fn run_job(
     let job_dir = dir.join("job");
     std::fs::create_dir_all(&job_dir).unwrap();
     let opts = LaunchOptions {
-        job_name: "unset".into(),
-        job_dir: job_dir.display().to_string(),
-        account: None,
-        partition: None,
-        qos: None,
         time: "00:05:00".into(),
-        mode: LaunchMode::Srun,
-        flag_style: FlagStyle::Dash,
-        container: None,
-        mpi: None,
-        gres: false,
-        exclusive: false,
-        cpus_per_task: None,
-        dependency: None,
-        sbatch_args: vec![],
-        srun_args: vec![],
         trainer: vec!["/usr/bin/env".into()],
         rank_runtime: rank_runtime.map(str::to_string),
-        master_port: 29500,
         command_line: "test".into(),
-        rendezvous: None,
-        strict: false,
+        ..LaunchOptions::new("unset", job_dir.display().to_string())
     };
     let spec = launch::build(plan, &opts).unwrap();
     let a = artifacts::render(

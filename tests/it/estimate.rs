@@ -20,15 +20,8 @@ fn plan(recipe: &str, gpus: &str, sets: &[String]) -> ovlaunch::error::Result<Pl
     let hw = hardware::parse(gpus, &cat.gpus, None)?;
     let sets = overrides::parse_sets(sets)?;
     resolve::resolve(&resolve::Inputs {
-        recipe: &r,
-        hardware: &hw,
-        precision: None,
-        variant: None,
         sets: &sets,
-        envs: &[],
-        unsets: &[],
-        stack: &Stack::default(),
-        strict: false,
+        ..resolve::Inputs::new(&r, &hw, &Stack::default())
     })
 }
 

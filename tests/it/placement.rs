@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
 use ovlaunch::plan::Plan;
-use ovlaunch::render::launch::{self, FlagStyle, LaunchMode, LaunchOptions, LaunchSpec};
+use ovlaunch::render::launch::{self, LaunchOptions, LaunchSpec};
 use ovlaunch::resolve;
 use ovlaunch::version::Stack;
 use ovlaunch_rank::affinity::{PlacementInput, decide};
@@ -29,15 +29,9 @@ fn plan_with(recipe: &str, gpus: &str, precision: Option<&str>, variant: Option<
     };
     let hw = hardware::parse(gpus, &cat.gpus, None).unwrap();
     resolve::resolve(&resolve::Inputs {
-        recipe: &recipe,
-        hardware: &hw,
         precision,
         variant,
-        sets: &[],
-        envs: &[],
-        unsets: &[],
-        stack: &Stack::default(),
-        strict: false,
+        ..resolve::Inputs::new(&recipe, &hw, &Stack::default())
     })
     .unwrap()
 }
@@ -46,28 +40,11 @@ fn spec_for(plan: &Plan) -> LaunchSpec {
     launch::build(
         plan,
         &LaunchOptions {
-            job_name: "p".into(),
-            job_dir: "/jobs/p".into(),
-            account: None,
-            partition: None,
-            qos: None,
             time: "00:10:00".into(),
-            mode: LaunchMode::Srun,
-            flag_style: FlagStyle::Dash,
-            container: None,
-            mpi: None,
-            gres: false,
             exclusive: true,
-            cpus_per_task: None,
-            dependency: None,
-            sbatch_args: vec![],
-            srun_args: vec![],
-            trainer: vec![],
             rank_runtime: Some("ovlaunch-rank".into()),
-            master_port: 29500,
             command_line: "test".into(),
-            rendezvous: None,
-            strict: false,
+            ..LaunchOptions::new("p", "/jobs/p")
         },
     )
     .unwrap()

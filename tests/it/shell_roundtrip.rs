@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
-use ovlaunch::render::launch::{self, FlagStyle, LaunchMode, LaunchOptions};
+use ovlaunch::render::launch::{self, LaunchOptions};
 use ovlaunch::render::{artifacts, script, template::Templates};
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
@@ -28,15 +28,8 @@ fn render_and_run(
     let hw = hardware::parse("cpux2", &cat.gpus, None).unwrap();
     let stack = Stack::default();
     let plan = resolve::resolve(&resolve::Inputs {
-        recipe: &recipe,
-        hardware: &hw,
-        precision: None,
-        variant: None,
-        sets: &[],
         envs,
-        unsets: &[],
-        stack: &stack,
-        strict: false,
+        ..resolve::Inputs::new(&recipe, &hw, &stack)
     })
     .unwrap();
     let job_dir = dir.join("job");
@@ -49,28 +42,10 @@ fn render_and_run(
     ];
     trainer.extend(args.iter().cloned());
     let opts = LaunchOptions {
-        job_name: "rt".into(),
-        job_dir: job_dir.display().to_string(),
-        account: None,
-        partition: None,
-        qos: None,
         time: "00:05:00".into(),
-        mode: LaunchMode::Srun,
-        flag_style: FlagStyle::Dash,
-        container: None,
-        mpi: None,
-        gres: false,
-        exclusive: false,
-        cpus_per_task: None,
-        dependency: None,
-        sbatch_args: vec![],
-        srun_args: vec![],
         trainer,
-        rank_runtime: None,
-        master_port: 29500,
         command_line: "test".into(),
-        rendezvous: None,
-        strict: false,
+        ..LaunchOptions::new("rt", job_dir.display().to_string())
     };
     let spec = launch::build(&plan, &opts).unwrap();
     let a = artifacts::render(
