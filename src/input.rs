@@ -125,6 +125,10 @@ pub fn check_no_nul(what: &str, value: &str) -> Result<()> {
 /// Values an env map may hold, as the text the variable gets.
 pub trait EnvText {
     fn env_text(&self) -> Option<String>;
+    /// Why this entry is not a valid one for `name`, beyond its text.
+    fn refusal(&self, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 impl EnvText for String {
@@ -136,6 +140,15 @@ impl EnvText for String {
 impl EnvText for crate::config::EnvScalar {
     fn env_text(&self) -> Option<String> {
         Some(self.to_env_string())
+    }
+
+    fn refusal(&self, name: &str) -> Option<String> {
+        match self {
+            crate::config::EnvScalar::Inherit(m) if !m.inherit => Some(format!(
+                "{name}: `{{inherit: false}}` means nothing: give a value, `null` to unset it, or `{{inherit: true}}` to leave it to the job's environment"
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -155,6 +168,9 @@ where
     let map = BTreeMap::<String, V>::deserialize(d)?;
     for (k, v) in &map {
         check_env_name(k).map_err(serde::de::Error::custom)?;
+        if let Some(why) = v.refusal(k) {
+            return Err(serde::de::Error::custom(why));
+        }
         if let Some(text) = v.env_text() {
             check_env_value(k, &text).map_err(serde::de::Error::custom)?;
         }

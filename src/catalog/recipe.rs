@@ -2,6 +2,10 @@
 //! (`model`, `train`, `ddp`, `optimizer`, `comm_overlap`, `mixed_precision`, `env_vars`)
 //! and per-GPU, per-precision `variants` that override it.
 //!
+//! `env_vars` state only what Bridge's env rules (`resolve::env_rules`) do not derive: a value,
+//! `null` (unset), or `{inherit: true}` (neither set nor removed); see `config::EnvScalar` and
+//! `resolve::env` for the exact semantics.
+//!
 //! A recipe is read twice from the same text: once into typed structs, so that unknown keys
 //! and wrong types are reported with file:line, and once into a plain tree, which keeps
 //! "absent" apart from "null" for layering (base <- variant <- `--set`).

@@ -66,9 +66,17 @@ impl ConfigContainer {
     }
 }
 
-/// Bridge accepts str, int, float or bool env values and exports them with `str()`. `null`
-/// unsets the variable (Bridge's `~env_vars.NAME`): the plan removes it from the trainer's
-/// environment, also over a rule's value.
+/// One `env_vars` entry. Bridge accepts str, int, float or bool env values and exports them
+/// with `str()`. Two more forms state what a value cannot:
+///
+/// * `null` unsets the variable: the plan removes it from the trainer's environment, also
+///   over a rule's value and against a value the job inherits (site profile, container
+///   image), and Bridge's runner is told to drop it from its config (`~env_vars.NAME`).
+/// * `{inherit: true}` leaves the variable alone: ovlaunch neither sets nor removes it, so the
+///   job keeps whatever it inherits, and a rule's value for it is not applied. This is how a
+///   generated recipe states that Bridge's own recipe does not carry a variable one of
+///   Bridge's env rules derives: Bridge installs only the names its recipe lists (with
+///   `setdefault`), so an absent name is left to the environment, which is not an unset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum EnvScalar {
@@ -77,10 +85,22 @@ pub enum EnvScalar {
     Float(f64),
     Str(String),
     Unset,
+    Inherit(Inherit),
+}
+
+/// The `{inherit: true}` marker of [`EnvScalar::Inherit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inherit {
+    pub inherit: bool,
 }
 
 impl EnvScalar {
-    /// The string Python's `str()` would give (bools become `True`/`False`).
+    /// The marker `{inherit: true}`.
+    pub const INHERIT: EnvScalar = EnvScalar::Inherit(Inherit { inherit: true });
+
+    /// The string Python's `str()` would give (bools become `True`/`False`); empty for the
+    /// two forms that carry no value.
     pub fn to_env_string(&self) -> String {
         match self {
             EnvScalar::Bool(true) => "True".into(),
@@ -94,7 +114,22 @@ impl EnvScalar {
                 }
             }
             EnvScalar::Str(s) => s.clone(),
-            EnvScalar::Unset => String::new(),
+            EnvScalar::Unset | EnvScalar::Inherit(_) => String::new(),
+        }
+    }
+
+    /// Whether this entry gives the variable a value (not `null`, not `{inherit: true}`).
+    pub fn is_value(&self) -> bool {
+        !matches!(self, EnvScalar::Unset | EnvScalar::Inherit(_))
+    }
+
+    /// A rule's value typed as Bridge's recipes write env values: a decimal integer as a
+    /// Python int, anything else as a string (what `~env_vars.NAME=VALUE` must match).
+    pub fn typed(value: &str) -> EnvScalar {
+        let canonical_int = value.parse::<i64>().ok().filter(|i| i.to_string() == value);
+        match canonical_int {
+            Some(i) => EnvScalar::Int(i),
+            None => EnvScalar::Str(value.to_string()),
         }
     }
 }

@@ -103,9 +103,14 @@ pub struct Plan {
     /// re-derivation or `--unset`), with who removed them. Never also in `env`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub env_unset: BTreeMap<String, Source>,
-    /// The removed variables that the recipe's own `env_vars` set, with the recipe's value:
-    /// Bridge's runner re-applies those with `setdefault` in the trainer, so the trainer call
-    /// drops them from its config (`~env_vars.NAME=VALUE`).
+    /// The `env_vars` of Bridge's recipe function as ovlaunch reconstructs them (the
+    /// recipe's stated values plus the rules' values at the recipe's own layout, typed as
+    /// Bridge writes them): what Bridge's runner installs with `setdefault`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_bridge_recipe: BTreeMap<String, crate::config::EnvScalar>,
+    /// The names of `env_bridge_recipe` the plan does not set, with Bridge's value: the
+    /// runner would put them back, so the trainer call drops them from its config
+    /// (`~env_vars.NAME=VALUE`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub env_drop_from_recipe: BTreeMap<String, crate::config::EnvScalar>,
     /// Env conditions the rank runtime re-checks on the node.

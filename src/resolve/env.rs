@@ -5,14 +5,31 @@
 //!
 //! Every layer can set a variable or *unset* it (remove it from the trainer's environment,
 //! also against a value the container image or site profile carries). A variable ends in
-//! exactly one of [`EnvStage::env`] (set) or [`EnvStage::unset`] (removed); every step is a
-//! decision naming its rule and upstream source.
+//! exactly one of [`EnvStage::env`] (set) or [`EnvStage::unset`] (removed), or in neither
+//! (left to what the job inherits); every step is a decision naming its rule and upstream
+//! source.
+//!
+//! A recipe's `env_vars` state only what Bridge's rules do not derive (one statement per
+//! fact): a value where the recipe deviates from a rule (the decision names the rule it
+//! overrides) or that no rule covers; `null` to remove a variable; `{inherit: true}` where
+//! the recipe does not carry a variable a rule derives (neither set nor removed). The
+//! variables a recipe leaves out follow the rules on the plan's own facts, so a `--set`
+//! layout change gets what Bridge's rules give for it.
+//!
+//! Bridge's runner installs its recipe's `env_vars` inside the trainer with `setdefault`
+//! (`training/config.py::apply_environment_variables`). That config env is the recipe's
+//! stated values plus the rules' values at the recipe's own layout
+//! ([`EnvStage::bridge_env`]); every name in it that the plan does not set is dropped from the
+//! runner's config ([`EnvStage::drop_from_recipe`], `~env_vars.NAME=VALUE`), so the trainer
+//! runs with exactly the plan's env.
 //!
 //! Re-derivation is Bridge's flat-CLI compatibility coupling
 //! (`scripts/performance/utils/overrides.py::_apply_flat_cli_environment_compatibility`):
 //! when the user changed TP/CP/MoE all-to-all overlap, EP, PP or NCCL userbuffers with
-//! `--set`, the dependent variables are re-derived over the recipe's own values (a `--set`
-//! of the layout field is Bridge's `-tp`/`-cp`/`--moe_a2a_overlap`/`-ep`/`-pp`/`--nccl_ub`).
+//! `--set`, the dependent variables are re-derived over the recipe's own statements (a `--set`
+//! of the layout field is Bridge's `-tp`/`-cp`/`--moe_a2a_overlap`/`-ep`/`-pp`/`--nccl_ub`);
+//! a rule that no longer applies then leaves the variable unset by the recipe (Bridge's
+//! `_remove_recipe_env`), not removed from the inherited environment.
 //! `--env` / `--unset` beat everything, as Bridge's explicit `env_vars` overrides do.
 
 use std::collections::BTreeMap;
@@ -37,6 +54,9 @@ pub struct EnvInputs<'a> {
     pub task: Option<&'a str>,
     /// Layout paths the user changed with `--set`.
     pub user_changed: &'a dyn Fn(&str) -> bool,
+    /// The rules' facts at the recipe's own layout (before plugin sets and `--set`), when
+    /// those changed anything; `None`: the same as the plan's.
+    pub recipe_facts: Option<Facts>,
     pub plugin_env: &'a [PluginEnv],
     pub user_env: &'a [(String, String)],
     pub user_unset: &'a [String],
@@ -48,11 +68,14 @@ pub struct EnvStage {
     pub env: BTreeMap<String, EnvEntry>,
     /// Variables removed from the trainer's environment, with who removed them.
     pub unset: BTreeMap<String, Source>,
-    /// The removed variables the recipe's own `env_vars` carry, with the recipe's value.
-    /// Bridge's runner installs the recipe's `env_vars` with `setdefault` inside the trainer,
-    /// which would put them back: the trainer call must drop them from its config
+    /// The `env_vars` Bridge's recipe function holds, typed as Bridge writes them: the
+    /// recipe's stated values and, for the names it does not state, the rules' values at
+    /// the recipe's own layout. Bridge's runner installs these with `setdefault`.
+    pub bridge_env: BTreeMap<String, EnvScalar>,
+    /// The names of [`Self::bridge_env`] the plan does not set, with Bridge's value: the
+    /// runner would put them back, so the trainer call drops them from its config
     /// (`~env_vars.NAME=VALUE`: Bridge 0.6's `run_recipe.py` takes only `KEY=VALUE` words,
-    /// and Hydra deletes a key given with its current value).
+    /// and Hydra deletes a key only when given its current value, type included).
     pub drop_from_recipe: BTreeMap<String, EnvScalar>,
 }
 
@@ -77,6 +100,18 @@ impl EnvStage {
         ));
         self.env.remove(k);
         self.unset.insert(k.to_string(), source);
+    }
+
+    /// Neither set nor removed: the job keeps what it inherits.
+    fn leave(&mut self, k: &str, source: Source, rule: String, d: &mut Vec<Decision>) {
+        d.push(Decision::new(
+            format!("env.{k}"),
+            serde_json::Value::Null,
+            format!("not set, left to the job's environment: {rule}"),
+            source,
+        ));
+        self.env.remove(k);
+        self.unset.remove(k);
     }
 }
 
@@ -118,7 +153,7 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         env_rules::derive(&facts(inp))?
     };
     let last = derived.last();
-    // Derived values fill what the recipe leaves out.
+    // What the rules give for the variables the recipe leaves out.
     for (k, d) in &last {
         if inp.recipe_env.contains_key(*k) {
             continue;
@@ -129,41 +164,45 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             Action::Drop => {}
         }
     }
-    // Where the recipe states a variable itself its value wins; the decision says whether it
-    // restates a rule or which rule it overrides (one statement per fact).
+    // What the recipe states wins; the decision says which rule it overrides.
     for (k, v) in inp.recipe_env {
         let d = last.get(k.as_str());
-        if *v == EnvScalar::Unset {
-            let rule = match d.map(|d| (d, &d.action)) {
-                Some((d, Action::Set(dv))) => format!(
-                    "the recipe variant's env_vars unset it, overriding {} (which derives {dv}: {})",
-                    d.rule.label(),
-                    d.why
-                ),
-                _ => "the recipe variant's env_vars unset it".to_string(),
-            };
-            st.remove(k, Source::Recipe, rule, decisions);
-            continue;
-        }
-        let v = v.to_env_string();
-        let rule = match d.map(|d| (d, &d.action)) {
-            Some((d, Action::Set(dv))) if *dv == v => format!(
-                "the recipe variant's env_vars (the same as {} derives)",
-                d.rule.label()
-            ),
+        let over = |what: &str| match d.map(|d| (d, &d.action)) {
             Some((d, Action::Set(dv))) => format!(
-                "the recipe variant's env_vars, overriding {} (which derives {dv}: {})",
+                "{what}, overriding {} (which derives {dv}: {})",
                 d.rule.label(),
                 d.why
             ),
             Some((d, Action::Unset)) => format!(
-                "the recipe variant's env_vars, overriding {} (which unsets it: {})",
+                "{what}, overriding {} (which unsets it: {})",
                 d.rule.label(),
                 d.why
             ),
-            _ => "the recipe variant's env_vars".to_string(),
+            _ => what.to_string(),
         };
-        st.set(k, v, Source::Recipe, rule, decisions);
+        match v {
+            EnvScalar::Unset => {
+                let rule = over("the recipe variant's env_vars unset it");
+                st.remove(k, Source::Recipe, rule, decisions);
+            }
+            EnvScalar::Inherit(_) => {
+                let rule = over("the recipe variant's env_vars do not carry it ({inherit: true})");
+                st.leave(k, Source::Recipe, rule, decisions);
+            }
+            _ => {
+                let v = v.to_env_string();
+                let rule = match d.map(|d| &d.action) {
+                    // A recipe restating a rule is allowed (a user's file); generated ones
+                    // never do.
+                    Some(Action::Set(dv)) if *dv == v => format!(
+                        "the recipe variant's env_vars (the same as {} derives)",
+                        d.map(|d| d.rule.label()).unwrap_or_default()
+                    ),
+                    _ => over("the recipe variant's env_vars"),
+                };
+                st.set(k, v, Source::Recipe, rule, decisions);
+            }
+        }
     }
     // A layout change by the user re-derives the dependent variables over the recipe's.
     for (k, d) in &last {
@@ -187,7 +226,12 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
                     st.set(k, v.clone(), Source::Derived, why, decisions);
                 }
             }
-            Action::Unset | Action::Drop => st.remove(k, Source::Derived, why, decisions),
+            Action::Unset => st.remove(k, Source::Derived, why, decisions),
+            Action::Drop => {
+                if st.env.contains_key(*k) || st.unset.contains_key(*k) {
+                    st.leave(k, Source::Derived, why, decisions);
+                }
+            }
         }
     }
     for pe in inp.plugin_env {
@@ -212,14 +256,62 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         }
         st.remove(k, Source::User, "--unset".into(), decisions);
     }
+    st.bridge_env = bridge_env(inp, &derived)?;
     st.drop_from_recipe = st
-        .unset
-        .keys()
-        .filter_map(|k| inp.recipe_env.get(k).map(|v| (k.clone(), v.clone())))
-        .filter(|(_, v)| *v != EnvScalar::Unset)
+        .bridge_env
+        .iter()
+        .filter(|(k, _)| !st.env.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
+}
+
+/// The `env_vars` Bridge's recipe function holds: the recipe's stated values, and for every
+/// name it does not state the rules' value at the recipe's own layout (`recipe_facts`, or
+/// the plan's facts when nothing changed them), typed as Bridge's recipes write env values.
+/// A name the recipe unsets (`null`) is one Bridge's recipe may carry (a recipe cannot
+/// state an unset), so its rule value counts; `{inherit: true}` names are not carried.
+/// Secret names are left out: their values reach the job only through `secrets.env`, never a
+/// trainer word (Bridge's shipped recipes carry none).
+fn bridge_env(
+    inp: &EnvInputs<'_>,
+    derived: &env_rules::DerivedEnv,
+) -> Result<BTreeMap<String, EnvScalar>> {
+    let own;
+    let at_recipe = match (&inp.recipe_facts, inp.hardware.gpu.is_cpu()) {
+        (_, true) => {
+            own = env_rules::DerivedEnv::default();
+            &own
+        }
+        (Some(f), false) => {
+            own = env_rules::derive(f)?;
+            &own
+        }
+        (None, false) => derived,
+    };
+    let mut out: BTreeMap<String, EnvScalar> = at_recipe
+        .last()
+        .into_iter()
+        .filter(|(k, _)| {
+            inp.recipe_env
+                .get(*k)
+                .is_none_or(|v| *v == EnvScalar::Unset)
+        })
+        .filter_map(|(k, d)| {
+            d.action
+                .value()
+                .map(|v| (k.to_string(), EnvScalar::typed(v)))
+        })
+        .collect();
+    out.extend(
+        inp.recipe_env
+            .iter()
+            .filter(|(_, v)| v.is_value())
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    out.retain(|k, _| !crate::secret::is_secret_name(k));
+    Ok(out)
 }
 
 /// Hydra words that drop `vars` from the trainer config's `env_vars`:
@@ -239,7 +331,7 @@ pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
                 EnvScalar::Str(s) => {
                     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
                 }
-                EnvScalar::Unset => "null".to_string(),
+                EnvScalar::Unset | EnvScalar::Inherit(_) => "null".to_string(),
             };
             format!("~env_vars.{k}={value}")
         })

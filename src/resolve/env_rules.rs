@@ -144,9 +144,10 @@ pub enum Action {
     /// Remove the variable from the trainer's environment (Bridge's `pop` of a value its
     /// baseline or recipe would otherwise export).
     Unset,
-    /// The rule does not apply: nothing is set, and a recipe's own value is removed only
-    /// when the user's layout change re-derives it (Bridge's `_remove_recipe_env` under
-    /// `-pp`, and the topology removal of `apply_target_topology_environment`).
+    /// The rule does not apply: nothing is set. A recipe's own value is dropped only when
+    /// the user's layout change re-derives it (Bridge's `_remove_recipe_env` under `-pp`,
+    /// and the topology removal of `apply_target_topology_environment`), and then the
+    /// variable is left to the job's environment, not removed from it.
     Drop,
 }
 

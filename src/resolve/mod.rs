@@ -180,6 +180,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         trainer: trainer_call,
         env: env.stage.env,
         env_unset: env.stage.unset,
+        env_bridge_recipe: env.stage.bridge_env,
         env_drop_from_recipe: env.stage.drop_from_recipe,
         invariants: env.invariants,
         decisions: t.decisions,
@@ -435,6 +436,23 @@ fn env_stage(
 ) -> Result<EnvResult> {
     let (hw, cfg, prov) = (inp.hardware, &l.cfg, &l.prov);
     let user_changed = |path: &str| prov.user_set(path);
+    // Bridge's recipe env is the rules' at the recipe's own layout: when plugin sets or
+    // `--set` changed the config, the recipe alone is resolved again for its facts (pure,
+    // milliseconds). A recipe that does not resolve alone (a `--set` that makes it fit the
+    // GPUs) keeps the plan's facts.
+    let recipe_facts = if inp.sets.is_empty() && !l.applied.contains(&true) {
+        None
+    } else {
+        let alone = Inputs {
+            sets: &[],
+            envs: &[],
+            unsets: &[],
+            ..*inp
+        };
+        resolve_with(&alone, &PluginLayer::default())
+            .ok()
+            .map(|p| env_rules::Facts::of_plan(&p))
+    };
     let env_inputs = env::EnvInputs {
         hardware: hw,
         model: &cfg.model,
@@ -444,6 +462,7 @@ fn env_stage(
         model_recipe: Some(model_recipe(inp.recipe)),
         task: inp.recipe.task.as_deref(),
         user_changed: &user_changed,
+        recipe_facts,
         plugin_env: &plugins.env,
         user_env: inp.envs,
         user_unset: inp.unsets,

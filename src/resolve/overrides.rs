@@ -152,6 +152,12 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     if let Some(f) = &field {
         value =
             typed(&section, f, value, text).map_err(|m| Error::usage(m).at_flag(flag.clone()))?;
+        if section == "env_vars"
+            && let Ok(entry) = serde_json::from_value::<config::EnvScalar>(value.clone())
+            && let Some(why) = crate::input::EnvText::refusal(&entry, f)
+        {
+            return Err(Error::usage(why).at_flag(flag));
+        }
     }
     Ok(SetOverride {
         section,

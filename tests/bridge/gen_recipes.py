@@ -8,10 +8,20 @@ its mixed-precision fields and its `env_vars`. Values shared by every variant of
 the file's top level. Nothing is typed by hand: a value in recipes/ is the one Bridge's function
 returns, read after the runner's own fix-up (model.seq_length follows dataset.seq_length).
 
+`env_vars` hold only what ovlaunch's env rules (src/resolve/env_rules.rs) do not derive, one
+statement per fact: each variant is first planned by ovlaunch without any env (`ovlaunch plan
+--recipe FILE -o json`, the rules alone), then Bridge's env is compared with it name by name:
+a name the rules derive with the same typed value is left out; a different value, or a name no
+rule sets, is kept; a name a rule sets that Bridge's recipe lacks becomes `{inherit: true}` (ovlaunch
+then neither sets nor removes it, as Bridge, which installs only the names its recipe lists,
+leaves it to the job's environment). A name a rule removes that Bridge's recipe lacks needs
+nothing. A variant ovlaunch refuses keeps Bridge's env whole.
+
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
-    python tests/bridge/gen_recipes.py --fields FIELDS.txt --out recipes          # write
-    python tests/bridge/gen_recipes.py --fields FIELDS.txt --out recipes --check  # compare only
-FIELDS.txt is `ovlaunch fields` output. With --check the exit status is 1 when a file differs.
+    python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes          # write
+    python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes --check  # compare only
+FIELDS.txt is `ovlaunch fields` output, BIN an ovlaunch binary built from this tree. With --check
+the exit status is 1 when a file differs.
 """
 
 from __future__ import annotations
@@ -19,7 +29,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -146,6 +158,54 @@ def variant_of(fn_name: str, fn, fields: dict[str, list[str]]):
     return out
 
 
+def rule_value(text: str):
+    """A rule's value typed as Bridge's recipes write env values: a decimal integer as an int,
+    anything else as a string (ovlaunch's `EnvScalar::typed`)."""
+    try:
+        i = int(text)
+    except ValueError:
+        return text
+    return i if str(i) == text else text
+
+
+def same_typed(a, b) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def rules_env(ovlaunch: str, doc: dict, variants: list[dict]) -> list[dict | None]:
+    """Per variant, what ovlaunch's env rules alone set for it ({NAME: text}), from a plan of
+    the recipe without any env; None where ovlaunch refuses the variant."""
+    bare = {k: v for k, v in doc.items() if k != "env_vars"}
+    bare["variants"] = [{k: x for k, x in v.items() if k != "env_vars"} for v in variants]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{doc['name']}.yaml"
+        path.write_text("\n".join(emit(bare)) + "\n")
+        for v in variants:
+            argv = [ovlaunch, "plan", "--recipe", str(path), "--gpus", f"{v['gpu']}x{v['num_gpus']}",
+                    "--precision", v["precision"], "-o", "json"]
+            if "variant" in v:
+                argv += ["--variant", v["variant"]]
+            r = subprocess.run(argv, capture_output=True, text=True)
+            if r.returncode != 0:
+                out.append(None)
+                continue
+            env = json.loads(r.stdout)["env"]
+            out.append({k: e["value"] for k, e in env.items() if e["source"] == "derived"})
+    return out
+
+
+def state_env(variants: list[dict], derived: list[dict | None]) -> None:
+    """Keeps in each variant's env_vars only what the rules do not derive (see the module doc)."""
+    for v, rules in zip(variants, derived):
+        if rules is None:
+            continue
+        bridge = v["env_vars"]
+        stated = {k: x for k, x in bridge.items() if not (k in rules and same_typed(rule_value(rules[k]), x))}
+        stated.update({k: {"inherit": True} for k in rules if k not in bridge})
+        v["env_vars"] = dict(sorted(stated.items()))
+
+
 def factor(variants: list[dict]) -> dict:
     """Values identical in every variant (per section field) move to the top level."""
     base = {}
@@ -175,7 +235,7 @@ def emit(obj, indent: int = 0) -> list[str]:
     pad = " " * indent
     lines = []
     for k, v in obj.items():
-        if isinstance(v, dict) and v:
+        if isinstance(v, dict) and v and list(v) != ["inherit"]:
             lines.append(f"{pad}{k}:")
             lines.extend(emit(v, indent + 2))
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
@@ -189,7 +249,7 @@ def emit(obj, indent: int = 0) -> list[str]:
     return lines
 
 
-def generate(name: str, fields: dict[str, list[str]]) -> str:
+def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> str:
     prefix, family, meta = MODELS[name]
     module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
     fns = sorted(n for n in dir(module) if n.startswith(prefix) and n.endswith("_config"))
@@ -201,7 +261,7 @@ def generate(name: str, fields: dict[str, list[str]]) -> str:
         # a function Bridge's own runner refuses at its own GPU count (its validation, its
         # expert grid check) is not shipped: the header lists it with Bridge's reason
         try:
-            cfg, _ = probe.build({"argv": ["--recipe", n], "world_size": int(m["num_gpus"]), "gpu": m["hardware"], "env": {}})
+            probe.build({"argv": ["--recipe", n], "world_size": int(m["num_gpus"]), "gpu": m["hardware"], "env": {}})
         except Exception as e:  # noqa: BLE001 - the reason goes into the file
             refused.append(f"#   {n}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
             continue
@@ -212,13 +272,14 @@ def generate(name: str, fields: dict[str, list[str]]) -> str:
             refused.append(f"#   {n}: sets the deprecated model.{unmodelled[0]}, which ovlaunch does not model")
             continue
         variants.append(variant_of(n, getattr(module, n), fields))
-    base = factor(variants)
     import importlib.metadata as md
 
     head = [
         f"# {meta['description']}: Megatron-Bridge {md.version('megatron-bridge')} performance recipes",
         "# (megatron.bridge.perf_recipes). GENERATED by tests/bridge/gen_recipes.py from Bridge's package:",
         "# do not edit; regenerate. Values shared by every variant are at the top level.",
+        "# env_vars: only what ovlaunch's env rules do not derive (a value where Bridge's recipe differs",
+        "# from a rule or no rule sets it; {inherit: true} where Bridge's recipe lacks a variable a rule sets).",
     ]
     if refused:
         head.append("# Not shipped: functions Bridge's own runner refuses at their own GPU count, or that")
@@ -231,15 +292,17 @@ def generate(name: str, fields: dict[str, list[str]]) -> str:
         "family": meta["family"],
         "task": "pretrain",
         "bridge_recipe": f"{name}_pretrain_config",
-        **base,
-        "variants": variants,
     }
+    state_env(variants, rules_env(ovlaunch, doc, variants))
+    doc.update(factor(variants))
+    doc["variants"] = variants
     return "\n".join(head + emit(doc)) + "\n"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fields", required=True)
+    ap.add_argument("--ovlaunch", required=True, help="an ovlaunch binary built from this tree")
     ap.add_argument("--out", required=True)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--only", nargs="*")
@@ -254,7 +317,7 @@ def main() -> int:
             fields[section].append(line.strip())
     bad = 0
     for name in args.only or MODELS:
-        text = generate(name, fields)
+        text = generate(name, fields, args.ovlaunch)
         path = Path(args.out) / f"{name}.yaml"
         if args.check:
             if not path.exists() or path.read_text() != text:

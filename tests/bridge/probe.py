@@ -3,7 +3,9 @@
 Input (stdin): a JSON list of cases {"id", "argv", "world_size", "gpu", "env"}; `argv` is the
 trainer argv taken from a script ovlaunch rendered (`python BRIDGE/scripts/training/run_recipe.py
 --recipe NAME [--deterministic] KEY=VALUE...`). Output (stdout): a JSON object id -> {"ok": true,
-"config": {...}, "env": {...}} or {"ok": false, "error": "..."}.
+"config": {...}, "env": {...}, "recipe_env": {...}} or {"ok": false, "error": "..."}; `env` is the
+trainer process's environment, `recipe_env` the recipe function's own `env_vars`, typed, before
+any override.
 
 The runner, `scripts/training/run_recipe.py` with `recipe_runner.py`, `recipe_metadata.py` and
 `scripts/common/benchmark_parallelism.py`, lives in Bridge's repository, not in its package, so
@@ -200,6 +202,8 @@ def build(case: dict):
     name, deterministic, overrides = parse_argv(case["argv"])
     meta = benchmark_metadata(name)
     cfg = load(name, meta)
+    # the recipe function's own env, typed, before any override (what ovlaunch reconstructs)
+    recipe_env = dict(cfg.env_vars or {})
     if deterministic:
         from megatron.bridge.recipes.utils.determinism_utils import apply_determinism_overrides
 
@@ -260,7 +264,7 @@ def build(case: dict):
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    return cfg, env
+    return cfg, env, recipe_env
 
 
 def plain(v, depth=0):
@@ -304,9 +308,9 @@ def main() -> None:
     out = {}
     for case in cases:
         try:
-            cfg, env = build(case)
+            cfg, env, recipe_env = build(case)
             config = {s: plain(getattr(cfg, s, None)) for s in SECTIONS}
-            out[case["id"]] = {"ok": True, "config": config, "env": env}
+            out[case["id"]] = {"ok": True, "config": config, "env": env, "recipe_env": plain(recipe_env)}
         except Refused as e:
             out[case["id"]] = {"ok": False, "refused": True, "error": str(e)}
         except Exception as e:  # noqa: BLE001 - reported per case

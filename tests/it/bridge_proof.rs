@@ -223,6 +223,77 @@ fn extra_cases() -> Vec<Case> {
                 "nsys:profile_step_start=5,profile_step_end=6",
             ],
         ),
+        // `--unset` of variables Bridge's recipe carries, derived by the rules (an int, a
+        // string with a colon) and stated (a deviation): the runner's config must drop them
+        // (`~env_vars.NAME=VALUE`, Hydra's own code), or the trainer gets them back.
+        c(
+            "unset-derived-and-stated",
+            "b200",
+            128,
+            &[
+                "--recipe",
+                "llama31_405b",
+                "--gpus",
+                "b200x128",
+                "--precision",
+                "nvfp4",
+                "--unset",
+                "NVTE_USE_FAST_MATH",
+                "--unset",
+                "PYTORCH_CUDA_ALLOC_CONF",
+                "--unset",
+                "NVTE_FWD_LAYERNORM_SM_MARGIN",
+            ],
+        ),
+        // `--unset` of a variable Bridge's recipe lacks (`{inherit: true}`): nothing to drop.
+        c(
+            "unset-inherited",
+            "b300",
+            256,
+            &[
+                "--recipe",
+                "llama31_405b",
+                "--gpus",
+                "b300x256",
+                "--precision",
+                "fp8cs",
+                "--unset",
+                "NCCL_IGNORE_CPU_AFFINITY",
+                "--unset",
+                "CUDA_DEVICE_MAX_CONNECTIONS",
+            ],
+        ),
+        // A rule that removes what Bridge's recipe carries (rule 9 under NCCL userbuffers).
+        c(
+            "set-nccl-ub-removes-allocator-env",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "ddp.nccl_ub=true",
+            ],
+        ),
+        // A rule that stops applying under a layout change: the derived value Bridge's recipe
+        // carries at its own layout is dropped from the runner's config.
+        c(
+            "set-precision-drops-fast-math",
+            "b200",
+            128,
+            &[
+                "--recipe",
+                "llama31_405b",
+                "--gpus",
+                "b200x128",
+                "--precision",
+                "nvfp4",
+                "--set",
+                "mixed_precision=bf16_mixed",
+            ],
+        ),
         c(
             "plugin-pytorch-profiler",
             "h100",
@@ -379,6 +450,24 @@ fn count(s: &str) -> (usize, usize) {
     };
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     (digits.parse().unwrap_or(1), 1 + digits.len())
+}
+
+/// Python's `str()` of a JSON scalar, as Bridge exports an env value.
+fn python_str(v: &Value) -> String {
+    match v {
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or_default();
+            if f.fract() == 0.0 {
+                format!("{f:.1}")
+            } else {
+                f.to_string()
+            }
+        }
+        other => other.to_string(),
+    }
 }
 
 fn same(a: &Value, b: &Value) -> bool {
@@ -553,10 +642,49 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     );
     let mut report = Vec::new();
     let mut fields = 0usize;
-    for c in &cases {
+    let (mut env_rows, mut env_vars) = (0usize, 0usize);
+    for (i, c) in cases.iter().enumerate() {
         let b = &bridge[&c.id];
         match (plans.get(&c.id), b["ok"].as_bool() == Some(true)) {
             (Some(p), true) => {
+                // A shipped variant: the env ovlaunch reconstructs for Bridge's recipe (the
+                // recipe's statements plus the rules) is Bridge's recipe env, name for name
+                // and typed, and the plan's env is exactly that env.
+                if i < n_variants {
+                    env_rows += 1;
+                    let empty = serde_json::Map::new();
+                    let ours = p["env_bridge_recipe"].as_object().unwrap_or(&empty);
+                    let theirs = b["recipe_env"].as_object().unwrap_or(&empty);
+                    env_vars += theirs.len();
+                    if ours != theirs {
+                        report.push(format!(
+                            "{}: Bridge's recipe env is {theirs:?}, ovlaunch reconstructs {ours:?}",
+                            c.id
+                        ));
+                    }
+                    let planned: BTreeMap<&str, &str> = p["env"]
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter(|(_, e)| matches!(e["source"].as_str(), Some("recipe" | "derived")))
+                        .map(|(k, e)| (k.as_str(), e["value"].as_str().unwrap_or("")))
+                        .collect();
+                    let bridge_text: BTreeMap<&str, String> = theirs
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), python_str(v)))
+                        .collect();
+                    if planned
+                        != bridge_text
+                            .iter()
+                            .map(|(k, v)| (*k, v.as_str()))
+                            .collect::<BTreeMap<_, _>>()
+                    {
+                        report.push(format!(
+                            "{}: the plan's recipe and derived env {planned:?} is not Bridge's recipe env {bridge_text:?}",
+                            c.id
+                        ));
+                    }
+                }
                 for s in [
                     "model",
                     "train",
@@ -584,7 +712,8 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
         }
     }
     eprintln!(
-        "{n_variants} shipped variants + {} jobs; {} refused by both; {fields} plan fields compared; {} differences",
+        "{n_variants} shipped variants + {} jobs; {} refused by both; {fields} plan fields compared; \
+         {env_rows} variants' env equal to Bridge's recipe env ({env_vars} variables); {} differences",
         cases.len() - n_variants,
         refused.len(),
         report.len()

@@ -131,7 +131,7 @@ fn explain_lists_rules_and_sources() {
     );
     assert!(out.contains("not bytes"), "{out}");
     assert!(
-        out.contains("env.CUDA_DEVICE_MAX_CONNECTIONS = \"1\" [recipe]"),
+        out.contains("env.CUDA_DEVICE_MAX_CONNECTIONS = \"1\" [derived]"),
         "{out}"
     );
     assert!(

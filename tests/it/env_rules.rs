@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
-use ovlaunch::config::{DdpConfig, ModelConfig};
+use ovlaunch::config::{DdpConfig, EnvScalar, ModelConfig};
 use ovlaunch::plan::{Plan, Source};
 use ovlaunch::resolve::env_rules::{self, Action, Facts, Rule};
 use ovlaunch::resolve::{self, overrides};
@@ -748,7 +748,8 @@ fn explicit_topology_values_are_protected() {
 }
 
 /// `test_target_topology_removes_disabled_hybridep_values`: a recipe's HybridEP topology is
-/// removed when the dispatcher changes away from HybridEP.
+/// removed from the recipe's env when the dispatcher changes away from HybridEP: the plan
+/// does not set it, the runner's config drops it, and an inherited value is left alone.
 #[test]
 fn topology_is_removed_when_hybridep_is_switched_off() {
     // on B200: Bridge refuses DeepEP on GB200 (validate_flex_dispatcher_backend)
@@ -766,7 +767,8 @@ fn topology_is_removed_when_hybridep_is_switched_off() {
         "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN",
     ] {
         assert!(!p.env.contains_key(k), "{k}");
-        assert_eq!(p.env_unset.get(k), Some(&Source::Derived), "{k}");
+        assert!(!p.env_unset.contains_key(k), "{k}");
+        assert!(p.env_drop_from_recipe.contains_key(k), "{k}");
     }
     assert_eq!(val(&p, "RECIPE_SPECIFIC"), Some("7"));
 }
@@ -910,7 +912,8 @@ fn nccl_userbuffers_environment() {
     assert_eq!(val(&p, "NCCL_CTA_POLICY"), Some("1"));
 }
 
-/// `-pp` to 1 removes the recipe's chunk size; to PP > 1 on another Llama it is removed too.
+/// `-pp` to 1 removes the recipe's chunk size (Bridge's `_remove_recipe_env`: the runner's
+/// config drops it; an inherited value is left alone); to PP > 1 it is re-derived.
 #[test]
 fn p2p_chunk_is_removed_when_pp_changes_it_away() {
     let text = "name: l\nfamily: llama\nbridge_recipe: llama3_70b\nmodel: {num_layers: 8, hidden_size: 256, num_attention_heads: 8, pipeline_model_parallel_size: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\nenv_vars: {NCCL_P2P_NET_CHUNKSIZE: 2097152}\n";
@@ -923,9 +926,10 @@ fn p2p_chunk_is_removed_when_pp_changes_it_away() {
     )
     .unwrap();
     assert!(!p.env.contains_key("NCCL_P2P_NET_CHUNKSIZE"));
+    assert!(!p.env_unset.contains_key("NCCL_P2P_NET_CHUNKSIZE"));
     assert_eq!(
-        p.env_unset.get("NCCL_P2P_NET_CHUNKSIZE"),
-        Some(&Source::Derived)
+        p.env_drop_from_recipe.get("NCCL_P2P_NET_CHUNKSIZE"),
+        Some(&EnvScalar::Int(2097152))
     );
     let p = plan_of(
         text,
@@ -992,19 +996,36 @@ fn unset_precedence() {
 
 // ---- the shipped recipes against the rules ------------------------------------------------
 
-/// Every shipped Bridge benchmark row: the plan's env is Bridge's recipe env, and the rules
-/// reproduce it except where the recipe itself states a different value (or `null`, when
-/// Bridge's recipe lacks a variable a rule would set), which the plan names as overriding
-/// that rule. Variables no rule derives (recipe-specific ones, or ones whose input the
-/// recipe does not state) come from the recipe alone. The rules never add a variable
-/// Bridge's recipe lacks: a generated recipe must then state `NAME: null`.
+/// A recipe variant's own `env_vars` statements: the file's top level, then the variant's.
+fn stated_env(
+    recipe: &Recipe,
+    v: &ovlaunch::catalog::recipe::Variant,
+) -> BTreeMap<String, EnvScalar> {
+    let mut out = BTreeMap::new();
+    for sections in [&recipe.sections, &v.sections] {
+        if let Some(serde_json::Value::Object(m)) = sections.get("env_vars") {
+            for (k, x) in m {
+                out.insert(k.clone(), serde_json::from_value(x.clone()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Every shipped Bridge benchmark row: the recipe states only what the rules do not derive
+/// (one statement per fact) and the plan's env is the rules' plus those statements. A
+/// statement is a deviation from a rule (a different value, or `{inherit: true}` where
+/// Bridge's recipe lacks a variable a rule sets), and the plan names the rule it overrides;
+/// or a variable no rule sets. The rules' values fill everything else. That the result is
+/// Bridge's own recipe env, name for name and typed, is checked against Bridge's package in
+/// `bridge_proof`.
 #[test]
-#[ignore = "the catalogue is now generated from Megatron-Bridge 0.6.2's package, whose recipes lack some variables the rules derive (e.g. NCCL_IGNORE_CPU_AFFINITY on B300); the generator does not yet state them as null"]
 fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
     let cat = catalog();
     let stack = Stack::default();
-    let (mut rows, mut exact_vars, mut overridden, mut recipe_only, mut exact_rows) =
-        (0, 0, 0, 0, 0);
+    let (mut rows, mut refused, mut derived_vars, mut deviations, mut inherited, mut recipe_only) =
+        (0, 0, 0, 0, 0, 0);
+    let mut exact_rows = 0;
     let mut by_rule: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Vec::new();
     for src in &cat.recipes {
@@ -1017,83 +1038,134 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
                 variant: v.variant.as_deref(),
                 ..resolve::Inputs::new(&recipe, &hw, &stack)
             }) else {
-                // Rows ovlaunch itself refuses (layouts the catalogue lacks) have no env.
+                // Rows ovlaunch itself refuses (Bridge refuses them too: bridge_proof).
+                refused += 1;
                 continue;
             };
-            // Bridge's library (non-benchmark) recipes never got the performance plugin
-            // (`setup_experiment.py` adds it only without `--use_recipes`); a benchmark
-            // recipe always states these (test_perf_recipe_environment.py).
-            let core = [
-                "CUDA_DEVICE_MAX_CONNECTIONS",
-                "NCCL_NVLS_ENABLE",
-                "NVTE_BWD_LAYERNORM_SM_MARGIN",
-                "NVTE_FWD_LAYERNORM_SM_MARGIN",
-                "TORCH_NCCL_AVOID_RECORD_STREAMS",
-            ];
-            if !core
-                .iter()
-                .all(|k| plan.env.get(*k).is_some_and(|e| e.source == Source::Recipe))
-            {
-                continue;
-            }
             rows += 1;
             let row = format!("{} {spec} {} {:?}", recipe.name, v.precision, v.variant);
             let derived = env_rules::derive(&env_rules::Facts::of_plan(&plan)).unwrap();
             let last = derived.last();
-            // What the recipe states: a value, or None for `null`.
-            let mut stated: BTreeMap<&str, Option<&str>> = plan
-                .env
-                .iter()
-                .filter(|(_, e)| e.source == Source::Recipe)
-                .map(|(k, e)| (k.as_str(), Some(e.value.as_str())))
-                .collect();
-            stated.extend(
-                plan.env_unset
-                    .iter()
-                    .filter(|(_, s)| **s == Source::Recipe)
-                    .map(|(k, _)| (k.as_str(), None)),
-            );
+            let stated = stated_env(&recipe, v);
+            let overrides = |k: &str, rule: Rule| {
+                plan.decisions.iter().any(|x| {
+                    x.key == format!("env.{k}")
+                        && x.source == Source::Recipe
+                        && x.rule.contains(&format!("overriding {}", rule.label()))
+                })
+            };
             let mut row_exact = true;
-            for (k, d) in &last {
-                let rule = d.action.value();
-                match (stated.get(*k), &d.action) {
-                    (Some(rv), _) if *rv == rule => exact_vars += 1,
-                    (Some(_), Action::Drop) => {}
-                    (Some(_), _) => {
+            for (k, x) in &stated {
+                let d = last.get(k.as_str());
+                match (x, d.map(|d| &d.action)) {
+                    (EnvScalar::Unset, _) => {
+                        failures.push(format!("{row}: {k}: a generated recipe never unsets"))
+                    }
+                    (EnvScalar::Inherit(_), Some(Action::Set(_))) => {
+                        inherited += 1;
                         row_exact = false;
-                        overridden += 1;
-                        *by_rule.entry(format!("{k} ({})", d.rule.label())).or_default() += 1;
-                        if !plan.decisions.iter().any(|x| {
-                            x.key == format!("env.{k}") && x.rule.contains(&format!("overriding {}", d.rule.label()))
-                        }) {
-                            failures.push(format!("{row}: {k}: the plan does not say the recipe overrides {}", d.rule.label()));
+                        let rule = d.unwrap().rule;
+                        *by_rule
+                            .entry(format!("{k} inherit ({})", rule.label()))
+                            .or_default() += 1;
+                        if plan.env.contains_key(k) || plan.env_unset.contains_key(k) {
+                            failures.push(format!(
+                                "{row}: {k}: inherited, yet the plan sets or unsets it"
+                            ));
+                        }
+                        if !overrides(k, rule) {
+                            failures.push(format!(
+                                "{row}: {k}: the plan does not say which rule the recipe overrides"
+                            ));
                         }
                     }
-                    (None, Action::Set(v)) => failures.push(format!(
-                        "{row}: {k}={v} from {} is not in Bridge's recipe (state `{k}: null` in the recipe)",
-                        d.rule.label()
+                    (EnvScalar::Inherit(_), _) => failures.push(format!(
+                        "{row}: {k}: {{inherit: true}} where no rule sets it"
                     )),
-                    (None, _) => {}
+                    (value, Some(Action::Set(dv))) if EnvScalar::typed(dv) == *value => failures
+                        .push(format!(
+                            "{row}: {k}={dv} restates {} (one statement per fact)",
+                            d.unwrap().rule.label()
+                        )),
+                    (value, Some(Action::Set(_) | Action::Unset)) => {
+                        deviations += 1;
+                        row_exact = false;
+                        let rule = d.unwrap().rule;
+                        *by_rule
+                            .entry(format!("{k} ({})", rule.label()))
+                            .or_default() += 1;
+                        if plan.env.get(k).map(|e| e.value.as_str())
+                            != Some(value.to_env_string().as_str())
+                        {
+                            failures
+                                .push(format!("{row}: {k}: the recipe's value is not the plan's"));
+                        }
+                        if !overrides(k, rule) {
+                            failures.push(format!(
+                                "{row}: {k}: the plan does not say the recipe overrides {}",
+                                rule.label()
+                            ));
+                        }
+                    }
+                    (value, _) => {
+                        recipe_only += 1;
+                        row_exact = false;
+                        if plan.env.get(k).map(|e| e.value.as_str())
+                            != Some(value.to_env_string().as_str())
+                        {
+                            failures
+                                .push(format!("{row}: {k}: the recipe's value is not the plan's"));
+                        }
+                    }
                 }
             }
-            for k in stated.keys() {
-                if last.get(k).is_none_or(|d| d.action == Action::Drop) {
-                    recipe_only += 1;
-                    row_exact = false;
+            for (k, d) in &last {
+                if stated.contains_key(*k) {
+                    continue;
+                }
+                match &d.action {
+                    Action::Set(dv) => {
+                        derived_vars += 1;
+                        let e = plan.env.get(*k);
+                        if e.map(|e| (e.value.as_str(), &e.source))
+                            != Some((dv.as_str(), &Source::Derived))
+                        {
+                            failures.push(format!(
+                                "{row}: {k}: {} derives {dv}, the plan has {e:?}",
+                                d.rule.label()
+                            ));
+                        }
+                    }
+                    Action::Unset => {
+                        if plan.env_unset.get(*k) != Some(&Source::Derived) {
+                            failures.push(format!(
+                                "{row}: {k}: {} removes it, the plan does not",
+                                d.rule.label()
+                            ));
+                        }
+                    }
+                    Action::Drop => {}
                 }
             }
             exact_rows += usize::from(row_exact);
         }
     }
     eprintln!(
-        "shipped benchmark rows: {rows}; variables the rules reproduce: {exact_vars}; \
-         recipe overrides of a rule: {overridden}; recipe-only variables: {recipe_only}; \
-         rows reproduced exactly: {exact_rows}; overrides by variable and rule: {by_rule:?}"
+        "shipped benchmark rows: {rows} ({refused} refused); variables the rules derive: {derived_vars}; \
+         stated deviations from a rule: {deviations} values, {inherited} {{inherit: true}}; \
+         variables no rule sets: {recipe_only}; rows the rules reproduce with no statement: {exact_rows}; \
+         deviations by variable and rule: {by_rule:?}"
     );
-    assert!(rows >= 100, "only {rows} shipped rows resolved");
+    let variants: usize = cat
+        .recipes
+        .iter()
+        .map(|r| cat.recipe(&r.name).unwrap().variants.len())
+        .sum();
+    assert_eq!(rows + refused, variants);
+    assert!(rows >= 190, "only {rows} shipped rows resolved");
     assert!(
-        exact_vars > rows * 8,
-        "{exact_vars} reproduced variables over {rows} rows"
+        derived_vars > rows * 8,
+        "{derived_vars} derived variables over {rows} rows"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -1167,11 +1239,140 @@ fn null_in_env_vars_unsets_over_a_rule() {
         "{}",
         d.rule
     );
-    // Nothing for the runner to drop: Bridge's recipe does not carry it.
-    assert!(p.env_drop_from_recipe.is_empty());
+    // A recipe cannot state an unset, so Bridge's recipe is taken to carry the rule's value,
+    // which the runner's config drops.
+    assert_eq!(
+        p.env_drop_from_recipe.get("NCCL_IGNORE_CPU_AFFINITY"),
+        Some(&EnvScalar::Int(1))
+    );
     // --set env_vars.NAME=null does the same; --env beats it.
     let p = plan_of(text, "b300x8", &["env_vars.OTHER=null"], &[], &[]).unwrap();
     assert_eq!(p.env_unset.get("OTHER"), Some(&Source::Recipe));
     let p = plan_of(text, "b300x8", &[], &["NCCL_IGNORE_CPU_AFFINITY=0"], &[]).unwrap();
     assert_eq!(val(&p, "NCCL_IGNORE_CPU_AFFINITY"), Some("0"));
+}
+
+/// `{inherit: true}`: the recipe does not carry a variable a rule sets (how a generated
+/// recipe states that Bridge's own lacks it). ovlaunch neither sets nor removes it, the plan
+/// says which rule the recipe overrides, and Bridge's runner has nothing to drop.
+#[test]
+fn inherit_leaves_a_rule_variable_to_the_job_environment() {
+    let text = "name: d\nfamily: llama\nbridge_recipe: llama31_405b_pretrain_config\nmodel: {num_layers: 4, hidden_size: 256, num_attention_heads: 8}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\nenv_vars: {NCCL_IGNORE_CPU_AFFINITY: {inherit: true}}\n";
+    let p = plan_of(text, "b300x8", &[], &[], &[]).unwrap();
+    assert!(!p.env.contains_key("NCCL_IGNORE_CPU_AFFINITY"));
+    assert!(!p.env_unset.contains_key("NCCL_IGNORE_CPU_AFFINITY"));
+    assert!(!p.env_bridge_recipe.contains_key("NCCL_IGNORE_CPU_AFFINITY"));
+    assert!(
+        !p.env_drop_from_recipe
+            .contains_key("NCCL_IGNORE_CPU_AFFINITY")
+    );
+    let d = p
+        .decisions
+        .iter()
+        .rev()
+        .find(|d| d.key == "env.NCCL_IGNORE_CPU_AFFINITY")
+        .unwrap();
+    assert!(
+        d.rule.contains("left to the job's environment"),
+        "{}",
+        d.rule
+    );
+    assert!(
+        d.rule.contains("overriding bridge env rule 11"),
+        "{}",
+        d.rule
+    );
+    // Without the marker the rule sets it.
+    let plain = text.replace(
+        "env_vars: {NCCL_IGNORE_CPU_AFFINITY: {inherit: true}}\n",
+        "",
+    );
+    let p = plan_of(&plain, "b300x8", &[], &[], &[]).unwrap();
+    assert_eq!(val(&p, "NCCL_IGNORE_CPU_AFFINITY"), Some("1"));
+    // --set gives the marker too; --env and --unset beat it.
+    let p = plan_of(
+        &plain,
+        "b300x8",
+        &["env_vars.NCCL_IGNORE_CPU_AFFINITY={inherit: true}"],
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert!(!p.env.contains_key("NCCL_IGNORE_CPU_AFFINITY"));
+    assert!(!p.env_unset.contains_key("NCCL_IGNORE_CPU_AFFINITY"));
+    let p = plan_of(text, "b300x8", &[], &["NCCL_IGNORE_CPU_AFFINITY=0"], &[]).unwrap();
+    assert_eq!(val(&p, "NCCL_IGNORE_CPU_AFFINITY"), Some("0"));
+    let p = plan_of(text, "b300x8", &[], &[], &["NCCL_IGNORE_CPU_AFFINITY"]).unwrap();
+    assert_eq!(
+        p.env_unset.get("NCCL_IGNORE_CPU_AFFINITY"),
+        Some(&Source::User)
+    );
+    // `{inherit: false}` means nothing: refused, in a file and in --set.
+    let bad = text.replace("inherit: true", "inherit: false");
+    let e = Recipe::parse(&bad, "bad.yaml").unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("inherit: false"), "{e}");
+    let e = overrides::parse_sets(&["env_vars.X={inherit: false}".to_string()]).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("inherit: false"), "{e}");
+}
+
+/// A layout change that a rule does not couple to Bridge's flat CLI still changes the
+/// variables the recipe leaves to the rules: they follow the plan's facts, and a rule value
+/// Bridge's recipe carries at its own layout that no longer applies is dropped from the
+/// runner's config.
+#[test]
+fn derived_variables_follow_a_set_layout() {
+    let cat = catalog();
+    let recipe = cat.recipe("llama31_405b").unwrap();
+    let hw = hardware::parse("b200x128", &cat.gpus, None).unwrap();
+    let plan = |sets: &[&str], unsets: &[&str]| {
+        let sets =
+            overrides::parse_sets(&sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let unsets: Vec<String> = unsets.iter().map(|s| s.to_string()).collect();
+        resolve::resolve(&resolve::Inputs {
+            recipe: &recipe,
+            hardware: &hw,
+            precision: Some("nvfp4"),
+            variant: None,
+            sets: &sets,
+            envs: &[],
+            unsets: &unsets,
+            stack: &Stack::default(),
+            strict: false,
+        })
+        .unwrap()
+    };
+    let base = plan(&[], &[]);
+    assert_eq!(val(&base, "NVTE_USE_FAST_MATH"), Some("1"));
+    assert_eq!(base.env["NVTE_USE_FAST_MATH"].source, Source::Derived);
+    assert_eq!(
+        base.env_bridge_recipe.get("NVTE_USE_FAST_MATH"),
+        Some(&EnvScalar::Int(1))
+    );
+    assert!(base.env_drop_from_recipe.is_empty());
+    // Full-iteration CUDA graphs: rule 6 on the plan's facts.
+    let p = plan(&["model.cuda_graph_impl=full_iteration"], &[]);
+    assert_eq!(val(&p, "TORCH_NCCL_AVOID_RECORD_STREAMS"), Some("0"));
+    assert!(
+        val(&p, "PYTORCH_CUDA_ALLOC_CONF")
+            .is_some_and(|v| v.contains("graph_capture_record_stream_reuse:True"))
+    );
+    // Bridge's recipe still holds its own values, which the plan sets over (no drop word).
+    assert_eq!(
+        p.env_bridge_recipe.get("TORCH_NCCL_AVOID_RECORD_STREAMS"),
+        Some(&EnvScalar::Int(1))
+    );
+    assert!(p.env_drop_from_recipe.is_empty());
+    // `--unset` of a derived variable: Bridge's recipe value is dropped from the runner's
+    // config, typed as Bridge writes it.
+    let p = plan(&[], &["NVTE_USE_FAST_MATH", "PYTORCH_CUDA_ALLOC_CONF"]);
+    let words = ovlaunch::resolve::env::trainer_drop_words(&p.env_drop_from_recipe);
+    assert_eq!(
+        words,
+        [
+            "~env_vars.NVTE_USE_FAST_MATH=1",
+            "~env_vars.PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'",
+        ]
+    );
 }
