@@ -294,6 +294,25 @@ fn extra_cases() -> Vec<Case> {
                 "mixed_precision=bf16_mixed",
             ],
         ),
+        // Bridge's determinism overrides (its own code) with an explicit value over one of
+        // them and a removed recipe variable.
+        c(
+            "determinism-env-and-unset",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--plugin",
+                "determinism",
+                "--env",
+                "NCCL_ALGO=Tree",
+                "--unset",
+                "NCCL_NVLS_ENABLE",
+            ],
+        ),
         c(
             "plugin-pytorch-profiler",
             "h100",

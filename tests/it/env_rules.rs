@@ -1044,6 +1044,18 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
             };
             rows += 1;
             let row = format!("{} {spec} {} {:?}", recipe.name, v.precision, v.variant);
+            // test_perf_recipe_environment.py: every flat benchmark recipe carries these.
+            for k in [
+                "CUDA_DEVICE_MAX_CONNECTIONS",
+                "NCCL_NVLS_ENABLE",
+                "NVTE_BWD_LAYERNORM_SM_MARGIN",
+                "NVTE_FWD_LAYERNORM_SM_MARGIN",
+                "TORCH_NCCL_AVOID_RECORD_STREAMS",
+            ] {
+                if !plan.env.contains_key(k) {
+                    failures.push(format!("{row}: {k} is missing"));
+                }
+            }
             let derived = env_rules::derive(&env_rules::Facts::of_plan(&plan)).unwrap();
             let last = derived.last();
             let stated = stated_env(&recipe, v);
@@ -1375,4 +1387,80 @@ fn derived_variables_follow_a_set_layout() {
             "~env_vars.PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'",
         ]
     );
+}
+
+// ---- the remaining cases of `test_recipe_environment.py` ----------------------------------
+
+/// `EP <= 0` with HybridEP is refused ("must be positive"): ovlaunch refuses any EP below 1
+/// before the rules run, exit 2, naming the field.
+#[test]
+fn hybridep_expert_parallel_size_must_be_positive() {
+    let e = plan_of(
+        MOE_RECIPE,
+        "gb200x64",
+        &["model.expert_model_parallel_size=0"],
+        &[],
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(
+        e.to_string().contains("model.expert_model_parallel_size"),
+        "{e}"
+    );
+}
+
+/// Bootstrap set-if-absent: a recipe value fills a name nobody else sets; a value the
+/// launcher gives (`--env`) stays.
+#[test]
+fn recipe_values_fill_only_what_the_launcher_leaves() {
+    let text = "name: d\nmodel: {num_layers: 4, hidden_size: 256, num_attention_heads: 8}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\nenv_vars: {RECIPE_DEFAULT: 1, LAUNCHER_VALUE: recipe}\n";
+    let p = plan_of(text, "h100x8", &[], &["LAUNCHER_VALUE=launcher"], &[]).unwrap();
+    assert_eq!(val(&p, "RECIPE_DEFAULT"), Some("1"));
+    assert_eq!(val(&p, "LAUNCHER_VALUE"), Some("launcher"));
+    assert_eq!(p.env["LAUNCHER_VALUE"].source, Source::User);
+}
+
+/// "Hydra wins over deterministic": with the determinism plugin, explicit values
+/// (`env_vars.NCCL_ALGO=Tree`, a new `USER_SELECTED`) win and an explicitly removed name
+/// (`~env_vars.REMOVE_ME`) is gone, from the plan and from the runner's config; the plugin's
+/// other variables stay.
+#[test]
+fn explicit_env_wins_over_determinism() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.yaml");
+    std::fs::write(
+        &path,
+        "name: d\nbridge_recipe: llama3_8b_pretrain_config\nmodel: {num_layers: 4, hidden_size: 256, num_attention_heads: 8}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\nenv_vars: {REMOVE_ME: gone}\n",
+    )
+    .unwrap();
+    let out = crate::common::ok(&[
+        "plan",
+        "--recipe",
+        path.to_str().unwrap(),
+        "--gpus",
+        "h100x8",
+        "--plugin",
+        "determinism",
+        "--env",
+        "NCCL_ALGO=Tree",
+        "--env",
+        "USER_SELECTED=custom",
+        "--unset",
+        "REMOVE_ME",
+        "-o",
+        "json",
+    ]);
+    let p: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let env = |k: &str| p["env"][k]["value"].as_str().map(str::to_string);
+    assert_eq!(env("NCCL_ALGO").as_deref(), Some("Tree"));
+    assert_eq!(env("USER_SELECTED").as_deref(), Some("custom"));
+    assert_eq!(env("CUBLAS_WORKSPACE_CONFIG").as_deref(), Some(":4096:8"));
+    assert_eq!(
+        env("NVTE_ALLOW_NONDETERMINISTIC_ALGO").as_deref(),
+        Some("0")
+    );
+    assert!(p["env"].get("REMOVE_ME").is_none());
+    assert_eq!(p["env_unset"]["REMOVE_ME"], "user");
+    assert_eq!(p["env_drop_from_recipe"]["REMOVE_ME"], "gone");
 }
