@@ -44,11 +44,7 @@ pub fn setup(
     ctx: &Context<'_>,
     out: &mut Trace,
 ) -> Result<()> {
-    let Targets {
-        model,
-        optimizer,
-        ddp,
-    } = targets;
+    let (model, optimizer, ddp) = (targets.model, targets.optimizer, targets.ddp);
     let mut user = OverlapFields::snapshot(cfg);
     // A preset name Bridge could not import fails whether or not TP overlap survives.
     let preset = resolve_preset(user.tp_comm_overlap_cfg.as_ref())?;

@@ -67,11 +67,11 @@ impl Decision {
         let key = key.into();
         let secret = key
             .strip_prefix("env.")
-            .is_some_and(crate::secret::is_secret_name);
+            .is_some_and(crate::rank::names::is_secret_name);
         let value = value.into();
         Self {
             value: if secret && !value.is_null() {
-                Value::from(crate::secret::REDACTED)
+                Value::from(crate::rank::names::REDACTED)
             } else {
                 value
             },

@@ -126,9 +126,9 @@ fn redacted_env<S: serde::Serializer>(
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(env.len()))?;
     for (k, e) in env {
-        if crate::secret::is_secret_name(k) {
+        if crate::rank::names::is_secret_name(k) {
             let shown = EnvEntry {
-                value: crate::secret::REDACTED.to_string(),
+                value: crate::rank::names::REDACTED.to_string(),
                 source: e.source.clone(),
             };
             m.serialize_entry(k, &shown)?;

@@ -18,12 +18,7 @@ pub fn validate(
     stack: &Stack,
     t: &mut Trace,
 ) -> Result<()> {
-    let Targets {
-        model,
-        optimizer,
-        ddp,
-    } = targets;
-    let model = &*model;
+    let (model, optimizer, ddp) = (&*targets.model, targets.optimizer, targets.ddp);
     let (decisions, warnings) = (&mut t.decisions, &mut t.warnings);
     // Megatron-Core DDP and optimizer post-init. `ddp.finalize()` runs before the
     // Megatron-FSDP block below turns reuse off, so this holds with FSDP too.

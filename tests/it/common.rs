@@ -300,3 +300,96 @@ pub fn json_transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) ->
 pub fn json_transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
     json_transcript_of(args, &run(args), redact)
 }
+
+/// Whether the real-Slurm tests must run (`OVLAUNCH_REQUIRE_SLURM=1`, set by `.ci/run`).
+pub fn slurm_required() -> bool {
+    std::env::var("OVLAUNCH_REQUIRE_SLURM").is_ok_and(|v| v == "1")
+}
+
+/// A throw-away Slurm cluster of two slurmd "nodes" on this machine (`.ci/slurm-up.sh`),
+/// for the real-Slurm tests. Stopped with [`SlurmCluster::stop`].
+pub struct SlurmCluster {
+    /// The `SLURM_CONF` etc. that reach it.
+    pub env: Vec<(String, String)>,
+    pub dir: tempfile::TempDir,
+}
+
+impl SlurmCluster {
+    /// Starts a cluster, or returns `None` (the test passes, saying why) when Slurm, one of
+    /// `programs` or one of `missing` (what else the caller found absent) is not there,
+    /// unless [`slurm_required`], which makes it fail. `up_env` goes to `slurm-up.sh`.
+    pub fn start(
+        test: &str,
+        programs: &[&str],
+        mut missing: Vec<String>,
+        up_env: &[(&str, &str)],
+    ) -> Option<SlurmCluster> {
+        let absent = ["slurmctld", "slurmd", "munged", "sbatch"]
+            .iter()
+            .chain(programs)
+            .filter(|b| which::which(b).is_err())
+            .map(|b| b.to_string());
+        missing.splice(0..0, absent);
+        if !missing.is_empty() {
+            assert!(
+                !slurm_required(),
+                "{test} needs {missing:?} (run .ci/install.sh and scripts/build-rank-runtime.sh)"
+            );
+            eprintln!("skipping {test}: {missing:?} missing (run .ci/install.sh)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = env!("CARGO_MANIFEST_DIR");
+        let out = Command::new("bash")
+            .arg(format!("{root}/.ci/slurm-up.sh"))
+            .args(["--nodes", "2", "--dir"])
+            .arg(dir.path().join("slurm"))
+            .envs(up_env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "slurm-up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.trim_matches(|c| c == '\'' || c == '"').to_string(),
+                )
+            })
+            .collect();
+        Some(SlurmCluster { env, dir })
+    }
+
+    /// `program` with the cluster's environment and no jobs root of the user's.
+    pub fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        c.env_remove("OVLAUNCH_JOBS_ROOT");
+        c
+    }
+
+    /// `ovlaunch ARGS`, run in the cluster's directory.
+    pub fn ovlaunch(&self, args: &[&str]) -> Output {
+        self.cmd(bin())
+            .current_dir(self.dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    pub fn stop(&self) {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let _ = self
+            .cmd("bash")
+            .arg(format!("{root}/.ci/slurm-down.sh"))
+            .arg("--dir")
+            .arg(self.dir.path().join("slurm"))
+            .output();
+    }
+}

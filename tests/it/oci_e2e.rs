@@ -26,33 +26,16 @@ use serde_json::Value;
 const COMMENT_ARG: &str = "--comment=it's \"quoted\" # not a comment";
 const NASTY: &str = "it's \"quoted\" $HOME `id` \\ end\nsecond line";
 
-fn required() -> bool {
-    std::env::var("OVLAUNCH_REQUIRE_SLURM").is_ok_and(|v| v == "1")
-}
-
 fn static_rank_runtime() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rank-runtime/ovlaunch-rank-x86_64")
 }
 
-struct Cluster {
-    env: Vec<(String, String)>,
-    dir: tempfile::TempDir,
-}
+/// The shared Slurm fixture with an OCI runtime (crun) configured; stopped when dropped.
+struct Cluster(common::SlurmCluster);
 
 impl Cluster {
     fn start() -> Option<Cluster> {
-        let mut missing: Vec<String> = [
-            "slurmctld",
-            "slurmd",
-            "munged",
-            "sbatch",
-            "crun",
-            "torchrun",
-        ]
-        .into_iter()
-        .filter(|b| which::which(b).is_err())
-        .map(str::to_string)
-        .collect();
+        let mut missing = Vec::new();
         if !Path::new("/bin/busybox").is_file() {
             missing.push("busybox-static".into());
         }
@@ -61,71 +44,38 @@ impl Cluster {
                 "target/rank-runtime/ovlaunch-rank-x86_64 (scripts/build-rank-runtime.sh)".into(),
             );
         }
-        if !missing.is_empty() {
-            assert!(
-                !required(),
-                "the OCI test needs {missing:?} (run .ci/install.sh and scripts/build-rank-runtime.sh)"
-            );
-            eprintln!("skipping the OCI container test: {missing:?} missing");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let root = env!("CARGO_MANIFEST_DIR");
-        let out = Command::new("bash")
-            .arg(format!("{root}/.ci/slurm-up.sh"))
-            .args(["--nodes", "2", "--dir"])
-            .arg(dir.path().join("slurm"))
-            .env("OVLAUNCH_SLURM_OCI", "crun")
-            // The other real-Slurm test starts its cluster at the same time: another port
-            // block, so that the two never pick the same free one.
-            .env("OVLAUNCH_SLURM_PORT_BASE", "21817")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "slurm-up failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.trim_matches(|c| c == '\'' || c == '"').to_string(),
-                )
-            })
-            .collect();
-        Some(Cluster { env, dir })
+        common::SlurmCluster::start(
+            "the OCI container test",
+            &["crun", "torchrun"],
+            missing,
+            &[
+                ("OVLAUNCH_SLURM_OCI", "crun"),
+                // The other real-Slurm test starts its cluster at the same time: another
+                // port block, so that the two never pick the same free one.
+                ("OVLAUNCH_SLURM_PORT_BASE", "21817"),
+            ],
+        )
+        .map(Cluster)
     }
 
     fn cmd(&self, program: &str) -> Command {
-        let mut c = Command::new(program);
-        c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        c.env_remove("OVLAUNCH_JOBS_ROOT");
-        c.current_dir(self.dir.path());
+        let mut c = self.0.cmd(program);
+        c.current_dir(self.0.dir.path());
         c
     }
 
     fn ovlaunch(&self, args: &[&str]) -> Output {
-        self.cmd(common::bin()).args(args).output().unwrap()
+        self.0.ovlaunch(args)
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.0.dir.path().join(name)
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let _ = self
-            .cmd("bash")
-            .arg(format!("{root}/.ci/slurm-down.sh"))
-            .arg("--dir")
-            .arg(self.dir.path().join("slurm"))
-            .output();
+        self.0.stop();
     }
 }
 

@@ -14,76 +14,20 @@ use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub(super) struct Cluster {
-    pub(super) env: Vec<(String, String)>,
-    pub(super) dir: tempfile::TempDir,
+pub(super) use common::SlurmCluster as Cluster;
+
+/// Starts this file's cluster (no container runtime).
+pub(super) fn start() -> Option<Cluster> {
+    Cluster::start("the real-Slurm test", &[], Vec::new(), &[])
 }
 
 impl Cluster {
-    pub(super) fn start() -> Option<Cluster> {
-        let required = std::env::var("OVLAUNCH_REQUIRE_SLURM").is_ok_and(|v| v == "1");
-        let missing: Vec<&str> = ["slurmctld", "slurmd", "munged", "sbatch"]
-            .into_iter()
-            .filter(|b| which::which(b).is_err())
-            .collect();
-        if !missing.is_empty() {
-            assert!(
-                !required,
-                "Slurm is required but {missing:?} are not installed (run .ci/install.sh)"
-            );
-            eprintln!(
-                "skipping the real-Slurm test: {missing:?} not installed (run .ci/install.sh)"
-            );
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let root = env!("CARGO_MANIFEST_DIR");
-        let out = Command::new("bash")
-            .arg(format!("{root}/.ci/slurm-up.sh"))
-            .args(["--nodes", "2", "--dir"])
-            .arg(dir.path().join("slurm"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "slurm-up failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.trim_matches(|c| c == '\'' || c == '"').to_string(),
-                )
-            })
-            .collect();
-        Some(Cluster { env, dir })
-    }
-
-    pub(super) fn cmd(&self, program: &str) -> Command {
-        let mut c = Command::new(program);
-        c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        c.env_remove("OVLAUNCH_JOBS_ROOT");
-        c
-    }
-
-    pub(super) fn ovlaunch(&self, args: &[&str]) -> Output {
-        self.cmd(common::bin())
-            .current_dir(self.dir.path())
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
     /// Like `ovlaunch`, with `dir` put first on PATH (the job inherits it through sbatch).
     fn ovlaunch_with_path(&self, dir: &Path, args: &[&str]) -> Output {
         let path = format!(
@@ -99,20 +43,9 @@ impl Cluster {
             .unwrap()
     }
 
+    /// Where ovlaunch writes the jobs in these tests.
     pub(super) fn jobs(&self) -> PathBuf {
         self.dir.path().join("jobs")
-    }
-}
-
-impl Cluster {
-    pub(super) fn stop(&self) {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let _ = self
-            .cmd("bash")
-            .arg(format!("{root}/.ci/slurm-down.sh"))
-            .arg("--dir")
-            .arg(self.dir.path().join("slurm"))
-            .output();
     }
 }
 
@@ -125,7 +58,7 @@ pub(super) static TURN: Mutex<()> = Mutex::new(());
 fn cluster() -> Option<(MutexGuard<'static, ()>, &'static Cluster)> {
     let c = CLUSTER
         .get_or_init(|| {
-            let c = Cluster::start()?;
+            let c = start()?;
             extern "C" fn stop_at_exit() {
                 if let Some(Some(c)) = CLUSTER.get() {
                     c.stop();

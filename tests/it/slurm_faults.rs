@@ -26,7 +26,7 @@ impl Own {
     fn start() -> Option<Own> {
         let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         Some(Own {
-            c: Cluster::start()?,
+            c: super::slurm_e2e::start()?,
             _turn: turn,
         })
     }
@@ -156,7 +156,7 @@ fn a_reused_job_id_is_not_the_recorded_job() {
 
     // A fresh controller (new state): job ids start over at 1.
     first.stop();
-    let second = Cluster::start().expect("a second cluster");
+    let second = super::slurm_e2e::start().expect("a second cluster");
     let c = &second;
     // The second cluster is stopped when this test ends, whatever happens.
     struct StopAtEnd<'a>(&'a Cluster);
