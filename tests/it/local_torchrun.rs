@@ -6,6 +6,14 @@ use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// `torchrun --standalone` (a single-machine run) always serves its rendezvous on
+/// localhost:29400 (torch 1.13), so the runs of these tests take turns.
+fn turn() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `ovlaunch submit --executor local` of the tiny recipe on two CPU ranks.
 fn run_local(dir: &Path, job: &str, port: &str, extra: &[&str], exit_code: &str) -> Output {
@@ -54,6 +62,7 @@ fn local_executor_runs_real_torchrun() {
         eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
         return;
     }
+    let _turn = turn();
     let dir = tempfile::tempdir().unwrap();
     let o = run_local(
         dir.path(),
@@ -101,6 +110,7 @@ fn the_torchrun_command_writes_the_job_directory_its_script_runs() {
         eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
         return;
     }
+    let _turn = turn();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("jobs");
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
