@@ -30,7 +30,8 @@ impl OutputArg {
 }
 
 /// A job that was rendered: the main form, `submit` (also `--dry-run`), `render` and
-/// `torchrun`.
+/// `torchrun`. A job run here (`--executor local`) prints its own output on stderr, so
+/// that stdout is this one document.
 #[derive(Debug, Serialize)]
 pub struct Job {
     /// `dry-run`, `submitted` (queued by Slurm), `finished` (ran here with the local

@@ -76,6 +76,13 @@ pub fn run(
         &job.artifacts,
         &extras(&prepared),
         launch::command_line(),
+        // With -o json, stdout carries the one JSON document: a local job's own output
+        // goes to stderr.
+        if out.json() {
+            backend::local::JobOutput::Stderr
+        } else {
+            backend::local::JobOutput::Inherit
+        },
     )?;
     match started {
         Started::Queued { job_id } => {

@@ -262,6 +262,17 @@ fn merge_shapes(a: serde_json::Value, b: serde_json::Value) -> serde_json::Value
 /// the command line, the exit code, the JSON's shape ([`json_shape`]; JSON Lines: the merged
 /// shape of the lines) and stderr. Panics when stdout is not JSON.
 pub fn json_transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
+    let mut t = json_shape_only(args, o, redact);
+    t.push_str(&format!("----- stderr -----\n{}", stable_stderr(o)));
+    for (from, to) in redact {
+        t = t.replace(from, to);
+    }
+    t
+}
+
+/// [`json_transcript_of`] without stderr, for runs whose stderr is another program's (a
+/// local job's own output).
+pub fn json_shape_only(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
     let out = stdout(o);
     let shape = match serde_json::from_str::<serde_json::Value>(&out) {
         Ok(v) => serde_json::to_string_pretty(&json_shape(&v)).unwrap(),
@@ -283,12 +294,11 @@ pub fn json_transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) ->
         }
     };
     let mut t = format!(
-        "$ ovlaunch {}\nexit: {}\n----- stdout (JSON shape) -----\n{shape}\n----- stderr -----\n{}",
+        "$ ovlaunch {}\nexit: {}\n----- stdout (JSON shape) -----\n{shape}\n",
         args.join(" "),
         o.status
             .code()
             .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string()),
-        stable_stderr(o)
     );
     for (from, to) in redact {
         t = t.replace(from, to);
