@@ -137,21 +137,6 @@ impl EnvText for String {
     }
 }
 
-impl EnvText for crate::config::EnvScalar {
-    fn env_text(&self) -> Option<String> {
-        Some(self.to_env_string())
-    }
-
-    fn refusal(&self, name: &str) -> Option<String> {
-        match self {
-            crate::config::EnvScalar::Inherit(m) if !m.inherit => Some(format!(
-                "{name}: `{{inherit: false}}` means nothing: give a value, `null` to unset it, or `{{inherit: true}}` to leave it to the job's environment"
-            )),
-            _ => None,
-        }
-    }
-}
-
 impl EnvText for serde_json::Value {
     fn env_text(&self) -> Option<String> {
         self.as_str().map(str::to_string)

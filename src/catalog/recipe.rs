@@ -1,6 +1,7 @@
 //! A recipe file: launcher metadata plus a partial Megatron-Bridge `ConfigContainer`
-//! (`model`, `train`, `ddp`, `optimizer`, `comm_overlap`, `mixed_precision`, `env_vars`)
-//! and per-GPU, per-precision `variants` that override it.
+//! (`model`, `train`, `ddp`, `optimizer`, `comm_overlap`, `mixed_precision`, `env_vars`, and
+//! Bridge's pass-through sections `scheduler`, `dataset`, `tokenizer`, `checkpoint`, `logger`,
+//! `profiling`, `ft`: `config::bridge`) and per-GPU, per-precision `variants` that override it.
 //!
 //! `env_vars` state only what Bridge's env rules (`resolve::env_rules`) do not derive: a value,
 //! `null` (unset), or `{inherit: true}` (neither set nor removed); see `config::EnvScalar` and
@@ -48,6 +49,20 @@ macro_rules! with_sections {
             mixed_precision: Option<MixedPrecisionSpec>,
             #[serde(default, deserialize_with = "crate::input::opt_env_map")]
             env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de::scheduler")]
+            scheduler: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de::dataset")]
+            dataset: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de::tokenizer")]
+            tokenizer: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de::checkpoint")]
+            checkpoint: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de::logger")]
+            logger: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de::profiling")]
+            profiling: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de::ft")]
+            ft: Option<Map<String, Value>>,
         }
     };
 }

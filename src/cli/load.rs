@@ -114,7 +114,7 @@ pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)>
     let recipe = recipe(&cat, args.recipe()?)?;
     let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
     let sets = overrides::parse_sets(&args.sets)?;
-    let envs = overrides::parse_envs(&args.envs)?;
+    let envs = overrides::parse_envs(&args.envs, &|n| std::env::var(n).ok())?;
     let unsets = overrides::parse_unsets(&args.unsets)?;
     let stack = stack(args)?;
     let active = super::plugins::active(&args.plugin_specs, &args.plugin_sources)?;

@@ -243,8 +243,9 @@ pub struct PlanArgs {
     /// Override a ConfigContainer field: section.field=value (repeatable).
     #[arg(long = "set", value_name = "SECTION.FIELD=VALUE")]
     pub sets: Vec<String>,
-    /// Set a launch environment variable, beating recipe and derived values (repeatable).
-    #[arg(long = "env", value_name = "NAME=VALUE")]
+    /// Set a launch environment variable, beating recipe and derived values (repeatable);
+    /// `--env NAME` passes ovlaunch's own value of NAME (keeps secrets off the command line).
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub envs: Vec<String>,
     /// Remove a variable from the trainer's environment, also one the container image or
     /// the site sets (repeatable).

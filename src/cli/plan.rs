@@ -101,7 +101,7 @@ pub fn overrides(
                 .map_err(|e| Error::runtime(format!("cannot serialise the trainer call: {e}")))?,
         })?;
     } else {
-        p.data(&crate::render::overrides::overrides_text(&plan))?;
+        p.data(&crate::render::overrides::overrides_text(&plan, None))?;
     }
     Ok(0)
 }

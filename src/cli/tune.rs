@@ -50,7 +50,7 @@ impl Resolver {
             recipe,
             hardware,
             stack: load::stack(args)?,
-            envs: overrides::parse_envs(&args.envs)?,
+            envs: overrides::parse_envs(&args.envs, &|n| std::env::var(n).ok())?,
             args: args.clone(),
         })
     }

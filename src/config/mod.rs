@@ -2,6 +2,9 @@
 //! file. Section and field names are Bridge's own, so a plan's JSON reads like Bridge's
 //! config and `ovlaunch overrides` can hand it straight to the trainer.
 
+pub mod bridge;
+#[rustfmt::skip]
+mod bridge_fields;
 pub mod comm_overlap;
 pub mod ddp;
 pub mod mixed_precision;
@@ -34,6 +37,10 @@ pub struct ConfigContainer {
     pub mixed_precision: Option<MixedPrecisionSpec>,
     #[serde(deserialize_with = "crate::input::env_map")]
     pub env_vars: BTreeMap<String, EnvScalar>,
+    /// Bridge's pass-through sections (`scheduler`, `dataset`, ...): only what was set.
+    /// Taken out of the layered tree before the typed sections are read (`bridge`).
+    #[serde(skip)]
+    pub bridge: bridge::Sections,
 }
 
 /// The three configs Bridge's setup steps write together: `CommOverlapConfig.setup(model,
@@ -95,6 +102,21 @@ pub struct Inherit {
     pub inherit: bool,
 }
 
+impl crate::input::EnvText for EnvScalar {
+    fn env_text(&self) -> Option<String> {
+        Some(self.to_env_string())
+    }
+
+    fn refusal(&self, name: &str) -> Option<String> {
+        match self {
+            EnvScalar::Inherit(m) if !m.inherit => Some(format!(
+                "{name}: `{{inherit: false}}` means nothing: give a value, `null` to unset it, or `{{inherit: true}}` to leave it to the job's environment"
+            )),
+            _ => None,
+        }
+    }
+}
+
 impl EnvScalar {
     /// The marker `{inherit: true}`.
     pub const INHERIT: EnvScalar = EnvScalar::Inherit(Inherit { inherit: true });
@@ -144,7 +166,7 @@ pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> 
         "comm_overlap" => Some(CommOverlapConfig::FIELDS),
         "mixed_precision" => Some(MixedPrecisionConfig::FIELDS),
         "env_vars" => None,
-        _ => return None,
+        other => Some(bridge::section(other)?.names),
     })
 }
 
@@ -157,4 +179,11 @@ pub const SECTIONS: &[&str] = &[
     "comm_overlap",
     "mixed_precision",
     "env_vars",
+    "scheduler",
+    "dataset",
+    "tokenizer",
+    "checkpoint",
+    "logger",
+    "profiling",
+    "ft",
 ];

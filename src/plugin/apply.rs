@@ -20,11 +20,15 @@ use crate::resolve::layers::PluginSet;
 use crate::resolve::overrides::parse_sets;
 use crate::resolve::{PluginEnv, PluginLayer};
 
+#[derive(Clone, Copy)]
 struct Scope<'a> {
     active: &'a Active,
     builtins: Option<&'a BTreeMap<String, String>>,
     /// The `CONDITIONS` that hold (launch and render phases).
     facts: &'a [&'a str],
+    /// In a plan-phase config value, `{job_dir}` stays a placeholder that render replaces
+    /// (`resolve::trainer::JOB_DIR`); everywhere else in the plan phase it is an error.
+    keep_job_dir: bool,
 }
 
 impl Scope<'_> {
@@ -49,6 +53,12 @@ impl Scope<'_> {
                     .is_some_and(|t| t.starts_with('}'))
             });
             match hit {
+                Some(name)
+                    if self.builtins.is_none() && self.keep_job_dir && *name == "job_dir" =>
+                {
+                    out.push_str(crate::resolve::trainer::JOB_DIR);
+                    rest = &tail[name.len() + 2..];
+                }
                 Some(name) => {
                     let Some(b) = self.builtins else {
                         return Err(self.err(format!(
@@ -72,6 +82,9 @@ impl Scope<'_> {
         if BUILTINS.contains(&name) {
             return match self.builtins {
                 Some(b) => Ok(Some(b[name].clone())),
+                None if self.keep_job_dir && name == "job_dir" => {
+                    Ok(Some(crate::resolve::trainer::JOB_DIR.to_string()))
+                }
                 None => Err(self.err(format!("{{{name}}} is not known in the plan phase"))),
             };
         }
@@ -187,6 +200,14 @@ impl Scope<'_> {
 
     /// A `set` value: a lone placeholder keeps the option's type.
     fn json(&self, v: &Value) -> Result<Option<Value>> {
+        let scope = Scope {
+            keep_job_dir: true,
+            ..*self
+        };
+        scope.json_value(v)
+    }
+
+    fn json_value(&self, v: &Value) -> Result<Option<Value>> {
         let Value::String(s) = v else {
             return Ok(Some(v.clone()));
         };
@@ -198,6 +219,16 @@ impl Scope<'_> {
             return Ok(match ov {
                 OptValue::Unset => None,
                 OptValue::Str(x) => Some(Value::from(self.expand_builtins(name, x)?)),
+                // list items that read as integers are integers (`profile_ranks: [0, 1]`)
+                OptValue::List(items) => Some(Value::Array(
+                    items
+                        .iter()
+                        .map(|i| {
+                            i.parse::<i64>()
+                                .map_or_else(|_| Value::from(i.as_str()), Value::from)
+                        })
+                        .collect(),
+                )),
                 other => Some(other.to_json()),
             });
         }
@@ -251,6 +282,7 @@ pub fn passthrough_sources(active: &[Active]) -> Result<Vec<String>> {
             active: a,
             builtins: None,
             facts: &[],
+            keep_job_dir: false,
         };
         walk(&s, &a.def.file.plan, &mut out)?;
     }
@@ -325,6 +357,7 @@ pub fn plan_phase(
             active: &a,
             builtins: None,
             facts: &[],
+            keep_job_dir: false,
         };
         let mut out = PlanOut::default();
         collect_plan(&s, &a.def.file.plan, launcher_env, &mut out)?;
@@ -358,6 +391,9 @@ pub fn plan_phase(
             Source::Plugin(a.name().to_string()),
         ));
         let origin = a.def.origin.clone();
+        if a.def.file.plan.resume {
+            layer.resume.push(a.name().to_string());
+        }
         if !a.def.file.plan.trainer_flags.is_empty() {
             layer
                 .trainer_flags
@@ -565,6 +601,7 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
             active: a,
             builtins: Some(&b),
             facts: &facts,
+            keep_job_dir: false,
         };
         let mut out = LaunchOut::default();
         collect_launch(&s, &a.def.file.launch, &mut out)?;
@@ -744,6 +781,7 @@ pub fn render_phase(
             active: a,
             builtins: Some(&b),
             facts: &facts,
+            keep_job_dir: false,
         };
         let mut lines = Vec::new();
         collect_render(&s, &a.def.file.render, &mut lines)?;

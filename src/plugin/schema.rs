@@ -120,6 +120,10 @@ pub struct PlanPhase {
     /// changes itself, so they are not passed as overrides.
     #[serde(default)]
     pub trainer_flags: Vec<String>,
+    /// The plugin restarts the job (requeue, in-job restart): with `checkpoint.save` set,
+    /// `checkpoint.load` defaults to it, so the restarted run resumes.
+    #[serde(default)]
+    pub resume: bool,
     #[serde(default)]
     pub set: Ordered<Value>,
     #[serde(default)]

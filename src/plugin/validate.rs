@@ -30,6 +30,9 @@ pub(super) fn valid_option_name(n: &str) -> bool {
 enum Slot {
     /// Plan phase: options only.
     Plan,
+    /// A plan-phase config value: options, and `{job_dir}`, which stays a placeholder that
+    /// render replaces in the trainer's overrides.
+    PlanSet,
     /// The value of a secret variable in the plan phase: the only place a secret option's
     /// value may go (it reaches the job through `secrets.env`; anywhere else it would be
     /// written into the script, the rank plan or the trainer's argv).
@@ -160,7 +163,8 @@ impl Validator<'_> {
                     )
                     .help("e.g. plan: {env: {SERVICE_API_KEY: \"{api_key}\"}}: secrets reach the job only through its secrets file"));
             }
-            let plan_phase = matches!(slot, Slot::Plan | Slot::SecretEnv);
+            let plan_phase = matches!(slot, Slot::Plan | Slot::SecretEnv)
+                || (slot == Slot::PlanSet && name != "job_dir");
             if builtin && plan_phase {
                 return Err(self
                     .err(
@@ -275,7 +279,7 @@ impl Validator<'_> {
                 _ => {}
             }
             if let Value::String(s) = value {
-                self.template(s, Slot::Plan)?;
+                self.template(s, Slot::PlanSet)?;
             }
         }
         self.env_map(&p.env, Slot::Plan, false)?;

@@ -352,7 +352,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         Vec::new()
     };
     let trainer = if opts.trainer.is_empty() {
-        default_trainer(plan)
+        default_trainer(plan, &opts.job_dir)
     } else {
         opts.trainer.clone()
     };
@@ -532,12 +532,12 @@ pub fn placement(plan: &Plan, decisions: &mut Vec<Decision>) -> AffinityPlan {
 /// The recipe's own trainer, else Bridge's runner with the plan's overrides
 /// (`resolve::trainer`): `python BRIDGE_ROOT/scripts/training/run_recipe.py --recipe FUNCTION
 /// [--deterministic] KEY=VALUE...`.
-pub fn default_trainer(plan: &Plan) -> Vec<String> {
+pub fn default_trainer(plan: &Plan, job_dir: &str) -> Vec<String> {
     if let Some(t) = &plan.recipe.trainer {
         return t.clone();
     }
     match &plan.trainer {
-        Some(call) => call.argv(),
+        Some(call) => call.argv_in(job_dir),
         // a recipe without a Bridge function and without its own trainer: name it, so the
         // runner's own error says what is missing
         None => vec![

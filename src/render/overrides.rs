@@ -5,8 +5,9 @@
 
 use crate::plan::Plan;
 
-/// The overrides file's text.
-pub fn overrides_text(plan: &Plan) -> String {
+/// The overrides file's text; with `job_dir`, `{job_dir}` in the values is replaced (the job
+/// directory's copy), without it the placeholder stays (`ovlaunch overrides`).
+pub fn overrides_text(plan: &Plan, job_dir: Option<&str>) -> String {
     let mut s = format!(
         "# Megatron-Bridge runner overrides written by ovlaunch {} for recipe {} on {}.\n",
         env!("CARGO_PKG_VERSION"),
@@ -27,7 +28,11 @@ pub fn overrides_text(plan: &Plan) -> String {
             if call.overrides.is_empty() {
                 s.push_str("# (none: the job runs Bridge's recipe as it is)\n");
             }
-            for o in &call.overrides {
+            let words = match job_dir {
+                Some(d) => call.words_in(d),
+                None => call.overrides.clone(),
+            };
+            for o in &words {
                 s.push_str(o);
                 s.push('\n');
             }

@@ -32,19 +32,10 @@ pub fn quote(s: &str) -> String {
 fn ansi_c(s: &str) -> String {
     let mut out = String::from("$'");
     for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\\' => out.push_str("\\\\"),
-            '\'' => out.push_str("\\'"),
-            c if c.is_control() => {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    out.push_str(&format!("\\x{b:02x}"));
-                }
-            }
-            c => out.push(c),
+        if c == '\'' {
+            out.push_str("\\'");
+        } else if !push_escape(&mut out, c, c.is_control()) {
+            out.push(c);
         }
     }
     out.push('\'');
@@ -58,22 +49,32 @@ fn ansi_c(s: &str) -> String {
 pub fn comment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\\' => out.push_str("\\\\"),
-            // Unicode line and paragraph separators end a line for some readers too.
-            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    out.push_str(&format!("\\x{b:02x}"));
-                }
-            }
-            c => out.push(c),
+        // Unicode line and paragraph separators end a line for some readers too.
+        let hex = c.is_control() || c == '\u{2028}' || c == '\u{2029}';
+        if !push_escape(&mut out, c, hex) {
+            out.push(c);
         }
     }
     out
+}
+
+/// The escapes `$'...'` and [`comment`] share: `\n`, `\t`, `\r`, `\\`, and, where `hex`, every
+/// UTF-8 byte of `c` as `\xNN`. Returns whether `c` was escaped.
+fn push_escape(out: &mut String, c: char, hex: bool) -> bool {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        '\\' => out.push_str("\\\\"),
+        c if hex => {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("\\x{b:02x}"));
+            }
+        }
+        _ => return false,
+    }
+    true
 }
 
 /// Quotes and joins an argv.

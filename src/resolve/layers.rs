@@ -365,7 +365,13 @@ fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {
 }
 
 fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
-    serde_json::from_value(Value::Object(tree.clone())).map_err(|e| {
+    let mut tree = tree.clone();
+    let bridge = crate::config::bridge::Sections::take_from(&mut tree).map_err(|m| {
+        Error::usage(m)
+            .at_file(origin)
+            .help("check the section against `ovlaunch fields SECTION`")
+    })?;
+    let mut cfg: ConfigContainer = serde_json::from_value(Value::Object(tree)).map_err(|e| {
         let msg = e.to_string();
         let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
         let hint = if msg.contains("tp_comm_overlap") && msg.contains("missing") {
@@ -374,5 +380,7 @@ fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
             "check the recipe's sections against `ovlaunch fields`"
         };
         Error::usage(msg).at_file(origin).help(hint)
-    })
+    })?;
+    cfg.bridge = bridge;
+    Ok(cfg)
 }

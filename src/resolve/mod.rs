@@ -85,6 +85,9 @@ pub struct PluginLayer {
     /// Plugins whose config settings Bridge makes itself under those flags (not passed as
     /// overrides).
     pub flag_plugins: Vec<String>,
+    /// Plugins that restart the job (`plan.resume`): `checkpoint.load` defaults to
+    /// `checkpoint.save`.
+    pub resume: Vec<String>,
 }
 
 /// Resolves a recipe on a hardware spec into a plan.
@@ -111,12 +114,14 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         }
         _ => None,
     };
+    // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
+    resume_stage(plugins, &mut l, &mut t);
     let trainer_call = trainer::call(
         inp.recipe,
         choice.variant,
         inp.stack,
         plugins,
-        &l.applied,
+        &l,
         inp.sets,
         precision_word.as_ref(),
     );
@@ -177,6 +182,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         optimizer: cfg.optimizer,
         comm_overlap,
         mixed_precision,
+        bridge: cfg.bridge,
         trainer: trainer_call,
         env: env.stage.env,
         env_unset: env.stage.unset,
@@ -251,6 +257,38 @@ fn layering<'r>(
         ));
     }
     Ok((choice, l))
+}
+
+/// Stage 1b: with a plugin that restarts the job (`plan.resume`: preemption, fault
+/// tolerance) and `checkpoint.save` set, `checkpoint.load` defaults to the same directory, so
+/// a requeued or restarted run loads its own latest checkpoint instead of starting from step 0
+/// (Bridge's recipes point `checkpoint.load` at a directory under the working directory, and
+/// Bridge loads only from `checkpoint.load`). A `checkpoint.load` given by the recipe file or
+/// `--set` wins.
+fn resume_stage(plugins: &PluginLayer, l: &mut layers::Layered, t: &mut Trace) {
+    let Some(first) = plugins.resume.first() else {
+        return;
+    };
+    let b = &mut l.cfg.bridge;
+    let Some(save) = b
+        .get("checkpoint", "save")
+        .filter(|v| !v.is_null())
+        .cloned()
+    else {
+        return;
+    };
+    if b.get("checkpoint", "load").is_some() {
+        return;
+    }
+    b.set("checkpoint", "load", save.clone());
+    t.decisions.push(Decision::new(
+        "checkpoint.load",
+        save,
+        format!(
+            "plugin {first} restarts the job: checkpoint.load defaults to checkpoint.save so a restarted run resumes from its latest checkpoint"
+        ),
+        Source::Plugin(first.clone()),
+    ));
 }
 
 /// Stage 2: batch scaling: GBS * DP_new / DP_variant when the GPU count differs from the

@@ -170,6 +170,16 @@ fn parse_set(item: &str) -> Result<SetOverride> {
 /// Checks `value` against the field's type; a scalar that fails is retried as a string
 /// (`--set model.pipeline_model_parallel_layout=1` means the text "1").
 fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, String> {
+    if let Some(def) = config::bridge::section(section) {
+        // typed by Bridge's class; a scalar that fails is retried as text, like the others
+        return config::bridge::check(def, field, value.clone()).or_else(|first| {
+            let as_text = Value::String(text.to_string());
+            match config::bridge::check(def, field, as_text) {
+                Ok(v) if !value.is_string() && !value.is_null() => Ok(v),
+                _ => Err(first),
+            }
+        });
+    }
     let check = |v: &Value| -> Result<(), String> {
         let mut tree = serde_json::Map::new();
         tree.insert(field.to_string(), v.clone());
@@ -222,15 +232,40 @@ fn clean(msg: &str) -> String {
     }
 }
 
-/// Parses `--env NAME=VALUE` flags; the value is kept byte for byte.
-pub fn parse_envs(raw: &[String]) -> Result<Vec<(String, String)>> {
+/// Parses `--env NAME=VALUE` flags; the value is kept byte for byte. `--env NAME` (no `=`)
+/// takes the value `launcher_env` gives for NAME (the launcher's own environment), so a
+/// secret never has to be typed on a command line or kept in shell history; a NAME it does
+/// not have is an error.
+pub fn parse_envs(
+    raw: &[String],
+    launcher_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>> {
     let mut out: Vec<(String, String)> = Vec::new();
     for item in raw {
         let flag = shown_env_flag(item);
-        let Some((name, value)) = item.split_once('=') else {
-            return Err(Error::usage("expected NAME=VALUE")
-                .at_flag(flag)
-                .help("e.g. --env NCCL_DEBUG=INFO"));
+        let from_env;
+        let (name, value) = match item.split_once('=') {
+            Some(pair) => pair,
+            None => {
+                if !valid_env_name(item) {
+                    return Err(Error::usage(format!(
+                        "`{item}` is not a valid environment variable name"
+                    ))
+                    .at_flag(flag)
+                    .help(format!(
+                        "--env NAME=VALUE, or --env NAME to pass the launcher's own value; names are {ENV_NAME_RULE}"
+                    )));
+                }
+                let Some(v) = launcher_env(item) else {
+                    return Err(Error::usage(format!(
+                        "{item} is not set in ovlaunch's environment (--env {item} passes the launcher's own value)"
+                    ))
+                    .at_flag(flag)
+                    .help(format!("export {item} before running ovlaunch, or give --env {item}=VALUE")));
+                };
+                from_env = v;
+                (item.as_str(), from_env.as_str())
+            }
         };
         if !valid_env_name(name) {
             return Err(
@@ -277,6 +312,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn env_from_the_launchers_environment() {
+        let env = |n: &str| (n == "HF_TOKEN").then(|| "tok".to_string());
+        assert_eq!(
+            parse_envs(&["HF_TOKEN".into()], &env).unwrap(),
+            vec![("HF_TOKEN".to_string(), "tok".to_string())]
+        );
+        let e = parse_envs(&["WANDB_API_KEY".into()], &env).unwrap_err();
+        assert!(e.to_string().contains("not set"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        assert!(parse_envs(&["1X".into()], &env).is_err());
+    }
+
+    #[test]
     fn typed_values() {
         let s = parse_sets(&["model.tensor_model_parallel_size=8".into()]).unwrap();
         assert_eq!(s[0].value, Value::from(8));
@@ -306,8 +354,12 @@ mod tests {
             ])
             .is_err()
         );
-        assert!(parse_envs(&["A=1".into(), "A=2".into()]).is_err());
-        assert!(parse_envs(&["1A=1".into()]).is_err());
-        assert_eq!(parse_envs(&["A=x=y $z".into()]).unwrap()[0].1, "x=y $z");
+        let none = |_: &str| None;
+        assert!(parse_envs(&["A=1".into(), "A=2".into()], &none).is_err());
+        assert!(parse_envs(&["1A=1".into()], &none).is_err());
+        assert_eq!(
+            parse_envs(&["A=x=y $z".into()], &none).unwrap()[0].1,
+            "x=y $z"
+        );
     }
 }

@@ -17,43 +17,21 @@
 //!   Bridge itself (setdefault, so the launch environment wins), and secrets reach the job only
 //!   through `secrets.env`.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::PluginLayer;
+use super::layers::Layered;
 use super::overrides::SetOverride;
 use crate::catalog::recipe::{Recipe, Variant};
+use crate::config::{self, bridge::Sections};
 use crate::error::{Error, Result};
-use crate::render::hydra;
+use crate::hydra;
 use crate::version::{Stack, Version};
+
+pub use crate::plan::trainer::{JOB_DIR, TrainerCall, with_job_dir};
 
 /// Bridge's runner path inside its checkout (not part of the pip package).
 pub const RUNNER: &str = "scripts/training/run_recipe.py";
-
-/// The runner call the plan implies.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TrainerCall {
-    /// `python BRIDGE_ROOT/scripts/training/run_recipe.py`
-    pub runner: Vec<String>,
-    /// The recipe function (`--recipe`).
-    pub recipe: String,
-    /// Runner flags (`--deterministic`).
-    pub flags: Vec<String>,
-    /// Trailing `KEY=VALUE` overrides, in Hydra's grammar.
-    pub overrides: Vec<String>,
-}
-
-impl TrainerCall {
-    /// The whole argv, before any launch-phase plugin overrides.
-    pub fn argv(&self) -> Vec<String> {
-        let mut v = self.runner.clone();
-        v.push("--recipe".into());
-        v.push(self.recipe.clone());
-        v.extend(self.flags.iter().cloned());
-        v.extend(self.overrides.iter().cloned());
-        v
-    }
-}
 
 /// The Bridge version that first ships `variant`'s recipe function must not be newer than
 /// the container's.
@@ -77,6 +55,91 @@ pub fn check_version(recipe: &Recipe, variant: Option<&Variant>, stack: &Stack) 
     Ok(())
 }
 
+/// The words for Bridge's pass-through sections: every value in them was set by a recipe file,
+/// a plugin or `--set` (Bridge's own recipe values are never in them), so each is passed.
+/// A section Bridge's recipe leaves `None` (`ft`: every shipped recipe does, which
+/// `tests/bridge/gen_sections.py` checks) cannot take `ft.FIELD=...` (Hydra: "Could not
+/// override") and `+ft.FIELD=...` would leave a plain dict where Bridge reads attributes: it
+/// gets its typed form, `ft={_target_:CLASS,FIELD:VALUE,...}`, which Bridge's override code
+/// (`omegaconf_utils._apply_overrides`) instantiates.
+pub fn bridge_words(bridge: &Sections) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for def in config::bridge::SECTIONS {
+        let Some(fields) = bridge.0.get(def.name) else {
+            continue;
+        };
+        if fields.is_empty() {
+            continue;
+        }
+        if def.name == "ft" {
+            let mut m = serde_json::Map::new();
+            m.insert("_target_".into(), Value::String(def.class.to_string()));
+            m.extend(fields.clone());
+            out.push(("ft".to_string(), Value::Object(m)));
+            continue;
+        }
+        for (k, v) in fields {
+            out.push((format!("{}.{k}", def.name), v.clone()));
+        }
+    }
+    out
+}
+
+/// Bridge's class for `comm_overlap` (the `_target_` of its typed form).
+pub const COMM_OVERLAP_CLASS: &str = "megatron.bridge.training.comm_overlap.CommOverlapConfig";
+
+/// For a recipe that leaves `comm_overlap` as `None`: `comm_overlap.FIELD=...` would fail in
+/// Bridge (Hydra's struct mode: "Could not override"), so the fields given become one typed
+/// word, `comm_overlap={_target_:CommOverlapConfig,FIELD:VALUE,...}`, at the first one's place.
+/// A whole-section value is typed the same way (with or without a recipe section: a typed
+/// value replaces the section, as `--set comm_overlap={...}` does in the plan).
+fn typed_comm_overlap(items: Vec<(String, Value)>) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = Vec::new();
+    let mut typed: Option<usize> = None;
+    for (k, v) in items {
+        let field = k.strip_prefix("comm_overlap.");
+        if field.is_none() && k != "comm_overlap" {
+            out.push((k, v));
+            continue;
+        }
+        let i = *typed.get_or_insert_with(|| {
+            let mut m = serde_json::Map::new();
+            m.insert("_target_".into(), Value::String(COMM_OVERLAP_CLASS.into()));
+            out.push(("comm_overlap".into(), Value::Object(m)));
+            out.len() - 1
+        });
+        match (field, v) {
+            (Some(f), v) => {
+                if let Value::Object(m) = &mut out[i].1 {
+                    m.insert(f.to_string(), v);
+                }
+            }
+            (None, Value::Object(fields)) => {
+                if let Value::Object(m) = &mut out[i].1 {
+                    m.extend(fields);
+                }
+            }
+            // `comm_overlap=null` (or a preset name) stays as given
+            (None, other) => out[i].1 = other,
+        }
+    }
+    out
+}
+
+/// A mapping value replaces what is there, as in the plan: Hydra would merge it into the
+/// mapping the recipe holds (and, in Bridge's struct mode, refuse its new keys: "Could not
+/// override"), so `KEY=null` goes first and the mapping is then set on an empty node.
+fn replacing_mappings(items: Vec<(String, Value)>) -> Vec<(String, Value)> {
+    let mut out = Vec::with_capacity(items.len());
+    for (k, v) in items {
+        if v.is_object() {
+            out.push((k.clone(), Value::Null));
+        }
+        out.push((k, v));
+    }
+    out
+}
+
 /// Builds the runner call. `applied` says, for each of the plugins' overrides, whether it
 /// applied; the plugins named in `plugins.flag_plugins` are Bridge's own under
 /// `plugins.trainer_flags`.
@@ -85,17 +148,21 @@ pub fn call(
     variant: Option<&Variant>,
     stack: &Stack,
     plugins: &PluginLayer,
-    applied: &[bool],
+    layered: &Layered,
     sets: &[SetOverride],
     precision: Option<&Value>,
 ) -> Option<TrainerCall> {
+    let applied = &layered.applied;
     let function = variant
         .and_then(|v| v.bridge_recipe.clone())
         .or_else(|| recipe.bridge_recipe.clone())?;
     let flags = &plugins.trainer_flags;
-    let mut overrides = Vec::new();
+    let mut overrides: Vec<(String, Value)> = Vec::new();
     for (ps, applied) in plugins.sets.iter().zip(applied) {
-        if !applied || plugins.flag_plugins.contains(&ps.plugin) {
+        if !applied
+            || plugins.flag_plugins.contains(&ps.plugin)
+            || config::bridge::is_section(&ps.set.section)
+        {
             continue;
         }
         // the user's own value for the same path comes later and wins in Hydra too; skip
@@ -103,14 +170,24 @@ pub fn call(
         if sets.iter().any(|s| s.path() == ps.set.path()) {
             continue;
         }
-        overrides.push(hydra::word(&ps.set.path(), &ps.set.value));
+        overrides.push((ps.set.path(), ps.set.value.clone()));
     }
     if let Some(p) = precision {
-        overrides.push(hydra::word("mixed_precision", p));
+        overrides.push(("mixed_precision".to_string(), p.clone()));
     }
     for s in sets {
-        overrides.push(hydra::word(&s.path(), &s.value));
+        if !config::bridge::is_section(&s.section) {
+            overrides.push((s.path(), s.value.clone()));
+        }
     }
+    let whole_section = overrides
+        .iter()
+        .any(|(k, v)| k == "comm_overlap" && v.is_object());
+    if layered.before.comm_overlap.is_none() || whole_section {
+        overrides = typed_comm_overlap(overrides);
+    }
+    overrides.extend(bridge_words(&layered.cfg.bridge));
+    let overrides = replacing_mappings(overrides);
     let mut fl: Vec<String> = Vec::new();
     for f in flags {
         if !fl.contains(f) {
@@ -121,6 +198,7 @@ pub fn call(
         runner: vec!["python".into(), format!("{}/{RUNNER}", stack.bridge_root)],
         recipe: function,
         flags: fl,
-        overrides,
+        overrides: overrides.iter().map(|(k, v)| hydra::word(k, v)).collect(),
+        items: overrides,
     })
 }

@@ -3,9 +3,9 @@
 Input (stdin): a JSON list of cases {"id", "argv", "world_size", "gpu", "env"}; `argv` is the
 trainer argv taken from a script ovlaunch rendered (`python BRIDGE/scripts/training/run_recipe.py
 --recipe NAME [--deterministic] KEY=VALUE...`). Output (stdout): a JSON object id -> {"ok": true,
-"config": {...}, "env": {...}, "recipe_env": {...}} or {"ok": false, "error": "..."}; `env` is the
-trainer process's environment, `recipe_env` the recipe function's own `env_vars`, typed, before
-any override.
+"config": {...}, "classes": {section: "module.Class"}, "env": {...}, "recipe_env": {...}} or
+{"ok": false, "error": "..."}; `env` is the trainer process's environment, `recipe_env` the recipe
+function's own `env_vars`, typed, before any override.
 
 The runner, `scripts/training/run_recipe.py` with `recipe_runner.py`, `recipe_metadata.py` and
 `scripts/common/benchmark_parallelism.py`, lives in Bridge's repository, not in its package, so
@@ -310,7 +310,14 @@ def main() -> None:
         try:
             cfg, env, recipe_env = build(case)
             config = {s: plain(getattr(cfg, s, None)) for s in SECTIONS}
-            out[case["id"]] = {"ok": True, "config": config, "env": env, "recipe_env": plain(recipe_env)}
+            classes = {s: f"{type(v).__module__}.{type(v).__qualname__}" for s in SECTIONS if (v := getattr(cfg, s, None)) is not None}
+            out[case["id"]] = {
+                "ok": True,
+                "config": config,
+                "classes": classes,
+                "env": env,
+                "recipe_env": plain(recipe_env),
+            }
         except Refused as e:
             out[case["id"]] = {"ok": False, "refused": True, "error": str(e)}
         except Exception as e:  # noqa: BLE001 - reported per case

@@ -30,6 +30,13 @@ struct Case {
     args: Vec<String>,
     gpu: String,
     world: u32,
+    /// ovlaunch's own environment (a plugin's API key, read from it, never written).
+    env: Vec<(&'static str, &'static str)>,
+}
+
+/// The job directory each case's dry run renders for (`{job_dir}` in the plan is this).
+fn job_dir(id: &str) -> String {
+    format!("/proof/jobs/{id}")
 }
 
 fn variant_cases() -> Vec<Case> {
@@ -56,6 +63,7 @@ fn variant_cases() -> Vec<Case> {
                 args,
                 gpu: v.gpu.clone(),
                 world: n,
+                env: Vec::new(),
             });
         }
     }
@@ -69,8 +77,136 @@ fn extra_cases() -> Vec<Case> {
         args: args.iter().map(|s| s.to_string()).collect(),
         gpu: gpu.into(),
         world,
+        env: Vec::new(),
+    };
+    let with_env = |mut c: Case, env: &[(&'static str, &'static str)]| {
+        c.env = env.to_vec();
+        c
     };
     vec![
+        // The README's real pretraining example, word for word (README.md, "A real
+        // pretraining run"): data, tokenizer, schedule, checkpoints, W&B, preemption.
+        with_env(
+            c("readme-pretrain", "h100", 16, README_PRETRAIN),
+            &[
+                ("WANDB_API_KEY", "proof-wandb-key-marker"),
+                ("HF_TOKEN", "proof-hf-token-marker"),
+            ],
+        ),
+        with_env(
+            c(
+                "plugin-comet",
+                "h100",
+                8,
+                &[
+                    "--recipe",
+                    "llama3_8b",
+                    "--gpus",
+                    "h100x8",
+                    "--plugin",
+                    "comet:project=proof,workspace=team,name=run-1",
+                ],
+            ),
+            &[("COMET_API_KEY", "proof-comet-key-marker")],
+        ),
+        c(
+            "plugin-ft-checkpoint",
+            "h100",
+            16,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x16",
+                "--launcher",
+                "torchrun",
+                "--plugin",
+                "fault-tolerance:calc_ft_timeouts=false",
+                "--set",
+                "checkpoint.save={job_dir}/checkpoints",
+                "--set",
+                "checkpoint.save_interval=200",
+            ],
+        ),
+        c(
+            "set-bridge-sections",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "scheduler.lr_decay_style=WSD",
+                "--set",
+                "scheduler.lr_wsd_decay_style=linear",
+                "--set",
+                "scheduler.lr_warmup_init=0",
+                "--set",
+                "scheduler.lr_wsd_decay_iters=10",
+                "--set",
+                "logger.log_throughput=true",
+                "--set",
+                "logger.timing_log_level=2",
+                "--set",
+                "logger.tensorboard_dir={job_dir}/tb",
+                "--set",
+                "profiling.nvtx_ranges=true",
+                "--set",
+                "dataset.num_workers=4",
+                "--set",
+                "dataset.data_path=/data/one_text_document",
+                "--set",
+                "tokenizer.hf_tokenizer_kwargs={use_fast: true}",
+                "--set",
+                "checkpoint.most_recent_k=3",
+                "--set",
+                "checkpoint.save=/ckpt/it's ${here}",
+            ],
+        ),
+        c(
+            "set-comm-overlap-whole",
+            "h100",
+            64,
+            &[
+                "--recipe",
+                "llama3_70b",
+                "--gpus",
+                "h100x64",
+                "--set",
+                "comm_overlap={tp_comm_overlap: false}",
+            ],
+        ),
+        // GPT-OSS's recipes leave comm_overlap None: the fields become its typed form
+        c(
+            "set-comm-overlap-into-none",
+            "h100",
+            64,
+            &[
+                "--recipe",
+                "gpt_oss_120b",
+                "--gpus",
+                "h100x64",
+                "--set",
+                "comm_overlap.tp_comm_overlap=false",
+                "--set",
+                "comm_overlap.overlap_grad_reduce=true",
+            ],
+        ),
+        c(
+            "set-precision-field",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "mixed_precision.grad_reduce_in_fp32=false",
+            ],
+        ),
         c(
             "weak-llama8b-h100x16",
             "h100",
@@ -329,6 +465,41 @@ fn extra_cases() -> Vec<Case> {
     ]
 }
 
+/// The README's pretraining example (README.md, "A real pretraining run"); the README test
+/// checks that the README shows exactly these flags.
+pub const README_PRETRAIN: &[&str] = &[
+    "--recipe",
+    "llama3_8b",
+    "--gpus",
+    "h100x16",
+    "--set",
+    "dataset.data_path=[/data/dclm/dclm_01_text_document,/data/dclm/dclm_02_text_document]",
+    "--set",
+    "dataset.split=99,1,0",
+    "--set",
+    "tokenizer.tokenizer_type=HuggingFaceTokenizer",
+    "--set",
+    "tokenizer.tokenizer_model=meta-llama/Meta-Llama-3-8B",
+    "--set",
+    "train.train_iters=100000",
+    "--set",
+    "scheduler.lr_warmup_iters=2000",
+    "--set",
+    "scheduler.lr_decay_iters=100000",
+    "--set",
+    "checkpoint.save={job_dir}/checkpoints",
+    "--set",
+    "checkpoint.save_interval=1000",
+    "--set",
+    "logger.log_interval=10",
+    "--plugin",
+    "wandb:project=llama3-8b-pretrain",
+    "--plugin",
+    "preemption",
+    "--env",
+    "HF_TOKEN",
+];
+
 /// The trainer argv in a rendered script: bash evaluates the `srun` command with `srun`
 /// defined as a function that prints its arguments, and the words after the rank runtime's
 /// `--` from `python` on are the trainer's.
@@ -510,18 +681,39 @@ fn same(a: &Value, b: &Value) -> bool {
 /// Bridge fields ovlaunch also accepts); nothing else is skipped.
 const NOT_IN_BRIDGE_06: &[&str] = &["ddp.megatron_fsdp_version"];
 
-fn diff_case(plan: &Value, bridge: &Value, env: &Value) -> Vec<String> {
-    let mut d = Vec::new();
-    for section in [
+/// The sections compared: ovlaunch's resolved ones, then Bridge's pass-through ones (where
+/// the plan reports only what was set).
+fn sections() -> Vec<&'static str> {
+    let mut v = vec![
         "model",
         "train",
         "ddp",
         "optimizer",
         "comm_overlap",
         "mixed_precision",
-    ] {
+    ];
+    v.extend(ovlaunch::config::bridge::SECTIONS.iter().map(|s| s.name));
+    v
+}
+
+fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Value) -> Vec<String> {
+    let mut d = Vec::new();
+    for section in sections() {
         let p = &plan[section];
         let b = &bridge[section];
+        // a pass-through section the plan sets must be Bridge's own class, not a plain dict
+        if let Some(def) = ovlaunch::config::bridge::section(section)
+            && p.is_object()
+            && classes[section].as_str() != Some(def.class)
+        {
+            d.push(format!(
+                "{section}: Bridge holds {}, not {}",
+                classes[section], def.class
+            ));
+        }
+        if p.is_null() && ovlaunch::config::bridge::is_section(section) {
+            continue;
+        }
         if p.is_null() || b.is_null() {
             if p.is_null() != b.is_null() {
                 d.push(format!("{section}: plan {p} / bridge {b}"));
@@ -601,15 +793,16 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
         let mut args: Vec<&str> = vec!["plan"];
         args.extend(c.args.iter().map(String::as_str));
         args.extend(["-o", "json"]);
-        let o = run(&args);
+        let o = run_env(&args, &c.env);
         if !o.status.success() {
             assert_eq!(o.status.code(), Some(2), "{}: {}", c.id, stderr(&o));
             refused.insert(c.id.clone(), stderr(&o));
         } else {
-            plans.insert(
-                c.id.clone(),
-                serde_json::from_slice::<Value>(&o.stdout).unwrap(),
-            );
+            // `{job_dir}` in the plan is the directory the dry run below renders for
+            let text = String::from_utf8(o.stdout.clone())
+                .unwrap()
+                .replace("{job_dir}", &job_dir(&c.id));
+            plans.insert(c.id.clone(), serde_json::from_str::<Value>(&text).unwrap());
         }
         // a refused job has no script: Bridge gets the recipe as it is, and must refuse it too
         let argv = if refused.contains_key(&c.id) {
@@ -632,9 +825,18 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 name,
             ]
         } else {
+            let dir = job_dir(&c.id);
             let mut a: Vec<&str> = c.args.iter().map(String::as_str).collect();
-            a.push("--dry-run");
-            trainer_argv(&ok(&a))
+            a.extend(["--job-dir", &dir, "--dry-run"]);
+            let o = run_env(&a, &c.env);
+            assert!(o.status.success(), "{}: {}", c.id, stderr(&o));
+            let script = stdout(&o);
+            for (k, v) in &c.env {
+                if ovlaunch::secret::is_secret_name(k) {
+                    assert!(!script.contains(v), "{}: the dry run shows {k}", c.id);
+                }
+            }
+            trainer_argv(&script)
         };
         let env: BTreeMap<String, String> = plans
             .get(&c.id)
@@ -704,17 +906,10 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                         ));
                     }
                 }
-                for s in [
-                    "model",
-                    "train",
-                    "ddp",
-                    "optimizer",
-                    "comm_overlap",
-                    "mixed_precision",
-                ] {
+                for s in sections() {
                     fields += p[s].as_object().map_or(0, |m| m.len());
                 }
-                for line in diff_case(p, &b["config"], &b["env"]) {
+                for line in diff_case(p, &b["config"], &b["classes"], &b["env"]) {
                     report.push(format!("{}: {line}", c.id));
                 }
             }
@@ -738,4 +933,47 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
         report.len()
     );
     assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// The README's pretraining example is the proof's `readme-pretrain` job: real bash expands the
+/// README's block (with `ovlaunch` a function that prints its arguments), and the words after
+/// `submit` are [`README_PRETRAIN`].
+#[test]
+fn the_readme_pretraining_example_is_the_proofs_job() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("### A real pretraining run")
+        .expect("the README has the pretraining section");
+    let rest = &readme[start..];
+    let open = rest.find("```bash\n").expect("a bash block") + "```bash\n".len();
+    let close = open + rest[open..].find("```").expect("the block ends");
+    let block = &rest[open..close];
+    let prog = format!("ovlaunch() {{ printf '%s\\0' \"$@\"; }}\n{block}");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&prog)
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let words: Vec<String> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    assert_eq!(
+        words.first().map(String::as_str),
+        Some("submit"),
+        "{words:?}"
+    );
+    assert_eq!(
+        &words[1..],
+        README_PRETRAIN,
+        "README.md and README_PRETRAIN differ"
+    );
 }

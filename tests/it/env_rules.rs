@@ -662,8 +662,11 @@ fn plan_of(
     let hw = hardware::parse(gpus, &cat.gpus, None).unwrap();
     let sets =
         overrides::parse_sets(&sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    let envs =
-        overrides::parse_envs(&envs.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let envs = overrides::parse_envs(
+        &envs.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        &|_| None,
+    )
+    .unwrap();
     let unsets: Vec<String> = unsets.iter().map(|s| s.to_string()).collect();
     resolve::resolve(&resolve::Inputs {
         sets: &sets,

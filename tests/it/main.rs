@@ -4,6 +4,7 @@
 
 mod common;
 
+mod architecture;
 mod bridge_comm_overlap;
 mod bridge_mixed_precision;
 mod bridge_proof;

@@ -198,7 +198,7 @@ fn pytorch_profiler_overrides() {
     )));
     let s = step(&out);
     assert!(
-        s.contains("profiling.use_pytorch_profiler=true profiling.profile_step_start=5 profiling.profile_step_end=15 'profiling.profile_ranks=[0,1]' profiling.record_memory_history=true 'profiling.memory_snapshot_path='\\''/jobs/x/pytorch_profile/snapshot.pickle'\\''' profiling.record_shapes=false 'logger.tensorboard_dir='\\''/jobs/x/pytorch_profile'\\'''"),
+        s.contains("'logger.tensorboard_dir='\\''/jobs/x/pytorch_profile'\\''' profiling.use_pytorch_profiler=true profiling.profile_step_start=5 profiling.profile_step_end=15 'profiling.profile_ranks=[0,1]' profiling.record_memory_history=true 'profiling.memory_snapshot_path='\\''/jobs/x/pytorch_profile/snapshot.pickle'\\''' profiling.record_shapes=false"),
         "{s}"
     );
     assert!(!s.contains("nsys"), "{s}");
@@ -316,7 +316,7 @@ fn fault_tolerance_replaces_torchrun_with_ft_launcher() {
     );
     assert!(!s.contains("torchrun"), "{s}");
     assert!(
-        s.contains(" ft.enable_ft_package=true ft.calc_ft_timeouts=true"),
+        s.contains(" 'ft={_target_:'\\''megatron.bridge.training.config.FaultToleranceConfig'\\'',enable_ft_package:true,calc_ft_timeouts:true}'"),
         "{s}"
     );
     let sc = script(&out);
@@ -346,7 +346,7 @@ fn fault_tolerance_replaces_torchrun_with_ft_launcher() {
         "{s}"
     );
     assert!(s.contains("--max-restarts 5"), "{s}");
-    assert!(s.contains("ft.calc_ft_timeouts=false"), "{s}");
+    assert!(s.contains(",calc_ft_timeouts:false}"), "{s}");
 
     let err = usage_error(&refs(&dry(
         "llama8b",

@@ -1,6 +1,7 @@
 //! Secrets reach the job through `secrets.env` and nowhere else. Marker values go in through
 //! every channel a secret can take (`--env`, `--set env_vars.`, a recipe's and a hardware
-//! file's env, a plugin option, a plugin passthrough from the launcher's environment), with
+//! file's env, a plugin option, a plugin passthrough from the launcher's environment, `--env
+//! NAME` taking the launcher's own value, a Bridge config field that holds a secret), with
 //! names from every branch of the secret rule (`*_TOKEN`, `TOKEN`, `*_KEY`, `*SECRET*`,
 //! `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`). Then every output is searched: stdout and
 //! stderr of every command that shows a plan, an env, a script or a job, every error message
@@ -26,6 +27,7 @@ const SECRETS: &[(&str, &str)] = &[
     ("OVL_SECRET_THING", "mk6-passthrough-secret"),
     ("SITE_PASSWORD", "mk7-env-password"),
     ("GOOGLE_APPLICATION_CREDENTIALS", "mk8-credentials"),
+    ("NGC_API_KEY", "mk9-launcher-env-by-name"),
 ];
 
 const RECIPE: &str = "name: secretive\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\nenv_vars: {DB_PASSWD: mk3-recipe-passwd, PLAIN_VAR: visible}\n";
@@ -106,6 +108,8 @@ impl Env {
             "--env",
             "GOOGLE_APPLICATION_CREDENTIALS=mk8-credentials",
             "--env",
+            "NGC_API_KEY",
+            "--env",
             "OVLAUNCH_RANK_DEBUG=1",
             "--set",
             "env_vars.MY_API_KEY=mk2-set-api-key",
@@ -121,6 +125,7 @@ impl Env {
             .env("PATH", format!("{}:/usr/bin:/bin", self.p("bin")))
             .env("SECRET_LOG", self.p("job.log"))
             .env("OVL_SOURCE_VAR", "mk6-passthrough-secret")
+            .env("NGC_API_KEY", "mk9-launcher-env-by-name")
             .current_dir(self.dir.path())
             .args(args)
             .output()
@@ -262,6 +267,17 @@ fn secrets_appear_only_in_secrets_env() {
             with(
                 &[],
                 &["--set", "env_vars.1MY_API_KEY=mk2-set-api-key", "--dry-run"],
+            ),
+        ),
+        (
+            "a secret field of a Bridge section",
+            with(
+                &[],
+                &[
+                    "--set",
+                    "logger.comet_api_key=mk9-launcher-env-by-name",
+                    "--dry-run",
+                ],
             ),
         ),
         (

@@ -117,7 +117,7 @@ proptest! {
         let mut envs: Vec<(String, String)> = values.iter().enumerate().map(|(i, v)| (format!("OVL_TEST_{i}"), v.clone())).collect();
         envs.push(("OVL_TEST_TOKEN".into(), values[0].clone()));
         let raw: Vec<String> = envs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let envs = overrides::parse_envs(&raw).unwrap();
+        let envs = overrides::parse_envs(&raw, &|_| None).unwrap();
         let (env, argv) = render_and_run(&envs, &args, dir.path());
         for (k, v) in &envs {
             prop_assert_eq!(env.get(k), Some(v), "variable {}", k);

@@ -13,10 +13,15 @@
 //!   right before a quote or the closing quote, and `\${` for a literal `${` (otherwise
 //!   OmegaConf resolves it as an interpolation);
 //! * floats keep a `.` or an exponent (`1e-05`), so they are not read as ints;
+//! * dictionary keys are written bare (the grammar refuses quoted keys), so only plain names
+//!   may be keys;
 //! * `null` is written only where the plan holds `None` on purpose (never over a recipe value,
 //!   which the caller guarantees by emitting only what differs).
 //!
 //! The word then goes through `render::shell::quote` like every other argv word.
+//!
+//! A leaf: the trainer contract (`resolve::trainer`) writes these words into the plan and
+//! `render`/`plugin` write the launch-phase ones, so it depends on neither.
 
 use serde_json::Value;
 
@@ -50,7 +55,9 @@ pub fn value_text(v: &Value) -> String {
         Value::Object(m) => {
             let inner: Vec<String> = m
                 .iter()
-                .map(|(k, v)| format!("{}:{}", quoted(k), value_text(v)))
+                // Hydra's grammar reads dictionary keys only bare (a quoted key is a
+                // syntax error); keys are plain names, which `config::bridge` checks
+                .map(|(k, v)| format!("{k}:{}", value_text(v)))
                 .collect();
             format!("{{{}}}", inner.join(","))
         }
@@ -103,6 +110,7 @@ mod tests {
         assert_eq!(value_text(&json!("8")), "'8'");
         assert_eq!(value_text(&json!("null")), "'null'");
         assert_eq!(value_text(&json!([1, "a"])), "[1,'a']");
+        assert_eq!(value_text(&json!({"k": "v", "n": 1})), "{k:'v',n:1}");
     }
 
     #[test]
