@@ -8,7 +8,7 @@ use crate::error::{Error, Result, did_you_mean};
 pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
     let sections: Vec<&str> = match section {
         Some(s) => vec![s],
-        None => config::SECTIONS.to_vec(),
+        None => config::sections().collect(),
     };
     let mut text = String::new();
     let mut list = Vec::new();
@@ -31,7 +31,7 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
             }
             None => {
                 return Err(Error::usage(format!("unknown section `{s}`"))
-                    .help(did_you_mean(s, config::SECTIONS.iter().copied())));
+                    .help(did_you_mean(s, config::sections())));
             }
         }
     }
