@@ -2,10 +2,12 @@
 //! Its JSON form uses Bridge's section and field names; `null` where Bridge leaves `None`.
 //!
 //! Contract: a leaf of the core. It holds data and depends only on the data vocabulary
-//! (`config` sections, the `catalog` hardware spec, the rank crate's invariant type), never on
-//! `resolve`, which produces it, or `render`, which consumes it.
+//! (`config` sections, the `catalog` hardware spec, the rank crate's invariant type and secret
+//! rule, the `hydra` grammar its trainer words are written in), never on `resolve`, which
+//! produces it, or `render`, which consumes it (`tests/it/architecture.rs` checks this).
 
 pub mod decision;
+pub mod trainer;
 
 use std::collections::BTreeMap;
 
@@ -17,8 +19,8 @@ use crate::config::{
 };
 /// A variable the rank runtime re-checks on the node (the rank plan's own type).
 pub use crate::rank::Invariant;
-pub use crate::resolve::trainer::TrainerCall;
 pub use decision::{Decision, Source, Trace};
+pub use trainer::TrainerCall;
 
 /// The resolved parallel sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -7,7 +7,7 @@
 //!
 //! The overrides are exactly what differs from Bridge's recipe function: the plugins' config
 //! settings (unless Bridge makes them itself under a runner flag), then the user's `--set`, in
-//! the order given, each as a Hydra word (`render::hydra`). Nothing else is passed:
+//! the order given, each as a Hydra word (`crate::hydra`). Nothing else is passed:
 //!
 //! * `comm_overlap` and `mixed_precision` stay Bridge's: it resolves them itself in
 //!   `runtime_config_update`, which the plan predicts;
@@ -17,7 +17,6 @@
 //!   Bridge itself (setdefault, so the launch environment wins), and secrets reach the job only
 //!   through `secrets.env`.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::PluginLayer;
@@ -29,72 +28,13 @@ use crate::error::{Error, Result};
 use crate::hydra;
 use crate::version::{Stack, Version};
 
+pub use crate::plan::trainer::{JOB_DIR, TrainerCall, with_job_dir};
+
+/// The config section that holds environment variables; never passed as an override.
+const ENV_VARS: &str = "env_vars";
+
 /// Bridge's runner path inside its checkout (not part of the pip package).
 pub const RUNNER: &str = "scripts/training/run_recipe.py";
-
-/// The runner call the plan implies.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TrainerCall {
-    /// `python BRIDGE_ROOT/scripts/training/run_recipe.py`
-    pub runner: Vec<String>,
-    /// The recipe function (`--recipe`).
-    pub recipe: String,
-    /// Runner flags (`--deterministic`).
-    pub flags: Vec<String>,
-    /// Trailing `KEY=VALUE` overrides, in Hydra's grammar (`{job_dir}` still a placeholder).
-    pub overrides: Vec<String>,
-    /// The same overrides as key and value, to write them again with `{job_dir}` replaced.
-    #[serde(skip)]
-    pub items: Vec<(String, Value)>,
-}
-
-impl TrainerCall {
-    /// The whole argv, before any launch-phase plugin overrides.
-    pub fn argv(&self) -> Vec<String> {
-        let mut v = self.runner.clone();
-        v.push("--recipe".into());
-        v.push(self.recipe.clone());
-        v.extend(self.flags.iter().cloned());
-        v.extend(self.overrides.iter().cloned());
-        v
-    }
-
-    /// The whole argv for the job in `job_dir`: every `{job_dir}` inside a text value is
-    /// replaced before the value is written as a Hydra word.
-    pub fn argv_in(&self, job_dir: &str) -> Vec<String> {
-        let mut v = self.runner.clone();
-        v.push("--recipe".into());
-        v.push(self.recipe.clone());
-        v.extend(self.flags.iter().cloned());
-        v.extend(self.words_in(job_dir));
-        v
-    }
-
-    /// The override words for the job in `job_dir`.
-    pub fn words_in(&self, job_dir: &str) -> Vec<String> {
-        self.items
-            .iter()
-            .map(|(k, val)| hydra::word(k, &with_job_dir(val, job_dir)))
-            .collect()
-    }
-}
-
-/// The placeholder a value may hold for the job's directory, known only at render time.
-pub const JOB_DIR: &str = "{job_dir}";
-
-/// `v` with every `{job_dir}` in its text replaced by `job_dir`.
-pub fn with_job_dir(v: &Value, job_dir: &str) -> Value {
-    match v {
-        Value::String(s) => Value::String(s.replace(JOB_DIR, job_dir)),
-        Value::Array(a) => Value::Array(a.iter().map(|x| with_job_dir(x, job_dir)).collect()),
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| (k.clone(), with_job_dir(x, job_dir)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
 
 /// The Bridge version that first ships `variant`'s recipe function must not be newer than
 /// the container's.
@@ -225,6 +165,7 @@ pub fn call(
         if !applied
             || plugins.flag_plugins.contains(&ps.plugin)
             || config::bridge::is_section(&ps.set.section)
+            || ps.set.section == ENV_VARS
         {
             continue;
         }
@@ -239,7 +180,9 @@ pub fn call(
         overrides.push(("mixed_precision".to_string(), p.clone()));
     }
     for s in sets {
-        if !config::bridge::is_section(&s.section) {
+        // `env_vars` never travels in the config: the plan's env is the launch environment,
+        // which Bridge's `setdefault` leaves alone (and a secret would be on the command line)
+        if !config::bridge::is_section(&s.section) && s.section != ENV_VARS {
             overrides.push((s.path(), s.value.clone()));
         }
     }

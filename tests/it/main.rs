@@ -4,6 +4,7 @@
 
 mod common;
 
+mod architecture;
 mod bridge_comm_overlap;
 mod bridge_mixed_precision;
 mod bridge_proof;
@@ -16,6 +17,7 @@ mod estimate;
 mod help;
 mod hostile_cases;
 mod hostile_inputs;
+mod json_outputs;
 mod local_torchrun;
 mod oci_e2e;
 mod placement;

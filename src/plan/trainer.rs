@@ -1,0 +1,72 @@
+//! The runner call a plan implies (`resolve::trainer` states the contract and builds it):
+//! Bridge's runner, its recipe function, its flags and the override words, and how the words
+//! are written again for a job directory (`{job_dir}` is known only at render time).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::hydra;
+
+/// The runner call the plan implies.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainerCall {
+    /// `python BRIDGE_ROOT/scripts/training/run_recipe.py`
+    pub runner: Vec<String>,
+    /// The recipe function (`--recipe`).
+    pub recipe: String,
+    /// Runner flags (`--deterministic`).
+    pub flags: Vec<String>,
+    /// Trailing `KEY=VALUE` overrides, in Hydra's grammar (`{job_dir}` still a placeholder).
+    pub overrides: Vec<String>,
+    /// The same overrides as key and value, to write them again with `{job_dir}` replaced.
+    #[serde(skip)]
+    pub items: Vec<(String, Value)>,
+}
+
+impl TrainerCall {
+    /// The whole argv, before any launch-phase plugin overrides.
+    pub fn argv(&self) -> Vec<String> {
+        self.argv_with(self.overrides.iter().cloned())
+    }
+
+    /// The whole argv for the job in `job_dir`: every `{job_dir}` inside a text value is
+    /// replaced before the value is written as a Hydra word.
+    pub fn argv_in(&self, job_dir: &str) -> Vec<String> {
+        self.argv_with(self.words_in(job_dir))
+    }
+
+    /// The runner, `--recipe FUNCTION`, the flags, then `overrides`.
+    fn argv_with(&self, overrides: impl IntoIterator<Item = String>) -> Vec<String> {
+        let mut v = self.runner.clone();
+        v.push("--recipe".into());
+        v.push(self.recipe.clone());
+        v.extend(self.flags.iter().cloned());
+        v.extend(overrides);
+        v
+    }
+
+    /// The override words for the job in `job_dir`.
+    pub fn words_in(&self, job_dir: &str) -> Vec<String> {
+        self.items
+            .iter()
+            .map(|(k, val)| hydra::word(k, &with_job_dir(val, job_dir)))
+            .collect()
+    }
+}
+
+/// The placeholder a value may hold for the job's directory, known only at render time.
+pub const JOB_DIR: &str = "{job_dir}";
+
+/// `v` with every `{job_dir}` in its text replaced by `job_dir`.
+pub fn with_job_dir(v: &Value, job_dir: &str) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.replace(JOB_DIR, job_dir)),
+        Value::Array(a) => Value::Array(a.iter().map(|x| with_job_dir(x, job_dir)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), with_job_dir(x, job_dir)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
