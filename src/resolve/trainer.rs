@@ -7,7 +7,7 @@
 //!
 //! The overrides are exactly what differs from Bridge's recipe function: the plugins' config
 //! settings (unless Bridge makes them itself under a runner flag), then the user's `--set`, in
-//! the order given, each as a Hydra word (`render::hydra`). Nothing else is passed:
+//! the order given, each as a Hydra word (`crate::hydra`). Nothing else is passed:
 //!
 //! * `comm_overlap` and `mixed_precision` stay Bridge's: it resolves them itself in
 //!   `runtime_config_update`, which the plan predicts;
