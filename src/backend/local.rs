@@ -10,13 +10,34 @@ use crate::error::{Error, Result};
 /// Runs jobs on this machine, in the foreground.
 pub struct Local;
 
+/// Where a foreground job's own output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobOutput {
+    /// This process's stdout and stderr.
+    #[default]
+    Inherit,
+    /// Both to this process's stderr, so that stdout carries only ovlaunch's own answer
+    /// (`submit --executor local -o json`).
+    Stderr,
+}
+
+/// Runs the job in the foreground and records its exit code.
+pub fn submit_with(
+    dir: &Path,
+    script: &Path,
+    rec: &mut Submission,
+    output: JobOutput,
+) -> Result<Started> {
+    write_record(dir, rec)?;
+    let code = run(script, dir, output)?;
+    rec.exit_code = Some(code);
+    write_record(dir, rec)?;
+    Ok(Started::Finished { exit_code: code })
+}
+
 impl Backend for Local {
     fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
-        write_record(dir, rec)?;
-        let code = run(script, dir)?;
-        rec.exit_code = Some(code);
-        write_record(dir, rec)?;
-        Ok(Started::Finished { exit_code: code })
+        submit_with(dir, script, rec, JobOutput::Inherit)
     }
 
     fn status(&self, rec: &Submission) -> Result<JobStatus> {
@@ -50,12 +71,17 @@ impl Backend for Local {
     }
 }
 
-/// Runs `script` with bash in `workdir`; stdout and stderr are inherited.
-pub fn run(script: &Path, workdir: &Path) -> Result<i32> {
+/// Runs `script` with bash in `workdir`; stdout goes where `output` says, stderr is
+/// inherited.
+pub fn run(script: &Path, workdir: &Path, output: JobOutput) -> Result<i32> {
     let bash = which::which("bash").map_err(|_| Error::runtime("bash not found on PATH"))?;
-    let status = duct::cmd(bash, [script.as_os_str()])
+    let mut cmd = duct::cmd(bash, [script.as_os_str()])
         .dir(workdir)
-        .unchecked()
+        .unchecked();
+    if output == JobOutput::Stderr {
+        cmd = cmd.stdout_to_stderr();
+    }
+    let status = cmd
         .run()
         .map_err(|e| Error::runtime(format!("cannot run {}: {e}", script.display())))?;
     Ok(status.status.code().unwrap_or(128 + 15))

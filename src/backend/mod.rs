@@ -114,7 +114,8 @@ pub fn write_job_dir(dir: &Path, artifacts: &Artifacts, extras: &Extras<'_>) -> 
     jobdir::create_with(dir, &files, &extras.assets)
 }
 
-/// Writes the job directory `dir` from `artifacts` and starts the job with `executor`.
+/// Writes the job directory `dir` from `artifacts` and starts the job with `executor`
+/// (a local job's own output goes where `job_output` says).
 /// Nothing half-written stays behind when the backend refuses the job.
 ///
 /// The submission record is part of the directory from the start, holding the intent
@@ -130,6 +131,7 @@ pub fn submit(
     artifacts: &Artifacts,
     extras: &Extras<'_>,
     command_line: String,
+    job_output: local::JobOutput,
 ) -> Result<Started> {
     let mut rec = Submission {
         job_name: job_name.to_string(),
@@ -169,9 +171,7 @@ pub fn submit(
     if executor == Executor::Local {
         // A foreground run takes the terminal's signals itself.
         drop(guard);
-        return executor
-            .backend()
-            .submit(dir, &dir.join(artifacts.script_name), &mut rec);
+        return local::submit_with(dir, &dir.join(artifacts.script_name), &mut rec, job_output);
     }
     let started = executor
         .backend()

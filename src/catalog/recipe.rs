@@ -254,9 +254,9 @@ impl Recipe {
 fn pick_sections(v: &Value) -> Map<String, Value> {
     let mut out = Map::new();
     if let Value::Object(m) = v {
-        for key in crate::config::SECTIONS {
-            if let Some(section) = m.get(*key) {
-                out.insert((*key).to_string(), section.clone());
+        for key in crate::config::sections() {
+            if let Some(section) = m.get(key) {
+                out.insert(key.to_string(), section.clone());
             }
         }
     }

@@ -3,14 +3,30 @@
 
 use super::Printer;
 use super::jobs::JobArgs;
+use super::output::{Cancelled as CancelledOut, OutputArg};
 use crate::backend::{self, Cancelled, record};
 use crate::error::Result;
 
-pub fn run(p: &Printer, args: &JobArgs) -> Result<i32> {
+pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
     let (_, rec) = record::find(&args.root()?, &args.job)?;
-    let id = rec.job_id.as_ref().map_or("-", |i| i.as_str()).to_string();
-    match backend::of(&rec)?.cancel(&rec)? {
-        Cancelled::Now => p.data(&format!("cancelled job {id} ({})\n", rec.job_name))?,
+    let id = rec.job_id.as_ref().map(|i| i.to_string());
+    let shown = id.clone().unwrap_or_else(|| "-".into());
+    let answer = backend::of(&rec)?.cancel(&rec)?;
+    if out.json() {
+        let ended_state = match &answer {
+            Cancelled::Now => None,
+            Cancelled::AlreadyEnded(st) => Some(st.slurm_state.clone()),
+        };
+        p.json(&CancelledOut {
+            job_id: id,
+            job_name: rec.job_name.clone(),
+            cancelled: ended_state.is_none(),
+            ended_state,
+        })?;
+        return Ok(0);
+    }
+    match answer {
+        Cancelled::Now => p.data(&format!("cancelled job {shown} ({})\n", rec.job_name))?,
         Cancelled::AlreadyEnded(st) => p.data(&format!(
             "job {} ({}) had already ended: {}; nothing to cancel\n",
             st.job_id, rec.job_name, st.slurm_state

@@ -1,4 +1,5 @@
-//! `ovlaunch env --format sh|dotenv|json`: the plan's launch environment, secrets redacted.
+//! `ovlaunch env --format sh|dotenv|json`: the plan's launch environment (the site profile's
+//! env included), secrets redacted.
 
 use clap::ValueEnum;
 
@@ -16,8 +17,13 @@ pub enum FormatArg {
     Json,
 }
 
-pub fn run(p: &Printer, args: &PlanArgs, format: FormatArg) -> Result<i32> {
-    let plan = load::plan(args)?;
+pub fn run(
+    p: &Printer,
+    args: &PlanArgs,
+    profile: Option<String>,
+    format: FormatArg,
+) -> Result<i32> {
+    let plan = load::plan(&super::plan::profiled(args, profile)?)?;
     let f = match format {
         FormatArg::Sh => EnvFormat::Sh,
         FormatArg::Dotenv => EnvFormat::Dotenv,

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::plan::Plan;
+use crate::plan::{Decision, Plan};
 use crate::precision::py;
 use crate::secret;
 
@@ -156,5 +156,41 @@ fn compact(v: &serde_json::Value) -> String {
         format!("{}...", &t[..77])
     } else {
         t
+    }
+}
+
+/// The launch spec's decisions (plugins' launch and render phases, sbatch rules, launch
+/// settings with their origins) as `--explain` lines.
+pub fn launch_decisions(decisions: &[Decision]) -> String {
+    let mut s = String::from("# launch decisions (key = value [source]: rule)\n");
+    for d in decisions {
+        let _ = writeln!(
+            s,
+            "{} = {} [{}]: {}",
+            d.key,
+            shown_value(d),
+            d.source.as_string(),
+            d.rule
+        );
+    }
+    s
+}
+
+/// One decision as JSON, in the plan's own `decisions` shape (`key`, `value`, `rule`,
+/// `source`), a secret env value redacted.
+pub fn decision_json(d: &Decision) -> serde_json::Value {
+    let mut v = serde_json::to_value(d).unwrap_or(serde_json::Value::Null);
+    if let Some(name) = d.key.strip_prefix("env.")
+        && secret::is_secret_name(name)
+    {
+        v["value"] = secret::REDACTED.into();
+    }
+    v
+}
+
+fn shown_value(d: &Decision) -> String {
+    match d.key.strip_prefix("env.") {
+        Some(name) if secret::is_secret_name(name) => secret::REDACTED.to_string(),
+        _ => d.value.to_string(),
     }
 }

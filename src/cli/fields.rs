@@ -1,16 +1,24 @@
 //! `ovlaunch fields [SECTION]`: the field names `--set` and recipe files accept.
 
 use super::Printer;
+use super::output::{OutputArg, SectionOut};
 use crate::config;
 use crate::error::{Error, Result, did_you_mean};
 
-pub fn list(p: &Printer, section: Option<&str>) -> Result<i32> {
+pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
     let sections: Vec<&str> = match section {
         Some(s) => vec![s],
-        None => config::SECTIONS.to_vec(),
+        None => config::sections().collect(),
     };
     let mut text = String::new();
+    let mut list = Vec::new();
     for s in sections {
+        if let Some(fields) = config::section_fields(s) {
+            list.push(SectionOut {
+                section: s.to_string(),
+                fields: fields.map(|f| f.iter().map(|f| f.to_string()).collect()),
+            });
+        }
         match config::section_fields(s) {
             Some(Some(fields)) => {
                 text.push_str(&format!("{s}:\n"));
@@ -23,10 +31,14 @@ pub fn list(p: &Printer, section: Option<&str>) -> Result<i32> {
             }
             None => {
                 return Err(Error::usage(format!("unknown section `{s}`"))
-                    .help(did_you_mean(s, config::SECTIONS.iter().copied())));
+                    .help(did_you_mean(s, config::sections())));
             }
         }
     }
-    p.data(&text)?;
+    if out.json() {
+        p.json(&list)?;
+    } else {
+        p.data(&text)?;
+    }
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! Launch flags -> `LaunchOptions`: the effects a launch needs (working directory, argv,
 //! environment, template files, where this binary is) gathered here, then one call to the
-//! core's `job::render_job`. The dry run, `submit`, `torchrun` and `plan --explain` all come
-//! through [`prepare_with`] (or build their options with [`options`] first).
+//! core's `job::render_job`. The dry run, `submit`, `render`, `torchrun` and `plan --explain`
+//! all come through [`prepare_resolved`].
 
 use std::path::{Path, PathBuf};
 
@@ -579,20 +579,9 @@ pub fn prepare_form(plan_args: &PlanArgs, args: &LaunchArgs, form: Form<'_>) -> 
     prepare_resolved(plan, plugins, &plan_args, &args, &settings, form)
 }
 
-/// `prepare` from a resolved plan (its env already had the profile's env applied, or not:
-/// `plan --explain`); the launch settings get the profile here.
-pub fn prepare_with(
-    plan: Plan,
-    plugins: Vec<plugin::Active>,
-    plan_args: &PlanArgs,
-    args: &LaunchArgs,
-) -> Result<Prepared> {
-    let mut args = args.clone();
-    let settings = super::profile::load(None, &mut args)?;
-    prepare_resolved(plan, plugins, plan_args, &args, &settings, Form::Launch)
-}
-
-fn prepare_resolved(
+/// `prepare` from a resolved plan whose flags already have the profile layered in
+/// ([`with_profile`]); `settings` are the launch settings with their origins.
+pub fn prepare_resolved(
     plan: Plan,
     plugins: Vec<plugin::Active>,
     plan_args: &PlanArgs,

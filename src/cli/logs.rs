@@ -1,36 +1,81 @@
-//! `ovlaunch logs JOB [--follow] [--rank N]`: the job's output from its backend; with
-//! `--follow`, new output as it arrives until the job reaches a final state; with `--rank`,
-//! only the lines of Slurm task N (srun `--label` prefixes every line with its task id: the
-//! rank in one-task-per-GPU mode, the node in torchrun mode).
+//! `ovlaunch logs JOB [--follow] [--rank N] [-o json]`: the job's output from its backend;
+//! with `--follow`, new output as it arrives until the job reaches a final state; with
+//! `--rank`, only the lines of Slurm task N (srun `--label` prefixes every line with its task
+//! id: the rank in one-task-per-GPU mode, the node in torchrun mode); with `-o json`, one
+//! JSON object per line (JSON Lines) with the task and the text without its label.
 
 use super::Printer;
 use super::jobs::JobArgs;
+use super::output::{Format, LogLine};
 use crate::backend::{self, record};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
-pub fn run(p: &Printer, args: &JobArgs, follow: bool, rank: Option<u32>) -> Result<i32> {
+pub fn run(
+    p: &Printer,
+    args: &JobArgs,
+    follow: bool,
+    rank: Option<u32>,
+    format: Format,
+) -> Result<i32> {
     let (dir, rec) = record::find(&args.root()?, &args.job)?;
-    let Some(rank) = rank else {
+    if rank.is_none() && format == Format::Text {
+        // Passed through as it arrives, partial lines included.
         backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| p.data(text))?;
         return Ok(0);
-    };
-    // srun --label starts each task's lines with `N: `; output arrives in pieces, so a
-    // partial last line waits for the rest.
-    let prefix = format!("{rank}: ");
+    }
+    // Output arrives in pieces: a partial last line waits for the rest.
     let mut carry = String::new();
-    backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| {
-        carry.push_str(text);
-        let mut picked = String::new();
-        while let Some(end) = carry.find('\n') {
-            let line: String = carry.drain(..=end).collect();
-            if line.trim_start().starts_with(&prefix) {
-                picked.push_str(&line);
+    let emit = |line: &str| -> Result<()> {
+        let (task, text) = split_label(line);
+        if rank.is_some() && task != rank {
+            return Ok(());
+        }
+        match format {
+            Format::Text => p.data(&format!("{line}\n")),
+            Format::Json => {
+                let obj = serde_json::to_string(&LogLine { task, text })
+                    .map_err(|e| Error::runtime(format!("cannot serialise JSON: {e}")))?;
+                p.data(&format!("{obj}\n"))
             }
         }
-        p.data(&picked)
+    };
+    backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| {
+        carry.push_str(text);
+        while let Some(end) = carry.find('\n') {
+            let line: String = carry.drain(..=end).collect();
+            emit(line.trim_end_matches('\n'))?;
+        }
+        Ok(())
     })?;
-    if carry.trim_start().starts_with(&prefix) {
-        p.data(&format!("{carry}\n"))?;
+    if !carry.is_empty() {
+        emit(&carry)?;
     }
     Ok(0)
+}
+
+/// `srun --label` writes `N: text` (N right-aligned, so maybe with leading spaces).
+fn split_label(line: &str) -> (Option<u32>, &str) {
+    let trimmed = line.trim_start();
+    if let Some((n, text)) = trimmed.split_once(": ")
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(task) = n.parse()
+    {
+        return (Some(task), text);
+    }
+    (None, line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_label;
+
+    #[test]
+    fn reads_srun_labels() {
+        assert_eq!(split_label("0: tick 1"), (Some(0), "tick 1"));
+        assert_eq!(split_label(" 3: a: b"), (Some(3), "a: b"));
+        assert_eq!(split_label("12: "), (Some(12), ""));
+        assert_eq!(split_label("no label: here"), (None, "no label: here"));
+        assert_eq!(split_label("x1: y"), (None, "x1: y"));
+    }
 }

@@ -12,6 +12,7 @@ mod launch;
 mod list;
 mod load;
 mod logs;
+mod output;
 mod plan;
 mod plugins;
 mod printer;
@@ -53,6 +54,12 @@ pub struct MainArgs {
     /// on stderr; write and submit nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also print every decision (plan and launch, each launch setting with its origin: flag,
+    /// env, profile file:line or default) on stderr.
+    #[arg(long)]
+    pub explain: bool,
+    #[command(flatten)]
+    pub output: output::OutputArg,
 }
 
 /// `submit`: the main form without `--dry-run`.
@@ -66,6 +73,12 @@ pub struct SubmitCmd {
     /// stderr); write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also print every decision (plan and launch, each launch setting with its origin: flag,
+    /// env, profile file:line or default) on stderr.
+    #[arg(long)]
+    pub explain: bool,
+    #[command(flatten)]
+    pub output: output::OutputArg,
 }
 
 // Parsed once per process; boxing the larger variants would buy nothing.
@@ -74,21 +87,42 @@ pub struct SubmitCmd {
 pub enum Command {
     /// Print the resolved plan (YAML or JSON).
     Plan(PlanCmd),
-    /// Write the Bridge-loadable override YAML for the trainer.
-    Overrides(PlanArgs),
+    /// Print the runner call and its Hydra overrides (what differs from Bridge's recipe).
+    Overrides {
+        #[command(flatten)]
+        plan: PlanArgs,
+        /// The site profile whose Bridge root and version the runner call uses (also
+        /// OVLAUNCH_PROFILE).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        #[command(flatten)]
+        output: output::OutputArg,
+    },
     /// List the shipped and user recipes.
     Recipes(RecipesCmd),
     /// List the userbuffers presets.
-    Presets,
+    Presets(output::OutputArg),
     /// List the fields a section accepts.
     Fields {
         /// model, train, ddp, optimizer, comm_overlap or mixed_precision
         section: Option<String>,
+        #[command(flatten)]
+        output: output::OutputArg,
     },
     /// List the GPU kinds.
-    Gpus(CatalogArgs),
+    Gpus {
+        #[command(flatten)]
+        catalog: CatalogArgs,
+        #[command(flatten)]
+        output: output::OutputArg,
+    },
     /// List the plugins with their options, defaults and help.
-    Plugins(PluginSourceArgs),
+    Plugins {
+        #[command(flatten)]
+        sources: PluginSourceArgs,
+        #[command(flatten)]
+        output: output::OutputArg,
+    },
     /// Write the job directory and submit it (or run it with --executor local).
     Submit(SubmitCmd),
     /// Write the complete job directory without submitting it; print its path.
@@ -97,6 +131,8 @@ pub enum Command {
         plan: PlanArgs,
         #[command(flatten)]
         launch: launch::LaunchArgs,
+        #[command(flatten)]
+        output: output::OutputArg,
     },
     /// Write the job directory and print the torchrun script that runs it: on this machine,
     /// or on every machine of a multi-node run without Slurm (`--master-addr HOST`).
@@ -108,14 +144,19 @@ pub enum Command {
         /// The c10d rendezvous host for a multi-node run.
         #[arg(long)]
         master_addr: Option<String>,
+        #[command(flatten)]
+        output: output::OutputArg,
     },
     /// Dump the launch environment (secrets redacted).
     Env {
         #[command(flatten)]
         plan: PlanArgs,
         /// Output format: shell exports, a dotenv file, or JSON.
-        #[arg(long, value_enum, default_value_t = env::FormatArg::Sh)]
+        #[arg(long, short = 'o', visible_alias = "output", value_enum, default_value_t = env::FormatArg::Sh)]
         format: env::FormatArg,
+        /// The site profile whose env joins the launch environment (also OVLAUNCH_PROFILE).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// Show a job's state.
     #[command(
@@ -139,9 +180,18 @@ pub enum Command {
         /// --launcher torchrun).
         #[arg(long, value_name = "N")]
         rank: Option<u32>,
+        /// Output format: the lines as printed, or JSON Lines (one {"task", "text"} object
+        /// per line).
+        #[arg(long, short = 'o', value_enum, default_value_t = output::Format::Text)]
+        output: output::Format,
     },
     /// Cancel a job.
-    Cancel(jobs::JobArgs),
+    Cancel {
+        #[command(flatten)]
+        job: jobs::JobArgs,
+        #[command(flatten)]
+        output: output::OutputArg,
+    },
     /// The rank runtime: set this rank's identity, env and CPU placement, then exec the
     /// trainer (`ovlaunch rank [--plan FILE] [--strict] [--print-identity] -- TRAINER...`).
     #[command(disable_help_flag = true)]
@@ -170,6 +220,8 @@ pub enum Command {
         /// The site profile that names the jobs root (also OVLAUNCH_PROFILE).
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
+        #[command(flatten)]
+        output: output::OutputArg,
     },
 }
 
@@ -255,21 +307,27 @@ pub struct PlanCmd {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Yaml)]
     pub output: Output,
-    /// Show each decision: key, value, rule and source (with plugins, also the launch
-    /// decisions, for the launch flags given).
+    /// Show each decision: key, value, rule and source; then the launch decisions (the
+    /// plugins' launch phase, sbatch rules) and every launch setting with its origin, for
+    /// the profile's settings and the defaults (`ovlaunch ... --dry-run --explain` shows them
+    /// for the launch flags given).
     #[arg(long)]
     pub explain: bool,
-    #[command(flatten)]
-    pub launch: launch::LaunchArgs,
+    /// The site profile: its env and Bridge root and version shape the plan (also
+    /// OVLAUNCH_PROFILE; profiles live in .ovlaunch.yaml and ~/.config/ovlaunch/config.yaml).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct RecipesCmd {
     #[command(flatten)]
     pub catalog: CatalogArgs,
-    /// Also list each recipe's variants.
+    /// Also list each recipe's variants (JSON always lists them).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    #[command(flatten)]
+    pub output: output::OutputArg,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -342,23 +400,54 @@ pub fn run() -> i32 {
 fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
     match (cli.command, cli.launch) {
         (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd),
-        (Some(Command::Overrides(args)), _) => plan::overrides(p, &args),
+        (
+            Some(Command::Overrides {
+                plan,
+                profile,
+                output,
+            }),
+            _,
+        ) => plan::overrides(p, &plan, profile, output),
         (Some(Command::Recipes(cmd)), _) => recipes::list(p, &cmd),
-        (Some(Command::Presets), _) => recipes::presets(p),
-        (Some(Command::Fields { section }), _) => fields::list(p, section.as_deref()),
-        (Some(Command::Gpus(args)), _) => recipes::gpus(p, &args),
-        (Some(Command::Plugins(args)), _) => plugins::list(p, &args),
-        (Some(Command::Submit(cmd)), _) => submit::run(p, &cmd.plan, &cmd.launch, cmd.dry_run),
-        (Some(Command::Render { plan, launch }), _) => submit::render(p, &plan, &launch),
-        (Some(Command::Env { plan, format }), _) => env::run(p, &plan, format),
+        (Some(Command::Presets(output)), _) => recipes::presets(p, output),
+        (Some(Command::Fields { section, output }), _) => {
+            fields::list(p, section.as_deref(), output)
+        }
+        (Some(Command::Gpus { catalog, output }), _) => recipes::gpus(p, &catalog, output),
+        (Some(Command::Plugins { sources, output }), _) => plugins::list(p, &sources, output),
+        (Some(Command::Submit(cmd)), _) => submit::run(
+            p,
+            &cmd.plan,
+            &cmd.launch,
+            cmd.dry_run,
+            cmd.explain,
+            cmd.output,
+        ),
+        (
+            Some(Command::Render {
+                plan,
+                launch,
+                output,
+            }),
+            _,
+        ) => submit::render(p, &plan, &launch, output),
+        (
+            Some(Command::Env {
+                plan,
+                format,
+                profile,
+            }),
+            _,
+        ) => env::run(p, &plan, profile, format),
         (
             Some(Command::Torchrun {
                 plan,
                 launch,
                 master_addr,
+                output,
             }),
             _,
-        ) => torchrun::run(p, &plan, &launch, master_addr.as_deref()),
+        ) => torchrun::run(p, &plan, &launch, master_addr.as_deref(), output),
         (Some(Command::Completions { shell }), _) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut buf = Vec::new();
@@ -376,17 +465,39 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             Ok(0)
         }
         (Some(Command::Status { job, output }), _) => status::run(p, &job, output),
-        (Some(Command::Logs { job, follow, rank }), _) => logs::run(p, &job, follow, rank),
-        (Some(Command::Cancel(job)), _) => cancel::run(p, &job),
+        (
+            Some(Command::Logs {
+                job,
+                follow,
+                rank,
+                output,
+            }),
+            _,
+        ) => logs::run(p, &job, follow, rank, output),
+        (Some(Command::Cancel { job, output }), _) => cancel::run(p, &job, output),
         (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
         (Some(Command::Tune(cmd)), _) => tune::run(p, &cmd),
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
-        (Some(Command::List { jobs_root, profile }), _) => {
+        (
+            Some(Command::List {
+                jobs_root,
+                profile,
+                output,
+            }),
+            _,
+        ) => {
             let root = profile::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
-            list::run(p, &root)
+            list::run(p, &root, output)
         }
-        (None, main) => submit::run(p, &main.plan, &main.launch, main.dry_run),
+        (None, main) => submit::run(
+            p,
+            &main.plan,
+            &main.launch,
+            main.dry_run,
+            main.explain,
+            main.output,
+        ),
     }
 }

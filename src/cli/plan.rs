@@ -1,11 +1,15 @@
-//! `ovlaunch plan`, `ovlaunch overrides` and the main form's dry run.
+//! `ovlaunch plan` and `ovlaunch overrides`: the resolved plan (the site profile's env and
+//! Bridge root and version layered in, as a launch gets them), and with `--explain` every
+//! decision with its rule and source, then the launch decisions and settings. With
+//! `-o json` the output is one JSON document (the explanation under `launch_decisions`).
 
 use serde_json::Value;
 
+use super::launch::{self, Form, LaunchArgs};
+use super::output::{OutputArg, OverridesOut};
 use super::{Output, PlanArgs, PlanCmd, Printer, explain, load};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
-use crate::secret;
 use crate::yaml;
 
 /// The plan as a JSON tree (secret env values are redacted by the plan's own serialisation
@@ -15,7 +19,9 @@ pub fn printable(plan: &Plan) -> Result<Value> {
 }
 
 pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
-    let (plan, plugins) = load::plan_with_plugins(&cmd.plan)?;
+    let launch_args = LaunchArgs::for_jobs(None, cmd.profile.clone());
+    let (plan_args, launch_args, settings) = launch::with_profile(&cmd.plan, &launch_args)?;
+    let (plan, plugins) = load::plan_with_plugins(&plan_args)?;
     let mut tree = printable(&plan)?;
     if !plugins.is_empty()
         && let Value::Object(m) = &mut tree
@@ -32,43 +38,70 @@ pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
             .collect();
         m.insert("plugins".into(), Value::Array(list));
     }
-    match cmd.output {
-        Output::Json => p.json(&tree)?,
-        Output::Yaml => p.data(&yaml::to_string(&tree)?)?,
-    }
     // The predicted throughput and memory, as a status line: stdout stays the plan alone.
     if let Some(line) = explain::estimate_line(&plan) {
         p.status(&format!("estimate: {line}"));
     }
-    if cmd.explain {
-        p.data(&explain::decisions(&plan))?;
-        // Launch decisions: rank placement and sbatch rules, plus the plugins' phases.
-        let prepared = super::launch::prepare_with(plan, plugins, &cmd.plan, &cmd.launch)?;
-        p.data(&launch_decisions(prepared.job.decisions()))?;
+    if !cmd.explain {
+        match cmd.output {
+            Output::Json => p.json(&tree)?,
+            Output::Yaml => p.data(&yaml::to_string(&tree)?)?,
+        }
+        return Ok(0);
+    }
+    let plan_decisions = explain::decisions(&plan);
+    // Launch decisions: rank placement and sbatch rules, the plugins' phases, and the
+    // launch settings with their origins.
+    let prepared = launch::prepare_resolved(
+        plan,
+        plugins,
+        &plan_args,
+        &launch_args,
+        &settings,
+        Form::Launch,
+    )?;
+    let launch = prepared.job.decisions();
+    match cmd.output {
+        Output::Json => {
+            if let Value::Object(m) = &mut tree {
+                m.insert(
+                    "launch_decisions".into(),
+                    Value::Array(launch.iter().map(explain::decision_json).collect()),
+                );
+            }
+            p.json(&tree)?;
+        }
+        Output::Yaml => {
+            p.data(&yaml::to_string(&tree)?)?;
+            p.data(&plan_decisions)?;
+            p.data(&explain::launch_decisions(launch))?;
+        }
     }
     Ok(0)
 }
 
-/// The launch spec's decisions (plugins' launch and render phases, sbatch rules).
-fn launch_decisions(decisions: &[crate::plan::Decision]) -> String {
-    let mut s = String::from("# launch decisions (key = value [source]: rule)\n");
-    for d in decisions {
-        let value = match d.key.strip_prefix("env.") {
-            Some(name) if secret::is_secret_name(name) => secret::REDACTED.to_string(),
-            _ => d.value.to_string(),
-        };
-        s.push_str(&format!(
-            "{} = {value} [{}]: {}\n",
-            d.key,
-            d.source.as_string(),
-            d.rule
-        ));
-    }
-    s
+/// The plan flags with the site profile's plan settings (env, Bridge root and version)
+/// layered in, as a launch with the same profile gets them.
+pub fn profiled(args: &PlanArgs, profile: Option<String>) -> Result<PlanArgs> {
+    Ok(launch::with_profile(args, &LaunchArgs::for_jobs(None, profile))?.0)
 }
 
-pub fn overrides(p: &Printer, args: &PlanArgs) -> Result<i32> {
-    let plan = load::plan(args)?;
-    p.data(&crate::render::overrides::overrides_text(&plan, None))?;
+pub fn overrides(
+    p: &Printer,
+    args: &PlanArgs,
+    profile: Option<String>,
+    out: OutputArg,
+) -> Result<i32> {
+    let plan = load::plan(&profiled(args, profile)?)?;
+    if out.json() {
+        p.json(&OverridesOut {
+            recipe: &plan.recipe.name,
+            hardware: &plan.hardware.spec,
+            trainer: serde_json::to_value(&plan.trainer)
+                .map_err(|e| Error::runtime(format!("cannot serialise the trainer call: {e}")))?,
+        })?;
+    } else {
+        p.data(&crate::render::overrides::overrides_text(&plan, None))?;
+    }
     Ok(0)
 }

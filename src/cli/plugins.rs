@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::output::{OutputArg, PluginOptionOut, PluginOut};
 use super::{PluginSourceArgs, Printer};
 use crate::error::{Error, Result};
 use crate::plugin::{self, Active, Registry};
@@ -69,7 +70,41 @@ pub fn launcher_env(active: &[Active]) -> Result<BTreeMap<String, String>> {
 }
 
 /// `ovlaunch plugins`.
-pub fn list(p: &Printer, src: &PluginSourceArgs) -> Result<i32> {
-    p.data(&plugin::describe(&registry(src)?))?;
+pub fn list(p: &Printer, src: &PluginSourceArgs, out: OutputArg) -> Result<i32> {
+    let reg = registry(src)?;
+    if !out.json() {
+        p.data(&plugin::describe(&reg))?;
+        return Ok(0);
+    }
+    let list: Vec<PluginOut> = reg
+        .all()
+        .into_iter()
+        .map(|d| {
+            let f = &d.file;
+            PluginOut {
+                name: f.name.clone(),
+                description: f.description.clone(),
+                origin: d.origin.clone(),
+                order: f.order,
+                conflicts: f.conflicts.clone(),
+                requires_launcher: f.requires.launcher.clone(),
+                requires_executor: f.requires.executor.clone(),
+                skip_unless_env: f.skip_unless_env.clone(),
+                options: f
+                    .options
+                    .iter()
+                    .map(|(name, o)| PluginOptionOut {
+                        name: name.clone(),
+                        kind: o.kind.as_str().to_string(),
+                        required: o.required,
+                        default: (!o.required && o.default.is_some())
+                            .then(|| plugin::default_shown(o)),
+                        help: o.help.clone(),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    p.json(&list)?;
     Ok(0)
 }

@@ -1,5 +1,6 @@
 //! Site profiles: per-site launch defaults (account, partition, image, mounts, jobs root,
-//! rank runtime, ...) kept in files instead of typed on every command, with the origin of
+//! rank runtime, ...) and plan settings (env, the Bridge root and version in the container)
+//! kept in files instead of typed on every command, with the origin of
 //! every launch setting shown by `--explain` (as uv shows where each setting came from).
 //!
 //! Files (YAML; unknown keys are errors, reported with file:line):
@@ -14,6 +15,7 @@
 //!     partition: batch
 //!     container_image: nvcr.io#nvidia/nemo:26.04
 //!     jobs_root: /lustre/fsw/me/ovlaunch-jobs
+//!     bridge_root: /opt/Megatron-Bridge
 //! ```
 //!
 //! Precedence for each setting, highest first: the command-line flag; the environment
@@ -67,6 +69,10 @@ pub struct Profile {
     pub sbatch_args: Option<Vec<String>>,
     pub srun_args: Option<Vec<String>>,
     pub env: Option<BTreeMap<String, String>>,
+    /// The Megatron-Bridge checkout inside the container (`--bridge-root`).
+    pub bridge_root: Option<String>,
+    /// The Megatron-Bridge version in the container (`--bridge-version`).
+    pub bridge_version: Option<String>,
 }
 
 /// A profiles file as read: its path (for origins), text and parsed content.
@@ -178,6 +184,8 @@ const ENV: &[(&str, &[&str])] = &[
     ("jobs_root", &["OVLAUNCH_JOBS_ROOT"]),
     ("rank_runtime", &["OVLAUNCH_RANK_RUNTIME"]),
     ("mpi", &["SLURM_MPI_TYPE"]),
+    ("bridge_root", &["OVLAUNCH_BRIDGE_ROOT"]),
+    ("bridge_version", &["OVLAUNCH_BRIDGE_VERSION"]),
 ];
 
 fn env_vars(key: &str) -> &'static [&'static str] {
@@ -196,10 +204,13 @@ fn selected(inputs: &Inputs<'_>) -> Result<Option<String>> {
         .or_else(|| inputs.project.and_then(|s| s.file.default_profile.clone()))
         .or_else(|| inputs.user.and_then(|s| s.file.default_profile.clone()));
     let Some(name) = name else { return Ok(None) };
+    // A name defined in both files is one profile.
     let known: Vec<&String> = [inputs.project, inputs.user]
         .into_iter()
         .flatten()
         .flat_map(|s| s.file.profiles.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect();
     if !known.contains(&&name) {
         let files: Vec<&str> = [inputs.project, inputs.user]
@@ -234,9 +245,14 @@ fn selected(inputs: &Inputs<'_>) -> Result<Option<String>> {
     Ok(Some(name))
 }
 
-/// Layers flags, environment, project profile, user profile and defaults into `args`;
-/// returns every launch setting with its origin(s).
-pub fn resolve(args: &mut LaunchArgs, inputs: &Inputs<'_>) -> Result<Vec<Setting>> {
+/// Layers flags, environment, project profile, user profile and defaults into `args` (and,
+/// when given, the plan settings a profile holds, the Bridge root and version, into
+/// `plan_args`); returns every setting with its origin(s).
+pub fn resolve(
+    args: &mut LaunchArgs,
+    plan_args: Option<&mut PlanArgs>,
+    inputs: &Inputs<'_>,
+) -> Result<Vec<Setting>> {
     let name = selected(inputs)?;
     let layers: Vec<(&Source, &Profile)> = match &name {
         None => Vec::new(),
@@ -341,7 +357,10 @@ pub fn resolve(args: &mut LaunchArgs, inputs: &Inputs<'_>) -> Result<Vec<Setting
             "oci" => Ok(ContainerRuntimeArg::Oci),
             _ => Err(
                 Error::usage(format!("container runtime `{v}` is neither pyxis nor oci"))
-                    .at_flag(o.to_string()),
+                    .at_flag(o.to_string())
+                    .help(
+                        "pyxis (srun --container-image, enroot) or oci (Slurm's srun --container)",
+                    ),
             ),
         }
     };
@@ -374,6 +393,25 @@ pub fn resolve(args: &mut LaunchArgs, inputs: &Inputs<'_>) -> Result<Vec<Setting
         path,
         path_show
     );
+
+    if let Some(pa) = plan_args {
+        scalar!(
+            "bridge_root",
+            "bridge_root",
+            pa.bridge_root,
+            |p: &Profile| p.bridge_root.clone(),
+            plain,
+            |v: &String| v.clone()
+        );
+        scalar!(
+            "bridge_version",
+            "bridge_version",
+            pa.bridge_version,
+            |p: &Profile| p.bridge_version.clone(),
+            plain,
+            |v: &String| v.clone()
+        );
+    }
 
     // Lists add up: the profiles' entries (user file first), then the flags'.
     macro_rules! list {
@@ -529,7 +567,8 @@ pub fn load(plan_args: Option<&mut PlanArgs>, args: &mut LaunchArgs) -> Result<V
         project: project.as_ref(),
         user: user.as_ref(),
     };
-    let mut settings = resolve(args, &inputs)?;
+    let mut plan_args = plan_args;
+    let mut settings = resolve(args, plan_args.as_deref_mut(), &inputs)?;
     if let Some(plan_args) = plan_args {
         let (mut envs, env_settings) = profile_env(&plan_args.envs, &inputs)?;
         envs.append(&mut plan_args.envs);
@@ -599,6 +638,7 @@ mod tests {
         let (u, p) = (src("user.yaml", USER), src("proj.yaml", PROJECT));
         resolve(
             a,
+            None,
             &Inputs {
                 given: &given,
                 env: &getenv,
@@ -666,6 +706,7 @@ mod tests {
         let getenv = |_: &str| None;
         let e = resolve(
             &mut args(),
+            None,
             &Inputs {
                 given: &given,
                 env: &getenv,

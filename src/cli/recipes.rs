@@ -2,12 +2,40 @@
 
 use std::fmt::Write;
 
+use super::output::{GpuOut, OutputArg, PresetOut, RecipeOut, VariantOut};
 use super::{CatalogArgs, Printer, RecipesCmd, load};
 use crate::error::Result;
 use crate::overlap::userbuffers;
 
 pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
+    if cmd.output.json() {
+        let mut list = Vec::new();
+        for src in &cat.recipes {
+            let r = load::recipe(&cat, &src.name)?;
+            list.push(RecipeOut {
+                name: r.name,
+                aliases: r.aliases,
+                description: r.description,
+                family: r.family,
+                origin: r.origin,
+                variants: r
+                    .variants
+                    .into_iter()
+                    .map(|v| VariantOut {
+                        gpu: v.gpu,
+                        precision: v.precision,
+                        variant: v.variant,
+                        num_gpus: v.num_gpus,
+                        bridge_recipe: v.bridge_recipe,
+                        bridge_since: v.bridge_since,
+                    })
+                    .collect(),
+            });
+        }
+        p.json(&list)?;
+        return Ok(0);
+    }
     let mut s = String::new();
     for src in &cat.recipes {
         let r = load::recipe(&cat, &src.name)?;
@@ -35,7 +63,22 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     Ok(0)
 }
 
-pub fn presets(p: &Printer) -> Result<i32> {
+pub fn presets(p: &Printer, out: OutputArg) -> Result<i32> {
+    if out.json() {
+        let list: Vec<PresetOut> = userbuffers::PRESETS
+            .iter()
+            .map(|(name, preset)| PresetOut {
+                name: name.to_string(),
+                slots: userbuffers::SLOTS
+                    .iter()
+                    .zip(preset.iter())
+                    .map(|(slot, p)| (slot.to_string(), p.map(|p| p.method().to_string())))
+                    .collect(),
+            })
+            .collect();
+        p.json(&list)?;
+        return Ok(0);
+    }
     let mut s = String::new();
     for (name, preset) in userbuffers::PRESETS.iter() {
         let methods: Vec<String> = userbuffers::SLOTS
@@ -49,8 +92,26 @@ pub fn presets(p: &Printer) -> Result<i32> {
     Ok(0)
 }
 
-pub fn gpus(p: &Printer, args: &CatalogArgs) -> Result<i32> {
+pub fn gpus(p: &Printer, args: &CatalogArgs, out: OutputArg) -> Result<i32> {
     let cat = load::catalog(args)?;
+    if out.json() {
+        let list: Vec<GpuOut> = cat
+            .gpus
+            .iter()
+            .map(|g| GpuOut {
+                kind: g.kind.clone(),
+                description: g.description.clone(),
+                generation: g.generation.clone(),
+                arch: g.arch.name().to_string(),
+                arch_major: g.arch_major,
+                gpus_per_node: g.gpus_per_node,
+                nvlink_domain_size: g.nvlink_domain_size,
+                estimable: g.perf.is_some(),
+            })
+            .collect();
+        p.json(&list)?;
+        return Ok(0);
+    }
     let mut s = String::new();
     for g in &cat.gpus {
         let _ = writeln!(

@@ -2,7 +2,7 @@
 //! exit code.
 
 use super::jobs::JobArgs;
-use super::{Output, Printer};
+use super::{Output, Printer, output};
 use crate::backend::state::Phase;
 use crate::backend::{self, record};
 use crate::error::Result;
@@ -11,7 +11,11 @@ pub fn run(p: &Printer, args: &JobArgs, output: Output) -> Result<i32> {
     let (dir, rec) = record::find(&args.root()?, &args.job)?;
     let st = backend::of(&rec)?.status(&rec)?;
     match output {
-        Output::Json => p.json(&st)?,
+        Output::Json => p.json(&output::Status {
+            job_name: &rec.job_name,
+            job_dir: dir.display().to_string(),
+            status: &st,
+        })?,
         Output::Yaml => p.data(&format!(
             "{} {} {} exit={}{}{} (from {}; {})\n",
             st.job_id,

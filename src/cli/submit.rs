@@ -1,19 +1,36 @@
 //! The main form and `ovlaunch submit`: with `--dry-run`, print the exact script on stdout
-//! (sbatch accepts it as is) and the plan summary and env on stderr, and write nothing; otherwise print the plan's warnings (stderr) and hand
+//! (sbatch accepts it as is) and the plan summary and env on stderr, and write nothing;
+//! `--explain` adds every decision on stderr; otherwise print the plan's warnings (stderr) and hand
 //! the rendered job to its backend, which writes the job directory atomically, submits (or
 //! runs locally) and records the result.
 
 use super::launch::{self, LaunchArgs, Prepared};
+use super::output::{self, OutputArg};
 use super::{PlanArgs, Printer, explain};
 use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::render::launch::{ContainerRuntime, LaunchMode};
 
-pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) -> Result<i32> {
+pub fn run(
+    p: &Printer,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    dry_run: bool,
+    explain: bool,
+    out: OutputArg,
+) -> Result<i32> {
     let mut prepared = launch::prepare(plan_args, args)?;
     for w in &prepared.warnings {
         p.warn(w);
+    }
+    if explain {
+        // On stderr: stdout stays the script (dry run) or the submission line.
+        p.status(&format!(
+            "{}{}",
+            explain::decisions(&prepared.job.plan),
+            explain::launch_decisions(prepared.job.decisions())
+        ));
     }
     if dry_run {
         if let Some(e) = &prepared.rank_runtime_problem {
@@ -34,7 +51,11 @@ pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) 
         ));
         // The summary goes to stderr: stdout is the script alone, which sbatch accepts as is.
         p.status(&text);
-        p.data(&job.artifacts.script)?;
+        if out.json() {
+            p.json(&job_json(&prepared, "dry-run", None, None))?;
+        } else {
+            p.data(&job.artifacts.script)?;
+        }
         return Ok(0);
     }
     if let Some(e) = prepared.rank_runtime_problem.take() {
@@ -55,22 +76,68 @@ pub fn run(p: &Printer, plan_args: &PlanArgs, args: &LaunchArgs, dry_run: bool) 
         &job.artifacts,
         &extras(&prepared),
         launch::command_line(),
+        // With -o json, stdout carries the one JSON document: a local job's own output
+        // goes to stderr.
+        if out.json() {
+            backend::local::JobOutput::Stderr
+        } else {
+            backend::local::JobOutput::Inherit
+        },
     )?;
     match started {
         Started::Queued { job_id } => {
-            p.data(&format!(
-                "submitted job {job_id} ({}), job directory {}\n",
-                job.spec.job_name,
-                launch::shown(dir)
-            ))?;
+            if out.json() {
+                p.json(&job_json(&prepared, "submitted", Some(job_id), None))?;
+            } else {
+                p.data(&format!(
+                    "submitted job {job_id} ({}), job directory {}\n",
+                    job.spec.job_name,
+                    launch::shown(dir)
+                ))?;
+            }
             Ok(0)
         }
-        Started::Finished { exit_code } => Ok(exit_code),
+        Started::Finished { exit_code } => {
+            if out.json() {
+                p.json(&job_json(&prepared, "finished", None, Some(exit_code)))?;
+            }
+            Ok(exit_code)
+        }
+    }
+}
+
+/// The `--output json` form of a rendered job.
+pub(super) fn job_json(
+    p: &Prepared,
+    action: &'static str,
+    job_id: Option<String>,
+    exit_code: Option<i32>,
+) -> output::Job {
+    output::Job {
+        action,
+        job_name: p.job.spec.job_name.clone(),
+        job_dir: p.dir.display().to_string(),
+        executor: p.job.executor.name(),
+        script_name: p.job.artifacts.script_name.to_string(),
+        script: p.job.artifacts.script.clone(),
+        job_id,
+        exit_code,
+        warnings: p
+            .warnings
+            .iter()
+            .chain(&p.job.plan.warnings)
+            .cloned()
+            .collect(),
     }
 }
 
 /// `ovlaunch render`: the complete job directory, written and not submitted; prints its path.
-pub fn render(pr: &Printer, plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i32> {
+pub fn render(
+    pr: &Printer,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    out: OutputArg,
+) -> Result<i32> {
     let mut p = launch::prepare(plan_args, args)?;
     for w in p.warnings.iter().chain(&p.job.plan.warnings) {
         pr.warn(w);
@@ -79,7 +146,11 @@ pub fn render(pr: &Printer, plan_args: &PlanArgs, args: &LaunchArgs) -> Result<i
         return Err(e);
     }
     backend::write_job_dir(&p.dir, &p.job.artifacts, &extras(&p))?;
-    pr.data(&format!("{}\n", p.dir.display()))?;
+    if out.json() {
+        pr.json(&job_json(&p, "rendered", None, None))?;
+    } else {
+        pr.data(&format!("{}\n", p.dir.display()))?;
+    }
     Ok(0)
 }
 

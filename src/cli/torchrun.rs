@@ -6,6 +6,7 @@
 //! path as every launch; nothing is started.
 
 use super::launch::{self, Form, LaunchArgs};
+use super::output::OutputArg;
 use super::{PlanArgs, Printer, submit};
 use crate::backend;
 use crate::error::Result;
@@ -15,6 +16,7 @@ pub fn run(
     plan_args: &PlanArgs,
     args: &LaunchArgs,
     master_addr: Option<&str>,
+    out: OutputArg,
 ) -> Result<i32> {
     let mut prepared = launch::prepare_form(plan_args, args, Form::Torchrun { master_addr })?;
     for w in prepared.warnings.iter().chain(&prepared.job.plan.warnings) {
@@ -40,6 +42,10 @@ pub fn run(
             "this machine"
         }
     ));
-    p.data(&prepared.job.artifacts.script)?;
+    if out.json() {
+        p.json(&submit::job_json(&prepared, "written", None, None))?;
+    } else {
+        p.data(&prepared.job.artifacts.script)?;
+    }
     Ok(0)
 }

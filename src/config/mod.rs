@@ -156,34 +156,34 @@ impl EnvScalar {
     }
 }
 
-/// Names of the addressable sections, and their fields (`None` = free-form keys).
+/// The typed sections, in order: key and fields (`None` = free-form keys).
+const TYPED: &[(&str, Option<&[&str]>)] = &[
+    (ModelConfig::SECTION, Some(ModelConfig::FIELDS)),
+    (TrainConfig::SECTION, Some(TrainConfig::FIELDS)),
+    (DdpConfig::SECTION, Some(DdpConfig::FIELDS)),
+    (OptimizerConfig::SECTION, Some(OptimizerConfig::FIELDS)),
+    (CommOverlapConfig::SECTION, Some(CommOverlapConfig::FIELDS)),
+    (
+        MixedPrecisionConfig::SECTION,
+        Some(MixedPrecisionConfig::FIELDS),
+    ),
+    ("env_vars", None),
+];
+
+/// The fields of an addressable section (`Some(None)`: free-form keys), `None` for a name
+/// that is no section.
 pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> {
-    Some(match section {
-        "model" => Some(ModelConfig::FIELDS),
-        "train" => Some(TrainConfig::FIELDS),
-        "ddp" => Some(DdpConfig::FIELDS),
-        "optimizer" => Some(OptimizerConfig::FIELDS),
-        "comm_overlap" => Some(CommOverlapConfig::FIELDS),
-        "mixed_precision" => Some(MixedPrecisionConfig::FIELDS),
-        "env_vars" => None,
-        other => Some(bridge::section(other)?.names),
-    })
+    match TYPED.iter().find(|(key, _)| *key == section) {
+        Some((_, fields)) => Some(*fields),
+        None => Some(Some(bridge::section(section)?.names)),
+    }
 }
 
-/// All section names, for "did you mean".
-pub const SECTIONS: &[&str] = &[
-    "model",
-    "train",
-    "ddp",
-    "optimizer",
-    "comm_overlap",
-    "mixed_precision",
-    "env_vars",
-    "scheduler",
-    "dataset",
-    "tokenizer",
-    "checkpoint",
-    "logger",
-    "profiling",
-    "ft",
-];
+/// Every addressable section's key, in order: the typed ones, then Bridge's pass-through
+/// ones (`config::bridge`).
+pub fn sections() -> impl Iterator<Item = &'static str> + Clone {
+    TYPED
+        .iter()
+        .map(|(key, _)| *key)
+        .chain(bridge::SECTIONS.iter().map(|s| s.name))
+}

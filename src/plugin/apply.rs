@@ -12,8 +12,8 @@ use super::template::{self, Piece};
 use super::{BUILTINS, CONDITIONS, locate, scalar_text};
 use crate::backend::Executor;
 use crate::error::{Error, Result};
+use crate::hydra;
 use crate::plan::{Decision, Source};
-use crate::render::hydra;
 use crate::render::launch::{LaunchMode, LaunchSpec};
 use crate::render::shell::quote;
 use crate::resolve::layers::PluginSet;
@@ -141,7 +141,7 @@ impl Scope<'_> {
     /// Trainer override words (`profiling.profile_step_start={profile_step_start}`): each
     /// placeholder is written in Hydra's grammar for its option's type (text quoted, numbers
     /// and booleans bare, list items one by one), so Bridge's override parser reads back the
-    /// option's value and type (`render::hydra`). An unset option drops the word.
+    /// option's value and type (`crate::hydra`). An unset option drops the word.
     fn hydra_words(&self, items: &[String]) -> Result<Vec<String>> {
         let mut out = Vec::new();
         'items: for s in items {

@@ -173,6 +173,15 @@ impl Registry {
 }
 
 /// The text of `ovlaunch plugins`.
+/// An option's default as `ovlaunch plugins` shows it.
+pub fn default_shown(o: &schema::OptionDef) -> String {
+    o.default
+        .as_ref()
+        .and_then(|d| typed_default(o.kind, d).ok())
+        .unwrap_or(OptValue::Unset)
+        .shown()
+}
+
 pub fn describe(reg: &Registry) -> String {
     let mut s = String::new();
     for p in reg.all() {
@@ -209,11 +218,7 @@ pub fn describe(reg: &Registry) -> String {
                 let default = if o.required {
                     "(required)".to_string()
                 } else {
-                    o.default
-                        .as_ref()
-                        .and_then(|d| typed_default(o.kind, d).ok())
-                        .unwrap_or(OptValue::Unset)
-                        .shown()
+                    default_shown(o)
                 };
                 (name.clone(), o.kind.as_str(), default, o.help.as_str())
             })

@@ -266,10 +266,7 @@ impl Validator<'_> {
                 None => {
                     return Err(self
                         .err(format!("unknown section `{section}` in `{path}`"), path)
-                        .help(did_you_mean(
-                            section,
-                            crate::config::SECTIONS.iter().copied(),
-                        )));
+                        .help(did_you_mean(section, crate::config::sections())));
                 }
                 Some(Some(fields)) if !fields.contains(&field) => {
                     return Err(self

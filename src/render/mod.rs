@@ -9,7 +9,3 @@ pub mod rank_plan;
 pub mod script;
 pub mod shell;
 pub mod template;
-
-/// The trainer's override words are rendered in the leaf `crate::hydra` (the trainer contract
-/// in `resolve` writes them too); render's name for it.
-pub use crate::hydra;

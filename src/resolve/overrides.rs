@@ -101,8 +101,8 @@ fn parse_set(item: &str) -> Result<SetOverride> {
             .at_flag(flag)
             .help(format!(
                 "{} sections: {}",
-                did_you_mean(&section, config::SECTIONS.iter().copied()),
-                config::SECTIONS.join(", ")
+                did_you_mean(&section, config::sections()),
+                config::sections().collect::<Vec<_>>().join(", ")
             )));
     };
     if let (Some(f), Some(known)) = (&field, fields)

@@ -7,7 +7,7 @@
 //!
 //! The overrides are exactly what differs from Bridge's recipe function: the plugins' config
 //! settings (unless Bridge makes them itself under a runner flag), then the user's `--set`, in
-//! the order given, each as a Hydra word (`render::hydra`). Nothing else is passed:
+//! the order given, each as a Hydra word (`crate::hydra`). Nothing else is passed:
 //!
 //! * `comm_overlap` and `mixed_precision` stay Bridge's: it resolves them itself in
 //!   `runtime_config_update`, which the plan predicts;
@@ -29,6 +29,9 @@ use crate::hydra;
 use crate::version::{Stack, Version};
 
 pub use crate::plan::trainer::{JOB_DIR, TrainerCall, with_job_dir};
+
+/// The config section that holds environment variables; never passed as an override.
+const ENV_VARS: &str = "env_vars";
 
 /// Bridge's runner path inside its checkout (not part of the pip package).
 pub const RUNNER: &str = "scripts/training/run_recipe.py";
@@ -162,6 +165,7 @@ pub fn call(
         if !applied
             || plugins.flag_plugins.contains(&ps.plugin)
             || config::bridge::is_section(&ps.set.section)
+            || ps.set.section == ENV_VARS
         {
             continue;
         }
@@ -176,7 +180,9 @@ pub fn call(
         overrides.push(("mixed_precision".to_string(), p.clone()));
     }
     for s in sets {
-        if !config::bridge::is_section(&s.section) {
+        // `env_vars` never travels in the config: the plan's env is the launch environment,
+        // which Bridge's `setdefault` leaves alone (and a secret would be on the command line)
+        if !config::bridge::is_section(&s.section) && s.section != ENV_VARS {
             overrides.push((s.path(), s.value.clone()));
         }
     }

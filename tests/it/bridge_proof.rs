@@ -194,6 +194,20 @@ fn extra_cases() -> Vec<Case> {
                 "comm_overlap.overlap_grad_reduce=true",
             ],
         ),
+        // env_vars never travel in the config: the launch environment carries them
+        c(
+            "set-env-var",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "env_vars.NCCL_DEBUG=INFO",
+            ],
+        ),
         c(
             "set-precision-field",
             "h100",
@@ -786,6 +800,33 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let mut cases = variant_cases();
     let n_variants = cases.len();
     cases.extend(extra_cases());
+    // A recipe file of the user's: Bridge's Llama 3 8B recipe (the shipped file) plus the
+    // pass-through sections in the file itself, with preemption (checkpoint.load follows).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("my_llama.yaml");
+    let shipped = include_str!("../../recipes/llama3_8b.yaml");
+    let own = shipped.replacen("name: \"llama3_8b\"", "name: \"my_llama\"", 1)
+        + "scheduler: {lr_warmup_iters: 100, lr_decay_style: cosine}\n\
+           checkpoint: {save: \"{job_dir}/ckpt\", save_interval: 50}\n\
+           logger: {log_interval: 5, wandb_project: null}\n";
+    std::fs::write(&file, own).unwrap();
+    cases.push(Case {
+        id: "recipe-file-sections".into(),
+        args: [
+            "--recipe",
+            file.to_str().unwrap(),
+            "--gpus",
+            "h100x8",
+            "--plugin",
+            "preemption",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        gpu: "h100".into(),
+        world: 8,
+        env: Vec::new(),
+    });
     let mut plans = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut refused = BTreeMap::new();
@@ -911,6 +952,19 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 }
                 for line in diff_case(p, &b["config"], &b["classes"], &b["env"]) {
                     report.push(format!("{}: {line}", c.id));
+                }
+                // the preemption plugin's launch-phase words (train fields ovlaunch does not
+                // model) reach Bridge's config
+                if c.args.iter().any(|a| a == "preemption") {
+                    let t = &b["config"]["train"];
+                    if t["exit_signal_handler"] != json!(true)
+                        || t["exit_signal_handler_for_dataloader"] != json!(false)
+                    {
+                        report.push(format!(
+                            "{}: preemption: Bridge's train.exit_signal_handler is {}, for the dataloader {}",
+                            c.id, t["exit_signal_handler"], t["exit_signal_handler_for_dataloader"]
+                        ));
+                    }
                 }
             }
             (Some(_), false) => report.push(format!(

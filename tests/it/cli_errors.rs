@@ -358,3 +358,66 @@ fn fp8_on_ampere_is_an_error() {
         "{e}"
     );
 }
+
+/// Launch errors of running on a cluster, as whole runs.
+#[test]
+fn launch_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap().to_string();
+    let rank = crate::common::rank_bin();
+    let job = format!("{dir}/job");
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        (
+            // an x86_64 rank runtime for aarch64 (GB200) nodes
+            "rank_runtime_for_another_arch",
+            vec![
+                "render",
+                "-r",
+                "llama8b",
+                "-g",
+                "gb200x4",
+                "--rank-runtime",
+                rank,
+                "--job-dir",
+                &job,
+            ],
+        ),
+        (
+            "container_mount_with_a_comma",
+            vec![
+                "--dry-run",
+                "-r",
+                "llama8b",
+                "-g",
+                "h100x8",
+                "--container-image",
+                "img.sqsh",
+                "--container-mount",
+                "/a,/b:/x",
+                "--job-dir",
+                &job,
+            ],
+        ),
+        (
+            "local_executor_on_two_nodes",
+            vec![
+                "--dry-run",
+                "-r",
+                "llama8b",
+                "-g",
+                "h100x16",
+                "--executor",
+                "local",
+                "--job-dir",
+                &job,
+            ],
+        ),
+    ];
+    for (name, args) in cases {
+        insta::assert_snapshot!(
+            name,
+            transcript(&args, &[(&dir, "[TMP]"), (rank, "[RANK]")])
+        );
+    }
+    assert!(!d.path().join("job").exists(), "nothing written");
+}

@@ -178,21 +178,137 @@ pub fn stable_stderr(o: &Output) -> String {
 }
 
 pub fn transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
-    let o = run(args);
+    transcript_of(args, &run(args), redact)
+}
+
+/// [`transcript`] of a run made elsewhere (another environment or working directory).
+pub fn transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
     let mut t = format!(
         "$ ovlaunch {}\nexit: {}\n----- stdout -----\n{}----- stderr -----\n{}",
         args.join(" "),
         o.status
             .code()
             .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string()),
-        stdout(&o),
-        stable_stderr(&o)
+        stdout(o),
+        stable_stderr(o)
     );
     assert!(!t.contains("panicked"), "panic: {t}");
     for (from, to) in redact {
         t = t.replace(from, to);
     }
     t
+}
+
+/// The shape of a JSON value, for snapshots of `--output json` that stay the same when
+/// values change: an object keeps its keys with their values' shapes, an array holds the
+/// merged shape of its elements, a leaf becomes its type name (`string`, `number`, `bool`,
+/// `null`); elements whose shapes do not merge give their kinds joined by `|`.
+pub fn json_shape(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), json_shape(v))).collect())
+        }
+        Value::Array(a) => {
+            let merged = a.iter().map(json_shape).reduce(merge_shapes);
+            Value::Array(merged.into_iter().collect())
+        }
+        Value::String(_) => "string".into(),
+        Value::Number(_) => "number".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Null => "null".into(),
+    }
+}
+
+fn merge_shapes(a: serde_json::Value, b: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(mut x), Value::Object(y)) => {
+            // The first element's key order, then keys only later ones have.
+            for (k, v) in y {
+                match x.get_mut(&k) {
+                    Some(old) => *old = merge_shapes(old.take(), v),
+                    None => {
+                        x.insert(k, v);
+                    }
+                }
+            }
+            Value::Object(x)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            let merged = x.into_iter().chain(y).reduce(merge_shapes);
+            Value::Array(merged.into_iter().collect())
+        }
+        (x, y) if x == y => x,
+        (x, y) => {
+            let kind = |v: &Value| match v {
+                Value::Object(_) => "object".to_string(),
+                Value::Array(_) => "array".to_string(),
+                other => other.as_str().unwrap_or("?").to_string(),
+            };
+            let mut kinds: Vec<String> = kind(&x)
+                .split('|')
+                .chain(kind(&y).split('|'))
+                .map(str::to_string)
+                .collect();
+            kinds.sort();
+            kinds.dedup();
+            Value::String(kinds.join("|"))
+        }
+    }
+}
+
+/// A whole run whose stdout is JSON (one document, or JSON Lines), as one reviewable text:
+/// the command line, the exit code, the JSON's shape ([`json_shape`]; JSON Lines: the merged
+/// shape of the lines) and stderr. Panics when stdout is not JSON.
+pub fn json_transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
+    let mut t = json_shape_only(args, o, redact);
+    t.push_str(&format!("----- stderr -----\n{}", stable_stderr(o)));
+    for (from, to) in redact {
+        t = t.replace(from, to);
+    }
+    t
+}
+
+/// [`json_transcript_of`] without stderr, for runs whose stderr is another program's (a
+/// local job's own output).
+pub fn json_shape_only(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
+    let out = stdout(o);
+    let shape = match serde_json::from_str::<serde_json::Value>(&out) {
+        Ok(v) => serde_json::to_string_pretty(&json_shape(&v)).unwrap(),
+        Err(_) => {
+            let lines: Vec<serde_json::Value> = out
+                .lines()
+                .map(|l| {
+                    serde_json::from_str(l)
+                        .unwrap_or_else(|e| panic!("not JSON ({e}): {l}\nstdout:\n{out}"))
+                })
+                .collect();
+            assert!(!lines.is_empty(), "no JSON on stdout: {}", stderr(o));
+            let merged = lines.iter().map(json_shape).reduce(merge_shapes).unwrap();
+            format!(
+                "JSON Lines ({} lines) of:\n{}",
+                lines.len(),
+                serde_json::to_string_pretty(&merged).unwrap()
+            )
+        }
+    };
+    let mut t = format!(
+        "$ ovlaunch {}\nexit: {}\n----- stdout (JSON shape) -----\n{shape}\n",
+        args.join(" "),
+        o.status
+            .code()
+            .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string()),
+    );
+    for (from, to) in redact {
+        t = t.replace(from, to);
+    }
+    t
+}
+
+/// [`json_transcript_of`] a run of `ovlaunch ARGS` in a clean environment.
+pub fn json_transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
+    json_transcript_of(args, &run(args), redact)
 }
 
 /// Whether the real-Slurm tests must run (`OVLAUNCH_REQUIRE_SLURM=1`, set by `.ci/run`).

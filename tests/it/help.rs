@@ -57,3 +57,40 @@ fn every_flag_has_help() {
     }
     assert!(missing.is_empty(), "flags without help: {missing:?}");
 }
+
+/// Launch-only flags (the job, Slurm, container and rank-runtime settings of `submit`) are
+/// offered only by the commands that launch or write a job: the main form, `submit`,
+/// `render` and `torchrun`. `plan`, `env` and `overrides` take `--profile` (the profile's env
+/// and Bridge settings shape the plan) and nothing else of them.
+#[test]
+fn launch_only_flags_only_where_they_act() {
+    use clap::CommandFactory;
+    let cmd = ovlaunch::cli::Cli::command();
+    let sub = |name: &str| cmd.find_subcommand(name).unwrap().clone();
+    let ids = |c: &clap::Command| -> std::collections::BTreeSet<String> {
+        c.get_arguments().map(|a| a.get_id().to_string()).collect()
+    };
+    let plan_ids = ids(&sub("env"));
+    let launch: Vec<String> = ids(&sub("submit"))
+        .into_iter()
+        .filter(|id| {
+            !plan_ids.contains(id) && !["dry_run", "explain", "output"].contains(&id.as_str())
+        })
+        .collect();
+    assert!(launch.len() > 30, "{launch:?}");
+    for name in ["render", "torchrun"] {
+        let have = ids(&sub(name));
+        assert!(launch.iter().all(|id| have.contains(id)), "{name}");
+    }
+    for name in ["plan", "overrides", "env", "estimate", "tune"] {
+        let have = ids(&sub(name));
+        let extra: Vec<&String> = launch
+            .iter()
+            .filter(|id| have.contains(*id) && *id != "profile")
+            .collect();
+        assert!(
+            extra.is_empty(),
+            "`{name}` offers launch-only flags {extra:?}"
+        );
+    }
+}

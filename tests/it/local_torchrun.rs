@@ -6,6 +6,14 @@ use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// `torchrun --standalone` (a single-machine run) always serves its rendezvous on
+/// localhost:29400 (torch 1.13), so the runs of these tests take turns.
+fn turn() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `ovlaunch submit --executor local` of the tiny recipe on two CPU ranks.
 fn run_local(dir: &Path, job: &str, port: &str, extra: &[&str], exit_code: &str) -> Output {
@@ -54,6 +62,7 @@ fn local_executor_runs_real_torchrun() {
         eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
         return;
     }
+    let _turn = turn();
     let dir = tempfile::tempdir().unwrap();
     let o = run_local(
         dir.path(),
@@ -101,6 +110,7 @@ fn the_torchrun_command_writes_the_job_directory_its_script_runs() {
         eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
         return;
     }
+    let _turn = turn();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("jobs");
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
@@ -158,4 +168,78 @@ fn the_torchrun_command_writes_the_job_directory_its_script_runs() {
     let o = bash(Path::new("/"));
     assert!(!o.status.success(), "ran without a rank plan");
     assert!(!job.join("ranks").exists());
+}
+
+/// `submit --executor local -o json`: stdout is one JSON document (the finished job), and
+/// the job's own output (a trainer printing on its stdout, through the real torchrun) goes to
+/// stderr.
+#[test]
+fn local_submit_json_keeps_stdout_for_the_answer() {
+    if which::which("torchrun").is_err() {
+        assert!(
+            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
+            "torchrun is required in CI (.ci/install.sh torch)"
+        );
+        eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
+        return;
+    }
+    let _turn = turn();
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let recipe = format!("{fixtures}/tiny.yaml");
+    let args = [
+        "submit",
+        "--executor",
+        "local",
+        "--recipe",
+        &recipe,
+        "--gpus",
+        "cpux2",
+        "--torchrun-flags",
+        "underscore",
+        "--job-dir",
+        job.to_str().unwrap(),
+        "--rank-runtime",
+        common::rank_bin(),
+        "--master-port",
+        "29734",
+        "-o",
+        "json",
+        "--",
+        "python3",
+        "-c",
+        "print('trainer line')",
+    ];
+    let o = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}",
+            common::stdout(&o)
+        )
+    });
+    assert_eq!(v["action"], "finished");
+    assert_eq!(v["exit_code"], 0);
+    assert!(
+        common::stderr(&o).contains("trainer line"),
+        "{}",
+        common::stderr(&o)
+    );
+    insta::assert_snapshot!(
+        "json_submit_local",
+        common::json_shape_only(
+            &args,
+            &o,
+            &[
+                (dir.path().to_str().unwrap(), "[TMP]"),
+                (common::rank_bin(), "[RANK]"),
+                (&recipe, "[TINY]")
+            ]
+        )
+    );
 }

@@ -17,6 +17,7 @@ mod estimate;
 mod help;
 mod hostile_cases;
 mod hostile_inputs;
+mod json_outputs;
 mod local_torchrun;
 mod oci_e2e;
 mod placement;

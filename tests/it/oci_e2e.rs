@@ -130,6 +130,10 @@ fn job_args(rootfs: &Path, job_dir: &Path) -> Vec<String> {
         "torchrun",
         "--torchrun-flags",
         "underscore",
+        // not torchrun's default: the real-Slurm scenarios' torchrun jobs run on the same
+        // machine at the same time
+        "--master-port",
+        "29611",
         "--container-runtime",
         "oci",
         "--container-image",

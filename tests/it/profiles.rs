@@ -1,7 +1,8 @@
 //! Site profiles through the real binary: a project file (`.ovlaunch.yaml` in the working
 //! directory's ancestry) and a user file (`$XDG_CONFIG_HOME/ovlaunch/config.yaml`) with the
 //! same profile; precedence flag > env > project file > user file > default, each setting's
-//! origin (file:line) in `plan --explain`, and the jobs root a profile names used by
+//! origin (file:line) in `--dry-run --explain` and `plan --explain` (JSON too), the profile's
+//! env, Bridge root and version in the plan, and the jobs root a profile names used by
 //! `render` and found again by `list` from another directory.
 
 use std::path::Path;
@@ -16,6 +17,7 @@ profiles:
     account: user-acct
     partition: user-part
     qos: user-qos
+    bridge_version: 0.6.0
     env:
       OVL_FROM_USER: u
 ";
@@ -25,6 +27,7 @@ profiles:
   site:
     account: proj-acct
     sbatch_args: [--network=sn_all]
+    bridge_root: /site/Megatron-Bridge
     env:
       OVL_FROM_PROJECT: p
   other:
@@ -134,9 +137,10 @@ fn flag_beats_env_beats_project_beats_user_beats_default() {
 #[test]
 fn explain_shows_each_settings_origin() {
     let s = Site::new();
+    // The launch flags given, with the dry run: every setting's origin on stderr.
     let o = s.run(
         &[
-            "plan",
+            "--dry-run",
             "--explain",
             "-r",
             "llama8b",
@@ -144,20 +148,101 @@ fn explain_shows_each_settings_origin() {
             "h100x8",
             "--qos",
             "flag-qos",
+            "--bridge-version",
+            "0.6.2",
         ],
         &[("SLURM_PARTITION", "env-part")],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    let proj = s.path("project/.ovlaunch.yaml");
+    assert!(stdout(&o).starts_with("#!"), "stdout stays the script");
+    let err = stderr(&o);
+    let (proj, user) = (
+        s.path("project/.ovlaunch.yaml"),
+        s.path("config/ovlaunch/config.yaml"),
+    );
     for line in [
         format!("setting.account = \"proj-acct\" [user]: from profile site ({proj}:3)"),
         "setting.partition = \"env-part\" [user]: from env SLURM_PARTITION".to_string(),
         "setting.qos = \"flag-qos\" [user]: from flag --qos".to_string(),
         "setting.mpi = \"none\" [default]: from default".to_string(),
+        format!(
+            "setting.bridge_root = \"/site/Megatron-Bridge\" [user]: from profile site ({proj}:5)"
+        ),
+        "setting.bridge_version = \"0.6.2\" [user]: from flag --bridge-version".to_string(),
+        format!("setting.env = \"OVL_FROM_USER=u\" [user]: from profile site ({user}:8)"),
     ] {
-        assert!(out.contains(&line), "{line}\n{out}");
+        assert!(err.contains(&line), "{line}\n{err}");
     }
+    // `plan --explain` shows the profile's settings (no launch flags there), and the plan
+    // itself has the profile's env, Bridge root and version, as the launch gets them.
+    let o = s.run(
+        &[
+            "plan",
+            "--explain",
+            "-o",
+            "json",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON document");
+    assert_eq!(v["env"]["OVL_FROM_USER"]["value"], "u", "{}", v["env"]);
+    assert_eq!(v["env"]["OVL_FROM_PROJECT"]["value"], "p");
+    assert_eq!(
+        v["versions"]["bridge_root"], "/site/Megatron-Bridge",
+        "{}",
+        v["versions"]
+    );
+    assert_eq!(v["versions"]["megatron_bridge"], "0.6.0");
+    let launch = v["launch_decisions"].as_array().expect("launch_decisions");
+    let origin = |key: &str| {
+        launch
+            .iter()
+            .find(|d| d["key"] == key)
+            .unwrap_or_else(|| panic!("{key} in {launch:?}"))["rule"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        origin("setting.account"),
+        format!("from profile site ({proj}:3)")
+    );
+    assert_eq!(
+        origin("setting.bridge_version"),
+        format!("from profile site ({user}:7)")
+    );
+    // Another profile by name: its settings, not the default profile's.
+    let o = s.run(
+        &[
+            "plan",
+            "--explain",
+            "--profile",
+            "other",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+        ],
+        &[("OVLAUNCH_BRIDGE_ROOT", "/env/bridge")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!(
+            "setting.account = \"other-acct\" [user]: from profile other ({proj}:"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("setting.bridge_root = \"/env/bridge\" [user]: from env OVLAUNCH_BRIDGE_ROOT"),
+        "{out}"
+    );
+    assert!(!out.contains("OVL_FROM_USER"), "{out}");
 }
 
 #[test]
@@ -215,4 +300,62 @@ fn the_profiles_jobs_root_is_used_and_each_render_gets_its_own_directory() {
     assert!(a.trim().starts_with(&root), "{a}");
     assert_eq!(format!("{}-2", a.trim()), b.trim(), "a second directory");
     assert!(Path::new(b.trim()).join("launch.sbatch").is_file());
+}
+
+/// `env` and `overrides` show what the job gets: the profile's env and its Bridge root.
+#[test]
+fn env_and_overrides_follow_the_profile() {
+    let s = Site::new();
+    let o = s.run(&["env", "-o", "json", "-r", "llama8b", "-g", "h100x8"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let env: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(env["OVL_FROM_USER"], "u", "{env}");
+    assert_eq!(env["OVL_FROM_PROJECT"], "p", "{env}");
+    let o = s.run(
+        &["overrides", "-o", "json", "-r", "llama8b", "-g", "h100x8"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v["trainer"]["runner"][1], "/site/Megatron-Bridge/scripts/training/run_recipe.py",
+        "{v}"
+    );
+    // Another profile has neither.
+    let o = s.run(
+        &["env", "--profile", "other", "-r", "llama8b", "-g", "h100x8"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("OVL_FROM_USER"), "{}", stdout(&o));
+}
+
+/// The profile errors, as whole runs: an unknown key (file:line), an unknown profile (the
+/// known ones named), a value that is not one of the choices (the profile's file:line).
+#[test]
+fn profile_errors() {
+    let s = Site::new();
+    let dry = ["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run"];
+    let root = s.dir.path().to_str().unwrap().to_string();
+    let snap = |name: &str, file: &str, extra: &[&str]| {
+        std::fs::write(s.path("project/.ovlaunch.yaml"), file).unwrap();
+        let args: Vec<&str> = dry.iter().chain(extra).copied().collect();
+        let o = s.run(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        insta::assert_snapshot!(
+            name,
+            common::transcript_of(&args, &o, &[(root.as_str(), "[SITE]")])
+        );
+    };
+    snap(
+        "profile_unknown_key",
+        "profiles:\n  site:\n    acount: x\n",
+        &[],
+    );
+    snap("profile_unknown_profile", PROJECT, &["--profile", "nope"]);
+    snap(
+        "profile_bad_container_runtime",
+        "profiles:\n  site:\n    container_runtime: docker\n",
+        &[],
+    );
 }

@@ -206,6 +206,50 @@ fn secrets_appear_only_in_secrets_env() {
             &String::from_utf8_lossy(&std::fs::read(f).unwrap()),
         );
     }
+    // Bridge's runner: the trainer's override words carry no env value and no secret.
+    for (what, head) in [
+        (
+            "Bridge runner dry run",
+            vec!["--dry-run", "--job-name", "b"],
+        ),
+        ("Bridge runner overrides", vec!["overrides"]),
+    ] {
+        let mut args: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        if head[0] == "--dry-run" {
+            args.clear();
+        }
+        args.extend(
+            [
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "env_vars.MY_API_KEY=mk2-set-api-key",
+                "--env",
+                "NGC_API_KEY",
+                "--plugin",
+                "wandb:project=p,api_key=mk5-plugin-option",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        if head[0] == "--dry-run" {
+            args.extend(head.iter().map(|s| s.to_string()));
+        }
+        let o = env.run(&args);
+        assert_eq!(o.status.code(), Some(0), "{what}: {}", common::stderr(&o));
+        assert_clean_output(what, &o);
+        // (the reproduce line names the flag, with the value redacted)
+        assert!(
+            !common::stdout(&o)
+                .lines()
+                .any(|l| l.contains("run_recipe.py") && l.contains("env_vars.")
+                    || l.starts_with("env_vars.")),
+            "{what}: an env variable in the trainer's config:\n{}",
+            common::stdout(&o)
+        );
+    }
     let o = env.run(&with(&["plan", "--explain"], &[]));
     assert!(
         common::stdout(&o).contains("<redacted>"),

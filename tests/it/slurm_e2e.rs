@@ -297,10 +297,14 @@ fn failing_trainer_is_failed_with_its_exit_code() {
 #[test]
 fn logs_follow_reads_the_file_and_asks_slurm_rarely() {
     let Some((_turn, c)) = cluster() else { return };
-    let dir = c.jobs().join("follow");
+    // Its own jobs root, for `list`.
+    let root = c.dir.path().join("follow-root");
+    let dir = root.join("follow");
     let fixture = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
-    let o = c.ovlaunch(&[
+    let args = [
         "submit",
+        "-o",
+        "json",
         "--recipe",
         &fixture,
         "--gpus",
@@ -315,8 +319,28 @@ fn logs_follow_reads_the_file_and_asks_slurm_rarely() {
         "python3",
         "-uc",
         "import time\nfor i in range(1, 9):\n    print('tick', i); time.sleep(1)",
-    ]);
+    ];
+    let o = c.ovlaunch(&args);
     assert!(o.status.success(), "{}", common::stderr(&o));
+    let submitted: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(submitted["action"], "submitted");
+    assert!(
+        submitted["job_id"]
+            .as_str()
+            .is_some_and(|id| id.parse::<u32>().is_ok())
+    );
+    insta::assert_snapshot!(
+        "json_submit",
+        common::json_transcript_of(
+            &args,
+            &o,
+            &[
+                (dir.to_str().unwrap(), "[JOB]"),
+                (&fixture, "[TINY]"),
+                (common::rank_bin(), "[RANK]")
+            ]
+        )
+    );
     let wrappers = c.dir.path().join("counting-tools");
     let calls = c.dir.path().join("slurm-calls");
     std::fs::create_dir_all(&wrappers).unwrap();
@@ -347,6 +371,44 @@ fn logs_follow_reads_the_file_and_asks_slurm_rarely() {
     let n = queries.lines().count();
     eprintln!("logs -f followed the job for {took:?} with {n} Slurm queries");
     assert!((1..=6).contains(&n), "{n} queries in {took:?}:\n{queries}");
+
+    // The JSON shapes of the job commands on this job.
+    let d = dir.to_str().unwrap();
+    let r = root.to_str().unwrap();
+    for (name, args) in [
+        ("json_logs", vec!["logs", d, "-o", "json"]),
+        (
+            "json_logs_rank",
+            vec!["logs", d, "--rank", "0", "-o", "json"],
+        ),
+        ("json_status", vec!["status", d, "-o", "json"]),
+        ("json_list", vec!["list", "--jobs-root", r, "-o", "json"]),
+    ] {
+        let o = c.ovlaunch(&args);
+        assert!(o.status.success(), "{name}: {}", common::stderr(&o));
+        insta::assert_snapshot!(
+            name,
+            common::json_transcript_of(&args, &o, &[(d, "[JOB]"), (r, "[ROOT]")])
+        );
+    }
+    let o = c.ovlaunch(&["logs", d, "-o", "json"]);
+    let lines: Vec<Value> = common::stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for i in 1..=8 {
+        let text = format!("tick {i}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["task"] == 0 && l["text"] == text.as_str()),
+            "{text} in {lines:?}"
+        );
+    }
+    let o = c.ovlaunch(&["list", "--jobs-root", r, "-o", "json"]);
+    let list: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list[0]["job_dir"], d);
+    assert_eq!(list[0]["job_id"], submitted["job_id"]);
 }
 
 #[test]
@@ -362,8 +424,15 @@ fn cancel_stops_a_running_job() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
+    let args = ["cancel", dir.to_str().unwrap(), "-o", "json"];
+    let o = c.ovlaunch(&args);
     assert!(o.status.success(), "{}", common::stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cancelled"], true, "{v}");
+    insta::assert_snapshot!(
+        "json_cancel",
+        common::json_transcript_of(&args, &o, &[(dir.to_str().unwrap(), "[JOB]")])
+    );
     let st = wait_final(c, &dir);
     assert_eq!(st["phase"], "cancelled", "{st}");
 }

@@ -1,0 +1,179 @@
+//! `--output text|json` and the JSON shapes of the commands whose text form is a table or a
+//! message. Each shape is a struct here, so its keys are stated once and stay stable: a key
+//! is always present (`null` when it does not apply), and a key is only ever added.
+//! `plan` (`-o yaml|json`), `status`, `estimate` and `tune` serialise their own values;
+//! `env --format json` (also `-o json`) is the env dump. Whole-run snapshots of every shape
+//! are in the integration tests (`json_outputs`).
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+/// Text for people, or JSON with stable keys for programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// The `--output` flag of the commands that print text or JSON.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct OutputArg {
+    /// Output format: text, or JSON with stable keys.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+impl OutputArg {
+    pub fn json(self) -> bool {
+        self.output == Format::Json
+    }
+}
+
+/// A job that was rendered: the main form, `submit` (also `--dry-run`), `render` and
+/// `torchrun`. A job run here (`--executor local`) prints its own output on stderr, so
+/// that stdout is this one document.
+#[derive(Debug, Serialize)]
+pub struct Job {
+    /// `dry-run`, `submitted` (queued by Slurm), `finished` (ran here with the local
+    /// executor), `rendered` (`render`) or `written` (`torchrun`).
+    pub action: &'static str,
+    pub job_name: String,
+    /// Absolute; not written in a dry run.
+    pub job_dir: String,
+    /// `slurm` or `local`.
+    pub executor: &'static str,
+    /// The script's file name in the job directory.
+    pub script_name: String,
+    /// The script's text (what sbatch or bash runs).
+    pub script: String,
+    /// Slurm's job id, once queued.
+    pub job_id: Option<String>,
+    /// The local executor's exit code, once finished.
+    pub exit_code: Option<i32>,
+    /// The plan's and the launch's warnings (also printed on stderr).
+    pub warnings: Vec<String>,
+}
+
+/// One recorded job of `list`.
+#[derive(Debug, Serialize)]
+pub struct Listed {
+    pub job_id: Option<String>,
+    pub job_name: String,
+    pub executor: String,
+    pub job_dir: String,
+    /// The record's state: `submitting`, `submitted` or `local`.
+    pub record_state: crate::backend::record::RecordState,
+}
+
+/// `cancel`'s answer.
+#[derive(Debug, Serialize)]
+pub struct Cancelled {
+    pub job_id: Option<String>,
+    pub job_name: String,
+    /// `true` when Slurm was asked to cancel the job; `false` when it had already ended.
+    pub cancelled: bool,
+    /// The state the job had ended in (`null` when it was cancelled now).
+    pub ended_state: Option<String>,
+}
+
+/// One output line of `logs -o json` (JSON Lines: one object per line).
+#[derive(Debug, Serialize)]
+pub struct LogLine<'a> {
+    /// The Slurm task that printed the line (srun `--label`), `null` for an unlabelled line.
+    pub task: Option<u32>,
+    pub text: &'a str,
+}
+
+/// `status -o json`: the record's name and directory with the backend's state.
+#[derive(Debug, Serialize)]
+pub struct Status<'a> {
+    pub job_name: &'a str,
+    pub job_dir: String,
+    #[serde(flatten)]
+    pub status: &'a crate::backend::JobStatus,
+}
+
+/// One recipe of `recipes -o json` (its variants always listed).
+#[derive(Debug, Serialize)]
+pub struct RecipeOut {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub description: String,
+    pub family: Option<String>,
+    /// `embedded:recipes/FILE` or the user file's path.
+    pub origin: String,
+    pub variants: Vec<VariantOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct VariantOut {
+    pub gpu: String,
+    pub precision: String,
+    pub variant: Option<String>,
+    pub num_gpus: Option<u32>,
+    pub bridge_recipe: Option<String>,
+    pub bridge_since: Option<String>,
+}
+
+/// One userbuffers preset of `presets -o json`: each overlap slot's method (`null`: none).
+#[derive(Debug, Serialize)]
+pub struct PresetOut {
+    pub name: String,
+    pub slots: std::collections::BTreeMap<String, Option<String>>,
+}
+
+/// One section of `fields -o json`; `fields` is `null` for a section that takes any name.
+#[derive(Debug, Serialize)]
+pub struct SectionOut {
+    pub section: String,
+    pub fields: Option<Vec<String>>,
+}
+
+/// One GPU kind of `gpus -o json`.
+#[derive(Debug, Serialize)]
+pub struct GpuOut {
+    pub kind: String,
+    pub description: String,
+    pub generation: String,
+    /// The nodes' CPU architecture (`x86_64`, `aarch64`).
+    pub arch: String,
+    pub arch_major: u32,
+    pub gpus_per_node: u32,
+    pub nvlink_domain_size: u32,
+    /// Whether `estimate` has performance constants for it.
+    pub estimable: bool,
+}
+
+/// One plugin of `plugins -o json`.
+#[derive(Debug, Serialize)]
+pub struct PluginOut {
+    pub name: String,
+    pub description: String,
+    pub origin: String,
+    pub order: i64,
+    pub conflicts: Vec<String>,
+    pub requires_launcher: Option<String>,
+    pub requires_executor: Option<String>,
+    pub skip_unless_env: Vec<String>,
+    pub options: Vec<PluginOptionOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PluginOptionOut {
+    pub name: String,
+    /// `str`, `int`, `bool`, `list`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub required: bool,
+    /// The default as the text form shows it (`null` when required or unset).
+    pub default: Option<String>,
+    pub help: String,
+}
+
+/// `overrides -o json`: the runner call (`null` when the recipe names its own trainer).
+#[derive(Debug, Serialize)]
+pub struct OverridesOut<'a> {
+    pub recipe: &'a str,
+    pub hardware: &'a str,
+    pub trainer: serde_json::Value,
+}
