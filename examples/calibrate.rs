@@ -109,6 +109,7 @@ fn mixed_precision_recipe(p: &str) -> &'static str {
 #[derive(Clone)]
 struct Row {
     line: usize,
+    route: Route,
     release: String,
     model: String,
     recipe: &'static str,
@@ -127,44 +128,73 @@ struct Resolver {
 
 impl Resolver {
     /// Resolves a recipe on `gpus` with `sets`; the precision by `--precision` where the recipe
-    /// allows it, else as a mixed-precision override on its default variant.
+    /// allows it, else as a mixed-precision override on its default variant, else on the
+    /// recipe's base settings without a variant. Returns the plan and which of those three
+    /// routes gave it.
     fn plan(
         &self,
         recipe: &str,
         gpus: &str,
         precision: &str,
         sets: &[String],
-    ) -> Result<Plan, String> {
-        let r = self.cat.recipe(recipe).map_err(|e| e.to_string())?;
-        let hw = hardware::parse(gpus, &self.cat.gpus, None).map_err(|e| e.to_string())?;
-        // A recipe without a variant for this GPU kind is costed on its base settings.
-        let mut bare = r.clone();
-        bare.variants.clear();
-        let go_on = |r: &ovlaunch::catalog::Recipe, prec: Option<&str>, extra: &[String]| {
-            let mut all = sets.to_vec();
-            all.extend(extra.iter().cloned());
-            let parsed = overrides::parse_sets(&all).map_err(|e| e.to_string())?;
-            resolve::resolve(&resolve::Inputs {
-                precision: prec,
-                sets: &parsed,
-                ..resolve::Inputs::new(r, &hw, &self.stack)
-            })
-            .map_err(|e| e.to_string())
-        };
-        let go = |prec: Option<&str>, extra: &[String]| go_on(&r, prec, extra);
-        go(Some(precision), &[])
+    ) -> Result<(Plan, Route), String> {
+        self.route(recipe, gpus, precision, sets, Route::Precision)
+            .map(|p| (p, Route::Precision))
             .or_else(|first| {
-                go(
-                    None,
-                    &[format!(
-                        "mixed_precision={}",
-                        mixed_precision_recipe(precision)
-                    )],
-                )
-                .map_err(|_| first)
+                self.route(recipe, gpus, precision, sets, Route::MixedPrecision)
+                    .map(|p| (p, Route::MixedPrecision))
+                    .map_err(|_| first)
             })
-            .or_else(|first| go_on(&bare, Some(precision), &[]).map_err(|_| first))
+            .or_else(|first| {
+                self.route(recipe, gpus, precision, sets, Route::Base)
+                    .map(|p| (p, Route::Base))
+                    .map_err(|_| first)
+            })
     }
+
+    /// Resolves by one route only (tune's candidates take the route their row took, so a
+    /// layout the row's own variant refuses is not costed on another variant's settings).
+    fn route(
+        &self,
+        recipe: &str,
+        gpus: &str,
+        precision: &str,
+        sets: &[String],
+        route: Route,
+    ) -> Result<Plan, String> {
+        let mut r = self.cat.recipe(recipe).map_err(|e| e.to_string())?;
+        let hw = hardware::parse(gpus, &self.cat.gpus, None).map_err(|e| e.to_string())?;
+        let mut all = sets.to_vec();
+        let prec = match route {
+            Route::Precision => Some(precision),
+            Route::MixedPrecision => {
+                all.push(format!(
+                    "mixed_precision={}",
+                    mixed_precision_recipe(precision)
+                ));
+                None
+            }
+            Route::Base => {
+                r.variants.clear();
+                Some(precision)
+            }
+        };
+        let parsed = overrides::parse_sets(&all).map_err(|e| e.to_string())?;
+        resolve::resolve(&resolve::Inputs {
+            precision: prec,
+            sets: &parsed,
+            ..resolve::Inputs::new(&r, &hw, &self.stack)
+        })
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// How a row's plan was resolved (see `Resolver::plan`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Precision,
+    MixedPrecision,
+    Base,
 }
 
 fn layout_sets(l: &Layout, pipeline_layout: Option<&str>, gbs: u32, seq: u32) -> Vec<String> {
@@ -421,7 +451,8 @@ fn main() {
         }
         let gpus = format!("{}x{}", f[c_gpu].to_ascii_lowercase(), f[c_n].trim());
         match resolver.plan(recipe, &gpus, precision, &sets) {
-            Ok(plan) => rows.push(Row {
+            Ok((plan, route)) => rows.push(Row {
+                route,
                 line: i + 1,
                 release: f[c_rel].clone(),
                 model: f[c_model].clone(),
@@ -512,7 +543,7 @@ fn main() {
                 let mut all = fixed.clone();
                 all.extend(extra.iter().cloned());
                 resolver
-                    .plan(r.recipe, &r.gpus, r.precision, &all)
+                    .route(r.recipe, &r.gpus, r.precision, &all, r.route)
                     .map_err(ovlaunch::error::Error::usage)
             };
             let out = tune::tune(&r.plan, &eff, 5, &mut res, &mut |_| {}).unwrap();

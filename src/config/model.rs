@@ -20,6 +20,20 @@ crate::section! {
         vocab_size: Option<u32> = None,
         add_bias_linear: bool = true,
         add_qkv_bias: bool = false,
+        /// SwiGLU-style MLP (two fc1 projections, gated); Megatron-Core's default is a plain MLP.
+        gated_linear_unit: bool = false,
+        /// Sliding-window attention: `[left, right]` tokens each query sees (`null`: full).
+        window_size: Option<Value> = None,
+        /// Which layers use the window: every Nth layer is full attention (N), or a 0/1 list.
+        window_attn_skip_freq: Option<Value> = None,
+        /// Multi-latent attention (DeepSeek-V2/V3 style) and its dimensions
+        /// (Megatron-Core's `MLATransformerConfig`).
+        multi_latent_attention: bool = false,
+        q_lora_rank: Option<u32> = None,
+        kv_lora_rank: Option<u32> = None,
+        qk_head_dim: Option<u32> = None,
+        qk_pos_emb_head_dim: Option<u32> = None,
+        v_head_dim: Option<u32> = None,
         // Parallel layout.
         tensor_model_parallel_size: u32 = 1,
         pipeline_model_parallel_size: u32 = 1,

@@ -49,8 +49,12 @@ pub struct Arch {
     pub ffn: f64,
     pub vocab: f64,
     pub seq: f64,
-    /// SwiGLU-style MLP (three weight matrices); every recipe family ovlaunch ships is gated.
+    /// SwiGLU-style MLP (three weight matrices) or a plain one (two).
     pub gated: bool,
+    /// Layers with sliding-window attention, and how many keys each query sees there at most
+    /// (the left window plus itself).
+    pub window_layers: f64,
+    pub window_keys: f64,
     pub moe: Option<Moe>,
     pub mla: Option<Mla>,
     /// Multi-token-prediction layers (each a full transformer layer plus a projection).
@@ -61,9 +65,10 @@ pub struct Arch {
 const DEFAULT_VOCAB: f64 = 32_000.0;
 
 impl Arch {
-    /// The shape of a resolved model config. MLA dimensions are not part of ovlaunch's model
-    /// section, so MLA models are costed as multi-head attention with `hidden / heads` head
-    /// dims (within about 5% of the FLOPs for DeepSeek-V3).
+    /// The shape of a resolved model config: GQA or (with `multi_latent_attention`) MLA with
+    /// Megatron-Core's `MLATransformerConfig` defaults for dimensions the config leaves out,
+    /// gated or plain MLPs (`gated_linear_unit`), sliding-window layers per
+    /// `window_size` / `window_attn_skip_freq` (Megatron-Core's `is_layer_window_attention`).
     pub fn from_model(m: &ModelConfig) -> Self {
         let hidden = f64::from(m.hidden_size);
         let heads = f64::from(m.num_attention_heads);
@@ -86,9 +91,17 @@ impl Arch {
             ffn,
             vocab: m.vocab_size.map_or(DEFAULT_VOCAB, f64::from),
             seq: f64::from(m.seq_length),
-            gated: true,
+            gated: m.gated_linear_unit,
+            window_layers: window_layer_count(m),
+            window_keys: window_keys(m.window_size.as_ref()),
             moe,
-            mla: None,
+            mla: m.multi_latent_attention.then(|| Mla {
+                q_lora_rank: m.q_lora_rank.map(f64::from),
+                kv_lora_rank: f64::from(m.kv_lora_rank.unwrap_or(512)),
+                qk_head_dim: f64::from(m.qk_head_dim.unwrap_or(128)),
+                qk_pos_emb_head_dim: f64::from(m.qk_pos_emb_head_dim.unwrap_or(64)),
+                v_head_dim: f64::from(m.v_head_dim.unwrap_or(128)),
+            }),
             mtp_layers: m.mtp_num_layers.map_or(0.0, f64::from),
         }
     }
@@ -163,14 +176,28 @@ impl Arch {
             .map_or(0.0, |m| m.moe_layers * m.experts * self.expert_params())
     }
 
-    /// Multiply-adds of the attention score and value products per token and layer
-    /// (causal: half the matrix).
+    /// Multiply-adds of the attention score and value products per token and (average)
+    /// layer: causal attention counts half the matrix, `seq/2` keys per query; a sliding-window
+    /// layer counts the keys each query sees, on average over the sequence.
     fn attn_core_macs(&self) -> f64 {
         let (qk, v) = match self.mla {
             Some(m) => (m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim),
             None => (self.head_dim, self.head_dim),
         };
-        self.seq / 2.0 * self.heads * (qk + v)
+        let full = self.seq / 2.0;
+        let w = self.window_keys;
+        let windowed = if w > 0.0 && w < self.seq {
+            ((w * (w + 1.0) / 2.0 + (self.seq - w) * w) / self.seq).min(full)
+        } else {
+            full
+        };
+        let share = (self.window_layers / self.layers.max(1.0)).clamp(0.0, 1.0);
+        ((1.0 - share) * full + share * windowed) * self.heads * (qk + v)
+    }
+
+    /// Width of the attention output (heads × value head dim), the projection's input.
+    pub fn attn_width(&self) -> f64 {
+        self.heads * self.mla.map_or(self.head_dim, |m| m.v_head_dim)
     }
 
     /// Forward multiply-adds per token, by kind: (linear layers that run in the low
@@ -404,6 +431,38 @@ pub struct ActivationInputs {
     pub dropout: bool,
     pub lowp_inputs: bool,
     pub recompute: Selective,
+}
+
+/// Keys a query sees under `window_size` `[left, right]` in a causal model: `left + 1`
+/// (0: no window).
+fn window_keys(w: Option<&Value>) -> f64 {
+    match w {
+        Some(Value::Array(a)) => a
+            .first()
+            .and_then(Value::as_f64)
+            .filter(|l| *l >= 0.0)
+            .map_or(0.0, |l| l + 1.0),
+        _ => 0.0,
+    }
+}
+
+/// Layers with sliding-window attention: none without `window_size`; with it, every layer
+/// unless `window_attn_skip_freq` names the full-attention ones (an integer N: layers whose
+/// 1-based number is a multiple of N; a list: the 1 entries are windowed).
+fn window_layer_count(m: &ModelConfig) -> f64 {
+    if window_keys(m.window_size.as_ref()) == 0.0 {
+        return 0.0;
+    }
+    let layers = u64::from(m.num_layers);
+    match &m.window_attn_skip_freq {
+        None | Some(Value::Null) => layers as f64,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(k) if k > 0 => (layers - layers / k) as f64,
+            _ => layers as f64,
+        },
+        Some(Value::Array(a)) => a.iter().filter(|v| v.as_u64() == Some(1)).count() as f64,
+        Some(_) => layers as f64,
+    }
 }
 
 /// Layers that are MoE layers under Megatron's `moe_layer_freq`: an integer N (every Nth

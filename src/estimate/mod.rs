@@ -360,6 +360,24 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
         1.0
     };
 
+    // Weights per pipeline rank: its layers' share, the embedding on the first, the LM head on
+    // the last, MTP layers where they are.
+    let dense_of = |r: &stages::RankLoad| {
+        (r.layers * arch.dense_params_per_layer()
+            + r.mtp * arch.mtp_params()
+            + if r.embedding { arch.vocab * h } else { 0.0 }
+            + if r.loss { arch.vocab * h } else { 0.0 })
+            / tp
+    };
+    let expert_of = |r: &stages::RankLoad| r.layers * arch.expert_params_per_layer() / (ep * etp);
+
+    let dense_local = loads.iter().map(dense_of).fold(0.0, f64::max);
+    let expert_local = loads.iter().map(expert_of).fold(0.0, f64::max);
+    let grad_bytes = if plan.ddp.grad_reduce_in_fp32 {
+        4.0
+    } else {
+        2.0
+    };
     // Compute per microbatch on the busiest GPU.
     let macs = arch.forward_macs();
     let (selective, full_frac) = recompute_of(plan);
@@ -381,7 +399,7 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let gm = |m_dim: f64| m_dim / (m_dim + eff.gemm_m0);
     let f = |d: f64| d / (d + eff.gemm_n0);
     let tokens_mb = mbs * seq / cp;
-    let e_attn = gm(tokens_mb) * f(h) * f(arch.heads * arch.head_dim / tp);
+    let e_attn = gm(tokens_mb) * f(h) * f(arch.attn_width() / tp);
     let e_mlp = gm(tokens_mb) * f(h) * f(arch.ffn / tp);
     let e_head = gm(tokens_mb) * f(h) * f(arch.vocab / tp);
     let (e_shared, e_expert) = arch.moe.map_or((1.0, 1.0), |moe| {
@@ -403,7 +421,12 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let ceff = eff.compute(&gpu.kind, prec, is_moe);
     let t_lowp = tokens_mb_gpu * lowp / (prec.peak(perf) * 1e12 * ceff);
     let t_bf16 = tokens_mb_gpu * bf16 / (perf.bf16_tflops * 1e12 * ceff);
-    let t_compute_mb = t_lowp + t_bf16;
+    // Every microbatch also streams the GPU's weights through HBM twice (forward, data
+    // gradient) and reads and writes their gradient accumulators (weight gradient): what
+    // makes many small local experts (low EP) slow beyond their GEMM shapes.
+    let weights_gpu = dense_of(&busiest) + expert_of(&busiest);
+    let t_weights_mb = weights_gpu * (2.0 * 2.0 + 2.0 * grad_bytes) / (perf.hbm_tb_s * 1e12);
+    let t_compute_mb = t_lowp + t_bf16 + t_weights_mb;
     let t_recompute_mb =
         tokens_mb_gpu * 2.0 * recompute_macs / e_avg / (prec.peak(perf) * 1e12 * ceff);
     let t_attn_mb = tokens_mb_gpu * 6.0 * macs.attn / e_attn / (perf.bf16_tflops * 1e12 * ceff);
@@ -479,32 +502,14 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
             pp_total
         };
 
-    // Weights per pipeline rank: its layers' share, the embedding on the first, the LM head on
-    // the last, MTP layers where they are.
-    let dense_of = |r: &stages::RankLoad| {
-        (r.layers * arch.dense_params_per_layer()
-            + r.mtp * arch.mtp_params()
-            + if r.embedding { arch.vocab * h } else { 0.0 }
-            + if r.loss { arch.vocab * h } else { 0.0 })
-            / tp
-    };
-    let expert_of = |r: &stages::RankLoad| r.layers * arch.expert_params_per_layer() / (ep * etp);
-
-    // Data parallel, for the rank with the most weights.
-    let dense_local = loads.iter().map(dense_of).fold(0.0, f64::max);
-    let expert_local = loads.iter().map(expert_of).fold(0.0, f64::max);
-    let dp_dense = dp * cp;
-    let dp_expert = (world / (ep * etp * pp)).max(1.0);
-    let grad_bytes = if plan.ddp.grad_reduce_in_fp32 {
-        4.0
-    } else {
-        2.0
-    };
     let param_bytes = if plan.ddp.fp8_param_gather || plan.ddp.fp4_param_gather {
         1.0
     } else {
         2.0
     };
+    // Data parallel, for the rank with the most weights.
+    let dp_dense = dp * cp;
+    let dp_expert = (world / (ep * etp * pp)).max(1.0);
     let bw_dense = link_bw(perf, domain, tp, dp_dense, eff);
     let bw_expert = link_bw(perf, domain, ep * etp, dp_expert, eff);
     let reduce = |bytes: f64| {

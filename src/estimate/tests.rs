@@ -18,6 +18,8 @@ fn gpt(layers: f64, hidden: f64, heads: f64, seq: f64, vocab: f64) -> Arch {
         vocab,
         seq,
         gated: false,
+        window_layers: 0.0,
+        window_keys: 0.0,
         moe: None,
         mla: None,
         mtp_layers: 0.0,
@@ -256,4 +258,35 @@ fn a_gpu_kind_without_constants_is_a_usage_error() {
     let e = estimate(&p, &Efficiency::embedded().unwrap()).unwrap_err();
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().contains("perf"), "{e}");
+}
+
+/// MoE, MLA and sliding-window shapes against the ratio of model TFLOP/s to tokens/s in the
+/// Megatron-Bridge tables (26.06 rows): DeepSeek-V3 (MLA, MTP) 260.0 GFLOP/token, GPT-OSS 120B
+/// (every other layer a 128-token window) 32.6, Qwen3-235B-A22B 148.0, Qwen3-30B-A3B 23.0; and
+/// the models' published sizes (671B, 117B, 235B, 30.5B parameters).
+#[test]
+fn moe_mla_and_window_shapes_match_the_published_tables() {
+    for (recipe, gflop, params) in [
+        ("deepseek_v3", 260.0, 671e9),
+        ("gpt_oss_120b", 32.6, 117e9),
+        ("qwen3_235b_a22b", 148.0, 235e9),
+        ("qwen3_30b_a3b", 23.0, 30.5e9),
+    ] {
+        let p = plan_for(recipe, "h100x1024", None, &[]);
+        let a = Arch::from_model(&p.model);
+        let f = a.flops_per_token() / 1e9;
+        assert!(
+            close(f, gflop, 0.01),
+            "{recipe}: {f} GFLOP/token vs {gflop}"
+        );
+        let n = a.dense_params_total() + a.expert_params_total();
+        assert!(
+            close(n, params, 0.01),
+            "{recipe}: {n} parameters vs {params}"
+        );
+    }
+    // Without the window, GPT-OSS counts full causal attention in every layer.
+    let mut p = plan_for("gpt_oss_120b", "h100x1024", None, &[]);
+    p.model.window_size = None;
+    assert!(Arch::from_model(&p.model).flops_per_token() / 1e9 > 34.0);
 }

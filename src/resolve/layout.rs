@@ -307,6 +307,33 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             }));
         }
     }
+    if model.pipeline_model_parallel_layout.is_none()
+        && (model.account_for_embedding_in_pipeline_split
+            || model.account_for_loss_in_pipeline_split)
+    {
+        // Megatron-Core (TransformerConfig.__post_init__): the embedding and the loss count as
+        // layers, and the total must split evenly over PP, then over VPP per rank.
+        let slots = layers
+            + u64::from(model.account_for_embedding_in_pipeline_split)
+            + u64::from(model.account_for_loss_in_pipeline_split);
+        let per_rank = slots / pp;
+        if !slots.is_multiple_of(pp) || vpp.is_some_and(|v| !per_rank.is_multiple_of(v)) {
+            return Err(Error::usage(format!(
+                "num_layers {layers} plus the embedding and loss counted in the pipeline split ({slots}) must divide by pipeline_model_parallel_size {pp}{}",
+                vpp.map_or(String::new(), |v| format!(
+                    " and then by virtual_pipeline_model_parallel_size {v}"
+                ))
+            ))
+            .at_fields([
+                MODEL.num_layers,
+                MODEL.pipeline_model_parallel_size,
+                MODEL.virtual_pipeline_model_parallel_size,
+            ])
+            .help(format!(
+                "PP*VPP must divide {slots}, or set account_for_embedding/loss_in_pipeline_split to false and give model.pipeline_model_parallel_layout"
+            )));
+        }
+    }
     let seq = u64::from(model.seq_length);
     if cp > 1 && seq % (2 * cp) != 0 {
         return Err(Error::usage(format!("seq_length {seq} is not divisible by 2*context_parallel_size = {}", 2 * cp))
@@ -384,6 +411,31 @@ mod tests {
             expand_pipeline_layout("E|(t*0)*1000000000000000000|tL"),
             Ok(vec!["E".to_string(), String::new(), "tL".to_string()])
         );
+    }
+
+    /// Megatron-Core's rule for `account_for_*_in_pipeline_split`: Llama 3.1 405B's 126
+    /// layers plus embedding and loss are 128 slots, so PP16 VPP4 builds and PP8 VPP6 does not.
+    #[test]
+    fn accounted_embedding_and_loss_must_split_evenly() {
+        let model = |pp: u32, vpp: Option<u32>| ModelConfig {
+            num_layers: 126,
+            pipeline_model_parallel_size: pp,
+            virtual_pipeline_model_parallel_size: vpp,
+            account_for_embedding_in_pipeline_split: true,
+            account_for_loss_in_pipeline_split: true,
+            ..Default::default()
+        };
+        let train = TrainConfig {
+            global_batch_size: 64,
+            micro_batch_size: 1,
+            ..Default::default()
+        };
+        assert!(check(&model(16, Some(4)), &train, 64).is_ok());
+        assert!(check(&model(8, Some(8)), &train, 64).is_ok());
+        let e = check(&model(8, Some(6)), &train, 64).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("128"), "{e}");
+        assert!(check(&model(6, None), &train, 60).is_err());
     }
 
     #[test]

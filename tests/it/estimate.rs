@@ -207,6 +207,11 @@ fn layout_sets(tp: u32, pp: u32, cp: u32, mbs: u32, gbs: u32) -> Vec<String> {
     }
     .sets();
     s.push(format!("train.global_batch_size={gbs}"));
+    // Data-parallel replicas, not Megatron-FSDP: FSDP gathers every weight each microbatch
+    // over the DP group, and a group that outgrows the NVLink domain (two NVL72 racks instead
+    // of one) really can lose more per GPU than the extra GPUs add.
+    s.push("ddp.use_megatron_fsdp=false".into());
+    s.push("ddp.data_parallel_sharding_strategy=no_shard".into());
     s
 }
 
