@@ -582,6 +582,21 @@ pub const README_PRETRAIN: &[&str] = &[
     "HF_TOKEN",
 ];
 
+/// A job's flags that `ovlaunch plan` takes: the launch-only `--launcher` (which decides how
+/// ranks start, not the plan) left out.
+fn plan_flags(args: &[String]) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--launcher" {
+            it.next();
+        } else {
+            out.push(a.as_str());
+        }
+    }
+    out
+}
+
 /// The trainer argv in a rendered script: bash evaluates the `srun` command with `srun`
 /// defined as a function that prints its arguments, and the words after the rank runtime's
 /// `--` from `python` on are the trainer's.
@@ -917,7 +932,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let mut refused = BTreeMap::new();
     for c in &cases {
         let mut args: Vec<&str> = vec!["plan"];
-        args.extend(c.args.iter().map(String::as_str));
+        args.extend(plan_flags(&c.args));
         args.extend(["-o", "json"]);
         let o = run_env(&args, &c.env);
         if !o.status.success() {
@@ -953,12 +968,13 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             // A job refused for its `--set`s: Bridge gets the recipe the job without them
             // runs, plus the words ovlaunch writes for those `--set`s (its Hydra grammar).
             let (mut rest, mut sets) = (Vec::new(), Vec::new());
-            let mut it = c.args.iter();
+            let plan_args = plan_flags(&c.args);
+            let mut it = plan_args.iter();
             while let Some(a) = it.next() {
-                if a == "--set" {
-                    sets.push(it.next().unwrap().clone());
+                if *a == "--set" {
+                    sets.push(it.next().unwrap().to_string());
                 } else {
-                    rest.push(a.as_str());
+                    rest.push(*a);
                 }
             }
             if !sets.is_empty() {
