@@ -55,7 +55,20 @@ pub struct SectionDef {
     /// Bridge's class, `module.Class` (the `_target_` of the section's typed form).
     pub class: &'static str,
     pub names: &'static [&'static str],
+    /// The values every shipped Bridge recipe function holds alike (JSON text), by field;
+    /// a field whose value differs between recipes (or names a directory) is not here.
+    pub recipe: &'static [(&'static str, &'static str)],
     pub fields: &'static [Field],
+}
+
+impl SectionDef {
+    /// The value every shipped recipe holds for `field`, if they all hold the same.
+    pub fn recipe_value(&self, field: &str) -> Option<Value> {
+        self.recipe
+            .iter()
+            .find(|(f, _)| *f == field)
+            .and_then(|(_, v)| serde_json::from_str(v).ok())
+    }
 }
 
 /// The section called `name`.

@@ -539,7 +539,11 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                 var,
                 Action::Drop,
                 format!("dispatcher is {backend}, not hybridep: no HybridEP topology"),
-                EP_TRIGGERS,
+                // Removed only when the user switches the dispatcher away from HybridEP
+                // (`apply_target_topology_environment`); an EP change alone leaves a recipe's
+                // values, which no other dispatcher reads (`_apply_flat_cli_environment_compatibility`
+                // re-derives the rank count only for a HybridEP recipe).
+                DISPATCHER_TRIGGERS,
             );
         }
     }

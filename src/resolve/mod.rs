@@ -116,6 +116,8 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     };
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
+    // Bridge's own checks of the pass-through sections (their `finalize()`).
+    validate::bridge_sections(&l.cfg.bridge)?;
     let trainer_call = trainer::call(
         inp.recipe,
         choice.variant,

@@ -229,3 +229,188 @@ pub fn gpu_supports_precision(
     .at_fields(field)
     .help("use --precision bf16 on this GPU, or a GPU kind that has the unit"))
 }
+
+/// Bridge's own checks of its pass-through sections (`finalize()` of `SchedulerConfig`,
+/// `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`, which `runtime_config_update`
+/// runs), with Bridge's messages. A field's value is the one set (recipe file, plugin or
+/// `--set`), else the one every shipped Bridge recipe holds (`SectionDef::recipe`); a check
+/// whose inputs are not known that way is left to Bridge.
+pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()> {
+    use crate::config::bridge;
+    let get = |section: &str, field: &str| -> Option<serde_json::Value> {
+        sections
+            .get(section, field)
+            .cloned()
+            .or_else(|| bridge::section(section)?.recipe_value(field))
+    };
+    let truthy = |v: &Option<serde_json::Value>| match v {
+        Some(serde_json::Value::Bool(b)) => Some(*b),
+        Some(serde_json::Value::Null) => Some(false),
+        Some(serde_json::Value::String(s)) => Some(!s.is_empty()),
+        Some(serde_json::Value::Number(n)) => Some(n.as_f64() != Some(0.0)),
+        Some(serde_json::Value::Array(a)) => Some(!a.is_empty()),
+        Some(serde_json::Value::Object(m)) => Some(!m.is_empty()),
+        None => None,
+    };
+    let num = |v: &Option<serde_json::Value>| v.as_ref().and_then(serde_json::Value::as_f64);
+    let fail = |msg: String, fields: &str| Err(Error::config(msg).at_fields(fields));
+
+    // scheduler (SchedulerConfig.finalize)
+    let s = |f: &str| get("scheduler", f);
+    if let Some(m) = num(&s("max_steps"))
+        && m <= 0.0
+    {
+        return fail(
+            format!("scheduler.max_steps must be positive, got {m}."),
+            "scheduler.max_steps",
+        );
+    }
+    if let Some(start) = num(&s("start_weight_decay")) {
+        if start < 0.0 {
+            return fail(
+                "start_weight_decay should be positive.".into(),
+                "scheduler.start_weight_decay",
+            );
+        }
+        if let Some(end) = num(&s("end_weight_decay"))
+            && end < start
+        {
+            return fail(
+                format!("end_weight_decay ({end}) must be >= start_weight_decay ({start})"),
+                "scheduler.start_weight_decay, scheduler.end_weight_decay",
+            );
+        }
+    }
+    if truthy(&s("override_opt_param_scheduler")) == Some(true)
+        && truthy(&s("use_checkpoint_opt_param_scheduler")) == Some(true)
+    {
+        return fail(
+            "both override and use-checkpoint are set.".into(),
+            "scheduler.override_opt_param_scheduler, scheduler.use_checkpoint_opt_param_scheduler",
+        );
+    }
+    let is_set = |v: Option<serde_json::Value>| v.map(|v| !v.is_null());
+    let nonzero = |v: Option<serde_json::Value>| num(&v).map(|x| x != 0.0);
+    let iters = [
+        is_set(s("lr_decay_iters")),
+        nonzero(s("lr_warmup_iters")),
+        is_set(s("lr_wsd_decay_iters")),
+    ];
+    let samples = [
+        is_set(s("lr_decay_samples")),
+        nonzero(s("lr_warmup_samples")),
+        is_set(s("lr_wsd_decay_samples")),
+    ];
+    if iters.iter().chain(&samples).all(Option::is_some)
+        && iters.contains(&Some(true))
+        && samples.contains(&Some(true))
+    {
+        return fail(
+            "Cannot mix iteration-based and sample-based scheduler fields. Use either iteration fields OR sample fields, not both.".into(),
+            "scheduler.lr_decay_iters, scheduler.lr_warmup_iters, scheduler.lr_wsd_decay_iters, scheduler.lr_decay_samples, scheduler.lr_warmup_samples, scheduler.lr_wsd_decay_samples",
+        );
+    }
+    if is_set(s("lr_warmup_fraction")) == Some(true)
+        && (nonzero(s("lr_warmup_iters")) == Some(true)
+            || nonzero(s("lr_warmup_samples")) == Some(true))
+    {
+        return fail(
+            "Cannot specify lr_warmup_fraction with lr_warmup_iters or lr_warmup_samples. Use either lr_warmup_fraction OR lr_warmup_iters OR lr_warmup_samples.".into(),
+            "scheduler.lr_warmup_fraction, scheduler.lr_warmup_iters, scheduler.lr_warmup_samples",
+        )
+        .map_err(|e| e.help("Bridge's recipe sets lr_warmup_iters: also --set scheduler.lr_warmup_iters=0"));
+    }
+
+    // checkpoint (CheckpointConfig.finalize)
+    let c = |f: &str| get("checkpoint", f);
+    if truthy(&c("async_save")) == Some(true) {
+        if is_set(c("save")) == Some(false) {
+            return fail(
+                "async_save is enabled, but save is not set. Set save to a valid path.".into(),
+                "checkpoint.async_save, checkpoint.save",
+            );
+        }
+        if truthy(&c("use_persistent_ckpt_worker")) == Some(false) {
+            return fail(
+                "async_save requires use_persistent_ckpt_worker=True.".into(),
+                "checkpoint.async_save, checkpoint.use_persistent_ckpt_worker",
+            );
+        }
+    }
+    if truthy(&c("also_save_hf_checkpoint")) == Some(true) {
+        if c("ckpt_format").as_ref().and_then(|v| v.as_str()) == Some("fsdp_dtensor") {
+            return fail(
+                "also_save_hf_checkpoint=True is not supported together with ckpt_format='fsdp_dtensor'. Use ckpt_format='torch_dist' when exporting additional HF weights during training.".into(),
+                "checkpoint.also_save_hf_checkpoint, checkpoint.ckpt_format",
+            );
+        }
+        if c("non_persistent_ckpt_type")
+            .as_ref()
+            .and_then(|v| v.as_str())
+            == Some("local")
+        {
+            return fail(
+                "also_save_hf_checkpoint=True is not compatible with local non-persistent checkpoints. Use non_persistent_ckpt_type='global' or disable non-persistent saving.".into(),
+                "checkpoint.also_save_hf_checkpoint, checkpoint.non_persistent_ckpt_type",
+            );
+        }
+    }
+    if truthy(&c("dist_ckpt_optim_fully_reshardable")) == Some(true)
+        && truthy(&c("distrib_optim_fully_reshardable_mem_efficient")) == Some(true)
+    {
+        return fail(
+            "distrib_optim_fully_reshardable_mem_efficient requires use_gloo_process_groups".into(),
+            "checkpoint.dist_ckpt_optim_fully_reshardable, checkpoint.distrib_optim_fully_reshardable_mem_efficient",
+        );
+    }
+
+    // logger (LoggerConfig.finalize)
+    let l = |f: &str| get("logger", f);
+    if truthy(&l("mlflow_experiment")) == Some(true) && truthy(&l("mlflow_run_name")) == Some(false)
+    {
+        return fail(
+            "Set logger.mlflow_run_name when enabling MLFlow logging.".into(),
+            "logger.mlflow_experiment, logger.mlflow_run_name",
+        );
+    }
+    if truthy(&l("comet_project")) == Some(true)
+        && truthy(&l("comet_experiment_name")) == Some(false)
+    {
+        return fail(
+            "Set logger.comet_experiment_name when enabling Comet ML logging.".into(),
+            "logger.comet_project, logger.comet_experiment_name",
+        )
+        .map_err(|e| e.help("with the comet plugin: --plugin comet:project=P,name=RUN"));
+    }
+
+    // profiling (ProfilingConfig.finalize)
+    let p = |f: &str| get("profiling", f);
+    if truthy(&p("use_pytorch_profiler")) == Some(true)
+        && truthy(&p("use_nsys_profiler")) == Some(true)
+    {
+        return fail(
+            "Exactly one of pytorch or nsys profiler should be enabled, not both, when ProfilingConfig is active.".into(),
+            "profiling.use_pytorch_profiler, profiling.use_nsys_profiler",
+        );
+    }
+    let (start, end) = (num(&p("profile_step_start")), num(&p("profile_step_end")));
+    for (name, v) in [("profile_step_start", start), ("profile_step_end", end)] {
+        if let Some(x) = v
+            && x < 0.0
+        {
+            return fail(
+                format!("{name} must be >= 0, got {x}"),
+                &format!("profiling.{name}"),
+            );
+        }
+    }
+    if let (Some(start), Some(end)) = (start, end)
+        && end < start
+    {
+        return fail(
+            format!("profile_step_end ({end}) must be >= profile_step_start ({start})"),
+            "profiling.profile_step_start, profiling.profile_step_end",
+        );
+    }
+    Ok(())
+}

@@ -208,6 +208,74 @@ fn extra_cases() -> Vec<Case> {
                 "env_vars.NCCL_DEBUG=INFO",
             ],
         ),
+        // Bridge's section checks (their finalize()): ovlaunch refuses first, Bridge too
+        c(
+            "refuse-profile-steps",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "profiling.use_pytorch_profiler=true",
+                "--set",
+                "profiling.profile_step_start=20",
+            ],
+        ),
+        c(
+            "refuse-comet-without-name",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "logger.comet_project=proof",
+            ],
+        ),
+        c(
+            "refuse-async-save-without-save",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "checkpoint.async_save=true",
+            ],
+        ),
+        c(
+            "refuse-warmup-fraction-and-iters",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "scheduler.lr_warmup_fraction=0.01",
+            ],
+        ),
+        c(
+            "refuse-iters-and-samples",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "scheduler.lr_warmup_samples=1000",
+            ],
+        ),
         c(
             "set-precision-field",
             "h100",
@@ -513,6 +581,21 @@ pub const README_PRETRAIN: &[&str] = &[
     "--env",
     "HF_TOKEN",
 ];
+
+/// A job's flags that `ovlaunch plan` takes: the launch-only `--launcher` (which decides how
+/// ranks start, not the plan) left out.
+fn plan_flags(args: &[String]) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--launcher" {
+            it.next();
+        } else {
+            out.push(a.as_str());
+        }
+    }
+    out
+}
 
 /// The trainer argv in a rendered script: bash evaluates the `srun` command with `srun`
 /// defined as a function that prints its arguments, and the words after the rank runtime's
@@ -849,7 +932,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let mut refused = BTreeMap::new();
     for c in &cases {
         let mut args: Vec<&str> = vec!["plan"];
-        args.extend(c.args.iter().map(String::as_str));
+        args.extend(plan_flags(&c.args));
         args.extend(["-o", "json"]);
         let o = run_env(&args, &c.env);
         if !o.status.success() {
@@ -876,12 +959,42 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                         .and_then(|v| v.bridge_recipe.clone())
                 })
                 .unwrap_or_else(|| c.id.clone());
-            vec![
+            let mut argv: Vec<String> = vec![
                 "python".into(),
                 "run_recipe.py".into(),
                 "--recipe".into(),
                 name,
-            ]
+            ];
+            // A job refused for its `--set`s: Bridge gets the recipe the job without them
+            // runs, plus the words ovlaunch writes for those `--set`s (its Hydra grammar).
+            let (mut rest, mut sets) = (Vec::new(), Vec::new());
+            let plan_args = plan_flags(&c.args);
+            let mut it = plan_args.iter();
+            while let Some(a) = it.next() {
+                if *a == "--set" {
+                    sets.push(it.next().unwrap().to_string());
+                } else {
+                    rest.push(*a);
+                }
+            }
+            if !sets.is_empty() {
+                rest.extend(["-o", "json"]);
+                let mut args = vec!["plan"];
+                args.extend(rest);
+                let o = run_env(&args, &c.env);
+                assert!(
+                    o.status.success(),
+                    "{}: without its --set: {}",
+                    c.id,
+                    stderr(&o)
+                );
+                let base: Value = serde_json::from_slice(&o.stdout).unwrap();
+                argv[3] = base["trainer"]["recipe"].as_str().unwrap().to_string();
+                for set in ovlaunch::resolve::overrides::parse_sets(&sets).unwrap() {
+                    argv.push(ovlaunch::hydra::word(&set.path(), &set.value));
+                }
+            }
+            argv
         } else {
             let dir = job_dir(&c.id);
             let mut a: Vec<&str> = c.args.iter().map(String::as_str).collect();
@@ -993,7 +1106,33 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 c.id,
                 refused[&c.id].lines().next().unwrap_or("")
             )),
-            (None, false) => {}
+            (None, false) if c.id.starts_with("refuse-") => {
+                // with Bridge's reason: the start of ovlaunch's message is in Bridge's
+                let first = refused[&c.id].lines().next().unwrap_or("");
+                let reason = first
+                    .strip_prefix("error: ")
+                    .and_then(|r| r.split_once(": "))
+                    .map_or(first, |(_, m)| m);
+                let start: String = reason.chars().take(30).collect();
+                let theirs = b["error"].as_str().unwrap_or("");
+                if !theirs.contains(&start) {
+                    report.push(format!(
+                        "{}: refused for another reason: ovlaunch `{reason}`, Bridge `{theirs}`",
+                        c.id
+                    ));
+                }
+            }
+            (None, false) => eprintln!(
+                "refused by both: {}: ovlaunch: {} / Bridge: {}",
+                c.id,
+                refused[&c.id].lines().next().unwrap_or(""),
+                b["error"]
+                    .as_str()
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ),
         }
     }
     eprintln!(

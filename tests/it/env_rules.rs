@@ -1467,3 +1467,29 @@ fn explicit_env_wins_over_determinism() {
     assert_eq!(p["env_unset"]["REMOVE_ME"], "user");
     assert_eq!(p["env_drop_from_recipe"]["REMOVE_ME"], "gone");
 }
+
+/// An EP change on a recipe whose dispatcher is not HybridEP leaves the recipe's HybridEP
+/// values (Bridge's flat CLI re-derives the rank count only for a HybridEP recipe; the names
+/// are inert on other dispatchers); switching the dispatcher away removes them
+/// (`topology_is_removed_when_hybridep_is_switched_off`).
+#[test]
+fn an_ep_change_without_hybridep_keeps_the_recipes_topology_values() {
+    let text = MOE_RECIPE.replace(
+        "moe_flex_dispatcher_backend: hybridep",
+        "moe_flex_dispatcher_backend: deepep",
+    );
+    let p = plan_of(
+        &text,
+        "b200x64",
+        &["model.expert_model_parallel_size=16"],
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        val(&p, "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"),
+        Some("8")
+    );
+    assert_eq!(val(&p, "NVLINK_DOMAIN_SIZE"), Some("8"));
+    assert!(p.env_drop_from_recipe.is_empty());
+}
