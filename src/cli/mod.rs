@@ -165,9 +165,8 @@ pub enum Command {
     Status {
         #[command(flatten)]
         job: jobs::JobArgs,
-        /// Output format.
-        #[arg(long, short = 'o', value_enum, default_value_t = Output::Yaml)]
-        output: Output,
+        #[command(flatten)]
+        output: output::OutputArg,
     },
     /// Print a job's output.
     Logs {

@@ -1,7 +1,7 @@
 //! `--output text|json` and the JSON shapes of the commands whose text form is a table or a
 //! message. Each shape is a struct here, so its keys are stated once and stay stable: a key
 //! is always present (`null` when it does not apply), and a key is only ever added.
-//! `plan` (`-o yaml|json`), `status`, `estimate` and `tune` serialise their own values;
+//! `plan` (`-o yaml|json`), `estimate` and `tune` serialise their own values;
 //! `env --format json` (also `-o json`) is the env dump. Whole-run snapshots of every shape
 //! are in the integration tests (`json_outputs`).
 

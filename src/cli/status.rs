@@ -1,22 +1,23 @@
 //! `ovlaunch status JOB`: the job's state from its backend, mapped to one table, with its
 //! exit code.
 
+use super::Printer;
 use super::jobs::JobArgs;
-use super::{Output, Printer, output};
+use super::output::{self, Format, OutputArg};
 use crate::backend::state::Phase;
 use crate::backend::{self, record};
 use crate::error::Result;
 
-pub fn run(p: &Printer, args: &JobArgs, output: Output) -> Result<i32> {
+pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
     let (dir, rec) = record::find(&args.root()?, &args.job)?;
     let st = backend::of(&rec)?.status(&rec)?;
-    match output {
-        Output::Json => p.json(&output::Status {
+    match out.output {
+        Format::Json => p.json(&output::Status {
             job_name: &rec.job_name,
             job_dir: dir.display().to_string(),
             status: &st,
         })?,
-        Output::Yaml => p.data(&format!(
+        Format::Text => p.data(&format!(
             "{} {} {} exit={}{}{} (from {}; {})\n",
             st.job_id,
             rec.job_name,
