@@ -101,6 +101,19 @@ def fields_of(section: str, cls) -> list[tuple[str, str, bool]]:
     return out
 
 
+def shipped_configs():
+    """(function name, ConfigContainer) for every performance recipe function the catalogue
+    ships, each built on its own (faked) GPU kind."""
+    for prefix, family, _ in gen_recipes.MODELS.values():
+        module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
+        for fn in sorted(n for n in dir(module) if n.startswith(prefix) and n.endswith("_config")):
+            m = probe.BENCHMARK_NAME.search(fn)
+            if not m or m["hardware"] not in gen_recipes.GPU_KINDS:
+                continue
+            probe.ovlaunch_stubs.fake_gpu(m["hardware"])
+            yield fn, getattr(module, fn)()
+
+
 def recipe_values() -> dict[str, dict[str, str]]:
     """Per section, the fields whose value is the same in every shipped recipe function (JSON
     text), which ovlaunch's checks of Bridge's section rules read. A value that names the
@@ -109,21 +122,14 @@ def recipe_values() -> dict[str, dict[str, str]]:
     import os
 
     seen: dict[tuple[str, str], set[str]] = {}
-    for _, (prefix, family, _) in gen_recipes.MODELS.items():
-        module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
-        for fn in sorted(n for n in dir(module) if n.startswith(prefix) and n.endswith("_config")):
-            m = probe.BENCHMARK_NAME.search(fn)
-            if not m or m["hardware"] not in gen_recipes.GPU_KINDS:
+    for _, cfg in shipped_configs():
+        for section, cls in SECTIONS.items():
+            obj = getattr(cfg, section)
+            if obj is None:
                 continue
-            probe.ovlaunch_stubs.fake_gpu(m["hardware"])
-            cfg = getattr(module, fn)()
-            for section, cls in SECTIONS.items():
-                obj = getattr(cfg, section)
-                if obj is None:
-                    continue
-                for name, _, _ in fields_of(section, cls):
-                    v = getattr(obj, name)
-                    seen.setdefault((section, name), set()).add(json.dumps(probe.plain(v), sort_keys=True))
+            for name, _, _ in fields_of(section, cls):
+                v = getattr(obj, name)
+                seen.setdefault((section, name), set()).add(json.dumps(probe.plain(v), sort_keys=True))
     out: dict[str, dict[str, str]] = {s: {} for s in SECTIONS}
     for (section, name), vals in seen.items():
         if len(vals) == 1:
@@ -136,21 +142,14 @@ def recipe_values() -> dict[str, dict[str, str]]:
 def check_recipe_classes() -> list[str]:
     """Every shipped performance recipe function holds exactly these classes (and no `ft`)."""
     problems = []
-    for name, (prefix, family, _) in gen_recipes.MODELS.items():
-        module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
-        for fn in sorted(n for n in dir(module) if n.startswith(prefix) and n.endswith("_config")):
-            m = probe.BENCHMARK_NAME.search(fn)
-            if not m or m["hardware"] not in gen_recipes.GPU_KINDS:
-                continue
-            probe.ovlaunch_stubs.fake_gpu(m["hardware"])
-            cfg = getattr(module, fn)()
-            for section, cls in SECTIONS.items():
-                v = getattr(cfg, section)
-                if section == "ft":
-                    if v is not None:
-                        problems.append(f"{fn}: sets ft (ovlaunch assumes Bridge's recipes leave it None)")
-                elif type(v) is not cls:
-                    problems.append(f"{fn}: {section} is a {type(v).__name__}, not a {cls.__name__}")
+    for fn, cfg in shipped_configs():
+        for section, cls in SECTIONS.items():
+            v = getattr(cfg, section)
+            if section == "ft":
+                if v is not None:
+                    problems.append(f"{fn}: sets ft (ovlaunch assumes Bridge's recipes leave it None)")
+            elif type(v) is not cls:
+                problems.append(f"{fn}: {section} is a {type(v).__name__}, not a {cls.__name__}")
     return problems
 
 

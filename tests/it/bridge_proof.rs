@@ -616,23 +616,7 @@ fn trainer_argv(script: &str) -> Vec<String> {
         }
     }
     assert!(!block.is_empty(), "no srun line in:\n{script}");
-    let prog = format!("srun() {{ printf '%s\\0' \"$@\"; }}\n{block}");
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(&prog)
-        .output()
-        .expect("bash");
-    assert!(
-        out.status.success(),
-        "bash: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let words: Vec<String> = out
-        .stdout
-        .split(|b| *b == 0)
-        .filter(|w| !w.is_empty())
-        .map(|w| String::from_utf8_lossy(w).into_owned())
-        .collect();
+    let words = words_bash_passes("srun", &block);
     let start = words
         .iter()
         .position(|w| w == "python")
@@ -1159,23 +1143,7 @@ fn the_readme_pretraining_example_is_the_proofs_job() {
     let open = rest.find("```bash\n").expect("a bash block") + "```bash\n".len();
     let close = open + rest[open..].find("```").expect("the block ends");
     let block = &rest[open..close];
-    let prog = format!("ovlaunch() {{ printf '%s\\0' \"$@\"; }}\n{block}");
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(&prog)
-        .output()
-        .expect("bash");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let words: Vec<String> = out
-        .stdout
-        .split(|b| *b == 0)
-        .filter(|w| !w.is_empty())
-        .map(|w| String::from_utf8_lossy(w).into_owned())
-        .collect();
+    let words = words_bash_passes("ovlaunch", block);
     assert_eq!(
         words.first().map(String::as_str),
         Some("submit"),

@@ -97,6 +97,23 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The words real bash passes to `command` when it runs `script`: `command` is defined as a
+/// function printing each argument NUL-terminated, so quoting is bash's own, not a re-parse.
+pub fn words_bash_passes(command: &str, script: &str) -> Vec<String> {
+    let prog = format!("{command}() {{ printf '%s\\0' \"$@\"; }}\n{script}");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&prog)
+        .output()
+        .expect("bash");
+    assert!(out.status.success(), "bash: {}", stderr(&out));
+    out.stdout
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect()
+}
+
 /// Runs with `env` and expects success; returns stdout.
 pub fn ok_env(args: &[&str], env: &[(&str, &str)]) -> String {
     let o = run_env(args, env);

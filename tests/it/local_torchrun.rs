@@ -8,11 +8,20 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
-/// `torchrun --standalone` (a single-machine run) always serves its rendezvous on
-/// localhost:29400 (torch 1.13), so the runs of these tests take turns.
-fn turn() -> MutexGuard<'static, ()> {
+/// A test's turn with the real torchrun, or `None` (the test passes, saying so) when torchrun
+/// is not installed outside CI. `torchrun --standalone` (a single-machine run) always serves
+/// its rendezvous on localhost:29400 (torch 1.13), so the runs of these tests take turns.
+fn torchrun_turn() -> Option<MutexGuard<'static, ()>> {
+    if which::which("torchrun").is_err() {
+        assert!(
+            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
+            "torchrun is required in CI (.ci/install.sh torch)"
+        );
+        eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
+        return None;
+    }
     static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
+    Some(TURN.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// `ovlaunch submit --executor local` of the tiny recipe on two CPU ranks.
@@ -54,15 +63,9 @@ fn read_json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn local_executor_runs_real_torchrun() {
-    if which::which("torchrun").is_err() {
-        assert!(
-            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
-            "torchrun is required in CI (.ci/install.sh torch)"
-        );
-        eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
+    let Some(_turn) = torchrun_turn() else {
         return;
-    }
-    let _turn = turn();
+    };
     let dir = tempfile::tempdir().unwrap();
     let o = run_local(
         dir.path(),
@@ -102,15 +105,9 @@ fn local_executor_runs_real_torchrun() {
 /// (the negative control) the same script fails.
 #[test]
 fn the_torchrun_command_writes_the_job_directory_its_script_runs() {
-    if which::which("torchrun").is_err() {
-        assert!(
-            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
-            "torchrun is required in CI (.ci/install.sh torch)"
-        );
-        eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
+    let Some(_turn) = torchrun_turn() else {
         return;
-    }
-    let _turn = turn();
+    };
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("jobs");
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
@@ -175,15 +172,9 @@ fn the_torchrun_command_writes_the_job_directory_its_script_runs() {
 /// stderr.
 #[test]
 fn local_submit_json_keeps_stdout_for_the_answer() {
-    if which::which("torchrun").is_err() {
-        assert!(
-            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
-            "torchrun is required in CI (.ci/install.sh torch)"
-        );
-        eprintln!("skipping: torchrun not installed (run .ci/install.sh torch)");
+    let Some(_turn) = torchrun_turn() else {
         return;
-    }
-    let _turn = turn();
+    };
     let dir = tempfile::tempdir().unwrap();
     let job = dir.path().join("job");
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
