@@ -234,6 +234,20 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
     }
 }
 
+/// A help line: "did you mean `a`? REST", or REST alone when no candidate is close.
+pub fn did_you_mean_then<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    rest: impl std::fmt::Display,
+) -> String {
+    let close = did_you_mean(word, candidates);
+    if close.is_empty() {
+        rest.to_string()
+    } else {
+        format!("{close} {rest}")
+    }
+}
+
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result, did_you_mean_then};
 
 /// One GPU kind's row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,14 +152,17 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
     let gpu = kinds.iter().find(|k| k.kind == kind_name).ok_or_else(|| {
         Error::usage(format!("unknown GPU kind `{kind_name}`"))
             .at_flag("--gpus")
-            .help(format!(
-                "{} known kinds: {}",
-                did_you_mean(kind_name, kinds.iter().map(|k| k.kind.as_str())),
-                kinds
-                    .iter()
-                    .map(|k| k.kind.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+            .help(did_you_mean_then(
+                kind_name,
+                kinds.iter().map(|k| k.kind.as_str()),
+                format!(
+                    "known kinds: {}",
+                    kinds
+                        .iter()
+                        .map(|k| k.kind.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ))
     })?;
     let count: u32 = count_text.parse().map_err(|_| {

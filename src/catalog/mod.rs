@@ -7,7 +7,7 @@ pub mod embedded;
 pub mod hardware;
 pub mod recipe;
 
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result, did_you_mean_then};
 use crate::yaml;
 pub use hardware::{GpuKind, Hardware};
 pub use recipe::Recipe;
@@ -89,9 +89,10 @@ impl Catalog {
                 });
                 Error::usage(format!("unknown recipe `{name}`"))
                     .at_flag("--recipe")
-                    .help(format!(
-                        "{} run `ovlaunch recipes` for the list, or pass a recipe file path",
-                        did_you_mean(name, names)
+                    .help(did_you_mean_then(
+                        name,
+                        names,
+                        "run `ovlaunch recipes` for the list, or pass a recipe file path",
                     ))
             })?;
         match &src.text {

@@ -131,13 +131,15 @@ impl Sections {
 /// floats). The message names the field and, for an unknown one, close matches.
 pub fn check(def: &SectionDef, field: &str, value: Value) -> Result<Value, String> {
     let Some(f) = def.fields.iter().find(|f| f.name == field) else {
-        let close = crate::error::did_you_mean(field, def.names.iter().copied());
         return Err(format!(
-            "unknown field `{field}` in `{}` (Bridge's {}): {close}{}see `ovlaunch fields {}`",
+            "unknown field `{field}` in `{}` (Bridge's {}): {}",
             def.name,
             def.class,
-            if close.is_empty() { "" } else { " " },
-            def.name
+            crate::error::did_you_mean_then(
+                field,
+                def.names.iter().copied(),
+                format_args!("see `ovlaunch fields {}`", def.name),
+            )
         ));
     };
     if crate::secret::is_secret_name(field) {

@@ -17,7 +17,7 @@ use crate::config::{
     COMM_OVERLAP, CommOverlapConfig, DDP, DdpConfig, MODEL, ModelConfig, OPTIMIZER,
     OptimizerConfig, Targets,
 };
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result, did_you_mean_then};
 use crate::plan::decision::{Decision, Source, Trace};
 use crate::version::Stack;
 
@@ -101,9 +101,10 @@ pub fn resolve_preset(cfg: Option<&Value>) -> Result<Option<Value>> {
             Some(p) => Ok(Some(userbuffers::preset_to_dict(p))),
             None => Err(Error::usage(format!("unknown userbuffers preset `{name}`"))
                 .at_fields(COMM_OVERLAP.tp_comm_overlap_cfg)
-                .help(format!(
-                    "{} (run `ovlaunch presets` for the list)",
-                    did_you_mean(name, userbuffers::preset_names())
+                .help(did_you_mean_then(
+                    name,
+                    userbuffers::preset_names(),
+                    "run `ovlaunch presets` for the list",
                 ))),
         },
         Some(Value::Object(map)) => userbuffers::preset_from_mapping(map)

@@ -10,7 +10,7 @@ use super::overrides::SetOverride;
 use crate::catalog::Hardware;
 use crate::catalog::recipe::{PRECISIONS, Recipe, Variant};
 use crate::config::{ConfigContainer, MixedPrecisionConfig};
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result, did_you_mean_then};
 use crate::plan::decision::{Decision, Source};
 
 /// Provenance of every `section.field` that a recipe layer or a flag wrote.
@@ -75,10 +75,10 @@ pub fn choose<'r>(
     {
         return Err(Error::usage(format!("unknown precision `{p}`"))
             .at_flag("--precision")
-            .help(format!(
-                "{} precisions: {}",
-                did_you_mean(p, PRECISIONS.iter().copied()),
-                PRECISIONS.join(", ")
+            .help(did_you_mean_then(
+                p,
+                PRECISIONS.iter().copied(),
+                format!("precisions: {}", PRECISIONS.join(", ")),
             )));
     }
     if recipe.variants.is_empty() {

@@ -285,7 +285,8 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         return Err(Error::usage(
             "virtual_pipeline_model_parallel_size must be at least 1 or null",
         )
-        .at_fields(MODEL.virtual_pipeline_model_parallel_size));
+        .at_fields(MODEL.virtual_pipeline_model_parallel_size)
+        .help("null for no virtual pipeline, or the number of model chunks per pipeline stage"));
     }
     check_pipeline_layout(model, pp, vpp)?;
     if model.pipeline_model_parallel_layout.is_none()

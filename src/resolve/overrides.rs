@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::config::{self, CommOverlapConfig, ConfigContainer, MixedPrecisionConfig};
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result, did_you_mean_then};
 use crate::rank::names::{ENV_NAME_RULE, valid_env_name};
 use crate::yaml;
 
@@ -99,10 +99,13 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     let Some(fields) = config::section_fields(&section) else {
         return Err(Error::usage(format!("unknown section `{section}`"))
             .at_flag(flag)
-            .help(format!(
-                "{} sections: {}",
-                did_you_mean(&section, config::sections()),
-                config::sections().collect::<Vec<_>>().join(", ")
+            .help(did_you_mean_then(
+                &section,
+                config::sections(),
+                format!(
+                    "sections: {}",
+                    config::sections().collect::<Vec<_>>().join(", ")
+                ),
             )));
     };
     if let (Some(f), Some(known)) = (&field, fields)
@@ -111,9 +114,10 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     {
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
             .at_flag(flag)
-            .help(format!(
-                "{} see `ovlaunch fields {section}`",
-                did_you_mean(f, known.iter().copied())
+            .help(did_you_mean_then(
+                f,
+                known.iter().copied(),
+                format!("see `ovlaunch fields {section}`"),
             )));
     }
     if field.is_none()
@@ -150,8 +154,11 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     }
     crate::input::check_no_nul("a --set value", text).map_err(|e| e.at_flag(flag.clone()))?;
     if let Some(f) = &field {
-        value =
-            typed(&section, f, value, text).map_err(|m| Error::usage(m).at_flag(flag.clone()))?;
+        value = typed(&section, f, value, text).map_err(|m| {
+            Error::usage(m)
+                .at_flag(flag.clone())
+                .help("the value after `=` is read as YAML: e.g. 4, 3e-4, true, null or text")
+        })?;
         if section == "env_vars"
             && let Ok(entry) = serde_json::from_value::<config::EnvScalar>(value.clone())
             && let Some(why) = crate::input::EnvText::refusal(&entry, f)
