@@ -772,19 +772,13 @@ const MLA_ONLY: &[&str] = &[
     "v_head_dim",
 ];
 
-/// The sections compared: ovlaunch's resolved ones, then Bridge's pass-through ones (where
-/// the plan reports only what was set).
+/// The sections compared: every addressable section of the library (its resolved ones, then
+/// Bridge's pass-through ones, where the plan reports only what was set), less `env_vars`,
+/// which is compared as the trainer's environment.
 fn sections() -> Vec<&'static str> {
-    let mut v = vec![
-        "model",
-        "train",
-        "ddp",
-        "optimizer",
-        "comm_overlap",
-        "mixed_precision",
-    ];
-    v.extend(ovlaunch::config::bridge::SECTIONS.iter().map(|s| s.name));
-    v
+    ovlaunch::config::sections()
+        .filter(|s| *s != "env_vars")
+        .collect()
 }
 
 fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Value) -> Vec<String> {

@@ -79,6 +79,15 @@ fn get(f: &Facts, var: &str) -> Option<String> {
     env(f).get(var).cloned().flatten()
 }
 
+/// The last decision the plan recorded for `key` (a later stage's word is the final one).
+fn last_decision<'p>(p: &'p Plan, key: &str) -> &'p ovlaunch::plan::Decision {
+    p.decisions
+        .iter()
+        .rev()
+        .find(|d| d.key == key)
+        .unwrap_or_else(|| panic!("no decision for {key}"))
+}
+
 /// The rule that decided `var` last.
 fn rule_of(f: &Facts, var: &str) -> Rule {
     let d = env_rules::derive(f).unwrap();
@@ -1243,12 +1252,7 @@ fn null_in_env_vars_unsets_over_a_rule() {
         p.env_unset.get("NCCL_IGNORE_CPU_AFFINITY"),
         Some(&Source::Recipe)
     );
-    let d = p
-        .decisions
-        .iter()
-        .rev()
-        .find(|d| d.key == "env.NCCL_IGNORE_CPU_AFFINITY")
-        .unwrap();
+    let d = last_decision(&p, "env.NCCL_IGNORE_CPU_AFFINITY");
     assert!(
         d.rule.contains("overriding bridge env rule 11"),
         "{}",
@@ -1281,12 +1285,7 @@ fn inherit_leaves_a_rule_variable_to_the_job_environment() {
         !p.env_drop_from_recipe
             .contains_key("NCCL_IGNORE_CPU_AFFINITY")
     );
-    let d = p
-        .decisions
-        .iter()
-        .rev()
-        .find(|d| d.key == "env.NCCL_IGNORE_CPU_AFFINITY")
-        .unwrap();
+    let d = last_decision(&p, "env.NCCL_IGNORE_CPU_AFFINITY");
     assert!(
         d.rule.contains("left to the job's environment"),
         "{}",
