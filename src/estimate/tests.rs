@@ -290,3 +290,50 @@ fn moe_mla_and_window_shapes_match_the_published_tables() {
     p.model.window_size = None;
     assert!(Arch::from_model(&p.model).flops_per_token() / 1e9 > 34.0);
 }
+
+/// Megatron-Core's `mlp` recompute module recomputes the dense layers' MLPs only; MoE layers
+/// keep their (routed and shared) expert activations unless `moe` is listed.
+#[test]
+fn mlp_recompute_leaves_moe_layers_alone() {
+    let p = plan_for("deepseek_v3", "gb300x256", None, &[]);
+    let a = Arch::from_model(&p.model);
+    let bytes = |recompute: Selective| {
+        a.activation_bytes_per_layer(&ActivationInputs {
+            tokens: 4096.0,
+            seq_per_rank: 4096.0,
+            tp: 1.0,
+            sp: false,
+            flash: true,
+            dropout: false,
+            lowp_inputs: false,
+            recompute,
+        })
+    };
+    let none = bytes(Selective::default());
+    let mlp = bytes(Selective {
+        mlp: true,
+        ..Selective::default()
+    });
+    let moe = bytes(Selective {
+        moe: true,
+        ..Selective::default()
+    });
+    // DeepSeek-V3: 3 dense layers of 61, so `mlp` drops only their share of the MLP bytes.
+    let dense_mlp = 6.0 * a.ffn / a.hidden * 4096.0 * a.hidden * 3.0 / 61.0;
+    assert!(
+        close(none - mlp, dense_mlp, 1e-9),
+        "{} vs {dense_mlp}",
+        none - mlp
+    );
+    assert!(
+        moe < mlp,
+        "moe recompute drops the expert activations: {moe} vs {mlp}"
+    );
+    // And the recompute work follows: `mlp` repeats the dense MLPs, `moe` the MoE layers'.
+    assert!(close(
+        a.dense_mlp_macs_total(),
+        3.0 * 3.0 * a.hidden * a.ffn,
+        1e-12
+    ));
+    assert!(a.moe_mlp_macs_total() > 10.0 * a.dense_mlp_macs_total());
+}

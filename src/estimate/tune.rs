@@ -17,7 +17,10 @@
 
 use serde::Serialize;
 
-use super::{Efficiency, Estimate, estimate};
+use std::collections::HashMap;
+
+use super::stages::{self, RankLoad};
+use super::{Efficiency, Estimate, estimate, estimate_with_stages};
 use crate::config::{MODEL, TRAIN};
 use crate::error::Result;
 use crate::plan::Plan;
@@ -306,10 +309,40 @@ fn needs_layout(m: &crate::config::ModelConfig, l: &Layout) -> Option<String> {
     )
 }
 
-/// The base plan with a layout applied the way Bridge would resolve it, approximately (for
-/// scoring only); `None` when the layout checks reject it.
-fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan> {
-    let mut p = lean.clone();
+/// The pipeline of one (PP, VP): the `pipeline_model_parallel_layout` it needs, if any, and
+/// what each pipeline rank holds; `None` when Megatron-Core's layout rules reject that layout.
+type Pipeline = Option<(Option<String>, Vec<RankLoad>)>;
+
+/// Each (PP, VP)'s pipeline, worked out once per search: expanding and checking a layout text
+/// costs more than the estimate itself, and every (TP, CP, EP, MBS) shares it.
+#[derive(Default)]
+struct Pipelines(HashMap<(u32, Option<u32>), Pipeline>);
+
+impl Pipelines {
+    fn of(&mut self, lean: &Plan, l: &Layout) -> &Pipeline {
+        let pp = l.pipeline_model_parallel_size;
+        let vp = l.virtual_pipeline_model_parallel_size;
+        self.0.entry((pp, vp)).or_insert_with(|| {
+            let mut m = lean.model.clone();
+            m.pipeline_model_parallel_size = pp;
+            m.virtual_pipeline_model_parallel_size = vp;
+            m.pipeline_model_parallel_layout = needs_layout(&m, l);
+            layout::check_pipeline_layout(&m, u64::from(pp), vp.map(u64::from)).ok()?;
+            let loads = stages::ranks(&m, pp, vp.unwrap_or(1));
+            Some((m.pipeline_model_parallel_layout, loads))
+        })
+    }
+}
+
+/// Gives `p` (the lean base plan, reused from candidate to candidate) a layout the way
+/// Bridge would resolve it, approximately (for scoring only); `false` when the layout checks
+/// reject it. Every field it sets is set for every candidate, so nothing leaks between them.
+fn apply_layout(
+    p: &mut Plan,
+    l: &Layout,
+    pipeline_layout: Option<String>,
+    tp_overlap_wanted: bool,
+) -> bool {
     let m = &mut p.model;
     m.tensor_model_parallel_size = l.tensor_model_parallel_size;
     m.pipeline_model_parallel_size = l.pipeline_model_parallel_size;
@@ -318,7 +351,7 @@ fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan>
     m.expert_model_parallel_size = l.expert_model_parallel_size;
     m.expert_tensor_parallel_size = l.expert_tensor_parallel_size;
     m.sequence_parallel = l.tensor_model_parallel_size > 1;
-    m.pipeline_model_parallel_layout = needs_layout(m, l);
+    m.pipeline_model_parallel_layout = pipeline_layout;
     // Bridge: TP overlap only with TP > 1 and SP; P2P overlap with interleaving.
     m.tp_comm_overlap = tp_overlap_wanted && l.tensor_model_parallel_size > 1;
     m.overlap_p2p_comm = l
@@ -326,8 +359,13 @@ fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan>
         .is_some_and(|v| v > 1)
         && l.pipeline_model_parallel_size > 1;
     p.train.micro_batch_size = l.micro_batch_size;
-    p.parallelism = layout::check(&p.model, &p.train, p.parallelism.world_size).ok()?;
-    Some(p)
+    match layout::check_sizes(&p.model, &p.train, p.parallelism.world_size) {
+        Ok(par) => {
+            p.parallelism = par;
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// Searches the layouts of `base` and returns the best `top`, best first.
@@ -359,14 +397,19 @@ pub fn tune(
     }
     let mut scored = 0;
     let mut ranked: Vec<(f64, Layout, Recompute)> = Vec::new();
+    let mut pipelines = Pipelines::default();
+    let mut p = lean.clone();
     for l in &layouts {
-        let Some(mut p) = with_layout(&lean, l, tp_overlap_wanted) else {
+        let Some((text, loads)) = pipelines.of(&lean, l) else {
             continue;
         };
+        if !apply_layout(&mut p, l, text.clone(), tp_overlap_wanted) {
+            continue;
+        }
         scored += 1;
         for r in &recomputes {
             r.apply(base, &mut p);
-            let e = estimate(&p, eff)?;
+            let e = estimate_with_stages(&p, eff, loads)?;
             if e.fits {
                 ranked.push((e.tokens_per_sec_per_gpu, *l, r.clone()));
                 break;
