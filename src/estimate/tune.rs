@@ -51,21 +51,72 @@ pub enum Recompute {
 
 /// A `pipeline_model_parallel_layout` for `layers` transformer layers over `pp · vp` stages
 /// when they do not divide evenly (Megatron-Core's layout syntax: `E` embedding, `t`
-/// transformer layer, `m` MTP layer, `L` loss, `|` between stages, virtual stages in order).
-/// The layers spread as evenly as possible; the extra ones go to the middle stages, since the
-/// first and last also carry the embedding and the loss. `None` when they divide evenly or
-/// there are fewer layers than stages.
-pub fn pipeline_layout(layers: u32, pp: u32, vp: Option<u32>, mtp: bool) -> Option<String> {
-    let stages = pp * vp.unwrap_or(1);
+/// transformer layer, `m` MTP layer, `L` loss, `|` between stages, virtual stage `s` on
+/// pipeline rank `s % pp`). `tail` is the work of the last stage's extras (the LM head, and
+/// MTP layers with their own pass through it) in transformer layers ([`loss_stage_work`]):
+/// the layers go where they even out the work per pipeline rank, since the step runs at the
+/// busiest rank's pace, then per stage within a rank; every stage but the last keeps at least
+/// one layer. Bridge's own DeepSeek-V3 layouts do the same by hand (`Et|(tt|)*30mL`: the
+/// last stage holds only the MTP layer and the loss). `None` when the layers divide evenly
+/// or there are fewer layers than stages.
+pub fn pipeline_layout(
+    layers: u32,
+    pp: u32,
+    vp: Option<u32>,
+    mtp: bool,
+    tail: f64,
+) -> Option<String> {
+    let v = vp.unwrap_or(1).max(1);
+    let stages = pp * v;
     if pp <= 1 || layers.is_multiple_of(stages) || layers < stages {
         return None;
     }
-    let base = layers / stages;
-    let extra = layers % stages;
+    let tail = if tail.is_finite() { tail.max(0.0) } else { 0.0 };
+    // Per rank: one layer for each stage but the last, then the rest one at a time to the
+    // rank with the least work (ties to the lower rank).
+    let mut per_rank: Vec<u32> = (0..pp)
+        .map(|r| if r + 1 == pp { v - 1 } else { v })
+        .collect();
+    let extra = |r: usize| if r + 1 == pp as usize { tail } else { 0.0 };
+    for _ in 0..layers - (stages - 1) {
+        let r = (0..pp as usize)
+            .min_by(|a, b| {
+                (f64::from(per_rank[*a]) + extra(*a))
+                    .total_cmp(&(f64::from(per_rank[*b]) + extra(*b)))
+            })
+            .unwrap_or(0);
+        per_rank[r] += 1;
+    }
+    // Within a rank, the same over its virtual stages.
+    let mut per_stage = vec![0u32; stages as usize];
+    for r in 0..pp {
+        let last_rank = r + 1 == pp;
+        let mut counts: Vec<u32> = (0..v)
+            .map(|i| u32::from(!(last_rank && i + 1 == v)))
+            .collect();
+        let stage_extra = |i: usize| {
+            if last_rank && i + 1 == v as usize {
+                tail
+            } else {
+                0.0
+            }
+        };
+        let given: u32 = counts.iter().sum();
+        for _ in 0..per_rank[r as usize].saturating_sub(given) {
+            let i = (0..v as usize)
+                .min_by(|a, b| {
+                    (f64::from(counts[*a]) + stage_extra(*a))
+                        .total_cmp(&(f64::from(counts[*b]) + stage_extra(*b)))
+                })
+                .unwrap_or(0);
+            counts[i] += 1;
+        }
+        for (i, n) in counts.into_iter().enumerate() {
+            per_stage[i * pp as usize + r as usize] = n;
+        }
+    }
     let mut parts = Vec::with_capacity(stages as usize);
-    for i in 0..stages {
-        // Stages 1..=extra get one more layer (never the first; the last only if all do).
-        let n = base + u32::from(i >= 1 && i <= extra);
+    for (i, n) in per_stage.into_iter().enumerate() {
         let mut s = String::new();
         if i == 0 {
             s.push('E');
@@ -73,7 +124,7 @@ pub fn pipeline_layout(layers: u32, pp: u32, vp: Option<u32>, mtp: bool) -> Opti
         if n > 0 {
             s.push_str(&format!("t*{n}"));
         }
-        if i == stages - 1 {
+        if i + 1 == stages as usize {
             if mtp {
                 s.push('m');
             }
@@ -82,6 +133,17 @@ pub fn pipeline_layout(layers: u32, pp: u32, vp: Option<u32>, mtp: bool) -> Opti
         parts.push(s);
     }
     Some(parts.join("|"))
+}
+
+/// The work of the last pipeline stage's extras, in transformer layers of `m`: the LM head,
+/// and each MTP layer with its own pass through the head (for [`pipeline_layout`]).
+pub fn loss_stage_work(m: &crate::config::ModelConfig) -> f64 {
+    let a = super::arch::Arch::from_model(m);
+    let layer = a.layer_forward_macs().total();
+    if layer <= 0.0 {
+        return 0.0;
+    }
+    (a.head_macs() + a.mtp_layers * a.mtp_layer_macs()) / layer
 }
 
 impl Layout {
@@ -232,6 +294,8 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
     let groups = m.num_query_groups.map_or(heads, u64::from);
     let moe = m.num_moe_experts.filter(|e| *e > 0).map(u64::from);
     let seq = u64::from(m.seq_length);
+    let accounted =
+        m.account_for_embedding_in_pipeline_split || m.account_for_loss_in_pipeline_split;
     let mut out = Vec::new();
     for tp in [1u32, 2, 4, 8] {
         let t = u64::from(tp);
@@ -247,11 +311,17 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
                 continue;
             }
             let mut vps: Vec<Option<u32>> = vec![None];
+            // A stage count that does not divide the layers needs an explicit layout: only
+            // where no even split over these PP ranks exists at all (Megatron-Core's default
+            // is the even split; Bridge's configs give a layout where the layer count leaves
+            // no choice, e.g. DeepSeek-V3's 61).
+            let even = accounted || m.num_layers.is_multiple_of(pp);
             if pp > 1 {
                 vps.extend(
                     [2u32, 3, 4, 5, 6, 7, 8, 10, 12, 16]
                         .into_iter()
                         .filter(|v| v * pp <= m.num_layers + 2)
+                        .filter(|v| !even || accounted || m.num_layers.is_multiple_of(v * pp))
                         .map(Some),
                 );
             }
@@ -306,6 +376,7 @@ fn needs_layout(m: &crate::config::ModelConfig, l: &Layout) -> Option<String> {
         l.pipeline_model_parallel_size,
         l.virtual_pipeline_model_parallel_size,
         m.mtp_num_layers.is_some_and(|n| n > 0),
+        loss_stage_work(m),
     )
 }
 
