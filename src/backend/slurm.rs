@@ -235,9 +235,11 @@ fn job_id(rec: &Submission) -> Result<JobId> {
 
 fn tool(name: &str) -> Result<std::path::PathBuf> {
     which::which(name).map_err(|_| {
-        Error::runtime(format!("`{name}` not found on PATH")).help(
-            "run on a Slurm login node, or use --dry-run to print the script, or --executor local",
-        )
+        Error::runtime(format!("`{name}` not found on PATH")).help(if name == "sbatch" {
+            "run on a Slurm login node, or use --dry-run to print the script, or --executor local"
+        } else {
+            "status, logs and cancel ask Slurm about the job: run them on a Slurm login node"
+        })
     })
 }
 
