@@ -133,7 +133,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     if section == "env_vars"
         && let Some(name) = &field
     {
-        crate::input::check_env_name(name).map_err(|m| {
+        crate::config::env::check_env_name(name).map_err(|m| {
             Error::usage(m)
                 .at_flag(flag.clone())
                 .help("e.g. --set env_vars.NCCL_DEBUG=INFO")
@@ -161,7 +161,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         })?;
         if section == "env_vars"
             && let Ok(entry) = serde_json::from_value::<config::EnvScalar>(value.clone())
-            && let Some(why) = crate::input::EnvText::refusal(&entry, f)
+            && let Some(why) = crate::config::env::EnvText::refusal(&entry, f)
         {
             return Err(Error::usage(why).at_flag(flag));
         }
@@ -281,7 +281,7 @@ pub fn parse_envs(
                     .help(format!("names are {ENV_NAME_RULE}")),
             );
         }
-        crate::input::check_env_value(name, value)
+        crate::config::env::check_env_value(name, value)
             .map_err(|m| Error::usage(m).at_flag(format!("--env {name}")))?;
         if let Some((_, prev)) = out.iter().find(|(n, _)| n == name) {
             if prev != value {

@@ -122,59 +122,53 @@ fn recipe_file(text: &str) -> (tempfile::TempDir, String) {
     (dir, p)
 }
 
+/// The transcript of `ovlaunch plan` on a recipe file holding `text` (its path shown as
+/// `[TMP]/r.yaml`).
+fn plan_of_recipe(text: &str) -> String {
+    let (_d, p) = recipe_file(text);
+    transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")],
+    )
+}
+
 #[test]
 fn recipe_file_unknown_key_has_file_and_line() {
-    let (_d, p) = recipe_file("name: mine\nmodel:\n  num_layers: 4\n  tensor_paralel: 2\n");
-    insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", &p, "--gpus", "h100x8"],
-        &[(p.as_str(), "[TMP]/r.yaml")]
+    insta::assert_snapshot!(plan_of_recipe(
+        "name: mine\nmodel:\n  num_layers: 4\n  tensor_paralel: 2\n"
     ));
 }
 
 #[test]
 fn recipe_file_wrong_type_has_file_and_line() {
-    let (_d, p) = recipe_file("name: mine\ntrain:\n  global_batch_size: lots\n");
-    insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", &p, "--gpus", "h100x8"],
-        &[(p.as_str(), "[TMP]/r.yaml")]
+    insta::assert_snapshot!(plan_of_recipe(
+        "name: mine\ntrain:\n  global_batch_size: lots\n"
     ));
 }
 
 #[test]
 fn malformed_yaml_has_file_and_line() {
-    let (_d, p) = recipe_file("name: mine\nmodel: [\n");
-    insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", &p, "--gpus", "h100x8"],
-        &[(p.as_str(), "[TMP]/r.yaml")]
-    ));
+    insta::assert_snapshot!(plan_of_recipe("name: mine\nmodel: [\n"));
 }
 
 #[test]
 fn duplicate_keys_are_errors() {
-    let (_d, p) = recipe_file("name: mine\nmodel:\n  num_layers: 4\n  num_layers: 8\n");
-    insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", &p, "--gpus", "h100x8"],
-        &[(p.as_str(), "[TMP]/r.yaml")]
+    insta::assert_snapshot!(plan_of_recipe(
+        "name: mine\nmodel:\n  num_layers: 4\n  num_layers: 8\n"
     ));
 }
 
 #[test]
 fn comm_overlap_without_tp_comm_overlap_is_an_error() {
-    let (_d, p) = recipe_file("name: mine\ncomm_overlap:\n  bucket_size: 1000\n");
-    insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", &p, "--gpus", "h100x8"],
-        &[(p.as_str(), "[TMP]/r.yaml")]
+    insta::assert_snapshot!(plan_of_recipe(
+        "name: mine\ncomm_overlap:\n  bucket_size: 1000\n"
     ));
 }
 
 #[test]
 fn unknown_preset_suggests() {
-    let (_d, p) = recipe_file(
+    insta::assert_snapshot!(plan_of_recipe(
         "name: mine\nmodel: {tensor_model_parallel_size: 4, sequence_parallel: true}\ncomm_overlap:\n  tp_comm_overlap: true\n  tp_comm_overlap_cfg: userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen819\n",
-    );
-    insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", &p, "--gpus", "h100x8"],
-        &[(p.as_str(), "[TMP]/r.yaml")]
     ));
 }
 
@@ -196,12 +190,8 @@ fn strict_turns_the_tp_gate_into_an_error() {
 
 #[test]
 fn bridge_assertions_exit_2() {
-    let (_d, p) = recipe_file(
+    insta::assert_snapshot!(plan_of_recipe(
         "name: mine\nmixed_precision: bf16_mixed\ncomm_overlap:\n  tp_comm_overlap: false\n  overlap_moe_expert_parallel_comm: true\n",
-    );
-    insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", &p, "--gpus", "h100x8"],
-        &[(p.as_str(), "[TMP]/r.yaml")]
     ));
 }
 
