@@ -6,29 +6,21 @@
 //!   such as `/dev/zero` or a directory is refused before any byte is read, and opening never
 //!   blocks), at most [`MAX_FILE_BYTES`], UTF-8. A file that breaks a rule is a usage error
 //!   naming the file and the flag it came from.
-//! * [`check_env_name`] and [`check_env_value`] are the one rule for an environment variable
-//!   that reaches a job: the name is a POSIX shell name (it is written unquoted as
-//!   `export NAME=...`), the value has no NUL byte (neither `execve` nor bash can carry one,
-//!   so the rank runtime would fail with 125). [`env_map`] applies both while a recipe or
-//!   hardware file is deserialised, so the error carries the file and line.
-//! * [`check_no_nul`] refuses NUL in any other text bound for a script.
+//! * The rule for an environment variable's name and value is `config::env`'s (a plan's
+//!   data holds env maps, checked as they are deserialised).
+//! * [`check_no_nul`] refuses NUL in text bound for a script.
 //! * [`utf8`] turns a path or argument into text, refusing what is not UTF-8: scripts are
 //!   text, and a lossily converted path would name another file.
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use serde::{Deserialize, Deserializer};
-
 use crate::error::{Error, Result};
 
 /// The largest user file ovlaunch reads (recipes, hardware, plugins, templates, records).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
-
-pub use ovlaunch_rank::names::{ENV_NAME_RULE, valid_env_name};
 
 /// Reads a user file: regular, at most [`MAX_FILE_BYTES`], UTF-8. `flag` names where the path
 /// came from (`--recipe`, `--hardware-file`, ...).
@@ -89,29 +81,6 @@ pub fn utf8<'a>(s: &'a OsStr, flag: &str) -> Result<&'a str> {
     })
 }
 
-/// The message for a name that fails [`valid_env_name`] (`None` when it passes).
-pub fn check_env_name(name: &str) -> std::result::Result<(), String> {
-    if valid_env_name(name) {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{}` is not a valid environment variable name ({ENV_NAME_RULE})",
-            name.escape_debug()
-        ))
-    }
-}
-
-/// An env value must not hold a NUL byte.
-pub fn check_env_value(name: &str, value: &str) -> std::result::Result<(), String> {
-    if value.contains('\0') {
-        Err(format!(
-            "the value of {name} contains a NUL byte, which no environment variable can hold"
-        ))
-    } else {
-        Ok(())
-    }
-}
-
 /// Refuses NUL in text bound for a script (`what` names it).
 pub fn check_no_nul(what: &str, value: &str) -> Result<()> {
     if value.contains('\0') {
@@ -120,56 +89,6 @@ pub fn check_no_nul(what: &str, value: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Values an env map may hold, as the text the variable gets.
-pub trait EnvText {
-    fn env_text(&self) -> Option<String>;
-    /// Why this entry is not a valid one for `name`, beyond its text.
-    fn refusal(&self, _name: &str) -> Option<String> {
-        None
-    }
-}
-
-impl EnvText for String {
-    fn env_text(&self) -> Option<String> {
-        Some(self.clone())
-    }
-}
-
-impl EnvText for serde_json::Value {
-    fn env_text(&self) -> Option<String> {
-        self.as_str().map(str::to_string)
-    }
-}
-
-/// `#[serde(deserialize_with = "crate::input::env_map")]`: an env map whose names and
-/// values pass [`check_env_name`] and [`check_env_value`].
-pub fn env_map<'de, D, V>(d: D) -> std::result::Result<BTreeMap<String, V>, D::Error>
-where
-    D: Deserializer<'de>,
-    V: Deserialize<'de> + EnvText,
-{
-    let map = BTreeMap::<String, V>::deserialize(d)?;
-    for (k, v) in &map {
-        check_env_name(k).map_err(serde::de::Error::custom)?;
-        if let Some(why) = v.refusal(k) {
-            return Err(serde::de::Error::custom(why));
-        }
-        if let Some(text) = v.env_text() {
-            check_env_value(k, &text).map_err(serde::de::Error::custom)?;
-        }
-    }
-    Ok(map)
-}
-
-/// [`env_map`] for an optional map.
-pub fn opt_env_map<'de, D, V>(d: D) -> std::result::Result<Option<BTreeMap<String, V>>, D::Error>
-where
-    D: Deserializer<'de>,
-    V: Deserialize<'de> + EnvText,
-{
-    env_map(d).map(Some)
 }
 
 #[cfg(test)]
@@ -207,15 +126,5 @@ mod tests {
         assert!(e.to_string().contains("not UTF-8"), "{e}");
         std::fs::write(&p, "name: x\n").unwrap();
         assert_eq!(read_text(&p, "--recipe").unwrap(), "name: x\n");
-    }
-
-    #[test]
-    fn env_rules() {
-        assert!(check_env_name("NCCL_DEBUG").is_ok());
-        for bad in ["", "1A", "A B", "A=1", "A;id", "A\nB", "$(id)", "Ä"] {
-            assert!(check_env_name(bad).is_err(), "{bad:?}");
-        }
-        assert!(check_env_value("A", "x\0y").is_err());
-        assert!(check_env_value("A", "x\ny $(id) '\"").is_ok());
     }
 }

@@ -235,9 +235,11 @@ fn job_id(rec: &Submission) -> Result<JobId> {
 
 fn tool(name: &str) -> Result<std::path::PathBuf> {
     which::which(name).map_err(|_| {
-        Error::runtime(format!("`{name}` not found on PATH")).help(
-            "run on a Slurm login node, or use --dry-run to print the script, or --executor local",
-        )
+        Error::runtime(format!("`{name}` not found on PATH")).help(if name == "sbatch" {
+            "run on a Slurm login node, or use --dry-run to print the script, or --executor local"
+        } else {
+            "status, logs and cancel ask Slurm about the job: run them on a Slurm login node"
+        })
     })
 }
 
@@ -483,36 +485,14 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
         return Ok(st);
     }
     if tool("sacct").is_ok() {
-        for (source, args) in [
-            (
-                "sacct",
-                vec![
-                    "-j",
-                    id.as_str(),
-                    "-n",
-                    "-P",
-                    "-X",
-                    "-o",
-                    "JobID,JobName,WorkDir,State,ExitCode",
-                ],
-            ),
-            // Without an accounting database, a job-completion log
-            // (`JobCompType=jobcomp/filetxt`) still answers `sacct --completion`; a
-            // requeued job has one row per run: the last one counts.
-            (
-                "sacct --completion",
-                vec![
-                    "-c",
-                    "-n",
-                    "-P",
-                    "-o",
-                    "JobID,JobName,WorkDir,State,ExitCode",
-                    "-j",
-                    id.as_str(),
-                ],
-            ),
+        // Accounting first; without an accounting database, a job-completion log
+        // (`JobCompType=jobcomp/filetxt`) still answers; a requeued job has one row per run
+        // there: the last one counts.
+        for (source, from) in [
+            ("sacct", Sacct::Accounting { all_runs: false }),
+            ("sacct --completion", Sacct::Completion),
         ] {
-            let out = run("sacct", &refs(&os(&args)), None, QUERY_LIMIT)?;
+            let out = sacct(id, "JobID,JobName,WorkDir,State,ExitCode", from)?;
             if !out.ok {
                 continue;
             }
@@ -550,20 +530,8 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
 /// the requeued job only says it waits (`BeginTime`).
 fn previous_run(id: &JobId) -> Option<String> {
     tool("sacct").ok()?;
-    for args in [
-        vec!["-c", "-n", "-P", "-o", "JobID,State", "-j", id.as_str()],
-        vec![
-            "-j",
-            id.as_str(),
-            "-n",
-            "-P",
-            "-X",
-            "-D",
-            "-o",
-            "JobID,State",
-        ],
-    ] {
-        let Ok(out) = run("sacct", &refs(&os(&args)), None, QUERY_LIMIT) else {
+    for from in [Sacct::Completion, Sacct::Accounting { all_runs: true }] {
+        let Ok(out) = sacct(id, "JobID,State", from) else {
             continue;
         };
         let last = out.stdout.lines().rev().find_map(|l| {
@@ -575,6 +543,31 @@ fn previous_run(id: &JobId) -> Option<String> {
         }
     }
     None
+}
+
+/// Where `sacct` reads a job's rows.
+#[derive(Clone, Copy)]
+enum Sacct {
+    /// The accounting store (`-X`: the allocation's row, not its steps); `all_runs` adds
+    /// `-D`: every run of a requeued job, not only the last.
+    Accounting { all_runs: bool },
+    /// The job-completion log (`--completion`).
+    Completion,
+}
+
+/// `sacct`'s rows for job `id`: `fields`, `|`-separated, no header.
+fn sacct(id: &JobId, fields: &str, from: Sacct) -> Result<Ran> {
+    let mut args = vec!["-j", id.as_str(), "-n", "-P", "-o", fields];
+    match from {
+        Sacct::Accounting { all_runs } => {
+            args.push("-X");
+            if all_runs {
+                args.push("-D");
+            }
+        }
+        Sacct::Completion => args.push("-c"),
+    }
+    run("sacct", &refs(&os(&args)), None, QUERY_LIMIT)
 }
 
 fn refs(v: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
@@ -684,10 +677,13 @@ fn parse_version(text: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
-/// Slurm before 23.02 runs one containerized task per node and hands every task of an OCI
-/// container step the step's environment, so `SLURM_PROCID` is 0 in every task (its
-/// slurmstepd writes the bundle's `process.env` once per step). From 23.02 on, each task
-/// gets its own container with its own environment.
+/// Slurm before 23.02 hands every task of an OCI container step the step's environment, so
+/// `SLURM_PROCID` is 0 in every task: its slurmstepd fills the bundle's `process.env` once
+/// per step (`setup_container` in `src/slurmd/slurmstepd/container.c` of 22.05, before any
+/// task's identity is set). 23.02 gives each task its own spool directory and fills
+/// `process.env` in `container_run`, per task, after the task's `SLURM_PROCID` is set
+/// (Slurm's "generate a spool dir per container task", bug 15449, first in 23.02.0). That
+/// newer path is read from Slurm's source, not run here: Debian 12 ships 22.05.
 pub fn oci_per_task_ok(version: (u32, u32)) -> bool {
     version >= (23, 2)
 }

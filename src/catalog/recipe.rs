@@ -47,7 +47,7 @@ macro_rules! with_sections {
             comm_overlap: Option<CommOverlapConfig>,
             #[serde(default)]
             mixed_precision: Option<MixedPrecisionSpec>,
-            #[serde(default, deserialize_with = "crate::input::opt_env_map")]
+            #[serde(default, deserialize_with = "crate::config::env::opt_env_map")]
             env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
             #[serde(default, deserialize_with = "crate::config::bridge::de::scheduler")]
             scheduler: Option<Map<String, Value>>,

@@ -7,6 +7,8 @@ pub mod bridge;
 mod bridge_fields;
 pub mod comm_overlap;
 pub mod ddp;
+pub mod env;
+pub mod hardware;
 pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;
@@ -20,6 +22,8 @@ use serde::{Deserialize, Serialize};
 
 pub use comm_overlap::{COMM_OVERLAP, CommOverlapConfig};
 pub use ddp::{DDP, DdpConfig};
+pub use env::{EnvScalar, Inherit};
+pub use hardware::Hardware;
 pub use mixed_precision::{MIXED_PRECISION, MixedPrecisionConfig, MixedPrecisionSpec};
 pub use model::{MODEL, ModelConfig};
 pub use optimizer::{OPTIMIZER, OptimizerConfig};
@@ -35,7 +39,7 @@ pub struct ConfigContainer {
     pub optimizer: OptimizerConfig,
     pub comm_overlap: Option<CommOverlapConfig>,
     pub mixed_precision: Option<MixedPrecisionSpec>,
-    #[serde(deserialize_with = "crate::input::env_map")]
+    #[serde(deserialize_with = "crate::config::env::env_map")]
     pub env_vars: BTreeMap<String, EnvScalar>,
     /// Bridge's pass-through sections (`scheduler`, `dataset`, ...): only what was set.
     /// Taken out of the layered tree before the typed sections are read (`bridge`).
@@ -70,89 +74,6 @@ impl ConfigContainer {
     /// The model, optimizer and ddp sections as one [`Targets`].
     pub fn targets(&mut self) -> Targets<'_> {
         Targets::new(&mut self.model, &mut self.optimizer, &mut self.ddp)
-    }
-}
-
-/// One `env_vars` entry. Bridge accepts str, int, float or bool env values and exports them
-/// with `str()`. Two more forms state what a value cannot:
-///
-/// * `null` unsets the variable: the plan removes it from the trainer's environment, also
-///   over a rule's value and against a value the job inherits (site profile, container
-///   image), and Bridge's runner is told to drop it from its config (`~env_vars.NAME`).
-/// * `{inherit: true}` leaves the variable alone: ovlaunch neither sets nor removes it, so the
-///   job keeps whatever it inherits, and a rule's value for it is not applied. This is how a
-///   generated recipe states that Bridge's own recipe does not carry a variable one of
-///   Bridge's env rules derives: Bridge installs only the names its recipe lists (with
-///   `setdefault`), so an absent name is left to the environment, which is not an unset.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum EnvScalar {
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(String),
-    Unset,
-    Inherit(Inherit),
-}
-
-/// The `{inherit: true}` marker of [`EnvScalar::Inherit`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Inherit {
-    pub inherit: bool,
-}
-
-impl crate::input::EnvText for EnvScalar {
-    fn env_text(&self) -> Option<String> {
-        Some(self.to_env_string())
-    }
-
-    fn refusal(&self, name: &str) -> Option<String> {
-        match self {
-            EnvScalar::Inherit(m) if !m.inherit => Some(format!(
-                "{name}: `{{inherit: false}}` means nothing: give a value, `null` to unset it, or `{{inherit: true}}` to leave it to the job's environment"
-            )),
-            _ => None,
-        }
-    }
-}
-
-impl EnvScalar {
-    /// The marker `{inherit: true}`.
-    pub const INHERIT: EnvScalar = EnvScalar::Inherit(Inherit { inherit: true });
-
-    /// The string Python's `str()` would give (bools become `True`/`False`); empty for the
-    /// two forms that carry no value.
-    pub fn to_env_string(&self) -> String {
-        match self {
-            EnvScalar::Bool(true) => "True".into(),
-            EnvScalar::Bool(false) => "False".into(),
-            EnvScalar::Int(i) => i.to_string(),
-            EnvScalar::Float(f) => {
-                if f.fract() == 0.0 && f.is_finite() {
-                    format!("{f:.1}")
-                } else {
-                    f.to_string()
-                }
-            }
-            EnvScalar::Str(s) => s.clone(),
-            EnvScalar::Unset | EnvScalar::Inherit(_) => String::new(),
-        }
-    }
-
-    /// Whether this entry gives the variable a value (not `null`, not `{inherit: true}`).
-    pub fn is_value(&self) -> bool {
-        !matches!(self, EnvScalar::Unset | EnvScalar::Inherit(_))
-    }
-
-    /// A rule's value typed as Bridge's recipes write env values: a decimal integer as a
-    /// Python int, anything else as a string (what `~env_vars.NAME=VALUE` must match).
-    pub fn typed(value: &str) -> EnvScalar {
-        let canonical_int = value.parse::<i64>().ok().filter(|i| i.to_string() == value);
-        match canonical_int {
-            Some(i) => EnvScalar::Int(i),
-            None => EnvScalar::Str(value.to_string()),
-        }
     }
 }
 

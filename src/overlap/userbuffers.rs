@@ -51,50 +51,90 @@ pub enum Slot {
     },
 }
 
+/// Each method's name and the keys of its dict, in the order `dataclasses.asdict` writes
+/// them: the dataclass's field order, `method` being one of its fields.
+const METHODS: [(&str, &[&str]); 3] = [
+    ("bulk", &["num_sm", "cga_size", "set_sm_margin", "method"]),
+    (
+        "ring_exchange",
+        &[
+            "aggregate",
+            "method",
+            "num_sm",
+            "cga_size",
+            "set_sm_margin",
+            "fp8_buf",
+            "atomic_gemm",
+        ],
+    ),
+    (
+        "pipeline",
+        &[
+            "num_sm",
+            "cga_size",
+            "num_splits",
+            "set_sm_margin",
+            "fp8_buf",
+            "atomic_gemm",
+            "method",
+        ],
+    ),
+];
+
 impl Slot {
     /// The dict `dataclasses.asdict` produces, keys in dataclass field order.
     pub fn to_dict(self) -> Value {
-        match self {
-            Slot::Bulk {
-                num_sm,
-                cga_size,
-                set_sm_margin,
-            } => json!({
-                "num_sm": num_sm, "cga_size": cga_size, "set_sm_margin": set_sm_margin, "method": "bulk"
-            }),
-            Slot::Ring {
-                aggregate,
-                num_sm,
-                cga_size,
-                set_sm_margin,
-                fp8_buf,
-                atomic_gemm,
-            } => json!({
-                "aggregate": aggregate, "method": "ring_exchange", "num_sm": num_sm, "cga_size": cga_size,
-                "set_sm_margin": set_sm_margin, "fp8_buf": fp8_buf, "atomic_gemm": atomic_gemm
-            }),
-            Slot::Pipeline {
-                num_sm,
-                cga_size,
-                num_splits,
-                set_sm_margin,
-                fp8_buf,
-                atomic_gemm,
-            } => json!({
-                "num_sm": num_sm, "cga_size": cga_size, "num_splits": num_splits,
-                "set_sm_margin": set_sm_margin,
-                "fp8_buf": match fp8_buf { Some(b) => Value::Bool(b), None => json!([false]) },
-                "atomic_gemm": atomic_gemm, "method": "pipeline"
-            }),
-        }
+        let (_, keys) = METHODS[self.index()];
+        Value::Object(
+            keys.iter()
+                .map(|k| ((*k).to_string(), self.field(k)))
+                .collect(),
+        )
     }
 
     /// The method name TE sees.
     pub fn method(self) -> &'static str {
+        METHODS[self.index()].0
+    }
+
+    fn index(self) -> usize {
         match self {
-            Slot::Bulk { .. } => "bulk",
-            Slot::Ring { .. } => "ring_exchange",
-            Slot::Pipeline { .. } => "pipeline",
+            Slot::Bulk { .. } => 0,
+            Slot::Ring { .. } => 1,
+            Slot::Pipeline { .. } => 2,
+        }
+    }
+
+    /// One key of [`Slot::to_dict`] (a key of this method's `METHODS` row).
+    fn field(self, key: &str) -> Value {
+        use Slot::{Bulk, Pipeline, Ring};
+        match (self, key) {
+            (_, "method") => self.method().into(),
+            (Ring { aggregate, .. }, "aggregate") => aggregate.into(),
+            (Bulk { num_sm, .. } | Ring { num_sm, .. } | Pipeline { num_sm, .. }, "num_sm") => {
+                num_sm.into()
+            }
+            (
+                Bulk { cga_size, .. } | Ring { cga_size, .. } | Pipeline { cga_size, .. },
+                "cga_size",
+            ) => cga_size.into(),
+            (Pipeline { num_splits, .. }, "num_splits") => num_splits.into(),
+            (
+                Bulk { set_sm_margin, .. }
+                | Ring { set_sm_margin, .. }
+                | Pipeline { set_sm_margin, .. },
+                "set_sm_margin",
+            ) => set_sm_margin.into(),
+            (Ring { fp8_buf, .. }, "fp8_buf") => fp8_buf.into(),
+            // `None` is the dataclass's `(False,)` tuple default.
+            (Pipeline { fp8_buf, .. }, "fp8_buf") => match fp8_buf {
+                Some(b) => b.into(),
+                None => json!([false]),
+            },
+            (Ring { atomic_gemm, .. } | Pipeline { atomic_gemm, .. }, "atomic_gemm") => {
+                atomic_gemm.into()
+            }
+            _ => unreachable!("`{key}` is no key of {}", self.method()),
         }
     }
 }
@@ -113,6 +153,8 @@ const fn b(num_sm: u32, cga_size: u32) -> Option<Slot> {
 const R: Option<Slot> = ring(false, 1, 1, false, false);
 /// Ring exchange with `set_sm_margin=True`.
 const RS: Option<Slot> = ring(false, 1, 1, true, false);
+/// Ring exchange with `aggregate=True`.
+const RA: Option<Slot> = ring(true, 1, 1, false, false);
 const fn ring(
     aggregate: bool,
     num_sm: u32,
@@ -153,193 +195,27 @@ const fn pf(num_sm: u32, cga_size: u32, num_splits: u32) -> Option<Slot> {
 }
 
 /// Every preset Bridge ships, by its full name (bridge-overlap.md 1.5).
+#[rustfmt::skip]
 pub const PRESETS: [(&str, Preset); 19] = [
-    (
-        "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192",
-        [
-            b(4, 2),
-            b(24, 2),
-            b(2, 2),
-            b(4, 2),
-            R,
-            R,
-            R,
-            R,
-            p(24, 2, 4),
-            p(16, 2, 4),
-        ],
-    ),
-    (
-        "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
-        [b(4, 2), b(24, 2), b(2, 2), b(4, 2), R, R, R, R, RS, RS],
-    ),
-    (
-        "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192",
-        [
-            b(16, 2),
-            b(24, 2),
-            b(2, 2),
-            b(4, 2),
-            R,
-            R,
-            R,
-            R,
-            p(32, 2, 4),
-            p(16, 2, 4),
-        ],
-    ),
-    (
-        "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192",
-        [b(4, 2), b(24, 2), b(2, 2), b(4, 2), R, R, R, R, RS, RS],
-    ),
-    (
-        "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192",
-        [
-            b(2, 2),
-            b(24, 2),
-            b(2, 2),
-            b(2, 2),
-            R,
-            R,
-            R,
-            R,
-            p(24, 2, 4),
-            p(8, 2, 4),
-        ],
-    ),
-    (
-        "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192",
-        [b(2, 2), b(24, 2), b(2, 2), b(2, 2), R, R, R, R, RS, RS],
-    ),
-    (
-        "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192",
-        [
-            b(8, 2),
-            b(24, 2),
-            b(2, 2),
-            b(2, 2),
-            R,
-            R,
-            R,
-            R,
-            p(32, 2, 4),
-            p(8, 2, 4),
-        ],
-    ),
-    (
-        "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192",
-        [b(8, 2), b(32, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS],
-    ),
-    (
-        "userbuffers_fp8_h100_h8192_tp2_mbs1_seqlen4096_lora",
-        [
-            b(2, 2),
-            None,
-            pf(16, 2, 4),
-            None,
-            RS,
-            RS,
-            RS,
-            RS,
-            ring(false, 1, 2, true, true),
-            ring(false, 1, 2, true, true),
-        ],
-    ),
-    (
-        "userbuffers_fp8_h100_h16384_tp4_mbs1_seqlen2048_lora",
-        [
-            b(2, 2),
-            None,
-            pf(16, 2, 4),
-            None,
-            ring(true, 1, 1, false, false),
-            ring(true, 1, 1, false, false),
-            ring(true, 1, 1, false, false),
-            ring(true, 1, 1, false, false),
-            pf(32, 2, 4),
-            pf(16, 2, 4),
-        ],
-    ),
-    (
-        "userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048",
-        [
-            b(8, 2),
-            b(16, 2),
-            b(4, 2),
-            b(16, 2),
-            R,
-            R,
-            R,
-            R,
-            p(16, 2, 4),
-            p(24, 2, 4),
-        ],
-    ),
-    (
-        "userbuffers_fp8_h100_h6144_tp2_mbs2_seqlen2048",
-        [
-            b(8, 2),
-            b(16, 2),
-            b(4, 2),
-            b(16, 2),
-            R,
-            R,
-            R,
-            R,
-            pf(16, 2, 4),
-            pf(24, 2, 4),
-        ],
-    ),
-    (
-        "userbuffers_bf16_h100_h12288_tp4_mbs1_seqlen2048",
-        [
-            b(4, 2),
-            b(4, 2),
-            b(2, 2),
-            b(4, 2),
-            R,
-            R,
-            R,
-            R,
-            p(24, 2, 4),
-            RS,
-        ],
-    ),
-    (
-        "userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048",
-        [b(4, 2), b(4, 2), b(2, 2), b(4, 2), R, R, R, R, RS, RS],
-    ),
-    (
-        "userbuffers_bf16_b200_h12288_tp4_mbs1_seqlen2048",
-        [b(4, 2), b(16, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS],
-    ),
-    (
-        "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048",
-        [b(4, 2), b(16, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS],
-    ),
-    (
-        "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096",
-        [b(8, 2), b(32, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS],
-    ),
-    (
-        "userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096",
-        [
-            b(8, 2),
-            b(32, 2),
-            b(2, 2),
-            b(8, 2),
-            R,
-            R,
-            R,
-            R,
-            RS,
-            p(24, 2, 4),
-        ],
-    ),
-    (
-        "userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096",
-        [b(8, 2), b(32, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS],
-    ),
+    ("userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192", [b(4, 2), b(24, 2), b(2, 2), b(4, 2), R, R, R, R, p(24, 2, 4), p(16, 2, 4)]),
+    ("userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192", [b(4, 2), b(24, 2), b(2, 2), b(4, 2), R, R, R, R, RS, RS]),
+    ("userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192", [b(16, 2), b(24, 2), b(2, 2), b(4, 2), R, R, R, R, p(32, 2, 4), p(16, 2, 4)]),
+    ("userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192", [b(4, 2), b(24, 2), b(2, 2), b(4, 2), R, R, R, R, RS, RS]),
+    ("userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192", [b(2, 2), b(24, 2), b(2, 2), b(2, 2), R, R, R, R, p(24, 2, 4), p(8, 2, 4)]),
+    ("userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192", [b(2, 2), b(24, 2), b(2, 2), b(2, 2), R, R, R, R, RS, RS]),
+    ("userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192", [b(8, 2), b(24, 2), b(2, 2), b(2, 2), R, R, R, R, p(32, 2, 4), p(8, 2, 4)]),
+    ("userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192", [b(8, 2), b(32, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS]),
+    ("userbuffers_fp8_h100_h8192_tp2_mbs1_seqlen4096_lora", [b(2, 2), None, pf(16, 2, 4), None, RS, RS, RS, RS, ring(false, 1, 2, true, true), ring(false, 1, 2, true, true)]),
+    ("userbuffers_fp8_h100_h16384_tp4_mbs1_seqlen2048_lora", [b(2, 2), None, pf(16, 2, 4), None, RA, RA, RA, RA, pf(32, 2, 4), pf(16, 2, 4)]),
+    ("userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048", [b(8, 2), b(16, 2), b(4, 2), b(16, 2), R, R, R, R, p(16, 2, 4), p(24, 2, 4)]),
+    ("userbuffers_fp8_h100_h6144_tp2_mbs2_seqlen2048", [b(8, 2), b(16, 2), b(4, 2), b(16, 2), R, R, R, R, pf(16, 2, 4), pf(24, 2, 4)]),
+    ("userbuffers_bf16_h100_h12288_tp4_mbs1_seqlen2048", [b(4, 2), b(4, 2), b(2, 2), b(4, 2), R, R, R, R, p(24, 2, 4), RS]),
+    ("userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048", [b(4, 2), b(4, 2), b(2, 2), b(4, 2), R, R, R, R, RS, RS]),
+    ("userbuffers_bf16_b200_h12288_tp4_mbs1_seqlen2048", [b(4, 2), b(16, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS]),
+    ("userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048", [b(4, 2), b(16, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS]),
+    ("userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096", [b(8, 2), b(32, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS]),
+    ("userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096", [b(8, 2), b(32, 2), b(2, 2), b(8, 2), R, R, R, R, RS, p(24, 2, 4)]),
+    ("userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096", [b(8, 2), b(32, 2), b(2, 2), b(8, 2), R, R, R, R, RS, RS]),
 ];
 
 /// Looks a preset up by its full name, or without the `userbuffers_` prefix.
@@ -403,31 +279,13 @@ fn slot_from_value(name: &str, v: &Value) -> Result<Option<Slot>, String> {
         }
     };
     let method = obj.get("method").and_then(Value::as_str).unwrap_or("");
-    let allowed: &[&str] = match method {
-        "bulk" => &["method", "num_sm", "cga_size", "set_sm_margin"],
-        "ring_exchange" => &[
-            "method",
-            "aggregate",
-            "num_sm",
-            "cga_size",
-            "set_sm_margin",
-            "fp8_buf",
-            "atomic_gemm",
-        ],
-        "pipeline" => &[
-            "method",
-            "num_sm",
-            "cga_size",
-            "num_splits",
-            "set_sm_margin",
-            "fp8_buf",
-            "atomic_gemm",
-        ],
-        _ => {
-            return Err(format!(
-                "userbuffers slot `{name}`: `method` must be bulk, ring_exchange or pipeline"
-            ));
-        }
+    let Some(&(method, allowed)) = METHODS.iter().find(|(m, _)| *m == method) else {
+        let names: Vec<&str> = METHODS.iter().map(|(m, _)| *m).collect();
+        let (last, rest) = names.split_last().expect("three methods");
+        return Err(format!(
+            "userbuffers slot `{name}`: `method` must be {} or {last}",
+            rest.join(", ")
+        ));
     };
     for k in obj.keys() {
         if !allowed.contains(&k.as_str()) {

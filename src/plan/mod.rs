@@ -2,9 +2,10 @@
 //! Its JSON form uses Bridge's section and field names; `null` where Bridge leaves `None`.
 //!
 //! Contract: a leaf of the core. It holds data and depends only on the data vocabulary
-//! (`config` sections, the `catalog` hardware spec, the rank crate's invariant type and secret
-//! rule, the `hydra` grammar its trainer words are written in), never on `resolve`, which
-//! produces it, or `render`, which consumes it (`tests/it/architecture.rs` checks this).
+//! (`config`: Bridge's sections and the hardware spec; the rank crate's invariant type and
+//! secret rule; the `hydra` grammar its trainer words are written in), which itself reaches
+//! nothing else of the launcher: never `resolve`, which produces a plan, `catalog`, which
+//! parses its inputs, or `render`, which consumes it (`tests/it/architecture.rs` checks this).
 
 pub mod decision;
 pub mod trainer;
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::catalog::Hardware;
+use crate::config::Hardware;
 use crate::config::{
     CommOverlapConfig, DdpConfig, MixedPrecisionConfig, ModelConfig, OptimizerConfig, TrainConfig,
 };

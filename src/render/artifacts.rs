@@ -118,8 +118,8 @@ fn secrets_file(plan: &Plan) -> Result<String> {
     let mut s = String::new();
     for (k, e) in &plan.env {
         if secret::is_secret_name(k) {
-            crate::input::check_env_name(k)
-                .and_then(|()| crate::input::check_env_value(k, &e.value))
+            crate::config::env::check_env_name(k)
+                .and_then(|()| crate::config::env::check_env_value(k, &e.value))
                 .map_err(|m| Error::usage(m).at_fields(format!("env.{}", k.escape_debug())))?;
             let _ = writeln!(s, "{k}={}", super::shell::quote(&e.value));
         }

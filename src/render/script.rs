@@ -50,7 +50,8 @@ fn header(spec: &LaunchSpec) -> Vec<String> {
 /// file, flags, plugins): env names are shell names (they are written unquoted), and no
 /// value or argument holds a NUL byte (bash and `execve` would cut it short).
 fn check_spec(spec: &LaunchSpec) -> Result<()> {
-    use crate::input::{check_env_name, check_env_value, check_no_nul};
+    use crate::config::env::{check_env_name, check_env_value};
+    use crate::input::check_no_nul;
     for (k, v) in &spec.env {
         check_env_name(k)
             .and_then(|()| check_env_value(k, v))

@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 
-use crate::config::{self, CommOverlapConfig, ConfigContainer, MixedPrecisionConfig};
+use crate::config::{
+    self, COMM_OVERLAP, CommOverlapConfig, ConfigContainer, MODEL, MixedPrecisionConfig,
+};
 use crate::error::{Error, Result, did_you_mean_then};
 use crate::rank::names::{ENV_NAME_RULE, valid_env_name};
 use crate::yaml;
@@ -86,7 +88,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     let Some((path, text)) = item.split_once('=') else {
         return Err(Error::usage("expected section.field=value")
             .at_flag(flag)
-            .help("e.g. --set model.tensor_model_parallel_size=8"));
+            .help(format!("e.g. --set {}=8", MODEL.tensor_model_parallel_size)));
     };
     let path = path.trim_start().trim_start_matches('+');
     // An env name is taken as written (no trimming): a name that is not valid is refused,
@@ -133,16 +135,17 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     if section == "env_vars"
         && let Some(name) = &field
     {
-        crate::input::check_env_name(name).map_err(|m| {
+        crate::config::env::check_env_name(name).map_err(|m| {
             Error::usage(m)
                 .at_flag(flag.clone())
                 .help("e.g. --set env_vars.NCCL_DEBUG=INFO")
         })?;
     }
     if section == CommOverlapConfig::SECTION && field.as_deref() == Some("data_parallel_size") {
-        return Err(Error::usage(
-            "comm_overlap.data_parallel_size is computed (world / (TP*PP*CP)); it cannot be set",
-        )
+        return Err(Error::usage(format!(
+            "{} is computed (world / (TP*PP*CP)); it cannot be set",
+            COMM_OVERLAP.data_parallel_size
+        ))
         .at_flag(flag));
     }
     let mut value = yaml::parse_value(text);
@@ -161,7 +164,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         })?;
         if section == "env_vars"
             && let Ok(entry) = serde_json::from_value::<config::EnvScalar>(value.clone())
-            && let Some(why) = crate::input::EnvText::refusal(&entry, f)
+            && let Some(why) = crate::config::env::EnvText::refusal(&entry, f)
         {
             return Err(Error::usage(why).at_flag(flag));
         }
@@ -281,7 +284,7 @@ pub fn parse_envs(
                     .help(format!("names are {ENV_NAME_RULE}")),
             );
         }
-        crate::input::check_env_value(name, value)
+        crate::config::env::check_env_value(name, value)
             .map_err(|m| Error::usage(m).at_flag(format!("--env {name}")))?;
         if let Some((_, prev)) = out.iter().find(|(n, _)| n == name) {
             if prev != value {

@@ -56,6 +56,8 @@ MODELS = {
         aliases=["qwen3-30b", "qwen3-30b-a3b", "qwen30b"], description="Qwen3-30B-A3B pretraining", family="qwen")),
     "qwen3_235b_a22b": ("qwen3_235b_a22b_pretrain_", "qwen", dict(
         aliases=["qwen3-235b-a22b", "qwen235b"], description="Qwen3 235B-A22B pretraining", family="qwen")),
+    "kimi_k2": ("kimi_k2_pretrain_", "kimi", dict(
+        aliases=["kimi-k2", "kimik2"], description="Kimi K2 pretraining", family="kimi")),
 }
 
 SECTIONS = ("model", "train", "ddp", "optimizer")

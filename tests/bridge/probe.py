@@ -37,7 +37,10 @@ the installed package's own code:
 
 Stand-ins: see stubs/ovlaunch_stubs.py (TransformerEngine and modelopt import surface, torch's
 CUDA device queries). Hugging Face configs come from hf/ (public config.json values) through an
-offline hub cache; nothing reaches a hub.
+offline hub cache; nothing reaches a hub. Kimi K2's config.json names the hub repository's own
+configuration code (`auto_map`, loaded with trust_remote_code); its fixture answers that name with
+a one-line module that re-exports transformers' DeepSeek-V3 configuration class (the architecture
+the config declares), so no upstream code is shipped.
 """
 
 from __future__ import annotations
@@ -69,7 +72,9 @@ def _offline_hub() -> None:
         for rev in revisions:
             snap = repo / "snapshots" / rev
             snap.mkdir(parents=True)
-            shutil.copy(cfg, snap / "config.json")
+            for f in cfg.parent.iterdir():
+                if f.name == "config.json" or f.suffix == ".py":
+                    shutil.copy(f, snap / f.name)
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text("0" * 40)
     os.environ["HF_HUB_CACHE"] = str(cache)

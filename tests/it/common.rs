@@ -73,13 +73,19 @@ pub fn rank_bin() -> &'static str {
     })
 }
 
-/// Runs `ovlaunch ARGS` with a clean ovlaunch environment plus `env`.
-pub fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+/// An `ovlaunch` command with a clean ovlaunch environment.
+pub fn command() -> Command {
     let mut c = Command::new(bin());
-    c.args(args);
     for v in OVLAUNCH_ENV {
         c.env_remove(v);
     }
+    c
+}
+
+/// Runs `ovlaunch ARGS` with a clean ovlaunch environment plus `env`.
+pub fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = command();
+    c.args(args);
     c.envs(env.iter().copied());
     c.output().expect("run ovlaunch")
 }

@@ -6,7 +6,7 @@
 //! `render` and found again by `list` from another directory.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::{self, stderr, stdout};
 
@@ -60,20 +60,8 @@ impl Site {
     }
 
     fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut c = Command::new(common::bin());
+        let mut c = common::command();
         c.current_dir(cwd).args(args);
-        for v in [
-            "OVLAUNCH_JOBS_ROOT",
-            "OVLAUNCH_PROFILE",
-            "SBATCH_ACCOUNT",
-            "SLURM_ACCOUNT",
-            "SBATCH_PARTITION",
-            "SLURM_PARTITION",
-            "SBATCH_QOS",
-            "SLURM_QOS",
-        ] {
-            c.env_remove(v);
-        }
         c.env("XDG_CONFIG_HOME", self.path("config"));
         c.env("XDG_STATE_HOME", self.path("state"));
         c.envs(env.iter().copied());

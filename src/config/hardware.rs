@@ -1,0 +1,141 @@
+//! The hardware a plan is for, as data: one GPU kind's row of `hardware/gpus.yaml` (GPUs per
+//! node, architecture generation, NVLink domain, NUMA rule, and the performance constants
+//! `ovlaunch estimate` and `tune` read) and a parsed `KINDxCOUNT` spec (`catalog::hardware`
+//! parses it).
+
+use serde::{Deserialize, Serialize};
+
+/// One GPU kind's row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuKind {
+    pub kind: String,
+    pub description: String,
+    /// `hopper`, `blackwell`, ... or `cpu` for the CPU-only test kind.
+    pub generation: String,
+    /// CUDA compute capability major (9 Hopper, 10 Blackwell); 0 for `cpu`.
+    pub arch_major: u32,
+    /// GPUs per node (for `cpu`, ranks per node).
+    pub gpus_per_node: u32,
+    /// GPUs per NVLink domain (8 on HGX/DGX nodes, 72 on NVL72 racks).
+    pub nvlink_domain_size: u32,
+    /// Megatron-Bridge's static NUMA rule: NUMA node = local_rank / gpus_per_numa.
+    #[serde(default)]
+    pub gpus_per_numa: Option<u32>,
+    /// Per-rank core pinning on this kind (Megatron-Bridge pins B300 ranks to two cores:
+    /// `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16 + 1))`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_pinning: Option<crate::rank::CorePin>,
+    /// Which GPU kind's recipe variants to use when a recipe has none for this kind.
+    #[serde(default)]
+    pub recipe_gpu: Option<String>,
+    /// Performance constants for the estimator; `None` for kinds it cannot model.
+    #[serde(default)]
+    pub perf: Option<GpuPerf>,
+    /// Env vars this kind always needs (site fabric knobs belong here, not in recipes).
+    #[serde(
+        default,
+        deserialize_with = "crate::config::env::env_map",
+        serialize_with = "crate::secret::redacted_map"
+    )]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The nodes' CPU architecture: which rank runtime build can run there (Grace-based
+    /// GB200/GB300 nodes are aarch64).
+    #[serde(default)]
+    pub arch: CpuArch,
+}
+
+/// A node CPU architecture, spelled as Rust and `uname -m` spell it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CpuArch {
+    #[default]
+    #[serde(rename = "x86_64")]
+    X86_64,
+    #[serde(rename = "aarch64")]
+    Aarch64,
+}
+
+impl CpuArch {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuArch::X86_64 => "x86_64",
+            CpuArch::Aarch64 => "aarch64",
+        }
+    }
+
+    /// The architecture this program was built for.
+    pub fn host() -> CpuArch {
+        if cfg!(target_arch = "aarch64") {
+            CpuArch::Aarch64
+        } else {
+            CpuArch::X86_64
+        }
+    }
+}
+
+/// Per-GPU performance constants (dense peaks, memory, links); units in the field names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuPerf {
+    /// Dense BF16 tensor-core peak, TFLOP/s.
+    pub bf16_tflops: f64,
+    /// Dense FP8 peak, TFLOP/s (`null`: no FP8 units).
+    #[serde(default)]
+    pub fp8_tflops: Option<f64>,
+    /// Dense FP4 peak, TFLOP/s (`null`: no FP4 units).
+    #[serde(default)]
+    pub fp4_tflops: Option<f64>,
+    /// Usable HBM per GPU, GiB.
+    pub hbm_gib: f64,
+    /// HBM bandwidth, TB/s.
+    pub hbm_tb_s: f64,
+    /// NVLink bandwidth per GPU, one direction, GB/s.
+    pub nvlink_gb_s: f64,
+    /// Scale-out (network) bandwidth per GPU, one direction, GB/s.
+    pub scale_out_gb_s: f64,
+}
+
+impl GpuKind {
+    /// What the parser cannot say: counts are at least 1 (a zero `gpus_per_numa` divides
+    /// every rank's local id by zero on the node), the kind is a plain name.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.kind.is_empty()
+            || !self
+                .kind
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err("the kind must be letters, digits, `_` and `-`".into());
+        }
+        for (name, v) in [
+            ("gpus_per_node", Some(self.gpus_per_node)),
+            ("nvlink_domain_size", Some(self.nvlink_domain_size)),
+            ("gpus_per_numa", self.gpus_per_numa),
+        ] {
+            if v == Some(0) {
+                return Err(format!("{name} is 0; it must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_cpu(&self) -> bool {
+        self.generation == "cpu"
+    }
+
+    /// Blackwell and newer (compute capability 10+).
+    pub fn is_blackwell_or_newer(&self) -> bool {
+        self.arch_major >= 10
+    }
+}
+
+/// The parsed `--gpus` spec with its kind's row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hardware {
+    pub spec: String,
+    pub gpu: GpuKind,
+    /// World size (GPUs, or ranks for `cpu`).
+    pub count: u32,
+    pub gpus_per_node: u32,
+    pub nodes: u32,
+}
