@@ -563,13 +563,10 @@ fn main() {
     // The ranking term's rivals: tune's best layouts under the starting constants (never the
     // published one), for rows whose published layout is predicted to fit.
     let mut rival_cache: BTreeMap<String, Vec<(Plan, Vec<RankLoad>)>> = BTreeMap::new();
-    let rank = rank_term;
-    for i in 0..rows.len() {
-        if !rank {
-            break;
-        }
-        let r = &rows[i];
-        if !estimate(&r.plan, &start).unwrap().fits {
+    let mut rivals_of: Vec<Option<String>> = Vec::new();
+    for r in &rows {
+        if !rank_term || !estimate(&r.plan, &start).unwrap().fits {
+            rivals_of.push(None);
             continue;
         }
         let key = format!(
@@ -598,7 +595,12 @@ fn main() {
                 .collect();
             rival_cache.insert(key.clone(), rivals);
         }
-        rows[i].rivals = rival_cache[&key].clone();
+        rivals_of.push(Some(key));
+    }
+    for (r, key) in rows.iter_mut().zip(rivals_of) {
+        if let Some(k) = key {
+            r.rivals = rival_cache[&k].clone();
+        }
     }
     println!(
         "ranking term: {} rows with up to {RIVALS} rival layouts each",
