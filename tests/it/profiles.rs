@@ -234,42 +234,6 @@ fn explain_shows_each_settings_origin() {
 }
 
 #[test]
-fn a_profile_error_names_the_file_and_line() {
-    let s = Site::new();
-    std::fs::write(
-        s.path("project/.ovlaunch.yaml"),
-        "profiles:\n  site:\n    acount: x\n",
-    )
-    .unwrap();
-    let o = s.run(
-        &["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run"],
-        &[],
-    );
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(
-        e.contains(".ovlaunch.yaml:3") && e.contains("acount"),
-        "{e}"
-    );
-    std::fs::write(s.path("project/.ovlaunch.yaml"), PROJECT).unwrap();
-    let o = s.run(
-        &[
-            "--recipe",
-            "llama8b",
-            "--gpus",
-            "h100x8",
-            "--dry-run",
-            "--profile",
-            "nope",
-        ],
-        &[],
-    );
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(e.contains("no profile `nope`"), "{e}");
-}
-
-#[test]
 fn the_profiles_jobs_root_is_used_and_each_render_gets_its_own_directory() {
     let s = Site::new();
     let root = s.path("lustre/jobs");
