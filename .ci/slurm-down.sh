@@ -7,20 +7,24 @@
 #   3. SIGKILL job steps of this cluster that survived (slurmstepd detaches
 #      from slurmd with setsid; they are found by open files under the state
 #      directory) together with their descendants
-#   4. remove the /etc/hosts line that slurm-up.sh added
+#   4. remove the /etc/hosts line that slurm-up.sh added (under slurm-up.sh's
+#      machine-wide lock, $OVLAUNCH_SLURM_LOCK)
 # The state directory is kept (logs); slurm-up.sh wipes it on the next start.
 #
-# Usage: .ci/slurm-down.sh [--dir DIR]   (default $OVLAUNCH_SLURM_DIR or
-#        ${TMPDIR:-/tmp}/ovlaunch-slurm).  Safe to run twice.
+# Usage: .ci/slurm-down.sh [--dir DIR] [--hosts-only]   (default
+#        $OVLAUNCH_SLURM_DIR or ${TMPDIR:-/tmp}/ovlaunch-slurm).  Safe to run
+#        twice.  --hosts-only: step 4 alone.
 set -euo pipefail
 
 TMP_BASE=${TMPDIR:-/tmp}
 DIR=${OVLAUNCH_SLURM_DIR:-${TMP_BASE%/}/ovlaunch-slurm}
+HOSTS_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR=$2; shift 2 ;;
     --dir=*) DIR=${1#*=}; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --hosts-only) HOSTS_ONLY=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "slurm-down: unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -81,7 +85,9 @@ descendants() { # pid -> all descendants
   done
 }
 
-if [ -f "$PIDS" ]; then
+if [ "$HOSTS_ONLY" = 1 ]; then
+  :
+elif [ -f "$PIDS" ]; then
   ctld=$(awk '$1 == "slurmctld" { print $2 }' "$PIDS")
   if alive "$ctld" && [ -f "$DIR/etc/slurm.conf" ]; then
     export SLURM_CONF=$DIR/etc/slurm.conf
@@ -117,11 +123,22 @@ else
   log "no running cluster recorded in $DIR"
 fi
 
+# /etc/hosts is rewritten in place (it may be a bind mount, which a rename would not
+# replace), and other clusters' jobs may be resolving their node names from it right now:
+# truncating first would show them an empty file. So the shorter text is written over the
+# old from the start and the file is cut to its length afterwards; meanwhile a reader sees
+# every remaining line, then a piece of the old end that is no valid entry or a whole line
+# of this cluster. slurm-up.sh holds the lock when it calls this (--hosts-only).
 TAG="# ovlaunch-slurm:$DIR:"
 if grep -qF "$TAG" /etc/hosts 2>/dev/null; then
+  if [ -z "${OVLAUNCH_SLURM_LOCK_HELD:-}" ]; then
+    exec 9>>"${OVLAUNCH_SLURM_LOCK:-/tmp/ovlaunch-slurm.lock}"
+    flock 9
+  fi
   tmp=$(mktemp)
   grep -vF "$TAG" /etc/hosts > "$tmp" || true
-  cat "$tmp" > /etc/hosts
+  dd if="$tmp" of=/etc/hosts bs=1M conv=notrunc status=none
+  truncate -s "$(stat -c %s "$tmp")" /etc/hosts
   rm -f "$tmp"
   log "removed the node names from /etc/hosts"
 fi

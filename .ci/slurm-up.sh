@@ -38,6 +38,10 @@
 #                          it runs again.
 #   OVLAUNCH_SLURM_TIMEOUT seconds to wait for all nodes to be idle (default 60)
 #   OVLAUNCH_SLURM_EXTRA_CONF  extra slurm.conf lines (newline separated)
+#   OVLAUNCH_SLURM_LOCK    machine-wide lock file (default
+#                          /tmp/ovlaunch-slurm.lock): clusters that start at
+#                          the same moment take turns from the port choice
+#                          until their daemons listen, and on /etc/hosts
 #   OVLAUNCH_SLURM_OCI     crun (default when crun is installed): write oci.conf
 #                          so that `srun --container=BUNDLE` runs the step in an
 #                          OCI container started by crun (state in $DIR/crun, no
@@ -67,7 +71,7 @@ while [ $# -gt 0 ]; do
     --cpus=*) CPUS=${1#*=}; shift ;;
     --dir) DIR=$2; shift 2 ;;
     --dir=*) DIR=${1#*=}; shift ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     *) echo "slurm-up: unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -92,6 +96,15 @@ alive() {
   s=${s##*) }
   [ "${s%% *}" != Z ]
 }
+
+# Ports and /etc/hosts belong to the whole machine, and tests start clusters in parallel:
+# between a free port block being chosen and slurmctld listening on it, another start would
+# see the same block free, and two read-modify-write edits of /etc/hosts lose one line. So
+# a start holds this lock from the port choice until every node is idle (the daemons then
+# listen), and slurm-down.sh holds it for its /etc/hosts edit. The daemons do not inherit it.
+LOCK=${OVLAUNCH_SLURM_LOCK:-/tmp/ovlaunch-slurm.lock}
+exec 9>>"$LOCK"
+flock 9
 
 if [ -f "$DIR/pids" ]; then
   while read -r name pid; do
@@ -145,7 +158,7 @@ start_bg() { # name cmd... ; records "name pid" in $DIR/pids
   shift
   # A background job of a non-interactive shell is not a process group
   # leader, so setsid execs in place and $! is the daemon itself.
-  setsid "$@" >"$DIR/log/$name.out" 2>&1 </dev/null &
+  setsid "$@" >"$DIR/log/$name.out" 2>&1 </dev/null 9>&- &
   echo "$name $!" >> "$DIR/pids"
 }
 
@@ -261,11 +274,13 @@ esac
 # ---------------------------------------------------------------- /etc/hosts
 TAG="# ovlaunch-slurm:$DIR:"
 if [ "$HOSTS" = 1 ]; then
-  tmp=$(mktemp)
-  grep -vF "$TAG" /etc/hosts > "$tmp" || true
-  echo "127.0.0.1 ${NAMES[*]} $TAG" >> "$tmp"
-  cat "$tmp" > /etc/hosts   # rewrite in place: /etc/hosts may be a bind mount
-  rm -f "$tmp"
+  # A line left by an earlier cluster in the same directory goes first (see slurm-down.sh
+  # for why the file is rewritten in place); the new line is appended with one write, so a
+  # job resolving a node name meanwhile never reads a file without it.
+  if grep -qF "$TAG" /etc/hosts; then
+    OVLAUNCH_SLURM_LOCK_HELD=1 bash "$(dirname "$0")/slurm-down.sh" --hosts-only --dir "$DIR"
+  fi
+  echo "127.0.0.1 ${NAMES[*]} $TAG" >> /etc/hosts
 fi
 
 # ---------------------------------------------------------------- daemons
@@ -293,6 +308,8 @@ while :; do
   fi
   sleep 0.1
 done
+flock -u 9
+exec 9>&-
 log "$NODES node(s) idle (${CPUS} CPUs each) on ports $PORT..$((PORT + NODES)): $(tr '\n' ' ' <<<"$states")"
 log "started in $(since "$T0")s (daemons to all idle: $(since "$T1")s); state in $DIR"
 

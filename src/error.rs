@@ -89,9 +89,15 @@ impl FieldList for String {
     }
 }
 
-impl<const N: usize> FieldList for [&str; N] {
+impl FieldList for &[&str] {
     fn field_list(self) -> Vec<String> {
         self.iter().map(|f| f.to_string()).collect()
+    }
+}
+
+impl<const N: usize> FieldList for [&str; N] {
+    fn field_list(self) -> Vec<String> {
+        self.as_slice().field_list()
     }
 }
 

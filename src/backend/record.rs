@@ -132,21 +132,48 @@ pub fn list(root: &Path) -> Vec<(PathBuf, Submission)> {
     out
 }
 
+/// How to name a job to `status`, `logs` and `cancel`.
+const FIND_HELP: &str =
+    "give a job id, job name or job directory; `ovlaunch list` shows them (see --jobs-root)";
+
 /// Finds a job by directory path, job id or job name under `root`.
 pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     let p = Path::new(key);
     if p.join(FILE).is_file() {
         return Ok((p.to_path_buf(), read(p)?));
     }
-    list(root)
+    if let Some(found) = list(root)
         .into_iter()
         .rev()
         .find(|(_, s)| s.job_id.as_ref().map(JobId::as_str) == Some(key) || s.job_name == key)
-        .ok_or_else(|| {
-            Error::usage(format!("no job `{key}` under {}", root.display()))
-                .at_flag("JOB")
-                .help("give a job id, job name or job directory; `ovlaunch list` shows them (see --jobs-root)")
-        })
+    {
+        return Ok(found);
+    }
+    if p.is_dir() {
+        // No job has that id or name, and it names a directory without a record: say what
+        // the directory is rather than that no job of that name exists.
+        let rendered = [crate::layout::SBATCH_SCRIPT, crate::layout::LOCAL_SCRIPT]
+            .iter()
+            .any(|s| p.join(s).is_file());
+        return Err(if rendered {
+            Error::usage(format!(
+                "{key} is a job directory that was rendered but never submitted by ovlaunch (it has no {FILE})"
+            ))
+            .at_flag("JOB")
+            .help("submit it with `ovlaunch submit` (the same flags as `render`) so that status, logs and cancel can follow it")
+        } else {
+            Error::usage(format!(
+                "{key} is a directory but not a job directory (no {FILE})"
+            ))
+            .at_flag("JOB")
+            .help(FIND_HELP)
+        });
+    }
+    Err(
+        Error::usage(format!("no job `{key}` under {}", root.display()))
+            .at_flag("JOB")
+            .help(FIND_HELP),
+    )
 }
 
 #[cfg(test)]

@@ -235,9 +235,11 @@ fn job_id(rec: &Submission) -> Result<JobId> {
 
 fn tool(name: &str) -> Result<std::path::PathBuf> {
     which::which(name).map_err(|_| {
-        Error::runtime(format!("`{name}` not found on PATH")).help(
-            "run on a Slurm login node, or use --dry-run to print the script, or --executor local",
-        )
+        Error::runtime(format!("`{name}` not found on PATH")).help(if name == "sbatch" {
+            "run on a Slurm login node, or use --dry-run to print the script, or --executor local"
+        } else {
+            "status, logs and cancel ask Slurm about the job: run them on a Slurm login node"
+        })
     })
 }
 
@@ -675,10 +677,13 @@ fn parse_version(text: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
-/// Slurm before 23.02 runs one containerized task per node and hands every task of an OCI
-/// container step the step's environment, so `SLURM_PROCID` is 0 in every task (its
-/// slurmstepd writes the bundle's `process.env` once per step). From 23.02 on, each task
-/// gets its own container with its own environment.
+/// Slurm before 23.02 hands every task of an OCI container step the step's environment, so
+/// `SLURM_PROCID` is 0 in every task: its slurmstepd fills the bundle's `process.env` once
+/// per step (`setup_container` in `src/slurmd/slurmstepd/container.c` of 22.05, before any
+/// task's identity is set). 23.02 gives each task its own spool directory and fills
+/// `process.env` in `container_run`, per task, after the task's `SLURM_PROCID` is set
+/// (Slurm's "generate a spool dir per container task", bug 15449, first in 23.02.0). That
+/// newer path is read from Slurm's source, not run here: Debian 12 ships 22.05.
 pub fn oci_per_task_ok(version: (u32, u32)) -> bool {
     version >= (23, 2)
 }

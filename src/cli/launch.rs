@@ -309,7 +309,9 @@ pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
                 .at_flag("--container-image")
         })?;
         let base: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            Error::usage(format!("{}: {e}", site_config.display())).at_flag("--container-image")
+            Error::usage(format!("{}: {e}", site_config.display()))
+                .at_flag("--container-image")
+                .help("an image directory with a config.json is read as an OCI bundle: fix its JSON, or give the root filesystem directory itself")
         })?;
         let root = base["root"]["path"].as_str().unwrap_or("rootfs");
         let rootfs = if root.starts_with('/') {
@@ -461,7 +463,8 @@ pub fn options(
             "the job directory's component `{}...` is longer than 255 bytes, the file-name limit",
             long.to_string_lossy().chars().take(40).collect::<String>()
         ))
-        .at_flag("--job-dir"));
+        .at_flag("--job-dir")
+        .help("give a shorter --job-dir, or a shorter --job-name under the jobs root"));
     }
     // The local executor always starts ranks with torchrun (there is no srun here).
     let mode = match (args.executor, args.launcher) {

@@ -43,7 +43,7 @@ pub struct Cli {
     pub launch: MainArgs,
 }
 
-/// The main form: resolve, render and (without --dry-run) submit.
+/// The main form and `submit`: resolve, render and (without --dry-run) submit.
 #[derive(Debug, Args)]
 pub struct MainArgs {
     #[command(flatten)]
@@ -52,25 +52,6 @@ pub struct MainArgs {
     pub launch: launch::LaunchArgs,
     /// Print the launch script on stdout (sbatch accepts it as is) and the plan summary and env
     /// on stderr; write and submit nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Also print every decision (plan and launch, each launch setting with its origin: flag,
-    /// env, profile file:line or default) on stderr.
-    #[arg(long)]
-    pub explain: bool,
-    #[command(flatten)]
-    pub output: output::OutputArg,
-}
-
-/// `submit`: the main form without `--dry-run`.
-#[derive(Debug, Args)]
-pub struct SubmitCmd {
-    #[command(flatten)]
-    pub plan: PlanArgs,
-    #[command(flatten)]
-    pub launch: launch::LaunchArgs,
-    /// Print the script that would be submitted on stdout (the plan summary and env on
-    /// stderr); write nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Also print every decision (plan and launch, each launch setting with its origin: flag,
@@ -124,7 +105,7 @@ pub enum Command {
         output: output::OutputArg,
     },
     /// Write the job directory and submit it (or run it with --executor local).
-    Submit(SubmitCmd),
+    Submit(MainArgs),
     /// Write the complete job directory without submitting it; print its path.
     Render {
         #[command(flatten)]
@@ -414,14 +395,6 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
         }
         (Some(Command::Gpus { catalog, output }), _) => recipes::gpus(p, &catalog, output),
         (Some(Command::Plugins { sources, output }), _) => plugins::list(p, &sources, output),
-        (Some(Command::Submit(cmd)), _) => submit::run(
-            p,
-            &cmd.plan,
-            &cmd.launch,
-            cmd.dry_run,
-            cmd.explain,
-            cmd.output,
-        ),
         (
             Some(Command::Render {
                 plan,
@@ -490,7 +463,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             let root = profile::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
             list::run(p, &root, output)
         }
-        (None, main) => submit::run(
+        (Some(Command::Submit(main)), _) | (None, main) => submit::run(
             p,
             &main.plan,
             &main.launch,

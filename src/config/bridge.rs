@@ -16,7 +16,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use super::bridge_fields::SECTIONS;
+pub use super::bridge_fields::{SECTIONS, paths};
+
+/// A field path's section and field (`scheduler.max_steps`).
+pub fn split(path: &str) -> (&str, &str) {
+    path.split_once('.').unwrap_or(("", path))
+}
 
 /// A Bridge field's type, in the few shapes its config classes use.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -88,13 +93,15 @@ pub fn is_section(name: &str) -> bool {
 pub struct Sections(pub BTreeMap<String, Map<String, Value>>);
 
 impl Sections {
-    /// The field's value, if set.
-    pub fn get(&self, section: &str, field: &str) -> Option<&Value> {
+    /// The value at `path` (`section.field`, one of [`paths`]), if set.
+    pub fn get(&self, path: &str) -> Option<&Value> {
+        let (section, field) = split(path);
         self.0.get(section).and_then(|m| m.get(field))
     }
 
-    /// Sets a field (the value already checked).
-    pub fn set(&mut self, section: &str, field: &str, value: Value) {
+    /// Sets the field at `path` (the value already checked).
+    pub fn set(&mut self, path: &str, value: Value) {
+        let (section, field) = split(path);
         self.0
             .entry(section.to_string())
             .or_default()
@@ -120,7 +127,7 @@ impl Sections {
             };
             for (k, val) in m {
                 let val = check(def, &k, val)?;
-                out.set(def.name, &k, val);
+                out.set(&format!("{}.{k}", def.name), val);
             }
         }
         Ok(out)

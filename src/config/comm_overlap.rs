@@ -49,16 +49,7 @@ macro_rules! comm_overlap_config {
             }
         }
 
-        /// The field paths of `comm_overlap`.
-        #[derive(Debug, Clone, Copy)]
-        pub struct CommOverlapPaths {
-            $( pub $f: &'static str, )*
-        }
-
-        /// Every field's full path: `comm_overlap.FIELD`.
-        pub const COMM_OVERLAP: CommOverlapPaths = CommOverlapPaths {
-            $( $f: concat!("comm_overlap.", stringify!($f)), )*
-        };
+        $crate::field_paths! { const COMM_OVERLAP: CommOverlapPaths in comm_overlap { $($f),* } }
 
         /// `_CommOverlapConfig`: every field `None` until set. It carries the `computed`
         /// fields too (`data_parallel_size`), but `finalize()` leaves them out, so the

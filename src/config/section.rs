@@ -41,9 +41,9 @@ macro_rules! section {
 
         impl $name {
             /// The section's key in a recipe, in `--set` and in the plan.
-            pub const SECTION: &'static str = stringify!($key);
+            pub const SECTION: &'static str = <Self as $crate::config::Section>::SECTION;
             /// Field names in declaration order.
-            pub const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+            pub const FIELDS: &'static [&'static str] = <Self as $crate::config::Section>::FIELDS;
         }
 
         impl $crate::config::Section for $name {
@@ -51,6 +51,17 @@ macro_rules! section {
             const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
         }
 
+        $crate::field_paths! { const $pconst: $paths in $key { $($field),* } }
+    };
+}
+
+/// Declares a section's typed field paths: `const CONST: PathsType in section_key { field, ... }`
+/// makes `CONST.field` the text `"section_key.field"`. `section!`, `CommOverlapConfig`'s field
+/// list and the generated pass-through sections (`config::bridge::paths`) all spell paths
+/// through it.
+#[macro_export]
+macro_rules! field_paths {
+    (const $pconst:ident : $paths:ident in $key:ident { $($field:ident),* $(,)? }) => {
         #[doc = concat!("Every field's full path: `", stringify!($key), ".FIELD`.")]
         pub const $pconst: $paths = $paths {
             $( $field: concat!(stringify!($key), ".", stringify!($field)), )*
@@ -58,6 +69,8 @@ macro_rules! section {
 
         #[doc = concat!("The field paths of `", stringify!($key), "`: `", stringify!($key), ".FIELD` for each field.")]
         #[derive(Debug, Clone, Copy)]
+        // Bridge's own field names, some not snake case (`logger.barrier_with_L1_time`).
+        #[allow(non_snake_case)]
         pub struct $paths {
             $( pub $field: &'static str, )*
         }

@@ -10,13 +10,16 @@ use crate::config::{COMM_OVERLAP, DdpConfig, MODEL, ModelConfig};
 use crate::error::{Error, Result};
 use crate::version::Stack;
 
-fn fail(field: &str, text: impl Into<String>, fix: &str) -> Error {
-    Error::config(text).at_fields(field).help(fix.to_string())
+fn fail(field: &str, text: impl Into<String>, fix: impl Into<String>) -> Error {
+    Error::config(text).at_fields(field).help(fix)
 }
 
 /// Conditions a-l for `overlap_moe_expert_parallel_comm is True`.
 pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
-    const OFF: &str = "or set comm_overlap.overlap_moe_expert_parallel_comm=false";
+    let off = format!(
+        "or set {}=false",
+        COMM_OVERLAP.overlap_moe_expert_parallel_comm
+    );
     if m.expert_model_parallel_size <= 1 {
         return Err(fail(
             MODEL.expert_model_parallel_size,
@@ -24,7 +27,7 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
                 "overlap_moe_expert_parallel_comm is only supported when expert_model_parallel_size > 1 (got {})",
                 m.expert_model_parallel_size
             ),
-            &format!("set model.expert_model_parallel_size > 1, {OFF}"),
+            format!("set {} > 1, {off}", MODEL.expert_model_parallel_size),
         ));
     }
     match m.num_moe_experts {
@@ -32,7 +35,7 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
             return Err(fail(
                 MODEL.num_moe_experts,
                 "overlap_moe_expert_parallel_comm needs num_moe_experts > 1, but num_moe_experts is None (Bridge raises TypeError comparing None > 1)",
-                &format!("set model.num_moe_experts, {OFF}"),
+                format!("set {}, {off}", MODEL.num_moe_experts),
             ));
         }
         Some(n) if n <= 1 => {
@@ -41,7 +44,7 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
                 format!(
                     "overlap_moe_expert_parallel_comm is only supported when num_moe_experts > 1, but got {n}"
                 ),
-                &format!("set model.num_moe_experts > 1, {OFF}"),
+                format!("set {} > 1, {off}", MODEL.num_moe_experts),
             ));
         }
         Some(_) => {}
@@ -53,14 +56,14 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
                 "overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or 'flex', but got {}",
                 m.moe_token_dispatcher_type
             ),
-            &format!("set model.moe_token_dispatcher_type=alltoall, {OFF}"),
+            format!("set {}=alltoall, {off}", MODEL.moe_token_dispatcher_type),
         ));
     }
     if !(m.bf16 || m.fp16) {
         return Err(fail(
             MODEL.bf16,
             "overlap_moe_expert_parallel_comm is only supported when using bf16 or fp16 models",
-            &format!("use a bf16 or fp16 mixed_precision recipe, {OFF}"),
+            format!("use a bf16 or fp16 mixed_precision recipe, {off}"),
         ));
     }
     if !stack.torch.at_least("2.6.0") {
@@ -70,35 +73,38 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
                 "A2A Overlap encounters hang issue with torch version < 2.6.0 (torch {})",
                 stack.torch
             ),
-            &format!("use torch >= 2.6.0, {OFF}"),
+            format!("use torch >= 2.6.0, {off}"),
         ));
     }
     if m.pipeline_model_parallel_size > 1 && m.virtual_pipeline_model_parallel_size.is_none() {
         return Err(fail(
             MODEL.virtual_pipeline_model_parallel_size,
             "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1",
-            &format!("set model.virtual_pipeline_model_parallel_size (1 is accepted), {OFF}"),
+            format!(
+                "set {} (1 is accepted), {off}",
+                MODEL.virtual_pipeline_model_parallel_size
+            ),
         ));
     }
     if m.recompute_granularity.as_deref() == Some("full") {
         return Err(fail(
             MODEL.recompute_granularity,
             "disable full recomputation when enabling overlap_moe_expert_parallel_comm",
-            &format!("use selective recompute, {OFF}"),
+            format!("use selective recompute, {off}"),
         ));
     }
     if m.recompute_method.is_some() {
         return Err(fail(
             MODEL.recompute_method,
             "disable recomputation method when enabling overlap_moe_expert_parallel_comm",
-            &format!("set model.recompute_method=null, {OFF}"),
+            format!("set {}=null, {off}", MODEL.recompute_method),
         ));
     }
     if m.recompute_num_layers.is_some() {
         return Err(fail(
             MODEL.recompute_num_layers,
             "recompute_num_layers must be None when enabling overlap_moe_expert_parallel_comm",
-            &format!("set model.recompute_num_layers=null, {OFF}"),
+            format!("set {}=null, {off}", MODEL.recompute_num_layers),
         ));
     }
     if m.recompute_modules
@@ -108,21 +114,21 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
         return Err(fail(
             MODEL.recompute_modules,
             "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm",
-            &format!("drop `moe` from model.recompute_modules, {OFF}"),
+            format!("drop `moe` from {}, {off}", MODEL.recompute_modules),
         ));
     }
     if m.moe_shared_expert_overlap {
         return Err(fail(
             MODEL.moe_shared_expert_overlap,
             "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm",
-            &format!("set model.moe_shared_expert_overlap=false, {OFF}"),
+            format!("set {}=false, {off}", MODEL.moe_shared_expert_overlap),
         ));
     }
     if m.mtp_num_layers.is_some_and(|n| n > 1) {
         return Err(fail(
             MODEL.mtp_num_layers,
             "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm.",
-            &format!("set model.mtp_num_layers to null, 0 or 1, {OFF}"),
+            format!("set {} to null, 0 or 1, {off}", MODEL.mtp_num_layers),
         ));
     }
     Ok(())
@@ -163,7 +169,10 @@ pub fn delay_wgrad(
         return Err(fail(
             COMM_OVERLAP.delay_wgrad_compute,
             "overlap_moe_expert_parallel_comm is required for delay_wgrad_compute",
-            "set comm_overlap.overlap_moe_expert_parallel_comm=true, or delay_wgrad_compute=false",
+            format!(
+                "set {}=true, or delay_wgrad_compute=false",
+                COMM_OVERLAP.overlap_moe_expert_parallel_comm
+            ),
         ));
     }
     let attn = has_cuda_graph_module(m, "attn");
@@ -186,14 +195,17 @@ pub fn delay_wgrad(
             return Err(fail(
                 MODEL.gradient_accumulation_fusion,
                 "CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled (wgrad buffers need static memory addresses)",
-                "set model.gradient_accumulation_fusion=true",
+                format!("set {}=true", MODEL.gradient_accumulation_fusion),
             ));
         }
         if attn && (m.add_bias_linear || m.add_qkv_bias) {
             return Err(fail(
                 MODEL.add_bias_linear,
                 "CUDA graph with delay_wgrad_compute does not support attention bias for now.",
-                "set model.add_bias_linear=false and model.add_qkv_bias=false, or drop attn from the CUDA graph modules",
+                format!(
+                    "set {}=false and {}=false, or drop attn from the CUDA graph modules",
+                    MODEL.add_bias_linear, MODEL.add_qkv_bias
+                ),
             ));
         }
     }

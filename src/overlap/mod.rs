@@ -78,7 +78,10 @@ pub fn setup(
     // Step 4: DP overlap only on the distributed-optimizer path (the ddp flag is the gate).
     if ddp.use_distributed_optimizer {
         let dp = cfg.data_parallel_size.ok_or_else(|| {
-            Error::config("comm_overlap.data_parallel_size is None ('>' not supported between NoneType and int)")
+            Error::config(format!(
+                "{} is None ('>' not supported between NoneType and int)",
+                COMM_OVERLAP.data_parallel_size
+            ))
         })?;
         let q = dp_fields(dp, model).override_with(&user);
         apply_dp(&q, &user, dp, model, optimizer, ddp, ctx, out);
@@ -86,7 +89,7 @@ pub fn setup(
         out.decisions.push(Decision::new(
             DDP.overlap_grad_reduce,
             ddp.overlap_grad_reduce,
-            "DP overlap defaults are applied only when ddp.use_distributed_optimizer is true; ddp and optimizer keep their values (comm_overlap.py setup step 4)",
+            format!("DP overlap defaults are applied only when {} is true; ddp and optimizer keep their values (comm_overlap.py setup step 4)", DDP.use_distributed_optimizer),
             Source::Default,
         ));
     }
@@ -142,19 +145,25 @@ fn model_fields(
             Some((
                 "TP size < 2",
                 MODEL.tensor_model_parallel_size,
-                "set model.tensor_model_parallel_size >= 2 (and model.sequence_parallel=true)",
+                format!(
+                    "set {} >= 2 (and {}=true)",
+                    MODEL.tensor_model_parallel_size, MODEL.sequence_parallel
+                ),
             ))
         } else if !model.sequence_parallel {
             Some((
                 "sequence_parallel=False",
                 MODEL.sequence_parallel,
-                "set model.sequence_parallel=true: TE overlaps only the all-gather/reduce-scatter of the sequence-parallel path",
+                format!(
+                    "set {}=true: TE overlaps only the all-gather/reduce-scatter of the sequence-parallel path",
+                    MODEL.sequence_parallel
+                ),
             ))
         } else if ctx.stack.te.is_none() {
             Some((
                 "TE not detected",
                 "--te-version",
-                "use a container with Transformer Engine (--te-version VERSION)",
+                "use a container with Transformer Engine (--te-version VERSION)".to_string(),
             ))
         } else {
             None
@@ -163,16 +172,20 @@ fn model_fields(
             let text = format!("Disabling tensor parallel communication overlap due to {why}.");
             if ctx.strict {
                 return Err(Error::config(format!(
-                    "{text} (comm_overlap.tp_comm_overlap=true was requested)"
+                    "{text} ({}=true was requested)",
+                    COMM_OVERLAP.tp_comm_overlap
                 ))
                 .at_fields(field)
-                .help(format!("{fix}; or set comm_overlap.tp_comm_overlap=false")));
+                .help(format!(
+                    "{fix}; or set {}=false",
+                    COMM_OVERLAP.tp_comm_overlap
+                )));
             }
             out.warnings.push(text.clone());
             out.decisions.push(Decision::new(
                 MODEL.tp_comm_overlap,
                 false,
-                format!("{text} comm_overlap.tp_comm_overlap=true was requested but the TP gate failed on {field} (comm_overlap.py TP gate)"),
+                format!("{text} {}=true was requested but the TP gate failed on {field} (comm_overlap.py TP gate)", COMM_OVERLAP.tp_comm_overlap),
                 Source::Derived,
             ));
             user.tp_comm_overlap = Some(false);
@@ -223,8 +236,8 @@ fn apply_to_model(
             MODEL.tp_comm_overlap,
             true,
             format!(
-                "comm_overlap.tp_comm_overlap=true passed the TP gate (TP={} >= 2, sequence_parallel on, TE present)",
-                model.tensor_model_parallel_size
+                "{}=true passed the TP gate (TP={} >= 2, sequence_parallel on, TE present)",
+                COMM_OVERLAP.tp_comm_overlap, model.tensor_model_parallel_size
             ),
             src("tp_comm_overlap", true),
         ));

@@ -338,6 +338,20 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     if let Some(m) = &opts.mpi {
         srun_args.push(format!("--mpi={m}"));
     }
+    for a in &opts.srun_args {
+        // One option per word: a word that is not an option (or `--`, which ends srun's
+        // options) would become the program srun runs, in place of the rank runtime.
+        if !a.starts_with('-') || a == "--" {
+            return Err(Error::usage(format!(
+                "`{}` is not an srun option: srun would take it for the program to run",
+                a.escape_debug()
+            ))
+            .at_flag(format!("--srun-arg {}", a.escape_debug()))
+            .help(
+                "one option per --srun-arg, its value joined with `=`: --srun-arg=--nodelist=node1",
+            ));
+        }
+    }
     srun_args.extend(opts.srun_args.iter().cloned());
     if let Some(c) = &opts.container {
         container_args(c, &opts.job_dir, &mut srun_args, &mut decisions)?;

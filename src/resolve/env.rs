@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use super::PluginEnv;
 use super::env_rules::{self, Action, Facts};
 use crate::catalog::Hardware;
-use crate::config::{DdpConfig, EnvScalar, ModelConfig};
+use crate::config::{DDP, DdpConfig, EnvScalar, ModelConfig};
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
 use crate::plan::{EnvEntry, Invariant, Trace};
@@ -360,7 +360,7 @@ pub fn check(
         if cdmc == Some("1") {
             return Err(Error::config("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.")
                 .at_fields("env.CUDA_DEVICE_MAX_CONNECTIONS")
-                .help("Megatron-FSDP is on (ddp.use_megatron_fsdp): use --env CUDA_DEVICE_MAX_CONNECTIONS=32 or leave it unset"));
+                .help(format!("Megatron-FSDP is on ({}): use --env CUDA_DEVICE_MAX_CONNECTIONS=32 or leave it unset", DDP.use_megatron_fsdp)));
         }
         inv.push(Invariant {
             var: "CUDA_DEVICE_MAX_CONNECTIONS".into(),

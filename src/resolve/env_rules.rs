@@ -423,7 +423,7 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             Rule::CpuOffloadV1,
             "NVTE_CPU_OFFLOAD_V1",
             "1",
-            "model.fine_grained_activation_offloading is on".into(),
+            format!("{} is on", MODEL.fine_grained_activation_offloading),
         );
     }
 
@@ -486,7 +486,7 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                 ))
                 .at_fields(MODEL.expert_model_parallel_size)
                 .help(format!(
-                    "Megatron-Bridge refuses this (ep_size <= {domain} on NVL{domain} systems): use --set model.expert_model_parallel_size=N with N <= {domain}, or another dispatcher (--set model.moe_flex_dispatcher_backend=deepep)"
+                    "Megatron-Bridge refuses this (ep_size <= {domain} on NVL{domain} systems): use --set {}=N with N <= {domain}, or another dispatcher (--set {}=deepep)", MODEL.expert_model_parallel_size, MODEL.moe_flex_dispatcher_backend
                 )));
             }
             f.ep
@@ -623,7 +623,10 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             Rule::CuteDslGroupedMlp,
             "NVTE_CUTEDSL_FUSED_GROUPED_MLP",
             1,
-            "cutedsl_fused_grouped_mlp (model.use_transformer_engine_op_fuser) is on".into(),
+            format!(
+                "cutedsl_fused_grouped_mlp ({}) is on",
+                MODEL.use_transformer_engine_op_fuser
+            ),
         );
         if f.moe_a2a_overlap {
             out.set(
@@ -638,9 +641,9 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
     // 9
     if f.nccl_ub || (f.family_is("llama") && f.use_megatron_fsdp) {
         let why = if f.nccl_ub {
-            "ddp.nccl_ub is on (NCCL userbuffers)".to_string()
+            format!("{} is on (NCCL userbuffers)", DDP.nccl_ub)
         } else {
-            "Llama with Megatron-FSDP (ddp.use_megatron_fsdp)".to_string()
+            format!("Llama with Megatron-FSDP ({})", DDP.use_megatron_fsdp)
         };
         for var in ["PYTORCH_CUDA_ALLOC_CONF", "NCCL_GRAPH_REGISTER"] {
             out.push(Rule::AllocatorRemoval, var, Action::Unset, why.clone(), &[]);
@@ -717,7 +720,7 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                 Rule::NcclUserbuffers,
                 var,
                 Action::Set("1".into()),
-                "ddp.nccl_ub is on".into(),
+                format!("{} is on", DDP.nccl_ub),
                 NCCL_UB_TRIGGERS,
             );
         }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::overrides::SetOverride;
 use crate::catalog::Hardware;
 use crate::catalog::recipe::{PRECISIONS, Recipe, Variant};
-use crate::config::{ConfigContainer, MixedPrecisionConfig};
+use crate::config::{COMM_OVERLAP, ConfigContainer, MixedPrecisionConfig};
 use crate::error::{Error, Result, did_you_mean_then};
 use crate::plan::decision::{Decision, Source};
 
@@ -375,9 +375,9 @@ fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
         let msg = e.to_string();
         let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
         let hint = if msg.contains("tp_comm_overlap") && msg.contains("missing") {
-            "comm_overlap.tp_comm_overlap is required whenever comm_overlap is given (CommOverlapConfig has no default for it)"
+            format!("{} is required whenever comm_overlap is given (CommOverlapConfig has no default for it)", COMM_OVERLAP.tp_comm_overlap)
         } else {
-            "check the recipe's sections against `ovlaunch fields`"
+            "check the recipe's sections against `ovlaunch fields`".to_string()
         };
         Error::usage(msg).at_file(origin).help(hint)
     })?;

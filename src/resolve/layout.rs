@@ -54,9 +54,10 @@ fn positive_sizes(model: &ModelConfig, train: &TrainConfig) -> Result<()> {
         }
     }
     if model.num_moe_experts.is_some() && model.moe_router_topk == 0 {
-        return Err(Error::usage(
-            "model.moe_router_topk is 0 on a MoE model; it must be at least 1",
-        )
+        return Err(Error::usage(format!(
+            "{} is 0 on a MoE model; it must be at least 1",
+            MODEL.moe_router_topk
+        ))
         .at_fields(MODEL.moe_router_topk));
     }
     Ok(())
@@ -277,7 +278,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
     if model.sequence_parallel && tp <= 1 {
         return Err(Error::usage("sequence_parallel needs tensor_model_parallel_size > 1 (Megatron-Core: \"Can not use sequence parallelism without tensor parallelism\")")
             .at_fields([MODEL.sequence_parallel, MODEL.tensor_model_parallel_size])
-            .help("set model.sequence_parallel=false, or TP > 1"));
+            .help(format!("set {}=false, or TP > 1", MODEL.sequence_parallel)));
     }
     let layers = u64::from(model.num_layers);
     let vpp = model.virtual_pipeline_model_parallel_size.map(u64::from);
@@ -302,9 +303,9 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             ))
             .at_fields([MODEL.num_layers, MODEL.pipeline_model_parallel_size, MODEL.virtual_pipeline_model_parallel_size])
             .help(if ok.is_empty() {
-                format!("{layers} layers have no divisor between 2 and 16: give model.pipeline_model_parallel_layout (e.g. \"Et*4|(t*4|)*14tmL\") or account_for_embedding/loss_in_pipeline_split")
+                format!("{layers} layers have no divisor between 2 and 16: give {} (e.g. \"Et*4|(t*4|)*14tmL\") or account_for_embedding/loss_in_pipeline_split", MODEL.pipeline_model_parallel_layout)
             } else {
-                format!("PP*VPP must divide {layers} (e.g. {}), or give model.pipeline_model_parallel_layout", list(ok.into_iter()))
+                format!("PP*VPP must divide {layers} (e.g. {}), or give {}", list(ok.into_iter()), MODEL.pipeline_model_parallel_layout)
             }));
         }
     }
@@ -331,7 +332,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
                 MODEL.virtual_pipeline_model_parallel_size,
             ])
             .help(format!(
-                "PP*VPP must divide {slots}, or set account_for_embedding/loss_in_pipeline_split to false and give model.pipeline_model_parallel_layout"
+                "PP*VPP must divide {slots}, or set account_for_embedding/loss_in_pipeline_split to false and give {}", MODEL.pipeline_model_parallel_layout
             )));
         }
     }
@@ -362,7 +363,7 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
             None => {
                 return Err(Error::usage(format!("expert_model_parallel_size {ep} needs a MoE model, but num_moe_experts is not set"))
                     .at_fields([MODEL.expert_model_parallel_size, MODEL.num_moe_experts])
-                    .help("set model.num_moe_experts, or model.expert_model_parallel_size=1"));
+                    .help(format!("set {}, or {}=1", MODEL.num_moe_experts, MODEL.expert_model_parallel_size)));
             }
             Some(n) if u64::from(n) % ep != 0 => {
                 return Err(Error::usage(format!(

@@ -18,6 +18,7 @@ pub mod validate;
 use serde_json::Value;
 
 use crate::catalog::{Hardware, Recipe};
+use crate::config::bridge::paths::CHECKPOINT;
 use crate::config::{CommOverlapConfig, MODEL, MixedPrecisionConfig, OPTIMIZER, TRAIN};
 use crate::error::{Error, Result};
 use crate::overlap;
@@ -272,22 +273,19 @@ fn resume_stage(plugins: &PluginLayer, l: &mut layers::Layered, t: &mut Trace) {
         return;
     };
     let b = &mut l.cfg.bridge;
-    let Some(save) = b
-        .get("checkpoint", "save")
-        .filter(|v| !v.is_null())
-        .cloned()
-    else {
+    let Some(save) = b.get(CHECKPOINT.save).filter(|v| !v.is_null()).cloned() else {
         return;
     };
-    if b.get("checkpoint", "load").is_some() {
+    if b.get(CHECKPOINT.load).is_some() {
         return;
     }
-    b.set("checkpoint", "load", save.clone());
+    b.set(CHECKPOINT.load, save.clone());
     t.decisions.push(Decision::new(
-        "checkpoint.load",
+        CHECKPOINT.load,
         save,
         format!(
-            "plugin {first} restarts the job: checkpoint.load defaults to checkpoint.save so a restarted run resumes from its latest checkpoint"
+            "plugin {first} restarts the job: {} defaults to {} so a restarted run resumes from its latest checkpoint",
+            CHECKPOINT.load, CHECKPOINT.save
         ),
         Source::Plugin(first.clone()),
     ));
@@ -331,7 +329,7 @@ fn scale_batch(
                     hw.count
                 ))
                 .at_fields(TRAIN.global_batch_size)
-                .help("Pass --set train.global_batch_size=N explicitly"));
+                .help(format!("Pass --set {}=N explicitly", TRAIN.global_batch_size)));
             }
             let new = u32::try_from(scaled / dp_old).map_err(|_| {
                 Error::usage("scaled global_batch_size is too large")
@@ -547,7 +545,10 @@ fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result
         "Megatron-Bridge refuses this on {kind}: \"{reason}\" (validate_flex_dispatcher_backend)"
     ))
     .at_fields(MODEL.moe_flex_dispatcher_backend)
-    .help("pick another backend with --set model.moe_flex_dispatcher_backend=..., or --set model.moe_token_dispatcher_type=alltoall"))
+    .help(format!(
+        "pick another backend with --set {}=..., or --set {}=alltoall",
+        MODEL.moe_flex_dispatcher_backend, MODEL.moe_token_dispatcher_type
+    )))
 }
 
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change

@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 
-use crate::config::{self, CommOverlapConfig, ConfigContainer, MixedPrecisionConfig};
+use crate::config::{
+    self, COMM_OVERLAP, CommOverlapConfig, ConfigContainer, MODEL, MixedPrecisionConfig,
+};
 use crate::error::{Error, Result, did_you_mean_then};
 use crate::rank::names::{ENV_NAME_RULE, valid_env_name};
 use crate::yaml;
@@ -86,7 +88,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     let Some((path, text)) = item.split_once('=') else {
         return Err(Error::usage("expected section.field=value")
             .at_flag(flag)
-            .help("e.g. --set model.tensor_model_parallel_size=8"));
+            .help(format!("e.g. --set {}=8", MODEL.tensor_model_parallel_size)));
     };
     let path = path.trim_start().trim_start_matches('+');
     // An env name is taken as written (no trimming): a name that is not valid is refused,
@@ -140,9 +142,10 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         })?;
     }
     if section == CommOverlapConfig::SECTION && field.as_deref() == Some("data_parallel_size") {
-        return Err(Error::usage(
-            "comm_overlap.data_parallel_size is computed (world / (TP*PP*CP)); it cannot be set",
-        )
+        return Err(Error::usage(format!(
+            "{} is computed (world / (TP*PP*CP)); it cannot be set",
+            COMM_OVERLAP.data_parallel_size
+        ))
         .at_flag(flag));
     }
     let mut value = yaml::parse_value(text);

@@ -34,11 +34,12 @@ pub fn validate(
     {
         return Err(Error::config("reuse_grad_buf_for_mxfp8_param_ag cannot be combined with overlap_param_gather_with_optimizer_step")
             .at_fields(OPTIMIZER.overlap_param_gather_with_optimizer_step)
-            .help("set comm_overlap.overlap_param_gather_with_optimizer_step=false"));
+            .help(format!("set {}=false", COMM_OVERLAP.overlap_param_gather_with_optimizer_step)));
     }
     if ddp.bucket_size.is_some() && !ddp.overlap_grad_reduce && !ddp.use_megatron_fsdp {
         warnings.push(format!(
-            "ddp.bucket_size={} has no effect: Megatron-Core forces bucket_size to None (one bucket) when overlap_grad_reduce is False",
+            "{}={} has no effect: Megatron-Core forces bucket_size to None (one bucket) when overlap_grad_reduce is False",
+            DDP.bucket_size,
             ddp.bucket_size.unwrap_or(0)
         ));
     }
@@ -48,18 +49,28 @@ pub fn validate(
         if model.pipeline_model_parallel_size < 2 || !model.gradient_accumulation_fusion {
             return Err(Error::config("defer_embedding_wgrad_compute needs pipeline_model_parallel_size > 1 and gradient_accumulation_fusion")
                 .at_fields(COMM_OVERLAP.defer_embedding_wgrad_compute)
-                .help("set model.gradient_accumulation_fusion=true and PP > 1, or turn it off"));
+                .help(format!("set {}=true and PP > 1, or turn it off", MODEL.gradient_accumulation_fusion)));
         }
         if model.wgrad_deferral_limit < 0 {
-            return Err(Error::config("Wgrad deferral limit should be greater than or equal to 0 when it is enabled!")
-                .at_fields(COMM_OVERLAP.wgrad_deferral_limit)
-                .help("CommOverlapConfig writes -1 when the limit is unset: set comm_overlap.wgrad_deferral_limit (e.g. 50)"));
+            return Err(Error::config(
+                "Wgrad deferral limit should be greater than or equal to 0 when it is enabled!",
+            )
+            .at_fields(COMM_OVERLAP.wgrad_deferral_limit)
+            .help(format!(
+                "CommOverlapConfig writes -1 when the limit is unset: set {} (e.g. 50)",
+                COMM_OVERLAP.wgrad_deferral_limit
+            )));
         }
     }
     if model.delay_wgrad_compute == Some(true) && !model.overlap_moe_expert_parallel_comm {
-        return Err(Error::config("overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute")
-            .at_fields(COMM_OVERLAP.overlap_moe_expert_parallel_comm)
-            .help("CommOverlapConfig overwrites the model's value (False when unset): set comm_overlap.overlap_moe_expert_parallel_comm=true"));
+        return Err(Error::config(
+            "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute",
+        )
+        .at_fields(COMM_OVERLAP.overlap_moe_expert_parallel_comm)
+        .help(format!(
+            "CommOverlapConfig overwrites the model's value (False when unset): set {}=true",
+            COMM_OVERLAP.overlap_moe_expert_parallel_comm
+        )));
     }
     if model.overlap_moe_expert_parallel_comm {
         crate::overlap::checks::expert_overlap(model, stack)?;
@@ -125,14 +136,16 @@ pub fn validate(
     {
         return Err(Error::config("When fp8_param_gather=True and fp8_recipe='mxfp8', reuse_grad_buf_for_mxfp8_param_ag must be set to True")
                 .at_fields(MIXED_PRECISION.reuse_grad_buf_for_mxfp8_param_ag)
-                .help("--set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag=true"));
+                .help(format!("--set {}=true", MIXED_PRECISION.reuse_grad_buf_for_mxfp8_param_ag)));
     }
 
     // Distributed-optimizer and overlap_param_gather sync.
     if ddp.use_distributed_optimizer != optimizer.use_distributed_optimizer {
         let text = format!(
-            "Distributed optimizer settings were not in sync: ddp.use_distributed_optimizer={}, optimizer.use_distributed_optimizer={}. Automatically enabling distributed optimizer for both settings.",
+            "Distributed optimizer settings were not in sync: {}={}, {}={}. Automatically enabling distributed optimizer for both settings.",
+            DDP.use_distributed_optimizer,
             py(ddp.use_distributed_optimizer),
+            OPTIMIZER.use_distributed_optimizer,
             py(optimizer.use_distributed_optimizer)
         );
         warnings.push(text.clone());
@@ -147,8 +160,10 @@ pub fn validate(
     }
     if ddp.overlap_param_gather != optimizer.overlap_param_gather {
         let text = format!(
-            "overlap_param_gather settings were not in sync: ddp.overlap_param_gather={}, optimizer.overlap_param_gather={}. Automatically enabling overlap_param_gather for both settings.",
+            "overlap_param_gather settings were not in sync: {}={}, {}={}. Automatically enabling overlap_param_gather for both settings.",
+            DDP.overlap_param_gather,
             py(ddp.overlap_param_gather),
+            OPTIMIZER.overlap_param_gather,
             py(optimizer.overlap_param_gather)
         );
         warnings.push(text.clone());
@@ -164,16 +179,18 @@ pub fn validate(
 
     // Precision consistency.
     if model.bf16 && model.fp16 {
-        return Err(
-            Error::config("model.bf16 and model.fp16 cannot both be True")
-                .at_fields([MODEL.bf16, MODEL.fp16]),
-        );
+        return Err(Error::config(format!(
+            "{} and {} cannot both be True",
+            MODEL.bf16, MODEL.fp16
+        ))
+        .at_fields([MODEL.bf16, MODEL.fp16]));
     }
     if optimizer.bf16 && optimizer.fp16 {
-        return Err(
-            Error::config("optimizer.bf16 and optimizer.fp16 cannot both be True")
-                .at_fields([OPTIMIZER.bf16, OPTIMIZER.fp16]),
-        );
+        return Err(Error::config(format!(
+            "{} and {} cannot both be True",
+            OPTIMIZER.bf16, OPTIMIZER.fp16
+        ))
+        .at_fields([OPTIMIZER.bf16, OPTIMIZER.fp16]));
     }
     if optimizer.use_precision_aware_optimizer {
         let ok = (model.bf16 == optimizer.bf16) && (model.fp16 == optimizer.fp16);
@@ -237,9 +254,11 @@ pub fn gpu_supports_precision(
 /// whose inputs are not known that way is left to Bridge.
 pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()> {
     use crate::config::bridge;
-    let get = |section: &str, field: &str| -> Option<serde_json::Value> {
+    use crate::config::bridge::paths::{CHECKPOINT, LOGGER, PROFILING, SCHEDULER};
+    let get = |path: &str| -> Option<serde_json::Value> {
+        let (section, field) = bridge::split(path);
         sections
-            .get(section, field)
+            .get(path)
             .cloned()
             .or_else(|| bridge::section(section)?.recipe_value(field))
     };
@@ -253,53 +272,55 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
         None => None,
     };
     let num = |v: &Option<serde_json::Value>| v.as_ref().and_then(serde_json::Value::as_f64);
-    let fail = |msg: String, fields: &str| Err(Error::config(msg).at_fields(fields));
+    let fail = |msg: String, fields: &[&str]| Err(Error::config(msg).at_fields(fields));
 
     // scheduler (SchedulerConfig.finalize)
-    let s = |f: &str| get("scheduler", f);
-    if let Some(m) = num(&s("max_steps"))
+    if let Some(m) = num(&get(SCHEDULER.max_steps))
         && m <= 0.0
     {
         return fail(
-            format!("scheduler.max_steps must be positive, got {m}."),
-            "scheduler.max_steps",
+            format!("{} must be positive, got {m}.", SCHEDULER.max_steps),
+            &[SCHEDULER.max_steps],
         );
     }
-    if let Some(start) = num(&s("start_weight_decay")) {
+    if let Some(start) = num(&get(SCHEDULER.start_weight_decay)) {
         if start < 0.0 {
             return fail(
                 "start_weight_decay should be positive.".into(),
-                "scheduler.start_weight_decay",
+                &[SCHEDULER.start_weight_decay],
             );
         }
-        if let Some(end) = num(&s("end_weight_decay"))
+        if let Some(end) = num(&get(SCHEDULER.end_weight_decay))
             && end < start
         {
             return fail(
                 format!("end_weight_decay ({end}) must be >= start_weight_decay ({start})"),
-                "scheduler.start_weight_decay, scheduler.end_weight_decay",
+                &[SCHEDULER.start_weight_decay, SCHEDULER.end_weight_decay],
             );
         }
     }
-    if truthy(&s("override_opt_param_scheduler")) == Some(true)
-        && truthy(&s("use_checkpoint_opt_param_scheduler")) == Some(true)
+    if truthy(&get(SCHEDULER.override_opt_param_scheduler)) == Some(true)
+        && truthy(&get(SCHEDULER.use_checkpoint_opt_param_scheduler)) == Some(true)
     {
         return fail(
             "both override and use-checkpoint are set.".into(),
-            "scheduler.override_opt_param_scheduler, scheduler.use_checkpoint_opt_param_scheduler",
+            &[
+                SCHEDULER.override_opt_param_scheduler,
+                SCHEDULER.use_checkpoint_opt_param_scheduler,
+            ],
         );
     }
     let is_set = |v: Option<serde_json::Value>| v.map(|v| !v.is_null());
     let nonzero = |v: Option<serde_json::Value>| num(&v).map(|x| x != 0.0);
     let iters = [
-        is_set(s("lr_decay_iters")),
-        nonzero(s("lr_warmup_iters")),
-        is_set(s("lr_wsd_decay_iters")),
+        is_set(get(SCHEDULER.lr_decay_iters)),
+        nonzero(get(SCHEDULER.lr_warmup_iters)),
+        is_set(get(SCHEDULER.lr_wsd_decay_iters)),
     ];
     let samples = [
-        is_set(s("lr_decay_samples")),
-        nonzero(s("lr_warmup_samples")),
-        is_set(s("lr_wsd_decay_samples")),
+        is_set(get(SCHEDULER.lr_decay_samples)),
+        nonzero(get(SCHEDULER.lr_warmup_samples)),
+        is_set(get(SCHEDULER.lr_wsd_decay_samples)),
     ];
     if iters.iter().chain(&samples).all(Option::is_some)
         && iters.contains(&Some(true))
@@ -307,100 +328,127 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
     {
         return fail(
             "Cannot mix iteration-based and sample-based scheduler fields. Use either iteration fields OR sample fields, not both.".into(),
-            "scheduler.lr_decay_iters, scheduler.lr_warmup_iters, scheduler.lr_wsd_decay_iters, scheduler.lr_decay_samples, scheduler.lr_warmup_samples, scheduler.lr_wsd_decay_samples",
+            &[SCHEDULER.lr_decay_iters, SCHEDULER.lr_warmup_iters, SCHEDULER.lr_wsd_decay_iters, SCHEDULER.lr_decay_samples, SCHEDULER.lr_warmup_samples, SCHEDULER.lr_wsd_decay_samples],
         );
     }
-    if is_set(s("lr_warmup_fraction")) == Some(true)
-        && (nonzero(s("lr_warmup_iters")) == Some(true)
-            || nonzero(s("lr_warmup_samples")) == Some(true))
+    if is_set(get(SCHEDULER.lr_warmup_fraction)) == Some(true)
+        && (nonzero(get(SCHEDULER.lr_warmup_iters)) == Some(true)
+            || nonzero(get(SCHEDULER.lr_warmup_samples)) == Some(true))
     {
         return fail(
             "Cannot specify lr_warmup_fraction with lr_warmup_iters or lr_warmup_samples. Use either lr_warmup_fraction OR lr_warmup_iters OR lr_warmup_samples.".into(),
-            "scheduler.lr_warmup_fraction, scheduler.lr_warmup_iters, scheduler.lr_warmup_samples",
+            &[SCHEDULER.lr_warmup_fraction, SCHEDULER.lr_warmup_iters, SCHEDULER.lr_warmup_samples],
         )
-        .map_err(|e| e.help("Bridge's recipe sets lr_warmup_iters: also --set scheduler.lr_warmup_iters=0"));
+        .map_err(|e| {
+            e.help(format!(
+                "Bridge's recipe sets lr_warmup_iters: also --set {}=0",
+                SCHEDULER.lr_warmup_iters
+            ))
+        });
     }
 
     // checkpoint (CheckpointConfig.finalize)
-    let c = |f: &str| get("checkpoint", f);
-    if truthy(&c("async_save")) == Some(true) {
-        if is_set(c("save")) == Some(false) {
+    if truthy(&get(CHECKPOINT.async_save)) == Some(true) {
+        if is_set(get(CHECKPOINT.save)) == Some(false) {
             return fail(
                 "async_save is enabled, but save is not set. Set save to a valid path.".into(),
-                "checkpoint.async_save, checkpoint.save",
+                &[CHECKPOINT.async_save, CHECKPOINT.save],
             );
         }
-        if truthy(&c("use_persistent_ckpt_worker")) == Some(false) {
+        if truthy(&get(CHECKPOINT.use_persistent_ckpt_worker)) == Some(false) {
             return fail(
                 "async_save requires use_persistent_ckpt_worker=True.".into(),
-                "checkpoint.async_save, checkpoint.use_persistent_ckpt_worker",
+                &[CHECKPOINT.async_save, CHECKPOINT.use_persistent_ckpt_worker],
             );
         }
     }
-    if truthy(&c("also_save_hf_checkpoint")) == Some(true) {
-        if c("ckpt_format").as_ref().and_then(|v| v.as_str()) == Some("fsdp_dtensor") {
+    if truthy(&get(CHECKPOINT.also_save_hf_checkpoint)) == Some(true) {
+        if get(CHECKPOINT.ckpt_format)
+            .as_ref()
+            .and_then(|v| v.as_str())
+            == Some("fsdp_dtensor")
+        {
             return fail(
                 "also_save_hf_checkpoint=True is not supported together with ckpt_format='fsdp_dtensor'. Use ckpt_format='torch_dist' when exporting additional HF weights during training.".into(),
-                "checkpoint.also_save_hf_checkpoint, checkpoint.ckpt_format",
+                &[CHECKPOINT.also_save_hf_checkpoint, CHECKPOINT.ckpt_format],
             );
         }
-        if c("non_persistent_ckpt_type")
+        if get(CHECKPOINT.non_persistent_ckpt_type)
             .as_ref()
             .and_then(|v| v.as_str())
             == Some("local")
         {
             return fail(
                 "also_save_hf_checkpoint=True is not compatible with local non-persistent checkpoints. Use non_persistent_ckpt_type='global' or disable non-persistent saving.".into(),
-                "checkpoint.also_save_hf_checkpoint, checkpoint.non_persistent_ckpt_type",
+                &[CHECKPOINT.also_save_hf_checkpoint, CHECKPOINT.non_persistent_ckpt_type],
             );
         }
     }
-    if truthy(&c("dist_ckpt_optim_fully_reshardable")) == Some(true)
-        && truthy(&c("distrib_optim_fully_reshardable_mem_efficient")) == Some(true)
+    if truthy(&get(CHECKPOINT.dist_ckpt_optim_fully_reshardable)) == Some(true)
+        && truthy(&get(
+            CHECKPOINT.distrib_optim_fully_reshardable_mem_efficient
+        )) == Some(true)
     {
         return fail(
             "distrib_optim_fully_reshardable_mem_efficient requires use_gloo_process_groups".into(),
-            "checkpoint.dist_ckpt_optim_fully_reshardable, checkpoint.distrib_optim_fully_reshardable_mem_efficient",
+            &[
+                CHECKPOINT.dist_ckpt_optim_fully_reshardable,
+                CHECKPOINT.distrib_optim_fully_reshardable_mem_efficient,
+            ],
         );
     }
 
     // logger (LoggerConfig.finalize)
-    let l = |f: &str| get("logger", f);
-    if truthy(&l("mlflow_experiment")) == Some(true) && truthy(&l("mlflow_run_name")) == Some(false)
+    if truthy(&get(LOGGER.mlflow_experiment)) == Some(true)
+        && truthy(&get(LOGGER.mlflow_run_name)) == Some(false)
     {
         return fail(
-            "Set logger.mlflow_run_name when enabling MLFlow logging.".into(),
-            "logger.mlflow_experiment, logger.mlflow_run_name",
+            format!(
+                "Set {} when enabling MLFlow logging.",
+                LOGGER.mlflow_run_name
+            ),
+            &[LOGGER.mlflow_experiment, LOGGER.mlflow_run_name],
         );
     }
-    if truthy(&l("comet_project")) == Some(true)
-        && truthy(&l("comet_experiment_name")) == Some(false)
+    if truthy(&get(LOGGER.comet_project)) == Some(true)
+        && truthy(&get(LOGGER.comet_experiment_name)) == Some(false)
     {
         return fail(
-            "Set logger.comet_experiment_name when enabling Comet ML logging.".into(),
-            "logger.comet_project, logger.comet_experiment_name",
+            format!(
+                "Set {} when enabling Comet ML logging.",
+                LOGGER.comet_experiment_name
+            ),
+            &[LOGGER.comet_project, LOGGER.comet_experiment_name],
         )
         .map_err(|e| e.help("with the comet plugin: --plugin comet:project=P,name=RUN"));
     }
 
     // profiling (ProfilingConfig.finalize)
-    let p = |f: &str| get("profiling", f);
-    if truthy(&p("use_pytorch_profiler")) == Some(true)
-        && truthy(&p("use_nsys_profiler")) == Some(true)
+    if truthy(&get(PROFILING.use_pytorch_profiler)) == Some(true)
+        && truthy(&get(PROFILING.use_nsys_profiler)) == Some(true)
     {
         return fail(
             "Exactly one of pytorch or nsys profiler should be enabled, not both, when ProfilingConfig is active.".into(),
-            "profiling.use_pytorch_profiler, profiling.use_nsys_profiler",
+            &[PROFILING.use_pytorch_profiler, PROFILING.use_nsys_profiler],
         );
     }
-    let (start, end) = (num(&p("profile_step_start")), num(&p("profile_step_end")));
-    for (name, v) in [("profile_step_start", start), ("profile_step_end", end)] {
+    let (start, end) = (
+        num(&get(PROFILING.profile_step_start)),
+        num(&get(PROFILING.profile_step_end)),
+    );
+    for (path, v) in [
+        (PROFILING.profile_step_start, start),
+        (PROFILING.profile_step_end, end),
+    ] {
         if let Some(x) = v
             && x < 0.0
         {
             return fail(
-                format!("{name} must be >= 0, got {x}"),
-                &format!("profiling.{name}"),
+                format!(
+                    "{} must be >= 0, got {x}",
+                    crate::config::bridge::split(path).1
+                ),
+                &[path],
             );
         }
     }
@@ -409,7 +457,7 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
     {
         return fail(
             format!("profile_step_end ({end}) must be >= profile_step_start ({start})"),
-            "profiling.profile_step_start, profiling.profile_step_end",
+            &[PROFILING.profile_step_start, PROFILING.profile_step_end],
         );
     }
     Ok(())

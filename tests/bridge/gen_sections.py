@@ -192,6 +192,14 @@ def generate() -> str:
         lines.append("    ],")
         lines.append("};")
         lines.append("")
+    lines.append("/// Every field's full path, typed: `paths::SCHEDULER.max_steps` is `\"scheduler.max_steps\"`.")
+    lines.append("pub mod paths {")
+    for section, cls in SECTIONS.items():
+        names = ", ".join(name for name, _, _ in fields_of(section, cls))
+        camel = "".join(w.capitalize() for w in section.split("_"))
+        lines.append(f"    crate::field_paths! {{ const {section.upper()}: {camel}Paths in {section} {{ {names} }} }}")
+    lines.append("}")
+    lines.append("")
     lines.append("/// All of them, in `ConfigContainer` order of ovlaunch's plan.")
     lines.append("pub const SECTIONS: &[SectionDef] = &[" + ", ".join(s.upper() for s in SECTIONS) + "];")
     return "\n".join(lines) + "\n"

@@ -256,38 +256,6 @@ fn existing_job_dir_is_not_touched() {
 }
 
 #[test]
-fn malformed_sbatch_option() {
-    for bad in ["reservation=r1", "--Reservation=r1", "--=x", "-p"] {
-        let e = usage_error(&[
-            "--recipe",
-            "llama70b",
-            "--gpus",
-            "h100x64",
-            "--dry-run",
-            "--job-dir",
-            "/jobs/x",
-            &format!("--sbatch-arg={bad}"),
-        ]);
-        assert!(
-            e.contains(&format!("`{bad}` is not an sbatch long option"))
-                && e.contains("--sbatch-arg=--name=value"),
-            "{e}"
-        );
-    }
-    let e = usage_error(&[
-        "--recipe",
-        "llama70b",
-        "--gpus",
-        "h100x64",
-        "--dry-run",
-        "--job-dir",
-        "/jobs/x",
-        "--sbatch-arg=--comment=two\nlines",
-    ]);
-    assert!(e.contains("line break"), "{e}");
-}
-
-#[test]
 fn dry_run_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let o = std::process::Command::new(bin())
@@ -297,36 +265,6 @@ fn dry_run_writes_nothing() {
         .unwrap();
     assert!(o.status.success());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-}
-
-#[test]
-fn no_sbatch_on_path_is_a_clear_error_and_leaves_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job");
-    let o = std::process::Command::new(bin())
-        .env("PATH", "/nonexistent")
-        .args([
-            "submit",
-            "--recipe",
-            "llama70b",
-            "--gpus",
-            "h100x64",
-            "--job-dir",
-            job.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let e = stderr(&o);
-    assert!(
-        e.contains("`sbatch` not found on PATH") && e.contains("--dry-run"),
-        "{e}"
-    );
-    assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
-        0,
-        "no job directory left behind"
-    );
 }
 
 #[test]
@@ -351,26 +289,6 @@ fn a_missing_flag_is_named_once() {
     insta::assert_snapshot!(transcript(&["plan", "--gpus", "h100x64"], &[]));
 }
 
-#[test]
-fn fp8_on_ampere_is_an_error() {
-    let e = usage_error(&[
-        "plan",
-        "--recipe",
-        "llama8b",
-        "--gpus",
-        "a100x8",
-        "--precision",
-        "fp8cs",
-    ]);
-    assert!(
-        e.contains("mixed_precision.fp8")
-            && e.contains("FP8 training needs compute capability 8.9")
-            && e.contains("a100"),
-        "{e}"
-    );
-}
-
-/// Launch errors of running on a cluster, as whole runs.
 #[test]
 fn launch_errors() {
     let d = tempfile::tempdir().unwrap();
@@ -545,4 +463,287 @@ fn each_input_error_message() {
         assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
         insta::assert_snapshot!(*name, transcript_of(args, &o, &[]));
     }
+}
+
+/// A stand-in `sbatch` on PATH (it prints `out` and exits with `code`, as sbatch does): the
+/// snapshots are of ovlaunch's own words around the submission; the real-Slurm tests
+/// (`slurm_e2e`) submit to a real sbatch.
+fn stand_in_sbatch(dir: &std::path::Path, out: &str, code: i32) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(&sbatch, format!("#!/bin/sh\n{out}\nexit {code}\n")).unwrap();
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:/usr/bin:/bin", bin.display())
+}
+
+/// One whole-run snapshot per error message of launching and of the job commands (`status`,
+/// `logs`, `cancel`): the exit code (2 for bad input, 1 when a program or the machine is the
+/// cause), the flag or file named, the fix, and nothing written.
+#[test]
+fn each_launch_and_job_error_message() {
+    let d = tempfile::tempdir().unwrap();
+    let tmp = d.path().to_str().unwrap().to_string();
+    let at = |p: &str| format!("{tmp}/{p}");
+    let tiny = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let launcher_dir = std::path::Path::new(bin())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let redact = [
+        (tmp.as_str(), "[TMP]"),
+        (tiny.as_str(), "[FIXTURES]"),
+        (launcher_dir.as_str(), "[BIN]"),
+    ];
+    let tiny_recipe = format!("{tiny}/tiny.yaml");
+
+    // Inputs the commands read: a container image that is no root filesystem, an OCI bundle
+    // whose config.json is not JSON, a rendered (never submitted) job directory, a damaged
+    // record, and a job submitted through the stand-in sbatch (id 4242, no output yet).
+    std::fs::create_dir_all(at("empty-image")).unwrap();
+    std::fs::create_dir_all(at("bundle/rootfs/bin")).unwrap();
+    std::fs::write(at("bundle/config.json"), "{\"ociVersion\": ").unwrap();
+    let o = run(&[
+        "render",
+        "-r",
+        &tiny_recipe,
+        "-g",
+        "cpux2",
+        "--job-dir",
+        &at("jobs/rendered"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::create_dir_all(at("jobs/damaged")).unwrap();
+    std::fs::write(at("jobs/damaged/submission.json"), "{\"job_id\": \"42\"").unwrap();
+    let ok_sbatch = stand_in_sbatch(&d.path().join("ok"), "echo 4242", 0);
+    let o = run_env(
+        &[
+            "submit",
+            "-r",
+            &tiny_recipe,
+            "-g",
+            "cpux2",
+            "--job-dir",
+            &at("jobs/queued"),
+        ],
+        &[("PATH", ok_sbatch.as_str())],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rejecting = stand_in_sbatch(
+        &d.path().join("rejecting"),
+        "echo 'sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified' >&2",
+        1,
+    );
+    let long_component = "x".repeat(300);
+    let queued = at("jobs/queued");
+    let roots = ["--jobs-root", &at("jobs")];
+
+    let dry = |extra: &[&str]| -> Vec<String> {
+        ["--dry-run", "-r", "llama70b", "-g", "h100x64"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let render = |extra: &[&str]| -> Vec<String> {
+        [
+            "render",
+            "-r",
+            &tiny_recipe,
+            "-g",
+            "cpux2",
+            "--job-dir",
+            &at("jobs/new"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect()
+    };
+    let job =
+        |cmd: &[&str]| -> Vec<String> { cmd.iter().chain(&roots).map(|s| s.to_string()).collect() };
+    let no_slurm = "/usr/bin/env-without-slurm";
+    // (name, arguments, PATH for the run when not the test's own, expected exit code)
+    let cases: Vec<(&str, Vec<String>, Option<&str>, i32)> = vec![
+        (
+            "sbatch_arg_not_an_option",
+            dry(&["--sbatch-arg=reservation=r1"]),
+            None,
+            2,
+        ),
+        (
+            "sbatch_arg_short_option",
+            dry(&["--sbatch-arg=-p"]),
+            None,
+            2,
+        ),
+        (
+            "sbatch_arg_line_break",
+            dry(&["--sbatch-arg=--comment=two\nlines"]),
+            None,
+            2,
+        ),
+        (
+            "srun_arg_not_an_option",
+            dry(&["--srun-arg=node1"]),
+            None,
+            2,
+        ),
+        (
+            "template_dir_missing",
+            dry(&["--template-dir", &at("no-templates")]),
+            None,
+            2,
+        ),
+        (
+            "job_dir_component_too_long",
+            dry(&["--job-dir", &at(&long_component)]),
+            None,
+            2,
+        ),
+        (
+            "rank_runtime_not_an_executable",
+            render(&["--rank-runtime", &tiny_recipe]),
+            None,
+            2,
+        ),
+        (
+            "rank_runtime_none_for_the_nodes_arch",
+            [
+                "render",
+                "-r",
+                &tiny_recipe,
+                "-g",
+                "gb200x8",
+                "--job-dir",
+                &at("jobs/new"),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            None,
+            2,
+        ),
+        (
+            "container_image_not_a_root_filesystem",
+            render(&[
+                "--container-runtime",
+                "oci",
+                "--container-image",
+                &at("empty-image"),
+            ]),
+            None,
+            2,
+        ),
+        (
+            "container_bundle_config_not_json",
+            render(&[
+                "--container-runtime",
+                "oci",
+                "--container-image",
+                &at("bundle"),
+            ]),
+            None,
+            2,
+        ),
+        (
+            "sbatch_not_on_path",
+            [
+                "submit",
+                "-r",
+                &tiny_recipe,
+                "-g",
+                "cpux2",
+                "--job-dir",
+                &at("jobs/new"),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            Some(no_slurm),
+            1,
+        ),
+        (
+            "sbatch_rejects_the_script",
+            [
+                "submit",
+                "-r",
+                &tiny_recipe,
+                "-g",
+                "cpux2",
+                "--job-dir",
+                &at("jobs/new"),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            Some(rejecting.as_str()),
+            1,
+        ),
+        ("job_unknown", job(&["status", "nope"]), None, 2),
+        (
+            "job_rendered_not_submitted",
+            job(&["status", &at("jobs/rendered")]),
+            None,
+            2,
+        ),
+        (
+            "job_directory_not_a_job",
+            job(&["logs", &at("empty-image")]),
+            None,
+            2,
+        ),
+        (
+            "job_record_damaged",
+            job(&["cancel", &at("jobs/damaged")]),
+            None,
+            2,
+        ),
+        (
+            "status_without_scontrol",
+            job(&["status", &queued]),
+            Some(no_slurm),
+            1,
+        ),
+        (
+            "cancel_without_slurm_tools",
+            job(&["cancel", &queued]),
+            Some(no_slurm),
+            1,
+        ),
+        (
+            "logs_before_any_output",
+            job(&["logs", "--rank", "1", &queued]),
+            None,
+            1,
+        ),
+    ];
+    let before: Vec<_> = std::fs::read_dir(at("jobs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    for (name, args, path, code) in &cases {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = match path {
+            Some(p) => run_env(&argv, &[("PATH", p)]),
+            None => run(&argv),
+        };
+        assert_eq!(o.status.code(), Some(*code), "{name}: {}", stderr(&o));
+        let shown: Vec<String> = argv
+            .iter()
+            .map(|a| a.replace(&long_component, "x...x (300)"))
+            .collect();
+        let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
+        insta::assert_snapshot!(*name, transcript_of(&shown, &o, &redact));
+    }
+    let after: Vec<_> = std::fs::read_dir(at("jobs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(before, after, "no job directory written or removed");
+    assert!(!d.path().join(&long_component).exists());
 }

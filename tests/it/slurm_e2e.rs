@@ -461,6 +461,10 @@ fn torchrun_mode_two_workers_per_node() {
                 "torchrun",
                 "--torchrun-flags",
                 "underscore",
+                // not torchrun's default (29500), which anything on the machine may hold:
+                // the two agents of a job on one host would both join that stranger's store
+                "--master-port",
+                "29752",
                 "--env",
                 &format!("OVL_NASTY={NASTY}"),
             ],
