@@ -29,7 +29,6 @@ pub const SCHEDULER: SectionDef = SectionDef {
     ],
     recipe: &[
         ("lr_decay_style", r#""cosine""#),
-        ("lr_wsd_decay_style", r#""minus_sqrt""#),
         ("lr_decay_iters", r#"50"#),
         ("lr_decay_samples", r#"null"#),
         ("lr_wsd_decay_iters", r#"null"#),
