@@ -3,9 +3,10 @@
 //!
 //! Contract: a leaf of the core. It holds data and depends only on the data vocabulary
 //! (`config`: Bridge's sections and the hardware spec; the rank crate's invariant type and
-//! secret rule; the `hydra` grammar its trainer words are written in), which itself reaches
-//! nothing else of the launcher: never `resolve`, which produces a plan, `catalog`, which
-//! parses its inputs, or `render`, which consumes it (`tests/it/architecture.rs` checks this).
+//! secret rule), which itself reaches nothing else of the launcher: never `resolve`, which
+//! produces a plan, `catalog`, which parses its inputs, `hydra`, in whose grammar `resolve`
+//! and `render` write the trainer's words, or `render`, which consumes a plan
+//! (`tests/it/architecture.rs` checks this).
 
 pub mod decision;
 pub mod trainer;
@@ -14,9 +15,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::config::Hardware;
 use crate::config::{
-    CommOverlapConfig, DdpConfig, MixedPrecisionConfig, ModelConfig, OptimizerConfig, TrainConfig,
+    CommOverlapConfig, DdpConfig, Hardware, MixedPrecisionConfig, ModelConfig, OptimizerConfig,
+    TrainConfig,
 };
 /// A variable the rank runtime re-checks on the node (the rank plan's own type).
 pub use crate::rank::Invariant;

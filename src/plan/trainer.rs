@@ -1,11 +1,10 @@
 //! The runner call a plan implies (`resolve::trainer` states the contract and builds it):
-//! Bridge's runner, its recipe function, its flags and the override words, and how the words
-//! are written again for a job directory (`{job_dir}` is known only at render time).
+//! Bridge's runner, its recipe function, its flags and the override words, and the
+//! `{job_dir}` placeholder a value may hold (the job directory is known only at render time,
+//! where `render::overrides` writes the words again with it replaced).
 
 use serde::Serialize;
 use serde_json::Value;
-
-use crate::hydra;
 
 /// The runner call the plan implies.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -29,28 +28,14 @@ impl TrainerCall {
         self.argv_with(self.overrides.iter().cloned())
     }
 
-    /// The whole argv for the job in `job_dir`: every `{job_dir}` inside a text value is
-    /// replaced before the value is written as a Hydra word.
-    pub fn argv_in(&self, job_dir: &str) -> Vec<String> {
-        self.argv_with(self.words_in(job_dir))
-    }
-
     /// The runner, `--recipe FUNCTION`, the flags, then `overrides`.
-    fn argv_with(&self, overrides: impl IntoIterator<Item = String>) -> Vec<String> {
+    pub fn argv_with(&self, overrides: impl IntoIterator<Item = String>) -> Vec<String> {
         let mut v = self.runner.clone();
         v.push("--recipe".into());
         v.push(self.recipe.clone());
         v.extend(self.flags.iter().cloned());
         v.extend(overrides);
         v
-    }
-
-    /// The override words for the job in `job_dir`.
-    pub fn words_in(&self, job_dir: &str) -> Vec<String> {
-        self.items
-            .iter()
-            .map(|(k, val)| hydra::word(k, &with_job_dir(val, job_dir)))
-            .collect()
     }
 }
 

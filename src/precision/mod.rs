@@ -35,20 +35,22 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
             for field in MixedPrecisionConfig::FIELDS {
                 if let Some(v) = custom.fields.get(*field) {
                     cfg.set_field(field, v.clone()).map_err(|m| {
-                        Error::usage(m).at_fields(format!("mixed_precision.{field}"))
+                        Error::usage(m)
+                            .at_fields(format!("{}.{field}", MixedPrecisionConfig::SECTION))
                     })?;
                 }
             }
             for key in custom.fields.keys() {
                 if !MixedPrecisionConfig::FIELDS.contains(&key.as_str()) {
-                    return Err(
-                        Error::usage(format!("unknown field `{key}` in mixed_precision"))
-                            .at_fields(format!("mixed_precision.{key}"))
-                            .help(did_you_mean(
-                                key,
-                                MixedPrecisionConfig::FIELDS.iter().copied(),
-                            )),
-                    );
+                    return Err(Error::usage(format!(
+                        "unknown field `{key}` in {}",
+                        MixedPrecisionConfig::SECTION
+                    ))
+                    .at_fields(format!("{}.{key}", MixedPrecisionConfig::SECTION))
+                    .help(did_you_mean(
+                        key,
+                        MixedPrecisionConfig::FIELDS.iter().copied(),
+                    )));
                 }
             }
             Ok((label, cfg))

@@ -551,7 +551,7 @@ pub fn default_trainer(plan: &Plan, job_dir: &str) -> Vec<String> {
         return t.clone();
     }
     match &plan.trainer {
-        Some(call) => call.argv_in(job_dir),
+        Some(call) => call.argv_with(super::overrides::words_in(call, job_dir)),
         // a recipe without a Bridge function and without its own trainer: name it, so the
         // runner's own error says what is missing
         None => vec![

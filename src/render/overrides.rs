@@ -3,7 +3,18 @@
 //! runner call (`resolve::trainer`). It is a record for people: the script passes the words
 //! on the command line. No env value and no secret is among them.
 
+use crate::hydra;
 use crate::plan::Plan;
+use crate::plan::trainer::{TrainerCall, with_job_dir};
+
+/// The override words of `call` for the job in `job_dir`: every `{job_dir}` inside a text
+/// value is replaced before the value is written as a Hydra word.
+pub fn words_in(call: &TrainerCall, job_dir: &str) -> Vec<String> {
+    call.items
+        .iter()
+        .map(|(k, val)| hydra::word(k, &with_job_dir(val, job_dir)))
+        .collect()
+}
 
 /// The overrides file's text; with `job_dir`, `{job_dir}` in the values is replaced (the job
 /// directory's copy), without it the placeholder stays (`ovlaunch overrides`).
@@ -29,7 +40,7 @@ pub fn overrides_text(plan: &Plan, job_dir: Option<&str>) -> String {
                 s.push_str("# (none: the job runs Bridge's recipe as it is)\n");
             }
             let words = match job_dir {
-                Some(d) => call.words_in(d),
+                Some(d) => words_in(call, d),
                 None => call.overrides.clone(),
             };
             for o in &words {

@@ -234,42 +234,6 @@ fn explain_shows_each_settings_origin() {
 }
 
 #[test]
-fn a_profile_error_names_the_file_and_line() {
-    let s = Site::new();
-    std::fs::write(
-        s.path("project/.ovlaunch.yaml"),
-        "profiles:\n  site:\n    acount: x\n",
-    )
-    .unwrap();
-    let o = s.run(
-        &["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run"],
-        &[],
-    );
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(
-        e.contains(".ovlaunch.yaml:3") && e.contains("acount"),
-        "{e}"
-    );
-    std::fs::write(s.path("project/.ovlaunch.yaml"), PROJECT).unwrap();
-    let o = s.run(
-        &[
-            "--recipe",
-            "llama8b",
-            "--gpus",
-            "h100x8",
-            "--dry-run",
-            "--profile",
-            "nope",
-        ],
-        &[],
-    );
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(e.contains("no profile `nope`"), "{e}");
-}
-
-#[test]
 fn the_profiles_jobs_root_is_used_and_each_render_gets_its_own_directory() {
     let s = Site::new();
     let root = s.path("lustre/jobs");
@@ -346,4 +310,84 @@ fn profile_errors() {
         "profiles:\n  site:\n    container_runtime: docker\n",
         &[],
     );
+}
+
+/// One setting (the partition) through every layer, each added on top of the ones before:
+/// the default, the user file, the project file, the environment, the flag. Each time the
+/// new layer wins, in the script sbatch reads and in the origin `--explain` names.
+#[test]
+fn each_layer_wins_over_the_ones_below() {
+    let s = Site::new();
+    let user = s.path("config/ovlaunch/config.yaml");
+    let project = s.path("project/.ovlaunch.yaml");
+    std::fs::write(
+        &user,
+        "default_profile: site\nprofiles:\n  site:\n    qos: q\n",
+    )
+    .unwrap();
+    std::fs::write(&project, "profiles:\n  site:\n    qos: q\n").unwrap();
+    let run = |flags: &[&str], env: &[(&str, &str)]| -> (String, String) {
+        let mut args = vec![
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--dry-run",
+            "--explain",
+            "--job-dir",
+            "/jobs/x",
+            "--rank-runtime",
+            "ovlaunch-rank",
+        ];
+        args.extend_from_slice(flags);
+        let o = s.run(&args, env);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let origin = stderr(&o)
+            .lines()
+            .find(|l| l.starts_with("setting.partition = "))
+            .unwrap_or_else(|| panic!("no partition origin:\n{}", stderr(&o)))
+            .to_string();
+        let line = stdout(&o)
+            .lines()
+            .find(|l| l.starts_with("#SBATCH --partition="))
+            .unwrap_or("(no partition line)")
+            .to_string();
+        (line, origin)
+    };
+    let (line, origin) = run(&[], &[]);
+    assert_eq!(line, "(no partition line)", "Slurm's default partition");
+    assert_eq!(origin, r#"setting.partition = "-" [default]: from default"#);
+
+    std::fs::write(
+        &user,
+        "default_profile: site\nprofiles:\n  site:\n    qos: q\n    partition: from-user\n",
+    )
+    .unwrap();
+    let (line, origin) = run(&[], &[]);
+    assert_eq!(line, "#SBATCH --partition=from-user");
+    assert!(
+        origin.ends_with(&format!("from profile site ({user}:5)")),
+        "{origin}"
+    );
+
+    std::fs::write(
+        &project,
+        "profiles:\n  site:\n    partition: from-project\n",
+    )
+    .unwrap();
+    let (line, origin) = run(&[], &[]);
+    assert_eq!(line, "#SBATCH --partition=from-project");
+    assert!(
+        origin.ends_with(&format!("from profile site ({project}:3)")),
+        "{origin}"
+    );
+
+    let env = [("SLURM_PARTITION", "from-env")];
+    let (line, origin) = run(&[], &env);
+    assert_eq!(line, "#SBATCH --partition=from-env");
+    assert!(origin.ends_with("from env SLURM_PARTITION"), "{origin}");
+
+    let (line, origin) = run(&["--partition", "from-flag"], &env);
+    assert_eq!(line, "#SBATCH --partition=from-flag");
+    assert!(origin.ends_with("from flag --partition"), "{origin}");
 }
