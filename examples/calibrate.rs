@@ -5,13 +5,16 @@
 //! cargo run --release --example calibrate                  # report only
 //! cargo run --release --example calibrate -- --write       # also rewrite hardware/efficiency.json
 //! cargo run --release --example calibrate -- --csv FILE    # other rows, same columns
+//! cargo run --release --example calibrate -- --rank        # add the ranking term to the fit
 //! ```
 //!
 //! Each usable row (pretraining, tokens/s given, a model whose shape ovlaunch has: a shipped
 //! recipe or `calibration/models/*.yaml`) is resolved through the real resolver with the row's
 //! GPU kind and count, precision, layout, batch and sequence length, then estimated. The fit
 //! minimises the mean absolute log error of tokens/s per GPU by coordinate descent over the
-//! per-GPU-kind compute efficiency and the MoE, FP8 and FP4 multipliers. Leave-one-group-out
+//! constants of `hardware/efficiency.json` but the memory overhead; with `--rank` it adds a
+//! ranking term (each published layout should beat the ten layouts `tune` ranks highest for
+//! its row under the starting constants). Leave-one-group-out
 //! (a group is one model) refits without the group and predicts it; `tune` is then run for each
 //! held-out row with the held-out fit and the published layout looked up in its top 5.
 
@@ -19,8 +22,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use ovlaunch::catalog::{Catalog, hardware};
+use ovlaunch::estimate::stages::{self, RankLoad};
 use ovlaunch::estimate::tune::{self, Layout};
-use ovlaunch::estimate::{Efficiency, estimate};
+use ovlaunch::estimate::{Efficiency, estimate, estimate_with_stages};
 use ovlaunch::plan::Plan;
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
@@ -119,6 +123,11 @@ struct Row {
     layout: Layout,
     tps: f64,
     plan: Plan,
+    /// The pipeline ranks' loads of `plan` (expanded once: the fit estimates each row often).
+    loads: Vec<RankLoad>,
+    /// Other layouts for the same GPUs, precision and batch that `tune` ranks highest under
+    /// the starting constants, resolved for real, with their loads (the ranking term).
+    rivals: Vec<(Plan, Vec<RankLoad>)>,
 }
 
 struct Resolver {
@@ -204,14 +213,43 @@ fn layout_sets(l: &Layout, pipeline_layout: Option<&str>, gbs: u32, seq: u32) ->
     s
 }
 
-/// Mean absolute log error of tokens/s per GPU.
+fn loads_of(plan: &Plan) -> Vec<RankLoad> {
+    let vp = plan.parallelism.virtual_pipeline.unwrap_or(1).max(1) as u32;
+    stages::ranks(&plan.model, plan.parallelism.pipeline as u32, vp)
+}
+
+fn tps_of(plan: &Plan, loads: &[RankLoad], eff: &Efficiency) -> f64 {
+    estimate_with_stages(plan, eff, loads)
+        .expect("estimate")
+        .tokens_per_sec_per_gpu
+}
+
+/// Weight of the ranking term against the throughput error, and the margin (in log
+/// throughput) by which the published layout should beat each rival.
+const RANK_WEIGHT: f64 = 1.0;
+const RANK_MARGIN: f64 = 0.02;
+
+/// The fit's objective: the mean absolute log error of tokens/s per GPU on the published
+/// rows, plus a ranking term: each published layout is the best its authors found for that
+/// model, GPU count, precision and batch, so every rival layout predicted faster than it
+/// (less a small margin) costs the log of how much faster, averaged over the rivals and rows.
 fn loss(rows: &[&Row], eff: &Efficiency) -> f64 {
-    let mut sum = 0.0;
+    let mut err = 0.0;
+    let mut rank = 0.0;
     for r in rows {
-        let e = estimate(&r.plan, eff).expect("estimate");
-        sum += (e.tokens_per_sec_per_gpu / r.tps).ln().abs();
+        let own = tps_of(&r.plan, &r.loads, eff);
+        err += (own / r.tps).ln().abs();
+        if !r.rivals.is_empty() {
+            let worse: f64 = r
+                .rivals
+                .iter()
+                .map(|(p, l)| ((tps_of(p, l, eff) / own).ln() + RANK_MARGIN).max(0.0))
+                .sum();
+            rank += worse / r.rivals.len() as f64;
+        }
     }
-    sum / rows.len().max(1) as f64
+    let n = rows.len().max(1) as f64;
+    err / n + RANK_WEIGHT * rank / n
 }
 
 /// The models above with routed experts (they take an expert TP size).
@@ -295,6 +333,24 @@ fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
     eff
 }
 
+/// How many of tune's best layouts each row's ranking term compares the published one with.
+const RIVALS: usize = 10;
+
+/// The `--set` overrides of a row that every layout for it keeps: batch, sequence, MTP and
+/// the FSDP setting.
+fn fixed_sets(r: &Row) -> Vec<String> {
+    r.sets
+        .iter()
+        .filter(|s| {
+            s.starts_with("train.global_batch_size")
+                || s.starts_with("model.seq_length")
+                || s.starts_with("model.mtp")
+                || s.starts_with("ddp.")
+        })
+        .cloned()
+        .collect()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -321,11 +377,13 @@ fn same_layout(a: &Layout, b: &Layout) -> bool {
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut write = false;
+    let mut rank_term = false;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut csv = root.join("calibration/published-calibration.csv");
     while let Some(a) = args.next() {
         match a.as_str() {
             "--write" => write = true,
+            "--rank" => rank_term = true,
             "--csv" => csv = PathBuf::from(args.next().expect("--csv FILE")),
             other => panic!("unknown argument {other}"),
         }
@@ -424,34 +482,62 @@ fn main() {
             },
             micro_batch_size: mbs,
         };
-        let shape = resolver.cat.recipe(recipe).ok().and_then(|r| {
-            let model = r.sections.get("model")?;
-            let layers = model.get("num_layers")?.as_u64()? as u32;
-            let mtp = model
-                .get("mtp_num_layers")
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0)
-                > 0
-                && !f[c_model].contains("w/o MTP");
-            tune::pipeline_layout(layers, pp, vp, mtp)
-        });
-        let mut sets = layout_sets(&layout, shape.as_deref(), gbs, seq);
-        // The FSDP column: a size (or 1) means Megatron-FSDP sharding weights, gradients and
-        // optimizer state; 0 means none; blank leaves the recipe's own choice.
-        match num(&f[c_fsdp]) {
-            Some(0) => sets.push("ddp.use_megatron_fsdp=false".into()),
-            Some(_) => {
-                sets.push("ddp.use_megatron_fsdp=true".into());
-                sets.push("ddp.data_parallel_sharding_strategy=optim_grads_params".into());
+        // The layout text tune would give these stages (none where the recipe counts the
+        // embedding and loss in the split, as tune does), balanced for the model's LM head and
+        // MTP work (known once the row's model is resolved).
+        let shape = |tail: f64| {
+            resolver.cat.recipe(recipe).ok().and_then(|r| {
+                let model = r.sections.get("model")?;
+                let flag = |k: &str| model.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
+                if flag("account_for_embedding_in_pipeline_split")
+                    || flag("account_for_loss_in_pipeline_split")
+                {
+                    return None;
+                }
+                let layers = model.get("num_layers")?.as_u64()? as u32;
+                let mtp = model
+                    .get("mtp_num_layers")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0)
+                    > 0
+                    && !f[c_model].contains("w/o MTP");
+                tune::pipeline_layout(layers, pp, vp, mtp, tail)
+            })
+        };
+        let row_sets = |pipeline: Option<String>| {
+            let mut sets = layout_sets(&layout, pipeline.as_deref(), gbs, seq);
+            // The FSDP column: a size (or 1) means Megatron-FSDP sharding weights, gradients
+            // and optimizer state; 0 means none; blank leaves the recipe's own choice.
+            match num(&f[c_fsdp]) {
+                Some(0) => sets.push("ddp.use_megatron_fsdp=false".into()),
+                Some(_) => {
+                    sets.push("ddp.use_megatron_fsdp=true".into());
+                    sets.push("ddp.data_parallel_sharding_strategy=optim_grads_params".into());
+                }
+                None => {}
             }
-            None => {}
-        }
-        if f[c_model].contains("w/o MTP") {
-            sets.push("model.mtp_num_layers=null".into());
-        }
+            if f[c_model].contains("w/o MTP") {
+                sets.push("model.mtp_num_layers=null".into());
+            }
+            sets
+        };
         let gpus = format!("{}x{}", f[c_gpu].to_ascii_lowercase(), f[c_n].trim());
-        match resolver.plan(recipe, &gpus, precision, &sets) {
+        let mut sets = row_sets(shape(0.0));
+        let first = resolver.plan(recipe, &gpus, precision, &sets);
+        let resolved = match first {
+            Ok((plan, _)) => {
+                let balanced = row_sets(shape(tune::loss_stage_work(&plan.model)));
+                if balanced != sets {
+                    sets = balanced;
+                }
+                resolver.plan(recipe, &gpus, precision, &sets)
+            }
+            Err(e) => Err(e),
+        };
+        match resolved {
             Ok((plan, route)) => rows.push(Row {
+                loads: loads_of(&plan),
+                rivals: Vec::new(),
                 route,
                 line: i + 1,
                 release: f[c_rel].clone(),
@@ -474,6 +560,52 @@ fn main() {
     println!("usable rows: {} (skipped: {skipped:?})", rows.len());
 
     let start = Efficiency::embedded().unwrap();
+    // The ranking term's rivals: tune's best layouts under the starting constants (never the
+    // published one), for rows whose published layout is predicted to fit.
+    let mut rival_cache: BTreeMap<String, Vec<(Plan, Vec<RankLoad>)>> = BTreeMap::new();
+    let mut rivals_of: Vec<Option<String>> = Vec::new();
+    for r in &rows {
+        if !rank_term || !estimate(&r.plan, &start).unwrap().fits {
+            rivals_of.push(None);
+            continue;
+        }
+        let key = format!(
+            "{} {} {} {:?} {:?}",
+            r.recipe, r.gpus, r.precision, r.sets, r.route
+        );
+        if !rival_cache.contains_key(&key) {
+            let fixed = fixed_sets(r);
+            let mut seen: Vec<(Vec<String>, Plan)> = Vec::new();
+            let mut res = |extra: &[String]| {
+                let mut all = fixed.clone();
+                all.extend(extra.iter().cloned());
+                let p = resolver
+                    .route(r.recipe, &r.gpus, r.precision, &all, r.route)
+                    .map_err(ovlaunch::error::Error::usage)?;
+                seen.push((extra.to_vec(), p.clone()));
+                Ok(p)
+            };
+            let out = tune::tune(&r.plan, &start, RIVALS, &mut res, &mut |_| {}).unwrap();
+            let rivals = out
+                .candidates
+                .iter()
+                .filter(|c| !same_layout(&c.layout, &r.layout))
+                .filter_map(|c| seen.iter().find(|(s, _)| *s == c.sets))
+                .map(|(_, p)| (p.clone(), loads_of(p)))
+                .collect();
+            rival_cache.insert(key.clone(), rivals);
+        }
+        rivals_of.push(Some(key));
+    }
+    for (r, key) in rows.iter_mut().zip(rivals_of) {
+        if let Some(k) = key {
+            r.rivals = rival_cache[&k].clone();
+        }
+    }
+    println!(
+        "ranking term: {} rows with up to {RIVALS} rival layouts each",
+        rows.iter().filter(|r| !r.rivals.is_empty()).count()
+    );
     let all: Vec<&Row> = rows.iter().collect();
     let fitted = fit(&all, &start);
     let in_sample: Vec<f64> = rows
@@ -510,7 +642,12 @@ fn main() {
     for g in &groups {
         let train: Vec<&Row> = rows.iter().filter(|r| r.recipe != *g).collect();
         let held: Vec<&Row> = rows.iter().filter(|r| r.recipe == *g).collect();
-        let eff = fit(&train, &start);
+        // CALIBRATE_IN_SAMPLE: tune with the all-rows fit (quick; not a held-out measure).
+        let eff = if std::env::var_os("CALIBRATE_IN_SAMPLE").is_some() {
+            fitted.clone()
+        } else {
+            fit(&train, &start)
+        };
         let errs: Vec<f64> = held
             .iter()
             .map(|r| {
@@ -528,17 +665,7 @@ fn main() {
                 r.precision.to_string(),
                 format!("{:?}", r.layout),
             );
-            let fixed: Vec<String> = r
-                .sets
-                .iter()
-                .filter(|s| {
-                    s.starts_with("train.global_batch_size")
-                        || s.starts_with("model.seq_length")
-                        || s.starts_with("model.mtp")
-                        || s.starts_with("ddp.")
-                })
-                .cloned()
-                .collect();
+            let fixed = fixed_sets(r);
             let mut res = |extra: &[String]| {
                 let mut all = fixed.clone();
                 all.extend(extra.iter().cloned());

@@ -106,7 +106,7 @@ impl Resolver {
                 expert_tensor_parallel_size: None,
                 micro_batch_size: 1,
             }
-            .sets_with(tune::pipeline_layout(layers, pp, None, mtp).as_deref())
+            .sets_with(tune::pipeline_layout(layers, pp, None, mtp, 0.0).as_deref())
         };
         let layouts = [trivial(1, 1), trivial(tp, world / tp)];
         let mut last = None;

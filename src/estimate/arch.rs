@@ -287,6 +287,20 @@ impl Arch {
         }
     }
 
+    /// Forward multiply-adds per token of the dense layers' MLPs, all layers (what the
+    /// `mlp` recompute module repeats).
+    pub fn dense_mlp_macs_total(&self) -> f64 {
+        self.dense_layers() * self.dense_mlp_params()
+    }
+
+    /// Forward multiply-adds per token of the MoE layers' MLPs (shared experts, router and
+    /// the active routed experts), all layers (what the `moe` recompute module repeats).
+    pub fn moe_mlp_macs_total(&self) -> f64 {
+        self.moe.map_or(0.0, |m| {
+            m.moe_layers * (self.moe_dense_params() + m.topk * self.expert_params())
+        })
+    }
+
     /// Activation bytes one transformer layer keeps for the backward pass, per microbatch,
     /// on one GPU: `tokens` = micro-batch × sequence / CP on this rank, `tp` the tensor
     /// split, `sp` sequence parallelism, `flash` whether attention keeps no score matrix,
@@ -334,8 +348,11 @@ impl Arch {
         } else {
             act_mult * self.ffn / h
         };
+        // Megatron-Core's `mlp` module recomputes only the dense layers' MLPs
+        // (`TransformerLayer`: `recompute_mlp` is set for non-MoE layers); MoE layers keep
+        // their activations unless `moe` (or `moe_act`, the activation function) is listed.
         let moe_mlp = self.moe.map_or(0.0, |m| {
-            if a.recompute.mlp || a.recompute.moe {
+            if a.recompute.moe {
                 0.0
             } else {
                 let act = if a.recompute.moe_act {
@@ -412,7 +429,9 @@ impl LayerMacs {
 pub struct Selective {
     pub core_attn: bool,
     pub core_attn_and_up_proj: bool,
+    /// The dense layers' MLPs (Megatron-Core's `mlp` module; MoE layers are untouched).
     pub mlp: bool,
+    /// The MoE layers' MLPs.
     pub moe: bool,
     pub moe_act: bool,
     pub layernorm: bool,

@@ -310,6 +310,18 @@ struct A2a {
 
 /// Predicts step time, throughput and memory per GPU for a resolved plan.
 pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
+    let vp = plan.parallelism.virtual_pipeline.unwrap_or(1).max(1) as u32;
+    let loads = stages::ranks(&plan.model, plan.parallelism.pipeline as u32, vp);
+    estimate_with_stages(plan, eff, &loads)
+}
+
+/// [`estimate`] with the pipeline ranks' loads given: `stages::ranks` of the plan's model,
+/// PP and VP (`tune` expands each (PP, VP)'s pipeline layout once, not once per candidate).
+pub fn estimate_with_stages(
+    plan: &Plan,
+    eff: &Efficiency,
+    loads: &[stages::RankLoad],
+) -> Result<Estimate> {
     let gpu = &plan.hardware.gpu;
     let perf = gpu.perf.as_ref().ok_or_else(|| {
         Error::usage(format!(
@@ -341,7 +353,6 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let is_moe = arch.moe.is_some();
 
     // What each pipeline rank holds; the step runs at the busiest rank's pace.
-    let loads = stages::ranks(m, par.pipeline as u32, vp_u);
     let lm = arch.layer_forward_macs();
     let work = |r: &stages::RankLoad| {
         r.layers * lm.total()
@@ -388,8 +399,11 @@ pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     if selective.core_attn_and_up_proj {
         recompute_macs += 0.5 * lm.attn_linear * arch.layers;
     }
-    if selective.mlp || selective.moe {
-        recompute_macs += lm.mlp * arch.layers;
+    if selective.mlp {
+        recompute_macs += arch.dense_mlp_macs_total();
+    }
+    if selective.moe {
+        recompute_macs += arch.moe_mlp_macs_total();
     }
     let tokens_mb_gpu = mbs * seq / (tp * cp * pp) * imbalance;
     // GEMM efficiency falls with each GEMM's size on one GPU: `M/(M+m0)` on its tokens (a

@@ -290,3 +290,85 @@ fn moe_mla_and_window_shapes_match_the_published_tables() {
     p.model.window_size = None;
     assert!(Arch::from_model(&p.model).flops_per_token() / 1e9 > 34.0);
 }
+
+/// Megatron-Core's `mlp` recompute module recomputes the dense layers' MLPs only; MoE layers
+/// keep their (routed and shared) expert activations unless `moe` is listed.
+#[test]
+fn mlp_recompute_leaves_moe_layers_alone() {
+    let p = plan_for("deepseek_v3", "gb300x256", None, &[]);
+    let a = Arch::from_model(&p.model);
+    let bytes = |recompute: Selective| {
+        a.activation_bytes_per_layer(&ActivationInputs {
+            tokens: 4096.0,
+            seq_per_rank: 4096.0,
+            tp: 1.0,
+            sp: false,
+            flash: true,
+            dropout: false,
+            lowp_inputs: false,
+            recompute,
+        })
+    };
+    let none = bytes(Selective::default());
+    let mlp = bytes(Selective {
+        mlp: true,
+        ..Selective::default()
+    });
+    let moe = bytes(Selective {
+        moe: true,
+        ..Selective::default()
+    });
+    // DeepSeek-V3: 3 dense layers of 61, so `mlp` drops only their share of the MLP bytes.
+    let dense_mlp = 6.0 * a.ffn / a.hidden * 4096.0 * a.hidden * 3.0 / 61.0;
+    assert!(
+        close(none - mlp, dense_mlp, 1e-9),
+        "{} vs {dense_mlp}",
+        none - mlp
+    );
+    assert!(
+        moe < mlp,
+        "moe recompute drops the expert activations: {moe} vs {mlp}"
+    );
+    // And the recompute work follows: `mlp` repeats the dense MLPs, `moe` the MoE layers'.
+    assert!(close(
+        a.dense_mlp_macs_total(),
+        3.0 * 3.0 * a.hidden * a.ffn,
+        1e-12
+    ));
+    assert!(a.moe_mlp_macs_total() > 10.0 * a.dense_mlp_macs_total());
+}
+
+/// A generated pipeline layout evens out the work per pipeline rank: DeepSeek-V3's 61 layers
+/// over 16 ranks, the last carrying the LM head and the MTP layer (about four layers' work),
+/// gets one layer there, where a split blind to that work gives it three and runs slower.
+#[test]
+fn generated_pipeline_layouts_balance_the_loss_stage() {
+    use super::stages::ranks;
+    use super::tune::{loss_stage_work, pipeline_layout};
+    let mut m = plan_for("deepseek_v3", "gb300x256", None, &[]).model;
+    let tail = loss_stage_work(&m);
+    assert!(tail > 3.0 && tail < 5.0, "{tail}");
+    let mut busiest = |text: String, vp: u32| {
+        m.pipeline_model_parallel_layout = Some(text);
+        let r = ranks(&m, 16, vp);
+        assert_eq!(r.iter().map(|x| x.layers).sum::<f64>(), 61.0);
+        r.iter()
+            .map(|x| x.layers + if x.loss { tail } else { 0.0 })
+            .fold(0.0, f64::max)
+    };
+    let balanced = busiest(pipeline_layout(61, 16, None, true, tail).unwrap(), 1);
+    let blind = busiest(pipeline_layout(61, 16, None, true, 0.0).unwrap(), 1);
+    assert!((balanced - (1.0 + tail)).abs() < 1e-9, "{balanced}");
+    assert!(blind > balanced + 1.0, "{blind} vs {balanced}");
+    // With virtual stages every stage but the last keeps a layer, and the layout still
+    // places all 61.
+    let text = pipeline_layout(61, 8, Some(4), true, tail).unwrap();
+    assert!(
+        text.split('|').rev().skip(1).all(|s| s.contains('t')),
+        "{text}"
+    );
+    assert!(busiest(text, 4) <= (61.0 + tail) / 16.0 * 2.0 + 1.0);
+    // Even splits and too few layers need no layout.
+    assert_eq!(pipeline_layout(64, 16, None, true, tail), None);
+    assert_eq!(pipeline_layout(7, 4, Some(2), false, 0.0), None);
+}

@@ -17,7 +17,10 @@
 
 use serde::Serialize;
 
-use super::{Efficiency, Estimate, estimate};
+use std::collections::HashMap;
+
+use super::stages::{self, RankLoad};
+use super::{Efficiency, Estimate, estimate, estimate_with_stages};
 use crate::config::{MODEL, TRAIN};
 use crate::error::Result;
 use crate::plan::Plan;
@@ -48,21 +51,72 @@ pub enum Recompute {
 
 /// A `pipeline_model_parallel_layout` for `layers` transformer layers over `pp · vp` stages
 /// when they do not divide evenly (Megatron-Core's layout syntax: `E` embedding, `t`
-/// transformer layer, `m` MTP layer, `L` loss, `|` between stages, virtual stages in order).
-/// The layers spread as evenly as possible; the extra ones go to the middle stages, since the
-/// first and last also carry the embedding and the loss. `None` when they divide evenly or
-/// there are fewer layers than stages.
-pub fn pipeline_layout(layers: u32, pp: u32, vp: Option<u32>, mtp: bool) -> Option<String> {
-    let stages = pp * vp.unwrap_or(1);
+/// transformer layer, `m` MTP layer, `L` loss, `|` between stages, virtual stage `s` on
+/// pipeline rank `s % pp`). `tail` is the work of the last stage's extras (the LM head, and
+/// MTP layers with their own pass through it) in transformer layers ([`loss_stage_work`]):
+/// the layers go where they even out the work per pipeline rank, since the step runs at the
+/// busiest rank's pace, then per stage within a rank; every stage but the last keeps at least
+/// one layer. Bridge's own DeepSeek-V3 layouts do the same by hand (`Et|(tt|)*30mL`: the
+/// last stage holds only the MTP layer and the loss). `None` when the layers divide evenly
+/// or there are fewer layers than stages.
+pub fn pipeline_layout(
+    layers: u32,
+    pp: u32,
+    vp: Option<u32>,
+    mtp: bool,
+    tail: f64,
+) -> Option<String> {
+    let v = vp.unwrap_or(1).max(1);
+    let stages = pp * v;
     if pp <= 1 || layers.is_multiple_of(stages) || layers < stages {
         return None;
     }
-    let base = layers / stages;
-    let extra = layers % stages;
+    let tail = if tail.is_finite() { tail.max(0.0) } else { 0.0 };
+    // Per rank: one layer for each stage but the last, then the rest one at a time to the
+    // rank with the least work (ties to the lower rank).
+    let mut per_rank: Vec<u32> = (0..pp)
+        .map(|r| if r + 1 == pp { v - 1 } else { v })
+        .collect();
+    let extra = |r: usize| if r + 1 == pp as usize { tail } else { 0.0 };
+    for _ in 0..layers - (stages - 1) {
+        let r = (0..pp as usize)
+            .min_by(|a, b| {
+                (f64::from(per_rank[*a]) + extra(*a))
+                    .total_cmp(&(f64::from(per_rank[*b]) + extra(*b)))
+            })
+            .unwrap_or(0);
+        per_rank[r] += 1;
+    }
+    // Within a rank, the same over its virtual stages.
+    let mut per_stage = vec![0u32; stages as usize];
+    for r in 0..pp {
+        let last_rank = r + 1 == pp;
+        let mut counts: Vec<u32> = (0..v)
+            .map(|i| u32::from(!(last_rank && i + 1 == v)))
+            .collect();
+        let stage_extra = |i: usize| {
+            if last_rank && i + 1 == v as usize {
+                tail
+            } else {
+                0.0
+            }
+        };
+        let given: u32 = counts.iter().sum();
+        for _ in 0..per_rank[r as usize].saturating_sub(given) {
+            let i = (0..v as usize)
+                .min_by(|a, b| {
+                    (f64::from(counts[*a]) + stage_extra(*a))
+                        .total_cmp(&(f64::from(counts[*b]) + stage_extra(*b)))
+                })
+                .unwrap_or(0);
+            counts[i] += 1;
+        }
+        for (i, n) in counts.into_iter().enumerate() {
+            per_stage[i * pp as usize + r as usize] = n;
+        }
+    }
     let mut parts = Vec::with_capacity(stages as usize);
-    for i in 0..stages {
-        // Stages 1..=extra get one more layer (never the first; the last only if all do).
-        let n = base + u32::from(i >= 1 && i <= extra);
+    for (i, n) in per_stage.into_iter().enumerate() {
         let mut s = String::new();
         if i == 0 {
             s.push('E');
@@ -70,7 +124,7 @@ pub fn pipeline_layout(layers: u32, pp: u32, vp: Option<u32>, mtp: bool) -> Opti
         if n > 0 {
             s.push_str(&format!("t*{n}"));
         }
-        if i == stages - 1 {
+        if i + 1 == stages as usize {
             if mtp {
                 s.push('m');
             }
@@ -79,6 +133,17 @@ pub fn pipeline_layout(layers: u32, pp: u32, vp: Option<u32>, mtp: bool) -> Opti
         parts.push(s);
     }
     Some(parts.join("|"))
+}
+
+/// The work of the last pipeline stage's extras, in transformer layers of `m`: the LM head,
+/// and each MTP layer with its own pass through the head (for [`pipeline_layout`]).
+pub fn loss_stage_work(m: &crate::config::ModelConfig) -> f64 {
+    let a = super::arch::Arch::from_model(m);
+    let layer = a.layer_forward_macs().total();
+    if layer <= 0.0 {
+        return 0.0;
+    }
+    (a.head_macs() + a.mtp_layers * a.mtp_layer_macs()) / layer
 }
 
 impl Layout {
@@ -229,6 +294,8 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
     let groups = m.num_query_groups.map_or(heads, u64::from);
     let moe = m.num_moe_experts.filter(|e| *e > 0).map(u64::from);
     let seq = u64::from(m.seq_length);
+    let accounted =
+        m.account_for_embedding_in_pipeline_split || m.account_for_loss_in_pipeline_split;
     let mut out = Vec::new();
     for tp in [1u32, 2, 4, 8] {
         let t = u64::from(tp);
@@ -244,11 +311,17 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
                 continue;
             }
             let mut vps: Vec<Option<u32>> = vec![None];
+            // A stage count that does not divide the layers needs an explicit layout: only
+            // where no even split over these PP ranks exists at all (Megatron-Core's default
+            // is the even split; Bridge's configs give a layout where the layer count leaves
+            // no choice, e.g. DeepSeek-V3's 61).
+            let even = accounted || m.num_layers.is_multiple_of(pp);
             if pp > 1 {
                 vps.extend(
                     [2u32, 3, 4, 5, 6, 7, 8, 10, 12, 16]
                         .into_iter()
                         .filter(|v| v * pp <= m.num_layers + 2)
+                        .filter(|v| !even || accounted || m.num_layers.is_multiple_of(v * pp))
                         .map(Some),
                 );
             }
@@ -303,13 +376,44 @@ fn needs_layout(m: &crate::config::ModelConfig, l: &Layout) -> Option<String> {
         l.pipeline_model_parallel_size,
         l.virtual_pipeline_model_parallel_size,
         m.mtp_num_layers.is_some_and(|n| n > 0),
+        loss_stage_work(m),
     )
 }
 
-/// The base plan with a layout applied the way Bridge would resolve it, approximately (for
-/// scoring only); `None` when the layout checks reject it.
-fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan> {
-    let mut p = lean.clone();
+/// The pipeline of one (PP, VP): the `pipeline_model_parallel_layout` it needs, if any, and
+/// what each pipeline rank holds; `None` when Megatron-Core's layout rules reject that layout.
+type Pipeline = Option<(Option<String>, Vec<RankLoad>)>;
+
+/// Each (PP, VP)'s pipeline, worked out once per search: expanding and checking a layout text
+/// costs more than the estimate itself, and every (TP, CP, EP, MBS) shares it.
+#[derive(Default)]
+struct Pipelines(HashMap<(u32, Option<u32>), Pipeline>);
+
+impl Pipelines {
+    fn of(&mut self, lean: &Plan, l: &Layout) -> &Pipeline {
+        let pp = l.pipeline_model_parallel_size;
+        let vp = l.virtual_pipeline_model_parallel_size;
+        self.0.entry((pp, vp)).or_insert_with(|| {
+            let mut m = lean.model.clone();
+            m.pipeline_model_parallel_size = pp;
+            m.virtual_pipeline_model_parallel_size = vp;
+            m.pipeline_model_parallel_layout = needs_layout(&m, l);
+            layout::check_pipeline_layout(&m, u64::from(pp), vp.map(u64::from)).ok()?;
+            let loads = stages::ranks(&m, pp, vp.unwrap_or(1));
+            Some((m.pipeline_model_parallel_layout, loads))
+        })
+    }
+}
+
+/// Gives `p` (the lean base plan, reused from candidate to candidate) a layout the way
+/// Bridge would resolve it, approximately (for scoring only); `false` when the layout checks
+/// reject it. Every field it sets is set for every candidate, so nothing leaks between them.
+fn apply_layout(
+    p: &mut Plan,
+    l: &Layout,
+    pipeline_layout: Option<String>,
+    tp_overlap_wanted: bool,
+) -> bool {
     let m = &mut p.model;
     m.tensor_model_parallel_size = l.tensor_model_parallel_size;
     m.pipeline_model_parallel_size = l.pipeline_model_parallel_size;
@@ -318,7 +422,7 @@ fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan>
     m.expert_model_parallel_size = l.expert_model_parallel_size;
     m.expert_tensor_parallel_size = l.expert_tensor_parallel_size;
     m.sequence_parallel = l.tensor_model_parallel_size > 1;
-    m.pipeline_model_parallel_layout = needs_layout(m, l);
+    m.pipeline_model_parallel_layout = pipeline_layout;
     // Bridge: TP overlap only with TP > 1 and SP; P2P overlap with interleaving.
     m.tp_comm_overlap = tp_overlap_wanted && l.tensor_model_parallel_size > 1;
     m.overlap_p2p_comm = l
@@ -326,8 +430,13 @@ fn with_layout(lean: &Plan, l: &Layout, tp_overlap_wanted: bool) -> Option<Plan>
         .is_some_and(|v| v > 1)
         && l.pipeline_model_parallel_size > 1;
     p.train.micro_batch_size = l.micro_batch_size;
-    p.parallelism = layout::check(&p.model, &p.train, p.parallelism.world_size).ok()?;
-    Some(p)
+    match layout::check_sizes(&p.model, &p.train, p.parallelism.world_size) {
+        Ok(par) => {
+            p.parallelism = par;
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// Searches the layouts of `base` and returns the best `top`, best first.
@@ -359,14 +468,19 @@ pub fn tune(
     }
     let mut scored = 0;
     let mut ranked: Vec<(f64, Layout, Recompute)> = Vec::new();
+    let mut pipelines = Pipelines::default();
+    let mut p = lean.clone();
     for l in &layouts {
-        let Some(mut p) = with_layout(&lean, l, tp_overlap_wanted) else {
+        let Some((text, loads)) = pipelines.of(&lean, l) else {
             continue;
         };
+        if !apply_layout(&mut p, l, text.clone(), tp_overlap_wanted) {
+            continue;
+        }
         scored += 1;
         for r in &recomputes {
             r.apply(base, &mut p);
-            let e = estimate(&p, eff)?;
+            let e = estimate_with_stages(&p, eff, loads)?;
             if e.fits {
                 ranked.push((e.tokens_per_sec_per_gpu, *l, r.clone()));
                 break;

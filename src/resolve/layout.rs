@@ -163,7 +163,7 @@ fn push_repeated(out: &mut String, s: &str, n: usize) -> std::result::Result<(),
 /// Checks `pipeline_model_parallel_layout` against PP, VPP and the layer count, as
 /// Megatron-Core does when it builds the layout: one stage per (PP rank, virtual stage), one
 /// `t` per decoder layer, the embedding in the first stage and the loss in the last.
-fn check_pipeline_layout(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> Result<()> {
+pub fn check_pipeline_layout(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> Result<()> {
     let Some(text) = &model.pipeline_model_parallel_layout else {
         return Ok(());
     };
@@ -213,6 +213,22 @@ fn check_pipeline_layout(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> Resu
 
 /// Checks the layout against a world size and returns the parallel sizes.
 pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Parallelism> {
+    check_with(model, train, world, true)
+}
+
+/// [`check`] less the `pipeline_model_parallel_layout` text, for a caller that checked that
+/// text for this PP and VPP already with [`check_pipeline_layout`] (`tune` checks each
+/// generated layout once per (PP, VP), not once per candidate).
+pub fn check_sizes(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Parallelism> {
+    check_with(model, train, world, false)
+}
+
+fn check_with(
+    model: &ModelConfig,
+    train: &TrainConfig,
+    world: u64,
+    pipeline_text: bool,
+) -> Result<Parallelism> {
     positive_sizes(model, train)?;
     let tp = u64::from(model.tensor_model_parallel_size);
     let pp = u64::from(model.pipeline_model_parallel_size);
@@ -289,7 +305,9 @@ pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Par
         .at_fields(MODEL.virtual_pipeline_model_parallel_size)
         .help("null for no virtual pipeline, or the number of model chunks per pipeline stage"));
     }
-    check_pipeline_layout(model, pp, vpp)?;
+    if pipeline_text {
+        check_pipeline_layout(model, pp, vpp)?;
+    }
     if model.pipeline_model_parallel_layout.is_none()
         && !model.account_for_embedding_in_pipeline_split
         && !model.account_for_loss_in_pipeline_split
