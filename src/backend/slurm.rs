@@ -677,13 +677,14 @@ fn parse_version(text: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
-/// Slurm before 23.02 hands every task of an OCI container step the step's environment, so
-/// `SLURM_PROCID` is 0 in every task: its slurmstepd fills the bundle's `process.env` once
-/// per step (`setup_container` in `src/slurmd/slurmstepd/container.c` of 22.05, before any
-/// task's identity is set). 23.02 gives each task its own spool directory and fills
-/// `process.env` in `container_run`, per task, after the task's `SLURM_PROCID` is set
-/// (Slurm's "generate a spool dir per container task", bug 15449, first in 23.02.0). That
-/// newer path is read from Slurm's source, not run here: Debian 12 ships 22.05.
+/// Slurm before 23.02 runs at most one task per node in an OCI container step: its
+/// slurmstepd fills one bundle per step (`setup_container` in
+/// `src/slurmd/slurmstepd/container.c` of 22.05) and refuses a step with more tasks on a
+/// node ("unexpected number of tasks N > 1", the step fails with "Task count specification
+/// invalid"; `tests/it/oci_e2e.rs` sees it on Debian's 22.05). 23.02 gives each task its own
+/// spool directory and bundle, filled in `container_run` after the task's `SLURM_PROCID` is
+/// set (Slurm's "generate a spool dir per container task", bug 15449, first in 23.02.0).
+/// That newer path is read from Slurm's source, not run here: Debian 12 ships 22.05.
 pub fn oci_per_task_ok(version: (u32, u32)) -> bool {
     version >= (23, 2)
 }

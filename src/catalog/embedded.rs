@@ -50,3 +50,27 @@ pub const PLUGINS: &[(&str, &str)] = &[
         include_str!("../../plugins/gpu-tuning.yaml"),
     ),
 ];
+
+/// `recipes/NOT_SHIPPED.md` (generated with the recipes): every Megatron-Bridge performance
+/// recipe ovlaunch does not ship, by model, with the reason.
+pub const NOT_SHIPPED: &str = include_str!("../../recipes/NOT_SHIPPED.md");
+
+/// Why Bridge's model `name` (`nemotron_3_nano`) or function
+/// (`nemotron_3_nano_pretrain_8gpu_h100_bf16_config`) is not shipped, from [`NOT_SHIPPED`]:
+/// its lines are `- `MODEL` (N functions): REASON.`, each followed by `  - `FUNCTION`` lines.
+pub fn not_shipped(name: &str) -> Option<&'static str> {
+    let mut reason = None;
+    for line in NOT_SHIPPED.lines() {
+        if let Some(rest) = line.strip_prefix("- `") {
+            let (model, tail) = rest.split_once('`')?;
+            let why = tail.split_once("): ").map(|(_, w)| w.trim_end_matches('.'));
+            reason = why;
+            if model == name {
+                return why;
+            }
+        } else if line.strip_prefix("  - `").and_then(|f| f.strip_suffix('`')) == Some(name) {
+            return reason;
+        }
+    }
+    None
+}

@@ -87,6 +87,16 @@ impl Catalog {
                 let names = self.recipes.iter().flat_map(|r| {
                     std::iter::once(r.name.as_str()).chain(r.aliases.iter().map(String::as_str))
                 });
+                // a Megatron-Bridge model ovlaunch leaves out says why, not just "unknown"
+                if let Some(why) = embedded::not_shipped(name) {
+                    return Error::usage(format!(
+                        "unknown recipe `{name}`: Megatron-Bridge ships it, ovlaunch does not ({why})"
+                    ))
+                    .at_flag("--recipe")
+                    .help(
+                        "the shipped recipes and the Bridge ones left out, with the reason: `ovlaunch recipes`, recipes/NOT_SHIPPED.md",
+                    );
+                }
                 Error::usage(format!("unknown recipe `{name}`"))
                     .at_flag("--recipe")
                     .help(did_you_mean_then(

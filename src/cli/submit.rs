@@ -199,7 +199,7 @@ fn check_slurm(p: &Prepared) -> Result<()> {
         let v = slurm::version()?;
         if !slurm::oci_per_task_ok(v) {
             return Err(Error::usage(format!(
-                "Slurm {}.{:02} starts one OCI container per node and gives its tasks the same SLURM_PROCID, so one task per GPU cannot tell the ranks apart",
+                "Slurm {}.{:02} runs at most one task per node in an OCI container step (its slurmstepd refuses more), so one task per GPU cannot start",
                 v.0, v.1
             ))
             .at_flag("--container-runtime oci")

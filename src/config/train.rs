@@ -10,5 +10,10 @@ crate::section! {
         eval_interval: Option<u64> = None,
         manual_gc: bool = false,
         manual_gc_interval: u64 = 0,
+        /// Save a checkpoint and stop on `train.exit_signal` (SIGTERM): what the
+        /// preemption plugin turns on, so Slurm's early signal ends the run cleanly.
+        exit_signal_handler: bool = false,
+        /// Also install that handler in the data-loader workers.
+        exit_signal_handler_for_dataloader: bool = false,
     }
 }

@@ -17,6 +17,11 @@ then neither sets nor removes it, as Bridge, which installs only the names its r
 leaves it to the job's environment). A name a rule removes that Bridge's recipe lacks needs
 nothing. A variant ovlaunch refuses keeps Bridge's env whole.
 
+Every other function Bridge's perf_recipes families export is accounted for with its reason in
+recipes/NOT_SHIPPED.md (a model ovlaunch does not model, a fine-tuning benchmark, a GPU kind
+outside the hardware table, or a model none of whose functions Bridge's runner accepts); an
+unaccounted function fails the generator.
+
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
     python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes          # write
     python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes --check  # compare only
@@ -52,6 +57,8 @@ MODELS = {
         aliases=["deepseekv3", "dsv3", "deepseek-v3"], description="DeepSeek-V3 pretraining", family="deepseek")),
     "gpt_oss_120b": ("gpt_oss_120b_pretrain_", "gpt_oss", dict(
         aliases=["gptoss120b", "gpt-oss-120b"], description="GPT-OSS 120B pretraining", family="gpt_oss")),
+    "gpt_oss_20b": ("gpt_oss_20b_pretrain_", "gpt_oss", dict(
+        aliases=["gptoss20b", "gpt-oss-20b"], description="GPT-OSS 20B pretraining", family="gpt_oss")),
     "qwen3_30b_a3b": ("qwen3_30b_a3b_pretrain_", "qwen", dict(
         aliases=["qwen3-30b", "qwen3-30b-a3b", "qwen30b"], description="Qwen3-30B-A3B pretraining", family="qwen")),
     "qwen3_235b_a22b": ("qwen3_235b_a22b_pretrain_", "qwen", dict(
@@ -64,6 +71,31 @@ SECTIONS = ("model", "train", "ddp", "optimizer")
 
 # GPU kinds ovlaunch's hardware table has (Bridge also ships single-GPU r100 recipes).
 GPU_KINDS = {"h100", "b200", "b300", "gb200", "gb300", "vr200"}
+
+# Bridge performance-recipe models ovlaunch does not generate, by function-name prefix, and why.
+# Every function a `megatron.bridge.perf_recipes` family exports is generated (MODELS), listed in
+# its model's file as refused by Bridge's runner, or accounted for in recipes/NOT_SHIPPED.md
+# (these reasons, fine-tuning tasks, GPU kinds outside the hardware table): the generator fails
+# on any other, so a Bridge upgrade cannot leave a model out silently.
+NOT_MODELLED = {
+    "deepseek_v4_": "DeepSeek-V4: hybrid compressed sparse attention (Megatron-Core's experimental attention "
+                    "variant `dsv4_hybrid`, a top-k token indexer) and hyper-connections (several residual "
+                    "streams); ovlaunch models decoders with dense softmax attention and one residual stream",
+    "glm5": "GLM-5.x (fine-tuning benchmarks): DeepSeek Sparse Attention (a top-k token indexer in every layer, an experimental attention "
+            "variant of Megatron-Core); ovlaunch models decoders with dense softmax attention",
+    "nemotron": "Nemotron-H and Nemotron 3: hybrid Mamba-Transformer models (`HybridModelProvider`, a layer pattern "
+                "of Mamba, attention and MoE layers); ovlaunch models transformer decoders",
+    "qwen3_next_": "Qwen3-Next: gated DeltaNet linear attention in most layers (an experimental attention variant of "
+                   "Megatron-Core); ovlaunch models decoders with dense softmax attention",
+    "qwen3_vl_": "Qwen3-VL: a vision-language model (a vision encoder ahead of the language model); ovlaunch models "
+                 "text decoders",
+    "qwen35_vl_": "Qwen3.5-VL: a vision-language model (a vision encoder ahead of the language model); ovlaunch "
+                  "models text decoders",
+    "wan_": "Wan: a video diffusion transformer (`WanModelProvider`), not a language model",
+}
+
+# The perf_recipes families (Bridge's runner's own family table).
+FAMILIES = sorted({family for _, family in probe.FAMILY_PREFIXES})
 
 RELEASED_060 = {
     line.strip()
@@ -251,15 +283,17 @@ def emit(obj, indent: int = 0) -> list[str]:
     return lines
 
 
-def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> str:
+def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> tuple[str | None, list[str]]:
+    """The recipe file of one model, or None when Bridge's runner refuses every function (they
+    are then listed in NOT_SHIPPED.md); and the refused functions' lines."""
     prefix, family, meta = MODELS[name]
     module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
     fns = sorted(n for n in dir(module) if n.startswith(prefix) and n.endswith("_config"))
     variants, refused = [], []
     for n in fns:
         m = probe.BENCHMARK_NAME.search(n)
-        if not m or m["hardware"] not in GPU_KINDS:
-            continue
+        if not m or m["hardware"] not in GPU_KINDS or m["task"] != "pretrain":
+            continue  # accounted for in NOT_SHIPPED.md
         # a function Bridge's own runner refuses at its own GPU count (its validation, its
         # expert grid check) is not shipped: the header lists it with Bridge's reason
         try:
@@ -274,6 +308,8 @@ def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> str:
             refused.append(f"#   {n}: sets the deprecated model.{unmodelled[0]}, which ovlaunch does not model")
             continue
         variants.append(variant_of(n, getattr(module, n), fields))
+    if not variants:
+        return None, refused
     import importlib.metadata as md
 
     head = [
@@ -298,7 +334,71 @@ def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> str:
     state_env(variants, rules_env(ovlaunch, doc, variants))
     doc.update(factor(variants))
     doc["variants"] = variants
-    return "\n".join(head + emit(doc)) + "\n"
+    return "\n".join(head + emit(doc)) + "\n", refused
+
+
+def model_key(fn_name: str) -> str:
+    """`llama3_8b` for `llama3_8b_pretrain_8gpu_h100_bf16_config`."""
+    return fn_name[: probe.BENCHMARK_NAME.search(fn_name).start()]
+
+
+def not_shipped(unshipped: dict[str, list[str]]) -> str:
+    """recipes/NOT_SHIPPED.md: every perf_recipes function ovlaunch does not ship and why, except
+    the functions a shipped model's file lists itself. `unshipped`: the refused functions of a
+    model of MODELS none of whose functions Bridge's runner accepts."""
+    import importlib.metadata as md
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    unknown = []
+    used = set()
+    for family in FAMILIES:
+        module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
+        for n in sorted(x for x in dir(module) if x.endswith("_config") and callable(getattr(module, x))):
+            m = probe.BENCHMARK_NAME.search(n)
+            if m is None:
+                unknown.append(f"{family}.{n} (not a benchmark recipe name)")
+                continue
+            model = model_key(n)
+            ours = next((k for k, (prefix, _, _) in MODELS.items() if n.startswith(prefix)), None)
+            not_modelled = next((p for p in NOT_MODELLED if n.startswith(p)), None)
+            if not_modelled is not None:
+                used.add(not_modelled)
+                why = NOT_MODELLED[not_modelled]
+            elif m["task"] != "pretrain":
+                why = (f"fine-tuning ({m['task']}) benchmark: ovlaunch ships Bridge's pretraining benchmarks; "
+                       "fine-tuning data (a Hugging Face dataset) and PEFT adapters are not modelled")
+            elif ours is not None and m["hardware"] not in GPU_KINDS:
+                why = f"GPU kind `{m['hardware']}` is not in ovlaunch's hardware table (hardware/gpus.yaml)"
+            elif ours is not None:
+                if ours not in unshipped:
+                    continue  # shipped, or listed as refused in the model's own file
+                line = next(x for x in unshipped[ours] if x.startswith(f"#   {n}:"))
+                why = "Bridge's own runner refuses it at its own GPU count: " + line.split(": ", 1)[1]
+            else:
+                unknown.append(f"{family}.{n}")
+                continue
+            groups.setdefault((model, why.rstrip(".")), []).append(n)
+    unknown.extend(f"NOT_MODELLED[{p!r}] (matches no function)" for p in NOT_MODELLED if p not in used)
+    if unknown:
+        raise SystemExit(
+            "perf_recipes functions neither generated nor accounted for, or a stale entry (update MODELS or "
+            "NOT_MODELLED):\n  " + "\n  ".join(unknown))
+    out = [
+        f"# Megatron-Bridge {md.version('megatron-bridge')} performance recipes ovlaunch does not ship",
+        "",
+        "GENERATED by `tests/bridge/gen_recipes.py` from Bridge's package (`megatron.bridge.perf_recipes`):",
+        "do not edit; regenerate. Every function Bridge ships is either in a recipe file here, listed at",
+        "the top of its model's recipe file (Bridge's runner refuses it), or below, with the reason.",
+        "",
+    ]
+    total = 0
+    for (model, why), names in sorted(groups.items()):
+        total += len(names)
+        out.append(f"- `{model}` ({len(names)} function{'s' if len(names) > 1 else ''}): {why}.")
+        out.extend(f"  - `{n}`" for n in names)
+    out.insert(len(out), "")
+    out.append(f"{total} functions in all.")
+    return "\n".join(out) + "\n"
 
 
 def main() -> int:
@@ -318,16 +418,28 @@ def main() -> int:
         elif line.strip():
             fields[section].append(line.strip())
     bad = 0
-    for name in args.only or MODELS:
-        text = generate(name, fields, args.ovlaunch)
-        path = Path(args.out) / f"{name}.yaml"
+    unshipped = {}
+
+    def put(path: Path, text: str | None) -> None:
+        nonlocal bad
         if args.check:
-            if not path.exists() or path.read_text() != text:
+            have = path.read_text() if path.exists() else None
+            if have != text:
                 print(f"{path}: out of date with the installed Megatron-Bridge; run tests/bridge/gen_recipes.py", file=sys.stderr)
                 bad = 1
+        elif text is None:
+            path.unlink(missing_ok=True)
         else:
             path.write_text(text)
             print(f"wrote {path}", file=sys.stderr)
+
+    for name in args.only or MODELS:
+        text, refused = generate(name, fields, args.ovlaunch)
+        if text is None:
+            unshipped[name] = refused
+        put(Path(args.out) / f"{name}.yaml", text)
+    if not args.only:
+        put(Path(args.out) / "NOT_SHIPPED.md", not_shipped(unshipped))
     return bad
 
 

@@ -1061,15 +1061,15 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 for line in diff_case(p, &b["config"], &b["classes"], &b["env"]) {
                     report.push(format!("{}: {line}", c.id));
                 }
-                // the preemption plugin's launch-phase words (train fields ovlaunch does not
-                // model) reach Bridge's config
+                // the preemption plugin's exit handler is a plan decision (compared with
+                // Bridge's config above like every train field): the plan must hold it on
                 if c.args.iter().any(|a| a == "preemption") {
-                    let t = &b["config"]["train"];
+                    let t = &p["train"];
                     if t["exit_signal_handler"] != json!(true)
                         || t["exit_signal_handler_for_dataloader"] != json!(false)
                     {
                         report.push(format!(
-                            "{}: preemption: Bridge's train.exit_signal_handler is {}, for the dataloader {}",
+                            "{}: preemption: the plan's train.exit_signal_handler is {}, for the dataloader {}",
                             c.id, t["exit_signal_handler"], t["exit_signal_handler_for_dataloader"]
                         ));
                     }
@@ -1147,5 +1147,30 @@ fn the_readme_pretraining_example_is_the_proofs_job() {
         &words[1..],
         README_PRETRAIN,
         "README.md and README_PRETRAIN differ"
+    );
+    // the override words the README shows are `ovlaunch overrides` for the same flags
+    let shown = &rest[close..];
+    let open = shown
+        .find("`ovlaunch overrides`")
+        .and_then(|i| shown[i..].find("```\n").map(|j| i + j + 4))
+        .expect("the README shows the override words");
+    let shown = &shown[open..open + shown[open..].find("```").expect("the block ends")];
+    let mut args = vec!["overrides"];
+    args.extend(README_PRETRAIN.iter().copied());
+    let out = ok_env(
+        &args,
+        &[
+            ("WANDB_API_KEY", "readme-key"),
+            ("HF_TOKEN", "readme-token"),
+        ],
+    );
+    let words: String = out
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        shown, words,
+        "README.md's override words are not `ovlaunch overrides`"
     );
 }

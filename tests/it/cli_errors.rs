@@ -11,6 +11,27 @@ fn unknown_recipe_suggests() {
     ));
 }
 
+/// A Megatron-Bridge model or function ovlaunch leaves out is refused with the reason
+/// recipes/NOT_SHIPPED.md gives (generated from Bridge's package with the recipes).
+#[test]
+fn a_bridge_model_left_out_says_why() {
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", "nemotron_3_nano", "--gpus", "h100x8"],
+        &[]
+    ));
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "wan_14b_pretrain_32gpu_h100_bf16_config",
+        "--gpus",
+        "h100x32",
+    ]);
+    assert!(
+        err.contains("Megatron-Bridge ships it, ovlaunch does not (Wan: a video diffusion"),
+        "{err}"
+    );
+}
+
 #[test]
 fn unknown_gpu_kind_suggests() {
     insta::assert_snapshot!(transcript(

@@ -369,8 +369,8 @@ fn oci_containers_see_the_job_directory() {
     );
     assert!(!dir.join("ranks").exists(), "no rank started");
 
-    // 3. One task per GPU in OCI containers needs Slurm 23.02 (22.05 gives every task of a
-    //    container step SLURM_PROCID=0): refused before anything is written. The accepted
+    // 3. One task per GPU in OCI containers needs Slurm 23.02 (22.05 runs at most one task
+    //    per node in a container step): refused before anything is written. The accepted
     //    path (Slurm >= 23.02) cannot run here, Debian 12 ships 22.05; its version gate is
     //    a unit test of `backend::slurm`.
     let dir = c.path("jobs/oci-srun");
@@ -387,6 +387,44 @@ fn oci_containers_see_the_job_directory() {
         "{err}"
     );
     assert!(!dir.exists(), "nothing written");
+    // What the refusal spares: this Slurm itself fails a container step of two tasks per
+    // node (here with the first job's bundle), and its slurmstepd says why.
+    let dir = c.path("jobs/oci-two-tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("two-tasks.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nsrun --ntasks-per-node=2 --container={} /bin/true\n",
+            c.path("jobs/oci/oci").display()
+        ),
+    )
+    .unwrap();
+    let o = c
+        .cmd("sbatch")
+        .args(["--parsable", "-N2", "--ntasks-per-node=2", "-o"])
+        .arg(dir.join("slurm-%j.out"))
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let id = common::stdout(&o).trim().to_string();
+    let (state, _) = wait_job(&c, &id, &dir);
+    assert_eq!(state, "FAILED", "{}", log(&dir));
+    let slurmd_logs: String = ["node1", "node2"]
+        .iter()
+        .map(|n| {
+            std::fs::read_to_string(c.path(&format!("slurm/log/slurmd-{n}.log")))
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        slurmd_logs.contains(&format!(
+            "[{id}.0] error: _modify_config: unexpected number of tasks 2 > 1"
+        )),
+        "slurmstepd refuses two tasks per node in a container step:\n{}\n{slurmd_logs}",
+        log(&dir)
+    );
 
     // 4. Unset variables stay unset inside a container whose image sets them: the image's
     //    environment (the bundle's `process.env`, which the container starts with) and the

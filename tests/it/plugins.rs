@@ -262,7 +262,7 @@ fn preemption_signals_the_batch_shell_and_requeues() {
     let s = step(&out);
     assert!(
         s.contains(
-            " train.exit_signal_handler=True train.exit_signal_handler_for_dataloader=False"
+            " train.exit_signal_handler=true train.exit_signal_handler_for_dataloader=false"
         ),
         "{s}"
     );
@@ -925,9 +925,20 @@ fn explain_shows_plugin_decisions() {
         "sbatch.signal = \"B:TERM@60\" [plugin:preemption]",
         "sbatch.requeue = null [plugin:preemption]",
         "launch.forward_signals = [\"TERM\"] [plugin:preemption]",
+        // the trainer's exit handler is a plan decision, not a word added at render time
+        "train.exit_signal_handler = true [plugin:preemption]",
+        "train.exit_signal_handler_for_dataloader = false [plugin:preemption]",
     ] {
         assert!(out.contains(want), "{want} in\n{out}");
     }
+    let launch = out.find("# launch decisions").expect("launch decisions");
+    let handler = out
+        .find("train.exit_signal_handler =")
+        .expect("exit handler");
+    assert!(
+        handler < launch,
+        "a plan decision, before the launch ones:\n{out}"
+    );
 }
 
 #[test]
