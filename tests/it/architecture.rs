@@ -168,7 +168,11 @@ fn plan_is_a_leaf_over_the_data_vocabulary() {
         .collect();
     assert!(extra.is_empty(), "plan reaches {extra:?} (through {g:?})");
     // The vocabulary's own leaf imports nothing of the launcher.
-    assert!(reach(&g, "error").is_empty(), "error imports {:?}", g["error"]);
+    assert!(
+        reach(&g, "error").is_empty(),
+        "error imports {:?}",
+        g["error"]
+    );
     // The check sees real imports: plan's fields are config's types.
     assert!(reached.contains("config"), "{g:?}");
 }
