@@ -149,7 +149,7 @@ pub fn check(def: &SectionDef, field: &str, value: Value) -> Result<Value, Strin
             )
         ));
     };
-    if crate::secret::is_secret_name(field) {
+    if crate::rank::names::is_secret_name(field) {
         return Err(format!(
             "`{}.{field}` holds a secret: it would be in the trainer's command line and config; \
              give it to the job's environment instead (--env NAME, read from the launcher's environment)",

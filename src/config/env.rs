@@ -8,6 +8,8 @@
 //!   byte (neither `execve` nor bash can carry one, so the rank runtime would fail with 125).
 //! * [`env_map`] applies both while a recipe or hardware file is deserialised, so the error
 //!   carries the file and line.
+//! * [`redacted_map`] is how an env map is shown: secret values (the rank crate's rule)
+//!   replaced.
 //! * [`EnvScalar`] is what a recipe's `env_vars` may state for a name.
 
 use std::collections::BTreeMap;
@@ -87,6 +89,20 @@ where
     V: Deserialize<'de> + EnvText,
 {
     env_map(d).map(Some)
+}
+
+/// `#[serde(serialize_with = "crate::config::env::redacted_map")]`: an env map serialised with
+/// secret values (the rank crate's rule) shown as `REDACTED` (hardware env, plan outputs).
+pub fn redacted_map<S: serde::Serializer>(
+    map: &std::collections::BTreeMap<String, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(map.len()))?;
+    for (k, v) in map {
+        m.serialize_entry(k, crate::rank::names::shown(k, v))?;
+    }
+    m.end()
 }
 
 /// One `env_vars` entry. Bridge accepts str, int, float or bool env values and exports them

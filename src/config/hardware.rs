@@ -36,7 +36,7 @@ pub struct GpuKind {
     #[serde(
         default,
         deserialize_with = "crate::config::env::env_map",
-        serialize_with = "crate::secret::redacted_map"
+        serialize_with = "crate::config::env::redacted_map"
     )]
     pub env: std::collections::BTreeMap<String, String>,
     /// The nodes' CPU architecture: which rank runtime build can run there (Grace-based

@@ -370,6 +370,7 @@ fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<
     let world = u64::from(inp.hardware.count);
     let (cfg, prov) = (&l.cfg, &l.prov);
     let decisions = &mut t.decisions;
+    stale_pipeline_layout(l)?;
     let par = layout::check(&cfg.model, &cfg.train, world)?;
     let tree = serde_json::to_value(cfg).map_err(internal)?;
     for key in [
@@ -400,6 +401,42 @@ fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<
         ));
     }
     Ok(par)
+}
+
+/// A PP or VP override that changes the pipeline split of a recipe holding a pipeline layout
+/// must state the layout too. Bridge's runner (run_recipe.py) rebuilds the layout when PP or VP
+/// is overridden without it, from the recipe's own `_pipeline_model_parallel_layout_builder`
+/// table (DeepSeek-V3, Kimi K2), which ovlaunch does not model; without a builder the recipe's
+/// layout no longer fits. Either way the plan cannot predict the trainer's layout. An override to
+/// the recipe's own value rebuilds the layout the recipe function itself built at that split.
+fn stale_pipeline_layout(l: &layers::Layered) -> Result<()> {
+    let overridden = |k: &str| matches!(l.prov.source(k), Source::User | Source::Plugin(_));
+    let (before, after) = (&l.before.model, &l.cfg.model);
+    let key = if overridden(MODEL.pipeline_model_parallel_size)
+        && before.pipeline_model_parallel_size != after.pipeline_model_parallel_size
+    {
+        MODEL.pipeline_model_parallel_size
+    } else if overridden(MODEL.virtual_pipeline_model_parallel_size)
+        && before.virtual_pipeline_model_parallel_size != after.virtual_pipeline_model_parallel_size
+    {
+        MODEL.virtual_pipeline_model_parallel_size
+    } else {
+        return Ok(());
+    };
+    if before.pipeline_model_parallel_layout.is_none()
+        || overridden(MODEL.pipeline_model_parallel_layout)
+    {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "set without {} on a recipe that holds one: Bridge's runner then rebuilds the layout from its recipe's own table, which ovlaunch does not predict",
+        MODEL.pipeline_model_parallel_layout
+    ))
+    .at_fields(key)
+    .help(format!(
+        "also --set {}=... (one `|`-separated stage per pipeline rank and virtual stage), or =null for Megatron-Core's even split",
+        MODEL.pipeline_model_parallel_layout
+    )))
 }
 
 /// Stage 4: mixed precision (Bridge's `mixed_precision.py`: build, finalize, setup).

@@ -139,42 +139,37 @@ pub fn validate(
                 .help(format!("--set {}=true", MIXED_PRECISION.reuse_grad_buf_for_mxfp8_param_ag)));
     }
 
-    // Distributed-optimizer and overlap_param_gather sync.
-    if ddp.use_distributed_optimizer != optimizer.use_distributed_optimizer {
-        let text = format!(
-            "Distributed optimizer settings were not in sync: {}={}, {}={}. Automatically enabling distributed optimizer for both settings.",
+    // Distributed-optimizer and overlap_param_gather sync: where ddp and the optimizer
+    // disagree, both become True, with Bridge's warning.
+    for (label, what, ddp_path, ddp_value, opt_path, opt_value) in [
+        (
+            "Distributed optimizer",
+            "distributed optimizer",
             DDP.use_distributed_optimizer,
-            py(ddp.use_distributed_optimizer),
+            &mut ddp.use_distributed_optimizer,
             OPTIMIZER.use_distributed_optimizer,
-            py(optimizer.use_distributed_optimizer)
-        );
-        warnings.push(text.clone());
-        decisions.push(Decision::new(
-            OPTIMIZER.use_distributed_optimizer,
-            true,
-            text,
-            Source::Derived,
-        ));
-        ddp.use_distributed_optimizer = true;
-        optimizer.use_distributed_optimizer = true;
-    }
-    if ddp.overlap_param_gather != optimizer.overlap_param_gather {
-        let text = format!(
-            "overlap_param_gather settings were not in sync: {}={}, {}={}. Automatically enabling overlap_param_gather for both settings.",
+            &mut optimizer.use_distributed_optimizer,
+        ),
+        (
+            "overlap_param_gather",
+            "overlap_param_gather",
             DDP.overlap_param_gather,
-            py(ddp.overlap_param_gather),
+            &mut ddp.overlap_param_gather,
             OPTIMIZER.overlap_param_gather,
-            py(optimizer.overlap_param_gather)
-        );
-        warnings.push(text.clone());
-        decisions.push(Decision::new(
-            OPTIMIZER.overlap_param_gather,
-            true,
-            text,
-            Source::Derived,
-        ));
-        ddp.overlap_param_gather = true;
-        optimizer.overlap_param_gather = true;
+            &mut optimizer.overlap_param_gather,
+        ),
+    ] {
+        if *ddp_value != *opt_value {
+            let text = format!(
+                "{label} settings were not in sync: {ddp_path}={}, {opt_path}={}. Automatically enabling {what} for both settings.",
+                py(*ddp_value),
+                py(*opt_value)
+            );
+            warnings.push(text.clone());
+            decisions.push(Decision::new(opt_path, true, text, Source::Derived));
+            *ddp_value = true;
+            *opt_value = true;
+        }
     }
 
     // Precision consistency.

@@ -1,7 +1,8 @@
 //! The shape ARCHITECTURE.md promises, checked on the source: the launcher's top-level
 //! modules import each other without a cycle, `plan` reaches only the data vocabulary, the
-//! rank crate imports nothing of the launcher, and the map's module table names every
-//! top-level module (and only those).
+//! rank crate imports nothing of the launcher, the map's module table names every
+//! top-level module (and only those), and no string in the code spells a config field's path
+//! (the typed path constants do).
 //!
 //! An import is a `crate::MODULE` path in code (comments and `#[cfg(test)]` modules left
 //! out); paths inside serde attributes count, as they are real dependencies.
@@ -156,20 +157,22 @@ fn reach(g: &BTreeMap<String, BTreeSet<String>>, m: &str) -> BTreeSet<String> {
 fn plan_is_a_leaf_over_the_data_vocabulary() {
     let g = graph();
     // What a plan is made of: Bridge's config sections and the hardware spec (`config`), the
-    // rank crate's wire types and name rules (`rank`, `secret`), and the error helpers
-    // `config`'s checks phrase their messages with (`error`). None of it reaches a module
-    // that makes, reads, writes or prints plans.
-    let vocabulary: BTreeSet<&str> = ["config", "rank", "secret", "error"].into();
+    // rank crate's wire types and name rules (`rank`), and the did-you-mean helpers `config`'s
+    // checks phrase their messages with (`error`). None of it reaches a module that makes,
+    // reads, writes or prints plans.
+    let vocabulary: BTreeSet<&str> = ["config", "rank", "error"].into();
     let reached = reach(&g, "plan");
     let extra: Vec<&String> = reached
         .iter()
         .filter(|m| !vocabulary.contains(m.as_str()))
         .collect();
     assert!(extra.is_empty(), "plan reaches {extra:?} (through {g:?})");
-    // The vocabulary's own leaves import nothing of the launcher.
-    for leaf in ["secret", "error"] {
-        assert!(reach(&g, leaf).is_empty(), "{leaf} imports {:?}", g[leaf]);
-    }
+    // The vocabulary's own leaf imports nothing of the launcher.
+    assert!(
+        reach(&g, "error").is_empty(),
+        "error imports {:?}",
+        g["error"]
+    );
     // The check sees real imports: plan's fields are config's types.
     assert!(reached.contains("config"), "{g:?}");
 }
@@ -222,5 +225,83 @@ fn the_map_names_every_top_level_module() {
     assert!(
         missing.is_empty() && stale.is_empty(),
         "ARCHITECTURE.md's module table lacks {missing:?} and names {stale:?}, which src/lib.rs does not declare"
+    );
+}
+
+/// The string literals of Rust source `text` (comments, char literals and lifetimes skipped;
+/// escapes kept as written).
+fn string_literals(text: &str) -> Vec<String> {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            '/' if b.get(i + 1) == Some(&'/') => {
+                while i < b.len() && b[i] != '\n' {
+                    i += 1;
+                }
+            }
+            // A char literal (`'"'`, `'\''`); a lifetime (`'a`) has no closing quote.
+            '\'' if b.get(i + 1) == Some(&'\\') && b.get(i + 3) == Some(&'\'') => i += 4,
+            '\'' if b.get(i + 2) == Some(&'\'') => i += 3,
+            '"' => {
+                let mut s = String::new();
+                i += 1;
+                while i < b.len() && b[i] != '"' {
+                    if b[i] == '\\' {
+                        s.push(b[i]);
+                        i += 1;
+                    }
+                    if let Some(c) = b.get(i) {
+                        s.push(*c);
+                    }
+                    i += 1;
+                }
+                out.push(s);
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+#[test]
+fn code_names_config_fields_by_typed_path_never_by_quoted_text() {
+    // Every `section.field` the config declares: typed sections and Bridge's pass-through ones.
+    let mut paths = BTreeSet::new();
+    for section in ovlaunch::config::sections() {
+        for field in ovlaunch::config::section_fields(section)
+            .flatten()
+            .into_iter()
+            .flatten()
+        {
+            paths.insert(format!("{section}.{field}"));
+        }
+    }
+    assert!(paths.contains("model.num_layers") && paths.contains("scheduler.max_steps"));
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut quoted = Vec::new();
+    for f in files {
+        // `config/` declares the paths; tests (`#[cfg(test)]` modules, `tests.rs` files) state
+        // inputs as users write them.
+        if f.starts_with(src.join("config")) || f.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for lit in string_literals(code) {
+            let words = lit.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'));
+            for w in words.filter(|w| paths.contains(w.trim_end_matches('.'))) {
+                quoted.push(format!("{}: \"{lit}\" names {w}", f.display()));
+            }
+        }
+    }
+    assert!(
+        quoted.is_empty(),
+        "write these through the typed paths (config::MODEL.num_layers, config::bridge::paths::SCHEDULER.max_steps):\n{}",
+        quoted.join("\n")
     );
 }

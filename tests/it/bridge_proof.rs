@@ -165,6 +165,27 @@ fn extra_cases() -> Vec<Case> {
                 "checkpoint.save=/ckpt/it's ${here}",
             ],
         ),
+        // a PP and VP override on Kimi K2 (a recipe with a pipeline layout) states the
+        // layout too (ovlaunch refuses it otherwise: Bridge's runner would rebuild it)
+        c(
+            "kimi-pp-vp-with-layout",
+            "b200",
+            256,
+            &[
+                "--recipe",
+                "kimi_k2",
+                "--gpus",
+                "b200x256",
+                "--precision",
+                "bf16",
+                "--set",
+                "model.pipeline_model_parallel_size=8",
+                "--set",
+                "model.virtual_pipeline_model_parallel_size=2",
+                "--set",
+                "model.pipeline_model_parallel_layout=Etttt|(tttt|)*14tL",
+            ],
+        ),
         c(
             "set-comm-overlap-whole",
             "h100",

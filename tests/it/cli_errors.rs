@@ -32,6 +32,49 @@ fn a_bridge_model_left_out_says_why() {
     );
 }
 
+/// Bridge's runner rebuilds a recipe's pipeline layout from its own table when PP or VP is
+/// overridden without it (DeepSeek-V3, Kimi K2): ovlaunch cannot predict that layout, so it
+/// asks for it; with the layout stated the job plans.
+#[test]
+fn a_pipeline_override_on_a_recipe_with_a_layout_needs_the_layout() {
+    let base = [
+        "plan",
+        "--recipe",
+        "kimi_k2",
+        "--gpus",
+        "b200x256",
+        "--precision",
+        "bf16",
+        "--set",
+        "model.pipeline_model_parallel_size=4",
+    ];
+    let err = usage_error(&base);
+    assert!(
+        err.contains("model.pipeline_model_parallel_size: set without model.pipeline_model_parallel_layout on a recipe that holds one"),
+        "{err}"
+    );
+    assert!(
+        err.contains("also --set model.pipeline_model_parallel_layout="),
+        "{err}"
+    );
+    let mut with_layout = base.to_vec();
+    with_layout.extend([
+        "--set",
+        "model.pipeline_model_parallel_layout=Et*15|t*15|t*15|t*16L",
+    ]);
+    ok(&with_layout);
+    // a recipe without a layout takes a PP override alone
+    ok(&[
+        "plan",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--set",
+        "model.pipeline_model_parallel_size=8",
+    ]);
+}
+
 #[test]
 fn unknown_gpu_kind_suggests() {
     insta::assert_snapshot!(transcript(

@@ -426,3 +426,20 @@ impl SlurmCluster {
             .output();
     }
 }
+
+/// The files of `plan`'s Slurm job, rendered the one way every launch renders them
+/// (`job::render_job`; no plugins, the shipped templates).
+pub fn render_slurm(
+    plan: &ovlaunch::plan::Plan,
+    opts: &ovlaunch::render::launch::LaunchOptions,
+) -> ovlaunch::layout::Artifacts {
+    ovlaunch::job::render_job(
+        plan.clone(),
+        opts,
+        Vec::new(),
+        &ovlaunch::render::template::Templates::default(),
+        ovlaunch::backend::Executor::Slurm,
+    )
+    .expect("render the job")
+    .artifacts
+}

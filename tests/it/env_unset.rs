@@ -18,8 +18,8 @@ use std::process::Command;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
 use ovlaunch::plan::{Plan, Source};
-use ovlaunch::render::launch::{self, LaunchOptions};
-use ovlaunch::render::{artifacts, template::Templates};
+use ovlaunch::render::artifacts;
+use ovlaunch::render::launch::LaunchOptions;
 use ovlaunch::resolve::env_rules::{self, Action, Facts};
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
@@ -228,16 +228,7 @@ fn run_job(
         command_line: "test".into(),
         ..LaunchOptions::new("unset", job_dir.display().to_string())
     };
-    let spec = launch::build(plan, &opts).unwrap();
-    let a = artifacts::render(
-        plan,
-        &spec,
-        ovlaunch::backend::Executor::Slurm,
-        &Templates::default(),
-        false,
-        String::new(),
-    )
-    .unwrap();
+    let a = crate::common::render_slurm(plan, &opts);
     std::fs::write(job_dir.join("launch.sbatch"), &a.script).unwrap();
     std::fs::write(job_dir.join("rank-plan.json"), &a.rank_plan).unwrap();
     std::fs::write(job_dir.join("secrets.env"), &a.secrets).unwrap();

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::Command;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
-use ovlaunch::render::launch::{self, LaunchOptions};
-use ovlaunch::render::{artifacts, script, template::Templates};
+use ovlaunch::render::launch::LaunchOptions;
+use ovlaunch::render::script;
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
 use proptest::prelude::*;
@@ -47,16 +47,7 @@ fn render_and_run(
         command_line: "test".into(),
         ..LaunchOptions::new("rt", job_dir.display().to_string())
     };
-    let spec = launch::build(&plan, &opts).unwrap();
-    let a = artifacts::render(
-        &plan,
-        &spec,
-        ovlaunch::backend::Executor::Slurm,
-        &Templates::default(),
-        false,
-        String::new(),
-    )
-    .unwrap();
+    let a = crate::common::render_slurm(&plan, &opts);
     std::fs::write(job_dir.join("launch.sbatch"), &a.script).unwrap();
     std::fs::write(
         script::secrets_path(&job_dir.display().to_string()),
