@@ -582,7 +582,11 @@ fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<
                 "plugin `{}` works with the {e} executor only, but this job uses {have}",
                 a.name()
             ))
-            .at_flag(format!("--plugin {} --executor {have}", a.name())));
+            .at_flag(format!("--plugin {}", a.name()))
+            .help(format!(
+                "drop --plugin {}, or launch with the {e} executor (the main form or submit)",
+                a.name()
+            )));
         }
     }
     Ok(())

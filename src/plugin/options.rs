@@ -338,7 +338,13 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                 } else {
                     m
                 };
-                Error::usage(format!("option `{k}` of plugin `{name}`: {m}")).at_flag(flag.clone())
+                let example = match o.kind {
+                    OptionType::Bool => "true or false",
+                    _ => "a whole number, e.g. 10",
+                };
+                Error::usage(format!("option `{k}` of plugin `{name}`: {m}"))
+                    .at_flag(flag.clone())
+                    .help(format!("give `{k}` {example}"))
             })?;
             if let (Some(Merge::Flags), OptValue::List(user), OptValue::List(defaults)) =
                 (o.merge, &v, &values[k])

@@ -489,6 +489,39 @@ fn each_input_error_message() {
             ],
         ),
         (
+            "plugins_that_conflict",
+            plan(&["--plugin", "nsys", "--plugin", "pytorch-profiler"]),
+        ),
+        (
+            "plugin_option_not_an_integer",
+            plan(&["--plugin", "nsys:profile_step_start=ten"]),
+        ),
+        ("env_set_and_unset", plan(&["--env", "X=1", "--unset", "X"])),
+        (
+            "plugin_for_the_slurm_executor_only",
+            vec![
+                "torchrun",
+                "-r",
+                "llama8b",
+                "-g",
+                "h100x8",
+                "--plugin",
+                "preemption",
+            ],
+        ),
+        (
+            "plugin_needs_the_torchrun_launcher",
+            vec![
+                "--dry-run",
+                "-r",
+                "llama8b",
+                "-g",
+                "h100x16",
+                "--plugin",
+                "fault-tolerance",
+            ],
+        ),
+        (
             "job_name_hidden",
             vec![
                 "--dry-run",
