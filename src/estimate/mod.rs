@@ -463,7 +463,14 @@ pub fn estimate_with_stages(
         tp_mb
     };
     let cp_bw = link_bw(perf, domain, tp, cp, eff);
-    let kv_bytes = mbs * (seq / cp) * 2.0 * arch.query_groups.max(tp) / tp * arch.head_dim * 2.0;
+    // K and V per token on one TP rank: the query groups' heads (replicated where TP exceeds
+    // them), or with multi-latent attention every head's up-projected key (with its rotary
+    // part) and value, which is what Megatron-Core's CP ring exchanges for MLA.
+    let kv_per_token = match arch.mla {
+        Some(mla) => arch.heads / tp * (mla.qk_head_dim + mla.qk_pos_emb_head_dim + mla.v_head_dim),
+        None => 2.0 * arch.query_groups.max(tp) / tp * arch.head_dim,
+    };
+    let kv_bytes = mbs * (seq / cp) * kv_per_token * 2.0;
     let cp_mb = if cp > 1.0 {
         layers_gpu * 3.0 * (cp - 1.0) * kv_bytes / cp_bw
     } else {

@@ -9,6 +9,8 @@
 //!    layout is estimated with the least recompute that fits (none, the recipe's own, full),
 //!    the overlap switches approximated as Bridge sets them (TP overlap needs TP > 1 with SP;
 //!    P2P overlap needs interleaving). Layouts that do not fit with full recompute are dropped.
+//!    Each (PP, VP)'s generated pipeline layout and its ranks' loads are worked out once per
+//!    search, and one plan is reused from candidate to candidate (no clone per layout).
 //! 2. Checking: the best-scored layouts, in order, are resolved for real; those the resolver
 //!    rejects or whose exact plan does not fit are dropped, the rest re-estimated on their
 //!    exact plan. Stops once it holds `top` layouts and has checked `2·top` more.
