@@ -11,7 +11,9 @@
 //! `.ci/bridge-venv.sh` makes (`OVLAUNCH_BRIDGE_PYTHON`), all in one Python process.
 //! Stand-ins (nothing else): TransformerEngine's and modelopt's import surface, torch's CUDA
 //! device queries per GPU kind (tests/bridge/stubs/), Hugging Face config.json fixtures in an
-//! offline hub cache (tests/bridge/hf/). The runner script itself is in Bridge's repository,
+//! offline hub cache (tests/bridge/hf/; Kimi K2's config names the hub's own configuration code,
+//! which its fixture answers with transformers' DeepSeek-V3 class, the architecture the config
+//! declares). The runner script itself is in Bridge's repository,
 //! not its package: probe.py restates its steps as facts.
 //!
 //! Without `OVLAUNCH_BRIDGE_PYTHON` the test says so and passes, unless
