@@ -236,7 +236,7 @@ impl Validator<'_> {
                         format!("secret variable `{k}` must be set in the plan phase"),
                         k,
                     )
-                    .help("plan-phase env reaches the job through its private secrets file"));
+                    .help(format!("move it to `plan: env: {{{k}: ...}}`: plan-phase env reaches the job only through its private secrets.env")));
             }
             let slot = if slot == Slot::Plan && secret::is_secret_name(k) {
                 Slot::SecretEnv

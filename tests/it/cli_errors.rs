@@ -612,6 +612,23 @@ fn each_launch_and_job_error_message() {
         "echo 'sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified' >&2",
         1,
     );
+    // User plugin files: an unknown key, a placeholder naming no option, a secret set in
+    // the launch phase (secrets belong to the plan phase, which sends them to secrets.env).
+    std::fs::write(
+        at("unknown-key.yaml"),
+        "name: bad\nlaunch:\n  setup_linez: [x]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        at("bad-placeholder.yaml"),
+        "name: bad\noptions:\n  port: {type: int, default: 1}\nlaunch:\n  setup_lines: [\"echo {prot}\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        at("leak.yaml"),
+        "name: leak\nlaunch:\n  env: {MY_TOKEN: x}\n",
+    )
+    .unwrap();
     let long_component = "x".repeat(300);
     let queued = at("jobs/queued");
     let roots = ["--jobs-root", &at("jobs")];
@@ -646,6 +663,24 @@ fn each_launch_and_job_error_message() {
         (
             "sbatch_arg_not_an_option",
             dry(&["--sbatch-arg=reservation=r1"]),
+            None,
+            2,
+        ),
+        (
+            "plugin_file_unknown_key",
+            dry(&["--plugin-file", &at("unknown-key.yaml")]),
+            None,
+            2,
+        ),
+        (
+            "plugin_file_unknown_placeholder",
+            dry(&["--plugin-file", &at("bad-placeholder.yaml")]),
+            None,
+            2,
+        ),
+        (
+            "plugin_file_secret_in_launch_phase",
+            dry(&["--plugin-file", &at("leak.yaml")]),
             None,
             2,
         ),
