@@ -153,6 +153,10 @@ chmod 700 "$DIR/munge-key"
 NAMES=()
 for i in $(seq 1 "$NODES"); do NAMES+=("$PREFIX$i"); done
 
+# No core dumps from the daemons or their step daemons: a step a test makes slurmstepd refuse
+# (the OCI test's two tasks per node) must not leave a core file in the caller's directory.
+ulimit -c 0
+
 start_bg() { # name cmd... ; records "name pid" in $DIR/pids
   local name=$1
   shift
