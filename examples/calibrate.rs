@@ -673,11 +673,16 @@ fn main() {
                     .route(r.recipe, &r.gpus, r.precision, &all, r.route)
                     .map_err(ovlaunch::error::Error::usage)
             };
-            let out = tune::tune(&r.plan, &eff, 5, &mut res, &mut |_| {}).unwrap();
-            let hit = out
+            let depth = std::env::var("CALIBRATE_DEPTH")
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(5);
+            let out = tune::tune(&r.plan, &eff, depth, &mut res, &mut |_| {}).unwrap();
+            let place = out
                 .candidates
                 .iter()
-                .any(|c| same_layout(&c.layout, &r.layout));
+                .position(|c| same_layout(&c.layout, &r.layout));
+            let hit = place.is_some_and(|i| i < 5);
             if std::env::var_os("CALIBRATE_TUNE").is_some() {
                 let own = estimate(&r.plan, &eff).unwrap().tokens_per_sec_per_gpu;
                 if let Some(best) = out.candidates.first() {
@@ -706,7 +711,11 @@ fn main() {
                         ),
                         best.estimate.tokens_per_sec_per_gpu,
                         (own / best.estimate.tokens_per_sec_per_gpu - 1.0) * 100.0,
-                        if hit { " HIT" } else { "" }
+                        match place {
+                            Some(i) if i < 5 => " HIT".to_string(),
+                            Some(i) => format!(" at {}", i + 1),
+                            None => String::new(),
+                        }
                     );
                 }
             }

@@ -87,6 +87,23 @@ mod tests {
     }
 
     #[test]
+    fn nvl72_jobs_share_nvlink_within_their_slurm_segment() {
+        let seg = |spec: &str| {
+            let h = parse(spec, &kinds(), None).unwrap();
+            (h.segment_nodes(), h.job_nvlink_domain())
+        };
+        // Bridge's rule: up to 18 nodes are one segment; more take the largest divisor <= 18.
+        assert_eq!(seg("gb200x72"), (Some(18), 72));
+        assert_eq!(seg("gb200x256"), (Some(16), 64));
+        assert_eq!(seg("gb300x96"), (Some(12), 48));
+        assert_eq!(seg("gb200x8"), (Some(2), 8));
+        assert_eq!(seg("gb200x4"), (Some(1), 4));
+        // 8-GPU nodes take no segment: their NVLink domain is the node.
+        assert_eq!(seg("h100x64"), (None, 8));
+        assert_eq!(seg("b200x256"), (None, 8));
+    }
+
+    #[test]
     fn rejects_impossible_counts() {
         let e = parse("h100x12", &kinds(), None).unwrap_err();
         assert!(e.to_string().contains("h100x8 or h100x16"), "{e}");

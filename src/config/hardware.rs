@@ -139,3 +139,31 @@ pub struct Hardware {
     pub gpus_per_node: u32,
     pub nodes: u32,
 }
+
+impl Hardware {
+    /// Nodes per Slurm `--segment` on NVL72 racks (4-GPU nodes), by Bridge's rule
+    /// (`utils/executors.py`): all the nodes when they are 18 or fewer (one rack), else the
+    /// largest divisor of the node count not above 18; `None` off NVL72. Slurm keeps each
+    /// segment inside one NVLink domain.
+    pub fn segment_nodes(&self) -> Option<u32> {
+        if self.gpu.nvlink_domain_size < 72 || self.gpus_per_node != 4 {
+            return None;
+        }
+        Some(if self.nodes <= 18 {
+            self.nodes
+        } else {
+            (1..=18)
+                .rev()
+                .find(|s| self.nodes.is_multiple_of(*s))
+                .unwrap_or(1)
+        })
+    }
+
+    /// GPUs of this job that share one NVLink domain: the kind's domain size, or on NVL72
+    /// racks the GPUs of one segment (a 256-GPU job runs as four segments of 64).
+    pub fn job_nvlink_domain(&self) -> u32 {
+        let domain = self.gpu.nvlink_domain_size;
+        self.segment_nodes()
+            .map_or(domain, |s| domain.min(s * self.gpus_per_node))
+    }
+}

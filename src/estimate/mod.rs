@@ -14,7 +14,8 @@
 //! * Communication, ring volumes `(n-1)/n · bytes` over NVLink when the group's ranks lie in one
 //!   NVLink domain and over the scale-out network otherwise. Megatron's rank order is TP
 //!   innermost, then CP, DP, PP (experts: ETP, EP, expert-DP, PP), so a group of size n and
-//!   stride k stays inside a domain of D GPUs when k·n ≤ D.
+//!   stride k stays inside a domain of D GPUs when k·n ≤ D; on NVL72 racks D is the job's
+//!   Slurm segment (Bridge's rule, `Hardware::job_nvlink_domain`), not the whole rack.
 //!   - TP with SP: 4 all-gathers/reduce-scatters of `b·s/cp·h` per layer forward and 4 backward
 //!     (Korthikanti et al. §3: the same volume as 2+2 all-reduces); hidden by `tp_comm_overlap`
 //!     up to a fitted exposed fraction.
@@ -343,7 +344,7 @@ pub fn estimate_with_stages(
     let dp = par.data as f64;
     let vp_u = par.virtual_pipeline.unwrap_or(1).max(1) as u32;
     let vp = f64::from(vp_u);
-    let domain = f64::from(gpu.nvlink_domain_size);
+    let domain = f64::from(plan.hardware.job_nvlink_domain());
     let mbs = f64::from(plan.train.micro_batch_size);
     let gbs = f64::from(plan.train.global_batch_size);
     let micro = (gbs / (mbs * dp)).max(1.0);

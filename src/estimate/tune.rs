@@ -346,6 +346,13 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
                 };
                 for (ep, etp) in eps {
                     for mbs in [1u32, 2, 4, 8] {
+                        // CP splits a sequence too long for one GPU's activations; stacking
+                        // more sequences on the split ones is the same work per GPU as a
+                        // smaller CP with the larger micro batch, plus the ring exchange
+                        // (no published Bridge layout combines them).
+                        if cp > 1 && mbs > 1 {
+                            continue;
+                        }
                         if !gbs.is_multiple_of(u64::from(mbs) * dp) {
                             continue;
                         }

@@ -281,18 +281,8 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
             put(k, Some(v.clone()));
         }
     }
-    // NVL72 racks: Bridge's segment rule (utils/executors.py): nodes <= 18 -> nodes, else
-    // the largest divisor of the node count not above 18.
     let mut decisions = Vec::new();
-    if hw.gpu.nvlink_domain_size >= 72 && hw.gpus_per_node == 4 {
-        let seg = if hw.nodes <= 18 {
-            hw.nodes
-        } else {
-            (1..=18)
-                .rev()
-                .find(|s| hw.nodes.is_multiple_of(*s))
-                .unwrap_or(1)
-        };
+    if let Some(seg) = hw.segment_nodes() {
         put("segment", Some(seg.to_string()));
         decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));
     }
