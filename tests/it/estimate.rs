@@ -195,6 +195,22 @@ fn tune_when_nothing_fits_says_so() {
     assert!(stderr(&o).contains("no layout"), "{}", stderr(&o));
 }
 
+#[test]
+fn tune_splits_sequences_over_cp_only_at_micro_batch_1() {
+    // CP 2 at micro batch 2 is CP 1 at micro batch 1's work per GPU plus the ring exchange;
+    // the candidates keep CP for sequences that one GPU cannot hold.
+    let base = plan("llama405b", "gb200x256", &[]).unwrap();
+    let layouts = tune::enumerate(&base);
+    assert!(layouts.iter().any(|l| l.context_parallel_size > 1));
+    assert!(layouts.iter().any(|l| l.micro_batch_size > 1));
+    for l in &layouts {
+        assert!(
+            l.context_parallel_size == 1 || l.micro_batch_size == 1,
+            "{l:?}"
+        );
+    }
+}
+
 fn layout_sets(tp: u32, pp: u32, cp: u32, mbs: u32, gbs: u32) -> Vec<String> {
     let mut s = Layout {
         tensor_model_parallel_size: tp,
