@@ -20,6 +20,8 @@ fn main() {
     );
     for recipe_name in ["llama31_405b", "deepseek_v3"] {
         let recipe = cat.recipe(recipe_name).expect("recipe");
+        // The recipe's hand-written pipeline splits, as `ovlaunch tune` passes them.
+        let known = recipe.pipeline_layouts();
         for n in [64u32, 256, 1024, 4096] {
             let hw = hardware::parse(&format!("h100x{n}"), &cat.gpus, None).expect("hardware");
             let plan_with = |sets: &[String]| {
@@ -58,7 +60,7 @@ fn main() {
                     plan_with(&all)
                 };
                 let t0 = Instant::now();
-                let out = tune::tune(&base, &eff, 5, &mut res, &mut |_| {}).expect("tune");
+                let out = tune::tune(&base, &eff, 5, &known, &mut res, &mut |_| {}).expect("tune");
                 times.push(t0.elapsed().as_secs_f64() * 1e3);
                 last = Some(out);
             }

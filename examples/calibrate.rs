@@ -585,7 +585,8 @@ fn main() {
                 seen.push((extra.to_vec(), p.clone()));
                 Ok(p)
             };
-            let out = tune::tune(&r.plan, &start, RIVALS, &mut res, &mut |_| {}).unwrap();
+            let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_layouts();
+            let out = tune::tune(&r.plan, &start, RIVALS, &known, &mut res, &mut |_| {}).unwrap();
             let rivals = out
                 .candidates
                 .iter()
@@ -677,7 +678,8 @@ fn main() {
                 .ok()
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(5);
-            let out = tune::tune(&r.plan, &eff, depth, &mut res, &mut |_| {}).unwrap();
+            let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_layouts();
+            let out = tune::tune(&r.plan, &eff, depth, &known, &mut res, &mut |_| {}).unwrap();
             let place = out
                 .candidates
                 .iter()

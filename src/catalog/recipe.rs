@@ -249,6 +249,45 @@ impl Recipe {
             variants,
         })
     }
+
+    /// The hand-written pipeline layouts among the recipe's variants: each distinct
+    /// (PP, VP, `pipeline_model_parallel_layout`) a variant runs with (a variant's own value,
+    /// else the base recipe's), in variant order. Bridge writes these for models whose layer
+    /// count leaves no even split (DeepSeek-V3, Kimi K2); `tune` searches those splits.
+    pub fn pipeline_layouts(&self) -> Vec<PipelineSplit> {
+        let base = self.sections.get("model");
+        let mut out: Vec<PipelineSplit> = Vec::new();
+        for v in &self.variants {
+            let own = v.sections.get("model");
+            let get = |k: &str| {
+                own.and_then(|m| m.get(k))
+                    .or_else(|| base.and_then(|m| m.get(k)))
+            };
+            let Some(layout) = get("pipeline_model_parallel_layout").and_then(Value::as_str) else {
+                continue;
+            };
+            let num = |k: &str| get(k).and_then(Value::as_u64).map(|n| n as u32);
+            let split = PipelineSplit {
+                pipeline: num("pipeline_model_parallel_size").unwrap_or(1),
+                virtual_pipeline: num("virtual_pipeline_model_parallel_size").filter(|v| *v > 1),
+                layout: layout.to_string(),
+            };
+            if !out.iter().any(|s| {
+                (s.pipeline, s.virtual_pipeline) == (split.pipeline, split.virtual_pipeline)
+            }) {
+                out.push(split);
+            }
+        }
+        out
+    }
+}
+
+/// A pipeline split a recipe states a layout for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineSplit {
+    pub pipeline: u32,
+    pub virtual_pipeline: Option<u32>,
+    pub layout: String,
 }
 
 fn pick_sections(v: &Value) -> Map<String, Value> {

@@ -181,7 +181,9 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
         r.resolve(&all)
     };
     let mut progress = |line: &str| p.status(line);
-    let outcome: Outcome = tune::tune(&base, &eff, cmd.top, &mut resolve_fn, &mut progress)?;
+    let known = r.recipe.pipeline_layouts();
+    let outcome: Outcome =
+        tune::tune(&base, &eff, cmd.top, &known, &mut resolve_fn, &mut progress)?;
     if outcome.candidates.is_empty() {
         return Err(Error::usage(format!(
             "no layout of {} fits on {} ({} layouts scored, {} fit before resolution, {} rejected by the resolver)",

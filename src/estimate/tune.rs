@@ -23,6 +23,7 @@ use std::collections::HashMap;
 
 use super::stages::{self, RankLoad};
 use super::{Efficiency, Estimate, estimate, estimate_with_stages};
+use crate::catalog::recipe::PipelineSplit;
 use crate::config::{MODEL, TRAIN};
 use crate::error::Result;
 use crate::plan::Plan;
@@ -287,7 +288,9 @@ fn divisors_upto(n: u64, max: u64) -> Vec<u32> {
 }
 
 /// Every layout to score for the base plan's model and world size (before the checks).
-pub fn enumerate(base: &Plan) -> Vec<Layout> {
+/// With `known` splits (the recipe's hand-written pipeline layouts,
+/// [`crate::catalog::Recipe::pipeline_layouts`]) the pipeline takes only those splits or none.
+pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
     let m = &base.model;
     let world = base.parallelism.world_size;
     let domain = u64::from(base.hardware.gpu.nvlink_domain_size).max(1);
@@ -312,21 +315,33 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
             if pp > m.num_layers {
                 continue;
             }
-            let mut vps: Vec<Option<u32>> = vec![None];
-            // A stage count that does not divide the layers needs an explicit layout: only
-            // where no even split over these PP ranks exists at all (Megatron-Core's default
-            // is the even split; Bridge's configs give a layout where the layer count leaves
-            // no choice, e.g. DeepSeek-V3's 61).
-            let even = accounted || m.num_layers.is_multiple_of(pp);
-            if pp > 1 {
-                vps.extend(
-                    [2u32, 3, 4, 5, 6, 7, 8, 10, 12, 16]
-                        .into_iter()
-                        .filter(|v| v * pp <= m.num_layers + 2)
-                        .filter(|v| !even || accounted || m.num_layers.is_multiple_of(v * pp))
-                        .map(Some),
-                );
-            }
+            let vps: Vec<Option<u32>> = if pp == 1 {
+                vec![None]
+            } else if !known.is_empty() {
+                // A model Bridge writes pipeline layouts for by hand (DeepSeek-V3, Kimi K2:
+                // the embedding and loss on their own stages, MTP next to the loss) runs the
+                // splits Bridge wrote, with Bridge's layouts.
+                known
+                    .iter()
+                    .filter(|k| k.pipeline == pp)
+                    .map(|k| k.virtual_pipeline)
+                    .collect()
+            } else {
+                // A stage count that does not divide the layers needs an explicit layout:
+                // only where no even split over these PP ranks exists at all (Megatron-Core's
+                // default is the even split; Bridge's configs give a layout where the layer
+                // count leaves no choice, e.g. DeepSeek-V3's 61).
+                let even = accounted || m.num_layers.is_multiple_of(pp);
+                std::iter::once(None)
+                    .chain(
+                        [2u32, 3, 4, 5, 6, 7, 8, 10, 12, 16]
+                            .into_iter()
+                            .filter(|v| v * pp <= m.num_layers + 2)
+                            .filter(|v| !even || accounted || m.num_layers.is_multiple_of(v * pp))
+                            .map(Some),
+                    )
+                    .collect()
+            };
             for cp in [1u32, 2, 4, 8, 16] {
                 let c = u64::from(cp);
                 if !(world / t / u64::from(pp)).is_multiple_of(c)
@@ -375,8 +390,23 @@ pub fn enumerate(base: &Plan) -> Vec<Layout> {
     out
 }
 
-/// The pipeline layout a model needs for a layout whose stages do not divide its layers.
-fn needs_layout(m: &crate::config::ModelConfig, l: &Layout) -> Option<String> {
+/// The pipeline layout a candidate runs with: the recipe's own for a known split, else one
+/// generated where its stages do not divide the layers.
+fn needs_layout(
+    m: &crate::config::ModelConfig,
+    l: &Layout,
+    known: &[PipelineSplit],
+) -> Option<String> {
+    let split = (
+        l.pipeline_model_parallel_size,
+        l.virtual_pipeline_model_parallel_size,
+    );
+    if let Some(k) = known
+        .iter()
+        .find(|k| (k.pipeline, k.virtual_pipeline) == split)
+    {
+        return Some(k.layout.clone());
+    }
     if m.account_for_embedding_in_pipeline_split || m.account_for_loss_in_pipeline_split {
         return None;
     }
@@ -399,14 +429,14 @@ type Pipeline = Option<(Option<String>, Vec<RankLoad>)>;
 struct Pipelines(HashMap<(u32, Option<u32>), Pipeline>);
 
 impl Pipelines {
-    fn of(&mut self, lean: &Plan, l: &Layout) -> &Pipeline {
+    fn of(&mut self, lean: &Plan, l: &Layout, known: &[PipelineSplit]) -> &Pipeline {
         let pp = l.pipeline_model_parallel_size;
         let vp = l.virtual_pipeline_model_parallel_size;
         self.0.entry((pp, vp)).or_insert_with(|| {
             let mut m = lean.model.clone();
             m.pipeline_model_parallel_size = pp;
             m.virtual_pipeline_model_parallel_size = vp;
-            m.pipeline_model_parallel_layout = needs_layout(&m, l);
+            m.pipeline_model_parallel_layout = needs_layout(&m, l, known);
             layout::check_pipeline_layout(&m, u64::from(pp), vp.map(u64::from)).ok()?;
             let loads = stages::ranks(&m, pp, vp.unwrap_or(1));
             Some((m.pipeline_model_parallel_layout, loads))
@@ -448,11 +478,13 @@ fn apply_layout(
     }
 }
 
-/// Searches the layouts of `base` and returns the best `top`, best first.
+/// Searches the layouts of `base` and returns the best `top`, best first. `known`: the
+/// recipe's hand-written pipeline splits ([`crate::catalog::Recipe::pipeline_layouts`]), empty for none.
 pub fn tune(
     base: &Plan,
     eff: &Efficiency,
     top: usize,
+    known: &[PipelineSplit],
     resolve: &mut dyn FnMut(&[String]) -> Result<Plan>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
@@ -471,7 +503,7 @@ pub fn tune(
     } else {
         vec![Recompute::None, Recompute::Full]
     };
-    let layouts = enumerate(base);
+    let layouts = enumerate(base, known);
     if layouts.len() > 2000 {
         progress(&format!("tune: scoring {} layouts", layouts.len()));
     }
@@ -480,7 +512,7 @@ pub fn tune(
     let mut pipelines = Pipelines::default();
     let mut p = lean.clone();
     for l in &layouts {
-        let Some((text, loads)) = pipelines.of(&lean, l) else {
+        let Some((text, loads)) = pipelines.of(&lean, l, known) else {
             continue;
         };
         if !apply_layout(&mut p, l, text.clone(), tp_overlap_wanted) {
@@ -507,7 +539,7 @@ pub fn tune(
         if out.len() >= top {
             extra += 1;
         }
-        let mut sets = l.sets_with(needs_layout(&base.model, &l).as_deref());
+        let mut sets = l.sets_with(needs_layout(&base.model, &l, known).as_deref());
         sets.extend(r.sets());
         resolved += 1;
         let plan = match resolve(&sets) {

@@ -200,7 +200,7 @@ fn tune_splits_sequences_over_cp_only_at_micro_batch_1() {
     // CP 2 at micro batch 2 is CP 1 at micro batch 1's work per GPU plus the ring exchange;
     // the candidates keep CP for sequences that one GPU cannot hold.
     let base = plan("llama405b", "gb200x256", &[]).unwrap();
-    let layouts = tune::enumerate(&base);
+    let layouts = tune::enumerate(&base, &[]);
     assert!(layouts.iter().any(|l| l.context_parallel_size > 1));
     assert!(layouts.iter().any(|l| l.micro_batch_size > 1));
     for l in &layouts {
@@ -208,6 +208,64 @@ fn tune_splits_sequences_over_cp_only_at_micro_batch_1() {
             l.context_parallel_size == 1 || l.micro_batch_size == 1,
             "{l:?}"
         );
+    }
+}
+
+#[test]
+fn tune_runs_a_hand_laid_out_model_on_its_recipes_pipeline_splits() {
+    // DeepSeek-V3's 61 layers leave no even split; Bridge writes its layouts by hand, and tune
+    // searches those splits with those layouts rather than generating its own.
+    let known = Catalog::embedded()
+        .unwrap()
+        .recipe("deepseek_v3")
+        .unwrap()
+        .pipeline_layouts();
+    let split = |pp: u32, vp: Option<u32>| {
+        known
+            .iter()
+            .find(|k| (k.pipeline, k.virtual_pipeline) == (pp, vp))
+    };
+    assert!(
+        split(16, None).is_some() && split(4, Some(4)).is_some(),
+        "{known:?}"
+    );
+    let base = plan("deepseek_v3", "b200x256", &[]).unwrap();
+    let layouts = tune::enumerate(&base, &known);
+    assert!(!layouts.is_empty());
+    for l in &layouts {
+        let (pp, vp) = (
+            l.pipeline_model_parallel_size,
+            l.virtual_pipeline_model_parallel_size,
+        );
+        assert!(pp == 1 || split(pp, vp).is_some(), "{l:?}");
+    }
+    let out = ok(&[
+        "tune",
+        "-r",
+        "deepseek_v3",
+        "-g",
+        "b200x256",
+        "--precision",
+        "fp8mx",
+        "--top",
+        "3",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let candidates = v["candidates"].as_array().unwrap();
+    assert!(!candidates.is_empty());
+    for c in candidates {
+        let l = &c["layout"];
+        let pp = l["pipeline_model_parallel_size"].as_u64().unwrap() as u32;
+        let vp = l["virtual_pipeline_model_parallel_size"]
+            .as_u64()
+            .map(|v| v as u32);
+        let command = c["command"].as_str().unwrap();
+        if let Some(k) = split(pp, vp) {
+            let set = format!("model.pipeline_model_parallel_layout={}", k.layout);
+            assert!(command.contains(&set), "{command}");
+        }
     }
 }
 
@@ -285,7 +343,8 @@ proptest! {
             all.extend(extra.iter().cloned());
             plan(recipe, &gpus, &all)
         };
-        let out = tune::tune(&base, &eff, 5, &mut res, &mut |_| {}).unwrap();
+        let known = Catalog::embedded().unwrap().recipe(recipe).unwrap().pipeline_layouts();
+        let out = tune::tune(&base, &eff, 5, &known, &mut res, &mut |_| {}).unwrap();
         for c in &out.candidates {
             prop_assert!(c.estimate.fits);
             prop_assert!(c.estimate.memory_gib_per_gpu <= c.estimate.memory.capacity_gib);
