@@ -6,6 +6,7 @@
 //! cargo run --release --example calibrate -- --write       # also rewrite hardware/efficiency.json
 //! cargo run --release --example calibrate -- --csv FILE    # other rows, same columns
 //! cargo run --release --example calibrate -- --rank        # add the ranking term to the fit
+//! cargo run --release --example calibrate -- --recipes     # only: each shipped variant's layout in tune's top 5?
 //! ```
 //!
 //! Each usable row (pretraining, tokens/s given, a model whose shape ovlaunch has: a shipped
@@ -198,6 +199,70 @@ impl Resolver {
     }
 }
 
+/// For every shipped recipe variant (Bridge's own layout for its GPU kind, count and
+/// precision; named variants such as `large_scale` left out): is that layout among `tune`'s
+/// top 5 under the shipped constants? Prints the misses and the count per recipe.
+fn recipes_in_top5() {
+    let cat = Catalog::embedded().expect("catalog");
+    let eff = Efficiency::embedded().expect("efficiency");
+    let stack = Stack::default();
+    let mut total = (0, 0);
+    for source in &cat.recipes {
+        let recipe = cat.recipe(&source.name).expect("recipe");
+        let known = recipe.pipeline_layouts();
+        let (mut hits, mut tried) = (0, 0);
+        for v in recipe.variants.iter().filter(|v| v.variant.is_none()) {
+            let Some(n) = v.num_gpus else { continue };
+            let gpus = format!("{}x{n}", v.gpu);
+            let Ok(hw) = hardware::parse(&gpus, &cat.gpus, None) else {
+                continue;
+            };
+            let plan_with = |sets: &[String]| {
+                let sets = overrides::parse_sets(sets)?;
+                resolve::resolve(&resolve::Inputs {
+                    precision: Some(&v.precision),
+                    sets: &sets,
+                    ..resolve::Inputs::new(&recipe, &hw, &stack)
+                })
+            };
+            let Ok(own) = plan_with(&[]) else { continue };
+            if estimate(&own, &eff).is_err() {
+                continue; // a GPU kind without performance constants
+            }
+            let fixed = vec![format!(
+                "train.global_batch_size={}",
+                own.train.global_batch_size
+            )];
+            let mut res = |extra: &[String]| {
+                let mut all = fixed.clone();
+                all.extend(extra.iter().cloned());
+                plan_with(&all)
+            };
+            let Ok(out) = tune::tune(&own, &eff, 5, &known, &mut res, &mut |_| {}) else {
+                continue;
+            };
+            let mine = Layout::of(&own);
+            tried += 1;
+            if out.candidates.iter().any(|c| same_layout(&c.layout, &mine)) {
+                hits += 1;
+            } else if let Some(best) = out.candidates.first() {
+                println!(
+                    "{} {gpus} {}: own {:?}, tune's best {:?}",
+                    recipe.name, v.precision, mine, best.layout
+                );
+            }
+        }
+        if tried > 0 {
+            println!("{}: {hits}/{tried}", recipe.name);
+        }
+        total = (total.0 + hits, total.1 + tried);
+    }
+    println!(
+        "shipped variants whose own layout is in tune's top 5: {}/{}",
+        total.0, total.1
+    );
+}
+
 /// How a row's plan was resolved (see `Resolver::plan`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
@@ -384,6 +449,7 @@ fn main() {
         match a.as_str() {
             "--write" => write = true,
             "--rank" => rank_term = true,
+            "--recipes" => return recipes_in_top5(),
             "--csv" => csv = PathBuf::from(args.next().expect("--csv FILE")),
             other => panic!("unknown argument {other}"),
         }
