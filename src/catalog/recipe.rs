@@ -7,6 +7,10 @@
 //! `null` (unset), or `{inherit: true}` (neither set nor removed); see `config::EnvScalar` and
 //! `resolve::env` for the exact semantics.
 //!
+//! `pipeline_layouts` (recipe or variant; the variant's wins) is the table of Bridge's layout
+//! builder for a recipe function that carries one ([`LayoutTable`]): the runner rebuilds the
+//! layout with it after a PP or VP override (`resolve`'s pipeline-layout stage).
+//!
 //! A recipe is read twice from the same text: once into typed structs, so that unknown keys
 //! and wrong types are reported with file:line, and once into a plain tree, which keeps
 //! "absent" apart from "null" for layering (base <- variant <- `--set`).
@@ -85,6 +89,8 @@ with_sections! {
         #[serde(default)]
         trainer: Option<Vec<String>>,
         #[serde(default)]
+        pipeline_layouts: Option<LayoutTable>,
+        #[serde(default)]
         variants: Vec<TypedVariant>,
     }
 }
@@ -104,6 +110,56 @@ with_sections! {
         bridge_since: Option<String>,
         #[serde(default)]
         canonical: bool,
+        #[serde(default)]
+        pipeline_layouts: Option<LayoutTable>,
+    }
+}
+
+/// The table of Bridge's `_pipeline_model_parallel_layout_builder` for a recipe that has one
+/// (generated from the builder itself by `tests/bridge/gen_recipes.py`). Bridge's runner
+/// rebuilds the pipeline layout with it after a PP or VP override that states no layout
+/// (`recipe_runner.py` `sync_model_pipeline_layout`); the builder raises for a pair it lacks.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutTable {
+    /// The builder's dotted Python name (`module.function`).
+    pub builder: String,
+    /// Every (PP, VP) it builds a layout for. The builder takes VP `None` as 1 (the generator
+    /// checks that for every PP), so `vp` is at least 1.
+    pub layouts: Vec<TableLayout>,
+}
+
+/// One row of a [`LayoutTable`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableLayout {
+    pub pp: u32,
+    pub vp: u32,
+    /// Megatron-Core's layout text; `None` where the builder gives no layout (an even split).
+    pub layout: Option<String>,
+}
+
+impl LayoutTable {
+    /// The builder's layout for PP `pp` and VP `vp` (`None` as 1), or `None` when its table
+    /// lacks the pair (the builder then raises).
+    pub fn get(&self, pp: u32, vp: Option<u32>) -> Option<&TableLayout> {
+        let vp = vp.unwrap_or(1);
+        self.layouts.iter().find(|r| r.pp == pp && r.vp == vp)
+    }
+
+    /// The builder's function name, without its module.
+    pub fn function(&self) -> &str {
+        self.builder.rsplit('.').next().unwrap_or(&self.builder)
+    }
+
+    /// The pairs it knows, `(PP, VP)` each.
+    pub fn pairs(&self) -> String {
+        let pairs: Vec<String> = self
+            .layouts
+            .iter()
+            .map(|r| format!("({}, {})", r.pp, r.vp))
+            .collect();
+        pairs.join(", ")
     }
 }
 
@@ -120,6 +176,8 @@ pub struct Variant {
     pub bridge_since: Option<String>,
     /// The variant Bridge scales from when no exact GPU count matches.
     pub canonical: bool,
+    /// Its recipe function's pipeline-layout table, when it differs from the recipe's.
+    pub pipeline_layouts: Option<LayoutTable>,
     /// Its config sections, as a tree.
     pub sections: Map<String, Value>,
 }
@@ -136,12 +194,21 @@ pub struct Recipe {
     pub trainer: Option<Vec<String>>,
     /// Where it was loaded from: `embedded:recipes/x.yaml` or a file path.
     pub origin: String,
+    /// The pipeline-layout table of Bridge's model recipe, shared by its variants.
+    pub pipeline_layouts: Option<LayoutTable>,
     /// Base config sections, as a tree.
     pub sections: Map<String, Value>,
     pub variants: Vec<Variant>,
 }
 
 impl Recipe {
+    /// The pipeline-layout table Bridge's runner rebuilds `variant`'s layout with, if any.
+    pub fn layout_table<'a>(&'a self, variant: Option<&'a Variant>) -> Option<&'a LayoutTable> {
+        variant
+            .and_then(|v| v.pipeline_layouts.as_ref())
+            .or(self.pipeline_layouts.as_ref())
+    }
+
     /// Parses and validates a recipe file's YAML text; `origin` names it in errors. The text
     /// is parsed once into a tree; only when the typed check of that tree fails is it parsed
     /// again, typed, for an error with file:line.
@@ -233,6 +300,7 @@ impl Recipe {
                 bridge_recipe: v.bridge_recipe.clone(),
                 bridge_since: v.bridge_since.clone(),
                 canonical: v.canonical,
+                pipeline_layouts: v.pipeline_layouts.clone(),
                 sections: pick_sections(raw),
             });
         }
@@ -245,6 +313,7 @@ impl Recipe {
             bridge_recipe: typed.bridge_recipe,
             trainer: typed.trainer,
             origin: origin.to_string(),
+            pipeline_layouts: typed.pipeline_layouts,
             sections: pick_sections(&Value::Object(top)),
             variants,
         })

@@ -128,6 +128,8 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         inp.sets,
         precision_word.as_ref(),
     );
+    // Bridge's runner rebuilds a recipe-owned pipeline layout after a PP or VP override.
+    pipeline_layout_stage(inp, &choice, &mut l, &mut t)?;
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
     scale_batch(inp, &choice, &mut l, &mut t)?;
     // 3. The parallel layout checked against the world size.
@@ -370,7 +372,6 @@ fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<
     let world = u64::from(inp.hardware.count);
     let (cfg, prov) = (&l.cfg, &l.prov);
     let decisions = &mut t.decisions;
-    stale_pipeline_layout(l)?;
     let par = layout::check(&cfg.model, &cfg.train, world)?;
     let tree = serde_json::to_value(cfg).map_err(internal)?;
     for key in [
@@ -403,39 +404,82 @@ fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<
     Ok(par)
 }
 
-/// A PP or VP override that changes the pipeline split of a recipe holding a pipeline layout
-/// must state the layout too. Bridge's runner (run_recipe.py) rebuilds the layout when PP or VP
-/// is overridden without it, from the recipe's own `_pipeline_model_parallel_layout_builder`
-/// table (DeepSeek-V3, Kimi K2), which ovlaunch does not model; without a builder the recipe's
-/// layout no longer fits. Either way the plan cannot predict the trainer's layout. An override to
-/// the recipe's own value rebuilds the layout the recipe function itself built at that split.
-fn stale_pipeline_layout(l: &layers::Layered) -> Result<()> {
+/// Stage 1c: Bridge's runner after the overrides (`recipe_runner.py`
+/// `sync_model_pipeline_layout`): when the overrides name PP or VP but not
+/// `pipeline_model_parallel_layout`, a model with a `_pipeline_model_parallel_layout_builder`
+/// (Kimi K2) gets its layout rebuilt by that builder for the new (PP, VP), whatever their values
+/// (an override to the recipe's own value rebuilds too). The builder is a table
+/// (`LayoutTable`, generated from it): a pair it knows gives the plan exactly the layout the
+/// runner builds; a pair it lacks makes the builder raise, so it is refused here.
+///
+/// A model without a builder keeps its layout, which then no longer fits a changed split
+/// (Megatron-Core refuses it): a PP or VP override that changes the split of a recipe holding a
+/// layout (DeepSeek-V3) must state the layout too. (The runner's other branch, which drops
+/// `num_layers_in_first/last_pipeline_stage`, concerns fields no shipped recipe sets.)
+fn pipeline_layout_stage(
+    inp: &Inputs<'_>,
+    choice: &layers::Choice<'_>,
+    l: &mut layers::Layered,
+    t: &mut Trace,
+) -> Result<()> {
     let overridden = |k: &str| matches!(l.prov.source(k), Source::User | Source::Plugin(_));
-    let (before, after) = (&l.before.model, &l.cfg.model);
-    let key = if overridden(MODEL.pipeline_model_parallel_size)
-        && before.pipeline_model_parallel_size != after.pipeline_model_parallel_size
-    {
-        MODEL.pipeline_model_parallel_size
-    } else if overridden(MODEL.virtual_pipeline_model_parallel_size)
-        && before.virtual_pipeline_model_parallel_size != after.virtual_pipeline_model_parallel_size
-    {
-        MODEL.virtual_pipeline_model_parallel_size
-    } else {
-        return Ok(());
-    };
-    if before.pipeline_model_parallel_layout.is_none()
-        || overridden(MODEL.pipeline_model_parallel_layout)
-    {
+    let (pp_key, vp_key, layout_key) = (
+        MODEL.pipeline_model_parallel_size,
+        MODEL.virtual_pipeline_model_parallel_size,
+        MODEL.pipeline_model_parallel_layout,
+    );
+    if !(overridden(pp_key) || overridden(vp_key)) || overridden(layout_key) {
         return Ok(());
     }
+    let key = if overridden(pp_key) { pp_key } else { vp_key };
+    let (before, after) = (&l.before.model, &l.cfg.model);
+    let (pp, vp) = (
+        after.pipeline_model_parallel_size,
+        after.virtual_pipeline_model_parallel_size,
+    );
+    if let Some(table) = inp.recipe.layout_table(choice.variant) {
+        let Some(row) = table.get(pp, vp) else {
+            return Err(Error::usage(format!(
+                "Bridge's runner rebuilds the pipeline layout after a PP or VP override that states no {layout_key}, with the recipe's `{}`, whose table has no layout for PP {pp}, VP {} (it raises ValueError)",
+                table.function(),
+                vp.map_or("None".to_string(), |v| v.to_string()),
+            ))
+            .at_fields(key)
+            .help(format!(
+                "use a (PP, VP) pair the table knows: {}; or also --set {layout_key}=... (one `|`-separated stage per pipeline rank and virtual stage)",
+                table.pairs()
+            )));
+        };
+        let layout = row.layout.clone();
+        l.cfg.model.pipeline_model_parallel_layout = layout.clone();
+        t.decisions.push(Decision::new(
+            layout_key,
+            layout.map_or(Value::Null, Value::String),
+            format!(
+                "rebuilt by Bridge's runner after the {key} override (sync_model_pipeline_layout) with the recipe's {}({pp}, {}); not passed as an override",
+                table.builder,
+                vp.map_or("None".to_string(), |v| v.to_string()),
+            ),
+            Source::Derived,
+        ));
+        return Ok(());
+    }
+    let changed = before.pipeline_model_parallel_size != pp
+        || before.virtual_pipeline_model_parallel_size != vp;
+    if !changed || before.pipeline_model_parallel_layout.is_none() {
+        return Ok(());
+    }
+    let key = if before.pipeline_model_parallel_size != pp {
+        pp_key
+    } else {
+        vp_key
+    };
     Err(Error::usage(format!(
-        "set without {} on a recipe that holds one: Bridge's runner then rebuilds the layout from its recipe's own table, which ovlaunch does not predict",
-        MODEL.pipeline_model_parallel_layout
+        "set without {layout_key} on a recipe that holds one: Bridge's runner keeps the recipe's layout (the recipe has no layout builder), which no longer fits the new split"
     ))
     .at_fields(key)
     .help(format!(
-        "also --set {}=... (one `|`-separated stage per pipeline rank and virtual stage), or =null for Megatron-Core's even split",
-        MODEL.pipeline_model_parallel_layout
+        "also --set {layout_key}=... (one `|`-separated stage per pipeline rank and virtual stage), or =null for Megatron-Core's even split"
     )))
 }
 

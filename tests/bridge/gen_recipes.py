@@ -7,6 +7,9 @@ variant per function: the model shape, parallel layout, batch, ddp, optimizer, t
 its mixed-precision fields and its `env_vars`. Values shared by every variant of a model move to
 the file's top level. Nothing is typed by hand: a value in recipes/ is the one Bridge's function
 returns, read after the runner's own fix-up (model.seq_length follows dataset.seq_length).
+A recipe whose model carries a pipeline-layout builder (Kimi K2) also gets `pipeline_layouts`:
+every (PP, VP) the builder knows and the layout it builds, found by calling the builder itself
+(the runner calls it after a PP or VP override; ovlaunch predicts or refuses from this table).
 
 `env_vars` hold only what ovlaunch's env rules (src/resolve/env_rules.rs) do not derive, one
 statement per fact: each variant is first planned by ovlaunch without any env (`ovlaunch plan
@@ -132,6 +135,41 @@ def layout_text(layout):
     return "|".join("".join(LAYER_CODES[str(x)] for x in stage) for stage in layout)
 
 
+# The sweep bounds for a pipeline-layout builder's table: every PP up to PP_MAX and VP up to
+# VP_MAX with at most MAX_STAGES stages (one per PP rank and virtual stage). Bridge's tables
+# stop far below these.
+PP_MAX, VP_MAX, MAX_STAGES = 256, 64, 1024
+
+
+def layout_table(model):
+    """The table of Bridge's `_pipeline_model_parallel_layout_builder` (the one the runner calls
+    after a PP or VP override without a layout: recipe_runner.py `sync_model_pipeline_layout`),
+    found by calling it: every (PP, VP) it builds a layout for, with that layout; None when the
+    model has no builder. The builder raises ValueError for a pair its table lacks. It takes VP
+    None as 1, which is checked here for every PP, so the table states VP >= 1 only."""
+    builder = getattr(model, "_pipeline_model_parallel_layout_builder", None)
+    if builder is None:
+        return None
+
+    def built(pp, vp):
+        try:
+            return True, layout_text(builder(pp, vp))
+        except ValueError:
+            return False, None
+
+    rows = []
+    for pp in range(1, PP_MAX + 1):
+        if built(pp, None) != built(pp, 1):
+            raise SystemExit(f"{builder.__qualname__}: VP None and VP 1 differ at PP {pp}")
+        for vp in range(1, min(VP_MAX, MAX_STAGES // pp) + 1):
+            known, layout = built(pp, vp)
+            if known:
+                rows.append({"pp": pp, "vp": vp, "layout": layout})
+    if not rows:
+        raise SystemExit(f"{builder.__qualname__}: builds no layout for any PP <= {PP_MAX}, VP <= {VP_MAX}")
+    return {"builder": f"{builder.__module__}.{builder.__qualname__}", "layouts": rows}
+
+
 def preset_name(cfg):
     """The userbuffers preset's name in Bridge's comm_overlap module, for a preset object."""
     if cfg is None or isinstance(cfg, str):
@@ -172,6 +210,9 @@ def variant_of(fn_name: str, fn, fields: dict[str, list[str]]):
                     v = layout_text(v)
                 vals[f] = scalar(v)
         out[section] = vals
+    table = layout_table(cfg.model)
+    if table is not None:
+        out["pipeline_layouts"] = table
     co = cfg.comm_overlap
     if co is not None:
         vals = {}
@@ -243,6 +284,12 @@ def state_env(variants: list[dict], derived: list[dict | None]) -> None:
 def factor(variants: list[dict]) -> dict:
     """Values identical in every variant (per section field) move to the top level."""
     base = {}
+    # a pipeline-layout table every variant shares (it belongs to Bridge's model recipe)
+    tables = {json.dumps(v.get("pipeline_layouts"), sort_keys=True) for v in variants}
+    if len(tables) == 1 and "pipeline_layouts" in variants[0]:
+        base["pipeline_layouts"] = variants[0]["pipeline_layouts"]
+        for v in variants:
+            del v["pipeline_layouts"]
     for section in (*SECTIONS, "env_vars"):
         keys = set.intersection(*(set(v.get(section, {})) for v in variants)) if variants else set()
         common = {}

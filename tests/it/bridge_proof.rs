@@ -167,8 +167,60 @@ fn extra_cases() -> Vec<Case> {
                 "checkpoint.save=/ckpt/it's ${here}",
             ],
         ),
-        // a PP and VP override on Kimi K2 (a recipe with a pipeline layout) states the
-        // layout too (ovlaunch refuses it otherwise: Bridge's runner would rebuild it)
+        // Kimi K2's recipes carry a pipeline-layout builder: a PP or VP override without a
+        // layout makes Bridge's runner rebuild the layout from the builder's table, which the
+        // plan predicts for a pair the table knows (here (4, 2), and (16, None) after VP=null on
+        // the H100 recipe) ...
+        c(
+            "kimi-pp-vp-from-table",
+            "b200",
+            256,
+            &[
+                "--recipe",
+                "kimi_k2",
+                "--gpus",
+                "b200x256",
+                "--precision",
+                "bf16",
+                "--set",
+                "model.pipeline_model_parallel_size=4",
+                "--set",
+                "model.virtual_pipeline_model_parallel_size=2",
+            ],
+        ),
+        c(
+            "kimi-h100-vp-null-from-table",
+            "h100",
+            1024,
+            &[
+                "--recipe",
+                "kimi_k2",
+                "--gpus",
+                "h100x1024",
+                "--precision",
+                "bf16",
+                "--set",
+                "model.virtual_pipeline_model_parallel_size=null",
+            ],
+        ),
+        // ... and refuses, as the builder does, for a pair it lacks: the H100 recipe's own
+        // (16, 2), set to the value the recipe already has
+        c(
+            "refuse-layout-kimi-h100-own-pp",
+            "h100",
+            1024,
+            &[
+                "--recipe",
+                "kimi_k2",
+                "--gpus",
+                "h100x1024",
+                "--precision",
+                "bf16",
+                "--set",
+                "model.pipeline_model_parallel_size=16",
+            ],
+        ),
+        // with the layout stated, the runner keeps it
         c(
             "kimi-pp-vp-with-layout",
             "b200",
@@ -1107,6 +1159,33 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 c.id,
                 refused[&c.id].lines().next().unwrap_or("")
             )),
+            (None, false) if c.id.starts_with("refuse-layout-") => {
+                // the runner's layout rebuild: Bridge's builder raised ValueError, and
+                // ovlaunch's message names that builder
+                let first = refused[&c.id].lines().next().unwrap_or("");
+                let recipe = ovlaunch::catalog::Catalog::embedded()
+                    .unwrap()
+                    .recipe(&c.args[1])
+                    .unwrap();
+                let function = recipe
+                    .layout_table(None)
+                    .map(|t| t.function().to_string())
+                    .unwrap_or_default();
+                let (theirs, trace) = (
+                    b["error"].as_str().unwrap_or(""),
+                    b["trace"].as_str().unwrap_or(""),
+                );
+                if function.is_empty()
+                    || !first.contains(&format!("`{function}`"))
+                    || !theirs.starts_with("ValueError")
+                    || !trace.contains(&function)
+                {
+                    report.push(format!(
+                        "{}: not both refused by the layout builder `{function}`: ovlaunch `{first}`, Bridge `{theirs}`",
+                        c.id
+                    ));
+                }
+            }
             (None, false) if c.id.starts_with("refuse-") => {
                 // with Bridge's reason: the start of ovlaunch's message is in Bridge's
                 let first = refused[&c.id].lines().next().unwrap_or("");

@@ -32,23 +32,94 @@ fn a_bridge_model_left_out_says_why() {
     );
 }
 
-/// Bridge's runner rebuilds a recipe's pipeline layout from its own table when PP or VP is
-/// overridden without it (DeepSeek-V3, Kimi K2): ovlaunch cannot predict that layout, so it
-/// asks for it; with the layout stated the job plans.
+/// A PP or VP override without a layout on a recipe that holds one. Kimi K2's recipes carry
+/// Bridge's layout builder: the runner rebuilds the layout from its table, which the plan
+/// predicts for a pair the table knows and refuses, as the builder does, for one it lacks (the
+/// H100 recipe's own (16, 2) among them, set to the value it already has). DeepSeek-V3's have
+/// none: the runner keeps the recipe's layout, so a changed split must state the layout.
 #[test]
-fn a_pipeline_override_on_a_recipe_with_a_layout_needs_the_layout() {
-    let base = [
-        "plan",
-        "--recipe",
-        "kimi_k2",
-        "--gpus",
+fn a_pipeline_override_on_a_recipe_with_a_layout() {
+    let kimi = |gpus: &'static str, sets: &[&'static str]| -> Vec<&'static str> {
+        let mut a = vec![
+            "plan",
+            "--recipe",
+            "kimi_k2",
+            "--gpus",
+            gpus,
+            "--precision",
+            "bf16",
+            "-o",
+            "json",
+        ];
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        a
+    };
+    let table = ovlaunch::catalog::Catalog::embedded()
+        .unwrap()
+        .recipe("kimi_k2")
+        .unwrap()
+        .layout_table(None)
+        .cloned()
+        .expect("Kimi K2 carries Bridge's layout table");
+    // a known pair: the plan holds the table's layout, a decision saying where it came from
+    let plan: serde_json::Value = serde_json::from_str(&ok(&kimi(
         "b200x256",
-        "--precision",
-        "bf16",
-        "--set",
-        "model.pipeline_model_parallel_size=4",
-    ];
-    let err = usage_error(&base);
+        &["model.pipeline_model_parallel_size=4"],
+    )))
+    .unwrap();
+    let want = table.get(4, None).unwrap().layout.clone().unwrap();
+    assert_eq!(
+        plan["model"]["pipeline_model_parallel_layout"],
+        want.as_str()
+    );
+    let d = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["key"] == "model.pipeline_model_parallel_layout")
+        .expect("a layout decision");
+    assert_eq!(d["source"], "derived");
+    assert!(d["rule"].as_str().unwrap().contains(&table.builder), "{d}");
+    // the layout is Bridge's to rebuild: not passed as an override
+    let words = plan["trainer"]["overrides"].to_string();
+    assert!(!words.contains("pipeline_model_parallel_layout"), "{words}");
+    // an unknown pair, including the H100 recipe's own values
+    for (gpus, set) in [
+        ("b200x256", "model.pipeline_model_parallel_size=2"),
+        ("h100x1024", "model.pipeline_model_parallel_size=16"),
+    ] {
+        let err = usage_error(&kimi(gpus, &[set]));
+        assert!(
+            err.contains("error: model.pipeline_model_parallel_size: Bridge's runner rebuilds the pipeline layout"),
+            "{err}"
+        );
+        assert!(err.contains(&table.pairs()), "{err}");
+    }
+    // with the layout stated, the runner keeps it
+    ok(&kimi(
+        "b200x256",
+        &[
+            "model.pipeline_model_parallel_size=4",
+            "model.pipeline_model_parallel_layout=Et*15|t*15|t*15|t*16L",
+        ],
+    ));
+    // no builder: a changed split needs the layout, the recipe's own PP does not
+    let dsv3 = |set: &'static str| {
+        vec![
+            "plan",
+            "--recipe",
+            "deepseek_v3",
+            "--gpus",
+            "b200x256",
+            "--precision",
+            "fp8mx",
+            "--set",
+            set,
+        ]
+    };
+    let err = usage_error(&dsv3("model.pipeline_model_parallel_size=4"));
     assert!(
         err.contains("model.pipeline_model_parallel_size: set without model.pipeline_model_parallel_layout on a recipe that holds one"),
         "{err}"
@@ -57,12 +128,7 @@ fn a_pipeline_override_on_a_recipe_with_a_layout_needs_the_layout() {
         err.contains("also --set model.pipeline_model_parallel_layout="),
         "{err}"
     );
-    let mut with_layout = base.to_vec();
-    with_layout.extend([
-        "--set",
-        "model.pipeline_model_parallel_layout=Et*15|t*15|t*15|t*16L",
-    ]);
-    ok(&with_layout);
+    ok(&dsv3("model.pipeline_model_parallel_size=8"));
     // a recipe without a layout takes a PP override alone
     ok(&[
         "plan",
@@ -200,6 +266,13 @@ fn plan_of_recipe(text: &str) -> String {
 fn recipe_file_unknown_key_has_file_and_line() {
     insta::assert_snapshot!(plan_of_recipe(
         "name: mine\nmodel:\n  num_layers: 4\n  tensor_paralel: 2\n"
+    ));
+}
+
+#[test]
+fn recipe_file_unknown_key_in_a_layout_table_has_file_and_line() {
+    insta::assert_snapshot!(plan_of_recipe(
+        "name: mine\npipeline_layouts:\n  builder: m.f\n  layouts:\n    - pp: 1\n      vp: 1\n      layuot: null\nmodel:\n  num_layers: 4\n"
     ));
 }
 
@@ -442,6 +515,20 @@ fn each_input_error_message() {
         (
             "global_batch_zero",
             plan(&["--set", "train.global_batch_size=0"]),
+        ),
+        (
+            "pipeline_layout_unknown_to_the_builder",
+            vec![
+                "plan",
+                "-r",
+                "kimi_k2",
+                "-g",
+                "h100x1024",
+                "--precision",
+                "bf16",
+                "--set",
+                "model.pipeline_model_parallel_size=16",
+            ],
         ),
         (
             "pipeline_layout_garbage",
