@@ -269,26 +269,32 @@ pub fn resolve(
     };
     let mut out = Vec::new();
 
-    // A scalar: flag > env > project > user > default. `get` reads a profile's value.
+    // A scalar: flag > env > project > user > default. `name` is the flag (`--name`, `_` as
+    // `-`), the profile field and the setting's key; `get` reads a profile's value, by default
+    // its field `name` as text.
     macro_rules! scalar {
-        ($key:literal, $field:literal, $slot:expr, $get:expr, $parse:expr, $show:expr) => {{
-            let origin = if inputs.given.contains($key) {
-                Origin::Flag(format!("--{}", $key.replace('_', "-")))
-            } else if let Some((var, v)) = env_vars($key)
+        ($name:ident, $slot:expr, $parse:expr, $show:expr) => {
+            scalar!($name, $slot, |p: &Profile| p.$name.clone(), $parse, $show)
+        };
+        ($name:ident, $slot:expr, $get:expr, $parse:expr, $show:expr) => {{
+            let key = stringify!($name);
+            let origin = if inputs.given.contains(key) {
+                Origin::Flag(format!("--{}", key.replace('_', "-")))
+            } else if let Some((var, v)) = env_vars(key)
                 .iter()
                 .find_map(|var| (inputs.env)(var).map(|v| (*var, v)))
             {
                 $slot = $parse(v, Origin::Env(var.to_string()))?;
                 Origin::Env(var.to_string())
             } else if let Some((s, v)) = layers.iter().find_map(|(s, p)| $get(p).map(|v| (*s, v))) {
-                let o = from_profile(s, $field);
+                let o = from_profile(s, key);
                 $slot = $parse(v, o.clone())?;
                 o
             } else {
                 Origin::Default
             };
             out.push(Setting {
-                key: $field,
+                key,
                 value: $show(&$slot),
                 origins: vec![origin],
             });
@@ -303,54 +309,12 @@ pub fn resolve(
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "-".into())
     };
-    scalar!(
-        "account",
-        "account",
-        args.account,
-        |p: &Profile| p.account.clone(),
-        text,
-        opt_show
-    );
-    scalar!(
-        "partition",
-        "partition",
-        args.partition,
-        |p: &Profile| p.partition.clone(),
-        text,
-        opt_show
-    );
-    scalar!(
-        "qos",
-        "qos",
-        args.qos,
-        |p: &Profile| p.qos.clone(),
-        text,
-        opt_show
-    );
-    scalar!(
-        "time",
-        "time",
-        args.time,
-        |p: &Profile| p.time.clone(),
-        plain,
-        |v: &String| v.clone()
-    );
-    scalar!(
-        "mpi",
-        "mpi",
-        args.mpi,
-        |p: &Profile| p.mpi.clone(),
-        plain,
-        |v: &String| v.clone()
-    );
-    scalar!(
-        "container_image",
-        "container_image",
-        args.container_image,
-        |p: &Profile| p.container_image.clone(),
-        text,
-        opt_show
-    );
+    scalar!(account, args.account, text, opt_show);
+    scalar!(partition, args.partition, text, opt_show);
+    scalar!(qos, args.qos, text, opt_show);
+    scalar!(time, args.time, plain, String::clone);
+    scalar!(mpi, args.mpi, plain, String::clone);
+    scalar!(container_image, args.container_image, text, opt_show);
     let runtime = |v: String, o: Origin| -> Result<ContainerRuntimeArg> {
         match v.as_str() {
             "pyxis" => Ok(ContainerRuntimeArg::Pyxis),
@@ -365,8 +329,7 @@ pub fn resolve(
         }
     };
     scalar!(
-        "container_runtime",
-        "container_runtime",
+        container_runtime,
         args.container_runtime,
         |p: &Profile| p.container_runtime.clone(),
         runtime,
@@ -377,8 +340,7 @@ pub fn resolve(
     );
     let mut jobs_root = args.jobs_root.clone();
     scalar!(
-        "jobs_root",
-        "jobs_root",
+        jobs_root,
         jobs_root,
         |p: &Profile| p.jobs_root.as_ref().map(|x| x.display().to_string()),
         path,
@@ -386,8 +348,7 @@ pub fn resolve(
     );
     args.jobs_root = jobs_root;
     scalar!(
-        "rank_runtime",
-        "rank_runtime",
+        rank_runtime,
         args.rank_runtime,
         |p: &Profile| p.rank_runtime.as_ref().map(|x| x.display().to_string()),
         path,
@@ -395,22 +356,8 @@ pub fn resolve(
     );
 
     if let Some(pa) = plan_args {
-        scalar!(
-            "bridge_root",
-            "bridge_root",
-            pa.bridge_root,
-            |p: &Profile| p.bridge_root.clone(),
-            plain,
-            |v: &String| v.clone()
-        );
-        scalar!(
-            "bridge_version",
-            "bridge_version",
-            pa.bridge_version,
-            |p: &Profile| p.bridge_version.clone(),
-            plain,
-            |v: &String| v.clone()
-        );
+        scalar!(bridge_root, pa.bridge_root, plain, String::clone);
+        scalar!(bridge_version, pa.bridge_version, plain, String::clone);
     }
 
     // Lists add up: the profiles' entries (user file first), then the flags'.
