@@ -21,7 +21,7 @@ fn main() {
     for recipe_name in ["llama31_405b", "deepseek_v3"] {
         let recipe = cat.recipe(recipe_name).expect("recipe");
         // The recipe's hand-written pipeline splits, as `ovlaunch tune` passes them.
-        let known = recipe.pipeline_layouts();
+        let known = recipe.pipeline_splits();
         for n in [64u32, 256, 1024, 4096] {
             let hw = hardware::parse(&format!("h100x{n}"), &cat.gpus, None).expect("hardware");
             let plan_with = |sets: &[String]| {

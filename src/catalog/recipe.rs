@@ -319,13 +319,21 @@ impl Recipe {
         })
     }
 
-    /// The hand-written pipeline layouts among the recipe's variants: each distinct
-    /// (PP, VP, `pipeline_model_parallel_layout`) a variant runs with (a variant's own value,
-    /// else the base recipe's), in variant order. Bridge writes these for models whose layer
-    /// count leaves no even split (DeepSeek-V3, Kimi K2); `tune` searches those splits.
-    pub fn pipeline_layouts(&self) -> Vec<PipelineSplit> {
+    /// The pipeline splits Bridge writes layouts for by hand: each distinct (PP, VP) with its
+    /// `pipeline_model_parallel_layout` that a variant runs with (a variant's own value, else
+    /// the base recipe's), in variant order, then the rows of the recipe's and its variants'
+    /// layout tables ([`LayoutTable`]) not already listed. Bridge writes these for models whose
+    /// layer count leaves no even split (DeepSeek-V3, Kimi K2); `tune` searches those splits.
+    pub fn pipeline_splits(&self) -> Vec<PipelineSplit> {
         let base = self.sections.get("model");
         let mut out: Vec<PipelineSplit> = Vec::new();
+        let mut add = |split: PipelineSplit| {
+            if !out.iter().any(|s| {
+                (s.pipeline, s.virtual_pipeline) == (split.pipeline, split.virtual_pipeline)
+            }) {
+                out.push(split);
+            }
+        };
         for v in &self.variants {
             let own = v.sections.get("model");
             let get = |k: &str| {
@@ -336,15 +344,24 @@ impl Recipe {
                 continue;
             };
             let num = |k: &str| get(k).and_then(Value::as_u64).map(|n| n as u32);
-            let split = PipelineSplit {
+            add(PipelineSplit {
                 pipeline: num("pipeline_model_parallel_size").unwrap_or(1),
                 virtual_pipeline: num("virtual_pipeline_model_parallel_size").filter(|v| *v > 1),
                 layout: layout.to_string(),
-            };
-            if !out.iter().any(|s| {
-                (s.pipeline, s.virtual_pipeline) == (split.pipeline, split.virtual_pipeline)
-            }) {
-                out.push(split);
+            });
+        }
+        let tables = self.pipeline_layouts.iter().chain(
+            self.variants
+                .iter()
+                .filter_map(|v| v.pipeline_layouts.as_ref()),
+        );
+        for row in tables.flat_map(|t| &t.layouts) {
+            if let Some(layout) = &row.layout {
+                add(PipelineSplit {
+                    pipeline: row.pp,
+                    virtual_pipeline: Some(row.vp).filter(|v| *v > 1),
+                    layout: layout.clone(),
+                });
             }
         }
         out

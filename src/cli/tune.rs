@@ -181,7 +181,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
         r.resolve(&all)
     };
     let mut progress = |line: &str| p.status(line);
-    let known = r.recipe.pipeline_layouts();
+    let known = r.recipe.pipeline_splits();
     let outcome: Outcome =
         tune::tune(&base, &eff, cmd.top, &known, &mut resolve_fn, &mut progress)?;
     if outcome.candidates.is_empty() {

@@ -289,7 +289,7 @@ fn divisors_upto(n: u64, max: u64) -> Vec<u32> {
 
 /// Every layout to score for the base plan's model and world size (before the checks).
 /// With `known` splits (the recipe's hand-written pipeline layouts,
-/// [`crate::catalog::Recipe::pipeline_layouts`]) the pipeline takes only those splits or none.
+/// [`crate::catalog::Recipe::pipeline_splits`]) the pipeline takes only those splits or none.
 pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
     let m = &base.model;
     let world = base.parallelism.world_size;
@@ -479,7 +479,7 @@ fn apply_layout(
 }
 
 /// Searches the layouts of `base` and returns the best `top`, best first. `known`: the
-/// recipe's hand-written pipeline splits ([`crate::catalog::Recipe::pipeline_layouts`]), empty for none.
+/// recipe's hand-written pipeline splits ([`crate::catalog::Recipe::pipeline_splits`]), empty for none.
 pub fn tune(
     base: &Plan,
     eff: &Efficiency,

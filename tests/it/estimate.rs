@@ -219,7 +219,7 @@ fn tune_runs_a_hand_laid_out_model_on_its_recipes_pipeline_splits() {
         .unwrap()
         .recipe("deepseek_v3")
         .unwrap()
-        .pipeline_layouts();
+        .pipeline_splits();
     let split = |pp: u32, vp: Option<u32>| {
         known
             .iter()
@@ -343,7 +343,7 @@ proptest! {
             all.extend(extra.iter().cloned());
             plan(recipe, &gpus, &all)
         };
-        let known = Catalog::embedded().unwrap().recipe(recipe).unwrap().pipeline_layouts();
+        let known = Catalog::embedded().unwrap().recipe(recipe).unwrap().pipeline_splits();
         let out = tune::tune(&base, &eff, 5, &known, &mut res, &mut |_| {}).unwrap();
         for c in &out.candidates {
             prop_assert!(c.estimate.fits);
