@@ -76,20 +76,11 @@ pub fn pipeline_layout(
     }
     let tail = if tail.is_finite() { tail.max(0.0) } else { 0.0 };
     // Per rank: one layer for each stage but the last, then the rest one at a time to the
-    // rank with the least work (ties to the lower rank).
+    // rank with the least work.
     let mut per_rank: Vec<u32> = (0..pp)
         .map(|r| if r + 1 == pp { v - 1 } else { v })
         .collect();
-    let extra = |r: usize| if r + 1 == pp as usize { tail } else { 0.0 };
-    for _ in 0..layers - (stages - 1) {
-        let r = (0..pp as usize)
-            .min_by(|a, b| {
-                (f64::from(per_rank[*a]) + extra(*a))
-                    .total_cmp(&(f64::from(per_rank[*b]) + extra(*b)))
-            })
-            .unwrap_or(0);
-        per_rank[r] += 1;
-    }
+    fill(&mut per_rank, layers - (stages - 1), tail);
     // Within a rank, the same over its virtual stages.
     let mut per_stage = vec![0u32; stages as usize];
     for r in 0..pp {
@@ -97,23 +88,9 @@ pub fn pipeline_layout(
         let mut counts: Vec<u32> = (0..v)
             .map(|i| u32::from(!(last_rank && i + 1 == v)))
             .collect();
-        let stage_extra = |i: usize| {
-            if last_rank && i + 1 == v as usize {
-                tail
-            } else {
-                0.0
-            }
-        };
         let given: u32 = counts.iter().sum();
-        for _ in 0..per_rank[r as usize].saturating_sub(given) {
-            let i = (0..v as usize)
-                .min_by(|a, b| {
-                    (f64::from(counts[*a]) + stage_extra(*a))
-                        .total_cmp(&(f64::from(counts[*b]) + stage_extra(*b)))
-                })
-                .unwrap_or(0);
-            counts[i] += 1;
-        }
+        let more = per_rank[r as usize].saturating_sub(given);
+        fill(&mut counts, more, if last_rank { tail } else { 0.0 });
         for (i, n) in counts.into_iter().enumerate() {
             per_stage[i * pp as usize + r as usize] = n;
         }
@@ -136,6 +113,19 @@ pub fn pipeline_layout(
         parts.push(s);
     }
     Some(parts.join("|"))
+}
+
+/// Gives `n` more layers, one at a time, to the slot with the least work (its layers, plus
+/// `tail` on the last slot), ties to the lower slot.
+fn fill(counts: &mut [u32], n: u32, tail: f64) {
+    let last = counts.len().saturating_sub(1);
+    for _ in 0..n {
+        let work = |i: usize| f64::from(counts[i]) + if i == last { tail } else { 0.0 };
+        let i = (0..counts.len())
+            .min_by(|a, b| work(*a).total_cmp(&work(*b)))
+            .unwrap_or(0);
+        counts[i] += 1;
+    }
 }
 
 /// The work of the last pipeline stage's extras, in transformer layers of `m`: the LM head,
