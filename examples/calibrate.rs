@@ -576,6 +576,21 @@ fn main() {
         // MTP work (known once the row's model is resolved).
         let shape = |tail: f64| {
             resolver.cat.recipe(recipe).ok().and_then(|r| {
+                // A split Bridge writes a layout for ran with that layout (its performance
+                // scripts set it whenever they set PP or VP), without the MTP stage for a row
+                // measured without MTP.
+                let without_mtp = f[c_model].contains("w/o MTP");
+                if let Some(k) = r
+                    .pipeline_splits()
+                    .into_iter()
+                    .find(|k| (k.pipeline, k.virtual_pipeline) == (pp, vp))
+                {
+                    return Some(if without_mtp {
+                        k.layout.replace('m', "")
+                    } else {
+                        k.layout
+                    });
+                }
                 let model = r.sections.get("model")?;
                 let flag = |k: &str| model.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
                 if flag("account_for_embedding_in_pipeline_split")
@@ -589,7 +604,7 @@ fn main() {
                     .and_then(|v| v.as_u64())
                     .unwrap_or(0)
                     > 0
-                    && !f[c_model].contains("w/o MTP");
+                    && !without_mtp;
                 tune::pipeline_layout(layers, pp, vp, mtp, tail)
             })
         };
