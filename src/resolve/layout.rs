@@ -199,7 +199,30 @@ pub fn check_pipeline_layout(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> 
         ))
         .at_fields(at));
     }
+    // Megatron-Core (`PipelineParallelLayerLayout.validate_layer_layout`): one `m` per MTP
+    // layer, all on the last stage.
+    let mtp: u64 = stages
+        .iter()
+        .map(|s| s.chars().filter(|c| *c == 'm').count() as u64)
+        .sum();
+    let want = u64::from(model.mtp_num_layers.unwrap_or(0));
+    if mtp != want {
+        return Err(Error::usage(format!(
+            "pipeline_model_parallel_layout places {mtp} MTP layers (`m`), but mtp_num_layers is {}",
+            model
+                .mtp_num_layers
+                .map_or("None".to_string(), |n| n.to_string())
+        ))
+        .at_fields(at)
+        .help(format!(
+            "write one `m` per MTP layer in the last stage, or set {} to match",
+            MODEL.mtp_num_layers
+        )));
+    }
     let last = stages.len() - 1;
+    if mtp > 0 && !stages[last].contains('m') {
+        return Err(Error::usage("the MTP layers `m` must be in the last stage").at_fields(at));
+    }
     for (i, s) in stages.iter().enumerate() {
         if s.contains('E') && i != 0 {
             return Err(Error::usage("the embedding `E` must be in the first stage").at_fields(at));

@@ -531,6 +531,21 @@ fn each_input_error_message() {
             ],
         ),
         (
+            // Megatron-Core counts the layout's `m` against mtp_num_layers.
+            "pipeline_layout_mtp_without_mtp_layers",
+            vec![
+                "plan",
+                "-r",
+                "deepseek_v3",
+                "-g",
+                "b200x256",
+                "--precision",
+                "fp8mx",
+                "--set",
+                "model.mtp_num_layers=null",
+            ],
+        ),
+        (
             "pipeline_layout_garbage",
             plan(&["--set", "model.pipeline_model_parallel_layout=garbage"]),
         ),
