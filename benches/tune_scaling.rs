@@ -60,7 +60,15 @@ fn main() {
                     plan_with(&all)
                 };
                 let t0 = Instant::now();
-                let out = tune::tune(&base, &eff, 5, &known, &mut res, &mut |_| {}).expect("tune");
+                let out = tune::tune(
+                    &base,
+                    &eff,
+                    &tune::Search::top(5),
+                    &known,
+                    &mut res,
+                    &mut |_| {},
+                )
+                .expect("tune");
                 times.push(t0.elapsed().as_secs_f64() * 1e3);
                 last = Some(out);
             }

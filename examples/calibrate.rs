@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use ovlaunch::catalog::{Catalog, hardware};
 use ovlaunch::estimate::stages::{self, RankLoad};
-use ovlaunch::estimate::tune::{self, Layout};
+use ovlaunch::estimate::tune::{self, Layout, Search};
 use ovlaunch::estimate::{Efficiency, estimate, estimate_with_stages};
 use ovlaunch::plan::Plan;
 use ovlaunch::resolve::{self, overrides};
@@ -238,7 +238,8 @@ fn recipes_in_top5() {
                 all.extend(extra.iter().cloned());
                 plan_with(&all)
             };
-            let Ok(out) = tune::tune(&own, &eff, 5, &known, &mut res, &mut |_| {}) else {
+            let Ok(out) = tune::tune(&own, &eff, &Search::top(5), &known, &mut res, &mut |_| {})
+            else {
                 continue;
             };
             let mine = Layout::of(&own);
@@ -579,19 +580,22 @@ fn main() {
                 // A split Bridge writes a layout for ran with that layout (its performance
                 // scripts set it whenever they set PP or VP), without the MTP stage for a row
                 // measured without MTP.
-                let without_mtp = f[c_model].contains("w/o MTP");
+                let model = r.sections.get("model")?;
+                let mtp_layers = if f[c_model].contains("w/o MTP") {
+                    0
+                } else {
+                    model
+                        .get("mtp_num_layers")
+                        .and_then(|v| v.as_u64())
+                        .unwrap_or(0) as u32
+                };
                 if let Some(k) = r
                     .pipeline_splits()
                     .into_iter()
                     .find(|k| (k.pipeline, k.virtual_pipeline) == (pp, vp))
                 {
-                    return Some(if without_mtp {
-                        k.layout.replace('m', "")
-                    } else {
-                        k.layout
-                    });
+                    return Some(k.layout_for(mtp_layers));
                 }
-                let model = r.sections.get("model")?;
                 let flag = |k: &str| model.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
                 if flag("account_for_embedding_in_pipeline_split")
                     || flag("account_for_loss_in_pipeline_split")
@@ -599,12 +603,7 @@ fn main() {
                     return None;
                 }
                 let layers = model.get("num_layers")?.as_u64()? as u32;
-                let mtp = model
-                    .get("mtp_num_layers")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(0)
-                    > 0
-                    && !without_mtp;
+                let mtp = mtp_layers > 0;
                 tune::pipeline_layout(layers, pp, vp, mtp, tail)
             })
         };
@@ -692,7 +691,15 @@ fn main() {
                 Ok(p)
             };
             let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
-            let out = tune::tune(&r.plan, &start, RIVALS, &known, &mut res, &mut |_| {}).unwrap();
+            let out = tune::tune(
+                &r.plan,
+                &start,
+                &Search::top(RIVALS),
+                &known,
+                &mut res,
+                &mut |_| {},
+            )
+            .unwrap();
             let rivals = out
                 .candidates
                 .iter()
@@ -785,7 +792,15 @@ fn main() {
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(5);
             let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
-            let out = tune::tune(&r.plan, &eff, depth, &known, &mut res, &mut |_| {}).unwrap();
+            let out = tune::tune(
+                &r.plan,
+                &eff,
+                &Search::top(depth),
+                &known,
+                &mut res,
+                &mut |_| {},
+            )
+            .unwrap();
             let place = out
                 .candidates
                 .iter()

@@ -376,6 +376,20 @@ pub struct PipelineSplit {
     pub layout: String,
 }
 
+impl PipelineSplit {
+    /// The layout for a model with `mtp_layers` MTP layers. Bridge writes its layouts for
+    /// the recipe's own MTP setting (`m`, one per MTP layer, just before the loss `L`);
+    /// Megatron-Core's `validate_layer_layout` wants as many `m` as `mtp_num_layers`, all in
+    /// the last stage, so a model with MTP turned off or deepened runs the same split with
+    /// that many.
+    pub fn layout_for(&self, mtp_layers: u32) -> String {
+        let mut text = self.layout.replace('m', "");
+        let at = text.strip_suffix('L').map_or(text.len(), str::len);
+        text.insert_str(at, &"m".repeat(mtp_layers as usize));
+        text
+    }
+}
+
 fn pick_sections(v: &Value) -> Map<String, Value> {
     let mut out = Map::new();
     if let Value::Object(m) = v {
@@ -386,4 +400,25 @@ fn pick_sections(v: &Value) -> Map<String, Value> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PipelineSplit;
+
+    #[test]
+    fn a_split_layout_carries_one_mtp_stage_per_mtp_layer_before_the_loss() {
+        let split = |layout: &str| PipelineSplit {
+            pipeline: 16,
+            virtual_pipeline: None,
+            layout: layout.into(),
+        };
+        // DeepSeek-V3's hand-written layout, MTP off, as written, deepened.
+        let dsv3 = split("Et|(tt|)*30mL");
+        assert_eq!(dsv3.layout_for(0), "Et|(tt|)*30L");
+        assert_eq!(dsv3.layout_for(1), "Et|(tt|)*30mL");
+        assert_eq!(dsv3.layout_for(2), "Et|(tt|)*30mmL");
+        // A layout written without MTP gets the stage just before the loss.
+        assert_eq!(split("Ett|ttL").layout_for(1), "Ett|ttmL");
+    }
 }

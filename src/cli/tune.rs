@@ -21,6 +21,10 @@ pub struct TuneCmd {
     /// How many layouts to print.
     #[arg(long, default_value_t = 5)]
     pub top: usize,
+    /// Percent of each GPU's memory a proposed layout leaves free (allocator fragmentation,
+    /// the memory model's own error).
+    #[arg(long, value_name = "PERCENT", default_value_t = tune::Search::HEADROOM * 100.0)]
+    pub headroom: f64,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -55,7 +59,7 @@ impl Resolver {
         })
     }
 
-    fn resolve_on(&self, hardware: &catalog::Hardware, extra: &[String]) -> Result<Plan> {
+    fn resolve(&self, extra: &[String]) -> Result<Plan> {
         let mut raw = self.args.sets.clone();
         raw.extend(extra.iter().cloned());
         let sets = overrides::parse_sets(&raw)?;
@@ -66,12 +70,8 @@ impl Resolver {
             envs: &self.envs,
             unsets: &self.args.unsets,
             strict: self.args.strict,
-            ..resolve::Inputs::new(&self.recipe, hardware, &self.stack)
+            ..resolve::Inputs::new(&self.recipe, &self.hardware, &self.stack)
         })
-    }
-
-    fn resolve(&self, extra: &[String]) -> Result<Plan> {
-        self.resolve_on(&self.hardware, extra)
     }
 
     /// The plan whose model, batch and settings the search varies. The recipe's own layout
@@ -118,15 +118,13 @@ impl Resolver {
                     continue;
                 }
             };
-            // The variant's own GPU count gives its global batch.
-            let gbs = match probe.recipe.variant_num_gpus {
-                Some(n) if n != world => {
-                    let mut hw = self.hardware.clone();
-                    hw.count = n;
-                    let own = self.resolve_on(&hw, &[])?;
-                    (u64::from(own.train.global_batch_size) * u64::from(world) / u64::from(n))
-                        .max(1)
-                }
+            // The variant's own global batch, scaled by GPU count (as Bridge's scripts scale
+            // it by DP), not the one the runner's weak scaling gives this probe's layout.
+            let gbs = match (
+                probe.recipe.variant_num_gpus,
+                probe.recipe.variant_global_batch_size,
+            ) {
+                (Some(n), Some(g)) => (u64::from(g) * u64::from(world) / u64::from(n)).max(1),
                 _ => u64::from(probe.train.global_batch_size),
             };
             let mut sets = layout.clone();
@@ -172,6 +170,11 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
     if cmd.top == 0 {
         return Err(Error::usage("--top must be at least 1").at_flag("--top"));
     }
+    if !(0.0..=50.0).contains(&cmd.headroom) {
+        return Err(Error::usage(format!("{}% is out of range", cmd.headroom))
+            .at_flag("--headroom")
+            .help("give a percent of GPU memory between 0 and 50, e.g. --headroom 5"));
+    }
     let r = Resolver::new(&cmd.plan)?;
     let eff = Efficiency::embedded()?;
     let (base, fixed) = r.base()?;
@@ -182,15 +185,19 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
     };
     let mut progress = |line: &str| p.status(line);
     let known = r.recipe.pipeline_splits();
+    let search = tune::Search {
+        top: cmd.top,
+        headroom: cmd.headroom / 100.0,
+    };
     let outcome: Outcome =
-        tune::tune(&base, &eff, cmd.top, &known, &mut resolve_fn, &mut progress)?;
+        tune::tune(&base, &eff, &search, &known, &mut resolve_fn, &mut progress)?;
     if outcome.candidates.is_empty() {
         return Err(Error::usage(format!(
-            "no layout of {} fits on {} ({} layouts scored, {} fit before resolution, {} rejected by the resolver)",
-            base.recipe.name, base.hardware.spec, outcome.scored, outcome.fitting, outcome.rejected
+            "no layout of {} fits on {} with {}% of memory free ({} layouts scored, {} fit before resolution, {} rejected by the resolver)",
+            base.recipe.name, base.hardware.spec, cmd.headroom, outcome.scored, outcome.fitting, outcome.rejected
         ))
         .at_flag("--gpus")
-        .help("use more GPUs or GPUs with more memory"));
+        .help("use more GPUs or GPUs with more memory, or lower --headroom"));
     }
     match cmd.output {
         Format::Json => {

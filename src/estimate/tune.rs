@@ -8,7 +8,8 @@
 //!    (`resolve::layout::check`, Megatron-Core's divisibility rules), the base plan with that
 //!    layout is estimated with the least recompute that fits (none, the recipe's own, full),
 //!    the overlap switches approximated as Bridge sets them (TP overlap needs TP > 1 with SP;
-//!    P2P overlap needs interleaving). Layouts that do not fit with full recompute are dropped.
+//!    P2P overlap needs interleaving). Layouts that do not fit with full recompute, leaving the
+//!    search's headroom of memory free ([`Search::HEADROOM`]), are dropped.
 //!    Each (PP, VP)'s generated pipeline layout and its ranks' loads are worked out once per
 //!    search, and one plan is reused from candidate to candidate (no clone per layout).
 //! 2. Checking: the best-scored layouts, in order, are resolved for real; those the resolver
@@ -257,13 +258,43 @@ pub struct Candidate {
     pub sets: Vec<String>,
 }
 
+/// What to search for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Search {
+    /// How many layouts to return.
+    pub top: usize,
+    /// The share of each GPU's memory a proposed layout leaves free, 0 to 1.
+    pub headroom: f64,
+}
+
+impl Search {
+    /// Memory a proposed layout leaves free by default. The estimate counts what Megatron
+    /// allocates; PyTorch's caching allocator reserves more than that (fragmentation, even
+    /// with `expandable_segments`), and the memory model has no measured figures to be checked
+    /// against. A layout predicted at 99% of HBM is a likely out-of-memory after the queue.
+    pub const HEADROOM: f64 = 0.05;
+
+    /// The best `top` layouts, with the default headroom.
+    pub fn top(top: usize) -> Self {
+        Self {
+            top,
+            headroom: Self::HEADROOM,
+        }
+    }
+
+    /// Whether an estimate fits with the headroom left free.
+    fn fits(&self, e: &Estimate) -> bool {
+        e.fits && e.memory_gib_per_gpu <= e.memory.capacity_gib * (1.0 - self.headroom)
+    }
+}
+
 /// What a search did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub candidates: Vec<Candidate>,
     /// Layouts that passed the layout checks.
     pub scored: usize,
-    /// Of those, layouts that fit with some recompute.
+    /// Of those, layouts that fit with some recompute, headroom left free.
     pub fitting: usize,
     /// Layouts resolved for real, and how many of them the resolver rejected.
     pub resolved: usize,
@@ -395,7 +426,7 @@ fn needs_layout(
         .iter()
         .find(|k| (k.pipeline, k.virtual_pipeline) == split)
     {
-        return Some(k.layout.clone());
+        return Some(k.layout_for(m.mtp_num_layers.unwrap_or(0)));
     }
     if m.account_for_embedding_in_pipeline_split || m.account_for_loss_in_pipeline_split {
         return None;
@@ -468,12 +499,13 @@ fn apply_layout(
     }
 }
 
-/// Searches the layouts of `base` and returns the best `top`, best first. `known`: the
-/// recipe's hand-written pipeline splits ([`crate::catalog::Recipe::pipeline_splits`]), empty for none.
+/// Searches the layouts of `base` and returns the best `search.top` that fit with
+/// `search.headroom` free, best first. `known`: the recipe's hand-written pipeline splits
+/// ([`crate::catalog::Recipe::pipeline_splits`]), empty for none.
 pub fn tune(
     base: &Plan,
     eff: &Efficiency,
-    top: usize,
+    search: &Search,
     known: &[PipelineSplit],
     resolve: &mut dyn FnMut(&[String]) -> Result<Plan>,
     progress: &mut dyn FnMut(&str),
@@ -512,7 +544,7 @@ pub fn tune(
         for r in &recomputes {
             r.apply(base, &mut p);
             let e = estimate_with_stages(&p, eff, loads)?;
-            if e.fits {
+            if search.fits(&e) {
                 ranked.push((e.tokens_per_sec_per_gpu, *l, r.clone()));
                 break;
             }
@@ -520,6 +552,7 @@ pub fn tune(
     }
     let fitting = ranked.len();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let top = search.top;
     let mut out: Vec<Candidate> = Vec::new();
     let (mut resolved, mut rejected, mut extra) = (0, 0, 0);
     for (_, l, r) in ranked {
@@ -540,7 +573,7 @@ pub fn tune(
             }
         };
         let e = estimate(&plan, eff)?;
-        if !e.fits {
+        if !search.fits(&e) {
             continue;
         }
         out.push(Candidate {

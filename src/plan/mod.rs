@@ -62,6 +62,9 @@ pub struct RecipeInfo {
     pub config_variant: Option<String>,
     pub variant_gpu: Option<String>,
     pub variant_num_gpus: Option<u32>,
+    /// The variant's own global batch, before weak scaling (`tune`'s starting point).
+    #[serde(skip)]
+    pub variant_global_batch_size: Option<u32>,
     pub trainer: Option<Vec<String>>,
 }
 

@@ -171,6 +171,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             config_variant: variant.and_then(|v| v.variant.clone()),
             variant_gpu: variant.map(|v| v.gpu.clone()),
             variant_num_gpus: variant.and_then(|v| v.num_gpus),
+            variant_global_batch_size: variant.map(|_| l.before.train.global_batch_size),
             trainer: inp.recipe.trainer.clone(),
         },
         hardware: inp.hardware.clone(),

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 use ovlaunch::catalog::{Catalog, hardware};
-use ovlaunch::estimate::tune::{self, Layout};
+use ovlaunch::estimate::tune::{self, Layout, Search};
 use ovlaunch::estimate::{Efficiency, estimate};
 use ovlaunch::plan::Plan;
 use ovlaunch::resolve::{self, overrides};
@@ -188,6 +188,45 @@ fn tune_with_zero_top_is_a_usage_error() {
 }
 
 #[test]
+fn tune_headroom_is_a_percent_of_memory_left_free() {
+    for bad in ["--headroom=-1", "--headroom=51", "--headroom=NaN"] {
+        let o = run(&["tune", "-r", "llama70b", "-g", "h100x64", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--headroom"), "{}", stderr(&o));
+    }
+    for headroom in ["0", "20"] {
+        let out = ok(&[
+            "tune",
+            "-r",
+            "llama70b",
+            "-g",
+            "h100x64",
+            "--top",
+            "8",
+            "--headroom",
+            headroom,
+            "-o",
+            "json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let limit = 1.0 - headroom.parse::<f64>().unwrap() / 100.0;
+        let candidates = v["candidates"].as_array().unwrap();
+        assert!(!candidates.is_empty());
+        for c in candidates {
+            let e = &c["estimate"];
+            let used = e["memory_gib_per_gpu"].as_f64().unwrap();
+            let capacity = e["breakdown"]["memory_gib"]["capacity_gib"]
+                .as_f64()
+                .unwrap();
+            assert!(
+                used <= capacity * limit,
+                "{headroom}%: {used} of {capacity}"
+            );
+        }
+    }
+}
+
+#[test]
 fn tune_when_nothing_fits_says_so() {
     // Llama 3.1 405B on 8 H100s cannot hold its weights and optimizer state.
     let o = run(&["tune", "-r", "llama405b", "-g", "h100x8"]);
@@ -325,8 +364,8 @@ proptest! {
         prop_assert!(total_b >= total_a, "{world} GPUs {total_a} tokens/s > {} GPUs {total_b}", world * factor);
     }
 
-    /// Whatever the model, GPU kind and count, every layout tune proposes fits, and its exact
-    /// plan's estimate says so.
+    /// Whatever the model, GPU kind and count, every layout tune proposes fits with the
+    /// search's headroom free, and its exact plan's estimate says so.
     #[test]
     fn tune_never_proposes_a_layout_that_does_not_fit(
         recipe in select(vec!["llama3_8b", "llama3_70b", "llama31_405b", "qwen3_30b_a3b", "gpt_oss_120b"]),
@@ -344,10 +383,13 @@ proptest! {
             plan(recipe, &gpus, &all)
         };
         let known = Catalog::embedded().unwrap().recipe(recipe).unwrap().pipeline_splits();
-        let out = tune::tune(&base, &eff, 5, &known, &mut res, &mut |_| {}).unwrap();
+        let out = tune::tune(&base, &eff, &Search::top(5), &known, &mut res, &mut |_| {}).unwrap();
         for c in &out.candidates {
             prop_assert!(c.estimate.fits);
-            prop_assert!(c.estimate.memory_gib_per_gpu <= c.estimate.memory.capacity_gib);
+            prop_assert!(
+                c.estimate.memory_gib_per_gpu
+                    <= c.estimate.memory.capacity_gib * (1.0 - Search::HEADROOM)
+            );
             let p = plan(recipe, &gpus, &[fixed.clone(), c.sets.clone()].concat()).unwrap();
             prop_assert!(estimate(&p, &eff).unwrap().fits);
         }
@@ -374,4 +416,65 @@ fn plan_and_dry_run_carry_a_one_line_estimate_that_matches_estimate() {
         .find(|l| l.starts_with("#   estimate "))
         .expect("estimate line");
     assert!(line.contains(&tps), "{line}");
+}
+
+#[test]
+fn tune_with_mtp_turned_off_keeps_the_recipes_batch_and_drops_the_mtp_stage() {
+    // DeepSeek-V3's layouts carry its MTP layer (`...mL`); with MTP off Megatron-Core wants no
+    // `m`, so the recipe's own layout no longer resolves. Tune still starts from the recipe's
+    // global batch (not the runner's weak scaling of a probe layout) and proposes Bridge's
+    // splits without the MTP stage.
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "tune",
+            "-r",
+            "deepseek_v3",
+            "-g",
+            "h100x1024",
+            "--precision",
+            "fp8_cs",
+            "--top",
+            "3",
+            "-o",
+            "json",
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let batch = |command: &str| {
+        command
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("train.global_batch_size="))
+            .map(str::to_string)
+    };
+    let with = ok(&args(&[]));
+    let without = ok(&args(&["--set", "model.mtp_num_layers=null"]));
+    let first = |out: &str| -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_str(out).unwrap();
+        v["candidates"][0].clone()
+    };
+    let (a, b) = (first(&with), first(&without));
+    let (ca, cb) = (
+        a["command"].as_str().unwrap(),
+        b["command"].as_str().unwrap(),
+    );
+    assert_eq!(batch(ca), batch(cb), "{ca}\n{cb}");
+    assert!(batch(cb).is_some(), "{cb}");
+    let v: serde_json::Value = serde_json::from_str(&without).unwrap();
+    let mut laid_out = 0;
+    for c in v["candidates"].as_array().unwrap() {
+        let command = c["command"].as_str().unwrap();
+        if let Some(layout) = command
+            .split_whitespace()
+            .find_map(|w| {
+                w.trim_matches('\'')
+                    .strip_prefix("model.pipeline_model_parallel_layout=")
+            })
+            .filter(|l| *l != "null")
+        {
+            laid_out += 1;
+            assert!(!layout.contains('m'), "{command}");
+        }
+    }
+    assert!(laid_out > 0, "{without}");
 }
