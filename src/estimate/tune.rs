@@ -272,7 +272,7 @@ impl Search {
     /// allocates; PyTorch's caching allocator reserves more than that (fragmentation, even
     /// with `expandable_segments`), and the memory model has no measured figures to be checked
     /// against. A layout predicted at 99% of HBM is a likely out-of-memory after the queue.
-    pub const HEADROOM: f64 = 0.05;
+    pub const HEADROOM: f64 = 0.03;
 
     /// The best `top` layouts, with the default headroom.
     pub fn top(top: usize) -> Self {
