@@ -96,6 +96,9 @@ impl Resolver {
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0)
             > 0;
+        let user_batch = overrides::parse_sets(&self.args.sets)?
+            .iter()
+            .any(|s| [TRAIN.global_batch_size, "train"].contains(&s.path().as_str()));
         let trivial = |tp: u32, pp: u32| {
             tune::Layout {
                 tensor_model_parallel_size: tp,
@@ -118,13 +121,16 @@ impl Resolver {
                     continue;
                 }
             };
-            // The variant's own global batch, scaled by GPU count (as Bridge's scripts scale
-            // it by DP), not the one the runner's weak scaling gives this probe's layout.
+            // The user's global batch, else the variant's own scaled by GPU count (as
+            // Bridge's scripts scale it by DP), not the one the runner's weak scaling gives
+            // this probe's layout.
             let gbs = match (
                 probe.recipe.variant_num_gpus,
                 probe.recipe.variant_global_batch_size,
             ) {
-                (Some(n), Some(g)) => (u64::from(g) * u64::from(world) / u64::from(n)).max(1),
+                (Some(n), Some(g)) if !user_batch => {
+                    (u64::from(g) * u64::from(world) / u64::from(n)).max(1)
+                }
                 _ => u64::from(probe.train.global_batch_size),
             };
             let mut sets = layout.clone();

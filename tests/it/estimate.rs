@@ -477,4 +477,14 @@ fn tune_with_mtp_turned_off_keeps_the_recipes_batch_and_drops_the_mtp_stage() {
         }
     }
     assert!(laid_out > 0, "{without}");
+    // A global batch the user gives is kept.
+    let given = ok(&args(&[
+        "--set",
+        "model.mtp_num_layers=null",
+        "--set",
+        "train.global_batch_size=8192",
+    ]));
+    let c = first(&given);
+    let command = c["command"].as_str().unwrap();
+    assert_eq!(batch(command).as_deref(), Some("8192"), "{command}");
 }
