@@ -440,6 +440,37 @@ fn fixed_sets(r: &Row) -> Vec<String> {
         .collect()
 }
 
+/// Tune for a row's GPU count, precision and fixed settings; `seen` is shown every plan the
+/// search resolves, with the overrides that gave it.
+fn tune_row(
+    resolver: &Resolver,
+    r: &Row,
+    eff: &Efficiency,
+    top: usize,
+    seen: &mut dyn FnMut(&[String], &Plan),
+) -> tune::Outcome {
+    let fixed = fixed_sets(r);
+    let mut res = |extra: &[String]| {
+        let mut all = fixed.clone();
+        all.extend(extra.iter().cloned());
+        let p = resolver
+            .route(r.recipe, &r.gpus, r.precision, &all, r.route)
+            .map_err(ovlaunch::error::Error::usage)?;
+        seen(extra, &p);
+        Ok(p)
+    };
+    let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
+    tune::tune(
+        &r.plan,
+        eff,
+        &Search::top(top),
+        &known,
+        &mut res,
+        &mut |_| {},
+    )
+    .unwrap()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -679,27 +710,10 @@ fn main() {
             r.recipe, r.gpus, r.precision, r.sets, r.route
         );
         if !rival_cache.contains_key(&key) {
-            let fixed = fixed_sets(r);
             let mut seen: Vec<(Vec<String>, Plan)> = Vec::new();
-            let mut res = |extra: &[String]| {
-                let mut all = fixed.clone();
-                all.extend(extra.iter().cloned());
-                let p = resolver
-                    .route(r.recipe, &r.gpus, r.precision, &all, r.route)
-                    .map_err(ovlaunch::error::Error::usage)?;
-                seen.push((extra.to_vec(), p.clone()));
-                Ok(p)
-            };
-            let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
-            let out = tune::tune(
-                &r.plan,
-                &start,
-                &Search::top(RIVALS),
-                &known,
-                &mut res,
-                &mut |_| {},
-            )
-            .unwrap();
+            let out = tune_row(&resolver, r, &start, RIVALS, &mut |extra, p| {
+                seen.push((extra.to_vec(), p.clone()))
+            });
             let rivals = out
                 .candidates
                 .iter()
@@ -779,28 +793,11 @@ fn main() {
                 r.precision.to_string(),
                 format!("{:?}", r.layout),
             );
-            let fixed = fixed_sets(r);
-            let mut res = |extra: &[String]| {
-                let mut all = fixed.clone();
-                all.extend(extra.iter().cloned());
-                resolver
-                    .route(r.recipe, &r.gpus, r.precision, &all, r.route)
-                    .map_err(ovlaunch::error::Error::usage)
-            };
             let depth = std::env::var("CALIBRATE_DEPTH")
                 .ok()
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(5);
-            let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
-            let out = tune::tune(
-                &r.plan,
-                &eff,
-                &Search::top(depth),
-                &known,
-                &mut res,
-                &mut |_| {},
-            )
-            .unwrap();
+            let out = tune_row(&resolver, r, &eff, depth, &mut |_, _| {});
             let place = out
                 .candidates
                 .iter()
