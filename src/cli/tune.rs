@@ -96,9 +96,10 @@ impl Resolver {
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0)
             > 0;
-        let user_batch = overrides::parse_sets(&self.args.sets)?
-            .iter()
-            .any(|s| [TRAIN.global_batch_size, "train"].contains(&s.path().as_str()));
+        let user_batch = overrides::is_explicit(
+            &overrides::parse_sets(&self.args.sets)?,
+            TRAIN.global_batch_size,
+        );
         let trivial = |tp: u32, pp: u32| {
             tune::Layout {
                 tensor_model_parallel_size: tp,

@@ -309,21 +309,13 @@ fn scale_batch(
     // parallel size at the job's world size and final layout with the recipe's own (its GPU
     // count and layout before overrides), and scales unless `train.global_batch_size` or
     // `train` was overridden. It does so at start; ovlaunch predicts it and passes nothing.
-    // "explicit" is the runner's `_config_override_is_explicit`: an override of the field
-    // itself or of its whole section (`train=...`).
-    let explicit = |path: &str| {
-        let parent = path.split('.').next().unwrap_or(path);
-        inp.sets
-            .iter()
-            .map(SetOverride::path)
-            .any(|p| p == path || p == parent)
-    };
     if let Some(n) = choice.variant.and_then(|v| v.num_gpus) {
         let fits = world % cfg.model.model_parallel_product().max(1) == 0
             && u64::from(n) % before.model.model_parallel_product().max(1) == 0;
         let dp_old = u64::from(n) / before.model.model_parallel_product().max(1);
         let dp_new = world / cfg.model.model_parallel_product().max(1);
-        if dp_old != dp_new && fits && !explicit(TRAIN.global_batch_size) {
+        let explicit = overrides::is_explicit(inp.sets, TRAIN.global_batch_size);
+        if dp_old != dp_new && fits && !explicit {
             let gbs = u64::from(before.train.global_batch_size);
             let scaled = gbs * dp_new;
             if dp_old == 0 || scaled % dp_old != 0 || scaled / dp_old == 0 {
@@ -354,7 +346,7 @@ fn scale_batch(
         && v.bridge_recipe.is_some()
         && v.precision == "bf16"
         && cfg.optimizer.optimizer == "adam"
-        && !explicit(OPTIMIZER.use_precision_aware_optimizer)
+        && !overrides::is_explicit(inp.sets, OPTIMIZER.use_precision_aware_optimizer)
         && !cfg.optimizer.use_precision_aware_optimizer
     {
         cfg.optimizer.use_precision_aware_optimizer = true;

@@ -33,6 +33,16 @@ impl SetOverride {
     }
 }
 
+/// Whether `sets` override the field at `path` explicitly: the field itself or its whole
+/// section (`train=...`), as Bridge's runner decides it (`_config_override_is_explicit` in
+/// run_recipe.py), e.g. before weak-scaling the global batch.
+pub fn is_explicit(sets: &[SetOverride], path: &str) -> bool {
+    let section = path.split('.').next().unwrap_or(path);
+    sets.iter()
+        .map(SetOverride::path)
+        .any(|p| p == path || p == section)
+}
+
 /// Parses and checks every `--set`; rejects unknown paths and the same path set twice to
 /// different values.
 pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
