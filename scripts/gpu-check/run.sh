@@ -17,12 +17,12 @@
 # (compare.py). Results: summary.txt (this output), gpu-measurements.csv, logs.tar.gz.
 # Stand-ins (named in the output): sitecustomize.py, for want of Transformer Engine.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 BUNDLE=${OVL_GPU_BUNDLE:-$ROOT/.gpu}
 RES=${1:-${OUT:-$ROOT/gpu-results}}
 WORK=${OVL_GPU_WORK:-/tmp/ovlaunch-gpu-check}
-BUDGET=${OVL_GPU_BUDGET_S:-330}   # stop starting new grid jobs after this many seconds
+BUDGET=${OVL_GPU_BUDGET_S:-400}   # stop starting new grid jobs after this many seconds
 STAGES=${OVL_GPU_STAGES:-train resume preempt grid}
 want() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$RES"
@@ -42,6 +42,12 @@ say "bundle $BUNDLE, work $WORK, results $RES"
 # --- the software -------------------------------------------------------------------------------
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" \
   "$BUNDLE"/wheels/*.whl > "$WORK/logs/pip.log" 2>&1 || die "installing the wheels (logs/pip.log)"
+# Bridge's initialization runs `make -C megatron/core/datasets` (compile_helpers); the wheel ships
+# the compiled helper but not the Makefile: a Makefile whose one target is that helper, built
+helpers=$(find "$WORK/site/megatron/core/datasets" -maxdepth 1 -name 'helpers_cpp*.so' | head -1)
+[ -n "$helpers" ] || die "the megatron-core wheel has no compiled dataset helper"
+printf 'all:\n\t@test -f %s\n' "$(basename "$helpers")" > "$WORK/site/megatron/core/datasets/Makefile"
+say "stand-in: megatron/core/datasets/Makefile (the wheel's prebuilt $(basename "$helpers") as the only target)"
 export PYTHONPATH="$ROOT/scripts/gpu-check:$WORK/site"
 export HF_HUB_CACHE="$BUNDLE/hf" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 PYDIR=$(dirname "$(readlink -f "$(command -v python3)")")
@@ -104,7 +110,7 @@ launch() {
 }
 # failure NAME: the end of a failed job's log, without the noise of warnings
 failure() {
-  grep -E 'Error|Exception|assert' "$WORK/logs/$1.log" | grep -vE 'FP8GlobalStateManager|UserWarning|ChildFailedError' \
+  grep -iE 'error|exception|assert|exit' "$WORK/logs/$1.log" | grep -vE 'FP8GlobalStateManager|UserWarning|ChildFailedError' \
     | head -12 | sed 's/^/  | /'
   grep -vE '^(INFO|WARNING|DEBUG)|UserWarning|warnings\.warn|^\s*$' "$WORK/logs/$1.log" | tail -8 | sed 's/^/  | /'
 }
@@ -163,8 +169,8 @@ fi
 if want grid; then
 say "== grid: step time and peak memory"
 GRID=(
-  "depth8|--set model.num_layers=8"
   "width4096|--set model.hidden_size=4096 --set model.ffn_hidden_size=14336 --set model.num_attention_heads=32"
+  "depth8|--set model.num_layers=8"
   "mbs2|--set train.micro_batch_size=2"
   "seq4096|--set dataset.seq_length=4096 --set model.seq_length=4096"
   "recompute|--set model.recompute_granularity=full --set model.recompute_method=uniform --set model.recompute_num_layers=1"

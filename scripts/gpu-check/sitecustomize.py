@@ -8,7 +8,10 @@ each stand-in below covers one, prints itself on stderr when it acts, and does n
    `megatron/bridge/peft/lora_layers.py`: `import transformer_engine.pytorch as te`), although a
    pretraining run with LoRA, distillation and in-process restart off never calls into them. Such
    an import statement (unindented, in a `megatron.bridge.*` module) receives an inert placeholder
-   module. Every other import of them (Megatron-Core's, Bridge's guarded `try:` imports, imports
+   module: its classes are classes no object is an instance of, its functions do nothing and
+   return None, which is what the entry points Bridge calls unconditionally do for a model with
+   no ModelOpt state (`save_sharded_modelopt_state`, `restore_modelopt_state`,
+   `get_tensor_shapes_adjust_fn_for_distillation`). Every other import of them (Megatron-Core's, Bridge's guarded `try:` imports, imports
    inside functions) still fails, so Megatron-Core and Bridge see the packages absent, and nothing
    is placed in `sys.modules`.
 2. Layer spec. Bridge's GPT provider always builds Transformer Engine layers
@@ -62,6 +65,9 @@ def _inert_class(name):
 
 
 class _InertModule(types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        return None
+
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
