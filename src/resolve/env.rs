@@ -48,6 +48,9 @@ pub struct EnvInputs<'a> {
     pub model: &'a ModelConfig,
     pub ddp: &'a DdpConfig,
     pub recipe_env: &'a BTreeMap<String, EnvScalar>,
+    /// For a user's recipe file over Bridge's function: the function's own statements, from
+    /// which Bridge's recipe env is reconstructed (`None`: `recipe_env`'s).
+    pub bridge_statements: Option<&'a BTreeMap<String, EnvScalar>>,
     pub family: Option<&'a str>,
     /// Bridge's model recipe name (`llama3_70b`, ...), which some rules key on.
     pub model_recipe: Option<&'a str>,
@@ -290,14 +293,11 @@ fn bridge_env(
         }
         (None, false) => derived,
     };
+    let statements = inp.bridge_statements.unwrap_or(inp.recipe_env);
     let mut out: BTreeMap<String, EnvScalar> = at_recipe
         .last()
         .into_iter()
-        .filter(|(k, _)| {
-            inp.recipe_env
-                .get(*k)
-                .is_none_or(|v| *v == EnvScalar::Unset)
-        })
+        .filter(|(k, _)| statements.get(*k).is_none_or(|v| *v == EnvScalar::Unset))
         .filter_map(|(k, d)| {
             d.action
                 .value()
@@ -305,7 +305,7 @@ fn bridge_env(
         })
         .collect();
     out.extend(
-        inp.recipe_env
+        statements
             .iter()
             .filter(|(_, v)| v.is_value())
             .map(|(k, v)| (k.clone(), v.clone())),

@@ -833,20 +833,6 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Fields the plan reports that Megatron-Bridge 0.6.2's config classes do not have (newer
-/// Bridge fields ovlaunch also accepts); nothing else is skipped.
-const NOT_IN_BRIDGE_06: &[&str] = &["ddp.megatron_fsdp_version"];
-
-/// Model fields only Megatron-Core's `MLATransformerConfig` has: a plan of another model
-/// class carries them as null, and its Bridge config has no such attribute.
-const MLA_ONLY: &[&str] = &[
-    "q_lora_rank",
-    "kv_lora_rank",
-    "qk_head_dim",
-    "qk_pos_emb_head_dim",
-    "v_head_dim",
-];
-
 /// The sections compared: every addressable section of the library (its resolved ones, then
 /// Bridge's pass-through ones, where the plan reports only what was set), less `env_vars`,
 /// which is compared as the trainer's environment.
@@ -883,16 +869,6 @@ fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Value) -> Vec<
         let Some(pm) = p.as_object() else { continue };
         for (k, pv) in pm {
             if section == "mixed_precision" && k == "recipe" {
-                continue;
-            }
-            if NOT_IN_BRIDGE_06.contains(&format!("{section}.{k}").as_str()) {
-                continue;
-            }
-            if section == "model"
-                && pv.is_null()
-                && b.get(k).is_none()
-                && MLA_ONLY.contains(&k.as_str())
-            {
                 continue;
             }
             let Some(bv) = b.get(k) else {
