@@ -139,6 +139,22 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
     let decisions = &mut t.decisions;
     let mut st = EnvStage::default();
     let hw = inp.hardware;
+    // Every job's trainer runs with Python's output unbuffered, so its log lines reach the
+    // job's log as they are written (the script exports what the plan sets, nothing more).
+    st.set(
+        "PYTHONUNBUFFERED",
+        "1".into(),
+        Source::Default,
+        "every job: the trainer's Python output unbuffered, so its log streams".into(),
+        decisions,
+    );
+    st.set(
+        "OVLAUNCH_JOB_DIR",
+        crate::plan::trainer::JOB_DIR.into(),
+        Source::Default,
+        "every job: its job directory, for the rank runtime and the trainer's own files".into(),
+        decisions,
+    );
     for (k, v) in &hw.gpu.env {
         st.set(
             k,
