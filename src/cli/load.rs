@@ -136,8 +136,9 @@ pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
     Ok(r)
 }
 
-/// "the closest functions of family F: `a`, `b`, ..." for a help line: the catalogue's
-/// functions of `family` (all of them when it has none there) nearest to `word`.
+/// "the Bridge models of family F, e.g.: `fn`, ..." for a help line: the catalogue's functions
+/// of `family` (all of them when it has none there), one per model (its H100 bf16 function where
+/// there is one), the models nearest to `word` first.
 fn closest_functions(word: &str, family: Option<&str>, all: &[(String, Option<String>)]) -> String {
     let of_family: Vec<&str> = all
         .iter()
@@ -147,26 +148,37 @@ fn closest_functions(word: &str, family: Option<&str>, all: &[(String, Option<St
     let (pool, what) = if of_family.is_empty() {
         (
             all.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
-            "the closest functions".to_string(),
+            "the closest Bridge models".to_string(),
         )
     } else {
         (
             of_family,
-            format!("the closest functions of family `{}`", family.unwrap_or("")),
+            format!("the Bridge models of family `{}`", family.unwrap_or("")),
         )
     };
-    let mut ranked: Vec<(usize, &str)> = pool
+    let mut by_model: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    for f in pool {
+        let model = ["_pretrain_", "_sft_", "_peft_"]
+            .iter()
+            .find_map(|t| f.find(t).map(|i| &f[..i]))
+            .unwrap_or(f);
+        let e = by_model.entry(model).or_insert(f);
+        if !e.contains("_h100_bf16_") && f.contains("_h100_bf16_") {
+            *e = f;
+        }
+    }
+    let mut ranked: Vec<(usize, &str, &str)> = by_model
         .iter()
-        .map(|f| (crate::error::similarity_rank(word, f), *f))
+        .map(|(m, f)| (crate::error::similarity_rank(word, m), *m, *f))
         .collect();
     ranked.sort();
     let names: Vec<String> = ranked
         .iter()
         .take(5)
-        .map(|(_, f)| format!("`{f}`"))
+        .map(|(_, _, f)| format!("`{f}`"))
         .collect();
     format!(
-        "{what}: {} (`ovlaunch recipes -v` lists them all)",
+        "{what}, e.g.: {} (`ovlaunch recipes -v` lists every function)",
         names.join(", ")
     )
 }

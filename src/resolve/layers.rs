@@ -209,7 +209,7 @@ fn blackwell_precision(p: &str, hw: &Hardware) -> Result<()> {
         return Ok(());
     }
     Err(Error::usage(format!(
-        "--precision {p} ({what}) needs a Blackwell GPU (compute capability 10.0): MXFP8 and NVFP4 are Blackwell tensor-core formats, and {} ({}) is compute capability {}.x",
+        "{p} ({what}) needs a Blackwell GPU (compute capability 10.0): MXFP8 and NVFP4 are Blackwell tensor-core formats, and {} ({}) is compute capability {}.x",
         gpu.kind, gpu.generation, gpu.arch_major
     ))
     .at_flag("--precision")
