@@ -91,28 +91,14 @@ pub fn recipe(cat: &Catalog, name: &str) -> Result<Recipe> {
     link_bases(cat, r)
 }
 
-/// Links a user's recipe file to the shipped recipes holding the Bridge functions it names.
-/// A file run by Bridge's runner (no `trainer:` of its own) must name one for every variant
-/// (`bridge_recipe:`, its own or the variant's), and each must be a function the catalogue
-/// holds: Bridge's runner refuses any other name, and the file's values are planned over what
-/// that function returns.
+/// Links a user's recipe file to the shipped recipes holding the Bridge functions it names
+/// (`bridge_recipe:`, its own or its variants'), each of which must be a function the
+/// catalogue holds: Bridge's runner refuses any other name, and the file's values are planned
+/// over what that function returns. A file that names none can still run a trainer of its
+/// own; a job that would run Bridge's runner without one is refused ([`needs_function`]).
 pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
     if r.trainer.is_some() {
         return Ok(r);
-    }
-    let unnamed = r.bridge_recipe.is_none()
-        && (r.variants.is_empty() || r.variants.iter().any(|v| v.bridge_recipe.is_none()));
-    if unnamed {
-        let functions = cat.bridge_functions();
-        return Err(Error::usage(format!(
-            "recipe `{}` names no Megatron-Bridge function (`bridge_recipe:`): Bridge's runner runs only its own recipe functions, and a recipe file states its values over one",
-            r.name
-        ))
-        .at_file(&r.origin)
-        .help(format!(
-            "add `bridge_recipe: FUNCTION` with the function your model starts from; {}",
-            closest_functions(&r.name, r.family.as_deref(), &functions)
-        )));
     }
     let functions: Vec<String> = r.functions().into_iter().map(String::from).collect();
     for f in &functions {
@@ -134,6 +120,37 @@ pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
         }
     }
     Ok(r)
+}
+
+/// A job whose trainer is Bridge's runner (no `trainer:` in the recipe, none after `--`) needs
+/// the Bridge function the runner runs: a recipe file without `bridge_recipe:` is refused
+/// before anything is written, naming the closest functions of its family (Bridge's runner
+/// would refuse the file's own name: "Unable to infer training mode").
+pub fn needs_function(plan: &Plan, trainer_given: bool) -> Result<()> {
+    if trainer_given || plan.recipe.trainer.is_some() || plan.trainer.is_some() {
+        return Ok(());
+    }
+    let functions = Catalog::embedded()?.bridge_functions();
+    Err(Error::usage(format!(
+        "recipe `{}` names no Megatron-Bridge function (`bridge_recipe:`): Bridge's runner runs only its own recipe functions, and a recipe file states its values over one",
+        plan.recipe.name
+    ))
+    .at_file(&plan.recipe.origin)
+    .help(format!(
+        "add `bridge_recipe: FUNCTION` with the function your model starts from, or run a trainer of your own (`-- TRAINER...`); {}",
+        closest_functions(&plan.recipe.name, plan.recipe.family.as_deref(), &functions)
+    )))
+}
+
+/// The plan's warning for a recipe file that names no Bridge function: only a trainer of the
+/// job's own can run it.
+fn no_function_warning(plan: &mut Plan) {
+    if plan.recipe.trainer.is_none() && plan.trainer.is_none() {
+        plan.warnings.push(format!(
+            "recipe `{}` names no Megatron-Bridge function (`bridge_recipe:`): a job needs one, or a trainer of its own (`-- TRAINER...`)",
+            plan.recipe.name
+        ));
+    }
 }
 
 /// "the Bridge models of family F, e.g.: `fn`, ..." for a help line: the catalogue's functions
@@ -252,5 +269,7 @@ pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)>
         },
         &layer,
     )?;
+    let mut plan = plan;
+    no_function_warning(&mut plan);
     Ok((plan, active))
 }

@@ -446,11 +446,13 @@ pub fn plan_phase(
                 .at_flag(format!("--plugin {other} --plugin {}", a.name())));
             }
             env_owner.insert(name.clone(), (a.name().to_string(), value.clone()));
+            let at_job_dir = how == "plan.env" && value.contains(crate::plan::trainer::JOB_DIR);
             layer.env.push(PluginEnv {
                 plugin: a.name().to_string(),
                 name,
                 value,
                 how: how.to_string(),
+                at_job_dir,
             });
         }
         kept.push(a);

@@ -312,10 +312,13 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         if crate::secret::is_secret_name(k) {
             secret_names.push(k.clone());
         } else {
-            // `{job_dir}` in a plugin's plan env: the job directory, known now
-            let value = e
-                .value
-                .replace(crate::plan::trainer::JOB_DIR, &opts.job_dir);
+            // a value naming the job directory gets it, known now; any other is as given
+            let value = if e.at_job_dir {
+                e.value
+                    .replace(crate::plan::trainer::JOB_DIR, &opts.job_dir)
+            } else {
+                e.value.clone()
+            };
             env.insert(k.clone(), value);
         }
     }

@@ -91,7 +91,14 @@ impl EnvStage {
             source.clone(),
         ));
         self.unset.remove(k);
-        self.env.insert(k.to_string(), EnvEntry { value, source });
+        self.env.insert(
+            k.to_string(),
+            EnvEntry {
+                value,
+                source,
+                at_job_dir: false,
+            },
+        );
     }
 
     fn remove(&mut self, k: &str, source: Source, rule: String, d: &mut Vec<Decision>) {
@@ -105,6 +112,13 @@ impl EnvStage {
         self.unset.insert(k.to_string(), source);
     }
 
+    /// Marks `k`'s value as naming the job directory (`EnvEntry::at_job_dir`).
+    fn at_job_dir(&mut self, k: &str) {
+        if let Some(e) = self.env.get_mut(k) {
+            e.at_job_dir = true;
+        }
+    }
+
     /// Neither set nor removed: the job keeps what it inherits.
     fn leave(&mut self, k: &str, source: Source, rule: String, d: &mut Vec<Decision>) {
         d.push(Decision::new(
@@ -116,6 +130,27 @@ impl EnvStage {
         self.env.remove(k);
         self.unset.remove(k);
     }
+}
+
+/// What every job's script exports (the script exports the plan's env and nothing else):
+/// Python's output unbuffered, so the trainer's log lines reach the job's log as written, and
+/// the job directory (`{job_dir}`, replaced at render) for the rank runtime and the trainer.
+fn every_job(st: &mut EnvStage, decisions: &mut Vec<Decision>) {
+    st.set(
+        "PYTHONUNBUFFERED",
+        "1".into(),
+        Source::Default,
+        "every job: the trainer's Python output unbuffered, so its log streams".into(),
+        decisions,
+    );
+    st.set(
+        "OVLAUNCH_JOB_DIR",
+        crate::plan::trainer::JOB_DIR.into(),
+        Source::Default,
+        "every job: its job directory, for the rank runtime and the trainer's own files".into(),
+        decisions,
+    );
+    st.at_job_dir("OVLAUNCH_JOB_DIR");
 }
 
 /// The facts Bridge's env rules read, from the env inputs.
@@ -139,22 +174,7 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
     let decisions = &mut t.decisions;
     let mut st = EnvStage::default();
     let hw = inp.hardware;
-    // Every job's trainer runs with Python's output unbuffered, so its log lines reach the
-    // job's log as they are written (the script exports what the plan sets, nothing more).
-    st.set(
-        "PYTHONUNBUFFERED",
-        "1".into(),
-        Source::Default,
-        "every job: the trainer's Python output unbuffered, so its log streams".into(),
-        decisions,
-    );
-    st.set(
-        "OVLAUNCH_JOB_DIR",
-        crate::plan::trainer::JOB_DIR.into(),
-        Source::Default,
-        "every job: its job directory, for the rank runtime and the trainer's own files".into(),
-        decisions,
-    );
+    every_job(&mut st, decisions);
     for (k, v) in &hw.gpu.env {
         st.set(
             k,
@@ -261,6 +281,9 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             format!("plugin {} ({})", pe.plugin, pe.how),
             decisions,
         );
+        if pe.at_job_dir {
+            st.at_job_dir(&pe.name);
+        }
     }
     for (k, v) in inp.user_env {
         st.set(k, v.clone(), Source::User, "--env".into(), decisions);

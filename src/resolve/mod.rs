@@ -71,6 +71,8 @@ pub struct PluginEnv {
     pub value: String,
     /// Which part of the plugin set it (`plan.env`, `plan.passthrough ...`).
     pub how: String,
+    /// A `plan.env` value naming the job directory (`{job_dir}`, replaced at render).
+    pub at_job_dir: bool,
 }
 
 /// What the plugins' plan phase contributes to resolution (see `crate::plugin`).

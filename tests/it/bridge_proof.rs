@@ -819,6 +819,20 @@ pub(crate) fn script_env(script: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// What the script exports must be the plan's env (secrets come from the secrets file).
+fn exports_differ(id: &str, plan: &Value, script: &str) -> Option<String> {
+    let planned: BTreeMap<String, String> = plan["env"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !ovlaunch::secret::is_secret_name(k))
+        .map(|(k, e)| (k.clone(), e["value"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let exported = script_env(script);
+    (planned != exported)
+        .then(|| format!("{id}: the script exports {exported:?}, the plan's env is {planned:?}"))
+}
+
 pub(crate) fn probe(python: &str, cases: &Value) -> Value {
     let probe = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge/probe.py");
     let mut child = Command::new(python)
@@ -1235,21 +1249,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 for line in diff_case(p, &b["config"], &b["classes"], &b["env"]) {
                     report.push(format!("{}: {line}", c.id));
                 }
-                // what the script exports is the plan's env (secrets come from secrets.env)
-                let planned: BTreeMap<String, String> = p["env"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .filter(|(k, _)| !ovlaunch::secret::is_secret_name(k))
-                    .map(|(k, e)| (k.clone(), e["value"].as_str().unwrap_or("").to_string()))
-                    .collect();
-                let exported = script_env(&scripts[&c.id]);
-                if planned != exported {
-                    report.push(format!(
-                        "{}: the script exports {exported:?}, the plan's env is {planned:?}",
-                        c.id
-                    ));
-                }
+                report.extend(exports_differ(&c.id, p, &scripts[&c.id]));
                 // the preemption plugin's exit handler is a plan decision (compared with
                 // Bridge's config above like every train field): the plan must hold it on
                 if c.args.iter().any(|a| a == "preemption") {

@@ -221,8 +221,9 @@ fn file_in(dir: &std::path::Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
-/// A recipe file that names no Bridge function is refused at plan time with the closest
-/// functions of its family; one that names a function the catalogue lacks, with the closest.
+/// A recipe file that names no Bridge function is refused before a job that would run Bridge's
+/// runner is written, with the closest functions of its family; one that names a function the
+/// catalogue lacks is refused at once, with the closest.
 #[test]
 fn a_user_recipe_without_a_bridge_function_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -232,10 +233,24 @@ fn a_user_recipe_without_a_bridge_function_is_refused() {
         "small_llama.yaml",
         "name: small_llama\nfamily: llama\nmodel: {num_layers: 16}\n",
     );
+    // a job that would run Bridge's runner is refused before anything is written; a trainer
+    // of the job's own runs it
     insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", &none, "--gpus", "h100x8"],
+        &["--recipe", &none, "--gpus", "h100x8", "--dry-run"],
         &[(&d, "DIR")]
     ));
+    let err = usage_error(&["overrides", "--recipe", &none, "--gpus", "h100x8"]);
+    assert!(err.contains("names no Megatron-Bridge function"), "{err}");
+    ok(&[
+        "--recipe",
+        &none,
+        "--gpus",
+        "h100x8",
+        "--dry-run",
+        "--",
+        "python3",
+        "train.py",
+    ]);
     let unknown = file_in(
         dir.path(),
         "typo.yaml",
