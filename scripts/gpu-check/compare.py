@@ -99,7 +99,12 @@ def trainer_env(dump):
 
 def compare_env(planned, env, outer):
     diffs, extra = [], []
+    # `ovlaunch env` is the plan's: a value naming the job directory holds `{job_dir}`, which
+    # the rendered job replaces with the directory the trainer reports as OVLAUNCH_JOB_DIR
+    job_dir = env.get("OVLAUNCH_JOB_DIR")
     for k, v in planned.items():
+        if v is not None and job_dir and "{job_dir}" in v:
+            v = v.replace("{job_dir}", job_dir)
         if v is None and k in env:
             diffs.append(f"{k}: the plan removes it / trainer {env[k]!r}")
         elif v is not None and env.get(k) != v:

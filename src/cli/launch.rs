@@ -631,6 +631,7 @@ pub fn prepare_resolved(
         warnings.push(w);
     }
     let templates = templates(args, executor)?;
+    load::needs_function(&plan, !args.trainer.is_empty())?;
     let mut job = job::render_job(plan, &opts, plugins, &templates, executor)?;
     job.spec
         .decisions

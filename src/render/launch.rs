@@ -312,11 +312,16 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         if crate::secret::is_secret_name(k) {
             secret_names.push(k.clone());
         } else {
-            env.insert(k.clone(), e.value.clone());
+            // a value naming the job directory gets it, known now; any other is as given
+            let value = if e.at_job_dir {
+                e.value
+                    .replace(crate::plan::trainer::JOB_DIR, &opts.job_dir)
+            } else {
+                e.value.clone()
+            };
+            env.insert(k.clone(), value);
         }
     }
-    env.insert("PYTHONUNBUFFERED".into(), "1".into());
-    env.insert("OVLAUNCH_JOB_DIR".into(), opts.job_dir.clone());
 
     // --label: every output line starts with its task id (the rank in one-task-per-GPU
     // mode, the node in torchrun mode), so `ovlaunch logs --rank N` can pick one rank out.

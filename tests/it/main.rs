@@ -33,3 +33,4 @@ mod shell_roundtrip;
 mod slurm_e2e;
 mod slurm_faults;
 mod snapshots;
+mod user_recipes;
