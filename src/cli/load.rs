@@ -36,6 +36,7 @@ pub fn catalog(args: &CatalogArgs) -> Result<Catalog> {
             .collect();
         paths.sort();
         for p in paths {
+            crate::input::check_trusted(&p, "--recipe-dir")?;
             let text = read(&p, "--recipe-dir")?;
             cat.add_recipe(&p.display().to_string(), &text)?;
         }

@@ -157,7 +157,9 @@ pub fn render(
 /// The job directory's entries besides the rendered artifacts: the rank runtime copy and
 /// the OCI bundle.
 pub(super) fn extras(p: &Prepared) -> Extras<'_> {
-    extras_for(p.rank_runtime.as_ref(), p.oci.as_ref())
+    let mut x = extras_for(p.rank_runtime.as_ref(), p.oci.as_ref());
+    x.sharing = p.sharing;
+    x
 }
 
 /// [`extras`] from its parts.
