@@ -202,7 +202,7 @@ impl fmt::Display for Error {
     /// The one rendering of an error, and its one redaction point: a secret value quoted by
     /// a message or a source excerpt (a typo next to `HF_TOKEN: ...`) is shown redacted.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::secret::redact_text(&self.unredacted()))
+        f.write_str(&ovlaunch_rank::names::redact_text(&self.unredacted()))
     }
 }
 
