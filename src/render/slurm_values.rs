@@ -66,7 +66,7 @@ pub fn check_name(flag: &str, v: &str, list: bool) -> Result<()> {
     } else {
         "is not a Slurm name (letters, digits, `_`, `.`, `-`, `@`, `+`)".to_string()
     };
-    Err(Error::usage(format!("{flag} `{}` {why}", shown(v)))
+    Err(Error::usage(format!("`{}` {why}", shown(v)))
         .at_flag(flag.to_string())
         .help(format!(
             "give the name as `sacctmgr show assoc` / `sinfo` print it{}, or leave {flag} out",
@@ -108,12 +108,12 @@ pub fn parse_time(v: &str) -> Option<Option<u64>> {
 
 pub fn check_time(v: &str) -> Result<()> {
     match parse_time(v) {
-        Some(Some(0)) => Err(Error::usage(format!("--time `{}` is no time at all", shown(v)))
+        Some(Some(0)) => Err(Error::usage(format!("`{}` is no time at all", shown(v)))
             .at_flag("--time")
             .help("e.g. --time 04:00:00 (HH:MM:SS) or --time 1-12:00:00 (D-HH:MM:SS)")),
         Some(_) => Ok(()),
         None => Err(Error::usage(format!(
-            "--time `{}` is not a Slurm time",
+            "`{}` is not a Slurm time",
             shown(v)
         ))
         .at_flag("--time")
@@ -133,7 +133,7 @@ const DEPENDENCY_TYPES: &[&str] = &[
 
 pub fn check_dependency(v: &str) -> Result<()> {
     let fail = |why: String| {
-        Err(Error::usage(format!("--dependency `{}` {why}", shown(v)))
+        Err(Error::usage(format!("`{}` {why}", shown(v)))
             .at_flag("--dependency")
             .help("e.g. --dependency afterok:1234 or afterok:1234:1235,afterany:1200 (`?` instead of `,`: any of them)"))
     };
@@ -236,7 +236,7 @@ mod tests {
         assert!(check_name("--partition", "batch,debug", true).is_ok());
         for bad in ["", "-x", "a b", "a,b", "a\nb", "a'b"] {
             let e = check_name("--account", bad, false).unwrap_err();
-            assert!(e.to_string().contains("--account"), "{e}");
+            assert!(e.to_string().starts_with("--account: "), "{e}");
         }
     }
 }
