@@ -58,9 +58,15 @@ impl Tail {
             ))
             .help("Slurm writes the job's output as a plain file; remove what stands at that path"));
         }
+        if now.is_none() {
+            // Renamed away, the new file not there yet: the writer may still be writing to
+            // the old one, which stays open until a new file appears.
+            let open = self.open.is_some();
+            self.drain(path, out)?;
+            return Ok(open);
+        }
         let replaced = match (&now, &self.open) {
             (Some(m), Some(_)) => (m.dev(), m.ino()) != self.id,
-            (None, Some(_)) => true,
             _ => false,
         };
         if replaced {
@@ -69,9 +75,6 @@ impl Tail {
             self.open = None;
         }
         if self.open.is_none() {
-            if now.is_none() {
-                return Ok(replaced);
-            }
             let f = std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(
