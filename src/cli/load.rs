@@ -72,6 +72,7 @@ pub fn recipe(cat: &Catalog, name: &str) -> Result<Recipe> {
         Recipe::parse(&text, name)?
     } else if let Some(file) = cat.user_file(name) {
         let origin = file.display().to_string();
+        crate::input::check_trusted(file, "--recipe-dir")?;
         let r = Recipe::parse(&read(file, "--recipe-dir")?, &origin)?;
         if r.name != name {
             return Err(Error::usage(format!(

@@ -163,6 +163,16 @@ impl Validator<'_> {
                     )
                     .help("e.g. plan: {env: {SERVICE_API_KEY: \"{api_key}\"}}: secrets reach the job only through its secrets file"));
             }
+            if option.is_some() && slot == Slot::SecretEnv && !secret::is_secret_name(name) {
+                // Options are redacted by name (the reproduce line, plan.json,
+                // submission.json): one that feeds a secret must be named as one.
+                return Err(self
+                    .err(
+                        format!("option `{name}` feeds a secret variable, but its name does not mark it secret, so its value would be shown"),
+                        &format!("{{{name}"),
+                    )
+                    .help(format!("rename the option to end in `_key`, `_token` or hold `secret`/`password` (e.g. `{name}_token`)")));
+            }
             let plan_phase = matches!(slot, Slot::Plan | Slot::SecretEnv)
                 || (slot == Slot::PlanSet && name != "job_dir");
             if builtin && plan_phase {

@@ -238,6 +238,7 @@ pub const KNOWN_SBATCH: &[&str] = &[
 
 /// Builds the launch spec.
 pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
+    super::slurm_values::check(opts)?;
     let hw = &plan.hardware;
     let cpu = hw.gpu.is_cpu();
     let tasks_per_node = match opts.mode {
@@ -268,7 +269,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     put("time", Some(opts.time.clone()));
     put(
         "output",
-        Some(layout::path(&opts.job_dir, layout::SLURM_OUTPUT_PATTERN)),
+        Some(layout::slurm_output_directive(&opts.job_dir)),
     );
     put("open-mode", Some("append".into()));
     for (k, v) in [

@@ -8,4 +8,5 @@ pub mod overrides;
 pub mod rank_plan;
 pub mod script;
 pub mod shell;
+pub mod slurm_values;
 pub mod template;

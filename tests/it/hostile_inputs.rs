@@ -225,6 +225,13 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
     let case = Case::new();
     let canary = case.canary();
     let v = value.replace("CANARY", &canary.display().to_string());
+    // A dependency is a list of job ids (sbatch's syntax is checked before rendering): the
+    // plain value of that channel is one.
+    let v = if matches!(channel, Channel::Dependency) && value == "plain_value" {
+        "afterok:12345".to_string()
+    } else {
+        v
+    };
     let mut recipe = BASE.to_string();
     let mut extra: Vec<std::ffi::OsString> = Vec::new();
     let mut trainer_args: Vec<String> = Vec::new();

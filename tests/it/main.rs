@@ -29,6 +29,7 @@ mod rank_runtime;
 mod rank_runtime_arch;
 mod rank_sysfs;
 mod secrets;
+mod shared_cluster;
 mod shell_roundtrip;
 mod slurm_e2e;
 mod slurm_faults;
