@@ -118,6 +118,15 @@ pub(super) fn typed_flag_value(
         ),
         OptionType::List => OptValue::List(if raw.is_empty() {
             Vec::new()
+        } else if raw.trim_start().starts_with('[') {
+            // A YAML flow list, as `--set` takes it: `[0,8]`, `[a, "b,c"]`.
+            match crate::yaml::parse_value(raw.trim()) {
+                Value::Array(items) => items
+                    .iter()
+                    .map(|x| scalar_text(x).ok_or("list items must be scalars"))
+                    .collect::<std::result::Result<_, _>>()?,
+                _ => return Err(format!("`{raw}` is not a YAML list (e.g. [0, 8])")),
+            }
         } else {
             raw.split(',').map(String::from).collect()
         }),
