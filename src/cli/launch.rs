@@ -140,8 +140,8 @@ pub struct LaunchArgs {
     #[arg(long, help_heading = "Slurm")]
     pub dependency: Option<String>,
     /// Requeue a failed job up to N times (as NeMo-Run's and Bridge's Slurm scripts do:
-    /// `scontrol requeue` while SLURM_RESTART_COUNT < N). With `checkpoint.save` set, the
-    /// requeued run resumes from the latest checkpoint.
+    /// `scontrol requeue` while SLURM_RESTART_COUNT < N). With `checkpoint.save` in
+    /// {experiment_dir}, the requeued run resumes from the latest checkpoint.
     #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Slurm")]
     pub retries: u32,
     /// Extra sbatch long option, quoted for its #SBATCH line (repeatable):

@@ -197,6 +197,7 @@ pub enum Command {
     /// Names for shell completion, one per line.
     #[command(hide = true)]
     Names {
+        /// Which names.
         #[arg(value_enum)]
         kind: completions::NameKind,
     },
