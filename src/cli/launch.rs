@@ -674,6 +674,24 @@ pub fn prepare_resolved(
     }
     let (mut opts, dir) = options(&plan, plan_args, args)?;
     let mut warnings = Vec::new();
+    let mut detected = None;
+    if without_slurm
+        && !super::profile::GIVEN
+            .get()
+            .is_some_and(|g| g.contains("torchrun_flags"))
+        && let Some((style, why)) = local_torchrun_style()
+    {
+        opts.flag_style = style;
+        detected = Some(crate::plan::Decision::new(
+            "launch.torchrun_flags",
+            match style {
+                FlagStyle::Dash => "dash",
+                FlagStyle::Underscore => "underscore",
+            },
+            why,
+            crate::plan::Source::Derived,
+        ));
+    }
     if without_slurm && let Some(c) = opts.container.take() {
         // Only a profile can bring one here (a typed flag was refused above).
         warnings.push(format!(
@@ -733,6 +751,7 @@ pub fn prepare_resolved(
     job.spec
         .decisions
         .extend(settings.iter().map(setting_decision));
+    job.spec.decisions.extend(detected);
     Ok(Prepared {
         job,
         dir,
@@ -742,6 +761,59 @@ pub fn prepare_resolved(
         warnings,
         experiment,
     })
+}
+
+/// The torchrun flag spelling the `torchrun` on this machine's PATH accepts: PyTorch 2's
+/// `torch/distributed/run.py` declares `--nproc-per-node` (and the underscore form);
+/// PyTorch 1.13's (Debian 12's python3-torch) only `--nproc_per_node`, and rejects the
+/// dash form. Read from the source of the torch that torchrun's interpreter imports (found
+/// without importing torch); `None` when there is no torchrun or it cannot be read.
+fn local_torchrun_style() -> Option<(FlagStyle, String)> {
+    let torchrun = which::which("torchrun").ok()?;
+    let head = crate::input::read_text(&torchrun, "torchrun").ok()?;
+    let shebang = head.lines().next()?.strip_prefix("#!")?;
+    let mut words = shebang.split_whitespace();
+    let program = words.next()?;
+    let rest: Vec<&str> = words.collect();
+    let find = "import importlib.util as u; s = u.find_spec('torch'); print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
+    let mut argv: Vec<&str> = rest.clone();
+    argv.extend(["-c", find]);
+    let handle = duct::cmd(program, &argv)
+        .stdout_capture()
+        .stderr_null()
+        .unchecked()
+        .start()
+        .ok()?;
+    let out = match handle.wait_timeout(std::time::Duration::from_secs(10)) {
+        Ok(Some(out)) => out.clone(),
+        _ => {
+            let _ = handle.kill();
+            return None;
+        }
+    };
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let run_py = Path::new(dir.trim()).join("distributed").join("run.py");
+    let source = crate::input::read_text(&run_py, "torchrun").ok()?;
+    let style = if source.contains("\"--nproc-per-node\"") {
+        FlagStyle::Dash
+    } else if source.contains("\"--nproc_per_node\"") {
+        FlagStyle::Underscore
+    } else {
+        return None;
+    };
+    Some((
+        style,
+        format!(
+            "{} (torch at {}) declares {}: the script spells torchrun's flags that way (--torchrun-flags overrides)",
+            torchrun.display(),
+            dir.trim(),
+            match style {
+                FlagStyle::Dash => "--nproc-per-node",
+                FlagStyle::Underscore =>
+                    "only --nproc_per_node (PyTorch before 2.0, e.g. Debian's)",
+            }
+        ),
+    ))
 }
 
 /// Launch flags that only a Slurm job uses, by clap id, with the flag as typed.

@@ -349,6 +349,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                 };
                 let example = match o.kind {
                     OptionType::Bool => "true or false",
+                    OptionType::List => "a list: a,b or a YAML list such as [0, 8]",
                     _ => "a whole number, e.g. 10",
                 };
                 Error::usage(format!("option `{k}` of plugin `{name}`: {m}"))
