@@ -176,7 +176,7 @@ pub fn scan(root: &Path) -> Vec<Found> {
 /// How to name a job to `status`, `logs` and `cancel`.
 const FIND_HELP: &str = "give a job id, job name or job directory (as `submit` printed it); `ovlaunch list` shows them (see --jobs-root)";
 
-/// Finds a job by directory path, job id, job directory name or job name under `root`. A job
+/// Finds a job by directory path, job id, job name or job directory name under `root`. A job
 /// name submitted several times names its latest submission.
 pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     let p = Path::new(key);
@@ -194,7 +194,9 @@ pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
             .find(|(d, _)| d.file_name().is_some_and(|n| n == key))
     };
     let by_name = || jobs.iter().rev().find(|(_, s)| s.job_name == key);
-    if let Some(found) = by_id().or_else(by_dir_name).or_else(by_name) {
+    // A job name names its latest submission, also when the first one's directory has the
+    // same name; that one stays reachable by its id or its path.
+    if let Some(found) = by_id().or_else(by_name).or_else(by_dir_name) {
         return Ok(found.clone());
     }
     let rendered_here = root.join(key);

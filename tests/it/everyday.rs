@@ -344,10 +344,12 @@ fn sbatch_without_a_configuration_is_quoted_with_the_right_help() {
     let t: String = t
         .lines()
         .filter(|l| !l.starts_with("sbatch: error:"))
-        .map(|l| match l.split_once("rejected the script: sbatch: error:") {
-            Some((head, _)) => format!("{head}rejected the script: [sbatch's lookup lines]\n"),
-            None => format!("{l}\n"),
-        })
+        .map(
+            |l| match l.split_once("rejected the script: sbatch: error:") {
+                Some((head, _)) => format!("{head}rejected the script: [sbatch's lookup lines]\n"),
+                None => format!("{l}\n"),
+            },
+        )
         .collect();
     insta::assert_snapshot!(t);
 }
