@@ -686,11 +686,13 @@ pub struct FileSummary {
     pub profiles: Vec<String>,
 }
 
+/// The profile in force and how it was chosen (`flag --profile`, `env OVLAUNCH_PROFILE`,
+/// `default_profile in FILE`).
+pub type Selection = Option<(String, String)>;
+
 /// The profiles files found (project first), and the profile in force with where it was
 /// chosen (`None` when none is).
-pub fn files_and_selection(
-    profile: Option<&str>,
-) -> Result<(Vec<FileSummary>, Option<(String, String)>)> {
+pub fn files_and_selection(profile: Option<&str>) -> Result<(Vec<FileSummary>, Selection)> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let cwd = std::env::current_dir()
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
