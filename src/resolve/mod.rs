@@ -364,10 +364,11 @@ fn layering<'r>(
 /// (Bridge's recipes point `checkpoint.load` at a directory under the working directory, and
 /// Bridge loads only from `checkpoint.load`). A `checkpoint.load` given by the recipe file or
 /// `--set` wins.
+///
+/// The same holds for a `checkpoint.save` in the experiment's directory
+/// (`{experiment_dir}`, one per job name): every submission of the job name shares it, so a
+/// new submission resumes from the previous one's latest checkpoint.
 fn resume_stage(plugins: &PluginLayer, l: &mut layers::Layered, t: &mut Trace) {
-    let Some(first) = plugins.resume.first() else {
-        return;
-    };
     let b = &mut l.cfg.bridge;
     let Some(save) = b.get(CHECKPOINT.save).filter(|v| !v.is_null()).cloned() else {
         return;
@@ -375,16 +376,31 @@ fn resume_stage(plugins: &PluginLayer, l: &mut layers::Layered, t: &mut Trace) {
     if b.get(CHECKPOINT.load).is_some() {
         return;
     }
-    b.set(CHECKPOINT.load, save.clone());
-    t.decisions.push(Decision::new(
-        CHECKPOINT.load,
-        save,
-        format!(
-            "plugin {first} restarts the job: {} defaults to {} so a restarted run resumes from its latest checkpoint",
-            CHECKPOINT.load, CHECKPOINT.save
+    let in_experiment = save
+        .as_str()
+        .is_some_and(|s| s.contains(crate::plan::trainer::EXPERIMENT_DIR));
+    let (rule, source) = match plugins.resume.first() {
+        Some(first) => (
+            format!(
+                "plugin {first} restarts the job: {} defaults to {} so a restarted run resumes from its latest checkpoint",
+                CHECKPOINT.load, CHECKPOINT.save
+            ),
+            Source::Plugin(first.clone()),
         ),
-        Source::Plugin(first.clone()),
-    ));
+        None if in_experiment => (
+            format!(
+                "{} is in the experiment's directory ({}), shared by every submission of the job name: {} defaults to it so a new submission (or a --retries requeue) resumes from the latest checkpoint",
+                CHECKPOINT.save,
+                crate::plan::trainer::EXPERIMENT_DIR,
+                CHECKPOINT.load
+            ),
+            Source::Derived,
+        ),
+        None => return,
+    };
+    b.set(CHECKPOINT.load, save.clone());
+    t.decisions
+        .push(Decision::new(CHECKPOINT.load, save, rule, source));
 }
 
 /// Stage 2: batch scaling: GBS * DP_new / DP_variant when the GPU count differs from the

@@ -36,9 +36,12 @@ struct Case {
     env: Vec<(&'static str, &'static str)>,
 }
 
+/// The jobs root of the proof's dry runs (`{experiment_dir}` is under it).
+const PROOF_JOBS_ROOT: &str = "/proof/jobs";
+
 /// The job directory each case's dry run renders for (`{job_dir}` in the plan is this).
 pub(crate) fn job_dir(id: &str) -> String {
-    format!("/proof/jobs/{id}")
+    format!("{PROOF_JOBS_ROOT}/{id}")
 }
 
 fn variant_cases() -> Vec<Case> {
@@ -742,7 +745,7 @@ pub const README_PRETRAIN: &[&str] = &[
     "--set",
     "scheduler.lr_decay_iters=100000",
     "--set",
-    "checkpoint.save={job_dir}/checkpoints",
+    "checkpoint.save={experiment_dir}/checkpoints",
     "--set",
     "checkpoint.save_interval=1000",
     "--set",
@@ -1108,6 +1111,17 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             let text = String::from_utf8(o.stdout.clone())
                 .unwrap()
                 .replace("{job_dir}", &job_dir(&c.id));
+            // `{experiment_dir}`: JOBS_ROOT/experiments/JOB_NAME, with the jobs root the dry
+            // run below is given and the default job name.
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let text = text.replace(
+                "{experiment_dir}",
+                &format!(
+                    "{PROOF_JOBS_ROOT}/experiments/{}-{}",
+                    v["recipe"]["name"].as_str().unwrap(),
+                    v["hardware"]["spec"].as_str().unwrap()
+                ),
+            );
             plans.insert(c.id.clone(), serde_json::from_str::<Value>(&text).unwrap());
         }
         // a refused job has no script: Bridge gets the recipe as it is, and must refuse it too
@@ -1163,7 +1177,13 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
         } else {
             let dir = job_dir(&c.id);
             let mut a: Vec<&str> = c.args.iter().map(String::as_str).collect();
-            a.extend(["--job-dir", &dir, "--dry-run"]);
+            a.extend([
+                "--job-dir",
+                &dir,
+                "--jobs-root",
+                PROOF_JOBS_ROOT,
+                "--dry-run",
+            ]);
             let o = run_env(&a, &c.env);
             assert!(o.status.success(), "{}: {}", c.id, stderr(&o));
             let script = stdout(&o);

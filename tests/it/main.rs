@@ -14,6 +14,8 @@ mod cli_outputs;
 mod env_rules;
 mod env_unset;
 mod estimate;
+mod everyday;
+mod everyday_slurm;
 mod help;
 mod hostile_cases;
 mod hostile_inputs;
