@@ -125,6 +125,27 @@ def steps(log):
     return out
 
 
+def estimate_args(path):
+    """The job's `ovlaunch estimate` arguments (one per line in the file), less the flags that
+    only place the trainer and its checkpoints, shell-quoted."""
+    import shlex
+
+    words = open(path).read().splitlines() if os.path.exists(path) else []
+    out, skip = [], False
+    for i, w in enumerate(words):
+        if skip:
+            skip = False
+            continue
+        if w in ("--bridge-root", "--torch-version"):
+            skip = True
+            continue
+        if w == "--set" and i + 1 < len(words) and words[i + 1].startswith("checkpoint."):
+            skip = True
+            continue
+        out.append(w)
+    return shlex.join(out)
+
+
 def peaks(dump):
     for f in glob.glob(os.path.join(dump, "mem-*.json")):
         d = json.load(open(f))
@@ -208,6 +229,7 @@ def main():
             "tokens_per_s": round(tokens / (med / 1000.0)) if med else "",
             "max_allocated_gib": round(mem["max_allocated"] / GIB, 3) if mem else "",
             "max_reserved_gib": round(mem["max_reserved"] / GIB, 3) if mem else "",
+            "estimate_args": estimate_args(os.path.join(logs, f"{job}.args")),
             "estimate_step_ms": round(est["step_time_s"] * 1000.0, 1),
             "estimate_memory_gib": round(est["memory_gib_per_gpu"], 3),
         })

@@ -16,6 +16,7 @@ mod env_unset;
 mod estimate;
 mod everyday;
 mod everyday_slurm;
+mod gpu_measurements;
 mod help;
 mod hostile_cases;
 mod hostile_inputs;
