@@ -10,7 +10,7 @@ mod fields;
 mod jobs;
 mod launch;
 mod list;
-mod load;
+pub mod load;
 mod logs;
 mod output;
 mod plan;
