@@ -7,12 +7,30 @@ use super::{CatalogArgs, Printer, RecipesCmd, load};
 use crate::error::Result;
 use crate::overlap::userbuffers;
 
+/// The shipped recipes, then the recipe directory's files (each read here; one that does not
+/// load is left out with a warning naming it and why, as listing is no job).
+fn all(p: &Printer, cat: &crate::catalog::Catalog) -> Result<Vec<crate::catalog::Recipe>> {
+    let mut out = Vec::new();
+    for src in &cat.recipes {
+        if cat.user_file(&src.name).is_none() {
+            out.push(src.parse()?);
+        }
+    }
+    for (name, path) in &cat.user_dir {
+        match load::recipe(cat, name) {
+            Ok(r) => out.push(r),
+            Err(e) => p.warn(&format!("{} left out: {}", path.display(), e.message)),
+        }
+    }
+    Ok(out)
+}
+
 pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
+    let recipes = all(p, &cat)?;
     if cmd.output.json() {
         let mut list = Vec::new();
-        for src in &cat.recipes {
-            let r = load::recipe(&cat, &src.name)?;
+        for r in recipes.iter().cloned() {
             list.push(RecipeOut {
                 name: r.name,
                 aliases: r.aliases,
@@ -37,8 +55,7 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
         return Ok(0);
     }
     let mut s = String::new();
-    for src in &cat.recipes {
-        let r = load::recipe(&cat, &src.name)?;
+    for r in &recipes {
         let _ = writeln!(
             s,
             "{:<16} {:<28} {}",
