@@ -83,25 +83,9 @@ ovlaunch --version > "$WORK/logs/ovlaunch-version.txt" 2>&1
 # --- the jobs -----------------------------------------------------------------------------------
 # What every job shares: the recipe cut to a small model, one GPU, no Transformer Engine (the plan
 # turns off what needs it: gradient-accumulation and cross-entropy fusion, the TE-only optimizer).
-# Megatron-Core 0.19.2's distributed optimizer cannot load a checkpoint with PyTorch's Adam, the
-# one optimizer there is without TE or Apex (distrib_optimizer.py: state_dict() asserts on the
-# empty state of a fresh optimizer); on one GPU it shards nothing: the plan turns it off.
-COMMON=(-r llama3_8b -g "${KIND}x1" --te-version none --torch-version "$TORCH_VER"
-  --bridge-root "$BUNDLE/bridge" --set model.context_parallel_size=1
-  --set train.global_batch_size=8
-  --set model.gradient_accumulation_fusion=false --set model.cross_entropy_loss_fusion=false
-  --set optimizer.use_precision_aware_optimizer=false --set logger.log_interval=1
-  --set ddp.use_distributed_optimizer=false --set optimizer.use_distributed_optimizer=false
-  --set ddp.overlap_param_gather=false)
-# The model shape: a base, and what a job changes of it (shape KEY=VALUE... prints the --set words)
-shape() {
-  local -A v=([model.num_layers]=4 [model.hidden_size]=2048 [model.ffn_hidden_size]=8192
-    [model.num_attention_heads]=16 [dataset.seq_length]=2048 [model.seq_length]=2048
-    [train.micro_batch_size]=1)
-  local kv
-  for kv in "$@"; do v[${kv%%=*}]=${kv#*=}; done
-  for kv in "${!v[@]}"; do printf -- '--set %s=%s ' "$kv" "${v[$kv]}"; done
-}
+BRIDGE_ROOT="$BUNDLE/bridge"
+# shellcheck source=scripts/gpu-check/jobs.sh
+source "$ROOT/scripts/gpu-check/jobs.sh"
 CKPT="$WORK/jobs/train/checkpoints"
 
 # render NAME ARGS...: `ovlaunch torchrun` writes the job directory and prints its script
@@ -113,6 +97,7 @@ render() {
   ovlaunch plan "${COMMON[@]}" "$@" -o json > "$WORK/logs/$name.plan.json" 2>/dev/null
   ovlaunch env "${COMMON[@]}" "$@" --format json > "$WORK/logs/$name.env.json" 2>/dev/null
   ovlaunch estimate "${COMMON[@]}" "$@" -o json > "$WORK/logs/$name.estimate.json" 2>/dev/null
+  printf '%s\n' "${COMMON[@]}" "$@" > "$WORK/logs/$name.args"
 }
 # launch NAME TIMEOUT: run the job's script with the trainer's environment and memory recorded
 launch() {
@@ -134,9 +119,8 @@ iters() { grep -o 'iteration *[0-9]*/ *[0-9]* |.*lm loss: [0-9.E+-]*' "$WORK/log
 
 if want train; then
 say "== train: 20 steps, a checkpoint at 20 in the job directory"
-# shellcheck disable=SC2046
-render train $(shape) --set train.train_iters=20 --set "checkpoint.save=$CKPT" --set "checkpoint.load=$CKPT" \
-  --set checkpoint.save_interval=20
+mapfile -t TRAIN < <(train_args "$CKPT")
+render train "${TRAIN[@]}"
 launch train 240
 if [ -z "$(iters train)" ]; then
   failure train
@@ -144,7 +128,7 @@ if [ -z "$(iters train)" ]; then
 fi
 iters train | awk '{printf "  step %s  %s ms  loss %s\n", $1, $2, $3}'
 grep -E 'saved checkpoint|successfully saved' "$WORK/logs/train.log" | tail -2 | sed 's/^/  /'
-ls "$CKPT" 2>/dev/null | sed 's/^/  checkpoints: /'
+find "$CKPT" -mindepth 1 -maxdepth 1 -printf '  checkpoints: %f\n' 2>/dev/null | sort
 fi
 
 if want resume; then
@@ -181,7 +165,7 @@ fi
 wait "$JOB"
 say "preempt: exit $?"
 grep -E 'exiting program|saved checkpoint|successfully saved' "$WORK/logs/preempt.log" | tail -3 | sed 's/^/  /'
-ls "$PCKPT" 2>/dev/null | sed 's/^/  checkpoints: /'
+find "$PCKPT" -mindepth 1 -maxdepth 1 -printf '  checkpoints: %f\n' 2>/dev/null | sort
 fi
 
 if want grid; then

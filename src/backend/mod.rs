@@ -15,6 +15,7 @@ pub mod record;
 pub mod signals;
 pub mod slurm;
 pub mod state;
+pub mod tail;
 
 use std::path::Path;
 
@@ -105,13 +106,15 @@ pub fn of(rec: &Submission) -> Result<&'static dyn Backend> {
 pub struct Extras<'a> {
     pub files: Vec<layout::JobFile<'a>>,
     pub assets: Vec<jobdir::Asset>,
+    /// Whether the directory the job directory goes into may belong to another user.
+    pub sharing: jobdir::Sharing,
 }
 
 /// Writes the job directory `dir` from `artifacts` and `extras` (without starting anything).
 pub fn write_job_dir(dir: &Path, artifacts: &Artifacts, extras: &Extras<'_>) -> Result<()> {
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
-    jobdir::create_with(dir, &files, &extras.assets)
+    jobdir::create_with(dir, &files, &extras.assets, extras.sharing)
 }
 
 /// Writes the job directory `dir` from `artifacts` and starts the job with `executor`
@@ -144,7 +147,7 @@ pub fn submit(
         executable: false,
     });
     let guard = signals::Deferred::install();
-    jobdir::create_with(dir, &files, &extras.assets)?;
+    jobdir::create_with(dir, &files, &extras.assets, extras.sharing)?;
     if let Some(sig) = guard.caught() {
         let _ = std::fs::remove_dir_all(dir);
         return Err(Error::runtime(format!(

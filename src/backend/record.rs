@@ -9,6 +9,7 @@
 //! so a reused job id is never taken for this job. A job id read back is a Slurm job id
 //! ([`JobId`]) or the record is refused: it is passed to Slurm's tools.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -105,20 +106,70 @@ fn default_state() -> RecordState {
     RecordState::Submitted
 }
 
+/// Reads the record of the job directory `dir`. A record is evidence, not an instruction:
+/// it is refused unless this user wrote it (the record and its directory belong to this
+/// user, and nobody else can write either) and it names the directory it lives in, so a
+/// planted or edited record cannot make `status`, `logs` or `cancel` act on another
+/// directory or job.
 pub fn read(dir: &Path) -> Result<Submission> {
     let path = dir.join(FILE);
-    if !path.exists() {
+    let Ok(meta) = path.symlink_metadata() else {
         return Err(Error::usage(format!(
             "no submission record at {}",
             path.display()
         )));
+    };
+    if meta.file_type().is_symlink() {
+        return Err(untrusted(&path, "is a symbolic link"));
+    }
+    for (p, m) in [
+        (dir.to_path_buf(), dir.metadata().ok()),
+        (path.clone(), Some(meta)),
+    ] {
+        let Some(m) = m else {
+            return Err(untrusted(&p, "cannot be inspected"));
+        };
+        let me = nix::unistd::geteuid().as_raw();
+        if m.uid() != me {
+            return Err(untrusted(
+                &p,
+                &format!(
+                    "belongs to {}, not to you",
+                    super::jobdir::user_name(m.uid())
+                ),
+            ));
+        }
+        if m.mode() & 0o002 != 0 {
+            return Err(untrusted(&p, "is writable by every user"));
+        }
     }
     let text = crate::input::read_text(&path, "JOB")?;
-    serde_json::from_str(&text).map_err(|e| {
+    let rec: Submission = serde_json::from_str(&text).map_err(|e| {
         Error::usage(format!("{}: {e}", path.display()))
             .at_flag("JOB")
             .help("the record was edited or damaged; the job directory's other files are intact")
-    })
+    })?;
+    let same = match (Path::new(&rec.job_dir).canonicalize(), dir.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if !same {
+        return Err(Error::usage(format!(
+            "{} names the job directory {}, not the directory it is in ({})",
+            path.display(),
+            rec.job_dir.escape_debug(),
+            dir.display()
+        ))
+        .at_flag("JOB")
+        .help("the record was edited, or the job directory was moved after submitting; ovlaunch does not act on it (Slurm knows the job by the directory it was submitted from)"));
+    }
+    Ok(rec)
+}
+
+fn untrusted(path: &Path, why: &str) -> Error {
+    Error::usage(format!("{} {why}: ovlaunch does not act on a record someone else could have written", path.display()))
+        .at_flag("JOB")
+        .help("run status, logs and cancel as the user who submitted the job; a record is trusted only when that user alone can write it and its directory")
 }
 
 /// All job directories with a readable record under `root`, oldest first (by when the

@@ -9,12 +9,12 @@
 //! that holds only the intent (the submit was interrupted around `sbatch`) is reconciled by
 //! asking Slurm for a pending or running job of its name and directory.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
+use super::tail::Tail;
 use super::{Backend, Cancelled, Sink, Started, write_record};
 use crate::error::{Error, Result};
 use crate::layout;
@@ -159,60 +159,6 @@ impl FollowChecks {
         self.interval = (self.interval * 2).min(Self::LONGEST);
         self.next = now + self.interval;
         true
-    }
-}
-
-/// The part of an output file already printed: a byte offset, and the bytes of a UTF-8
-/// character cut in two by the last read (printed once the rest arrives).
-#[derive(Debug, Default)]
-struct Tail {
-    pos: u64,
-    partial: Vec<u8>,
-}
-
-impl Tail {
-    /// Prints what was appended since the last read; `false` when the file does not exist
-    /// (yet). A file shorter than what was read (truncated, e.g. by a requeue that reopens
-    /// it) is read again from its start.
-    fn read(&mut self, path: &Path, out: Sink<'_>) -> Result<bool> {
-        let Ok(mut f) = std::fs::File::open(path) else {
-            return Ok(false);
-        };
-        let len = f
-            .metadata()
-            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?
-            .len();
-        if len < self.pos {
-            self.pos = 0;
-            self.partial.clear();
-        }
-        f.seek(SeekFrom::Start(self.pos))
-            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-        let mut buf = std::mem::take(&mut self.partial);
-        let n = f
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-        self.pos += n as u64;
-        // Keep an incomplete last character for the next read; invalid bytes elsewhere are
-        // shown as U+FFFD.
-        let cut = match std::str::from_utf8(&buf) {
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            _ => buf.len(),
-        };
-        self.partial = buf.split_off(cut);
-        if !buf.is_empty() {
-            out(&String::from_utf8_lossy(&buf))?;
-        }
-        Ok(true)
-    }
-
-    /// Prints a cut character left at the end (as U+FFFD: the job has ended).
-    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
-        if self.partial.is_empty() {
-            return Ok(());
-        }
-        let rest = std::mem::take(&mut self.partial);
-        out(&String::from_utf8_lossy(&rest))
     }
 }
 
@@ -446,26 +392,11 @@ impl JobInfo {
         field(&self.line, key)
     }
 
-    /// Whether field `key` is exactly `want`, which may hold spaces (a working directory):
-    /// `scontrol -o` separates fields with one space and does not quote values, so the
-    /// value is compared where it stands, followed by the next field or the line's end.
-    pub fn is(&self, key: &str, want: &str) -> bool {
-        field_is(&self.line, key, want)
+    /// Whether this is the recorded job: its name and working directory, compared exactly.
+    pub fn is(&self, expect: &Expected<'_>) -> bool {
+        field_is(&self.line, "JobName", expect.job_name)
+            && field_is(&self.line, "WorkDir", expect.job_dir)
     }
-}
-
-fn field_is(line: &str, key: &str, want: &str) -> bool {
-    let needle = format!("{key}={want}");
-    line.match_indices(&needle).any(|(at, _)| {
-        let before_ok = at == 0 || line[..at].ends_with(' ');
-        let rest = &line[at + needle.len()..];
-        let after_ok = rest.is_empty()
-            || rest.starts_with(' ')
-                && rest[1..]
-                    .split_once('=')
-                    .is_some_and(|(k, _)| !k.is_empty() && !k.contains(' '));
-        before_ok && after_ok
-    })
 }
 
 fn job_info(id: &JobId) -> Result<Option<JobInfo>> {
@@ -530,7 +461,7 @@ fn reused(id: &JobId, what: &str) -> Error {
 /// knows, is an error (exit 1) with the reason.
 pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
     if let Some(info) = job_info(id)? {
-        if !info.is("JobName", expect.job_name) || !info.is("WorkDir", expect.job_dir) {
+        if !info.is(expect) {
             let name = info.get("JobName").unwrap_or_default();
             let dir = info.get("WorkDir").unwrap_or_default();
             return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
@@ -557,7 +488,8 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
             ("sacct", Sacct::Accounting { all_runs: false }),
             ("sacct --completion", Sacct::Completion),
         ] {
-            let out = sacct(id, "JobID,JobName,WorkDir,State,ExitCode", from)?;
+            // The directory last: it may hold `|`, the other fields cannot.
+            let out = sacct(id, "JobID,State,ExitCode,JobName,WorkDir", from)?;
             if !out.ok {
                 continue;
             }
@@ -568,8 +500,8 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
             else {
                 continue;
             };
-            let parts: Vec<&str> = line.split('|').collect();
-            let [_, name, dir, state, exit] = parts[..] else {
+            let parts: Vec<&str> = line.splitn(5, '|').collect();
+            let [_, state, exit, name, dir] = parts[..] else {
                 continue;
             };
             if name != expect.job_name || dir != expect.job_dir {
@@ -639,11 +571,43 @@ fn refs(v: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
     v.iter().map(|s| s.as_os_str()).collect()
 }
 
-/// `KEY=value` from a one-line `scontrol` record.
+/// `KEY=value` from a one-line `scontrol` record. A value may hold spaces (a `WorkDir`
+/// with a space): it runs to the next ` Key=` (a word that starts with a capital letter and
+/// has no space before its `=`), never to the next space. For a check against a known
+/// value use [`field_is`], which is exact whatever the value holds.
 fn field(line: &str, key: &str) -> Option<String> {
-    let needle = format!("{key}=");
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&needle).map(str::to_string))
+    let hay = format!(" {line}");
+    let needle = format!(" {key}=");
+    let start = hay.find(&needle)? + needle.len();
+    let rest = &hay[start..];
+    let end = rest
+        .match_indices(' ')
+        .map(|(i, _)| i)
+        .find(|&i| starts_with_key(&rest[i + 1..]) || rest[i + 1..].trim().is_empty())
+        .unwrap_or(rest.len());
+    Some(rest[..end].to_string())
+}
+
+/// Whether the one-line record holds exactly `KEY=value`: the value followed by the end of
+/// the line or by ` Key=`.
+fn field_is(line: &str, key: &str, value: &str) -> bool {
+    let hay = format!(" {line}");
+    let needle = format!(" {key}={value}");
+    hay.match_indices(&needle).any(|(i, _)| {
+        let rest = &hay[i + needle.len()..];
+        rest.trim().is_empty() || (rest.starts_with(' ') && starts_with_key(&rest[1..]))
+    })
+}
+
+/// Whether `s` starts with an `scontrol` key and its `=` (`StdErr=`, `AllocNode:Sid=`,
+/// `CPUs/Task=`).
+fn starts_with_key(s: &str) -> bool {
+    let Some((k, _)) = s.split_once('=') else {
+        return false;
+    };
+    k.starts_with(|c: char| c.is_ascii_uppercase())
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || ":/_".contains(c))
 }
 
 /// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`
@@ -689,28 +653,6 @@ mod tests {
     }
 
     #[test]
-    fn a_character_cut_by_a_read_waits_for_its_rest() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("out");
-        let mut tail = Tail::default();
-        let mut got = String::new();
-        let mut sink = |s: &str| {
-            got.push_str(s);
-            Ok(())
-        };
-        assert!(!tail.read(&p, &mut sink).unwrap(), "no file yet");
-        let text = "0: grüße\n".as_bytes();
-        std::fs::write(&p, &text[..6]).unwrap(); // cut inside `ü`
-        assert!(tail.read(&p, &mut sink).unwrap());
-        std::fs::write(&p, text).unwrap();
-        tail.read(&p, &mut sink).unwrap();
-        // Truncated and rewritten: read from the start again.
-        std::fs::write(&p, "new\n").unwrap();
-        tail.read(&p, &mut sink).unwrap();
-        assert_eq!(got, "0: grüße\nnew\n");
-    }
-
-    #[test]
     fn compares_a_field_with_spaces() {
         let line =
             "JobId=7 JobName=x WorkDir=/j/my jobs/x-2 StdErr=/j/my jobs/x-2/slurm-7.out Power=";
@@ -728,6 +670,27 @@ mod tests {
         assert_eq!(field(line, "ExitCode").as_deref(), Some("3:0"));
         assert_eq!(field(line, "Restarts").as_deref(), Some("0"));
         assert_eq!(field(line, "Nope"), None);
+    }
+
+    /// Slurm 22.05's own line for a job whose directory holds a space and `%j` (seen on the
+    /// CI cluster): the value runs to the next key, not to the next space.
+    #[test]
+    fn values_with_spaces_are_read_whole() {
+        let line = "JobId=1 JobName=s.sh UserId=root(0) AllocNode:Sid=localhost:6392 CPUs/Task=1 Command=/tmp/sp probe/j%jx/s.sh WorkDir=/tmp/sp probe/j%jx StdErr=/tmp/sp probe/j%1x/out-1.out StdIn=/dev/null StdOut=/tmp/sp probe/j%1x/out-1.out Power= ";
+        assert_eq!(
+            field(line, "WorkDir").as_deref(),
+            Some("/tmp/sp probe/j%jx")
+        );
+        assert_eq!(
+            field(line, "Command").as_deref(),
+            Some("/tmp/sp probe/j%jx/s.sh")
+        );
+        assert_eq!(field(line, "Power").as_deref(), Some(""));
+        assert!(field_is(line, "WorkDir", "/tmp/sp probe/j%jx"));
+        assert!(!field_is(line, "WorkDir", "/tmp/sp"));
+        assert!(!field_is(line, "WorkDir", "/tmp/sp probe/j"));
+        assert!(field_is(line, "JobName", "s.sh"));
+        assert!(!field_is(line, "JobName", "s"));
     }
 }
 

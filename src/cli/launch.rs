@@ -64,22 +64,26 @@ pub struct LaunchArgs {
     /// default: ~/.local/state/ovlaunch/jobs, found again from any directory).
     #[arg(long, value_name = "DIR", help_heading = "Job")]
     pub jobs_root: Option<PathBuf>,
+    /// Whether the jobs root may belong to another user of the group (profile key
+    /// `jobs_root_shared: group`, or OVLAUNCH_JOBS_ROOT_SHARED=group); no flag.
+    #[arg(skip)]
+    pub jobs_root_shared: crate::backend::jobdir::Sharing,
     /// The site profile whose settings fill in what no flag or environment variable sets
     /// (also OVLAUNCH_PROFILE; profiles live in .ovlaunch.yaml and
     /// ~/.config/ovlaunch/config.yaml).
     #[arg(long, value_name = "NAME", help_heading = "Job")]
     pub profile: Option<String>,
     /// Slurm account to charge (sbatch --account; also SBATCH_ACCOUNT, SLURM_ACCOUNT, a profile).
-    #[arg(long, short = 'A', help_heading = "Slurm")]
+    #[arg(long, short = 'A', allow_hyphen_values = true, help_heading = "Slurm")]
     pub account: Option<String>,
     /// Slurm partition (sbatch --partition; also SBATCH_PARTITION, SLURM_PARTITION, a profile).
-    #[arg(long, short = 'p', help_heading = "Slurm")]
+    #[arg(long, short = 'p', allow_hyphen_values = true, help_heading = "Slurm")]
     pub partition: Option<String>,
     /// Slurm quality of service (sbatch --qos; also SBATCH_QOS, SLURM_QOS, a profile).
-    #[arg(long, help_heading = "Slurm")]
+    #[arg(long, allow_hyphen_values = true, help_heading = "Slurm")]
     pub qos: Option<String>,
     /// Wall time (HH:MM:SS or D-HH:MM:SS).
-    #[arg(long, default_value = crate::render::launch::DEFAULT_TIME, help_heading = "Slurm")]
+    #[arg(long, default_value = crate::render::launch::DEFAULT_TIME, allow_hyphen_values = true, help_heading = "Slurm")]
     pub time: String,
     /// How ranks start: one srun task per GPU, or one task per node running torchrun.
     #[arg(long, value_enum, default_value_t = LauncherArg::Srun, help_heading = "Job")]
@@ -137,7 +141,7 @@ pub struct LaunchArgs {
     #[arg(long, help_heading = "Slurm")]
     pub cpus_per_task: Option<u32>,
     /// afterok:ID[:ID]...
-    #[arg(long, help_heading = "Slurm")]
+    #[arg(long, allow_hyphen_values = true, help_heading = "Slurm")]
     pub dependency: Option<String>,
     /// Requeue a failed job up to N times (as NeMo-Run's and Bridge's Slurm scripts do:
     /// `scontrol requeue` while SLURM_RESTART_COUNT < N). With `checkpoint.save` in
@@ -474,6 +478,21 @@ pub fn options(
         dir.as_os_str(),
         "--job-dir / --jobs-root / OVLAUNCH_JOBS_ROOT",
     )?;
+    // A control character would break Slurm's one-line job records, and a backslash turns
+    // off sbatch's file-name patterns (`%j`) in the output path.
+    if let Some(c) = dir
+        .to_string_lossy()
+        .chars()
+        .find(|c| c.is_control() || *c == '\\')
+    {
+        return Err(Error::usage(format!(
+            "the job directory {} holds {}, which Slurm cannot carry in a path",
+            dir.display().to_string().escape_debug(),
+            c.escape_debug()
+        ))
+        .at_flag("--job-dir / --jobs-root")
+        .help("choose a directory path without backslashes or control characters"));
+    }
     if let Some(long) = dir.iter().find(|c| c.len() > 255) {
         return Err(Error::usage(format!(
             "the job directory's component `{}...` is longer than 255 bytes, the file-name limit",
@@ -610,6 +629,8 @@ pub struct Prepared {
     pub oci: Option<(String, PathBuf)>,
     /// Launch warnings (printed on stderr by the dry run and by submit).
     pub warnings: Vec<String>,
+    /// Who may own the directory the job directory goes into.
+    pub sharing: crate::backend::jobdir::Sharing,
     /// The experiment's directory, when the plan names it (`{experiment_dir}`).
     pub experiment: Option<PathBuf>,
 }
@@ -745,6 +766,7 @@ pub fn prepare_resolved(
         warnings.push(w);
     }
     let templates = templates(args, executor)?;
+    load::needs_function(&plan, !args.trainer.is_empty())?;
     let experiment = plan
         .trainer
         .as_ref()
@@ -762,6 +784,7 @@ pub fn prepare_resolved(
         rank_runtime_problem,
         oci,
         warnings,
+        sharing: args.jobs_root_shared,
         experiment,
     })
 }

@@ -87,14 +87,28 @@ pub fn run(
     )?;
     match started {
         Started::Queued { job_id } => {
-            if out.json() {
-                p.json(&job_json(&prepared, "submitted", Some(job_id), None))?;
+            let printed = if out.json() {
+                p.json(&job_json(
+                    &prepared,
+                    "submitted",
+                    Some(job_id.clone()),
+                    None,
+                ))
             } else {
                 p.data(&format!(
                     "submitted job {job_id} ({}), job directory {}\n",
                     job.spec.job_name,
                     launch::shown(dir)
-                ))?;
+                ))
+            };
+            // The job is queued and recorded: a failure to print the answer (stdout on a
+            // full disk, `> /dev/full`) must not read as a failed submit that someone
+            // repeats.
+            if let Err(e) = printed {
+                p.warn(&format!(
+                    "job {job_id} is queued and recorded in {}, but the answer could not be printed: {e}",
+                    dir.display()
+                ));
             }
             Ok(0)
         }
@@ -159,7 +173,9 @@ pub fn render(
 /// The job directory's entries besides the rendered artifacts: the rank runtime copy and
 /// the OCI bundle.
 pub(super) fn extras(p: &Prepared) -> Extras<'_> {
-    extras_for(p.rank_runtime.as_ref(), p.oci.as_ref())
+    let mut x = extras_for(p.rank_runtime.as_ref(), p.oci.as_ref());
+    x.sharing = p.sharing;
+    x
 }
 
 /// [`extras`] from its parts.

@@ -256,6 +256,7 @@ pub const KNOWN_SBATCH: &[&str] = &[
 
 /// Builds the launch spec.
 pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
+    super::slurm_values::check(opts)?;
     let hw = &plan.hardware;
     let cpu = hw.gpu.is_cpu();
     let tasks_per_node = match opts.mode {
@@ -286,7 +287,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     put("time", Some(opts.time.clone()));
     put(
         "output",
-        Some(layout::path(&opts.job_dir, layout::SLURM_OUTPUT_PATTERN)),
+        Some(layout::slurm_output_directive(&opts.job_dir)),
     );
     put("open-mode", Some("append".into()));
     for (k, v) in [
@@ -324,11 +325,16 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         if crate::secret::is_secret_name(k) {
             secret_names.push(k.clone());
         } else {
-            env.insert(k.clone(), e.value.clone());
+            // a value naming the job directory gets it, known now; any other is as given
+            let value = if e.at_job_dir {
+                e.value
+                    .replace(crate::plan::trainer::JOB_DIR, &opts.job_dir)
+            } else {
+                e.value.clone()
+            };
+            env.insert(k.clone(), value);
         }
     }
-    env.insert("PYTHONUNBUFFERED".into(), "1".into());
-    env.insert("OVLAUNCH_JOB_DIR".into(), opts.job_dir.clone());
 
     // --label: every output line starts with its task id (the rank in one-task-per-GPU
     // mode, the node in torchrun mode), so `ovlaunch logs --rank N` can pick one rank out.

@@ -9,4 +9,5 @@ pub mod owned;
 pub mod rank_plan;
 pub mod script;
 pub mod shell;
+pub mod slurm_values;
 pub mod template;
