@@ -205,7 +205,7 @@ def main():
     # 3. measurements
     for est_f in sorted(glob.glob(os.path.join(logs, "*.estimate.json"))):
         job = os.path.basename(est_f)[: -len(".estimate.json")]
-        if job in ("resume", "preempt"):
+        if job in ("resume", "preempt") or (job == "train" and os.path.exists(os.path.join(logs, "base.args"))):
             continue
         plan = json.load(open(os.path.join(logs, f"{job}.plan.json")))
         est = json.load(open(est_f))

@@ -171,6 +171,7 @@ fi
 if want grid; then
 say "== grid: step time and peak memory"
 GRID=(
+  "base|"
   "depth8|model.num_layers=8"
   "seq4096|dataset.seq_length=4096 model.seq_length=4096"
   "width4096|model.hidden_size=4096 model.ffn_hidden_size=14336 model.num_attention_heads=32"

@@ -11,7 +11,7 @@ mod fields;
 mod jobs;
 mod launch;
 mod list;
-mod load;
+pub mod load;
 mod logs;
 mod output;
 mod plan;
