@@ -696,7 +696,10 @@ pub fn prepare_resolved(
     let (mut opts, dir) = options(&plan, plan_args, args)?;
     let mut warnings = Vec::new();
     let mut detected = None;
-    if without_slurm
+    // The script runs on this machine (a multi-machine torchrun script runs elsewhere).
+    let runs_here = matches!(form, Form::Torchrun { master_addr: None })
+        || (form == Form::Launch && executor(args) == Executor::Local);
+    if runs_here
         && !super::profile::GIVEN
             .get()
             .is_some_and(|g| g.contains("torchrun_flags"))

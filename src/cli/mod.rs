@@ -153,6 +153,9 @@ pub enum Command {
         output: output::OutputArg,
     },
     /// Print a job's output.
+    #[command(
+        after_help = "Exit codes: 0 the output was printed; with --follow, the job's final state as `status` gives it (3 failed, 4 cancelled, 5 unknown), after a last line on stderr with the state and exit code."
+    )]
     Logs {
         #[command(flatten)]
         job: jobs::JobArgs,

@@ -315,23 +315,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));
     }
     for raw in &opts.sbatch_args {
-        // Any sbatch long option: sbatch itself knows its options (they differ between
-        // releases); the value is quoted for the #SBATCH line when the script is rendered.
-        let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
-            Some((k, v)) => (k, Some(v.to_string())),
-            None => (raw.strip_prefix("--").unwrap_or(""), None),
-        };
-        let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
-            && k.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !well_formed {
-            return Err(Error::usage(format!(
-                "`{raw}` is not an sbatch long option (--name or --name=value)"
-            ))
-            .at_flag(format!("--sbatch-arg {raw}"))
-            .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
-        }
-        super::owned::check_sbatch_arg(raw)?;
+        let (k, v) = sbatch_arg(raw)?;
         put(k, v);
     }
 
@@ -363,19 +347,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         srun_args.push(format!("--mpi={m}"));
     }
     for a in &opts.srun_args {
-        // One option per word: a word that is not an option (or `--`, which ends srun's
-        // options) would become the program srun runs, in place of the rank runtime.
-        if !a.starts_with('-') || a == "--" {
-            return Err(Error::usage(format!(
-                "`{}` is not an srun option: srun would take it for the program to run",
-                a.escape_debug()
-            ))
-            .at_flag(format!("--srun-arg {}", a.escape_debug()))
-            .help(
-                "one option per --srun-arg, its value joined with `=`: --srun-arg=--nodelist=node1",
-            ));
-        }
-        super::owned::check_srun_arg(a)?;
+        srun_arg(a)?;
     }
     srun_args.extend(opts.srun_args.iter().cloned());
     if let Some(c) = &opts.container {
@@ -446,6 +418,48 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         header,
         decisions,
     })
+}
+
+/// One `--sbatch-arg`: a long option for an `#SBATCH` line, as (name, value); one that
+/// sets what the plan computes is refused (`render::owned`).
+fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
+    // Any sbatch long option: sbatch itself knows its options (they differ between
+    // releases); the value is quoted for the #SBATCH line when the script is rendered.
+    let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (raw.strip_prefix("--").unwrap_or(""), None),
+    };
+    let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
+        && k.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !well_formed {
+        return Err(Error::usage(format!(
+            "`{raw}` is not an sbatch long option (--name or --name=value)"
+        ))
+        .at_flag(format!("--sbatch-arg {raw}"))
+        .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
+    }
+    super::owned::check_sbatch_arg(raw)?;
+    Ok((k, v))
+}
+
+/// One `--srun-arg`: an option word (never the program srun would run), and not one that
+/// sets what the plan computes (`render::owned`).
+fn srun_arg(a: &str) -> Result<()> {
+    // One option per word: a word that is not an option (or `--`, which ends srun's
+    // options) would become the program srun runs, in place of the rank runtime.
+    if !a.starts_with('-') || a == "--" {
+        return Err(Error::usage(format!(
+            "`{}` is not an srun option: srun would take it for the program to run",
+            a.escape_debug()
+        ))
+        .at_flag(format!("--srun-arg {}", a.escape_debug()))
+        .help(
+            "one option per --srun-arg, its value joined with `=`: --srun-arg=--nodelist=node1",
+        ));
+    }
+    super::owned::check_srun_arg(a)?;
+    Ok(())
 }
 
 /// The teardown that requeues a failed job up to `retries` times, as NeMo-Run's Slurm

@@ -346,6 +346,10 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
                 single_dir.to_str().unwrap(),
                 "--rank-runtime",
                 common::rank_bin(),
+                // the spelling of PyTorch 2's torchrun (without the flag, the spelling
+                // the torchrun installed here takes: `everyday::the_local_torchruns_...`)
+                "--torchrun-flags",
+                "dash",
             ],
         ),
         (

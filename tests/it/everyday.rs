@@ -77,7 +77,7 @@ fn bash_completes_recipe_gpu_and_profile_names() {
 fn profiles_show_each_settings_origin() {
     let d = tempfile::tempdir().unwrap();
     let home = d.path().join("home");
-    let work = d.path().join("work");
+    let work = d.path().join("project");
     std::fs::create_dir_all(home.join(".config/ovlaunch")).unwrap();
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(
