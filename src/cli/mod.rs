@@ -16,7 +16,7 @@ mod output;
 mod plan;
 mod plugins;
 mod printer;
-mod profile;
+pub mod profile;
 mod recipes;
 mod status;
 mod submit;

@@ -75,7 +75,7 @@ fn model_shapes(model: &ModelConfig) -> Result<()> {
         .at_fields(MODEL.fp8_margin)
         .help("0 (the default) or a positive margin"));
     }
-    if model.kv_channels.is_none() && model.hidden_size % model.num_attention_heads != 0 {
+    if model.kv_channels.is_none() && !model.hidden_size.is_multiple_of(model.num_attention_heads) {
         return Err(Error::usage(format!(
             "hidden_size {} is not divisible by num_attention_heads {}, and no kv_channels gives the head size",
             model.hidden_size, model.num_attention_heads

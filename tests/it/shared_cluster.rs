@@ -475,7 +475,7 @@ fn running_job(d: &Path) -> (PathBuf, String) {
     std::fs::create_dir_all(job.parent().unwrap()).unwrap();
     let path = stand_in_sbatch(d, 9, "0", "");
     let o = Command::new(bin())
-        .args(submit_args(&job.parent().unwrap().to_path_buf(), "f"))
+        .args(submit_args(job.parent().unwrap(), "f"))
         .env("PATH", &path)
         .output()
         .unwrap();
