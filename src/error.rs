@@ -234,6 +234,11 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     scored.into_iter().take(3).map(|(_, c)| c).collect()
 }
 
+/// How far `candidate` is from `word` (smaller is closer), to rank a list of names.
+pub fn similarity_rank(word: &str, candidate: &str) -> usize {
+    edit_distance(word, candidate)
+}
+
 /// "did you mean `a`, `b`?" or an empty string.
 pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
     let close = suggest(word, candidates);

@@ -4,9 +4,11 @@
 # toolchain, pip and a registry.
 #
 # Usage: scripts/gpu-check/bundle.sh --bridge-src DIR [--out DIR]
+#        scripts/gpu-check/bundle.sh --wheels-only [--out DIR]     (what cpu-check.sh needs)
 #   --bridge-src  a Megatron-Bridge checkout at its r0.6.0 branch (Bridge's runner, scripts/training
 #                 and scripts/common, lives in its repository, not in its package)
 #   --out         the bundle folder (default .gpu)
+#   --wheels-only only wheels/ and hf/
 #
 # It holds:
 #   bin/ovlaunch, bin/ovlaunch-rank-x86_64   this tree's release build, the rank runtime static
@@ -21,30 +23,34 @@ cd "$(dirname "$0")/../.."
 
 OUT=.gpu
 SRC=
+WHEELS_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --bridge-src) SRC=$2; shift 2 ;;
+    --wheels-only) WHEELS_ONLY=1; shift ;;
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "bundle: unknown argument: $1 (--bridge-src DIR, --out DIR)" >&2; exit 2 ;;
   esac
 done
-[ -n "$SRC" ] || { echo "bundle: --bridge-src DIR is required (a Megatron-Bridge checkout, r0.6.0)" >&2; exit 2; }
-[ -f "$SRC/scripts/training/run_recipe.py" ] || { echo "bundle: $SRC/scripts/training/run_recipe.py not found" >&2; exit 2; }
+[ -n "$SRC" ] || [ "$WHEELS_ONLY" = 1 ] || { echo "bundle: --bridge-src DIR is required (a Megatron-Bridge checkout, r0.6.0)" >&2; exit 2; }
+[ "$WHEELS_ONLY" = 1 ] || [ -f "$SRC/scripts/training/run_recipe.py" ] || { echo "bundle: $SRC/scripts/training/run_recipe.py not found" >&2; exit 2; }
 [ "$(uname -m)" = x86_64 ] || { echo "bundle: build on x86-64 (the GPU machine's architecture)" >&2; exit 2; }
 
 log() { echo "[gpu-bundle] $*" >&2; }
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/wheels" "$OUT/bridge/scripts" "$OUT/hf"
 
-log "ovlaunch (release) and the static rank runtime"
-cargo build --release --quiet --bin ovlaunch
-cp target/release/ovlaunch "$OUT/bin/ovlaunch"
-bash scripts/build-rank-runtime.sh --out "$OUT/bin" x86_64 >&2
+if [ "$WHEELS_ONLY" = 0 ]; then
+  log "ovlaunch (release) and the static rank runtime"
+  cargo build --release --quiet --bin ovlaunch
+  cp target/release/ovlaunch "$OUT/bin/ovlaunch"
+  bash scripts/build-rank-runtime.sh --out "$OUT/bin" x86_64 >&2
+fi
 
 log "wheels (CPython 3.12, manylinux x86-64, no dependencies)"
 REQS=$(grep -v '^#' scripts/gpu-check/requirements.txt | grep -v '^$')
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
@@ -53,6 +59,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 # pure Python: build its wheel here
 python3 -m pip wheel -q --no-deps -w "$OUT/wheels" "$(echo "$REQS" | grep '^antlr4-python3-runtime==')" >&2
 
+if [ "$WHEELS_ONLY" = 0 ]; then
 log "Bridge's runner from $SRC"
 cp -r "$SRC/scripts/training" "$SRC/scripts/common" "$OUT/bridge/scripts/"
 git -C "$SRC" rev-parse HEAD > "$OUT/bridge/REVISION" 2>/dev/null || echo unknown > "$OUT/bridge/REVISION"
@@ -66,6 +73,7 @@ with zipfile.ZipFile(wheel) as z:
         if name.startswith("megatron/bridge/perf_recipes/") and name.endswith("__init__.py"):
             z.extract(name, sys.argv[2])
 EOF
+fi
 
 log "offline Hugging Face cache"
 ZERO=0000000000000000000000000000000000000000

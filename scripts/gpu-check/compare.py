@@ -99,7 +99,12 @@ def trainer_env(dump):
 
 def compare_env(planned, env, outer):
     diffs, extra = [], []
+    # `ovlaunch env` is the plan's: a value naming the job directory holds `{job_dir}`, which
+    # the rendered job replaces with the directory the trainer reports as OVLAUNCH_JOB_DIR
+    job_dir = env.get("OVLAUNCH_JOB_DIR")
     for k, v in planned.items():
+        if v is not None and job_dir and "{job_dir}" in v:
+            v = v.replace("{job_dir}", job_dir)
         if v is None and k in env:
             diffs.append(f"{k}: the plan removes it / trainer {env[k]!r}")
         elif v is not None and env.get(k) != v:
@@ -118,6 +123,27 @@ def steps(log):
             if m:
                 out.append((int(m.group(1)), float(m.group(2)), float(m.group(3))))
     return out
+
+
+def estimate_args(path):
+    """The job's `ovlaunch estimate` arguments (one per line in the file), less the flags that
+    only place the trainer and its checkpoints, shell-quoted."""
+    import shlex
+
+    words = open(path).read().splitlines() if os.path.exists(path) else []
+    out, skip = [], False
+    for i, w in enumerate(words):
+        if skip:
+            skip = False
+            continue
+        if w in ("--bridge-root", "--torch-version"):
+            skip = True
+            continue
+        if w == "--set" and i + 1 < len(words) and words[i + 1].startswith("checkpoint."):
+            skip = True
+            continue
+        out.append(w)
+    return shlex.join(out)
 
 
 def peaks(dump):
@@ -203,6 +229,7 @@ def main():
             "tokens_per_s": round(tokens / (med / 1000.0)) if med else "",
             "max_allocated_gib": round(mem["max_allocated"] / GIB, 3) if mem else "",
             "max_reserved_gib": round(mem["max_reserved"] / GIB, 3) if mem else "",
+            "estimate_args": estimate_args(os.path.join(logs, f"{job}.args")),
             "estimate_step_ms": round(est["step_time_s"] * 1000.0, 1),
             "estimate_memory_gib": round(est["memory_gib_per_gpu"], 3),
         })

@@ -33,6 +33,10 @@ exec > >(tee "$RES/summary.txt") 2>&1
 say() { echo "[gpu-check +${SECONDS}s] $*"; }
 die() { say "FAILED: $*"; pack; exit 1; }
 pack() {
+  cp -r "$WORK/dump" "$WORK/logs/dump" 2>/dev/null
+  find "$WORK/jobs" -name run_config.yaml 2>/dev/null | while read -r f; do
+    rel=${f#"$WORK"/jobs/}; cp "$f" "$WORK/logs/${rel//\//__}"
+  done
   tar -C "$WORK" -czf "$RES/logs.tar.gz" logs 2>/dev/null || true
 }
 
@@ -79,25 +83,21 @@ ovlaunch --version > "$WORK/logs/ovlaunch-version.txt" 2>&1
 # --- the jobs -----------------------------------------------------------------------------------
 # What every job shares: the recipe cut to a small model, one GPU, no Transformer Engine (the plan
 # turns off what needs it: gradient-accumulation and cross-entropy fusion, the TE-only optimizer).
-COMMON=(-r llama3_8b -g "${KIND}x1" --te-version none --torch-version "$TORCH_VER"
-  --bridge-root "$BUNDLE/bridge"
-  --set model.context_parallel_size=1 --set model.num_layers=4 --set model.hidden_size=2048
-  --set model.ffn_hidden_size=8192 --set model.num_attention_heads=16
-  --set dataset.seq_length=2048 --set model.seq_length=2048
-  --set train.global_batch_size=8 --set train.micro_batch_size=1
-  --set model.gradient_accumulation_fusion=false --set model.cross_entropy_loss_fusion=false
-  --set optimizer.use_precision_aware_optimizer=false --set logger.log_interval=1)
+BRIDGE_ROOT="$BUNDLE/bridge"
+# shellcheck source=scripts/gpu-check/jobs.sh
+source "$ROOT/scripts/gpu-check/jobs.sh"
 CKPT="$WORK/jobs/train/checkpoints"
 
 # render NAME ARGS...: `ovlaunch torchrun` writes the job directory and prints its script
 render() {
   local name=$1; shift
-  ovlaunch torchrun "${COMMON[@]}" --jobs-root "$WORK/jobs" --job-dir "$WORK/jobs/$name" "$@" \
+  ovlaunch torchrun "${COMMON[@]}" "$@" --jobs-root "$WORK/jobs" --job-dir "$WORK/jobs/$name" \
     > "$WORK/logs/$name.script.sh" 2> "$WORK/logs/$name.ovlaunch.txt" \
     || die "ovlaunch torchrun for $name (logs/$name.ovlaunch.txt): $(tail -3 "$WORK/logs/$name.ovlaunch.txt")"
   ovlaunch plan "${COMMON[@]}" "$@" -o json > "$WORK/logs/$name.plan.json" 2>/dev/null
   ovlaunch env "${COMMON[@]}" "$@" --format json > "$WORK/logs/$name.env.json" 2>/dev/null
   ovlaunch estimate "${COMMON[@]}" "$@" -o json > "$WORK/logs/$name.estimate.json" 2>/dev/null
+  printf '%s\n' "${COMMON[@]}" "$@" > "$WORK/logs/$name.args"
 }
 # launch NAME TIMEOUT: run the job's script with the trainer's environment and memory recorded
 launch() {
@@ -119,8 +119,8 @@ iters() { grep -o 'iteration *[0-9]*/ *[0-9]* |.*lm loss: [0-9.E+-]*' "$WORK/log
 
 if want train; then
 say "== train: 20 steps, a checkpoint at 20 in the job directory"
-render train --set train.train_iters=20 --set "checkpoint.save=$CKPT" --set "checkpoint.load=$CKPT" \
-  --set checkpoint.save_interval=20
+mapfile -t TRAIN < <(train_args "$CKPT")
+render train "${TRAIN[@]}"
 launch train 240
 if [ -z "$(iters train)" ]; then
   failure train
@@ -128,12 +128,13 @@ if [ -z "$(iters train)" ]; then
 fi
 iters train | awk '{printf "  step %s  %s ms  loss %s\n", $1, $2, $3}'
 grep -E 'saved checkpoint|successfully saved' "$WORK/logs/train.log" | tail -2 | sed 's/^/  /'
-ls "$CKPT" 2>/dev/null | sed 's/^/  checkpoints: /'
+find "$CKPT" -mindepth 1 -maxdepth 1 -printf '  checkpoints: %f\n' 2>/dev/null | sort
 fi
 
 if want resume; then
 say "== resume: the same job again, 30 steps"
-render resume --set train.train_iters=30 --set "checkpoint.save=$CKPT" --set "checkpoint.load=$CKPT" \
+# shellcheck disable=SC2046
+render resume $(shape) --set train.train_iters=30 --set "checkpoint.save=$CKPT" --set "checkpoint.load=$CKPT" \
   --set checkpoint.save_interval=30
 launch resume 240 || failure resume
 grep -iE 'loading checkpoint|loaded checkpoint|successfully loaded' "$WORK/logs/resume.log" | tail -2 | sed 's/^/  /'
@@ -144,7 +145,8 @@ fi
 if want preempt; then
 say "== preempt: SIGTERM to the rank after step 6 (train.exit_signal_handler, as the preemption plugin sets it)"
 PCKPT="$WORK/jobs/preempt/checkpoints"
-render preempt --set train.train_iters=5000 --set "checkpoint.save=$PCKPT" --set checkpoint.save_interval=1000 \
+# shellcheck disable=SC2046
+render preempt $(shape) --set train.train_iters=5000 --set "checkpoint.save=$PCKPT" --set checkpoint.save_interval=1000 \
   --set train.exit_signal_handler=true
 OVL_CHECK_DUMP="$WORK/dump/preempt" timeout 240 bash "$WORK/jobs/preempt/launch.sh" > "$WORK/logs/preempt.log" 2>&1 &
 JOB=$!
@@ -163,33 +165,29 @@ fi
 wait "$JOB"
 say "preempt: exit $?"
 grep -E 'exiting program|saved checkpoint|successfully saved' "$WORK/logs/preempt.log" | tail -3 | sed 's/^/  /'
-ls "$PCKPT" 2>/dev/null | sed 's/^/  checkpoints: /'
+find "$PCKPT" -mindepth 1 -maxdepth 1 -printf '  checkpoints: %f\n' 2>/dev/null | sort
 fi
 
 if want grid; then
 say "== grid: step time and peak memory"
 GRID=(
-  "width4096|--set model.hidden_size=4096 --set model.ffn_hidden_size=14336 --set model.num_attention_heads=32"
-  "depth8|--set model.num_layers=8"
-  "mbs2|--set train.micro_batch_size=2"
-  "seq4096|--set dataset.seq_length=4096 --set model.seq_length=4096"
-  "recompute|--set model.recompute_granularity=full --set model.recompute_method=uniform --set model.recompute_num_layers=1"
+  "depth8|model.num_layers=8"
+  "seq4096|dataset.seq_length=4096 model.seq_length=4096"
+  "width4096|model.hidden_size=4096 model.ffn_hidden_size=14336 model.num_attention_heads=32"
+  "mbs2|train.micro_batch_size=2"
+  "recompute|model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1"
 )
 for row in "${GRID[@]}"; do
   name=${row%%|*}
   if [ "$SECONDS" -gt "$BUDGET" ]; then say "$name: skipped (time budget)"; continue; fi
-  # shellcheck disable=SC2086
-  render "$name" --set train.train_iters=10 ${row#*|}
-  launch "$name" 150 || failure "$name"
+  # shellcheck disable=SC2046,SC2086
+  render "$name" $(shape ${row#*|}) --set train.train_iters=10
+  launch "$name" "${OVL_GPU_JOB_S:-150}" || failure "$name"
 done
 say "fp8: not run (Transformer Engine, which Megatron-Core's FP8 needs, is not on this machine)"
 fi
 
 say "== compare: plan vs Bridge's run_config.yaml, ovlaunch env vs the trainer's environment; the CSV"
-cp -r "$WORK/dump" "$WORK/logs/dump" 2>/dev/null
-find "$WORK/jobs" -name run_config.yaml | while read -r f; do
-  rel=${f#"$WORK"/jobs/}; cp "$f" "$WORK/logs/${rel//\//__}"
-done
 python3 "$ROOT/scripts/gpu-check/compare.py" --work "$WORK" --csv "$RES/gpu-measurements.csv" \
   --gpu "$GPU_NAME" --driver "$DRIVER" --versions "$VERSIONS" || say "compare.py failed"
 pack

@@ -136,24 +136,7 @@ pub fn submit(
     command_line: String,
     job_output: local::JobOutput,
 ) -> Result<Started> {
-    let mut rec = Submission {
-        job_name: job_name.to_string(),
-        job_dir: dir.display().to_string(),
-        executor: executor.name().into(),
-        state: match executor {
-            Executor::Slurm => record::RecordState::Submitting,
-            Executor::Local => record::RecordState::Local,
-        },
-        job_id: None,
-        cluster: None,
-        submit_time: None,
-        started_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_secs()),
-        command_line,
-        exit_code: None,
-    };
+    let mut rec = new_record(executor, dir, job_name, command_line);
     let intent = record_text(&rec)?;
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
@@ -185,6 +168,60 @@ pub fn submit(
         );
     }
     Ok(started)
+}
+
+/// Submits a job directory `render` wrote (its launch script and plan as they are) with
+/// `executor`, recording the submission in it. A job the scheduler refuses leaves the
+/// directory as it was (only the record is removed), so it can be submitted again.
+pub fn submit_rendered(
+    executor: Executor,
+    dir: &Path,
+    job_name: &str,
+    command_line: String,
+    job_output: local::JobOutput,
+) -> Result<Started> {
+    let script = dir.join(match executor {
+        Executor::Slurm => layout::SBATCH_SCRIPT,
+        Executor::Local => layout::LOCAL_SCRIPT,
+    });
+    let mut rec = new_record(executor, dir, job_name, command_line);
+    let guard = signals::Deferred::install();
+    write_record(dir, &rec)?;
+    if executor == Executor::Local {
+        drop(guard);
+        return local::submit_with(dir, &script, &mut rec, job_output);
+    }
+    let started = slurm::submit_recorded(dir, &script, &mut rec, &|d| {
+        let _ = std::fs::remove_file(d.join(layout::SUBMISSION));
+    })?;
+    if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
+        eprintln!(
+            "note: {sig} arrived while submitting; job {job_id} was queued and recorded first"
+        );
+    }
+    Ok(started)
+}
+
+/// The record of a submission about to start: the intent, before the backend answers.
+fn new_record(executor: Executor, dir: &Path, job_name: &str, command_line: String) -> Submission {
+    Submission {
+        job_name: job_name.to_string(),
+        job_dir: dir.display().to_string(),
+        executor: executor.name().into(),
+        state: match executor {
+            Executor::Slurm => record::RecordState::Submitting,
+            Executor::Local => record::RecordState::Local,
+        },
+        job_id: None,
+        cluster: None,
+        submit_time: None,
+        started_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs()),
+        command_line,
+        exit_code: None,
+    }
 }
 
 fn record_text(rec: &Submission) -> Result<String> {

@@ -24,52 +24,10 @@ pub struct Slurm;
 
 impl Backend for Slurm {
     fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
-        let submitted = match submit(script, dir) {
-            Ok(s) => s,
-            Err(SubmitError::NotQueued(e)) => {
-                // Nothing half-written stays behind.
-                let _ = std::fs::remove_dir_all(dir);
-                return Err(e);
-            }
-            Err(SubmitError::Unknown(e)) => {
-                // Whether sbatch got the job through before it failed (killed, timed out)
-                // only Slurm knows: ask it before removing anything.
-                match find_submitted(&rec.job_name, &rec.job_dir) {
-                    Ok(Some(id)) => Submitted {
-                        id,
-                        cluster: None,
-                        submit_time: None,
-                    },
-                    Ok(None) => {
-                        let _ = std::fs::remove_dir_all(dir);
-                        return Err(e);
-                    }
-                    Err(q) => {
-                        return Err(Error::runtime(format!(
-                            "{e}\n  and Slurm could not be asked whether the job was queued: {q}"
-                        ))
-                        .help(format!(
-                            "the job directory {} keeps the intent; `ovlaunch status` on it asks Slurm again",
-                            dir.display()
-                        )));
-                    }
-                }
-            }
-        };
-        let id = submitted.id.to_string();
-        rec.state = RecordState::Submitted;
-        rec.job_id = Some(submitted.id);
-        rec.cluster = submitted.cluster;
-        rec.submit_time = submitted.submit_time;
-        if let Err(e) = write_record(dir, rec) {
-            // The job is queued: say so, and report success so that nobody submits it
-            // twice; the intent record lets `status` find it through Slurm.
-            eprintln!(
-                "warning: job {id} is queued, but its record could not be updated ({e}); `ovlaunch status {}` finds it through Slurm by name and directory",
-                dir.display()
-            );
-        }
-        Ok(Started::Queued { job_id: id })
+        // Nothing half-written stays behind.
+        submit_recorded(dir, script, rec, &|d| {
+            let _ = std::fs::remove_dir_all(d);
+        })
     }
 
     fn status(&self, rec: &Submission) -> Result<JobStatus> {
@@ -111,6 +69,62 @@ impl Backend for Slurm {
             std::thread::sleep(FOLLOW_READ);
         }
     }
+}
+
+/// Submits the written job directory `dir` and records the answer in `rec`; `discard`
+/// undoes what was written for a job Slurm did not queue (the whole directory for a new job,
+/// only the record for a directory `render` wrote).
+pub fn submit_recorded(
+    dir: &Path,
+    script: &Path,
+    rec: &mut Submission,
+    discard: &dyn Fn(&Path),
+) -> Result<Started> {
+    let submitted = match submit(script, dir) {
+        Ok(s) => s,
+        Err(SubmitError::NotQueued(e)) => {
+            discard(dir);
+            return Err(e);
+        }
+        Err(SubmitError::Unknown(e)) => {
+            // Whether sbatch got the job through before it failed (killed, timed out)
+            // only Slurm knows: ask it before removing anything.
+            match find_submitted(&rec.job_name, &rec.job_dir) {
+                Ok(Some(id)) => Submitted {
+                    id,
+                    cluster: None,
+                    submit_time: None,
+                },
+                Ok(None) => {
+                    discard(dir);
+                    return Err(e);
+                }
+                Err(q) => {
+                    return Err(Error::runtime(format!(
+                        "{e}\n  and Slurm could not be asked whether the job was queued: {q}"
+                    ))
+                    .help(format!(
+                        "the job directory {} keeps the intent; `ovlaunch status` on it asks Slurm again",
+                        dir.display()
+                    )));
+                }
+            }
+        }
+    };
+    let id = submitted.id.to_string();
+    rec.state = RecordState::Submitted;
+    rec.job_id = Some(submitted.id);
+    rec.cluster = submitted.cluster;
+    rec.submit_time = submitted.submit_time;
+    if let Err(e) = write_record(dir, rec) {
+        // The job is queued: say so, and report success so that nobody submits it
+        // twice; the intent record lets `status` find it through Slurm.
+        eprintln!(
+            "warning: job {id} is queued, but its record could not be updated ({e}); `ovlaunch status {}` finds it through Slurm by name and directory",
+            dir.display()
+        );
+    }
+    Ok(Started::Queued { job_id: id })
 }
 
 /// How often `logs --follow` reads the output file.
@@ -277,10 +291,10 @@ pub fn submit(script: &Path, workdir: &Path) -> Result<Submitted, SubmitError> {
         )));
     }
     if !out.ok {
+        let said = out.stderr.trim();
         return Err(SubmitError::NotQueued(
-            Error::runtime(format!("sbatch rejected the script: {}", out.stderr.trim())).help(
-                "the job directory was removed; fix the option sbatch names and submit again",
-            ),
+            Error::runtime(format!("sbatch rejected the script: {said}"))
+                .help(rejection_help(said)),
         ));
     }
     // `--parsable` prints `jobid[;cluster]`.
@@ -301,6 +315,35 @@ pub fn submit(script: &Path, workdir: &Path) -> Result<Submitted, SubmitError> {
         id,
         cluster,
     })
+}
+
+/// What to do about sbatch's refusal, by what sbatch said: a Slurm that cannot be reached
+/// or configured is not fixed by changing the job.
+fn rejection_help(said: &str) -> &'static str {
+    const UNREACHABLE: &[&str] = &[
+        "configuration source",
+        "Unable to contact slurm controller",
+        "Socket timed out",
+        "Connection refused",
+        "Zero Bytes were transmitted",
+        "Invalid authentication credential",
+        "Munge",
+        "munge",
+    ];
+    const OPTION: &[&str] = &[
+        "unrecognized option",
+        "invalid option",
+        "Invalid ",
+        "invalid ",
+        "not valid",
+    ];
+    if UNREACHABLE.iter().any(|w| said.contains(w)) {
+        "nothing was queued: this machine cannot reach a Slurm controller (run on a login node; `scontrol ping` tells), or use --dry-run or --executor local"
+    } else if OPTION.iter().any(|w| said.contains(w)) {
+        "nothing was queued: change the setting sbatch names (the launch script's #SBATCH lines show what ovlaunch asked for: --dry-run prints them) and submit again"
+    } else {
+        "nothing was queued; sbatch's own words above say why"
+    }
 }
 
 /// `ClusterName` from the Slurm configuration.
@@ -344,6 +387,7 @@ pub struct JobInfo {
 }
 
 impl JobInfo {
+    /// A field whose value holds no space (a state, a number, a time).
     pub fn get(&self, key: &str) -> Option<String> {
         field(&self.line, key)
     }
@@ -606,6 +650,17 @@ mod tests {
         assert_eq!(&asked[..6], &[1000, 3000, 7000, 15000, 31000, 61000]);
         assert!(asked.windows(2).all(|w| w[1] - w[0] <= 30_000));
         assert_eq!(asked.len(), 123, "{asked:?}");
+    }
+
+    #[test]
+    fn compares_a_field_with_spaces() {
+        let line =
+            "JobId=7 JobName=x WorkDir=/j/my jobs/x-2 StdErr=/j/my jobs/x-2/slurm-7.out Power=";
+        assert!(field_is(line, "WorkDir", "/j/my jobs/x-2"));
+        assert!(!field_is(line, "WorkDir", "/j/my jobs/x"));
+        assert!(!field_is(line, "WorkDir", "/j/my"));
+        assert!(field_is(line, "JobName", "x"));
+        assert!(field_is(line, "Power", ""));
     }
 
     #[test]

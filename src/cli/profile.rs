@@ -736,3 +736,67 @@ mod tests {
         assert!(e.contains("p.yaml:3") && e.contains("acount"), "{e}");
     }
 }
+
+/// One profiles file as `ovlaunch profiles` shows it.
+#[derive(Debug, serde::Serialize)]
+pub struct FileSummary {
+    /// `project` or `user`.
+    pub scope: &'static str,
+    pub path: String,
+    pub default_profile: Option<String>,
+    pub profiles: Vec<String>,
+}
+
+/// The profile in force and how it was chosen (`flag --profile`, `env OVLAUNCH_PROFILE`,
+/// `default_profile in FILE`).
+pub type Selection = Option<(String, String)>;
+
+/// The profiles files found (project first), and the profile in force with where it was
+/// chosen (`None` when none is).
+pub fn files_and_selection(profile: Option<&str>) -> Result<(Vec<FileSummary>, Selection)> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
+    let project = match project_file(&cwd) {
+        Some(p) => read(&p)?,
+        None => None,
+    };
+    let user = match user_file(&env) {
+        Some(p) => read(&p)?,
+        None => None,
+    };
+    let files = [("project", &project), ("user", &user)]
+        .into_iter()
+        .filter_map(|(scope, s)| {
+            s.as_ref().map(|s| FileSummary {
+                scope,
+                path: s.path.clone(),
+                default_profile: s.file.default_profile.clone(),
+                profiles: s.file.profiles.keys().cloned().collect(),
+            })
+        })
+        .collect();
+    let empty = BTreeSet::new();
+    let inputs = Inputs {
+        given: &empty,
+        env: &env,
+        profile,
+        project: project.as_ref(),
+        user: user.as_ref(),
+    };
+    let chosen_by = if profile.is_some() {
+        "flag --profile".to_string()
+    } else if env("OVLAUNCH_PROFILE").is_some() {
+        "env OVLAUNCH_PROFILE".to_string()
+    } else if let Some(s) = project
+        .as_ref()
+        .filter(|s| s.file.default_profile.is_some())
+    {
+        format!("default_profile in {}", s.path)
+    } else if let Some(s) = user.as_ref() {
+        format!("default_profile in {}", s.path)
+    } else {
+        String::new()
+    };
+    Ok((files, selected(&inputs)?.map(|n| (n, chosen_by))))
+}

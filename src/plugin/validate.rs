@@ -30,8 +30,8 @@ pub(super) fn valid_option_name(n: &str) -> bool {
 enum Slot {
     /// Plan phase: options only.
     Plan,
-    /// A plan-phase config value: options, and `{job_dir}`, which stays a placeholder that
-    /// render replaces in the trainer's overrides.
+    /// A plan-phase config or env value: options, and `{job_dir}`, which stays a placeholder
+    /// that render replaces (in the trainer's overrides and the job's env).
     PlanSet,
     /// The value of a secret variable in the plan phase: the only place a secret option's
     /// value may go (it reaches the job through `secrets.env`; anywhere else it would be
@@ -248,7 +248,7 @@ impl Validator<'_> {
                     )
                     .help(format!("move it to `plan: env: {{{k}: ...}}`: plan-phase env reaches the job only through its private secrets.env")));
             }
-            let slot = if slot == Slot::Plan && secret::is_secret_name(k) {
+            let slot = if matches!(slot, Slot::Plan | Slot::PlanSet) && secret::is_secret_name(k) {
                 Slot::SecretEnv
             } else {
                 slot
@@ -289,7 +289,8 @@ impl Validator<'_> {
                 self.template(s, Slot::PlanSet)?;
             }
         }
-        self.env_map(&p.env, Slot::Plan, false)?;
+        // a plan-phase env value may name the job directory, as a config value may
+        self.env_map(&p.env, Slot::PlanSet, false)?;
         for (k, v) in p.passthrough.iter() {
             if !valid_env_name(k) {
                 return Err(self.err(format!("`{k}` is not an environment variable name"), k));

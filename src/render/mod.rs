@@ -5,6 +5,7 @@ pub mod artifacts;
 pub mod launch;
 pub mod oci;
 pub mod overrides;
+pub mod owned;
 pub mod rank_plan;
 pub mod script;
 pub mod shell;

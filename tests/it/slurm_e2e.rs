@@ -55,7 +55,7 @@ pub(super) static TURN: Mutex<()> = Mutex::new(());
 /// The shared cluster and this scenario's turn on it, or `None` when Slurm is not installed
 /// (and not required). The first caller starts the cluster and arranges for it to be
 /// stopped, and its directory removed, at process exit (statics are never dropped).
-fn cluster() -> Option<(MutexGuard<'static, ()>, &'static Cluster)> {
+pub(super) fn cluster() -> Option<(MutexGuard<'static, ()>, &'static Cluster)> {
     let c = CLUSTER
         .get_or_init(|| {
             let c = start()?;
