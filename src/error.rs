@@ -200,29 +200,24 @@ impl Error {
 
 impl fmt::Display for Error {
     /// The one rendering of an error, and its one redaction point: a secret value quoted by
-    /// a message or a source excerpt (a typo next to `HF_TOKEN: ...`) is shown redacted.
+    /// the message, a source excerpt (a typo next to `HF_TOKEN: ...`) or the help is shown
+    /// redacted. (A flag origin is already shown redacted by whoever names the flag.)
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&ovlaunch_rank::names::redact_text(&self.unredacted()))
-    }
-}
-
-impl Error {
-    fn unredacted(&self) -> String {
-        use std::fmt::Write;
-        let mut f = String::new();
-        let _ = match self.origin.as_deref() {
-            None => f.write_str(&self.message),
-            Some(o @ (Origin::Flag(_) | Origin::Fields(_))) => write!(f, "{o}: {}", self.message),
+        let r = |s: &str| ovlaunch_rank::names::redact_text(s).into_owned();
+        let message = r(&self.message);
+        match self.origin.as_deref() {
+            None => f.write_str(&message)?,
+            Some(o @ (Origin::Flag(_) | Origin::Fields(_))) => write!(f, "{o}: {message}")?,
             Some(Origin::File {
                 excerpt: Some(excerpt),
                 ..
-            }) => write!(f, "{}\n{excerpt}", self.message),
-            Some(o @ Origin::File { .. }) => write!(f, "{}\n --> {o}", self.message),
-        };
-        if let Some(help) = &self.help {
-            let _ = write!(f, "\n  help: {help}");
+            }) => write!(f, "{message}\n{}", r(excerpt))?,
+            Some(o @ Origin::File { .. }) => write!(f, "{message}\n --> {o}")?,
         }
-        f
+        if let Some(help) = &self.help {
+            write!(f, "\n  help: {}", r(help))?;
+        }
+        Ok(())
     }
 }
 

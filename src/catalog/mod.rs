@@ -72,6 +72,16 @@ impl Catalog {
     /// Adds or replaces GPU kinds from a user hardware file.
     pub fn add_gpus(&mut self, origin: &str, text: &str) -> Result<()> {
         let kinds: Vec<GpuKind> = yaml::parse(text, origin)?;
+        for (i, k) in kinds.iter().enumerate() {
+            if kinds[..i].iter().any(|o| o.kind == k.kind) {
+                return Err(Error::usage(format!(
+                    "GPU kind `{}` is defined twice",
+                    k.kind.escape_debug()
+                ))
+                .at_file(origin)
+                .help("keep one entry per kind (a file's entry replaces the built-in one of that kind)"));
+            }
+        }
         for k in &kinds {
             k.check().map_err(|m| {
                 Error::usage(format!("GPU kind `{}`: {m}", k.kind.escape_debug())).at_file(origin)

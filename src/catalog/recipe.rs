@@ -327,6 +327,27 @@ impl Recipe {
                 .at_file(origin));
             }
         }
+        for (i, v) in typed.variants.iter().enumerate() {
+            let key = |x: &TypedVariant| {
+                (
+                    x.gpu.clone(),
+                    x.precision.clone(),
+                    x.variant.clone(),
+                    x.num_gpus,
+                )
+            };
+            if typed.variants[..i].iter().any(|o| key(o) == key(v)) {
+                return Err(Error::usage(format!(
+                    "variant gpu: {}, precision: {}{}{} is listed twice; the second would never be chosen",
+                    v.gpu,
+                    v.precision,
+                    v.variant.as_deref().map(|x| format!(", variant: {x}")).unwrap_or_default(),
+                    v.num_gpus.map(|n| format!(", num_gpus: {n}")).unwrap_or_default(),
+                ))
+                .at_file(origin)
+                .help("keep one entry per gpu, precision, variant and num_gpus"));
+            }
+        }
         let variants_tree = top.remove("variants").unwrap_or(Value::Array(Vec::new()));
         let mut variants = Vec::new();
         for (v, raw) in typed

@@ -17,7 +17,7 @@ mod output;
 mod plan;
 mod plugins;
 mod printer;
-mod profile;
+pub mod profile;
 mod profiles;
 mod recipes;
 mod status;

@@ -499,6 +499,24 @@ pub fn profile_env(
     Ok((envs, settings))
 }
 
+/// Resolves profile `name` of `src` (as the project file) with no flags and an empty
+/// environment, and its env: what a launch does with a profiles file (the fuzz target's entry).
+pub fn fuzz_resolve(src: &Source, name: &str) -> Result<()> {
+    let given = BTreeSet::new();
+    let env = |_: &str| None;
+    let inputs = Inputs {
+        given: &given,
+        env: &env,
+        profile: Some(name),
+        project: Some(src),
+        user: None,
+    };
+    let mut args = LaunchArgs::for_jobs(None, Some(name.to_string()));
+    resolve(&mut args, None, &inputs)?;
+    profile_env(&[], &inputs)?;
+    Ok(())
+}
+
 /// The user file's path: `$XDG_CONFIG_HOME/ovlaunch/config.yaml`, else
 /// `$HOME/.config/ovlaunch/config.yaml`.
 pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {

@@ -31,8 +31,7 @@ pub fn check(opts: &LaunchOptions) -> Result<()> {
     }
     if opts.cpus_per_task == Some(0) {
         return Err(
-            Error::usage("--cpus-per-task must be at least 1 (sbatch refuses 0)")
-                .at_flag("--cpus-per-task"),
+            Error::usage("0: sbatch needs at least 1 CPU per task").at_flag("--cpus-per-task")
         );
     }
     Ok(())

@@ -565,3 +565,189 @@ fn logs_follow_across_rotation_and_truncation() {
     let want: String = (1..=15).map(|i| format!("line{i}\n")).collect();
     assert_eq!(String::from_utf8_lossy(&o.stdout), want);
 }
+
+/// Every bad value the adversarial pass found accepted is refused with exit 2, a message
+/// naming the flag or field, and nothing written; extreme numbers take bounded time.
+#[test]
+fn bad_values_are_refused_naming_what_is_wrong() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n).display().to_string();
+    let recipe = "name: r\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n";
+    std::fs::write(d.path().join("r.yaml"), recipe).unwrap();
+    std::fs::write(
+        d.path().join("dup.yaml"),
+        format!("{recipe}variants:\n  - {{gpu: h100, precision: bf16}}\n  - {{gpu: h100, precision: bf16}}\n"),
+    )
+    .unwrap();
+    let cpu = "{kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1}";
+    std::fs::write(
+        d.path().join("quantum.yaml"),
+        format!(
+            "- {}\n",
+            cpu.replace("generation: cpu", "generation: quantum")
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.path().join("twice.yaml"), format!("- {cpu}\n- {cpu}\n")).unwrap();
+    let proj = d.path().join("proj");
+    std::fs::create_dir(&proj).unwrap();
+    std::fs::write(
+        proj.join(".ovlaunch.yaml"),
+        "profiles:\n  x:\n    env: {\"a=b\": x}\n",
+    )
+    .unwrap();
+    let jobs = p("jobs");
+    let dry = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["--recipe", &p("r.yaml"), "--gpus", "cpux1", "--dry-run"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let submit = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "submit",
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--jobs-root",
+            &jobs,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            submit(&["--time", "abc"]),
+            "--time: `abc` is not a Slurm time",
+        ),
+        (submit(&["--account", ""]), "--account: `` is empty"),
+        (
+            submit(&["--account", "-x"]),
+            "--account: `-x` starts with `-`",
+        ),
+        (
+            submit(&["--partition", "a b"]),
+            "--partition: `a b` is not a Slurm name",
+        ),
+        (
+            submit(&["--dependency", "a b"]),
+            "--dependency: `a b` has `a b`",
+        ),
+        (submit(&["--cpus-per-task", "0"]), "--cpus-per-task: 0"),
+        (
+            dry(&["--set", "model.moe_layer_freq=[1,\"a\"]"]),
+            "model.moe_layer_freq:",
+        ),
+        (
+            dry(&["--set", "model.window_size=[1,2,3]"]),
+            "model.window_size:",
+        ),
+        (dry(&["--set", "model.fp8_margin=-1"]), "model.fp8_margin:"),
+        (
+            dry(&["--set", "mixed_precision.fp8_margin=-1"]),
+            "mixed_precision.fp8_margin:",
+        ),
+        (
+            dry(&["--set", "model.hidden_size=63"]),
+            "model.hidden_size, model.num_attention_heads:",
+        ),
+        (
+            dry(&[
+                "--set",
+                "model.virtual_pipeline_model_parallel_size=4294967295",
+            ]),
+            "pipeline_model_parallel_size > 1",
+        ),
+        (
+            [
+                "--recipe",
+                "llama70b",
+                "--gpus",
+                "h100x64",
+                "--dry-run",
+                "--set",
+                "model.virtual_pipeline_model_parallel_size=4294967295",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            "model.virtual_pipeline_model_parallel_size",
+        ),
+        (
+            ["--recipe", &p("dup.yaml"), "--gpus", "h100x8", "--dry-run"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            "listed twice",
+        ),
+        (
+            dry(&["--hardware-file", &p("quantum.yaml")]),
+            "generation `quantum`",
+        ),
+        (
+            dry(&["--hardware-file", &p("twice.yaml")]),
+            "GPU kind `cpu` is defined twice",
+        ),
+        (
+            dry(&["--profile", "x"]),
+            "`a=b` is not an environment variable name",
+        ),
+    ];
+    for (args, want) in cases {
+        let started = std::time::Instant::now();
+        let o = Command::new(bin())
+            .args(&args)
+            .current_dir(&proj)
+            .env("PATH", "/nonexistent")
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(want), "{args:?}: wanted {want:?} in {e}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(!Path::new(&jobs).exists(), "nothing was written");
+}
+
+/// `submit > /dev/full`: the job is queued and recorded, so the failure to print the answer
+/// is a warning on stderr, and the exit code is 0 (a 1 would have someone submit it again).
+#[test]
+fn a_queued_job_whose_answer_cannot_be_printed_is_still_a_success() {
+    let d = tempfile::tempdir().unwrap();
+    let path = stand_in_sbatch(d.path(), 11, "0", "");
+    let jobs = d.path().join("jobs");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = Command::new(bin())
+        .args([
+            "submit",
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--jobs-root",
+        ])
+        .arg(&jobs)
+        .env("PATH", &path)
+        .stdout(full)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("job 11 is queued and recorded"), "{e}");
+    let rec =
+        std::fs::read_to_string(jobs.join("llama3_8b-h100x8").join("submission.json")).unwrap();
+    assert!(rec.contains("\"11\""), "{rec}");
+}

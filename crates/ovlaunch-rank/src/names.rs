@@ -151,7 +151,10 @@ pub fn redact_text(text: &str) -> std::borrow::Cow<'_, str> {
         }
         let value = &text[vstart..j];
         let v = value.trim();
-        if !v.is_empty() && !v.starts_with(REDACTED) && v != "..." {
+        // Already redacted, or a placeholder that shows no value (`...`, `VALUE`, `$NAME`,
+        // `{option}`, `<...>`).
+        let placeholder = v == "..." || v == "VALUE" || v.starts_with(['$', '{', '<']);
+        if !v.is_empty() && !placeholder {
             out.push_str(&text[copied..vstart]);
             out.push_str(REDACTED);
             copied = j;
