@@ -10,6 +10,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::host::Host;
 use crate::error::{Error, Result};
 use crate::layout::{JobFile, LOGS_DIR};
 
@@ -209,20 +210,21 @@ fn unescape_octal(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The local filesystem type `dir` (or its nearest existing ancestor) is on, if it is one.
-pub fn local_filesystem(dir: &Path) -> Option<String> {
-    let existing = dir.ancestors().find(|p| p.exists())?;
-    let existing = existing.canonicalize().ok()?;
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    fs_type_in(&info, &existing).filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
+/// The local filesystem type `dir` (or its nearest existing ancestor) is on, if it is one,
+/// on `host`.
+pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
+    host.fs_type(dir)
+        .filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
 }
 
 /// The warning for a Slurm job whose directory compute nodes may not see.
-pub fn visibility_warning(dir: &Path) -> Option<String> {
-    local_filesystem(dir).map(|fs| {
+pub fn visibility_warning(host: &dyn Host, dir: &Path) -> Option<String> {
+    local_filesystem(host, dir).map(|fs| {
         format!(
-            "the job directory {} is on a local filesystem ({fs}): compute nodes other than this machine cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
-            dir.display()
+            "the job directory {}{} is on a local filesystem ({fs}): compute nodes other than {} cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
+            dir.display(),
+            host.on(),
+            if host.remote().is_some() { "the login node" } else { "this machine" }
         )
     })
 }
@@ -251,6 +253,9 @@ mod tests {
 
     #[test]
     fn proc_is_not_a_local_disk() {
-        assert_eq!(local_filesystem(Path::new("/proc")), None);
+        assert_eq!(
+            local_filesystem(&super::super::host::Local, Path::new("/proc")),
+            None
+        );
     }
 }

@@ -96,6 +96,10 @@ pub struct Submission {
     /// Local executor: the exit code of the run.
     #[serde(default)]
     pub exit_code: Option<i32>,
+    /// The login node the job was submitted through (`USER@LOGIN`, reached with ssh); absent
+    /// for a job submitted on this machine. `job_dir` is then a path on that host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 fn default_state() -> RecordState {

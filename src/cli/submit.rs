@@ -7,6 +7,7 @@
 use super::launch::{self, LaunchArgs, Prepared};
 use super::output::{self, OutputArg};
 use super::{PlanArgs, Printer, explain};
+use crate::backend::host::Local;
 use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
 use crate::error::{Error, Result};
 use crate::layout;
@@ -64,6 +65,7 @@ pub fn run(
     if prepared.job.executor == Executor::Slurm {
         check_slurm(&prepared)?;
     }
+    let host = std::mem::replace(&mut prepared.host, Box::new(Local));
     let (job, dir) = (&prepared.job, &prepared.dir);
     // The dry run shows the warnings in its summary; a submit must not hide them either.
     for w in &job.plan.warnings {
@@ -71,6 +73,8 @@ pub fn run(
     }
     let started = backend::submit(
         job.executor,
+        host,
+        prepared.mirror.as_deref(),
         dir,
         &job.spec.job_name,
         &job.artifacts,
@@ -145,7 +149,7 @@ pub fn render(
     if let Some(e) = p.rank_runtime_problem.take() {
         return Err(e);
     }
-    backend::write_job_dir(&p.dir, &p.job.artifacts, &extras(&p))?;
+    backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &extras(&p))?;
     if out.json() {
         pr.json(&job_json(&p, "rendered", None, None))?;
     } else {
@@ -196,7 +200,7 @@ fn check_slurm(p: &Prepared) -> Result<()> {
         .as_ref()
         .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
     if oci && p.job.spec.mode == LaunchMode::Srun {
-        let v = slurm::version()?;
+        let v = slurm::version(&*p.host)?;
         if !slurm::oci_per_task_ok(v) {
             return Err(Error::usage(format!(
                 "Slurm {}.{:02} runs at most one task per node in an OCI container step (its slurmstepd refuses more), so one task per GPU cannot start",

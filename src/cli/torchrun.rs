@@ -28,6 +28,7 @@ pub fn run(
         return Err(e);
     }
     backend::write_job_dir(
+        &*prepared.host,
         &prepared.dir,
         &prepared.job.artifacts,
         &submit::extras(&prepared),
