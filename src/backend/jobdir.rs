@@ -20,6 +20,8 @@ pub enum Asset {
     Executable { name: String, from: PathBuf },
     /// `name` becomes a symlink to `target` (an OCI bundle's `rootfs`).
     Symlink { name: String, target: PathBuf },
+    /// `name` becomes a copy of `from` with mode 0644 (the `--package` archive).
+    File { name: String, from: PathBuf },
 }
 
 /// Writes `files` into `dir`, which must not exist yet.
@@ -72,6 +74,13 @@ pub fn create_with(dir: &Path, files: &[JobFile<'_>], assets: &[Asset]) -> Resul
                     make_parent(&path)?;
                     fs::copy(from, &path).map_err(|e| io_err("copy", from, &e))?;
                     fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
+                        .map_err(|e| io_err("chmod", &path, &e))?;
+                }
+                Asset::File { name, from } => {
+                    let path = tmp.join(name);
+                    make_parent(&path)?;
+                    fs::copy(from, &path).map_err(|e| io_err("copy", from, &e))?;
+                    fs::set_permissions(&path, fs::Permissions::from_mode(0o644))
                         .map_err(|e| io_err("chmod", &path, &e))?;
                 }
                 Asset::Symlink { name, target } => {

@@ -122,6 +122,8 @@ pub fn host_of(remote: Option<&str>) -> Result<Box<dyn Host>> {
 pub struct Extras<'a> {
     pub files: Vec<layout::JobFile<'a>>,
     pub assets: Vec<jobdir::Asset>,
+    /// The user's code shipped with the job, for the record.
+    pub package: Option<record::PackageRecord>,
 }
 
 /// Writes the job directory `dir` from `artifacts` and `extras` (without starting anything).
@@ -180,6 +182,7 @@ pub fn submit(
         command_line,
         exit_code: None,
         host: host.remote().map(str::to_string),
+        package: extras.package.clone(),
     };
     let intent = record_text(&rec)?;
     let mut files = layout::files(artifacts);

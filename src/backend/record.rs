@@ -100,6 +100,29 @@ pub struct Submission {
     /// for a job submitted on this machine. `job_dir` is then a path on that host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// The user's code shipped with the job (`--package`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<PackageRecord>,
+}
+
+/// What `--package` shipped: where from, which commit, and the archive's hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageRecord {
+    /// `git` or `dir`.
+    pub kind: String,
+    /// The repository root or directory on the submitting machine.
+    pub source: String,
+    /// `git`: the commit `HEAD` named.
+    pub commit: Option<String>,
+    /// `git`: the working tree's uncommitted changes to tracked files were included
+    /// (`--package-dirty`).
+    pub dirty: bool,
+    /// SHA-256 of the archive (`code.tar` in the job directory).
+    pub sha256: String,
+    pub bytes: u64,
+    /// A Megatron-Bridge checkout: its `src` is first on `PYTHONPATH`.
+    pub bridge_checkout: bool,
 }
 
 fn default_state() -> RecordState {

@@ -33,6 +33,8 @@ use crate::render::shell::quote;
 /// A login node and the control directory of its connection.
 pub struct Ssh {
     target: String,
+    /// A short hash of `target` for the control socket's name.
+    alias: String,
     control: PathBuf,
     home: OnceLock<String>,
 }
@@ -42,7 +44,7 @@ const PERSIST: &str = "ControlPersist=600";
 /// ssh's own exit status for "the connection failed or was lost".
 const SSH_FAILED: i32 = 255;
 /// An upload larger than this prints its progress on stderr.
-const PROGRESS_FROM: u64 = 8 << 20;
+const PROGRESS_FROM: u64 = 32 << 20;
 
 /// Checks a `--host` value: `[USER@]HOST` or `ssh://[USER@]HOST[:PORT]` (ssh's own forms;
 /// a `Host` alias of `~/.ssh/config` is a HOST).
@@ -66,8 +68,15 @@ pub fn check_target(target: &str) -> std::result::Result<(), String> {
 impl Ssh {
     pub fn new(target: &str) -> Result<Ssh> {
         check_target(target).map_err(|m| Error::usage(m).at_flag("--host"))?;
+        let alias = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            target.hash(&mut h);
+            format!("{:08x}", h.finish() as u32)
+        };
         Ok(Ssh {
             target: target.to_string(),
+            alias,
             control: control_dir()?,
             home: OnceLock::new(),
         })
@@ -80,7 +89,9 @@ impl Ssh {
             "-o",
             "ControlMaster=auto",
             "-o",
-            &format!("ControlPath={}/%C", self.control.display()),
+            // %C names the endpoint; the alias's own hash keeps two aliases of one endpoint
+            // (with their own options, known_hosts included) apart.
+            &format!("ControlPath={}/%C-{}", self.control.display(), self.alias),
             "-o",
             PERSIST,
             "-o",

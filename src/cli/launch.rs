@@ -185,6 +185,33 @@ pub struct LaunchArgs {
     /// path there too; --jobs-root keeps this machine's copy of each job's record.
     #[arg(long, value_name = "DIR", help_heading = "Remote")]
     pub remote_jobs_root: Option<String>,
+    /// Ship code with the job: `git` (the repository of the working directory at HEAD,
+    /// via git archive) or a directory. It is unpacked into JOB_DIR/code where the job runs
+    /// and put first on PYTHONPATH (a Megatron-Bridge checkout: its src); its commit and
+    /// SHA-256 are recorded in submission.json.
+    #[arg(long, value_name = "git|DIR", help_heading = "Code")]
+    pub package: Option<String>,
+    /// With --package DIR: ship only files matching this pattern (repeatable; `*`, `**`,
+    /// `?`; a pattern without `/` matches a name at any depth).
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        requires = "package",
+        help_heading = "Code"
+    )]
+    pub package_include: Vec<String>,
+    /// With --package DIR: leave out files matching this pattern (repeatable).
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        requires = "package",
+        help_heading = "Code"
+    )]
+    pub package_exclude: Vec<String>,
+    /// With --package git: ship the working tree's uncommitted changes to tracked files
+    /// instead of refusing them.
+    #[arg(long, requires = "package", help_heading = "Code")]
+    pub package_dirty: bool,
     /// The trainer command (default: the recipe's Bridge training entry).
     #[arg(last = true, help_heading = "Job")]
     pub trainer: Vec<String>,
@@ -562,6 +589,7 @@ pub fn options(
         command_line: command_line(),
         rendezvous: None,
         strict: plan_args.strict,
+        package: None,
     };
     Ok((opts, dir, mirror))
 }
@@ -583,6 +611,8 @@ pub struct Prepared {
     pub host: Box<dyn Host>,
     /// With `--host`: this machine's copy of the job's record.
     pub mirror: Option<PathBuf>,
+    /// `--package`: the archive built for the job.
+    pub package: Option<super::package::Built>,
 }
 
 /// Which job the flags describe.
@@ -626,6 +656,14 @@ pub fn prepare_resolved(
         .help("leave out --host (or the profile's host) to run here"));
     }
     let (mut opts, dir, mirror) = options(&plan, plan_args, args, &*host)?;
+    let package =
+        super::package::build(args.package.as_deref().map(|what| super::package::Request {
+            what,
+            include: &args.package_include,
+            exclude: &args.package_exclude,
+            dirty: args.package_dirty,
+        }))?;
+    opts.package = package.as_ref().map(|p| p.package.clone());
     let executor = match form {
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
@@ -678,6 +716,7 @@ pub fn prepare_resolved(
         warnings,
         host,
         mirror,
+        package,
     })
 }
 

@@ -13,6 +13,7 @@ mod list;
 mod load;
 mod logs;
 mod output;
+mod package;
 mod plan;
 mod plugins;
 mod printer;

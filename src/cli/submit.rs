@@ -161,7 +161,15 @@ pub fn render(
 /// The job directory's entries besides the rendered artifacts: the rank runtime copy and
 /// the OCI bundle.
 pub(super) fn extras(p: &Prepared) -> Extras<'_> {
-    extras_for(p.rank_runtime.as_ref(), p.oci.as_ref())
+    let mut x = extras_for(p.rank_runtime.as_ref(), p.oci.as_ref());
+    if let Some(b) = &p.package {
+        x.assets.push(jobdir::Asset::File {
+            name: layout::PACKAGE_ARCHIVE.to_string(),
+            from: b.archive.clone(),
+        });
+        x.package = Some(b.record.clone());
+    }
+    x
 }
 
 /// [`extras`] from its parts.
