@@ -14,7 +14,8 @@
 #   DIR/bin                             first on the sessions' PATH (a test may put
 #                                       wrappers there)
 #   DIR/laptop                          the home directory of the user ovl-laptop (created
-#                                       when missing): ~/.ssh/id_ed25519, ~/.ssh/config with
+#                                       when missing; its home /tmp/ovlaunch-laptop-home is a
+#                                       symlink to here): ~/.ssh/id_ed25519, ~/.ssh/config with
 #                                       the Host aliases `cluster` (its host key in
 #                                       ~/.ssh/known_hosts) and `stranger` (the same server,
 #                                       with an empty known_hosts: the host key is unknown)
@@ -50,13 +51,18 @@ fi
 [ -x /usr/sbin/sshd ] || die "/usr/sbin/sshd not found; run .ci/install.sh ssh"
 
 LAPTOP=ovl-laptop
+# The user's home is a fixed path (a symlink to this run's DIR/laptop), so that the user
+# never needs changing while an earlier run's ssh processes still live.
+LAPTOP_HOME=/tmp/ovlaunch-laptop-home
 mkdir -p "$DIR/bin" "$DIR/laptop/.ssh"
 chmod 755 "$DIR" "$DIR/bin"
 if ! id "$LAPTOP" >/dev/null 2>&1; then
-  useradd --system --no-create-home --home-dir "$DIR/laptop" --shell /bin/sh "$LAPTOP"
+  useradd --system --no-create-home --home-dir "$LAPTOP_HOME" --shell /bin/sh "$LAPTOP"
   log "created user $LAPTOP"
 fi
-usermod --home "$DIR/laptop" "$LAPTOP" >&2
+[ "$(getent passwd "$LAPTOP" | cut -d: -f6)" = "$LAPTOP_HOME" ] || usermod --home "$LAPTOP_HOME" "$LAPTOP" >&2
+rm -f "$LAPTOP_HOME"
+ln -s "$DIR/laptop" "$LAPTOP_HOME"
 
 rm -f "$DIR/host_ed25519" "$DIR/host_ed25519.pub" "$DIR/laptop/.ssh/id_ed25519" "$DIR/laptop/.ssh/id_ed25519.pub"
 ssh-keygen -q -t ed25519 -N '' -C ovlaunch-test-host -f "$DIR/host_ed25519"

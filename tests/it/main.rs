@@ -28,6 +28,7 @@ mod rank_hostlist;
 mod rank_runtime;
 mod rank_runtime_arch;
 mod rank_sysfs;
+mod remote_e2e;
 mod secrets;
 mod shell_roundtrip;
 mod slurm_e2e;
