@@ -199,20 +199,30 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// The one rendering of an error, and its one redaction point: a secret value quoted by
+    /// a message or a source excerpt (a typo next to `HF_TOKEN: ...`) is shown redacted.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.origin.as_deref() {
-            None => f.write_str(&self.message)?,
-            Some(o @ (Origin::Flag(_) | Origin::Fields(_))) => write!(f, "{o}: {}", self.message)?,
+        f.write_str(&ovlaunch_rank::names::redact_text(&self.unredacted()))
+    }
+}
+
+impl Error {
+    fn unredacted(&self) -> String {
+        use std::fmt::Write;
+        let mut f = String::new();
+        let _ = match self.origin.as_deref() {
+            None => f.write_str(&self.message),
+            Some(o @ (Origin::Flag(_) | Origin::Fields(_))) => write!(f, "{o}: {}", self.message),
             Some(Origin::File {
                 excerpt: Some(excerpt),
                 ..
-            }) => write!(f, "{}\n{excerpt}", self.message)?,
-            Some(o @ Origin::File { .. }) => write!(f, "{}\n --> {o}", self.message)?,
-        }
+            }) => write!(f, "{}\n{excerpt}", self.message),
+            Some(o @ Origin::File { .. }) => write!(f, "{}\n --> {o}", self.message),
+        };
         if let Some(help) = &self.help {
-            write!(f, "\n  help: {help}")?;
+            let _ = write!(f, "\n  help: {help}");
         }
-        Ok(())
+        f
     }
 }
 
@@ -227,6 +237,11 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .collect();
     scored.sort();
     scored.into_iter().take(3).map(|(_, c)| c).collect()
+}
+
+/// How far `candidate` is from `word` (smaller is closer), to rank a list of names.
+pub fn similarity_rank(word: &str, candidate: &str) -> usize {
+    edit_distance(word, candidate)
 }
 
 /// "did you mean `a`, `b`?" or an empty string.

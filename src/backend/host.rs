@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::jobdir::{self, Asset};
+use super::jobdir::{self, Asset, Sharing};
 use crate::error::{Error, Result};
 use crate::layout::JobFile;
 
@@ -54,7 +54,13 @@ pub trait Host {
     -> Result<Ran>;
     /// Writes `files` and `assets` into `dir`, which must not exist yet, atomically (the
     /// directory appears complete or not at all). Asset sources are files of this machine.
-    fn write_tree(&self, dir: &Path, files: &[JobFile<'_>], assets: &[Asset]) -> Result<()>;
+    fn write_tree(
+        &self,
+        dir: &Path,
+        files: &[JobFile<'_>],
+        assets: &[Asset],
+        sharing: Sharing,
+    ) -> Result<()>;
     /// Replaces one file in an existing directory atomically.
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()>;
     /// Removes a directory tree (a job directory a refused submission leaves).
@@ -125,8 +131,14 @@ impl Host for Local {
         })
     }
 
-    fn write_tree(&self, dir: &Path, files: &[JobFile<'_>], assets: &[Asset]) -> Result<()> {
-        jobdir::create_with(dir, files, assets)
+    fn write_tree(
+        &self,
+        dir: &Path,
+        files: &[JobFile<'_>],
+        assets: &[Asset],
+        sharing: Sharing,
+    ) -> Result<()> {
+        jobdir::create_with(dir, files, assets, sharing)
     }
 
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()> {

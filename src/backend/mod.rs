@@ -17,6 +17,7 @@ pub mod signals;
 pub mod slurm;
 pub mod ssh;
 pub mod state;
+pub mod tail;
 
 use std::path::Path;
 
@@ -124,6 +125,8 @@ pub struct Extras<'a> {
     pub assets: Vec<jobdir::Asset>,
     /// The user's code shipped with the job, for the record.
     pub package: Option<record::PackageRecord>,
+    /// Whether the directory the job directory goes into may belong to another user.
+    pub sharing: jobdir::Sharing,
 }
 
 /// Writes the job directory `dir` from `artifacts` and `extras` (without starting anything).
@@ -135,7 +138,7 @@ pub fn write_job_dir(
 ) -> Result<()> {
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
-    host.write_tree(dir, &files, &extras.assets)
+    host.write_tree(dir, &files, &extras.assets, extras.sharing)
 }
 
 /// Writes the job directory `dir` from `artifacts` and starts the job with `executor`
@@ -164,26 +167,9 @@ pub fn submit(
     command_line: String,
     job_output: local::JobOutput,
 ) -> Result<Started> {
-    let mut rec = Submission {
-        job_name: job_name.to_string(),
-        job_dir: dir.display().to_string(),
-        executor: executor.name().into(),
-        state: match executor {
-            Executor::Slurm => record::RecordState::Submitting,
-            Executor::Local => record::RecordState::Local,
-        },
-        job_id: None,
-        cluster: None,
-        submit_time: None,
-        started_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_secs()),
-        command_line,
-        exit_code: None,
-        host: host.remote().map(str::to_string),
-        package: extras.package.clone(),
-    };
+    let mut rec = new_record(executor, dir, job_name, command_line);
+    rec.host = host.remote().map(str::to_string);
+    rec.package = extras.package.clone();
     let intent = record_text(&rec)?;
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
@@ -194,7 +180,7 @@ pub fn submit(
         executable: false,
     });
     let guard = signals::Deferred::install();
-    host.write_tree(dir, &files, &extras.assets)?;
+    host.write_tree(dir, &files, &extras.assets, extras.sharing)?;
     let mirror = mirror.filter(|_| host.remote().is_some());
     let mirrored = match mirror {
         Some(m) => jobdir::create(
@@ -253,6 +239,62 @@ pub fn submit(
         );
     }
     Ok(started)
+}
+
+/// Submits a job directory `render` wrote (its launch script and plan as they are) with
+/// `executor`, recording the submission in it. A job the scheduler refuses leaves the
+/// directory as it was (only the record is removed), so it can be submitted again.
+pub fn submit_rendered(
+    executor: Executor,
+    dir: &Path,
+    job_name: &str,
+    command_line: String,
+    job_output: local::JobOutput,
+) -> Result<Started> {
+    let script = dir.join(match executor {
+        Executor::Slurm => layout::SBATCH_SCRIPT,
+        Executor::Local => layout::LOCAL_SCRIPT,
+    });
+    let mut rec = new_record(executor, dir, job_name, command_line);
+    let guard = signals::Deferred::install();
+    write_record(dir, &rec)?;
+    if executor == Executor::Local {
+        drop(guard);
+        return local::submit_with(dir, &script, &mut rec, job_output);
+    }
+    let started = slurm::submit_recorded(&host::Local, dir, &script, &mut rec, &|d| {
+        let _ = std::fs::remove_file(d.join(layout::SUBMISSION));
+    })?;
+    if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
+        eprintln!(
+            "note: {sig} arrived while submitting; job {job_id} was queued and recorded first"
+        );
+    }
+    Ok(started)
+}
+
+/// The record of a submission about to start: the intent, before the backend answers.
+fn new_record(executor: Executor, dir: &Path, job_name: &str, command_line: String) -> Submission {
+    Submission {
+        job_name: job_name.to_string(),
+        job_dir: dir.display().to_string(),
+        executor: executor.name().into(),
+        state: match executor {
+            Executor::Slurm => record::RecordState::Submitting,
+            Executor::Local => record::RecordState::Local,
+        },
+        job_id: None,
+        cluster: None,
+        submit_time: None,
+        started_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs()),
+        command_line,
+        exit_code: None,
+        host: None,
+        package: None,
+    }
 }
 
 fn record_text(rec: &Submission) -> Result<String> {

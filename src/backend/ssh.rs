@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::host::{self, Chunk, Host, Ran, Stat};
-use super::jobdir::{self, Asset};
+use super::jobdir::{self, Asset, Sharing};
 use crate::error::{Error, Result};
 use crate::layout::JobFile;
 use crate::render::shell::quote;
@@ -366,12 +366,18 @@ impl Host for Ssh {
         }
     }
 
-    fn write_tree(&self, dir: &Path, files: &[JobFile<'_>], assets: &[Asset]) -> Result<()> {
+    fn write_tree(
+        &self,
+        dir: &Path,
+        files: &[JobFile<'_>],
+        assets: &[Asset],
+        _sharing: Sharing,
+    ) -> Result<()> {
         // Written here first with the exact modes, then streamed as one archive.
         let stage = tempfile_dir()?;
         let local = stage.join("job");
-        let result =
-            jobdir::create_with(&local, files, assets).and_then(|()| self.upload(&local, dir));
+        let result = jobdir::create_with(&local, files, assets, Sharing::Private)
+            .and_then(|()| self.upload(&local, dir));
         let _ = std::fs::remove_dir_all(&stage);
         result
     }

@@ -34,6 +34,10 @@ pub enum Text {
 pub struct Catalog {
     pub recipes: Vec<RecipeSource>,
     pub gpus: Vec<GpuKind>,
+    /// A user recipe directory's files by name (`NAME.yaml` or `NAME.yml` is the recipe
+    /// `NAME`), sorted; only the file a job names is read and parsed, so the directory's
+    /// size or an unrelated malformed file touches no other job.
+    pub user_dir: Vec<(String, std::path::PathBuf)>,
 }
 
 impl Catalog {
@@ -50,7 +54,11 @@ impl Catalog {
             .collect();
         let gpus: Vec<GpuKind> = serde_json::from_str(embedded::GPUS_JSON)
             .map_err(|e| Error::runtime(format!("embedded:hardware/gpus.yaml: {e}")))?;
-        Ok(Self { recipes, gpus })
+        Ok(Self {
+            recipes,
+            gpus,
+            user_dir: Vec::new(),
+        })
     }
 
     /// Adds a user recipe (from a file or a recipe directory); it shadows a same-named one.
@@ -74,6 +82,14 @@ impl Catalog {
             self.gpus.push(k);
         }
         Ok(())
+    }
+
+    /// The user recipe directory's file for the recipe `name`, if it has one.
+    pub fn user_file(&self, name: &str) -> Option<&std::path::Path> {
+        self.user_dir
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.user_dir[i].1.as_path())
     }
 
     /// Finds a recipe by name or alias and parses it.
@@ -105,9 +121,56 @@ impl Catalog {
                         "run `ovlaunch recipes` for the list, or pass a recipe file path",
                     ))
             })?;
-        match &src.text {
-            Text::Json(json) => Recipe::from_json(json, &src.origin),
-            Text::Yaml(text) => Recipe::parse(text, &src.origin),
+        src.parse()
+    }
+
+    /// The shipped recipe that holds Megatron-Bridge's function `function`: a variant whose
+    /// `bridge_recipe` it is, or a recipe without variants whose `bridge_recipe` it is (a
+    /// recipe with variants states only what they share, not what its own `bridge_recipe`
+    /// returns). Only the recipe whose text names the function is parsed.
+    pub fn bridge_function(&self, function: &str) -> Result<Option<Recipe>> {
+        let needle = format!("\"bridge_recipe\":{}", serde_json::Value::from(function));
+        for src in &self.recipes {
+            let Text::Json(json) = &src.text else {
+                continue;
+            };
+            if !json.contains(&needle) {
+                continue;
+            }
+            let r = src.parse()?;
+            if r.function_variant(function).is_some() {
+                return Ok(Some(r));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every Bridge function the shipped recipes hold, with its recipe's family (parses every
+    /// shipped recipe: for error messages only).
+    pub fn bridge_functions(&self) -> Vec<(String, Option<String>)> {
+        let mut out = Vec::new();
+        for src in &self.recipes {
+            if !matches!(src.text, Text::Json(_)) {
+                continue;
+            }
+            let Ok(r) = src.parse() else { continue };
+            if r.variants.is_empty() {
+                out.extend(r.bridge_recipe.clone().map(|f| (f, r.family.clone())));
+            }
+            for v in &r.variants {
+                out.extend(v.bridge_recipe.clone().map(|f| (f, r.family.clone())));
+            }
+        }
+        out
+    }
+}
+
+impl RecipeSource {
+    /// Parses the recipe.
+    pub fn parse(&self) -> Result<Recipe> {
+        match &self.text {
+            Text::Json(json) => Recipe::from_json(json, &self.origin),
+            Text::Yaml(text) => Recipe::parse(text, &self.origin),
         }
     }
 }

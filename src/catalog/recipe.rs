@@ -199,9 +199,51 @@ pub struct Recipe {
     /// Base config sections, as a tree.
     pub sections: Map<String, Value>,
     pub variants: Vec<Variant>,
+    /// For a user's recipe file run by Bridge's runner: the shipped recipes that hold the
+    /// Bridge functions it names (`bridge_recipe:`), which `cli::load` links
+    /// (`catalog::Catalog::bridge_function`); the file's values are planned over theirs and
+    /// every difference reaches the trainer as an override (`resolve::base`). Empty for a
+    /// shipped recipe.
+    pub bases: Vec<Recipe>,
 }
 
 impl Recipe {
+    /// Whether this is a shipped recipe (compiled into the binary).
+    pub fn is_shipped(&self) -> bool {
+        self.origin.starts_with("embedded:")
+    }
+
+    /// Where this shipped recipe holds Bridge's function `function`: `Some(Some(variant))`
+    /// for a variant's function, `Some(None)` for a recipe without variants whose own
+    /// function it is; `None` when it does not hold it.
+    pub fn function_variant(&self, function: &str) -> Option<Option<&Variant>> {
+        if let Some(v) = self
+            .variants
+            .iter()
+            .find(|v| v.bridge_recipe.as_deref() == Some(function))
+        {
+            return Some(Some(v));
+        }
+        (self.variants.is_empty() && self.bridge_recipe.as_deref() == Some(function))
+            .then_some(None)
+    }
+
+    /// The Bridge functions this recipe names, its own and its variants', each once.
+    pub fn functions(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        let all = self.bridge_recipe.iter().chain(
+            self.variants
+                .iter()
+                .filter_map(|v| v.bridge_recipe.as_ref()),
+        );
+        for f in all {
+            if !out.contains(&f.as_str()) {
+                out.push(f);
+            }
+        }
+        out
+    }
+
     /// The pipeline-layout table Bridge's runner rebuilds `variant`'s layout with, if any.
     pub fn layout_table<'a>(&'a self, variant: Option<&'a Variant>) -> Option<&'a LayoutTable> {
         variant
@@ -316,6 +358,7 @@ impl Recipe {
             pipeline_layouts: typed.pipeline_layouts,
             sections: pick_sections(&Value::Object(top)),
             variants,
+            bases: Vec::new(),
         })
     }
 

@@ -3,6 +3,7 @@
 //! calls the pure core and prints.
 
 mod cancel;
+mod completions;
 mod env;
 mod estimate;
 mod explain;
@@ -18,6 +19,7 @@ mod plan;
 mod plugins;
 mod printer;
 mod profile;
+mod profiles;
 mod recipes;
 mod status;
 mod submit;
@@ -105,8 +107,9 @@ pub enum Command {
         #[command(flatten)]
         output: output::OutputArg,
     },
-    /// Write the job directory and submit it (or run it with --executor local).
-    Submit(MainArgs),
+    /// Write the job directory and submit it (or run it with --executor local); `submit DIR`
+    /// submits a directory `render` wrote.
+    Submit(SubmitCmd),
     /// Write the complete job directory without submitting it; print its path.
     Render {
         #[command(flatten)]
@@ -192,7 +195,24 @@ pub enum Command {
     },
     /// Print the man page (roff): `ovlaunch man | man -l -`.
     Man,
-    /// List recorded jobs.
+    /// Names for shell completion, one per line.
+    #[command(hide = true)]
+    Names {
+        /// Which names.
+        #[arg(value_enum)]
+        kind: completions::NameKind,
+    },
+    /// Show the site profiles: the files found, the profile in force, and every launch
+    /// setting with its value and origin (flag, env, profile file:line, default).
+    Profiles {
+        /// The profile to show (also OVLAUNCH_PROFILE; default: the files' default_profile).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        #[command(flatten)]
+        output: output::OutputArg,
+    },
+    /// List the jobs under the jobs root, rendered and submitted: name, id, state, submit
+    /// time, GPUs, recipe and directory.
     List {
         /// Where job directories live (also OVLAUNCH_JOBS_ROOT or the profile's jobs_root;
         /// default: ~/.local/state/ovlaunch/jobs).
@@ -204,6 +224,17 @@ pub enum Command {
         #[command(flatten)]
         output: output::OutputArg,
     },
+}
+
+/// `ovlaunch submit [DIR]`.
+#[derive(Debug, Args)]
+pub struct SubmitCmd {
+    /// A job directory written by `ovlaunch render`: submit it as it is (with its own
+    /// executor) instead of planning a new one.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub main: MainArgs,
 }
 
 /// Flags that choose and adjust a plan.
@@ -362,6 +393,11 @@ pub fn run() -> i32 {
         });
     let cli = match parsed {
         Ok(cli) => cli,
+        Err(e) if unknown_command().is_some() => {
+            let e = unknown_command().unwrap_or_else(|| Error::usage(e.to_string()));
+            Printer::new().error(&e);
+            return e.exit_code();
+        }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
@@ -376,6 +412,35 @@ pub fn run() -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// The main form takes only flags: a first argument that is a word but no command is a
+/// mistyped command (`ovlaunch plna`), answered with the closest commands.
+fn unknown_command() -> Option<Error> {
+    let word = std::env::args().nth(1)?;
+    if word.starts_with('-') || word.is_empty() {
+        return None;
+    }
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .flat_map(|c| {
+            std::iter::once(c.get_name().to_string()).chain(c.get_all_aliases().map(str::to_string))
+        })
+        .chain(["help".to_string()])
+        .collect();
+    if names.contains(&word) {
+        return None;
+    }
+    Some(
+        Error::usage(format!("unknown command `{}`", word.escape_debug()))
+            .at_flag("COMMAND")
+            .help(crate::error::did_you_mean_then(
+                &word,
+                names.iter().map(String::as_str),
+                "(`ovlaunch --help` lists the commands; the main form takes only flags: ovlaunch --recipe R --gpus G)",
+            )),
+    )
 }
 
 fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
@@ -422,12 +487,10 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             _,
         ) => torchrun::run(p, &plan, &launch, master_addr.as_deref(), output),
         (Some(Command::Completions { shell }), _) => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            let mut buf = Vec::new();
-            clap_complete::generate(shell, &mut cmd, "ovlaunch", &mut buf);
-            p.data(&String::from_utf8_lossy(&buf))?;
+            p.data(&completions::script(shell)?)?;
             Ok(0)
         }
+        (Some(Command::Names { kind }), _) => completions::names(p, kind),
         (Some(Command::Man), _) => {
             let cmd = <Cli as clap::CommandFactory>::command();
             let mut buf = Vec::new();
@@ -438,6 +501,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             Ok(0)
         }
         (Some(Command::Status { job, output }), _) => status::run(p, &job, output),
+        (Some(Command::Profiles { profile, output }), _) => profiles::run(p, profile, output),
         (
             Some(Command::Logs {
                 job,
@@ -464,7 +528,14 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             let root = profile::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
             list::run(p, &root, output)
         }
-        (Some(Command::Submit(main)), _) | (None, main) => submit::run(
+        (
+            Some(Command::Submit(SubmitCmd {
+                dir: Some(dir),
+                main,
+            })),
+            _,
+        ) => submit::rendered(p, &dir, &main),
+        (Some(Command::Submit(SubmitCmd { dir: None, main })), _) | (None, main) => submit::run(
             p,
             &main.plan,
             &main.launch,

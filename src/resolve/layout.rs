@@ -328,6 +328,17 @@ fn check_with(
         .at_fields(MODEL.virtual_pipeline_model_parallel_size)
         .help("null for no virtual pipeline, or the number of model chunks per pipeline stage"));
     }
+    if vpp.is_some() && pp <= 1 {
+        // Megatron-Core's parallel_state.initialize_model_parallel raises RuntimeError
+        // ("pipeline-model-parallel size should be greater than 1 with interleaved
+        // schedule"). Checked here, before anything counts virtual stages.
+        return Err(Error::usage(format!(
+            "virtual_pipeline_model_parallel_size {} needs pipeline_model_parallel_size > 1 (Megatron-Core: \"pipeline-model-parallel size should be greater than 1 with interleaved schedule\")",
+            vpp.unwrap_or(0)
+        ))
+        .at_fields([MODEL.virtual_pipeline_model_parallel_size, MODEL.pipeline_model_parallel_size])
+        .help(format!("set {}=null, or PP > 1", MODEL.virtual_pipeline_model_parallel_size)));
+    }
     if pipeline_text {
         check_pipeline_layout(model, pp, vpp)?;
     }

@@ -498,6 +498,7 @@ fn submit_prints_the_plan_warnings_on_stderr() {
         "h100x64",
         "--set",
         "model.sequence_parallel=false",
+        "--no-container",
         "--job-dir",
         job.to_str().unwrap(),
     ];

@@ -323,8 +323,11 @@ proptest! {
         for k in &removed {
             prop_assert!(!seen.contains_key(k), "{} reached the trainer (runtime: {})", k, with_runtime);
         }
+        let job = dir.path().join("job").display().to_string();
         for (k, e) in &plan.env {
-            prop_assert_eq!(seen.get(k), Some(&e.value), "{}", k);
+            // a value naming the job directory gets it at render
+            let want = if e.at_job_dir { e.value.replace("{job_dir}", &job) } else { e.value.clone() };
+            prop_assert_eq!(seen.get(k), Some(&want), "{}", k);
         }
         prop_assert_eq!(seen.get("OVL_UNRELATED").map(String::as_str), Some("kept"));
     }

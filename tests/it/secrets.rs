@@ -30,7 +30,7 @@ const SECRETS: &[(&str, &str)] = &[
     ("NGC_API_KEY", "mk9-launcher-env-by-name"),
 ];
 
-const RECIPE: &str = "name: secretive\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\nenv_vars: {DB_PASSWD: mk3-recipe-passwd, PLAIN_VAR: visible}\n";
+const RECIPE: &str = "name: secretive\ntrainer: [\"true\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\nenv_vars: {DB_PASSWD: mk3-recipe-passwd, PLAIN_VAR: visible}\n";
 const HARDWARE: &str = "- {kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1, env: {TOKEN: mk4-hardware-token}}\n";
 /// A user plugin that passes a launcher variable through as a secret.
 const PLUGIN: &str = "name: passer\nplan:\n  passthrough: {OVL_SECRET_THING: OVL_SOURCE_VAR}\n";
