@@ -171,11 +171,12 @@ pub fn submit(
     rec.host = host.remote().map(str::to_string);
     rec.package = extras.package.clone();
     let intent = record_text(&rec)?;
+    let there = record_text(&as_seen_there(&rec))?;
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
     files.push(layout::JobFile {
         name: layout::SUBMISSION,
-        contents: &intent,
+        contents: &there,
         private: false,
         executable: false,
     });
@@ -307,6 +308,16 @@ pub fn write_record(dir: &Path, rec: &Submission) -> Result<()> {
 }
 
 /// Writes `submission.json` into the job directory on `host`.
+/// On a login node the record describes the job as seen there (no `host`), so
+/// `ovlaunch status` run on that node follows it too.
 pub fn write_record_on(host: &dyn Host, dir: &Path, rec: &Submission) -> Result<()> {
-    host.write_file(dir, layout::SUBMISSION, &record_text(rec)?)
+    host.write_file(dir, layout::SUBMISSION, &record_text(&as_seen_there(rec))?)
+}
+
+/// The record without the host it was submitted through.
+fn as_seen_there(rec: &Submission) -> Submission {
+    Submission {
+        host: None,
+        ..rec.clone()
+    }
 }

@@ -176,8 +176,15 @@ pub fn read(dir: &Path) -> Result<Submission> {
             .at_flag("JOB")
             .help("the record was edited or damaged; the job directory's other files are intact")
     })?;
-    let same = match (Path::new(&rec.job_dir).canonicalize(), dir.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
+    let same = match (
+        &rec.host,
+        Path::new(&rec.job_dir).canonicalize(),
+        dir.canonicalize(),
+    ) {
+        // A job submitted through a login node: `job_dir` is a path there, and this is the
+        // copy of its record here, in a directory of the same name.
+        (Some(_), _, _) => Path::new(&rec.job_dir).file_name() == dir.file_name(),
+        (None, Ok(a), Ok(b)) => a == b,
         _ => false,
     };
     if !same {

@@ -72,7 +72,7 @@ impl Ssh {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
             target.hash(&mut h);
-            format!("{:08x}", h.finish() as u32)
+            format!("{:016x}", h.finish())
         };
         Ok(Ssh {
             target: target.to_string(),
@@ -89,9 +89,10 @@ impl Ssh {
             "-o",
             "ControlMaster=auto",
             "-o",
-            // %C names the endpoint; the alias's own hash keeps two aliases of one endpoint
-            // (with their own options, known_hosts included) apart.
-            &format!("ControlPath={}/%C-{}", self.control.display(), self.alias),
+            // One socket per destination as given (two aliases of one endpoint keep their
+            // own options, known_hosts included); a short name, since ssh adds a 17-byte
+            // suffix while creating it and a socket path holds at most 107 bytes.
+            &format!("ControlPath={}/{}", self.control.display(), self.alias),
             "-o",
             PERSIST,
             "-o",
@@ -582,10 +583,21 @@ fn tempfile_dir() -> Result<PathBuf> {
 fn control_dir() -> Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let (uid, _) = host::Local.ids()?;
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        Some(r) => PathBuf::from(r).join("ovlaunch-ssh"),
-        None => std::env::temp_dir().join(format!("ovlaunch-ssh-{uid}")),
-    };
+    // A socket path holds at most 107 bytes: this directory, `/`, 16 bytes of name and
+    // ssh's 17-byte temporary suffix.
+    let fits = |d: &Path| d.as_os_str().len() + 1 + 16 + 17 <= 107;
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(|r| PathBuf::from(r).join("ovlaunch-ssh"))
+        .filter(|d| fits(d))
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("ovlaunch-ssh-{uid}")));
+    if !fits(&dir) {
+        return Err(Error::runtime(format!(
+            "{} is too long a directory for ssh's connection socket",
+            dir.display()
+        ))
+        .help("set TMPDIR or XDG_RUNTIME_DIR to a shorter directory"));
+    }
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
