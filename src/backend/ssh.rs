@@ -74,10 +74,12 @@ impl Ssh {
             target.hash(&mut h);
             format!("{:016x}", h.finish())
         };
+        let control = control_dir()?;
+        clear_stale(&control.join(&alias));
         Ok(Ssh {
             target: target.to_string(),
             alias,
-            control: control_dir()?,
+            control,
             home: OnceLock::new(),
         })
     }
@@ -170,6 +172,7 @@ impl Ssh {
             "cd -- {} 2>/dev/null || exit 93; [ -e {m}.started ] || exit 94; [ -e {m}.rc ] || exit 95; cat {m}.out; cat {m}.err >&2; exit \"$(cat {m}.rc)\"",
             quote(dir)
         );
+        clear_stale(&self.control.join(&self.alias));
         let start = Instant::now();
         let mut not_started_since: Option<Instant> = None;
         let mut last_err = String::new();
@@ -274,6 +277,12 @@ impl Ssh {
             }
         };
         drop(to);
+        // tar may still be writing (the connection was cut): it must not wait on a pipe
+        // nobody reads.
+        drop(from);
+        if copied.is_err() {
+            let _ = tar.kill();
+        }
         let tar_ok = tar.wait().map(|s| s.success()).unwrap_or(false);
         let mut err = String::new();
         if let Some(mut e) = ssh.stderr.take() {
@@ -516,6 +525,16 @@ impl Host for Ssh {
             return Ok(p.to_path_buf());
         }
         Ok(Path::new(self.home()?).join(p))
+    }
+}
+
+/// A master that was killed leaves its socket behind: nobody answers there, and ssh would
+/// neither use it nor make a new one. Such a socket is removed.
+fn clear_stale(socket: &Path) {
+    if let Err(e) = std::os::unix::net::UnixStream::connect(socket)
+        && e.kind() == std::io::ErrorKind::ConnectionRefused
+    {
+        let _ = std::fs::remove_file(socket);
     }
 }
 
