@@ -605,11 +605,12 @@ fn laptop_to_cluster_over_real_ssh() {
     let o = r.ovlaunch(&["list", "-o", "json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let listed: Value = serde_json::from_str(&common::stdout(&o)).unwrap();
-    let names: Vec<&str> = listed
+    let mut names: Vec<&str> = listed
         .as_array()
         .unwrap()
         .iter()
         .map(|j| j["job_name"].as_str().unwrap())
         .collect();
+    names.sort();
     assert_eq!(names, ["boxed", "cut", "dropped", "sleeper"]);
 }
