@@ -28,7 +28,7 @@ use super::host::{self, Chunk, Host, Ran, Stat};
 use super::jobdir::{self, Asset, Sharing};
 use crate::error::{Error, Result};
 use crate::layout::JobFile;
-use crate::render::shell::quote;
+use crate::shell::quote;
 
 /// A login node and the control directory of its connection.
 pub struct Ssh {
