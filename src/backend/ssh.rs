@@ -384,7 +384,7 @@ impl Host for Ssh {
         _sharing: Sharing,
     ) -> Result<()> {
         // Written here first with the exact modes, then streamed as one archive.
-        let stage = tempfile_dir()?;
+        let stage = private_temp_dir("upload")?;
         let local = stage.join("job");
         let result = jobdir::create_with(&local, files, assets, Sharing::Private)
             .and_then(|()| self.upload(&local, dir));
@@ -567,13 +567,14 @@ fn tree_size(dir: &Path) -> u64 {
         .sum()
 }
 
-/// A private staging directory for an upload.
-fn tempfile_dir() -> Result<PathBuf> {
+/// A private staging directory: `TMPDIR/ovlaunch-WHAT-PID-NANOS-N`, created 0700 (never an
+/// existing one), for an upload here and for `--package` (`cli::package`).
+pub fn private_temp_dir(what: &str) -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::temp_dir();
     for i in 0..100u32 {
         let p = base.join(format!(
-            "ovlaunch-upload-{}-{}-{i}",
+            "ovlaunch-{what}-{}-{}-{i}",
             std::process::id(),
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -591,9 +592,10 @@ fn tempfile_dir() -> Result<PathBuf> {
             }
         }
     }
-    Err(Error::runtime(
-        "cannot create a staging directory for the upload",
-    ))
+    Err(Error::runtime(format!(
+        "cannot create a staging directory in {} for the {what}",
+        base.display()
+    )))
 }
 
 /// The directory of the connection sockets: `$XDG_RUNTIME_DIR/ovlaunch-ssh`, else

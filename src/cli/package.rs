@@ -48,7 +48,7 @@ pub struct Request<'a> {
 /// Builds the archive (none without `--package`).
 pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     let Some(req) = req else { return Ok(None) };
-    let stage = stage_dir()?;
+    let stage = crate::backend::ssh::private_temp_dir("package")?;
     let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
     let built = (|| {
         let (root, commit, dirty, kind) = if req.what == "git" {
@@ -296,27 +296,6 @@ fn sha256(path: &Path) -> Result<String> {
         .filter(|h| out.status.success() && h.len() == 64)
         .map(str::to_string)
         .ok_or_else(|| Error::runtime(format!("sha256sum failed on {}", path.display())))
-}
-
-fn stage_dir() -> Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let base = std::env::temp_dir();
-    for i in 0..100u32 {
-        let p = base.join(format!("ovlaunch-package-{}-{i}", std::process::id()));
-        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-            Ok(()) => return Ok(p),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(Error::runtime(format!(
-                    "cannot create {}: {e}",
-                    p.display()
-                )));
-            }
-        }
-    }
-    Err(Error::runtime(
-        "cannot create a staging directory for --package",
-    ))
 }
 
 #[cfg(test)]
