@@ -432,12 +432,12 @@ fn a_second_submission_resumes_from_the_first() {
         log(&dirs[1])
     );
     let overrides = std::fs::read_to_string(dirs[1].join("overrides.txt")).unwrap();
-    let id = job_id(&dirs[1]);
+    // no job id in this transcript: redacting one would hit any equal number (a layer count)
     let logs_args = ["logs", "pretrain-2", "--jobs-root", root_s];
     let o = run(c, &logs_args);
     insta::assert_snapshot!(scrub(
         &format!("{overrides}\n{}", transcript_of(&logs_args, &o, &[])),
         c,
-        &[(id.as_str(), "[ID]")]
+        &[]
     ));
 }
