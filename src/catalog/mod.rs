@@ -20,6 +20,9 @@ pub struct RecipeSource {
     pub text: Text,
     pub name: String,
     pub aliases: Vec<String>,
+    /// A shipped recipe's build-time index entry (family, task, GPU kinds) to list and filter
+    /// it by without parsing it; `None` for a user recipe.
+    pub embedded: Option<&'static embedded::EmbeddedRecipe>,
 }
 
 /// A recipe's source text: shipped recipes are JSON (converted by build.rs), user ones YAML.
@@ -46,6 +49,7 @@ impl Catalog {
                 text: Text::Json(r.json),
                 name: r.name.to_string(),
                 aliases: r.aliases.iter().map(|a| a.to_string()).collect(),
+                embedded: Some(r),
             })
             .collect();
         let gpus: Vec<GpuKind> = serde_json::from_str(embedded::GPUS_JSON)
@@ -76,8 +80,24 @@ impl Catalog {
         Ok(())
     }
 
-    /// Finds a recipe by name or alias and parses it.
+    /// Finds a recipe by name or alias, or by the name of a Bridge recipe function a shipped
+    /// recipe runs (the recipe then holds that function's variant only: `Recipe::pin`), and
+    /// parses it.
     pub fn recipe(&self, name: &str) -> Result<Recipe> {
+        let named = self
+            .recipes
+            .iter()
+            .rev()
+            .any(|r| r.name == name || r.aliases.iter().any(|a| a == name));
+        if !named && let Some(e) = embedded::function(name) {
+            let origin = format!("embedded:{}", e.path);
+            let recipe = Recipe::from_json(e.json, &origin)?;
+            return recipe.pin(name).ok_or_else(|| {
+                Error::runtime(format!(
+                    "{origin}: the index names `{name}`, no variant runs it"
+                ))
+            });
+        }
         let src = self
             .recipes
             .iter()
@@ -150,5 +170,6 @@ pub fn scan_recipe(origin: &str, text: &str) -> Result<RecipeSource> {
         text: Text::Yaml(text.to_string()),
         name,
         aliases,
+        embedded: None,
     })
 }

@@ -87,6 +87,10 @@ with_sections! {
         #[serde(default)]
         bridge_recipe: Option<String>,
         #[serde(default)]
+        kind: Option<RecipeKind>,
+        #[serde(default)]
+        model_class: Option<String>,
+        #[serde(default)]
         trainer: Option<Vec<String>>,
         #[serde(default)]
         pipeline_layouts: Option<LayoutTable>,
@@ -107,7 +111,11 @@ with_sections! {
         #[serde(default)]
         bridge_recipe: Option<String>,
         #[serde(default)]
+        bridge_aliases: Vec<String>,
+        #[serde(default)]
         bridge_since: Option<String>,
+        #[serde(default)]
+        model_class: Option<String>,
         #[serde(default)]
         canonical: bool,
         #[serde(default)]
@@ -163,6 +171,30 @@ impl LayoutTable {
     }
 }
 
+/// What kind of Bridge recipe function a recipe's variants are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecipeKind {
+    /// A performance recipe (`megatron.bridge.perf_recipes`): Bridge's runner applies its
+    /// benchmark steps (weak scaling of the global batch to the job's data-parallel size,
+    /// the bf16 precision-aware optimizer default).
+    #[default]
+    Benchmark,
+    /// A library recipe (`megatron.bridge.recipes`): a real training run. Its name states the
+    /// GPU kind and count Bridge wrote it for, but it runs on any GPUs that hold its layout,
+    /// and the runner changes none of its hyper-parameters.
+    Library,
+}
+
+impl RecipeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Benchmark => "benchmark",
+            Self::Library => "library",
+        }
+    }
+}
+
 /// One per-GPU, per-precision variant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Variant {
@@ -172,6 +204,10 @@ pub struct Variant {
     pub variant: Option<String>,
     pub num_gpus: Option<u32>,
     pub bridge_recipe: Option<String>,
+    /// Other names Bridge exports for the same function (`qwen3_8b_sft_config`).
+    pub bridge_aliases: Vec<String>,
+    /// Bridge's model provider class, when it differs from the recipe's.
+    pub model_class: Option<String>,
     /// The first Megatron-Bridge release that ships `bridge_recipe`.
     pub bridge_since: Option<String>,
     /// The variant Bridge scales from when no exact GPU count matches.
@@ -191,6 +227,13 @@ pub struct Recipe {
     pub family: Option<String>,
     pub task: Option<String>,
     pub bridge_recipe: Option<String>,
+    /// Benchmark (performance) or library recipe functions.
+    pub kind: RecipeKind,
+    /// Bridge's model provider class its functions build (`module.Class`), when known.
+    pub model_class: Option<String>,
+    /// The Bridge function the user named with `--recipe`, when they named one: its variant
+    /// is the only one left in `variants`.
+    pub pinned: Option<String>,
     pub trainer: Option<Vec<String>>,
     /// Where it was loaded from: `embedded:recipes/x.yaml` or a file path.
     pub origin: String,
@@ -202,6 +245,24 @@ pub struct Recipe {
 }
 
 impl Recipe {
+    /// The variant whose Bridge function is `function` (by its name or an alias).
+    pub fn function_variant(&self, function: &str) -> Option<usize> {
+        self.variants.iter().position(|v| {
+            v.bridge_recipe.as_deref() == Some(function)
+                || v.bridge_aliases.iter().any(|a| a == function)
+        })
+    }
+
+    /// This recipe narrowed to Bridge's function `function` (see [`Recipe::pinned`]); `None`
+    /// when no variant runs it.
+    pub fn pin(mut self, function: &str) -> Option<Self> {
+        let i = self.function_variant(function)?;
+        let v = self.variants.swap_remove(i);
+        self.variants = vec![v];
+        self.pinned = Some(function.to_string());
+        Some(self)
+    }
+
     /// The pipeline-layout table Bridge's runner rebuilds `variant`'s layout with, if any.
     pub fn layout_table<'a>(&'a self, variant: Option<&'a Variant>) -> Option<&'a LayoutTable> {
         variant
@@ -298,6 +359,8 @@ impl Recipe {
                 variant: v.variant.clone(),
                 num_gpus: v.num_gpus,
                 bridge_recipe: v.bridge_recipe.clone(),
+                bridge_aliases: v.bridge_aliases.clone(),
+                model_class: v.model_class.clone(),
                 bridge_since: v.bridge_since.clone(),
                 canonical: v.canonical,
                 pipeline_layouts: v.pipeline_layouts.clone(),
@@ -311,6 +374,9 @@ impl Recipe {
             family: typed.family,
             task: typed.task,
             bridge_recipe: typed.bridge_recipe,
+            kind: typed.kind.unwrap_or_default(),
+            model_class: typed.model_class,
+            pinned: None,
             trainer: typed.trainer,
             origin: origin.to_string(),
             pipeline_layouts: typed.pipeline_layouts,

@@ -4,14 +4,62 @@ use std::fmt::Write;
 
 use super::output::{GpuOut, OutputArg, PresetOut, RecipeOut, VariantOut};
 use super::{CatalogArgs, Printer, RecipesCmd, load};
+use crate::catalog::RecipeSource;
 use crate::error::Result;
 use crate::overlap::userbuffers;
 
+/// Family, task and GPU kinds of a recipe, from the build-time index for a shipped one (no
+/// parse), else from the parsed file.
+struct Facts {
+    family: Option<String>,
+    task: Option<String>,
+    gpus: Vec<String>,
+}
+
+fn facts(cat: &crate::catalog::Catalog, src: &RecipeSource) -> Result<Facts> {
+    Ok(match src.embedded {
+        Some(e) => Facts {
+            family: e.family.map(str::to_string),
+            task: e.task.map(str::to_string),
+            gpus: e.gpus.iter().map(|g| g.to_string()).collect(),
+        },
+        None => {
+            let r = load::recipe(cat, &src.name)?;
+            Facts {
+                family: r.family,
+                task: r.task,
+                gpus: r.variants.into_iter().map(|v| v.gpu).collect(),
+            }
+        }
+    })
+}
+
+/// Whether a recipe passes `--family`, `--task` and `--gpu`.
+fn wanted(cmd: &RecipesCmd, f: &Facts) -> bool {
+    let is = |want: &Option<String>, have: &Option<String>| {
+        want.as_ref()
+            .is_none_or(|w| have.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(w)))
+    };
+    is(&cmd.family, &f.family)
+        && is(&cmd.task, &f.task)
+        && cmd.gpu.as_ref().is_none_or(|g| {
+            f.gpus
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(g) || h == "any")
+        })
+}
+
 pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
+    let mut chosen: Vec<&RecipeSource> = Vec::new();
+    for src in &cat.recipes {
+        if wanted(cmd, &facts(&cat, src)?) {
+            chosen.push(src);
+        }
+    }
     if cmd.output.json() {
         let mut list = Vec::new();
-        for src in &cat.recipes {
+        for src in chosen {
             let r = load::recipe(&cat, &src.name)?;
             list.push(RecipeOut {
                 name: r.name,
@@ -37,7 +85,17 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
         return Ok(0);
     }
     let mut s = String::new();
-    for src in &cat.recipes {
+    for src in chosen {
+        if let (Some(e), false) = (src.embedded, cmd.verbose) {
+            let _ = writeln!(
+                s,
+                "{:<16} {:<28} {}",
+                e.name,
+                e.aliases.join(","),
+                e.description
+            );
+            continue;
+        }
         let r = load::recipe(&cat, &src.name)?;
         let _ = writeln!(
             s,

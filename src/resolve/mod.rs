@@ -119,6 +119,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     resume_stage(plugins, &mut l, &mut t);
     // Bridge's own checks of the pass-through sections (their `finalize()`).
     validate::bridge_sections(&l.cfg.bridge)?;
+    validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
     let trainer_call = trainer::call(
         inp.recipe,
         choice.variant,
@@ -171,6 +172,9 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             config_variant: variant.and_then(|v| v.variant.clone()),
             variant_gpu: variant.map(|v| v.gpu.clone()),
             variant_num_gpus: variant.and_then(|v| v.num_gpus),
+            model_class: variant
+                .and_then(|v| v.model_class.clone())
+                .or_else(|| inp.recipe.model_class.clone()),
             variant_global_batch_size: variant.map(|_| l.before.train.global_batch_size),
             trainer: inp.recipe.trainer.clone(),
         },
@@ -309,6 +313,10 @@ fn scale_batch(
     // parallel size at the job's world size and final layout with the recipe's own (its GPU
     // count and layout before overrides), and scales unless `train.global_batch_size` or
     // `train` was overridden. It does so at start; ovlaunch predicts it and passes nothing.
+    // A library recipe is a real run: the runner applies no benchmark step to it.
+    if inp.recipe.kind == crate::catalog::recipe::RecipeKind::Library {
+        return Ok(());
+    }
     if let Some(n) = choice.variant.and_then(|v| v.num_gpus) {
         let fits = world % cfg.model.model_parallel_product().max(1) == 0
             && u64::from(n) % before.model.model_parallel_product().max(1) == 0;

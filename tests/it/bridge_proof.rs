@@ -41,7 +41,18 @@ fn job_dir(id: &str) -> String {
     format!("/proof/jobs/{id}")
 }
 
+/// The base model checkpoint PEFT jobs name (Bridge asserts the path exists).
+fn pretrained_dir() -> String {
+    let dir = std::env::temp_dir().join("ovlaunch-proof-pretrained");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.display().to_string()
+}
+
+/// Every variant of every shipped recipe: a performance recipe by the recipe's name, GPU
+/// kind, count and precision (the variant choice), a library recipe by Bridge's function name
+/// (the launch by name), a PEFT one with its pretrained checkpoint.
 fn variant_cases() -> Vec<Case> {
+    use ovlaunch::catalog::recipe::RecipeKind;
     let cat = ovlaunch::catalog::Catalog::embedded().expect("catalog");
     let mut out = Vec::new();
     let names: Vec<String> = cat.recipes.iter().map(|r| r.name.clone()).collect();
@@ -49,21 +60,36 @@ fn variant_cases() -> Vec<Case> {
         let r = cat.recipe(&name).expect("recipe");
         for v in &r.variants {
             let n = v.num_gpus.expect("shipped variants name their GPU count");
-            let mut args = vec![
-                "--recipe".to_string(),
-                r.name.clone(),
-                "--gpus".into(),
-                format!("{}x{n}", v.gpu),
-                "--precision".into(),
-                v.precision.clone(),
-            ];
-            if let Some(var) = &v.variant {
-                args.extend(["--variant".into(), var.clone()]);
+            let function = v
+                .bridge_recipe
+                .clone()
+                .expect("shipped variants name their function");
+            let gpu = if v.gpu == "any" {
+                "h100".to_string()
+            } else {
+                v.gpu.clone()
+            };
+            let mut args = vec!["--recipe".to_string()];
+            if r.kind == RecipeKind::Library {
+                args.push(function.clone());
+            } else {
+                args.push(r.name.clone());
+                args.extend(["--precision".into(), v.precision.clone()]);
+                if let Some(var) = &v.variant {
+                    args.extend(["--variant".into(), var.clone()]);
+                }
+            }
+            args.extend(["--gpus".into(), format!("{gpu}x{n}")]);
+            if r.task.as_deref() == Some("peft") {
+                args.extend([
+                    "--set".into(),
+                    format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+                ]);
             }
             out.push(Case {
-                id: v.bridge_recipe.clone().unwrap_or_else(|| r.name.clone()),
+                id: function,
                 args,
-                gpu: v.gpu.clone(),
+                gpu,
                 world: n,
                 env: Vec::new(),
             });
