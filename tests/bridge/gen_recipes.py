@@ -1,29 +1,33 @@
 """Generate ovlaunch's shipped recipes (recipes/*.yaml) from Megatron-Bridge's own package.
 
-Every `megatron.bridge.perf_recipes` pretraining function of the models below is called, and
-the values it returns for the fields ovlaunch models (`ovlaunch fields`) are written as one
-variant per function: the model shape, parallel layout, batch, ddp, optimizer, the recipe's own
+Every recipe function Bridge's runner accepts is called: the performance recipes of every
+`megatron.bridge.perf_recipes` family and the library recipes of `megatron.bridge.recipes`
+(pretrain, SFT, PEFT; a name the runner resolves to a performance recipe first is that one). The
+values it returns for the fields ovlaunch models (`ovlaunch fields`) are written as one variant per
+function: the model shape, parallel layout, batch, ddp, optimizer, the recipe's own
 `CommOverlapConfig` arguments (what it passed, not what `runtime_config_update` later derives),
-its mixed-precision fields and its `env_vars`. Values shared by every variant of a model move to
-the file's top level. Nothing is typed by hand: a value in recipes/ is the one Bridge's function
-returns, read after the runner's own fix-up (model.seq_length follows dataset.seq_length).
-A recipe whose model carries a pipeline-layout builder (Kimi K2) also gets `pipeline_layouts`:
-every (PP, VP) the builder knows and the layout it builds, found by calling the builder itself
-(the runner calls it after a PP or VP override; ovlaunch predicts or refuses from this table).
+its mixed-precision fields, its `env_vars` and its model provider class. Files: one per model and
+task of each source: the nine MODELS below keep their names (`llama3_8b`: performance
+pretraining), other performance recipes are `<model>` (pretraining) or `<model>_<task>_perf`,
+library recipes `<model>_<task>` with `kind: library` (a real run: no benchmark step). A function
+the library exports under several names is one variant with `bridge_aliases`. Values shared by
+every variant of a file move to its top level. Nothing is typed by hand: a value in recipes/ is
+the one Bridge's function returns, read after the runner's own fix-up (model.seq_length follows
+dataset.seq_length). A recipe whose model carries a pipeline-layout builder (Kimi K2) also gets
+`pipeline_layouts`: every (PP, VP) the builder knows and the layout it builds, found by calling
+the builder itself (the runner calls it after a PP or VP override).
 
 `env_vars` hold only what ovlaunch's env rules (src/resolve/env_rules.rs) do not derive, one
 statement per fact: each variant is first planned by ovlaunch without any env (`ovlaunch plan
 --recipe FILE -o json`, the rules alone), then Bridge's env is compared with it name by name:
 a name the rules derive with the same typed value is left out; a different value, or a name no
-rule sets, is kept; a name a rule sets that Bridge's recipe lacks becomes `{inherit: true}` (ovlaunch
-then neither sets nor removes it, as Bridge, which installs only the names its recipe lists,
-leaves it to the job's environment). A name a rule removes that Bridge's recipe lacks needs
-nothing. A variant ovlaunch refuses keeps Bridge's env whole.
+rule sets, is kept; a name a rule sets that Bridge's recipe lacks becomes `{inherit: true}`. A
+variant ovlaunch refuses keeps Bridge's env whole.
 
-Every other function Bridge's perf_recipes families export is accounted for with its reason in
-recipes/NOT_SHIPPED.md (a model ovlaunch does not model, a fine-tuning benchmark, a GPU kind
-outside the hardware table, or a model none of whose functions Bridge's runner accepts); an
-unaccounted function fails the generator.
+Every function not shipped is listed with its reason in recipes/NOT_SHIPPED.md: Bridge's own
+runner refuses it at its own GPU count (also listed at the top of its file when the file exists),
+it builds its model from a Hugging Face checkpoint whose config.json tests/bridge/hf does not
+hold (the offline hub has nothing else), or its GPU kind is not in the hardware table.
 
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
     python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes          # write
@@ -75,28 +79,6 @@ SECTIONS = ("model", "train", "ddp", "optimizer")
 
 # GPU kinds ovlaunch's hardware table has (Bridge also ships single-GPU r100 recipes).
 GPU_KINDS = {"h100", "b200", "b300", "gb200", "gb300", "vr200"}
-
-# Bridge performance-recipe models ovlaunch does not generate, by function-name prefix, and why.
-# Every function a `megatron.bridge.perf_recipes` family exports is generated (MODELS), listed in
-# its model's file as refused by Bridge's runner, or accounted for in recipes/NOT_SHIPPED.md
-# (these reasons, fine-tuning tasks, GPU kinds outside the hardware table): the generator fails
-# on any other, so a Bridge upgrade cannot leave a model out silently.
-NOT_MODELLED = {
-    "deepseek_v4_": "DeepSeek-V4: hybrid compressed sparse attention (Megatron-Core's experimental attention "
-                    "variant `dsv4_hybrid`, a top-k token indexer) and hyper-connections (several residual "
-                    "streams); ovlaunch models decoders with dense softmax attention and one residual stream",
-    "glm5": "GLM-5.x (fine-tuning benchmarks): DeepSeek Sparse Attention (a top-k token indexer in every layer, an experimental attention "
-            "variant of Megatron-Core); ovlaunch models decoders with dense softmax attention",
-    "nemotron": "Nemotron-H and Nemotron 3: hybrid Mamba-Transformer models (`HybridModelProvider`, a layer pattern "
-                "of Mamba, attention and MoE layers); ovlaunch models transformer decoders",
-    "qwen3_next_": "Qwen3-Next: gated DeltaNet linear attention in most layers (an experimental attention variant of "
-                   "Megatron-Core); ovlaunch models decoders with dense softmax attention",
-    "qwen3_vl_": "Qwen3-VL: a vision-language model (a vision encoder ahead of the language model); ovlaunch models "
-                 "text decoders",
-    "qwen35_vl_": "Qwen3.5-VL: a vision-language model (a vision encoder ahead of the language model); ovlaunch "
-                  "models text decoders",
-    "wan_": "Wan: a video diffusion transformer (`WanModelProvider`), not a language model",
-}
 
 # The perf_recipes families (Bridge's runner's own family table).
 FAMILIES = sorted({family for _, family in probe.FAMILY_PREFIXES})
