@@ -91,6 +91,8 @@ with_sections! {
         #[serde(default)]
         model_class: Option<String>,
         #[serde(default)]
+        model_lacks: Vec<String>,
+        #[serde(default)]
         trainer: Option<Vec<String>>,
         #[serde(default)]
         pipeline_layouts: Option<LayoutTable>,
@@ -116,6 +118,8 @@ with_sections! {
         bridge_since: Option<String>,
         #[serde(default)]
         model_class: Option<String>,
+        #[serde(default)]
+        model_lacks: Vec<String>,
         #[serde(default)]
         canonical: bool,
         #[serde(default)]
@@ -208,6 +212,9 @@ pub struct Variant {
     pub bridge_aliases: Vec<String>,
     /// Bridge's model provider class, when it differs from the recipe's.
     pub model_class: Option<String>,
+    /// `model` fields ovlaunch knows that this variant's provider class lacks, when they differ
+    /// from the recipe's.
+    pub model_lacks: Vec<String>,
     /// The first Megatron-Bridge release that ships `bridge_recipe`.
     pub bridge_since: Option<String>,
     /// The variant Bridge scales from when no exact GPU count matches.
@@ -231,6 +238,9 @@ pub struct Recipe {
     pub kind: RecipeKind,
     /// Bridge's model provider class its functions build (`module.Class`), when known.
     pub model_class: Option<String>,
+    /// `model` fields ovlaunch knows that the provider class does not have (a hybrid model has
+    /// no `tp_comm_overlap_cfg`): the plan does not report them.
+    pub model_lacks: Vec<String>,
     /// The Bridge function the user named with `--recipe`, when they named one: its variant
     /// is the only one left in `variants`.
     pub pinned: Option<String>,
@@ -361,6 +371,7 @@ impl Recipe {
                 bridge_recipe: v.bridge_recipe.clone(),
                 bridge_aliases: v.bridge_aliases.clone(),
                 model_class: v.model_class.clone(),
+                model_lacks: v.model_lacks.clone(),
                 bridge_since: v.bridge_since.clone(),
                 canonical: v.canonical,
                 pipeline_layouts: v.pipeline_layouts.clone(),
@@ -376,6 +387,7 @@ impl Recipe {
             bridge_recipe: typed.bridge_recipe,
             kind: typed.kind.unwrap_or_default(),
             model_class: typed.model_class,
+            model_lacks: typed.model_lacks,
             pinned: None,
             trainer: typed.trainer,
             origin: origin.to_string(),

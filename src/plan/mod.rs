@@ -66,6 +66,9 @@ pub struct RecipeInfo {
     /// (the estimator says whether it models it: `estimate::unmodelled`).
     #[serde(skip)]
     pub model_class: Option<String>,
+    /// `model` fields the provider class does not have: left out of the plan's output.
+    #[serde(skip)]
+    pub model_lacks: Vec<String>,
     /// The variant's own global batch, before weak scaling (`tune`'s starting point).
     #[serde(skip)]
     pub variant_global_batch_size: Option<u32>,

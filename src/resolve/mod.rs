@@ -175,6 +175,10 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
             model_class: variant
                 .and_then(|v| v.model_class.clone())
                 .or_else(|| inp.recipe.model_class.clone()),
+            model_lacks: variant
+                .map(|v| v.model_lacks.clone())
+                .filter(|l| !l.is_empty())
+                .unwrap_or_else(|| inp.recipe.model_lacks.clone()),
             variant_global_batch_size: variant.map(|_| l.before.train.global_batch_size),
             trainer: inp.recipe.trainer.clone(),
         },
@@ -636,6 +640,13 @@ fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
 /// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
 fn finalize_model(m: &mut crate::config::ModelConfig) {
+    // TransformerConfig: the head dimension and the KV groups default from the heads.
+    if m.kv_channels.is_none() && m.num_attention_heads != 0 {
+        m.kv_channels = Some(m.hidden_size / m.num_attention_heads);
+    }
+    if m.num_query_groups.is_none() {
+        m.num_query_groups = Some(m.num_attention_heads);
+    }
     // ModelParallelConfig: autocast follows params_dtype when unset.
     if m.autocast_dtype.is_none() {
         m.autocast_dtype = m.params_dtype.clone();

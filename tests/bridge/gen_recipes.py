@@ -196,8 +196,9 @@ def name_meta(fn_name: str, fn) -> dict:
     dense = md_.tensor_model_parallel_size * md_.pipeline_model_parallel_size * md_.context_parallel_size
     experts = (getattr(md_, "expert_tensor_parallel_size", None) or md_.tensor_model_parallel_size) * (
         getattr(md_, "expert_model_parallel_size", 1) or 1) * md_.pipeline_model_parallel_size
-    return {"task": re.search(r"_(pretrain|sft|peft)_", fn_name).group(1), "num_gpus": str(math.lcm(dense, experts)),
-            "hardware": "any", "precision": MP_PRECISION[mp], "rest": ""}
+    task = re.search(r"_(pretrain|sft|peft)_", fn_name)
+    return {"task": task.group(1), "num_gpus": str(math.lcm(dense, experts)), "hardware": "any",
+            "precision": MP_PRECISION[mp], "rest": fn_name[task.end():-len("_config")].strip("_")}
 
 
 def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), library=False):
@@ -220,6 +221,10 @@ def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), libra
     if not library:
         out["bridge_since"] = "0.6.0" if fn_name in RELEASED_060 else "0.6.2"
     out["model_class"] = f"{type(cfg.model).__module__}.{type(cfg.model).__qualname__}"
+    # ovlaunch's model fields this provider class does not have (the plan does not report them)
+    lacks = [f for f in fields["model"] if not hasattr(cfg.model, f)]
+    if lacks:
+        out["model_lacks"] = lacks
     for section in SECTIONS:
         obj = getattr(cfg, section)
         vals = {}
@@ -312,11 +317,12 @@ def factor(variants: list[dict]) -> dict:
     """Values identical in every variant (per section field) move to the top level."""
     base = {}
     # the model class every variant builds (one statement for the file)
-    classes = {v.get("model_class") for v in variants}
-    if len(classes) == 1 and None not in classes:
-        base["model_class"] = variants[0]["model_class"]
-        for v in variants:
-            del v["model_class"]
+    for key in ("model_class", "model_lacks"):
+        held = {json.dumps(v.get(key)) for v in variants}
+        if len(held) == 1 and key in variants[0]:
+            base[key] = variants[0][key]
+            for v in variants:
+                del v[key]
     # a pipeline-layout table every variant shares (it belongs to Bridge's model recipe)
     tables = {json.dumps(v.get("pipeline_layouts"), sort_keys=True) for v in variants}
     if len(tables) == 1 and "pipeline_layouts" in variants[0]:
@@ -388,7 +394,7 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
             hf = checkpoint_missing(e)
             if hf is None:
                 raise
-            missing[n] = hf
+            missing.update({x: hf for x in (n, *aliases)})
             continue
         if not library and m["hardware"] not in GPU_KINDS:
             continue  # accounted for in NOT_SHIPPED.md
@@ -403,9 +409,10 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
         except Exception as e:  # noqa: BLE001 - the reason goes into the file
             hf = checkpoint_missing(e)
             if hf is not None:
-                missing[n] = hf
+                missing.update({x: hf for x in (n, *aliases)})
                 continue
-            refused.append(f"#   {n}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+            refused.extend(f"#   {x}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+                           for x in (n, *aliases))
             continue
         # deprecated Megatron-Core switches ovlaunch does not model (they rewrite cuda_graph_impl)
         raw = fn()

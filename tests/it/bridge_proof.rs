@@ -64,10 +64,14 @@ fn variant_cases() -> Vec<Case> {
                 .bridge_recipe
                 .clone()
                 .expect("shipped variants name their function");
-            let gpu = if v.gpu == "any" {
-                "h100".to_string()
-            } else {
-                v.gpu.clone()
+            // a library function runs on any GPUs: MXFP8 and NVFP4 on Blackwell (a hardware
+            // fact ovlaunch checks), whatever GPU kind its name states
+            let gpu = match (v.gpu.as_str(), v.precision.as_str()) {
+                ("any" | "h100", "fp8mx" | "nvfp4") if r.kind == RecipeKind::Library => {
+                    "b200".to_string()
+                }
+                ("any", _) => "h100".to_string(),
+                _ => v.gpu.clone(),
             };
             let mut args = vec!["--recipe".to_string()];
             if r.kind == RecipeKind::Library {
