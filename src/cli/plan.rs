@@ -21,7 +21,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
         .map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))?;
     if let Some(model) = tree.get_mut("model").and_then(Value::as_object_mut) {
         for f in &plan.recipe.model_lacks {
-            model.remove(f);
+            model.shift_remove(f);
         }
     }
     Ok(tree)

@@ -287,6 +287,8 @@ def rules_env(ovlaunch: str, doc: dict, variants: list[dict]) -> list[dict | Non
         path.write_text("\n".join(emit(bare)) + "\n")
         for v in variants:
             gpu = v["gpu"] if v["gpu"] != "any" else "h100"
+            if doc.get("kind") == "library" and gpu == "h100" and v["precision"] in ("fp8mx", "nvfp4"):
+                gpu = "b200"  # a library function runs on any GPUs; MXFP8 and NVFP4 need Blackwell
             argv = [ovlaunch, "plan", "--recipe", str(path), "--gpus", f"{gpu}x{v['num_gpus']}",
                     "--precision", v["precision"], "-o", "json"]
             if "variant" in v:

@@ -1262,7 +1262,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     eprintln!(
         "{n_variants} shipped variants + {} jobs; {} refused by both; {fields} plan fields compared; \
          {env_rows} variants' env equal to Bridge's recipe env ({env_vars} variables); {} differences; \
-         {no_config} Bridge functions not built for want of a checkpoint config (recipes/NOT_SHIPPED.md)",
+         {no_config} Bridge function names not built for want of a checkpoint config (recipes/NOT_SHIPPED.md)",
         cases.len() - n_variants,
         refused.len(),
         report.len()
