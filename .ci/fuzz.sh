@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the input parsers (fuzz/: recipe, hardware, plugin, hostlist)
+# Coverage-guided fuzzing of the input parsers (fuzz/: recipe, hardware, plugin, profile,
+# rankplan, hostlist)
 # with libFuzzer, on the stable toolchain: rustc's LLVM sanitizer-coverage pass instruments
 # the code (what cargo-fuzz does, without its nightly-only address sanitizer), libfuzzer-sys
 # links libFuzzer (built from its bundled C++ sources, so g++ is needed).
@@ -15,7 +16,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(recipe hardware plugin hostlist)
+  targets=(recipe hardware plugin profile rankplan hostlist)
 fi
 
 export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table -Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks"
@@ -31,6 +32,10 @@ seed() { # target dir: copy the seed inputs for a target into its corpus
     plugin) cp ../plugins/*.yaml "$dir"/
             printf 'nsys:profile_step_start=5,nsys_trace=nvtx,cuda' > "$dir/spec1"
             printf 'wandb:project=p,api_key=x' > "$dir/spec2" ;;
+    profile) printf 'default_profile: eos\nprofiles:\n  eos:\n    account: a\n    partition: p\n    jobs_root: /j\n    env: {X: "1", HF_TOKEN: t}\n    sbatch_args: [--reservation=r]\n' > "$dir/p1"
+             printf 'profiles: {x: {time: "1-00:00:00", jobs_root_shared: group, container_mounts: [a:b]}}\n' > "$dir/p2" ;;
+    rankplan)
+              printf '{"schema": 1, "launch_mode": "srun", "master_port": 29500, "strict": false, "env": {"A": "1"}, "invariants": [{"var": "A", "equals": "1", "reason": "x"}], "affinity": {"policy": "static", "gpus_per_numa": 4, "membind": false}}' > "$dir/r1" ;;
     hostlist) printf 'gpu[001-004,010]' > "$dir/h1"; printf 'a1,b[2-3]' > "$dir/h2"
               printf 'rack[1-2]-n[01-02]' > "$dir/h3"; printf 'Et*4|(t*4|)*14tmL' > "$dir/l1" ;;
   esac

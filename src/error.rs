@@ -199,18 +199,23 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// The one rendering of an error, and its one redaction point: a secret value quoted by
+    /// the message, a source excerpt (a typo next to `HF_TOKEN: ...`) or the help is shown
+    /// redacted. (A flag origin is already shown redacted by whoever names the flag.)
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = |s: &str| ovlaunch_rank::names::redact_text(s).into_owned();
+        let message = r(&self.message);
         match self.origin.as_deref() {
-            None => f.write_str(&self.message)?,
-            Some(o @ (Origin::Flag(_) | Origin::Fields(_))) => write!(f, "{o}: {}", self.message)?,
+            None => f.write_str(&message)?,
+            Some(o @ (Origin::Flag(_) | Origin::Fields(_))) => write!(f, "{o}: {message}")?,
             Some(Origin::File {
                 excerpt: Some(excerpt),
                 ..
-            }) => write!(f, "{}\n{excerpt}", self.message)?,
-            Some(o @ Origin::File { .. }) => write!(f, "{}\n --> {o}", self.message)?,
+            }) => write!(f, "{message}\n{}", r(excerpt))?,
+            Some(o @ Origin::File { .. }) => write!(f, "{message}\n --> {o}")?,
         }
         if let Some(help) = &self.help {
-            write!(f, "\n  help: {help}")?;
+            write!(f, "\n  help: {}", r(help))?;
         }
         Ok(())
     }
@@ -227,6 +232,11 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .collect();
     scored.sort();
     scored.into_iter().take(3).map(|(_, c)| c).collect()
+}
+
+/// How far `candidate` is from `word` (smaller is closer), to rank a list of names.
+pub fn similarity_rank(word: &str, candidate: &str) -> usize {
+    edit_distance(word, candidate)
 }
 
 /// "did you mean `a`, `b`?" or an empty string.

@@ -53,7 +53,7 @@ pub fn render_job(
     if !plugins.is_empty() {
         plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, opts, executor))?;
     }
-    let overrides = overrides::overrides_text(&plan, Some(&opts.job_dir));
+    let overrides = overrides::overrides_text(&plan, Some(opts.dirs()));
     let mut artifacts =
         artifacts::render(&plan, &spec, executor, templates, opts.strict, overrides)?;
     if !plugins.is_empty() {

@@ -50,6 +50,14 @@ pub fn path(job_dir: &str, name: &str) -> String {
     format!("{job_dir}/{name}")
 }
 
+/// sbatch's `--output` value for a job directory: the directory escaped the way sbatch reads
+/// a file-name pattern (`%` is `%%`, so a `%j` in the directory's name stays itself), then
+/// [`SLURM_OUTPUT_PATTERN`]. (A `\` in the name would switch every pattern off: job
+/// directories with one are refused before anything is rendered.)
+pub fn slurm_output_directive(job_dir: &str) -> String {
+    path(&job_dir.replace('%', "%%"), SLURM_OUTPUT_PATTERN)
+}
+
 /// The output file of Slurm job `job_id`.
 pub fn slurm_output(job_id: &str) -> String {
     SLURM_OUTPUT_PATTERN.replace("%j", job_id)

@@ -6,4 +6,4 @@
 //! rank agree on it; this module is the launcher's name for it. An env map is serialised redacted
 //! by `config::env::redacted_map`.
 
-pub use ovlaunch_rank::names::{REDACTED, is_secret_name, shown};
+pub use ovlaunch_rank::names::{REDACTED, is_secret_name, redact_text, shown};

@@ -25,18 +25,36 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             Some((m, x)) if x.contains(" --> ") => (m, Some(x.to_string())),
             _ => (body, None),
         };
-        let (short, help) = unknown_name(message);
-        let error = Error::usage(short).at(Origin::File {
+        let (short, help) = match duplicate_key(message) {
+            Some((m, h)) => (m, Some(h)),
+            None => {
+                let (m, h) = unknown_name(message);
+                (m.to_string(), h)
+            }
+        };
+        let error = Error::usage(short.clone()).at(Origin::File {
             path: origin.to_string(),
             line,
             col,
-            excerpt: excerpt.map(|x| x.replace(message, short)),
+            excerpt: excerpt.map(|x| x.replace(message, &short)),
         });
         match help {
             Some(help) => error.help(help),
             None => error,
         }
     })
+}
+
+/// The parser's duplicate-key message ends with advice for programs that use the crate
+/// (`set DuplicateKeyPolicy in Options if acceptable`), which a user cannot follow: the
+/// message names the key, and the help says what to do in the file.
+fn duplicate_key(message: &str) -> Option<(String, String)> {
+    let rest = message.strip_prefix("duplicate mapping key: ")?;
+    let key = rest.split_once(", set ").map_or(rest, |(k, _)| k);
+    Some((
+        format!("duplicate key `{key}`"),
+        format!("a key may appear once in a mapping: keep one `{key}` line"),
+    ))
 }
 
 /// serde's message for an unknown key or variant names every accepted one, and the

@@ -1,14 +1,37 @@
-//! Job directories, written atomically: every file goes into a hidden sibling directory
-//! (`.ovlaunch-partial-PID`) first, which is renamed into place only when complete. An
-//! existing directory is never touched. Files holding secrets are created with mode 0600. A
-//! partial directory left by a process that was killed (it may hold `secrets.env`) is removed
-//! by the next `create` in the same parent once its process is gone. What the files are is
-//! [`crate::layout`]'s business; this module only writes them.
+//! Job directories, written atomically and safely in a jobs root other users and other
+//! login nodes may share.
+//!
+//! Contract:
+//! - Every file goes into a hidden sibling directory first, renamed into place only when
+//!   complete (`renameat2(RENAME_NOREPLACE)`: an existing directory is never replaced). The
+//!   partial directory's name carries the host, the boot id, the process id and a random
+//!   part, so no other process, PID namespace or host can take it for its own; its writer
+//!   holds an exclusive lock on `.lock` inside it while it writes.
+//! - A partial directory is removed by a later `create` only when it is proven dead: its
+//!   lock file exists and the lock is free, and it holds no record of a submitted job. A
+//!   `--job-dir` whose name has the partial prefix is refused.
+//! - Modes are explicit whatever the umask: the job directory and its subdirectories 0750,
+//!   private files (secrets, the plan) 0600, the scripts and the rank runtime 0755 (0700
+//!   when they source secrets), other files 0644. The partial directory is 0700 while it is
+//!   written.
+//! - Every entry is created through directory file descriptors with `O_NOFOLLOW` and
+//!   `O_EXCL` (`openat`, `mkdirat`, `symlinkat`): a symlink planted anywhere in the job
+//!   directory, or a partial directory swapped for a symlink, is never followed.
+//! - The directory the job directory goes into must be owned by this user (or root) and not
+//!   writable by others unless its sticky bit is set; one owned by another user (a team's
+//!   directory) is used only with the explicit group-shared setting ([`Sharing::Group`]).
+//!
+//! What the files are is [`crate::layout`]'s business; this module only writes them.
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg, OFlag, openat};
+use nix::sys::stat::{Mode, fchmod, mkdirat};
 
 use crate::error::{Error, Result};
 use crate::layout::{JobFile, LOGS_DIR};
@@ -21,81 +44,322 @@ pub enum Asset {
     Symlink { name: String, target: PathBuf },
 }
 
+/// Who may own the directory job directories are created in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// This user (or root) owns it.
+    #[default]
+    Private,
+    /// A directory of another user of the same group is accepted (`jobs_root_shared: group`).
+    Group,
+}
+
+/// Mode of the job directory and its subdirectories.
+pub const DIR_MODE: u32 = 0o750;
+
 /// Writes `files` into `dir`, which must not exist yet.
 pub fn create(dir: &Path, files: &[JobFile<'_>]) -> Result<()> {
-    create_with(dir, files, &[])
+    create_with(dir, files, &[], Sharing::Private)
 }
 
 /// Writes `files` and `assets` into `dir`, which must not exist yet. Names may contain
 /// `/`: parent directories are created.
-pub fn create_with(dir: &Path, files: &[JobFile<'_>], assets: &[Asset]) -> Result<()> {
-    if dir.exists() {
-        return Err(
-            Error::usage(format!("job directory {} already exists", dir.display()))
+pub fn create_with(
+    dir: &Path,
+    files: &[JobFile<'_>],
+    assets: &[Asset],
+    sharing: Sharing,
+) -> Result<()> {
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty() && *n != "..")
+        .ok_or_else(|| {
+            Error::usage(format!("{} does not name a job directory", dir.display()))
                 .at_flag("--job-dir")
-                .help("choose another --job-name or --job-dir, or remove the old directory"),
-        );
+        })?;
+    if name.starts_with(PARTIAL) {
+        return Err(Error::usage(format!(
+            "the job directory name `{name}` starts with `{PARTIAL}`, which ovlaunch reserves for directories being written"
+        ))
+        .at_flag("--job-dir")
+        .help("choose another --job-name or --job-dir"));
     }
-    let parent = dir.parent().ok_or_else(|| {
-        Error::usage("the job directory needs a parent directory").at_flag("--job-dir")
-    })?;
-    fs::create_dir_all(parent).map_err(|e| io_err("create", parent, &e))?;
-    remove_stale_partials(parent);
-    // Not derived from the job's name: a name near the file-name limit must still fit.
-    let tmp: PathBuf = parent.join(format!("{PARTIAL}{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        fs::create_dir(&tmp).map_err(|e| io_err("create", &tmp, &e))?;
-        for f in files {
-            let path = tmp.join(f.name);
-            make_parent(&path)?;
-            let mode = match (f.private, f.executable) {
-                (true, true) => 0o700,
-                (true, false) => 0o600,
-                (false, true) => 0o755,
-                (false, false) => 0o644,
-            };
-            let mut file = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .open(&path)
-                .map_err(|e| io_err("create", &path, &e))?;
-            file.write_all(f.contents.as_bytes())
-                .map_err(|e| io_err("write", &path, &e))?;
-            file.sync_all().map_err(|e| io_err("sync", &path, &e))?;
+    if dir.symlink_metadata().is_ok() {
+        return Err(already_exists(dir));
+    }
+    let parent = match dir.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => {
+            return Err(
+                Error::usage("the job directory needs a parent directory").at_flag("--job-dir")
+            );
         }
-        for a in assets {
-            match a {
-                Asset::Executable { name, from } => {
-                    let path = tmp.join(name);
-                    make_parent(&path)?;
-                    fs::copy(from, &path).map_err(|e| io_err("copy", from, &e))?;
-                    fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
-                        .map_err(|e| io_err("chmod", &path, &e))?;
-                }
-                Asset::Symlink { name, target } => {
-                    let path = tmp.join(name);
-                    make_parent(&path)?;
-                    std::os::unix::fs::symlink(target, &path)
-                        .map_err(|e| io_err("create", &path, &e))?;
-                }
+    };
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(parent)
+        .map_err(|e| io_err("create", parent, &e))?;
+    let parent_fd = open_dir(parent)?;
+    check_parent(parent, &parent_fd, sharing)?;
+    remove_stale_partials(parent, &parent_fd);
+    let (tmp_name, tmp_fd, lock) = make_partial(parent, &parent_fd)?;
+    let tmp = parent.join(&tmp_name);
+    let result = fill(&tmp, &tmp_fd, files, assets).and_then(|()| {
+        fchmod(&tmp_fd, Mode::from_bits_truncate(DIR_MODE))
+            .map_err(|e| io_err("chmod", &tmp, &e.into()))?;
+        rename_noreplace(&parent_fd, &tmp_name, name).map_err(|e| {
+            if e == Errno::EEXIST || e == Errno::ENOTEMPTY {
+                already_exists(dir)
+            } else {
+                io_err("move into place", dir, &e.into())
             }
+        })
+    });
+    match result {
+        Ok(()) => {
+            // The lock file goes with the directory; remove it from there, then let go.
+            let _ = nix::unistd::unlinkat(&tmp_fd, LOCK, nix::unistd::UnlinkatFlags::NoRemoveDir);
+            drop(lock);
+            Ok(())
         }
-        fs::create_dir(tmp.join(LOGS_DIR)).map_err(|e| io_err("create", &tmp, &e))?;
-        // rename(2) onto an existing non-empty directory fails, so a racing writer loses cleanly.
-        fs::rename(&tmp, dir).map_err(|e| io_err("move into place", dir, &e))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&tmp);
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            drop(lock);
+            Err(e)
+        }
     }
-    result
 }
 
-/// The prefix of a partial job directory; the writer's process id follows.
-const PARTIAL: &str = ".ovlaunch-partial-";
+fn already_exists(dir: &Path) -> Error {
+    Error::usage(format!("job directory {} already exists", dir.display()))
+        .at_flag("--job-dir")
+        .help("choose another --job-name or --job-dir, or remove the old directory")
+}
 
-/// Removes partial job directories in `parent` whose process no longer runs.
-fn remove_stale_partials(parent: &Path) {
+/// Writes every entry into the partial directory `tmp` (open as `fd`).
+fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Result<()> {
+    for f in files {
+        let mode = match (f.private, f.executable) {
+            (true, true) => 0o700,
+            (true, false) => 0o600,
+            (false, true) => 0o755,
+            (false, false) => 0o644,
+        };
+        let mut file = create_file(fd, tmp, f.name, mode)?;
+        let path = tmp.join(f.name);
+        file.write_all(f.contents.as_bytes())
+            .map_err(|e| io_err("write", &path, &e))?;
+        file.sync_all().map_err(|e| io_err("sync", &path, &e))?;
+    }
+    for a in assets {
+        match a {
+            Asset::Executable { name, from } => {
+                let mut src = fs::File::open(from).map_err(|e| io_err("copy", from, &e))?;
+                let mut dst = create_file(fd, tmp, name, 0o755)?;
+                std::io::copy(&mut src, &mut dst).map_err(|e| io_err("copy", from, &e))?;
+                dst.sync_all()
+                    .map_err(|e| io_err("sync", &tmp.join(name), &e))?;
+            }
+            Asset::Symlink { name, target } => {
+                let (dir, leaf) = subdir(fd, tmp, name)?;
+                nix::unistd::symlinkat(target.as_path(), &dir, leaf)
+                    .map_err(|e| io_err("create", &tmp.join(name), &e.into()))?;
+            }
+        }
+    }
+    make_dir(fd, LOGS_DIR).map_err(|e| io_err("create", &tmp.join(LOGS_DIR), &e.into()))?;
+    Ok(())
+}
+
+/// Creates the file `rel` (which may hold `/`) under `fd` with exactly `mode`.
+fn create_file(fd: &OwnedFd, base: &Path, rel: &str, mode: u32) -> Result<fs::File> {
+    let (dir, leaf) = subdir(fd, base, rel)?;
+    let path = base.join(rel);
+    let f = openat(
+        &dir,
+        leaf,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(mode),
+    )
+    .map_err(|e| io_err("create", &path, &e.into()))?;
+    // The umask may have taken bits away; set exactly what the layout says.
+    fchmod(&f, Mode::from_bits_truncate(mode)).map_err(|e| io_err("chmod", &path, &e.into()))?;
+    Ok(fs::File::from(f))
+}
+
+/// The directory fd that holds `rel`'s last component (intermediate directories created
+/// with [`DIR_MODE`], never through a symlink), and that component.
+fn subdir<'a>(fd: &OwnedFd, base: &Path, rel: &'a str) -> Result<(OwnedFd, &'a str)> {
+    let mut cur = fd.try_clone().map_err(|e| io_err("open", base, &e))?;
+    let mut parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    let leaf = parts.pop().unwrap_or(rel);
+    for p in parts {
+        if p == ".." || p == "." {
+            return Err(Error::runtime(format!(
+                "job file name {rel} leaves the job directory"
+            )));
+        }
+        match make_dir(&cur, p) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => return Err(io_err("create", &base.join(p), &e.into())),
+        }
+        cur = openat(
+            &cur,
+            p,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err("open", &base.join(p), &e.into()))?;
+    }
+    Ok((cur, leaf))
+}
+
+/// `mkdirat` with exactly [`DIR_MODE`].
+fn make_dir(fd: &OwnedFd, name: &str) -> nix::Result<()> {
+    mkdirat(fd, name, Mode::from_bits_truncate(DIR_MODE))?;
+    let d = openat(
+        fd,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    fchmod(&d, Mode::from_bits_truncate(DIR_MODE))
+}
+
+fn open_dir(path: &Path) -> Result<OwnedFd> {
+    nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io_err("open", path, &e.into()))
+}
+
+/// Refuses a parent directory others could use to swap the job directory: one writable by
+/// everybody without the sticky bit, or (unless [`Sharing::Group`]) owned by another user.
+fn check_parent(parent: &Path, fd: &OwnedFd, sharing: Sharing) -> Result<()> {
+    let st = nix::sys::stat::fstat(fd).map_err(|e| io_err("inspect", parent, &e.into()))?;
+    let mode = st.st_mode as u32;
+    let sticky = mode & 0o1000 != 0;
+    if mode & 0o002 != 0 && !sticky {
+        return Err(Error::usage(format!(
+            "{} is writable by every user and has no sticky bit: anyone could replace a job directory there",
+            parent.display()
+        ))
+        .at_flag("--jobs-root")
+        .help("use a directory only you (or your group) can write, or set its sticky bit (chmod +t)"));
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if st.st_uid != me && st.st_uid != 0 && sharing == Sharing::Private {
+        return Err(Error::usage(format!(
+            "{} belongs to {}, not to you",
+            parent.display(),
+            user_name(st.st_uid)
+        ))
+        .at_flag("--jobs-root")
+        .help("for a jobs root your group shares, set `jobs_root_shared: group` in your profile (or OVLAUNCH_JOBS_ROOT_SHARED=group)"));
+    }
+    Ok(())
+}
+
+pub use crate::input::user_name;
+
+/// The prefix of a partial job directory; host, boot id, process id and a random part follow.
+const PARTIAL: &str = ".ovlaunch-partial-";
+/// The lock file inside a partial directory, held exclusively by its writer.
+const LOCK: &str = ".lock";
+
+/// This writer's partial-directory name: unique across hosts, boots, PID namespaces.
+fn partial_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let read = |p: &str| {
+        fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+            .take(64)
+            .collect::<String>()
+    };
+    let host = read("/proc/sys/kernel/hostname");
+    let boot: String = read("/proc/sys/kernel/random/boot_id")
+        .chars()
+        .filter(|c| *c != '-')
+        .take(12)
+        .collect();
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    format!(
+        "{PARTIAL}{host}-{boot}-{}-{:016x}",
+        std::process::id(),
+        h.finish()
+    )
+}
+
+/// Creates this writer's partial directory (mode 0700) and takes its lock. A lock someone
+/// else holds (a cleaner that found the directory before its lock was taken) means the
+/// directory is about to go: another name is tried.
+fn make_partial(
+    parent: &Path,
+    parent_fd: &OwnedFd,
+) -> Result<(String, OwnedFd, Option<Flock<OwnedFd>>)> {
+    let mut last = Errno::EEXIST;
+    for _ in 0..8 {
+        let name = partial_name();
+        match mkdirat(parent_fd, name.as_str(), Mode::from_bits_truncate(0o700)) {
+            Ok(()) => {}
+            Err(e) => {
+                last = e;
+                if e == Errno::EEXIST {
+                    continue;
+                }
+                break;
+            }
+        }
+        let path = parent.join(&name);
+        let fd = openat(
+            parent_fd,
+            name.as_str(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err("open", &path, &e.into()))?;
+        fchmod(&fd, Mode::from_bits_truncate(0o700))
+            .map_err(|e| io_err("chmod", &path, &e.into()))?;
+        let lock_fd = openat(
+            &fd,
+            LOCK,
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|e| io_err("create", &path.join(LOCK), &e.into()))?;
+        match Flock::lock(lock_fd, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok((name, fd, Some(lock))),
+            Err((_, Errno::EWOULDBLOCK)) => continue,
+            // A filesystem without locks: the partial stays unprovable (never removed by
+            // others), which is safe.
+            Err(_) => return Ok((name, fd, None)),
+        }
+    }
+    Err(io_err(
+        "create a partial job directory in",
+        parent,
+        &last.into(),
+    ))
+}
+
+/// Removes partial job directories in `parent` that are proven dead: a lock file that
+/// nobody holds (checked with a non-blocking exclusive lock, held while removing), and no
+/// record of a submitted job inside.
+fn remove_stale_partials(parent: &Path, parent_fd: &OwnedFd) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
@@ -104,42 +368,117 @@ fn remove_stale_partials(parent: &Path) {
         let Some(n) = file_name.to_str() else {
             continue;
         };
-        let Some(pid) = n.strip_prefix(PARTIAL).and_then(|p| p.parse::<i32>().ok()) else {
+        if !n.starts_with(PARTIAL) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(fd) = openat(
+            parent_fd,
+            n,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
             continue;
         };
-        let gone = pid != std::process::id() as i32
-            && matches!(
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-                Err(nix::errno::Errno::ESRCH)
-            );
-        if gone && e.file_type().is_ok_and(|t| t.is_dir()) {
-            let _ = fs::remove_dir_all(e.path());
+        let Ok(lock_fd) = openat(
+            &fd,
+            LOCK,
+            OFlag::O_RDWR | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
+            continue; // no lock file: not provably dead
+        };
+        let Ok(_held) = Flock::lock(lock_fd, FlockArg::LockExclusiveNonblock) else {
+            continue; // its writer runs
+        };
+        if holds_submitted_record(&fd) {
+            continue;
         }
+        let _ = fs::remove_dir_all(e.path());
     }
 }
 
-/// Writes one more file into an existing job directory, atomically (temp file + rename).
-/// When that fails because the disk is full and the file exists, it is overwritten in place:
-/// a record of a few hundred bytes fits in the blocks the old one holds, and a job Slurm has
-/// queued must not lose its record.
+/// Whether the directory holds a `submission.json` for a job that was submitted (or ran).
+fn holds_submitted_record(fd: &OwnedFd) -> bool {
+    let Ok(f) = openat(
+        fd,
+        crate::layout::SUBMISSION,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    let mut text = String::new();
+    use std::io::Read;
+    if fs::File::from(f)
+        .take(1 << 20)
+        .read_to_string(&mut text)
+        .is_err()
+    {
+        return true; // unreadable: keep it
+    }
+    !text.contains("\"submitting\"")
+}
+
+fn rename_noreplace(parent_fd: &OwnedFd, from: &str, to: &str) -> nix::Result<()> {
+    match nix::fcntl::renameat2(
+        parent_fd,
+        from,
+        parent_fd,
+        to,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    ) {
+        // A filesystem without RENAME_NOREPLACE: rename(2) still refuses a non-empty target.
+        Err(Errno::EINVAL) => nix::fcntl::renameat(parent_fd, from, parent_fd, to),
+        r => r,
+    }
+}
+
+/// Writes one more file into an existing job directory, atomically (a new temporary file,
+/// created with `O_EXCL|O_NOFOLLOW` under a random name, then renamed). When that fails
+/// because the disk is full and the file exists, it is overwritten in place (never through
+/// a symlink): a record of a few hundred bytes fits in the blocks the old one holds, and a
+/// job Slurm has queued must not lose its record.
 pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
     let path = dir.join(name);
+    let dir_fd = nix::fcntl::open(
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io_err("open", dir, &e.into()))?;
+    let tmp = format!(".{name}.{:x}.tmp", std::process::id() as u64 ^ rand64());
     let write = || -> std::io::Result<()> {
-        let mut f = fs::File::create(&tmp)?;
+        let fd = openat(
+            &dir_fd,
+            tmp.as_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o644),
+        )?;
+        fchmod(&fd, Mode::from_bits_truncate(0o644))?;
+        let mut f = fs::File::from(fd);
         f.write_all(contents.as_bytes())?;
         f.sync_all()?;
-        fs::rename(&tmp, &path)
+        Ok(nix::fcntl::renameat(&dir_fd, tmp.as_str(), &dir_fd, name)?)
     };
     let in_place = || -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new().write(true).open(&path)?;
+        let fd = openat(
+            &dir_fd,
+            name,
+            OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let mut f = fs::File::from(fd);
         f.write_all(contents.as_bytes())?;
         f.set_len(contents.len() as u64)?;
         f.sync_all()
     };
     write()
         .or_else(|e| {
-            let _ = fs::remove_file(&tmp);
+            let _ = nix::unistd::unlinkat(
+                &dir_fd,
+                tmp.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
             if e.raw_os_error() == Some(nix::libc::ENOSPC) && path.exists() {
                 in_place()
             } else {
@@ -149,11 +488,11 @@ pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
         .map_err(|e| io_err("write", &path, &e))
 }
 
-fn make_parent(path: &Path) -> Result<()> {
-    match path.parent() {
-        Some(p) => fs::create_dir_all(p).map_err(|e| io_err("create", p, &e)),
-        None => Ok(()),
-    }
+fn rand64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    h.finish()
 }
 
 fn io_err(what: &str, path: &Path, e: &std::io::Error) -> Error {

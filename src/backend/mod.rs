@@ -15,6 +15,7 @@ pub mod record;
 pub mod signals;
 pub mod slurm;
 pub mod state;
+pub mod tail;
 
 use std::path::Path;
 
@@ -105,13 +106,15 @@ pub fn of(rec: &Submission) -> Result<&'static dyn Backend> {
 pub struct Extras<'a> {
     pub files: Vec<layout::JobFile<'a>>,
     pub assets: Vec<jobdir::Asset>,
+    /// Whether the directory the job directory goes into may belong to another user.
+    pub sharing: jobdir::Sharing,
 }
 
 /// Writes the job directory `dir` from `artifacts` and `extras` (without starting anything).
 pub fn write_job_dir(dir: &Path, artifacts: &Artifacts, extras: &Extras<'_>) -> Result<()> {
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
-    jobdir::create_with(dir, &files, &extras.assets)
+    jobdir::create_with(dir, &files, &extras.assets, extras.sharing)
 }
 
 /// Writes the job directory `dir` from `artifacts` and starts the job with `executor`
@@ -133,24 +136,7 @@ pub fn submit(
     command_line: String,
     job_output: local::JobOutput,
 ) -> Result<Started> {
-    let mut rec = Submission {
-        job_name: job_name.to_string(),
-        job_dir: dir.display().to_string(),
-        executor: executor.name().into(),
-        state: match executor {
-            Executor::Slurm => record::RecordState::Submitting,
-            Executor::Local => record::RecordState::Local,
-        },
-        job_id: None,
-        cluster: None,
-        submit_time: None,
-        started_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_secs()),
-        command_line,
-        exit_code: None,
-    };
+    let mut rec = new_record(executor, dir, job_name, command_line);
     let intent = record_text(&rec)?;
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
@@ -161,7 +147,7 @@ pub fn submit(
         executable: false,
     });
     let guard = signals::Deferred::install();
-    jobdir::create_with(dir, &files, &extras.assets)?;
+    jobdir::create_with(dir, &files, &extras.assets, extras.sharing)?;
     if let Some(sig) = guard.caught() {
         let _ = std::fs::remove_dir_all(dir);
         return Err(Error::runtime(format!(
@@ -182,6 +168,60 @@ pub fn submit(
         );
     }
     Ok(started)
+}
+
+/// Submits a job directory `render` wrote (its launch script and plan as they are) with
+/// `executor`, recording the submission in it. A job the scheduler refuses leaves the
+/// directory as it was (only the record is removed), so it can be submitted again.
+pub fn submit_rendered(
+    executor: Executor,
+    dir: &Path,
+    job_name: &str,
+    command_line: String,
+    job_output: local::JobOutput,
+) -> Result<Started> {
+    let script = dir.join(match executor {
+        Executor::Slurm => layout::SBATCH_SCRIPT,
+        Executor::Local => layout::LOCAL_SCRIPT,
+    });
+    let mut rec = new_record(executor, dir, job_name, command_line);
+    let guard = signals::Deferred::install();
+    write_record(dir, &rec)?;
+    if executor == Executor::Local {
+        drop(guard);
+        return local::submit_with(dir, &script, &mut rec, job_output);
+    }
+    let started = slurm::submit_recorded(dir, &script, &mut rec, &|d| {
+        let _ = std::fs::remove_file(d.join(layout::SUBMISSION));
+    })?;
+    if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
+        eprintln!(
+            "note: {sig} arrived while submitting; job {job_id} was queued and recorded first"
+        );
+    }
+    Ok(started)
+}
+
+/// The record of a submission about to start: the intent, before the backend answers.
+fn new_record(executor: Executor, dir: &Path, job_name: &str, command_line: String) -> Submission {
+    Submission {
+        job_name: job_name.to_string(),
+        job_dir: dir.display().to_string(),
+        executor: executor.name().into(),
+        state: match executor {
+            Executor::Slurm => record::RecordState::Submitting,
+            Executor::Local => record::RecordState::Local,
+        },
+        job_id: None,
+        cluster: None,
+        submit_time: None,
+        started_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs()),
+        command_line,
+        exit_code: None,
+    }
 }
 
 fn record_text(rec: &Submission) -> Result<String> {

@@ -9,6 +9,7 @@
 //! so a reused job id is never taken for this job. A job id read back is a Slurm job id
 //! ([`JobId`]) or the record is refused: it is passed to Slurm's tools.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -71,6 +72,9 @@ pub enum RecordState {
     Submitted,
     /// Ran with the local executor.
     Local,
+    /// Rendered and not submitted: never in a record, only in `ovlaunch list`'s rows.
+    #[serde(skip_deserializing)]
+    Rendered,
 }
 
 /// What `submit` records.
@@ -102,65 +106,170 @@ fn default_state() -> RecordState {
     RecordState::Submitted
 }
 
+/// Reads the record of the job directory `dir`. A record is evidence, not an instruction:
+/// it is refused unless this user wrote it (the record and its directory belong to this
+/// user, and nobody else can write either) and it names the directory it lives in, so a
+/// planted or edited record cannot make `status`, `logs` or `cancel` act on another
+/// directory or job.
 pub fn read(dir: &Path) -> Result<Submission> {
     let path = dir.join(FILE);
-    if !path.exists() {
+    let Ok(meta) = path.symlink_metadata() else {
         return Err(Error::usage(format!(
             "no submission record at {}",
             path.display()
         )));
+    };
+    if meta.file_type().is_symlink() {
+        return Err(untrusted(&path, "is a symbolic link"));
+    }
+    for (p, m) in [
+        (dir.to_path_buf(), dir.metadata().ok()),
+        (path.clone(), Some(meta)),
+    ] {
+        let Some(m) = m else {
+            return Err(untrusted(&p, "cannot be inspected"));
+        };
+        let me = nix::unistd::geteuid().as_raw();
+        if m.uid() != me {
+            return Err(untrusted(
+                &p,
+                &format!(
+                    "belongs to {}, not to you",
+                    super::jobdir::user_name(m.uid())
+                ),
+            ));
+        }
+        if m.mode() & 0o002 != 0 {
+            return Err(untrusted(&p, "is writable by every user"));
+        }
     }
     let text = crate::input::read_text(&path, "JOB")?;
-    serde_json::from_str(&text).map_err(|e| {
+    let rec: Submission = serde_json::from_str(&text).map_err(|e| {
         Error::usage(format!("{}: {e}", path.display()))
             .at_flag("JOB")
             .help("the record was edited or damaged; the job directory's other files are intact")
-    })
+    })?;
+    let same = match (Path::new(&rec.job_dir).canonicalize(), dir.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if !same {
+        return Err(Error::usage(format!(
+            "{} names the job directory {}, not the directory it is in ({})",
+            path.display(),
+            rec.job_dir.escape_debug(),
+            dir.display()
+        ))
+        .at_flag("JOB")
+        .help("the record was edited, or the job directory was moved after submitting; ovlaunch does not act on it (Slurm knows the job by the directory it was submitted from)"));
+    }
+    Ok(rec)
 }
 
-/// All job directories with a readable record under `root`, oldest name first.
+fn untrusted(path: &Path, why: &str) -> Error {
+    Error::usage(format!("{} {why}: ovlaunch does not act on a record someone else could have written", path.display()))
+        .at_flag("JOB")
+        .help("run status, logs and cancel as the user who submitted the job; a record is trusted only when that user alone can write it and its directory")
+}
+
+/// All job directories with a readable record under `root`, oldest first (by when the
+/// submission started, then by name).
 pub fn list(root: &Path) -> Vec<(PathBuf, Submission)> {
+    let mut out: Vec<(PathBuf, Submission)> = scan(root)
+        .into_iter()
+        .filter_map(|f| f.record.map(|r| (f.dir, r)))
+        .collect();
+    out.sort_by(|a, b| (a.1.started_unix, &a.0).cmp(&(b.1.started_unix, &b.0)));
+    out
+}
+
+/// A job directory under a jobs root: submitted (it has a record) or only rendered (a
+/// launch script and no record).
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub dir: PathBuf,
+    pub record: Option<Submission>,
+}
+
+/// Whether `dir` holds a rendered job's launch script.
+pub fn is_rendered(dir: &Path) -> bool {
+    [crate::layout::SBATCH_SCRIPT, crate::layout::LOCAL_SCRIPT]
+        .iter()
+        .any(|s| dir.join(s).is_file())
+}
+
+/// Every job directory directly under `root`, submitted or rendered, by name. A record that
+/// cannot be read leaves its directory out (`status` on it says why).
+pub fn scan(root: &Path) -> Vec<Found> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
-    let mut out: Vec<(PathBuf, Submission)> = entries
+    let mut out: Vec<Found> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join(FILE).is_file())
-        .filter_map(|p| read(&p).ok().map(|s| (p, s)))
+        .filter(|p| p.is_dir())
+        .filter_map(|dir| {
+            if dir.join(FILE).is_file() {
+                read(&dir).ok().map(|r| Found {
+                    dir,
+                    record: Some(r),
+                })
+            } else if is_rendered(&dir) {
+                Some(Found { dir, record: None })
+            } else {
+                None
+            }
+        })
         .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| a.dir.cmp(&b.dir));
     out
 }
 
 /// How to name a job to `status`, `logs` and `cancel`.
-const FIND_HELP: &str =
-    "give a job id, job name or job directory; `ovlaunch list` shows them (see --jobs-root)";
+const FIND_HELP: &str = "give a job id, job name or job directory (as `submit` printed it); `ovlaunch list` shows them (see --jobs-root)";
 
-/// Finds a job by directory path, job id or job name under `root`.
+/// Finds a job by directory path, job id, job name or job directory name under `root`. A job
+/// name submitted several times names its latest submission.
 pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     let p = Path::new(key);
     if p.join(FILE).is_file() {
         return Ok((p.to_path_buf(), read(p)?));
     }
-    if let Some(found) = list(root)
-        .into_iter()
-        .rev()
-        .find(|(_, s)| s.job_id.as_ref().map(JobId::as_str) == Some(key) || s.job_name == key)
-    {
-        return Ok(found);
+    let jobs = list(root);
+    let by_id = || {
+        jobs.iter()
+            .find(|(_, s)| s.job_id.as_ref().map(JobId::as_str) == Some(key))
+    };
+    // `submit` prints the directory (`jobs/NAME-2`): its last component names it too.
+    let by_dir_name = || {
+        jobs.iter()
+            .find(|(d, _)| d.file_name().is_some_and(|n| n == key))
+    };
+    let by_name = || jobs.iter().rev().find(|(_, s)| s.job_name == key);
+    // A job name names its latest submission, also when the first one's directory has the
+    // same name; that one stays reachable by its id or its path.
+    if let Some(found) = by_id().or_else(by_name).or_else(by_dir_name) {
+        return Ok(found.clone());
     }
-    if p.is_dir() {
+    let rendered_here = root.join(key);
+    let dir = if p.is_dir() {
+        Some(p)
+    } else if !key.contains('/') && rendered_here.is_dir() {
+        Some(rendered_here.as_path())
+    } else {
+        None
+    };
+    if let Some(dir) = dir {
         // No job has that id or name, and it names a directory without a record: say what
         // the directory is rather than that no job of that name exists.
-        let rendered = [crate::layout::SBATCH_SCRIPT, crate::layout::LOCAL_SCRIPT]
-            .iter()
-            .any(|s| p.join(s).is_file());
-        return Err(if rendered {
+        return Err(if is_rendered(dir) {
             Error::usage(format!(
                 "{key} is a job directory that was rendered but never submitted by ovlaunch (it has no {FILE})"
             ))
             .at_flag("JOB")
-            .help("submit it with `ovlaunch submit` (the same flags as `render`) so that status, logs and cancel can follow it")
+            .help(format!(
+                "submit it with `ovlaunch submit {}` so that status, logs and cancel can follow it",
+                dir.display()
+            ))
         } else {
             Error::usage(format!(
                 "{key} is a directory but not a job directory (no {FILE})"

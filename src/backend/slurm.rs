@@ -9,12 +9,12 @@
 //! that holds only the intent (the submit was interrupted around `sbatch`) is reconciled by
 //! asking Slurm for a pending or running job of its name and directory.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
+use super::tail::Tail;
 use super::{Backend, Cancelled, Sink, Started, write_record};
 use crate::error::{Error, Result};
 use crate::layout;
@@ -24,52 +24,10 @@ pub struct Slurm;
 
 impl Backend for Slurm {
     fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
-        let submitted = match submit(script, dir) {
-            Ok(s) => s,
-            Err(SubmitError::NotQueued(e)) => {
-                // Nothing half-written stays behind.
-                let _ = std::fs::remove_dir_all(dir);
-                return Err(e);
-            }
-            Err(SubmitError::Unknown(e)) => {
-                // Whether sbatch got the job through before it failed (killed, timed out)
-                // only Slurm knows: ask it before removing anything.
-                match find_submitted(&rec.job_name, &rec.job_dir) {
-                    Ok(Some(id)) => Submitted {
-                        id,
-                        cluster: None,
-                        submit_time: None,
-                    },
-                    Ok(None) => {
-                        let _ = std::fs::remove_dir_all(dir);
-                        return Err(e);
-                    }
-                    Err(q) => {
-                        return Err(Error::runtime(format!(
-                            "{e}\n  and Slurm could not be asked whether the job was queued: {q}"
-                        ))
-                        .help(format!(
-                            "the job directory {} keeps the intent; `ovlaunch status` on it asks Slurm again",
-                            dir.display()
-                        )));
-                    }
-                }
-            }
-        };
-        let id = submitted.id.to_string();
-        rec.state = RecordState::Submitted;
-        rec.job_id = Some(submitted.id);
-        rec.cluster = submitted.cluster;
-        rec.submit_time = submitted.submit_time;
-        if let Err(e) = write_record(dir, rec) {
-            // The job is queued: say so, and report success so that nobody submits it
-            // twice; the intent record lets `status` find it through Slurm.
-            eprintln!(
-                "warning: job {id} is queued, but its record could not be updated ({e}); `ovlaunch status {}` finds it through Slurm by name and directory",
-                dir.display()
-            );
-        }
-        Ok(Started::Queued { job_id: id })
+        // Nothing half-written stays behind.
+        submit_recorded(dir, script, rec, &|d| {
+            let _ = std::fs::remove_dir_all(d);
+        })
     }
 
     fn status(&self, rec: &Submission) -> Result<JobStatus> {
@@ -113,6 +71,62 @@ impl Backend for Slurm {
     }
 }
 
+/// Submits the written job directory `dir` and records the answer in `rec`; `discard`
+/// undoes what was written for a job Slurm did not queue (the whole directory for a new job,
+/// only the record for a directory `render` wrote).
+pub fn submit_recorded(
+    dir: &Path,
+    script: &Path,
+    rec: &mut Submission,
+    discard: &dyn Fn(&Path),
+) -> Result<Started> {
+    let submitted = match submit(script, dir) {
+        Ok(s) => s,
+        Err(SubmitError::NotQueued(e)) => {
+            discard(dir);
+            return Err(e);
+        }
+        Err(SubmitError::Unknown(e)) => {
+            // Whether sbatch got the job through before it failed (killed, timed out)
+            // only Slurm knows: ask it before removing anything.
+            match find_submitted(&rec.job_name, &rec.job_dir) {
+                Ok(Some(id)) => Submitted {
+                    id,
+                    cluster: None,
+                    submit_time: None,
+                },
+                Ok(None) => {
+                    discard(dir);
+                    return Err(e);
+                }
+                Err(q) => {
+                    return Err(Error::runtime(format!(
+                        "{e}\n  and Slurm could not be asked whether the job was queued: {q}"
+                    ))
+                    .help(format!(
+                        "the job directory {} keeps the intent; `ovlaunch status` on it asks Slurm again",
+                        dir.display()
+                    )));
+                }
+            }
+        }
+    };
+    let id = submitted.id.to_string();
+    rec.state = RecordState::Submitted;
+    rec.job_id = Some(submitted.id);
+    rec.cluster = submitted.cluster;
+    rec.submit_time = submitted.submit_time;
+    if let Err(e) = write_record(dir, rec) {
+        // The job is queued: say so, and report success so that nobody submits it
+        // twice; the intent record lets `status` find it through Slurm.
+        eprintln!(
+            "warning: job {id} is queued, but its record could not be updated ({e}); `ovlaunch status {}` finds it through Slurm by name and directory",
+            dir.display()
+        );
+    }
+    Ok(Started::Queued { job_id: id })
+}
+
 /// How often `logs --follow` reads the output file.
 const FOLLOW_READ: Duration = Duration::from_millis(250);
 
@@ -145,60 +159,6 @@ impl FollowChecks {
         self.interval = (self.interval * 2).min(Self::LONGEST);
         self.next = now + self.interval;
         true
-    }
-}
-
-/// The part of an output file already printed: a byte offset, and the bytes of a UTF-8
-/// character cut in two by the last read (printed once the rest arrives).
-#[derive(Debug, Default)]
-struct Tail {
-    pos: u64,
-    partial: Vec<u8>,
-}
-
-impl Tail {
-    /// Prints what was appended since the last read; `false` when the file does not exist
-    /// (yet). A file shorter than what was read (truncated, e.g. by a requeue that reopens
-    /// it) is read again from its start.
-    fn read(&mut self, path: &Path, out: Sink<'_>) -> Result<bool> {
-        let Ok(mut f) = std::fs::File::open(path) else {
-            return Ok(false);
-        };
-        let len = f
-            .metadata()
-            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?
-            .len();
-        if len < self.pos {
-            self.pos = 0;
-            self.partial.clear();
-        }
-        f.seek(SeekFrom::Start(self.pos))
-            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-        let mut buf = std::mem::take(&mut self.partial);
-        let n = f
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-        self.pos += n as u64;
-        // Keep an incomplete last character for the next read; invalid bytes elsewhere are
-        // shown as U+FFFD.
-        let cut = match std::str::from_utf8(&buf) {
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            _ => buf.len(),
-        };
-        self.partial = buf.split_off(cut);
-        if !buf.is_empty() {
-            out(&String::from_utf8_lossy(&buf))?;
-        }
-        Ok(true)
-    }
-
-    /// Prints a cut character left at the end (as U+FFFD: the job has ended).
-    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
-        if self.partial.is_empty() {
-            return Ok(());
-        }
-        let rest = std::mem::take(&mut self.partial);
-        out(&String::from_utf8_lossy(&rest))
     }
 }
 
@@ -331,10 +291,10 @@ pub fn submit(script: &Path, workdir: &Path) -> Result<Submitted, SubmitError> {
         )));
     }
     if !out.ok {
+        let said = out.stderr.trim();
         return Err(SubmitError::NotQueued(
-            Error::runtime(format!("sbatch rejected the script: {}", out.stderr.trim())).help(
-                "the job directory was removed; fix the option sbatch names and submit again",
-            ),
+            Error::runtime(format!("sbatch rejected the script: {said}"))
+                .help(rejection_help(said)),
         ));
     }
     // `--parsable` prints `jobid[;cluster]`.
@@ -355,6 +315,35 @@ pub fn submit(script: &Path, workdir: &Path) -> Result<Submitted, SubmitError> {
         id,
         cluster,
     })
+}
+
+/// What to do about sbatch's refusal, by what sbatch said: a Slurm that cannot be reached
+/// or configured is not fixed by changing the job.
+fn rejection_help(said: &str) -> &'static str {
+    const UNREACHABLE: &[&str] = &[
+        "configuration source",
+        "Unable to contact slurm controller",
+        "Socket timed out",
+        "Connection refused",
+        "Zero Bytes were transmitted",
+        "Invalid authentication credential",
+        "Munge",
+        "munge",
+    ];
+    const OPTION: &[&str] = &[
+        "unrecognized option",
+        "invalid option",
+        "Invalid ",
+        "invalid ",
+        "not valid",
+    ];
+    if UNREACHABLE.iter().any(|w| said.contains(w)) {
+        "nothing was queued: this machine cannot reach a Slurm controller (run on a login node; `scontrol ping` tells), or use --dry-run or --executor local"
+    } else if OPTION.iter().any(|w| said.contains(w)) {
+        "nothing was queued: change the setting sbatch names (the launch script's #SBATCH lines show what ovlaunch asked for: --dry-run prints them) and submit again"
+    } else {
+        "nothing was queued; sbatch's own words above say why"
+    }
 }
 
 /// `ClusterName` from the Slurm configuration.
@@ -398,8 +387,15 @@ pub struct JobInfo {
 }
 
 impl JobInfo {
+    /// A field whose value holds no space (a state, a number, a time).
     pub fn get(&self, key: &str) -> Option<String> {
         field(&self.line, key)
+    }
+
+    /// Whether this is the recorded job: its name and working directory, compared exactly.
+    pub fn is(&self, expect: &Expected<'_>) -> bool {
+        field_is(&self.line, "JobName", expect.job_name)
+            && field_is(&self.line, "WorkDir", expect.job_dir)
     }
 }
 
@@ -465,9 +461,9 @@ fn reused(id: &JobId, what: &str) -> Error {
 /// knows, is an error (exit 1) with the reason.
 pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
     if let Some(info) = job_info(id)? {
-        let name = info.get("JobName").unwrap_or_default();
-        let dir = info.get("WorkDir").unwrap_or_default();
-        if name != expect.job_name || dir != expect.job_dir {
+        if !info.is(expect) {
+            let name = info.get("JobName").unwrap_or_default();
+            let dir = info.get("WorkDir").unwrap_or_default();
             return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
         }
         let state = info.get("JobState").unwrap_or_default();
@@ -492,7 +488,8 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
             ("sacct", Sacct::Accounting { all_runs: false }),
             ("sacct --completion", Sacct::Completion),
         ] {
-            let out = sacct(id, "JobID,JobName,WorkDir,State,ExitCode", from)?;
+            // The directory last: it may hold `|`, the other fields cannot.
+            let out = sacct(id, "JobID,State,ExitCode,JobName,WorkDir", from)?;
             if !out.ok {
                 continue;
             }
@@ -503,8 +500,8 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
             else {
                 continue;
             };
-            let parts: Vec<&str> = line.split('|').collect();
-            let [_, name, dir, state, exit] = parts[..] else {
+            let parts: Vec<&str> = line.splitn(5, '|').collect();
+            let [_, state, exit, name, dir] = parts[..] else {
                 continue;
             };
             if name != expect.job_name || dir != expect.job_dir {
@@ -574,11 +571,43 @@ fn refs(v: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
     v.iter().map(|s| s.as_os_str()).collect()
 }
 
-/// `KEY=value` from a one-line `scontrol` record.
+/// `KEY=value` from a one-line `scontrol` record. A value may hold spaces (a `WorkDir`
+/// with a space): it runs to the next ` Key=` (a word that starts with a capital letter and
+/// has no space before its `=`), never to the next space. For a check against a known
+/// value use [`field_is`], which is exact whatever the value holds.
 fn field(line: &str, key: &str) -> Option<String> {
-    let needle = format!("{key}=");
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&needle).map(str::to_string))
+    let hay = format!(" {line}");
+    let needle = format!(" {key}=");
+    let start = hay.find(&needle)? + needle.len();
+    let rest = &hay[start..];
+    let end = rest
+        .match_indices(' ')
+        .map(|(i, _)| i)
+        .find(|&i| starts_with_key(&rest[i + 1..]) || rest[i + 1..].trim().is_empty())
+        .unwrap_or(rest.len());
+    Some(rest[..end].to_string())
+}
+
+/// Whether the one-line record holds exactly `KEY=value`: the value followed by the end of
+/// the line or by ` Key=`.
+fn field_is(line: &str, key: &str, value: &str) -> bool {
+    let hay = format!(" {line}");
+    let needle = format!(" {key}={value}");
+    hay.match_indices(&needle).any(|(i, _)| {
+        let rest = &hay[i + needle.len()..];
+        rest.trim().is_empty() || (rest.starts_with(' ') && starts_with_key(&rest[1..]))
+    })
+}
+
+/// Whether `s` starts with an `scontrol` key and its `=` (`StdErr=`, `AllocNode:Sid=`,
+/// `CPUs/Task=`).
+fn starts_with_key(s: &str) -> bool {
+    let Some((k, _)) = s.split_once('=') else {
+        return false;
+    };
+    k.starts_with(|c: char| c.is_ascii_uppercase())
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || ":/_".contains(c))
 }
 
 /// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`
@@ -624,25 +653,14 @@ mod tests {
     }
 
     #[test]
-    fn a_character_cut_by_a_read_waits_for_its_rest() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("out");
-        let mut tail = Tail::default();
-        let mut got = String::new();
-        let mut sink = |s: &str| {
-            got.push_str(s);
-            Ok(())
-        };
-        assert!(!tail.read(&p, &mut sink).unwrap(), "no file yet");
-        let text = "0: grüße\n".as_bytes();
-        std::fs::write(&p, &text[..6]).unwrap(); // cut inside `ü`
-        assert!(tail.read(&p, &mut sink).unwrap());
-        std::fs::write(&p, text).unwrap();
-        tail.read(&p, &mut sink).unwrap();
-        // Truncated and rewritten: read from the start again.
-        std::fs::write(&p, "new\n").unwrap();
-        tail.read(&p, &mut sink).unwrap();
-        assert_eq!(got, "0: grüße\nnew\n");
+    fn compares_a_field_with_spaces() {
+        let line =
+            "JobId=7 JobName=x WorkDir=/j/my jobs/x-2 StdErr=/j/my jobs/x-2/slurm-7.out Power=";
+        assert!(field_is(line, "WorkDir", "/j/my jobs/x-2"));
+        assert!(!field_is(line, "WorkDir", "/j/my jobs/x"));
+        assert!(!field_is(line, "WorkDir", "/j/my"));
+        assert!(field_is(line, "JobName", "x"));
+        assert!(field_is(line, "Power", ""));
     }
 
     #[test]
@@ -652,6 +670,27 @@ mod tests {
         assert_eq!(field(line, "ExitCode").as_deref(), Some("3:0"));
         assert_eq!(field(line, "Restarts").as_deref(), Some("0"));
         assert_eq!(field(line, "Nope"), None);
+    }
+
+    /// Slurm 22.05's own line for a job whose directory holds a space and `%j` (seen on the
+    /// CI cluster): the value runs to the next key, not to the next space.
+    #[test]
+    fn values_with_spaces_are_read_whole() {
+        let line = "JobId=1 JobName=s.sh UserId=root(0) AllocNode:Sid=localhost:6392 CPUs/Task=1 Command=/tmp/sp probe/j%jx/s.sh WorkDir=/tmp/sp probe/j%jx StdErr=/tmp/sp probe/j%1x/out-1.out StdIn=/dev/null StdOut=/tmp/sp probe/j%1x/out-1.out Power= ";
+        assert_eq!(
+            field(line, "WorkDir").as_deref(),
+            Some("/tmp/sp probe/j%jx")
+        );
+        assert_eq!(
+            field(line, "Command").as_deref(),
+            Some("/tmp/sp probe/j%jx/s.sh")
+        );
+        assert_eq!(field(line, "Power").as_deref(), Some(""));
+        assert!(field_is(line, "WorkDir", "/tmp/sp probe/j%jx"));
+        assert!(!field_is(line, "WorkDir", "/tmp/sp"));
+        assert!(!field_is(line, "WorkDir", "/tmp/sp probe/j"));
+        assert!(field_is(line, "JobName", "s.sh"));
+        assert!(!field_is(line, "JobName", "s"));
     }
 }
 

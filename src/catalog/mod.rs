@@ -37,6 +37,10 @@ pub enum Text {
 pub struct Catalog {
     pub recipes: Vec<RecipeSource>,
     pub gpus: Vec<GpuKind>,
+    /// A user recipe directory's files by name (`NAME.yaml` or `NAME.yml` is the recipe
+    /// `NAME`), sorted; only the file a job names is read and parsed, so the directory's
+    /// size or an unrelated malformed file touches no other job.
+    pub user_dir: Vec<(String, std::path::PathBuf)>,
 }
 
 impl Catalog {
@@ -54,7 +58,11 @@ impl Catalog {
             .collect();
         let gpus: Vec<GpuKind> = serde_json::from_str(embedded::GPUS_JSON)
             .map_err(|e| Error::runtime(format!("embedded:hardware/gpus.yaml: {e}")))?;
-        Ok(Self { recipes, gpus })
+        Ok(Self {
+            recipes,
+            gpus,
+            user_dir: Vec::new(),
+        })
     }
 
     /// Adds a user recipe (from a file or a recipe directory); it shadows a same-named one.
@@ -68,6 +76,16 @@ impl Catalog {
     /// Adds or replaces GPU kinds from a user hardware file.
     pub fn add_gpus(&mut self, origin: &str, text: &str) -> Result<()> {
         let kinds: Vec<GpuKind> = yaml::parse(text, origin)?;
+        for (i, k) in kinds.iter().enumerate() {
+            if kinds[..i].iter().any(|o| o.kind == k.kind) {
+                return Err(Error::usage(format!(
+                    "GPU kind `{}` is defined twice",
+                    k.kind.escape_debug()
+                ))
+                .at_file(origin)
+                .help("keep one entry per kind (a file's entry replaces the built-in one of that kind)"));
+            }
+        }
         for k in &kinds {
             k.check().map_err(|m| {
                 Error::usage(format!("GPU kind `{}`: {m}", k.kind.escape_debug())).at_file(origin)
@@ -78,6 +96,14 @@ impl Catalog {
             self.gpus.push(k);
         }
         Ok(())
+    }
+
+    /// The user recipe directory's file for the recipe `name`, if it has one.
+    pub fn user_file(&self, name: &str) -> Option<&std::path::Path> {
+        self.user_dir
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.user_dir[i].1.as_path())
     }
 
     /// Finds a recipe by name or alias, or by the name of a Bridge recipe function a shipped
@@ -125,9 +151,49 @@ impl Catalog {
                         "run `ovlaunch recipes` for the list, or pass a recipe file path",
                     ))
             })?;
-        match &src.text {
-            Text::Json(json) => Recipe::from_json(json, &src.origin),
-            Text::Yaml(text) => Recipe::parse(text, &src.origin),
+        src.parse()
+    }
+
+    /// The shipped recipe that holds Megatron-Bridge's function `function` (its name or an
+    /// alias; `Recipe::function_variant` says where), whole, from the build-time index
+    /// ([`embedded::function`]): only that recipe is parsed.
+    pub fn bridge_function(&self, function: &str) -> Result<Option<Recipe>> {
+        let Some(e) = embedded::function(function) else {
+            return Ok(None);
+        };
+        let origin = format!("embedded:{}", e.path);
+        let r = Recipe::from_json(e.json, &origin)?;
+        if r.function_variant(function).is_none() {
+            return Err(Error::runtime(format!(
+                "{origin}: the index names `{function}`, the recipe does not hold it"
+            )));
+        }
+        Ok(Some(r))
+    }
+
+    /// Every Bridge function the shipped recipes hold (names and aliases, from the build-time
+    /// index), with its recipe's family, in recipe-file order; for error messages.
+    pub fn bridge_functions(&self) -> Vec<(String, Option<String>)> {
+        let mut index: Vec<&(&str, usize)> = embedded::FUNCTIONS.iter().collect();
+        index.sort_by_key(|(_, i)| *i);
+        index
+            .into_iter()
+            .map(|(f, i)| {
+                (
+                    f.to_string(),
+                    embedded::RECIPES[*i].family.map(str::to_string),
+                )
+            })
+            .collect()
+    }
+}
+
+impl RecipeSource {
+    /// Parses the recipe.
+    pub fn parse(&self) -> Result<Recipe> {
+        match &self.text {
+            Text::Json(json) => Recipe::from_json(json, &self.origin),
+            Text::Yaml(text) => Recipe::parse(text, &self.origin),
         }
     }
 }

@@ -252,11 +252,35 @@ pub struct Recipe {
     /// Base config sections, as a tree.
     pub sections: Map<String, Value>,
     pub variants: Vec<Variant>,
+    /// For a user's recipe file run by Bridge's runner: the shipped recipes that hold the
+    /// Bridge functions it names (`bridge_recipe:`), which `cli::load` links
+    /// (`catalog::Catalog::bridge_function`); the file's values are planned over theirs and
+    /// every difference reaches the trainer as an override (`resolve::base`). Empty for a
+    /// shipped recipe.
+    pub bases: Vec<Recipe>,
 }
 
 impl Recipe {
-    /// The variant whose Bridge function is `function` (by its name or an alias).
-    pub fn function_variant(&self, function: &str) -> Option<usize> {
+    /// Whether this is a shipped recipe (compiled into the binary).
+    pub fn is_shipped(&self) -> bool {
+        self.origin.starts_with("embedded:")
+    }
+
+    /// Where this recipe holds Bridge's function `function` (its name or an alias):
+    /// `Some(Some(variant))` for a variant's function, `Some(None)` for a recipe without
+    /// variants whose own function it is; `None` when it does not hold it. The one test of
+    /// "runs this function" behind both `--recipe FUNCTION` ([`Recipe::pin`]) and a user
+    /// file's `bridge_recipe:` (`resolve::base`); the build-time index in `build.rs` files
+    /// the same names.
+    pub fn function_variant(&self, function: &str) -> Option<Option<&Variant>> {
+        if let Some(i) = self.variant_index(function) {
+            return Some(Some(&self.variants[i]));
+        }
+        (self.variants.is_empty() && self.bridge_recipe.as_deref() == Some(function))
+            .then_some(None)
+    }
+
+    fn variant_index(&self, function: &str) -> Option<usize> {
         self.variants.iter().position(|v| {
             v.bridge_recipe.as_deref() == Some(function)
                 || v.bridge_aliases.iter().any(|a| a == function)
@@ -264,13 +288,32 @@ impl Recipe {
     }
 
     /// This recipe narrowed to Bridge's function `function` (see [`Recipe::pinned`]); `None`
-    /// when no variant runs it.
+    /// when it does not hold it. A recipe without variants whose own function it is stays
+    /// as it is, pinned.
     pub fn pin(mut self, function: &str) -> Option<Self> {
-        let i = self.function_variant(function)?;
-        let v = self.variants.swap_remove(i);
-        self.variants = vec![v];
+        self.function_variant(function)?;
+        if let Some(i) = self.variant_index(function) {
+            let v = self.variants.swap_remove(i);
+            self.variants = vec![v];
+        }
         self.pinned = Some(function.to_string());
         Some(self)
+    }
+
+    /// The Bridge functions this recipe names, its own and its variants', each once.
+    pub fn functions(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        let all = self.bridge_recipe.iter().chain(
+            self.variants
+                .iter()
+                .filter_map(|v| v.bridge_recipe.as_ref()),
+        );
+        for f in all {
+            if !out.contains(&f.as_str()) {
+                out.push(f);
+            }
+        }
+        out
     }
 
     /// The pipeline-layout table Bridge's runner rebuilds `variant`'s layout with, if any.
@@ -356,6 +399,27 @@ impl Recipe {
                 .at_file(origin));
             }
         }
+        for (i, v) in typed.variants.iter().enumerate() {
+            let key = |x: &TypedVariant| {
+                (
+                    x.gpu.clone(),
+                    x.precision.clone(),
+                    x.variant.clone(),
+                    x.num_gpus,
+                )
+            };
+            if typed.variants[..i].iter().any(|o| key(o) == key(v)) {
+                return Err(Error::usage(format!(
+                    "variant gpu: {}, precision: {}{}{} is listed twice; the second would never be chosen",
+                    v.gpu,
+                    v.precision,
+                    v.variant.as_deref().map(|x| format!(", variant: {x}")).unwrap_or_default(),
+                    v.num_gpus.map(|n| format!(", num_gpus: {n}")).unwrap_or_default(),
+                ))
+                .at_file(origin)
+                .help("keep one entry per gpu, precision, variant and num_gpus"));
+            }
+        }
         let variants_tree = top.remove("variants").unwrap_or(Value::Array(Vec::new()));
         let mut variants = Vec::new();
         for (v, raw) in typed
@@ -394,6 +458,7 @@ impl Recipe {
             pipeline_layouts: typed.pipeline_layouts,
             sections: pick_sections(&Value::Object(top)),
             variants,
+            bases: Vec::new(),
         })
     }
 

@@ -29,6 +29,6 @@ pub fn run(
         FormatArg::Dotenv => EnvFormat::Dotenv,
         FormatArg::Json => EnvFormat::Json,
     };
-    p.data(&env_dump(&plan, f)?)?;
+    p.data(&env_dump(&plan, f, None)?)?;
     Ok(0)
 }

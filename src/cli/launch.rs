@@ -64,22 +64,26 @@ pub struct LaunchArgs {
     /// default: ~/.local/state/ovlaunch/jobs, found again from any directory).
     #[arg(long, value_name = "DIR", help_heading = "Job")]
     pub jobs_root: Option<PathBuf>,
+    /// Whether the jobs root may belong to another user of the group (profile key
+    /// `jobs_root_shared: group`, or OVLAUNCH_JOBS_ROOT_SHARED=group); no flag.
+    #[arg(skip)]
+    pub jobs_root_shared: crate::backend::jobdir::Sharing,
     /// The site profile whose settings fill in what no flag or environment variable sets
     /// (also OVLAUNCH_PROFILE; profiles live in .ovlaunch.yaml and
     /// ~/.config/ovlaunch/config.yaml).
     #[arg(long, value_name = "NAME", help_heading = "Job")]
     pub profile: Option<String>,
     /// Slurm account to charge (sbatch --account; also SBATCH_ACCOUNT, SLURM_ACCOUNT, a profile).
-    #[arg(long, short = 'A', help_heading = "Slurm")]
+    #[arg(long, short = 'A', allow_hyphen_values = true, help_heading = "Slurm")]
     pub account: Option<String>,
     /// Slurm partition (sbatch --partition; also SBATCH_PARTITION, SLURM_PARTITION, a profile).
-    #[arg(long, short = 'p', help_heading = "Slurm")]
+    #[arg(long, short = 'p', allow_hyphen_values = true, help_heading = "Slurm")]
     pub partition: Option<String>,
     /// Slurm quality of service (sbatch --qos; also SBATCH_QOS, SLURM_QOS, a profile).
-    #[arg(long, help_heading = "Slurm")]
+    #[arg(long, allow_hyphen_values = true, help_heading = "Slurm")]
     pub qos: Option<String>,
     /// Wall time (HH:MM:SS or D-HH:MM:SS).
-    #[arg(long, default_value = crate::render::launch::DEFAULT_TIME, help_heading = "Slurm")]
+    #[arg(long, default_value = crate::render::launch::DEFAULT_TIME, allow_hyphen_values = true, help_heading = "Slurm")]
     pub time: String,
     /// How ranks start: one srun task per GPU, or one task per node running torchrun.
     #[arg(long, value_enum, default_value_t = LauncherArg::Srun, help_heading = "Job")]
@@ -137,8 +141,13 @@ pub struct LaunchArgs {
     #[arg(long, help_heading = "Slurm")]
     pub cpus_per_task: Option<u32>,
     /// afterok:ID[:ID]...
-    #[arg(long, help_heading = "Slurm")]
+    #[arg(long, allow_hyphen_values = true, help_heading = "Slurm")]
     pub dependency: Option<String>,
+    /// Requeue a failed job up to N times (as NeMo-Run's and Bridge's Slurm scripts do:
+    /// `scontrol requeue` while SLURM_RESTART_COUNT < N). With `checkpoint.save` in
+    /// {experiment_dir}, the requeued run resumes from the latest checkpoint.
+    #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Slurm")]
+    pub retries: u32,
     /// Extra sbatch long option, quoted for its #SBATCH line (repeatable):
     /// --sbatch-arg=--reservation=x
     #[arg(
@@ -202,23 +211,10 @@ fn check_job_name(name: &str) -> Result<()> {
 /// Without `--job-dir`, each submission gets its own directory: JOBS_ROOT/JOB_NAME, else
 /// the first free JOB_NAME-2, JOB_NAME-3, ..., so the same command can be submitted again.
 pub fn job_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
-    let root = args
-        .jobs_root
-        .clone()
-        .unwrap_or_else(super::profile::default_jobs_root);
-    let cwd = std::env::current_dir()
-        .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
-    let absolute = |dir: PathBuf| {
-        if dir.is_absolute() {
-            dir
-        } else {
-            cwd.join(dir)
-        }
-    };
     if let Some(dir) = &args.job_dir {
-        return Ok(absolute(dir.clone()));
+        return absolute(dir.clone());
     }
-    let root = absolute(root);
+    let root = jobs_root(args)?;
     let mut dir = root.join(job_name);
     let mut n = 2;
     while dir.exists() {
@@ -226,6 +222,30 @@ pub fn job_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
         n += 1;
     }
     Ok(dir)
+}
+
+/// The jobs root in force, absolute.
+fn jobs_root(args: &LaunchArgs) -> Result<PathBuf> {
+    let root = args
+        .jobs_root
+        .clone()
+        .unwrap_or_else(super::profile::default_jobs_root);
+    absolute(root)
+}
+
+/// `dir` under the working directory unless it is absolute.
+fn absolute(dir: PathBuf) -> Result<PathBuf> {
+    if dir.is_absolute() {
+        return Ok(dir);
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
+    Ok(cwd.join(dir))
+}
+
+/// The experiment's directory of job name `job_name` (`{experiment_dir}`).
+pub fn experiment_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
+    Ok(jobs_root(args)?.join("experiments").join(job_name))
 }
 
 /// Launch arguments with every default, for the job commands' profile lookup.
@@ -458,6 +478,21 @@ pub fn options(
         dir.as_os_str(),
         "--job-dir / --jobs-root / OVLAUNCH_JOBS_ROOT",
     )?;
+    // A control character would break Slurm's one-line job records, and a backslash turns
+    // off sbatch's file-name patterns (`%j`) in the output path.
+    if let Some(c) = dir
+        .to_string_lossy()
+        .chars()
+        .find(|c| c.is_control() || *c == '\\')
+    {
+        return Err(Error::usage(format!(
+            "the job directory {} holds {}, which Slurm cannot carry in a path",
+            dir.display().to_string().escape_debug(),
+            c.escape_debug()
+        ))
+        .at_flag("--job-dir / --jobs-root")
+        .help("choose a directory path without backslashes or control characters"));
+    }
     if let Some(long) = dir.iter().find(|c| c.len() > 255) {
         return Err(Error::usage(format!(
             "the job directory's component `{}...` is longer than 255 bytes, the file-name limit",
@@ -479,6 +514,13 @@ pub fn options(
         .at_flag("--executor local")
         .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
     }
+    if args.executor == ExecutorArg::Local && args.retries > 0 {
+        return Err(Error::usage(
+            "--retries requeues a Slurm job; the local executor runs once in the foreground",
+        )
+        .at_flag("--retries")
+        .help("drop --retries, or submit to Slurm"));
+    }
     for m in &args.container_mounts {
         // pyxis joins mounts with `,` into one --container-mounts value.
         if m.is_empty() || m.contains(',') || m.chars().any(char::is_control) {
@@ -490,6 +532,33 @@ pub fn options(
             .help("give one SRC:DST[:FLAGS] per --container-mount; pyxis separates mounts with commas"));
         }
     }
+    if args.container_image.is_none() && !args.no_container {
+        // A mount or working directory with no image to apply it to would be dropped.
+        for (given, flag) in [
+            (!args.container_mounts.is_empty(), "--container-mount"),
+            (args.container_workdir.is_some(), "--container-workdir"),
+        ] {
+            if given {
+                return Err(Error::usage(format!(
+                    "{flag} needs a container, but no container image is given"
+                ))
+                .at_flag(flag)
+                .help("give --container-image IMAGE (or a profile's container_image; `ovlaunch profiles` shows them), or --no-container to run on the nodes' own software"));
+            }
+        }
+    }
+    let experiment = experiment_dir(args, &job_name)?;
+    let uses_experiment = plan
+        .trainer
+        .as_ref()
+        .is_some_and(|t| t.uses_experiment_dir());
+    let mut mounts = Vec::new();
+    if uses_experiment {
+        // The checkpoints outlive the job directory: the container sees them at their path.
+        let e = experiment.display().to_string();
+        mounts.push(format!("{e}:{e}"));
+    }
+    mounts.extend(args.container_mounts.iter().cloned());
     let container = if args.no_container {
         None
     } else {
@@ -499,7 +568,7 @@ pub fn options(
                 ContainerRuntimeArg::Oci => ContainerRuntime::Oci,
             },
             image: image.clone(),
-            mounts: args.container_mounts.clone(),
+            mounts: mounts.clone(),
             workdir: args.container_workdir.clone(),
             writable: !args.container_readonly,
             mount_home: match (args.container_mount_home, args.no_container_mount_home) {
@@ -512,6 +581,7 @@ pub fn options(
     let opts = LaunchOptions {
         job_name,
         job_dir: dir.display().to_string(),
+        experiment_dir: experiment.display().to_string(),
         account: args.account.clone(),
         partition: args.partition.clone(),
         qos: args.qos.clone(),
@@ -531,6 +601,7 @@ pub fn options(
         exclusive: !args.no_exclusive && !plan.hardware.gpu.is_cpu(),
         cpus_per_task: args.cpus_per_task,
         dependency: args.dependency.clone(),
+        retries: args.retries,
         sbatch_args: args.sbatch_args.clone(),
         srun_args: args.srun_args.clone(),
         trainer: args.trainer.clone(),
@@ -558,6 +629,32 @@ pub struct Prepared {
     pub oci: Option<(String, PathBuf)>,
     /// Launch warnings (printed on stderr by the dry run and by submit).
     pub warnings: Vec<String>,
+    /// Who may own the directory the job directory goes into.
+    pub sharing: crate::backend::jobdir::Sharing,
+    /// The experiment's directory, when the plan names it (`{experiment_dir}`).
+    pub experiment: Option<PathBuf>,
+}
+
+impl Prepared {
+    /// Creates the experiment's directory the plan names (owner-only, whatever the umask),
+    /// before the job that writes into it is written: a container mounts it at its path.
+    pub fn make_experiment_dir(&self) -> Result<()> {
+        let Some(dir) = &self.experiment else {
+            return Ok(());
+        };
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| {
+                Error::runtime(format!(
+                    "cannot create the experiment directory {}: {e}",
+                    dir.display()
+                ))
+                .help("it is JOBS_ROOT/experiments/JOB_NAME: choose a writable --jobs-root")
+            })
+    }
 }
 
 /// Which job the flags describe.
@@ -592,7 +689,46 @@ pub fn prepare_resolved(
     settings: &[super::profile::Setting],
     form: Form<'_>,
 ) -> Result<Prepared> {
+    let without_slurm = matches!(form, Form::Torchrun { .. }) || executor(args) == Executor::Local;
+    if without_slurm {
+        refuse_slurm_only(form)?;
+    }
     let (mut opts, dir) = options(&plan, plan_args, args)?;
+    let mut warnings = Vec::new();
+    let mut detected = None;
+    // The script runs on this machine (a multi-machine torchrun script runs elsewhere).
+    let runs_here = matches!(form, Form::Torchrun { master_addr: None })
+        || (form == Form::Launch && executor(args) == Executor::Local);
+    if runs_here
+        && !super::profile::GIVEN
+            .get()
+            .is_some_and(|g| g.contains("torchrun_flags"))
+        && let Some((style, why)) = local_torchrun_style()
+    {
+        opts.flag_style = style;
+        detected = Some(crate::plan::Decision::new(
+            "launch.torchrun_flags",
+            match style {
+                FlagStyle::Dash => "dash",
+                FlagStyle::Underscore => "underscore",
+            },
+            why,
+            crate::plan::Source::Derived,
+        ));
+    }
+    if without_slurm && let Some(c) = opts.container.take() {
+        // Only a profile can bring one here (a typed flag was refused above).
+        warnings.push(format!(
+            "the profile's container image {} is not used: torchrun runs the ranks on this machine's own software",
+            c.image
+        ));
+    }
+    if let Some(w) = bare_bridge_warning(&plan, &opts, args)
+        // torchrun runs here: a checkout at that path is the one it uses.
+        .filter(|_| !(without_slurm && Path::new(&plan.versions.bridge_root).is_dir()))
+    {
+        warnings.push(w);
+    }
     let executor = match form {
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
@@ -615,7 +751,6 @@ pub fn prepare_resolved(
         Err(e) => (None, Some(e)),
     };
     let oci = oci_bundle(&opts)?;
-    let mut warnings = Vec::new();
     // Other machines read the job directory: Slurm's nodes, or every machine of a
     // multi-node torchrun run.
     let shared = match form {
@@ -631,10 +766,17 @@ pub fn prepare_resolved(
         warnings.push(w);
     }
     let templates = templates(args, executor)?;
+    load::needs_function(&plan, !args.trainer.is_empty())?;
+    let experiment = plan
+        .trainer
+        .as_ref()
+        .is_some_and(|t| t.uses_experiment_dir())
+        .then(|| PathBuf::from(&opts.experiment_dir));
     let mut job = job::render_job(plan, &opts, plugins, &templates, executor)?;
     job.spec
         .decisions
         .extend(settings.iter().map(setting_decision));
+    job.spec.decisions.extend(detected);
     Ok(Prepared {
         job,
         dir,
@@ -642,7 +784,136 @@ pub fn prepare_resolved(
         rank_runtime_problem,
         oci,
         warnings,
+        sharing: args.jobs_root_shared,
+        experiment,
     })
+}
+
+/// The torchrun flag spelling the `torchrun` on this machine's PATH accepts: PyTorch 2's
+/// `torch/distributed/run.py` declares `--nproc-per-node` (and the underscore form);
+/// PyTorch 1.13's (Debian 12's python3-torch) only `--nproc_per_node`, and rejects the
+/// dash form. Read from the source of the torch that torchrun's interpreter imports (found
+/// without importing torch); `None` when there is no torchrun or it cannot be read.
+fn local_torchrun_style() -> Option<(FlagStyle, String)> {
+    let torchrun = which::which("torchrun").ok()?;
+    let head = crate::input::read_text(&torchrun, "torchrun").ok()?;
+    let shebang = head.lines().next()?.strip_prefix("#!")?;
+    let mut words = shebang.split_whitespace();
+    let program = words.next()?;
+    let rest: Vec<&str> = words.collect();
+    let find = "import importlib.util as u; s = u.find_spec('torch'); print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
+    let mut argv: Vec<&str> = rest.clone();
+    argv.extend(["-c", find]);
+    let handle = duct::cmd(program, &argv)
+        .stdout_capture()
+        .stderr_null()
+        .unchecked()
+        .start()
+        .ok()?;
+    let out = match handle.wait_timeout(std::time::Duration::from_secs(10)) {
+        Ok(Some(out)) => out.clone(),
+        _ => {
+            let _ = handle.kill();
+            return None;
+        }
+    };
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let run_py = Path::new(dir.trim()).join("distributed").join("run.py");
+    let source = crate::input::read_text(&run_py, "torchrun").ok()?;
+    let style = if source.contains("\"--nproc-per-node\"") {
+        FlagStyle::Dash
+    } else if source.contains("\"--nproc_per_node\"") {
+        FlagStyle::Underscore
+    } else {
+        return None;
+    };
+    Some((
+        style,
+        format!(
+            "{} (torch at {}) declares {}: the script spells torchrun's flags that way (--torchrun-flags overrides)",
+            torchrun.display(),
+            dir.trim(),
+            match style {
+                FlagStyle::Dash => "--nproc-per-node",
+                FlagStyle::Underscore =>
+                    "only --nproc_per_node (PyTorch before 2.0, e.g. Debian's)",
+            }
+        ),
+    ))
+}
+
+/// Launch flags that only a Slurm job uses, by clap id, with the flag as typed.
+const SLURM_ONLY: &[(&str, &str)] = &[
+    ("account", "--account"),
+    ("partition", "--partition"),
+    ("qos", "--qos"),
+    ("time", "--time"),
+    ("dependency", "--dependency"),
+    ("retries", "--retries"),
+    ("sbatch_args", "--sbatch-arg"),
+    ("srun_args", "--srun-arg"),
+    ("mpi", "--mpi"),
+    ("gres", "--gres"),
+    ("no_exclusive", "--no-exclusive"),
+    ("cpus_per_task", "--cpus-per-task"),
+    ("launcher", "--launcher"),
+];
+
+/// Container flags: the ranks' containers are started by srun (pyxis or Slurm's OCI).
+const CONTAINER_ONLY: &[(&str, &str)] = &[
+    ("container_image", "--container-image"),
+    ("container_runtime", "--container-runtime"),
+    ("container_mounts", "--container-mount"),
+    ("container_workdir", "--container-workdir"),
+    ("container_readonly", "--container-readonly"),
+    ("container_mount_home", "--container-mount-home"),
+    ("no_container_mount_home", "--no-container-mount-home"),
+];
+
+/// `ovlaunch torchrun` and `--executor local` run torchrun without Slurm: a typed Slurm or
+/// container flag would be silently dropped, so it is refused.
+fn refuse_slurm_only(form: Form<'_>) -> Result<()> {
+    let empty = std::collections::BTreeSet::new();
+    let given = super::profile::GIVEN.get().unwrap_or(&empty);
+    let what = match form {
+        Form::Torchrun { .. } => "`ovlaunch torchrun`",
+        Form::Launch => "--executor local",
+    };
+    for (id, flag) in SLURM_ONLY {
+        if given.contains(*id) {
+            return Err(Error::usage(format!(
+                "{flag} is a Slurm setting, but {what} runs torchrun without Slurm"
+            ))
+            .at_flag(*flag)
+            .help("drop it, or submit to Slurm (`ovlaunch submit ...`, which takes it)"));
+        }
+    }
+    for (id, flag) in CONTAINER_ONLY {
+        if given.contains(*id) {
+            return Err(Error::usage(format!(
+                "{flag} needs srun to start the containers, but {what} runs torchrun directly on this machine's software"
+            ))
+            .at_flag(*flag)
+            .help("drop it and run inside the image yourself (e.g. `enroot start` or `docker run` around the script), or submit to Slurm, which starts the containers"));
+        }
+    }
+    Ok(())
+}
+
+/// The warning for a Bridge runner started with no container from the Bridge root where
+/// NeMo's containers hold it: the nodes' own Python must have Megatron-Bridge there.
+fn bare_bridge_warning(plan: &Plan, opts: &LaunchOptions, args: &LaunchArgs) -> Option<String> {
+    let bridge_runner = opts.trainer.is_empty() && plan.recipe.trainer.is_none();
+    (opts.container.is_none()
+        && !args.no_container
+        && bridge_runner
+        && plan.versions.bridge_root == crate::version::DEFAULT_BRIDGE_ROOT)
+        .then(|| {
+            format!(
+                "no container image: Bridge's runner would start from {} (where NeMo's containers hold Megatron-Bridge) on the nodes' own Python; give --container-image or a profile's container_image, or --bridge-root with the nodes' checkout (--no-container says it is intended)",
+                plan.versions.bridge_root
+            )
+        })
 }
 
 /// Relative display of a path under the working directory.

@@ -1,38 +1,199 @@
-//! `ovlaunch list`: the jobs recorded under the jobs root.
+//! `ovlaunch list`: the jobs under the jobs root, rendered and submitted, oldest first: name,
+//! id, state, submit time, GPUs and recipe, with a header (`-o json`: one object per job).
+//! A submitted job's state is its backend's answer (one query per Slurm job); a job Slurm
+//! cannot answer for shows `unknown` and the reason goes to stderr once.
 
 use std::path::Path;
 
 use super::Printer;
 use super::output::{Listed, OutputArg};
-use crate::backend::record;
+use crate::backend::record::{self, Found, RecordState};
+use crate::backend::{self, state::Phase};
 use crate::error::Result;
 
+/// What the job directory's plan says: the recipe and the hardware spec.
+fn plan_facts(dir: &Path) -> (Option<String>, Option<String>) {
+    let text = std::fs::read_to_string(dir.join(crate::layout::PLAN)).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let s = |x: &serde_json::Value| x.as_str().map(str::to_string);
+    (s(&v["recipe"]["name"]), s(&v["hardware"]["spec"]))
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (UTC; civil-from-days).
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The job name a rendered directory's script gives (`#SBATCH --job-name=`), else the
+/// directory's name.
+fn rendered_name(dir: &Path) -> String {
+    let script =
+        std::fs::read_to_string(dir.join(crate::layout::SBATCH_SCRIPT)).unwrap_or_default();
+    script
+        .lines()
+        .find_map(|l| l.strip_prefix("#SBATCH --job-name="))
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+}
+
+/// One row: the record (if any) and the state the backend reports.
+fn row(found: Found, problems: &mut Vec<String>) -> Listed {
+    let (recipe, gpus) = plan_facts(&found.dir);
+    let job_dir = found.dir.display().to_string();
+    let Some(rec) = found.record else {
+        return Listed {
+            job_id: None,
+            job_name: rendered_name(&found.dir),
+            executor: if found.dir.join(crate::layout::SBATCH_SCRIPT).is_file() {
+                "slurm".into()
+            } else {
+                "local".into()
+            },
+            job_dir,
+            record_state: RecordState::Rendered,
+            state: "rendered".into(),
+            exit_code: None,
+            submit_time: None,
+            gpus,
+            recipe,
+        };
+    };
+    let (state, exit_code) = match backend::of(&rec).and_then(|b| b.status(&rec)) {
+        Ok(st) => (
+            match st.phase {
+                Phase::Unknown => st.slurm_state.to_lowercase(),
+                p => serde_json::to_value(p)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+            },
+            st.exit_code,
+        ),
+        Err(e) => {
+            problems.push(format!("{}: {}", rec.job_name, e.message));
+            ("unknown".into(), None)
+        }
+    };
+    Listed {
+        job_id: rec.job_id.as_ref().map(|i| i.to_string()),
+        job_name: rec.job_name,
+        executor: rec.executor,
+        job_dir,
+        record_state: rec.state,
+        state,
+        exit_code,
+        submit_time: rec.started_unix.map(utc),
+        gpus,
+        recipe,
+    }
+}
+
 pub fn run(p: &Printer, root: &Path, out: OutputArg) -> Result<i32> {
-    let jobs = record::list(root);
+    let mut found = record::scan(root);
+    // Oldest first: by when the submission started (rendered jobs, which have no time,
+    // first), then by directory.
+    found.sort_by(|a, b| {
+        let t = |f: &Found| f.record.as_ref().and_then(|r| r.started_unix);
+        (t(a), &a.dir).cmp(&(t(b), &b.dir))
+    });
+    let mut problems = Vec::new();
+    let rows: Vec<Listed> = found.into_iter().map(|f| row(f, &mut problems)).collect();
+    for w in &problems {
+        p.warn(&format!("state unknown for {w}"));
+    }
     if out.json() {
-        let list: Vec<Listed> = jobs
-            .into_iter()
-            .map(|(dir, rec)| Listed {
-                job_id: rec.job_id.as_ref().map(|i| i.to_string()),
-                record_state: rec.state,
-                job_name: rec.job_name,
-                executor: rec.executor,
-                job_dir: dir.display().to_string(),
-            })
-            .collect();
-        p.json(&list)?;
+        p.json(&rows)?;
         return Ok(0);
     }
+    if rows.is_empty() {
+        p.status(&format!("no jobs under {}", root.display()));
+        return Ok(0);
+    }
+    let cols = |r: &Listed| -> [String; 7] {
+        [
+            r.job_name.clone(),
+            r.job_id.clone().unwrap_or_else(|| "-".into()),
+            match &r.exit_code {
+                Some(c) if r.state != "running" && r.state != "pending" => {
+                    format!("{} ({c})", r.state)
+                }
+                _ => r.state.clone(),
+            },
+            r.submit_time.clone().unwrap_or_else(|| "-".into()),
+            r.gpus.clone().unwrap_or_else(|| "-".into()),
+            r.recipe.clone().unwrap_or_else(|| "-".into()),
+            super::launch::shown(Path::new(&r.job_dir)),
+        ]
+    };
+    let header = [
+        "NAME",
+        "JOB ID",
+        "STATE",
+        "SUBMITTED",
+        "GPUS",
+        "RECIPE",
+        "DIRECTORY",
+    ]
+    .map(str::to_string);
+    let table: Vec<[String; 7]> = std::iter::once(header)
+        .chain(rows.iter().map(cols))
+        .collect();
+    let widths: Vec<usize> = (0..7)
+        .map(|i| {
+            table
+                .iter()
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut s = String::new();
-    for (dir, rec) in jobs {
-        s.push_str(&format!(
-            "{:<10} {:<6} {:<40} {}\n",
-            rec.job_id.as_ref().map_or("-", |i| i.as_str()),
-            rec.executor,
-            rec.job_name,
-            dir.display()
-        ));
+    for r in &table {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i == 6 {
+                    c.clone()
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect();
+        s.push_str(line.join("  ").trim_end());
+        s.push('\n');
     }
     p.data(&s)?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_times() {
+        assert_eq!(super::utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::utc(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(super::utc(951_782_400), "2000-02-29T00:00:00Z");
+    }
 }

@@ -1,7 +1,7 @@
 //! The CLI's only reader of user data: builds the catalog (embedded data plus user recipe
 //! directory, recipe file and hardware file) and the resolver inputs from flags.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{CatalogArgs, PlanArgs};
 use crate::catalog::{self, Catalog, Recipe};
@@ -23,22 +23,7 @@ pub fn catalog(args: &CatalogArgs) -> Result<Catalog> {
         .clone()
         .or_else(|| std::env::var_os("OVLAUNCH_RECIPE_DIR").map(Into::into));
     if let Some(dir) = dir {
-        let entries = std::fs::read_dir(&dir).map_err(|e| {
-            Error::usage(format!(
-                "cannot read recipe directory {}: {e}",
-                dir.display()
-            ))
-            .at_flag("--recipe-dir")
-        })?;
-        let mut paths: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| is_yaml(p))
-            .collect();
-        paths.sort();
-        for p in paths {
-            let text = read(&p, "--recipe-dir")?;
-            cat.add_recipe(&p.display().to_string(), &text)?;
-        }
+        cat.user_dir = index_dir(&dir)?;
     }
     let hw = args
         .hardware_file
@@ -51,18 +36,169 @@ pub fn catalog(args: &CatalogArgs) -> Result<Catalog> {
     Ok(cat)
 }
 
+/// A recipe directory indexed by file name: `NAME.yaml` / `NAME.yml` -> its path. Nothing is
+/// read but the directory listing (names that are not UTF-8 are left out; a `.yaml` name wins
+/// over a `.yml` one).
+fn index_dir(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        Error::usage(format!(
+            "cannot read recipe directory {}: {e}",
+            dir.display()
+        ))
+        .at_flag("--recipe-dir")
+    })?;
+    let mut out: Vec<(String, PathBuf)> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| is_yaml(p))
+        .filter_map(|p| Some((p.file_stem()?.to_str()?.to_string(), p)))
+        .collect();
+    // `.yaml` sorts before `.yml`: the first of a name is kept
+    out.sort();
+    out.dedup_by(|b, a| a.0 == b.0);
+    Ok(out)
+}
+
 fn is_yaml(p: &Path) -> bool {
     matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
 }
 
-/// The recipe named by `--recipe`: a file path if it looks like one, else a catalog name.
+/// The recipe named by `--recipe`: a file path if it looks like one, else a file of the
+/// recipe directory named after it, else a shipped recipe. A user's recipe file comes with the
+/// shipped recipes holding the Bridge functions it names (`Recipe::bases`).
 pub fn recipe(cat: &Catalog, name: &str) -> Result<Recipe> {
     let path = Path::new(name);
-    if is_yaml(path) || name.contains('/') {
+    let r = if is_yaml(path) || name.contains('/') {
         let text = read(path, "--recipe")?;
-        return Recipe::parse(&text, name);
+        Recipe::parse(&text, name)?
+    } else if let Some(file) = cat.user_file(name) {
+        let origin = file.display().to_string();
+        crate::input::check_trusted(file, "--recipe-dir")?;
+        let r = Recipe::parse(&read(file, "--recipe-dir")?, &origin)?;
+        if r.name != name {
+            return Err(Error::usage(format!(
+                "recipe file {origin} names itself `{}`: a recipe directory is indexed by file name",
+                r.name
+            ))
+            .at_file(&origin)
+            .help(format!(
+                "rename the file to {}.yaml, or write `name: {name}` in it",
+                r.name
+            )));
+        }
+        r
+    } else {
+        return cat.recipe(name);
+    };
+    link_bases(cat, r)
+}
+
+/// Links a user's recipe file to the shipped recipes holding the Bridge functions it names
+/// (`bridge_recipe:`, its own or its variants'), each of which must be a function the
+/// catalogue holds: Bridge's runner refuses any other name, and the file's values are planned
+/// over what that function returns. A file that names none can still run a trainer of its
+/// own; a job that would run Bridge's runner without one is refused ([`needs_function`]).
+pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
+    if r.trainer.is_some() {
+        return Ok(r);
     }
-    cat.recipe(name)
+    let functions: Vec<String> = r.functions().into_iter().map(String::from).collect();
+    for f in &functions {
+        match cat.bridge_function(f)? {
+            Some(base) => {
+                if !r.bases.iter().any(|b| b.name == base.name) {
+                    r.bases.push(base);
+                }
+            }
+            None => {
+                let functions = cat.bridge_functions();
+                return Err(Error::usage(format!(
+                    "recipe `{}`: `bridge_recipe: {f}` is not a Megatron-Bridge function ovlaunch's catalogue holds",
+                    r.name
+                ))
+                .at_file(&r.origin)
+                .help(closest_functions(f, r.family.as_deref(), &functions)));
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// A job whose trainer is Bridge's runner (no `trainer:` in the recipe, none after `--`) needs
+/// the Bridge function the runner runs: a recipe file without `bridge_recipe:` is refused
+/// before anything is written, naming the closest functions of its family (Bridge's runner
+/// would refuse the file's own name: "Unable to infer training mode").
+pub fn needs_function(plan: &Plan, trainer_given: bool) -> Result<()> {
+    if trainer_given || plan.recipe.trainer.is_some() || plan.trainer.is_some() {
+        return Ok(());
+    }
+    let functions = Catalog::embedded()?.bridge_functions();
+    Err(Error::usage(format!(
+        "recipe `{}` names no Megatron-Bridge function (`bridge_recipe:`): Bridge's runner runs only its own recipe functions, and a recipe file states its values over one",
+        plan.recipe.name
+    ))
+    .at_file(&plan.recipe.origin)
+    .help(format!(
+        "add `bridge_recipe: FUNCTION` with the function your model starts from, or run a trainer of your own (`-- TRAINER...`); {}",
+        closest_functions(&plan.recipe.name, plan.recipe.family.as_deref(), &functions)
+    )))
+}
+
+/// The plan's warning for a recipe file that names no Bridge function: only a trainer of the
+/// job's own can run it.
+fn no_function_warning(plan: &mut Plan) {
+    if plan.recipe.trainer.is_none() && plan.trainer.is_none() {
+        plan.warnings.push(format!(
+            "recipe `{}` names no Megatron-Bridge function (`bridge_recipe:`): a job needs one, or a trainer of its own (`-- TRAINER...`)",
+            plan.recipe.name
+        ));
+    }
+}
+
+/// "the Bridge models of family F, e.g.: `fn`, ..." for a help line: the catalogue's functions
+/// of `family` (all of them when it has none there), one per model (its H100 bf16 function where
+/// there is one), the models nearest to `word` first.
+fn closest_functions(word: &str, family: Option<&str>, all: &[(String, Option<String>)]) -> String {
+    let of_family: Vec<&str> = all
+        .iter()
+        .filter(|(_, fam)| family.is_some() && fam.as_deref() == family)
+        .map(|(f, _)| f.as_str())
+        .collect();
+    let (pool, what) = if of_family.is_empty() {
+        (
+            all.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+            "the closest Bridge models".to_string(),
+        )
+    } else {
+        (
+            of_family,
+            format!("the Bridge models of family `{}`", family.unwrap_or("")),
+        )
+    };
+    let mut by_model: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    for f in pool {
+        let model = ["_pretrain_", "_sft_", "_peft_"]
+            .iter()
+            .find_map(|t| f.find(t).map(|i| &f[..i]))
+            .unwrap_or(f);
+        let e = by_model.entry(model).or_insert(f);
+        if !e.contains("_h100_bf16_") && f.contains("_h100_bf16_") {
+            *e = f;
+        }
+    }
+    let mut ranked: Vec<(usize, &str, &str)> = by_model
+        .iter()
+        .map(|(m, f)| (crate::error::similarity_rank(word, m), *m, *f))
+        .collect();
+    ranked.sort();
+    let names: Vec<String> = ranked
+        .iter()
+        .take(5)
+        .map(|(_, _, f)| format!("`{f}`"))
+        .collect();
+    format!(
+        "{what}, e.g.: {} (`ovlaunch recipes -v` lists every function)",
+        names.join(", ")
+    )
 }
 
 /// The container stack from `--te-version` / `--torch-version`.
@@ -134,5 +270,7 @@ pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)>
         },
         &layer,
     )?;
+    let mut plan = plan;
+    no_function_warning(&mut plan);
     Ok((plan, active))
 }

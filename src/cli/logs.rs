@@ -2,7 +2,9 @@
 //! with `--follow`, new output as it arrives until the job reaches a final state; with
 //! `--rank`, only the lines of Slurm task N (srun `--label` prefixes every line with its task
 //! id: the rank in one-task-per-GPU mode, the node in torchrun mode); with `-o json`, one
-//! JSON object per line (JSON Lines) with the task and the text without its label.
+//! JSON object per line (JSON Lines) with the task and the text without its label. A
+//! followed job's final state and exit code end the output (on stderr), and the exit code is
+//! `status`'s for that state.
 
 use super::Printer;
 use super::jobs::JobArgs;
@@ -21,7 +23,7 @@ pub fn run(
     if rank.is_none() && format == Format::Text {
         // Passed through as it arrives, partial lines included.
         backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| p.data(text))?;
-        return Ok(0);
+        return ended(p, &rec, follow);
     }
     // Output arrives in pieces: a partial last line waits for the rest.
     let mut carry = String::new();
@@ -50,7 +52,28 @@ pub fn run(
     if !carry.is_empty() {
         emit(&carry)?;
     }
-    Ok(0)
+    ended(p, &rec, follow)
+}
+
+/// After `--follow`: the job's final state and exit code on stderr, and the exit code
+/// `status` gives for it (non-zero for a failed or cancelled job). Without `--follow`, 0.
+fn ended(p: &Printer, rec: &record::Submission, follow: bool) -> Result<i32> {
+    if !follow {
+        return Ok(0);
+    }
+    let st = backend::of(rec)?.status(rec)?;
+    p.status(&format!(
+        "job {} ({}) ended: {} exit={}{}",
+        st.job_id,
+        rec.job_name,
+        st.slurm_state,
+        st.exit_code.as_deref().unwrap_or("-"),
+        st.reason
+            .as_deref()
+            .map(|r| format!(" reason={r}"))
+            .unwrap_or_default()
+    ));
+    Ok(super::status::exit_code(st.phase))
 }
 
 /// `srun --label` writes `N: text` (N right-aligned, so maybe with leading spaces).

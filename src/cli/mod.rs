@@ -3,6 +3,7 @@
 //! calls the pure core and prints.
 
 mod cancel;
+mod completions;
 mod env;
 mod estimate;
 mod explain;
@@ -10,13 +11,14 @@ mod fields;
 mod jobs;
 mod launch;
 mod list;
-mod load;
+pub mod load;
 mod logs;
 mod output;
 mod plan;
 mod plugins;
 mod printer;
-mod profile;
+pub mod profile;
+mod profiles;
 mod recipes;
 mod status;
 mod submit;
@@ -104,8 +106,9 @@ pub enum Command {
         #[command(flatten)]
         output: output::OutputArg,
     },
-    /// Write the job directory and submit it (or run it with --executor local).
-    Submit(MainArgs),
+    /// Write the job directory and submit it (or run it with --executor local); `submit DIR`
+    /// submits a directory `render` wrote.
+    Submit(SubmitCmd),
     /// Write the complete job directory without submitting it; print its path.
     Render {
         #[command(flatten)]
@@ -150,6 +153,9 @@ pub enum Command {
         output: output::OutputArg,
     },
     /// Print a job's output.
+    #[command(
+        after_help = "Exit codes: 0 the output was printed; with --follow, the job's final state as `status` gives it (3 failed, 4 cancelled, 5 unknown), after a last line on stderr with the state and exit code."
+    )]
     Logs {
         #[command(flatten)]
         job: jobs::JobArgs,
@@ -191,7 +197,24 @@ pub enum Command {
     },
     /// Print the man page (roff): `ovlaunch man | man -l -`.
     Man,
-    /// List recorded jobs.
+    /// Names for shell completion, one per line.
+    #[command(hide = true)]
+    Names {
+        /// Which names.
+        #[arg(value_enum)]
+        kind: completions::NameKind,
+    },
+    /// Show the site profiles: the files found, the profile in force, and every launch
+    /// setting with its value and origin (flag, env, profile file:line, default).
+    Profiles {
+        /// The profile to show (also OVLAUNCH_PROFILE; default: the files' default_profile).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        #[command(flatten)]
+        output: output::OutputArg,
+    },
+    /// List the jobs under the jobs root, rendered and submitted: name, id, state, submit
+    /// time, GPUs, recipe and directory.
     List {
         /// Where job directories live (also OVLAUNCH_JOBS_ROOT or the profile's jobs_root;
         /// default: ~/.local/state/ovlaunch/jobs).
@@ -203,6 +226,17 @@ pub enum Command {
         #[command(flatten)]
         output: output::OutputArg,
     },
+}
+
+/// `ovlaunch submit [DIR]`.
+#[derive(Debug, Args)]
+pub struct SubmitCmd {
+    /// A job directory written by `ovlaunch render`: submit it as it is (with its own
+    /// executor) instead of planning a new one.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub main: MainArgs,
 }
 
 /// Flags that choose and adjust a plan.
@@ -370,6 +404,11 @@ pub fn run() -> i32 {
         });
     let cli = match parsed {
         Ok(cli) => cli,
+        Err(e) if unknown_command().is_some() => {
+            let e = unknown_command().unwrap_or_else(|| Error::usage(e.to_string()));
+            Printer::new().error(&e);
+            return e.exit_code();
+        }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
@@ -384,6 +423,35 @@ pub fn run() -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// The main form takes only flags: a first argument that is a word but no command is a
+/// mistyped command (`ovlaunch plna`), answered with the closest commands.
+fn unknown_command() -> Option<Error> {
+    let word = std::env::args().nth(1)?;
+    if word.starts_with('-') || word.is_empty() {
+        return None;
+    }
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .flat_map(|c| {
+            std::iter::once(c.get_name().to_string()).chain(c.get_all_aliases().map(str::to_string))
+        })
+        .chain(["help".to_string()])
+        .collect();
+    if names.contains(&word) {
+        return None;
+    }
+    Some(
+        Error::usage(format!("unknown command `{}`", word.escape_debug()))
+            .at_flag("COMMAND")
+            .help(crate::error::did_you_mean_then(
+                &word,
+                names.iter().map(String::as_str),
+                "(`ovlaunch --help` lists the commands; the main form takes only flags: ovlaunch --recipe R --gpus G)",
+            )),
+    )
 }
 
 fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
@@ -430,12 +498,10 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             _,
         ) => torchrun::run(p, &plan, &launch, master_addr.as_deref(), output),
         (Some(Command::Completions { shell }), _) => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            let mut buf = Vec::new();
-            clap_complete::generate(shell, &mut cmd, "ovlaunch", &mut buf);
-            p.data(&String::from_utf8_lossy(&buf))?;
+            p.data(&completions::script(shell)?)?;
             Ok(0)
         }
+        (Some(Command::Names { kind }), _) => completions::names(p, kind),
         (Some(Command::Man), _) => {
             let cmd = <Cli as clap::CommandFactory>::command();
             let mut buf = Vec::new();
@@ -446,6 +512,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             Ok(0)
         }
         (Some(Command::Status { job, output }), _) => status::run(p, &job, output),
+        (Some(Command::Profiles { profile, output }), _) => profiles::run(p, profile, output),
         (
             Some(Command::Logs {
                 job,
@@ -472,7 +539,14 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             let root = profile::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
             list::run(p, &root, output)
         }
-        (Some(Command::Submit(main)), _) | (None, main) => submit::run(
+        (
+            Some(Command::Submit(SubmitCmd {
+                dir: Some(dir),
+                main,
+            })),
+            _,
+        ) => submit::rendered(p, &dir, &main),
+        (Some(Command::Submit(SubmitCmd { dir: None, main })), _) | (None, main) => submit::run(
             p,
             &main.plan,
             &main.launch,

@@ -61,8 +61,20 @@ pub struct Listed {
     pub job_name: String,
     pub executor: String,
     pub job_dir: String,
-    /// The record's state: `submitting`, `submitted` or `local`.
+    /// The record's state: `submitting`, `submitted` or `local`; `rendered` for a job
+    /// directory that was rendered and not submitted.
     pub record_state: crate::backend::record::RecordState,
+    /// `rendered`, `pending`, `running`, `succeeded`, `failed`, `cancelled`, or `unknown`
+    /// when the backend could not tell (the reason is on stderr).
+    pub state: String,
+    /// The job's exit code as its backend reports it (Slurm's `CODE:SIGNAL`).
+    pub exit_code: Option<String>,
+    /// When the submission started (UTC, this machine's clock); `null` for a rendered job.
+    pub submit_time: Option<String>,
+    /// The hardware spec (`h100x64`), from the job directory's plan.
+    pub gpus: Option<String>,
+    /// The recipe's name, from the job directory's plan.
+    pub recipe: Option<String>,
 }
 
 /// `cancel`'s answer.

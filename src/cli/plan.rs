@@ -102,6 +102,7 @@ pub fn overrides(
     out: OutputArg,
 ) -> Result<i32> {
     let plan = load::plan(&profiled(args, profile)?)?;
+    load::needs_function(&plan, false)?;
     if out.json() {
         p.json(&OverridesOut {
             recipe: &plan.recipe.name,

@@ -36,6 +36,7 @@ use serde::Deserialize;
 
 use super::PlanArgs;
 use super::launch::{ContainerRuntimeArg, LaunchArgs};
+use crate::backend::jobdir::Sharing;
 use crate::error::{Error, Result};
 
 /// The project file's name.
@@ -64,6 +65,8 @@ pub struct Profile {
     pub container_image: Option<String>,
     pub container_mounts: Option<Vec<String>>,
     pub jobs_root: Option<PathBuf>,
+    /// `group`: the jobs root may belong to another user of the group.
+    pub jobs_root_shared: Option<String>,
     pub rank_runtime: Option<PathBuf>,
     pub mpi: Option<String>,
     pub sbatch_args: Option<Vec<String>>,
@@ -182,6 +185,7 @@ const ENV: &[(&str, &[&str])] = &[
     ("container_runtime", &["OVLAUNCH_CONTAINER_RUNTIME"]),
     ("container_image", &["OVLAUNCH_CONTAINER_IMAGE"]),
     ("jobs_root", &["OVLAUNCH_JOBS_ROOT"]),
+    ("jobs_root_shared", &["OVLAUNCH_JOBS_ROOT_SHARED"]),
     ("rank_runtime", &["OVLAUNCH_RANK_RUNTIME"]),
     ("mpi", &["SLURM_MPI_TYPE"]),
     ("bridge_root", &["OVLAUNCH_BRIDGE_ROOT"]),
@@ -347,6 +351,27 @@ pub fn resolve(
         path_show
     );
     args.jobs_root = jobs_root;
+    let sharing = |v: String, o: Origin| -> Result<Sharing> {
+        match v.as_str() {
+            "group" => Ok(Sharing::Group),
+            "no" | "private" => Ok(Sharing::Private),
+            _ => Err(Error::usage(format!(
+                "jobs_root_shared `{v}` is neither group nor private"
+            ))
+            .at_flag(o.to_string())
+            .help("`group` accepts a jobs root owned by another user of your group")),
+        }
+    };
+    scalar!(
+        jobs_root_shared,
+        args.jobs_root_shared,
+        |p: &Profile| p.jobs_root_shared.clone(),
+        sharing,
+        |v: &Sharing| match v {
+            Sharing::Group => "group".to_string(),
+            Sharing::Private => "private".to_string(),
+        }
+    );
     scalar!(
         rank_runtime,
         args.rank_runtime,
@@ -427,6 +452,19 @@ pub fn profile_env(
     for s in [inputs.user, inputs.project].into_iter().flatten() {
         if let Some(env) = s.file.profiles.get(&name).and_then(|p| p.env.as_ref()) {
             for (k, v) in env {
+                // `a=b: x` would become `--env a=b=x`, which sets `a`: a name is a name.
+                if !crate::rank::names::valid_env_name(k) {
+                    return Err(Error::usage(format!(
+                        "profile `{name}` env: `{}` is not an environment variable name",
+                        k.escape_debug()
+                    ))
+                    .at(crate::error::Origin::file(
+                        s.path.clone(),
+                        s.line_of(&name, "env"),
+                        None,
+                    ))
+                    .help("a name is a letter or `_`, then letters, digits and `_`"));
+                }
                 merged.insert(
                     k.clone(),
                     (
@@ -459,6 +497,24 @@ pub fn profile_env(
         });
     }
     Ok((envs, settings))
+}
+
+/// Resolves profile `name` of `src` (as the project file) with no flags and an empty
+/// environment, and its env: what a launch does with a profiles file (the fuzz target's entry).
+pub fn fuzz_resolve(src: &Source, name: &str) -> Result<()> {
+    let given = BTreeSet::new();
+    let env = |_: &str| None;
+    let inputs = Inputs {
+        given: &given,
+        env: &env,
+        profile: Some(name),
+        project: Some(src),
+        user: None,
+    };
+    let mut args = LaunchArgs::for_jobs(None, Some(name.to_string()));
+    resolve(&mut args, None, &inputs)?;
+    profile_env(&[], &inputs)?;
+    Ok(())
 }
 
 /// The user file's path: `$XDG_CONFIG_HOME/ovlaunch/config.yaml`, else
@@ -498,7 +554,12 @@ pub fn load(plan_args: Option<&mut PlanArgs>, args: &mut LaunchArgs) -> Result<V
     let cwd = std::env::current_dir()
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
     let project = match project_file(&cwd) {
-        Some(p) => read(&p)?,
+        Some(p) => {
+            // Found by walking up from the working directory: maybe a file someone else
+            // put in a shared directory.
+            crate::input::check_trusted(&p, PROJECT_FILE)?;
+            read(&p)?
+        }
         None => None,
     };
     let user = match user_file(&env) {
@@ -674,4 +735,68 @@ mod tests {
             .to_string();
         assert!(e.contains("p.yaml:3") && e.contains("acount"), "{e}");
     }
+}
+
+/// One profiles file as `ovlaunch profiles` shows it.
+#[derive(Debug, serde::Serialize)]
+pub struct FileSummary {
+    /// `project` or `user`.
+    pub scope: &'static str,
+    pub path: String,
+    pub default_profile: Option<String>,
+    pub profiles: Vec<String>,
+}
+
+/// The profile in force and how it was chosen (`flag --profile`, `env OVLAUNCH_PROFILE`,
+/// `default_profile in FILE`).
+pub type Selection = Option<(String, String)>;
+
+/// The profiles files found (project first), and the profile in force with where it was
+/// chosen (`None` when none is).
+pub fn files_and_selection(profile: Option<&str>) -> Result<(Vec<FileSummary>, Selection)> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
+    let project = match project_file(&cwd) {
+        Some(p) => read(&p)?,
+        None => None,
+    };
+    let user = match user_file(&env) {
+        Some(p) => read(&p)?,
+        None => None,
+    };
+    let files = [("project", &project), ("user", &user)]
+        .into_iter()
+        .filter_map(|(scope, s)| {
+            s.as_ref().map(|s| FileSummary {
+                scope,
+                path: s.path.clone(),
+                default_profile: s.file.default_profile.clone(),
+                profiles: s.file.profiles.keys().cloned().collect(),
+            })
+        })
+        .collect();
+    let empty = BTreeSet::new();
+    let inputs = Inputs {
+        given: &empty,
+        env: &env,
+        profile,
+        project: project.as_ref(),
+        user: user.as_ref(),
+    };
+    let chosen_by = if profile.is_some() {
+        "flag --profile".to_string()
+    } else if env("OVLAUNCH_PROFILE").is_some() {
+        "env OVLAUNCH_PROFILE".to_string()
+    } else if let Some(s) = project
+        .as_ref()
+        .filter(|s| s.file.default_profile.is_some())
+    {
+        format!("default_profile in {}", s.path)
+    } else if let Some(s) = user.as_ref() {
+        format!("default_profile in {}", s.path)
+    } else {
+        String::new()
+    };
+    Ok((files, selected(&inputs)?.map(|n| (n, chosen_by))))
 }

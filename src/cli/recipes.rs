@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::output::{GpuOut, OutputArg, PresetOut, RecipeOut, VariantOut};
 use super::{CatalogArgs, Printer, RecipesCmd, load};
-use crate::catalog::RecipeSource;
+use crate::catalog::{Catalog, Recipe, RecipeSource};
 use crate::error::Result;
 use crate::overlap::userbuffers;
 
@@ -16,21 +16,24 @@ struct Facts {
     gpus: Vec<String>,
 }
 
-fn facts(cat: &crate::catalog::Catalog, src: &RecipeSource) -> Result<Facts> {
+impl Facts {
+    fn of(r: &Recipe) -> Self {
+        Facts {
+            family: r.family.clone(),
+            task: r.task.clone(),
+            gpus: r.variants.iter().map(|v| v.gpu.clone()).collect(),
+        }
+    }
+}
+
+fn facts(src: &RecipeSource) -> Result<Facts> {
     Ok(match src.embedded {
         Some(e) => Facts {
             family: e.family.map(str::to_string),
             task: e.task.map(str::to_string),
             gpus: e.gpus.iter().map(|g| g.to_string()).collect(),
         },
-        None => {
-            let r = load::recipe(cat, &src.name)?;
-            Facts {
-                family: r.family,
-                task: r.task,
-                gpus: r.variants.into_iter().map(|v| v.gpu).collect(),
-            }
-        }
+        None => Facts::of(&src.parse()?),
     })
 }
 
@@ -49,18 +52,53 @@ fn wanted(cmd: &RecipesCmd, f: &Facts) -> bool {
         })
 }
 
-pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
-    let cat = load::catalog(&cmd.catalog)?;
-    let mut chosen: Vec<&RecipeSource> = Vec::new();
-    for src in &cat.recipes {
-        if wanted(cmd, &facts(&cat, src)?) {
-            chosen.push(src);
+/// A recipe `ovlaunch recipes` lists: a shipped one not parsed yet, or a recipe directory's
+/// file, read and parsed to be filtered.
+enum Listed<'c> {
+    Source(&'c RecipeSource),
+    Loaded(Box<Recipe>),
+}
+
+impl Listed<'_> {
+    fn recipe(self) -> Result<Recipe> {
+        match self {
+            Listed::Source(src) => src.parse(),
+            Listed::Loaded(r) => Ok(*r),
         }
     }
+}
+
+/// The shipped recipes (a recipe directory's file of the same name shadows one), then the
+/// recipe directory's files (each read here; one that does not load is left out with a
+/// warning naming it and why, as listing is no job); only those passing `--family`, `--task`
+/// and `--gpu`.
+fn all<'c>(p: &Printer, cmd: &RecipesCmd, cat: &'c Catalog) -> Result<Vec<Listed<'c>>> {
+    let mut out = Vec::new();
+    for src in &cat.recipes {
+        if cat.user_file(&src.name).is_none() && wanted(cmd, &facts(src)?) {
+            out.push(Listed::Source(src));
+        }
+    }
+    for (name, path) in &cat.user_dir {
+        match load::recipe(cat, name) {
+            Ok(r) => {
+                if wanted(cmd, &Facts::of(&r)) {
+                    out.push(Listed::Loaded(Box::new(r)));
+                }
+            }
+            Err(e) => p.warn(&format!("{} left out: {}", path.display(), e.message)),
+        }
+    }
+    Ok(out)
+}
+
+pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
+    let cat = load::catalog(&cmd.catalog)?;
+    let chosen = all(p, cmd, &cat)?;
     if cmd.output.json() {
         let mut list = Vec::new();
-        for src in chosen {
-            let r = load::recipe(&cat, &src.name)?;
+        for item in chosen {
+            let r = item.recipe()?;
             list.push(RecipeOut {
                 name: r.name,
                 aliases: r.aliases,
@@ -85,8 +123,10 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
         return Ok(0);
     }
     let mut s = String::new();
-    for src in chosen {
-        if let (Some(e), false) = (src.embedded, cmd.verbose) {
+    for item in chosen {
+        if let (Listed::Source(src), false) = (&item, cmd.verbose)
+            && let Some(e) = src.embedded
+        {
             let _ = writeln!(
                 s,
                 "{:<16} {:<28} {}",
@@ -96,7 +136,7 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
             );
             continue;
         }
-        let r = load::recipe(&cat, &src.name)?;
+        let r = item.recipe()?;
         let _ = writeln!(
             s,
             "{:<16} {:<28} {}",

@@ -64,6 +64,7 @@ pub fn run(
     if prepared.job.executor == Executor::Slurm {
         check_slurm(&prepared)?;
     }
+    prepared.make_experiment_dir()?;
     let (job, dir) = (&prepared.job, &prepared.dir);
     // The dry run shows the warnings in its summary; a submit must not hide them either.
     for w in &job.plan.warnings {
@@ -86,14 +87,28 @@ pub fn run(
     )?;
     match started {
         Started::Queued { job_id } => {
-            if out.json() {
-                p.json(&job_json(&prepared, "submitted", Some(job_id), None))?;
+            let printed = if out.json() {
+                p.json(&job_json(
+                    &prepared,
+                    "submitted",
+                    Some(job_id.clone()),
+                    None,
+                ))
             } else {
                 p.data(&format!(
                     "submitted job {job_id} ({}), job directory {}\n",
                     job.spec.job_name,
                     launch::shown(dir)
-                ))?;
+                ))
+            };
+            // The job is queued and recorded: a failure to print the answer (stdout on a
+            // full disk, `> /dev/full`) must not read as a failed submit that someone
+            // repeats.
+            if let Err(e) = printed {
+                p.warn(&format!(
+                    "job {job_id} is queued and recorded in {}, but the answer could not be printed: {e}",
+                    dir.display()
+                ));
             }
             Ok(0)
         }
@@ -145,6 +160,7 @@ pub fn render(
     if let Some(e) = p.rank_runtime_problem.take() {
         return Err(e);
     }
+    p.make_experiment_dir()?;
     backend::write_job_dir(&p.dir, &p.job.artifacts, &extras(&p))?;
     if out.json() {
         pr.json(&job_json(&p, "rendered", None, None))?;
@@ -157,7 +173,9 @@ pub fn render(
 /// The job directory's entries besides the rendered artifacts: the rank runtime copy and
 /// the OCI bundle.
 pub(super) fn extras(p: &Prepared) -> Extras<'_> {
-    extras_for(p.rank_runtime.as_ref(), p.oci.as_ref())
+    let mut x = extras_for(p.rank_runtime.as_ref(), p.oci.as_ref());
+    x.sharing = p.sharing;
+    x
 }
 
 /// [`extras`] from its parts.
@@ -207,4 +225,117 @@ fn check_slurm(p: &Prepared) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `ovlaunch submit DIR`: submits a job directory `render` wrote, as it is. Its script
+/// says which executor it is for; flags that would change the job are refused (render it
+/// again to change it).
+pub fn rendered(p: &Printer, dir: &std::path::Path, main: &super::MainArgs) -> Result<i32> {
+    let given = super::profile::GIVEN.get().cloned().unwrap_or_default();
+    if let Some(flag) = given
+        .iter()
+        .find(|id| !["dir", "output"].contains(&id.as_str()))
+    {
+        return Err(Error::usage(format!(
+            "`submit DIR` submits the rendered job as it is; `{}` would change it",
+            flag.replace('_', "-")
+        ))
+        .at_flag("DIR")
+        .help("render the job again with the flag (`ovlaunch render ...`), or drop the flag"));
+    }
+    let rec_path = dir.join(layout::SUBMISSION);
+    if rec_path.exists() {
+        return Err(Error::usage(format!(
+            "{} was already submitted (it has {})",
+            dir.display(),
+            layout::SUBMISSION
+        ))
+        .at_flag("DIR")
+        .help(format!(
+            "`ovlaunch status {}` shows it; to run the same job again, submit the command in its script's `reproduce:` line",
+            dir.display()
+        )));
+    }
+    let executor = if dir.join(layout::SBATCH_SCRIPT).is_file() {
+        Executor::Slurm
+    } else if dir.join(layout::LOCAL_SCRIPT).is_file() {
+        Executor::Local
+    } else {
+        return Err(Error::usage(format!(
+            "{} is not a rendered job directory (no {} or {})",
+            dir.display(),
+            layout::SBATCH_SCRIPT,
+            layout::LOCAL_SCRIPT
+        ))
+        .at_flag("DIR")
+        .help("give the directory `ovlaunch render` printed"));
+    };
+    let dir = std::path::absolute(dir)
+        .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
+    let job_name = rendered_job_name(&dir)?;
+    let started = backend::submit_rendered(
+        executor,
+        &dir,
+        &job_name,
+        launch::command_line(),
+        if main.output.json() {
+            backend::local::JobOutput::Stderr
+        } else {
+            backend::local::JobOutput::Inherit
+        },
+    )?;
+    let (job_id, exit_code) = match &started {
+        Started::Queued { job_id } => (Some(job_id.clone()), None),
+        Started::Finished { exit_code } => (None, Some(*exit_code)),
+    };
+    if main.output.json() {
+        let script_name = match executor {
+            Executor::Slurm => layout::SBATCH_SCRIPT,
+            Executor::Local => layout::LOCAL_SCRIPT,
+        };
+        p.json(&output::Job {
+            action: if job_id.is_some() {
+                "submitted"
+            } else {
+                "finished"
+            },
+            job_name: job_name.clone(),
+            job_dir: dir.display().to_string(),
+            executor: executor.name(),
+            script_name: script_name.to_string(),
+            script: std::fs::read_to_string(dir.join(script_name)).unwrap_or_default(),
+            job_id: job_id.clone(),
+            exit_code,
+            warnings: Vec::new(),
+        })?;
+    } else if let Some(id) = &job_id {
+        p.data(&format!(
+            "submitted job {id} ({job_name}), job directory {}\n",
+            launch::shown(&dir)
+        ))?;
+    }
+    Ok(exit_code.unwrap_or(0))
+}
+
+/// The job name a rendered directory was written for: its sbatch script's `--job-name`
+/// line, else (a local job's script) the directory's name.
+fn rendered_job_name(dir: &std::path::Path) -> Result<String> {
+    let name = std::fs::read_to_string(dir.join(layout::SBATCH_SCRIPT))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("#SBATCH --job-name="))
+                .map(str::to_string)
+        })
+        .or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    if name.is_empty() || name.starts_with('\'') {
+        return Err(Error::usage(format!(
+            "cannot read the job name from {}",
+            dir.join(layout::SBATCH_SCRIPT).display()
+        ))
+        .at_flag("DIR")
+        .help("render the job again with `ovlaunch render`"));
+    }
+    Ok(name)
 }

@@ -27,6 +27,7 @@ pub fn run(
     if let Some(e) = prepared.rank_runtime_problem.take() {
         return Err(e);
     }
+    prepared.make_experiment_dir()?;
     backend::write_job_dir(
         &prepared.dir,
         &prepared.job.artifacts,

@@ -164,7 +164,12 @@ fn command(args: &PlanArgs, fixed: &[String], sets: &[String]) -> String {
         words.extend(["--variant".into(), v.clone()]);
     }
     for s in args.sets.iter().chain(fixed).chain(sets) {
-        words.extend(["--set".into(), s.clone()]);
+        // A secret's value is not printed (`--set env_vars.X_TOKEN=<redacted>`).
+        let shown = crate::resolve::overrides::shown_flag(s);
+        words.extend([
+            "--set".into(),
+            shown.trim_start_matches("--set ").to_string(),
+        ]);
     }
     words
         .iter()

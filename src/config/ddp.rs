@@ -21,7 +21,6 @@ crate::section! {
         fp4_param_gather: bool = false,
         reuse_grad_buf_for_mxfp8_param_ag: bool = false,
         use_megatron_fsdp: bool = false,
-        megatron_fsdp_version: u32 = 1,
         data_parallel_sharding_strategy: String = "no_shard".to_string(),
         nccl_ub: bool = false,
         /// Bridge's DP path copies the user's value here, `None` when unset.

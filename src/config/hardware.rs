@@ -95,6 +95,18 @@ pub struct GpuPerf {
     pub scale_out_gb_s: f64,
 }
 
+/// The GPU generations a hardware file may name (`cpu`: a machine without GPUs).
+pub const GENERATIONS: &[&str] = &[
+    "volta",
+    "turing",
+    "ampere",
+    "ada",
+    "hopper",
+    "blackwell",
+    "rubin",
+    "cpu",
+];
+
 impl GpuKind {
     /// What the parser cannot say: counts are at least 1 (a zero `gpus_per_numa` divides
     /// every rank's local id by zero on the node), the kind is a plain name.
@@ -106,6 +118,13 @@ impl GpuKind {
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         {
             return Err("the kind must be letters, digits, `_` and `-`".into());
+        }
+        if !GENERATIONS.contains(&self.generation.as_str()) {
+            return Err(format!(
+                "generation `{}` is not one of {} (it picks the rules that apply: `cpu` runs without GPUs)",
+                self.generation.escape_debug(),
+                GENERATIONS.join(", ")
+            ));
         }
         for (name, v) in [
             ("gpus_per_node", Some(self.gpus_per_node)),

@@ -29,10 +29,25 @@ crate::section! {
         /// Multi-latent attention (DeepSeek-V2/V3 style) and its dimensions
         /// (Megatron-Core's `MLATransformerConfig`).
         multi_latent_attention: bool = false,
+        /// Only Megatron-Core's `MLATransformerConfig` has it: left out of the plan while unset,
+        /// so no plan states a field its model class lacks.
+        #[serde(skip_serializing_if = "Option::is_none")]
         q_lora_rank: Option<u32> = None,
+        /// Only Megatron-Core's `MLATransformerConfig` has it: left out of the plan while unset,
+        /// so no plan states a field its model class lacks.
+        #[serde(skip_serializing_if = "Option::is_none")]
         kv_lora_rank: Option<u32> = None,
+        /// Only Megatron-Core's `MLATransformerConfig` has it: left out of the plan while unset,
+        /// so no plan states a field its model class lacks.
+        #[serde(skip_serializing_if = "Option::is_none")]
         qk_head_dim: Option<u32> = None,
+        /// Only Megatron-Core's `MLATransformerConfig` has it: left out of the plan while unset,
+        /// so no plan states a field its model class lacks.
+        #[serde(skip_serializing_if = "Option::is_none")]
         qk_pos_emb_head_dim: Option<u32> = None,
+        /// Only Megatron-Core's `MLATransformerConfig` has it: left out of the plan while unset,
+        /// so no plan states a field its model class lacks.
+        #[serde(skip_serializing_if = "Option::is_none")]
         v_head_dim: Option<u32> = None,
         // Parallel layout.
         tensor_model_parallel_size: u32 = 1,

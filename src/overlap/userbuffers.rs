@@ -92,6 +92,29 @@ impl Slot {
         )
     }
 
+    /// The slot as Bridge's config code instantiates it: `{_target_: MODULE.CLASS, field: value,
+    /// ...}` with the fields the preset gives (a pipeline slot's unset `fp8_buf` left out, so
+    /// the dataclass keeps its own default).
+    pub fn typed(self, module: &str) -> Value {
+        let class = match self {
+            Slot::Bulk { .. } => "BulkOverlapCfg",
+            Slot::Ring { .. } => "RingExchangeOverlapCfg",
+            Slot::Pipeline { .. } => "PipelineOverlapCfg",
+        };
+        let mut m = Map::new();
+        m.insert("_target_".into(), format!("{module}.{class}").into());
+        if let Value::Object(fields) = self.to_dict() {
+            for (k, v) in fields {
+                let unset_buf =
+                    k == "fp8_buf" && matches!(self, Slot::Pipeline { fp8_buf: None, .. });
+                if !unset_buf {
+                    m.insert(k, v);
+                }
+            }
+        }
+        Value::Object(m)
+    }
+
     /// The method name TE sees.
     pub fn method(self) -> &'static str {
         METHODS[self.index()].0

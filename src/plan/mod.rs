@@ -42,6 +42,11 @@ pub struct Parallelism {
 pub struct EnvEntry {
     pub value: String,
     pub source: Source,
+    /// The value names the job directory (`{job_dir}`, replaced at render): the job's own
+    /// `OVLAUNCH_JOB_DIR` and a plugin's `plan.env` value that uses the placeholder. Any other
+    /// value is text as given, `{job_dir}` included.
+    #[serde(skip)]
+    pub at_job_dir: bool,
 }
 
 /// Which recipe and variant the plan came from.
@@ -150,6 +155,7 @@ fn redacted_env<S: serde::Serializer>(
             let shown = EnvEntry {
                 value: crate::rank::names::REDACTED.to_string(),
                 source: e.source.clone(),
+                at_job_dir: false,
             };
             m.serialize_entry(k, &shown)?;
         } else {

@@ -42,16 +42,41 @@ impl TrainerCall {
 /// The placeholder a value may hold for the job's directory, known only at render time.
 pub const JOB_DIR: &str = "{job_dir}";
 
-/// `v` with every `{job_dir}` in its text replaced by `job_dir`.
-pub fn with_job_dir(v: &Value, job_dir: &str) -> Value {
+/// The placeholder for the experiment's directory: one per job name under the jobs root
+/// (`JOBS_ROOT/experiments/JOB_NAME`), the same for every submission of that name, so a
+/// checkpoint directory inside it survives a new submission (which gets a new job
+/// directory) and the new run resumes from it.
+pub const EXPERIMENT_DIR: &str = "{experiment_dir}";
+
+/// The directories the placeholders stand for in one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobDirs<'a> {
+    pub job: &'a str,
+    pub experiment: &'a str,
+}
+
+/// `v` with every `{job_dir}` and `{experiment_dir}` in its text replaced.
+pub fn with_job_dir(v: &Value, dirs: JobDirs<'_>) -> Value {
     match v {
-        Value::String(s) => Value::String(s.replace(JOB_DIR, job_dir)),
-        Value::Array(a) => Value::Array(a.iter().map(|x| with_job_dir(x, job_dir)).collect()),
+        Value::String(s) => Value::String(
+            s.replace(JOB_DIR, dirs.job)
+                .replace(EXPERIMENT_DIR, dirs.experiment),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| with_job_dir(x, dirs)).collect()),
         Value::Object(m) => Value::Object(
             m.iter()
-                .map(|(k, x)| (k.clone(), with_job_dir(x, job_dir)))
+                .map(|(k, x)| (k.clone(), with_job_dir(x, dirs)))
                 .collect(),
         ),
         other => other.clone(),
+    }
+}
+
+impl TrainerCall {
+    /// Whether a value of the call names the experiment's directory.
+    pub fn uses_experiment_dir(&self) -> bool {
+        self.items
+            .iter()
+            .any(|(_, v)| v.to_string().contains(EXPERIMENT_DIR))
     }
 }

@@ -313,8 +313,14 @@ fn collect_plan(
             out.sets.push((path.clone(), v, true));
         }
     }
+    // a plan-phase env value may name the job directory (`{job_dir}`, replaced at render like
+    // a config value's), so the plan states every variable the trainer gets
+    let in_plan = Scope {
+        keep_job_dir: true,
+        ..*s
+    };
     for (k, v) in p.env.iter() {
-        if let Some(v) = s.env_value(v)? {
+        if let Some(v) = in_plan.env_value(v)? {
             out.env.insert(k.clone(), (v, "plan.env"));
         }
     }
@@ -440,11 +446,13 @@ pub fn plan_phase(
                 .at_flag(format!("--plugin {other} --plugin {}", a.name())));
             }
             env_owner.insert(name.clone(), (a.name().to_string(), value.clone()));
+            let at_job_dir = how == "plan.env" && value.contains(crate::plan::trainer::JOB_DIR);
             layer.env.push(PluginEnv {
                 plugin: a.name().to_string(),
                 name,
                 value,
                 how: how.to_string(),
+                at_job_dir,
             });
         }
         kept.push(a);

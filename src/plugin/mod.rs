@@ -17,7 +17,8 @@
 //! plan:                           # phase 1
 //!   set: {model.deterministic_mode: true}            # like --set, weaker than the user's
 //!   set_if_present: {comm_overlap.tp_comm_overlap: false}  # only if that section exists
-//!   env: {NCCL_ALGO: Ring}        # stronger than recipe and derived values, weaker than --env
+//!   env: {NCCL_ALGO: Ring}        # stronger than recipe and derived values, weaker than --env;
+//!                                 # `{job_dir}` stays a placeholder render replaces
 //!   passthrough: {WANDB_API_KEY: "{api_key_env}"}    # copied from the launcher's environment
 //!   when: {OPTION: {...plan phase...}, "!OPTION": {...}}
 //! launch:                         # phase 2: edits the LaunchSpec
@@ -315,7 +316,7 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("inside quotes"), "{e}");
         let e = r
-            .add("x.yaml", "name: x\nplan:\n  env: {A: \"{job_dir}\"}\n")
+            .add("x.yaml", "name: x\nplan:\n  env: {A: \"{job_name}\"}\n")
             .unwrap_err();
         assert!(e.to_string().contains("plan phase"), "{e}");
         let e = r

@@ -118,6 +118,15 @@ pub(super) fn typed_flag_value(
         ),
         OptionType::List => OptValue::List(if raw.is_empty() {
             Vec::new()
+        } else if raw.trim_start().starts_with('[') {
+            // A YAML flow list, as `--set` takes it: `[0,8]`, `[a, "b,c"]`.
+            match crate::yaml::parse_value(raw.trim()) {
+                Value::Array(items) => items
+                    .iter()
+                    .map(|x| scalar_text(x).ok_or("list items must be scalars"))
+                    .collect::<std::result::Result<_, _>>()?,
+                _ => return Err(format!("`{raw}` is not a YAML list (e.g. [0, 8])")),
+            }
         } else {
             raw.split(',').map(String::from).collect()
         }),
@@ -340,6 +349,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
                 };
                 let example = match o.kind {
                     OptionType::Bool => "true or false",
+                    OptionType::List => "a list: a,b or a YAML list such as [0, 8]",
                     _ => "a whole number, e.g. 10",
                 };
                 Error::usage(format!("option `{k}` of plugin `{name}`: {m}"))

@@ -30,8 +30,8 @@ pub(super) fn valid_option_name(n: &str) -> bool {
 enum Slot {
     /// Plan phase: options only.
     Plan,
-    /// A plan-phase config value: options, and `{job_dir}`, which stays a placeholder that
-    /// render replaces in the trainer's overrides.
+    /// A plan-phase config or env value: options, and `{job_dir}`, which stays a placeholder
+    /// that render replaces (in the trainer's overrides and the job's env).
     PlanSet,
     /// The value of a secret variable in the plan phase: the only place a secret option's
     /// value may go (it reaches the job through `secrets.env`; anywhere else it would be
@@ -163,6 +163,16 @@ impl Validator<'_> {
                     )
                     .help("e.g. plan: {env: {SERVICE_API_KEY: \"{api_key}\"}}: secrets reach the job only through its secrets file"));
             }
+            if option.is_some() && slot == Slot::SecretEnv && !secret::is_secret_name(name) {
+                // Options are redacted by name (the reproduce line, plan.json,
+                // submission.json): one that feeds a secret must be named as one.
+                return Err(self
+                    .err(
+                        format!("option `{name}` feeds a secret variable, but its name does not mark it secret, so its value would be shown"),
+                        &format!("{{{name}"),
+                    )
+                    .help(format!("rename the option to end in `_key`, `_token` or hold `secret`/`password` (e.g. `{name}_token`)")));
+            }
             let plan_phase = matches!(slot, Slot::Plan | Slot::SecretEnv)
                 || (slot == Slot::PlanSet && name != "job_dir");
             if builtin && plan_phase {
@@ -238,7 +248,7 @@ impl Validator<'_> {
                     )
                     .help(format!("move it to `plan: env: {{{k}: ...}}`: plan-phase env reaches the job only through its private secrets.env")));
             }
-            let slot = if slot == Slot::Plan && secret::is_secret_name(k) {
+            let slot = if matches!(slot, Slot::Plan | Slot::PlanSet) && secret::is_secret_name(k) {
                 Slot::SecretEnv
             } else {
                 slot
@@ -279,7 +289,8 @@ impl Validator<'_> {
                 self.template(s, Slot::PlanSet)?;
             }
         }
-        self.env_map(&p.env, Slot::Plan, false)?;
+        // a plan-phase env value may name the job directory, as a config value may
+        self.env_map(&p.env, Slot::PlanSet, false)?;
         for (k, v) in p.passthrough.iter() {
             if !valid_env_name(k) {
                 return Err(self.err(format!("`{k}` is not an environment variable name"), k));

@@ -60,6 +60,15 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
 
 /// Bridge `MixedPrecisionConfig.finalize()`.
 pub fn finalize(cfg: &mut MixedPrecisionConfig, stack: &Stack) -> Result<()> {
+    if cfg.fp8_margin < 0 {
+        // Transformer Engine scales FP8 values by 2^-margin: a negative margin overflows.
+        return Err(Error::usage(format!(
+            "fp8_margin {} is negative; Transformer Engine scales FP8 values by 2^-margin",
+            cfg.fp8_margin
+        ))
+        .at_fields(crate::config::MIXED_PRECISION.fp8_margin)
+        .help("0 (the default) or a positive margin"));
+    }
     if cfg.fp8_param.is_none() {
         cfg.fp8_param = Some(cfg.fp8_param_gather);
     }

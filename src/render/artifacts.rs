@@ -48,7 +48,7 @@ pub fn render(
         rank_plan,
         overrides,
         plan_json,
-        env_dump: env_dump(plan, EnvFormat::Sh)?,
+        env_dump: env_dump(plan, EnvFormat::Sh, Some(&spec.job_dir))?,
         secrets: secrets_file(plan)?,
     })
 }
@@ -63,24 +63,32 @@ pub enum EnvFormat {
 
 /// The plan's env, secrets redacted; removed variables as `unset -v NAME` (sh), a comment
 /// (dotenv, which cannot remove) or `null` (JSON).
-pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
+pub fn env_dump(plan: &Plan, format: EnvFormat, job_dir: Option<&str>) -> Result<String> {
+    // a value naming the job directory gets it when the job is known (`EnvEntry::at_job_dir`)
+    let env: std::collections::BTreeMap<&String, String> = plan
+        .env
+        .iter()
+        .map(|(k, e)| {
+            let v = match job_dir {
+                Some(d) if e.at_job_dir => e.value.replace(crate::plan::trainer::JOB_DIR, d),
+                _ => e.value.clone(),
+            };
+            (k, v)
+        })
+        .collect();
     let mut s = String::new();
     match format {
         EnvFormat::Sh => {
-            for (k, e) in &plan.env {
-                let _ = writeln!(
-                    s,
-                    "export {k}={}",
-                    super::shell::quote(secret::shown(k, &e.value))
-                );
+            for (k, v) in &env {
+                let _ = writeln!(s, "export {k}={}", super::shell::quote(secret::shown(k, v)));
             }
             for k in plan.env_unset.keys() {
                 let _ = writeln!(s, "unset -v {}", super::shell::quote(k));
             }
         }
         EnvFormat::Dotenv => {
-            for (k, e) in &plan.env {
-                let v = secret::shown(k, &e.value);
+            for (k, v) in &env {
+                let v = secret::shown(k, v);
                 let escaped = v
                     .replace('\\', "\\\\")
                     .replace('"', "\\\"")
@@ -93,13 +101,12 @@ pub fn env_dump(plan: &Plan, format: EnvFormat) -> Result<String> {
             }
         }
         EnvFormat::Json => {
-            let map: serde_json::Map<String, serde_json::Value> = plan
-                .env
+            let map: serde_json::Map<String, serde_json::Value> = env
                 .iter()
-                .map(|(k, e)| {
+                .map(|(k, v)| {
                     (
-                        k.clone(),
-                        serde_json::Value::String(secret::shown(k, &e.value).to_string()),
+                        (*k).clone(),
+                        serde_json::Value::String(secret::shown(k, v).to_string()),
                     )
                 })
                 .chain(

@@ -61,6 +61,9 @@ pub struct Container {
 pub struct LaunchOptions {
     pub job_name: String,
     pub job_dir: String,
+    /// What `{experiment_dir}` stands for: `JOBS_ROOT/experiments/JOB_NAME`, the same for
+    /// every submission of the job name (see `plan::trainer::EXPERIMENT_DIR`).
+    pub experiment_dir: String,
     pub account: Option<String>,
     pub partition: Option<String>,
     pub qos: Option<String>,
@@ -73,6 +76,8 @@ pub struct LaunchOptions {
     pub exclusive: bool,
     pub cpus_per_task: Option<u32>,
     pub dependency: Option<String>,
+    /// Times a failed job requeues itself (`--retries`; NeMo-Run's `retries`).
+    pub retries: u32,
     pub sbatch_args: Vec<String>,
     /// Extra srun options for the launch step (`--srun-arg`), after ovlaunch's own.
     pub srun_args: Vec<String>,
@@ -103,9 +108,11 @@ impl LaunchOptions {
     /// without a command line (benchmarks, fuzzing, tests), which change what they need
     /// with `..LaunchOptions::new(..)`; the CLI fills every field from its flags.
     pub fn new(job_name: impl Into<String>, job_dir: impl Into<String>) -> Self {
+        let (job_name, job_dir) = (job_name.into(), job_dir.into());
         Self {
-            job_name: job_name.into(),
-            job_dir: job_dir.into(),
+            experiment_dir: format!("{job_dir}/../experiments/{job_name}"),
+            job_name,
+            job_dir,
             account: None,
             partition: None,
             qos: None,
@@ -118,6 +125,7 @@ impl LaunchOptions {
             exclusive: false,
             cpus_per_task: None,
             dependency: None,
+            retries: 0,
             sbatch_args: Vec::new(),
             srun_args: Vec::new(),
             trainer: Vec::new(),
@@ -126,6 +134,16 @@ impl LaunchOptions {
             command_line: "ovlaunch".to_string(),
             rendezvous: None,
             strict: false,
+        }
+    }
+}
+
+impl LaunchOptions {
+    /// The directories the plan's placeholders stand for.
+    pub fn dirs(&self) -> crate::plan::trainer::JobDirs<'_> {
+        crate::plan::trainer::JobDirs {
+            job: &self.job_dir,
+            experiment: &self.experiment_dir,
         }
     }
 }
@@ -238,6 +256,7 @@ pub const KNOWN_SBATCH: &[&str] = &[
 
 /// Builds the launch spec.
 pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
+    super::slurm_values::check(opts)?;
     let hw = &plan.hardware;
     let cpu = hw.gpu.is_cpu();
     let tasks_per_node = match opts.mode {
@@ -268,7 +287,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     put("time", Some(opts.time.clone()));
     put(
         "output",
-        Some(layout::path(&opts.job_dir, layout::SLURM_OUTPUT_PATTERN)),
+        Some(layout::slurm_output_directive(&opts.job_dir)),
     );
     put("open-mode", Some("append".into()));
     for (k, v) in [
@@ -282,27 +301,21 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         }
     }
     let mut decisions = Vec::new();
+    if opts.retries > 0 {
+        put("requeue", None);
+        decisions.push(Decision::new(
+            "sbatch.requeue",
+            opts.retries,
+            "--retries: a failed run requeues the job (scontrol requeue) while SLURM_RESTART_COUNT < retries (NeMo-Run's slurm template, TORCHX_MAX_RETRIES)",
+            Source::User,
+        ));
+    }
     if let Some(seg) = hw.segment_nodes() {
         put("segment", Some(seg.to_string()));
         decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));
     }
     for raw in &opts.sbatch_args {
-        // Any sbatch long option: sbatch itself knows its options (they differ between
-        // releases); the value is quoted for the #SBATCH line when the script is rendered.
-        let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
-            Some((k, v)) => (k, Some(v.to_string())),
-            None => (raw.strip_prefix("--").unwrap_or(""), None),
-        };
-        let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
-            && k.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !well_formed {
-            return Err(Error::usage(format!(
-                "`{raw}` is not an sbatch long option (--name or --name=value)"
-            ))
-            .at_flag(format!("--sbatch-arg {raw}"))
-            .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
-        }
+        let (k, v) = sbatch_arg(raw)?;
         put(k, v);
     }
 
@@ -312,11 +325,16 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         if crate::secret::is_secret_name(k) {
             secret_names.push(k.clone());
         } else {
-            env.insert(k.clone(), e.value.clone());
+            // a value naming the job directory gets it, known now; any other is as given
+            let value = if e.at_job_dir {
+                e.value
+                    .replace(crate::plan::trainer::JOB_DIR, &opts.job_dir)
+            } else {
+                e.value.clone()
+            };
+            env.insert(k.clone(), value);
         }
     }
-    env.insert("PYTHONUNBUFFERED".into(), "1".into());
-    env.insert("OVLAUNCH_JOB_DIR".into(), opts.job_dir.clone());
 
     // --label: every output line starts with its task id (the rank in one-task-per-GPU
     // mode, the node in torchrun mode), so `ovlaunch logs --rank N` can pick one rank out.
@@ -329,18 +347,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         srun_args.push(format!("--mpi={m}"));
     }
     for a in &opts.srun_args {
-        // One option per word: a word that is not an option (or `--`, which ends srun's
-        // options) would become the program srun runs, in place of the rank runtime.
-        if !a.starts_with('-') || a == "--" {
-            return Err(Error::usage(format!(
-                "`{}` is not an srun option: srun would take it for the program to run",
-                a.escape_debug()
-            ))
-            .at_flag(format!("--srun-arg {}", a.escape_debug()))
-            .help(
-                "one option per --srun-arg, its value joined with `=`: --srun-arg=--nodelist=node1",
-            ));
-        }
+        srun_arg(a)?;
     }
     srun_args.extend(opts.srun_args.iter().cloned());
     if let Some(c) = &opts.container {
@@ -356,7 +363,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         Vec::new()
     };
     let trainer = if opts.trainer.is_empty() {
-        default_trainer(plan, &opts.job_dir)
+        default_trainer(plan, opts.dirs())
     } else {
         opts.trainer.clone()
     };
@@ -398,7 +405,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         srun_args,
         torchrun_args: Vec::new(),
         torchrun_program: "torchrun".into(),
-        teardown_lines: Vec::new(),
+        teardown_lines: retry_lines(opts.retries),
         forward_signals: Vec::new(),
         command_prefix: Vec::new(),
         trainer,
@@ -411,6 +418,68 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         header,
         decisions,
     })
+}
+
+/// One `--sbatch-arg`: a long option for an `#SBATCH` line, as (name, value); one that
+/// sets what the plan computes is refused (`render::owned`).
+fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
+    // Any sbatch long option: sbatch itself knows its options (they differ between
+    // releases); the value is quoted for the #SBATCH line when the script is rendered.
+    let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (raw.strip_prefix("--").unwrap_or(""), None),
+    };
+    let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
+        && k.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !well_formed {
+        return Err(Error::usage(format!(
+            "`{raw}` is not an sbatch long option (--name or --name=value)"
+        ))
+        .at_flag(format!("--sbatch-arg {raw}"))
+        .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
+    }
+    super::owned::check_sbatch_arg(raw)?;
+    Ok((k, v))
+}
+
+/// One `--srun-arg`: an option word (never the program srun would run), and not one that
+/// sets what the plan computes (`render::owned`).
+fn srun_arg(a: &str) -> Result<()> {
+    // One option per word: a word that is not an option (or `--`, which ends srun's
+    // options) would become the program srun runs, in place of the rank runtime.
+    if !a.starts_with('-') || a == "--" {
+        return Err(Error::usage(format!(
+            "`{}` is not an srun option: srun would take it for the program to run",
+            a.escape_debug()
+        ))
+        .at_flag(format!("--srun-arg {}", a.escape_debug()))
+        .help(
+            "one option per --srun-arg, its value joined with `=`: --srun-arg=--nodelist=node1",
+        ));
+    }
+    super::owned::check_srun_arg(a)?;
+    Ok(())
+}
+
+/// The teardown that requeues a failed job up to `retries` times, as NeMo-Run's Slurm
+/// script does (`TORCHX_MAX_RETRIES` against `SLURM_RESTART_COUNT`). A teardown before it
+/// that requeued the job already (`ovlaunch_requeued`) is not repeated.
+fn retry_lines(retries: u32) -> Vec<String> {
+    if retries == 0 {
+        return Vec::new();
+    }
+    vec![
+        format!("# --retries {retries}: a failed run requeues the job."),
+        "if [ \"$exitcode\" -ne 0 ] && [ -z \"$ovlaunch_requeued\" ]; then".into(),
+        format!("  if [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {retries} ]; then"),
+        format!("    echo \"job $SLURM_JOB_ID failed with code $exitcode; requeueing it (retry $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of {retries})\""),
+        "    if scontrol requeue \"$SLURM_JOB_ID\"; then ovlaunch_requeued=1; else echo \"scontrol requeue failed; submit the job again\"; fi".into(),
+        "  else".into(),
+        format!("    echo \"job $SLURM_JOB_ID failed with code $exitcode after {retries} retries; not requeueing\""),
+        "  fi".into(),
+        "fi".into(),
+    ]
 }
 
 /// The srun options that start each task in the container, with the job directory mounted
@@ -536,12 +605,12 @@ pub fn placement(plan: &Plan, decisions: &mut Vec<Decision>) -> AffinityPlan {
 /// The recipe's own trainer, else Bridge's runner with the plan's overrides
 /// (`resolve::trainer`): `python BRIDGE_ROOT/scripts/training/run_recipe.py --recipe FUNCTION
 /// [--deterministic] KEY=VALUE...`.
-pub fn default_trainer(plan: &Plan, job_dir: &str) -> Vec<String> {
+pub fn default_trainer(plan: &Plan, dirs: crate::plan::trainer::JobDirs<'_>) -> Vec<String> {
     if let Some(t) = &plan.recipe.trainer {
         return t.clone();
     }
     match &plan.trainer {
-        Some(call) => call.argv_with(super::overrides::words_in(call, job_dir)),
+        Some(call) => call.argv_with(super::overrides::words_in(call, dirs)),
         // a recipe without a Bridge function and without its own trainer: name it, so the
         // runner's own error says what is missing
         None => vec![

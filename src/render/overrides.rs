@@ -5,20 +5,21 @@
 
 use crate::hydra;
 use crate::plan::Plan;
-use crate::plan::trainer::{TrainerCall, with_job_dir};
+use crate::plan::trainer::{JobDirs, TrainerCall, with_job_dir};
 
-/// The override words of `call` for the job in `job_dir`: every `{job_dir}` inside a text
-/// value is replaced before the value is written as a Hydra word.
-pub fn words_in(call: &TrainerCall, job_dir: &str) -> Vec<String> {
+/// The override words of `call` for the job in `dirs`: every `{job_dir}` and
+/// `{experiment_dir}` inside a text value is replaced before the value is written as a
+/// Hydra word.
+pub fn words_in(call: &TrainerCall, dirs: JobDirs<'_>) -> Vec<String> {
     call.items
         .iter()
-        .map(|(k, val)| hydra::word(k, &with_job_dir(val, job_dir)))
+        .map(|(k, val)| hydra::word(k, &with_job_dir(val, dirs)))
         .collect()
 }
 
 /// The overrides file's text; with `job_dir`, `{job_dir}` in the values is replaced (the job
 /// directory's copy), without it the placeholder stays (`ovlaunch overrides`).
-pub fn overrides_text(plan: &Plan, job_dir: Option<&str>) -> String {
+pub fn overrides_text(plan: &Plan, job_dir: Option<JobDirs<'_>>) -> String {
     let mut s = format!(
         "# Megatron-Bridge runner overrides written by ovlaunch {} for recipe {} on {}.\n",
         env!("CARGO_PKG_VERSION"),

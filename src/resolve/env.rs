@@ -48,6 +48,9 @@ pub struct EnvInputs<'a> {
     pub model: &'a ModelConfig,
     pub ddp: &'a DdpConfig,
     pub recipe_env: &'a BTreeMap<String, EnvScalar>,
+    /// For a user's recipe file over Bridge's function: the function's own statements, from
+    /// which Bridge's recipe env is reconstructed (`None`: `recipe_env`'s).
+    pub bridge_statements: Option<&'a BTreeMap<String, EnvScalar>>,
     pub family: Option<&'a str>,
     /// Bridge's model recipe name (`llama3_70b`, ...), which some rules key on.
     pub model_recipe: Option<&'a str>,
@@ -88,7 +91,14 @@ impl EnvStage {
             source.clone(),
         ));
         self.unset.remove(k);
-        self.env.insert(k.to_string(), EnvEntry { value, source });
+        self.env.insert(
+            k.to_string(),
+            EnvEntry {
+                value,
+                source,
+                at_job_dir: false,
+            },
+        );
     }
 
     fn remove(&mut self, k: &str, source: Source, rule: String, d: &mut Vec<Decision>) {
@@ -102,6 +112,13 @@ impl EnvStage {
         self.unset.insert(k.to_string(), source);
     }
 
+    /// Marks `k`'s value as naming the job directory (`EnvEntry::at_job_dir`).
+    fn at_job_dir(&mut self, k: &str) {
+        if let Some(e) = self.env.get_mut(k) {
+            e.at_job_dir = true;
+        }
+    }
+
     /// Neither set nor removed: the job keeps what it inherits.
     fn leave(&mut self, k: &str, source: Source, rule: String, d: &mut Vec<Decision>) {
         d.push(Decision::new(
@@ -113,6 +130,27 @@ impl EnvStage {
         self.env.remove(k);
         self.unset.remove(k);
     }
+}
+
+/// What every job's script exports (the script exports the plan's env and nothing else):
+/// Python's output unbuffered, so the trainer's log lines reach the job's log as written, and
+/// the job directory (`{job_dir}`, replaced at render) for the rank runtime and the trainer.
+fn every_job(st: &mut EnvStage, decisions: &mut Vec<Decision>) {
+    st.set(
+        "PYTHONUNBUFFERED",
+        "1".into(),
+        Source::Default,
+        "every job: the trainer's Python output unbuffered, so its log streams".into(),
+        decisions,
+    );
+    st.set(
+        "OVLAUNCH_JOB_DIR",
+        crate::plan::trainer::JOB_DIR.into(),
+        Source::Default,
+        "every job: its job directory, for the rank runtime and the trainer's own files".into(),
+        decisions,
+    );
+    st.at_job_dir("OVLAUNCH_JOB_DIR");
 }
 
 /// The facts Bridge's env rules read, from the env inputs.
@@ -136,6 +174,7 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
     let decisions = &mut t.decisions;
     let mut st = EnvStage::default();
     let hw = inp.hardware;
+    every_job(&mut st, decisions);
     for (k, v) in &hw.gpu.env {
         st.set(
             k,
@@ -242,6 +281,9 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             format!("plugin {} ({})", pe.plugin, pe.how),
             decisions,
         );
+        if pe.at_job_dir {
+            st.at_job_dir(&pe.name);
+        }
     }
     for (k, v) in inp.user_env {
         st.set(k, v.clone(), Source::User, "--env".into(), decisions);
@@ -290,14 +332,11 @@ fn bridge_env(
         }
         (None, false) => derived,
     };
+    let statements = inp.bridge_statements.unwrap_or(inp.recipe_env);
     let mut out: BTreeMap<String, EnvScalar> = at_recipe
         .last()
         .into_iter()
-        .filter(|(k, _)| {
-            inp.recipe_env
-                .get(*k)
-                .is_none_or(|v| *v == EnvScalar::Unset)
-        })
+        .filter(|(k, _)| statements.get(*k).is_none_or(|v| *v == EnvScalar::Unset))
         .filter_map(|(k, d)| {
             d.action
                 .value()
@@ -305,7 +344,7 @@ fn bridge_env(
         })
         .collect();
     out.extend(
-        inp.recipe_env
+        statements
             .iter()
             .filter(|(_, v)| v.is_value())
             .map(|(k, v)| (k.clone(), v.clone())),

@@ -81,6 +81,9 @@ pub fn choose<'r>(
                 format!("precisions: {}", PRECISIONS.join(", ")),
             )));
     }
+    if let Some(p) = &wanted {
+        blackwell_precision(p, hw)?;
+    }
     if recipe.variants.is_empty() {
         return Ok(Choice {
             variant: None,
@@ -281,6 +284,29 @@ fn choose_any_gpu<'r>(
     })
 }
 
+/// MXFP8 and NVFP4 are Blackwell units (compute capability 10.0): `--precision fp8mx` or
+/// `nvfp4` on an older GPU is refused with that fact, whatever the recipe ships.
+fn blackwell_precision(p: &str, hw: &Hardware) -> Result<()> {
+    let what = match p {
+        "fp8mx" => "MXFP8",
+        "nvfp4" => "NVFP4",
+        _ => return Ok(()),
+    };
+    let gpu = &hw.gpu;
+    if gpu.is_cpu() || gpu.is_blackwell_or_newer() {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "{p} ({what}) needs a Blackwell GPU (compute capability 10.0): MXFP8 and NVFP4 are Blackwell tensor-core formats, and {} ({}) is compute capability {}.x",
+        gpu.kind, gpu.generation, gpu.arch_major
+    ))
+    .at_flag("--precision")
+    .help(format!(
+        "on {} use --precision fp8cs (FP8 current scaling), fp8sc (FP8 sub-channel scaling) or bf16, where the recipe has them; or a Blackwell GPU kind (b200, gb200, b300, gb300)",
+        gpu.kind
+    )))
+}
+
 fn label(v: &Variant) -> String {
     v.bridge_recipe
         .clone()
@@ -342,6 +368,20 @@ pub fn layer_with(
     plugin_sets: &[PluginSet],
     sets: &[SetOverride],
 ) -> Result<Layered> {
+    layer_on(recipe, variant, None, plugin_sets, sets)
+}
+
+/// [`layer_with`] with a user's recipe file over Bridge's function (`file`: the file's
+/// sections, `super::base`): `before` stays the function's own config (what Bridge's runner
+/// reads before the overrides), and every value the file changes is in
+/// [`Layered::file_overrides`].
+pub fn layer_on(
+    recipe: &Recipe,
+    variant: Option<&Variant>,
+    file: Option<(&Map<String, Value>, &str)>,
+    plugin_sets: &[PluginSet],
+    sets: &[SetOverride],
+) -> Result<Layered> {
     let mut prov = Provenance::default();
     let mut tree = Map::new();
     merge_sections(&mut tree, &recipe.sections);
@@ -355,6 +395,17 @@ pub fn layer_with(
         }
     }
     let before = build(&tree, &recipe.origin)?;
+    let mut file_overrides = Vec::new();
+    let mut with_file = None;
+    if let Some((file, origin)) = file {
+        super::base::merge_file(&mut tree, file);
+        for (s, val) in file {
+            prov.record(s, val, &Source::Recipe);
+        }
+        let cfg = build(&tree, origin)?;
+        file_overrides = super::base::overrides(&before, &cfg, file)?;
+        with_file = Some(cfg);
+    }
     let mut applied = Vec::with_capacity(plugin_sets.len());
     for ps in plugin_sets {
         let present = |section: &str| {
@@ -391,7 +442,7 @@ pub fn layer_with(
         }
     }
     let after = if sets.is_empty() && !applied.contains(&true) {
-        before.clone()
+        with_file.unwrap_or_else(|| before.clone())
     } else {
         build(&tree, "--set").map_err(|e| {
             let mut flags: Vec<String> = sets.iter().map(|s| s.flag.clone()).collect();
@@ -411,6 +462,7 @@ pub fn layer_with(
         cfg: after,
         prov,
         applied,
+        file_overrides,
     })
 }
 
@@ -425,6 +477,36 @@ pub struct Layered {
     pub prov: Provenance,
     /// For each plugin set, whether it was applied (`if_present` ones may not be).
     pub applied: Vec<bool>,
+    /// A user's recipe file over Bridge's function: every value it changes, as the trainer's
+    /// overrides (`super::base::overrides`); empty otherwise.
+    pub file_overrides: Vec<(String, Value)>,
+}
+
+impl Layered {
+    /// Whether Bridge's runner sees `path` overridden explicitly (the field or its section),
+    /// by `--set` or by a user's recipe file over Bridge's function
+    /// (`_config_override_is_explicit` reads the words on its command line).
+    pub fn explicit(&self, sets: &[SetOverride], path: &str) -> bool {
+        let section = path.split('.').next().unwrap_or(path);
+        super::overrides::is_explicit(sets, path)
+            || self
+                .file_overrides
+                .iter()
+                .any(|(p, _)| p == path || p == section)
+    }
+
+    /// Whether `path` itself is overridden on the runner's command line (a plugin's set,
+    /// `--set`, or the user's recipe file over Bridge's function).
+    pub fn overridden(&self, path: &str) -> bool {
+        matches!(self.prov.source(path), Source::User | Source::Plugin(_))
+            || self.file_overrides.iter().any(|(p, _)| p == path)
+    }
+
+    /// Whether `path` was changed by `--set` or by the user's recipe file over Bridge's
+    /// function (the env rules re-derive what depends on it).
+    pub fn user_changed(&self, path: &str) -> bool {
+        self.prov.user_set(path) || self.file_overrides.iter().any(|(p, _)| p == path)
+    }
 }
 
 fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {

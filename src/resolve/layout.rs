@@ -4,6 +4,8 @@
 //! divisible by ETP*EP*PP), and Megatron-Core's post-init checks (heads and query groups by
 //! TP, layers by PP*VPP, sequence by 2*CP, batch by micro-batch*DP, SP needs TP > 1).
 
+use serde_json::Value;
+
 use crate::config::{MODEL, ModelConfig, TRAIN, TrainConfig};
 use crate::error::{Error, Result};
 use crate::plan::Parallelism;
@@ -25,6 +27,83 @@ fn divisors(n: u64) -> impl Iterator<Item = u64> {
     }
     low.extend(high.into_iter().rev());
     low.into_iter()
+}
+
+/// Bridge's Gemma 3 provider, whose attention reads an integer `window_size` `w` as the
+/// pair `(w - 1, 0)` on its local layers (`gemma3_provider.py`, `Gemma3SelfAttention`).
+const GEMMA3_PROVIDER: &str = "megatron.bridge.models.gemma.gemma3_provider.Gemma3ModelProvider";
+
+/// `window_size` as the model class reads it: Megatron-Core's `Optional[Tuple[int, int]]`,
+/// or, for Bridge's Gemma 3 provider ([`GEMMA3_PROVIDER`]), also one integer >= 1. Checked
+/// once per resolve (the resolver knows the model class; `tune` changes no window).
+pub fn check_window_size(model: &ModelConfig, model_class: Option<&str>) -> Result<()> {
+    let int = |v: &Value| v.as_i64();
+    let Some(w) = model.window_size.as_ref().filter(|v| !v.is_null()) else {
+        return Ok(());
+    };
+    let pair = w
+        .as_array()
+        .is_some_and(|a| a.len() == 2 && a.iter().all(|x| int(x).is_some_and(|n| n >= -1)));
+    let gemma3 = model_class == Some(GEMMA3_PROVIDER);
+    if pair || (gemma3 && int(w).is_some_and(|n| n >= 1)) {
+        return Ok(());
+    }
+    let help = if gemma3 {
+        "e.g. 512 (Gemma 3's local window), [4096, 0] (left, right; -1 for unlimited), or null"
+    } else {
+        "e.g. [4096, 0] (left, right; -1 for unlimited), or null"
+    };
+    Err(Error::usage(format!(
+        "window_size {w} is not a pair of integers (Megatron-Core: Optional[Tuple[int, int]])"
+    ))
+    .at_fields(MODEL.window_size)
+    .help(help))
+}
+
+/// Values whose type Megatron-Core's `TransformerConfig` states more narrowly than YAML can
+/// (`window_size`: [`check_window_size`], with the model class):
+/// `moe_layer_freq: Union[int, List[int]]` (an
+/// int >= 1, or one 0/1 per layer: `experimental_attention_variant_module_specs`' parser),
+/// `fp8_margin` (Transformer Engine scales by `2**-margin`: a negative one overflows), and
+/// the head size `hidden_size // num_attention_heads` when `kv_channels` is unset
+/// (Megatron-LM's `validate_args` asserts the division is exact).
+fn model_shapes(model: &ModelConfig) -> Result<()> {
+    let int = |v: &Value| v.as_i64();
+    if let Some(f) = model.moe_layer_freq.as_ref().filter(|v| !v.is_null()) {
+        let ok = match f {
+            Value::Array(a) => {
+                a.len() == model.num_layers as usize
+                    && a.iter().all(|x| matches!(int(x), Some(0 | 1)))
+            }
+            other => int(other).is_some_and(|n| n >= 1),
+        };
+        if !ok {
+            return Err(Error::usage(format!(
+                "moe_layer_freq {} is neither an integer >= 1 nor a list of {} zeros and ones (one per layer)",
+                f.to_string().chars().take(120).collect::<String>(),
+                model.num_layers
+            ))
+            .at_fields(MODEL.moe_layer_freq)
+            .help("e.g. 1 (every layer MoE), 2 (every second), or [0, 1, 1, ...] with num_layers entries"));
+        }
+    }
+    if model.fp8_margin < 0 {
+        return Err(Error::usage(format!(
+            "fp8_margin {} is negative; Transformer Engine scales FP8 values by 2^-margin",
+            model.fp8_margin
+        ))
+        .at_fields(MODEL.fp8_margin)
+        .help("0 (the default) or a positive margin"));
+    }
+    if model.kv_channels.is_none() && !model.hidden_size.is_multiple_of(model.num_attention_heads) {
+        return Err(Error::usage(format!(
+            "hidden_size {} is not divisible by num_attention_heads {}, and no kv_channels gives the head size",
+            model.hidden_size, model.num_attention_heads
+        ))
+        .at_fields([MODEL.hidden_size, MODEL.num_attention_heads])
+        .help(format!("make hidden_size a multiple of num_attention_heads, or set {}", MODEL.kv_channels)));
+    }
+    Ok(())
 }
 
 /// Sizes Megatron-Core divides by or allocates with: zero is never a valid value and would
@@ -253,6 +332,7 @@ fn check_with(
     pipeline_text: bool,
 ) -> Result<Parallelism> {
     positive_sizes(model, train)?;
+    model_shapes(model)?;
     let tp = u64::from(model.tensor_model_parallel_size);
     let pp = u64::from(model.pipeline_model_parallel_size);
     let cp = u64::from(model.context_parallel_size);
@@ -327,6 +407,17 @@ fn check_with(
         )
         .at_fields(MODEL.virtual_pipeline_model_parallel_size)
         .help("null for no virtual pipeline, or the number of model chunks per pipeline stage"));
+    }
+    if vpp.is_some() && pp <= 1 {
+        // Megatron-Core's parallel_state.initialize_model_parallel raises RuntimeError
+        // ("pipeline-model-parallel size should be greater than 1 with interleaved
+        // schedule"). Checked here, before anything counts virtual stages.
+        return Err(Error::usage(format!(
+            "virtual_pipeline_model_parallel_size {} needs pipeline_model_parallel_size > 1 (Megatron-Core: \"pipeline-model-parallel size should be greater than 1 with interleaved schedule\")",
+            vpp.unwrap_or(0)
+        ))
+        .at_fields([MODEL.virtual_pipeline_model_parallel_size, MODEL.pipeline_model_parallel_size])
+        .help(format!("set {}=null, or PP > 1", MODEL.virtual_pipeline_model_parallel_size)));
     }
     if pipeline_text {
         check_pipeline_layout(model, pp, vpp)?;

@@ -7,6 +7,7 @@
 //! `resolve_with` also applies the plugins' plan phase (`crate::plugin`): their overrides sit
 //! between the recipe and `--set`, their env over recipe and derived values, under `--env`.
 
+pub mod base;
 pub mod env;
 pub mod env_rules;
 pub mod layers;
@@ -70,6 +71,8 @@ pub struct PluginEnv {
     pub value: String,
     /// Which part of the plugin set it (`plan.env`, `plan.passthrough ...`).
     pub how: String,
+    /// A `plan.env` value naming the job directory (`{job_dir}`, replaced at render).
+    pub at_job_dir: bool,
 }
 
 /// What the plugins' plan phase contributes to resolution (see `crate::plugin`).
@@ -96,23 +99,96 @@ pub fn resolve(inp: &Inputs<'_>) -> Result<Plan> {
     resolve_with(inp, &PluginLayer::default())
 }
 
+/// The recipe and variant a plan is resolved on.
+#[derive(Debug, Clone)]
+struct Picked<'r> {
+    /// The variant Bridge's function is (a user's file on a Bridge base: the base's).
+    choice: layers::Choice<'r>,
+    /// The recipe whose function, layout table and env rules apply (a user's file on a
+    /// Bridge base: the shipped recipe that holds the function).
+    rules: &'r Recipe,
+    /// A user's recipe file over Bridge's function.
+    base: Option<base::OnBase<'r>>,
+    /// `--precision` on a recipe file without variants: Bridge's perf precision mapping.
+    map_precision: bool,
+}
+
+/// Stage 0: the recipe's variant; for a user's recipe file, the Bridge function it runs on
+/// (`base`), with `--precision` on a file without variants written into the file's values.
+fn pick<'r>(inp: &Inputs<'r>) -> Result<Picked<'r>> {
+    let choice = layers::choose(inp.recipe, inp.hardware, inp.precision, inp.variant)?;
+    let map_precision = choice.variant.is_none() && inp.precision.is_some();
+    let Some(mut on) = base::of(inp.recipe, choice.variant)? else {
+        return Ok(Picked {
+            rules: inp.recipe,
+            choice,
+            base: None,
+            map_precision,
+        });
+    };
+    let mut decisions = choice.decisions;
+    decisions.push(Decision::new(
+        "recipe.bridge_recipe",
+        on.function.as_str(),
+        format!(
+            "the Bridge function your recipe file runs on ({}): its values are planned over what the function returns, and each one that differs is passed to the trainer as an override",
+            on.recipe.origin
+        ),
+        Source::Recipe,
+    ));
+    if map_precision {
+        let spec = perf_precision(&choice.precision);
+        on.file.insert(
+            MixedPrecisionConfig::SECTION.into(),
+            serde_json::to_value(&spec).map_err(internal)?,
+        );
+    }
+    let precision = match on.variant {
+        Some(v) if !map_precision => v.precision.clone(),
+        _ => choice.precision,
+    };
+    Ok(Picked {
+        rules: on.recipe,
+        choice: layers::Choice {
+            variant: on.variant,
+            precision,
+            decisions,
+        },
+        base: Some(on),
+        map_precision,
+    })
+}
+
 /// `resolve` with the plugins' plan phase applied. The stages, in Bridge's order
 /// (`runtime_config_update`), each adding to one [`Trace`]:
 pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
+    let picked = pick(inp)?;
+    resolve_picked(inp, plugins, &picked)
+}
+
+fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) -> Result<Plan> {
     let mut t = Trace {
         decisions: Vec::new(),
         warnings: plugins.warnings.clone(),
     };
+    // The user's recipe file is reported as itself; its Bridge function's recipe gives the
+    // rules (layout table, env rules, function).
+    let outer = inp;
+    let inp = &Inputs {
+        recipe: picked.rules,
+        ..*inp
+    };
     // 1. Recipe variant, then defaults <- recipe <- variant <- plugin sets <- --set.
-    let (choice, mut l) = layering(inp, plugins, &mut t)?;
+    let (choice, mut l) = layering(inp, picked, plugins, &mut t)?;
     // The runner call: Bridge's recipe function plus exactly what differs from it.
-    let precision_word = match (&choice.variant, inp.precision, &l.cfg.mixed_precision) {
-        (None, Some(_), Some(spec)) if !l.prov.user_set(MixedPrecisionConfig::SECTION) => {
-            match spec {
-                crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
-                crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
-            }
-        }
+    let precision_word = match (
+        picked.map_precision && picked.base.is_none(),
+        &l.cfg.mixed_precision,
+    ) {
+        (true, Some(spec)) if !l.prov.user_set(MixedPrecisionConfig::SECTION) => match spec {
+            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
+            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
+        },
         _ => None,
     };
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
@@ -134,6 +210,11 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
     scale_batch(inp, &choice, &mut l, &mut t)?;
     // 3. The parallel layout checked against the world size.
+    let model_class = choice
+        .variant
+        .and_then(|v| v.model_class.as_deref())
+        .or(inp.recipe.model_class.as_deref());
+    layout::check_window_size(&l.cfg.model, model_class)?;
     let par = layout_stage(inp, &l, &mut t)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
@@ -154,14 +235,14 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
     }
     // 7. The launch environment (rules, recipe, plugins, --env, --unset) and its invariants.
-    let env = env_stage(inp, plugins, &l, &mut t)?;
+    let env = env_stage(inp, picked, plugins, &l, &mut t)?;
 
     let variant = choice.variant;
     let cfg = l.cfg;
     Ok(Plan {
         recipe: RecipeInfo {
-            name: inp.recipe.name.clone(),
-            origin: inp.recipe.origin.clone(),
+            name: outer.recipe.name.clone(),
+            origin: outer.recipe.origin.clone(),
             family: inp.recipe.family.clone(),
             task: inp.recipe.task.clone(),
             bridge_recipe: variant
@@ -180,7 +261,7 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
                 .filter(|l| !l.is_empty())
                 .unwrap_or_else(|| inp.recipe.model_lacks.clone()),
             variant_global_batch_size: variant.map(|_| l.before.train.global_batch_size),
-            trainer: inp.recipe.trainer.clone(),
+            trainer: outer.recipe.trainer.clone(),
         },
         hardware: inp.hardware.clone(),
         parallelism: par,
@@ -211,22 +292,37 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
 /// Stage 1: the recipe variant, then the layers, with `--precision` on a recipe without
 /// variants mapped to Bridge's perf precision, and a decision per plugin set.
 fn layering<'r>(
-    inp: &Inputs<'r>,
+    inp: &Inputs<'_>,
+    picked: &Picked<'r>,
     plugins: &PluginLayer,
     t: &mut Trace,
 ) -> Result<(layers::Choice<'r>, layers::Layered)> {
     let decisions = &mut t.decisions;
-    let hw = inp.hardware;
-    let choice = layers::choose(inp.recipe, hw, inp.precision, inp.variant)?;
+    let choice = picked.choice.clone();
     trainer::check_version(inp.recipe, choice.variant, inp.stack)?;
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
-    let mut l = layers::layer_with(inp.recipe, choice.variant, &plugins.sets, inp.sets)?;
+    let file = picked.base.as_ref().map(|b| (&b.file, b.function.as_str()));
+    let mut l = layers::layer_on(inp.recipe, choice.variant, file, &plugins.sets, inp.sets)?;
+    if let Some(b) = &picked.base {
+        for (path, value) in &l.file_overrides {
+            decisions.push(Decision::new(
+                path.as_str(),
+                value.clone(),
+                format!(
+                    "your recipe file states it over `{}`: passed to the trainer as an override",
+                    b.function
+                ),
+                Source::Recipe,
+            ));
+        }
+    }
     let (cfg, prov) = (&mut l.cfg, &l.prov);
     // A recipe without variants still honours --precision: Bridge's performance scripts map
     // it to a mixed-precision recipe (perf_recipes/_common.py `_perf_precision`). A
-    // `--set mixed_precision...` of the user's own wins.
-    if let (None, Some(p)) = (choice.variant, inp.precision) {
+    // `--set mixed_precision...` of the user's own wins. (A user's file over Bridge's
+    // function has it in its values already: `pick`.)
+    if let (true, Some(p)) = (picked.map_precision, inp.precision) {
         if prov.user_set(MixedPrecisionConfig::SECTION) {
             decisions.push(Decision::new(
                 MixedPrecisionConfig::SECTION,
@@ -242,7 +338,9 @@ fn layering<'r>(
                 format!("--precision {p} on a recipe without variants: Bridge's perf precision mapping (_perf_precision), grad_reduce_in_fp32=False"),
                 Source::User,
             ));
-            cfg.mixed_precision = Some(spec);
+            if picked.base.is_none() {
+                cfg.mixed_precision = Some(spec);
+            }
         }
     }
     for (ps, &applied) in plugins.sets.iter().zip(&l.applied) {
@@ -279,10 +377,11 @@ fn layering<'r>(
 /// (Bridge's recipes point `checkpoint.load` at a directory under the working directory, and
 /// Bridge loads only from `checkpoint.load`). A `checkpoint.load` given by the recipe file or
 /// `--set` wins.
+///
+/// The same holds for a `checkpoint.save` in the experiment's directory
+/// (`{experiment_dir}`, one per job name): every submission of the job name shares it, so a
+/// new submission resumes from the previous one's latest checkpoint.
 fn resume_stage(plugins: &PluginLayer, l: &mut layers::Layered, t: &mut Trace) {
-    let Some(first) = plugins.resume.first() else {
-        return;
-    };
     let b = &mut l.cfg.bridge;
     let Some(save) = b.get(CHECKPOINT.save).filter(|v| !v.is_null()).cloned() else {
         return;
@@ -290,16 +389,31 @@ fn resume_stage(plugins: &PluginLayer, l: &mut layers::Layered, t: &mut Trace) {
     if b.get(CHECKPOINT.load).is_some() {
         return;
     }
-    b.set(CHECKPOINT.load, save.clone());
-    t.decisions.push(Decision::new(
-        CHECKPOINT.load,
-        save,
-        format!(
-            "plugin {first} restarts the job: {} defaults to {} so a restarted run resumes from its latest checkpoint",
-            CHECKPOINT.load, CHECKPOINT.save
+    let in_experiment = save
+        .as_str()
+        .is_some_and(|s| s.contains(crate::plan::trainer::EXPERIMENT_DIR));
+    let (rule, source) = match plugins.resume.first() {
+        Some(first) => (
+            format!(
+                "plugin {first} restarts the job: {} defaults to {} so a restarted run resumes from its latest checkpoint",
+                CHECKPOINT.load, CHECKPOINT.save
+            ),
+            Source::Plugin(first.clone()),
         ),
-        Source::Plugin(first.clone()),
-    ));
+        None if in_experiment => (
+            format!(
+                "{} is in the experiment's directory ({}), shared by every submission of the job name: {} defaults to it so a new submission (or a --retries requeue) resumes from the latest checkpoint",
+                CHECKPOINT.save,
+                crate::plan::trainer::EXPERIMENT_DIR,
+                CHECKPOINT.load
+            ),
+            Source::Derived,
+        ),
+        None => return,
+    };
+    b.set(CHECKPOINT.load, save.clone());
+    t.decisions
+        .push(Decision::new(CHECKPOINT.load, save, rule, source));
 }
 
 /// Stage 2: batch scaling: GBS * DP_new / DP_variant when the GPU count differs from the
@@ -312,6 +426,8 @@ fn scale_batch(
 ) -> Result<()> {
     let hw = inp.hardware;
     let world = u64::from(hw.count);
+    let gbs_explicit = l.explicit(inp.sets, TRAIN.global_batch_size);
+    let pao_explicit = l.explicit(inp.sets, OPTIMIZER.use_precision_aware_optimizer);
     let (before, cfg) = (&l.before, &mut l.cfg);
     // Bridge's runner (run_recipe.py `_apply_benchmark_weak_scaling`) compares the data
     // parallel size at the job's world size and final layout with the recipe's own (its GPU
@@ -326,7 +442,7 @@ fn scale_batch(
             && u64::from(n) % before.model.model_parallel_product().max(1) == 0;
         let dp_old = u64::from(n) / before.model.model_parallel_product().max(1);
         let dp_new = world / cfg.model.model_parallel_product().max(1);
-        let explicit = overrides::is_explicit(inp.sets, TRAIN.global_batch_size);
+        let explicit = gbs_explicit;
         if dp_old != dp_new && fits && !explicit {
             let gbs = u64::from(before.train.global_batch_size);
             let scaled = gbs * dp_new;
@@ -358,7 +474,7 @@ fn scale_batch(
         && v.bridge_recipe.is_some()
         && v.precision == "bf16"
         && cfg.optimizer.optimizer == "adam"
-        && !overrides::is_explicit(inp.sets, OPTIMIZER.use_precision_aware_optimizer)
+        && !pao_explicit
         && !cfg.optimizer.use_precision_aware_optimizer
     {
         cfg.optimizer.use_precision_aware_optimizer = true;
@@ -427,7 +543,7 @@ fn pipeline_layout_stage(
     l: &mut layers::Layered,
     t: &mut Trace,
 ) -> Result<()> {
-    let overridden = |k: &str| matches!(l.prov.source(k), Source::User | Source::Plugin(_));
+    let overridden = |k: &str| l.overridden(k);
     let (pp_key, vp_key, layout_key) = (
         MODEL.pipeline_model_parallel_size,
         MODEL.virtual_pipeline_model_parallel_size,
@@ -554,26 +670,41 @@ struct EnvResult {
 /// recipe, the plugins, `--env`, `--unset`), then the checks on the final env.
 fn env_stage(
     inp: &Inputs<'_>,
+    picked: &Picked<'_>,
     plugins: &PluginLayer,
     l: &layers::Layered,
     t: &mut Trace,
 ) -> Result<EnvResult> {
-    let (hw, cfg, prov) = (inp.hardware, &l.cfg, &l.prov);
-    let user_changed = |path: &str| prov.user_set(path);
-    // Bridge's recipe env is the rules' at the recipe's own layout: when plugin sets or
-    // `--set` changed the config, the recipe alone is resolved again for its facts (pure,
-    // milliseconds). A recipe that does not resolve alone (a `--set` that makes it fit the
-    // GPUs) keeps the plan's facts.
-    let recipe_facts = if inp.sets.is_empty() && !l.applied.contains(&true) {
+    let (hw, cfg) = (inp.hardware, &l.cfg);
+    let user_changed = |path: &str| l.user_changed(path);
+    // Bridge's recipe env is the rules' at the recipe's own layout: when plugin sets, `--set`
+    // or a user's recipe file changed the config, the recipe (Bridge's function) alone is
+    // resolved again for its facts (pure, milliseconds), at the function's own GPU count. A
+    // recipe that does not resolve alone (a `--set` that makes it fit the GPUs) keeps the
+    // plan's facts.
+    let recipe_facts = if inp.sets.is_empty()
+        && !l.applied.contains(&true)
+        && picked.base.as_ref().is_none_or(|b| b.file.is_empty())
+    {
         None
     } else {
+        let mut bare = picked.clone();
+        let mut own_hw = hw.clone();
+        if let Some(b) = bare.base.as_mut() {
+            b.file = serde_json::Map::new();
+            if let Some(n) = b.variant.and_then(|v| v.num_gpus) {
+                own_hw.count = n;
+                own_hw.nodes = n.div_ceil(own_hw.gpus_per_node.max(1));
+            }
+        }
         let alone = Inputs {
             sets: &[],
             envs: &[],
             unsets: &[],
+            hardware: &own_hw,
             ..*inp
         };
-        resolve_with(&alone, &PluginLayer::default())
+        resolve_picked(&alone, &PluginLayer::default(), &bare)
             .ok()
             .map(|p| env_rules::Facts::of_plan(&p))
     };
@@ -582,6 +713,7 @@ fn env_stage(
         model: &cfg.model,
         ddp: &cfg.ddp,
         recipe_env: &cfg.env_vars,
+        bridge_statements: picked.base.as_ref().map(|_| &l.before.env_vars),
         family: inp.recipe.family.as_deref(),
         model_recipe: Some(model_recipe(inp.recipe)),
         task: inp.recipe.task.as_deref(),

@@ -86,7 +86,7 @@ pub fn shown_flag(item: &str) -> String {
 /// `--env ITEM` as messages show it: a secret value is redacted.
 pub fn shown_env_flag(item: &str) -> String {
     match item.split_once('=') {
-        Some((name, _)) if crate::secret::is_secret_name(name) => {
+        Some((name, _)) if crate::secret::is_secret_name(name.trim()) => {
             format!("--env {name}={}", crate::secret::REDACTED)
         }
         _ => format!("--env {item}"),

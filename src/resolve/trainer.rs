@@ -129,6 +129,55 @@ fn typed_comm_overlap(items: Vec<(String, Value)>) -> Vec<(String, Value)> {
     out
 }
 
+/// Bridge's class for a userbuffers preset (`TransformerLayerTPOverlapCfg`) and its slots'.
+const UB_MODULE: &str = "megatron.bridge.training.comm_overlap";
+
+/// `comm_overlap.tp_comm_overlap_cfg` given by preset name or as an inline mapping: Bridge
+/// holds a `TransformerLayerTPOverlapCfg` object there (`CommOverlapConfig.setup` calls
+/// `asdict` on it), and neither a string nor a plain dict becomes one (Bridge's override code
+/// sets either as it is, and `asdict` then fails). The preset goes in its typed form,
+/// `{_target_:...TransformerLayerTPOverlapCfg,qkv_dgrad:{_target_:...BulkOverlapCfg,...},...}`,
+/// which Bridge's override code instantiates (`omegaconf_utils._apply_overrides`), as a config
+/// file holding the preset's object does. A value that is no preset is left as it is (the
+/// plan refuses it first).
+fn typed_userbuffers(key: &str, v: Value) -> Value {
+    let field = crate::config::COMM_OVERLAP.tp_comm_overlap_cfg;
+    let name = field.rsplit('.').next().unwrap_or(field);
+    match v {
+        Value::Object(mut m) if key == crate::config::CommOverlapConfig::SECTION => {
+            if let Some(inner) = m.remove(name) {
+                m.insert(name.to_string(), typed_preset(inner));
+            }
+            Value::Object(m)
+        }
+        v if key == field => typed_preset(v),
+        v => v,
+    }
+}
+
+fn typed_preset(v: Value) -> Value {
+    let preset = match &v {
+        Value::String(s) => crate::overlap::userbuffers::preset(s).copied(),
+        Value::Object(m) if !m.contains_key("_target_") => {
+            crate::overlap::userbuffers::preset_from_mapping(m).ok()
+        }
+        _ => None,
+    };
+    let Some(preset) = preset else { return v };
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "_target_".into(),
+        Value::String(format!("{UB_MODULE}.TransformerLayerTPOverlapCfg")),
+    );
+    for (slot, cfg) in crate::overlap::userbuffers::SLOTS.iter().zip(preset.iter()) {
+        out.insert(
+            (*slot).to_string(),
+            cfg.map_or(Value::Null, |c| c.typed(UB_MODULE)),
+        );
+    }
+    Value::Object(out)
+}
+
 /// A mapping value replaces what is there, as in the plan: Hydra would merge it into the
 /// mapping the recipe holds (and, in Bridge's struct mode, refuse its new keys: "Could not
 /// override"), so `KEY=null` goes first and the mapping is then set on an empty node.
@@ -161,6 +210,21 @@ pub fn call(
         .or_else(|| recipe.bridge_recipe.clone())?;
     let flags = &plugins.trainer_flags;
     let mut overrides: Vec<(String, Value)> = Vec::new();
+    // a user's recipe file over Bridge's function: what it changes, unless a plugin or
+    // `--set` sets the same path later (each path once)
+    let later = |path: &str| {
+        sets.iter().any(|s| s.path() == path)
+            || plugins
+                .sets
+                .iter()
+                .zip(applied)
+                .any(|(ps, a)| *a && ps.set.path() == path)
+    };
+    for (path, value) in &layered.file_overrides {
+        if !later(path) {
+            overrides.push((path.clone(), value.clone()));
+        }
+    }
     for (ps, applied) in plugins.sets.iter().zip(applied) {
         if !applied
             || plugins.flag_plugins.contains(&ps.plugin)
@@ -186,6 +250,13 @@ pub fn call(
             overrides.push((s.path(), s.value.clone()));
         }
     }
+    let mut overrides = overrides
+        .into_iter()
+        .map(|(k, v)| {
+            let v = typed_userbuffers(&k, v);
+            (k, v)
+        })
+        .collect::<Vec<_>>();
     let whole_section = overrides
         .iter()
         .any(|(k, v)| k == "comm_overlap" && v.is_object());

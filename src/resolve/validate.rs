@@ -78,57 +78,37 @@ pub fn validate(
 
     // Megatron-FSDP.
     if ddp.use_megatron_fsdp {
-        if ddp.megatron_fsdp_version == 2 {
-            for (key, on) in [
-                (
-                    DDP.use_distributed_optimizer,
-                    &mut ddp.use_distributed_optimizer,
-                ),
-                (DDP.overlap_grad_reduce, &mut ddp.overlap_grad_reduce),
-                (DDP.overlap_param_gather, &mut ddp.overlap_param_gather),
-            ] {
-                if *on {
-                    *on = false;
-                    decisions.push(Decision::new(key, false, "Megatron-FSDP v2 turns the DDP overlap and distributed optimizer off (config.py validate)", Source::Derived));
-                }
-            }
-            optimizer.use_distributed_optimizer = false;
-            optimizer.overlap_param_gather = false;
-            optimizer.overlap_param_gather_with_optimizer_step = false;
-        } else {
-            if !ddp.use_distributed_optimizer || !optimizer.use_distributed_optimizer {
-                decisions.push(Decision::new(
-                    DDP.use_distributed_optimizer,
-                    true,
-                    "Megatron-FSDP forces the distributed optimizer on (config.py validate)",
-                    Source::Derived,
-                ));
-            }
-            ddp.use_distributed_optimizer = true;
-            optimizer.use_distributed_optimizer = true;
-            // Bridge: `average_in_collective and not disable_symmetric_registration`; ovlaunch
-            // has no disable_symmetric_registration field, so mcore's default False applies.
-            if ddp.average_in_collective {
-                ddp.average_in_collective = false;
-                decisions.push(Decision::new(
-                    DDP.average_in_collective,
-                    false,
-                    "average_in_collective is not supported with NCCL symmetric registration under Megatron-FSDP (config.py validate)",
-                    Source::Derived,
-                ));
-            }
-            if ddp.reuse_grad_buf_for_mxfp8_param_ag || optimizer.reuse_grad_buf_for_mxfp8_param_ag
-            {
-                decisions.push(Decision::new(
-                    DDP.reuse_grad_buf_for_mxfp8_param_ag,
-                    false,
-                    "Megatron-FSDP turns MXFP8 grad-buffer reuse off (config.py validate)",
-                    Source::Derived,
-                ));
-            }
-            ddp.reuse_grad_buf_for_mxfp8_param_ag = false;
-            optimizer.reuse_grad_buf_for_mxfp8_param_ag = false;
+        if !ddp.use_distributed_optimizer || !optimizer.use_distributed_optimizer {
+            decisions.push(Decision::new(
+                DDP.use_distributed_optimizer,
+                true,
+                "Megatron-FSDP forces the distributed optimizer on (config.py validate)",
+                Source::Derived,
+            ));
         }
+        ddp.use_distributed_optimizer = true;
+        optimizer.use_distributed_optimizer = true;
+        // Bridge: `average_in_collective and not disable_symmetric_registration`; ovlaunch
+        // has no disable_symmetric_registration field, so mcore's default False applies.
+        if ddp.average_in_collective {
+            ddp.average_in_collective = false;
+            decisions.push(Decision::new(
+                DDP.average_in_collective,
+                false,
+                "average_in_collective is not supported with NCCL symmetric registration under Megatron-FSDP (config.py validate)",
+                Source::Derived,
+            ));
+        }
+        if ddp.reuse_grad_buf_for_mxfp8_param_ag || optimizer.reuse_grad_buf_for_mxfp8_param_ag {
+            decisions.push(Decision::new(
+                DDP.reuse_grad_buf_for_mxfp8_param_ag,
+                false,
+                "Megatron-FSDP turns MXFP8 grad-buffer reuse off (config.py validate)",
+                Source::Derived,
+            ));
+        }
+        ddp.reuse_grad_buf_for_mxfp8_param_ag = false;
+        optimizer.reuse_grad_buf_for_mxfp8_param_ag = false;
     } else if let Some(mp) = mp
         && mp.fp8_param_gather
         && mp.fp8_recipe.as_deref() == Some("mxfp8")
@@ -224,6 +204,15 @@ pub fn gpu_supports_precision(
             "FP4",
             "Blackwell (compute capability 10.0)",
             MIXED_PRECISION.fp4,
+        )
+    } else if mp.fp8.is_some()
+        && mp.fp8_recipe.as_deref() == Some("mxfp8")
+        && !gpu.is_blackwell_or_newer()
+    {
+        (
+            "MXFP8",
+            "Blackwell (compute capability 10.0)",
+            MIXED_PRECISION.fp8_recipe,
         )
     } else if mp.fp8.is_some() && gpu.arch_major < 9 {
         (

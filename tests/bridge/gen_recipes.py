@@ -280,6 +280,9 @@ def rules_env(ovlaunch: str, doc: dict, variants: list[dict]) -> list[dict | Non
     """Per variant, what ovlaunch's env rules alone set for it ({NAME: text}), from a plan of
     the recipe without any env; None where ovlaunch refuses the variant."""
     bare = {k: v for k, v in doc.items() if k != "env_vars"}
+    # a trainer of its own: the file is planned as it is, not over the shipped recipe holding
+    # its Bridge functions (whose env statements it would take on); the env rules ignore it
+    bare["trainer"] = ["true"]
     bare["variants"] = [{k: x for k, x in v.items() if k != "env_vars"} for v in variants]
     out = []
     with tempfile.TemporaryDirectory() as tmp:

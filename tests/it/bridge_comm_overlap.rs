@@ -1523,27 +1523,3 @@ fn reuse_without_fp8_param_gather_fails_before_fsdp_handling() {
         );
     }
 }
-
-#[test]
-fn megatron_fsdp_v2_turns_dp_overlap_off() {
-    // 1.7 MFSDP v2: distributed optimizer and every DP overlap flag forced False on ddp and
-    // optimizer (after comm overlap set them).
-    let model = gpt();
-    let mut opt = OptimizerConfig {
-        use_distributed_optimizer: true,
-        overlap_param_gather: true,
-        overlap_param_gather_with_optimizer_step: true,
-        ..OptimizerConfig::default()
-    };
-    let mut ddp = DdpConfig {
-        use_megatron_fsdp: true,
-        megatron_fsdp_version: 2,
-        overlap_grad_reduce: true,
-        overlap_param_gather: true,
-        ..distopt(true)
-    };
-    check(&model, &mut opt, &mut ddp).unwrap();
-    assert!(!ddp.use_distributed_optimizer && !opt.use_distributed_optimizer);
-    assert!(!ddp.overlap_grad_reduce && !ddp.overlap_param_gather);
-    assert!(!opt.overlap_param_gather && !opt.overlap_param_gather_with_optimizer_step);
-}

@@ -36,9 +36,12 @@ struct Case {
     env: Vec<(&'static str, &'static str)>,
 }
 
+/// The jobs root of the proof's dry runs (`{experiment_dir}` is under it).
+const PROOF_JOBS_ROOT: &str = "/proof/jobs";
+
 /// The job directory each case's dry run renders for (`{job_dir}` in the plan is this).
-fn job_dir(id: &str) -> String {
-    format!("/proof/jobs/{id}")
+pub(crate) fn job_dir(id: &str) -> String {
+    format!("{PROOF_JOBS_ROOT}/{id}")
 }
 
 /// The base model checkpoint PEFT jobs name (Bridge asserts the path exists).
@@ -652,6 +655,104 @@ fn extra_cases() -> Vec<Case> {
     ]
 }
 
+/// A user's recipe file in `tests/fixtures/user-recipes/`.
+pub fn user_recipe(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/user-recipes/{name}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// Users' recipe files on Bridge bases (dense, MoE, a named precision with a userbuffers preset
+/// by name, a comm_overlap section over a function that leaves it None), alone and with `--set`,
+/// `--precision`, plugins and another GPU count; and a userbuffers preset by name on a shipped
+/// recipe.
+fn user_cases() -> Vec<Case> {
+    let c = |id: &str, gpu: &str, world: u32, file: &str, more: &[&str]| {
+        let mut args = vec![
+            "--recipe".to_string(),
+            user_recipe(file),
+            "--gpus".into(),
+            format!("{gpu}x{world}"),
+        ];
+        args.extend(more.iter().map(|s| s.to_string()));
+        Case {
+            id: id.into(),
+            args,
+            gpu: gpu.into(),
+            world,
+            env: Vec::new(),
+        }
+    };
+    let mut out = vec![
+        c("user-dense", "h100", 8, "dense", &[]),
+        c(
+            "user-dense-set",
+            "h100",
+            8,
+            "dense",
+            &[
+                "--set",
+                "model.num_layers=12",
+                "--set",
+                "train.micro_batch_size=2",
+                "--set",
+                "optimizer.lr=3e-4",
+            ],
+        ),
+        c(
+            "user-dense-precision",
+            "h100",
+            8,
+            "dense",
+            &["--precision", "fp8cs"],
+        ),
+        c(
+            "user-dense-plugins",
+            "h100",
+            8,
+            "dense",
+            &["--plugin", "nccl-debug", "--plugin", "preemption"],
+        ),
+        c("user-dense-h100x32", "h100", 32, "dense", &[]),
+        c("user-moe", "h100", 16, "moe", &[]),
+        c("user-moe-h100x32", "h100", 32, "moe", &[]),
+        c(
+            "user-moe-set-ep",
+            "h100",
+            16,
+            "moe",
+            &["--set", "model.expert_model_parallel_size=16"],
+        ),
+        c("user-named-precision", "h100", 8, "named-precision", &[]),
+        c(
+            "user-overlap-into-none",
+            "h100",
+            64,
+            "overlap-into-none",
+            &[],
+        ),
+    ];
+    out.push(Case {
+        id: "set-userbuffers-by-name".into(),
+        args: [
+            "--recipe",
+            "llama3_70b",
+            "--gpus",
+            "h100x64",
+            "--set",
+            "comm_overlap.tp_comm_overlap_cfg=userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        gpu: "h100".into(),
+        world: 64,
+        env: Vec::new(),
+    });
+    out
+}
+
 /// The README's pretraining example (README.md, "A real pretraining run"); the README test
 /// checks that the README shows exactly these flags.
 pub const README_PRETRAIN: &[&str] = &[
@@ -674,7 +775,7 @@ pub const README_PRETRAIN: &[&str] = &[
     "--set",
     "scheduler.lr_decay_iters=100000",
     "--set",
-    "checkpoint.save={job_dir}/checkpoints",
+    "checkpoint.save={experiment_dir}/checkpoints",
     "--set",
     "checkpoint.save_interval=1000",
     "--set",
@@ -705,7 +806,7 @@ fn plan_flags(args: &[String]) -> Vec<&str> {
 /// The trainer argv in a rendered script: bash evaluates the `srun` command with `srun`
 /// defined as a function that prints its arguments, and the words after the rank runtime's
 /// `--` from `python` on are the trainer's.
-fn trainer_argv(script: &str) -> Vec<String> {
+pub(crate) fn trainer_argv(script: &str) -> Vec<String> {
     let mut block = String::new();
     let mut inside = false;
     for line in script.lines() {
@@ -729,7 +830,43 @@ fn trainer_argv(script: &str) -> Vec<String> {
     words[start..].to_vec()
 }
 
-fn probe(python: &str, cases: &Value) -> Value {
+/// The variables a rendered script exports itself (its `export` lines, evaluated by real bash
+/// in an empty environment), with `{job_dir}` as the job directory: what the trainer's
+/// environment holds beyond what the job inherits and the secrets file.
+pub(crate) fn script_env(script: &str) -> BTreeMap<String, String> {
+    let exports: String = script
+        .lines()
+        .filter(|l| l.starts_with("export "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let names = exports
+        .lines()
+        .filter_map(|l| l.strip_prefix("export ")?.split('=').next())
+        .map(|n| format!("{n}=${{{n}}}"))
+        .collect::<Vec<_>>();
+    let words = words_bash_passes("out", &format!("{exports}out {}", names.join(" ")));
+    words
+        .iter()
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// What the script exports must be the plan's env (secrets come from the secrets file).
+fn exports_differ(id: &str, plan: &Value, script: &str) -> Option<String> {
+    let planned: BTreeMap<String, String> = plan["env"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !ovlaunch::secret::is_secret_name(k))
+        .map(|(k, e)| (k.clone(), e["value"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let exported = script_env(script);
+    (planned != exported)
+        .then(|| format!("{id}: the script exports {exported:?}, the plan's env is {planned:?}"))
+}
+
+pub(crate) fn probe(python: &str, cases: &Value) -> Value {
     let probe = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge/probe.py");
     let mut child = Command::new(python)
         .arg(probe)
@@ -863,20 +1000,6 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Fields the plan reports that Megatron-Bridge 0.6.2's config classes do not have (newer
-/// Bridge fields ovlaunch also accepts); nothing else is skipped.
-const NOT_IN_BRIDGE_06: &[&str] = &["ddp.megatron_fsdp_version"];
-
-/// Model fields only Megatron-Core's `MLATransformerConfig` has: a plan of another model
-/// class carries them as null, and its Bridge config has no such attribute.
-const MLA_ONLY: &[&str] = &[
-    "q_lora_rank",
-    "kv_lora_rank",
-    "qk_head_dim",
-    "qk_pos_emb_head_dim",
-    "v_head_dim",
-];
-
 /// The sections compared: every addressable section of the library (its resolved ones, then
 /// Bridge's pass-through ones, where the plan reports only what was set), less `env_vars`,
 /// which is compared as the trainer's environment.
@@ -886,7 +1009,7 @@ fn sections() -> Vec<&'static str> {
         .collect()
 }
 
-fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Value) -> Vec<String> {
+pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Value) -> Vec<String> {
     let mut d = Vec::new();
     for section in sections() {
         let p = &plan[section];
@@ -913,16 +1036,6 @@ fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Value) -> Vec<
         let Some(pm) = p.as_object() else { continue };
         for (k, pv) in pm {
             if section == "mixed_precision" && k == "recipe" {
-                continue;
-            }
-            if NOT_IN_BRIDGE_06.contains(&format!("{section}.{k}").as_str()) {
-                continue;
-            }
-            if section == "model"
-                && pv.is_null()
-                && b.get(k).is_none()
-                && MLA_ONLY.contains(&k.as_str())
-            {
                 continue;
             }
             let Some(bv) = b.get(k) else {
@@ -983,6 +1096,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let mut cases = variant_cases();
     let n_variants = cases.len();
     cases.extend(extra_cases());
+    cases.extend(user_cases());
     // A recipe file of the user's: Bridge's Llama 3 8B recipe (the shipped file) plus the
     // pass-through sections in the file itself, with preemption (checkpoint.load follows).
     let dir = tempfile::tempdir().unwrap();
@@ -1013,6 +1127,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let mut plans = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut refused = BTreeMap::new();
+    let mut scripts: BTreeMap<String, String> = BTreeMap::new();
     for c in &cases {
         let mut args: Vec<&str> = vec!["plan"];
         args.extend(plan_flags(&c.args));
@@ -1026,6 +1141,17 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             let text = String::from_utf8(o.stdout.clone())
                 .unwrap()
                 .replace("{job_dir}", &job_dir(&c.id));
+            // `{experiment_dir}`: JOBS_ROOT/experiments/JOB_NAME, with the jobs root the dry
+            // run below is given and the default job name.
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let text = text.replace(
+                "{experiment_dir}",
+                &format!(
+                    "{PROOF_JOBS_ROOT}/experiments/{}-{}",
+                    v["recipe"]["name"].as_str().unwrap(),
+                    v["hardware"]["spec"].as_str().unwrap()
+                ),
+            );
             plans.insert(c.id.clone(), serde_json::from_str::<Value>(&text).unwrap());
         }
         // a refused job has no script: Bridge gets the recipe as it is, and must refuse it too
@@ -1081,10 +1207,17 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
         } else {
             let dir = job_dir(&c.id);
             let mut a: Vec<&str> = c.args.iter().map(String::as_str).collect();
-            a.extend(["--job-dir", &dir, "--dry-run"]);
+            a.extend([
+                "--job-dir",
+                &dir,
+                "--jobs-root",
+                PROOF_JOBS_ROOT,
+                "--dry-run",
+            ]);
             let o = run_env(&a, &c.env);
             assert!(o.status.success(), "{}: {}", c.id, stderr(&o));
             let script = stdout(&o);
+            scripts.insert(c.id.clone(), script.clone());
             for (k, v) in &c.env {
                 if ovlaunch::secret::is_secret_name(k) {
                     assert!(!script.contains(v), "{}: the dry run shows {k}", c.id);
@@ -1166,6 +1299,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 for line in diff_case(p, &b["config"], &b["classes"], &b["env"]) {
                     report.push(format!("{}: {line}", c.id));
                 }
+                report.extend(exports_differ(&c.id, p, &scripts[&c.id]));
                 // the preemption plugin's exit handler is a plan decision (compared with
                 // Bridge's config above like every train field): the plan must hold it on
                 if c.args.iter().any(|a| a == "preemption") {

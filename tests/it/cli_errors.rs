@@ -812,6 +812,38 @@ fn each_launch_and_job_error_message() {
             None,
             2,
         ),
+        // The plan owns what it computes: a pass-through option that sets it is refused
+        // with the ovlaunch flag to use (it used to be written beside the plan's own).
+        (
+            "sbatch_arg_sets_the_nodes",
+            dry(&["--sbatch-arg=--nodes=2"]),
+            None,
+            2,
+        ),
+        (
+            "sbatch_arg_sets_the_time",
+            dry(&["--time", "02:00:00", "--sbatch-arg=--time=01:00:00"]),
+            None,
+            2,
+        ),
+        (
+            "sbatch_arg_abbreviates_an_owned_option",
+            dry(&["--sbatch-arg=--node=2"]),
+            None,
+            2,
+        ),
+        (
+            "srun_arg_sets_the_tasks",
+            dry(&["--srun-arg=--ntasks-per-node=4"]),
+            None,
+            2,
+        ),
+        (
+            "srun_arg_short_form_of_an_owned_option",
+            dry(&["--srun-arg=-N2"]),
+            None,
+            2,
+        ),
         (
             "template_dir_missing",
             dry(&["--template-dir", &at("no-templates")]),

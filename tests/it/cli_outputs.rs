@@ -346,6 +346,10 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
                 single_dir.to_str().unwrap(),
                 "--rank-runtime",
                 common::rank_bin(),
+                // the spelling of PyTorch 2's torchrun (without the flag, the spelling
+                // the torchrun installed here takes: `everyday::the_local_torchruns_...`)
+                "--torchrun-flags",
+                "dash",
             ],
         ),
         (
@@ -498,6 +502,7 @@ fn submit_prints_the_plan_warnings_on_stderr() {
         "h100x64",
         "--set",
         "model.sequence_parallel=false",
+        "--no-container",
         "--job-dir",
         job.to_str().unwrap(),
     ];

@@ -323,8 +323,11 @@ proptest! {
         for k in &removed {
             prop_assert!(!seen.contains_key(k), "{} reached the trainer (runtime: {})", k, with_runtime);
         }
+        let job = dir.path().join("job").display().to_string();
         for (k, e) in &plan.env {
-            prop_assert_eq!(seen.get(k), Some(&e.value), "{}", k);
+            // a value naming the job directory gets it at render
+            let want = if e.at_job_dir { e.value.replace("{job_dir}", &job) } else { e.value.clone() };
+            prop_assert_eq!(seen.get(k), Some(&want), "{}", k);
         }
         prop_assert_eq!(seen.get("OVL_UNRELATED").map(String::as_str), Some("kept"));
     }
@@ -335,14 +338,15 @@ fn unset_is_rendered_through_the_escaping_path_and_the_dumps() {
     let text = "name: u\nfamily: llama\nbridge_recipe: llama3_70b\nmodel: {num_layers: 4, hidden_size: 256, num_attention_heads: 8}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n";
     let unsets = overrides::parse_unsets(&["SITE_VAR".to_string()]).unwrap();
     let plan = resolve_text(text, "h100x8", &unsets).unwrap();
-    let sh = artifacts::env_dump(&plan, artifacts::EnvFormat::Sh).unwrap();
+    let sh = artifacts::env_dump(&plan, artifacts::EnvFormat::Sh, None).unwrap();
     assert!(sh.contains("unset -v SITE_VAR\n"), "{sh}");
     assert!(sh.contains("unset -v NVTE_NORM_FWD_USE_CUDNN\n"), "{sh}");
-    let json: serde_json::Value =
-        serde_json::from_str(&artifacts::env_dump(&plan, artifacts::EnvFormat::Json).unwrap())
-            .unwrap();
+    let json: serde_json::Value = serde_json::from_str(
+        &artifacts::env_dump(&plan, artifacts::EnvFormat::Json, None).unwrap(),
+    )
+    .unwrap();
     assert_eq!(json["SITE_VAR"], serde_json::Value::Null);
-    let dotenv = artifacts::env_dump(&plan, artifacts::EnvFormat::Dotenv).unwrap();
+    let dotenv = artifacts::env_dump(&plan, artifacts::EnvFormat::Dotenv, None).unwrap();
     assert!(dotenv.contains("# unset: SITE_VAR"), "{dotenv}");
     assert!(!dotenv.lines().any(|l| l.starts_with("SITE_VAR=")));
     // Bad names are refused where they enter.

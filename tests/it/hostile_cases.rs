@@ -254,26 +254,28 @@ fn small_rules() {
     let out = common::stdout(&o);
     assert!(out.contains("from-flag"), "{out}");
     assert!(!out.contains("from-env"), "{out}");
-    // `name: x # comment` in a recipe directory reads as YAML reads it.
+    // `name: x # comment` in a recipe directory reads as YAML reads it (the directory is
+    // indexed by file name, and the file's `name:` must be that name).
     let rd = d.path().join("recipes");
     std::fs::create_dir(&rd).unwrap();
     std::fs::write(
-        rd.join("c.yaml"),
+        rd.join("commented.yaml"),
         "name: commented # a comment\naliases: [c1] # another\nmodel: {num_layers: 4, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 4, micro_batch_size: 1}\n",
     )
     .unwrap();
-    for name in ["commented", "c1"] {
-        let o = run(&[
-            "--recipe-dir",
-            rd.to_str().unwrap(),
-            "--recipe",
-            name,
-            "--gpus",
-            "cpux4",
-            "--dry-run",
-        ]);
-        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
-    }
+    let o = run(&[
+        "--recipe-dir",
+        rd.to_str().unwrap(),
+        "--recipe",
+        "commented",
+        "--gpus",
+        "cpux4",
+        "--dry-run",
+        "--",
+        "python3",
+        "train.py",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
 /// Stand-ins for the Slurm tools that record every call: a record must not be able to make
@@ -327,13 +329,39 @@ fn planted_job_ids_never_reach_slurm() {
 fn partial_directories_of_killed_submits_are_removed() {
     let d = tempfile::tempdir().unwrap();
     let jobs = d.path().join("jobs");
-    // A partial directory whose writer is gone (no process has this id: above pid_max).
-    let stale = jobs.join(".ovlaunch-partial-2147483647");
-    std::fs::create_dir_all(&stale).unwrap();
-    std::fs::write(stale.join("secrets.env"), "HF_TOKEN=leftover\n").unwrap();
-    // One whose writer still runs (this test process) stays.
-    let live = jobs.join(format!(".ovlaunch-partial-{}", std::process::id()));
-    std::fs::create_dir_all(&live).unwrap();
+    let partial = |name: &str, lock: bool, record: Option<&str>| {
+        let p = jobs.join(format!(".ovlaunch-partial-{name}"));
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("secrets.env"), "HF_TOKEN=leftover\n").unwrap();
+        if lock {
+            std::fs::write(p.join(".lock"), "").unwrap();
+        }
+        if let Some(state) = record {
+            std::fs::write(
+                p.join("submission.json"),
+                format!("{{\"state\": \"{state}\"}}"),
+            )
+            .unwrap();
+        }
+        p
+    };
+    // Its writer is gone: the lock file is there and nobody holds the lock.
+    let stale = partial("otherhost-b00t-7-1", true, Some("submitting"));
+    // Its writer runs (this test holds its lock).
+    let live = partial("otherhost-b00t-8-2", true, None);
+    let _held = nix::fcntl::Flock::lock(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(live.join(".lock"))
+            .unwrap(),
+        nix::fcntl::FlockArg::LockExclusiveNonblock,
+    )
+    .unwrap();
+    // No lock file: nothing proves its writer is gone (a PID from another namespace or host).
+    let unproven = partial("2147483647", false, None);
+    // Holds the record of a job Slurm queued: never removed.
+    let submitted = partial("otherhost-b00t-9-3", true, Some("submitted"));
     let path = recording_tools(d.path());
     let sbatch = d.path().join("bin").join("sbatch");
     std::fs::write(&sbatch, "#!/bin/bash\necho 77\n").unwrap();
@@ -360,6 +388,30 @@ fn partial_directories_of_killed_submits_are_removed() {
         live.exists(),
         "a live writer's partial directory is left alone"
     );
+    assert!(
+        unproven.exists(),
+        "a partial without a lock file is left alone"
+    );
+    assert!(
+        submitted.exists(),
+        "a partial holding a submitted record is left alone"
+    );
+    // A job directory named like a partial one is refused, before anything is written.
+    let o = Command::new(bin())
+        .env("PATH", &path)
+        .args([
+            "submit",
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--job-dir",
+        ])
+        .arg(jobs.join(".ovlaunch-partial-999999"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("reserves"), "{}", stderr(&o));
     let rec: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(jobs.join("llama3_8b-h100x8").join("submission.json")).unwrap(),
     )

@@ -171,6 +171,131 @@ fn job_args(rootfs: &Path, job_dir: &Path) -> Vec<String> {
     a
 }
 
+/// The static rank runtime a plain `cargo build --release` writes next to the launcher
+/// (build.rs): `.ci/run` builds it before the tests.
+fn release_rank_runtime() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ovlaunch-rank-x86_64")
+}
+
+/// A container job whose image, mounts and rank runtime are a profile's: it runs in the
+/// busybox root on both nodes, and a dry run of the release launcher with the profile gives
+/// no warning about the rank runtime.
+fn profile_job(c: &Cluster, rootfs: &Path) {
+    let rt = release_rank_runtime();
+    if !rt.is_file() {
+        assert!(
+            !common::slurm_required(),
+            "{} is missing: `cargo build --release` builds it",
+            rt.display()
+        );
+        eprintln!("skipping the profile job: no {}", rt.display());
+        return;
+    }
+    let fx = fixtures();
+    let mounts = [
+        "/usr/lib:/usr/lib:ro".to_string(),
+        "/usr/lib64:/usr/lib64:ro".to_string(),
+        "/usr/bin:/usr/bin:ro".to_string(),
+        "/etc/alternatives:/etc/alternatives:ro".to_string(),
+        "/etc/hosts:/etc/hosts:ro".to_string(),
+        format!("{fx}:{fx}:ro"),
+    ];
+    std::fs::write(
+        c.path(".ovlaunch.yaml"),
+        format!(
+            "profiles:\n  crun-site:\n    container_runtime: oci\n    container_image: {}\n    container_mounts: [{}]\n    rank_runtime: {}\n    mpi: none\n    time: \"00:03:00\"\n",
+            rootfs.display(),
+            mounts.join(", "),
+            rt.display()
+        ),
+    )
+    .unwrap();
+    let dir = c.path("jobs/oci-profile");
+    let args = [
+        "submit",
+        "--profile",
+        "crun-site",
+        "--recipe",
+        &format!("{fx}/tiny.yaml"),
+        "--gpus",
+        "cpux4",
+        "--job-dir",
+        dir.to_str().unwrap(),
+        "--launcher",
+        "torchrun",
+        "--torchrun-flags",
+        "underscore",
+        "--master-port",
+        "29612",
+        "--",
+        "python3",
+        &format!("{fx}/record_rank.py"),
+        "0",
+    ];
+    let o = c.ovlaunch(&args);
+    assert!(o.status.success(), "submit failed: {}", common::stderr(&o));
+    let err = common::stderr(&o);
+    assert!(!err.contains("dynamically linked"), "{err}");
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
+            .unwrap();
+    let id = rec["job_id"].as_str().unwrap().to_string();
+    let (state, code) = wait_job(c, &id, &dir);
+    assert_eq!(state, "COMPLETED", "exit {code}\n{}", log(&dir));
+    let copied = std::fs::read(dir.join("ovlaunch-rank")).unwrap();
+    assert_eq!(
+        copied,
+        std::fs::read(&rt).unwrap(),
+        "the profile's rank runtime"
+    );
+    assert!(
+        ovlaunch::backend::rankbin::inspect(&copied)
+            .unwrap()
+            .is_static
+    );
+    let r = ranks(&dir);
+    assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
+    for rec in r.values() {
+        assert_eq!(
+            rec["sh"], "/bin/busybox",
+            "ran inside the profile's image: {rec}"
+        );
+    }
+    // The release launcher finds its own static rank runtime: no warning in a dry run.
+    let release = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ovlaunch");
+    if release.is_file() {
+        let o = c
+            .cmd(release.to_str().unwrap())
+            .args([
+                "--dry-run",
+                "--profile",
+                "crun-site",
+                "-r",
+                "llama70b",
+                "-g",
+                "h100x64",
+            ])
+            .args(["--rank-runtime", rt.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let o2 = c
+            .cmd(release.to_str().unwrap())
+            .args(["--dry-run", "-r", "llama70b", "-g", "h100x64"])
+            .args(["--container-image", "nvcr.io#nvidia/nemo:26.04"])
+            .output()
+            .unwrap();
+        for o in [&o, &o2] {
+            let err = common::stderr(o);
+            assert!(
+                !err.contains("dynamically linked") && !err.contains("no container image"),
+                "{err}"
+            );
+        }
+    }
+    std::fs::remove_file(c.path(".ovlaunch.yaml")).unwrap();
+}
+
 /// Polls `scontrol show job` until the job has ended; returns (state, exit code).
 fn wait_job(c: &Cluster, id: &str, job_dir: &Path) -> (String, String) {
     let deadline = Instant::now() + Duration::from_secs(150);
@@ -327,6 +452,11 @@ fn oci_containers_see_the_job_directory() {
         "sbatch --test-only: {}",
         common::stderr(&o)
     );
+
+    // 1b. The same container job from a site profile: the image, the mounts and the rank
+    //     runtime come from `.ovlaunch.yaml` (the rank runtime is the one a plain
+    //     `cargo build --release` puts next to the launcher, static), not from flags.
+    profile_job(&c, &rootfs);
 
     // 2. Negative control: the same job with the job directory left out of the container's
     //    mounts fails, and the log names the file the container could not find.

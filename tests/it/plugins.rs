@@ -323,8 +323,8 @@ fn fault_tolerance_replaces_torchrun_with_ft_launcher() {
     for want in [
         "#SBATCH --requeue\n",
         "#SBATCH --ntasks-per-node=1\n",
-        "export FAULT_TOL_CFG_PATH=/jobs/x/llama3_8b-h100x16_ft_cfg.yml\n",
-        "export FAULT_TOL_FINISHED_FLAG_FILE=/jobs/x/llama3_8b-h100x16_finished_flag\n",
+        "export FAULT_TOL_CFG_PATH=/jobs/x/ft_cfg.yml\n",
+        "export FAULT_TOL_FINISHED_FLAG_FILE=/jobs/x/ft_finished_flag\n",
         "ft_max_failures=2\n",
     ] {
         assert!(sc.contains(want), "{want} in\n{sc}");

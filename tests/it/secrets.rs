@@ -30,7 +30,7 @@ const SECRETS: &[(&str, &str)] = &[
     ("NGC_API_KEY", "mk9-launcher-env-by-name"),
 ];
 
-const RECIPE: &str = "name: secretive\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\nenv_vars: {DB_PASSWD: mk3-recipe-passwd, PLAIN_VAR: visible}\n";
+const RECIPE: &str = "name: secretive\ntrainer: [\"true\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\nenv_vars: {DB_PASSWD: mk3-recipe-passwd, PLAIN_VAR: visible}\n";
 const HARDWARE: &str = "- {kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1, env: {TOKEN: mk4-hardware-token}}\n";
 /// A user plugin that passes a launcher variable through as a secret.
 const PLUGIN: &str = "name: passer\nplan:\n  passthrough: {OVL_SECRET_THING: OVL_SOURCE_VAR}\n";
@@ -334,6 +334,119 @@ fn secrets_appear_only_in_secrets_env() {
     ] {
         let o = env.run(&args);
         assert_eq!(o.status.code(), Some(2), "{what}: {}", common::stderr(&o));
+        assert_clean_output(what, &o);
+    }
+
+    // Errors whose source excerpt quotes the line of a secret (a typo next to it), a
+    // malformed `--env`, and a plugin option that feeds a secret without a secret's name.
+    let dir = env.dir.path();
+    std::fs::write(
+        dir.join("typo-recipe.yaml"),
+        RECIPE.replace("PLAIN_VAR: visible", "1bad: x"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("typo-hw.yaml"),
+        HARDWARE.replace("gpus_per_node", "gpus_per_nod"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("leaky.yaml"),
+        "name: leaky\noptions:\n  key: {type: str}\nplan:\n  env: {LEAKY_TOKEN: \"{key}\"}\n",
+    )
+    .unwrap();
+    let base = |recipe: &str, hw: &str| -> Vec<String> {
+        [
+            "--recipe",
+            &env.p(recipe),
+            "--gpus",
+            "cpux1",
+            "--hardware-file",
+            &env.p(hw),
+            "--dry-run",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let plus = |mut v: Vec<String>, more: &[&str]| {
+        v.extend(more.iter().map(|s| s.to_string()));
+        v
+    };
+    for (what, args) in [
+        (
+            "a typo next to a recipe's secret",
+            base("typo-recipe.yaml", "hw.yaml"),
+        ),
+        (
+            "a typo next to a hardware file's secret",
+            base("r.yaml", "typo-hw.yaml"),
+        ),
+        (
+            "--env with a space before =",
+            plus(
+                base("r.yaml", "hw.yaml"),
+                &["--env", "HF_TOKEN =mk1-hf-token-value"],
+            ),
+        ),
+        (
+            "a plugin option feeding a secret under a plain name",
+            plus(
+                base("r.yaml", "hw.yaml"),
+                &[
+                    "--plugin-file",
+                    &env.p("leaky.yaml"),
+                    "--plugin",
+                    "leaky:key=mk5-plugin-option",
+                ],
+            ),
+        ),
+    ] {
+        let o = env.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", common::stderr(&o));
+        assert_clean_output(what, &o);
+    }
+    // A profile: a typo on the line of its secret env.
+    std::fs::write(
+        dir.join(".ovlaunch.yaml"),
+        "profiles:\n  x: {env: {HF_TOKEN: mk1-hf-token-value}, acount: a}\n",
+    )
+    .unwrap();
+    let o = env.run(&plus(base("r.yaml", "hw.yaml"), &["--profile", "x"]));
+    std::fs::remove_file(dir.join(".ovlaunch.yaml")).unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "profile typo: {}",
+        common::stderr(&o)
+    );
+    assert!(
+        common::stderr(&o).contains("acount"),
+        "{}",
+        common::stderr(&o)
+    );
+    assert_clean_output("a typo next to a profile's secret", &o);
+    // tune's launch commands and estimate: the --set secret is not repeated.
+    for (what, head) in [
+        ("tune", vec!["tune", "--top", "2"]),
+        ("estimate", vec!["estimate"]),
+    ] {
+        let mut args: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        args.extend(
+            [
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "env_vars.MY_API_KEY=mk2-set-api-key",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        let o = env.run(&args);
+        assert_eq!(o.status.code(), Some(0), "{what}: {}", common::stderr(&o));
+        assert!(!common::stdout(&o).is_empty(), "{what} printed nothing");
         assert_clean_output(what, &o);
     }
 

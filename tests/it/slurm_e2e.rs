@@ -55,7 +55,7 @@ pub(super) static TURN: Mutex<()> = Mutex::new(());
 /// The shared cluster and this scenario's turn on it, or `None` when Slurm is not installed
 /// (and not required). The first caller starts the cluster and arranges for it to be
 /// stopped, and its directory removed, at process exit (statics are never dropped).
-fn cluster() -> Option<(MutexGuard<'static, ()>, &'static Cluster)> {
+pub(super) fn cluster() -> Option<(MutexGuard<'static, ()>, &'static Cluster)> {
     let c = CLUSTER
         .get_or_init(|| {
             let c = start()?;
@@ -87,7 +87,17 @@ fn submit_with_path(
     extra: &[&str],
     trainer: &[&str],
 ) -> PathBuf {
-    let job_dir = c.jobs().join(name);
+    submit_at(c, path, c.jobs().join(name), gpus, extra, trainer)
+}
+
+fn submit_at(
+    c: &Cluster,
+    path: Option<&Path>,
+    job_dir: PathBuf,
+    gpus: &str,
+    extra: &[&str],
+    trainer: &[&str],
+) -> PathBuf {
     let fixture = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let recipe = format!("{fixture}/tiny.yaml");
     let record = format!("{fixture}/record_rank.py");
@@ -444,6 +454,50 @@ fn cancel_stops_a_running_job() {
         "json_cancel",
         common::json_transcript_of(&args, &o, &[(dir.to_str().unwrap(), "[JOB]")])
     );
+    let st = wait_final(c, &dir);
+    assert_eq!(st["phase"], "cancelled", "{st}");
+}
+
+/// A jobs root whose path holds a space and `%j`: sbatch writes the output where `logs`
+/// reads it (the `--output` directive escapes `%` as sbatch's file-name patterns want), and
+/// `status` and `cancel` recognise the job by Slurm's `WorkDir` read whole. (Before: the job
+/// failed with no output anywhere, `logs` said "no output yet", and `status`/`cancel` called
+/// it "another job" while it kept running.)
+#[test]
+fn a_jobs_root_with_a_space_and_percent_j() {
+    let Some((_turn, c)) = cluster() else { return };
+    let dir = c.dir.path().join("my jobs %j").join("odd %x");
+    let dir = submit_at(c, None, dir, "cpux4", &[], &["0", "sleep"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("ranks").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "job never started:\n{}",
+            log(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = c.ovlaunch(&["status", dir.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["phase"], "running", "{v}");
+    let id = v["job_id"].as_str().unwrap().to_string();
+    let out = dir.join(format!("slurm-{id}.out"));
+    // The output file exists once the job runs (sbatch opens it before the script starts).
+    assert!(
+        out.is_file(),
+        "no {}: {:?}",
+        out.display(),
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect::<Vec<_>>()
+    );
+    let o = c.ovlaunch(&["logs", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
     let st = wait_final(c, &dir);
     assert_eq!(st["phase"], "cancelled", "{st}");
 }

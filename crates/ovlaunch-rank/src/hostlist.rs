@@ -105,7 +105,18 @@ pub fn parse(input: &str) -> Result<HostList, HostlistError> {
     let mut pieces: Vec<Piece> = Vec::new();
     let mut literal = String::new();
     let mut chars = input.char_indices();
+    // Nothing but blanks since the start or the last comma: `a,,b`, `,a` and `a,` hold an
+    // empty host name, which Slurm never writes (a damaged variable, not a list).
+    let mut empty_item = true;
     while let Some((pos, c)) = chars.next() {
+        if c == ',' && empty_item {
+            return Err(err(format!("empty host name before the ',' at byte {pos}")));
+        }
+        match c {
+            ',' => empty_item = true,
+            ' ' | '\t' | '\n' => {}
+            _ => empty_item = false,
+        }
         match c {
             ',' | ' ' | '\t' | '\n' => {
                 if !literal.is_empty() {
@@ -143,6 +154,9 @@ pub fn parse(input: &str) -> Result<HostList, HostlistError> {
             ']' => return Err(err(format!("unbalanced ']' at byte {pos}"))),
             _ => literal.push(c),
         }
+    }
+    if empty_item && input.contains(',') {
+        return Err(err("empty host name after the last ','".to_string()));
     }
     if !literal.is_empty() {
         pieces.push(Piece::Literal(literal));
@@ -345,14 +359,17 @@ mod tests {
         assert_eq!(ex("node1"), ["node1"]);
         assert_eq!(ex("a1,b2"), ["a1", "b2"]);
         assert_eq!(ex("a b\tc\nd"), ["a", "b", "c", "d"]);
-        assert_eq!(ex("a,,b"), ["a", "b"]);
         assert_eq!(ex(" a"), ["a"]);
-        assert_eq!(ex(",n1"), ["n1"]);
+        assert_eq!(ex("a , b"), ["a", "b"]);
+        for empty in ["a,,b", ",n1", "n[1-2],", "a, ,b"] {
+            assert!(expand(empty).is_err(), "{empty:?}");
+        }
         assert_eq!(ex("n1-2"), ["n1-2"]);
         assert_eq!(ex("n0001"), ["n0001"]);
         assert_eq!(ex("a.b.example.com"), ["a.b.example.com"]);
         assert!(ex("").is_empty());
-        assert!(ex(" , ").is_empty());
+        assert!(ex("  ").is_empty());
+        assert!(expand(" , ").is_err());
     }
 
     #[test]
@@ -442,7 +459,8 @@ mod tests {
         assert_eq!(big.first().as_deref(), Some("a0b0c"));
         assert_eq!(big.len(), 65536 * 65536);
         assert_eq!(parse("").unwrap().first(), None);
-        assert!(parse(" ,").unwrap().is_empty());
+        assert!(parse(" ").unwrap().is_empty());
+        assert!(parse(" ,").is_err());
         assert_eq!(
             parse("rack[2-3]-n[09-10]").unwrap().first().as_deref(),
             Some("rack2-n09")

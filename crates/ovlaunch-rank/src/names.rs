@@ -91,3 +91,130 @@ mod tests {
         }
     }
 }
+
+/// `text` with the value after every secret name redacted: `NAME=value`, `NAME: value`,
+/// `"NAME": "value"` (spaces around `=`/`:` allowed, as a typo has them). A value ends at
+/// the end of its line, or at `,` `}` `]` or a closing quote; in the `=` form also at a
+/// space. This is the last line of defence for text made from user input that is about to
+/// be shown: error messages and the source excerpts they quote.
+pub fn redact_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let b = text.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if !word(b[i]) || (i > 0 && word(b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && word(b[i]) {
+            i += 1;
+        }
+        // A name as code spells it (`HF_TOKEN`, `api_key`, `TOKEN`), not a word of prose
+        // (`holds a secret: ...`).
+        let name = &text[start..i];
+        let spelled = name.contains('_') || !name.bytes().any(|c| c.is_ascii_lowercase());
+        if !spelled || !is_secret_name(name) {
+            continue;
+        }
+        let mut j = i;
+        if j < b.len() && matches!(b[j], b'"' | b'\'') {
+            j += 1;
+        }
+        while j < b.len() && b[j] == b' ' {
+            j += 1;
+        }
+        let Some(&sep) = b.get(j).filter(|c| matches!(c, b'=' | b':')) else {
+            continue;
+        };
+        j += 1;
+        while j < b.len() && b[j] == b' ' {
+            j += 1;
+        }
+        let quote = b.get(j).copied().filter(|c| matches!(c, b'"' | b'\''));
+        if quote.is_some() {
+            j += 1;
+        }
+        let vstart = j;
+        while j < b.len() {
+            let c = b[j];
+            let stop = c == b'\n'
+                || Some(c) == quote
+                || (quote.is_none() && matches!(c, b',' | b'}' | b']'))
+                || (quote.is_none() && sep == b'=' && c == b' ');
+            if stop {
+                break;
+            }
+            j += 1;
+        }
+        let value = &text[vstart..j];
+        let v = value.trim();
+        // Already redacted, or a placeholder that shows no value (`...`, `VALUE`, `$NAME`,
+        // `{option}`, `<...>`).
+        let placeholder = v == "..." || v == "VALUE" || v.starts_with(['$', '{', '<']);
+        if !v.is_empty() && !placeholder {
+            out.push_str(&text[copied..vstart]);
+            out.push_str(REDACTED);
+            copied = j;
+        }
+        i = j;
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_text;
+
+    #[test]
+    fn values_after_secret_names_are_redacted() {
+        for (given, shown) in [
+            (
+                "--env HF_TOKEN =abc: bad name",
+                "--env HF_TOKEN =<redacted> bad name",
+            ),
+            (
+                "3 | env_vars: {HF_TOKEN: abc def, X: y}",
+                "3 | env_vars: {HF_TOKEN: <redacted>, X: y}",
+            ),
+            ("  MY_API_KEY: 'q w'\n", "  MY_API_KEY: '<redacted>'\n"),
+            (
+                r#"{"DB_PASSWORD": "v"}"#,
+                r#"{"DB_PASSWORD": "<redacted>"}"#,
+            ),
+            (
+                "--set env_vars.X_TOKEN=v1 --set a=b",
+                "--set env_vars.X_TOKEN=<redacted> --set a=b",
+            ),
+            (
+                "option `api_key` of plugin `w`: not a bool",
+                "option `api_key` of plugin `w`: not a bool",
+            ),
+            ("HF_TOKEN=<redacted>", "HF_TOKEN=<redacted>"),
+            (
+                "--set x.comet_api_key=<redacted>: `x.comet_api_key` holds a secret: give it",
+                "--set x.comet_api_key=<redacted>: `x.comet_api_key` holds a secret: give it",
+            ),
+            (
+                "Secret: plain prose, token: too",
+                "Secret: plain prose, token: too",
+            ),
+            (
+                "move it to `plan: env: {MY_TOKEN: ...}`",
+                "move it to `plan: env: {MY_TOKEN: ...}`",
+            ),
+            (
+                "PLAIN: visible, MONKEY: x, SSH_KEY: y",
+                "PLAIN: visible, MONKEY: x, SSH_KEY: <redacted>",
+            ),
+        ] {
+            assert_eq!(redact_text(given), shown, "{given}");
+        }
+    }
+}

@@ -240,10 +240,34 @@ impl RankPlan {
     }
 }
 
+/// The largest rank plan read (a plan for tens of thousands of ranks is a few hundred KiB).
+pub const MAX_PLAN_BYTES: u64 = 16 << 20;
+
 /// Read, parse and validate the plan at `path`. Errors read `plan PATH: <message>`.
+/// Only a regular file of at most [`MAX_PLAN_BYTES`] is read, and opening never blocks (a
+/// FIFO at the plan's path is an error, not a rank that waits forever).
 pub fn load(path: &Path) -> Result<RankPlan, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("plan {}: cannot read: {e}", path.display()))?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |e: String| format!("plan {}: cannot read: {e}", path.display());
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| fail(e.to_string()))?;
+    let meta = f.metadata().map_err(|e| fail(e.to_string()))?;
+    if !meta.file_type().is_file() {
+        return Err(fail(
+            "not a regular file (a FIFO, device or directory)".into(),
+        ));
+    }
+    let mut text = String::new();
+    f.take(MAX_PLAN_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| fail(e.to_string()))?;
+    if text.len() as u64 > MAX_PLAN_BYTES {
+        return Err(fail(format!("larger than {} MiB", MAX_PLAN_BYTES >> 20)));
+    }
     RankPlan::from_json(&text).map_err(|e| format!("plan {}: {e}", path.display()))
 }
 
@@ -310,6 +334,15 @@ mod tests {
                 .contains("exactly one")
         );
         assert!(e("not json").contains("expected"));
+    }
+
+    #[test]
+    fn a_fifo_plan_is_refused_without_waiting() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("rank-plan.json");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = load(&p).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
     }
 
     #[test]

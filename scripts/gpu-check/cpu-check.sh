@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# What the GPU check carries, checked on a CPU machine (CI runs it): the wheels download for the
+# GPU machine's Python (CPython 3.12, x86-64), install, import without Transformer Engine,
+# ModelOpt or nvidia-resiliency-ext (with the check's stand-ins), and Bridge's own code builds the
+# check's training job from the plan's trainer overrides (cpu-check.py says what is checked).
+#
+# Usage: scripts/gpu-check/cpu-check.sh [WORK_DIR]
+#   OVLAUNCH_BRIDGE_PYTHON  a Python 3.12 with PyTorch (.ci/bridge-venv.sh prints one)
+#   needs target/release/ovlaunch (cargo build --release)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${OVLAUNCH_BRIDGE_PYTHON:?set OVLAUNCH_BRIDGE_PYTHON to a Python 3.12 with PyTorch (.ci/bridge-venv.sh)}
+WORK=${1:-$(mktemp -d)}
+[ -x target/release/ovlaunch ] || { echo "cpu-check: build target/release/ovlaunch first" >&2; exit 2; }
+
+bash scripts/gpu-check/bundle.sh --wheels-only --out "$WORK/bundle" > /dev/null
+"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" "$WORK/bundle"/wheels/*.whl
+
+KIND=h100 TORCH_VER=2.11.0 BRIDGE_ROOT=/opt/Megatron-Bridge
+# shellcheck source=scripts/gpu-check/jobs.sh
+source scripts/gpu-check/jobs.sh
+mapfile -t TRAIN < <(train_args "$WORK/checkpoints")
+target/release/ovlaunch plan "${COMMON[@]}" "${TRAIN[@]}" -o json > "$WORK/plan.json" 2> /dev/null
+
+PYTHONPATH="$PWD/scripts/gpu-check:$WORK/site" HF_HUB_CACHE="$WORK/bundle/hf" HF_HUB_OFFLINE=1 \
+  TRANSFORMERS_OFFLINE=1 "$PY" scripts/gpu-check/cpu-check.py "$WORK/plan.json" 2> "$WORK/cpu-check.err" \
+  || { tail -30 "$WORK/cpu-check.err" >&2; exit 1; }
+echo "cpu-check: ok"

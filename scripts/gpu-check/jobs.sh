@@ -1,0 +1,29 @@
+# The GPU check's jobs: what every job shares and the model shape, sourced by run.sh and
+# cpu-check.sh. Needs KIND (h100, h200), TORCH_VER and BRIDGE_ROOT set.
+# shellcheck shell=bash disable=SC2034,SC2120,SC2119
+
+# Megatron-Core 0.19.2's distributed optimizer cannot load a checkpoint with PyTorch's Adam, the
+# one optimizer there is without TE or Apex (distrib_optimizer.py: state_dict() asserts on the
+# empty state of a fresh optimizer); on one GPU it shards nothing: the plan turns it off.
+COMMON=(-r llama3_8b -g "${KIND}x1" --te-version none --torch-version "$TORCH_VER"
+  --bridge-root "$BRIDGE_ROOT" --set model.context_parallel_size=1
+  --set train.global_batch_size=8
+  --set model.gradient_accumulation_fusion=false --set model.cross_entropy_loss_fusion=false
+  --set optimizer.use_precision_aware_optimizer=false --set logger.log_interval=1
+  --set ddp.use_distributed_optimizer=false --set optimizer.use_distributed_optimizer=false
+  --set ddp.overlap_param_gather=false)
+# The model shape: a base, and what a job changes of it (shape KEY=VALUE... prints the --set words)
+shape() {
+  local -A v=([model.num_layers]=4 [model.hidden_size]=2048 [model.ffn_hidden_size]=8192
+    [model.num_attention_heads]=16 [dataset.seq_length]=2048 [model.seq_length]=2048
+    [train.micro_batch_size]=1)
+  local kv
+  for kv in "$@"; do v[${kv%%=*}]=${kv#*=}; done
+  for kv in "${!v[@]}"; do printf -- '--set %s=%s ' "$kv" "${v[$kv]}"; done
+}
+# The training job (its checkpoint directory is the argument): 20 steps, saved at the end
+train_args() {
+  # shellcheck disable=SC2046
+  printf '%s\n' $(shape) --set train.train_iters=20 --set "checkpoint.save=$1" --set "checkpoint.load=$1" \
+    --set checkpoint.save_interval=20
+}

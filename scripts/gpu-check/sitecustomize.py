@@ -1,0 +1,188 @@
+"""Stand-ins of the GPU check (scripts/gpu-check), loaded by Python at start-up from PYTHONPATH.
+
+The check's machine has a GPU, PyTorch and CUDA but not Transformer Engine, NVIDIA modelopt or
+nvidia-resiliency-ext, and none can be carried to it. Megatron-Bridge 0.6.2 needs them in two ways;
+each stand-in below covers one, prints itself on stderr when it acts, and does nothing else:
+
+1. Import surface. A few Bridge modules import these packages at module level, unguarded (e.g.
+   `megatron/bridge/peft/lora_layers.py`: `import transformer_engine.pytorch as te`), although a
+   pretraining run with LoRA, distillation and in-process restart off never calls into them. Such
+   an import statement (unindented, in a `megatron.bridge.*` module) receives an inert placeholder
+   module: its classes are classes no object is an instance of, its functions do nothing and
+   return None, which is what the entry points Bridge calls unconditionally do for a model with
+   no ModelOpt state (`save_sharded_modelopt_state`, `restore_modelopt_state`,
+   `get_tensor_shapes_adjust_fn_for_distillation`). Every other import of them (Megatron-Core's, Bridge's guarded `try:` imports, imports
+   inside functions) still fails, so Megatron-Core and Bridge see the packages absent, and nothing
+   is placed in `sys.modules`.
+2. Layer spec. Bridge's GPT provider always builds Transformer Engine layers
+   (`gpt_provider.default_layer_spec`); without TE this swaps in Megatron-Core's non-TE spec
+   (`gpt_provider.local_layer_spec`, Bridge's own function), and before the model config is
+   finalized turns off the fusions whose kernels come only with TE or Apex: `apply_rope_fusion`,
+   `masked_softmax_fusion`, `persist_layer_norm` (the torch norm refuses it) and the TE
+   cross-entropy kernel (`cross_entropy_fusion_impl` "te" -> "native"). The plan states the rest
+   (`gradient_accumulation_fusion`, `cross_entropy_loss_fusion`) through `--set`.
+
+When OVL_CHECK_DUMP names a directory, every Python process of rank 0 also writes the environment
+it started with (`env-<pid>.json`) and, at exit, the CUDA memory peaks it saw (`mem-<pid>.json`).
+"""
+
+import builtins
+import importlib.abc
+import importlib.util
+import json
+import linecache
+import os
+import sys
+import time
+import types
+
+_ABSENT = ("transformer_engine", "modelopt", "nvidia_resiliency_ext")
+
+
+def _say(msg):
+    print(f"[gpu-check stand-in] {msg}", file=sys.stderr, flush=True)
+
+
+def _missing(name):
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):
+        return True
+
+
+class _Inert(type):
+    def __getattr__(cls, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _inert_class(name)
+
+
+def _inert_class(name):
+    def _init(self, *a, **k):
+        pass
+
+    return _Inert(name, (), {"__init__": _init, "__module__": "gpu_check_placeholder"})
+
+
+class _InertModule(types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        return None
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        if name[:1].islower():
+            return _InertModule(f"{self.__name__}.{name}")
+        return _inert_class(name)
+
+
+_STUBBED = [p for p in _ABSENT if _missing(p)]
+_real_import = builtins.__import__
+_seen = set()
+
+
+def _unguarded_module_level(frame):
+    if frame is None or frame.f_code.co_name != "<module>":
+        return False
+    caller = frame.f_globals.get("__name__", "")
+    if not caller.startswith("megatron.bridge."):
+        return False
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    return line[:1] in ("i", "f")  # `import ...` / `from ...` at column 0: no try, no def
+
+
+def _import(name, globals=None, locals=None, fromlist=(), level=0):
+    top = name.split(".")[0]
+    if level == 0 and top in _STUBBED and _unguarded_module_level(sys._getframe(1)):
+        caller = sys._getframe(1).f_globals.get("__name__")
+        if (caller, name) not in _seen:
+            _seen.add((caller, name))
+            _say(f"{caller}: `{name}` is absent; its unguarded import gets an inert placeholder")
+        return _InertModule(name if fromlist else top)
+    return _real_import(name, globals, locals, fromlist, level)
+
+
+if _STUBBED:
+    builtins.__import__ = _import
+
+
+def _patch_provider(module):
+    module.transformer_engine_layer_spec = module.local_layer_spec
+    _say("Transformer Engine absent: Bridge's gpt_provider.local_layer_spec (Megatron-Core's non-TE spec)")
+
+
+def _patch_config(module):
+    cls = module.TransformerConfig
+    original = cls.finalize
+
+    def finalize(self):
+        off = []
+        for field in ("apply_rope_fusion", "masked_softmax_fusion", "persist_layer_norm"):
+            if getattr(self, field, False):
+                setattr(self, field, False)
+                off.append(f"{field}=False")
+        if getattr(self, "cross_entropy_fusion_impl", None) == "te":
+            self.cross_entropy_fusion_impl = "native"
+            off.append("cross_entropy_fusion_impl=native")
+        if off:
+            _say("Transformer Engine absent: " + ", ".join(off))
+        return original(self)
+
+    cls.finalize = finalize
+
+
+_AFTER = {
+    "megatron.bridge.models.gpt_provider": _patch_provider,
+    "megatron.bridge.models.transformer_config": _patch_config,
+}
+
+
+class _After(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name not in _AFTER:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None:
+            return None
+        spec._gpu_check_inner = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return spec._gpu_check_inner.create_module(spec)
+
+    def exec_module(self, module):
+        module.__spec__._gpu_check_inner.exec_module(module)
+        _AFTER[module.__name__](module)
+
+
+if "transformer_engine" in _STUBBED:
+    sys.meta_path.insert(0, _After())
+
+
+_DIR = os.environ.get("OVL_CHECK_DUMP") if os.environ.get("RANK", "0") == "0" else None
+if _DIR:
+    os.makedirs(_DIR, exist_ok=True)
+    with open(os.path.join(_DIR, f"env-{os.getpid()}-{time.time_ns()}.json"), "w") as f:
+        json.dump({"argv": sys.argv, "env": dict(os.environ)}, f)
+
+    import atexit
+
+    def _peaks():
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+            return
+        out = {
+            "argv": sys.argv,
+            "max_allocated": torch.cuda.max_memory_allocated(),
+            "max_reserved": torch.cuda.max_memory_reserved(),
+            "device": torch.cuda.get_device_name(0),
+        }
+        with open(os.path.join(_DIR, f"mem-{os.getpid()}.json"), "w") as f:
+            json.dump(out, f)
+
+    atexit.register(_peaks)

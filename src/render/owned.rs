@@ -1,0 +1,228 @@
+//! The sbatch and srun options ovlaunch computes from the plan and its own flags. A
+//! pass-through option (`--sbatch-arg`, `--srun-arg`) that sets one of them would contradict
+//! the plan (two `--nodes` lines, a second `--ntasks-per-node`, a time other than `--time`),
+//! so it is refused with the ovlaunch flag that sets it. Pure tables and one check.
+//!
+//! sbatch and srun read long options with `getopt_long`, which also takes an unambiguous
+//! prefix (`--node=2` is `--nodes=2`): a prefix of an owned option is refused too.
+
+use crate::error::{Error, Result};
+
+/// One owned option: its long name, its one-letter form (srun words only), and what to use
+/// instead.
+struct Owned {
+    long: &'static str,
+    short: Option<char>,
+    instead: &'static str,
+}
+
+const fn o(long: &'static str, short: Option<char>, instead: &'static str) -> Owned {
+    Owned {
+        long,
+        short,
+        instead,
+    }
+}
+
+const HW: &str =
+    "--gpus KINDxCOUNT (and --gpus-per-node): the plan computes nodes, tasks and GPUs from it";
+const TASKS: &str =
+    "--gpus KINDxCOUNT and --launcher srun|torchrun: tasks per node follow from them";
+const OUTPUT: &str = "--job-dir or --jobs-root: the output goes to the job directory, where `ovlaunch logs` reads it";
+
+/// Options both sbatch lines and the launch step's srun would take from the plan.
+const COMMON: &[Owned] = &[
+    o("job-name", Some('J'), "--job-name NAME"),
+    o("nodes", Some('N'), HW),
+    o("ntasks", Some('n'), TASKS),
+    o("ntasks-per-node", None, TASKS),
+    o("gpus", Some('G'), HW),
+    o("gpus-per-node", None, HW),
+    o("gpus-per-task", None, HW),
+    o(
+        "gres",
+        None,
+        "--gpus KINDxCOUNT, with --gres to ask for GPUs as --gres=gpu:N",
+    ),
+    o("cpus-per-task", Some('c'), "--cpus-per-task N"),
+    o("time", Some('t'), "--time HH:MM:SS"),
+    o("output", Some('o'), OUTPUT),
+    o("error", Some('e'), OUTPUT),
+    o("account", Some('A'), "--account NAME (-A)"),
+    o("partition", Some('p'), "--partition NAME (-p)"),
+    o("qos", Some('q'), "--qos NAME"),
+];
+
+/// Options only `#SBATCH` lines take from the plan.
+const SBATCH: &[Owned] = &[
+    o("open-mode", None, OUTPUT),
+    o("dependency", Some('d'), "--dependency afterok:ID"),
+    o(
+        "exclusive",
+        None,
+        "nothing: ovlaunch asks for exclusive GPU nodes (--no-exclusive does not)",
+    ),
+    o(
+        "segment",
+        None,
+        "nothing: ovlaunch derives --segment from the NVL72 rack (Bridge's rule)",
+    ),
+    o(
+        "requeue",
+        None,
+        "--retries N: ovlaunch requeues a failed job itself",
+    ),
+    o(
+        "no-requeue",
+        None,
+        "nothing: ovlaunch's retries requeue a job only after a failure",
+    ),
+];
+
+/// Options only the launch step's srun takes from ovlaunch.
+const SRUN: &[Owned] = &[
+    o(
+        "label",
+        Some('l'),
+        "nothing: ovlaunch labels every line with its task (`ovlaunch logs --rank N`)",
+    ),
+    o(
+        "kill-on-bad-exit",
+        Some('K'),
+        "nothing: ovlaunch stops every rank when one fails",
+    ),
+    o(
+        "wait",
+        Some('W'),
+        "nothing: ovlaunch gives the other ranks 60 s after the first exits",
+    ),
+    o("mpi", None, "--mpi TYPE"),
+    o(
+        "container-image",
+        None,
+        "--container-image IMAGE (or a profile's container_image)",
+    ),
+    o(
+        "container-mounts",
+        None,
+        "--container-mount SRC:DST (repeatable, or a profile's container_mounts)",
+    ),
+    o("container-workdir", None, "--container-workdir DIR"),
+    o(
+        "container-writable",
+        None,
+        "nothing: the container is writable unless --container-readonly",
+    ),
+    o("container-readonly", None, "--container-readonly"),
+    o("container-mount-home", None, "--container-mount-home"),
+    o("no-container-mount-home", None, "--no-container-mount-home"),
+    o(
+        "container",
+        None,
+        "--container-runtime oci with --container-image DIR",
+    ),
+];
+
+/// The owned option a long name (or an unambiguous prefix of one) names.
+fn long_match<'a>(tables: &[&'a [Owned]], name: &str) -> Option<&'a Owned> {
+    let all = || tables.iter().flat_map(|t| t.iter());
+    if let Some(exact) = all().find(|o| o.long == name) {
+        return Some(exact);
+    }
+    // getopt_long: a prefix that is not itself an option name reads as the option it
+    // begins, when only one begins with it (an ambiguous prefix is sbatch's own error).
+    let known = super::launch::KNOWN_SBATCH.contains(&name);
+    if known || name.len() < 2 {
+        return None;
+    }
+    all().find(|o| o.long.starts_with(name))
+}
+
+fn refused(flag: &str, word: &str, what: &str, owned: &Owned) -> Error {
+    Error::usage(format!(
+        "`{}` sets {what}, which ovlaunch computes for this job",
+        word.escape_debug()
+    ))
+    .at_flag(format!("{flag} {}", word.escape_debug()))
+    .help(format!("use {}", owned.instead))
+}
+
+/// The sbatch long option name of a `--sbatch-arg` word (`--name` or `--name=value`).
+fn check_one(flag: &str, word: &str, tables: &[&[Owned]], tool: &str) -> Result<()> {
+    if let Some(rest) = word.strip_prefix("--") {
+        let name = rest.split_once('=').map_or(rest, |(k, _)| k);
+        if let Some(owned) = long_match(tables, name) {
+            return Err(refused(
+                flag,
+                word,
+                &format!("{tool} --{}", owned.long),
+                owned,
+            ));
+        }
+    } else if let Some(rest) = word.strip_prefix('-')
+        && let Some(c) = rest.chars().next()
+        && let Some(owned) = tables
+            .iter()
+            .flat_map(|t| t.iter())
+            .find(|o| o.short == Some(c))
+    {
+        return Err(refused(
+            flag,
+            word,
+            &format!("{tool} -{c} (--{})", owned.long),
+            owned,
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a `--sbatch-arg` that sets what the plan computes.
+pub fn check_sbatch_arg(word: &str) -> Result<()> {
+    check_one("--sbatch-arg", word, &[COMMON, SBATCH], "sbatch")
+}
+
+/// Refuses a `--srun-arg` that sets what the plan computes.
+pub fn check_srun_arg(word: &str) -> Result<()> {
+    check_one("--srun-arg", word, &[COMMON, SRUN], "srun")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_options_are_refused() {
+        for w in [
+            "--nodes=2",
+            "--node=2",
+            "--time=01:00:00",
+            "--job-name=x",
+            "--output=/tmp/x",
+            "--gpus-per-node=4",
+            "--requeue",
+        ] {
+            assert!(check_sbatch_arg(w).is_err(), "{w}");
+        }
+        for w in [
+            "--ntasks-per-node=4",
+            "-N2",
+            "-n8",
+            "--container-image=x",
+            "--label",
+        ] {
+            assert!(check_srun_arg(w).is_err(), "{w}");
+        }
+        for w in [
+            "--reservation=x",
+            "--constraint=a100",
+            "--network=sn_all",
+            "--time-min=10",
+            "--comment=x",
+        ] {
+            assert!(check_sbatch_arg(w).is_ok(), "{w}");
+        }
+        for w in ["--network=sn_all", "--nodelist=n1", "--cpu-bind=none", "-v"] {
+            assert!(check_srun_arg(w).is_ok(), "{w}");
+        }
+    }
+}

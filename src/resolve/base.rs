@@ -1,0 +1,202 @@
+//! A user's recipe file on a Bridge base: the file names Megatron-Bridge's function it starts
+//! from (`bridge_recipe:`, its own or its chosen variant's), and Bridge's runner runs exactly
+//! that function, so the file's values must reach the trainer as overrides of it.
+//!
+//! The shipped recipes are generated from Bridge's functions and state what each returns
+//! (`catalog::Catalog::bridge_function` finds the one that holds a function; `cli::load` links
+//! them to the file, `catalog::Recipe::bases`). The plan is planned over that base: the base
+//! recipe and its variant, then the file's own sections ([`OnBase::file`]: every value it
+//! states, field by field; a mixed-precision mapping of fields is written over the base's), then
+//! the plugins' sets and `--set`. Every value of the layered config that differs from what the
+//! function returns becomes an override ([`overrides`]): `section.field=VALUE` in the key path of
+//! Bridge's config class, a section Bridge's function leaves `None` in its typed form, so that
+//! Hydra reads back the plan's value. Bridge's runner steps (weak scaling from the function's own
+//! GPU count and layout, its benchmark precision default, the layout rebuild after a PP or VP
+//! override) see these as explicit overrides, as they are on its command line.
+
+use serde_json::{Map, Value};
+
+use crate::catalog::recipe::{Recipe, Variant};
+use crate::config::{ConfigContainer, MixedPrecisionConfig, MixedPrecisionSpec};
+use crate::error::{Error, Result};
+use crate::precision;
+
+/// Bridge's class for `mixed_precision` (the `_target_` of its typed form).
+pub const MIXED_PRECISION_CLASS: &str =
+    "megatron.bridge.training.mixed_precision.MixedPrecisionConfig";
+
+/// A user's recipe file with the Bridge function it runs on.
+#[derive(Debug, Clone)]
+pub struct OnBase<'r> {
+    /// The shipped recipe that holds the function.
+    pub recipe: &'r Recipe,
+    /// Its variant for the function (`None` for a recipe without variants).
+    pub variant: Option<&'r Variant>,
+    pub function: String,
+    /// The file's sections: its own, then its chosen variant's.
+    pub file: Map<String, Value>,
+}
+
+/// The base of `user` run with its variant `chosen`, or `None` for a shipped recipe (or a file
+/// with a trainer of its own, which `cli::load` links to nothing).
+pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<OnBase<'r>>> {
+    if user.bases.is_empty() {
+        return Ok(None);
+    }
+    let Some(function) = chosen
+        .and_then(|v| v.bridge_recipe.clone())
+        .or_else(|| user.bridge_recipe.clone())
+    else {
+        return Err(Error::usage(format!(
+            "recipe `{}`: the chosen variant names no Megatron-Bridge function (`bridge_recipe:`)",
+            user.name
+        ))
+        .at_file(&user.origin)
+        .help("add `bridge_recipe: FUNCTION` to the recipe or to each variant"));
+    };
+    let (recipe, variant) = user
+        .bases
+        .iter()
+        .find_map(|b| b.function_variant(&function).map(|v| (b, v)))
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "recipe `{}`: `bridge_recipe: {function}` is not a function ovlaunch's catalogue holds",
+                user.name
+            ))
+            .at_file(&user.origin)
+            .help("run `ovlaunch recipes -v` for the functions")
+        })?;
+    let mut file = Map::new();
+    merge_file(&mut file, &user.sections);
+    if let Some(v) = chosen {
+        merge_file(&mut file, &v.sections);
+    }
+    Ok(Some(OnBase {
+        recipe,
+        variant,
+        function,
+        file,
+    }))
+}
+
+/// Writes the sections of `src` over `dst`: mappings field by field, anything else replaces;
+/// a mixed-precision mapping of fields only (no `recipe`) is written over a mapping of fields,
+/// a name or a `{recipe: NAME, ...}` mapping replaces what is there.
+pub fn merge_file(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
+    for (section, value) in src {
+        let field_wise = match (dst.get(section), value) {
+            (Some(Value::Object(_)), Value::Object(s)) => {
+                section != MixedPrecisionConfig::SECTION || !s.contains_key("recipe")
+            }
+            _ => false,
+        };
+        match (dst.get_mut(section), value) {
+            (Some(Value::Object(d)), Value::Object(s)) if field_wise => {
+                for (k, v) in s {
+                    d.insert(k.clone(), v.clone());
+                }
+            }
+            _ => {
+                dst.insert(section.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// Every value of `with_file` that differs from `base` (what Bridge's function returns), as
+/// `(path, value)` in section order: `model`, `train`, `ddp`, `optimizer` field by field;
+/// `comm_overlap` field by field over the function's section, or the fields the file states
+/// when the function leaves it `None` (the trainer contract types those); `mixed_precision`
+/// field by field of the built configs over the function's object, a name over a name, else
+/// the typed form of the file's config. `file` is the file's own tree. Bridge's pass-through
+/// sections hold only what was set, so the trainer contract passes all of them anyway.
+pub fn overrides(
+    base: &ConfigContainer,
+    with_file: &ConfigContainer,
+    file: &Map<String, Value>,
+) -> Result<Vec<(String, Value)>> {
+    let b = serde_json::to_value(base).map_err(internal)?;
+    let w = serde_json::to_value(with_file).map_err(internal)?;
+    let mut out = Vec::new();
+    for section in ["model", "train", "ddp", "optimizer"] {
+        fields_differing(section, &b[section], &w[section], &mut out);
+    }
+    let co = crate::config::CommOverlapConfig::SECTION;
+    match (&b[co], &w[co]) {
+        (Value::Null, Value::Null) => {}
+        (_, Value::Null) => out.push((co.to_string(), Value::Null)),
+        (Value::Null, _) => {
+            if let Some(Value::Object(stated)) = file.get(co) {
+                for (k, v) in stated {
+                    out.push((format!("{co}.{k}"), v.clone()));
+                }
+            }
+        }
+        (bo, wo) => fields_differing(co, bo, wo, &mut out),
+    }
+    mixed_precision(
+        base.mixed_precision.as_ref(),
+        with_file.mixed_precision.as_ref(),
+        &mut out,
+    )?;
+    Ok(out)
+}
+
+fn fields_differing(section: &str, b: &Value, w: &Value, out: &mut Vec<(String, Value)>) {
+    let (Some(bm), Some(wm)) = (b.as_object(), w.as_object()) else {
+        return;
+    };
+    for (k, wv) in wm {
+        if bm.get(k) != Some(wv) {
+            out.push((format!("{section}.{k}"), wv.clone()));
+        }
+    }
+    // a field left out of the plan while unset (`config::ModelConfig`'s MLA fields)
+    for k in bm.keys().filter(|k| !wm.contains_key(*k)) {
+        out.push((format!("{section}.{k}"), Value::Null));
+    }
+}
+
+fn mixed_precision(
+    base: Option<&MixedPrecisionSpec>,
+    file: Option<&MixedPrecisionSpec>,
+    out: &mut Vec<(String, Value)>,
+) -> Result<()> {
+    let mp = MixedPrecisionConfig::SECTION;
+    if base == file {
+        return Ok(());
+    }
+    let Some(file) = file else {
+        out.push((mp.to_string(), Value::Null));
+        return Ok(());
+    };
+    let built = |s: &MixedPrecisionSpec| -> Result<Value> {
+        serde_json::to_value(precision::build(s)?.1).map_err(internal)
+    };
+    match (base, file) {
+        // Bridge's function holds a MixedPrecisionConfig: the fields that differ
+        (Some(b @ MixedPrecisionSpec::Custom(c)), _) if c.recipe.is_none() => {
+            fields_differing(mp, &built(b)?, &built(file)?, out);
+        }
+        (_, MixedPrecisionSpec::Name(n)) => out.push((mp.to_string(), Value::String(n.clone()))),
+        // a name (resolved by Bridge itself) or nothing: the file's whole config, typed
+        _ => {
+            let default =
+                serde_json::to_value(MixedPrecisionConfig::default()).map_err(internal)?;
+            let mut fields = Vec::new();
+            fields_differing(mp, &default, &built(file)?, &mut fields);
+            let mut typed = Map::new();
+            typed.insert("_target_".into(), MIXED_PRECISION_CLASS.into());
+            for (k, v) in fields {
+                let field = k.strip_prefix("mixed_precision.").unwrap_or(&k).to_string();
+                typed.insert(field, v);
+            }
+            out.push((mp.to_string(), Value::Object(typed)));
+        }
+    }
+    Ok(())
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::runtime(format!("internal error: {e}"))
+}

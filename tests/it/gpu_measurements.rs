@@ -1,0 +1,159 @@
+//! The estimator against what a GPU measured: every row of every `results/*/gpu-measurements.csv`
+//! (written by `scripts/gpu-check/run.sh`, which trains each configuration under `ovlaunch
+//! torchrun` on a real GPU) is estimated again with this tree's `ovlaunch estimate`, with the
+//! arguments the row records, and the errors are printed per configuration.
+//!
+//! The bounds are the state of the model, stated so a regression fails: memory (the peak the
+//! CUDA allocator reserved) within 25%; step time within a factor of 3, because those runs had no
+//! Transformer Engine (Megatron-Core's local layer spec: unfused attention and norms), which the
+//! estimator, calibrated on Bridge's published TE runs, does not model.
+
+use std::path::Path;
+
+use crate::common::ok;
+
+struct Row {
+    file: String,
+    fields: Vec<(String, String)>,
+}
+
+impl Row {
+    fn get(&self, k: &str) -> &str {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("{}: no column {k}", self.file))
+    }
+    fn num(&self, k: &str) -> f64 {
+        self.get(k)
+            .parse()
+            .unwrap_or_else(|e| panic!("{}: {k}={:?}: {e}", self.file, self.get(k)))
+    }
+}
+
+/// A CSV line as Python's csv module writes it: fields split on commas, a quoted field may hold
+/// commas and doubled quotes.
+fn split_csv(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quoted, mut chars) = (vec![], String::new(), false, line.chars());
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.as_str().starts_with('"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+fn rows() -> Vec<Row> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
+    let mut out = vec![];
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .expect("results/")
+        .map(|e| e.unwrap().path())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let csv = dir.join("gpu-measurements.csv");
+        let Ok(text) = std::fs::read_to_string(&csv) else {
+            continue;
+        };
+        let mut lines = text.lines();
+        let header = split_csv(lines.next().expect("a header"));
+        for line in lines.filter(|l| !l.trim().is_empty()) {
+            let values = split_csv(line);
+            assert_eq!(values.len(), header.len(), "{}: {line}", csv.display());
+            out.push(Row {
+                file: csv.display().to_string(),
+                fields: header.iter().cloned().zip(values).collect(),
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn the_estimate_against_every_measured_gpu_configuration() {
+    let rows = rows();
+    assert!(!rows.is_empty(), "no results/*/gpu-measurements.csv rows");
+    eprintln!(
+        "{:<10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}",
+        "job", "ms", "est ms", "err", "GiB", "est GiB", "err"
+    );
+    for row in &rows {
+        let args: Vec<String> = shell_words(row.get("estimate_args"));
+        let mut argv: Vec<&str> = vec!["estimate"];
+        argv.extend(args.iter().map(String::as_str));
+        argv.extend(["-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&ok(&argv)).unwrap();
+        let est_ms = v["step_time_s"].as_f64().unwrap() * 1000.0;
+        let est_gib = v["memory_gib_per_gpu"].as_f64().unwrap();
+        let (ms, gib) = (row.num("step_ms_median"), row.num("max_reserved_gib"));
+        assert!(ms > 0.0 && gib > 0.0 && row.num("steps_timed") >= 5.0);
+        let (e_ms, e_gib) = (est_ms / ms - 1.0, est_gib / gib - 1.0);
+        eprintln!(
+            "{:<10} {:>9.1} {:>9.1} {:>6.0}% {:>9.3} {:>9.3} {:>6.1}%   ({}, {})",
+            row.get("job"),
+            ms,
+            est_ms,
+            e_ms * 100.0,
+            gib,
+            est_gib,
+            e_gib * 100.0,
+            row.get("gpu"),
+            row.get("transformer_engine")
+        );
+        assert!(
+            e_gib.abs() <= 0.25,
+            "{}: memory estimate {est_gib:.3} GiB vs {gib:.3} measured",
+            row.get("job")
+        );
+        assert!(
+            (1.0 / 3.0..=3.0).contains(&(est_ms / ms)),
+            "{}: step estimate {est_ms:.1} ms vs {ms:.1} measured",
+            row.get("job")
+        );
+    }
+}
+
+/// The words of a `shlex.join`ed line (single quotes only, as Python writes them).
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quoted, mut any) = (vec![], String::new(), false, false);
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any || !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                any = false;
+            }
+            _ => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[test]
+fn csv_and_shell_words_split_as_python_writes_them() {
+    assert_eq!(
+        split_csv(r#"a,"b,c","d""e",,f"#),
+        ["a", "b,c", "d\"e", "", "f"]
+    );
+    assert_eq!(
+        shell_words("-r x --set 'a=b c' ''"),
+        ["-r", "x", "--set", "a=b c", ""]
+    );
+}

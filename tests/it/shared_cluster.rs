@@ -1,0 +1,753 @@
+//! A jobs root on a shared cluster: the attacks of another login node, another user and a
+//! tampered record, run for real. Two login nodes are two PID namespaces (`unshare --pid
+//! --fork`: both submits run as PID 1); another user is an unprivileged uid created with
+//! `useradd`, acting through `setpriv`; `sbatch` is a stand-in that answers with an id (real
+//! Slurm is `slurm_e2e`'s). These tests need root (CI runs as root, `OVLAUNCH_REQUIRE_SLURM=1`
+//! makes a missing root an error); elsewhere they say they were skipped.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::common::{self, bin, stderr};
+
+/// Whether this test can act as root (and as another user); else why not.
+fn root_or_skip(test: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        !common::slurm_required(),
+        "{test} needs root (useradd, unshare)"
+    );
+    eprintln!("skipped {test}: needs root");
+    false
+}
+
+/// The unprivileged user the attacks run as (created once).
+const OTHER: &str = "ovl-other";
+
+fn other_uid() -> u32 {
+    let look = || {
+        nix::unistd::User::from_name(OTHER)
+            .ok()
+            .flatten()
+            .map(|u| u.uid.as_raw())
+    };
+    if let Some(uid) = look() {
+        return uid;
+    }
+    let o = Command::new("useradd")
+        .args(["--system", "--no-create-home", "--shell", "/bin/sh", OTHER])
+        .output()
+        .unwrap();
+    // Another test may have created it at the same moment.
+    look().unwrap_or_else(|| panic!("useradd failed: {}", stderr(&o)))
+}
+
+/// Runs `sh -c SCRIPT` as the other user; its exit status and stderr.
+fn as_other(script: &str) -> Output {
+    let uid = other_uid();
+    Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            "--clear-groups".into(),
+            "sh".into(),
+            "-c".into(),
+            script.into(),
+        ])
+        .output()
+        .unwrap()
+}
+
+/// A directory tree every user may traverse (the tempdir itself is 0700).
+fn open_tempdir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+/// `bin/sbatch` answering `id` after `delay` seconds (after running `extra`), and Slurm's
+/// query tools failing (nothing else is asked in these tests); the PATH that finds them.
+fn stand_in_sbatch(dir: &Path, id: u32, delay: &str, extra: &str) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let write = |name: &str, body: String| {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/bash\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    write("sbatch", format!("{extra}\nsleep {delay}\necho {id}"));
+    for tool in ["scontrol", "squeue", "sacct", "scancel"] {
+        write(
+            tool,
+            format!(
+                "echo {tool} \"$@\" >> {}\nexit 1",
+                dir.join("calls").display()
+            ),
+        );
+    }
+    format!("{}:/usr/bin:/bin:/usr/sbin:/sbin", bin.display())
+}
+
+fn submit_args(jobs: &Path, name: &str) -> Vec<String> {
+    [
+        "submit",
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--env",
+        "HF_TOKEN=mk-shared-secret",
+        "--job-name",
+        name,
+        "--jobs-root",
+        jobs.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn partials(jobs: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(jobs)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(".ovlaunch-partial-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Two login nodes (two PID namespaces, where both submits are PID 1) submit into one jobs
+/// root at the same moment, ten times: every submit succeeds, with its own complete job
+/// directory, and no partial directory is left. (Before: one deleted the other's
+/// `.ovlaunch-partial-1` and the other failed, 10 of 10.)
+#[test]
+fn two_pid_namespaces_share_a_jobs_root() {
+    if !root_or_skip("two_pid_namespaces_share_a_jobs_root") {
+        return;
+    }
+    let d = open_tempdir();
+    let jobs = d.path().join("jobs");
+    // sbatch takes a moment, so both partial directories exist at the same time.
+    let path = stand_in_sbatch(d.path(), 5, "0.3", "");
+    for round in 0..10 {
+        let children: Vec<_> = ["a", "b"]
+            .iter()
+            .map(|node| {
+                let name = format!("{node}{round}");
+                let mut c = Command::new("unshare");
+                c.args([
+                    "--pid",
+                    "--fork",
+                    "--mount-proc",
+                    "sh",
+                    "-c",
+                    "echo $$; exec \"$@\"",
+                    "sh",
+                ])
+                .arg(bin())
+                .args(submit_args(&jobs, &name))
+                .env("PATH", &path)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+                (name, c.spawn().unwrap())
+            })
+            .collect();
+        for (name, child) in children {
+            let o = child.wait_with_output().unwrap();
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.starts_with("1\n"), "not PID 1 in its namespace: {out}");
+            assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+            let rec = std::fs::read_to_string(jobs.join(&name).join("submission.json")).unwrap();
+            assert!(rec.contains("\"submitted\""), "{name}: {rec}");
+        }
+    }
+    assert_eq!(partials(&jobs), Vec::<PathBuf>::new());
+}
+
+/// Under `umask 000`, every file and directory still gets the layout's mode, and the other
+/// user can neither replace the rank runtime or `secrets.env`, nor plant a file or a symlink
+/// in the job directory or `logs/`. A symlink planted (by the same user) at the old record
+/// temp name while sbatch runs is not followed: its target stays as it was.
+#[test]
+fn another_user_cannot_replace_or_plant_under_umask_000() {
+    if !root_or_skip("another_user_cannot_replace_or_plant_under_umask_000") {
+        return;
+    }
+    let d = open_tempdir();
+    let jobs = d.path().join("jobs");
+    let target = d.path().join("root-owned");
+    std::fs::write(&target, "untouched\n").unwrap();
+    let job = jobs.join("m");
+    // During sbatch: plant symlinks where a record write might land.
+    let plant = format!(
+        "for n in .submission.json.tmp submission.json.tmp; do ln -s {t} {j}/$n; done",
+        t = target.display(),
+        j = job.display()
+    );
+    let path = stand_in_sbatch(d.path(), 6, "0", &plant);
+    let args = submit_args(&jobs, "m");
+    let o = Command::new("sh")
+        .args(["-c", "umask 000; exec \"$@\"", "sh", bin()])
+        .args(&args)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched\n");
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+    for (rel, want) in [
+        ("", 0o750),
+        ("logs", 0o750),
+        ("secrets.env", 0o600),
+        ("plan.json", 0o600),
+        ("overrides.txt", 0o600),
+        ("launch.sbatch", 0o700),
+        ("ovlaunch-rank", 0o755),
+        ("rank-plan.json", 0o644),
+        ("env.sh", 0o644),
+        ("submission.json", 0o644),
+    ] {
+        let p = if rel.is_empty() {
+            job.clone()
+        } else {
+            job.join(rel)
+        };
+        assert_eq!(mode(&p), want, "{rel}: {:o}", mode(&p));
+    }
+    assert_eq!(mode(&jobs), 0o750, "the jobs root it created");
+    let rec = std::fs::read_to_string(job.join("submission.json")).unwrap();
+    assert!(rec.contains("\"job_id\": \"6\""), "{rec}");
+    // The other user, even with the jobs root opened up to it, gets nowhere in the job.
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let j = job.display();
+    for attack in [
+        format!("cp /bin/true {j}/ovlaunch-rank"),
+        format!("echo 'evil' > {j}/secrets.env"),
+        format!("echo 'evil' > {j}/launch.sbatch"),
+        format!("ln -s /etc/passwd {j}/.submission.json.tmp"),
+        format!("touch {j}/logs/planted"),
+        format!("mv {j} {j}.moved"),
+        format!("cat {j}/secrets.env"),
+    ] {
+        let o = as_other(&attack);
+        assert_ne!(o.status.code(), Some(0), "the other user could: {attack}");
+    }
+    assert!(
+        std::fs::read_to_string(job.join("secrets.env"))
+            .unwrap()
+            .contains("mk-shared-secret")
+    );
+}
+
+/// The directory job directories go into: one every user can write without the sticky bit
+/// is refused, one of another user is refused unless the group-shared setting is given.
+#[test]
+fn a_jobs_root_others_control_is_refused_unless_shared_explicitly() {
+    if !root_or_skip("a_jobs_root_others_control_is_refused_unless_shared_explicitly") {
+        return;
+    }
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 7, "0", "");
+    let open = d.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let run = |jobs: &Path, name: &str, env: &[(&str, &str)]| {
+        Command::new(bin())
+            .args(submit_args(jobs, name))
+            .env("PATH", &path)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let o = run(&open, "w", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no sticky bit"), "{}", stderr(&o));
+    assert!(!open.join("w").exists());
+    // The same with the sticky bit (like /tmp): nobody else can rename the job away.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = run(&open, "w", &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A team directory that belongs to another user.
+    let team = d.path().join("team");
+    std::fs::create_dir(&team).unwrap();
+    std::os::unix::fs::chown(&team, Some(other_uid()), None).unwrap();
+    let o = run(&team, "t", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(OTHER) && e.contains("jobs_root_shared: group"),
+        "{e}"
+    );
+    let o = run(&team, "t", &[("OVLAUNCH_JOBS_ROOT_SHARED", "group")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// A `.ovlaunch.yaml` another user wrote in a directory everyone can write (with a jobs root
+/// and an `LD_PRELOAD` env) is refused, naming the file, its owner and the setting; the same
+/// file is obeyed once its directory is declared safe. A project file of this user in a
+/// directory everyone can write without the sticky bit is refused too.
+#[test]
+fn a_project_profile_someone_else_could_write_is_refused() {
+    if !root_or_skip("a_project_profile_someone_else_could_write_is_refused") {
+        return;
+    }
+    let d = open_tempdir();
+    let shared = d.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = shared.join(".ovlaunch.yaml");
+    let o = as_other(&format!(
+        "printf 'default_profile: x\\nprofiles:\\n  x:\\n    jobs_root: {}/evil\\n    env: {{LD_PRELOAD: /tmp/evil.so}}\\n' > {}",
+        d.path().display(),
+        planted.display()
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let work = shared.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let dry = |env: &[(&str, &str)]| {
+        Command::new(bin())
+            .args(["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run"])
+            .current_dir(&work)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let o = dry(&[]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&planted.display().to_string())
+            && e.contains(OTHER)
+            && e.contains("OVLAUNCH_SAFE_DIRECTORY"),
+        "{e}"
+    );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("evil"));
+    let safe = shared.display().to_string();
+    let o = dry(&[("OVLAUNCH_SAFE_DIRECTORY", safe.as_str())]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("LD_PRELOAD"));
+    // This user's own file, in a directory everyone can write without the sticky bit.
+    let open = d.path().join("open");
+    std::fs::create_dir_all(open.join("w")).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(open.join(".ovlaunch.yaml"), "profiles: {}\n").unwrap();
+    let o = Command::new(bin())
+        .args(["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run"])
+        .current_dir(open.join("w"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every user can write"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A recipe directory with another user's recipe is refused the same way.
+#[test]
+fn a_recipe_directory_with_someone_elses_recipe_is_refused() {
+    if !root_or_skip("a_recipe_directory_with_someone_elses_recipe_is_refused") {
+        return;
+    }
+    let d = open_tempdir();
+    let dir = d.path().join("recipes");
+    std::fs::create_dir(&dir).unwrap();
+    let r = dir.join("mine.yaml");
+    std::fs::write(
+        &r,
+        "name: mine\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n",
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&r, Some(other_uid()), None).unwrap();
+    let o = Command::new(bin())
+        .args([
+            "--recipe",
+            "mine",
+            "--gpus",
+            "cpux1",
+            "--dry-run",
+            "--recipe-dir",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("mine.yaml") && e.contains(OTHER) && e.contains("--recipe-dir"),
+        "{e}"
+    );
+}
+
+/// A record is evidence: one edited to name another directory, one another user owns, and
+/// one that is a symlink make `status`, `logs` and `cancel` exit 2 without running any Slurm
+/// tool and without writing anything anywhere.
+#[test]
+fn tampered_records_are_refused() {
+    if !root_or_skip("tampered_records_are_refused") {
+        return;
+    }
+    let d = open_tempdir();
+    let jobs = d.path().join("jobs");
+    let path = stand_in_sbatch(d.path(), 8, "0", "");
+    let o = Command::new(bin())
+        .args(submit_args(&jobs, "r"))
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = jobs.join("r");
+    // What submit asked Slurm is not what is checked below.
+    let _ = std::fs::remove_file(d.path().join("calls"));
+    let rec_path = job.join("submission.json");
+    let original = std::fs::read_to_string(&rec_path).unwrap();
+    let elsewhere = d.path().join("victim");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let jobs_cmd = |what: &str| -> Vec<(String, Output)> {
+        ["status", "logs", "cancel"]
+            .iter()
+            .map(|c| {
+                let o = Command::new(bin())
+                    .args([c, job.to_str().unwrap()])
+                    .env("PATH", &path)
+                    .output()
+                    .unwrap();
+                (format!("{what}: {c}"), o)
+            })
+            .collect()
+    };
+    // 1. A record (intent only: no id, so status would complete it) naming another directory.
+    let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+    v["job_dir"] = elsewhere.display().to_string().into();
+    v["state"] = "submitting".into();
+    v["job_id"] = serde_json::Value::Null;
+    std::fs::write(&rec_path, serde_json::to_string(&v).unwrap()).unwrap();
+    let mut runs = jobs_cmd("names another directory");
+    // 2. The right directory, but another user's record.
+    std::fs::write(&rec_path, &original).unwrap();
+    std::os::unix::fs::chown(&rec_path, Some(other_uid()), None).unwrap();
+    runs.extend(jobs_cmd("another user's record"));
+    // 3. A symlink to a record elsewhere.
+    std::fs::remove_file(&rec_path).unwrap();
+    let real = d.path().join("real.json");
+    std::fs::write(&real, &original).unwrap();
+    std::os::unix::fs::symlink(&real, &rec_path).unwrap();
+    runs.extend(jobs_cmd("a symlink"));
+    for (what, o) in runs {
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("submission.json"),
+            "{what}: {}",
+            stderr(&o)
+        );
+    }
+    assert!(
+        !d.path().join("calls").exists(),
+        "a Slurm tool ran: {}",
+        std::fs::read_to_string(d.path().join("calls")).unwrap_or_default()
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    // Restored, the record is obeyed again (status asks Slurm, whose stand-in fails: exit 1).
+    std::fs::remove_file(&rec_path).unwrap();
+    std::fs::write(&rec_path, &original).unwrap();
+    let o = Command::new(bin())
+        .args(["status", job.to_str().unwrap()])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(d.path().join("calls").exists());
+}
+
+/// A job whose record is sound, with a stand-in `scontrol` that reports it RUNNING (its own
+/// name and directory, the directory holding a space) until `done` exists, then COMPLETED.
+fn running_job(d: &Path) -> (PathBuf, String) {
+    let job = d.join("my jobs").join("f");
+    std::fs::create_dir_all(job.parent().unwrap()).unwrap();
+    let path = stand_in_sbatch(d, 9, "0", "");
+    let o = Command::new(bin())
+        .args(submit_args(job.parent().unwrap(), "f"))
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let scontrol = d.join("bin").join("scontrol");
+    std::fs::write(
+        &scontrol,
+        format!(
+            "#!/bin/bash\nst=RUNNING; [ -e {done} ] && st=COMPLETED\necho \"JobId=9 JobName=f UserId=root(0) JobState=$st Reason=None Restarts=0 ExitCode=0:0 SubmitTime=2026-01-01T00:00:00 Command={j}/launch.sbatch WorkDir={j} StdErr={j}/slurm-9.out StdIn=/dev/null StdOut={j}/slurm-9.out Power=\"\n",
+            done = d.join("done").display(),
+            j = job.display()
+        ),
+    )
+    .unwrap();
+    (job, path)
+}
+
+/// `logs` streams: a 1.5 GiB output file (sparse) passes through under a 1 GiB address-space
+/// limit; a FIFO at the output's path is refused at once, not waited on.
+#[test]
+fn logs_stream_in_bounded_memory_and_refuse_a_fifo() {
+    if !root_or_skip("logs_stream_in_bounded_memory_and_refuse_a_fifo") {
+        return;
+    }
+    let d = open_tempdir();
+    let (job, path) = running_job(d.path());
+    let out = job.join("slurm-9.out");
+    let f = std::fs::File::create(&out).unwrap();
+    f.set_len(1536 << 20).unwrap();
+    drop(f);
+    let o = Command::new("bash")
+        .args(["-c", "ulimit -v 1048576; \"$0\" logs \"$1\" | wc -c"])
+        .arg(bin())
+        .arg(&job)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        (1536u64 << 20).to_string()
+    );
+    std::fs::remove_file(&out).unwrap();
+    nix::unistd::mkfifo(&out, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let started = std::time::Instant::now();
+    let o = Command::new(bin())
+        .args(["logs", job.to_str().unwrap()])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+/// `logs -f` across a rotation (the file renamed away, with lines still written to it, and a
+/// new one created) and a truncation refilled past the point read, between two polls: every
+/// line once, in order. (Before: the first lines after each were lost, 6 of 6.)
+#[test]
+fn logs_follow_across_rotation_and_truncation() {
+    if !root_or_skip("logs_follow_across_rotation_and_truncation") {
+        return;
+    }
+    let d = open_tempdir();
+    let (job, path) = running_job(d.path());
+    let out = job.join("slurm-9.out");
+    let writer = format!(
+        "set -e; o={o}
+         exec 3>>\"$o\"; for i in 1 2 3 4 5; do echo line$i >&3; done; sleep 1
+         mv \"$o\" \"$o.1\"; echo line6 >&3; exec 3>&-
+         exec 3>>\"$o\"; for i in 7 8; do echo line$i >&3; done; sleep 1
+         : > \"$o\"; for i in 9 10 11 12 13 14 15; do echo line$i >&3; done; sleep 1
+         touch {done}",
+        o = out.display().to_string().replace(' ', "\\ "),
+        done = d.path().join("done").display()
+    );
+    let w = Command::new("bash").args(["-c", &writer]).spawn().unwrap();
+    let o = Command::new(bin())
+        .args(["logs", "-f", job.to_str().unwrap()])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let w = w.wait_with_output().unwrap();
+    assert!(w.status.success());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let want: String = (1..=15).map(|i| format!("line{i}\n")).collect();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), want);
+}
+
+/// Every bad value the adversarial pass found accepted is refused with exit 2, a message
+/// naming the flag or field, and nothing written; extreme numbers take bounded time.
+#[test]
+fn bad_values_are_refused_naming_what_is_wrong() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n).display().to_string();
+    let recipe = "name: r\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n";
+    std::fs::write(d.path().join("r.yaml"), recipe).unwrap();
+    std::fs::write(
+        d.path().join("dup.yaml"),
+        format!("{recipe}variants:\n  - {{gpu: h100, precision: bf16}}\n  - {{gpu: h100, precision: bf16}}\n"),
+    )
+    .unwrap();
+    let cpu = "{kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1}";
+    std::fs::write(
+        d.path().join("quantum.yaml"),
+        format!(
+            "- {}\n",
+            cpu.replace("generation: cpu", "generation: quantum")
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.path().join("twice.yaml"), format!("- {cpu}\n- {cpu}\n")).unwrap();
+    let proj = d.path().join("proj");
+    std::fs::create_dir(&proj).unwrap();
+    std::fs::write(
+        proj.join(".ovlaunch.yaml"),
+        "profiles:\n  x:\n    env: {\"a=b\": x}\n",
+    )
+    .unwrap();
+    let jobs = p("jobs");
+    let dry = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["--recipe", &p("r.yaml"), "--gpus", "cpux1", "--dry-run"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let submit = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "submit",
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--jobs-root",
+            &jobs,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            submit(&["--time", "abc"]),
+            "--time: `abc` is not a Slurm time",
+        ),
+        (submit(&["--account", ""]), "--account: `` is empty"),
+        (
+            submit(&["--account", "-x"]),
+            "--account: `-x` starts with `-`",
+        ),
+        (
+            submit(&["--partition", "a b"]),
+            "--partition: `a b` is not a Slurm name",
+        ),
+        (
+            submit(&["--dependency", "a b"]),
+            "--dependency: `a b` has `a b`",
+        ),
+        (submit(&["--cpus-per-task", "0"]), "--cpus-per-task: 0"),
+        (
+            dry(&["--set", "model.moe_layer_freq=[1,\"a\"]"]),
+            "model.moe_layer_freq:",
+        ),
+        (
+            dry(&["--set", "model.window_size=[1,2,3]"]),
+            "model.window_size:",
+        ),
+        (dry(&["--set", "model.fp8_margin=-1"]), "model.fp8_margin:"),
+        (
+            dry(&["--set", "mixed_precision.fp8_margin=-1"]),
+            "mixed_precision.fp8_margin:",
+        ),
+        (
+            dry(&["--set", "model.hidden_size=63"]),
+            "model.hidden_size, model.num_attention_heads:",
+        ),
+        (
+            dry(&[
+                "--set",
+                "model.virtual_pipeline_model_parallel_size=4294967295",
+            ]),
+            "pipeline_model_parallel_size > 1",
+        ),
+        (
+            [
+                "--recipe",
+                "llama70b",
+                "--gpus",
+                "h100x64",
+                "--dry-run",
+                "--set",
+                "model.virtual_pipeline_model_parallel_size=4294967295",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            "model.virtual_pipeline_model_parallel_size",
+        ),
+        (
+            ["--recipe", &p("dup.yaml"), "--gpus", "h100x8", "--dry-run"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            "listed twice",
+        ),
+        (
+            dry(&["--hardware-file", &p("quantum.yaml")]),
+            "generation `quantum`",
+        ),
+        (
+            dry(&["--hardware-file", &p("twice.yaml")]),
+            "GPU kind `cpu` is defined twice",
+        ),
+        (
+            dry(&["--profile", "x"]),
+            "`a=b` is not an environment variable name",
+        ),
+    ];
+    for (args, want) in cases {
+        let started = std::time::Instant::now();
+        let o = Command::new(bin())
+            .args(&args)
+            .current_dir(&proj)
+            .env("PATH", "/nonexistent")
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(want), "{args:?}: wanted {want:?} in {e}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(!Path::new(&jobs).exists(), "nothing was written");
+}
+
+/// `submit > /dev/full`: the job is queued and recorded, so the failure to print the answer
+/// is a warning on stderr, and the exit code is 0 (a 1 would have someone submit it again).
+#[test]
+fn a_queued_job_whose_answer_cannot_be_printed_is_still_a_success() {
+    let d = tempfile::tempdir().unwrap();
+    let path = stand_in_sbatch(d.path(), 11, "0", "");
+    let jobs = d.path().join("jobs");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = Command::new(bin())
+        .args([
+            "submit",
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--jobs-root",
+        ])
+        .arg(&jobs)
+        .env("PATH", &path)
+        .stdout(full)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("job 11 is queued and recorded"), "{e}");
+    let rec =
+        std::fs::read_to_string(jobs.join("llama3_8b-h100x8").join("submission.json")).unwrap();
+    assert!(rec.contains("\"11\""), "{rec}");
+}

@@ -1,0 +1,353 @@
+//! A user's recipe file on a Bridge base reaches Bridge's trainer as planned: every value the
+//! file states, changed one at a time, is in the plan, on the trainer line, and (with the real
+//! Megatron-Bridge 0.6.2 in `OVLAUNCH_BRIDGE_PYTHON`) in the `ConfigContainer` Bridge's runner
+//! builds from that line, with no other plan field differing (`bridge_proof::diff_case`).
+//!
+//! The files are `tests/fixtures/user-recipes/` (dense and MoE); a value is changed to another
+//! valid one by a rule of its type (an integer halved, a float halved, a boolean flipped, an env
+//! value replaced, an env unset given a value), never by a table of expected answers.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::bridge_proof::{diff_case, job_dir, probe, trainer_argv, user_recipe};
+use crate::common::*;
+
+/// The config sections a recipe file states values in (`name`, `description`, ... are not).
+fn is_section(k: &str) -> bool {
+    ovlaunch::config::sections().any(|s| s == k)
+}
+
+/// Every stated leaf of the file's config sections: (section, field, value).
+fn stated(tree: &Value) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    for (section, fields) in tree.as_object().into_iter().flatten() {
+        if !is_section(section) {
+            continue;
+        }
+        for (field, v) in fields.as_object().into_iter().flatten() {
+            out.push((section.clone(), field.clone(), v.clone()));
+        }
+    }
+    out
+}
+
+/// Another valid value of the same type.
+fn mutated(v: &Value) -> Value {
+    match v {
+        Value::Bool(b) => json!(!b),
+        Value::Number(n) if n.is_u64() => {
+            let n = n.as_u64().unwrap();
+            json!(if n >= 2 { n / 2 } else { n + 1 })
+        }
+        Value::Number(n) => json!(n.as_f64().unwrap() / 2.0),
+        Value::String(s) => json!(format!("{s}-changed")),
+        // an env variable the file unsets gets a value
+        Value::Null => json!("262144"),
+        other => panic!("no mutation rule for {other}"),
+    }
+}
+
+/// The value an env variable of the plan or of the trainer's environment must hold.
+fn env_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+struct Mutation {
+    id: String,
+    section: String,
+    field: String,
+    value: Value,
+    args: Vec<String>,
+    world: u32,
+}
+
+#[test]
+fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mutations = Vec::new();
+    for (name, gpus, world) in [("dense", "h100x8", 8u32), ("moe", "h100x16", 16)] {
+        let path = user_recipe(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let tree: Value = ovlaunch::yaml::parse(&text, &path).unwrap();
+        let fields = stated(&tree);
+        assert!(fields.len() >= 8, "{name}: {} stated values", fields.len());
+        for (section, field, v) in fields {
+            let new = mutated(&v);
+            let mut t = tree.clone();
+            t[&section][&field] = new.clone();
+            let id = format!("{name}-{section}-{field}");
+            let file = dir.path().join(format!("{id}.yaml"));
+            // JSON is YAML
+            std::fs::write(&file, t.to_string()).unwrap();
+            mutations.push(Mutation {
+                id,
+                section,
+                field,
+                value: new,
+                args: vec![
+                    "--recipe".into(),
+                    file.display().to_string(),
+                    "--gpus".into(),
+                    gpus.into(),
+                ],
+                world,
+            });
+        }
+    }
+    let mut plans = BTreeMap::new();
+    let mut inputs = Vec::new();
+    let mut report = Vec::new();
+    for m in &mutations {
+        let mut args: Vec<&str> = vec!["plan"];
+        args.extend(m.args.iter().map(String::as_str));
+        args.extend(["-o", "json"]);
+        let plan: Value = serde_json::from_str(&ok(&args)).unwrap();
+        // the plan holds the new value
+        let planned = if m.section == "env_vars" {
+            plan["env"][&m.field]["value"].clone()
+        } else {
+            plan[&m.section][&m.field].clone()
+        };
+        let want = if m.section == "env_vars" {
+            json!(env_text(&m.value))
+        } else {
+            m.value.clone()
+        };
+        if planned != want {
+            report.push(format!("{}: the plan holds {planned}, not {want}", m.id));
+        }
+        // the trainer line carries it (env variables travel in the launch environment)
+        let mut over = vec!["overrides"];
+        over.extend(m.args.iter().map(String::as_str));
+        let words = ok(&over);
+        let path = format!("{}.{}", m.section, m.field);
+        if m.section != "env_vars" && !words.lines().any(|l| l.starts_with(&format!("{path}="))) {
+            // no word: right only when Bridge's function already returns the new value, which
+            // the file without the field then plans
+            let file = &m.args[1];
+            let mut t: Value =
+                ovlaunch::yaml::parse(&std::fs::read_to_string(file).unwrap(), file).unwrap();
+            t[&m.section].as_object_mut().unwrap().remove(&m.field);
+            let without = format!("{file}.without.yaml");
+            std::fs::write(&without, t.to_string()).unwrap();
+            let a = [
+                "plan", "--recipe", &without, "--gpus", &m.args[3], "-o", "json",
+            ];
+            let base: Value = serde_json::from_str(&ok(&a)).unwrap();
+            if base[&m.section][&m.field] != m.value {
+                report.push(format!(
+                    "{}: no {path} word on the trainer line, and Bridge's function returns {}:\n{words}",
+                    m.id, base[&m.section][&m.field]
+                ));
+            }
+        }
+        let dir = job_dir(&m.id);
+        let mut dry: Vec<&str> = m.args.iter().map(String::as_str).collect();
+        dry.extend(["--job-dir", &dir, "--dry-run"]);
+        let argv = trainer_argv(&ok(&dry));
+        let env: BTreeMap<String, String> = plan["env"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").to_string()))
+            .collect();
+        inputs.push(
+            json!({"id": m.id, "argv": argv, "world_size": m.world, "gpu": "h100", "env": env}),
+        );
+        plans.insert(m.id.clone(), plan);
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+    let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
+        let required = std::env::var("OVLAUNCH_REQUIRE_BRIDGE").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)"
+        );
+        eprintln!(
+            "Bridge part skipped: OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)"
+        );
+        return;
+    };
+    let bridge = probe(&python, &Value::Array(inputs));
+    for m in &mutations {
+        let b = &bridge[&m.id];
+        if b["ok"].as_bool() != Some(true) {
+            report.push(format!("{}: Bridge refuses: {}", m.id, b["error"]));
+            continue;
+        }
+        let arrived = if m.section == "env_vars" {
+            json!(b["env"][&m.field].as_str().map(str::to_string))
+        } else {
+            b["config"][&m.section][&m.field].clone()
+        };
+        let want = if m.section == "env_vars" {
+            json!(env_text(&m.value))
+        } else {
+            m.value.clone()
+        };
+        let same = match (&arrived, &want) {
+            (Value::Number(a), Value::Number(w)) => {
+                (a.as_f64().unwrap() - w.as_f64().unwrap()).abs() <= 1e-12
+            }
+            _ => arrived == want,
+        };
+        if !same {
+            report.push(format!(
+                "{}: Bridge's trainer holds {arrived}, the file {want}",
+                m.id
+            ));
+        }
+        for line in diff_case(&plans[&m.id], &b["config"], &b["classes"], &b["env"]) {
+            report.push(format!("{}: {line}", m.id));
+        }
+    }
+    eprintln!(
+        "{} changed values of 2 user recipe files: {} differences",
+        mutations.len(),
+        report.len()
+    );
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// A recipe file in a fresh directory (its path redacted in transcripts as `DIR`).
+fn file_in(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// A recipe file that names no Bridge function is refused before a job that would run Bridge's
+/// runner is written, with the closest functions of its family; one that names a function the
+/// catalogue lacks is refused at once, with the closest.
+#[test]
+fn a_user_recipe_without_a_bridge_function_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let none = file_in(
+        dir.path(),
+        "small_llama.yaml",
+        "name: small_llama\nfamily: llama\nmodel: {num_layers: 16}\n",
+    );
+    // a job that would run Bridge's runner is refused before anything is written; a trainer
+    // of the job's own runs it
+    insta::assert_snapshot!(transcript(
+        &["--recipe", &none, "--gpus", "h100x8", "--dry-run"],
+        &[(&d, "DIR")]
+    ));
+    let err = usage_error(&["overrides", "--recipe", &none, "--gpus", "h100x8"]);
+    assert!(err.contains("names no Megatron-Bridge function"), "{err}");
+    ok(&[
+        "--recipe",
+        &none,
+        "--gpus",
+        "h100x8",
+        "--dry-run",
+        "--",
+        "python3",
+        "train.py",
+    ]);
+    let unknown = file_in(
+        dir.path(),
+        "typo.yaml",
+        "name: typo\nfamily: qwen\nbridge_recipe: qwen3_30b_a3b_pretrain_16gpu_h100_bf16\n",
+    );
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &unknown, "--gpus", "h100x16"],
+        &[(&d, "DIR")]
+    ));
+}
+
+/// `--precision fp8mx` or `nvfp4` on Hopper says the hardware fact.
+#[test]
+fn mxfp8_and_nvfp4_on_hopper_name_blackwell() {
+    insta::assert_snapshot!(transcript(
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--precision",
+            "fp8mx"
+        ],
+        &[]
+    ));
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        &user_recipe("dense"),
+        "--gpus",
+        "h100x8",
+        "--precision",
+        "nvfp4",
+    ]);
+    assert!(err.contains("needs a Blackwell GPU"), "{err}");
+}
+
+/// A recipe directory is indexed by file name: only the named file is read, so a malformed
+/// file beside it breaks no job, and a file whose `name:` is not its file name is refused.
+#[test]
+fn a_recipe_directory_is_read_by_file_name_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    file_in(dir.path(), "broken.yaml", "name: [this is not\n");
+    file_in(
+        dir.path(),
+        "dense.yaml",
+        &std::fs::read_to_string(user_recipe("dense")).unwrap(),
+    );
+    file_in(
+        dir.path(),
+        "renamed.yaml",
+        &std::fs::read_to_string(user_recipe("dense")).unwrap(),
+    );
+    // a shipped recipe and a user one, with the malformed file in the directory
+    ok(&[
+        "plan",
+        "--recipe-dir",
+        &d,
+        "--recipe",
+        "llama3_8b",
+        "--gpus",
+        "h100x8",
+    ]);
+    let words = ok(&[
+        "overrides",
+        "--recipe-dir",
+        &d,
+        "--recipe",
+        "dense",
+        "--gpus",
+        "h100x8",
+    ]);
+    assert!(words.contains("model.num_layers=16"), "{words}");
+    insta::assert_snapshot!(transcript(
+        &[
+            "plan",
+            "--recipe-dir",
+            &d,
+            "--recipe",
+            "renamed",
+            "--gpus",
+            "h100x8"
+        ],
+        &[(&d, "DIR")]
+    ));
+    insta::assert_snapshot!(transcript(
+        &[
+            "plan",
+            "--recipe-dir",
+            &d,
+            "--recipe",
+            "broken",
+            "--gpus",
+            "h100x8"
+        ],
+        &[(&d, "DIR")]
+    ));
+}
