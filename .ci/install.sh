@@ -4,7 +4,7 @@
 # at all when nothing is missing.  Must run as root.
 #
 # Usage: .ci/install.sh [COMPONENT...]
-# Components (default: all six):
+# Components (default: all seven):
 #   slurm       slurmctld slurmd slurm-client slurm-wlm munge
 #   oci         crun (Slurm's OCI containers, see slurm-up.sh) and busybox-static
 #               (the tests build a small root filesystem from it)
@@ -16,6 +16,8 @@
 #   torch       python3-torch (Debian's CPU build, torch 1.13.1) plus a
 #               one-line fix so that its torchrun works on Python 3.11
 #   hyperfine   hyperfine; optional: a failure to install it is only reported
+#   ssh         openssh-server and openssh-client (the remote-submission test starts
+#               its own sshd on a high port in front of the local Slurm)
 #
 # Output: one line per component on stderr; apt's own output goes to
 # ${OVLAUNCH_CI_LOG:-${TMPDIR:-/tmp}/ovlaunch-ci-install.log} and is shown
@@ -34,7 +36,7 @@ APT_LOG=${OVLAUNCH_CI_LOG:-${TMP_BASE%/}/ovlaunch-ci-install.log}
 export DEBIAN_FRONTEND=noninteractive
 
 if [ $# -eq 0 ]; then
-  set -- slurm oci rank-cross lint torch hyperfine
+  set -- slurm oci rank-cross lint torch hyperfine ssh
 fi
 
 installed() { # pkg -> 0 when dpkg has it fully installed
@@ -117,7 +119,8 @@ for c in "$@"; do
     lint|shellcheck) REQUIRED+=(shellcheck) ;;
     torch) REQUIRED+=(python3-torch); WANT_TORCH=1 ;;
     hyperfine) WANT_HYPERFINE=1 ;;
-    *) die "unknown component '$c' (slurm oci rank-cross lint torch hyperfine)" ;;
+    ssh) REQUIRED+=(openssh-server openssh-client) ;;
+    *) die "unknown component '$c' (slurm oci rank-cross lint torch hyperfine ssh)" ;;
   esac
 done
 
@@ -127,7 +130,7 @@ if [ ${#REQUIRED[@]} -gt 0 ]; then
 fi
 for p in "${REQUIRED[@]}"; do
   case "$p" in
-    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static) log "$p $(version "$p")" ;;
+    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static|openssh-server) log "$p $(version "$p")" ;;
   esac
 done
 if [ "$WANT_TORCH" = 1 ]; then

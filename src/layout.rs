@@ -41,6 +41,10 @@ pub const OCI_CONFIG: &str = "oci/config.json";
 pub const OCI_ROOTFS: &str = "oci/rootfs";
 /// The submission record (see `backend::record`).
 pub const SUBMISSION: &str = "submission.json";
+/// The user's code shipped with the job (`--package`), a tar archive, and the directory
+/// the job script unpacks it into.
+pub const PACKAGE_ARCHIVE: &str = "code.tar";
+pub const PACKAGE_DIR: &str = "code";
 pub const LOGS_DIR: &str = "logs";
 /// sbatch's `--output` pattern (`%j` is the job id).
 pub const SLURM_OUTPUT_PATTERN: &str = "slurm-%j.out";

@@ -22,6 +22,7 @@ pub mod precision;
 pub mod render;
 pub mod resolve;
 pub mod secret;
+pub mod shell;
 pub mod version;
 pub mod yaml;
 

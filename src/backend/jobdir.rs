@@ -33,6 +33,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg, OFlag, openat};
 use nix::sys::stat::{Mode, fchmod, mkdirat};
 
+use super::host::Host;
 use crate::error::{Error, Result};
 use crate::layout::{JobFile, LOGS_DIR};
 
@@ -42,6 +43,8 @@ pub enum Asset {
     Executable { name: String, from: PathBuf },
     /// `name` becomes a symlink to `target` (an OCI bundle's `rootfs`).
     Symlink { name: String, target: PathBuf },
+    /// `name` becomes a copy of `from` with mode 0644 (the `--package` archive).
+    File { name: String, from: PathBuf },
 }
 
 /// Who may own the directory job directories are created in.
@@ -156,9 +159,14 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
     }
     for a in assets {
         match a {
-            Asset::Executable { name, from } => {
+            Asset::Executable { name, from } | Asset::File { name, from } => {
+                let mode = if matches!(a, Asset::Executable { .. }) {
+                    0o755
+                } else {
+                    0o644
+                };
                 let mut src = fs::File::open(from).map_err(|e| io_err("copy", from, &e))?;
-                let mut dst = create_file(fd, tmp, name, 0o755)?;
+                let mut dst = create_file(fd, tmp, name, mode)?;
                 std::io::copy(&mut src, &mut dst).map_err(|e| io_err("copy", from, &e))?;
                 dst.sync_all()
                     .map_err(|e| io_err("sync", &tmp.join(name), &e))?;
@@ -548,20 +556,21 @@ fn unescape_octal(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The local filesystem type `dir` (or its nearest existing ancestor) is on, if it is one.
-pub fn local_filesystem(dir: &Path) -> Option<String> {
-    let existing = dir.ancestors().find(|p| p.exists())?;
-    let existing = existing.canonicalize().ok()?;
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    fs_type_in(&info, &existing).filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
+/// The local filesystem type `dir` (or its nearest existing ancestor) is on, if it is one,
+/// on `host`.
+pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
+    host.fs_type(dir)
+        .filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
 }
 
 /// The warning for a Slurm job whose directory compute nodes may not see.
-pub fn visibility_warning(dir: &Path) -> Option<String> {
-    local_filesystem(dir).map(|fs| {
+pub fn visibility_warning(host: &dyn Host, dir: &Path) -> Option<String> {
+    local_filesystem(host, dir).map(|fs| {
         format!(
-            "the job directory {} is on a local filesystem ({fs}): compute nodes other than this machine cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
-            dir.display()
+            "the job directory {}{} is on a local filesystem ({fs}): compute nodes other than {} cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
+            dir.display(),
+            host.on(),
+            if host.remote().is_some() { "the login node" } else { "this machine" }
         )
     })
 }
@@ -590,6 +599,9 @@ mod tests {
 
     #[test]
     fn proc_is_not_a_local_disk() {
-        assert_eq!(local_filesystem(Path::new("/proc")), None);
+        assert_eq!(
+            local_filesystem(&super::super::host::Local, Path::new("/proc")),
+            None
+        );
     }
 }

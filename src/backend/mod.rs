@@ -8,12 +8,14 @@
 //! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].
 //! A new backend is a new [`Executor`] variant plus one `impl Backend`.
 
+pub mod host;
 pub mod jobdir;
 pub mod local;
 pub mod rankbin;
 pub mod record;
 pub mod signals;
 pub mod slurm;
+pub mod ssh;
 pub mod state;
 pub mod tail;
 
@@ -21,6 +23,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::layout::{self, Artifacts};
+use host::Host;
 use record::Submission;
 pub use state::JobStatus;
 
@@ -46,10 +49,12 @@ impl Executor {
             .find(|e| e.name() == name)
     }
 
-    pub fn backend(self) -> &'static dyn Backend {
+    /// The backend that runs jobs this way on `host` (the local executor is always this
+    /// machine).
+    pub fn backend(self, host: Box<dyn Host>) -> Box<dyn Backend> {
         match self {
-            Executor::Slurm => &slurm::Slurm,
-            Executor::Local => &local::Local,
+            Executor::Slurm => Box::new(slurm::Slurm { host }),
+            Executor::Local => Box::new(local::Local),
         }
     }
 }
@@ -86,18 +91,30 @@ pub trait Backend {
     fn cancel(&self, rec: &Submission) -> Result<Cancelled>;
     /// The job's output so far; with `follow`, also what arrives until the job ends.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()>;
+    /// Whether the job directory `dir` no longer exists (a refused submission removed it).
+    fn gone(&self, dir: &Path) -> bool {
+        !dir.exists()
+    }
 }
 
-/// The backend a recorded job used.
-pub fn of(rec: &Submission) -> Result<&'static dyn Backend> {
-    Executor::from_name(&rec.executor)
-        .map(Executor::backend)
-        .ok_or_else(|| {
-            Error::runtime(format!(
-                "job {} names an unknown executor `{}`",
-                rec.job_name, rec.executor
-            ))
-        })
+/// The backend a recorded job used, on the host it names (this machine when none).
+pub fn of(rec: &Submission) -> Result<Box<dyn Backend>> {
+    let executor = Executor::from_name(&rec.executor).ok_or_else(|| {
+        Error::runtime(format!(
+            "job {} names an unknown executor `{}`",
+            rec.job_name, rec.executor
+        ))
+    })?;
+    Ok(executor.backend(host_of(rec.host.as_deref())?))
+}
+
+/// The host a job's commands run on: `None` is this machine, `Some("USER@LOGIN")` a login
+/// node reached over SSH.
+pub fn host_of(remote: Option<&str>) -> Result<Box<dyn Host>> {
+    Ok(match remote {
+        None => Box::new(host::Local),
+        Some(target) => Box::new(ssh::Ssh::new(target)?),
+    })
 }
 
 /// What a job directory holds besides the rendered artifacts: files the CLI prepared from
@@ -106,15 +123,22 @@ pub fn of(rec: &Submission) -> Result<&'static dyn Backend> {
 pub struct Extras<'a> {
     pub files: Vec<layout::JobFile<'a>>,
     pub assets: Vec<jobdir::Asset>,
+    /// The user's code shipped with the job, for the record.
+    pub package: Option<record::PackageRecord>,
     /// Whether the directory the job directory goes into may belong to another user.
     pub sharing: jobdir::Sharing,
 }
 
 /// Writes the job directory `dir` from `artifacts` and `extras` (without starting anything).
-pub fn write_job_dir(dir: &Path, artifacts: &Artifacts, extras: &Extras<'_>) -> Result<()> {
+pub fn write_job_dir(
+    host: &dyn Host,
+    dir: &Path,
+    artifacts: &Artifacts,
+    extras: &Extras<'_>,
+) -> Result<()> {
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
-    jobdir::create_with(dir, &files, &extras.assets, extras.sharing)
+    host.write_tree(dir, &files, &extras.assets, extras.sharing)
 }
 
 /// Writes the job directory `dir` from `artifacts` and starts the job with `executor`
@@ -127,8 +151,15 @@ pub fn write_job_dir(dir: &Path, artifacts: &Artifacts, extras: &Extras<'_>) -> 
 /// SIGHUP wait while the directory is written and, for a scheduler, until the scheduler has
 /// answered and the answer is recorded: a signal before the scheduler is asked removes the
 /// directory; one after it is reported once the job is recorded.
+///
+/// On a remote host (`host.remote()`), `mirror` is a directory of this machine that keeps a
+/// copy of the record (written with the intent before `sbatch`, then with the answer), so
+/// `status`, `logs`, `cancel` and `list` find the job from here.
+#[allow(clippy::too_many_arguments)]
 pub fn submit(
     executor: Executor,
+    host: Box<dyn Host>,
+    mirror: Option<&Path>,
     dir: &Path,
     job_name: &str,
     artifacts: &Artifacts,
@@ -137,19 +168,42 @@ pub fn submit(
     job_output: local::JobOutput,
 ) -> Result<Started> {
     let mut rec = new_record(executor, dir, job_name, command_line);
+    rec.host = host.remote().map(str::to_string);
+    rec.package = extras.package.clone();
     let intent = record_text(&rec)?;
+    let there = record_text(&as_seen_there(&rec))?;
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
     files.push(layout::JobFile {
         name: layout::SUBMISSION,
-        contents: &intent,
+        contents: &there,
         private: false,
         executable: false,
     });
     let guard = signals::Deferred::install();
-    jobdir::create_with(dir, &files, &extras.assets, extras.sharing)?;
+    host.write_tree(dir, &files, &extras.assets, extras.sharing)?;
+    let mirror = mirror.filter(|_| host.remote().is_some());
+    let mirrored = match mirror {
+        Some(m) => jobdir::create(
+            m,
+            &[layout::JobFile {
+                name: layout::SUBMISSION,
+                contents: &intent,
+                private: false,
+                executable: false,
+            }],
+        ),
+        None => Ok(()),
+    };
+    if let Err(e) = mirrored {
+        host.remove_tree(dir);
+        return Err(e);
+    }
     if let Some(sig) = guard.caught() {
-        let _ = std::fs::remove_dir_all(dir);
+        host.remove_tree(dir);
+        if let Some(m) = mirror {
+            let _ = std::fs::remove_dir_all(m);
+        }
         return Err(Error::runtime(format!(
             "stopped by {sig} before submitting; nothing was started and the job directory was removed"
         )));
@@ -159,9 +213,27 @@ pub fn submit(
         drop(guard);
         return local::submit_with(dir, &dir.join(artifacts.script_name), &mut rec, job_output);
     }
-    let started = executor
-        .backend()
-        .submit(dir, &dir.join(artifacts.script_name), &mut rec)?;
+    let backend = executor.backend(host);
+    let started = backend.submit(dir, &dir.join(artifacts.script_name), &mut rec);
+    if let Some(m) = mirror {
+        match &started {
+            Ok(_) => {
+                if let Err(e) = write_record(m, &rec) {
+                    eprintln!(
+                        "warning: the job is queued, but its record here could not be updated ({e}); `ovlaunch status {}` asks Slurm by name and directory",
+                        m.display()
+                    );
+                }
+            }
+            // Refused for sure: the backend removed the job directory, so the copy goes too;
+            // an unknown outcome keeps the intent for `status` to reconcile.
+            Err(_) if backend.gone(dir) => {
+                let _ = std::fs::remove_dir_all(m);
+            }
+            Err(_) => {}
+        }
+    }
+    let started = started?;
     if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
         eprintln!(
             "note: {sig} arrived while submitting; job {job_id} was queued and recorded first"
@@ -191,7 +263,7 @@ pub fn submit_rendered(
         drop(guard);
         return local::submit_with(dir, &script, &mut rec, job_output);
     }
-    let started = slurm::submit_recorded(dir, &script, &mut rec, &|d| {
+    let started = slurm::submit_recorded(&host::Local, dir, &script, &mut rec, &|d| {
         let _ = std::fs::remove_file(d.join(layout::SUBMISSION));
     })?;
     if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
@@ -221,6 +293,8 @@ fn new_record(executor: Executor, dir: &Path, job_name: &str, command_line: Stri
             .map(|d| d.as_secs()),
         command_line,
         exit_code: None,
+        host: None,
+        package: None,
     }
 }
 
@@ -231,4 +305,19 @@ fn record_text(rec: &Submission) -> Result<String> {
 /// Writes `submission.json` into the job directory.
 pub fn write_record(dir: &Path, rec: &Submission) -> Result<()> {
     jobdir::write_file(dir, layout::SUBMISSION, &record_text(rec)?)
+}
+
+/// Writes `submission.json` into the job directory on `host`.
+/// On a login node the record describes the job as seen there (no `host`), so
+/// `ovlaunch status` run on that node follows it too.
+pub fn write_record_on(host: &dyn Host, dir: &Path, rec: &Submission) -> Result<()> {
+    host.write_file(dir, layout::SUBMISSION, &record_text(&as_seen_there(rec))?)
+}
+
+/// The record without the host it was submitted through.
+fn as_seen_there(rec: &Submission) -> Submission {
+    Submission {
+        host: None,
+        ..rec.clone()
+    }
 }

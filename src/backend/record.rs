@@ -100,6 +100,33 @@ pub struct Submission {
     /// Local executor: the exit code of the run.
     #[serde(default)]
     pub exit_code: Option<i32>,
+    /// The login node the job was submitted through (`USER@LOGIN`, reached with ssh); absent
+    /// for a job submitted on this machine. `job_dir` is then a path on that host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The user's code shipped with the job (`--package`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<PackageRecord>,
+}
+
+/// What `--package` shipped: where from, which commit, and the archive's hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageRecord {
+    /// `git` or `dir`.
+    pub kind: String,
+    /// The repository root or directory on the submitting machine.
+    pub source: String,
+    /// `git`: the commit `HEAD` named.
+    pub commit: Option<String>,
+    /// `git`: the working tree's uncommitted changes to tracked files were included
+    /// (`--package-dirty`).
+    pub dirty: bool,
+    /// SHA-256 of the archive (`code.tar` in the job directory).
+    pub sha256: String,
+    pub bytes: u64,
+    /// A Megatron-Bridge checkout: its `src` is first on `PYTHONPATH`.
+    pub bridge_checkout: bool,
 }
 
 fn default_state() -> RecordState {
@@ -149,8 +176,15 @@ pub fn read(dir: &Path) -> Result<Submission> {
             .at_flag("JOB")
             .help("the record was edited or damaged; the job directory's other files are intact")
     })?;
-    let same = match (Path::new(&rec.job_dir).canonicalize(), dir.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
+    let same = match (
+        &rec.host,
+        Path::new(&rec.job_dir).canonicalize(),
+        dir.canonicalize(),
+    ) {
+        // A job submitted through a login node: `job_dir` is a path there, and this is the
+        // copy of its record here, in a directory of the same name.
+        (Some(_), _, _) => Path::new(&rec.job_dir).file_name() == dir.file_name(),
+        (None, Ok(a), Ok(b)) => a == b,
         _ => false,
     };
     if !same {

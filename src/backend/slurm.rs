@@ -12,30 +12,47 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::host::{Host, Local, Ran};
 use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
 use super::tail::Tail;
-use super::{Backend, Cancelled, Sink, Started, write_record};
+use super::{Backend, Cancelled, Sink, Started, write_record_on};
 use crate::error::{Error, Result};
 use crate::layout;
 
-/// Runs jobs through `sbatch`, `scontrol`/`sacct` and `scancel`.
-pub struct Slurm;
+/// Runs jobs through `sbatch`, `scontrol`/`sacct` and `scancel` on its [`Host`].
+pub struct Slurm {
+    pub host: Box<dyn Host>,
+}
+
+impl Slurm {
+    /// Slurm on this machine.
+    pub fn local() -> Slurm {
+        Slurm {
+            host: Box::new(Local),
+        }
+    }
+}
 
 impl Backend for Slurm {
     fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
+        let host = &*self.host;
         // Nothing half-written stays behind.
-        submit_recorded(dir, script, rec, &|d| {
-            let _ = std::fs::remove_dir_all(d);
-        })
+        submit_recorded(host, dir, script, rec, &|d| host.remove_tree(d))
+    }
+
+    fn gone(&self, dir: &Path) -> bool {
+        matches!(self.host.stat(dir), Ok(None))
     }
 
     fn status(&self, rec: &Submission) -> Result<JobStatus> {
-        status(&job_id(rec)?, &expected(rec))
+        let host = &*self.host;
+        status(host, &job_id(host, rec)?, &expected(rec))
     }
 
     fn cancel(&self, rec: &Submission) -> Result<Cancelled> {
-        cancel(&job_id(rec)?, &expected(rec))
+        let host = &*self.host;
+        cancel(host, &job_id(host, rec)?, &expected(rec))
     }
 
     /// Reads `slurm-JOBID.out`; with `follow`, keeps reading what is appended to it (a file
@@ -45,24 +62,35 @@ impl Backend for Slurm {
     /// file once more. A controller that stops answering, a forgotten job or a reused id
     /// ends the loop with an error instead of following forever.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
-        let id = job_id(rec)?;
+        let host = &*self.host;
+        let id = job_id(host, rec)?;
+        // A job submitted through a login node has its directory there (`dir` is the copy
+        // of its record here), and its output is read through the host.
+        let (dir, mut tail) = match host.remote() {
+            Some(_) => (
+                Path::new(&rec.job_dir),
+                Reader::Remote(RemoteTail::default()),
+            ),
+            None => (dir, Reader::Local(Tail::default())),
+        };
         let path = dir.join(layout::slurm_output(id.as_str()));
-        let mut tail = Tail::default();
         let mut checks = FollowChecks::new(Instant::now());
         loop {
-            let found = tail.read(&path, out)?;
+            let found = tail.read(host, &path, out)?;
             if !follow {
                 if !found {
-                    return Err(
-                        Error::runtime(format!("no output yet at {}", path.display()))
-                            .help("the job may still be pending; try --follow"),
-                    );
+                    return Err(Error::runtime(format!(
+                        "no output yet at {}{}",
+                        path.display(),
+                        host.on()
+                    ))
+                    .help("the job may still be pending; try --follow"));
                 }
                 return Ok(());
             }
-            if checks.due(Instant::now()) && status(&id, &expected(rec))?.phase.is_final() {
+            if checks.due(Instant::now()) && status(host, &id, &expected(rec))?.phase.is_final() {
                 // One last read after the final state, then stop.
-                tail.read(&path, out)?;
+                tail.read(host, &path, out)?;
                 tail.flush(out)?;
                 return Ok(());
             }
@@ -75,12 +103,13 @@ impl Backend for Slurm {
 /// undoes what was written for a job Slurm did not queue (the whole directory for a new job,
 /// only the record for a directory `render` wrote).
 pub fn submit_recorded(
+    host: &dyn Host,
     dir: &Path,
     script: &Path,
     rec: &mut Submission,
     discard: &dyn Fn(&Path),
 ) -> Result<Started> {
-    let submitted = match submit(script, dir) {
+    let submitted = match submit(host, script, dir) {
         Ok(s) => s,
         Err(SubmitError::NotQueued(e)) => {
             discard(dir);
@@ -89,7 +118,7 @@ pub fn submit_recorded(
         Err(SubmitError::Unknown(e)) => {
             // Whether sbatch got the job through before it failed (killed, timed out)
             // only Slurm knows: ask it before removing anything.
-            match find_submitted(&rec.job_name, &rec.job_dir) {
+            match find_submitted(host, &rec.job_name, &rec.job_dir) {
                 Ok(Some(id)) => Submitted {
                     id,
                     cluster: None,
@@ -116,7 +145,7 @@ pub fn submit_recorded(
     rec.job_id = Some(submitted.id);
     rec.cluster = submitted.cluster;
     rec.submit_time = submitted.submit_time;
-    if let Err(e) = write_record(dir, rec) {
+    if let Err(e) = write_record_on(host, dir, rec) {
         // The job is queued: say so, and report success so that nobody submits it
         // twice; the intent record lets `status` find it through Slurm.
         eprintln!(
@@ -125,6 +154,74 @@ pub fn submit_recorded(
         );
     }
     Ok(Started::Queued { job_id: id })
+}
+
+/// How `logs` reads the output: this machine's file ([`Tail`]: rotation, truncation and
+/// FIFOs handled), or a login node's through its [`Host`] ([`RemoteTail`]).
+enum Reader {
+    Local(Tail),
+    Remote(RemoteTail),
+}
+
+impl Reader {
+    fn read(&mut self, host: &dyn Host, path: &Path, out: Sink<'_>) -> Result<bool> {
+        match self {
+            Reader::Local(t) => t.read(path, out),
+            Reader::Remote(t) => t.read(host, path, out),
+        }
+    }
+
+    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
+        match self {
+            Reader::Local(t) => t.flush(out),
+            Reader::Remote(t) => t.flush(out),
+        }
+    }
+}
+
+/// A file on a remote host read from an offset (`Host::read_from`): what was appended since
+/// the last read, a file shorter than what was read (truncated) read again from its start,
+/// a UTF-8 character cut in two kept until its rest arrives.
+#[derive(Debug, Default)]
+struct RemoteTail {
+    pos: u64,
+    partial: Vec<u8>,
+}
+
+impl RemoteTail {
+    fn read(&mut self, host: &dyn Host, path: &Path, out: Sink<'_>) -> Result<bool> {
+        let Some(mut chunk) = host.read_from(path, self.pos)? else {
+            return Ok(false);
+        };
+        if chunk.len < self.pos {
+            self.pos = 0;
+            self.partial.clear();
+            let Some(again) = host.read_from(path, 0)? else {
+                return Ok(false);
+            };
+            chunk = again;
+        }
+        self.pos += chunk.bytes.len() as u64;
+        let mut buf = std::mem::take(&mut self.partial);
+        buf.extend_from_slice(&chunk.bytes);
+        let cut = match std::str::from_utf8(&buf) {
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            _ => buf.len(),
+        };
+        self.partial = buf.split_off(cut);
+        if !buf.is_empty() {
+            out(&String::from_utf8_lossy(&buf))?;
+        }
+        Ok(true)
+    }
+
+    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
+        if self.partial.is_empty() {
+            return Ok(());
+        }
+        let rest = std::mem::take(&mut self.partial);
+        out(&String::from_utf8_lossy(&rest))
+    }
 }
 
 /// How often `logs --follow` reads the output file.
@@ -173,16 +270,16 @@ fn expected(rec: &Submission) -> Expected<'_> {
 /// The record's job id; for a record that holds only the intent, Slurm is asked for a
 /// pending or running job of its name and directory, and the record is completed when one
 /// is found.
-fn job_id(rec: &Submission) -> Result<JobId> {
+fn job_id(host: &dyn Host, rec: &Submission) -> Result<JobId> {
     if let Some(id) = &rec.job_id {
         return Ok(id.clone());
     }
-    match find_submitted(&rec.job_name, &rec.job_dir)? {
+    match find_submitted(host, &rec.job_name, &rec.job_dir)? {
         Some(id) => {
             let mut done = rec.clone();
             done.job_id = Some(id.clone());
             done.state = RecordState::Submitted;
-            let _ = write_record(Path::new(&rec.job_dir), &done);
+            let _ = write_record_on(host, Path::new(&rec.job_dir), &done);
             Ok(id)
         }
         None => Err(Error::runtime(format!(
@@ -193,69 +290,30 @@ fn job_id(rec: &Submission) -> Result<JobId> {
     }
 }
 
-fn tool(name: &str) -> Result<std::path::PathBuf> {
-    which::which(name).map_err(|_| {
-        Error::runtime(format!("`{name}` not found on PATH")).help(if name == "sbatch" {
+fn tool(host: &dyn Host, name: &str) -> Result<()> {
+    if host.has_tool(name) {
+        return Ok(());
+    }
+    Err(
+        Error::runtime(format!("`{name}` not found on PATH{}", host.on())).help(if name == "sbatch" {
             "run on a Slurm login node, or use --dry-run to print the script, or --executor local"
         } else {
             "status, logs and cancel ask Slurm about the job: run them on a Slurm login node"
-        })
-    })
+        }),
+    )
 }
 
-/// What one Slurm command printed.
-struct Ran {
-    ok: bool,
-    /// Ended by a signal rather than an exit.
-    signalled: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs a Slurm command, capturing its output. A controller that is down makes the query
-/// tools retry for many seconds; `limit` bounds that wait.
-fn run(name: &str, args: &[&std::ffi::OsStr], dir: Option<&Path>, limit: Duration) -> Result<Ran> {
-    let mut cmd = duct::cmd(tool(name)?, args)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked();
-    if let Some(d) = dir {
-        cmd = cmd.dir(d);
-        // Only sbatch runs in a directory. In its own process group, a Ctrl-C at the
-        // terminal reaches ovlaunch (which defers it) but not sbatch, so a submission is
-        // never cut in half.
-        cmd = cmd.before_spawn(|c| {
-            std::os::unix::process::CommandExt::process_group(c, 0);
-            Ok(())
-        });
-    }
-    let handle = cmd
-        .start()
-        .map_err(|e| Error::runtime(format!("cannot run {name}: {e}")))?;
-    let out = match handle
-        .wait_timeout(limit)
-        .map_err(|e| Error::runtime(format!("{name} failed: {e}")))?
-    {
-        Some(out) => out.clone(),
-        None => {
-            let _ = handle.kill();
-            return Err(Error::runtime(format!(
-                "{name} did not answer within {} s",
-                limit.as_secs()
-            ))
-            .help("is slurmctld up? `scontrol ping` tells"));
-        }
-    };
-    Ok(Ran {
-        ok: out.status.success(),
-        signalled: out.status.code().is_none(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
-}
-
-fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
-    args.iter().map(std::ffi::OsString::from).collect()
+/// Runs a Slurm command on the host, capturing its output. A controller that is down makes
+/// the query tools retry for many seconds; `limit` bounds that wait.
+fn run(
+    host: &dyn Host,
+    name: &str,
+    args: &[&str],
+    dir: Option<&Path>,
+    limit: Duration,
+) -> Result<Ran> {
+    tool(host, name)?;
+    host.run(name, args, dir, limit)
 }
 
 const QUERY_LIMIT: Duration = Duration::from_secs(30);
@@ -280,11 +338,22 @@ pub enum SubmitError {
 
 /// Submits `script` from `workdir`; returns the job id, and the cluster and submit time when
 /// Slurm tells them (a failure to learn those is not a failed submission).
-pub fn submit(script: &Path, workdir: &Path) -> Result<Submitted, SubmitError> {
-    let args = [std::ffi::OsStr::new("--parsable"), script.as_os_str()];
-    tool("sbatch").map_err(SubmitError::NotQueued)?;
-    let out = run("sbatch", &args, Some(workdir), Duration::from_secs(120))
-        .map_err(SubmitError::Unknown)?;
+pub fn submit(host: &dyn Host, script: &Path, workdir: &Path) -> Result<Submitted, SubmitError> {
+    let script = script.to_str().ok_or_else(|| {
+        SubmitError::NotQueued(Error::runtime(format!(
+            "the script path {} is not UTF-8",
+            script.display()
+        )))
+    })?;
+    tool(host, "sbatch").map_err(SubmitError::NotQueued)?;
+    let out = run(
+        host,
+        "sbatch",
+        &["--parsable", script],
+        Some(workdir),
+        Duration::from_secs(120),
+    )
+    .map_err(SubmitError::Unknown)?;
     if out.signalled {
         return Err(SubmitError::Unknown(Error::runtime(
             "sbatch was killed before it answered",
@@ -308,8 +377,8 @@ pub fn submit(script: &Path, workdir: &Path) -> Result<Submitted, SubmitError> {
             "sbatch printed no job id ({m}): {line}"
         )))
     })?;
-    let info = job_info(&id).ok().flatten();
-    let cluster = cluster.or_else(cluster_name);
+    let info = job_info(host, &id).ok().flatten();
+    let cluster = cluster.or_else(|| cluster_name(host));
     Ok(Submitted {
         submit_time: info.and_then(|i| i.get("SubmitTime")),
         id,
@@ -347,10 +416,11 @@ fn rejection_help(said: &str) -> &'static str {
 }
 
 /// `ClusterName` from the Slurm configuration.
-fn cluster_name() -> Option<String> {
+fn cluster_name(host: &dyn Host) -> Option<String> {
     let out = run(
+        host,
         "scontrol",
-        &refs(&os(&["show", "config"])),
+        &["show", "config"],
         None,
         Duration::from_secs(10),
     )
@@ -363,10 +433,11 @@ fn cluster_name() -> Option<String> {
 
 /// Finds a job this user submitted with `job_name` from `workdir` that Slurm still lists
 /// (pending or running): how a submit that was interrupted around `sbatch` is reconciled.
-pub fn find_submitted(job_name: &str, workdir: &str) -> Result<Option<JobId>> {
+pub fn find_submitted(host: &dyn Host, job_name: &str, workdir: &str) -> Result<Option<JobId>> {
     let out = run(
+        host,
         "squeue",
-        &refs(&os(&["--me", "-h", "-n", job_name, "-o", "%i|%Z"])),
+        &["--me", "-h", "-n", job_name, "-o", "%i|%Z"],
         None,
         QUERY_LIMIT,
     )?;
@@ -399,10 +470,11 @@ impl JobInfo {
     }
 }
 
-fn job_info(id: &JobId) -> Result<Option<JobInfo>> {
+fn job_info(host: &dyn Host, id: &JobId) -> Result<Option<JobInfo>> {
     let out = run(
+        host,
         "scontrol",
-        &refs(&os(&["show", "job", "-o", id.as_str()])),
+        &["show", "job", "-o", id.as_str()],
         None,
         QUERY_LIMIT,
     )?;
@@ -459,8 +531,8 @@ fn reused(id: &JobId, what: &str) -> Error {
 /// name and working directory must be the record's, else
 /// the id now belongs to another job. A controller that does not answer, or a job no source
 /// knows, is an error (exit 1) with the reason.
-pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
-    if let Some(info) = job_info(id)? {
+pub fn status(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
+    if let Some(info) = job_info(host, id)? {
         if !info.is(expect) {
             let name = info.get("JobName").unwrap_or_default();
             let dir = info.get("WorkDir").unwrap_or_default();
@@ -476,11 +548,11 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
         );
         st.reason = info.get("Reason").filter(|r| r != "None");
         if st.restarts.is_some_and(|r| r > 0) && !st.phase.is_final() {
-            st.requeued_after = previous_run(id);
+            st.requeued_after = previous_run(host, id);
         }
         return Ok(st);
     }
-    if tool("sacct").is_ok() {
+    if tool(host, "sacct").is_ok() {
         // Accounting first; without an accounting database, a job-completion log
         // (`JobCompType=jobcomp/filetxt`) still answers; a requeued job has one row per run
         // there: the last one counts.
@@ -489,7 +561,7 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
             ("sacct --completion", Sacct::Completion),
         ] {
             // The directory last: it may hold `|`, the other fields cannot.
-            let out = sacct(id, "JobID,State,ExitCode,JobName,WorkDir", from)?;
+            let out = sacct(host, id, "JobID,State,ExitCode,JobName,WorkDir", from)?;
             if !out.ok {
                 continue;
             }
@@ -525,10 +597,10 @@ pub fn status(id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
 /// How the last ended run of a requeued job ended (`NODE_FAIL`, `PREEMPTED`, ...), from the
 /// job-completion log or accounting; `None` when neither has it. Slurm's own `Reason` for
 /// the requeued job only says it waits (`BeginTime`).
-fn previous_run(id: &JobId) -> Option<String> {
-    tool("sacct").ok()?;
+fn previous_run(host: &dyn Host, id: &JobId) -> Option<String> {
+    tool(host, "sacct").ok()?;
     for from in [Sacct::Completion, Sacct::Accounting { all_runs: true }] {
-        let Ok(out) = sacct(id, "JobID,State", from) else {
+        let Ok(out) = sacct(host, id, "JobID,State", from) else {
             continue;
         };
         let last = out.stdout.lines().rev().find_map(|l| {
@@ -553,7 +625,7 @@ enum Sacct {
 }
 
 /// `sacct`'s rows for job `id`: `fields`, `|`-separated, no header.
-fn sacct(id: &JobId, fields: &str, from: Sacct) -> Result<Ran> {
+fn sacct(host: &dyn Host, id: &JobId, fields: &str, from: Sacct) -> Result<Ran> {
     let mut args = vec!["-j", id.as_str(), "-n", "-P", "-o", fields];
     match from {
         Sacct::Accounting { all_runs } => {
@@ -564,11 +636,7 @@ fn sacct(id: &JobId, fields: &str, from: Sacct) -> Result<Ran> {
         }
         Sacct::Completion => args.push("-c"),
     }
-    run("sacct", &refs(&os(&args)), None, QUERY_LIMIT)
-}
-
-fn refs(v: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
-    v.iter().map(|s| s.as_os_str()).collect()
+    run(host, "sacct", &args, None, QUERY_LIMIT)
 }
 
 /// `KEY=value` from a one-line `scontrol` record. A value may hold spaces (a `WorkDir`
@@ -612,15 +680,16 @@ fn starts_with_key(s: &str) -> bool {
 
 /// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`
 /// also gets the job name as a filter, so a job that took the id in between is not hit.
-pub fn cancel(id: &JobId, expect: &Expected<'_>) -> Result<Cancelled> {
-    let st = status(id, expect)?;
+pub fn cancel(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<Cancelled> {
+    let st = status(host, id, expect)?;
     if st.phase.is_final() {
         return Ok(Cancelled::AlreadyEnded(st));
     }
     let name = format!("--jobname={}", expect.job_name);
     let out = run(
+        host,
         "scancel",
-        &refs(&os(&[name.as_str(), id.as_str()])),
+        &[name.as_str(), id.as_str()],
         None,
         QUERY_LIMIT,
     )?;
@@ -633,6 +702,28 @@ pub fn cancel(id: &JobId, expect: &Expected<'_>) -> Result<Cancelled> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remote_tail_keeps_a_cut_character_and_rereads_a_truncated_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out");
+        let h = Local;
+        let mut tail = RemoteTail::default();
+        let mut got = String::new();
+        let mut sink = |s: &str| {
+            got.push_str(s);
+            Ok(())
+        };
+        assert!(!tail.read(&h, &p, &mut sink).unwrap(), "no file yet");
+        let text = "0: grüße\n".as_bytes();
+        std::fs::write(&p, &text[..6]).unwrap(); // cut inside `ü`
+        assert!(tail.read(&h, &p, &mut sink).unwrap());
+        std::fs::write(&p, text).unwrap();
+        tail.read(&h, &p, &mut sink).unwrap();
+        std::fs::write(&p, "new\n").unwrap();
+        tail.read(&h, &p, &mut sink).unwrap();
+        assert_eq!(got, "0: grüße\nnew\n");
+    }
 
     #[test]
     fn follow_asks_slurm_rarely() {
@@ -695,10 +786,11 @@ mod tests {
 }
 
 /// Slurm's release as `(major, minor)` from `sbatch --version` (`slurm 22.05.8`).
-pub fn version() -> Result<(u32, u32)> {
+pub fn version(host: &dyn Host) -> Result<(u32, u32)> {
     let out = run(
+        host,
         "sbatch",
-        &refs(&os(&["--version"])),
+        &["--version"],
         None,
         Duration::from_secs(10),
     )?;

@@ -9,7 +9,9 @@ use clap::{Args, ValueEnum};
 
 use super::{PlanArgs, load};
 use crate::backend::Executor;
+use crate::backend::host::Host;
 use crate::backend::rankbin;
+use crate::config::hardware::CpuArch;
 use crate::error::{Error, Result};
 use crate::job::{self, Job};
 use crate::plan::Plan;
@@ -182,6 +184,43 @@ pub struct LaunchArgs {
     /// The rendezvous port (MASTER_PORT; torchrun's c10d endpoint).
     #[arg(long, default_value_t = crate::render::launch::DEFAULT_MASTER_PORT, value_parser = clap::value_parser!(u16).range(1..), help_heading = "Job")]
     pub master_port: u16,
+    /// Submit through this Slurm login node over ssh (USER@LOGIN, a Host alias from
+    /// ~/.ssh/config, or ssh://USER@LOGIN:PORT; also OVLAUNCH_HOST or a profile's host): the job
+    /// directory is written there, and status, logs, cancel and list work from here.
+    #[arg(long, value_name = "USER@LOGIN", help_heading = "Remote")]
+    pub host: Option<String>,
+    /// With --host: where job directories live on the login node (also a profile's
+    /// remote_jobs_root; default: ~/.local/state/ovlaunch/jobs there). --job-dir is then a
+    /// path there too; --jobs-root keeps this machine's copy of each job's record.
+    #[arg(long, value_name = "DIR", help_heading = "Remote")]
+    pub remote_jobs_root: Option<String>,
+    /// Ship code with the job: `git` (the repository of the working directory at HEAD,
+    /// via git archive) or a directory. It is unpacked into JOB_DIR/code where the job runs
+    /// and put first on PYTHONPATH (a Megatron-Bridge checkout: its src); its commit and
+    /// SHA-256 are recorded in submission.json.
+    #[arg(long, value_name = "git|DIR", help_heading = "Code")]
+    pub package: Option<String>,
+    /// With --package DIR: ship only files matching this pattern (repeatable; `*`, `**`,
+    /// `?`; a pattern without `/` matches a name at any depth).
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        requires = "package",
+        help_heading = "Code"
+    )]
+    pub package_include: Vec<String>,
+    /// With --package DIR: leave out files matching this pattern (repeatable).
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        requires = "package",
+        help_heading = "Code"
+    )]
+    pub package_exclude: Vec<String>,
+    /// With --package git: ship the working tree's uncommitted changes to tracked files
+    /// instead of refusing them.
+    #[arg(long, requires = "package", help_heading = "Code")]
+    pub package_dirty: bool,
     /// The trainer command (default: the recipe's Bridge training entry).
     #[arg(last = true, help_heading = "Job")]
     pub trainer: Vec<String>,
@@ -210,18 +249,46 @@ fn check_job_name(name: &str) -> Result<()> {
 /// Resolves the job directory to an absolute path (reads the working directory).
 /// Without `--job-dir`, each submission gets its own directory: JOBS_ROOT/JOB_NAME, else
 /// the first free JOB_NAME-2, JOB_NAME-3, ..., so the same command can be submitted again.
-pub fn job_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
-    if let Some(dir) = &args.job_dir {
-        return absolute(dir.clone());
+///
+/// With `--host`, the directory is a path on the login node (under `--remote-jobs-root`,
+/// relative paths from the login directory there), and the second path is this machine's
+/// copy of the record (JOBS_ROOT/the same name); a name is free when it is free on both.
+pub fn job_dir(
+    args: &LaunchArgs,
+    host: &dyn Host,
+    job_name: &str,
+) -> Result<(PathBuf, Option<PathBuf>)> {
+    if host.remote().is_none() {
+        if let Some(dir) = &args.job_dir {
+            return Ok((absolute(dir.clone())?, None));
+        }
+        let root = jobs_root(args)?;
+        let mut dir = root.join(job_name);
+        let mut n = 2;
+        while dir.exists() {
+            dir = root.join(format!("{job_name}-{n}"));
+            n += 1;
+        }
+        return Ok((dir, None));
     }
     let root = jobs_root(args)?;
-    let mut dir = root.join(job_name);
+    let mirror = |dir: &Path| dir.file_name().map(|n| root.join(n));
+    if let Some(dir) = &args.job_dir {
+        let dir = host.absolute(dir)?;
+        return Ok((dir.clone(), mirror(&dir)));
+    }
+    let remote_root = host.absolute(Path::new(
+        args.remote_jobs_root
+            .as_deref()
+            .unwrap_or(".local/state/ovlaunch/jobs"),
+    ))?;
+    let mut name = job_name.to_string();
     let mut n = 2;
-    while dir.exists() {
-        dir = root.join(format!("{job_name}-{n}"));
+    while root.join(&name).exists() || host.stat(&remote_root.join(&name))?.is_some() {
+        name = format!("{job_name}-{n}");
         n += 1;
     }
-    Ok(dir)
+    Ok((remote_root.join(&name), Some(root.join(&name))))
 }
 
 /// The jobs root in force, absolute.
@@ -291,22 +358,17 @@ fn setting_decision(s: &super::profile::Setting) -> crate::plan::Decision {
 }
 
 /// The rank runtime binary for this job's nodes, checked (none with --no-rank-runtime).
-pub fn rank_runtime_for(plan: &Plan, args: &LaunchArgs) -> Result<Option<rankbin::Chosen>> {
+pub fn rank_runtime_for(arch: CpuArch, args: &LaunchArgs) -> Result<Option<rankbin::Chosen>> {
     if args.no_rank_runtime {
         return Ok(None);
     }
-    rankbin::locate(
-        args.rank_runtime.as_deref(),
-        "--rank-runtime",
-        plan.hardware.gpu.arch,
-    )
-    .map(Some)
+    rankbin::locate(args.rank_runtime.as_deref(), "--rank-runtime", arch).map(Some)
 }
 
 /// The OCI bundle for `--container-runtime oci`: its `config.json` text and the root
 /// filesystem its `rootfs` entry points at. Reads the image directory (and a site bundle's
 /// own `config.json` when there is one).
-pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
+pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(String, PathBuf)>> {
     let Some(c) = opts
         .container
         .as_ref()
@@ -314,19 +376,16 @@ pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
     else {
         return Ok(None);
     };
-    let image = PathBuf::from(&c.image);
-    let image = if image.is_absolute() {
-        image
-    } else {
-        std::env::current_dir()
-            .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?
-            .join(image)
-    };
+    let image = host.absolute(Path::new(&c.image))?;
     let site_config = image.join("config.json");
-    let (base, rootfs) = if site_config.is_file() {
-        let text = std::fs::read_to_string(&site_config).map_err(|e| {
-            Error::usage(format!("cannot read {}: {e}", site_config.display()))
-                .at_flag("--container-image")
+    let (base, rootfs) = if host.stat(&site_config)?.is_some_and(|s| s.is_file) {
+        let text = host.read_text(&site_config)?.ok_or_else(|| {
+            Error::usage(format!(
+                "cannot read {}{}",
+                site_config.display(),
+                host.on()
+            ))
+            .at_flag("--container-image")
         })?;
         let base: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
             Error::usage(format!("{}: {e}", site_config.display()))
@@ -341,14 +400,8 @@ pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
         };
         (base, rootfs)
     } else {
-        // The submitting user: /proc/self belongs to this process's real uid and gid.
-        use std::os::unix::fs::MetadataExt;
-        let me = std::fs::metadata("/proc/self")
-            .map_err(|e| Error::runtime(format!("cannot read /proc/self: {e}")))?;
-        let user = oci::User {
-            uid: me.uid(),
-            gid: me.gid(),
-        };
+        let (uid, gid) = host.ids()?;
+        let user = oci::User { uid, gid };
         (
             oci::default_config(
                 c.workdir.as_deref().unwrap_or(&opts.job_dir),
@@ -358,10 +411,13 @@ pub fn oci_bundle(opts: &LaunchOptions) -> Result<Option<(String, PathBuf)>> {
             image.clone(),
         )
     };
-    if !rootfs.join("bin").exists() && !rootfs.join("usr").is_dir() {
+    if host.stat(&rootfs.join("bin"))?.is_none()
+        && !host.stat(&rootfs.join("usr"))?.is_some_and(|s| s.is_dir)
+    {
         return Err(Error::usage(format!(
-            "{} does not look like a root filesystem (no bin or usr in it)",
-            rootfs.display()
+            "{} does not look like a root filesystem (no bin or usr in it){}",
+            rootfs.display(),
+            host.on()
         ))
         .at_flag("--container-image")
         .help("with --container-runtime oci, give an unpacked image directory or an OCI bundle (config.json + rootfs)"));
@@ -466,13 +522,14 @@ pub fn options(
     plan: &Plan,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
-) -> Result<(LaunchOptions, PathBuf)> {
+    host: &dyn Host,
+) -> Result<(LaunchOptions, PathBuf, Option<PathBuf>)> {
     let job_name = args
         .job_name
         .clone()
         .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
     check_job_name(&job_name)?;
-    let dir = job_dir(args, &job_name)?;
+    let (dir, mirror) = job_dir(args, host, &job_name)?;
     // The path is written into the script as text: it must be exactly this path.
     crate::input::utf8(
         dir.as_os_str(),
@@ -612,8 +669,9 @@ pub fn options(
         command_line: command_line(),
         rendezvous: None,
         strict: plan_args.strict,
+        package: None,
     };
-    Ok((opts, dir))
+    Ok((opts, dir, mirror))
 }
 
 /// A rendered job and its directory.
@@ -629,6 +687,12 @@ pub struct Prepared {
     pub oci: Option<(String, PathBuf)>,
     /// Launch warnings (printed on stderr by the dry run and by submit).
     pub warnings: Vec<String>,
+    /// Where the job directory is written: this machine, or the login node of `--host`.
+    pub host: Box<dyn Host>,
+    /// With `--host`: this machine's copy of the job's record.
+    pub mirror: Option<PathBuf>,
+    /// `--package`: the archive built for the job.
+    pub package: Option<super::package::Built>,
     /// Who may own the directory the job directory goes into.
     pub sharing: crate::backend::jobdir::Sharing,
     /// The experiment's directory, when the plan names it (`{experiment_dir}`).
@@ -689,11 +753,27 @@ pub fn prepare_resolved(
     settings: &[super::profile::Setting],
     form: Form<'_>,
 ) -> Result<Prepared> {
+    let host = crate::backend::host_of(args.host.as_deref())?;
+    if host.remote().is_some() && (args.executor == ExecutorArg::Local || form != Form::Launch) {
+        return Err(Error::usage(
+            "--host submits through a Slurm login node; the local executor and `ovlaunch torchrun` run on this machine",
+        )
+        .at_flag("--host")
+        .help("leave out --host (or the profile's host) to run here"));
+    }
     let without_slurm = matches!(form, Form::Torchrun { .. }) || executor(args) == Executor::Local;
     if without_slurm {
         refuse_slurm_only(form)?;
     }
-    let (mut opts, dir) = options(&plan, plan_args, args)?;
+    let (mut opts, dir, mirror) = options(&plan, plan_args, args, &*host)?;
+    let package =
+        super::package::build(args.package.as_deref().map(|what| super::package::Request {
+            what,
+            include: &args.package_include,
+            exclude: &args.package_exclude,
+            dirty: args.package_dirty,
+        }))?;
+    opts.package = package.as_ref().map(|p| p.package.clone());
     let mut warnings = Vec::new();
     let mut detected = None;
     // The script runs on this machine (a multi-machine torchrun script runs elsewhere).
@@ -746,18 +826,19 @@ pub fn prepare_resolved(
             Executor::Local
         }
     };
-    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(&plan, args) {
+    let arch = nodes_arch(&plan, &*host, &mut warnings)?;
+    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(arch, args) {
         Ok(r) => (r, None),
         Err(e) => (None, Some(e)),
     };
-    let oci = oci_bundle(&opts)?;
+    let oci = oci_bundle(&opts, &*host)?;
     // Other machines read the job directory: Slurm's nodes, or every machine of a
     // multi-node torchrun run.
     let shared = match form {
         Form::Launch => executor == Executor::Slurm,
         Form::Torchrun { .. } => plan.hardware.nodes > 1,
     };
-    if shared && let Some(w) = crate::backend::jobdir::visibility_warning(&dir) {
+    if shared && let Some(w) = crate::backend::jobdir::visibility_warning(&*host, &dir) {
         warnings.push(w);
     }
     if opts.container.is_some()
@@ -784,9 +865,46 @@ pub fn prepare_resolved(
         rank_runtime_problem,
         oci,
         warnings,
+        host,
+        mirror,
+        package,
         sharing: args.jobs_root_shared,
         experiment,
     })
+}
+
+/// The nodes' CPU architecture: the hardware spec's; through a login node whose `uname -m`
+/// differs, a CPU-only spec (which names no architecture) takes the login node's, and a GPU
+/// spec's stands with a warning.
+fn nodes_arch(plan: &Plan, host: &dyn Host, warnings: &mut Vec<String>) -> Result<CpuArch> {
+    let spec = plan.hardware.gpu.arch;
+    let Some(remote) = host.remote() else {
+        return Ok(spec);
+    };
+    let machine = host.machine()?;
+    let login = match machine.as_str() {
+        "x86_64" => CpuArch::X86_64,
+        "aarch64" | "arm64" => CpuArch::Aarch64,
+        other => {
+            return Err(Error::usage(format!(
+                "the login node {remote} is `{other}` (uname -m): ovlaunch's rank runtime runs on x86_64 and aarch64 only"
+            ))
+            .at_flag("--host"));
+        }
+    };
+    if login == spec {
+        return Ok(spec);
+    }
+    if plan.hardware.gpu.is_cpu() {
+        return Ok(login);
+    }
+    warnings.push(format!(
+        "the login node {remote} is {} but {} nodes are {}: the rank runtime is built for the nodes",
+        login.name(),
+        plan.hardware.gpu.kind,
+        spec.name()
+    ));
+    Ok(spec)
 }
 
 /// The torchrun flag spelling the `torchrun` on this machine's PATH accepts: PyTorch 2's

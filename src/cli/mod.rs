@@ -14,6 +14,7 @@ mod list;
 pub mod load;
 mod logs;
 mod output;
+mod package;
 mod plan;
 mod plugins;
 mod printer;

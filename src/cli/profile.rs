@@ -76,6 +76,10 @@ pub struct Profile {
     pub bridge_root: Option<String>,
     /// The Megatron-Bridge version in the container (`--bridge-version`).
     pub bridge_version: Option<String>,
+    /// The Slurm login node to submit through (`--host`).
+    pub host: Option<String>,
+    /// Where job directories live on that login node (`--remote-jobs-root`).
+    pub remote_jobs_root: Option<String>,
 }
 
 /// A profiles file as read: its path (for origins), text and parsed content.
@@ -190,6 +194,8 @@ const ENV: &[(&str, &[&str])] = &[
     ("mpi", &["SLURM_MPI_TYPE"]),
     ("bridge_root", &["OVLAUNCH_BRIDGE_ROOT"]),
     ("bridge_version", &["OVLAUNCH_BRIDGE_VERSION"]),
+    ("host", &["OVLAUNCH_HOST"]),
+    ("remote_jobs_root", &["OVLAUNCH_REMOTE_JOBS_ROOT"]),
 ];
 
 fn env_vars(key: &str) -> &'static [&'static str] {
@@ -379,6 +385,40 @@ pub fn resolve(
         path,
         path_show
     );
+
+    // Shown by --explain only when set (a job on this machine has no remote settings).
+    for (key, slot, get) in [
+        (
+            "host",
+            &mut args.host,
+            (|p: &Profile| p.host.clone()) as fn(&Profile) -> Option<String>,
+        ),
+        (
+            "remote_jobs_root",
+            &mut args.remote_jobs_root,
+            |p: &Profile| p.remote_jobs_root.clone(),
+        ),
+    ] {
+        let origin = if inputs.given.contains(key) {
+            Origin::Flag(format!("--{}", key.replace('_', "-")))
+        } else if let Some((var, v)) = env_vars(key)
+            .iter()
+            .find_map(|var| (inputs.env)(var).map(|v| (*var, v)))
+        {
+            *slot = Some(v);
+            Origin::Env(var.to_string())
+        } else if let Some((s, v)) = layers.iter().find_map(|(s, p)| get(p).map(|v| (*s, v))) {
+            *slot = Some(v);
+            from_profile(s, key)
+        } else {
+            continue;
+        };
+        out.push(Setting {
+            key,
+            value: opt_show(slot),
+            origins: vec![origin],
+        });
+    }
 
     if let Some(pa) = plan_args {
         scalar!(bridge_root, pa.bridge_root, plain, String::clone);

@@ -7,6 +7,7 @@
 use super::launch::{self, LaunchArgs, Prepared};
 use super::output::{self, OutputArg};
 use super::{PlanArgs, Printer, explain};
+use crate::backend::host::Local;
 use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
 use crate::error::{Error, Result};
 use crate::layout;
@@ -65,6 +66,7 @@ pub fn run(
         check_slurm(&prepared)?;
     }
     prepared.make_experiment_dir()?;
+    let host = std::mem::replace(&mut prepared.host, Box::new(Local));
     let (job, dir) = (&prepared.job, &prepared.dir);
     // The dry run shows the warnings in its summary; a submit must not hide them either.
     for w in &job.plan.warnings {
@@ -72,6 +74,8 @@ pub fn run(
     }
     let started = backend::submit(
         job.executor,
+        host,
+        prepared.mirror.as_deref(),
         dir,
         &job.spec.job_name,
         &job.artifacts,
@@ -161,7 +165,7 @@ pub fn render(
         return Err(e);
     }
     p.make_experiment_dir()?;
-    backend::write_job_dir(&p.dir, &p.job.artifacts, &extras(&p))?;
+    backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &extras(&p))?;
     if out.json() {
         pr.json(&job_json(&p, "rendered", None, None))?;
     } else {
@@ -175,6 +179,13 @@ pub fn render(
 pub(super) fn extras(p: &Prepared) -> Extras<'_> {
     let mut x = extras_for(p.rank_runtime.as_ref(), p.oci.as_ref());
     x.sharing = p.sharing;
+    if let Some(b) = &p.package {
+        x.assets.push(jobdir::Asset::File {
+            name: layout::PACKAGE_ARCHIVE.to_string(),
+            from: b.archive.clone(),
+        });
+        x.package = Some(b.record.clone());
+    }
     x
 }
 
@@ -214,7 +225,7 @@ fn check_slurm(p: &Prepared) -> Result<()> {
         .as_ref()
         .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
     if oci && p.job.spec.mode == LaunchMode::Srun {
-        let v = slurm::version()?;
+        let v = slurm::version(&*p.host)?;
         if !slurm::oci_per_task_ok(v) {
             return Err(Error::usage(format!(
                 "Slurm {}.{:02} runs at most one task per node in an OCI container step (its slurmstepd refuses more), so one task per GPU cannot start",

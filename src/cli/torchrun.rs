@@ -29,6 +29,7 @@ pub fn run(
     }
     prepared.make_experiment_dir()?;
     backend::write_job_dir(
+        &*prepared.host,
         &prepared.dir,
         &prepared.job.artifacts,
         &submit::extras(&prepared),

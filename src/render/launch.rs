@@ -94,6 +94,43 @@ pub struct LaunchOptions {
     /// Strict rank plan: on every rank, a changed inherited value or a violated invariant
     /// is an error (`--strict`).
     pub strict: bool,
+    /// The user's code shipped with the job (`--package`), or `None`.
+    pub package: Option<Package>,
+}
+
+/// The user's code shipped with the job: an archive in the job directory that the job
+/// script unpacks into `JOB_DIR/code` before the launch step (so every rank and container,
+/// which see the job directory at its own path, import it), put first on `PYTHONPATH`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Package {
+    /// The directory inside the unpacked code that goes on `PYTHONPATH` (`""`: its root;
+    /// `"src"` for a Megatron-Bridge checkout).
+    pub python_path: String,
+}
+
+impl Package {
+    /// The unpack and `PYTHONPATH` lines of the job script for the job directory `job_dir`.
+    pub fn setup_lines(&self, job_dir: &str) -> Vec<String> {
+        use super::shell::quote;
+        let archive = format!("{job_dir}/{}", layout::PACKAGE_ARCHIVE);
+        let code = format!("{job_dir}/{}", layout::PACKAGE_DIR);
+        let path = if self.python_path.is_empty() {
+            code.clone()
+        } else {
+            format!("{code}/{}", self.python_path)
+        };
+        vec![
+            format!(
+                "rm -rf -- {c} && mkdir -p -- {c} && tar -xf {a} -C {c}",
+                c = quote(&code),
+                a = quote(&archive)
+            ),
+            format!(
+                "export PYTHONPATH={}\"${{PYTHONPATH:+:$PYTHONPATH}}\"",
+                quote(&path)
+            ),
+        ]
+    }
 }
 
 /// `--time` when none is given.
@@ -134,6 +171,7 @@ impl LaunchOptions {
             command_line: "ovlaunch".to_string(),
             rendezvous: None,
             strict: false,
+            package: None,
         }
     }
 }
@@ -401,7 +439,11 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         env,
         secret_names,
         unset: plan.env_unset.keys().cloned().collect(),
-        setup_lines: Vec::new(),
+        setup_lines: opts
+            .package
+            .as_ref()
+            .map(|p| p.setup_lines(&opts.job_dir))
+            .unwrap_or_default(),
         srun_args,
         torchrun_args: Vec::new(),
         torchrun_program: "torchrun".into(),

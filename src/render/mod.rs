@@ -8,6 +8,6 @@ pub mod overrides;
 pub mod owned;
 pub mod rank_plan;
 pub mod script;
-pub mod shell;
+pub use crate::shell;
 pub mod slurm_values;
 pub mod template;

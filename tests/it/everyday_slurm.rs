@@ -364,10 +364,24 @@ fn a_second_submission_resumes_from_the_first() {
     let recipe = c.dir.path().join("tiny-bridge.yaml");
     std::fs::write(
         &recipe,
-        std::fs::read_to_string(tiny()).unwrap().replace(
-            "name: tiny\naliases: [tiny-test]",
-            "name: tiny_bridge\nbridge_recipe: tiny_pretrain_config",
-        ),
+        // the tiny model on a Bridge function of the catalogue, run by Bridge's runner (the
+        // stand-in above), not by the fixture's own trainer
+        std::fs::read_to_string(tiny())
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("trainer:"))
+            .map(|l| match l {
+                "name: tiny" => "name: tiny_bridge".to_string(),
+                "aliases: [tiny-test]" => {
+                    "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config".to_string()
+                }
+                _ => l.replace(
+                    "tensor_model_parallel_size: 1}",
+                    "tensor_model_parallel_size: 1, context_parallel_size: 1}",
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
     )
     .unwrap();
     let args = [

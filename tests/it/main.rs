@@ -31,6 +31,7 @@ mod rank_hostlist;
 mod rank_runtime;
 mod rank_runtime_arch;
 mod rank_sysfs;
+mod remote_e2e;
 mod secrets;
 mod shared_cluster;
 mod shell_roundtrip;

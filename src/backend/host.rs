@@ -1,0 +1,243 @@
+//! The machine a backend acts on: run a command, write a job directory, read a file, stat a
+//! path. [`Local`] is this machine (today's behaviour: `which`, `duct`, `std::fs`); the
+//! remote host over SSH is `backend::ssh::Ssh`. The Slurm backend, the job-directory writer,
+//! the `logs` tail, the visibility check and the OCI image reads all go through this trait,
+//! so a new way of reaching a cluster is one more `impl Host`.
+//!
+//! Contract: every method reports failures as [`Error`]s naming the path or command; a
+//! missing file is `Ok(None)`, not an error. `run` is bounded by its time limit. A command
+//! run in a directory (`sbatch`) runs in its own process group, so a Ctrl-C at the terminal
+//! never cuts it in half.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::jobdir::{self, Asset, Sharing};
+use crate::error::{Error, Result};
+use crate::layout::JobFile;
+
+/// What one command printed.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub ok: bool,
+    /// Ended by a signal rather than an exit: whether it finished its work is unknown.
+    pub signalled: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A file's bytes from an offset, and its length when read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    pub len: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// What `stat` tells about a path (symlinks followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub is_dir: bool,
+    pub is_file: bool,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// One machine that commands run on and files live on.
+pub trait Host {
+    /// `None` for this machine; `Some("USER@LOGIN")` for another one (for records and
+    /// messages).
+    fn remote(&self) -> Option<&str>;
+    /// Whether `program` is on the machine's PATH.
+    fn has_tool(&self, program: &str) -> bool;
+    /// Runs `program args` (in `dir` when given), capturing its output, within `limit`.
+    fn run(&self, program: &str, args: &[&str], dir: Option<&Path>, limit: Duration)
+    -> Result<Ran>;
+    /// Writes `files` and `assets` into `dir`, which must not exist yet, atomically (the
+    /// directory appears complete or not at all). Asset sources are files of this machine.
+    fn write_tree(
+        &self,
+        dir: &Path,
+        files: &[JobFile<'_>],
+        assets: &[Asset],
+        sharing: Sharing,
+    ) -> Result<()>;
+    /// Replaces one file in an existing directory atomically.
+    fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()>;
+    /// Removes a directory tree (a job directory a refused submission leaves).
+    fn remove_tree(&self, dir: &Path);
+    /// `path`'s bytes from `offset` and its length; `None` when it does not exist. A file
+    /// shorter than `offset` gives its length and no bytes.
+    fn read_from(&self, path: &Path, offset: u64) -> Result<Option<Chunk>>;
+    /// `path`'s metadata; `None` when it does not exist.
+    fn stat(&self, path: &Path) -> Result<Option<Stat>>;
+    /// The type of the filesystem holding `path` (or its nearest existing ancestor), as the
+    /// kernel names it (`ext4`, `nfs4`, `lustre`).
+    fn fs_type(&self, path: &Path) -> Option<String>;
+    /// The user and group this host's commands run as.
+    fn ids(&self) -> Result<(u32, u32)>;
+    /// The CPU architecture as `uname -m` prints it.
+    fn machine(&self) -> Result<String>;
+    /// An absolute path for `p`, relative ones taken from the working directory (for a
+    /// remote host: the login directory).
+    fn absolute(&self, p: &Path) -> Result<PathBuf>;
+}
+
+impl dyn Host + '_ {
+    /// The whole file as text; `None` when it does not exist.
+    pub fn read_text(&self, path: &Path) -> Result<Option<String>> {
+        Ok(self
+            .read_from(path, 0)?
+            .map(|c| String::from_utf8_lossy(&c.bytes).into_owned()))
+    }
+
+    /// " on USER@LOGIN" for a remote host, "" here.
+    pub fn on(&self) -> String {
+        self.remote()
+            .map(|r| format!(" on {r}"))
+            .unwrap_or_default()
+    }
+}
+
+/// This machine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Local;
+
+impl Host for Local {
+    fn remote(&self) -> Option<&str> {
+        None
+    }
+
+    fn has_tool(&self, program: &str) -> bool {
+        which::which(program).is_ok()
+    }
+
+    fn run(&self, name: &str, args: &[&str], dir: Option<&Path>, limit: Duration) -> Result<Ran> {
+        let program = which::which(name)
+            .map_err(|_| Error::runtime(format!("`{name}` not found on PATH")))?;
+        let mut cmd = duct::cmd(program, args)
+            .stdout_capture()
+            .stderr_capture()
+            .unchecked();
+        if let Some(d) = dir {
+            cmd = cmd.dir(d);
+            cmd = in_own_group(cmd);
+        }
+        let out = wait(cmd, name, limit)?;
+        Ok(Ran {
+            ok: out.status.success(),
+            signalled: out.status.code().is_none(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    fn write_tree(
+        &self,
+        dir: &Path,
+        files: &[JobFile<'_>],
+        assets: &[Asset],
+        sharing: Sharing,
+    ) -> Result<()> {
+        jobdir::create_with(dir, files, assets, sharing)
+    }
+
+    fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()> {
+        jobdir::write_file(dir, name, contents)
+    }
+
+    fn remove_tree(&self, dir: &Path) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn read_from(&self, path: &Path, offset: u64) -> Result<Option<Chunk>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return Ok(None);
+        };
+        let err =
+            |e: std::io::Error| Error::runtime(format!("cannot read {}: {e}", path.display()));
+        let len = f.metadata().map_err(err)?.len();
+        let mut bytes = Vec::new();
+        if len >= offset {
+            f.seek(SeekFrom::Start(offset)).map_err(err)?;
+            f.read_to_end(&mut bytes).map_err(err)?;
+        }
+        Ok(Some(Chunk { len, bytes }))
+    }
+
+    fn stat(&self, path: &Path) -> Result<Option<Stat>> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(path) {
+            Ok(m) => Ok(Some(Stat {
+                is_dir: m.is_dir(),
+                is_file: m.is_file(),
+                uid: m.uid(),
+                gid: m.gid(),
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn fs_type(&self, path: &Path) -> Option<String> {
+        let existing = path.ancestors().find(|p| p.exists())?;
+        let existing = existing.canonicalize().ok()?;
+        let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        jobdir::fs_type_in(&info, &existing)
+    }
+
+    fn ids(&self) -> Result<(u32, u32)> {
+        // The submitting user: /proc/self belongs to this process's real uid and gid.
+        use std::os::unix::fs::MetadataExt;
+        let me = std::fs::metadata("/proc/self")
+            .map_err(|e| Error::runtime(format!("cannot read /proc/self: {e}")))?;
+        Ok((me.uid(), me.gid()))
+    }
+
+    fn machine(&self) -> Result<String> {
+        Ok(std::env::consts::ARCH.to_string())
+    }
+
+    fn absolute(&self, p: &Path) -> Result<PathBuf> {
+        if p.is_absolute() {
+            return Ok(p.to_path_buf());
+        }
+        Ok(std::env::current_dir()
+            .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?
+            .join(p))
+    }
+}
+
+/// In its own process group, a Ctrl-C at the terminal reaches ovlaunch (which defers it)
+/// but not the child, so a submission is never cut in half.
+pub(super) fn in_own_group(cmd: duct::Expression) -> duct::Expression {
+    cmd.before_spawn(|c| {
+        std::os::unix::process::CommandExt::process_group(c, 0);
+        Ok(())
+    })
+}
+
+/// Starts `cmd` and waits at most `limit` for it; `name` is for messages.
+pub(super) fn wait(
+    cmd: duct::Expression,
+    name: &str,
+    limit: Duration,
+) -> Result<std::process::Output> {
+    let handle = cmd
+        .start()
+        .map_err(|e| Error::runtime(format!("cannot run {name}: {e}")))?;
+    match handle
+        .wait_timeout(limit)
+        .map_err(|e| Error::runtime(format!("{name} failed: {e}")))?
+    {
+        Some(out) => Ok(out.clone()),
+        None => {
+            let _ = handle.kill();
+            Err(Error::runtime(format!(
+                "{name} did not answer within {} s",
+                limit.as_secs()
+            ))
+            .help("is slurmctld up? `scontrol ping` tells"))
+        }
+    }
+}

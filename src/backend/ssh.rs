@@ -1,0 +1,671 @@
+//! A login node reached with the system's `ssh`: the [`Host`] behind `--host USER@LOGIN`.
+//!
+//! Contract:
+//! - One multiplexed connection per target: `ControlMaster=auto`, `ControlPersist`, and a
+//!   `ControlPath` in a private directory (mode 0700, owned by this user, not a symlink;
+//!   anything else there is refused). The user's own ssh configuration and options apply
+//!   (`~/.ssh/config`, agents, jump hosts); host keys are checked as ssh checks them
+//!   (`BatchMode=yes`: an unknown or changed key is an error, never a prompt, and nothing
+//!   here weakens `StrictHostKeyChecking`).
+//! - Every remote command line is built with `render::shell::quote`, the one escaping path.
+//! - A command run in a directory (`sbatch`) records its exit code and output in that
+//!   directory on the login node and ignores SIGHUP/SIGPIPE there; when the connection drops
+//!   while it runs, a new connection waits for that record, so a dropped connection never
+//!   loses the answer, and the command is never run twice. Only when the command is known
+//!   not to have started is the outcome "not run".
+//! - A job directory is written by streaming a tar archive into a hidden partial sibling
+//!   on the login node that is renamed into place only when complete (`mv -T`): a connection
+//!   cut mid-transfer leaves no job directory (the partial is removed; one left by a killed
+//!   shell is removed by a later upload once it is an hour old).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::host::{self, Chunk, Host, Ran, Stat};
+use super::jobdir::{self, Asset, Sharing};
+use crate::error::{Error, Result};
+use crate::layout::JobFile;
+use crate::shell::quote;
+
+/// A login node and the control directory of its connection.
+pub struct Ssh {
+    target: String,
+    /// A short hash of `target` for the control socket's name.
+    alias: String,
+    control: PathBuf,
+    home: OnceLock<String>,
+}
+
+/// How long a connection stays open after the last command (seconds).
+const PERSIST: &str = "ControlPersist=600";
+/// ssh's own exit status for "the connection failed or was lost".
+const SSH_FAILED: i32 = 255;
+/// An upload larger than this prints its progress on stderr.
+const PROGRESS_FROM: u64 = 32 << 20;
+
+/// Checks a `--host` value: `[USER@]HOST` or `ssh://[USER@]HOST[:PORT]` (ssh's own forms;
+/// a `Host` alias of `~/.ssh/config` is a HOST).
+pub fn check_target(target: &str) -> std::result::Result<(), String> {
+    let rest = target.strip_prefix("ssh://").unwrap_or(target);
+    let ok = !rest.is_empty()
+        && !rest.starts_with(['-', '@', ':'])
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@._-:[]".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` is not an ssh destination: give USER@LOGIN, a Host alias from ~/.ssh/config, or ssh://USER@LOGIN:PORT",
+            target.escape_debug()
+        ))
+    }
+}
+
+impl Ssh {
+    pub fn new(target: &str) -> Result<Ssh> {
+        check_target(target).map_err(|m| Error::usage(m).at_flag("--host"))?;
+        let alias = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            target.hash(&mut h);
+            format!("{:016x}", h.finish())
+        };
+        let control = control_dir()?;
+        clear_stale(&control.join(&alias));
+        Ok(Ssh {
+            target: target.to_string(),
+            alias,
+            control,
+            home: OnceLock::new(),
+        })
+    }
+
+    /// `ssh` with the connection-sharing options, the target and one remote command line.
+    fn ssh(&self, remote: &str) -> Command {
+        let mut c = Command::new("ssh");
+        c.args([
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            // One socket per destination as given (two aliases of one endpoint keep their
+            // own options, known_hosts included); a short name, since ssh adds a 17-byte
+            // suffix while creating it and a socket path holds at most 107 bytes.
+            &format!("ControlPath={}/{}", self.control.display(), self.alias),
+            "-o",
+            PERSIST,
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ServerAliveInterval=15",
+            "-T",
+            "--",
+            &self.target,
+            remote,
+        ]);
+        c
+    }
+
+    /// Runs one remote shell command line, capturing its output, within `limit`.
+    fn sh(&self, remote: &str, limit: Duration) -> Result<std::process::Output> {
+        let cmd = duct::cmd("ssh", self.ssh(remote).get_args())
+            .stdin_null()
+            .stdout_capture()
+            .stderr_capture()
+            .unchecked();
+        host::wait(cmd, &format!("ssh {}", self.target), limit)
+    }
+
+    /// [`Ssh::sh`], with a lost connection as an error.
+    fn sh_ok(&self, remote: &str, limit: Duration) -> Result<std::process::Output> {
+        let out = self.sh(remote, limit)?;
+        if out.status.code() == Some(SSH_FAILED) {
+            return Err(self.lost(&out.stderr));
+        }
+        Ok(out)
+    }
+
+    fn lost(&self, stderr: &[u8]) -> Error {
+        let why = String::from_utf8_lossy(stderr);
+        Error::runtime(format!(
+            "ssh {} failed: {}",
+            self.target,
+            why.trim().lines().last().unwrap_or("no message")
+        ))
+        .help(format!(
+            "check that `ssh {}` logs in without a prompt (key authentication, and the login node's host key in known_hosts)",
+            self.target
+        ))
+    }
+
+    fn home(&self) -> Result<&str> {
+        if let Some(h) = self.home.get() {
+            return Ok(h);
+        }
+        let out = self.sh_ok("printf %s \"$HOME\"", Duration::from_secs(60))?;
+        let h = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !h.starts_with('/') {
+            return Err(Error::runtime(format!(
+                "the login directory on {} is not an absolute path: `{h}`",
+                self.target
+            )));
+        }
+        Ok(self.home.get_or_init(|| h))
+    }
+
+    /// The run-in-a-directory wrapper: records `.ovlaunch-run-TOKEN.{started,out,err,rc}`.
+    fn recorded(dir: &str, token: &str, command: &str) -> String {
+        let m = quote(&format!(".ovlaunch-run-{token}"));
+        format!(
+            "cd -- {dir} || exit 97; trap '' HUP PIPE; : > {m}.started; {command} > {m}.out 2> {m}.err < /dev/null; echo $? > {m}.rct && mv -f {m}.rct {m}.rc; cat {m}.out; cat {m}.err >&2; exit \"$(cat {m}.rc)\"",
+            dir = quote(dir),
+        )
+    }
+
+    /// After a lost connection: waits (within `limit`) for the outcome the wrapper records.
+    fn outcome(&self, dir: &str, token: &str, limit: Duration) -> Result<Ran> {
+        let m = quote(&format!(".ovlaunch-run-{token}"));
+        let ask = format!(
+            "cd -- {} 2>/dev/null || exit 93; [ -e {m}.started ] || exit 94; [ -e {m}.rc ] || exit 95; cat {m}.out; cat {m}.err >&2; exit \"$(cat {m}.rc)\"",
+            quote(dir)
+        );
+        clear_stale(&self.control.join(&self.alias));
+        let start = Instant::now();
+        let mut not_started_since: Option<Instant> = None;
+        let mut last_err = String::new();
+        while start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(500));
+            let Ok(out) = self.sh(&ask, Duration::from_secs(30)) else {
+                continue;
+            };
+            match out.status.code() {
+                Some(SSH_FAILED) => last_err = String::from_utf8_lossy(&out.stderr).into_owned(),
+                Some(93) => {
+                    return Err(Error::runtime(format!("{dir} vanished on {}", self.target)));
+                }
+                // The command line may still be on its way to the shell: "not started" only
+                // counts once it has held for two seconds.
+                Some(94) => {
+                    let since = *not_started_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(2) {
+                        return Ok(Ran {
+                            ok: false,
+                            signalled: false,
+                            stdout: String::new(),
+                            stderr: format!(
+                                "the connection to {} was lost before the command started",
+                                self.target
+                            ),
+                        });
+                    }
+                }
+                Some(95) => {}
+                code => {
+                    return Ok(Ran {
+                        ok: code == Some(0),
+                        signalled: false,
+                        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                    });
+                }
+            }
+        }
+        // Whether it ran is unknown: the caller reconciles (the Slurm backend asks squeue).
+        Ok(Ran {
+            ok: false,
+            signalled: true,
+            stdout: String::new(),
+            stderr: format!(
+                "the connection to {} was lost and its outcome could not be read back: {}",
+                self.target,
+                last_err.trim()
+            ),
+        })
+    }
+
+    /// Streams the tar archive of `local` (a complete job directory here) into `dir` there.
+    fn upload(&self, local: &Path, dir: &Path) -> Result<()> {
+        let d = utf8(dir)?;
+        let parent = utf8(dir.parent().unwrap_or(Path::new("/")))?;
+        let script = format!(
+            "umask 077; d={}; p={}; if [ -e \"$d\" ] || [ -L \"$d\" ]; then exit 17; fi; mkdir -p -- \"$p\" || exit 1; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
+            quote(d),
+            quote(parent)
+        );
+        let total = tree_size(local);
+        let mut tar = Command::new("tar")
+            .args(["-C"])
+            .arg(local)
+            .args(["-cf", "-", "."])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot run tar: {e}")))?;
+        let mut ssh = self
+            .ssh(&script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot run ssh: {e}")))?;
+        let mut from = tar.stdout.take().expect("piped");
+        let mut to = ssh.stdin.take().expect("piped");
+        let mut buf = vec![0u8; 1 << 16];
+        let (mut sent, mut shown) = (0u64, 0u64);
+        let show = total >= PROGRESS_FROM;
+        let copied = loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) => break Err(e),
+            };
+            if let Err(e) = to.write_all(&buf[..n]) {
+                break Err(e);
+            }
+            sent += n as u64;
+            if show && (sent - shown >= total / 10 || sent == total) {
+                shown = sent;
+                eprintln!(
+                    "uploading the job directory to {}: {} of {} MiB",
+                    self.target,
+                    sent >> 20,
+                    total.max(sent) >> 20
+                );
+            }
+        };
+        drop(to);
+        // tar may still be writing (the connection was cut): it must not wait on a pipe
+        // nobody reads.
+        drop(from);
+        if copied.is_err() {
+            let _ = tar.kill();
+        }
+        let tar_ok = tar.wait().map(|s| s.success()).unwrap_or(false);
+        let mut err = String::new();
+        if let Some(mut e) = ssh.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let status = ssh
+            .wait()
+            .map_err(|e| Error::runtime(format!("ssh failed: {e}")))?;
+        match status.code() {
+            Some(0) if tar_ok && copied.is_ok() => Ok(()),
+            Some(17) => Err(
+                Error::usage(format!("job directory {d} already exists on {}", self.target))
+                    .at_flag("--job-dir")
+                    .help("choose another --job-name or --job-dir, or remove the old directory"),
+            ),
+            _ => Err(Error::runtime(format!(
+                "the upload of the job directory to {} failed ({}): nothing was submitted and no job directory was left there",
+                self.target,
+                err.trim().lines().last().unwrap_or("the connection was cut")
+            ))
+            .help("submit again once `ssh` to the login node works")),
+        }
+    }
+}
+
+impl Host for Ssh {
+    fn remote(&self) -> Option<&str> {
+        Some(&self.target)
+    }
+
+    fn has_tool(&self, program: &str) -> bool {
+        let line = format!("command -v {} >/dev/null 2>&1", quote(program));
+        match self.sh(&line, Duration::from_secs(60)) {
+            // A lost connection is reported by the command that follows.
+            Ok(out) => out.status.success() || out.status.code() == Some(SSH_FAILED),
+            Err(_) => true,
+        }
+    }
+
+    fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        dir: Option<&Path>,
+        limit: Duration,
+    ) -> Result<Ran> {
+        let mut words = vec![quote(program)];
+        words.extend(args.iter().map(|a| quote(a)));
+        let command = words.join(" ");
+        let Some(dir) = dir else {
+            let out = self.sh_ok(&command, limit)?;
+            return Ok(ran(&out));
+        };
+        let dir = utf8(dir)?;
+        let token = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        );
+        let cmd = duct::cmd(
+            "ssh",
+            self.ssh(&Self::recorded(dir, &token, &command)).get_args(),
+        )
+        .stdin_null()
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked();
+        let out = host::wait(
+            host::in_own_group(cmd),
+            &format!("ssh {}", self.target),
+            limit,
+        );
+        match out {
+            Ok(out) if out.status.code() != Some(SSH_FAILED) => Ok(ran(&out)),
+            Ok(out) => {
+                eprintln!(
+                    "note: the connection to {} was lost while `{program}` ran ({}); reconnecting to read its outcome",
+                    self.target,
+                    String::from_utf8_lossy(&out.stderr)
+                        .trim()
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                );
+                self.outcome(dir, &token, limit)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn write_tree(
+        &self,
+        dir: &Path,
+        files: &[JobFile<'_>],
+        assets: &[Asset],
+        _sharing: Sharing,
+    ) -> Result<()> {
+        // Written here first with the exact modes, then streamed as one archive.
+        let stage = private_temp_dir("upload")?;
+        let local = stage.join("job");
+        let result = jobdir::create_with(&local, files, assets, Sharing::Private)
+            .and_then(|()| self.upload(&local, dir));
+        let _ = std::fs::remove_dir_all(&stage);
+        result
+    }
+
+    fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()> {
+        let d = utf8(dir)?;
+        let line = format!(
+            "cd -- {} && umask 022 && cat > {tmp} && mv -f -- {tmp} {}",
+            quote(d),
+            quote(name),
+            tmp = quote(&format!(".{name}.tmp"))
+        );
+        let mut child = self
+            .ssh(&line)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot run ssh: {e}")))?;
+        let wrote = child
+            .stdin
+            .take()
+            .expect("piped")
+            .write_all(contents.as_bytes());
+        let out = child
+            .wait_with_output()
+            .map_err(|e| Error::runtime(format!("ssh failed: {e}")))?;
+        if wrote.is_err() || !out.status.success() {
+            return Err(Error::runtime(format!(
+                "cannot write {d}/{name} on {}: {}",
+                self.target,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    fn remove_tree(&self, dir: &Path) {
+        if let Ok(d) = utf8(dir) {
+            let _ = self.sh(&format!("rm -rf -- {}", quote(d)), Duration::from_secs(60));
+        }
+    }
+
+    fn read_from(&self, path: &Path, offset: u64) -> Result<Option<Chunk>> {
+        let p = utf8(path)?;
+        let line = format!(
+            "f={}; [ -f \"$f\" ] || exit 3; wc -c < \"$f\"; tail -c +{} -- \"$f\"",
+            quote(p),
+            offset + 1
+        );
+        let out = self.sh_ok(&line, Duration::from_secs(60))?;
+        match out.status.code() {
+            Some(3) => return Ok(None),
+            Some(0) => {}
+            _ => {
+                return Err(Error::runtime(format!(
+                    "cannot read {p} on {}: {}",
+                    self.target,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
+        let nl = out.stdout.iter().position(|&b| b == b'\n').unwrap_or(0);
+        let len: u64 = String::from_utf8_lossy(&out.stdout[..nl])
+            .trim()
+            .parse()
+            .map_err(|_| {
+                Error::runtime(format!("cannot read the size of {p} on {}", self.target))
+            })?;
+        let bytes = if len < offset {
+            Vec::new()
+        } else {
+            out.stdout[(nl + 1).min(out.stdout.len())..].to_vec()
+        };
+        Ok(Some(Chunk { len, bytes }))
+    }
+
+    fn stat(&self, path: &Path) -> Result<Option<Stat>> {
+        let p = utf8(path)?;
+        let out = self.sh_ok(
+            &format!(
+                "stat -L -c '%F|%u|%g' -- {} 2>/dev/null || exit 3",
+                quote(p)
+            ),
+            Duration::from_secs(60),
+        )?;
+        if !out.status.success() {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let parts: Vec<&str> = text.trim().split('|').collect();
+        let [kind, uid, gid] = parts[..] else {
+            return Ok(None);
+        };
+        Ok(Some(Stat {
+            is_dir: kind == "directory",
+            is_file: kind.contains("regular"),
+            uid: uid.parse().unwrap_or(u32::MAX),
+            gid: gid.parse().unwrap_or(u32::MAX),
+        }))
+    }
+
+    fn fs_type(&self, path: &Path) -> Option<String> {
+        let p = utf8(path).ok()?;
+        let line = format!(
+            "p={}; while [ ! -e \"$p\" ]; do p=$(dirname -- \"$p\"); done; findmnt -n -o FSTYPE -T \"$p\"",
+            quote(p)
+        );
+        let out = self.sh_ok(&line, Duration::from_secs(60)).ok()?;
+        let t = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (out.status.success() && !t.is_empty()).then_some(t)
+    }
+
+    fn ids(&self) -> Result<(u32, u32)> {
+        let out = self.sh_ok("id -u; id -g", Duration::from_secs(60))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut it = text.split_whitespace().map(str::parse::<u32>);
+        match (it.next(), it.next()) {
+            (Some(Ok(u)), Some(Ok(g))) => Ok((u, g)),
+            _ => Err(Error::runtime(format!(
+                "cannot read the user and group ids on {}",
+                self.target
+            ))),
+        }
+    }
+
+    /// The login node's CPU architecture (`uname -m`).
+    fn machine(&self) -> Result<String> {
+        let out = self.sh_ok("uname -m", Duration::from_secs(60))?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn absolute(&self, p: &Path) -> Result<PathBuf> {
+        if p.is_absolute() {
+            return Ok(p.to_path_buf());
+        }
+        Ok(Path::new(self.home()?).join(p))
+    }
+}
+
+/// A master that was killed leaves its socket behind: nobody answers there, and ssh would
+/// neither use it nor make a new one. Such a socket is removed.
+fn clear_stale(socket: &Path) {
+    if let Err(e) = std::os::unix::net::UnixStream::connect(socket)
+        && e.kind() == std::io::ErrorKind::ConnectionRefused
+    {
+        let _ = std::fs::remove_file(socket);
+    }
+}
+
+fn ran(out: &std::process::Output) -> Ran {
+    Ran {
+        ok: out.status.success(),
+        signalled: out.status.code().is_none(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn utf8(p: &Path) -> Result<&str> {
+    p.to_str()
+        .ok_or_else(|| Error::usage(format!("{} is not UTF-8", p.display())))
+}
+
+/// The bytes of the regular files under `dir` (for upload progress).
+fn tree_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => tree_size(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// A private staging directory: `TMPDIR/ovlaunch-WHAT-PID-NANOS-N`, created 0700 (never an
+/// existing one), for an upload here and for `--package` (`cli::package`).
+pub fn private_temp_dir(what: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    for i in 0..100u32 {
+        let p = base.join(format!(
+            "ovlaunch-{what}-{}-{}-{i}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(Error::runtime(format!(
+                    "cannot create {}: {e}",
+                    p.display()
+                )));
+            }
+        }
+    }
+    Err(Error::runtime(format!(
+        "cannot create a staging directory in {} for the {what}",
+        base.display()
+    )))
+}
+
+/// The directory of the connection sockets: `$XDG_RUNTIME_DIR/ovlaunch-ssh`, else
+/// `TMPDIR/ovlaunch-ssh-UID`; created 0700, and refused when it is a symlink, another
+/// user's, or open to others.
+fn control_dir() -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let (uid, _) = host::Local.ids()?;
+    // A socket path holds at most 107 bytes: this directory, `/`, 16 bytes of name and
+    // ssh's 17-byte temporary suffix.
+    let fits = |d: &Path| d.as_os_str().len() + 1 + 16 + 17 <= 107;
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(|r| PathBuf::from(r).join("ovlaunch-ssh"))
+        .filter(|d| fits(d))
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("ovlaunch-ssh-{uid}")));
+    if !fits(&dir) {
+        return Err(Error::runtime(format!(
+            "{} is too long a directory for ssh's connection socket",
+            dir.display()
+        ))
+        .help("set TMPDIR or XDG_RUNTIME_DIR to a shorter directory"));
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(Error::runtime(format!(
+                "cannot create {}: {e}",
+                dir.display()
+            )));
+        }
+    }
+    let m = std::fs::symlink_metadata(&dir)
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", dir.display())))?;
+    if !m.file_type().is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+        return Err(Error::runtime(format!(
+            "{} is not a private directory of this user (a symlink, another user's, or open to others): ssh's connection sockets are not put there",
+            dir.display()
+        ))
+        .help("remove it (or set XDG_RUNTIME_DIR to a private directory) and try again"));
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        for ok in ["me@login", "login01", "ssh://me@login:2222", "me@10.0.0.1"] {
+            assert!(check_target(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-oProxyCommand=x",
+            "me@login;rm",
+            "me@lo gin",
+            "@x",
+            "a\nb",
+        ] {
+            assert!(check_target(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_recorded_wrapper_quotes_the_directory() {
+        let s = Ssh::recorded("/j/it's here", "1-2", "sbatch --parsable x");
+        assert!(s.starts_with("cd -- '/j/it'\\''s here' || exit 97;"), "{s}");
+        assert!(s.contains("trap '' HUP PIPE"));
+    }
+}

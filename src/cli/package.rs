@@ -1,0 +1,318 @@
+//! `--package git` and `--package DIR`: the user's code as one tar archive that travels in
+//! the job directory (`layout::PACKAGE_ARCHIVE`), which the job script unpacks next to it
+//! and puts first on `PYTHONPATH` (`render::launch::Package`).
+//!
+//! Contract:
+//! - `git`: the repository of the working directory at `HEAD` (`git archive`). Uncommitted
+//!   changes to tracked files are refused (exit 2), unless `--package-dirty`, which archives
+//!   them too (`git stash create`: a commit of the working tree that touches no branch and
+//!   no stash); untracked files are never included.
+//! - `DIR`: the files under DIR whose relative paths match an `--package-include` pattern
+//!   (all files when none is given) and no `--package-exclude` pattern (`*` within a path
+//!   component, `**` across components, `?` one character); `.git` is always left out.
+//! - The archive's SHA-256 (`sha256sum`), its size, and for git the commit (and whether the
+//!   working tree's changes were included) go into `submission.json`.
+//! - A checkout of Megatron-Bridge (`src/megatron/bridge/__init__.py` in it) puts `src` on
+//!   `PYTHONPATH` (and is reported as such), so the trainer imports that Bridge.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::backend::record::PackageRecord;
+use crate::error::{Error, Result};
+use crate::render::launch::Package;
+
+/// An archive built for a job: where it is on this machine until the job directory is
+/// written (removed on drop), what the job does with it, and what the record says.
+pub struct Built {
+    pub archive: PathBuf,
+    pub package: Package,
+    pub record: PackageRecord,
+    stage: PathBuf,
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.stage);
+    }
+}
+
+/// What `--package` and its companions ask for.
+pub struct Request<'a> {
+    pub what: &'a str,
+    pub include: &'a [String],
+    pub exclude: &'a [String],
+    pub dirty: bool,
+}
+
+/// Builds the archive (none without `--package`).
+pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
+    let Some(req) = req else { return Ok(None) };
+    let stage = crate::backend::ssh::private_temp_dir("package")?;
+    let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
+    let built = (|| {
+        let (root, commit, dirty, kind) = if req.what == "git" {
+            let (root, commit, dirty) = git_archive(&archive, req.dirty)?;
+            (root, Some(commit), dirty, "git")
+        } else {
+            let root = PathBuf::from(req.what);
+            if !root.is_dir() {
+                return Err(Error::usage(format!(
+                    "--package {}: not a directory",
+                    req.what
+                ))
+                .at_flag("--package")
+                .help("give `git` (the repository of the working directory at HEAD) or a directory"));
+            }
+            dir_archive(&root, req.include, req.exclude, &archive)?;
+            (root, None, false, "dir")
+        };
+        let sha256 = sha256(&archive)?;
+        let bytes = std::fs::metadata(&archive).map(|m| m.len()).unwrap_or(0);
+        let bridge = root.join("src/megatron/bridge/__init__.py").is_file();
+        Ok((
+            Package {
+                python_path: if bridge { "src".into() } else { String::new() },
+            },
+            PackageRecord {
+                kind: kind.into(),
+                source: root.canonicalize().unwrap_or(root).display().to_string(),
+                commit,
+                dirty,
+                sha256,
+                bytes,
+                bridge_checkout: bridge,
+            },
+        ))
+    })();
+    match built {
+        Ok((package, record)) => Ok(Some(Built {
+            archive,
+            package,
+            record,
+            stage,
+        })),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&stage);
+            Err(e)
+        }
+    }
+}
+
+fn git(args: &[&str]) -> Result<std::process::Output> {
+    Command::new("git").args(args).output().map_err(|e| {
+        Error::runtime(format!("cannot run git: {e}")).help("install git, or give --package DIR")
+    })
+}
+
+fn text(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// `git archive` of HEAD (or of the working tree's tracked changes with `dirty`) into `to`;
+/// returns the repository root, the commit and whether changes were included.
+fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool)> {
+    let top = git(&["rev-parse", "--show-toplevel"])?;
+    if !top.status.success() {
+        return Err(Error::usage(
+            "--package git: the working directory is not in a git repository",
+        )
+        .at_flag("--package")
+        .help("run from inside the repository, or give --package DIR"));
+    }
+    let root = PathBuf::from(text(&top));
+    let root_s = root.display().to_string();
+    let head = git(&["-C", &root_s, "rev-parse", "--verify", "HEAD"])?;
+    if !head.status.success() {
+        return Err(
+            Error::usage("--package git: the repository has no commit yet")
+                .at_flag("--package")
+                .help("commit the code first"),
+        );
+    }
+    let commit = text(&head);
+    let status = git(&[
+        "-C",
+        &root_s,
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+    ])?;
+    let changed: Vec<String> = text(&status).lines().map(str::to_string).collect();
+    let mut tree = commit.clone();
+    if !changed.is_empty() {
+        if !dirty {
+            return Err(Error::usage(format!(
+                "--package git: {} has uncommitted changes ({}); the job would not run the code HEAD names",
+                root_s,
+                changed.iter().take(3).map(|l| l.trim()).collect::<Vec<_>>().join(", ")
+            ))
+            .at_flag("--package")
+            .help("commit them, or add --package-dirty to ship the working tree's tracked files as they are"));
+        }
+        let stash = git(&["-C", &root_s, "stash", "create"])?;
+        if stash.status.success() && !text(&stash).is_empty() {
+            tree = text(&stash);
+        }
+    }
+    let out = git(&[
+        "-C",
+        &root_s,
+        "archive",
+        "--format=tar",
+        "-o",
+        &to.display().to_string(),
+        &tree,
+    ])?;
+    if !out.status.success() {
+        return Err(Error::runtime(format!(
+            "git archive failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok((root, commit, !changed.is_empty()))
+}
+
+/// The files of `root` the patterns select, archived with tar into `to`.
+fn dir_archive(root: &Path, include: &[String], exclude: &[String], to: &Path) -> Result<()> {
+    let mut files = Vec::new();
+    walk(root, Path::new(""), &mut files)?;
+    let chosen: Vec<String> = files
+        .into_iter()
+        .filter(|f| include.is_empty() || include.iter().any(|p| selects(p, f)))
+        .filter(|f| !exclude.iter().any(|p| selects(p, f)))
+        .collect();
+    if chosen.is_empty() {
+        return Err(Error::usage(format!(
+            "--package {}: the include and exclude patterns leave no file",
+            root.display()
+        ))
+        .at_flag("--package-include"));
+    }
+    let list = to.with_extension("list");
+    let mut body = Vec::new();
+    for f in &chosen {
+        body.extend_from_slice(f.as_bytes());
+        body.push(0);
+    }
+    std::fs::write(&list, body)
+        .map_err(|e| Error::runtime(format!("cannot write {}: {e}", list.display())))?;
+    let out = Command::new("tar")
+        .arg("-C")
+        .arg(root)
+        .args(["--null", "--no-recursion", "-cf"])
+        .arg(to)
+        .arg("-T")
+        .arg(&list)
+        .output()
+        .map_err(|e| Error::runtime(format!("cannot run tar: {e}")))?;
+    let _ = std::fs::remove_file(&list);
+    if !out.status.success() {
+        return Err(Error::runtime(format!(
+            "tar failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Regular files under `dir` (relative paths, `/`-separated), `.git` left out; symlinks
+/// are archived as links, not followed.
+fn walk(root: &Path, rel: &Path, out: &mut Vec<String>) -> Result<()> {
+    let dir = root.join(rel);
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", dir.display())))?;
+    let mut names: Vec<_> = entries.flatten().collect();
+    names.sort_by_key(|e| e.file_name());
+    for e in names {
+        let name = e.file_name();
+        if name == ".git" {
+            continue;
+        }
+        let r = rel.join(&name);
+        let Some(s) = r.to_str() else {
+            return Err(Error::usage(format!("{} is not UTF-8", r.display())).at_flag("--package"));
+        };
+        match e.file_type() {
+            Ok(t) if t.is_dir() => walk(root, &r, out)?,
+            Ok(_) => out.push(s.to_string()),
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether `pattern` matches `path` or one of the directories it is in.
+pub fn selects(pattern: &str, path: &str) -> bool {
+    glob(pattern, path)
+        || path
+            .match_indices('/')
+            .any(|(i, _)| glob(pattern, &path[..i]))
+}
+
+/// Whether `path` matches `pattern`: `**` any number of components, `*` anything within
+/// one component, `?` one character; a pattern without `/` matches the file name at any
+/// depth.
+pub fn glob(pattern: &str, path: &str) -> bool {
+    if !pattern.contains('/') {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        return matches(pattern.as_bytes(), name.as_bytes(), false)
+            || matches(pattern.as_bytes(), path.as_bytes(), false);
+    }
+    matches(pattern.as_bytes(), path.as_bytes(), true)
+}
+
+fn matches(p: &[u8], s: &[u8], slash_special: bool) -> bool {
+    match p.first() {
+        None => s.is_empty(),
+        Some(b'*') if p.get(1) == Some(&b'*') => {
+            let rest = p[2..].strip_prefix(b"/").unwrap_or(&p[2..]);
+            if rest.is_empty() {
+                return true;
+            }
+            (0..=s.len())
+                .any(|i| (i == 0 || s[i - 1] == b'/') && matches(rest, &s[i..], slash_special))
+                || matches(rest, s, slash_special)
+        }
+        Some(b'*') => (0..=s.len())
+            .take_while(|&i| i == 0 || !(slash_special && s[i - 1] == b'/'))
+            .any(|i| matches(&p[1..], &s[i..], slash_special)),
+        Some(b'?') => {
+            s.first().is_some_and(|&c| !(slash_special && c == b'/'))
+                && matches(&p[1..], &s[1..], slash_special)
+        }
+        Some(c) => s.first() == Some(c) && matches(&p[1..], &s[1..], slash_special),
+    }
+}
+
+fn sha256(path: &Path) -> Result<String> {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .map_err(|e| Error::runtime(format!("cannot run sha256sum: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .next()
+        .filter(|h| out.status.success() && h.len() == 64)
+        .map(str::to_string)
+        .ok_or_else(|| Error::runtime(format!("sha256sum failed on {}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn patterns() {
+        assert!(glob("*.py", "a/b/c.py"));
+        assert!(glob("src/**/*.py", "src/x/y/z.py"));
+        assert!(glob("src/**/*.py", "src/z.py"));
+        assert!(!glob("src/*.py", "src/x/z.py"));
+        assert!(glob("data/**", "data/a/b"));
+        assert!(!glob("*.py", "a/b/c.pyc"));
+        assert!(glob("?.txt", "a.txt"));
+        assert!(super::selects("__pycache__", "pkg/__pycache__/m.pyc"));
+        assert!(super::selects("data", "data/a/b"));
+        assert!(!super::selects("data", "mydata/a"));
+    }
+}

@@ -1,0 +1,616 @@
+//! From a laptop to a cluster, for real: a REAL OpenSSH server (Debian's openssh-server,
+//! `.ci/sshd-up.sh`) on 127.0.0.1 with key authentication and a known host key, in front of
+//! a REAL local Slurm (`.ci/slurm-up.sh`, with crun for OCI containers). ovlaunch runs as a
+//! separate "laptop" user (`ovl-laptop`) whose own `~/.ssh/config` names the login node
+//! `cluster`; every Slurm command, the job directory and the logs go through that ssh.
+//!
+//! Scenarios: an unknown host key is refused (nothing written, nothing queued); a crun
+//! container job with a packaged git repository whose code the trainer imports (submit,
+//! `logs -f`, `status`, `list`, the record on both sides); `cancel`; the connection killed
+//! mid-sbatch (the job is queued once and recorded); the connection killed mid-upload
+//! (nothing is left on the login node, nothing is queued, and the same command then works).
+//! The connection is killed by killing the laptop's ssh master process, as a dropped
+//! network does. Only GPUs are absent (the `cpu` hardware kind).
+//!
+//! Needs root, `.ci/install.sh` (slurm, oci, ssh, torch) and the static rank runtime
+//! (`scripts/build-rank-runtime.sh`). Without them the test prints why and passes, unless
+//! `OVLAUNCH_REQUIRE_SLURM=1`, which makes it fail.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn static_rank_runtime() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rank-runtime/ovlaunch-rank-x86_64")
+}
+
+/// The cluster, the sshd in front of it and the laptop user.
+struct Remote {
+    cluster: common::SlurmCluster,
+    ssh: PathBuf,
+    home: PathBuf,
+    uid: u32,
+    gid: u32,
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // The laptop's connections persist for a while after each command: close them.
+        if self.uid != 0
+            && let Ok(d) = std::fs::read_dir(self.home.join("run/ovlaunch-ssh"))
+        {
+            for e in d.flatten() {
+                let _ = self
+                    .laptop("ssh", &self.home)
+                    .arg("-S")
+                    .arg(e.path())
+                    .args(["-O", "exit", "cluster"])
+                    .output();
+            }
+        }
+        let root = env!("CARGO_MANIFEST_DIR");
+        let _ = Command::new("bash")
+            .arg(format!("{root}/.ci/sshd-up.sh"))
+            .arg("--down")
+            .arg("--dir")
+            .arg(&self.ssh)
+            .output();
+        self.cluster.stop();
+    }
+}
+
+fn id(flag: &str, user: &str) -> u32 {
+    let o = Command::new("id").args([flag, user]).output().unwrap();
+    common::stdout(&o).trim().parse().unwrap()
+}
+
+impl Remote {
+    fn start() -> Option<Remote> {
+        let mut missing = Vec::new();
+        for (what, path) in [
+            ("openssh-server", "/usr/sbin/sshd"),
+            ("busybox-static", "/bin/busybox"),
+        ] {
+            if !Path::new(path).exists() {
+                missing.push(what.to_string());
+            }
+        }
+        if !static_rank_runtime().is_file() {
+            missing.push("target/rank-runtime/ovlaunch-rank-x86_64".into());
+        }
+        let cluster = common::SlurmCluster::start(
+            "the remote-submission test",
+            &["crun", "torchrun", "ssh", "git"],
+            missing,
+            &[
+                ("OVLAUNCH_SLURM_OCI", "crun"),
+                ("OVLAUNCH_SLURM_PORT_BASE", "24817"),
+            ],
+        )?;
+        // From here on, a failure stops the cluster and the sshd (Drop).
+        let top = cluster.dir.path().to_path_buf();
+        let mut r = Remote {
+            cluster,
+            ssh: top.join("ssh"),
+            home: top.join("ssh/laptop"),
+            uid: 0,
+            gid: 0,
+        };
+        // The laptop user's home is in here.
+        Command::new("chmod").arg("755").arg(&top).status().unwrap();
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut up = Command::new("bash");
+        up.arg(format!("{root}/.ci/sshd-up.sh"))
+            .arg("--dir")
+            .arg(&r.ssh);
+        // What Slurm's tools need in the sessions on the login node.
+        for (k, v) in r.cluster.env.iter().filter(|(k, _)| k == "SLURM_CONF") {
+            up.arg("--env").arg(format!("{k}={v}"));
+        }
+        let out = up.output().unwrap();
+        assert!(out.status.success(), "sshd-up: {}", common::stderr(&out));
+        (r.uid, r.gid) = (id("-u", "ovl-laptop"), id("-g", "ovl-laptop"));
+        // The laptop's installation: ovlaunch with the static rank runtime next to it (found
+        // for the architecture `uname -m` reports on the login node), and the recipe.
+        let bin = r.home.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::copy(common::bin(), bin.join("ovlaunch")).unwrap();
+        std::fs::copy(static_rank_runtime(), bin.join("ovlaunch-rank-x86_64")).unwrap();
+        std::fs::copy(
+            format!("{root}/tests/fixtures/tiny.yaml"),
+            r.home.join("tiny.yaml"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(r.home.join("run")).unwrap();
+        r.chown();
+        Command::new("chmod")
+            .arg("700")
+            .arg(r.home.join("run"))
+            .status()
+            .unwrap();
+        Some(r)
+    }
+
+    fn chown(&self) {
+        let s = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", self.uid, self.gid))
+            .arg(&self.home)
+            .status()
+            .unwrap();
+        assert!(s.success());
+    }
+
+    /// A command run as the laptop user, with a clean environment.
+    fn laptop(&self, program: &str, cwd: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.uid(self.uid)
+            .gid(self.gid)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("XDG_RUNTIME_DIR", self.home.join("run"))
+            .env("PATH", "/usr/bin:/bin")
+            .env("LANG", "C.UTF-8")
+            .current_dir(cwd);
+        c
+    }
+
+    fn ovlaunch_in(&self, cwd: &Path, args: &[&str]) -> Output {
+        self.laptop(self.home.join("bin/ovlaunch").to_str().unwrap(), cwd)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn ovlaunch(&self, args: &[&str]) -> Output {
+        self.ovlaunch_in(&self.home, args)
+    }
+
+    /// Where the jobs live on the login node.
+    fn remote_jobs(&self) -> PathBuf {
+        self.cluster.dir.path().join("cluster-jobs")
+    }
+
+    /// The laptop's copy of a job's record.
+    fn local_record(&self, name: &str) -> PathBuf {
+        self.home
+            .join(".local/state/ovlaunch/jobs")
+            .join(name)
+            .join("submission.json")
+    }
+
+    fn submit_args(&self, name: &str) -> Vec<String> {
+        [
+            "submit",
+            "--host",
+            "cluster",
+            "--remote-jobs-root",
+            self.remote_jobs().to_str().unwrap(),
+            "--job-name",
+            name,
+            "--recipe",
+            self.home.join("tiny.yaml").to_str().unwrap(),
+            "--gpus",
+            "cpux2",
+            "--mpi",
+            "none",
+            "--time",
+            "00:03:00",
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+    }
+
+    /// The pid of the laptop's ssh master for `cluster` (`ssh -O check`).
+    fn master_pid(&self) -> Option<u32> {
+        let dir = self.home.join("run/ovlaunch-ssh");
+        for e in std::fs::read_dir(&dir).ok()?.flatten() {
+            let o = self
+                .laptop("ssh", &self.home)
+                .arg("-S")
+                .arg(e.path())
+                .args(["-O", "check", "cluster"])
+                .output()
+                .unwrap();
+            let text = common::stderr(&o);
+            if let Some(pid) = text
+                .split("pid=")
+                .nth(1)
+                .and_then(|r| r.split(')').next())
+                .and_then(|p| p.parse().ok())
+            {
+                return Some(pid);
+            }
+        }
+        None
+    }
+
+    /// Kills the ssh connection as a dropped network does: the master process dies.
+    fn kill_connection(&self) {
+        let pid = self.master_pid().expect("an ssh master is running");
+        let s = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(s.success());
+    }
+
+    fn squeue_named(&self, name: &str) -> Vec<String> {
+        let o = self
+            .cluster
+            .cmd("squeue")
+            .args(["-h", "-n", name, "-o", "%i"])
+            .output()
+            .unwrap();
+        common::stdout(&o)
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
+}
+
+fn argv(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// A git repository of the laptop user whose package the trainer imports: it writes what it
+/// saw into the job directory.
+fn packaged_repo(r: &Remote) -> PathBuf {
+    let repo = r.home.join("work/trainer-code");
+    std::fs::create_dir_all(repo.join("shipped")).unwrap();
+    std::fs::write(
+        repo.join("shipped/__init__.py"),
+        "import json, os, sys\n\
+         MESSAGE = 'hello from the packaged repository'\n\
+         def record():\n\
+         \x20   rank = os.environ.get('RANK', 'x')\n\
+         \x20   out = os.path.join(os.environ['OVLAUNCH_JOB_DIR'], 'ranks')\n\
+         \x20   os.makedirs(out, exist_ok=True)\n\
+         \x20   with open(os.path.join(out, 'rank-' + rank + '.json'), 'w') as f:\n\
+         \x20       json.dump({'message': MESSAGE, 'file': __file__, 'sh': os.path.realpath('/bin/sh'), 'pythonpath': os.environ.get('PYTHONPATH', '')}, f)\n\
+         \x20   print('rank', rank, MESSAGE, flush=True)\n",
+    )
+    .unwrap();
+    r.chown();
+    let git = |args: &[&str]| {
+        let o = r
+            .laptop("git", &repo)
+            .args([
+                "-c",
+                "user.name=laptop",
+                "-c",
+                "user.email=laptop@example.org",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", common::stderr(&o));
+        common::stdout(&o)
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "trainer code"]);
+    repo
+}
+
+/// A root filesystem from busybox on the login node, where the host's Python and torch are
+/// bind-mounted (as in `oci_e2e`).
+fn busybox_rootfs(at: &Path) {
+    for d in [
+        "bin",
+        "usr/lib",
+        "usr/lib64",
+        "usr/bin",
+        "proc",
+        "dev",
+        "sys",
+        "tmp",
+        "etc",
+    ] {
+        std::fs::create_dir_all(at.join(d)).unwrap();
+    }
+    std::fs::copy("/bin/busybox", at.join("bin/busybox")).unwrap();
+    let list = Command::new("/bin/busybox").arg("--list").output().unwrap();
+    for applet in String::from_utf8_lossy(&list.stdout).split_whitespace() {
+        let link = at.join("bin").join(applet);
+        if !link.exists() {
+            std::os::unix::fs::symlink("busybox", link).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink("usr/lib", at.join("lib")).unwrap();
+    std::os::unix::fs::symlink("usr/lib64", at.join("lib64")).unwrap();
+}
+
+#[test]
+fn laptop_to_cluster_over_real_ssh() {
+    let Some(r) = Remote::start() else { return };
+
+    // 1. Negative control: the same server under an alias whose known_hosts lacks its key.
+    let mut a = r.submit_args("stranger-job");
+    a[2] = "stranger".into();
+    a.extend(["--".into(), "true".into()]);
+    let o = r.ovlaunch(&argv(&a));
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("Host key verification failed"),
+        "{}",
+        common::stderr(&o)
+    );
+    assert!(!r.remote_jobs().join("stranger-job").exists());
+    assert!(!r.local_record("stranger-job").exists());
+    assert!(r.squeue_named("stranger-job").is_empty());
+
+    // 2. A crun container job (2 nodes x 2 ranks, torchrun in the container) whose trainer
+    //    imports the packaged git repository.
+    let repo = packaged_repo(&r);
+    let rootfs = r.cluster.dir.path().join("rootfs");
+    busybox_rootfs(&rootfs);
+    let mut a = r.submit_args("boxed");
+    let gpus = a.iter().position(|x| x == "cpux2").unwrap();
+    a[gpus] = "cpux4".into();
+    for x in [
+        "--package",
+        "git",
+        "--launcher",
+        "torchrun",
+        "--torchrun-flags",
+        "underscore",
+        "--master-port",
+        "29631",
+        "--container-runtime",
+        "oci",
+        "--container-image",
+        rootfs.to_str().unwrap(),
+        "--container-mount",
+        "/usr/lib:/usr/lib:ro",
+        "--container-mount",
+        "/usr/lib64:/usr/lib64:ro",
+        "--container-mount",
+        "/usr/bin:/usr/bin:ro",
+        "--container-mount",
+        "/etc/alternatives:/etc/alternatives:ro",
+        "--container-mount",
+        "/etc/hosts:/etc/hosts:ro",
+        "--",
+        "python3",
+        "-c",
+        "import shipped; shipped.record()",
+    ] {
+        a.push(x.to_string());
+    }
+    let o = r.ovlaunch_in(&repo, &argv(&a));
+    assert!(o.status.success(), "submit: {}", common::stderr(&o));
+    let dir = r.remote_jobs().join("boxed");
+    let out = common::stdout(&o);
+    assert!(
+        out.starts_with("submitted job ") && out.contains(dir.to_str().unwrap()),
+        "{out}"
+    );
+    // The record on both sides, with the package's commit and hash.
+    // The copy here names the login node; the record there is the job as seen there.
+    let there = json(&dir.join("submission.json"));
+    let mut here = json(&r.local_record("boxed"));
+    assert_eq!(here["host"], "cluster");
+    here.as_object_mut().unwrap().remove("host");
+    assert_eq!(there, here);
+    assert_eq!(here["state"], "submitted");
+    let head = r
+        .laptop("git", &repo)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .unwrap();
+    assert_eq!(here["package"]["commit"], common::stdout(&head).trim());
+    let sum = Command::new("sha256sum")
+        .arg(dir.join("code.tar"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        here["package"]["sha256"].as_str().unwrap(),
+        common::stdout(&sum).split_whitespace().next().unwrap()
+    );
+    // logs -f from the laptop until the job ends.
+    let o = r.ovlaunch(&["logs", "--follow", "boxed"]);
+    assert!(o.status.success(), "logs: {}", common::stderr(&o));
+    let logs = common::stdout(&o);
+    assert_eq!(
+        logs.matches("hello from the packaged repository").count(),
+        4,
+        "{logs}"
+    );
+    let o = r.ovlaunch(&["status", "boxed"]);
+    assert!(
+        o.status.success() && common::stdout(&o).contains(" COMPLETED exit=0:0"),
+        "{}{}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
+    for rank in 0..4 {
+        let rec = json(&dir.join(format!("ranks/rank-{rank}.json")));
+        assert_eq!(rec["message"], "hello from the packaged repository");
+        assert_eq!(rec["sh"], "/bin/busybox", "ran in the container: {rec}");
+        assert_eq!(
+            rec["file"],
+            format!("{}/code/shipped/__init__.py", dir.display()),
+            "imported from the unpacked package: {rec}"
+        );
+    }
+
+    // 3. cancel from the laptop.
+    let mut a = r.submit_args("sleeper");
+    a.extend(["--".into(), "sleep".into(), "300".into()]);
+    let o = r.ovlaunch(&argv(&a));
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = r.ovlaunch(&["cancel", "sleeper"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let o = r.ovlaunch(&["status", "sleeper"]);
+        if o.status.code() == Some(4) {
+            assert!(common::stdout(&o).contains("CANCELLED"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", common::stdout(&o));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // 4. The connection dies while sbatch runs on the login node (an sbatch that takes 4 s,
+    //    first on the sessions' PATH): reconnected, the answer is read back, one job queued.
+    let slow = r.ssh.join("bin/sbatch");
+    std::fs::write(&slow, "#!/bin/sh\nsleep 4\nexec /usr/bin/sbatch \"$@\"\n").unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&slow)
+        .status()
+        .unwrap();
+    let mut a = r.submit_args("dropped");
+    a.extend(["--".into(), "true".into()]);
+    let child = r
+        .laptop(r.home.join("bin/ovlaunch").to_str().unwrap(), &r.home)
+        .args(argv(&a))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dropped = r.remote_jobs().join("dropped");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_dir(&dropped)
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".started"))
+        })
+        .unwrap_or(false)
+    {
+        assert!(Instant::now() < deadline, "sbatch never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    r.kill_connection();
+    let o = child.wait_with_output().unwrap();
+    std::fs::remove_file(&slow).unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("was lost while `sbatch` ran"),
+        "{}",
+        common::stderr(&o)
+    );
+    let rec = json(&r.local_record("dropped"));
+    let id = rec["job_id"].as_str().unwrap().to_string();
+    assert!(common::stdout(&o).contains(&format!("submitted job {id} ")));
+    let mut rec = rec;
+    rec.as_object_mut().unwrap().remove("host");
+    assert_eq!(json(&dropped.join("submission.json")), rec);
+    let ids: Vec<String> = {
+        let o = r
+            .cluster
+            .cmd("squeue")
+            .args(["-h", "-t", "all", "-n", "dropped", "-o", "%i"])
+            .output()
+            .unwrap();
+        common::stdout(&o).lines().map(str::to_string).collect()
+    };
+    assert_eq!(ids, vec![id.clone()], "queued exactly once");
+
+    // 5. The connection dies mid-upload (a 96 MiB package): nothing on the login node,
+    //    nothing queued, no record here; the same command then goes through.
+    let big = r.home.join("work/big");
+    std::fs::create_dir_all(&big).unwrap();
+    let o = Command::new("head")
+        .args(["-c", "100663296", "/dev/urandom"])
+        .output()
+        .unwrap();
+    std::fs::write(big.join("weights.bin"), o.stdout).unwrap();
+    std::fs::write(big.join("helper.py"), "X = 1\n").unwrap();
+    r.chown();
+    let mut a = r.submit_args("cut");
+    a.extend(
+        ["--package", big.to_str().unwrap(), "--", "true"]
+            .into_iter()
+            .map(str::to_string),
+    );
+    let mut child = r
+        .laptop(r.home.join("bin/ovlaunch").to_str().unwrap(), &r.home)
+        .args(argv(&a))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A stalled upload fails the test instead of hanging it.
+    let pid = child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(180));
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    });
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no progress: {seen}");
+        seen.push_str(&line);
+        if line.starts_with("uploading the job directory") {
+            break;
+        }
+    }
+    r.kill_connection();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    seen.push_str(&rest);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{seen}");
+    assert!(seen.contains("nothing was submitted"), "{seen}");
+    assert!(!r.remote_jobs().join("cut").exists(), "{seen}");
+    assert!(!r.local_record("cut").exists());
+    assert!(r.squeue_named("cut").is_empty());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let partial: Vec<String> = std::fs::read_dir(r.remote_jobs())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".ovlaunch-partial-"))
+            .collect();
+        if partial.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: {partial:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = r.ovlaunch(&argv(&a));
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let rec = json(&r.local_record("cut"));
+    assert!(rec["job_id"].is_string(), "{rec}");
+    assert_eq!(rec["package"]["kind"], "dir");
+    assert!(
+        rec["package"]["bytes"].as_u64().unwrap() > 100_000_000,
+        "{rec}"
+    );
+
+    // 6. list from the laptop shows every job it submitted, with its remote directory.
+    let o = r.ovlaunch(&["list", "-o", "json"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let listed: Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+    let mut names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["boxed", "cut", "dropped", "sleeper"]);
+}
