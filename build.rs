@@ -31,9 +31,30 @@ fn main() {
     let mut table = String::from(
         "/// Every shipped recipe, converted to JSON at build time.\npub const RECIPES: &[EmbeddedRecipe] = &[\n",
     );
-    for p in &paths {
+    // Bridge function name -> index in RECIPES, sorted for a binary search: `--recipe
+    // FUNCTION` finds its file without parsing any recipe.
+    let mut functions: Vec<(String, usize)> = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
         println!("cargo:rerun-if-changed={}", p.display());
         let tree = yaml_to_json(p);
+        // a recipe without variants runs its own function (`Recipe::function_variant`)
+        if tree["variants"].as_array().is_none_or(|v| v.is_empty())
+            && let Some(f) = tree["bridge_recipe"].as_str()
+        {
+            functions.push((f.to_string(), i));
+        }
+        for v in tree["variants"].as_array().into_iter().flatten() {
+            let names = v["bridge_recipe"].as_str().into_iter().chain(
+                v["bridge_aliases"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str()),
+            );
+            for n in names {
+                functions.push((n.to_string(), i));
+            }
+        }
         let name = tree["name"]
             .as_str()
             .unwrap_or_else(|| panic!("{}: no name", p.display()));
@@ -41,16 +62,44 @@ fn main() {
             .as_array()
             .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
             .unwrap_or_default();
+        let text = |k: &str| tree[k].as_str().map(str::to_string);
+        let mut gpus: Vec<&str> = tree["variants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["gpu"].as_str())
+            .collect();
+        gpus.sort();
+        gpus.dedup();
         let json_path = out.join(format!("{}.json", p.file_stem().unwrap().to_string_lossy()));
         std::fs::write(&json_path, serde_json::to_string(&tree).unwrap()).unwrap();
         let _ = writeln!(
             table,
-            "    EmbeddedRecipe {{ path: {:?}, name: {:?}, aliases: &{:?}, json: include_str!({:?}) }},",
+            "    EmbeddedRecipe {{ path: {:?}, name: {:?}, aliases: &{:?}, description: {:?}, family: {:?}, task: {:?}, kind: {:?}, gpus: &{:?}, functions: {}, json: include_str!({:?}) }},",
             p.display().to_string(),
             name,
             aliases,
+            text("description").unwrap_or_default(),
+            text("family"),
+            text("task"),
+            text("kind").unwrap_or_else(|| "benchmark".into()),
+            gpus,
+            tree["variants"].as_array().map_or(0, Vec::len),
             json_path.display().to_string()
         );
+    }
+    table.push_str("];\n");
+    functions.sort();
+    for w in functions.windows(2) {
+        assert!(
+            w[0].0 != w[1].0,
+            "Bridge function `{}` is in two recipe files",
+            w[0].0
+        );
+    }
+    table.push_str("\n/// Every Bridge function a shipped recipe runs (name or alias), sorted, with the index of its recipe in [`RECIPES`].\npub const FUNCTIONS: &[(&str, usize)] = &[\n");
+    for (n, i) in &functions {
+        let _ = writeln!(table, "    ({n:?}, {i}),");
     }
     table.push_str("];\n");
     let gpus = out.join("gpus.json");

@@ -20,6 +20,9 @@ pub struct RecipeSource {
     pub text: Text,
     pub name: String,
     pub aliases: Vec<String>,
+    /// A shipped recipe's build-time index entry (family, task, GPU kinds) to list and filter
+    /// it by without parsing it; `None` for a user recipe.
+    pub embedded: Option<&'static embedded::EmbeddedRecipe>,
 }
 
 /// A recipe's source text: shipped recipes are JSON (converted by build.rs), user ones YAML.
@@ -50,6 +53,7 @@ impl Catalog {
                 text: Text::Json(r.json),
                 name: r.name.to_string(),
                 aliases: r.aliases.iter().map(|a| a.to_string()).collect(),
+                embedded: Some(r),
             })
             .collect();
         let gpus: Vec<GpuKind> = serde_json::from_str(embedded::GPUS_JSON)
@@ -102,8 +106,24 @@ impl Catalog {
             .map(|i| self.user_dir[i].1.as_path())
     }
 
-    /// Finds a recipe by name or alias and parses it.
+    /// Finds a recipe by name or alias, or by the name of a Bridge recipe function a shipped
+    /// recipe runs (the recipe then holds that function's variant only: `Recipe::pin`), and
+    /// parses it.
     pub fn recipe(&self, name: &str) -> Result<Recipe> {
+        let named = self
+            .recipes
+            .iter()
+            .rev()
+            .any(|r| r.name == name || r.aliases.iter().any(|a| a == name));
+        if !named && let Some(e) = embedded::function(name) {
+            let origin = format!("embedded:{}", e.path);
+            let recipe = Recipe::from_json(e.json, &origin)?;
+            return recipe.pin(name).ok_or_else(|| {
+                Error::runtime(format!(
+                    "{origin}: the index names `{name}`, no variant runs it"
+                ))
+            });
+        }
         let src = self
             .recipes
             .iter()
@@ -134,44 +154,37 @@ impl Catalog {
         src.parse()
     }
 
-    /// The shipped recipe that holds Megatron-Bridge's function `function`: a variant whose
-    /// `bridge_recipe` it is, or a recipe without variants whose `bridge_recipe` it is (a
-    /// recipe with variants states only what they share, not what its own `bridge_recipe`
-    /// returns). Only the recipe whose text names the function is parsed.
+    /// The shipped recipe that holds Megatron-Bridge's function `function` (its name or an
+    /// alias; `Recipe::function_variant` says where), whole, from the build-time index
+    /// ([`embedded::function`]): only that recipe is parsed.
     pub fn bridge_function(&self, function: &str) -> Result<Option<Recipe>> {
-        let needle = format!("\"bridge_recipe\":{}", serde_json::Value::from(function));
-        for src in &self.recipes {
-            let Text::Json(json) = &src.text else {
-                continue;
-            };
-            if !json.contains(&needle) {
-                continue;
-            }
-            let r = src.parse()?;
-            if r.function_variant(function).is_some() {
-                return Ok(Some(r));
-            }
+        let Some(e) = embedded::function(function) else {
+            return Ok(None);
+        };
+        let origin = format!("embedded:{}", e.path);
+        let r = Recipe::from_json(e.json, &origin)?;
+        if r.function_variant(function).is_none() {
+            return Err(Error::runtime(format!(
+                "{origin}: the index names `{function}`, the recipe does not hold it"
+            )));
         }
-        Ok(None)
+        Ok(Some(r))
     }
 
-    /// Every Bridge function the shipped recipes hold, with its recipe's family (parses every
-    /// shipped recipe: for error messages only).
+    /// Every Bridge function the shipped recipes hold (names and aliases, from the build-time
+    /// index), with its recipe's family, in recipe-file order; for error messages.
     pub fn bridge_functions(&self) -> Vec<(String, Option<String>)> {
-        let mut out = Vec::new();
-        for src in &self.recipes {
-            if !matches!(src.text, Text::Json(_)) {
-                continue;
-            }
-            let Ok(r) = src.parse() else { continue };
-            if r.variants.is_empty() {
-                out.extend(r.bridge_recipe.clone().map(|f| (f, r.family.clone())));
-            }
-            for v in &r.variants {
-                out.extend(v.bridge_recipe.clone().map(|f| (f, r.family.clone())));
-            }
-        }
-        out
+        let mut index: Vec<&(&str, usize)> = embedded::FUNCTIONS.iter().collect();
+        index.sort_by_key(|(_, i)| *i);
+        index
+            .into_iter()
+            .map(|(f, i)| {
+                (
+                    f.to_string(),
+                    embedded::RECIPES[*i].family.map(str::to_string),
+                )
+            })
+            .collect()
     }
 }
 
@@ -223,5 +236,6 @@ pub fn scan_recipe(origin: &str, text: &str) -> Result<RecipeSource> {
         text: Text::Yaml(text.to_string()),
         name,
         aliases,
+        embedded: None,
     })
 }

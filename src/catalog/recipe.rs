@@ -87,6 +87,12 @@ with_sections! {
         #[serde(default)]
         bridge_recipe: Option<String>,
         #[serde(default)]
+        kind: Option<RecipeKind>,
+        #[serde(default)]
+        model_class: Option<String>,
+        #[serde(default)]
+        model_lacks: Vec<String>,
+        #[serde(default)]
         trainer: Option<Vec<String>>,
         #[serde(default)]
         pipeline_layouts: Option<LayoutTable>,
@@ -107,7 +113,13 @@ with_sections! {
         #[serde(default)]
         bridge_recipe: Option<String>,
         #[serde(default)]
+        bridge_aliases: Vec<String>,
+        #[serde(default)]
         bridge_since: Option<String>,
+        #[serde(default)]
+        model_class: Option<String>,
+        #[serde(default)]
+        model_lacks: Vec<String>,
         #[serde(default)]
         canonical: bool,
         #[serde(default)]
@@ -163,6 +175,30 @@ impl LayoutTable {
     }
 }
 
+/// What kind of Bridge recipe function a recipe's variants are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecipeKind {
+    /// A performance recipe (`megatron.bridge.perf_recipes`): Bridge's runner applies its
+    /// benchmark steps (weak scaling of the global batch to the job's data-parallel size,
+    /// the bf16 precision-aware optimizer default).
+    #[default]
+    Benchmark,
+    /// A library recipe (`megatron.bridge.recipes`): a real training run. Its name states the
+    /// GPU kind and count Bridge wrote it for, but it runs on any GPUs that hold its layout,
+    /// and the runner changes none of its hyper-parameters.
+    Library,
+}
+
+impl RecipeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Benchmark => "benchmark",
+            Self::Library => "library",
+        }
+    }
+}
+
 /// One per-GPU, per-precision variant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Variant {
@@ -172,6 +208,13 @@ pub struct Variant {
     pub variant: Option<String>,
     pub num_gpus: Option<u32>,
     pub bridge_recipe: Option<String>,
+    /// Other names Bridge exports for the same function (`qwen3_8b_sft_config`).
+    pub bridge_aliases: Vec<String>,
+    /// Bridge's model provider class, when it differs from the recipe's.
+    pub model_class: Option<String>,
+    /// `model` fields ovlaunch knows that this variant's provider class lacks, when they differ
+    /// from the recipe's.
+    pub model_lacks: Vec<String>,
     /// The first Megatron-Bridge release that ships `bridge_recipe`.
     pub bridge_since: Option<String>,
     /// The variant Bridge scales from when no exact GPU count matches.
@@ -191,6 +234,16 @@ pub struct Recipe {
     pub family: Option<String>,
     pub task: Option<String>,
     pub bridge_recipe: Option<String>,
+    /// Benchmark (performance) or library recipe functions.
+    pub kind: RecipeKind,
+    /// Bridge's model provider class its functions build (`module.Class`), when known.
+    pub model_class: Option<String>,
+    /// `model` fields ovlaunch knows that the provider class does not have (a hybrid model has
+    /// no `tp_comm_overlap_cfg`): the plan does not report them.
+    pub model_lacks: Vec<String>,
+    /// The Bridge function the user named with `--recipe`, when they named one: its variant
+    /// is the only one left in `variants`.
+    pub pinned: Option<String>,
     pub trainer: Option<Vec<String>>,
     /// Where it was loaded from: `embedded:recipes/x.yaml` or a file path.
     pub origin: String,
@@ -213,19 +266,38 @@ impl Recipe {
         self.origin.starts_with("embedded:")
     }
 
-    /// Where this shipped recipe holds Bridge's function `function`: `Some(Some(variant))`
-    /// for a variant's function, `Some(None)` for a recipe without variants whose own
-    /// function it is; `None` when it does not hold it.
+    /// Where this recipe holds Bridge's function `function` (its name or an alias):
+    /// `Some(Some(variant))` for a variant's function, `Some(None)` for a recipe without
+    /// variants whose own function it is; `None` when it does not hold it. The one test of
+    /// "runs this function" behind both `--recipe FUNCTION` ([`Recipe::pin`]) and a user
+    /// file's `bridge_recipe:` (`resolve::base`); the build-time index in `build.rs` files
+    /// the same names.
     pub fn function_variant(&self, function: &str) -> Option<Option<&Variant>> {
-        if let Some(v) = self
-            .variants
-            .iter()
-            .find(|v| v.bridge_recipe.as_deref() == Some(function))
-        {
-            return Some(Some(v));
+        if let Some(i) = self.variant_index(function) {
+            return Some(Some(&self.variants[i]));
         }
         (self.variants.is_empty() && self.bridge_recipe.as_deref() == Some(function))
             .then_some(None)
+    }
+
+    fn variant_index(&self, function: &str) -> Option<usize> {
+        self.variants.iter().position(|v| {
+            v.bridge_recipe.as_deref() == Some(function)
+                || v.bridge_aliases.iter().any(|a| a == function)
+        })
+    }
+
+    /// This recipe narrowed to Bridge's function `function` (see [`Recipe::pinned`]); `None`
+    /// when it does not hold it. A recipe without variants whose own function it is stays
+    /// as it is, pinned.
+    pub fn pin(mut self, function: &str) -> Option<Self> {
+        self.function_variant(function)?;
+        if let Some(i) = self.variant_index(function) {
+            let v = self.variants.swap_remove(i);
+            self.variants = vec![v];
+        }
+        self.pinned = Some(function.to_string());
+        Some(self)
     }
 
     /// The Bridge functions this recipe names, its own and its variants', each once.
@@ -361,6 +433,9 @@ impl Recipe {
                 variant: v.variant.clone(),
                 num_gpus: v.num_gpus,
                 bridge_recipe: v.bridge_recipe.clone(),
+                bridge_aliases: v.bridge_aliases.clone(),
+                model_class: v.model_class.clone(),
+                model_lacks: v.model_lacks.clone(),
                 bridge_since: v.bridge_since.clone(),
                 canonical: v.canonical,
                 pipeline_layouts: v.pipeline_layouts.clone(),
@@ -374,6 +449,10 @@ impl Recipe {
             family: typed.family,
             task: typed.task,
             bridge_recipe: typed.bridge_recipe,
+            kind: typed.kind.unwrap_or_default(),
+            model_class: typed.model_class,
+            model_lacks: typed.model_lacks,
+            pinned: None,
             trainer: typed.trainer,
             origin: origin.to_string(),
             pipeline_layouts: typed.pipeline_layouts,

@@ -24,6 +24,16 @@ pub struct EstimateCmd {
 
 pub fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
     let plan = load::plan(&cmd.plan)?;
+    if let Some(why) = estimate::unmodelled(&plan) {
+        match cmd.output {
+            Format::Json => p.json(&serde_json::json!({"modelled": false, "reason": why}))?,
+            Format::Text => p.data(&format!(
+                "{} on {}: not modelled: {why}\n",
+                plan.recipe.name, plan.hardware.spec
+            ))?,
+        }
+        return Ok(0);
+    }
     let eff = Efficiency::embedded()?;
     let e = estimate::estimate(&plan, &eff)?;
     match cmd.output {

@@ -99,6 +99,9 @@ pub fn summary(plan: &Plan) -> String {
 /// One line of `ovlaunch estimate` for the summary; `None` for GPU kinds without performance
 /// constants.
 pub fn estimate_line(plan: &Plan) -> Option<String> {
+    if let Some(why) = crate::estimate::unmodelled(plan) {
+        return Some(format!("not modelled: {why}"));
+    }
     let eff = crate::estimate::Efficiency::embedded().ok()?;
     let e = crate::estimate::estimate(plan, &eff).ok()?;
     Some(format!(

@@ -341,6 +341,15 @@ pub struct RecipesCmd {
     /// Also list each recipe's variants (JSON always lists them).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Only recipes of this family (`llama`, `qwen`, `nemotronh`, ...).
+    #[arg(long)]
+    pub family: Option<String>,
+    /// Only recipes of this task: pretrain, sft or peft.
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Only recipes with a variant written for this GPU kind (library recipes run on any).
+    #[arg(long)]
+    pub gpu: Option<String>,
     #[command(flatten)]
     pub output: output::OutputArg,
 }

@@ -14,8 +14,17 @@ use crate::yaml;
 
 /// The plan as a JSON tree (secret env values are redacted by the plan's own serialisation
 /// and by `Decision::new`).
+/// A `model` field the recipe's provider class does not have (`RecipeInfo::model_lacks`) is
+/// left out: the plan states only fields the trainer's model holds.
 pub fn printable(plan: &Plan) -> Result<Value> {
-    serde_json::to_value(plan).map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))
+    let mut tree = serde_json::to_value(plan)
+        .map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))?;
+    if let Some(model) = tree.get_mut("model").and_then(Value::as_object_mut) {
+        for f in &plan.recipe.model_lacks {
+            model.shift_remove(f);
+        }
+    }
+    Ok(tree)
 }
 
 pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {

@@ -4,21 +4,88 @@ use std::fmt::Write;
 
 use super::output::{GpuOut, OutputArg, PresetOut, RecipeOut, VariantOut};
 use super::{CatalogArgs, Printer, RecipesCmd, load};
+use crate::catalog::{Catalog, Recipe, RecipeSource};
 use crate::error::Result;
 use crate::overlap::userbuffers;
 
-/// The shipped recipes, then the recipe directory's files (each read here; one that does not
-/// load is left out with a warning naming it and why, as listing is no job).
-fn all(p: &Printer, cat: &crate::catalog::Catalog) -> Result<Vec<crate::catalog::Recipe>> {
+/// Family, task and GPU kinds of a recipe, from the build-time index for a shipped one (no
+/// parse), else from the parsed file.
+struct Facts {
+    family: Option<String>,
+    task: Option<String>,
+    gpus: Vec<String>,
+}
+
+impl Facts {
+    fn of(r: &Recipe) -> Self {
+        Facts {
+            family: r.family.clone(),
+            task: r.task.clone(),
+            gpus: r.variants.iter().map(|v| v.gpu.clone()).collect(),
+        }
+    }
+}
+
+fn facts(src: &RecipeSource) -> Result<Facts> {
+    Ok(match src.embedded {
+        Some(e) => Facts {
+            family: e.family.map(str::to_string),
+            task: e.task.map(str::to_string),
+            gpus: e.gpus.iter().map(|g| g.to_string()).collect(),
+        },
+        None => Facts::of(&src.parse()?),
+    })
+}
+
+/// Whether a recipe passes `--family`, `--task` and `--gpu`.
+fn wanted(cmd: &RecipesCmd, f: &Facts) -> bool {
+    let is = |want: &Option<String>, have: &Option<String>| {
+        want.as_ref()
+            .is_none_or(|w| have.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(w)))
+    };
+    is(&cmd.family, &f.family)
+        && is(&cmd.task, &f.task)
+        && cmd.gpu.as_ref().is_none_or(|g| {
+            f.gpus
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(g) || h == "any")
+        })
+}
+
+/// A recipe `ovlaunch recipes` lists: a shipped one not parsed yet, or a recipe directory's
+/// file, read and parsed to be filtered.
+enum Listed<'c> {
+    Source(&'c RecipeSource),
+    Loaded(Box<Recipe>),
+}
+
+impl Listed<'_> {
+    fn recipe(self) -> Result<Recipe> {
+        match self {
+            Listed::Source(src) => src.parse(),
+            Listed::Loaded(r) => Ok(*r),
+        }
+    }
+}
+
+/// The shipped recipes (a recipe directory's file of the same name shadows one), then the
+/// recipe directory's files (each read here; one that does not load is left out with a
+/// warning naming it and why, as listing is no job); only those passing `--family`, `--task`
+/// and `--gpu`.
+fn all<'c>(p: &Printer, cmd: &RecipesCmd, cat: &'c Catalog) -> Result<Vec<Listed<'c>>> {
     let mut out = Vec::new();
     for src in &cat.recipes {
-        if cat.user_file(&src.name).is_none() {
-            out.push(src.parse()?);
+        if cat.user_file(&src.name).is_none() && wanted(cmd, &facts(src)?) {
+            out.push(Listed::Source(src));
         }
     }
     for (name, path) in &cat.user_dir {
         match load::recipe(cat, name) {
-            Ok(r) => out.push(r),
+            Ok(r) => {
+                if wanted(cmd, &Facts::of(&r)) {
+                    out.push(Listed::Loaded(Box::new(r)));
+                }
+            }
             Err(e) => p.warn(&format!("{} left out: {}", path.display(), e.message)),
         }
     }
@@ -27,10 +94,11 @@ fn all(p: &Printer, cat: &crate::catalog::Catalog) -> Result<Vec<crate::catalog:
 
 pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
-    let recipes = all(p, &cat)?;
+    let chosen = all(p, cmd, &cat)?;
     if cmd.output.json() {
         let mut list = Vec::new();
-        for r in recipes.iter().cloned() {
+        for item in chosen {
+            let r = item.recipe()?;
             list.push(RecipeOut {
                 name: r.name,
                 aliases: r.aliases,
@@ -55,7 +123,20 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
         return Ok(0);
     }
     let mut s = String::new();
-    for r in &recipes {
+    for item in chosen {
+        if let (Listed::Source(src), false) = (&item, cmd.verbose)
+            && let Some(e) = src.embedded
+        {
+            let _ = writeln!(
+                s,
+                "{:<16} {:<28} {}",
+                e.name,
+                e.aliases.join(","),
+                e.description
+            );
+            continue;
+        }
+        let r = item.recipe()?;
         let _ = writeln!(
             s,
             "{:<16} {:<28} {}",

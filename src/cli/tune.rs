@@ -190,6 +190,14 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
     let r = Resolver::new(&cmd.plan)?;
     let eff = Efficiency::embedded()?;
     let (base, fixed) = r.base()?;
+    if let Some(why) = crate::estimate::unmodelled(&base) {
+        return Err(Error::usage(format!(
+            "cannot tune {}: {why}",
+            base.recipe.name
+        ))
+        .at_flag("--recipe")
+        .help("launch it with the recipe's own layout (the plan and the launch do not need the estimator), or pass a layout with --set"));
+    }
     let mut resolve_fn = |sets: &[String]| {
         let mut all = fixed.clone();
         all.extend(sets.iter().cloned());

@@ -309,6 +309,80 @@ struct A2a {
     dedup: bool,
 }
 
+/// Architectures the estimator does not model, by a word of Bridge's model provider class
+/// name, with why: its closed forms are those of a decoder-only transformer with softmax
+/// attention (dense or MoE, GQA or MLA) over text tokens.
+const UNMODELLED: &[(&str, &str)] = &[
+    (
+        "Mamba",
+        "a hybrid Mamba-Transformer (Mamba state-space layers in a layer pattern)",
+    ),
+    (
+        "NemotronH",
+        "a hybrid Mamba-Transformer (Mamba state-space layers in a layer pattern)",
+    ),
+    (
+        "NemotronNano",
+        "a hybrid Mamba-Transformer (Mamba state-space layers in a layer pattern)",
+    ),
+    (
+        "Nemotron3",
+        "a hybrid Mamba-Transformer (Mamba state-space layers in a layer pattern)",
+    ),
+    (
+        "Hybrid",
+        "a hybrid model (a layer pattern of different layer kinds)",
+    ),
+    (
+        "VL",
+        "a vision-language model (a vision encoder ahead of the language model)",
+    ),
+    (
+        "Vl",
+        "a vision-language model (a vision encoder ahead of the language model)",
+    ),
+    (
+        "Omni",
+        "a multimodal model (vision and audio encoders ahead of the language model)",
+    ),
+    (
+        "Audio",
+        "an audio-language model (an audio encoder ahead of the language model)",
+    ),
+    ("Next", "gated DeltaNet linear attention in most layers"),
+    ("Qwen35", "gated DeltaNet linear attention in most layers"),
+    (
+        "V4",
+        "compressed sparse attention with a top-k token indexer and hyper-connections",
+    ),
+    (
+        "GLM5",
+        "DeepSeek Sparse Attention (a top-k token indexer in every layer)",
+    ),
+    (
+        "Glm5",
+        "DeepSeek Sparse Attention (a top-k token indexer in every layer)",
+    ),
+    ("MiniMax", "lightning (linear) attention in most layers"),
+    ("Wan", "a video diffusion transformer, not a language model"),
+    (
+        "Flux",
+        "an image diffusion transformer, not a language model",
+    ),
+];
+
+/// Why the estimator does not model the plan's architecture, or `None` when it does. A launch
+/// is never refused for this: `estimate` and the dry run say so, `tune` refuses.
+pub fn unmodelled(plan: &Plan) -> Option<String> {
+    let class = plan.recipe.model_class.as_deref()?;
+    let name = class.rsplit('.').next().unwrap_or(class);
+    UNMODELLED.iter().find(|(w, _)| name.contains(w)).map(|(_, why)| {
+        format!(
+            "the estimator models decoder-only transformers with softmax attention over text; {name} is {why}"
+        )
+    })
+}
+
 /// Predicts step time, throughput and memory per GPU for a resolved plan.
 pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let vp = plan.parallelism.virtual_pipeline.unwrap_or(1).max(1) as u32;

@@ -67,6 +67,13 @@ pub struct RecipeInfo {
     pub config_variant: Option<String>,
     pub variant_gpu: Option<String>,
     pub variant_num_gpus: Option<u32>,
+    /// Bridge's model provider class (`module.Class`) the recipe function builds, when known
+    /// (the estimator says whether it models it: `estimate::unmodelled`).
+    #[serde(skip)]
+    pub model_class: Option<String>,
+    /// `model` fields the provider class does not have: left out of the plan's output.
+    #[serde(skip)]
+    pub model_lacks: Vec<String>,
     /// The variant's own global batch, before weak scaling (`tune`'s starting point).
     #[serde(skip)]
     pub variant_global_batch_size: Option<u32>,

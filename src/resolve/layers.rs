@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::overrides::SetOverride;
 use crate::catalog::Hardware;
-use crate::catalog::recipe::{PRECISIONS, Recipe, Variant};
+use crate::catalog::recipe::{PRECISIONS, Recipe, RecipeKind, Variant};
 use crate::config::{COMM_OVERLAP, ConfigContainer, MixedPrecisionConfig};
 use crate::error::{Error, Result, did_you_mean_then};
 use crate::plan::decision::{Decision, Source};
@@ -90,6 +90,9 @@ pub fn choose<'r>(
             precision: wanted.unwrap_or_else(|| "recipe".into()),
             decisions,
         });
+    }
+    if recipe.kind == RecipeKind::Library || recipe.pinned.is_some() {
+        return choose_any_gpu(recipe, hw, wanted, config_variant);
     }
     let mut gpu = hw.gpu.kind.clone();
     if !recipe.variants.iter().any(|v| v.gpu == gpu) {
@@ -191,6 +194,91 @@ pub fn choose<'r>(
     };
     Ok(Choice {
         variant: Some(variant),
+        precision,
+        decisions,
+    })
+}
+
+/// The variant of a library recipe, or of the Bridge function named with `--recipe`: the GPU
+/// kind and count in a library function's name say what Bridge wrote it for, not what it needs
+/// (it runs on any GPUs that hold its layout, which the layout stage checks). Among the
+/// variants of the precision and config variant asked for, the one written for this GPU kind
+/// and count wins, then one for this count, then one for this kind, then the first.
+fn choose_any_gpu<'r>(
+    recipe: &'r Recipe,
+    hw: &Hardware,
+    wanted: Option<String>,
+    config_variant: Option<String>,
+) -> Result<Choice<'r>> {
+    let mut decisions = Vec::new();
+    let pinned = recipe.pinned.as_deref();
+    let precision = match (wanted, pinned) {
+        (Some(p), _) => p,
+        (None, Some(_)) => recipe.variants[0].precision.clone(),
+        (None, None) => {
+            let p = if recipe.variants.iter().any(|v| v.precision == "bf16") {
+                "bf16".to_string()
+            } else {
+                recipe.variants[0].precision.clone()
+            };
+            decisions.push(Decision::new(
+                "recipe.variant.precision",
+                p.as_str(),
+                "no --precision given: bf16 when the recipe has it, else its first precision",
+                Source::Default,
+            ));
+            p
+        }
+    };
+    let candidates: Vec<&Variant> = recipe
+        .variants
+        .iter()
+        .filter(|v| v.precision == precision)
+        .filter(|v| pinned.is_some() || v.variant == config_variant)
+        .collect();
+    if candidates.is_empty() {
+        let what = match pinned {
+            Some(f) => format!(
+                "Bridge's function `{f}` runs {}",
+                recipe.variants[0].precision
+            ),
+            None => format!(
+                "recipe `{}` has no {precision} variant `{}`",
+                recipe.name,
+                config_variant.as_deref().unwrap_or("none")
+            ),
+        };
+        return Err(Error::usage(what)
+            .at_flag("--precision")
+            .help(format!("available: {}", available(recipe))));
+    }
+    let kind = hw.gpu.kind.as_str();
+    let count = Some(hw.count);
+    let v = candidates
+        .iter()
+        .find(|v| v.gpu == kind && v.num_gpus == count)
+        .or_else(|| candidates.iter().find(|v| v.num_gpus == count))
+        .or_else(|| candidates.iter().find(|v| v.gpu == kind))
+        .copied()
+        .unwrap_or(candidates[0]);
+    let written = format!("{} {} GPUs", v.gpu, v.num_gpus.unwrap_or(0));
+    let why = match (recipe.kind, pinned) {
+        (RecipeKind::Library, _) => format!(
+            "Bridge's library recipe, written for {written}; it runs on any GPUs that hold its layout and the runner changes none of its hyper-parameters"
+        ),
+        (RecipeKind::Benchmark, Some(f)) => format!(
+            "Bridge's performance recipe `{f}` named with --recipe, written for {written}; on another GPU count Bridge's runner weak-scales its global batch"
+        ),
+        (RecipeKind::Benchmark, None) => format!("written for {written}"),
+    };
+    decisions.push(Decision::new(
+        "recipe.variant",
+        label(v),
+        why,
+        Source::Recipe,
+    ));
+    Ok(Choice {
+        variant: Some(v),
         precision,
         decisions,
     })

@@ -29,26 +29,46 @@ fn divisors(n: u64) -> impl Iterator<Item = u64> {
     low.into_iter()
 }
 
-/// Values whose type Megatron-Core's `TransformerConfig` states more narrowly than YAML can:
-/// `window_size: Optional[Tuple[int, int]]`, `moe_layer_freq: Union[int, List[int]]` (an
+/// Bridge's Gemma 3 provider, whose attention reads an integer `window_size` `w` as the
+/// pair `(w - 1, 0)` on its local layers (`gemma3_provider.py`, `Gemma3SelfAttention`).
+const GEMMA3_PROVIDER: &str = "megatron.bridge.models.gemma.gemma3_provider.Gemma3ModelProvider";
+
+/// `window_size` as the model class reads it: Megatron-Core's `Optional[Tuple[int, int]]`,
+/// or, for Bridge's Gemma 3 provider ([`GEMMA3_PROVIDER`]), also one integer >= 1. Checked
+/// once per resolve (the resolver knows the model class; `tune` changes no window).
+pub fn check_window_size(model: &ModelConfig, model_class: Option<&str>) -> Result<()> {
+    let int = |v: &Value| v.as_i64();
+    let Some(w) = model.window_size.as_ref().filter(|v| !v.is_null()) else {
+        return Ok(());
+    };
+    let pair = w
+        .as_array()
+        .is_some_and(|a| a.len() == 2 && a.iter().all(|x| int(x).is_some_and(|n| n >= -1)));
+    let gemma3 = model_class == Some(GEMMA3_PROVIDER);
+    if pair || (gemma3 && int(w).is_some_and(|n| n >= 1)) {
+        return Ok(());
+    }
+    let help = if gemma3 {
+        "e.g. 512 (Gemma 3's local window), [4096, 0] (left, right; -1 for unlimited), or null"
+    } else {
+        "e.g. [4096, 0] (left, right; -1 for unlimited), or null"
+    };
+    Err(Error::usage(format!(
+        "window_size {w} is not a pair of integers (Megatron-Core: Optional[Tuple[int, int]])"
+    ))
+    .at_fields(MODEL.window_size)
+    .help(help))
+}
+
+/// Values whose type Megatron-Core's `TransformerConfig` states more narrowly than YAML can
+/// (`window_size`: [`check_window_size`], with the model class):
+/// `moe_layer_freq: Union[int, List[int]]` (an
 /// int >= 1, or one 0/1 per layer: `experimental_attention_variant_module_specs`' parser),
 /// `fp8_margin` (Transformer Engine scales by `2**-margin`: a negative one overflows), and
 /// the head size `hidden_size // num_attention_heads` when `kv_channels` is unset
 /// (Megatron-LM's `validate_args` asserts the division is exact).
 fn model_shapes(model: &ModelConfig) -> Result<()> {
     let int = |v: &Value| v.as_i64();
-    if let Some(w) = model.window_size.as_ref().filter(|v| !v.is_null()) {
-        let ok = w
-            .as_array()
-            .is_some_and(|a| a.len() == 2 && a.iter().all(|x| int(x).is_some_and(|n| n >= -1)));
-        if !ok {
-            return Err(Error::usage(format!(
-                "window_size {w} is not a pair of integers (Megatron-Core: Optional[Tuple[int, int]])"
-            ))
-            .at_fields(MODEL.window_size)
-            .help("e.g. [4096, 0] (left, right; -1 for unlimited), or null"));
-        }
-    }
     if let Some(f) = model.moe_layer_freq.as_ref().filter(|v| !v.is_null()) {
         let ok = match f {
             Value::Array(a) => {

@@ -195,6 +195,7 @@ fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) 
     resume_stage(plugins, &mut l, &mut t);
     // Bridge's own checks of the pass-through sections (their `finalize()`).
     validate::bridge_sections(&l.cfg.bridge)?;
+    validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
     let trainer_call = trainer::call(
         inp.recipe,
         choice.variant,
@@ -209,6 +210,11 @@ fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) 
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
     scale_batch(inp, &choice, &mut l, &mut t)?;
     // 3. The parallel layout checked against the world size.
+    let model_class = choice
+        .variant
+        .and_then(|v| v.model_class.as_deref())
+        .or(inp.recipe.model_class.as_deref());
+    layout::check_window_size(&l.cfg.model, model_class)?;
     let par = layout_stage(inp, &l, &mut t)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
@@ -247,6 +253,13 @@ fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) 
             config_variant: variant.and_then(|v| v.variant.clone()),
             variant_gpu: variant.map(|v| v.gpu.clone()),
             variant_num_gpus: variant.and_then(|v| v.num_gpus),
+            model_class: variant
+                .and_then(|v| v.model_class.clone())
+                .or_else(|| inp.recipe.model_class.clone()),
+            model_lacks: variant
+                .map(|v| v.model_lacks.clone())
+                .filter(|l| !l.is_empty())
+                .unwrap_or_else(|| inp.recipe.model_lacks.clone()),
             variant_global_batch_size: variant.map(|_| l.before.train.global_batch_size),
             trainer: outer.recipe.trainer.clone(),
         },
@@ -420,6 +433,10 @@ fn scale_batch(
     // parallel size at the job's world size and final layout with the recipe's own (its GPU
     // count and layout before overrides), and scales unless `train.global_batch_size` or
     // `train` was overridden. It does so at start; ovlaunch predicts it and passes nothing.
+    // A library recipe is a real run: the runner applies no benchmark step to it.
+    if inp.recipe.kind == crate::catalog::recipe::RecipeKind::Library {
+        return Ok(());
+    }
     if let Some(n) = choice.variant.and_then(|v| v.num_gpus) {
         let fits = world % cfg.model.model_parallel_product().max(1) == 0
             && u64::from(n) % before.model.model_parallel_product().max(1) == 0;
@@ -755,6 +772,13 @@ fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
 /// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
 fn finalize_model(m: &mut crate::config::ModelConfig) {
+    // TransformerConfig: the head dimension and the KV groups default from the heads.
+    if m.kv_channels.is_none() && m.num_attention_heads != 0 {
+        m.kv_channels = Some(m.hidden_size / m.num_attention_heads);
+    }
+    if m.num_query_groups.is_none() {
+        m.num_query_groups = Some(m.num_attention_heads);
+    }
     // ModelParallelConfig: autocast follows params_dtype when unset.
     if m.autocast_dtype.is_none() {
         m.autocast_dtype = m.params_dtype.clone();

@@ -236,6 +236,28 @@ pub fn gpu_supports_precision(
 /// runs), with Bridge's messages. A field's value is the one set (recipe file, plugin or
 /// `--set`), else the one every shipped Bridge recipe holds (`SectionDef::recipe`); a check
 /// whose inputs are not known that way is left to Bridge.
+/// What Bridge requires of a fine-tuning run before it trains, checked at plan time: PEFT
+/// (`ConfigContainer.validate`: "PEFT requires a pretrained checkpoint path") needs
+/// `checkpoint.pretrained_checkpoint`, the base model's Megatron checkpoint; Bridge's library
+/// and performance PEFT recipes leave it unset.
+pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Sections) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    let given = sections
+        .get(CHECKPOINT.pretrained_checkpoint)
+        .is_some_and(|v| !v.is_null());
+    if task == Some("peft") && !given {
+        return Err(Error::config(
+            "PEFT requires a pretrained checkpoint path (Megatron-Bridge asserts it in ConfigContainer.validate, and the path must exist on the nodes)",
+        )
+        .at_fields(CHECKPOINT.pretrained_checkpoint)
+        .help(format!(
+            "pass the base model's Megatron checkpoint: --set {}=/path/on/the/cluster (convert a Hugging Face checkpoint with Bridge's AutoBridge.import_ckpt)",
+            CHECKPOINT.pretrained_checkpoint
+        )));
+    }
+    Ok(())
+}
+
 pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()> {
     use crate::config::bridge;
     use crate::config::bridge::paths::{CHECKPOINT, LOGGER, PROFILING, SCHEDULER};

@@ -1,29 +1,33 @@
 """Generate ovlaunch's shipped recipes (recipes/*.yaml) from Megatron-Bridge's own package.
 
-Every `megatron.bridge.perf_recipes` pretraining function of the models below is called, and
-the values it returns for the fields ovlaunch models (`ovlaunch fields`) are written as one
-variant per function: the model shape, parallel layout, batch, ddp, optimizer, the recipe's own
+Every recipe function Bridge's runner accepts is called: the performance recipes of every
+`megatron.bridge.perf_recipes` family and the library recipes of `megatron.bridge.recipes`
+(pretrain, SFT, PEFT; a name the runner resolves to a performance recipe first is that one). The
+values it returns for the fields ovlaunch models (`ovlaunch fields`) are written as one variant per
+function: the model shape, parallel layout, batch, ddp, optimizer, the recipe's own
 `CommOverlapConfig` arguments (what it passed, not what `runtime_config_update` later derives),
-its mixed-precision fields and its `env_vars`. Values shared by every variant of a model move to
-the file's top level. Nothing is typed by hand: a value in recipes/ is the one Bridge's function
-returns, read after the runner's own fix-up (model.seq_length follows dataset.seq_length).
-A recipe whose model carries a pipeline-layout builder (Kimi K2) also gets `pipeline_layouts`:
-every (PP, VP) the builder knows and the layout it builds, found by calling the builder itself
-(the runner calls it after a PP or VP override; ovlaunch predicts or refuses from this table).
+its mixed-precision fields, its `env_vars` and its model provider class. Files: one per model and
+task of each source: the nine MODELS below keep their names (`llama3_8b`: performance
+pretraining), other performance recipes are `<model>` (pretraining) or `<model>_<task>_perf`,
+library recipes `<model>_<task>` with `kind: library` (a real run: no benchmark step). A function
+the library exports under several names is one variant with `bridge_aliases`. Values shared by
+every variant of a file move to its top level. Nothing is typed by hand: a value in recipes/ is
+the one Bridge's function returns, read after the runner's own fix-up (model.seq_length follows
+dataset.seq_length). A recipe whose model carries a pipeline-layout builder (Kimi K2) also gets
+`pipeline_layouts`: every (PP, VP) the builder knows and the layout it builds, found by calling
+the builder itself (the runner calls it after a PP or VP override).
 
 `env_vars` hold only what ovlaunch's env rules (src/resolve/env_rules.rs) do not derive, one
 statement per fact: each variant is first planned by ovlaunch without any env (`ovlaunch plan
 --recipe FILE -o json`, the rules alone), then Bridge's env is compared with it name by name:
 a name the rules derive with the same typed value is left out; a different value, or a name no
-rule sets, is kept; a name a rule sets that Bridge's recipe lacks becomes `{inherit: true}` (ovlaunch
-then neither sets nor removes it, as Bridge, which installs only the names its recipe lists,
-leaves it to the job's environment). A name a rule removes that Bridge's recipe lacks needs
-nothing. A variant ovlaunch refuses keeps Bridge's env whole.
+rule sets, is kept; a name a rule sets that Bridge's recipe lacks becomes `{inherit: true}`. A
+variant ovlaunch refuses keeps Bridge's env whole.
 
-Every other function Bridge's perf_recipes families export is accounted for with its reason in
-recipes/NOT_SHIPPED.md (a model ovlaunch does not model, a fine-tuning benchmark, a GPU kind
-outside the hardware table, or a model none of whose functions Bridge's runner accepts); an
-unaccounted function fails the generator.
+Every function not shipped is listed with its reason in recipes/NOT_SHIPPED.md: Bridge's own
+runner refuses it at its own GPU count (also listed at the top of its file when the file exists),
+it builds its model from a Hugging Face checkpoint whose config.json tests/bridge/hf does not
+hold (the offline hub has nothing else), or its GPU kind is not in the hardware table.
 
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
     python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes          # write
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -74,28 +79,6 @@ SECTIONS = ("model", "train", "ddp", "optimizer")
 
 # GPU kinds ovlaunch's hardware table has (Bridge also ships single-GPU r100 recipes).
 GPU_KINDS = {"h100", "b200", "b300", "gb200", "gb300", "vr200"}
-
-# Bridge performance-recipe models ovlaunch does not generate, by function-name prefix, and why.
-# Every function a `megatron.bridge.perf_recipes` family exports is generated (MODELS), listed in
-# its model's file as refused by Bridge's runner, or accounted for in recipes/NOT_SHIPPED.md
-# (these reasons, fine-tuning tasks, GPU kinds outside the hardware table): the generator fails
-# on any other, so a Bridge upgrade cannot leave a model out silently.
-NOT_MODELLED = {
-    "deepseek_v4_": "DeepSeek-V4: hybrid compressed sparse attention (Megatron-Core's experimental attention "
-                    "variant `dsv4_hybrid`, a top-k token indexer) and hyper-connections (several residual "
-                    "streams); ovlaunch models decoders with dense softmax attention and one residual stream",
-    "glm5": "GLM-5.x (fine-tuning benchmarks): DeepSeek Sparse Attention (a top-k token indexer in every layer, an experimental attention "
-            "variant of Megatron-Core); ovlaunch models decoders with dense softmax attention",
-    "nemotron": "Nemotron-H and Nemotron 3: hybrid Mamba-Transformer models (`HybridModelProvider`, a layer pattern "
-                "of Mamba, attention and MoE layers); ovlaunch models transformer decoders",
-    "qwen3_next_": "Qwen3-Next: gated DeltaNet linear attention in most layers (an experimental attention variant of "
-                   "Megatron-Core); ovlaunch models decoders with dense softmax attention",
-    "qwen3_vl_": "Qwen3-VL: a vision-language model (a vision encoder ahead of the language model); ovlaunch models "
-                 "text decoders",
-    "qwen35_vl_": "Qwen3.5-VL: a vision-language model (a vision encoder ahead of the language model); ovlaunch "
-                  "models text decoders",
-    "wan_": "Wan: a video diffusion transformer (`WanModelProvider`), not a language model",
-}
 
 # The perf_recipes families (Bridge's runner's own family table).
 FAMILIES = sorted({family for _, family in probe.FAMILY_PREFIXES})
@@ -180,9 +163,47 @@ def preset_name(cfg):
     raise SystemExit(f"tp_comm_overlap_cfg {cfg!r} is not one of Bridge's userbuffers presets")
 
 
-def variant_of(fn_name: str, fn, fields: dict[str, list[str]]):
-    meta = probe.BENCHMARK_NAME.search(fn_name).groupdict()
-    rest = fn_name[: -len("_config")].split(f"_{meta['precision']}", 1)[1].lstrip("_")
+MP_PRECISION = {
+    "bf16_mixed": "bf16", "bf16_with_fp8_current_scaling_mixed": "fp8cs", "bf16_with_mxfp8_mixed": "fp8mx",
+    "bf16_with_fp8_delayed_scaling_mixed": "fp8ds", "bf16_with_fp8_subchannel_scaling_mixed": "fp8sc",
+    "bf16_with_nvfp4_mixed": "nvfp4",
+}
+
+
+def name_meta(fn_name: str, fn) -> dict:
+    """task, num_gpus, hardware, precision and the variant suffix of a recipe function: from its
+    name when it states them; else (a library function exported under a generic name only) the
+    GPU kind is `any`, the count the smallest world its layout fits and the precision its
+    mixed-precision recipe's."""
+    import math
+
+    m = probe.BENCHMARK_NAME.search(fn_name)
+    if m is not None:
+        meta = m.groupdict()
+        meta["rest"] = fn_name[: -len("_config")].split(f"_{meta['precision']}", 1)[1].lstrip("_")
+        return meta
+    probe.ovlaunch_stubs.fake_gpu("h100")
+    cfg = fn()
+    mp = cfg.mixed_precision
+    if isinstance(mp, MixedPrecisionConfig):
+        fp8 = {"tensorwise": "fp8cs", "mxfp8": "fp8mx", "delayed": "fp8ds", "blockwise": "fp8sc"}
+        mp = ("bf16_with_nvfp4_mixed" if mp.fp4 else
+              next((k for k, v in MP_PRECISION.items() if v == fp8.get(mp.fp8_recipe)), None) if mp.fp8 else
+              "bf16_mixed" if mp.bf16 else None)
+    if mp not in MP_PRECISION:
+        raise SystemExit(f"{fn_name}: mixed precision {cfg.mixed_precision!r} has no ovlaunch precision name")
+    md_ = cfg.model
+    dense = md_.tensor_model_parallel_size * md_.pipeline_model_parallel_size * md_.context_parallel_size
+    experts = (getattr(md_, "expert_tensor_parallel_size", None) or md_.tensor_model_parallel_size) * (
+        getattr(md_, "expert_model_parallel_size", 1) or 1) * md_.pipeline_model_parallel_size
+    task = re.search(r"_(pretrain|sft|peft)_", fn_name)
+    return {"task": task.group(1), "num_gpus": str(math.lcm(dense, experts)), "hardware": "any",
+            "precision": MP_PRECISION[mp], "rest": fn_name[task.end():-len("_config")].strip("_")}
+
+
+def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), library=False):
+    meta = name_meta(fn_name, fn)
+    rest = meta["rest"]
     probe.ovlaunch_stubs.fake_gpu(meta["hardware"] if meta["hardware"] in probe.ovlaunch_stubs.GPUS else "h100")
     cfg = fn()
     if cfg.dataset is not None and getattr(cfg.dataset, "seq_length", None) is not None:
@@ -195,7 +216,15 @@ def variant_of(fn_name: str, fn, fields: dict[str, list[str]]):
         out["variant"] = rest
     out["num_gpus"] = int(meta["num_gpus"])
     out["bridge_recipe"] = fn_name
-    out["bridge_since"] = "0.6.0" if fn_name in RELEASED_060 else "0.6.2"
+    if aliases:
+        out["bridge_aliases"] = sorted(aliases)
+    if not library:
+        out["bridge_since"] = "0.6.0" if fn_name in RELEASED_060 else "0.6.2"
+    out["model_class"] = f"{type(cfg.model).__module__}.{type(cfg.model).__qualname__}"
+    # ovlaunch's model fields this provider class does not have (the plan does not report them)
+    lacks = [f for f in fields["model"] if not hasattr(cfg.model, f)]
+    if lacks:
+        out["model_lacks"] = lacks
     for section in SECTIONS:
         obj = getattr(cfg, section)
         vals = {}
@@ -260,10 +289,15 @@ def rules_env(ovlaunch: str, doc: dict, variants: list[dict]) -> list[dict | Non
         path = Path(tmp) / f"{doc['name']}.yaml"
         path.write_text("\n".join(emit(bare)) + "\n")
         for v in variants:
-            argv = [ovlaunch, "plan", "--recipe", str(path), "--gpus", f"{v['gpu']}x{v['num_gpus']}",
+            gpu = v["gpu"] if v["gpu"] != "any" else "h100"
+            if doc.get("kind") == "library" and gpu == "h100" and v["precision"] in ("fp8mx", "nvfp4"):
+                gpu = "b200"  # a library function runs on any GPUs; MXFP8 and NVFP4 need Blackwell
+            argv = [ovlaunch, "plan", "--recipe", str(path), "--gpus", f"{gpu}x{v['num_gpus']}",
                     "--precision", v["precision"], "-o", "json"]
             if "variant" in v:
                 argv += ["--variant", v["variant"]]
+            if doc.get("task") == "peft":  # Bridge requires it (see the plan's check)
+                argv += ["--set", f"checkpoint.pretrained_checkpoint={PRETRAINED}"]
             r = subprocess.run(argv, capture_output=True, text=True)
             if r.returncode != 0:
                 out.append(None)
@@ -287,6 +321,13 @@ def state_env(variants: list[dict], derived: list[dict | None]) -> None:
 def factor(variants: list[dict]) -> dict:
     """Values identical in every variant (per section field) move to the top level."""
     base = {}
+    # the model class every variant builds (one statement for the file)
+    for key in ("model_class", "model_lacks"):
+        held = {json.dumps(v.get(key)) for v in variants}
+        if len(held) == 1 and key in variants[0]:
+            base[key] = variants[0][key]
+            for v in variants:
+                del v[key]
     # a pipeline-layout table every variant shares (it belongs to Bridge's model recipe)
     tables = {json.dumps(v.get("pipeline_layouts"), sort_keys=True) for v in variants}
     if len(tables) == 1 and "pipeline_layouts" in variants[0]:
@@ -333,33 +374,78 @@ def emit(obj, indent: int = 0) -> list[str]:
     return lines
 
 
-def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> tuple[str | None, list[str]]:
-    """The recipe file of one model, or None when Bridge's runner refuses every function (they
-    are then listed in NOT_SHIPPED.md); and the refused functions' lines."""
-    prefix, family, meta = MODELS[name]
-    module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
-    fns = sorted(n for n in dir(module) if n.startswith(prefix) and n.endswith("_config"))
-    variants, refused = [], []
-    for n in fns:
-        m = probe.BENCHMARK_NAME.search(n)
-        if not m or m["hardware"] not in GPU_KINDS or m["task"] != "pretrain":
+def checkpoint_missing(e: Exception) -> str | None:
+    """The Hugging Face checkpoint whose config.json a recipe function could not read (none is
+    shipped in tests/bridge/hf), or None for any other failure."""
+    m = re.search(r"Failed to load configuration from (\S+) after", str(e)) or re.search(
+        r"^(\S+/\S+) does not appear to have a file named config.json", str(e))
+    if m:
+        return m.group(1)
+    if "couldn't connect to 'https://huggingface.co'" in str(e):
+        return "(a hub file)"
+    return None
+
+
+def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fields: dict[str, list[str]],
+                   ovlaunch: str, library: bool, head: list[str]) -> tuple[str | None, list[str], dict[str, str]]:
+    """The recipe file of one group of Bridge functions (`entries`: name, function, other names),
+    or None when none of them is shipped; the refused functions' header lines; and the functions
+    whose checkpoint config is not at hand, with the checkpoint."""
+    variants, refused, missing = [], [], {}
+    for n, fn, aliases in entries:
+        try:
+            m = name_meta(n, fn)
+        except Exception as e:  # noqa: BLE001 - a generic library name whose function fails to build
+            hf = checkpoint_missing(e)
+            if hf is None:
+                raise
+            missing.update({x: hf for x in (n, *aliases)})
+            continue
+        if not library and m["hardware"] not in GPU_KINDS:
             continue  # accounted for in NOT_SHIPPED.md
+        argv = ["--recipe", n]
+        if m["task"] == "peft":
+            argv.append(f"checkpoint.pretrained_checkpoint={PRETRAINED}")
         # a function Bridge's own runner refuses at its own GPU count (its validation, its
         # expert grid check) is not shipped: the header lists it with Bridge's reason
         try:
-            probe.build({"argv": ["--recipe", n], "world_size": int(m["num_gpus"]), "gpu": m["hardware"], "env": {}})
+            probe.build({"argv": argv, "world_size": int(m["num_gpus"]),
+                         "gpu": m["hardware"] if m["hardware"] != "any" else "h100", "env": {}})
         except Exception as e:  # noqa: BLE001 - the reason goes into the file
-            refused.append(f"#   {n}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+            hf = checkpoint_missing(e)
+            if hf is not None:
+                missing.update({x: hf for x in (n, *aliases)})
+                continue
+            refused.extend(f"#   {x}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+                           for x in (n, *aliases))
             continue
         # deprecated Megatron-Core switches ovlaunch does not model (they rewrite cuda_graph_impl)
-        raw = getattr(module, n)()
+        raw = fn()
         unmodelled = [f for f in ("external_cuda_graph", "enable_cuda_graph") if getattr(raw.model, f, False)]
         if unmodelled:
             refused.append(f"#   {n}: sets the deprecated model.{unmodelled[0]}, which ovlaunch does not model")
             continue
-        variants.append(variant_of(n, getattr(module, n), fields))
+        variants.append(variant_of(n, fn, fields, aliases, library))
     if not variants:
-        return None, refused
+        return None, refused, missing
+    if refused:
+        head.append("# Not shipped: functions Bridge's own runner refuses at their own GPU count, or that")
+        head.append("# use a setting ovlaunch does not model:")
+        head.extend(refused)
+    state_env(variants, rules_env(ovlaunch, doc, variants))
+    doc.update(factor(variants))
+    doc["variants"] = variants
+    return "\n".join(head + emit(doc)) + "\n", refused, missing
+
+
+def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> tuple[str | None, list[str]]:
+    """The recipe file of one model of MODELS, or None when Bridge's runner refuses every
+    function (they are then listed in NOT_SHIPPED.md); and the refused functions' lines."""
+    prefix, family, meta = MODELS[name]
+    module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
+    fns = sorted(n for n in dir(module) if n.startswith(prefix) and n.endswith("_config"))
+    entries = [(n, getattr(module, n), []) for n in fns
+               if (m := probe.BENCHMARK_NAME.search(n)) and m["task"] == "pretrain"]
     import importlib.metadata as md
 
     head = [
@@ -369,10 +455,6 @@ def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> tuple[st
         "# env_vars: only what ovlaunch's env rules do not derive (a value where Bridge's recipe differs",
         "# from a rule or no rule sets it; {inherit: true} where Bridge's recipe lacks a variable a rule sets).",
     ]
-    if refused:
-        head.append("# Not shipped: functions Bridge's own runner refuses at their own GPU count, or that")
-        head.append("# use a setting ovlaunch does not model:")
-        head.extend(refused)
     doc = {
         "name": name,
         "aliases": meta["aliases"],
@@ -381,74 +463,140 @@ def generate(name: str, fields: dict[str, list[str]], ovlaunch: str) -> tuple[st
         "task": "pretrain",
         "bridge_recipe": f"{name}_pretrain_config",
     }
-    state_env(variants, rules_env(ovlaunch, doc, variants))
-    doc.update(factor(variants))
-    doc["variants"] = variants
-    return "\n".join(head + emit(doc)) + "\n", refused
+    text, refused, _ = generate_group(doc, entries, fields, ovlaunch, False, head)
+    return text, refused
 
 
-def model_key(fn_name: str) -> str:
-    """`llama3_8b` for `llama3_8b_pretrain_8gpu_h100_bf16_config`."""
-    return fn_name[: probe.BENCHMARK_NAME.search(fn_name).start()]
+TASK_WORDS = {"pretrain": "pretraining", "sft": "full fine-tuning (SFT)", "peft": "parameter-efficient fine-tuning (PEFT)"}
+
+# The pretrained checkpoint the generator hands a PEFT function (Bridge asserts the path exists).
+PRETRAINED = tempfile.mkdtemp(prefix="ovlaunch-pretrained-")
 
 
-def not_shipped(unshipped: dict[str, list[str]]) -> str:
-    """recipes/NOT_SHIPPED.md: every perf_recipes function ovlaunch does not ship and why, except
-    the functions a shipped model's file lists itself. `unshipped`: the refused functions of a
-    model of MODELS none of whose functions Bridge's runner accepts."""
-    import importlib.metadata as md
+def catalogue_groups() -> list[dict]:
+    """Every recipe function Bridge's runner accepts that MODELS does not cover, grouped into
+    recipe files: one per (model, task) of the performance recipes (`<model>_<task>_perf`, or
+    `<model>` for pretraining) and of the library recipes (`<model>_<task>`). A function the
+    library exports under several names is one variant with `bridge_aliases`; a name the runner
+    resolves to a performance recipe first is that recipe."""
+    import megatron.bridge.recipes as library
 
-    groups: dict[tuple[str, str], list[str]] = {}
-    unknown = []
-    used = set()
+    groups: dict[tuple[str, str, str], dict] = {}
+    perf_names = set()
     for family in FAMILIES:
         module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
         for n in sorted(x for x in dir(module) if x.endswith("_config") and callable(getattr(module, x))):
+            if probe.benchmark_metadata(n) is None or probe.benchmark_metadata(n)["family"] != family:
+                continue
+            perf_names.add(n)
+            if any(n.startswith(prefix) for prefix, _, _ in MODELS.values()) and probe.BENCHMARK_NAME.search(n)["task"] == "pretrain":
+                continue  # a MODELS file
             m = probe.BENCHMARK_NAME.search(n)
-            if m is None:
-                unknown.append(f"{family}.{n} (not a benchmark recipe name)")
-                continue
-            model = model_key(n)
-            ours = next((k for k, (prefix, _, _) in MODELS.items() if n.startswith(prefix)), None)
-            not_modelled = next((p for p in NOT_MODELLED if n.startswith(p)), None)
-            if not_modelled is not None:
-                used.add(not_modelled)
-                why = NOT_MODELLED[not_modelled]
-            elif m["task"] != "pretrain":
-                why = (f"fine-tuning ({m['task']}) benchmark: ovlaunch ships Bridge's pretraining benchmarks; "
-                       "fine-tuning data (a Hugging Face dataset) and PEFT adapters are not modelled")
-            elif ours is not None and m["hardware"] not in GPU_KINDS:
-                why = f"GPU kind `{m['hardware']}` is not in ovlaunch's hardware table (hardware/gpus.yaml)"
-            elif ours is not None:
-                if ours not in unshipped:
-                    continue  # shipped, or listed as refused in the model's own file
-                line = next(x for x in unshipped[ours] if x.startswith(f"#   {n}:"))
-                why = "Bridge's own runner refuses it at its own GPU count: " + line.split(": ", 1)[1]
-            else:
-                unknown.append(f"{family}.{n}")
-                continue
-            groups.setdefault((model, why.rstrip(".")), []).append(n)
-    unknown.extend(f"NOT_MODELLED[{p!r}] (matches no function)" for p in NOT_MODELLED if p not in used)
-    if unknown:
-        raise SystemExit(
-            "perf_recipes functions neither generated nor accounted for, or a stale entry (update MODELS or "
-            "NOT_MODELLED):\n  " + "\n  ".join(unknown))
+            key = ("perf", model_key(n), m["task"])
+            g = groups.setdefault(key, {"family": family, "functions": {}})
+            g["functions"][n] = (getattr(module, n), [])
+    by_fn: dict[int, list[str]] = {}
+    for n in sorted(dir(library)):
+        fn = getattr(library, n)
+        if not n.endswith("_config") or not callable(fn) or n in perf_names or not re.search(r"_(pretrain|sft|peft)_", n):
+            continue
+        by_fn.setdefault(id(fn), []).append(n)
+    for names in by_fn.values():
+        named = [n for n in names if probe.BENCHMARK_NAME.search(n)] or names
+        canonical = named[0]
+        fn = getattr(library, canonical)
+        task = re.search(r"_(pretrain|sft|peft)_", canonical).group(1)
+        key = ("library", model_key(canonical), task)
+        g = groups.setdefault(key, {"family": fn.__module__.split(".")[3], "functions": {}})
+        g["functions"][canonical] = (fn, [n for n in names if n != canonical])
+    out = []
+    for (source, model, task), g in sorted(groups.items()):
+        if source == "perf":
+            name = model if task == "pretrain" else f"{model}_{task}_perf"
+        else:
+            name = f"{model}_{task}"
+        out.append(dict(name=name, source=source, model=model, task=task, family=g["family"],
+                        entries=[(n, fn, aliases) for n, (fn, aliases) in sorted(g["functions"].items())]))
+    return out
+
+
+def generate_catalogue_file(g: dict, fields, ovlaunch):
+    import importlib.metadata as md
+
+    library = g["source"] == "library"
+    where = "library recipes (megatron.bridge.recipes)" if library else "performance recipes (megatron.bridge.perf_recipes)"
+    head = [
+        f"# {g['model']} {TASK_WORDS[g['task']]}: Megatron-Bridge {md.version('megatron-bridge')} {where}.",
+        "# GENERATED by tests/bridge/gen_recipes.py from Bridge's package: do not edit; regenerate.",
+        "# Values shared by every variant are at the top level. env_vars: only what ovlaunch's env rules",
+        "# do not derive ({inherit: true} where Bridge's recipe lacks a variable a rule sets).",
+    ]
+    doc = {
+        "name": g["name"],
+        "aliases": [g["name"].replace("_", "-")],
+        "description": f"{g['model']} {TASK_WORDS[g['task']]} (Megatron-Bridge {'library' if library else 'performance'} recipe)",
+        "family": g["family"],
+        "task": g["task"],
+    }
+    if library:
+        doc["kind"] = "library"
+    return generate_group(doc, g["entries"], fields, ovlaunch, library, head)
+
+
+def model_key(fn_name: str) -> str:
+    """`llama3_8b` for `llama3_8b_pretrain_8gpu_h100_bf16_config` (and `llama3_8b_pretrain_config`)."""
+    return fn_name[: re.search(r"_(pretrain|sft|peft)_", fn_name).start()]
+
+
+def not_shipped(records: list[tuple[str, str, str]]) -> str:
+    """recipes/NOT_SHIPPED.md: every recipe function Bridge's runner accepts that ovlaunch does
+    not ship, by model, with the reason. `records`: (model, reason, function)."""
+    import importlib.metadata as md
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for model, why, n in records:
+        groups.setdefault((model, why.rstrip(".")), []).append(n)
     out = [
-        f"# Megatron-Bridge {md.version('megatron-bridge')} performance recipes ovlaunch does not ship",
+        f"# Megatron-Bridge {md.version('megatron-bridge')} recipe functions ovlaunch does not ship",
         "",
-        "GENERATED by `tests/bridge/gen_recipes.py` from Bridge's package (`megatron.bridge.perf_recipes`):",
-        "do not edit; regenerate. Every function Bridge ships is either in a recipe file here, listed at",
-        "the top of its model's recipe file (Bridge's runner refuses it), or below, with the reason.",
+        "GENERATED by `tests/bridge/gen_recipes.py` from Bridge's package (`megatron.bridge.perf_recipes`,",
+        "`megatron.bridge.recipes`): do not edit; regenerate. Every recipe function Bridge's runner accepts",
+        "is either a variant of a recipe file here or below, with the reason.",
         "",
     ]
     total = 0
     for (model, why), names in sorted(groups.items()):
         total += len(names)
         out.append(f"- `{model}` ({len(names)} function{'s' if len(names) > 1 else ''}): {why}.")
-        out.extend(f"  - `{n}`" for n in names)
-    out.insert(len(out), "")
+        out.extend(f"  - `{n}`" for n in sorted(names))
+    out.append("")
     out.append(f"{total} functions in all.")
     return "\n".join(out) + "\n"
+
+
+def refused_records(model: str, lines: list[str]) -> list[tuple[str, str, str]]:
+    out = []
+    for line in lines:
+        n, why = line.removeprefix("#   ").split(": ", 1)
+        if why.startswith("sets the deprecated"):
+            out.append((model, f"the recipe {why}", n))
+        else:
+            out.append((model, f"Bridge's own runner refuses it at its own GPU count: {why}", n))
+    return out
+
+
+def missing_records(model: str, missing: dict[str, str]) -> list[tuple[str, str, str]]:
+    return [(model, f"builds its model from the Hugging Face checkpoint `{hf}`, whose config.json ovlaunch does "
+                    "not ship (tests/bridge/hf): no public copy gathered yet", n) for n, hf in missing.items()]
+
+
+def gpu_records(model: str, entries) -> list[tuple[str, str, str]]:
+    out = []
+    for n, _, _ in entries:
+        hw = probe.BENCHMARK_NAME.search(n)["hardware"]  # performance recipes: always named
+        if hw not in GPU_KINDS:
+            out.append((model, f"GPU kind `{hw}` is not in ovlaunch's hardware table (hardware/gpus.yaml)", n))
+    return out
 
 
 def main() -> int:
@@ -468,7 +616,6 @@ def main() -> int:
         elif line.strip():
             fields[section].append(line.strip())
     bad = 0
-    unshipped = {}
 
     def put(path: Path, text: str | None) -> None:
         nonlocal bad
@@ -483,13 +630,23 @@ def main() -> int:
             path.write_text(text)
             print(f"wrote {path}", file=sys.stderr)
 
+    records: list[tuple[str, str, str]] = []
     for name in args.only or MODELS:
         text, refused = generate(name, fields, args.ovlaunch)
-        if text is None:
-            unshipped[name] = refused
         put(Path(args.out) / f"{name}.yaml", text)
+        prefix, family, _ = MODELS[name]
+        module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
+        fns = [(n, None, []) for n in dir(module) if n.startswith(prefix) and n.endswith("_config")
+               and probe.BENCHMARK_NAME.search(n) and probe.BENCHMARK_NAME.search(n)["task"] == "pretrain"]
+        records += refused_records(name, refused) + gpu_records(name, fns)
     if not args.only:
-        put(Path(args.out) / "NOT_SHIPPED.md", not_shipped(unshipped))
+        for g in catalogue_groups():
+            text, refused, missing = generate_catalogue_file(g, fields, args.ovlaunch)
+            put(Path(args.out) / f"{g['name']}.yaml", text)
+            records += refused_records(g["model"], refused) + missing_records(g["model"], missing)
+            if g["source"] == "perf":
+                records += gpu_records(g["model"], g["entries"])
+        put(Path(args.out) / "NOT_SHIPPED.md", not_shipped(records))
     return bad
 
 

@@ -97,6 +97,12 @@ warnings.filterwarnings("ignore")
 
 import importlib  # noqa: E402
 
+# A checkpoint config not in the offline cache fails at once: Bridge's loader retries a failed
+# hub read with exponential backoff (seconds per function), which no offline read can cure.
+from megatron.bridge.models.hf_pretrained import safe_config_loader  # noqa: E402
+
+safe_config_loader.safe_load_config_with_retry.__defaults__ = (False, 0, 0.0)
+
 import torch  # noqa: E402
 
 # runner fact: recipe_metadata.BENCHMARK_RECIPE_PATTERN and BENCHMARK_RECIPE_FAMILY_PREFIXES

@@ -11,23 +11,31 @@ fn unknown_recipe_suggests() {
     ));
 }
 
-/// A Megatron-Bridge model or function ovlaunch leaves out is refused with the reason
-/// recipes/NOT_SHIPPED.md gives (generated from Bridge's package with the recipes).
+/// A Megatron-Bridge function ovlaunch leaves out is refused with the reason
+/// recipes/NOT_SHIPPED.md gives (generated from Bridge's package with the recipes): a model
+/// built from a Hugging Face checkpoint config the repository does not ship, and a function
+/// Bridge's own runner refuses at its own GPU count.
 #[test]
 fn a_bridge_model_left_out_says_why() {
     insta::assert_snapshot!(transcript(
-        &["plan", "--recipe", "nemotron_3_nano", "--gpus", "h100x8"],
+        &[
+            "plan",
+            "--recipe",
+            "qwen3_8b_sft_config",
+            "--gpus",
+            "h100x8"
+        ],
         &[]
     ));
     let err = usage_error(&[
         "plan",
         "--recipe",
-        "wan_14b_pretrain_32gpu_h100_bf16_config",
+        "deepseek_v3_pretrain_256gpu_vr200_fp8mx_config",
         "--gpus",
-        "h100x32",
+        "vr200x256",
     ]);
     assert!(
-        err.contains("Megatron-Bridge ships it, ovlaunch does not (Wan: a video diffusion"),
+        err.contains("Megatron-Bridge ships it, ovlaunch does not (Bridge's own runner refuses it at its own GPU count: ValueError: HybridEP is supported"),
         "{err}"
     );
 }
