@@ -63,15 +63,10 @@ fn ended(p: &Printer, rec: &record::Submission, follow: bool) -> Result<i32> {
     }
     let st = backend::of(rec)?.status(rec)?;
     p.status(&format!(
-        "job {} ({}) ended: {} exit={}{}",
+        "job {} ({}) ended: {}",
         st.job_id,
         rec.job_name,
-        st.slurm_state,
-        st.exit_code.as_deref().unwrap_or("-"),
-        st.reason
-            .as_deref()
-            .map(|r| format!(" reason={r}"))
-            .unwrap_or_default()
+        super::status::state_words(&st)
     ));
     Ok(super::status::exit_code(st.phase))
 }

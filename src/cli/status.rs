@@ -18,15 +18,10 @@ pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
             status: &st,
         })?,
         Format::Text => p.data(&format!(
-            "{} {} {} exit={}{}{} (from {}; {})\n",
+            "{} {} {}{} (from {}; {})\n",
             st.job_id,
             rec.job_name,
-            st.slurm_state,
-            st.exit_code.as_deref().unwrap_or("-"),
-            st.reason
-                .as_deref()
-                .map(|r| format!(" reason={r}"))
-                .unwrap_or_default(),
+            state_words(&st),
             st.requeued_after
                 .as_deref()
                 .map(|r| format!(" requeued_after={r}"))
@@ -46,4 +41,18 @@ pub fn exit_code(phase: Phase) -> i32 {
         Phase::Cancelled => 4,
         Phase::Unknown => 5,
     }
+}
+
+/// A job's state as one line says it: `STATE exit=CODE[ reason=REASON]` (`status`, and the
+/// last line of `logs -f`).
+pub fn state_words(st: &crate::backend::JobStatus) -> String {
+    format!(
+        "{} exit={}{}",
+        st.slurm_state,
+        st.exit_code.as_deref().unwrap_or("-"),
+        st.reason
+            .as_deref()
+            .map(|r| format!(" reason={r}"))
+            .unwrap_or_default()
+    )
 }
