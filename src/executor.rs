@@ -23,4 +23,16 @@ impl Executor {
             .into_iter()
             .find(|e| e.name() == name)
     }
+
+    /// Whether the job's script runs on after the trainer (teardown steps, forwarded
+    /// signals and lines appended to the script run): the sbatch script waits for its step;
+    /// the local script ends by exec'ing torchrun.
+    pub fn script_outlives_trainer(self) -> bool {
+        matches!(self, Executor::Slurm)
+    }
+
+    /// Whether sbatch directives reach the job.
+    pub fn reads_sbatch_directives(self) -> bool {
+        matches!(self, Executor::Slurm)
+    }
 }
