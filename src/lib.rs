@@ -2,30 +2,15 @@
 //! training plan (overlap, precision, env), renders it as an sbatch script or a torchrun
 //! command, submits it and tracks it.
 //!
-//! The core is pure: `resolve::resolve(inputs) -> Plan` and `render::*(&Plan)` do no I/O,
-//! read no clock and no environment. Effects live in `backend` and `cli`.
+//! The core is pure (`ovlaunch-core`): `resolve::resolve(inputs) -> Plan` and `render::*(&Plan)`
+//! do no I/O, read no clock and no environment. Effects live in `backend` and `cli`.
 
 pub mod backend;
-pub mod catalog;
 pub mod cli;
-pub mod config;
-pub mod error;
-pub mod estimate;
-pub mod executor;
-pub mod hydra;
-pub mod input;
-pub mod job;
-pub mod layout;
-pub mod overlap;
-pub mod plan;
-pub mod plugin;
-pub mod precision;
-pub mod render;
-pub mod resolve;
-pub mod secret;
-pub mod shell;
-pub mod version;
-pub mod yaml;
 
-/// The rank runtime (its own crate: the wire contract, affinity and the name rules).
-pub use ovlaunch_rank as rank;
+/// The pure core (its own crate, `ovlaunch-core`, built without clap, duct or which), under
+/// the launcher's name: `ovlaunch::plan::Plan` is `ovlaunch_core::plan::Plan`.
+pub use ovlaunch_core::{
+    catalog, config, error, estimate, executor, hydra, input, job, layout, overlap, plan, plugin,
+    precision, rank, render, resolve, secret, shell, version, yaml,
+};

@@ -17,7 +17,7 @@ dataset.seq_length). A recipe whose model carries a pipeline-layout builder (Kim
 `pipeline_layouts`: every (PP, VP) the builder knows and the layout it builds, found by calling
 the builder itself (the runner calls it after a PP or VP override).
 
-`env_vars` hold only what ovlaunch's env rules (src/resolve/env_rules.rs) do not derive, one
+`env_vars` hold only what ovlaunch's env rules (crates/ovlaunch-core/src/resolve/env_rules.rs) do not derive, one
 statement per fact: each variant is first planned by ovlaunch without any env (`ovlaunch plan
 --recipe FILE -o json`, the rules alone), then Bridge's env is compared with it name by name:
 a name the rules derive with the same typed value is left out; a different value, or a name no

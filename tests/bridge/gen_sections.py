@@ -1,5 +1,5 @@
 """Generate ovlaunch's table of Megatron-Bridge's pass-through config sections
-(src/config/bridge_fields.rs) from Bridge's own config classes.
+(crates/ovlaunch-core/src/config/bridge_fields.rs) from Bridge's own config classes.
 
 The sections are the ones a real training run needs and ovlaunch does not resolve: `scheduler`,
 `dataset`, `tokenizer`, `checkpoint`, `logger`, `profiling` and `ft`. For each, every field a
@@ -11,8 +11,8 @@ key path of the class the trainer holds. Each section also lists the values ever
 function holds alike (`recipe`), which ovlaunch's checks of Bridge's section rules start from.
 
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
-    python tests/bridge/gen_sections.py --out src/config/bridge_fields.rs          # write
-    python tests/bridge/gen_sections.py --out src/config/bridge_fields.rs --check  # compare only
+    python tests/bridge/gen_sections.py --out crates/ovlaunch-core/src/config/bridge_fields.rs          # write
+    python tests/bridge/gen_sections.py --out crates/ovlaunch-core/src/config/bridge_fields.rs --check  # compare only
 """
 
 from __future__ import annotations

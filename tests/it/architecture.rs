@@ -14,6 +14,16 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The pure core's sources (`ovlaunch-core`; the launcher re-exports its modules).
+fn core_src() -> PathBuf {
+    root().join("crates/ovlaunch-core/src")
+}
+
+/// The launcher's own sources (`cli`, `backend`) and the core's.
+fn source_dirs() -> [PathBuf; 2] {
+    [root().join("src"), core_src()]
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -53,23 +63,31 @@ fn crate_paths(code: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The top-level modules `src/lib.rs` declares.
+/// The top-level modules the launcher's and the core's `lib.rs` declare.
 fn declared_modules() -> BTreeSet<String> {
-    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
-    lib.lines()
-        .filter_map(|l| l.strip_prefix("pub mod "))
-        .map(|m| m.trim_end_matches(';').to_string())
+    source_dirs()
+        .iter()
+        .flat_map(|src| {
+            let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+            lib.lines()
+                .filter_map(|l| l.strip_prefix("pub mod "))
+                .map(|m| m.trim_end_matches(';').to_string())
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
 /// Top-level module -> the top-level modules it imports.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = root().join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    for src in source_dirs() {
+        let mut in_src = Vec::new();
+        rust_files(&src, &mut in_src);
+        files.extend(in_src.into_iter().map(|f| (src.clone(), f)));
+    }
     let modules = declared_modules();
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in files {
+    for (src, f) in files {
         let rel = f.strip_prefix(&src).unwrap();
         let top = rel
             .components()
@@ -224,7 +242,7 @@ fn the_map_names_every_top_level_module() {
     let stale: Vec<&String> = named.difference(&modules).collect();
     assert!(
         missing.is_empty() && stale.is_empty(),
-        "ARCHITECTURE.md's module table lacks {missing:?} and names {stale:?}, which src/lib.rs does not declare"
+        "ARCHITECTURE.md's module table lacks {missing:?} and names {stale:?}, which no lib.rs declares"
     );
 }
 
@@ -280,14 +298,15 @@ fn code_names_config_fields_by_typed_path_never_by_quoted_text() {
         }
     }
     assert!(paths.contains("model.num_layers") && paths.contains("scheduler.max_steps"));
-    let src = root().join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    for src in source_dirs() {
+        rust_files(&src, &mut files);
+    }
     let mut quoted = Vec::new();
     for f in files {
         // `config/` declares the paths; tests (`#[cfg(test)]` modules, `tests.rs` files) state
         // inputs as users write them.
-        if f.starts_with(src.join("config")) || f.ends_with("tests.rs") {
+        if f.starts_with(core_src().join("config")) || f.ends_with("tests.rs") {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();
@@ -435,14 +454,20 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
 /// the test, so the list stays exact).
 const LONG_FUNCTIONS_BEING_SPLIT: &[(&str, &str)] = &[
     // the estimator's terms as named functions
-    ("src/estimate/mod.rs", "estimate_with_stages"),
+    (
+        "crates/ovlaunch-core/src/estimate/mod.rs",
+        "estimate_with_stages",
+    ),
     // launch settings as a typed value with an origin per field
     ("src/cli/profile.rs", "resolve"),
     ("src/cli/launch.rs", "options"),
-    ("src/render/launch.rs", "build"),
+    ("crates/ovlaunch-core/src/render/launch.rs", "build"),
     // Bridge's section checks as a table
-    ("src/resolve/validate.rs", "bridge_sections"),
-    ("src/resolve/validate.rs", "validate"),
+    (
+        "crates/ovlaunch-core/src/resolve/validate.rs",
+        "bridge_sections",
+    ),
+    ("crates/ovlaunch-core/src/resolve/validate.rs", "validate"),
 ];
 
 #[test]
@@ -879,9 +904,14 @@ const CYCLES_BEING_TAKEN_APART: &[&[&str]] = &[
 #[test]
 fn files_import_each_other_without_a_cycle() {
     let launcher = Files::of(&root().join("src"), "ovlaunch");
+    let core = Files::of(&core_src(), "ovlaunch_core");
     let rank = Files::of(&root().join("crates/ovlaunch-rank/src"), "ovlaunch_rank");
     let mut found = Vec::new();
-    for (crate_, files) in [("ovlaunch", &launcher), ("ovlaunch-rank", &rank)] {
+    for (crate_, files) in [
+        ("ovlaunch", &launcher),
+        ("ovlaunch-core", &core),
+        ("ovlaunch-rank", &rank),
+    ] {
         let g = files.graph();
         // The check sees real imports: files import each other through `use`, `super::`,
         // re-exports and paths in code.
@@ -930,8 +960,8 @@ fn files_import_each_other_without_a_cycle() {
 
 #[test]
 fn the_file_graph_resolves_paths_to_the_file_defining_the_item() {
-    let launcher = Files::of(&root().join("src"), "ovlaunch");
-    let g = launcher.graph();
+    let core = Files::of(&core_src(), "ovlaunch_core");
+    let g = core.graph();
     let m = |s: &str| -> ModPath { s.split("::").map(str::to_string).collect() };
     // `crate::config::Section` is re-exported by config/mod.rs from config/section.rs
     assert!(
@@ -944,40 +974,67 @@ fn the_file_graph_resolves_paths_to_the_file_defining_the_item() {
     assert!(!g[&m("config::bridge_fields")].contains(&m("config::bridge")));
 }
 
-/// The launcher's files outside `cli/`, `backend/` and `main.rs`: the pure core.
-fn core_files(launcher: &Files) -> Vec<&ModPath> {
-    launcher
-        .files
-        .keys()
-        .filter(|m| !m.first().is_some_and(|t| t == "cli" || t == "backend"))
+/// The names of a crate's `[dependencies]` in its `Cargo.toml`.
+fn dependencies(manifest: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let deps = text
+        .split("[dependencies]")
+        .nth(1)
+        .unwrap_or("")
+        .split("\n[")
+        .next()
+        .unwrap_or("")
+        .to_string();
+    deps.lines()
+        .filter_map(|l| l.split(['=', '.']).next())
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && !n.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+/// The first segment of every path a file writes (`clap` of `clap::Parser`).
+fn first_segments(files: &Files, m: &ModPath) -> BTreeSet<String> {
+    let code = &files.code[m];
+    uses(code)
+        .into_iter()
+        .map(|(_, p)| p)
+        .chain(inline_paths(code))
+        .map(|p| p.split("::").next().unwrap_or("").to_string())
         .collect()
 }
 
 #[test]
-fn the_core_names_no_command_line_or_process_crate() {
+fn the_core_builds_without_the_command_line_or_process_crates() {
     // clap (and its completion and man-page crates) for the command line, duct and which for
-    // running programs: the CLI's and the backends' dependencies, never the core's.
-    let effects = ["clap", "clap_complete", "clap_mangen", "duct", "which"];
-    let launcher = Files::of(&root().join("src"), "ovlaunch");
-    let first_segments = |m: &ModPath| -> BTreeSet<String> {
-        let code = &launcher.code[m];
-        uses(code)
-            .into_iter()
-            .map(|(_, p)| p)
-            .chain(inline_paths(code))
-            .map(|p| p.split("::").next().unwrap_or("").to_string())
-            .collect()
-    };
+    // running programs: the launcher's `cli` and `backend` dependencies, never the core's.
+    let effects: BTreeSet<String> = ["clap", "clap_complete", "clap_mangen", "duct", "which"]
+        .map(String::from)
+        .into();
+    let deps = dependencies(&root().join("crates/ovlaunch-core/Cargo.toml"));
+    assert!(deps.contains(&"serde".to_string()), "{deps:?}");
+    let in_manifest: Vec<&String> = deps
+        .iter()
+        .filter(|d| effects.contains(d.as_str()))
+        .collect();
+    assert!(
+        in_manifest.is_empty(),
+        "the core depends on {in_manifest:?}"
+    );
+    let core = Files::of(&core_src(), "ovlaunch_core");
     let mut named = Vec::new();
-    for m in core_files(&launcher) {
-        for c in first_segments(m).intersection(&effects.map(String::from).into()) {
-            named.push(format!("{} names {c}", launcher.files[m].display()));
+    for m in core.files.keys() {
+        for c in first_segments(&core, m).intersection(&effects) {
+            named.push(format!("{} names {c}", core.files[m].display()));
         }
     }
     assert!(named.is_empty(), "{}", named.join("\n"));
     // The check sees real paths: the CLI names clap, the backends duct.
-    assert!(first_segments(&vec!["cli".to_string()]).contains("clap"));
-    assert!(first_segments(&vec!["backend".to_string(), "host".to_string()]).contains("duct"));
+    let launcher = Files::of(&root().join("src"), "ovlaunch");
+    assert!(dependencies(&root().join("Cargo.toml")).contains(&"clap".to_string()));
+    assert!(first_segments(&launcher, &vec!["cli".to_string()]).contains("clap"));
+    let host = vec!["backend".to_string(), "host".to_string()];
+    assert!(first_segments(&launcher, &host).contains("duct"));
 }
 
 /// Files outside `backend/` that still name a backend (the launch-settings work moves each
@@ -985,7 +1042,7 @@ fn the_core_names_no_command_line_or_process_crate() {
 const FILES_NAMING_A_BACKEND: &[&str] = &[
     "src/cli/launch.rs",
     "src/cli/submit.rs",
-    "src/render/artifacts.rs",
+    "crates/ovlaunch-core/src/render/artifacts.rs",
 ];
 
 #[test]
@@ -994,17 +1051,26 @@ fn no_module_outside_the_backends_names_one() {
     // `backend::ssh`) or by an executor's variant (`Executor::Slurm`); the executor leaf
     // declares the variants, and what a variant can do is its method (`crate::executor`).
     let launcher = Files::of(&root().join("src"), "ovlaunch");
+    let core = Files::of(&core_src(), "ovlaunch_core");
     let g = launcher.graph();
     let backends: Vec<ModPath> = ["slurm", "local", "ssh"]
         .iter()
         .map(|b| vec!["backend".to_string(), b.to_string()])
         .collect();
     let mut naming = BTreeMap::new();
-    for (m, deps) in &g {
-        if m.first().is_some_and(|t| t == "backend") || *m == ["executor"] {
+    let (launcher_g, core_g) = (&g, core.graph());
+    let files = launcher_g
+        .iter()
+        .map(|(m, deps)| (&launcher, m, deps))
+        .chain(core_g.iter().map(|(m, deps)| (&core, m, deps)));
+    for (crate_files, m, deps) in files {
+        let is_core = std::ptr::eq(crate_files, &core);
+        if (!is_core && m.first().is_some_and(|t| t == "backend"))
+            || (is_core && *m == ["executor"])
+        {
             continue;
         }
-        let code = &launcher.code[m];
+        let code = &crate_files.code[m];
         let mut why: Vec<String> = deps
             .iter()
             .filter(|d| backends.contains(d))
@@ -1017,7 +1083,7 @@ fn no_module_outside_the_backends_names_one() {
                 .map(String::from),
         );
         if !why.is_empty() {
-            let rel = launcher.files[m]
+            let rel = crate_files.files[m]
                 .strip_prefix(root())
                 .unwrap()
                 .to_string_lossy()

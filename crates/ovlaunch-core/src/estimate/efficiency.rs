@@ -11,7 +11,7 @@ use super::PrecisionClass;
 use crate::error::{Error, Result};
 
 /// The shipped fitted constants.
-pub const EMBEDDED: &str = include_str!("../../hardware/efficiency.json");
+pub const EMBEDDED: &str = include_str!("../../../../hardware/efficiency.json");
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -32,44 +32,47 @@ pub fn function(name: &str) -> Option<&'static EmbeddedRecipe> {
 
 /// `(path, text)` of every shipped plugin.
 pub const PLUGINS: &[(&str, &str)] = &[
-    ("plugins/nsys.yaml", include_str!("../../plugins/nsys.yaml")),
+    (
+        "plugins/nsys.yaml",
+        include_str!("../../../../plugins/nsys.yaml"),
+    ),
     (
         "plugins/pytorch-profiler.yaml",
-        include_str!("../../plugins/pytorch-profiler.yaml"),
+        include_str!("../../../../plugins/pytorch-profiler.yaml"),
     ),
     (
         "plugins/preemption.yaml",
-        include_str!("../../plugins/preemption.yaml"),
+        include_str!("../../../../plugins/preemption.yaml"),
     ),
     (
         "plugins/fault-tolerance.yaml",
-        include_str!("../../plugins/fault-tolerance.yaml"),
+        include_str!("../../../../plugins/fault-tolerance.yaml"),
     ),
     (
         "plugins/wandb.yaml",
-        include_str!("../../plugins/wandb.yaml"),
+        include_str!("../../../../plugins/wandb.yaml"),
     ),
     (
         "plugins/comet.yaml",
-        include_str!("../../plugins/comet.yaml"),
+        include_str!("../../../../plugins/comet.yaml"),
     ),
     (
         "plugins/determinism.yaml",
-        include_str!("../../plugins/determinism.yaml"),
+        include_str!("../../../../plugins/determinism.yaml"),
     ),
     (
         "plugins/nccl-debug.yaml",
-        include_str!("../../plugins/nccl-debug.yaml"),
+        include_str!("../../../../plugins/nccl-debug.yaml"),
     ),
     (
         "plugins/gpu-tuning.yaml",
-        include_str!("../../plugins/gpu-tuning.yaml"),
+        include_str!("../../../../plugins/gpu-tuning.yaml"),
     ),
 ];
 
 /// `recipes/NOT_SHIPPED.md` (generated with the recipes): every Megatron-Bridge performance
 /// recipe ovlaunch does not ship, by model, with the reason.
-pub const NOT_SHIPPED: &str = include_str!("../../recipes/NOT_SHIPPED.md");
+pub const NOT_SHIPPED: &str = include_str!("../../../../recipes/NOT_SHIPPED.md");
 
 /// Why Bridge's model `name` (`nemotron_3_nano`) or function
 /// (`nemotron_3_nano_pretrain_8gpu_h100_bf16_config`) is not shipped, from [`NOT_SHIPPED`]:

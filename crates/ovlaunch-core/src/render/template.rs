@@ -7,10 +7,13 @@ use crate::error::{Error, Origin, Result};
 
 /// The shipped templates.
 pub const EMBEDDED: &[(&str, &str)] = &[
-    ("sbatch.sh.j2", include_str!("../../templates/sbatch.sh.j2")),
+    (
+        "sbatch.sh.j2",
+        include_str!("../../../../templates/sbatch.sh.j2"),
+    ),
     (
         "torchrun.sh.j2",
-        include_str!("../../templates/torchrun.sh.j2"),
+        include_str!("../../../../templates/torchrun.sh.j2"),
     ),
 ];
 
