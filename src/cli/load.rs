@@ -201,8 +201,45 @@ fn closest_functions(word: &str, family: Option<&str>, all: &[(String, Option<St
     )
 }
 
-/// The container stack from `--te-version` / `--torch-version`.
-pub fn stack(args: &PlanArgs) -> Result<Stack> {
+/// What a plan is resolved from: the plan flags as typed, with the settings a profile or the
+/// environment may give (the Bridge root and version, the profile's env) layered in by
+/// `cli::settings`. Every command that plans builds one (`PlanRequest::new` with the launch
+/// settings, `PlanRequest::flags` for the commands without profiles: `estimate`, `tune`).
+#[derive(Debug, Clone)]
+pub struct PlanRequest<'a> {
+    pub args: &'a PlanArgs,
+    /// The `--env`s: the profile's entries first, then the flags'.
+    pub envs: Vec<String>,
+    pub bridge_root: String,
+    pub bridge_version: String,
+}
+
+impl<'a> PlanRequest<'a> {
+    /// The flags with the settings' Bridge root and version and the profile's env.
+    pub fn new(args: &'a PlanArgs, settings: &super::settings::Settings) -> Self {
+        PlanRequest {
+            args,
+            envs: settings.envs(&args.envs),
+            bridge_root: settings.bridge_root.value.clone(),
+            bridge_version: settings.bridge_version.value.clone(),
+        }
+    }
+
+    /// The flags alone.
+    pub fn flags(args: &'a PlanArgs) -> Self {
+        PlanRequest {
+            args,
+            envs: args.envs.clone(),
+            bridge_root: args.bridge_root.clone(),
+            bridge_version: args.bridge_version.clone(),
+        }
+    }
+}
+
+/// The container stack from `--te-version` / `--torch-version` and the request's Bridge
+/// version and root.
+pub fn stack(req: &PlanRequest<'_>) -> Result<Stack> {
+    let args = req.args;
     let te = if args.te_version.eq_ignore_ascii_case("none") {
         None
     } else {
@@ -217,14 +254,14 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
             .at_flag("--torch-version")
             .help("e.g. 2.6.0")
     })?;
-    let bridge = Version::parse(&args.bridge_version).ok_or_else(|| {
-        Error::usage(format!("`{}` is not a version", args.bridge_version))
+    let bridge = Version::parse(&req.bridge_version).ok_or_else(|| {
+        Error::usage(format!("`{}` is not a version", req.bridge_version))
             .at_flag("--bridge-version")
             .help("e.g. 0.6.2")
     })?;
-    if !args.bridge_root.starts_with('/') {
+    if !req.bridge_root.starts_with('/') {
         return Err(
-            Error::usage(format!("`{}` is not an absolute path", args.bridge_root))
+            Error::usage(format!("`{}` is not an absolute path", req.bridge_root))
                 .at_flag("--bridge-root")
                 .help(
                     "the Megatron-Bridge checkout inside the container, e.g. /opt/Megatron-Bridge",
@@ -235,24 +272,25 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
         te,
         torch,
         bridge,
-        bridge_root: args.bridge_root.trim_end_matches('/').to_string(),
+        bridge_root: req.bridge_root.trim_end_matches('/').to_string(),
     })
 }
 
-/// Loads everything the flags name and resolves the plan.
-pub fn plan(args: &PlanArgs) -> Result<Plan> {
-    Ok(plan_with_plugins(args)?.0)
+/// Loads everything the request names and resolves the plan.
+pub fn plan(req: &PlanRequest<'_>) -> Result<Plan> {
+    Ok(plan_with_plugins(req)?.0)
 }
 
 /// `plan`, also returning the enabled plugins (after their plan phase).
-pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)> {
+pub fn plan_with_plugins(req: &PlanRequest<'_>) -> Result<(Plan, Vec<plugin::Active>)> {
+    let args = req.args;
     let cat = catalog(&args.catalog)?;
     let recipe = recipe(&cat, args.recipe()?)?;
     let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
     let sets = overrides::parse_sets(&args.sets)?;
-    let envs = overrides::parse_envs(&args.envs, &|n| std::env::var(n).ok())?;
+    let envs = overrides::parse_envs(&req.envs, &|n| std::env::var(n).ok())?;
     let unsets = overrides::parse_unsets(&args.unsets)?;
-    let stack = stack(args)?;
+    let stack = stack(req)?;
     let active = super::plugins::active(&args.plugin_specs, &args.plugin_sources)?;
     let launcher_env = super::plugins::launcher_env(&active)?;
     let (active, layer) = plugin::plan_phase(active, &envs, &launcher_env)?;

@@ -21,6 +21,7 @@ mod printer;
 pub mod profile;
 mod profiles;
 mod recipes;
+pub mod settings;
 mod status;
 mod submit;
 mod torchrun;
@@ -400,11 +401,11 @@ pub fn run() -> i32 {
         .try_get_matches()
         .and_then(|m| {
             // Which flags were typed: a profile fills in only what no flag set.
-            profile::record_given(&m);
-            <Cli as clap::FromArgMatches>::from_arg_matches(&m)
+            let given = settings::Given::from_matches(&m);
+            <Cli as clap::FromArgMatches>::from_arg_matches(&m).map(|cli| (cli, given))
         });
-    let cli = match parsed {
-        Ok(cli) => cli,
+    let (cli, given) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) if unknown_command().is_some() => {
             let e = unknown_command().unwrap_or_else(|| Error::usage(e.to_string()));
             Printer::new().error(&e);
@@ -417,7 +418,7 @@ pub fn run() -> i32 {
         }
     };
     let p = Printer::new();
-    match dispatch(&p, cli) {
+    match dispatch(&p, cli, &given) {
         Ok(code) => code,
         Err(e) => {
             p.error(&e);
@@ -455,9 +456,9 @@ fn unknown_command() -> Option<Error> {
     )
 }
 
-fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
+fn dispatch(p: &Printer, cli: Cli, given: &settings::Given) -> Result<i32> {
     match (cli.command, cli.launch) {
-        (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd),
+        (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd, given),
         (
             Some(Command::Overrides {
                 plan,
@@ -465,7 +466,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 output,
             }),
             _,
-        ) => plan::overrides(p, &plan, profile, output),
+        ) => plan::overrides(p, &plan, profile, given, output),
         (Some(Command::Recipes(cmd)), _) => recipes::list(p, &cmd),
         (Some(Command::Presets(output)), _) => recipes::presets(p, output),
         (Some(Command::Fields { section, output }), _) => {
@@ -480,7 +481,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 output,
             }),
             _,
-        ) => submit::render(p, &plan, &launch, output),
+        ) => submit::render(p, &plan, &launch, given, output),
         (
             Some(Command::Env {
                 plan,
@@ -488,7 +489,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 profile,
             }),
             _,
-        ) => env::run(p, &plan, profile, format),
+        ) => env::run(p, &plan, profile, given, format),
         (
             Some(Command::Torchrun {
                 plan,
@@ -497,7 +498,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 output,
             }),
             _,
-        ) => torchrun::run(p, &plan, &launch, master_addr.as_deref(), output),
+        ) => torchrun::run(p, &plan, &launch, master_addr.as_deref(), given, output),
         (Some(Command::Completions { shell }), _) => {
             p.data(&completions::script(shell)?)?;
             Ok(0)
@@ -537,7 +538,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
             }),
             _,
         ) => {
-            let root = profile::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
+            let root = settings::Settings::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
             list::run(p, &root, output)
         }
         (
@@ -546,11 +547,12 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 main,
             })),
             _,
-        ) => submit::rendered(p, &dir, &main),
+        ) => submit::rendered(p, &dir, &main, given),
         (Some(Command::Submit(SubmitCmd { dir: None, main })), _) | (None, main) => submit::run(
             p,
             &main.plan,
             &main.launch,
+            given,
             main.dry_run,
             main.explain,
             main.output,

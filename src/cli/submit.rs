@@ -6,6 +6,7 @@
 
 use super::launch::{self, LaunchArgs, Prepared};
 use super::output::{self, OutputArg};
+use super::settings::Given;
 use super::{PlanArgs, Printer, explain};
 use crate::backend::host::Local;
 use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
@@ -17,11 +18,12 @@ pub fn run(
     p: &Printer,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
+    given: &Given,
     dry_run: bool,
     explain: bool,
     out: OutputArg,
 ) -> Result<i32> {
-    let mut prepared = launch::prepare(plan_args, args)?;
+    let mut prepared = launch::prepare(plan_args, args, given)?;
     for w in &prepared.warnings {
         p.warn(w);
     }
@@ -155,9 +157,10 @@ pub fn render(
     pr: &Printer,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
+    given: &Given,
     out: OutputArg,
 ) -> Result<i32> {
-    let mut p = launch::prepare(plan_args, args)?;
+    let mut p = launch::prepare(plan_args, args, given)?;
     for w in p.warnings.iter().chain(&p.job.plan.warnings) {
         pr.warn(w);
     }
@@ -241,12 +244,13 @@ fn check_slurm(p: &Prepared) -> Result<()> {
 /// `ovlaunch submit DIR`: submits a job directory `render` wrote, as it is. Its script
 /// says which executor it is for; flags that would change the job are refused (render it
 /// again to change it).
-pub fn rendered(p: &Printer, dir: &std::path::Path, main: &super::MainArgs) -> Result<i32> {
-    let given = super::profile::GIVEN.get().cloned().unwrap_or_default();
-    if let Some(flag) = given
-        .iter()
-        .find(|id| !["dir", "output"].contains(&id.as_str()))
-    {
+pub fn rendered(
+    p: &Printer,
+    dir: &std::path::Path,
+    main: &super::MainArgs,
+    given: &Given,
+) -> Result<i32> {
+    if let Some(flag) = given.iter().find(|id| !["dir", "output"].contains(id)) {
         return Err(Error::usage(format!(
             "`submit DIR` submits the rendered job as it is; `{}` would change it",
             flag.replace('_', "-")

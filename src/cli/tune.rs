@@ -53,7 +53,7 @@ impl Resolver {
         Ok(Self {
             recipe,
             hardware,
-            stack: load::stack(args)?,
+            stack: load::stack(&load::PlanRequest::flags(args))?,
             envs: overrides::parse_envs(&args.envs, &|n| std::env::var(n).ok())?,
             args: args.clone(),
         })
