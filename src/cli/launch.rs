@@ -539,7 +539,7 @@ pub fn command_line() -> String {
 /// Hides secret values given on the command line (`--env HF_TOKEN=...`,
 /// `--set env_vars.HF_TOKEN=...` and secret plugin options such as `--plugin wandb:api_key=...`)
 /// from the script header and the submission record, by the same rules the error messages use.
-fn redact_args(args: &[String]) -> Vec<String> {
+pub fn redact_args(args: &[String]) -> Vec<String> {
     use crate::resolve::overrides::{shown_env_flag, shown_flag};
     let strip = |shown: String, prefix: &str| shown[prefix.len()..].to_string();
     let mut out = Vec::with_capacity(args.len());

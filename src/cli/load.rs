@@ -276,6 +276,74 @@ pub fn stack(req: &PlanRequest<'_>) -> Result<Stack> {
     })
 }
 
+/// A request's recipe and hardware read, its overrides parsed and its container stack
+/// checked: what `resolve::Inputs` borrows. The one conversion from the plan flags to the
+/// resolver's inputs, for every command that plans (`plan_with_plugins`, and `tune`, which
+/// resolves it again with more `--set`s).
+pub struct Loaded {
+    pub recipe: Recipe,
+    pub hardware: catalog::Hardware,
+    pub stack: Stack,
+    /// The `--set`s as typed (`with_sets` adds to them before parsing, so that a conflict
+    /// between them is found).
+    pub raw_sets: Vec<String>,
+    pub sets: Vec<overrides::SetOverride>,
+    pub envs: Vec<(String, String)>,
+    pub unsets: Vec<String>,
+    pub precision: Option<String>,
+    pub variant: Option<String>,
+    pub strict: bool,
+}
+
+impl Loaded {
+    /// Reads the catalog, the recipe and the hardware spec the request names and parses its
+    /// overrides.
+    pub fn load(req: &PlanRequest<'_>) -> Result<Loaded> {
+        let args = req.args;
+        let cat = catalog(&args.catalog)?;
+        let recipe = recipe(&cat, args.recipe()?)?;
+        let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
+        let sets = overrides::parse_sets(&args.sets)?;
+        let envs = overrides::parse_envs(&req.envs, &|n| std::env::var(n).ok())?;
+        let unsets = overrides::parse_unsets(&args.unsets)?;
+        let stack = stack(req)?;
+        Ok(Loaded {
+            recipe,
+            hardware,
+            stack,
+            raw_sets: args.sets.clone(),
+            sets,
+            envs,
+            unsets,
+            precision: args.precision.clone(),
+            variant: args.variant.clone(),
+            strict: args.strict,
+        })
+    }
+
+    /// The resolver's inputs.
+    pub fn inputs(&self) -> resolve::Inputs<'_> {
+        resolve::Inputs {
+            recipe: &self.recipe,
+            hardware: &self.hardware,
+            precision: self.precision.as_deref(),
+            variant: self.variant.as_deref(),
+            sets: &self.sets,
+            envs: &self.envs,
+            unsets: &self.unsets,
+            stack: &self.stack,
+            strict: self.strict,
+        }
+    }
+
+    /// The `--set`s with `extra` after them, parsed together.
+    pub fn with_sets(&self, extra: &[String]) -> Result<Vec<overrides::SetOverride>> {
+        let mut raw = self.raw_sets.clone();
+        raw.extend(extra.iter().cloned());
+        overrides::parse_sets(&raw)
+    }
+}
+
 /// Loads everything the request names and resolves the plan.
 pub fn plan(req: &PlanRequest<'_>) -> Result<Plan> {
     Ok(plan_with_plugins(req)?.0)
@@ -283,31 +351,12 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<Plan> {
 
 /// `plan`, also returning the enabled plugins (after their plan phase).
 pub fn plan_with_plugins(req: &PlanRequest<'_>) -> Result<(Plan, Vec<plugin::Active>)> {
+    let loaded = Loaded::load(req)?;
     let args = req.args;
-    let cat = catalog(&args.catalog)?;
-    let recipe = recipe(&cat, args.recipe()?)?;
-    let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
-    let sets = overrides::parse_sets(&args.sets)?;
-    let envs = overrides::parse_envs(&req.envs, &|n| std::env::var(n).ok())?;
-    let unsets = overrides::parse_unsets(&args.unsets)?;
-    let stack = stack(req)?;
     let active = super::plugins::active(&args.plugin_specs, &args.plugin_sources)?;
     let launcher_env = super::plugins::launcher_env(&active)?;
-    let (active, layer) = plugin::plan_phase(active, &envs, &launcher_env)?;
-    let plan = resolve::resolve_with(
-        &resolve::Inputs {
-            recipe: &recipe,
-            hardware: &hardware,
-            precision: args.precision.as_deref(),
-            variant: args.variant.as_deref(),
-            sets: &sets,
-            envs: &envs,
-            unsets: &unsets,
-            stack: &stack,
-            strict: args.strict,
-        },
-        &layer,
-    )?;
+    let (active, layer) = plugin::plan_phase(active, &loaded.envs, &launcher_env)?;
+    let plan = resolve::resolve_with(&loaded.inputs(), &layer)?;
     let mut plan = plan;
     no_function_warning(&mut plan);
     Ok((plan, active))

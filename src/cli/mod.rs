@@ -362,6 +362,32 @@ pub enum Output {
 }
 
 impl PlanArgs {
+    /// The plan flags typed on the command line, as their long flags and values (`-r X` is
+    /// `--recipe X`), in this struct's order, each repeated flag in the order typed: the
+    /// command line that asks for the same plan (`tune` prints its commands with it).
+    /// `matches` are the parsed arguments of a command that flattens `PlanArgs`.
+    pub fn typed(matches: &clap::ArgMatches) -> Vec<String> {
+        let cmd = <PlanArgs as Args>::augment_args(clap::Command::new("plan"));
+        let mut words = Vec::new();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            let (Some(long), Some(clap::parser::ValueSource::CommandLine)) =
+                (arg.get_long(), matches.value_source(id))
+            else {
+                continue;
+            };
+            if !arg.get_action().takes_values() {
+                words.push(format!("--{long}"));
+                continue;
+            }
+            for occurrence in matches.get_raw_occurrences(id).into_iter().flatten() {
+                words.push(format!("--{long}"));
+                words.extend(occurrence.map(|v| v.to_string_lossy().into_owned()));
+            }
+        }
+        words
+    }
+
     /// `--recipe`, which every plan needs.
     pub fn recipe(&self) -> Result<&str> {
         self.recipe.as_deref().ok_or_else(|| {
@@ -402,9 +428,9 @@ pub fn run() -> i32 {
         .and_then(|m| {
             // Which flags were typed: a profile fills in only what no flag set.
             let given = settings::Given::from_matches(&m);
-            <Cli as clap::FromArgMatches>::from_arg_matches(&m).map(|cli| (cli, given))
+            <Cli as clap::FromArgMatches>::from_arg_matches(&m).map(|cli| (cli, given, m))
         });
-    let (cli, given) = match parsed {
+    let (cli, given, matches) = match parsed {
         Ok(parsed) => parsed,
         Err(e) if unknown_command().is_some() => {
             let e = unknown_command().unwrap_or_else(|| Error::usage(e.to_string()));
@@ -418,7 +444,7 @@ pub fn run() -> i32 {
         }
     };
     let p = Printer::new();
-    match dispatch(&p, cli, &given) {
+    match dispatch(&p, cli, &given, &matches) {
         Ok(code) => code,
         Err(e) => {
             p.error(&e);
@@ -456,7 +482,13 @@ fn unknown_command() -> Option<Error> {
     )
 }
 
-fn dispatch(p: &Printer, cli: Cli, given: &settings::Given) -> Result<i32> {
+/// Runs the parsed command; `given` are the flags typed, `matches` the parsed arguments.
+fn dispatch(
+    p: &Printer,
+    cli: Cli,
+    given: &settings::Given,
+    matches: &clap::ArgMatches,
+) -> Result<i32> {
     match (cli.command, cli.launch) {
         (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd, given),
         (
@@ -526,7 +558,10 @@ fn dispatch(p: &Printer, cli: Cli, given: &settings::Given) -> Result<i32> {
         ) => logs::run(p, &job, follow, rank, output),
         (Some(Command::Cancel { job, output }), _) => cancel::run(p, &job, output),
         (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
-        (Some(Command::Tune(cmd)), _) => tune::run(p, &cmd),
+        (Some(Command::Tune(cmd)), _) => {
+            let m = matches.subcommand_matches("tune").unwrap_or(matches);
+            tune::run(p, &cmd, m)
+        }
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
