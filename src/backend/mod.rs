@@ -43,6 +43,14 @@ impl Executor {
         }
     }
 
+    /// The job directory's script the backend runs: its dry-run request.
+    pub fn script_name(self) -> &'static str {
+        match self {
+            Executor::Slurm => layout::SBATCH_SCRIPT,
+            Executor::Local => layout::LOCAL_SCRIPT,
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<Executor> {
         [Executor::Slurm, Executor::Local]
             .into_iter()
@@ -252,10 +260,7 @@ pub fn submit_rendered(
     command_line: String,
     job_output: local::JobOutput,
 ) -> Result<Started> {
-    let script = dir.join(match executor {
-        Executor::Slurm => layout::SBATCH_SCRIPT,
-        Executor::Local => layout::LOCAL_SCRIPT,
-    });
+    let script = dir.join(executor.script_name());
     let mut rec = new_record(executor, dir, job_name, command_line);
     let guard = signals::Deferred::install();
     write_record(dir, &rec)?;

@@ -17,8 +17,12 @@ use crate::error::{Error, Result};
 use crate::job::{self, Job};
 use crate::plan::Plan;
 use crate::plugin;
-use crate::render::launch::{Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions};
+use crate::render::launch::{
+    Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions, Target,
+};
+use crate::render::local::LocalOptions;
 use crate::render::oci;
+use crate::render::slurm::SlurmOptions;
 use crate::render::template::Templates;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -82,7 +86,7 @@ pub struct LaunchArgs {
     #[arg(long, allow_hyphen_values = true, help_heading = "Slurm")]
     pub qos: Option<String>,
     /// Wall time (HH:MM:SS or D-HH:MM:SS).
-    #[arg(long, default_value = crate::render::launch::DEFAULT_TIME, allow_hyphen_values = true, help_heading = "Slurm")]
+    #[arg(long, default_value = crate::render::slurm::DEFAULT_TIME, allow_hyphen_values = true, help_heading = "Slurm")]
     pub time: String,
     /// How ranks start: one srun task per GPU, or one task per node running torchrun.
     #[arg(long, value_enum, default_value_t = LauncherArg::Srun, help_heading = "Job")]
@@ -619,11 +623,6 @@ pub fn options(
         .at_flag("--job-dir")
         .help("give a shorter --job-dir, or a shorter --job-name under the jobs root"));
     }
-    // The local executor always starts ranks with torchrun (there is no srun here).
-    let mode = match (args.executor, args.launcher) {
-        (ExecutorArg::Local, _) | (_, LauncherArg::Torchrun) => LaunchMode::Torchrun,
-        (_, LauncherArg::Srun) => LaunchMode::Srun,
-    };
     if args.executor == ExecutorArg::Local && plan.hardware.nodes > 1 {
         return Err(Error::usage(format!(
             "the local executor runs on this machine only, but {} needs {} nodes",
@@ -693,37 +692,46 @@ pub fn options(
             },
         })
     };
+    // The local executor always starts ranks with torchrun (there is no srun here).
+    let target = match args.executor {
+        ExecutorArg::Local => Target::Local(LocalOptions::default()),
+        ExecutorArg::Slurm => Target::Slurm(SlurmOptions {
+            mode: match args.launcher {
+                LauncherArg::Torchrun => LaunchMode::Torchrun,
+                LauncherArg::Srun => LaunchMode::Srun,
+            },
+            account: settings.account.value.clone(),
+            partition: settings.partition.value.clone(),
+            qos: settings.qos.value.clone(),
+            time: settings.time.value.clone(),
+            mpi: Some(settings.mpi.value.clone()).filter(|m| m != "none"),
+            gres: args.gres,
+            exclusive: !args.no_exclusive && !plan.hardware.gpu.is_cpu(),
+            cpus_per_task: args.cpus_per_task,
+            dependency: args.dependency.clone(),
+            retries: args.retries,
+            sbatch_args: settings.sbatch_args.items.clone(),
+            srun_args: settings.srun_args.items.clone(),
+        }),
+    };
     let opts = LaunchOptions {
         job_name,
         job_dir: dir.display().to_string(),
         experiment_dir: experiment.display().to_string(),
-        account: settings.account.value.clone(),
-        partition: settings.partition.value.clone(),
-        qos: settings.qos.value.clone(),
-        time: settings.time.value.clone(),
-        mode,
         flag_style: match args.torchrun_flags {
             FlagStyleArg::Dash => FlagStyle::Dash,
             FlagStyleArg::Underscore => FlagStyle::Underscore,
         },
         container,
-        mpi: Some(settings.mpi.value.clone()).filter(|m| m != "none"),
-        gres: args.gres,
-        exclusive: !args.no_exclusive && !plan.hardware.gpu.is_cpu(),
-        cpus_per_task: args.cpus_per_task,
-        dependency: args.dependency.clone(),
-        retries: args.retries,
-        sbatch_args: settings.sbatch_args.items.clone(),
-        srun_args: settings.srun_args.items.clone(),
         trainer: args.trainer.clone(),
         // The job runs its own copy (see `rank_runtime_for`).
         rank_runtime: (!args.no_rank_runtime)
             .then(|| format!("{}/{}", dir.display(), rankbin::FILE)),
         master_port: args.master_port,
         command_line: command_line(),
-        rendezvous: None,
         strict: plan_args.strict,
         package: None,
+        target,
     };
     Ok((opts, dir, mirror))
 }
@@ -877,8 +885,9 @@ pub fn prepare_resolved(
                 .at_flag("--master-addr")
                 .help("e.g. --master-addr node001 (every machine runs the same script)"));
             }
-            opts.mode = LaunchMode::Torchrun;
-            opts.rendezvous = master_addr.map(str::to_string);
+            opts.target = Target::Local(LocalOptions {
+                rendezvous: master_addr.map(str::to_string),
+            });
             // Without Slurm, the script and the plugins are the local executor's.
             Executor::Local
         }
@@ -910,7 +919,7 @@ pub fn prepare_resolved(
         .as_ref()
         .is_some_and(|t| t.uses_experiment_dir())
         .then(|| PathBuf::from(&opts.experiment_dir));
-    let mut job = job::render_job(plan, &opts, plugins, &templates, executor)?;
+    let mut job = job::render_job(plan, &opts, plugins, &templates)?;
     job.spec
         .decisions
         .extend(settings.shown().iter().map(setting_decision));

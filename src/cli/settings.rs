@@ -343,7 +343,7 @@ impl Settings {
             qos: typed(l.qos, None, some)?,
             time: typed(
                 l.time,
-                crate::render::launch::DEFAULT_TIME.to_string(),
+                crate::render::slurm::DEFAULT_TIME.to_string(),
                 plain,
             )?,
             mpi: typed(l.mpi, "none".to_string(), plain)?,

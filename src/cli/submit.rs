@@ -227,7 +227,7 @@ fn check_slurm(p: &Prepared) -> Result<()> {
         .container
         .as_ref()
         .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
-    if oci && p.job.spec.mode == LaunchMode::Srun {
+    if oci && p.job.spec.mode() == LaunchMode::Srun {
         let v = slurm::version(&*p.host)?;
         if !slurm::oci_per_task_ok(v) {
             return Err(Error::usage(format!(
