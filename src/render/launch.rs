@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::local::LocalOptions;
 use super::slurm::{SlurmOptions, SlurmSpec};
-use crate::backend::Executor;
 use crate::error::Result;
+use crate::executor::Executor;
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
