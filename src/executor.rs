@@ -10,6 +10,9 @@ pub enum Executor {
 }
 
 impl Executor {
+    /// Every executor.
+    pub const ALL: [Executor; 2] = [Executor::Slurm, Executor::Local];
+
     /// The name recorded in `submission.json`.
     pub fn name(self) -> &'static str {
         match self {
@@ -27,9 +30,7 @@ impl Executor {
     }
 
     pub fn from_name(name: &str) -> Option<Executor> {
-        [Executor::Slurm, Executor::Local]
-            .into_iter()
-            .find(|e| e.name() == name)
+        Executor::ALL.into_iter().find(|e| e.name() == name)
     }
 
     /// Whether the job's script runs on after the trainer (teardown steps, forwarded

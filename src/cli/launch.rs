@@ -579,22 +579,10 @@ pub fn executor(args: &LaunchArgs) -> Executor {
     }
 }
 
-/// Options from flags, and the job directory as an absolute path.
-pub fn options(
-    plan: &Plan,
-    plan_args: &PlanArgs,
-    args: &LaunchArgs,
-    settings: &Settings,
-    host: &dyn Host,
-) -> Result<(LaunchOptions, PathBuf, Option<PathBuf>)> {
-    let job_name = args
-        .job_name
-        .clone()
-        .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
-    check_job_name(&job_name)?;
-    let (dir, mirror) = job_dir(args, settings, host, &job_name)?;
-    let mounts_given = &settings.container_mounts.items;
-    let image = &settings.container_image.value;
+/// The job directory as Slurm and the script must carry it: UTF-8 (it is written into the
+/// script as text, so it must be exactly this path), no backslash or control character, no
+/// component longer than a file name may be.
+fn check_job_dir(dir: &Path) -> Result<()> {
     // The path is written into the script as text: it must be exactly this path.
     crate::input::utf8(
         dir.as_os_str(),
@@ -623,6 +611,52 @@ pub fn options(
         .at_flag("--job-dir")
         .help("give a shorter --job-dir, or a shorter --job-name under the jobs root"));
     }
+    Ok(())
+}
+
+/// The target the flags and settings name, with its own options.
+fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
+    // The local executor always starts ranks with torchrun (there is no srun here).
+    match args.executor {
+        ExecutorArg::Local => Target::Local(LocalOptions::default()),
+        ExecutorArg::Slurm => Target::Slurm(SlurmOptions {
+            mode: match args.launcher {
+                LauncherArg::Torchrun => LaunchMode::Torchrun,
+                LauncherArg::Srun => LaunchMode::Srun,
+            },
+            account: settings.account.value.clone(),
+            partition: settings.partition.value.clone(),
+            qos: settings.qos.value.clone(),
+            time: settings.time.value.clone(),
+            mpi: Some(settings.mpi.value.clone()).filter(|m| m != "none"),
+            gres: args.gres,
+            exclusive: !args.no_exclusive && !plan.hardware.gpu.is_cpu(),
+            cpus_per_task: args.cpus_per_task,
+            dependency: args.dependency.clone(),
+            retries: args.retries,
+            sbatch_args: settings.sbatch_args.items.clone(),
+            srun_args: settings.srun_args.items.clone(),
+        }),
+    }
+}
+
+/// Options from flags, and the job directory as an absolute path.
+pub fn options(
+    plan: &Plan,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    settings: &Settings,
+    host: &dyn Host,
+) -> Result<(LaunchOptions, PathBuf, Option<PathBuf>)> {
+    let job_name = args
+        .job_name
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
+    check_job_name(&job_name)?;
+    let (dir, mirror) = job_dir(args, settings, host, &job_name)?;
+    let mounts_given = &settings.container_mounts.items;
+    let image = &settings.container_image.value;
+    check_job_dir(&dir)?;
     if args.executor == ExecutorArg::Local && plan.hardware.nodes > 1 {
         return Err(Error::usage(format!(
             "the local executor runs on this machine only, but {} needs {} nodes",
@@ -692,28 +726,6 @@ pub fn options(
             },
         })
     };
-    // The local executor always starts ranks with torchrun (there is no srun here).
-    let target = match args.executor {
-        ExecutorArg::Local => Target::Local(LocalOptions::default()),
-        ExecutorArg::Slurm => Target::Slurm(SlurmOptions {
-            mode: match args.launcher {
-                LauncherArg::Torchrun => LaunchMode::Torchrun,
-                LauncherArg::Srun => LaunchMode::Srun,
-            },
-            account: settings.account.value.clone(),
-            partition: settings.partition.value.clone(),
-            qos: settings.qos.value.clone(),
-            time: settings.time.value.clone(),
-            mpi: Some(settings.mpi.value.clone()).filter(|m| m != "none"),
-            gres: args.gres,
-            exclusive: !args.no_exclusive && !plan.hardware.gpu.is_cpu(),
-            cpus_per_task: args.cpus_per_task,
-            dependency: args.dependency.clone(),
-            retries: args.retries,
-            sbatch_args: settings.sbatch_args.items.clone(),
-            srun_args: settings.srun_args.items.clone(),
-        }),
-    };
     let opts = LaunchOptions {
         job_name,
         job_dir: dir.display().to_string(),
@@ -731,7 +743,7 @@ pub fn options(
         command_line: command_line(),
         strict: plan_args.strict,
         package: None,
-        target,
+        target: target(plan, args, settings),
     };
     Ok((opts, dir, mirror))
 }

@@ -271,16 +271,16 @@ pub fn rendered(
             dir.display()
         )));
     }
-    let executor = if dir.join(layout::SBATCH_SCRIPT).is_file() {
-        Executor::Slurm
-    } else if dir.join(layout::LOCAL_SCRIPT).is_file() {
-        Executor::Local
-    } else {
+    // The script a backend runs says which one the directory was rendered for.
+    let Some(executor) = Executor::ALL
+        .into_iter()
+        .find(|e| dir.join(e.script_name()).is_file())
+    else {
+        let names: Vec<&str> = Executor::ALL.iter().map(|e| e.script_name()).collect();
         return Err(Error::usage(format!(
-            "{} is not a rendered job directory (no {} or {})",
+            "{} is not a rendered job directory (no {})",
             dir.display(),
-            layout::SBATCH_SCRIPT,
-            layout::LOCAL_SCRIPT
+            names.join(" or ")
         ))
         .at_flag("DIR")
         .help("give the directory `ovlaunch render` printed"));
@@ -304,10 +304,7 @@ pub fn rendered(
         Started::Finished { exit_code } => (None, Some(*exit_code)),
     };
     if main.output.json() {
-        let script_name = match executor {
-            Executor::Slurm => layout::SBATCH_SCRIPT,
-            Executor::Local => layout::LOCAL_SCRIPT,
-        };
+        let script_name = executor.script_name();
         p.json(&output::Job {
             action: if job_id.is_some() {
                 "submitted"

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::launch::{LaunchSpec, TargetSpec};
+use super::launch::LaunchSpec;
 use super::template::Templates;
 use crate::error::{Error, Result};
 use crate::layout::Artifacts;
@@ -12,8 +12,8 @@ use crate::plan::Plan;
 use crate::secret;
 
 /// Renders all artifacts for `plan` and `spec`.
-/// The script is the target's dry-run request (`render::slurm::request`,
-/// `render::local::request`), named as its backend runs it.
+/// The script is the target's dry-run request ([`LaunchSpec::request`]), named as its
+/// backend runs it.
 pub fn render(
     plan: &Plan,
     spec: &LaunchSpec,
@@ -21,10 +21,7 @@ pub fn render(
     strict: bool,
     overrides: String,
 ) -> Result<Artifacts> {
-    let script = match &spec.target {
-        TargetSpec::Slurm(s) => super::slurm::request(spec, s, templates)?,
-        TargetSpec::Local(l) => super::local::request(spec, l, templates)?,
-    };
+    let script = spec.request(templates)?;
     let script_name = spec.executor().script_name();
     let rank_plan = serde_json::to_string_pretty(&super::rank_plan::rank_plan(plan, spec, strict))
         .map_err(internal)?

@@ -249,6 +249,15 @@ impl LaunchSpec {
         }
     }
 
+    /// The target's dry-run request: the script its backend schedules
+    /// (`render::slurm::request`, `render::local::request`).
+    pub fn request(&self, templates: &super::template::Templates) -> Result<String> {
+        match &self.target {
+            TargetSpec::Slurm(s) => super::slurm::request(self, s, templates),
+            TargetSpec::Local(l) => super::local::request(self, l, templates),
+        }
+    }
+
     /// The Slurm job's own part, if it is one.
     pub fn slurm(&self) -> Option<&SlurmSpec> {
         match &self.target {
