@@ -39,6 +39,7 @@
 
 pub mod arch;
 pub mod efficiency;
+pub mod hybrid;
 mod memory;
 pub mod stages;
 mod step;
@@ -225,34 +226,6 @@ impl Estimate {
 /// attention (dense or MoE, GQA or MLA) over text tokens.
 const UNMODELLED: &[(&str, &str)] = &[
     (
-        "Mamba",
-        "a hybrid Mamba-Transformer (Mamba state-space layers in a layer pattern)",
-    ),
-    (
-        "NemotronH",
-        "a hybrid Mamba-Transformer (Mamba state-space layers in a layer pattern)",
-    ),
-    (
-        "NemotronNano",
-        "a hybrid Mamba-Transformer (Mamba state-space layers in a layer pattern)",
-    ),
-    (
-        "Nemotron3",
-        "a hybrid Mamba-Transformer (Mamba state-space layers in a layer pattern)",
-    ),
-    (
-        "Hybrid",
-        "a hybrid model (a layer pattern of different layer kinds)",
-    ),
-    (
-        "VL",
-        "a vision-language model (a vision encoder ahead of the language model)",
-    ),
-    (
-        "Vl",
-        "a vision-language model (a vision encoder ahead of the language model)",
-    ),
-    (
         "Omni",
         "a multimodal model (vision and audio encoders ahead of the language model)",
     ),
@@ -282,11 +255,43 @@ const UNMODELLED: &[(&str, &str)] = &[
     ),
 ];
 
+/// Parts of a model the estimator leaves out while estimating the rest, by a word of Bridge's
+/// model provider class name: a vision-language provider carries its language model's
+/// transformer fields (what `Arch` reads) beside the vision encoder's own config.
+const LEFT_OUT: &[(&str, &str)] = &[
+    (
+        "VL",
+        "the vision encoder and its projector: only the language model is estimated (image tokens counted as text tokens of model.seq_length)",
+    ),
+    (
+        "Vl",
+        "the vision encoder and its projector: only the language model is estimated (image tokens counted as text tokens of model.seq_length)",
+    ),
+];
+
+/// What the estimate of a modelled plan leaves out (empty for a text-only model).
+pub fn scope_notes(plan: &Plan) -> Vec<String> {
+    let Some(class) = plan.recipe.model_class.as_deref() else {
+        return Vec::new();
+    };
+    let name = class.rsplit('.').next().unwrap_or(class);
+    LEFT_OUT
+        .iter()
+        .find(|(w, _)| name.contains(w))
+        .map(|(_, what)| vec![format!("{name}: {what}")])
+        .unwrap_or_default()
+}
+
 /// Why the estimator does not model the plan's architecture, or `None` when it does. A launch
 /// is never refused for this: `estimate` and the dry run say so, `tune` refuses.
 pub fn unmodelled(plan: &Plan) -> Option<String> {
     let class = plan.recipe.model_class.as_deref()?;
     let name = class.rsplit('.').next().unwrap_or(class);
+    if hybrid::is_hybrid(plan) {
+        return hybrid::check(plan).err().map(|why| {
+            format!("the estimator models decoder-only transformers and Mamba-2 hybrids over text; {name} is {why}")
+        });
+    }
     UNMODELLED.iter().find(|(w, _)| name.contains(w)).map(|(_, why)| {
         format!(
             "the estimator models decoder-only transformers with softmax attention over text; {name} is {why}"

@@ -43,7 +43,7 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     pub fn new(plan: &'a Plan, perf: &'a GpuPerf, eff: &'a Efficiency) -> Self {
-        let arch = Arch::from_model(&plan.model);
+        let arch = Arch::of_plan(plan);
         let par = &plan.parallelism;
         let vp_u = par.virtual_pipeline.unwrap_or(1).max(1) as u32;
         let mbs = f64::from(plan.train.micro_batch_size);
@@ -219,6 +219,8 @@ pub(crate) fn recompute_macs(a: &Arch, selective: Selective, full_frac: f64) -> 
 /// ffn or vocabulary split by TP or expert TP).
 pub(crate) struct GemmEff {
     pub attn: f64,
+    /// Mamba-2 projections (`d_inner` split by TP).
+    pub mamba: f64,
     pub mlp: f64,
     pub head: f64,
     pub shared: f64,
@@ -239,6 +241,9 @@ pub(crate) fn gemm_efficiency(c: &Ctx) -> GemmEff {
     });
     GemmEff {
         attn: gm(tokens_mb) * f(c.h) * f(a.attn_width() / tp),
+        mamba: a.hybrid.as_ref().map_or(1.0, |hy| {
+            gm(tokens_mb) * f(c.h) * f(hy.mamba.d_inner() / tp)
+        }),
         mlp: gm(tokens_mb) * f(c.h) * f(a.ffn / tp),
         head: gm(tokens_mb) * f(c.h) * f(a.vocab / tp),
         shared,
@@ -267,11 +272,14 @@ pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
     let linear_work = pieces.attn / e.attn
         + pieces.dense_mlp / e.mlp
         + pieces.moe_dense / e.shared
-        + pieces.experts / e.expert;
+        + pieces.experts / e.expert
+        + pieces.mamba / e.mamba;
     // Recompute repeats a mix of those GEMMs: cost it at their average efficiency.
     let e_avg = macs.linear / linear_work;
     let lowp = 6.0 * linear_work + 2.0 * recompute / e_avg;
-    let bf16 = 6.0 * (macs.attn / e.attn + macs.head / e.head);
+    // The Mamba-2 conv1d and SSD scan run in their own kernels, at a fitted share of the
+    // GEMMs' rate (`Efficiency::mamba`).
+    let bf16 = 6.0 * (macs.attn / e.attn + macs.head / e.head) + 6.0 * macs.ssm / c.eff.mamba;
     let ceff = c
         .eff
         .compute(&c.plan.hardware.gpu.kind, c.prec, a.moe.is_some());
@@ -334,7 +342,17 @@ pub(crate) fn tp_comm(c: &Ctx, b: &Busiest) -> Comm {
     let (_, moe_layers_gpu, dense_layers_gpu) = layers_on(c, b);
     let tp_bw = link_bw(c.perf, c.domain, 1.0, c.tp, c.eff);
     let moe_block = if c.etp > 1.0 { 8.0 } else { 4.0 };
-    let tp_collectives = 8.0 * dense_layers_gpu + moe_block * moe_layers_gpu;
+    let tp_collectives = match &c.arch.hybrid {
+        // One block per pattern layer: a Mamba mixer, attention or MLP block runs 2
+        // collectives each way; an MoE block with expert TP 1 leaves them to the all-to-all.
+        Some(hy) => {
+            let k = &hy.counts;
+            let per_layer = (4.0 * (k.mamba + k.attn + k.mlp) + (moe_block - 4.0) * k.moe)
+                / c.arch.layers.max(1.0);
+            per_layer * b.load.layers + 8.0 * b.load.mtp
+        }
+        None => 8.0 * dense_layers_gpu + moe_block * moe_layers_gpu,
+    };
     let total = tp_collectives * ring(c.tp) * act_bytes(c) / tp_bw;
     Comm::overlapped(total, c.plan.model.tp_comm_overlap, c.eff)
 }
@@ -353,14 +371,30 @@ pub(crate) fn cp_comm(c: &Ctx, b: &Busiest, attn_mb: f64) -> Comm {
         None => 2.0 * a.query_groups.max(tp) / tp * a.head_dim,
     };
     let kv_bytes = c.mbs * (c.seq / cp) * kv_per_token * 2.0;
+    let attn_layers_gpu = match &a.hybrid {
+        Some(hy) => b.load.layers * hy.counts.attn / a.layers.max(1.0) + b.load.mtp * hy.mtp.attn,
+        None => layers_gpu,
+    };
     let total = if cp > 1.0 {
-        layers_gpu * 3.0 * (cp - 1.0) * kv_bytes / cp_bw
+        attn_layers_gpu * 3.0 * (cp - 1.0) * kv_bytes / cp_bw
     } else {
         0.0
     };
-    Comm {
+    let ring_comm = Comm {
         total,
         exposed: (total - attn_mb).max(total * c.eff.overlapped_exposed),
+    };
+    // Mamba-2 layers under CP transpose sequence and heads with all-to-alls before the conv
+    // and after the scan (Megatron-Core's `MambaContextParallel`), forward and backward,
+    // on the critical path.
+    let a2a = a.hybrid.as_ref().map_or(0.0, |hy| {
+        let layers = b.load.layers * hy.counts.mamba / a.layers.max(1.0);
+        let bytes = c.mbs * (c.seq / cp) * hy.mamba.cp_alltoall_elems(tp) * 2.0;
+        layers * 2.0 * ring(cp) * bytes / cp_bw
+    });
+    Comm {
+        total: ring_comm.total + a2a,
+        exposed: ring_comm.exposed + a2a,
     }
 }
 
