@@ -2,11 +2,14 @@
 //! the local executor. Everything here is thin; decisions are made in the pure core
 //! (`job::render_job` returns the whole job as a value before anything here runs).
 //!
-//! Contract: a [`Backend`] starts a job whose directory has been written ([`submit`] writes
-//! it, atomically, from the rendered artifacts), reports its [`JobStatus`], cancels it and
-//! streams its output. The backend a job used is recorded in its `submission.json` by
+//! Contract: a [`Backend`] schedules a job's dry-run request (the job directory the core
+//! rendered, `job::Job`, written; its script is the request its target rendered, e.g.
+//! `render::slurm::request`), reports its [`JobStatus`], cancels it and streams its output.
+//! [`submit`] is the dry run written (atomically, from the rendered artifacts) then
+//! scheduled, as torchx's `submit = schedule(dryrun)`. The backend a job used is recorded in its `submission.json` by
 //! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].
-//! A new backend is a new [`Executor`] variant plus one `impl Backend`.
+//! A new backend is a new [`Executor`] variant (`crate::executor`, the core's name for it)
+//! plus one `impl Backend` and its case in [`backend_for`].
 
 pub mod host;
 pub mod jobdir;
@@ -27,35 +30,14 @@ use host::Host;
 use record::Submission;
 pub use state::JobStatus;
 
-/// Where the job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Executor {
-    Slurm,
-    Local,
-}
+pub use crate::executor::Executor;
 
-impl Executor {
-    /// The name recorded in `submission.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Executor::Slurm => "slurm",
-            Executor::Local => "local",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Executor> {
-        [Executor::Slurm, Executor::Local]
-            .into_iter()
-            .find(|e| e.name() == name)
-    }
-
-    /// The backend that runs jobs this way on `host` (the local executor is always this
-    /// machine).
-    pub fn backend(self, host: Box<dyn Host>) -> Box<dyn Backend> {
-        match self {
-            Executor::Slurm => Box::new(slurm::Slurm { host }),
-            Executor::Local => Box::new(local::Local),
-        }
+/// The backend that runs `executor`'s jobs on `host` (the local executor is always this
+/// machine).
+pub fn backend_for(executor: Executor, host: Box<dyn Host>) -> Box<dyn Backend> {
+    match executor {
+        Executor::Slurm => Box::new(slurm::Slurm { host }),
+        Executor::Local => Box::new(local::Local),
     }
 }
 
@@ -82,10 +64,11 @@ pub type Sink<'a> = &'a mut dyn FnMut(&str) -> Result<()>;
 
 /// One way of running jobs.
 pub trait Backend {
-    /// Starts the job in `dir` (already written) by running `script`. `rec` is the job's
-    /// submission record; the backend fills in what it learns (job id, exit code) and
-    /// writes it with [`write_record`] as soon as the job can be looked up.
-    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started>;
+    /// Schedules the dry-run request: starts the job in `dir` (already written) by running
+    /// `script`. `rec` is the job's submission record; the backend fills in what it learns
+    /// (job id, exit code) and writes it with [`write_record`] as soon as the job can be
+    /// looked up.
+    fn schedule(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started>;
     /// The job's state now.
     fn status(&self, rec: &Submission) -> Result<JobStatus>;
     fn cancel(&self, rec: &Submission) -> Result<Cancelled>;
@@ -105,7 +88,7 @@ pub fn of(rec: &Submission) -> Result<Box<dyn Backend>> {
             rec.job_name, rec.executor
         ))
     })?;
-    Ok(executor.backend(host_of(rec.host.as_deref())?))
+    Ok(backend_for(executor, host_of(rec.host.as_deref())?))
 }
 
 /// The host a job's commands run on: `None` is this machine, `Some("USER@LOGIN")` a login
@@ -213,8 +196,8 @@ pub fn submit(
         drop(guard);
         return local::submit_with(dir, &dir.join(artifacts.script_name), &mut rec, job_output);
     }
-    let backend = executor.backend(host);
-    let started = backend.submit(dir, &dir.join(artifacts.script_name), &mut rec);
+    let backend = backend_for(executor, host);
+    let started = backend.schedule(dir, &dir.join(artifacts.script_name), &mut rec);
     if let Some(m) = mirror {
         match &started {
             Ok(_) => {
@@ -252,10 +235,7 @@ pub fn submit_rendered(
     command_line: String,
     job_output: local::JobOutput,
 ) -> Result<Started> {
-    let script = dir.join(match executor {
-        Executor::Slurm => layout::SBATCH_SCRIPT,
-        Executor::Local => layout::LOCAL_SCRIPT,
-    });
+    let script = dir.join(executor.script_name());
     let mut rec = new_record(executor, dir, job_name, command_line);
     let guard = signals::Deferred::install();
     write_record(dir, &rec)?;

@@ -111,7 +111,7 @@ fn decision_json(d: &Decision) -> Value {
 /// rebuild it, the plan with the layout a Bridge recipe variant runs that split with, and the
 /// decision saying so.
 fn plan_with_bridge_layout(args: &PlanArgs) -> Result<(Plan, Option<Decision>)> {
-    let err = match load::plan(args) {
+    let err = match load::plan(&load::PlanRequest::flags(args)) {
         Ok(p) => return Ok((p, None)),
         Err(e) => e,
     };
@@ -132,7 +132,7 @@ fn plan_with_bridge_layout(args: &PlanArgs) -> Result<(Plan, Option<Decision>)> 
             .iter()
             .any(|k| s.starts_with(&format!("{k}=")))
     });
-    let Ok(base) = load::plan(&base_args) else {
+    let Ok(base) = load::plan(&load::PlanRequest::flags(&base_args)) else {
         return Err(err);
     };
     let value = |k: &str| sets.iter().find(|s| s.path() == k).map(|s| &s.value);
@@ -197,7 +197,7 @@ fn plan_with_bridge_layout(args: &PlanArgs) -> Result<(Plan, Option<Decision>)> 
             vp.map_or("null".to_string(), |v| v.to_string())
         ));
     }
-    let mut plan = load::plan(&with)?;
+    let mut plan = load::plan(&load::PlanRequest::flags(&with))?;
     let d = Decision::new(
         layout_key,
         Value::String(layout.clone()),

@@ -23,6 +23,6 @@ pub struct JobArgs {
 impl JobArgs {
     /// The jobs root: flag, environment, profile, default (the same layering as a launch).
     pub fn root(&self) -> Result<PathBuf> {
-        super::profile::jobs_root_for(self.jobs_root.as_deref(), self.profile.as_deref())
+        super::settings::Settings::jobs_root_for(self.jobs_root.as_deref(), self.profile.as_deref())
     }
 }
