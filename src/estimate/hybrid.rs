@@ -230,9 +230,10 @@ pub fn check(plan: &Plan) -> Result<Hybrid, String> {
     let layers = f64::from(plan.model.num_layers);
     if h.counts.total() != layers {
         return Err(format!(
-            "a hybrid Mamba-Transformer whose layer pattern `{}` has {} layers, not model.num_layers {layers} (Bridge derives the layer count from the pattern)",
+            "a hybrid Mamba-Transformer whose layer pattern `{}` has {} layers, not {} {layers} (Bridge derives the layer count from the pattern)",
             h.pattern,
-            h.counts.total()
+            h.counts.total(),
+            crate::config::MODEL.num_layers
         ));
     }
     Ok(h)
