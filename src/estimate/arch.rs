@@ -122,10 +122,8 @@ impl Arch {
             if let Some(moe) = &mut a.moe {
                 moe.moe_layers = h.counts.moe;
             }
-            if plan.model.vocab_size.is_none() {
-                if let Some(v) = h.vocab_size {
-                    a.vocab = f64::from(v);
-                }
+            if let (None, Some(v)) = (plan.model.vocab_size, h.vocab_size) {
+                a.vocab = f64::from(v);
             }
             a.hybrid = Some(h);
         }

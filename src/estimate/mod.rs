@@ -35,7 +35,13 @@
 //!   optimizer state per parameter sharded over DP with the distributed optimizer, Megatron-FSDP
 //!   sharding weights and gradients too, an FP8 weight copy when FP8 runs without FP8 weights,
 //!   the activations of the microbatches in flight on the first stage (Korthikanti et al.,
-//!   with SP and recompute), the LM head's FP32 logits, and a fixed runtime overhead.
+//!   with SP and recompute), the LM head's FP32 logits, and a runtime overhead fitted to the
+//!   measured GPU runs (`examples/calibrate.rs`).
+//! * Hybrid Mamba-Transformer models (`hybrid`): per layer kind of the pattern, Mamba-2 mixers
+//!   beside attention, MLP and MoE layers; the model FLOPs as Bridge's hybrid counter counts
+//!   them.
+//! * Vision-language providers: the language model, with the encoder named in
+//!   [`scope_notes`]. What it does not model at all, [`unmodelled`] says.
 
 pub mod arch;
 pub mod efficiency;

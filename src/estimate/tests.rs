@@ -511,3 +511,25 @@ fn nemotronh_8b_parameters() {
     let released = (layers * 1e9 + 2.0 * 131072.0 * a.hidden) / 1e9;
     assert!((8.0..8.2).contains(&released), "{released}");
 }
+
+/// A vision-language provider's plan is estimated (its language model's fields) with the
+/// encoder named as left out; a gated-DeltaNet one is not modelled, with the reason.
+#[test]
+fn vision_language_names_the_encoder_left_out_and_linear_attention_is_not_modelled() {
+    let mut p = plan_for("llama3_8b", "h100x8", None, &[]);
+    assert!(scope_notes(&p).is_empty());
+    p.recipe.model_class =
+        Some("megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLModelProvider".into());
+    assert_eq!(unmodelled(&p), None);
+    let notes = scope_notes(&p);
+    assert_eq!(notes.len(), 1);
+    assert!(notes[0].contains("vision encoder"), "{notes:?}");
+    assert!(estimate(&p, &Efficiency::embedded().unwrap()).is_ok());
+    p.recipe.model_class =
+        Some("megatron.bridge.models.qwen.qwen_provider.Qwen3NextModelProvider".into());
+    let why = unmodelled(&p).unwrap();
+    assert!(
+        why.contains("gated DeltaNet") && why.contains("no row"),
+        "{why}"
+    );
+}
