@@ -616,3 +616,49 @@ fn hybrid_flop_fixtures_are_bridges_live_counter() {
         assert_eq!(v[f].as_f64().unwrap(), want, "{f}");
     }
 }
+
+/// Tune given a PP keeps to it: every candidate has that PP and, for a hand-laid-out model,
+/// launches with Bridge's layout for its split.
+#[test]
+fn tune_with_a_users_pipeline_size_keeps_to_it_with_bridges_layout() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "deepseek_v3",
+        "-g",
+        "h100x1024",
+        "--set",
+        "model.pipeline_model_parallel_size=16",
+        "--top",
+        "3",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let cands = v["candidates"].as_array().unwrap();
+    assert!(!cands.is_empty());
+    let known = Catalog::embedded()
+        .unwrap()
+        .recipe("deepseek_v3")
+        .unwrap()
+        .pipeline_splits();
+    for c in cands {
+        assert_eq!(c["layout"]["pipeline_model_parallel_size"], 16, "{c}");
+        let vp = c["layout"]["virtual_pipeline_model_parallel_size"]
+            .as_u64()
+            .map(|v| v as u32)
+            .filter(|v| *v > 1);
+        let split = known
+            .iter()
+            .find(|k| (k.pipeline, k.virtual_pipeline) == (16, vp))
+            .expect("a Bridge split");
+        let command = c["command"].as_str().unwrap();
+        assert!(
+            command.contains(&format!(
+                "model.pipeline_model_parallel_layout={}",
+                split.layout_for(1)
+            )),
+            "{command}"
+        );
+    }
+}
