@@ -579,6 +579,22 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         format!("{recipe}variants:\n  - {{gpu: h100, precision: bf16}}\n  - {{gpu: h100, precision: bf16}}\n"),
     )
     .unwrap();
+    // Values in a variant that is not the one chosen are checked too: the file's line and
+    // the variant are named (the run asks for h100, the bad values are in the b200 ones).
+    let variants = |bad: &str| {
+        format!(
+            "{recipe}variants:\n  - {{gpu: h100, precision: bf16}}\n  - gpu: b200\n    precision: bf16\n    model: {{{bad}}}\n"
+        )
+    };
+    for (file, bad) in [
+        ("margin.yaml", "fp8_margin: -1"),
+        ("heads.yaml", "hidden_size: 63"),
+        ("freq.yaml", "moe_layer_freq: [1, a]"),
+        ("window.yaml", "window_size: [1, 2, 3]"),
+        ("zero.yaml", "num_layers: 0"),
+    ] {
+        std::fs::write(d.path().join(file), variants(bad)).unwrap();
+    }
     let cpu = "{kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1}";
     std::fs::write(
         d.path().join("quantum.yaml"),
@@ -604,6 +620,12 @@ fn bad_values_are_refused_naming_what_is_wrong() {
             .collect();
         v.extend(extra.iter().map(|s| s.to_string()));
         v
+    };
+    let v = |file: &str| -> Vec<String> {
+        ["--recipe", file, "--gpus", "h100x8", "--dry-run"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
     };
     let submit = |extra: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = [
@@ -687,6 +709,26 @@ fn bad_values_are_refused_naming_what_is_wrong() {
             "listed twice",
         ),
         (
+            v(&p("margin.yaml")),
+            "variant gpu: b200, precision: bf16: model.fp8_margin: fp8_margin -1 is negative",
+        ),
+        (
+            v(&p("heads.yaml")),
+            "variant gpu: b200, precision: bf16: model.hidden_size, model.num_attention_heads: hidden_size 63",
+        ),
+        (
+            v(&p("freq.yaml")),
+            "variant gpu: b200, precision: bf16: model.moe_layer_freq: moe_layer_freq [1,\"a\"]",
+        ),
+        (
+            v(&p("window.yaml")),
+            "variant gpu: b200, precision: bf16: model.window_size: window_size [1,2,3]",
+        ),
+        (
+            v(&p("zero.yaml")),
+            "variant gpu: b200, precision: bf16: model.num_layers: model.num_layers is 0",
+        ),
+        (
             dry(&["--hardware-file", &p("quantum.yaml")]),
             "generation `quantum`",
         ),
@@ -710,6 +752,10 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
         assert!(e.contains(want), "{args:?}: wanted {want:?} in {e}");
+        if want.starts_with("variant gpu: b200") {
+            // The b200 entry starts on line 6 of the file.
+            assert!(e.contains(&format!("{}:6", args[1])), "{args:?}: {e}");
+        }
         assert!(
             started.elapsed() < std::time::Duration::from_secs(5),
             "{args:?} took {:?}",
