@@ -162,6 +162,23 @@ pub fn read_on(host: &dyn Host, dir: &Path) -> Result<Submission> {
     }
 }
 
+/// The job directory `dir` on `host` with its verified record ([`read_on`]) and its plan and
+/// launch script as read (for `list`).
+pub fn found_on(host: &dyn Host, dir: &Path) -> Result<Found> {
+    match host.list_dir(dir, &READ)? {
+        Some(l) => Ok(Found {
+            dir: l.dir.clone(),
+            record: Some(verify(host, &l)?),
+            listing: l,
+        }),
+        None => Err(Error::usage(format!(
+            "no submission record at {}{}",
+            dir.join(FILE).display(),
+            host.on()
+        ))),
+    }
+}
+
 /// [`read_on`] on what was read of the directory.
 fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
     let path = l.dir.join(FILE);

@@ -38,6 +38,7 @@ pub struct Ssh {
     alias: String,
     control: PathBuf,
     home: OnceLock<String>,
+    ids: OnceLock<(u32, u32)>,
 }
 
 /// How long a connection stays open after the last command (seconds).
@@ -82,6 +83,7 @@ impl Ssh {
             alias,
             control,
             home: OnceLock::new(),
+            ids: OnceLock::new(),
         })
     }
 
@@ -649,11 +651,14 @@ impl Host for Ssh {
     }
 
     fn ids(&self) -> Result<(u32, u32)> {
+        if let Some(ids) = self.ids.get() {
+            return Ok(*ids);
+        }
         let out = self.sh_ok("id -u; id -g", Duration::from_secs(60))?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut it = text.split_whitespace().map(str::parse::<u32>);
         match (it.next(), it.next()) {
-            (Some(Ok(u)), Some(Ok(g))) => Ok((u, g)),
+            (Some(Ok(u)), Some(Ok(g))) => Ok(*self.ids.get_or_init(|| (u, g))),
             _ => Err(Error::runtime(format!(
                 "cannot read the user and group ids on {}",
                 self.target

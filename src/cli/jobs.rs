@@ -79,7 +79,10 @@ impl JobArgs {
         let place = self.place.place()?;
         match record::find(&place.root, &self.job) {
             Ok((dir, rec)) => match rec.host.clone() {
-                Some(h) => confirmed(&dir, rec, &h).map(|r| (dir, r)),
+                Some(h) => {
+                    let there = confirmed(&dir, rec, &h)?;
+                    Ok((dir, there.record.expect("a verified record")))
+                }
                 None => Ok((dir, rec)),
             },
             Err(here) => match &place.remote {
@@ -96,12 +99,12 @@ impl JobArgs {
     }
 }
 
-/// The login node's record of a job whose copy is in `dir` here. The copy is refreshed when
-/// it holds only the intent (the answer reached the login node, not this machine); a copy
-/// that names another job than the record there is refused.
-pub fn confirmed(dir: &Path, copy: Submission, target: &str) -> Result<Submission> {
+/// The login node's job directory and record of a job whose copy is in `dir` here. The
+/// copy is refreshed when it differs (it holds only the intent: the answer reached the login
+/// node, not this machine); a copy that names another job than the record there is refused.
+pub fn confirmed(dir: &Path, copy: Submission, target: &str) -> Result<record::Found> {
     let host = crate::backend::host_of(Some(target))?;
-    let there = record::read_on(&*host, Path::new(&copy.job_dir)).map_err(|e| {
+    let found = record::found_on(&*host, Path::new(&copy.job_dir)).map_err(|e| {
         Error {
             message: format!(
                 "job {} (record {}): {}",
@@ -113,6 +116,7 @@ pub fn confirmed(dir: &Path, copy: Submission, target: &str) -> Result<Submissio
         }
         .help("the job's directory on the login node is the evidence ovlaunch acts on; if it was removed there, remove this copy too")
     })?;
+    let there = found.record.clone().expect("a verified record");
     if copy.job_id.is_some() && copy.job_id != there.job_id {
         return Err(Error::usage(format!(
             "the copy of job {}'s record here ({}) names job id {}, the record on {target} {}",
@@ -134,5 +138,5 @@ pub fn confirmed(dir: &Path, copy: Submission, target: &str) -> Result<Submissio
     if copy != there {
         let _ = crate::backend::write_record(dir, &there);
     }
-    Ok(there)
+    Ok(found)
 }

@@ -130,10 +130,7 @@ fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Optio
         };
         let copy = f.record.take().expect("a record");
         match super::jobs::confirmed(&f.dir, copy, &h) {
-            Ok(there) => {
-                f.record = Some(there);
-                rows.push((f, Some(h)));
-            }
+            Ok(there) => rows.push((there, Some(h))),
             Err(e) => problems.push(format!("{}: {}", f.dir.display(), e.message)),
         }
     }
@@ -145,7 +142,6 @@ fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Optio
                 .iter()
                 .any(|(g, h)| h == &target && g.record.as_ref().is_some_and(|r| r.job_dir == dir));
             if !copied {
-                // Found there: its plan facts are read there (the copy here has none).
                 rows.push((f, target.clone()));
             }
         }
