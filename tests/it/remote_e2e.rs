@@ -629,21 +629,57 @@ fn laptop_to_cluster_over_real_ssh() {
 /// unread lines in it, a new one created) and then truncates it and writes it again: every
 /// line once, in order.
 fn rotated_and_truncated_output_through_ssh(r: &Remote) {
+    // The job waits for the test's word (a file) before each change, given once the reader
+    // has passed on everything written so far: the change then lands between two reads.
     let script = "out=\"$OVLAUNCH_JOB_DIR/slurm-$SLURM_JOB_ID.out\"; \
-        for i in $(seq 1 30); do echo tok-a-$i; done; sleep 3; \
+        wait_for() { while [ ! -e \"$OVLAUNCH_JOB_DIR/$1\" ]; do sleep 0.2; done; }; \
+        for i in $(seq 1 30); do echo tok-a-$i; done; wait_for go1; \
         echo tok-b-1; echo tok-b-2; sleep 0.3; \
         mv \"$out\" \"$out.1\"; exec >> \"$out\"; \
-        for i in $(seq 1 30); do echo tok-c-$i; done; sleep 3; \
-        : > \"$out\"; for i in $(seq 1 5); do echo tok-d-$i; done; sleep 3";
+        for i in $(seq 1 30); do echo tok-c-$i; done; wait_for go2; \
+        : > \"$out\"; for i in $(seq 1 5); do echo tok-d-$i; done; sleep 2";
     let mut a = r.submit_args("rotating");
     let gpus = a.iter().position(|x| x == "cpux2").unwrap();
     a[gpus] = "cpux1".into();
     a.extend(["--", "bash", "-c", script].into_iter().map(str::to_string));
     let o = r.ovlaunch(&argv(&a));
     assert!(o.status.success(), "{}", common::stderr(&o));
-    let o = r.ovlaunch(&["logs", "--follow", "rotating"]);
-    let out = common::stdout(&o);
-    assert!(o.status.success(), "{}{out}", common::stderr(&o));
+    let dir = r.remote_jobs().join("rotating");
+    let mut child = r
+        .laptop(r.home.join("bin/ovlaunch").to_str().unwrap(), &r.home)
+        .args(["logs", "--follow", "rotating"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let got = got.clone();
+        let mut from = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while from.read_line(&mut line).unwrap_or(0) > 0 {
+                got.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        })
+    };
+    for (seen, word) in [("tok-a-30\n", "go1"), ("tok-c-30\n", "go2")] {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !got.lock().unwrap().contains(seen) {
+            assert!(
+                Instant::now() < deadline,
+                "{seen:?} never came: {}",
+                got.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::fs::write(dir.join(word), "").unwrap();
+    }
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    let out = got.lock().unwrap().clone();
+    assert!(status.success(), "{out}");
     let seen: Vec<&str> = out
         .split(|c: char| c.is_whitespace())
         .filter(|w| w.starts_with("tok-"))
@@ -654,7 +690,6 @@ fn rotated_and_truncated_output_through_ssh(r: &Remote) {
     want.extend((1..=5).map(|i| format!("tok-d-{i}")));
     assert_eq!(seen, want, "{out}");
     // It was rotated for real: the old file holds the first lines.
-    let dir = r.remote_jobs().join("rotating");
     let rotated: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
@@ -667,6 +702,33 @@ fn rotated_and_truncated_output_through_ssh(r: &Remote) {
             .unwrap()
             .contains("tok-b-2")
     );
+
+    // A 1.5 GiB output file (sparse) on the login node passes through `logs` on the laptop
+    // under a 1 GiB address-space limit; a FIFO there is refused at once, not waited on.
+    let out = dir.join(rotated[0].trim_end_matches(".1"));
+    let f = std::fs::File::create(&out).unwrap();
+    f.set_len(1536 << 20).unwrap();
+    drop(f);
+    let o = r
+        .laptop("bash", &r.home)
+        .args(["-c", "ulimit -v 1048576; \"$0\" logs rotating | wc -c"])
+        .arg(r.home.join("bin/ovlaunch"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert_eq!(common::stdout(&o).trim(), (1536u64 << 20).to_string());
+    std::fs::remove_file(&out).unwrap();
+    nix::unistd::mkfifo(&out, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let started = Instant::now();
+    let o = r.ovlaunch(&["logs", "rotating"]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("is not a regular file"),
+        "{}",
+        common::stderr(&o)
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    std::fs::remove_file(&out).unwrap();
 }
 
 /// `--package DIR` of a Megatron-Bridge checkout (a stand-in with a marker module and its own

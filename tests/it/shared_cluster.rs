@@ -796,4 +796,32 @@ fn a_queued_job_whose_answer_cannot_be_printed_is_still_a_success() {
     let rec =
         std::fs::read_to_string(jobs.join("llama3_8b-h100x8").join("submission.json")).unwrap();
     assert!(rec.contains("\"11\""), "{rec}");
+    // The same with -o json: the answer's JSON cannot be written, the job id is on stderr.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let path = stand_in_sbatch(d.path(), 12, "0", "");
+    let o = Command::new(bin())
+        .args([
+            "submit",
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "-o",
+            "json",
+            "--job-name",
+            "second",
+            "--jobs-root",
+        ])
+        .arg(&jobs)
+        .env("PATH", &path)
+        .stdout(full)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("job 12 is queued and recorded"), "{e}");
+    assert!(e.contains("No space left on device"), "{e}");
 }
