@@ -105,7 +105,7 @@ impl JobArgs {
 pub fn confirmed(dir: &Path, copy: Submission, target: &str) -> Result<record::Found> {
     let host = crate::backend::host_of(Some(target))?;
     let found = record::found_on(&*host, Path::new(&copy.job_dir)).map_err(|e| {
-        Error {
+        let e = Error {
             message: format!(
                 "job {} (record {}): {}",
                 copy.job_name,
@@ -113,8 +113,13 @@ pub fn confirmed(dir: &Path, copy: Submission, target: &str) -> Result<record::F
                 e.message
             ),
             ..e
+        };
+        // The record there is missing (not a lost connection, not a refused record).
+        if e.kind == crate::error::ErrorKind::Runtime || e.help.is_some() {
+            e
+        } else {
+            e.help("the job's directory on the login node is the evidence ovlaunch acts on; if it was removed there, remove this copy too")
         }
-        .help("the job's directory on the login node is the evidence ovlaunch acts on; if it was removed there, remove this copy too")
     })?;
     let there = found.record.clone().expect("a verified record");
     if copy.job_id.is_some() && copy.job_id != there.job_id {

@@ -119,8 +119,9 @@ fn row(found: Found, host: Option<&str>, problems: &mut Vec<String>) -> Listed {
 }
 
 /// The jobs here, each copy of a login node's record replaced by the record there (the
-/// evidence; a copy the login node does not confirm is left out, and why goes to stderr),
-/// then the login node's own jobs that have no copy here.
+/// evidence; a copy the record there contradicts is left out, one whose login node cannot be
+/// reached is shown with its state unknown; why goes to stderr), then the login node's own
+/// jobs that have no copy here.
 fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Option<String>)>> {
     let mut rows = Vec::new();
     for mut f in record::scan(&place.root) {
@@ -129,14 +130,32 @@ fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Optio
             continue;
         };
         let copy = f.record.take().expect("a record");
-        match super::jobs::confirmed(&f.dir, copy, &h) {
+        match super::jobs::confirmed(&f.dir, copy.clone(), &h) {
             Ok(there) => rows.push((there, Some(h))),
+            // The login node cannot be reached: the copy's row, its state unknown.
+            Err(e) if e.kind == crate::error::ErrorKind::Runtime => {
+                problems.push(format!("{}: {}", f.dir.display(), e.message));
+                f.record = Some(copy);
+                rows.push((f, Some(h)));
+            }
+            // The login node's record contradicts the copy, or is not trusted.
             Err(e) => problems.push(format!("{}: {}", f.dir.display(), e.message)),
         }
     }
     if let Some((host, root)) = &place.remote {
         let target = host.remote().map(str::to_string);
-        for f in record::scan_on(&**host, root)? {
+        let there = match record::scan_on(&**host, root) {
+            Ok(there) => there,
+            Err(e) => {
+                problems.push(format!(
+                    "the jobs on {}: {}",
+                    target.as_deref().unwrap_or("-"),
+                    e.message
+                ));
+                Vec::new()
+            }
+        };
+        for f in there {
             let dir = f.dir.display().to_string();
             let copied = rows
                 .iter()
@@ -153,7 +172,7 @@ pub fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     let mut problems = Vec::new();
     let mut found = gather(place, &mut problems)?;
     for w in &problems {
-        p.warn(&format!("left out {w}"));
+        p.warn(&format!("not confirmed: {w}"));
     }
     problems.clear();
     // Oldest first: by when the submission started (rendered jobs, which have no time,
