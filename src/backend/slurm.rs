@@ -34,7 +34,7 @@ impl Slurm {
 }
 
 impl Backend for Slurm {
-    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
+    fn schedule(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
         let host = &*self.host;
         // Nothing half-written stays behind.
         submit_recorded(host, dir, script, rec, &|d| host.remove_tree(d))

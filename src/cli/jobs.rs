@@ -51,20 +51,30 @@ pub struct Place {
 impl PlaceArgs {
     /// Flag, environment, profile, default (the same layering as a launch).
     pub fn place(&self) -> Result<Place> {
-        let mut args =
-            super::launch::LaunchArgs::for_jobs(self.jobs_root.clone(), self.profile.clone());
-        args.host = self.host.clone();
-        args.remote_jobs_root = self.remote_jobs_root.clone();
-        super::profile::load(None, &mut args)?;
-        let root = args
+        use super::settings::{Layer, Origin, Settings, Sourced};
+        let flag = |v: Option<String>, name: &str| {
+            v.map(|v| Sourced::new(v, Origin::Flag(name.to_string())))
+        };
+        let flags = Layer {
+            jobs_root: flag(
+                self.jobs_root.as_ref().map(|p| p.display().to_string()),
+                "--jobs-root",
+            ),
+            host: flag(self.host.clone(), "--host"),
+            remote_jobs_root: flag(self.remote_jobs_root.clone(), "--remote-jobs-root"),
+            ..Layer::default()
+        };
+        let settings = Settings::load(flags, Default::default(), None, self.profile.as_deref())?;
+        let root = settings
             .jobs_root
+            .value
             .clone()
             .unwrap_or_else(super::profile::default_jobs_root);
-        let remote = match &args.host {
+        let remote = match &settings.host.value {
             None => None,
             Some(h) => {
                 let host = crate::backend::host_of(Some(h))?;
-                let r = super::launch::remote_jobs_root(&args, &*host)?;
+                let r = super::launch::remote_jobs_root(&settings, &*host)?;
                 Some((host, r))
             }
         };

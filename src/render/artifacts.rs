@@ -5,39 +5,24 @@
 use std::fmt::Write;
 
 use super::launch::LaunchSpec;
-use super::script::{self, TorchrunTarget};
 use super::template::Templates;
 use crate::error::{Error, Result};
-use crate::executor::Executor;
-use crate::layout::{self, Artifacts};
+use crate::layout::Artifacts;
 use crate::plan::Plan;
 use crate::secret;
 
 /// Renders all artifacts for `plan` and `spec`.
+/// The script is the target's dry-run request ([`LaunchSpec::request`]), named as its
+/// backend runs it.
 pub fn render(
     plan: &Plan,
     spec: &LaunchSpec,
-    executor: Executor,
     templates: &Templates,
     strict: bool,
     overrides: String,
 ) -> Result<Artifacts> {
-    let (script_name, script) = match executor {
-        Executor::Slurm => (layout::SBATCH_SCRIPT, script::sbatch(spec, templates)?),
-        Executor::Local => {
-            let target = match &spec.rendezvous {
-                None => TorchrunTarget::Single,
-                Some(master) => TorchrunTarget::MultiNode {
-                    nnodes: spec.nodes,
-                    master: master.clone(),
-                },
-            };
-            (
-                layout::LOCAL_SCRIPT,
-                script::torchrun(spec, &target, templates)?,
-            )
-        }
-    };
+    let script = spec.request(templates)?;
+    let script_name = spec.executor().script_name();
     let rank_plan = serde_json::to_string_pretty(&super::rank_plan::rank_plan(plan, spec, strict))
         .map_err(internal)?
         + "\n";

@@ -131,7 +131,7 @@ fn long_match<'a>(tables: &[&'a [Owned]], name: &str) -> Option<&'a Owned> {
     }
     // getopt_long: a prefix that is not itself an option name reads as the option it
     // begins, when only one begins with it (an ambiguous prefix is sbatch's own error).
-    let known = super::launch::KNOWN_SBATCH.contains(&name);
+    let known = super::slurm::KNOWN_SBATCH.contains(&name);
     if known || name.len() < 2 {
         return None;
     }

@@ -12,10 +12,10 @@
 
 use crate::error::{Error, Result};
 
-use super::launch::LaunchOptions;
+use super::slurm::SlurmOptions;
 
 /// Checks every typed Slurm option of `opts`.
-pub fn check(opts: &LaunchOptions) -> Result<()> {
+pub fn check(opts: &SlurmOptions) -> Result<()> {
     check_time(&opts.time)?;
     for (flag, v, list) in [
         ("--account", &opts.account, false),

@@ -345,7 +345,16 @@ fn busybox_rootfs(at: &Path) {
 #[test]
 fn laptop_to_cluster_over_real_ssh() {
     let Some(r) = Remote::start() else { return };
+    an_unknown_host_key_is_refused(&r);
+    a_container_job_imports_the_packaged_repository(&r);
+    cancel_from_the_laptop(&r);
+    a_connection_cut_during_sbatch_queues_one_job(&r);
+    a_connection_cut_mid_upload_leaves_nothing(&r);
+    list_from_the_laptop(&r);
+}
 
+/// Step 1, a negative control: the same server under an alias whose known_hosts lacks its key.
+fn an_unknown_host_key_is_refused(r: &Remote) {
     // 1. Negative control: the same server under an alias whose known_hosts lacks its key.
     let mut a = r.submit_args("stranger-job");
     a[2] = "stranger".into();
@@ -360,10 +369,14 @@ fn laptop_to_cluster_over_real_ssh() {
     assert!(!r.remote_jobs().join("stranger-job").exists());
     assert!(!r.local_record("stranger-job").exists());
     assert!(r.squeue_named("stranger-job").is_empty());
+}
 
+/// Step 2: a crun container job (2 nodes x 2 ranks, torchrun in the container) whose trainer
+/// imports the packaged git repository; its record on both sides; logs -f and status.
+fn a_container_job_imports_the_packaged_repository(r: &Remote) {
     // 2. A crun container job (2 nodes x 2 ranks, torchrun in the container) whose trainer
     //    imports the packaged git repository.
-    let repo = packaged_repo(&r);
+    let repo = packaged_repo(r);
     let rootfs = r.cluster.dir.path().join("rootfs");
     busybox_rootfs(&rootfs);
     let mut a = r.submit_args("boxed");
@@ -455,7 +468,10 @@ fn laptop_to_cluster_over_real_ssh() {
             "imported from the unpacked package: {rec}"
         );
     }
+}
 
+/// Step 3: cancel from the laptop.
+fn cancel_from_the_laptop(r: &Remote) {
     // 3. cancel from the laptop.
     let mut a = r.submit_args("sleeper");
     a.extend(["--".into(), "sleep".into(), "300".into()]);
@@ -473,7 +489,11 @@ fn laptop_to_cluster_over_real_ssh() {
         assert!(Instant::now() < deadline, "{}", common::stdout(&o));
         std::thread::sleep(Duration::from_millis(500));
     }
+}
 
+/// Step 4: the connection dies while sbatch runs on the login node: reconnected, the answer
+/// is read back, one job queued.
+fn a_connection_cut_during_sbatch_queues_one_job(r: &Remote) {
     // 4. The connection dies while sbatch runs on the login node (an sbatch that takes 4 s,
     //    first on the sessions' PATH): reconnected, the answer is read back, one job queued.
     let slow = r.ssh.join("bin/sbatch");
@@ -530,7 +550,11 @@ fn laptop_to_cluster_over_real_ssh() {
         common::stdout(&o).lines().map(str::to_string).collect()
     };
     assert_eq!(ids, vec![id.clone()], "queued exactly once");
+}
 
+/// Step 5: the connection dies mid-upload: nothing on the login node, nothing queued, no
+/// record here; the same command then goes through.
+fn a_connection_cut_mid_upload_leaves_nothing(r: &Remote) {
     // 5. The connection dies mid-upload (a 96 MiB package): nothing on the login node,
     //    nothing queued, no record here; the same command then goes through.
     let big = r.home.join("work/big");
@@ -606,7 +630,10 @@ fn laptop_to_cluster_over_real_ssh() {
         rec["package"]["bytes"].as_u64().unwrap() > 100_000_000,
         "{rec}"
     );
+}
 
+/// Step 6: list from the laptop shows every job it submitted.
+fn list_from_the_laptop(r: &Remote) {
     // 6. list from the laptop shows every job it submitted, with its remote directory.
     let o = r.ovlaunch(&["list", "-o", "json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));

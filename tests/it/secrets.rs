@@ -169,6 +169,16 @@ fn all_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 #[test]
 fn secrets_appear_only_in_secrets_env() {
     let env = Env::new();
+    commands_showing_a_plan_show_no_secret(&env);
+    errors_naming_a_secrets_flag_show_no_secret(&env);
+    errors_quoting_a_secrets_line_show_no_secret(&env);
+    tune_and_estimate_show_no_secret(&env);
+    a_submitted_job_holds_secrets_only_in_secrets_env(&env);
+}
+
+/// Every command that shows a plan, an env or a script; the job directory `torchrun` writes;
+/// the trainer's override words.
+fn commands_showing_a_plan_show_no_secret(env: &Env) {
     let plan = env.plan_flags();
     let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
         head.iter()
@@ -177,7 +187,6 @@ fn secrets_appear_only_in_secrets_env() {
             .chain(tail.iter().map(|s| s.to_string()))
             .collect()
     };
-
     // Every command that shows a plan, an env or a script.
     for (what, args) in [
         ("dry run", with(&[], &["--dry-run", "--job-name", "s"])),
@@ -263,7 +272,18 @@ fn secrets_appear_only_in_secrets_env() {
         common::stdout(&o).contains("<redacted>"),
         "the secrets are in the plan, redacted"
     );
+}
 
+/// Errors that name a secret's flag.
+fn errors_naming_a_secrets_flag_show_no_secret(env: &Env) {
+    let plan = env.plan_flags();
+    let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
+        head.iter()
+            .map(|s| s.to_string())
+            .chain(plan.iter().cloned())
+            .chain(tail.iter().map(|s| s.to_string()))
+            .collect()
+    };
     // Errors that name a secret's flag.
     for (what, args) in [
         (
@@ -344,7 +364,10 @@ fn secrets_appear_only_in_secrets_env() {
         assert_eq!(o.status.code(), Some(2), "{what}: {}", common::stderr(&o));
         assert_clean_output(what, &o);
     }
+}
 
+/// Errors whose source excerpt quotes the line of a secret; a profile's typo next to its secret.
+fn errors_quoting_a_secrets_line_show_no_secret(env: &Env) {
     // Errors whose source excerpt quotes the line of a secret (a typo next to it), a
     // malformed `--env`, and a plugin option that feeds a secret without a secret's name.
     let dir = env.dir.path();
@@ -434,6 +457,10 @@ fn secrets_appear_only_in_secrets_env() {
         common::stderr(&o)
     );
     assert_clean_output("a typo next to a profile's secret", &o);
+}
+
+/// tune's launch commands and estimate: the --set secret is not repeated.
+fn tune_and_estimate_show_no_secret(env: &Env) {
     // tune's launch commands and estimate: the --set secret is not repeated.
     for (what, head) in [
         ("tune", vec!["tune", "--top", "2"]),
@@ -457,7 +484,19 @@ fn secrets_appear_only_in_secrets_env() {
         assert!(!common::stdout(&o).is_empty(), "{what} printed nothing");
         assert_clean_output(what, &o);
     }
+}
 
+/// A real submission: every file of the job directory but secrets.env, the job's log, submit's
+/// own output, status and list.
+fn a_submitted_job_holds_secrets_only_in_secrets_env(env: &Env) {
+    let plan = env.plan_flags();
+    let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
+        head.iter()
+            .map(|s| s.to_string())
+            .chain(plan.iter().cloned())
+            .chain(tail.iter().map(|s| s.to_string()))
+            .collect()
+    };
     // A real submission: every file of the job directory but secrets.env, the job's log
     // (rank runtime debug report included), submit's own output, status and list.
     let job = env.dir.path().join("jobs").join("s");

@@ -1,0 +1,480 @@
+//! The Slurm target: a Slurm job's own options ([`SlurmOptions`]: account, partition, QOS,
+//! time, MPI, GPU request, exclusivity, CPUs per task, dependency, retries, the user's sbatch
+//! and srun arguments, the launcher), what they become in the launch spec ([`SlurmSpec`]:
+//! `#SBATCH` directives, the launch step's srun arguments, teardown and signal forwarding),
+//! and its dry-run request, the sbatch script ([`request`]), which `backend::slurm`
+//! schedules with `sbatch`. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use minijinja::context;
+use serde::Serialize;
+
+use super::launch::{Container, ContainerRuntime, LaunchMode, LaunchOptions, LaunchSpec};
+use super::script::{check_spec, exports, header, rank_argv, secrets_path, torchrun_words, unsets};
+use super::shell::{join, quote};
+use super::template::Templates;
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::plan::{Decision, Plan, Source};
+
+/// `--time` when none is given.
+pub const DEFAULT_TIME: &str = "00:30:00";
+
+/// A Slurm job's own options.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SlurmOptions {
+    /// How the ranks start inside the job: one srun task per GPU, or torchrun per node.
+    pub mode: LaunchMode,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub time: String,
+    pub mpi: Option<String>,
+    pub gres: bool,
+    pub exclusive: bool,
+    pub cpus_per_task: Option<u32>,
+    pub dependency: Option<String>,
+    /// Times a failed job requeues itself (`--retries`; NeMo-Run's `retries`).
+    pub retries: u32,
+    pub sbatch_args: Vec<String>,
+    /// Extra srun options for the launch step (`--srun-arg`), after ovlaunch's own.
+    pub srun_args: Vec<String>,
+}
+
+impl Default for SlurmOptions {
+    /// An srun launch with the default time and nothing else chosen.
+    fn default() -> Self {
+        SlurmOptions {
+            mode: LaunchMode::Srun,
+            account: None,
+            partition: None,
+            qos: None,
+            time: DEFAULT_TIME.to_string(),
+            mpi: None,
+            gres: false,
+            exclusive: false,
+            cpus_per_task: None,
+            dependency: None,
+            retries: 0,
+            sbatch_args: Vec::new(),
+            srun_args: Vec::new(),
+        }
+    }
+}
+
+/// A Slurm job's part of the launch spec.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SlurmSpec {
+    pub mode: LaunchMode,
+    /// `#SBATCH --name[=value]`, sorted by name.
+    pub directives: BTreeMap<String, Option<String>>,
+    pub srun_args: Vec<String>,
+    /// Shell lines run after the launch step ends (`$exitcode` holds its status).
+    pub teardown_lines: Vec<String>,
+    /// Signals the batch shell passes on to the ranks with `scancel --signal`
+    /// (`sbatch --signal=B:...` signals only the batch shell).
+    pub forward_signals: Vec<String>,
+}
+
+/// sbatch options a plugin file may set (long names; checked so a typo in a shared plugin
+/// is an error). `--sbatch-arg` takes any long option: sbatch itself checks those.
+pub const KNOWN_SBATCH: &[&str] = &[
+    "account",
+    "array",
+    "begin",
+    "comment",
+    "constraint",
+    "contiguous",
+    "core-spec",
+    "cpus-per-gpu",
+    "cpus-per-task",
+    "deadline",
+    "dependency",
+    "distribution",
+    "error",
+    "exclude",
+    "exclusive",
+    "export",
+    "gpu-bind",
+    "gpus",
+    "gpus-per-node",
+    "gpus-per-task",
+    "gres",
+    "hint",
+    "job-name",
+    "licenses",
+    "mail-type",
+    "mail-user",
+    "mem",
+    "mem-per-cpu",
+    "mem-per-gpu",
+    "nice",
+    "no-requeue",
+    "nodelist",
+    "nodes",
+    "ntasks",
+    "ntasks-per-node",
+    "open-mode",
+    "output",
+    "overcommit",
+    "partition",
+    "power",
+    "priority",
+    "qos",
+    "requeue",
+    "reservation",
+    "segment",
+    "signal",
+    "switches",
+    "thread-spec",
+    "threads-per-core",
+    "time",
+    "time-min",
+    "tmp",
+    "wait-all-nodes",
+    "wckey",
+];
+
+/// The Slurm job's part of the spec for `plan` with `opts`, its decisions added to
+/// `decisions`.
+pub fn spec(
+    plan: &Plan,
+    opts: &LaunchOptions,
+    slurm: &SlurmOptions,
+    decisions: &mut Vec<Decision>,
+) -> Result<SlurmSpec> {
+    super::slurm_values::check(slurm)?;
+    let hw = &plan.hardware;
+    let tasks_per_node = match slurm.mode {
+        LaunchMode::Srun => hw.gpus_per_node,
+        LaunchMode::Torchrun => 1,
+    };
+    let mut d: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut put = |k: &str, v: Option<String>| {
+        d.insert(k.to_string(), v);
+    };
+    put("job-name", Some(opts.job_name.clone()));
+    put("nodes", Some(hw.nodes.to_string()));
+    put("ntasks-per-node", Some(tasks_per_node.to_string()));
+    if !hw.gpu.is_cpu() {
+        if slurm.gres {
+            put("gres", Some(format!("gpu:{}", hw.gpus_per_node)));
+        } else {
+            put("gpus-per-node", Some(hw.gpus_per_node.to_string()));
+        }
+        put("mem", Some("0".into()));
+    }
+    if let Some(c) = slurm.cpus_per_task {
+        put("cpus-per-task", Some(c.to_string()));
+    }
+    if slurm.exclusive {
+        put("exclusive", None);
+    }
+    put("time", Some(slurm.time.clone()));
+    put(
+        "output",
+        Some(layout::slurm_output_directive(&opts.job_dir)),
+    );
+    put("open-mode", Some("append".into()));
+    for (k, v) in [
+        ("account", &slurm.account),
+        ("partition", &slurm.partition),
+        ("qos", &slurm.qos),
+        ("dependency", &slurm.dependency),
+    ] {
+        if let Some(v) = v {
+            put(k, Some(v.clone()));
+        }
+    }
+    if slurm.retries > 0 {
+        put("requeue", None);
+        decisions.push(Decision::new(
+            "sbatch.requeue",
+            slurm.retries,
+            "--retries: a failed run requeues the job (scontrol requeue) while SLURM_RESTART_COUNT < retries (NeMo-Run's slurm template, TORCHX_MAX_RETRIES)",
+            Source::User,
+        ));
+    }
+    if let Some(seg) = hw.segment_nodes() {
+        put("segment", Some(seg.to_string()));
+        decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));
+    }
+    for raw in &slurm.sbatch_args {
+        let (k, v) = sbatch_arg(raw)?;
+        put(k, v);
+    }
+    // --label: every output line starts with its task id (the rank in one-task-per-GPU
+    // mode, the node in torchrun mode), so `ovlaunch logs --rank N` can pick one rank out.
+    let mut srun_args = vec![
+        "--kill-on-bad-exit=1".to_string(),
+        "--wait=60".to_string(),
+        "--label".to_string(),
+    ];
+    if let Some(m) = &slurm.mpi {
+        srun_args.push(format!("--mpi={m}"));
+    }
+    for a in &slurm.srun_args {
+        srun_arg(a)?;
+    }
+    srun_args.extend(slurm.srun_args.iter().cloned());
+    if let Some(c) = &opts.container {
+        container_args(c, &opts.job_dir, &mut srun_args, decisions)?;
+    }
+    Ok(SlurmSpec {
+        mode: slurm.mode,
+        directives: d,
+        srun_args,
+        teardown_lines: retry_lines(slurm.retries),
+        forward_signals: Vec::new(),
+    })
+}
+
+/// One `--sbatch-arg`: a long option for an `#SBATCH` line, as (name, value); one that
+/// sets what the plan computes is refused (`render::owned`).
+fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
+    // Any sbatch long option: sbatch itself knows its options (they differ between
+    // releases); the value is quoted for the #SBATCH line when the script is rendered.
+    let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (raw.strip_prefix("--").unwrap_or(""), None),
+    };
+    let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
+        && k.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !well_formed {
+        return Err(Error::usage(format!(
+            "`{raw}` is not an sbatch long option (--name or --name=value)"
+        ))
+        .at_flag(format!("--sbatch-arg {raw}"))
+        .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
+    }
+    super::owned::check_sbatch_arg(raw)?;
+    Ok((k, v))
+}
+
+/// One `--srun-arg`: an option word (never the program srun would run), and not one that
+/// sets what the plan computes (`render::owned`).
+fn srun_arg(a: &str) -> Result<()> {
+    // One option per word: a word that is not an option (or `--`, which ends srun's
+    // options) would become the program srun runs, in place of the rank runtime.
+    if !a.starts_with('-') || a == "--" {
+        return Err(Error::usage(format!(
+            "`{}` is not an srun option: srun would take it for the program to run",
+            a.escape_debug()
+        ))
+        .at_flag(format!("--srun-arg {}", a.escape_debug()))
+        .help(
+            "one option per --srun-arg, its value joined with `=`: --srun-arg=--nodelist=node1",
+        ));
+    }
+    super::owned::check_srun_arg(a)?;
+    Ok(())
+}
+
+/// The teardown that requeues a failed job up to `retries` times, as NeMo-Run's Slurm
+/// script does (`TORCHX_MAX_RETRIES` against `SLURM_RESTART_COUNT`). A teardown before it
+/// that requeued the job already (`ovlaunch_requeued`) is not repeated.
+fn retry_lines(retries: u32) -> Vec<String> {
+    if retries == 0 {
+        return Vec::new();
+    }
+    vec![
+        format!("# --retries {retries}: a failed run requeues the job."),
+        "if [ \"$exitcode\" -ne 0 ] && [ -z \"$ovlaunch_requeued\" ]; then".into(),
+        format!("  if [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {retries} ]; then"),
+        format!("    echo \"job $SLURM_JOB_ID failed with code $exitcode; requeueing it (retry $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of {retries})\""),
+        "    if scontrol requeue \"$SLURM_JOB_ID\"; then ovlaunch_requeued=1; else echo \"scontrol requeue failed; submit the job again\"; fi".into(),
+        "  else".into(),
+        format!("    echo \"job $SLURM_JOB_ID failed with code $exitcode after {retries} retries; not requeueing\""),
+        "  fi".into(),
+        "fi".into(),
+    ]
+}
+
+/// The srun options that start each task in the container, with the job directory mounted
+/// at its own path (NeMo-Run and Bridge's launcher mount it too).
+fn container_args(
+    c: &Container,
+    job_dir: &str,
+    srun_args: &mut Vec<String>,
+    decisions: &mut Vec<Decision>,
+) -> Result<()> {
+    match c.runtime {
+        ContainerRuntime::Pyxis => {
+            // pyxis splits --container-mounts at `,` and each entry at `:`.
+            if job_dir.contains([',', ':']) {
+                return Err(Error::usage(format!(
+                    "job directory {job_dir} contains `,` or `:`, which pyxis's --container-mounts cannot carry"
+                ))
+                .at_flag("--job-dir")
+                .help("choose a job directory (or jobs root) without `,` and `:`"));
+            }
+            srun_args.push(format!("--container-image={}", c.image));
+            let mut mounts = vec![format!("{job_dir}:{job_dir}")];
+            mounts.extend(c.mounts.iter().cloned());
+            srun_args.push(format!("--container-mounts={}", mounts.join(",")));
+            if let Some(w) = &c.workdir {
+                srun_args.push(format!("--container-workdir={w}"));
+            }
+            match c.mount_home {
+                Some(true) => srun_args.push("--container-mount-home".into()),
+                Some(false) => srun_args.push("--no-container-mount-home".into()),
+                None => {}
+            }
+            if c.writable {
+                srun_args.push("--container-writable".into());
+            }
+        }
+        ContainerRuntime::Oci => {
+            srun_args.push(format!("--container={job_dir}/{}", super::oci::BUNDLE_DIR));
+        }
+    }
+    decisions.push(Decision::new(
+        "container.mounts",
+        job_dir,
+        "the job directory is mounted into the container at its own path: the rank runtime, rank plan, trainer settings and secrets file live there",
+        Source::Derived,
+    ));
+    Ok(())
+}
+
+/// An `#SBATCH --name=value` line's value as sbatch reads it back (its script parser groups
+/// a double-quoted word and takes a backslash-escaped character literally; `#` outside quotes
+/// starts a comment). A line cannot carry a line break or NUL.
+fn directive_value(name: &str, value: &str) -> Result<String> {
+    if value.chars().any(char::is_control) {
+        return Err(Error::usage(format!(
+            "sbatch --{name} value contains a line break, NUL or another control character, which an #SBATCH line cannot carry"
+        ))
+        .at_flag(format!("--{name}"))
+        .help("use a value on one line"));
+    }
+    Ok(super::shell::sbatch_word(value))
+}
+
+/// The Slurm job's dry-run request: the sbatch script of `spec`, whose Slurm part is `slurm`.
+pub fn request(spec: &LaunchSpec, slurm: &SlurmSpec, templates: &Templates) -> Result<String> {
+    check_spec(spec)?;
+    let mut directives = Vec::new();
+    for (k, v) in &slurm.directives {
+        match v {
+            Some(v) => directives.push(format!("--{k}={}", directive_value(k, v)?)),
+            None => directives.push(format!("--{k}")),
+        }
+    }
+    let mut srun = slurm.srun_args.clone();
+    if spec
+        .container
+        .as_ref()
+        .is_some_and(|c| c.runtime == ContainerRuntime::Pyxis)
+    {
+        // pyxis passes only the named variables into the container; Slurm's OCI support
+        // hands the container the step's whole environment.
+        let mut names: Vec<String> = spec
+            .env
+            .keys()
+            .cloned()
+            .chain(spec.secret_names.iter().cloned())
+            .collect();
+        names.sort();
+        srun.push(format!("--container-env={}", names.join(",")));
+    }
+    let command = match slurm.mode {
+        LaunchMode::Srun => {
+            srun.insert(0, format!("--ntasks-per-node={}", spec.tasks_per_node));
+            join(&rank_argv(spec))
+        }
+        LaunchMode::Torchrun => {
+            srun.insert(0, "--ntasks-per-node=1".into());
+            let endpoint = format!("\"$head_node\":{}", spec.master_port);
+            let (quoted, raw) = torchrun_words(
+                spec,
+                &spec.nodes.to_string(),
+                Some((&endpoint, "\"ovlaunch-$SLURM_JOB_ID\"")),
+                false,
+            );
+            format!("{} {}", join(&quoted), raw.join(" "))
+        }
+    };
+    let (setup_lines, command) = step_wrapper(spec, slurm, command);
+    let ctx = context! {
+        header => header(spec),
+        directives => directives,
+        exports => exports(spec),
+        unsets => unsets(spec),
+        secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
+        setup_lines => setup_lines,
+        mode => match slurm.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
+        srun_args => join(&srun),
+        command => command,
+    };
+    templates.render("sbatch.sh.j2", ctx)
+}
+
+/// With signal forwarding or teardown lines (plugins), the launch step runs in the
+/// background so that the batch shell can act on signals while it runs (bash runs traps
+/// only between foreground commands) and run the teardown whatever the step's exit status;
+/// the script then exits with that status. A forwarded signal goes to the job's steps with
+/// `scancel --signal` (which, without `--batch`/`--full`, leaves the batch shell out), not
+/// to the srun process: srun answers SIGTERM, SIGHUP and SIGQUIT by killing its tasks with
+/// SIGKILL ("forcing job termination"). Teardown lines may read `$exitcode` (the step's
+/// status) and `$ovlaunch_signal` (the forwarded signal, if any), and set
+/// `ovlaunch_requeued=1` after requeueing the job so that later ones do not requeue again.
+/// A signal that arrives after the step has ended is not recorded: it did not stop the step,
+/// so a teardown must not requeue a step that finished on its own.
+/// Returns the setup lines and the command text.
+fn step_wrapper(spec: &LaunchSpec, slurm: &SlurmSpec, command: String) -> (Vec<String>, String) {
+    let mut setup = spec.setup_lines.clone();
+    if slurm.forward_signals.is_empty() && slurm.teardown_lines.is_empty() {
+        return (setup, command);
+    }
+    setup.push(String::new());
+    setup.push(
+        "# The launch step runs in the background so that signals reach this shell while it runs."
+            .into(),
+    );
+    setup.push("ovlaunch_step=".into());
+    setup.push("ovlaunch_step_done=".into());
+    setup.push("ovlaunch_signal=".into());
+    setup.push("ovlaunch_requeued=".into());
+    if !slurm.forward_signals.is_empty() {
+        setup.push(
+            "# Signals for this shell go on to the ranks through slurmd: srun itself would kill"
+                .into(),
+        );
+        setup.push(
+            "# them (it answers SIGTERM with SIGKILL), and scancel leaves this shell out.".into(),
+        );
+    }
+    for sig in &slurm.forward_signals {
+        setup.push(format!(
+            "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi; fi' {sig}"
+        ));
+    }
+    let mut text = format!("{command} &\n");
+    text.push_str(concat!(
+        "ovlaunch_step=$!\n",
+        "exitcode=0\n",
+        "wait \"$ovlaunch_step\" || exitcode=$?\n",
+        "# A forwarded signal interrupts wait; keep waiting until the step has ended.\n",
+        "while kill -0 \"$ovlaunch_step\" 2>/dev/null; do\n",
+        "  exitcode=0\n",
+        "  wait \"$ovlaunch_step\" || exitcode=$?\n",
+        "done\n",
+        "ovlaunch_step_done=1\n",
+        "echo \"launch step exited with code $exitcode${ovlaunch_signal:+ after SIG$ovlaunch_signal}\"\n",
+    ));
+    if !slurm.teardown_lines.is_empty() {
+        text.push_str("\n# Teardown.\n");
+        for l in &slurm.teardown_lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+    }
+    text.push_str(
+        "if [ -n \"$ovlaunch_requeued\" ]; then echo \"job $SLURM_JOB_ID requeued\"; fi\n",
+    );
+    text.push_str("if [ \"$exitcode\" -ne 0 ]; then exit \"$exitcode\"; fi");
+    (setup, text)
+}
