@@ -68,14 +68,22 @@ pub struct Package {
     /// The directory inside the unpacked code that goes on `PYTHONPATH` (`""`: its root;
     /// `"src"` for a Megatron-Bridge checkout).
     pub python_path: String,
+    /// A Megatron-Bridge checkout with its runner: the unpacked code is the Bridge root
+    /// (its `scripts/training/run_recipe.py` is the trainer).
+    pub bridge_root: bool,
 }
 
 impl Package {
+    /// Where the code is unpacked in the job directory `job_dir`.
+    pub fn root(&self, job_dir: &str) -> String {
+        format!("{job_dir}/{}", layout::PACKAGE_DIR)
+    }
+
     /// The unpack and `PYTHONPATH` lines of the job script for the job directory `job_dir`.
     pub fn setup_lines(&self, job_dir: &str) -> Vec<String> {
         use super::shell::quote;
         let archive = format!("{job_dir}/{}", layout::PACKAGE_ARCHIVE);
-        let code = format!("{job_dir}/{}", layout::PACKAGE_DIR);
+        let code = self.root(job_dir);
         let path = if self.python_path.is_empty() {
             code.clone()
         } else {
@@ -240,11 +248,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     } else {
         Vec::new()
     };
-    let trainer = if opts.trainer.is_empty() {
-        default_trainer(plan, opts.dirs())
-    } else {
-        opts.trainer.clone()
-    };
+    let trainer = trainer_argv(plan, opts, &mut decisions);
     Ok(LaunchSpec {
         job_name: opts.job_name.clone(),
         job_dir: opts.job_dir.clone(),
@@ -373,6 +377,43 @@ pub fn placement(plan: &Plan, decisions: &mut Vec<Decision>) -> AffinityPlan {
         membind: true,
         cores,
     }
+}
+
+/// The trainer's argv: the user's (`-- TRAINER...`), else [`default_trainer`]; Bridge's
+/// runner from the shipped checkout when `--package` ships one (a recorded decision).
+fn trainer_argv(plan: &Plan, opts: &LaunchOptions, decisions: &mut Vec<Decision>) -> Vec<String> {
+    if !opts.trainer.is_empty() {
+        return opts.trainer.clone();
+    }
+    let mut argv = default_trainer(plan, opts.dirs());
+    let runner = format!(
+        "{}/{}",
+        plan.versions.bridge_root,
+        crate::resolve::trainer::RUNNER
+    );
+    let shipped = opts
+        .package
+        .as_ref()
+        .filter(|p| p.bridge_root && plan.recipe.trainer.is_none());
+    if let (Some(p), Some(word)) = (shipped, argv.get_mut(1))
+        && *word == runner
+    {
+        *word = format!(
+            "{}/{}",
+            p.root(&opts.job_dir),
+            crate::resolve::trainer::RUNNER
+        );
+        decisions.push(Decision::new(
+            "trainer.runner",
+            word.as_str(),
+            format!(
+                "--package ships a Megatron-Bridge checkout: its own {} runs (not {runner}), its src first on PYTHONPATH",
+                crate::resolve::trainer::RUNNER
+            ),
+            Source::User,
+        ));
+    }
+    argv
 }
 
 /// The recipe's own trainer, else Bridge's runner with the plan's overrides
