@@ -5,8 +5,8 @@
 //! setup lines, torchrun arguments, command prefix, trainer argv, CPU placement, container)
 //! apart from each target's own part ([`Target`] / [`TargetSpec`]): the Slurm job's options
 //! and what they become (sbatch directives, srun arguments, teardown, `render::slurm`), or
-//! the local run's (`render::local`). Each target's module also renders its dry-run request,
-//! the script its backend schedules.
+//! the local run's (`render::local`). `LaunchSpec::request` (`render::artifacts`) renders the
+//! target's dry-run request, the script its backend schedules (`render::script`).
 
 use std::collections::BTreeMap;
 
@@ -15,55 +15,11 @@ use serde::Serialize;
 use super::local::LocalOptions;
 use super::slurm::{SlurmOptions, SlurmSpec};
 use crate::error::Result;
-use crate::executor::Executor;
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
 
-/// How ranks are started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LaunchMode {
-    /// One Slurm task per GPU (Bridge's performance scripts' default).
-    Srun,
-    /// One Slurm task per node running torchrun with one worker per GPU.
-    Torchrun,
-}
-
-/// torchrun flag spelling: PyTorch >= 1.x accepts both, Debian's 1.13 only underscores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FlagStyle {
-    Dash,
-    Underscore,
-}
-
-/// Which container runtime starts the ranks' containers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ContainerRuntime {
-    /// NVIDIA's pyxis SPANK plugin (enroot): `srun --container-image=...`.
-    Pyxis,
-    /// Slurm's native OCI containers: `srun --container=BUNDLE` (the site's `oci.conf`
-    /// names the runtime, e.g. crun or runc).
-    Oci,
-}
-
-/// The ranks' container. The job directory is always mounted at its own path: the rank
-/// runtime, the rank plan, the trainer settings and the secrets file live there.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Container {
-    pub runtime: ContainerRuntime,
-    /// pyxis: an enroot URI or `.sqsh` file; OCI: a root filesystem or bundle directory.
-    pub image: String,
-    /// `SRC:DST[:FLAGS]`, after the job directory's own mount.
-    pub mounts: Vec<String>,
-    pub workdir: Option<String>,
-    pub writable: bool,
-    /// pyxis: mount the home directory (`Some(true)`), do not (`Some(false)`), or leave it
-    /// to the site's pyxis default (`None`).
-    pub mount_home: Option<bool>,
-}
+pub use super::vocab::{Container, ContainerRuntime, FlagStyle, LaunchMode};
 
 /// Launch choices from the command line (all plain data): what every target needs, and the
 /// target with its own options.
@@ -102,16 +58,6 @@ pub enum Target {
     /// torchrun without Slurm: this machine, or every machine of a hand-started run
     /// (`render::local`, `backend::local`).
     Local(LocalOptions),
-}
-
-impl Target {
-    /// The backend that schedules the target's request.
-    pub fn executor(&self) -> Executor {
-        match self {
-            Target::Slurm(_) => Executor::Slurm,
-            Target::Local(_) => Executor::Local,
-        }
-    }
 }
 
 /// The user's code shipped with the job: an archive in the job directory that the job
@@ -249,23 +195,6 @@ impl LaunchSpec {
         }
     }
 
-    /// The backend that schedules this job.
-    pub fn executor(&self) -> Executor {
-        match &self.target {
-            TargetSpec::Slurm(_) => Executor::Slurm,
-            TargetSpec::Local(_) => Executor::Local,
-        }
-    }
-
-    /// The target's dry-run request: the script its backend schedules
-    /// (`render::slurm::request`, `render::local::request`).
-    pub fn request(&self, templates: &super::template::Templates) -> Result<String> {
-        match &self.target {
-            TargetSpec::Slurm(s) => super::slurm::request(self, s, templates),
-            TargetSpec::Local(l) => super::local::request(self, l, templates),
-        }
-    }
-
     /// The Slurm job's own part, if it is one.
     pub fn slurm(&self) -> Option<&SlurmSpec> {
         match &self.target {
@@ -282,7 +211,12 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     let mut decisions = Vec::new();
     let target = match &opts.target {
         Target::Slurm(slurm) => {
-            TargetSpec::Slurm(super::slurm::spec(plan, opts, slurm, &mut decisions)?)
+            let job = super::slurm::Job {
+                name: &opts.job_name,
+                dir: &opts.job_dir,
+                container: opts.container.as_ref(),
+            };
+            TargetSpec::Slurm(super::slurm::spec(plan, &job, slurm, &mut decisions)?)
         }
         Target::Local(local) => TargetSpec::Local(local.clone()),
     };
