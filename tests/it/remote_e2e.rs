@@ -351,6 +351,9 @@ fn laptop_to_cluster_over_real_ssh() {
     a_connection_cut_during_sbatch_queues_one_job(&r);
     a_connection_cut_mid_upload_leaves_nothing(&r);
     list_from_the_laptop(&r);
+    rotated_and_truncated_output_through_ssh(&r);
+    packaged_bridge_checkout_is_the_bridge_root(&r);
+    the_login_nodes_records_are_the_evidence(&r);
 }
 
 /// Step 1, a negative control: the same server under an alias whose known_hosts lacks its key.
@@ -646,10 +649,6 @@ fn list_from_the_laptop(r: &Remote) {
         .collect();
     names.sort();
     assert_eq!(names, ["boxed", "cut", "dropped", "sleeper"]);
-
-    rotated_and_truncated_output_through_ssh(&r);
-    packaged_bridge_checkout_is_the_bridge_root(&r);
-    the_login_nodes_records_are_the_evidence(&r);
 }
 
 /// `logs -f` from the laptop while the job rotates its output file (renamed away with
