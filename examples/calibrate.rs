@@ -79,6 +79,8 @@ fn recipe_for(model: &str) -> Option<&'static str> {
         "MIXTRAL_8X7B" => "mixtral_8x7b",
         "MIXTRAL_8X22B" => "mixtral_8x22b",
         "KIMI_K2" => "kimi_k2",
+        "NEMOTRON_3_NANO" => "nemotron_3_nano",
+        "NEMOTRON_3_5_LIGHTNING" => "nemotron_3_5_lightning",
         _ => return None,
     })
 }
@@ -275,6 +277,7 @@ fn starting_constants() -> Efficiency {
         116.0, 1050.0, // GEMM shape
         1.0, 1.0, 0.98, // NVLink, network, all-to-all
         0.11, 1e-6, 0.005, // exposed share, send latency, bucket tail
+        0.3,   // Mamba-2 conv and scan
     ]
     .into_iter()
     .enumerate()
@@ -282,7 +285,6 @@ fn starting_constants() -> Efficiency {
         set(&mut e, i, v);
     }
     e.compute.insert("default".into(), 0.5);
-    e.overhead_gib = 5.0;
     e.fit = None;
     e
 }
@@ -342,7 +344,7 @@ fn loss(rows: &[&Row], eff: &Efficiency) -> f64 {
 }
 
 /// The models above with routed experts (they take an expert TP size).
-const MOE: [&str; 7] = [
+const MOE: [&str; 9] = [
     "deepseek_v3",
     "gpt_oss_120b",
     "qwen3_30b_a3b",
@@ -350,6 +352,8 @@ const MOE: [&str; 7] = [
     "mixtral_8x7b",
     "mixtral_8x22b",
     "kimi_k2",
+    "nemotron_3_nano",
+    "nemotron_3_5_lightning",
 ];
 
 const KINDS: [&str; 5] = ["h100", "b200", "b300", "gb200", "gb300"];
@@ -369,12 +373,13 @@ fn set(eff: &mut Efficiency, i: usize, v: f64) {
         12 => eff.alltoall = v,
         13 => eff.overlapped_exposed = v,
         14 => eff.p2p_latency_s = v,
-        _ => eff.bucket_tail = v,
+        15 => eff.bucket_tail = v,
+        _ => eff.mamba = v,
     }
 }
 
 /// How many constants the fit sets (`set`'s indices).
-const CONSTANTS: usize = 16;
+const CONSTANTS: usize = 17;
 
 /// Coordinate descent with a golden-section search per constant, in log space.
 fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
@@ -386,6 +391,7 @@ fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
         8 | 9 => (1.0, 4096.0),
         10..=12 => (0.05, 1.0),
         13 | 15 => (0.005, 1.0),
+        16 => (0.01, 1.0),
         _ => (1e-6, 5e-3),
     };
     let g = (5f64.sqrt() - 1.0) / 2.0;
@@ -469,6 +475,82 @@ fn tune_row(
         &mut |_| {},
     )
     .unwrap()
+}
+
+/// The memory overhead (CUDA context, NCCL and Transformer Engine workspaces, allocator
+/// slack) fitted to the measured GPU runs under `results/*/gpu-measurements.csv`: each row's
+/// `max_reserved_gib` less the estimate's other terms for its `estimate_args`; the median over
+/// the rows. Returns it with each row's residual (GiB).
+fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(String, f64)>) {
+    let mut residuals = Vec::new();
+    let mut dirs: Vec<_> = std::fs::read_dir(root.join("results"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    for dir in dirs {
+        let Ok(text) = std::fs::read_to_string(dir.join("gpu-measurements.csv")) else {
+            continue;
+        };
+        let table = parse_csv(&text);
+        let header = &table[0];
+        let col = |n: &str| header.iter().position(|h| h == n).expect(n);
+        for f in table.iter().skip(1).filter(|f| f.len() == header.len()) {
+            let words: Vec<String> = f[col("estimate_args")]
+                .split_whitespace()
+                .map(|w| w.trim_matches('\'').to_string())
+                .collect();
+            let arg = |flag: &str| {
+                words
+                    .iter()
+                    .position(|w| w == flag)
+                    .and_then(|i| words.get(i + 1))
+                    .cloned()
+                    .expect(flag)
+            };
+            let sets: Vec<String> = words
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i > 0 && words[i - 1] == "--set")
+                .map(|(_, w)| w.clone())
+                .collect();
+            let (recipe, gpus) = (arg("-r"), arg("-g"));
+            let r = resolver.cat.recipe(&recipe).expect("recipe");
+            let hw = hardware::parse(&gpus, &resolver.cat.gpus, None).expect("gpus");
+            let parsed = overrides::parse_sets(&sets).expect("sets");
+            let plan = resolve::resolve(&resolve::Inputs {
+                sets: &parsed,
+                ..resolve::Inputs::new(&r, &hw, &resolver.stack)
+            })
+            .expect("measured row resolves");
+            let mut eff = Efficiency::embedded().unwrap();
+            eff.overhead_gib = 0.0;
+            let rest = estimate(&plan, &eff).unwrap().memory_gib_per_gpu;
+            let measured: f64 = f[col("max_reserved_gib")]
+                .parse()
+                .expect("max_reserved_gib");
+            residuals.push((
+                format!(
+                    "{} {}",
+                    dir.file_name().unwrap().to_string_lossy(),
+                    f[col("job")]
+                ),
+                measured - rest,
+            ));
+        }
+    }
+    let overhead = median(residuals.iter().map(|r| r.1).collect());
+    (overhead, residuals)
+}
+
+/// The model family a calibration recipe belongs to (the README's leave-one-model-out table).
+fn family(recipe: &str) -> &'static str {
+    if recipe.starts_with("nemotron") {
+        "hybrid Mamba-Transformer"
+    } else if MOE.contains(&recipe) {
+        "MoE transformer"
+    } else {
+        "dense transformer"
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -570,7 +652,9 @@ fn main() {
             continue;
         };
         let Some(recipe) = recipe_for(&f[c_model]) else {
-            skip("model shape not in ovlaunch (Nemotron hybrids, GPT-3, Llama 4, DeepSeek-V4)");
+            skip(
+                "model shape not in ovlaunch (Nemotron 3 Super and Ultra, which Bridge 0.6.2 does not ship; GPT-3, Llama 4, DeepSeek-V4, Nemotron-4 340B)",
+            );
             continue;
         };
         let Some(precision) = precision_for(&f[c_prec]) else {
@@ -695,7 +779,18 @@ fn main() {
 
     // A fixed start (round values near the last fit), so that a run reproduces the shipped
     // constants and figures exactly whatever `hardware/efficiency.json` holds.
-    let start = starting_constants();
+    let mut start = starting_constants();
+    let (overhead, residuals) = fit_overhead(&root, &resolver);
+    println!(
+        "memory overhead fitted to {} measured GPU run(s): {overhead:.3} GiB (residuals: {residuals:?}){}",
+        residuals.len(),
+        if residuals.len() < 2 {
+            "; one point fits one constant exactly, so it has no held-out memory error"
+        } else {
+            ""
+        }
+    );
+    start.overhead_gib = overhead;
     // The ranking term's rivals: tune's best layouts under the starting constants (never the
     // published one), for rows whose published layout is predicted to fit.
     let mut rival_cache: BTreeMap<String, Vec<(Plan, Vec<RankLoad>)>> = BTreeMap::new();
@@ -759,6 +854,7 @@ fn main() {
     groups.sort();
     groups.dedup();
     let mut logo_err = Vec::new();
+    let mut logo_family: Vec<(&str, f64)> = Vec::new();
     let mut top5 = (0usize, 0usize);
     let mut per_group = Vec::new();
     let mut tuned: BTreeMap<(String, String, String, String), bool> = BTreeMap::new();
@@ -848,6 +944,9 @@ fn main() {
         top5.0 += hits;
         top5.1 += tried;
         per_group.push((g.to_string(), held.len(), median(errs.clone()), hits, tried));
+        for (r, e) in held.iter().zip(&errs) {
+            logo_family.push((family(r.recipe), *e));
+        }
         logo_err.extend(errs);
     }
     println!(
@@ -858,10 +957,27 @@ fn main() {
         top5.1,
         top5.0 as f64 / top5.1.max(1) as f64 * 100.0
     );
-    println!("\n| held-out model | rows | median abs error | published layout in top 5 |");
-    println!("|---|---|---|---|");
+    println!("\n| family | held-out model | rows | median abs error | published layout in top 5 |");
+    println!("|---|---|---|---|---|");
     for (g, n, m, h, t) in &per_group {
-        println!("| {g} | {n} | {:.1}% | {h}/{t} |", m * 100.0);
+        println!(
+            "| {} | {g} | {n} | {:.1}% | {h}/{t} |",
+            family(g),
+            m * 100.0
+        );
+    }
+    let mut by_family: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (f, e) in &logo_family {
+        by_family.entry(f).or_default().push(*e);
+    }
+    println!("\n| family | rows | leave-one-model-out median abs error |");
+    println!("|---|---|---|");
+    for (f, errs) in &by_family {
+        println!(
+            "| {f} | {} | {:.1}% |",
+            errs.len(),
+            median(errs.clone()) * 100.0
+        );
     }
     if std::env::var_os("CALIBRATE_ROWS").is_some() {
         for r in &rows {

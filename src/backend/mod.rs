@@ -4,7 +4,7 @@
 //!
 //! Contract: a [`Backend`] schedules a job's dry-run request (the job directory the core
 //! rendered, `job::Job`, written; its script is the request its target rendered, e.g.
-//! `render::slurm::request`), reports its [`JobStatus`], cancels it and streams its output.
+//! `render::script::sbatch`), reports its [`JobStatus`], cancels it and streams its output.
 //! [`submit`] is the dry run written (atomically, from the rendered artifacts) then
 //! scheduled, as torchx's `submit = schedule(dryrun)`. The backend a job used is recorded in its `submission.json` by
 //! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].

@@ -279,13 +279,7 @@ pub fn job_dir(
         let dir = host.absolute(dir)?;
         return Ok((dir.clone(), mirror(&dir)));
     }
-    let remote_root = host.absolute(Path::new(
-        settings
-            .remote_jobs_root
-            .value
-            .as_deref()
-            .unwrap_or(".local/state/ovlaunch/jobs"),
-    ))?;
+    let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
     while root.join(&name).exists() || host.stat(&remote_root.join(&name))?.is_some() {
@@ -293,6 +287,17 @@ pub fn job_dir(
         n += 1;
     }
     Ok((remote_root.join(&name), Some(root.join(&name))))
+}
+
+/// The jobs root on the login node of `host`, absolute there.
+pub fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf> {
+    host.absolute(Path::new(
+        settings
+            .remote_jobs_root
+            .value
+            .as_deref()
+            .unwrap_or(".local/state/ovlaunch/jobs"),
+    ))
 }
 
 /// The jobs root in force, absolute.
@@ -315,9 +320,14 @@ fn absolute(dir: PathBuf) -> Result<PathBuf> {
     Ok(cwd.join(dir))
 }
 
-/// The experiment's directory of job name `job_name` (`{experiment_dir}`).
-pub fn experiment_dir(settings: &Settings, job_name: &str) -> Result<PathBuf> {
-    Ok(jobs_root(settings)?.join("experiments").join(job_name))
+/// The experiment's directory of job name `job_name` (`{experiment_dir}`): under the jobs
+/// root of the machine the job directory is on (the login node's with `--host`).
+pub fn experiment_dir(settings: &Settings, host: &dyn Host, job_name: &str) -> Result<PathBuf> {
+    let root = match host.remote() {
+        Some(_) => remote_jobs_root(settings, host)?,
+        None => jobs_root(settings)?,
+    };
+    Ok(root.join("experiments").join(job_name))
 }
 
 impl LaunchArgs {
@@ -698,7 +708,7 @@ pub fn options(
             }
         }
     }
-    let experiment = experiment_dir(settings, &job_name)?;
+    let experiment = experiment_dir(settings, host, &job_name)?;
     let uses_experiment = plan
         .trainer
         .as_ref()
@@ -780,18 +790,15 @@ impl Prepared {
         let Some(dir) = &self.experiment else {
             return Ok(());
         };
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| {
-                Error::runtime(format!(
-                    "cannot create the experiment directory {}: {e}",
-                    dir.display()
-                ))
-                .help("it is JOBS_ROOT/experiments/JOB_NAME: choose a writable --jobs-root")
-            })
+        self.host.make_dir(dir).map_err(|e| {
+            Error::runtime(format!(
+                "cannot create the experiment directory {}{}: {}",
+                dir.display(),
+                self.host.on(),
+                e.message
+            ))
+            .help("it is JOBS_ROOT/experiments/JOB_NAME: choose a writable --jobs-root (--remote-jobs-root with --host)")
+        })
     }
 }
 
@@ -1101,6 +1108,7 @@ fn bare_bridge_warning(plan: &Plan, opts: &LaunchOptions, args: &LaunchArgs) -> 
     (opts.container.is_none()
         && !args.no_container
         && bridge_runner
+        && !opts.package.as_ref().is_some_and(|p| p.bridge_root)
         && plan.versions.bridge_root == crate::version::DEFAULT_BRIDGE_ROOT)
         .then(|| {
             format!(

@@ -216,15 +216,11 @@ pub enum Command {
         output: output::OutputArg,
     },
     /// List the jobs under the jobs root, rendered and submitted: name, id, state, submit
-    /// time, GPUs, recipe and directory.
+    /// time, GPUs, recipe and directory; with --host (or a profile's host), also those under
+    /// the login node's jobs root.
     List {
-        /// Where job directories live (also OVLAUNCH_JOBS_ROOT or the profile's jobs_root;
-        /// default: ~/.local/state/ovlaunch/jobs).
-        #[arg(long, value_name = "DIR")]
-        jobs_root: Option<std::path::PathBuf>,
-        /// The site profile that names the jobs root (also OVLAUNCH_PROFILE).
-        #[arg(long, value_name = "NAME")]
-        profile: Option<String>,
+        #[command(flatten)]
+        place: jobs::PlaceArgs,
         #[command(flatten)]
         output: output::OutputArg,
     },
@@ -565,17 +561,7 @@ fn dispatch(
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
-        (
-            Some(Command::List {
-                jobs_root,
-                profile,
-                output,
-            }),
-            _,
-        ) => {
-            let root = settings::Settings::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
-            list::run(p, &root, output)
-        }
+        (Some(Command::List { place, output }), _) => list::run(p, &place.place()?, output),
         (
             Some(Command::Submit(SubmitCmd {
                 dir: Some(dir),

@@ -317,15 +317,11 @@ impl Settings {
     ) -> Result<Settings> {
         let name = selected(inputs)?;
         let mut layered = flags.combine(Layer::from_env(inputs.env));
-        let mut env = Vec::new();
         if let Some(name) = &name {
             for src in [inputs.project, inputs.user].into_iter().flatten() {
                 if let Some(p) = src.file.profiles.get(name) {
                     layered = layered.combine(Layer::from_profile(src, name, p));
                 }
-            }
-            if let Some(flag_envs) = flag_envs {
-                env = profile_env(name, flag_envs, inputs)?;
             }
         }
         let l = layered;
@@ -335,7 +331,7 @@ impl Settings {
                 origins: vec![Origin::Default],
             })
         };
-        Ok(Settings {
+        let mut settings = Settings {
             given,
             profile: name,
             account: typed(l.account, None, some)?,
@@ -367,8 +363,13 @@ impl Settings {
             container_mounts: list(l.container_mounts),
             sbatch_args: list(l.sbatch_args),
             srun_args: list(l.srun_args),
-            env,
-        })
+            env: Vec::new(),
+        };
+        // The profile's env after its other settings (their errors first).
+        if let (Some(name), Some(flag_envs)) = (&settings.profile, flag_envs) {
+            settings.env = profile_env(name, flag_envs, inputs)?;
+        }
+        Ok(settings)
     }
 
     /// Reads the profiles files and the environment, then [`Settings::resolve`]s.

@@ -33,6 +33,10 @@ pub struct TuneCmd {
 /// the catalog for every candidate.
 struct Resolver {
     loaded: load::Loaded,
+    /// A PP / VP the user fixed with `--set`: the search keeps to it (each candidate sets
+    /// its own PP and VP, so the user's are taken off the overrides).
+    pipeline: Option<u32>,
+    virtual_pipeline: Option<Option<u32>>,
 }
 
 impl Resolver {
@@ -42,8 +46,34 @@ impl Resolver {
                 .at_flag("--plugin")
                 .help("tune the layout first, then launch with the plugins"));
         }
+        let (pp_key, vp_key) = (
+            crate::config::MODEL.pipeline_model_parallel_size,
+            crate::config::MODEL.virtual_pipeline_model_parallel_size,
+        );
+        let parsed = overrides::parse_sets(&args.sets)?;
+        let value = |k: &str| {
+            parsed
+                .iter()
+                .find(|s| s.path() == k)
+                .map(|s| s.value.clone())
+        };
+        let pipeline = match value(pp_key) {
+            Some(v) => Some(v.as_u64().map(|n| n as u32).ok_or_else(|| {
+                Error::usage(format!("{pp_key} must be a number to tune with it")).at_flag("--set")
+            })?),
+            None => None,
+        };
+        let virtual_pipeline = value(vp_key).map(|v| v.as_u64().map(|n| n as u32));
+        let mut args = args.clone();
+        args.sets.retain(|s| {
+            ![pp_key, vp_key]
+                .iter()
+                .any(|k| s.starts_with(&format!("{k}=")))
+        });
         Ok(Self {
-            loaded: load::Loaded::load(&load::PlanRequest::flags(args))?,
+            loaded: load::Loaded::load(&load::PlanRequest::flags(&args))?,
+            pipeline,
+            virtual_pipeline,
         })
     }
 
@@ -172,6 +202,8 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
     let search = tune::Search {
         top: cmd.top,
         headroom: cmd.headroom / 100.0,
+        pipeline: r.pipeline,
+        virtual_pipeline: r.virtual_pipeline,
     };
     let outcome: Outcome =
         tune::tune(&base, &eff, &search, &known, &mut resolve_fn, &mut progress)?;

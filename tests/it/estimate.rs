@@ -12,7 +12,7 @@ use ovlaunch::plan::Plan;
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
 
-use crate::common::{ok, run, stderr};
+use crate::common::{ok, run, stderr, usage_error};
 
 fn plan(recipe: &str, gpus: &str, sets: &[String]) -> ovlaunch::error::Result<Plan> {
     let cat = Catalog::embedded()?;
@@ -335,7 +335,7 @@ proptest! {
     /// replicas with the global batch weak-scaled: the job never predicts fewer tokens/s.
     #[test]
     fn more_gpus_never_predict_fewer_tokens_per_second(
-        recipe in select(vec!["llama3_8b", "llama3_70b"]),
+        recipe in select(vec!["llama3_8b", "llama3_70b", "nemotronh_8b_pretrain", "nemotronh_56b"]),
         kind in select(vec!["h100", "b200", "gb200", "gb300"]),
         tp in select(vec![1u32, 2, 4, 8]),
         pp in select(vec![1u32, 2, 4]),
@@ -368,7 +368,7 @@ proptest! {
     /// search's headroom free, and its exact plan's estimate says so.
     #[test]
     fn tune_never_proposes_a_layout_that_does_not_fit(
-        recipe in select(vec!["llama3_8b", "llama3_70b", "llama31_405b", "qwen3_30b_a3b", "gpt_oss_120b"]),
+        recipe in select(vec!["llama3_8b", "llama3_70b", "llama31_405b", "qwen3_30b_a3b", "gpt_oss_120b", "nemotron_3_nano", "nemotronh_56b"]),
         kind in select(vec!["h100", "b200", "gb200"]),
         nodes in select(vec![1u32, 2, 4, 8, 16]),
     ) {
@@ -487,4 +487,178 @@ fn tune_with_mtp_turned_off_keeps_the_recipes_batch_and_drops_the_mtp_stage() {
     let c = first(&given);
     let command = c["command"].as_str().unwrap();
     assert_eq!(batch(command).as_deref(), Some("8192"), "{command}");
+}
+
+/// DeepSeek-V3's layouts are written by hand; PP 16 at the recipe's VP has none, so the estimate
+/// takes Bridge's PP 16 split (VP 1) and says so, in the text and in the JSON; a PP Bridge
+/// writes no layout for is refused (exit 2) naming the field and the splits it has.
+#[test]
+fn estimate_of_a_hand_laid_out_model_at_another_pipeline_split() {
+    let args = [
+        "estimate",
+        "-r",
+        "deepseek_v3",
+        "-g",
+        "h100x1024",
+        "--set",
+        "model.pipeline_model_parallel_size=16",
+    ];
+    let text = ok(&args);
+    assert!(text.contains("TP2 PP16 VP1"), "{text}");
+    assert!(
+        text.contains("pipeline layout Etttt|tttt|") && text.contains("Bridge recipe variant"),
+        "{text}"
+    );
+    let json = ok(&[&args[..], &["-o", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let d = &v["decisions"][0];
+    assert_eq!(d["field"], "model.pipeline_model_parallel_layout");
+    assert!(d["value"].as_str().unwrap().ends_with("tmL"), "{d}");
+    assert!(v["tokens_per_sec_per_gpu"].as_f64().unwrap() > 0.0);
+    let err = usage_error(&[
+        "estimate",
+        "-r",
+        "deepseek_v3",
+        "-g",
+        "h100x1024",
+        "--set",
+        "model.pipeline_model_parallel_size=5",
+    ]);
+    assert!(
+        err.contains("model.pipeline_model_parallel_size") && err.contains("(16, 1)"),
+        "{err}"
+    );
+    // Kimi K2 at PP 16 with the recipe's VP 2: a Bridge variant's own layout.
+    let text = ok(&[
+        "estimate",
+        "-r",
+        "kimi_k2",
+        "-g",
+        "h100x1024",
+        "--set",
+        "model.pipeline_model_parallel_size=16",
+    ]);
+    assert!(
+        text.contains("PP16 VP2") && text.contains("Et|(tt|)*30L"),
+        "{text}"
+    );
+}
+
+/// Hybrid Mamba-Transformer recipes are estimated (no "not modelled"), their model TFLOP/s
+/// follow Bridge's own hybrid FLOP counter, and tune ranks their layouts.
+#[test]
+fn hybrid_models_are_estimated_and_tuned() {
+    for r in ["nemotron_3_nano", "nemotronh_8b_pretrain", "nemotronh_56b"] {
+        let out = ok(&["estimate", "-r", r, "-g", "h100x64", "-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert!(v.get("modelled").is_none(), "{r}: {out}");
+        let tps = v["tokens_per_sec_per_gpu"].as_f64().unwrap();
+        assert!(tps > 100.0, "{r}: {tps}");
+    }
+    let out = ok(&[
+        "tune",
+        "-r",
+        "nemotron_3_nano",
+        "-g",
+        "h100x16",
+        "--top",
+        "3",
+    ]);
+    assert!(out.contains("1. TP"), "{out}");
+}
+
+/// Megatron-Bridge's own FLOP counter, run live where the Bridge venv is present
+/// (`OVLAUNCH_BRIDGE_PYTHON`), gives the per-token figures the unit test holds as fixtures and
+/// `Arch::flops_per_token` reproduces.
+#[test]
+fn hybrid_flop_fixtures_are_bridges_live_counter() {
+    let Some(py) = std::env::var_os("OVLAUNCH_BRIDGE_PYTHON") else {
+        if std::env::var("OVLAUNCH_REQUIRE_BRIDGE").as_deref() == Ok("1") {
+            panic!("OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)");
+        }
+        eprintln!("skipped: OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)");
+        return;
+    };
+    let fixtures = [
+        (
+            "nemotron_3_nano_pretrain_16gpu_h100_bf16_config",
+            22278094848.0,
+        ),
+        (
+            "nemotron_3_5_lightning_pretrain_16gpu_h100_bf16_config",
+            28147236864.0,
+        ),
+        ("nemotronh_8b_pretrain_2gpu_h100_bf16_config", 44272975872.0),
+        (
+            "nemotronh_56b_pretrain_8gpu_h100_bf16_config",
+            335372353536.0,
+        ),
+        (
+            "nemotron_nano_9b_v2_pretrain_2gpu_h100_bf16_config",
+            45999882240.0,
+        ),
+    ];
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new(py)
+        .arg(format!("{root}/tests/bridge/hybrid_flops.py"))
+        .args(fixtures.iter().map(|f| f.0))
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    for (f, want) in fixtures {
+        assert_eq!(v[f].as_f64().unwrap(), want, "{f}");
+    }
+}
+
+/// Tune given a PP keeps to it: every candidate has that PP and, for a hand-laid-out model,
+/// launches with Bridge's layout for its split.
+#[test]
+fn tune_with_a_users_pipeline_size_keeps_to_it_with_bridges_layout() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "deepseek_v3",
+        "-g",
+        "h100x1024",
+        "--set",
+        "model.pipeline_model_parallel_size=16",
+        "--top",
+        "3",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let cands = v["candidates"].as_array().unwrap();
+    assert!(!cands.is_empty());
+    let known = Catalog::embedded()
+        .unwrap()
+        .recipe("deepseek_v3")
+        .unwrap()
+        .pipeline_splits();
+    for c in cands {
+        assert_eq!(c["layout"]["pipeline_model_parallel_size"], 16, "{c}");
+        let vp = c["layout"]["virtual_pipeline_model_parallel_size"]
+            .as_u64()
+            .map(|v| v as u32)
+            .filter(|v| *v > 1);
+        let split = known
+            .iter()
+            .find(|k| (k.pipeline, k.virtual_pipeline) == (16, vp))
+            .expect("a Bridge split");
+        let command = c["command"].as_str().unwrap();
+        assert!(
+            command.contains(&format!(
+                "model.pipeline_model_parallel_layout={}",
+                split.layout_for(1)
+            )),
+            "{command}"
+        );
+    }
 }

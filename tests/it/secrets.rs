@@ -1,7 +1,8 @@
 //! Secrets reach the job through `secrets.env` and nowhere else. Marker values go in through
 //! every channel a secret can take (`--env`, `--set env_vars.`, a recipe's and a hardware
 //! file's env, a plugin option, a plugin passthrough from the launcher's environment, `--env
-//! NAME` taking the launcher's own value, a Bridge config field that holds a secret), with
+//! NAME` taking the launcher's own value, a project profile's env, a Bridge config field that
+//! holds a secret), with
 //! names from every branch of the secret rule (`*_TOKEN`, `TOKEN`, `*_KEY`, `*SECRET*`,
 //! `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`). Then every output is searched: stdout and
 //! stderr of every command that shows a plan, an env, a script or a job, every error message
@@ -28,7 +29,11 @@ const SECRETS: &[(&str, &str)] = &[
     ("SITE_PASSWORD", "mk7-env-password"),
     ("GOOGLE_APPLICATION_CREDENTIALS", "mk8-credentials"),
     ("NGC_API_KEY", "mk9-launcher-env-by-name"),
+    ("SITE_DB_SECRET", "mk10-profile-env"),
 ];
+
+/// The project's profile, whose env holds a secret.
+const PROFILE: &str = "profiles:\n  sec:\n    env: {SITE_DB_SECRET: mk10-profile-env}\n";
 
 const RECIPE: &str = "name: secretive\ntrainer: [\"true\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\nenv_vars: {DB_PASSWD: mk3-recipe-passwd, PLAIN_VAR: visible}\n";
 const HARDWARE: &str = "- {kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1, env: {TOKEN: mk4-hardware-token}}\n";
@@ -70,6 +75,7 @@ impl Env {
         std::fs::write(p.join("r.yaml"), RECIPE).unwrap();
         std::fs::write(p.join("hw.yaml"), HARDWARE).unwrap();
         std::fs::write(p.join("passer.yaml"), PLUGIN).unwrap();
+        std::fs::write(p.join(".ovlaunch.yaml"), PROFILE).unwrap();
         std::fs::create_dir(p.join("bin")).unwrap();
         for (n, t) in [("sbatch", SBATCH), ("srun", SRUN)] {
             std::fs::write(p.join("bin").join(n), t).unwrap();
@@ -99,6 +105,8 @@ impl Env {
             &self.p("passer.yaml"),
             "--plugin",
             "passer",
+            "--profile",
+            "sec",
             "--plugin",
             "wandb:project=p,api_key=mk5-plugin-option",
             "--env",
@@ -436,7 +444,7 @@ fn errors_quoting_a_secrets_line_show_no_secret(env: &Env) {
     )
     .unwrap();
     let o = env.run(&plus(base("r.yaml", "hw.yaml"), &["--profile", "x"]));
-    std::fs::remove_file(dir.join(".ovlaunch.yaml")).unwrap();
+    std::fs::write(dir.join(".ovlaunch.yaml"), PROFILE).unwrap();
     assert_eq!(
         o.status.code(),
         Some(2),

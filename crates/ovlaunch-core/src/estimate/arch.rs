@@ -12,7 +12,9 @@
 
 use serde_json::Value;
 
+use super::hybrid::Hybrid;
 use crate::config::ModelConfig;
+use crate::plan::Plan;
 
 /// Multi-latent attention dimensions (DeepSeek-V2/V3 style).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,6 +61,9 @@ pub struct Arch {
     pub mla: Option<Mla>,
     /// Multi-token-prediction layers (each a full transformer layer plus a projection).
     pub mtp_layers: f64,
+    /// A hybrid Mamba-Transformer's layer pattern and Mamba-2 mixer (`layers` is then the
+    /// pattern's length, each layer one mixer or MLP).
+    pub hybrid: Option<Hybrid>,
 }
 
 /// Megatron's padded-vocabulary fallback when a recipe names no vocabulary size.
@@ -103,7 +108,50 @@ impl Arch {
                 v_head_dim: f64::from(m.v_head_dim.unwrap_or(128)),
             }),
             mtp_layers: m.mtp_num_layers.map_or(0.0, f64::from),
+            hybrid: None,
         }
+    }
+
+    /// The shape of a plan's model: [`Arch::from_model`], with the hybrid layer pattern and
+    /// Mamba-2 mixer of the plan's Bridge function where its model is a hybrid one (the MoE
+    /// layers then those of the pattern, the vocabulary the tokenizer's where the model
+    /// leaves it open).
+    pub fn of_plan(plan: &Plan) -> Self {
+        let mut a = Self::from_model(&plan.model);
+        if let Some(h) = super::hybrid::of_plan(plan) {
+            if let Some(moe) = &mut a.moe {
+                moe.moe_layers = h.counts.moe;
+            }
+            if let (None, Some(v)) = (plan.model.vocab_size, h.vocab_size) {
+                a.vocab = f64::from(v);
+            }
+            a.hybrid = Some(h);
+        }
+        a
+    }
+
+    /// Attention layers (every layer of a transformer).
+    pub fn attn_layers(&self) -> f64 {
+        self.hybrid.as_ref().map_or(self.layers, |h| h.counts.attn)
+    }
+
+    /// Mamba-2 layers, and the weights of one.
+    pub fn mamba_layers(&self) -> f64 {
+        self.hybrid.as_ref().map_or(0.0, |h| h.counts.mamba)
+    }
+
+    fn mamba_params(&self) -> f64 {
+        self.hybrid
+            .as_ref()
+            .map_or(0.0, |h| h.mamba.params(self.hidden))
+    }
+
+    /// MoE-layer weights but the routed experts, and the forward multiply-adds per token of
+    /// one MoE layer (shared experts, router, the active routed experts).
+    fn moe_block_macs(&self) -> f64 {
+        self.moe.map_or(0.0, |m| {
+            self.moe_dense_params() + m.topk * self.expert_params()
+        })
     }
 
     fn mlp_mats(&self) -> f64 {
@@ -155,14 +203,24 @@ impl Arch {
         self.moe.map_or(0.0, |m| m.moe_layers)
     }
 
+    /// Dense-MLP layers: a transformer's layers without routed experts, a hybrid
+    /// pattern's `-` layers.
     pub fn dense_layers(&self) -> f64 {
-        self.layers - self.moe_layers()
+        match &self.hybrid {
+            Some(h) => h.counts.mlp,
+            None => self.layers - self.moe_layers(),
+        }
     }
 
     /// Weights that every rank of a model-parallel group shares the work of (attention,
     /// dense MLPs, shared experts, router, embedding and LM head), over the whole model.
     pub fn dense_params_total(&self) -> f64 {
         let h = self.hidden;
+        if self.hybrid.is_some() {
+            return self.hybrid_mixer_params()
+                + 2.0 * self.vocab * h
+                + self.mtp_layers * self.mtp_params();
+        }
         self.layers * self.attn_params()
             + self.dense_layers() * self.dense_mlp_params()
             + self.moe_layers() * self.moe_dense_params()
@@ -204,6 +262,9 @@ impl Arch {
     /// precision, attention core and LM head which stay in BF16, routed experts' share of
     /// the first).
     pub fn forward_macs(&self) -> Macs {
+        if let Some(hy) = &self.hybrid {
+            return self.hybrid_forward_macs(hy);
+        }
         let moe_active = self
             .moe
             .map_or(0.0, |m| m.moe_layers * (m.topk * self.expert_params()));
@@ -220,6 +281,7 @@ impl Arch {
             attn,
             head,
             experts: moe_active,
+            ssm: 0.0,
         }
     }
 
@@ -231,6 +293,12 @@ impl Arch {
     /// Forward multiply-adds per token of one MTP layer: a transformer layer, the projection
     /// of the concatenated embeddings and its own pass through the LM head.
     pub fn mtp_layer_macs(&self) -> f64 {
+        if let Some(hy) = &self.hybrid {
+            return self.hybrid_mtp_linear_macs(hy)
+                + hy.mtp.attn * self.attn_core_macs()
+                + hy.mtp.mamba * hy.mamba.scan_macs()
+                + self.head_macs();
+        }
         self.attn_params()
             + self.dense_mlp_params()
             + 2.0 * self.hidden * self.hidden
@@ -240,11 +308,22 @@ impl Arch {
 
     /// Weights of one MTP layer (the LM head is shared with the model's).
     pub fn mtp_params(&self) -> f64 {
+        if let Some(hy) = &self.hybrid {
+            let c = &hy.mtp;
+            return c.attn * self.attn_params()
+                + c.mamba * hy.mamba.params(self.hidden)
+                + c.mlp * self.dense_mlp_params()
+                + c.moe * self.moe_dense_params()
+                + 2.0 * self.hidden * self.hidden;
+        }
         self.attn_params() + self.dense_mlp_params() + 2.0 * self.hidden * self.hidden
     }
 
     /// Dense (replicated over EP) weights of an average transformer layer.
     pub fn dense_params_per_layer(&self) -> f64 {
+        if self.hybrid.is_some() {
+            return self.hybrid_mixer_params() / self.layers.max(1.0);
+        }
         self.attn_params()
             + (self.dense_layers() * self.dense_mlp_params()
                 + self.moe_layers() * self.moe_dense_params())
@@ -259,6 +338,9 @@ impl Arch {
     /// The low-precision linear layers' forward multiply-adds per token by GEMM family.
     pub fn linear_pieces(&self) -> LinearPieces {
         let h = self.hidden;
+        if let Some(hy) = &self.hybrid {
+            return self.hybrid_linear_pieces(hy);
+        }
         LinearPieces {
             attn: (self.layers + self.mtp_layers) * self.attn_params(),
             dense_mlp: (self.dense_layers() + self.mtp_layers) * self.dense_mlp_params()
@@ -267,16 +349,31 @@ impl Arch {
             experts: self
                 .moe
                 .map_or(0.0, |m| m.moe_layers * m.topk * self.expert_params()),
+            mamba: 0.0,
         }
     }
 
     /// Model FLOPs per token, forward and backward, no recompute.
     pub fn flops_per_token(&self) -> f64 {
+        if let Some(hy) = &self.hybrid {
+            return self.hybrid_model_flops_per_token(hy);
+        }
         self.forward_macs().total() * 6.0
     }
 
     /// Forward multiply-adds of one layer's pieces per token (for recompute costs).
     pub fn layer_forward_macs(&self) -> LayerMacs {
+        if let Some(hy) = &self.hybrid {
+            let l = self.layers.max(1.0);
+            let c = &hy.counts;
+            return LayerMacs {
+                attn_linear: (c.attn * self.attn_params()
+                    + c.mamba * hy.mamba.linear_macs(self.hidden))
+                    / l,
+                attn_core: (c.attn * self.attn_core_macs() + c.mamba * hy.mamba.scan_macs()) / l,
+                mlp: (c.mlp * self.dense_mlp_params() + c.moe * self.moe_block_macs()) / l,
+            };
+        }
         let moe_share = self.moe_layers() / self.layers;
         let routed = self.moe.map_or(0.0, |m| m.topk * self.expert_params());
         LayerMacs {
@@ -370,6 +467,27 @@ impl Arch {
         let ln = if a.recompute.layernorm { 0.0 } else { 4.0 };
         let masks = if a.dropout { 2.0 } else { 0.0 };
         let unsplit = ln + masks + 2.0 * gemm_in;
+        if let Some(hy) = &self.hybrid {
+            // One block per layer: its LN input and dropout mask (half the pair each) and its
+            // input, then the block's own pieces; a Mamba mixer's by its own closed form.
+            let unsplit = (ln + masks) / 2.0 + gemm_in;
+            let per = |split: f64| {
+                if a.sp || t == 1.0 {
+                    (unsplit + split) / t
+                } else {
+                    unsplit + split / t
+                }
+            };
+            let c = &hy.counts;
+            let sp_split = if a.sp { t } else { 1.0 };
+            let mamba =
+                (ln / 2.0) / sp_split + hy.mamba.activation_bytes_per_token(h, t, sp_split) / h;
+            let sum = c.attn * per(attn_split + score)
+                + c.mlp * per(dense_mlp)
+                + c.moe * per(moe_mlp)
+                + c.mamba * mamba;
+            return sbh * sum / self.layers.max(1.0);
+        }
         // Score terms split by TP (heads), never by SP.
         let per_rank = if a.sp || t == 1.0 {
             (unsplit + attn_split + mlp_split + score) / t
@@ -377,6 +495,82 @@ impl Arch {
             unsplit + (attn_split + mlp_split + score) / t
         };
         sbh * per_rank
+    }
+
+    /// A hybrid model's layer weights but the embedding, LM head and MTP: its attention,
+    /// Mamba-2, dense-MLP and MoE layers (routed experts left out).
+    fn hybrid_mixer_params(&self) -> f64 {
+        let c = self.hybrid.as_ref().map(|h| h.counts).unwrap_or_default();
+        c.attn * self.attn_params()
+            + c.mamba * self.mamba_params()
+            + c.mlp * self.dense_mlp_params()
+            + c.moe * self.moe_dense_params()
+    }
+
+    /// One hybrid MTP depth's GEMM multiply-adds per token (its pattern's layers and the
+    /// projection of the concatenated embeddings), routed experts' active share included.
+    fn hybrid_mtp_linear_macs(&self, hy: &Hybrid) -> f64 {
+        let c = &hy.mtp;
+        c.attn * self.attn_params()
+            + c.mamba * hy.mamba.linear_macs(self.hidden)
+            + c.mlp * self.dense_mlp_params()
+            + c.moe * self.moe_block_macs()
+            + 2.0 * self.hidden * self.hidden
+    }
+
+    fn hybrid_linear_pieces(&self, hy: &Hybrid) -> LinearPieces {
+        let (c, m) = (&hy.counts, &hy.mtp);
+        let d = self.mtp_layers;
+        let routed = self.moe.map_or(0.0, |x| x.topk * self.expert_params());
+        LinearPieces {
+            attn: (c.attn + d * m.attn) * self.attn_params(),
+            dense_mlp: (c.mlp + d * m.mlp) * self.dense_mlp_params()
+                + d * 2.0 * self.hidden * self.hidden,
+            moe_dense: (c.moe + d * m.moe) * self.moe_dense_params(),
+            experts: (c.moe + d * m.moe) * routed,
+            mamba: (c.mamba + d * m.mamba) * hy.mamba.linear_macs(self.hidden),
+        }
+    }
+
+    fn hybrid_forward_macs(&self, hy: &Hybrid) -> Macs {
+        let p = self.hybrid_linear_pieces(hy);
+        let d = self.mtp_layers;
+        Macs {
+            linear: p.attn + p.dense_mlp + p.moe_dense + p.experts + p.mamba,
+            attn: (hy.counts.attn + d * hy.mtp.attn) * self.attn_core_macs(),
+            head: self.vocab * self.hidden * (1.0 + d),
+            experts: p.experts,
+            ssm: (hy.counts.mamba + d * hy.mtp.mamba) * hy.mamba.scan_macs(),
+        }
+    }
+
+    /// Model FLOPs per token of a hybrid model as Megatron-Bridge counts them for its
+    /// published "model TFLOP/s" (`training/utils/flop_utils.py`, `hybrid_flops`): per layer
+    /// kind, a Mamba layer's projections taken at `d_inner = 2·hidden` and its scan at
+    /// `7·d_inner·state`, attention and (routed, shared) MLPs as for a transformer, the
+    /// router left out, the LM head once per MTP depth too; times 3 for the backward.
+    fn hybrid_model_flops_per_token(&self, hy: &Hybrid) -> f64 {
+        let h = self.hidden;
+        let c = &hy.counts;
+        let m = &hy.mamba;
+        let d_in = 2.0 * h;
+        let mamba = 2.0 * h * (2.0 * d_in + 2.0 * m.groups * m.state + m.heads)
+            + 7.0 * d_in * m.state
+            + 2.0 * d_in * h;
+        let attn = 2.0 * self.attn_params() + 2.0 * self.attn_core_macs();
+        let mlp = 2.0 * self.dense_mlp_params();
+        let moe = self.moe.map_or(0.0, |x| {
+            2.0 * self.mlp_mats() * h * (x.ffn * x.topk + x.shared_ffn)
+        });
+        let head = 2.0 * h * self.vocab * (1.0 + self.mtp_layers);
+        // Bridge counts the MTP depths' pattern layers with the main pattern's.
+        let d = self.mtp_layers;
+        let k = |main: f64, mtp: f64| main + d * mtp;
+        3.0 * (k(c.attn, hy.mtp.attn) * attn
+            + k(c.mlp, hy.mtp.mlp) * mlp
+            + k(c.mamba, hy.mtp.mamba) * mamba
+            + k(c.moe, hy.mtp.moe) * moe
+            + head)
     }
 }
 
@@ -388,11 +582,13 @@ pub struct Macs {
     pub head: f64,
     /// The routed experts' part of `linear`.
     pub experts: f64,
+    /// Mamba-2 conv1d and SSD scan (BF16/FP32 kernels, not GEMMs).
+    pub ssm: f64,
 }
 
 impl Macs {
     pub fn total(&self) -> f64 {
-        self.linear + self.attn + self.head
+        self.linear + self.attn + self.head + self.ssm
     }
 }
 
@@ -408,6 +604,8 @@ pub struct LinearPieces {
     pub moe_dense: f64,
     /// Routed experts (the active ones).
     pub experts: f64,
+    /// Mamba-2 in and out projections.
+    pub mamba: f64,
 }
 
 /// Forward multiply-adds of one (average) layer per token.

@@ -24,6 +24,9 @@ pub struct Efficiency {
     /// efficiency at the higher peak).
     pub fp8: f64,
     pub fp4: f64,
+    /// The Mamba-2 conv1d and SSD scan kernels' rate as a share of the GEMMs' (hybrid
+    /// models).
+    pub mamba: f64,
     /// GEMM size efficiency `M/(M+gemm_m0) · N/(N+gemm_n0)` on one GPU's smaller GEMM
     /// dimensions: tokens per microbatch (per local expert for routed experts) and the
     /// hidden (expert ffn) size per tensor-parallel rank.

@@ -23,6 +23,7 @@ fn gpt(layers: f64, hidden: f64, heads: f64, seq: f64, vocab: f64) -> Arch {
         moe: None,
         mla: None,
         mtp_layers: 0.0,
+        hybrid: None,
     }
 }
 
@@ -371,4 +372,164 @@ fn generated_pipeline_layouts_balance_the_loss_stage() {
     // Even splits and too few layers need no layout.
     assert_eq!(pipeline_layout(64, 16, None, true, tail), None);
     assert_eq!(pipeline_layout(7, 4, Some(2), false, 0.0), None);
+}
+
+/// Megatron-Bridge's own model-FLOP count per token (`flop_utils.num_floating_point_operations`,
+/// hybrid branch, batch 1, TP 1), computed by `tests/bridge/hybrid_flops.py` under Bridge 0.6.2
+/// for each function; `tests/it/estimate.rs` re-runs it where the Bridge venv is present.
+pub(crate) const BRIDGE_HYBRID_FLOPS: &[(&str, &str, f64)] = &[
+    (
+        "nemotron_3_nano",
+        "nemotron_3_nano_pretrain_16gpu_h100_bf16_config",
+        22278094848.0,
+    ),
+    (
+        "nemotron_3_5_lightning",
+        "nemotron_3_5_lightning_pretrain_16gpu_h100_bf16_config",
+        28147236864.0,
+    ),
+    (
+        "nemotronh_8b_pretrain",
+        "nemotronh_8b_pretrain_2gpu_h100_bf16_config",
+        44272975872.0,
+    ),
+    (
+        "nemotronh_56b_pretrain",
+        "nemotronh_56b_pretrain_8gpu_h100_bf16_config",
+        335372353536.0,
+    ),
+    (
+        "nemotron_nano_9b_v2_pretrain",
+        "nemotron_nano_9b_v2_pretrain_2gpu_h100_bf16_config",
+        45999882240.0,
+    ),
+];
+
+/// The plan of a recipe's variant that runs Bridge function `function`.
+pub(crate) fn plan_of_function(recipe: &str, function: &str) -> Plan {
+    let cat = Catalog::embedded().unwrap();
+    let r = cat.recipe(recipe).unwrap();
+    let v = r
+        .variants
+        .iter()
+        .find(|v| v.bridge_recipe.as_deref() == Some(function))
+        .unwrap_or_else(|| panic!("{function}"));
+    let gpus = format!("{}x{}", v.gpu, v.num_gpus.unwrap());
+    let hw = hardware::parse(&gpus, &cat.gpus, None).unwrap();
+    let p = resolve::resolve(&resolve::Inputs {
+        precision: Some(&v.precision),
+        variant: v.variant.as_deref(),
+        ..resolve::Inputs::new(&r, &hw, &Stack::default())
+    })
+    .unwrap();
+    assert_eq!(p.recipe.bridge_recipe.as_deref(), Some(function));
+    p
+}
+
+#[test]
+fn hybrid_model_flops_match_bridges_counter() {
+    for (recipe, function, bridge) in BRIDGE_HYBRID_FLOPS {
+        let p = plan_of_function(recipe, function);
+        let a = Arch::of_plan(&p);
+        assert!(a.hybrid.is_some(), "{function}");
+        let ours = a.flops_per_token();
+        assert!(
+            close(ours, *bridge, 1e-9),
+            "{function}: {ours} vs Bridge {bridge}"
+        );
+    }
+}
+
+/// Mamba-2 (Dao & Gu 2024) §6: the chunked SSD algorithm costs O(T·N²) training FLOPs with
+/// head dim P = N: per token and head the diagonal block's `C·Bᵀ` (Q·N/2 multiply-adds,
+/// causal) and `(L∘CBᵀ)·X` (Q·P/2), the chunk state `Bᵀ·X` (N·P) and the state output `C·h`
+/// (N·P). With Q = P = N = 64, one head and one group and no conv that is 3·N² = 12,288
+/// multiply-adds per token, linear in the sequence (attention's grows with it).
+#[test]
+fn ssd_scan_costs_match_the_mamba2_chunked_algorithm() {
+    use super::hybrid::Mamba;
+    let m = Mamba {
+        heads: 1.0,
+        head_dim: 64.0,
+        state: 64.0,
+        groups: 1.0,
+        chunk: 64.0,
+        conv: 0.0,
+    };
+    assert_eq!(m.scan_macs(), 3.0 * 64.0 * 64.0);
+    // Nemotron-H 8B's mixer: 128 heads of 64, state 128, 8 groups, chunk 128, conv width 4:
+    // conv 4·(8192 + 2·8·128) + groups 8·128·128/2 + heads 128·(128·64/2 + 2·128·64).
+    let h =
+        super::hybrid::Hybrid::of_function("nemotronh_8b_pretrain_2gpu_h100_bf16_config").unwrap();
+    let want = 4.0 * (8192.0 + 2048.0) + 8.0 * 128.0 * 64.0 + 128.0 * (4096.0 + 16384.0);
+    assert_eq!(h.mamba.scan_macs(), want);
+    // Its projections: in_proj 4096 -> 2·8192 + 2·8·128 + 128, out_proj 8192 -> 4096.
+    assert_eq!(
+        h.mamba.linear_macs(4096.0),
+        4096.0 * (16384.0 + 2048.0 + 128.0) + 8192.0 * 4096.0
+    );
+    // Weights: the projections, conv1d (10240 channels × (4 + 1)), dt bias, A and D (3·128)
+    // and the gated norm (8192): Nemotron-H 8B's Mamba layer holds 109.9M parameters.
+    let params = h.mamba.params(4096.0);
+    assert_eq!(
+        params,
+        4096.0 * 18560.0 + 10240.0 * 5.0 + 384.0 + 8192.0 + 8192.0 * 4096.0
+    );
+}
+
+/// Activation memory of a Mamba-2 mixer per token: BF16 input, in_proj output, conv output,
+/// scan output and norm output, FP32 chunk states; TP splits all but the input, SP the input.
+#[test]
+fn mamba_activation_bytes_split_by_tp_and_sp() {
+    let h =
+        super::hybrid::Hybrid::of_function("nemotronh_8b_pretrain_2gpu_h100_bf16_config").unwrap();
+    let m = h.mamba;
+    let one = m.activation_bytes_per_token(4096.0, 1.0, 1.0);
+    let want = 2.0 * 4096.0
+        + 2.0 * (18560.0 + 10240.0 + 2.0 * 8192.0)
+        + 4.0 * 128.0 * 64.0 * 128.0 / 128.0;
+    assert_eq!(one, want);
+    let tp2_sp = m.activation_bytes_per_token(4096.0, 2.0, 2.0);
+    assert_eq!(tp2_sp, want / 2.0);
+}
+
+/// Nemotron-H 8B: 24 Mamba-2, 4 attention and 24 MLP layers; 7.0B weights in its layers
+/// (norms aside), 8.1B with the 131,072-token embedding and LM head of its release (the
+/// name's size); Bridge's recipe trains it with a 32,000-token NullTokenizer.
+#[test]
+fn nemotronh_8b_parameters() {
+    let p = plan_of_function(
+        "nemotronh_8b_pretrain",
+        "nemotronh_8b_pretrain_2gpu_h100_bf16_config",
+    );
+    let a = Arch::of_plan(&p);
+    let c = a.hybrid.as_ref().unwrap().counts;
+    assert_eq!((c.mamba, c.attn, c.mlp, c.moe), (24.0, 4.0, 24.0, 0.0));
+    assert_eq!(a.vocab, 32000.0);
+    let layers = (a.dense_params_total() - 2.0 * a.vocab * a.hidden) / 1e9;
+    assert!((6.95..7.1).contains(&layers), "{layers}");
+    let released = (layers * 1e9 + 2.0 * 131072.0 * a.hidden) / 1e9;
+    assert!((8.0..8.2).contains(&released), "{released}");
+}
+
+/// A vision-language provider's plan is estimated (its language model's fields) with the
+/// encoder named as left out; a gated-DeltaNet one is not modelled, with the reason.
+#[test]
+fn vision_language_names_the_encoder_left_out_and_linear_attention_is_not_modelled() {
+    let mut p = plan_for("llama3_8b", "h100x8", None, &[]);
+    assert!(scope_notes(&p).is_empty());
+    p.recipe.model_class =
+        Some("megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLModelProvider".into());
+    assert_eq!(unmodelled(&p), None);
+    let notes = scope_notes(&p);
+    assert_eq!(notes.len(), 1);
+    assert!(notes[0].contains("vision encoder"), "{notes:?}");
+    assert!(estimate(&p, &Efficiency::embedded().unwrap()).is_ok());
+    p.recipe.model_class =
+        Some("megatron.bridge.models.qwen.qwen_provider.Qwen3NextModelProvider".into());
+    let why = unmodelled(&p).unwrap();
+    assert!(
+        why.contains("gated DeltaNet") && why.contains("no row"),
+        "{why}"
+    );
 }

@@ -265,6 +265,10 @@ pub struct Search {
     pub top: usize,
     /// The share of each GPU's memory a proposed layout leaves free, 0 to 1.
     pub headroom: f64,
+    /// Only layouts with this pipeline size (a user's PP).
+    pub pipeline: Option<u32>,
+    /// Only layouts with this virtual pipeline size (`Some(None)`: none; a user's VP).
+    pub virtual_pipeline: Option<Option<u32>>,
 }
 
 impl Search {
@@ -279,6 +283,8 @@ impl Search {
         Self {
             top,
             headroom: Self::HEADROOM,
+            pipeline: None,
+            virtual_pipeline: None,
         }
     }
 
@@ -525,7 +531,15 @@ pub fn tune(
     } else {
         vec![Recompute::None, Recompute::Full]
     };
-    let layouts = enumerate(base, known);
+    let mut layouts = enumerate(base, known);
+    layouts.retain(|l| {
+        search
+            .pipeline
+            .is_none_or(|pp| l.pipeline_model_parallel_size == pp)
+            && search.virtual_pipeline.is_none_or(|vp| {
+                l.virtual_pipeline_model_parallel_size.filter(|v| *v > 1) == vp.filter(|v| *v > 1)
+            })
+    });
     if layouts.len() > 2000 {
         progress(&format!("tune: scoring {} layouts", layouts.len()));
     }

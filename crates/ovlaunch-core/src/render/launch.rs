@@ -5,8 +5,8 @@
 //! setup lines, torchrun arguments, command prefix, trainer argv, CPU placement, container)
 //! apart from each target's own part ([`Target`] / [`TargetSpec`]): the Slurm job's options
 //! and what they become (sbatch directives, srun arguments, teardown, `render::slurm`), or
-//! the local run's (`render::local`). Each target's module also renders its dry-run request,
-//! the script its backend schedules.
+//! the local run's (`render::local`). `LaunchSpec::request` (`render::artifacts`) renders the
+//! target's dry-run request, the script its backend schedules (`render::script`).
 
 use std::collections::BTreeMap;
 
@@ -15,55 +15,11 @@ use serde::Serialize;
 use super::local::LocalOptions;
 use super::slurm::{SlurmOptions, SlurmSpec};
 use crate::error::Result;
-use crate::executor::Executor;
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
 
-/// How ranks are started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LaunchMode {
-    /// One Slurm task per GPU (Bridge's performance scripts' default).
-    Srun,
-    /// One Slurm task per node running torchrun with one worker per GPU.
-    Torchrun,
-}
-
-/// torchrun flag spelling: PyTorch >= 1.x accepts both, Debian's 1.13 only underscores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FlagStyle {
-    Dash,
-    Underscore,
-}
-
-/// Which container runtime starts the ranks' containers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ContainerRuntime {
-    /// NVIDIA's pyxis SPANK plugin (enroot): `srun --container-image=...`.
-    Pyxis,
-    /// Slurm's native OCI containers: `srun --container=BUNDLE` (the site's `oci.conf`
-    /// names the runtime, e.g. crun or runc).
-    Oci,
-}
-
-/// The ranks' container. The job directory is always mounted at its own path: the rank
-/// runtime, the rank plan, the trainer settings and the secrets file live there.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Container {
-    pub runtime: ContainerRuntime,
-    /// pyxis: an enroot URI or `.sqsh` file; OCI: a root filesystem or bundle directory.
-    pub image: String,
-    /// `SRC:DST[:FLAGS]`, after the job directory's own mount.
-    pub mounts: Vec<String>,
-    pub workdir: Option<String>,
-    pub writable: bool,
-    /// pyxis: mount the home directory (`Some(true)`), do not (`Some(false)`), or leave it
-    /// to the site's pyxis default (`None`).
-    pub mount_home: Option<bool>,
-}
+pub use super::vocab::{Container, ContainerRuntime, FlagStyle, LaunchMode};
 
 /// Launch choices from the command line (all plain data): what every target needs, and the
 /// target with its own options.
@@ -104,16 +60,6 @@ pub enum Target {
     Local(LocalOptions),
 }
 
-impl Target {
-    /// The backend that schedules the target's request.
-    pub fn executor(&self) -> Executor {
-        match self {
-            Target::Slurm(_) => Executor::Slurm,
-            Target::Local(_) => Executor::Local,
-        }
-    }
-}
-
 /// The user's code shipped with the job: an archive in the job directory that the job
 /// script unpacks into `JOB_DIR/code` before the launch step (so every rank and container,
 /// which see the job directory at its own path, import it), put first on `PYTHONPATH`.
@@ -122,14 +68,22 @@ pub struct Package {
     /// The directory inside the unpacked code that goes on `PYTHONPATH` (`""`: its root;
     /// `"src"` for a Megatron-Bridge checkout).
     pub python_path: String,
+    /// A Megatron-Bridge checkout with its runner: the unpacked code is the Bridge root
+    /// (its `scripts/training/run_recipe.py` is the trainer).
+    pub bridge_root: bool,
 }
 
 impl Package {
+    /// Where the code is unpacked in the job directory `job_dir`.
+    pub fn root(&self, job_dir: &str) -> String {
+        format!("{job_dir}/{}", layout::PACKAGE_DIR)
+    }
+
     /// The unpack and `PYTHONPATH` lines of the job script for the job directory `job_dir`.
     pub fn setup_lines(&self, job_dir: &str) -> Vec<String> {
         use super::shell::quote;
         let archive = format!("{job_dir}/{}", layout::PACKAGE_ARCHIVE);
-        let code = format!("{job_dir}/{}", layout::PACKAGE_DIR);
+        let code = self.root(job_dir);
         let path = if self.python_path.is_empty() {
             code.clone()
         } else {
@@ -241,23 +195,6 @@ impl LaunchSpec {
         }
     }
 
-    /// The backend that schedules this job.
-    pub fn executor(&self) -> Executor {
-        match &self.target {
-            TargetSpec::Slurm(_) => Executor::Slurm,
-            TargetSpec::Local(_) => Executor::Local,
-        }
-    }
-
-    /// The target's dry-run request: the script its backend schedules
-    /// (`render::slurm::request`, `render::local::request`).
-    pub fn request(&self, templates: &super::template::Templates) -> Result<String> {
-        match &self.target {
-            TargetSpec::Slurm(s) => super::slurm::request(self, s, templates),
-            TargetSpec::Local(l) => super::local::request(self, l, templates),
-        }
-    }
-
     /// The Slurm job's own part, if it is one.
     pub fn slurm(&self) -> Option<&SlurmSpec> {
         match &self.target {
@@ -274,7 +211,12 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     let mut decisions = Vec::new();
     let target = match &opts.target {
         Target::Slurm(slurm) => {
-            TargetSpec::Slurm(super::slurm::spec(plan, opts, slurm, &mut decisions)?)
+            let job = super::slurm::Job {
+                name: &opts.job_name,
+                dir: &opts.job_dir,
+                container: opts.container.as_ref(),
+            };
+            TargetSpec::Slurm(super::slurm::spec(plan, &job, slurm, &mut decisions)?)
         }
         Target::Local(local) => TargetSpec::Local(local.clone()),
     };
@@ -306,11 +248,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     } else {
         Vec::new()
     };
-    let trainer = if opts.trainer.is_empty() {
-        default_trainer(plan, opts.dirs())
-    } else {
-        opts.trainer.clone()
-    };
+    let trainer = trainer_argv(plan, opts, &mut decisions);
     Ok(LaunchSpec {
         job_name: opts.job_name.clone(),
         job_dir: opts.job_dir.clone(),
@@ -439,6 +377,43 @@ pub fn placement(plan: &Plan, decisions: &mut Vec<Decision>) -> AffinityPlan {
         membind: true,
         cores,
     }
+}
+
+/// The trainer's argv: the user's (`-- TRAINER...`), else [`default_trainer`]; Bridge's
+/// runner from the shipped checkout when `--package` ships one (a recorded decision).
+fn trainer_argv(plan: &Plan, opts: &LaunchOptions, decisions: &mut Vec<Decision>) -> Vec<String> {
+    if !opts.trainer.is_empty() {
+        return opts.trainer.clone();
+    }
+    let mut argv = default_trainer(plan, opts.dirs());
+    let runner = format!(
+        "{}/{}",
+        plan.versions.bridge_root,
+        crate::resolve::trainer::RUNNER
+    );
+    let shipped = opts
+        .package
+        .as_ref()
+        .filter(|p| p.bridge_root && plan.recipe.trainer.is_none());
+    if let (Some(p), Some(word)) = (shipped, argv.get_mut(1))
+        && *word == runner
+    {
+        *word = format!(
+            "{}/{}",
+            p.root(&opts.job_dir),
+            crate::resolve::trainer::RUNNER
+        );
+        decisions.push(Decision::new(
+            "trainer.runner",
+            word.as_str(),
+            format!(
+                "--package ships a Megatron-Bridge checkout: its own {} runs (not {runner}), its src first on PYTHONPATH",
+                crate::resolve::trainer::RUNNER
+            ),
+            Source::User,
+        ));
+    }
+    argv
 }
 
 /// The recipe's own trainer, else Bridge's runner with the plan's overrides

@@ -13,3 +13,4 @@ pub use crate::shell;
 pub mod slurm;
 pub mod slurm_values;
 pub mod template;
+pub mod vocab;

@@ -1,0 +1,100 @@
+//! The memory terms of the estimate, per pipeline rank: weights (and Transformer Engine's
+//! low-precision copies), gradients, optimizer state, the activations of the microbatches in
+//! flight and the fitted runtime overhead; the estimate reports the rank that needs the most.
+//!
+//! Contract: pure functions of a [`Ctx`] and the pipeline ranks' loads.
+
+use super::arch::{ActivationInputs, Selective};
+use super::stages::{self, RankLoad};
+use super::step::Ctx;
+use super::{GIB, Memory, PrecisionClass};
+
+/// Activation bytes one layer keeps per microbatch on one GPU (Korthikanti et al., with SP
+/// and selective recompute), a fully recomputed layer keeping only its input.
+pub(crate) fn activation_per_layer(c: &Ctx, selective: Selective, full_frac: f64) -> f64 {
+    let sp = c.plan.model.sequence_parallel;
+    let per_layer = c.arch.activation_bytes_per_layer(&ActivationInputs {
+        tokens: c.mbs * c.seq / c.cp,
+        seq_per_rank: c.seq / c.cp,
+        tp: c.tp,
+        sp,
+        flash: true,
+        // Megatron-Bridge's LLM recipes train without dropout.
+        dropout: false,
+        lowp_inputs: c.prec != PrecisionClass::Bf16,
+        recompute: selective,
+    });
+    let input_only = c.mbs * c.seq / c.cp * c.h * 2.0 / if sp { c.tp } else { 1.0 };
+    full_frac * input_only + (1.0 - full_frac) * per_layer
+}
+
+/// Memory of pipeline rank `rank` holding `r`, given one layer's activations per microbatch.
+pub(crate) fn of_rank(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> Memory {
+    let m = &c.plan.model;
+    let fsdp = c.plan.ddp.use_megatron_fsdp;
+    let (dp_dense, dp_expert) = c.dp_groups();
+    let lowp_param = m.fp8_param.unwrap_or(false) || m.fp4_param.unwrap_or(false);
+    let weight_shard = |x: f64, n: f64| if fsdp { x / n } else { x };
+    let dense = c.dense_of(r);
+    let expert = c.expert_of(r);
+    let mut weights_b = 2.0 * (weight_shard(dense, dp_dense) + weight_shard(expert, dp_expert));
+    if c.prec != PrecisionClass::Bf16 && !lowp_param {
+        // Transformer Engine keeps a low-precision copy (and transpose) of each weight.
+        weights_b += (dense + expert)
+            * if c.prec == PrecisionClass::Fp4 {
+                1.0
+            } else {
+                2.0
+            };
+    }
+    let grads_b = c.grad_bytes * (weight_shard(dense, dp_dense) + weight_shard(expert, dp_expert));
+    let opt_b = if c.dist_opt() {
+        12.0 * (dense / dp_dense + expert / dp_expert)
+    } else {
+        12.0 * (dense + expert)
+    };
+    Memory {
+        weights_gib: weights_b / GIB,
+        gradients_gib: grads_b / GIB,
+        optimizer_gib: opt_b / GIB,
+        activations_gib: activations(c, rank, r, per_layer) / GIB,
+        overhead_gib: c.eff.overhead_gib,
+        capacity_gib: c.perf.hbm_gib,
+    }
+}
+
+/// Activation bytes rank `rank` holds at its peak: its layers' activations for the chunks in
+/// flight under 1F1B (less the layers offloaded to the host), and on the last stage the LM
+/// head's FP32 logits and their gradient for one microbatch.
+fn activations(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> f64 {
+    let m = &c.plan.model;
+    let layers = r.layers + r.mtp;
+    let offloaded = if m.cpu_offloading {
+        f64::from(m.cpu_offloading_num_layers).min(layers)
+    } else {
+        0.0
+    };
+    let chunks = stages::chunks_in_flight(rank, c.pp as u32, c.vp_u, c.micro);
+    let mut act_b = per_layer * (layers - offloaded).max(0.0) / c.vp * chunks;
+    if r.loss {
+        act_b += 2.0 * c.mbs * c.seq / c.cp * c.arch.vocab / c.tp * 4.0;
+    }
+    act_b
+}
+
+/// The pipeline rank that needs the most memory.
+pub(crate) fn peak(
+    c: &Ctx,
+    loads: &[RankLoad],
+    busiest: &RankLoad,
+    selective: Selective,
+    full_frac: f64,
+) -> Memory {
+    let per_layer = activation_per_layer(c, selective, full_frac);
+    loads
+        .iter()
+        .enumerate()
+        .map(|(i, r)| of_rank(c, i as u32, r, per_layer))
+        .max_by(|a, b| a.total().total_cmp(&b.total()))
+        .unwrap_or_else(|| of_rank(c, 0, busiest, per_layer))
+}

@@ -1,0 +1,575 @@
+//! The step-time terms of the estimate, each a small function of one cause: what the busiest
+//! pipeline rank computes, the GEMM efficiency of its shapes, the TP, CP, EP, PP and DP
+//! communication (total and what overlap leaves exposed), the pipeline bubble and the optimizer
+//! step. `super::estimate_with_stages` adds them up; the module docs of `crate::estimate`
+//! state the model and its sources.
+//!
+//! Contract: pure functions of a [`Ctx`] (the plan's scalars, read once) and the pipeline
+//! ranks' loads; seconds are per microbatch (`_mb`) or per step as named.
+
+use super::arch::{Arch, Selective};
+use super::stages::RankLoad;
+use super::{Efficiency, PrecisionClass};
+use crate::catalog::hardware::GpuPerf;
+use crate::plan::Plan;
+
+/// The plan's scalars every term reads.
+pub(crate) struct Ctx<'a> {
+    pub plan: &'a Plan,
+    pub perf: &'a GpuPerf,
+    pub eff: &'a Efficiency,
+    pub arch: Arch,
+    pub world: f64,
+    pub tp: f64,
+    pub pp: f64,
+    pub cp: f64,
+    pub ep: f64,
+    pub etp: f64,
+    pub dp: f64,
+    pub vp_u: u32,
+    pub vp: f64,
+    /// GPUs per NVLink domain for this job.
+    pub domain: f64,
+    pub mbs: f64,
+    pub gbs: f64,
+    /// Microbatches per step per pipeline.
+    pub micro: f64,
+    pub seq: f64,
+    pub h: f64,
+    pub prec: PrecisionClass,
+    /// Bytes per gradient element (FP32 with `grad_reduce_in_fp32`).
+    pub grad_bytes: f64,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(plan: &'a Plan, perf: &'a GpuPerf, eff: &'a Efficiency) -> Self {
+        let arch = Arch::of_plan(plan);
+        let par = &plan.parallelism;
+        let vp_u = par.virtual_pipeline.unwrap_or(1).max(1) as u32;
+        let mbs = f64::from(plan.train.micro_batch_size);
+        let gbs = f64::from(plan.train.global_batch_size);
+        let dp = par.data as f64;
+        Self {
+            plan,
+            perf,
+            eff,
+            world: par.world_size as f64,
+            tp: par.tensor as f64,
+            pp: par.pipeline as f64,
+            cp: par.context as f64,
+            ep: par.expert as f64,
+            etp: par.expert_tensor as f64,
+            dp,
+            vp_u,
+            vp: f64::from(vp_u),
+            domain: f64::from(plan.hardware.job_nvlink_domain()),
+            mbs,
+            gbs,
+            micro: (gbs / (mbs * dp)).max(1.0),
+            seq: arch.seq,
+            h: arch.hidden,
+            prec: PrecisionClass::of(plan),
+            grad_bytes: if plan.ddp.grad_reduce_in_fp32 {
+                4.0
+            } else {
+                2.0
+            },
+            arch,
+        }
+    }
+
+    /// Forward multiply-adds per token one pipeline rank holds.
+    pub fn work(&self, r: &RankLoad) -> f64 {
+        let a = &self.arch;
+        r.layers * a.layer_forward_macs().total()
+            + r.mtp * a.mtp_layer_macs()
+            + if r.loss { a.head_macs() } else { 0.0 }
+    }
+
+    /// Dense weights one GPU of a pipeline rank holds: its layers' share, the embedding on
+    /// the first, the LM head on the last, MTP layers where they are.
+    pub fn dense_of(&self, r: &RankLoad) -> f64 {
+        let a = &self.arch;
+        (r.layers * a.dense_params_per_layer()
+            + r.mtp * a.mtp_params()
+            + if r.embedding { a.vocab * self.h } else { 0.0 }
+            + if r.loss { a.vocab * self.h } else { 0.0 })
+            / self.tp
+    }
+
+    /// Routed-expert weights one GPU of a pipeline rank holds.
+    pub fn expert_of(&self, r: &RankLoad) -> f64 {
+        r.layers * self.arch.expert_params_per_layer() / (self.ep * self.etp)
+    }
+
+    /// Whether the optimizer state is sharded over data parallelism.
+    pub fn dist_opt(&self) -> bool {
+        let ddp = &self.plan.ddp;
+        ddp.use_megatron_fsdp
+            || ddp.use_distributed_optimizer
+            || self.plan.optimizer.use_distributed_optimizer
+    }
+
+    /// Data-parallel group sizes of the dense weights (DP × CP) and of the experts.
+    pub fn dp_groups(&self) -> (f64, f64) {
+        (
+            self.dp * self.cp,
+            (self.world / (self.ep * self.etp * self.pp)).max(1.0),
+        )
+    }
+}
+
+/// The busiest pipeline rank and how much more than the average it carries.
+pub(crate) struct Busiest {
+    pub load: RankLoad,
+    /// Its work times PP over all ranks' work (1: balanced).
+    pub imbalance: f64,
+}
+
+/// The step runs at the busiest pipeline rank's pace.
+pub(crate) fn busiest(c: &Ctx, loads: &[RankLoad]) -> Busiest {
+    let total_work: f64 = loads.iter().map(|r| c.work(r)).sum();
+    let load = loads
+        .iter()
+        .copied()
+        .max_by(|a, b| c.work(a).total_cmp(&c.work(b)))
+        .unwrap_or_default();
+    let imbalance = if total_work > 0.0 {
+        c.work(&load) * c.pp / total_work
+    } else {
+        1.0
+    };
+    Busiest { load, imbalance }
+}
+
+/// Where a group of `size` ranks with rank stride `stride` communicates.
+fn link_bw(p: &GpuPerf, domain: f64, stride: f64, size: f64, eff: &Efficiency) -> f64 {
+    if stride * size <= domain {
+        p.nvlink_gb_s * 1e9 * eff.nvlink
+    } else {
+        p.scale_out_gb_s * 1e9 * eff.network
+    }
+}
+
+/// Ring collective share: each rank sends `(n-1)/n` of the buffer.
+fn ring(n: f64) -> f64 {
+    if n <= 1.0 { 0.0 } else { (n - 1.0) / n }
+}
+
+/// What activation recompute repeats: the selective modules, and the share of layers fully
+/// recomputed.
+pub(crate) fn recompute_of(plan: &Plan) -> (Selective, f64) {
+    let m = &plan.model;
+    match m.recompute_granularity.as_deref() {
+        Some("full") => {
+            let per_chunk = f64::from(m.num_layers)
+                / f64::from(m.pipeline_model_parallel_size)
+                / f64::from(m.vp());
+            let n = f64::from(m.recompute_num_layers.unwrap_or(1));
+            let frac = match m.recompute_method.as_deref() {
+                Some("block") => (n / per_chunk).min(1.0),
+                _ => 1.0,
+            };
+            (Selective::default(), frac)
+        }
+        Some("selective") => {
+            let mods = m
+                .recompute_modules
+                .clone()
+                .unwrap_or_else(|| vec!["core_attn".to_string()]);
+            let has = |x: &str| mods.iter().any(|s| s == x);
+            (
+                Selective {
+                    core_attn: has("core_attn"),
+                    core_attn_and_up_proj: has("mla_up_proj"),
+                    mlp: has("mlp"),
+                    moe: has("moe"),
+                    moe_act: has("moe_act"),
+                    layernorm: has("layernorm"),
+                },
+                0.0,
+            )
+        }
+        _ => (Selective::default(), 0.0),
+    }
+}
+
+/// Forward multiply-adds per token that recompute repeats, whole model.
+pub(crate) fn recompute_macs(a: &Arch, selective: Selective, full_frac: f64) -> f64 {
+    let lm = a.layer_forward_macs();
+    let mut macs = full_frac * lm.total() * a.layers;
+    if selective.core_attn {
+        macs += lm.attn_core * a.layers;
+    }
+    if selective.core_attn_and_up_proj {
+        macs += 0.5 * lm.attn_linear * a.layers;
+    }
+    if selective.mlp {
+        macs += a.dense_mlp_macs_total();
+    }
+    if selective.moe {
+        macs += a.moe_mlp_macs_total();
+    }
+    macs
+}
+
+/// GEMM efficiency by family: `M/(M+m0)` on its tokens (a microbatch after CP; for routed
+/// experts the tokens dispatched to one local expert, tokens · topk · EP / experts) times
+/// `d/(d+n0)` on each of its two weight dimensions (the hidden size, and the attention width,
+/// ffn or vocabulary split by TP or expert TP).
+pub(crate) struct GemmEff {
+    pub attn: f64,
+    /// Mamba-2 projections (`d_inner` split by TP).
+    pub mamba: f64,
+    pub mlp: f64,
+    pub head: f64,
+    pub shared: f64,
+    pub expert: f64,
+}
+
+pub(crate) fn gemm_efficiency(c: &Ctx) -> GemmEff {
+    let (a, eff, tp) = (&c.arch, c.eff, c.tp);
+    let gm = |m_dim: f64| m_dim / (m_dim + eff.gemm_m0);
+    let f = |d: f64| d / (d + eff.gemm_n0);
+    let tokens_mb = c.mbs * c.seq / c.cp;
+    let (shared, expert) = a.moe.map_or((1.0, 1.0), |moe| {
+        let m_dim = tokens_mb / tp * c.etp * moe.topk * c.ep / moe.experts;
+        (
+            gm(tokens_mb) * f(c.h) * f((moe.shared_ffn / tp).max(moe.experts)),
+            gm(m_dim) * f(c.h) * f(moe.ffn / c.etp),
+        )
+    });
+    GemmEff {
+        attn: gm(tokens_mb) * f(c.h) * f(a.attn_width() / tp),
+        mamba: a.hybrid.as_ref().map_or(1.0, |hy| {
+            gm(tokens_mb) * f(c.h) * f(hy.mamba.d_inner() / tp)
+        }),
+        mlp: gm(tokens_mb) * f(c.h) * f(a.ffn / tp),
+        head: gm(tokens_mb) * f(c.h) * f(a.vocab / tp),
+        shared,
+        expert,
+    }
+}
+
+/// Compute seconds per microbatch on the busiest GPU.
+pub(crate) struct Compute {
+    /// GEMMs, attention and weight traffic, recompute included.
+    pub t_mb: f64,
+    /// Of `t_mb`: the forward work recompute repeats.
+    pub recompute_mb: f64,
+    /// The attention core (what a CP ring exchange can hide behind).
+    pub attn_mb: f64,
+}
+
+/// Linear layers at the precision's peak, attention and the LM head at the BF16 peak, each
+/// GEMM family at its shape's efficiency, plus the weights streamed through HBM.
+pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
+    let (a, perf) = (&c.arch, c.perf);
+    let macs = a.forward_macs();
+    let e = gemm_efficiency(c);
+    let tokens_mb_gpu = c.mbs * c.seq / (c.tp * c.cp * c.pp) * b.imbalance;
+    let pieces = a.linear_pieces();
+    let linear_work = pieces.attn / e.attn
+        + pieces.dense_mlp / e.mlp
+        + pieces.moe_dense / e.shared
+        + pieces.experts / e.expert
+        + pieces.mamba / e.mamba;
+    // Recompute repeats a mix of those GEMMs: cost it at their average efficiency.
+    let e_avg = macs.linear / linear_work;
+    let lowp = 6.0 * linear_work + 2.0 * recompute / e_avg;
+    // The Mamba-2 conv1d and SSD scan run in their own kernels, at a fitted share of the
+    // GEMMs' rate (`Efficiency::mamba`).
+    let bf16 = 6.0 * (macs.attn / e.attn + macs.head / e.head) + 6.0 * macs.ssm / c.eff.mamba;
+    let ceff = c
+        .eff
+        .compute(&c.plan.hardware.gpu.kind, c.prec, a.moe.is_some());
+    let t_lowp = tokens_mb_gpu * lowp / (c.prec.peak(perf) * 1e12 * ceff);
+    let t_bf16 = tokens_mb_gpu * bf16 / (perf.bf16_tflops * 1e12 * ceff);
+    // Every microbatch also streams the GPU's weights through HBM twice (forward, data
+    // gradient) and reads and writes their gradient accumulators (weight gradient): what
+    // makes many small local experts (low EP) slow beyond their GEMM shapes.
+    let weights_gpu = c.dense_of(&b.load) + c.expert_of(&b.load);
+    let t_weights_mb = weights_gpu * (2.0 * 2.0 + 2.0 * c.grad_bytes) / (perf.hbm_tb_s * 1e12);
+    Compute {
+        t_mb: t_lowp + t_bf16 + t_weights_mb,
+        recompute_mb: tokens_mb_gpu * 2.0 * recompute / e_avg / (c.prec.peak(perf) * 1e12 * ceff),
+        attn_mb: tokens_mb_gpu * 6.0 * macs.attn / e.attn / (perf.bf16_tflops * 1e12 * ceff),
+    }
+}
+
+/// A communication's seconds in all and what overlap leaves exposed.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Comm {
+    pub total: f64,
+    pub exposed: f64,
+}
+
+impl Comm {
+    /// Hidden by an overlap setting up to the fitted exposed fraction, or not at all.
+    fn overlapped(total: f64, on: bool, eff: &Efficiency) -> Self {
+        Self {
+            total,
+            exposed: if on {
+                total * eff.overlapped_exposed
+            } else {
+                total
+            },
+        }
+    }
+
+    pub fn hidden(&self) -> f64 {
+        self.total - self.exposed
+    }
+}
+
+/// Layers on the busiest GPU: (all, MoE, dense).
+fn layers_on(c: &Ctx, b: &Busiest) -> (f64, f64, f64) {
+    let layers_gpu = b.load.layers + b.load.mtp;
+    let moe_share = c.arch.moe_layers() / c.arch.layers.max(1.0);
+    let moe_layers_gpu = b.load.layers * moe_share;
+    (layers_gpu, moe_layers_gpu, layers_gpu - moe_layers_gpu)
+}
+
+/// Bytes of one microbatch's hidden states after CP, BF16.
+fn act_bytes(c: &Ctx) -> f64 {
+    c.mbs * (c.seq / c.cp) * c.h * 2.0
+}
+
+/// TP with SP, per microbatch: attention and dense MLPs run 2 collectives each way per block;
+/// an MoE block with expert TP 1 leaves the MLP's pair to the expert all-to-all. Hidden by
+/// `tp_comm_overlap` up to the exposed fraction.
+pub(crate) fn tp_comm(c: &Ctx, b: &Busiest) -> Comm {
+    let (_, moe_layers_gpu, dense_layers_gpu) = layers_on(c, b);
+    let tp_bw = link_bw(c.perf, c.domain, 1.0, c.tp, c.eff);
+    let moe_block = if c.etp > 1.0 { 8.0 } else { 4.0 };
+    let tp_collectives = match &c.arch.hybrid {
+        // One block per pattern layer: a Mamba mixer, attention or MLP block runs 2
+        // collectives each way; an MoE block with expert TP 1 leaves them to the all-to-all.
+        Some(hy) => {
+            let k = &hy.counts;
+            let per_layer = (4.0 * (k.mamba + k.attn + k.mlp) + (moe_block - 4.0) * k.moe)
+                / c.arch.layers.max(1.0);
+            per_layer * b.load.layers + 8.0 * b.load.mtp
+        }
+        None => 8.0 * dense_layers_gpu + moe_block * moe_layers_gpu,
+    };
+    let total = tp_collectives * ring(c.tp) * act_bytes(c) / tp_bw;
+    Comm::overlapped(total, c.plan.model.tp_comm_overlap, c.eff)
+}
+
+/// CP, per microbatch: the ring exchange of K and V (forward) and of K, V and their gradients
+/// (backward), hidden behind the attention it feeds, never completely.
+pub(crate) fn cp_comm(c: &Ctx, b: &Busiest, attn_mb: f64) -> Comm {
+    let (a, tp, cp) = (&c.arch, c.tp, c.cp);
+    let (layers_gpu, _, _) = layers_on(c, b);
+    let cp_bw = link_bw(c.perf, c.domain, tp, cp, c.eff);
+    // K and V per token on one TP rank: the query groups' heads (replicated where TP exceeds
+    // them), or with multi-latent attention every head's up-projected key (with its rotary
+    // part) and value, which is what Megatron-Core's CP ring exchanges for MLA.
+    let kv_per_token = match a.mla {
+        Some(mla) => a.heads / tp * (mla.qk_head_dim + mla.qk_pos_emb_head_dim + mla.v_head_dim),
+        None => 2.0 * a.query_groups.max(tp) / tp * a.head_dim,
+    };
+    let kv_bytes = c.mbs * (c.seq / cp) * kv_per_token * 2.0;
+    let attn_layers_gpu = match &a.hybrid {
+        Some(hy) => b.load.layers * hy.counts.attn / a.layers.max(1.0) + b.load.mtp * hy.mtp.attn,
+        None => layers_gpu,
+    };
+    let total = if cp > 1.0 {
+        attn_layers_gpu * 3.0 * (cp - 1.0) * kv_bytes / cp_bw
+    } else {
+        0.0
+    };
+    let ring_comm = Comm {
+        total,
+        exposed: (total - attn_mb).max(total * c.eff.overlapped_exposed),
+    };
+    // Mamba-2 layers under CP transpose sequence and heads with all-to-alls before the conv
+    // and after the scan (Megatron-Core's `MambaContextParallel`), forward and backward,
+    // on the critical path.
+    let a2a = a.hybrid.as_ref().map_or(0.0, |hy| {
+        let layers = b.load.layers * hy.counts.mamba / a.layers.max(1.0);
+        let bytes = c.mbs * (c.seq / cp) * hy.mamba.cp_alltoall_elems(tp) * 2.0;
+        layers * 2.0 * ring(cp) * bytes / cp_bw
+    });
+    Comm {
+        total: ring_comm.total + a2a,
+        exposed: ring_comm.exposed + a2a,
+    }
+}
+
+/// EP, per microbatch: dispatch and combine all-to-alls, forward and backward; hidden by
+/// `overlap_moe_expert_parallel_comm` up to the exposed fraction.
+pub(crate) fn ep_comm(c: &Ctx, b: &Busiest) -> Comm {
+    let (_, moe_layers_gpu, _) = layers_on(c, b);
+    let m = &c.plan.model;
+    let total = c.arch.moe.map_or(0.0, |moe| {
+        let tokens = c.mbs * c.seq / (c.cp * c.tp);
+        let group = A2a {
+            ep: c.ep,
+            stride: c.etp,
+            domain: c.domain,
+            topk: moe.topk,
+            dedup: m.moe_token_dispatcher_type == "flex",
+        };
+        moe_layers_gpu * 4.0 * alltoall_s(tokens * moe.topk * c.h * 2.0, &group, c.perf, c.eff)
+    });
+    Comm::overlapped(total, m.overlap_moe_expert_parallel_comm, c.eff)
+}
+
+/// Seconds of one all-to-all in which each rank of an EP group of `ep` ranks (rank stride
+/// `stride`) sends `bytes` in all (`topk` copies of its tokens). Peers in the sender's NVLink
+/// domain are reached over NVLink, the others over the scale-out network, both at once.
+/// The DeepEP / HybridEP dispatchers (`flex`) send a token once per remote domain and forward
+/// it over NVLink there, so their network volume is the expected number of distinct remote
+/// domains a token's `topk` experts fall in (experts spread evenly), not `topk` copies.
+fn alltoall_s(bytes: f64, a: &A2a, p: &GpuPerf, eff: &Efficiency) -> f64 {
+    if a.ep <= 1.0 {
+        return 0.0;
+    }
+    let local = if a.stride * a.ep <= a.domain {
+        a.ep
+    } else {
+        (a.domain / a.stride).floor().clamp(1.0, a.ep)
+    };
+    let nvlink = p.nvlink_gb_s * 1e9 * eff.nvlink * eff.alltoall;
+    let network = p.scale_out_gb_s * 1e9 * eff.network * eff.alltoall;
+    let local_bytes = bytes * (local - 1.0) / a.ep;
+    if local >= a.ep {
+        return local_bytes / nvlink;
+    }
+    let domains = a.ep / local;
+    let remote_bytes = if a.dedup {
+        let hit = domains * (1.0 - (1.0 - 1.0 / domains).powf(a.topk));
+        bytes / a.topk * hit * (domains - 1.0) / domains
+    } else {
+        bytes * (a.ep - local) / a.ep
+    };
+    (local_bytes / nvlink).max(remote_bytes / network)
+}
+
+/// The EP group an all-to-all runs in.
+struct A2a {
+    ep: f64,
+    stride: f64,
+    domain: f64,
+    topk: f64,
+    dedup: bool,
+}
+
+/// The pipeline's cost per step.
+pub(crate) struct Pipeline {
+    pub bubble: f64,
+    /// Activation and gradient sends in all.
+    pub total: f64,
+    /// The fixed per-send cost no overlap hides.
+    pub latency: f64,
+    pub exposed: f64,
+}
+
+/// Bubble `(p-1)/v` microbatch times (Narayanan et al. 2021 §2.2), and one activation and
+/// one gradient of `b·s/cp·h/tp` per microbatch and chunk boundary, hidden by
+/// `overlap_p2p_comm` up to the exposed fraction, plus a fixed launch cost per send.
+pub(crate) fn pipeline(c: &Ctx, t_mb: f64) -> Pipeline {
+    let (pp, vp, micro) = (c.pp, c.vp, c.micro);
+    if pp <= 1.0 {
+        return Pipeline {
+            bubble: 0.0,
+            total: 0.0,
+            latency: 0.0,
+            exposed: 0.0,
+        };
+    }
+    let bubble = (pp - 1.0) / vp * t_mb;
+    let pp_bw = link_bw(c.perf, c.domain, c.tp * c.cp * c.dp, pp, c.eff);
+    let total = 2.0 * micro * vp * act_bytes(c) / c.tp / pp_bw;
+    let latency = 2.0 * micro * vp * c.eff.p2p_latency_s;
+    let exposed = latency
+        + if c.plan.model.overlap_p2p_comm {
+            total * c.eff.overlapped_exposed
+        } else {
+            total
+        };
+    Pipeline {
+        bubble,
+        total,
+        latency,
+        exposed,
+    }
+}
+
+/// Data-parallel gradient reduce-scatter and parameter all-gather per step, for the rank
+/// with the most weights, and what stays exposed.
+pub(crate) struct DataParallel {
+    pub rs: f64,
+    pub ag: f64,
+    pub exposed: f64,
+}
+
+/// With the distributed optimizer a reduce-scatter and an all-gather (an all-reduce
+/// without), dense weights over DP×CP, experts over expert-DP; with `overlap_grad_reduce` /
+/// `overlap_param_gather` hidden behind one microbatch's backward / forward, the excess and a
+/// last-bucket tail exposed. Megatron-FSDP (ZeRO-3) gathers every microbatch.
+pub(crate) fn data_parallel(
+    c: &Ctx,
+    dense_local: f64,
+    expert_local: f64,
+    t_compute_mb: f64,
+) -> DataParallel {
+    let (ddp, eff, micro, vp) = (&c.plan.ddp, c.eff, c.micro, c.vp);
+    let param_bytes = if ddp.fp8_param_gather || ddp.fp4_param_gather {
+        1.0
+    } else {
+        2.0
+    };
+    let (dp_dense, dp_expert) = c.dp_groups();
+    let bw_dense = link_bw(c.perf, c.domain, c.tp, dp_dense, eff);
+    let bw_expert = link_bw(c.perf, c.domain, c.ep * c.etp, dp_expert, eff);
+    let reduce = |bytes: f64| {
+        dense_local * ring(dp_dense) * bytes / bw_dense
+            + expert_local * ring(dp_expert) * bytes / bw_expert
+    };
+    if ddp.use_megatron_fsdp && ddp.data_parallel_sharding_strategy == "optim_grads_params" {
+        // Every microbatch gathers the weights for the forward and again for the backward
+        // and reduce-scatters its gradients, behind that microbatch's compute.
+        let (rs, ag) = (reduce(c.grad_bytes), 2.0 * reduce(param_bytes));
+        let per_mb = (rs + ag - t_compute_mb).max(0.0) + (rs + ag) * eff.bucket_tail;
+        return DataParallel {
+            rs: micro * rs,
+            ag: micro * ag,
+            exposed: micro * per_mb,
+        };
+    }
+    let (rs, ag) = if c.dist_opt() {
+        (reduce(c.grad_bytes), reduce(param_bytes))
+    } else {
+        (2.0 * reduce(c.grad_bytes), 0.0)
+    };
+    let rs_exposed = if ddp.overlap_grad_reduce {
+        (rs - 2.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + rs * eff.bucket_tail
+    } else {
+        rs
+    };
+    let ag_exposed = if ddp.overlap_param_gather {
+        (ag - 1.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + ag * eff.bucket_tail
+    } else {
+        ag
+    };
+    DataParallel {
+        rs,
+        ag,
+        exposed: rs_exposed + ag_exposed,
+    }
+}
+
+/// Optimizer step: reads and writes FP32 master weights and two moments, the gradient and
+/// the BF16 weight of its shard, memory bound.
+pub(crate) fn optimizer_s(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
+    let (dp_dense, dp_expert) = c.dp_groups();
+    let shard = if c.dist_opt() {
+        dense_local / dp_dense + expert_local / dp_expert
+    } else {
+        dense_local + expert_local
+    };
+    shard * 2.0 * (12.0 + c.grad_bytes + 2.0) / (c.perf.hbm_tb_s * 1e12)
+}
