@@ -12,6 +12,9 @@ pub mod hardware;
 pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;
+pub mod provider;
+#[rustfmt::skip]
+mod provider_fields;
 mod section;
 pub use section::Section;
 pub mod train;

@@ -394,7 +394,10 @@ pub fn layer_on(
             prov.record(s, val, &Source::Recipe);
         }
     }
-    let before = build(&tree, &recipe.origin)?;
+    let model_class = variant
+        .and_then(|v| v.model_class.as_deref())
+        .or(recipe.model_class.as_deref());
+    let before = build(&tree, &recipe.origin, model_class)?;
     let mut file_overrides = Vec::new();
     let mut with_file = None;
     if let Some((file, origin)) = file {
@@ -402,7 +405,7 @@ pub fn layer_on(
         for (s, val) in file {
             prov.record(s, val, &Source::Recipe);
         }
-        let cfg = build(&tree, origin)?;
+        let cfg = build(&tree, origin, model_class)?;
         file_overrides = super::base::overrides(&before, &cfg, file)?;
         with_file = Some(cfg);
     }
@@ -444,7 +447,7 @@ pub fn layer_on(
     let after = if sets.is_empty() && !applied.contains(&true) {
         with_file.unwrap_or_else(|| before.clone())
     } else {
-        build(&tree, "--set").map_err(|e| {
+        build(&tree, "--set", model_class).map_err(|e| {
             let mut flags: Vec<String> = sets.iter().map(|s| s.flag.clone()).collect();
             for (ps, _) in plugin_sets.iter().zip(&applied).filter(|(_, a)| **a) {
                 flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
@@ -534,12 +537,46 @@ fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {
     }
 }
 
-fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
+/// The `model` fields beyond the ones ovlaunch plans, taken out of the layered tree, each
+/// checked against the recipe's provider class (`config::provider`).
+fn take_provider(
+    tree: &mut Map<String, Value>,
+    model_class: Option<&str>,
+) -> std::result::Result<Map<String, Value>, String> {
+    let mut out = Map::new();
+    let Some(Value::Object(model)) = tree.get_mut(crate::config::ModelConfig::SECTION) else {
+        return Ok(out);
+    };
+    let extra: Vec<String> = model
+        .keys()
+        .filter(|k| !crate::config::ModelConfig::FIELDS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for k in extra {
+        let v = model.remove(&k).unwrap_or(Value::Null);
+        out.insert(
+            k.clone(),
+            crate::config::provider::check(model_class, &k, v)?,
+        );
+    }
+    Ok(out)
+}
+
+fn build(
+    tree: &Map<String, Value>,
+    origin: &str,
+    model_class: Option<&str>,
+) -> Result<ConfigContainer> {
     let mut tree = tree.clone();
     let bridge = crate::config::bridge::Sections::take_from(&mut tree).map_err(|m| {
         Error::usage(m)
             .at_file(origin)
             .help("check the section against `ovlaunch fields SECTION`")
+    })?;
+    let provider = take_provider(&mut tree, model_class).map_err(|m| {
+        Error::usage(m)
+            .at_file(origin)
+            .help("the fields of the recipe's model provider class: Bridge's class in `ovlaunch plan`'s recipe")
     })?;
     let mut cfg: ConfigContainer = serde_json::from_value(Value::Object(tree)).map_err(|e| {
         let msg = e.to_string();
@@ -552,5 +589,6 @@ fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
         Error::usage(msg).at_file(origin).help(hint)
     })?;
     cfg.bridge = bridge;
+    cfg.model.provider = provider;
     Ok(cfg)
 }

@@ -123,6 +123,8 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     if let (Some(f), Some(known)) = (&field, fields)
         && !known.contains(&f.as_str())
         && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
+        // a field of some provider class: checked against the recipe's own when planned
+        && !(section == config::ModelConfig::SECTION && config::provider::is_field(f))
     {
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
             .at_flag(flag)
@@ -199,6 +201,14 @@ fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, 
                 _ => Err(first),
             }
         });
+    }
+    // a field of some provider class (not one ovlaunch plans): typed against the recipe's
+    // own class when the plan is built (`config::provider`)
+    if section == config::ModelConfig::SECTION
+        && !config::ModelConfig::FIELDS.contains(&field)
+        && config::provider::is_field(field)
+    {
+        return Ok(value);
     }
     let check = |v: &Value| -> Result<(), String> {
         let mut tree = serde_json::Map::new();

@@ -725,6 +725,37 @@ fn user_cases() -> Vec<Case> {
             &["--set", "model.expert_model_parallel_size=16"],
         ),
         c("user-named-precision", "h100", 8, "named-precision", &[]),
+        // architecture fields of Bridge's provider classes, from the file and from --set
+        c("user-hybrid", "h100", 8, "hybrid", &[]),
+        c(
+            "user-hybrid-set",
+            "h100",
+            8,
+            "hybrid",
+            &[
+                "--set",
+                "model.mamba_state_dim=32",
+                "--set",
+                "model.hybrid_layer_pattern=M*M-M*M-",
+                "--set",
+                "model.mamba_head_dim=32",
+            ],
+        ),
+        c("user-moe-mtp", "h100", 16, "moe-mtp", &[]),
+        c(
+            "user-moe-mtp-set",
+            "h100",
+            16,
+            "moe-mtp",
+            &[
+                "--set",
+                "model.mtp_loss_scaling_factor=0.3",
+                "--set",
+                "model.moe_router_load_balancing_type=aux_loss",
+                "--set",
+                "model.moe_z_loss_coeff=0.001",
+            ],
+        ),
         c(
             "user-overlap-into-none",
             "h100",
