@@ -252,6 +252,9 @@ fn choose_any_gpu<'r>(
             .at_flag("--precision")
             .help(format!("available: {}", available(recipe))));
     }
+    if let Some(f) = pinned {
+        pinned_blackwell_precision(recipe, f, &precision, hw)?;
+    }
     let kind = hw.gpu.kind.as_str();
     let count = Some(hw.count);
     let v = candidates
@@ -305,6 +308,30 @@ fn blackwell_precision(p: &str, hw: &Hardware) -> Result<()> {
         "on {} use --precision fp8cs (FP8 current scaling), fp8sc (FP8 sub-channel scaling) or bf16, where the recipe has them; or a Blackwell GPU kind (b200, gb200, b300, gb300)",
         gpu.kind
     )))
+}
+
+/// A Bridge function named with `--recipe` that runs MXFP8 or NVFP4 (its name says so, on any
+/// GPU kind) on an older GPU: refused with the hardware fact, as `--precision` is.
+fn pinned_blackwell_precision(
+    recipe: &Recipe,
+    function: &str,
+    precision: &str,
+    hw: &Hardware,
+) -> Result<()> {
+    let Err(e) = blackwell_precision(precision, hw) else {
+        return Ok(());
+    };
+    let help = format!(
+        "on {} run one of this model's bf16, fp8cs or fp8sc functions (`ovlaunch recipes -v --family {}`), or use a Blackwell GPU kind (b200, gb200, b300, gb300)",
+        hw.gpu.kind,
+        recipe.family.as_deref().unwrap_or("FAMILY")
+    );
+    Err(Error::usage(format!(
+        "Bridge's function `{function}` runs {precision}: {}",
+        e.message
+    ))
+    .at_flag("--recipe")
+    .help(help))
 }
 
 fn label(v: &Variant) -> String {

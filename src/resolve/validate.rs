@@ -231,11 +231,6 @@ pub fn gpu_supports_precision(
     .help("use --precision bf16 on this GPU, or a GPU kind that has the unit"))
 }
 
-/// Bridge's own checks of its pass-through sections (`finalize()` of `SchedulerConfig`,
-/// `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`, which `runtime_config_update`
-/// runs), with Bridge's messages. A field's value is the one set (recipe file, plugin or
-/// `--set`), else the one every shipped Bridge recipe holds (`SectionDef::recipe`); a check
-/// whose inputs are not known that way is left to Bridge.
 /// What Bridge requires of a fine-tuning run before it trains, checked at plan time: PEFT
 /// (`ConfigContainer.validate`: "PEFT requires a pretrained checkpoint path") needs
 /// `checkpoint.pretrained_checkpoint`, the base model's Megatron checkpoint; Bridge's library
@@ -258,91 +253,176 @@ pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Section
     Ok(())
 }
 
+/// Bridge's own checks of its pass-through sections, with Bridge's messages: the `finalize()` of
+/// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`
+/// (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
+/// per rule ([`SECTION_CHECKS`], in Bridge's order). A field's value is the one set (recipe
+/// file, plugin or `--set`), else the one every shipped Bridge recipe holds
+/// (`SectionDef::recipe`); a check whose inputs are not known that way is left to Bridge.
 pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()> {
-    use crate::config::bridge;
-    use crate::config::bridge::paths::{CHECKPOINT, LOGGER, PROFILING, SCHEDULER};
-    let get = |path: &str| -> Option<serde_json::Value> {
-        let (section, field) = bridge::split(path);
-        sections
+    let known = Known(sections);
+    SECTION_CHECKS
+        .iter()
+        .try_for_each(|(_, check)| check(&known))
+}
+
+/// One rule of a section's `finalize()`.
+type SectionCheck = fn(&Known<'_>) -> Result<()>;
+
+/// Each rule, named by the Bridge function that holds it (`config.py`).
+const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
+    ("SchedulerConfig.finalize", scheduler_max_steps),
+    ("SchedulerConfig.finalize", scheduler_weight_decay),
+    ("SchedulerConfig.finalize", scheduler_override_or_checkpoint),
+    ("SchedulerConfig.finalize", scheduler_iters_or_samples),
+    ("SchedulerConfig.finalize", scheduler_warmup_fraction),
+    ("CheckpointConfig.finalize", checkpoint_async_save),
+    ("CheckpointConfig.finalize", checkpoint_hf_export),
+    ("CheckpointConfig.finalize", checkpoint_reshardable),
+    ("LoggerConfig.finalize", logger_mlflow),
+    ("LoggerConfig.finalize", logger_comet),
+    ("ProfilingConfig.finalize", profiling_one_profiler),
+    ("ProfilingConfig.finalize", profiling_steps),
+];
+
+/// The pass-through sections' values as Bridge's checks see them.
+struct Known<'a>(&'a crate::config::bridge::Sections);
+
+impl Known<'_> {
+    /// The value set at `path`, else the one every shipped recipe holds.
+    fn get(&self, path: &str) -> Option<serde_json::Value> {
+        let (section, field) = crate::config::bridge::split(path);
+        self.0
             .get(path)
             .cloned()
-            .or_else(|| bridge::section(section)?.recipe_value(field))
-    };
-    let truthy = |v: &Option<serde_json::Value>| match v {
-        Some(serde_json::Value::Bool(b)) => Some(*b),
-        Some(serde_json::Value::Null) => Some(false),
-        Some(serde_json::Value::String(s)) => Some(!s.is_empty()),
-        Some(serde_json::Value::Number(n)) => Some(n.as_f64() != Some(0.0)),
-        Some(serde_json::Value::Array(a)) => Some(!a.is_empty()),
-        Some(serde_json::Value::Object(m)) => Some(!m.is_empty()),
-        None => None,
-    };
-    let num = |v: &Option<serde_json::Value>| v.as_ref().and_then(serde_json::Value::as_f64);
-    let fail = |msg: String, fields: &[&str]| Err(Error::config(msg).at_fields(fields));
+            .or_else(|| crate::config::bridge::section(section)?.recipe_value(field))
+    }
 
-    // scheduler (SchedulerConfig.finalize)
-    if let Some(m) = num(&get(SCHEDULER.max_steps))
-        && m <= 0.0
-    {
-        return fail(
+    /// Python's truth value of the field.
+    fn truthy(&self, path: &str) -> Option<bool> {
+        use serde_json::Value;
+        Some(match self.get(path)? {
+            Value::Bool(b) => b,
+            Value::Null => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            Value::Array(a) => !a.is_empty(),
+            Value::Object(m) => !m.is_empty(),
+        })
+    }
+
+    fn num(&self, path: &str) -> Option<f64> {
+        self.get(path).as_ref().and_then(serde_json::Value::as_f64)
+    }
+
+    /// `is not None`
+    fn is_set(&self, path: &str) -> Option<bool> {
+        self.get(path).map(|v| !v.is_null())
+    }
+
+    /// `!= 0`
+    fn nonzero(&self, path: &str) -> Option<bool> {
+        self.num(path).map(|x| x != 0.0)
+    }
+
+    fn text(&self, path: &str) -> Option<String> {
+        self.get(path)?.as_str().map(str::to_string)
+    }
+}
+
+fn fail(msg: impl Into<String>, fields: &[&str]) -> Result<()> {
+    Err(Error::config(msg).at_fields(fields))
+}
+
+/// `SchedulerConfig.finalize`: `max_steps` must be positive.
+fn scheduler_max_steps(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    match k.num(SCHEDULER.max_steps) {
+        Some(m) if m <= 0.0 => fail(
             format!("{} must be positive, got {m}.", SCHEDULER.max_steps),
             &[SCHEDULER.max_steps],
-        );
+        ),
+        _ => Ok(()),
     }
-    if let Some(start) = num(&get(SCHEDULER.start_weight_decay)) {
-        if start < 0.0 {
-            return fail(
-                "start_weight_decay should be positive.".into(),
-                &[SCHEDULER.start_weight_decay],
-            );
-        }
-        if let Some(end) = num(&get(SCHEDULER.end_weight_decay))
-            && end < start
-        {
-            return fail(
-                format!("end_weight_decay ({end}) must be >= start_weight_decay ({start})"),
-                &[SCHEDULER.start_weight_decay, SCHEDULER.end_weight_decay],
-            );
-        }
-    }
-    if truthy(&get(SCHEDULER.override_opt_param_scheduler)) == Some(true)
-        && truthy(&get(SCHEDULER.use_checkpoint_opt_param_scheduler)) == Some(true)
-    {
+}
+
+/// `SchedulerConfig.finalize`: the start weight decay is not negative and the end one not
+/// below it.
+fn scheduler_weight_decay(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    let Some(start) = k.num(SCHEDULER.start_weight_decay) else {
+        return Ok(());
+    };
+    if start < 0.0 {
         return fail(
-            "both override and use-checkpoint are set.".into(),
-            &[
-                SCHEDULER.override_opt_param_scheduler,
-                SCHEDULER.use_checkpoint_opt_param_scheduler,
-            ],
+            "start_weight_decay should be positive.",
+            &[SCHEDULER.start_weight_decay],
         );
     }
-    let is_set = |v: Option<serde_json::Value>| v.map(|v| !v.is_null());
-    let nonzero = |v: Option<serde_json::Value>| num(&v).map(|x| x != 0.0);
+    match k.num(SCHEDULER.end_weight_decay) {
+        Some(end) if end < start => fail(
+            format!("end_weight_decay ({end}) must be >= start_weight_decay ({start})"),
+            &[SCHEDULER.start_weight_decay, SCHEDULER.end_weight_decay],
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `SchedulerConfig.finalize`: the scheduler's state comes from the config or the checkpoint,
+/// not both.
+fn scheduler_override_or_checkpoint(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    let (a, b) = (
+        SCHEDULER.override_opt_param_scheduler,
+        SCHEDULER.use_checkpoint_opt_param_scheduler,
+    );
+    if k.truthy(a) == Some(true) && k.truthy(b) == Some(true) {
+        return fail("both override and use-checkpoint are set.", &[a, b]);
+    }
+    Ok(())
+}
+
+/// `SchedulerConfig.finalize`: iteration-based and sample-based fields do not mix.
+fn scheduler_iters_or_samples(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
     let iters = [
-        is_set(get(SCHEDULER.lr_decay_iters)),
-        nonzero(get(SCHEDULER.lr_warmup_iters)),
-        is_set(get(SCHEDULER.lr_wsd_decay_iters)),
+        k.is_set(SCHEDULER.lr_decay_iters),
+        k.nonzero(SCHEDULER.lr_warmup_iters),
+        k.is_set(SCHEDULER.lr_wsd_decay_iters),
     ];
     let samples = [
-        is_set(get(SCHEDULER.lr_decay_samples)),
-        nonzero(get(SCHEDULER.lr_warmup_samples)),
-        is_set(get(SCHEDULER.lr_wsd_decay_samples)),
+        k.is_set(SCHEDULER.lr_decay_samples),
+        k.nonzero(SCHEDULER.lr_warmup_samples),
+        k.is_set(SCHEDULER.lr_wsd_decay_samples),
     ];
     if iters.iter().chain(&samples).all(Option::is_some)
         && iters.contains(&Some(true))
         && samples.contains(&Some(true))
     {
         return fail(
-            "Cannot mix iteration-based and sample-based scheduler fields. Use either iteration fields OR sample fields, not both.".into(),
-            &[SCHEDULER.lr_decay_iters, SCHEDULER.lr_warmup_iters, SCHEDULER.lr_wsd_decay_iters, SCHEDULER.lr_decay_samples, SCHEDULER.lr_warmup_samples, SCHEDULER.lr_wsd_decay_samples],
+            "Cannot mix iteration-based and sample-based scheduler fields. Use either iteration fields OR sample fields, not both.",
+            &[
+                SCHEDULER.lr_decay_iters,
+                SCHEDULER.lr_warmup_iters,
+                SCHEDULER.lr_wsd_decay_iters,
+                SCHEDULER.lr_decay_samples,
+                SCHEDULER.lr_warmup_samples,
+                SCHEDULER.lr_wsd_decay_samples,
+            ],
         );
     }
-    if is_set(get(SCHEDULER.lr_warmup_fraction)) == Some(true)
-        && (nonzero(get(SCHEDULER.lr_warmup_iters)) == Some(true)
-            || nonzero(get(SCHEDULER.lr_warmup_samples)) == Some(true))
+    Ok(())
+}
+
+/// `SchedulerConfig.finalize`: one way to state the warmup.
+fn scheduler_warmup_fraction(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    if k.is_set(SCHEDULER.lr_warmup_fraction) == Some(true)
+        && (k.nonzero(SCHEDULER.lr_warmup_iters) == Some(true)
+            || k.nonzero(SCHEDULER.lr_warmup_samples) == Some(true))
     {
         return fail(
-            "Cannot specify lr_warmup_fraction with lr_warmup_iters or lr_warmup_samples. Use either lr_warmup_fraction OR lr_warmup_iters OR lr_warmup_samples.".into(),
+            "Cannot specify lr_warmup_fraction with lr_warmup_iters or lr_warmup_samples. Use either lr_warmup_fraction OR lr_warmup_iters OR lr_warmup_samples.",
             &[SCHEDULER.lr_warmup_fraction, SCHEDULER.lr_warmup_iters, SCHEDULER.lr_warmup_samples],
         )
         .map_err(|e| {
@@ -352,61 +432,78 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
             ))
         });
     }
+    Ok(())
+}
 
-    // checkpoint (CheckpointConfig.finalize)
-    if truthy(&get(CHECKPOINT.async_save)) == Some(true) {
-        if is_set(get(CHECKPOINT.save)) == Some(false) {
-            return fail(
-                "async_save is enabled, but save is not set. Set save to a valid path.".into(),
-                &[CHECKPOINT.async_save, CHECKPOINT.save],
-            );
-        }
-        if truthy(&get(CHECKPOINT.use_persistent_ckpt_worker)) == Some(false) {
-            return fail(
-                "async_save requires use_persistent_ckpt_worker=True.".into(),
-                &[CHECKPOINT.async_save, CHECKPOINT.use_persistent_ckpt_worker],
-            );
-        }
+/// `CheckpointConfig.finalize`: an asynchronous save needs a save directory and the
+/// persistent checkpoint worker.
+fn checkpoint_async_save(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    if k.truthy(CHECKPOINT.async_save) != Some(true) {
+        return Ok(());
     }
-    if truthy(&get(CHECKPOINT.also_save_hf_checkpoint)) == Some(true) {
-        if get(CHECKPOINT.ckpt_format)
-            .as_ref()
-            .and_then(|v| v.as_str())
-            == Some("fsdp_dtensor")
-        {
-            return fail(
-                "also_save_hf_checkpoint=True is not supported together with ckpt_format='fsdp_dtensor'. Use ckpt_format='torch_dist' when exporting additional HF weights during training.".into(),
-                &[CHECKPOINT.also_save_hf_checkpoint, CHECKPOINT.ckpt_format],
-            );
-        }
-        if get(CHECKPOINT.non_persistent_ckpt_type)
-            .as_ref()
-            .and_then(|v| v.as_str())
-            == Some("local")
-        {
-            return fail(
-                "also_save_hf_checkpoint=True is not compatible with local non-persistent checkpoints. Use non_persistent_ckpt_type='global' or disable non-persistent saving.".into(),
-                &[CHECKPOINT.also_save_hf_checkpoint, CHECKPOINT.non_persistent_ckpt_type],
-            );
-        }
-    }
-    if truthy(&get(CHECKPOINT.dist_ckpt_optim_fully_reshardable)) == Some(true)
-        && truthy(&get(
-            CHECKPOINT.distrib_optim_fully_reshardable_mem_efficient
-        )) == Some(true)
-    {
+    if k.is_set(CHECKPOINT.save) == Some(false) {
         return fail(
-            "distrib_optim_fully_reshardable_mem_efficient requires use_gloo_process_groups".into(),
+            "async_save is enabled, but save is not set. Set save to a valid path.",
+            &[CHECKPOINT.async_save, CHECKPOINT.save],
+        );
+    }
+    if k.truthy(CHECKPOINT.use_persistent_ckpt_worker) == Some(false) {
+        return fail(
+            "async_save requires use_persistent_ckpt_worker=True.",
+            &[CHECKPOINT.async_save, CHECKPOINT.use_persistent_ckpt_worker],
+        );
+    }
+    Ok(())
+}
+
+/// `CheckpointConfig.finalize`: a Hugging Face export beside the checkpoints needs
+/// `torch_dist` and global non-persistent checkpoints.
+fn checkpoint_hf_export(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    if k.truthy(CHECKPOINT.also_save_hf_checkpoint) != Some(true) {
+        return Ok(());
+    }
+    if k.text(CHECKPOINT.ckpt_format).as_deref() == Some("fsdp_dtensor") {
+        return fail(
+            "also_save_hf_checkpoint=True is not supported together with ckpt_format='fsdp_dtensor'. Use ckpt_format='torch_dist' when exporting additional HF weights during training.",
+            &[CHECKPOINT.also_save_hf_checkpoint, CHECKPOINT.ckpt_format],
+        );
+    }
+    if k.text(CHECKPOINT.non_persistent_ckpt_type).as_deref() == Some("local") {
+        return fail(
+            "also_save_hf_checkpoint=True is not compatible with local non-persistent checkpoints. Use non_persistent_ckpt_type='global' or disable non-persistent saving.",
             &[
-                CHECKPOINT.dist_ckpt_optim_fully_reshardable,
-                CHECKPOINT.distrib_optim_fully_reshardable_mem_efficient,
+                CHECKPOINT.also_save_hf_checkpoint,
+                CHECKPOINT.non_persistent_ckpt_type,
             ],
         );
     }
+    Ok(())
+}
 
-    // logger (LoggerConfig.finalize)
-    if truthy(&get(LOGGER.mlflow_experiment)) == Some(true)
-        && truthy(&get(LOGGER.mlflow_run_name)) == Some(false)
+/// `CheckpointConfig.finalize`: the memory-efficient reshardable optimizer state needs gloo
+/// process groups, which the fully reshardable one turns off.
+fn checkpoint_reshardable(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    let (a, b) = (
+        CHECKPOINT.dist_ckpt_optim_fully_reshardable,
+        CHECKPOINT.distrib_optim_fully_reshardable_mem_efficient,
+    );
+    if k.truthy(a) == Some(true) && k.truthy(b) == Some(true) {
+        return fail(
+            "distrib_optim_fully_reshardable_mem_efficient requires use_gloo_process_groups",
+            &[a, b],
+        );
+    }
+    Ok(())
+}
+
+/// `LoggerConfig.finalize`: MLFlow logging needs a run name.
+fn logger_mlflow(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::LOGGER;
+    if k.truthy(LOGGER.mlflow_experiment) == Some(true)
+        && k.truthy(LOGGER.mlflow_run_name) == Some(false)
     {
         return fail(
             format!(
@@ -416,8 +513,14 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
             &[LOGGER.mlflow_experiment, LOGGER.mlflow_run_name],
         );
     }
-    if truthy(&get(LOGGER.comet_project)) == Some(true)
-        && truthy(&get(LOGGER.comet_experiment_name)) == Some(false)
+    Ok(())
+}
+
+/// `LoggerConfig.finalize`: Comet ML logging needs an experiment name.
+fn logger_comet(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::LOGGER;
+    if k.truthy(LOGGER.comet_project) == Some(true)
+        && k.truthy(LOGGER.comet_experiment_name) == Some(false)
     {
         return fail(
             format!(
@@ -428,19 +531,28 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
         )
         .map_err(|e| e.help("with the comet plugin: --plugin comet:project=P,name=RUN"));
     }
+    Ok(())
+}
 
-    // profiling (ProfilingConfig.finalize)
-    if truthy(&get(PROFILING.use_pytorch_profiler)) == Some(true)
-        && truthy(&get(PROFILING.use_nsys_profiler)) == Some(true)
-    {
+/// `ProfilingConfig.finalize`: one profiler at a time.
+fn profiling_one_profiler(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::PROFILING;
+    let (a, b) = (PROFILING.use_pytorch_profiler, PROFILING.use_nsys_profiler);
+    if k.truthy(a) == Some(true) && k.truthy(b) == Some(true) {
         return fail(
-            "Exactly one of pytorch or nsys profiler should be enabled, not both, when ProfilingConfig is active.".into(),
-            &[PROFILING.use_pytorch_profiler, PROFILING.use_nsys_profiler],
+            "Exactly one of pytorch or nsys profiler should be enabled, not both, when ProfilingConfig is active.",
+            &[a, b],
         );
     }
+    Ok(())
+}
+
+/// `ProfilingConfig.finalize`: the profiled steps are not negative and end after they start.
+fn profiling_steps(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::PROFILING;
     let (start, end) = (
-        num(&get(PROFILING.profile_step_start)),
-        num(&get(PROFILING.profile_step_end)),
+        k.num(PROFILING.profile_step_start),
+        k.num(PROFILING.profile_step_end),
     );
     for (path, v) in [
         (PROFILING.profile_step_start, start),
@@ -458,13 +570,11 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
             );
         }
     }
-    if let (Some(start), Some(end)) = (start, end)
-        && end < start
-    {
-        return fail(
+    match (start, end) {
+        (Some(start), Some(end)) if end < start => fail(
             format!("profile_step_end ({end}) must be >= profile_step_start ({start})"),
             &[PROFILING.profile_step_start, PROFILING.profile_step_end],
-        );
+        ),
+        _ => Ok(()),
     }
-    Ok(())
 }
