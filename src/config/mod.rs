@@ -5,6 +5,7 @@
 pub mod bridge;
 #[rustfmt::skip]
 mod bridge_fields;
+mod bridge_schema;
 pub mod comm_overlap;
 pub mod ddp;
 pub mod env;

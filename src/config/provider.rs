@@ -17,30 +17,8 @@
 use serde_json::Value;
 
 use super::bridge::Ty;
+pub use super::bridge_schema::{ProviderClass, ProviderField};
 pub use super::provider_fields::{CLASSES, NAMES};
-
-/// One field a class declares in its own body.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProviderField {
-    pub name: &'static str,
-    pub ty: Ty,
-    /// `None` is allowed (an `Optional` field, or one whose default is `None`).
-    pub nullable: bool,
-    /// The Python annotation, as the class states it (for messages).
-    pub py: &'static str,
-}
-
-/// One class: a provider class, or a dataclass a provider class derives from.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProviderClass {
-    /// `module.Class`
-    pub class: &'static str,
-    /// A model provider class (a recipe function's model); otherwise a base of one.
-    pub provider: bool,
-    /// Its dataclass bases, in method-resolution order.
-    pub bases: &'static [&'static str],
-    pub fields: &'static [ProviderField],
-}
 
 impl ProviderClass {
     /// The class and field `name` resolves to, as Python looks it up.
