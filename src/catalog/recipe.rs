@@ -67,6 +67,8 @@ macro_rules! with_sections {
             profiling: Option<Map<String, Value>>,
             #[serde(default, deserialize_with = "crate::config::bridge::de::ft")]
             ft: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de_peft")]
+            peft: Option<Value>,
         }
     };
 }
@@ -338,6 +340,15 @@ impl Recipe {
         }
         self.pinned = Some(function.to_string());
         Some(self)
+    }
+
+    /// Its task and family: which classes its Bridge functions hold in the pass-through
+    /// sections (`config::bridge::Holder`).
+    pub fn holder(&self) -> crate::config::bridge::Holder<'_> {
+        crate::config::bridge::Holder {
+            task: self.task.as_deref(),
+            family: self.family.as_deref(),
+        }
     }
 
     /// The Bridge functions this recipe names, its own and its variants', each once.

@@ -34,6 +34,9 @@ pub enum Ty {
     List,
     /// A `dict` or a dataclass: a mapping of field: value.
     Mapping,
+    /// A Bridge dataclass (`module.Class`): a mapping of its fields, which reaches the trainer
+    /// in its typed form (`{_target_: CLASS, ...}`) so that Bridge builds the class.
+    Dataclass(&'static str),
     /// `A | B`: the first member that takes the value decides (and normalises it).
     Union(&'static [Ty]),
     /// A Python object Hydra cannot write (a callable, a module spec, a process group, a
@@ -85,7 +88,7 @@ impl Ty {
                     .map(floats);
             }
             Ty::List => value.is_array(),
-            Ty::Mapping => value.is_object(),
+            Ty::Mapping | Ty::Dataclass(_) => value.is_object(),
             Ty::Union(members) => return members.iter().find_map(|m| m.fit(value)),
             Ty::Object => false,
         };
@@ -114,6 +117,10 @@ impl Ty {
             Ty::FloatTuple(n) => format!("a list of {n} numbers"),
             Ty::List => "a list".into(),
             Ty::Mapping => "a mapping of field: value".into(),
+            Ty::Dataclass(c) => format!(
+                "a mapping of {}'s fields",
+                c.rsplit('.').next().unwrap_or(c)
+            ),
             Ty::Union(members) => members
                 .iter()
                 .map(|m| m.describe())

@@ -424,7 +424,8 @@ pub fn layer_on(
     let model_class = variant
         .and_then(|v| v.model_class.as_deref())
         .or(recipe.model_class.as_deref());
-    let before = build(&tree, &recipe.origin, model_class)?;
+    let holder = recipe.holder();
+    let before = build(&tree, &recipe.origin, model_class, holder)?;
     let mut file_overrides = Vec::new();
     let mut with_file = None;
     if let Some((file, origin)) = file {
@@ -432,7 +433,7 @@ pub fn layer_on(
         for (s, val) in file {
             prov.record(s, val, &Source::Recipe);
         }
-        let cfg = build(&tree, origin, model_class)?;
+        let cfg = build(&tree, origin, model_class, holder)?;
         file_overrides = super::base::overrides(&before, &cfg, file)?;
         with_file = Some(cfg);
     }
@@ -474,7 +475,7 @@ pub fn layer_on(
     let after = if sets.is_empty() && !applied.contains(&true) {
         with_file.unwrap_or_else(|| before.clone())
     } else {
-        build(&tree, "--set", model_class).map_err(|e| {
+        build(&tree, "--set", model_class, holder).map_err(|e| {
             let mut flags: Vec<String> = sets.iter().map(|s| s.flag.clone()).collect();
             for (ps, _) in plugin_sets.iter().zip(&applied).filter(|(_, a)| **a) {
                 flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
@@ -593,9 +594,10 @@ fn build(
     tree: &Map<String, Value>,
     origin: &str,
     model_class: Option<&str>,
+    holder: crate::config::bridge::Holder<'_>,
 ) -> Result<ConfigContainer> {
     let mut tree = tree.clone();
-    let bridge = crate::config::bridge::Sections::take_from(&mut tree).map_err(|m| {
+    let bridge = crate::config::bridge::Sections::take_from(&mut tree, holder).map_err(|m| {
         Error::usage(m)
             .at_file(origin)
             .help("check the section against `ovlaunch fields SECTION`")

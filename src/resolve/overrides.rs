@@ -122,6 +122,9 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     };
     if let (Some(f), Some(known)) = (&field, fields)
         && !known.contains(&f.as_str())
+        // a pass-through section's field of another class (a fine-tuning recipe's): typed
+        // below against every class of the section, with close matches when none has it
+        && !config::bridge::is_section(&section)
         && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
         // a field of some provider class: checked against the recipe's own when planned
         && !(section == config::ModelConfig::SECTION && config::provider::is_field(f))
@@ -137,7 +140,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     if field.is_none()
         && !matches!(
             section.as_str(),
-            MixedPrecisionConfig::SECTION | CommOverlapConfig::SECTION
+            MixedPrecisionConfig::SECTION | CommOverlapConfig::SECTION | config::bridge::PEFT
         )
     {
         return Err(
@@ -192,11 +195,11 @@ fn parse_set(item: &str) -> Result<SetOverride> {
 /// Checks `value` against the field's type; a scalar that fails is retried as a string
 /// (`--set model.pipeline_model_parallel_layout=1` means the text "1").
 fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, String> {
-    if let Some(def) = config::bridge::section(section) {
+    if config::bridge::is_section(section) {
         // typed by Bridge's class; a scalar that fails is retried as text, like the others
-        return config::bridge::check(def, field, value.clone()).or_else(|first| {
+        return config::bridge::check_any(section, field, value.clone()).or_else(|first| {
             let as_text = Value::String(text.to_string());
-            match config::bridge::check(def, field, as_text) {
+            match config::bridge::check_any(section, field, as_text) {
                 Ok(v) if !value.is_string() && !value.is_null() => Ok(v),
                 _ => Err(first),
             }

@@ -259,8 +259,11 @@ pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Section
 /// per rule ([`SECTION_CHECKS`], in Bridge's order). A field's value is the one set (recipe
 /// file, plugin or `--set`), else the one every shipped Bridge recipe holds
 /// (`SectionDef::recipe`); a check whose inputs are not known that way is left to Bridge.
-pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()> {
-    let known = Known(sections);
+pub fn bridge_sections(
+    sections: &crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+) -> Result<()> {
+    let known = Known(sections, holder);
     SECTION_CHECKS
         .iter()
         .try_for_each(|(_, check)| check(&known))
@@ -283,10 +286,15 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ("LoggerConfig.finalize", logger_comet),
     ("ProfilingConfig.finalize", profiling_one_profiler),
     ("ProfilingConfig.finalize", profiling_steps),
+    ("GPTSFTDatasetConfig.validate", sft_dataset_source),
 ];
 
-/// The pass-through sections' values as Bridge's checks see them.
-struct Known<'a>(&'a crate::config::bridge::Sections);
+/// The pass-through sections' values as Bridge's checks see them, in the classes the recipe
+/// holds.
+struct Known<'a>(
+    &'a crate::config::bridge::Sections,
+    crate::config::bridge::Holder<'a>,
+);
 
 impl Known<'_> {
     /// The value set at `path`, else the one every shipped recipe holds.
@@ -295,7 +303,7 @@ impl Known<'_> {
         self.0
             .get(path)
             .cloned()
-            .or_else(|| crate::config::bridge::section(section)?.recipe_value(field))
+            .or_else(|| self.1.section(section)?.recipe_value(field))
     }
 
     /// Python's truth value of the field.
@@ -577,4 +585,77 @@ fn profiling_steps(k: &Known<'_>) -> Result<()> {
         ),
         _ => Ok(()),
     }
+}
+
+/// `GPTSFTDatasetConfig.validate` (`megatron/bridge/data/builders/gpt_sft.py`, run by its
+/// `finalize()`): a fine-tuning dataset reads exactly one source, a local `dataset_root` or a
+/// Hugging Face `hf_dataset`, and the Hugging Face split settings only with the latter. The
+/// recipe's own values are Bridge's (`hf_dataset` with a named dataset, a validation
+/// proportion), so giving a local path means clearing those.
+fn sft_dataset_source(k: &Known<'_>) -> Result<()> {
+    let Some(def) = k.1.section("dataset") else {
+        return Ok(());
+    };
+    let field = |name: &'static str| -> Option<&'static str> {
+        def.names.iter().copied().find(|n| *n == name)
+    };
+    let (Some(root), Some(hf)) = (field("dataset_root"), field("hf_dataset")) else {
+        return Ok(());
+    };
+    let path = |f: &str| format!("{}.{f}", def.name);
+    let (root_p, hf_p) = (path(root), path(hf));
+    let (has_root, has_hf) = (k.is_set(&root_p), k.is_set(&hf_p));
+    if has_root == Some(true) && has_hf == Some(true) {
+        return Err(Error::config(
+            "Exactly one text-only SFT source must be set: dataset_root or hf_dataset.",
+        )
+        .at_fields([root_p.as_str(), hf_p.as_str()])
+        .help(format!(
+            "Bridge's fine-tuning recipe reads a Hugging Face dataset: for your local data also --set {hf_p}=null --set {}=null; or keep the recipe's and leave {root_p} out",
+            path("hf_validation_proportion")
+        )));
+    }
+    if has_root == Some(false) && has_hf == Some(false) {
+        return Err(Error::config(
+            "Exactly one text-only SFT source must be set: dataset_root or hf_dataset.",
+        )
+        .at_fields([root_p.as_str(), hf_p.as_str()])
+        .help(format!(
+            "--set {root_p}=/path/on/the/cluster (JSONL or packed data), or --set '{hf_p}={{dataset_name: squad}}' (a dataset Bridge knows) or '{hf_p}={{path_or_dataset: org/name}}' (a Hugging Face dataset)"
+        )));
+    }
+    if has_root == Some(true) {
+        let hf_only = [
+            "hf_validation_dataset",
+            "hf_test_dataset",
+            "hf_output_root",
+            "hf_validation_proportion",
+        ];
+        let set: Vec<String> = hf_only
+            .iter()
+            .filter_map(|f| field(f))
+            .map(path)
+            .filter(|p| k.is_set(p) == Some(true))
+            .chain(
+                field("hf_rewrite")
+                    .map(path)
+                    .filter(|p| k.truthy(p) == Some(true)),
+            )
+            .collect();
+        if !set.is_empty() {
+            let fields: Vec<&str> = set.iter().map(String::as_str).collect();
+            return Err(Error::config(
+                "Hugging Face split and materialization settings require hf_dataset, not dataset_root.",
+            )
+            .at_fields(fields.as_slice())
+            .help(format!(
+                "with a local dataset_root also --set {}",
+                set.iter()
+                    .map(|p| format!("{p}={}", if p.ends_with("hf_rewrite") { "false" } else { "null" }))
+                    .collect::<Vec<_>>()
+                    .join(" --set ")
+            )));
+        }
+    }
+    Ok(())
 }

@@ -33,6 +33,7 @@ import re
 import dataclasses
 import importlib
 import importlib.metadata as md
+import os
 import sys
 import types
 import typing
@@ -96,6 +97,8 @@ def ty(t) -> tuple[str, bool]:
             return "Ty::StrList", False
     if origin is dict and args == (str, str):
         return "Ty::StrMap", False
+    if isinstance(t, type) and dataclasses.is_dataclass(t):
+        return f'Ty::Dataclass("{t.__module__}.{t.__qualname__}")', False
     return "Ty::Any", False
 
 
@@ -128,6 +131,78 @@ def shipped_configs():
                 continue
             probe.ovlaunch_stubs.fake_gpu(m["hardware"])
             yield fn, getattr(module, fn)()
+
+
+# Fine-tuning: the classes Bridge's SFT and PEFT recipe functions hold in `dataset` and `peft`
+# (checked below for every shipped fine-tuning function), and the PEFT schemes a user may choose.
+# (const, section, class path, tasks it types)
+FINE_TUNING = [
+    ("DATASET_SFT", "dataset", "megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig", ("sft", "peft")),
+    ("PEFT_LORA", "peft", "megatron.bridge.peft.lora.LoRA", ("peft",)),
+    ("PEFT_DORA", "peft", "megatron.bridge.peft.dora.DoRA", ()),
+]
+PEFT_SCHEMES = {"lora": "PEFT_LORA", "dora": "PEFT_DORA"}
+# Families whose fine-tuning functions hold other classes (Wan's diffusion data module), which
+# the pretraining sections type as before.
+FINE_TUNING_EXCEPT = ("wan",)
+
+
+def _class(path: str):
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def fine_tuning_configs():
+    """(family, task, function, ConfigContainer) for every shipped SFT and PEFT function."""
+    import yaml
+
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    for f in sorted(recipes.glob("*.yaml")):
+        t = yaml.safe_load(f.read_text())
+        if t.get("task") not in ("sft", "peft"):
+            continue
+        for v in t.get("variants", []):
+            fn = v["bridge_recipe"]
+            probe.ovlaunch_stubs.fake_gpu(v["gpu"] if v["gpu"] != "any" else "h100")
+            yield t.get("family"), t["task"], fn, probe.load(fn, probe.benchmark_metadata(fn))
+
+
+_FT_CACHE: list = []
+
+
+def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
+    """Problems (a shipped fine-tuning function holding another class), and per fine-tuning
+    section const the values every shipped function of its tasks holds alike."""
+    import json
+
+    if _FT_CACHE:
+        return _FT_CACHE[0]
+    problems = []
+    seen: dict[tuple[str, str], set[str]] = {}
+    for family, task, fn, cfg in fine_tuning_configs():
+        if family in FINE_TUNING_EXCEPT:
+            continue
+        for const, section, path, tasks in FINE_TUNING:
+            if task not in tasks:
+                continue
+            obj = getattr(cfg, section)
+            held = f"{type(obj).__module__}.{type(obj).__qualname__}"
+            if held != path:
+                problems.append(f"{fn}: {section} is a {held}, not a {path}")
+                continue
+            for name, _, _ in fields_of(section, _class(path)):
+                v = getattr(obj, name)
+                seen.setdefault((const, name), set()).add(json.dumps(probe.plain(v), sort_keys=True))
+        if task == "sft" and cfg.peft is not None:
+            problems.append(f"{fn}: an SFT function holds peft")
+    common: dict[str, dict[str, str]] = {c: {} for c, _, _, _ in FINE_TUNING}
+    for (const, name), vals in seen.items():
+        if len(vals) == 1:
+            (v,) = vals
+            if os.getcwd() not in v:
+                common[const][name] = v
+    _FT_CACHE.append((problems, common))
+    return problems, common
 
 
 def recipe_values() -> dict[str, dict[str, str]]:
@@ -188,26 +263,10 @@ def generate() -> str:
         "",
     ]
     for section, cls in SECTIONS.items():
-        const = section.upper()
-        lines.append(f"/// `{section}`: `{cls.__module__}.{cls.__qualname__}`.")
-        lines.append(f"pub const {const}: SectionDef = SectionDef {{")
-        lines.append(f'    name: "{section}",')
-        lines.append(f'    class: "{cls.__module__}.{cls.__qualname__}",')
-        fields = fields_of(section, cls)
-        lines.append("    names: &[")
-        for name, _, _ in fields:
-            lines.append(f'        "{name}",')
-        lines.append("    ],")
-        lines.append("    recipe: &[")
-        for name, v in sorted(common[section].items(), key=lambda kv: [f[0] for f in fields].index(kv[0])):
-            lines.append(f'        ("{name}", {rust_str(v)}),')
-        lines.append("    ],")
-        lines.append("    fields: &[")
-        for name, t, nullable in fields:
-            lines.append(f'        Field {{ name: "{name}", ty: {t}, nullable: {str(nullable).lower()} }},')
-        lines.append("    ],")
-        lines.append("};")
-        lines.append("")
+        lines.extend(section_def(section.upper(), section, cls, common[section]))
+    _, ft_common = fine_tuning_facts()
+    for const, section, path, _ in FINE_TUNING:
+        lines.extend(section_def(const, section, _class(path), ft_common[const]))
     lines.append("/// Every field's full path, typed: `paths::SCHEDULER.max_steps` is `\"scheduler.max_steps\"`.")
     lines.append("pub mod paths {")
     for section, cls in SECTIONS.items():
@@ -218,7 +277,40 @@ def generate() -> str:
     lines.append("")
     lines.append("/// All of them, in `ConfigContainer` order of ovlaunch's plan.")
     lines.append("pub const SECTIONS: &[SectionDef] = &[" + ", ".join(s.upper() for s in SECTIONS) + "];")
+    lines.append("")
+    lines.append("/// The classes a fine-tuning recipe function holds, by task: (task, section).")
+    pairs = [(t, c) for c, _, _, tasks in FINE_TUNING for t in tasks]
+    lines.append("pub const TASK_SECTIONS: &[(&str, SectionDef)] = &[" + ", ".join(f'("{t}", {c})' for t, c in pairs) + "];")
+    lines.append("")
+    lines.append("/// The PEFT schemes a user may choose (`--set peft=NAME`), each Bridge's class.")
+    lines.append("pub const PEFT_SCHEMES: &[(&str, SectionDef)] = &[" + ", ".join(f'("{k}", {v})' for k, v in PEFT_SCHEMES.items()) + "];")
+    lines.append("")
+    lines.append("/// Families whose fine-tuning functions hold other classes: typed by `SECTIONS`.")
+    lines.append("pub const TASK_SECTIONS_EXCEPT: &[&str] = &[" + ", ".join(f'"{f}"' for f in FINE_TUNING_EXCEPT) + "];")
     return "\n".join(lines) + "\n"
+
+
+def section_def(const: str, section: str, cls, common: dict[str, str]) -> list[str]:
+    lines = [f"/// `{section}`: `{cls.__module__}.{cls.__qualname__}`."]
+    lines.append(f"pub const {const}: SectionDef = SectionDef {{")
+    lines.append(f'    name: "{section}",')
+    lines.append(f'    class: "{cls.__module__}.{cls.__qualname__}",')
+    fields = fields_of(section, cls)
+    lines.append("    names: &[")
+    for name, _, _ in fields:
+        lines.append(f'        "{name}",')
+    lines.append("    ],")
+    lines.append("    recipe: &[")
+    for name, v in sorted(common.items(), key=lambda kv: [f[0] for f in fields].index(kv[0])):
+        lines.append(f'        ("{name}", {rust_str(v)}),')
+    lines.append("    ],")
+    lines.append("    fields: &[")
+    for name, t, nullable in fields:
+        lines.append(f'        Field {{ name: "{name}", ty: {t}, nullable: {str(nullable).lower()} }},')
+    lines.append("    ],")
+    lines.append("};")
+    lines.append("")
+    return lines
 
 
 # ---- model provider classes -------------------------------------------------------------
@@ -485,7 +577,7 @@ def main() -> int:
     ap.add_argument("--providers", required=True)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    problems = check_recipe_classes()
+    problems = check_recipe_classes() + fine_tuning_facts()[0]
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 1

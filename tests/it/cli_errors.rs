@@ -1075,3 +1075,64 @@ fn every_variant_of_a_recipe_file_is_typed() {
         &[(p.as_str(), "[TMP]/r.yaml")],
     ));
 }
+
+/// Fine-tuning sections typed by the recipe's classes: a PEFT field of the wrong type, `peft` on
+/// a pretraining recipe, a scheme switch the runner cannot make, a pretraining dataset field on
+/// an SFT recipe, and an SFT dataset without a source.
+#[test]
+fn fine_tuning_sections_are_typed_by_the_recipes_classes() {
+    let ckpt = "checkpoint.pretrained_checkpoint=/ckpt/base";
+    let runs: [&[&str]; 5] = [
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_peft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            ckpt,
+            "--set",
+            "peft.dim=eight",
+        ],
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "peft.dim=8",
+        ],
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_peft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            ckpt,
+            "--set",
+            "peft=dora",
+        ],
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_sft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "dataset.data_path=/data/x",
+        ],
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_sft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "dataset.hf_dataset=null",
+        ],
+    ];
+    let text: Vec<String> = runs.iter().map(|args| transcript(args, &[])).collect();
+    insta::assert_snapshot!(text.join("\n"));
+}
