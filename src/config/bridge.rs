@@ -61,13 +61,13 @@ impl Holder<'_> {
         let fine_tuning = self
             .family
             .is_none_or(|f| !TASK_SECTIONS_EXCEPT.contains(&f));
-        if fine_tuning && let Some(task) = self.task {
-            if let Some((_, d)) = TASK_SECTIONS
+        if fine_tuning
+            && let Some(task) = self.task
+            && let Some((_, d)) = TASK_SECTIONS
                 .iter()
                 .find(|(t, d)| *t == task && d.name == name)
-            {
-                return Some(d);
-            }
+        {
+            return Some(d);
         }
         section(name)
     }
@@ -91,6 +91,24 @@ pub fn other_classes(name: &str) -> Vec<(String, &'static SectionDef)> {
 
 /// The key of a Bridge class in an override's typed form (`{_target_: CLASS, ...}`).
 pub const TARGET: &str = "_target_";
+
+/// Every field name section `name` has in any of its classes (once each).
+pub fn all_names(name: &str) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    let defs = SECTIONS
+        .iter()
+        .chain(TASK_SECTIONS.iter().map(|(_, d)| d))
+        .chain(PEFT_SCHEMES.iter().map(|(_, d)| d))
+        .filter(|d| d.name == name);
+    for d in defs {
+        for n in d.names {
+            if !out.contains(n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
 
 /// Checks `value` for `section.field` without knowing the recipe (`--set` before the plan):
 /// against the first of the section's classes that has the field (`check` again, with the
@@ -276,7 +294,7 @@ pub fn check(def: &SectionDef, field: &str, value: Value) -> Result<Value, Strin
 }
 
 /// The first mapping key in `v` that names a secret (`token` in a dataset's `load_kwargs`).
-fn secret_key(v: &Value) -> Option<String> {
+pub fn secret_key(v: &Value) -> Option<String> {
     match v {
         Value::Object(m) => m.iter().find_map(|(k, x)| {
             if crate::rank::names::is_secret_name(k) {

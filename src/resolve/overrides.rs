@@ -68,7 +68,8 @@ pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
 }
 
 /// `--set ITEM` as messages and records show it: the value is redacted when the path's last
-/// part is a secret name (`env_vars.HF_TOKEN`, also misspelled sections).
+/// part is a secret name (`env_vars.HF_TOKEN`, also misspelled sections) or the value holds one
+/// of its keys.
 pub fn shown_flag(item: &str) -> String {
     match item.split_once('=') {
         Some((path, _))
@@ -77,6 +78,10 @@ pub fn shown_flag(item: &str) -> String {
                 .next()
                 .is_some_and(|last| crate::secret::is_secret_name(last.trim())) =>
         {
+            format!("--set {path}={}", crate::secret::REDACTED)
+        }
+        // a mapping value with a secret under one of its keys (`load_kwargs: {token: ...}`)
+        Some((path, text)) if config::bridge::secret_key(&yaml::parse_value(text)).is_some() => {
             format!("--set {path}={}", crate::secret::REDACTED)
         }
         _ => format!("--set {item}"),
@@ -120,11 +125,15 @@ fn parse_set(item: &str) -> Result<SetOverride> {
                 ),
             )));
     };
-    if let (Some(f), Some(known)) = (&field, fields)
+    // a pass-through section's fields are those of every class it comes in (a fine-tuning
+    // recipe's too); the recipe's own class checks them when the plan is built
+    let known: Option<Vec<&str>> = if config::bridge::is_section(&section) {
+        Some(config::bridge::all_names(&section))
+    } else {
+        fields.map(<[&str]>::to_vec)
+    };
+    if let (Some(f), Some(known)) = (&field, known)
         && !known.contains(&f.as_str())
-        // a pass-through section's field of another class (a fine-tuning recipe's): typed
-        // below against every class of the section, with close matches when none has it
-        && !config::bridge::is_section(&section)
         && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
         // a field of some provider class: checked against the recipe's own when planned
         && !(section == config::ModelConfig::SECTION && config::provider::is_field(f))
