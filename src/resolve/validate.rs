@@ -4,7 +4,8 @@
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency.
 
 use crate::config::{
-    COMM_OVERLAP, DDP, MIXED_PRECISION, MODEL, MixedPrecisionConfig, OPTIMIZER, Targets,
+    COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
+    OPTIMIZER, OptimizerConfig, Targets,
 };
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source, Trace};
@@ -19,7 +20,19 @@ pub fn validate(
     t: &mut Trace,
 ) -> Result<()> {
     let (model, optimizer, ddp) = (&*targets.model, targets.optimizer, targets.ddp);
-    let (decisions, warnings) = (&mut t.decisions, &mut t.warnings);
+    ddp_and_optimizer_post_init(optimizer, ddp, &mut t.warnings)?;
+    model_post_init(model, stack)?;
+    megatron_fsdp(mp, optimizer, ddp, &mut t.decisions)?;
+    optimizer_sync(optimizer, ddp, t);
+    precision_consistency(model, optimizer)
+}
+
+/// Megatron-Core's `DistributedDataParallelConfig` and `OptimizerConfig` post-init checks.
+fn ddp_and_optimizer_post_init(
+    optimizer: &OptimizerConfig,
+    ddp: &DdpConfig,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
     // Megatron-Core DDP and optimizer post-init. `ddp.finalize()` runs before the
     // Megatron-FSDP block below turns reuse off, so this holds with FSDP too.
     if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather {
@@ -44,6 +57,11 @@ pub fn validate(
         ));
     }
 
+    Ok(())
+}
+
+/// Megatron-Core's `TransformerConfig.__post_init__` checks of what overlap and precision set.
+fn model_post_init(model: &ModelConfig, stack: &Stack) -> Result<()> {
     // Megatron-Core model post-init.
     if model.defer_embedding_wgrad_compute {
         if model.pipeline_model_parallel_size < 2 || !model.gradient_accumulation_fusion {
@@ -76,6 +94,17 @@ pub fn validate(
         crate::overlap::checks::expert_overlap(model, stack)?;
     }
 
+    Ok(())
+}
+
+/// `ConfigContainer.validate`'s Megatron-FSDP block (it forces the distributed optimizer on and
+/// turns off what FSDP does not support), else the MXFP8 buffer-reuse assertion.
+fn megatron_fsdp(
+    mp: Option<&MixedPrecisionConfig>,
+    optimizer: &mut OptimizerConfig,
+    ddp: &mut DdpConfig,
+    decisions: &mut Vec<Decision>,
+) -> Result<()> {
     // Megatron-FSDP.
     if ddp.use_megatron_fsdp {
         if !ddp.use_distributed_optimizer || !optimizer.use_distributed_optimizer {
@@ -119,6 +148,13 @@ pub fn validate(
                 .help(format!("--set {}=true", MIXED_PRECISION.reuse_grad_buf_for_mxfp8_param_ag)));
     }
 
+    Ok(())
+}
+
+/// `ConfigContainer.validate`'s sync of the distributed optimizer and `overlap_param_gather`
+/// between ddp and the optimizer.
+fn optimizer_sync(optimizer: &mut OptimizerConfig, ddp: &mut DdpConfig, t: &mut Trace) {
+    let (decisions, warnings) = (&mut t.decisions, &mut t.warnings);
     // Distributed-optimizer and overlap_param_gather sync: where ddp and the optimizer
     // disagree, both become True, with Bridge's warning.
     for (label, what, ddp_path, ddp_value, opt_path, opt_value) in [
@@ -151,7 +187,10 @@ pub fn validate(
             *opt_value = true;
         }
     }
+}
 
+/// `ConfigContainer.validate`'s precision consistency of the model and the optimizer.
+fn precision_consistency(model: &ModelConfig, optimizer: &OptimizerConfig) -> Result<()> {
     // Precision consistency.
     if model.bf16 && model.fp16 {
         return Err(Error::config(format!(

@@ -436,9 +436,6 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
 const LONG_FUNCTIONS_BEING_SPLIT: &[(&str, &str)] = &[
     // the estimator's terms as named functions
     ("src/estimate/mod.rs", "estimate_with_stages"),
-    // Bridge's section checks as a table
-    ("src/resolve/validate.rs", "bridge_sections"),
-    ("src/resolve/validate.rs", "validate"),
 ];
 
 #[test]
