@@ -40,7 +40,7 @@ macro_rules! with_sections {
         struct $name {
             $($own)*
             #[serde(default)]
-            model: Option<ModelConfig>,
+            model: Option<TypedModel>,
             #[serde(default)]
             train: Option<TrainConfig>,
             #[serde(default)]
@@ -67,8 +67,50 @@ macro_rules! with_sections {
             profiling: Option<Map<String, Value>>,
             #[serde(default, deserialize_with = "crate::config::bridge::de::ft")]
             ft: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de_peft")]
+            peft: Option<Value>,
         }
     };
+}
+
+/// A recipe's `model` mapping, typed: the fields ovlaunch plans (`ModelConfig`, each of its
+/// type) and the fields some provider class of Bridge's declares (`config::provider`, typed
+/// against the recipe's own class when it is planned: `resolve::layers`). Any other key is an
+/// unknown field, reported at its line like every other.
+#[derive(Debug)]
+struct TypedModel;
+
+impl<'de> Deserialize<'de> for TypedModel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = TypedModel;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping of model fields")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<TypedModel, A::Error> {
+                use serde::de::Error;
+                let mut planned = Map::new();
+                while let Some(k) = m.next_key::<String>()? {
+                    if ModelConfig::FIELDS.contains(&k.as_str()) {
+                        let v = m.next_value::<Value>()?;
+                        planned.insert(k, v);
+                    } else if crate::config::provider::is_field(&k) {
+                        m.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        return Err(A::Error::unknown_field(&k, ModelConfig::FIELDS));
+                    }
+                }
+                serde_json::from_value::<ModelConfig>(Value::Object(planned))
+                    .map_err(A::Error::custom)?;
+                Ok(TypedModel)
+            }
+        }
+        d.deserialize_map(Fields)
+    }
 }
 
 with_sections! {
@@ -318,6 +360,15 @@ impl Recipe {
         }
         self.pinned = Some(function.to_string());
         Some(self)
+    }
+
+    /// Its task and family: which classes its Bridge functions hold in the pass-through
+    /// sections (`config::bridge::Holder`).
+    pub fn holder(&self) -> crate::config::bridge::Holder<'_> {
+        crate::config::bridge::Holder {
+            task: self.task.as_deref(),
+            family: self.family.as_deref(),
+        }
     }
 
     /// The Bridge functions this recipe names, its own and its variants', each once.

@@ -13,6 +13,9 @@ pub mod hardware;
 pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;
+pub mod provider;
+#[rustfmt::skip]
+mod provider_fields;
 mod section;
 pub use section::Section;
 pub mod train;
@@ -97,6 +100,10 @@ const TYPED: &[(&str, Option<&[&str]>)] = &[
 pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> {
     match TYPED.iter().find(|(key, _)| *key == section) {
         Some((_, fields)) => Some(*fields),
+        // a pass-through section's fields as a pretraining recipe holds them (`peft`: LoRA's);
+        // a fine-tuning recipe's classes (`bridge::TASK_SECTIONS`) add theirs, which
+        // `bridge::check_any` types and `bridge::Holder` checks with the recipe's own class
+        None if section == bridge::PEFT => Some(bridge::PEFT_SCHEMES.first().map(|(_, d)| d.names)),
         None => Some(Some(bridge::section(section)?.names)),
     }
 }
@@ -104,8 +111,5 @@ pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> 
 /// Every addressable section's key, in order: the typed ones, then Bridge's pass-through
 /// ones (`config::bridge`).
 pub fn sections() -> impl Iterator<Item = &'static str> + Clone {
-    TYPED
-        .iter()
-        .map(|(key, _)| *key)
-        .chain(bridge::SECTIONS.iter().map(|s| s.name))
+    TYPED.iter().map(|(key, _)| *key).chain(bridge::names())
 }

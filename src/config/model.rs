@@ -121,7 +121,11 @@ crate::section! {
         fp4_recipe: Option<String> = Some("nvfp4".to_string()),
         fp4_param: Option<bool> = Some(false),
         num_layers_at_start_in_bf16: u32 = 1,
-        num_layers_at_end_in_bf16: u32 = 1,
+        num_layers_at_end_in_bf16: u32 = 1;
+        /// The fields specific to the model's architecture, beyond the ones above: each a
+        /// field of the recipe's provider class, of its type (`config::provider::check`),
+        /// set by a recipe file, a plugin or `--set`.
+        rest provider
     }
 }
 

@@ -196,7 +196,7 @@ fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) 
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
     // Bridge's own checks of the pass-through sections (their `finalize()`).
-    validate::bridge_sections(&l.cfg.bridge)?;
+    validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder())?;
     validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
     let trainer_call = trainer::call(
         inp.recipe,

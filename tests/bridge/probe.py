@@ -308,7 +308,7 @@ def plain(v, depth=0):
 
 
 SECTIONS = ("model", "train", "ddp", "optimizer", "comm_overlap", "mixed_precision", "scheduler", "dataset",
-            "tokenizer", "checkpoint", "logger", "profiling", "ft", "validation", "dist", "rng")
+            "tokenizer", "checkpoint", "logger", "profiling", "ft", "peft", "validation", "dist", "rng")
 
 
 def main() -> None:

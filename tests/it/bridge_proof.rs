@@ -113,6 +113,7 @@ fn extra_cases() -> Vec<Case> {
         section_check_cases(),
         set_and_plugin_cases(),
         env_cases(),
+        fine_tuning_cases(),
     ]
     .into_iter()
     .flatten()
@@ -699,6 +700,73 @@ fn env_cases() -> Vec<Case> {
     ]
 }
 
+/// SFT and PEFT jobs with `--set` of the dataset and of the PEFT fields (typed by Bridge's
+/// `GPTSFTDatasetConfig` and `LoRA`), the hub token through the job's secrets; a fine-tuning
+/// dataset without a source, which both refuse.
+fn fine_tuning_cases() -> Vec<Case> {
+    let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
+    vec![
+        with_env(
+            case(
+                "sft-set-dataset",
+                "h100",
+                8,
+                &[
+                    "--recipe",
+                    "llama3_8b_sft_config",
+                    "--gpus",
+                    "h100x8",
+                    "--set",
+                    "dataset.hf_dataset={dataset_name: squad, split: train}",
+                    "--set",
+                    "dataset.hf_validation_proportion=0.05",
+                    "--set",
+                    "dataset.num_workers=2",
+                    "--set",
+                    "dataset.do_test=false",
+                    "--env",
+                    "HF_TOKEN",
+                ],
+            ),
+            &[("HF_TOKEN", "proof-hf-token-marker")],
+        ),
+        case(
+            "peft-lora-set",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_peft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                &ckpt,
+                "--set",
+                "peft.dim=16",
+                "--set",
+                "peft.alpha=32",
+                "--set",
+                "peft.dropout=0.1",
+                "--set",
+                "peft.target_modules=[linear_qkv, linear_proj]",
+            ],
+        ),
+        case(
+            "refuse-sft-no-source",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset=null",
+            ],
+        ),
+    ]
+}
+
 /// A user's recipe file in `tests/fixtures/user-recipes/`.
 pub fn user_recipe(name: &str) -> String {
     format!(
@@ -769,6 +837,37 @@ fn user_cases() -> Vec<Case> {
             &["--set", "model.expert_model_parallel_size=16"],
         ),
         c("user-named-precision", "h100", 8, "named-precision", &[]),
+        // architecture fields of Bridge's provider classes, from the file and from --set
+        c("user-hybrid", "h100", 8, "hybrid", &[]),
+        c(
+            "user-hybrid-set",
+            "h100",
+            8,
+            "hybrid",
+            &[
+                "--set",
+                "model.mamba_state_dim=32",
+                "--set",
+                "model.hybrid_layer_pattern=M*M-M*M-",
+                "--set",
+                "model.mamba_head_dim=32",
+            ],
+        ),
+        c("user-moe-mtp", "h100", 16, "moe-mtp", &[]),
+        c(
+            "user-moe-mtp-set",
+            "h100",
+            16,
+            "moe-mtp",
+            &[
+                "--set",
+                "model.mtp_loss_scaling_factor=0.3",
+                "--set",
+                "model.moe_router_load_balancing_type=aux_loss",
+                "--set",
+                "model.moe_z_loss_coeff=0.001",
+            ],
+        ),
         c(
             "user-overlap-into-none",
             "h100",
@@ -1059,13 +1158,20 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
         let p = &plan[section];
         let b = &bridge[section];
         // a pass-through section the plan sets must be Bridge's own class, not a plain dict
-        if let Some(def) = ovlaunch::config::bridge::section(section)
+        let holder = ovlaunch::config::bridge::Holder {
+            task: plan["recipe"]["task"].as_str(),
+            family: plan["recipe"]["family"].as_str(),
+        };
+        // the class the recipe holds there
+        let class = holder.section(section).map(|d| d.class);
+        if let Some(class) = class
+            && ovlaunch::config::bridge::is_section(section)
             && p.is_object()
-            && classes[section].as_str() != Some(def.class)
+            && classes[section].as_str() != Some(class)
         {
             d.push(format!(
-                "{section}: Bridge holds {}, not {}",
-                classes[section], def.class
+                "{section}: Bridge holds {}, not {class}",
+                classes[section]
             ));
         }
         if p.is_null() && ovlaunch::config::bridge::is_section(section) {
