@@ -322,7 +322,7 @@ def factor(variants: list[dict]) -> dict:
     """Values identical in every variant (per section field) move to the top level."""
     base = {}
     # the model class every variant builds (one statement for the file)
-    for key in ("model_class", "model_lacks"):
+    for key in ("model_class", "model_lacks", "from_checkpoint"):
         held = {json.dumps(v.get(key)) for v in variants}
         if len(held) == 1 and key in variants[0]:
             base[key] = variants[0][key]
@@ -374,6 +374,118 @@ def emit(obj, indent: int = 0) -> list[str]:
     return lines
 
 
+# Stand-in checkpoint configs for a function whose checkpoint's config.json is not at hand:
+# Llama 3 8B's (tests/bridge/hf, a plain decoder Bridge builds with its Llama bridge) and the
+# same with every shape number doubled. The function runs on each; what it assigns to the model
+# Bridge built from the config, with the same value on both, is what the recipe states; every
+# other model field comes from the checkpoint at run time (its architecture, provider class and
+# shape), except what Bridge's mixed-precision setup writes over the model later.
+STANDIN = "meta-llama/Meta-Llama-3-8B"
+STANDIN_SCALED = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                  "num_key_value_heads", "vocab_size", "max_position_embeddings")
+
+
+class Standin:
+    """A stand-in config.json at `hf` in the offline hub (scale 1 or 2), and a record of the
+    model fields the recipe function assigns after Bridge built the model from it."""
+
+    def __init__(self, hf: str, scale: int):
+        self.hf, self.scale, self.assigned, self.revision = hf, scale, set(), None
+
+    def __enter__(self):
+        import os
+
+        from megatron.bridge.models.conversion.auto_bridge import AutoBridge
+
+        cfg = json.loads((probe.HERE / "hf" / STANDIN / "config.json").read_text())
+        for k in STANDIN_SCALED:
+            cfg[k] = cfg[k] * self.scale
+        org, name = self.hf.split("/", 1)
+        self.repo = Path(os.environ["HF_HUB_CACHE"]) / f"models--{org}--{name}"
+
+        def snapshot(revision):
+            (self.repo / "snapshots" / revision).mkdir(parents=True, exist_ok=True)
+            (self.repo / "snapshots" / revision / "config.json").write_text(json.dumps(cfg))
+
+        snapshot("0" * 40)
+        (self.repo / "refs").mkdir()
+        (self.repo / "refs" / "main").write_text("0" * 40)
+        # a function that pins a commit of the checkpoint reads the stand-in there too
+        self.original_from = AutoBridge.__dict__["from_hf_pretrained"]
+
+        def from_hf(cls, path, *a, **k):
+            if path == self.hf and k.get("revision"):
+                self.revision = k["revision"]
+                snapshot(k["revision"])
+            return self.original_from.__func__(cls, path, *a, **k)
+
+        AutoBridge.from_hf_pretrained = classmethod(from_hf)
+        self.original = AutoBridge.to_megatron_provider
+        assigned = self.assigned
+
+        def recording(bridge, *a, **k):
+            provider = self.original(bridge, *a, **k)
+            cls = type(provider)
+
+            def setattr_(obj, name, value):
+                assigned.add(name)
+                cls.__setattr__(obj, name, value)
+
+            provider.__class__ = type(cls.__name__, (cls,), {"__setattr__": setattr_, "__module__": cls.__module__})
+            return provider
+
+        AutoBridge.to_megatron_provider = recording
+        return self
+
+    def __exit__(self, *exc):
+        import shutil
+
+        from megatron.bridge.models.conversion.auto_bridge import AutoBridge
+
+        AutoBridge.to_megatron_provider = self.original
+        AutoBridge.from_hf_pretrained = self.original_from
+        shutil.rmtree(self.repo)
+        return False
+
+
+def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: bool, hf: str) -> dict:
+    """The variant of a function whose checkpoint config is not at hand (see STANDIN): what the
+    recipe states, and `from_checkpoint` naming the checkpoint and the model fields it gives at
+    run time. Raises ValueError when anything outside the model differs between the stand-ins."""
+    from dataclasses import fields as dc_fields
+
+    runs = []
+    for scale in (1, 2):
+        with Standin(hf, scale) as s:
+            v = variant_of(n, fn, fields, aliases, library)
+        runs.append((v, s.assigned))
+        revision = s.revision
+    (a, assigned_a), (b, assigned_b) = runs
+    for key in a:
+        if key != "model" and json.dumps(a[key], sort_keys=True) != json.dumps(b.get(key), sort_keys=True):
+            raise ValueError(f"`{key}` follows the checkpoint's values")
+    precision_written = {f.name for f in dc_fields(MixedPrecisionConfig)} if "mixed_precision" in a else set()
+    stated = {f for f in assigned_a & assigned_b if f in a["model"] and a["model"][f] == b["model"].get(f)}
+    a["from_checkpoint"] = {"hf": hf}
+    if revision:
+        a["from_checkpoint"]["revision"] = revision
+    a["from_checkpoint"]["fields"] = [f for f in a["model"] if f not in stated and f not in precision_written]
+    a["model"] = {f: x for f, x in a["model"].items() if f in stated}
+    for key in ("model_class", "model_lacks", "pipeline_layouts"):
+        a.pop(key, None)
+    return a
+
+
+def config_map() -> str:
+    """recipes/hf_config_map.json: Bridge's config mapping (Hugging Face config key -> model
+    field), which ovlaunch applies to a checkpoint config the user gives (`--hf-config`)."""
+    from megatron.bridge.models.conversion.model_bridge import MegatronModelBridge
+
+    doc = {"from": "megatron.bridge.models.conversion.model_bridge.MegatronModelBridge.CONFIG_MAPPING",
+           "map": [list(pair) for pair in MegatronModelBridge.CONFIG_MAPPING]}
+    return json.dumps(doc, indent=1) + "\n"
+
+
 def checkpoint_missing(e: Exception) -> str | None:
     """The Hugging Face checkpoint whose config.json a recipe function could not read (none is
     shipped in tests/bridge/hf), or None for any other failure."""
@@ -392,6 +504,13 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
     or None when none of them is shipped; the refused functions' header lines; and the functions
     whose checkpoint config is not at hand, with the checkpoint."""
     variants, refused, missing = [], [], {}
+    def from_standins(n, fn, aliases, hf):
+        try:
+            variants.append(standin_variant(n, fn, fields, aliases, library, hf))
+        except Exception as e:  # noqa: BLE001 - the reason goes into NOT_SHIPPED.md
+            why = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            missing.update({x: (hf, why) for x in (n, *aliases)})
+
     for n, fn, aliases in entries:
         try:
             m = name_meta(n, fn)
@@ -399,7 +518,7 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
             hf = checkpoint_missing(e)
             if hf is None:
                 raise
-            missing.update({x: hf for x in (n, *aliases)})
+            from_standins(n, fn, aliases, hf)
             continue
         if not library and m["hardware"] not in GPU_KINDS:
             continue  # accounted for in NOT_SHIPPED.md
@@ -414,7 +533,7 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
         except Exception as e:  # noqa: BLE001 - the reason goes into the file
             hf = checkpoint_missing(e)
             if hf is not None:
-                missing.update({x: hf for x in (n, *aliases)})
+                from_standins(n, fn, aliases, hf)
                 continue
             refused.extend(f"#   {x}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
                            for x in (n, *aliases))
@@ -585,9 +704,10 @@ def refused_records(model: str, lines: list[str]) -> list[tuple[str, str, str]]:
     return out
 
 
-def missing_records(model: str, missing: dict[str, str]) -> list[tuple[str, str, str]]:
+def missing_records(model: str, missing: dict[str, tuple[str, str]]) -> list[tuple[str, str, str]]:
     return [(model, f"builds its model from the Hugging Face checkpoint `{hf}`, whose config.json ovlaunch does "
-                    "not ship (tests/bridge/hf): no public copy gathered yet", n) for n, hf in missing.items()]
+                    f"not ship (tests/bridge/hf), and its recipe code does not run on a stand-in config: {why}", n)
+            for n, (hf, why) in missing.items()]
 
 
 def gpu_records(model: str, entries) -> list[tuple[str, str, str]]:
@@ -647,6 +767,7 @@ def main() -> int:
             if g["source"] == "perf":
                 records += gpu_records(g["model"], g["entries"])
         put(Path(args.out) / "NOT_SHIPPED.md", not_shipped(records))
+        put(Path(args.out) / "hf_config_map.json", config_map())
     return bad
 
 

@@ -65,10 +65,13 @@ def _offline_hub() -> None:
     for cfg in (HERE / "hf").glob("*/*/config.json"):
         org, name = cfg.parent.parent.name, cfg.parent.name
         repo = cache / f"models--{org}--{name}"
-        # "main" plus the commit a recipe pins, if it pins one (file `revision` beside the fixture)
+        # "main" plus the commit a recipe pins, if it pins one (`pinned-revision:` in the
+        # SOURCE file beside the fixture)
         revisions = ["0" * 40]
-        if (cfg.parent / "revision").exists():
-            revisions.append((cfg.parent / "revision").read_text().strip())
+        source = cfg.parent / "SOURCE"
+        for line in source.read_text().splitlines() if source.exists() else []:
+            if line.startswith("pinned-revision:"):
+                revisions.append(line.split(":", 1)[1].split()[0])
         for rev in revisions:
             snap = repo / "snapshots" / rev
             snap.mkdir(parents=True)
