@@ -326,8 +326,10 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
                 .help("give the checkpoint's config.json (JSON), or its directory")
         })?;
         let serde_json::Value::Object(config) = config else {
-            return Err(Error::usage(format!("{origin}: a config.json is a JSON object"))
-                .at_flag("--hf-config"));
+            return Err(
+                Error::usage(format!("{origin}: a config.json is a JSON object"))
+                    .at_flag("--hf-config"),
+            );
         };
         let mut values = serde_json::Map::new();
         for (field, value) in crate::config::checkpoint::map_config(&config, &from.fields) {
@@ -345,12 +347,16 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
                 m.insert(k.clone(), v.clone());
             }
             // the values must be what the model section takes
-            serde_json::from_value::<crate::config::ModelConfig>(serde_json::Value::Object(m.clone()))
-                .map_err(|e| {
-                    Error::usage(format!("{origin}: a value does not fit the model section: {e}"))
-                        .at_flag("--hf-config")
-                        .help(format!("give the config.json of checkpoint {}", from.hf))
-                })?;
+            serde_json::from_value::<crate::config::ModelConfig>(serde_json::Value::Object(
+                m.clone(),
+            ))
+            .map_err(|e| {
+                Error::usage(format!(
+                    "{origin}: a value does not fit the model section: {e}"
+                ))
+                .at_flag("--hf-config")
+                .help(format!("give the config.json of checkpoint {}", from.hf))
+            })?;
         }
         from.config = Some(origin);
         from.read = values.keys().cloned().collect();
@@ -364,17 +370,32 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
 
 /// Where the config.json of `from`'s checkpoint is: `--hf-config` (a file, or a directory
 /// holding config.json), else the Hugging Face cache; `None` when neither has it.
-fn checkpoint_config_path(from: &crate::config::FromCheckpoint, flag: Option<&Path>) -> Option<PathBuf> {
+fn checkpoint_config_path(
+    from: &crate::config::FromCheckpoint,
+    flag: Option<&Path>,
+) -> Option<PathBuf> {
     if let Some(p) = flag {
-        return Some(if p.is_dir() { p.join("config.json") } else { p.to_path_buf() });
+        return Some(if p.is_dir() {
+            p.join("config.json")
+        } else {
+            p.to_path_buf()
+        });
     }
-    let env = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |n: &str| {
+        std::env::var_os(n)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let hub = env("HF_HUB_CACHE")
         .or_else(|| env("HF_HOME").map(|h| h.join("hub")))
         .or_else(|| env("HOME").map(|h| h.join(".cache/huggingface/hub")))?;
     let repo = hub.join(format!("models--{}", from.hf.replace('/', "--")));
     let main = std::fs::read_to_string(repo.join("refs/main")).ok();
-    let revisions = from.revision.iter().cloned().chain(main.map(|m| m.trim().to_string()));
+    let revisions = from
+        .revision
+        .iter()
+        .cloned()
+        .chain(main.map(|m| m.trim().to_string()));
     revisions
         .map(|rev| repo.join("snapshots").join(rev).join("config.json"))
         .find(|p| p.is_file())

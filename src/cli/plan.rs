@@ -26,7 +26,12 @@ pub fn printable(plan: &Plan) -> Result<Value> {
         }
         // Fields a checkpoint gives at run time are not the plan's to state
         // (`recipe.from_checkpoint` lists them).
-        for f in plan.recipe.from_checkpoint.iter().flat_map(|c| &c.at_run_time) {
+        for f in plan
+            .recipe
+            .from_checkpoint
+            .iter()
+            .flat_map(|c| &c.at_run_time)
+        {
             model.shift_remove(f);
         }
     }

@@ -67,6 +67,9 @@ pub struct FromCheckpoint {
 pub struct CheckpointFields {
     /// The Hugging Face checkpoint (`ORG/NAME`).
     pub checkpoint: String,
+    /// The commit of it the recipe function pins, when it pins one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
     /// The config.json read at plan time, when one was given or found (a path).
     pub config: Option<String>,
     /// The model fields taken from that config.

@@ -15,14 +15,38 @@ use crate::plan::{Decision, Source, Trace};
 
 /// The checks a checkpoint-given field takes part in, as the plan states them.
 const CHECKS: &[(&str, &str)] = &[
-    ("num_attention_heads", "num_attention_heads divisible by tensor_model_parallel_size"),
-    ("num_query_groups", "num_query_groups divisible by tensor_model_parallel_size"),
-    ("num_layers", "num_layers split evenly over the pipeline stages (or as the pipeline layout places them)"),
-    ("num_moe_experts", "num_moe_experts divisible by expert_model_parallel_size (and > 1 for MoE overlap)"),
-    ("hidden_size", "hidden_size divisible by num_attention_heads when kv_channels is unset"),
-    ("kv_channels", "the head size kv_channels (or hidden_size // num_attention_heads)"),
-    ("moe_layer_freq", "moe_layer_freq an integer or one 0/1 per layer"),
-    ("mtp_num_layers", "the MTP layers the pipeline layout places"),
+    (
+        "num_attention_heads",
+        "num_attention_heads divisible by tensor_model_parallel_size",
+    ),
+    (
+        "num_query_groups",
+        "num_query_groups divisible by tensor_model_parallel_size",
+    ),
+    (
+        "num_layers",
+        "num_layers split evenly over the pipeline stages (or as the pipeline layout places them)",
+    ),
+    (
+        "num_moe_experts",
+        "num_moe_experts divisible by expert_model_parallel_size (and > 1 for MoE overlap)",
+    ),
+    (
+        "hidden_size",
+        "hidden_size divisible by num_attention_heads when kv_channels is unset",
+    ),
+    (
+        "kv_channels",
+        "the head size kv_channels (or hidden_size // num_attention_heads)",
+    ),
+    (
+        "moe_layer_freq",
+        "moe_layer_freq an integer or one 0/1 per layer",
+    ),
+    (
+        "mtp_num_layers",
+        "the MTP layers the pipeline layout places",
+    ),
 ];
 
 /// Gives the checkpoint-given shape fields of `model` values every layout, overlap and
@@ -86,7 +110,10 @@ fn neutral_layers(model: &ModelConfig) -> u32 {
         return stages.iter().map(|s| s.matches('t').count()).sum::<usize>() as u32;
     }
     let stages = model.pipeline_model_parallel_size.max(1)
-        * model.virtual_pipeline_model_parallel_size.unwrap_or(1).max(1);
+        * model
+            .virtual_pipeline_model_parallel_size
+            .unwrap_or(1)
+            .max(1);
     let extra = u32::from(model.account_for_embedding_in_pipeline_split)
         + u32::from(model.account_for_loss_in_pipeline_split);
     let mut layers = stages;

@@ -319,6 +319,7 @@ fn checkpoint_stage(
     let path = |f: &str| format!("{}.{f}", crate::config::ModelConfig::SECTION);
     let mut out = crate::config::CheckpointFields {
         checkpoint: from.hf.clone(),
+        revision: from.revision.clone(),
         config: from.config.clone(),
         read: Vec::new(),
         at_run_time: Vec::new(),

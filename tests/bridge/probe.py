@@ -314,6 +314,52 @@ SECTIONS = ("model", "train", "ddp", "optimizer", "comm_overlap", "mixed_precisi
             "tokenizer", "checkpoint", "logger", "profiling", "ft", "validation", "dist", "rng")
 
 
+class HubConfig:
+    """A case's `hf_config` ({"hf", "revision", "config"}): that config.json in the offline hub
+    at the checkpoint's name (and the commit its function pins) while the case builds, for a
+    recipe function whose checkpoint config ovlaunch does not ship."""
+
+    def __init__(self, spec: dict):
+        org, name = spec["hf"].split("/", 1)
+        self.repo = Path(os.environ["HF_HUB_CACHE"]) / f"models--{org}--{name}"
+        self.revisions = ["0" * 40] + ([spec["revision"]] if spec.get("revision") else [])
+        self.config = Path(spec["config"])
+
+    def __enter__(self):
+        if self.repo.exists():
+            raise RuntimeError(f"{self.repo.name}: a shipped fixture is in the offline hub already")
+        for rev in self.revisions:
+            (self.repo / "snapshots" / rev).mkdir(parents=True)
+            shutil.copy(self.config, self.repo / "snapshots" / rev / "config.json")
+        (self.repo / "refs").mkdir()
+        (self.repo / "refs" / "main").write_text("0" * 40)
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.repo)
+        return False
+
+
+def build_case(case: dict):
+    """`build`, with the case's stand-in checkpoint configs tried in turn (`hf_config` with a
+    list `configs`: the first whose architecture Bridge builds the job with), or its one
+    `hf_config`; returns also the config used."""
+    spec = case.get("hf_config")
+    if spec is None:
+        return (*build(case), None)
+    configs = spec.get("configs") or [spec["config"]]
+    last = None
+    for path in configs:
+        try:
+            with HubConfig(dict(spec, config=path)):
+                return (*build(case), path)
+        except Refused:
+            raise
+        except Exception as e:  # noqa: BLE001 - the next stand-in may fit
+            last = e
+    raise last
+
+
 def main() -> None:
     cases = json.load(sys.stdin)
     # Bridge's code prints (config dumps, notices): keep stdout for the answer only
@@ -322,7 +368,7 @@ def main() -> None:
     out = {}
     for case in cases:
         try:
-            cfg, env, recipe_env = build(case)
+            cfg, env, recipe_env, standin = build_case(case)
             config = {s: plain(getattr(cfg, s, None)) for s in SECTIONS}
             classes = {s: f"{type(v).__module__}.{type(v).__qualname__}" for s in SECTIONS if (v := getattr(cfg, s, None)) is not None}
             out[case["id"]] = {
@@ -331,6 +377,7 @@ def main() -> None:
                 "classes": classes,
                 "env": env,
                 "recipe_env": plain(recipe_env),
+                "hf_config": standin,
             }
         except Refused as e:
             out[case["id"]] = {"ok": False, "refused": True, "error": str(e)}

@@ -1082,6 +1082,39 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
     d
 }
 
+/// The stand-in configs a job whose model comes from a Hugging Face checkpoint not at hand
+/// is built with (`tests/bridge/gen_recipes.py` PROOF_STANDINS: a dense decoder, a MoE decoder,
+/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name.
+const PROOF_STANDINS: &[&str] = &[
+    "meta-llama/Meta-Llama-3-8B",
+    "Qwen/Qwen3-30B-A3B",
+    "deepseek-ai/DeepSeek-V3",
+];
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/bridge/hf/{name}/config.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// For a plan whose model comes from a checkpoint (`recipe.from_checkpoint`): the config
+/// Bridge's offline hub holds at the checkpoint's name while it builds the job: the one the
+/// job was planned with (`--hf-config`), else the stand-ins. Bridge then builds the trainer line
+/// with a config present, and every field the plan states must be Bridge's.
+fn hf_config(plan: &Value, args: &[String]) -> Option<Value> {
+    let from = plan["recipe"].get("from_checkpoint")?;
+    let configs: Vec<String> = match args.iter().position(|a| a == "--hf-config") {
+        Some(i) => vec![args[i + 1].clone()],
+        None => PROOF_STANDINS.iter().map(|n| fixture(n)).collect(),
+    };
+    Some(json!({
+        "hf": from["checkpoint"],
+        "revision": from.get("revision").cloned().unwrap_or(Value::Null),
+        "configs": configs,
+    }))
+}
+
 #[test]
 fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
@@ -1234,9 +1267,12 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                     .collect()
             })
             .unwrap_or_default();
-        inputs.push(
-            json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env}),
-        );
+        let mut input =
+            json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env});
+        if let Some(spec) = plans.get(&c.id).and_then(|p| hf_config(p, &c.args)) {
+            input["hf_config"] = spec;
+        }
+        inputs.push(input);
     }
     if let Ok(path) = std::env::var("OVLAUNCH_PROOF_CASES") {
         std::fs::write(path, Value::Array(inputs.clone()).to_string()).unwrap();
