@@ -573,7 +573,7 @@ pub fn estimate_with_stages(
             stride: etp,
             domain,
             topk: moe.topk,
-            dedup: m.moe_token_dispatcher_type == "flex",
+            dedup: m.moe_token_dispatcher_type.as_deref() == Some("flex"),
         };
         // Dispatch and combine, forward and backward.
         moe_layers_gpu * 4.0 * alltoall_s(tokens * moe.topk * h * 2.0, &group, perf, eff)

@@ -809,7 +809,7 @@ fn env_stage(
 /// device named "NVIDIA B200"/"NVIDIA B300" (so not GB200/GB300); HybridEP needs 8.x, 9.x or
 /// 10.x.
 fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result<()> {
-    if m.moe_token_dispatcher_type != "flex" {
+    if m.moe_token_dispatcher_type.as_deref() != Some("flex") {
         return Ok(());
     }
     let major = hw.gpu.arch_major;

@@ -118,7 +118,40 @@ fn extra_cases() -> Vec<Case> {
         c.env = env.to_vec();
         c
     };
+    let hf = |name: &str| fixture(name);
+    let (dense_cfg, moe_cfg) = (hf("Qwen/Qwen3-8B"), hf("deepseek-ai/DeepSeek-V3"));
     vec![
+        // A function whose checkpoint config ovlaunch does not hold, planned with a config the
+        // user gives (`--hf-config`): of its architecture (Qwen3-0.6B's recipe with Qwen3 8B's
+        // config; Moonlight's, a DeepSeek-V3 architecture, with DeepSeek-V3's). Bridge builds
+        // the job with that config at the checkpoint's name; every field the plan states,
+        // those read from the config included, must be Bridge's.
+        c(
+            "hf-config-dense",
+            "h100",
+            1,
+            &[
+                "--recipe",
+                "qwen3_600m_sft_1gpu_h100_bf16_config",
+                "--gpus",
+                "h100x1",
+                "--hf-config",
+                &dense_cfg,
+            ],
+        ),
+        c(
+            "hf-config-moe",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "moonlight_16b_sft_8gpu_h100_bf16_tp1_config",
+                "--gpus",
+                "h100x8",
+                "--hf-config",
+                &moe_cfg,
+            ],
+        ),
         // The README's real pretraining example, word for word (README.md, "A real
         // pretraining run"): data, tokenizer, schedule, checkpoints, W&B, preemption.
         with_env(
