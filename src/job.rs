@@ -12,8 +12,8 @@
 //!    dump and secrets file;
 //! 4. the plugins' render phase edits the script (`plugin::render_phase`), adding decisions.
 
-use crate::backend::Executor;
 use crate::error::Result;
+use crate::executor::Executor;
 use crate::layout::Artifacts;
 use crate::plan::{Decision, Plan, Source};
 use crate::plugin;

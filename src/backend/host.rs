@@ -241,3 +241,38 @@ pub(super) fn wait(
         }
     }
 }
+
+/// Filesystem types (as the kernel names them in /proc/self/mountinfo) that only the
+/// machine holding them can see: a job directory there is invisible to other nodes.
+const LOCAL_FILESYSTEMS: &[&str] = &[
+    "tmpfs", "ramfs", "overlay", "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs",
+];
+
+/// The local filesystem type `dir` (or its nearest existing ancestor) is on, if it is one,
+/// on `host`.
+pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
+    host.fs_type(dir)
+        .filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
+}
+
+/// The warning for a Slurm job whose directory compute nodes may not see.
+pub fn visibility_warning(host: &dyn Host, dir: &Path) -> Option<String> {
+    local_filesystem(host, dir).map(|fs| {
+        format!(
+            "the job directory {}{} is on a local filesystem ({fs}): compute nodes other than {} cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
+            dir.display(),
+            host.on(),
+            if host.remote().is_some() { "the login node" } else { "this machine" }
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_is_not_a_local_disk() {
+        assert_eq!(local_filesystem(&Local, Path::new("/proc")), None);
+    }
+}

@@ -33,7 +33,6 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg, OFlag, openat};
 use nix::sys::stat::{Mode, fchmod, mkdirat};
 
-use super::host::Host;
 use crate::error::{Error, Result};
 use crate::layout::{JobFile, LOGS_DIR};
 
@@ -507,12 +506,6 @@ fn io_err(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::runtime(format!("cannot {what} {}: {e}", path.display()))
 }
 
-/// Filesystem types (as the kernel names them in /proc/self/mountinfo) that only the
-/// machine holding them can see: a job directory there is invisible to other nodes.
-const LOCAL_FILESYSTEMS: &[&str] = &[
-    "tmpfs", "ramfs", "overlay", "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs",
-];
-
 /// The filesystem type of the mount holding `path`, from mountinfo text (the longest
 /// mount point that is a prefix of `path`; the last one listed wins, as later mounts hide
 /// earlier ones). Mount points escape space, tab, newline and backslash as octal (`\040`).
@@ -556,23 +549,35 @@ fn unescape_octal(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The local filesystem type `dir` (or its nearest existing ancestor) is on, if it is one,
-/// on `host`.
-pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
-    host.fs_type(dir)
-        .filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
-}
-
-/// The warning for a Slurm job whose directory compute nodes may not see.
-pub fn visibility_warning(host: &dyn Host, dir: &Path) -> Option<String> {
-    local_filesystem(host, dir).map(|fs| {
-        format!(
-            "the job directory {}{} is on a local filesystem ({fs}): compute nodes other than {} cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
-            dir.display(),
-            host.on(),
-            if host.remote().is_some() { "the login node" } else { "this machine" }
-        )
-    })
+/// A private staging directory: `TMPDIR/ovlaunch-WHAT-PID-NANOS-N`, created 0700 (never an
+/// existing one), for an upload here and for `--package` (`cli::package`).
+pub fn private_temp_dir(what: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    for i in 0..100u32 {
+        let p = base.join(format!(
+            "ovlaunch-{what}-{}-{}-{i}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(Error::runtime(format!(
+                    "cannot create {}: {e}",
+                    p.display()
+                )));
+            }
+        }
+    }
+    Err(Error::runtime(format!(
+        "cannot create a staging directory in {} for the {what}",
+        base.display()
+    )))
 }
 
 #[cfg(test)]
@@ -595,13 +600,5 @@ mod tests {
         assert_eq!(t("/lustre/my jobs/a"), "nfs4");
         // a path component, not a string prefix
         assert_eq!(t("/lustrex"), "ext4");
-    }
-
-    #[test]
-    fn proc_is_not_a_local_disk() {
-        assert_eq!(
-            local_filesystem(&super::super::host::Local, Path::new("/proc")),
-            None
-        );
     }
 }

@@ -6,7 +6,8 @@
 //! it, atomically, from the rendered artifacts), reports its [`JobStatus`], cancels it and
 //! streams its output. The backend a job used is recorded in its `submission.json` by
 //! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].
-//! A new backend is a new [`Executor`] variant plus one `impl Backend`.
+//! A new backend is a new [`Executor`] variant (`crate::executor`, the core's name for it)
+//! plus one `impl Backend` and its case in [`backend_for`].
 
 pub mod host;
 pub mod jobdir;
@@ -27,35 +28,14 @@ use host::Host;
 use record::Submission;
 pub use state::JobStatus;
 
-/// Where the job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Executor {
-    Slurm,
-    Local,
-}
+pub use crate::executor::Executor;
 
-impl Executor {
-    /// The name recorded in `submission.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Executor::Slurm => "slurm",
-            Executor::Local => "local",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Executor> {
-        [Executor::Slurm, Executor::Local]
-            .into_iter()
-            .find(|e| e.name() == name)
-    }
-
-    /// The backend that runs jobs this way on `host` (the local executor is always this
-    /// machine).
-    pub fn backend(self, host: Box<dyn Host>) -> Box<dyn Backend> {
-        match self {
-            Executor::Slurm => Box::new(slurm::Slurm { host }),
-            Executor::Local => Box::new(local::Local),
-        }
+/// The backend that runs `executor`'s jobs on `host` (the local executor is always this
+/// machine).
+pub fn backend_for(executor: Executor, host: Box<dyn Host>) -> Box<dyn Backend> {
+    match executor {
+        Executor::Slurm => Box::new(slurm::Slurm { host }),
+        Executor::Local => Box::new(local::Local),
     }
 }
 
@@ -105,7 +85,7 @@ pub fn of(rec: &Submission) -> Result<Box<dyn Backend>> {
             rec.job_name, rec.executor
         ))
     })?;
-    Ok(executor.backend(host_of(rec.host.as_deref())?))
+    Ok(backend_for(executor, host_of(rec.host.as_deref())?))
 }
 
 /// The host a job's commands run on: `None` is this machine, `Some("USER@LOGIN")` a login
@@ -213,7 +193,7 @@ pub fn submit(
         drop(guard);
         return local::submit_with(dir, &dir.join(artifacts.script_name), &mut rec, job_output);
     }
-    let backend = executor.backend(host);
+    let backend = backend_for(executor, host);
     let started = backend.submit(dir, &dir.join(artifacts.script_name), &mut rec);
     if let Some(m) = mirror {
         match &started {

@@ -384,7 +384,7 @@ impl Host for Ssh {
         _sharing: Sharing,
     ) -> Result<()> {
         // Written here first with the exact modes, then streamed as one archive.
-        let stage = private_temp_dir("upload")?;
+        let stage = super::jobdir::private_temp_dir("upload")?;
         let local = stage.join("job");
         let result = jobdir::create_with(&local, files, assets, Sharing::Private)
             .and_then(|()| self.upload(&local, dir));
@@ -565,37 +565,6 @@ fn tree_size(dir: &Path) -> u64 {
             _ => 0,
         })
         .sum()
-}
-
-/// A private staging directory: `TMPDIR/ovlaunch-WHAT-PID-NANOS-N`, created 0700 (never an
-/// existing one), for an upload here and for `--package` (`cli::package`).
-pub fn private_temp_dir(what: &str) -> Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let base = std::env::temp_dir();
-    for i in 0..100u32 {
-        let p = base.join(format!(
-            "ovlaunch-{what}-{}-{}-{i}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0)
-        ));
-        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-            Ok(()) => return Ok(p),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(Error::runtime(format!(
-                    "cannot create {}: {e}",
-                    p.display()
-                )));
-            }
-        }
-    }
-    Err(Error::runtime(format!(
-        "cannot create a staging directory in {} for the {what}",
-        base.display()
-    )))
 }
 
 /// The directory of the connection sockets: `$XDG_RUNTIME_DIR/ovlaunch-ssh`, else

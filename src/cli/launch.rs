@@ -838,7 +838,7 @@ pub fn prepare_resolved(
         Form::Launch => executor == Executor::Slurm,
         Form::Torchrun { .. } => plan.hardware.nodes > 1,
     };
-    if shared && let Some(w) = crate::backend::jobdir::visibility_warning(&*host, &dir) {
+    if shared && let Some(w) = crate::backend::host::visibility_warning(&*host, &dir) {
         warnings.push(w);
     }
     if opts.container.is_some()

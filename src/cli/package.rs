@@ -48,7 +48,7 @@ pub struct Request<'a> {
 /// Builds the archive (none without `--package`).
 pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     let Some(req) = req else { return Ok(None) };
-    let stage = crate::backend::ssh::private_temp_dir("package")?;
+    let stage = crate::backend::jobdir::private_temp_dir("package")?;
     let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
     let built = (|| {
         let (root, commit, dirty, kind) = if req.what == "git" {

@@ -6,6 +6,7 @@ pub mod bridge;
 pub mod checkpoint;
 #[rustfmt::skip]
 mod bridge_fields;
+mod bridge_schema;
 pub mod comm_overlap;
 pub mod ddp;
 pub mod env;

@@ -49,7 +49,10 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
         }
         Some(_) => {}
     }
-    if !matches!(m.moe_token_dispatcher_type.as_deref(), Some("alltoall" | "flex")) {
+    if !matches!(
+        m.moe_token_dispatcher_type.as_deref(),
+        Some("alltoall" | "flex")
+    ) {
         return Err(fail(
             MODEL.moe_token_dispatcher_type,
             format!(

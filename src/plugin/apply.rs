@@ -10,8 +10,8 @@ use super::options::{Active, OptValue};
 use super::schema::{LaunchPhase, PlanPhase, RenderPhase};
 use super::template::{self, Piece};
 use super::{BUILTINS, CONDITIONS, locate, scalar_text};
-use crate::backend::Executor;
 use crate::error::{Error, Result};
+use crate::executor::Executor;
 use crate::hydra;
 use crate::plan::{Decision, Source};
 use crate::render::launch::{LaunchMode, LaunchSpec};
@@ -489,10 +489,7 @@ pub fn builtins(spec: &LaunchSpec) -> BTreeMap<String, String> {
 
 fn facts(mode: LaunchMode, executor: Executor) -> [&'static str; 2] {
     [
-        match executor {
-            Executor::Slurm => "slurm",
-            Executor::Local => "local",
-        },
+        executor.name(),
         match mode {
             LaunchMode::Srun => "srun",
             LaunchMode::Torchrun => "torchrun",
@@ -581,10 +578,7 @@ fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<
         }
     }
     if let Some(e) = &r.executor {
-        let have = match ctx.executor {
-            Executor::Slurm => "slurm",
-            Executor::Local => "local",
-        };
+        let have = ctx.executor.name();
         if e != have {
             return Err(Error::usage(format!(
                 "plugin `{}` works with the {e} executor only, but this job uses {have}",
@@ -600,13 +594,19 @@ fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<
     Ok(())
 }
 
+/// Which plugin set each launch value, so two plugins never disagree silently.
+#[derive(Default)]
+struct Owners {
+    env: BTreeMap<String, (String, String)>,
+    sbatch: BTreeMap<String, (String, Option<String>)>,
+    program: Option<(String, String)>,
+}
+
 /// Runs every plugin's launch phase on `spec`, recording each change in `spec.decisions`.
 pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContext) -> Result<()> {
     let b = builtins(spec);
     let facts = facts(spec.mode, ctx.executor);
-    let mut env_owner: BTreeMap<String, (String, String)> = BTreeMap::new();
-    let mut sbatch_owner: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
-    let mut program_owner: Option<(String, String)> = None;
+    let mut owners = Owners::default();
     for a in active {
         check_requires(a, spec, ctx)?;
         let s = Scope {
@@ -618,150 +618,210 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
         let mut out = LaunchOut::default();
         collect_launch(&s, &a.def.file.launch, &mut out)?;
         let name = a.name().to_string();
-        let src = || Source::Plugin(name.clone());
-        let flag = format!("--plugin {name}");
-        let mut decide = |key: &str, value: Value, rule: String| {
-            spec.decisions.push(Decision::new(key, value, rule, src()));
-        };
-
-        let torchrun_only = out.torchrun_program.is_some() || !out.torchrun_args.is_empty();
-        if torchrun_only && spec.mode != LaunchMode::Torchrun {
-            return Err(Error::usage(format!(
-                "plugin `{name}` changes the torchrun command, but this job uses the srun launcher"
-            ))
-            .at_flag(flag)
-            .help("add --launcher torchrun"));
+        check_launch_forms(&name, &out, spec, ctx)?;
+        apply_env(&name, std::mem::take(&mut out.env), spec, ctx, &mut owners)?;
+        apply_sbatch(
+            &name,
+            std::mem::take(&mut out.sbatch),
+            spec,
+            ctx,
+            &mut owners,
+        )?;
+        if let Some(p) = out.torchrun_program.take() {
+            apply_program(&name, p, spec, &mut owners)?;
         }
-        let shell_only = !out.teardown_lines.is_empty() || !out.forward_signals.is_empty();
-        if shell_only && ctx.executor != Executor::Slurm {
-            return Err(Error::usage(format!(
-                "plugin `{name}` adds teardown steps or signal forwarding, which only the Slurm executor runs"
-            ))
-            .at_flag(flag));
-        }
-
-        for (k, v) in out.env {
-            if ctx.user_env.contains(&k) {
-                decide(
-                    &format!("env.{k}"),
-                    Value::from(v),
-                    format!("plugin {name} (launch.env) not applied: --env {k} wins"),
-                );
-                continue;
-            }
-            if let Some((other, prev)) = env_owner.get(&k)
-                && *prev != v
-            {
-                return Err(Error::usage(format!(
-                    "plugins `{other}` and `{name}` set {k} to different values"
-                ))
-                .at_flag(format!("--plugin {other} --plugin {name}")));
-            }
-            env_owner.insert(k.clone(), (name.clone(), v.clone()));
-            spec.unset.retain(|n| *n != k);
-            spec.env.insert(k.clone(), v.clone());
-            decide(
-                &format!("env.{k}"),
-                Value::from(v),
-                format!("plugin {name} (launch.env)"),
-            );
-        }
-        for (k, v) in out.sbatch {
-            if ctx.user_sbatch.contains(&k) {
-                decide(
-                    &format!("sbatch.{k}"),
-                    v.clone().map_or(Value::Null, Value::from),
-                    format!("plugin {name} not applied: your --sbatch-arg --{k} wins"),
-                );
-                continue;
-            }
-            if let Some((other, prev)) = sbatch_owner.get(&k)
-                && *prev != v
-            {
-                return Err(Error::usage(format!(
-                    "plugins `{other}` and `{name}` set sbatch --{k} to different values"
-                ))
-                .at_flag(format!("--plugin {other} --plugin {name}")));
-            }
-            sbatch_owner.insert(k.clone(), (name.clone(), v.clone()));
-            let unused = if ctx.executor == Executor::Slurm {
-                ""
-            } else {
-                " (unused by the local executor)"
-            };
-            spec.directives.insert(k.clone(), v.clone());
-            decide(
-                &format!("sbatch.{k}"),
-                v.map_or(Value::Null, Value::from),
-                format!("plugin {name} (launch.sbatch){unused}"),
-            );
-        }
-        if let Some(p) = out.torchrun_program {
-            if let Some((other, prev)) = &program_owner
-                && *prev != p
-            {
-                return Err(Error::usage(format!(
-                    "plugins `{other}` and `{name}` both replace the torchrun program"
-                ))
-                .at_flag(format!("--plugin {other} --plugin {name}")));
-            }
-            program_owner = Some((name.clone(), p.clone()));
-            spec.torchrun_program = p.clone();
-            decide(
-                "launch.torchrun_program",
-                Value::from(p),
-                format!("plugin {name} replaces torchrun"),
-            );
-        }
-        let lists: [(&str, Vec<String>, &mut Vec<String>); 7] = [
-            (
-                "launch.command_prefix",
-                out.command_prefix,
-                &mut spec.command_prefix,
-            ),
-            (
-                "launch.trainer_overrides",
-                out.trainer_overrides,
-                &mut spec.trainer_overrides,
-            ),
-            ("launch.srun_args", out.srun_args, &mut spec.srun_args),
-            (
-                "launch.torchrun_args",
-                out.torchrun_args,
-                &mut spec.torchrun_args,
-            ),
-            ("launch.setup_lines", out.setup_lines, &mut spec.setup_lines),
-            (
-                "launch.teardown_lines",
-                out.teardown_lines,
-                &mut spec.teardown_lines,
-            ),
-            (
-                "launch.forward_signals",
-                out.forward_signals,
-                &mut spec.forward_signals,
-            ),
-        ];
-        let mut list_decisions = Vec::new();
-        for (key, added, target) in lists {
-            if added.is_empty() {
-                continue;
-            }
-            for item in &added {
-                if !(key == "launch.forward_signals" && target.contains(item)) {
-                    target.push(item.clone());
-                }
-            }
-            list_decisions.push(Decision::new(
-                key,
-                Value::from(added),
-                format!("plugin {name} ({})", key.trim_start_matches("launch.")),
-                src(),
-            ));
-        }
-        spec.decisions.extend(list_decisions);
+        apply_lists(&name, out, spec);
     }
     Ok(())
+}
+
+/// A decision of plugin `name`.
+fn plugin_decision(name: &str, key: &str, value: Value, rule: String) -> Decision {
+    Decision::new(key, value, rule, Source::Plugin(name.to_string()))
+}
+
+/// A plugin's torchrun changes need the torchrun launcher; its teardown steps and signal
+/// forwarding need a script that outlives the trainer.
+fn check_launch_forms(
+    name: &str,
+    out: &LaunchOut,
+    spec: &LaunchSpec,
+    ctx: &LaunchContext,
+) -> Result<()> {
+    let flag = format!("--plugin {name}");
+    let torchrun_only = out.torchrun_program.is_some() || !out.torchrun_args.is_empty();
+    if torchrun_only && spec.mode != LaunchMode::Torchrun {
+        return Err(Error::usage(format!(
+            "plugin `{name}` changes the torchrun command, but this job uses the srun launcher"
+        ))
+        .at_flag(flag)
+        .help("add --launcher torchrun"));
+    }
+    let shell_only = !out.teardown_lines.is_empty() || !out.forward_signals.is_empty();
+    if shell_only && !ctx.executor.script_outlives_trainer() {
+        return Err(Error::usage(format!(
+            "plugin `{name}` adds teardown steps or signal forwarding, which only the Slurm executor runs"
+        ))
+        .at_flag(flag));
+    }
+    Ok(())
+}
+
+/// The plugin's `launch.env`: a user's `--env` wins; two plugins must agree.
+fn apply_env(
+    name: &str,
+    env: Vec<(String, String)>,
+    spec: &mut LaunchSpec,
+    ctx: &LaunchContext,
+    owners: &mut Owners,
+) -> Result<()> {
+    for (k, v) in env {
+        if ctx.user_env.contains(&k) {
+            spec.decisions.push(plugin_decision(
+                name,
+                &format!("env.{k}"),
+                Value::from(v),
+                format!("plugin {name} (launch.env) not applied: --env {k} wins"),
+            ));
+            continue;
+        }
+        if let Some((other, prev)) = owners.env.get(&k)
+            && *prev != v
+        {
+            return Err(Error::usage(format!(
+                "plugins `{other}` and `{name}` set {k} to different values"
+            ))
+            .at_flag(format!("--plugin {other} --plugin {name}")));
+        }
+        owners.env.insert(k.clone(), (name.to_string(), v.clone()));
+        spec.unset.retain(|n| *n != k);
+        spec.env.insert(k.clone(), v.clone());
+        spec.decisions.push(plugin_decision(
+            name,
+            &format!("env.{k}"),
+            Value::from(v),
+            format!("plugin {name} (launch.env)"),
+        ));
+    }
+    Ok(())
+}
+
+/// The plugin's `launch.sbatch`: a user's `--sbatch-arg` wins; two plugins must agree.
+fn apply_sbatch(
+    name: &str,
+    sbatch: Vec<(String, Option<String>)>,
+    spec: &mut LaunchSpec,
+    ctx: &LaunchContext,
+    owners: &mut Owners,
+) -> Result<()> {
+    for (k, v) in sbatch {
+        if ctx.user_sbatch.contains(&k) {
+            spec.decisions.push(plugin_decision(
+                name,
+                &format!("sbatch.{k}"),
+                v.clone().map_or(Value::Null, Value::from),
+                format!("plugin {name} not applied: your --sbatch-arg --{k} wins"),
+            ));
+            continue;
+        }
+        if let Some((other, prev)) = owners.sbatch.get(&k)
+            && *prev != v
+        {
+            return Err(Error::usage(format!(
+                "plugins `{other}` and `{name}` set sbatch --{k} to different values"
+            ))
+            .at_flag(format!("--plugin {other} --plugin {name}")));
+        }
+        owners
+            .sbatch
+            .insert(k.clone(), (name.to_string(), v.clone()));
+        let unused = if ctx.executor.reads_sbatch_directives() {
+            ""
+        } else {
+            " (unused by the local executor)"
+        };
+        spec.directives.insert(k.clone(), v.clone());
+        spec.decisions.push(plugin_decision(
+            name,
+            &format!("sbatch.{k}"),
+            v.map_or(Value::Null, Value::from),
+            format!("plugin {name} (launch.sbatch){unused}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The plugin's `launch.torchrun_program`: two plugins must not both replace it.
+fn apply_program(name: &str, p: String, spec: &mut LaunchSpec, owners: &mut Owners) -> Result<()> {
+    if let Some((other, prev)) = &owners.program
+        && *prev != p
+    {
+        return Err(Error::usage(format!(
+            "plugins `{other}` and `{name}` both replace the torchrun program"
+        ))
+        .at_flag(format!("--plugin {other} --plugin {name}")));
+    }
+    owners.program = Some((name.to_string(), p.clone()));
+    spec.torchrun_program = p.clone();
+    spec.decisions.push(plugin_decision(
+        name,
+        "launch.torchrun_program",
+        Value::from(p),
+        format!("plugin {name} replaces torchrun"),
+    ));
+    Ok(())
+}
+
+/// The plugin's list additions (command prefix, trainer overrides, launcher arguments,
+/// setup and teardown lines, forwarded signals), each one decision.
+fn apply_lists(name: &str, out: LaunchOut, spec: &mut LaunchSpec) {
+    let lists: [(&str, Vec<String>, &mut Vec<String>); 7] = [
+        (
+            "launch.command_prefix",
+            out.command_prefix,
+            &mut spec.command_prefix,
+        ),
+        (
+            "launch.trainer_overrides",
+            out.trainer_overrides,
+            &mut spec.trainer_overrides,
+        ),
+        ("launch.srun_args", out.srun_args, &mut spec.srun_args),
+        (
+            "launch.torchrun_args",
+            out.torchrun_args,
+            &mut spec.torchrun_args,
+        ),
+        ("launch.setup_lines", out.setup_lines, &mut spec.setup_lines),
+        (
+            "launch.teardown_lines",
+            out.teardown_lines,
+            &mut spec.teardown_lines,
+        ),
+        (
+            "launch.forward_signals",
+            out.forward_signals,
+            &mut spec.forward_signals,
+        ),
+    ];
+    let mut list_decisions = Vec::new();
+    for (key, added, target) in lists {
+        if added.is_empty() {
+            continue;
+        }
+        for item in &added {
+            if !(key == "launch.forward_signals" && target.contains(item)) {
+                target.push(item.clone());
+            }
+        }
+        list_decisions.push(Decision::new(
+            key,
+            Value::from(added),
+            format!("plugin {name} ({})", key.trim_start_matches("launch.")),
+            Source::Plugin(name.to_string()),
+        ));
+    }
+    spec.decisions.extend(list_decisions);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -800,7 +860,7 @@ pub fn render_phase(
         if lines.is_empty() {
             continue;
         }
-        if executor == Executor::Local {
+        if !executor.script_outlives_trainer() {
             return Err(Error::usage(format!(
                 "plugin `{}` appends script lines, which the local executor's script never reaches (it ends by exec'ing torchrun)",
                 a.name()

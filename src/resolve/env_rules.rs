@@ -17,6 +17,8 @@
 //! `apply_feature_environment`, and the per-recipe `env_vars` of
 //! `src/megatron/bridge/perf_recipes/**` on top of `perf_recipes/environment.py`. The rules
 //! are numbered as in the reference notes (rules 0-12 plus the baseline and NCCL userbuffers).
+//! They are a table ([`RULES`]) of small items in Bridge's order, one function per rule, each
+//! citing the upstream function that states it.
 
 use crate::catalog::Hardware;
 use crate::config::{COMM_OVERLAP, DDP, DdpConfig, MODEL, ModelConfig};
@@ -297,6 +299,11 @@ impl Facts {
         self.model_recipe.as_deref() == Some(r)
     }
 
+    /// The MoE dispatcher the rules read: `deepep`, `hybridep` or `none`.
+    fn dispatcher(&self) -> &str {
+        self.flex_backend.as_deref().unwrap_or("none")
+    }
+
     fn nvl72_class(&self) -> bool {
         matches!(self.gpu.as_str(), "gb200" | "gb300" | "vr200")
     }
@@ -371,16 +378,51 @@ const DISPATCHER_TRIGGERS: &[&str] = &[MODEL.moe_flex_dispatcher_backend];
 const PP_TRIGGERS: &[&str] = &[MODEL.pipeline_model_parallel_size];
 const NCCL_UB_TRIGGERS: &[&str] = &[DDP.nccl_ub];
 
+/// One of Bridge's env rules as an item of the table: the rule (its label and its upstream
+/// citation, [`Rule::upstream`]) and how it applies to a plan's facts.
+pub struct Item {
+    pub rule: Rule,
+    apply: fn(&Facts, &mut DerivedEnv) -> Result<()>,
+}
+
+/// The rules in Bridge's application order ([`Rule::ALL`]); each function cites the upstream
+/// function stating it.
+#[rustfmt::skip]
+pub const RULES: &[Item] = &[
+    Item { rule: Rule::Baseline, apply: baseline },
+    Item { rule: Rule::CpuOffloadV1, apply: cpu_offload_v1 },
+    Item { rule: Rule::MaxConnections, apply: max_connections },
+    Item { rule: Rule::LayerNormSmMargin, apply: layernorm_sm_margin },
+    Item { rule: Rule::HybridEpTopology, apply: hybridep_topology },
+    Item { rule: Rule::P2pChunk, apply: p2p_chunk },
+    Item { rule: Rule::DeepSeekDeterministicAlgo, apply: deepseek_deterministic_algo },
+    Item { rule: Rule::FullIterationCudaGraph, apply: full_iteration_cuda_graph },
+    Item { rule: Rule::CuteDslGroupedMlp, apply: cutedsl_grouped_mlp },
+    Item { rule: Rule::CuteDslA2aMargin, apply: cutedsl_a2a_margin },
+    Item { rule: Rule::AllocatorRemoval, apply: allocator_removal },
+    Item { rule: Rule::CudnnLayerNorm, apply: cudnn_layernorm },
+    Item { rule: Rule::B300CpuAffinity, apply: b300_cpu_affinity },
+    Item { rule: Rule::Nvfp4FastMath, apply: nvfp4_fast_math },
+    Item { rule: Rule::NcclUserbuffers, apply: nccl_userbuffers },
+];
+
 /// Bridge's rules applied to `f`, in Bridge's order.
 pub fn derive(f: &Facts) -> Result<DerivedEnv> {
     let mut out = DerivedEnv::default();
-    let flex = f.flex_backend.is_some();
-    let backend = f.flex_backend.as_deref().unwrap_or("none");
+    for item in RULES {
+        (item.apply)(f, &mut out)?;
+    }
+    Ok(out)
+}
 
-    // Baseline: the recipe-facing part of the legacy executor's PERF_ENV_VARS (the offline
-    // knobs TRANSFORMERS_OFFLINE / TOKENIZERS_PARALLELISM / HF_HUB_OFFLINE are launcher
-    // settings, not workload env); TORCH_NCCL_HIGH_PRIORITY is also Bridge 0.6's
-    // COMMON_PERF_ENV_VARS.
+/// Baseline: the recipe-facing part of the legacy executor's PERF_ENV_VARS (the offline
+/// knobs TRANSFORMERS_OFFLINE / TOKENIZERS_PARALLELISM / HF_HUB_OFFLINE are launcher
+/// settings, not workload env); TORCH_NCCL_HIGH_PRIORITY is also Bridge 0.6's
+/// COMMON_PERF_ENV_VARS.
+///
+/// Upstream: `scripts/performance/utils/executors.py` `PERF_ENV_VARS` (v0.2.0-v0.5.1);
+/// `perf_recipes/environment.py` `COMMON_PERF_ENV_VARS`.
+fn baseline(_: &Facts, out: &mut DerivedEnv) -> Result<()> {
     for (var, value, why) in [
         (
             "TORCH_NCCL_AVOID_RECORD_STREAMS",
@@ -416,8 +458,14 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
     ] {
         out.set(Rule::Baseline, var, value, why.to_string());
     }
+    Ok(())
+}
 
-    // 0
+/// Rule 0: `NVTE_CPU_OFFLOAD_V1=1` with fine-grained activation offloading.
+///
+/// Upstream: `scripts/performance/perf_plugins.py` `PerfEnvPlugin.setup_recipe_environment`
+/// (main before PR #4682).
+fn cpu_offload_v1(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     if f.fine_grained_activation_offloading {
         out.set(
             Rule::CpuOffloadV1,
@@ -426,8 +474,14 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             format!("{} is on", MODEL.fine_grained_activation_offloading),
         );
     }
+    Ok(())
+}
 
-    // 1
+/// Rule 1: `CUDA_DEVICE_MAX_CONNECTIONS`.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_num_cuda_device_max_connections`;
+/// `utils/overrides.py` `_apply_flat_cli_environment_compatibility`.
+fn max_connections(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     let (cdmc, why) = if f.sm100_or_newer {
         (
             32,
@@ -444,10 +498,14 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                 f.gpu, f.tp, f.cp
             ),
         )
-    } else if flex {
+    } else if f.flex_backend.is_some() {
         (
             32,
-            format!("{backend} dispatcher on {} without TP/CP ordering", f.gpu),
+            format!(
+                "{} dispatcher on {} without TP/CP ordering",
+                f.dispatcher(),
+                f.gpu
+            ),
         )
     } else {
         (8, format!("{}: the default of 8 connections", f.gpu))
@@ -459,11 +517,17 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
         why,
         CONNECTION_TRIGGERS,
     );
+    Ok(())
+}
 
-    // 2
+/// Rule 2: TE LayerNorm SM margins.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_layernorm_sm_margin`.
+fn layernorm_sm_margin(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
+    let flex = f.flex_backend.is_some();
     let margin = if flex { 20 } else { 16 };
     let why = if flex {
-        format!("{backend} dispatcher: 20 SMs left to LayerNorm")
+        format!("{} dispatcher: 20 SMs left to LayerNorm", f.dispatcher())
     } else {
         "no DeepEP/HybridEP dispatcher: 16 SMs left to LayerNorm".to_string()
     };
@@ -473,62 +537,16 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
     ] {
         out.set(Rule::LayerNormSmMargin, var, margin, why.clone());
     }
+    Ok(())
+}
 
-    // 3
-    if backend == "hybridep" {
-        let domain = f.nvlink_domain_size.max(1);
-        let multi_node = domain > f.gpus_per_node;
-        let ranks = if multi_node {
-            if f.ep > domain {
-                return Err(Error::config(format!(
-                    "HybridEP expert parallel size must not exceed the {domain}-rank NVLink domain (EP={} on {})",
-                    f.ep, f.gpu
-                ))
-                .at_fields(MODEL.expert_model_parallel_size)
-                .help(format!(
-                    "Megatron-Bridge refuses this (ep_size <= {domain} on NVL{domain} systems): use --set {}=N with N <= {domain}, or another dispatcher (--set {}=deepep)", MODEL.expert_model_parallel_size, MODEL.moe_flex_dispatcher_backend
-                )));
-            }
-            f.ep
-        } else {
-            f.ep.min(domain)
-        };
-        let why = format!(
-            "HybridEP on a {domain}-GPU NVLink domain ({} GPUs per node), EP={}",
-            f.gpus_per_node, f.ep
-        );
-        out.push(
-            Rule::HybridEpTopology,
-            "NVLINK_DOMAIN_SIZE",
-            Action::Set(domain.to_string()),
-            why.clone(),
-            DISPATCHER_TRIGGERS,
-        );
-        out.push(
-            Rule::HybridEpTopology,
-            "USE_MNNVL",
-            Action::Set(u32::from(multi_node).to_string()),
-            why.clone(),
-            DISPATCHER_TRIGGERS,
-        );
-        out.push(
-            Rule::HybridEpTopology,
-            "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN",
-            Action::Set(ranks.to_string()),
-            if multi_node {
-                format!("{why}: every EP rank in the domain")
-            } else {
-                format!("{why}: min(EP, {domain})")
-            },
-            EP_TRIGGERS,
-        );
-        out.set(
-            Rule::HybridEpTopology,
-            "NUM_OF_TOKENS_PER_CHUNK_COMBINE_API",
-            128,
-            "HybridEP unfused-combine workaround (pending Megatron-LM PR 4089)".into(),
-        );
-    } else {
+/// Rule 3: HybridEP topology (and Bridge's refusal of EP beyond one NVLink domain).
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_nvl_domain_size`; `utils/utils.py`
+/// `apply_target_topology_environment`.
+fn hybridep_topology(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
+    let backend = f.dispatcher();
+    if backend != "hybridep" {
         for var in [
             "NVLINK_DOMAIN_SIZE",
             "USE_MNNVL",
@@ -546,9 +564,68 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                 DISPATCHER_TRIGGERS,
             );
         }
+        return Ok(());
     }
+    let domain = f.nvlink_domain_size.max(1);
+    let multi_node = domain > f.gpus_per_node;
+    let ranks = if multi_node {
+        if f.ep > domain {
+            return Err(Error::config(format!(
+                "HybridEP expert parallel size must not exceed the {domain}-rank NVLink domain (EP={} on {})",
+                f.ep, f.gpu
+            ))
+            .at_fields(MODEL.expert_model_parallel_size)
+            .help(format!(
+                "Megatron-Bridge refuses this (ep_size <= {domain} on NVL{domain} systems): use --set {}=N with N <= {domain}, or another dispatcher (--set {}=deepep)", MODEL.expert_model_parallel_size, MODEL.moe_flex_dispatcher_backend
+            )));
+        }
+        f.ep
+    } else {
+        f.ep.min(domain)
+    };
+    let why = format!(
+        "HybridEP on a {domain}-GPU NVLink domain ({} GPUs per node), EP={}",
+        f.gpus_per_node, f.ep
+    );
+    out.push(
+        Rule::HybridEpTopology,
+        "NVLINK_DOMAIN_SIZE",
+        Action::Set(domain.to_string()),
+        why.clone(),
+        DISPATCHER_TRIGGERS,
+    );
+    out.push(
+        Rule::HybridEpTopology,
+        "USE_MNNVL",
+        Action::Set(u32::from(multi_node).to_string()),
+        why.clone(),
+        DISPATCHER_TRIGGERS,
+    );
+    out.push(
+        Rule::HybridEpTopology,
+        "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN",
+        Action::Set(ranks.to_string()),
+        if multi_node {
+            format!("{why}: every EP rank in the domain")
+        } else {
+            format!("{why}: min(EP, {domain})")
+        },
+        EP_TRIGGERS,
+    );
+    out.set(
+        Rule::HybridEpTopology,
+        "NUM_OF_TOKENS_PER_CHUNK_COMBINE_API",
+        128,
+        "HybridEP unfused-combine workaround (pending Megatron-LM PR 4089)".into(),
+    );
+    Ok(())
+}
 
-    // 4
+/// Rule 4: `NCCL_P2P_NET_CHUNKSIZE` for Llama 70B/405B pretraining and Llama fine-tuning.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin.setup` (`nccl_pp_comm_chunksize`);
+/// `utils/overrides.py` `_apply_flat_cli_environment_compatibility`.
+fn p2p_chunk(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     let big_llama = f.family_is("llama")
         && (f.recipe_is("llama3_70b") || f.recipe_is("llama31_405b"))
         && f.task == "pretrain";
@@ -561,26 +638,26 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
         f.model_recipe.as_deref().unwrap_or("-"),
         f.task
     );
-    if chunk {
-        out.push(
-            Rule::P2pChunk,
-            "NCCL_P2P_NET_CHUNKSIZE",
-            Action::Set("2097152".into()),
-            why,
-            PP_TRIGGERS,
-        );
+    // Not set; a recipe value is removed only when the user changed PP (Bridge's `-pp`).
+    let action = if chunk {
+        Action::Set("2097152".into())
     } else {
-        // Not set; a recipe value is removed only when the user changed PP (Bridge's `-pp`).
-        out.push(
-            Rule::P2pChunk,
-            "NCCL_P2P_NET_CHUNKSIZE",
-            Action::Drop,
-            why,
-            PP_TRIGGERS,
-        );
-    }
+        Action::Drop
+    };
+    out.push(
+        Rule::P2pChunk,
+        "NCCL_P2P_NET_CHUNKSIZE",
+        action,
+        why,
+        PP_TRIGGERS,
+    );
+    Ok(())
+}
 
-    // 5
+/// Rule 5: `NVTE_ALLOW_NONDETERMINISTIC_ALGO=0` for DeepSeek.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_model_specific_environment_variables`.
+fn deepseek_deterministic_algo(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     if f.family_is("deepseek") {
         out.set(
             Rule::DeepSeekDeterministicAlgo,
@@ -589,35 +666,46 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             "DeepSeek family".into(),
         );
     }
+    Ok(())
+}
 
-    // 6
+/// Rule 6: full-iteration CUDA graphs.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_model_specific_environment_variables`.
+fn full_iteration_cuda_graph(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     let full_iteration = f.cuda_graph_impl == "full_iteration"
         || (f.cuda_graph_impl == "local"
             && f.cuda_graph_scope.iter().any(|s| s == "full_iteration"));
-    if full_iteration {
-        let cur = out.current("PYTORCH_CUDA_ALLOC_CONF").unwrap_or("");
-        if !cur.contains("graph_capture_record_stream_reuse") {
-            let sep = if cur.is_empty() { "" } else { "," };
-            let v = format!("{cur}{sep}graph_capture_record_stream_reuse:True");
-            out.set(
-                Rule::FullIterationCudaGraph,
-                "PYTORCH_CUDA_ALLOC_CONF",
-                v,
-                format!(
-                    "cuda_graph_impl={} captures the whole iteration: allocator reuses record-stream blocks during capture",
-                    f.cuda_graph_impl
-                ),
-            );
-        }
+    if !full_iteration {
+        return Ok(());
+    }
+    let cur = out.current("PYTORCH_CUDA_ALLOC_CONF").unwrap_or("");
+    if !cur.contains("graph_capture_record_stream_reuse") {
+        let sep = if cur.is_empty() { "" } else { "," };
+        let v = format!("{cur}{sep}graph_capture_record_stream_reuse:True");
         out.set(
             Rule::FullIterationCudaGraph,
-            "TORCH_NCCL_AVOID_RECORD_STREAMS",
-            0,
-            "full-iteration CUDA graphs need NCCL record streams".into(),
+            "PYTORCH_CUDA_ALLOC_CONF",
+            v,
+            format!(
+                "cuda_graph_impl={} captures the whole iteration: allocator reuses record-stream blocks during capture",
+                f.cuda_graph_impl
+            ),
         );
     }
+    out.set(
+        Rule::FullIterationCudaGraph,
+        "TORCH_NCCL_AVOID_RECORD_STREAMS",
+        0,
+        "full-iteration CUDA graphs need NCCL record streams".into(),
+    );
+    Ok(())
+}
 
-    // 7, 8
+/// Rule 7: `NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_model_specific_environment_variables`.
+fn cutedsl_grouped_mlp(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     if f.cutedsl_fused_grouped_mlp {
         out.set(
             Rule::CuteDslGroupedMlp,
@@ -628,17 +716,29 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
                 MODEL.use_transformer_engine_op_fuser
             ),
         );
-        if f.moe_a2a_overlap {
-            out.set(
-                Rule::CuteDslA2aMargin,
-                "CUDNNFE_CLUSTER_OVERLAP_MARGIN",
-                8,
-                "CuTe DSL grouped MLP with MoE all-to-all overlap".into(),
-            );
-        }
     }
+    Ok(())
+}
 
-    // 9
+/// Rule 8: `CUDNNFE_CLUSTER_OVERLAP_MARGIN=8` with CuTe DSL MLP and MoE all-to-all overlap.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_model_specific_environment_variables`.
+fn cutedsl_a2a_margin(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
+    if f.cutedsl_fused_grouped_mlp && f.moe_a2a_overlap {
+        out.set(
+            Rule::CuteDslA2aMargin,
+            "CUDNNFE_CLUSTER_OVERLAP_MARGIN",
+            8,
+            "CuTe DSL grouped MLP with MoE all-to-all overlap".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Rule 9: allocator variables removed with NCCL userbuffers or Llama + Megatron-FSDP.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_model_specific_environment_variables`.
+fn allocator_removal(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     if f.nccl_ub || (f.family_is("llama") && f.use_megatron_fsdp) {
         let why = if f.nccl_ub {
             format!("{} is on (NCCL userbuffers)", DDP.nccl_ub)
@@ -649,9 +749,14 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             out.push(Rule::AllocatorRemoval, var, Action::Unset, why.clone(), &[]);
         }
     }
+    Ok(())
+}
 
-    // 10
-    let keep = cudnn_layernorm_kept(f);
+/// Rule 10: cuDNN LayerNorm kept only for listed workloads ([`cudnn_layernorm_kept`]), and
+/// `NCCL_CTA_POLICY=1` for one of them.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_model_specific_environment_variables`.
+fn cudnn_layernorm(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     if f.gpu == "h100"
         && f.family_is("llama")
         && f.recipe_is("llama3_8b")
@@ -665,7 +770,7 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             "H100 Llama 3 8B FP8 current-scaling pretraining".into(),
         );
     }
-    match keep {
+    match cudnn_layernorm_kept(f) {
         Some(why) => {
             for var in ["NVTE_NORM_FWD_USE_CUDNN", "NVTE_NORM_BWD_USE_CUDNN"] {
                 out.set(Rule::CudnnLayerNorm, var, 1, format!("kept: {why}"));
@@ -692,8 +797,13 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             }
         }
     }
+    Ok(())
+}
 
-    // 11
+/// Rule 11: `NCCL_IGNORE_CPU_AFFINITY=1` on B300.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin._set_model_specific_environment_variables`.
+fn b300_cpu_affinity(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     if f.gpu == "b300" {
         out.set(
             Rule::B300CpuAffinity,
@@ -702,8 +812,13 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             "B300 (v0.5.1 and later)".into(),
         );
     }
+    Ok(())
+}
 
-    // 12
+/// Rule 12: `NVTE_USE_FAST_MATH=1` with NVFP4.
+///
+/// Upstream: `perf_plugins.py` `PerfEnvPlugin.setup` (`compute_dtype` nvfp4).
+fn nvfp4_fast_math(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     if f.compute_dtype == "nvfp4" {
         out.set(
             Rule::Nvfp4FastMath,
@@ -712,8 +827,14 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             "NVFP4 compute".into(),
         );
     }
+    Ok(())
+}
 
-    // nccl_ub
+/// `--nccl_ub`: `NCCL_NVLS_ENABLE=1`, `NCCL_CTA_POLICY=1`.
+///
+/// Upstream: `setup_experiment.py` (`--nccl_ub`, v0.5); `utils/utils.py`
+/// `apply_feature_environment`.
+fn nccl_userbuffers(f: &Facts, out: &mut DerivedEnv) -> Result<()> {
     if f.nccl_ub {
         for var in ["NCCL_NVLS_ENABLE", "NCCL_CTA_POLICY"] {
             out.push(
@@ -725,7 +846,7 @@ pub fn derive(f: &Facts) -> Result<DerivedEnv> {
             );
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Rule 10's exceptions: the workloads that keep `NVTE_NORM_{FWD,BWD}_USE_CUDNN=1`.

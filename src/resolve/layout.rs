@@ -338,6 +338,32 @@ fn check_with(
     let cp = u64::from(model.context_parallel_size);
     let ep = u64::from(model.expert_model_parallel_size);
     let etp = model.expert_tensor_parallel_size.map_or(tp, u64::from);
+    parallel_sizes_at_least_one(tp, pp, cp, ep, etp)?;
+    let dp = data_parallel(world, tp, pp, cp)?;
+    heads_split_over_tp(model, tp)?;
+    let vpp = virtual_pipeline(model, pp)?;
+    if pipeline_text {
+        check_pipeline_layout(model, pp, vpp)?;
+    }
+    layers_split_over_stages(model, pp, vpp)?;
+    sequence_split_over_cp(model, cp)?;
+    batch_split_over_dp(train, dp)?;
+    experts_split_over_ep(model, ep)?;
+    expert_layout_divides_world(world, etp, ep, pp)?;
+    Ok(Parallelism {
+        world_size: world,
+        tensor: tp,
+        pipeline: pp,
+        virtual_pipeline: vpp,
+        context: cp,
+        expert: ep,
+        expert_tensor: etp,
+        data: dp,
+    })
+}
+
+/// Every parallel size is at least 1.
+fn parallel_sizes_at_least_one(tp: u64, pp: u64, cp: u64, ep: u64, etp: u64) -> Result<()> {
     for (name, v) in [
         (MODEL.tensor_model_parallel_size, tp),
         (MODEL.pipeline_model_parallel_size, pp),
@@ -349,6 +375,11 @@ fn check_with(
             return Err(Error::usage(format!("{name} must be at least 1")).at_fields(name));
         }
     }
+    Ok(())
+}
+
+/// TP*PP*CP divides the world size; the data-parallel size is what is left.
+fn data_parallel(world: u64, tp: u64, pp: u64, cp: u64) -> Result<u64> {
     let mp = tp * pp * cp;
     if !world.is_multiple_of(mp) {
         let fits: Vec<String> = divisors(world)
@@ -372,8 +403,11 @@ fn check_with(
             )
         }));
     }
-    let dp = world / mp;
+    Ok(world / mp)
+}
 
+/// The attention heads and query groups split over TP; sequence parallelism needs TP > 1.
+fn heads_split_over_tp(model: &ModelConfig, tp: u64) -> Result<()> {
     let heads = u64::from(model.num_attention_heads);
     if heads % tp != 0 {
         return Err(Error::usage(format!(
@@ -399,7 +433,11 @@ fn check_with(
             .at_fields([MODEL.sequence_parallel, MODEL.tensor_model_parallel_size])
             .help(format!("set {}=false, or TP > 1", MODEL.sequence_parallel)));
     }
-    let layers = u64::from(model.num_layers);
+    Ok(())
+}
+
+/// The virtual pipeline size: at least 1 when set, and only with PP > 1.
+fn virtual_pipeline(model: &ModelConfig, pp: u64) -> Result<Option<u64>> {
     let vpp = model.virtual_pipeline_model_parallel_size.map(u64::from);
     if vpp == Some(0) {
         return Err(Error::usage(
@@ -419,9 +457,13 @@ fn check_with(
         .at_fields([MODEL.virtual_pipeline_model_parallel_size, MODEL.pipeline_model_parallel_size])
         .help(format!("set {}=null, or PP > 1", MODEL.virtual_pipeline_model_parallel_size)));
     }
-    if pipeline_text {
-        check_pipeline_layout(model, pp, vpp)?;
-    }
+    Ok(vpp)
+}
+
+/// Without a layout text, the layers (with the embedding and loss when they count) split
+/// evenly over the pipeline stages.
+fn layers_split_over_stages(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> Result<()> {
+    let layers = u64::from(model.num_layers);
     if model.pipeline_model_parallel_layout.is_none()
         && !model.account_for_embedding_in_pipeline_split
         && !model.account_for_loss_in_pipeline_split
@@ -468,12 +510,22 @@ fn check_with(
             )));
         }
     }
+    Ok(())
+}
+
+/// Context parallelism splits each sequence into 2*CP chunks.
+fn sequence_split_over_cp(model: &ModelConfig, cp: u64) -> Result<()> {
     let seq = u64::from(model.seq_length);
     if cp > 1 && seq % (2 * cp) != 0 {
         return Err(Error::usage(format!("seq_length {seq} is not divisible by 2*context_parallel_size = {}", 2 * cp))
             .at_fields([MODEL.seq_length, MODEL.context_parallel_size])
             .help("context parallelism splits each sequence into 2*CP chunks; pick a CP with seq_length % (2*CP) == 0"));
     }
+    Ok(())
+}
+
+/// The global batch is a multiple of micro batch * DP.
+fn batch_split_over_dp(train: &TrainConfig, dp: u64) -> Result<()> {
     let gbs = u64::from(train.global_batch_size);
     let mbs = u64::from(train.micro_batch_size);
     if mbs == 0 || gbs % (mbs * dp) != 0 {
@@ -490,6 +542,11 @@ fn check_with(
             lo + step
         )));
     }
+    Ok(())
+}
+
+/// EP > 1 needs a MoE model whose experts split over EP.
+fn experts_split_over_ep(model: &ModelConfig, ep: u64) -> Result<()> {
     if ep > 1 {
         match model.num_moe_experts {
             None => {
@@ -510,6 +567,11 @@ fn check_with(
             Some(_) => {}
         }
     }
+    Ok(())
+}
+
+/// The expert layout (expert TP x EP x PP) divides the world size.
+fn expert_layout_divides_world(world: u64, etp: u64, ep: u64, pp: u64) -> Result<()> {
     if !world.is_multiple_of(etp * ep * pp) {
         return Err(Error::usage(format!(
             "world size {world} is not divisible by ETP*EP*PP = {etp}*{ep}*{pp} = {}",
@@ -518,16 +580,7 @@ fn check_with(
         .at_fields([MODEL.expert_tensor_parallel_size, MODEL.expert_model_parallel_size, MODEL.pipeline_model_parallel_size])
         .help("the expert layout (expert TP x EP x PP) must divide the GPU count; lower EP or change --gpus"));
     }
-    Ok(Parallelism {
-        world_size: world,
-        tensor: tp,
-        pipeline: pp,
-        virtual_pipeline: vpp,
-        context: cp,
-        expert: ep,
-        expert_tensor: etp,
-        data: dp,
-    })
+    Ok(())
 }
 
 fn list(it: impl Iterator<Item = u64>) -> String {

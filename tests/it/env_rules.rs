@@ -1024,6 +1024,143 @@ fn stated_env(
     out
 }
 
+/// What the shipped-recipes env check counted, and what it found wrong.
+#[derive(Default)]
+struct Tally {
+    rows: usize,
+    refused: usize,
+    derived_vars: usize,
+    deviations: usize,
+    inherited: usize,
+    recipe_only: usize,
+    exact_rows: usize,
+    by_rule: BTreeMap<String, usize>,
+    failures: Vec<String>,
+}
+
+/// Whether the plan says the recipe's statement for `k` overrides `rule`.
+fn names_override(plan: &Plan, k: &str, rule: Rule) -> bool {
+    plan.decisions.iter().any(|x| {
+        x.key == format!("env.{k}")
+            && x.source == Source::Recipe
+            && x.rule.contains(&format!("overriding {}", rule.label()))
+    })
+}
+
+/// The recipe's statements for one row: each a deviation from a rule the plan names, or a
+/// variable no rule sets; never a restatement. Whether the row has no statement at all.
+fn check_statements(
+    row: &str,
+    plan: &Plan,
+    last: &BTreeMap<&str, &env_rules::Derived>,
+    stated: &BTreeMap<String, EnvScalar>,
+    t: &mut Tally,
+) -> bool {
+    let mut row_exact = true;
+    for (k, x) in stated {
+        let d = last.get(k.as_str());
+        match (x, d.map(|d| &d.action)) {
+            (EnvScalar::Unset, _) => t
+                .failures
+                .push(format!("{row}: {k}: a generated recipe never unsets")),
+            (EnvScalar::Inherit(_), Some(Action::Set(_))) => {
+                t.inherited += 1;
+                row_exact = false;
+                let rule = d.unwrap().rule;
+                *t.by_rule
+                    .entry(format!("{k} inherit ({})", rule.label()))
+                    .or_default() += 1;
+                if plan.env.contains_key(k) || plan.env_unset.contains_key(k) {
+                    t.failures.push(format!(
+                        "{row}: {k}: inherited, yet the plan sets or unsets it"
+                    ));
+                }
+                if !names_override(plan, k, rule) {
+                    t.failures.push(format!(
+                        "{row}: {k}: the plan does not say which rule the recipe overrides"
+                    ));
+                }
+            }
+            (EnvScalar::Inherit(_), _) => t.failures.push(format!(
+                "{row}: {k}: {{inherit: true}} where no rule sets it"
+            )),
+            (value, Some(Action::Set(dv))) if EnvScalar::typed(dv) == *value => {
+                t.failures.push(format!(
+                    "{row}: {k}={dv} restates {} (one statement per fact)",
+                    d.unwrap().rule.label()
+                ))
+            }
+            (value, Some(Action::Set(_) | Action::Unset)) => {
+                t.deviations += 1;
+                row_exact = false;
+                let rule = d.unwrap().rule;
+                *t.by_rule
+                    .entry(format!("{k} ({})", rule.label()))
+                    .or_default() += 1;
+                if plan.env.get(k).map(|e| e.value.as_str()) != Some(value.to_env_string().as_str())
+                {
+                    t.failures
+                        .push(format!("{row}: {k}: the recipe's value is not the plan's"));
+                }
+                if !names_override(plan, k, rule) {
+                    t.failures.push(format!(
+                        "{row}: {k}: the plan does not say the recipe overrides {}",
+                        rule.label()
+                    ));
+                }
+            }
+            (value, _) => {
+                t.recipe_only += 1;
+                row_exact = false;
+                if plan.env.get(k).map(|e| e.value.as_str()) != Some(value.to_env_string().as_str())
+                {
+                    t.failures
+                        .push(format!("{row}: {k}: the recipe's value is not the plan's"));
+                }
+            }
+        }
+    }
+    row_exact
+}
+
+/// Every variable the rules derive for one row and the recipe does not state: the plan holds
+/// the rule's value (or removes it), marked derived.
+fn check_derived(
+    row: &str,
+    plan: &Plan,
+    last: &BTreeMap<&str, &env_rules::Derived>,
+    stated: &BTreeMap<String, EnvScalar>,
+    t: &mut Tally,
+) {
+    for (k, d) in last {
+        if stated.contains_key(*k) {
+            continue;
+        }
+        match &d.action {
+            Action::Set(dv) => {
+                t.derived_vars += 1;
+                let e = plan.env.get(*k);
+                if e.map(|e| (e.value.as_str(), &e.source)) != Some((dv.as_str(), &Source::Derived))
+                {
+                    t.failures.push(format!(
+                        "{row}: {k}: {} derives {dv}, the plan has {e:?}",
+                        d.rule.label()
+                    ));
+                }
+            }
+            Action::Unset => {
+                if plan.env_unset.get(*k) != Some(&Source::Derived) {
+                    t.failures.push(format!(
+                        "{row}: {k}: {} removes it, the plan does not",
+                        d.rule.label()
+                    ));
+                }
+            }
+            Action::Drop => {}
+        }
+    }
+}
+
 /// Every shipped Bridge benchmark row: the recipe states only what the rules do not derive
 /// (one statement per fact) and the plan's env is the rules' plus those statements. A
 /// statement is a deviation from a rule (a different value, or `{inherit: true}` where
@@ -1035,11 +1172,7 @@ fn stated_env(
 fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
     let cat = catalog();
     let stack = Stack::default();
-    let (mut rows, mut refused, mut derived_vars, mut deviations, mut inherited, mut recipe_only) =
-        (0, 0, 0, 0, 0, 0);
-    let mut exact_rows = 0;
-    let mut by_rule: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failures = Vec::new();
+    let mut t = Tally::default();
     for src in &cat.recipes {
         let recipe = cat.recipe(&src.name).unwrap();
         for v in &recipe.variants {
@@ -1059,10 +1192,10 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
                 ..resolve::Inputs::new(&recipe, &hw, &stack)
             }) else {
                 // Rows ovlaunch itself refuses (Bridge refuses them too: bridge_proof).
-                refused += 1;
+                t.refused += 1;
                 continue;
             };
-            rows += 1;
+            t.rows += 1;
             let row = format!("{} {spec} {} {:?}", recipe.name, v.precision, v.variant);
             // test_perf_recipe_environment.py: every flat benchmark recipe carries these.
             for k in [
@@ -1074,115 +1207,28 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
             ] {
                 // a library recipe (a real run) carries what its function states (bridge_proof)
                 if !library && !plan.env.contains_key(k) {
-                    failures.push(format!("{row}: {k} is missing"));
+                    t.failures.push(format!("{row}: {k} is missing"));
                 }
             }
             let derived = env_rules::derive(&env_rules::Facts::of_plan(&plan)).unwrap();
             let last = derived.last();
             let stated = stated_env(&recipe, v);
-            let overrides = |k: &str, rule: Rule| {
-                plan.decisions.iter().any(|x| {
-                    x.key == format!("env.{k}")
-                        && x.source == Source::Recipe
-                        && x.rule.contains(&format!("overriding {}", rule.label()))
-                })
-            };
-            let mut row_exact = true;
-            for (k, x) in &stated {
-                let d = last.get(k.as_str());
-                match (x, d.map(|d| &d.action)) {
-                    (EnvScalar::Unset, _) => {
-                        failures.push(format!("{row}: {k}: a generated recipe never unsets"))
-                    }
-                    (EnvScalar::Inherit(_), Some(Action::Set(_))) => {
-                        inherited += 1;
-                        row_exact = false;
-                        let rule = d.unwrap().rule;
-                        *by_rule
-                            .entry(format!("{k} inherit ({})", rule.label()))
-                            .or_default() += 1;
-                        if plan.env.contains_key(k) || plan.env_unset.contains_key(k) {
-                            failures.push(format!(
-                                "{row}: {k}: inherited, yet the plan sets or unsets it"
-                            ));
-                        }
-                        if !overrides(k, rule) {
-                            failures.push(format!(
-                                "{row}: {k}: the plan does not say which rule the recipe overrides"
-                            ));
-                        }
-                    }
-                    (EnvScalar::Inherit(_), _) => failures.push(format!(
-                        "{row}: {k}: {{inherit: true}} where no rule sets it"
-                    )),
-                    (value, Some(Action::Set(dv))) if EnvScalar::typed(dv) == *value => failures
-                        .push(format!(
-                            "{row}: {k}={dv} restates {} (one statement per fact)",
-                            d.unwrap().rule.label()
-                        )),
-                    (value, Some(Action::Set(_) | Action::Unset)) => {
-                        deviations += 1;
-                        row_exact = false;
-                        let rule = d.unwrap().rule;
-                        *by_rule
-                            .entry(format!("{k} ({})", rule.label()))
-                            .or_default() += 1;
-                        if plan.env.get(k).map(|e| e.value.as_str())
-                            != Some(value.to_env_string().as_str())
-                        {
-                            failures
-                                .push(format!("{row}: {k}: the recipe's value is not the plan's"));
-                        }
-                        if !overrides(k, rule) {
-                            failures.push(format!(
-                                "{row}: {k}: the plan does not say the recipe overrides {}",
-                                rule.label()
-                            ));
-                        }
-                    }
-                    (value, _) => {
-                        recipe_only += 1;
-                        row_exact = false;
-                        if plan.env.get(k).map(|e| e.value.as_str())
-                            != Some(value.to_env_string().as_str())
-                        {
-                            failures
-                                .push(format!("{row}: {k}: the recipe's value is not the plan's"));
-                        }
-                    }
-                }
-            }
-            for (k, d) in &last {
-                if stated.contains_key(*k) {
-                    continue;
-                }
-                match &d.action {
-                    Action::Set(dv) => {
-                        derived_vars += 1;
-                        let e = plan.env.get(*k);
-                        if e.map(|e| (e.value.as_str(), &e.source))
-                            != Some((dv.as_str(), &Source::Derived))
-                        {
-                            failures.push(format!(
-                                "{row}: {k}: {} derives {dv}, the plan has {e:?}",
-                                d.rule.label()
-                            ));
-                        }
-                    }
-                    Action::Unset => {
-                        if plan.env_unset.get(*k) != Some(&Source::Derived) {
-                            failures.push(format!(
-                                "{row}: {k}: {} removes it, the plan does not",
-                                d.rule.label()
-                            ));
-                        }
-                    }
-                    Action::Drop => {}
-                }
-            }
-            exact_rows += usize::from(row_exact);
+            let row_exact = check_statements(&row, &plan, &last, &stated, &mut t);
+            check_derived(&row, &plan, &last, &stated, &mut t);
+            t.exact_rows += usize::from(row_exact);
         }
     }
+    let Tally {
+        rows,
+        refused,
+        derived_vars,
+        deviations,
+        inherited,
+        recipe_only,
+        exact_rows,
+        by_rule,
+        failures,
+    } = t;
     eprintln!(
         "shipped benchmark rows: {rows} ({refused} refused); variables the rules derive: {derived_vars}; \
          stated deviations from a rule: {deviations} values, {inherited} {{inherit: true}}; \
@@ -1502,4 +1548,10 @@ fn an_ep_change_without_hybridep_keeps_the_recipes_topology_values() {
     );
     assert_eq!(val(&p, "NVLINK_DOMAIN_SIZE"), Some("8"));
     assert!(p.env_drop_from_recipe.is_empty());
+}
+
+#[test]
+fn the_rule_table_is_in_bridges_order() {
+    let table: Vec<Rule> = env_rules::RULES.iter().map(|i| i.rule).collect();
+    assert_eq!(table, Rule::ALL);
 }
