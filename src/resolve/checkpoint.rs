@@ -47,14 +47,41 @@ const CHECKS: &[(&str, &str)] = &[
         "mtp_num_layers",
         "the MTP layers the pipeline layout places",
     ),
+    (
+        "moe_token_dispatcher_type",
+        "the token dispatcher MoE overlap needs (alltoall or flex)",
+    ),
+    (
+        "expert_tensor_parallel_size",
+        "the expert layout ETP x EP x PP dividing the GPU count (ETP from the checkpoint's provider class)",
+    ),
+    (
+        "expert_model_parallel_size",
+        "the expert layout ETP x EP x PP dividing the GPU count (EP from the checkpoint's provider class)",
+    ),
 ];
 
+/// The model as it was before [`neutralise`], and the stated fields it also set aside.
+pub struct Saved {
+    model: ModelConfig,
+    stated: Vec<&'static str>,
+}
+
 /// Gives the checkpoint-given shape fields of `model` values every layout, overlap and
-/// validate check accepts; returns the model as it was, for [`restore`].
-pub fn neutralise(model: &mut ModelConfig, cp: &CheckpointFields, t: &mut Trace) -> ModelConfig {
+/// validate check accepts (and sets aside a stated per-layer `moe_layer_freq` whose length
+/// only the checkpoint's layer count can check); returns what [`restore`] puts back.
+pub fn neutralise(model: &mut ModelConfig, cp: &CheckpointFields, t: &mut Trace) -> Saved {
     let saved = model.clone();
+    let mut stated = Vec::new();
     let u = |f: &str| cp.unknown(f);
     let tp = model.tensor_model_parallel_size.max(1);
+    // the expert layout: a provider class's own EP and ETP, for the checks only
+    if u("expert_model_parallel_size") {
+        model.expert_model_parallel_size = 1;
+    }
+    if u("expert_tensor_parallel_size") {
+        model.expert_tensor_parallel_size = Some(1);
+    }
     let ep = model.expert_model_parallel_size.max(1);
     if u("num_attention_heads") {
         model.num_attention_heads = tp;
@@ -68,6 +95,9 @@ pub fn neutralise(model: &mut ModelConfig, cp: &CheckpointFields, t: &mut Trace)
     if u("moe_layer_freq") {
         model.moe_layer_freq = None;
     }
+    if u("moe_token_dispatcher_type") {
+        model.moe_token_dispatcher_type = Some("alltoall".into());
+    }
     if u("mtp_num_layers")
         && let Some(layout) = model.pipeline_model_parallel_layout.as_deref()
         && let Ok(stages) = expand_pipeline_layout(layout)
@@ -76,6 +106,10 @@ pub fn neutralise(model: &mut ModelConfig, cp: &CheckpointFields, t: &mut Trace)
         model.mtp_num_layers = (mtp > 0).then_some(mtp as u32);
     }
     if u("num_layers") {
+        if matches!(model.moe_layer_freq, Some(Value::Array(_))) {
+            model.moe_layer_freq = None;
+            stated.push("moe_layer_freq");
+        }
         model.num_layers = neutral_layers(model);
     }
     if u("num_moe_experts") && ep > 1 {
@@ -97,7 +131,10 @@ pub fn neutralise(model: &mut ModelConfig, cp: &CheckpointFields, t: &mut Trace)
             Source::Derived,
         ));
     }
-    saved
+    Saved {
+        model: saved,
+        stated,
+    }
 }
 
 /// A layer count every pipeline check accepts for `model`'s split: the transformer layers its
@@ -125,18 +162,19 @@ fn neutral_layers(model: &ModelConfig) -> u32 {
 
 /// Puts the checkpoint-given fields of `model` back as they were before [`neutralise`] (and
 /// before any stage derived something from them).
-pub fn restore(model: &mut ModelConfig, saved: &ModelConfig, cp: &CheckpointFields) -> Result<()> {
+pub fn restore(model: &mut ModelConfig, saved: &Saved, cp: &CheckpointFields) -> Result<()> {
     let internal = |e: serde_json::Error| Error::runtime(format!("checkpoint fields: {e}"));
-    let before = serde_json::to_value(saved).map_err(internal)?;
+    let before = serde_json::to_value(&saved.model).map_err(internal)?;
     let mut now = serde_json::to_value(&*model).map_err(internal)?;
     if let (Some(now), Some(before)) = (now.as_object_mut(), before.as_object()) {
-        for f in &cp.at_run_time {
-            match before.get(f) {
+        let stated = saved.stated.iter().map(|f| f.to_string());
+        for f in cp.at_run_time.iter().cloned().chain(stated) {
+            match before.get(&f) {
                 Some(v) => {
                     now.insert(f.clone(), v.clone());
                 }
                 None => {
-                    now.shift_remove(f);
+                    now.shift_remove(&f);
                 }
             }
         }

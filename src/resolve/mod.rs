@@ -224,6 +224,7 @@ fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) 
         .and_then(|v| v.model_class.as_deref())
         .or(inp.recipe.model_class.as_deref());
     layout::check_window_size(&l.cfg.model, model_class)?;
+    bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, &mut t)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
@@ -838,6 +839,20 @@ fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result
     )))
 }
 
+/// Bridge's `TransformerConfig.finalize` (models/transformer_config.py) before Megatron-Core's
+/// checks: sequence parallelism is turned off with TP <= 1 (Megatron-Core would refuse it).
+fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
+    if m.sequence_parallel && m.tensor_model_parallel_size <= 1 {
+        m.sequence_parallel = false;
+        t.decisions.push(Decision::new(
+            MODEL.sequence_parallel,
+            false,
+            "Bridge's TransformerConfig.finalize turns sequence parallelism off with tensor_model_parallel_size <= 1 (Megatron-Core would refuse it)",
+            Source::Derived,
+        ));
+    }
+}
+
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
 /// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
 fn finalize_model(m: &mut crate::config::ModelConfig) {
@@ -856,9 +871,14 @@ fn finalize_model(m: &mut crate::config::ModelConfig) {
     if m.recompute_modules.is_none() {
         m.recompute_modules = Some(vec!["core_attn".into()]);
     }
-    // expert tensor parallelism defaults to TP.
+    // expert tensor parallelism defaults to 1 with expert parallelism (Bridge's
+    // TransformerConfig.finalize, `_set_moe_expert_tensor_parallel_default`), else to TP.
     if m.expert_tensor_parallel_size.is_none() {
-        m.expert_tensor_parallel_size = Some(m.tensor_model_parallel_size);
+        m.expert_tensor_parallel_size = Some(if m.expert_model_parallel_size > 1 {
+            1
+        } else {
+            m.tensor_model_parallel_size
+        });
     }
     // CUDA graphs: the deprecated `cuda_graph_scope` moves to `cuda_graph_modules`, which is
     // normalised to a list: "full" (alone) means every module, written as []; the deprecated

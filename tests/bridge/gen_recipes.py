@@ -24,10 +24,20 @@ a name the rules derive with the same typed value is left out; a different value
 rule sets, is kept; a name a rule sets that Bridge's recipe lacks becomes `{inherit: true}`. A
 variant ovlaunch refuses keeps Bridge's env whole.
 
+A function that builds its model from a Hugging Face checkpoint whose config.json
+tests/bridge/hf does not hold (the offline hub has nothing else) is run on two stand-in configs
+(STANDIN: a fixture's config, and the same with every shape number doubled) at the checkpoint's
+name: the model fields it assigns after Bridge built the model, with the same value on both, are
+what the recipe states; the other model fields go under `from_checkpoint` (the checkpoint, the
+commit the function pins, the fields), except those Bridge's mixed-precision setup writes later.
+It is shipped when Bridge's runner then builds the job with one of PROOF_STANDINS at the
+checkpoint's name (what the Bridge proof does). recipes/hf_config_map.json is Bridge's config
+mapping, which ovlaunch applies to a config the user gives (`--hf-config`).
+
 Every function not shipped is listed with its reason in recipes/NOT_SHIPPED.md: Bridge's own
 runner refuses it at its own GPU count (also listed at the top of its file when the file exists),
-it builds its model from a Hugging Face checkpoint whose config.json tests/bridge/hf does not
-hold (the offline hub has nothing else), or its GPU kind is not in the hardware table.
+it builds its model from a checkpoint not at hand and Bridge does not build it with any stand-in
+config (Bridge's error), or its GPU kind is not in the hardware table.
 
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
     python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes          # write
