@@ -490,6 +490,16 @@ def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: 
     return a
 
 
+def stable(text: str) -> str:
+    """An error text with the elements of any Python set it prints sorted (a set's order
+    changes from run to run), so the generated files do not."""
+    def sort(m):
+        items = re.findall(r"'[^']*'", m.group(1))
+        return "{" + ", ".join(sorted(items)) + "}"
+
+    return re.sub(r"\{('[^']*'(?:, '[^']*')*)\}", sort, text)
+
+
 def config_map() -> str:
     """recipes/hf_config_map.json: Bridge's config mapping (Hugging Face config key -> model
     field), which ovlaunch applies to a checkpoint config the user gives (`--hf-config`)."""
@@ -533,7 +543,7 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
                                             "configs": [str(probe.HERE / "hf" / c / "config.json") for c in PROOF_STANDINS]}})
             variants.append(v)
         except Exception as e:  # noqa: BLE001 - the reason goes into NOT_SHIPPED.md
-            why = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            why = f"{type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
             missing.update({x: (hf, why) for x in (n, *aliases)})
 
     for n, fn, aliases in entries:
@@ -560,7 +570,7 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
             if hf is not None:
                 from_standins(n, fn, aliases, hf)
                 continue
-            refused.extend(f"#   {x}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            refused.extend(f"#   {x}: {type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
                            for x in (n, *aliases))
             continue
         # deprecated Megatron-Core switches ovlaunch does not model (they rewrite cuda_graph_impl)

@@ -36,8 +36,12 @@ the installed package's own code:
     runner's dry run does the same; training calls it first thing).
 
 Stand-ins: see stubs/ovlaunch_stubs.py (TransformerEngine and modelopt import surface, torch's
-CUDA device queries). Hugging Face configs come from hf/ (public config.json values) through an
-offline hub cache; nothing reaches a hub. Kimi K2's config.json names the hub repository's own
+CUDA device queries). Hugging Face configs come from hf/ (public config.json copies, each with
+its source in a SOURCE file beside it, and the commit a recipe pins as `pinned-revision:`)
+through an offline hub cache; nothing reaches a hub. A case may carry `hf_config` ({"hf",
+"revision", "configs"}): for a recipe function whose checkpoint config hf/ does not hold, those
+configs are put at the checkpoint's name in turn until Bridge builds the job (the one the job was
+planned with, `--hf-config`, or stand-ins of other architectures). Kimi K2's config.json names the hub repository's own
 configuration code (`auto_map`, loaded with trust_remote_code); its fixture answers that name with
 a one-line module that re-exports transformers' DeepSeek-V3 configuration class (the architecture
 the config declares), so no upstream code is shipped.

@@ -13,7 +13,11 @@
 //! device queries per GPU kind (tests/bridge/stubs/), Hugging Face config.json fixtures in an
 //! offline hub cache (tests/bridge/hf/; Kimi K2's config names the hub's own configuration code,
 //! which its fixture answers with transformers' DeepSeek-V3 class, the architecture the config
-//! declares). The runner script itself is in Bridge's repository,
+//! declares). A function whose checkpoint config the repository does not hold
+//! (`from_checkpoint`) is built with a config at the checkpoint's name: the one its job was
+//! planned with (`--hf-config`), else stand-ins of three architectures (a fixture's config each,
+//! tried in turn); the plan states none of the checkpoint-given fields, so every field it
+//! states is compared. The runner script itself is in Bridge's repository,
 //! not its package: probe.py restates its steps as facts.
 //!
 //! Without `OVLAUNCH_BRIDGE_PYTHON` the test says so and passes, unless
