@@ -391,6 +391,10 @@ def emit(obj, indent: int = 0) -> list[str]:
 # other model field comes from the checkpoint at run time (its architecture, provider class and
 # shape), except what Bridge's mixed-precision setup writes over the model later.
 STANDIN = "meta-llama/Meta-Llama-3-8B"
+# The stand-ins a function runs on: Llama 3 8B's config and the same doubled, then a MoE and an
+# MLA MoE architecture (a recipe helper may assign differently for a MoE model); a run that
+# fails is left out, and at least two must run.
+STANDIN_RUNS = ((STANDIN, 1), (STANDIN, 2), ("Qwen/Qwen3-30B-A3B", 1), ("deepseek-ai/DeepSeek-V3", 1))
 # The configs the Bridge proof puts at such a checkpoint's name, tried in turn until Bridge's
 # runner builds the job: a dense decoder, a MoE decoder, a MoE decoder with multi-latent
 # attention (all tests/bridge/hf fixtures). A function none of them builds is not shipped.
@@ -403,17 +407,18 @@ class Standin:
     """A stand-in config.json at `hf` in the offline hub (scale 1 or 2), and a record of the
     model fields the recipe function assigns after Bridge built the model from it."""
 
-    def __init__(self, hf: str, scale: int):
-        self.hf, self.scale, self.assigned, self.revision = hf, scale, set(), None
+    def __init__(self, hf: str, scale: int, base: str = STANDIN):
+        self.hf, self.scale, self.base, self.assigned, self.revision = hf, scale, base, set(), None
 
     def __enter__(self):
         import os
 
         from megatron.bridge.models.conversion.auto_bridge import AutoBridge
 
-        cfg = json.loads((probe.HERE / "hf" / STANDIN / "config.json").read_text())
-        for k in STANDIN_SCALED:
-            cfg[k] = cfg[k] * self.scale
+        cfg = json.loads((probe.HERE / "hf" / self.base / "config.json").read_text())
+        if self.scale != 1:
+            for k in STANDIN_SCALED:
+                cfg[k] = cfg[k] * self.scale
         org, name = self.hf.split("/", 1)
         self.repo = Path(os.environ["HF_HUB_CACHE"]) / f"models--{org}--{name}"
 
@@ -463,23 +468,34 @@ class Standin:
 
 
 def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: bool, hf: str) -> dict:
-    """The variant of a function whose checkpoint config is not at hand (see STANDIN): what the
-    recipe states, and `from_checkpoint` naming the checkpoint and the model fields it gives at
-    run time. Raises ValueError when anything outside the model differs between the stand-ins."""
+    """The variant of a function whose checkpoint config is not at hand (see STANDIN and
+    STANDIN_RUNS): what the recipe states (a model field it assigns with the same value on every
+    stand-in that runs), and `from_checkpoint` naming the checkpoint and the model fields it
+    gives at run time. Raises ValueError when anything outside the model differs between the
+    stand-ins."""
     from dataclasses import fields as dc_fields
 
-    runs = []
-    for scale in (1, 2):
-        with Standin(hf, scale) as s:
-            v = variant_of(n, fn, fields, aliases, library)
+    runs, revision, last = [], None, None
+    for base, scale in STANDIN_RUNS:
+        try:
+            with Standin(hf, scale, base) as s:
+                v = variant_of(n, fn, fields, aliases, library)
+        except Exception as e:  # noqa: BLE001 - this architecture does not fit the recipe
+            last = e
+            continue
         runs.append((v, s.assigned))
-        revision = s.revision
-    (a, assigned_a), (b, assigned_b) = runs
-    for key in a:
-        if key != "model" and json.dumps(a[key], sort_keys=True) != json.dumps(b.get(key), sort_keys=True):
-            raise ValueError(f"`{key}` follows the checkpoint's values")
+        revision = revision or s.revision
+    if len(runs) < 2:
+        raise last
+    a = runs[0][0]
+    for b, _ in runs[1:]:
+        for key in a:
+            if key not in ("model", "model_class", "model_lacks", "pipeline_layouts") and json.dumps(
+                    a[key], sort_keys=True) != json.dumps(b.get(key), sort_keys=True):
+                raise ValueError(f"`{key}` follows the checkpoint's values")
     precision_written = {f.name for f in dc_fields(MixedPrecisionConfig)} if "mixed_precision" in a else set()
-    stated = {f for f in assigned_a & assigned_b if f in a["model"] and a["model"][f] == b["model"].get(f)}
+    stated = {f for f in set.intersection(*(assigned for _, assigned in runs))
+              if f in a["model"] and all(a["model"][f] == b["model"].get(f) for b, _ in runs[1:])}
     a["from_checkpoint"] = {"hf": hf}
     if revision:
         a["from_checkpoint"]["revision"] = revision
