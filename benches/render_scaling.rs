@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use ovlaunch::catalog::{Catalog, hardware};
-use ovlaunch::render::launch::{self, LaunchOptions};
+use ovlaunch::render::launch::{self, LaunchOptions, Target};
+use ovlaunch::render::slurm::SlurmOptions;
 use ovlaunch::render::{artifacts, template::Templates};
 use ovlaunch::resolve;
 use ovlaunch::version::Stack;
@@ -28,24 +29,20 @@ fn main() {
             let plan = resolve::resolve(&resolve::Inputs::new(&recipe, &hw, &stack)).expect("plan");
             let t1 = Instant::now();
             let opts = LaunchOptions {
-                account: Some("a".into()),
-                partition: Some("p".into()),
-                mpi: Some("pmix".into()),
-                exclusive: true,
+                target: Target::Slurm(SlurmOptions {
+                    account: Some("a".into()),
+                    partition: Some("p".into()),
+                    mpi: Some("pmix".into()),
+                    exclusive: true,
+                    ..Default::default()
+                }),
                 rank_runtime: Some("ovlaunch-rank".into()),
                 command_line: "bench".into(),
                 ..LaunchOptions::new("bench", "/jobs/bench")
             };
             let spec = launch::build(&plan, &opts).expect("spec");
-            let a = artifacts::render(
-                &plan,
-                &spec,
-                ovlaunch::backend::Executor::Slurm,
-                &templates,
-                false,
-                String::new(),
-            )
-            .expect("render");
+            let a =
+                artifacts::render(&plan, &spec, &templates, false, String::new()).expect("render");
             std::hint::black_box(&a);
             let t2 = Instant::now();
             resolve_t.push((t1 - t0).as_secs_f64() * 1e6);

@@ -10,6 +10,9 @@ pub enum Executor {
 }
 
 impl Executor {
+    /// Every executor.
+    pub const ALL: [Executor; 2] = [Executor::Slurm, Executor::Local];
+
     /// The name recorded in `submission.json`.
     pub fn name(self) -> &'static str {
         match self {
@@ -18,10 +21,16 @@ impl Executor {
         }
     }
 
+    /// The job directory's script the backend runs: its dry-run request.
+    pub fn script_name(self) -> &'static str {
+        match self {
+            Executor::Slurm => crate::layout::SBATCH_SCRIPT,
+            Executor::Local => crate::layout::LOCAL_SCRIPT,
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<Executor> {
-        [Executor::Slurm, Executor::Local]
-            .into_iter()
-            .find(|e| e.name() == name)
+        Executor::ALL.into_iter().find(|e| e.name() == name)
     }
 
     /// Whether the job's script runs on after the trainer (teardown steps, forwarded

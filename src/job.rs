@@ -5,11 +5,12 @@
 //! backend (`backend::submit`) only writes what this returns and starts it.
 //!
 //! Order of the steps, each pure:
-//! 1. `render::launch::build`: plan + options -> launch spec (sbatch directives, srun and
-//!    torchrun arguments, env, trainer argv), with its decisions;
+//! 1. `render::launch::build`: plan + options -> launch spec (the rank's facts: env,
+//!    torchrun arguments, trainer argv, placement; and the target's own part, e.g. a Slurm
+//!    job's sbatch directives and srun arguments), with its decisions;
 //! 2. the plugins' launch phase edits the spec (`plugin::launch_phase`);
-//! 3. `render::artifacts::render`: the script, rank plan, trainer settings, plan JSON, env
-//!    dump and secrets file;
+//! 3. `render::artifacts::render`: the script (the target's dry-run request), rank plan,
+//!    trainer settings, plan JSON, env dump and secrets file;
 //! 4. the plugins' render phase edits the script (`plugin::render_phase`), adding decisions.
 
 use crate::error::Result;
@@ -17,7 +18,7 @@ use crate::executor::Executor;
 use crate::layout::Artifacts;
 use crate::plan::{Decision, Plan, Source};
 use crate::plugin;
-use crate::render::launch::{self, LaunchOptions, LaunchSpec};
+use crate::render::launch::{self, LaunchOptions, LaunchSpec, Target};
 use crate::render::template::Templates;
 use crate::render::{artifacts, overrides};
 
@@ -41,21 +42,20 @@ impl Job {
     }
 }
 
-/// Renders the job.
+/// Renders the job for the target `opts` names (its executor runs the job).
 pub fn render_job(
     plan: Plan,
     opts: &LaunchOptions,
     plugins: Vec<plugin::Active>,
     templates: &Templates,
-    executor: Executor,
 ) -> Result<Job> {
+    let executor = opts.target.executor();
     let mut spec = launch::build(&plan, opts)?;
     if !plugins.is_empty() {
         plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, opts, executor))?;
     }
     let overrides = overrides::overrides_text(&plan, Some(opts.dirs()));
-    let mut artifacts =
-        artifacts::render(&plan, &spec, executor, templates, opts.strict, overrides)?;
+    let mut artifacts = artifacts::render(&plan, &spec, templates, opts.strict, overrides)?;
     if !plugins.is_empty() {
         let decisions = plugin::render_phase(&plugins, &spec, executor, &mut artifacts.script)?;
         spec.decisions.extend(decisions);
@@ -73,14 +73,16 @@ pub fn render_job(
 fn plugin_context(plan: &Plan, opts: &LaunchOptions, executor: Executor) -> plugin::LaunchContext {
     plugin::LaunchContext {
         executor,
-        user_sbatch: opts
-            .sbatch_args
-            .iter()
-            .map(|raw| {
-                let body = raw.trim_start_matches('-');
-                body.split_once('=').map_or(body, |(k, _)| k).to_string()
-            })
-            .collect(),
+        user_sbatch: match &opts.target {
+            Target::Slurm(s) => s.sbatch_args.as_slice(),
+            Target::Local(_) => &[],
+        }
+        .iter()
+        .map(|raw| {
+            let body = raw.trim_start_matches('-');
+            body.split_once('=').map_or(body, |(k, _)| k).to_string()
+        })
+        .collect(),
         user_env: plan
             .env
             .iter()

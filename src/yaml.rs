@@ -45,6 +45,25 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
     })
 }
 
+/// The line of each item of a mapping document's top-level `variants` sequence (a recipe
+/// file's variants), in order; empty when there is none or the text does not parse. For
+/// errors about a value found after parsing, which the parser's own locations do not cover.
+pub fn variant_lines(text: &str) -> Vec<usize> {
+    #[derive(serde::Deserialize)]
+    struct Lines {
+        #[serde(default)]
+        variants: Vec<serde_saphyr::Spanned<serde::de::IgnoredAny>>,
+    }
+    serde_saphyr::from_str::<Lines>(text)
+        .map(|l| {
+            l.variants
+                .iter()
+                .map(|v| v.referenced.line() as usize)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The parser's duplicate-key message ends with advice for programs that use the crate
 /// (`set DuplicateKeyPolicy in Options if acceptable`), which a user cannot follow: the
 /// message names the key, and the help says what to do in the file.

@@ -13,6 +13,6 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for name in src.file.profiles.keys() {
-        let _ = ovlaunch::cli::profile::fuzz_resolve(&src, name);
+        let _ = ovlaunch::cli::settings::fuzz_resolve(&src, name);
     }
 });

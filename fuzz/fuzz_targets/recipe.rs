@@ -4,9 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ovlaunch::backend::Executor;
 use ovlaunch::catalog::{Catalog, Recipe, hardware, scan_recipe};
-use ovlaunch::render::launch::LaunchOptions;
+use ovlaunch::render::launch::{LaunchOptions, Target};
+use ovlaunch::render::slurm::SlurmOptions;
 use ovlaunch::render::template::Templates;
 use ovlaunch::resolve;
 use ovlaunch::version::Stack;
@@ -27,10 +27,13 @@ fuzz_target!(|data: &[u8]| {
             continue;
         };
         let opts = LaunchOptions {
-            time: "00:10:00".into(),
+            target: Target::Slurm(SlurmOptions {
+                time: "00:10:00".into(),
+                ..Default::default()
+            }),
             rank_runtime: Some("ovlaunch-rank".into()),
             ..LaunchOptions::new("fuzz", "/jobs/fuzz")
         };
-        let _ = ovlaunch::job::render_job(plan, &opts, Vec::new(), &Templates::default(), Executor::Slurm);
+        let _ = ovlaunch::job::render_job(plan, &opts, Vec::new(), &Templates::default());
     }
 });

@@ -42,6 +42,39 @@ pub struct Stat {
     pub gid: u32,
 }
 
+/// A job directory as `status`, `logs`, `cancel` and `list` read it: the owner and mode of
+/// the directory and of each small file asked for. Symbolic links are reported, never
+/// followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub dir: PathBuf,
+    pub uid: u32,
+    pub mode: u32,
+    /// The files asked for that exist, by name.
+    pub files: Vec<(String, Seen)>,
+}
+
+/// One file of a [`Listing`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// A symbolic link (not followed).
+    Link,
+    /// A FIFO, a device, a socket or a directory (not read).
+    Special,
+    /// A regular file and its first [`SMALL_FILE`] bytes.
+    File { uid: u32, mode: u32, bytes: Vec<u8> },
+}
+
+impl Listing {
+    pub fn file(&self, name: &str) -> Option<&Seen> {
+        self.files.iter().find(|(n, _)| n == name).map(|(_, s)| s)
+    }
+}
+
+/// The most bytes of one file a [`Listing`] holds (records and plans are far smaller; a
+/// larger one is cut, and then refused by its parser).
+pub const SMALL_FILE: u64 = 1 << 20;
+
 /// One machine that commands run on and files live on.
 pub trait Host {
     /// `None` for this machine; `Some("USER@LOGIN")` for another one (for records and
@@ -63,6 +96,9 @@ pub trait Host {
     ) -> Result<()>;
     /// Replaces one file in an existing directory atomically.
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()>;
+    /// Creates `dir` and its missing parents, owner-only (0700) whatever the umask; an
+    /// existing directory is kept as it is.
+    fn make_dir(&self, dir: &Path) -> Result<()>;
     /// Removes a directory tree (a job directory a refused submission leaves).
     fn remove_tree(&self, dir: &Path);
     /// `path`'s bytes from `offset` and its length; `None` when it does not exist. A file
@@ -70,6 +106,16 @@ pub trait Host {
     fn read_from(&self, path: &Path, offset: u64) -> Result<Option<Chunk>>;
     /// `path`'s metadata; `None` when it does not exist.
     fn stat(&self, path: &Path) -> Result<Option<Stat>>;
+    /// `dir` and its files `names` (a job directory); `None` when `dir` is not a directory
+    /// (or is a symbolic link).
+    fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>>;
+    /// Every directory directly under `root` whose name does not start with `.`, as
+    /// [`Host::list_dir`] reads it, by name; empty when `root` does not exist.
+    fn list_dirs(&self, root: &Path, names: &[&str]) -> Result<Vec<Listing>>;
+    /// A reader of a growing output file on this host (`logs`, `logs --follow`): memory
+    /// bounded whatever the file's size, only a regular file read, across truncation and
+    /// rotation each byte passed on once (`backend::tail`).
+    fn follow(&self) -> Box<dyn super::tail::Follow + '_>;
     /// The type of the filesystem holding `path` (or its nearest existing ancestor), as the
     /// kernel names it (`ext4`, `nfs4`, `lustre`).
     fn fs_type(&self, path: &Path) -> Option<String>;
@@ -145,6 +191,15 @@ impl Host for Local {
         jobdir::write_file(dir, name, contents)
     }
 
+    fn make_dir(&self, dir: &Path) -> Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))
+    }
+
     fn remove_tree(&self, dir: &Path) {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -179,6 +234,49 @@ impl Host for Local {
         }
     }
 
+    fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::symlink_metadata(dir) else {
+            return Ok(None);
+        };
+        if !m.file_type().is_dir() {
+            return Ok(None);
+        }
+        let files = names
+            .iter()
+            .filter_map(|n| local_seen(&dir.join(n)).map(|s| (n.to_string(), s)))
+            .collect();
+        Ok(Some(Listing {
+            dir: dir.to_path_buf(),
+            uid: m.uid(),
+            mode: m.mode() & 0o7777,
+            files,
+        }))
+    }
+
+    fn list_dirs(&self, root: &Path, names: &[&str]) -> Result<Vec<Listing>> {
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return Ok(Vec::new());
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.path())
+            .collect();
+        dirs.sort();
+        let mut out = Vec::new();
+        for d in dirs {
+            if let Some(l) = self.list_dir(&d, names)? {
+                out.push(l);
+            }
+        }
+        Ok(out)
+    }
+
+    fn follow(&self) -> Box<dyn super::tail::Follow + '_> {
+        Box::new(super::tail::Tail::default())
+    }
+
     fn fs_type(&self, path: &Path) -> Option<String> {
         let existing = path.ancestors().find(|p| p.exists())?;
         let existing = existing.canonicalize().ok()?;
@@ -206,6 +304,35 @@ impl Host for Local {
             .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?
             .join(p))
     }
+}
+
+/// One file of a local [`Listing`]: never through a symbolic link, never blocking on a FIFO.
+fn local_seen(path: &Path) -> Option<Seen> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if m.file_type().is_symlink() {
+        return Some(Seen::Link);
+    }
+    if !m.file_type().is_file() {
+        return Some(Seen::Special);
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW).bits())
+        .open(path)
+        .ok()?;
+    let m = f.metadata().ok()?;
+    if !m.file_type().is_file() {
+        return Some(Seen::Special);
+    }
+    let mut bytes = Vec::new();
+    f.take(SMALL_FILE).read_to_end(&mut bytes).ok()?;
+    Some(Seen::File {
+        uid: m.uid(),
+        mode: m.mode() & 0o7777,
+        bytes,
+    })
 }
 
 /// In its own process group, a Ctrl-C at the terminal reaches ovlaunch (which defers it)

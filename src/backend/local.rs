@@ -36,7 +36,7 @@ pub fn submit_with(
 }
 
 impl Backend for Local {
-    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
+    fn schedule(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
         submit_with(dir, script, rec, JobOutput::Inherit)
     }
 

@@ -2,9 +2,11 @@
 //! the local executor. Everything here is thin; decisions are made in the pure core
 //! (`job::render_job` returns the whole job as a value before anything here runs).
 //!
-//! Contract: a [`Backend`] starts a job whose directory has been written ([`submit`] writes
-//! it, atomically, from the rendered artifacts), reports its [`JobStatus`], cancels it and
-//! streams its output. The backend a job used is recorded in its `submission.json` by
+//! Contract: a [`Backend`] schedules a job's dry-run request (the job directory the core
+//! rendered, `job::Job`, written; its script is the request its target rendered, e.g.
+//! `render::script::sbatch`), reports its [`JobStatus`], cancels it and streams its output.
+//! [`submit`] is the dry run written (atomically, from the rendered artifacts) then
+//! scheduled, as torchx's `submit = schedule(dryrun)`. The backend a job used is recorded in its `submission.json` by
 //! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].
 //! A new backend is a new [`Executor`] variant (`crate::executor`, the core's name for it)
 //! plus one `impl Backend` and its case in [`backend_for`].
@@ -62,10 +64,11 @@ pub type Sink<'a> = &'a mut dyn FnMut(&str) -> Result<()>;
 
 /// One way of running jobs.
 pub trait Backend {
-    /// Starts the job in `dir` (already written) by running `script`. `rec` is the job's
-    /// submission record; the backend fills in what it learns (job id, exit code) and
-    /// writes it with [`write_record`] as soon as the job can be looked up.
-    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started>;
+    /// Schedules the dry-run request: starts the job in `dir` (already written) by running
+    /// `script`. `rec` is the job's submission record; the backend fills in what it learns
+    /// (job id, exit code) and writes it with [`write_record`] as soon as the job can be
+    /// looked up.
+    fn schedule(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started>;
     /// The job's state now.
     fn status(&self, rec: &Submission) -> Result<JobStatus>;
     fn cancel(&self, rec: &Submission) -> Result<Cancelled>;
@@ -194,7 +197,7 @@ pub fn submit(
         return local::submit_with(dir, &dir.join(artifacts.script_name), &mut rec, job_output);
     }
     let backend = backend_for(executor, host);
-    let started = backend.submit(dir, &dir.join(artifacts.script_name), &mut rec);
+    let started = backend.schedule(dir, &dir.join(artifacts.script_name), &mut rec);
     if let Some(m) = mirror {
         match &started {
             Ok(_) => {
@@ -232,10 +235,7 @@ pub fn submit_rendered(
     command_line: String,
     job_output: local::JobOutput,
 ) -> Result<Started> {
-    let script = dir.join(match executor {
-        Executor::Slurm => layout::SBATCH_SCRIPT,
-        Executor::Local => layout::LOCAL_SCRIPT,
-    });
+    let script = dir.join(executor.script_name());
     let mut rec = new_record(executor, dir, job_name, command_line);
     let guard = signals::Deferred::install();
     write_record(dir, &rec)?;

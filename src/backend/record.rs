@@ -9,11 +9,11 @@
 //! so a reused job id is never taken for this job. A job id read back is a Slurm job id
 //! ([`JobId`]) or the record is refused: it is passed to Slurm's tools.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::host::{Host, Listing, Local, Seen};
 use crate::error::{Error, Result};
 use crate::layout::SUBMISSION as FILE;
 
@@ -133,75 +133,122 @@ fn default_state() -> RecordState {
     RecordState::Submitted
 }
 
-/// Reads the record of the job directory `dir`. A record is evidence, not an instruction:
-/// it is refused unless this user wrote it (the record and its directory belong to this
-/// user, and nobody else can write either) and it names the directory it lives in, so a
-/// planted or edited record cannot make `status`, `logs` or `cancel` act on another
-/// directory or job.
+/// The files of a job directory that `status`, `logs`, `cancel` and `list` read.
+const READ: [&str; 4] = [
+    FILE,
+    crate::layout::PLAN,
+    crate::layout::SBATCH_SCRIPT,
+    crate::layout::LOCAL_SCRIPT,
+];
+
+/// Reads the record of the job directory `dir` on this machine ([`read_on`]).
 pub fn read(dir: &Path) -> Result<Submission> {
-    let path = dir.join(FILE);
-    let Ok(meta) = path.symlink_metadata() else {
-        return Err(Error::usage(format!(
-            "no submission record at {}",
-            path.display()
-        )));
-    };
-    if meta.file_type().is_symlink() {
-        return Err(untrusted(&path, "is a symbolic link"));
+    read_on(&Local, dir)
+}
+
+/// Reads the record of the job directory `dir` on `host`. A record is evidence, not an
+/// instruction: it is refused unless this user wrote it (the record and its directory
+/// belong to this user, and nobody else can write either) and it names the directory it
+/// lives in, so a planted or edited record cannot make `status`, `logs` or `cancel` act on
+/// another directory or job. A record read on a login node is returned with that `host`.
+pub fn read_on(host: &dyn Host, dir: &Path) -> Result<Submission> {
+    match host.list_dir(dir, &[FILE])? {
+        Some(l) => verify(host, &l),
+        None => Err(Error::usage(format!(
+            "no submission record at {}{}",
+            dir.join(FILE).display(),
+            host.on()
+        ))),
     }
-    for (p, m) in [
-        (dir.to_path_buf(), dir.metadata().ok()),
-        (path.clone(), Some(meta)),
-    ] {
-        let Some(m) = m else {
-            return Err(untrusted(&p, "cannot be inspected"));
-        };
-        let me = nix::unistd::geteuid().as_raw();
-        if m.uid() != me {
+}
+
+/// The job directory `dir` on `host` with its verified record ([`read_on`]) and its plan and
+/// launch script as read (for `list`).
+pub fn found_on(host: &dyn Host, dir: &Path) -> Result<Found> {
+    match host.list_dir(dir, &READ)? {
+        Some(l) => Ok(Found {
+            dir: l.dir.clone(),
+            record: Some(verify(host, &l)?),
+            listing: l,
+        }),
+        None => Err(Error::usage(format!(
+            "no submission record at {}{}",
+            dir.join(FILE).display(),
+            host.on()
+        ))),
+    }
+}
+
+/// [`read_on`] on what was read of the directory.
+fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
+    let path = l.dir.join(FILE);
+    let shown = format!("{}{}", path.display(), host.on());
+    let (bytes, file_uid, file_mode) = match l.file(FILE) {
+        None => {
+            return Err(Error::usage(format!("no submission record at {shown}")));
+        }
+        Some(Seen::Link) => return Err(untrusted(&shown, "is a symbolic link")),
+        Some(Seen::Special) => return Err(untrusted(&shown, "is not a regular file")),
+        Some(Seen::File { uid, mode, bytes }) => (bytes, *uid, *mode),
+    };
+    let me = match host.remote() {
+        None => nix::unistd::geteuid().as_raw(),
+        Some(_) => host.ids()?.0,
+    };
+    let owner = |uid: u32| match host.remote() {
+        None => crate::input::user_name(uid),
+        Some(_) => format!("uid {uid}"),
+    };
+    let dir_shown = format!("{}{}", l.dir.display(), host.on());
+    for (p, uid, mode) in [(&dir_shown, l.uid, l.mode), (&shown, file_uid, file_mode)] {
+        if uid != me {
             return Err(untrusted(
-                &p,
-                &format!(
-                    "belongs to {}, not to you",
-                    super::jobdir::user_name(m.uid())
-                ),
+                p,
+                &format!("belongs to {}, not to you", owner(uid)),
             ));
         }
-        if m.mode() & 0o002 != 0 {
-            return Err(untrusted(&p, "is writable by every user"));
+        if mode & 0o002 != 0 {
+            return Err(untrusted(p, "is writable by every user"));
         }
     }
-    let text = crate::input::read_text(&path, "JOB")?;
-    let rec: Submission = serde_json::from_str(&text).map_err(|e| {
-        Error::usage(format!("{}: {e}", path.display()))
-            .at_flag("JOB")
-            .help("the record was edited or damaged; the job directory's other files are intact")
-    })?;
-    let same = match (
-        &rec.host,
-        Path::new(&rec.job_dir).canonicalize(),
-        dir.canonicalize(),
-    ) {
+    let mut rec: Submission = std::str::from_utf8(bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(t).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            Error::usage(format!("{shown}: {e}")).at_flag("JOB").help(
+                "the record was edited or damaged; the job directory's other files are intact",
+            )
+        })?;
+    let dir = &l.dir;
+    let same = match (host.remote(), &rec.host) {
+        // On the login node the record describes the job as seen there (no host), in the
+        // directory it names.
+        (Some(_), None) => Path::new(&rec.job_dir) == dir.as_path(),
+        (Some(_), Some(_)) => false,
         // A job submitted through a login node: `job_dir` is a path there, and this is the
         // copy of its record here, in a directory of the same name.
-        (Some(_), _, _) => Path::new(&rec.job_dir).file_name() == dir.file_name(),
-        (None, Ok(a), Ok(b)) => a == b,
-        _ => false,
+        (None, Some(_)) => Path::new(&rec.job_dir).file_name() == dir.file_name(),
+        (None, None) => match (Path::new(&rec.job_dir).canonicalize(), dir.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        },
     };
     if !same {
         return Err(Error::usage(format!(
-            "{} names the job directory {}, not the directory it is in ({})",
-            path.display(),
+            "{shown} names the job directory {}, not the directory it is in ({dir_shown})",
             rec.job_dir.escape_debug(),
-            dir.display()
         ))
         .at_flag("JOB")
         .help("the record was edited, or the job directory was moved after submitting; ovlaunch does not act on it (Slurm knows the job by the directory it was submitted from)"));
     }
+    if let Some(target) = host.remote() {
+        rec.host = Some(target.to_string());
+    }
     Ok(rec)
 }
 
-fn untrusted(path: &Path, why: &str) -> Error {
-    Error::usage(format!("{} {why}: ovlaunch does not act on a record someone else could have written", path.display()))
+fn untrusted(path: &str, why: &str) -> Error {
+    Error::usage(format!("{path} {why}: ovlaunch does not act on a record someone else could have written"))
         .at_flag("JOB")
         .help("run status, logs and cancel as the user who submitted the job; a record is trusted only when that user alone can write it and its directory")
 }
@@ -209,7 +256,12 @@ fn untrusted(path: &Path, why: &str) -> Error {
 /// All job directories with a readable record under `root`, oldest first (by when the
 /// submission started, then by name).
 pub fn list(root: &Path) -> Vec<(PathBuf, Submission)> {
-    let mut out: Vec<(PathBuf, Submission)> = scan(root)
+    list_on(&Local, root)
+}
+
+fn list_on(host: &dyn Host, root: &Path) -> Vec<(PathBuf, Submission)> {
+    let mut out: Vec<(PathBuf, Submission)> = scan_on(host, root)
+        .unwrap_or_default()
         .into_iter()
         .filter_map(|f| f.record.map(|r| (f.dir, r)))
         .collect();
@@ -218,11 +270,23 @@ pub fn list(root: &Path) -> Vec<(PathBuf, Submission)> {
 }
 
 /// A job directory under a jobs root: submitted (it has a record) or only rendered (a
-/// launch script and no record).
+/// launch script and no record), with what was read of it.
 #[derive(Debug, Clone)]
 pub struct Found {
     pub dir: PathBuf,
     pub record: Option<Submission>,
+    /// Its record, plan and launch scripts as read.
+    pub listing: Listing,
+}
+
+impl Found {
+    /// A file of the directory as read (`plan.json`, the launch script).
+    pub fn text(&self, name: &str) -> Option<String> {
+        match self.listing.file(name)? {
+            Seen::File { bytes, .. } => Some(String::from_utf8_lossy(bytes).into_owned()),
+            _ => None,
+        }
+    }
 }
 
 /// Whether `dir` holds a rendered job's launch script.
@@ -232,30 +296,41 @@ pub fn is_rendered(dir: &Path) -> bool {
         .any(|s| dir.join(s).is_file())
 }
 
-/// Every job directory directly under `root`, submitted or rendered, by name. A record that
-/// cannot be read leaves its directory out (`status` on it says why).
+fn has_script(l: &Listing) -> bool {
+    [crate::layout::SBATCH_SCRIPT, crate::layout::LOCAL_SCRIPT]
+        .iter()
+        .any(|s| matches!(l.file(s), Some(Seen::File { .. })))
+}
+
+/// Every job directory directly under `root` on this machine, submitted or rendered, by
+/// name. A record that cannot be read leaves its directory out (`status` on it says why).
 pub fn scan(root: &Path) -> Vec<Found> {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return Vec::new();
-    };
-    let mut out: Vec<Found> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .filter_map(|dir| {
-            if dir.join(FILE).is_file() {
-                read(&dir).ok().map(|r| Found {
-                    dir,
+    scan_on(&Local, root).unwrap_or_default()
+}
+
+/// [`scan`] on `host` (a login node: one command reads every directory).
+pub fn scan_on(host: &dyn Host, root: &Path) -> Result<Vec<Found>> {
+    Ok(host
+        .list_dirs(root, &READ)?
+        .into_iter()
+        .filter_map(|l| {
+            if l.file(FILE).is_some() {
+                verify(host, &l).ok().map(|r| Found {
+                    dir: l.dir.clone(),
                     record: Some(r),
+                    listing: l,
                 })
-            } else if is_rendered(&dir) {
-                Some(Found { dir, record: None })
+            } else if has_script(&l) {
+                Some(Found {
+                    dir: l.dir.clone(),
+                    record: None,
+                    listing: l,
+                })
             } else {
                 None
             }
         })
-        .collect();
-    out.sort_by(|a, b| a.dir.cmp(&b.dir));
-    out
+        .collect())
 }
 
 /// How to name a job to `status`, `logs` and `cancel`.
@@ -268,7 +343,31 @@ pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     if p.join(FILE).is_file() {
         return Ok((p.to_path_buf(), read(p)?));
     }
-    let jobs = list(root);
+    find_in(list(root), root, key)
+}
+
+/// [`find`] among the jobs under `root` on a login node, the record there being the
+/// evidence: a path names a job directory there.
+pub fn find_on(host: &dyn Host, root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
+    let p = Path::new(key);
+    if p.is_absolute()
+        && let Some(l) = host.list_dir(p, &[FILE])?
+        && l.file(FILE).is_some()
+    {
+        return Ok((p.to_path_buf(), verify(host, &l)?));
+    }
+    find_in(list_on(host, root), root, key).map_err(|e| Error {
+        message: format!("{}{}", e.message, host.on()),
+        ..e
+    })
+}
+
+fn find_in(
+    jobs: Vec<(PathBuf, Submission)>,
+    root: &Path,
+    key: &str,
+) -> Result<(PathBuf, Submission)> {
+    let p = Path::new(key);
     let by_id = || {
         jobs.iter()
             .find(|(_, s)| s.job_id.as_ref().map(JobId::as_str) == Some(key))

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use super::host::{Host, Local, Ran};
 use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
-use super::tail::Tail;
 use super::{Backend, Cancelled, Sink, Started, write_record_on};
 use crate::error::{Error, Result};
 use crate::layout;
@@ -35,7 +34,7 @@ impl Slurm {
 }
 
 impl Backend for Slurm {
-    fn submit(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
+    fn schedule(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
         let host = &*self.host;
         // Nothing half-written stays behind.
         submit_recorded(host, dir, script, rec, &|d| host.remove_tree(d))
@@ -66,17 +65,15 @@ impl Backend for Slurm {
         let id = job_id(host, rec)?;
         // A job submitted through a login node has its directory there (`dir` is the copy
         // of its record here), and its output is read through the host.
-        let (dir, mut tail) = match host.remote() {
-            Some(_) => (
-                Path::new(&rec.job_dir),
-                Reader::Remote(RemoteTail::default()),
-            ),
-            None => (dir, Reader::Local(Tail::default())),
+        let dir = match host.remote() {
+            Some(_) => Path::new(&rec.job_dir),
+            None => dir,
         };
+        let mut tail = host.follow();
         let path = dir.join(layout::slurm_output(id.as_str()));
         let mut checks = FollowChecks::new(Instant::now());
         loop {
-            let found = tail.read(host, &path, out)?;
+            let found = tail.read(&path, out)?;
             if !follow {
                 if !found {
                     return Err(Error::runtime(format!(
@@ -90,7 +87,7 @@ impl Backend for Slurm {
             }
             if checks.due(Instant::now()) && status(host, &id, &expected(rec))?.phase.is_final() {
                 // One last read after the final state, then stop.
-                tail.read(host, &path, out)?;
+                tail.read(&path, out)?;
                 tail.flush(out)?;
                 return Ok(());
             }
@@ -154,74 +151,6 @@ pub fn submit_recorded(
         );
     }
     Ok(Started::Queued { job_id: id })
-}
-
-/// How `logs` reads the output: this machine's file ([`Tail`]: rotation, truncation and
-/// FIFOs handled), or a login node's through its [`Host`] ([`RemoteTail`]).
-enum Reader {
-    Local(Tail),
-    Remote(RemoteTail),
-}
-
-impl Reader {
-    fn read(&mut self, host: &dyn Host, path: &Path, out: Sink<'_>) -> Result<bool> {
-        match self {
-            Reader::Local(t) => t.read(path, out),
-            Reader::Remote(t) => t.read(host, path, out),
-        }
-    }
-
-    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
-        match self {
-            Reader::Local(t) => t.flush(out),
-            Reader::Remote(t) => t.flush(out),
-        }
-    }
-}
-
-/// A file on a remote host read from an offset (`Host::read_from`): what was appended since
-/// the last read, a file shorter than what was read (truncated) read again from its start,
-/// a UTF-8 character cut in two kept until its rest arrives.
-#[derive(Debug, Default)]
-struct RemoteTail {
-    pos: u64,
-    partial: Vec<u8>,
-}
-
-impl RemoteTail {
-    fn read(&mut self, host: &dyn Host, path: &Path, out: Sink<'_>) -> Result<bool> {
-        let Some(mut chunk) = host.read_from(path, self.pos)? else {
-            return Ok(false);
-        };
-        if chunk.len < self.pos {
-            self.pos = 0;
-            self.partial.clear();
-            let Some(again) = host.read_from(path, 0)? else {
-                return Ok(false);
-            };
-            chunk = again;
-        }
-        self.pos += chunk.bytes.len() as u64;
-        let mut buf = std::mem::take(&mut self.partial);
-        buf.extend_from_slice(&chunk.bytes);
-        let cut = match std::str::from_utf8(&buf) {
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            _ => buf.len(),
-        };
-        self.partial = buf.split_off(cut);
-        if !buf.is_empty() {
-            out(&String::from_utf8_lossy(&buf))?;
-        }
-        Ok(true)
-    }
-
-    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
-        if self.partial.is_empty() {
-            return Ok(());
-        }
-        let rest = std::mem::take(&mut self.partial);
-        out(&String::from_utf8_lossy(&rest))
-    }
 }
 
 /// How often `logs --follow` reads the output file.
@@ -702,28 +631,6 @@ pub fn cancel(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<Canc
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_remote_tail_keeps_a_cut_character_and_rereads_a_truncated_file() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("out");
-        let h = Local;
-        let mut tail = RemoteTail::default();
-        let mut got = String::new();
-        let mut sink = |s: &str| {
-            got.push_str(s);
-            Ok(())
-        };
-        assert!(!tail.read(&h, &p, &mut sink).unwrap(), "no file yet");
-        let text = "0: grüße\n".as_bytes();
-        std::fs::write(&p, &text[..6]).unwrap(); // cut inside `ü`
-        assert!(tail.read(&h, &p, &mut sink).unwrap());
-        std::fs::write(&p, text).unwrap();
-        tail.read(&h, &p, &mut sink).unwrap();
-        std::fs::write(&p, "new\n").unwrap();
-        tail.read(&h, &p, &mut sink).unwrap();
-        assert_eq!(got, "0: grüße\nnew\n");
-    }
 
     #[test]
     fn follow_asks_slurm_rarely() {

@@ -24,8 +24,9 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::host::{self, Chunk, Host, Ran, Stat};
+use super::host::{self, Chunk, Host, Listing, Ran, Seen, Stat};
 use super::jobdir::{self, Asset, Sharing};
+use super::{Sink, tail};
 use crate::error::{Error, Result};
 use crate::layout::JobFile;
 use crate::shell::quote;
@@ -37,6 +38,7 @@ pub struct Ssh {
     alias: String,
     control: PathBuf,
     home: OnceLock<String>,
+    ids: OnceLock<(u32, u32)>,
 }
 
 /// How long a connection stays open after the last command (seconds).
@@ -81,6 +83,7 @@ impl Ssh {
             alias,
             control,
             home: OnceLock::new(),
+            ids: OnceLock::new(),
         })
     }
 
@@ -308,6 +311,112 @@ impl Ssh {
     }
 }
 
+impl Ssh {
+    /// Runs `body` with the shell function `one DIR`, which prints DIR's owner and mode and
+    /// the files `names` in it (base64, at most [`host::SMALL_FILE`] bytes each), and reads
+    /// the answer back as [`Listing`]s.
+    fn listing(&self, body: &str, names: &[&str]) -> Result<Vec<Listing>> {
+        let names: Vec<String> = names.iter().map(|n| quote(n)).collect();
+        let line = format!(
+            "one() {{ d=$1; if [ -L \"$d\" ] || [ ! -d \"$d\" ]; then return 0; fi; \
+             printf 'D %s ' \"$(stat -c '%u %a' -- \"$d\")\"; printf %s \"$d\" | base64 -w0; echo; \
+             for n in {names}; do p=$d/$n; \
+               if [ -L \"$p\" ]; then echo \"L $n\"; \
+               elif [ -f \"$p\" ]; then printf 'F %s %s ' \"$n\" \"$(stat -c '%u %a' -- \"$p\")\"; head -c {limit} -- \"$p\" | base64 -w0; echo; \
+               elif [ -e \"$p\" ]; then echo \"S $n\"; fi; \
+             done; }}; {body}",
+            names = names.join(" "),
+            limit = host::SMALL_FILE,
+        );
+        let out = self.sh_ok(&line, Duration::from_secs(120))?;
+        if !out.status.success() {
+            return Err(Error::runtime(format!(
+                "cannot read the job directories on {}: {}",
+                self.target,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        parse_listing(&String::from_utf8_lossy(&out.stdout)).ok_or_else(|| {
+            Error::runtime(format!(
+                "cannot read the job directories on {}: an answer that is not a listing",
+                self.target
+            ))
+        })
+    }
+}
+
+/// The answer of [`Ssh::listing`]: `D UID MODE PATH64`, then `F NAME UID MODE BYTES64`,
+/// `L NAME` or `S NAME` per file.
+fn parse_listing(text: &str) -> Option<Vec<Listing>> {
+    let mut out: Vec<Listing> = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let w: Vec<&str> = line.split(' ').collect();
+        let id = |s: &str| s.parse::<u32>().ok();
+        let mode = |s: &str| u32::from_str_radix(s, 8).ok();
+        match w[..] {
+            ["D", uid, m, path] => out.push(Listing {
+                dir: PathBuf::from(String::from_utf8(base64(path)?).ok()?),
+                uid: id(uid)?,
+                mode: mode(m)?,
+                files: Vec::new(),
+            }),
+            ["F", name, uid, m, bytes] => {
+                out.last_mut()?.files.push((
+                    name.to_string(),
+                    Seen::File {
+                        uid: id(uid)?,
+                        mode: mode(m)?,
+                        bytes: base64(bytes)?,
+                    },
+                ));
+            }
+            ["F", name, uid, m] => out.last_mut()?.files.push((
+                name.to_string(),
+                Seen::File {
+                    uid: id(uid)?,
+                    mode: mode(m)?,
+                    bytes: Vec::new(),
+                },
+            )),
+            ["L", name] => out.last_mut()?.files.push((name.to_string(), Seen::Link)),
+            ["S", name] => out
+                .last_mut()?
+                .files
+                .push((name.to_string(), Seen::Special)),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Decodes standard base64 (what `base64 -w0` prints); `None` for anything else.
+fn base64(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let body = text.trim_end_matches('=');
+    if !text.len().is_multiple_of(4) || text.len() - body.len() > 2 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(body.len() * 3 / 4);
+    for group in body.as_bytes().chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in group.iter().enumerate() {
+            n |= value(*c)? << (18 - 6 * i);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..group.len()]);
+    }
+    Some(out)
+}
+
 impl Host for Ssh {
     fn remote(&self) -> Option<&str> {
         Some(&self.target)
@@ -425,6 +534,22 @@ impl Host for Ssh {
         Ok(())
     }
 
+    fn make_dir(&self, dir: &Path) -> Result<()> {
+        let d = utf8(dir)?;
+        let out = self.sh_ok(
+            &format!("umask 077 && mkdir -p -- {}", quote(d)),
+            Duration::from_secs(60),
+        )?;
+        if !out.status.success() {
+            return Err(Error::runtime(format!(
+                "cannot create {d} on {}: {}",
+                self.target,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
     fn remove_tree(&self, dir: &Path) {
         if let Ok(d) = utf8(dir) {
             let _ = self.sh(&format!("rm -rf -- {}", quote(d)), Duration::from_secs(60));
@@ -490,6 +615,30 @@ impl Host for Ssh {
         }))
     }
 
+    fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>> {
+        let d = utf8(dir)?;
+        let out = self.listing(&format!("one {}", quote(d)), names)?;
+        Ok(out.into_iter().next())
+    }
+
+    fn list_dirs(&self, root: &Path, names: &[&str]) -> Result<Vec<Listing>> {
+        let r = utf8(root)?;
+        let mut out = self.listing(
+            &format!("for d in {}/*; do one \"$d\"; done", quote(r)),
+            names,
+        )?;
+        out.sort_by(|a, b| a.dir.cmp(&b.dir));
+        Ok(out)
+    }
+
+    fn follow(&self) -> Box<dyn tail::Follow + '_> {
+        Box::new(RemoteTail {
+            ssh: self,
+            id: None,
+            seen: tail::Progress::default(),
+        })
+    }
+
     fn fs_type(&self, path: &Path) -> Option<String> {
         let p = utf8(path).ok()?;
         let line = format!(
@@ -502,11 +651,14 @@ impl Host for Ssh {
     }
 
     fn ids(&self) -> Result<(u32, u32)> {
+        if let Some(ids) = self.ids.get() {
+            return Ok(*ids);
+        }
         let out = self.sh_ok("id -u; id -g", Duration::from_secs(60))?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut it = text.split_whitespace().map(str::parse::<u32>);
         match (it.next(), it.next()) {
-            (Some(Ok(u)), Some(Ok(g))) => Ok((u, g)),
+            (Some(Ok(u)), Some(Ok(g))) => Ok(*self.ids.get_or_init(|| (u, g))),
             _ => Err(Error::runtime(format!(
                 "cannot read the user and group ids on {}",
                 self.target
@@ -525,6 +677,168 @@ impl Host for Ssh {
             return Ok(p.to_path_buf());
         }
         Ok(Path::new(self.home()?).join(p))
+    }
+}
+
+/// A growing output file on the login node ([`Host::follow`]): each read is one command over
+/// the shared connection that streams the file from the last position on, passed on in
+/// [`tail::CHUNK`]-byte pieces (memory bounded whatever the file's size). The bytes just
+/// before that position come first and are compared with those read there: a file
+/// truncated (or truncated and written again past that point) is read again from its
+/// start. A file rotated away (its inode no longer at the path) is read to its end where it
+/// now is in the same directory (found by its inode), then the new one from its start. A
+/// symbolic link, a FIFO or a device at the path is refused, never opened.
+struct RemoteTail<'a> {
+    ssh: &'a Ssh,
+    /// `DEV:INO` of the file being read, once opened.
+    id: Option<String>,
+    seen: tail::Progress,
+}
+
+/// What one read of the remote file did.
+enum Polled {
+    /// Done for now; whether the file exists.
+    Done(bool),
+    /// The file changed under the read (rotated, rewritten): read again.
+    Again,
+}
+
+impl RemoteTail<'_> {
+    /// The remote side of one read: a header line, then the bytes from `from` on.
+    fn script(path: &str, want: &str, from: u64) -> String {
+        format!(
+            "f={}; want={}; from={from}; \
+             if [ -L \"$f\" ]; then echo L; exit 0; fi; \
+             if [ -e \"$f\" ] && [ ! -f \"$f\" ]; then echo S; exit 0; fi; \
+             now=-; if [ -e \"$f\" ]; then now=$(stat -c %d:%i -- \"$f\") || exit 1; fi; \
+             if [ \"$want\" != - ] && [ \"$now\" != \"$want\" ]; then \
+               old=$(find \"$(dirname -- \"$f\")\" -maxdepth 1 -type f -inum \"${{want#*:}}\" -print 2>/dev/null | head -n 1); \
+               if [ -n \"$old\" ] && [ \"$(stat -c %d:%i -- \"$old\")\" = \"$want\" ]; then \
+                 exec 3< \"$old\" || exit 1; echo O; tail -c +$((from + 1)) <&3; exit 0; \
+               fi; echo G; exit 0; \
+             fi; \
+             if [ \"$now\" = - ]; then echo N; exit 0; fi; \
+             exec 3< \"$f\" || exit 1; echo \"F $(stat -L -c %d:%i /dev/fd/3)\"; tail -c +$((from + 1)) <&3",
+            quote(path),
+            quote(want),
+        )
+    }
+
+    fn poll(&mut self, path: &Path, out: Sink<'_>) -> Result<Polled> {
+        let p = utf8(path)?;
+        let want = self.id.clone().unwrap_or_else(|| "-".into());
+        let mut child = self
+            .ssh
+            .ssh(&Self::script(p, &want, self.seen.mark_start()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot run ssh: {e}")))?;
+        let mut from =
+            std::io::BufReader::with_capacity(tail::CHUNK, child.stdout.take().expect("piped"));
+        let mut header = Vec::new();
+        let _ = std::io::BufRead::read_until(
+            &mut std::io::Read::take(&mut from, 128),
+            b'\n',
+            &mut header,
+        );
+        let header = String::from_utf8_lossy(&header).trim().to_string();
+        let polled = match header.split_once(' ').unwrap_or((&header, "")) {
+            ("L" | "S", _) => Err(Error::runtime(format!(
+                "{p} on {} is not a regular file (a FIFO, a link, a device or a directory): ovlaunch reads only a plain output file",
+                self.ssh.target
+            ))
+            .help("Slurm writes the job's output as a plain file; remove what stands at that path")),
+            ("N", _) => Ok(Polled::Done(false)),
+            ("G", _) => {
+                // Rotated away and not in the same directory: its rest cannot be read.
+                self.seen.flush(out)?;
+                self.seen.reset();
+                self.id = None;
+                Ok(Polled::Again)
+            }
+            ("O", _) => {
+                self.stream(&mut from, out)?;
+                self.seen.flush(out)?;
+                self.seen.reset();
+                self.id = None;
+                Ok(Polled::Again)
+            }
+            ("F", id) if self.id.as_deref().is_some_and(|w| w != id) => Ok(Polled::Again),
+            ("F", id) => {
+                self.id = Some(id.to_string());
+                if self.stream(&mut from, out)? {
+                    Ok(Polled::Done(true))
+                } else {
+                    self.seen.reset();
+                    Ok(Polled::Again)
+                }
+            }
+            _ => Ok(Polled::Done(false)),
+        };
+        drop(from);
+        let _ = child.kill();
+        let mut err = Vec::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_end(&mut err);
+        }
+        let status = child
+            .wait()
+            .map_err(|e| Error::runtime(format!("ssh failed: {e}")))?;
+        if header.is_empty() {
+            return Err(if status.code() == Some(SSH_FAILED) {
+                self.ssh.lost(&err)
+            } else {
+                Error::runtime(format!(
+                    "cannot read {p} on {}: {}",
+                    self.ssh.target,
+                    String::from_utf8_lossy(&err).trim()
+                ))
+            });
+        }
+        polled
+    }
+
+    /// Checks the mark and passes on the rest; `false` when the bytes before the position
+    /// are no longer the ones read there (the file was rewritten).
+    fn stream(&mut self, from: &mut impl Read, out: Sink<'_>) -> Result<bool> {
+        let fail =
+            |e: std::io::Error| Error::runtime(format!("reading from {}: {e}", self.ssh.target));
+        let mut mark = vec![0u8; self.seen.mark.len()];
+        let mut got = 0;
+        while got < mark.len() {
+            match from.read(&mut mark[got..]).map_err(fail)? {
+                0 => return Ok(false),
+                n => got += n,
+            }
+        }
+        if mark != self.seen.mark {
+            return Ok(false);
+        }
+        let mut buf = vec![0u8; tail::CHUNK];
+        loop {
+            match from.read(&mut buf).map_err(fail)? {
+                0 => return Ok(true),
+                n => self.seen.take(&buf[..n], out)?,
+            }
+        }
+    }
+}
+
+impl tail::Follow for RemoteTail<'_> {
+    fn read(&mut self, path: &Path, out: Sink<'_>) -> Result<bool> {
+        // The old file's rest, then the new one; a rewritten file once more from its start.
+        for _ in 0..4 {
+            if let Polled::Done(found) = self.poll(path, out)? {
+                return Ok(found);
+            }
+        }
+        Ok(true)
+    }
+
+    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
+        self.seen.flush(out)
     }
 }
 
@@ -629,6 +943,42 @@ mod tests {
         ] {
             assert!(check_target(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn decodes_base64_and_listings() {
+        assert_eq!(base64("").unwrap(), b"");
+        assert_eq!(base64("YQ==").unwrap(), b"a");
+        assert_eq!(base64("YWI=").unwrap(), b"ab");
+        assert_eq!(base64("YWJj").unwrap(), b"abc");
+        assert_eq!(base64("L2ovYSBi").unwrap(), b"/j/a b");
+        assert!(base64("YQ=").is_none() && base64("Y!==").is_none());
+        let l = parse_listing("D 0 750 L2ovYSBi\nF submission.json 0 644 e30=\nL plan.json\nS launch.sbatch\nF empty 0 600 \n").unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].dir, Path::new("/j/a b"));
+        assert_eq!(l[0].mode, 0o750);
+        assert_eq!(
+            l[0].file("submission.json"),
+            Some(&Seen::File {
+                uid: 0,
+                mode: 0o644,
+                bytes: b"{}".to_vec()
+            })
+        );
+        assert_eq!(l[0].file("plan.json"), Some(&Seen::Link));
+        assert_eq!(l[0].file("launch.sbatch"), Some(&Seen::Special));
+        assert_eq!(
+            l[0].file("empty"),
+            Some(&Seen::File {
+                uid: 0,
+                mode: 0o600,
+                bytes: vec![]
+            })
+        );
+        assert!(
+            parse_listing("F x 0 644 e30=\n").is_none(),
+            "a file before its directory"
+        );
     }
 
     #[test]

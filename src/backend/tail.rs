@@ -21,7 +21,72 @@ use crate::error::{Error, Result};
 /// The most bytes held in memory at once.
 pub const CHUNK: usize = 64 * 1024;
 /// How many of the last bytes read are kept to recognise a rewritten file.
-const MARK: usize = 256;
+pub const MARK: usize = 256;
+
+/// A reader of a growing output file, on the host that holds it (`Host::follow`): this
+/// machine's [`Tail`], or a login node's (`backend::ssh`), with the same contract.
+pub trait Follow {
+    /// Passes on what was written since the last call; `false` when the file does not
+    /// exist (yet).
+    fn read(&mut self, path: &Path, out: Sink<'_>) -> Result<bool>;
+    /// Passes on an incomplete character left at the end (the file will not grow).
+    fn flush(&mut self, out: Sink<'_>) -> Result<()>;
+}
+
+/// How far one file has been read: the position, the last bytes read (to recognise a file
+/// rewritten under the reader) and an incomplete UTF-8 character waiting for its rest.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub pos: u64,
+    /// The last bytes read, ending at `pos` (at most [`MARK`]).
+    pub mark: Vec<u8>,
+    partial: Vec<u8>,
+}
+
+impl Progress {
+    /// Back to the start of a (new or rewritten) file.
+    pub fn reset(&mut self) {
+        *self = Progress::default();
+    }
+
+    /// Where a read that checks the mark starts: `pos` less the mark's length.
+    pub fn mark_start(&self) -> u64 {
+        self.pos - self.mark.len() as u64
+    }
+
+    /// Takes the bytes read at `pos` and passes them on as text; a character cut at the end
+    /// waits for its rest, invalid bytes elsewhere are shown as U+FFFD.
+    pub fn take(&mut self, got: &[u8], out: Sink<'_>) -> Result<()> {
+        if got.is_empty() {
+            return Ok(());
+        }
+        self.pos += got.len() as u64;
+        let keep = MARK.min(self.mark.len() + got.len());
+        let mut mark = std::mem::take(&mut self.mark);
+        mark.extend_from_slice(got);
+        self.mark = mark.split_off(mark.len() - keep);
+        let mut text = std::mem::take(&mut self.partial);
+        text.extend_from_slice(got);
+        let cut = match std::str::from_utf8(&text) {
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            _ => text.len(),
+        };
+        self.partial = text.split_off(cut);
+        if text.is_empty() {
+            return Ok(());
+        }
+        out(&String::from_utf8_lossy(&text))
+    }
+
+    /// Passes on an incomplete character left at the end.
+    pub fn flush(&mut self, out: Sink<'_>) -> Result<()> {
+        if self.partial.is_empty() {
+            return Ok(());
+        }
+        let rest = std::mem::take(&mut self.partial);
+        out(&String::from_utf8_lossy(&rest))
+    }
+}
 
 /// The file being followed and how far it has been read.
 #[derive(Debug, Default)]
@@ -29,11 +94,17 @@ pub struct Tail {
     open: Option<File>,
     /// Device and inode of `open`.
     id: (u64, u64),
-    pos: u64,
-    /// The last bytes read, ending at `pos`.
-    mark: Vec<u8>,
-    /// An incomplete UTF-8 character at the end of the last read.
-    partial: Vec<u8>,
+    seen: Progress,
+}
+
+impl Follow for Tail {
+    fn read(&mut self, path: &Path, out: Sink<'_>) -> Result<bool> {
+        Tail::read(self, path, out)
+    }
+
+    fn flush(&mut self, out: Sink<'_>) -> Result<()> {
+        Tail::flush(self, out)
+    }
 }
 
 fn err(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -88,9 +159,7 @@ impl Tail {
             }
             self.id = (m.dev(), m.ino());
             self.open = Some(f);
-            self.pos = 0;
-            self.mark.clear();
-            self.partial.clear();
+            self.seen.reset();
         }
         self.drain(path, out)?;
         Ok(true)
@@ -102,12 +171,10 @@ impl Tail {
             return Ok(());
         };
         let len = f.metadata().map_err(|e| err(path, e))?.len();
-        if len < self.pos || !still_there(f, self.pos, &self.mark) {
-            self.pos = 0;
-            self.mark.clear();
-            self.partial.clear();
+        if len < self.seen.pos || !still_there(f, self.seen.pos, &self.seen.mark) {
+            self.seen.reset();
         }
-        f.seek(SeekFrom::Start(self.pos))
+        f.seek(SeekFrom::Start(self.seen.pos))
             .map_err(|e| err(path, e))?;
         let mut buf = vec![0u8; CHUNK];
         loop {
@@ -115,34 +182,13 @@ impl Tail {
             if n == 0 {
                 return Ok(());
             }
-            self.pos += n as u64;
-            let got = &buf[..n];
-            let keep = MARK.min(self.mark.len() + n);
-            let mut mark = std::mem::take(&mut self.mark);
-            mark.extend_from_slice(got);
-            self.mark = mark.split_off(mark.len() - keep);
-            let mut text = std::mem::take(&mut self.partial);
-            text.extend_from_slice(got);
-            // Keep an incomplete last character for the next read; invalid bytes elsewhere
-            // are shown as U+FFFD.
-            let cut = match std::str::from_utf8(&text) {
-                Err(e) if e.error_len().is_none() => e.valid_up_to(),
-                _ => text.len(),
-            };
-            self.partial = text.split_off(cut);
-            if !text.is_empty() {
-                out(&String::from_utf8_lossy(&text))?;
-            }
+            self.seen.take(&buf[..n], out)?;
         }
     }
 
     /// Passes on an incomplete character left at the end (the file will not grow).
     pub fn flush(&mut self, out: Sink<'_>) -> Result<()> {
-        if self.partial.is_empty() {
-            return Ok(());
-        }
-        let rest = std::mem::take(&mut self.partial);
-        out(&String::from_utf8_lossy(&rest))
+        self.seen.flush(out)
     }
 }
 

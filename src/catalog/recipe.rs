@@ -230,6 +230,26 @@ pub struct Variant {
     pub pipeline_layouts: Option<LayoutTable>,
     /// Its config sections, as a tree.
     pub sections: Map<String, Value>,
+    /// The line of its entry in a user's recipe file (for errors about its values).
+    pub line: Option<usize>,
+}
+
+impl Variant {
+    /// How an error names it: `gpu: h100, precision: bf16[, variant: V][, num_gpus: N]`.
+    pub fn label(&self) -> String {
+        format!(
+            "gpu: {}, precision: {}{}{}",
+            self.gpu,
+            self.precision,
+            self.variant
+                .as_deref()
+                .map(|x| format!(", variant: {x}"))
+                .unwrap_or_default(),
+            self.num_gpus
+                .map(|n| format!(", num_gpus: {n}"))
+                .unwrap_or_default(),
+        )
+    }
 }
 
 /// A loaded recipe.
@@ -338,9 +358,15 @@ impl Recipe {
     /// again, typed, for an error with file:line.
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
         let tree: Value = yaml::parse(text, origin)?;
-        Self::from_tree(tree, origin, |_| {
+        let mut recipe = Self::from_tree(tree, origin, |_| {
             yaml::parse::<TypedRecipe>(text, origin).err()
-        })
+        })?;
+        if !recipe.variants.is_empty() {
+            for (v, line) in recipe.variants.iter_mut().zip(yaml::variant_lines(text)) {
+                v.line = Some(line);
+            }
+        }
+        Ok(recipe)
     }
 
     /// A shipped recipe, already converted to JSON at build time.
@@ -451,6 +477,7 @@ impl Recipe {
                 canonical: v.canonical,
                 pipeline_layouts: v.pipeline_layouts.clone(),
                 sections: pick_sections(raw),
+                line: None,
             });
         }
         Ok(Recipe {

@@ -4,11 +4,11 @@
 use super::Printer;
 use super::jobs::JobArgs;
 use super::output::{Cancelled as CancelledOut, OutputArg};
-use crate::backend::{self, Cancelled, record};
+use crate::backend::{self, Cancelled};
 use crate::error::Result;
 
 pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
-    let (_, rec) = record::find(&args.root()?, &args.job)?;
+    let (_, rec) = args.find()?;
     let id = rec.job_id.as_ref().map(|i| i.to_string());
     let shown = id.clone().unwrap_or_else(|| "-".into());
     let answer = backend::of(&rec)?.cancel(&rec)?;

@@ -21,9 +21,10 @@ pub fn run(
     p: &Printer,
     args: &PlanArgs,
     profile: Option<String>,
+    given: &super::settings::Given,
     format: FormatArg,
 ) -> Result<i32> {
-    let plan = load::plan(&super::plan::profiled(args, profile)?)?;
+    let plan = load::plan(&super::plan::profiled(args, given, profile.as_deref())?)?;
     let f = match format {
         FormatArg::Sh => EnvFormat::Sh,
         FormatArg::Dotenv => EnvFormat::Dotenv,

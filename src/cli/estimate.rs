@@ -23,7 +23,7 @@ pub struct EstimateCmd {
 }
 
 pub fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
-    let plan = load::plan(&cmd.plan)?;
+    let plan = load::plan(&load::PlanRequest::flags(&cmd.plan))?;
     if let Some(why) = estimate::unmodelled(&plan) {
         match cmd.output {
             Format::Json => p.json(&serde_json::json!({"modelled": false, "reason": why}))?,

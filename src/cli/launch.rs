@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
+use super::settings::{Given, Layer, Listed, Origin, Settings, Sourced};
 use super::{PlanArgs, load};
 use crate::backend::Executor;
 use crate::backend::host::Host;
@@ -16,8 +17,12 @@ use crate::error::{Error, Result};
 use crate::job::{self, Job};
 use crate::plan::Plan;
 use crate::plugin;
-use crate::render::launch::{Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions};
+use crate::render::launch::{
+    Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions, Target,
+};
+use crate::render::local::LocalOptions;
 use crate::render::oci;
+use crate::render::slurm::SlurmOptions;
 use crate::render::template::Templates;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -66,10 +71,6 @@ pub struct LaunchArgs {
     /// default: ~/.local/state/ovlaunch/jobs, found again from any directory).
     #[arg(long, value_name = "DIR", help_heading = "Job")]
     pub jobs_root: Option<PathBuf>,
-    /// Whether the jobs root may belong to another user of the group (profile key
-    /// `jobs_root_shared: group`, or OVLAUNCH_JOBS_ROOT_SHARED=group); no flag.
-    #[arg(skip)]
-    pub jobs_root_shared: crate::backend::jobdir::Sharing,
     /// The site profile whose settings fill in what no flag or environment variable sets
     /// (also OVLAUNCH_PROFILE; profiles live in .ovlaunch.yaml and
     /// ~/.config/ovlaunch/config.yaml).
@@ -85,7 +86,7 @@ pub struct LaunchArgs {
     #[arg(long, allow_hyphen_values = true, help_heading = "Slurm")]
     pub qos: Option<String>,
     /// Wall time (HH:MM:SS or D-HH:MM:SS).
-    #[arg(long, default_value = crate::render::launch::DEFAULT_TIME, allow_hyphen_values = true, help_heading = "Slurm")]
+    #[arg(long, default_value = crate::render::slurm::DEFAULT_TIME, allow_hyphen_values = true, help_heading = "Slurm")]
     pub time: String,
     /// How ranks start: one srun task per GPU, or one task per node running torchrun.
     #[arg(long, value_enum, default_value_t = LauncherArg::Srun, help_heading = "Job")]
@@ -255,6 +256,7 @@ fn check_job_name(name: &str) -> Result<()> {
 /// copy of the record (JOBS_ROOT/the same name); a name is free when it is free on both.
 pub fn job_dir(
     args: &LaunchArgs,
+    settings: &Settings,
     host: &dyn Host,
     job_name: &str,
 ) -> Result<(PathBuf, Option<PathBuf>)> {
@@ -262,7 +264,7 @@ pub fn job_dir(
         if let Some(dir) = &args.job_dir {
             return Ok((absolute(dir.clone())?, None));
         }
-        let root = jobs_root(args)?;
+        let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
         let mut n = 2;
         while dir.exists() {
@@ -271,17 +273,13 @@ pub fn job_dir(
         }
         return Ok((dir, None));
     }
-    let root = jobs_root(args)?;
+    let root = jobs_root(settings)?;
     let mirror = |dir: &Path| dir.file_name().map(|n| root.join(n));
     if let Some(dir) = &args.job_dir {
         let dir = host.absolute(dir)?;
         return Ok((dir.clone(), mirror(&dir)));
     }
-    let remote_root = host.absolute(Path::new(
-        args.remote_jobs_root
-            .as_deref()
-            .unwrap_or(".local/state/ovlaunch/jobs"),
-    ))?;
+    let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
     while root.join(&name).exists() || host.stat(&remote_root.join(&name))?.is_some() {
@@ -291,10 +289,22 @@ pub fn job_dir(
     Ok((remote_root.join(&name), Some(root.join(&name))))
 }
 
+/// The jobs root on the login node of `host`, absolute there.
+pub fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf> {
+    host.absolute(Path::new(
+        settings
+            .remote_jobs_root
+            .value
+            .as_deref()
+            .unwrap_or(".local/state/ovlaunch/jobs"),
+    ))
+}
+
 /// The jobs root in force, absolute.
-fn jobs_root(args: &LaunchArgs) -> Result<PathBuf> {
-    let root = args
+fn jobs_root(settings: &Settings) -> Result<PathBuf> {
+    let root = settings
         .jobs_root
+        .value
         .clone()
         .unwrap_or_else(super::profile::default_jobs_root);
     absolute(root)
@@ -310,41 +320,98 @@ fn absolute(dir: PathBuf) -> Result<PathBuf> {
     Ok(cwd.join(dir))
 }
 
-/// The experiment's directory of job name `job_name` (`{experiment_dir}`).
-pub fn experiment_dir(args: &LaunchArgs, job_name: &str) -> Result<PathBuf> {
-    Ok(jobs_root(args)?.join("experiments").join(job_name))
+/// The experiment's directory of job name `job_name` (`{experiment_dir}`): under the jobs
+/// root of the machine the job directory is on (the login node's with `--host`).
+pub fn experiment_dir(settings: &Settings, host: &dyn Host, job_name: &str) -> Result<PathBuf> {
+    let root = match host.remote() {
+        Some(_) => remote_jobs_root(settings, host)?,
+        None => jobs_root(settings)?,
+    };
+    Ok(root.join("experiments").join(job_name))
 }
 
-/// Launch arguments with every default, for the job commands' profile lookup.
 impl LaunchArgs {
-    pub fn for_jobs(jobs_root: Option<PathBuf>, profile: Option<String>) -> LaunchArgs {
+    /// Launch arguments with every default (commands that take no launch flags but show
+    /// or use the launch settings: `plan --explain`, `profiles`).
+    pub fn defaults() -> LaunchArgs {
         #[derive(clap::Parser)]
         struct Defaults {
             #[command(flatten)]
             launch: LaunchArgs,
         }
-        let mut a = <Defaults as clap::Parser>::parse_from(["ovlaunch"]).launch;
-        a.jobs_root = jobs_root;
-        a.profile = profile;
-        a
+        <Defaults as clap::Parser>::parse_from(["ovlaunch"]).launch
+    }
+
+    /// The flags' layer of the launch settings: the settings among `self` and `plan` that
+    /// were typed on the command line (`given`), each with its flag.
+    pub fn layer(&self, plan: &PlanArgs, given: &Given) -> Layer {
+        let flag = |id: &str, value: String| {
+            given
+                .contains(id)
+                .then(|| Sourced::new(value, Origin::Flag(format!("--{}", id.replace('_', "-")))))
+        };
+        let text = |id: &str, v: &Option<String>| v.clone().and_then(|v| flag(id, v));
+        let path = |id: &str, v: &Option<PathBuf>| {
+            v.as_ref().and_then(|v| flag(id, v.display().to_string()))
+        };
+        let list = |id: &str, name: &str, v: &Vec<String>| {
+            given.contains(id).then(|| Listed {
+                items: v.clone(),
+                origins: vec![Origin::Flag(name.to_string())],
+            })
+        };
+        Layer {
+            account: text("account", &self.account),
+            partition: text("partition", &self.partition),
+            qos: text("qos", &self.qos),
+            time: flag("time", self.time.clone()),
+            mpi: flag("mpi", self.mpi.clone()),
+            container_image: text("container_image", &self.container_image),
+            container_runtime: flag(
+                "container_runtime",
+                match self.container_runtime {
+                    ContainerRuntimeArg::Pyxis => "pyxis".into(),
+                    ContainerRuntimeArg::Oci => "oci".into(),
+                },
+            ),
+            jobs_root: path("jobs_root", &self.jobs_root),
+            jobs_root_shared: None,
+            rank_runtime: path("rank_runtime", &self.rank_runtime),
+            host: text("host", &self.host),
+            remote_jobs_root: text("remote_jobs_root", &self.remote_jobs_root),
+            bridge_root: flag("bridge_root", plan.bridge_root.clone()),
+            bridge_version: flag("bridge_version", plan.bridge_version.clone()),
+            container_mounts: list(
+                "container_mounts",
+                "--container-mount",
+                &self.container_mounts,
+            ),
+            sbatch_args: list("sbatch_args", "--sbatch-arg", &self.sbatch_args),
+            srun_args: list("srun_args", "--srun-arg", &self.srun_args),
+        }
+    }
+
+    /// The launch settings of these flags: the flags typed, the environment, the site
+    /// profile (`--profile`, else `profile`) and the defaults layered (`cli::settings`).
+    pub fn settings(
+        &self,
+        plan: &PlanArgs,
+        given: &Given,
+        profile: Option<&str>,
+    ) -> Result<Settings> {
+        Settings::load(
+            self.layer(plan, given),
+            given.clone(),
+            Some(&plan.envs),
+            self.profile.as_deref().or(profile),
+        )
     }
 }
 
-/// Plan and launch arguments with the site profile, the environment and the defaults
-/// layered in (see `profile`), and every launch setting's origin.
-pub fn with_profile(
-    plan_args: &PlanArgs,
-    args: &LaunchArgs,
-) -> Result<(PlanArgs, LaunchArgs, Vec<super::profile::Setting>)> {
-    let (mut plan_args, mut args) = (plan_args.clone(), args.clone());
-    let settings = super::profile::load(Some(&mut plan_args), &mut args)?;
-    Ok((plan_args, args, settings))
-}
-
-fn setting_decision(s: &super::profile::Setting) -> crate::plan::Decision {
+fn setting_decision(s: &super::settings::Shown) -> crate::plan::Decision {
     use crate::plan::{Decision, Source};
     let origins: Vec<String> = s.origins.iter().map(|o| o.to_string()).collect();
-    let source = if s.origins == [super::profile::Origin::Default] {
+    let source = if s.origins == [Origin::Default] {
         Source::Default
     } else {
         Source::User
@@ -358,11 +425,16 @@ fn setting_decision(s: &super::profile::Setting) -> crate::plan::Decision {
 }
 
 /// The rank runtime binary for this job's nodes, checked (none with --no-rank-runtime).
-pub fn rank_runtime_for(arch: CpuArch, args: &LaunchArgs) -> Result<Option<rankbin::Chosen>> {
+pub fn rank_runtime_for(
+    arch: CpuArch,
+    args: &LaunchArgs,
+    settings: &Settings,
+) -> Result<Option<rankbin::Chosen>> {
     if args.no_rank_runtime {
         return Ok(None);
     }
-    rankbin::locate(args.rank_runtime.as_deref(), "--rank-runtime", arch).map(Some)
+    let chosen = settings.rank_runtime.value.as_deref();
+    rankbin::locate(chosen, "--rank-runtime", arch).map(Some)
 }
 
 /// The OCI bundle for `--container-runtime oci`: its `config.json` text and the root
@@ -481,7 +553,7 @@ pub fn command_line() -> String {
 /// Hides secret values given on the command line (`--env HF_TOKEN=...`,
 /// `--set env_vars.HF_TOKEN=...` and secret plugin options such as `--plugin wandb:api_key=...`)
 /// from the script header and the submission record, by the same rules the error messages use.
-fn redact_args(args: &[String]) -> Vec<String> {
+pub fn redact_args(args: &[String]) -> Vec<String> {
     use crate::resolve::overrides::{shown_env_flag, shown_flag};
     let strip = |shown: String, prefix: &str| shown[prefix.len()..].to_string();
     let mut out = Vec::with_capacity(args.len());
@@ -517,19 +589,10 @@ pub fn executor(args: &LaunchArgs) -> Executor {
     }
 }
 
-/// Options from flags, and the job directory as an absolute path.
-pub fn options(
-    plan: &Plan,
-    plan_args: &PlanArgs,
-    args: &LaunchArgs,
-    host: &dyn Host,
-) -> Result<(LaunchOptions, PathBuf, Option<PathBuf>)> {
-    let job_name = args
-        .job_name
-        .clone()
-        .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
-    check_job_name(&job_name)?;
-    let (dir, mirror) = job_dir(args, host, &job_name)?;
+/// The job directory as Slurm and the script must carry it: UTF-8 (it is written into the
+/// script as text, so it must be exactly this path), no backslash or control character, no
+/// component longer than a file name may be.
+fn check_job_dir(dir: &Path) -> Result<()> {
     // The path is written into the script as text: it must be exactly this path.
     crate::input::utf8(
         dir.as_os_str(),
@@ -558,11 +621,52 @@ pub fn options(
         .at_flag("--job-dir")
         .help("give a shorter --job-dir, or a shorter --job-name under the jobs root"));
     }
+    Ok(())
+}
+
+/// The target the flags and settings name, with its own options.
+fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
     // The local executor always starts ranks with torchrun (there is no srun here).
-    let mode = match (args.executor, args.launcher) {
-        (ExecutorArg::Local, _) | (_, LauncherArg::Torchrun) => LaunchMode::Torchrun,
-        (_, LauncherArg::Srun) => LaunchMode::Srun,
-    };
+    match args.executor {
+        ExecutorArg::Local => Target::Local(LocalOptions::default()),
+        ExecutorArg::Slurm => Target::Slurm(SlurmOptions {
+            mode: match args.launcher {
+                LauncherArg::Torchrun => LaunchMode::Torchrun,
+                LauncherArg::Srun => LaunchMode::Srun,
+            },
+            account: settings.account.value.clone(),
+            partition: settings.partition.value.clone(),
+            qos: settings.qos.value.clone(),
+            time: settings.time.value.clone(),
+            mpi: Some(settings.mpi.value.clone()).filter(|m| m != "none"),
+            gres: args.gres,
+            exclusive: !args.no_exclusive && !plan.hardware.gpu.is_cpu(),
+            cpus_per_task: args.cpus_per_task,
+            dependency: args.dependency.clone(),
+            retries: args.retries,
+            sbatch_args: settings.sbatch_args.items.clone(),
+            srun_args: settings.srun_args.items.clone(),
+        }),
+    }
+}
+
+/// Options from flags, and the job directory as an absolute path.
+pub fn options(
+    plan: &Plan,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    settings: &Settings,
+    host: &dyn Host,
+) -> Result<(LaunchOptions, PathBuf, Option<PathBuf>)> {
+    let job_name = args
+        .job_name
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
+    check_job_name(&job_name)?;
+    let (dir, mirror) = job_dir(args, settings, host, &job_name)?;
+    let mounts_given = &settings.container_mounts.items;
+    let image = &settings.container_image.value;
+    check_job_dir(&dir)?;
     if args.executor == ExecutorArg::Local && plan.hardware.nodes > 1 {
         return Err(Error::usage(format!(
             "the local executor runs on this machine only, but {} needs {} nodes",
@@ -578,7 +682,7 @@ pub fn options(
         .at_flag("--retries")
         .help("drop --retries, or submit to Slurm"));
     }
-    for m in &args.container_mounts {
+    for m in mounts_given {
         // pyxis joins mounts with `,` into one --container-mounts value.
         if m.is_empty() || m.contains(',') || m.chars().any(char::is_control) {
             return Err(Error::usage(format!(
@@ -589,10 +693,10 @@ pub fn options(
             .help("give one SRC:DST[:FLAGS] per --container-mount; pyxis separates mounts with commas"));
         }
     }
-    if args.container_image.is_none() && !args.no_container {
+    if image.is_none() && !args.no_container {
         // A mount or working directory with no image to apply it to would be dropped.
         for (given, flag) in [
-            (!args.container_mounts.is_empty(), "--container-mount"),
+            (!mounts_given.is_empty(), "--container-mount"),
             (args.container_workdir.is_some(), "--container-workdir"),
         ] {
             if given {
@@ -604,7 +708,7 @@ pub fn options(
             }
         }
     }
-    let experiment = experiment_dir(args, &job_name)?;
+    let experiment = experiment_dir(settings, host, &job_name)?;
     let uses_experiment = plan
         .trainer
         .as_ref()
@@ -615,15 +719,12 @@ pub fn options(
         let e = experiment.display().to_string();
         mounts.push(format!("{e}:{e}"));
     }
-    mounts.extend(args.container_mounts.iter().cloned());
+    mounts.extend(mounts_given.iter().cloned());
     let container = if args.no_container {
         None
     } else {
-        args.container_image.as_ref().map(|image| Container {
-            runtime: match args.container_runtime {
-                ContainerRuntimeArg::Pyxis => ContainerRuntime::Pyxis,
-                ContainerRuntimeArg::Oci => ContainerRuntime::Oci,
-            },
+        image.as_ref().map(|image| Container {
+            runtime: settings.container_runtime.value,
             image: image.clone(),
             mounts: mounts.clone(),
             workdir: args.container_workdir.clone(),
@@ -639,37 +740,20 @@ pub fn options(
         job_name,
         job_dir: dir.display().to_string(),
         experiment_dir: experiment.display().to_string(),
-        account: args.account.clone(),
-        partition: args.partition.clone(),
-        qos: args.qos.clone(),
-        time: args.time.clone(),
-        mode,
         flag_style: match args.torchrun_flags {
             FlagStyleArg::Dash => FlagStyle::Dash,
             FlagStyleArg::Underscore => FlagStyle::Underscore,
         },
         container,
-        mpi: if args.mpi == "none" {
-            None
-        } else {
-            Some(args.mpi.clone())
-        },
-        gres: args.gres,
-        exclusive: !args.no_exclusive && !plan.hardware.gpu.is_cpu(),
-        cpus_per_task: args.cpus_per_task,
-        dependency: args.dependency.clone(),
-        retries: args.retries,
-        sbatch_args: args.sbatch_args.clone(),
-        srun_args: args.srun_args.clone(),
         trainer: args.trainer.clone(),
         // The job runs its own copy (see `rank_runtime_for`).
         rank_runtime: (!args.no_rank_runtime)
             .then(|| format!("{}/{}", dir.display(), rankbin::FILE)),
         master_port: args.master_port,
         command_line: command_line(),
-        rendezvous: None,
         strict: plan_args.strict,
         package: None,
+        target: target(plan, args, settings),
     };
     Ok((opts, dir, mirror))
 }
@@ -706,18 +790,15 @@ impl Prepared {
         let Some(dir) = &self.experiment else {
             return Ok(());
         };
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| {
-                Error::runtime(format!(
-                    "cannot create the experiment directory {}: {e}",
-                    dir.display()
-                ))
-                .help("it is JOBS_ROOT/experiments/JOB_NAME: choose a writable --jobs-root")
-            })
+        self.host.make_dir(dir).map_err(|e| {
+            Error::runtime(format!(
+                "cannot create the experiment directory {}{}: {}",
+                dir.display(),
+                self.host.on(),
+                e.message
+            ))
+            .help("it is JOBS_ROOT/experiments/JOB_NAME: choose a writable --jobs-root (--remote-jobs-root with --host)")
+        })
     }
 }
 
@@ -731,29 +812,34 @@ pub enum Form<'a> {
     Torchrun { master_addr: Option<&'a str> },
 }
 
-/// Flags -> plan -> job.
-pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs) -> Result<Prepared> {
-    prepare_form(plan_args, args, Form::Launch)
+/// Flags -> plan -> job; `given` are the flags typed on the command line.
+pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs, given: &Given) -> Result<Prepared> {
+    prepare_form(plan_args, args, given, Form::Launch)
 }
 
 /// [`prepare`] for a [`Form`].
-pub fn prepare_form(plan_args: &PlanArgs, args: &LaunchArgs, form: Form<'_>) -> Result<Prepared> {
-    let (plan_args, args, settings) = with_profile(plan_args, args)?;
-    let (plan, plugins) = load::plan_with_plugins(&plan_args)?;
-    prepare_resolved(plan, plugins, &plan_args, &args, &settings, form)
+pub fn prepare_form(
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    given: &Given,
+    form: Form<'_>,
+) -> Result<Prepared> {
+    let settings = args.settings(plan_args, given, None)?;
+    let (plan, plugins) = load::plan_with_plugins(&load::PlanRequest::new(plan_args, &settings))?;
+    prepare_resolved(plan, plugins, plan_args, args, &settings, form)
 }
 
-/// `prepare` from a resolved plan whose flags already have the profile layered in
-/// ([`with_profile`]); `settings` are the launch settings with their origins.
+/// `prepare` from a plan resolved with `settings` (the launch settings, each with its
+/// origin: [`LaunchArgs::settings`]).
 pub fn prepare_resolved(
     plan: Plan,
     plugins: Vec<plugin::Active>,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
-    settings: &[super::profile::Setting],
+    settings: &Settings,
     form: Form<'_>,
 ) -> Result<Prepared> {
-    let host = crate::backend::host_of(args.host.as_deref())?;
+    let host = crate::backend::host_of(settings.host.value.as_deref())?;
     if host.remote().is_some() && (args.executor == ExecutorArg::Local || form != Form::Launch) {
         return Err(Error::usage(
             "--host submits through a Slurm login node; the local executor and `ovlaunch torchrun` run on this machine",
@@ -763,9 +849,9 @@ pub fn prepare_resolved(
     }
     let without_slurm = matches!(form, Form::Torchrun { .. }) || executor(args) == Executor::Local;
     if without_slurm {
-        refuse_slurm_only(form)?;
+        refuse_slurm_only(form, &settings.given)?;
     }
-    let (mut opts, dir, mirror) = options(&plan, plan_args, args, &*host)?;
+    let (mut opts, dir, mirror) = options(&plan, plan_args, args, settings, &*host)?;
     let package =
         super::package::build(args.package.as_deref().map(|what| super::package::Request {
             what,
@@ -780,9 +866,7 @@ pub fn prepare_resolved(
     let runs_here = matches!(form, Form::Torchrun { master_addr: None })
         || (form == Form::Launch && executor(args) == Executor::Local);
     if runs_here
-        && !super::profile::GIVEN
-            .get()
-            .is_some_and(|g| g.contains("torchrun_flags"))
+        && !settings.given.contains("torchrun_flags")
         && let Some((style, why)) = local_torchrun_style()
     {
         opts.flag_style = style;
@@ -820,14 +904,15 @@ pub fn prepare_resolved(
                 .at_flag("--master-addr")
                 .help("e.g. --master-addr node001 (every machine runs the same script)"));
             }
-            opts.mode = LaunchMode::Torchrun;
-            opts.rendezvous = master_addr.map(str::to_string);
+            opts.target = Target::Local(LocalOptions {
+                rendezvous: master_addr.map(str::to_string),
+            });
             // Without Slurm, the script and the plugins are the local executor's.
             Executor::Local
         }
     };
     let arch = nodes_arch(&plan, &*host, &mut warnings)?;
-    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(arch, args) {
+    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(arch, args, settings) {
         Ok(r) => (r, None),
         Err(e) => (None, Some(e)),
     };
@@ -853,10 +938,10 @@ pub fn prepare_resolved(
         .as_ref()
         .is_some_and(|t| t.uses_experiment_dir())
         .then(|| PathBuf::from(&opts.experiment_dir));
-    let mut job = job::render_job(plan, &opts, plugins, &templates, executor)?;
+    let mut job = job::render_job(plan, &opts, plugins, &templates)?;
     job.spec
         .decisions
-        .extend(settings.iter().map(setting_decision));
+        .extend(settings.shown().iter().map(setting_decision));
     job.spec.decisions.extend(detected);
     Ok(Prepared {
         job,
@@ -868,7 +953,7 @@ pub fn prepare_resolved(
         host,
         mirror,
         package,
-        sharing: args.jobs_root_shared,
+        sharing: settings.jobs_root_shared.value,
         experiment,
     })
 }
@@ -990,15 +1075,13 @@ const CONTAINER_ONLY: &[(&str, &str)] = &[
 
 /// `ovlaunch torchrun` and `--executor local` run torchrun without Slurm: a typed Slurm or
 /// container flag would be silently dropped, so it is refused.
-fn refuse_slurm_only(form: Form<'_>) -> Result<()> {
-    let empty = std::collections::BTreeSet::new();
-    let given = super::profile::GIVEN.get().unwrap_or(&empty);
+fn refuse_slurm_only(form: Form<'_>, given: &Given) -> Result<()> {
     let what = match form {
         Form::Torchrun { .. } => "`ovlaunch torchrun`",
         Form::Launch => "--executor local",
     };
     for (id, flag) in SLURM_ONLY {
-        if given.contains(*id) {
+        if given.contains(id) {
             return Err(Error::usage(format!(
                 "{flag} is a Slurm setting, but {what} runs torchrun without Slurm"
             ))
@@ -1007,7 +1090,7 @@ fn refuse_slurm_only(form: Form<'_>) -> Result<()> {
         }
     }
     for (id, flag) in CONTAINER_ONLY {
-        if given.contains(*id) {
+        if given.contains(id) {
             return Err(Error::usage(format!(
                 "{flag} needs srun to start the containers, but {what} runs torchrun directly on this machine's software"
             ))
@@ -1025,6 +1108,7 @@ fn bare_bridge_warning(plan: &Plan, opts: &LaunchOptions, args: &LaunchArgs) -> 
     (opts.container.is_none()
         && !args.no_container
         && bridge_runner
+        && !opts.package.as_ref().is_some_and(|p| p.bridge_root)
         && plan.versions.bridge_root == crate::version::DEFAULT_BRIDGE_ROOT)
         .then(|| {
             format!(

@@ -6,14 +6,15 @@
 use std::path::Path;
 
 use super::Printer;
+use super::jobs::Place;
 use super::output::{Listed, OutputArg};
 use crate::backend::record::{self, Found, RecordState};
 use crate::backend::{self, state::Phase};
 use crate::error::Result;
 
 /// What the job directory's plan says: the recipe and the hardware spec.
-fn plan_facts(dir: &Path) -> (Option<String>, Option<String>) {
-    let text = std::fs::read_to_string(dir.join(crate::layout::PLAN)).unwrap_or_default();
+fn plan_facts(found: &Found) -> (Option<String>, Option<String>) {
+    let text = found.text(crate::layout::PLAN).unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let s = |x: &serde_json::Value| x.as_str().map(str::to_string);
     (s(&v["recipe"]["name"]), s(&v["hardware"]["spec"]))
@@ -42,34 +43,37 @@ pub fn utc(secs: u64) -> String {
 
 /// The job name a rendered directory's script gives (`#SBATCH --job-name=`), else the
 /// directory's name.
-fn rendered_name(dir: &Path) -> String {
-    let script =
-        std::fs::read_to_string(dir.join(crate::layout::SBATCH_SCRIPT)).unwrap_or_default();
+fn rendered_name(found: &Found) -> String {
+    let script = found.text(crate::layout::SBATCH_SCRIPT).unwrap_or_default();
     script
         .lines()
         .find_map(|l| l.strip_prefix("#SBATCH --job-name="))
         .map(str::to_string)
         .unwrap_or_else(|| {
-            dir.file_name()
+            found
+                .dir
+                .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         })
 }
 
-/// One row: the record (if any) and the state the backend reports.
-fn row(found: Found, problems: &mut Vec<String>) -> Listed {
-    let (recipe, gpus) = plan_facts(&found.dir);
+/// One row: the record (if any) and the state the backend reports. `host` is the login
+/// node the directory is on (`None`: this machine).
+fn row(found: Found, host: Option<&str>, problems: &mut Vec<String>) -> Listed {
+    let (recipe, gpus) = plan_facts(&found);
     let job_dir = found.dir.display().to_string();
-    let Some(rec) = found.record else {
+    let Some(rec) = found.record.clone() else {
         return Listed {
             job_id: None,
-            job_name: rendered_name(&found.dir),
-            executor: if found.dir.join(crate::layout::SBATCH_SCRIPT).is_file() {
+            job_name: rendered_name(&found),
+            executor: if found.text(crate::layout::SBATCH_SCRIPT).is_some() {
                 "slurm".into()
             } else {
                 "local".into()
             },
             job_dir,
+            host: host.map(str::to_string),
             record_state: RecordState::Rendered,
             state: "rendered".into(),
             exit_code: None,
@@ -98,7 +102,13 @@ fn row(found: Found, problems: &mut Vec<String>) -> Listed {
         job_id: rec.job_id.as_ref().map(|i| i.to_string()),
         job_name: rec.job_name,
         executor: rec.executor,
-        job_dir,
+        // A job submitted through a login node is where its record there is.
+        job_dir: if rec.host.is_some() {
+            rec.job_dir
+        } else {
+            job_dir
+        },
+        host: rec.host,
         record_state: rec.state,
         state,
         exit_code,
@@ -108,19 +118,77 @@ fn row(found: Found, problems: &mut Vec<String>) -> Listed {
     }
 }
 
-pub fn run(p: &Printer, root: &Path, out: OutputArg) -> Result<i32> {
-    let mut found = record::scan(root);
+/// The jobs here, each copy of a login node's record replaced by the record there (the
+/// evidence; a copy the record there contradicts is left out, one whose login node cannot be
+/// reached is shown with its state unknown; why goes to stderr), then the login node's own
+/// jobs that have no copy here.
+fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Option<String>)>> {
+    let mut rows = Vec::new();
+    for mut f in record::scan(&place.root) {
+        let Some(h) = f.record.as_ref().and_then(|r| r.host.clone()) else {
+            rows.push((f, None));
+            continue;
+        };
+        let copy = f.record.take().expect("a record");
+        match super::jobs::confirmed(&f.dir, copy.clone(), &h) {
+            Ok(there) => rows.push((there, Some(h))),
+            // The login node cannot be reached: the copy's row, its state unknown.
+            Err(e) if e.kind == crate::error::ErrorKind::Runtime => {
+                problems.push(format!("{}: {}", f.dir.display(), e.message));
+                f.record = Some(copy);
+                rows.push((f, Some(h)));
+            }
+            // The login node's record contradicts the copy, or is not trusted.
+            Err(e) => problems.push(format!("{}: {}", f.dir.display(), e.message)),
+        }
+    }
+    if let Some((host, root)) = &place.remote {
+        let target = host.remote().map(str::to_string);
+        let there = match record::scan_on(&**host, root) {
+            Ok(there) => there,
+            Err(e) => {
+                problems.push(format!(
+                    "the jobs on {}: {}",
+                    target.as_deref().unwrap_or("-"),
+                    e.message
+                ));
+                Vec::new()
+            }
+        };
+        for f in there {
+            let dir = f.dir.display().to_string();
+            let copied = rows
+                .iter()
+                .any(|(g, h)| h == &target && g.record.as_ref().is_some_and(|r| r.job_dir == dir));
+            if !copied {
+                rows.push((f, target.clone()));
+            }
+        }
+    }
+    Ok(rows)
+}
+
+pub fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
+    let mut problems = Vec::new();
+    let mut found = gather(place, &mut problems)?;
+    for w in &problems {
+        p.warn(&format!("not confirmed: {w}"));
+    }
+    problems.clear();
     // Oldest first: by when the submission started (rendered jobs, which have no time,
     // first), then by directory.
-    found.sort_by(|a, b| {
+    found.sort_by(|(a, _), (b, _)| {
         let t = |f: &Found| f.record.as_ref().and_then(|r| r.started_unix);
         (t(a), &a.dir).cmp(&(t(b), &b.dir))
     });
-    let mut problems = Vec::new();
-    let rows: Vec<Listed> = found.into_iter().map(|f| row(f, &mut problems)).collect();
+    let rows: Vec<Listed> = found
+        .into_iter()
+        .map(|(f, h)| row(f, h.as_deref(), &mut problems))
+        .collect();
     for w in &problems {
         p.warn(&format!("state unknown for {w}"));
     }
+    let root = &place.root;
     if out.json() {
         p.json(&rows)?;
         return Ok(0);
@@ -142,7 +210,10 @@ pub fn run(p: &Printer, root: &Path, out: OutputArg) -> Result<i32> {
             r.submit_time.clone().unwrap_or_else(|| "-".into()),
             r.gpus.clone().unwrap_or_else(|| "-".into()),
             r.recipe.clone().unwrap_or_else(|| "-".into()),
-            super::launch::shown(Path::new(&r.job_dir)),
+            match &r.host {
+                Some(h) => format!("{h}:{}", r.job_dir),
+                None => super::launch::shown(Path::new(&r.job_dir)),
+            },
         ]
     };
     let header = [

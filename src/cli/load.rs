@@ -201,8 +201,45 @@ fn closest_functions(word: &str, family: Option<&str>, all: &[(String, Option<St
     )
 }
 
-/// The container stack from `--te-version` / `--torch-version`.
-pub fn stack(args: &PlanArgs) -> Result<Stack> {
+/// What a plan is resolved from: the plan flags as typed, with the settings a profile or the
+/// environment may give (the Bridge root and version, the profile's env) layered in by
+/// `cli::settings`. Every command that plans builds one (`PlanRequest::new` with the launch
+/// settings, `PlanRequest::flags` for the commands without profiles: `estimate`, `tune`).
+#[derive(Debug, Clone)]
+pub struct PlanRequest<'a> {
+    pub args: &'a PlanArgs,
+    /// The `--env`s: the profile's entries first, then the flags'.
+    pub envs: Vec<String>,
+    pub bridge_root: String,
+    pub bridge_version: String,
+}
+
+impl<'a> PlanRequest<'a> {
+    /// The flags with the settings' Bridge root and version and the profile's env.
+    pub fn new(args: &'a PlanArgs, settings: &super::settings::Settings) -> Self {
+        PlanRequest {
+            args,
+            envs: settings.envs(&args.envs),
+            bridge_root: settings.bridge_root.value.clone(),
+            bridge_version: settings.bridge_version.value.clone(),
+        }
+    }
+
+    /// The flags alone.
+    pub fn flags(args: &'a PlanArgs) -> Self {
+        PlanRequest {
+            args,
+            envs: args.envs.clone(),
+            bridge_root: args.bridge_root.clone(),
+            bridge_version: args.bridge_version.clone(),
+        }
+    }
+}
+
+/// The container stack from `--te-version` / `--torch-version` and the request's Bridge
+/// version and root.
+pub fn stack(req: &PlanRequest<'_>) -> Result<Stack> {
+    let args = req.args;
     let te = if args.te_version.eq_ignore_ascii_case("none") {
         None
     } else {
@@ -217,14 +254,14 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
             .at_flag("--torch-version")
             .help("e.g. 2.6.0")
     })?;
-    let bridge = Version::parse(&args.bridge_version).ok_or_else(|| {
-        Error::usage(format!("`{}` is not a version", args.bridge_version))
+    let bridge = Version::parse(&req.bridge_version).ok_or_else(|| {
+        Error::usage(format!("`{}` is not a version", req.bridge_version))
             .at_flag("--bridge-version")
             .help("e.g. 0.6.2")
     })?;
-    if !args.bridge_root.starts_with('/') {
+    if !req.bridge_root.starts_with('/') {
         return Err(
-            Error::usage(format!("`{}` is not an absolute path", args.bridge_root))
+            Error::usage(format!("`{}` is not an absolute path", req.bridge_root))
                 .at_flag("--bridge-root")
                 .help(
                     "the Megatron-Bridge checkout inside the container, e.g. /opt/Megatron-Bridge",
@@ -235,41 +272,92 @@ pub fn stack(args: &PlanArgs) -> Result<Stack> {
         te,
         torch,
         bridge,
-        bridge_root: args.bridge_root.trim_end_matches('/').to_string(),
+        bridge_root: req.bridge_root.trim_end_matches('/').to_string(),
     })
 }
 
-/// Loads everything the flags name and resolves the plan.
-pub fn plan(args: &PlanArgs) -> Result<Plan> {
-    Ok(plan_with_plugins(args)?.0)
+/// A request's recipe and hardware read, its overrides parsed and its container stack
+/// checked: what `resolve::Inputs` borrows. The one conversion from the plan flags to the
+/// resolver's inputs, for every command that plans (`plan_with_plugins`, and `tune`, which
+/// resolves it again with more `--set`s).
+pub struct Loaded {
+    pub recipe: Recipe,
+    pub hardware: catalog::Hardware,
+    pub stack: Stack,
+    /// The `--set`s as typed (`with_sets` adds to them before parsing, so that a conflict
+    /// between them is found).
+    pub raw_sets: Vec<String>,
+    pub sets: Vec<overrides::SetOverride>,
+    pub envs: Vec<(String, String)>,
+    pub unsets: Vec<String>,
+    pub precision: Option<String>,
+    pub variant: Option<String>,
+    pub strict: bool,
+}
+
+impl Loaded {
+    /// Reads the catalog, the recipe and the hardware spec the request names and parses its
+    /// overrides.
+    pub fn load(req: &PlanRequest<'_>) -> Result<Loaded> {
+        let args = req.args;
+        let cat = catalog(&args.catalog)?;
+        let recipe =
+            with_checkpoint_config(recipe(&cat, args.recipe()?)?, args.hf_config.as_deref())?;
+        let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
+        let sets = overrides::parse_sets(&args.sets)?;
+        let envs = overrides::parse_envs(&req.envs, &|n| std::env::var(n).ok())?;
+        let unsets = overrides::parse_unsets(&args.unsets)?;
+        let stack = stack(req)?;
+        Ok(Loaded {
+            recipe,
+            hardware,
+            stack,
+            raw_sets: args.sets.clone(),
+            sets,
+            envs,
+            unsets,
+            precision: args.precision.clone(),
+            variant: args.variant.clone(),
+            strict: args.strict,
+        })
+    }
+
+    /// The resolver's inputs.
+    pub fn inputs(&self) -> resolve::Inputs<'_> {
+        resolve::Inputs {
+            recipe: &self.recipe,
+            hardware: &self.hardware,
+            precision: self.precision.as_deref(),
+            variant: self.variant.as_deref(),
+            sets: &self.sets,
+            envs: &self.envs,
+            unsets: &self.unsets,
+            stack: &self.stack,
+            strict: self.strict,
+        }
+    }
+
+    /// The `--set`s with `extra` after them, parsed together.
+    pub fn with_sets(&self, extra: &[String]) -> Result<Vec<overrides::SetOverride>> {
+        let mut raw = self.raw_sets.clone();
+        raw.extend(extra.iter().cloned());
+        overrides::parse_sets(&raw)
+    }
+}
+
+/// Loads everything the request names and resolves the plan.
+pub fn plan(req: &PlanRequest<'_>) -> Result<Plan> {
+    Ok(plan_with_plugins(req)?.0)
 }
 
 /// `plan`, also returning the enabled plugins (after their plan phase).
-pub fn plan_with_plugins(args: &PlanArgs) -> Result<(Plan, Vec<plugin::Active>)> {
-    let cat = catalog(&args.catalog)?;
-    let recipe = with_checkpoint_config(recipe(&cat, args.recipe()?)?, args.hf_config.as_deref())?;
-    let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
-    let sets = overrides::parse_sets(&args.sets)?;
-    let envs = overrides::parse_envs(&args.envs, &|n| std::env::var(n).ok())?;
-    let unsets = overrides::parse_unsets(&args.unsets)?;
-    let stack = stack(args)?;
+pub fn plan_with_plugins(req: &PlanRequest<'_>) -> Result<(Plan, Vec<plugin::Active>)> {
+    let loaded = Loaded::load(req)?;
+    let args = req.args;
     let active = super::plugins::active(&args.plugin_specs, &args.plugin_sources)?;
     let launcher_env = super::plugins::launcher_env(&active)?;
-    let (active, layer) = plugin::plan_phase(active, &envs, &launcher_env)?;
-    let plan = resolve::resolve_with(
-        &resolve::Inputs {
-            recipe: &recipe,
-            hardware: &hardware,
-            precision: args.precision.as_deref(),
-            variant: args.variant.as_deref(),
-            sets: &sets,
-            envs: &envs,
-            unsets: &unsets,
-            stack: &stack,
-            strict: args.strict,
-        },
-        &layer,
-    )?;
+    let (active, layer) = plugin::plan_phase(active, &loaded.envs, &launcher_env)?;
+    let plan = resolve::resolve_with(&loaded.inputs(), &layer)?;
     let mut plan = plan;
     no_function_warning(&mut plan);
     Ok((plan, active))

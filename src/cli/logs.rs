@@ -19,7 +19,7 @@ pub fn run(
     rank: Option<u32>,
     format: Format,
 ) -> Result<i32> {
-    let (dir, rec) = record::find(&args.root()?, &args.job)?;
+    let (dir, rec) = args.find()?;
     if rank.is_none() && format == Format::Text {
         // Passed through as it arrives, partial lines included.
         backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| p.data(text))?;

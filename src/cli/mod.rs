@@ -21,6 +21,7 @@ mod printer;
 pub mod profile;
 mod profiles;
 mod recipes;
+pub mod settings;
 mod status;
 mod submit;
 mod torchrun;
@@ -215,15 +216,11 @@ pub enum Command {
         output: output::OutputArg,
     },
     /// List the jobs under the jobs root, rendered and submitted: name, id, state, submit
-    /// time, GPUs, recipe and directory.
+    /// time, GPUs, recipe and directory; with --host (or a profile's host), also those under
+    /// the login node's jobs root.
     List {
-        /// Where job directories live (also OVLAUNCH_JOBS_ROOT or the profile's jobs_root;
-        /// default: ~/.local/state/ovlaunch/jobs).
-        #[arg(long, value_name = "DIR")]
-        jobs_root: Option<std::path::PathBuf>,
-        /// The site profile that names the jobs root (also OVLAUNCH_PROFILE).
-        #[arg(long, value_name = "NAME")]
-        profile: Option<String>,
+        #[command(flatten)]
+        place: jobs::PlaceArgs,
         #[command(flatten)]
         output: output::OutputArg,
     },
@@ -366,6 +363,32 @@ pub enum Output {
 }
 
 impl PlanArgs {
+    /// The plan flags typed on the command line, as their long flags and values (`-r X` is
+    /// `--recipe X`), in this struct's order, each repeated flag in the order typed: the
+    /// command line that asks for the same plan (`tune` prints its commands with it).
+    /// `matches` are the parsed arguments of a command that flattens `PlanArgs`.
+    pub fn typed(matches: &clap::ArgMatches) -> Vec<String> {
+        let cmd = <PlanArgs as Args>::augment_args(clap::Command::new("plan"));
+        let mut words = Vec::new();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            let (Some(long), Some(clap::parser::ValueSource::CommandLine)) =
+                (arg.get_long(), matches.value_source(id))
+            else {
+                continue;
+            };
+            if !arg.get_action().takes_values() {
+                words.push(format!("--{long}"));
+                continue;
+            }
+            for occurrence in matches.get_raw_occurrences(id).into_iter().flatten() {
+                words.push(format!("--{long}"));
+                words.extend(occurrence.map(|v| v.to_string_lossy().into_owned()));
+            }
+        }
+        words
+    }
+
     /// `--recipe`, which every plan needs.
     pub fn recipe(&self) -> Result<&str> {
         self.recipe.as_deref().ok_or_else(|| {
@@ -405,11 +428,11 @@ pub fn run() -> i32 {
         .try_get_matches()
         .and_then(|m| {
             // Which flags were typed: a profile fills in only what no flag set.
-            profile::record_given(&m);
-            <Cli as clap::FromArgMatches>::from_arg_matches(&m)
+            let given = settings::Given::from_matches(&m);
+            <Cli as clap::FromArgMatches>::from_arg_matches(&m).map(|cli| (cli, given, m))
         });
-    let cli = match parsed {
-        Ok(cli) => cli,
+    let (cli, given, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) if unknown_command().is_some() => {
             let e = unknown_command().unwrap_or_else(|| Error::usage(e.to_string()));
             Printer::new().error(&e);
@@ -422,7 +445,7 @@ pub fn run() -> i32 {
         }
     };
     let p = Printer::new();
-    match dispatch(&p, cli) {
+    match dispatch(&p, cli, &given, &matches) {
         Ok(code) => code,
         Err(e) => {
             p.error(&e);
@@ -460,9 +483,15 @@ fn unknown_command() -> Option<Error> {
     )
 }
 
-fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
+/// Runs the parsed command; `given` are the flags typed, `matches` the parsed arguments.
+fn dispatch(
+    p: &Printer,
+    cli: Cli,
+    given: &settings::Given,
+    matches: &clap::ArgMatches,
+) -> Result<i32> {
     match (cli.command, cli.launch) {
-        (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd),
+        (Some(Command::Plan(cmd)), _) => plan::plan(p, &cmd, given),
         (
             Some(Command::Overrides {
                 plan,
@@ -470,7 +499,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 output,
             }),
             _,
-        ) => plan::overrides(p, &plan, profile, output),
+        ) => plan::overrides(p, &plan, profile, given, output),
         (Some(Command::Recipes(cmd)), _) => recipes::list(p, &cmd),
         (Some(Command::Presets(output)), _) => recipes::presets(p, output),
         (Some(Command::Fields { section, output }), _) => {
@@ -485,7 +514,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 output,
             }),
             _,
-        ) => submit::render(p, &plan, &launch, output),
+        ) => submit::render(p, &plan, &launch, given, output),
         (
             Some(Command::Env {
                 plan,
@@ -493,7 +522,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 profile,
             }),
             _,
-        ) => env::run(p, &plan, profile, format),
+        ) => env::run(p, &plan, profile, given, format),
         (
             Some(Command::Torchrun {
                 plan,
@@ -502,7 +531,7 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
                 output,
             }),
             _,
-        ) => torchrun::run(p, &plan, &launch, master_addr.as_deref(), output),
+        ) => torchrun::run(p, &plan, &launch, master_addr.as_deref(), given, output),
         (Some(Command::Completions { shell }), _) => {
             p.data(&completions::script(shell)?)?;
             Ok(0)
@@ -530,32 +559,26 @@ fn dispatch(p: &Printer, cli: Cli) -> Result<i32> {
         ) => logs::run(p, &job, follow, rank, output),
         (Some(Command::Cancel { job, output }), _) => cancel::run(p, &job, output),
         (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
-        (Some(Command::Tune(cmd)), _) => tune::run(p, &cmd),
+        (Some(Command::Tune(cmd)), _) => {
+            let m = matches.subcommand_matches("tune").unwrap_or(matches);
+            tune::run(p, &cmd, m)
+        }
         (Some(Command::Rank { args }), _) => Ok(crate::rank::main_with_args(
             args.into_iter().map(std::ffi::OsString::from),
         )),
-        (
-            Some(Command::List {
-                jobs_root,
-                profile,
-                output,
-            }),
-            _,
-        ) => {
-            let root = profile::jobs_root_for(jobs_root.as_deref(), profile.as_deref())?;
-            list::run(p, &root, output)
-        }
+        (Some(Command::List { place, output }), _) => list::run(p, &place.place()?, output),
         (
             Some(Command::Submit(SubmitCmd {
                 dir: Some(dir),
                 main,
             })),
             _,
-        ) => submit::rendered(p, &dir, &main),
+        ) => submit::rendered(p, &dir, &main, given),
         (Some(Command::Submit(SubmitCmd { dir: None, main })), _) | (None, main) => submit::run(
             p,
             &main.plan,
             &main.launch,
+            given,
             main.dry_run,
             main.explain,
             main.output,

@@ -61,6 +61,8 @@ pub struct Listed {
     pub job_name: String,
     pub executor: String,
     pub job_dir: String,
+    /// The login node the job directory is on (`USER@LOGIN`); `null` for this machine.
+    pub host: Option<String>,
     /// The record's state: `submitting`, `submitted` or `local`; `rendered` for a job
     /// directory that was rendered and not submitted.
     pub record_state: crate::backend::record::RecordState,

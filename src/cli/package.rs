@@ -13,7 +13,9 @@
 //! - The archive's SHA-256 (`sha256sum`), its size, and for git the commit (and whether the
 //!   working tree's changes were included) go into `submission.json`.
 //! - A checkout of Megatron-Bridge (`src/megatron/bridge/__init__.py` in it) puts `src` on
-//!   `PYTHONPATH` (and is reported as such), so the trainer imports that Bridge.
+//!   `PYTHONPATH` (and is reported as such), so the trainer imports that Bridge; with its
+//!   runner (`scripts/training/run_recipe.py`) it is also the Bridge root: that runner is the
+//!   trainer (a decision the dry run shows, `render::launch`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -70,9 +72,11 @@ pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
         let sha256 = sha256(&archive)?;
         let bytes = std::fs::metadata(&archive).map(|m| m.len()).unwrap_or(0);
         let bridge = root.join("src/megatron/bridge/__init__.py").is_file();
+        let runner = root.join(crate::resolve::trainer::RUNNER).is_file();
         Ok((
             Package {
                 python_path: if bridge { "src".into() } else { String::new() },
+                bridge_root: bridge && runner,
             },
             PackageRecord {
                 kind: kind.into(),

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::launch::{self, Form, LaunchArgs};
 use super::output::{OutputArg, OverridesOut};
+use super::settings::Given;
 use super::{Output, PlanArgs, PlanCmd, Printer, explain, load};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -38,10 +39,10 @@ pub fn printable(plan: &Plan) -> Result<Value> {
     Ok(tree)
 }
 
-pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
-    let launch_args = LaunchArgs::for_jobs(None, cmd.profile.clone());
-    let (plan_args, launch_args, settings) = launch::with_profile(&cmd.plan, &launch_args)?;
-    let (plan, plugins) = load::plan_with_plugins(&plan_args)?;
+pub fn plan(p: &Printer, cmd: &PlanCmd, given: &Given) -> Result<i32> {
+    let launch_args = LaunchArgs::defaults();
+    let settings = launch_args.settings(&cmd.plan, given, cmd.profile.as_deref())?;
+    let (plan, plugins) = load::plan_with_plugins(&load::PlanRequest::new(&cmd.plan, &settings))?;
     let mut tree = printable(&plan)?;
     if !plugins.is_empty()
         && let Value::Object(m) = &mut tree
@@ -75,7 +76,7 @@ pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
     let prepared = launch::prepare_resolved(
         plan,
         plugins,
-        &plan_args,
+        &cmd.plan,
         &launch_args,
         &settings,
         Form::Launch,
@@ -102,17 +103,23 @@ pub fn plan(p: &Printer, cmd: &PlanCmd) -> Result<i32> {
 
 /// The plan flags with the site profile's plan settings (env, Bridge root and version)
 /// layered in, as a launch with the same profile gets them.
-pub fn profiled(args: &PlanArgs, profile: Option<String>) -> Result<PlanArgs> {
-    Ok(launch::with_profile(args, &LaunchArgs::for_jobs(None, profile))?.0)
+pub fn profiled<'a>(
+    args: &'a PlanArgs,
+    given: &Given,
+    profile: Option<&str>,
+) -> Result<load::PlanRequest<'a>> {
+    let settings = LaunchArgs::defaults().settings(args, given, profile)?;
+    Ok(load::PlanRequest::new(args, &settings))
 }
 
 pub fn overrides(
     p: &Printer,
     args: &PlanArgs,
     profile: Option<String>,
+    given: &Given,
     out: OutputArg,
 ) -> Result<i32> {
-    let plan = load::plan(&profiled(args, profile)?)?;
+    let plan = load::plan(&profiled(args, given, profile.as_deref())?)?;
     load::needs_function(&plan, false)?;
     if out.json() {
         p.json(&OverridesOut {

@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::launch::LaunchArgs;
 use super::output::OutputArg;
 use super::profile::{self, FileSummary};
+use super::settings::Given;
 use super::{PlanArgs, Printer};
 use crate::error::Result;
 
@@ -39,14 +40,17 @@ fn default_plan_args() -> PlanArgs {
 
 pub fn run(p: &Printer, name: Option<String>, out: OutputArg) -> Result<i32> {
     let (files, selection) = profile::files_and_selection(name.as_deref())?;
-    let mut args = LaunchArgs::for_jobs(None, name);
-    let mut plan_args = default_plan_args();
-    let settings = profile::load(Some(&mut plan_args), &mut args)?;
+    let settings = LaunchArgs::defaults().settings(
+        &default_plan_args(),
+        &Given::default(),
+        name.as_deref(),
+    )?;
     let shown = Shown {
         files,
         profile: selection.as_ref().map(|s| s.0.clone()),
         chosen_by: selection.as_ref().map(|s| s.1.clone()),
         settings: settings
+            .shown()
             .iter()
             .map(|s| ShownSetting {
                 key: s.key,

@@ -4,12 +4,12 @@
 use super::Printer;
 use super::jobs::JobArgs;
 use super::output::{self, Format, OutputArg};
+use crate::backend;
 use crate::backend::state::Phase;
-use crate::backend::{self, record};
 use crate::error::Result;
 
 pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
-    let (dir, rec) = record::find(&args.root()?, &args.job)?;
+    let (dir, rec) = args.find()?;
     let st = backend::of(&rec)?.status(&rec)?;
     match out.output {
         Format::Json => p.json(&output::Status {

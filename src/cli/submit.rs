@@ -6,6 +6,7 @@
 
 use super::launch::{self, LaunchArgs, Prepared};
 use super::output::{self, OutputArg};
+use super::settings::Given;
 use super::{PlanArgs, Printer, explain};
 use crate::backend::host::Local;
 use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
@@ -17,11 +18,12 @@ pub fn run(
     p: &Printer,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
+    given: &Given,
     dry_run: bool,
     explain: bool,
     out: OutputArg,
 ) -> Result<i32> {
-    let mut prepared = launch::prepare(plan_args, args)?;
+    let mut prepared = launch::prepare(plan_args, args, given)?;
     for w in &prepared.warnings {
         p.warn(w);
     }
@@ -155,9 +157,10 @@ pub fn render(
     pr: &Printer,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
+    given: &Given,
     out: OutputArg,
 ) -> Result<i32> {
-    let mut p = launch::prepare(plan_args, args)?;
+    let mut p = launch::prepare(plan_args, args, given)?;
     for w in p.warnings.iter().chain(&p.job.plan.warnings) {
         pr.warn(w);
     }
@@ -224,7 +227,7 @@ fn check_slurm(p: &Prepared) -> Result<()> {
         .container
         .as_ref()
         .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
-    if oci && p.job.spec.mode == LaunchMode::Srun {
+    if oci && p.job.spec.mode() == LaunchMode::Srun {
         let v = slurm::version(&*p.host)?;
         if !slurm::oci_per_task_ok(v) {
             return Err(Error::usage(format!(
@@ -241,12 +244,13 @@ fn check_slurm(p: &Prepared) -> Result<()> {
 /// `ovlaunch submit DIR`: submits a job directory `render` wrote, as it is. Its script
 /// says which executor it is for; flags that would change the job are refused (render it
 /// again to change it).
-pub fn rendered(p: &Printer, dir: &std::path::Path, main: &super::MainArgs) -> Result<i32> {
-    let given = super::profile::GIVEN.get().cloned().unwrap_or_default();
-    if let Some(flag) = given
-        .iter()
-        .find(|id| !["dir", "output"].contains(&id.as_str()))
-    {
+pub fn rendered(
+    p: &Printer,
+    dir: &std::path::Path,
+    main: &super::MainArgs,
+    given: &Given,
+) -> Result<i32> {
+    if let Some(flag) = given.iter().find(|id| !["dir", "output"].contains(id)) {
         return Err(Error::usage(format!(
             "`submit DIR` submits the rendered job as it is; `{}` would change it",
             flag.replace('_', "-")
@@ -267,16 +271,16 @@ pub fn rendered(p: &Printer, dir: &std::path::Path, main: &super::MainArgs) -> R
             dir.display()
         )));
     }
-    let executor = if dir.join(layout::SBATCH_SCRIPT).is_file() {
-        Executor::Slurm
-    } else if dir.join(layout::LOCAL_SCRIPT).is_file() {
-        Executor::Local
-    } else {
+    // The script a backend runs says which one the directory was rendered for.
+    let Some(executor) = Executor::ALL
+        .into_iter()
+        .find(|e| dir.join(e.script_name()).is_file())
+    else {
+        let names: Vec<&str> = Executor::ALL.iter().map(|e| e.script_name()).collect();
         return Err(Error::usage(format!(
-            "{} is not a rendered job directory (no {} or {})",
+            "{} is not a rendered job directory (no {})",
             dir.display(),
-            layout::SBATCH_SCRIPT,
-            layout::LOCAL_SCRIPT
+            names.join(" or ")
         ))
         .at_flag("DIR")
         .help("give the directory `ovlaunch render` printed"));
@@ -300,10 +304,7 @@ pub fn rendered(p: &Printer, dir: &std::path::Path, main: &super::MainArgs) -> R
         Started::Finished { exit_code } => (None, Some(*exit_code)),
     };
     if main.output.json() {
-        let script_name = match executor {
-            Executor::Slurm => layout::SBATCH_SCRIPT,
-            Executor::Local => layout::LOCAL_SCRIPT,
-        };
+        let script_name = executor.script_name();
         p.json(&output::Job {
             action: if job_id.is_some() {
                 "submitted"

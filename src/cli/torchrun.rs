@@ -16,9 +16,11 @@ pub fn run(
     plan_args: &PlanArgs,
     args: &LaunchArgs,
     master_addr: Option<&str>,
+    given: &super::settings::Given,
     out: OutputArg,
 ) -> Result<i32> {
-    let mut prepared = launch::prepare_form(plan_args, args, Form::Torchrun { master_addr })?;
+    let mut prepared =
+        launch::prepare_form(plan_args, args, given, Form::Torchrun { master_addr })?;
     for w in prepared.warnings.iter().chain(&prepared.job.plan.warnings) {
         p.warn(w);
     }

@@ -5,7 +5,6 @@ use clap::Args;
 
 use super::estimate::Format;
 use super::{PlanArgs, Printer, load};
-use crate::catalog::{self, Recipe};
 use crate::config::TRAIN;
 use crate::error::{Error, Result};
 use crate::estimate::Efficiency;
@@ -33,11 +32,7 @@ pub struct TuneCmd {
 /// Resolves the flags' recipe and hardware with extra `--set` overrides, without re-reading
 /// the catalog for every candidate.
 struct Resolver {
-    recipe: Recipe,
-    hardware: catalog::Hardware,
-    stack: crate::version::Stack,
-    envs: Vec<(String, String)>,
-    args: PlanArgs,
+    loaded: load::Loaded,
 }
 
 impl Resolver {
@@ -47,30 +42,16 @@ impl Resolver {
                 .at_flag("--plugin")
                 .help("tune the layout first, then launch with the plugins"));
         }
-        let cat = load::catalog(&args.catalog)?;
-        let recipe = load::recipe(&cat, args.recipe()?)?;
-        let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
         Ok(Self {
-            recipe,
-            hardware,
-            stack: load::stack(args)?,
-            envs: overrides::parse_envs(&args.envs, &|n| std::env::var(n).ok())?,
-            args: args.clone(),
+            loaded: load::Loaded::load(&load::PlanRequest::flags(args))?,
         })
     }
 
     fn resolve(&self, extra: &[String]) -> Result<Plan> {
-        let mut raw = self.args.sets.clone();
-        raw.extend(extra.iter().cloned());
-        let sets = overrides::parse_sets(&raw)?;
+        let sets = self.loaded.with_sets(extra)?;
         resolve::resolve(&resolve::Inputs {
-            precision: self.args.precision.as_deref(),
-            variant: self.args.variant.as_deref(),
             sets: &sets,
-            envs: &self.envs,
-            unsets: &self.args.unsets,
-            strict: self.args.strict,
-            ..resolve::Inputs::new(&self.recipe, &self.hardware, &self.stack)
+            ..self.loaded.inputs()
         })
     }
 
@@ -84,9 +65,9 @@ impl Resolver {
         }
         // A layout the world surely divides: all data parallel, else all tensor and
         // pipeline parallel (DP 1), so that any scaled global batch divides.
-        let world = self.hardware.count;
+        let world = self.loaded.hardware.count;
         let tp = world.min(8);
-        let model = self.recipe.sections.get("model");
+        let model = self.loaded.recipe.sections.get("model");
         let layers = model
             .and_then(|m| m.get("num_layers"))
             .and_then(serde_json::Value::as_u64)
@@ -96,10 +77,7 @@ impl Resolver {
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0)
             > 0;
-        let user_batch = overrides::is_explicit(
-            &overrides::parse_sets(&self.args.sets)?,
-            TRAIN.global_batch_size,
-        );
+        let user_batch = overrides::is_explicit(&self.loaded.sets, TRAIN.global_batch_size);
         let trivial = |tp: u32, pp: u32| {
             tune::Layout {
                 tensor_model_parallel_size: tp,
@@ -148,37 +126,23 @@ impl Resolver {
     }
 }
 
-/// The command that launches a candidate.
-fn command(args: &PlanArgs, fixed: &[String], sets: &[String]) -> String {
-    let mut words: Vec<String> = vec![
-        "ovlaunch".into(),
-        "--recipe".into(),
-        args.recipe.clone().unwrap_or_default(),
-        "--gpus".into(),
-        args.gpus.clone().unwrap_or_default(),
-    ];
-    if let Some(p) = &args.precision {
-        words.extend(["--precision".into(), p.clone()]);
+/// The command that launches a candidate: the plan flags as typed (`typed`, from
+/// [`PlanArgs::typed`]), then the base layout's and the candidate's `--set`s; secret values
+/// redacted as in a script's `reproduce:` line.
+fn command(typed: &[String], fixed: &[String], sets: &[String]) -> String {
+    let mut words: Vec<String> = typed.to_vec();
+    for s in fixed.iter().chain(sets) {
+        words.extend(["--set".into(), s.clone()]);
     }
-    if let Some(v) = &args.variant {
-        words.extend(["--variant".into(), v.clone()]);
-    }
-    for s in args.sets.iter().chain(fixed).chain(sets) {
-        // A secret's value is not printed (`--set env_vars.X_TOKEN=<redacted>`).
-        let shown = crate::resolve::overrides::shown_flag(s);
-        words.extend([
-            "--set".into(),
-            shown.trim_start_matches("--set ").to_string(),
-        ]);
-    }
-    words
-        .iter()
-        .map(|w| shell::quote(w))
-        .collect::<Vec<_>>()
-        .join(" ")
+    format!(
+        "ovlaunch {}",
+        shell::join(&super::launch::redact_args(&words))
+    )
 }
 
-pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
+/// `matches` are the parsed arguments of `tune` (the plan flags are spelled from them).
+pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32> {
+    let typed = PlanArgs::typed(matches);
     if cmd.top == 0 {
         return Err(Error::usage("--top must be at least 1").at_flag("--top"));
     }
@@ -204,7 +168,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
         r.resolve(&all)
     };
     let mut progress = |line: &str| p.status(line);
-    let known = r.recipe.pipeline_splits();
+    let known = r.loaded.recipe.pipeline_splits();
     let search = tune::Search {
         top: cmd.top,
         headroom: cmd.headroom / 100.0,
@@ -229,7 +193,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
                         "layout": c.layout,
                         "estimate": c.estimate.to_json(),
                         "recompute": c.recompute,
-                        "command": command(&cmd.plan, &fixed, &c.sets),
+                        "command": command(&typed, &fixed, &c.sets),
                     })
                 })
                 .collect();
@@ -267,7 +231,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd) -> Result<i32> {
                     e.step_time_s,
                     e.memory_gib_per_gpu,
                     e.memory.capacity_gib,
-                    command(&cmd.plan, &fixed, &c.sets)
+                    command(&typed, &fixed, &c.sets)
                 ));
             }
             p.data(&s)?;

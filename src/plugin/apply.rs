@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::hydra;
 use crate::plan::{Decision, Source};
-use crate::render::launch::{LaunchMode, LaunchSpec};
+use crate::render::launch::{LaunchMode, LaunchSpec, TargetSpec};
 use crate::render::shell::quote;
 use crate::resolve::layers::PluginSet;
 use crate::resolve::overrides::parse_sets;
@@ -564,7 +564,7 @@ fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result
 fn check_requires(a: &Active, spec: &LaunchSpec, ctx: &LaunchContext) -> Result<()> {
     let r = &a.def.file.requires;
     if let Some(l) = &r.launcher {
-        let have = match spec.mode {
+        let have = match spec.mode() {
             LaunchMode::Srun => "srun",
             LaunchMode::Torchrun => "torchrun",
         };
@@ -605,7 +605,7 @@ struct Owners {
 /// Runs every plugin's launch phase on `spec`, recording each change in `spec.decisions`.
 pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContext) -> Result<()> {
     let b = builtins(spec);
-    let facts = facts(spec.mode, ctx.executor);
+    let facts = facts(spec.mode(), ctx.executor);
     let mut owners = Owners::default();
     for a in active {
         check_requires(a, spec, ctx)?;
@@ -650,7 +650,7 @@ fn check_launch_forms(
 ) -> Result<()> {
     let flag = format!("--plugin {name}");
     let torchrun_only = out.torchrun_program.is_some() || !out.torchrun_args.is_empty();
-    if torchrun_only && spec.mode != LaunchMode::Torchrun {
+    if torchrun_only && spec.mode() != LaunchMode::Torchrun {
         return Err(Error::usage(format!(
             "plugin `{name}` changes the torchrun command, but this job uses the srun launcher"
         ))
@@ -740,7 +740,9 @@ fn apply_sbatch(
         } else {
             " (unused by the local executor)"
         };
-        spec.directives.insert(k.clone(), v.clone());
+        if let TargetSpec::Slurm(s) = &mut spec.target {
+            s.directives.insert(k.clone(), v.clone());
+        }
         spec.decisions.push(plugin_decision(
             name,
             &format!("sbatch.{k}"),
@@ -775,6 +777,17 @@ fn apply_program(name: &str, p: String, spec: &mut LaunchSpec, owners: &mut Owne
 /// The plugin's list additions (command prefix, trainer overrides, launcher arguments,
 /// setup and teardown lines, forwarded signals), each one decision.
 fn apply_lists(name: &str, out: LaunchOut, spec: &mut LaunchSpec) {
+    // A run without Slurm has no srun step, teardown or signal forwarding: what a plugin
+    // adds there is recorded and unused.
+    let mut unused = (Vec::new(), Vec::new(), Vec::new());
+    let (srun_args, teardown_lines, forward_signals) = match &mut spec.target {
+        TargetSpec::Slurm(s) => (
+            &mut s.srun_args,
+            &mut s.teardown_lines,
+            &mut s.forward_signals,
+        ),
+        TargetSpec::Local(_) => (&mut unused.0, &mut unused.1, &mut unused.2),
+    };
     let lists: [(&str, Vec<String>, &mut Vec<String>); 7] = [
         (
             "launch.command_prefix",
@@ -786,22 +799,18 @@ fn apply_lists(name: &str, out: LaunchOut, spec: &mut LaunchSpec) {
             out.trainer_overrides,
             &mut spec.trainer_overrides,
         ),
-        ("launch.srun_args", out.srun_args, &mut spec.srun_args),
+        ("launch.srun_args", out.srun_args, srun_args),
         (
             "launch.torchrun_args",
             out.torchrun_args,
             &mut spec.torchrun_args,
         ),
         ("launch.setup_lines", out.setup_lines, &mut spec.setup_lines),
-        (
-            "launch.teardown_lines",
-            out.teardown_lines,
-            &mut spec.teardown_lines,
-        ),
+        ("launch.teardown_lines", out.teardown_lines, teardown_lines),
         (
             "launch.forward_signals",
             out.forward_signals,
-            &mut spec.forward_signals,
+            forward_signals,
         ),
     ];
     let mut list_decisions = Vec::new();
@@ -846,7 +855,7 @@ pub fn render_phase(
     script: &mut String,
 ) -> Result<Vec<Decision>> {
     let b = builtins(spec);
-    let facts = facts(spec.mode, executor);
+    let facts = facts(spec.mode(), executor);
     let mut decisions = Vec::new();
     for a in active {
         let s = Scope {

@@ -10,7 +10,7 @@ use super::template::{self, Piece, Quoting};
 use super::{BUILTINS, CONDITIONS, NUMERIC_BUILTINS, PluginDef, hint, typed_default};
 use crate::error::{Error, Result, did_you_mean};
 use crate::rank::names::valid_env_name;
-use crate::render::launch::KNOWN_SBATCH;
+use crate::render::owned::KNOWN_SBATCH;
 use crate::secret;
 
 pub(super) fn valid_plugin_name(n: &str) -> bool {

@@ -4,40 +4,64 @@
 
 use std::fmt::Write;
 
-use super::launch::LaunchSpec;
+use super::launch::{LaunchSpec, Target, TargetSpec};
 use super::script::{self, TorchrunTarget};
 use super::template::Templates;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::layout::{self, Artifacts};
+use crate::layout::Artifacts;
 use crate::plan::Plan;
 use crate::secret;
 
+impl Target {
+    /// The backend that schedules the target's request.
+    pub fn executor(&self) -> Executor {
+        match self {
+            Target::Slurm(_) => Executor::Slurm,
+            Target::Local(_) => Executor::Local,
+        }
+    }
+}
+
+impl LaunchSpec {
+    /// The backend that schedules this job.
+    pub fn executor(&self) -> Executor {
+        match &self.target {
+            TargetSpec::Slurm(_) => Executor::Slurm,
+            TargetSpec::Local(_) => Executor::Local,
+        }
+    }
+
+    /// The target's dry-run request: the script its backend schedules.
+    pub fn request(&self, templates: &Templates) -> Result<String> {
+        match &self.target {
+            TargetSpec::Slurm(s) => script::sbatch(self, s, templates),
+            TargetSpec::Local(l) => {
+                let target = match &l.rendezvous {
+                    None => TorchrunTarget::Single,
+                    Some(master) => TorchrunTarget::MultiNode {
+                        nnodes: self.nodes,
+                        master: master.clone(),
+                    },
+                };
+                script::torchrun(self, &target, templates)
+            }
+        }
+    }
+}
+
 /// Renders all artifacts for `plan` and `spec`.
+/// The script is the target's dry-run request ([`LaunchSpec::request`]), named as its
+/// backend runs it.
 pub fn render(
     plan: &Plan,
     spec: &LaunchSpec,
-    executor: Executor,
     templates: &Templates,
     strict: bool,
     overrides: String,
 ) -> Result<Artifacts> {
-    let (script_name, script) = match executor {
-        Executor::Slurm => (layout::SBATCH_SCRIPT, script::sbatch(spec, templates)?),
-        Executor::Local => {
-            let target = match &spec.rendezvous {
-                None => TorchrunTarget::Single,
-                Some(master) => TorchrunTarget::MultiNode {
-                    nnodes: spec.nodes,
-                    master: master.clone(),
-                },
-            };
-            (
-                layout::LOCAL_SCRIPT,
-                script::torchrun(spec, &target, templates)?,
-            )
-        }
-    };
+    let script = spec.request(templates)?;
+    let script_name = spec.executor().script_name();
     let rank_plan = serde_json::to_string_pretty(&super::rank_plan::rank_plan(plan, spec, strict))
         .map_err(internal)?
         + "\n";

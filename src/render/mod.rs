@@ -3,11 +3,14 @@
 
 pub mod artifacts;
 pub mod launch;
+pub mod local;
 pub mod oci;
 pub mod overrides;
 pub mod owned;
 pub mod rank_plan;
 pub mod script;
 pub use crate::shell;
+pub mod slurm;
 pub mod slurm_values;
 pub mod template;
+pub mod vocab;

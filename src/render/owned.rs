@@ -131,7 +131,7 @@ fn long_match<'a>(tables: &[&'a [Owned]], name: &str) -> Option<&'a Owned> {
     }
     // getopt_long: a prefix that is not itself an option name reads as the option it
     // begins, when only one begins with it (an ambiguous prefix is sbatch's own error).
-    let known = super::launch::KNOWN_SBATCH.contains(&name);
+    let known = KNOWN_SBATCH.contains(&name);
     if known || name.len() < 2 {
         return None;
     }
@@ -185,6 +185,65 @@ pub fn check_sbatch_arg(word: &str) -> Result<()> {
 pub fn check_srun_arg(word: &str) -> Result<()> {
     check_one("--srun-arg", word, &[COMMON, SRUN], "srun")
 }
+
+/// sbatch options a plugin file may set (long names; checked so a typo in a shared plugin
+/// is an error). `--sbatch-arg` takes any long option: sbatch itself checks those.
+pub const KNOWN_SBATCH: &[&str] = &[
+    "account",
+    "array",
+    "begin",
+    "comment",
+    "constraint",
+    "contiguous",
+    "core-spec",
+    "cpus-per-gpu",
+    "cpus-per-task",
+    "deadline",
+    "dependency",
+    "distribution",
+    "error",
+    "exclude",
+    "exclusive",
+    "export",
+    "gpu-bind",
+    "gpus",
+    "gpus-per-node",
+    "gpus-per-task",
+    "gres",
+    "hint",
+    "job-name",
+    "licenses",
+    "mail-type",
+    "mail-user",
+    "mem",
+    "mem-per-cpu",
+    "mem-per-gpu",
+    "nice",
+    "no-requeue",
+    "nodelist",
+    "nodes",
+    "ntasks",
+    "ntasks-per-node",
+    "open-mode",
+    "output",
+    "overcommit",
+    "partition",
+    "power",
+    "priority",
+    "qos",
+    "requeue",
+    "reservation",
+    "segment",
+    "signal",
+    "switches",
+    "thread-spec",
+    "threads-per-core",
+    "time",
+    "time-min",
+    "tmp",
+    "wait-all-nodes",
+    "wckey",
+];
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@ use crate::rank::{self, RankPlan};
 pub fn rank_plan(plan: &Plan, spec: &LaunchSpec, strict: bool) -> RankPlan {
     RankPlan {
         schema: rank::plan::SCHEMA,
-        launch_mode: match spec.mode {
+        launch_mode: match spec.mode() {
             LaunchMode::Srun => rank::LaunchMode::Srun,
             LaunchMode::Torchrun => rank::LaunchMode::Torchrun,
         },

@@ -1,11 +1,14 @@
-//! `LaunchSpec` -> script text: the sbatch script for Slurm and the torchrun script for a
-//! local or hand-started multi-node run. All values are quoted here, in Rust; templates
-//! only place them.
+//! `LaunchSpec` -> script text, each target's dry-run request: the sbatch script of a Slurm
+//! job ([`sbatch`], with its `render::slurm` part) and the torchrun script of a local or
+//! hand-started multi-node run ([`torchrun`], `render::local`), over the parts they share
+//! (exports, header, the per-rank argv, torchrun's words, the last checks). All values are
+//! quoted here, in Rust; templates only place them.
 
 use minijinja::context;
 
-use super::launch::{FlagStyle, LaunchMode, LaunchSpec};
+use super::launch::{ContainerRuntime, FlagStyle, LaunchMode, LaunchSpec};
 use super::shell::{comment, join, quote};
+use super::slurm::SlurmSpec;
 use super::template::Templates;
 use crate::error::{Error, Result};
 use crate::layout;
@@ -18,20 +21,6 @@ pub fn rank_plan_path(job_dir: &str) -> String {
 /// The secrets file's path inside the job directory.
 pub fn secrets_path(job_dir: &str) -> String {
     layout::path(job_dir, layout::SECRETS)
-}
-
-/// An `#SBATCH --name=value` line's value as sbatch reads it back (its script parser groups
-/// a double-quoted word and takes a backslash-escaped character literally; `#` outside quotes
-/// starts a comment). A line cannot carry a line break or NUL.
-fn directive_value(name: &str, value: &str) -> Result<String> {
-    if value.chars().any(char::is_control) {
-        return Err(Error::usage(format!(
-            "sbatch --{name} value contains a line break, NUL or another control character, which an #SBATCH line cannot carry"
-        ))
-        .at_flag(format!("--{name}"))
-        .help("use a value on one line"));
-    }
-    Ok(super::shell::sbatch_word(value))
 }
 
 fn exports(spec: &LaunchSpec) -> Vec<String> {
@@ -65,7 +54,13 @@ fn check_spec(spec: &LaunchSpec) -> Result<()> {
         ("the trainer command", &spec.trainer),
         ("a trainer override", &spec.trainer_overrides),
         ("the command prefix", &spec.command_prefix),
-        ("an srun argument", &spec.srun_args),
+        (
+            "an srun argument",
+            &spec
+                .slurm()
+                .map(|s| s.srun_args.clone())
+                .unwrap_or_default(),
+        ),
         ("a torchrun argument", &spec.torchrun_args),
     ] {
         for a in list {
@@ -156,21 +151,35 @@ fn torchrun_words(
     (quoted, raw_tail)
 }
 
-/// The sbatch script.
-pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
+/// An `#SBATCH --name=value` line's value as sbatch reads it back (its script parser groups
+/// a double-quoted word and takes a backslash-escaped character literally; `#` outside quotes
+/// starts a comment). A line cannot carry a line break or NUL.
+fn directive_value(name: &str, value: &str) -> Result<String> {
+    if value.chars().any(char::is_control) {
+        return Err(Error::usage(format!(
+            "sbatch --{name} value contains a line break, NUL or another control character, which an #SBATCH line cannot carry"
+        ))
+        .at_flag(format!("--{name}"))
+        .help("use a value on one line"));
+    }
+    Ok(super::shell::sbatch_word(value))
+}
+
+/// The Slurm job's dry-run request: the sbatch script of `spec`, whose Slurm part is `slurm`.
+pub fn sbatch(spec: &LaunchSpec, slurm: &SlurmSpec, templates: &Templates) -> Result<String> {
     check_spec(spec)?;
     let mut directives = Vec::new();
-    for (k, v) in &spec.directives {
+    for (k, v) in &slurm.directives {
         match v {
             Some(v) => directives.push(format!("--{k}={}", directive_value(k, v)?)),
             None => directives.push(format!("--{k}")),
         }
     }
-    let mut srun = spec.srun_args.clone();
+    let mut srun = slurm.srun_args.clone();
     if spec
         .container
         .as_ref()
-        .is_some_and(|c| c.runtime == super::launch::ContainerRuntime::Pyxis)
+        .is_some_and(|c| c.runtime == ContainerRuntime::Pyxis)
     {
         // pyxis passes only the named variables into the container; Slurm's OCI support
         // hands the container the step's whole environment.
@@ -183,7 +192,7 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
         names.sort();
         srun.push(format!("--container-env={}", names.join(",")));
     }
-    let command = match spec.mode {
+    let command = match slurm.mode {
         LaunchMode::Srun => {
             srun.insert(0, format!("--ntasks-per-node={}", spec.tasks_per_node));
             join(&rank_argv(spec))
@@ -200,7 +209,7 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
             format!("{} {}", join(&quoted), raw.join(" "))
         }
     };
-    let (setup_lines, command) = step_wrapper(spec, command);
+    let (setup_lines, command) = step_wrapper(spec, slurm, command);
     let ctx = context! {
         header => header(spec),
         directives => directives,
@@ -208,7 +217,7 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
         unsets => unsets(spec),
         secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
         setup_lines => setup_lines,
-        mode => match spec.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
+        mode => match slurm.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
         srun_args => join(&srun),
         command => command,
     };
@@ -227,9 +236,9 @@ pub fn sbatch(spec: &LaunchSpec, templates: &Templates) -> Result<String> {
 /// A signal that arrives after the step has ended is not recorded: it did not stop the step,
 /// so a teardown must not requeue a step that finished on its own.
 /// Returns the setup lines and the command text.
-fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
+fn step_wrapper(spec: &LaunchSpec, slurm: &SlurmSpec, command: String) -> (Vec<String>, String) {
     let mut setup = spec.setup_lines.clone();
-    if spec.forward_signals.is_empty() && spec.teardown_lines.is_empty() {
+    if slurm.forward_signals.is_empty() && slurm.teardown_lines.is_empty() {
         return (setup, command);
     }
     setup.push(String::new());
@@ -241,7 +250,7 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
     setup.push("ovlaunch_step_done=".into());
     setup.push("ovlaunch_signal=".into());
     setup.push("ovlaunch_requeued=".into());
-    if !spec.forward_signals.is_empty() {
+    if !slurm.forward_signals.is_empty() {
         setup.push(
             "# Signals for this shell go on to the ranks through slurmd: srun itself would kill"
                 .into(),
@@ -250,7 +259,7 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
             "# them (it answers SIGTERM with SIGKILL), and scancel leaves this shell out.".into(),
         );
     }
-    for sig in &spec.forward_signals {
+    for sig in &slurm.forward_signals {
         setup.push(format!(
             "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi; fi' {sig}"
         ));
@@ -268,9 +277,9 @@ fn step_wrapper(spec: &LaunchSpec, command: String) -> (Vec<String>, String) {
         "ovlaunch_step_done=1\n",
         "echo \"launch step exited with code $exitcode${ovlaunch_signal:+ after SIG$ovlaunch_signal}\"\n",
     ));
-    if !spec.teardown_lines.is_empty() {
+    if !slurm.teardown_lines.is_empty() {
         text.push_str("\n# Teardown.\n");
-        for l in &spec.teardown_lines {
+        for l in &slurm.teardown_lines {
             text.push_str(l);
             text.push('\n');
         }

@@ -12,31 +12,6 @@
 
 use crate::error::{Error, Result};
 
-use super::launch::LaunchOptions;
-
-/// Checks every typed Slurm option of `opts`.
-pub fn check(opts: &LaunchOptions) -> Result<()> {
-    check_time(&opts.time)?;
-    for (flag, v, list) in [
-        ("--account", &opts.account, false),
-        ("--partition", &opts.partition, true),
-        ("--qos", &opts.qos, false),
-    ] {
-        if let Some(v) = v {
-            check_name(flag, v, list)?;
-        }
-    }
-    if let Some(d) = &opts.dependency {
-        check_dependency(d)?;
-    }
-    if opts.cpus_per_task == Some(0) {
-        return Err(
-            Error::usage("0: sbatch needs at least 1 CPU per task").at_flag("--cpus-per-task")
-        );
-    }
-    Ok(())
-}
-
 fn shown(v: &str) -> String {
     v.escape_debug().to_string()
 }

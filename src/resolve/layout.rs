@@ -106,6 +106,19 @@ fn model_shapes(model: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
+/// The checks of a model's and a training section's values that need no world size
+/// (sizes, shapes, `window_size`): what every variant of a recipe file must pass, selected
+/// or not.
+pub fn check_values(
+    model: &ModelConfig,
+    train: &TrainConfig,
+    model_class: Option<&str>,
+) -> Result<()> {
+    positive_sizes(model, train)?;
+    model_shapes(model)?;
+    check_window_size(model, model_class)
+}
+
 /// Sizes Megatron-Core divides by or allocates with: zero is never a valid value and would
 /// only fail on every rank at start.
 fn positive_sizes(model: &ModelConfig, train: &TrainConfig) -> Result<()> {

@@ -19,6 +19,7 @@ pub mod validate;
 
 use serde_json::Value;
 
+use crate::catalog::recipe::Variant;
 use crate::catalog::{Hardware, Recipe};
 use crate::config::bridge::paths::CHECKPOINT;
 use crate::config::{CommOverlapConfig, MODEL, MixedPrecisionConfig, OPTIMIZER, TRAIN};
@@ -181,6 +182,7 @@ fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) 
     };
     // 1. Recipe variant, then defaults <- recipe <- variant <- plugin sets <- --set.
     let (choice, mut l) = layering(inp, picked, plugins, &mut t)?;
+    other_variants(outer.recipe, choice.variant)?;
     // The runner call: Bridge's recipe function plus exactly what differs from it.
     let precision_word = match (
         picked.map_precision && picked.base.is_none(),
@@ -361,6 +363,47 @@ fn checkpoint_stage(
 
 /// Stage 1: the recipe variant, then the layers, with `--precision` on a recipe without
 /// variants mapped to Bridge's perf precision, and a decision per plugin set.
+/// The variants of a user's recipe file that were not chosen pass the same value checks
+/// as the chosen one (`layout::check_values`, on defaults <- recipe <- variant): a bad value
+/// is refused when the file is first used, naming the file's line and the variant, not when
+/// someone later runs on that GPU. (Shipped recipes pass them for every variant: tested.)
+fn other_variants(recipe: &Recipe, chosen: Option<&Variant>) -> Result<()> {
+    if recipe.is_shipped() {
+        return Ok(());
+    }
+    for v in &recipe.variants {
+        if chosen.is_some_and(|c| std::ptr::eq(c, v)) {
+            continue;
+        }
+        check_variant(recipe, v)?;
+    }
+    Ok(())
+}
+
+/// [`layout::check_values`] on one variant of `recipe`; an error names the file, the
+/// variant's line and the variant.
+pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
+    let checked = layers::layer_on(recipe, Some(v), None, &[], &[]).and_then(|l| {
+        let class = v.model_class.as_deref().or(recipe.model_class.as_deref());
+        layout::check_values(&l.cfg.model, &l.cfg.train, class)
+    });
+    checked.map_err(|e| {
+        let fields = match e.origin.as_deref() {
+            Some(crate::error::Origin::Fields(f)) => format!("{}: ", f.join(", ")),
+            _ => String::new(),
+        };
+        Error {
+            message: format!("variant {}: {fields}{}", v.label(), e.message),
+            origin: Some(Box::new(crate::error::Origin::file(
+                recipe.origin.clone(),
+                v.line,
+                None,
+            ))),
+            ..e
+        }
+    })
+}
+
 fn layering<'r>(
     inp: &Inputs<'_>,
     picked: &Picked<'r>,
@@ -948,4 +991,27 @@ fn perf_precision(p: &str) -> crate::config::MixedPrecisionSpec {
 
 fn internal(e: impl std::fmt::Display) -> Error {
     Error::runtime(format!("internal error: {e}"))
+}
+
+#[cfg(test)]
+mod variant_checks {
+    use crate::catalog::Catalog;
+
+    /// The value checks every variant of a user's recipe file gets (`check_variant`) hold for
+    /// every variant of every shipped recipe, so skipping them for shipped recipes at resolve
+    /// time skips nothing.
+    #[test]
+    fn every_shipped_variant_passes_the_value_checks() {
+        let cat = Catalog::embedded().unwrap();
+        let mut checked = 0;
+        for src in &cat.recipes {
+            let r = src.parse().unwrap();
+            for v in &r.variants {
+                super::check_variant(&r, v)
+                    .unwrap_or_else(|e| panic!("{} {}: {e}", r.name, v.label()));
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "{checked}");
+    }
 }

@@ -305,3 +305,741 @@ fn code_names_config_fields_by_typed_path_never_by_quoted_text() {
         quoted.join("\n")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Files: the import graph between files, function lengths, what the core names.
+// ---------------------------------------------------------------------------------------
+
+/// `text` with comments and the contents of string and char literals blanked (newlines
+/// kept), so braces and words inside them are not code.
+fn mask(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |out: &mut String, s: &[char]| {
+        out.extend(s.iter().map(|c| if *c == '\n' { '\n' } else { ' ' }))
+    };
+    let mut i = 0;
+    while i < b.len() {
+        let word_before = i > 0 && (b[i - 1].is_alphanumeric() || b[i - 1] == '_');
+        let end = if b[i] == '/' && b.get(i + 1) == Some(&'/') {
+            (i..b.len()).find(|&j| b[j] == '\n').unwrap_or(b.len())
+        } else if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+            (i + 2..b.len())
+                .find(|&j| b[j - 1] == '*' && b[j] == '/' && j > i + 2)
+                .map_or(b.len(), |j| j + 1)
+        } else if !word_before && (b[i] == 'r' || (b[i] == 'b' && b.get(i + 1) == Some(&'r'))) {
+            // a raw string: r"..." or r#"..."# (br too)
+            let start = if b[i] == 'b' { i + 2 } else { i + 1 };
+            let hashes = b[start..].iter().take_while(|c| **c == '#').count();
+            if b.get(start + hashes) == Some(&'"') {
+                let close: Vec<char> = std::iter::once('"')
+                    .chain(std::iter::repeat_n('#', hashes))
+                    .collect();
+                let from = start + hashes + 1;
+                (from..b.len())
+                    .find(|&j| b[j..].starts_with(&close))
+                    .map_or(b.len(), |j| j + close.len())
+            } else {
+                i
+            }
+        } else if b[i] == '"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != '"' {
+                j += if b[j] == '\\' { 2 } else { 1 };
+            }
+            j + 1
+        } else if b[i] == '\'' && b.get(i + 1) == Some(&'\\') {
+            (i + 3..b.len())
+                .find(|&j| b[j] == '\'')
+                .map_or(b.len(), |j| j + 1)
+        } else if b[i] == '\'' && b.get(i + 2) == Some(&'\'') {
+            i + 3
+        } else {
+            i
+        };
+        if end > i {
+            let end = end.min(b.len());
+            blank(&mut out, &b[i..end]);
+            i = end;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every function in `text` with its first line and its length in lines (signature to
+/// closing brace).
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let m: Vec<char> = mask(text).chars().collect();
+    let line_at = |i: usize| m[..i].iter().filter(|c| **c == '\n').count() + 1;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 3 < m.len() {
+        let is_fn = m[i..].starts_with(&['f', 'n', ' '])
+            && (i == 0 || !(m[i - 1].is_alphanumeric() || m[i - 1] == '_'));
+        if !is_fn {
+            i += 1;
+            continue;
+        }
+        let name: String = m[i + 3..]
+            .iter()
+            .skip_while(|c| c.is_whitespace())
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .collect();
+        // The body's `{`: the first one outside the signature's brackets; a `;` first means
+        // a declaration without a body.
+        let mut depth = 0i32;
+        let mut j = i + 3;
+        let open = loop {
+            match m.get(j) {
+                None => break None,
+                Some('(' | '[' | '<') => depth += 1,
+                Some(')' | ']') => depth -= 1,
+                Some('>') if m[j - 1] != '-' && m[j - 1] != '=' => depth -= 1,
+                Some(';') if depth <= 0 => break None,
+                Some('{') if depth <= 0 => break Some(j),
+                _ => {}
+            }
+            j += 1;
+        };
+        let Some(open) = open else {
+            i += 3;
+            continue;
+        };
+        let mut depth = 0;
+        let mut k = open;
+        while k < m.len() {
+            match m[k] {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            k += 1;
+        }
+        let (first, last) = (line_at(i), line_at(k.min(m.len() - 1)));
+        out.push((name, first, last - first + 1));
+        i += 3;
+    }
+    out
+}
+
+/// Functions over 150 lines that the work splitting them has yet to land: each names its
+/// file and function, and goes when it is split (a name here that is no longer long fails
+/// the test, so the list stays exact).
+const LONG_FUNCTIONS_BEING_SPLIT: &[(&str, &str)] = &[
+    // the estimator's terms as named functions
+    ("src/estimate/mod.rs", "estimate_with_stages"),
+    // Bridge's section checks as a table
+    ("src/resolve/validate.rs", "bridge_sections"),
+    ("src/resolve/validate.rs", "validate"),
+];
+
+#[test]
+fn no_function_is_over_150_lines() {
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "tests", "benches", "fuzz/fuzz_targets"] {
+        if root().join(dir).is_dir() {
+            rust_files(&root().join(dir), &mut files);
+        }
+    }
+    files.push(root().join("build.rs"));
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for f in &files {
+        let rel = f
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        for (name, line, len) in functions(&std::fs::read_to_string(f).unwrap()) {
+            seen += 1;
+            if len > 150 {
+                long.push((rel.clone(), name, line, len));
+            }
+        }
+    }
+    // The check sees real functions: thousands of them.
+    assert!(seen > 1000, "only {seen} functions found");
+    let allowed = |f: &str, n: &str| LONG_FUNCTIONS_BEING_SPLIT.contains(&(f, n));
+    let over: Vec<String> = long
+        .iter()
+        .filter(|(f, n, ..)| !allowed(f, n))
+        .map(|(f, n, line, len)| format!("{f}:{line} {n}: {len} lines"))
+        .collect();
+    let stale: Vec<&(&str, &str)> = LONG_FUNCTIONS_BEING_SPLIT
+        .iter()
+        .filter(|(f, n)| !long.iter().any(|(lf, ln, ..)| lf == f && ln == n))
+        .collect();
+    assert!(
+        over.is_empty(),
+        "functions over 150 lines (split them into named steps or a table of small items):\n{}",
+        over.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "no longer over 150 lines, take them off LONG_FUNCTIONS_BEING_SPLIT: {stale:?}"
+    );
+}
+
+#[test]
+fn the_length_check_counts_a_function_from_its_signature_to_its_closing_brace() {
+    let text = "fn a(x: &[u8]) -> Vec<u8> {\n    let s = \"}\"; // }\n    let c = '{';\n    x.to_vec()\n}\nfn b();\n";
+    assert_eq!(functions(text), [("a".to_string(), 1, 5)]);
+}
+
+/// A module path inside a crate (`["config", "bridge"]`; the root is empty).
+type ModPath = Vec<String>;
+
+/// One crate's files as modules: what each defines, re-exports and imports.
+struct Files {
+    /// module -> file (`lib.rs` is the root; `main.rs`, a binary of its own, is left out)
+    files: BTreeMap<ModPath, PathBuf>,
+    /// module -> its code (comments and `#[cfg(test)]` modules left out)
+    code: BTreeMap<ModPath, String>,
+    /// module -> the names of the items it defines
+    defined: BTreeMap<ModPath, BTreeSet<String>>,
+    /// exported macro name -> the module defining it (`crate::field_paths!`)
+    macros: BTreeMap<String, ModPath>,
+    /// module -> `pub use` name -> the absolute path it re-exports (`*` for a glob)
+    reexports: BTreeMap<ModPath, BTreeMap<String, Vec<ModPath>>>,
+    /// the crate's own name as other code spells it (`ovlaunch_rank`)
+    name: &'static str,
+}
+
+/// The paths of a `use` tree (`a::{b, c::{d, e as f}}` -> `a::b`, `a::c::d`, `a::c::e as f`),
+/// whitespace removed.
+fn use_paths(tree: &str) -> Vec<String> {
+    let Some(open) = tree.find('{') else {
+        return vec![tree.to_string()];
+    };
+    let (prefix, body) = (&tree[..open], &tree[open + 1..tree.rfind('}').unwrap()]);
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in body.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&body[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&body[start..]);
+    parts
+        .into_iter()
+        .filter(|p| !p.trim().is_empty())
+        .flat_map(|p| use_paths(p.trim()))
+        .map(|p| format!("{prefix}{p}"))
+        .collect()
+}
+
+/// The `use` declarations of `code`: whether each is `pub`, and its paths.
+fn uses(code: &str) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("use ") {
+        let word_before = code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+        if word_before {
+            continue;
+        }
+        let line_start = code[..i].rfind('\n').map_or(0, |n| n + 1);
+        let before = code[line_start..i].trim();
+        if !(before.is_empty() || before.starts_with("pub")) {
+            continue;
+        }
+        let Some(end) = code[i..].find(';') else {
+            continue;
+        };
+        // whitespace removed, but for ` as ` (a renaming)
+        let mut tree = String::new();
+        for word in code[i + 4..i + end].split_whitespace() {
+            if word == "as" {
+                tree.push_str(" as ");
+            } else {
+                tree.push_str(word);
+            }
+        }
+        for p in use_paths(&tree) {
+            out.push((before.starts_with("pub"), p));
+        }
+    }
+    out
+}
+
+/// Paths written in code: `a::b::C` sequences (the first segment a lower-case name).
+fn inline_paths(code: &str) -> Vec<String> {
+    let c: Vec<char> = code.chars().collect();
+    let ident = |x: char| x.is_alphanumeric() || x == '_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let starts = ident(c[i])
+            && (i == 0 || !(ident(c[i - 1]) || c[i - 1] == ':'))
+            && (c[i].is_lowercase() || c[i] == '_');
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        loop {
+            while j < c.len() && ident(c[j]) {
+                j += 1;
+            }
+            if c.get(j) == Some(&':')
+                && c.get(j + 1) == Some(&':')
+                && c.get(j + 2).is_some_and(|x| ident(*x))
+            {
+                j += 2;
+            } else {
+                break;
+            }
+        }
+        let p: String = c[i..j].iter().collect();
+        if p.contains("::") {
+            out.push(p);
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// The names a file defines: functions, types, traits, constants, statics, modules.
+fn defined_names(code: &str) -> BTreeSet<String> {
+    let kinds = [
+        "fn", "struct", "enum", "trait", "const", "static", "type", "union", "mod",
+    ];
+    let mut out = BTreeSet::new();
+    for line in code.lines() {
+        let mut words = line
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .skip_while(|w| {
+                matches!(
+                    *w,
+                    "pub" | "crate" | "super" | "in" | "self" | "async" | "unsafe" | "extern"
+                )
+            });
+        let (Some(kind), Some(mut name)) = (words.next(), words.next()) else {
+            continue;
+        };
+        if kind == "const" && name == "fn" {
+            name = words.next().unwrap_or("");
+        }
+        if kinds.contains(&kind) && !line.trim_start().starts_with("let") {
+            out.insert(name.to_string());
+        }
+    }
+    out
+}
+
+impl Files {
+    fn of(src: &Path, name: &'static str) -> Files {
+        let mut paths = Vec::new();
+        rust_files(src, &mut paths);
+        let mut files = BTreeMap::new();
+        for p in paths {
+            let rel = p.strip_prefix(src).unwrap().with_extension("");
+            let mut m: ModPath = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().to_string())
+                .collect();
+            if m.last().is_some_and(|l| l == "mod") || m == ["lib"] {
+                m.pop();
+            }
+            if m != ["main"] {
+                files.insert(m, p);
+            }
+        }
+        let code: BTreeMap<ModPath, String> = files
+            .iter()
+            .map(|(m, p)| (m.clone(), code(&std::fs::read_to_string(p).unwrap())))
+            .collect();
+        let defined = code
+            .iter()
+            .map(|(m, c)| (m.clone(), defined_names(c)))
+            .collect();
+        let mut macros = BTreeMap::new();
+        for (m, c) in &code {
+            for (i, _) in c.match_indices("macro_rules!") {
+                let n: String = c[i + 12..]
+                    .trim_start()
+                    .chars()
+                    .take_while(|x| x.is_alphanumeric() || *x == '_')
+                    .collect();
+                macros.insert(n, m.clone());
+            }
+        }
+        let mut f = Files {
+            files,
+            code,
+            defined,
+            macros,
+            reexports: BTreeMap::new(),
+            name,
+        };
+        for m in f.files.keys() {
+            let mut r: BTreeMap<String, Vec<ModPath>> = BTreeMap::new();
+            for (_, path) in uses(&f.code[m]).into_iter().filter(|(p, _)| *p) {
+                let (path, alias) = match path.split_once(" as ") {
+                    Some((p, a)) => (p.to_string(), Some(a.to_string())),
+                    None => (path, None),
+                };
+                let Some(abs) = f.absolute(m, &path) else {
+                    continue;
+                };
+                let last = abs.last().cloned().unwrap_or_default();
+                if last == "*" {
+                    r.entry("*".into())
+                        .or_default()
+                        .push(abs[..abs.len() - 1].to_vec());
+                } else {
+                    r.insert(alias.unwrap_or(last), vec![abs]);
+                }
+            }
+            f.reexports.insert(m.clone(), r);
+        }
+        f
+    }
+
+    /// `path` written in module `m`, as a path from the crate root; `None` for another
+    /// crate's path or a local name.
+    fn absolute(&self, m: &ModPath, path: &str) -> Option<ModPath> {
+        let segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+        let first = *segs.first()?;
+        let child = |n: &str| {
+            let mut c = m.clone();
+            c.push(n.to_string());
+            self.files.contains_key(&c)
+        };
+        let (mut base, rest) = match first {
+            "crate" => (Vec::new(), &segs[1..]),
+            n if n == self.name => (Vec::new(), &segs[1..]),
+            "self" => (m.clone(), &segs[1..]),
+            "super" => {
+                let ups = segs.iter().take_while(|s| **s == "super").count();
+                (m[..m.len().saturating_sub(ups)].to_vec(), &segs[ups..])
+            }
+            n if child(n) => (m.clone(), &segs[..]),
+            _ => return None,
+        };
+        base.extend(rest.iter().map(|s| s.to_string()));
+        Some(base)
+    }
+
+    /// The file module defining the item at absolute `path`, re-exports followed.
+    fn defining(&self, path: &[String], depth: usize) -> Option<ModPath> {
+        let k = (0..=path.len())
+            .rev()
+            .find(|k| self.files.contains_key(&path[..*k]))?;
+        let (module, rest) = (path[..k].to_vec(), &path[k..]);
+        let Some(name) = rest.first() else {
+            return Some(module);
+        };
+        if depth > 16 || self.defined[&module].contains(name) {
+            return Some(module);
+        }
+        if module.is_empty()
+            && let Some(m) = self.macros.get(name)
+        {
+            return Some(m.clone());
+        }
+        let r = &self.reexports[&module];
+        if let Some(to) = r.get(name) {
+            let mut p = to[0].clone();
+            p.extend(rest[1..].iter().cloned());
+            return self.defining(&p, depth + 1);
+        }
+        for glob in r.get("*").into_iter().flatten() {
+            let mut p = glob.clone();
+            p.extend(rest.iter().cloned());
+            if let Some(d) = self.defining(&p, depth + 1)
+                && d != *glob
+            {
+                return Some(d);
+            }
+        }
+        Some(module)
+    }
+
+    /// File module -> the file modules it imports from: every path it writes (in `use`
+    /// declarations and in code) resolved to the file defining the item. A file's use of
+    /// its own parent modules' items is left out: a file is part of the module its
+    /// directory's `mod.rs` declares, and sees that module's items as Rust scopes them.
+    fn graph(&self) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+        let mut g = BTreeMap::new();
+        for (m, code) in &self.code {
+            let mut deps = BTreeSet::new();
+            let written = uses(code)
+                .into_iter()
+                .map(|(_, p)| p.split(" as ").next().unwrap().to_string())
+                .chain(inline_paths(code));
+            for p in written {
+                let Some(mut abs) = self.absolute(m, &p) else {
+                    continue;
+                };
+                if abs.last().is_some_and(|l| l == "*") {
+                    abs.pop();
+                }
+                if let Some(d) = self.defining(&abs, 0)
+                    && d != *m
+                    && !m.starts_with(&d)
+                {
+                    deps.insert(d);
+                }
+            }
+            g.insert(m.clone(), deps);
+        }
+        g
+    }
+}
+
+/// The strongly connected components of `g` with more than one member (Tarjan).
+fn cycles(g: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<BTreeSet<ModPath>> {
+    struct T<'g> {
+        g: &'g BTreeMap<ModPath, BTreeSet<ModPath>>,
+        index: BTreeMap<&'g ModPath, usize>,
+        low: BTreeMap<&'g ModPath, usize>,
+        stack: Vec<&'g ModPath>,
+        out: Vec<BTreeSet<ModPath>>,
+    }
+    fn visit<'g>(t: &mut T<'g>, v: &'g ModPath) {
+        let n = t.index.len();
+        t.index.insert(v, n);
+        t.low.insert(v, n);
+        t.stack.push(v);
+        for w in t.g.get(v).into_iter().flatten() {
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if t.stack.contains(&w) {
+                let iw = t.index[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = BTreeSet::new();
+            while let Some(w) = t.stack.pop() {
+                comp.insert(w.clone());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        out: Vec::new(),
+    };
+    for v in g.keys() {
+        if !t.index.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+fn dotted(m: &ModPath) -> String {
+    if m.is_empty() {
+        "<root>".into()
+    } else {
+        m.join("::")
+    }
+}
+
+/// Import cycles between files that the launch-settings work is taking apart (launch
+/// settings as a typed value: `cli::launch` <-> `cli::profile`; each backend owning its
+/// options: `render::launch` <-> `render::owned`, `render::slurm_values`). Each goes when
+/// that work lands; a cycle listed here that no longer exists fails the test.
+const CYCLES_BEING_TAKEN_APART: &[&[&str]] = &[];
+
+#[test]
+fn files_import_each_other_without_a_cycle() {
+    let launcher = Files::of(&root().join("src"), "ovlaunch");
+    let rank = Files::of(&root().join("crates/ovlaunch-rank/src"), "ovlaunch_rank");
+    let mut found = Vec::new();
+    for (crate_, files) in [("ovlaunch", &launcher), ("ovlaunch-rank", &rank)] {
+        let g = files.graph();
+        // The check sees real imports: files import each other through `use`, `super::`,
+        // re-exports and paths in code.
+        let edges: usize = g.values().map(BTreeSet::len).sum();
+        assert!(
+            edges > files.files.len(),
+            "{crate_}: only {edges} imports found"
+        );
+        for c in cycles(&g) {
+            let names: BTreeSet<String> = c.iter().map(dotted).collect();
+            let edges: Vec<String> = c
+                .iter()
+                .flat_map(|a| g[a].iter().filter(|b| c.contains(*b)).map(move |b| (a, b)))
+                .map(|(a, b)| format!("{} -> {}", dotted(a), dotted(b)))
+                .collect();
+            found.push((crate_, names, edges));
+        }
+    }
+    let allowed = |names: &BTreeSet<String>| {
+        CYCLES_BEING_TAKEN_APART
+            .iter()
+            .any(|c| c.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>() == *names)
+    };
+    let new: Vec<String> = found
+        .iter()
+        .filter(|(_, names, _)| !allowed(names))
+        .map(|(c, _, edges)| format!("{c}: {}", edges.join(", ")))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "import cycles between files:\n{}",
+        new.join("\n")
+    );
+    let stale: Vec<&&[&str]> = CYCLES_BEING_TAKEN_APART
+        .iter()
+        .filter(|c| {
+            let set: BTreeSet<String> = c.iter().map(|s| s.to_string()).collect();
+            !found.iter().any(|(_, names, _)| *names == set)
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "gone, take them off CYCLES_BEING_TAKEN_APART: {stale:?}"
+    );
+}
+
+#[test]
+fn the_file_graph_resolves_paths_to_the_file_defining_the_item() {
+    let launcher = Files::of(&root().join("src"), "ovlaunch");
+    let g = launcher.graph();
+    let m = |s: &str| -> ModPath { s.split("::").map(str::to_string).collect() };
+    // `crate::config::Section` is re-exported by config/mod.rs from config/section.rs
+    assert!(
+        g[&m("config::bridge")].contains(&m("config::bridge_schema")),
+        "{:?}",
+        g[&m("config::bridge")]
+    );
+    assert!(g[&m("resolve::env")].contains(&m("resolve::env_rules")));
+    assert!(g[&m("render::artifacts")].contains(&m("executor")));
+    assert!(!g[&m("config::bridge_fields")].contains(&m("config::bridge")));
+}
+
+/// The launcher's files outside `cli/`, `backend/` and `main.rs`: the pure core.
+fn core_files(launcher: &Files) -> Vec<&ModPath> {
+    launcher
+        .files
+        .keys()
+        .filter(|m| !m.first().is_some_and(|t| t == "cli" || t == "backend"))
+        .collect()
+}
+
+#[test]
+fn the_core_names_no_command_line_or_process_crate() {
+    // clap (and its completion and man-page crates) for the command line, duct and which for
+    // running programs: the CLI's and the backends' dependencies, never the core's.
+    let effects = ["clap", "clap_complete", "clap_mangen", "duct", "which"];
+    let launcher = Files::of(&root().join("src"), "ovlaunch");
+    let first_segments = |m: &ModPath| -> BTreeSet<String> {
+        let code = &launcher.code[m];
+        uses(code)
+            .into_iter()
+            .map(|(_, p)| p)
+            .chain(inline_paths(code))
+            .map(|p| p.split("::").next().unwrap_or("").to_string())
+            .collect()
+    };
+    let mut named = Vec::new();
+    for m in core_files(&launcher) {
+        for c in first_segments(m).intersection(&effects.map(String::from).into()) {
+            named.push(format!("{} names {c}", launcher.files[m].display()));
+        }
+    }
+    assert!(named.is_empty(), "{}", named.join("\n"));
+    // The check sees real paths: the CLI names clap, the backends duct.
+    assert!(first_segments(&vec!["cli".to_string()]).contains("clap"));
+    assert!(first_segments(&vec!["backend".to_string(), "host".to_string()]).contains("duct"));
+}
+
+/// Files outside `backend/` that still name a backend (the launch-settings work moves each
+/// backend's options and dry-run request into the backend): each goes when that lands.
+const FILES_NAMING_A_BACKEND: &[&str] = &[
+    "src/cli/launch.rs",
+    "src/cli/submit.rs",
+    "src/render/artifacts.rs",
+];
+
+#[test]
+fn no_module_outside_the_backends_names_one() {
+    // A backend is named by importing its module (`backend::slurm`, `backend::local`,
+    // `backend::ssh`) or by an executor's variant (`Executor::Slurm`); the executor leaf
+    // declares the variants, and what a variant can do is its method (`crate::executor`).
+    let launcher = Files::of(&root().join("src"), "ovlaunch");
+    let g = launcher.graph();
+    let backends: Vec<ModPath> = ["slurm", "local", "ssh"]
+        .iter()
+        .map(|b| vec!["backend".to_string(), b.to_string()])
+        .collect();
+    let mut naming = BTreeMap::new();
+    for (m, deps) in &g {
+        if m.first().is_some_and(|t| t == "backend") || *m == ["executor"] {
+            continue;
+        }
+        let code = &launcher.code[m];
+        let mut why: Vec<String> = deps
+            .iter()
+            .filter(|d| backends.contains(d))
+            .map(|d| format!("imports {}", dotted(d)))
+            .collect();
+        why.extend(
+            ["Executor::Slurm", "Executor::Local"]
+                .into_iter()
+                .filter(|v| code.contains(v))
+                .map(String::from),
+        );
+        if !why.is_empty() {
+            let rel = launcher.files[m]
+                .strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
+            naming.insert(rel, why);
+        }
+    }
+    let new: Vec<String> = naming
+        .iter()
+        .filter(|(f, _)| !FILES_NAMING_A_BACKEND.contains(&f.as_str()))
+        .map(|(f, why)| format!("{f}: {}", why.join(", ")))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "modules naming a backend outside backend/:\n{}",
+        new.join("\n")
+    );
+    let stale: Vec<&&str> = FILES_NAMING_A_BACKEND
+        .iter()
+        .filter(|f| !naming.contains_key(**f))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "no longer naming a backend, take them off FILES_NAMING_A_BACKEND: {stale:?}"
+    );
+    // The check sees real names: the backends' own files import each other.
+    assert!(
+        g[&vec!["backend".to_string()]]
+            .iter()
+            .any(|d| backends.contains(d))
+    );
+}

@@ -475,54 +475,63 @@ fn launch_errors() {
     assert!(!d.path().join("job").exists(), "nothing written");
 }
 
-/// One whole-run snapshot per error message of the plan's inputs not covered above: each
-/// exits 2, names the flag or field, and (where there is one) gives the fix.
-#[test]
-fn each_input_error_message() {
-    let plan = |extra: &[&'static str]| -> Vec<&'static str> {
-        ["plan", "-r", "llama70b", "-g", "h100x64"]
-            .iter()
-            .chain(extra)
-            .copied()
-            .collect()
-    };
-    let cases = [
-        ("plugin_unknown", plan(&["--plugin", "nsyss"])),
-        ("plugin_unknown_option", plan(&["--plugin", "nsys:bogus=1"])),
-        ("plugin_missing_option", plan(&["--plugin", "wandb"])),
-        ("unset_bad_name", plan(&["--unset", "A B"])),
+/// `plan` of the README's job with `extra` flags.
+fn plan_args(extra: &[&'static str]) -> Vec<&'static str> {
+    ["plan", "-r", "llama70b", "-g", "h100x64"]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect()
+}
+
+/// The first half of the input error cases: name, arguments.
+fn input_error_cases() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![
+        ("plugin_unknown", plan_args(&["--plugin", "nsyss"])),
+        (
+            "plugin_unknown_option",
+            plan_args(&["--plugin", "nsys:bogus=1"]),
+        ),
+        ("plugin_missing_option", plan_args(&["--plugin", "wandb"])),
+        ("unset_bad_name", plan_args(&["--unset", "A B"])),
         (
             "env_from_launcher_missing",
-            plan(&["--env", "OVLAUNCH_SURELY_UNSET_VARIABLE"]),
+            plan_args(&["--env", "OVLAUNCH_SURELY_UNSET_VARIABLE"]),
         ),
-        ("set_unknown_section", plan(&["--set", "bogus.x=1"])),
+        ("set_unknown_section", plan_args(&["--set", "bogus.x=1"])),
         (
             "set_unknown_bridge_field",
-            plan(&["--set", "dataset.seq_lenght=1"]),
+            plan_args(&["--set", "dataset.seq_lenght=1"]),
         ),
         (
             "set_unknown_bridge_field_no_match",
-            plan(&["--set", "dataset.bogus=1"]),
+            plan_args(&["--set", "dataset.bogus=1"]),
         ),
         (
             "set_secret_field",
-            plan(&["--set", "logger.comet_api_key=abc"]),
+            plan_args(&["--set", "logger.comet_api_key=abc"]),
         ),
         (
             "set_wrong_bridge_type",
-            plan(&["--set", "optimizer.lr=abc"]),
+            plan_args(&["--set", "optimizer.lr=abc"]),
         ),
-        ("set_env_bad_name", plan(&["--set", "env_vars.A-B=1"])),
-        ("unknown_precision", plan(&["--precision", "fp9"])),
-        ("unknown_variant", plan(&["--variant", "bogus"])),
-        ("bridge_too_old", plan(&["--bridge-version", "0.5.0"])),
+        ("set_env_bad_name", plan_args(&["--set", "env_vars.A-B=1"])),
+        ("unknown_precision", plan_args(&["--precision", "fp9"])),
+        ("unknown_variant", plan_args(&["--variant", "bogus"])),
+        ("bridge_too_old", plan_args(&["--bridge-version", "0.5.0"])),
         (
             "vpp_zero",
-            plan(&["--set", "model.virtual_pipeline_model_parallel_size=0"]),
+            plan_args(&["--set", "model.virtual_pipeline_model_parallel_size=0"]),
         ),
+    ]
+}
+
+/// The second half of the input error cases.
+fn more_input_error_cases() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![
         (
             "global_batch_zero",
-            plan(&["--set", "train.global_batch_size=0"]),
+            plan_args(&["--set", "train.global_batch_size=0"]),
         ),
         (
             "pipeline_layout_unknown_to_the_builder",
@@ -555,11 +564,11 @@ fn each_input_error_message() {
         ),
         (
             "pipeline_layout_garbage",
-            plan(&["--set", "model.pipeline_model_parallel_layout=garbage"]),
+            plan_args(&["--set", "model.pipeline_model_parallel_layout=garbage"]),
         ),
         (
             "bridge_scheduler_rule",
-            plan(&[
+            plan_args(&[
                 "--set",
                 "scheduler.lr_warmup_fraction=0.1",
                 "--set",
@@ -568,11 +577,11 @@ fn each_input_error_message() {
         ),
         (
             "bridge_checkpoint_rule",
-            plan(&["--set", "checkpoint.async_save=true"]),
+            plan_args(&["--set", "checkpoint.async_save=true"]),
         ),
         (
             "unknown_preset_no_match",
-            plan(&["--set", "comm_overlap.tp_comm_overlap_cfg=bogus"]),
+            plan_args(&["--set", "comm_overlap.tp_comm_overlap_cfg=bogus"]),
         ),
         (
             "fp8_on_ampere",
@@ -600,13 +609,16 @@ fn each_input_error_message() {
         ),
         (
             "plugins_that_conflict",
-            plan(&["--plugin", "nsys", "--plugin", "pytorch-profiler"]),
+            plan_args(&["--plugin", "nsys", "--plugin", "pytorch-profiler"]),
         ),
         (
             "plugin_option_not_an_integer",
-            plan(&["--plugin", "nsys:profile_step_start=ten"]),
+            plan_args(&["--plugin", "nsys:profile_step_start=ten"]),
         ),
-        ("env_set_and_unset", plan(&["--env", "X=1", "--unset", "X"])),
+        (
+            "env_set_and_unset",
+            plan_args(&["--env", "X=1", "--unset", "X"]),
+        ),
         (
             "plugin_for_the_slurm_executor_only",
             vec![
@@ -643,7 +655,15 @@ fn each_input_error_message() {
                 ".hidden",
             ],
         ),
-    ];
+    ]
+}
+
+/// One whole-run snapshot per error message of the plan's inputs not covered above: each
+/// exits 2, names the flag or field, and (where there is one) gives the fix.
+#[test]
+fn each_input_error_message() {
+    let mut cases = input_error_cases();
+    cases.extend(more_input_error_cases());
     for (name, args) in &cases {
         let o = run(args);
         assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
@@ -664,27 +684,67 @@ fn stand_in_sbatch(dir: &std::path::Path, out: &str, code: i32) -> String {
     format!("{}:/usr/bin:/bin", bin.display())
 }
 
-/// One whole-run snapshot per error message of launching and of the job commands (`status`,
-/// `logs`, `cancel`): the exit code (2 for bad input, 1 when a program or the machine is the
-/// cause), the flag or file named, the fix, and nothing written.
-#[test]
-fn each_launch_and_job_error_message() {
+/// What the launch and job error cases read, written under a temporary directory: a
+/// container image that is no root filesystem, an OCI bundle whose config.json is not JSON, a
+/// rendered job directory, a damaged record, a job submitted through the stand-in sbatch, a
+/// rejecting sbatch and user plugin files.
+struct JobInputs {
+    d: tempfile::TempDir,
+    tmp: String,
+    tiny: String,
+    tiny_recipe: String,
+    rejecting: String,
+    long_component: String,
+    queued: String,
+}
+
+/// A PATH without Slurm's tools.
+const NO_SLURM: &str = "/usr/bin/env-without-slurm";
+
+impl JobInputs {
+    fn at(&self, p: &str) -> String {
+        format!("{}/{p}", self.tmp)
+    }
+
+    fn dry(&self, extra: &[&str]) -> Vec<String> {
+        ["--dry-run", "-r", "llama70b", "-g", "h100x64"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    fn render(&self, extra: &[&str]) -> Vec<String> {
+        [
+            "render",
+            "-r",
+            &self.tiny_recipe,
+            "-g",
+            "cpux2",
+            "--job-dir",
+            &self.at("jobs/new"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect()
+    }
+
+    fn job(&self, cmd: &[&str]) -> Vec<String> {
+        cmd.iter()
+            .map(|s| s.to_string())
+            .chain(["--jobs-root".to_string(), self.at("jobs")])
+            .collect()
+    }
+}
+
+/// Writes the inputs the launch and job error cases read.
+fn job_inputs() -> JobInputs {
     let d = tempfile::tempdir().unwrap();
     let tmp = d.path().to_str().unwrap().to_string();
     let at = |p: &str| format!("{tmp}/{p}");
     let tiny = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
-    let launcher_dir = std::path::Path::new(bin())
-        .parent()
-        .unwrap()
-        .display()
-        .to_string();
-    let redact = [
-        (tmp.as_str(), "[TMP]"),
-        (tiny.as_str(), "[FIXTURES]"),
-        (launcher_dir.as_str(), "[BIN]"),
-    ];
     let tiny_recipe = format!("{tiny}/tiny.yaml");
-
     // Inputs the commands read: a container image that is no root filesystem, an OCI bundle
     // whose config.json is not JSON, a rendered (never submitted) job directory, a damaged
     // record, and a job submitted through the stand-in sbatch (id 4242, no output yet).
@@ -739,76 +799,64 @@ fn each_launch_and_job_error_message() {
         "name: leak\nlaunch:\n  env: {MY_TOKEN: x}\n",
     )
     .unwrap();
-    let long_component = "x".repeat(300);
-    let queued = at("jobs/queued");
-    let roots = ["--jobs-root", &at("jobs")];
 
-    let dry = |extra: &[&str]| -> Vec<String> {
-        ["--dry-run", "-r", "llama70b", "-g", "h100x64"]
-            .iter()
-            .chain(extra)
-            .map(|s| s.to_string())
-            .collect()
-    };
-    let render = |extra: &[&str]| -> Vec<String> {
-        [
-            "render",
-            "-r",
-            &tiny_recipe,
-            "-g",
-            "cpux2",
-            "--job-dir",
-            &at("jobs/new"),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(extra.iter().map(|s| s.to_string()))
-        .collect()
-    };
-    let job =
-        |cmd: &[&str]| -> Vec<String> { cmd.iter().chain(&roots).map(|s| s.to_string()).collect() };
-    let no_slurm = "/usr/bin/env-without-slurm";
-    // (name, arguments, PATH for the run when not the test's own, expected exit code)
-    let cases: Vec<(&str, Vec<String>, Option<&str>, i32)> = vec![
+    JobInputs {
+        queued: at("jobs/queued"),
+        d,
+        tmp,
+        tiny,
+        tiny_recipe,
+        rejecting,
+        long_component: "x".repeat(300),
+    }
+}
+
+/// A launch or job error case: name, arguments, PATH for the run when not the test's own,
+/// expected exit code.
+type ErrorCase<'a> = (&'static str, Vec<String>, Option<&'a str>, i32);
+
+/// The first half of the launch and job error cases.
+fn launch_error_cases(i: &JobInputs) -> Vec<ErrorCase<'_>> {
+    vec![
         (
             "sbatch_arg_not_an_option",
-            dry(&["--sbatch-arg=reservation=r1"]),
+            i.dry(&["--sbatch-arg=reservation=r1"]),
             None,
             2,
         ),
         (
             "plugin_file_unknown_key",
-            dry(&["--plugin-file", &at("unknown-key.yaml")]),
+            i.dry(&["--plugin-file", &i.at("unknown-key.yaml")]),
             None,
             2,
         ),
         (
             "plugin_file_unknown_placeholder",
-            dry(&["--plugin-file", &at("bad-placeholder.yaml")]),
+            i.dry(&["--plugin-file", &i.at("bad-placeholder.yaml")]),
             None,
             2,
         ),
         (
             "plugin_file_secret_in_launch_phase",
-            dry(&["--plugin-file", &at("leak.yaml")]),
+            i.dry(&["--plugin-file", &i.at("leak.yaml")]),
             None,
             2,
         ),
         (
             "sbatch_arg_short_option",
-            dry(&["--sbatch-arg=-p"]),
+            i.dry(&["--sbatch-arg=-p"]),
             None,
             2,
         ),
         (
             "sbatch_arg_line_break",
-            dry(&["--sbatch-arg=--comment=two\nlines"]),
+            i.dry(&["--sbatch-arg=--comment=two\nlines"]),
             None,
             2,
         ),
         (
             "srun_arg_not_an_option",
-            dry(&["--srun-arg=node1"]),
+            i.dry(&["--srun-arg=node1"]),
             None,
             2,
         ),
@@ -816,49 +864,55 @@ fn each_launch_and_job_error_message() {
         // with the ovlaunch flag to use (it used to be written beside the plan's own).
         (
             "sbatch_arg_sets_the_nodes",
-            dry(&["--sbatch-arg=--nodes=2"]),
+            i.dry(&["--sbatch-arg=--nodes=2"]),
             None,
             2,
         ),
         (
             "sbatch_arg_sets_the_time",
-            dry(&["--time", "02:00:00", "--sbatch-arg=--time=01:00:00"]),
+            i.dry(&["--time", "02:00:00", "--sbatch-arg=--time=01:00:00"]),
             None,
             2,
         ),
         (
             "sbatch_arg_abbreviates_an_owned_option",
-            dry(&["--sbatch-arg=--node=2"]),
+            i.dry(&["--sbatch-arg=--node=2"]),
             None,
             2,
         ),
         (
             "srun_arg_sets_the_tasks",
-            dry(&["--srun-arg=--ntasks-per-node=4"]),
+            i.dry(&["--srun-arg=--ntasks-per-node=4"]),
             None,
             2,
         ),
         (
             "srun_arg_short_form_of_an_owned_option",
-            dry(&["--srun-arg=-N2"]),
+            i.dry(&["--srun-arg=-N2"]),
             None,
             2,
         ),
         (
             "template_dir_missing",
-            dry(&["--template-dir", &at("no-templates")]),
+            i.dry(&["--template-dir", &i.at("no-templates")]),
             None,
             2,
         ),
+    ]
+}
+
+/// The second half of the launch and job error cases.
+fn job_error_cases(i: &JobInputs) -> Vec<ErrorCase<'_>> {
+    vec![
         (
             "job_dir_component_too_long",
-            dry(&["--job-dir", &at(&long_component)]),
+            i.dry(&["--job-dir", &i.at(&i.long_component)]),
             None,
             2,
         ),
         (
             "rank_runtime_not_an_executable",
-            render(&["--rank-runtime", &tiny_recipe]),
+            i.render(&["--rank-runtime", &i.tiny_recipe]),
             None,
             2,
         ),
@@ -867,11 +921,11 @@ fn each_launch_and_job_error_message() {
             [
                 "render",
                 "-r",
-                &tiny_recipe,
+                &i.tiny_recipe,
                 "-g",
                 "gb200x8",
                 "--job-dir",
-                &at("jobs/new"),
+                &i.at("jobs/new"),
             ]
             .iter()
             .map(|s| s.to_string())
@@ -881,22 +935,22 @@ fn each_launch_and_job_error_message() {
         ),
         (
             "container_image_not_a_root_filesystem",
-            render(&[
+            i.render(&[
                 "--container-runtime",
                 "oci",
                 "--container-image",
-                &at("empty-image"),
+                &i.at("empty-image"),
             ]),
             None,
             2,
         ),
         (
             "container_bundle_config_not_json",
-            render(&[
+            i.render(&[
                 "--container-runtime",
                 "oci",
                 "--container-image",
-                &at("bundle"),
+                &i.at("bundle"),
             ]),
             None,
             2,
@@ -906,16 +960,16 @@ fn each_launch_and_job_error_message() {
             [
                 "submit",
                 "-r",
-                &tiny_recipe,
+                &i.tiny_recipe,
                 "-g",
                 "cpux2",
                 "--job-dir",
-                &at("jobs/new"),
+                &i.at("jobs/new"),
             ]
             .iter()
             .map(|s| s.to_string())
             .collect(),
-            Some(no_slurm),
+            Some(NO_SLURM),
             1,
         ),
         (
@@ -923,57 +977,77 @@ fn each_launch_and_job_error_message() {
             [
                 "submit",
                 "-r",
-                &tiny_recipe,
+                &i.tiny_recipe,
                 "-g",
                 "cpux2",
                 "--job-dir",
-                &at("jobs/new"),
+                &i.at("jobs/new"),
             ]
             .iter()
             .map(|s| s.to_string())
             .collect(),
-            Some(rejecting.as_str()),
+            Some(i.rejecting.as_str()),
             1,
         ),
-        ("job_unknown", job(&["status", "nope"]), None, 2),
+        ("job_unknown", i.job(&["status", "nope"]), None, 2),
         (
             "job_rendered_not_submitted",
-            job(&["status", &at("jobs/rendered")]),
+            i.job(&["status", &i.at("jobs/rendered")]),
             None,
             2,
         ),
         (
             "job_directory_not_a_job",
-            job(&["logs", &at("empty-image")]),
+            i.job(&["logs", &i.at("empty-image")]),
             None,
             2,
         ),
         (
             "job_record_damaged",
-            job(&["cancel", &at("jobs/damaged")]),
+            i.job(&["cancel", &i.at("jobs/damaged")]),
             None,
             2,
         ),
         (
             "status_without_scontrol",
-            job(&["status", &queued]),
-            Some(no_slurm),
+            i.job(&["status", &i.queued]),
+            Some(NO_SLURM),
             1,
         ),
         (
             "cancel_without_slurm_tools",
-            job(&["cancel", &queued]),
-            Some(no_slurm),
+            i.job(&["cancel", &i.queued]),
+            Some(NO_SLURM),
             1,
         ),
         (
             "logs_before_any_output",
-            job(&["logs", "--rank", "1", &queued]),
+            i.job(&["logs", "--rank", "1", &i.queued]),
             None,
             1,
         ),
+    ]
+}
+
+/// One whole-run snapshot per error message of launching and of the job commands (`status`,
+/// `logs`, `cancel`): the exit code (2 for bad input, 1 when a program or the machine is the
+/// cause), the flag or file named, the fix, and nothing written.
+#[test]
+fn each_launch_and_job_error_message() {
+    let i = job_inputs();
+    let launcher_dir = std::path::Path::new(bin())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let redact = [
+        (i.tmp.as_str(), "[TMP]"),
+        (i.tiny.as_str(), "[FIXTURES]"),
+        (launcher_dir.as_str(), "[BIN]"),
     ];
-    let before: Vec<_> = std::fs::read_dir(at("jobs"))
+    let mut cases = launch_error_cases(&i);
+    cases.extend(job_error_cases(&i));
+    let before: Vec<_> = std::fs::read_dir(i.at("jobs"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
@@ -987,16 +1061,16 @@ fn each_launch_and_job_error_message() {
         assert_eq!(o.status.code(), Some(*code), "{name}: {}", stderr(&o));
         let shown: Vec<String> = argv
             .iter()
-            .map(|a| a.replace(&long_component, "x...x (300)"))
+            .map(|a| a.replace(&i.long_component, "x...x (300)"))
             .collect();
         let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
         insta::assert_snapshot!(*name, transcript_of(&shown, &o, &redact));
     }
-    let after: Vec<_> = std::fs::read_dir(at("jobs"))
+    let after: Vec<_> = std::fs::read_dir(i.at("jobs"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
         .collect();
     assert_eq!(before, after, "no job directory written or removed");
-    assert!(!d.path().join(&long_component).exists());
+    assert!(!i.d.path().join(&i.long_component).exists());
 }

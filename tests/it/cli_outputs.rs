@@ -594,3 +594,63 @@ fn completions_and_man_page() {
         assert!(man.contains(sub), "man page lacks {sub}");
     }
 }
+
+/// `tune` prints each candidate's command from the flags as parsed: every plan flag typed
+/// comes back (the GPUs per node, strictness, the container stack and the env included), a
+/// secret `--env` value is redacted, and the command, run as a dry run, plans the same
+/// recipe on the same hardware with the candidate's layout.
+#[test]
+fn tune_commands_carry_every_plan_flag_typed() {
+    let out = common::ok(&[
+        "tune",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--top",
+        "1",
+        "--gpus-per-node",
+        "8",
+        "--strict",
+        "--te-version",
+        "2.8.0",
+        "--env",
+        "NCCL_DEBUG=WARN",
+        "--env",
+        "HF_TOKEN=tune-secret-value",
+        "-o",
+        "json",
+    ]);
+    assert!(!out.contains("tune-secret-value"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let command = v["candidates"][0]["command"].as_str().unwrap().to_string();
+    for words in [
+        "--recipe llama8b --gpus h100x8",
+        "--env NCCL_DEBUG=WARN",
+        "--env 'HF_TOKEN=<redacted>'",
+        "--te-version 2.8.0",
+        "--strict",
+        "--gpus-per-node 8",
+    ] {
+        assert!(command.contains(words), "`{words}` missing from {command}");
+    }
+    // The command runs: its words (as bash splits them) plan the candidate.
+    let words = common::words_bash_passes("ovlaunch", &command);
+    // The redacted secret is given by name (`--env NAME` passes ovlaunch's own value).
+    let mut args: Vec<&str> = words
+        .iter()
+        .map(|w| match w.as_str() {
+            "HF_TOKEN=<redacted>" => "HF_TOKEN",
+            w => w,
+        })
+        .collect();
+    args.extend(["--dry-run", "--no-container"]);
+    let o = common::run_env(&args, &[("HF_TOKEN", "x")]);
+    assert!(o.status.success(), "{command}\n{}", common::stderr(&o));
+    let tp = v["candidates"][0]["layout"]["tensor_model_parallel_size"].to_string();
+    assert!(
+        common::stdout(&o).contains(&format!("TP={tp} ")),
+        "{}",
+        common::stdout(&o)
+    );
+}

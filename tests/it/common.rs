@@ -442,7 +442,6 @@ pub fn render_slurm(
         opts,
         Vec::new(),
         &ovlaunch::render::template::Templates::default(),
-        ovlaunch::backend::Executor::Slurm,
     )
     .expect("render the job")
     .artifacts

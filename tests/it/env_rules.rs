@@ -1286,8 +1286,13 @@ fn unset_recipe_variables_leave_the_trainer_config() {
     let spec = ovlaunch::render::launch::build(
         &p,
         &ovlaunch::render::launch::LaunchOptions {
-            time: "00:10:00".into(),
             command_line: "t".into(),
+            target: ovlaunch::render::launch::Target::Slurm(
+                ovlaunch::render::slurm::SlurmOptions {
+                    time: "00:10:00".into(),
+                    ..Default::default()
+                },
+            ),
             ..ovlaunch::render::launch::LaunchOptions::new("d", "/jobs/d")
         },
     )

@@ -19,7 +19,8 @@ use std::process::Command;
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
 use ovlaunch::plan::{Plan, Source};
 use ovlaunch::render::artifacts;
-use ovlaunch::render::launch::LaunchOptions;
+use ovlaunch::render::launch::{LaunchOptions, Target};
+use ovlaunch::render::slurm::SlurmOptions;
 use ovlaunch::resolve::env_rules::{self, Action, Facts};
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
@@ -222,7 +223,10 @@ fn run_job(
     let job_dir = dir.join("job");
     std::fs::create_dir_all(&job_dir).unwrap();
     let opts = LaunchOptions {
-        time: "00:05:00".into(),
+        target: Target::Slurm(SlurmOptions {
+            time: "00:05:00".into(),
+            ..Default::default()
+        }),
         trainer: vec!["/usr/bin/env".into()],
         rank_runtime: rank_runtime.map(str::to_string),
         command_line: "test".into(),

@@ -232,145 +232,13 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
     } else {
         v
     };
-    let mut recipe = BASE.to_string();
-    let mut extra: Vec<std::ffi::OsString> = Vec::new();
-    let mut trainer_args: Vec<String> = Vec::new();
-    let mut job_dir = case.path("jobs/job");
-    // Where the value must arrive if accepted.
-    enum Want {
-        Env(String),
-        Arg,
-        Directive(&'static str),
-        SrunArg(String),
-        SrunFlag(String),
-        HeaderOnly,
-        Refused,
-    }
-    let want = match channel {
-        Channel::RecipeEnvName => {
-            recipe.push_str(&format!("env_vars: {{{}: \"1\"}}\n", yq(&v)));
-            Want::Env(v.clone())
-        }
-        Channel::RecipeEnvValue => {
-            recipe.push_str(&format!("env_vars: {{HOSTILE: {}}}\n", yq(&v)));
-            Want::Env("HOSTILE".into())
-        }
-        Channel::RecipeName => {
-            recipe = recipe.replace("name: hostile-recipe", &format!("name: {}", yq(&v)));
-            Want::HeaderOnly
-        }
-        Channel::BridgeRecipe => {
-            recipe.push_str(&format!("bridge_recipe: {}\n", yq(&v)));
-            Want::HeaderOnly
-        }
-        Channel::RecipeTrainerArg => {
-            recipe.push_str(&format!(
-                "trainer: [python3, -c, {}, {}]\n",
-                yq(DUMP),
-                yq(&v)
-            ));
-            Want::Arg
-        }
-        Channel::HardwareEnvName | Channel::HardwareEnvValue => {
-            let (name, val) = if channel == Channel::HardwareEnvName {
-                (v.clone(), "1".to_string())
-            } else {
-                ("HOSTILE".to_string(), v.clone())
-            };
-            let hw = format!(
-                "- {{kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1, env: {{{}: {}}}}}\n",
-                yq(&name),
-                yq(&val)
-            );
-            std::fs::write(case.path("hw.yaml"), hw).unwrap();
-            extra.push("--hardware-file".into());
-            extra.push(case.path("hw.yaml").into());
-            Want::Env(name)
-        }
-        Channel::SetEnvName => {
-            extra.push("--set".into());
-            extra.push(format!("env_vars.{v}=1").into());
-            // NAME=VALUE: a name cannot hold `=`; the first one ends it.
-            Want::Env(v.split('=').next().unwrap_or("").to_string())
-        }
-        Channel::SetEnvValue => {
-            extra.push("--set".into());
-            extra.push(format!("env_vars.HOSTILE={v}").into());
-            Want::Env("HOSTILE".into())
-        }
-        Channel::EnvFlagName => {
-            extra.push("--env".into());
-            extra.push(format!("{v}=1").into());
-            Want::Env(v.split('=').next().unwrap_or("").to_string())
-        }
-        Channel::EnvFlagValue => {
-            extra.push("--env".into());
-            extra.push(format!("HOSTILE={v}").into());
-            Want::Env("HOSTILE".into())
-        }
-        Channel::PluginOption => {
-            let plugin = "name: hostile\noptions:\n  val: {type: str, help: x}\nlaunch:\n  env: {HOSTILE: \"{val}\"}\n  trainer_overrides: [\"{val}\"]\n";
-            std::fs::write(case.path("p.yaml"), plugin).unwrap();
-            extra.push("--plugin-file".into());
-            extra.push(case.path("p.yaml").into());
-            extra.push("--plugin".into());
-            extra.push(format!("hostile:val={v}").into());
-            Want::Env("HOSTILE".into())
-        }
-        Channel::TrainerArg => {
-            trainer_args.push(v.clone());
-            Want::Arg
-        }
-        Channel::JobDir => {
-            // A path component: no `/`, and not `.` / `..`.
-            let comp = v.replace('/', "_");
-            if comp.is_empty() || comp == "." || comp == ".." || comp.contains('\0') {
-                Want::Refused
-            } else {
-                job_dir = case.path("jobs").join(&comp);
-                Want::Env("OVLAUNCH_JOB_DIR".into())
-            }
-        }
-        Channel::Account => {
-            extra.push("--account".into());
-            extra.push(v.clone().into());
-            Want::Directive("account")
-        }
-        Channel::Partition | Channel::Qos | Channel::Dependency => {
-            let flag = match channel {
-                Channel::Partition => "partition",
-                Channel::Qos => "qos",
-                _ => "dependency",
-            };
-            extra.push(format!("--{flag}").into());
-            extra.push(v.clone().into());
-            Want::Directive(flag)
-        }
-        Channel::ContainerImage => {
-            extra.push("--container-image".into());
-            extra.push(v.clone().into());
-            Want::SrunFlag(format!("--container-image={v}"))
-        }
-        Channel::ContainerWorkdir => {
-            extra.push("--container-image".into());
-            extra.push("img.sqsh".into());
-            extra.push("--container-workdir".into());
-            extra.push(v.clone().into());
-            Want::SrunFlag(format!("--container-workdir={v}"))
-        }
-        Channel::SbatchArg => {
-            extra.push(format!("--sbatch-arg=--comment={v}").into());
-            Want::Directive("comment")
-        }
-        Channel::ContainerMount => {
-            extra.push("--container-image".into());
-            extra.push("img.sqsh".into());
-            extra.push("--container-mount".into());
-            extra.push(v.clone().into());
-            // After the job directory's own mount, which is always first.
-            Want::SrunArg(format!(",{v}"))
-        }
+    let mut g = Given {
+        recipe: BASE.to_string(),
+        extra: Vec::new(),
+        trainer_args: Vec::new(),
+        job_dir: case.path("jobs/job"),
     };
+    let want = feed(channel, &v, &case, &mut g);
     // An argument cannot carry NUL (execve stops at it): only files can bring one.
     let via_argument = !matches!(
         channel,
@@ -385,8 +253,8 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
     if matches!(want, Want::Refused) || (via_argument && v.contains('\0')) {
         return Ok("not applicable");
     }
-    let extra_refs: Vec<&std::ffi::OsStr> = extra.iter().map(|s| s.as_os_str()).collect();
-    let o = case.submit(&recipe, &job_dir, &extra_refs, &trainer_args);
+    let extra_refs: Vec<&std::ffi::OsStr> = g.extra.iter().map(|s| s.as_os_str()).collect();
+    let o = case.submit(&g.recipe, &g.job_dir, &extra_refs, &g.trainer_args);
     let stderr = common::stderr(&o.out);
     if canary.exists() {
         return Err(format!(
@@ -409,6 +277,170 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
         Some(0) => {}
         other => return Err(format!("{channel:?}: exit {other:?} for {v:?}\n{stderr}")),
     }
+    delivered(channel, &v, want, &g.job_dir, &case, o)
+}
+
+/// Where the value must arrive if accepted.
+enum Want {
+    Env(String),
+    Arg,
+    Directive(&'static str),
+    SrunArg(String),
+    SrunFlag(String),
+    HeaderOnly,
+    Refused,
+}
+
+/// What a case submits: the recipe text, extra flags, trainer arguments, the job directory.
+struct Given {
+    recipe: String,
+    extra: Vec<std::ffi::OsString>,
+    trainer_args: Vec<String>,
+    job_dir: PathBuf,
+}
+
+/// Puts value `v` into `channel` of what the case submits; where it must arrive.
+fn feed(channel: Channel, v: &String, case: &Case, g: &mut Given) -> Want {
+    match channel {
+        Channel::RecipeEnvName => {
+            g.recipe
+                .push_str(&format!("env_vars: {{{}: \"1\"}}\n", yq(v)));
+            Want::Env(v.clone())
+        }
+        Channel::RecipeEnvValue => {
+            g.recipe
+                .push_str(&format!("env_vars: {{HOSTILE: {}}}\n", yq(v)));
+            Want::Env("HOSTILE".into())
+        }
+        Channel::RecipeName => {
+            g.recipe = g
+                .recipe
+                .replace("name: hostile-recipe", &format!("name: {}", yq(v)));
+            Want::HeaderOnly
+        }
+        Channel::BridgeRecipe => {
+            g.recipe.push_str(&format!("bridge_recipe: {}\n", yq(v)));
+            Want::HeaderOnly
+        }
+        Channel::RecipeTrainerArg => {
+            g.recipe.push_str(&format!(
+                "trainer: [python3, -c, {}, {}]\n",
+                yq(DUMP),
+                yq(v)
+            ));
+            Want::Arg
+        }
+        Channel::HardwareEnvName | Channel::HardwareEnvValue => {
+            let (name, val) = if channel == Channel::HardwareEnvName {
+                (v.clone(), "1".to_string())
+            } else {
+                ("HOSTILE".to_string(), v.clone())
+            };
+            let hw = format!(
+                "- {{kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1, env: {{{}: {}}}}}\n",
+                yq(&name),
+                yq(&val)
+            );
+            std::fs::write(case.path("hw.yaml"), hw).unwrap();
+            g.extra.push("--hardware-file".into());
+            g.extra.push(case.path("hw.yaml").into());
+            Want::Env(name)
+        }
+        Channel::SetEnvName => {
+            g.extra.push("--set".into());
+            g.extra.push(format!("env_vars.{v}=1").into());
+            // NAME=VALUE: a name cannot hold `=`; the first one ends it.
+            Want::Env(v.split('=').next().unwrap_or("").to_string())
+        }
+        Channel::SetEnvValue => {
+            g.extra.push("--set".into());
+            g.extra.push(format!("env_vars.HOSTILE={v}").into());
+            Want::Env("HOSTILE".into())
+        }
+        Channel::EnvFlagName => {
+            g.extra.push("--env".into());
+            g.extra.push(format!("{v}=1").into());
+            Want::Env(v.split('=').next().unwrap_or("").to_string())
+        }
+        Channel::EnvFlagValue => {
+            g.extra.push("--env".into());
+            g.extra.push(format!("HOSTILE={v}").into());
+            Want::Env("HOSTILE".into())
+        }
+        Channel::PluginOption => {
+            let plugin = "name: hostile\noptions:\n  val: {type: str, help: x}\nlaunch:\n  env: {HOSTILE: \"{val}\"}\n  trainer_overrides: [\"{val}\"]\n";
+            std::fs::write(case.path("p.yaml"), plugin).unwrap();
+            g.extra.push("--plugin-file".into());
+            g.extra.push(case.path("p.yaml").into());
+            g.extra.push("--plugin".into());
+            g.extra.push(format!("hostile:val={v}").into());
+            Want::Env("HOSTILE".into())
+        }
+        Channel::TrainerArg => {
+            g.trainer_args.push(v.clone());
+            Want::Arg
+        }
+        Channel::JobDir => {
+            // A path component: no `/`, and not `.` / `..`.
+            let comp = v.replace('/', "_");
+            if comp.is_empty() || comp == "." || comp == ".." || comp.contains('\0') {
+                Want::Refused
+            } else {
+                g.job_dir = case.path("jobs").join(&comp);
+                Want::Env("OVLAUNCH_JOB_DIR".into())
+            }
+        }
+        Channel::Account => {
+            g.extra.push("--account".into());
+            g.extra.push(v.clone().into());
+            Want::Directive("account")
+        }
+        Channel::Partition | Channel::Qos | Channel::Dependency => {
+            let flag = match channel {
+                Channel::Partition => "partition",
+                Channel::Qos => "qos",
+                _ => "dependency",
+            };
+            g.extra.push(format!("--{flag}").into());
+            g.extra.push(v.clone().into());
+            Want::Directive(flag)
+        }
+        Channel::ContainerImage => {
+            g.extra.push("--container-image".into());
+            g.extra.push(v.clone().into());
+            Want::SrunFlag(format!("--container-image={v}"))
+        }
+        Channel::ContainerWorkdir => {
+            g.extra.push("--container-image".into());
+            g.extra.push("img.sqsh".into());
+            g.extra.push("--container-workdir".into());
+            g.extra.push(v.clone().into());
+            Want::SrunFlag(format!("--container-workdir={v}"))
+        }
+        Channel::SbatchArg => {
+            g.extra.push(format!("--sbatch-arg=--comment={v}").into());
+            Want::Directive("comment")
+        }
+        Channel::ContainerMount => {
+            g.extra.push("--container-image".into());
+            g.extra.push("img.sqsh".into());
+            g.extra.push("--container-mount".into());
+            g.extra.push(v.clone().into());
+            // After the job directory's own mount, which is always first.
+            Want::SrunArg(format!(",{v}"))
+        }
+    }
+}
+
+/// Whether an accepted value arrived where it must, and nothing else did.
+fn delivered(
+    channel: Channel,
+    v: &String,
+    want: Want,
+    job_dir: &Path,
+    case: &Case,
+    o: Outcome,
+) -> std::result::Result<&'static str, String> {
     let script = o.script.ok_or("no script")?;
     let log = std::fs::read_to_string(case.path("job.log")).unwrap_or_default();
     // No directive but ovlaunch's own (and the one under test).
@@ -440,7 +472,7 @@ fn check(channel: Channel, value: &str) -> std::result::Result<&'static str, Str
         // `--set` values are YAML: only text arrives as written (numbers and booleans take
         // Bridge's `str()` spelling, null unsets).
         Want::Env(_)
-            if channel == Channel::SetEnvValue && !ovlaunch::yaml::parse_value(&v).is_string() => {}
+            if channel == Channel::SetEnvValue && !ovlaunch::yaml::parse_value(v).is_string() => {}
         Want::Env(name) => {
             let expect = match channel {
                 Channel::RecipeEnvName | Channel::HardwareEnvName => "1".to_string(),

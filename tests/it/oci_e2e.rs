@@ -347,10 +347,18 @@ fn oci_containers_see_the_job_directory() {
     let Some(c) = Cluster::start() else { return };
     let rootfs = c.path("rootfs");
     busybox_rootfs(&rootfs);
+    ranks_run_in_containers_through_the_copied_runtime(&c, &rootfs);
+    an_unmounted_job_directory_fails_naming_the_file(&c, &rootfs);
+    one_task_per_gpu_is_refused_on_this_slurm(&c, &rootfs);
+    unset_variables_stay_unset_in_a_container(&c, &rootfs);
+}
 
+/// Step 1: 2 nodes x 2 ranks, each in the container through the copied static rank runtime; the
+/// dry run's script is one sbatch accepts. 1b: the same job from a site profile.
+fn ranks_run_in_containers_through_the_copied_runtime(c: &Cluster, rootfs: &Path) {
     // 1. 2 nodes x 2 ranks, each in the container through the copied static rank runtime.
     let dir = c.path("jobs/oci");
-    let args = job_args(&rootfs, &dir);
+    let args = job_args(rootfs, &dir);
     let mut submit = vec!["submit".to_string()];
     submit.extend(args.iter().cloned());
     let argv: Vec<&str> = submit.iter().map(String::as_str).collect();
@@ -360,7 +368,7 @@ fn oci_containers_see_the_job_directory() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
             .unwrap();
     let id = rec["job_id"].as_str().unwrap().to_string();
-    let (state, code) = wait_job(&c, &id, &dir);
+    let (state, code) = wait_job(c, &id, &dir);
     assert_eq!(state, "COMPLETED", "exit {code}\n{}", log(&dir));
     // sbatch read the quoted #SBATCH value back exactly.
     let o = c
@@ -435,7 +443,7 @@ fn oci_containers_see_the_job_directory() {
 
     // The dry run's stdout is a script sbatch accepts as it is.
     let mut dry = vec!["submit".to_string(), "--dry-run".to_string()];
-    dry.extend(job_args(&rootfs, &c.path("jobs/oci-dry")));
+    dry.extend(job_args(rootfs, &c.path("jobs/oci-dry")));
     let argv: Vec<&str> = dry.iter().map(String::as_str).collect();
     let o = c.ovlaunch(&argv);
     assert!(o.status.success(), "{}", common::stderr(&o));
@@ -456,13 +464,17 @@ fn oci_containers_see_the_job_directory() {
     // 1b. The same container job from a site profile: the image, the mounts and the rank
     //     runtime come from `.ovlaunch.yaml` (the rank runtime is the one a plain
     //     `cargo build --release` puts next to the launcher, static), not from flags.
-    profile_job(&c, &rootfs);
+    profile_job(c, rootfs);
+}
 
+/// Step 2, a negative control: the job directory left out of the container's mounts fails, and the
+/// log names the file the container could not find.
+fn an_unmounted_job_directory_fails_naming_the_file(c: &Cluster, rootfs: &Path) {
     // 2. Negative control: the same job with the job directory left out of the container's
     //    mounts fails, and the log names the file the container could not find.
     let dir = c.path("jobs/oci-unmounted");
     let mut render = vec!["render".to_string()];
-    render.extend(job_args(&rootfs, &dir));
+    render.extend(job_args(rootfs, &dir));
     let argv: Vec<&str> = render.iter().map(String::as_str).collect();
     let o = c.ovlaunch(&argv);
     assert!(o.status.success(), "render failed: {}", common::stderr(&o));
@@ -486,7 +498,7 @@ fn oci_containers_see_the_job_directory() {
         .unwrap();
     assert!(o.status.success(), "{}", common::stderr(&o));
     let id = common::stdout(&o).trim().to_string();
-    let (state, _) = wait_job(&c, &id, &dir);
+    let (state, _) = wait_job(c, &id, &dir);
     let text = log(&dir);
     assert_eq!(state, "FAILED", "{text}");
     let runtime = dir.join("ovlaunch-rank");
@@ -498,14 +510,18 @@ fn oci_containers_see_the_job_directory() {
         "the failure names the rank runtime the container cannot see:\n{text}"
     );
     assert!(!dir.join("ranks").exists(), "no rank started");
+}
 
+/// Step 3: one task per GPU in OCI containers needs Slurm 23.02: refused before anything is
+/// written, and this Slurm itself fails such a step.
+fn one_task_per_gpu_is_refused_on_this_slurm(c: &Cluster, rootfs: &Path) {
     // 3. One task per GPU in OCI containers needs Slurm 23.02 (22.05 runs at most one task
     //    per node in a container step): refused before anything is written. The accepted
     //    path (Slurm >= 23.02) cannot run here, Debian 12 ships 22.05; its version gate is
     //    a unit test of `backend::slurm`.
     let dir = c.path("jobs/oci-srun");
     let mut args = vec!["submit".to_string()];
-    args.extend(job_args(&rootfs, &dir).into_iter().filter(|a| {
+    args.extend(job_args(rootfs, &dir).into_iter().filter(|a| {
         !["--launcher", "torchrun", "--torchrun-flags", "underscore"].contains(&a.as_str())
     }));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -539,7 +555,7 @@ fn oci_containers_see_the_job_directory() {
         .unwrap();
     assert!(o.status.success(), "{}", common::stderr(&o));
     let id = common::stdout(&o).trim().to_string();
-    let (state, _) = wait_job(&c, &id, &dir);
+    let (state, _) = wait_job(c, &id, &dir);
     assert_eq!(state, "FAILED", "{}", log(&dir));
     let slurmd_logs: String = ["node1", "node2"]
         .iter()
@@ -555,14 +571,17 @@ fn oci_containers_see_the_job_directory() {
         "slurmstepd refuses two tasks per node in a container step:\n{}\n{slurmd_logs}",
         log(&dir)
     );
+}
 
+/// Step 4: unset variables stay unset inside a container whose image sets them.
+fn unset_variables_stay_unset_in_a_container(c: &Cluster, rootfs: &Path) {
     // 4. Unset variables stay unset inside a container whose image sets them: the image's
     //    environment (the bundle's `process.env`, which the container starts with) and the
     //    submitting shell both carry them; the plan removes them, so no rank sees them,
     //    while an image variable the plan leaves alone arrives.
     let dir = c.path("jobs/oci-unset");
     let mut render = vec!["render".to_string()];
-    let args = job_args(&rootfs, &dir);
+    let args = job_args(rootfs, &dir);
     let split = args.iter().position(|a| a == "--").unwrap();
     render.extend(args[..split].iter().cloned());
     for k in ["OVL_IMAGE_VAR", "OVL_HOST_AND_IMAGE"] {
@@ -593,7 +612,7 @@ fn oci_containers_see_the_job_directory() {
         .unwrap();
     assert!(o.status.success(), "{}", common::stderr(&o));
     let id = common::stdout(&o).trim().to_string();
-    let (state, code) = wait_job(&c, &id, &dir);
+    let (state, code) = wait_job(c, &id, &dir);
     assert_eq!(state, "COMPLETED", "exit {code}\n{}", log(&dir));
     let r = ranks(&dir);
     assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));

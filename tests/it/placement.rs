@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
 use ovlaunch::plan::Plan;
-use ovlaunch::render::launch::{self, LaunchOptions, LaunchSpec};
+use ovlaunch::render::launch::{self, LaunchOptions, LaunchSpec, Target};
+use ovlaunch::render::slurm::SlurmOptions;
 use ovlaunch::resolve;
 use ovlaunch::version::Stack;
 use ovlaunch_rank::affinity::{PlacementInput, decide};
@@ -40,8 +41,11 @@ fn spec_for(plan: &Plan) -> LaunchSpec {
     launch::build(
         plan,
         &LaunchOptions {
-            time: "00:10:00".into(),
-            exclusive: true,
+            target: Target::Slurm(SlurmOptions {
+                time: "00:10:00".into(),
+                exclusive: true,
+                ..Default::default()
+            }),
             rank_runtime: Some("ovlaunch-rank".into()),
             command_line: "test".into(),
             ..LaunchOptions::new("p", "/jobs/p")
@@ -81,6 +85,8 @@ fn nvl72_segment_sizing_table() {
         let p = plan_for(&tiny, gpus, None);
         let spec = spec_for(&p);
         let got = spec
+            .slurm()
+            .unwrap()
             .directives
             .get("segment")
             .cloned()

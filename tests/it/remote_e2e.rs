@@ -10,7 +10,13 @@
 //! mid-sbatch (the job is queued once and recorded); the connection killed mid-upload
 //! (nothing is left on the login node, nothing is queued, and the same command then works).
 //! The connection is killed by killing the laptop's ssh master process, as a dropped
-//! network does. Only GPUs are absent (the `cpu` hardware kind).
+//! network does. Then: `logs -f` across a rotation and a truncation of the output file on
+//! the login node; `--package` of a Megatron-Bridge checkout (a stand-in with a marker
+//! module: no Bridge training runs here) whose own runner the job runs, importing the
+//! packaged Bridge, with `{experiment_dir}` made on the login node; `list --host` and
+//! `status --host` reading the login node's records (a job submitted there directly
+//! included), and a copy here that the record there contradicts refused. Only GPUs are
+//! absent (the `cpu` hardware kind).
 //!
 //! Needs root, `.ci/install.sh` (slurm, oci, ssh, torch) and the static rank runtime
 //! (`scripts/build-rank-runtime.sh`). Without them the test prints why and passes, unless
@@ -339,7 +345,16 @@ fn busybox_rootfs(at: &Path) {
 #[test]
 fn laptop_to_cluster_over_real_ssh() {
     let Some(r) = Remote::start() else { return };
+    an_unknown_host_key_is_refused(&r);
+    a_container_job_imports_the_packaged_repository(&r);
+    cancel_from_the_laptop(&r);
+    a_connection_cut_during_sbatch_queues_one_job(&r);
+    a_connection_cut_mid_upload_leaves_nothing(&r);
+    list_from_the_laptop(&r);
+}
 
+/// Step 1, a negative control: the same server under an alias whose known_hosts lacks its key.
+fn an_unknown_host_key_is_refused(r: &Remote) {
     // 1. Negative control: the same server under an alias whose known_hosts lacks its key.
     let mut a = r.submit_args("stranger-job");
     a[2] = "stranger".into();
@@ -354,10 +369,14 @@ fn laptop_to_cluster_over_real_ssh() {
     assert!(!r.remote_jobs().join("stranger-job").exists());
     assert!(!r.local_record("stranger-job").exists());
     assert!(r.squeue_named("stranger-job").is_empty());
+}
 
+/// Step 2: a crun container job (2 nodes x 2 ranks, torchrun in the container) whose trainer
+/// imports the packaged git repository; its record on both sides; logs -f and status.
+fn a_container_job_imports_the_packaged_repository(r: &Remote) {
     // 2. A crun container job (2 nodes x 2 ranks, torchrun in the container) whose trainer
     //    imports the packaged git repository.
-    let repo = packaged_repo(&r);
+    let repo = packaged_repo(r);
     let rootfs = r.cluster.dir.path().join("rootfs");
     busybox_rootfs(&rootfs);
     let mut a = r.submit_args("boxed");
@@ -449,7 +468,10 @@ fn laptop_to_cluster_over_real_ssh() {
             "imported from the unpacked package: {rec}"
         );
     }
+}
 
+/// Step 3: cancel from the laptop.
+fn cancel_from_the_laptop(r: &Remote) {
     // 3. cancel from the laptop.
     let mut a = r.submit_args("sleeper");
     a.extend(["--".into(), "sleep".into(), "300".into()]);
@@ -467,7 +489,11 @@ fn laptop_to_cluster_over_real_ssh() {
         assert!(Instant::now() < deadline, "{}", common::stdout(&o));
         std::thread::sleep(Duration::from_millis(500));
     }
+}
 
+/// Step 4: the connection dies while sbatch runs on the login node: reconnected, the answer
+/// is read back, one job queued.
+fn a_connection_cut_during_sbatch_queues_one_job(r: &Remote) {
     // 4. The connection dies while sbatch runs on the login node (an sbatch that takes 4 s,
     //    first on the sessions' PATH): reconnected, the answer is read back, one job queued.
     let slow = r.ssh.join("bin/sbatch");
@@ -524,7 +550,11 @@ fn laptop_to_cluster_over_real_ssh() {
         common::stdout(&o).lines().map(str::to_string).collect()
     };
     assert_eq!(ids, vec![id.clone()], "queued exactly once");
+}
 
+/// Step 5: the connection dies mid-upload: nothing on the login node, nothing queued, no
+/// record here; the same command then goes through.
+fn a_connection_cut_mid_upload_leaves_nothing(r: &Remote) {
     // 5. The connection dies mid-upload (a 96 MiB package): nothing on the login node,
     //    nothing queued, no record here; the same command then goes through.
     let big = r.home.join("work/big");
@@ -600,7 +630,10 @@ fn laptop_to_cluster_over_real_ssh() {
         rec["package"]["bytes"].as_u64().unwrap() > 100_000_000,
         "{rec}"
     );
+}
 
+/// Step 6: list from the laptop shows every job it submitted.
+fn list_from_the_laptop(r: &Remote) {
     // 6. list from the laptop shows every job it submitted, with its remote directory.
     let o = r.ovlaunch(&["list", "-o", "json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
@@ -613,4 +646,315 @@ fn laptop_to_cluster_over_real_ssh() {
         .collect();
     names.sort();
     assert_eq!(names, ["boxed", "cut", "dropped", "sleeper"]);
+
+    rotated_and_truncated_output_through_ssh(&r);
+    packaged_bridge_checkout_is_the_bridge_root(&r);
+    the_login_nodes_records_are_the_evidence(&r);
+}
+
+/// `logs -f` from the laptop while the job rotates its output file (renamed away with
+/// unread lines in it, a new one created) and then truncates it and writes it again: every
+/// line once, in order.
+fn rotated_and_truncated_output_through_ssh(r: &Remote) {
+    // The job waits for the test's word (a file) before each change, given once the reader
+    // has passed on everything written so far: the change then lands between two reads.
+    let script = "out=\"$OVLAUNCH_JOB_DIR/slurm-$SLURM_JOB_ID.out\"; \
+        wait_for() { while [ ! -e \"$OVLAUNCH_JOB_DIR/$1\" ]; do sleep 0.2; done; }; \
+        for i in $(seq 1 30); do echo tok-a-$i; done; wait_for go1; \
+        echo tok-b-1; echo tok-b-2; sleep 0.3; \
+        mv \"$out\" \"$out.1\"; exec >> \"$out\"; \
+        for i in $(seq 1 30); do echo tok-c-$i; done; wait_for go2; \
+        : > \"$out\"; for i in $(seq 1 5); do echo tok-d-$i; done; sleep 2";
+    let mut a = r.submit_args("rotating");
+    let gpus = a.iter().position(|x| x == "cpux2").unwrap();
+    a[gpus] = "cpux1".into();
+    a.extend(["--", "bash", "-c", script].into_iter().map(str::to_string));
+    let o = r.ovlaunch(&argv(&a));
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let dir = r.remote_jobs().join("rotating");
+    let mut child = r
+        .laptop(r.home.join("bin/ovlaunch").to_str().unwrap(), &r.home)
+        .args(["logs", "--follow", "rotating"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let got = got.clone();
+        let mut from = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while from.read_line(&mut line).unwrap_or(0) > 0 {
+                got.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        })
+    };
+    for (seen, word) in [("tok-a-30\n", "go1"), ("tok-c-30\n", "go2")] {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !got.lock().unwrap().contains(seen) {
+            assert!(
+                Instant::now() < deadline,
+                "{seen:?} never came: {}",
+                got.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::fs::write(dir.join(word), "").unwrap();
+    }
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    let out = got.lock().unwrap().clone();
+    assert!(status.success(), "{out}");
+    let seen: Vec<&str> = out
+        .split(|c: char| c.is_whitespace())
+        .filter(|w| w.starts_with("tok-"))
+        .collect();
+    let mut want: Vec<String> = (1..=30).map(|i| format!("tok-a-{i}")).collect();
+    want.extend(["tok-b-1".into(), "tok-b-2".into()]);
+    want.extend((1..=30).map(|i| format!("tok-c-{i}")));
+    want.extend((1..=5).map(|i| format!("tok-d-{i}")));
+    assert_eq!(seen, want, "{out}");
+    // It was rotated for real: the old file holds the first lines.
+    let rotated: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".out.1"))
+        .collect();
+    assert_eq!(rotated.len(), 1, "{rotated:?}");
+    assert!(
+        std::fs::read_to_string(dir.join(&rotated[0]))
+            .unwrap()
+            .contains("tok-b-2")
+    );
+
+    // A 1.5 GiB output file (sparse) on the login node passes through `logs` on the laptop
+    // under a 1 GiB address-space limit; a FIFO there is refused at once, not waited on.
+    let out = dir.join(rotated[0].trim_end_matches(".1"));
+    let f = std::fs::File::create(&out).unwrap();
+    f.set_len(1536 << 20).unwrap();
+    drop(f);
+    let o = r
+        .laptop("bash", &r.home)
+        .args(["-c", "ulimit -v 1048576; \"$0\" logs rotating | wc -c"])
+        .arg(r.home.join("bin/ovlaunch"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert_eq!(common::stdout(&o).trim(), (1536u64 << 20).to_string());
+    std::fs::remove_file(&out).unwrap();
+    nix::unistd::mkfifo(&out, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let started = Instant::now();
+    let o = r.ovlaunch(&["logs", "rotating"]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("is not a regular file"),
+        "{}",
+        common::stderr(&o)
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    std::fs::remove_file(&out).unwrap();
+}
+
+/// `--package DIR` of a Megatron-Bridge checkout (a stand-in with a marker module and its own
+/// runner) is the Bridge root: Bridge's runner from the checkout runs and imports the
+/// packaged Bridge, and `{experiment_dir}` is created on the login node, not here.
+fn packaged_bridge_checkout_is_the_bridge_root(r: &Remote) {
+    let checkout = r.home.join("work/Megatron-Bridge");
+    std::fs::create_dir_all(checkout.join("src/megatron/bridge")).unwrap();
+    std::fs::create_dir_all(checkout.join("scripts/training")).unwrap();
+    std::fs::write(checkout.join("src/megatron/__init__.py"), "").unwrap();
+    std::fs::write(
+        checkout.join("src/megatron/bridge/__init__.py"),
+        "MARKER = 'the packaged Megatron-Bridge checkout'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        checkout.join("scripts/training/run_recipe.py"),
+        "import json, os, sys\n\
+         import megatron.bridge as mb\n\
+         save = [a.split('=', 1)[1].strip(\"'\") for a in sys.argv if a.startswith('checkpoint.save=')]\n\
+         out = os.path.join(os.environ['OVLAUNCH_JOB_DIR'], 'bridge.json')\n\
+         with open(out, 'w') as f:\n\
+         \x20   json.dump({'runner': os.path.abspath(__file__), 'bridge': mb.__file__, 'marker': mb.MARKER, 'save': save, 'experiment_exists': [os.path.isdir(os.path.dirname(s)) for s in save]}, f)\n\
+         print('runner imported', mb.MARKER, flush=True)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        r.home.join("tiny-bridge.yaml"),
+        "name: tiny-bridge\nbridge_recipe: llama3_8b_pretrain_config\n\
+         model: {num_layers: 2, hidden_size: 64, ffn_hidden_size: 128, num_attention_heads: 4, num_query_groups: 4, tensor_model_parallel_size: 1, pipeline_model_parallel_size: 1, context_parallel_size: 1}\n\
+         train: {global_batch_size: 8, micro_batch_size: 1, train_iters: 2}\n",
+    )
+    .unwrap();
+    r.chown();
+    // Bridge's runner is started as `python`: the login node's sessions have python3.
+    let python = r.ssh.join("bin/python");
+    std::fs::write(&python, "#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n").unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&python)
+        .status()
+        .unwrap();
+    let mut a = r.submit_args("bridged");
+    let at = a.iter().position(|x| x.ends_with("tiny.yaml")).unwrap();
+    a[at] = r.home.join("tiny-bridge.yaml").display().to_string();
+    let gpus = a.iter().position(|x| x == "cpux2").unwrap();
+    a[gpus] = "cpux1".into();
+    a.extend(
+        [
+            "--package",
+            checkout.to_str().unwrap(),
+            "--no-container",
+            "--set",
+            "checkpoint.save={experiment_dir}/ckpt",
+        ]
+        .into_iter()
+        .map(str::to_string),
+    );
+    // The dry run states the decision.
+    let mut dry = a.clone();
+    dry.extend(["--dry-run".into(), "--explain".into()]);
+    let o = r.ovlaunch(&argv(&dry));
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("trainer.runner = ")
+            && common::stderr(&o).contains("Megatron-Bridge checkout"),
+        "{}",
+        common::stderr(&o)
+    );
+    let o = r.ovlaunch(&argv(&a));
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = r.ovlaunch(&["logs", "--follow", "bridged"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).contains("runner imported the packaged Megatron-Bridge checkout"),
+        "{}",
+        common::stdout(&o)
+    );
+    std::fs::remove_file(&python).unwrap();
+    let dir = r.remote_jobs().join("bridged");
+    let rec = json(&dir.join("bridge.json"));
+    assert_eq!(
+        rec["runner"],
+        format!("{}/code/scripts/training/run_recipe.py", dir.display())
+    );
+    assert_eq!(
+        rec["bridge"],
+        format!("{}/code/src/megatron/bridge/__init__.py", dir.display())
+    );
+    let experiment = r.remote_jobs().join("experiments/bridged");
+    assert_eq!(
+        rec["save"],
+        serde_json::json!([format!("{}/ckpt", experiment.display())])
+    );
+    assert_eq!(rec["experiment_exists"], serde_json::json!([true]));
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&experiment).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700, "{experiment:?}");
+    assert!(
+        !r.home
+            .join(".local/state/ovlaunch/jobs/experiments")
+            .exists(),
+        "the experiment directory is made on the login node only"
+    );
+    assert_eq!(
+        json(&r.local_record("bridged"))["package"]["bridge_checkout"],
+        true
+    );
+}
+
+/// `list --host` shows the login node's jobs, also one submitted there and not from this
+/// laptop; `status --host` finds that one there; a copy here that the login node's record
+/// contradicts is refused.
+fn the_login_nodes_records_are_the_evidence(r: &Remote) {
+    let roots = r.remote_jobs();
+    let o = r.cluster.ovlaunch(&[
+        "submit",
+        "--jobs-root",
+        roots.to_str().unwrap(),
+        "--job-name",
+        "onlogin",
+        "--recipe",
+        r.home.join("tiny.yaml").to_str().unwrap(),
+        "--gpus",
+        "cpux1",
+        "--mpi",
+        "none",
+        "--time",
+        "00:03:00",
+        "--rank-runtime",
+        static_rank_runtime().to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let place = [
+        "--host",
+        "cluster",
+        "--remote-jobs-root",
+        roots.to_str().unwrap(),
+    ];
+    let mut args = vec!["list", "-o", "json"];
+    args.extend(place);
+    let o = r.ovlaunch(&args);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let listed: Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+    let rows = listed.as_array().unwrap();
+    let mut names: Vec<&str> = rows
+        .iter()
+        .map(|j| j["job_name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "boxed", "bridged", "cut", "dropped", "onlogin", "rotating", "sleeper"
+        ],
+        "each once"
+    );
+    for row in rows {
+        assert_eq!(row["host"], "cluster", "{row}");
+        assert!(
+            row["job_dir"]
+                .as_str()
+                .unwrap()
+                .starts_with(roots.to_str().unwrap()),
+            "{row}"
+        );
+    }
+    let onlogin = rows.iter().find(|j| j["job_name"] == "onlogin").unwrap();
+    assert_eq!(
+        onlogin["recipe"], "tiny",
+        "plan facts read on the login node: {onlogin}"
+    );
+    // Without --host the laptop knows only its own copies.
+    let o = r.ovlaunch(&["status", "onlogin"]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    let mut args = vec!["status"];
+    args.extend(place);
+    args.push("onlogin");
+    let o = r.ovlaunch(&args);
+    assert!(
+        o.status.success() && common::stdout(&o).contains(" onlogin "),
+        "{}{}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
+    // The login node's record names another job than the copy here: refused.
+    let there = r.remote_jobs().join("sleeper/submission.json");
+    let mut rec = json(&there);
+    let id = rec["job_id"].as_str().unwrap().to_string();
+    rec["job_id"] = Value::String(format!("{}", id.parse::<u64>().unwrap() + 1000));
+    std::fs::write(&there, serde_json::to_string_pretty(&rec).unwrap()).unwrap();
+    let o = r.ovlaunch(&["status", "sleeper"]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains(&format!("names job id {id}, the record on cluster")),
+        "{}",
+        common::stderr(&o)
+    );
 }

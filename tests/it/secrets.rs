@@ -1,7 +1,8 @@
 //! Secrets reach the job through `secrets.env` and nowhere else. Marker values go in through
 //! every channel a secret can take (`--env`, `--set env_vars.`, a recipe's and a hardware
 //! file's env, a plugin option, a plugin passthrough from the launcher's environment, `--env
-//! NAME` taking the launcher's own value, a Bridge config field that holds a secret), with
+//! NAME` taking the launcher's own value, a project profile's env, a Bridge config field that
+//! holds a secret), with
 //! names from every branch of the secret rule (`*_TOKEN`, `TOKEN`, `*_KEY`, `*SECRET*`,
 //! `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`). Then every output is searched: stdout and
 //! stderr of every command that shows a plan, an env, a script or a job, every error message
@@ -28,7 +29,11 @@ const SECRETS: &[(&str, &str)] = &[
     ("SITE_PASSWORD", "mk7-env-password"),
     ("GOOGLE_APPLICATION_CREDENTIALS", "mk8-credentials"),
     ("NGC_API_KEY", "mk9-launcher-env-by-name"),
+    ("SITE_DB_SECRET", "mk10-profile-env"),
 ];
+
+/// The project's profile, whose env holds a secret.
+const PROFILE: &str = "profiles:\n  sec:\n    env: {SITE_DB_SECRET: mk10-profile-env}\n";
 
 const RECIPE: &str = "name: secretive\ntrainer: [\"true\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 1, micro_batch_size: 1}\nenv_vars: {DB_PASSWD: mk3-recipe-passwd, PLAIN_VAR: visible}\n";
 const HARDWARE: &str = "- {kind: cpu, description: x, generation: cpu, arch_major: 0, gpus_per_node: 4, nvlink_domain_size: 1, env: {TOKEN: mk4-hardware-token}}\n";
@@ -70,6 +75,7 @@ impl Env {
         std::fs::write(p.join("r.yaml"), RECIPE).unwrap();
         std::fs::write(p.join("hw.yaml"), HARDWARE).unwrap();
         std::fs::write(p.join("passer.yaml"), PLUGIN).unwrap();
+        std::fs::write(p.join(".ovlaunch.yaml"), PROFILE).unwrap();
         std::fs::create_dir(p.join("bin")).unwrap();
         for (n, t) in [("sbatch", SBATCH), ("srun", SRUN)] {
             std::fs::write(p.join("bin").join(n), t).unwrap();
@@ -99,6 +105,8 @@ impl Env {
             &self.p("passer.yaml"),
             "--plugin",
             "passer",
+            "--profile",
+            "sec",
             "--plugin",
             "wandb:project=p,api_key=mk5-plugin-option",
             "--env",
@@ -161,6 +169,16 @@ fn all_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 #[test]
 fn secrets_appear_only_in_secrets_env() {
     let env = Env::new();
+    commands_showing_a_plan_show_no_secret(&env);
+    errors_naming_a_secrets_flag_show_no_secret(&env);
+    errors_quoting_a_secrets_line_show_no_secret(&env);
+    tune_and_estimate_show_no_secret(&env);
+    a_submitted_job_holds_secrets_only_in_secrets_env(&env);
+}
+
+/// Every command that shows a plan, an env or a script; the job directory `torchrun` writes;
+/// the trainer's override words.
+fn commands_showing_a_plan_show_no_secret(env: &Env) {
     let plan = env.plan_flags();
     let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
         head.iter()
@@ -169,7 +187,6 @@ fn secrets_appear_only_in_secrets_env() {
             .chain(tail.iter().map(|s| s.to_string()))
             .collect()
     };
-
     // Every command that shows a plan, an env or a script.
     for (what, args) in [
         ("dry run", with(&[], &["--dry-run", "--job-name", "s"])),
@@ -255,7 +272,18 @@ fn secrets_appear_only_in_secrets_env() {
         common::stdout(&o).contains("<redacted>"),
         "the secrets are in the plan, redacted"
     );
+}
 
+/// Errors that name a secret's flag.
+fn errors_naming_a_secrets_flag_show_no_secret(env: &Env) {
+    let plan = env.plan_flags();
+    let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
+        head.iter()
+            .map(|s| s.to_string())
+            .chain(plan.iter().cloned())
+            .chain(tail.iter().map(|s| s.to_string()))
+            .collect()
+    };
     // Errors that name a secret's flag.
     for (what, args) in [
         (
@@ -336,7 +364,10 @@ fn secrets_appear_only_in_secrets_env() {
         assert_eq!(o.status.code(), Some(2), "{what}: {}", common::stderr(&o));
         assert_clean_output(what, &o);
     }
+}
 
+/// Errors whose source excerpt quotes the line of a secret; a profile's typo next to its secret.
+fn errors_quoting_a_secrets_line_show_no_secret(env: &Env) {
     // Errors whose source excerpt quotes the line of a secret (a typo next to it), a
     // malformed `--env`, and a plugin option that feeds a secret without a secret's name.
     let dir = env.dir.path();
@@ -413,7 +444,7 @@ fn secrets_appear_only_in_secrets_env() {
     )
     .unwrap();
     let o = env.run(&plus(base("r.yaml", "hw.yaml"), &["--profile", "x"]));
-    std::fs::remove_file(dir.join(".ovlaunch.yaml")).unwrap();
+    std::fs::write(dir.join(".ovlaunch.yaml"), PROFILE).unwrap();
     assert_eq!(
         o.status.code(),
         Some(2),
@@ -426,6 +457,10 @@ fn secrets_appear_only_in_secrets_env() {
         common::stderr(&o)
     );
     assert_clean_output("a typo next to a profile's secret", &o);
+}
+
+/// tune's launch commands and estimate: the --set secret is not repeated.
+fn tune_and_estimate_show_no_secret(env: &Env) {
     // tune's launch commands and estimate: the --set secret is not repeated.
     for (what, head) in [
         ("tune", vec!["tune", "--top", "2"]),
@@ -449,7 +484,19 @@ fn secrets_appear_only_in_secrets_env() {
         assert!(!common::stdout(&o).is_empty(), "{what} printed nothing");
         assert_clean_output(what, &o);
     }
+}
 
+/// A real submission: every file of the job directory but secrets.env, the job's log, submit's
+/// own output, status and list.
+fn a_submitted_job_holds_secrets_only_in_secrets_env(env: &Env) {
+    let plan = env.plan_flags();
+    let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
+        head.iter()
+            .map(|s| s.to_string())
+            .chain(plan.iter().cloned())
+            .chain(tail.iter().map(|s| s.to_string()))
+            .collect()
+    };
     // A real submission: every file of the job directory but secrets.env, the job's log
     // (rank runtime debug report included), submit's own output, status and list.
     let job = env.dir.path().join("jobs").join("s");

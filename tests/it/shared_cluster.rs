@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{self, bin, stderr};
+use crate::common::{self, bin, stderr, stdout};
 
 /// Whether this test can act as root (and as another user); else why not.
 fn root_or_skip(test: &str) -> bool {
@@ -719,6 +719,67 @@ fn bad_values_are_refused_naming_what_is_wrong() {
     assert!(!Path::new(&jobs).exists(), "nothing was written");
 }
 
+/// Values in a variant of a recipe file that the run does not choose are checked too
+/// (the run asks for h100, the bad values are in the b200 entry): exit 2, naming the file,
+/// the variant's line and the variant.
+#[test]
+fn values_in_variants_not_chosen_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n).display().to_string();
+    let recipe = "name: r\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n";
+    let variants = |bad: &str| {
+        format!(
+            "{recipe}variants:\n  - {{gpu: h100, precision: bf16}}\n  - gpu: b200\n    precision: bf16\n    model: {{{bad}}}\n"
+        )
+    };
+    for (file, bad) in [
+        ("margin.yaml", "fp8_margin: -1"),
+        ("heads.yaml", "hidden_size: 63"),
+        ("freq.yaml", "moe_layer_freq: [1, a]"),
+        ("window.yaml", "window_size: [1, 2, 3]"),
+        ("zero.yaml", "num_layers: 0"),
+    ] {
+        std::fs::write(d.path().join(file), variants(bad)).unwrap();
+    }
+    let v = |file: &str| -> Vec<String> {
+        ["--recipe", file, "--gpus", "h100x8", "--dry-run"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            v(&p("margin.yaml")),
+            "variant gpu: b200, precision: bf16: model.fp8_margin: fp8_margin -1 is negative",
+        ),
+        (
+            v(&p("heads.yaml")),
+            "variant gpu: b200, precision: bf16: model.hidden_size, model.num_attention_heads: hidden_size 63",
+        ),
+        (
+            v(&p("freq.yaml")),
+            "variant gpu: b200, precision: bf16: model.moe_layer_freq: moe_layer_freq [1,\"a\"]",
+        ),
+        (
+            v(&p("window.yaml")),
+            "variant gpu: b200, precision: bf16: model.window_size: window_size [1,2,3]",
+        ),
+        (
+            v(&p("zero.yaml")),
+            "variant gpu: b200, precision: bf16: model.num_layers: model.num_layers is 0",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = Command::new(bin()).args(&args).output().unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(want), "{args:?}: wanted {want:?} in {e}");
+        // The b200 entry starts on line 6 of the file.
+        assert!(e.contains(&format!("{}:6", args[1])), "{args:?}: {e}");
+        assert!(stdout(&o).is_empty(), "{args:?}");
+    }
+}
+
 /// `submit > /dev/full`: the job is queued and recorded, so the failure to print the answer
 /// is a warning on stderr, and the exit code is 0 (a 1 would have someone submit it again).
 #[test]
@@ -750,4 +811,32 @@ fn a_queued_job_whose_answer_cannot_be_printed_is_still_a_success() {
     let rec =
         std::fs::read_to_string(jobs.join("llama3_8b-h100x8").join("submission.json")).unwrap();
     assert!(rec.contains("\"11\""), "{rec}");
+    // The same with -o json: the answer's JSON cannot be written, the job id is on stderr.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let path = stand_in_sbatch(d.path(), 12, "0", "");
+    let o = Command::new(bin())
+        .args([
+            "submit",
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "-o",
+            "json",
+            "--job-name",
+            "second",
+            "--jobs-root",
+        ])
+        .arg(&jobs)
+        .env("PATH", &path)
+        .stdout(full)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("job 12 is queued and recorded"), "{e}");
+    assert!(e.contains("No space left on device"), "{e}");
 }

@@ -10,8 +10,9 @@ use std::path::Path;
 use std::process::Command;
 
 use ovlaunch::catalog::{Catalog, Recipe, hardware};
-use ovlaunch::render::launch::LaunchOptions;
+use ovlaunch::render::launch::{LaunchOptions, Target};
 use ovlaunch::render::script;
+use ovlaunch::render::slurm::SlurmOptions;
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
 use proptest::prelude::*;
@@ -42,7 +43,10 @@ fn render_and_run(
     ];
     trainer.extend(args.iter().cloned());
     let opts = LaunchOptions {
-        time: "00:05:00".into(),
+        target: Target::Slurm(SlurmOptions {
+            time: "00:05:00".into(),
+            ..Default::default()
+        }),
         trainer,
         command_line: "test".into(),
         ..LaunchOptions::new("rt", job_dir.display().to_string())

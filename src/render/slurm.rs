@@ -1,0 +1,306 @@
+//! The Slurm target: a Slurm job's own options ([`SlurmOptions`]: account, partition, QOS,
+//! time, MPI, GPU request, exclusivity, CPUs per task, dependency, retries, the user's sbatch
+//! and srun arguments, the launcher), what they become in the launch spec ([`SlurmSpec`]:
+//! `#SBATCH` directives, the launch step's srun arguments, teardown and signal forwarding),
+//! whose sbatch script (`render::script::sbatch`) is the dry-run request `backend::slurm`
+//! schedules with `sbatch`. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::vocab::{Container, ContainerRuntime, LaunchMode};
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::plan::{Decision, Plan, Source};
+
+/// `--time` when none is given.
+pub const DEFAULT_TIME: &str = "00:30:00";
+
+/// A Slurm job's own options.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SlurmOptions {
+    /// How the ranks start inside the job: one srun task per GPU, or torchrun per node.
+    pub mode: LaunchMode,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub time: String,
+    pub mpi: Option<String>,
+    pub gres: bool,
+    pub exclusive: bool,
+    pub cpus_per_task: Option<u32>,
+    pub dependency: Option<String>,
+    /// Times a failed job requeues itself (`--retries`; NeMo-Run's `retries`).
+    pub retries: u32,
+    pub sbatch_args: Vec<String>,
+    /// Extra srun options for the launch step (`--srun-arg`), after ovlaunch's own.
+    pub srun_args: Vec<String>,
+}
+
+impl Default for SlurmOptions {
+    /// An srun launch with the default time and nothing else chosen.
+    fn default() -> Self {
+        SlurmOptions {
+            mode: LaunchMode::Srun,
+            account: None,
+            partition: None,
+            qos: None,
+            time: DEFAULT_TIME.to_string(),
+            mpi: None,
+            gres: false,
+            exclusive: false,
+            cpus_per_task: None,
+            dependency: None,
+            retries: 0,
+            sbatch_args: Vec::new(),
+            srun_args: Vec::new(),
+        }
+    }
+}
+
+/// A Slurm job's part of the launch spec.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SlurmSpec {
+    pub mode: LaunchMode,
+    /// `#SBATCH --name[=value]`, sorted by name.
+    pub directives: BTreeMap<String, Option<String>>,
+    pub srun_args: Vec<String>,
+    /// Shell lines run after the launch step ends (`$exitcode` holds its status).
+    pub teardown_lines: Vec<String>,
+    /// Signals the batch shell passes on to the ranks with `scancel --signal`
+    /// (`sbatch --signal=B:...` signals only the batch shell).
+    pub forward_signals: Vec<String>,
+}
+
+/// What the Slurm job's part needs to know of the job.
+pub struct Job<'a> {
+    pub name: &'a str,
+    pub dir: &'a str,
+    pub container: Option<&'a Container>,
+}
+
+/// Checks every typed Slurm option of `opts` the way sbatch parses it
+/// (`render::slurm_values`).
+pub fn check(opts: &SlurmOptions) -> Result<()> {
+    use super::slurm_values::{check_dependency, check_name, check_time};
+    check_time(&opts.time)?;
+    for (flag, v, list) in [
+        ("--account", &opts.account, false),
+        ("--partition", &opts.partition, true),
+        ("--qos", &opts.qos, false),
+    ] {
+        if let Some(v) = v {
+            check_name(flag, v, list)?;
+        }
+    }
+    if let Some(d) = &opts.dependency {
+        check_dependency(d)?;
+    }
+    if opts.cpus_per_task == Some(0) {
+        return Err(
+            Error::usage("0: sbatch needs at least 1 CPU per task").at_flag("--cpus-per-task")
+        );
+    }
+    Ok(())
+}
+
+/// The Slurm job's part of the spec of `job` for `plan`, its decisions added to
+/// `decisions`.
+pub fn spec(
+    plan: &Plan,
+    job: &Job<'_>,
+    slurm: &SlurmOptions,
+    decisions: &mut Vec<Decision>,
+) -> Result<SlurmSpec> {
+    check(slurm)?;
+    let hw = &plan.hardware;
+    let tasks_per_node = match slurm.mode {
+        LaunchMode::Srun => hw.gpus_per_node,
+        LaunchMode::Torchrun => 1,
+    };
+    let mut d: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut put = |k: &str, v: Option<String>| {
+        d.insert(k.to_string(), v);
+    };
+    put("job-name", Some(job.name.to_string()));
+    put("nodes", Some(hw.nodes.to_string()));
+    put("ntasks-per-node", Some(tasks_per_node.to_string()));
+    if !hw.gpu.is_cpu() {
+        if slurm.gres {
+            put("gres", Some(format!("gpu:{}", hw.gpus_per_node)));
+        } else {
+            put("gpus-per-node", Some(hw.gpus_per_node.to_string()));
+        }
+        put("mem", Some("0".into()));
+    }
+    if let Some(c) = slurm.cpus_per_task {
+        put("cpus-per-task", Some(c.to_string()));
+    }
+    if slurm.exclusive {
+        put("exclusive", None);
+    }
+    put("time", Some(slurm.time.clone()));
+    put("output", Some(layout::slurm_output_directive(job.dir)));
+    put("open-mode", Some("append".into()));
+    for (k, v) in [
+        ("account", &slurm.account),
+        ("partition", &slurm.partition),
+        ("qos", &slurm.qos),
+        ("dependency", &slurm.dependency),
+    ] {
+        if let Some(v) = v {
+            put(k, Some(v.clone()));
+        }
+    }
+    if slurm.retries > 0 {
+        put("requeue", None);
+        decisions.push(Decision::new(
+            "sbatch.requeue",
+            slurm.retries,
+            "--retries: a failed run requeues the job (scontrol requeue) while SLURM_RESTART_COUNT < retries (NeMo-Run's slurm template, TORCHX_MAX_RETRIES)",
+            Source::User,
+        ));
+    }
+    if let Some(seg) = hw.segment_nodes() {
+        put("segment", Some(seg.to_string()));
+        decisions.push(Decision::new("sbatch.segment", seg, format!("{} nodes on an NVL72 rack: segment = nodes if <= 18, else the largest divisor <= 18 (Bridge executors.py)", hw.nodes), Source::Derived));
+    }
+    for raw in &slurm.sbatch_args {
+        let (k, v) = sbatch_arg(raw)?;
+        put(k, v);
+    }
+    // --label: every output line starts with its task id (the rank in one-task-per-GPU
+    // mode, the node in torchrun mode), so `ovlaunch logs --rank N` can pick one rank out.
+    let mut srun_args = vec![
+        "--kill-on-bad-exit=1".to_string(),
+        "--wait=60".to_string(),
+        "--label".to_string(),
+    ];
+    if let Some(m) = &slurm.mpi {
+        srun_args.push(format!("--mpi={m}"));
+    }
+    for a in &slurm.srun_args {
+        srun_arg(a)?;
+    }
+    srun_args.extend(slurm.srun_args.iter().cloned());
+    if let Some(c) = job.container {
+        container_args(c, job.dir, &mut srun_args, decisions)?;
+    }
+    Ok(SlurmSpec {
+        mode: slurm.mode,
+        directives: d,
+        srun_args,
+        teardown_lines: retry_lines(slurm.retries),
+        forward_signals: Vec::new(),
+    })
+}
+
+/// One `--sbatch-arg`: a long option for an `#SBATCH` line, as (name, value); one that
+/// sets what the plan computes is refused (`render::owned`).
+fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
+    // Any sbatch long option: sbatch itself knows its options (they differ between
+    // releases); the value is quoted for the #SBATCH line when the script is rendered.
+    let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (raw.strip_prefix("--").unwrap_or(""), None),
+    };
+    let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
+        && k.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !well_formed {
+        return Err(Error::usage(format!(
+            "`{raw}` is not an sbatch long option (--name or --name=value)"
+        ))
+        .at_flag(format!("--sbatch-arg {raw}"))
+        .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
+    }
+    super::owned::check_sbatch_arg(raw)?;
+    Ok((k, v))
+}
+
+/// One `--srun-arg`: an option word (never the program srun would run), and not one that
+/// sets what the plan computes (`render::owned`).
+fn srun_arg(a: &str) -> Result<()> {
+    // One option per word: a word that is not an option (or `--`, which ends srun's
+    // options) would become the program srun runs, in place of the rank runtime.
+    if !a.starts_with('-') || a == "--" {
+        return Err(Error::usage(format!(
+            "`{}` is not an srun option: srun would take it for the program to run",
+            a.escape_debug()
+        ))
+        .at_flag(format!("--srun-arg {}", a.escape_debug()))
+        .help(
+            "one option per --srun-arg, its value joined with `=`: --srun-arg=--nodelist=node1",
+        ));
+    }
+    super::owned::check_srun_arg(a)?;
+    Ok(())
+}
+
+/// The teardown that requeues a failed job up to `retries` times, as NeMo-Run's Slurm
+/// script does (`TORCHX_MAX_RETRIES` against `SLURM_RESTART_COUNT`). A teardown before it
+/// that requeued the job already (`ovlaunch_requeued`) is not repeated.
+fn retry_lines(retries: u32) -> Vec<String> {
+    if retries == 0 {
+        return Vec::new();
+    }
+    vec![
+        format!("# --retries {retries}: a failed run requeues the job."),
+        "if [ \"$exitcode\" -ne 0 ] && [ -z \"$ovlaunch_requeued\" ]; then".into(),
+        format!("  if [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {retries} ]; then"),
+        format!("    echo \"job $SLURM_JOB_ID failed with code $exitcode; requeueing it (retry $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of {retries})\""),
+        "    if scontrol requeue \"$SLURM_JOB_ID\"; then ovlaunch_requeued=1; else echo \"scontrol requeue failed; submit the job again\"; fi".into(),
+        "  else".into(),
+        format!("    echo \"job $SLURM_JOB_ID failed with code $exitcode after {retries} retries; not requeueing\""),
+        "  fi".into(),
+        "fi".into(),
+    ]
+}
+
+/// The srun options that start each task in the container, with the job directory mounted
+/// at its own path (NeMo-Run and Bridge's launcher mount it too).
+fn container_args(
+    c: &Container,
+    job_dir: &str,
+    srun_args: &mut Vec<String>,
+    decisions: &mut Vec<Decision>,
+) -> Result<()> {
+    match c.runtime {
+        ContainerRuntime::Pyxis => {
+            // pyxis splits --container-mounts at `,` and each entry at `:`.
+            if job_dir.contains([',', ':']) {
+                return Err(Error::usage(format!(
+                    "job directory {job_dir} contains `,` or `:`, which pyxis's --container-mounts cannot carry"
+                ))
+                .at_flag("--job-dir")
+                .help("choose a job directory (or jobs root) without `,` and `:`"));
+            }
+            srun_args.push(format!("--container-image={}", c.image));
+            let mut mounts = vec![format!("{job_dir}:{job_dir}")];
+            mounts.extend(c.mounts.iter().cloned());
+            srun_args.push(format!("--container-mounts={}", mounts.join(",")));
+            if let Some(w) = &c.workdir {
+                srun_args.push(format!("--container-workdir={w}"));
+            }
+            match c.mount_home {
+                Some(true) => srun_args.push("--container-mount-home".into()),
+                Some(false) => srun_args.push("--no-container-mount-home".into()),
+                None => {}
+            }
+            if c.writable {
+                srun_args.push("--container-writable".into());
+            }
+        }
+        ContainerRuntime::Oci => {
+            srun_args.push(format!("--container={job_dir}/{}", super::oci::BUNDLE_DIR));
+        }
+    }
+    decisions.push(Decision::new(
+        "container.mounts",
+        job_dir,
+        "the job directory is mounted into the container at its own path: the rank runtime, rank plan, trainer settings and secrets file live there",
+        Source::Derived,
+    ));
+    Ok(())
+}
