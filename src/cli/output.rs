@@ -127,6 +127,8 @@ pub struct VariantOut {
     pub num_gpus: Option<u32>,
     pub bridge_recipe: Option<String>,
     pub bridge_since: Option<String>,
+    /// The short name `--recipe` also takes for its function (shipped recipes only).
+    pub short_name: Option<String>,
 }
 
 /// One userbuffers preset of `presets -o json`: each overlap slot's method (`null`: none).
