@@ -709,3 +709,47 @@ fn short_names_are_listed_and_plan_their_function() {
     ]);
     assert!(e.contains("did you mean `llama3_70b_sft_h100_bf16`"), "{e}");
 }
+
+#[test]
+fn fields_model_lists_the_architecture_fields_by_class() {
+    let text = ok(&["fields", "model"]);
+    let hybrid = text
+        .split("model, architecture fields of Bridge's ")
+        .find(|s| {
+            s.starts_with(
+                "megatron.bridge.models.hybrid.hybrid_provider.HybridModelProvider (provider",
+            )
+        })
+        .expect("HybridModelProvider listed");
+    for f in ["hybrid_layer_pattern", "mamba_num_groups"] {
+        assert!(hybrid.contains(&format!("\n  {f}\n")), "{f} in {hybrid}");
+    }
+    // the planned fields stay in the first list only
+    assert!(!hybrid.contains("\n  num_layers\n"), "{hybrid}");
+    // every field listed is one `--set model.FIELD` takes on a recipe of that class
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["fields", "model", "-o", "json"])).unwrap();
+    let classes = json[0]["classes"].as_array().unwrap();
+    assert!(classes.len() > 20, "{}", classes.len());
+    let hybrid = classes
+        .iter()
+        .find(|c| c["class"] == "megatron.bridge.models.hybrid.hybrid_provider.HybridModelProvider")
+        .expect("HybridModelProvider");
+    assert_eq!(hybrid["provider"], true);
+    assert!(
+        hybrid["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "mamba_num_groups")
+    );
+    let p = plan_json(&[
+        "--recipe",
+        "nemotronh_8b_pretrain",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "model.mamba_num_groups=4",
+    ]);
+    assert_eq!(p["model"]["mamba_num_groups"], 4);
+}
