@@ -71,11 +71,29 @@ fn main() {
             .collect();
         gpus.sort();
         gpus.dedup();
+        // each variant's row for `ovlaunch recipes -v` / `-o json` (no parse at run time)
+        let rows: Vec<String> = tree["variants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                let t = |k: &str| v[k].as_str().map(str::to_string);
+                format!(
+                    "EmbeddedVariant {{ gpu: {:?}, precision: {:?}, variant: {:?}, num_gpus: {:?}, bridge_recipe: {:?}, bridge_since: {:?} }}",
+                    t("gpu").unwrap_or_default(),
+                    t("precision").unwrap_or_default(),
+                    t("variant"),
+                    v["num_gpus"].as_u64().map(|n| n as u32),
+                    t("bridge_recipe"),
+                    t("bridge_since"),
+                )
+            })
+            .collect();
         let json_path = out.join(format!("{}.json", p.file_stem().unwrap().to_string_lossy()));
         std::fs::write(&json_path, serde_json::to_string(&tree).unwrap()).unwrap();
         let _ = writeln!(
             table,
-            "    EmbeddedRecipe {{ path: {:?}, name: {:?}, aliases: &{:?}, description: {:?}, family: {:?}, task: {:?}, kind: {:?}, gpus: &{:?}, functions: {}, json: include_str!({:?}) }},",
+            "    EmbeddedRecipe {{ path: {:?}, name: {:?}, aliases: &{:?}, description: {:?}, family: {:?}, task: {:?}, kind: {:?}, gpus: &{:?}, functions: {}, variants: &[{}], json: include_str!({:?}) }},",
             p.display().to_string(),
             name,
             aliases,
@@ -85,6 +103,7 @@ fn main() {
             text("kind").unwrap_or_else(|| "benchmark".into()),
             gpus,
             tree["variants"].as_array().map_or(0, Vec::len),
+            rows.join(", "),
             json_path.display().to_string()
         );
     }

@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::config::{
-    CommOverlapConfig, DdpConfig, EnvScalar, MixedPrecisionSpec, ModelConfig, OptimizerConfig,
-    TrainConfig,
+    CommOverlapConfig, DdpConfig, EnvScalar, FromCheckpoint, MixedPrecisionSpec, ModelConfig,
+    OptimizerConfig, TrainConfig,
 };
 use crate::error::{Error, Result};
 use crate::yaml;
@@ -40,7 +40,7 @@ macro_rules! with_sections {
         struct $name {
             $($own)*
             #[serde(default)]
-            model: Option<ModelConfig>,
+            model: Option<TypedModel>,
             #[serde(default)]
             train: Option<TrainConfig>,
             #[serde(default)]
@@ -67,8 +67,50 @@ macro_rules! with_sections {
             profiling: Option<Map<String, Value>>,
             #[serde(default, deserialize_with = "crate::config::bridge::de::ft")]
             ft: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "crate::config::bridge::de_peft")]
+            peft: Option<Value>,
         }
     };
+}
+
+/// A recipe's `model` mapping, typed: the fields ovlaunch plans (`ModelConfig`, each of its
+/// type) and the fields some provider class of Bridge's declares (`config::provider`, typed
+/// against the recipe's own class when it is planned: `resolve::layers`). Any other key is an
+/// unknown field, reported at its line like every other.
+#[derive(Debug)]
+struct TypedModel;
+
+impl<'de> Deserialize<'de> for TypedModel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = TypedModel;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping of model fields")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<TypedModel, A::Error> {
+                use serde::de::Error;
+                let mut planned = Map::new();
+                while let Some(k) = m.next_key::<String>()? {
+                    if ModelConfig::FIELDS.contains(&k.as_str()) {
+                        let v = m.next_value::<Value>()?;
+                        planned.insert(k, v);
+                    } else if crate::config::provider::is_field(&k) {
+                        m.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        return Err(A::Error::unknown_field(&k, ModelConfig::FIELDS));
+                    }
+                }
+                serde_json::from_value::<ModelConfig>(Value::Object(planned))
+                    .map_err(A::Error::custom)?;
+                Ok(TypedModel)
+            }
+        }
+        d.deserialize_map(Fields)
+    }
 }
 
 with_sections! {
@@ -92,6 +134,8 @@ with_sections! {
         model_class: Option<String>,
         #[serde(default)]
         model_lacks: Vec<String>,
+        #[serde(default)]
+        from_checkpoint: Option<FromCheckpoint>,
         #[serde(default)]
         trainer: Option<Vec<String>>,
         #[serde(default)]
@@ -120,6 +164,8 @@ with_sections! {
         model_class: Option<String>,
         #[serde(default)]
         model_lacks: Vec<String>,
+        #[serde(default)]
+        from_checkpoint: Option<FromCheckpoint>,
         #[serde(default)]
         canonical: bool,
         #[serde(default)]
@@ -215,6 +261,9 @@ pub struct Variant {
     /// `model` fields ovlaunch knows that this variant's provider class lacks, when they differ
     /// from the recipe's.
     pub model_lacks: Vec<String>,
+    /// The model fields its function takes from a Hugging Face checkpoint at run time, when
+    /// they differ from the recipe's (`config::checkpoint`).
+    pub from_checkpoint: Option<FromCheckpoint>,
     /// The first Megatron-Bridge release that ships `bridge_recipe`.
     pub bridge_since: Option<String>,
     /// The variant Bridge scales from when no exact GPU count matches.
@@ -261,6 +310,9 @@ pub struct Recipe {
     /// `model` fields ovlaunch knows that the provider class does not have (a hybrid model has
     /// no `tp_comm_overlap_cfg`): the plan does not report them.
     pub model_lacks: Vec<String>,
+    /// The model fields its functions take from a Hugging Face checkpoint whose config the
+    /// repository does not hold (`config::checkpoint`): the plan does not state them.
+    pub from_checkpoint: Option<FromCheckpoint>,
     /// The Bridge function the user named with `--recipe`, when they named one: its variant
     /// is the only one left in `variants`.
     pub pinned: Option<String>,
@@ -318,6 +370,15 @@ impl Recipe {
         }
         self.pinned = Some(function.to_string());
         Some(self)
+    }
+
+    /// Its task and family: which classes its Bridge functions hold in the pass-through
+    /// sections (`config::bridge::Holder`).
+    pub fn holder(&self) -> crate::config::bridge::Holder<'_> {
+        crate::config::bridge::Holder {
+            task: self.task.as_deref(),
+            family: self.family.as_deref(),
+        }
     }
 
     /// The Bridge functions this recipe names, its own and its variants', each once.
@@ -462,6 +523,7 @@ impl Recipe {
                 bridge_aliases: v.bridge_aliases.clone(),
                 model_class: v.model_class.clone(),
                 model_lacks: v.model_lacks.clone(),
+                from_checkpoint: v.from_checkpoint.clone(),
                 bridge_since: v.bridge_since.clone(),
                 canonical: v.canonical,
                 pipeline_layouts: v.pipeline_layouts.clone(),
@@ -479,6 +541,7 @@ impl Recipe {
             kind: typed.kind.unwrap_or_default(),
             model_class: typed.model_class,
             model_lacks: typed.model_lacks,
+            from_checkpoint: typed.from_checkpoint,
             pinned: None,
             trainer: typed.trainer,
             origin: origin.to_string(),

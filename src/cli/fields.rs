@@ -25,6 +25,12 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
                 for f in fields {
                     text.push_str(&format!("  {f}\n"));
                 }
+                for (what, def) in config::bridge::other_classes(s) {
+                    text.push_str(&format!("{s}, {what} (Bridge's {}):\n", def.class));
+                    for f in def.names {
+                        text.push_str(&format!("  {f}\n"));
+                    }
+                }
             }
             Some(None) => {
                 text.push_str(&format!("{s}: any NAME (string, number or bool values)\n"))

@@ -98,6 +98,12 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     if cmd.output.json() {
         let mut list = Vec::new();
         for item in chosen {
+            if let Listed::Source(src) = &item
+                && let Some(e) = src.embedded
+            {
+                list.push(indexed(e, &src.origin));
+                continue;
+            }
             let r = item.recipe()?;
             list.push(RecipeOut {
                 name: r.name,
@@ -124,7 +130,7 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     }
     let mut s = String::new();
     for item in chosen {
-        if let (Listed::Source(src), false) = (&item, cmd.verbose)
+        if let Listed::Source(src) = &item
             && let Some(e) = src.embedded
         {
             let _ = writeln!(
@@ -134,6 +140,11 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
                 e.aliases.join(","),
                 e.description
             );
+            if cmd.verbose {
+                for v in e.variants {
+                    variant_line(&mut s, v.gpu, v.precision, v.num_gpus, v.bridge_recipe);
+                }
+            }
             continue;
         }
         let r = item.recipe()?;
@@ -146,19 +157,53 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
         );
         if cmd.verbose {
             for v in &r.variants {
-                let _ = writeln!(
-                    s,
-                    "    {:<6} {:<6} {:>5} GPUs  {}",
-                    v.gpu,
-                    v.precision,
-                    v.num_gpus.unwrap_or(0),
-                    v.bridge_recipe.as_deref().unwrap_or("")
+                variant_line(
+                    &mut s,
+                    &v.gpu,
+                    &v.precision,
+                    v.num_gpus,
+                    v.bridge_recipe.as_deref(),
                 );
             }
         }
     }
     p.data(&s)?;
     Ok(0)
+}
+
+/// One variant's line of `ovlaunch recipes -v`.
+fn variant_line(s: &mut String, gpu: &str, precision: &str, n: Option<u32>, f: Option<&str>) {
+    let _ = writeln!(
+        s,
+        "    {:<6} {:<6} {:>5} GPUs  {}",
+        gpu,
+        precision,
+        n.unwrap_or(0),
+        f.unwrap_or("")
+    );
+}
+
+/// A shipped recipe's JSON row from the build-time index (nothing parsed).
+fn indexed(e: &crate::catalog::embedded::EmbeddedRecipe, origin: &str) -> RecipeOut {
+    RecipeOut {
+        name: e.name.to_string(),
+        aliases: e.aliases.iter().map(|a| a.to_string()).collect(),
+        description: e.description.to_string(),
+        family: e.family.map(str::to_string),
+        origin: origin.to_string(),
+        variants: e
+            .variants
+            .iter()
+            .map(|v| VariantOut {
+                gpu: v.gpu.to_string(),
+                precision: v.precision.to_string(),
+                variant: v.variant.map(str::to_string),
+                num_gpus: v.num_gpus,
+                bridge_recipe: v.bridge_recipe.map(str::to_string),
+                bridge_since: v.bridge_since.map(str::to_string),
+            })
+            .collect(),
+    }
 }
 
 pub fn presets(p: &Printer, out: OutputArg) -> Result<i32> {

@@ -731,6 +731,172 @@ pub const FT: SectionDef = SectionDef {
     ],
 };
 
+/// `dataset`: `megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig`.
+pub const DATASET_SFT: SectionDef = SectionDef {
+    name: "dataset",
+    class: "megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig",
+    names: &[
+        "dataloader_type",
+        "num_workers",
+        "data_sharding",
+        "pin_memory",
+        "drop_last",
+        "persistent_workers",
+        "trust_remote_code",
+        "dataloader_save",
+        "dataloader_load",
+        "seq_length",
+        "dataset_root",
+        "hf_dataset",
+        "hf_validation_dataset",
+        "hf_test_dataset",
+        "hf_output_root",
+        "hf_validation_proportion",
+        "hf_rewrite",
+        "seed",
+        "memmap_workers",
+        "max_train_samples",
+        "preprocessing",
+        "enable_offline_packing",
+        "offline_packing_specs",
+        "dataset_kwargs",
+        "do_validation",
+        "do_test",
+    ],
+    recipe: &[
+        ("dataloader_type", r#""batch""#),
+        ("data_sharding", r#"true"#),
+        ("pin_memory", r#"true"#),
+        ("drop_last", r#"true"#),
+        ("persistent_workers", r#"false"#),
+        ("trust_remote_code", r#"null"#),
+        ("dataloader_save", r#"null"#),
+        ("dataloader_load", r#"null"#),
+        ("dataset_root", r#"null"#),
+        ("hf_validation_dataset", r#"null"#),
+        ("hf_test_dataset", r#"null"#),
+        ("hf_output_root", r#"null"#),
+        ("hf_rewrite", r#"false"#),
+        ("memmap_workers", r#"1"#),
+        ("max_train_samples", r#"null"#),
+        ("enable_offline_packing", r#"true"#),
+        ("do_validation", r#"true"#),
+        ("do_test", r#"false"#),
+    ],
+    fields: &[
+        Field { name: "dataloader_type", ty: Ty::Choice(&["single", "cyclic", "batch", "external"]), nullable: true },
+        Field { name: "num_workers", ty: Ty::Int, nullable: false },
+        Field { name: "data_sharding", ty: Ty::Bool, nullable: false },
+        Field { name: "pin_memory", ty: Ty::Bool, nullable: false },
+        Field { name: "drop_last", ty: Ty::Bool, nullable: false },
+        Field { name: "persistent_workers", ty: Ty::Bool, nullable: false },
+        Field { name: "trust_remote_code", ty: Ty::Bool, nullable: true },
+        Field { name: "dataloader_save", ty: Ty::Str, nullable: true },
+        Field { name: "dataloader_load", ty: Ty::Str, nullable: true },
+        Field { name: "seq_length", ty: Ty::Int, nullable: false },
+        Field { name: "dataset_root", ty: Ty::Any, nullable: true },
+        Field { name: "hf_dataset", ty: Ty::Dataclass("megatron.bridge.data.sources.hf.HFDatasetSourceConfig"), nullable: true },
+        Field { name: "hf_validation_dataset", ty: Ty::Dataclass("megatron.bridge.data.sources.hf.HFDatasetSourceConfig"), nullable: true },
+        Field { name: "hf_test_dataset", ty: Ty::Dataclass("megatron.bridge.data.sources.hf.HFDatasetSourceConfig"), nullable: true },
+        Field { name: "hf_output_root", ty: Ty::Any, nullable: true },
+        Field { name: "hf_validation_proportion", ty: Ty::Float, nullable: true },
+        Field { name: "hf_rewrite", ty: Ty::Bool, nullable: false },
+        Field { name: "seed", ty: Ty::Int, nullable: false },
+        Field { name: "memmap_workers", ty: Ty::Int, nullable: false },
+        Field { name: "max_train_samples", ty: Ty::Int, nullable: true },
+        Field { name: "preprocessing", ty: Ty::Any, nullable: true },
+        Field { name: "enable_offline_packing", ty: Ty::Bool, nullable: false },
+        Field { name: "offline_packing_specs", ty: Ty::Dataclass("megatron.bridge.data.packing.config.PackedSequenceSpecs"), nullable: true },
+        Field { name: "dataset_kwargs", ty: Ty::Any, nullable: true },
+        Field { name: "do_validation", ty: Ty::Bool, nullable: false },
+        Field { name: "do_test", ty: Ty::Bool, nullable: false },
+    ],
+};
+
+/// `peft`: `megatron.bridge.peft.lora.LoRA`.
+pub const PEFT_LORA: SectionDef = SectionDef {
+    name: "peft",
+    class: "megatron.bridge.peft.lora.LoRA",
+    names: &[
+        "target_modules",
+        "exclude_modules",
+        "canonical_mapping",
+        "dim",
+        "alpha",
+        "dropout",
+        "dropout_position",
+        "sequence_parallel_input_regather",
+        "lora_A_init_method",
+        "lora_B_init_method",
+        "a2a_experimental",
+        "lora_dtype",
+        "normalize_moe_lora",
+        "share_expert_adapters",
+        "experts_shared_outer_loras",
+    ],
+    recipe: &[
+        ("exclude_modules", r#"[]"#),
+        ("canonical_mapping", r#"{}"#),
+        ("dropout", r#"0.0"#),
+        ("dropout_position", r#""pre""#),
+        ("sequence_parallel_input_regather", r#"false"#),
+        ("lora_A_init_method", r#""xavier""#),
+        ("lora_B_init_method", r#""zero""#),
+        ("a2a_experimental", r#"false"#),
+        ("lora_dtype", r#"null"#),
+        ("normalize_moe_lora", r#"false"#),
+        ("share_expert_adapters", r#"true"#),
+        ("experts_shared_outer_loras", r#"false"#),
+    ],
+    fields: &[
+        Field { name: "target_modules", ty: Ty::StrList, nullable: false },
+        Field { name: "exclude_modules", ty: Ty::StrList, nullable: false },
+        Field { name: "canonical_mapping", ty: Ty::Any, nullable: false },
+        Field { name: "dim", ty: Ty::Int, nullable: false },
+        Field { name: "alpha", ty: Ty::Int, nullable: false },
+        Field { name: "dropout", ty: Ty::Float, nullable: false },
+        Field { name: "dropout_position", ty: Ty::Choice(&["pre", "post"]), nullable: false },
+        Field { name: "sequence_parallel_input_regather", ty: Ty::Bool, nullable: false },
+        Field { name: "lora_A_init_method", ty: Ty::Str, nullable: false },
+        Field { name: "lora_B_init_method", ty: Ty::Str, nullable: false },
+        Field { name: "a2a_experimental", ty: Ty::Bool, nullable: false },
+        Field { name: "lora_dtype", ty: Ty::Any, nullable: true },
+        Field { name: "normalize_moe_lora", ty: Ty::Bool, nullable: false },
+        Field { name: "share_expert_adapters", ty: Ty::Bool, nullable: false },
+        Field { name: "experts_shared_outer_loras", ty: Ty::Bool, nullable: false },
+    ],
+};
+
+/// `peft`: `megatron.bridge.peft.dora.DoRA`.
+pub const PEFT_DORA: SectionDef = SectionDef {
+    name: "peft",
+    class: "megatron.bridge.peft.dora.DoRA",
+    names: &[
+        "target_modules",
+        "exclude_modules",
+        "canonical_mapping",
+        "dim",
+        "alpha",
+        "dropout",
+        "dropout_position",
+        "lora_A_init_method",
+        "lora_B_init_method",
+    ],
+    recipe: &[
+    ],
+    fields: &[
+        Field { name: "target_modules", ty: Ty::StrList, nullable: false },
+        Field { name: "exclude_modules", ty: Ty::StrList, nullable: false },
+        Field { name: "canonical_mapping", ty: Ty::Any, nullable: false },
+        Field { name: "dim", ty: Ty::Int, nullable: false },
+        Field { name: "alpha", ty: Ty::Int, nullable: false },
+        Field { name: "dropout", ty: Ty::Float, nullable: false },
+        Field { name: "dropout_position", ty: Ty::Choice(&["pre", "post"]), nullable: false },
+        Field { name: "lora_A_init_method", ty: Ty::Str, nullable: false },
+        Field { name: "lora_B_init_method", ty: Ty::Str, nullable: false },
+    ],
+};
+
 /// Every field's full path, typed: `paths::SCHEDULER.max_steps` is `"scheduler.max_steps"`.
 pub mod paths {
     crate::field_paths! { const SCHEDULER: SchedulerPaths in scheduler { lr_decay_style, lr_wsd_decay_style, lr_decay_iters, lr_decay_samples, lr_wsd_decay_iters, lr_wsd_decay_samples, lr_warmup_fraction, lr_warmup_iters, lr_warmup_samples, lr_warmup_init, override_opt_param_scheduler, use_checkpoint_opt_param_scheduler, start_weight_decay, end_weight_decay, weight_decay_incr_style, no_weight_decay_cond_type, max_steps } }
@@ -744,3 +910,12 @@ pub mod paths {
 
 /// All of them, in `ConfigContainer` order of ovlaunch's plan.
 pub const SECTIONS: &[SectionDef] = &[SCHEDULER, DATASET, TOKENIZER, CHECKPOINT, LOGGER, PROFILING, FT];
+
+/// The classes a fine-tuning recipe function holds, by task: (task, section).
+pub const TASK_SECTIONS: &[(&str, SectionDef)] = &[("sft", DATASET_SFT), ("peft", DATASET_SFT), ("peft", PEFT_LORA)];
+
+/// The PEFT schemes a user may choose (`--set peft=NAME`), each Bridge's class.
+pub const PEFT_SCHEMES: &[(&str, SectionDef)] = &[("lora", PEFT_LORA), ("dora", PEFT_DORA)];
+
+/// Families whose fine-tuning functions hold other classes: typed by `SECTIONS`.
+pub const TASK_SECTIONS_EXCEPT: &[&str] = &["wan"];

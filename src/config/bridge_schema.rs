@@ -1,5 +1,6 @@
 //! The shape of a Bridge pass-through section's declaration: a field's type (`Ty`), a field
-//! (`Field`) and a section (`SectionDef`). A leaf: the generated table (`bridge_fields`) is
+//! (`Field`) and a section (`SectionDef`); and of a model provider class's (`ProviderClass`,
+//! `ProviderField`: the generated `provider_fields`, read by `provider`). A leaf: the generated table (`bridge_fields`) is
 //! written in these types and `bridge` checks values against them; neither is imported here.
 
 use serde_json::Value;
@@ -23,6 +24,111 @@ pub enum Ty {
     StrMap,
     /// Anything Hydra can write (nested lists and dicts of scalars).
     Any,
+    /// `list[float]`
+    FloatList,
+    /// `tuple[int, ...]` of this length
+    IntTuple(usize),
+    /// `tuple[float, ...]` of this length
+    FloatTuple(usize),
+    /// A bare `tuple` or `list`, or a list of objects: a list of anything Hydra can write.
+    List,
+    /// A `dict` or a dataclass: a mapping of field: value.
+    Mapping,
+    /// A Bridge dataclass (`module.Class`): a mapping of its fields, which reaches the trainer
+    /// in its typed form (`{_target_: CLASS, ...}`) so that Bridge builds the class.
+    Dataclass(&'static str),
+    /// `A | B`: the first member that takes the value decides (and normalises it).
+    Union(&'static [Ty]),
+    /// A Python object Hydra cannot write (a callable, a module spec, a process group, a
+    /// private or computed field): nobody sets it from a recipe file or `--set`.
+    Object,
+}
+
+impl Ty {
+    /// `value` (not null) as a field of this type holds it (an int in a float field becomes a
+    /// float), or `None` when it does not fit.
+    pub fn fit(self, value: &Value) -> Option<Value> {
+        let ints = |a: &Vec<Value>| a.iter().all(|x| x.is_i64() || x.is_u64());
+        let nums = |a: &Vec<Value>| a.iter().all(Value::is_number);
+        let floats = |a: &Vec<Value>| {
+            Value::Array(
+                a.iter()
+                    .filter_map(Value::as_f64)
+                    .map(Value::from)
+                    .collect(),
+            )
+        };
+        let ok = match self {
+            Ty::Bool => value.is_boolean(),
+            Ty::Int => value.is_i64() || value.is_u64(),
+            Ty::Float => return value.as_f64().map(Value::from),
+            Ty::Str => value.is_string(),
+            Ty::Choice(choices) => value.as_str().is_some_and(|s| choices.contains(&s)),
+            Ty::IntChoice(choices) => value.as_i64().is_some_and(|i| choices.contains(&i)),
+            Ty::IntList => value.as_array().is_some_and(ints),
+            Ty::StrList => value
+                .as_array()
+                .is_some_and(|a| a.iter().all(Value::is_string)),
+            Ty::StrOrList => {
+                value.is_string()
+                    || value
+                        .as_array()
+                        .is_some_and(|a| a.iter().all(Value::is_string))
+            }
+            Ty::StrMap => value
+                .as_object()
+                .is_some_and(|m| m.values().all(Value::is_string)),
+            Ty::Any => true,
+            Ty::FloatList => return value.as_array().filter(|a| nums(a)).map(floats),
+            Ty::IntTuple(n) => value.as_array().is_some_and(|a| a.len() == n && ints(a)),
+            Ty::FloatTuple(n) => {
+                return value
+                    .as_array()
+                    .filter(|a| a.len() == n && nums(a))
+                    .map(floats);
+            }
+            Ty::List => value.is_array(),
+            Ty::Mapping | Ty::Dataclass(_) => value.is_object(),
+            Ty::Union(members) => return members.iter().find_map(|m| m.fit(value)),
+            Ty::Object => false,
+        };
+        ok.then(|| value.clone())
+    }
+
+    /// What a value of this type is, in words (`an integer`, `one of a, b`).
+    pub fn describe(self) -> String {
+        match self {
+            Ty::Bool => "true or false".to_string(),
+            Ty::Int => "an integer".into(),
+            Ty::Float => "a number".into(),
+            Ty::Str => "text".into(),
+            Ty::Choice(c) => format!("one of {}", c.join(", ")),
+            Ty::IntChoice(c) => format!(
+                "one of {}",
+                c.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            Ty::IntList => "a list of integers".into(),
+            Ty::StrList => "a list of text values".into(),
+            Ty::StrOrList => "text or a list of text values".into(),
+            Ty::StrMap => "a mapping of text values".into(),
+            Ty::Any => "a value".into(),
+            Ty::FloatList => "a list of numbers".into(),
+            Ty::IntTuple(n) => format!("a list of {n} integers"),
+            Ty::FloatTuple(n) => format!("a list of {n} numbers"),
+            Ty::List => "a list".into(),
+            Ty::Mapping => "a mapping of field: value".into(),
+            Ty::Dataclass(c) => format!(
+                "a mapping of {}'s fields",
+                c.rsplit('.').next().unwrap_or(c)
+            ),
+            Ty::Union(members) => members
+                .iter()
+                .map(|m| m.describe())
+                .collect::<Vec<_>>()
+                .join(" or "),
+            Ty::Object => "a Python object, which only Python code can set".into(),
+        }
+    }
 }
 
 /// One field of a section.
@@ -55,4 +161,27 @@ impl SectionDef {
             .find(|(f, _)| *f == field)
             .and_then(|(_, v)| serde_json::from_str(v).ok())
     }
+}
+
+/// One field a class declares in its own body.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProviderField {
+    pub name: &'static str,
+    pub ty: Ty,
+    /// `None` is allowed (an `Optional` field, or one whose default is `None`).
+    pub nullable: bool,
+    /// The Python annotation, as the class states it (for messages).
+    pub py: &'static str,
+}
+
+/// One class: a provider class, or a dataclass a provider class derives from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProviderClass {
+    /// `module.Class`
+    pub class: &'static str,
+    /// A model provider class (a recipe function's model); otherwise a base of one.
+    pub provider: bool,
+    /// Its dataclass bases, in method-resolution order.
+    pub bases: &'static [&'static str],
+    pub fields: &'static [ProviderField],
 }

@@ -3,6 +3,7 @@
 //! config and `ovlaunch overrides` can hand it straight to the trainer.
 
 pub mod bridge;
+pub mod checkpoint;
 #[rustfmt::skip]
 mod bridge_fields;
 mod bridge_schema;
@@ -13,6 +14,9 @@ pub mod hardware;
 pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;
+pub mod provider;
+#[rustfmt::skip]
+mod provider_fields;
 mod section;
 pub use section::Section;
 pub mod train;
@@ -21,6 +25,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use checkpoint::{CheckpointFields, FromCheckpoint};
 pub use comm_overlap::{COMM_OVERLAP, CommOverlapConfig};
 pub use ddp::{DDP, DdpConfig};
 pub use env::{EnvScalar, Inherit};
@@ -97,6 +102,10 @@ const TYPED: &[(&str, Option<&[&str]>)] = &[
 pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> {
     match TYPED.iter().find(|(key, _)| *key == section) {
         Some((_, fields)) => Some(*fields),
+        // a pass-through section's fields as a pretraining recipe holds them (`peft`: LoRA's);
+        // a fine-tuning recipe's classes (`bridge::TASK_SECTIONS`) add theirs, which
+        // `bridge::check_any` types and `bridge::Holder` checks with the recipe's own class
+        None if section == bridge::PEFT => Some(bridge::PEFT_SCHEMES.first().map(|(_, d)| d.names)),
         None => Some(Some(bridge::section(section)?.names)),
     }
 }
@@ -104,8 +113,5 @@ pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> 
 /// Every addressable section's key, in order: the typed ones, then Bridge's pass-through
 /// ones (`config::bridge`).
 pub fn sections() -> impl Iterator<Item = &'static str> + Clone {
-    TYPED
-        .iter()
-        .map(|(key, _)| *key)
-        .chain(bridge::SECTIONS.iter().map(|s| s.name))
+    TYPED.iter().map(|(key, _)| *key).chain(bridge::names())
 }

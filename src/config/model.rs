@@ -66,7 +66,8 @@ crate::section! {
         moe_ffn_hidden_size: Option<u32> = None,
         moe_shared_expert_intermediate_size: Option<u32> = None,
         moe_shared_expert_overlap: bool = false,
-        moe_token_dispatcher_type: String = "allgather".to_string(),
+        /// `null` where a recipe sets it so (a dense model that never dispatches tokens).
+        moe_token_dispatcher_type: Option<String> = Some("allgather".to_string()),
         moe_flex_dispatcher_backend: Option<String> = None,
         moe_layer_freq: Option<Value> = None,
         mtp_num_layers: Option<u32> = None,
@@ -121,7 +122,11 @@ crate::section! {
         fp4_recipe: Option<String> = Some("nvfp4".to_string()),
         fp4_param: Option<bool> = Some(false),
         num_layers_at_start_in_bf16: u32 = 1,
-        num_layers_at_end_in_bf16: u32 = 1,
+        num_layers_at_end_in_bf16: u32 = 1;
+        /// The fields specific to the model's architecture, beyond the ones above: each a
+        /// field of the recipe's provider class, of its type (`config::provider::check`),
+        /// set by a recipe file, a plugin or `--set`.
+        rest provider
     }
 }
 

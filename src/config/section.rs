@@ -14,16 +14,25 @@ pub trait Section {
     const SECTION: &'static str;
     /// Field names in declaration order.
     const FIELDS: &'static [&'static str];
+    /// The section's further fields (`; rest NAME`), if it has them: not deserialised, so a
+    /// serde round trip keeps them only when the caller puts them back.
+    fn rest_mut(&mut self) -> Option<&mut serde_json::Map<String, serde_json::Value>> {
+        None
+    }
 }
 
 /// Declares a config section: `pub struct Name in section_key, paths CONST: PathsType { ... }`.
-/// `Option<T>` fields model Python's `None`.
+/// `Option<T>` fields model Python's `None`. A trailing `; rest NAME` adds a map of further
+/// fields that serialises flattened among the others but is never deserialised (the caller
+/// fills it after checking each field: `config::provider`), so unknown keys stay errors; it is
+/// not in `FIELDS` and has no path.
 #[macro_export]
 macro_rules! section {
     (
         $(#[$meta:meta])*
         pub struct $name:ident in $key:ident, paths $pconst:ident : $paths:ident {
             $( $(#[$fmeta:meta])* $field:ident : $ty:ty = $default:expr ),* $(,)?
+            $( ; $(#[$rmeta:meta])* rest $rest:ident )?
         }
     ) => {
         $(#[$meta])*
@@ -31,11 +40,16 @@ macro_rules! section {
         #[serde(default, deny_unknown_fields)]
         pub struct $name {
             $( $(#[$fmeta])* pub $field: $ty, )*
+            $(
+                $(#[$rmeta])*
+                #[serde(flatten, skip_deserializing)]
+                pub $rest: serde_json::Map<String, serde_json::Value>,
+            )?
         }
 
         impl Default for $name {
             fn default() -> Self {
-                Self { $( $field: $default, )* }
+                Self { $( $field: $default, )* $( $rest: serde_json::Map::new(), )? }
             }
         }
 
@@ -49,6 +63,11 @@ macro_rules! section {
         impl $crate::config::Section for $name {
             const SECTION: &'static str = stringify!($key);
             const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+            $(
+                fn rest_mut(&mut self) -> Option<&mut serde_json::Map<String, serde_json::Value>> {
+                    Some(&mut self.$rest)
+                }
+            )?
         }
 
         $crate::field_paths! { const $pconst: $paths in $key { $($field),* } }

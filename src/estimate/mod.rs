@@ -300,6 +300,19 @@ pub fn scope_notes(plan: &Plan) -> Vec<String> {
 /// Why the estimator does not model the plan's architecture, or `None` when it does. A launch
 /// is never refused for this: `estimate` and the dry run say so, `tune` refuses.
 pub fn unmodelled(plan: &Plan) -> Option<String> {
+    if let Some(c) = plan.recipe.from_checkpoint.as_ref() {
+        return Some(if c.at_run_time.is_empty() {
+            format!(
+                "the model's architecture comes from checkpoint {} (its provider class is chosen from the config when the trainer starts)",
+                c.checkpoint
+            )
+        } else {
+            format!(
+                "the model's architecture and shape come from checkpoint {} at run time (its config.json is not at hand: give it with --hf-config PATH)",
+                c.checkpoint
+            )
+        });
+    }
     let class = plan.recipe.model_class.as_deref()?;
     let name = class.rsplit('.').next().unwrap_or(class);
     if hybrid::is_hybrid(plan) {

@@ -447,7 +447,7 @@ pub(crate) fn ep_comm(c: &Ctx, b: &Busiest) -> Comm {
             stride: c.etp,
             domain: c.domain,
             topk: moe.topk,
-            dedup: m.moe_token_dispatcher_type == "flex",
+            dedup: m.moe_token_dispatcher_type.as_deref() == Some("flex"),
         };
         moe_layers_gpu * 4.0 * alltoall_s(tokens * moe.topk * c.h * 2.0, &group, c.perf, c.eff)
     });

@@ -120,6 +120,9 @@ fn overwrite<T: Section + Serialize + DeserializeOwned>(
     decisions: &mut Vec<Decision>,
 ) -> Result<()> {
     let (section, target_fields) = (T::SECTION, T::FIELDS);
+    // the section's further fields (the model's architecture fields) are no precision field
+    // and are not deserialised: kept aside and put back
+    let rest = target.rest_mut().map(std::mem::take);
     let mut tree = serde_json::to_value(&*target).map_err(internal)?;
     let (Some(src), Some(dst)) = (src.as_object(), tree.as_object_mut()) else {
         return Err(internal("sections must serialise to mappings"));
@@ -145,6 +148,9 @@ fn overwrite<T: Section + Serialize + DeserializeOwned>(
         }
     }
     *target = serde_json::from_value(tree).map_err(internal)?;
+    if let (Some(rest), Some(slot)) = (rest, target.rest_mut()) {
+        *slot = rest;
+    }
     Ok(())
 }
 

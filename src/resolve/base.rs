@@ -66,6 +66,7 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
             .at_file(&user.origin)
             .help("run `ovlaunch recipes -v` for the functions")
         })?;
+    check_every_variant(user)?;
     let mut file = Map::new();
     merge_file(&mut file, &user.sections);
     if let Some(v) = chosen {
@@ -77,6 +78,58 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
         function,
         file,
     }))
+}
+
+/// The architecture fields of every variant of the file (not only the one chosen) against the
+/// provider class of the function that variant runs on (`config::provider`): a file that plans
+/// on one GPU kind must not hold a field that another variant's model lacks, or of the wrong
+/// type, unnoticed until that variant runs.
+fn check_every_variant(user: &Recipe) -> Result<()> {
+    let model = crate::config::ModelConfig::SECTION;
+    let variants: Vec<Option<&Variant>> = if user.variants.is_empty() {
+        vec![None]
+    } else {
+        user.variants.iter().map(Some).collect()
+    };
+    for v in variants {
+        let Some(function) = v
+            .and_then(|v| v.bridge_recipe.as_deref())
+            .or(user.bridge_recipe.as_deref())
+        else {
+            continue;
+        };
+        let Some((base, bv)) = user
+            .bases
+            .iter()
+            .find_map(|b| b.function_variant(function).map(|x| (b, x)))
+        else {
+            continue;
+        };
+        let class = bv
+            .and_then(|x| x.model_class.as_deref())
+            .or(base.model_class.as_deref());
+        let own = [Some(&user.sections), v.map(|v| &v.sections)];
+        for sections in own.into_iter().flatten() {
+            let Some(Value::Object(fields)) = sections.get(model) else {
+                continue;
+            };
+            for (k, val) in fields {
+                if crate::config::ModelConfig::FIELDS.contains(&k.as_str()) {
+                    continue;
+                }
+                crate::config::provider::check(class, k, val.clone()).map_err(|m| {
+                    Error::usage(m).at_file(&user.origin).help(format!(
+                        "the variant that runs `{function}` ({}) holds it",
+                        v.map_or_else(
+                            || "the recipe's own values".to_string(),
+                            |v| format!("gpu {}, precision {}", v.gpu, v.precision)
+                        )
+                    ))
+                })?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes the sections of `src` over `dst`: mappings field by field, anything else replaces;

@@ -252,6 +252,9 @@ fn choose_any_gpu<'r>(
             .at_flag("--precision")
             .help(format!("available: {}", available(recipe))));
     }
+    if let Some(f) = pinned {
+        pinned_blackwell_precision(recipe, f, &precision, hw)?;
+    }
     let kind = hw.gpu.kind.as_str();
     let count = Some(hw.count);
     let v = candidates
@@ -305,6 +308,30 @@ fn blackwell_precision(p: &str, hw: &Hardware) -> Result<()> {
         "on {} use --precision fp8cs (FP8 current scaling), fp8sc (FP8 sub-channel scaling) or bf16, where the recipe has them; or a Blackwell GPU kind (b200, gb200, b300, gb300)",
         gpu.kind
     )))
+}
+
+/// A Bridge function named with `--recipe` that runs MXFP8 or NVFP4 (its name says so, on any
+/// GPU kind) on an older GPU: refused with the hardware fact, as `--precision` is.
+fn pinned_blackwell_precision(
+    recipe: &Recipe,
+    function: &str,
+    precision: &str,
+    hw: &Hardware,
+) -> Result<()> {
+    let Err(e) = blackwell_precision(precision, hw) else {
+        return Ok(());
+    };
+    let help = format!(
+        "on {} run one of this model's bf16, fp8cs or fp8sc functions (`ovlaunch recipes -v --family {}`), or use a Blackwell GPU kind (b200, gb200, b300, gb300)",
+        hw.gpu.kind,
+        recipe.family.as_deref().unwrap_or("FAMILY")
+    );
+    Err(Error::usage(format!(
+        "Bridge's function `{function}` runs {precision}: {}",
+        e.message
+    ))
+    .at_flag("--recipe")
+    .help(help))
 }
 
 fn label(v: &Variant) -> String {
@@ -394,7 +421,11 @@ pub fn layer_on(
             prov.record(s, val, &Source::Recipe);
         }
     }
-    let before = build(&tree, &recipe.origin)?;
+    let model_class = variant
+        .and_then(|v| v.model_class.as_deref())
+        .or(recipe.model_class.as_deref());
+    let holder = recipe.holder();
+    let before = build(&tree, &recipe.origin, model_class, holder)?;
     let mut file_overrides = Vec::new();
     let mut with_file = None;
     if let Some((file, origin)) = file {
@@ -402,7 +433,7 @@ pub fn layer_on(
         for (s, val) in file {
             prov.record(s, val, &Source::Recipe);
         }
-        let cfg = build(&tree, origin)?;
+        let cfg = build(&tree, origin, model_class, holder)?;
         file_overrides = super::base::overrides(&before, &cfg, file)?;
         with_file = Some(cfg);
     }
@@ -444,7 +475,7 @@ pub fn layer_on(
     let after = if sets.is_empty() && !applied.contains(&true) {
         with_file.unwrap_or_else(|| before.clone())
     } else {
-        build(&tree, "--set").map_err(|e| {
+        build(&tree, "--set", model_class, holder).map_err(|e| {
             let mut flags: Vec<String> = sets.iter().map(|s| s.flag.clone()).collect();
             for (ps, _) in plugin_sets.iter().zip(&applied).filter(|(_, a)| **a) {
                 flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
@@ -534,12 +565,47 @@ fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {
     }
 }
 
-fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
+/// The `model` fields beyond the ones ovlaunch plans, taken out of the layered tree, each
+/// checked against the recipe's provider class (`config::provider`).
+fn take_provider(
+    tree: &mut Map<String, Value>,
+    model_class: Option<&str>,
+) -> std::result::Result<Map<String, Value>, String> {
+    let mut out = Map::new();
+    let Some(Value::Object(model)) = tree.get_mut(crate::config::ModelConfig::SECTION) else {
+        return Ok(out);
+    };
+    let extra: Vec<String> = model
+        .keys()
+        .filter(|k| !crate::config::ModelConfig::FIELDS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for k in extra {
+        let v = model.remove(&k).unwrap_or(Value::Null);
+        out.insert(
+            k.clone(),
+            crate::config::provider::check(model_class, &k, v)?,
+        );
+    }
+    Ok(out)
+}
+
+fn build(
+    tree: &Map<String, Value>,
+    origin: &str,
+    model_class: Option<&str>,
+    holder: crate::config::bridge::Holder<'_>,
+) -> Result<ConfigContainer> {
     let mut tree = tree.clone();
-    let bridge = crate::config::bridge::Sections::take_from(&mut tree).map_err(|m| {
+    let bridge = crate::config::bridge::Sections::take_from(&mut tree, holder).map_err(|m| {
         Error::usage(m)
             .at_file(origin)
             .help("check the section against `ovlaunch fields SECTION`")
+    })?;
+    let provider = take_provider(&mut tree, model_class).map_err(|m| {
+        Error::usage(m)
+            .at_file(origin)
+            .help("the fields of the recipe's model provider class: Bridge's class in `ovlaunch plan`'s recipe")
     })?;
     let mut cfg: ConfigContainer = serde_json::from_value(Value::Object(tree)).map_err(|e| {
         let msg = e.to_string();
@@ -552,5 +618,6 @@ fn build(tree: &Map<String, Value>, origin: &str) -> Result<ConfigContainer> {
         Error::usage(msg).at_file(origin).help(hint)
     })?;
     cfg.bridge = bridge;
+    cfg.model.provider = provider;
     Ok(cfg)
 }

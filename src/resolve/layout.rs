@@ -29,35 +29,39 @@ fn divisors(n: u64) -> impl Iterator<Item = u64> {
     low.into_iter()
 }
 
-/// Bridge's Gemma 3 provider, whose attention reads an integer `window_size` `w` as the
-/// pair `(w - 1, 0)` on its local layers (`gemma3_provider.py`, `Gemma3SelfAttention`).
-const GEMMA3_PROVIDER: &str = "megatron.bridge.models.gemma.gemma3_provider.Gemma3ModelProvider";
+/// Megatron-Core's `TransformerConfig`, whose types a `model` field has when the recipe's
+/// provider class is not known.
+const MCORE_TRANSFORMER_CONFIG: &str =
+    "megatron.core.transformer.transformer_config.TransformerConfig";
 
-/// `window_size` as the model class reads it: Megatron-Core's `Optional[Tuple[int, int]]`,
-/// or, for Bridge's Gemma 3 provider ([`GEMMA3_PROVIDER`]), also one integer >= 1. Checked
-/// once per resolve (the resolver knows the model class; `tune` changes no window).
+/// `window_size` as the model class reads it: the type the recipe's provider class gives it
+/// (`config::provider`, generated from Bridge's classes: Megatron-Core's
+/// `Optional[Tuple[int, int]]`; Bridge's Gemma 3 provider's `tuple = 512`, whose attention reads
+/// an integer `w` as the pair `(w - 1, 0)` on its local layers), else Megatron-Core's; a pair
+/// holds integers >= -1 (-1: unlimited). Checked once per resolve (`tune` changes no window).
 pub fn check_window_size(model: &ModelConfig, model_class: Option<&str>) -> Result<()> {
-    let int = |v: &Value| v.as_i64();
     let Some(w) = model.window_size.as_ref().filter(|v| !v.is_null()) else {
         return Ok(());
     };
-    let pair = w
+    let field = crate::config::bridge::split(MODEL.window_size).1;
+    let class = model_class
+        .filter(|c| crate::config::provider::field_type(Some(c), field).is_some())
+        .unwrap_or(MCORE_TRANSFORMER_CONFIG);
+    let typed = crate::config::provider::check(Some(class), field, w.clone());
+    let pair_ok = w
         .as_array()
-        .is_some_and(|a| a.len() == 2 && a.iter().all(|x| int(x).is_some_and(|n| n >= -1)));
-    let gemma3 = model_class == Some(GEMMA3_PROVIDER);
-    if pair || (gemma3 && int(w).is_some_and(|n| n >= 1)) {
-        return Ok(());
-    }
-    let help = if gemma3 {
-        "e.g. 512 (Gemma 3's local window), [4096, 0] (left, right; -1 for unlimited), or null"
-    } else {
-        "e.g. [4096, 0] (left, right; -1 for unlimited), or null"
+        .is_none_or(|a| a.iter().all(|x| x.as_i64().is_some_and(|n| n >= -1)));
+    let msg = match typed {
+        Err(m) => m,
+        Ok(_) if !pair_ok => format!(
+            "`{}` {w}: each side of the window is an integer >= -1 (-1: unlimited)",
+            MODEL.window_size
+        ),
+        Ok(_) => return Ok(()),
     };
-    Err(Error::usage(format!(
-        "window_size {w} is not a pair of integers (Megatron-Core: Optional[Tuple[int, int]])"
-    ))
-    .at_fields(MODEL.window_size)
-    .help(help))
+    Err(Error::usage(msg)
+        .at_fields(MODEL.window_size)
+        .help("e.g. [4096, 0] (left, right; -1 for unlimited), or null; an integer where the provider class takes one (Gemma 3's local window, e.g. 512)"))
 }
 
 /// Values whose type Megatron-Core's `TransformerConfig` states more narrowly than YAML can
@@ -350,7 +354,11 @@ fn check_with(
     let pp = u64::from(model.pipeline_model_parallel_size);
     let cp = u64::from(model.context_parallel_size);
     let ep = u64::from(model.expert_model_parallel_size);
-    let etp = model.expert_tensor_parallel_size.map_or(tp, u64::from);
+    // unset: 1 with expert parallelism (Bridge's TransformerConfig.finalize,
+    // `_set_moe_expert_tensor_parallel_default`), else TP (Megatron-Core)
+    let etp = model
+        .expert_tensor_parallel_size
+        .map_or(if ep > 1 { 1 } else { tp }, u64::from);
     parallel_sizes_at_least_one(tp, pp, cp, ep, etp)?;
     let dp = data_parallel(world, tp, pp, cp)?;
     heads_split_over_tp(model, tp)?;
@@ -441,11 +449,8 @@ fn heads_split_over_tp(model: &ModelConfig, tp: u64) -> Result<()> {
         .at_fields([MODEL.num_query_groups, MODEL.tensor_model_parallel_size])
         .help(format!("TP may be one of {}", list(divisors(groups)))));
     }
-    if model.sequence_parallel && tp <= 1 {
-        return Err(Error::usage("sequence_parallel needs tensor_model_parallel_size > 1 (Megatron-Core: \"Can not use sequence parallelism without tensor parallelism\")")
-            .at_fields([MODEL.sequence_parallel, MODEL.tensor_model_parallel_size])
-            .help(format!("set {}=false, or TP > 1", MODEL.sequence_parallel)));
-    }
+    // sequence_parallel with TP <= 1, which Megatron-Core refuses, never reaches it: Bridge's
+    // TransformerConfig.finalize turns it off first (resolve's `bridge_finalize_layout`).
     Ok(())
 }
 

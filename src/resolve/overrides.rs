@@ -68,7 +68,8 @@ pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
 }
 
 /// `--set ITEM` as messages and records show it: the value is redacted when the path's last
-/// part is a secret name (`env_vars.HF_TOKEN`, also misspelled sections).
+/// part is a secret name (`env_vars.HF_TOKEN`, also misspelled sections) or the value holds one
+/// of its keys.
 pub fn shown_flag(item: &str) -> String {
     match item.split_once('=') {
         Some((path, _))
@@ -77,6 +78,10 @@ pub fn shown_flag(item: &str) -> String {
                 .next()
                 .is_some_and(|last| crate::secret::is_secret_name(last.trim())) =>
         {
+            format!("--set {path}={}", crate::secret::REDACTED)
+        }
+        // a mapping value with a secret under one of its keys (`load_kwargs: {token: ...}`)
+        Some((path, text)) if config::bridge::secret_key(&yaml::parse_value(text)).is_some() => {
             format!("--set {path}={}", crate::secret::REDACTED)
         }
         _ => format!("--set {item}"),
@@ -120,9 +125,18 @@ fn parse_set(item: &str) -> Result<SetOverride> {
                 ),
             )));
     };
-    if let (Some(f), Some(known)) = (&field, fields)
+    // a pass-through section's fields are those of every class it comes in (a fine-tuning
+    // recipe's too); the recipe's own class checks them when the plan is built
+    let known: Option<Vec<&str>> = if config::bridge::is_section(&section) {
+        Some(config::bridge::all_names(&section))
+    } else {
+        fields.map(<[&str]>::to_vec)
+    };
+    if let (Some(f), Some(known)) = (&field, known)
         && !known.contains(&f.as_str())
         && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
+        // a field of some provider class: checked against the recipe's own when planned
+        && !(section == config::ModelConfig::SECTION && config::provider::is_field(f))
     {
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
             .at_flag(flag)
@@ -135,7 +149,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     if field.is_none()
         && !matches!(
             section.as_str(),
-            MixedPrecisionConfig::SECTION | CommOverlapConfig::SECTION
+            MixedPrecisionConfig::SECTION | CommOverlapConfig::SECTION | config::bridge::PEFT
         )
     {
         return Err(
@@ -190,15 +204,23 @@ fn parse_set(item: &str) -> Result<SetOverride> {
 /// Checks `value` against the field's type; a scalar that fails is retried as a string
 /// (`--set model.pipeline_model_parallel_layout=1` means the text "1").
 fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, String> {
-    if let Some(def) = config::bridge::section(section) {
+    if config::bridge::is_section(section) {
         // typed by Bridge's class; a scalar that fails is retried as text, like the others
-        return config::bridge::check(def, field, value.clone()).or_else(|first| {
+        return config::bridge::check_any(section, field, value.clone()).or_else(|first| {
             let as_text = Value::String(text.to_string());
-            match config::bridge::check(def, field, as_text) {
+            match config::bridge::check_any(section, field, as_text) {
                 Ok(v) if !value.is_string() && !value.is_null() => Ok(v),
                 _ => Err(first),
             }
         });
+    }
+    // a field of some provider class (not one ovlaunch plans): typed against the recipe's
+    // own class when the plan is built (`config::provider`)
+    if section == config::ModelConfig::SECTION
+        && !config::ModelConfig::FIELDS.contains(&field)
+        && config::provider::is_field(field)
+    {
+        return Ok(value);
     }
     let check = |v: &Value| -> Result<(), String> {
         let mut tree = serde_json::Map::new();

@@ -65,13 +65,29 @@ pub fn check_version(recipe: &Recipe, variant: Option<&Variant>, stack: &Stack) 
 /// override") and `+ft.FIELD=...` would leave a plain dict where Bridge reads attributes: it
 /// gets its typed form, `ft={_target_:CLASS,FIELD:VALUE,...}`, which Bridge's override code
 /// (`omegaconf_utils._apply_overrides`) instantiates.
-pub fn bridge_words(bridge: &Sections) -> Vec<(String, Value)> {
+///
+/// The same typed form carries a field whose type is a Bridge dataclass
+/// (`dataset.hf_dataset={_target_:HFDatasetSourceConfig,...}`); the `peft` section's fields are
+/// force-added (`++peft.dim=16`).
+pub fn bridge_words(bridge: &Sections, holder: config::bridge::Holder<'_>) -> Vec<(String, Value)> {
     let mut out = Vec::new();
-    for def in config::bridge::SECTIONS {
-        let Some(fields) = bridge.0.get(def.name) else {
+    for name in config::bridge::names() {
+        let Some(fields) = bridge.0.get(name) else {
+            continue;
+        };
+        let Some(def) = bridge.class_of(name, holder) else {
             continue;
         };
         if fields.is_empty() {
+            continue;
+        }
+        if def.name == config::bridge::PEFT {
+            // Bridge's override code keeps the PEFT object (callable) out of the config it
+            // builds, so its fields are force-added (`++`, Hydra's add-or-override) and then
+            // applied to the function's own object, which it puts back
+            for (k, v) in fields {
+                out.push((format!("++{}.{k}", def.name), v.clone()));
+            }
             continue;
         }
         if def.name == "ft" {
@@ -82,10 +98,31 @@ pub fn bridge_words(bridge: &Sections) -> Vec<(String, Value)> {
             continue;
         }
         for (k, v) in fields {
-            out.push((format!("{}.{k}", def.name), v.clone()));
+            out.push((format!("{}.{k}", def.name), typed_dataclass(def, k, v)));
         }
     }
     out
+}
+
+/// A mapping for a field whose type is a Bridge dataclass, in its typed form.
+fn typed_dataclass(def: &config::bridge::SectionDef, field: &str, v: &Value) -> Value {
+    let class = def
+        .fields
+        .iter()
+        .find(|f| f.name == field)
+        .and_then(|f| match f.ty {
+            config::bridge::Ty::Dataclass(c) => Some(c),
+            _ => None,
+        });
+    match (class, v) {
+        (Some(c), Value::Object(m)) if !m.contains_key(config::bridge::TARGET) => {
+            let mut typed = serde_json::Map::new();
+            typed.insert(config::bridge::TARGET.into(), Value::String(c.into()));
+            typed.extend(m.clone());
+            Value::Object(typed)
+        }
+        _ => v.clone(),
+    }
 }
 
 /// Bridge's class for `comm_overlap` (the `_target_` of its typed form).
@@ -263,7 +300,7 @@ pub fn call(
     if layered.before.comm_overlap.is_none() || whole_section {
         overrides = typed_comm_overlap(overrides);
     }
-    overrides.extend(bridge_words(&layered.cfg.bridge));
+    overrides.extend(bridge_words(&layered.cfg.bridge, recipe.holder()));
     let overrides = replacing_mappings(overrides);
     let mut fl: Vec<String> = Vec::new();
     for f in flags {

@@ -4,7 +4,8 @@
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency.
 
 use crate::config::{
-    COMM_OVERLAP, DDP, MIXED_PRECISION, MODEL, MixedPrecisionConfig, OPTIMIZER, Targets,
+    COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
+    OPTIMIZER, OptimizerConfig, Targets,
 };
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source, Trace};
@@ -19,7 +20,19 @@ pub fn validate(
     t: &mut Trace,
 ) -> Result<()> {
     let (model, optimizer, ddp) = (&*targets.model, targets.optimizer, targets.ddp);
-    let (decisions, warnings) = (&mut t.decisions, &mut t.warnings);
+    ddp_and_optimizer_post_init(optimizer, ddp, &mut t.warnings)?;
+    model_post_init(model, stack)?;
+    megatron_fsdp(mp, optimizer, ddp, &mut t.decisions)?;
+    optimizer_sync(optimizer, ddp, t);
+    precision_consistency(model, optimizer)
+}
+
+/// Megatron-Core's `DistributedDataParallelConfig` and `OptimizerConfig` post-init checks.
+fn ddp_and_optimizer_post_init(
+    optimizer: &OptimizerConfig,
+    ddp: &DdpConfig,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
     // Megatron-Core DDP and optimizer post-init. `ddp.finalize()` runs before the
     // Megatron-FSDP block below turns reuse off, so this holds with FSDP too.
     if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather {
@@ -44,6 +57,11 @@ pub fn validate(
         ));
     }
 
+    Ok(())
+}
+
+/// Megatron-Core's `TransformerConfig.__post_init__` checks of what overlap and precision set.
+fn model_post_init(model: &ModelConfig, stack: &Stack) -> Result<()> {
     // Megatron-Core model post-init.
     if model.defer_embedding_wgrad_compute {
         if model.pipeline_model_parallel_size < 2 || !model.gradient_accumulation_fusion {
@@ -76,6 +94,17 @@ pub fn validate(
         crate::overlap::checks::expert_overlap(model, stack)?;
     }
 
+    Ok(())
+}
+
+/// `ConfigContainer.validate`'s Megatron-FSDP block (it forces the distributed optimizer on and
+/// turns off what FSDP does not support), else the MXFP8 buffer-reuse assertion.
+fn megatron_fsdp(
+    mp: Option<&MixedPrecisionConfig>,
+    optimizer: &mut OptimizerConfig,
+    ddp: &mut DdpConfig,
+    decisions: &mut Vec<Decision>,
+) -> Result<()> {
     // Megatron-FSDP.
     if ddp.use_megatron_fsdp {
         if !ddp.use_distributed_optimizer || !optimizer.use_distributed_optimizer {
@@ -119,6 +148,13 @@ pub fn validate(
                 .help(format!("--set {}=true", MIXED_PRECISION.reuse_grad_buf_for_mxfp8_param_ag)));
     }
 
+    Ok(())
+}
+
+/// `ConfigContainer.validate`'s sync of the distributed optimizer and `overlap_param_gather`
+/// between ddp and the optimizer.
+fn optimizer_sync(optimizer: &mut OptimizerConfig, ddp: &mut DdpConfig, t: &mut Trace) {
+    let (decisions, warnings) = (&mut t.decisions, &mut t.warnings);
     // Distributed-optimizer and overlap_param_gather sync: where ddp and the optimizer
     // disagree, both become True, with Bridge's warning.
     for (label, what, ddp_path, ddp_value, opt_path, opt_value) in [
@@ -151,7 +187,10 @@ pub fn validate(
             *opt_value = true;
         }
     }
+}
 
+/// `ConfigContainer.validate`'s precision consistency of the model and the optimizer.
+fn precision_consistency(model: &ModelConfig, optimizer: &OptimizerConfig) -> Result<()> {
     // Precision consistency.
     if model.bf16 && model.fp16 {
         return Err(Error::config(format!(
@@ -231,11 +270,6 @@ pub fn gpu_supports_precision(
     .help("use --precision bf16 on this GPU, or a GPU kind that has the unit"))
 }
 
-/// Bridge's own checks of its pass-through sections (`finalize()` of `SchedulerConfig`,
-/// `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`, which `runtime_config_update`
-/// runs), with Bridge's messages. A field's value is the one set (recipe file, plugin or
-/// `--set`), else the one every shipped Bridge recipe holds (`SectionDef::recipe`); a check
-/// whose inputs are not known that way is left to Bridge.
 /// What Bridge requires of a fine-tuning run before it trains, checked at plan time: PEFT
 /// (`ConfigContainer.validate`: "PEFT requires a pretrained checkpoint path") needs
 /// `checkpoint.pretrained_checkpoint`, the base model's Megatron checkpoint; Bridge's library
@@ -258,91 +292,184 @@ pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Section
     Ok(())
 }
 
-pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()> {
-    use crate::config::bridge;
-    use crate::config::bridge::paths::{CHECKPOINT, LOGGER, PROFILING, SCHEDULER};
-    let get = |path: &str| -> Option<serde_json::Value> {
-        let (section, field) = bridge::split(path);
-        sections
+/// Bridge's own checks of its pass-through sections, with Bridge's messages: the `finalize()` of
+/// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`
+/// (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
+/// per rule ([`SECTION_CHECKS`], in Bridge's order). A field's value is the one set (recipe
+/// file, plugin or `--set`), else the one every shipped Bridge recipe holds
+/// (`SectionDef::recipe`); a check whose inputs are not known that way is left to Bridge.
+pub fn bridge_sections(
+    sections: &crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+) -> Result<()> {
+    let known = Known(sections, holder);
+    SECTION_CHECKS
+        .iter()
+        .try_for_each(|(_, check)| check(&known))
+}
+
+/// One rule of a section's `finalize()`.
+type SectionCheck = fn(&Known<'_>) -> Result<()>;
+
+/// Each rule, named by the Bridge function that holds it (`config.py`).
+const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
+    ("SchedulerConfig.finalize", scheduler_max_steps),
+    ("SchedulerConfig.finalize", scheduler_weight_decay),
+    ("SchedulerConfig.finalize", scheduler_override_or_checkpoint),
+    ("SchedulerConfig.finalize", scheduler_iters_or_samples),
+    ("SchedulerConfig.finalize", scheduler_warmup_fraction),
+    ("CheckpointConfig.finalize", checkpoint_async_save),
+    ("CheckpointConfig.finalize", checkpoint_hf_export),
+    ("CheckpointConfig.finalize", checkpoint_reshardable),
+    ("LoggerConfig.finalize", logger_mlflow),
+    ("LoggerConfig.finalize", logger_comet),
+    ("ProfilingConfig.finalize", profiling_one_profiler),
+    ("ProfilingConfig.finalize", profiling_steps),
+    ("GPTSFTDatasetConfig.validate", sft_dataset_source),
+];
+
+/// The pass-through sections' values as Bridge's checks see them, in the classes the recipe
+/// holds.
+struct Known<'a>(
+    &'a crate::config::bridge::Sections,
+    crate::config::bridge::Holder<'a>,
+);
+
+impl Known<'_> {
+    /// The value set at `path`, else the one every shipped recipe holds.
+    fn get(&self, path: &str) -> Option<serde_json::Value> {
+        let (section, field) = crate::config::bridge::split(path);
+        self.0
             .get(path)
             .cloned()
-            .or_else(|| bridge::section(section)?.recipe_value(field))
-    };
-    let truthy = |v: &Option<serde_json::Value>| match v {
-        Some(serde_json::Value::Bool(b)) => Some(*b),
-        Some(serde_json::Value::Null) => Some(false),
-        Some(serde_json::Value::String(s)) => Some(!s.is_empty()),
-        Some(serde_json::Value::Number(n)) => Some(n.as_f64() != Some(0.0)),
-        Some(serde_json::Value::Array(a)) => Some(!a.is_empty()),
-        Some(serde_json::Value::Object(m)) => Some(!m.is_empty()),
-        None => None,
-    };
-    let num = |v: &Option<serde_json::Value>| v.as_ref().and_then(serde_json::Value::as_f64);
-    let fail = |msg: String, fields: &[&str]| Err(Error::config(msg).at_fields(fields));
+            .or_else(|| self.1.section(section)?.recipe_value(field))
+    }
 
-    // scheduler (SchedulerConfig.finalize)
-    if let Some(m) = num(&get(SCHEDULER.max_steps))
-        && m <= 0.0
-    {
-        return fail(
+    /// Python's truth value of the field.
+    fn truthy(&self, path: &str) -> Option<bool> {
+        use serde_json::Value;
+        Some(match self.get(path)? {
+            Value::Bool(b) => b,
+            Value::Null => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            Value::Array(a) => !a.is_empty(),
+            Value::Object(m) => !m.is_empty(),
+        })
+    }
+
+    fn num(&self, path: &str) -> Option<f64> {
+        self.get(path).as_ref().and_then(serde_json::Value::as_f64)
+    }
+
+    /// `is not None`
+    fn is_set(&self, path: &str) -> Option<bool> {
+        self.get(path).map(|v| !v.is_null())
+    }
+
+    /// `!= 0`
+    fn nonzero(&self, path: &str) -> Option<bool> {
+        self.num(path).map(|x| x != 0.0)
+    }
+
+    fn text(&self, path: &str) -> Option<String> {
+        self.get(path)?.as_str().map(str::to_string)
+    }
+}
+
+fn fail(msg: impl Into<String>, fields: &[&str]) -> Result<()> {
+    Err(Error::config(msg).at_fields(fields))
+}
+
+/// `SchedulerConfig.finalize`: `max_steps` must be positive.
+fn scheduler_max_steps(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    match k.num(SCHEDULER.max_steps) {
+        Some(m) if m <= 0.0 => fail(
             format!("{} must be positive, got {m}.", SCHEDULER.max_steps),
             &[SCHEDULER.max_steps],
-        );
+        ),
+        _ => Ok(()),
     }
-    if let Some(start) = num(&get(SCHEDULER.start_weight_decay)) {
-        if start < 0.0 {
-            return fail(
-                "start_weight_decay should be positive.".into(),
-                &[SCHEDULER.start_weight_decay],
-            );
-        }
-        if let Some(end) = num(&get(SCHEDULER.end_weight_decay))
-            && end < start
-        {
-            return fail(
-                format!("end_weight_decay ({end}) must be >= start_weight_decay ({start})"),
-                &[SCHEDULER.start_weight_decay, SCHEDULER.end_weight_decay],
-            );
-        }
-    }
-    if truthy(&get(SCHEDULER.override_opt_param_scheduler)) == Some(true)
-        && truthy(&get(SCHEDULER.use_checkpoint_opt_param_scheduler)) == Some(true)
-    {
+}
+
+/// `SchedulerConfig.finalize`: the start weight decay is not negative and the end one not
+/// below it.
+fn scheduler_weight_decay(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    let Some(start) = k.num(SCHEDULER.start_weight_decay) else {
+        return Ok(());
+    };
+    if start < 0.0 {
         return fail(
-            "both override and use-checkpoint are set.".into(),
-            &[
-                SCHEDULER.override_opt_param_scheduler,
-                SCHEDULER.use_checkpoint_opt_param_scheduler,
-            ],
+            "start_weight_decay should be positive.",
+            &[SCHEDULER.start_weight_decay],
         );
     }
-    let is_set = |v: Option<serde_json::Value>| v.map(|v| !v.is_null());
-    let nonzero = |v: Option<serde_json::Value>| num(&v).map(|x| x != 0.0);
+    match k.num(SCHEDULER.end_weight_decay) {
+        Some(end) if end < start => fail(
+            format!("end_weight_decay ({end}) must be >= start_weight_decay ({start})"),
+            &[SCHEDULER.start_weight_decay, SCHEDULER.end_weight_decay],
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `SchedulerConfig.finalize`: the scheduler's state comes from the config or the checkpoint,
+/// not both.
+fn scheduler_override_or_checkpoint(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    let (a, b) = (
+        SCHEDULER.override_opt_param_scheduler,
+        SCHEDULER.use_checkpoint_opt_param_scheduler,
+    );
+    if k.truthy(a) == Some(true) && k.truthy(b) == Some(true) {
+        return fail("both override and use-checkpoint are set.", &[a, b]);
+    }
+    Ok(())
+}
+
+/// `SchedulerConfig.finalize`: iteration-based and sample-based fields do not mix.
+fn scheduler_iters_or_samples(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
     let iters = [
-        is_set(get(SCHEDULER.lr_decay_iters)),
-        nonzero(get(SCHEDULER.lr_warmup_iters)),
-        is_set(get(SCHEDULER.lr_wsd_decay_iters)),
+        k.is_set(SCHEDULER.lr_decay_iters),
+        k.nonzero(SCHEDULER.lr_warmup_iters),
+        k.is_set(SCHEDULER.lr_wsd_decay_iters),
     ];
     let samples = [
-        is_set(get(SCHEDULER.lr_decay_samples)),
-        nonzero(get(SCHEDULER.lr_warmup_samples)),
-        is_set(get(SCHEDULER.lr_wsd_decay_samples)),
+        k.is_set(SCHEDULER.lr_decay_samples),
+        k.nonzero(SCHEDULER.lr_warmup_samples),
+        k.is_set(SCHEDULER.lr_wsd_decay_samples),
     ];
     if iters.iter().chain(&samples).all(Option::is_some)
         && iters.contains(&Some(true))
         && samples.contains(&Some(true))
     {
         return fail(
-            "Cannot mix iteration-based and sample-based scheduler fields. Use either iteration fields OR sample fields, not both.".into(),
-            &[SCHEDULER.lr_decay_iters, SCHEDULER.lr_warmup_iters, SCHEDULER.lr_wsd_decay_iters, SCHEDULER.lr_decay_samples, SCHEDULER.lr_warmup_samples, SCHEDULER.lr_wsd_decay_samples],
+            "Cannot mix iteration-based and sample-based scheduler fields. Use either iteration fields OR sample fields, not both.",
+            &[
+                SCHEDULER.lr_decay_iters,
+                SCHEDULER.lr_warmup_iters,
+                SCHEDULER.lr_wsd_decay_iters,
+                SCHEDULER.lr_decay_samples,
+                SCHEDULER.lr_warmup_samples,
+                SCHEDULER.lr_wsd_decay_samples,
+            ],
         );
     }
-    if is_set(get(SCHEDULER.lr_warmup_fraction)) == Some(true)
-        && (nonzero(get(SCHEDULER.lr_warmup_iters)) == Some(true)
-            || nonzero(get(SCHEDULER.lr_warmup_samples)) == Some(true))
+    Ok(())
+}
+
+/// `SchedulerConfig.finalize`: one way to state the warmup.
+fn scheduler_warmup_fraction(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    if k.is_set(SCHEDULER.lr_warmup_fraction) == Some(true)
+        && (k.nonzero(SCHEDULER.lr_warmup_iters) == Some(true)
+            || k.nonzero(SCHEDULER.lr_warmup_samples) == Some(true))
     {
         return fail(
-            "Cannot specify lr_warmup_fraction with lr_warmup_iters or lr_warmup_samples. Use either lr_warmup_fraction OR lr_warmup_iters OR lr_warmup_samples.".into(),
+            "Cannot specify lr_warmup_fraction with lr_warmup_iters or lr_warmup_samples. Use either lr_warmup_fraction OR lr_warmup_iters OR lr_warmup_samples.",
             &[SCHEDULER.lr_warmup_fraction, SCHEDULER.lr_warmup_iters, SCHEDULER.lr_warmup_samples],
         )
         .map_err(|e| {
@@ -352,61 +479,78 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
             ))
         });
     }
+    Ok(())
+}
 
-    // checkpoint (CheckpointConfig.finalize)
-    if truthy(&get(CHECKPOINT.async_save)) == Some(true) {
-        if is_set(get(CHECKPOINT.save)) == Some(false) {
-            return fail(
-                "async_save is enabled, but save is not set. Set save to a valid path.".into(),
-                &[CHECKPOINT.async_save, CHECKPOINT.save],
-            );
-        }
-        if truthy(&get(CHECKPOINT.use_persistent_ckpt_worker)) == Some(false) {
-            return fail(
-                "async_save requires use_persistent_ckpt_worker=True.".into(),
-                &[CHECKPOINT.async_save, CHECKPOINT.use_persistent_ckpt_worker],
-            );
-        }
+/// `CheckpointConfig.finalize`: an asynchronous save needs a save directory and the
+/// persistent checkpoint worker.
+fn checkpoint_async_save(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    if k.truthy(CHECKPOINT.async_save) != Some(true) {
+        return Ok(());
     }
-    if truthy(&get(CHECKPOINT.also_save_hf_checkpoint)) == Some(true) {
-        if get(CHECKPOINT.ckpt_format)
-            .as_ref()
-            .and_then(|v| v.as_str())
-            == Some("fsdp_dtensor")
-        {
-            return fail(
-                "also_save_hf_checkpoint=True is not supported together with ckpt_format='fsdp_dtensor'. Use ckpt_format='torch_dist' when exporting additional HF weights during training.".into(),
-                &[CHECKPOINT.also_save_hf_checkpoint, CHECKPOINT.ckpt_format],
-            );
-        }
-        if get(CHECKPOINT.non_persistent_ckpt_type)
-            .as_ref()
-            .and_then(|v| v.as_str())
-            == Some("local")
-        {
-            return fail(
-                "also_save_hf_checkpoint=True is not compatible with local non-persistent checkpoints. Use non_persistent_ckpt_type='global' or disable non-persistent saving.".into(),
-                &[CHECKPOINT.also_save_hf_checkpoint, CHECKPOINT.non_persistent_ckpt_type],
-            );
-        }
-    }
-    if truthy(&get(CHECKPOINT.dist_ckpt_optim_fully_reshardable)) == Some(true)
-        && truthy(&get(
-            CHECKPOINT.distrib_optim_fully_reshardable_mem_efficient
-        )) == Some(true)
-    {
+    if k.is_set(CHECKPOINT.save) == Some(false) {
         return fail(
-            "distrib_optim_fully_reshardable_mem_efficient requires use_gloo_process_groups".into(),
+            "async_save is enabled, but save is not set. Set save to a valid path.",
+            &[CHECKPOINT.async_save, CHECKPOINT.save],
+        );
+    }
+    if k.truthy(CHECKPOINT.use_persistent_ckpt_worker) == Some(false) {
+        return fail(
+            "async_save requires use_persistent_ckpt_worker=True.",
+            &[CHECKPOINT.async_save, CHECKPOINT.use_persistent_ckpt_worker],
+        );
+    }
+    Ok(())
+}
+
+/// `CheckpointConfig.finalize`: a Hugging Face export beside the checkpoints needs
+/// `torch_dist` and global non-persistent checkpoints.
+fn checkpoint_hf_export(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    if k.truthy(CHECKPOINT.also_save_hf_checkpoint) != Some(true) {
+        return Ok(());
+    }
+    if k.text(CHECKPOINT.ckpt_format).as_deref() == Some("fsdp_dtensor") {
+        return fail(
+            "also_save_hf_checkpoint=True is not supported together with ckpt_format='fsdp_dtensor'. Use ckpt_format='torch_dist' when exporting additional HF weights during training.",
+            &[CHECKPOINT.also_save_hf_checkpoint, CHECKPOINT.ckpt_format],
+        );
+    }
+    if k.text(CHECKPOINT.non_persistent_ckpt_type).as_deref() == Some("local") {
+        return fail(
+            "also_save_hf_checkpoint=True is not compatible with local non-persistent checkpoints. Use non_persistent_ckpt_type='global' or disable non-persistent saving.",
             &[
-                CHECKPOINT.dist_ckpt_optim_fully_reshardable,
-                CHECKPOINT.distrib_optim_fully_reshardable_mem_efficient,
+                CHECKPOINT.also_save_hf_checkpoint,
+                CHECKPOINT.non_persistent_ckpt_type,
             ],
         );
     }
+    Ok(())
+}
 
-    // logger (LoggerConfig.finalize)
-    if truthy(&get(LOGGER.mlflow_experiment)) == Some(true)
-        && truthy(&get(LOGGER.mlflow_run_name)) == Some(false)
+/// `CheckpointConfig.finalize`: the memory-efficient reshardable optimizer state needs gloo
+/// process groups, which the fully reshardable one turns off.
+fn checkpoint_reshardable(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    let (a, b) = (
+        CHECKPOINT.dist_ckpt_optim_fully_reshardable,
+        CHECKPOINT.distrib_optim_fully_reshardable_mem_efficient,
+    );
+    if k.truthy(a) == Some(true) && k.truthy(b) == Some(true) {
+        return fail(
+            "distrib_optim_fully_reshardable_mem_efficient requires use_gloo_process_groups",
+            &[a, b],
+        );
+    }
+    Ok(())
+}
+
+/// `LoggerConfig.finalize`: MLFlow logging needs a run name.
+fn logger_mlflow(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::LOGGER;
+    if k.truthy(LOGGER.mlflow_experiment) == Some(true)
+        && k.truthy(LOGGER.mlflow_run_name) == Some(false)
     {
         return fail(
             format!(
@@ -416,8 +560,14 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
             &[LOGGER.mlflow_experiment, LOGGER.mlflow_run_name],
         );
     }
-    if truthy(&get(LOGGER.comet_project)) == Some(true)
-        && truthy(&get(LOGGER.comet_experiment_name)) == Some(false)
+    Ok(())
+}
+
+/// `LoggerConfig.finalize`: Comet ML logging needs an experiment name.
+fn logger_comet(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::LOGGER;
+    if k.truthy(LOGGER.comet_project) == Some(true)
+        && k.truthy(LOGGER.comet_experiment_name) == Some(false)
     {
         return fail(
             format!(
@@ -428,19 +578,28 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
         )
         .map_err(|e| e.help("with the comet plugin: --plugin comet:project=P,name=RUN"));
     }
+    Ok(())
+}
 
-    // profiling (ProfilingConfig.finalize)
-    if truthy(&get(PROFILING.use_pytorch_profiler)) == Some(true)
-        && truthy(&get(PROFILING.use_nsys_profiler)) == Some(true)
-    {
+/// `ProfilingConfig.finalize`: one profiler at a time.
+fn profiling_one_profiler(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::PROFILING;
+    let (a, b) = (PROFILING.use_pytorch_profiler, PROFILING.use_nsys_profiler);
+    if k.truthy(a) == Some(true) && k.truthy(b) == Some(true) {
         return fail(
-            "Exactly one of pytorch or nsys profiler should be enabled, not both, when ProfilingConfig is active.".into(),
-            &[PROFILING.use_pytorch_profiler, PROFILING.use_nsys_profiler],
+            "Exactly one of pytorch or nsys profiler should be enabled, not both, when ProfilingConfig is active.",
+            &[a, b],
         );
     }
+    Ok(())
+}
+
+/// `ProfilingConfig.finalize`: the profiled steps are not negative and end after they start.
+fn profiling_steps(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::PROFILING;
     let (start, end) = (
-        num(&get(PROFILING.profile_step_start)),
-        num(&get(PROFILING.profile_step_end)),
+        k.num(PROFILING.profile_step_start),
+        k.num(PROFILING.profile_step_end),
     );
     for (path, v) in [
         (PROFILING.profile_step_start, start),
@@ -458,13 +617,84 @@ pub fn bridge_sections(sections: &crate::config::bridge::Sections) -> Result<()>
             );
         }
     }
-    if let (Some(start), Some(end)) = (start, end)
-        && end < start
-    {
-        return fail(
+    match (start, end) {
+        (Some(start), Some(end)) if end < start => fail(
             format!("profile_step_end ({end}) must be >= profile_step_start ({start})"),
             &[PROFILING.profile_step_start, PROFILING.profile_step_end],
-        );
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `GPTSFTDatasetConfig.validate` (`megatron/bridge/data/builders/gpt_sft.py`, run by its
+/// `finalize()`): a fine-tuning dataset reads exactly one source, a local `dataset_root` or a
+/// Hugging Face `hf_dataset`, and the Hugging Face split settings only with the latter. The
+/// recipe's own values are Bridge's (`hf_dataset` with a named dataset, a validation
+/// proportion), so giving a local path means clearing those.
+fn sft_dataset_source(k: &Known<'_>) -> Result<()> {
+    let Some(def) = k.1.section("dataset") else {
+        return Ok(());
+    };
+    let field = |name: &'static str| -> Option<&'static str> {
+        def.names.iter().copied().find(|n| *n == name)
+    };
+    let (Some(root), Some(hf)) = (field("dataset_root"), field("hf_dataset")) else {
+        return Ok(());
+    };
+    let path = |f: &str| format!("{}.{f}", def.name);
+    let (root_p, hf_p) = (path(root), path(hf));
+    let (has_root, has_hf) = (k.is_set(&root_p), k.is_set(&hf_p));
+    if has_root == Some(true) && has_hf == Some(true) {
+        return Err(Error::config(
+            "Exactly one text-only SFT source must be set: dataset_root or hf_dataset.",
+        )
+        .at_fields([root_p.as_str(), hf_p.as_str()])
+        .help(format!(
+            "Bridge's fine-tuning recipe reads a Hugging Face dataset: for your local data also --set {hf_p}=null --set {}=null; or keep the recipe's and leave {root_p} out",
+            path("hf_validation_proportion")
+        )));
+    }
+    if has_root == Some(false) && has_hf == Some(false) {
+        return Err(Error::config(
+            "Exactly one text-only SFT source must be set: dataset_root or hf_dataset.",
+        )
+        .at_fields([root_p.as_str(), hf_p.as_str()])
+        .help(format!(
+            "--set {root_p}=/path/on/the/cluster (JSONL or packed data), or --set '{hf_p}={{dataset_name: squad}}' (a dataset Bridge knows) or '{hf_p}={{path_or_dataset: org/name}}' (a Hugging Face dataset)"
+        )));
+    }
+    if has_root == Some(true) {
+        let hf_only = [
+            "hf_validation_dataset",
+            "hf_test_dataset",
+            "hf_output_root",
+            "hf_validation_proportion",
+        ];
+        let set: Vec<String> = hf_only
+            .iter()
+            .filter_map(|f| field(f))
+            .map(path)
+            .filter(|p| k.is_set(p) == Some(true))
+            .chain(
+                field("hf_rewrite")
+                    .map(path)
+                    .filter(|p| k.truthy(p) == Some(true)),
+            )
+            .collect();
+        if !set.is_empty() {
+            let fields: Vec<&str> = set.iter().map(String::as_str).collect();
+            return Err(Error::config(
+                "Hugging Face split and materialization settings require hf_dataset, not dataset_root.",
+            )
+            .at_fields(fields.as_slice())
+            .help(format!(
+                "with a local dataset_root also --set {}",
+                set.iter()
+                    .map(|p| format!("{p}={}", if p.ends_with("hf_rewrite") { "false" } else { "null" }))
+                    .collect::<Vec<_>>()
+                    .join(" --set ")
+            )));
+        }
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 """Generate ovlaunch's table of Megatron-Bridge's pass-through config sections
-(src/config/bridge_fields.rs) from Bridge's own config classes.
+(src/config/bridge_fields.rs) and of its model provider classes' fields
+(src/config/provider_fields.rs) from Bridge's own classes.
 
 The sections are the ones a real training run needs and ovlaunch does not resolve: `scheduler`,
 `dataset`, `tokenizer`, `checkpoint`, `logger`, `profiling` and `ft`. For each, every field a
@@ -10,17 +11,29 @@ section (checked below for every shipped recipe function), so a key path ovlaunc
 key path of the class the trainer holds. Each section also lists the values every shipped recipe
 function holds alike (`recipe`), which ovlaunch's checks of Bridge's section rules start from.
 
+The provider table: every model provider class of the package (the dataclass subclasses of
+`ModelProviderMixin` under `megatron.bridge.models` and Bridge's diffusion models), each with the
+fields declared in its own class body (its `__annotations__`, so a field a subclass re-declares
+takes the subclass's type) and its dataclass bases in method-resolution order; a field is looked
+up in the class, then its bases, as Python does. Each field's type is the annotation mapped to
+`config::bridge_schema::Ty` (a union of the mapped members; a default whose type the annotation does not
+state, like Gemma 3's `window_size: tuple = 512`, adds its own type), with the annotation's text
+for messages; a field a user cannot write (a callable, a module spec, a process group, a
+configuration object, a private or computed field) is `Ty::Object`.
+
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
-    python tests/bridge/gen_sections.py --out src/config/bridge_fields.rs          # write
-    python tests/bridge/gen_sections.py --out src/config/bridge_fields.rs --check  # compare only
+    python tests/bridge/gen_sections.py --out src/config/bridge_fields.rs --providers src/config/provider_fields.rs          # write
+    python tests/bridge/gen_sections.py --out src/config/bridge_fields.rs --providers src/config/provider_fields.rs --check  # compare only
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import dataclasses
 import importlib
 import importlib.metadata as md
+import os
 import sys
 import types
 import typing
@@ -84,6 +97,8 @@ def ty(t) -> tuple[str, bool]:
             return "Ty::StrList", False
     if origin is dict and args == (str, str):
         return "Ty::StrMap", False
+    if isinstance(t, type) and dataclasses.is_dataclass(t):
+        return f'Ty::Dataclass("{t.__module__}.{t.__qualname__}")', False
     return "Ty::Any", False
 
 
@@ -116,6 +131,78 @@ def shipped_configs():
                 continue
             probe.ovlaunch_stubs.fake_gpu(m["hardware"])
             yield fn, getattr(module, fn)()
+
+
+# Fine-tuning: the classes Bridge's SFT and PEFT recipe functions hold in `dataset` and `peft`
+# (checked below for every shipped fine-tuning function), and the PEFT schemes a user may choose.
+# (const, section, class path, tasks it types)
+FINE_TUNING = [
+    ("DATASET_SFT", "dataset", "megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig", ("sft", "peft")),
+    ("PEFT_LORA", "peft", "megatron.bridge.peft.lora.LoRA", ("peft",)),
+    ("PEFT_DORA", "peft", "megatron.bridge.peft.dora.DoRA", ()),
+]
+PEFT_SCHEMES = {"lora": "PEFT_LORA", "dora": "PEFT_DORA"}
+# Families whose fine-tuning functions hold other classes (Wan's diffusion data module), which
+# the pretraining sections type as before.
+FINE_TUNING_EXCEPT = ("wan",)
+
+
+def _class(path: str):
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def fine_tuning_configs():
+    """(family, task, function, ConfigContainer) for every shipped SFT and PEFT function."""
+    import yaml
+
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    for f in sorted(recipes.glob("*.yaml")):
+        t = yaml.safe_load(f.read_text())
+        if t.get("task") not in ("sft", "peft"):
+            continue
+        for v in t.get("variants", []):
+            fn = v["bridge_recipe"]
+            probe.ovlaunch_stubs.fake_gpu(v["gpu"] if v["gpu"] != "any" else "h100")
+            yield t.get("family"), t["task"], fn, probe.load(fn, probe.benchmark_metadata(fn))
+
+
+_FT_CACHE: list = []
+
+
+def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
+    """Problems (a shipped fine-tuning function holding another class), and per fine-tuning
+    section const the values every shipped function of its tasks holds alike."""
+    import json
+
+    if _FT_CACHE:
+        return _FT_CACHE[0]
+    problems = []
+    seen: dict[tuple[str, str], set[str]] = {}
+    for family, task, fn, cfg in fine_tuning_configs():
+        if family in FINE_TUNING_EXCEPT:
+            continue
+        for const, section, path, tasks in FINE_TUNING:
+            if task not in tasks:
+                continue
+            obj = getattr(cfg, section)
+            held = f"{type(obj).__module__}.{type(obj).__qualname__}"
+            if held != path:
+                problems.append(f"{fn}: {section} is a {held}, not a {path}")
+                continue
+            for name, _, _ in fields_of(section, _class(path)):
+                v = getattr(obj, name)
+                seen.setdefault((const, name), set()).add(json.dumps(probe.plain(v), sort_keys=True))
+        if task == "sft" and cfg.peft is not None:
+            problems.append(f"{fn}: an SFT function holds peft")
+    common: dict[str, dict[str, str]] = {c: {} for c, _, _, _ in FINE_TUNING}
+    for (const, name), vals in seen.items():
+        if len(vals) == 1:
+            (v,) = vals
+            if os.getcwd() not in v:
+                common[const][name] = v
+    _FT_CACHE.append((problems, common))
+    return problems, common
 
 
 def recipe_values() -> dict[str, dict[str, str]]:
@@ -176,26 +263,10 @@ def generate() -> str:
         "",
     ]
     for section, cls in SECTIONS.items():
-        const = section.upper()
-        lines.append(f"/// `{section}`: `{cls.__module__}.{cls.__qualname__}`.")
-        lines.append(f"pub const {const}: SectionDef = SectionDef {{")
-        lines.append(f'    name: "{section}",')
-        lines.append(f'    class: "{cls.__module__}.{cls.__qualname__}",')
-        fields = fields_of(section, cls)
-        lines.append("    names: &[")
-        for name, _, _ in fields:
-            lines.append(f'        "{name}",')
-        lines.append("    ],")
-        lines.append("    recipe: &[")
-        for name, v in sorted(common[section].items(), key=lambda kv: [f[0] for f in fields].index(kv[0])):
-            lines.append(f'        ("{name}", {rust_str(v)}),')
-        lines.append("    ],")
-        lines.append("    fields: &[")
-        for name, t, nullable in fields:
-            lines.append(f'        Field {{ name: "{name}", ty: {t}, nullable: {str(nullable).lower()} }},')
-        lines.append("    ],")
-        lines.append("};")
-        lines.append("")
+        lines.extend(section_def(section.upper(), section, cls, common[section]))
+    _, ft_common = fine_tuning_facts()
+    for const, section, path, _ in FINE_TUNING:
+        lines.extend(section_def(const, section, _class(path), ft_common[const]))
     lines.append("/// Every field's full path, typed: `paths::SCHEDULER.max_steps` is `\"scheduler.max_steps\"`.")
     lines.append("pub mod paths {")
     for section, cls in SECTIONS.items():
@@ -206,28 +277,320 @@ def generate() -> str:
     lines.append("")
     lines.append("/// All of them, in `ConfigContainer` order of ovlaunch's plan.")
     lines.append("pub const SECTIONS: &[SectionDef] = &[" + ", ".join(s.upper() for s in SECTIONS) + "];")
+    lines.append("")
+    lines.append("/// The classes a fine-tuning recipe function holds, by task: (task, section).")
+    pairs = [(t, c) for c, _, _, tasks in FINE_TUNING for t in tasks]
+    lines.append("pub const TASK_SECTIONS: &[(&str, SectionDef)] = &[" + ", ".join(f'("{t}", {c})' for t, c in pairs) + "];")
+    lines.append("")
+    lines.append("/// The PEFT schemes a user may choose (`--set peft=NAME`), each Bridge's class.")
+    lines.append("pub const PEFT_SCHEMES: &[(&str, SectionDef)] = &[" + ", ".join(f'("{k}", {v})' for k, v in PEFT_SCHEMES.items()) + "];")
+    lines.append("")
+    lines.append("/// Families whose fine-tuning functions hold other classes: typed by `SECTIONS`.")
+    lines.append("pub const TASK_SECTIONS_EXCEPT: &[&str] = &[" + ", ".join(f'"{f}"' for f in FINE_TUNING_EXCEPT) + "];")
+    return "\n".join(lines) + "\n"
+
+
+def section_def(const: str, section: str, cls, common: dict[str, str]) -> list[str]:
+    lines = [f"/// `{section}`: `{cls.__module__}.{cls.__qualname__}`."]
+    lines.append(f"pub const {const}: SectionDef = SectionDef {{")
+    lines.append(f'    name: "{section}",')
+    lines.append(f'    class: "{cls.__module__}.{cls.__qualname__}",')
+    fields = fields_of(section, cls)
+    lines.append("    names: &[")
+    for name, _, _ in fields:
+        lines.append(f'        "{name}",')
+    lines.append("    ],")
+    lines.append("    recipe: &[")
+    for name, v in sorted(common.items(), key=lambda kv: [f[0] for f in fields].index(kv[0])):
+        lines.append(f'        ("{name}", {rust_str(v)}),')
+    lines.append("    ],")
+    lines.append("    fields: &[")
+    for name, t, nullable in fields:
+        lines.append(f'        Field {{ name: "{name}", ty: {t}, nullable: {str(nullable).lower()} }},')
+    lines.append("    ],")
+    lines.append("};")
+    lines.append("")
+    return lines
+
+
+# ---- model provider classes -------------------------------------------------------------
+
+
+def provider_classes() -> dict[str, type]:
+    """Every model provider class of the package, by `module.Class`."""
+    import pkgutil
+
+    import megatron.bridge.models as models
+    from megatron.bridge.models.model_provider import ModelProviderMixin
+
+    for m in pkgutil.walk_packages(models.__path__, "megatron.bridge.models."):
+        importlib.import_module(m.name)
+    importlib.import_module("megatron.bridge.diffusion.models.wan.wan_provider")
+
+    def subclasses(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subclasses(s)
+
+    return {
+        f"{c.__module__}.{c.__qualname__}": c
+        for c in subclasses(ModelProviderMixin)
+        if dataclasses.is_dataclass(c)
+    }
+
+
+def _callable_names() -> tuple[frozenset, list[str]]:
+    """The callable fields Bridge's override code writes as names, and those names
+    (`omegaconf_utils._SERIALIZABLE_CALLABLE_FIELDS`, `activation_map.ACTIVATION_FUNC_MAP`)."""
+    from megatron.bridge.training.utils import omegaconf_utils
+    from megatron.bridge.utils import activation_map
+
+    return omegaconf_utils._SERIALIZABLE_CALLABLE_FIELDS, sorted(activation_map.ACTIVATION_FUNC_MAP)
+
+
+def _dtype_names() -> list[str]:
+    """The names Bridge's override code turns back into a torch dtype (`str_to_dtype`)."""
+    from megatron.bridge.utils import activation_map
+
+    return sorted(activation_map.DTYPE_MAP)
+
+
+SCALARS = {bool: ("Bool",), int: ("Int",), float: ("Float",), str: ("Str",)}
+
+
+def pty(t) -> tuple[tuple, bool]:
+    """(type, nullable) of an annotation, as nested tuples of `Ty` variants."""
+    import enum
+
+    import torch
+
+    origin = typing.get_origin(t)
+    args = typing.get_args(t)
+    if t is type(None):
+        return ("Union", []), True
+    if origin in (typing.Union, types.UnionType):
+        nullable = type(None) in args
+        members = []
+        for a in args:
+            if a is type(None):
+                continue
+            m, n = pty(a)
+            nullable = nullable or n
+            for x in m[1] if m[0] == "Union" else [m]:
+                if x not in members:
+                    members.append(x)
+        return union(members), nullable
+    if t in SCALARS:
+        return SCALARS[t], False
+    if origin is typing.Literal:
+        if all(isinstance(a, bool) for a in args):
+            return ("Bool",), False
+        if all(isinstance(a, str) for a in args):
+            return ("Choice", list(args)), False
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            return ("IntChoice", list(args)), False
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        return ("Choice", [m.name for m in t]), False
+    if t is torch.dtype:
+        return ("Choice", _dtype_names()), False
+    if origin in (list, typing.List) or t in (list, typing.List):
+        inner = pty(args[0])[0] if args else ("Any",)
+        return {"Int": ("IntList",), "Str": ("StrList",), "Float": ("FloatList",)}.get(inner[0], ("List",)), False
+    if origin in (tuple, typing.Tuple) or t in (tuple, typing.Tuple):
+        if args and Ellipsis not in args and len(set(args)) == 1 and args[0] in (int, float):
+            return (("IntTuple" if args[0] is int else "FloatTuple"), len(args)), False
+        return ("List",), False
+    if origin in (dict, typing.Dict) or t in (dict, typing.Dict):
+        if args == (str, str):
+            return ("StrMap",), False
+        return ("Mapping",), False
+    # a module spec names Python classes: only code builds one
+    if isinstance(t, type) and t.__name__ == "ModuleSpec":
+        return ("Object",), False
+    if dataclasses.is_dataclass(t):
+        return ("Mapping",), False
+    if t is typing.Any or t is object:
+        return ("Any",), False
+    return ("Object",), False
+
+
+def union(members: list[tuple]) -> tuple:
+    writable = [m for m in members if m != ("Object",)]
+    if not writable:
+        return ("Object",)
+    if ("Any",) in writable:
+        return ("Any",)
+    if len(writable) == 1:
+        return writable[0]
+    if sorted(writable) == [("Str",), ("StrList",)]:
+        return ("StrOrList",)
+    return ("Union", writable)
+
+
+def accepts(ty: tuple, v) -> bool:
+    """Whether `ty` takes the Python value `v` (as `config::bridge::check` does its JSON form)."""
+    kind = ty[0]
+    if kind == "Bool":
+        return isinstance(v, bool)
+    if kind == "Int":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if kind == "Float":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if kind == "Str":
+        return isinstance(v, str)
+    if kind == "Union":
+        return any(accepts(m, v) for m in ty[1])
+    if kind in ("List", "IntList", "StrList", "FloatList", "IntTuple", "FloatTuple"):
+        return isinstance(v, (list, tuple))
+    return True
+
+
+def annotation(cls, name: str, raw):
+    """The field's annotation, resolved in its class's module (a string one too)."""
+    try:
+        return typing.get_type_hints(cls)[name]
+    except Exception:  # noqa: BLE001 - a forward reference the module cannot resolve
+        pass
+    if not isinstance(raw, str):
+        return raw
+    module = sys.modules[cls.__module__]
+    scope = {**vars(typing), **vars(module)}
+    try:
+        return eval(raw, scope)  # noqa: S307 - an annotation of the pinned package
+    except Exception:  # noqa: BLE001
+        return object() if raw else typing.Any
+
+
+def py_text(t, raw) -> str:
+    if isinstance(raw, str):
+        return raw
+    text = repr(t) if typing.get_origin(t) or not isinstance(t, type) else t.__name__
+    return re.sub(r"\b(?:typing|collections\.abc|builtins)\.", "", text).replace("NoneType", "None")
+
+
+def provider_fields(cls) -> list[tuple[str, tuple, bool, str]]:
+    """The fields `cls` declares itself: (name, type, nullable, annotation text)."""
+    callables, activations = _callable_names()
+    own = cls.__dict__.get("__annotations__", {})
+    by_name = {f.name: f for f in dataclasses.fields(cls)}
+    out = []
+    for name, raw in own.items():
+        f = by_name.get(name)
+        if f is None:  # a ClassVar
+            continue
+        t = annotation(cls, name, raw)
+        text = py_text(t, raw)
+        if name.startswith("_") or not f.init:
+            out.append((name, ("Object",), False, text + (" (computed)" if not f.init else " (private)")))
+            continue
+        if name in callables:
+            ty, nullable = ("Choice", activations), False
+        else:
+            ty, nullable = pty(t)
+        default = f.default
+        if default is None:
+            nullable = True
+        elif default is not dataclasses.MISSING and ty != ("Object",) and not accepts(ty, default):
+            extra = next((v for k, v in SCALARS.items() if type(default) is k), None)
+            if extra is not None:
+                ty = union((ty[1] if ty[0] == "Union" else [ty]) + [extra])
+        out.append((name, ty, nullable, text))
+    return out
+
+
+# long choice lists stated once (the activation names, the dtype names): list -> const name
+SHARED_CHOICES: dict[tuple, str] = {}
+
+
+def rust_ty(ty: tuple) -> str:
+    kind = ty[0]
+    if kind in ("Choice",):
+        if tuple(ty[1]) in SHARED_CHOICES:
+            return f"Ty::Choice({SHARED_CHOICES[tuple(ty[1])]})"
+        return "Ty::Choice(&[" + ", ".join(f'"{a}"' for a in ty[1]) + "])"
+    if kind == "IntChoice":
+        return "Ty::IntChoice(&[" + ", ".join(str(a) for a in ty[1]) + "])"
+    if kind in ("IntTuple", "FloatTuple"):
+        return f"Ty::{kind}({ty[1]})"
+    if kind == "Union":
+        return "Ty::Union(&[" + ", ".join(rust_ty(m) for m in ty[1]) + "])"
+    return f"Ty::{kind}"
+
+
+def generate_providers() -> str:
+    import re as _re  # noqa: F401
+
+    classes = provider_classes()
+    every: dict[str, type] = {}
+    for cls in classes.values():
+        for b in cls.__mro__:
+            if dataclasses.is_dataclass(b):
+                every[f"{b.__module__}.{b.__qualname__}"] = b
+    SHARED_CHOICES.clear()
+    SHARED_CHOICES[tuple(_callable_names()[1])] = "ACTIVATIONS"
+    SHARED_CHOICES[tuple(_dtype_names())] = "DTYPES"
+    lines = [
+        f"//! Megatron-Bridge {md.version('megatron-bridge')}'s model provider classes: the fields each declares, with their",
+        "//! types, and its dataclass bases. GENERATED by tests/bridge/gen_sections.py from Bridge's classes:",
+        "//! do not edit; regenerate.",
+        "",
+        "use super::bridge_schema::{ProviderClass, ProviderField, Ty};",
+        "",
+        "/// The activation names Bridge's override code turns into a callable (`activation_map.str_to_callable`).",
+        "const ACTIVATIONS: &[&str] = &[" + ", ".join(f'"{a}"' for a in _callable_names()[1]) + "];",
+        "/// The dtype names Bridge's override code turns into a torch dtype (`activation_map.str_to_dtype`).",
+        "const DTYPES: &[&str] = &[" + ", ".join(f'"{a}"' for a in _dtype_names()) + "];",
+        "",
+        "/// Every class, sorted by `module.Class` (the provider classes and the dataclasses they derive from).",
+        "pub const CLASSES: &[ProviderClass] = &[",
+    ]
+    names = set()
+    for full in sorted(every):
+        cls = every[full]
+        bases = [f"{b.__module__}.{b.__qualname__}" for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)]
+        lines.append("    ProviderClass {")
+        lines.append(f'        class: "{full}",')
+        lines.append(f"        provider: {str(full in classes).lower()},")
+        lines.append("        bases: &[" + ", ".join(f'"{b}"' for b in bases) + "],")
+        lines.append("        fields: &[")
+        for name, ty, nullable, text in provider_fields(cls):
+            if ty != ("Object",):
+                names.add(name)
+            lines.append(
+                f'            ProviderField {{ name: "{name}", ty: {rust_ty(ty)}, nullable: {str(nullable).lower()}, py: {rust_str(text)} }},'
+            )
+        lines.append("        ],")
+        lines.append("    },")
+    lines.append("];")
+    lines.append("")
+    lines.append("/// Every field name some class lets a user write, sorted (what `--set model.FIELD` may name).")
+    lines.append("pub const NAMES: &[&str] = &[")
+    for n in sorted(names):
+        lines.append(f'    "{n}",')
+    lines.append("];")
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--providers", required=True)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    problems = check_recipe_classes()
+    problems = check_recipe_classes() + fine_tuning_facts()[0]
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 1
-    text = generate()
-    path = Path(args.out)
-    if args.check:
-        if not path.exists() or path.read_text() != text:
-            print(f"{path}: out of date with the installed Megatron-Bridge; run tests/bridge/gen_sections.py", file=sys.stderr)
-            return 1
-        return 0
-    path.write_text(text)
-    print(f"wrote {path}", file=sys.stderr)
-    return 0
+    status = 0
+    for path, text in ((Path(args.out), generate()), (Path(args.providers), generate_providers())):
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                print(f"{path}: out of date with the installed Megatron-Bridge; run tests/bridge/gen_sections.py", file=sys.stderr)
+                status = 1
+            continue
+        path.write_text(text)
+        print(f"wrote {path}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

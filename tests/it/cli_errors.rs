@@ -1074,3 +1074,139 @@ fn each_launch_and_job_error_message() {
     assert_eq!(before, after, "no job directory written or removed");
     assert!(!i.d.path().join(&i.long_component).exists());
 }
+
+/// An architecture field of the wrong type is refused naming the field, Bridge's class and its
+/// annotation; one the recipe's provider class lacks names the class.
+#[test]
+fn architecture_fields_are_typed_by_the_provider_class() {
+    let hybrid = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/user-recipes/hybrid.yaml"
+    );
+    let runs = [
+        vec![
+            "plan",
+            "--recipe",
+            hybrid,
+            "--gpus",
+            "h100x8",
+            "--set",
+            "model.mamba_state_dim=big",
+        ],
+        vec![
+            "plan",
+            "--recipe",
+            hybrid,
+            "--gpus",
+            "h100x8",
+            "--set",
+            "model.hybrid_layer_pattern=[1, 2]",
+        ],
+        vec![
+            "plan",
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "model.hybrid_layer_pattern=M*",
+        ],
+        vec![
+            "plan",
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "model.window_size=512",
+        ],
+        vec![
+            "plan",
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "model.activation_func=swishy",
+        ],
+    ];
+    let text: Vec<String> = runs
+        .iter()
+        .map(|args| transcript(args, &[(hybrid, "[FIXTURES]/hybrid.yaml")]))
+        .collect();
+    insta::assert_snapshot!(text.join("\n"));
+}
+
+/// Every variant of a user's recipe file is checked against its own function's provider class,
+/// not only the one chosen.
+#[test]
+fn every_variant_of_a_recipe_file_is_typed() {
+    let (_d, p) = recipe_file(
+        "name: mine\nvariants:\n  - gpu: h100\n    precision: bf16\n    num_gpus: 8\n    bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n  - gpu: b200\n    precision: bf16\n    num_gpus: 8\n    bridge_recipe: llama3_8b_pretrain_8gpu_b200_bf16_config\n    model:\n      hybrid_layer_pattern: M*\n",
+    );
+    insta::assert_snapshot!(transcript(
+        &["plan", "--recipe", &p, "--gpus", "h100x8"],
+        &[(p.as_str(), "[TMP]/r.yaml")],
+    ));
+}
+
+/// Fine-tuning sections typed by the recipe's classes: a PEFT field of the wrong type, `peft` on
+/// a pretraining recipe, a scheme switch the runner cannot make, a pretraining dataset field on
+/// an SFT recipe, and an SFT dataset without a source.
+#[test]
+fn fine_tuning_sections_are_typed_by_the_recipes_classes() {
+    let ckpt = "checkpoint.pretrained_checkpoint=/ckpt/base";
+    let runs: [&[&str]; 5] = [
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_peft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            ckpt,
+            "--set",
+            "peft.dim=eight",
+        ],
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "peft.dim=8",
+        ],
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_peft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            ckpt,
+            "--set",
+            "peft=dora",
+        ],
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_sft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "dataset.data_path=/data/x",
+        ],
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_sft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "dataset.hf_dataset=null",
+        ],
+    ];
+    let text: Vec<String> = runs.iter().map(|args| transcript(args, &[])).collect();
+    insta::assert_snapshot!(text.join("\n"));
+}

@@ -559,3 +559,76 @@ fn a_submitted_job_holds_secrets_only_in_secrets_env(env: &Env) {
         assert_clean_output(what, &o);
     }
 }
+
+/// A fine-tuning job's hub token (Bridge's SFT and PEFT recipes read a Hugging Face dataset and
+/// tokenizer) reaches it through `secrets.env` only: `--env HF_TOKEN` takes the launcher's own
+/// value into that file and no other file or output holds it; the same token in the dataset's
+/// config (`load_kwargs.token`) is refused without showing it.
+#[test]
+fn a_fine_tuning_jobs_hub_token_reaches_only_secrets_env() {
+    let env = Env::new();
+    for (name, more) in [
+        ("sft", vec!["--set", "dataset.num_workers=2"]),
+        (
+            "peft",
+            vec![
+                "--set",
+                "checkpoint.pretrained_checkpoint=/ckpt/base",
+                "--set",
+                "peft.dim=16",
+            ],
+        ),
+    ] {
+        let dir = env.p(&format!("{name}-job"));
+        let recipe = format!("llama3_8b_{name}_config");
+        let mut args: Vec<String> = ["torchrun", "--recipe", &recipe, "--gpus", "h100x8"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(more.iter().map(|s| s.to_string()));
+        args.extend(["--env", "HF_TOKEN", "--job-dir", &dir].map(String::from));
+        let o = Command::new(common::bin())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HF_TOKEN", "mk1-hf-token-value")
+            .current_dir(env.dir.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", common::stderr(&o));
+        assert_clean_output(name, &o);
+        let mut files = Vec::new();
+        all_files(Path::new(&dir), &mut files);
+        let secrets = files
+            .iter()
+            .find(|f| f.ends_with("secrets.env"))
+            .unwrap_or_else(|| panic!("{name}: no secrets.env in {files:?}"));
+        let text = std::fs::read_to_string(secrets).unwrap();
+        assert!(text.contains("mk1-hf-token-value"), "{name}: {text}");
+        for f in files.iter().filter(|f| !f.ends_with("secrets.env")) {
+            assert_clean(
+                &f.display().to_string(),
+                &String::from_utf8_lossy(&std::fs::read(f).unwrap()),
+            );
+        }
+    }
+    let o = env.run(
+        &[
+            "plan",
+            "--recipe",
+            "llama3_8b_sft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "dataset.hf_dataset={path_or_dataset: org/data, load_kwargs: {token: mk1-hf-token-value}}",
+        ]
+        .map(String::from),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("holds a secret"),
+        "{}",
+        common::stderr(&o)
+    );
+    assert_clean_output("a token in load_kwargs", &o);
+}

@@ -287,6 +287,18 @@ fn mxfp8_and_nvfp4_on_hopper_name_blackwell() {
         "nvfp4",
     ]);
     assert!(err.contains("needs a Blackwell GPU"), "{err}");
+    // Bridge's function named by itself: its name states MXFP8 on H100, without --precision
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "gpt_oss_20b_pretrain_16gpu_h100_fp8mx_config",
+        "--gpus",
+        "h100x16",
+    ]);
+    assert!(
+        err.contains("runs fp8mx") && err.contains("needs a Blackwell GPU"),
+        "{err}"
+    );
 }
 
 /// A recipe directory is indexed by file name: only the named file is read, so a malformed

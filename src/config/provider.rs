@@ -1,0 +1,203 @@
+//! Megatron-Bridge's model provider classes: the `model` fields specific to an architecture
+//! (hybrid Mamba layer patterns and state, multi-latent attention, multi-token prediction,
+//! vision encoders, linear and sparse attention, ...), typed by the class the recipe function
+//! builds. The table (`provider_fields`) is generated from the pinned package by
+//! `tests/bridge/gen_sections.py`: every provider class with the fields it declares itself and
+//! its dataclass bases, so a field is looked up as Python does (the class, then its bases in
+//! method-resolution order; a field a subclass re-declares has the subclass's type).
+//!
+//! Contract: the `model` fields ovlaunch plans (`ModelConfig`) stay typed there; every other
+//! `model` field a recipe file, a plugin or `--set` gives must be a field of the recipe's
+//! provider class, of its type ([`check`]: the message names the field, the class and its
+//! Python annotation), and lands in `ModelConfig::provider`, which the plan reports and the
+//! trainer receives like any other `model` field. A field only Python can set (a callable, a
+//! module spec, a computed field) is refused, as is every such field when the provider class
+//! is not known (a recipe that runs its own trainer).
+
+use serde_json::Value;
+
+use super::bridge::Ty;
+pub use super::bridge_schema::{ProviderClass, ProviderField};
+pub use super::provider_fields::{CLASSES, NAMES};
+
+impl ProviderClass {
+    /// The class and field `name` resolves to, as Python looks it up.
+    pub fn field(&self, name: &str) -> Option<(&'static ProviderClass, &'static ProviderField)> {
+        std::iter::once(self.class)
+            .chain(self.bases.iter().copied())
+            .filter_map(class)
+            .find_map(|c| c.fields.iter().find(|f| f.name == name).map(|f| (c, f)))
+    }
+
+    /// Every field a user may write, once each (for messages).
+    pub fn writable(&self) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::new();
+        for c in std::iter::once(self.class)
+            .chain(self.bases.iter().copied())
+            .filter_map(class)
+        {
+            for f in c.fields {
+                if !out.contains(&f.name)
+                    && self.field(f.name).is_some_and(|(_, g)| g.ty != Ty::Object)
+                {
+                    out.push(f.name);
+                }
+            }
+        }
+        out
+    }
+
+    /// The class's own short name (`HybridModelProvider`).
+    pub fn short(&self) -> &'static str {
+        self.class.rsplit('.').next().unwrap_or(self.class)
+    }
+}
+
+/// The class called `name` (`module.Class`).
+pub fn class(name: &str) -> Option<&'static ProviderClass> {
+    CLASSES
+        .binary_search_by(|c| c.class.cmp(name))
+        .ok()
+        .map(|i| &CLASSES[i])
+}
+
+/// Whether some provider class lets a user write a field called `name` (what `--set
+/// model.FIELD` may name before the recipe's class is known).
+pub fn is_field(name: &str) -> bool {
+    NAMES.binary_search(&name).is_ok()
+}
+
+/// Checks `value` for `model.FIELD` of the provider class `class_name` (`None`: not known);
+/// returns it normalised (ints in float fields become floats). The message names the field,
+/// the class and its Python annotation, and for an unknown field close matches.
+pub fn check(class_name: Option<&str>, field: &str, value: Value) -> Result<Value, String> {
+    let model = super::ModelConfig::SECTION;
+    let Some(c) = class_name.and_then(class) else {
+        return Err(format!(
+            "unknown field `{field}` in `{model}`: the recipe's model provider class is not known (a recipe that runs its own trainer), so only the fields ovlaunch plans are accepted; {}",
+            crate::error::did_you_mean_then(
+                field,
+                super::ModelConfig::FIELDS.iter().copied(),
+                format_args!("see `ovlaunch fields {model}`"),
+            )
+        ));
+    };
+    let Some((owner, f)) = c.field(field) else {
+        let known = c.writable();
+        return Err(format!(
+            "unknown field `{field}` in `{model}`: Bridge's {} ({}) has no such field; {}",
+            c.short(),
+            c.class,
+            crate::error::did_you_mean_then(
+                field,
+                known
+                    .iter()
+                    .copied()
+                    .chain(super::ModelConfig::FIELDS.iter().copied()),
+                format_args!("the fields ovlaunch plans: `ovlaunch fields {model}`"),
+            )
+        ));
+    };
+    let typed = || format!("{}.{field}: {}", owner.class, f.py);
+    if f.ty == Ty::Object {
+        return Err(format!(
+            "`{model}.{field}` is {} ({}): it cannot be given as a value",
+            Ty::Object.describe(),
+            typed()
+        ));
+    }
+    if value.is_null() {
+        return if f.nullable {
+            Ok(value)
+        } else {
+            Err(format!("`{model}.{field}` may not be null ({})", typed()))
+        };
+    }
+    let Some(value) = f.ty.fit(&value) else {
+        return Err(format!(
+            "`{model}.{field}` must be {}, not {} ({})",
+            f.ty.describe(),
+            shown(&value),
+            typed()
+        ));
+    };
+    super::bridge::plain_keys(&value).map_err(|k| {
+        format!(
+            "`{model}.{field}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads"
+        )
+    })?;
+    Ok(value)
+}
+
+/// The type `model.FIELD` has in `class_name`, if the class has it.
+pub fn field_type(class_name: Option<&str>, field: &str) -> Option<&'static ProviderField> {
+    class_name.and_then(class)?.field(field).map(|(_, f)| f)
+}
+
+fn shown(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 80 {
+        format!("{}...", s.chars().take(80).collect::<String>())
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const HYBRID: &str = "megatron.bridge.models.hybrid.hybrid_provider.HybridModelProvider";
+    const GEMMA3: &str = "megatron.bridge.models.gemma.gemma3_provider.Gemma3ModelProvider";
+    const GPT: &str = "megatron.bridge.models.gpt_provider.GPTModelProvider";
+
+    #[test]
+    fn the_table_is_sorted_and_every_base_is_in_it() {
+        assert!(CLASSES.windows(2).all(|w| w[0].class < w[1].class));
+        assert!(NAMES.windows(2).all(|w| w[0] < w[1]));
+        for c in CLASSES {
+            for b in c.bases {
+                assert!(class(b).is_some(), "{}: base {b} missing", c.class);
+            }
+        }
+    }
+
+    #[test]
+    fn fields_are_typed_by_the_class() {
+        assert_eq!(
+            check(Some(HYBRID), "hybrid_override_pattern", json!("M-M*")).unwrap(),
+            json!("M-M*")
+        );
+        let e = check(Some(HYBRID), "mamba_state_dim", json!("big")).unwrap_err();
+        assert!(
+            e.contains("must be an integer") && e.contains("mamba_state_dim: int"),
+            "{e}"
+        );
+        // a field of the class's bases (Megatron-Core's TransformerConfig), float normalised
+        assert_eq!(
+            check(Some(HYBRID), "hidden_dropout", json!(0)).unwrap(),
+            json!(0.0)
+        );
+        let e = check(Some(GPT), "hybrid_override_pattern", json!("M")).unwrap_err();
+        assert!(
+            e.contains("GPTModelProvider (") && e.contains("has no such field"),
+            "{e}"
+        );
+        let e = check(None, "hybrid_override_pattern", json!("M")).unwrap_err();
+        assert!(e.contains("not known"), "{e}");
+        let e = check(Some(GPT), "transformer_layer_spec", json!("x")).unwrap_err();
+        assert!(e.contains("Python object"), "{e}");
+    }
+
+    #[test]
+    fn window_size_is_the_classs_own_type() {
+        // Megatron-Core: Optional[Tuple[int, int]]
+        assert!(check(Some(GPT), "window_size", json!([4096, 0])).is_ok());
+        let e = check(Some(GPT), "window_size", json!(512)).unwrap_err();
+        assert!(e.contains("Optional[Tuple[int, int]]"), "{e}");
+        // Gemma 3: `window_size: tuple = 512`, an integer by its own default
+        assert!(check(Some(GEMMA3), "window_size", json!(512)).is_ok());
+        assert!(check(Some(GEMMA3), "window_size", json!("x")).is_err());
+    }
+}
