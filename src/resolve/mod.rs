@@ -383,7 +383,14 @@ fn other_variants(recipe: &Recipe, chosen: Option<&Variant>) -> Result<()> {
 /// [`layout::check_values`] on one variant of `recipe`; an error names the file, the
 /// variant's line and the variant.
 pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
-    let checked = layers::layer_on(recipe, Some(v), None, &[], &[]).and_then(|l| {
+    let checked = layers::layer_on(recipe, Some(v), None, &[], &[]).and_then(|mut l| {
+        // The model fields a checkpoint gives at run time are checked then, as in a launch.
+        let mut t = Trace::default();
+        if let Some(cp) =
+            checkpoint_stage(recipe, Some(v), &l, &mut t).filter(|c| !c.at_run_time.is_empty())
+        {
+            checkpoint::neutralise(&mut l.cfg.model, &cp, &mut t);
+        }
         let class = v.model_class.as_deref().or(recipe.model_class.as_deref());
         layout::check_values(&l.cfg.model, &l.cfg.train, class)
     });
