@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::config::{
-    CommOverlapConfig, DdpConfig, EnvScalar, MixedPrecisionSpec, ModelConfig, OptimizerConfig,
-    TrainConfig,
+    CommOverlapConfig, DdpConfig, EnvScalar, FromCheckpoint, MixedPrecisionSpec, ModelConfig,
+    OptimizerConfig, TrainConfig,
 };
 use crate::error::{Error, Result};
 use crate::yaml;
@@ -135,6 +135,8 @@ with_sections! {
         #[serde(default)]
         model_lacks: Vec<String>,
         #[serde(default)]
+        from_checkpoint: Option<FromCheckpoint>,
+        #[serde(default)]
         trainer: Option<Vec<String>>,
         #[serde(default)]
         pipeline_layouts: Option<LayoutTable>,
@@ -162,6 +164,8 @@ with_sections! {
         model_class: Option<String>,
         #[serde(default)]
         model_lacks: Vec<String>,
+        #[serde(default)]
+        from_checkpoint: Option<FromCheckpoint>,
         #[serde(default)]
         canonical: bool,
         #[serde(default)]
@@ -257,6 +261,9 @@ pub struct Variant {
     /// `model` fields ovlaunch knows that this variant's provider class lacks, when they differ
     /// from the recipe's.
     pub model_lacks: Vec<String>,
+    /// The model fields its function takes from a Hugging Face checkpoint at run time, when
+    /// they differ from the recipe's (`config::checkpoint`).
+    pub from_checkpoint: Option<FromCheckpoint>,
     /// The first Megatron-Bridge release that ships `bridge_recipe`.
     pub bridge_since: Option<String>,
     /// The variant Bridge scales from when no exact GPU count matches.
@@ -303,6 +310,9 @@ pub struct Recipe {
     /// `model` fields ovlaunch knows that the provider class does not have (a hybrid model has
     /// no `tp_comm_overlap_cfg`): the plan does not report them.
     pub model_lacks: Vec<String>,
+    /// The model fields its functions take from a Hugging Face checkpoint whose config the
+    /// repository does not hold (`config::checkpoint`): the plan does not state them.
+    pub from_checkpoint: Option<FromCheckpoint>,
     /// The Bridge function the user named with `--recipe`, when they named one: its variant
     /// is the only one left in `variants`.
     pub pinned: Option<String>,
@@ -513,6 +523,7 @@ impl Recipe {
                 bridge_aliases: v.bridge_aliases.clone(),
                 model_class: v.model_class.clone(),
                 model_lacks: v.model_lacks.clone(),
+                from_checkpoint: v.from_checkpoint.clone(),
                 bridge_since: v.bridge_since.clone(),
                 canonical: v.canonical,
                 pipeline_layouts: v.pipeline_layouts.clone(),
@@ -530,6 +541,7 @@ impl Recipe {
             kind: typed.kind.unwrap_or_default(),
             model_class: typed.model_class,
             model_lacks: typed.model_lacks,
+            from_checkpoint: typed.from_checkpoint,
             pinned: None,
             trainer: typed.trainer,
             origin: origin.to_string(),

@@ -87,6 +87,25 @@ pub fn summary(plan: &Plan) -> String {
             .unwrap_or("none"),
         plan.versions.torch
     );
+    if let Some(c) = &plan.recipe.from_checkpoint {
+        if !c.read.is_empty() {
+            let _ = writeln!(
+                s,
+                "#   model      from checkpoint {}'s config {}: {}",
+                c.checkpoint,
+                c.config.as_deref().unwrap_or("?"),
+                c.read.join(", ")
+            );
+        }
+        if !c.at_run_time.is_empty() {
+            let _ = writeln!(
+                s,
+                "#   model      {}: {}",
+                c.words(),
+                c.at_run_time.join(", ")
+            );
+        }
+    }
     if let Some(line) = estimate_line(plan) {
         let _ = writeln!(s, "#   estimate   {line}");
     }

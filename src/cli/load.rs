@@ -301,7 +301,8 @@ impl Loaded {
     pub fn load(req: &PlanRequest<'_>) -> Result<Loaded> {
         let args = req.args;
         let cat = catalog(&args.catalog)?;
-        let recipe = recipe(&cat, args.recipe()?)?;
+        let recipe =
+            with_checkpoint_config(recipe(&cat, args.recipe()?)?, args.hf_config.as_deref())?;
         let hardware = catalog::hardware::parse(args.gpus()?, &cat.gpus, args.gpus_per_node)?;
         let sets = overrides::parse_sets(&args.sets)?;
         let envs = overrides::parse_envs(&req.envs, &|n| std::env::var(n).ok())?;
@@ -360,4 +361,130 @@ pub fn plan_with_plugins(req: &PlanRequest<'_>) -> Result<(Plan, Vec<plugin::Act
     let mut plan = plan;
     no_function_warning(&mut plan);
     Ok((plan, active))
+}
+
+/// A recipe whose functions build their model from a Hugging Face checkpoint ovlaunch does not
+/// hold (`config::checkpoint`), with that checkpoint's config.json read when the user has it:
+/// `--hf-config PATH` (the file, or a directory holding it), else the Hugging Face cache
+/// (`models--ORG--NAME/snapshots/REV/config.json`: the commit the function pins, else the one
+/// `refs/main` names). The fields Bridge's config mapping gives are written into the recipe's
+/// `model`, so the plan states them (as read from that file) and passes none to the trainer,
+/// which reads the checkpoint itself. Applies to the recipe and the shipped recipes a user's
+/// file is planned over.
+pub fn with_checkpoint_config(mut recipe: Recipe, flag: Option<&Path>) -> Result<Recipe> {
+    let mut used = fill_checkpoint(&mut recipe, flag)?;
+    for base in &mut recipe.bases {
+        used |= fill_checkpoint(base, flag)?;
+    }
+    if let (Some(path), false) = (flag, used) {
+        return Err(Error::usage(format!(
+            "{}: recipe `{}` takes no model field from a Hugging Face checkpoint",
+            path.display(),
+            recipe.name
+        ))
+        .at_flag("--hf-config")
+        .help("leave --hf-config out: the recipe states its model itself"));
+    }
+    Ok(recipe)
+}
+
+/// Reads the checkpoint config for `r`'s `from_checkpoint` (the recipe's and each variant's)
+/// into its model values; whether it had one.
+fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
+    let mut any = false;
+    let mut slots: Vec<(Option<usize>, crate::config::FromCheckpoint)> = Vec::new();
+    if let Some(f) = &r.from_checkpoint {
+        slots.push((None, f.clone()));
+    }
+    for (i, v) in r.variants.iter().enumerate() {
+        if let Some(f) = &v.from_checkpoint {
+            slots.push((Some(i), f.clone()));
+        }
+    }
+    for (slot, mut from) in slots {
+        any = true;
+        let Some(path) = checkpoint_config_path(&from, flag) else {
+            continue;
+        };
+        let text = read(&path, "--hf-config")?;
+        let origin = path.display().to_string();
+        let config: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Error::usage(format!("{origin}: not a Hugging Face config.json: {e}"))
+                .at_flag("--hf-config")
+                .help("give the checkpoint's config.json (JSON), or its directory")
+        })?;
+        let serde_json::Value::Object(config) = config else {
+            return Err(
+                Error::usage(format!("{origin}: a config.json is a JSON object"))
+                    .at_flag("--hf-config"),
+            );
+        };
+        let mut values = serde_json::Map::new();
+        for (field, value) in crate::config::checkpoint::map_config(&config, &from.fields) {
+            values.insert(field, value);
+        }
+        let section = match slot {
+            None => &mut r.sections,
+            Some(i) => &mut r.variants[i].sections,
+        };
+        let model = section
+            .entry(crate::config::ModelConfig::SECTION)
+            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let serde_json::Value::Object(m) = model {
+            for (k, v) in &values {
+                m.insert(k.clone(), v.clone());
+            }
+            // the values must be what the model section takes
+            serde_json::from_value::<crate::config::ModelConfig>(serde_json::Value::Object(
+                m.clone(),
+            ))
+            .map_err(|e| {
+                Error::usage(format!(
+                    "{origin}: a value does not fit the model section: {e}"
+                ))
+                .at_flag("--hf-config")
+                .help(format!("give the config.json of checkpoint {}", from.hf))
+            })?;
+        }
+        from.config = Some(origin);
+        from.read = values.keys().cloned().collect();
+        match slot {
+            None => r.from_checkpoint = Some(from),
+            Some(i) => r.variants[i].from_checkpoint = Some(from),
+        }
+    }
+    Ok(any)
+}
+
+/// Where the config.json of `from`'s checkpoint is: `--hf-config` (a file, or a directory
+/// holding config.json), else the Hugging Face cache; `None` when neither has it.
+fn checkpoint_config_path(
+    from: &crate::config::FromCheckpoint,
+    flag: Option<&Path>,
+) -> Option<PathBuf> {
+    if let Some(p) = flag {
+        return Some(if p.is_dir() {
+            p.join("config.json")
+        } else {
+            p.to_path_buf()
+        });
+    }
+    let env = |n: &str| {
+        std::env::var_os(n)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let hub = env("HF_HUB_CACHE")
+        .or_else(|| env("HF_HOME").map(|h| h.join("hub")))
+        .or_else(|| env("HOME").map(|h| h.join(".cache/huggingface/hub")))?;
+    let repo = hub.join(format!("models--{}", from.hf.replace('/', "--")));
+    let main = std::fs::read_to_string(repo.join("refs/main")).ok();
+    let revisions = from
+        .revision
+        .iter()
+        .cloned()
+        .chain(main.map(|m| m.trim().to_string()));
+    revisions
+        .map(|rev| repo.join("snapshots").join(rev).join("config.json"))
+        .find(|p| p.is_file())
 }

@@ -282,6 +282,11 @@ pub struct PlanArgs {
     /// Override the GPU kind's GPUs per node.
     #[arg(long)]
     pub gpus_per_node: Option<u32>,
+    /// The config.json (or its directory) of the Hugging Face checkpoint a recipe function
+    /// builds its model from, when ovlaunch does not hold it; without it the Hugging Face cache
+    /// is looked in (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub).
+    #[arg(long, value_name = "PATH")]
+    pub hf_config: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub catalog: CatalogArgs,
     /// Enable a plugin, with options (repeatable): --plugin nsys:profile_step_start=20

@@ -16,12 +16,23 @@ use crate::yaml;
 /// The plan as a JSON tree (secret env values are redacted by the plan's own serialisation
 /// and by `Decision::new`).
 /// A `model` field the recipe's provider class does not have (`RecipeInfo::model_lacks`) is
-/// left out: the plan states only fields the trainer's model holds.
+/// left out: the plan states only fields the trainer's model holds; so is one a Hugging Face
+/// checkpoint gives at run time (`RecipeInfo::from_checkpoint`).
 pub fn printable(plan: &Plan) -> Result<Value> {
     let mut tree = serde_json::to_value(plan)
         .map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))?;
     if let Some(model) = tree.get_mut("model").and_then(Value::as_object_mut) {
         for f in &plan.recipe.model_lacks {
+            model.shift_remove(f);
+        }
+        // Fields a checkpoint gives at run time are not the plan's to state
+        // (`recipe.from_checkpoint` lists them).
+        for f in plan
+            .recipe
+            .from_checkpoint
+            .iter()
+            .flat_map(|c| &c.at_run_time)
+        {
             model.shift_remove(f);
         }
     }

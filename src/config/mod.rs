@@ -3,6 +3,7 @@
 //! config and `ovlaunch overrides` can hand it straight to the trainer.
 
 pub mod bridge;
+pub mod checkpoint;
 #[rustfmt::skip]
 mod bridge_fields;
 mod bridge_schema;
@@ -24,6 +25,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use checkpoint::{CheckpointFields, FromCheckpoint};
 pub use comm_overlap::{COMM_OVERLAP, CommOverlapConfig};
 pub use ddp::{DDP, DdpConfig};
 pub use env::{EnvScalar, Inherit};

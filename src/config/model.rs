@@ -66,7 +66,8 @@ crate::section! {
         moe_ffn_hidden_size: Option<u32> = None,
         moe_shared_expert_intermediate_size: Option<u32> = None,
         moe_shared_expert_overlap: bool = false,
-        moe_token_dispatcher_type: String = "allgather".to_string(),
+        /// `null` where a recipe sets it so (a dense model that never dispatches tokens).
+        moe_token_dispatcher_type: Option<String> = Some("allgather".to_string()),
         moe_flex_dispatcher_backend: Option<String> = None,
         moe_layer_freq: Option<Value> = None,
         mtp_num_layers: Option<u32> = None,

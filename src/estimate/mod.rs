@@ -300,6 +300,19 @@ pub fn scope_notes(plan: &Plan) -> Vec<String> {
 /// Why the estimator does not model the plan's architecture, or `None` when it does. A launch
 /// is never refused for this: `estimate` and the dry run say so, `tune` refuses.
 pub fn unmodelled(plan: &Plan) -> Option<String> {
+    if let Some(c) = plan.recipe.from_checkpoint.as_ref() {
+        return Some(if c.at_run_time.is_empty() {
+            format!(
+                "the model's architecture comes from checkpoint {} (its provider class is chosen from the config when the trainer starts)",
+                c.checkpoint
+            )
+        } else {
+            format!(
+                "the model's architecture and shape come from checkpoint {} at run time (its config.json is not at hand: give it with --hf-config PATH)",
+                c.checkpoint
+            )
+        });
+    }
     let class = plan.recipe.model_class.as_deref()?;
     let name = class.rsplit('.').next().unwrap_or(class);
     if hybrid::is_hybrid(plan) {
@@ -317,11 +330,11 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
 /// Predicts step time, throughput and memory per GPU for a resolved plan.
 pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let vp = plan.parallelism.virtual_pipeline.unwrap_or(1).max(1) as u32;
-    let loads = stages::ranks(&plan.model, plan.parallelism.pipeline as u32, vp);
+    let loads = stages::of_plan(plan, plan.parallelism.pipeline as u32, vp);
     estimate_with_stages(plan, eff, &loads)
 }
 
-/// [`estimate`] with the pipeline ranks' loads given: `stages::ranks` of the plan's model,
+/// [`estimate`] with the pipeline ranks' loads given: `stages::of_plan` of the plan's model,
 /// PP and VP (`tune` expands each (PP, VP)'s pipeline layout once, not once per candidate).
 /// Adds up the terms of `step` (compute, exposed communication, bubble, optimizer) and
 /// `memory`.

@@ -49,12 +49,15 @@ pub fn expert_overlap(m: &ModelConfig, stack: &Stack) -> Result<()> {
         }
         Some(_) => {}
     }
-    if !matches!(m.moe_token_dispatcher_type.as_str(), "alltoall" | "flex") {
+    if !matches!(
+        m.moe_token_dispatcher_type.as_deref(),
+        Some("alltoall" | "flex")
+    ) {
         return Err(fail(
             MODEL.moe_token_dispatcher_type,
             format!(
                 "overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or 'flex', but got {}",
-                m.moe_token_dispatcher_type
+                m.moe_token_dispatcher_type.as_deref().unwrap_or("None")
             ),
             format!("set {}=alltoall, {off}", MODEL.moe_token_dispatcher_type),
         ));

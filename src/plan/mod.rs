@@ -77,6 +77,10 @@ pub struct RecipeInfo {
     /// The variant's own global batch, before weak scaling (`tune`'s starting point).
     #[serde(skip)]
     pub variant_global_batch_size: Option<u32>,
+    /// The model fields a Hugging Face checkpoint gives (`config::checkpoint`), for a recipe
+    /// function that builds its model from one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_checkpoint: Option<crate::config::CheckpointFields>,
     pub trainer: Option<Vec<String>>,
 }
 

@@ -354,7 +354,11 @@ fn check_with(
     let pp = u64::from(model.pipeline_model_parallel_size);
     let cp = u64::from(model.context_parallel_size);
     let ep = u64::from(model.expert_model_parallel_size);
-    let etp = model.expert_tensor_parallel_size.map_or(tp, u64::from);
+    // unset: 1 with expert parallelism (Bridge's TransformerConfig.finalize,
+    // `_set_moe_expert_tensor_parallel_default`), else TP (Megatron-Core)
+    let etp = model
+        .expert_tensor_parallel_size
+        .map_or(if ep > 1 { 1 } else { tp }, u64::from);
     parallel_sizes_at_least_one(tp, pp, cp, ep, etp)?;
     let dp = data_parallel(world, tp, pp, cp)?;
     heads_split_over_tp(model, tp)?;
@@ -445,11 +449,8 @@ fn heads_split_over_tp(model: &ModelConfig, tp: u64) -> Result<()> {
         .at_fields([MODEL.num_query_groups, MODEL.tensor_model_parallel_size])
         .help(format!("TP may be one of {}", list(divisors(groups)))));
     }
-    if model.sequence_parallel && tp <= 1 {
-        return Err(Error::usage("sequence_parallel needs tensor_model_parallel_size > 1 (Megatron-Core: \"Can not use sequence parallelism without tensor parallelism\")")
-            .at_fields([MODEL.sequence_parallel, MODEL.tensor_model_parallel_size])
-            .help(format!("set {}=false, or TP > 1", MODEL.sequence_parallel)));
-    }
+    // sequence_parallel with TP <= 1, which Megatron-Core refuses, never reaches it: Bridge's
+    // TransformerConfig.finalize turns it off first (resolve's `bridge_finalize_layout`).
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 //! between the recipe and `--set`, their env over recipe and derived values, under `--env`.
 
 pub mod base;
+pub mod checkpoint;
 pub mod env;
 pub mod env_rules;
 pub mod layers;
@@ -218,12 +219,21 @@ fn resolve_picked(
     pipeline_layout_stage(inp, &choice, &mut l, &mut t)?;
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
     scale_batch(inp, &choice, &mut l, &mut t)?;
+    // The model fields a Hugging Face checkpoint gives at run time: the checks below run on
+    // neutral stand-ins for them (values every such check accepts), which are put back before
+    // the environment stage; the plan states none of them.
+    let checkpoint = checkpoint_stage(inp.recipe, choice.variant, &l, &mut t);
+    let unknown_model = checkpoint
+        .as_ref()
+        .filter(|c| !c.at_run_time.is_empty())
+        .map(|c| checkpoint::neutralise(&mut l.cfg.model, c, &mut t));
     // 3. The parallel layout checked against the world size.
     let model_class = choice
         .variant
         .and_then(|v| v.model_class.as_deref())
         .or(inp.recipe.model_class.as_deref());
     layout::check_window_size(&l.cfg.model, model_class)?;
+    bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, &mut t)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
@@ -242,6 +252,9 @@ fn resolve_picked(
     )?;
     if let Some(mp) = mixed_precision.as_ref() {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
+    }
+    if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
+        checkpoint::restore(&mut l.cfg.model, &saved, c)?;
     }
     // 7. The launch environment (rules, recipe, plugins, --env, --unset) and its invariants.
     let env = env_stage(inp, picked, plugins, &l, &mut t)?;
@@ -270,6 +283,7 @@ fn resolve_picked(
                 .filter(|l| !l.is_empty())
                 .unwrap_or_else(|| inp.recipe.model_lacks.clone()),
             variant_global_batch_size: variant.map(|_| l.before.train.global_batch_size),
+            from_checkpoint: checkpoint,
             trainer: outer.recipe.trainer.clone(),
         },
         hardware: inp.hardware.clone(),
@@ -298,6 +312,62 @@ fn resolve_picked(
     })
 }
 
+/// The model fields the recipe function takes from a Hugging Face checkpoint
+/// (`config::checkpoint`): those read from a config given at plan time (by `cli::load` into
+/// the recipe) are recorded as such; those set by `--set`, a plugin or the user's file are
+/// theirs; the rest come from the checkpoint when the trainer starts, and the plan says so.
+fn checkpoint_stage(
+    recipe: &Recipe,
+    variant: Option<&crate::catalog::recipe::Variant>,
+    l: &layers::Layered,
+    t: &mut Trace,
+) -> Option<crate::config::CheckpointFields> {
+    let from = variant
+        .and_then(|v| v.from_checkpoint.as_ref())
+        .or(recipe.from_checkpoint.as_ref())?;
+    let model = serde_json::to_value(&l.cfg.model).unwrap_or_default();
+    let path = |f: &str| format!("{}.{f}", crate::config::ModelConfig::SECTION);
+    let mut out = crate::config::CheckpointFields {
+        checkpoint: from.hf.clone(),
+        revision: from.revision.clone(),
+        config: from.config.clone(),
+        read: Vec::new(),
+        at_run_time: Vec::new(),
+    };
+    for f in &from.fields {
+        if l.overridden(&path(f)) {
+            continue;
+        }
+        if from.read.contains(f) {
+            t.decisions.push(Decision::new(
+                path(f),
+                model.get(f).cloned().unwrap_or(Value::Null),
+                format!(
+                    "from checkpoint {}'s config.json ({}), read with Bridge's config mapping; the trainer reads the checkpoint's own at run time",
+                    from.hf,
+                    from.config.as_deref().unwrap_or("?")
+                ),
+                Source::Recipe,
+            ));
+            out.read.push(f.clone());
+        } else {
+            out.at_run_time.push(f.clone());
+        }
+    }
+    if !out.at_run_time.is_empty() {
+        t.decisions.push(Decision::new(
+            crate::config::ModelConfig::SECTION,
+            Value::from(out.at_run_time.clone()),
+            format!(
+                "{}: Bridge builds the model from the checkpoint's config.json, which is not at hand (give it with --hf-config PATH, or have it in the Hugging Face cache); the checks that need these fields run when the trainer starts",
+                out.words()
+            ),
+            Source::Recipe,
+        ));
+    }
+    Some(out)
+}
+
 /// Stage 1: the recipe variant, then the layers, with `--precision` on a recipe without
 /// variants mapped to Bridge's perf precision, and a decision per plugin set.
 /// The variants of a user's recipe file that were not chosen pass the same value checks
@@ -320,7 +390,14 @@ fn other_variants(recipe: &Recipe, chosen: Option<&Variant>) -> Result<()> {
 /// [`layout::check_values`] on one variant of `recipe`; an error names the file, the
 /// variant's line and the variant.
 pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
-    let checked = layers::layer_on(recipe, Some(v), None, &[], &[]).and_then(|l| {
+    let checked = layers::layer_on(recipe, Some(v), None, &[], &[]).and_then(|mut l| {
+        // The model fields a checkpoint gives at run time are checked then, as in a launch.
+        let mut t = Trace::default();
+        if let Some(cp) =
+            checkpoint_stage(recipe, Some(v), &l, &mut t).filter(|c| !c.at_run_time.is_empty())
+        {
+            checkpoint::neutralise(&mut l.cfg.model, &cp, &mut t);
+        }
         let class = v.model_class.as_deref().or(recipe.model_class.as_deref());
         layout::check_values(&l.cfg.model, &l.cfg.train, class)
     });
@@ -795,7 +872,7 @@ fn env_stage(
 /// device named "NVIDIA B200"/"NVIDIA B300" (so not GB200/GB300); HybridEP needs 8.x, 9.x or
 /// 10.x.
 fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result<()> {
-    if m.moe_token_dispatcher_type != "flex" {
+    if m.moe_token_dispatcher_type.as_deref() != Some("flex") {
         return Ok(());
     }
     let major = hw.gpu.arch_major;
@@ -824,6 +901,20 @@ fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result
     )))
 }
 
+/// Bridge's `TransformerConfig.finalize` (models/transformer_config.py) before Megatron-Core's
+/// checks: sequence parallelism is turned off with TP <= 1 (Megatron-Core would refuse it).
+fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
+    if m.sequence_parallel && m.tensor_model_parallel_size <= 1 {
+        m.sequence_parallel = false;
+        t.decisions.push(Decision::new(
+            MODEL.sequence_parallel,
+            false,
+            "Bridge's TransformerConfig.finalize turns sequence parallelism off with tensor_model_parallel_size <= 1 (Megatron-Core would refuse it)",
+            Source::Derived,
+        ));
+    }
+}
+
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
 /// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
 fn finalize_model(m: &mut crate::config::ModelConfig) {
@@ -842,9 +933,14 @@ fn finalize_model(m: &mut crate::config::ModelConfig) {
     if m.recompute_modules.is_none() {
         m.recompute_modules = Some(vec!["core_attn".into()]);
     }
-    // expert tensor parallelism defaults to TP.
+    // expert tensor parallelism defaults to 1 with expert parallelism (Bridge's
+    // TransformerConfig.finalize, `_set_moe_expert_tensor_parallel_default`), else to TP.
     if m.expert_tensor_parallel_size.is_none() {
-        m.expert_tensor_parallel_size = Some(m.tensor_model_parallel_size);
+        m.expert_tensor_parallel_size = Some(if m.expert_model_parallel_size > 1 {
+            1
+        } else {
+            m.tensor_model_parallel_size
+        });
     }
     // CUDA graphs: the deprecated `cuda_graph_scope` moves to `cuda_graph_modules`, which is
     // normalised to a list: "full" (alone) means every module, written as []; the deprecated

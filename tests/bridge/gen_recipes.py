@@ -24,10 +24,20 @@ a name the rules derive with the same typed value is left out; a different value
 rule sets, is kept; a name a rule sets that Bridge's recipe lacks becomes `{inherit: true}`. A
 variant ovlaunch refuses keeps Bridge's env whole.
 
+A function that builds its model from a Hugging Face checkpoint whose config.json
+tests/bridge/hf does not hold (the offline hub has nothing else) is run on two stand-in configs
+(STANDIN: a fixture's config, and the same with every shape number doubled) at the checkpoint's
+name: the model fields it assigns after Bridge built the model, with the same value on both, are
+what the recipe states; the other model fields go under `from_checkpoint` (the checkpoint, the
+commit the function pins, the fields), except those Bridge's mixed-precision setup writes later.
+It is shipped when Bridge's runner then builds the job with one of PROOF_STANDINS at the
+checkpoint's name (what the Bridge proof does). recipes/hf_config_map.json is Bridge's config
+mapping, which ovlaunch applies to a config the user gives (`--hf-config`).
+
 Every function not shipped is listed with its reason in recipes/NOT_SHIPPED.md: Bridge's own
 runner refuses it at its own GPU count (also listed at the top of its file when the file exists),
-it builds its model from a Hugging Face checkpoint whose config.json tests/bridge/hf does not
-hold (the offline hub has nothing else), or its GPU kind is not in the hardware table.
+it builds its model from a checkpoint not at hand and Bridge does not build it with any stand-in
+config (Bridge's error), or its GPU kind is not in the hardware table.
 
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
     python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes          # write
@@ -322,7 +332,7 @@ def factor(variants: list[dict]) -> dict:
     """Values identical in every variant (per section field) move to the top level."""
     base = {}
     # the model class every variant builds (one statement for the file)
-    for key in ("model_class", "model_lacks"):
+    for key in ("model_class", "model_lacks", "from_checkpoint"):
         held = {json.dumps(v.get(key)) for v in variants}
         if len(held) == 1 and key in variants[0]:
             base[key] = variants[0][key]
@@ -374,6 +384,148 @@ def emit(obj, indent: int = 0) -> list[str]:
     return lines
 
 
+# Stand-in checkpoint configs for a function whose checkpoint's config.json is not at hand:
+# Llama 3 8B's (tests/bridge/hf, a plain decoder Bridge builds with its Llama bridge) and the
+# same with every shape number doubled. The function runs on each; what it assigns to the model
+# Bridge built from the config, with the same value on both, is what the recipe states; every
+# other model field comes from the checkpoint at run time (its architecture, provider class and
+# shape), except what Bridge's mixed-precision setup writes over the model later.
+STANDIN = "meta-llama/Meta-Llama-3-8B"
+# The stand-ins a function runs on: Llama 3 8B's config and the same doubled, then a MoE and an
+# MLA MoE architecture (a recipe helper may assign differently for a MoE model); a run that
+# fails is left out, and at least two must run.
+STANDIN_RUNS = ((STANDIN, 1), (STANDIN, 2), ("Qwen/Qwen3-30B-A3B", 1), ("deepseek-ai/DeepSeek-V3", 1))
+# The configs the Bridge proof puts at such a checkpoint's name, tried in turn until Bridge's
+# runner builds the job: a dense decoder, a MoE decoder, a MoE decoder with multi-latent
+# attention (all tests/bridge/hf fixtures). A function none of them builds is not shipped.
+PROOF_STANDINS = ("meta-llama/Meta-Llama-3-8B", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3")
+STANDIN_SCALED = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                  "num_key_value_heads", "vocab_size", "max_position_embeddings")
+
+
+class Standin:
+    """A stand-in config.json at `hf` in the offline hub (scale 1 or 2), and a record of the
+    model fields the recipe function assigns after Bridge built the model from it."""
+
+    def __init__(self, hf: str, scale: int, base: str = STANDIN):
+        self.hf, self.scale, self.base, self.assigned, self.revision = hf, scale, base, set(), None
+
+    def __enter__(self):
+        import os
+
+        from megatron.bridge.models.conversion.auto_bridge import AutoBridge
+
+        cfg = json.loads((probe.HERE / "hf" / self.base / "config.json").read_text())
+        if self.scale != 1:
+            for k in STANDIN_SCALED:
+                cfg[k] = cfg[k] * self.scale
+        org, name = self.hf.split("/", 1)
+        self.repo = Path(os.environ["HF_HUB_CACHE"]) / f"models--{org}--{name}"
+
+        def snapshot(revision):
+            (self.repo / "snapshots" / revision).mkdir(parents=True, exist_ok=True)
+            (self.repo / "snapshots" / revision / "config.json").write_text(json.dumps(cfg))
+
+        snapshot("0" * 40)
+        (self.repo / "refs").mkdir()
+        (self.repo / "refs" / "main").write_text("0" * 40)
+        # a function that pins a commit of the checkpoint reads the stand-in there too
+        self.original_from = AutoBridge.__dict__["from_hf_pretrained"]
+
+        def from_hf(cls, path, *a, **k):
+            if path == self.hf and k.get("revision"):
+                self.revision = k["revision"]
+                snapshot(k["revision"])
+            return self.original_from.__func__(cls, path, *a, **k)
+
+        AutoBridge.from_hf_pretrained = classmethod(from_hf)
+        self.original = AutoBridge.to_megatron_provider
+        assigned = self.assigned
+
+        def recording(bridge, *a, **k):
+            provider = self.original(bridge, *a, **k)
+            cls = type(provider)
+
+            def setattr_(obj, name, value):
+                assigned.add(name)
+                cls.__setattr__(obj, name, value)
+
+            provider.__class__ = type(cls.__name__, (cls,), {"__setattr__": setattr_, "__module__": cls.__module__})
+            return provider
+
+        AutoBridge.to_megatron_provider = recording
+        return self
+
+    def __exit__(self, *exc):
+        import shutil
+
+        from megatron.bridge.models.conversion.auto_bridge import AutoBridge
+
+        AutoBridge.to_megatron_provider = self.original
+        AutoBridge.from_hf_pretrained = self.original_from
+        shutil.rmtree(self.repo)
+        return False
+
+
+def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: bool, hf: str) -> dict:
+    """The variant of a function whose checkpoint config is not at hand (see STANDIN and
+    STANDIN_RUNS): what the recipe states (a model field it assigns with the same value on every
+    stand-in that runs), and `from_checkpoint` naming the checkpoint and the model fields it
+    gives at run time. Raises ValueError when anything outside the model differs between the
+    stand-ins."""
+    from dataclasses import fields as dc_fields
+
+    runs, revision, last = [], None, None
+    for base, scale in STANDIN_RUNS:
+        try:
+            with Standin(hf, scale, base) as s:
+                v = variant_of(n, fn, fields, aliases, library)
+        except Exception as e:  # noqa: BLE001 - this architecture does not fit the recipe
+            last = e
+            continue
+        runs.append((v, s.assigned))
+        revision = revision or s.revision
+    if len(runs) < 2:
+        raise last
+    a = runs[0][0]
+    for b, _ in runs[1:]:
+        for key in a:
+            if key not in ("model", "model_class", "model_lacks", "pipeline_layouts") and json.dumps(
+                    a[key], sort_keys=True) != json.dumps(b.get(key), sort_keys=True):
+                raise ValueError(f"`{key}` follows the checkpoint's values")
+    precision_written = {f.name for f in dc_fields(MixedPrecisionConfig)} if "mixed_precision" in a else set()
+    stated = {f for f in set.intersection(*(assigned for _, assigned in runs))
+              if f in a["model"] and all(a["model"][f] == b["model"].get(f) for b, _ in runs[1:])}
+    a["from_checkpoint"] = {"hf": hf}
+    if revision:
+        a["from_checkpoint"]["revision"] = revision
+    a["from_checkpoint"]["fields"] = [f for f in a["model"] if f not in stated and f not in precision_written]
+    a["model"] = {f: x for f, x in a["model"].items() if f in stated}
+    for key in ("model_class", "model_lacks", "pipeline_layouts"):
+        a.pop(key, None)
+    return a
+
+
+def stable(text: str) -> str:
+    """An error text with the elements of any Python set it prints sorted (a set's order
+    changes from run to run), so the generated files do not."""
+    def sort(m):
+        items = re.findall(r"'[^']*'", m.group(1))
+        return "{" + ", ".join(sorted(items)) + "}"
+
+    return re.sub(r"\{('[^']*'(?:, '[^']*')*)\}", sort, text)
+
+
+def config_map() -> str:
+    """recipes/hf_config_map.json: Bridge's config mapping (Hugging Face config key -> model
+    field), which ovlaunch applies to a checkpoint config the user gives (`--hf-config`)."""
+    from megatron.bridge.models.conversion.model_bridge import MegatronModelBridge
+
+    doc = {"from": "megatron.bridge.models.conversion.model_bridge.MegatronModelBridge.CONFIG_MAPPING",
+           "map": [list(pair) for pair in MegatronModelBridge.CONFIG_MAPPING]}
+    return json.dumps(doc, indent=1) + "\n"
+
+
 def checkpoint_missing(e: Exception) -> str | None:
     """The Hugging Face checkpoint whose config.json a recipe function could not read (none is
     shipped in tests/bridge/hf), or None for any other failure."""
@@ -392,6 +544,24 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
     or None when none of them is shipped; the refused functions' header lines; and the functions
     whose checkpoint config is not at hand, with the checkpoint."""
     variants, refused, missing = [], [], {}
+    g_task = doc.get("task")
+    def from_standins(n, fn, aliases, hf):
+        try:
+            v = standin_variant(n, fn, fields, aliases, library, hf)
+            # shipped only when Bridge's runner builds the job with a stand-in config of some
+            # architecture at the checkpoint's name (what the Bridge proof checks)
+            argv = ["--recipe", n]
+            if v.get("task", g_task) == "peft":
+                argv.append(f"checkpoint.pretrained_checkpoint={PRETRAINED}")
+            probe.build_case({"argv": argv, "world_size": v["num_gpus"],
+                              "gpu": v["gpu"] if v["gpu"] != "any" else "h100", "env": {},
+                              "hf_config": {"hf": hf, "revision": v["from_checkpoint"].get("revision"),
+                                            "configs": [str(probe.HERE / "hf" / c / "config.json") for c in PROOF_STANDINS]}})
+            variants.append(v)
+        except Exception as e:  # noqa: BLE001 - the reason goes into NOT_SHIPPED.md
+            why = f"{type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
+            missing.update({x: (hf, why) for x in (n, *aliases)})
+
     for n, fn, aliases in entries:
         try:
             m = name_meta(n, fn)
@@ -399,7 +569,7 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
             hf = checkpoint_missing(e)
             if hf is None:
                 raise
-            missing.update({x: hf for x in (n, *aliases)})
+            from_standins(n, fn, aliases, hf)
             continue
         if not library and m["hardware"] not in GPU_KINDS:
             continue  # accounted for in NOT_SHIPPED.md
@@ -414,9 +584,9 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
         except Exception as e:  # noqa: BLE001 - the reason goes into the file
             hf = checkpoint_missing(e)
             if hf is not None:
-                missing.update({x: hf for x in (n, *aliases)})
+                from_standins(n, fn, aliases, hf)
                 continue
-            refused.extend(f"#   {x}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            refused.extend(f"#   {x}: {type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
                            for x in (n, *aliases))
             continue
         # deprecated Megatron-Core switches ovlaunch does not model (they rewrite cuda_graph_impl)
@@ -585,9 +755,10 @@ def refused_records(model: str, lines: list[str]) -> list[tuple[str, str, str]]:
     return out
 
 
-def missing_records(model: str, missing: dict[str, str]) -> list[tuple[str, str, str]]:
+def missing_records(model: str, missing: dict[str, tuple[str, str]]) -> list[tuple[str, str, str]]:
     return [(model, f"builds its model from the Hugging Face checkpoint `{hf}`, whose config.json ovlaunch does "
-                    "not ship (tests/bridge/hf): no public copy gathered yet", n) for n, hf in missing.items()]
+                    f"not ship (tests/bridge/hf), and Bridge does not build it with a stand-in config: {why}", n)
+            for n, (hf, why) in missing.items()]
 
 
 def gpu_records(model: str, entries) -> list[tuple[str, str, str]]:
@@ -647,6 +818,7 @@ def main() -> int:
             if g["source"] == "perf":
                 records += gpu_records(g["model"], g["entries"])
         put(Path(args.out) / "NOT_SHIPPED.md", not_shipped(records))
+        put(Path(args.out) / "hf_config_map.json", config_map())
     return bad
 
 

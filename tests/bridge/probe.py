@@ -36,8 +36,12 @@ the installed package's own code:
     runner's dry run does the same; training calls it first thing).
 
 Stand-ins: see stubs/ovlaunch_stubs.py (TransformerEngine and modelopt import surface, torch's
-CUDA device queries). Hugging Face configs come from hf/ (public config.json values) through an
-offline hub cache; nothing reaches a hub. Kimi K2's config.json names the hub repository's own
+CUDA device queries). Hugging Face configs come from hf/ (public config.json copies, each with
+its source in a SOURCE file beside it, and the commit a recipe pins as `pinned-revision:`)
+through an offline hub cache; nothing reaches a hub. A case may carry `hf_config` ({"hf",
+"revision", "configs"}): for a recipe function whose checkpoint config hf/ does not hold, those
+configs are put at the checkpoint's name in turn until Bridge builds the job (the one the job was
+planned with, `--hf-config`, or stand-ins of other architectures). Kimi K2's config.json names the hub repository's own
 configuration code (`auto_map`, loaded with trust_remote_code); its fixture answers that name with
 a one-line module that re-exports transformers' DeepSeek-V3 configuration class (the architecture
 the config declares), so no upstream code is shipped.
@@ -65,10 +69,13 @@ def _offline_hub() -> None:
     for cfg in (HERE / "hf").glob("*/*/config.json"):
         org, name = cfg.parent.parent.name, cfg.parent.name
         repo = cache / f"models--{org}--{name}"
-        # "main" plus the commit a recipe pins, if it pins one (file `revision` beside the fixture)
+        # "main" plus the commit a recipe pins, if it pins one (`pinned-revision:` in the
+        # SOURCE file beside the fixture)
         revisions = ["0" * 40]
-        if (cfg.parent / "revision").exists():
-            revisions.append((cfg.parent / "revision").read_text().strip())
+        source = cfg.parent / "SOURCE"
+        for line in source.read_text().splitlines() if source.exists() else []:
+            if line.startswith("pinned-revision:"):
+                revisions.append(line.split(":", 1)[1].split()[0])
         for rev in revisions:
             snap = repo / "snapshots" / rev
             snap.mkdir(parents=True)
@@ -311,6 +318,52 @@ SECTIONS = ("model", "train", "ddp", "optimizer", "comm_overlap", "mixed_precisi
             "tokenizer", "checkpoint", "logger", "profiling", "ft", "peft", "validation", "dist", "rng")
 
 
+class HubConfig:
+    """A case's `hf_config` ({"hf", "revision", "config"}): that config.json in the offline hub
+    at the checkpoint's name (and the commit its function pins) while the case builds, for a
+    recipe function whose checkpoint config ovlaunch does not ship."""
+
+    def __init__(self, spec: dict):
+        org, name = spec["hf"].split("/", 1)
+        self.repo = Path(os.environ["HF_HUB_CACHE"]) / f"models--{org}--{name}"
+        self.revisions = ["0" * 40] + ([spec["revision"]] if spec.get("revision") else [])
+        self.config = Path(spec["config"])
+
+    def __enter__(self):
+        if self.repo.exists():
+            raise RuntimeError(f"{self.repo.name}: a shipped fixture is in the offline hub already")
+        for rev in self.revisions:
+            (self.repo / "snapshots" / rev).mkdir(parents=True)
+            shutil.copy(self.config, self.repo / "snapshots" / rev / "config.json")
+        (self.repo / "refs").mkdir()
+        (self.repo / "refs" / "main").write_text("0" * 40)
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.repo)
+        return False
+
+
+def build_case(case: dict):
+    """`build`, with the case's stand-in checkpoint configs tried in turn (`hf_config` with a
+    list `configs`: the first whose architecture Bridge builds the job with), or its one
+    `hf_config`; returns also the config used."""
+    spec = case.get("hf_config")
+    if spec is None:
+        return (*build(case), None)
+    configs = spec.get("configs") or [spec["config"]]
+    last = None
+    for path in configs:
+        try:
+            with HubConfig(dict(spec, config=path)):
+                return (*build(case), path)
+        except Refused:
+            raise
+        except Exception as e:  # noqa: BLE001 - the next stand-in may fit
+            last = e
+    raise last
+
+
 def main() -> None:
     cases = json.load(sys.stdin)
     # Bridge's code prints (config dumps, notices): keep stdout for the answer only
@@ -319,7 +372,7 @@ def main() -> None:
     out = {}
     for case in cases:
         try:
-            cfg, env, recipe_env = build(case)
+            cfg, env, recipe_env, standin = build_case(case)
             config = {s: plain(getattr(cfg, s, None)) for s in SECTIONS}
             classes = {s: f"{type(v).__module__}.{type(v).__qualname__}" for s in SECTIONS if (v := getattr(cfg, s, None)) is not None}
             out[case["id"]] = {
@@ -328,6 +381,7 @@ def main() -> None:
                 "classes": classes,
                 "env": env,
                 "recipe_env": plain(recipe_env),
+                "hf_config": standin,
             }
         except Refused as e:
             out[case["id"]] = {"ok": False, "refused": True, "error": str(e)}

@@ -161,7 +161,7 @@ fn moe_model() -> ModelConfig {
     ModelConfig {
         expert_model_parallel_size: 2,
         num_moe_experts: Some(2),
-        moe_token_dispatcher_type: "alltoall".into(),
+        moe_token_dispatcher_type: Some("alltoall".into()),
         bf16: true,
         fp16: false,
         recompute_granularity: None,
@@ -1270,7 +1270,7 @@ fn ep_overlap_conditions_in_order() {
         ),
         (
             ModelConfig {
-                moe_token_dispatcher_type: "allgather".into(),
+                moe_token_dispatcher_type: Some("allgather".into()),
                 ..base.clone()
             },
             torch("2.6.0"),

@@ -13,7 +13,11 @@
 //! device queries per GPU kind (tests/bridge/stubs/), Hugging Face config.json fixtures in an
 //! offline hub cache (tests/bridge/hf/; Kimi K2's config names the hub's own configuration code,
 //! which its fixture answers with transformers' DeepSeek-V3 class, the architecture the config
-//! declares). The runner script itself is in Bridge's repository,
+//! declares). A function whose checkpoint config the repository does not hold
+//! (`from_checkpoint`) is built with a config at the checkpoint's name: the one its job was
+//! planned with (`--hf-config`), else stand-ins of three architectures (a fixture's config each,
+//! tried in turn); the plan states none of the checkpoint-given fields, so every field it
+//! states is compared. The runner script itself is in Bridge's repository,
 //! not its package: probe.py restates its steps as facts.
 //!
 //! Without `OVLAUNCH_BRIDGE_PYTHON` the test says so and passes, unless
@@ -108,6 +112,7 @@ fn variant_cases() -> Vec<Case> {
 /// `--set`, plugin and weak-scaled jobs.
 fn extra_cases() -> Vec<Case> {
     [
+        checkpoint_cases(),
         layout_and_set_cases(),
         layout_rebuild_cases(),
         section_check_cases(),
@@ -133,6 +138,45 @@ fn case(id: &str, gpu: &str, world: u32, args: &[&str]) -> Case {
 fn with_env(mut c: Case, env: &[(&'static str, &'static str)]) -> Case {
     c.env = env.to_vec();
     c
+}
+
+/// Jobs whose model comes from a Hugging Face checkpoint ovlaunch does not hold, planned with a
+/// config the user gives (`--hf-config`).
+fn checkpoint_cases() -> Vec<Case> {
+    let (dense, moe) = (fixture("Qwen/Qwen3-8B"), fixture("deepseek-ai/DeepSeek-V3"));
+    vec![
+        // A function whose checkpoint config ovlaunch does not hold, planned with a config the
+        // user gives (`--hf-config`): of its architecture (Qwen3-0.6B's recipe with Qwen3 8B's
+        // config; Moonlight's, a DeepSeek-V3 architecture, with DeepSeek-V3's). Bridge builds
+        // the job with that config at the checkpoint's name; every field the plan states,
+        // those read from the config included, must be Bridge's.
+        case(
+            "hf-config-dense",
+            "h100",
+            1,
+            &[
+                "--recipe",
+                "qwen3_600m_sft_1gpu_h100_bf16_config",
+                "--gpus",
+                "h100x1",
+                "--hf-config",
+                &dense,
+            ],
+        ),
+        case(
+            "hf-config-moe",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "moonlight_16b_sft_8gpu_h100_bf16_tp1_config",
+                "--gpus",
+                "h100x8",
+                "--hf-config",
+                &moe,
+            ],
+        ),
+    ]
 }
 
 /// The README's example and `--set` over layouts and sections.
@@ -1232,6 +1276,39 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
     d
 }
 
+/// The stand-in configs a job whose model comes from a Hugging Face checkpoint not at hand
+/// is built with (`tests/bridge/gen_recipes.py` PROOF_STANDINS: a dense decoder, a MoE decoder,
+/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name.
+const PROOF_STANDINS: &[&str] = &[
+    "meta-llama/Meta-Llama-3-8B",
+    "Qwen/Qwen3-30B-A3B",
+    "deepseek-ai/DeepSeek-V3",
+];
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/bridge/hf/{name}/config.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// For a plan whose model comes from a checkpoint (`recipe.from_checkpoint`): the config
+/// Bridge's offline hub holds at the checkpoint's name while it builds the job: the one the
+/// job was planned with (`--hf-config`), else the stand-ins. Bridge then builds the trainer line
+/// with a config present, and every field the plan states must be Bridge's.
+fn hf_config(plan: &Value, args: &[String]) -> Option<Value> {
+    let from = plan["recipe"].get("from_checkpoint")?;
+    let configs: Vec<String> = match args.iter().position(|a| a == "--hf-config") {
+        Some(i) => vec![args[i + 1].clone()],
+        None => PROOF_STANDINS.iter().map(|n| fixture(n)).collect(),
+    };
+    Some(json!({
+        "hf": from["checkpoint"],
+        "revision": from.get("revision").cloned().unwrap_or(Value::Null),
+        "configs": configs,
+    }))
+}
+
 /// A recipe file of the user's: Bridge's Llama 3 8B recipe (the shipped file) plus the
 /// pass-through sections in the file itself, with preemption (checkpoint.load follows).
 fn recipe_file_case(dir: &std::path::Path) -> Case {
@@ -1544,9 +1621,12 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                     .collect()
             })
             .unwrap_or_default();
-        inputs.push(
-            json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env}),
-        );
+        let mut input =
+            json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env});
+        if let Some(spec) = plans.get(&c.id).and_then(|p| hf_config(p, &c.args)) {
+            input["hf_config"] = spec;
+        }
+        inputs.push(input);
     }
     if let Ok(path) = std::env::var("OVLAUNCH_PROOF_CASES") {
         std::fs::write(path, Value::Array(inputs.clone()).to_string()).unwrap();

@@ -79,6 +79,10 @@ pub fn command() -> Command {
     for v in OVLAUNCH_ENV {
         c.env_remove(v);
     }
+    // no Hugging Face cache of this machine's: a recipe whose model comes from a checkpoint
+    // reads a config only where a test puts one (HF_HUB_CACHE or --hf-config)
+    c.env("HF_HUB_CACHE", "/nonexistent/ovlaunch-test-hf-hub");
+    c.env_remove("HF_HOME");
     c
 }
 

@@ -1242,8 +1242,9 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
         .sum();
     assert_eq!(rows + refused, variants);
     assert!(rows >= 190, "only {rows} shipped rows resolved");
+    // library recipes (real runs) get fewer benchmark variables than performance recipes
     assert!(
-        derived_vars > rows * 8,
+        derived_vars > rows * 7,
         "{derived_vars} derived variables over {rows} rows"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));

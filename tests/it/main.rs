@@ -9,6 +9,7 @@ mod bridge_comm_overlap;
 mod bridge_mixed_precision;
 mod bridge_proof;
 mod bridge_userbuffers;
+mod checkpoint_config;
 mod cli_errors;
 mod cli_outputs;
 mod env_rules;

@@ -1,0 +1,243 @@
+//! A recipe function whose model comes from a Hugging Face checkpoint ovlaunch does not hold
+//! (`from_checkpoint`): the plan states what the recipe states and names the rest as coming
+//! from the checkpoint at run time; a config the user gives (`--hf-config PATH`, or the
+//! Hugging Face cache) fills the fields Bridge's config mapping gives; the launch is never
+//! refused for it and the estimator says it does not model the job. (Bridge's own build of
+//! such jobs is in `bridge_proof`.)
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// A shipped SFT function whose checkpoint config the repository does not hold, its checkpoint
+/// and the GPUs it is written for.
+fn function() -> (String, String, String) {
+    let cat = ovlaunch::catalog::Catalog::embedded().unwrap();
+    for name in cat.recipes.iter().map(|r| r.name.clone()) {
+        let r = cat.recipe(&name).unwrap();
+        for v in &r.variants {
+            if let Some(from) = v.from_checkpoint.as_ref().or(r.from_checkpoint.as_ref())
+                && r.task.as_deref() == Some("sft")
+                && from.fields.iter().any(|f| f == "num_layers")
+            {
+                let gpu = if v.gpu == "any" {
+                    "h100"
+                } else {
+                    v.gpu.as_str()
+                };
+                return (
+                    v.bridge_recipe.clone().unwrap(),
+                    from.hf.clone(),
+                    format!("{gpu}x{}", v.num_gpus.unwrap()),
+                );
+            }
+        }
+    }
+    panic!("no shipped function takes its model from a checkpoint");
+}
+
+fn plan(args: &[&str], env: &[(&str, &str)]) -> Value {
+    let mut a = vec!["plan"];
+    a.extend(args);
+    a.extend(["-o", "json"]);
+    let o = run_env(&a, env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A config.json a user has: Meta Llama 3 8B's (a fixture), as any checkpoint's could be.
+fn user_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("config.json");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/bridge/hf/meta-llama/Meta-Llama-3-8B/config.json"
+        ),
+        &path,
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn without_the_config_the_plan_names_the_checkpoint_fields_and_states_none() {
+    let (f, hf, gpus) = function();
+    let gpus = gpus.as_str();
+    let p = plan(&["--recipe", &f, "--gpus", gpus], &[]);
+    let from = &p["recipe"]["from_checkpoint"];
+    assert_eq!(from["checkpoint"], Value::from(hf.clone()));
+    assert_eq!(from["config"], Value::Null);
+    let at_run_time: Vec<&str> = from["at_run_time"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(at_run_time.contains(&"num_layers") && at_run_time.contains(&"hidden_size"));
+    for field in &at_run_time {
+        assert!(
+            p["model"].get(*field).is_none(),
+            "the plan states model.{field}"
+        );
+    }
+    // what the recipe states is there
+    assert!(p["model"]["tensor_model_parallel_size"].is_u64());
+    // --explain and the dry run say where the fields come from; the launch is not refused
+    let o = run(&["plan", "--recipe", &f, "--gpus", gpus, "--explain"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&format!("from checkpoint {hf} at run time")));
+    let o = run(&[
+        "--recipe",
+        &f,
+        "--gpus",
+        gpus,
+        "--dry-run",
+        "--no-container",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // the summary goes to stderr, the script to stdout
+    let out = stderr(&o);
+    assert!(
+        out.contains(&format!(
+            "#   model      from checkpoint {hf} at run time: num_layers"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("#   estimate   not modelled:"), "{out}");
+    // estimate: not modelled, with the reason, exit 0
+    let o = run(&["estimate", "--recipe", &f, "--gpus", gpus, "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(e["modelled"], Value::Bool(false), "{e}");
+    assert!(e.to_string().contains(&hf), "{e}");
+}
+
+#[test]
+fn a_config_the_user_gives_fills_the_fields_bridges_mapping_gives() {
+    let (f, hf, gpus) = function();
+    let gpus = gpus.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let path = user_config(dir.path());
+    let path_s = path.to_str().unwrap();
+    let given: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let p = plan(
+        &["--recipe", &f, "--gpus", gpus, "--hf-config", path_s],
+        &[],
+    );
+    let from = &p["recipe"]["from_checkpoint"];
+    assert_eq!(from["config"], Value::from(path_s));
+    let m = &p["model"];
+    // Bridge's CONFIG_MAPPING: num_hidden_layers -> num_layers, ...
+    assert_eq!(m["num_layers"], given["num_hidden_layers"]);
+    assert_eq!(m["hidden_size"], given["hidden_size"]);
+    assert_eq!(m["ffn_hidden_size"], given["intermediate_size"]);
+    assert_eq!(m["num_attention_heads"], given["num_attention_heads"]);
+    assert_eq!(m["num_query_groups"], given["num_key_value_heads"]);
+    assert_eq!(m["vocab_size"], given["vocab_size"]);
+    let read: Vec<&str> = from["read"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(read.contains(&"num_layers"));
+    for field in from["at_run_time"].as_array().unwrap() {
+        assert!(!read.contains(&field.as_str().unwrap()));
+    }
+    // a directory holding config.json does the same
+    let p2 = plan(
+        &[
+            "--recipe",
+            &f,
+            "--gpus",
+            gpus,
+            "--hf-config",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(p2["model"], p["model"]);
+    // none of it reaches the trainer line: Bridge reads the checkpoint itself
+    assert!(
+        p["trainer"]["overrides"]
+            .as_array()
+            .is_none_or(|a| a.iter().all(|o| !o.to_string().contains("num_layers"))),
+        "{}",
+        p["trainer"]
+    );
+    // the Hugging Face cache: models--ORG--NAME/snapshots/<refs/main>/config.json
+    let hub = tempfile::tempdir().unwrap();
+    let repo = hub
+        .path()
+        .join(format!("models--{}", hf.replace('/', "--")));
+    std::fs::create_dir_all(repo.join("snapshots/abc123")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "abc123").unwrap();
+    std::fs::copy(&path, repo.join("snapshots/abc123/config.json")).unwrap();
+    let p3 = plan(
+        &["--recipe", &f, "--gpus", gpus],
+        &[("HF_HUB_CACHE", hub.path().to_str().unwrap())],
+    );
+    assert_eq!(p3["model"], p["model"]);
+    assert!(
+        p3["recipe"]["from_checkpoint"]["config"]
+            .as_str()
+            .unwrap()
+            .ends_with("snapshots/abc123/config.json")
+    );
+}
+
+#[test]
+fn a_bad_config_or_a_needless_flag_is_a_usage_error() {
+    let (f, _, gpus) = function();
+    let gpus = gpus.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("config.json");
+    std::fs::write(&bad, "{ not json").unwrap();
+    let o = run(&[
+        "plan",
+        "--recipe",
+        &f,
+        "--gpus",
+        gpus,
+        "--hf-config",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not a Hugging Face config.json"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&bad, r#"{"num_hidden_layers": "many"}"#).unwrap();
+    let o = run(&[
+        "plan",
+        "--recipe",
+        &f,
+        "--gpus",
+        gpus,
+        "--hf-config",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("does not fit the model section"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "plan",
+        "--recipe",
+        "llama3_8b",
+        "--gpus",
+        "h100x8",
+        "--hf-config",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("takes no model field from a Hugging Face checkpoint"),
+        "{}",
+        stderr(&o)
+    );
+}
