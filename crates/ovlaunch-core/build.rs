@@ -32,9 +32,11 @@ fn main() {
     // Bridge function name -> index in RECIPES, sorted for a binary search: `--recipe
     // FUNCTION` finds its file without parsing any recipe.
     let mut functions: Vec<(String, usize)> = Vec::new();
+    let trees: Vec<serde_json::Value> = paths.iter().map(|p| yaml_to_json(p)).collect();
+    let shorts = short_names(&trees);
     for (i, p) in paths.iter().enumerate() {
         println!("cargo:rerun-if-changed=../../{}", p.display());
-        let tree = yaml_to_json(p);
+        let tree = &trees[i];
         // a recipe without variants runs its own function (`Recipe::function_variant`)
         if tree["variants"].as_array().is_none_or(|v| v.is_empty())
             && let Some(f) = tree["bridge_recipe"].as_str()
@@ -77,18 +79,19 @@ fn main() {
             .map(|v| {
                 let t = |k: &str| v[k].as_str().map(str::to_string);
                 format!(
-                    "EmbeddedVariant {{ gpu: {:?}, precision: {:?}, variant: {:?}, num_gpus: {:?}, bridge_recipe: {:?}, bridge_since: {:?} }}",
+                    "EmbeddedVariant {{ gpu: {:?}, precision: {:?}, variant: {:?}, num_gpus: {:?}, bridge_recipe: {:?}, bridge_since: {:?}, short: {:?} }}",
                     t("gpu").unwrap_or_default(),
                     t("precision").unwrap_or_default(),
                     t("variant"),
                     v["num_gpus"].as_u64().map(|n| n as u32),
                     t("bridge_recipe"),
                     t("bridge_since"),
+                    t("bridge_recipe").and_then(|f| shorts.get(&f).cloned()),
                 )
             })
             .collect();
         let json_path = out.join(format!("{}.json", p.file_stem().unwrap().to_string_lossy()));
-        std::fs::write(&json_path, serde_json::to_string(&tree).unwrap()).unwrap();
+        std::fs::write(&json_path, serde_json::to_string(tree).unwrap()).unwrap();
         let _ = writeln!(
             table,
             "    EmbeddedRecipe {{ path: {:?}, name: {:?}, aliases: &{:?}, description: {:?}, family: {:?}, task: {:?}, kind: {:?}, gpus: &{:?}, functions: {}, variants: &[{}], json: include_str!({:?}) }},",
@@ -119,6 +122,13 @@ fn main() {
         let _ = writeln!(table, "    ({n:?}, {i}),");
     }
     table.push_str("];\n");
+    let mut short: Vec<(&String, &String)> = shorts.iter().map(|(f, s)| (s, f)).collect();
+    short.sort();
+    table.push_str("\n/// Every short name (`short_names` in build.rs), sorted, with the Bridge function it runs.\npub const SHORT_NAMES: &[(&str, &str)] = &[\n");
+    for (s, f) in short {
+        let _ = writeln!(table, "    ({s:?}, {f:?}),");
+    }
+    table.push_str("];\n");
     let gpus = out.join("gpus.json");
     std::fs::write(
         &gpus,
@@ -131,4 +141,70 @@ fn main() {
         gpus.display().to_string()
     );
     std::fs::write(out.join("embedded_data.rs"), table).unwrap();
+}
+
+/// The short name of every shipped variant's Bridge function, by function:
+/// `MODEL_TASK_GPU_PRECISION[_VARIANT]` (`llama3_70b_sft_h100_bf16`; a variant written for any
+/// GPU kind leaves out `_GPU`), where MODEL is the recipe's name less `_perf` and `_TASK`.
+/// Where two functions of the whole catalogue would get the same name, each of them states
+/// its GPU count too (`GPUxN`, `Ngpu` for any kind): `llama3_8b_sft_h100x2_bf16`. A name
+/// still shared, or equal to a function's or a recipe's name, fails the build.
+fn short_names(trees: &[serde_json::Value]) -> std::collections::BTreeMap<String, String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    // function -> (base name, name with the GPU count)
+    let mut forms: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    for tree in trees {
+        let name = tree["name"].as_str().unwrap_or_default();
+        taken.insert(name.to_string());
+        for a in tree["aliases"].as_array().into_iter().flatten() {
+            taken.insert(a.as_str().unwrap_or_default().to_string());
+        }
+        let task = tree["task"].as_str().unwrap_or("pretrain");
+        let model = name.strip_suffix("_perf").unwrap_or(name);
+        let model = model.strip_suffix(&format!("_{task}")).unwrap_or(model);
+        for v in tree["variants"].as_array().into_iter().flatten() {
+            let t = |k: &str| v[k].as_str().unwrap_or_default();
+            let Some(f) = v["bridge_recipe"].as_str() else {
+                continue;
+            };
+            taken.insert(f.to_string());
+            for a in v["bridge_aliases"].as_array().into_iter().flatten() {
+                taken.insert(a.as_str().unwrap_or_default().to_string());
+            }
+            let n = v["num_gpus"].as_u64().unwrap_or(0);
+            let (gpu, counted) = match t("gpu") {
+                "any" | "" => (String::new(), format!("_{n}gpu")),
+                g => (format!("_{g}"), format!("_{g}x{n}")),
+            };
+            let tail = match t("variant") {
+                "" => format!("_{}", t("precision")),
+                x => format!("_{}_{x}", t("precision")),
+            };
+            let form = |g: &str| format!("{model}_{task}{g}{tail}");
+            forms.insert(f.to_string(), (form(&gpu), form(&counted)));
+        }
+    }
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for (base, _) in forms.values() {
+        *count.entry(base).or_default() += 1;
+    }
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for (f, (base, counted)) in &forms {
+        let short = if count[base.as_str()] == 1 {
+            base
+        } else {
+            counted
+        };
+        assert!(
+            !taken.contains(short),
+            "short name `{short}` of `{f}` is a recipe's or a function's name"
+        );
+        if let Some(other) = seen.insert(short.clone(), f.clone()) {
+            panic!("`{f}` and `{other}` get the same short name `{short}`");
+        }
+        out.insert(f.clone(), short.clone());
+    }
+    out
 }

@@ -349,6 +349,9 @@ fn make_partial(
         )
         .map_err(|e| io_err("create", &path.join(LOCK), &e.into()))?;
         match Flock::lock(lock_fd, FlockArg::LockExclusiveNonblock) {
+            // A cleaner that took the lock between its file's creation and ours has removed
+            // the directory by the time it let go: ours is then on an unlinked file.
+            Ok(lock) if !still_ours(parent_fd, &name, &fd, &lock) => continue,
             Ok(lock) => return Ok((name, fd, Some(lock))),
             Err((_, Errno::EWOULDBLOCK)) => continue,
             // A filesystem without locks: the partial stays unprovable (never removed by
@@ -361,6 +364,20 @@ fn make_partial(
         parent,
         &last.into(),
     ))
+}
+
+/// Whether the partial directory `name` is still the one open as `dir` and its lock file is
+/// still linked: what a writer checks once it holds the lock.
+fn still_ours(parent_fd: &OwnedFd, name: &str, dir: &OwnedFd, lock: &Flock<OwnedFd>) -> bool {
+    use nix::sys::stat::{fstat, fstatat};
+    let (Ok(l), Ok(d), Ok(n)) = (
+        fstat(&**lock),
+        fstat(dir),
+        fstatat(parent_fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW),
+    ) else {
+        return false;
+    };
+    l.st_nlink > 0 && d.st_dev == n.st_dev && d.st_ino == n.st_ino
 }
 
 /// Removes partial job directories in `parent` that are proven dead: a lock file that

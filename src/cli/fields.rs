@@ -1,8 +1,9 @@
-//! `ovlaunch fields [SECTION]`: the field names `--set` and recipe files accept.
+//! `ovlaunch fields [SECTION]`: the field names `--set` and recipe files accept; for `model`,
+//! also the architecture fields of every Bridge provider class (`config::provider`), by class.
 
 use super::Printer;
-use super::output::{OutputArg, SectionOut};
-use crate::config;
+use super::output::{ClassOut, OutputArg, SectionOut};
+use crate::config::{self, ModelConfig, provider};
 use crate::error::{Error, Result, did_you_mean};
 
 pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
@@ -17,6 +18,11 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
             list.push(SectionOut {
                 section: s.to_string(),
                 fields: fields.map(|f| f.iter().map(|f| f.to_string()).collect()),
+                classes: if s == ModelConfig::SECTION {
+                    architecture()
+                } else {
+                    Vec::new()
+                },
             });
         }
         match config::section_fields(s) {
@@ -24,6 +30,22 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
                 text.push_str(&format!("{s}:\n"));
                 for f in fields {
                     text.push_str(&format!("  {f}\n"));
+                }
+                if s == ModelConfig::SECTION {
+                    for c in architecture() {
+                        let kind = if c.provider { "provider" } else { "base" };
+                        text.push_str(&format!(
+                            "{s}, architecture fields of Bridge's {} ({kind}",
+                            c.class
+                        ));
+                        if !c.bases.is_empty() {
+                            text.push_str(&format!("; bases: {}", c.bases.join(", ")));
+                        }
+                        text.push_str("):\n");
+                        for f in &c.fields {
+                            text.push_str(&format!("  {f}\n"));
+                        }
+                    }
                 }
                 for (what, def) in config::bridge::other_classes(s) {
                     text.push_str(&format!("{s}, {what} (Bridge's {}):\n", def.class));
@@ -47,4 +69,31 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
         p.data(&text)?;
     }
     Ok(0)
+}
+
+/// Every class of the generated provider table (`config::provider::CLASSES`) with the fields it
+/// declares itself that a recipe file or `--set model.FIELD` may write: not one ovlaunch plans
+/// (`ModelConfig`), not one only Python can set. A class with none left is left out.
+fn architecture() -> Vec<ClassOut> {
+    provider::CLASSES
+        .iter()
+        .filter_map(|c| {
+            let fields: Vec<String> = c
+                .fields
+                .iter()
+                .filter(|f| {
+                    !ModelConfig::FIELDS.contains(&f.name)
+                        && c.field(f.name)
+                            .is_some_and(|(_, g)| g.ty != config::bridge::Ty::Object)
+                })
+                .map(|f| f.name.to_string())
+                .collect();
+            (!fields.is_empty()).then(|| ClassOut {
+                class: c.class.to_string(),
+                provider: c.provider,
+                bases: c.bases.iter().map(|b| b.to_string()).collect(),
+                fields,
+            })
+        })
+        .collect()
 }

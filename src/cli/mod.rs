@@ -240,7 +240,8 @@ pub struct SubmitCmd {
 /// Flags that choose and adjust a plan.
 #[derive(Debug, Args, Clone)]
 pub struct PlanArgs {
-    /// Recipe name or alias, or a path to a recipe YAML file (required).
+    /// Recipe name or alias, a Bridge recipe function, its short name
+    /// (llama3_70b_sft_h100_bf16: `ovlaunch recipes -v`), or a recipe YAML file (required).
     #[arg(long, short = 'r')]
     pub recipe: Option<String>,
     /// Hardware as KINDxCOUNT: h100x64, b200x128, gb200x72, cpux4 (required).

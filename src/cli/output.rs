@@ -127,6 +127,8 @@ pub struct VariantOut {
     pub num_gpus: Option<u32>,
     pub bridge_recipe: Option<String>,
     pub bridge_since: Option<String>,
+    /// The short name `--recipe` also takes for its function (shipped recipes only).
+    pub short_name: Option<String>,
 }
 
 /// One userbuffers preset of `presets -o json`: each overlap slot's method (`null`: none).
@@ -141,6 +143,20 @@ pub struct PresetOut {
 pub struct SectionOut {
     pub section: String,
     pub fields: Option<Vec<String>>,
+    /// `model`: the architecture fields of Bridge's provider classes, by class.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassOut>,
+}
+
+/// One of Bridge's model provider classes (or a dataclass base of one) in `fields model -o
+/// json`: the fields a recipe file or `--set model.FIELD` may write that it declares itself.
+#[derive(Debug, Serialize)]
+pub struct ClassOut {
+    pub class: String,
+    /// A recipe function's model class (else a base of one).
+    pub provider: bool,
+    pub bases: Vec<String>,
+    pub fields: Vec<String>,
 }
 
 /// One GPU kind of `gpus -o json`.

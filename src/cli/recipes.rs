@@ -121,6 +121,7 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
                         num_gpus: v.num_gpus,
                         bridge_recipe: v.bridge_recipe,
                         bridge_since: v.bridge_since,
+                        short_name: None,
                     })
                     .collect(),
             });
@@ -142,7 +143,8 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
             );
             if cmd.verbose {
                 for v in e.variants {
-                    variant_line(&mut s, v.gpu, v.precision, v.num_gpus, v.bridge_recipe);
+                    let f = (v.bridge_recipe, v.short);
+                    variant_line(&mut s, v.gpu, v.precision, v.num_gpus, f);
                 }
             }
             continue;
@@ -162,7 +164,7 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
                     &v.gpu,
                     &v.precision,
                     v.num_gpus,
-                    v.bridge_recipe.as_deref(),
+                    (v.bridge_recipe.as_deref(), None),
                 );
             }
         }
@@ -171,16 +173,25 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     Ok(0)
 }
 
-/// One variant's line of `ovlaunch recipes -v`.
-fn variant_line(s: &mut String, gpu: &str, precision: &str, n: Option<u32>, f: Option<&str>) {
-    let _ = writeln!(
+/// A variant's Bridge function and the short name ovlaunch gives it.
+type Names<'a> = (Option<&'a str>, Option<&'a str>);
+
+/// One variant's line of `ovlaunch recipes -v`: `(short name)` after its function.
+fn variant_line(s: &mut String, gpu: &str, precision: &str, n: Option<u32>, f: Names) {
+    let _ = write!(
         s,
         "    {:<6} {:<6} {:>5} GPUs  {}",
         gpu,
         precision,
         n.unwrap_or(0),
-        f.unwrap_or("")
+        f.0.unwrap_or("")
     );
+    match f.1 {
+        Some(short) => {
+            let _ = writeln!(s, "  ({short})");
+        }
+        None => s.push('\n'),
+    }
 }
 
 /// A shipped recipe's JSON row from the build-time index (nothing parsed).
@@ -201,6 +212,7 @@ fn indexed(e: &crate::catalog::embedded::EmbeddedRecipe, origin: &str) -> Recipe
                 num_gpus: v.num_gpus,
                 bridge_recipe: v.bridge_recipe.map(str::to_string),
                 bridge_since: v.bridge_since.map(str::to_string),
+                short_name: v.short.map(str::to_string),
             })
             .collect(),
     }

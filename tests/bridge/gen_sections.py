@@ -41,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import probe  # noqa: E402  (sets up the offline hub and the stand-ins)
+import gen_recipes  # noqa: E402  (the Bridge proof's stand-in checkpoint configs)
 
 from megatron.bridge.training import config as C  # noqa: E402
 from megatron.bridge.training.tokenizers.config import TokenizerConfig  # noqa: E402
@@ -144,7 +145,11 @@ FINE_TUNING = [
 PEFT_SCHEMES = {"lora": "PEFT_LORA", "dora": "PEFT_DORA"}
 # Families whose fine-tuning functions hold other classes (Wan's diffusion data module), which
 # the pretraining sections type as before.
-FINE_TUNING_EXCEPT = ("wan",)
+# Families whose fine-tuning functions hold a dataset class of their own (diffusion, vision- and
+# audio-language, model-specific providers), not GPT SFT's: their sections stay typed by the
+# pretraining classes (the check below names any other function that drifts).
+FINE_TUNING_EXCEPT = ("exaone", "gemma3_vl", "gemma4_vl", "nemotron_omni", "nemotron_vl", "qwen2_audio",
+                      "qwen_omni", "qwen_vl", "stepfun", "wan")
 
 
 def _class(path: str):
@@ -164,7 +169,25 @@ def fine_tuning_configs():
         for v in t.get("variants", []):
             fn = v["bridge_recipe"]
             probe.ovlaunch_stubs.fake_gpu(v["gpu"] if v["gpu"] != "any" else "h100")
-            yield t.get("family"), t["task"], fn, probe.load(fn, probe.benchmark_metadata(fn))
+            yield t.get("family"), t["task"], fn, load_function(fn, v.get("from_checkpoint") or t.get("from_checkpoint"))
+
+
+def load_function(fn: str, checkpoint: dict | None):
+    """A recipe function's ConfigContainer; one whose checkpoint config the repository does not
+    ship is built on the Bridge proof's stand-in configs at the checkpoint's name, tried in turn
+    (its dataset and peft sections do not depend on the model's shape)."""
+    if checkpoint is None:
+        return probe.load(fn, probe.benchmark_metadata(fn))
+    last = None
+    for c in gen_recipes.PROOF_STANDINS:
+        spec = {"hf": checkpoint["hf"], "revision": checkpoint.get("revision"),
+                "config": str(probe.HERE / "hf" / c / "config.json")}
+        try:
+            with probe.HubConfig(spec):
+                return probe.load(fn, probe.benchmark_metadata(fn))
+        except Exception as e:  # noqa: BLE001 - the next stand-in may fit
+            last = e
+    raise last
 
 
 _FT_CACHE: list = []

@@ -21,9 +21,9 @@ fn a_bridge_model_left_out_says_why() {
         &[
             "plan",
             "--recipe",
-            "qwen3_8b_sft_config",
+            "deepseek_v4_flash_pretrain_32gpu_h100_bf16_config",
             "--gpus",
-            "h100x8"
+            "h100x32"
         ],
         &[]
     ));

@@ -654,3 +654,102 @@ fn tune_commands_carry_every_plan_flag_typed() {
         common::stdout(&o)
     );
 }
+
+#[test]
+fn short_names_are_listed_and_plan_their_function() {
+    // `recipes -v` and `-o json` list each function's short name
+    let listed = ok(&["recipes", "-v", "--family", "llama", "--task", "sft"]);
+    assert!(
+        listed.contains("llama3_70b_sft_32gpu_h100_bf16_config  (llama3_70b_sft_h100_bf16)"),
+        "{listed}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["recipes", "-o", "json", "--task", "sft"])).unwrap();
+    let short = |f: &str| {
+        json.as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["variants"].as_array().unwrap())
+            .find(|v| v["bridge_recipe"] == f)
+            .map(|v| v["short_name"].clone())
+    };
+    assert_eq!(
+        short("llama3_8b_sft_2gpu_h100_bf16_config"),
+        Some("llama3_8b_sft_h100x2_bf16".into())
+    );
+    // the short name plans exactly what the function's name plans
+    for (short, function, gpus) in [
+        (
+            "llama3_70b_sft_h100_bf16",
+            "llama3_70b_sft_32gpu_h100_bf16_config",
+            "h100x32",
+        ),
+        (
+            "llama3_8b_sft_h100x2_bf16",
+            "llama3_8b_sft_2gpu_h100_bf16_config",
+            "h100x2",
+        ),
+        (
+            "deepseek_v3_pretrain_gb200_fp8mx_large_scale",
+            "deepseek_v3_pretrain_256gpu_gb200_fp8mx_large_scale_config",
+            "gb200x256",
+        ),
+    ] {
+        let by_short = plan_json(&["--recipe", short, "--gpus", gpus]);
+        assert_eq!(by_short["recipe"]["bridge_recipe"], function);
+        assert_eq!(by_short, plan_json(&["--recipe", function, "--gpus", gpus]));
+    }
+    // a typo names the closest short names
+    let e = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama3_70b_sft_h100_bf61",
+        "--gpus",
+        "h100x32",
+    ]);
+    assert!(e.contains("did you mean `llama3_70b_sft_h100_bf16`"), "{e}");
+}
+
+#[test]
+fn fields_model_lists_the_architecture_fields_by_class() {
+    let text = ok(&["fields", "model"]);
+    let hybrid = text
+        .split("model, architecture fields of Bridge's ")
+        .find(|s| {
+            s.starts_with(
+                "megatron.bridge.models.hybrid.hybrid_provider.HybridModelProvider (provider",
+            )
+        })
+        .expect("HybridModelProvider listed");
+    for f in ["hybrid_layer_pattern", "mamba_num_groups"] {
+        assert!(hybrid.contains(&format!("\n  {f}\n")), "{f} in {hybrid}");
+    }
+    // the planned fields stay in the first list only
+    assert!(!hybrid.contains("\n  num_layers\n"), "{hybrid}");
+    // every field listed is one `--set model.FIELD` takes on a recipe of that class
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["fields", "model", "-o", "json"])).unwrap();
+    let classes = json[0]["classes"].as_array().unwrap();
+    assert!(classes.len() > 20, "{}", classes.len());
+    let hybrid = classes
+        .iter()
+        .find(|c| c["class"] == "megatron.bridge.models.hybrid.hybrid_provider.HybridModelProvider")
+        .expect("HybridModelProvider");
+    assert_eq!(hybrid["provider"], true);
+    assert!(
+        hybrid["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "mamba_num_groups")
+    );
+    let p = plan_json(&[
+        "--recipe",
+        "nemotronh_8b_pretrain",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "model.mamba_num_groups=4",
+    ]);
+    assert_eq!(p["model"]["mamba_num_groups"], 4);
+}

@@ -762,7 +762,7 @@ fn values_in_variants_not_chosen_are_refused() {
         ),
         (
             v(&p("window.yaml")),
-            "variant gpu: b200, precision: bf16: model.window_size: window_size [1,2,3]",
+            "variant gpu: b200, precision: bf16: model.window_size: `model.window_size` must be a list of 2 integers, not [1,2,3]",
         ),
         (
             v(&p("zero.yaml")),

@@ -107,20 +107,28 @@ impl Catalog {
     }
 
     /// Finds a recipe by name or alias, or by the name of a Bridge recipe function a shipped
-    /// recipe runs (the recipe then holds that function's variant only: `Recipe::pin`), and
-    /// parses it.
+    /// recipe runs or its short name (the recipe then holds that function's variant only:
+    /// `Recipe::pin`), and parses it.
     pub fn recipe(&self, name: &str) -> Result<Recipe> {
         let named = self
             .recipes
             .iter()
             .rev()
             .any(|r| r.name == name || r.aliases.iter().any(|a| a == name));
-        if !named && let Some(e) = embedded::function(name) {
+        // a short name (`llama3_70b_sft_h100_bf16`) stands for its Bridge function
+        let function = if named {
+            None
+        } else {
+            embedded::short_name(name).or(Some(name))
+        };
+        if let Some(f) = function
+            && let Some(e) = embedded::function(f)
+        {
             let origin = format!("embedded:{}", e.path);
             let recipe = Recipe::from_json(e.json, &origin)?;
-            return recipe.pin(name).ok_or_else(|| {
+            return recipe.pin(f).ok_or_else(|| {
                 Error::runtime(format!(
-                    "{origin}: the index names `{name}`, no variant runs it"
+                    "{origin}: the index names `{f}`, no variant runs it"
                 ))
             });
         }
@@ -130,9 +138,14 @@ impl Catalog {
             .rev()
             .find(|r| r.name == name || r.aliases.iter().any(|a| a == name))
             .ok_or_else(|| {
-                let names = self.recipes.iter().flat_map(|r| {
-                    std::iter::once(r.name.as_str()).chain(r.aliases.iter().map(String::as_str))
-                });
+                let names = self
+                    .recipes
+                    .iter()
+                    .flat_map(|r| {
+                        std::iter::once(r.name.as_str()).chain(r.aliases.iter().map(String::as_str))
+                    })
+                    .chain(embedded::SHORT_NAMES.iter().map(|(s, _)| *s))
+                    .chain(embedded::FUNCTIONS.iter().map(|(f, _)| *f));
                 // a Megatron-Bridge model ovlaunch leaves out says why, not just "unknown"
                 if let Some(why) = embedded::not_shipped(name) {
                     return Error::usage(format!(

@@ -764,7 +764,6 @@ pub const DATASET_SFT: SectionDef = SectionDef {
         "do_test",
     ],
     recipe: &[
-        ("dataloader_type", r#""batch""#),
         ("data_sharding", r#"true"#),
         ("pin_memory", r#"true"#),
         ("drop_last", r#"true"#),
@@ -773,13 +772,11 @@ pub const DATASET_SFT: SectionDef = SectionDef {
         ("dataloader_save", r#"null"#),
         ("dataloader_load", r#"null"#),
         ("dataset_root", r#"null"#),
-        ("hf_validation_dataset", r#"null"#),
         ("hf_test_dataset", r#"null"#),
         ("hf_output_root", r#"null"#),
         ("hf_rewrite", r#"false"#),
         ("memmap_workers", r#"1"#),
         ("max_train_samples", r#"null"#),
-        ("enable_offline_packing", r#"true"#),
         ("do_validation", r#"true"#),
         ("do_test", r#"false"#),
     ],
@@ -918,4 +915,4 @@ pub const TASK_SECTIONS: &[(&str, SectionDef)] = &[("sft", DATASET_SFT), ("peft"
 pub const PEFT_SCHEMES: &[(&str, SectionDef)] = &[("lora", PEFT_LORA), ("dora", PEFT_DORA)];
 
 /// Families whose fine-tuning functions hold other classes: typed by `SECTIONS`.
-pub const TASK_SECTIONS_EXCEPT: &[&str] = &["wan"];
+pub const TASK_SECTIONS_EXCEPT: &[&str] = &["exaone", "gemma3_vl", "gemma4_vl", "nemotron_omni", "nemotron_vl", "qwen2_audio", "qwen_omni", "qwen_vl", "stepfun", "wan"];

@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use super::hybrid::Hybrid;
+use super::hybrid::{Counts, Hybrid};
 use crate::config::ModelConfig;
 use crate::plan::Plan;
 
@@ -128,6 +128,34 @@ impl Arch {
             a.hybrid = Some(h);
         }
         a
+    }
+
+    /// A hybrid model's one-layer shapes by kind (Mamba-2, attention, MLP, MoE), MTP left
+    /// out: per-layer figures of each (weights, multiply-adds, activations), which a pipeline
+    /// rank adds up over the kinds it holds.
+    pub fn kind_units(&self) -> Option<[Arch; 4]> {
+        self.hybrid.as_ref()?;
+        let unit = |k: Counts| {
+            let mut a = self.clone();
+            a.window_layers = self.window_layers / self.layers.max(1.0);
+            a.layers = 1.0;
+            a.mtp_layers = 0.0;
+            if let Some(m) = &mut a.moe {
+                m.moe_layers = k.moe;
+            }
+            if let Some(h) = &mut a.hybrid {
+                h.counts = k;
+                h.mtp = Counts::default();
+            }
+            a
+        };
+        let one = Counts::default();
+        Some([
+            unit(Counts { mamba: 1.0, ..one }),
+            unit(Counts { attn: 1.0, ..one }),
+            unit(Counts { mlp: 1.0, ..one }),
+            unit(Counts { moe: 1.0, ..one }),
+        ])
     }
 
     /// Attention layers (every layer of a transformer).

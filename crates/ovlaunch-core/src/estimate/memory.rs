@@ -4,7 +4,7 @@
 //!
 //! Contract: pure functions of a [`Ctx`] and the pipeline ranks' loads.
 
-use super::arch::{ActivationInputs, Selective};
+use super::arch::{ActivationInputs, Arch, Selective};
 use super::stages::{self, RankLoad};
 use super::step::Ctx;
 use super::{GIB, Memory, PrecisionClass};
@@ -12,8 +12,13 @@ use super::{GIB, Memory, PrecisionClass};
 /// Activation bytes one layer keeps per microbatch on one GPU (Korthikanti et al., with SP
 /// and selective recompute), a fully recomputed layer keeping only its input.
 pub(crate) fn activation_per_layer(c: &Ctx, selective: Selective, full_frac: f64) -> f64 {
+    activation_of(c, &c.arch, selective, full_frac)
+}
+
+/// [`activation_per_layer`] of shape `arch` (a hybrid kind's one-layer shape).
+fn activation_of(c: &Ctx, arch: &Arch, selective: Selective, full_frac: f64) -> f64 {
     let sp = c.plan.model.sequence_parallel;
-    let per_layer = c.arch.activation_bytes_per_layer(&ActivationInputs {
+    let per_layer = arch.activation_bytes_per_layer(&ActivationInputs {
         tokens: c.mbs * c.seq / c.cp,
         seq_per_rank: c.seq / c.cp,
         tp: c.tp,
@@ -82,7 +87,8 @@ fn activations(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> f64 {
     act_b
 }
 
-/// The pipeline rank that needs the most memory.
+/// The pipeline rank that needs the most memory. A hybrid rank's activations per layer are
+/// those of the layer kinds it holds.
 pub(crate) fn peak(
     c: &Ctx,
     loads: &[RankLoad],
@@ -94,7 +100,12 @@ pub(crate) fn peak(
     loads
         .iter()
         .enumerate()
-        .map(|(i, r)| of_rank(c, i as u32, r, per_layer))
+        .map(|(i, r)| {
+            let own = c
+                .by_kind(r, |u| activation_of(c, u, selective, full_frac))
+                .map_or(per_layer, |sum| sum / r.layers.max(1.0));
+            of_rank(c, i as u32, r, own)
+        })
         .max_by(|a, b| a.total().total_cmp(&b.total()))
         .unwrap_or_else(|| of_rank(c, 0, busiest, per_layer))
 }

@@ -330,11 +330,11 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
 /// Predicts step time, throughput and memory per GPU for a resolved plan.
 pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
     let vp = plan.parallelism.virtual_pipeline.unwrap_or(1).max(1) as u32;
-    let loads = stages::ranks(&plan.model, plan.parallelism.pipeline as u32, vp);
+    let loads = stages::of_plan(plan, plan.parallelism.pipeline as u32, vp);
     estimate_with_stages(plan, eff, &loads)
 }
 
-/// [`estimate`] with the pipeline ranks' loads given: `stages::ranks` of the plan's model,
+/// [`estimate`] with the pipeline ranks' loads given: `stages::of_plan` of the plan's model,
 /// PP and VP (`tune` expands each (PP, VP)'s pipeline layout once, not once per candidate).
 /// Adds up the terms of `step` (compute, exposed communication, bubble, optimizer) and
 /// `memory`.

@@ -9,9 +9,17 @@
 //! set, MTP layers on the last stage. A split that does not divide evenly (Megatron-Core refuses
 //! it; `tune` gives such layouts an explicit layout) gives the extra layers to the middle stages.
 //!
+//! A hybrid Mamba-Transformer ([`hybrid_ranks`]) is split as Megatron-Core's
+//! `select_pipeline_segment` splits its layer pattern: by the pattern's `|` segments (segment
+//! `s` on rank `s % pp`) where it has them, else into `pp` contiguous runs of equal length, so
+//! each rank holds the layer kinds that fall in its run (a run of Mamba-2 layers costs what
+//! Mamba-2 layers cost, not an average layer); the embedding on the first rank, the loss and the
+//! MTP depths on the last (Megatron-Core puts hybrid MTP with the loss).
+//!
 //! The step runs at the pace of the busiest rank, so uneven stages cost what the busiest one
 //! carries, not the average.
 
+use super::hybrid::Counts;
 use crate::config::ModelConfig;
 use crate::resolve::layout::expand_pipeline_layout;
 
@@ -26,6 +34,69 @@ pub struct RankLoad {
     pub embedding: bool,
     /// Whether it holds the loss and LM head (the last stage).
     pub loss: bool,
+    /// A hybrid model's layers on this rank by kind (`layers` is their total).
+    pub kinds: Option<Counts>,
+}
+
+/// The pipeline ranks' loads of a plan's model over `pp` ranks and `vp` virtual stages: a
+/// hybrid model's by its layer pattern ([`hybrid_ranks`]), any other's by [`ranks`].
+pub fn of_plan(plan: &crate::plan::Plan, pp: u32, vp: u32) -> Vec<RankLoad> {
+    match super::hybrid::of_plan(plan) {
+        Some(h) => hybrid_ranks(
+            &h.pattern,
+            pp,
+            vp,
+            f64::from(plan.model.mtp_num_layers.unwrap_or(0)),
+        ),
+        None => ranks(&plan.model, pp, vp),
+    }
+}
+
+/// The pipeline ranks' loads of a hybrid model with main layer pattern `pattern` (MTP part
+/// after `/` left out), `mtp` MTP depths, over `pp` ranks and `vp` virtual stages each.
+/// Without `|` segments the pattern is cut into `pp·vp` contiguous runs (Megatron-Core cuts
+/// it into `pp` and refuses a remainder, and Bridge's hybrid provider refuses VP; a remainder
+/// goes to the middle runs, as for [`ranks`]).
+pub fn hybrid_ranks(pattern: &str, pp: u32, vp: u32, mtp: f64) -> Vec<RankLoad> {
+    let pp = pp.max(1) as usize;
+    let main = pattern.split('/').next().unwrap_or("");
+    let segments: Vec<String> = if main.contains('|') {
+        main.split('|').map(str::to_string).collect()
+    } else {
+        let layers: Vec<char> = main.chars().collect();
+        let stages = pp * vp.max(1) as usize;
+        let (base, extra) = (layers.len() / stages, layers.len() % stages);
+        let mut at = 0;
+        (0..stages)
+            .map(|s| {
+                let n = base + usize::from(s >= 1 && s <= extra);
+                let n = n.min(layers.len() - at);
+                let seg: String = layers[at..at + n].iter().collect();
+                at += n;
+                seg
+            })
+            .collect()
+    };
+    let mut out = vec![RankLoad::default(); pp];
+    let n = segments.len();
+    for (s, seg) in segments.iter().enumerate() {
+        let r = &mut out[s % pp];
+        let k = Counts::of(seg);
+        let mut sum = r.kinds.unwrap_or_default();
+        sum.mamba += k.mamba;
+        sum.attn += k.attn;
+        sum.mlp += k.mlp;
+        sum.moe += k.moe;
+        sum.gdn += k.gdn;
+        r.kinds = Some(sum);
+        r.layers += k.total();
+        r.embedding |= s == 0;
+        if s + 1 == n {
+            r.loss = true;
+            r.mtp += mtp;
+        }
+    }
+    out
 }
 
 /// The pipeline ranks' loads, rank 0 first.
@@ -127,6 +198,35 @@ mod tests {
         assert_eq!(r[15].layers, 2.0);
         assert_eq!(r[15].mtp, 1.0);
         assert!(r[15].loss && r[0].embedding);
+    }
+
+    #[test]
+    fn a_hybrid_pattern_is_cut_into_contiguous_runs_per_rank() {
+        // Megatron-Core's select_pipeline_segment without `|`: PP 2 over `MM*-` x 2 gives
+        // rank 0 `MM*-` and rank 1 `MM*-`; over `MMMM*-*-` rank 0 holds the four Mamba
+        // layers and rank 1 the attention and MLP layers.
+        let r = hybrid_ranks("MMMM*-*-", 2, 1, 0.0);
+        let k0 = r[0].kinds.unwrap();
+        let k1 = r[1].kinds.unwrap();
+        assert_eq!((k0.mamba, k0.attn, k0.mlp), (4.0, 0.0, 0.0));
+        assert_eq!((k1.mamba, k1.attn, k1.mlp), (0.0, 2.0, 2.0));
+        assert!(r[0].embedding && !r[0].loss && r[1].loss);
+        assert_eq!(r[0].layers + r[1].layers, 8.0);
+        // With `|` segments the pattern's own stages, segment s on rank s % pp.
+        let r = hybrid_ranks("M*|MM|-E|EE/*E", 2, 2, 1.0);
+        let (k0, k1) = (r[0].kinds.unwrap(), r[1].kinds.unwrap());
+        assert_eq!((k0.mamba, k0.attn, k0.mlp, k0.moe), (1.0, 1.0, 1.0, 1.0));
+        assert_eq!((k1.mamba, k1.moe), (2.0, 2.0));
+        assert_eq!((r[1].mtp, r[0].mtp), (1.0, 0.0));
+        // A remainder goes to the middle runs; every layer is placed once.
+        let r = hybrid_ranks(
+            "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+            4,
+            1,
+            0.0,
+        );
+        assert_eq!(r.iter().map(|x| x.layers).sum::<f64>(), 52.0);
+        assert_eq!(r.iter().map(|x| x.kinds.unwrap().attn).sum::<f64>(), 6.0);
     }
 
     #[test]

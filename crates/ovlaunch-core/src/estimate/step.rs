@@ -39,6 +39,8 @@ pub(crate) struct Ctx<'a> {
     pub prec: PrecisionClass,
     /// Bytes per gradient element (FP32 with `grad_reduce_in_fp32`).
     pub grad_bytes: f64,
+    /// A hybrid model's one-layer shapes by kind ([`Arch::kind_units`]).
+    pub units: Option<Box<[Arch; 4]>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -74,14 +76,29 @@ impl<'a> Ctx<'a> {
             } else {
                 2.0
             },
+            units: arch.kind_units().map(Box::new),
             arch,
         }
     }
 
-    /// Forward multiply-adds per token one pipeline rank holds.
+    /// `f` (a per-layer figure) summed over the layers rank `r` holds by kind, where the model
+    /// is hybrid and the rank's kinds are known; `None` otherwise.
+    pub fn by_kind(&self, r: &RankLoad, f: impl Fn(&Arch) -> f64) -> Option<f64> {
+        let (u, k) = (self.units.as_ref()?, r.kinds?);
+        Some(k.mamba * f(&u[0]) + k.attn * f(&u[1]) + k.mlp * f(&u[2]) + k.moe * f(&u[3]))
+    }
+
+    /// Forward multiply-adds per token one pipeline rank holds; a hybrid rank's Mamba-2 scan
+    /// counted at its fitted rate (`Efficiency::mamba`), so that a run of Mamba-2 layers weighs
+    /// what it costs next to one of attention or MoE layers.
     pub fn work(&self, r: &RankLoad) -> f64 {
         let a = &self.arch;
-        r.layers * a.layer_forward_macs().total()
+        let mamba_rate = self.eff.mamba.max(1e-3);
+        self.by_kind(r, |u| {
+            let m = u.forward_macs();
+            m.linear + m.attn + m.ssm / mamba_rate
+        })
+        .unwrap_or_else(|| r.layers * a.layer_forward_macs().total())
             + r.mtp * a.mtp_layer_macs()
             + if r.loss { a.head_macs() } else { 0.0 }
     }
@@ -90,7 +107,9 @@ impl<'a> Ctx<'a> {
     /// the first, the LM head on the last, MTP layers where they are.
     pub fn dense_of(&self, r: &RankLoad) -> f64 {
         let a = &self.arch;
-        (r.layers * a.dense_params_per_layer()
+        (self
+            .by_kind(r, Arch::dense_params_per_layer)
+            .unwrap_or_else(|| r.layers * a.dense_params_per_layer())
             + r.mtp * a.mtp_params()
             + if r.embedding { a.vocab * self.h } else { 0.0 }
             + if r.loss { a.vocab * self.h } else { 0.0 })
@@ -99,7 +118,9 @@ impl<'a> Ctx<'a> {
 
     /// Routed-expert weights one GPU of a pipeline rank holds.
     pub fn expert_of(&self, r: &RankLoad) -> f64 {
-        r.layers * self.arch.expert_params_per_layer() / (self.ep * self.etp)
+        self.by_kind(r, Arch::expert_params_per_layer)
+            .unwrap_or_else(|| r.layers * self.arch.expert_params_per_layer())
+            / (self.ep * self.etp)
     }
 
     /// Whether the optimizer state is sharded over data parallelism.
@@ -326,7 +347,7 @@ impl Comm {
 fn layers_on(c: &Ctx, b: &Busiest) -> (f64, f64, f64) {
     let layers_gpu = b.load.layers + b.load.mtp;
     let moe_share = c.arch.moe_layers() / c.arch.layers.max(1.0);
-    let moe_layers_gpu = b.load.layers * moe_share;
+    let moe_layers_gpu = b.load.kinds.map_or(b.load.layers * moe_share, |k| k.moe);
     (layers_gpu, moe_layers_gpu, layers_gpu - moe_layers_gpu)
 }
 
@@ -346,10 +367,14 @@ pub(crate) fn tp_comm(c: &Ctx, b: &Busiest) -> Comm {
         // One block per pattern layer: a Mamba mixer, attention or MLP block runs 2
         // collectives each way; an MoE block with expert TP 1 leaves them to the all-to-all.
         Some(hy) => {
-            let k = &hy.counts;
-            let per_layer = (4.0 * (k.mamba + k.attn + k.mlp) + (moe_block - 4.0) * k.moe)
-                / c.arch.layers.max(1.0);
-            per_layer * b.load.layers + 8.0 * b.load.mtp
+            let per = |k: &super::hybrid::Counts| {
+                4.0 * (k.mamba + k.attn + k.mlp) + (moe_block - 4.0) * k.moe
+            };
+            let layers = b.load.kinds.map_or_else(
+                || per(&hy.counts) / c.arch.layers.max(1.0) * b.load.layers,
+                |k| per(&k),
+            );
+            layers + 8.0 * b.load.mtp
         }
         None => 8.0 * dense_layers_gpu + moe_block * moe_layers_gpu,
     };
@@ -372,7 +397,14 @@ pub(crate) fn cp_comm(c: &Ctx, b: &Busiest, attn_mb: f64) -> Comm {
     };
     let kv_bytes = c.mbs * (c.seq / cp) * kv_per_token * 2.0;
     let attn_layers_gpu = match &a.hybrid {
-        Some(hy) => b.load.layers * hy.counts.attn / a.layers.max(1.0) + b.load.mtp * hy.mtp.attn,
+        Some(hy) => {
+            b.load
+                .kinds
+                .map_or(b.load.layers * hy.counts.attn / a.layers.max(1.0), |k| {
+                    k.attn
+                })
+                + b.load.mtp * hy.mtp.attn
+        }
         None => layers_gpu,
     };
     let total = if cp > 1.0 {
@@ -388,7 +420,12 @@ pub(crate) fn cp_comm(c: &Ctx, b: &Busiest, attn_mb: f64) -> Comm {
     // and after the scan (Megatron-Core's `MambaContextParallel`), forward and backward,
     // on the critical path.
     let a2a = a.hybrid.as_ref().map_or(0.0, |hy| {
-        let layers = b.load.layers * hy.counts.mamba / a.layers.max(1.0);
+        let layers = b
+            .load
+            .kinds
+            .map_or(b.load.layers * hy.counts.mamba / a.layers.max(1.0), |k| {
+                k.mamba
+            });
         let bytes = c.mbs * (c.seq / cp) * hy.mamba.cp_alltoall_elems(tp) * 2.0;
         layers * 2.0 * ring(cp) * bytes / cp_bw
     });

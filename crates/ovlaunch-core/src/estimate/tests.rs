@@ -533,3 +533,61 @@ fn vision_language_names_the_encoder_left_out_and_linear_attention_is_not_modell
         "{why}"
     );
 }
+
+/// Nemotron Nano 9B v2 over four pipeline ranks: each rank holds the kinds of its contiguous
+/// quarter of the pattern (Megatron-Core's `select_pipeline_segment`: the first quarter eight
+/// Mamba-2 and six MLP layers and no attention, the second six, two and six), the quarters'
+/// work and weights add up to the whole model's, the busiest quarter sets the step, and
+/// `tune` offers no virtual pipeline (Bridge's hybrid provider refuses one) and no PP that
+/// leaves a remainder of the pattern.
+#[test]
+fn hybrid_pipeline_ranks_follow_the_layer_pattern() {
+    let p = plan_of_function(
+        "nemotron_nano_9b_v2_pretrain",
+        "nemotron_nano_9b_v2_pretrain_2gpu_h100_bf16_config",
+    );
+    let h = super::hybrid::of_plan(&p).unwrap();
+    let whole = super::stages::of_plan(&p, 1, 1);
+    let quarters = super::stages::of_plan(&p, 4, 1);
+    let n = h.pattern.len() / 4;
+    for (i, q) in quarters.iter().enumerate() {
+        let k = q.kinds.unwrap();
+        assert_eq!(k, super::hybrid::Counts::of(&h.pattern[i * n..(i + 1) * n]));
+    }
+    let k0 = quarters[0].kinds.unwrap();
+    assert_eq!((k0.mamba, k0.attn, k0.mlp), (8.0, 0.0, 6.0));
+    let k1 = quarters[1].kinds.unwrap();
+    assert_eq!((k1.mamba, k1.attn, k1.mlp), (6.0, 2.0, 6.0));
+    let eff = Efficiency::embedded().unwrap();
+    let perf = p.hardware.gpu.perf.clone().unwrap();
+    let c = super::step::Ctx::new(&p, &perf, &eff);
+    let rel = |x: f64, y: f64| ((x - y) / y).abs();
+    let sum = |f: &dyn Fn(&super::stages::RankLoad) -> f64| quarters.iter().map(f).sum::<f64>();
+    assert!(rel(sum(&|r| c.work(r)), c.work(&whole[0])) < 1e-12);
+    assert!(rel(sum(&|r| c.dense_of(r)), c.dense_of(&whole[0])) < 1e-12);
+    assert_ne!(c.work(&quarters[0]), c.work(&quarters[1]));
+    let busiest = super::step::busiest(&c, &quarters);
+    let top = quarters.iter().map(|r| c.work(r)).fold(0.0, f64::max);
+    assert_eq!(c.work(&busiest.load), top);
+    assert!(
+        top > sum(&|r| c.work(r)) / 4.0 * 1.01,
+        "the busiest quarter is above the mean"
+    );
+    // An average-layer split (the kinds unknown) calls the first two quarters equal.
+    let blind: Vec<_> = quarters
+        .iter()
+        .map(|r| super::stages::RankLoad { kinds: None, ..*r })
+        .collect();
+    assert_eq!(c.work(&blind[0]), c.work(&blind[1]));
+    let layouts = tune::enumerate(&p, &[]);
+    assert!(layouts.iter().any(|l| l.pipeline_model_parallel_size == 2));
+    for l in &layouts {
+        assert!(l.virtual_pipeline_model_parallel_size.is_none(), "{l:?}");
+        assert!(
+            p.model
+                .num_layers
+                .is_multiple_of(l.pipeline_model_parallel_size),
+            "{l:?}"
+        );
+    }
+}

@@ -328,6 +328,7 @@ pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
     let seq = u64::from(m.seq_length);
     let accounted =
         m.account_for_embedding_in_pipeline_split || m.account_for_loss_in_pipeline_split;
+    let hybrid = super::hybrid::is_hybrid(base);
     let mut out = Vec::new();
     for tp in [1u32, 2, 4, 8] {
         let t = u64::from(tp);
@@ -344,6 +345,14 @@ pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
             }
             let vps: Vec<Option<u32>> = if pp == 1 {
                 vec![None]
+            } else if hybrid {
+                // Bridge's hybrid provider refuses virtual pipelines, and Megatron-Core cuts a
+                // hybrid pattern without `|` into PP equal runs, refusing a remainder.
+                if m.num_layers.is_multiple_of(pp) {
+                    vec![None]
+                } else {
+                    vec![]
+                }
             } else if !known.is_empty() {
                 // A model Bridge writes pipeline layouts for by hand (DeepSeek-V3, Kimi K2:
                 // the embedding and loss on their own stages, MTP next to the loss) runs the
@@ -465,7 +474,15 @@ impl Pipelines {
             m.virtual_pipeline_model_parallel_size = vp;
             m.pipeline_model_parallel_layout = needs_layout(&m, l, known);
             layout::check_pipeline_layout(&m, u64::from(pp), vp.map(u64::from)).ok()?;
-            let loads = stages::ranks(&m, pp, vp.unwrap_or(1));
+            let loads = match super::hybrid::of_plan(lean) {
+                Some(h) => stages::hybrid_ranks(
+                    &h.pattern,
+                    pp,
+                    vp.unwrap_or(1),
+                    f64::from(m.mtp_num_layers.unwrap_or(0)),
+                ),
+                None => stages::ranks(&m, pp, vp.unwrap_or(1)),
+            };
             Some((m.pipeline_model_parallel_layout, loads))
         })
     }

@@ -421,6 +421,7 @@ pub fn layer_on(
             prov.record(s, val, &Source::Recipe);
         }
     }
+    let prov_alone = prov.clone();
     let model_class = variant
         .and_then(|v| v.model_class.as_deref())
         .or(recipe.model_class.as_deref());
@@ -492,6 +493,7 @@ pub fn layer_on(
         before,
         cfg: after,
         prov,
+        prov_alone,
         applied,
         file_overrides,
     })
@@ -511,9 +513,25 @@ pub struct Layered {
     /// A user's recipe file over Bridge's function: every value it changes, as the trainer's
     /// overrides (`super::base::overrides`); empty otherwise.
     pub file_overrides: Vec<(String, Value)>,
+    /// Who set each path of `before` (recipe and variant only).
+    pub prov_alone: Provenance,
 }
 
 impl Layered {
+    /// The recipe and variant alone, as `layer_on` builds them without a file, plugin sets or
+    /// `--set`: Bridge's function as its runner first builds it, from the config already
+    /// built (`before`), so it is not layered and built a second time.
+    pub fn alone(&self) -> Layered {
+        Layered {
+            before: self.before.clone(),
+            cfg: self.before.clone(),
+            prov: self.prov_alone.clone(),
+            prov_alone: self.prov_alone.clone(),
+            applied: Vec::new(),
+            file_overrides: Vec::new(),
+        }
+    }
+
     /// Whether Bridge's runner sees `path` overridden explicitly (the field or its section),
     /// by `--set` or by a user's recipe file over Bridge's function
     /// (`_config_override_is_explicit` reads the words on its command line).
@@ -620,4 +638,38 @@ fn build(
     cfg.bridge = bridge;
     cfg.model.provider = provider;
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    /// `Layered::alone` (what the env stage resolves Bridge's function alone from) is what
+    /// layering the recipe and variant alone gives, whatever a user's file and `--set` changed.
+    #[test]
+    fn alone_is_the_recipe_and_variant_layered_alone() {
+        let r = Catalog::embedded()
+            .unwrap()
+            .recipe("llama3_8b_pretrain_8gpu_h100_bf16_config")
+            .unwrap();
+        let v = r.variants.first();
+        let mut file = Map::new();
+        file.insert("model".into(), serde_json::json!({"num_layers": 16}));
+        let sets =
+            super::super::overrides::parse_sets(&["train.global_batch_size=64".into()]).unwrap();
+        let with = layer_on(&r, v, Some((&file, "file.yaml")), &[], &sets).unwrap();
+        assert_ne!(
+            serde_json::to_value(&with.cfg).unwrap(),
+            serde_json::to_value(&with.before).unwrap()
+        );
+        let alone = with.alone();
+        let fresh = layer_on(&r, v, None, &[], &[]).unwrap();
+        let json = |c: &ConfigContainer| serde_json::to_value(c).unwrap();
+        assert_eq!(json(&alone.before), json(&fresh.before));
+        assert_eq!(json(&alone.cfg), json(&fresh.cfg));
+        assert_eq!(format!("{:?}", alone.prov), format!("{:?}", fresh.prov));
+        assert_eq!(alone.applied, fresh.applied);
+        assert_eq!(alone.file_overrides, fresh.file_overrides);
+    }
 }

@@ -165,10 +165,17 @@ fn pick<'r>(inp: &Inputs<'r>) -> Result<Picked<'r>> {
 /// (`runtime_config_update`), each adding to one [`Trace`]:
 pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     let picked = pick(inp)?;
-    resolve_picked(inp, plugins, &picked)
+    resolve_picked(inp, plugins, &picked, None)
 }
 
-fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) -> Result<Plan> {
+/// The stages on a picked recipe; `layered`: the recipe and variant already layered (the env
+/// stage's resolution of Bridge's function alone, [`layers::Layered::alone`]).
+fn resolve_picked(
+    inp: &Inputs<'_>,
+    plugins: &PluginLayer,
+    picked: &Picked<'_>,
+    layered: Option<layers::Layered>,
+) -> Result<Plan> {
     let mut t = Trace {
         decisions: Vec::new(),
         warnings: plugins.warnings.clone(),
@@ -181,7 +188,7 @@ fn resolve_picked(inp: &Inputs<'_>, plugins: &PluginLayer, picked: &Picked<'_>) 
         ..*inp
     };
     // 1. Recipe variant, then defaults <- recipe <- variant <- plugin sets <- --set.
-    let (choice, mut l) = layering(inp, picked, plugins, &mut t)?;
+    let (choice, mut l) = layering(inp, picked, plugins, layered, &mut t)?;
     other_variants(outer.recipe, choice.variant)?;
     // The runner call: Bridge's recipe function plus exactly what differs from it.
     let precision_word = match (
@@ -383,7 +390,14 @@ fn other_variants(recipe: &Recipe, chosen: Option<&Variant>) -> Result<()> {
 /// [`layout::check_values`] on one variant of `recipe`; an error names the file, the
 /// variant's line and the variant.
 pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
-    let checked = layers::layer_on(recipe, Some(v), None, &[], &[]).and_then(|l| {
+    let checked = layers::layer_on(recipe, Some(v), None, &[], &[]).and_then(|mut l| {
+        // The model fields a checkpoint gives at run time are checked then, as in a launch.
+        let mut t = Trace::default();
+        if let Some(cp) =
+            checkpoint_stage(recipe, Some(v), &l, &mut t).filter(|c| !c.at_run_time.is_empty())
+        {
+            checkpoint::neutralise(&mut l.cfg.model, &cp, &mut t);
+        }
         let class = v.model_class.as_deref().or(recipe.model_class.as_deref());
         layout::check_values(&l.cfg.model, &l.cfg.train, class)
     });
@@ -408,6 +422,7 @@ fn layering<'r>(
     inp: &Inputs<'_>,
     picked: &Picked<'r>,
     plugins: &PluginLayer,
+    layered: Option<layers::Layered>,
     t: &mut Trace,
 ) -> Result<(layers::Choice<'r>, layers::Layered)> {
     let decisions = &mut t.decisions;
@@ -416,7 +431,10 @@ fn layering<'r>(
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
     let file = picked.base.as_ref().map(|b| (&b.file, b.function.as_str()));
-    let mut l = layers::layer_on(inp.recipe, choice.variant, file, &plugins.sets, inp.sets)?;
+    let mut l = match layered {
+        Some(l) => l,
+        None => layers::layer_on(inp.recipe, choice.variant, file, &plugins.sets, inp.sets)?,
+    };
     if let Some(b) = &picked.base {
         for (path, value) in &l.file_overrides {
             decisions.push(Decision::new(
@@ -791,10 +809,11 @@ fn env_stage(
     let (hw, cfg) = (inp.hardware, &l.cfg);
     let user_changed = |path: &str| l.user_changed(path);
     // Bridge's recipe env is the rules' at the recipe's own layout: when plugin sets, `--set`
-    // or a user's recipe file changed the config, the recipe (Bridge's function) alone is
-    // resolved again for its facts (pure, milliseconds), at the function's own GPU count. A
-    // recipe that does not resolve alone (a `--set` that makes it fit the GPUs) keeps the
-    // plan's facts.
+    // or a user's recipe file changed the config, the recipe (Bridge's function) alone goes
+    // through the stages again for its facts, at the function's own GPU count, from the
+    // config layering already built for it (`Layered::alone`: it is not parsed, layered or
+    // built twice). A recipe that does not resolve alone (a `--set` that makes it fit the
+    // GPUs) keeps the plan's facts.
     let recipe_facts = if inp.sets.is_empty()
         && !l.applied.contains(&true)
         && picked.base.as_ref().is_none_or(|b| b.file.is_empty())
@@ -817,7 +836,7 @@ fn env_stage(
             hardware: &own_hw,
             ..*inp
         };
-        resolve_picked(&alone, &PluginLayer::default(), &bare)
+        resolve_picked(&alone, &PluginLayer::default(), &bare, Some(l.alone()))
             .ok()
             .map(|p| env_rules::Facts::of_plan(&p))
     };
