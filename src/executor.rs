@@ -1,6 +1,9 @@
-//! Where a job runs: the executor's name, shared by the pure core (which renders a job's
-//! script for its executor) and the backends (which run it). A leaf: the backend that acts
-//! for an executor is `backend::backend_for`, so the core never reaches `backend`.
+//! Where a job runs: the core's registry of executors (one variant per backend), its
+//! recorded name, the script its backend runs and what that backend can do, shared by the
+//! pure core (which renders a job's script for its executor) and the backends (which run
+//! it). A leaf: the backend that acts for an executor is the entry of `backend::BACKENDS`
+//! naming it, so the core never reaches `backend`; code outside a backend's own files asks
+//! an executor's methods, never which variant it is.
 
 /// Where the job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,14 +13,25 @@ pub enum Executor {
 }
 
 impl Executor {
-    /// Every executor.
+    /// Every executor, the default first.
     pub const ALL: [Executor; 2] = [Executor::Slurm, Executor::Local];
 
-    /// The name recorded in `submission.json`.
+    /// What a launch uses when none is named (`--executor`'s default).
+    pub const DEFAULT: Executor = Executor::ALL[0];
+
+    /// The name recorded in `submission.json` (and the `--executor` value).
     pub fn name(self) -> &'static str {
         match self {
             Executor::Slurm => "slurm",
             Executor::Local => "local",
+        }
+    }
+
+    /// One line saying what it does (the `--executor` value's help).
+    pub fn summary(self) -> &'static str {
+        match self {
+            Executor::Slurm => "Submit with sbatch",
+            Executor::Local => "Run on this machine with torchrun (one node)",
         }
     }
 
@@ -29,8 +43,23 @@ impl Executor {
         }
     }
 
+    /// The template its request is rendered from (`render::template`), which `--template`
+    /// replaces.
+    pub fn template(self) -> &'static str {
+        match self {
+            Executor::Slurm => "sbatch.sh.j2",
+            Executor::Local => "torchrun.sh.j2",
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<Executor> {
         Executor::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    /// Whether the job runs on this machine, in the foreground, on this machine's own
+    /// software (no scheduler, no containers, one machine, nothing to reach over `--host`).
+    pub fn runs_here(self) -> bool {
+        matches!(self, Executor::Local)
     }
 
     /// Whether the job's script runs on after the trainer (teardown steps, forwarded

@@ -5,8 +5,13 @@
 //! setup lines, torchrun arguments, command prefix, trainer argv, CPU placement, container)
 //! apart from each target's own part ([`Target`] / [`TargetSpec`]): the Slurm job's options
 //! and what they become (sbatch directives, srun arguments, teardown, `render::slurm`), or
-//! the local run's (`render::local`). `LaunchSpec::request` (`render::artifacts`) renders the
-//! target's dry-run request, the script its backend schedules (`render::script`).
+//! the local run's (`render::local`). `LaunchSpec::request` (`render::script`) renders the
+//! target's dry-run request, the script its backend schedules.
+//!
+//! The core's registry of targets: [`Target`] and [`TargetSpec`] have one variant per
+//! backend, and the methods here (`Target::executor`, `Target::of`, `LaunchSpec::mode`, the
+//! accessors of the Slurm job's part) are the only places besides `render::script`'s
+//! `LaunchSpec::request` that match on them; everything else asks these methods.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +20,7 @@ use serde::Serialize;
 use super::local::LocalOptions;
 use super::slurm::{SlurmOptions, SlurmSpec};
 use crate::error::Result;
+use crate::executor::Executor;
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
@@ -58,6 +64,46 @@ pub enum Target {
     /// torchrun without Slurm: this machine, or every machine of a hand-started run
     /// (`render::local`, `backend::local`).
     Local(LocalOptions),
+}
+
+impl Target {
+    /// The backend that schedules the target's request.
+    pub fn executor(&self) -> Executor {
+        match self {
+            Target::Slurm(_) => Executor::Slurm,
+            Target::Local(_) => Executor::Local,
+        }
+    }
+
+    /// The target `executor` names, with its options from `all`.
+    pub fn of(executor: Executor, all: AllOptions) -> Target {
+        match executor {
+            Executor::Slurm => Target::Slurm(all.slurm),
+            Executor::Local => Target::Local(all.local),
+        }
+    }
+
+    /// The user's own sbatch arguments (`--sbatch-arg`): none for a target without sbatch.
+    pub fn sbatch_args(&self) -> &[String] {
+        match self {
+            Target::Slurm(s) => &s.sbatch_args,
+            Target::Local(_) => &[],
+        }
+    }
+}
+
+impl From<LocalOptions> for Target {
+    fn from(o: LocalOptions) -> Target {
+        Target::Local(o)
+    }
+}
+
+/// Every target's options as the command line gives them: [`Target::of`] takes the one
+/// the executor names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllOptions {
+    pub slurm: SlurmOptions,
+    pub local: LocalOptions,
 }
 
 /// The user's code shipped with the job: an archive in the job directory that the job
@@ -186,6 +232,16 @@ pub enum TargetSpec {
     Local(LocalOptions),
 }
 
+impl TargetSpec {
+    /// The Slurm job's own part to edit (plugins), if it is one.
+    pub fn slurm_mut(&mut self) -> Option<&mut SlurmSpec> {
+        match self {
+            TargetSpec::Slurm(s) => Some(s),
+            TargetSpec::Local(_) => None,
+        }
+    }
+}
+
 impl LaunchSpec {
     /// How the ranks start: a Slurm job's launcher; torchrun without Slurm.
     pub fn mode(&self) -> LaunchMode {
@@ -200,6 +256,14 @@ impl LaunchSpec {
         match &self.target {
             TargetSpec::Slurm(s) => Some(s),
             TargetSpec::Local(_) => None,
+        }
+    }
+
+    /// The backend that schedules this job.
+    pub fn executor(&self) -> Executor {
+        match &self.target {
+            TargetSpec::Slurm(_) => Executor::Slurm,
+            TargetSpec::Local(_) => Executor::Local,
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use minijinja::context;
 
-use super::launch::{ContainerRuntime, FlagStyle, LaunchMode, LaunchSpec};
+use super::launch::{ContainerRuntime, FlagStyle, LaunchMode, LaunchSpec, TargetSpec};
 use super::shell::{comment, join, quote};
 use super::slurm::SlurmSpec;
 use super::template::Templates;
@@ -163,6 +163,25 @@ fn directive_value(name: &str, value: &str) -> Result<String> {
         .help("use a value on one line"));
     }
     Ok(super::shell::sbatch_word(value))
+}
+
+impl LaunchSpec {
+    /// The target's dry-run request: the script its backend schedules.
+    pub fn request(&self, templates: &Templates) -> Result<String> {
+        match &self.target {
+            TargetSpec::Slurm(s) => sbatch(self, s, templates),
+            TargetSpec::Local(l) => {
+                let target = match &l.rendezvous {
+                    None => TorchrunTarget::Single,
+                    Some(master) => TorchrunTarget::MultiNode {
+                        nnodes: self.nodes,
+                        master: master.clone(),
+                    },
+                };
+                torchrun(self, &target, templates)
+            }
+        }
+    }
 }
 
 /// The Slurm job's dry-run request: the sbatch script of `spec`, whose Slurm part is `slurm`.

@@ -927,7 +927,7 @@ fn the_file_graph_resolves_paths_to_the_file_defining_the_item() {
         g[&m("config::bridge")]
     );
     assert!(g[&m("resolve::env")].contains(&m("resolve::env_rules")));
-    assert!(g[&m("render::artifacts")].contains(&m("executor")));
+    assert!(g[&m("render::launch")].contains(&m("executor")));
     assert!(!g[&m("config::bridge_fields")].contains(&m("config::bridge")));
 }
 
@@ -967,73 +967,114 @@ fn the_core_names_no_command_line_or_process_crate() {
     assert!(first_segments(&vec!["backend".to_string(), "host".to_string()]).contains("duct"));
 }
 
-/// Files outside `backend/` that still name a backend (the launch-settings work moves each
-/// backend's options and dry-run request into the backend): each goes when that lands.
-const FILES_NAMING_A_BACKEND: &[&str] = &[
-    "src/cli/launch.rs",
-    "src/cli/submit.rs",
-    "src/render/artifacts.rs",
-];
+/// The files that name each backend of the registry (`Executor::ALL`, by its recorded
+/// name): a file names one by spelling its variant (`Executor::Slurm`, `Target::Slurm`,
+/// `TargetSpec::Slurm`), importing its modules (`backend::slurm`, `render::slurm`) or
+/// declaring them (`mod slurm;`).
+fn files_naming_each_backend(launcher: &Files) -> BTreeMap<String, BTreeSet<String>> {
+    let g = launcher.graph();
+    let mut out = BTreeMap::new();
+    for e in ovlaunch::executor::Executor::ALL {
+        let (name, variant) = (e.name().to_string(), format!("{e:?}"));
+        let modules: Vec<ModPath> = ["backend", "render"]
+            .iter()
+            .map(|t| vec![t.to_string(), name.clone()])
+            .collect();
+        let mut naming = BTreeSet::new();
+        for (m, deps) in &g {
+            let code = &launcher.code[m];
+            let spelt = ["Executor", "Target", "TargetSpec"]
+                .iter()
+                .any(|t| code.contains(&format!("{t}::{variant}")));
+            let declared = code.lines().any(|l| {
+                l.trim() == format!("pub mod {name};") || l.trim() == format!("mod {name};")
+            });
+            let imported = !modules.contains(m) && deps.iter().any(|d| modules.contains(d));
+            if spelt || declared || imported || modules.contains(m) {
+                let rel = launcher.files[m].strip_prefix(root().join("src")).unwrap();
+                naming.insert(rel.to_string_lossy().to_string());
+            }
+        }
+        out.insert(name, naming);
+    }
+    out
+}
+
+/// The files ARCHITECTURE.md's "A new backend" entry names (`NAME` for the backend's name),
+/// relative to `src/`: those every backend has, and those only a backend with flags of
+/// its own has (named after "with flags of its own").
+fn new_backend_entry() -> (BTreeSet<String>, BTreeSet<String>) {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let start = text.find("* **A new backend**").expect("the entry");
+    let rest = &text[start + 1..];
+    let entry = &rest[..rest.find("\n* **").unwrap_or(rest.len())];
+    let files = |part: &str| -> BTreeSet<String> {
+        part.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| w.starts_with("src/") && w.ends_with(".rs"))
+            .map(|w| w["src/".len()..].to_string())
+            .collect()
+    };
+    let flags = entry.find("with flags of its own").expect("the flags part");
+    (files(&entry[..flags]), files(&entry[flags..]))
+}
 
 #[test]
-fn no_module_outside_the_backends_names_one() {
-    // A backend is named by importing its module (`backend::slurm`, `backend::local`,
-    // `backend::ssh`) or by an executor's variant (`Executor::Slurm`); the executor leaf
-    // declares the variants, and what a variant can do is its method (`crate::executor`).
+fn a_new_backend_is_the_files_the_map_names() {
+    // Every backend of the registry has its own two files, and the files that name it are
+    // those the map's "A new backend" entry lists (its own files and the registries); no
+    // module besides them names a backend (the CLI, `job`, `plugin` and the rest ask the
+    // registries: `Executor`'s methods, `Target::of`, `backend::backend_for`).
     let launcher = Files::of(&root().join("src"), "ovlaunch");
-    let g = launcher.graph();
-    let backends: Vec<ModPath> = ["slurm", "local", "ssh"]
-        .iter()
-        .map(|b| vec!["backend".to_string(), b.to_string()])
-        .collect();
-    let mut naming = BTreeMap::new();
-    for (m, deps) in &g {
-        if m.first().is_some_and(|t| t == "backend") || *m == ["executor"] {
-            continue;
+    let (entry, with_flags) = new_backend_entry();
+    assert!(
+        entry.contains("backend/NAME.rs") && entry.contains("render/NAME.rs"),
+        "{entry:?}"
+    );
+    let mut flag_files_used = BTreeSet::new();
+    let naming = files_naming_each_backend(&launcher);
+    assert_eq!(naming.len(), ovlaunch::executor::Executor::ALL.len());
+    let mut wrong = Vec::new();
+    for (name, files) in &naming {
+        let listed: BTreeSet<String> = entry.iter().map(|f| f.replace("NAME", name)).collect();
+        for own in ["backend", "render"] {
+            assert!(
+                root().join(format!("src/{own}/{name}.rs")).is_file(),
+                "the {name} backend has no src/{own}/{name}.rs"
+            );
         }
-        let code = &launcher.code[m];
-        let mut why: Vec<String> = deps
-            .iter()
-            .filter(|d| backends.contains(d))
-            .map(|d| format!("imports {}", dotted(d)))
-            .collect();
-        why.extend(
-            ["Executor::Slurm", "Executor::Local"]
-                .into_iter()
-                .filter(|v| code.contains(v))
-                .map(String::from),
-        );
-        if !why.is_empty() {
-            let rel = launcher.files[m]
-                .strip_prefix(root())
-                .unwrap()
-                .to_string_lossy()
-                .to_string();
-            naming.insert(rel, why);
+        for f in files.difference(&listed) {
+            if with_flags.contains(f) {
+                flag_files_used.insert(f.clone());
+                continue;
+            }
+            wrong.push(format!(
+                "{f} names the {name} backend, and the map's entry does not list it"
+            ));
+        }
+        for f in listed.difference(files) {
+            wrong.push(format!(
+                "the map's entry lists {f}, which does not name the {name} backend"
+            ));
         }
     }
-    let new: Vec<String> = naming
+    for f in with_flags.difference(&flag_files_used) {
+        wrong.push(format!("the map's entry lists {f}, which names no backend"));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The transport is the backends' own: only `backend/` reaches `backend::ssh`.
+    let ssh = vec!["backend".to_string(), "ssh".to_string()];
+    let g = launcher.graph();
+    let outside: Vec<String> = g
         .iter()
-        .filter(|(f, _)| !FILES_NAMING_A_BACKEND.contains(&f.as_str()))
-        .map(|(f, why)| format!("{f}: {}", why.join(", ")))
+        .filter(|(m, deps)| m.first().is_some_and(|t| t != "backend") && deps.contains(&ssh))
+        .map(|(m, _)| dotted(m))
         .collect();
-    assert!(
-        new.is_empty(),
-        "modules naming a backend outside backend/:\n{}",
-        new.join("\n")
-    );
-    let stale: Vec<&&str> = FILES_NAMING_A_BACKEND
-        .iter()
-        .filter(|f| !naming.contains_key(**f))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "no longer naming a backend, take them off FILES_NAMING_A_BACKEND: {stale:?}"
-    );
-    // The check sees real names: the backends' own files import each other.
-    assert!(
-        g[&vec!["backend".to_string()]]
-            .iter()
-            .any(|d| backends.contains(d))
-    );
+    assert!(outside.is_empty(), "{outside:?} import backend::ssh");
+    assert!(g[&vec!["backend".to_string()]].contains(&ssh));
+    // The check sees real names: the registries name every backend.
+    for files in naming.values() {
+        assert!(files.contains("backend/mod.rs") && files.contains("executor.rs"));
+    }
 }
