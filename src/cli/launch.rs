@@ -436,6 +436,7 @@ fn setting_decision(s: &super::settings::Shown) -> crate::plan::Decision {
 /// The rank runtime binary for this job's nodes, checked (none with --no-rank-runtime).
 pub fn rank_runtime_for(
     arch: CpuArch,
+    nodes: &str,
     args: &LaunchArgs,
     settings: &Settings,
 ) -> Result<Option<rankbin::Chosen>> {
@@ -443,7 +444,7 @@ pub fn rank_runtime_for(
         return Ok(None);
     }
     let chosen = settings.rank_runtime.value.as_deref();
-    rankbin::locate(chosen, "--rank-runtime", arch).map(Some)
+    rankbin::locate(chosen, "--rank-runtime", arch, nodes).map(Some)
 }
 
 /// The OCI bundle for `--container-runtime oci`: its `config.json` text and the root
@@ -917,8 +918,9 @@ pub fn prepare_resolved(
             opts.target.executor()
         }
     };
-    let arch = nodes_arch(&plan, &*host, &mut warnings)?;
-    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(arch, args, settings) {
+    let (arch, nodes) = nodes_arch(&plan, &*host, &mut warnings)?;
+    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(arch, &nodes, args, settings)
+    {
         Ok(r) => (r, None),
         Err(e) => (None, Some(e)),
     };
@@ -966,11 +968,17 @@ pub fn prepare_resolved(
 
 /// The nodes' CPU architecture: the hardware spec's; through a login node whose `uname -m`
 /// differs, a CPU-only spec (which names no architecture) takes the login node's, and a GPU
-/// spec's stands with a warning.
-fn nodes_arch(plan: &Plan, host: &dyn Host, warnings: &mut Vec<String>) -> Result<CpuArch> {
+/// spec's stands with a warning. With it, how messages name the nodes (where their
+/// architecture came from, when the login node said it).
+fn nodes_arch(
+    plan: &Plan,
+    host: &dyn Host,
+    warnings: &mut Vec<String>,
+) -> Result<(CpuArch, String)> {
     let spec = plan.hardware.gpu.arch;
+    let nodes = "the nodes".to_string();
     let Some(remote) = host.remote() else {
-        return Ok(spec);
+        return Ok((spec, nodes));
     };
     let machine = host.machine()?;
     let login = match machine.as_str() {
@@ -984,10 +992,13 @@ fn nodes_arch(plan: &Plan, host: &dyn Host, warnings: &mut Vec<String>) -> Resul
         }
     };
     if login == spec {
-        return Ok(spec);
+        return Ok((spec, nodes));
     }
     if plan.hardware.gpu.is_cpu() {
-        return Ok(login);
+        return Ok((
+            login,
+            format!("the nodes (`uname -m` on the login node {remote})"),
+        ));
     }
     warnings.push(format!(
         "the login node {remote} is {} but {} nodes are {}: the rank runtime is built for the nodes",
@@ -995,7 +1006,7 @@ fn nodes_arch(plan: &Plan, host: &dyn Host, warnings: &mut Vec<String>) -> Resul
         plan.hardware.gpu.kind,
         spec.name()
     ));
-    Ok(spec)
+    Ok((spec, nodes))
 }
 
 /// The torchrun flag spelling the `torchrun` on this machine's PATH accepts: PyTorch 2's

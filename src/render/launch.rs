@@ -5,13 +5,13 @@
 //! setup lines, torchrun arguments, command prefix, trainer argv, CPU placement, container)
 //! apart from each target's own part ([`Target`] / [`TargetSpec`]): the Slurm job's options
 //! and what they become (sbatch directives, srun arguments, teardown, `render::slurm`), or
-//! the local run's (`render::local`). `LaunchSpec::request` (`render::script`) renders the
-//! target's dry-run request, the script its backend schedules.
+//! the local run's (`render::local`). `LaunchSpec::request` renders the target's dry-run
+//! request, the script its backend schedules, with the target's own module.
 //!
 //! The core's registry of targets: [`Target`] and [`TargetSpec`] have one variant per
-//! backend, and the methods here (`Target::executor`, `Target::of`, `LaunchSpec::mode`, the
-//! accessors of the Slurm job's part) are the only places besides `render::script`'s
-//! `LaunchSpec::request` that match on them; everything else asks these methods.
+//! backend, and the methods here (`Target::{executor, of}`, `LaunchSpec::{mode, executor,
+//! request}`, the accessors of the Slurm job's part) are the only places that match on
+//! them; everything else asks these methods.
 
 use std::collections::BTreeMap;
 
@@ -19,12 +19,14 @@ use serde::Serialize;
 
 use super::local::LocalOptions;
 use super::slurm::{SlurmOptions, SlurmSpec};
+use super::template::Templates;
 use crate::error::Result;
 use crate::executor::Executor;
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
 
+pub use super::spec::Spec;
 pub use super::vocab::{Container, ContainerRuntime, FlagStyle, LaunchMode};
 
 /// Launch choices from the command line (all plain data): what every target needs, and the
@@ -186,43 +188,8 @@ impl LaunchOptions {
     }
 }
 
-/// The structured job: the rank's facts, and the target's own part.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LaunchSpec {
-    pub job_name: String,
-    pub job_dir: String,
-    pub flag_style: FlagStyle,
-    pub nodes: u32,
-    pub tasks_per_node: u32,
-    pub gpus_per_node: u32,
-    /// Exported in the script (secrets are not here: they come from a 0600 file).
-    pub env: BTreeMap<String, String>,
-    /// Names of secret variables passed through the secrets file.
-    pub secret_names: Vec<String>,
-    /// Variables removed from the trainer's environment (the plan's `env_unset`): the script
-    /// unsets them, and inside the step the rank runtime (or `env -u` without one) removes
-    /// them again, so a container image's own value cannot come back. Never also in `env`.
-    pub unset: Vec<String>,
-    /// Shell lines run once before the launch (already-safe text built by ovlaunch).
-    pub setup_lines: Vec<String>,
-    pub torchrun_args: Vec<String>,
-    /// The torchrun-compatible program (`torchrun`; `ft_launcher` for fault tolerance).
-    pub torchrun_program: String,
-    /// Wraps the trainer on each rank (e.g. `nsys profile ...`).
-    pub command_prefix: Vec<String>,
-    pub trainer: Vec<String>,
-    /// Extra `key=value` overrides appended to the trainer's argv (plugins).
-    pub trainer_overrides: Vec<String>,
-    pub rank_runtime: Option<String>,
-    /// Where each rank's runtime places it (Bridge's numactl rules), see [`placement`].
-    pub affinity: AffinityPlan,
-    pub container: Option<Container>,
-    pub master_port: u16,
-    pub header: Vec<String>,
-    pub decisions: Vec<Decision>,
-    /// The target's own part of the job.
-    pub target: TargetSpec,
-}
+/// The structured job: the rank's facts (`render::spec::Spec`), and the target's own part.
+pub type LaunchSpec = Spec<TargetSpec>;
 
 /// The target's own part of a [`LaunchSpec`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -264,6 +231,15 @@ impl LaunchSpec {
         match &self.target {
             TargetSpec::Slurm(_) => Executor::Slurm,
             TargetSpec::Local(_) => Executor::Local,
+        }
+    }
+
+    /// The target's dry-run request, rendered by the target's own module: the script its
+    /// backend schedules.
+    pub fn request(&self, templates: &Templates) -> Result<String> {
+        match &self.target {
+            TargetSpec::Slurm(s) => super::slurm::sbatch(self, s, templates),
+            TargetSpec::Local(l) => super::local::torchrun(self, l, templates),
         }
     }
 }

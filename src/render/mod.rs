@@ -12,5 +12,6 @@ pub mod script;
 pub use crate::shell;
 pub mod slurm;
 pub mod slurm_values;
+pub mod spec;
 pub mod template;
 pub mod vocab;
