@@ -14,10 +14,10 @@
 //! 4. the plugins' render phase edits the script (`plugin::render_phase`), adding decisions.
 
 use crate::error::Result;
-use crate::executor::Executor;
 use crate::layout::Artifacts;
 use crate::plan::{Decision, Plan, Source};
 use crate::plugin;
+use crate::render::Executor;
 use crate::render::launch::{self, LaunchOptions, LaunchSpec};
 use crate::render::template::Templates;
 use crate::render::{artifacts, overrides};

@@ -11,7 +11,6 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod estimate;
-pub mod executor;
 pub mod hydra;
 pub mod input;
 pub mod job;

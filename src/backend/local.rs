@@ -6,7 +6,7 @@ use std::path::Path;
 use super::record::Submission;
 use super::{Backend, Entry, JobOutput, JobStatus, Schedule, Sink, Started, write_record};
 use crate::error::{Error, Result};
-use crate::executor::Executor;
+use crate::render::Executor;
 
 /// Runs jobs on this machine, in the foreground.
 pub struct Local;

@@ -33,7 +33,7 @@ use host::Host;
 use record::Submission;
 pub use state::JobStatus;
 
-pub use crate::executor::Executor;
+pub use crate::render::Executor;
 
 /// One backend: the executor whose jobs it runs, and what the commands ask of it.
 pub struct Entry {

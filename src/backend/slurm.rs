@@ -17,8 +17,8 @@ use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
 use super::{Backend, Cancelled, Entry, Schedule, Sink, Started, Undo, write_record_on};
 use crate::error::{Error, Result};
-use crate::executor::Executor;
 use crate::layout;
+use crate::render::Executor;
 use crate::render::launch::{ContainerRuntime, LaunchMode, LaunchSpec};
 
 /// Runs jobs through `sbatch`, `scontrol`/`sacct` and `scancel` on its [`Host`].

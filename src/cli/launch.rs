@@ -34,7 +34,7 @@ pub enum LauncherArg {
 }
 
 /// `--executor`: one of the registry's executors, by its recorded name
-/// (`crate::executor::Executor`), the default first.
+/// (`crate::render::Executor`), the default first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExecutorArg(pub Executor);
 

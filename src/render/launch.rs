@@ -8,26 +8,21 @@
 //! the local run's (`render::local`). `LaunchSpec::request` renders the target's dry-run
 //! request, the script its backend schedules, with the target's own module.
 //!
-//! The core's registry of targets: [`Target`] and [`TargetSpec`] have one variant per
-//! backend, and the methods here (`Target::{executor, of}`, `LaunchSpec::{mode, executor,
-//! request}`, the accessors of the Slurm job's part) are the only places that match on
-//! them; everything else asks these methods.
+//! The targets are listed in the core's registry, `render` (`render/mod.rs`): this file
+//! asks their methods and never names one.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::local::LocalOptions;
-use super::slurm::{SlurmOptions, SlurmSpec};
-use super::template::Templates;
 use crate::error::Result;
-use crate::executor::Executor;
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
 
 pub use super::spec::Spec;
 pub use super::vocab::{Container, ContainerRuntime, FlagStyle, LaunchMode};
+pub use super::{AllOptions, Target, TargetSpec};
 
 /// Launch choices from the command line (all plain data): what every target needs, and the
 /// target with its own options.
@@ -55,57 +50,6 @@ pub struct LaunchOptions {
     pub package: Option<Package>,
     /// Where the ranks start, with that target's own options.
     pub target: Target,
-}
-
-/// Where the ranks start, with the options only that target has.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Target {
-    /// A Slurm batch job (`render::slurm`, `backend::slurm`).
-    Slurm(SlurmOptions),
-    /// torchrun without Slurm: this machine, or every machine of a hand-started run
-    /// (`render::local`, `backend::local`).
-    Local(LocalOptions),
-}
-
-impl Target {
-    /// The backend that schedules the target's request.
-    pub fn executor(&self) -> Executor {
-        match self {
-            Target::Slurm(_) => Executor::Slurm,
-            Target::Local(_) => Executor::Local,
-        }
-    }
-
-    /// The target `executor` names, with its options from `all`.
-    pub fn of(executor: Executor, all: AllOptions) -> Target {
-        match executor {
-            Executor::Slurm => Target::Slurm(all.slurm),
-            Executor::Local => Target::Local(all.local),
-        }
-    }
-
-    /// The user's own sbatch arguments (`--sbatch-arg`): none for a target without sbatch.
-    pub fn sbatch_args(&self) -> &[String] {
-        match self {
-            Target::Slurm(s) => &s.sbatch_args,
-            Target::Local(_) => &[],
-        }
-    }
-}
-
-impl From<LocalOptions> for Target {
-    fn from(o: LocalOptions) -> Target {
-        Target::Local(o)
-    }
-}
-
-/// Every target's options as the command line gives them: [`Target::of`] takes the one
-/// the executor names.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AllOptions {
-    pub slurm: SlurmOptions,
-    pub local: LocalOptions,
 }
 
 /// The user's code shipped with the job: an archive in the job directory that the job
@@ -156,7 +100,7 @@ pub const DEFAULT_MASTER_PORT: u16 = 29500;
 
 impl LaunchOptions {
     /// A Slurm job named `job_name` in `job_dir` with nothing else chosen
-    /// ([`SlurmOptions::default`]: no account, partition or MPI, an srun launch, the default
+    /// (`Target::default`, the default executor's: no account, partition or MPI, an srun launch, the default
     /// time), no container, dash-style torchrun flags, the recipe's trainer started directly
     /// (no rank runtime), the default port. For callers without a command line (benchmarks,
     /// fuzzing, tests), which change what they need with `..LaunchOptions::new(..)`; the CLI
@@ -175,7 +119,7 @@ impl LaunchOptions {
             command_line: "ovlaunch".to_string(),
             strict: false,
             package: None,
-            target: Target::Slurm(SlurmOptions::default()),
+            target: Target::default(),
         }
     }
 
@@ -191,79 +135,13 @@ impl LaunchOptions {
 /// The structured job: the rank's facts (`render::spec::Spec`), and the target's own part.
 pub type LaunchSpec = Spec<TargetSpec>;
 
-/// The target's own part of a [`LaunchSpec`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetSpec {
-    Slurm(SlurmSpec),
-    Local(LocalOptions),
-}
-
-impl TargetSpec {
-    /// The Slurm job's own part to edit (plugins), if it is one.
-    pub fn slurm_mut(&mut self) -> Option<&mut SlurmSpec> {
-        match self {
-            TargetSpec::Slurm(s) => Some(s),
-            TargetSpec::Local(_) => None,
-        }
-    }
-}
-
-impl LaunchSpec {
-    /// How the ranks start: a Slurm job's launcher; torchrun without Slurm.
-    pub fn mode(&self) -> LaunchMode {
-        match &self.target {
-            TargetSpec::Slurm(s) => s.mode,
-            TargetSpec::Local(_) => LaunchMode::Torchrun,
-        }
-    }
-
-    /// The Slurm job's own part, if it is one.
-    pub fn slurm(&self) -> Option<&SlurmSpec> {
-        match &self.target {
-            TargetSpec::Slurm(s) => Some(s),
-            TargetSpec::Local(_) => None,
-        }
-    }
-
-    /// The backend that schedules this job.
-    pub fn executor(&self) -> Executor {
-        match &self.target {
-            TargetSpec::Slurm(_) => Executor::Slurm,
-            TargetSpec::Local(_) => Executor::Local,
-        }
-    }
-
-    /// The target's dry-run request, rendered by the target's own module: the script its
-    /// backend schedules.
-    pub fn request(&self, templates: &Templates) -> Result<String> {
-        match &self.target {
-            TargetSpec::Slurm(s) => super::slurm::sbatch(self, s, templates),
-            TargetSpec::Local(l) => super::local::torchrun(self, l, templates),
-        }
-    }
-}
-
 /// Builds the launch spec: the target's part first (its decisions come first), then the
 /// rank's facts.
 pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     let hw = &plan.hardware;
     let mut decisions = Vec::new();
-    let target = match &opts.target {
-        Target::Slurm(slurm) => {
-            let job = super::slurm::Job {
-                name: &opts.job_name,
-                dir: &opts.job_dir,
-                container: opts.container.as_ref(),
-            };
-            TargetSpec::Slurm(super::slurm::spec(plan, &job, slurm, &mut decisions)?)
-        }
-        Target::Local(local) => TargetSpec::Local(local.clone()),
-    };
-    let tasks_per_node = match &target {
-        TargetSpec::Slurm(s) if s.mode == LaunchMode::Srun => hw.gpus_per_node,
-        _ => 1,
-    };
+    let target = opts.target.spec(plan, opts, &mut decisions)?;
+    let tasks_per_node = target.tasks_per_node(hw.gpus_per_node);
     let mut env = BTreeMap::new();
     let mut secret_names = Vec::new();
     for (k, e) in &plan.env {
