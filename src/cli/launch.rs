@@ -670,21 +670,21 @@ pub fn options(
     let mounts_given = &settings.container_mounts.items;
     let image = &settings.container_image.value;
     check_job_dir(&dir)?;
-    let here = executor(args);
-    if here.runs_here() && plan.hardware.nodes > 1 {
+    let chosen = executor(args);
+    if chosen.runs_here() && plan.hardware.nodes > 1 {
         return Err(Error::usage(format!(
             "the {} executor runs on this machine only, but {} needs {} nodes",
-            here.name(),
+            chosen.name(),
             plan.hardware.spec,
             plan.hardware.nodes
         ))
-        .at_flag(format!("--executor {}", here.name()))
+        .at_flag(format!("--executor {}", chosen.name()))
         .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
     }
-    if here.runs_here() && args.retries > 0 {
+    if chosen.runs_here() && args.retries > 0 {
         return Err(Error::usage(format!(
             "--retries requeues a Slurm job; the {} executor runs once in the foreground",
-            here.name()
+            chosen.name()
         ))
         .at_flag("--retries")
         .help("drop --retries, or submit to Slurm"));

@@ -998,7 +998,7 @@ fn the_rank_runtime_is_for_the_login_nodes_architecture(r: &Remote) {
     assert!(
         err.contains(
             "no aarch64 rank runtime found for the nodes (`uname -m` on the login node cluster)"
-        ) && err.contains("ovlaunch-rank-x86_64 is x86_64")
+        ) && err.contains("laptop/bin/ovlaunch-rank-aarch64")
             && err.contains("scripts/build-rank-runtime.sh aarch64")
             && err.contains("--rank-runtime"),
         "{err}"
