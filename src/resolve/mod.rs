@@ -204,7 +204,7 @@ fn resolve_picked(
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
     // Bridge's own checks of the pass-through sections (their `finalize()`).
-    validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder())?;
+    validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder(choice.variant))?;
     validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
     let trainer_call = trainer::call(
         inp.recipe,

@@ -1204,7 +1204,7 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
         // a pass-through section the plan sets must be Bridge's own class, not a plain dict
         let holder = ovlaunch::config::bridge::Holder {
             task: plan["recipe"]["task"].as_str(),
-            family: plan["recipe"]["family"].as_str(),
+            function: plan["recipe"]["bridge_recipe"].as_str(),
         };
         // the class the recipe holds there
         let class = holder.section(section).map(|d| d.class);
@@ -1232,7 +1232,11 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
             if section == "mixed_precision" && k == "recipe" {
                 continue;
             }
-            let Some(bv) = b.get(k) else {
+            if ovlaunch::config::bridge::is_section(section) {
+                d.extend(nested_classes_differ(holder, section, k, pv, classes));
+            }
+            // a nested path (`hf_dataset.split`) is the field of the object Bridge holds there
+            let Some(bv) = k.split('.').try_fold(b, |node, part| node.get(part)) else {
                 d.push(format!("{section}.{k}: not a Bridge field"));
                 continue;
             };
@@ -1271,6 +1275,37 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
                 Some(p) => d.push(format!("env.{k}: plan {p} / trainer {v}")),
                 None => d.push(format!("env.{k}: not in the plan / trainer {v}")),
             }
+        }
+    }
+    d
+}
+
+/// Every Bridge dataclass ovlaunch typed the plan's field path `section.key` (or the mapping
+/// there) by must be the class Bridge holds at that path (`classes`: the probe's, by path).
+fn nested_classes_differ(
+    holder: ovlaunch::config::bridge::Holder<'_>,
+    section: &str,
+    key: &str,
+    value: &Value,
+    classes: &Value,
+) -> Vec<String> {
+    let parts: Vec<&str> = key.split('.').collect();
+    let upto = if value.is_object() {
+        parts.len()
+    } else {
+        parts.len() - 1
+    };
+    let mut d = Vec::new();
+    for n in 1..=upto {
+        let path = format!("{section}.{}", parts[..n].join("."));
+        let Some(ours) = ovlaunch::config::bridge::class_at(holder, &path) else {
+            continue;
+        };
+        if classes[&path].as_str() != Some(ours.class) {
+            d.push(format!(
+                "{path}: Bridge holds {}, ovlaunch typed it by {}",
+                classes[&path], ours.class
+            ));
         }
     }
     d
