@@ -96,35 +96,47 @@ impl Holder<'_> {
 }
 
 /// Every class section `name` holds in some shipped function beyond its pretraining one
-/// (`section_fields`), with how many functions hold it; then the dataclasses their fields hold.
+/// (`section_fields`), saying which functions hold it; then the dataclasses their fields hold,
+/// saying at which paths (`dataset.hf_dataset`, whose fields are `dataset.hf_dataset.FIELD`).
 pub fn other_classes(name: &str) -> Vec<(String, &'static SectionDef)> {
-    fn add(out: &mut Vec<(String, &'static SectionDef)>, what: String, d: &'static SectionDef) {
-        if !out.iter().any(|(_, o)| o.class == d.class) {
-            out.push((what, d));
+    fn add(
+        out: &mut Vec<(String, &'static SectionDef)>,
+        what: String,
+        more: &str,
+        d: &'static SectionDef,
+    ) {
+        match out.iter_mut().find(|(_, o)| o.class == d.class) {
+            Some((w, _)) if !w.ends_with(more) => w.push_str(&format!(", {more}")),
+            Some(_) => {}
+            None => out.push((what, d)),
         }
     }
     let mut out: Vec<(String, &'static SectionDef)> = Vec::new();
     for (task, d) in TASK_SECTIONS.iter().filter(|(_, d)| d.name == name) {
         if name != PEFT {
-            add(&mut out, format!("in a recipe of task {task}"), d);
+            add(&mut out, format!("in a recipe of task {task}"), task, d);
         }
     }
-    for h in HOLDS {
-        for d in h.sections.iter().filter(|d| d.name == name) {
-            let n = HOLDS
-                .iter()
-                .filter(|o| o.sections.iter().any(|x| x.class == d.class))
-                .map(|o| o.functions)
-                .sum::<usize>();
-            add(&mut out, format!("in {n} Bridge recipe functions"), d);
-        }
+    for d in HOLDS
+        .iter()
+        .flat_map(|h| h.sections.iter())
+        .filter(|d| d.name == name)
+    {
+        let n = HOLDS
+            .iter()
+            .filter(|o| o.sections.iter().any(|x| x.class == d.class))
+            .map(|o| o.functions)
+            .sum::<usize>();
+        let what = format!("in {n} Bridge recipe functions");
+        add(&mut out, what.clone(), &what, d);
     }
     let holders: Vec<&'static SectionDef> = out.iter().map(|(_, d)| *d).collect();
     for d in section(name).into_iter().chain(holders) {
         for f in d.fields {
             for c in dataclasses(f.ty) {
                 if let Some(n) = nested_class(c) {
-                    add(&mut out, format!("{name}.{}.FIELD", f.name), n);
+                    let at = format!("{name}.{}", f.name);
+                    add(&mut out, format!("held at {at}"), &at, n);
                 }
             }
         }

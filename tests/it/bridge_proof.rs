@@ -795,6 +795,121 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "peft.target_modules=[linear_qkv, linear_proj]",
             ],
         ),
+        // a vision-language function's own dataset class and the dataclasses it holds, field
+        // by field (under the source and preprocessing it holds, and under the validation
+        // source it leaves None); its VLMLoRA's own field
+        case(
+            "vl-sft-set-nested",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen25_vl_3b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.source.split=validation",
+                "--set",
+                "dataset.preprocessing.loss_mode=last_turn",
+                "--set",
+                "dataset.validation_source.split=test",
+                "--set",
+                "dataset.validation_source.path_or_dataset=org/vl-validation",
+                "--set",
+                "dataset.num_workers=3",
+            ],
+        ),
+        // a new Hugging Face source without its one source mode: both refuse, for it
+        case(
+            "refuse-vl-source-without-mode",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen25_vl_3b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.validation_source.split=test",
+            ],
+        ),
+        case(
+            "sft-set-nested",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset.split=train",
+                "--set",
+                "dataset.preprocessing.add_bos=true",
+                "--set",
+                "dataset.offline_packing_specs.pad_cu_seqlens=true",
+            ],
+        ),
+        case(
+            "vl-peft-vlm-lora",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "nemotron_nano_v2_vl_12b_peft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                &ckpt,
+                "--set",
+                "peft.freeze_vision_model=false",
+                "--set",
+                "peft.dim=16",
+            ],
+        ),
+        case(
+            "step-sft-own-dataset",
+            "h100",
+            4,
+            &[
+                "--recipe",
+                "step37_sft_4gpu_h100_bf16_flickr8k_smoke_config",
+                "--gpus",
+                "h100x4",
+                "--set",
+                "dataset.image_token_count=170",
+                "--set",
+                "dataset.sample_count=16",
+            ],
+        ),
+        // a text SFT dataset's field on a vision-language function, a misspelt nested field:
+        // both refuse
+        case(
+            "vl-sft-wrong-class-field",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen25_vl_3b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset.split=train",
+            ],
+        ),
+        case(
+            "vl-sft-wrong-nested-field",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen25_vl_3b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.source.splt=train",
+            ],
+        ),
         case(
             "refuse-sft-no-source",
             "h100",
@@ -881,6 +996,20 @@ fn user_cases() -> Vec<Case> {
             &["--set", "model.expert_model_parallel_size=16"],
         ),
         c("user-named-precision", "h100", 8, "named-precision", &[]),
+        // a fine-tuning dataset's nested mappings, alone and under --set
+        c("user-vl-sft", "h100", 8, "vl-sft", &[]),
+        c(
+            "user-vl-sft-set",
+            "h100",
+            8,
+            "vl-sft",
+            &[
+                "--set",
+                "dataset.source.split=test",
+                "--set",
+                "dataset.validation_source.split=train",
+            ],
+        ),
         // architecture fields of Bridge's provider classes, from the file and from --set
         c("user-hybrid", "h100", 8, "hybrid", &[]),
         c(
@@ -1402,8 +1531,10 @@ fn plan_of(c: &Case) -> Result<Value, String> {
     Ok(serde_json::from_str::<Value>(&text).unwrap())
 }
 
-/// A refused job has no script: Bridge gets the recipe as it is, and must refuse it too.
-fn refused_argv(c: &Case) -> Vec<String> {
+/// A refused job has no script: Bridge gets the recipe as it is, and must refuse it too. Also
+/// the plan of the job without its `--set`s, if it has any (its checkpoint config is the one
+/// Bridge builds the job with).
+fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
     let r = &c.args[1];
     let name = ovlaunch::catalog::Catalog::embedded()
         .unwrap()
@@ -1424,6 +1555,7 @@ fn refused_argv(c: &Case) -> Vec<String> {
     ];
     // A job refused for its `--set`s: Bridge gets the recipe the job without them
     // runs, plus the words ovlaunch writes for those `--set`s (its Hydra grammar).
+    let mut without = None;
     let (mut rest, mut sets) = (Vec::new(), Vec::new());
     let plan_args = plan_flags(&c.args);
     let mut it = plan_args.iter();
@@ -1447,11 +1579,36 @@ fn refused_argv(c: &Case) -> Vec<String> {
         );
         let base: Value = serde_json::from_slice(&o.stdout).unwrap();
         argv[3] = base["trainer"]["recipe"].as_str().unwrap().to_string();
-        for set in ovlaunch::resolve::overrides::parse_sets(&sets).unwrap() {
-            argv.push(ovlaunch::hydra::word(&set.path(), &set.value));
+        match ovlaunch::resolve::overrides::parse_sets(&sets) {
+            Ok(parsed) => {
+                // the pass-through sections' words as the trainer contract writes them (a
+                // source the function leaves None gets its typed form)
+                let holder = ovlaunch::config::bridge::Holder {
+                    task: base["recipe"]["task"].as_str(),
+                    function: base["recipe"]["bridge_recipe"].as_str(),
+                };
+                let mut bridge = ovlaunch::config::bridge::Sections::default();
+                for set in parsed {
+                    match &set.field {
+                        Some(f) if ovlaunch::config::bridge::is_section(&set.section) => {
+                            bridge.set(&format!("{}.{f}", set.section), set.value.clone())
+                        }
+                        _ => argv.push(ovlaunch::hydra::word(&set.path(), &set.value)),
+                    }
+                }
+                for (k, v) in ovlaunch::resolve::trainer::bridge_words(&bridge, holder) {
+                    if v.is_object() {
+                        argv.push(ovlaunch::hydra::word(&k, &Value::Null));
+                    }
+                    argv.push(ovlaunch::hydra::word(&k, &v));
+                }
+            }
+            // refused as given (an unknown field): the words as the user wrote them
+            Err(_) => argv.extend(sets),
         }
+        without = Some(base);
     }
-    argv
+    (argv, without)
 }
 
 /// The dry run's script for an accepted job (no secret of the case's env shown in it).
@@ -1639,13 +1796,13 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 refused.insert(c.id.clone(), message);
             }
         }
-        let argv = if refused.contains_key(&c.id) {
+        let (argv, without) = if refused.contains_key(&c.id) {
             refused_argv(c)
         } else {
             let script = dry_run_script(c);
             let argv = trainer_argv(&script);
             scripts.insert(c.id.clone(), script);
-            argv
+            (argv, None)
         };
         let env: BTreeMap<String, String> = plans
             .get(&c.id)
@@ -1658,7 +1815,11 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             .unwrap_or_default();
         let mut input =
             json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env});
-        if let Some(spec) = plans.get(&c.id).and_then(|p| hf_config(p, &c.args)) {
+        if let Some(spec) = plans
+            .get(&c.id)
+            .or(without.as_ref())
+            .and_then(|p| hf_config(p, &c.args))
+        {
             input["hf_config"] = spec;
         }
         inputs.push(input);

@@ -1153,10 +1153,11 @@ fn every_variant_of_a_recipe_file_is_typed() {
 /// A vision-language fine-tuning function's own dataset class (`DirectHFSFTDatasetConfig`) types
 /// its `dataset`, and the dataclasses it holds type the nested paths: a field of its source and
 /// of its chat preprocessing is accepted and reaches the trainer as a word of its own (the
-/// function holds both objects); a field under the validation source it leaves `None` reaches
-/// it as that class's typed form; a text SFT dataset's field, a misspelt nested field, a value
-/// of the other preprocessing class and a nested path into a plain dict are refused (exit 2)
-/// naming the field and Bridge's class.
+/// function holds both objects); fields under the validation source it leaves `None` reach it
+/// as that class's typed form; such a source without its one source mode (Bridge's
+/// `HFDatasetSourceConfig.validate`), a text SFT dataset's field, a misspelt nested field, a
+/// value of the other preprocessing class and a nested path into a plain dict are refused
+/// (exit 2) naming the field and Bridge's class.
 #[test]
 fn a_vl_fine_tuning_dataset_is_typed_by_its_own_classes() {
     let base = ["--recipe", "qwen25_vl_3b_sft_config", "--gpus", "h100x8"];
@@ -1171,6 +1172,7 @@ fn a_vl_fine_tuning_dataset_is_typed_by_its_own_classes() {
         "dataset.source.split=validation",
         "dataset.preprocessing.loss_mode=last_turn",
         "dataset.validation_source.split=test",
+        "dataset.validation_source.dataset_name=cord_v2",
         "dataset.num_workers=3",
     ]);
     let plan = plan_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -1199,11 +1201,12 @@ fn a_vl_fine_tuning_dataset_is_typed_by_its_own_classes() {
             "dataset.source.split='validation'",
             "dataset.preprocessing.loss_mode='last_turn'",
             "dataset.validation_source=null",
-            "dataset.validation_source={_target_:'megatron.bridge.data.sources.hf.HFDatasetSourceConfig',split:'test'}",
+            "dataset.validation_source={_target_:'megatron.bridge.data.sources.hf.HFDatasetSourceConfig',split:'test',dataset_name:'cord_v2'}",
             "dataset.num_workers=3",
         ]
     );
-    let refused: [&str; 4] = [
+    let refused: [&str; 5] = [
+        "dataset.validation_source.split=test",
         "dataset.hf_dataset.split=train",
         "dataset.source.splt=train",
         "dataset.preprocessing.loss_mode=completion",
