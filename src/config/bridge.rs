@@ -716,4 +716,134 @@ mod tests {
         assert!(check(ds, "data_path", json!(["1.0", "/a"])).is_ok());
         assert!(check(ds, "data_path", json!(1)).is_err());
     }
+
+    const VL_SFT: Holder<'static> = Holder {
+        task: Some("sft"),
+        function: Some("qwen25_vl_3b_sft_1gpu_h100_bf16_config"),
+    };
+    const TEXT_SFT: Holder<'static> = Holder {
+        task: Some("sft"),
+        function: Some("llama3_8b_sft_2gpu_h100_bf16_config"),
+    };
+
+    /// Each function's own classes, from the generated table; the task's where it names none.
+    #[test]
+    fn a_function_is_typed_by_the_classes_it_holds() {
+        let class = |h: Holder<'_>, s: &str| h.section(s).map(|d| d.class);
+        assert_eq!(
+            class(VL_SFT, "dataset"),
+            Some("megatron.bridge.data.builders.direct_hf_sft.DirectHFSFTDatasetConfig")
+        );
+        assert_eq!(
+            class(TEXT_SFT, "dataset"),
+            Some("megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig")
+        );
+        assert_eq!(class(VL_SFT, PEFT), None);
+        let vl_peft = Holder {
+            task: Some("peft"),
+            function: Some("nemotron_nano_v2_vl_12b_peft_2gpu_h100_bf16_config"),
+        };
+        assert_eq!(
+            class(vl_peft, PEFT),
+            Some("megatron.bridge.peft.lora.VLMLoRA")
+        );
+        let unnamed = Holder {
+            task: Some("peft"),
+            function: Some("no_such_function"),
+        };
+        assert_eq!(class(unnamed, PEFT), Some("megatron.bridge.peft.lora.LoRA"));
+        assert_eq!(
+            VL_SFT.nested("dataset.source"),
+            Some(Some(
+                "megatron.bridge.data.sources.hf.HFDatasetSourceConfig"
+            ))
+        );
+        assert_eq!(VL_SFT.nested("dataset.validation_source"), Some(None));
+        // every function of the index is in one group, the index sorted for its binary search
+        assert!(HELD_BY.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(
+            HELD_BY.len(),
+            HOLDS.iter().map(|h| h.functions).sum::<usize>()
+        );
+    }
+
+    /// A nested path is typed by the dataclass the function holds there (a union's member too);
+    /// a mapping given whole by its class's fields.
+    #[test]
+    fn nested_fields_are_typed_by_the_held_class() {
+        let vl = VL_SFT.section("dataset").unwrap();
+        let text = TEXT_SFT.section("dataset").unwrap();
+        let vl_check = |f: &str, v: Value| check_in(vl, f, v, Some(VL_SFT));
+        assert_eq!(
+            vl_check("source.split", json!("test")).unwrap(),
+            json!("test")
+        );
+        let e = vl_check("source.splt", json!("x")).unwrap_err();
+        assert!(
+            e.contains("did you mean `split`") && e.contains("HFDatasetSourceConfig"),
+            "{e}"
+        );
+        // the VL function holds the chat preprocessing, the text one the prompt-completion one
+        assert!(vl_check("preprocessing.loss_mode", json!("last_turn")).is_ok());
+        let e = vl_check("preprocessing.loss_mode", json!("completion")).unwrap_err();
+        assert!(e.contains("ChatSFTPreprocessingConfig"), "{e}");
+        assert!(
+            check_in(
+                text,
+                "preprocessing.loss_mode",
+                json!("completion"),
+                Some(TEXT_SFT)
+            )
+            .is_ok()
+        );
+        assert!(check_in(text, "preprocessing.add_bos", json!(true), Some(TEXT_SFT)).is_ok());
+        assert!(check_in(text, "preprocessing.add_bos", json!(1), Some(TEXT_SFT)).is_err());
+        // whole: every key typed; before the plan (no function) either member may take it
+        let e = vl_check("source", json!({"split": "a", "nme": "b"})).unwrap_err();
+        assert!(e.contains("unknown field `nme` in `dataset.source`"), "{e}");
+        assert!(check_any("dataset", "preprocessing.loss_mode", json!("last_turn")).is_ok());
+        assert!(check_any("dataset", "preprocessing.loss_mode", json!("completion")).is_ok());
+        assert!(check_any("dataset", "preprocessing.loss_mode", json!("none")).is_err());
+        // a plain dict is no dataclass
+        let e = vl_check("source.load_kwargs.streaming", json!(true)).unwrap_err();
+        assert!(e.contains("not a Bridge dataclass"), "{e}");
+        // a secret under a nested field
+        let e = vl_check("source.load_kwargs", json!({"token": "x"})).unwrap_err();
+        assert!(e.contains("secret") && !e.contains("\"x\""), "{e}");
+    }
+
+    /// A recipe file's nested mapping becomes its fields' paths; the typed form of a mapping
+    /// names the class the function holds, at any depth.
+    #[test]
+    fn nested_mappings_become_paths_and_typed_forms() {
+        let mut file = Map::new();
+        file.insert(
+            "dataset".into(),
+            json!({"num_workers": 2, "source": {"split": "train"}, "validation_source": {"_target_": "x", "split": "v"}}),
+        );
+        let flat = nested_paths(&file, VL_SFT);
+        assert_eq!(
+            flat["dataset"],
+            json!({"num_workers": 2, "source.split": "train", "validation_source": {"_target_": "x", "split": "v"}})
+        );
+        let vl = VL_SFT.section("dataset").unwrap();
+        assert_eq!(
+            typed_form(
+                "dataset",
+                vl,
+                "validation_source",
+                &json!({"split": "v"}),
+                VL_SFT
+            ),
+            json!({"_target_": "megatron.bridge.data.sources.hf.HFDatasetSourceConfig", "split": "v"})
+        );
+        assert_eq!(
+            typed_form("dataset", vl, "num_workers", &json!(2), VL_SFT),
+            json!(2)
+        );
+        assert_eq!(
+            class_at(VL_SFT, "dataset.preprocessing").map(|d| d.class),
+            Some("megatron.bridge.data.sft_processing.ChatSFTPreprocessingConfig")
+        );
+    }
 }

@@ -1037,7 +1037,7 @@ pub const PEFT_VLM_LORA: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.data.builders.mock_vlm_sft.MockVLMSFTDatasetConfig`.
-pub const DATASET_MOCKVLMSFTDATASETCONFIG: SectionDef = SectionDef {
+pub const DATASET_MOCK_VLM_SFT: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.data.builders.mock_vlm_sft.MockVLMSFTDatasetConfig",
     names: &[
@@ -1307,7 +1307,7 @@ pub const DATASET_WAN: SectionDef = SectionDef {
 };
 
 /// `PackedSequenceSpecs`: `megatron.bridge.data.packing.config.PackedSequenceSpecs`.
-pub const NESTED_PACKEDSEQUENCESPECS: SectionDef = SectionDef {
+pub const NESTED_PACKED_SEQUENCE_SPECS: SectionDef = SectionDef {
     name: "PackedSequenceSpecs",
     class: "megatron.bridge.data.packing.config.PackedSequenceSpecs",
     names: &[
@@ -1337,7 +1337,7 @@ pub const NESTED_PACKEDSEQUENCESPECS: SectionDef = SectionDef {
 };
 
 /// `ChatSFTPreprocessingConfig`: `megatron.bridge.data.sft_processing.ChatSFTPreprocessingConfig`.
-pub const NESTED_CHATSFTPREPROCESSINGCONFIG: SectionDef = SectionDef {
+pub const NESTED_CHAT_SFT_PREPROCESSING_CONFIG: SectionDef = SectionDef {
     name: "ChatSFTPreprocessingConfig",
     class: "megatron.bridge.data.sft_processing.ChatSFTPreprocessingConfig",
     names: &[
@@ -1351,7 +1351,7 @@ pub const NESTED_CHATSFTPREPROCESSINGCONFIG: SectionDef = SectionDef {
 };
 
 /// `PromptCompletionSFTPreprocessingConfig`: `megatron.bridge.data.sft_processing.PromptCompletionSFTPreprocessingConfig`.
-pub const NESTED_PROMPTCOMPLETIONSFTPREPROCESSINGCONFIG: SectionDef = SectionDef {
+pub const NESTED_PROMPT_COMPLETION_SFT_PREPROCESSING_CONFIG: SectionDef = SectionDef {
     name: "PromptCompletionSFTPreprocessingConfig",
     class: "megatron.bridge.data.sft_processing.PromptCompletionSFTPreprocessingConfig",
     names: &[
@@ -1383,7 +1383,7 @@ pub const NESTED_PROMPTCOMPLETIONSFTPREPROCESSINGCONFIG: SectionDef = SectionDef
 };
 
 /// `HFDatasetSourceConfig`: `megatron.bridge.data.sources.hf.HFDatasetSourceConfig`.
-pub const NESTED_HFDATASETSOURCECONFIG: SectionDef = SectionDef {
+pub const NESTED_HF_DATASET_SOURCE_CONFIG: SectionDef = SectionDef {
     name: "HFDatasetSourceConfig",
     class: "megatron.bridge.data.sources.hf.HFDatasetSourceConfig",
     names: &[
@@ -1410,7 +1410,7 @@ pub const NESTED_HFDATASETSOURCECONFIG: SectionDef = SectionDef {
 
 /// The Bridge dataclasses a section's fields hold (`dataset.hf_dataset`), by class; a
 /// nested path (`dataset.hf_dataset.split`) is typed by the one the recipe's function holds.
-pub const NESTED: &[SectionDef] = &[NESTED_PACKEDSEQUENCESPECS, NESTED_CHATSFTPREPROCESSINGCONFIG, NESTED_PROMPTCOMPLETIONSFTPREPROCESSINGCONFIG, NESTED_HFDATASETSOURCECONFIG];
+pub const NESTED: &[SectionDef] = &[NESTED_PACKED_SEQUENCE_SPECS, NESTED_CHAT_SFT_PREPROCESSING_CONFIG, NESTED_PROMPT_COMPLETION_SFT_PREPROCESSING_CONFIG, NESTED_HF_DATASET_SOURCE_CONFIG];
 
 /// Every field's full path, typed: `paths::SCHEDULER.max_steps` is `"scheduler.max_steps"`.
 pub mod paths {
@@ -1505,7 +1505,7 @@ pub const HOLDS: &[Holds] = &[
         functions: 2,
     },
     Holds {
-        sections: &[DATASET_MOCKVLMSFTDATASETCONFIG],
+        sections: &[DATASET_MOCK_VLM_SFT],
         none: &[],
         nested: &[
         ],

@@ -11,6 +11,16 @@ section (checked below for every shipped recipe function), so a key path ovlaunc
 key path of the class the trainer holds. Each section also lists the values every shipped recipe
 function holds alike (`recipe`), which ovlaunch's checks of Bridge's section rules start from.
 
+Every function a shipped recipe file names (performance and library, every task) is built, and
+what it holds is written where it is not its task's classes (`HOLDS`, indexed by `HELD_BY`): a
+vision-language or audio fine-tuning function's `DirectHFSFTDatasetConfig`, Nemotron Nano V2 VL's
+`VLMLoRA`, the Qwen VL pretraining functions' mock VLM dataset, Step 3.7's and Wan's data classes,
+each a section const of its own; and, for every field whose type is a Bridge dataclass (or a union
+of them), the class it holds there or None (`dataset.hf_dataset`, `dataset.preprocessing`), whose
+fields are tabled too (`NESTED`), so a nested path is typed by the object the trainer holds. No
+function is left out: a class none of these tables hold cannot occur, since the tables are what
+the functions hold.
+
 The provider table: every model provider class of the package (the dataclass subclasses of
 `ModelProviderMixin` under `megatron.bridge.models` and Bridge's diffusion models), each with the
 fields declared in its own class body (its `__annotations__`, so a field a subclass re-declares
