@@ -119,6 +119,7 @@ fn extra_cases() -> Vec<Case> {
         set_and_plugin_cases(),
         env_cases(),
         fine_tuning_cases(),
+        own_class_cases(),
     ]
     .into_iter()
     .flatten()
@@ -795,6 +796,29 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "peft.target_modules=[linear_qkv, linear_proj]",
             ],
         ),
+        case(
+            "refuse-sft-no-source",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset=null",
+            ],
+        ),
+    ]
+}
+
+/// Fine-tuning functions holding their own classes (a vision-language function's dataset and
+/// VLMLoRA, Step 3.7's data provider) and fields set under the Bridge dataclasses a dataset
+/// holds, each typed by the class the function holds there; refusals of a field of another
+/// class, a misspelt nested field and a new source without its source mode.
+fn own_class_cases() -> Vec<Case> {
+    let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
+    vec![
         // a vision-language function's own dataset class and the dataclasses it holds, field
         // by field (under the source and preprocessing it holds, and under the validation
         // source it leaves None); its VLMLoRA's own field
@@ -908,19 +932,6 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "h100x8",
                 "--set",
                 "dataset.source.splt=train",
-            ],
-        ),
-        case(
-            "refuse-sft-no-source",
-            "h100",
-            8,
-            &[
-                "--recipe",
-                "llama3_8b_sft_config",
-                "--gpus",
-                "h100x8",
-                "--set",
-                "dataset.hf_dataset=null",
             ],
         ),
     ]
