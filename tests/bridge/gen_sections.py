@@ -128,10 +128,19 @@ def fields_of(section: str, cls) -> list[tuple[str, str, bool]]:
     return out
 
 
+_SHIPPED: list = []
+
+
 def shipped_configs():
     """(function name, ConfigContainer) for every performance recipe function the catalogue
-    ships, each built on its own (faked) GPU kind. A model of the generator's list without a
-    recipe file (Bridge's runner refuses all its functions: recipes/NOT_SHIPPED.md) is not shipped."""
+    ships, each built on its own (faked) GPU kind, once. A model of the generator's list without
+    a recipe file (Bridge's runner refuses all its functions: recipes/NOT_SHIPPED.md) is not shipped."""
+    if not _SHIPPED:
+        _SHIPPED.extend(_build_shipped())
+    return _SHIPPED
+
+
+def _build_shipped():
     recipes = Path(__file__).resolve().parents[2] / "recipes"
     for name, (prefix, family, _) in gen_recipes.MODELS.items():
         if not (recipes / f"{name}.yaml").exists():
