@@ -204,7 +204,7 @@ fn resolve_picked(
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
     // Bridge's own checks of the pass-through sections (their `finalize()`).
-    validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder())?;
+    validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder(choice.variant))?;
     validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
     let trainer_call = trainer::call(
         inp.recipe,
@@ -430,7 +430,8 @@ fn layering<'r>(
     trainer::check_version(inp.recipe, choice.variant, inp.stack)?;
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
-    let file = picked.base.as_ref().map(|b| (&b.file, b.function.as_str()));
+    // a value of the user's file that its Bridge function's classes refuse is the file's error
+    let file = picked.base.as_ref().map(|b| (&b.file, b.origin.as_str()));
     let mut l = match layered {
         Some(l) => l,
         None => layers::layer_on(inp.recipe, choice.variant, file, &plugins.sets, inp.sets)?,
