@@ -226,6 +226,49 @@ fn a_vision_language_config_fills_the_language_model_fields_from_text_config() {
     assert!(read.contains(&Value::from("num_layers")), "{read:?}");
 }
 
+/// A MoE function whose checkpoint decides at run time whether the model is MoE (Moonlight's
+/// 16-GPU HybridEP recipe): the env is Bridge's function's, and a rule whose outcome depends on
+/// the checkpoint is not stated as a dense model's value: its decision gives both outcomes.
+/// With the config given (a MoE one), the rules read the real fields.
+#[test]
+fn a_rule_the_checkpoint_decides_is_not_stated_as_a_dense_models_value() {
+    let args = [
+        "--recipe",
+        "moonlight_16b_pretrain_16gpu_h100_bf16_config",
+        "--gpus",
+        "h100x16",
+    ];
+    let rule_of = |p: &Value, key: &str| -> String {
+        p["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|d| d["key"] == key)
+            .map(|d| d["rule"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let p = plan(&args, &[]);
+    assert_eq!(p["env"]["NVTE_BWD_LAYERNORM_SM_MARGIN"]["value"], "20");
+    let rule = rule_of(&p, "env.NVTE_BWD_LAYERNORM_SM_MARGIN");
+    assert!(
+        rule.contains("depends on whether checkpoint moonshotai/Moonlight-16B-A3B is MoE")
+            && rule.contains("16 for a dense model, 20 for a MoE one")
+            && !rule.contains("which derives 16"),
+        "{rule}"
+    );
+    let moe = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/bridge/hf/deepseek-ai/DeepSeek-V3/config.json"
+    );
+    let mut with = args.to_vec();
+    with.extend(["--hf-config", moe]);
+    let q = plan(&with, &[]);
+    assert_eq!(q["env"], p["env"]);
+    let rule = rule_of(&q, "env.NVTE_BWD_LAYERNORM_SM_MARGIN");
+    assert!(!rule.contains("depends on whether"), "{rule}");
+}
+
 #[test]
 fn a_bad_config_or_a_needless_flag_is_a_usage_error() {
     let (f, _, gpus) = function();
