@@ -272,7 +272,7 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         let dep = d.and_then(|d| depends_on_checkpoint(inp, &moe, k, d.action.value()));
         let over = |what: &str| match d.map(|d| (d, &d.action)) {
             Some((d, _)) if dep.is_some() => format!(
-                "{what} (Bridge's function decides it whatever the checkpoint), where {} {}",
+                "{what}, overriding {}, which {} (Bridge's function decides it whatever the checkpoint)",
                 d.rule.label(),
                 dep.as_deref().unwrap_or_default()
             ),
