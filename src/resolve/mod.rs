@@ -257,7 +257,11 @@ fn resolve_picked(
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
     }
     // 7. The launch environment (rules, recipe, plugins, --env, --unset) and its invariants.
-    let env = env_stage(inp, picked, plugins, &l, &mut t)?;
+    let moe_at_run_time = checkpoint
+        .as_ref()
+        .filter(|c| c.unknown("num_moe_experts"))
+        .map(|c| c.checkpoint.clone());
+    let env = env_stage(inp, picked, plugins, &l, moe_at_run_time.as_deref(), &mut t)?;
 
     let variant = choice.variant;
     let cfg = l.cfg;
@@ -805,6 +809,7 @@ fn env_stage(
     picked: &Picked<'_>,
     plugins: &PluginLayer,
     l: &layers::Layered,
+    moe_at_run_time: Option<&str>,
     t: &mut Trace,
 ) -> Result<EnvResult> {
     let (hw, cfg) = (inp.hardware, &l.cfg);
@@ -852,6 +857,7 @@ fn env_stage(
         task: inp.recipe.task.as_deref(),
         user_changed: &user_changed,
         recipe_facts,
+        moe_at_run_time,
         plugin_env: &plugins.env,
         user_env: inp.envs,
         user_unset: inp.unsets,

@@ -945,7 +945,7 @@ pub fn user_recipe(name: &str) -> String {
     )
 }
 
-/// Users' recipe files on Bridge bases (dense, MoE, a named precision with a userbuffers preset
+/// Users' recipe files on Bridge bases (dense, MoE, hybrid, vision-language, a named precision with a userbuffers preset
 /// by name, a comm_overlap section over a function that leaves it None), alone and with `--set`,
 /// `--precision`, plugins and another GPU count; and a userbuffers preset by name on a shipped
 /// recipe.
@@ -1023,6 +1023,15 @@ fn user_cases() -> Vec<Case> {
         ),
         // architecture fields of Bridge's provider classes, from the file and from --set
         c("user-hybrid", "h100", 8, "hybrid", &[]),
+        // a vision-language base (Qwen3-VL 8B's SFT function; its checkpoint's shape at run time)
+        c("user-vl", "h100", 2, "vl", &[]),
+        c(
+            "user-vl-set",
+            "h100",
+            2,
+            "vl",
+            &["--set", "train.micro_batch_size=2"],
+        ),
         c(
             "user-hybrid-set",
             "h100",
