@@ -312,36 +312,7 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             }
         }
     }
-    // A layout change by the user re-derives the dependent variables over the recipe's.
-    for (k, d) in &last {
-        let triggered = d.triggers.iter().any(|p| (inp.user_changed)(p));
-        if !triggered || !inp.recipe_env.contains_key(*k) {
-            continue;
-        }
-        let why = format!(
-            "{}; re-derived because you changed {} (Bridge flat-CLI compatibility rule)",
-            rule_text(d),
-            d.triggers
-                .iter()
-                .filter(|p| (inp.user_changed)(p))
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        match &d.action {
-            Action::Set(v) => {
-                if st.env.get(*k).map(|e| &e.value) != Some(v) {
-                    st.set(k, v.clone(), Source::Derived, why, decisions);
-                }
-            }
-            Action::Unset => st.remove(k, Source::Derived, why, decisions),
-            Action::Drop => {
-                if st.env.contains_key(*k) || st.unset.contains_key(*k) {
-                    st.leave(k, Source::Derived, why, decisions);
-                }
-            }
-        }
-    }
+    rederive_on_layout_change(inp, &last, &mut st, decisions);
     for pe in inp.plugin_env {
         st.set(
             &pe.name,
@@ -376,6 +347,45 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
+}
+
+/// A layout change by the user re-derives the dependent variables over the recipe's
+/// (Bridge's flat-CLI compatibility rules).
+fn rederive_on_layout_change(
+    inp: &EnvInputs<'_>,
+    last: &BTreeMap<&str, &env_rules::Derived>,
+    st: &mut EnvStage,
+    decisions: &mut Vec<Decision>,
+) {
+    for (k, d) in last {
+        let triggered = d.triggers.iter().any(|p| (inp.user_changed)(p));
+        if !triggered || !inp.recipe_env.contains_key(*k) {
+            continue;
+        }
+        let why = format!(
+            "{}; re-derived because you changed {} (Bridge flat-CLI compatibility rule)",
+            rule_text(d),
+            d.triggers
+                .iter()
+                .filter(|p| (inp.user_changed)(p))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        match &d.action {
+            Action::Set(v) => {
+                if st.env.get(*k).map(|e| &e.value) != Some(v) {
+                    st.set(k, v.clone(), Source::Derived, why, decisions);
+                }
+            }
+            Action::Unset => st.remove(k, Source::Derived, why, decisions),
+            Action::Drop => {
+                if st.env.contains_key(*k) || st.unset.contains_key(*k) {
+                    st.leave(k, Source::Derived, why, decisions);
+                }
+            }
+        }
+    }
 }
 
 /// The `env_vars` Bridge's recipe function holds: the recipe's stated values, and for every
