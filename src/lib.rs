@@ -11,6 +11,6 @@ pub mod cli;
 /// The pure core (its own crate, `ovlaunch-core`, built without clap, duct or which), under
 /// the launcher's name: `ovlaunch::plan::Plan` is `ovlaunch_core::plan::Plan`.
 pub use ovlaunch_core::{
-    catalog, config, error, estimate, executor, hydra, input, job, layout, overlap, plan, plugin,
-    precision, rank, render, resolve, secret, shell, version, yaml,
+    catalog, config, error, estimate, hydra, input, job, layout, overlap, plan, plugin, precision,
+    rank, render, resolve, secret, shell, version, yaml,
 };

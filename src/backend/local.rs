@@ -4,22 +4,20 @@
 use std::path::Path;
 
 use super::record::Submission;
-use super::{Backend, JobStatus, Sink, Started, write_record};
+use super::{Backend, Entry, JobOutput, JobStatus, Schedule, Sink, Started, write_record};
 use crate::error::{Error, Result};
+use crate::render::Executor;
 
 /// Runs jobs on this machine, in the foreground.
 pub struct Local;
 
-/// Where a foreground job's own output goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum JobOutput {
-    /// This process's stdout and stderr.
-    #[default]
-    Inherit,
-    /// Both to this process's stderr, so that stdout carries only ovlaunch's own answer
-    /// (`submit --executor local -o json`).
-    Stderr,
-}
+/// The local backend in the registry (`backend::BACKENDS`): always this machine; it runs
+/// whatever the launch allowed.
+pub const ENTRY: Entry = Entry {
+    executor: Executor::Local,
+    on: |_| Box::new(Local),
+    check: |_, _| Ok(()),
+};
 
 /// Runs the job in the foreground and records its exit code.
 pub fn submit_with(
@@ -36,8 +34,18 @@ pub fn submit_with(
 }
 
 impl Backend for Local {
-    fn schedule(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
-        submit_with(dir, script, rec, JobOutput::Inherit)
+    fn schedule(
+        &self,
+        dir: &Path,
+        script: &Path,
+        rec: &mut Submission,
+        how: Schedule,
+    ) -> Result<Started> {
+        submit_with(dir, script, rec, how.output)
+    }
+
+    fn foreground(&self) -> bool {
+        true
     }
 
     fn status(&self, rec: &Submission) -> Result<JobStatus> {

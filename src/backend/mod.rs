@@ -3,13 +3,15 @@
 //! (`job::render_job` returns the whole job as a value before anything here runs).
 //!
 //! Contract: a [`Backend`] schedules a job's dry-run request (the job directory the core
-//! rendered, `job::Job`, written; its script is the request its target rendered, e.g.
-//! `render::script::sbatch`), reports its [`JobStatus`], cancels it and streams its output.
+//! rendered, `job::Job`, written; its script is the request its target rendered,
+//! `LaunchSpec::request`), reports its [`JobStatus`], cancels it and streams its output.
 //! [`submit`] is the dry run written (atomically, from the rendered artifacts) then
 //! scheduled, as torchx's `submit = schedule(dryrun)`. The backend a job used is recorded in its `submission.json` by
 //! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].
-//! A new backend is a new [`Executor`] variant (`crate::executor`, the core's name for it)
-//! plus one `impl Backend` and its case in [`backend_for`].
+//!
+//! The registry: [`BACKENDS`] holds one [`Entry`] per backend, each defined in the
+//! backend's own file (`backend/NAME.rs`); the launch and the job commands ask it
+//! ([`backend_for`], [`check`]) and never name a backend.
 
 pub mod host;
 pub mod jobdir;
@@ -26,19 +28,74 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::layout::{self, Artifacts};
+use crate::render::launch::LaunchSpec;
 use host::Host;
 use record::Submission;
 pub use state::JobStatus;
 
-pub use crate::executor::Executor;
+pub use crate::render::Executor;
+
+/// One backend: the executor whose jobs it runs, and what the commands ask of it.
+pub struct Entry {
+    pub executor: Executor,
+    /// The backend acting on `host`.
+    pub on: fn(Box<dyn Host>) -> Box<dyn Backend>,
+    /// Refuses, before anything is written, a job it cannot run on `host`.
+    pub check: fn(&dyn Host, &LaunchSpec) -> Result<()>,
+}
+
+/// Every backend, one line each.
+pub const BACKENDS: &[Entry] = &[slurm::ENTRY, local::ENTRY];
+
+/// The registry's entry for `executor`.
+pub fn entry(executor: Executor) -> Result<&'static Entry> {
+    BACKENDS
+        .iter()
+        .find(|e| e.executor == executor)
+        .ok_or_else(|| {
+            Error::runtime(format!(
+                "internal error: no backend runs {} jobs",
+                executor.name()
+            ))
+        })
+}
 
 /// The backend that runs `executor`'s jobs on `host` (the local executor is always this
 /// machine).
-pub fn backend_for(executor: Executor, host: Box<dyn Host>) -> Box<dyn Backend> {
-    match executor {
-        Executor::Slurm => Box::new(slurm::Slurm { host }),
-        Executor::Local => Box::new(local::Local),
-    }
+pub fn backend_for(executor: Executor, host: Box<dyn Host>) -> Result<Box<dyn Backend>> {
+    Ok((entry(executor)?.on)(host))
+}
+
+/// Refuses, before anything is written, what `executor`'s backend cannot run on `host`.
+pub fn check(executor: Executor, host: &dyn Host, spec: &LaunchSpec) -> Result<()> {
+    (entry(executor)?.check)(host, spec)
+}
+
+/// Where a foreground job's own output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobOutput {
+    /// This process's stdout and stderr.
+    #[default]
+    Inherit,
+    /// Both to this process's stderr, so that stdout carries only ovlaunch's own answer
+    /// (`submit --executor local -o json`).
+    Stderr,
+}
+
+/// What a refused submission removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undo {
+    /// The whole job directory (written for this submission).
+    Directory,
+    /// Only the record (a directory `render` wrote stays as it was).
+    Record,
+}
+
+/// How to schedule: where a foreground job's output goes, and what a refusal removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub output: JobOutput,
+    pub undo: Undo,
 }
 
 /// How a submitted job went.
@@ -68,7 +125,17 @@ pub trait Backend {
     /// `script`. `rec` is the job's submission record; the backend fills in what it learns
     /// (job id, exit code) and writes it with [`write_record`] as soon as the job can be
     /// looked up.
-    fn schedule(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started>;
+    fn schedule(
+        &self,
+        dir: &Path,
+        script: &Path,
+        rec: &mut Submission,
+        how: Schedule,
+    ) -> Result<Started>;
+    /// Whether it runs the job in the foreground (the terminal's signals go to the job).
+    fn foreground(&self) -> bool {
+        false
+    }
     /// The job's state now.
     fn status(&self, rec: &Submission) -> Result<JobStatus>;
     fn cancel(&self, rec: &Submission) -> Result<Cancelled>;
@@ -88,7 +155,7 @@ pub fn of(rec: &Submission) -> Result<Box<dyn Backend>> {
             rec.job_name, rec.executor
         ))
     })?;
-    Ok(backend_for(executor, host_of(rec.host.as_deref())?))
+    backend_for(executor, host_of(rec.host.as_deref())?)
 }
 
 /// The host a job's commands run on: `None` is this machine, `Some("USER@LOGIN")` a login
@@ -148,7 +215,7 @@ pub fn submit(
     artifacts: &Artifacts,
     extras: &Extras<'_>,
     command_line: String,
-    job_output: local::JobOutput,
+    job_output: JobOutput,
 ) -> Result<Started> {
     let mut rec = new_record(executor, dir, job_name, command_line);
     rec.host = host.remote().map(str::to_string);
@@ -191,13 +258,18 @@ pub fn submit(
             "stopped by {sig} before submitting; nothing was started and the job directory was removed"
         )));
     }
-    if executor == Executor::Local {
+    let backend = backend_for(executor, host)?;
+    let script = dir.join(artifacts.script_name);
+    let how = Schedule {
+        output: job_output,
+        undo: Undo::Directory,
+    };
+    if backend.foreground() {
         // A foreground run takes the terminal's signals itself.
         drop(guard);
-        return local::submit_with(dir, &dir.join(artifacts.script_name), &mut rec, job_output);
+        return backend.schedule(dir, &script, &mut rec, how);
     }
-    let backend = backend_for(executor, host);
-    let started = backend.schedule(dir, &dir.join(artifacts.script_name), &mut rec);
+    let started = backend.schedule(dir, &script, &mut rec, how);
     if let Some(m) = mirror {
         match &started {
             Ok(_) => {
@@ -233,19 +305,22 @@ pub fn submit_rendered(
     dir: &Path,
     job_name: &str,
     command_line: String,
-    job_output: local::JobOutput,
+    job_output: JobOutput,
 ) -> Result<Started> {
     let script = dir.join(executor.script_name());
     let mut rec = new_record(executor, dir, job_name, command_line);
+    let backend = backend_for(executor, Box::new(host::Local))?;
+    let how = Schedule {
+        output: job_output,
+        undo: Undo::Record,
+    };
     let guard = signals::Deferred::install();
     write_record(dir, &rec)?;
-    if executor == Executor::Local {
+    if backend.foreground() {
         drop(guard);
-        return local::submit_with(dir, &script, &mut rec, job_output);
+        return backend.schedule(dir, &script, &mut rec, how);
     }
-    let started = slurm::submit_recorded(&host::Local, dir, &script, &mut rec, &|d| {
-        let _ = std::fs::remove_file(d.join(layout::SUBMISSION));
-    })?;
+    let started = backend.schedule(dir, &script, &mut rec, how)?;
     if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
         eprintln!(
             "note: {sig} arrived while submitting; job {job_id} was queued and recorded first"
@@ -260,9 +335,10 @@ fn new_record(executor: Executor, dir: &Path, job_name: &str, command_line: Stri
         job_name: job_name.to_string(),
         job_dir: dir.display().to_string(),
         executor: executor.name().into(),
-        state: match executor {
-            Executor::Slurm => record::RecordState::Submitting,
-            Executor::Local => record::RecordState::Local,
+        state: if executor.runs_here() {
+            record::RecordState::Local
+        } else {
+            record::RecordState::Submitting
         },
         job_id: None,
         cluster: None,

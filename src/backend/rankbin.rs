@@ -102,15 +102,16 @@ fn candidates(arch: CpuArch) -> Vec<PathBuf> {
 }
 
 /// Finds and checks the rank runtime for nodes of `arch`. `explicit` is `--rank-runtime`
-/// (or the profile's `rank_runtime`); `origin` names where it came from for messages.
-pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch) -> Result<Chosen> {
+/// (or the profile's `rank_runtime`); `origin` names where it came from for messages, and
+/// `nodes` the nodes ("the nodes", or where their architecture was read).
+pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch, nodes: &str) -> Result<Chosen> {
     if let Some(p) = explicit {
         let info = read_info(p).map_err(|why| {
             Error::usage(format!("rank runtime {}: {why}", p.display()))
                 .at_flag(origin.to_string())
                 .help("give the path of an ovlaunch-rank binary (scripts/build-rank-runtime.sh builds static ones)")
         })?;
-        check_arch(p, &info, origin, arch)?;
+        check_arch(p, &info, origin, arch, nodes)?;
         return Ok(Chosen {
             path: p.to_path_buf(),
             info,
@@ -130,7 +131,7 @@ pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch) -> Result<Ch
     }
     let looked: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
     let mut msg = format!(
-        "no {} rank runtime found for the nodes (looked for {})",
+        "no {} rank runtime found for {nodes} (looked for {})",
         arch.name(),
         if looked.is_empty() {
             format!("{FILE}-{} and {FILE}", arch.name())
@@ -155,12 +156,12 @@ fn arch_label(info: &ElfInfo) -> String {
     }
 }
 
-fn check_arch(p: &Path, info: &ElfInfo, origin: &str, arch: CpuArch) -> Result<()> {
+fn check_arch(p: &Path, info: &ElfInfo, origin: &str, arch: CpuArch, nodes: &str) -> Result<()> {
     if info.arch == Some(arch) {
         return Ok(());
     }
     Err(Error::usage(format!(
-        "rank runtime {} is built for {}, but the nodes are {}: every rank would fail with `Exec format error`",
+        "rank runtime {} is built for {}, but {nodes} are {}: every rank would fail with `Exec format error`",
         p.display(),
         arch_label(info),
         arch.name()

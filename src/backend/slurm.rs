@@ -15,9 +15,11 @@ use std::time::{Duration, Instant};
 use super::host::{Host, Local, Ran};
 use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
-use super::{Backend, Cancelled, Sink, Started, write_record_on};
+use super::{Backend, Cancelled, Entry, Schedule, Sink, Started, Undo, write_record_on};
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::render::Executor;
+use crate::render::launch::{ContainerRuntime, LaunchMode, LaunchSpec};
 
 /// Runs jobs through `sbatch`, `scontrol`/`sacct` and `scancel` on its [`Host`].
 pub struct Slurm {
@@ -33,11 +35,51 @@ impl Slurm {
     }
 }
 
+/// The Slurm backend in the registry (`backend::BACKENDS`).
+pub const ENTRY: Entry = Entry {
+    executor: Executor::Slurm,
+    on: |host| Box::new(Slurm { host }),
+    check,
+};
+
+/// Refuses what this Slurm cannot run before anything is written.
+fn check(host: &dyn Host, spec: &LaunchSpec) -> Result<()> {
+    let oci = spec
+        .container
+        .as_ref()
+        .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
+    if oci && spec.mode() == LaunchMode::Srun {
+        let v = version(host)?;
+        if !oci_per_task_ok(v) {
+            return Err(Error::usage(format!(
+                "Slurm {}.{:02} runs at most one task per node in an OCI container step (its slurmstepd refuses more), so one task per GPU cannot start",
+                v.0, v.1
+            ))
+            .at_flag("--container-runtime oci")
+            .help("use --launcher torchrun (one container per node, torchrun starts the ranks inside it), or Slurm 23.02 or newer"));
+        }
+    }
+    Ok(())
+}
+
 impl Backend for Slurm {
-    fn schedule(&self, dir: &Path, script: &Path, rec: &mut Submission) -> Result<Started> {
+    fn schedule(
+        &self,
+        dir: &Path,
+        script: &Path,
+        rec: &mut Submission,
+        how: Schedule,
+    ) -> Result<Started> {
         let host = &*self.host;
-        // Nothing half-written stays behind.
-        submit_recorded(host, dir, script, rec, &|d| host.remove_tree(d))
+        match how.undo {
+            // Nothing half-written stays behind.
+            Undo::Directory => submit_recorded(host, dir, script, rec, &|d| host.remove_tree(d)),
+            // A directory `render` wrote (on this machine: `submit DIR` is local) stays as
+            // it was; only its record goes.
+            Undo::Record => submit_recorded(host, dir, script, rec, &|d| {
+                let _ = std::fs::remove_file(d.join(layout::SUBMISSION));
+            }),
+        }
     }
 
     fn gone(&self, dir: &Path) -> bool {

@@ -18,7 +18,7 @@ use crate::job::{self, Job};
 use crate::plan::Plan;
 use crate::plugin;
 use crate::render::launch::{
-    Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions, Target,
+    AllOptions, Container, ContainerRuntime, FlagStyle, LaunchMode, LaunchOptions, Target,
 };
 use crate::render::local::LocalOptions;
 use crate::render::oci;
@@ -33,12 +33,21 @@ pub enum LauncherArg {
     Torchrun,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExecutorArg {
-    /// Submit with sbatch.
-    Slurm,
-    /// Run on this machine with torchrun (one node).
-    Local,
+/// `--executor`: one of the registry's executors, by its recorded name
+/// (`crate::render::Executor`), the default first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecutorArg(pub Executor);
+
+impl ValueEnum for ExecutorArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: std::sync::LazyLock<Vec<ExecutorArg>> =
+            std::sync::LazyLock::new(|| Executor::ALL.into_iter().map(ExecutorArg).collect());
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(self.0.summary()))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -92,7 +101,7 @@ pub struct LaunchArgs {
     #[arg(long, value_enum, default_value_t = LauncherArg::Srun, help_heading = "Job")]
     pub launcher: LauncherArg,
     /// Where the job runs: Slurm (sbatch), or this machine (torchrun, one node).
-    #[arg(long, value_enum, default_value_t = ExecutorArg::Slurm, help_heading = "Job")]
+    #[arg(long, value_enum, default_value_t = ExecutorArg(Executor::DEFAULT), help_heading = "Job")]
     pub executor: ExecutorArg,
     /// torchrun flag spelling (Debian's torch 1.13 needs underscore).
     #[arg(long, value_enum, default_value_t = FlagStyleArg::Dash, help_heading = "Job")]
@@ -427,6 +436,7 @@ fn setting_decision(s: &super::settings::Shown) -> crate::plan::Decision {
 /// The rank runtime binary for this job's nodes, checked (none with --no-rank-runtime).
 pub fn rank_runtime_for(
     arch: CpuArch,
+    nodes: &str,
     args: &LaunchArgs,
     settings: &Settings,
 ) -> Result<Option<rankbin::Chosen>> {
@@ -434,7 +444,7 @@ pub fn rank_runtime_for(
         return Ok(None);
     }
     let chosen = settings.rank_runtime.value.as_deref();
-    rankbin::locate(chosen, "--rank-runtime", arch).map(Some)
+    rankbin::locate(chosen, "--rank-runtime", arch, nodes).map(Some)
 }
 
 /// The OCI bundle for `--container-runtime oci`: its `config.json` text and the root
@@ -525,12 +535,7 @@ pub fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
     }
     if let Some(p) = &args.template {
         let text = crate::input::read_text(p, "--template")?;
-        let name = if executor == Executor::Local {
-            "torchrun.sh.j2"
-        } else {
-            "sbatch.sh.j2"
-        };
-        t.replace(name, &p.display().to_string(), text);
+        t.replace(executor.template(), &p.display().to_string(), text);
     }
     Ok(t)
 }
@@ -583,10 +588,7 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
 
 /// The executor the flags ask for.
 pub fn executor(args: &LaunchArgs) -> Executor {
-    match args.executor {
-        ExecutorArg::Slurm => Executor::Slurm,
-        ExecutorArg::Local => Executor::Local,
-    }
+    args.executor.0
 }
 
 /// The job directory as Slurm and the script must carry it: UTF-8 (it is written into the
@@ -626,10 +628,10 @@ fn check_job_dir(dir: &Path) -> Result<()> {
 
 /// The target the flags and settings name, with its own options.
 fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
-    // The local executor always starts ranks with torchrun (there is no srun here).
-    match args.executor {
-        ExecutorArg::Local => Target::Local(LocalOptions::default()),
-        ExecutorArg::Slurm => Target::Slurm(SlurmOptions {
+    // Every target's options from the flags; the registry takes the executor's.
+    let all = AllOptions {
+        local: LocalOptions::default(),
+        slurm: SlurmOptions {
             mode: match args.launcher {
                 LauncherArg::Torchrun => LaunchMode::Torchrun,
                 LauncherArg::Srun => LaunchMode::Srun,
@@ -646,8 +648,9 @@ fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
             retries: args.retries,
             sbatch_args: settings.sbatch_args.items.clone(),
             srun_args: settings.srun_args.items.clone(),
-        }),
-    }
+        },
+    };
+    Target::of(executor(args), all)
 }
 
 /// Options from flags, and the job directory as an absolute path.
@@ -667,18 +670,22 @@ pub fn options(
     let mounts_given = &settings.container_mounts.items;
     let image = &settings.container_image.value;
     check_job_dir(&dir)?;
-    if args.executor == ExecutorArg::Local && plan.hardware.nodes > 1 {
+    let chosen = executor(args);
+    if chosen.runs_here() && plan.hardware.nodes > 1 {
         return Err(Error::usage(format!(
-            "the local executor runs on this machine only, but {} needs {} nodes",
-            plan.hardware.spec, plan.hardware.nodes
+            "the {} executor runs on this machine only, but {} needs {} nodes",
+            chosen.name(),
+            plan.hardware.spec,
+            plan.hardware.nodes
         ))
-        .at_flag("--executor local")
+        .at_flag(format!("--executor {}", chosen.name()))
         .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
     }
-    if args.executor == ExecutorArg::Local && args.retries > 0 {
-        return Err(Error::usage(
-            "--retries requeues a Slurm job; the local executor runs once in the foreground",
-        )
+    if chosen.runs_here() && args.retries > 0 {
+        return Err(Error::usage(format!(
+            "--retries requeues a Slurm job; the {} executor runs once in the foreground",
+            chosen.name()
+        ))
         .at_flag("--retries")
         .help("drop --retries, or submit to Slurm"));
     }
@@ -840,16 +847,16 @@ pub fn prepare_resolved(
     form: Form<'_>,
 ) -> Result<Prepared> {
     let host = crate::backend::host_of(settings.host.value.as_deref())?;
-    if host.remote().is_some() && (args.executor == ExecutorArg::Local || form != Form::Launch) {
+    if host.remote().is_some() && (executor(args).runs_here() || form != Form::Launch) {
         return Err(Error::usage(
             "--host submits through a Slurm login node; the local executor and `ovlaunch torchrun` run on this machine",
         )
         .at_flag("--host")
         .help("leave out --host (or the profile's host) to run here"));
     }
-    let without_slurm = matches!(form, Form::Torchrun { .. }) || executor(args) == Executor::Local;
+    let without_slurm = matches!(form, Form::Torchrun { .. }) || executor(args).runs_here();
     if without_slurm {
-        refuse_slurm_only(form, &settings.given)?;
+        refuse_slurm_only(form, executor(args), &settings.given)?;
     }
     let (mut opts, dir, mirror) = options(&plan, plan_args, args, settings, &*host)?;
     let package =
@@ -864,7 +871,7 @@ pub fn prepare_resolved(
     let mut detected = None;
     // The script runs on this machine (a multi-machine torchrun script runs elsewhere).
     let runs_here = matches!(form, Form::Torchrun { master_addr: None })
-        || (form == Form::Launch && executor(args) == Executor::Local);
+        || (form == Form::Launch && executor(args).runs_here());
     if runs_here
         && !settings.given.contains("torchrun_flags")
         && let Some((style, why)) = local_torchrun_style()
@@ -904,15 +911,16 @@ pub fn prepare_resolved(
                 .at_flag("--master-addr")
                 .help("e.g. --master-addr node001 (every machine runs the same script)"));
             }
-            opts.target = Target::Local(LocalOptions {
+            opts.target = Target::from(LocalOptions {
                 rendezvous: master_addr.map(str::to_string),
             });
             // Without Slurm, the script and the plugins are the local executor's.
-            Executor::Local
+            opts.target.executor()
         }
     };
-    let arch = nodes_arch(&plan, &*host, &mut warnings)?;
-    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(arch, args, settings) {
+    let (arch, nodes) = nodes_arch(&plan, &*host, &mut warnings)?;
+    let (rank_runtime, rank_runtime_problem) = match rank_runtime_for(arch, &nodes, args, settings)
+    {
         Ok(r) => (r, None),
         Err(e) => (None, Some(e)),
     };
@@ -920,7 +928,7 @@ pub fn prepare_resolved(
     // Other machines read the job directory: Slurm's nodes, or every machine of a
     // multi-node torchrun run.
     let shared = match form {
-        Form::Launch => executor == Executor::Slurm,
+        Form::Launch => !executor.runs_here(),
         Form::Torchrun { .. } => plan.hardware.nodes > 1,
     };
     if shared && let Some(w) = crate::backend::host::visibility_warning(&*host, &dir) {
@@ -960,11 +968,17 @@ pub fn prepare_resolved(
 
 /// The nodes' CPU architecture: the hardware spec's; through a login node whose `uname -m`
 /// differs, a CPU-only spec (which names no architecture) takes the login node's, and a GPU
-/// spec's stands with a warning.
-fn nodes_arch(plan: &Plan, host: &dyn Host, warnings: &mut Vec<String>) -> Result<CpuArch> {
+/// spec's stands with a warning. With it, how messages name the nodes (where their
+/// architecture came from, when the login node said it).
+fn nodes_arch(
+    plan: &Plan,
+    host: &dyn Host,
+    warnings: &mut Vec<String>,
+) -> Result<(CpuArch, String)> {
     let spec = plan.hardware.gpu.arch;
+    let nodes = "the nodes".to_string();
     let Some(remote) = host.remote() else {
-        return Ok(spec);
+        return Ok((spec, nodes));
     };
     let machine = host.machine()?;
     let login = match machine.as_str() {
@@ -978,10 +992,13 @@ fn nodes_arch(plan: &Plan, host: &dyn Host, warnings: &mut Vec<String>) -> Resul
         }
     };
     if login == spec {
-        return Ok(spec);
+        return Ok((spec, nodes));
     }
     if plan.hardware.gpu.is_cpu() {
-        return Ok(login);
+        return Ok((
+            login,
+            format!("the nodes (`uname -m` on the login node {remote})"),
+        ));
     }
     warnings.push(format!(
         "the login node {remote} is {} but {} nodes are {}: the rank runtime is built for the nodes",
@@ -989,7 +1006,7 @@ fn nodes_arch(plan: &Plan, host: &dyn Host, warnings: &mut Vec<String>) -> Resul
         plan.hardware.gpu.kind,
         spec.name()
     ));
-    Ok(spec)
+    Ok((spec, nodes))
 }
 
 /// The torchrun flag spelling the `torchrun` on this machine's PATH accepts: PyTorch 2's
@@ -1075,10 +1092,10 @@ const CONTAINER_ONLY: &[(&str, &str)] = &[
 
 /// `ovlaunch torchrun` and `--executor local` run torchrun without Slurm: a typed Slurm or
 /// container flag would be silently dropped, so it is refused.
-fn refuse_slurm_only(form: Form<'_>, given: &Given) -> Result<()> {
+fn refuse_slurm_only(form: Form<'_>, executor: Executor, given: &Given) -> Result<()> {
     let what = match form {
-        Form::Torchrun { .. } => "`ovlaunch torchrun`",
-        Form::Launch => "--executor local",
+        Form::Torchrun { .. } => "`ovlaunch torchrun`".to_string(),
+        Form::Launch => format!("--executor {}", executor.name()),
     };
     for (id, flag) in SLURM_ONLY {
         if given.contains(id) {

@@ -9,10 +9,9 @@ use super::output::{self, OutputArg};
 use super::settings::Given;
 use super::{PlanArgs, Printer, explain};
 use crate::backend::host::Local;
-use crate::backend::{self, Executor, Extras, Started, jobdir, rankbin, slurm};
+use crate::backend::{self, Executor, Extras, JobOutput, Started, jobdir, rankbin};
 use crate::error::{Error, Result};
 use crate::layout;
-use crate::render::launch::{ContainerRuntime, LaunchMode};
 
 pub fn run(
     p: &Printer,
@@ -64,9 +63,7 @@ pub fn run(
     if let Some(e) = prepared.rank_runtime_problem.take() {
         return Err(e);
     }
-    if prepared.job.executor == Executor::Slurm {
-        check_slurm(&prepared)?;
-    }
+    backend::check(prepared.job.executor, &*prepared.host, &prepared.job.spec)?;
     prepared.make_experiment_dir()?;
     let host = std::mem::replace(&mut prepared.host, Box::new(Local));
     let (job, dir) = (&prepared.job, &prepared.dir);
@@ -86,9 +83,9 @@ pub fn run(
         // With -o json, stdout carries the one JSON document: a local job's own output
         // goes to stderr.
         if out.json() {
-            backend::local::JobOutput::Stderr
+            JobOutput::Stderr
         } else {
-            backend::local::JobOutput::Inherit
+            JobOutput::Inherit
         },
     )?;
     match started {
@@ -219,28 +216,6 @@ fn extras_for<'a>(
     x
 }
 
-/// Refuses what this Slurm cannot run before anything is written.
-fn check_slurm(p: &Prepared) -> Result<()> {
-    let oci = p
-        .job
-        .spec
-        .container
-        .as_ref()
-        .is_some_and(|c| c.runtime == ContainerRuntime::Oci);
-    if oci && p.job.spec.mode() == LaunchMode::Srun {
-        let v = slurm::version(&*p.host)?;
-        if !slurm::oci_per_task_ok(v) {
-            return Err(Error::usage(format!(
-                "Slurm {}.{:02} runs at most one task per node in an OCI container step (its slurmstepd refuses more), so one task per GPU cannot start",
-                v.0, v.1
-            ))
-            .at_flag("--container-runtime oci")
-            .help("use --launcher torchrun (one container per node, torchrun starts the ranks inside it), or Slurm 23.02 or newer"));
-        }
-    }
-    Ok(())
-}
-
 /// `ovlaunch submit DIR`: submits a job directory `render` wrote, as it is. Its script
 /// says which executor it is for; flags that would change the job are refused (render it
 /// again to change it).
@@ -294,9 +269,9 @@ pub fn rendered(
         &job_name,
         launch::command_line(),
         if main.output.json() {
-            backend::local::JobOutput::Stderr
+            JobOutput::Stderr
         } else {
-            backend::local::JobOutput::Inherit
+            JobOutput::Inherit
         },
     )?;
     let (job_id, exit_code) = match &started {

@@ -11,6 +11,16 @@ section (checked below for every shipped recipe function), so a key path ovlaunc
 key path of the class the trainer holds. Each section also lists the values every shipped recipe
 function holds alike (`recipe`), which ovlaunch's checks of Bridge's section rules start from.
 
+Every function a shipped recipe file names (performance and library, every task) is built, and
+what it holds is written where it is not its task's classes (`HOLDS`, indexed by `HELD_BY`): a
+vision-language or audio fine-tuning function's `DirectHFSFTDatasetConfig`, Nemotron Nano V2 VL's
+`VLMLoRA`, the Qwen VL pretraining functions' mock VLM dataset, Step 3.7's and Wan's data classes,
+each a section const of its own; and, for every field whose type is a Bridge dataclass (or a union
+of them), the class it holds there or None (`dataset.hf_dataset`, `dataset.preprocessing`), whose
+fields are tabled too (`NESTED`), so a nested path is typed by the object the trainer holds. No
+function is left out: a class none of these tables hold cannot occur, since the tables are what
+the functions hold.
+
 The provider table: every model provider class of the package (the dataclass subclasses of
 `ModelProviderMixin` under `megatron.bridge.models` and Bridge's diffusion models), each with the
 fields declared in its own class body (its `__annotations__`, so a field a subclass re-declares
@@ -29,6 +39,7 @@ Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import dataclasses
 import importlib
@@ -45,8 +56,6 @@ import gen_recipes  # noqa: E402  (the Bridge proof's stand-in checkpoint config
 
 from megatron.bridge.training import config as C  # noqa: E402
 from megatron.bridge.training.tokenizers.config import TokenizerConfig  # noqa: E402
-
-import gen_recipes  # noqa: E402
 
 # section -> (class, Bridge module path of the class, whether the recipes leave it None)
 SECTIONS = {
@@ -77,6 +86,8 @@ def ty(t) -> tuple[str, bool]:
             return inner, nullable
         if set(rest) == {str, list[str]}:
             return "Ty::StrOrList", nullable
+        if dataclass_members(t):
+            return "Ty::Union(&[" + ", ".join(ty(m)[0] for m in rest) + "])", nullable
         return "Ty::Any", nullable
     if t is bool:
         return "Ty::Bool", False
@@ -117,10 +128,19 @@ def fields_of(section: str, cls) -> list[tuple[str, str, bool]]:
     return out
 
 
+_SHIPPED: list = []
+
+
 def shipped_configs():
     """(function name, ConfigContainer) for every performance recipe function the catalogue
-    ships, each built on its own (faked) GPU kind. A model of the generator's list without a
-    recipe file (Bridge's runner refuses all its functions: recipes/NOT_SHIPPED.md) is not shipped."""
+    ships, each built on its own (faked) GPU kind, once. A model of the generator's list without
+    a recipe file (Bridge's runner refuses all its functions: recipes/NOT_SHIPPED.md) is not shipped."""
+    if not _SHIPPED:
+        _SHIPPED.extend(_build_shipped())
+    return _SHIPPED
+
+
+def _build_shipped():
     recipes = Path(__file__).resolve().parents[2] / "recipes"
     for name, (prefix, family, _) in gen_recipes.MODELS.items():
         if not (recipes / f"{name}.yaml").exists():
@@ -134,22 +154,24 @@ def shipped_configs():
             yield fn, getattr(module, fn)()
 
 
-# Fine-tuning: the classes Bridge's SFT and PEFT recipe functions hold in `dataset` and `peft`
-# (checked below for every shipped fine-tuning function), and the PEFT schemes a user may choose.
-# (const, section, class path, tasks it types)
+# Fine-tuning: the classes Bridge's SFT and PEFT recipe functions hold by default in `dataset`
+# and `peft` (a recipe function the catalogue does not name is typed by these), and the PEFT
+# schemes a user may choose. (const, section, class path, tasks it types)
 FINE_TUNING = [
     ("DATASET_SFT", "dataset", "megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig", ("sft", "peft")),
     ("PEFT_LORA", "peft", "megatron.bridge.peft.lora.LoRA", ("peft",)),
     ("PEFT_DORA", "peft", "megatron.bridge.peft.dora.DoRA", ()),
 ]
 PEFT_SCHEMES = {"lora": "PEFT_LORA", "dora": "PEFT_DORA"}
-# Families whose fine-tuning functions hold other classes (Wan's diffusion data module), which
-# the pretraining sections type as before.
-# Families whose fine-tuning functions hold a dataset class of their own (diffusion, vision- and
-# audio-language, model-specific providers), not GPT SFT's: their sections stay typed by the
-# pretraining classes (the check below names any other function that drifts).
-FINE_TUNING_EXCEPT = ("exaone", "gemma3_vl", "gemma4_vl", "nemotron_omni", "nemotron_vl", "qwen2_audio",
-                      "qwen_omni", "qwen_vl", "stepfun", "wan")
+# Every other class a shipped recipe function holds in a pass-through section gets its own
+# const, named here (a class not named here: `SECTION_CLASS_NAME`).
+CONST_NAMES = {
+    "megatron.bridge.data.builders.direct_hf_sft.DirectHFSFTDatasetConfig": "DATASET_DIRECT_HF_SFT",
+    "megatron.bridge.data.builders.mock_vlm_sft.MockVLMSFTDatasetConfig": "DATASET_MOCK_VLM_SFT",
+    "megatron.bridge.diffusion.data.wan.wan_energon_datamodule.WanDatasetConfig": "DATASET_WAN",
+    "megatron.bridge.models.stepfun.data.flickr8k.provider.Step37Flickr8kSFTDataProvider": "DATASET_STEP37_FLICKR8K",
+    "megatron.bridge.peft.lora.VLMLoRA": "PEFT_VLM_LORA",
+}
 
 
 def _class(path: str):
@@ -157,25 +179,29 @@ def _class(path: str):
     return getattr(importlib.import_module(module), name)
 
 
-def fine_tuning_configs():
-    """(family, task, function, ConfigContainer) for every shipped SFT and PEFT function."""
+def class_path(cls) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def recipe_functions():
+    """(family, task, function, ConfigContainer) for every function a shipped recipe file names
+    (performance and library, every task), each built on its own (faked) GPU kind."""
     import yaml
 
     recipes = Path(__file__).resolve().parents[2] / "recipes"
     for f in sorted(recipes.glob("*.yaml")):
         t = yaml.safe_load(f.read_text())
-        if t.get("task") not in ("sft", "peft"):
-            continue
+        task = t.get("task") or "pretrain"
         for v in t.get("variants", []):
             fn = v["bridge_recipe"]
             probe.ovlaunch_stubs.fake_gpu(v["gpu"] if v["gpu"] != "any" else "h100")
-            yield t.get("family"), t["task"], fn, load_function(fn, v.get("from_checkpoint") or t.get("from_checkpoint"))
+            yield t.get("family"), task, fn, load_function(fn, v.get("from_checkpoint") or t.get("from_checkpoint"))
 
 
 def load_function(fn: str, checkpoint: dict | None):
     """A recipe function's ConfigContainer; one whose checkpoint config the repository does not
     ship is built on the Bridge proof's stand-in configs at the checkpoint's name, tried in turn
-    (its dataset and peft sections do not depend on the model's shape)."""
+    (its pass-through sections do not depend on the model's shape)."""
     if checkpoint is None:
         return probe.load(fn, probe.benchmark_metadata(fn))
     last = None
@@ -190,41 +216,79 @@ def load_function(fn: str, checkpoint: dict | None):
     raise last
 
 
-_FT_CACHE: list = []
+def dataclass_members(t) -> list:
+    """The Bridge dataclasses a field's annotation names (`A | None`, `A | B`), else []."""
+    origin = typing.get_origin(t)
+    members = typing.get_args(t) if origin in (typing.Union, types.UnionType) else (t,)
+    members = [m for m in members if m is not type(None)]
+    if members and all(isinstance(m, type) and dataclasses.is_dataclass(m) for m in members):
+        return members
+    return []
+
+
+def nested_held(prefix: str, obj, out: dict) -> None:
+    """Every field of `obj` whose type is a Bridge dataclass (or a union of them), by its path
+    under `prefix`: the class `obj` holds there, or None; recursively."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        if not f.init or f.name.startswith("_") or not dataclass_members(hints.get(f.name, f.type)):
+            continue
+        v = getattr(obj, f.name)
+        path = f"{prefix}.{f.name}"
+        out[path] = None if v is None else class_path(type(v))
+        if v is not None:
+            nested_held(path, v, out)
+
+
+_HELD: list = []
+
+
+def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None]]]:
+    """(family, task, function, section -> class held, nested path -> class held or None) for
+    every shipped recipe function, with the held objects' values kept per class (`_VALUES`)."""
+    if _HELD:
+        return _HELD
+    for family, task, fn, cfg in recipe_functions():
+        sections, nested = {}, {}
+        for section in list(SECTIONS) + ["peft"]:
+            obj = getattr(cfg, section, None)
+            if obj is None:
+                continue
+            path = class_path(type(obj))
+            sections[section] = path
+            if section not in SECTIONS or type(obj) is not SECTIONS[section]:
+                values = _VALUES.setdefault((section, path), {})
+                for name, _, _ in fields_of(section, type(obj)):
+                    values.setdefault(name, set()).add(json.dumps(probe.plain(getattr(obj, name)), sort_keys=True))
+            nested_held(section, obj, nested)
+        _HELD.append((family, task, fn, sections, nested))
+    return _HELD
+
+
+_VALUES: dict[tuple[str, str], dict[str, set[str]]] = {}
+
+
+def default_classes(task: str) -> dict[str, str]:
+    """The classes a function of `task` holds unless the table says otherwise (`Holder`)."""
+    out = {s: class_path(c) for s, c in SECTIONS.items() if s != "ft"}
+    for _, section, path, tasks in FINE_TUNING:
+        if task in tasks:
+            out[section] = path
+    return out
 
 
 def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
-    """Problems (a shipped fine-tuning function holding another class), and per fine-tuning
-    section const the values every shipped function of its tasks holds alike."""
-    import json
-
-    if _FT_CACHE:
-        return _FT_CACHE[0]
+    """Problems (an SFT function holding peft, a function setting ft), and per class held beyond
+    the pretraining ones ((section, class) -> values every function holding it holds alike)."""
     problems = []
-    seen: dict[tuple[str, str], set[str]] = {}
-    for family, task, fn, cfg in fine_tuning_configs():
-        if family in FINE_TUNING_EXCEPT:
-            continue
-        for const, section, path, tasks in FINE_TUNING:
-            if task not in tasks:
-                continue
-            obj = getattr(cfg, section)
-            held = f"{type(obj).__module__}.{type(obj).__qualname__}"
-            if held != path:
-                problems.append(f"{fn}: {section} is a {held}, not a {path}")
-                continue
-            for name, _, _ in fields_of(section, _class(path)):
-                v = getattr(obj, name)
-                seen.setdefault((const, name), set()).add(json.dumps(probe.plain(v), sort_keys=True))
-        if task == "sft" and cfg.peft is not None:
+    for _, task, fn, sections, _ in held():
+        if task == "sft" and "peft" in sections:
             problems.append(f"{fn}: an SFT function holds peft")
-    common: dict[str, dict[str, str]] = {c: {} for c, _, _, _ in FINE_TUNING}
-    for (const, name), vals in seen.items():
-        if len(vals) == 1:
-            (v,) = vals
-            if os.getcwd() not in v:
-                common[const][name] = v
-    _FT_CACHE.append((problems, common))
+        if "ft" in sections:
+            problems.append(f"{fn}: sets ft (ovlaunch assumes Bridge's recipes leave it None)")
+    common: dict[tuple[str, str], dict[str, str]] = {}
+    for key, fields in _VALUES.items():
+        common[key] = {n: next(iter(v)) for n, v in fields.items() if len(v) == 1 and os.getcwd() not in next(iter(v))}
     return problems, common
 
 
@@ -277,19 +341,33 @@ def rust_str(v: str) -> str:
 
 def generate() -> str:
     common = recipe_values()
+    problems, held_common = fine_tuning_facts()
+    assert not problems, problems
     lines = [
         f"//! Megatron-Bridge {md.version('megatron-bridge')}'s pass-through config sections: every field a user may",
-        "//! set, with its type. GENERATED by tests/bridge/gen_sections.py from Bridge's config classes:",
+        "//! set, with its type, for every class a shipped recipe function holds there; the Bridge",
+        "//! dataclasses their fields hold (`NESTED`); and which function holds which (`HOLDS`).",
+        "//! GENERATED by tests/bridge/gen_sections.py from Bridge's config classes and recipe functions:",
         "//! do not edit; regenerate.",
         "",
-        "use super::bridge_schema::{Field, SectionDef, Ty};",
+        "use super::bridge_schema::{Holds, SectionDef, Field, Ty};",
         "",
     ]
+    consts: dict[tuple[str, str], str] = {}
     for section, cls in SECTIONS.items():
+        consts[(section, class_path(cls))] = section.upper()
         lines.extend(section_def(section.upper(), section, cls, common[section]))
-    _, ft_common = fine_tuning_facts()
     for const, section, path, _ in FINE_TUNING:
-        lines.extend(section_def(const, section, _class(path), ft_common[const]))
+        consts[(section, path)] = const
+        lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {})))
+    rows = held()
+    for _, _, _, sections, _ in rows:
+        for section, path in sorted(sections.items()):
+            if (section, path) not in consts:
+                const = CONST_NAMES.get(path) or f"{section.upper()}_{snake(path)}"
+                consts[(section, path)] = const
+                lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {})))
+    lines.extend(nested_defs(rows, consts))
     lines.append("/// Every field's full path, typed: `paths::SCHEDULER.max_steps` is `\"scheduler.max_steps\"`.")
     lines.append("pub mod paths {")
     for section, cls in SECTIONS.items():
@@ -301,16 +379,84 @@ def generate() -> str:
     lines.append("/// All of them, in `ConfigContainer` order of ovlaunch's plan.")
     lines.append("pub const SECTIONS: &[SectionDef] = &[" + ", ".join(s.upper() for s in SECTIONS) + "];")
     lines.append("")
-    lines.append("/// The classes a fine-tuning recipe function holds, by task: (task, section).")
+    lines.append("/// The classes a fine-tuning function the catalogue does not name holds, by task: (task, section).")
     pairs = [(t, c) for c, _, _, tasks in FINE_TUNING for t in tasks]
     lines.append("pub const TASK_SECTIONS: &[(&str, SectionDef)] = &[" + ", ".join(f'("{t}", {c})' for t, c in pairs) + "];")
     lines.append("")
     lines.append("/// The PEFT schemes a user may choose (`--set peft=NAME`), each Bridge's class.")
     lines.append("pub const PEFT_SCHEMES: &[(&str, SectionDef)] = &[" + ", ".join(f'("{k}", {v})' for k, v in PEFT_SCHEMES.items()) + "];")
     lines.append("")
-    lines.append("/// Families whose fine-tuning functions hold other classes: typed by `SECTIONS`.")
-    lines.append("pub const TASK_SECTIONS_EXCEPT: &[&str] = &[" + ", ".join(f'"{f}"' for f in FINE_TUNING_EXCEPT) + "];")
+    lines.extend(holds_table(rows, consts))
     return "\n".join(lines) + "\n"
+
+
+def snake(path: str) -> str:
+    """`module.HFDatasetSourceConfig` -> `HF_DATASET_SOURCE_CONFIG`."""
+    name = path.rsplit(".", 1)[1]
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).upper()
+
+
+def nested_defs(rows, consts) -> list[str]:
+    """A const per Bridge dataclass a section class's field holds (recursively), and `NESTED`."""
+    seen: dict[str, type] = {}
+
+    def walk(cls):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            for m in dataclass_members(hints.get(f.name, f.type)) if f.init else []:
+                if class_path(m) not in seen:
+                    seen[class_path(m)] = m
+                    walk(m)
+
+    for (_, path) in consts:
+        walk(_class(path))
+    lines = []
+    names = []
+    for path in sorted(seen):
+        const = "NESTED_" + snake(path)
+        names.append(const)
+        lines.extend(section_def(const, path.rsplit(".", 1)[1], seen[path], {}))
+    lines.append("/// The Bridge dataclasses a section's fields hold (`dataset.hf_dataset`), by class; a")
+    lines.append("/// nested path (`dataset.hf_dataset.split`) is typed by the one the recipe's function holds.")
+    lines.append("pub const NESTED: &[SectionDef] = &[" + ", ".join(names) + "];")
+    lines.append("")
+    return lines
+
+
+def holds_table(rows, consts) -> list[str]:
+    """`HOLDS`: the functions holding alike, grouped; `HELD_BY`: function -> group, sorted."""
+    groups: dict[tuple, list[str]] = {}
+    for _, task, fn, sections, nested in rows:
+        default = default_classes(task)
+        differing = tuple(sorted((s, p) for s, p in sections.items() if default.get(s) != p))
+        # a section the task's classes have but the function leaves None (`peft` never is)
+        missing = tuple(sorted(s for s in default if s not in sections))
+        key = (differing, missing, tuple(sorted(nested.items())))
+        if differing or missing or nested:
+            groups.setdefault(key, []).append(fn)
+    lines = ["/// What Bridge's recipe functions hold where it is not their task's classes (`SECTIONS`,",
+             "/// `TASK_SECTIONS`) or is a Bridge dataclass: the functions that hold alike, grouped.",
+             "pub const HOLDS: &[Holds] = &["]
+    index = []
+    for i, ((differing, missing, nested), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
+        lines.append("    Holds {")
+        lines.append("        sections: &[" + ", ".join(consts[sp] for sp in differing) + "],")
+        lines.append("        none: &[" + ", ".join(f'"{m}"' for m in missing) + "],")
+        lines.append("        nested: &[")
+        for path, cls in nested:
+            lines.append(f'            ("{path}", {"None" if cls is None else f"Some({chr(34)}{cls}{chr(34)})"}),')
+        lines.append("        ],")
+        lines.append(f"        functions: {len(fns)},")
+        lines.append("    },")
+        index.extend((fn, i) for fn in fns)
+    lines.append("];")
+    lines.append("")
+    lines.append("/// Every function of `HOLDS`, sorted, with its group's index there.")
+    lines.append("pub const HELD_BY: &[(&str, usize)] = &[")
+    for fn, i in sorted(index):
+        lines.append(f'    ("{fn}", {i}),')
+    lines.append("];")
+    return lines
 
 
 def section_def(const: str, section: str, cls, common: dict[str, str]) -> list[str]:

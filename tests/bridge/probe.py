@@ -364,6 +364,19 @@ def build_case(case: dict):
     raise last
 
 
+def held_classes(path: str, v, out: dict) -> None:
+    """The class of every section's object, by its path (`dataset`), and of every dataclass
+    object a pass-through section holds (`dataset.hf_dataset`)."""
+    if v is None or not dataclasses.is_dataclass(v):
+        return
+    out[path] = f"{type(v).__module__}.{type(v).__qualname__}"
+    if path.split(".")[0] in ("model", "train", "ddp", "optimizer", "comm_overlap", "mixed_precision"):
+        return
+    for f in dataclasses.fields(v):
+        if not f.name.startswith("_"):
+            held_classes(f"{path}.{f.name}", getattr(v, f.name, None), out)
+
+
 def main() -> None:
     cases = json.load(sys.stdin)
     # Bridge's code prints (config dumps, notices): keep stdout for the answer only
@@ -374,7 +387,9 @@ def main() -> None:
         try:
             cfg, env, recipe_env, standin = build_case(case)
             config = {s: plain(getattr(cfg, s, None)) for s in SECTIONS}
-            classes = {s: f"{type(v).__module__}.{type(v).__qualname__}" for s in SECTIONS if (v := getattr(cfg, s, None)) is not None}
+            classes = {}
+            for s in SECTIONS:
+                held_classes(s, getattr(cfg, s, None), classes)
             out[case["id"]] = {
                 "ok": True,
                 "config": config,

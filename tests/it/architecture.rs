@@ -951,7 +951,8 @@ fn the_file_graph_resolves_paths_to_the_file_defining_the_item() {
         g[&m("config::bridge")]
     );
     assert!(g[&m("resolve::env")].contains(&m("resolve::env_rules")));
-    assert!(g[&m("render::artifacts")].contains(&m("executor")));
+    // `crate::render::Executor` is defined in render/mod.rs itself
+    assert!(g[&m("job")].contains(&m("render")));
     assert!(!g[&m("config::bridge_fields")].contains(&m("config::bridge")));
 }
 
@@ -1018,82 +1019,128 @@ fn the_core_builds_without_the_command_line_or_process_crates() {
     assert!(first_segments(&launcher, &host).contains("duct"));
 }
 
-/// Files outside `backend/` that still name a backend (the launch-settings work moves each
-/// backend's options and dry-run request into the backend): each goes when that lands.
-const FILES_NAMING_A_BACKEND: &[&str] = &[
-    "src/cli/launch.rs",
-    "src/cli/submit.rs",
-    "crates/ovlaunch-core/src/render/artifacts.rs",
-];
+/// The files that name each backend of the registry (`Executor::ALL`, by its recorded
+/// name): a file names one by spelling its variant (`Executor::Slurm`, `Target::Slurm`,
+/// `TargetSpec::Slurm`), importing its modules (`backend::slurm`, `render::slurm`) or
+/// declaring them (`mod slurm;`), in the launcher and in the core crate; paths relative to
+/// the repository.
+fn files_naming_each_backend(crates: &[&Files]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    for e in ovlaunch::render::Executor::ALL {
+        let (name, variant) = (e.name().to_string(), format!("{e:?}"));
+        let modules: Vec<ModPath> = ["backend", "render"]
+            .iter()
+            .map(|t| vec![t.to_string(), name.clone()])
+            .collect();
+        let mut naming = BTreeSet::new();
+        for files in crates {
+            for (m, deps) in &files.graph() {
+                let code = &files.code[m];
+                let spelt = ["Executor", "Target", "TargetSpec"]
+                    .iter()
+                    .any(|t| code.contains(&format!("{t}::{variant}")));
+                let declared = code.lines().any(|l| {
+                    l.trim() == format!("pub mod {name};") || l.trim() == format!("mod {name};")
+                });
+                // Across the crates a path is read as text (`render::slurm::` from the launcher).
+                let spelt_path = ["backend", "render"].iter().any(|t| {
+                    [":", ";", ",", "}", " ", "\n"]
+                        .iter()
+                        .any(|after| code.contains(&format!("{t}::{name}{after}")))
+                });
+                let imported = !modules.contains(m)
+                    && (deps.iter().any(|d| modules.contains(d)) || spelt_path);
+                if spelt || declared || imported || modules.contains(m) {
+                    let rel = files.files[m].strip_prefix(root()).unwrap();
+                    naming.insert(rel.to_string_lossy().to_string());
+                }
+            }
+        }
+        out.insert(name, naming);
+    }
+    out
+}
+
+/// The files ARCHITECTURE.md's "A new backend" entry names (`NAME` for the backend's name),
+/// relative to the repository: those every backend has, and those only a backend with flags of
+/// its own has (named after "flags of its own").
+fn new_backend_entry() -> (BTreeSet<String>, BTreeSet<String>) {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let start = text.find("* **A new backend**").expect("the entry");
+    let rest = &text[start + 1..];
+    let entry = &rest[..rest.find("\n* **").unwrap_or(rest.len())];
+    let files = |part: &str| -> BTreeSet<String> {
+        part.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| w.contains("src/") && w.ends_with(".rs"))
+            .map(|w| w.to_string())
+            .collect()
+    };
+    let flags = entry.find("flags of its own").expect("the flags part");
+    (files(&entry[..flags]), files(&entry[flags..]))
+}
 
 #[test]
-fn no_module_outside_the_backends_names_one() {
-    // A backend is named by importing its module (`backend::slurm`, `backend::local`,
-    // `backend::ssh`) or by an executor's variant (`Executor::Slurm`); the executor leaf
-    // declares the variants, and what a variant can do is its method (`crate::executor`).
+fn a_new_backend_is_the_files_the_map_names() {
+    // Every backend of the registry has its own two files, and the files that name it are
+    // those the map's "A new backend" entry lists (its own files and the registries); no
+    // module besides them names a backend (the CLI, `job`, `plugin` and the rest ask the
+    // registries: `Executor`'s methods, `Target::of`, `backend::backend_for`).
     let launcher = Files::of(&root().join("src"), "ovlaunch");
+    let (entry, with_flags) = new_backend_entry();
+    assert!(
+        entry.contains("src/backend/NAME.rs")
+            && entry.contains("crates/ovlaunch-core/src/render/NAME.rs"),
+        "{entry:?}"
+    );
+    let mut flag_files_used = BTreeSet::new();
     let core = Files::of(&core_src(), "ovlaunch_core");
-    let g = launcher.graph();
-    let backends: Vec<ModPath> = ["slurm", "local", "ssh"]
-        .iter()
-        .map(|b| vec!["backend".to_string(), b.to_string()])
-        .collect();
-    let mut naming = BTreeMap::new();
-    let (launcher_g, core_g) = (&g, core.graph());
-    let files = launcher_g
-        .iter()
-        .map(|(m, deps)| (&launcher, m, deps))
-        .chain(core_g.iter().map(|(m, deps)| (&core, m, deps)));
-    for (crate_files, m, deps) in files {
-        let is_core = std::ptr::eq(crate_files, &core);
-        if (!is_core && m.first().is_some_and(|t| t == "backend"))
-            || (is_core && *m == ["executor"])
-        {
-            continue;
+    let naming = files_naming_each_backend(&[&launcher, &core]);
+    assert_eq!(naming.len(), ovlaunch::render::Executor::ALL.len());
+    let mut wrong = Vec::new();
+    for (name, files) in &naming {
+        let listed: BTreeSet<String> = entry.iter().map(|f| f.replace("NAME", name)).collect();
+        for own in ["src/backend", "crates/ovlaunch-core/src/render"] {
+            assert!(
+                root().join(format!("{own}/{name}.rs")).is_file(),
+                "the {name} backend has no {own}/{name}.rs"
+            );
         }
-        let code = &crate_files.code[m];
-        let mut why: Vec<String> = deps
-            .iter()
-            .filter(|d| backends.contains(d))
-            .map(|d| format!("imports {}", dotted(d)))
-            .collect();
-        why.extend(
-            ["Executor::Slurm", "Executor::Local"]
-                .into_iter()
-                .filter(|v| code.contains(v))
-                .map(String::from),
-        );
-        if !why.is_empty() {
-            let rel = crate_files.files[m]
-                .strip_prefix(root())
-                .unwrap()
-                .to_string_lossy()
-                .to_string();
-            naming.insert(rel, why);
+        for f in files.difference(&listed) {
+            if with_flags.contains(f) {
+                flag_files_used.insert(f.clone());
+                continue;
+            }
+            wrong.push(format!(
+                "{f} names the {name} backend, and the map's entry does not list it"
+            ));
+        }
+        for f in listed.difference(files) {
+            wrong.push(format!(
+                "the map's entry lists {f}, which does not name the {name} backend"
+            ));
         }
     }
-    let new: Vec<String> = naming
+    for f in with_flags.difference(&flag_files_used) {
+        wrong.push(format!("the map's entry lists {f}, which names no backend"));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The transport is the backends' own: only `backend/` reaches `backend::ssh`.
+    let ssh = vec!["backend".to_string(), "ssh".to_string()];
+    let g = launcher.graph();
+    let outside: Vec<String> = g
         .iter()
-        .filter(|(f, _)| !FILES_NAMING_A_BACKEND.contains(&f.as_str()))
-        .map(|(f, why)| format!("{f}: {}", why.join(", ")))
+        .filter(|(m, deps)| m.first().is_some_and(|t| t != "backend") && deps.contains(&ssh))
+        .map(|(m, _)| dotted(m))
         .collect();
-    assert!(
-        new.is_empty(),
-        "modules naming a backend outside backend/:\n{}",
-        new.join("\n")
-    );
-    let stale: Vec<&&str> = FILES_NAMING_A_BACKEND
-        .iter()
-        .filter(|f| !naming.contains_key(**f))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "no longer naming a backend, take them off FILES_NAMING_A_BACKEND: {stale:?}"
-    );
-    // The check sees real names: the backends' own files import each other.
-    assert!(
-        g[&vec!["backend".to_string()]]
-            .iter()
-            .any(|d| backends.contains(d))
-    );
+    assert!(outside.is_empty(), "{outside:?} import backend::ssh");
+    assert!(g[&vec!["backend".to_string()]].contains(&ssh));
+    // The check sees real names: the registries name every backend.
+    for files in naming.values() {
+        assert!(
+            files.contains("src/backend/mod.rs")
+                && files.contains("crates/ovlaunch-core/src/render/mod.rs")
+        );
+    }
 }

@@ -119,6 +119,7 @@ fn extra_cases() -> Vec<Case> {
         set_and_plugin_cases(),
         env_cases(),
         fine_tuning_cases(),
+        own_class_cases(),
     ]
     .into_iter()
     .flatten()
@@ -811,6 +812,131 @@ fn fine_tuning_cases() -> Vec<Case> {
     ]
 }
 
+/// Fine-tuning functions holding their own classes (a vision-language function's dataset and
+/// VLMLoRA, Step 3.7's data provider) and fields set under the Bridge dataclasses a dataset
+/// holds, each typed by the class the function holds there; refusals of a field of another
+/// class, a misspelt nested field and a new source without its source mode.
+fn own_class_cases() -> Vec<Case> {
+    let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
+    vec![
+        // a vision-language function's own dataset class and the dataclasses it holds, field
+        // by field (under the source and preprocessing it holds, and under the validation
+        // source it leaves None); its VLMLoRA's own field
+        case(
+            "vl-sft-set-nested",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen25_vl_3b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.source.split=validation",
+                "--set",
+                "dataset.preprocessing.loss_mode=last_turn",
+                "--set",
+                "dataset.validation_source.split=test",
+                "--set",
+                "dataset.validation_source.path_or_dataset=org/vl-validation",
+                "--set",
+                "dataset.num_workers=3",
+            ],
+        ),
+        // a new Hugging Face source without its one source mode: both refuse, for it
+        case(
+            "refuse-vl-source-without-mode",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen25_vl_3b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.validation_source.split=test",
+            ],
+        ),
+        case(
+            "sft-set-nested",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset.split=train",
+                "--set",
+                "dataset.preprocessing.add_bos=true",
+                "--set",
+                "dataset.offline_packing_specs.pad_cu_seqlens=true",
+            ],
+        ),
+        case(
+            "vl-peft-vlm-lora",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "nemotron_nano_v2_vl_12b_peft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                &ckpt,
+                "--set",
+                "peft.freeze_vision_model=false",
+                "--set",
+                "peft.dim=16",
+            ],
+        ),
+        case(
+            "step-sft-own-dataset",
+            "h100",
+            4,
+            &[
+                "--recipe",
+                "step37_sft_4gpu_h100_bf16_flickr8k_smoke_config",
+                "--gpus",
+                "h100x4",
+                "--set",
+                "dataset.image_token_count=170",
+                "--set",
+                "dataset.sample_count=16",
+            ],
+        ),
+        // a text SFT dataset's field on a vision-language function, a misspelt nested field:
+        // both refuse
+        case(
+            "vl-sft-wrong-class-field",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen25_vl_3b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset.split=train",
+            ],
+        ),
+        case(
+            "vl-sft-wrong-nested-field",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen25_vl_3b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.source.splt=train",
+            ],
+        ),
+    ]
+}
+
 /// A user's recipe file in `tests/fixtures/user-recipes/`.
 pub fn user_recipe(name: &str) -> String {
     format!(
@@ -819,7 +945,7 @@ pub fn user_recipe(name: &str) -> String {
     )
 }
 
-/// Users' recipe files on Bridge bases (dense, MoE, a named precision with a userbuffers preset
+/// Users' recipe files on Bridge bases (dense, MoE, hybrid, vision-language, a named precision with a userbuffers preset
 /// by name, a comm_overlap section over a function that leaves it None), alone and with `--set`,
 /// `--precision`, plugins and another GPU count; and a userbuffers preset by name on a shipped
 /// recipe.
@@ -881,8 +1007,31 @@ fn user_cases() -> Vec<Case> {
             &["--set", "model.expert_model_parallel_size=16"],
         ),
         c("user-named-precision", "h100", 8, "named-precision", &[]),
+        // a fine-tuning dataset's nested mappings, alone and under --set
+        c("user-vl-sft", "h100", 8, "vl-sft", &[]),
+        c(
+            "user-vl-sft-set",
+            "h100",
+            8,
+            "vl-sft",
+            &[
+                "--set",
+                "dataset.source.split=test",
+                "--set",
+                "dataset.validation_source.split=train",
+            ],
+        ),
         // architecture fields of Bridge's provider classes, from the file and from --set
         c("user-hybrid", "h100", 8, "hybrid", &[]),
+        // a vision-language base (Qwen3-VL 8B's SFT function; its checkpoint's shape at run time)
+        c("user-vl", "h100", 2, "vl", &[]),
+        c(
+            "user-vl-set",
+            "h100",
+            2,
+            "vl",
+            &["--set", "train.micro_batch_size=2"],
+        ),
         c(
             "user-hybrid-set",
             "h100",
@@ -1204,7 +1353,7 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
         // a pass-through section the plan sets must be Bridge's own class, not a plain dict
         let holder = ovlaunch::config::bridge::Holder {
             task: plan["recipe"]["task"].as_str(),
-            family: plan["recipe"]["family"].as_str(),
+            function: plan["recipe"]["bridge_recipe"].as_str(),
         };
         // the class the recipe holds there
         let class = holder.section(section).map(|d| d.class);
@@ -1232,7 +1381,11 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
             if section == "mixed_precision" && k == "recipe" {
                 continue;
             }
-            let Some(bv) = b.get(k) else {
+            if ovlaunch::config::bridge::is_section(section) {
+                d.extend(nested_classes_differ(holder, section, k, pv, classes));
+            }
+            // a nested path (`hf_dataset.split`) is the field of the object Bridge holds there
+            let Some(bv) = k.split('.').try_fold(b, |node, part| node.get(part)) else {
                 d.push(format!("{section}.{k}: not a Bridge field"));
                 continue;
             };
@@ -1271,6 +1424,37 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
                 Some(p) => d.push(format!("env.{k}: plan {p} / trainer {v}")),
                 None => d.push(format!("env.{k}: not in the plan / trainer {v}")),
             }
+        }
+    }
+    d
+}
+
+/// Every Bridge dataclass ovlaunch typed the plan's field path `section.key` (or the mapping
+/// there) by must be the class Bridge holds at that path (`classes`: the probe's, by path).
+fn nested_classes_differ(
+    holder: ovlaunch::config::bridge::Holder<'_>,
+    section: &str,
+    key: &str,
+    value: &Value,
+    classes: &Value,
+) -> Vec<String> {
+    let parts: Vec<&str> = key.split('.').collect();
+    let upto = if value.is_object() {
+        parts.len()
+    } else {
+        parts.len() - 1
+    };
+    let mut d = Vec::new();
+    for n in 1..=upto {
+        let path = format!("{section}.{}", parts[..n].join("."));
+        let Some(ours) = ovlaunch::config::bridge::class_at(holder, &path) else {
+            continue;
+        };
+        if classes[&path].as_str() != Some(ours.class) {
+            d.push(format!(
+                "{path}: Bridge holds {}, ovlaunch typed it by {}",
+                classes[&path], ours.class
+            ));
         }
     }
     d
@@ -1367,8 +1551,10 @@ fn plan_of(c: &Case) -> Result<Value, String> {
     Ok(serde_json::from_str::<Value>(&text).unwrap())
 }
 
-/// A refused job has no script: Bridge gets the recipe as it is, and must refuse it too.
-fn refused_argv(c: &Case) -> Vec<String> {
+/// A refused job has no script: Bridge gets the recipe as it is, and must refuse it too. Also
+/// the plan of the job without its `--set`s, if it has any (its checkpoint config is the one
+/// Bridge builds the job with).
+fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
     let r = &c.args[1];
     let name = ovlaunch::catalog::Catalog::embedded()
         .unwrap()
@@ -1389,6 +1575,7 @@ fn refused_argv(c: &Case) -> Vec<String> {
     ];
     // A job refused for its `--set`s: Bridge gets the recipe the job without them
     // runs, plus the words ovlaunch writes for those `--set`s (its Hydra grammar).
+    let mut without = None;
     let (mut rest, mut sets) = (Vec::new(), Vec::new());
     let plan_args = plan_flags(&c.args);
     let mut it = plan_args.iter();
@@ -1412,11 +1599,36 @@ fn refused_argv(c: &Case) -> Vec<String> {
         );
         let base: Value = serde_json::from_slice(&o.stdout).unwrap();
         argv[3] = base["trainer"]["recipe"].as_str().unwrap().to_string();
-        for set in ovlaunch::resolve::overrides::parse_sets(&sets).unwrap() {
-            argv.push(ovlaunch::hydra::word(&set.path(), &set.value));
+        match ovlaunch::resolve::overrides::parse_sets(&sets) {
+            Ok(parsed) => {
+                // the pass-through sections' words as the trainer contract writes them (a
+                // source the function leaves None gets its typed form)
+                let holder = ovlaunch::config::bridge::Holder {
+                    task: base["recipe"]["task"].as_str(),
+                    function: base["recipe"]["bridge_recipe"].as_str(),
+                };
+                let mut bridge = ovlaunch::config::bridge::Sections::default();
+                for set in parsed {
+                    match &set.field {
+                        Some(f) if ovlaunch::config::bridge::is_section(&set.section) => {
+                            bridge.set(&format!("{}.{f}", set.section), set.value.clone())
+                        }
+                        _ => argv.push(ovlaunch::hydra::word(&set.path(), &set.value)),
+                    }
+                }
+                for (k, v) in ovlaunch::resolve::trainer::bridge_words(&bridge, holder) {
+                    if v.is_object() {
+                        argv.push(ovlaunch::hydra::word(&k, &Value::Null));
+                    }
+                    argv.push(ovlaunch::hydra::word(&k, &v));
+                }
+            }
+            // refused as given (an unknown field): the words as the user wrote them
+            Err(_) => argv.extend(sets),
         }
+        without = Some(base);
     }
-    argv
+    (argv, without)
 }
 
 /// The dry run's script for an accepted job (no secret of the case's env shown in it).
@@ -1604,13 +1816,13 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 refused.insert(c.id.clone(), message);
             }
         }
-        let argv = if refused.contains_key(&c.id) {
+        let (argv, without) = if refused.contains_key(&c.id) {
             refused_argv(c)
         } else {
             let script = dry_run_script(c);
             let argv = trainer_argv(&script);
             scripts.insert(c.id.clone(), script);
-            argv
+            (argv, None)
         };
         let env: BTreeMap<String, String> = plans
             .get(&c.id)
@@ -1623,7 +1835,11 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             .unwrap_or_default();
         let mut input =
             json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env});
-        if let Some(spec) = plans.get(&c.id).and_then(|p| hf_config(p, &c.args)) {
+        if let Some(spec) = plans
+            .get(&c.id)
+            .or(without.as_ref())
+            .and_then(|p| hf_config(p, &c.args))
+        {
             input["hf_config"] = spec;
         }
         inputs.push(input);

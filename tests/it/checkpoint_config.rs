@@ -187,6 +187,88 @@ fn a_config_the_user_gives_fills_the_fields_bridges_mapping_gives() {
     );
 }
 
+/// A vision-language checkpoint's config.json nests its language model under `text_config`
+/// (its encoder under `vision_config`); Bridge's VL bridges pass `text_config` to the config
+/// mapping, and so does `--hf-config`. The test's config is Qwen3 8B's (a fixture) placed
+/// there, beside an encoder section with a clashing key that must not be read.
+#[test]
+fn a_vision_language_config_fills_the_language_model_fields_from_text_config() {
+    let text: Value =
+        serde_json::from_str(include_str!("../bridge/hf/Qwen/Qwen3-8B/config.json")).unwrap();
+    let vl = serde_json::json!({
+        "architectures": ["Qwen3VLForConditionalGeneration"],
+        "model_type": "qwen3_vl",
+        "text_config": text,
+        "vision_config": {"depth": 27, "hidden_size": 1152, "num_heads": 16},
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, vl.to_string()).unwrap();
+    let p = plan(
+        &[
+            "--recipe",
+            "qwen3_vl_8b_sft_2gpu_h100_bf16_config",
+            "--gpus",
+            "h100x2",
+            "--hf-config",
+            path.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let m = &p["model"];
+    assert_eq!(m["num_layers"], text["num_hidden_layers"]);
+    assert_eq!(m["hidden_size"], text["hidden_size"]);
+    assert_eq!(m["ffn_hidden_size"], text["intermediate_size"]);
+    assert_eq!(m["num_attention_heads"], text["num_attention_heads"]);
+    assert_eq!(m["num_query_groups"], text["num_key_value_heads"]);
+    assert_eq!(m["vocab_size"], text["vocab_size"]);
+    let read = p["recipe"]["from_checkpoint"]["read"].as_array().unwrap();
+    assert!(read.contains(&Value::from("num_layers")), "{read:?}");
+}
+
+/// A MoE function whose checkpoint decides at run time whether the model is MoE (Moonlight's
+/// 16-GPU HybridEP recipe): the env is Bridge's function's, and a rule whose outcome depends on
+/// the checkpoint is not stated as a dense model's value: its decision gives both outcomes.
+/// With the config given (a MoE one), the rules read the real fields.
+#[test]
+fn a_rule_the_checkpoint_decides_is_not_stated_as_a_dense_models_value() {
+    let args = [
+        "--recipe",
+        "moonlight_16b_pretrain_16gpu_h100_bf16_config",
+        "--gpus",
+        "h100x16",
+    ];
+    let rule_of = |p: &Value, key: &str| -> String {
+        p["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|d| d["key"] == key)
+            .map(|d| d["rule"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let p = plan(&args, &[]);
+    assert_eq!(p["env"]["NVTE_BWD_LAYERNORM_SM_MARGIN"]["value"], "20");
+    let rule = rule_of(&p, "env.NVTE_BWD_LAYERNORM_SM_MARGIN");
+    assert!(
+        rule.contains("depends on whether checkpoint moonshotai/Moonlight-16B-A3B is MoE")
+            && rule.contains("16 for a dense model, 20 for a MoE one")
+            && !rule.contains("which derives 16"),
+        "{rule}"
+    );
+    let moe = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/bridge/hf/deepseek-ai/DeepSeek-V3/config.json"
+    );
+    let mut with = args.to_vec();
+    with.extend(["--hf-config", moe]);
+    let q = plan(&with, &[]);
+    assert_eq!(q["env"], p["env"]);
+    let rule = rule_of(&q, "env.NVTE_BWD_LAYERNORM_SM_MARGIN");
+    assert!(!rule.contains("depends on whether"), "{rule}");
+}
+
 #[test]
 fn a_bad_config_or_a_needless_flag_is_a_usage_error() {
     let (f, _, gpus) = function();

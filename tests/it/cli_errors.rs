@@ -1150,6 +1150,80 @@ fn every_variant_of_a_recipe_file_is_typed() {
     ));
 }
 
+/// A vision-language fine-tuning function's own dataset class (`DirectHFSFTDatasetConfig`) types
+/// its `dataset`, and the dataclasses it holds type the nested paths: a field of its source and
+/// of its chat preprocessing is accepted and reaches the trainer as a word of its own (the
+/// function holds both objects); fields under the validation source it leaves `None` reach it
+/// as that class's typed form; such a source without its one source mode (Bridge's
+/// `HFDatasetSourceConfig.validate`), a text SFT dataset's field, a misspelt nested field, a
+/// value of the other preprocessing class and a nested path into a plain dict are refused
+/// (exit 2) naming the field and Bridge's class.
+#[test]
+fn a_vl_fine_tuning_dataset_is_typed_by_its_own_classes() {
+    let base = ["--recipe", "qwen25_vl_3b_sft_config", "--gpus", "h100x8"];
+    let with = |sets: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        for s in sets {
+            a.extend(["--set".to_string(), s.to_string()]);
+        }
+        a
+    };
+    let args = with(&[
+        "dataset.source.split=validation",
+        "dataset.preprocessing.loss_mode=last_turn",
+        "dataset.validation_source.split=test",
+        "dataset.validation_source.dataset_name=cord_v2",
+        "dataset.num_workers=3",
+    ]);
+    let plan = plan_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(plan["dataset"]["source.split"], "validation");
+    assert_eq!(plan["dataset"]["preprocessing.loss_mode"], "last_turn");
+    assert_eq!(plan["dataset"]["validation_source.split"], "test");
+    let mut dry = vec!["--dry-run"];
+    dry.extend(args.iter().map(String::as_str));
+    let script = ok(&dry);
+    let line = script
+        .lines()
+        .find(|l| l.contains("run_recipe.py"))
+        .expect("trainer line");
+    let words = words_bash_passes(
+        "echo",
+        &format!("echo {}", line.split("-- ").nth(1).unwrap()),
+    );
+    let tail: Vec<&str> = words
+        .iter()
+        .skip_while(|w| !w.starts_with("dataset."))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "dataset.source.split='validation'",
+            "dataset.preprocessing.loss_mode='last_turn'",
+            "dataset.validation_source=null",
+            "dataset.validation_source={_target_:'megatron.bridge.data.sources.hf.HFDatasetSourceConfig',split:'test',dataset_name:'cord_v2'}",
+            "dataset.num_workers=3",
+        ]
+    );
+    let refused: [&str; 5] = [
+        "dataset.validation_source.split=test",
+        "dataset.hf_dataset.split=train",
+        "dataset.source.splt=train",
+        "dataset.preprocessing.loss_mode=completion",
+        "dataset.source.load_kwargs.streaming=true",
+    ];
+    let mut text = Vec::new();
+    for set in refused {
+        let mut a = vec!["plan"];
+        a.extend(base);
+        a.extend(["--set", set]);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{set}: {}", stderr(&o));
+        text.push(transcript_of(&a, &o, &[]));
+    }
+    insta::assert_snapshot!(text.join("\n"));
+}
+
 /// Fine-tuning sections typed by the recipe's classes: a PEFT field of the wrong type, `peft` on
 /// a pretraining recipe, a scheme switch the runner cannot make, a pretraining dataset field on
 /// an SFT recipe, and an SFT dataset without a source.

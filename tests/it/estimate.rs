@@ -356,6 +356,8 @@ proptest! {
             &layout_sets(tp, pp, cp, mbs, mbs * dp * factor * micro),
         );
         let (Ok(small), Ok(big)) = (small, big) else { return Ok(()); };
+        // A split Bridge would not build for a hybrid (PP not dividing its layers) is refused.
+        prop_assume!(ovlaunch::estimate::hybrid::pipeline_refusal(&small).is_none());
         let eff = Efficiency::embedded().unwrap();
         let a = estimate(&small, &eff).unwrap();
         let b = estimate(&big, &eff).unwrap();
@@ -565,6 +567,56 @@ fn hybrid_models_are_estimated_and_tuned() {
         "3",
     ]);
     assert!(out.contains("1. TP"), "{out}");
+}
+
+/// A virtual pipeline on a hybrid model is refused as Bridge's hybrid provider refuses it, and
+/// a pipeline size that does not divide an unbarred layer pattern as Megatron-Core's hybrid
+/// layer allocation does (the resolver's divisibility check): exit 2, naming the field and a fix. A split it builds is estimated.
+#[test]
+fn estimate_refuses_hybrid_splits_that_bridge_would_not_build() {
+    let err = usage_error(&[
+        "estimate",
+        "-r",
+        "nemotron_3_nano",
+        "-g",
+        "h100x16",
+        "--set",
+        "model.pipeline_model_parallel_size=2",
+        "--set",
+        "model.virtual_pipeline_model_parallel_size=2",
+    ]);
+    assert!(
+        err.contains("model.virtual_pipeline_model_parallel_size")
+            && err.contains("hybrid provider refuses")
+            && err.contains("=null"),
+        "{err}"
+    );
+    // Nemotron-H 56B has 118 layers and no `|` in its pattern: PP4 does not divide them.
+    let err = usage_error(&[
+        "estimate",
+        "-r",
+        "nemotronh_56b",
+        "-g",
+        "h100x64",
+        "--set",
+        "model.pipeline_model_parallel_size=4",
+    ]);
+    assert!(
+        err.contains("model.pipeline_model_parallel_size") && err.contains("118"),
+        "{err}"
+    );
+    let out = ok(&[
+        "estimate",
+        "-r",
+        "nemotronh_56b",
+        "-g",
+        "h100x64",
+        "--set",
+        "model.pipeline_model_parallel_size=2",
+        "-o",
+        "json",
+    ]);
+    assert!(out.contains("tokens_per_sec_per_gpu"), "{out}");
 }
 
 /// Megatron-Bridge's own FLOP counter, run live where the Bridge venv is present

@@ -15,8 +15,14 @@
 //! module: no Bridge training runs here) whose own runner the job runs, importing the
 //! packaged Bridge, with `{experiment_dir}` made on the login node; `list --host` and
 //! `status --host` reading the login node's records (a job submitted there directly
-//! included), and a copy here that the record there contradicts refused. Only GPUs are
-//! absent (the `cpu` hardware kind).
+//! included), and a copy here that the record there contradicts refused. Last, the rank
+//! runtime written into the job directory is the one for the architecture the login node's
+//! `uname -m` reports, not the laptop's: with the login node's `uname` saying `aarch64` (a
+//! wrapper first on the sessions' PATH: no aarch64 machine runs here), a laptop holding only
+//! the x86_64 build is refused with exit 2 naming aarch64 and how to provide the binary, and
+//! one holding the aarch64 build
+//! (`scripts/build-rank-runtime.sh aarch64`) ships that one. Only GPUs are absent (the `cpu`
+//! hardware kind).
 //!
 //! Needs root, `.ci/install.sh` (slurm, oci, ssh, torch) and the static rank runtime
 //! (`scripts/build-rank-runtime.sh`). Without them the test prints why and passes, unless
@@ -33,7 +39,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 fn static_rank_runtime() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rank-runtime/ovlaunch-rank-x86_64")
+    rank_runtime_for("x86_64")
+}
+
+/// The static rank runtime `scripts/build-rank-runtime.sh ARCH` builds.
+fn rank_runtime_for(arch: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/rank-runtime/ovlaunch-rank-{arch}"))
 }
 
 /// The cluster, the sshd in front of it and the laptop user.
@@ -87,8 +98,10 @@ impl Remote {
                 missing.push(what.to_string());
             }
         }
-        if !static_rank_runtime().is_file() {
-            missing.push("target/rank-runtime/ovlaunch-rank-x86_64".into());
+        for arch in ["x86_64", "aarch64"] {
+            if !rank_runtime_for(arch).is_file() {
+                missing.push(format!("target/rank-runtime/ovlaunch-rank-{arch}"));
+            }
         }
         let cluster = common::SlurmCluster::start(
             "the remote-submission test",
@@ -354,6 +367,7 @@ fn laptop_to_cluster_over_real_ssh() {
     rotated_and_truncated_output_through_ssh(&r);
     packaged_bridge_checkout_is_the_bridge_root(&r);
     the_login_nodes_records_are_the_evidence(&r);
+    the_rank_runtime_is_for_the_login_nodes_architecture(&r);
 }
 
 /// Step 1, a negative control: the same server under an alias whose known_hosts lacks its key.
@@ -956,4 +970,59 @@ fn the_login_nodes_records_are_the_evidence(r: &Remote) {
         "{}",
         common::stderr(&o)
     );
+}
+
+/// Step 10: the rank runtime is chosen by the login node's architecture (its `uname -m`,
+/// asked through the ssh connection), not the laptop's. No aarch64 machine runs here: the
+/// login node's `uname -m` is a wrapper saying `aarch64` (the one stand-in); the aarch64
+/// rank runtime is the real cross-built one. The job is held and cancelled: its ranks, on
+/// this x86_64 machine, never run.
+fn the_rank_runtime_is_for_the_login_nodes_architecture(r: &Remote) {
+    let uname = r.ssh.join("bin/uname");
+    std::fs::write(
+        &uname,
+        "#!/bin/sh\nif [ \"$1\" = -m ]; then echo aarch64; exit 0; fi\nexec /usr/bin/uname \"$@\"\n",
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&uname)
+        .status()
+        .unwrap();
+    let mut a = r.submit_args("armed");
+    a.extend(["--sbatch-arg=--hold".into(), "--".into(), "true".into()]);
+    // Only the laptop's own (x86_64) build: refused before anything is written.
+    let o = r.ovlaunch(&argv(&a));
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "no aarch64 rank runtime found for the nodes (`uname -m` on the login node cluster)"
+        ) && err.contains("laptop/bin/ovlaunch-rank-aarch64")
+            && err.contains("scripts/build-rank-runtime.sh aarch64")
+            && err.contains("--rank-runtime"),
+        "{err}"
+    );
+    assert!(!r.remote_jobs().join("armed").exists());
+    assert!(!r.local_record("armed").exists());
+    assert!(r.squeue_named("armed").is_empty());
+    // An aarch64 build next to ovlaunch on the laptop: that one goes into the job directory.
+    let mut arm = std::fs::read(static_rank_runtime()).unwrap();
+    arm[18..20].copy_from_slice(&183u16.to_le_bytes());
+    let arm_path = r.home.join("bin/ovlaunch-rank-aarch64");
+    std::fs::write(&arm_path, &arm).unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&arm_path)
+        .status()
+        .unwrap();
+    r.chown();
+    let o = r.ovlaunch(&argv(&a));
+    assert!(o.status.success(), "submit: {}", common::stderr(&o));
+    let shipped = std::fs::read(r.remote_jobs().join("armed/ovlaunch-rank")).unwrap();
+    assert!(shipped == arm, "the job directory holds the aarch64 build");
+    assert_eq!(r.squeue_named("armed").len(), 1);
+    std::fs::remove_file(&uname).unwrap();
+    let o = r.ovlaunch(&["cancel", "armed"]);
+    assert!(o.status.success(), "cancel: {}", common::stderr(&o));
 }

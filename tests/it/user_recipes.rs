@@ -363,3 +363,44 @@ fn a_recipe_directory_is_read_by_file_name_only() {
         &[(&d, "DIR")]
     ));
 }
+
+/// A user's recipe on a vision-language fine-tuning function states fields of the dataclasses
+/// that function's dataset holds as nested mappings: each is planned at its path and reaches
+/// the trainer as a word of its own (or in the typed form of a source the function leaves
+/// `None`); a nested value the function's class refuses, or a misspelt nested key, is the
+/// file's error (exit 2), naming the field and Bridge's class.
+#[test]
+fn a_user_recipes_nested_mappings_are_typed_by_its_functions_classes() {
+    let file = user_recipe("vl-sft");
+    let plan = plan_json(&["--recipe", &file, "--gpus", "h100x8"]);
+    assert_eq!(plan["dataset"]["source.split"], "train");
+    assert_eq!(plan["dataset"]["preprocessing.loss_mode"], "last_turn");
+    let words = ok(&["overrides", "--recipe", &file, "--gpus", "h100x8"]);
+    for w in [
+        "dataset.source.split='train'",
+        "dataset.preprocessing.loss_mode='last_turn'",
+        "dataset.validation_source={_target_:'megatron.bridge.data.sources.hf.HFDatasetSourceConfig',dataset_name:'cord_v2',split:'validation'}",
+    ] {
+        assert!(words.lines().any(|l| l == w), "{w} not in:\n{words}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut out = Vec::new();
+    for (name, from, to) in [
+        (
+            "wrong-value",
+            "loss_mode: last_turn",
+            "loss_mode: completion",
+        ),
+        ("misspelt", "    split: train", "    splt: train"),
+    ] {
+        assert!(text.contains(from));
+        let bad = file_in(dir.path(), &format!("{name}.yaml"), &text.replace(from, to));
+        let args = ["plan", "--recipe", bad.as_str(), "--gpus", "h100x8"];
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        out.push(transcript_of(&args, &o, &[(&d, "DIR")]));
+    }
+    insta::assert_snapshot!(out.join("\n"));
+}

@@ -14,11 +14,11 @@
 //! 4. the plugins' render phase edits the script (`plugin::render_phase`), adding decisions.
 
 use crate::error::Result;
-use crate::executor::Executor;
 use crate::layout::Artifacts;
 use crate::plan::{Decision, Plan, Source};
 use crate::plugin;
-use crate::render::launch::{self, LaunchOptions, LaunchSpec, Target};
+use crate::render::Executor;
+use crate::render::launch::{self, LaunchOptions, LaunchSpec};
 use crate::render::template::Templates;
 use crate::render::{artifacts, overrides};
 
@@ -73,16 +73,15 @@ pub fn render_job(
 fn plugin_context(plan: &Plan, opts: &LaunchOptions, executor: Executor) -> plugin::LaunchContext {
     plugin::LaunchContext {
         executor,
-        user_sbatch: match &opts.target {
-            Target::Slurm(s) => s.sbatch_args.as_slice(),
-            Target::Local(_) => &[],
-        }
-        .iter()
-        .map(|raw| {
-            let body = raw.trim_start_matches('-');
-            body.split_once('=').map_or(body, |(k, _)| k).to_string()
-        })
-        .collect(),
+        user_sbatch: opts
+            .target
+            .sbatch_args()
+            .iter()
+            .map(|raw| {
+                let body = raw.trim_start_matches('-');
+                body.split_once('=').map_or(body, |(k, _)| k).to_string()
+            })
+            .collect(),
         user_env: plan
             .env
             .iter()

@@ -8,7 +8,6 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod estimate;
-pub mod executor;
 pub mod hydra;
 pub mod input;
 pub mod job;

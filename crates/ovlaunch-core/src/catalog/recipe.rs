@@ -372,12 +372,14 @@ impl Recipe {
         Some(self)
     }
 
-    /// Its task and family: which classes its Bridge functions hold in the pass-through
-    /// sections (`config::bridge::Holder`).
-    pub fn holder(&self) -> crate::config::bridge::Holder<'_> {
+    /// Its task and the Bridge function `variant` (else the recipe) names: which classes that
+    /// function holds in the pass-through sections (`config::bridge::Holder`).
+    pub fn holder<'a>(&'a self, variant: Option<&'a Variant>) -> crate::config::bridge::Holder<'a> {
         crate::config::bridge::Holder {
             task: self.task.as_deref(),
-            family: self.family.as_deref(),
+            function: variant
+                .and_then(|v| v.bridge_recipe.as_deref())
+                .or(self.bridge_recipe.as_deref()),
         }
     }
 

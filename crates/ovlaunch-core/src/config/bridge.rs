@@ -17,9 +17,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use super::bridge_fields::{
-    PEFT_SCHEMES, SECTIONS, TASK_SECTIONS, TASK_SECTIONS_EXCEPT, paths,
+    HELD_BY, HOLDS, NESTED, PEFT_SCHEMES, SECTIONS, TASK_SECTIONS, paths,
 };
-pub use super::bridge_schema::{Field, SectionDef, Ty};
+pub use super::bridge_schema::{Field, Holds, SectionDef, Ty};
 
 /// A field path's section and field (`scheduler.max_steps`).
 pub fn split(path: &str) -> (&str, &str) {
@@ -45,24 +45,36 @@ pub fn names() -> impl Iterator<Item = &'static str> + Clone {
     SECTIONS.iter().map(|s| s.name).chain(std::iter::once(PEFT))
 }
 
-/// What a recipe is, as far as its pass-through classes go: its task and family.
+/// What a recipe is, as far as its pass-through classes go: its task and Bridge function.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Holder<'a> {
     pub task: Option<&'a str>,
-    pub family: Option<&'a str>,
+    /// Bridge's recipe function (`HELD_BY` says what it holds).
+    pub function: Option<&'a str>,
 }
 
 impl Holder<'_> {
+    /// What the function holds beyond its task's classes (`HOLDS`), if the table names it.
+    pub fn holds(&self) -> Option<&'static Holds> {
+        let f = self.function?;
+        let i = HELD_BY.binary_search_by(|(n, _)| (*n).cmp(f)).ok()?;
+        HOLDS.get(HELD_BY[i].1)
+    }
+
     /// The class the recipe's function holds in section `name` (`None`: the section is not
-    /// one it holds, e.g. `peft` in a pretraining recipe). Bridge's fine-tuning functions
-    /// hold fine-tuning classes (`TASK_SECTIONS`: its SFT dataset, its LoRA), checked for every
-    /// shipped function by the generator.
+    /// one it holds, e.g. `peft` in a pretraining recipe): the generated table's for the
+    /// function (`HOLDS`, from every shipped function), else its task's (`TASK_SECTIONS`: the
+    /// SFT dataset, LoRA), else the pretraining class.
     pub fn section(&self, name: &str) -> Option<&'static SectionDef> {
-        let fine_tuning = self
-            .family
-            .is_none_or(|f| !TASK_SECTIONS_EXCEPT.contains(&f));
-        if fine_tuning
-            && let Some(task) = self.task
+        if let Some(h) = self.holds() {
+            if let Some(d) = h.sections.iter().find(|d| d.name == name) {
+                return Some(d);
+            }
+            if h.none.contains(&name) {
+                return None;
+            }
+        }
+        if let Some(task) = self.task
             && let Some((_, d)) = TASK_SECTIONS
                 .iter()
                 .find(|(t, d)| *t == task && d.name == name)
@@ -71,36 +83,162 @@ impl Holder<'_> {
         }
         section(name)
     }
+
+    /// The class the function holds at the dataclass field `path` (`dataset.hf_dataset`):
+    /// `Some(None)` where it holds `None`; `None` where the table does not say.
+    pub fn nested(&self, path: &str) -> Option<Option<&'static str>> {
+        self.holds()?
+            .nested
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, c)| *c)
+    }
 }
 
-/// The classes section `name` holds beyond its pretraining one (`section_fields`) in a
-/// fine-tuning recipe, with the tasks that hold them.
+/// Every class section `name` holds in some shipped function beyond its pretraining one
+/// (`section_fields`), saying which functions hold it; then the dataclasses their fields hold,
+/// saying at which paths (`dataset.hf_dataset`, whose fields are `dataset.hf_dataset.FIELD`).
 pub fn other_classes(name: &str) -> Vec<(String, &'static SectionDef)> {
+    fn add(
+        out: &mut Vec<(String, &'static SectionDef)>,
+        what: String,
+        more: &str,
+        d: &'static SectionDef,
+    ) {
+        match out.iter_mut().find(|(_, o)| o.class == d.class) {
+            Some((w, _)) if !w.ends_with(more) => w.push_str(&format!(", {more}")),
+            Some(_) => {}
+            None => out.push((what, d)),
+        }
+    }
     let mut out: Vec<(String, &'static SectionDef)> = Vec::new();
     for (task, d) in TASK_SECTIONS.iter().filter(|(_, d)| d.name == name) {
-        if name == PEFT {
-            continue;
+        if name != PEFT {
+            add(&mut out, format!("in a recipe of task {task}"), task, d);
         }
-        match out.iter_mut().find(|(_, o)| o.class == d.class) {
-            Some((what, _)) => what.push_str(&format!(", {task}")),
-            None => out.push((format!("in a recipe of task {task}"), d)),
+    }
+    for d in HOLDS
+        .iter()
+        .flat_map(|h| h.sections.iter())
+        .filter(|d| d.name == name)
+    {
+        let n = HOLDS
+            .iter()
+            .filter(|o| o.sections.iter().any(|x| x.class == d.class))
+            .map(|o| o.functions)
+            .sum::<usize>();
+        let what = format!("in {n} Bridge recipe functions");
+        add(&mut out, what.clone(), &what, d);
+    }
+    let holders: Vec<&'static SectionDef> = out.iter().map(|(_, d)| *d).collect();
+    for d in section(name).into_iter().chain(holders) {
+        for f in d.fields {
+            for c in dataclasses(f.ty) {
+                if let Some(n) = nested_class(c) {
+                    let at = format!("{name}.{}", f.name);
+                    add(&mut out, format!("held at {at}"), &at, n);
+                }
+            }
         }
     }
     out
 }
 
+/// The Bridge dataclass `class` (`module.Class`) a section's field holds.
+pub fn nested_class(class: &str) -> Option<&'static SectionDef> {
+    NESTED.iter().find(|d| d.class == class)
+}
+
+/// The class ovlaunch types the object at `path` by for the recipe's function (`holder`): the
+/// section's class at `dataset`, the dataclass the function holds (else the field's only one)
+/// at `dataset.hf_dataset`.
+pub fn class_at(holder: Holder<'_>, path: &str) -> Option<&'static SectionDef> {
+    let mut parts = path.split('.');
+    let mut def = holder.section(parts.next()?)?;
+    let mut at = def.name.to_string();
+    for p in parts {
+        let f = def.fields.iter().find(|f| f.name == p)?;
+        at = format!("{at}.{p}");
+        match classes_at(&at, f, Some(holder), None).ok()?.as_slice() {
+            [one] => def = one,
+            _ => return None,
+        }
+    }
+    Some(def)
+}
+
+/// The Bridge dataclasses a field's type names (`A`, `A | B`); empty for any other type.
+pub fn dataclasses(ty: Ty) -> Vec<&'static str> {
+    match ty {
+        Ty::Dataclass(c) => vec![c],
+        Ty::Union(members) => members
+            .iter()
+            .filter_map(|m| match m {
+                Ty::Dataclass(c) => Some(*c),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The classes a value at the dataclass field `f` (at `path`) is typed by: the one `_target_`
+/// names, else the one the recipe's function holds there, else every class the type names
+/// (without a recipe: `--set` before the plan; the plan types it again).
+fn classes_at(
+    path: &str,
+    f: &Field,
+    holder: Option<Holder<'_>>,
+    target: Option<&str>,
+) -> Result<Vec<&'static SectionDef>, String> {
+    let candidates = dataclasses(f.ty);
+    if candidates.is_empty() {
+        return Err(format!(
+            "`{path}` is not a Bridge dataclass: its keys cannot be set one by one; set it whole (--set '{path}={{KEY: VALUE, ...}}')"
+        ));
+    }
+    let names = || candidates.join(" or ");
+    let chosen: Vec<&str> = match (target, holder.and_then(|h| h.nested(path))) {
+        (Some(t), _) if candidates.contains(&t) => vec![t],
+        (Some(t), _) => {
+            return Err(format!(
+                "`{path}._target_` is `{t}`, but `{path}` holds a {}",
+                names()
+            ));
+        }
+        (None, Some(Some(c))) if candidates.contains(&c) => vec![c],
+        (None, Some(None)) if candidates.len() > 1 => {
+            return Err(format!(
+                "`{path}` is a {}, and the recipe's function holds None there: give it whole, naming its class (--set '{path}={{_target_: CLASS, ...}}')",
+                names()
+            ));
+        }
+        _ => candidates.clone(),
+    };
+    chosen
+        .into_iter()
+        .map(|c| nested_class(c).ok_or_else(|| format!("`{path}`: no table of Bridge's {c}")))
+        .collect()
+}
+
 /// The key of a Bridge class in an override's typed form (`{_target_: CLASS, ...}`).
 pub const TARGET: &str = "_target_";
+
+/// Every class section `name` comes in: the pretraining one, the fine-tuning ones, the PEFT
+/// schemes, and every other class a shipped function holds there.
+fn classes_of(name: &str) -> impl Iterator<Item = &'static SectionDef> + Clone + '_ {
+    SECTIONS
+        .iter()
+        .chain(TASK_SECTIONS.iter().map(|(_, d)| d))
+        .chain(PEFT_SCHEMES.iter().map(|(_, d)| d))
+        .chain(HOLDS.iter().flat_map(|h| h.sections.iter()))
+        .filter(move |d| d.name == name)
+}
 
 /// Every field name section `name` has in any of its classes (once each).
 pub fn all_names(name: &str) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
-    let defs = SECTIONS
-        .iter()
-        .chain(TASK_SECTIONS.iter().map(|(_, d)| d))
-        .chain(PEFT_SCHEMES.iter().map(|(_, d)| d))
-        .filter(|d| d.name == name);
-    for d in defs {
+    for d in classes_of(name) {
         for n in d.names {
             if !out.contains(n) {
                 out.push(n);
@@ -110,21 +248,25 @@ pub fn all_names(name: &str) -> Vec<&'static str> {
     out
 }
 
-/// Checks `value` for `section.field` without knowing the recipe (`--set` before the plan):
-/// against the first of the section's classes that has the field (`check` again, with the
-/// recipe's own class, when the plan is built).
+/// Checks `value` for `section.field` (`field` may be a nested path, `hf_dataset.split`)
+/// without knowing the recipe (`--set` before the plan): against the first of the section's
+/// classes that takes it (`check_in` again, with the recipe's own class, when the plan is built).
 pub fn check_any(name: &str, field: &str, value: Value) -> Result<Value, String> {
-    let mut defs = SECTIONS
-        .iter()
-        .chain(TASK_SECTIONS.iter().map(|(_, d)| d))
-        .chain(PEFT_SCHEMES.iter().map(|(_, d)| d))
-        .filter(|d| d.name == name);
-    let first = defs
-        .clone()
+    let head = field.split('.').next().unwrap_or(field);
+    let first = classes_of(name)
         .next()
         .ok_or_else(|| format!("no section `{name}`"))?;
-    match defs.find(|d| d.fields.iter().any(|f| f.name == field)) {
-        Some(d) => check(d, field, value),
+    let mut error = None;
+    for d in classes_of(name).filter(|d| d.fields.iter().any(|f| f.name == head)) {
+        match check_at(name, d, field, value.clone(), None) {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                error.get_or_insert(e);
+            }
+        }
+    }
+    match error {
+        Some(e) => Err(e),
         None => check(first, field, value),
     }
 }
@@ -184,7 +326,7 @@ impl Sections {
                 }
             };
             for (k, val) in m {
-                let val = check(def, &k, val)?;
+                let val = check_in(def, &k, val, Some(holder))?;
                 out.set(&format!("{}.{k}", def.name), val);
             }
         }
@@ -243,54 +385,219 @@ fn peft_scheme(v: Value, holder: Holder<'_>) -> Result<Option<Value>, String> {
 
 /// Checks `value` for `section.field`; returns it normalised (ints in float fields become
 /// floats). The message names the field and, for an unknown one, close matches.
-pub fn check(def: &SectionDef, field: &str, value: Value) -> Result<Value, String> {
-    let Some(f) = def.fields.iter().find(|f| f.name == field) else {
+pub fn check(def: &'static SectionDef, field: &str, value: Value) -> Result<Value, String> {
+    check_at(def.name, def, field, value, None)
+}
+
+/// [`check`] for the recipe's function (`holder`): a nested path or mapping is typed by the
+/// dataclass the function holds there.
+pub fn check_in(
+    def: &'static SectionDef,
+    field: &str,
+    value: Value,
+    holder: Option<Holder<'_>>,
+) -> Result<Value, String> {
+    check_at(def.name, def, field, value, holder)
+}
+
+/// Checks `value` for `field` of class `def`, which sits at `at` (`dataset`,
+/// `dataset.hf_dataset`); `field` may go on into a dataclass it holds (`hf_dataset.split`).
+fn check_at(
+    at: &str,
+    def: &'static SectionDef,
+    field: &str,
+    value: Value,
+    holder: Option<Holder<'_>>,
+) -> Result<Value, String> {
+    let (head, rest) = match field.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (field, None),
+    };
+    let Some(f) = def.fields.iter().find(|f| f.name == head) else {
+        let section = at.split('.').next().unwrap_or(at);
+        // a field of another class the section comes in (a text SFT dataset's on a
+        // vision-language function's): say whose it is
+        let elsewhere = classes_of(section)
+            .filter(|_| at == section)
+            .find(|d| d.fields.iter().any(|f| f.name == head))
+            .map(|d| {
+                format!(
+                    "`{head}` is a field of Bridge's {}, which other recipe functions hold there; ",
+                    d.class
+                )
+            })
+            .unwrap_or_default();
+        let held = if holder.is_some() {
+            ", which the recipe's function holds"
+        } else {
+            ""
+        };
         return Err(format!(
-            "unknown field `{field}` in `{}` (Bridge's {}): {}",
-            def.name,
+            "unknown field `{head}` in `{at}` (Bridge's {}{held}): {elsewhere}{}",
             def.class,
             crate::error::did_you_mean_then(
-                field,
+                head,
                 def.names.iter().copied(),
-                format_args!("see `ovlaunch fields {}`", def.name),
+                format_args!("see `ovlaunch fields {section}`"),
             )
         ));
     };
-    if crate::rank::names::is_secret_name(field) {
+    let path = format!("{at}.{head}");
+    if let Some(rest) = rest {
+        return first_ok(classes_at(&path, f, holder, None)?, |d| {
+            check_at(&path, d, rest, value.clone(), holder)
+        });
+    }
+    if crate::rank::names::is_secret_name(head) {
         return Err(format!(
-            "`{}.{field}` holds a secret: it would be in the trainer's command line and config; \
-             give it to the job's environment instead (--env NAME, read from the launcher's environment)",
-            def.name
+            "`{path}` holds a secret: it would be in the trainer's command line and config; \
+             give it to the job's environment instead (--env NAME, read from the launcher's environment)"
         ));
     }
     if value.is_null() {
         return if f.nullable {
             Ok(value)
         } else {
-            Err(format!("`{}.{field}` may not be null", def.name))
+            Err(format!("`{path}` may not be null"))
         };
     }
     let Some(value) = f.ty.fit(&value) else {
         return Err(format!(
-            "`{}.{field}` must be {}, not {value}",
-            def.name,
-            f.ty.describe()
+            "`{path}` must be {}, not {value} (Bridge's {})",
+            f.ty.describe(),
+            def.class
         ));
     };
     plain_keys(&value).map_err(|k| {
         format!(
-            "`{}.{field}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads",
-            def.name
+            "`{path}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads"
         )
     })?;
     if let Some(k) = secret_key(&value) {
         return Err(format!(
-            "`{}.{field}` holds a secret under `{k}`: it would be in the trainer's command line and config; \
-             give it to the job's environment instead (--env NAME: a Hugging Face token as HF_TOKEN, which the hub client reads)",
-            def.name
+            "`{path}` holds a secret under `{k}`: it would be in the trainer's command line and config; \
+             give it to the job's environment instead (--env NAME: a Hugging Face token as HF_TOKEN, which the hub client reads)"
         ));
     }
-    Ok(value)
+    // a mapping for a dataclass field: the fields of the class it becomes
+    match value {
+        Value::Object(m) if !dataclasses(f.ty).is_empty() => {
+            let target = m.get(TARGET).and_then(Value::as_str);
+            first_ok(classes_at(&path, f, holder, target)?, |d| {
+                let mut out = Map::new();
+                for (k, v) in &m {
+                    let v = if k == TARGET {
+                        v.clone()
+                    } else {
+                        check_at(&path, d, k, v.clone(), holder)?
+                    };
+                    out.insert(k.clone(), v);
+                }
+                Ok(Value::Object(out))
+            })
+        }
+        value => Ok(value),
+    }
+}
+
+/// The first of `classes` that `check` accepts the value for, else the first refusal.
+fn first_ok(
+    classes: Vec<&'static SectionDef>,
+    check: impl Fn(&'static SectionDef) -> Result<Value, String>,
+) -> Result<Value, String> {
+    let mut error = None;
+    for d in classes {
+        match check(d) {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                error.get_or_insert(e);
+            }
+        }
+    }
+    Err(error.unwrap_or_default())
+}
+
+/// A user's recipe file's pass-through sections with every mapping under a dataclass field
+/// (`dataset: {hf_dataset: {split: train}}`) turned into its fields' paths
+/// (`hf_dataset.split`): a file states fields of the object the function holds, as Bridge's
+/// own YAML overrides merge into it. A mapping naming its class (`_target_`) stays whole.
+pub fn nested_paths(file: &Map<String, Value>, holder: Holder<'_>) -> Map<String, Value> {
+    let mut out = file.clone();
+    for name in names() {
+        let (Some(Value::Object(m)), Some(def)) = (file.get(name), holder.section(name)) else {
+            continue;
+        };
+        let mut flat = Map::new();
+        for (k, v) in m {
+            flatten(name, def, k, v, holder, &mut flat);
+        }
+        out.insert(name.to_string(), Value::Object(flat));
+    }
+    out
+}
+
+fn flatten(
+    at: &str,
+    def: &'static SectionDef,
+    key: &str,
+    v: &Value,
+    holder: Holder<'_>,
+    out: &mut Map<String, Value>,
+) {
+    let field = def.fields.iter().find(|f| f.name == key);
+    let path = format!("{at}.{key}");
+    let class = match (field, v) {
+        (Some(f), Value::Object(m)) if !m.contains_key(TARGET) && !m.is_empty() => {
+            match classes_at(&path, f, Some(holder), None) {
+                Ok(c) if c.len() == 1 => Some(c[0]),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let (Some(inner), Value::Object(m)) = (class, v) else {
+        out.insert(key.to_string(), v.clone());
+        return;
+    };
+    for (k, x) in m {
+        let mut deeper = Map::new();
+        flatten(&path, inner, k, x, holder, &mut deeper);
+        for (dk, dv) in deeper {
+            out.insert(format!("{key}.{dk}"), dv);
+        }
+    }
+}
+
+/// The value for `field` of `def` (at `at`) as the trainer's override carries it: a mapping for
+/// a dataclass field in its typed form (`{_target_: CLASS, ...}`, the class the function holds
+/// there), which Bridge's override code instantiates; at any depth.
+pub fn typed_form(
+    at: &str,
+    def: &'static SectionDef,
+    field: &str,
+    v: &Value,
+    holder: Holder<'_>,
+) -> Value {
+    let Some(f) = def.fields.iter().find(|f| f.name == field) else {
+        return v.clone();
+    };
+    let Value::Object(m) = v else {
+        return v.clone();
+    };
+    let path = format!("{at}.{field}");
+    let target = m.get(TARGET).and_then(Value::as_str);
+    let Some(inner) = classes_at(&path, f, Some(holder), target)
+        .ok()
+        .and_then(|c| c.first().copied())
+    else {
+        return v.clone();
+    };
+    let mut typed = Map::new();
+    typed.insert(TARGET.into(), Value::String(inner.class.into()));
+    for (k, x) in m.iter().filter(|(k, _)| *k != TARGET) {
+        typed.insert(k.clone(), typed_form(&path, inner, k, x, holder));
+    }
+    Value::Object(typed)
 }
 
 /// The first mapping key in `v` that names a secret (`token` in a dataset's `load_kwargs`).
@@ -408,5 +715,135 @@ mod tests {
         let ds = section("dataset").unwrap();
         assert!(check(ds, "data_path", json!(["1.0", "/a"])).is_ok());
         assert!(check(ds, "data_path", json!(1)).is_err());
+    }
+
+    const VL_SFT: Holder<'static> = Holder {
+        task: Some("sft"),
+        function: Some("qwen25_vl_3b_sft_1gpu_h100_bf16_config"),
+    };
+    const TEXT_SFT: Holder<'static> = Holder {
+        task: Some("sft"),
+        function: Some("llama3_8b_sft_2gpu_h100_bf16_config"),
+    };
+
+    /// Each function's own classes, from the generated table; the task's where it names none.
+    #[test]
+    fn a_function_is_typed_by_the_classes_it_holds() {
+        let class = |h: Holder<'_>, s: &str| h.section(s).map(|d| d.class);
+        assert_eq!(
+            class(VL_SFT, "dataset"),
+            Some("megatron.bridge.data.builders.direct_hf_sft.DirectHFSFTDatasetConfig")
+        );
+        assert_eq!(
+            class(TEXT_SFT, "dataset"),
+            Some("megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig")
+        );
+        assert_eq!(class(VL_SFT, PEFT), None);
+        let vl_peft = Holder {
+            task: Some("peft"),
+            function: Some("nemotron_nano_v2_vl_12b_peft_2gpu_h100_bf16_config"),
+        };
+        assert_eq!(
+            class(vl_peft, PEFT),
+            Some("megatron.bridge.peft.lora.VLMLoRA")
+        );
+        let unnamed = Holder {
+            task: Some("peft"),
+            function: Some("no_such_function"),
+        };
+        assert_eq!(class(unnamed, PEFT), Some("megatron.bridge.peft.lora.LoRA"));
+        assert_eq!(
+            VL_SFT.nested("dataset.source"),
+            Some(Some(
+                "megatron.bridge.data.sources.hf.HFDatasetSourceConfig"
+            ))
+        );
+        assert_eq!(VL_SFT.nested("dataset.validation_source"), Some(None));
+        // every function of the index is in one group, the index sorted for its binary search
+        assert!(HELD_BY.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(
+            HELD_BY.len(),
+            HOLDS.iter().map(|h| h.functions).sum::<usize>()
+        );
+    }
+
+    /// A nested path is typed by the dataclass the function holds there (a union's member too);
+    /// a mapping given whole by its class's fields.
+    #[test]
+    fn nested_fields_are_typed_by_the_held_class() {
+        let vl = VL_SFT.section("dataset").unwrap();
+        let text = TEXT_SFT.section("dataset").unwrap();
+        let vl_check = |f: &str, v: Value| check_in(vl, f, v, Some(VL_SFT));
+        assert_eq!(
+            vl_check("source.split", json!("test")).unwrap(),
+            json!("test")
+        );
+        let e = vl_check("source.splt", json!("x")).unwrap_err();
+        assert!(
+            e.contains("did you mean `split`") && e.contains("HFDatasetSourceConfig"),
+            "{e}"
+        );
+        // the VL function holds the chat preprocessing, the text one the prompt-completion one
+        assert!(vl_check("preprocessing.loss_mode", json!("last_turn")).is_ok());
+        let e = vl_check("preprocessing.loss_mode", json!("completion")).unwrap_err();
+        assert!(e.contains("ChatSFTPreprocessingConfig"), "{e}");
+        assert!(
+            check_in(
+                text,
+                "preprocessing.loss_mode",
+                json!("completion"),
+                Some(TEXT_SFT)
+            )
+            .is_ok()
+        );
+        assert!(check_in(text, "preprocessing.add_bos", json!(true), Some(TEXT_SFT)).is_ok());
+        assert!(check_in(text, "preprocessing.add_bos", json!(1), Some(TEXT_SFT)).is_err());
+        // whole: every key typed; before the plan (no function) either member may take it
+        let e = vl_check("source", json!({"split": "a", "nme": "b"})).unwrap_err();
+        assert!(e.contains("unknown field `nme` in `dataset.source`"), "{e}");
+        assert!(check_any("dataset", "preprocessing.loss_mode", json!("last_turn")).is_ok());
+        assert!(check_any("dataset", "preprocessing.loss_mode", json!("completion")).is_ok());
+        assert!(check_any("dataset", "preprocessing.loss_mode", json!("none")).is_err());
+        // a plain dict is no dataclass
+        let e = vl_check("source.load_kwargs.streaming", json!(true)).unwrap_err();
+        assert!(e.contains("not a Bridge dataclass"), "{e}");
+        // a secret under a nested field
+        let e = vl_check("source.load_kwargs", json!({"token": "x"})).unwrap_err();
+        assert!(e.contains("secret") && !e.contains("\"x\""), "{e}");
+    }
+
+    /// A recipe file's nested mapping becomes its fields' paths; the typed form of a mapping
+    /// names the class the function holds, at any depth.
+    #[test]
+    fn nested_mappings_become_paths_and_typed_forms() {
+        let mut file = Map::new();
+        file.insert(
+            "dataset".into(),
+            json!({"num_workers": 2, "source": {"split": "train"}, "validation_source": {"_target_": "x", "split": "v"}}),
+        );
+        let flat = nested_paths(&file, VL_SFT);
+        assert_eq!(
+            flat["dataset"],
+            json!({"num_workers": 2, "source.split": "train", "validation_source": {"_target_": "x", "split": "v"}})
+        );
+        let vl = VL_SFT.section("dataset").unwrap();
+        assert_eq!(
+            typed_form(
+                "dataset",
+                vl,
+                "validation_source",
+                &json!({"split": "v"}),
+                VL_SFT
+            ),
+            json!({"_target_": "megatron.bridge.data.sources.hf.HFDatasetSourceConfig", "split": "v"})
+        );
+        assert_eq!(
+            typed_form("dataset", vl, "num_workers", &json!(2), VL_SFT),
+            json!(2)
+        );
+        assert_eq!(
+            class_at(VL_SFT, "dataset.preprocessing").map(|d| d.class),
+            Some("megatron.bridge.data.sft_processing.ChatSFTPreprocessingConfig")
+        );
     }
 }

@@ -185,3 +185,18 @@ pub struct ProviderClass {
     pub bases: &'static [&'static str],
     pub fields: &'static [ProviderField],
 }
+
+/// What a group of Bridge's recipe functions holds in its pass-through sections, where that is
+/// not the classes of its task (`SECTIONS`, `TASK_SECTIONS`) or is a Bridge dataclass.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Holds {
+    /// The sections whose class is another than the task's.
+    pub sections: &'static [SectionDef],
+    /// The sections of the task's classes the functions leave `None`.
+    pub none: &'static [&'static str],
+    /// Every field path whose type is a Bridge dataclass (`dataset.hf_dataset`), with the
+    /// class the functions hold there (`None`: they hold `None`).
+    pub nested: &'static [(&'static str, Option<&'static str>)],
+    /// How many functions hold these (`HELD_BY` names them).
+    pub functions: usize,
+}

@@ -24,10 +24,33 @@ struct ConfigMap {
     map: Vec<(String, String)>,
 }
 
+/// The keys under which a multimodal checkpoint's config.json nests its language model, as
+/// Bridge's bridges read them before its config mapping: `text_config` (the vision-language
+/// bridges: Qwen 2.5/3/3.5-VL, Gemma 3/4-VL, Kimi K2.5-VL, ERNIE 4.5-VL; Qwen2-Audio, Step 3.7,
+/// MiniMax M3), `llm_config` (Nemotron VL, Nemotron Omni). The encoder (`vision_config`,
+/// `audio_config`) is not the `model` section's.
+pub const LANGUAGE_MODEL_KEYS: &[&str] = &["text_config", "llm_config"];
+
+/// The part of a Hugging Face config.json Bridge's config mapping reads: the language model's
+/// nested config for a multimodal checkpoint ([`LANGUAGE_MODEL_KEYS`]), else the config itself;
+/// with the key it was under.
+pub fn language_model(config: &Map<String, Value>) -> (Option<&'static str>, &Map<String, Value>) {
+    LANGUAGE_MODEL_KEYS
+        .iter()
+        .find_map(|k| match config.get(*k) {
+            Some(Value::Object(inner)) => Some((Some(*k), inner)),
+            _ => None,
+        })
+        .unwrap_or((None, config))
+}
+
 /// The values of `fields` (model field names) a Hugging Face config.json gives through
 /// Bridge's config mapping, in the mapping's order; the first key present wins for a field
-/// several keys map to. A key whose value is `null` gives nothing.
+/// several keys map to. A key whose value is `null` gives nothing. A multimodal checkpoint's
+/// language-model fields are read from its nested config ([`language_model`]), as Bridge's
+/// bridges pass that one to the mapping.
 pub fn map_config(config: &Map<String, Value>, fields: &[String]) -> Vec<(String, Value)> {
+    let (_, config) = language_model(config);
     let table: ConfigMap =
         serde_json::from_str(CONFIG_MAP_JSON).expect("recipes/hf_config_map.json is generated");
     let mut out: Vec<(String, Value)> = Vec::new();

@@ -239,6 +239,59 @@ pub fn check(plan: &Plan) -> Result<Hybrid, String> {
     Ok(h)
 }
 
+/// Refuses a pipeline split of a hybrid model where Bridge would not build it: its hybrid
+/// provider asserts `virtual_pipeline_model_parallel_size` is `None` (`provide()`), and
+/// Megatron-Core's `select_pipeline_segment` refuses a pattern without `|` whose layer count
+/// PP does not divide, and a pattern with `|` whose segment count PP does not divide.
+/// `None` when the split is one Bridge builds (or the model is not a modelled hybrid).
+pub fn pipeline_refusal(plan: &Plan) -> Option<crate::error::Error> {
+    use crate::error::Error;
+    let h = of_plan(plan)?;
+    let m = &plan.model;
+    if let Some(vp) = m.virtual_pipeline_model_parallel_size {
+        return Some(
+            Error::usage(format!(
+                "virtual pipeline size {vp} on a hybrid Mamba-Transformer: Bridge's hybrid provider refuses any virtual pipeline (\"Virtual pipeline model parallelism is temporarily unsupported in Hybrid models\")"
+            ))
+            .at_fields(crate::config::MODEL.virtual_pipeline_model_parallel_size)
+            .help(format!(
+                "drop the override or set {}=null (a plain pipeline split is estimated)",
+                crate::config::MODEL.virtual_pipeline_model_parallel_size
+            )),
+        );
+    }
+    let pp = m.pipeline_model_parallel_size;
+    let main = h.pattern.split('/').next().unwrap_or("");
+    let (units, what) = if main.contains('|') {
+        (
+            main.split('|').count() as u32,
+            "pipeline segments (`|`) in its layer pattern",
+        )
+    } else {
+        (
+            h.counts.total() as u32,
+            "layers (its layer pattern has no `|`)",
+        )
+    };
+    if pp > 1 && units % pp != 0 {
+        let fits: Vec<String> = (2..=units)
+            .filter(|d| units % d == 0)
+            .map(|d| d.to_string())
+            .collect();
+        return Some(
+            Error::usage(format!(
+                "pipeline size {pp} does not divide the hybrid model's {units} {what}: Megatron-Core's hybrid layer allocation refuses the split"
+            ))
+            .at_fields(crate::config::MODEL.pipeline_model_parallel_size)
+            .help(format!(
+                "choose a pipeline size that divides {units} ({}), or 1",
+                fits.join(", ")
+            )),
+        );
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -329,6 +329,9 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
 
 /// Predicts step time, throughput and memory per GPU for a resolved plan.
 pub fn estimate(plan: &Plan, eff: &Efficiency) -> Result<Estimate> {
+    if let Some(e) = hybrid::pipeline_refusal(plan) {
+        return Err(e);
+    }
     let vp = plan.parallelism.virtual_pipeline.unwrap_or(1).max(1) as u32;
     let loads = stages::of_plan(plan, plan.parallelism.pipeline as u32, vp);
     estimate_with_stages(plan, eff, &loads)

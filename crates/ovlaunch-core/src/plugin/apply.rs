@@ -11,10 +11,10 @@ use super::schema::{LaunchPhase, PlanPhase, RenderPhase};
 use super::template::{self, Piece};
 use super::{BUILTINS, CONDITIONS, locate, scalar_text};
 use crate::error::{Error, Result};
-use crate::executor::Executor;
 use crate::hydra;
 use crate::plan::{Decision, Source};
-use crate::render::launch::{LaunchMode, LaunchSpec, TargetSpec};
+use crate::render::Executor;
+use crate::render::launch::{LaunchMode, LaunchSpec};
 use crate::render::shell::quote;
 use crate::resolve::layers::PluginSet;
 use crate::resolve::overrides::parse_sets;
@@ -740,7 +740,7 @@ fn apply_sbatch(
         } else {
             " (unused by the local executor)"
         };
-        if let TargetSpec::Slurm(s) = &mut spec.target {
+        if let Some(s) = spec.target.slurm_mut() {
             s.directives.insert(k.clone(), v.clone());
         }
         spec.decisions.push(plugin_decision(
@@ -780,13 +780,13 @@ fn apply_lists(name: &str, out: LaunchOut, spec: &mut LaunchSpec) {
     // A run without Slurm has no srun step, teardown or signal forwarding: what a plugin
     // adds there is recorded and unused.
     let mut unused = (Vec::new(), Vec::new(), Vec::new());
-    let (srun_args, teardown_lines, forward_signals) = match &mut spec.target {
-        TargetSpec::Slurm(s) => (
+    let (srun_args, teardown_lines, forward_signals) = match spec.target.slurm_mut() {
+        Some(s) => (
             &mut s.srun_args,
             &mut s.teardown_lines,
             &mut s.forward_signals,
         ),
-        TargetSpec::Local(_) => (&mut unused.0, &mut unused.1, &mut unused.2),
+        None => (&mut unused.0, &mut unused.1, &mut unused.2),
     };
     let lists: [(&str, Vec<String>, &mut Vec<String>); 7] = [
         (

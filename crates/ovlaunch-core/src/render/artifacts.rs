@@ -4,51 +4,12 @@
 
 use std::fmt::Write;
 
-use super::launch::{LaunchSpec, Target, TargetSpec};
-use super::script::{self, TorchrunTarget};
+use super::launch::LaunchSpec;
 use super::template::Templates;
 use crate::error::{Error, Result};
-use crate::executor::Executor;
 use crate::layout::Artifacts;
 use crate::plan::Plan;
 use crate::secret;
-
-impl Target {
-    /// The backend that schedules the target's request.
-    pub fn executor(&self) -> Executor {
-        match self {
-            Target::Slurm(_) => Executor::Slurm,
-            Target::Local(_) => Executor::Local,
-        }
-    }
-}
-
-impl LaunchSpec {
-    /// The backend that schedules this job.
-    pub fn executor(&self) -> Executor {
-        match &self.target {
-            TargetSpec::Slurm(_) => Executor::Slurm,
-            TargetSpec::Local(_) => Executor::Local,
-        }
-    }
-
-    /// The target's dry-run request: the script its backend schedules.
-    pub fn request(&self, templates: &Templates) -> Result<String> {
-        match &self.target {
-            TargetSpec::Slurm(s) => script::sbatch(self, s, templates),
-            TargetSpec::Local(l) => {
-                let target = match &l.rendezvous {
-                    None => TorchrunTarget::Single,
-                    Some(master) => TorchrunTarget::MultiNode {
-                        nnodes: self.nodes,
-                        master: master.clone(),
-                    },
-                };
-                script::torchrun(self, &target, templates)
-            }
-        }
-    }
-}
 
 /// Renders all artifacts for `plan` and `spec`.
 /// The script is the target's dry-run request ([`LaunchSpec::request`]), named as its

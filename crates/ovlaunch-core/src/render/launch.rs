@@ -5,21 +5,24 @@
 //! setup lines, torchrun arguments, command prefix, trainer argv, CPU placement, container)
 //! apart from each target's own part ([`Target`] / [`TargetSpec`]): the Slurm job's options
 //! and what they become (sbatch directives, srun arguments, teardown, `render::slurm`), or
-//! the local run's (`render::local`). `LaunchSpec::request` (`render::artifacts`) renders the
-//! target's dry-run request, the script its backend schedules (`render::script`).
+//! the local run's (`render::local`). `LaunchSpec::request` renders the target's dry-run
+//! request, the script its backend schedules, with the target's own module.
+//!
+//! The targets are listed in the core's registry, `render` (`render/mod.rs`): this file
+//! asks their methods and never names one.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::local::LocalOptions;
-use super::slurm::{SlurmOptions, SlurmSpec};
 use crate::error::Result;
 use crate::layout;
 use crate::plan::{Decision, Plan, Source};
 use crate::rank::{AffinityPlan, AffinityPolicy};
 
+pub use super::spec::Spec;
 pub use super::vocab::{Container, ContainerRuntime, FlagStyle, LaunchMode};
+pub use super::{AllOptions, Target, TargetSpec};
 
 /// Launch choices from the command line (all plain data): what every target needs, and the
 /// target with its own options.
@@ -47,17 +50,6 @@ pub struct LaunchOptions {
     pub package: Option<Package>,
     /// Where the ranks start, with that target's own options.
     pub target: Target,
-}
-
-/// Where the ranks start, with the options only that target has.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Target {
-    /// A Slurm batch job (`render::slurm`, `backend::slurm`).
-    Slurm(SlurmOptions),
-    /// torchrun without Slurm: this machine, or every machine of a hand-started run
-    /// (`render::local`, `backend::local`).
-    Local(LocalOptions),
 }
 
 /// The user's code shipped with the job: an archive in the job directory that the job
@@ -108,7 +100,7 @@ pub const DEFAULT_MASTER_PORT: u16 = 29500;
 
 impl LaunchOptions {
     /// A Slurm job named `job_name` in `job_dir` with nothing else chosen
-    /// ([`SlurmOptions::default`]: no account, partition or MPI, an srun launch, the default
+    /// (`Target::default`, the default executor's: no account, partition or MPI, an srun launch, the default
     /// time), no container, dash-style torchrun flags, the recipe's trainer started directly
     /// (no rank runtime), the default port. For callers without a command line (benchmarks,
     /// fuzzing, tests), which change what they need with `..LaunchOptions::new(..)`; the CLI
@@ -127,7 +119,7 @@ impl LaunchOptions {
             command_line: "ovlaunch".to_string(),
             strict: false,
             package: None,
-            target: Target::Slurm(SlurmOptions::default()),
+            target: Target::default(),
         }
     }
 
@@ -140,90 +132,16 @@ impl LaunchOptions {
     }
 }
 
-/// The structured job: the rank's facts, and the target's own part.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LaunchSpec {
-    pub job_name: String,
-    pub job_dir: String,
-    pub flag_style: FlagStyle,
-    pub nodes: u32,
-    pub tasks_per_node: u32,
-    pub gpus_per_node: u32,
-    /// Exported in the script (secrets are not here: they come from a 0600 file).
-    pub env: BTreeMap<String, String>,
-    /// Names of secret variables passed through the secrets file.
-    pub secret_names: Vec<String>,
-    /// Variables removed from the trainer's environment (the plan's `env_unset`): the script
-    /// unsets them, and inside the step the rank runtime (or `env -u` without one) removes
-    /// them again, so a container image's own value cannot come back. Never also in `env`.
-    pub unset: Vec<String>,
-    /// Shell lines run once before the launch (already-safe text built by ovlaunch).
-    pub setup_lines: Vec<String>,
-    pub torchrun_args: Vec<String>,
-    /// The torchrun-compatible program (`torchrun`; `ft_launcher` for fault tolerance).
-    pub torchrun_program: String,
-    /// Wraps the trainer on each rank (e.g. `nsys profile ...`).
-    pub command_prefix: Vec<String>,
-    pub trainer: Vec<String>,
-    /// Extra `key=value` overrides appended to the trainer's argv (plugins).
-    pub trainer_overrides: Vec<String>,
-    pub rank_runtime: Option<String>,
-    /// Where each rank's runtime places it (Bridge's numactl rules), see [`placement`].
-    pub affinity: AffinityPlan,
-    pub container: Option<Container>,
-    pub master_port: u16,
-    pub header: Vec<String>,
-    pub decisions: Vec<Decision>,
-    /// The target's own part of the job.
-    pub target: TargetSpec,
-}
-
-/// The target's own part of a [`LaunchSpec`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetSpec {
-    Slurm(SlurmSpec),
-    Local(LocalOptions),
-}
-
-impl LaunchSpec {
-    /// How the ranks start: a Slurm job's launcher; torchrun without Slurm.
-    pub fn mode(&self) -> LaunchMode {
-        match &self.target {
-            TargetSpec::Slurm(s) => s.mode,
-            TargetSpec::Local(_) => LaunchMode::Torchrun,
-        }
-    }
-
-    /// The Slurm job's own part, if it is one.
-    pub fn slurm(&self) -> Option<&SlurmSpec> {
-        match &self.target {
-            TargetSpec::Slurm(s) => Some(s),
-            TargetSpec::Local(_) => None,
-        }
-    }
-}
+/// The structured job: the rank's facts (`render::spec::Spec`), and the target's own part.
+pub type LaunchSpec = Spec<TargetSpec>;
 
 /// Builds the launch spec: the target's part first (its decisions come first), then the
 /// rank's facts.
 pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     let hw = &plan.hardware;
     let mut decisions = Vec::new();
-    let target = match &opts.target {
-        Target::Slurm(slurm) => {
-            let job = super::slurm::Job {
-                name: &opts.job_name,
-                dir: &opts.job_dir,
-                container: opts.container.as_ref(),
-            };
-            TargetSpec::Slurm(super::slurm::spec(plan, &job, slurm, &mut decisions)?)
-        }
-        Target::Local(local) => TargetSpec::Local(local.clone()),
-    };
-    let tasks_per_node = match &target {
-        TargetSpec::Slurm(s) if s.mode == LaunchMode::Srun => hw.gpus_per_node,
-        _ => 1,
-    };
+    let target = opts.target.spec(plan, opts, &mut decisions)?;
+    let tasks_per_node = target.tasks_per_node(hw.gpus_per_node);
     let mut env = BTreeMap::new();
     let mut secret_names = Vec::new();
     for (k, e) in &plan.env {

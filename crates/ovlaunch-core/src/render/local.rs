@@ -1,9 +1,16 @@
 //! The local target: torchrun without Slurm, on this machine or on every machine of a run
 //! started by hand. Its own option is the rendezvous host ([`LocalOptions`]); its dry-run
-//! request is the torchrun script (`render::script::torchrun`), which `backend::local` runs
-//! with bash. Pure data.
+//! request is the torchrun script ([`torchrun`], over `render::script`'s shared parts), which
+//! `backend::local` runs with bash. Pure: no I/O.
 
+use minijinja::context;
 use serde::Serialize;
+
+use super::script::{check_spec, exports, header, secrets_path, torchrun_words, unsets};
+use super::shell::{join, quote};
+use super::spec::Spec;
+use super::template::Templates;
+use crate::error::Result;
 
 /// A run without Slurm's own options.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -11,4 +18,36 @@ pub struct LocalOptions {
     /// Several machines without Slurm: the host every machine's torchrun meets at (c10d
     /// rendezvous, `ovlaunch torchrun --master-addr`); `None` runs on this machine only.
     pub rendezvous: Option<String>,
+}
+
+/// The local run's dry-run request: a bash script that runs torchrun, on this machine
+/// (`--standalone`), or on every machine of a hand-started run that meets at the
+/// rendezvous host (the same script on each; node ranks come from the rendezvous).
+pub fn torchrun<T>(spec: &Spec<T>, local: &LocalOptions, templates: &Templates) -> Result<String> {
+    check_spec(spec, &[])?;
+    let command = match &local.rendezvous {
+        None => {
+            let (quoted, raw) = torchrun_words(spec, "1", None, true);
+            format!("{} {}", join(&quoted), raw.join(" "))
+        }
+        Some(master) => {
+            let nnodes = spec.nodes;
+            // c10d rendezvous: every machine runs the same command; node ranks are assigned
+            // by the rendezvous, so no per-machine --node-rank is needed.
+            let endpoint = format!("{}:{}", quote(master), spec.master_port);
+            let id = quote(&format!("ovlaunch-{}", spec.job_name));
+            let (quoted, raw) =
+                torchrun_words(spec, &nnodes.to_string(), Some((&endpoint, &id)), false);
+            format!("{} {}", join(&quoted), raw.join(" "))
+        }
+    };
+    let ctx = context! {
+        header => header(spec),
+        exports => exports(spec),
+        unsets => unsets(spec),
+        secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
+        setup_lines => &spec.setup_lines,
+        command => command,
+    };
+    templates.render("torchrun.sh.j2", ctx)
 }

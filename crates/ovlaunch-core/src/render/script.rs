@@ -1,15 +1,12 @@
-//! `LaunchSpec` -> script text, each target's dry-run request: the sbatch script of a Slurm
-//! job ([`sbatch`], with its `render::slurm` part) and the torchrun script of a local or
-//! hand-started multi-node run ([`torchrun`], `render::local`), over the parts they share
-//! (exports, header, the per-rank argv, torchrun's words, the last checks). All values are
-//! quoted here, in Rust; templates only place them.
+//! The parts every target's script shares (exports, header, the per-rank argv, torchrun's
+//! words, the last checks), read from the rank's facts of any [`Spec`]; each target's own
+//! module renders its dry-run request over them (`render::slurm::sbatch`,
+//! `render::local::torchrun`). All values are quoted here, in Rust; templates only place
+//! them.
 
-use minijinja::context;
-
-use super::launch::{ContainerRuntime, FlagStyle, LaunchMode, LaunchSpec};
-use super::shell::{comment, join, quote};
-use super::slurm::SlurmSpec;
-use super::template::Templates;
+use super::shell::{comment, quote};
+use super::spec::Spec;
+use super::vocab::FlagStyle;
 use crate::error::{Error, Result};
 use crate::layout;
 
@@ -23,7 +20,7 @@ pub fn secrets_path(job_dir: &str) -> String {
     layout::path(job_dir, layout::SECRETS)
 }
 
-fn exports(spec: &LaunchSpec) -> Vec<String> {
+pub fn exports<T>(spec: &Spec<T>) -> Vec<String> {
     spec.env
         .iter()
         .map(|(k, v)| format!("{k}={}", quote(v)))
@@ -31,14 +28,15 @@ fn exports(spec: &LaunchSpec) -> Vec<String> {
 }
 
 /// Header lines as one-line comments.
-fn header(spec: &LaunchSpec) -> Vec<String> {
+pub fn header<T>(spec: &Spec<T>) -> Vec<String> {
     spec.header.iter().map(|l| comment(l)).collect()
 }
 
 /// The last check before text becomes a script, whatever path it came by (recipe, hardware
 /// file, flags, plugins): env names are shell names (they are written unquoted), and no
-/// value or argument holds a NUL byte (bash and `execve` would cut it short).
-fn check_spec(spec: &LaunchSpec) -> Result<()> {
+/// value or argument holds a NUL byte (bash and `execve` would cut it short). `srun_args`
+/// are the target's srun arguments (none without srun).
+pub fn check_spec<T>(spec: &Spec<T>, srun_args: &[String]) -> Result<()> {
     use crate::config::env::{check_env_name, check_env_value};
     use crate::input::check_no_nul;
     for (k, v) in &spec.env {
@@ -51,16 +49,10 @@ fn check_spec(spec: &LaunchSpec) -> Result<()> {
             .map_err(|m| Error::usage(m).at_fields(format!("env.{}", k.escape_debug())))?;
     }
     for (what, list) in [
-        ("the trainer command", &spec.trainer),
+        ("the trainer command", spec.trainer.as_slice()),
         ("a trainer override", &spec.trainer_overrides),
         ("the command prefix", &spec.command_prefix),
-        (
-            "an srun argument",
-            &spec
-                .slurm()
-                .map(|s| s.srun_args.clone())
-                .unwrap_or_default(),
-        ),
+        ("an srun argument", srun_args),
         ("a torchrun argument", &spec.torchrun_args),
     ] {
         for a in list {
@@ -77,7 +69,7 @@ fn check_spec(spec: &LaunchSpec) -> Result<()> {
 }
 
 /// `unset -v NAME` lines for the plan's removed variables.
-fn unsets(spec: &LaunchSpec) -> Vec<String> {
+pub fn unsets<T>(spec: &Spec<T>) -> Vec<String> {
     spec.unset.iter().map(|k| quote(k)).collect()
 }
 
@@ -90,7 +82,7 @@ fn flag(style: FlagStyle, name: &str) -> String {
 }
 
 /// The per-rank argv: `[rank runtime --plan P --] [prefix] trainer overrides`.
-fn rank_argv(spec: &LaunchSpec) -> Vec<String> {
+pub fn rank_argv<T>(spec: &Spec<T>) -> Vec<String> {
     let mut argv = Vec::new();
     if let Some(rt) = &spec.rank_runtime {
         argv.push(rt.clone());
@@ -113,8 +105,8 @@ fn rank_argv(spec: &LaunchSpec) -> Vec<String> {
 }
 
 /// torchrun's argv up to and including the entrypoint. `rdzv_endpoint` is shell text.
-fn torchrun_words(
-    spec: &LaunchSpec,
+pub fn torchrun_words<T>(
+    spec: &Spec<T>,
     nnodes: &str,
     rdzv: Option<(&str, &str)>,
     standalone: bool,
@@ -149,187 +141,4 @@ fn torchrun_words(
     }
     raw_tail.extend(argv.iter().map(|a| quote(a)));
     (quoted, raw_tail)
-}
-
-/// An `#SBATCH --name=value` line's value as sbatch reads it back (its script parser groups
-/// a double-quoted word and takes a backslash-escaped character literally; `#` outside quotes
-/// starts a comment). A line cannot carry a line break or NUL.
-fn directive_value(name: &str, value: &str) -> Result<String> {
-    if value.chars().any(char::is_control) {
-        return Err(Error::usage(format!(
-            "sbatch --{name} value contains a line break, NUL or another control character, which an #SBATCH line cannot carry"
-        ))
-        .at_flag(format!("--{name}"))
-        .help("use a value on one line"));
-    }
-    Ok(super::shell::sbatch_word(value))
-}
-
-/// The Slurm job's dry-run request: the sbatch script of `spec`, whose Slurm part is `slurm`.
-pub fn sbatch(spec: &LaunchSpec, slurm: &SlurmSpec, templates: &Templates) -> Result<String> {
-    check_spec(spec)?;
-    let mut directives = Vec::new();
-    for (k, v) in &slurm.directives {
-        match v {
-            Some(v) => directives.push(format!("--{k}={}", directive_value(k, v)?)),
-            None => directives.push(format!("--{k}")),
-        }
-    }
-    let mut srun = slurm.srun_args.clone();
-    if spec
-        .container
-        .as_ref()
-        .is_some_and(|c| c.runtime == ContainerRuntime::Pyxis)
-    {
-        // pyxis passes only the named variables into the container; Slurm's OCI support
-        // hands the container the step's whole environment.
-        let mut names: Vec<String> = spec
-            .env
-            .keys()
-            .cloned()
-            .chain(spec.secret_names.iter().cloned())
-            .collect();
-        names.sort();
-        srun.push(format!("--container-env={}", names.join(",")));
-    }
-    let command = match slurm.mode {
-        LaunchMode::Srun => {
-            srun.insert(0, format!("--ntasks-per-node={}", spec.tasks_per_node));
-            join(&rank_argv(spec))
-        }
-        LaunchMode::Torchrun => {
-            srun.insert(0, "--ntasks-per-node=1".into());
-            let endpoint = format!("\"$head_node\":{}", spec.master_port);
-            let (quoted, raw) = torchrun_words(
-                spec,
-                &spec.nodes.to_string(),
-                Some((&endpoint, "\"ovlaunch-$SLURM_JOB_ID\"")),
-                false,
-            );
-            format!("{} {}", join(&quoted), raw.join(" "))
-        }
-    };
-    let (setup_lines, command) = step_wrapper(spec, slurm, command);
-    let ctx = context! {
-        header => header(spec),
-        directives => directives,
-        exports => exports(spec),
-        unsets => unsets(spec),
-        secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
-        setup_lines => setup_lines,
-        mode => match slurm.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
-        srun_args => join(&srun),
-        command => command,
-    };
-    templates.render("sbatch.sh.j2", ctx)
-}
-
-/// With signal forwarding or teardown lines (plugins), the launch step runs in the
-/// background so that the batch shell can act on signals while it runs (bash runs traps
-/// only between foreground commands) and run the teardown whatever the step's exit status;
-/// the script then exits with that status. A forwarded signal goes to the job's steps with
-/// `scancel --signal` (which, without `--batch`/`--full`, leaves the batch shell out), not
-/// to the srun process: srun answers SIGTERM, SIGHUP and SIGQUIT by killing its tasks with
-/// SIGKILL ("forcing job termination"). Teardown lines may read `$exitcode` (the step's
-/// status) and `$ovlaunch_signal` (the forwarded signal, if any), and set
-/// `ovlaunch_requeued=1` after requeueing the job so that later ones do not requeue again.
-/// A signal that arrives after the step has ended is not recorded: it did not stop the step,
-/// so a teardown must not requeue a step that finished on its own.
-/// Returns the setup lines and the command text.
-fn step_wrapper(spec: &LaunchSpec, slurm: &SlurmSpec, command: String) -> (Vec<String>, String) {
-    let mut setup = spec.setup_lines.clone();
-    if slurm.forward_signals.is_empty() && slurm.teardown_lines.is_empty() {
-        return (setup, command);
-    }
-    setup.push(String::new());
-    setup.push(
-        "# The launch step runs in the background so that signals reach this shell while it runs."
-            .into(),
-    );
-    setup.push("ovlaunch_step=".into());
-    setup.push("ovlaunch_step_done=".into());
-    setup.push("ovlaunch_signal=".into());
-    setup.push("ovlaunch_requeued=".into());
-    if !slurm.forward_signals.is_empty() {
-        setup.push(
-            "# Signals for this shell go on to the ranks through slurmd: srun itself would kill"
-                .into(),
-        );
-        setup.push(
-            "# them (it answers SIGTERM with SIGKILL), and scancel leaves this shell out.".into(),
-        );
-    }
-    for sig in &slurm.forward_signals {
-        setup.push(format!(
-            "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi; fi' {sig}"
-        ));
-    }
-    let mut text = format!("{command} &\n");
-    text.push_str(concat!(
-        "ovlaunch_step=$!\n",
-        "exitcode=0\n",
-        "wait \"$ovlaunch_step\" || exitcode=$?\n",
-        "# A forwarded signal interrupts wait; keep waiting until the step has ended.\n",
-        "while kill -0 \"$ovlaunch_step\" 2>/dev/null; do\n",
-        "  exitcode=0\n",
-        "  wait \"$ovlaunch_step\" || exitcode=$?\n",
-        "done\n",
-        "ovlaunch_step_done=1\n",
-        "echo \"launch step exited with code $exitcode${ovlaunch_signal:+ after SIG$ovlaunch_signal}\"\n",
-    ));
-    if !slurm.teardown_lines.is_empty() {
-        text.push_str("\n# Teardown.\n");
-        for l in &slurm.teardown_lines {
-            text.push_str(l);
-            text.push('\n');
-        }
-    }
-    text.push_str(
-        "if [ -n \"$ovlaunch_requeued\" ]; then echo \"job $SLURM_JOB_ID requeued\"; fi\n",
-    );
-    text.push_str("if [ \"$exitcode\" -ne 0 ]; then exit \"$exitcode\"; fi");
-    (setup, text)
-}
-
-/// Where a torchrun script runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TorchrunTarget {
-    /// This machine only (`--standalone`).
-    Single,
-    /// `nnodes` machines started by hand with the same script; `master` hosts the c10d
-    /// rendezvous.
-    MultiNode { nnodes: u32, master: String },
-}
-
-/// A bash script that runs torchrun (local executor, or per node without Slurm).
-pub fn torchrun(
-    spec: &LaunchSpec,
-    target: &TorchrunTarget,
-    templates: &Templates,
-) -> Result<String> {
-    check_spec(spec)?;
-    let command = match target {
-        TorchrunTarget::Single => {
-            let (quoted, raw) = torchrun_words(spec, "1", None, true);
-            format!("{} {}", join(&quoted), raw.join(" "))
-        }
-        TorchrunTarget::MultiNode { nnodes, master } => {
-            // c10d rendezvous: every machine runs the same command; node ranks are assigned
-            // by the rendezvous, so no per-machine --node-rank is needed.
-            let endpoint = format!("{}:{}", quote(master), spec.master_port);
-            let id = quote(&format!("ovlaunch-{}", spec.job_name));
-            let (quoted, raw) =
-                torchrun_words(spec, &nnodes.to_string(), Some((&endpoint, &id)), false);
-            format!("{} {}", join(&quoted), raw.join(" "))
-        }
-    };
-    let ctx = context! {
-        header => header(spec),
-        exports => exports(spec),
-        unsets => unsets(spec),
-        secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
-        setup_lines => &spec.setup_lines,
-        command => command,
-    };
-    templates.render("torchrun.sh.j2", ctx)
 }

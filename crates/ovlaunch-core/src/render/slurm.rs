@@ -2,13 +2,19 @@
 //! time, MPI, GPU request, exclusivity, CPUs per task, dependency, retries, the user's sbatch
 //! and srun arguments, the launcher), what they become in the launch spec ([`SlurmSpec`]:
 //! `#SBATCH` directives, the launch step's srun arguments, teardown and signal forwarding),
-//! whose sbatch script (`render::script::sbatch`) is the dry-run request `backend::slurm`
-//! schedules with `sbatch`. Pure: no I/O.
+//! and its sbatch script ([`sbatch`], over `render::script`'s shared parts), the dry-run
+//! request `backend::slurm` schedules with `sbatch`. Pure: no I/O.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use minijinja::context;
+
+use super::script::{check_spec, exports, header, rank_argv, secrets_path, torchrun_words, unsets};
+use super::shell::{join, quote};
+use super::spec::Spec;
+use super::template::Templates;
 use super::vocab::{Container, ContainerRuntime, LaunchMode};
 use crate::error::{Error, Result};
 use crate::layout;
@@ -303,4 +309,144 @@ fn container_args(
         Source::Derived,
     ));
     Ok(())
+}
+
+/// An `#SBATCH --name=value` line's value as sbatch reads it back (its script parser groups
+/// a double-quoted word and takes a backslash-escaped character literally; `#` outside quotes
+/// starts a comment). A line cannot carry a line break or NUL.
+fn directive_value(name: &str, value: &str) -> Result<String> {
+    if value.chars().any(char::is_control) {
+        return Err(Error::usage(format!(
+            "sbatch --{name} value contains a line break, NUL or another control character, which an #SBATCH line cannot carry"
+        ))
+        .at_flag(format!("--{name}"))
+        .help("use a value on one line"));
+    }
+    Ok(super::shell::sbatch_word(value))
+}
+
+/// The Slurm job's dry-run request: the sbatch script of `spec`, whose Slurm part is `slurm`.
+pub fn sbatch<T>(spec: &Spec<T>, slurm: &SlurmSpec, templates: &Templates) -> Result<String> {
+    check_spec(spec, &slurm.srun_args)?;
+    let mut directives = Vec::new();
+    for (k, v) in &slurm.directives {
+        match v {
+            Some(v) => directives.push(format!("--{k}={}", directive_value(k, v)?)),
+            None => directives.push(format!("--{k}")),
+        }
+    }
+    let mut srun = slurm.srun_args.clone();
+    if spec
+        .container
+        .as_ref()
+        .is_some_and(|c| c.runtime == ContainerRuntime::Pyxis)
+    {
+        // pyxis passes only the named variables into the container; Slurm's OCI support
+        // hands the container the step's whole environment.
+        let mut names: Vec<String> = spec
+            .env
+            .keys()
+            .cloned()
+            .chain(spec.secret_names.iter().cloned())
+            .collect();
+        names.sort();
+        srun.push(format!("--container-env={}", names.join(",")));
+    }
+    let command = match slurm.mode {
+        LaunchMode::Srun => {
+            srun.insert(0, format!("--ntasks-per-node={}", spec.tasks_per_node));
+            join(&rank_argv(spec))
+        }
+        LaunchMode::Torchrun => {
+            srun.insert(0, "--ntasks-per-node=1".into());
+            let endpoint = format!("\"$head_node\":{}", spec.master_port);
+            let (quoted, raw) = torchrun_words(
+                spec,
+                &spec.nodes.to_string(),
+                Some((&endpoint, "\"ovlaunch-$SLURM_JOB_ID\"")),
+                false,
+            );
+            format!("{} {}", join(&quoted), raw.join(" "))
+        }
+    };
+    let (setup_lines, command) = step_wrapper(spec, slurm, command);
+    let ctx = context! {
+        header => header(spec),
+        directives => directives,
+        exports => exports(spec),
+        unsets => unsets(spec),
+        secrets_file => if spec.secret_names.is_empty() { String::new() } else { quote(&secrets_path(&spec.job_dir)) },
+        setup_lines => setup_lines,
+        mode => match slurm.mode { LaunchMode::Srun => "srun", LaunchMode::Torchrun => "torchrun" },
+        srun_args => join(&srun),
+        command => command,
+    };
+    templates.render("sbatch.sh.j2", ctx)
+}
+
+/// With signal forwarding or teardown lines (plugins), the launch step runs in the
+/// background so that the batch shell can act on signals while it runs (bash runs traps
+/// only between foreground commands) and run the teardown whatever the step's exit status;
+/// the script then exits with that status. A forwarded signal goes to the job's steps with
+/// `scancel --signal` (which, without `--batch`/`--full`, leaves the batch shell out), not
+/// to the srun process: srun answers SIGTERM, SIGHUP and SIGQUIT by killing its tasks with
+/// SIGKILL ("forcing job termination"). Teardown lines may read `$exitcode` (the step's
+/// status) and `$ovlaunch_signal` (the forwarded signal, if any), and set
+/// `ovlaunch_requeued=1` after requeueing the job so that later ones do not requeue again.
+/// A signal that arrives after the step has ended is not recorded: it did not stop the step,
+/// so a teardown must not requeue a step that finished on its own.
+/// Returns the setup lines and the command text.
+fn step_wrapper<T>(spec: &Spec<T>, slurm: &SlurmSpec, command: String) -> (Vec<String>, String) {
+    let mut setup = spec.setup_lines.clone();
+    if slurm.forward_signals.is_empty() && slurm.teardown_lines.is_empty() {
+        return (setup, command);
+    }
+    setup.push(String::new());
+    setup.push(
+        "# The launch step runs in the background so that signals reach this shell while it runs."
+            .into(),
+    );
+    setup.push("ovlaunch_step=".into());
+    setup.push("ovlaunch_step_done=".into());
+    setup.push("ovlaunch_signal=".into());
+    setup.push("ovlaunch_requeued=".into());
+    if !slurm.forward_signals.is_empty() {
+        setup.push(
+            "# Signals for this shell go on to the ranks through slurmd: srun itself would kill"
+                .into(),
+        );
+        setup.push(
+            "# them (it answers SIGTERM with SIGKILL), and scancel leaves this shell out.".into(),
+        );
+    }
+    for sig in &slurm.forward_signals {
+        setup.push(format!(
+            "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi; fi' {sig}"
+        ));
+    }
+    let mut text = format!("{command} &\n");
+    text.push_str(concat!(
+        "ovlaunch_step=$!\n",
+        "exitcode=0\n",
+        "wait \"$ovlaunch_step\" || exitcode=$?\n",
+        "# A forwarded signal interrupts wait; keep waiting until the step has ended.\n",
+        "while kill -0 \"$ovlaunch_step\" 2>/dev/null; do\n",
+        "  exitcode=0\n",
+        "  wait \"$ovlaunch_step\" || exitcode=$?\n",
+        "done\n",
+        "ovlaunch_step_done=1\n",
+        "echo \"launch step exited with code $exitcode${ovlaunch_signal:+ after SIG$ovlaunch_signal}\"\n",
+    ));
+    if !slurm.teardown_lines.is_empty() {
+        text.push_str("\n# Teardown.\n");
+        for l in &slurm.teardown_lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+    }
+    text.push_str(
+        "if [ -n \"$ovlaunch_requeued\" ]; then echo \"job $SLURM_JOB_ID requeued\"; fi\n",
+    );
+    text.push_str("if [ \"$exitcode\" -ne 0 ]; then exit \"$exitcode\"; fi");
+    (setup, text)
 }

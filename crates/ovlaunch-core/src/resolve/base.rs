@@ -35,6 +35,8 @@ pub struct OnBase<'r> {
     pub function: String,
     /// The file's sections: its own, then its chosen variant's.
     pub file: Map<String, Value>,
+    /// The file (where an error in its sections is reported).
+    pub origin: String,
 }
 
 /// The base of `user` run with its variant `chosen`, or `None` for a shipped recipe (or a file
@@ -77,6 +79,7 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
         variant,
         function,
         file,
+        origin: user.origin.clone(),
     }))
 }
 

@@ -60,6 +60,10 @@ pub struct EnvInputs<'a> {
     /// The rules' facts at the recipe's own layout (before plugin sets and `--set`), when
     /// those changed anything; `None`: the same as the plan's.
     pub recipe_facts: Option<Facts>,
+    /// The checkpoint whose config decides at run time whether the model is MoE
+    /// (`num_moe_experts` from the checkpoint, not read at plan time); `None` when the plan
+    /// knows.
+    pub moe_at_run_time: Option<&'a str>,
     pub plugin_env: &'a [PluginEnv],
     pub user_env: &'a [(String, String)],
     pub user_unset: &'a [String],
@@ -169,6 +173,55 @@ fn rule_text(d: &env_rules::Derived) -> String {
     format!("{}: {} [{}]", d.rule.label(), d.why, d.rule.upstream())
 }
 
+/// For a model whose MoE-ness its checkpoint decides at run time ([`EnvInputs::moe_at_run_time`]):
+/// the rules' outcome for a MoE model, per variable where it differs from the outcome the plan's
+/// facts give (which read the model as dense: Bridge keeps a dense model's dispatcher `None`).
+/// A rule's derivation for such a variable is not a fact of the plan: its decisions say it
+/// depends on the checkpoint and give both outcomes. (The env itself is Bridge's function's,
+/// which states it whatever the checkpoint: `tests/bridge/gen_recipes.py` runs the function
+/// on a dense and a MoE stand-in config and requires the same env.)
+fn moe_outcomes(
+    inp: &EnvInputs<'_>,
+    derived: &env_rules::DerivedEnv,
+) -> BTreeMap<String, Option<String>> {
+    let Some(_) = inp.moe_at_run_time else {
+        return BTreeMap::new();
+    };
+    let mut moe = facts(inp);
+    moe.flex_backend = inp
+        .model
+        .moe_flex_dispatcher_backend
+        .clone()
+        .filter(|b| matches!(b.as_str(), "deepep" | "hybridep"));
+    let Ok(as_moe) = env_rules::derive(&moe) else {
+        return BTreeMap::new();
+    };
+    let (dense, moe) = (derived.resolved(), as_moe.resolved());
+    dense
+        .keys()
+        .chain(moe.keys())
+        .filter(|k| dense.get(*k) != moe.get(*k))
+        .map(|k| (k.clone(), moe.get(k).cloned().flatten()))
+        .collect()
+}
+
+/// The words of a rule's derivation of `var` when its checkpoint decides the outcome.
+fn depends_on_checkpoint(
+    inp: &EnvInputs<'_>,
+    moe: &BTreeMap<String, Option<String>>,
+    var: &str,
+    dense: Option<&str>,
+) -> Option<String> {
+    let moe_value = moe.get(var)?;
+    let word = |v: Option<&str>| v.map_or("nothing".to_string(), str::to_string);
+    Some(format!(
+        "depends on whether checkpoint {} is MoE (num_moe_experts, read when the trainer starts): {} for a dense model, {} for a MoE one",
+        inp.moe_at_run_time.unwrap_or("?"),
+        word(dense),
+        word(moe_value.as_deref())
+    ))
+}
+
 /// Builds the env and its decisions.
 pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
     let decisions = &mut t.decisions;
@@ -192,21 +245,37 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         env_rules::derive(&facts(inp))?
     };
     let last = derived.last();
-    // What the rules give for the variables the recipe leaves out.
+    let moe = moe_outcomes(inp, &derived);
+    // What the rules give for the variables the recipe leaves out (for one whose rule depends
+    // on the checkpoint: Bridge's function carries the dense outcome whatever the checkpoint).
     for (k, d) in &last {
         if inp.recipe_env.contains_key(*k) {
             continue;
         }
+        let text = match depends_on_checkpoint(inp, &moe, k, d.action.value()) {
+            Some(dep) => format!(
+                "{}: Bridge's recipe function carries this whatever the checkpoint; the rule {dep} [{}]",
+                d.rule.label(),
+                d.rule.upstream()
+            ),
+            None => rule_text(d),
+        };
         match &d.action {
-            Action::Set(v) => st.set(k, v.clone(), Source::Derived, rule_text(d), decisions),
-            Action::Unset => st.remove(k, Source::Derived, rule_text(d), decisions),
+            Action::Set(v) => st.set(k, v.clone(), Source::Derived, text, decisions),
+            Action::Unset => st.remove(k, Source::Derived, text, decisions),
             Action::Drop => {}
         }
     }
     // What the recipe states wins; the decision says which rule it overrides.
     for (k, v) in inp.recipe_env {
         let d = last.get(k.as_str());
+        let dep = d.and_then(|d| depends_on_checkpoint(inp, &moe, k, d.action.value()));
         let over = |what: &str| match d.map(|d| (d, &d.action)) {
+            Some((d, _)) if dep.is_some() => format!(
+                "{what}, overriding {}, which {} (Bridge's function decides it whatever the checkpoint)",
+                d.rule.label(),
+                dep.as_deref().unwrap_or_default()
+            ),
             Some((d, Action::Set(dv))) => format!(
                 "{what}, overriding {} (which derives {dv}: {})",
                 d.rule.label(),
@@ -243,36 +312,7 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             }
         }
     }
-    // A layout change by the user re-derives the dependent variables over the recipe's.
-    for (k, d) in &last {
-        let triggered = d.triggers.iter().any(|p| (inp.user_changed)(p));
-        if !triggered || !inp.recipe_env.contains_key(*k) {
-            continue;
-        }
-        let why = format!(
-            "{}; re-derived because you changed {} (Bridge flat-CLI compatibility rule)",
-            rule_text(d),
-            d.triggers
-                .iter()
-                .filter(|p| (inp.user_changed)(p))
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        match &d.action {
-            Action::Set(v) => {
-                if st.env.get(*k).map(|e| &e.value) != Some(v) {
-                    st.set(k, v.clone(), Source::Derived, why, decisions);
-                }
-            }
-            Action::Unset => st.remove(k, Source::Derived, why, decisions),
-            Action::Drop => {
-                if st.env.contains_key(*k) || st.unset.contains_key(*k) {
-                    st.leave(k, Source::Derived, why, decisions);
-                }
-            }
-        }
-    }
+    rederive_on_layout_change(inp, &last, &mut st, decisions);
     for pe in inp.plugin_env {
         st.set(
             &pe.name,
@@ -307,6 +347,45 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
+}
+
+/// A layout change by the user re-derives the dependent variables over the recipe's
+/// (Bridge's flat-CLI compatibility rules).
+fn rederive_on_layout_change(
+    inp: &EnvInputs<'_>,
+    last: &BTreeMap<&str, &env_rules::Derived>,
+    st: &mut EnvStage,
+    decisions: &mut Vec<Decision>,
+) {
+    for (k, d) in last {
+        let triggered = d.triggers.iter().any(|p| (inp.user_changed)(p));
+        if !triggered || !inp.recipe_env.contains_key(*k) {
+            continue;
+        }
+        let why = format!(
+            "{}; re-derived because you changed {} (Bridge flat-CLI compatibility rule)",
+            rule_text(d),
+            d.triggers
+                .iter()
+                .filter(|p| (inp.user_changed)(p))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        match &d.action {
+            Action::Set(v) => {
+                if st.env.get(*k).map(|e| &e.value) != Some(v) {
+                    st.set(k, v.clone(), Source::Derived, why, decisions);
+                }
+            }
+            Action::Unset => st.remove(k, Source::Derived, why, decisions),
+            Action::Drop => {
+                if st.env.contains_key(*k) || st.unset.contains_key(*k) {
+                    st.leave(k, Source::Derived, why, decisions);
+                }
+            }
+        }
+    }
 }
 
 /// The `env_vars` Bridge's recipe function holds: the recipe's stated values, and for every

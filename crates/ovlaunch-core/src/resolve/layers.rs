@@ -425,11 +425,13 @@ pub fn layer_on(
     let model_class = variant
         .and_then(|v| v.model_class.as_deref())
         .or(recipe.model_class.as_deref());
-    let holder = recipe.holder();
+    let holder = recipe.holder(variant);
     let before = build(&tree, &recipe.origin, model_class, holder)?;
     let mut file_overrides = Vec::new();
     let mut with_file = None;
     if let Some((file, origin)) = file {
+        // a nested mapping states fields of the object Bridge's function holds there
+        let file = &crate::config::bridge::nested_paths(file, holder);
         super::base::merge_file(&mut tree, file);
         for (s, val) in file {
             prov.record(s, val, &Source::Recipe);
@@ -577,10 +579,32 @@ fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {
                 *entry = Value::Object(Map::new());
             }
             if let Value::Object(m) = entry {
-                m.insert(field.clone(), o.value.clone());
+                set_field(m, field, o.value.clone());
             }
         }
     }
+}
+
+/// Sets `field` in a section's mapping. A nested path (`hf_dataset.split`, a Bridge
+/// dataclass's field) goes into the mapping set whole there before (`hf_dataset={...}`, or
+/// `null`: a new object), else stays a path of its own; a whole value replaces the paths
+/// under it set before.
+fn set_field(m: &mut Map<String, Value>, field: &str, value: Value) {
+    let under = format!("{field}.");
+    m.retain(|k, _| !k.starts_with(&under));
+    if let Some((head, rest)) = field.split_once('.')
+        && let Some(whole) = m.get_mut(head)
+        && (whole.is_object() || whole.is_null())
+    {
+        if whole.is_null() {
+            *whole = Value::Object(Map::new());
+        }
+        if let Value::Object(inner) = whole {
+            set_field(inner, rest, value);
+        }
+        return;
+    }
+    m.insert(field.to_string(), value);
 }
 
 /// The `model` fields beyond the ones ovlaunch plans, taken out of the layered tree, each

@@ -204,7 +204,7 @@ fn resolve_picked(
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
     // Bridge's own checks of the pass-through sections (their `finalize()`).
-    validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder())?;
+    validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder(choice.variant))?;
     validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
     let trainer_call = trainer::call(
         inp.recipe,
@@ -257,7 +257,11 @@ fn resolve_picked(
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
     }
     // 7. The launch environment (rules, recipe, plugins, --env, --unset) and its invariants.
-    let env = env_stage(inp, picked, plugins, &l, &mut t)?;
+    let moe_at_run_time = checkpoint
+        .as_ref()
+        .filter(|c| c.unknown("num_moe_experts"))
+        .map(|c| c.checkpoint.clone());
+    let env = env_stage(inp, picked, plugins, &l, moe_at_run_time.as_deref(), &mut t)?;
 
     let variant = choice.variant;
     let cfg = l.cfg;
@@ -430,7 +434,8 @@ fn layering<'r>(
     trainer::check_version(inp.recipe, choice.variant, inp.stack)?;
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
-    let file = picked.base.as_ref().map(|b| (&b.file, b.function.as_str()));
+    // a value of the user's file that its Bridge function's classes refuse is the file's error
+    let file = picked.base.as_ref().map(|b| (&b.file, b.origin.as_str()));
     let mut l = match layered {
         Some(l) => l,
         None => layers::layer_on(inp.recipe, choice.variant, file, &plugins.sets, inp.sets)?,
@@ -804,6 +809,7 @@ fn env_stage(
     picked: &Picked<'_>,
     plugins: &PluginLayer,
     l: &layers::Layered,
+    moe_at_run_time: Option<&str>,
     t: &mut Trace,
 ) -> Result<EnvResult> {
     let (hw, cfg) = (inp.hardware, &l.cfg);
@@ -851,6 +857,7 @@ fn env_stage(
         task: inp.recipe.task.as_deref(),
         user_changed: &user_changed,
         recipe_facts,
+        moe_at_run_time,
         plugin_env: &plugins.env,
         user_env: inp.envs,
         user_unset: inp.unsets,

@@ -132,8 +132,15 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     } else {
         fields.map(<[&str]>::to_vec)
     };
-    if let (Some(f), Some(known)) = (&field, known)
-        && !known.contains(&f.as_str())
+    // a nested path (`dataset.hf_dataset.split`) starts with a field of the section; the rest
+    // is typed by the dataclass there (`config::bridge::check_any`)
+    let head = field
+        .as_deref()
+        .filter(|_| config::bridge::is_section(&section))
+        .and_then(|f| f.split('.').next())
+        .or(field.as_deref());
+    if let (Some(f), Some(known)) = (head, known)
+        && !known.contains(&f)
         && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
         // a field of some provider class: checked against the recipe's own when planned
         && !(section == config::ModelConfig::SECTION && config::provider::is_field(f))

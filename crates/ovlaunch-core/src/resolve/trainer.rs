@@ -67,8 +67,13 @@ pub fn check_version(recipe: &Recipe, variant: Option<&Variant>, stack: &Stack) 
 /// (`omegaconf_utils._apply_overrides`) instantiates.
 ///
 /// The same typed form carries a field whose type is a Bridge dataclass
-/// (`dataset.hf_dataset={_target_:HFDatasetSourceConfig,...}`); the `peft` section's fields are
-/// force-added (`++peft.dim=16`).
+/// (`dataset.hf_dataset={_target_:HFDatasetSourceConfig,...}`: the class the function holds
+/// there), and the fields set one by one under a dataclass field the function leaves `None`
+/// (`dataset.hf_validation_dataset.split=...` becomes
+/// `dataset.hf_validation_dataset={_target_:...,split:...}`); under an object the function
+/// holds, a field is its own word (`dataset.hf_dataset.split=train`: Hydra sets it in the
+/// object's node, and Bridge's override code sets it on the object). The `peft` section's
+/// fields are force-added (`++peft.dim=16`).
 pub fn bridge_words(bridge: &Sections, holder: config::bridge::Holder<'_>) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for name in config::bridge::names() {
@@ -97,31 +102,75 @@ pub fn bridge_words(bridge: &Sections, holder: config::bridge::Holder<'_>) -> Ve
             out.push(("ft".to_string(), Value::Object(m)));
             continue;
         }
-        for (k, v) in fields {
-            out.push((format!("{}.{k}", def.name), typed_dataclass(def, k, v)));
-        }
+        out.extend(section_words(def, fields, holder));
     }
     out
 }
 
-/// A mapping for a field whose type is a Bridge dataclass, in its typed form.
-fn typed_dataclass(def: &config::bridge::SectionDef, field: &str, v: &Value) -> Value {
-    let class = def
-        .fields
-        .iter()
-        .find(|f| f.name == field)
-        .and_then(|f| match f.ty {
-            config::bridge::Ty::Dataclass(c) => Some(c),
-            _ => None,
+/// One section's words: a field path under a dataclass field the function holds `None` at
+/// joins that field's typed mapping (at the first such path's place).
+fn section_words(
+    def: &'static config::bridge::SectionDef,
+    fields: &serde_json::Map<String, Value>,
+    holder: config::bridge::Holder<'_>,
+) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = Vec::new();
+    // (field, index in `out`) of each mapping built from paths under a `None`
+    let mut built: Vec<(String, usize)> = Vec::new();
+    for (k, v) in fields {
+        let parts: Vec<&str> = k.split('.').collect();
+        let none_at = (1..parts.len()).find(|&n| {
+            holder.nested(&format!("{}.{}", def.name, parts[..n].join("."))) == Some(None)
         });
-    match (class, v) {
-        (Some(c), Value::Object(m)) if !m.contains_key(config::bridge::TARGET) => {
-            let mut typed = serde_json::Map::new();
-            typed.insert(config::bridge::TARGET.into(), Value::String(c.into()));
-            typed.extend(m.clone());
-            Value::Object(typed)
+        let Some(n) = none_at else {
+            out.push((format!("{}.{k}", def.name), leaf_form(def, k, v, holder)));
+            continue;
+        };
+        let head = parts[..n].join(".");
+        let i = match built.iter().find(|(h, _)| *h == head) {
+            Some((_, i)) => *i,
+            None => {
+                out.push((
+                    format!("{}.{head}", def.name),
+                    Value::Object(Default::default()),
+                ));
+                built.push((head.clone(), out.len() - 1));
+                out.len() - 1
+            }
+        };
+        let mut node = &mut out[i].1;
+        for p in &parts[n..parts.len() - 1] {
+            let Value::Object(m) = node else { break };
+            node = m
+                .entry((*p).to_string())
+                .or_insert_with(|| Value::Object(Default::default()));
         }
-        _ => v.clone(),
+        if let Value::Object(m) = node {
+            m.insert(parts[parts.len() - 1].to_string(), v.clone());
+        }
+    }
+    for (head, i) in built {
+        let v = out[i].1.clone();
+        out[i].1 = leaf_form(def, &head, &v, holder);
+    }
+    out
+}
+
+/// The value at the field path `path` of section class `def`, typed where it is a mapping for
+/// a Bridge dataclass (`config::bridge::typed_form`, by the class the function holds).
+fn leaf_form(
+    def: &'static config::bridge::SectionDef,
+    path: &str,
+    v: &Value,
+    holder: config::bridge::Holder<'_>,
+) -> Value {
+    let (at, leaf) = match path.rsplit_once('.') {
+        Some((parent, leaf)) => (format!("{}.{parent}", def.name), leaf),
+        None => (def.name.to_string(), path),
+    };
+    match config::bridge::class_at(holder, &at) {
+        Some(class) => config::bridge::typed_form(&at, class, leaf, v, holder),
+        None => v.clone(),
     }
 }
 
@@ -300,7 +349,7 @@ pub fn call(
     if layered.before.comm_overlap.is_none() || whole_section {
         overrides = typed_comm_overlap(overrides);
     }
-    overrides.extend(bridge_words(&layered.cfg.bridge, recipe.holder()));
+    overrides.extend(bridge_words(&layered.cfg.bridge, recipe.holder(variant)));
     let overrides = replacing_mappings(overrides);
     let mut fl: Vec<String> = Vec::new();
     for f in flags {

@@ -326,6 +326,7 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ("ProfilingConfig.finalize", profiling_one_profiler),
     ("ProfilingConfig.finalize", profiling_steps),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
+    ("HFDatasetSourceConfig.validate", hf_source_one_mode),
 ];
 
 /// The pass-through sections' values as Bridge's checks see them, in the classes the recipe
@@ -624,6 +625,52 @@ fn profiling_steps(k: &Known<'_>) -> Result<()> {
         ),
         _ => Ok(()),
     }
+}
+
+/// `HFDatasetSourceConfig.validate` (`megatron/bridge/data/sources/hf.py`, run by the SFT
+/// datasets' `validate()`): a Hugging Face source reads exactly one of a named dataset
+/// (`dataset_name`) and a hub path (`path_or_dataset`). Checked on every source object the
+/// trainer builds from the plan's values (a mapping given whole, or fields given under a source
+/// the recipe's function leaves `None`: the typed forms of `trainer::bridge_words`); fields set
+/// on a source the function holds keep its own, which only Bridge sees.
+fn hf_source_one_mode(k: &Known<'_>) -> Result<()> {
+    const CLASS: &str = "megatron.bridge.data.sources.hf.HFDatasetSourceConfig";
+    fn built<'v>(
+        v: &'v serde_json::Value,
+        out: &mut Vec<&'v serde_json::Map<String, serde_json::Value>>,
+    ) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if m.get(crate::config::bridge::TARGET)
+                    .and_then(|t| t.as_str())
+                    == Some(CLASS)
+                {
+                    out.push(m);
+                }
+                m.values().for_each(|x| built(x, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| built(x, out)),
+            _ => {}
+        }
+    }
+    for (path, v) in super::trainer::bridge_words(k.0, k.1) {
+        let mut sources = Vec::new();
+        built(&v, &mut sources);
+        for m in sources {
+            let set = |f: &str| m.get(f).is_some_and(|x| !x.is_null());
+            if set("dataset_name") == set("path_or_dataset") {
+                return Err(Error::config(
+                    "Exactly one Hugging Face source must be set: dataset_name or path_or_dataset.",
+                )
+                .at_fields([path.as_str()])
+                .help(format!(
+                    "Bridge builds a new {} at {path}: give it one source, e.g. --set {path}.path_or_dataset=ORG/NAME (a Hugging Face dataset) or --set {path}.dataset_name=squad (a dataset Bridge knows)",
+                    CLASS.rsplit('.').next().unwrap_or(CLASS)
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `GPTSFTDatasetConfig.validate` (`megatron/bridge/data/builders/gpt_sft.py`, run by its
