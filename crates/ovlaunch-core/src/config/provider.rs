@@ -143,6 +143,12 @@ fn shown(v: &Value) -> String {
     }
 }
 
+/// Whether a provider class builds a hybrid Mamba-Transformer (Bridge's
+/// `MambaModelProvider` and the `*HybridModelProvider` classes built on it).
+pub fn is_hybrid_class(class: &str) -> bool {
+    class.ends_with("HybridModelProvider") || class.contains("Mamba")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

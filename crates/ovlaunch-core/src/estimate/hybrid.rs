@@ -203,7 +203,7 @@ pub fn is_hybrid(plan: &Plan) -> bool {
     plan.recipe
         .model_class
         .as_deref()
-        .is_some_and(|c| c.ends_with("HybridModelProvider") || c.contains("Mamba"))
+        .is_some_and(crate::config::provider::is_hybrid_class)
 }
 
 /// The plan's hybrid shape, when its model is hybrid and the table has a modelled shape for
@@ -239,27 +239,15 @@ pub fn check(plan: &Plan) -> Result<Hybrid, String> {
     Ok(h)
 }
 
-/// Refuses a pipeline split of a hybrid model where Bridge would not build it: its hybrid
-/// provider asserts `virtual_pipeline_model_parallel_size` is `None` (`provide()`), and
+/// Refuses a pipeline split of a hybrid model where Bridge would not build it:
 /// Megatron-Core's `select_pipeline_segment` refuses a pattern without `|` whose layer count
 /// PP does not divide, and a pattern with `|` whose segment count PP does not divide.
 /// `None` when the split is one Bridge builds (or the model is not a modelled hybrid).
 pub fn pipeline_refusal(plan: &Plan) -> Option<crate::error::Error> {
     use crate::error::Error;
+    // A virtual pipeline is refused before this, by the plan (`resolve::layout`).
     let h = of_plan(plan)?;
     let m = &plan.model;
-    if let Some(vp) = m.virtual_pipeline_model_parallel_size {
-        return Some(
-            Error::usage(format!(
-                "virtual pipeline size {vp} on a hybrid Mamba-Transformer: Bridge's hybrid provider refuses any virtual pipeline (\"Virtual pipeline model parallelism is temporarily unsupported in Hybrid models\")"
-            ))
-            .at_fields(crate::config::MODEL.virtual_pipeline_model_parallel_size)
-            .help(format!(
-                "drop the override or set {}=null (a plain pipeline split is estimated)",
-                crate::config::MODEL.virtual_pipeline_model_parallel_size
-            )),
-        );
-    }
     let pp = m.pipeline_model_parallel_size;
     let main = h.pattern.split('/').next().unwrap_or("");
     let (units, what) = if main.contains('|') {

@@ -120,7 +120,32 @@ pub fn check_values(
 ) -> Result<()> {
     positive_sizes(model, train)?;
     model_shapes(model)?;
-    check_window_size(model, model_class)
+    check_window_size(model, model_class)?;
+    hybrid_has_no_virtual_pipeline(model, model_class)
+}
+
+/// Bridge's hybrid Mamba-Transformer provider builds no virtual pipeline (its `provide()`
+/// asserts `virtual_pipeline_model_parallel_size` is `None`: "Virtual pipeline model
+/// parallelism is temporarily unsupported in Hybrid models"), so the plan refuses one
+/// rather than a job failing at model build on every rank.
+pub fn hybrid_has_no_virtual_pipeline(
+    model: &ModelConfig,
+    model_class: Option<&str>,
+) -> Result<()> {
+    let Some(vp) = model.virtual_pipeline_model_parallel_size else {
+        return Ok(());
+    };
+    if !model_class.is_some_and(crate::config::provider::is_hybrid_class) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "virtual pipeline size {vp} on a hybrid Mamba-Transformer: Bridge's hybrid provider refuses any virtual pipeline (\"Virtual pipeline model parallelism is temporarily unsupported in Hybrid models\")"
+    ))
+    .at_fields(MODEL.virtual_pipeline_model_parallel_size)
+    .help(format!(
+        "drop the override or set {}=null (a plain pipeline split is built)",
+        MODEL.virtual_pipeline_model_parallel_size
+    )))
 }
 
 /// Sizes Megatron-Core divides by or allocates with: zero is never a valid value and would

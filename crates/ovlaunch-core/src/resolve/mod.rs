@@ -233,6 +233,7 @@ fn resolve_picked(
         .and_then(|v| v.model_class.as_deref())
         .or(inp.recipe.model_class.as_deref());
     layout::check_window_size(&l.cfg.model, model_class)?;
+    layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, model_class)?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, &mut t)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
