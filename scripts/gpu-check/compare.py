@@ -2,7 +2,8 @@
 
 1. Config: every field `ovlaunch plan -o json` states in the sections Bridge's ConfigContainer has
    (model, train, ddp, optimizer, comm_overlap, mixed_precision) against Bridge's own record of
-   the config it trained with, `run_config.yaml` in the job's checkpoint. Nothing is skipped:
+   the config it trained with, `run_config.yaml` in the job's checkpoint (or, for a job that
+   saved none, the same record written by sitecustomize.py). Nothing is skipped:
    a plan field Bridge's record lacks is reported as such.
 2. Environment: `ovlaunch env --format json` (a value, or null for a variable the job removes)
    against the environment the trainer process started with (the last Python process of rank 0
@@ -172,11 +173,12 @@ def main():
         "resume": os.path.join("train", "checkpoints", "iter_0000030"),
         "preempt": os.path.join("preempt", "checkpoints", "iter_*"),
     }
-    for job, pattern in records.items():
-        recs = sorted(glob.glob(os.path.join(a.work, "jobs", pattern, "run_config.yaml")))
-        plan_f = os.path.join(logs, f"{job}.plan.json")
-        if not recs or not os.path.exists(plan_f):
-            print(f"config {job}: no run_config.yaml or plan to compare")
+    for plan_f in sorted(glob.glob(os.path.join(logs, "*.plan.json"))):
+        job = os.path.basename(plan_f)[: -len(".plan.json")]
+        recs = sorted(glob.glob(os.path.join(a.work, "jobs", records.get(job, "-"), "run_config.yaml")))
+        recs = recs or glob.glob(os.path.join(a.work, "dump", job, "run_config.yaml"))
+        if not recs:
+            print(f"config {job}: no run_config.yaml to compare")
             continue
         n, diffs = compare_config(json.load(open(plan_f)), load_yaml(recs[-1]))
         where = os.path.relpath(recs[-1], a.work)

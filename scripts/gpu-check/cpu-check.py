@@ -12,6 +12,11 @@ PLAN_JSON is `ovlaunch plan -o json` of the check's training job. It checks that
 3. Bridge's recipe function of the plan, with the plan's trainer overrides applied by Bridge's
    own override code and `runtime_config_update` run, builds the config, and the stand-ins made
    the model use Megatron-Core's non-TE layer spec,
+4. the trainer's record of its config (`run_config.yaml`, written after `runtime_config_update`
+   when OVL_CHECK_DUMP is set) is written and holds the plan's model shape,
+5. the grid's turns on the GPU (OVL_GPU_LOCK): jobs started together hold the GPU one at a
+   time, the first waits until all are waiting, and a job whose turn passes the deadline exits
+   75 untrained,
 so a GPU run cannot fail on a missing wheel, a stand-in or an override Bridge refuses.
 """
 
@@ -49,7 +54,7 @@ def main():
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("LOCAL_RANK", "0")
-    from megatron.bridge.training.config import runtime_config_update
+    from megatron.bridge.training import pretrain as entry
     from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
 
     trainer = plan["trainer"]
@@ -57,7 +62,8 @@ def main():
     cfg = getattr(family, trainer["recipe"])()
     cfg = process_config_with_overrides(cfg, cli_overrides=list(trainer["overrides"]))
     cfg.model.seq_length = cfg.dataset.seq_length  # the runner's own step
-    runtime_config_update(cfg)
+    dump = os.environ["OVL_CHECK_DUMP"]
+    entry.runtime_config_update(cfg)  # as Bridge's pretrain calls it, with the check's record
     import megatron.bridge.models.gpt_provider as gp
 
     assert gp.transformer_engine_layer_spec is gp.local_layer_spec, "the layer-spec stand-in did not act"
@@ -65,7 +71,47 @@ def main():
         if k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "seq_length"):
             assert getattr(cfg.model, k) == v, f"model.{k}: plan {v}, Bridge {getattr(cfg.model, k)}"
     print(f"config: {trainer['recipe']} with {len(trainer['overrides'])} overrides builds; non-TE layer spec")
+    import yaml
+
+    record = yaml.load(open(os.path.join(dump, "run_config.yaml")), Loader=yaml.FullLoader)
+    assert record["model"]["num_layers"] == plan["model"]["num_layers"], "run_config.yaml: model.num_layers"
+    assert entry.pretrain.__qualname__.startswith("_patch_pretrain"), "pretrain is not the check's wrapper"
+    print("record: run_config.yaml written after runtime_config_update")
+    turns()
     return 0
+
+
+def turns():
+    """Three processes ask for the GPU together; a fourth finds it held past its deadline."""
+    import subprocess
+    import tempfile
+    import time
+
+    lock = os.path.join(tempfile.mkdtemp(), "gpu.lock")
+    job = (
+        "import sitecustomize, sys, time; sitecustomize._gpu_turn(sys.argv[1]); t = time.time(); "
+        "time.sleep(0.3); print(t, time.time())"
+    )
+    env = dict(os.environ, OVL_GPU_JOBS="3", OVL_GPU_SETTLE_S="30")
+    env.pop("OVL_GPU_LOCK", None)
+    procs = []
+    for i in range(3):
+        procs.append(subprocess.Popen([sys.executable, "-c", job, lock], env=env, stdout=subprocess.PIPE, text=True))
+        time.sleep(0.5 * i)  # the last arrives a second after the first
+    spans = sorted(tuple(map(float, p.communicate()[0].split())) for p in procs)
+    assert all(p.returncode == 0 for p in procs), [p.returncode for p in procs]
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), f"turns overlap: {spans}"
+    ready = max(os.path.getmtime(os.path.join(lock + ".ready", f)) for f in os.listdir(lock + ".ready"))
+    assert spans[0][0] >= ready, "the first turn did not wait for every job"
+    fd = os.open(lock, os.O_RDWR)
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    late = subprocess.run(
+        [sys.executable, "-c", job, lock], env=dict(env, OVL_GPU_DEADLINE=str(time.time() + 1)), capture_output=True
+    )
+    assert late.returncode == 75, f"a job past its deadline exited {late.returncode}"
+    print("turns: 3 jobs held the GPU one at a time; one past its deadline exited 75")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ source scripts/gpu-check/jobs.sh
 mapfile -t TRAIN < <(train_args "$WORK/checkpoints")
 target/release/ovlaunch plan "${COMMON[@]}" "${TRAIN[@]}" -o json > "$WORK/plan.json" 2> /dev/null
 
-PYTHONPATH="$PWD/scripts/gpu-check:$WORK/site" HF_HUB_CACHE="$WORK/bundle/hf" HF_HUB_OFFLINE=1 \
+PYTHONPATH="$PWD/scripts/gpu-check:$WORK/site" OVL_CHECK_DUMP="$WORK/dump" HF_HUB_CACHE="$WORK/bundle/hf" HF_HUB_OFFLINE=1 \
   TRANSFORMERS_OFFLINE=1 "$PY" scripts/gpu-check/cpu-check.py "$WORK/plan.json" 2> "$WORK/cpu-check.err" \
   || { tail -30 "$WORK/cpu-check.err" >&2; exit 1; }
 echo "cpu-check: ok"

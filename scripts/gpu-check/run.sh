@@ -11,7 +11,8 @@
 #   resume   the same job again with 30 steps: it loads the step-20 checkpoint and goes on
 #   preempt  a long run; SIGTERM to the rank after a few steps (what Slurm's --signal does for the
 #            preemption plugin, which needs Slurm); the trainer's exit handler saves and stops
-#   grid     step time and peak memory for depth, width, micro batch, sequence and recompute
+#   grid     step time and peak memory for depth, width, micro batch, sequence and recompute:
+#            the jobs start together and take turns on the GPU
 # then compares Bridge's own record of the config it trained with (run_config.yaml in the
 # checkpoint) with `ovlaunch plan -o json`, and the trainer's environment with `ovlaunch env`
 # (compare.py). Results: summary.txt (this output), gpu-measurements.csv, logs.tar.gz.
@@ -22,7 +23,7 @@ ROOT=$PWD
 BUNDLE=${OVL_GPU_BUNDLE:-$ROOT/.gpu}
 RES=${1:-${OUT:-$ROOT/gpu-results}}
 WORK=${OVL_GPU_WORK:-/tmp/ovlaunch-gpu-check}
-BUDGET=${OVL_GPU_BUDGET_S:-400}   # stop starting new grid jobs after this many seconds
+BUDGET=${OVL_GPU_BUDGET_S:-400}   # a grid job whose turn on the GPU has not come by then is not run
 STAGES=${OVL_GPU_STAGES:-train resume preempt grid}
 want() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$RES"
@@ -169,22 +170,38 @@ find "$PCKPT" -mindepth 1 -maxdepth 1 -printf '  checkpoints: %f\n' 2>/dev/null 
 fi
 
 if want grid; then
-say "== grid: step time and peak memory"
+say "== grid: step time and peak memory, one job at a time on the GPU"
+# The jobs start together and take turns on the GPU (sitecustomize.py, part 3): their imports and
+# configuration overlap, their steps do not. No checkpoint (save_interval=0: no final save).
 GRID=(
   "base|"
   "depth8|model.num_layers=8"
+  "depth16|model.num_layers=16"
   "seq4096|dataset.seq_length=4096 model.seq_length=4096"
+  "seq8192|dataset.seq_length=8192 model.seq_length=8192"
   "width4096|model.hidden_size=4096 model.ffn_hidden_size=14336 model.num_attention_heads=32"
   "mbs2|train.micro_batch_size=2"
+  "mbs4|train.micro_batch_size=4"
   "recompute|model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1"
 )
+export OVL_GPU_LOCK="$WORK/gpu.lock" OVL_GPU_JOBS=${#GRID[@]} OVL_GPU_SETTLE_S=${OVL_GPU_SETTLE_S:-150}
+export OVL_GPU_DEADLINE=$(( $(date +%s) + BUDGET - SECONDS ))
+PIDS=()
 for row in "${GRID[@]}"; do
   name=${row%%|*}
-  if [ "$SECONDS" -gt "$BUDGET" ]; then say "$name: skipped (time budget)"; continue; fi
   # shellcheck disable=SC2046,SC2086
-  render "$name" $(shape ${row#*|}) --set train.train_iters=10
-  launch "$name" "${OVL_GPU_JOB_S:-150}" || failure "$name"
+  render "$name" $(shape ${row#*|}) --set train.train_iters=10 --set checkpoint.save_interval=0
+  launch "$name" $(( BUDGET + ${OVL_GPU_JOB_S:-120} - SECONDS )) &
+  PIDS+=("$!")
 done
+i=0
+for row in "${GRID[@]}"; do
+  name=${row%%|*}
+  wait "${PIDS[$i]}" || failure "$name"
+  grep -h '^\[gpu-check\] ' "$WORK/logs/$name.log" | sed "s/^/  $name: /"
+  i=$((i + 1))
+done
+unset OVL_GPU_LOCK
 say "fp8: not run (Transformer Engine, which Megatron-Core's FP8 needs, is not on this machine)"
 fi
 

@@ -22,11 +22,23 @@ each stand-in below covers one, prints itself on stderr when it acts, and does n
    cross-entropy kernel (`cross_entropy_fusion_impl` "te" -> "native"). The plan states the rest
    (`gradient_accumulation_fusion`, `cross_entropy_loss_fusion`) through `--set`.
 
+3. One GPU, several jobs (not a stand-in: the check's scheduling). The grid starts its jobs at once,
+   so their imports and Bridge's configuration (most of a small job's minute) overlap; when
+   OVL_GPU_LOCK names a file, Bridge's `pretrain` first waits for an exclusive lock on it and
+   holds it until the process exits, so only one job at a time initializes, trains and measures
+   on the GPU. The first job to get it also waits (at most OVL_GPU_SETTLE_S seconds) until all
+   OVL_GPU_JOBS jobs are waiting, so no import competes with its timed steps for the CPU. A job
+   whose turn has not come by OVL_GPU_DEADLINE (seconds since the epoch) exits 75 untrained.
+
 When OVL_CHECK_DUMP names a directory, every Python process of rank 0 also writes the environment
-it started with (`env-<pid>.json`) and, at exit, the CUDA memory peaks it saw (`mem-<pid>.json`).
+it started with (`env-<pid>.json`) and, at exit, the CUDA memory peaks it saw (`mem-<pid>.json`);
+the trainer writes the configuration it trains with as Bridge's checkpoints record it
+(`run_config.yaml`: `ConfigContainer.to_yaml` right after `runtime_config_update`), so a job that
+saves no checkpoint is compared too.
 """
 
 import builtins
+import fcntl
 import importlib.abc
 import importlib.util
 import json
@@ -131,10 +143,60 @@ def _patch_config(module):
     cls.finalize = finalize
 
 
-_AFTER = {
-    "megatron.bridge.models.gpt_provider": _patch_provider,
-    "megatron.bridge.models.transformer_config": _patch_config,
-}
+_TURN = []  # the lock file, held open (and so locked) until the process exits
+
+
+def _gpu_turn(lock):
+    ready = lock + ".ready"
+    os.makedirs(ready, exist_ok=True)
+    open(os.path.join(ready, str(os.getpid())), "w").close()
+    deadline = float(os.environ.get("OVL_GPU_DEADLINE", "inf"))
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    asked = time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.time() > deadline:
+                print("[gpu-check] time budget: this job's turn on the GPU did not come; not run", file=sys.stderr, flush=True)
+                sys.exit(75)
+            time.sleep(0.2)
+    _TURN.append(fd)
+    jobs = int(os.environ.get("OVL_GPU_JOBS", "1"))
+    settle = time.monotonic() + float(os.environ.get("OVL_GPU_SETTLE_S", "0"))
+    while len(os.listdir(ready)) < jobs and time.monotonic() < settle:
+        time.sleep(0.2)
+    print(f"[gpu-check] the GPU is this job's after {time.monotonic() - asked:.1f} s", file=sys.stderr, flush=True)
+
+
+def _patch_pretrain(module):
+    lock = os.environ.get("OVL_GPU_LOCK")
+    original = module.pretrain
+    update = module.runtime_config_update
+
+    def pretrain(*args, **kwargs):
+        if lock:
+            _gpu_turn(lock)
+        return original(*args, **kwargs)
+
+    def runtime_config_update(config, *args, **kwargs):
+        out = update(config, *args, **kwargs)
+        config.to_yaml(os.path.join(_DIR, "run_config.yaml"))
+        return out
+
+    module.pretrain = pretrain
+    if _DIR:
+        module.runtime_config_update = runtime_config_update
+
+
+_AFTER = {}
+if "transformer_engine" in _STUBBED:
+    _AFTER["megatron.bridge.models.gpt_provider"] = _patch_provider
+    _AFTER["megatron.bridge.models.transformer_config"] = _patch_config
+_DIR = os.environ.get("OVL_CHECK_DUMP") if os.environ.get("RANK", "0") == "0" else None
+if os.environ.get("OVL_GPU_LOCK") or _DIR:
+    _AFTER["megatron.bridge.training.pretrain"] = _patch_pretrain
 
 
 class _After(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -160,11 +222,10 @@ class _After(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         _AFTER[module.__name__](module)
 
 
-if "transformer_engine" in _STUBBED:
+if _AFTER:
     sys.meta_path.insert(0, _After())
 
 
-_DIR = os.environ.get("OVL_CHECK_DUMP") if os.environ.get("RANK", "0") == "0" else None
 if _DIR:
     os.makedirs(_DIR, exist_ok=True)
     with open(os.path.join(_DIR, f"env-{os.getpid()}-{time.time_ns()}.json"), "w") as f:
