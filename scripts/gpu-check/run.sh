@@ -184,6 +184,18 @@ GRID=(
   "mbs4|train.micro_batch_size=4"
   "recompute|model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1"
 )
+# OVL_GPU_GRID=more: a second set, each shape term varied apart from the first's
+[ "${OVL_GPU_GRID:-}" = more ] && GRID=(
+  "depth2|model.num_layers=2"
+  "depth8_mbs4|model.num_layers=8 train.micro_batch_size=4"
+  "width3072|model.hidden_size=3072 model.num_attention_heads=24"
+  "ffn16384|model.ffn_hidden_size=16384"
+  "mbs8|train.micro_batch_size=8"
+  "seq4096_mbs2|dataset.seq_length=4096 model.seq_length=4096 train.micro_batch_size=2"
+  "selective|model.recompute_granularity=selective"
+  "heads32|model.num_attention_heads=32"
+  "width4096_depth8|model.num_layers=8 model.hidden_size=4096 model.ffn_hidden_size=14336 model.num_attention_heads=32"
+)
 export OVL_GPU_LOCK="$WORK/gpu.lock" OVL_GPU_JOBS=${#GRID[@]} OVL_GPU_SETTLE_S=${OVL_GPU_SETTLE_S:-150}
 export OVL_GPU_DEADLINE=$(( $(date +%s) + BUDGET - SECONDS ))
 PIDS=()
