@@ -155,6 +155,14 @@ def peaks(dump):
     return None
 
 
+def outside(mem):
+    """GiB the job's process held on the GPU outside PyTorch's allocator at exit, or ''."""
+    if not mem or mem.get("device_used_at_exit_mib") is None or mem.get("device_used_at_turn_mib") is None:
+        return ""
+    used = (mem["device_used_at_exit_mib"] - mem["device_used_at_turn_mib"]) * 2**20
+    return round((used - mem["reserved_at_exit"]) / GIB, 3)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -231,6 +239,7 @@ def main():
             "tokens_per_s": round(tokens / (med / 1000.0)) if med else "",
             "max_allocated_gib": round(mem["max_allocated"] / GIB, 3) if mem else "",
             "max_reserved_gib": round(mem["max_reserved"] / GIB, 3) if mem else "",
+            "outside_allocator_gib": outside(mem),
             "estimate_args": estimate_args(os.path.join(logs, f"{job}.args")),
             "estimate_step_ms": round(est["step_time_s"] * 1000.0, 1),
             "estimate_memory_gib": round(est["memory_gib_per_gpu"], 3),

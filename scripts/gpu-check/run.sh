@@ -184,6 +184,16 @@ GRID=(
   "mbs4|train.micro_batch_size=4"
   "recompute|model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1"
 )
+# OVL_GPU_GRID=check: configurations none of the others holds, whose memory the estimator
+# predicted before they ran (results/gpu-2026-11-26-h200/README.md)
+[ "${OVL_GPU_GRID:-}" = check ] && GRID=(
+  "v_depth12_mbs2|model.num_layers=12 train.micro_batch_size=2"
+  "v_w2560_s4096|model.hidden_size=2560 model.num_attention_heads=32 dataset.seq_length=4096 model.seq_length=4096"
+  "v_ffn11008_h32_mbs4|model.ffn_hidden_size=11008 model.num_attention_heads=32 train.micro_batch_size=4"
+  "v_w3072_d6_recompute|model.hidden_size=3072 model.num_attention_heads=24 model.num_layers=6 model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1"
+  "v_seq6144|dataset.seq_length=6144 model.seq_length=6144"
+  "v_depth24|model.num_layers=24"
+)
 # OVL_GPU_GRID=more: a second set, each shape term varied apart from the first's
 [ "${OVL_GPU_GRID:-}" = more ] && GRID=(
   "depth2|model.num_layers=2"

@@ -144,6 +144,22 @@ def _patch_config(module):
 
 
 _TURN = []  # the lock file, held open (and so locked) until the process exits
+_USED = []  # the GPU's used memory (MiB, nvidia-smi) when this job's turn began
+
+
+def _device_used_mib():
+    """The whole GPU's used memory as the driver reports it (nvidia-smi, which opens no CUDA
+    context in this process), MiB; None where it cannot be read."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True, text=True, timeout=20,
+        ).stdout
+        return float(out.split()[0])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
 
 
 def _gpu_turn(lock):
@@ -167,6 +183,7 @@ def _gpu_turn(lock):
     settle = time.monotonic() + float(os.environ.get("OVL_GPU_SETTLE_S", "0"))
     while len(os.listdir(ready)) < jobs and time.monotonic() < settle:
         time.sleep(0.2)
+    _USED.append(_device_used_mib())
     print(f"[gpu-check] the GPU is this job's after {time.monotonic() - asked:.1f} s", file=sys.stderr, flush=True)
 
 
@@ -242,6 +259,13 @@ if _DIR:
             "max_allocated": torch.cuda.max_memory_allocated(),
             "max_reserved": torch.cuda.max_memory_reserved(),
             "device": torch.cuda.get_device_name(0),
+            # What the GPU holds outside PyTorch's allocator (CUDA context, NCCL, cuBLAS and
+            # other libraries' own allocations): the driver's count at exit less the one at the
+            # job's turn (other jobs' idle processes, constant meanwhile) less what the
+            # allocator holds at exit.
+            "reserved_at_exit": torch.cuda.memory_reserved(),
+            "device_used_at_turn_mib": _USED[0] if _USED else None,
+            "device_used_at_exit_mib": _device_used_mib() if _USED else None,
         }
         with open(os.path.join(_DIR, f"mem-{os.getpid()}.json"), "w") as f:
             json.dump(out, f)
