@@ -93,6 +93,11 @@ pub struct GpuPerf {
     pub nvlink_gb_s: f64,
     /// Scale-out (network) bandwidth per GPU, one direction, GB/s.
     pub scale_out_gb_s: f64,
+    /// The GPU kind whose compute die (SMs, clocks, tensor cores) this one shares: its fitted
+    /// GEMM efficiency applies where this kind has none of its own (H200: H100's die with
+    /// more and faster HBM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_die: Option<String>,
 }
 
 /// The GPU generations a hardware file may name (`cpu`: a machine without GPUs).

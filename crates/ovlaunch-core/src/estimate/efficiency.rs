@@ -65,11 +65,13 @@ impl Efficiency {
         })
     }
 
-    /// Efficiency of the GEMMs for one GPU kind, precision and architecture.
-    pub fn compute(&self, kind: &str, prec: PrecisionClass, moe: bool) -> f64 {
-        let base = self
-            .compute
-            .get(kind)
+    /// Efficiency of the GEMMs for one GPU kind, precision and architecture: the first of
+    /// `kinds` (the GPU kind, then the kind whose compute die it shares) that has a fitted
+    /// value, else the default.
+    pub fn compute(&self, kinds: &[&str], prec: PrecisionClass, moe: bool) -> f64 {
+        let base = kinds
+            .iter()
+            .find_map(|k| self.compute.get(*k))
             .or_else(|| self.compute.get("default"))
             .copied()
             .unwrap_or(0.5);
@@ -100,10 +102,25 @@ mod tests {
     fn unknown_gpu_kinds_use_the_default_factor() {
         let e = Efficiency::embedded().unwrap();
         let d = e.compute["default"];
-        assert_eq!(e.compute("zz9", PrecisionClass::Bf16, false), d);
+        assert_eq!(e.compute(&["zz9"], PrecisionClass::Bf16, false), d);
         assert_eq!(
-            e.compute("zz9", PrecisionClass::Fp8, true),
+            e.compute(&["zz9"], PrecisionClass::Fp8, true),
             d * e.fp8 * e.moe
         );
+    }
+
+    /// A kind with no fitted value of its own takes the kind whose compute die it shares, as
+    /// `hardware/gpus.yaml` states it (H200: H100), before the default.
+    #[test]
+    fn a_kind_without_its_own_factor_takes_its_compute_die() {
+        let e = Efficiency::embedded().unwrap();
+        let cat = crate::catalog::Catalog::embedded().unwrap();
+        let h200 = cat.gpus.iter().find(|g| g.kind == "h200").unwrap();
+        let die = h200.perf.as_ref().unwrap().compute_die.as_deref();
+        assert_eq!(die, Some("h100"));
+        assert!(!e.compute.contains_key("h200"));
+        let bf16 = e.compute(&["h200", die.unwrap()], PrecisionClass::Bf16, false);
+        assert_eq!(bf16, e.compute["h100"]);
+        assert_ne!(bf16, e.compute["default"]);
     }
 }

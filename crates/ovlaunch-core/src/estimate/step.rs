@@ -301,9 +301,13 @@ pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
     // The Mamba-2 conv1d and SSD scan run in their own kernels, at a fitted share of the
     // GEMMs' rate (`Efficiency::mamba`).
     let bf16 = 6.0 * (macs.attn / e.attn + macs.head / e.head) + 6.0 * macs.ssm / c.eff.mamba;
-    let ceff = c
-        .eff
-        .compute(&c.plan.hardware.gpu.kind, c.prec, a.moe.is_some());
+    let gpu = &c.plan.hardware.gpu;
+    let die = perf.compute_die.as_deref();
+    let ceff = c.eff.compute(
+        &[gpu.kind.as_str(), die.unwrap_or(gpu.kind.as_str())],
+        c.prec,
+        a.moe.is_some(),
+    );
     let t_lowp = tokens_mb_gpu * lowp / (c.prec.peak(perf) * 1e12 * ceff);
     let t_bf16 = tokens_mb_gpu * bf16 / (perf.bf16_tflops * 1e12 * ceff);
     // Every microbatch also streams the GPU's weights through HBM twice (forward, data
