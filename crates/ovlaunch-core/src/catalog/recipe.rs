@@ -399,6 +399,21 @@ impl Recipe {
         out
     }
 
+    /// The model provider class `variant` (or the recipe) builds: its own, else for a function
+    /// whose model comes from a checkpoint the classes the checkpoint may give it.
+    pub fn provider_class<'a>(
+        &'a self,
+        variant: Option<&'a Variant>,
+    ) -> crate::config::provider::Class<'a> {
+        let known = variant
+            .and_then(|v| v.model_class.as_deref())
+            .or(self.model_class.as_deref());
+        let from = variant
+            .and_then(|v| v.from_checkpoint.as_ref())
+            .or(self.from_checkpoint.as_ref());
+        crate::config::provider::Class::of(known, from.map_or(&[][..], |f| f.classes.as_slice()))
+    }
+
     /// The pipeline-layout table Bridge's runner rebuilds `variant`'s layout with, if any.
     pub fn layout_table<'a>(&'a self, variant: Option<&'a Variant>) -> Option<&'a LayoutTable> {
         variant
