@@ -29,7 +29,8 @@ tests/bridge/hf does not hold (the offline hub has nothing else) is run on two s
 (STANDIN: a fixture's config, and the same with every shape number doubled) at the checkpoint's
 name: the model fields it assigns after Bridge built the model, with the same value on both, are
 what the recipe states; the other model fields go under `from_checkpoint` (the checkpoint, the
-commit the function pins, the fields), except those Bridge's mixed-precision setup writes later.
+commit the function pins, the fields, and the provider classes the bridges of its model build:
+`checkpoint_classes`), except those Bridge's mixed-precision setup writes later.
 It is shipped when Bridge's runner then builds the job with one of PROOF_STANDINS at the
 checkpoint's name (what the Bridge proof does). recipes/hf_config_map.json is Bridge's config
 mapping, which ovlaunch applies to a config the user gives (`--hf-config`).

@@ -637,48 +637,6 @@ pub fn plain_keys(v: &Value) -> Result<(), String> {
     }
 }
 
-/// A `#[serde(deserialize_with)]` check for a recipe's section (typed, unknown keys refused).
-pub fn de_section<'de, D: serde::Deserializer<'de>>(
-    name: &'static str,
-    d: D,
-) -> Result<Option<Map<String, Value>>, D::Error> {
-    super::bridge_de::section(name, d)
-}
-
-macro_rules! de_fns {
-    ($($name:ident),*) => {
-        /// One deserialiser per section, for recipe files.
-        pub mod de {
-            $(
-                pub fn $name<'de, D: serde::Deserializer<'de>>(
-                    d: D,
-                ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, D::Error> {
-                    super::de_section(stringify!($name), d)
-                }
-            )*
-        }
-    };
-}
-de_fns!(
-    scheduler, dataset, tokenizer, checkpoint, logger, profiling, ft
-);
-
-/// A recipe file's `peft` section: a scheme name or fields of some PEFT class (typed against
-/// the recipe's own when planned).
-pub fn de_peft<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    use serde::Deserialize;
-    use serde::de::Error;
-    let v = Option::<Value>::deserialize(d)?;
-    if let Some(Value::Object(m)) = &v {
-        for (k, val) in m {
-            if k != "recipe" {
-                check_any(PEFT, k, val.clone()).map_err(D::Error::custom)?;
-            }
-        }
-    }
-    Ok(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,4 +1,4 @@
-//! A recipe file's pass-through section read key by key (`bridge::de_section`), so that an
+//! A recipe file's pass-through sections (`de::dataset`, ..., [`de_peft`]), read key by key, so that an
 //! error about a key inside a mapping under a dataclass field (`dataset: {hf_dataset:
 //! {bad_field: 1}}`) is raised while the parser stands on that key: the message carries its own
 //! file:line, as every other recipe-file error does, not the section's (so does an error about
@@ -16,12 +16,46 @@ use serde_json::{Map, Value};
 
 use super::bridge::{NESTED, TARGET, check_any, dataclasses, section_classes};
 
-/// The section `name`'s mapping (or `null`), each field checked as `bridge::check_any` does.
+/// The section `name`'s mapping (or `null`), each field checked as `bridge::check_any` does: a
+/// `#[serde(deserialize_with)]` check for a recipe's section (typed, unknown keys refused).
 pub fn section<'de, D: serde::Deserializer<'de>>(
     name: &'static str,
     d: D,
 ) -> Result<Option<Map<String, Value>>, D::Error> {
     d.deserialize_option(Section(name))
+}
+
+macro_rules! de_fns {
+    ($($name:ident),*) => {
+        /// One deserialiser per section, for recipe files.
+        pub mod de {
+            $(
+                pub fn $name<'de, D: serde::Deserializer<'de>>(
+                    d: D,
+                ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, D::Error> {
+                    super::section(stringify!($name), d)
+                }
+            )*
+        }
+    };
+}
+de_fns!(
+    scheduler, dataset, tokenizer, checkpoint, logger, profiling, ft
+);
+
+/// A recipe file's `peft` section: a scheme name or fields of some PEFT class (typed against
+/// the recipe's own when planned).
+pub fn de_peft<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    use serde::Deserialize;
+    let v = Option::<Value>::deserialize(d)?;
+    if let Some(Value::Object(m)) = &v {
+        for (k, val) in m {
+            if k != "recipe" {
+                check_any(super::bridge::PEFT, k, val.clone()).map_err(D::Error::custom)?;
+            }
+        }
+    }
+    Ok(v)
 }
 
 struct Section(&'static str);
@@ -196,5 +230,54 @@ impl<'de> DeserializeSeed<'de> for Key<'_> {
             return Err(D::Error::custom(e));
         }
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::catalog::recipe::Recipe;
+    use crate::error::Origin;
+
+    /// The line a recipe file's refusal points at.
+    fn line_of(text: &str) -> (Option<usize>, String) {
+        let e = Recipe::parse(text, "r.yaml").unwrap_err();
+        match e.origin.as_deref() {
+            Some(Origin::File { line, .. }) => (*line, e.message),
+            other => panic!("no file origin: {other:?}"),
+        }
+    }
+
+    const HEAD: &str =
+        "name: mine\nbridge_recipe: qwen3_8b_sft_config\ndataset:\n  seq_length: 4096\n";
+
+    #[test]
+    fn a_refusal_points_at_the_offending_keys_own_line() {
+        // a key of a mapping under a dataclass field, block and flow style
+        let (line, m) = line_of(&format!(
+            "{HEAD}  hf_dataset:\n    split: train\n    bad_field: 1\n"
+        ));
+        assert_eq!(line, Some(7), "{m}");
+        assert!(m.contains("`bad_field` in `dataset.hf_dataset`"), "{m}");
+        let (line, _) = line_of(&format!("{HEAD}  hf_dataset: {{split: a, bad_field: 1}}\n"));
+        assert_eq!(line, Some(5));
+        // a value of the wrong type there
+        let (line, m) = line_of(&format!("{HEAD}  hf_dataset:\n    split: 5\n"));
+        assert_eq!(line, Some(6), "{m}");
+        // a field of the section itself
+        let (line, m) = line_of(&format!("{HEAD}  bogus: 1\n"));
+        assert_eq!(line, Some(5), "{m}");
+    }
+
+    #[test]
+    fn a_mapping_naming_its_class_is_read_whole() {
+        // the keys of the class `_target_` names, whatever their order
+        let target = "megatron.bridge.data.sources.hf.HFDatasetSourceConfig";
+        let text = format!(
+            "{HEAD}  hf_dataset:\n    _target_: {target}\n    path_or_dataset: org/data\n    split: train\n"
+        );
+        Recipe::parse(&text, "r.yaml").unwrap();
+        let text =
+            format!("{HEAD}  hf_dataset:\n    path_or_dataset: org/data\n    _target_: {target}\n");
+        Recipe::parse(&text, "r.yaml").unwrap();
     }
 }

@@ -266,6 +266,30 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoints_candidate_classes_type_a_field() {
+        let qwen3_vl = [
+            "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLMoEModelProvider".to_string(),
+            "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLModelProvider".to_string(),
+        ];
+        let c = Class::OneOf(&qwen3_vl);
+        assert_eq!(
+            check(c, "freeze_vision_model", json!(true)).unwrap(),
+            json!(true)
+        );
+        let e = check(c, "freeze_vision_model", json!("x")).unwrap_err();
+        assert!(e.contains("must be true or false"), "{e}");
+        let e = check(c, "hybrid_override_pattern", json!("M")).unwrap_err();
+        assert!(
+            e.contains("none of Bridge's classes the checkpoint may give this model")
+                && e.contains("Qwen3VLMoEModelProvider ("),
+            "{e}"
+        );
+        // no class the recipe names: what a recipe that runs its own trainer gets
+        assert!(matches!(Class::of(None, &[]), Class::Unknown));
+        assert!(matches!(Class::of(Some(GPT), &qwen3_vl), Class::Known(GPT)));
+    }
+
+    #[test]
     fn window_size_is_the_classs_own_type() {
         // Megatron-Core: Optional[Tuple[int, int]]
         assert!(check(Class::Known(GPT), "window_size", json!([4096, 0])).is_ok());

@@ -154,7 +154,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
                     config::provider::NAMES
                         .iter()
                         .copied()
-                        .filter(|_| section == config::ModelConfig::SECTION),
+                        .filter(|n| section == config::ModelConfig::SECTION && !known.contains(n)),
                 ),
                 format!("see `ovlaunch fields {section}`"),
             )));
