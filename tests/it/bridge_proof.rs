@@ -797,6 +797,34 @@ fn fine_tuning_cases() -> Vec<Case> {
             ],
         ),
         case(
+            "refuse-sft-held-source-two-modes",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset.path_or_dataset=org/data",
+            ],
+        ),
+        case(
+            "sft-held-source-other-mode",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset.path_or_dataset=org/data",
+                "--set",
+                "dataset.hf_dataset.dataset_name=null",
+            ],
+        ),
+        case(
             "refuse-sft-no-source",
             "h100",
             8,
@@ -2110,4 +2138,60 @@ fn a_vision_language_field_on_a_checkpoint_function_reaches_bridges_class() {
     );
     let e = refused("model.freeze_vision_modell=true");
     assert!(e.contains("did you mean `freeze_vision_model`"), "{e}");
+}
+
+/// A source the function holds (Llama 3 8B SFT's `hf_dataset`, a named dataset) with its other
+/// mode set field by field: refused at plan time, as Bridge's `HFDatasetSourceConfig.validate`
+/// refuses it (fed the same words); with the held mode cleared, accepted, and Bridge ends with
+/// the plan's fields. (Both cases are also in the whole proof's `fine_tuning_cases`.)
+#[test]
+fn a_held_sources_mode_set_by_path_is_checked_at_plan_time() {
+    let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
+        let required = std::env::var("OVLAUNCH_REQUIRE_BRIDGE").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)"
+        );
+        eprintln!("skipped: OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)");
+        return;
+    };
+    let cases: Vec<Case> = fine_tuning_cases()
+        .into_iter()
+        .filter(|c| c.id.contains("held-source"))
+        .collect();
+    assert_eq!(cases.len(), 2);
+    let (refused, accepted) = (&cases[0], &cases[1]);
+    let ours = plan_of(refused).expect_err("two source modes are refused");
+    assert!(
+        ours.contains("Exactly one Hugging Face source must be set"),
+        "{ours}"
+    );
+    assert!(
+        ours.contains("--set dataset.hf_dataset.dataset_name=null"),
+        "{ours}"
+    );
+    let (argv, _) = refused_argv(refused);
+    let plan = plan_of(accepted).unwrap_or_else(|e| panic!("refused: {e}"));
+    let inputs = json!([
+        {"id": refused.id, "argv": argv, "world_size": 8, "gpu": "h100", "env": {}},
+        {"id": accepted.id, "argv": trainer_argv(&dry_run_script(accepted)), "world_size": 8, "gpu": "h100", "env": {}},
+    ]);
+    let built = probe(&python, &inputs);
+    let b = &built[&refused.id];
+    assert_eq!(b["ok"], false, "Bridge accepted {argv:?}");
+    let mut report = Vec::new();
+    compare_refusal(refused, &ours, b, &mut report);
+    assert!(report.is_empty(), "{report:?}");
+    let b = &built[&accepted.id];
+    assert_eq!(b["ok"], true, "Bridge refused: {}", b["error"]);
+    assert_eq!(
+        b["config"]["dataset"]["hf_dataset"]["path_or_dataset"],
+        "org/data"
+    );
+    assert_eq!(
+        b["config"]["dataset"]["hf_dataset"]["dataset_name"],
+        Value::Null
+    );
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
 }

@@ -93,6 +93,19 @@ impl Holder<'_> {
             .find(|(p, _)| *p == path)
             .map(|(_, c)| *c)
     }
+
+    /// The paths where the function holds an object of `class` (`dataset.hf_dataset`), each
+    /// with the fields that object leaves `None`.
+    pub fn held_objects(&self, class: &str) -> Vec<(&'static str, &'static [&'static str])> {
+        let Some(h) = self.holds() else {
+            return Vec::new();
+        };
+        h.nested
+            .iter()
+            .filter(|(_, c)| *c == Some(class))
+            .filter_map(|(p, _)| h.nested_none.iter().find(|(q, _)| q == p).copied())
+            .collect()
+    }
 }
 
 /// Every class section `name` holds in some shipped function beyond its pretraining one
