@@ -477,12 +477,15 @@ fn tune_row(
     .unwrap()
 }
 
-/// The memory overhead (CUDA context, NCCL and Transformer Engine workspaces, allocator
-/// slack) fitted to the measured GPU runs under `results/*/gpu-measurements.csv`: each row's
-/// `max_reserved_gib` less the estimate's other terms for its `estimate_args`; the median over
-/// the rows. Returns it with each row's residual (GiB).
-fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(String, f64)>) {
+/// The memory overhead fitted to the measured GPU runs under `results/*/gpu-measurements.csv`:
+/// each row's peak on the GPU less the estimate's other terms for its `estimate_args`; the
+/// median over the rows. The peak is `max_reserved_gib` (what PyTorch's caching allocator
+/// reserved, its slack included) plus what the process held outside the allocator (the CUDA
+/// context and libraries' own allocations: the row's `outside_allocator_gib`, or where a row
+/// has none, the median of the rows that do). Returns it with each row's peak and residual (GiB).
+fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(String, f64, f64)>) {
     let mut residuals = Vec::new();
+    let mut outside: Vec<Option<f64>> = Vec::new();
     let mut dirs: Vec<_> = std::fs::read_dir(root.join("results"))
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -517,9 +520,18 @@ fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(Strin
             let r = resolver.cat.recipe(&recipe).expect("recipe");
             let hw = hardware::parse(&gpus, &resolver.cat.gpus, None).expect("gpus");
             let parsed = overrides::parse_sets(&sets).expect("sets");
+            // The runs' software: `--te-version none` is what they had.
+            let stack = Stack {
+                te: if words.iter().any(|w| w == "--te-version") && arg("--te-version") == "none" {
+                    None
+                } else {
+                    resolver.stack.te.clone()
+                },
+                ..resolver.stack.clone()
+            };
             let plan = resolve::resolve(&resolve::Inputs {
                 sets: &parsed,
-                ..resolve::Inputs::new(&r, &hw, &resolver.stack)
+                ..resolve::Inputs::new(&r, &hw, &stack)
             })
             .expect("measured row resolves");
             let mut eff = Efficiency::embedded().unwrap();
@@ -528,18 +540,54 @@ fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(Strin
             let measured: f64 = f[col("max_reserved_gib")]
                 .parse()
                 .expect("max_reserved_gib");
+            outside.push(
+                header
+                    .iter()
+                    .position(|h| h == "outside_allocator_gib")
+                    .and_then(|i| f[i].parse().ok()),
+            );
             residuals.push((
                 format!(
                     "{} {}",
                     dir.file_name().unwrap().to_string_lossy(),
                     f[col("job")]
                 ),
+                measured,
                 measured - rest,
             ));
         }
     }
-    let overhead = median(residuals.iter().map(|r| r.1).collect());
+    let typical = median(outside.iter().flatten().copied().collect());
+    for (r, o) in residuals.iter_mut().zip(&outside) {
+        let o = o.unwrap_or(if typical.is_nan() { 0.0 } else { typical });
+        r.1 += o;
+        r.2 += o;
+    }
+    let overhead = median(residuals.iter().map(|r| r.2).collect());
     (overhead, residuals)
+}
+
+/// The memory fit's error: per row |estimate / measured - 1| with the overhead fitted on all
+/// rows (in-sample) and on the others only (leave-one-out); the medians and maxima.
+fn memory_errors(overhead: f64, rows: &[(String, f64, f64)]) -> ([f64; 2], [f64; 2]) {
+    let (mut fit, mut loo) = (vec![], vec![]);
+    for (i, (_, measured, residual)) in rows.iter().enumerate() {
+        let rest = measured - residual;
+        let others = median(
+            rows.iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, r)| r.2)
+                .collect(),
+        );
+        fit.push(((rest + overhead) / measured - 1.0).abs());
+        loo.push(((rest + others) / measured - 1.0).abs());
+    }
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    (
+        [median(fit.clone()), max(&fit)],
+        [median(loo.clone()), max(&loo)],
+    )
 }
 
 /// The model family a calibration recipe belongs to (the README's leave-one-model-out table).
@@ -781,14 +829,17 @@ fn main() {
     // constants and figures exactly whatever `hardware/efficiency.json` holds.
     let mut start = starting_constants();
     let (overhead, residuals) = fit_overhead(&root, &resolver);
+    let (mem_fit, mem_loo) = memory_errors(overhead, &residuals);
+    for (row, measured, residual) in &residuals {
+        println!("memory row {row}: peak {measured:.3} GiB, residual {residual:.3}");
+    }
     println!(
-        "memory overhead fitted to {} measured GPU run(s): {overhead:.3} GiB (residuals: {residuals:?}){}",
+        "memory overhead fitted to {} measured GPU runs: {overhead:.3} GiB; median |error| {:.1}% (max {:.1}%), leave-one-out {:.1}% (max {:.1}%)",
         residuals.len(),
-        if residuals.len() < 2 {
-            "; one point fits one constant exactly, so it has no held-out memory error"
-        } else {
-            ""
-        }
+        mem_fit[0] * 100.0,
+        mem_fit[1] * 100.0,
+        mem_loo[0] * 100.0,
+        mem_loo[1] * 100.0
     );
     start.overhead_gib = overhead;
     // The ranking term's rivals: tune's best layouts under the starting constants (never the
@@ -1034,12 +1085,15 @@ fn main() {
     if write {
         let mut out = fitted.clone();
         out.fit = Some(format!(
-            "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows",
+            "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows; memory overhead on {} measured GPU runs (results/*/gpu-measurements.csv): median |error| {:.1}%, leave-one-out {:.1}%",
             rows.len(),
             median(in_sample) * 100.0,
             median(logo_err) * 100.0,
             top5.0,
-            top5.1
+            top5.1,
+            residuals.len(),
+            mem_fit[0] * 100.0,
+            mem_loo[0] * 100.0
         ));
         let text = serde_json::to_string_pretty(&out).unwrap() + "\n";
         std::fs::write(root.join("hardware/efficiency.json"), text).unwrap();

@@ -103,6 +103,8 @@ def turns():
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), f"turns overlap: {spans}"
     ready = max(os.path.getmtime(os.path.join(lock + ".ready", f)) for f in os.listdir(lock + ".ready"))
     assert spans[0][0] >= ready, "the first turn did not wait for every job"
+    holder = open(lock).read().strip()
+    assert holder in {str(p.pid) for p in procs}, f"the lock names {holder!r}, none of the jobs"
     fd = os.open(lock, os.O_RDWR)
     import fcntl
 

@@ -144,7 +144,8 @@ def _patch_config(module):
 
 
 _TURN = []  # the lock file, held open (and so locked) until the process exits
-_USED = []  # the GPU's used memory (MiB, nvidia-smi) when this job's turn began
+_USED = []  # the GPU's used memory (MiB, nvidia-smi) when this job's turn began, its
+# predecessor gone
 
 
 def _device_used_mib():
@@ -160,6 +161,20 @@ def _device_used_mib():
         return float(out.split()[0])
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return None
+
+
+def _previous_gone(pid, limit_s=30.0):
+    """Waits (at most `limit_s`) until the previous holder of the GPU, whose lock ends as it
+    exits, has also left the driver's count: its process is gone or a zombie."""
+    until = time.monotonic() + limit_s
+    while pid.isdigit() and time.monotonic() < until:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.1)
 
 
 def _gpu_turn(lock):
@@ -179,6 +194,9 @@ def _gpu_turn(lock):
                 sys.exit(75)
             time.sleep(0.2)
     _TURN.append(fd)
+    _previous_gone(os.pread(fd, 32, 0).decode(errors="replace").strip())
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
     jobs = int(os.environ.get("OVL_GPU_JOBS", "1"))
     settle = time.monotonic() + float(os.environ.get("OVL_GPU_SETTLE_S", "0"))
     while len(os.listdir(ready)) < jobs and time.monotonic() < settle:

@@ -9,17 +9,16 @@
 //! scheduled, as torchx's `submit = schedule(dryrun)`. The backend a job used is recorded in its `submission.json` by
 //! [`Executor::name`], so the job commands find it again with [`Executor::from_name`].
 //!
-//! The registry: [`BACKENDS`] holds one [`Entry`] per backend, each defined in the
-//! backend's own file (`backend/NAME.rs`); the launch and the job commands ask it
-//! ([`backend_for`], [`check`]) and never name a backend.
+//! The registry: [`BACKENDS`] holds one [`Entry`] per target of the core's list
+//! (`render::with_targets!`), each defined in the backend's own file (`backend/NAME.rs`,
+//! `NAME` the target's module); the launch and the job commands ask it ([`backend_for`],
+//! [`check`]) and never name a backend, and neither does this file.
 
 pub mod host;
 pub mod jobdir;
-pub mod local;
 pub mod rankbin;
 pub mod record;
 pub mod signals;
-pub mod slurm;
 pub mod ssh;
 pub mod state;
 pub mod tail;
@@ -44,8 +43,17 @@ pub struct Entry {
     pub check: fn(&dyn Host, &LaunchSpec) -> Result<()>,
 }
 
-/// Every backend, one line each.
-pub const BACKENDS: &[Entry] = &[slurm::ENTRY, local::ENTRY];
+/// Each target's backend from the core's list: its module, and its `ENTRY` in [`BACKENDS`].
+macro_rules! backends {
+    ($($name:ident: $variant:ident($options:ident) => $part:ident,)*) => {
+        $(pub mod $name;)*
+
+        /// Every backend, in the order of the core's list.
+        pub const BACKENDS: &[Entry] = &[$($name::ENTRY,)*];
+    };
+}
+
+crate::render::with_targets!(backends);
 
 /// The registry's entry for `executor`.
 pub fn entry(executor: Executor) -> Result<&'static Entry> {

@@ -41,7 +41,7 @@ pub struct ExecutorArg(pub Executor);
 impl ValueEnum for ExecutorArg {
     fn value_variants<'a>() -> &'a [Self] {
         static ALL: std::sync::LazyLock<Vec<ExecutorArg>> =
-            std::sync::LazyLock::new(|| Executor::ALL.into_iter().map(ExecutorArg).collect());
+            std::sync::LazyLock::new(|| Executor::ALL.iter().copied().map(ExecutorArg).collect());
         &ALL
     }
 
@@ -628,9 +628,9 @@ fn check_job_dir(dir: &Path) -> Result<()> {
 
 /// The target the flags and settings name, with its own options.
 fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
-    // Every target's options from the flags; the registry takes the executor's.
+    // Every target's options from the flags (a target without flags of its own keeps its
+    // defaults); the registry takes the executor's.
     let all = AllOptions {
-        local: LocalOptions::default(),
         slurm: SlurmOptions {
             mode: match args.launcher {
                 LauncherArg::Torchrun => LaunchMode::Torchrun,
@@ -649,6 +649,7 @@ fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
             sbatch_args: settings.sbatch_args.items.clone(),
             srun_args: settings.srun_args.items.clone(),
         },
+        ..AllOptions::default()
     };
     Target::of(executor(args), all)
 }

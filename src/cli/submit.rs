@@ -248,7 +248,8 @@ pub fn rendered(
     }
     // The script a backend runs says which one the directory was rendered for.
     let Some(executor) = Executor::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .find(|e| dir.join(e.script_name()).is_file())
     else {
         let names: Vec<&str> = Executor::ALL.iter().map(|e| e.script_name()).collect();

@@ -1021,9 +1021,10 @@ fn the_core_builds_without_the_command_line_or_process_crates() {
 
 /// The files that name each backend of the registry (`Executor::ALL`, by its recorded
 /// name): a file names one by spelling its variant (`Executor::Slurm`, `Target::Slurm`,
-/// `TargetSpec::Slurm`), importing its modules (`backend::slurm`, `render::slurm`) or
-/// declaring them (`mod slurm;`), in the launcher and in the core crate; paths relative to
-/// the repository.
+/// `TargetSpec::Slurm`), importing its modules (`backend::slurm`, `render::slurm`),
+/// declaring them (`mod slurm;`) or listing it in a table of targets (`slurm: Slurm(`, the
+/// line of `render::with_targets!`), in the launcher and in the core crate; paths relative
+/// to the repository.
 fn files_naming_each_backend(crates: &[&Files]) -> BTreeMap<String, BTreeSet<String>> {
     let mut out = BTreeMap::new();
     for e in ovlaunch::render::Executor::ALL {
@@ -1040,7 +1041,9 @@ fn files_naming_each_backend(crates: &[&Files]) -> BTreeMap<String, BTreeSet<Str
                     .iter()
                     .any(|t| code.contains(&format!("{t}::{variant}")));
                 let declared = code.lines().any(|l| {
-                    l.trim() == format!("pub mod {name};") || l.trim() == format!("mod {name};")
+                    l.trim() == format!("pub mod {name};")
+                        || l.trim() == format!("mod {name};")
+                        || l.trim().starts_with(&format!("{name}: {variant}("))
                 });
                 // Across the crates a path is read as text (`render::slurm::` from the launcher).
                 let spelt_path = ["backend", "render"].iter().any(|t| {
@@ -1084,9 +1087,10 @@ fn new_backend_entry() -> (BTreeSet<String>, BTreeSet<String>) {
 #[test]
 fn a_new_backend_is_the_files_the_map_names() {
     // Every backend of the registry has its own two files, and the files that name it are
-    // those the map's "A new backend" entry lists (its own files and the registries); no
-    // module besides them names a backend (the CLI, `job`, `plugin` and the rest ask the
-    // registries: `Executor`'s methods, `Target::of`, `backend::backend_for`).
+    // those the map's "A new backend" entry lists (its own files and the core's list of
+    // targets); no module besides them names a backend (the CLI, `job`, `plugin`, the
+    // launcher's registry and the rest ask the registries: `Executor`'s methods,
+    // `Target::of`, `backend::backend_for`).
     let launcher = Files::of(&root().join("src"), "ovlaunch");
     let (entry, with_flags) = new_backend_entry();
     assert!(
@@ -1136,11 +1140,16 @@ fn a_new_backend_is_the_files_the_map_names() {
         .collect();
     assert!(outside.is_empty(), "{outside:?} import backend::ssh");
     assert!(g[&vec!["backend".to_string()]].contains(&ssh));
-    // The check sees real names: the registries name every backend.
+    // The check sees real names: the core's list names every backend, and the launcher's
+    // registry, which takes that list, names none; it holds each backend's entry in the
+    // list's order.
     for files in naming.values() {
-        assert!(
-            files.contains("src/backend/mod.rs")
-                && files.contains("crates/ovlaunch-core/src/render/mod.rs")
-        );
+        assert!(files.contains("crates/ovlaunch-core/src/render/mod.rs"));
+        assert!(!files.contains("src/backend/mod.rs"));
     }
+    let backends: Vec<_> = ovlaunch::backend::BACKENDS
+        .iter()
+        .map(|e| e.executor)
+        .collect();
+    assert_eq!(backends, ovlaunch::render::Executor::ALL);
 }

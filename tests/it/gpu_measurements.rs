@@ -3,9 +3,13 @@
 //! torchrun` on a real GPU) is estimated again with this tree's `ovlaunch estimate`, with the
 //! arguments the row records, and the errors are printed per configuration.
 //!
-//! The bounds are the state of the model, stated so a regression fails: memory (the peak the
-//! CUDA allocator reserved) within 25%; step time within a factor of 3, because those runs had no
-//! Transformer Engine (Megatron-Core's local layer spec: unfused attention and norms), which the
+//! Memory is the peak the GPU held for the job: what PyTorch's caching allocator reserved at
+//! its peak plus what the process held outside it (the CUDA context and libraries' own
+//! allocations: the row's `outside_allocator_gib`, else the median of the rows that measured
+//! it), as examples/calibrate.rs fits the overhead. The bounds are the state of the model,
+//! stated so a regression fails: memory within 15% on every row and within 6% for the median
+//! row; step time within a factor of 3, because those runs had no Transformer Engine
+//! (Megatron-Core's local layer spec: unfused attention and norms), whose kernels' speed the
 //! estimator, calibrated on Bridge's published TE runs, does not model.
 
 use std::path::Path;
@@ -24,6 +28,12 @@ impl Row {
             .find(|(n, _)| n == k)
             .map(|(_, v)| v.as_str())
             .unwrap_or_else(|| panic!("{}: no column {k}", self.file))
+    }
+    fn opt(&self, k: &str) -> Option<f64> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.parse().ok())
     }
     fn num(&self, k: &str) -> f64 {
         self.get(k)
@@ -82,6 +92,16 @@ fn rows() -> Vec<Row> {
 fn the_estimate_against_every_measured_gpu_configuration() {
     let rows = rows();
     assert!(!rows.is_empty(), "no results/*/gpu-measurements.csv rows");
+    let mut measured_outside: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r.opt("outside_allocator_gib"))
+        .collect();
+    measured_outside.sort_by(f64::total_cmp);
+    let typical_outside = measured_outside
+        .get(measured_outside.len() / 2)
+        .copied()
+        .unwrap_or(0.0);
+    let mut errors = vec![];
     eprintln!(
         "{:<10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}",
         "job", "ms", "est ms", "err", "GiB", "est GiB", "err"
@@ -94,7 +114,11 @@ fn the_estimate_against_every_measured_gpu_configuration() {
         let v: serde_json::Value = serde_json::from_str(&ok(&argv)).unwrap();
         let est_ms = v["step_time_s"].as_f64().unwrap() * 1000.0;
         let est_gib = v["memory_gib_per_gpu"].as_f64().unwrap();
-        let (ms, gib) = (row.num("step_ms_median"), row.num("max_reserved_gib"));
+        let outside = row.opt("outside_allocator_gib").unwrap_or(typical_outside);
+        let (ms, gib) = (
+            row.num("step_ms_median"),
+            row.num("max_reserved_gib") + outside,
+        );
         assert!(ms > 0.0 && gib > 0.0 && row.num("steps_timed") >= 5.0);
         let (e_ms, e_gib) = (est_ms / ms - 1.0, est_gib / gib - 1.0);
         eprintln!(
@@ -109,8 +133,9 @@ fn the_estimate_against_every_measured_gpu_configuration() {
             row.get("gpu"),
             row.get("transformer_engine")
         );
+        errors.push(e_gib.abs());
         assert!(
-            e_gib.abs() <= 0.25,
+            e_gib.abs() <= 0.15,
             "{}: memory estimate {est_gib:.3} GiB vs {gib:.3} measured",
             row.get("job")
         );
@@ -120,6 +145,18 @@ fn the_estimate_against_every_measured_gpu_configuration() {
             row.get("job")
         );
     }
+    errors.sort_by(f64::total_cmp);
+    let median = errors[errors.len() / 2];
+    eprintln!(
+        "memory: median |error| {:.1}% over {} rows",
+        median * 100.0,
+        errors.len()
+    );
+    assert!(
+        median <= 0.06,
+        "memory: median |error| {:.1}%",
+        median * 100.0
+    );
 }
 
 /// The words of a `shlex.join`ed line (single quotes only, as Python writes them).

@@ -460,10 +460,12 @@ impl Arch {
         } else {
             (2.0 * (q_dim + kv_dim) + gemm_in * o_dim) / h
         };
+        // Unfused attention keeps the softmax output (2 bytes per score) and, with dropout,
+        // its mask (1) and output (2): Korthikanti et al.'s 5as/h, 2as/h without dropout.
         let score = if a.flash || a.recompute.core_attn {
             0.0
         } else {
-            5.0 * self.heads * a.seq_per_rank / h
+            (if a.dropout { 5.0 } else { 2.0 }) * self.heads * a.seq_per_rank / h
         };
         // MLP block (dense layer): fc1 output(s) and the activation output.
         // fc1 output(s) in BF16 (2 or, gated, 4 bytes per ffn unit) plus the fc2 input.

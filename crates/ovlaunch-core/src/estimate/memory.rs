@@ -1,6 +1,13 @@
 //! The memory terms of the estimate, per pipeline rank: weights (and Transformer Engine's
 //! low-precision copies), gradients, optimizer state, the activations of the microbatches in
-//! flight and the fitted runtime overhead; the estimate reports the rank that needs the most.
+//! flight or, when larger, what the optimizer's step allocates once they are released, and the
+//! fitted runtime overhead; the estimate reports the rank that needs the most.
+//!
+//! Without Transformer Engine (`--te-version none`) Megatron-Core's local layer spec runs
+//! unfused attention, which keeps the softmax output (an s x s matrix per head), and PyTorch's
+//! Adam, whose step allocates a temporary of the optimizer state's size. Measured on one H200
+//! (results/gpu-2026-11-26-h200/): the peak of such runs is the optimizer's step until the
+//! activations outgrow it.
 //!
 //! Contract: pure functions of a [`Ctx`] and the pipeline ranks' loads.
 
@@ -23,7 +30,9 @@ fn activation_of(c: &Ctx, arch: &Arch, selective: Selective, full_frac: f64) -> 
         seq_per_rank: c.seq / c.cp,
         tp: c.tp,
         sp,
-        flash: true,
+        // Transformer Engine's attention (flash or cuDNN fused) keeps no score matrix;
+        // Megatron-Core's local spec (no TE) runs `DotProductAttention`, which does.
+        flash: c.plan.versions.transformer_engine.is_some(),
         // Megatron-Bridge's LLM recipes train without dropout.
         dropout: false,
         lowp_inputs: c.prec != PrecisionClass::Bf16,
@@ -58,14 +67,42 @@ pub(crate) fn of_rank(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> Memor
     } else {
         12.0 * (dense + expert)
     };
+    let shard = if c.dist_opt() {
+        dense / dp_dense + expert / dp_expert
+    } else {
+        dense + expert
+    };
     Memory {
         weights_gib: weights_b / GIB,
         gradients_gib: grads_b / GIB,
         optimizer_gib: opt_b / GIB,
         activations_gib: activations(c, rank, r, per_layer) / GIB,
+        optimizer_step_gib: step_bytes_per_param(c) * shard / GIB,
         overhead_gib: c.eff.overhead_gib,
         capacity_gib: c.perf.hbm_gib,
     }
+}
+
+/// Bytes per parameter of the optimizer's shard that its step allocates on top of the state:
+/// - the FP32 main gradients: Megatron-Core's mixed-precision optimizers give each FP32 main
+///   parameter the grad `main_grad.float()` (`_copy_model_grads_to_main_grads`, both the plain
+///   and the distributed optimizer), a copy unless the gradient buffer is already FP32
+///   (`grad_reduce_in_fp32`) or the precision-aware optimizer reads the buffer directly;
+/// - PyTorch's Adam: without Transformer Engine (and Apex) Megatron-Core falls back to
+///   `torch.optim` ("Falling back to Torch optimizers"), whose multi-tensor step allocates the
+///   square root of the second moment for the whole group, FP32; TE's fused Adam works in place.
+fn step_bytes_per_param(c: &Ctx) -> f64 {
+    let main_grads = if c.grad_bytes >= 4.0 || c.plan.optimizer.use_precision_aware_optimizer {
+        0.0
+    } else {
+        4.0
+    };
+    let torch_adam = if c.plan.versions.transformer_engine.is_none() {
+        4.0
+    } else {
+        0.0
+    };
+    main_grads + torch_adam
 }
 
 /// Activation bytes rank `rank` holds at its peak: its layers' activations for the chunks in

@@ -112,17 +112,22 @@ pub struct Memory {
     pub gradients_gib: f64,
     pub optimizer_gib: f64,
     pub activations_gib: f64,
+    /// What the optimizer's step allocates while it runs (FP32 copies of BF16 gradients, the
+    /// PyTorch optimizer's temporaries), after the activations are released: the peak is the
+    /// larger of the two.
+    pub optimizer_step_gib: f64,
     pub overhead_gib: f64,
     pub capacity_gib: f64,
 }
 
 impl Memory {
-    /// Everything but the capacity, GiB.
+    /// The peak: weights, gradients, optimizer state and overhead, with whichever is larger of
+    /// the activations (forward and backward) and the optimizer's step transients, GiB.
     pub fn total(&self) -> f64 {
         self.weights_gib
             + self.gradients_gib
             + self.optimizer_gib
-            + self.activations_gib
+            + self.activations_gib.max(self.optimizer_step_gib)
             + self.overhead_gib
     }
 }
@@ -204,7 +209,7 @@ impl Estimate {
             }
         ));
         s.push_str(&format!(
-            "memory/GPU {:.1} of {:.1} GiB ({}): weights {:.1}, gradients {:.1}, optimizer {:.1}, activations {:.1}, overhead {:.1}\n",
+            "memory/GPU {:.1} of {:.1} GiB ({}): weights {:.1}, gradients {:.1}, optimizer {:.1}, activations {:.1} (or the optimizer's step {:.1}), overhead {:.1}\n",
             self.memory_gib_per_gpu,
             m.capacity_gib,
             if self.fits { "fits" } else { "DOES NOT FIT" },
@@ -212,6 +217,7 @@ impl Estimate {
             m.gradients_gib,
             m.optimizer_gib,
             m.activations_gib,
+            m.optimizer_step_gib,
             m.overhead_gib
         ));
         s.push_str(&format!(

@@ -8,9 +8,13 @@ use serde::Serialize;
 
 use super::script::{check_spec, exports, header, secrets_path, torchrun_words, unsets};
 use super::shell::{join, quote};
+use super::launch::{LaunchOptions, LaunchSpec, Target, TargetSpec};
 use super::spec::Spec;
+use super::target::{Facts, TargetOptions, TargetPart};
 use super::template::Templates;
 use crate::error::Result;
+use crate::layout;
+use crate::plan::{Decision, Plan};
 
 /// A run without Slurm's own options.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -18,6 +22,38 @@ pub struct LocalOptions {
     /// Several machines without Slurm: the host every machine's torchrun meets at (c10d
     /// rendezvous, `ovlaunch torchrun --master-addr`); `None` runs on this machine only.
     pub rendezvous: Option<String>,
+}
+
+/// The local target's row of the registry (`render::with_targets!`).
+pub const FACTS: Facts = Facts {
+    name: "local",
+    summary: "Run on this machine with torchrun (one node)",
+    script: layout::LOCAL_SCRIPT,
+    template: "torchrun.sh.j2",
+    runs_here: true,
+    // The local script ends by exec'ing torchrun.
+    script_outlives_trainer: false,
+    reads_sbatch_directives: false,
+};
+
+/// The local run's options are its whole part of the launch spec.
+impl TargetOptions for LocalOptions {
+    fn spec(&self, _: &Plan, _: &LaunchOptions, _: &mut Vec<Decision>) -> Result<TargetSpec> {
+        Ok(TargetSpec::Local(self.clone()))
+    }
+}
+
+/// torchrun starts the ranks.
+impl TargetPart for LocalOptions {
+    fn request(&self, spec: &LaunchSpec, templates: &Templates) -> Result<String> {
+        torchrun(spec, self, templates)
+    }
+}
+
+impl From<LocalOptions> for Target {
+    fn from(o: LocalOptions) -> Target {
+        Target::Local(o)
+    }
 }
 
 /// The local run's dry-run request: a bash script that runs torchrun, on this machine

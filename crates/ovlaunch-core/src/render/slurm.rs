@@ -13,7 +13,9 @@ use minijinja::context;
 
 use super::script::{check_spec, exports, header, rank_argv, secrets_path, torchrun_words, unsets};
 use super::shell::{join, quote};
+use super::launch::{LaunchOptions, LaunchSpec, TargetSpec};
 use super::spec::Spec;
+use super::target::{Facts, TargetOptions, TargetPart};
 use super::template::Templates;
 use super::vocab::{Container, ContainerRuntime, LaunchMode};
 use crate::error::{Error, Result};
@@ -84,6 +86,69 @@ pub struct Job<'a> {
     pub name: &'a str,
     pub dir: &'a str,
     pub container: Option<&'a Container>,
+}
+
+/// The Slurm target's row of the registry (`render::with_targets!`).
+pub const FACTS: Facts = Facts {
+    name: "slurm",
+    summary: "Submit with sbatch",
+    script: layout::SBATCH_SCRIPT,
+    template: "sbatch.sh.j2",
+    runs_here: false,
+    // The sbatch script waits for its step.
+    script_outlives_trainer: true,
+    reads_sbatch_directives: true,
+};
+
+impl TargetOptions for SlurmOptions {
+    fn spec(
+        &self,
+        plan: &Plan,
+        opts: &LaunchOptions,
+        decisions: &mut Vec<Decision>,
+    ) -> Result<TargetSpec> {
+        let job = Job {
+            name: &opts.job_name,
+            dir: &opts.job_dir,
+            container: opts.container.as_ref(),
+        };
+        Ok(TargetSpec::Slurm(spec(plan, &job, self, decisions)?))
+    }
+
+    fn sbatch_args(&self) -> &[String] {
+        &self.sbatch_args
+    }
+}
+
+impl TargetPart for SlurmSpec {
+    /// The job's launcher.
+    fn mode(&self) -> LaunchMode {
+        self.mode
+    }
+
+    fn request(&self, spec: &LaunchSpec, templates: &Templates) -> Result<String> {
+        sbatch(spec, self, templates)
+    }
+}
+
+impl TargetSpec {
+    /// The Slurm job's own part to edit (plugins), if it is one.
+    pub fn slurm_mut(&mut self) -> Option<&mut SlurmSpec> {
+        match self {
+            TargetSpec::Slurm(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl LaunchSpec {
+    /// The Slurm job's own part, if it is one.
+    pub fn slurm(&self) -> Option<&SlurmSpec> {
+        match &self.target {
+            TargetSpec::Slurm(s) => Some(s),
+            _ => None,
+        }
+    }
 }
 
 /// Checks every typed Slurm option of `opts` the way sbatch parses it
