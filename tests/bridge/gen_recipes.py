@@ -29,7 +29,8 @@ tests/bridge/hf does not hold (the offline hub has nothing else) is run on two s
 (STANDIN: a fixture's config, and the same with every shape number doubled) at the checkpoint's
 name: the model fields it assigns after Bridge built the model, with the same value on both, are
 what the recipe states; the other model fields go under `from_checkpoint` (the checkpoint, the
-commit the function pins, the fields), except those Bridge's mixed-precision setup writes later.
+commit the function pins, the fields, and the provider classes the bridges of its model build:
+`checkpoint_classes`), except those Bridge's mixed-precision setup writes later.
 It is shipped when Bridge's runner then builds the job with one of PROOF_STANDINS at the
 checkpoint's name (what the Bridge proof does). recipes/hf_config_map.json is Bridge's config
 mapping, which ovlaunch applies to a config the user gives (`--hf-config`).
@@ -467,6 +468,64 @@ class Standin:
         return False
 
 
+def bridge_classes() -> dict[str, list[str]]:
+    """The provider classes of every model bridge Bridge registers, by the bridge's module
+    (`megatron.bridge.models.qwen_vl.qwen3_vl_bridge`): the class `register_bridge(provider=...)`
+    names (`MegatronModelBridge.PROVIDER_CLASS`; GPTModelProvider when it names none, as
+    `hf_config_to_provider_kwargs` builds) and the class its own `provider_bridge` says it returns."""
+    import pkgutil
+    import typing
+
+    import megatron.bridge.models as models
+    from megatron.bridge.models.conversion.model_bridge import MegatronModelBridge
+    from megatron.bridge.models.gpt_provider import GPTModelProvider
+
+    for m in pkgutil.walk_packages(models.__path__, "megatron.bridge.models."):
+        if m.name.endswith("_bridge"):
+            importlib.import_module(m.name)
+
+    def name(c) -> str:
+        return f"{c.__module__}.{c.__qualname__}"
+
+    def every(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from every(s)
+
+    out: dict[str, list[str]] = {}
+    for b in every(MegatronModelBridge):
+        held = out.setdefault(b.__module__, [])
+        made = [b.PROVIDER_CLASS or GPTModelProvider]
+        try:
+            ret = typing.get_type_hints(b.provider_bridge).get("return") if "provider_bridge" in vars(b) else None
+        except NameError:  # an annotation naming a class its module does not import
+            ret = None
+        if isinstance(ret, type) and issubclass(ret, GPTModelProvider) and not issubclass(made[0], ret):
+            made.append(ret)
+        held.extend(x for x in map(name, made) if x not in held)
+    return out
+
+
+def checkpoint_classes(fn) -> list[str]:
+    """The provider classes a function that builds its model from a checkpoint can get: those of
+    the bridges of its model (the bridge module named as the function's recipe module,
+    `recipes/qwen_vl/h100/qwen3_vl.py` -> `models/qwen_vl/qwen3_vl_bridge.py`, else every bridge of
+    the models package named as its recipe package); the checkpoint's config.json picks one of
+    them at run time (its `architectures`). Empty when the recipe names no bridge module."""
+    bridges = BRIDGE_CLASSES or BRIDGE_CLASSES.update(bridge_classes()) or BRIDGE_CLASSES
+    parts = fn.__module__.split(".")
+    stem, package = parts[-1], parts[3] if len(parts) > 4 else None
+    for match in (lambda m: m.rsplit(".", 1)[-1] == f"{stem}_bridge",
+                  lambda m: package is not None and m.startswith(f"megatron.bridge.models.{package}.")):
+        found = sorted({c for m, cs in bridges.items() if match(m) for c in cs})
+        if found:
+            return found
+    return []
+
+
+BRIDGE_CLASSES: dict[str, list[str]] = {}
+
+
 def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: bool, hf: str) -> dict:
     """The variant of a function whose checkpoint config is not at hand (see STANDIN and
     STANDIN_RUNS): what the recipe states (a model field it assigns with the same value on every
@@ -500,6 +559,9 @@ def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: 
     if revision:
         a["from_checkpoint"]["revision"] = revision
     a["from_checkpoint"]["fields"] = [f for f in a["model"] if f not in stated and f not in precision_written]
+    classes = checkpoint_classes(fn)
+    if classes:
+        a["from_checkpoint"]["classes"] = classes
     a["model"] = {f: x for f, x in a["model"].items() if f in stated}
     for key in ("model_class", "model_lacks", "pipeline_layouts"):
         a.pop(key, None)

@@ -226,9 +226,10 @@ def dataclass_members(t) -> list:
     return []
 
 
-def nested_held(prefix: str, obj, out: dict) -> None:
+def nested_held(prefix: str, obj, out: dict, empty: dict) -> None:
     """Every field of `obj` whose type is a Bridge dataclass (or a union of them), by its path
-    under `prefix`: the class `obj` holds there, or None; recursively."""
+    under `prefix`: the class `obj` holds there, or None; and for an object held there, the
+    fields it leaves None (`empty`, what Bridge's checks of it read as unset); recursively."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         if not f.init or f.name.startswith("_") or not dataclass_members(hints.get(f.name, f.type)):
@@ -237,19 +238,22 @@ def nested_held(prefix: str, obj, out: dict) -> None:
         path = f"{prefix}.{f.name}"
         out[path] = None if v is None else class_path(type(v))
         if v is not None:
-            nested_held(path, v, out)
+            empty[path] = tuple(g.name for g in dataclasses.fields(v)
+                                if g.init and not g.name.startswith("_") and getattr(v, g.name) is None)
+            nested_held(path, v, out, empty)
 
 
 _HELD: list = []
 
 
-def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None]]]:
-    """(family, task, function, section -> class held, nested path -> class held or None) for
-    every shipped recipe function, with the held objects' values kept per class (`_VALUES`)."""
+def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None], dict[str, tuple]]]:
+    """(family, task, function, section -> class held, nested path -> class held or None,
+    nested path -> the fields the object held there leaves None) for every shipped recipe
+    function, with the held objects' values kept per class (`_VALUES`)."""
     if _HELD:
         return _HELD
     for family, task, fn, cfg in recipe_functions():
-        sections, nested = {}, {}
+        sections, nested, empty = {}, {}, {}
         for section in list(SECTIONS) + ["peft"]:
             obj = getattr(cfg, section, None)
             if obj is None:
@@ -260,8 +264,8 @@ def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None]]]:
                 values = _VALUES.setdefault((section, path), {})
                 for name, _, _ in fields_of(section, type(obj)):
                     values.setdefault(name, set()).add(json.dumps(probe.plain(getattr(obj, name)), sort_keys=True))
-            nested_held(section, obj, nested)
-        _HELD.append((family, task, fn, sections, nested))
+            nested_held(section, obj, nested, empty)
+        _HELD.append((family, task, fn, sections, nested, empty))
     return _HELD
 
 
@@ -281,7 +285,7 @@ def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
     """Problems (an SFT function holding peft, a function setting ft), and per class held beyond
     the pretraining ones ((section, class) -> values every function holding it holds alike)."""
     problems = []
-    for _, task, fn, sections, _ in held():
+    for _, task, fn, sections, _, _ in held():
         if task == "sft" and "peft" in sections:
             problems.append(f"{fn}: an SFT function holds peft")
         if "ft" in sections:
@@ -361,7 +365,7 @@ def generate() -> str:
         consts[(section, path)] = const
         lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {})))
     rows = held()
-    for _, _, _, sections, _ in rows:
+    for _, _, _, sections, _, _ in rows:
         for section, path in sorted(sections.items()):
             if (section, path) not in consts:
                 const = CONST_NAMES.get(path) or f"{section.upper()}_{snake(path)}"
@@ -426,25 +430,29 @@ def nested_defs(rows, consts) -> list[str]:
 def holds_table(rows, consts) -> list[str]:
     """`HOLDS`: the functions holding alike, grouped; `HELD_BY`: function -> group, sorted."""
     groups: dict[tuple, list[str]] = {}
-    for _, task, fn, sections, nested in rows:
+    for _, task, fn, sections, nested, empty in rows:
         default = default_classes(task)
         differing = tuple(sorted((s, p) for s, p in sections.items() if default.get(s) != p))
         # a section the task's classes have but the function leaves None (`peft` never is)
         missing = tuple(sorted(s for s in default if s not in sections))
-        key = (differing, missing, tuple(sorted(nested.items())))
+        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())))
         if differing or missing or nested:
             groups.setdefault(key, []).append(fn)
     lines = ["/// What Bridge's recipe functions hold where it is not their task's classes (`SECTIONS`,",
              "/// `TASK_SECTIONS`) or is a Bridge dataclass: the functions that hold alike, grouped.",
              "pub const HOLDS: &[Holds] = &["]
     index = []
-    for i, ((differing, missing, nested), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
+    for i, ((differing, missing, nested, empty), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
         lines.append("    Holds {")
         lines.append("        sections: &[" + ", ".join(consts[sp] for sp in differing) + "],")
         lines.append("        none: &[" + ", ".join(f'"{m}"' for m in missing) + "],")
         lines.append("        nested: &[")
         for path, cls in nested:
             lines.append(f'            ("{path}", {"None" if cls is None else f"Some({chr(34)}{cls}{chr(34)})"}),')
+        lines.append("        ],")
+        lines.append("        nested_none: &[")
+        for path, fields in empty:
+            lines.append(f'            ("{path}", &[' + ", ".join(f'"{f}"' for f in fields) + "]),")
         lines.append("        ],")
         lines.append(f"        functions: {len(fns)},")
         lines.append("    },")

@@ -797,6 +797,34 @@ fn fine_tuning_cases() -> Vec<Case> {
             ],
         ),
         case(
+            "refuse-sft-held-source-two-modes",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset.path_or_dataset=org/data",
+            ],
+        ),
+        case(
+            "sft-held-source-other-mode",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.hf_dataset.path_or_dataset=org/data",
+                "--set",
+                "dataset.hf_dataset.dataset_name=null",
+            ],
+        ),
+        case(
             "refuse-sft-no-source",
             "h100",
             8,
@@ -1957,4 +1985,213 @@ fn the_readme_pretraining_example_is_the_proofs_job() {
         shown, words,
         "README.md's override words are not `ovlaunch overrides`"
     );
+}
+
+/// A config.json of a vision-language architecture: transformers' own defaults for its config
+/// class (`cls`, from the Bridge venv's transformers), with the `architectures` entry that
+/// picks Bridge's bridge.
+fn vl_config(python: &str, cls: &str, architecture: &str, dir: &std::path::Path) -> String {
+    let path = dir.join(format!("{cls}.json"));
+    let code = format!(
+        "import json, sys, transformers\nd = transformers.{cls}().to_dict()\nd['architectures'] = ['{architecture}']\nopen(sys.argv[1], 'w').write(json.dumps(d))\n"
+    );
+    let o = Command::new(python)
+        .args(["-c", &code, path.to_str().unwrap()])
+        .output()
+        .expect("run the Bridge venv's python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    path.display().to_string()
+}
+
+/// A vision-language function whose model class comes from its checkpoint (Qwen3-VL 8B SFT,
+/// Gemma 3 VL 4B SFT): `--set` of a field only Bridge's VL provider classes have
+/// (`freeze_vision_model`, ...) is accepted, typed by the classes the bridges of that model
+/// build, and the plan says the checkpoint's class checks it at run time. Bridge's runner,
+/// given a config.json of that architecture at the checkpoint's name, builds the job with that
+/// class, applies the override with its own override code, and ends with the plan's value
+/// (every other plan field the same). A typo is refused with the close match.
+#[test]
+fn a_vision_language_field_on_a_checkpoint_function_reaches_bridges_class() {
+    let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
+        let required = std::env::var("OVLAUNCH_REQUIRE_BRIDGE").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)"
+        );
+        eprintln!("skipped: OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let qwen = vl_config(
+        &python,
+        "Qwen3VLConfig",
+        "Qwen3VLForConditionalGeneration",
+        dir.path(),
+    );
+    let gemma = vl_config(
+        &python,
+        "Gemma3Config",
+        "Gemma3ForConditionalGeneration",
+        dir.path(),
+    );
+    let jobs = [
+        (
+            "vl-qwen3",
+            "qwen3_vl_8b_sft_2gpu_h100_bf16_config",
+            2,
+            &qwen,
+            "Qwen3VLModelProvider",
+            [
+                "model.freeze_vision_model=true",
+                "model.freeze_language_model=true",
+            ],
+        ),
+        (
+            "vl-gemma3",
+            "gemma3_vl_4b_sft_1gpu_h100_bf16_config",
+            1,
+            &gemma,
+            "Gemma3VLModelProvider",
+            [
+                "model.freeze_vision_model=true",
+                "model.freeze_vision_projection=true",
+            ],
+        ),
+    ];
+    let mut cases = Vec::new();
+    for (id, f, n, config, _, sets) in &jobs {
+        let gpus = format!("h100x{n}");
+        let mut args = vec!["--recipe", f, "--gpus", &gpus, "--hf-config", config];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        cases.push(case(id, "h100", *n, &args));
+    }
+    let mut inputs = Vec::new();
+    let mut plans = BTreeMap::new();
+    for (c, (.., class, sets)) in cases.iter().zip(&jobs) {
+        let plan = plan_of(c).unwrap_or_else(|e| panic!("{}: refused: {e}", c.id));
+        for s in sets {
+            let key = s.split('=').next().unwrap();
+            let d = plan["decisions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .rev()
+                .find(|d| d["key"] == key)
+                .unwrap_or_else(|| panic!("{}: no decision for {key}", c.id));
+            let rule = d["rule"].as_str().unwrap();
+            assert!(
+                rule.contains(class) && rule.contains("checks the value against that class"),
+                "{}: {rule}",
+                c.id
+            );
+        }
+        let argv = trainer_argv(&dry_run_script(c));
+        for s in sets {
+            assert!(argv.iter().any(|w| w == s), "{}: {s} not in {argv:?}", c.id);
+        }
+        let mut input =
+            json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": {}});
+        input["hf_config"] = hf_config(&plan, &c.args).expect("a checkpoint function");
+        inputs.push(input);
+        plans.insert(c.id.clone(), plan);
+    }
+    let built = probe(&python, &Value::Array(inputs));
+    for (id, .., class, sets) in &jobs {
+        let b = &built[*id];
+        assert_eq!(b["ok"], true, "{id}: Bridge refused: {}", b["error"]);
+        let model_class = b["classes"]["model"].as_str().unwrap_or_default();
+        assert!(
+            model_class.ends_with(&format!(".{class}")),
+            "{id}: {model_class}"
+        );
+        for s in sets {
+            let (key, _) = s.split_once('=').unwrap();
+            let field = key.strip_prefix("model.").unwrap();
+            assert_eq!(b["config"]["model"][field], true, "{id}: {key}");
+        }
+        let diff = diff_case(&plans[*id], &b["config"], &b["classes"], &b["env"]);
+        assert!(diff.is_empty(), "{id}:\n{}", diff.join("\n"));
+    }
+    // a field no class of the model has (a hybrid model's): refused, naming the classes; a
+    // typo: refused with the close match
+    let refused = |set: &str| {
+        let o = run(&[
+            "plan",
+            "--recipe",
+            "qwen3_vl_8b_sft_2gpu_h100_bf16_config",
+            "--gpus",
+            "h100x2",
+            "--set",
+            set,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let e = refused("model.hybrid_override_pattern=M-");
+    assert!(
+        e.contains("none of Bridge's classes the checkpoint may give this model")
+            && e.contains("Qwen3VLModelProvider")
+            && e.contains("Qwen3VLMoEModelProvider"),
+        "{e}"
+    );
+    let e = refused("model.freeze_vision_modell=true");
+    assert!(e.contains("did you mean `freeze_vision_model`"), "{e}");
+}
+
+/// A source the function holds (Llama 3 8B SFT's `hf_dataset`, a named dataset) with its other
+/// mode set field by field: refused at plan time, as Bridge's `HFDatasetSourceConfig.validate`
+/// refuses it (fed the same words); with the held mode cleared, accepted, and Bridge ends with
+/// the plan's fields. (Both cases are also in the whole proof's `fine_tuning_cases`.)
+#[test]
+fn a_held_sources_mode_set_by_path_is_checked_at_plan_time() {
+    let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
+        let required = std::env::var("OVLAUNCH_REQUIRE_BRIDGE").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)"
+        );
+        eprintln!("skipped: OVLAUNCH_BRIDGE_PYTHON is not set (run .ci/bridge-venv.sh)");
+        return;
+    };
+    let cases: Vec<Case> = fine_tuning_cases()
+        .into_iter()
+        .filter(|c| c.id.contains("held-source"))
+        .collect();
+    assert_eq!(cases.len(), 2);
+    let (refused, accepted) = (&cases[0], &cases[1]);
+    let ours = plan_of(refused).expect_err("two source modes are refused");
+    assert!(
+        ours.contains("Exactly one Hugging Face source must be set"),
+        "{ours}"
+    );
+    assert!(
+        ours.contains("--set dataset.hf_dataset.dataset_name=null"),
+        "{ours}"
+    );
+    let (argv, _) = refused_argv(refused);
+    let plan = plan_of(accepted).unwrap_or_else(|e| panic!("refused: {e}"));
+    let inputs = json!([
+        {"id": refused.id, "argv": argv, "world_size": 8, "gpu": "h100", "env": {}},
+        {"id": accepted.id, "argv": trainer_argv(&dry_run_script(accepted)), "world_size": 8, "gpu": "h100", "env": {}},
+    ]);
+    let built = probe(&python, &inputs);
+    let b = &built[&refused.id];
+    assert_eq!(b["ok"], false, "Bridge accepted {argv:?}");
+    let mut report = Vec::new();
+    compare_refusal(refused, &ours, b, &mut report);
+    assert!(report.is_empty(), "{report:?}");
+    let b = &built[&accepted.id];
+    assert_eq!(b["ok"], true, "Bridge refused: {}", b["error"]);
+    assert_eq!(
+        b["config"]["dataset"]["hf_dataset"]["path_or_dataset"],
+        "org/data"
+    );
+    assert_eq!(
+        b["config"]["dataset"]["hf_dataset"]["dataset_name"],
+        Value::Null
+    );
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
 }

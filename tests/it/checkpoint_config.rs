@@ -226,35 +226,47 @@ fn a_vision_language_config_fills_the_language_model_fields_from_text_config() {
     assert!(read.contains(&Value::from("num_layers")), "{read:?}");
 }
 
-/// A MoE function whose checkpoint decides at run time whether the model is MoE (Moonlight's
-/// 16-GPU HybridEP recipe): the env is Bridge's function's, and a rule whose outcome depends on
-/// the checkpoint is not stated as a dense model's value: its decision gives both outcomes.
-/// With the config given (a MoE one), the rules read the real fields.
+fn rule_of(p: &Value, key: &str) -> String {
+    p["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|d| d["key"] == key)
+        .map(|d| d["rule"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no decision {key}"))
+}
+
+/// A function whose checkpoint gives the expert count but whose recipe sets expert
+/// parallelism above 1 (Moonlight's 16-GPU HybridEP recipe, EP 8) builds a MoE model:
+/// Megatron-Core refuses EP > 1 without experts. The plan says so in a decision citing the
+/// recipe's field, and the rules that depend on it state the MoE outcome, the same as with a
+/// MoE config given.
 #[test]
-fn a_rule_the_checkpoint_decides_is_not_stated_as_a_dense_models_value() {
+fn expert_parallelism_in_the_recipe_makes_a_checkpoints_model_moe() {
     let args = [
         "--recipe",
         "moonlight_16b_pretrain_16gpu_h100_bf16_config",
         "--gpus",
         "h100x16",
     ];
-    let rule_of = |p: &Value, key: &str| -> String {
-        p["decisions"]
+    let p = plan(&args, &[]);
+    assert!(
+        p["recipe"]["from_checkpoint"]["at_run_time"]
             .as_array()
             .unwrap()
-            .iter()
-            .rev()
-            .find(|d| d["key"] == key)
-            .map(|d| d["rule"].as_str().unwrap().to_string())
-            .unwrap()
-    };
-    let p = plan(&args, &[]);
+            .contains(&Value::from("num_moe_experts"))
+    );
+    let why = rule_of(&p, "model.num_moe_experts");
+    assert!(
+        why.contains("the model is MoE: model.expert_model_parallel_size = 8 (recipe)")
+            && why.contains("num_moe_experts must be non None to use expert-parallel"),
+        "{why}"
+    );
     assert_eq!(p["env"]["NVTE_BWD_LAYERNORM_SM_MARGIN"]["value"], "20");
     let rule = rule_of(&p, "env.NVTE_BWD_LAYERNORM_SM_MARGIN");
     assert!(
-        rule.contains("depends on whether checkpoint moonshotai/Moonlight-16B-A3B is MoE")
-            && rule.contains("16 for a dense model, 20 for a MoE one")
-            && !rule.contains("which derives 16"),
+        rule.contains("hybridep dispatcher: 20 SMs") && !rule.contains("depends on whether"),
         "{rule}"
     );
     let moe = concat!(
@@ -265,8 +277,45 @@ fn a_rule_the_checkpoint_decides_is_not_stated_as_a_dense_models_value() {
     with.extend(["--hf-config", moe]);
     let q = plan(&with, &[]);
     assert_eq!(q["env"], p["env"]);
-    let rule = rule_of(&q, "env.NVTE_BWD_LAYERNORM_SM_MARGIN");
-    assert!(!rule.contains("depends on whether"), "{rule}");
+    assert_eq!(rule_of(&q, "env.NVTE_BWD_LAYERNORM_SM_MARGIN"), rule);
+    // EP from --set: the decision names the flag as its source
+    let mut set = args.to_vec();
+    set.extend(["--set", "model.expert_model_parallel_size=4"]);
+    let why = rule_of(&plan(&set, &[]), "model.num_moe_experts");
+    assert!(why.contains("= 4 (user)"), "{why}");
+}
+
+/// A function whose checkpoint decides at run time whether the model is MoE, with expert
+/// parallelism 1 (Nemotron 3 Super's 1-GPU PEFT recipe, a HybridEP dispatcher): the env is
+/// Bridge's function's, and a rule whose outcome depends on the checkpoint is not stated as a
+/// dense model's value: its decision gives both outcomes.
+#[test]
+fn a_rule_the_checkpoint_decides_is_not_stated_as_a_dense_models_value() {
+    let args = [
+        "--recipe",
+        "nemotron_3_super_peft_1gpu_h100_bf16_config",
+        "--gpus",
+        "h100x1",
+        "--set",
+        "checkpoint.pretrained_checkpoint=/ckpt",
+    ];
+    let p = plan(&args, &[]);
+    let rule = rule_of(&p, "env.NVTE_BWD_LAYERNORM_SM_MARGIN");
+    assert!(
+        rule.contains(
+            "depends on whether checkpoint nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16 is MoE"
+        ) && rule.contains("16 for a dense model, 20 for a MoE one")
+            && !rule.contains("which derives 16"),
+        "{rule}"
+    );
+    assert!(
+        p["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["key"] != "model.num_moe_experts"),
+        "EP 1 says nothing of the experts"
+    );
 }
 
 #[test]

@@ -53,21 +53,21 @@ macro_rules! with_sections {
             mixed_precision: Option<MixedPrecisionSpec>,
             #[serde(default, deserialize_with = "crate::config::env::opt_env_map")]
             env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
-            #[serde(default, deserialize_with = "crate::config::bridge::de::scheduler")]
+            #[serde(default, deserialize_with = "crate::config::bridge_de::de::scheduler")]
             scheduler: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge::de::dataset")]
+            #[serde(default, deserialize_with = "crate::config::bridge_de::de::dataset")]
             dataset: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge::de::tokenizer")]
+            #[serde(default, deserialize_with = "crate::config::bridge_de::de::tokenizer")]
             tokenizer: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge::de::checkpoint")]
+            #[serde(default, deserialize_with = "crate::config::bridge_de::de::checkpoint")]
             checkpoint: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge::de::logger")]
+            #[serde(default, deserialize_with = "crate::config::bridge_de::de::logger")]
             logger: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge::de::profiling")]
+            #[serde(default, deserialize_with = "crate::config::bridge_de::de::profiling")]
             profiling: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge::de::ft")]
+            #[serde(default, deserialize_with = "crate::config::bridge_de::de::ft")]
             ft: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge::de_peft")]
+            #[serde(default, deserialize_with = "crate::config::bridge_de::de_peft")]
             peft: Option<Value>,
         }
     };
@@ -397,6 +397,21 @@ impl Recipe {
             }
         }
         out
+    }
+
+    /// The model provider class `variant` (or the recipe) builds: its own, else for a function
+    /// whose model comes from a checkpoint the classes the checkpoint may give it.
+    pub fn provider_class<'a>(
+        &'a self,
+        variant: Option<&'a Variant>,
+    ) -> crate::config::provider::Class<'a> {
+        let known = variant
+            .and_then(|v| v.model_class.as_deref())
+            .or(self.model_class.as_deref());
+        let from = variant
+            .and_then(|v| v.from_checkpoint.as_ref())
+            .or(self.from_checkpoint.as_ref());
+        crate::config::provider::Class::of(known, from.map_or(&[][..], |f| f.classes.as_slice()))
     }
 
     /// The pipeline-layout table Bridge's runner rebuilds `variant`'s layout with, if any.

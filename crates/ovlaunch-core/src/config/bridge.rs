@@ -93,6 +93,19 @@ impl Holder<'_> {
             .find(|(p, _)| *p == path)
             .map(|(_, c)| *c)
     }
+
+    /// The paths where the function holds an object of `class` (`dataset.hf_dataset`), each
+    /// with the fields that object leaves `None`.
+    pub fn held_objects(&self, class: &str) -> Vec<(&'static str, &'static [&'static str])> {
+        let Some(h) = self.holds() else {
+            return Vec::new();
+        };
+        h.nested
+            .iter()
+            .filter(|(_, c)| *c == Some(class))
+            .filter_map(|(p, _)| h.nested_none.iter().find(|(q, _)| q == p).copied())
+            .collect()
+    }
 }
 
 /// Every class section `name` holds in some shipped function beyond its pretraining one
@@ -226,7 +239,7 @@ pub const TARGET: &str = "_target_";
 
 /// Every class section `name` comes in: the pretraining one, the fine-tuning ones, the PEFT
 /// schemes, and every other class a shipped function holds there.
-fn classes_of(name: &str) -> impl Iterator<Item = &'static SectionDef> + Clone + '_ {
+pub fn section_classes(name: &str) -> impl Iterator<Item = &'static SectionDef> + Clone + '_ {
     SECTIONS
         .iter()
         .chain(TASK_SECTIONS.iter().map(|(_, d)| d))
@@ -238,7 +251,7 @@ fn classes_of(name: &str) -> impl Iterator<Item = &'static SectionDef> + Clone +
 /// Every field name section `name` has in any of its classes (once each).
 pub fn all_names(name: &str) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
-    for d in classes_of(name) {
+    for d in section_classes(name) {
         for n in d.names {
             if !out.contains(n) {
                 out.push(n);
@@ -253,11 +266,11 @@ pub fn all_names(name: &str) -> Vec<&'static str> {
 /// classes that takes it (`check_in` again, with the recipe's own class, when the plan is built).
 pub fn check_any(name: &str, field: &str, value: Value) -> Result<Value, String> {
     let head = field.split('.').next().unwrap_or(field);
-    let first = classes_of(name)
+    let first = section_classes(name)
         .next()
         .ok_or_else(|| format!("no section `{name}`"))?;
     let mut error = None;
-    for d in classes_of(name).filter(|d| d.fields.iter().any(|f| f.name == head)) {
+    for d in section_classes(name).filter(|d| d.fields.iter().any(|f| f.name == head)) {
         match check_at(name, d, field, value.clone(), None) {
             Ok(v) => return Ok(v),
             Err(e) => {
@@ -417,7 +430,7 @@ fn check_at(
         let section = at.split('.').next().unwrap_or(at);
         // a field of another class the section comes in (a text SFT dataset's on a
         // vision-language function's): say whose it is
-        let elsewhere = classes_of(section)
+        let elsewhere = section_classes(section)
             .filter(|_| at == section)
             .find(|d| d.fields.iter().any(|f| f.name == head))
             .map(|d| {
@@ -635,59 +648,6 @@ pub fn plain_keys(v: &Value) -> Result<(), String> {
         Value::Array(a) => a.iter().try_for_each(plain_keys),
         _ => Ok(()),
     }
-}
-
-/// A `#[serde(deserialize_with)]` check for a recipe's section (typed, unknown keys refused).
-pub fn de_section<'de, D: serde::Deserializer<'de>>(
-    name: &'static str,
-    d: D,
-) -> Result<Option<Map<String, Value>>, D::Error> {
-    use serde::Deserialize;
-    use serde::de::Error;
-    let v = Option::<Map<String, Value>>::deserialize(d)?;
-    let Some(m) = v else { return Ok(None) };
-    let mut out = Map::new();
-    for (k, val) in m {
-        out.insert(
-            k.clone(),
-            check_any(name, &k, val).map_err(D::Error::custom)?,
-        );
-    }
-    Ok(Some(out))
-}
-
-macro_rules! de_fns {
-    ($($name:ident),*) => {
-        /// One deserialiser per section, for recipe files.
-        pub mod de {
-            $(
-                pub fn $name<'de, D: serde::Deserializer<'de>>(
-                    d: D,
-                ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, D::Error> {
-                    super::de_section(stringify!($name), d)
-                }
-            )*
-        }
-    };
-}
-de_fns!(
-    scheduler, dataset, tokenizer, checkpoint, logger, profiling, ft
-);
-
-/// A recipe file's `peft` section: a scheme name or fields of some PEFT class (typed against
-/// the recipe's own when planned).
-pub fn de_peft<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    use serde::Deserialize;
-    use serde::de::Error;
-    let v = Option::<Value>::deserialize(d)?;
-    if let Some(Value::Object(m)) = &v {
-        for (k, val) in m {
-            if k != "recipe" {
-                check_any(PEFT, k, val.clone()).map_err(D::Error::custom)?;
-            }
-        }
-    }
-    Ok(v)
 }
 
 #[cfg(test)]

@@ -197,6 +197,9 @@ pub struct Holds {
     /// Every field path whose type is a Bridge dataclass (`dataset.hf_dataset`), with the
     /// class the functions hold there (`None`: they hold `None`).
     pub nested: &'static [(&'static str, Option<&'static str>)],
+    /// For every path of `nested` holding an object, the fields that object leaves `None`
+    /// (what Bridge's checks of it read as unset).
+    pub nested_none: &'static [(&'static str, &'static [&'static str])],
     /// How many functions hold these (`HELD_BY` names them).
     pub functions: usize,
 }

@@ -76,6 +76,11 @@ pub struct FromCheckpoint {
     pub revision: Option<String>,
     /// The `model` fields the checkpoint gives at run time.
     pub fields: Vec<String>,
+    /// Bridge's model provider classes the function can build (`module.Class`): those of the
+    /// bridges of its model, one of which the checkpoint's config.json (its `architectures`)
+    /// picks at run time; empty when the recipe names no bridge of Bridge's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<String>,
     /// The config.json read at plan time (`cli::load`: `--hf-config` or the Hugging Face
     /// cache), when one was; never a recipe-file key.
     #[serde(skip)]
@@ -97,6 +102,11 @@ pub struct CheckpointFields {
     pub config: Option<String>,
     /// The model fields taken from that config.
     pub read: Vec<String>,
+    /// The provider classes the checkpoint may give the model ([`FromCheckpoint::classes`]):
+    /// a `model` field of theirs is typed by them at plan time and checked against the
+    /// checkpoint's own class when the trainer starts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<String>,
     /// The model fields that come from the checkpoint only when the trainer starts: the plan
     /// leaves them out and its checks that need them run then.
     pub at_run_time: Vec<String>,

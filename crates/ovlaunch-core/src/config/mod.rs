@@ -3,6 +3,7 @@
 //! config and `ovlaunch overrides` can hand it straight to the trainer.
 
 pub mod bridge;
+pub mod bridge_de;
 pub mod checkpoint;
 #[rustfmt::skip]
 mod bridge_fields;

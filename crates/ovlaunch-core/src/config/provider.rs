@@ -12,7 +12,10 @@
 //! Python annotation), and lands in `ModelConfig::provider`, which the plan reports and the
 //! trainer receives like any other `model` field. A field only Python can set (a callable, a
 //! module spec, a computed field) is refused, as is every such field when the provider class
-//! is not known (a recipe that runs its own trainer).
+//! is not known (a recipe that runs its own trainer). A function that builds its model from a
+//! Hugging Face checkpoint not at hand has no class until the trainer starts ([`Class::OneOf`]):
+//! a field is accepted when one of the classes the bridges of its model build has it, of the
+//! type of every one that has it, and the checkpoint's own class checks it at run time.
 
 use serde_json::Value;
 
@@ -25,7 +28,7 @@ impl ProviderClass {
     pub fn field(&self, name: &str) -> Option<(&'static ProviderClass, &'static ProviderField)> {
         std::iter::once(self.class)
             .chain(self.bases.iter().copied())
-            .filter_map(class)
+            .filter_map(class_of)
             .find_map(|c| c.fields.iter().find(|f| f.name == name).map(|f| (c, f)))
     }
 
@@ -34,7 +37,7 @@ impl ProviderClass {
         let mut out: Vec<&'static str> = Vec::new();
         for c in std::iter::once(self.class)
             .chain(self.bases.iter().copied())
-            .filter_map(class)
+            .filter_map(class_of)
         {
             for f in c.fields {
                 if !out.contains(&f.name)
@@ -54,7 +57,7 @@ impl ProviderClass {
 }
 
 /// The class called `name` (`module.Class`).
-pub fn class(name: &str) -> Option<&'static ProviderClass> {
+pub fn class_of(name: &str) -> Option<&'static ProviderClass> {
     CLASSES
         .binary_search_by(|c| c.class.cmp(name))
         .ok()
@@ -67,12 +70,43 @@ pub fn is_field(name: &str) -> bool {
     NAMES.binary_search(&name).is_ok()
 }
 
-/// Checks `value` for `model.FIELD` of the provider class `class_name` (`None`: not known);
-/// returns it normalised (ints in float fields become floats). The message names the field,
-/// the class and its Python annotation, and for an unknown field close matches.
-pub fn check(class_name: Option<&str>, field: &str, value: Value) -> Result<Value, String> {
+/// The model provider class a recipe function builds, as far as the plan knows it.
+#[derive(Debug, Clone, Copy)]
+pub enum Class<'a> {
+    /// The function's own class (`module.Class`), which Bridge built when the recipe was
+    /// generated.
+    Known(&'a str),
+    /// The classes the bridges of the function's model build
+    /// (`config::checkpoint::FromCheckpoint::classes`): the checkpoint's config.json picks one
+    /// when the trainer starts.
+    OneOf(&'a [String]),
+    /// Not known: a recipe that runs its own trainer, or a checkpoint whose bridge the recipe
+    /// does not name.
+    Unknown,
+}
+
+impl<'a> Class<'a> {
+    /// The recipe's own class when it has one, else the checkpoint's candidates.
+    pub fn of(known: Option<&'a str>, candidates: &'a [String]) -> Class<'a> {
+        match (known, candidates) {
+            (Some(c), _) => Class::Known(c),
+            (None, []) => Class::Unknown,
+            (None, cs) => Class::OneOf(cs),
+        }
+    }
+}
+
+/// Checks `value` for `model.FIELD` of the provider class `class`; returns it normalised
+/// (ints in float fields become floats). The message names the field, the class and its
+/// Python annotation, and for an unknown field close matches.
+pub fn check(class: Class<'_>, field: &str, value: Value) -> Result<Value, String> {
     let model = super::ModelConfig::SECTION;
-    let Some(c) = class_name.and_then(class) else {
+    let classes: Vec<&'static ProviderClass> = match class {
+        Class::Known(c) => class_of(c).into_iter().collect(),
+        Class::OneOf(cs) => cs.iter().filter_map(|c| class_of(c)).collect(),
+        Class::Unknown => Vec::new(),
+    };
+    if classes.is_empty() {
         return Err(format!(
             "unknown field `{field}` in `{model}`: the recipe's model provider class is not known (a recipe that runs its own trainer), so only the fields ovlaunch plans are accepted; {}",
             crate::error::did_you_mean_then(
@@ -81,13 +115,28 @@ pub fn check(class_name: Option<&str>, field: &str, value: Value) -> Result<Valu
                 format_args!("see `ovlaunch fields {model}`"),
             )
         ));
-    };
-    let Some((owner, f)) = c.field(field) else {
-        let known = c.writable();
+    }
+    let owners: Vec<_> = classes.iter().filter_map(|c| c.field(field)).collect();
+    if owners.is_empty() {
+        let mut known: Vec<&'static str> = Vec::new();
+        for f in classes.iter().flat_map(|c| c.writable()) {
+            if !known.contains(&f) {
+                known.push(f);
+            }
+        }
+        let names: Vec<String> = classes
+            .iter()
+            .map(|c| format!("{} ({})", c.short(), c.class))
+            .collect();
+        let which = match class {
+            Class::OneOf(_) => format!(
+                "none of Bridge's classes the checkpoint may give this model ({}) has such a field",
+                names.join(", ")
+            ),
+            _ => format!("Bridge's {} has no such field", names.join(", ")),
+        };
         return Err(format!(
-            "unknown field `{field}` in `{model}`: Bridge's {} ({}) has no such field; {}",
-            c.short(),
-            c.class,
+            "unknown field `{field}` in `{model}`: {which}; {}",
             crate::error::did_you_mean_then(
                 field,
                 known
@@ -97,7 +146,22 @@ pub fn check(class_name: Option<&str>, field: &str, value: Value) -> Result<Valu
                 format_args!("the fields ovlaunch plans: `ovlaunch fields {model}`"),
             )
         ));
-    };
+    }
+    let mut out = value.clone();
+    for (owner, f) in owners {
+        out = typed(owner, f, field, value.clone())?;
+    }
+    Ok(out)
+}
+
+/// `value` for the field `f` (`model.{field}`) that `owner` declares, normalised.
+fn typed(
+    owner: &ProviderClass,
+    f: &ProviderField,
+    field: &str,
+    value: Value,
+) -> Result<Value, String> {
+    let model = super::ModelConfig::SECTION;
     let typed = || format!("{}.{field}: {}", owner.class, f.py);
     if f.ty == Ty::Object {
         return Err(format!(
@@ -131,7 +195,7 @@ pub fn check(class_name: Option<&str>, field: &str, value: Value) -> Result<Valu
 
 /// The type `model.FIELD` has in `class_name`, if the class has it.
 pub fn field_type(class_name: Option<&str>, field: &str) -> Option<&'static ProviderField> {
-    class_name.and_then(class)?.field(field).map(|(_, f)| f)
+    class_name.and_then(class_of)?.field(field).map(|(_, f)| f)
 }
 
 fn shown(v: &Value) -> String {
@@ -164,7 +228,7 @@ mod tests {
         assert!(NAMES.windows(2).all(|w| w[0] < w[1]));
         for c in CLASSES {
             for b in c.bases {
-                assert!(class(b).is_some(), "{}: base {b} missing", c.class);
+                assert!(class_of(b).is_some(), "{}: base {b} missing", c.class);
             }
         }
     }
@@ -172,38 +236,67 @@ mod tests {
     #[test]
     fn fields_are_typed_by_the_class() {
         assert_eq!(
-            check(Some(HYBRID), "hybrid_override_pattern", json!("M-M*")).unwrap(),
+            check(
+                Class::Known(HYBRID),
+                "hybrid_override_pattern",
+                json!("M-M*")
+            )
+            .unwrap(),
             json!("M-M*")
         );
-        let e = check(Some(HYBRID), "mamba_state_dim", json!("big")).unwrap_err();
+        let e = check(Class::Known(HYBRID), "mamba_state_dim", json!("big")).unwrap_err();
         assert!(
             e.contains("must be an integer") && e.contains("mamba_state_dim: int"),
             "{e}"
         );
         // a field of the class's bases (Megatron-Core's TransformerConfig), float normalised
         assert_eq!(
-            check(Some(HYBRID), "hidden_dropout", json!(0)).unwrap(),
+            check(Class::Known(HYBRID), "hidden_dropout", json!(0)).unwrap(),
             json!(0.0)
         );
-        let e = check(Some(GPT), "hybrid_override_pattern", json!("M")).unwrap_err();
+        let e = check(Class::Known(GPT), "hybrid_override_pattern", json!("M")).unwrap_err();
         assert!(
             e.contains("GPTModelProvider (") && e.contains("has no such field"),
             "{e}"
         );
-        let e = check(None, "hybrid_override_pattern", json!("M")).unwrap_err();
+        let e = check(Class::Unknown, "hybrid_override_pattern", json!("M")).unwrap_err();
         assert!(e.contains("not known"), "{e}");
-        let e = check(Some(GPT), "transformer_layer_spec", json!("x")).unwrap_err();
+        let e = check(Class::Known(GPT), "transformer_layer_spec", json!("x")).unwrap_err();
         assert!(e.contains("Python object"), "{e}");
+    }
+
+    #[test]
+    fn a_checkpoints_candidate_classes_type_a_field() {
+        let qwen3_vl = [
+            "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLMoEModelProvider".to_string(),
+            "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLModelProvider".to_string(),
+        ];
+        let c = Class::OneOf(&qwen3_vl);
+        assert_eq!(
+            check(c, "freeze_vision_model", json!(true)).unwrap(),
+            json!(true)
+        );
+        let e = check(c, "freeze_vision_model", json!("x")).unwrap_err();
+        assert!(e.contains("must be true or false"), "{e}");
+        let e = check(c, "hybrid_override_pattern", json!("M")).unwrap_err();
+        assert!(
+            e.contains("none of Bridge's classes the checkpoint may give this model")
+                && e.contains("Qwen3VLMoEModelProvider ("),
+            "{e}"
+        );
+        // no class the recipe names: what a recipe that runs its own trainer gets
+        assert!(matches!(Class::of(None, &[]), Class::Unknown));
+        assert!(matches!(Class::of(Some(GPT), &qwen3_vl), Class::Known(GPT)));
     }
 
     #[test]
     fn window_size_is_the_classs_own_type() {
         // Megatron-Core: Optional[Tuple[int, int]]
-        assert!(check(Some(GPT), "window_size", json!([4096, 0])).is_ok());
-        let e = check(Some(GPT), "window_size", json!(512)).unwrap_err();
+        assert!(check(Class::Known(GPT), "window_size", json!([4096, 0])).is_ok());
+        let e = check(Class::Known(GPT), "window_size", json!(512)).unwrap_err();
         assert!(e.contains("Optional[Tuple[int, int]]"), "{e}");
         // Gemma 3: `window_size: tuple = 512`, an integer by its own default
-        assert!(check(Some(GEMMA3), "window_size", json!(512)).is_ok());
-        assert!(check(Some(GEMMA3), "window_size", json!("x")).is_err());
+        assert!(check(Class::Known(GEMMA3), "window_size", json!(512)).is_ok());
+        assert!(check(Class::Known(GEMMA3), "window_size", json!("x")).is_err());
     }
 }

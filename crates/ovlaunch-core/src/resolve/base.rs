@@ -108,9 +108,7 @@ fn check_every_variant(user: &Recipe) -> Result<()> {
         else {
             continue;
         };
-        let class = bv
-            .and_then(|x| x.model_class.as_deref())
-            .or(base.model_class.as_deref());
+        let class = base.provider_class(bv);
         let own = [Some(&user.sections), v.map(|v| &v.sections)];
         for sections in own.into_iter().flatten() {
             let Some(Value::Object(fields)) = sections.get(model) else {

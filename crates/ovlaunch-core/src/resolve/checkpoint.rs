@@ -164,7 +164,11 @@ fn neutral_layers(model: &ModelConfig) -> u32 {
 /// before any stage derived something from them).
 pub fn restore(model: &mut ModelConfig, saved: &Saved, cp: &CheckpointFields) -> Result<()> {
     let internal = |e: serde_json::Error| Error::runtime(format!("checkpoint fields: {e}"));
-    let before = serde_json::to_value(&saved.model).map_err(internal)?;
+    // the provider class's own fields are no checkpoint field: they stay as they are
+    let provider = std::mem::take(&mut model.provider);
+    let mut before_model = saved.model.clone();
+    before_model.provider.clear();
+    let before = serde_json::to_value(&before_model).map_err(internal)?;
     let mut now = serde_json::to_value(&*model).map_err(internal)?;
     if let (Some(now), Some(before)) = (now.as_object_mut(), before.as_object()) {
         let stated = saved.stated.iter().map(|f| f.to_string());
@@ -180,5 +184,6 @@ pub fn restore(model: &mut ModelConfig, saved: &Saved, cp: &CheckpointFields) ->
         }
     }
     *model = serde_json::from_value(now).map_err(internal)?;
+    model.provider = provider;
     Ok(())
 }

@@ -235,7 +235,11 @@ impl Facts {
         model_recipe: Option<&str>,
         task: Option<&str>,
     ) -> Facts {
-        let moe = model.num_moe_experts.is_some_and(|n| n > 0);
+        // a MoE model: experts, or expert parallelism (Megatron-Core's
+        // `TransformerConfig.__post_init__` refuses EP > 1 without experts; a checkpoint-given
+        // expert count is not in the plan)
+        let moe =
+            model.num_moe_experts.is_some_and(|n| n > 0) || model.expert_model_parallel_size > 1;
         let scope = match &model.cuda_graph_scope {
             Some(serde_json::Value::String(s)) => s
                 .split(',')

@@ -422,9 +422,7 @@ pub fn layer_on(
         }
     }
     let prov_alone = prov.clone();
-    let model_class = variant
-        .and_then(|v| v.model_class.as_deref())
-        .or(recipe.model_class.as_deref());
+    let model_class = recipe.provider_class(variant);
     let holder = recipe.holder(variant);
     let before = build(&tree, &recipe.origin, model_class, holder)?;
     let mut file_overrides = Vec::new();
@@ -611,7 +609,7 @@ fn set_field(m: &mut Map<String, Value>, field: &str, value: Value) {
 /// checked against the recipe's provider class (`config::provider`).
 fn take_provider(
     tree: &mut Map<String, Value>,
-    model_class: Option<&str>,
+    model_class: crate::config::provider::Class<'_>,
 ) -> std::result::Result<Map<String, Value>, String> {
     let mut out = Map::new();
     let Some(Value::Object(model)) = tree.get_mut(crate::config::ModelConfig::SECTION) else {
@@ -635,7 +633,7 @@ fn take_provider(
 fn build(
     tree: &Map<String, Value>,
     origin: &str,
-    model_class: Option<&str>,
+    model_class: crate::config::provider::Class<'_>,
     holder: crate::config::bridge::Holder<'_>,
 ) -> Result<ConfigContainer> {
     let mut tree = tree.clone();

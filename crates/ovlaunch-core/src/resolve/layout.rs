@@ -47,7 +47,11 @@ pub fn check_window_size(model: &ModelConfig, model_class: Option<&str>) -> Resu
     let class = model_class
         .filter(|c| crate::config::provider::field_type(Some(c), field).is_some())
         .unwrap_or(MCORE_TRANSFORMER_CONFIG);
-    let typed = crate::config::provider::check(Some(class), field, w.clone());
+    let typed = crate::config::provider::check(
+        crate::config::provider::Class::Known(class),
+        field,
+        w.clone(),
+    );
     let pair_ok = w
         .as_array()
         .is_none_or(|a| a.iter().all(|x| x.as_i64().is_some_and(|n| n >= -1)));

@@ -261,6 +261,7 @@ fn resolve_picked(
     let moe_at_run_time = checkpoint
         .as_ref()
         .filter(|c| c.unknown("num_moe_experts"))
+        .filter(|c| moe_by_layout(c, &l, &mut t).is_none())
         .map(|c| c.checkpoint.clone());
     let env = env_stage(inp, picked, plugins, &l, moe_at_run_time.as_deref(), &mut t)?;
 
@@ -337,6 +338,7 @@ fn checkpoint_stage(
         revision: from.revision.clone(),
         config: from.config.clone(),
         read: Vec::new(),
+        classes: from.classes.clone(),
         at_run_time: Vec::new(),
     };
     for f in &from.fields {
@@ -370,7 +372,64 @@ fn checkpoint_stage(
             Source::Recipe,
         ));
     }
+    checked_at_run_time(&out, l, t);
     Some(out)
+}
+
+/// The provider fields a function whose class comes from its checkpoint holds (a
+/// vision-language model's `freeze_vision_model`, ...): typed at plan time by the classes the
+/// checkpoint may give the model (`config::provider::Class::OneOf`), checked against its own
+/// when the trainer starts; the decision says so.
+fn checked_at_run_time(cp: &crate::config::CheckpointFields, l: &layers::Layered, t: &mut Trace) {
+    if cp.classes.is_empty() {
+        return;
+    }
+    let short: Vec<&str> = cp
+        .classes
+        .iter()
+        .map(|c| c.rsplit('.').next().unwrap_or(c))
+        .collect();
+    for (f, v) in &l.cfg.model.provider {
+        let path = format!("{}.{f}", crate::config::ModelConfig::SECTION);
+        t.decisions.push(Decision::new(
+            path.as_str(),
+            v.clone(),
+            format!(
+                "typed by Bridge's provider classes for this model ({}): checkpoint {}'s config.json picks the class when the trainer starts, and Bridge's override code checks the value against that class then",
+                short.join(", "),
+                cp.checkpoint
+            ),
+            l.prov.source(&path),
+        ));
+    }
+}
+
+/// Whether the model of a function whose checkpoint gives the expert count is MoE by what the
+/// plan states: expert parallelism above 1 (Megatron-Core's `TransformerConfig.__post_init__`
+/// refuses it without experts: "num_moe_experts must be non None to use expert-parallel"). The
+/// decision cites the layout field and where it came from; `None` when the plan cannot tell.
+fn moe_by_layout(
+    cp: &crate::config::CheckpointFields,
+    l: &layers::Layered,
+    t: &mut Trace,
+) -> Option<()> {
+    let ep = l.cfg.model.expert_model_parallel_size;
+    let path = crate::config::MODEL.expert_model_parallel_size;
+    let field = crate::config::bridge::split(path).1;
+    if ep <= 1 || cp.unknown(field) {
+        return None;
+    }
+    t.decisions.push(Decision::new(
+        crate::config::MODEL.num_moe_experts,
+        Value::Null,
+        format!(
+            "the model is MoE: {path} = {ep} ({}), and Megatron-Core refuses expert parallelism without experts (TransformerConfig.__post_init__: \"num_moe_experts must be non None to use expert-parallel\"); the expert count comes from checkpoint {} at run time, and the env rules read the model as MoE",
+            l.prov.source(path).as_string(),
+            cp.checkpoint
+        ),
+        Source::Derived,
+    ));
+    Some(())
 }
 
 /// Stage 1: the recipe variant, then the layers, with `--precision` on a recipe without

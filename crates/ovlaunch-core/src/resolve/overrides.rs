@@ -149,7 +149,13 @@ fn parse_set(item: &str) -> Result<SetOverride> {
             .at_flag(flag)
             .help(did_you_mean_then(
                 f,
-                known.iter().copied(),
+                known.iter().copied().chain(
+                    // the fields of Bridge's provider classes, for a `model` field
+                    config::provider::NAMES
+                        .iter()
+                        .copied()
+                        .filter(|n| section == config::ModelConfig::SECTION && !known.contains(n)),
+                ),
                 format!("see `ovlaunch fields {section}`"),
             )));
     }

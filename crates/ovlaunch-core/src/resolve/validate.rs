@@ -631,10 +631,13 @@ fn profiling_steps(k: &Known<'_>) -> Result<()> {
 /// datasets' `validate()`): a Hugging Face source reads exactly one of a named dataset
 /// (`dataset_name`) and a hub path (`path_or_dataset`). Checked on every source object the
 /// trainer builds from the plan's values (a mapping given whole, or fields given under a source
-/// the recipe's function leaves `None`: the typed forms of `trainer::bridge_words`); fields set
-/// on a source the function holds keep its own, which only Bridge sees.
+/// the recipe's function leaves `None`: the typed forms of `trainer::bridge_words`), and on a
+/// source the function holds whose mode fields are set one by one (`--set
+/// dataset.hf_dataset.path_or_dataset=...`): the fields set, over the ones it holds
+/// (`bridge::Holder::held_objects`).
 fn hf_source_one_mode(k: &Known<'_>) -> Result<()> {
     const CLASS: &str = "megatron.bridge.data.sources.hf.HFDatasetSourceConfig";
+    held_source_one_mode(k, CLASS)?;
     fn built<'v>(
         v: &'v serde_json::Value,
         out: &mut Vec<&'v serde_json::Map<String, serde_json::Value>>,
@@ -668,6 +671,50 @@ fn hf_source_one_mode(k: &Known<'_>) -> Result<()> {
                     CLASS.rsplit('.').next().unwrap_or(CLASS)
                 )));
             }
+        }
+    }
+    Ok(())
+}
+
+/// [`hf_source_one_mode`] on the sources of `class` the recipe's function holds, with the
+/// fields set by path over its own values.
+fn held_source_one_mode(k: &Known<'_>, class: &str) -> Result<()> {
+    const MODES: [&str; 2] = ["dataset_name", "path_or_dataset"];
+    for (at, none) in k.1.held_objects(class) {
+        let given = |f: &str| k.0.get(&format!("{at}.{f}"));
+        if k.0.get(at).is_some() || MODES.iter().all(|f| given(f).is_none()) {
+            continue;
+        }
+        let set = |f: &str| match given(f) {
+            Some(v) => !v.is_null(),
+            None => !none.contains(&f),
+        };
+        if set(MODES[0]) == set(MODES[1]) {
+            let fields: Vec<String> = MODES.iter().map(|f| format!("{at}.{f}")).collect();
+            let fix = if set(MODES[0]) {
+                let held = MODES
+                    .iter()
+                    .find(|f| given(f).is_none())
+                    .unwrap_or(&MODES[0]);
+                format!(
+                    "Bridge's recipe function holds {at}.{held}: clear it too (--set {at}.{held}=null)"
+                )
+            } else {
+                format!(
+                    "give one: --set {at}.path_or_dataset=ORG/NAME or --set {at}.dataset_name=squad"
+                )
+            };
+            return Err(Error::config(
+                "Exactly one Hugging Face source must be set: dataset_name or path_or_dataset.",
+            )
+            .at_fields(
+                fields
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .as_slice(),
+            )
+            .help(fix));
         }
     }
     Ok(())
