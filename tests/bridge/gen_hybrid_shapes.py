@@ -59,7 +59,9 @@ def main() -> int:
     names = set()
     for f in sorted((ROOT / "recipes").glob("*.yaml")):
         text = f.read_text()
-        if "hybrid_provider.HybridModelProvider" not in text:
+        # The recipe's own model class, not a checkpoint-given function's candidate classes
+        # (`from_checkpoint: classes:`), whose shape comes from a checkpoint at run time.
+        if not re.search(r'^model_class: "[^"]*hybrid_provider\.HybridModelProvider"', text, re.M):
             continue
         names.update(re.findall(r'bridge_recipe: "([^"]+)"', text))
     shapes: list[dict] = []
