@@ -94,6 +94,18 @@ impl<'a> Class<'a> {
             (None, cs) => Class::OneOf(cs),
         }
     }
+
+    /// The hybrid Mamba-Transformer class the model is built with, whatever the checkpoint:
+    /// the function's own class if hybrid, or the candidates' first where every candidate is.
+    pub fn hybrid(&self) -> Option<&'a str> {
+        match *self {
+            Class::Known(c) => Some(c).filter(|c| is_hybrid_class(c)),
+            Class::OneOf(cs) if cs.iter().all(|c| is_hybrid_class(c)) => {
+                cs.first().map(String::as_str)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Checks `value` for `model.FIELD` of the provider class `class`; returns it normalised

@@ -121,25 +121,27 @@ pub fn check_values(
     model: &ModelConfig,
     train: &TrainConfig,
     model_class: Option<&str>,
+    hybrid_class: Option<&str>,
 ) -> Result<()> {
     positive_sizes(model, train)?;
     model_shapes(model)?;
     check_window_size(model, model_class)?;
-    hybrid_has_no_virtual_pipeline(model, model_class)
+    hybrid_has_no_virtual_pipeline(model, hybrid_class)
 }
 
 /// Bridge's hybrid Mamba-Transformer provider builds no virtual pipeline (its `provide()`
 /// asserts `virtual_pipeline_model_parallel_size` is `None`: "Virtual pipeline model
 /// parallelism is temporarily unsupported in Hybrid models"), so the plan refuses one
-/// rather than a job failing at model build on every rank.
+/// rather than a job failing at model build on every rank. `hybrid_class` is the hybrid class
+/// the model is built with, known or (a checkpoint-given function) every candidate's.
 pub fn hybrid_has_no_virtual_pipeline(
     model: &ModelConfig,
-    model_class: Option<&str>,
+    hybrid_class: Option<&str>,
 ) -> Result<()> {
     let Some(vp) = model.virtual_pipeline_model_parallel_size else {
         return Ok(());
     };
-    if !model_class.is_some_and(crate::config::provider::is_hybrid_class) {
+    if !hybrid_class.is_some_and(crate::config::provider::is_hybrid_class) {
         return Ok(());
     }
     Err(Error::usage(format!(

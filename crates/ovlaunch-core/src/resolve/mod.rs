@@ -233,7 +233,8 @@ fn resolve_picked(
         .and_then(|v| v.model_class.as_deref())
         .or(inp.recipe.model_class.as_deref());
     layout::check_window_size(&l.cfg.model, model_class)?;
-    layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, model_class)?;
+    let hybrid = inp.recipe.provider_class(choice.variant).hybrid();
+    layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, hybrid)?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, &mut t)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
@@ -463,7 +464,8 @@ pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
             checkpoint::neutralise(&mut l.cfg.model, &cp, &mut t);
         }
         let class = v.model_class.as_deref().or(recipe.model_class.as_deref());
-        layout::check_values(&l.cfg.model, &l.cfg.train, class)
+        let hybrid = recipe.provider_class(Some(v)).hybrid();
+        layout::check_values(&l.cfg.model, &l.cfg.train, class, hybrid)
     });
     checked.map_err(|e| {
         let fields = match e.origin.as_deref() {
