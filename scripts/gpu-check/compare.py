@@ -183,7 +183,9 @@ def main():
     }
     for plan_f in sorted(glob.glob(os.path.join(logs, "*.plan.json"))):
         job = os.path.basename(plan_f)[: -len(".plan.json")]
-        recs = sorted(glob.glob(os.path.join(a.work, "jobs", records.get(job, "-"), "run_config.yaml")))
+        # The checkpoint's record where the job saved one, else the one the trainer wrote.
+        saved = os.path.join(a.work, "jobs", records[job], "run_config.yaml") if job in records else None
+        recs = sorted(glob.glob(saved)) if saved else []
         recs = recs or glob.glob(os.path.join(a.work, "dump", job, "run_config.yaml"))
         if not recs:
             print(f"config {job}: no run_config.yaml to compare")

@@ -95,6 +95,14 @@ impl<'a> Class<'a> {
         }
     }
 
+    /// The function's own class, where it has one.
+    pub fn known(&self) -> Option<&'a str> {
+        match *self {
+            Class::Known(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// The hybrid Mamba-Transformer class the model is built with, whatever the checkpoint:
     /// the function's own class if hybrid, or the candidates' first where every candidate is.
     pub fn hybrid(&self) -> Option<&'a str> {

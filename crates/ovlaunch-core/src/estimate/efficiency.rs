@@ -65,13 +65,13 @@ impl Efficiency {
         })
     }
 
-    /// Efficiency of the GEMMs for one GPU kind, precision and architecture: the first of
-    /// `kinds` (the GPU kind, then the kind whose compute die it shares) that has a fitted
-    /// value, else the default.
-    pub fn compute(&self, kinds: &[&str], prec: PrecisionClass, moe: bool) -> f64 {
-        let base = kinds
-            .iter()
-            .find_map(|k| self.compute.get(*k))
+    /// Efficiency of the GEMMs for one GPU kind, precision and architecture: the kind's fitted
+    /// value, else that of `die`, the kind whose compute die it shares, else the default.
+    pub fn compute(&self, kind: &str, die: Option<&str>, prec: PrecisionClass, moe: bool) -> f64 {
+        let base = self
+            .compute
+            .get(kind)
+            .or_else(|| die.and_then(|d| self.compute.get(d)))
             .or_else(|| self.compute.get("default"))
             .copied()
             .unwrap_or(0.5);
@@ -102,9 +102,9 @@ mod tests {
     fn unknown_gpu_kinds_use_the_default_factor() {
         let e = Efficiency::embedded().unwrap();
         let d = e.compute["default"];
-        assert_eq!(e.compute(&["zz9"], PrecisionClass::Bf16, false), d);
+        assert_eq!(e.compute("zz9", None, PrecisionClass::Bf16, false), d);
         assert_eq!(
-            e.compute(&["zz9"], PrecisionClass::Fp8, true),
+            e.compute("zz9", None, PrecisionClass::Fp8, true),
             d * e.fp8 * e.moe
         );
     }
@@ -119,7 +119,7 @@ mod tests {
         let die = h200.perf.as_ref().unwrap().compute_die.as_deref();
         assert_eq!(die, Some("h100"));
         assert!(!e.compute.contains_key("h200"));
-        let bf16 = e.compute(&["h200", die.unwrap()], PrecisionClass::Bf16, false);
+        let bf16 = e.compute("h200", die, PrecisionClass::Bf16, false);
         assert_eq!(bf16, e.compute["h100"]);
         assert_ne!(bf16, e.compute["default"]);
     }

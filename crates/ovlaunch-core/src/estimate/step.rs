@@ -301,10 +301,9 @@ pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
     // The Mamba-2 conv1d and SSD scan run in their own kernels, at a fitted share of the
     // GEMMs' rate (`Efficiency::mamba`).
     let bf16 = 6.0 * (macs.attn / e.attn + macs.head / e.head) + 6.0 * macs.ssm / c.eff.mamba;
-    let gpu = &c.plan.hardware.gpu;
-    let die = perf.compute_die.as_deref();
     let ceff = c.eff.compute(
-        &[gpu.kind.as_str(), die.unwrap_or(gpu.kind.as_str())],
+        &c.plan.hardware.gpu.kind,
+        perf.compute_die.as_deref(),
         c.prec,
         a.moe.is_some(),
     );

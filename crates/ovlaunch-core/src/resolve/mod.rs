@@ -228,13 +228,9 @@ fn resolve_picked(
         .filter(|c| !c.at_run_time.is_empty())
         .map(|c| checkpoint::neutralise(&mut l.cfg.model, c, &mut t));
     // 3. The parallel layout checked against the world size.
-    let model_class = choice
-        .variant
-        .and_then(|v| v.model_class.as_deref())
-        .or(inp.recipe.model_class.as_deref());
-    layout::check_window_size(&l.cfg.model, model_class)?;
-    let hybrid = inp.recipe.provider_class(choice.variant).hybrid();
-    layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, hybrid)?;
+    let class = inp.recipe.provider_class(choice.variant);
+    layout::check_window_size(&l.cfg.model, class.known())?;
+    layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, class.hybrid())?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, &mut t)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
@@ -282,9 +278,7 @@ fn resolve_picked(
             config_variant: variant.and_then(|v| v.variant.clone()),
             variant_gpu: variant.map(|v| v.gpu.clone()),
             variant_num_gpus: variant.and_then(|v| v.num_gpus),
-            model_class: variant
-                .and_then(|v| v.model_class.clone())
-                .or_else(|| inp.recipe.model_class.clone()),
+            model_class: inp.recipe.provider_class(variant).known().map(String::from),
             model_lacks: variant
                 .map(|v| v.model_lacks.clone())
                 .filter(|l| !l.is_empty())
@@ -463,9 +457,8 @@ pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
         {
             checkpoint::neutralise(&mut l.cfg.model, &cp, &mut t);
         }
-        let class = v.model_class.as_deref().or(recipe.model_class.as_deref());
-        let hybrid = recipe.provider_class(Some(v)).hybrid();
-        layout::check_values(&l.cfg.model, &l.cfg.train, class, hybrid)
+        let class = recipe.provider_class(Some(v));
+        layout::check_values(&l.cfg.model, &l.cfg.train, class.known(), class.hybrid())
     });
     checked.map_err(|e| {
         let fields = match e.origin.as_deref() {
