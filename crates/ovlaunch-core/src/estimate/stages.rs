@@ -259,6 +259,80 @@ mod tests {
         assert_eq!(r.iter().map(|x| x.layers).sum::<f64>(), 126.0);
     }
 
+    /// Each rank's layers are what Megatron-Core builds on it (`get_num_layers_to_build`
+    /// over its virtual stages; `select_pipeline_segment` for a hybrid pattern without `|`),
+    /// for every split of the table `tests/bridge/pipeline_split.py` generates from its code
+    /// that the plan accepts.
+    #[test]
+    fn rank_loads_are_megatron_cores_counts() {
+        use crate::resolve::pipeline_split::tests::{mcore_table, split_of};
+        let mut checked = (0, 0);
+        for row in mcore_table() {
+            let s = split_of(&row);
+            if row["accepted"] != true || s.refusal().is_some() {
+                continue;
+            }
+            let mut m = model(s.layers as u32);
+            m.num_layers_in_first_pipeline_stage = s.first.map(|n| n as u32);
+            m.num_layers_in_last_pipeline_stage = s.last.map(|n| n as u32);
+            m.account_for_embedding_in_pipeline_split = s.embedding;
+            m.account_for_loss_in_pipeline_split = s.loss;
+            let (pp, vp) = (s.pp as u32, s.vp.unwrap_or(1) as u32);
+            let per_rank: Vec<f64> = row["counts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    r.as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|n| n.as_f64())
+                        .sum()
+                })
+                .collect();
+            let got: Vec<f64> = ranks(&m, pp, vp).iter().map(|r| r.layers).collect();
+            assert_eq!(got, per_rank, "{row}");
+            checked.0 += 1;
+            if let Some(cut) = row["hybrid"].as_array() {
+                let pattern = "M".repeat(s.layers as usize);
+                let got: Vec<f64> = hybrid_ranks(&pattern, pp, 1, 0.0, Ends::of(&m))
+                    .iter()
+                    .map(|r| r.layers)
+                    .collect();
+                let want: Vec<f64> = cut.iter().filter_map(|n| n.as_f64()).collect();
+                assert_eq!(got, want, "hybrid {row}");
+                checked.1 += 1;
+            }
+        }
+        assert!(checked.0 > 100 && checked.1 > 50, "{checked:?}");
+    }
+
+    #[test]
+    fn uneven_first_and_last_stages() {
+        // Step 3.7's SFT recipe: 45 layers over PP4, 12 on the first rank and 9 on the last.
+        let mut m = model(45);
+        m.num_layers_in_first_pipeline_stage = Some(12);
+        m.num_layers_in_last_pipeline_stage = Some(9);
+        let r = ranks(&m, 4, 1);
+        assert_eq!(
+            r.iter().map(|x| x.layers).collect::<Vec<_>>(),
+            [12.0, 12.0, 12.0, 9.0]
+        );
+        assert!(r[0].embedding && r[3].loss && !r[1].embedding && !r[2].loss);
+        // Nemotron 3 Super's 32K SFT: 88 hybrid layers over PP8, 4 on the last rank.
+        let pattern = "MEMEM*".repeat(14) + "MEME";
+        let ends = Ends {
+            first: None,
+            last: Some(4),
+        };
+        let r = hybrid_ranks(&pattern, 8, 1, 2.0, ends);
+        assert_eq!(
+            r.iter().map(|x| x.layers).collect::<Vec<_>>(),
+            [12.0, 12.0, 12.0, 12.0, 12.0, 12.0, 12.0, 4.0]
+        );
+        assert_eq!((r[7].mtp, r[7].kinds.unwrap().total()), (2.0, 4.0));
+    }
+
     #[test]
     fn an_explicit_layout_places_layers_per_virtual_stage() {
         // DeepSeek-V3's Bridge layout: PP16, the embedding alone, the MTP layer and loss last.

@@ -304,7 +304,14 @@ fn middle_by_stages(s: &Split) -> Option<Refusal> {
     (mid != 0 && rest % mid != 0).then(|| Refusal {
         message: format!("the {rest} layers left for the middle stages are not divisible by the {mid} middle pipeline stages"),
         fields: vec![LAYERS, PP, FIRST, LAST],
-        help: format!("choose first/last stage layers that leave a multiple of {mid} (e.g. move {} layer(s) to an end stage)", rest.rem_euclid(mid)),
+        help: {
+            let r = rest.rem_euclid(mid);
+            let (field, n) = match (s.last, s.first) {
+                (Some(l), _) => (LAST, l + r),
+                (None, f) => (FIRST, f.unwrap_or(0) + r),
+            };
+            format!("choose first/last stage layers that leave a multiple of {mid} for the middle stages (e.g. {field}={n})")
+        },
     })
 }
 
