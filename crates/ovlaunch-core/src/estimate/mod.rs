@@ -160,8 +160,8 @@ pub struct Estimate {
     pub memory: Memory,
     pub precision: PrecisionClass,
     pub microbatches: u64,
-    /// Which pipeline rank bounds the step and which the memory (PP > 1).
-    pub stages: Option<Stages>,
+    /// Which pipeline rank bounds the step and which the memory.
+    pub stages: Stages,
 }
 
 /// The pipeline ranks as the estimate sees them: what each holds and which one bounds the
@@ -207,7 +207,8 @@ impl Stages {
 impl Estimate {
     /// The JSON form `ovlaunch estimate --output json` prints: exactly the seven documented
     /// top-level keys; `breakdown` holds the seconds per step by cause, what each overlap
-    /// hides (`hidden_by_overlap`) and the memory by kind (`memory_gib`).
+    /// hides (`hidden_by_overlap`), the memory by kind (`memory_gib`) and the pipeline ranks
+    /// (`pipeline_stages`: the layers on each, the ranks that bound the step and the memory).
     pub fn to_json(&self) -> serde_json::Value {
         let mut breakdown = serde_json::to_value(self.breakdown).unwrap_or_default();
         if let serde_json::Value::Object(b) = &mut breakdown {
@@ -220,12 +221,10 @@ impl Estimate {
                 serde_json::to_value(self.memory).unwrap_or_default(),
             );
             b.insert("microbatches".into(), self.microbatches.into());
-            if let Some(st) = &self.stages {
-                b.insert(
-                    "pipeline_stages".into(),
-                    serde_json::to_value(st).unwrap_or_default(),
-                );
-            }
+            b.insert(
+                "pipeline_stages".into(),
+                serde_json::to_value(&self.stages).unwrap_or_default(),
+            );
             b.insert(
                 "precision".into(),
                 serde_json::to_value(self.precision).unwrap_or_default(),
@@ -281,8 +280,8 @@ impl Estimate {
             "hidden by overlap: TP {:.3} s, CP {:.3}, EP {:.3}, DP {:.3}, PP {:.3}\n",
             hid.tp_comm_s, hid.cp_comm_s, hid.ep_comm_s, hid.dp_comm_s, hid.pp_comm_s
         ));
-        if let Some(st) = &self.stages {
-            s.push_str(&st.line());
+        if self.stages.layers.len() > 1 {
+            s.push_str(&self.stages.line());
         }
         s
     }
@@ -440,12 +439,12 @@ pub fn estimate_with_stages(
     let model_tflops = tps * c.arch.flops_per_token() / 1e12;
     let (memory_rank, memory) = memory::peak(&c, loads, &busiest.load, selective, full_frac);
     let mem_total = memory.total();
-    let stages = (loads.len() > 1).then(|| Stages {
+    let stages = Stages {
         layers: loads.iter().map(|r| r.layers).collect(),
         step_rank: busiest.rank,
         imbalance: busiest.imbalance,
         memory_rank,
-    });
+    };
 
     Ok(Estimate {
         tokens_per_sec_per_gpu: tps,

@@ -239,7 +239,7 @@ fn uneven_with_accounted(s: &Split) -> Option<Refusal> {
     (s.uneven() && (s.embedding || s.loss)).then(|| Refusal {
         message: format!("{FIRST}/{LAST} cannot be set together with {EMB}/{LOSS}"),
         fields: vec![FIRST, LAST, EMB, LOSS],
-        help: format!("either give the first/last stage's layers, or set {FIRST}=null {LAST}=null"),
+        help: format!("set {EMB}=false {LOSS}=false to keep the first/last stage's layers, or {FIRST}=null {LAST}=null to count the embedding and loss"),
     })
 }
 
