@@ -64,67 +64,37 @@ const BUILDER: &str =
 
 /// Megatron-Core's checks of a pipeline split, in its order.
 pub const RULES: &[Rule] = &[
-    Rule {
-        name: "uneven_with_accounted",
-        cites: POST_INIT,
-        check: uneven_with_accounted,
-    },
-    Rule {
-        name: "layout_with_split_fields",
-        cites: POST_INIT,
-        check: layout_with_split_fields,
-    },
-    Rule {
-        name: "first_positive",
-        cites: POST_INIT,
-        check: first_positive,
-    },
-    Rule {
-        name: "first_by_vp",
-        cites: POST_INIT,
-        check: first_by_vp,
-    },
-    Rule {
-        name: "last_positive",
-        cites: POST_INIT,
-        check: last_positive,
-    },
-    Rule {
-        name: "last_by_vp",
-        cites: POST_INIT,
-        check: last_by_vp,
-    },
-    Rule {
-        name: "middle_layers_match_stages",
-        cites: POST_INIT,
-        check: middle_layers_match_stages,
-    },
-    Rule {
-        name: "middle_by_stages",
-        cites: POST_INIT,
-        check: middle_by_stages,
-    },
-    Rule {
-        name: "middle_by_vp",
-        cites: POST_INIT,
-        check: middle_by_vp,
-    },
-    Rule {
-        name: "accounted_by_stages",
-        cites: POST_INIT,
-        check: accounted_by_stages,
-    },
-    Rule {
-        name: "even_by_stages",
-        cites: BUILDER,
-        check: even_by_stages,
-    },
-    Rule {
-        name: "stages_add_up",
-        cites: "ovlaunch's own rule: Megatron-Core would build a model of another depth",
-        check: stages_add_up,
-    },
+    rule("uneven_with_accounted", POST_INIT, uneven_with_accounted),
+    rule(
+        "layout_with_split_fields",
+        POST_INIT,
+        layout_with_split_fields,
+    ),
+    rule("first_positive", POST_INIT, first_positive),
+    rule("first_by_vp", POST_INIT, first_by_vp),
+    rule("last_positive", POST_INIT, last_positive),
+    rule("last_by_vp", POST_INIT, last_by_vp),
+    rule(
+        "middle_layers_match_stages",
+        POST_INIT,
+        middle_layers_match_stages,
+    ),
+    rule("middle_by_stages", POST_INIT, middle_by_stages),
+    rule("middle_by_vp", POST_INIT, middle_by_vp),
+    rule("accounted_by_stages", POST_INIT, accounted_by_stages),
+    rule("even_by_stages", BUILDER, even_by_stages),
+    rule("stages_add_up", OWN, stages_add_up),
 ];
+
+const OWN: &str = "ovlaunch's own rule: Megatron-Core would build a model of another depth";
+
+const fn rule(
+    name: &'static str,
+    cites: &'static str,
+    check: fn(&Split) -> Option<Refusal>,
+) -> Rule {
+    Rule { name, cites, check }
+}
 
 impl Split {
     pub fn of(m: &ModelConfig) -> Self {
