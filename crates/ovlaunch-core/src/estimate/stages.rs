@@ -86,11 +86,7 @@ impl Ends {
         );
         let ends = f.unwrap_or(0) + l.unwrap_or(0);
         let mid = pp - usize::from(f.is_some()) - usize::from(l.is_some());
-        let middle = if mid > 0 {
-            len.checked_sub(ends)? / mid
-        } else {
-            0
-        };
+        let middle = len.checked_sub(ends)?.checked_div(mid).unwrap_or(0);
         let counts: Vec<usize> = (0..pp)
             .map(|r| match (r == 0, r + 1 == pp) {
                 (true, _) if f.is_some() => f.unwrap_or(0),
