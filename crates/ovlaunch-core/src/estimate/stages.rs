@@ -73,6 +73,12 @@ impl Ends {
         }
     }
 
+    /// Sets `m`'s first and last ranks' layers to these.
+    pub fn set_on(self, m: &mut ModelConfig) {
+        m.num_layers_in_first_pipeline_stage = self.first;
+        m.num_layers_in_last_pipeline_stage = self.last;
+    }
+
     /// Layers per rank as Megatron-Core's `select_pipeline_segment` cuts a hybrid pattern of
     /// `len` layers without `|` over `pp > 1` ranks: the given ends, the rest evenly over the
     /// middle ranks; `None` without ends or where they do not add up to `len`.

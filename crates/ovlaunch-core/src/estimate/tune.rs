@@ -16,7 +16,10 @@
 //!    rejects or whose exact plan does not fit are dropped, the rest re-estimated on their
 //!    exact plan. Stops once it holds `top` layouts and has checked `2·top` more.
 //!
-//! The global batch stays the base plan's (the recipe's, weak-scaled to the GPU count).
+//! The global batch stays the base plan's (the recipe's, weak-scaled to the GPU count). A base
+//! plan's uneven first and last stages (`num_layers_in_first/last_pipeline_stage`) stay at the
+//! candidates whose PP and VP Megatron-Core builds them with (`resolve::pipeline_split`) and are
+//! set to `null` elsewhere (an even split, or a generated layout).
 
 use serde::Serialize;
 
@@ -526,10 +529,7 @@ impl Pipelines {
             m.virtual_pipeline_model_parallel_size = vp;
             let (text, ends) = pipeline_of(&m, l, known);
             m.pipeline_model_parallel_layout = text;
-            (
-                m.num_layers_in_first_pipeline_stage,
-                m.num_layers_in_last_pipeline_stage,
-            ) = (ends.first, ends.last);
+            ends.set_on(&mut m);
             layout::check_pipeline_layout(&m, u64::from(pp), vp.map(u64::from)).ok()?;
             let loads = match super::hybrid::of_plan(lean) {
                 Some(h) => stages::hybrid_ranks(
@@ -537,7 +537,7 @@ impl Pipelines {
                     pp,
                     vp.unwrap_or(1),
                     f64::from(m.mtp_num_layers.unwrap_or(0)),
-                    stages::Ends::of(&m),
+                    Ends::of(&m),
                 ),
                 None => stages::ranks(&m, pp, vp.unwrap_or(1)),
             };
@@ -556,10 +556,7 @@ fn apply_layout(
     tp_overlap_wanted: bool,
 ) -> bool {
     let m = &mut p.model;
-    (
-        m.num_layers_in_first_pipeline_stage,
-        m.num_layers_in_last_pipeline_stage,
-    ) = (ends.first, ends.last);
+    ends.set_on(m);
     m.tensor_model_parallel_size = l.tensor_model_parallel_size;
     m.pipeline_model_parallel_size = l.pipeline_model_parallel_size;
     m.virtual_pipeline_model_parallel_size = l.virtual_pipeline_model_parallel_size;
