@@ -426,6 +426,11 @@ fn check_at(
         Some((h, r)) => (h, Some(r)),
         None => (field, None),
     };
+    let path = format!("{at}.{head}");
+    if super::secret_fields::is_credential(def.class, head) {
+        let env = super::secret_fields::env_name(def.class, head);
+        return Err(super::secret_fields::refusal(&path, env));
+    }
     let Some(f) = def.fields.iter().find(|f| f.name == head) else {
         let section = at.split('.').next().unwrap_or(at);
         // a field of another class the section comes in (a text SFT dataset's on a
@@ -455,17 +460,10 @@ fn check_at(
             )
         ));
     };
-    let path = format!("{at}.{head}");
     if let Some(rest) = rest {
         return first_ok(classes_at(&path, f, holder, None)?, |d| {
             check_at(&path, d, rest, value.clone(), holder)
         });
-    }
-    if crate::rank::names::is_secret_name(head) {
-        return Err(format!(
-            "`{path}` holds a secret: it would be in the trainer's command line and config; \
-             give it to the job's environment instead (--env NAME, read from the launcher's environment)"
-        ));
     }
     if value.is_null() {
         return if f.nullable {
@@ -489,7 +487,7 @@ fn check_at(
     if let Some(k) = secret_key(&value) {
         return Err(format!(
             "`{path}` holds a secret under `{k}`: it would be in the trainer's command line and config; \
-             give it to the job's environment instead (--env NAME: a Hugging Face token as HF_TOKEN, which the hub client reads)"
+             give it to the job's environment instead: --env NAME puts it in the job's secrets.env only (a Hugging Face token as HF_TOKEN, which the hub client reads)"
         ));
     }
     // a mapping for a dataclass field: the fields of the class it becomes

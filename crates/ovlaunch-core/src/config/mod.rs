@@ -16,6 +16,7 @@ pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;
 pub mod provider;
+pub mod secret_fields;
 #[rustfmt::skip]
 mod provider_fields;
 mod section;
