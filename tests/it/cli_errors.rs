@@ -512,6 +512,14 @@ fn input_error_cases() -> Vec<(&'static str, Vec<&'static str>)> {
             plan_args(&["--set", "logger.comet_api_key=abc"]),
         ),
         (
+            "set_hub_token",
+            plan_args(&["--set", "dataset.hf_dataset.load_kwargs={token: hf_abc}"]),
+        ),
+        (
+            "set_yaml11_word_for_a_bool",
+            plan_args(&["--set", "ddp.overlap_grad_reduce=off"]),
+        ),
+        (
             "set_wrong_bridge_type",
             plan_args(&["--set", "optimizer.lr=abc"]),
         ),

@@ -484,11 +484,8 @@ fn check_at(
             "`{path}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads"
         )
     })?;
-    if let Some(k) = secret_key(&value) {
-        return Err(format!(
-            "`{path}` holds a secret under `{k}`: it would be in the trainer's command line and config; \
-             give it to the job's environment instead: --env NAME puts it in the job's secrets.env only (a Hugging Face token as HF_TOKEN, which the hub client reads)"
-        ));
+    if let Some(m) = secret_refusal(&path, &value) {
+        return Err(m);
     }
     // a mapping for a dataclass field: the fields of the class it becomes
     match value {
@@ -609,6 +606,16 @@ pub fn typed_form(
         typed.insert(k.clone(), typed_form(&path, inner, k, x, holder));
     }
     Value::Object(typed)
+}
+
+/// The refusal of `value` at `path` if it holds a secret under one of its keys.
+pub fn secret_refusal(path: &str, value: &Value) -> Option<String> {
+    let k = secret_key(value)?;
+    Some(format!(
+        "`{path}` holds a secret under `{k}`: it would be in the trainer's command line and \
+         config; give it to the job's environment instead: --env NAME puts it in the job's \
+         secrets.env only (a Hugging Face token as HF_TOKEN, which the hub client reads)"
+    ))
 }
 
 /// The first mapping key in `v` that names a secret (`token` in a dataset's `load_kwargs`).

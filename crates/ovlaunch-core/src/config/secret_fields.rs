@@ -122,16 +122,20 @@ pub fn refusal(path: &str, env: Option<&str>) -> String {
     )
 }
 
-/// Whether `field` of pass-through section `section` may hold a credential in some class the
-/// section comes in (or names no field of any: a user's own key).
-pub fn is_credential_in(section: &str, field: &str) -> bool {
+/// The refusal of `field` of pass-through section `section` if it may hold a credential in
+/// some class the section comes in, or names no field of any and is named like a secret (a
+/// user's own key).
+pub fn refusal_in(section: &str, field: &str) -> Option<String> {
+    let path = format!("{section}.{field}");
     let mut classes = super::bridge::section_classes(section)
         .filter(|d| d.fields.iter().any(|f| f.name == field))
         .peekable();
     if classes.peek().is_none() {
-        return is_secret_name(field);
+        return is_secret_name(field).then(|| refusal(&path, None));
     }
-    classes.any(|d| is_credential(d.class, field))
+    classes
+        .find(|d| is_credential(d.class, field))
+        .map(|d| refusal(&path, env_name(d.class, field)))
 }
 
 #[cfg(test)]
@@ -165,11 +169,13 @@ mod tests {
 
     #[test]
     fn a_named_column_is_a_field_and_a_key_is_a_credential() {
-        assert!(!is_credential_in("dataset", "caption_key"));
-        assert!(!is_credential_in("dataset", "image_start_token"));
-        assert!(is_credential_in("logger", "comet_api_key"));
+        assert_eq!(refusal_in("dataset", "caption_key"), None);
+        assert_eq!(refusal_in("dataset", "image_start_token"), None);
+        assert_eq!(refusal_in("dataset", "seq_length"), None);
+        let m = refusal_in("logger", "comet_api_key").unwrap();
+        assert!(m.contains("--env COMET_API_KEY"), "{m}");
+        assert!(m.contains("secrets.env"), "{m}");
         // a key no class has
-        assert!(is_credential_in("dataset", "hub_token"));
-        assert!(!is_credential_in("dataset", "seq_length"));
+        assert!(refusal_in("dataset", "hub_token").is_some());
     }
 }

@@ -78,7 +78,7 @@ pub fn shown_flag(item: &str) -> String {
             Some((section, field))
                 if config::bridge::is_section(section) && !field.contains('.') =>
             {
-                config::secret_fields::is_credential_in(section, field)
+                config::secret_fields::refusal_in(section, field).is_some()
             }
             _ => path
                 .rsplit('.')
@@ -149,14 +149,17 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         .filter(|_| config::bridge::is_section(&section))
         .and_then(|f| f.split('.').next())
         .or(field.as_deref());
-    // a user's own key named like a secret: refused as one, whatever else is wrong with it
+    // a secret, in a field or under a mapping's keys: refused as one, whatever else is wrong
+    // with it (a user's own key named like one too)
     if let Some(f) = head
         && config::bridge::is_section(&section)
-        && !known.as_ref().is_some_and(|k| k.contains(&f))
-        && crate::secret::is_secret_name(f)
     {
-        let path = format!("{section}.{f}");
-        return Err(Error::usage(config::secret_fields::refusal(&path, None)).at_flag(flag));
+        let path = field.as_deref().map(|f| format!("{section}.{f}"));
+        let refusal = config::secret_fields::refusal_in(&section, f)
+            .or_else(|| config::bridge::secret_refusal(path.as_deref()?, &yaml::parse_value(text)));
+        if let Some(m) = refusal {
+            return Err(Error::usage(m).at_flag(flag));
+        }
     }
     if let (Some(f), Some(known)) = (head, known)
         && !known.contains(&f)
