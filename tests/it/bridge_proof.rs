@@ -2199,10 +2199,12 @@ fn a_held_sources_mode_set_by_path_is_checked_at_plan_time() {
 /// override grammar, then OmegaConf into the recipe's config): for a text field, an optional
 /// text field, a bool field Bridge passes through and one ovlaunch plans, each of YAML 1.1's
 /// boolean words and the spellings Hydra reads as booleans or null, Bridge is fed the word as
-/// the user wrote it, after the trainer line of the job without it. Where ovlaunch accepts
-/// the word, every plan field is Bridge's (the word's value among them); where it refuses,
-/// Bridge would hold a value the field's type does not (text in a bool field, None in a text
-/// one). Step 3.7's `dataset.caption_key` (a column's name, not a secret) likewise.
+/// the user wrote it, after the trainer line of the job without it. Where Bridge holds a value
+/// of the field's type, the plan holds that value and every other plan field is Bridge's too.
+/// Where Bridge would hold a value the field's type does not (text in a bool field, a bool or
+/// None in a text one), ovlaunch refuses, or reads the word as the text it is (`True` for a
+/// text field: the plan says `'True'`, and its trainer line passes it quoted); never another
+/// value. Step 3.7's `dataset.caption_key` (a column's name, not a secret) likewise.
 #[test]
 fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
     let Some(python) = bridge_python() else {
@@ -2220,7 +2222,7 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
     let fields: [(usize, &str, fn(&Value) -> bool); 5] = [
         (0, "logger.wandb_exp_name", |v| v.is_string() || v.is_null()),
         (0, "logger.log_throughput", Value::is_boolean),
-        (0, "ddp.overlap_grad_reduce", Value::is_boolean),
+        (0, "ddp.check_for_nan_in_grad", Value::is_boolean),
         (0, "model.normalization", Value::is_string),
         (1, "dataset.caption_key", Value::is_string),
     ];
@@ -2296,10 +2298,17 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
                     report.push(format!("{id}: Bridge refuses: {}", b["error"]));
                     continue;
                 }
-                if &p[section][field] != theirs {
-                    report.push(format!("{id}: plan {}, Bridge {theirs}", p[section][field]));
+                let planned = &p[section][field];
+                if fits(theirs) {
+                    if planned != theirs {
+                        report.push(format!("{id}: plan {planned}, Bridge {theirs}"));
+                    }
+                    report.extend(diff_case(p, &b["config"], &b["classes"], &b["env"]));
+                } else if planned != *word {
+                    report.push(format!(
+                        "{id}: Bridge holds {theirs}, which the field cannot; the plan {planned}, not the text"
+                    ));
                 }
-                report.extend(diff_case(p, &b["config"], &b["classes"], &b["env"]));
             }
             Err(e) => {
                 eprintln!("{path}={word}: refused, Bridge {theirs}");
