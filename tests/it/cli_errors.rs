@@ -526,6 +526,10 @@ fn input_error_cases() -> Vec<(&'static str, Vec<&'static str>)> {
         ("set_env_bad_name", plan_args(&["--set", "env_vars.A-B=1"])),
         ("unknown_precision", plan_args(&["--precision", "fp9"])),
         ("unknown_variant", plan_args(&["--variant", "bogus"])),
+        (
+            "only_named_variants",
+            vec!["plan", "--recipe", "step37_sft", "--gpus", "h100x8"],
+        ),
         ("bridge_too_old", plan_args(&["--bridge-version", "0.5.0"])),
         (
             "vpp_zero",
