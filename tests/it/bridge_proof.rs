@@ -2218,8 +2218,9 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
         "h100x4",
     ];
     let bases = [("h100", 8, &llama), ("h100", 4, &step)];
-    // (base, path, what the field's type holds)
-    let fields: [(usize, &str, fn(&Value) -> bool); 5] = [
+    // (base, path, whether a value is of the field's type)
+    type Fits = fn(&Value) -> bool;
+    let fields: [(usize, &str, Fits); 5] = [
         (0, "logger.wandb_exp_name", |v| v.is_string() || v.is_null()),
         (0, "logger.log_throughput", Value::is_boolean),
         (0, "ddp.check_for_nan_in_grad", Value::is_boolean),
@@ -2250,7 +2251,7 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
         ));
     }
     let mut ours = Vec::new();
-    for (b, path, _) in &fields {
+    for (b, path, fits) in &fields {
         for word in words {
             let (gpu, world, args) = bases[*b];
             let id = format!("word-{path}-{word}");
@@ -2278,16 +2279,12 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
                 input["hf_config"] = hf.clone();
             }
             inputs.push(input);
-            ours.push((id, *path, word, plan));
+            ours.push((id, *path, *fits, word, plan));
         }
     }
     let built = probe(&python, &Value::Array(inputs));
     let mut report = Vec::new();
-    for ((id, path, word, plan), fits) in ours.iter().zip(
-        fields
-            .iter()
-            .flat_map(|f| std::iter::repeat_n(f.2, words.len())),
-    ) {
+    for (id, path, fits, word, plan) in &ours {
         let b = &built[id];
         let (section, field) = path.split_once('.').unwrap();
         let theirs = &b["config"][section][field];
