@@ -58,6 +58,14 @@ fn env_text(v: &Value) -> String {
     }
 }
 
+/// The files changed: (file, GPUs, world, how many values it states at least); `words` states
+/// text that YAML 1.1 would read as a boolean.
+const FILES: &[(&str, &str, u32, usize)] = &[
+    ("dense", "h100x8", 8, 8),
+    ("moe", "h100x16", 16, 8),
+    ("words", "h100x8", 8, 2),
+];
+
 struct Mutation {
     id: String,
     section: String,
@@ -67,18 +75,11 @@ struct Mutation {
     world: u32,
 }
 
-#[test]
-fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
-    let dir = tempfile::tempdir().unwrap();
+/// The user recipe files, each stated value changed one at a time: one file per change in
+/// `dir`.
+fn mutations(dir: &std::path::Path) -> Vec<Mutation> {
     let mut mutations = Vec::new();
-    // (file, GPUs, world, how many values it states at least); `words` states text that YAML
-    // 1.1 would read as a boolean
-    let files = [
-        ("dense", "h100x8", 8u32, 8),
-        ("moe", "h100x16", 16, 8),
-        ("words", "h100x8", 8, 2),
-    ];
-    for (name, gpus, world, least) in files {
+    for &(name, gpus, world, least) in FILES {
         let path = user_recipe(name);
         let text = std::fs::read_to_string(&path).unwrap();
         let tree: Value = ovlaunch::yaml::parse(&text, &path).unwrap();
@@ -93,7 +94,7 @@ fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
             let mut t = tree.clone();
             t[&section][&field] = new.clone();
             let id = format!("{name}-{section}-{field}");
-            let file = dir.path().join(format!("{id}.yaml"));
+            let file = dir.join(format!("{id}.yaml"));
             // JSON is YAML
             std::fs::write(&file, t.to_string()).unwrap();
             mutations.push(Mutation {
@@ -111,6 +112,13 @@ fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
             });
         }
     }
+    mutations
+}
+
+#[test]
+fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mutations = mutations(dir.path());
     let mut plans = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut report = Vec::new();
@@ -221,7 +229,7 @@ fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
     eprintln!(
         "{} changed values of {} user recipe files: {} differences",
         mutations.len(),
-        files.len(),
+        FILES.len(),
         report.len()
     );
     assert!(report.is_empty(), "{}", report.join("\n"));

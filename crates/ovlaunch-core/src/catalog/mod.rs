@@ -3,6 +3,7 @@
 //! are added on top and win on a name clash. The CLI reads user files; this module only
 //! parses text, so it stays pure.
 
+pub mod bridge_de;
 pub mod embedded;
 pub mod hardware;
 pub mod recipe;

@@ -53,21 +53,21 @@ macro_rules! with_sections {
             mixed_precision: Option<MixedPrecisionSpec>,
             #[serde(default, deserialize_with = "crate::config::env::opt_env_map")]
             env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::scheduler")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::scheduler")]
             scheduler: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::dataset")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::dataset")]
             dataset: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::tokenizer")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::tokenizer")]
             tokenizer: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::checkpoint")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::checkpoint")]
             checkpoint: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::logger")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::logger")]
             logger: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::profiling")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::profiling")]
             profiling: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::ft")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::ft")]
             ft: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de_peft")]
+            #[serde(default, deserialize_with = "super::bridge_de::de_peft")]
             peft: Option<Value>,
         }
     };

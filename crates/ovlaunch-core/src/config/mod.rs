@@ -3,7 +3,6 @@
 //! config and `ovlaunch overrides` can hand it straight to the trainer.
 
 pub mod bridge;
-pub mod bridge_de;
 pub mod checkpoint;
 #[rustfmt::skip]
 mod bridge_fields;

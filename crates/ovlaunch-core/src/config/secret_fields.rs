@@ -122,27 +122,11 @@ pub fn refusal(path: &str, env: Option<&str>) -> String {
     )
 }
 
-/// The refusal of `field` of pass-through section `section` if it may hold a credential in
-/// some class the section comes in, or names no field of any and is named like a secret (a
-/// user's own key).
-pub fn refusal_in(section: &str, field: &str) -> Option<String> {
-    let path = format!("{section}.{field}");
-    let mut classes = super::bridge::section_classes(section)
-        .filter(|d| d.fields.iter().any(|f| f.name == field))
-        .peekable();
-    if classes.peek().is_none() {
-        return is_secret_name(field).then(|| refusal(&path, None));
-    }
-    classes
-        .find(|d| is_credential(d.class, field))
-        .map(|d| refusal(&path, env_name(d.class, field)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::bridge::{HOLDS, NESTED, PEFT_SCHEMES, SECTIONS, TASK_SECTIONS};
-    use crate::config::provider::CLASSES;
+    use crate::config::bridge_fields::{HOLDS, NESTED, PEFT_SCHEMES, SECTIONS, TASK_SECTIONS};
+    use crate::config::provider_fields::CLASSES;
     use std::collections::BTreeSet;
 
     #[test]
@@ -168,14 +152,15 @@ mod tests {
     }
 
     #[test]
-    fn a_named_column_is_a_field_and_a_key_is_a_credential() {
-        assert_eq!(refusal_in("dataset", "caption_key"), None);
-        assert_eq!(refusal_in("dataset", "image_start_token"), None);
-        assert_eq!(refusal_in("dataset", "seq_length"), None);
-        let m = refusal_in("logger", "comet_api_key").unwrap();
-        assert!(m.contains("--env COMET_API_KEY"), "{m}");
-        assert!(m.contains("secrets.env"), "{m}");
-        // a key no class has
-        assert!(refusal_in("dataset", "hub_token").is_some());
+    fn a_named_column_is_text_and_an_api_key_a_credential() {
+        assert!(!is_credential(STEP37, "caption_key"));
+        assert!(!is_credential(STEP37, "image_start_token"));
+        assert!(!is_credential(STEP37, "sample_count"));
+        let logger = "megatron.bridge.training.config.LoggerConfig";
+        assert!(is_credential(logger, "comet_api_key"));
+        assert_eq!(env_name(logger, "comet_api_key"), Some("COMET_API_KEY"));
+        // a key no class has, or another class's field of the same name
+        assert!(is_credential(STEP37, "hub_token"));
+        assert!(is_credential(logger, "caption_key"));
     }
 }

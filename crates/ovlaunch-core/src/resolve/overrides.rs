@@ -78,7 +78,7 @@ pub fn shown_flag(item: &str) -> String {
             Some((section, field))
                 if config::bridge::is_section(section) && !field.contains('.') =>
             {
-                config::secret_fields::refusal_in(section, field).is_some()
+                config::bridge::secret_field_refusal(section, field).is_some()
             }
             _ => path
                 .rsplit('.')
@@ -155,7 +155,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         && config::bridge::is_section(&section)
     {
         let path = field.as_deref().map(|f| format!("{section}.{f}"));
-        let refusal = config::secret_fields::refusal_in(&section, f)
+        let refusal = config::bridge::secret_field_refusal(&section, f)
             .or_else(|| config::bridge::secret_refusal(path.as_deref()?, &yaml::parse_value(text)));
         if let Some(m) = refusal {
             return Err(Error::usage(m).at_flag(flag));

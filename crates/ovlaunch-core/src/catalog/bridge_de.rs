@@ -15,7 +15,7 @@
 use serde::de::{DeserializeSeed, Error, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::bridge::{NESTED, TARGET, check_any, dataclasses, section_classes};
+use crate::config::bridge::{NESTED, TARGET, check_any, dataclasses, section_classes};
 use crate::yaml;
 
 /// The section `name`'s mapping (or `null`), each field checked as `bridge::check_any` does: a
@@ -53,7 +53,7 @@ pub fn de_peft<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, 
     if let Some(Value::Object(m)) = &v {
         for (k, val) in m {
             if k != "recipe" {
-                check_any(super::bridge::PEFT, k, val.clone()).map_err(D::Error::custom)?;
+                check_any(crate::config::bridge::PEFT, k, val.clone()).map_err(D::Error::custom)?;
             }
         }
     }
