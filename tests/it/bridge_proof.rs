@@ -932,6 +932,9 @@ fn own_class_cases() -> Vec<Case> {
                 "dataset.image_token_count=170",
                 "--set",
                 "dataset.sample_count=16",
+                // a column's name, not a secret (`config::secret_fields`)
+                "--set",
+                "dataset.caption_key=caption_1",
             ],
         ),
         // a text SFT dataset's field on a vision-language function, a misspelt nested field:
