@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 
 fn yaml_to_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    // YAML 1.2 booleans, as the crate's `yaml` module reads every file
+    let options = serde_saphyr::options! { strict_booleans: true };
+    serde_saphyr::from_str_with_options(&text, options)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn main() {

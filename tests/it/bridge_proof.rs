@@ -120,10 +120,45 @@ fn extra_cases() -> Vec<Case> {
         env_cases(),
         fine_tuning_cases(),
         own_class_cases(),
+        uneven_stage_cases(),
     ]
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// Uneven first and last pipeline stages set on a recipe: Llama 3 70B's 80 layers over PP4
+/// with 17 on the last rank build (21 on each other one), with 18 they do not (62 left for
+/// three ranks): Bridge's config (Megatron-Core's `TransformerConfig`) agrees both ways.
+fn uneven_stage_cases() -> Vec<Case> {
+    let with = |last: &'static str| {
+        vec![
+            "--recipe",
+            "llama3_70b",
+            "--gpus",
+            "h100x64",
+            "--set",
+            "model.pipeline_model_parallel_size=4",
+            "--set",
+            "model.virtual_pipeline_model_parallel_size=null",
+            "--set",
+            last,
+        ]
+    };
+    vec![
+        case(
+            "uneven-last-stage",
+            "h100",
+            64,
+            &with("model.num_layers_in_last_pipeline_stage=17"),
+        ),
+        case(
+            "uneven-last-stage-not-dividing",
+            "h100",
+            64,
+            &with("model.num_layers_in_last_pipeline_stage=18"),
+        ),
+    ]
 }
 
 fn case(id: &str, gpu: &str, world: u32, args: &[&str]) -> Case {
@@ -932,6 +967,9 @@ fn own_class_cases() -> Vec<Case> {
                 "dataset.image_token_count=170",
                 "--set",
                 "dataset.sample_count=16",
+                // a column's name, not a secret (`config::secret_fields`)
+                "--set",
+                "dataset.caption_key=caption_1",
             ],
         ),
         // a text SFT dataset's field on a vision-language function, a misspelt nested field:
@@ -1035,6 +1073,8 @@ fn user_cases() -> Vec<Case> {
             &["--set", "model.expert_model_parallel_size=16"],
         ),
         c("user-named-precision", "h100", 8, "named-precision", &[]),
+        // YAML 1.1's boolean words as text
+        c("user-words", "h100", 8, "words", &[]),
         // a fine-tuning dataset's nested mappings, alone and under --set
         c("user-vl-sft", "h100", 8, "vl-sft", &[]),
         c(
@@ -1816,7 +1856,7 @@ fn not_built_for_want_of_a_config() -> usize {
 
 /// The Bridge venv's python, or `None` (the test skips, saying so) where it is not set; with
 /// `OVLAUNCH_REQUIRE_BRIDGE=1` (CI) its absence fails the test.
-fn bridge_python() -> Option<String> {
+pub(crate) fn bridge_python() -> Option<String> {
     let python = std::env::var("OVLAUNCH_BRIDGE_PYTHON").ok();
     if python.is_none() {
         let required = std::env::var("OVLAUNCH_REQUIRE_BRIDGE").is_ok_and(|v| v == "1");
@@ -2191,4 +2231,132 @@ fn a_held_sources_mode_set_by_path_is_checked_at_plan_time() {
     );
     let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
+
+/// A `--set` value means what the same word means on Bridge's runner's command line (Hydra's
+/// override grammar, then OmegaConf into the recipe's config): for a text field, an optional
+/// text field, a bool field Bridge passes through and one ovlaunch plans, each of YAML 1.1's
+/// boolean words and the spellings Hydra reads as booleans or null, Bridge is fed the word as
+/// the user wrote it, after the trainer line of the job without it. Where Bridge holds a value
+/// of the field's type, the plan holds that value and every other plan field is Bridge's too.
+/// Where Bridge would hold a value the field's type does not (text in a bool field, a bool or
+/// None in a text one), ovlaunch refuses, or reads the word as the text it is (`True` for a
+/// text field: the plan says `'True'`, and its trainer line passes it quoted); never another
+/// value. Step 3.7's `dataset.caption_key` (a column's name, not a secret) likewise.
+#[test]
+fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    let llama = ["--recipe", "llama3_8b", "--gpus", "h100x8"];
+    let step = [
+        "--recipe",
+        "step37_sft_4gpu_h100_bf16_flickr8k_smoke_config",
+        "--gpus",
+        "h100x4",
+    ];
+    let bases = [("h100", 8, &llama), ("h100", 4, &step)];
+    // (base, path, whether a value is of the field's type)
+    type Fits = fn(&Value) -> bool;
+    let fields: [(usize, &str, Fits); 5] = [
+        (0, "logger.wandb_exp_name", |v| v.is_string() || v.is_null()),
+        (0, "logger.log_throughput", Value::is_boolean),
+        (0, "ddp.check_for_nan_in_grad", Value::is_boolean),
+        (0, "model.normalization", Value::is_string),
+        (1, "dataset.caption_key", Value::is_string),
+    ];
+    let words = [
+        "yes",
+        "no",
+        "on",
+        "off",
+        "y",
+        "n",
+        "Yes",
+        "True",
+        "FALSE",
+        "Null",
+        "caption_1",
+    ];
+    let mut base_argv = Vec::new();
+    let mut inputs = Vec::new();
+    for (i, (gpu, world, args)) in bases.iter().enumerate() {
+        let base = case(&format!("word-base-{i}"), gpu, *world, &args[..]);
+        let plan = plan_of(&base).unwrap_or_else(|e| panic!("{e}"));
+        base_argv.push((
+            trainer_argv(&dry_run_script(&base)),
+            hf_config(&plan, &base.args),
+        ));
+    }
+    let mut ours = Vec::new();
+    for (b, path, fits) in &fields {
+        for word in words {
+            let (gpu, world, args) = bases[*b];
+            let id = format!("word-{path}-{word}");
+            let set = format!("{path}={word}");
+            let mut a = args.to_vec();
+            a.extend(["--set", &set]);
+            let c = case(&id, gpu, world, &a);
+            let plan = plan_of(&c);
+            let env: BTreeMap<String, String> = plan
+                .as_ref()
+                .ok()
+                .and_then(|p| p["env"].as_object())
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").into()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let (argv, hf) = &base_argv[*b];
+            let mut argv = argv.clone();
+            argv.push(set);
+            let mut input =
+                json!({"id": id, "argv": argv, "world_size": world, "gpu": gpu, "env": env});
+            if let Some(hf) = hf {
+                input["hf_config"] = hf.clone();
+            }
+            inputs.push(input);
+            ours.push((id, *path, *fits, word, plan));
+        }
+    }
+    let built = probe(&python, &Value::Array(inputs));
+    let mut report = Vec::new();
+    for (id, path, fits, word, plan) in &ours {
+        let b = &built[id];
+        let (section, field) = path.split_once('.').unwrap();
+        let theirs = &b["config"][section][field];
+        match plan {
+            Ok(p) => {
+                eprintln!("{path}={word}: plan {}, Bridge {theirs}", p[section][field]);
+                if b["ok"] != true {
+                    report.push(format!("{id}: Bridge refuses: {}", b["error"]));
+                    continue;
+                }
+                let planned = &p[section][field];
+                if fits(theirs) {
+                    if planned != theirs {
+                        report.push(format!("{id}: plan {planned}, Bridge {theirs}"));
+                    }
+                    report.extend(diff_case(p, &b["config"], &b["classes"], &b["env"]));
+                } else if planned != *word {
+                    report.push(format!(
+                        "{id}: Bridge holds {theirs}, which the field cannot; the plan {planned}, not the text"
+                    ));
+                }
+            }
+            Err(e) => {
+                eprintln!("{path}={word}: refused, Bridge {theirs}");
+                if b["ok"] == true && fits(theirs) {
+                    report.push(format!("{id}: refused, but Bridge builds {theirs}: {e}"));
+                }
+            }
+        }
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+    // the words ovlaunch reads as text are text to Bridge, in a field of any type
+    for word in ["yes", "off", "y"] {
+        let b = &built[&format!("word-logger.log_throughput-{word}")];
+        assert_eq!(b["config"]["logger"]["log_throughput"], word);
+    }
 }

@@ -512,12 +512,24 @@ fn input_error_cases() -> Vec<(&'static str, Vec<&'static str>)> {
             plan_args(&["--set", "logger.comet_api_key=abc"]),
         ),
         (
+            "set_hub_token",
+            plan_args(&["--set", "dataset.hf_dataset.load_kwargs={token: hf_abc}"]),
+        ),
+        (
+            "set_yaml11_word_for_a_bool",
+            plan_args(&["--set", "ddp.overlap_grad_reduce=off"]),
+        ),
+        (
             "set_wrong_bridge_type",
             plan_args(&["--set", "optimizer.lr=abc"]),
         ),
         ("set_env_bad_name", plan_args(&["--set", "env_vars.A-B=1"])),
         ("unknown_precision", plan_args(&["--precision", "fp9"])),
         ("unknown_variant", plan_args(&["--variant", "bogus"])),
+        (
+            "only_named_variants",
+            vec!["plan", "--recipe", "step37_sft", "--gpus", "h100x8"],
+        ),
         ("bridge_too_old", plan_args(&["--bridge-version", "0.5.0"])),
         (
             "vpp_zero",

@@ -3,9 +3,10 @@
 //! Megatron-Bridge 0.6.2 in `OVLAUNCH_BRIDGE_PYTHON`) in the `ConfigContainer` Bridge's runner
 //! builds from that line, with no other plan field differing (`bridge_proof::diff_case`).
 //!
-//! The files are `tests/fixtures/user-recipes/` (dense and MoE); a value is changed to another
-//! valid one by a rule of its type (an integer halved, a float halved, a boolean flipped, an env
-//! value replaced, an env unset given a value), never by a table of expected answers.
+//! The files are `tests/fixtures/user-recipes/` (dense, MoE, and one stating YAML 1.1's
+//! boolean words as text); a value is changed to another valid one by a rule of its type (an
+//! integer halved, a float halved, a boolean flipped, text extended, an env value replaced, an
+//! env unset given a value), never by a table of expected answers.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +58,14 @@ fn env_text(v: &Value) -> String {
     }
 }
 
+/// The files changed: (file, GPUs, world, how many values it states at least); `words` states
+/// text that YAML 1.1 would read as a boolean.
+const FILES: &[(&str, &str, u32, usize)] = &[
+    ("dense", "h100x8", 8, 8),
+    ("moe", "h100x16", 16, 8),
+    ("words", "h100x8", 8, 2),
+];
+
 struct Mutation {
     id: String,
     section: String,
@@ -66,22 +75,26 @@ struct Mutation {
     world: u32,
 }
 
-#[test]
-fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
-    let dir = tempfile::tempdir().unwrap();
+/// The user recipe files, each stated value changed one at a time: one file per change in
+/// `dir`.
+fn mutations(dir: &std::path::Path) -> Vec<Mutation> {
     let mut mutations = Vec::new();
-    for (name, gpus, world) in [("dense", "h100x8", 8u32), ("moe", "h100x16", 16)] {
+    for &(name, gpus, world, least) in FILES {
         let path = user_recipe(name);
         let text = std::fs::read_to_string(&path).unwrap();
         let tree: Value = ovlaunch::yaml::parse(&text, &path).unwrap();
         let fields = stated(&tree);
-        assert!(fields.len() >= 8, "{name}: {} stated values", fields.len());
+        assert!(
+            fields.len() >= least,
+            "{name}: {} stated values",
+            fields.len()
+        );
         for (section, field, v) in fields {
             let new = mutated(&v);
             let mut t = tree.clone();
             t[&section][&field] = new.clone();
             let id = format!("{name}-{section}-{field}");
-            let file = dir.path().join(format!("{id}.yaml"));
+            let file = dir.join(format!("{id}.yaml"));
             // JSON is YAML
             std::fs::write(&file, t.to_string()).unwrap();
             mutations.push(Mutation {
@@ -99,6 +112,13 @@ fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
             });
         }
     }
+    mutations
+}
+
+#[test]
+fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mutations = mutations(dir.path());
     let mut plans = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut report = Vec::new();
@@ -207,8 +227,9 @@ fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
         }
     }
     eprintln!(
-        "{} changed values of 2 user recipe files: {} differences",
+        "{} changed values of {} user recipe files: {} differences",
         mutations.len(),
+        FILES.len(),
         report.len()
     );
     assert!(report.is_empty(), "{}", report.join("\n"));

@@ -1,5 +1,11 @@
 //! The one place that knows which YAML crate we use (serde-saphyr: pure Rust, rejects
 //! duplicate keys, reports line and column). Everything else calls these functions.
+//!
+//! Booleans are YAML 1.2's: only `true` and `false` (in any case), as Hydra's override
+//! grammar reads a value on Bridge's runner's command line (`model.x=yes` is the text
+//! `'yes'` there). YAML 1.1's `yes`/`no`/`on`/`off`/`y`/`n` are text, so a `--set` value or
+//! a recipe file's value means what the same word means to Bridge's runner, and a
+//! bool field given one of them is refused with a fix rather than read as a guess.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -9,7 +15,18 @@ use crate::error::{Error, Origin, Result};
 /// Parses `text` (from `origin`, a file name shown in errors) into `T`.
 /// Errors carry `origin:line:col` and the parser's snippet.
 pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
-    serde_saphyr::from_str::<T>(text).map_err(|e| {
+    PLACED.set(None);
+    serde_saphyr::from_str_with_options::<T>(text, options()).map_err(|e| {
+        // an error about a place the parser had moved past (`error_at`): that place
+        if let Some((place, message)) = PLACED.take()
+            && e.to_string().contains(&message)
+        {
+            return Error::usage(message).at(Origin::file(
+                origin,
+                Some(place.line),
+                Some(place.col),
+            ));
+        }
         let (line, col) = e.location().map_or((None, None), |l| {
             (Some(l.line() as usize), Some(l.column() as usize))
         });
@@ -25,7 +42,7 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             Some((m, x)) if x.contains(" --> ") => (m, Some(x.to_string())),
             _ => (body, None),
         };
-        let (short, help) = match duplicate_key(message) {
+        let (short, help) = match duplicate_key(message).or_else(|| not_a_boolean(message)) {
             Some((m, h)) => (m, Some(h)),
             None => {
                 let (m, h) = unknown_name(message);
@@ -45,6 +62,11 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
     })
 }
 
+/// The parser's options: YAML 1.2 booleans (see the module doc).
+pub fn options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true }
+}
+
 /// The line of each item of a mapping document's top-level `variants` sequence (a recipe
 /// file's variants), in order; empty when there is none or the text does not parse. For
 /// errors about a value found after parsing, which the parser's own locations do not cover.
@@ -54,7 +76,7 @@ pub fn variant_lines(text: &str) -> Vec<usize> {
         #[serde(default)]
         variants: Vec<serde_saphyr::Spanned<serde::de::IgnoredAny>>,
     }
-    serde_saphyr::from_str::<Lines>(text)
+    serde_saphyr::from_str_with_options::<Lines>(text, options())
         .map(|l| {
             l.variants
                 .iter()
@@ -62,6 +84,53 @@ pub fn variant_lines(text: &str) -> Vec<usize> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A place in a file: 1-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub line: usize,
+    pub col: usize,
+}
+
+thread_local! {
+    /// The place and message of the last `error_at`, for `parse` to report.
+    static PLACED: std::cell::Cell<Option<(Place, String)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Reads a mapping's next key with its place, for a check made after the parser has moved
+/// past it (see [`error_at`]).
+pub fn next_key_placed<'de, A: serde::de::MapAccess<'de>>(
+    m: &mut A,
+) -> std::result::Result<Option<(String, Place)>, A::Error> {
+    Ok(m.next_key::<serde_saphyr::Spanned<String>>()?.map(|k| {
+        let place = Place {
+            line: k.referenced.line() as usize,
+            col: k.referenced.column() as usize,
+        };
+        (k.value, place)
+    }))
+}
+
+/// A deserialiser's error about the value at `place`, raised after the parser has moved on
+/// (a key checked against a class that its mapping names only after it): [`parse`] reports
+/// it at `place`, where the parser would report its own position.
+pub fn error_at<E: serde::de::Error>(place: Place, message: String) -> E {
+    let error = E::custom(&message);
+    PLACED.set(Some((place, message)));
+    error
+}
+
+/// The parser's strict-boolean message names neither the value nor what to write.
+fn not_a_boolean(message: &str) -> Option<(String, String)> {
+    message.starts_with("invalid boolean").then(|| {
+        (
+            "expected a boolean: true or false".to_string(),
+            "only `true` and `false` are booleans, as on Bridge's runner's command line \
+             (Hydra's override grammar): `yes`, `no`, `on`, `off`, `y` and `n` are text"
+                .to_string(),
+        )
+    })
 }
 
 /// The parser's duplicate-key message ends with advice for programs that use the crate
@@ -114,7 +183,7 @@ pub fn parse_value(text: &str) -> serde_json::Value {
     if text.is_empty() {
         return serde_json::Value::String(String::new());
     }
-    serde_saphyr::from_str::<serde_json::Value>(text)
+    serde_saphyr::from_str_with_options::<serde_json::Value>(text, options())
         .unwrap_or_else(|_| serde_json::Value::String(text.to_string()))
 }
 
@@ -146,6 +215,34 @@ mod tests {
         );
         assert!(
             text.contains("help: did you mean `alpha`? (expected one of: alpha, beta)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn only_true_and_false_are_booleans() {
+        use serde_json::json;
+        for word in ["yes", "no", "on", "off", "y", "n", "Yes", "OFF"] {
+            assert_eq!(parse_value(word), json!(word));
+        }
+        for (word, b) in [("true", true), ("True", true), ("FALSE", false)] {
+            assert_eq!(parse_value(word), json!(b));
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Flag {
+            on: bool,
+        }
+        let text = parse::<Flag>("on: yes\n", "f.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.starts_with("expected a boolean: true or false\n"),
+            "{text}"
+        );
+        assert!(text.contains("f.yaml:1:5"), "{text}");
+        assert!(
+            text.contains("`yes`, `no`, `on`, `off`, `y` and `n` are text"),
             "{text}"
         );
     }

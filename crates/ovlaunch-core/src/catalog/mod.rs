@@ -3,6 +3,7 @@
 //! are added on top and win on a name clash. The CLI reads user files; this module only
 //! parses text, so it stays pure.
 
+pub mod bridge_de;
 pub mod embedded;
 pub mod hardware;
 pub mod recipe;
@@ -226,7 +227,7 @@ pub fn scan_recipe(origin: &str, text: &str) -> Result<RecipeSource> {
     let mut complete = true;
     for line in text.lines() {
         if line.starts_with("name:") || line.starts_with("aliases:") {
-            match serde_saphyr::from_str::<Line>(line) {
+            match serde_saphyr::from_str_with_options::<Line>(line, crate::yaml::options()) {
                 Ok(Line { name: Some(n), .. }) => name = Some(n),
                 Ok(Line {
                     aliases: Some(a), ..

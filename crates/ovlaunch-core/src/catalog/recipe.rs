@@ -53,21 +53,21 @@ macro_rules! with_sections {
             mixed_precision: Option<MixedPrecisionSpec>,
             #[serde(default, deserialize_with = "crate::config::env::opt_env_map")]
             env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::scheduler")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::scheduler")]
             scheduler: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::dataset")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::dataset")]
             dataset: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::tokenizer")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::tokenizer")]
             tokenizer: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::checkpoint")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::checkpoint")]
             checkpoint: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::logger")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::logger")]
             logger: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::profiling")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::profiling")]
             profiling: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de::ft")]
+            #[serde(default, deserialize_with = "super::bridge_de::de::ft")]
             ft: Option<Map<String, Value>>,
-            #[serde(default, deserialize_with = "crate::config::bridge_de::de_peft")]
+            #[serde(default, deserialize_with = "super::bridge_de::de_peft")]
             peft: Option<Value>,
         }
     };
@@ -93,23 +93,36 @@ impl<'de> Deserialize<'de> for TypedModel {
                 mut m: A,
             ) -> std::result::Result<TypedModel, A::Error> {
                 use serde::de::Error;
-                let mut planned = Map::new();
                 while let Some(k) = m.next_key::<String>()? {
                     if ModelConfig::FIELDS.contains(&k.as_str()) {
-                        let v = m.next_value::<Value>()?;
-                        planned.insert(k, v);
+                        m.next_value_seed(PlannedField(&k))?;
                     } else if crate::config::provider::is_field(&k) {
                         m.next_value::<serde::de::IgnoredAny>()?;
                     } else {
                         return Err(A::Error::unknown_field(&k, ModelConfig::FIELDS));
                     }
                 }
-                serde_json::from_value::<ModelConfig>(Value::Object(planned))
-                    .map_err(A::Error::custom)?;
                 Ok(TypedModel)
             }
         }
         d.deserialize_map(Fields)
+    }
+}
+
+/// A planned `model` field's value, typed as it is read (so a refusal names the field and
+/// carries the value's own line).
+struct PlannedField<'a>(&'a str);
+
+impl<'de> serde::de::DeserializeSeed<'de> for PlannedField<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        use serde::de::Error;
+        let v = Value::deserialize(d)?;
+        let one = Map::from_iter([(self.0.to_string(), v)]);
+        serde_json::from_value::<ModelConfig>(Value::Object(one))
+            .map(drop)
+            .map_err(|e| D::Error::custom(format!("`model.{}`: {e}", self.0)))
     }
 }
 
@@ -670,5 +683,16 @@ mod tests {
         assert_eq!(dsv3.layout_for(2), "Et|(tt|)*30mmL");
         // A layout written without MTP gets the stage just before the loss.
         assert_eq!(split("Ett|ttL").layout_for(1), "Ett|ttmL");
+    }
+
+    #[test]
+    fn a_planned_model_field_of_the_wrong_type_is_named_at_its_own_line() {
+        let text = "name: mine\nbridge_recipe: llama3_8b_pretrain_config\nmodel:\n  num_layers: 2\n  add_bias_linear: yes\n";
+        let e = super::Recipe::parse(text, "r.yaml").unwrap_err();
+        match e.origin.as_deref() {
+            Some(crate::error::Origin::File { line, .. }) => assert_eq!(*line, Some(5), "{e}"),
+            other => panic!("no file origin: {other:?}"),
+        }
+        assert!(e.message.starts_with("`model.add_bias_linear`: "), "{e}");
     }
 }

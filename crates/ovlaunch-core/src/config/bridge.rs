@@ -20,6 +20,7 @@ pub use super::bridge_fields::{
     HELD_BY, HOLDS, NESTED, PEFT_SCHEMES, SECTIONS, TASK_SECTIONS, paths,
 };
 pub use super::bridge_schema::{Field, Holds, SectionDef, Ty};
+use super::secret_fields;
 
 /// A field path's section and field (`scheduler.max_steps`).
 pub fn split(path: &str) -> (&str, &str) {
@@ -426,6 +427,11 @@ fn check_at(
         Some((h, r)) => (h, Some(r)),
         None => (field, None),
     };
+    let path = format!("{at}.{head}");
+    if secret_fields::is_credential(def.class, head) {
+        let env = secret_fields::env_name(def.class, head);
+        return Err(secret_fields::refusal(&path, env));
+    }
     let Some(f) = def.fields.iter().find(|f| f.name == head) else {
         let section = at.split('.').next().unwrap_or(at);
         // a field of another class the section comes in (a text SFT dataset's on a
@@ -455,17 +461,10 @@ fn check_at(
             )
         ));
     };
-    let path = format!("{at}.{head}");
     if let Some(rest) = rest {
         return first_ok(classes_at(&path, f, holder, None)?, |d| {
             check_at(&path, d, rest, value.clone(), holder)
         });
-    }
-    if crate::rank::names::is_secret_name(head) {
-        return Err(format!(
-            "`{path}` holds a secret: it would be in the trainer's command line and config; \
-             give it to the job's environment instead (--env NAME, read from the launcher's environment)"
-        ));
     }
     if value.is_null() {
         return if f.nullable {
@@ -486,11 +485,8 @@ fn check_at(
             "`{path}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads"
         )
     })?;
-    if let Some(k) = secret_key(&value) {
-        return Err(format!(
-            "`{path}` holds a secret under `{k}`: it would be in the trainer's command line and config; \
-             give it to the job's environment instead (--env NAME: a Hugging Face token as HF_TOKEN, which the hub client reads)"
-        ));
+    if let Some(m) = secret_refusal(&path, &value) {
+        return Err(m);
     }
     // a mapping for a dataclass field: the fields of the class it becomes
     match value {
@@ -613,6 +609,33 @@ pub fn typed_form(
     Value::Object(typed)
 }
 
+/// The refusal of `field` of pass-through section `section` if it may hold a credential in
+/// some class the section comes in (`secret_fields`), or names no field of any and is named
+/// like a secret (a user's own key).
+pub fn secret_field_refusal(section: &str, field: &str) -> Option<String> {
+    let path = format!("{section}.{field}");
+    let mut classes = section_classes(section)
+        .filter(|d| d.fields.iter().any(|f| f.name == field))
+        .peekable();
+    if classes.peek().is_none() {
+        return crate::rank::names::is_secret_name(field)
+            .then(|| secret_fields::refusal(&path, None));
+    }
+    classes
+        .find(|d| secret_fields::is_credential(d.class, field))
+        .map(|d| secret_fields::refusal(&path, secret_fields::env_name(d.class, field)))
+}
+
+/// The refusal of `value` at `path` if it holds a secret under one of its keys.
+pub fn secret_refusal(path: &str, value: &Value) -> Option<String> {
+    let k = secret_key(value)?;
+    Some(format!(
+        "`{path}` holds a secret under `{k}`: it would be in the trainer's command line and \
+         config; give it to the job's environment instead: --env NAME puts it in the job's \
+         secrets.env only (a Hugging Face token as HF_TOKEN, which the hub client reads)"
+    ))
+}
+
 /// The first mapping key in `v` that names a secret (`token` in a dataset's `load_kwargs`).
 pub fn secret_key(v: &Value) -> Option<String> {
     match v {
@@ -654,6 +677,23 @@ pub fn plain_keys(v: &Value) -> Result<(), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_secret_named_column_is_a_field_and_an_api_key_is_refused() {
+        assert_eq!(secret_field_refusal("dataset", "caption_key"), None);
+        assert_eq!(secret_field_refusal("dataset", "image_start_token"), None);
+        assert_eq!(secret_field_refusal("dataset", "seq_length"), None);
+        let m = secret_field_refusal("logger", "comet_api_key").unwrap();
+        assert!(m.contains("--env COMET_API_KEY"), "{m}");
+        assert!(m.contains("secrets.env"), "{m}");
+        // a key no class has
+        assert!(secret_field_refusal("dataset", "hub_token").is_some());
+        let m = secret_refusal("dataset.x", &json!({"a": {"token": "t"}})).unwrap();
+        assert!(
+            m.contains("under `token`") && m.contains("secrets.env"),
+            "{m}"
+        );
+    }
 
     #[test]
     fn fields_are_typed() {

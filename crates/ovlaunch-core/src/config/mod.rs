@@ -3,7 +3,6 @@
 //! config and `ovlaunch overrides` can hand it straight to the trainer.
 
 pub mod bridge;
-pub mod bridge_de;
 pub mod checkpoint;
 #[rustfmt::skip]
 mod bridge_fields;
@@ -16,6 +15,7 @@ pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;
 pub mod provider;
+pub mod secret_fields;
 #[rustfmt::skip]
 mod provider_fields;
 mod section;

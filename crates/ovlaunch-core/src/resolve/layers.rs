@@ -236,6 +236,27 @@ fn choose_any_gpu<'r>(
         .filter(|v| v.precision == precision)
         .filter(|v| pinned.is_some() || v.variant == config_variant)
         .collect();
+    let named: Vec<&str> = recipe
+        .variants
+        .iter()
+        .filter(|v| v.precision == precision)
+        .filter_map(|v| v.variant.as_deref())
+        .fold(Vec::new(), |mut out, n| {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+            out
+        });
+    if candidates.is_empty() && pinned.is_none() && config_variant.is_none() && !named.is_empty() {
+        // every variant of the precision has a name: the user has to pick one
+        return Err(Error::usage(format!(
+            "recipe `{}` has only named {precision} variants: {}",
+            recipe.name,
+            named.join(", ")
+        ))
+        .at_flag("--variant")
+        .help(format!("e.g. --variant {}", named[0])));
+    }
     if candidates.is_empty() {
         let what = match pinned {
             Some(f) => format!(

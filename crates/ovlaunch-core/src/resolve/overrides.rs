@@ -68,16 +68,26 @@ pub fn parse_sets(raw: &[String]) -> Result<Vec<SetOverride>> {
 }
 
 /// `--set ITEM` as messages and records show it: the value is redacted when the path's last
-/// part is a secret name (`env_vars.HF_TOKEN`, also misspelled sections) or the value holds one
-/// of its keys.
+/// part is a secret name (`env_vars.HF_TOKEN`, also misspelled sections) that is not a field
+/// of Bridge's holding text (`dataset.caption_key`, `config::secret_fields`), or the value
+/// holds one of its keys.
 pub fn shown_flag(item: &str) -> String {
-    match item.split_once('=') {
-        Some((path, _))
-            if path
+    let credential = |path: &str| {
+        let path = path.trim().trim_start_matches('+');
+        match path.split_once('.') {
+            Some((section, field))
+                if config::bridge::is_section(section) && !field.contains('.') =>
+            {
+                config::bridge::secret_field_refusal(section, field).is_some()
+            }
+            _ => path
                 .rsplit('.')
                 .next()
-                .is_some_and(|last| crate::secret::is_secret_name(last.trim())) =>
-        {
+                .is_some_and(|last| crate::secret::is_secret_name(last.trim())),
+        }
+    };
+    match item.split_once('=') {
+        Some((path, _)) if credential(path) => {
             format!("--set {path}={}", crate::secret::REDACTED)
         }
         // a mapping value with a secret under one of its keys (`load_kwargs: {token: ...}`)
@@ -139,6 +149,18 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         .filter(|_| config::bridge::is_section(&section))
         .and_then(|f| f.split('.').next())
         .or(field.as_deref());
+    // a secret, in a field or under a mapping's keys: refused as one, whatever else is wrong
+    // with it (a user's own key named like one too)
+    if let Some(f) = head
+        && config::bridge::is_section(&section)
+    {
+        let path = field.as_deref().map(|f| format!("{section}.{f}"));
+        let refusal = config::bridge::secret_field_refusal(&section, f)
+            .or_else(|| config::bridge::secret_refusal(path.as_deref()?, &yaml::parse_value(text)));
+        if let Some(m) = refusal {
+            return Err(Error::usage(m).at_flag(flag));
+        }
+    }
     if let (Some(f), Some(known)) = (head, known)
         && !known.contains(&f)
         && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
@@ -197,7 +219,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         value = typed(&section, f, value, text).map_err(|m| {
             Error::usage(m)
                 .at_flag(flag.clone())
-                .help("the value after `=` is read as YAML: e.g. 4, 3e-4, true, null or text")
+                .help("the value after `=` is read as Bridge's runner reads it (Hydra's grammar): e.g. 4, 3e-4, true, false, null or text (`yes`, `no`, `on` and `off` are text)")
         })?;
         if section == "env_vars"
             && let Ok(entry) = serde_json::from_value::<config::EnvScalar>(value.clone())
@@ -218,11 +240,12 @@ fn parse_set(item: &str) -> Result<SetOverride> {
 /// (`--set model.pipeline_model_parallel_layout=1` means the text "1").
 fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, String> {
     if config::bridge::is_section(section) {
-        // typed by Bridge's class; a scalar that fails is retried as text, like the others
+        // typed by Bridge's class; a scalar that fails is retried as text, like the others (a
+        // list or mapping never is: one refused for a secret under its keys stays refused)
         return config::bridge::check_any(section, field, value.clone()).or_else(|first| {
             let as_text = Value::String(text.to_string());
             match config::bridge::check_any(section, field, as_text) {
-                Ok(v) if !value.is_string() && !value.is_null() => Ok(v),
+                Ok(v) if matches!(value, Value::Bool(_) | Value::Number(_)) => Ok(v),
                 _ => Err(first),
             }
         });

@@ -8,13 +8,15 @@
 //! `bridge::check_any`'s. A key inside such a mapping is checked as soon as it is read
 //! (`FIELD.KEY`), unless the mapping named its class (`_target_`) before it; a refusal is
 //! raised then only when no class could take the key another way (it is a field of none of
-//! Bridge's nested dataclasses, or the field's own classes have it): a mapping whose `_target_`
-//! comes after its keys is checked whole, by the class it names, with the section.
+//! Bridge's nested dataclasses, or the field's own classes have it). A mapping whose `_target_`
+//! comes after some of its keys has each of them checked against the class it names when the
+//! mapping ends, a refusal reported at the key's own place (`yaml::error_at`).
 
 use serde::de::{DeserializeSeed, Error, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::bridge::{NESTED, TARGET, check_any, dataclasses, section_classes};
+use crate::config::bridge::{NESTED, TARGET, check_any, dataclasses, section_classes};
+use crate::yaml;
 
 /// The section `name`'s mapping (or `null`), each field checked as `bridge::check_any` does: a
 /// `#[serde(deserialize_with)]` check for a recipe's section (typed, unknown keys refused).
@@ -51,7 +53,7 @@ pub fn de_peft<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, 
     if let Some(Value::Object(m)) = &v {
         for (k, val) in m {
             if k != "recipe" {
-                check_any(super::bridge::PEFT, k, val.clone()).map_err(D::Error::custom)?;
+                check_any(crate::config::bridge::PEFT, k, val.clone()).map_err(D::Error::custom)?;
             }
         }
     }
@@ -200,15 +202,46 @@ impl<'de> Visitor<'de> for Any<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
-        let mut named = false;
-        while let Some(k) = m.next_key::<String>()? {
-            named |= k == TARGET;
+        // each key's place, in order
+        let mut places = Vec::new();
+        while let Some((k, place)) = yaml::next_key_placed(&mut m)? {
+            let named = out.contains_key(TARGET) || k == TARGET;
             let at = self.0.filter(|_| !named);
             let v = m.next_value_seed(Key { at, key: &k })?;
+            places.push((k.clone(), place));
             out.insert(k, v);
+        }
+        if let Some(at) = self.0 {
+            named_after(at, &out, &places)?;
         }
         Ok(Value::Object(out))
     }
+}
+
+/// A mapping at `at` (section, dataclass field) whose `_target_` comes after some of its keys:
+/// the class it names is checked at the `_target_`'s place, then each of those keys against
+/// that class, a refusal at the key's own place.
+fn named_after<E: Error>(
+    (section, field): (&str, &str),
+    map: &Map<String, Value>,
+    places: &[(String, yaml::Place)],
+) -> Result<(), E> {
+    let Some(n) = places.iter().position(|(k, _)| k == TARGET) else {
+        return Ok(());
+    };
+    let with_target = |key: Option<&str>| {
+        let mut one = Map::new();
+        one.insert(TARGET.to_string(), map[TARGET].clone());
+        if let Some(k) = key {
+            one.insert(k.to_string(), map[k].clone());
+        }
+        check_any(section, field, Value::Object(one))
+    };
+    with_target(None).map_err(|e| yaml::error_at(places[n].1, e))?;
+    for (k, place) in &places[..n] {
+        with_target(Some(k)).map_err(|e| yaml::error_at(*place, e))?;
+    }
+    Ok(())
 }
 
 /// The value of `key` in a mapping under `at` (section, dataclass field), checked as it is
@@ -279,5 +312,26 @@ mod tests {
         let text =
             format!("{HEAD}  hf_dataset:\n    path_or_dataset: org/data\n    _target_: {target}\n");
         Recipe::parse(&text, "r.yaml").unwrap();
+    }
+
+    #[test]
+    fn a_key_wrong_only_for_a_later_target_is_refused_at_its_own_line() {
+        // `prompt_column` is a field of another nested class (prompt-completion
+        // preprocessing), so it is refused only once the `_target_` on line 8 is read
+        let target = "megatron.bridge.data.sources.hf.HFDatasetSourceConfig";
+        let (line, m) = line_of(&format!(
+            "{HEAD}  hf_dataset:\n    path_or_dataset: org/data\n    prompt_column: q\n    _target_: {target}\n"
+        ));
+        assert_eq!(line, Some(7), "{m}");
+        assert!(
+            m.contains("unknown field `prompt_column` in `dataset.hf_dataset`"),
+            "{m}"
+        );
+        // a class the field cannot hold: at the `_target_`'s own line
+        let (line, m) = line_of(&format!(
+            "{HEAD}  hf_dataset:\n    split: train\n    _target_: {target}X\n"
+        ));
+        assert_eq!(line, Some(7), "{m}");
+        assert!(m.contains("`dataset.hf_dataset._target_`"), "{m}");
     }
 }
