@@ -1821,7 +1821,7 @@ fn not_built_for_want_of_a_config() -> usize {
 
 /// The Bridge venv's python, or `None` (the test skips, saying so) where it is not set; with
 /// `OVLAUNCH_REQUIRE_BRIDGE=1` (CI) its absence fails the test.
-fn bridge_python() -> Option<String> {
+pub(crate) fn bridge_python() -> Option<String> {
     let python = std::env::var("OVLAUNCH_BRIDGE_PYTHON").ok();
     if python.is_none() {
         let required = std::env::var("OVLAUNCH_REQUIRE_BRIDGE").is_ok_and(|v| v == "1");
