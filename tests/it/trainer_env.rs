@@ -55,24 +55,29 @@ fn job(id: &'static str, form: Form, gpu: &'static str, args: &[&str]) -> Job {
     }
 }
 
-/// Every kind of job that decides the env differently: a dense benchmark recipe with the
-/// nccl-debug plugin (job-directory variables), MoE and hybrid jobs at fp8 (the precision and
-/// MoE rules), a user recipe on a Bridge base with its own env (the base function's env_vars
-/// reach the trainer too), `--env`/`--unset`, and a local torchrun job.
+/// Every kind of job that decides the env differently, kept few (each job starts Bridge's
+/// Python once, a benchmark recipe twice): a user recipe on a Bridge benchmark base with its own
+/// env (the base function's env_vars reach the trainer too), the nccl-debug plugin's
+/// job-directory variables, `--env` and `--unset`; MoE jobs at fp8cs (a benchmark recipe) and
+/// fp8mx on Blackwell (a library recipe); a hybrid job through a local torchrun.
 fn jobs() -> Vec<Job> {
     let dense = user_recipe("dense");
     vec![
         job(
-            "dense-bf16-nccl-debug",
+            "user-dense-env-nccl-debug",
             Form::Sbatch,
             "h100",
             &[
                 "--recipe",
-                "llama3_8b",
+                &dense,
                 "--gpus",
                 "h100x8",
                 "--plugin",
                 "nccl-debug",
+                "--env",
+                "OVL_CHAIN='quoted' $x",
+                "--unset",
+                "NCCL_NVLS_ENABLE",
             ],
         ),
         job(
@@ -81,39 +86,26 @@ fn jobs() -> Vec<Job> {
             "h100",
             &[
                 "--recipe",
-                "qwen3_30b_a3b_pretrain",
+                "qwen3_30b_a3b",
                 "--gpus",
-                "h100x8",
+                "h100x16",
                 "--precision",
                 "fp8cs",
             ],
         ),
         job(
-            "hybrid-fp8cs",
+            "moe-fp8mx",
             Form::Sbatch,
             "b200",
             &[
                 "--recipe",
-                "nemotronh_56b",
+                "qwen3_30b_a3b_pretrain",
                 "--gpus",
-                "b200x64",
+                "b200x8",
                 "--precision",
-                "fp8cs",
-            ],
-        ),
-        job(
-            "user-dense-env",
-            Form::Sbatch,
-            "h100",
-            &[
-                "--recipe",
-                &dense,
-                "--gpus",
-                "h100x8",
-                "--env",
-                "OVL_CHAIN='quoted' $x",
-                "--unset",
-                "NCCL_NVLS_ENABLE",
+                "fp8mx",
+                "--variant",
+                "functional",
             ],
         ),
         job(
