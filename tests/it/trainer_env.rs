@@ -184,6 +184,20 @@ fn extra_rule(
     {
         return Some("torchrun's worker variables");
     }
+    // Python's C-locale coercion (PEP 538): an interpreter started with no locale variable
+    // sets LC_CTYPE in its own environment
+    if name == "LC_CTYPE"
+        && !["LANG", "LC_ALL", "LC_CTYPE"]
+            .iter()
+            .any(|k| given.contains_key(k))
+    {
+        return Some("Python's C-locale coercion (the test's shell sets no locale)");
+    }
+    // torch/_inductor/runtime/cache_dir_utils.py `default_cache_dir`: torch names its compile
+    // cache in its own process when Bridge's imports load the inductor
+    if name == "TORCHINDUCTOR_CACHE_DIR" {
+        return Some("torch's inductor, on import, in the trainer's own process");
+    }
     if benchmark && name == "_MB_TRAINING_RECIPE_ENV_BOOTSTRAPPED" {
         return Some("Bridge's runner's re-execution marker (benchmark recipes)");
     }
@@ -308,6 +322,20 @@ fn the_trainers_environment_after_bridges_env_steps_is_the_plans() {
             }
         }
         let slurm = slurm_of(&plan);
+        // the identity rank 0 of the job has, whoever set it
+        let world = plan["hardware"]["count"].as_u64().unwrap().to_string();
+        for (k, want) in [("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", &world)] {
+            if got.get(k) != Some(&json!(want)) {
+                report.push(format!("{}: {k} is {:?}, not {want}", j.id, got.get(k)));
+            }
+        }
+        if j.form == Form::Sbatch {
+            for (k, want) in &slurm {
+                if got.get(*k) != Some(&json!(want)) {
+                    report.push(format!("{}: {k} is {:?}, not {want}", j.id, got.get(*k)));
+                }
+            }
+        }
         for (k, v) in got {
             if planned.contains_key(k) {
                 continue;
