@@ -157,7 +157,7 @@ const FILES: &[(&str, &str, u32, usize)] = &[
     ("words", "h100x8", 8, 2),
     ("hybrid", "h100x8", 8, 6),
     ("vl", "h100x2", 2, 5),
-    ("vl-sft", "h100x8", 8, 6),
+    ("vl-sft", "h100x8", 8, 5),
 ];
 
 struct Mutation {
