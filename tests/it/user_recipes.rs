@@ -10,7 +10,9 @@
 //! Bridge's class types moved to its next choice, a hybrid layer pattern's first Mamba layer
 //! made an MLP layer, a hybrid file's layer count halved with its pattern cut to it, an env
 //! value replaced, an env unset given a value), never by a table of expected answers; a nested
-//! mapping's every leaf is changed.
+//! mapping's every leaf is changed. A Hugging Face source's preset name and split take the
+//! next value Bridge's own preset table (`_HF_DATASET_PRESETS`, read from the Bridge venv)
+//! allows for that source.
 
 use std::collections::BTreeMap;
 
@@ -81,7 +83,8 @@ const PATTERN_FIELD: &str = "hybrid_layer_pattern";
 /// its first Mamba layer into an MLP layer (its length, the layer count, kept); the layer count
 /// of a file stating a pattern is halved with the pattern cut to it; any other value by
 /// [`mutated`].
-fn mutate(tree: &Value, section: &str, path: &str, function: Option<&str>) -> (Value, Value) {
+fn mutate(tree: &Value, section: &str, path: &str, presets: &Value) -> (Value, Value) {
+    let function = tree["bridge_recipe"].as_str();
     let v = at(&tree[section], path);
     let pattern = tree[section][PATTERN_FIELD].as_str();
     let mut t = tree.clone();
@@ -119,10 +122,70 @@ fn mutate(tree: &Value, section: &str, path: &str, function: Option<&str>) -> (V
             let i = c.iter().position(|x| x == s).unwrap_or(0);
             json!(c[(i + 1) % c.len()])
         }
+        (_, _, Value::String(s)) if preset_field(leaf) && presets.is_object() => {
+            let source = if parent.is_empty() {
+                &tree[section]
+            } else {
+                at(&tree[section], parent)
+            };
+            preset_mutation(leaf, s, source, presets)
+        }
         _ => mutated(v),
     };
     put(&mut t, section, path, Some(new.clone()));
     (t, new)
+}
+
+/// A Hugging Face source's fields whose values Bridge's preset table constrains
+/// (`megatron.bridge.data.sources.hf._HF_DATASET_PRESETS`).
+fn preset_field(leaf: &str) -> bool {
+    leaf == "dataset_name" || leaf == "split"
+}
+
+/// Bridge's named dataset presets, from the Bridge venv: name -> {"splits": the preset's
+/// supported splits or null (any), "kwargs": whether it needs adapter arguments}; `Null`
+/// without Bridge (the text rule then applies, and only the plan side is checked).
+fn bridge_presets() -> Value {
+    let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
+        return Value::Null;
+    };
+    let code = "import json\nfrom megatron.bridge.data.sources import hf\nprint(json.dumps({n: {'splits': list(p.supported_splits) if p.supported_splits is not None else None, 'kwargs': bool(p.required_adapter_kwargs)} for n, p in hf._HF_DATASET_PRESETS.items()}))";
+    let o = std::process::Command::new(python)
+        .args(["-c", code])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A preset source's split moves to the preset's next supported split; its preset name to the
+/// next preset (by name) that supports the source's split and needs no adapter arguments.
+fn preset_mutation(leaf: &str, value: &str, source: &Value, presets: &Value) -> Value {
+    let splits = |name: &str| -> Option<Vec<String>> {
+        presets[name]["splits"]
+            .as_array()
+            .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+    };
+    if leaf == "split" {
+        let name = source["dataset_name"].as_str().unwrap_or_default();
+        let Some(all) = splits(name) else {
+            return json!(format!("{value}-changed"));
+        };
+        let i = all.iter().position(|s| s == value).unwrap_or(0);
+        return json!(all[(i + 1) % all.len()]);
+    }
+    let split = source["split"].as_str().unwrap_or("train");
+    let names: Vec<&String> = presets.as_object().unwrap().keys().collect();
+    let fits = |n: &str| {
+        presets[n]["kwargs"] == json!(false)
+            && splits(n).is_none_or(|s| s.iter().any(|x| x == split))
+    };
+    let i = names.iter().position(|n| *n == value).unwrap_or(0);
+    let next = (1..names.len())
+        .map(|k| names[(i + k) % names.len()])
+        .find(|n| fits(n))
+        .expect("another preset with the source's split");
+    json!(next)
 }
 
 /// Another valid value of the same type.
@@ -173,6 +236,7 @@ struct Mutation {
 /// `dir`.
 fn mutations(dir: &std::path::Path) -> Vec<Mutation> {
     let mut mutations = Vec::new();
+    let presets = bridge_presets();
     for &(name, gpus, world, least) in FILES {
         let path = user_recipe(name);
         let text = std::fs::read_to_string(&path).unwrap();
@@ -184,7 +248,7 @@ fn mutations(dir: &std::path::Path) -> Vec<Mutation> {
             fields.len()
         );
         for (section, field, _) in fields {
-            let (t, new) = mutate(&tree, &section, &field, tree["bridge_recipe"].as_str());
+            let (t, new) = mutate(&tree, &section, &field, &presets);
             let id = format!("{name}-{section}-{field}");
             let file = dir.join(format!("{id}.yaml"));
             // JSON is YAML
