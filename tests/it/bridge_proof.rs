@@ -120,10 +120,45 @@ fn extra_cases() -> Vec<Case> {
         env_cases(),
         fine_tuning_cases(),
         own_class_cases(),
+        uneven_stage_cases(),
     ]
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// Uneven first and last pipeline stages set on a recipe: Llama 3 70B's 80 layers over PP4
+/// with 17 on the last rank build (21 on each other one), with 18 they do not (62 left for
+/// three ranks): Bridge's config (Megatron-Core's `TransformerConfig`) agrees both ways.
+fn uneven_stage_cases() -> Vec<Case> {
+    let with = |last: &'static str| {
+        vec![
+            "--recipe",
+            "llama3_70b",
+            "--gpus",
+            "h100x64",
+            "--set",
+            "model.pipeline_model_parallel_size=4",
+            "--set",
+            "model.virtual_pipeline_model_parallel_size=null",
+            "--set",
+            last,
+        ]
+    };
+    vec![
+        case(
+            "uneven-last-stage",
+            "h100",
+            64,
+            &with("model.num_layers_in_last_pipeline_stage=17"),
+        ),
+        case(
+            "uneven-last-stage-not-dividing",
+            "h100",
+            64,
+            &with("model.num_layers_in_last_pipeline_stage=18"),
+        ),
+    ]
 }
 
 fn case(id: &str, gpu: &str, world: u32, args: &[&str]) -> Case {

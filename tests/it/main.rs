@@ -24,6 +24,7 @@ mod hostile_inputs;
 mod json_outputs;
 mod local_torchrun;
 mod oci_e2e;
+mod pipeline_split;
 mod placement;
 mod plan_properties;
 mod plugins;

@@ -60,6 +60,11 @@ crate::section! {
         pipeline_model_parallel_layout: Option<String> = None,
         account_for_embedding_in_pipeline_split: bool = false,
         account_for_loss_in_pipeline_split: bool = false,
+        /// Decoder layers on the first / last pipeline rank (over its virtual stages), the
+        /// rest split evenly over the middle ranks: Megatron-Core's uneven split
+        /// (`resolve::pipeline_split` states its rules).
+        num_layers_in_first_pipeline_stage: Option<u32> = None,
+        num_layers_in_last_pipeline_stage: Option<u32> = None,
         // Mixture of experts.
         num_moe_experts: Option<u32> = None,
         moe_router_topk: u32 = 2,

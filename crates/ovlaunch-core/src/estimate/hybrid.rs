@@ -250,6 +250,29 @@ pub fn pipeline_refusal(plan: &Plan) -> Option<crate::error::Error> {
     let m = &plan.model;
     let pp = m.pipeline_model_parallel_size;
     let main = h.pattern.split('/').next().unwrap_or("");
+    let uneven = m.num_layers_in_first_pipeline_stage.is_some()
+        || m.num_layers_in_last_pipeline_stage.is_some();
+    if uneven && main.contains('|') {
+        // Megatron-Core's select_pipeline_segment: "Cannot specify
+        // num_layers_in_first_pipeline_stage or num_layers_in_last_pipeline_stage when
+        // hybrid_layer_pattern contains pipe ('|') separators".
+        let (first, last) = (
+            crate::config::MODEL.num_layers_in_first_pipeline_stage,
+            crate::config::MODEL.num_layers_in_last_pipeline_stage,
+        );
+        return Some(
+            Error::usage(format!(
+                "{first}/{last} on a hybrid model whose layer pattern has `|` stage separators: Megatron-Core's hybrid layer allocation refuses them (the pattern places every stage already)"
+            ))
+            .at_fields([first, last])
+            .help(format!("set {first}=null {last}=null")),
+        );
+    }
+    if uneven {
+        // The first and last ranks' layers and the even middle are Megatron-Core's
+        // TransformerConfig rules, checked by the plan (`resolve::pipeline_split`).
+        return None;
+    }
     let (units, what) = if main.contains('|') {
         (
             main.split('|').count() as u32,

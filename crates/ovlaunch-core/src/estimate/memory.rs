@@ -124,15 +124,15 @@ fn activations(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> f64 {
     act_b
 }
 
-/// The pipeline rank that needs the most memory. A hybrid rank's activations per layer are
-/// those of the layer kinds it holds.
+/// The pipeline rank that needs the most memory (the last of equals) and its memory. A
+/// hybrid rank's activations per layer are those of the layer kinds it holds.
 pub(crate) fn peak(
     c: &Ctx,
     loads: &[RankLoad],
     busiest: &RankLoad,
     selective: Selective,
     full_frac: f64,
-) -> Memory {
+) -> (usize, Memory) {
     let per_layer = activation_per_layer(c, selective, full_frac);
     loads
         .iter()
@@ -141,8 +141,8 @@ pub(crate) fn peak(
             let own = c
                 .by_kind(r, |u| activation_of(c, u, selective, full_frac))
                 .map_or(per_layer, |sum| sum / r.layers.max(1.0));
-            of_rank(c, i as u32, r, own)
+            (i, of_rank(c, i as u32, r, own))
         })
-        .max_by(|a, b| a.total().total_cmp(&b.total()))
-        .unwrap_or_else(|| of_rank(c, 0, busiest, per_layer))
+        .max_by(|a, b| a.1.total().total_cmp(&b.1.total()))
+        .unwrap_or_else(|| (0, of_rank(c, 0, busiest, per_layer)))
 }

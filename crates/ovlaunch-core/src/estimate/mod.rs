@@ -29,6 +29,10 @@
 //!     forward, the excess exposed.
 //!   - PP: one activation and one gradient of `b·s/cp·h/tp` per microbatch, chunk and stage
 //!     boundary; hidden by `overlap_p2p_comm` up to the exposed fraction.
+//! * Pipeline stages (`stages`): what each rank holds as Megatron-Core builds it (a layout
+//!   text's stages, else `resolve::pipeline_split`'s counts: uneven first and last stages,
+//!   accounted embedding and loss); the step runs at the busiest rank's pace and the memory is
+//!   the largest rank's, and the estimate says which ranks those are ([`Stages`]).
 //! * Pipeline bubble: `(p-1)/v` microbatch times per step (Narayanan et al. 2021 §2.2: bubble
 //!   fraction `(p-1)/(v·m)`).
 //! * Memory per GPU: BF16 weights, gradients (FP32 when `grad_reduce_in_fp32`), 12 bytes of
@@ -156,12 +160,55 @@ pub struct Estimate {
     pub memory: Memory,
     pub precision: PrecisionClass,
     pub microbatches: u64,
+    /// Which pipeline rank bounds the step and which the memory.
+    pub stages: Stages,
+}
+
+/// The pipeline ranks as the estimate sees them: what each holds and which one bounds the
+/// step (the most work: its layers, the embedding on the first, the LM head and MTP on the
+/// last) and which one the memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stages {
+    /// Decoder layers per pipeline rank over its virtual stages, rank 0 first.
+    pub layers: Vec<f64>,
+    /// The rank whose work sets the step's pace (the last of equals).
+    pub step_rank: usize,
+    /// Its work over the average rank's (1: balanced).
+    pub imbalance: f64,
+    /// The rank with the largest memory peak (the last of equals).
+    pub memory_rank: usize,
+}
+
+impl Stages {
+    /// One line for people: the layers per rank and the ranks that bound the step and memory.
+    pub fn line(&self) -> String {
+        let last = self.layers.len().saturating_sub(1);
+        let role = |r: usize| match (r == 0, r == last) {
+            (true, _) => " (with the embedding)",
+            (_, true) => " (with the LM head and loss)",
+            _ => "",
+        };
+        format!(
+            "pipeline: layers per rank {}; rank {}{} bounds the step ({:.2}x the average rank's work), rank {}{} the memory\n",
+            self.layers
+                .iter()
+                .map(|n| format!("{n}"))
+                .collect::<Vec<_>>()
+                .join("/"),
+            self.step_rank,
+            role(self.step_rank),
+            self.imbalance,
+            self.memory_rank,
+            role(self.memory_rank),
+        )
+    }
 }
 
 impl Estimate {
     /// The JSON form `ovlaunch estimate --output json` prints: exactly the seven documented
     /// top-level keys; `breakdown` holds the seconds per step by cause, what each overlap
-    /// hides (`hidden_by_overlap`) and the memory by kind (`memory_gib`).
+    /// hides (`hidden_by_overlap`), the memory by kind (`memory_gib`) and the pipeline ranks
+    /// (`pipeline_stages`: the layers on each, the ranks that bound the step and the memory).
     pub fn to_json(&self) -> serde_json::Value {
         let mut breakdown = serde_json::to_value(self.breakdown).unwrap_or_default();
         if let serde_json::Value::Object(b) = &mut breakdown {
@@ -174,6 +221,10 @@ impl Estimate {
                 serde_json::to_value(self.memory).unwrap_or_default(),
             );
             b.insert("microbatches".into(), self.microbatches.into());
+            b.insert(
+                "pipeline_stages".into(),
+                serde_json::to_value(&self.stages).unwrap_or_default(),
+            );
             b.insert(
                 "precision".into(),
                 serde_json::to_value(self.precision).unwrap_or_default(),
@@ -229,6 +280,9 @@ impl Estimate {
             "hidden by overlap: TP {:.3} s, CP {:.3}, EP {:.3}, DP {:.3}, PP {:.3}\n",
             hid.tp_comm_s, hid.cp_comm_s, hid.ep_comm_s, hid.dp_comm_s, hid.pp_comm_s
         ));
+        if self.stages.layers.len() > 1 {
+            s.push_str(&self.stages.line());
+        }
         s
     }
 }
@@ -383,8 +437,14 @@ pub fn estimate_with_stages(
     let step = micro * t_mb + pipe.bubble + pipe.exposed + dp.exposed + optimizer_s;
     let tps = c.gbs * c.seq / step / c.world;
     let model_tflops = tps * c.arch.flops_per_token() / 1e12;
-    let memory = memory::peak(&c, loads, &busiest.load, selective, full_frac);
+    let (memory_rank, memory) = memory::peak(&c, loads, &busiest.load, selective, full_frac);
     let mem_total = memory.total();
+    let stages = Stages {
+        layers: loads.iter().map(|r| r.layers).collect(),
+        step_rank: busiest.rank,
+        imbalance: busiest.imbalance,
+        memory_rank,
+    };
 
     Ok(Estimate {
         tokens_per_sec_per_gpu: tps,
@@ -414,6 +474,7 @@ pub fn estimate_with_stages(
         memory,
         precision: c.prec,
         microbatches: micro as u64,
+        stages,
     })
 }
 

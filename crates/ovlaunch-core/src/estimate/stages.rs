@@ -3,11 +3,14 @@
 //!
 //! Contract: `ranks(model, pp, vp)` is pure and returns one entry per pipeline rank. The
 //! stages follow Megatron-Core: with a `pipeline_model_parallel_layout` the layout's stages
-//! (virtual stage `s` runs on rank `s % pp`); without one, `num_layers` split evenly over
-//! `pp·vp` stages, the embedding and the loss counted as a layer of the first and last stage
-//! when `account_for_embedding_in_pipeline_split` / `account_for_loss_in_pipeline_split` are
-//! set, MTP layers on the last stage. A split that does not divide evenly (Megatron-Core refuses
-//! it; `tune` gives such layouts an explicit layout) gives the extra layers to the middle stages.
+//! (virtual stage `s` runs on rank `s % pp`); without one, the counts Megatron-Core builds
+//! (`resolve::pipeline_split::Split::layers`: `num_layers_in_first_pipeline_stage` /
+//! `num_layers_in_last_pipeline_stage` on the first and last rank and the rest evenly over the
+//! middle ones, else `num_layers` evenly over `pp·vp` stages, the embedding and the loss
+//! counted as a layer of the first and last stage when `account_for_embedding_in_pipeline_split`
+//! / `account_for_loss_in_pipeline_split` are set), MTP layers on the last stage. A split
+//! Megatron-Core refuses (`tune` gives such layouts an explicit layout) gives the extra layers
+//! to the middle stages.
 //!
 //! A hybrid Mamba-Transformer ([`hybrid_ranks`]) is split as Megatron-Core's
 //! `select_pipeline_segment` splits its layer pattern: by the pattern's `|` segments (segment
@@ -22,6 +25,7 @@
 use super::hybrid::Counts;
 use crate::config::ModelConfig;
 use crate::resolve::layout::expand_pipeline_layout;
+use crate::resolve::pipeline_split::Split;
 
 /// The work one pipeline rank holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -47,17 +51,67 @@ pub fn of_plan(plan: &crate::plan::Plan, pp: u32, vp: u32) -> Vec<RankLoad> {
             pp,
             vp,
             f64::from(plan.model.mtp_num_layers.unwrap_or(0)),
+            Ends::of(&plan.model),
         ),
         None => ranks(&plan.model, pp, vp),
     }
 }
 
+/// The decoder layers given to the first and last pipeline rank
+/// (`num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage`), if any.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ends {
+    pub first: Option<u32>,
+    pub last: Option<u32>,
+}
+
+impl Ends {
+    pub fn of(m: &ModelConfig) -> Self {
+        Ends {
+            first: m.num_layers_in_first_pipeline_stage,
+            last: m.num_layers_in_last_pipeline_stage,
+        }
+    }
+
+    /// Sets `m`'s first and last ranks' layers to these.
+    pub fn set_on(self, m: &mut ModelConfig) {
+        m.num_layers_in_first_pipeline_stage = self.first;
+        m.num_layers_in_last_pipeline_stage = self.last;
+    }
+
+    /// Layers per rank as Megatron-Core's `select_pipeline_segment` cuts a hybrid pattern of
+    /// `len` layers without `|` over `pp > 1` ranks: the given ends, the rest evenly over the
+    /// middle ranks; `None` without ends or where they do not add up to `len`.
+    fn cut(self, len: usize, pp: usize) -> Option<Vec<usize>> {
+        if pp <= 1 || (self.first.is_none() && self.last.is_none()) {
+            return None;
+        }
+        let (f, l) = (
+            self.first.map(|n| n as usize),
+            self.last.map(|n| n as usize),
+        );
+        let ends = f.unwrap_or(0) + l.unwrap_or(0);
+        let mid = pp - usize::from(f.is_some()) - usize::from(l.is_some());
+        let middle = len.checked_sub(ends)?.checked_div(mid).unwrap_or(0);
+        let counts: Vec<usize> = (0..pp)
+            .map(|r| match (r == 0, r + 1 == pp) {
+                (true, _) if f.is_some() => f.unwrap_or(0),
+                (_, true) if l.is_some() => l.unwrap_or(0),
+                _ => middle,
+            })
+            .collect();
+        (counts.iter().sum::<usize>() == len).then_some(counts)
+    }
+}
+
 /// The pipeline ranks' loads of a hybrid model with main layer pattern `pattern` (MTP part
 /// after `/` left out), `mtp` MTP depths, over `pp` ranks and `vp` virtual stages each.
-/// Without `|` segments the pattern is cut into `pp·vp` contiguous runs (Megatron-Core cuts
-/// it into `pp` and refuses a remainder, and Bridge's hybrid provider refuses VP; a remainder
-/// goes to the middle runs, as for [`ranks`]).
-pub fn hybrid_ranks(pattern: &str, pp: u32, vp: u32, mtp: f64) -> Vec<RankLoad> {
+/// Without `|` segments the pattern is cut into contiguous runs: the first and last ranks'
+/// given layers (`ends`) and the rest evenly, as Megatron-Core's `select_pipeline_segment`
+/// cuts it; else `pp·vp` equal runs (Megatron-Core cuts it into `pp` and refuses a remainder,
+/// and Bridge's hybrid provider refuses VP; a remainder goes to the middle runs, as for
+/// [`ranks`]).
+pub fn hybrid_ranks(pattern: &str, pp: u32, vp: u32, mtp: f64, ends: Ends) -> Vec<RankLoad> {
     let pp = pp.max(1) as usize;
     let main = pattern.split('/').next().unwrap_or("");
     let segments: Vec<String> = if main.contains('|') {
@@ -66,10 +120,15 @@ pub fn hybrid_ranks(pattern: &str, pp: u32, vp: u32, mtp: f64) -> Vec<RankLoad> 
         let layers: Vec<char> = main.chars().collect();
         let stages = pp * vp.max(1) as usize;
         let (base, extra) = (layers.len() / stages, layers.len() % stages);
+        let counts = ends.cut(layers.len(), pp).unwrap_or_else(|| {
+            (0..stages)
+                .map(|s| base + usize::from(s >= 1 && s <= extra))
+                .collect()
+        });
         let mut at = 0;
-        (0..stages)
-            .map(|s| {
-                let n = base + usize::from(s >= 1 && s <= extra);
+        counts
+            .into_iter()
+            .map(|n| {
                 let n = n.min(layers.len() - at);
                 let seg: String = layers[at..at + n].iter().collect();
                 at += n;
@@ -117,6 +176,22 @@ pub fn ranks(m: &ModelConfig, pp: u32, vp: u32) -> Vec<RankLoad> {
             r.mtp += text.chars().filter(|c| *c == 'm').count() as f64;
             r.embedding |= s == 0 || text.contains('E');
             r.loss |= s + 1 == n || text.contains('L');
+        }
+        return out;
+    }
+    let split = Split {
+        pp: i64::from(pp),
+        vp: (vp > 1).then_some(i64::from(vp)),
+        ..Split::of(m)
+    };
+    if split.refusal().is_none() {
+        for (r, (load, built)) in out.iter_mut().zip(split.layers()).enumerate() {
+            load.layers = built.iter().sum::<i64>() as f64;
+            load.embedding = r == 0;
+            if r + 1 == pp as usize {
+                load.loss = true;
+                load.mtp = mtp;
+            }
         }
         return out;
     }
@@ -186,6 +261,80 @@ mod tests {
         assert_eq!(r.iter().map(|x| x.layers).sum::<f64>(), 126.0);
     }
 
+    /// Each rank's layers are what Megatron-Core builds on it (`get_num_layers_to_build`
+    /// over its virtual stages; `select_pipeline_segment` for a hybrid pattern without `|`),
+    /// for every split of the table `tests/bridge/pipeline_split.py` generates from its code
+    /// that the plan accepts.
+    #[test]
+    fn rank_loads_are_megatron_cores_counts() {
+        use crate::resolve::pipeline_split::tests::{mcore_table, split_of};
+        let mut checked = (0, 0);
+        for row in mcore_table() {
+            let s = split_of(&row);
+            if row["accepted"] != true || s.refusal().is_some() {
+                continue;
+            }
+            let mut m = model(s.layers as u32);
+            m.num_layers_in_first_pipeline_stage = s.first.map(|n| n as u32);
+            m.num_layers_in_last_pipeline_stage = s.last.map(|n| n as u32);
+            m.account_for_embedding_in_pipeline_split = s.embedding;
+            m.account_for_loss_in_pipeline_split = s.loss;
+            let (pp, vp) = (s.pp as u32, s.vp.unwrap_or(1) as u32);
+            let per_rank: Vec<f64> = row["counts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    r.as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|n| n.as_f64())
+                        .sum()
+                })
+                .collect();
+            let got: Vec<f64> = ranks(&m, pp, vp).iter().map(|r| r.layers).collect();
+            assert_eq!(got, per_rank, "{row}");
+            checked.0 += 1;
+            if let Some(cut) = row["hybrid"].as_array() {
+                let pattern = "M".repeat(s.layers as usize);
+                let got: Vec<f64> = hybrid_ranks(&pattern, pp, 1, 0.0, Ends::of(&m))
+                    .iter()
+                    .map(|r| r.layers)
+                    .collect();
+                let want: Vec<f64> = cut.iter().filter_map(|n| n.as_f64()).collect();
+                assert_eq!(got, want, "hybrid {row}");
+                checked.1 += 1;
+            }
+        }
+        assert!(checked.0 > 100 && checked.1 > 50, "{checked:?}");
+    }
+
+    #[test]
+    fn uneven_first_and_last_stages() {
+        // Step 3.7's SFT recipe: 45 layers over PP4, 12 on the first rank and 9 on the last.
+        let mut m = model(45);
+        m.num_layers_in_first_pipeline_stage = Some(12);
+        m.num_layers_in_last_pipeline_stage = Some(9);
+        let r = ranks(&m, 4, 1);
+        assert_eq!(
+            r.iter().map(|x| x.layers).collect::<Vec<_>>(),
+            [12.0, 12.0, 12.0, 9.0]
+        );
+        assert!(r[0].embedding && r[3].loss && !r[1].embedding && !r[2].loss);
+        // Nemotron 3 Super's 32K SFT: 88 hybrid layers over PP8, 4 on the last rank.
+        let pattern = "MEMEM*".repeat(14) + "MEME";
+        let ends = Ends {
+            first: None,
+            last: Some(4),
+        };
+        let r = hybrid_ranks(&pattern, 8, 1, 2.0, ends);
+        assert_eq!(
+            r.iter().map(|x| x.layers).collect::<Vec<_>>(),
+            [12.0, 12.0, 12.0, 12.0, 12.0, 12.0, 12.0, 4.0]
+        );
+        assert_eq!((r[7].mtp, r[7].kinds.unwrap().total()), (2.0, 4.0));
+    }
+
     #[test]
     fn an_explicit_layout_places_layers_per_virtual_stage() {
         // DeepSeek-V3's Bridge layout: PP16, the embedding alone, the MTP layer and loss last.
@@ -205,7 +354,7 @@ mod tests {
         // Megatron-Core's select_pipeline_segment without `|`: PP 2 over `MM*-` x 2 gives
         // rank 0 `MM*-` and rank 1 `MM*-`; over `MMMM*-*-` rank 0 holds the four Mamba
         // layers and rank 1 the attention and MLP layers.
-        let r = hybrid_ranks("MMMM*-*-", 2, 1, 0.0);
+        let r = hybrid_ranks("MMMM*-*-", 2, 1, 0.0, Ends::default());
         let k0 = r[0].kinds.unwrap();
         let k1 = r[1].kinds.unwrap();
         assert_eq!((k0.mamba, k0.attn, k0.mlp), (4.0, 0.0, 0.0));
@@ -213,7 +362,7 @@ mod tests {
         assert!(r[0].embedding && !r[0].loss && r[1].loss);
         assert_eq!(r[0].layers + r[1].layers, 8.0);
         // With `|` segments the pattern's own stages, segment s on rank s % pp.
-        let r = hybrid_ranks("M*|MM|-E|EE/*E", 2, 2, 1.0);
+        let r = hybrid_ranks("M*|MM|-E|EE/*E", 2, 2, 1.0, Ends::default());
         let (k0, k1) = (r[0].kinds.unwrap(), r[1].kinds.unwrap());
         assert_eq!((k0.mamba, k0.attn, k0.mlp, k0.moe), (1.0, 1.0, 1.0, 1.0));
         assert_eq!((k1.mamba, k1.moe), (2.0, 2.0));
@@ -224,6 +373,7 @@ mod tests {
             4,
             1,
             0.0,
+            Ends::default(),
         );
         assert_eq!(r.iter().map(|x| x.layers).sum::<f64>(), 52.0);
         assert_eq!(r.iter().map(|x| x.kinds.unwrap().attn).sum::<f64>(), 6.0);

@@ -142,6 +142,8 @@ impl<'a> Ctx<'a> {
 
 /// The busiest pipeline rank and how much more than the average it carries.
 pub(crate) struct Busiest {
+    /// Its pipeline rank (the last of equals).
+    pub rank: usize,
     pub load: RankLoad,
     /// Its work times PP over all ranks' work (1: balanced).
     pub imbalance: f64,
@@ -150,17 +152,22 @@ pub(crate) struct Busiest {
 /// The step runs at the busiest pipeline rank's pace.
 pub(crate) fn busiest(c: &Ctx, loads: &[RankLoad]) -> Busiest {
     let total_work: f64 = loads.iter().map(|r| c.work(r)).sum();
-    let load = loads
+    let (rank, load) = loads
         .iter()
         .copied()
-        .max_by(|a, b| c.work(a).total_cmp(&c.work(b)))
+        .enumerate()
+        .max_by(|a, b| c.work(&a.1).total_cmp(&c.work(&b.1)))
         .unwrap_or_default();
     let imbalance = if total_work > 0.0 {
         c.work(&load) * c.pp / total_work
     } else {
         1.0
     };
-    Busiest { load, imbalance }
+    Busiest {
+        rank,
+        load,
+        imbalance,
+    }
 }
 
 /// Where a group of `size` ranks with rank stride `stride` communicates.

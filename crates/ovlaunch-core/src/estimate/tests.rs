@@ -537,6 +537,31 @@ fn vision_language_names_the_encoder_left_out_and_linear_attention_is_not_modell
     );
 }
 
+/// Nemotron Nano 9B v2 over four pipeline ranks with a smaller last stage
+/// (`num_layers_in_last_pipeline_stage`): Megatron-Core's `select_pipeline_segment` gives each
+/// earlier rank an equal contiguous run of the pattern and the last rank the rest, so each
+/// rank holds the kinds of its own run; the plan's hybrid checks let it through.
+#[test]
+fn hybrid_uneven_last_stage_cuts_the_pattern() {
+    let mut p = plan_of_function(
+        "nemotron_nano_9b_v2_pretrain",
+        "nemotron_nano_9b_v2_pretrain_2gpu_h100_bf16_config",
+    );
+    let pattern = super::hybrid::of_plan(&p).unwrap().pattern;
+    let len = pattern.split('/').next().unwrap().len();
+    let m = len / 4 + 1;
+    p.model.pipeline_model_parallel_size = 4;
+    p.model.num_layers_in_last_pipeline_stage = Some((len - 3 * m) as u32);
+    assert!(super::hybrid::pipeline_refusal(&p).is_none());
+    assert!(crate::resolve::pipeline_split::check(&p.model).is_ok());
+    let ranks = super::stages::of_plan(&p, 4, 1);
+    for (i, r) in ranks.iter().enumerate() {
+        let run = &pattern[i * m..((i + 1) * m).min(len)];
+        assert_eq!(r.kinds.unwrap(), super::hybrid::Counts::of(run), "rank {i}");
+    }
+    assert_eq!(ranks[3].layers, (len - 3 * m) as f64);
+}
+
 /// Nemotron Nano 9B v2 over four pipeline ranks: each rank holds the kinds of its contiguous
 /// quarter of the pattern (Megatron-Core's `select_pipeline_segment`: the first quarter eight
 /// Mamba-2 and six MLP layers and no attention, the second six, two and six), the quarters'

@@ -16,19 +16,23 @@
 //!    rejects or whose exact plan does not fit are dropped, the rest re-estimated on their
 //!    exact plan. Stops once it holds `top` layouts and has checked `2·top` more.
 //!
-//! The global batch stays the base plan's (the recipe's, weak-scaled to the GPU count).
+//! The global batch stays the base plan's (the recipe's, weak-scaled to the GPU count). A base
+//! plan's uneven first and last stages (`num_layers_in_first/last_pipeline_stage`) stay at the
+//! candidates whose PP and VP Megatron-Core builds them with (`resolve::pipeline_split`) and are
+//! set to `null` elsewhere (an even split, or a generated layout).
 
 use serde::Serialize;
 
 use std::collections::HashMap;
 
-use super::stages::{self, RankLoad};
+use super::stages::{self, Ends, RankLoad};
 use super::{Efficiency, Estimate, estimate, estimate_with_stages};
 use crate::catalog::recipe::PipelineSplit;
-use crate::config::{MODEL, TRAIN};
+use crate::config::{MODEL, ModelConfig, TRAIN};
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::resolve::layout;
+use crate::resolve::pipeline_split::Split;
 
 /// One parallel layout, in Bridge's field names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -348,7 +352,12 @@ pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
             } else if hybrid {
                 // Bridge's hybrid provider refuses virtual pipelines, and Megatron-Core cuts a
                 // hybrid pattern without `|` into PP equal runs, refusing a remainder.
-                if m.num_layers.is_multiple_of(pp) {
+                let probe = Layout {
+                    pipeline_model_parallel_size: pp,
+                    virtual_pipeline_model_parallel_size: None,
+                    ..Layout::of(base)
+                };
+                if m.num_layers.is_multiple_of(pp) || ends_for(m, &probe) != Ends::default() {
                     vec![None]
                 } else {
                     vec![]
@@ -455,9 +464,55 @@ fn needs_layout(
     )
 }
 
+/// The first and last ranks' layers a candidate keeps: the base model's
+/// `num_layers_in_first/last_pipeline_stage` where Megatron-Core's split rules accept them at
+/// the candidate's PP and VP (`resolve::pipeline_split`), else none (the candidate splits
+/// evenly, or with a generated layout).
+fn ends_for(m: &ModelConfig, l: &Layout) -> Ends {
+    let ends = Ends::of(m);
+    let split = Split {
+        pp: i64::from(l.pipeline_model_parallel_size),
+        vp: l.virtual_pipeline_model_parallel_size.map(i64::from),
+        layout: false,
+        ..Split::of(m)
+    };
+    if ends != Ends::default() && split.refusal().is_none() {
+        ends
+    } else {
+        Ends::default()
+    }
+}
+
+/// The pipeline layout text and the first and last ranks' layers a candidate runs with.
+fn pipeline_of(m: &ModelConfig, l: &Layout, known: &[PipelineSplit]) -> (Option<String>, Ends) {
+    match ends_for(m, l) {
+        Ends {
+            first: None,
+            last: None,
+        } => (needs_layout(m, l, known), Ends::default()),
+        ends => (None, ends),
+    }
+}
+
+/// The `--set` overrides of a candidate's pipeline: its layout text, and where the base model
+/// gives the first and last ranks' layers, those it keeps (`null` where it drops them).
+fn pipeline_sets(m: &ModelConfig, l: &Layout, known: &[PipelineSplit]) -> Vec<String> {
+    let (text, ends) = pipeline_of(m, l, known);
+    let mut sets = l.sets_with(text.as_deref());
+    let opt = |v: Option<u32>| v.map_or("null".to_string(), |v| v.to_string());
+    if Ends::of(m) != Ends::default() {
+        sets.push(set(
+            MODEL.num_layers_in_first_pipeline_stage,
+            opt(ends.first),
+        ));
+        sets.push(set(MODEL.num_layers_in_last_pipeline_stage, opt(ends.last)));
+    }
+    sets
+}
+
 /// The pipeline of one (PP, VP): the `pipeline_model_parallel_layout` it needs, if any, and
 /// what each pipeline rank holds; `None` when Megatron-Core's layout rules reject that layout.
-type Pipeline = Option<(Option<String>, Vec<RankLoad>)>;
+type Pipeline = Option<(Option<String>, Ends, Vec<RankLoad>)>;
 
 /// Each (PP, VP)'s pipeline, worked out once per search: expanding and checking a layout text
 /// costs more than the estimate itself, and every (TP, CP, EP, MBS) shares it.
@@ -472,7 +527,9 @@ impl Pipelines {
             let mut m = lean.model.clone();
             m.pipeline_model_parallel_size = pp;
             m.virtual_pipeline_model_parallel_size = vp;
-            m.pipeline_model_parallel_layout = needs_layout(&m, l, known);
+            let (text, ends) = pipeline_of(&m, l, known);
+            m.pipeline_model_parallel_layout = text;
+            ends.set_on(&mut m);
             layout::check_pipeline_layout(&m, u64::from(pp), vp.map(u64::from)).ok()?;
             let loads = match super::hybrid::of_plan(lean) {
                 Some(h) => stages::hybrid_ranks(
@@ -480,10 +537,11 @@ impl Pipelines {
                     pp,
                     vp.unwrap_or(1),
                     f64::from(m.mtp_num_layers.unwrap_or(0)),
+                    Ends::of(&m),
                 ),
                 None => stages::ranks(&m, pp, vp.unwrap_or(1)),
             };
-            Some((m.pipeline_model_parallel_layout, loads))
+            Some((m.pipeline_model_parallel_layout, ends, loads))
         })
     }
 }
@@ -494,10 +552,11 @@ impl Pipelines {
 fn apply_layout(
     p: &mut Plan,
     l: &Layout,
-    pipeline_layout: Option<String>,
+    (pipeline_layout, ends): (Option<String>, Ends),
     tp_overlap_wanted: bool,
 ) -> bool {
     let m = &mut p.model;
+    ends.set_on(m);
     m.tensor_model_parallel_size = l.tensor_model_parallel_size;
     m.pipeline_model_parallel_size = l.pipeline_model_parallel_size;
     m.virtual_pipeline_model_parallel_size = l.virtual_pipeline_model_parallel_size;
@@ -565,10 +624,10 @@ pub fn tune(
     let mut pipelines = Pipelines::default();
     let mut p = lean.clone();
     for l in &layouts {
-        let Some((text, loads)) = pipelines.of(&lean, l, known) else {
+        let Some((text, ends, loads)) = pipelines.of(&lean, l, known) else {
             continue;
         };
-        if !apply_layout(&mut p, l, text.clone(), tp_overlap_wanted) {
+        if !apply_layout(&mut p, l, (text.clone(), *ends), tp_overlap_wanted) {
             continue;
         }
         scored += 1;
@@ -593,7 +652,7 @@ pub fn tune(
         if out.len() >= top {
             extra += 1;
         }
-        let mut sets = l.sets_with(needs_layout(&base.model, &l, known).as_deref());
+        let mut sets = pipeline_sets(&base.model, &l, known);
         sets.extend(r.sets());
         resolved += 1;
         let plan = match resolve(&sets) {

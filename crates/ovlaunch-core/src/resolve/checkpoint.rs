@@ -138,26 +138,16 @@ pub fn neutralise(model: &mut ModelConfig, cp: &CheckpointFields, t: &mut Trace)
 }
 
 /// A layer count every pipeline check accepts for `model`'s split: the transformer layers its
-/// layout places, else the smallest count that splits evenly over PP x VP stages (with the
-/// embedding and loss when they count in the split).
+/// layout places, else the smallest count Megatron-Core's split rules accept
+/// (`pipeline_split::smallest_layers`: an even split over PP x VP stages, with the embedding
+/// and loss when they count, or the first and last stages' given layers and the rest evenly).
 fn neutral_layers(model: &ModelConfig) -> u32 {
     if let Some(layout) = model.pipeline_model_parallel_layout.as_deref()
         && let Ok(stages) = expand_pipeline_layout(layout)
     {
         return stages.iter().map(|s| s.matches('t').count()).sum::<usize>() as u32;
     }
-    let stages = model.pipeline_model_parallel_size.max(1)
-        * model
-            .virtual_pipeline_model_parallel_size
-            .unwrap_or(1)
-            .max(1);
-    let extra = u32::from(model.account_for_embedding_in_pipeline_split)
-        + u32::from(model.account_for_loss_in_pipeline_split);
-    let mut layers = stages;
-    while layers <= extra {
-        layers += stages;
-    }
-    layers - extra
+    super::pipeline_split::smallest_layers(model)
 }
 
 /// Puts the checkpoint-given fields of `model` back as they were before [`neutralise`] (and

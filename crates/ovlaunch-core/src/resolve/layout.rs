@@ -2,7 +2,8 @@
 //! their values and a layout that would work. Rules: Bridge `set_data_parallel_size`
 //! (world % (TP*PP*CP) == 0, EP not in the product), the perf scripts' expert rule (world
 //! divisible by ETP*EP*PP), and Megatron-Core's post-init checks (heads and query groups by
-//! TP, layers by PP*VPP, sequence by 2*CP, batch by micro-batch*DP, SP needs TP > 1).
+//! TP, layers over the pipeline stages (`resolve::pipeline_split`), sequence by 2*CP, batch by
+//! micro-batch*DP, SP needs TP > 1).
 
 use serde_json::Value;
 
@@ -397,7 +398,7 @@ fn check_with(
     if pipeline_text {
         check_pipeline_layout(model, pp, vpp)?;
     }
-    layers_split_over_stages(model, pp, vpp)?;
+    super::pipeline_split::check(model)?;
     sequence_split_over_cp(model, cp)?;
     batch_split_over_dp(train, dp)?;
     experts_split_over_ep(model, ep)?;
@@ -507,59 +508,6 @@ fn virtual_pipeline(model: &ModelConfig, pp: u64) -> Result<Option<u64>> {
         .help(format!("set {}=null, or PP > 1", MODEL.virtual_pipeline_model_parallel_size)));
     }
     Ok(vpp)
-}
-
-/// Without a layout text, the layers (with the embedding and loss when they count) split
-/// evenly over the pipeline stages.
-fn layers_split_over_stages(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> Result<()> {
-    let layers = u64::from(model.num_layers);
-    if model.pipeline_model_parallel_layout.is_none()
-        && !model.account_for_embedding_in_pipeline_split
-        && !model.account_for_loss_in_pipeline_split
-    {
-        let stages = pp * vpp.unwrap_or(1);
-        if pp > 1 && layers % stages != 0 {
-            let ok: Vec<u64> = divisors(layers).filter(|d| (2..=16).contains(d)).collect();
-            return Err(Error::usage(format!(
-                "num_layers {layers} is not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size = {pp}*{} = {stages}",
-                vpp.unwrap_or(1)
-            ))
-            .at_fields([MODEL.num_layers, MODEL.pipeline_model_parallel_size, MODEL.virtual_pipeline_model_parallel_size])
-            .help(if ok.is_empty() {
-                format!("{layers} layers have no divisor between 2 and 16: give {} (e.g. \"Et*4|(t*4|)*14tmL\") or account_for_embedding/loss_in_pipeline_split", MODEL.pipeline_model_parallel_layout)
-            } else {
-                format!("PP*VPP must divide {layers} (e.g. {}), or give {}", list(ok.into_iter()), MODEL.pipeline_model_parallel_layout)
-            }));
-        }
-    }
-    if model.pipeline_model_parallel_layout.is_none()
-        && (model.account_for_embedding_in_pipeline_split
-            || model.account_for_loss_in_pipeline_split)
-    {
-        // Megatron-Core (TransformerConfig.__post_init__): the embedding and the loss count as
-        // layers, and the total must split evenly over PP, then over VPP per rank.
-        let slots = layers
-            + u64::from(model.account_for_embedding_in_pipeline_split)
-            + u64::from(model.account_for_loss_in_pipeline_split);
-        let per_rank = slots / pp;
-        if !slots.is_multiple_of(pp) || vpp.is_some_and(|v| !per_rank.is_multiple_of(v)) {
-            return Err(Error::usage(format!(
-                "num_layers {layers} plus the embedding and loss counted in the pipeline split ({slots}) must divide by pipeline_model_parallel_size {pp}{}",
-                vpp.map_or(String::new(), |v| format!(
-                    " and then by virtual_pipeline_model_parallel_size {v}"
-                ))
-            ))
-            .at_fields([
-                MODEL.num_layers,
-                MODEL.pipeline_model_parallel_size,
-                MODEL.virtual_pipeline_model_parallel_size,
-            ])
-            .help(format!(
-                "PP*VPP must divide {slots}, or set account_for_embedding/loss_in_pipeline_split to false and give {}", MODEL.pipeline_model_parallel_layout
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Context parallelism splits each sequence into 2*CP chunks.

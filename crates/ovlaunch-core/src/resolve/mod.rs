@@ -14,6 +14,7 @@ pub mod env_rules;
 pub mod layers;
 pub mod layout;
 pub mod overrides;
+pub mod pipeline_split;
 pub mod trainer;
 pub mod validate;
 
