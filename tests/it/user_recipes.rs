@@ -149,9 +149,11 @@ fn bridge_presets() -> Value {
     let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
         return Value::Null;
     };
-    let code = "import json\nfrom megatron.bridge.data.sources import hf\nprint(json.dumps({n: {'splits': list(p.supported_splits) if p.supported_splits is not None else None, 'kwargs': bool(p.required_adapter_kwargs)} for n, p in hf._HF_DATASET_PRESETS.items()}))";
+    // with probe.py's stand-ins (TransformerEngine's import surface)
+    let stubs = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge/stubs");
+    let code = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport ovlaunch_stubs\novlaunch_stubs.install()\nfrom megatron.bridge.data.sources import hf\nprint(json.dumps({n: {'splits': list(p.supported_splits) if p.supported_splits is not None else None, 'kwargs': bool(p.required_adapter_kwargs)} for n, p in hf._HF_DATASET_PRESETS.items()}))";
     let o = std::process::Command::new(python)
-        .args(["-c", code])
+        .args(["-c", code, stubs])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
