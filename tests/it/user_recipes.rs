@@ -157,7 +157,9 @@ fn bridge_presets() -> Value {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
+    // Bridge's imports print notices: the answer is the last line
+    let out = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap()
 }
 
 /// A preset source's split moves to the preset's next supported split; its preset name to the
