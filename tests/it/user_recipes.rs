@@ -10,9 +10,9 @@
 //! Bridge's class types moved to its next choice, a hybrid layer pattern's first Mamba layer
 //! made an MLP layer, a hybrid file's layer count halved with its pattern cut to it, an env
 //! value replaced, an env unset given a value), never by a table of expected answers; a nested
-//! mapping's every leaf is changed. A Hugging Face source's preset name and split take the
-//! next value Bridge's own preset table (`_HF_DATASET_PRESETS`, read from the Bridge venv)
-//! allows for that source.
+//! mapping's every leaf is changed. A Hugging Face source's split becomes a slice of itself, its
+//! preset name the next one Bridge's own preset table (`_HF_DATASET_PRESETS`, read from the
+//! Bridge venv) allows for that source's split.
 
 use std::collections::BTreeMap;
 
@@ -162,8 +162,8 @@ fn bridge_presets() -> Value {
     serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap()
 }
 
-/// A preset source's split moves to the preset's next supported split; its preset name to the
-/// next preset (by name) that supports the source's split and needs no adapter arguments.
+/// A preset source's split becomes a slice of itself (`train[:90%]`); its preset name the next
+/// preset (by name) that supports the source's split and needs no adapter arguments.
 fn preset_mutation(leaf: &str, value: &str, source: &Value, presets: &Value) -> Value {
     let splits = |name: &str| -> Option<Vec<String>> {
         presets[name]["splits"]
@@ -171,12 +171,9 @@ fn preset_mutation(leaf: &str, value: &str, source: &Value, presets: &Value) -> 
             .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
     };
     if leaf == "split" {
-        let name = source["dataset_name"].as_str().unwrap_or_default();
-        let Some(all) = splits(name) else {
-            return json!(format!("{value}-changed"));
-        };
-        let i = all.iter().position(|s| s == value).unwrap_or(0);
-        return json!(all[(i + 1) % all.len()]);
+        // a slice of the same split (Hugging Face's split grammar, which Bridge's preset
+        // resolution keeps): valid for whichever preset the source names
+        return json!(format!("{value}[:90%]"));
     }
     let split = source["split"].as_str().unwrap_or("train");
     let names: Vec<&String> = presets.as_object().unwrap().keys().collect();
