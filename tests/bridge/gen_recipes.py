@@ -570,11 +570,14 @@ def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: 
 
 def stable(text: str) -> str:
     """An error text with the elements of any Python set it prints sorted (a set's order
-    changes from run to run), so the generated files do not."""
+    changes from run to run) and a path into the installed package named from its
+    `site-packages/` (where the environment lives is the machine's), so the generated files
+    do not change with the run or the machine."""
     def sort(m):
         items = re.findall(r"'[^']*'", m.group(1))
         return "{" + ", ".join(sorted(items)) + "}"
 
+    text = re.sub(r"[^\s'\"]*/site-packages/", "site-packages/", text)
     return re.sub(r"\{('[^']*'(?:, '[^']*')*)\}", sort, text)
 
 

@@ -182,7 +182,7 @@ fn checkpoint_cases() -> Vec<Case> {
     let (dense, moe) = (fixture("Qwen/Qwen3-8B"), fixture("deepseek-ai/DeepSeek-V3"));
     vec![
         // A function whose checkpoint config ovlaunch does not hold, planned with a config the
-        // user gives (`--hf-config`): of its architecture (Qwen3-0.6B's recipe with Qwen3 8B's
+        // user gives (`--hf-config`): of its architecture (Qwen3-1.7B's recipe with Qwen3 8B's
         // config; Moonlight's, a DeepSeek-V3 architecture, with DeepSeek-V3's). Bridge builds
         // the job with that config at the checkpoint's name; every field the plan states,
         // those read from the config included, must be Bridge's.
@@ -192,7 +192,7 @@ fn checkpoint_cases() -> Vec<Case> {
             1,
             &[
                 "--recipe",
-                "qwen3_600m_sft_1gpu_h100_bf16_config",
+                "qwen3_1p7b_sft_1gpu_h100_bf16_config",
                 "--gpus",
                 "h100x1",
                 "--hf-config",

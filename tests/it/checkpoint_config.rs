@@ -374,34 +374,40 @@ fn a_bad_config_or_a_needless_flag_is_a_usage_error() {
 }
 
 /// A checkpoint-given function whose every candidate class is Bridge's hybrid provider (Nemotron
-/// 3 Nano SFT) is refused a virtual pipeline at plan time, as a function whose own class is
-/// hybrid is: that provider's `provide()` refuses one whatever the checkpoint says. A plain
-/// pipeline split of the same function is planned.
+/// 3 Super SFT) is refused a virtual pipeline at plan time, as a function whose own class is
+/// hybrid is (Nemotron 3 Nano SFT, whose checkpoint config ships): that provider's `provide()`
+/// refuses one whatever the checkpoint says. A plain pipeline split of the same function is
+/// planned.
 #[test]
 fn a_checkpoint_given_hybrid_function_is_refused_a_virtual_pipeline_at_plan_time() {
-    let err = usage_error(&[
-        "plan",
-        "-r",
-        "nemotron_3_nano_sft",
-        "-g",
-        "h100x16",
-        "--set",
-        "model.pipeline_model_parallel_size=2",
-        "--set",
-        "model.virtual_pipeline_model_parallel_size=2",
-    ]);
-    assert!(
-        err.contains("model.virtual_pipeline_model_parallel_size")
-            && err.contains("hybrid provider refuses"),
-        "{err}"
-    );
-    ok(&[
-        "plan",
-        "-r",
-        "nemotron_3_nano_sft",
-        "-g",
-        "h100x16",
-        "--set",
-        "model.pipeline_model_parallel_size=2",
-    ]);
+    for (recipe, gpus) in [
+        ("nemotron_3_super_sft", "h100x32"),
+        ("nemotron_3_nano_sft", "h100x16"),
+    ] {
+        let err = usage_error(&[
+            "plan",
+            "-r",
+            recipe,
+            "-g",
+            gpus,
+            "--set",
+            "model.pipeline_model_parallel_size=2",
+            "--set",
+            "model.virtual_pipeline_model_parallel_size=2",
+        ]);
+        assert!(
+            err.contains("model.virtual_pipeline_model_parallel_size")
+                && err.contains("hybrid provider refuses"),
+            "{recipe}: {err}"
+        );
+        ok(&[
+            "plan",
+            "-r",
+            recipe,
+            "-g",
+            gpus,
+            "--set",
+            "model.pipeline_model_parallel_size=2",
+        ]);
+    }
 }

@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn every_shipped_hybrid_function_has_a_shape_whose_pattern_matches_its_layers() {
         let t = table().expect("hybrid_shapes.json parses");
-        assert_eq!(t.functions.len(), 64);
+        assert_eq!(t.functions.len(), 71);
         let cat = crate::catalog::Catalog::embedded().unwrap();
         let mut seen = 0;
         for s in &cat.recipes {
@@ -329,7 +329,7 @@ mod tests {
                 seen += 1;
             }
         }
-        assert_eq!(seen, 64);
+        assert_eq!(seen, 71);
     }
 
     #[test]
