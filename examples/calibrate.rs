@@ -8,6 +8,8 @@
 //! cargo run --release --example calibrate -- --rank        # add the ranking term to the fit
 //! cargo run --release --example calibrate -- --recipes     # only: each shipped variant's layout in tune's top 5?
 //! CALIBRATE_MISSES=1 cargo run --release --example calibrate  # and why each held-out miss missed
+//! CALIBRATE_HEADROOM=0.15 ...  # tune's held-out searches leave this share of memory free
+//! CALIBRATE_START=12=0.7,13=0.2 ...  # start the fit with these constants (`set`'s indices)
 //! ```
 //!
 //! Each usable row (pretraining, tokens/s given, a model whose shape ovlaunch has: a shipped
@@ -292,6 +294,18 @@ fn starting_constants() -> Efficiency {
         set(&mut e, i, v);
     }
     e.compute.insert("default".into(), 0.5);
+    // CALIBRATE_START: how much the fit's result depends on where it starts.
+    if let Ok(v) = std::env::var("CALIBRATE_START") {
+        for kv in v.split(',') {
+            let parsed = kv
+                .split_once('=')
+                .and_then(|(i, x)| Some((i.parse::<usize>().ok()?, x.parse::<f64>().ok()?)));
+            let Some((i, x)) = parsed.filter(|(i, _)| *i < CONSTANTS) else {
+                panic!("CALIBRATE_START: `{kv}` is not INDEX=VALUE with INDEX below {CONSTANTS}");
+            };
+            set(&mut e, i, x);
+        }
+    }
     e.fit = None;
     e
 }
@@ -473,15 +487,15 @@ fn tune_row(
         Ok(p)
     };
     let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
-    tune::tune(
-        &r.plan,
-        eff,
-        &Search::top(top),
-        &known,
-        &mut res,
-        &mut |_| {},
-    )
-    .unwrap()
+    // CALIBRATE_HEADROOM: would a larger memory margin put the published layouts back?
+    let mut search = Search::top(top);
+    if let Some(h) = std::env::var("CALIBRATE_HEADROOM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        search.headroom = h;
+    }
+    tune::tune(&r.plan, eff, &search, &known, &mut res, &mut |_| {}).unwrap()
 }
 
 /// One line of a layout's prediction by term: tokens/s/GPU, recompute, and each term's share
