@@ -1996,7 +1996,7 @@ fn the_readme_pretraining_example_is_the_proofs_job() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
     let start = readme
-        .find("### A real pretraining run")
+        .find("## A real pretraining run")
         .expect("the README has the pretraining section");
     let rest = &readme[start..];
     let open = rest.find("```bash\n").expect("a bash block") + "```bash\n".len();
