@@ -1530,7 +1530,10 @@ fn nested_classes_differ(
 
 /// The stand-in configs a job whose model comes from a Hugging Face checkpoint not at hand
 /// is built with (`tests/bridge/gen_recipes.py` PROOF_STANDINS: a dense decoder, a MoE decoder,
-/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name.
+/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name, each
+/// with the depth the function's own pipeline split states (`tests/bridge/probe.py`
+/// `standin_depth`: the layers its layout places, or its first and last stages' layers plus one
+/// per virtual stage of every middle rank).
 const PROOF_STANDINS: &[&str] = &[
     "meta-llama/Meta-Llama-3-8B",
     "Qwen/Qwen3-30B-A3B",
