@@ -7,6 +7,7 @@
 //! cargo run --release --example calibrate -- --csv FILE    # other rows, same columns
 //! cargo run --release --example calibrate -- --rank        # add the ranking term to the fit
 //! cargo run --release --example calibrate -- --recipes     # only: each shipped variant's layout in tune's top 5?
+//! CALIBRATE_MISSES=1 cargo run --release --example calibrate  # and why each held-out miss missed
 //! ```
 //!
 //! Each usable row (pretraining, tokens/s given, a model whose shape ovlaunch has: a shipped
@@ -475,6 +476,57 @@ fn tune_row(
         &mut |_| {},
     )
     .unwrap()
+}
+
+/// One line of a layout's prediction by term: tokens/s/GPU, recompute, and each term's share
+/// of the step (compute, of it recompute, bubble, exposed TP/CP/EP/DP/PP), memory of capacity.
+fn terms(l: &Layout, rc: &str, e: &ovlaunch::estimate::Estimate) -> String {
+    let b = e.breakdown;
+    let pc = |x: f64| x / e.step_time_s * 100.0;
+    format!(
+        "tp{} pp{} vp{} cp{} ep{} mbs{} rc={rc:<6} {:>6.0} tok/s  comp {:.0}% (rec {:.0}%) bub {:.1}% tp {:.1}% cp {:.1}% ep {:.1}% dp {:.1}% pp {:.1}%  mem {:.0}/{:.0} GiB",
+        l.tensor_model_parallel_size,
+        l.pipeline_model_parallel_size,
+        l.virtual_pipeline_model_parallel_size.unwrap_or(1),
+        l.context_parallel_size,
+        l.expert_model_parallel_size,
+        l.micro_batch_size,
+        e.tokens_per_sec_per_gpu,
+        pc(b.compute_s),
+        pc(b.recompute_s),
+        pc(b.bubble_s),
+        pc(b.tp_comm_s),
+        pc(b.cp_comm_s),
+        pc(b.ep_comm_s),
+        pc(b.dp_comm_s),
+        pc(b.pp_comm_s),
+        e.memory_gib_per_gpu,
+        e.memory.capacity_gib,
+    )
+}
+
+/// For a row whose published layout is not in tune's top 5 (`CALIBRATE_MISSES`): the published
+/// layout's place in a 40-deep search and, beside the three layouts tune ranks first, the terms
+/// that separate them (compute, recompute, bubble, exposed communication, memory).
+fn explain_miss(resolver: &Resolver, r: &Row, eff: &Efficiency) {
+    let out = tune_row(resolver, r, eff, 40, &mut |_, _| {});
+    let place = out
+        .candidates
+        .iter()
+        .position(|c| same_layout(&c.layout, &r.layout))
+        .map_or("beyond 40 (or not fitting)".to_string(), |i| {
+            format!("{}", i + 1)
+        });
+    let own = estimate(&r.plan, eff).unwrap();
+    println!(
+        "MISS line {} {} {} {} published at {place}, measured {:.0}",
+        r.line, r.recipe, r.gpus, r.precision, r.tps
+    );
+    println!("   published {}", terms(&r.layout, "row", &own));
+    for c in out.candidates.iter().take(3) {
+        let rc = format!("{:?}", c.recompute).to_lowercase();
+        println!("   winner    {}", terms(&c.layout, &rc, &c.estimate));
+    }
 }
 
 /// The memory overhead fitted to the measured GPU runs under `results/*/gpu-measurements.csv`:
@@ -950,6 +1002,9 @@ fn main() {
                 .iter()
                 .position(|c| same_layout(&c.layout, &r.layout));
             let hit = place.is_some_and(|i| i < 5);
+            if !hit && std::env::var_os("CALIBRATE_MISSES").is_some() {
+                explain_miss(&resolver, r, &eff);
+            }
             if std::env::var_os("CALIBRATE_TUNE").is_some() {
                 let own = estimate(&r.plan, &eff).unwrap().tokens_per_sec_per_gpu;
                 if let Some(best) = out.candidates.first() {

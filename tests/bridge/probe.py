@@ -213,7 +213,11 @@ def dp_size(world: int, model) -> int:
     return world // dense
 
 
-def build(case: dict):
+def build(case: dict, live: bool = False, bootstrap=None):
+    """Bridge's config for the case's argv. `live`: in this process's own environment (the
+    trainer's, runner_env.py), which the env step changes and nothing restores, and the world
+    size the launcher gave it; `bootstrap` is called right after the env step (the runner's
+    re-execution point)."""
     from megatron.bridge.training.config import apply_environment_variables, runtime_config_update
     from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
 
@@ -267,22 +271,27 @@ def build(case: dict):
     # (the runner re-executes itself with it, so training runs under exactly this)
     saved = dict(os.environ)
     try:
-        os.environ.clear()
-        os.environ.update(case.get("env", {}))
+        if not live:
+            os.environ.clear()
+            os.environ.update(case.get("env", {}))
         apply_environment_variables(cfg)
         if getattr(cfg.ddp, "nccl_ub", False):
             os.environ.setdefault("NCCL_NVLS_ENABLE", "1")
             os.environ.setdefault("NCCL_CTA_POLICY", "1")
+        if bootstrap is not None:
+            bootstrap(meta)
         env = dict(os.environ)
         ds_len = getattr(cfg.dataset, "seq_length", None) if cfg.dataset is not None else None
         if ds_len is not None and cfg.model.seq_length != ds_len:
             cfg.model.seq_length = ds_len
-        os.environ["WORLD_SIZE"] = str(world)
-        os.environ["RANK"] = "0"
+        if not live:
+            os.environ["WORLD_SIZE"] = str(world)
+            os.environ["RANK"] = "0"
         runtime_config_update(cfg)
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        if not live:
+            os.environ.clear()
+            os.environ.update(saved)
     return cfg, env, recipe_env
 
 

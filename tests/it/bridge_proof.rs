@@ -1551,7 +1551,7 @@ fn fixture(name: &str) -> String {
 /// Bridge's offline hub holds at the checkpoint's name while it builds the job: the one the
 /// job was planned with (`--hf-config`), else the stand-ins. Bridge then builds the trainer line
 /// with a config present, and every field the plan states must be Bridge's.
-fn hf_config(plan: &Value, args: &[String]) -> Option<Value> {
+pub(crate) fn hf_config(plan: &Value, args: &[String]) -> Option<Value> {
     let from = plan["recipe"].get("from_checkpoint")?;
     let configs: Vec<String> = match args.iter().position(|a| a == "--hf-config") {
         Some(i) => vec![args[i + 1].clone()],

@@ -40,4 +40,5 @@ mod shell_roundtrip;
 mod slurm_e2e;
 mod slurm_faults;
 mod snapshots;
+mod trainer_env;
 mod user_recipes;

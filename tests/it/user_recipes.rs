@@ -3,16 +3,22 @@
 //! Megatron-Bridge 0.6.2 in `OVLAUNCH_BRIDGE_PYTHON`) in the `ConfigContainer` Bridge's runner
 //! builds from that line, with no other plan field differing (`bridge_proof::diff_case`).
 //!
-//! The files are `tests/fixtures/user-recipes/` (dense, MoE, and one stating YAML 1.1's
-//! boolean words as text); a value is changed to another valid one by a rule of its type (an
-//! integer halved, a float halved, a boolean flipped, text extended, an env value replaced, an
-//! env unset given a value), never by a table of expected answers.
+//! The files are `tests/fixtures/user-recipes/` (dense, MoE, hybrid Mamba, vision-language,
+//! a vision-language fine-tuning one stating nested mappings of its dataset's classes, and one
+//! stating YAML 1.1's boolean words as text); a value is changed to another valid one by a rule
+//! of its type (an integer halved, a float halved, a boolean flipped, text extended, a choice
+//! Bridge's class types moved to its next choice, a hybrid layer pattern's first Mamba layer
+//! made an MLP layer, a hybrid file's layer count halved with its pattern cut to it, an env
+//! value replaced, an env unset given a value), never by a table of expected answers; a nested
+//! mapping's every leaf is changed. A Hugging Face source's split becomes a slice of itself, its
+//! preset name the next one Bridge's own preset table (`_HF_DATASET_PRESETS`, read from the
+//! Bridge venv) allows for that source's split.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::bridge_proof::{diff_case, job_dir, probe, trainer_argv, user_recipe};
+use crate::bridge_proof::{diff_case, hf_config, job_dir, probe, trainer_argv, user_recipe};
 use crate::common::*;
 
 /// The config sections a recipe file states values in (`name`, `description`, ... are not).
@@ -20,18 +26,167 @@ fn is_section(k: &str) -> bool {
     ovlaunch::config::sections().any(|s| s == k)
 }
 
-/// Every stated leaf of the file's config sections: (section, field, value).
+/// Every stated leaf of the file's config sections: (section, field path, value); a nested
+/// mapping (a dataclass a pass-through section holds) by its leaves' dotted paths.
 fn stated(tree: &Value) -> Vec<(String, String, Value)> {
+    fn leaves(prefix: String, v: &Value, out: &mut Vec<(String, Value)>) {
+        match v.as_object() {
+            Some(m) => m
+                .iter()
+                .for_each(|(k, x)| leaves(format!("{prefix}.{k}"), x, out)),
+            None => out.push((prefix, v.clone())),
+        }
+    }
     let mut out = Vec::new();
     for (section, fields) in tree.as_object().into_iter().flatten() {
         if !is_section(section) {
             continue;
         }
         for (field, v) in fields.as_object().into_iter().flatten() {
-            out.push((section.clone(), field.clone(), v.clone()));
+            let mut found = Vec::new();
+            if section == "env_vars" {
+                found.push((field.clone(), v.clone()));
+            } else {
+                leaves(field.clone(), v, &mut found);
+            }
+            out.extend(found.into_iter().map(|(f, v)| (section.clone(), f, v)));
         }
     }
     out
+}
+
+/// The value at a dotted path under `v`.
+fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
+    path.split('.').fold(v, |v, k| &v[k])
+}
+
+/// `tree[section][path] = value`, `Null` removing it.
+fn put(tree: &mut Value, section: &str, path: &str, value: Option<Value>) {
+    let (parent, leaf) = path.rsplit_once('.').map_or(("", path), |(p, l)| (p, l));
+    let mut t = &mut tree[section];
+    for k in parent.split('.').filter(|k| !k.is_empty()) {
+        t = &mut t[k];
+    }
+    let m = t.as_object_mut().unwrap();
+    match value {
+        Some(v) => m.insert(leaf.to_string(), v),
+        None => m.remove(leaf),
+    };
+}
+
+/// A Bridge hybrid layer pattern (Megatron-Core's symbols: Mamba `M`, attention `*`, MLP `-`,
+/// MoE `E`): one symbol per layer.
+const PATTERN_FIELD: &str = "hybrid_layer_pattern";
+
+/// The file with one stated value changed to another valid one, and that value. A text field
+/// whose Bridge class types it as a choice takes the next choice; a hybrid layer pattern turns
+/// its first Mamba layer into an MLP layer (its length, the layer count, kept); the layer count
+/// of a file stating a pattern is halved with the pattern cut to it; any other value by
+/// [`mutated`].
+fn mutate(tree: &Value, section: &str, path: &str, presets: &Value) -> (Value, Value) {
+    let function = tree["bridge_recipe"].as_str();
+    let v = at(&tree[section], path);
+    let pattern = tree[section][PATTERN_FIELD].as_str();
+    let mut t = tree.clone();
+    let (parent, leaf) = path.rsplit_once('.').map_or(("", path), |(p, l)| (p, l));
+    let holder = ovlaunch::config::bridge::Holder {
+        task: tree["task"].as_str(),
+        function,
+    };
+    let class_path = [section, parent]
+        .iter()
+        .filter(|p| !p.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(".");
+    let choice = ovlaunch::config::bridge::class_at(holder, &class_path)
+        .and_then(|d| d.fields.iter().find(|f| f.name == leaf))
+        .and_then(|f| match f.ty {
+            ovlaunch::config::bridge::Ty::Choice(c) => Some(c),
+            _ => None,
+        });
+    let new = match (section, path, v) {
+        ("model", PATTERN_FIELD, Value::String(p)) => json!(p.replacen('M', "-", 1)),
+        ("model", "num_layers", Value::Number(n)) if pattern.is_some() => {
+            let n = (n.as_u64().unwrap() / 2) as usize;
+            put(
+                &mut t,
+                "model",
+                PATTERN_FIELD,
+                Some(json!(pattern.unwrap()[..n])),
+            );
+            json!(n)
+        }
+        (_, _, Value::String(s)) if choice.is_some() => {
+            let c = choice.unwrap();
+            let i = c.iter().position(|x| x == s).unwrap_or(0);
+            json!(c[(i + 1) % c.len()])
+        }
+        (_, _, Value::String(s)) if preset_field(leaf) && presets.is_object() => {
+            let source = if parent.is_empty() {
+                &tree[section]
+            } else {
+                at(&tree[section], parent)
+            };
+            preset_mutation(leaf, s, source, presets)
+        }
+        _ => mutated(v),
+    };
+    put(&mut t, section, path, Some(new.clone()));
+    (t, new)
+}
+
+/// A Hugging Face source's fields whose values Bridge's preset table constrains
+/// (`megatron.bridge.data.sources.hf._HF_DATASET_PRESETS`).
+fn preset_field(leaf: &str) -> bool {
+    leaf == "dataset_name" || leaf == "split"
+}
+
+/// Bridge's named dataset presets, from the Bridge venv: name -> {"splits": the preset's
+/// supported splits or null (any), "kwargs": whether it needs adapter arguments}; `Null`
+/// without Bridge (the text rule then applies, and only the plan side is checked).
+fn bridge_presets() -> Value {
+    let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
+        return Value::Null;
+    };
+    // with probe.py's stand-ins (TransformerEngine's import surface)
+    let stubs = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge/stubs");
+    let code = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport ovlaunch_stubs\novlaunch_stubs.install()\nfrom megatron.bridge.data.sources import hf\nprint(json.dumps({n: {'splits': list(p.supported_splits) if p.supported_splits is not None else None, 'kwargs': bool(p.required_adapter_kwargs)} for n, p in hf._HF_DATASET_PRESETS.items()}))";
+    let o = std::process::Command::new(python)
+        .args(["-c", code, stubs])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Bridge's imports print notices: the answer is the last line
+    let out = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap()
+}
+
+/// A preset source's split becomes a slice of itself (`train[:90%]`); its preset name the next
+/// preset (by name) that supports the source's split and needs no adapter arguments.
+fn preset_mutation(leaf: &str, value: &str, source: &Value, presets: &Value) -> Value {
+    let splits = |name: &str| -> Option<Vec<String>> {
+        presets[name]["splits"]
+            .as_array()
+            .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+    };
+    if leaf == "split" {
+        // a slice of the same split (Hugging Face's split grammar, which Bridge's preset
+        // resolution keeps): valid for whichever preset the source names
+        return json!(format!("{value}[:90%]"));
+    }
+    let split = source["split"].as_str().unwrap_or("train");
+    let names: Vec<&String> = presets.as_object().unwrap().keys().collect();
+    let fits = |n: &str| {
+        presets[n]["kwargs"] == json!(false)
+            && splits(n).is_none_or(|s| s.iter().any(|x| x == split))
+    };
+    let i = names.iter().position(|n| *n == value).unwrap_or(0);
+    let next = (1..names.len())
+        .map(|k| names[(i + k) % names.len()])
+        .find(|n| fits(n))
+        .expect("another preset with the source's split");
+    json!(next)
 }
 
 /// Another valid value of the same type.
@@ -64,6 +219,9 @@ const FILES: &[(&str, &str, u32, usize)] = &[
     ("dense", "h100x8", 8, 8),
     ("moe", "h100x16", 16, 8),
     ("words", "h100x8", 8, 2),
+    ("hybrid", "h100x8", 8, 6),
+    ("vl", "h100x2", 2, 5),
+    ("vl-sft", "h100x8", 8, 5),
 ];
 
 struct Mutation {
@@ -79,6 +237,7 @@ struct Mutation {
 /// `dir`.
 fn mutations(dir: &std::path::Path) -> Vec<Mutation> {
     let mut mutations = Vec::new();
+    let presets = bridge_presets();
     for &(name, gpus, world, least) in FILES {
         let path = user_recipe(name);
         let text = std::fs::read_to_string(&path).unwrap();
@@ -89,10 +248,8 @@ fn mutations(dir: &std::path::Path) -> Vec<Mutation> {
             "{name}: {} stated values",
             fields.len()
         );
-        for (section, field, v) in fields {
-            let new = mutated(&v);
-            let mut t = tree.clone();
-            t[&section][&field] = new.clone();
+        for (section, field, _) in fields {
+            let (t, new) = mutate(&tree, &section, &field, &presets);
             let id = format!("{name}-{section}-{field}");
             let file = dir.join(format!("{id}.yaml"));
             // JSON is YAML
@@ -146,13 +303,24 @@ fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
         over.extend(m.args.iter().map(String::as_str));
         let words = ok(&over);
         let path = format!("{}.{}", m.section, m.field);
-        if m.section != "env_vars" && !words.lines().any(|l| l.starts_with(&format!("{path}="))) {
+        // its own word, or (a source the function leaves None) in its parent's typed form
+        let carried = |l: &str| {
+            let mut p = m.section.clone();
+            std::iter::once(p.clone())
+                .chain(m.field.split('.').map(|k| {
+                    p = format!("{p}.{k}");
+                    p.clone()
+                }))
+                .skip(1)
+                .any(|p| l.starts_with(&format!("{p}=")))
+        };
+        if m.section != "env_vars" && !words.lines().any(carried) {
             // no word: right only when Bridge's function already returns the new value, which
             // the file without the field then plans
             let file = &m.args[1];
             let mut t: Value =
                 ovlaunch::yaml::parse(&std::fs::read_to_string(file).unwrap(), file).unwrap();
-            t[&m.section].as_object_mut().unwrap().remove(&m.field);
+            put(&mut t, &m.section, &m.field, None);
             let without = format!("{file}.without.yaml");
             std::fs::write(&without, t.to_string()).unwrap();
             let a = [
@@ -176,9 +344,13 @@ fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
             .flatten()
             .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").to_string()))
             .collect();
-        inputs.push(
-            json!({"id": m.id, "argv": argv, "world_size": m.world, "gpu": "h100", "env": env}),
-        );
+        let mut input =
+            json!({"id": m.id, "argv": argv, "world_size": m.world, "gpu": "h100", "env": env});
+        // a model from a checkpoint: the config Bridge builds it with (the proof's)
+        if let Some(hf) = hf_config(&plan, &m.args) {
+            input["hf_config"] = hf;
+        }
+        inputs.push(input);
         plans.insert(m.id.clone(), plan);
     }
     assert!(report.is_empty(), "{}", report.join("\n"));
@@ -203,7 +375,7 @@ fn every_stated_value_of_a_user_recipe_reaches_the_trainer() {
         let arrived = if m.section == "env_vars" {
             json!(b["env"][&m.field].as_str().map(str::to_string))
         } else {
-            b["config"][&m.section][&m.field].clone()
+            at(&b["config"][&m.section], &m.field).clone()
         };
         let want = if m.section == "env_vars" {
             json!(env_text(&m.value))
