@@ -1595,6 +1595,17 @@ fn recipe_file_case(dir: &std::path::Path) -> Case {
 
 /// The case's plan as JSON (its directory and experiment directory filled in), or ovlaunch's
 /// refusal (exit 2).
+/// The variables a plan's JSON gives the job (name -> value); none without a plan.
+fn planned_env(plan: Option<&Value>) -> BTreeMap<String, String> {
+    plan.and_then(|p| p["env"].as_object())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").into()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn plan_of(c: &Case) -> Result<Value, String> {
     let mut args: Vec<&str> = vec!["plan"];
     args.extend(plan_flags(&c.args));
@@ -1904,15 +1915,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             scripts.insert(c.id.clone(), script);
             (argv, None)
         };
-        let env: BTreeMap<String, String> = plans
-            .get(&c.id)
-            .and_then(|p| p["env"].as_object())
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").into()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let env = planned_env(plans.get(&c.id));
         let mut input =
             json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env});
         if let Some(spec) = plans
@@ -2301,16 +2304,7 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
             a.extend(["--set", &set]);
             let c = case(&id, gpu, world, &a);
             let plan = plan_of(&c);
-            let env: BTreeMap<String, String> = plan
-                .as_ref()
-                .ok()
-                .and_then(|p| p["env"].as_object())
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").into()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let env = planned_env(plan.as_ref().ok());
             let (argv, hf) = &base_argv[*b];
             let mut argv = argv.clone();
             argv.push(set);

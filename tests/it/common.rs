@@ -446,3 +446,22 @@ pub fn render_slurm(
     .expect("render the job")
     .artifacts
 }
+
+/// The plan the library resolves for `recipe` on `gpus` with `--set` values (as the CLI would,
+/// without its I/O): what tests of the estimator and tune start from.
+pub fn resolve_plan(
+    recipe: &str,
+    gpus: &str,
+    sets: &[String],
+) -> ovlaunch::error::Result<ovlaunch::plan::Plan> {
+    use ovlaunch::catalog::{Catalog, hardware};
+    use ovlaunch::resolve::{self, overrides};
+    let cat = Catalog::embedded()?;
+    let r = cat.recipe(recipe)?;
+    let hw = hardware::parse(gpus, &cat.gpus, None)?;
+    let sets = overrides::parse_sets(sets)?;
+    resolve::resolve(&resolve::Inputs {
+        sets: &sets,
+        ..resolve::Inputs::new(&r, &hw, &ovlaunch::version::Stack::default())
+    })
+}

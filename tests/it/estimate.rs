@@ -5,24 +5,15 @@
 use proptest::prelude::*;
 use proptest::sample::select;
 
-use ovlaunch::catalog::{Catalog, hardware};
+use ovlaunch::catalog::Catalog;
 use ovlaunch::estimate::tune::{self, Layout, Search};
 use ovlaunch::estimate::{Efficiency, estimate};
 use ovlaunch::plan::Plan;
-use ovlaunch::resolve::{self, overrides};
-use ovlaunch::version::Stack;
 
-use crate::common::{ok, run, stderr, usage_error};
+use crate::common::{ok, resolve_plan, run, stderr, usage_error};
 
 fn plan(recipe: &str, gpus: &str, sets: &[String]) -> ovlaunch::error::Result<Plan> {
-    let cat = Catalog::embedded()?;
-    let r = cat.recipe(recipe)?;
-    let hw = hardware::parse(gpus, &cat.gpus, None)?;
-    let sets = overrides::parse_sets(sets)?;
-    resolve::resolve(&resolve::Inputs {
-        sets: &sets,
-        ..resolve::Inputs::new(&r, &hw, &Stack::default())
-    })
+    resolve_plan(recipe, gpus, sets)
 }
 
 #[test]

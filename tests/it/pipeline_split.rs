@@ -5,14 +5,11 @@
 //! named, a fix) and estimates what it builds; `tune` never proposes a split that does not
 //! build or fit.
 
-use ovlaunch::catalog::{Catalog, hardware};
 use ovlaunch::estimate::Efficiency;
 use ovlaunch::estimate::tune::{self, Search};
 use ovlaunch::plan::Plan;
-use ovlaunch::resolve::{self, overrides};
-use ovlaunch::version::Stack;
 
-use crate::common::transcript;
+use crate::common::{resolve_plan, transcript};
 
 /// The checked-in table is what Megatron-Core 0.19.2 gives today (its `TransformerConfig`
 /// checks, its layer builder and its hybrid layer allocation, run on every case).
@@ -79,14 +76,7 @@ fn uneven_stages_through_the_cli() {
 }
 
 fn plan(gpus: &str, sets: &[String]) -> ovlaunch::error::Result<Plan> {
-    let cat = Catalog::embedded()?;
-    let r = cat.recipe("llama3_70b")?;
-    let hw = hardware::parse(gpus, &cat.gpus, None)?;
-    let sets = overrides::parse_sets(sets)?;
-    resolve::resolve(&resolve::Inputs {
-        sets: &sets,
-        ..resolve::Inputs::new(&r, &hw, &Stack::default())
-    })
+    resolve_plan("llama3_70b", gpus, sets)
 }
 
 /// From a plan with an uneven last stage, tune keeps it where Megatron-Core builds it at the

@@ -81,26 +81,31 @@ impl Ends {
 
     /// Layers per rank as Megatron-Core's `select_pipeline_segment` cuts a hybrid pattern of
     /// `len` layers without `|` over `pp > 1` ranks: the given ends, the rest evenly over the
-    /// middle ranks; `None` without ends or where they do not add up to `len`.
+    /// middle ranks (`Split::layers`); `None` without ends or where Megatron-Core refuses them.
     fn cut(self, len: usize, pp: usize) -> Option<Vec<usize>> {
         if pp <= 1 || (self.first.is_none() && self.last.is_none()) {
             return None;
         }
-        let (f, l) = (
-            self.first.map(|n| n as usize),
-            self.last.map(|n| n as usize),
-        );
-        let ends = f.unwrap_or(0) + l.unwrap_or(0);
-        let mid = pp - usize::from(f.is_some()) - usize::from(l.is_some());
-        let middle = len.checked_sub(ends)?.checked_div(mid).unwrap_or(0);
-        let counts: Vec<usize> = (0..pp)
-            .map(|r| match (r == 0, r + 1 == pp) {
-                (true, _) if f.is_some() => f.unwrap_or(0),
-                (_, true) if l.is_some() => l.unwrap_or(0),
-                _ => middle,
-            })
-            .collect();
-        (counts.iter().sum::<usize>() == len).then_some(counts)
+        let split = Split {
+            layers: len as i64,
+            pp: pp as i64,
+            vp: None,
+            first: self.first.map(i64::from),
+            last: self.last.map(i64::from),
+            embedding: false,
+            loss: false,
+            layout: false,
+        };
+        if split.refusal().is_some() {
+            return None;
+        }
+        Some(
+            split
+                .layers()
+                .iter()
+                .map(|rank| rank.iter().sum::<i64>() as usize)
+                .collect(),
+        )
     }
 }
 
