@@ -872,6 +872,52 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset=null",
             ],
         ),
+        // GLM-5.2's 128k SFT function reads its own local dataset_root (and no Hugging Face
+        // dataset): another root is planned as Bridge builds it, and a Hugging Face dataset
+        // given with it is a second source, which both refuse
+        case(
+            "glm52-sft-own-root-replaced",
+            "gb200",
+            192,
+            &[
+                "--recipe",
+                "glm52_sft_192gpu_gb200_bf16_128k_config",
+                "--gpus",
+                "gb200x192",
+                "--set",
+                "dataset.dataset_root=/data/long-sft",
+            ],
+        ),
+        case(
+            "refuse-glm52-sft-own-root-and-hf",
+            "gb200",
+            192,
+            &[
+                "--recipe",
+                "glm52_sft_192gpu_gb200_bf16_128k_config",
+                "--gpus",
+                "gb200x192",
+                "--set",
+                "dataset.hf_dataset={dataset_name: squad}",
+            ],
+        ),
+        // GLM-5.2's H100 SFT function keeps its Hugging Face settings: a local root in place of
+        // its dataset needs them cleared too, as Bridge says
+        case(
+            "refuse-glm52-sft-root-with-hf-settings",
+            "h100",
+            416,
+            &[
+                "--recipe",
+                "glm52_sft_416gpu_h100_bf16_config",
+                "--gpus",
+                "h100x416",
+                "--set",
+                "dataset.dataset_root=/data/x",
+                "--set",
+                "dataset.hf_dataset=null",
+            ],
+        ),
     ]
 }
 
