@@ -377,10 +377,18 @@ impl Sections {
 /// (it is callable) out of the config it builds and puts the function's own object back after the
 /// overrides (`omegaconf_utils._track_excluded_fields`, `_restore_excluded_fields`), so another
 /// scheme cannot be chosen on the runner's command line; fields of the held one can (its object is
-/// changed in place). `None`: nothing set.
+/// changed in place). For the same reason `null` cannot take a PEFT function's object away
+/// (Bridge would still train its adapters): refused there, nothing to change elsewhere.
+/// `None`: nothing set.
 fn peft_scheme(v: Value, holder: Holder<'_>) -> Result<Option<Value>, String> {
     if v.is_null() {
-        return Ok(None);
+        return match holder.section(PEFT) {
+            None => Ok(None),
+            Some(held) => Err(format!(
+                "`{PEFT}=null`: the recipe's function holds Bridge's {}, and Bridge's override code puts the function's own PEFT object back after the overrides (omegaconf_utils._restore_excluded_fields: a PEFT object is callable, so it is kept out of the override config), so the runner cannot remove it: the job would still train only the adapters; for full-parameter fine-tuning use Bridge's `*_sft_config` function of the model",
+                held.class
+            )),
+        };
     }
     let Some(held) = holder.section(PEFT) else {
         return Err(format!(
@@ -810,6 +818,21 @@ mod tests {
         };
         assert_eq!(unnamed.value("dataset.dataset_root"), None);
         assert_eq!(unnamed.value("dataset.do_test"), Some(json!(false)));
+    }
+
+    /// `peft: null` cannot take a PEFT function's adapters away (Bridge puts its object back):
+    /// refused there with the fix; elsewhere it changes nothing and is accepted.
+    #[test]
+    fn a_peft_functions_adapters_cannot_be_removed() {
+        let peft = Holder {
+            task: Some("peft"),
+            function: Some("llama3_8b_peft_config"),
+        };
+        let e = peft_scheme(Value::Null, peft).unwrap_err();
+        assert!(e.contains("`peft=null`"), "{e}");
+        assert!(e.contains("megatron.bridge.peft.lora.LoRA"), "{e}");
+        assert!(e.contains("`*_sft_config`"), "{e}");
+        assert_eq!(peft_scheme(Value::Null, TEXT_SFT), Ok(None));
     }
 
     /// A nested path is typed by the dataclass the function holds there (a union's member too);
