@@ -873,6 +873,52 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset=null",
             ],
         ),
+        // GLM-5.2's 128k SFT function reads its own local dataset_root (and no Hugging Face
+        // dataset): another root is planned as Bridge builds it, and a Hugging Face dataset
+        // given with it is a second source, which both refuse
+        case(
+            "glm52-sft-own-root-replaced",
+            "gb200",
+            192,
+            &[
+                "--recipe",
+                "glm52_sft_192gpu_gb200_bf16_128k_config",
+                "--gpus",
+                "gb200x192",
+                "--set",
+                "dataset.dataset_root=/data/long-sft",
+            ],
+        ),
+        case(
+            "refuse-glm52-sft-own-root-and-hf",
+            "gb200",
+            192,
+            &[
+                "--recipe",
+                "glm52_sft_192gpu_gb200_bf16_128k_config",
+                "--gpus",
+                "gb200x192",
+                "--set",
+                "dataset.hf_dataset={dataset_name: squad}",
+            ],
+        ),
+        // GLM-5.2's H100 SFT function keeps its Hugging Face settings: a local root in place of
+        // its dataset needs them cleared too, as Bridge says
+        case(
+            "refuse-glm52-sft-root-with-hf-settings",
+            "h100",
+            416,
+            &[
+                "--recipe",
+                "glm52_sft_416gpu_h100_bf16_config",
+                "--gpus",
+                "h100x416",
+                "--set",
+                "dataset.dataset_root=/data/x",
+                "--set",
+                "dataset.hf_dataset=null",
+            ],
+        ),
     ]
 }
 
@@ -1531,7 +1577,10 @@ fn nested_classes_differ(
 
 /// The stand-in configs a job whose model comes from a Hugging Face checkpoint not at hand
 /// is built with (`tests/bridge/gen_recipes.py` PROOF_STANDINS: a dense decoder, a MoE decoder,
-/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name.
+/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name, each
+/// with the depth the function's own pipeline split states (`tests/bridge/probe.py`
+/// `standin_depth`: the layers its layout places, or its first and last stages' layers plus one
+/// per virtual stage of every middle rank).
 const PROOF_STANDINS: &[&str] = &[
     "meta-llama/Meta-Llama-3-8B",
     "Qwen/Qwen3-30B-A3B",

@@ -85,6 +85,24 @@ impl Holder<'_> {
         section(name)
     }
 
+    /// The value the recipe's function holds at `path` (`dataset.dataset_root`), where the
+    /// tables know it: its own (`Holds::values`), else the usual one of the class it holds
+    /// there (`SectionDef::usual`; only for a function of `HOLDS`, which states its own where
+    /// it differs), else the one every shipped function holds alike (`SectionDef::recipe`).
+    pub fn value(&self, path: &str) -> Option<Value> {
+        let (section, field) = split(path);
+        let def = self.section(section)?;
+        if let Some(h) = self.holds() {
+            if let Some(v) = super::bridge_schema::json_at(h.values, path) {
+                return Some(v);
+            }
+            if let Some(v) = def.usual_value(field) {
+                return Some(v);
+            }
+        }
+        def.recipe_value(field)
+    }
+
     /// The class the function holds at the dataclass field `path` (`dataset.hf_dataset`):
     /// `Some(None)` where it holds `None`; `None` where the table does not say.
     pub fn nested(&self, path: &str) -> Option<Option<&'static str>> {
@@ -773,6 +791,33 @@ mod tests {
             HELD_BY.len(),
             HOLDS.iter().map(|h| h.functions).sum::<usize>()
         );
+    }
+
+    /// A function's own values where they differ (GLM-5.2's 128k SFT reads a local root), the
+    /// usual one of its class otherwise, and only what every function holds alike for a
+    /// function the tables do not name.
+    #[test]
+    fn a_function_holds_its_own_values() {
+        let glm = Holder {
+            task: Some("sft"),
+            function: Some("glm52_sft_192gpu_gb200_bf16_128k_config"),
+        };
+        assert_eq!(
+            glm.value("dataset.dataset_root"),
+            Some(json!("work/data/glm5-2/synthetic-long-sft-128k"))
+        );
+        assert_eq!(glm.value("dataset.hf_dataset"), Some(Value::Null));
+        assert_eq!(TEXT_SFT.value("dataset.dataset_root"), Some(Value::Null));
+        assert_eq!(
+            TEXT_SFT.value("dataset.hf_dataset").unwrap()["dataset_name"],
+            json!("squad")
+        );
+        let unnamed = Holder {
+            task: Some("sft"),
+            function: Some("no_such_function"),
+        };
+        assert_eq!(unnamed.value("dataset.dataset_root"), None);
+        assert_eq!(unnamed.value("dataset.do_test"), Some(json!(false)));
     }
 
     /// `peft: null` cannot take a PEFT function's adapters away (Bridge puts its object back):
