@@ -120,6 +120,7 @@ fn extra_cases() -> Vec<Case> {
         env_cases(),
         fine_tuning_cases(),
         own_class_cases(),
+        hf_source_cases(),
         uneven_stage_cases(),
     ]
     .into_iter()
@@ -872,6 +873,86 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset=null",
             ],
         ),
+    ]
+}
+
+/// A fine-tuning dataset's Hugging Face source checked at plan time as Bridge's
+/// `HFDatasetSourceConfig.validate` and `GPTSFTDatasetConfig.validate` check it: a named preset's
+/// splits (an alias, a slice, `+`), the preset table, the fields a preset owns, the adapter
+/// table, the keys `load_kwargs` may not hold, a validation or test split the preset lacks. Each
+/// refused case is refused by both for the same reason; each accepted one is compared field by
+/// field.
+fn hf_source_cases() -> Vec<Case> {
+    let sft = |id: &str, sets: &[&str]| {
+        let mut a = vec!["--recipe", "llama3_8b_sft_config", "--gpus", "h100x8"];
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &a)
+    };
+    let vl = |id: &str, sets: &[&str]| {
+        let mut a = vec!["--recipe", "qwen25_vl_3b_sft_config", "--gpus", "h100x8"];
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &a)
+    };
+    vec![
+        sft(
+            "refuse-sft-preset-split",
+            &["dataset.hf_dataset.split=test"],
+        ),
+        sft(
+            "refuse-sft-preset-split-part",
+            &["dataset.hf_dataset.split=train[:90%]+dev"],
+        ),
+        sft(
+            "refuse-sft-unknown-preset",
+            &["dataset.hf_dataset={dataset_name: sqad}"],
+        ),
+        sft(
+            "refuse-sft-preset-owns-subset",
+            &["dataset.hf_dataset.subset=plain_text"],
+        ),
+        sft(
+            "refuse-sft-preset-adapter-kwargs",
+            &["dataset.hf_dataset={dataset_name: llava_video_178k}"],
+        ),
+        sft(
+            "refuse-sft-unknown-adapter",
+            &["dataset.hf_dataset={path_or_dataset: org/data, schema_adapter: sqad}"],
+        ),
+        sft(
+            "refuse-sft-load-kwargs-split",
+            &["dataset.hf_dataset.load_kwargs={split: train}"],
+        ),
+        sft("refuse-sft-preset-no-test-split", &["dataset.do_test=true"]),
+        sft(
+            "refuse-sft-preset-no-validation-split",
+            &[
+                "dataset.hf_dataset.dataset_name=gsm8k",
+                "dataset.hf_validation_proportion=null",
+            ],
+        ),
+        sft(
+            "refuse-sft-validation-proportion",
+            &["dataset.hf_validation_proportion=1.5"],
+        ),
+        vl("refuse-vl-preset-split", &["dataset.source.split=dev"]),
+        // accepted: a split the preset has, an expression over its splits, another preset
+        // whose missing validation split the recipe's proportion stands in for
+        sft(
+            "sft-preset-split-expression",
+            &["dataset.hf_dataset.split=train[:90%]+validation"],
+        ),
+        sft(
+            "sft-other-preset",
+            &[
+                "dataset.hf_dataset.dataset_name=gsm8k",
+                "dataset.hf_dataset.split=train[:95%]",
+            ],
+        ),
+        vl("vl-preset-split", &["dataset.source.split=test"]),
     ]
 }
 

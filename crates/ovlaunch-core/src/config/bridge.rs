@@ -17,9 +17,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use super::bridge_fields::{
-    HELD_BY, HOLDS, NESTED, PEFT_SCHEMES, SECTIONS, TASK_SECTIONS, paths,
+    HELD_BY, HF_DATASET_PRESETS, HF_SCHEMA_ADAPTERS, HOLDS, NESTED, PEFT_SCHEMES, SECTIONS,
+    TASK_SECTIONS, paths,
 };
-pub use super::bridge_schema::{Field, Holds, SectionDef, Ty};
+pub use super::bridge_schema::{Field, HfPreset, Holds, SectionDef, Ty};
 use super::secret_fields;
 
 /// A field path's section and field (`scheduler.max_steps`).
@@ -93,6 +94,32 @@ impl Holder<'_> {
             .iter()
             .find(|(p, _)| *p == path)
             .map(|(_, c)| *c)
+    }
+
+    /// What the function holds at `path`, where the generated table states it
+    /// (`Holds::values`: a Hugging Face source's fields, the dataset's validation and test
+    /// switches).
+    pub fn held_value(&self, path: &str) -> Option<Value> {
+        self.holds()?
+            .values
+            .iter()
+            .find(|(p, _)| *p == path)
+            .and_then(|(_, v)| serde_json::from_str(v).ok())
+    }
+
+    /// The fields (not `None`) of the object the function holds at `at` (`dataset.hf_dataset`),
+    /// as far as `Holds::values` states them.
+    pub fn held_fields(&self, at: &str) -> Map<String, Value> {
+        let Some(h) = self.holds() else {
+            return Map::new();
+        };
+        h.values
+            .iter()
+            .filter_map(|(p, v)| {
+                let field = p.strip_prefix(at)?.strip_prefix('.')?;
+                Some((field.to_string(), serde_json::from_str(v).ok()?))
+            })
+            .collect()
     }
 
     /// The paths where the function holds an object of `class` (`dataset.hf_dataset`), each

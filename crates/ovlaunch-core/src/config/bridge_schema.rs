@@ -200,6 +200,27 @@ pub struct Holds {
     /// For every path of `nested` holding an object, the fields that object leaves `None`
     /// (what Bridge's checks of it read as unset).
     pub nested_none: &'static [(&'static str, &'static [&'static str])],
+    /// What the functions hold (JSON text) at the paths ovlaunch's checks of a Hugging Face
+    /// dataset source read: every field (not `None`) of each such source they hold
+    /// (`dataset.hf_dataset.dataset_name`), and the dataset's `do_validation`, `do_test` and
+    /// `hf_validation_proportion`.
+    pub values: &'static [(&'static str, &'static str)],
     /// How many functions hold these (`HELD_BY` names them).
     pub functions: usize,
+}
+
+/// One of Bridge's named Hugging Face dataset presets (`_HFDatasetPreset`,
+/// `megatron/bridge/data/sources/hf.py`): what `HFDatasetSourceConfig.validate` checks a source
+/// naming it against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HfPreset {
+    pub name: &'static str,
+    /// The split read when the source sets none.
+    pub split: &'static str,
+    /// The splits it has (`None`: any).
+    pub supported_splits: Option<&'static [&'static str]>,
+    /// Other names of its splits (`train` for `open_ended`).
+    pub split_aliases: &'static [(&'static str, &'static str)],
+    /// The `adapter_kwargs` keys a source naming it must give.
+    pub required_adapter_kwargs: &'static [&'static str],
 }

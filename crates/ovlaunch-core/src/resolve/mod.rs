@@ -11,6 +11,7 @@ pub mod base;
 pub mod checkpoint;
 pub mod env;
 pub mod env_rules;
+pub mod hf_source;
 pub mod layers;
 pub mod layout;
 pub mod overrides;
