@@ -153,7 +153,10 @@ fn bridge_presets() -> Value {
             .map(|p| {
                 let splits = p.supported_splits.map(|s| json!(s));
                 let kwargs = !p.required_adapter_kwargs.is_empty();
-                (p.name.to_string(), json!({"splits": splits, "kwargs": kwargs}))
+                (
+                    p.name.to_string(),
+                    json!({"splits": splits, "kwargs": kwargs}),
+                )
             })
             .collect::<serde_json::Map<_, _>>()
             .into();
