@@ -280,10 +280,10 @@ fn preset_adapter_kwargs(s: &Source) -> Result<()> {
         .iter()
         .copied()
         .filter(|key| {
-            !given
+            given
                 .and_then(|m| m.get(*key))
                 .and_then(Value::as_str)
-                .is_some_and(|t| !t.trim().is_empty())
+                .is_none_or(|t| t.trim().is_empty())
         })
         .collect();
     if missing.is_empty() {
