@@ -510,6 +510,38 @@ fn section_check_cases() -> Vec<Case> {
                 "mixed_precision.grad_reduce_in_fp32=false",
             ],
         ),
+        // Megatron-Core's deprecated CUDA-graph switch: mapped to cuda_graph_impl as its
+        // __post_init__ maps it, and refused with an implementation also set
+        case(
+            "set-external-cuda-graph",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "model.external_cuda_graph=true",
+                "--set",
+                "model.cuda_graph_scope=[attn]",
+            ],
+        ),
+        case(
+            "refuse-external-cuda-graph-with-impl",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "model.external_cuda_graph=true",
+                "--set",
+                "model.cuda_graph_impl=transformer_engine",
+            ],
+        ),
         case(
             "weak-llama8b-h100x16",
             "h100",
