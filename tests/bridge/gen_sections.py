@@ -10,6 +10,11 @@ fields are left out) is written with its type, mapped to the small type language
 section (checked below for every shipped recipe function), so a key path ovlaunch accepts is a
 key path of the class the trainer holds. Each section also lists the values every shipped recipe
 function holds alike (`recipe`), which ovlaunch's checks of Bridge's section rules start from.
+A class some functions hold beyond the pretraining ones (a fine-tuning dataset, LoRA) also lists,
+for every field whose value differs between them, the value most of them hold (`usual`), and each
+function's row of `HOLDS` states its own values where they are not the usual ones (`values`), so
+every such function's plan knows the values it holds (GLM-5.2's long-context SFT functions' own
+`dataset_root`), each stated once.
 
 Every function a shipped recipe file names (performance and library, every task) is built, and
 what it holds is written where it is not its task's classes (`HOLDS`, indexed by `HELD_BY`): a
@@ -19,10 +24,9 @@ each a section const of its own; and, for every field whose type is a Bridge dat
 of them), the class it holds there or None (`dataset.hf_dataset`, `dataset.preprocessing`), whose
 fields are tabled too (`NESTED`), so a nested path is typed by the object the trainer holds. No
 function is left out: a class none of these tables hold cannot occur, since the tables are what
-the functions hold. With them, the values a function holds in each Hugging Face dataset source and
-the dataset's validation and test switches (`Holds::values`), and Bridge's named dataset presets and
-schema adapters (`HF_DATASET_PRESETS`, `HF_SCHEMA_ADAPTERS`), which ovlaunch's plan-time checks of
-a source read.
+the functions hold. With them, Bridge's named dataset presets and schema adapters
+(`HF_DATASET_PRESETS`, `HF_SCHEMA_ADAPTERS`), which ovlaunch's plan-time checks of a Hugging Face
+source read.
 
 The provider table: every model provider class of the package (the dataclass subclasses of
 `ModelProviderMixin` under `megatron.bridge.models` and Bridge's diffusion models), each with the
@@ -42,6 +46,7 @@ Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import re
 import dataclasses
@@ -249,39 +254,10 @@ def nested_held(prefix: str, obj, out: dict, empty: dict) -> None:
 _HELD: list = []
 
 
-# The class of a Hugging Face dataset source, whose values a function holds are tabled (with the
-# dataset's validation and test switches, `CHECKED`): ovlaunch's plan-time checks of Bridge's
-# `HFDatasetSourceConfig.validate` and `GPTSFTDatasetConfig.validate` read them.
-HF_SOURCE = "megatron.bridge.data.sources.hf.HFDatasetSourceConfig"
-CHECKED = ("do_validation", "do_test", "hf_validation_proportion")
-
-
-def checked_values(cfg, nested: dict) -> dict[str, str]:
-    """path -> JSON text of what the function holds at the paths the dataset checks read: every
-    field (not None) of each Hugging Face source it holds, and the dataset's switches."""
-    out = {}
-    for path, cls in nested.items():
-        if cls != HF_SOURCE:
-            continue
-        obj = cfg
-        for part in path.split("."):
-            obj = getattr(obj, part)
-        for f in dataclasses.fields(obj):
-            v = getattr(obj, f.name)
-            if f.init and v is not None:
-                out[f"{path}.{f.name}"] = json.dumps(probe.plain(v), sort_keys=True)
-    dataset = getattr(cfg, "dataset", None)
-    if out and dataset is not None:
-        for name in CHECKED:
-            if hasattr(dataset, name):
-                out[f"dataset.{name}"] = json.dumps(probe.plain(getattr(dataset, name)), sort_keys=True)
-    return out
-
-
-def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None], dict[str, tuple], dict[str, str]]]:
+def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None], dict[str, tuple]]]:
     """(family, task, function, section -> class held, nested path -> class held or None,
-    nested path -> the fields the object held there leaves None, `checked_values`) for every
-    shipped recipe function, with the held objects' values kept per class (`_VALUES`)."""
+    nested path -> the fields the object held there leaves None) for every shipped recipe
+    function, with the held objects' values kept per class (`_VALUES`)."""
     if _HELD:
         return _HELD
     for family, task, fn, cfg in recipe_functions():
@@ -294,14 +270,20 @@ def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None], d
             sections[section] = path
             if section not in SECTIONS or type(obj) is not SECTIONS[section]:
                 values = _VALUES.setdefault((section, path), {})
+                own = _OWN.setdefault(fn, {}).setdefault((section, path), {})
                 for name, _, _ in fields_of(section, type(obj)):
-                    values.setdefault(name, set()).add(json.dumps(probe.plain(getattr(obj, name)), sort_keys=True))
+                    v = json.dumps(probe.plain(getattr(obj, name)), sort_keys=True)
+                    values.setdefault(name, collections.Counter())[v] += 1
+                    own[name] = v
             nested_held(section, obj, nested, empty)
-        _HELD.append((family, task, fn, sections, nested, empty, checked_values(cfg, nested)))
+        _HELD.append((family, task, fn, sections, nested, empty))
     return _HELD
 
 
-_VALUES: dict[tuple[str, str], dict[str, set[str]]] = {}
+# (section, class) -> field -> how many functions holding the class hold each value (JSON text)
+_VALUES: dict[tuple[str, str], dict[str, collections.Counter]] = {}
+# function -> (section, class) -> field -> the value it holds (JSON text)
+_OWN: dict[str, dict[tuple[str, str], dict[str, str]]] = {}
 
 
 def default_classes(task: str) -> dict[str, str]:
@@ -317,7 +299,7 @@ def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
     """Problems (an SFT function holding peft, a function setting ft), and per class held beyond
     the pretraining ones ((section, class) -> values every function holding it holds alike)."""
     problems = []
-    for _, task, fn, sections, _, _, _ in held():
+    for _, task, fn, sections, _, _ in held():
         if task == "sft" and "peft" in sections:
             problems.append(f"{fn}: an SFT function holds peft")
         if "ft" in sections:
@@ -326,6 +308,33 @@ def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
     for key, fields in _VALUES.items():
         common[key] = {n: next(iter(v)) for n, v in fields.items() if len(v) == 1 and os.getcwd() not in next(iter(v))}
     return problems, common
+
+
+def usual_values() -> dict[tuple[str, str], dict[str, str]]:
+    """Per class held beyond the pretraining ones, for every field whose value differs between
+    the functions holding it: the value most of them hold (ties: the first JSON text), which a
+    function of `HOLDS` holds unless it states its own (`own_values`). A field some function
+    holds a value naming the working directory at is left out (Bridge derives it at run time)."""
+    held()
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for key, fields in _VALUES.items():
+        out[key] = {}
+        for name, counts in fields.items():
+            if len(counts) > 1 and not any(os.getcwd() in v for v in counts):
+                out[key][name] = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    return out
+
+
+def own_values(fn: str, usual: dict[tuple[str, str], dict[str, str]]) -> tuple[tuple[str, str], ...]:
+    """(section.field, value) for every field of a class `fn` holds beyond the pretraining ones
+    where its value is not the usual one (`usual_values`): the function's own statement."""
+    out = []
+    for (section, path), fields in sorted(_OWN.get(fn, {}).items()):
+        for name, v in fields.items():
+            most = usual.get((section, path), {}).get(name)
+            if most is not None and v != most:
+                out.append((f"{section}.{name}", v))
+    return tuple(out)
 
 
 def recipe_values() -> dict[str, dict[str, str]]:
@@ -379,6 +388,7 @@ def generate() -> str:
     common = recipe_values()
     problems, held_common = fine_tuning_facts()
     assert not problems, problems
+    usual = usual_values()
     lines = [
         f"//! Megatron-Bridge {md.version('megatron-bridge')}'s pass-through config sections: every field a user may",
         "//! set, with its type, for every class a shipped recipe function holds there; the Bridge",
@@ -395,14 +405,14 @@ def generate() -> str:
         lines.extend(section_def(section.upper(), section, cls, common[section]))
     for const, section, path, _ in FINE_TUNING:
         consts[(section, path)] = const
-        lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {})))
+        lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {}), usual.get((section, path), {})))
     rows = held()
-    for _, _, _, sections, _, _, _ in rows:
+    for _, _, _, sections, _, _ in rows:
         for section, path in sorted(sections.items()):
             if (section, path) not in consts:
                 const = CONST_NAMES.get(path) or f"{section.upper()}_{snake(path)}"
                 consts[(section, path)] = const
-                lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {})))
+                lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {}), usual.get((section, path), {})))
     lines.extend(nested_defs(rows, consts))
     lines.append("/// Every field's full path, typed: `paths::SCHEDULER.max_steps` is `\"scheduler.max_steps\"`.")
     lines.append("pub mod paths {")
@@ -422,7 +432,7 @@ def generate() -> str:
     lines.append("/// The PEFT schemes a user may choose (`--set peft=NAME`), each Bridge's class.")
     lines.append("pub const PEFT_SCHEMES: &[(&str, SectionDef)] = &[" + ", ".join(f'("{k}", {v})' for k, v in PEFT_SCHEMES.items()) + "];")
     lines.append("")
-    lines.extend(holds_table(rows, consts))
+    lines.extend(holds_table(rows, consts, usual))
     lines.extend(hf_presets())
     return "\n".join(lines) + "\n"
 
@@ -485,17 +495,19 @@ def nested_defs(rows, consts) -> list[str]:
     return lines
 
 
-def holds_table(rows, consts) -> list[str]:
-    """`HOLDS`: the functions holding alike, grouped; `HELD_BY`: function -> group, sorted."""
+def holds_table(rows, consts, usual) -> list[str]:
+    """`HOLDS`: the functions holding alike, grouped; `HELD_BY`: function -> group, sorted.
+    Every function holding a class beyond the pretraining ones is in it (its values are the
+    class's usual ones but where it states its own)."""
     groups: dict[tuple, list[str]] = {}
-    for _, task, fn, sections, nested, empty, values in rows:
+    for _, task, fn, sections, nested, empty in rows:
         default = default_classes(task)
         differing = tuple(sorted((s, p) for s, p in sections.items() if default.get(s) != p))
         # a section the task's classes have but the function leaves None (`peft` never is)
         missing = tuple(sorted(s for s in default if s not in sections))
-        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())),
-               tuple(sorted(values.items())))
-        if differing or missing or nested:
+        values = own_values(fn, usual)
+        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())), values)
+        if differing or missing or nested or fn in _OWN:
             groups.setdefault(key, []).append(fn)
     lines = ["/// What Bridge's recipe functions hold where it is not their task's classes (`SECTIONS`,",
              "/// `TASK_SECTIONS`) or is a Bridge dataclass: the functions that hold alike, grouped.",
@@ -530,7 +542,7 @@ def holds_table(rows, consts) -> list[str]:
     return lines
 
 
-def section_def(const: str, section: str, cls, common: dict[str, str]) -> list[str]:
+def section_def(const: str, section: str, cls, common: dict[str, str], usual: dict[str, str] | None = None) -> list[str]:
     lines = [f"/// `{section}`: `{cls.__module__}.{cls.__qualname__}`."]
     lines.append(f"pub const {const}: SectionDef = SectionDef {{")
     lines.append(f'    name: "{section}",')
@@ -540,10 +552,12 @@ def section_def(const: str, section: str, cls, common: dict[str, str]) -> list[s
     for name, _, _ in fields:
         lines.append(f'        "{name}",')
     lines.append("    ],")
-    lines.append("    recipe: &[")
-    for name, v in sorted(common.items(), key=lambda kv: [f[0] for f in fields].index(kv[0])):
-        lines.append(f'        ("{name}", {rust_str(v)}),')
-    lines.append("    ],")
+    order = [f[0] for f in fields]
+    for key, values in (("recipe", common), ("usual", usual or {})):
+        lines.append(f"    {key}: &[")
+        for name, v in sorted(values.items(), key=lambda kv: order.index(kv[0])):
+            lines.append(f'        ("{name}", {rust_str(v)}),')
+        lines.append("    ],")
     lines.append("    fields: &[")
     for name, t, nullable in fields:
         lines.append(f'        Field {{ name: "{name}", ty: {t}, nullable: {str(nullable).lower()} }},')
