@@ -17,9 +17,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use super::bridge_fields::{
-    HELD_BY, HOLDS, NESTED, PEFT_SCHEMES, SECTIONS, TASK_SECTIONS, paths,
+    HELD_BY, HF_DATASET_PRESETS, HF_SCHEMA_ADAPTERS, HOLDS, NESTED, PEFT_SCHEMES, SECTIONS,
+    TASK_SECTIONS, paths,
 };
-pub use super::bridge_schema::{Field, Holds, SectionDef, Ty};
+pub use super::bridge_schema::{Field, HfPreset, Holds, SectionDef, Ty};
 use super::secret_fields;
 
 /// A field path's section and field (`scheduler.max_steps`).
@@ -111,6 +112,15 @@ impl Holder<'_> {
             .iter()
             .find(|(p, _)| *p == path)
             .map(|(_, c)| *c)
+    }
+
+    /// The fields (not `None`) of the object the function holds at `at` (`dataset.hf_dataset`),
+    /// as [`Holder::value`] knows it.
+    pub fn held_fields(&self, at: &str) -> Map<String, Value> {
+        match self.value(at) {
+            Some(Value::Object(m)) => m.into_iter().filter(|(_, v)| !v.is_null()).collect(),
+            _ => Map::new(),
+        }
     }
 
     /// The paths where the function holds an object of `class` (`dataset.hf_dataset`), each

@@ -222,3 +222,19 @@ pub struct Holds {
     /// How many functions hold these (`HELD_BY` names them).
     pub functions: usize,
 }
+
+/// One of Bridge's named Hugging Face dataset presets (`_HFDatasetPreset`,
+/// `megatron/bridge/data/sources/hf.py`): what `HFDatasetSourceConfig.validate` checks a source
+/// naming it against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HfPreset {
+    pub name: &'static str,
+    /// The split read when the source sets none.
+    pub split: &'static str,
+    /// The splits it has (`None`: any).
+    pub supported_splits: Option<&'static [&'static str]>,
+    /// Other names of its splits (`train` for `open_ended`).
+    pub split_aliases: &'static [(&'static str, &'static str)],
+    /// The `adapter_kwargs` keys a source naming it must give.
+    pub required_adapter_kwargs: &'static [&'static str],
+}

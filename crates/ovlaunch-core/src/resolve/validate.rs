@@ -327,16 +327,27 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ("ProfilingConfig.finalize", profiling_steps),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
+    ("HFDatasetSourceConfig.validate", super::hf_source::check),
 ];
 
 /// The pass-through sections' values as Bridge's checks see them, in the classes the recipe
 /// holds.
-struct Known<'a>(
+pub(super) struct Known<'a>(
     &'a crate::config::bridge::Sections,
     crate::config::bridge::Holder<'a>,
 );
 
-impl Known<'_> {
+impl<'a> Known<'a> {
+    /// The values set (recipe file, plugin, `--set`).
+    pub(super) fn sections(&self) -> &'a crate::config::bridge::Sections {
+        self.0
+    }
+
+    /// The recipe's function.
+    pub(super) fn holder(&self) -> crate::config::bridge::Holder<'a> {
+        self.1
+    }
+
     /// The value set at `path`, else the one the recipe's function holds
     /// (`bridge::Holder::value`).
     fn get(&self, path: &str) -> Option<serde_json::Value> {
@@ -344,7 +355,7 @@ impl Known<'_> {
     }
 
     /// Python's truth value of the field.
-    fn truthy(&self, path: &str) -> Option<bool> {
+    pub(super) fn truthy(&self, path: &str) -> Option<bool> {
         use serde_json::Value;
         Some(match self.get(path)? {
             Value::Bool(b) => b,
@@ -356,12 +367,12 @@ impl Known<'_> {
         })
     }
 
-    fn num(&self, path: &str) -> Option<f64> {
+    pub(super) fn num(&self, path: &str) -> Option<f64> {
         self.get(path).as_ref().and_then(serde_json::Value::as_f64)
     }
 
     /// `is not None`
-    fn is_set(&self, path: &str) -> Option<bool> {
+    pub(super) fn is_set(&self, path: &str) -> Option<bool> {
         self.get(path).map(|v| !v.is_null())
     }
 
