@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value};
 
-use super::validate::Known;
+use super::known::Known;
 use crate::config::bridge::{self, HF_DATASET_PRESETS, HF_SCHEMA_ADAPTERS, HfPreset};
 use crate::error::{Error, Result};
 

@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod env;
 pub mod env_rules;
 pub mod hf_source;
+mod known;
 pub mod layers;
 pub mod layout;
 pub mod overrides;
