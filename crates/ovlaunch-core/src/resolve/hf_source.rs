@@ -183,19 +183,23 @@ fn data_files_given(s: &Source) -> Result<()> {
     )
 }
 
-/// `split must be non-empty when set.`
-fn split_not_empty(s: &Source) -> Result<()> {
-    match s.text("split") {
+/// Bridge's refusal `msg` of a text field `field` set blank, with `fix` (given the field's path)
+/// as the help.
+fn not_blank(s: &Source, field: &str, msg: &str, fix: impl Fn(&str) -> String) -> Result<()> {
+    match s.text(field) {
         Some(t) if t.trim().is_empty() => {
-            let p = s.path("split");
-            refuse(
-                "split must be non-empty when set.",
-                &[&p],
-                format!("--set {p}=train (or =null for the source's own split)"),
-            )
+            let p = s.path(field);
+            refuse(msg, &[&p], fix(&p))
         }
         _ => Ok(()),
     }
+}
+
+/// `split must be non-empty when set.`
+fn split_not_empty(s: &Source) -> Result<()> {
+    not_blank(s, "split", "split must be non-empty when set.", |p| {
+        format!("--set {p}=train (or =null for the source's own split)")
+    })
 }
 
 /// `dataset_name must be a non-empty string.` / `Unknown Hugging Face dataset preset: NAME.
@@ -350,17 +354,12 @@ pub fn supports(preset: &HfPreset, split: &str) -> bool {
 
 /// `path_or_dataset must be a non-empty string.`
 fn path_not_empty(s: &Source) -> Result<()> {
-    match s.text("path_or_dataset") {
-        Some(t) if t.trim().is_empty() => {
-            let p = s.path("path_or_dataset");
-            refuse(
-                "path_or_dataset must be a non-empty string.",
-                &[&p],
-                format!("--set {p}=ORG/NAME (a Hugging Face dataset) or a path on the cluster"),
-            )
-        }
-        _ => Ok(()),
-    }
+    not_blank(
+        s,
+        "path_or_dataset",
+        "path_or_dataset must be a non-empty string.",
+        |p| format!("--set {p}=ORG/NAME (a Hugging Face dataset) or a path on the cluster"),
+    )
 }
 
 /// `subset must be non-empty when set.` / `subset lists must contain non-empty strings.`
