@@ -19,9 +19,9 @@
 //! srun's options; no Slurm daemon, the real-Slurm tests run the same script shape), and a local
 //! torchrun script run by the Bridge venv's real torchrun (one worker). Stand-ins: srun (above),
 //! and, inside Bridge, probe.py's (no GPU: TransformerEngine's import surface, torch's CUDA
-//! device queries for the job's GPU kind). The fault-tolerance plugin's `ft_launcher` is not
-//! installed here, so its jobs are not in this chain (its variables are in the Bridge proof's
-//! script-exports check).
+//! device queries for the job's GPU kind). The real srun, torchrun inside srun and the
+//! fault-tolerance plugin's `ft_launcher` are in `trainer_env_slurm.rs`, which shares the rules
+//! below ([`extra_rule`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
