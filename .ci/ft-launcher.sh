@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install (or check) NVIDIA Resiliency Extension's `ft_launcher`, the launcher the fault-tolerance
-# plugin renders in place of torchrun, for the test that runs that launch path on the local Slurm
-# cluster (tests/it/trainer_env_slurm.rs). It runs on CPU: its GPU and NIC health checks find no
+# plugin renders in place of torchrun, for the tests that run that launch path on the local Slurm
+# cluster (tests/it/trainer_env_slurm.rs, and slurm_e2e.rs's in-job restart). It runs on CPU: its GPU and NIC health checks find no
 # NVML library and no InfiniBand and say so, and the workers start.
 #
 # The package is installed with pip --target into a directory of its own (the Bridge venv is not

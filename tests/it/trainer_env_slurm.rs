@@ -167,7 +167,7 @@ impl Drop for Cluster {
 
 /// `ft_launcher` as `.ci/ft-launcher.sh` installed it for `python`, or `None` (the test skips,
 /// saying so), unless a Slurm or Bridge test is required, which makes its absence a failure.
-fn ft_launcher(python: &str) -> Option<String> {
+pub(super) fn ft_launcher(python: &str) -> Option<String> {
     let root = env!("CARGO_MANIFEST_DIR");
     let o = Command::new("bash")
         .arg(format!("{root}/.ci/ft-launcher.sh"))
