@@ -456,6 +456,30 @@ fn the_trainers_environment_through_real_slurm_torchrun_and_ft_launcher_is_the_p
             compare(j, r, env, &planned, &given, &mut extras, &mut report);
             compared += planned.len();
         }
+        // one rendezvous: every rank names the same master; the rank runtime puts it on the
+        // job's first node (torch's agent names rank 0's host by `socket.getfqdn()`, which on
+        // this one-machine cluster is `localhost`)
+        let of = |r: u32, k: &str| envs[&(j.id, r)].0[k].clone();
+        for r in 1..j.world {
+            for k in ["MASTER_ADDR", "MASTER_PORT"] {
+                if of(r, k) != of(0, k) {
+                    report.push(format!(
+                        "{} rank {r}: {k} {}, rank 0's {}",
+                        j.id,
+                        of(r, k),
+                        of(0, k)
+                    ));
+                }
+            }
+        }
+        if j.launch == Launch::Srun && of(0, "MASTER_ADDR") != of(0, "SLURMD_NODENAME") {
+            report.push(format!(
+                "{}: MASTER_ADDR {} is not rank 0's node {}",
+                j.id,
+                of(0, "MASTER_ADDR"),
+                of(0, "SLURMD_NODENAME")
+            ));
+        }
     }
     eprintln!(
         "trainer env on Slurm: jobs ran in {ran:?}, all in {:?}; {compared} planned variables compared over {} ranks of {} jobs; variables the plan does not state, by rule: {extras:#?}",
