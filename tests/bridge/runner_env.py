@@ -17,11 +17,10 @@ but what the launcher put there. Importing probe.py sets its offline Hugging Fac
 they are taken out again before the runner's steps, so the written environment holds none of them.
 
 For a job of several ranks (tests/it/trainer_env_slurm.rs) the file's name holds `{rank}`, put
-as the launcher's RANK, and `live_ranks` in chain.json names the ranks that run the runner's
-steps here; every other rank writes only what it was started with (`received`, its argv) and
-imports nothing, and the test runs the same steps on that environment and argv with Bridge's
-code in one process of its own (an import of Bridge costs about 20 s of CPU per process). Every
-rank writes `received`, the environment as the launcher handed it over.
+as the launcher's RANK, and with `received_only` in chain.json the rank writes only what it was
+started with (`received`, the environment as the launcher handed it over, and its argv) and
+imports nothing: the test runs the runner's steps on them with Bridge's code in one process of
+its own (an import of Bridge costs about 20 s of CPU per process).
 """
 
 import json
@@ -34,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAIN = json.loads((ROOT / "chain.json").read_text())
 RANK = os.environ.get("RANK", "")
 OUT = Path(CHAIN["out"].replace("{rank}", RANK))
-LIVE = "live_ranks" not in CHAIN or RANK in [str(r) for r in CHAIN["live_ranks"]]
 
 
 def write(doc: dict) -> None:
@@ -43,7 +41,7 @@ def write(doc: dict) -> None:
     tmp.replace(OUT)
 
 
-if not LIVE:
+if CHAIN.get("received_only"):
     write({"received": START, "argv": ["python", *sys.argv]})
     sys.exit(0)
 
@@ -75,14 +73,7 @@ def main() -> None:
     world = os.environ.get("WORLD_SIZE") or os.environ.get("SLURM_NTASKS")
     case = {"argv": ["python", *sys.argv], "world_size": int(world), "gpu": CHAIN["gpu"]}
     probe.build(case, live=True, bootstrap=bootstrap)
-    write(
-        {
-            "env": dict(os.environ),
-            "benchmark": BENCHMARK == [True],
-            "received": START,
-            "argv": ["python", *sys.argv],
-        }
-    )
+    write({"env": dict(os.environ), "benchmark": BENCHMARK == [True]})
 
 
 if __name__ == "__main__":

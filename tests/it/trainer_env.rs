@@ -230,7 +230,7 @@ pub(super) fn extra_rule(name: &str, s: &Started) -> Option<&'static str> {
     }
     // torch/_inductor/runtime/cache_dir_utils.py `default_cache_dir`: torch names its compile
     // cache in its own process when Bridge's imports load the inductor
-    if name == TORCH_OWN {
+    if name == "TORCHINDUCTOR_CACHE_DIR" {
         return Some("torch's inductor, on import, in the trainer's own process");
     }
     if s.benchmark && name == "_MB_TRAINING_RECIPE_ENV_BOOTSTRAPPED" {
@@ -238,9 +238,6 @@ pub(super) fn extra_rule(name: &str, s: &Started) -> Option<&'static str> {
     }
     None
 }
-
-/// The one variable the trainer's own imports set in its environment (see [`extra_rule`]).
-pub(super) const TORCH_OWN: &str = "TORCHINDUCTOR_CACHE_DIR";
 
 /// A real Slurm's own variables of a job's task: the classes slurmstepd sets for every task.
 fn real_slurm_rule(name: &str) -> Option<&'static str> {
