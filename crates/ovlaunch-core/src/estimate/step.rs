@@ -337,8 +337,9 @@ pub(crate) struct Compute {
 /// Compute seconds per token of one GPU's TP·CP share, summed over the whole model.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct TokenSeconds {
-    /// The decoder and MTP layers: linear layers at the precision's peak, attention and the
-    /// Mamba-2 scan at the BF16 peak, each GEMM family at its shape's efficiency.
+    /// The decoder and MTP layers: linear layers at the precision's peak and factor, the
+    /// attention core at the BF16 peak without it (flash attention is not quantised), the
+    /// Mamba-2 scan at its fitted share, each GEMM family at its shape's efficiency.
     pub body: f64,
     /// One pass through the LM head (forward, data and weight gradient).
     pub head: f64,
@@ -349,6 +350,8 @@ struct Rates {
     gemm: GemmEff,
     /// Compute efficiency of the layers (GPU kind, precision, MoE).
     ceff: f64,
+    /// Of the attention core, BF16 flash-attention kernels: no FP8/FP4 factor.
+    attn_eff: f64,
     /// Low-precision GEMM work per token at the GEMM shapes' efficiencies.
     linear_work: f64,
     /// FLOPs per multiply-add of a weight's GEMMs: forward, data gradient and weight
@@ -371,11 +374,28 @@ fn rates(c: &Ctx) -> Rates {
         c.prec,
         a.moe.is_some(),
     );
+    let attn_eff = c.eff.compute(
+        &c.plan.hardware.gpu.kind,
+        c.perf.compute_die.as_deref(),
+        PrecisionClass::Bf16,
+        a.moe.is_some(),
+    );
     Rates {
         gemm: e,
         ceff,
+        attn_eff,
         linear_work,
         flops: if c.frozen { 4.0 } else { 6.0 },
+    }
+}
+
+/// FLOP/s of the attention core: Transformer Engine's BF16 flash attention, or its FP8 one
+/// where the model sets `fp8_dot_product_attention` (at the FP8 peak and factor).
+fn attn_rate(c: &Ctx, r: &Rates) -> f64 {
+    if c.plan.model.fp8_dot_product_attention && c.prec != PrecisionClass::Bf16 {
+        PrecisionClass::Fp8.peak(c.perf) * 1e12 * r.ceff
+    } else {
+        c.perf.bf16_tflops * 1e12 * r.attn_eff
     }
 }
 
@@ -406,8 +426,8 @@ pub(crate) fn token_seconds(c: &Ctx) -> TokenSeconds {
     let lowp = r.flops * r.linear_work / (c.prec.peak(perf) * 1e12 * r.ceff);
     // The Mamba-2 conv1d and SSD scan run in their own kernels, at a fitted share of the
     // GEMMs' rate (`Efficiency::mamba`).
-    let bf16 = (6.0 * macs.attn / r.gemm.attn + 6.0 * macs.ssm / c.eff.mamba)
-        / (perf.bf16_tflops * 1e12 * r.ceff);
+    let bf16 = 6.0 * macs.attn / r.gemm.attn / attn_rate(c, &r)
+        + 6.0 * macs.ssm / c.eff.mamba / (perf.bf16_tflops * 1e12 * r.ceff);
     let kind = &c.plan.hardware.gpu.kind;
     let die = perf.compute_die.as_deref();
     let (head_peak, head_eff) = if head_in_fp8(c.plan) {
@@ -445,9 +465,7 @@ pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
     Compute {
         t_mb: t_layers + recompute_mb + t_weights_mb,
         recompute_mb,
-        attn_mb: tokens_mb * b.share * 6.0 * macs.attn
-            / r.gemm.attn
-            / (perf.bf16_tflops * 1e12 * r.ceff),
+        attn_mb: tokens_mb * b.share * 6.0 * macs.attn / r.gemm.attn / attn_rate(c, &r),
     }
 }
 
