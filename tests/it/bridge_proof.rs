@@ -55,9 +55,19 @@ fn pretrained_dir() -> String {
     dir.display().to_string()
 }
 
+/// The path the proof gives a value a recipe function needs from the user (`requires`: a
+/// dataset cache, an Energon dataset; Bridge reads none of them when it builds the config).
+fn user_value_dir() -> String {
+    let dir = std::env::temp_dir().join("ovlaunch-proof-user-value");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.display().to_string()
+}
+
 /// Every variant of every shipped recipe: a performance recipe by the recipe's name, GPU
 /// kind, count and precision (the variant choice), a library recipe by Bridge's function name
-/// (the launch by name), a PEFT one with its pretrained checkpoint.
+/// (the launch by name), a PEFT one with its pretrained checkpoint, one that needs a value from
+/// the user (`requires`) with it, given by `--set` (so it reaches Bridge as an override on the
+/// rendered trainer line).
 fn variant_cases() -> Vec<Case> {
     use ovlaunch::catalog::recipe::RecipeKind;
     let cat = ovlaunch::catalog::Catalog::embedded().expect("catalog");
@@ -97,6 +107,9 @@ fn variant_cases() -> Vec<Case> {
                     format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
                 ]);
             }
+            for field in r.requires(Some(v)).keys() {
+                args.extend(["--set".into(), format!("{field}={}", user_value_dir())]);
+            }
             out.push(Case {
                 id: function,
                 args,
@@ -121,10 +134,28 @@ fn extra_cases() -> Vec<Case> {
         fine_tuning_cases(),
         own_class_cases(),
         uneven_stage_cases(),
+        user_value_cases(),
     ]
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// A function that needs a value from the user (`requires`), launched without it: ovlaunch
+/// refuses at plan time, and Bridge's runner refuses Bridge's function as it is, for the same
+/// reason (GPT-OSS 20B's fast dataset-cache load without a cache path).
+fn user_value_cases() -> Vec<Case> {
+    vec![case(
+        "refuse-user-value-data-cache",
+        "b300",
+        8,
+        &[
+            "--recipe",
+            "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config",
+            "--gpus",
+            "b300x8",
+        ],
+    )]
 }
 
 /// Uneven first and last pipeline stages set on a recipe: Llama 3 70B's 80 layers over PP4
