@@ -1673,7 +1673,11 @@ fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
         .and_then(|rec| {
             rec.variants
                 .iter()
-                .find(|v| v.bridge_recipe.as_deref() == Some(c.id.as_str()))
+                .find(|v| {
+                    // the case's id, or the function it names with --recipe
+                    let f = v.bridge_recipe.as_deref();
+                    f == Some(c.id.as_str()) || f == Some(r.as_str())
+                })
                 .and_then(|v| v.bridge_recipe.clone())
         })
         .unwrap_or_else(|| c.id.clone());
