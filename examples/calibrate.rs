@@ -8,6 +8,8 @@
 //! cargo run --release --example calibrate -- --rank        # add the ranking term to the fit
 //! cargo run --release --example calibrate -- --recipes     # only: each shipped variant's layout in tune's top 5?
 //! CALIBRATE_MISSES=1 cargo run --release --example calibrate  # and why each held-out miss missed
+//! CALIBRATE_HEADROOM=0.15 ...  # tune's held-out searches leave this share of memory free
+//! CALIBRATE_START=12=0.7,13=0.2 ...  # start the fit with these constants (`set`'s indices)
 //! ```
 //!
 //! Each usable row (pretraining, tokens/s given, a model whose shape ovlaunch has: a shipped
@@ -19,6 +21,12 @@
 //! its row under the starting constants). Leave-one-group-out
 //! (a group is one model) refits without the group and predicts it; `tune` is then run for each
 //! held-out row with the held-out fit and the published layout looked up in its top 5.
+//!
+//! The fine-tuning rows (SFT and LoRA) are never fitted on: after the fit they are estimated
+//! with the fitted constants and their error printed, a held-out check of the fine-tuning
+//! model. An SFT row trains every weight, as pretraining does; a LoRA row's model (resolved
+//! from the same model recipe) is estimated as a PEFT plan (its task set to `peft`: a frozen
+//! base model, `estimate::frozen_base`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -286,6 +294,18 @@ fn starting_constants() -> Efficiency {
         set(&mut e, i, v);
     }
     e.compute.insert("default".into(), 0.5);
+    // CALIBRATE_START: how much the fit's result depends on where it starts.
+    if let Ok(v) = std::env::var("CALIBRATE_START") {
+        for kv in v.split(',') {
+            let parsed = kv
+                .split_once('=')
+                .and_then(|(i, x)| Some((i.parse::<usize>().ok()?, x.parse::<f64>().ok()?)));
+            let Some((i, x)) = parsed.filter(|(i, _)| *i < CONSTANTS) else {
+                panic!("CALIBRATE_START: `{kv}` is not INDEX=VALUE with INDEX below {CONSTANTS}");
+            };
+            set(&mut e, i, x);
+        }
+    }
     e.fit = None;
     e
 }
@@ -467,15 +487,15 @@ fn tune_row(
         Ok(p)
     };
     let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
-    tune::tune(
-        &r.plan,
-        eff,
-        &Search::top(top),
-        &known,
-        &mut res,
-        &mut |_| {},
-    )
-    .unwrap()
+    // CALIBRATE_HEADROOM: would a larger memory margin put the published layouts back?
+    let mut search = Search::top(top);
+    if let Some(h) = std::env::var("CALIBRATE_HEADROOM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        search.headroom = h;
+    }
+    tune::tune(&r.plan, eff, &search, &known, &mut res, &mut |_| {}).unwrap()
 }
 
 /// One line of a layout's prediction by term: tokens/s/GPU, recompute, and each term's share
@@ -643,6 +663,43 @@ fn memory_errors(overhead: f64, rows: &[(String, f64, f64)]) -> ([f64; 2], [f64;
 }
 
 /// The model family a calibration recipe belongs to (the README's leave-one-model-out table).
+/// The fine-tuning rows, never fitted on, estimated with the fitted constants: each row and
+/// the median |error| of SFT and of LoRA.
+fn held_out_fine_tuning(rows: &[Row], eff: &Efficiency) {
+    let mut by: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in rows {
+        let e = estimate(&r.plan, eff).unwrap();
+        let kind = if r.plan.recipe.task.as_deref() == Some("peft") {
+            "LoRA"
+        } else {
+            "SFT"
+        };
+        let err = e.tokens_per_sec_per_gpu / r.tps - 1.0;
+        println!(
+            "fine-tuning row {} ({kind}, not fitted): {} {} {} TP{} PP{} VP{} MBS{}: published {:.0} tokens/s/GPU, predicted {:.0} ({:+.1}%)",
+            r.line,
+            r.model,
+            r.gpus,
+            r.precision,
+            r.layout.tensor_model_parallel_size,
+            r.layout.pipeline_model_parallel_size,
+            r.layout.virtual_pipeline_model_parallel_size.unwrap_or(1),
+            r.layout.micro_batch_size,
+            r.tps,
+            e.tokens_per_sec_per_gpu,
+            err * 100.0
+        );
+        by.entry(kind).or_default().push(err.abs());
+    }
+    for (kind, errs) in by {
+        println!(
+            "fine-tuning {kind} rows (held out): {}, median |error| {:.1}%",
+            errs.len(),
+            median(errs) * 100.0
+        );
+    }
+}
+
 fn family(recipe: &str) -> &'static str {
     if recipe.starts_with("nemotron") {
         "hybrid Mamba-Transformer"
@@ -737,14 +794,16 @@ fn main() {
     let num = |s: &str| s.trim().parse::<u32>().ok();
 
     let mut rows: Vec<Row> = Vec::new();
+    let mut fine_tuning: Vec<Row> = Vec::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut skip = |why: &str| *skipped.entry(why.to_string()).or_default() += 1;
     for (i, f) in table.iter().enumerate().skip(1) {
         if f.len() < header.len() {
             continue;
         }
-        if f[c_work] != "pretrain" {
-            skip("not pretraining");
+        let workload = f[c_work].trim();
+        if !matches!(workload, "pretrain" | "sft" | "lora") {
+            skip("workload neither pretraining nor fine-tuning");
             continue;
         }
         let Some(tps) = f[c_tps].trim().parse::<f64>().ok() else {
@@ -852,8 +911,19 @@ fn main() {
             }
             Err(e) => Err(e),
         };
+        let resolved = resolved.map(|(mut plan, route)| {
+            if workload == "lora" {
+                plan.recipe.task = Some("peft".into());
+            }
+            (plan, route)
+        });
+        let into = if workload == "pretrain" {
+            &mut rows
+        } else {
+            &mut fine_tuning
+        };
         match resolved {
-            Ok((plan, route)) => rows.push(Row {
+            Ok((plan, route)) => into.push(Row {
                 loads: loads_of(&plan),
                 rivals: Vec::new(),
                 route,
@@ -951,6 +1021,7 @@ fn main() {
         in_sample.iter().sum::<f64>() / in_sample.len() as f64 * 100.0
     );
     println!("constants: {}", serde_json::to_string(&fitted).unwrap());
+    held_out_fine_tuning(&fine_tuning, &fitted);
 
     // Leave one group (model) out.
     let mut groups: Vec<&str> = rows.iter().map(|r| r.recipe).collect();

@@ -32,7 +32,10 @@ what the recipe states; the other model fields go under `from_checkpoint` (the c
 commit the function pins, the fields, and the provider classes the bridges of its model build:
 `checkpoint_classes`), except those Bridge's mixed-precision setup writes later.
 It is shipped when Bridge's runner then builds the job with one of PROOF_STANDINS at the
-checkpoint's name (what the Bridge proof does). recipes/hf_config_map.json is Bridge's config
+checkpoint's name (what the Bridge proof does), each given the depth the function's own pipeline
+split states (`probe.standin_depth`: the decoder and MTP layers its layout places, or its first
+and last stages' layers plus one per virtual stage of every middle rank); that depth is the
+stand-in's, never stated by the recipe (`num_layers` stays under `from_checkpoint`). recipes/hf_config_map.json is Bridge's config
 mapping, which ovlaunch applies to a config the user gives (`--hf-config`).
 
 A function Bridge refuses only because a value the user must bring is empty (USER_VALUES: Bridge's
@@ -448,7 +451,8 @@ STANDIN = "meta-llama/Meta-Llama-3-8B"
 STANDIN_RUNS = ((STANDIN, 1), (STANDIN, 2), ("Qwen/Qwen3-30B-A3B", 1), ("deepseek-ai/DeepSeek-V3", 1))
 # The configs the Bridge proof puts at such a checkpoint's name, tried in turn until Bridge's
 # runner builds the job: a dense decoder, a MoE decoder, a MoE decoder with multi-latent
-# attention (all tests/bridge/hf fixtures). A function none of them builds is not shipped.
+# attention (all tests/bridge/hf fixtures), each with the depth the function's own pipeline split
+# states (probe.standin_depth). A function none of them builds is not shipped.
 PROOF_STANDINS = ("meta-llama/Meta-Llama-3-8B", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3")
 STANDIN_SCALED = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
                   "num_key_value_heads", "vocab_size", "max_position_embeddings")

@@ -10,6 +10,11 @@ fields are left out) is written with its type, mapped to the small type language
 section (checked below for every shipped recipe function), so a key path ovlaunch accepts is a
 key path of the class the trainer holds. Each section also lists the values every shipped recipe
 function holds alike (`recipe`), which ovlaunch's checks of Bridge's section rules start from.
+A class some functions hold beyond the pretraining ones (a fine-tuning dataset, LoRA) also lists,
+for every field whose value differs between them, the value most of them hold (`usual`), and each
+function's row of `HOLDS` states its own values where they are not the usual ones (`values`), so
+every such function's plan knows the values it holds (GLM-5.2's long-context SFT functions' own
+`dataset_root`), each stated once.
 
 Every function a shipped recipe file names (performance and library, every task) is built, and
 what it holds is written where it is not its task's classes (`HOLDS`, indexed by `HELD_BY`): a
@@ -39,6 +44,7 @@ Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import re
 import dataclasses
@@ -262,14 +268,20 @@ def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None], d
             sections[section] = path
             if section not in SECTIONS or type(obj) is not SECTIONS[section]:
                 values = _VALUES.setdefault((section, path), {})
+                own = _OWN.setdefault(fn, {}).setdefault((section, path), {})
                 for name, _, _ in fields_of(section, type(obj)):
-                    values.setdefault(name, set()).add(json.dumps(probe.plain(getattr(obj, name)), sort_keys=True))
+                    v = json.dumps(probe.plain(getattr(obj, name)), sort_keys=True)
+                    values.setdefault(name, collections.Counter())[v] += 1
+                    own[name] = v
             nested_held(section, obj, nested, empty)
         _HELD.append((family, task, fn, sections, nested, empty))
     return _HELD
 
 
-_VALUES: dict[tuple[str, str], dict[str, set[str]]] = {}
+# (section, class) -> field -> how many functions holding the class hold each value (JSON text)
+_VALUES: dict[tuple[str, str], dict[str, collections.Counter]] = {}
+# function -> (section, class) -> field -> the value it holds (JSON text)
+_OWN: dict[str, dict[tuple[str, str], dict[str, str]]] = {}
 
 
 def default_classes(task: str) -> dict[str, str]:
@@ -294,6 +306,33 @@ def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
     for key, fields in _VALUES.items():
         common[key] = {n: next(iter(v)) for n, v in fields.items() if len(v) == 1 and os.getcwd() not in next(iter(v))}
     return problems, common
+
+
+def usual_values() -> dict[tuple[str, str], dict[str, str]]:
+    """Per class held beyond the pretraining ones, for every field whose value differs between
+    the functions holding it: the value most of them hold (ties: the first JSON text), which a
+    function of `HOLDS` holds unless it states its own (`own_values`). A field some function
+    holds a value naming the working directory at is left out (Bridge derives it at run time)."""
+    held()
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for key, fields in _VALUES.items():
+        out[key] = {}
+        for name, counts in fields.items():
+            if len(counts) > 1 and not any(os.getcwd() in v for v in counts):
+                out[key][name] = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    return out
+
+
+def own_values(fn: str, usual: dict[tuple[str, str], dict[str, str]]) -> tuple[tuple[str, str], ...]:
+    """(section.field, value) for every field of a class `fn` holds beyond the pretraining ones
+    where its value is not the usual one (`usual_values`): the function's own statement."""
+    out = []
+    for (section, path), fields in sorted(_OWN.get(fn, {}).items()):
+        for name, v in fields.items():
+            most = usual.get((section, path), {}).get(name)
+            if most is not None and v != most:
+                out.append((f"{section}.{name}", v))
+    return tuple(out)
 
 
 def recipe_values() -> dict[str, dict[str, str]]:
@@ -347,6 +386,7 @@ def generate() -> str:
     common = recipe_values()
     problems, held_common = fine_tuning_facts()
     assert not problems, problems
+    usual = usual_values()
     lines = [
         f"//! Megatron-Bridge {md.version('megatron-bridge')}'s pass-through config sections: every field a user may",
         "//! set, with its type, for every class a shipped recipe function holds there; the Bridge",
@@ -363,14 +403,14 @@ def generate() -> str:
         lines.extend(section_def(section.upper(), section, cls, common[section]))
     for const, section, path, _ in FINE_TUNING:
         consts[(section, path)] = const
-        lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {})))
+        lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {}), usual.get((section, path), {})))
     rows = held()
     for _, _, _, sections, _, _ in rows:
         for section, path in sorted(sections.items()):
             if (section, path) not in consts:
                 const = CONST_NAMES.get(path) or f"{section.upper()}_{snake(path)}"
                 consts[(section, path)] = const
-                lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {})))
+                lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {}), usual.get((section, path), {})))
     lines.extend(nested_defs(rows, consts))
     lines.append("/// Every field's full path, typed: `paths::SCHEDULER.max_steps` is `\"scheduler.max_steps\"`.")
     lines.append("pub mod paths {")
@@ -390,7 +430,7 @@ def generate() -> str:
     lines.append("/// The PEFT schemes a user may choose (`--set peft=NAME`), each Bridge's class.")
     lines.append("pub const PEFT_SCHEMES: &[(&str, SectionDef)] = &[" + ", ".join(f'("{k}", {v})' for k, v in PEFT_SCHEMES.items()) + "];")
     lines.append("")
-    lines.extend(holds_table(rows, consts))
+    lines.extend(holds_table(rows, consts, usual))
     return "\n".join(lines) + "\n"
 
 
@@ -427,22 +467,25 @@ def nested_defs(rows, consts) -> list[str]:
     return lines
 
 
-def holds_table(rows, consts) -> list[str]:
-    """`HOLDS`: the functions holding alike, grouped; `HELD_BY`: function -> group, sorted."""
+def holds_table(rows, consts, usual) -> list[str]:
+    """`HOLDS`: the functions holding alike, grouped; `HELD_BY`: function -> group, sorted.
+    Every function holding a class beyond the pretraining ones is in it (its values are the
+    class's usual ones but where it states its own)."""
     groups: dict[tuple, list[str]] = {}
     for _, task, fn, sections, nested, empty in rows:
         default = default_classes(task)
         differing = tuple(sorted((s, p) for s, p in sections.items() if default.get(s) != p))
         # a section the task's classes have but the function leaves None (`peft` never is)
         missing = tuple(sorted(s for s in default if s not in sections))
-        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())))
-        if differing or missing or nested:
+        values = own_values(fn, usual)
+        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())), values)
+        if differing or missing or nested or fn in _OWN:
             groups.setdefault(key, []).append(fn)
     lines = ["/// What Bridge's recipe functions hold where it is not their task's classes (`SECTIONS`,",
              "/// `TASK_SECTIONS`) or is a Bridge dataclass: the functions that hold alike, grouped.",
              "pub const HOLDS: &[Holds] = &["]
     index = []
-    for i, ((differing, missing, nested, empty), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
+    for i, ((differing, missing, nested, empty, values), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
         lines.append("    Holds {")
         lines.append("        sections: &[" + ", ".join(consts[sp] for sp in differing) + "],")
         lines.append("        none: &[" + ", ".join(f'"{m}"' for m in missing) + "],")
@@ -453,6 +496,10 @@ def holds_table(rows, consts) -> list[str]:
         lines.append("        nested_none: &[")
         for path, fields in empty:
             lines.append(f'            ("{path}", &[' + ", ".join(f'"{f}"' for f in fields) + "]),")
+        lines.append("        ],")
+        lines.append("        values: &[")
+        for path, v in values:
+            lines.append(f'            ("{path}", {rust_str(v)}),')
         lines.append("        ],")
         lines.append(f"        functions: {len(fns)},")
         lines.append("    },")
@@ -467,7 +514,7 @@ def holds_table(rows, consts) -> list[str]:
     return lines
 
 
-def section_def(const: str, section: str, cls, common: dict[str, str]) -> list[str]:
+def section_def(const: str, section: str, cls, common: dict[str, str], usual: dict[str, str] | None = None) -> list[str]:
     lines = [f"/// `{section}`: `{cls.__module__}.{cls.__qualname__}`."]
     lines.append(f"pub const {const}: SectionDef = SectionDef {{")
     lines.append(f'    name: "{section}",')
@@ -477,10 +524,12 @@ def section_def(const: str, section: str, cls, common: dict[str, str]) -> list[s
     for name, _, _ in fields:
         lines.append(f'        "{name}",')
     lines.append("    ],")
-    lines.append("    recipe: &[")
-    for name, v in sorted(common.items(), key=lambda kv: [f[0] for f in fields].index(kv[0])):
-        lines.append(f'        ("{name}", {rust_str(v)}),')
-    lines.append("    ],")
+    order = [f[0] for f in fields]
+    for key, values in (("recipe", common), ("usual", usual or {})):
+        lines.append(f"    {key}: &[")
+        for name, v in sorted(values.items(), key=lambda kv: order.index(kv[0])):
+            lines.append(f'        ("{name}", {rust_str(v)}),')
+        lines.append("    ],")
     lines.append("    fields: &[")
     for name, t, nullable in fields:
         lines.append(f'        Field {{ name: "{name}", ty: {t}, nullable: {str(nullable).lower()} }},')

@@ -41,7 +41,8 @@ its source in a SOURCE file beside it, and the commit a recipe pins as `pinned-r
 through an offline hub cache; nothing reaches a hub. A case may carry `hf_config` ({"hf",
 "revision", "configs"}): for a recipe function whose checkpoint config hf/ does not hold, those
 configs are put at the checkpoint's name in turn until Bridge builds the job (the one the job was
-planned with, `--hf-config`, or stand-ins of other architectures). Kimi K2's config.json names the hub repository's own
+planned with, `--hf-config`, or stand-ins of other architectures, each given the depth the
+function's own pipeline split states: `standin_depth`). Kimi K2's config.json names the hub repository's own
 configuration code (`auto_map`, loaded with trust_remote_code); its fixture answers that name with
 a one-line module that re-exports transformers' DeepSeek-V3 configuration class (the architecture
 the config declares), so no upstream code is shipped.
@@ -353,23 +354,85 @@ class HubConfig:
         return False
 
 
+def layout_counts(layout) -> tuple[int, int]:
+    """The decoder (`t`) and MTP (`m`) layers a `pipeline_model_parallel_layout` places, as
+    Megatron-Core's `PipelineParallelLayerLayout` reads it (its string grammar, or per-stage
+    lists of layer types)."""
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+
+    stages = PipelineParallelLayerLayout.parse_str_to_list(layout) if isinstance(layout, str) else layout
+    codes = [str(getattr(x, "name", x)) for stage in stages for x in stage]
+    decoder = sum(c in ("t", "decoder") for c in codes)
+    return decoder, sum(c in ("m", "mtp") for c in codes)
+
+
+def standin_depth(model) -> dict:
+    """The config.json keys a stand-in must carry so that the recipe function's own pipeline
+    split fits it (a stand-in's depth is its own, not the checkpoint's; the function states the
+    split): with a `pipeline_model_parallel_layout`, the decoder layers it places
+    (`num_hidden_layers`) and its MTP layers (`num_nextn_predict_layers`); with
+    `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage`, the given
+    ends plus one layer per virtual stage of every middle rank (the smallest depth
+    Megatron-Core's uneven split accepts that builds a layer on each); else nothing (the
+    stand-in's own depth)."""
+    layout = getattr(model, "pipeline_model_parallel_layout", None)
+    if layout is not None and not isinstance(layout, (str, list)):
+        layout = str(layout)
+    if layout:
+        decoder, mtp = layout_counts(layout)
+        return {"num_hidden_layers": decoder, **({"num_nextn_predict_layers": mtp} if mtp else {})}
+    first = getattr(model, "num_layers_in_first_pipeline_stage", None)
+    last = getattr(model, "num_layers_in_last_pipeline_stage", None)
+    if first is None and last is None:
+        return {}
+    pp = model.pipeline_model_parallel_size or 1
+    vp = model.virtual_pipeline_model_parallel_size or 1
+    middle = pp - (first is not None) - (last is not None)
+    return {"num_hidden_layers": (first or 0) + (last or 0) + max(middle, 0) * vp}
+
+
+def fitted_standin(case: dict, spec: dict, path: str) -> str:
+    """The stand-in config at `path` with the depth the case's recipe function states its
+    pipeline split for (`standin_depth`, read from the function run once on the stand-in as it
+    is); `path` itself when the function states none or fails on it."""
+    name = parse_argv(case["argv"])[0]
+    ovlaunch_stubs.fake_gpu(case["gpu"])
+    try:
+        with HubConfig(dict(spec, config=path)):
+            keys = standin_depth(load(name, benchmark_metadata(name)).model)
+    except Exception:  # noqa: BLE001 - build() reports this stand-in's failure itself
+        return path
+    cfg = json.loads(Path(path).read_text())
+    if not keys or all(cfg.get(k) == v for k, v in keys.items()):
+        return path
+    cfg.update(keys)
+    out = Path(tempfile.mkdtemp(prefix="standin-")) / "config.json"
+    out.write_text(json.dumps(cfg))
+    return str(out)
+
+
 def build_case(case: dict):
     """`build`, with the case's stand-in checkpoint configs tried in turn (`hf_config` with a
     list `configs`: the first whose architecture Bridge builds the job with), or its one
-    `hf_config`; returns also the config used."""
+    `hf_config`; returns also the config used (a stand-in's fixture, whatever depth
+    `fitted_standin` gave it)."""
     spec = case.get("hf_config")
     if spec is None:
         return (*build(case), None)
     configs = spec.get("configs") or [spec["config"]]
     last = None
     for path in configs:
+        fitted = fitted_standin(case, spec, path) if spec.get("configs") else path
         try:
-            with HubConfig(dict(spec, config=path)):
+            with HubConfig(dict(spec, config=fitted)):
                 return (*build(case), path)
         except Refused:
             raise
         except Exception as e:  # noqa: BLE001 - the next stand-in may fit
             last = e
+        finally:
+            if fitted != path:
+                shutil.rmtree(Path(fitted).parent)
     raise last
 
 

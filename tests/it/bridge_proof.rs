@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
+#[derive(Clone)]
 struct Case {
     id: String,
     args: Vec<String>,
@@ -903,6 +904,52 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset=null",
             ],
         ),
+        // GLM-5.2's 128k SFT function reads its own local dataset_root (and no Hugging Face
+        // dataset): another root is planned as Bridge builds it, and a Hugging Face dataset
+        // given with it is a second source, which both refuse
+        case(
+            "glm52-sft-own-root-replaced",
+            "gb200",
+            192,
+            &[
+                "--recipe",
+                "glm52_sft_192gpu_gb200_bf16_128k_config",
+                "--gpus",
+                "gb200x192",
+                "--set",
+                "dataset.dataset_root=/data/long-sft",
+            ],
+        ),
+        case(
+            "refuse-glm52-sft-own-root-and-hf",
+            "gb200",
+            192,
+            &[
+                "--recipe",
+                "glm52_sft_192gpu_gb200_bf16_128k_config",
+                "--gpus",
+                "gb200x192",
+                "--set",
+                "dataset.hf_dataset={dataset_name: squad}",
+            ],
+        ),
+        // GLM-5.2's H100 SFT function keeps its Hugging Face settings: a local root in place of
+        // its dataset needs them cleared too, as Bridge says
+        case(
+            "refuse-glm52-sft-root-with-hf-settings",
+            "h100",
+            416,
+            &[
+                "--recipe",
+                "glm52_sft_416gpu_h100_bf16_config",
+                "--gpus",
+                "h100x416",
+                "--set",
+                "dataset.dataset_root=/data/x",
+                "--set",
+                "dataset.hf_dataset=null",
+            ],
+        ),
     ]
 }
 
@@ -1561,7 +1608,10 @@ fn nested_classes_differ(
 
 /// The stand-in configs a job whose model comes from a Hugging Face checkpoint not at hand
 /// is built with (`tests/bridge/gen_recipes.py` PROOF_STANDINS: a dense decoder, a MoE decoder,
-/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name.
+/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name, each
+/// with the depth the function's own pipeline split states (`tests/bridge/probe.py`
+/// `standin_depth`: the layers its layout places, or its first and last stages' layers plus one
+/// per virtual stage of every middle rank).
 const PROOF_STANDINS: &[&str] = &[
     "meta-llama/Meta-Llama-3-8B",
     "Qwen/Qwen3-30B-A3B",
@@ -2266,6 +2316,68 @@ fn a_held_sources_mode_set_by_path_is_checked_at_plan_time() {
     assert_eq!(
         b["config"]["dataset"]["hf_dataset"]["dataset_name"],
         Value::Null
+    );
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
+
+/// `--set peft=null` on a PEFT function is refused, because Bridge's runner would not do it:
+/// fed the job's trainer line with `peft=null` added, Bridge refuses the override (the PEFT
+/// object is kept out of its override config); with `++peft=null` (the form a `peft` field
+/// takes on the trainer line) it builds the function's LoRA all the same (its override code
+/// puts the callable object back), and the rest of the config is the job's plan.
+#[test]
+fn a_peft_functions_adapters_stay_whatever_the_runner_is_told() {
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
+    let job = case(
+        "peft-null",
+        "h100",
+        8,
+        &[
+            "--recipe",
+            "llama3_8b_peft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            &ckpt,
+        ],
+    );
+    let mut asked = job.clone();
+    asked
+        .args
+        .extend(["--set".to_string(), "peft=null".to_string()]);
+    let ours = plan_of(&asked).expect_err("peft=null on a PEFT function is refused");
+    assert!(
+        ours.contains("`peft=null`") && ours.contains("`*_sft_config`"),
+        "{ours}"
+    );
+    let plan = plan_of(&job).unwrap_or_else(|e| panic!("refused: {e}"));
+    let argv = trainer_argv(&dry_run_script(&job));
+    let with = |o: &str| [argv.clone(), vec![o.to_string()]].concat();
+    let inputs = json!([
+        {"id": "plain", "argv": with("peft=null"), "world_size": 8, "gpu": "h100", "env": {}},
+        {"id": "forced", "argv": with("++peft=null"), "world_size": 8, "gpu": "h100", "env": {}},
+    ]);
+    let built = probe(&python, &inputs);
+    let b = &built["plain"];
+    assert_eq!(b["ok"], false, "Bridge accepted peft=null");
+    assert!(
+        b["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Could not override 'peft'"),
+        "{}",
+        b["error"]
+    );
+    let b = &built["forced"];
+    assert_eq!(b["ok"], true, "Bridge refused: {}", b["error"]);
+    assert_eq!(
+        b["classes"]["peft"], "megatron.bridge.peft.lora.LoRA",
+        "{}",
+        b["classes"]
     );
     let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
     assert!(diff.is_empty(), "{}", diff.join("\n"));

@@ -1242,7 +1242,7 @@ fn a_vl_fine_tuning_dataset_is_typed_by_its_own_classes() {
 #[test]
 fn fine_tuning_sections_are_typed_by_the_recipes_classes() {
     let ckpt = "checkpoint.pretrained_checkpoint=/ckpt/base";
-    let runs: [&[&str]; 5] = [
+    let runs: [&[&str]; 6] = [
         &[
             "plan",
             "--recipe",
@@ -1291,6 +1291,16 @@ fn fine_tuning_sections_are_typed_by_the_recipes_classes() {
             "h100x8",
             "--set",
             "dataset.hf_dataset=null",
+        ],
+        // a function reading its own local dataset_root (GLM-5.2's 128k SFT)
+        &[
+            "plan",
+            "--recipe",
+            "glm52_sft_192gpu_gb200_bf16_128k_config",
+            "--gpus",
+            "gb200x192",
+            "--set",
+            "dataset.hf_dataset={dataset_name: squad}",
         ],
     ];
     let text: Vec<String> = runs.iter().map(|args| transcript(args, &[])).collect();

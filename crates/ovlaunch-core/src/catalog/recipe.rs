@@ -130,7 +130,9 @@ with_sections! {
     /// The typed view, used only to validate (its values are discarded). Its fields are the
     /// keys a recipe file may have: unknown keys are rejected here, with file:line:col.
     struct TypedRecipe {
-        name: String,
+        /// A file's name states it when the file does not (`Recipe::parse`).
+        #[serde(default)]
+        name: Option<String>,
         #[serde(default)]
         aliases: Vec<String>,
         #[serde(default)]
@@ -513,7 +515,15 @@ impl Recipe {
             }
             Ok(())
         };
-        plain("name", &typed.name)?;
+        let name = match typed.name {
+            Some(n) => n,
+            None => file_stem(origin).ok_or_else(|| {
+                Error::usage("the recipe has no `name`")
+                    .at_file(origin)
+                    .help("write `name: NAME` in it, or give it a file name ending in .yaml")
+            })?,
+        };
+        plain("name", &name)?;
         for a in &typed.aliases {
             plain("alias", a)?;
         }
@@ -603,7 +613,7 @@ impl Recipe {
             });
         }
         Ok(Recipe {
-            name: typed.name,
+            name,
             aliases: typed.aliases,
             description: typed.description,
             family: typed.family,
@@ -695,6 +705,15 @@ impl PipelineSplit {
     }
 }
 
+/// The name a recipe file's own name states (`dense.yaml`: `dense`): a user's recipe may leave
+/// `name:` out, as a recipe directory is indexed by file name.
+fn file_stem(origin: &str) -> Option<String> {
+    let p = std::path::Path::new(origin);
+    matches!(p.extension()?.to_str()?, "yaml" | "yml")
+        .then(|| p.file_stem()?.to_str().map(str::to_string))
+        .flatten()
+}
+
 fn pick_sections(v: &Value) -> Map<String, Value> {
     let mut out = Map::new();
     if let Value::Object(m) = v {
@@ -709,7 +728,25 @@ fn pick_sections(v: &Value) -> Map<String, Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::PipelineSplit;
+    use super::{PipelineSplit, Recipe};
+
+    /// A recipe file's name states its recipe's name; `name:` may say it too, and a text
+    /// without a file name must.
+    #[test]
+    fn a_recipe_file_without_a_name_is_named_by_its_file() {
+        let text = "bridge_recipe: llama3_8b_pretrain_config\ntrain: {global_batch_size: 64}\n";
+        assert_eq!(
+            Recipe::parse(text, "site/dense.yaml").unwrap().name,
+            "dense"
+        );
+        assert_eq!(Recipe::parse(text, "dense.yml").unwrap().name, "dense");
+        let named = format!("name: other\n{text}");
+        assert_eq!(Recipe::parse(&named, "dense.yaml").unwrap().name, "other");
+        let e = Recipe::parse(text, "<stdin>").unwrap_err().to_string();
+        assert!(e.contains("no `name`"), "{e}");
+        let e = Recipe::parse(&format!("name: ''\n{text}"), "dense.yaml").unwrap_err();
+        assert!(e.to_string().contains("name `` is empty"), "{e}");
+    }
 
     #[test]
     fn a_split_layout_carries_one_mtp_stage_per_mtp_layer_before_the_loss() {

@@ -85,6 +85,24 @@ impl Holder<'_> {
         section(name)
     }
 
+    /// The value the recipe's function holds at `path` (`dataset.dataset_root`), where the
+    /// tables know it: its own (`Holds::values`), else the usual one of the class it holds
+    /// there (`SectionDef::usual`; only for a function of `HOLDS`, which states its own where
+    /// it differs), else the one every shipped function holds alike (`SectionDef::recipe`).
+    pub fn value(&self, path: &str) -> Option<Value> {
+        let (section, field) = split(path);
+        let def = self.section(section)?;
+        if let Some(h) = self.holds() {
+            if let Some(v) = super::bridge_schema::json_at(h.values, path) {
+                return Some(v);
+            }
+            if let Some(v) = def.usual_value(field) {
+                return Some(v);
+            }
+        }
+        def.recipe_value(field)
+    }
+
     /// The class the function holds at the dataclass field `path` (`dataset.hf_dataset`):
     /// `Some(None)` where it holds `None`; `None` where the table does not say.
     pub fn nested(&self, path: &str) -> Option<Option<&'static str>> {
@@ -359,10 +377,18 @@ impl Sections {
 /// (it is callable) out of the config it builds and puts the function's own object back after the
 /// overrides (`omegaconf_utils._track_excluded_fields`, `_restore_excluded_fields`), so another
 /// scheme cannot be chosen on the runner's command line; fields of the held one can (its object is
-/// changed in place). `None`: nothing set.
+/// changed in place). For the same reason `null` cannot take a PEFT function's object away
+/// (Bridge would still train its adapters): refused there, nothing to change elsewhere.
+/// `None`: nothing set.
 fn peft_scheme(v: Value, holder: Holder<'_>) -> Result<Option<Value>, String> {
     if v.is_null() {
-        return Ok(None);
+        return match holder.section(PEFT) {
+            None => Ok(None),
+            Some(held) => Err(format!(
+                "`{PEFT}=null`: the recipe's function holds Bridge's {}, and Bridge's override code puts the function's own PEFT object back after the overrides (omegaconf_utils._restore_excluded_fields: a PEFT object is callable, so it is kept out of the override config), so the runner cannot remove it: the job would still train only the adapters; for full-parameter fine-tuning use Bridge's `*_sft_config` function of the model",
+                held.class
+            )),
+        };
     }
     let Some(held) = holder.section(PEFT) else {
         return Err(format!(
@@ -765,6 +791,48 @@ mod tests {
             HELD_BY.len(),
             HOLDS.iter().map(|h| h.functions).sum::<usize>()
         );
+    }
+
+    /// A function's own values where they differ (GLM-5.2's 128k SFT reads a local root), the
+    /// usual one of its class otherwise, and only what every function holds alike for a
+    /// function the tables do not name.
+    #[test]
+    fn a_function_holds_its_own_values() {
+        let glm = Holder {
+            task: Some("sft"),
+            function: Some("glm52_sft_192gpu_gb200_bf16_128k_config"),
+        };
+        assert_eq!(
+            glm.value("dataset.dataset_root"),
+            Some(json!("work/data/glm5-2/synthetic-long-sft-128k"))
+        );
+        assert_eq!(glm.value("dataset.hf_dataset"), Some(Value::Null));
+        assert_eq!(TEXT_SFT.value("dataset.dataset_root"), Some(Value::Null));
+        assert_eq!(
+            TEXT_SFT.value("dataset.hf_dataset").unwrap()["dataset_name"],
+            json!("squad")
+        );
+        let unnamed = Holder {
+            task: Some("sft"),
+            function: Some("no_such_function"),
+        };
+        assert_eq!(unnamed.value("dataset.dataset_root"), None);
+        assert_eq!(unnamed.value("dataset.do_test"), Some(json!(false)));
+    }
+
+    /// `peft: null` cannot take a PEFT function's adapters away (Bridge puts its object back):
+    /// refused there with the fix; elsewhere it changes nothing and is accepted.
+    #[test]
+    fn a_peft_functions_adapters_cannot_be_removed() {
+        let peft = Holder {
+            task: Some("peft"),
+            function: Some("llama3_8b_peft_config"),
+        };
+        let e = peft_scheme(Value::Null, peft).unwrap_err();
+        assert!(e.contains("`peft=null`"), "{e}");
+        assert!(e.contains("megatron.bridge.peft.lora.LoRA"), "{e}");
+        assert!(e.contains("`*_sft_config`"), "{e}");
+        assert_eq!(peft_scheme(Value::Null, TEXT_SFT), Ok(None));
     }
 
     /// A nested path is typed by the dataclass the function holds there (a union's member too);

@@ -150,17 +150,32 @@ pub struct SectionDef {
     /// The values every shipped Bridge recipe function holds alike (JSON text), by field;
     /// a field whose value differs between recipes (or names a directory) is not here.
     pub recipe: &'static [(&'static str, &'static str)],
+    /// For a class some functions hold beyond the pretraining ones (a fine-tuning dataset,
+    /// LoRA), every field whose value differs between them: the value most of them hold. A
+    /// function of `HOLDS` holds it unless its row states its own (`Holds::values`); for any
+    /// other function the field's value is not known.
+    pub usual: &'static [(&'static str, &'static str)],
     pub fields: &'static [Field],
 }
 
 impl SectionDef {
     /// The value every shipped recipe holds for `field`, if they all hold the same.
     pub fn recipe_value(&self, field: &str) -> Option<Value> {
-        self.recipe
-            .iter()
-            .find(|(f, _)| *f == field)
-            .and_then(|(_, v)| serde_json::from_str(v).ok())
+        json_at(self.recipe, field)
     }
+
+    /// The value most functions holding this class hold for `field`, where they differ.
+    pub fn usual_value(&self, field: &str) -> Option<Value> {
+        json_at(self.usual, field)
+    }
+}
+
+/// The value (JSON text) stated for `key` in a generated table.
+pub(crate) fn json_at(table: &[(&str, &str)], key: &str) -> Option<Value> {
+    table
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| serde_json::from_str(v).ok())
 }
 
 /// One field a class declares in its own body.
@@ -200,6 +215,10 @@ pub struct Holds {
     /// For every path of `nested` holding an object, the fields that object leaves `None`
     /// (what Bridge's checks of it read as unset).
     pub nested_none: &'static [(&'static str, &'static [&'static str])],
+    /// The functions' own values (JSON text) of the classes they hold beyond the pretraining
+    /// ones, by field path (`dataset.dataset_root`), where they are not the class's usual ones
+    /// (`SectionDef::usual`).
+    pub values: &'static [(&'static str, &'static str)],
     /// How many functions hold these (`HELD_BY` names them).
     pub functions: usize,
 }

@@ -389,6 +389,15 @@ impl Arch {
         self.forward_macs().total() * 6.0
     }
 
+    /// Model FLOPs per token of a run whose weights are frozen (PEFT): forward and the data
+    /// gradient of every weight's GEMM, no weight gradient (2 FLOPs per forward multiply-add
+    /// of the linear layers and the LM head less than [`Self::flops_per_token`]); attention and
+    /// the Mamba-2 scan, which hold no weights, as in training.
+    pub fn frozen_flops_per_token(&self) -> f64 {
+        let m = self.forward_macs();
+        self.flops_per_token() - 2.0 * (m.linear + m.head)
+    }
+
     /// Forward multiply-adds of one layer's pieces per token (for recompute costs).
     pub fn layer_forward_macs(&self) -> LayerMacs {
         if let Some(hy) = &self.hybrid {

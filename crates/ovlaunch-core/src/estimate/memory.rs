@@ -61,17 +61,17 @@ pub(crate) fn of_rank(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> Memor
                 2.0
             };
     }
-    let grads_b = c.grad_bytes * (weight_shard(dense, dp_dense) + weight_shard(expert, dp_expert));
-    let opt_b = if c.dist_opt() {
-        12.0 * (dense / dp_dense + expert / dp_expert)
-    } else {
-        12.0 * (dense + expert)
-    };
-    let shard = if c.dist_opt() {
-        dense / dp_dense + expert / dp_expert
-    } else {
-        dense + expert
-    };
+    // Gradients and optimizer state exist for trained weights only: none for a frozen base.
+    let trained = if c.frozen { 0.0 } else { 1.0 };
+    let grads_b =
+        trained * c.grad_bytes * (weight_shard(dense, dp_dense) + weight_shard(expert, dp_expert));
+    let shard = trained
+        * if c.dist_opt() {
+            dense / dp_dense + expert / dp_expert
+        } else {
+            dense + expert
+        };
+    let opt_b = 12.0 * shard;
     Memory {
         weights_gib: weights_b / GIB,
         gradients_gib: grads_b / GIB,

@@ -344,17 +344,30 @@ const LEFT_OUT: &[(&str, &str)] = &[
     ),
 ];
 
-/// What the estimate of a modelled plan leaves out (empty for a text-only model).
+/// What the estimate of a modelled plan leaves out (empty for a text-only model trained whole).
 pub fn scope_notes(plan: &Plan) -> Vec<String> {
-    let Some(class) = plan.recipe.model_class.as_deref() else {
-        return Vec::new();
-    };
-    let name = class.rsplit('.').next().unwrap_or(class);
-    LEFT_OUT
-        .iter()
-        .find(|(w, _)| name.contains(w))
-        .map(|(_, what)| vec![format!("{name}: {what}")])
-        .unwrap_or_default()
+    let mut notes = Vec::new();
+    if let Some(class) = plan.recipe.model_class.as_deref() {
+        let name = class.rsplit('.').next().unwrap_or(class);
+        if let Some((_, what)) = LEFT_OUT.iter().find(|(w, _)| name.contains(w)) {
+            notes.push(format!("{name}: {what}"));
+        }
+    }
+    if frozen_base(plan) {
+        notes.push(PEFT_LEFT_OUT.to_string());
+    }
+    notes
+}
+
+/// What a PEFT estimate leaves out.
+const PEFT_LEFT_OUT: &str = "PEFT: the base model is estimated frozen (forward and data-gradient GEMMs, no weight gradients, gradients or optimizer state for it); the adapters' own weights, FLOPs and gradient traffic are left out (rank x (in + out) per adapted linear: about 1% of a layer's weights at LoRA's default rank 32 on Llama 3 8B)";
+
+/// Whether the plan trains adapters on a frozen base model: a PEFT recipe function (its PEFT
+/// object cannot be removed on the runner's command line, so every PEFT plan has one).
+/// Bridge's `_create_peft_pre_wrap_hook` freezes the base model before DDP wraps it, so
+/// Megatron-Core's DDP and optimizer hold buffers and state for the adapters only.
+pub fn frozen_base(plan: &Plan) -> bool {
+    plan.recipe.task.as_deref() == Some("peft")
 }
 
 /// Why the estimator does not model the plan's architecture, or `None` when it does. A launch
@@ -436,7 +449,12 @@ pub fn estimate_with_stages(
     let micro = c.micro;
     let step = micro * t_mb + pipe.bubble + pipe.exposed + dp.exposed + optimizer_s;
     let tps = c.gbs * c.seq / step / c.world;
-    let model_tflops = tps * c.arch.flops_per_token() / 1e12;
+    let flops_per_token = if c.frozen {
+        c.arch.frozen_flops_per_token()
+    } else {
+        c.arch.flops_per_token()
+    };
+    let model_tflops = tps * flops_per_token / 1e12;
     let (memory_rank, memory) = memory::peak(&c, loads, &busiest.load, selective, full_frac);
     let mem_total = memory.total();
     let stages = Stages {

@@ -41,6 +41,9 @@ pub(crate) struct Ctx<'a> {
     pub grad_bytes: f64,
     /// A hybrid model's one-layer shapes by kind ([`Arch::kind_units`]).
     pub units: Option<Box<[Arch; 4]>>,
+    /// The base model's weights are frozen (PEFT): no weight gradients, gradient buffers,
+    /// optimizer state or data-parallel gradient traffic for them ([`super::frozen_base`]).
+    pub frozen: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -77,6 +80,7 @@ impl<'a> Ctx<'a> {
                 2.0
             },
             units: arch.kind_units().map(Box::new),
+            frozen: super::frozen_base(plan),
             arch,
         }
     }
@@ -304,10 +308,13 @@ pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
         + pieces.mamba / e.mamba;
     // Recompute repeats a mix of those GEMMs: cost it at their average efficiency.
     let e_avg = macs.linear / linear_work;
-    let lowp = 6.0 * linear_work + 2.0 * recompute / e_avg;
+    // FLOPs per multiply-add of a weight's GEMMs: forward, data gradient and weight gradient
+    // (2 each), no weight gradient for frozen weights.
+    let gemm = if c.frozen { 4.0 } else { 6.0 };
+    let lowp = gemm * linear_work + 2.0 * recompute / e_avg;
     // The Mamba-2 conv1d and SSD scan run in their own kernels, at a fitted share of the
     // GEMMs' rate (`Efficiency::mamba`).
-    let bf16 = 6.0 * (macs.attn / e.attn + macs.head / e.head) + 6.0 * macs.ssm / c.eff.mamba;
+    let bf16 = 6.0 * macs.attn / e.attn + gemm * macs.head / e.head + 6.0 * macs.ssm / c.eff.mamba;
     let ceff = c.eff.compute(
         &c.plan.hardware.gpu.kind,
         perf.compute_die.as_deref(),
@@ -317,10 +324,12 @@ pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
     let t_lowp = tokens_mb_gpu * lowp / (c.prec.peak(perf) * 1e12 * ceff);
     let t_bf16 = tokens_mb_gpu * bf16 / (perf.bf16_tflops * 1e12 * ceff);
     // Every microbatch also streams the GPU's weights through HBM twice (forward, data
-    // gradient) and reads and writes their gradient accumulators (weight gradient): what
-    // makes many small local experts (low EP) slow beyond their GEMM shapes.
+    // gradient) and reads and writes their gradient accumulators (weight gradient, none for
+    // frozen weights): what makes many small local experts (low EP) slow beyond their GEMM
+    // shapes.
     let weights_gpu = c.dense_of(&b.load) + c.expert_of(&b.load);
-    let t_weights_mb = weights_gpu * (2.0 * 2.0 + 2.0 * c.grad_bytes) / (perf.hbm_tb_s * 1e12);
+    let grad_rw = if c.frozen { 0.0 } else { 2.0 * c.grad_bytes };
+    let t_weights_mb = weights_gpu * (2.0 * 2.0 + grad_rw) / (perf.hbm_tb_s * 1e12);
     Compute {
         t_mb: t_lowp + t_bf16 + t_weights_mb,
         recompute_mb: tokens_mb_gpu * 2.0 * recompute / e_avg / (c.prec.peak(perf) * 1e12 * ceff),
@@ -564,6 +573,14 @@ pub(crate) fn data_parallel(
     t_compute_mb: f64,
 ) -> DataParallel {
     let (ddp, eff, micro, vp) = (&c.plan.ddp, c.eff, c.micro, c.vp);
+    if c.frozen {
+        // Only the adapters' gradients are reduced (left out with the adapters).
+        return DataParallel {
+            rs: 0.0,
+            ag: 0.0,
+            exposed: 0.0,
+        };
+    }
     let param_bytes = if ddp.fp8_param_gather || ddp.fp4_param_gather {
         1.0
     } else {
@@ -612,6 +629,9 @@ pub(crate) fn data_parallel(
 /// Optimizer step: reads and writes FP32 master weights and two moments, the gradient and
 /// the BF16 weight of its shard, memory bound.
 pub(crate) fn optimizer_s(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
+    if c.frozen {
+        return 0.0;
+    }
     let (dp_dense, dp_expert) = c.dp_groups();
     let shard = if c.dist_opt() {
         dense_local / dp_dense + expert_local / dp_expert

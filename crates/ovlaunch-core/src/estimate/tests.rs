@@ -232,6 +232,58 @@ fn distributed_optimizer_shards_optimizer_state_over_dp() {
     assert_eq!(a.fits, a.memory_gib_per_gpu <= m.capacity_gib);
 }
 
+/// A PEFT plan trains adapters on a frozen base: the same layout as its SFT twin with no
+/// gradients, optimizer state, optimizer step or data-parallel gradient traffic for the base,
+/// weight GEMMs at 4 FLOPs per multiply-add instead of 6 (no weight gradient), attention as in
+/// training; the model FLOPs counted the same way, and the estimate says what it leaves out.
+#[test]
+fn peft_freezes_the_base_model() {
+    let sets = [
+        "checkpoint.pretrained_checkpoint=/ckpt",
+        "model.tensor_model_parallel_size=2",
+    ];
+    let peft = plan_for("llama3_8b_peft_config", "h100x8", None, &sets);
+    let sft = plan_for("llama3_8b_sft_config", "h100x8", None, &[]);
+    assert_eq!(peft.parallelism, sft.parallelism);
+    assert_eq!(peft.train, sft.train);
+    assert!(frozen_base(&peft) && !frozen_base(&sft));
+    let eff = Efficiency::embedded().unwrap();
+    let (p, s) = (
+        estimate(&peft, &eff).unwrap(),
+        estimate(&sft, &eff).unwrap(),
+    );
+    assert_eq!(p.memory.weights_gib, s.memory.weights_gib);
+    assert_eq!(p.memory.activations_gib, s.memory.activations_gib);
+    assert!(s.memory.gradients_gib > 0.0 && s.memory.optimizer_gib > 0.0);
+    for zero in [
+        p.memory.gradients_gib,
+        p.memory.optimizer_gib,
+        p.memory.optimizer_step_gib,
+        p.breakdown.dp_comm_s,
+        p.breakdown.optimizer_s,
+    ] {
+        assert_eq!(zero, 0.0);
+    }
+    let a = arch::Arch::of_plan(&peft);
+    let m = a.forward_macs();
+    assert!(close(
+        a.frozen_flops_per_token(),
+        2.0 * (2.0 * m.linear + 3.0 * m.attn + 2.0 * m.head),
+        1e-12
+    ));
+    // Between 2/3 (all weight GEMMs) and 1 of the training step's compute.
+    let ratio = p.breakdown.compute_s / s.breakdown.compute_s;
+    assert!((0.6..0.8).contains(&ratio), "{ratio}");
+    assert!(close(
+        p.model_tflops_per_gpu / p.tokens_per_sec_per_gpu,
+        a.frozen_flops_per_token() / 1e12,
+        1e-12
+    ));
+    let notes = scope_notes(&peft);
+    assert!(notes.iter().any(|n| n.starts_with("PEFT:")), "{notes:?}");
+    assert!(scope_notes(&sft).is_empty());
+}
+
 /// TP overlap hides TP communication; switching it off exposes it all.
 #[test]
 fn tp_overlap_hides_tp_communication() {

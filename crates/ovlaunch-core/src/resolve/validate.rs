@@ -368,13 +368,10 @@ struct Known<'a>(
 );
 
 impl Known<'_> {
-    /// The value set at `path`, else the one every shipped recipe holds.
+    /// The value set at `path`, else the one the recipe's function holds
+    /// (`bridge::Holder::value`).
     fn get(&self, path: &str) -> Option<serde_json::Value> {
-        let (section, field) = crate::config::bridge::split(path);
-        self.0
-            .get(path)
-            .cloned()
-            .or_else(|| self.1.section(section)?.recipe_value(field))
+        self.0.get(path).cloned().or_else(|| self.1.value(path))
     }
 
     /// Python's truth value of the field.
@@ -754,8 +751,9 @@ fn held_source_one_mode(k: &Known<'_>, class: &str) -> Result<()> {
 /// `GPTSFTDatasetConfig.validate` (`megatron/bridge/data/builders/gpt_sft.py`, run by its
 /// `finalize()`): a fine-tuning dataset reads exactly one source, a local `dataset_root` or a
 /// Hugging Face `hf_dataset`, and the Hugging Face split settings only with the latter. The
-/// recipe's own values are Bridge's (`hf_dataset` with a named dataset, a validation
-/// proportion), so giving a local path means clearing those.
+/// function's own values are its own (`bridge::Holder::value`: most read a named Hugging Face
+/// dataset with a validation proportion, GLM-5.2's long-context ones a local `dataset_root`),
+/// so the fix names the other source the function holds, to clear with the one given.
 fn sft_dataset_source(k: &Known<'_>) -> Result<()> {
     let Some(def) = k.1.section("dataset") else {
         return Ok(());
@@ -769,57 +767,77 @@ fn sft_dataset_source(k: &Known<'_>) -> Result<()> {
     let path = |f: &str| format!("{}.{f}", def.name);
     let (root_p, hf_p) = (path(root), path(hf));
     let (has_root, has_hf) = (k.is_set(&root_p), k.is_set(&hf_p));
+    // the Hugging Face split and materialization settings the dataset holds
+    let hf_only: Vec<String> = [
+        "hf_validation_dataset",
+        "hf_test_dataset",
+        "hf_output_root",
+        "hf_validation_proportion",
+    ]
+    .iter()
+    .filter_map(|f| field(f))
+    .map(path)
+    .filter(|p| k.is_set(p) == Some(true))
+    .chain(
+        field("hf_rewrite")
+            .map(path)
+            .filter(|p| k.truthy(p) == Some(true)),
+    )
+    .collect();
+    let clear = |fields: &[String]| {
+        fields
+            .iter()
+            .map(|p| {
+                let v = if p.ends_with("hf_rewrite") {
+                    "false"
+                } else {
+                    "null"
+                };
+                format!("--set {p}={v}")
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    const ONE_SOURCE: &str =
+        "Exactly one text-only SFT source must be set: dataset_root or hf_dataset.";
     if has_root == Some(true) && has_hf == Some(true) {
-        return Err(Error::config(
-            "Exactly one text-only SFT source must be set: dataset_root or hf_dataset.",
-        )
-        .at_fields([root_p.as_str(), hf_p.as_str()])
-        .help(format!(
-            "Bridge's fine-tuning recipe reads a Hugging Face dataset: for your local data also --set {hf_p}=null --set {}=null; or keep the recipe's and leave {root_p} out",
-            path("hf_validation_proportion")
-        )));
+        let given = |p: &str| k.0.get(p).is_some();
+        let help = match (given(&root_p), given(&hf_p)) {
+            (true, false) => {
+                let mut with = vec![hf_p.clone()];
+                with.extend(hf_only.iter().cloned());
+                format!(
+                    "Bridge's recipe function reads a Hugging Face dataset: for your local data also {}; or keep the function's and leave {root_p} out",
+                    clear(&with)
+                )
+            }
+            (false, true) => format!(
+                "Bridge's recipe function reads the local dataset_root {}: for a Hugging Face dataset also --set {root_p}=null; or keep the function's and leave {hf_p} out",
+                k.get(&root_p).unwrap_or_default()
+            ),
+            _ => format!("give one of them: --set {hf_p}=null or --set {root_p}=null"),
+        };
+        return Err(Error::config(ONE_SOURCE)
+            .at_fields([root_p.as_str(), hf_p.as_str()])
+            .help(help));
     }
     if has_root == Some(false) && has_hf == Some(false) {
-        return Err(Error::config(
-            "Exactly one text-only SFT source must be set: dataset_root or hf_dataset.",
-        )
-        .at_fields([root_p.as_str(), hf_p.as_str()])
-        .help(format!(
-            "--set {root_p}=/path/on/the/cluster (JSONL or packed data), or --set '{hf_p}={{dataset_name: squad}}' (a dataset Bridge knows) or '{hf_p}={{path_or_dataset: org/name}}' (a Hugging Face dataset)"
-        )));
-    }
-    if has_root == Some(true) {
-        let hf_only = [
-            "hf_validation_dataset",
-            "hf_test_dataset",
-            "hf_output_root",
-            "hf_validation_proportion",
-        ];
-        let set: Vec<String> = hf_only
-            .iter()
-            .filter_map(|f| field(f))
-            .map(path)
-            .filter(|p| k.is_set(p) == Some(true))
-            .chain(
-                field("hf_rewrite")
-                    .map(path)
-                    .filter(|p| k.truthy(p) == Some(true)),
-            )
-            .collect();
-        if !set.is_empty() {
-            let fields: Vec<&str> = set.iter().map(String::as_str).collect();
-            return Err(Error::config(
-                "Hugging Face split and materialization settings require hf_dataset, not dataset_root.",
-            )
-            .at_fields(fields.as_slice())
+        return Err(Error::config(ONE_SOURCE)
+            .at_fields([root_p.as_str(), hf_p.as_str()])
             .help(format!(
-                "with a local dataset_root also --set {}",
-                set.iter()
-                    .map(|p| format!("{p}={}", if p.ends_with("hf_rewrite") { "false" } else { "null" }))
-                    .collect::<Vec<_>>()
-                    .join(" --set ")
+                "--set {root_p}=/path/on/the/cluster (JSONL or packed data), or --set '{hf_p}={{dataset_name: squad}}' (a dataset Bridge knows) or '{hf_p}={{path_or_dataset: org/name}}' (a Hugging Face dataset)"
             )));
-        }
+    }
+    if has_root == Some(true) && !hf_only.is_empty() {
+        let fields: Vec<&str> = hf_only.iter().map(String::as_str).collect();
+        return Err(Error::config(
+            "Hugging Face split and materialization settings require hf_dataset, not dataset_root.",
+        )
+        .at_fields(fields.as_slice())
+        .help(format!(
+            "with a local dataset_root also {}",
+            clear(&hf_only)
+        )));
     }
     Ok(())
 }
