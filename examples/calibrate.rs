@@ -662,7 +662,8 @@ fn memory_errors(overhead: f64, rows: &[(String, f64, f64)]) -> ([f64; 2], [f64;
     )
 }
 
-/// The model family a calibration recipe belongs to (the README's leave-one-model-out table).
+/// The model family a calibration recipe belongs to (docs/estimate.md's leave-one-model-out
+/// table).
 /// The fine-tuning rows, never fitted on, estimated with the fitted constants: each row and
 /// the median |error| of SFT and of LoRA.
 fn held_out_fine_tuning(rows: &[Row], eff: &Efficiency) {

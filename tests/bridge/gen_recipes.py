@@ -721,18 +721,11 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
                 refused.extend(f"#   {x}: {type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
                                for x in (n, *aliases))
                 continue
-        # deprecated Megatron-Core switches ovlaunch does not model (they rewrite cuda_graph_impl)
-        raw = fn()
-        unmodelled = [f for f in ("external_cuda_graph", "enable_cuda_graph") if getattr(raw.model, f, False)]
-        if unmodelled:
-            refused.append(f"#   {n}: sets the deprecated model.{unmodelled[0]}, which ovlaunch does not model")
-            continue
         variants.append(variant_of(n, fn, fields, aliases, library, needs))
     if not variants:
         return None, refused, missing
     if refused:
-        head.append("# Not shipped: functions Bridge's own runner refuses at their own GPU count, or that")
-        head.append("# use a setting ovlaunch does not model:")
+        head.append("# Not shipped: functions Bridge's own runner refuses at their own GPU count:")
         head.extend(refused)
     state_env(variants, rules_env(ovlaunch, doc, variants))
     doc.update(factor(variants))
@@ -880,10 +873,7 @@ def refused_records(model: str, lines: list[str]) -> list[tuple[str, str, str]]:
     out = []
     for line in lines:
         n, why = line.removeprefix("#   ").split(": ", 1)
-        if why.startswith("sets the deprecated"):
-            out.append((model, f"the recipe {why}", n))
-        else:
-            out.append((model, f"Bridge's own runner refuses it at its own GPU count: {why}", n))
+        out.append((model, f"Bridge's own runner refuses it at its own GPU count: {why}", n))
     return out
 
 

@@ -8,13 +8,14 @@ user may set (the class's `__init__` fields; fields Bridge computes, private fie
 fields are left out) is written with its type, mapped to the small type language of
 `config::bridge`. The class is the one Bridge's pretraining performance recipes put in that
 section (checked below for every shipped recipe function), so a key path ovlaunch accepts is a
-key path of the class the trainer holds. Each section also lists the values every shipped recipe
-function holds alike (`recipe`), which ovlaunch's checks of Bridge's section rules start from.
-A class some functions hold beyond the pretraining ones (a fine-tuning dataset, LoRA) also lists,
-for every field whose value differs between them, the value most of them hold (`usual`), and each
-function's row of `HOLDS` states its own values where they are not the usual ones (`values`), so
-every such function's plan knows the values it holds (GLM-5.2's long-context SFT functions' own
-`dataset_root`), each stated once.
+key path of the class the trainer holds. Each class a shipped function holds in a section (the
+pretraining ones, held by every function, performance and library, every task; a fine-tuning
+dataset, LoRA) lists the values every function holding it holds alike (`recipe`) and, for every
+field whose value differs between them, the value most of them hold (`usual`); each function's
+row of `HOLDS` states its own values where they are not the usual ones (`values`), so every
+shipped function's plan knows the values it holds (GPT-OSS 20B's own scheduler, GLM-5.2's
+long-context SFT functions' own `dataset_root`), each stated once, and ovlaunch's checks of
+Bridge's section rules read them (`config::bridge::Holder::value`).
 
 Every function a shipped recipe file names (performance and library, every task) is built, and
 what it holds is written where it is not its task's classes (`HOLDS`, indexed by `HELD_BY`): a
@@ -24,7 +25,9 @@ each a section const of its own; and, for every field whose type is a Bridge dat
 of them), the class it holds there or None (`dataset.hf_dataset`, `dataset.preprocessing`), whose
 fields are tabled too (`NESTED`), so a nested path is typed by the object the trainer holds. No
 function is left out: a class none of these tables hold cannot occur, since the tables are what
-the functions hold.
+the functions hold. With them, Bridge's named dataset presets and schema adapters
+(`HF_DATASET_PRESETS`, `HF_SCHEMA_ADAPTERS`), which ovlaunch's plan-time checks of a Hugging Face
+source read.
 
 The provider table: every model provider class of the package (the dataclass subclasses of
 `ModelProviderMixin` under `megatron.bridge.models` and Bridge's diffusion models), each with the
@@ -266,13 +269,12 @@ def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None], d
                 continue
             path = class_path(type(obj))
             sections[section] = path
-            if section not in SECTIONS or type(obj) is not SECTIONS[section]:
-                values = _VALUES.setdefault((section, path), {})
-                own = _OWN.setdefault(fn, {}).setdefault((section, path), {})
-                for name, _, _ in fields_of(section, type(obj)):
-                    v = json.dumps(probe.plain(getattr(obj, name)), sort_keys=True)
-                    values.setdefault(name, collections.Counter())[v] += 1
-                    own[name] = v
+            values = _VALUES.setdefault((section, path), {})
+            own = _OWN.setdefault(fn, {}).setdefault((section, path), {})
+            for name, _, _ in fields_of(section, type(obj)):
+                v = json.dumps(probe.plain(getattr(obj, name)), sort_keys=True)
+                values.setdefault(name, collections.Counter())[v] += 1
+                own[name] = v
             nested_held(section, obj, nested, empty)
         _HELD.append((family, task, fn, sections, nested, empty))
     return _HELD
@@ -293,9 +295,10 @@ def default_classes(task: str) -> dict[str, str]:
     return out
 
 
-def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
-    """Problems (an SFT function holding peft, a function setting ft), and per class held beyond
-    the pretraining ones ((section, class) -> values every function holding it holds alike)."""
+def fine_tuning_facts() -> tuple[list[str], dict[tuple[str, str], dict[str, str]]]:
+    """Problems (an SFT function holding peft, a function setting ft), and per class a shipped
+    function holds in a section ((section, class) -> values every function holding it holds
+    alike; a value naming the working directory is left out: Bridge derives it at run time)."""
     problems = []
     for _, task, fn, sections, _, _ in held():
         if task == "sft" and "peft" in sections:
@@ -309,10 +312,12 @@ def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
 
 
 def usual_values() -> dict[tuple[str, str], dict[str, str]]:
-    """Per class held beyond the pretraining ones, for every field whose value differs between
-    the functions holding it: the value most of them hold (ties: the first JSON text), which a
-    function of `HOLDS` holds unless it states its own (`own_values`). A field some function
-    holds a value naming the working directory at is left out (Bridge derives it at run time)."""
+    """Per class a shipped function holds in a section (the pretraining classes too: every
+    function holds them, performance and library, every task), for every field whose value
+    differs between the functions holding it: the value most of them hold (ties: the first JSON
+    text), which a function of `HOLDS` holds unless it states its own (`own_values`). A field
+    some function holds a value naming the working directory at is left out (Bridge derives it
+    at run time)."""
     held()
     out: dict[tuple[str, str], dict[str, str]] = {}
     for key, fields in _VALUES.items():
@@ -324,8 +329,8 @@ def usual_values() -> dict[tuple[str, str], dict[str, str]]:
 
 
 def own_values(fn: str, usual: dict[tuple[str, str], dict[str, str]]) -> tuple[tuple[str, str], ...]:
-    """(section.field, value) for every field of a class `fn` holds beyond the pretraining ones
-    where its value is not the usual one (`usual_values`): the function's own statement."""
+    """(section.field, value) for every field of a class `fn` holds where its value is not the
+    usual one (`usual_values`): the function's own statement."""
     out = []
     for (section, path), fields in sorted(_OWN.get(fn, {}).items()):
         for name, v in fields.items():
@@ -333,31 +338,6 @@ def own_values(fn: str, usual: dict[tuple[str, str], dict[str, str]]) -> tuple[t
             if most is not None and v != most:
                 out.append((f"{section}.{name}", v))
     return tuple(out)
-
-
-def recipe_values() -> dict[str, dict[str, str]]:
-    """Per section, the fields whose value is the same in every shipped recipe function (JSON
-    text), which ovlaunch's checks of Bridge's section rules read. A value that names the
-    working directory (Bridge derives some paths from it) is left out."""
-    import json
-    import os
-
-    seen: dict[tuple[str, str], set[str]] = {}
-    for _, cfg in shipped_configs():
-        for section, cls in SECTIONS.items():
-            obj = getattr(cfg, section)
-            if obj is None:
-                continue
-            for name, _, _ in fields_of(section, cls):
-                v = getattr(obj, name)
-                seen.setdefault((section, name), set()).add(json.dumps(probe.plain(v), sort_keys=True))
-    out: dict[str, dict[str, str]] = {s: {} for s in SECTIONS}
-    for (section, name), vals in seen.items():
-        if len(vals) == 1:
-            (v,) = vals
-            if os.getcwd() not in v:
-                out[section][name] = v
-    return out
 
 
 def check_recipe_classes() -> list[str]:
@@ -383,7 +363,6 @@ def rust_str(v: str) -> str:
 
 
 def generate() -> str:
-    common = recipe_values()
     problems, held_common = fine_tuning_facts()
     assert not problems, problems
     usual = usual_values()
@@ -394,13 +373,14 @@ def generate() -> str:
         "//! GENERATED by tests/bridge/gen_sections.py from Bridge's config classes and recipe functions:",
         "//! do not edit; regenerate.",
         "",
-        "use super::bridge_schema::{Holds, SectionDef, Field, Ty};",
+        "use super::bridge_schema::{Holds, HfPreset, SectionDef, Field, Ty};",
         "",
     ]
     consts: dict[tuple[str, str], str] = {}
     for section, cls in SECTIONS.items():
         consts[(section, class_path(cls))] = section.upper()
-        lines.extend(section_def(section.upper(), section, cls, common[section]))
+        key = (section, class_path(cls))
+        lines.extend(section_def(section.upper(), section, cls, held_common.get(key, {}), usual.get(key, {})))
     for const, section, path, _ in FINE_TUNING:
         consts[(section, path)] = const
         lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {}), usual.get((section, path), {})))
@@ -431,7 +411,33 @@ def generate() -> str:
     lines.append("pub const PEFT_SCHEMES: &[(&str, SectionDef)] = &[" + ", ".join(f'("{k}", {v})' for k, v in PEFT_SCHEMES.items()) + "];")
     lines.append("")
     lines.extend(holds_table(rows, consts, usual))
+    lines.extend(hf_presets())
     return "\n".join(lines) + "\n"
+
+
+def hf_presets() -> list[str]:
+    """Bridge's named Hugging Face dataset presets (`sources/hf.py`, `_HF_DATASET_PRESETS`) and
+    schema adapters (`sources/hf_adapters.py`, `_ADAPTERS`), which `HFDatasetSourceConfig.validate`
+    checks a source against."""
+    from megatron.bridge.data.sources import hf, hf_adapters
+
+    lines = ["",
+             "/// Bridge's named Hugging Face dataset presets (`megatron/bridge/data/sources/hf.py`,",
+             "/// `_HF_DATASET_PRESETS`), by name.",
+             "pub const HF_DATASET_PRESETS: &[HfPreset] = &["]
+    for name in sorted(hf._HF_DATASET_PRESETS):
+        p = hf._HF_DATASET_PRESETS[name]
+        splits = "None" if p.supported_splits is None else "Some(&[" + ", ".join(f'"{x}"' for x in p.supported_splits) + "])"
+        aliases = ", ".join(f'("{a}", "{b}")' for a, b in sorted((p.split_aliases or {}).items()))
+        required = ", ".join(f'"{k}"' for k in p.required_adapter_kwargs)
+        lines.append(f'    HfPreset {{ name: "{name}", split: "{p.split}", supported_splits: {splits}, '
+                     f"split_aliases: &[{aliases}], required_adapter_kwargs: &[{required}] }},")
+    lines.append("];")
+    lines.append("")
+    lines.append("/// Bridge's Hugging Face schema adapters (`megatron/bridge/data/sources/hf_adapters.py`,")
+    lines.append("/// `_ADAPTERS`), sorted.")
+    lines.append("pub const HF_SCHEMA_ADAPTERS: &[&str] = &[" + ", ".join(f'"{a}"' for a in sorted(hf_adapters._ADAPTERS)) + "];")
+    return lines
 
 
 def snake(path: str) -> str:
@@ -469,8 +475,8 @@ def nested_defs(rows, consts) -> list[str]:
 
 def holds_table(rows, consts, usual) -> list[str]:
     """`HOLDS`: the functions holding alike, grouped; `HELD_BY`: function -> group, sorted.
-    Every function holding a class beyond the pretraining ones is in it (its values are the
-    class's usual ones but where it states its own)."""
+    Every shipped function is in it (its values are its classes' usual ones but where it states
+    its own), so a function it does not name is one whose values are not known."""
     groups: dict[tuple, list[str]] = {}
     for _, task, fn, sections, nested, empty in rows:
         default = default_classes(task)

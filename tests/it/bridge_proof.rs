@@ -134,6 +134,7 @@ fn extra_cases() -> Vec<Case> {
         env_cases(),
         fine_tuning_cases(),
         own_class_cases(),
+        hf_source_cases(),
         uneven_stage_cases(),
         user_value_cases(),
     ]
@@ -528,6 +529,35 @@ fn section_check_cases() -> Vec<Case> {
                 "scheduler.lr_warmup_samples=1000",
             ],
         ),
+        // the checks read each function's own values: Nemotron 3 Ultra's library pretraining
+        // function holds no warmup iterations (a warmup fraction is then its one way to state
+        // the warmup) and a weight decay of 0.1, where most functions hold 10 and 0.033
+        case(
+            "set-warmup-fraction-own-no-warmup-iters",
+            "h100",
+            24,
+            &[
+                "--recipe",
+                "nemotron_3_ultra_pretrain_24gpu_h100_bf16_config",
+                "--gpus",
+                "h100x24",
+                "--set",
+                "scheduler.lr_warmup_fraction=0.01",
+            ],
+        ),
+        case(
+            "refuse-weight-decay-below-own-start",
+            "h100",
+            24,
+            &[
+                "--recipe",
+                "nemotron_3_ultra_pretrain_24gpu_h100_bf16_config",
+                "--gpus",
+                "h100x24",
+                "--set",
+                "scheduler.end_weight_decay=0.05",
+            ],
+        ),
         case(
             "set-precision-field",
             "h100",
@@ -539,6 +569,38 @@ fn section_check_cases() -> Vec<Case> {
                 "h100x8",
                 "--set",
                 "mixed_precision.grad_reduce_in_fp32=false",
+            ],
+        ),
+        // Megatron-Core's deprecated CUDA-graph switch: mapped to cuda_graph_impl as its
+        // __post_init__ maps it, and refused with an implementation also set
+        case(
+            "set-external-cuda-graph",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "model.external_cuda_graph=true",
+                "--set",
+                "model.cuda_graph_scope=[attn]",
+            ],
+        ),
+        case(
+            "refuse-external-cuda-graph-with-impl",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "model.external_cuda_graph=true",
+                "--set",
+                "model.cuda_graph_impl=transformer_engine",
             ],
         ),
         case(
@@ -950,6 +1012,86 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset=null",
             ],
         ),
+    ]
+}
+
+/// A fine-tuning dataset's Hugging Face source checked at plan time as Bridge's
+/// `HFDatasetSourceConfig.validate` and `GPTSFTDatasetConfig.validate` check it: a named preset's
+/// splits (an alias, a slice, `+`), the preset table, the fields a preset owns, the adapter
+/// table, the keys `load_kwargs` may not hold, a validation or test split the preset lacks. Each
+/// refused case is refused by both for the same reason; each accepted one is compared field by
+/// field.
+fn hf_source_cases() -> Vec<Case> {
+    let sft = |id: &str, sets: &[&str]| {
+        let mut a = vec!["--recipe", "llama3_8b_sft_config", "--gpus", "h100x8"];
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &a)
+    };
+    let vl = |id: &str, sets: &[&str]| {
+        let mut a = vec!["--recipe", "qwen25_vl_3b_sft_config", "--gpus", "h100x8"];
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &a)
+    };
+    vec![
+        sft(
+            "refuse-sft-preset-split",
+            &["dataset.hf_dataset.split=test"],
+        ),
+        sft(
+            "refuse-sft-preset-split-part",
+            &["dataset.hf_dataset.split=train[:90%]+dev"],
+        ),
+        sft(
+            "refuse-sft-unknown-preset",
+            &["dataset.hf_dataset={dataset_name: sqad}"],
+        ),
+        sft(
+            "refuse-sft-preset-owns-subset",
+            &["dataset.hf_dataset.subset=plain_text"],
+        ),
+        sft(
+            "refuse-sft-preset-adapter-kwargs",
+            &["dataset.hf_dataset={dataset_name: llava_video_178k}"],
+        ),
+        sft(
+            "refuse-sft-unknown-adapter",
+            &["dataset.hf_dataset={path_or_dataset: org/data, schema_adapter: sqad}"],
+        ),
+        sft(
+            "refuse-sft-load-kwargs-split",
+            &["dataset.hf_dataset.load_kwargs={split: train}"],
+        ),
+        sft("refuse-sft-preset-no-test-split", &["dataset.do_test=true"]),
+        sft(
+            "refuse-sft-preset-no-validation-split",
+            &[
+                "dataset.hf_dataset.dataset_name=gsm8k",
+                "dataset.hf_validation_proportion=null",
+            ],
+        ),
+        sft(
+            "refuse-sft-validation-proportion",
+            &["dataset.hf_validation_proportion=1.5"],
+        ),
+        vl("refuse-vl-preset-split", &["dataset.source.split=dev"]),
+        // accepted: a split the preset has, an expression over its splits, another preset
+        // whose missing validation split the recipe's proportion stands in for
+        sft(
+            "sft-preset-split-expression",
+            &["dataset.hf_dataset.split=train[:90%]+validation"],
+        ),
+        sft(
+            "sft-other-preset",
+            &[
+                "dataset.hf_dataset.dataset_name=gsm8k",
+                "dataset.hf_dataset.split=train[:95%]",
+            ],
+        ),
+        vl("vl-preset-split", &["dataset.source.split=test"]),
     ]
 }
 
@@ -2080,7 +2222,7 @@ fn the_readme_pretraining_example_is_the_proofs_job() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
     let start = readme
-        .find("### A real pretraining run")
+        .find("## A real pretraining run")
         .expect("the README has the pretraining section");
     let rest = &readme[start..];
     let open = rest.find("```bash\n").expect("a bash block") + "```bash\n".len();
@@ -2406,15 +2548,19 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
         "h100x4",
     ];
     let bases = [("h100", 8, &llama), ("h100", 4, &step)];
-    // (base, path, whether a value is of the field's type)
+    // (base, path, whether a value is of the field's type); the text fields are one of each
+    // kind: a pass-through section's, a provider class's, one ovlaunch plans, a dataset's
     type Fits = fn(&Value) -> bool;
-    let fields: [(usize, &str, Fits); 5] = [
+    let fields: [(usize, &str, Fits); 6] = [
         (0, "logger.wandb_exp_name", |v| v.is_string() || v.is_null()),
         (0, "logger.log_throughput", Value::is_boolean),
         (0, "ddp.check_for_nan_in_grad", Value::is_boolean),
         (0, "model.normalization", Value::is_string),
+        (0, "mixed_precision.fp8_amax_compute_algo", Value::is_string),
         (1, "dataset.caption_key", Value::is_string),
     ];
+    let text_field =
+        |path: &str| !matches!(path, "logger.log_throughput" | "ddp.check_for_nan_in_grad");
     let words = [
         "yes",
         "no",
@@ -2427,6 +2573,10 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
         "FALSE",
         "Null",
         "caption_1",
+        "1",
+        "1.5",
+        "'True'",
+        "'1'",
     ];
     let mut base_argv = Vec::new();
     let mut inputs = Vec::new();
@@ -2480,6 +2630,12 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
                         report.push(format!("{id}: plan {planned}, Bridge {theirs}"));
                     }
                     report.extend(diff_case(p, &b["config"], &b["classes"], &b["env"]));
+                } else if text_field(path) {
+                    // one rule for every text field: a word the runner does not read as the
+                    // text is refused, whatever the section
+                    report.push(format!(
+                        "{id}: accepted as {planned}, but Bridge's runner puts {theirs} in the text field"
+                    ));
                 } else if planned != *word {
                     report.push(format!(
                         "{id}: Bridge holds {theirs}, which the field cannot; the plan {planned}, not the text"
@@ -2490,6 +2646,19 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
                 eprintln!("{path}={word}: refused, Bridge {theirs}");
                 if b["ok"] == true && fits(theirs) {
                     report.push(format!("{id}: refused, but Bridge builds {theirs}: {e}"));
+                }
+                // a boolean or number in a text field: the fix is the quoted word, which both
+                // read as the text (the quoted words above)
+                // (named apart from the field: a message shows no value after a secret-like
+                // name such as `caption_key`)
+                let fix = format!("`{}`", ovlaunch::hydra::quoted(word));
+                if text_field(path)
+                    && (theirs.is_boolean() || theirs.is_number())
+                    && !e.contains(&fix)
+                {
+                    report.push(format!(
+                        "{id}: refused without the quoted word `{fix}` as its fix: {e}"
+                    ));
                 }
             }
         }

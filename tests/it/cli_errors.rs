@@ -1369,3 +1369,38 @@ fn a_value_the_user_brings_is_checked_at_plan_time() {
         plan["trainer"]
     );
 }
+
+/// A fine-tuning dataset's Hugging Face source Bridge refuses (`HFDatasetSourceConfig.validate`,
+/// `GPTSFTDatasetConfig.validate`) is refused at plan time with Bridge's message, the field and a
+/// fix: a split Bridge's named preset lacks, a preset Bridge does not know, a validation split
+/// the preset lacks once the recipe's proportion is cleared.
+#[test]
+fn a_hugging_face_source_bridge_refuses_is_refused_at_plan_time() {
+    let sft = |sets: &[&'static str]| {
+        let mut a = vec![
+            "plan",
+            "--recipe",
+            "llama3_8b_sft_config",
+            "--gpus",
+            "h100x8",
+        ];
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        a
+    };
+    insta::assert_snapshot!(transcript(&sft(&["dataset.hf_dataset.split=test"]), &[]));
+    insta::assert_snapshot!(transcript(
+        &sft(&["dataset.hf_dataset={dataset_name: sqad}"]),
+        &[]
+    ));
+    insta::assert_snapshot!(transcript(
+        &sft(&[
+            "dataset.hf_dataset.dataset_name=gsm8k",
+            "dataset.hf_validation_proportion=null"
+        ]),
+        &[]
+    ));
+    // a split the preset has, and a slice of one, are accepted
+    ok(&sft(&["dataset.hf_dataset.split=train[:90%]+validation"]));
+}

@@ -143,11 +143,23 @@ fn preset_field(leaf: &str) -> bool {
 }
 
 /// Bridge's named dataset presets, from the Bridge venv: name -> {"splits": the preset's
-/// supported splits or null (any), "kwargs": whether it needs adapter arguments}; `Null`
-/// without Bridge (the text rule then applies, and only the plan side is checked).
+/// supported splits or null (any), "kwargs": whether it needs adapter arguments}; without
+/// Bridge, the table ovlaunch generated from it (`config::bridge::HF_DATASET_PRESETS`: only the
+/// plan side is checked then).
 fn bridge_presets() -> Value {
     let Ok(python) = std::env::var("OVLAUNCH_BRIDGE_PYTHON") else {
-        return Value::Null;
+        return ovlaunch::config::bridge::HF_DATASET_PRESETS
+            .iter()
+            .map(|p| {
+                let splits = p.supported_splits.map(|s| json!(s));
+                let kwargs = !p.required_adapter_kwargs.is_empty();
+                (
+                    p.name.to_string(),
+                    json!({"splits": splits, "kwargs": kwargs}),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into();
     };
     // with probe.py's stand-ins (TransformerEngine's import surface)
     let stubs = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge/stubs");

@@ -116,3 +116,22 @@ pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> 
 pub fn sections() -> impl Iterator<Item = &'static str> + Clone {
     TYPED.iter().map(|(key, _)| *key).chain(bridge::names())
 }
+
+/// The one reading of a word given for a field that holds only text, in every section
+/// (ovlaunch's own, Bridge's pass-through ones, a provider class's): Bridge's runner reads the
+/// word with Hydra's grammar and sets what it reads on the dataclass unconverted, so `True`,
+/// `FALSE`, `1` or `1.5` reach the trainer as a boolean or a number in the text field, never as
+/// the text; a word it reads as text (`yes`, `on`, `caption_1`, `'True'`) is the text. A
+/// boolean or number (`value`, as the word `word` reads) for a text field is therefore refused,
+/// with the quoted word (the text the user meant) as the fix; `None` for any other value.
+pub fn not_text(path: &str, value: &serde_json::Value, word: &str) -> Option<String> {
+    let what = match value {
+        serde_json::Value::Bool(b) => format!("the boolean {}", if *b { "True" } else { "False" }),
+        serde_json::Value::Number(n) => format!("the number {n}"),
+        _ => return None,
+    };
+    let quoted = crate::hydra::quoted(word);
+    Some(format!(
+        "`{path}` holds text, but Bridge's runner reads `{word}` as {what}, which the trainer would hold there instead of the text; quote the word for the text, `{quoted}`: --set \"{path}={quoted}\""
+    ))
+}

@@ -88,6 +88,11 @@ crate::section! {
         cuda_graph_impl: String = "none".to_string(),
         cuda_graph_modules: Option<Value> = None,
         cuda_graph_scope: Option<Value> = None,
+        /// Megatron-Core's deprecated CUDA-graph switches: `TransformerConfig.__post_init__`
+        /// turns `enable_cuda_graph` into `cuda_graph_impl="local"` and `external_cuda_graph`
+        /// into `"transformer_engine"`, and keeps the switch set (`resolve::finalize_model`).
+        enable_cuda_graph: bool = false,
+        external_cuda_graph: bool = false,
         cpu_offloading: bool = false,
         cpu_offloading_num_layers: u32 = 0,
         /// Megatron-Core's fine-grained activation offloading (Bridge perf recipes turn it on

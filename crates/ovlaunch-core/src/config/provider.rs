@@ -70,6 +70,17 @@ pub fn is_field(name: &str) -> bool {
     NAMES.binary_search(&name).is_ok()
 }
 
+/// The types every provider class that declares a field called `name` gives it (what a value
+/// for `model.NAME` may be before the recipe's class is known).
+pub fn declared_types(name: &str) -> Vec<Ty> {
+    CLASSES
+        .iter()
+        .flat_map(|c| c.fields.iter())
+        .filter(|f| f.name == name)
+        .map(|f| f.ty)
+        .collect()
+}
+
 /// The model provider class a recipe function builds, as far as the plan knows it.
 #[derive(Debug, Clone, Copy)]
 pub enum Class<'a> {

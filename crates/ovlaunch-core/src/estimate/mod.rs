@@ -5,7 +5,7 @@
 //! precision fields, the DDP/optimizer settings and the GPU kind's `perf` constants. It errors
 //! (exit 2) only when the GPU kind has no performance constants.
 //!
-//! The model (see the README for what it leaves out):
+//! The model (see docs/estimate.md for what it leaves out):
 //! * Compute: model FLOPs per step (`arch`), plus the forward FLOPs that recompute repeats,
 //!   spread evenly over the GPUs (balanced experts), at the precision's dense peak times a
 //!   fitted efficiency (`Efficiency`, fitted on published Megatron-Bridge rows by

@@ -1,5 +1,5 @@
-//! The closed forms against worked examples from the papers the README cites, and the step
-//! model's pieces against their definitions.
+//! The closed forms against worked examples from the papers docs/estimate.md cites, and the
+//! step model's pieces against their definitions.
 
 use super::arch::{ActivationInputs, Arch, Selective};
 use super::*;

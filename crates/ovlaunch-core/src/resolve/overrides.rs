@@ -236,26 +236,37 @@ fn parse_set(item: &str) -> Result<SetOverride> {
     })
 }
 
-/// Checks `value` against the field's type; a scalar that fails is retried as a string
-/// (`--set model.pipeline_model_parallel_layout=1` means the text "1").
+/// Checks `value` against the field's type. A boolean or number that fails where the text
+/// would fit is a word Bridge's runner would put in a text field as it reads it, not as the
+/// text (`config::not_text`): refused with the quoted word as the fix, in every section.
 fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, String> {
+    let path = format!("{section}.{field}");
     if config::bridge::is_section(section) {
-        // typed by Bridge's class; a scalar that fails is retried as text, like the others (a
-        // list or mapping never is: one refused for a secret under its keys stays refused)
-        return config::bridge::check_any(section, field, value.clone()).or_else(|first| {
+        // typed by Bridge's class (a list or mapping is never read as text: one refused for a
+        // secret under its keys stays refused)
+        return config::bridge::check_any(section, field, value.clone()).map_err(|first| {
             let as_text = Value::String(text.to_string());
             match config::bridge::check_any(section, field, as_text) {
-                Ok(v) if matches!(value, Value::Bool(_) | Value::Number(_)) => Ok(v),
-                _ => Err(first),
+                Ok(_) => config::not_text(&path, &value, text.trim()).unwrap_or(first),
+                Err(_) => first,
             }
         });
     }
     // a field of some provider class (not one ovlaunch plans): typed against the recipe's
-    // own class when the plan is built (`config::provider`)
+    // own class when the plan is built (`config::provider`); a boolean or number no class's
+    // field of that name takes, where the text would fit, is refused here as everywhere
     if section == config::ModelConfig::SECTION
         && !config::ModelConfig::FIELDS.contains(&field)
         && config::provider::is_field(field)
     {
+        let types = config::provider::declared_types(field);
+        let as_text = Value::String(text.to_string());
+        if !types.iter().any(|t| t.fit(&value).is_some())
+            && types.iter().any(|t| t.fit(&as_text).is_some())
+            && let Some(m) = config::not_text(&path, &value, text.trim())
+        {
+            return Err(m);
+        }
         return Ok(value);
     }
     let check = |v: &Value| -> Result<(), String> {
@@ -293,10 +304,9 @@ fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, 
         Ok(()) => Ok(value),
         Err(first) => {
             let as_text = Value::String(text.to_string());
-            if !value.is_string() && check(&as_text).is_ok() {
-                Ok(as_text)
-            } else {
-                Err(format!("`{section}.{field}`: {first}"))
+            match config::not_text(&path, &value, text.trim()) {
+                Some(m) if check(&as_text).is_ok() => Err(m),
+                _ => Err(format!("`{path}`: {first}")),
             }
         }
     }
@@ -408,7 +418,11 @@ mod tests {
         assert_eq!(s[0].value, Value::from(8));
         let s = parse_sets(&["model.virtual_pipeline_model_parallel_size=null".into()]).unwrap();
         assert_eq!(s[0].value, Value::Null);
-        let s = parse_sets(&["model.pipeline_model_parallel_layout=1".into()]).unwrap();
+        // a number for a text field: Bridge's runner would hold the number, so the quoted word
+        // is the text
+        let e = parse_sets(&["model.pipeline_model_parallel_layout=1".into()]).unwrap_err();
+        assert!(e.to_string().contains("quote the word"), "{e}");
+        let s = parse_sets(&["model.pipeline_model_parallel_layout='1'".into()]).unwrap();
         assert_eq!(s[0].value, Value::from("1"));
         let e = parse_sets(&["model.tensor_model_parallel_size=four".into()]).unwrap_err();
         assert!(e.to_string().contains("tensor_model_parallel_size"), "{e}");

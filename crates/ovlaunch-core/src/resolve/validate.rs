@@ -3,6 +3,7 @@
 //! rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency.
 
+use super::known::Known;
 use crate::config::{
     COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
     OPTIMIZER, OptimizerConfig, Targets,
@@ -327,13 +328,13 @@ pub fn user_values(
 /// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`
 /// (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
 /// per rule ([`SECTION_CHECKS`], in Bridge's order). A field's value is the one set (recipe
-/// file, plugin or `--set`), else the one every shipped Bridge recipe holds
-/// (`SectionDef::recipe`); a check whose inputs are not known that way is left to Bridge.
+/// file, plugin or `--set`), else the one the recipe's function holds (`resolve::known`,
+/// `bridge::Holder::value`); a check whose inputs are not known that way is left to Bridge.
 pub fn bridge_sections(
     sections: &crate::config::bridge::Sections,
     holder: crate::config::bridge::Holder<'_>,
 ) -> Result<()> {
-    let known = Known(sections, holder);
+    let known = Known::new(sections, holder);
     SECTION_CHECKS
         .iter()
         .try_for_each(|(_, check)| check(&known))
@@ -358,53 +359,8 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ("ProfilingConfig.finalize", profiling_steps),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
+    ("HFDatasetSourceConfig.validate", super::hf_source::check),
 ];
-
-/// The pass-through sections' values as Bridge's checks see them, in the classes the recipe
-/// holds.
-struct Known<'a>(
-    &'a crate::config::bridge::Sections,
-    crate::config::bridge::Holder<'a>,
-);
-
-impl Known<'_> {
-    /// The value set at `path`, else the one the recipe's function holds
-    /// (`bridge::Holder::value`).
-    fn get(&self, path: &str) -> Option<serde_json::Value> {
-        self.0.get(path).cloned().or_else(|| self.1.value(path))
-    }
-
-    /// Python's truth value of the field.
-    fn truthy(&self, path: &str) -> Option<bool> {
-        use serde_json::Value;
-        Some(match self.get(path)? {
-            Value::Bool(b) => b,
-            Value::Null => false,
-            Value::String(s) => !s.is_empty(),
-            Value::Number(n) => n.as_f64() != Some(0.0),
-            Value::Array(a) => !a.is_empty(),
-            Value::Object(m) => !m.is_empty(),
-        })
-    }
-
-    fn num(&self, path: &str) -> Option<f64> {
-        self.get(path).as_ref().and_then(serde_json::Value::as_f64)
-    }
-
-    /// `is not None`
-    fn is_set(&self, path: &str) -> Option<bool> {
-        self.get(path).map(|v| !v.is_null())
-    }
-
-    /// `!= 0`
-    fn nonzero(&self, path: &str) -> Option<bool> {
-        self.num(path).map(|x| x != 0.0)
-    }
-
-    fn text(&self, path: &str) -> Option<String> {
-        self.get(path)?.as_str().map(str::to_string)
-    }
-}
 
 fn fail(msg: impl Into<String>, fields: &[&str]) -> Result<()> {
     Err(Error::config(msg).at_fields(fields))
@@ -684,7 +640,7 @@ fn hf_source_one_mode(k: &Known<'_>) -> Result<()> {
             _ => {}
         }
     }
-    for (path, v) in super::trainer::bridge_words(k.0, k.1) {
+    for (path, v) in super::trainer::bridge_words(k.sections(), k.holder()) {
         let mut sources = Vec::new();
         built(&v, &mut sources);
         for m in sources {
@@ -708,9 +664,9 @@ fn hf_source_one_mode(k: &Known<'_>) -> Result<()> {
 /// fields set by path over its own values.
 fn held_source_one_mode(k: &Known<'_>, class: &str) -> Result<()> {
     const MODES: [&str; 2] = ["dataset_name", "path_or_dataset"];
-    for (at, none) in k.1.held_objects(class) {
-        let given = |f: &str| k.0.get(&format!("{at}.{f}"));
-        if k.0.get(at).is_some() || MODES.iter().all(|f| given(f).is_none()) {
+    for (at, none) in k.holder().held_objects(class) {
+        let given = |f: &str| k.sections().get(&format!("{at}.{f}"));
+        if k.sections().get(at).is_some() || MODES.iter().all(|f| given(f).is_none()) {
             continue;
         }
         let set = |f: &str| match given(f) {
@@ -755,7 +711,7 @@ fn held_source_one_mode(k: &Known<'_>, class: &str) -> Result<()> {
 /// dataset with a validation proportion, GLM-5.2's long-context ones a local `dataset_root`),
 /// so the fix names the other source the function holds, to clear with the one given.
 fn sft_dataset_source(k: &Known<'_>) -> Result<()> {
-    let Some(def) = k.1.section("dataset") else {
+    let Some(def) = k.holder().section("dataset") else {
         return Ok(());
     };
     let field = |name: &'static str| -> Option<&'static str> {
@@ -801,7 +757,7 @@ fn sft_dataset_source(k: &Known<'_>) -> Result<()> {
     const ONE_SOURCE: &str =
         "Exactly one text-only SFT source must be set: dataset_root or hf_dataset.";
     if has_root == Some(true) && has_hf == Some(true) {
-        let given = |p: &str| k.0.get(p).is_some();
+        let given = |p: &str| k.sections().get(p).is_some();
         let help = match (given(&root_p), given(&hf_p)) {
             (true, false) => {
                 let mut with = vec![hf_p.clone()];
