@@ -315,16 +315,17 @@ def usual_values() -> dict[tuple[str, str], dict[str, str]]:
     """Per class a shipped function holds in a section (the pretraining classes too: every
     function holds them, performance and library, every task), for every field whose value
     differs between the functions holding it: the value most of them hold (ties: the first JSON
-    text), which a function of `HOLDS` holds unless it states its own (`own_values`). A field
-    some function holds a value naming the working directory at is left out (Bridge derives it
-    at run time)."""
+    text), which a function of `HOLDS` holds unless it states its own (`own_values`) or Bridge
+    derives its value from the working directory at run time (`derived`); those values are not
+    counted."""
     held()
     out: dict[tuple[str, str], dict[str, str]] = {}
     for key, fields in _VALUES.items():
         out[key] = {}
         for name, counts in fields.items():
-            if len(counts) > 1 and not any(os.getcwd() in v for v in counts):
-                out[key][name] = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            known = {v: n for v, n in counts.items() if os.getcwd() not in v}
+            if len(counts) > 1 and known:
+                out[key][name] = min(known.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     return out
 
 
@@ -335,9 +336,18 @@ def own_values(fn: str, usual: dict[tuple[str, str], dict[str, str]]) -> tuple[t
     for (section, path), fields in sorted(_OWN.get(fn, {}).items()):
         for name, v in fields.items():
             most = usual.get((section, path), {}).get(name)
-            if most is not None and v != most:
+            if most is not None and v != most and os.getcwd() not in v:
                 out.append((f"{section}.{name}", v))
     return tuple(out)
+
+
+def derived(fn: str, usual: dict[tuple[str, str], dict[str, str]]) -> tuple[str, ...]:
+    """The fields (section.field) with a usual value where `fn` holds a value naming the working
+    directory (a checkpoint or log directory Bridge derives from it at run time): the plan
+    does not know them (`Holds::derived`)."""
+    return tuple(f"{section}.{name}" for (section, path), fields in sorted(_OWN.get(fn, {}).items())
+                 for name, v in fields.items()
+                 if os.getcwd() in v and name in usual.get((section, path), {}))
 
 
 def check_recipe_classes() -> list[str]:
@@ -484,14 +494,14 @@ def holds_table(rows, consts, usual) -> list[str]:
         # a section the task's classes have but the function leaves None (`peft` never is)
         missing = tuple(sorted(s for s in default if s not in sections))
         values = own_values(fn, usual)
-        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())), values)
+        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())), values, derived(fn, usual))
         if differing or missing or nested or fn in _OWN:
             groups.setdefault(key, []).append(fn)
     lines = ["/// What Bridge's recipe functions hold where it is not their task's classes (`SECTIONS`,",
              "/// `TASK_SECTIONS`) or is a Bridge dataclass: the functions that hold alike, grouped.",
              "pub const HOLDS: &[Holds] = &["]
     index = []
-    for i, ((differing, missing, nested, empty, values), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
+    for i, ((differing, missing, nested, empty, values, unknown), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
         lines.append("    Holds {")
         lines.append("        sections: &[" + ", ".join(consts[sp] for sp in differing) + "],")
         lines.append("        none: &[" + ", ".join(f'"{m}"' for m in missing) + "],")
@@ -507,6 +517,7 @@ def holds_table(rows, consts, usual) -> list[str]:
         for path, v in values:
             lines.append(f'            ("{path}", {rust_str(v)}),')
         lines.append("        ],")
+        lines.append("        derived: &[" + ", ".join(f'"{p}"' for p in unknown) + "],")
         lines.append(f"        functions: {len(fns)},")
         lines.append("    },")
         index.extend((fn, i) for fn in fns)

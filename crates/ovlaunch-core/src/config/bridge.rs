@@ -90,7 +90,7 @@ impl Holder<'_> {
     /// `dataset.dataset_root`), where the tables know it: its own (`Holds::values`), else the
     /// usual one of the class it holds there (`SectionDef::usual`; only for a function of
     /// `HOLDS`, which names every shipped function and states its own values where they
-    /// differ), else the one every shipped function holding that class holds alike
+    /// differ; none where its Bridge derives it from the working directory), else the one every shipped function holding that class holds alike
     /// (`SectionDef::recipe`).
     pub fn value(&self, path: &str) -> Option<Value> {
         let (section, field) = split(path);
@@ -98,6 +98,9 @@ impl Holder<'_> {
         if let Some(h) = self.holds() {
             if let Some(v) = super::bridge_schema::json_at(h.values, path) {
                 return Some(v);
+            }
+            if h.derived.contains(&path) {
+                return None;
             }
             if let Some(v) = def.usual_value(field) {
                 return Some(v);
@@ -856,6 +859,10 @@ mod tests {
             llama.value("scheduler.start_weight_decay"),
             Some(json!(0.033))
         );
+        // a checkpoint directory Bridge derives from the working directory is not known
+        let long = pretrain("llama3_8b_pretrain_64gpu_h100_bf16_128k_config");
+        assert_eq!(long.value("checkpoint.save"), None);
+        assert_eq!(llama.value("checkpoint.save"), Some(Value::Null));
         let unnamed = pretrain("no_such_function");
         assert_eq!(unnamed.value("scheduler.lr_warmup_iters"), None);
         assert_eq!(unnamed.value("scheduler.lr_warmup_samples"), Some(json!(0)));

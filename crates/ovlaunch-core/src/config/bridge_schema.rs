@@ -220,6 +220,10 @@ pub struct Holds {
     /// (`scheduler.lr_warmup_iters`, `dataset.dataset_root`), where they are not the class's
     /// usual ones (`SectionDef::usual`).
     pub values: &'static [(&'static str, &'static str)],
+    /// The field paths of `SectionDef::usual` whose value the functions' Bridge derives from
+    /// the working directory at run time (a checkpoint or log directory): not known to the
+    /// plan.
+    pub derived: &'static [&'static str],
     /// How many functions hold these (`HELD_BY` names them).
     pub functions: usize,
 }
