@@ -56,9 +56,19 @@ fn pretrained_dir() -> String {
     dir.display().to_string()
 }
 
+/// The path the proof gives a value a recipe function needs from the user (`requires`: a
+/// dataset cache, an Energon dataset; Bridge reads none of them when it builds the config).
+fn user_value_dir() -> String {
+    let dir = std::env::temp_dir().join("ovlaunch-proof-user-value");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.display().to_string()
+}
+
 /// Every variant of every shipped recipe: a performance recipe by the recipe's name, GPU
 /// kind, count and precision (the variant choice), a library recipe by Bridge's function name
-/// (the launch by name), a PEFT one with its pretrained checkpoint.
+/// (the launch by name), a PEFT one with its pretrained checkpoint, one that needs a value from
+/// the user (`requires`) with it, given by `--set` (so it reaches Bridge as an override on the
+/// rendered trainer line).
 fn variant_cases() -> Vec<Case> {
     use ovlaunch::catalog::recipe::RecipeKind;
     let cat = ovlaunch::catalog::Catalog::embedded().expect("catalog");
@@ -98,6 +108,9 @@ fn variant_cases() -> Vec<Case> {
                     format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
                 ]);
             }
+            for field in r.requires(Some(v)).keys() {
+                args.extend(["--set".into(), format!("{field}={}", user_value_dir())]);
+            }
             out.push(Case {
                 id: function,
                 args,
@@ -117,16 +130,35 @@ fn extra_cases() -> Vec<Case> {
         layout_and_set_cases(),
         layout_rebuild_cases(),
         section_check_cases(),
+        own_value_cases(),
         set_and_plugin_cases(),
         env_cases(),
         fine_tuning_cases(),
         own_class_cases(),
         hf_source_cases(),
         uneven_stage_cases(),
+        user_value_cases(),
     ]
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// A function that needs a value from the user (`requires`), launched without it: ovlaunch
+/// refuses at plan time, and Bridge's runner refuses Bridge's function as it is, for the same
+/// reason (GPT-OSS 20B's fast dataset-cache load without a cache path).
+fn user_value_cases() -> Vec<Case> {
+    vec![case(
+        "refuse-user-value-data-cache",
+        "b300",
+        8,
+        &[
+            "--recipe",
+            "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config",
+            "--gpus",
+            "b300x8",
+        ],
+    )]
 }
 
 /// Uneven first and last pipeline stages set on a recipe: Llama 3 70B's 80 layers over PP4
@@ -566,6 +598,44 @@ fn section_check_cases() -> Vec<Case> {
                 "b200x512",
                 "--precision",
                 "fp8mx",
+            ],
+        ),
+    ]
+}
+
+/// Bridge's scheduler checks read each function's own values, not the ones most functions hold
+/// (warmup 10 iterations, the scheduler overridden from the config): Nemotron 3 Ultra's library
+/// pretraining function holds no warmup iterations, so a warmup fraction is its one way to
+/// state the warmup; GPT-OSS 20B's benchmarks do not override the scheduler, so it may come
+/// from the checkpoint. Both are accepted by both.
+fn own_value_cases() -> Vec<Case> {
+    vec![
+        case(
+            "set-warmup-fraction-own-no-warmup-iters",
+            "h100",
+            24,
+            &[
+                "--recipe",
+                "nemotron_3_ultra_pretrain_24gpu_h100_bf16_config",
+                "--gpus",
+                "h100x24",
+                "--set",
+                "scheduler.lr_warmup_fraction=0.01",
+            ],
+        ),
+        case(
+            "set-checkpoint-scheduler-own-no-override",
+            "b300",
+            8,
+            &[
+                "--recipe",
+                "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config",
+                "--gpus",
+                "b300x8",
+                "--set",
+                "dataset.path_to_cache=/proof/data-cache",
+                "--set",
+                "scheduler.use_checkpoint_opt_param_scheduler=true",
             ],
         ),
     ]
@@ -1805,7 +1875,11 @@ fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
         .and_then(|rec| {
             rec.variants
                 .iter()
-                .find(|v| v.bridge_recipe.as_deref() == Some(c.id.as_str()))
+                .find(|v| {
+                    // the case's id, or the function it names with --recipe
+                    let f = v.bridge_recipe.as_deref();
+                    f == Some(c.id.as_str()) || f == Some(r.as_str())
+                })
                 .and_then(|v| v.bridge_recipe.clone())
         })
         .unwrap_or_else(|| c.id.clone());

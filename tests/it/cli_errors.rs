@@ -1307,6 +1307,69 @@ fn fine_tuning_sections_are_typed_by_the_recipes_classes() {
     insta::assert_snapshot!(text.join("\n"));
 }
 
+/// A Bridge function that needs a value from the user (`requires` in its recipe file: GPT-OSS
+/// 20B's fast dataset-cache load needs `dataset.path_to_cache`, which Bridge's recipe leaves
+/// empty and Megatron-Core asserts): `plan`, the dry run and `render` without it exit 2 naming
+/// the function, the field and the fix, and write no job directory; a blank value is no value;
+/// with it, the plan is made and the value reaches the trainer line as an override.
+#[test]
+fn a_value_the_user_brings_is_checked_at_plan_time() {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job");
+    let job = job.to_str().unwrap();
+    let f = "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config";
+    let runs: [&[&str]; 4] = [
+        &["plan", "--recipe", f, "--gpus", "b300x8"],
+        &["--dry-run", "--recipe", f, "--gpus", "b300x8"],
+        &[
+            "render",
+            "--recipe",
+            f,
+            "--gpus",
+            "b300x8",
+            "--job-dir",
+            job,
+        ],
+        &[
+            "plan",
+            "--recipe",
+            f,
+            "--gpus",
+            "b300x8",
+            "--set",
+            "dataset.path_to_cache= ",
+        ],
+    ];
+    let text: Vec<String> = runs
+        .iter()
+        .map(|args| transcript(args, &[(job, "JOB")]))
+        .collect();
+    insta::assert_snapshot!(text.join("\n"));
+    assert!(
+        !std::path::Path::new(job).exists(),
+        "a refused render wrote {job}"
+    );
+    let o = run(&[
+        "plan",
+        "--recipe",
+        f,
+        "--gpus",
+        "b300x8",
+        "--set",
+        "dataset.path_to_cache=/lustre/cache/gpt-oss",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        plan["trainer"]["overrides"],
+        serde_json::json!(["dataset.path_to_cache='/lustre/cache/gpt-oss'"]),
+        "{}",
+        plan["trainer"]
+    );
+}
+
 /// A fine-tuning dataset's Hugging Face source Bridge refuses (`HFDatasetSourceConfig.validate`,
 /// `GPTSFTDatasetConfig.validate`) is refused at plan time with Bridge's message, the field and a
 /// fix: a split Bridge's named preset lacks, a preset Bridge does not know, a validation split

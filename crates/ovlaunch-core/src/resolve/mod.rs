@@ -209,6 +209,11 @@ fn resolve_picked(
     // Bridge's own checks of the pass-through sections (their `finalize()`).
     validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder(choice.variant))?;
     validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
+    validate::user_values(
+        inp.recipe.holder(choice.variant).function,
+        inp.recipe.requires(choice.variant),
+        &l.cfg.bridge,
+    )?;
     let trainer_call = trainer::call(
         inp.recipe,
         choice.variant,
