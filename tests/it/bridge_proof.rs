@@ -123,9 +123,61 @@ fn extra_cases() -> Vec<Case> {
         own_class_cases(),
         hf_source_cases(),
         uneven_stage_cases(),
+        alias_cases(),
     ]
     .into_iter()
     .flatten()
+    .collect()
+}
+
+/// Launches by another name Bridge's library exports a shipped function under
+/// (`bridge_aliases`; the runner looks either name up in `megatron.bridge.recipes`): the
+/// trainer line carries the name the user gave, and Bridge builds that name's config. One per
+/// task and a hybrid model's (whose shape table is keyed by the function's own name), on the
+/// GPU kind and count of the function's variant.
+fn alias_cases() -> Vec<Case> {
+    let cat = ovlaunch::catalog::Catalog::embedded().expect("catalog");
+    [
+        "qwen3_8b_pretrain_config",
+        "qwen3_8b_sft_32k_config",
+        "qwen3_8b_peft_config",
+        "nemotronh_4b_pretrain_config",
+    ]
+    .into_iter()
+    .map(|alias| {
+        let r = cat.recipe(alias).expect("a shipped alias");
+        let v = &r.variants[0];
+        assert!(
+            v.bridge_aliases.iter().any(|a| a == alias),
+            "{alias} is an alias of {:?}",
+            v.bridge_recipe
+        );
+        let n = v.num_gpus.expect("its GPU count");
+        let gpu = if v.gpu == "any" {
+            "h100"
+        } else {
+            v.gpu.as_str()
+        };
+        let mut args = vec![
+            "--recipe".to_string(),
+            alias.to_string(),
+            "--gpus".into(),
+            format!("{gpu}x{n}"),
+        ];
+        if r.task.as_deref() == Some("peft") {
+            args.extend([
+                "--set".into(),
+                format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+            ]);
+        }
+        Case {
+            id: format!("alias-{alias}"),
+            args,
+            gpu: gpu.to_string(),
+            world: n,
+            env: Vec::new(),
+        }
+    })
     .collect()
 }
 
@@ -2075,6 +2127,11 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             scripts.insert(c.id.clone(), script);
             (argv, None)
         };
+        // a launch by an alias: the runner is given the name the user gave
+        if let Some(alias) = c.id.strip_prefix("alias-") {
+            let named = argv.iter().skip_while(|w| *w != "--recipe").nth(1);
+            assert_eq!(named.map(String::as_str), Some(alias), "{}: {argv:?}", c.id);
+        }
         let env = planned_env(plans.get(&c.id));
         let mut input =
             json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env});

@@ -209,9 +209,16 @@ fn resolve_picked(
     // Bridge's own checks of the pass-through sections (their `finalize()`).
     validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder(choice.variant))?;
     validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
+    // the function as the user named it: a library alias reaches the runner as given
+    let named = picked
+        .base
+        .as_ref()
+        .map(|b| b.function.as_str())
+        .or(inp.recipe.pinned.as_deref());
     let trainer_call = trainer::call(
         inp.recipe,
         choice.variant,
+        named,
         inp.stack,
         plugins,
         &l,
