@@ -124,10 +124,65 @@ fn extra_cases() -> Vec<Case> {
         hf_source_cases(),
         uneven_stage_cases(),
         alias_cases(),
+        cuda_graph_cases(),
     ]
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// CUDA-graph implementation and scope combinations on Llama 3 8B's H100 function (which
+/// holds `cuda_graph_impl=none`, `cuda_graph_scope=[]`): Bridge's guard
+/// (`validate_cuda_graph_configuration`) refuses local graphs but over the whole iteration or
+/// for inference, Megatron-Core's post-init a legacy scope beside graph modules; ovlaunch
+/// refuses the same jobs for the same reason and plans the accepted ones as Bridge builds them.
+fn cuda_graph_cases() -> Vec<Case> {
+    let with = |id: &str, sets: &[&str]| {
+        let mut args = vec!["--recipe", "llama3_8b", "--gpus", "h100x8"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &args)
+    };
+    vec![
+        with("refuse-cuda-graph-local", &["model.cuda_graph_impl=local"]),
+        with(
+            "refuse-cuda-graph-local-scoped",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_modules=[attn,mlp]",
+            ],
+        ),
+        with(
+            "refuse-cuda-graph-scope-and-modules",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_modules=[attn]",
+            ],
+        ),
+        with(
+            "cuda-graph-local-full-iteration",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_scope=[full_iteration]",
+            ],
+        ),
+        with(
+            "cuda-graph-local-inference",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.inference_cuda_graph_scope=block",
+            ],
+        ),
+        with(
+            "cuda-graph-te-modules",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_modules=[attn]",
+                "model.cuda_graph_scope=null",
+            ],
+        ),
+    ]
 }
 
 /// Launches by another name Bridge's library exports a shipped function under

@@ -9,6 +9,7 @@
 
 pub mod base;
 pub mod checkpoint;
+pub mod cuda_graph;
 pub mod env;
 pub mod env_rules;
 pub mod hf_source;
@@ -990,8 +991,8 @@ fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
 /// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
 fn finalize_model(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<()> {
-    cuda_graph_guard(m, t);
-    deprecated_cuda_graph_switches(m, t)?;
+    // CUDA graphs: Bridge's guard, then Megatron-Core's post-init rules.
+    cuda_graph::finalize(m, t)?;
     // TransformerConfig: the head dimension and the KV groups default from the heads.
     if m.kv_channels.is_none() && m.num_attention_heads != 0 {
         m.kv_channels = Some(m.hidden_size / m.num_attention_heads);
@@ -1016,117 +1017,6 @@ fn finalize_model(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<(
             m.tensor_model_parallel_size
         });
     }
-    // CUDA graphs: the deprecated `cuda_graph_scope` moves to `cuda_graph_modules`, which is
-    // normalised to a list: "full" (alone) means every module, written as []; the deprecated
-    // value "full_iteration" becomes cuda_graph_impl="full_iteration", and
-    // "full_iteration_inference" moves to the inference scope (not in the plan).
-    if let Some(scope) = m.cuda_graph_scope.take() {
-        m.cuda_graph_modules = Some(scope);
-    }
-    let raw: Vec<String> = match m.cuda_graph_modules.take() {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) if s.is_empty() => Vec::new(),
-        Some(Value::String(s)) => s.split(',').map(String::from).collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
-            .collect(),
-        Some(other) => vec![other.to_string()],
-    };
-    let mut kept = Vec::new();
-    if raw != ["full"] {
-        for s in raw {
-            match s.as_str() {
-                "full_iteration" => m.cuda_graph_impl = "full_iteration".into(),
-                "full_iteration_inference" => {}
-                _ => kept.push(Value::String(s)),
-            }
-        }
-    }
-    m.cuda_graph_modules = Some(Value::Array(kept));
-    Ok(())
-}
-
-/// Bridge's guard before Megatron-Core's post-init (`ConfigContainer.validate` calls
-/// `validate_cuda_graph_configuration`, megatron/bridge/utils/cuda_graph.py, right before
-/// `model.finalize()`): with `cuda_graph_impl="none"` the graph modules and the legacy scope are
-/// cleared (`clear_cuda_graph_modules`), so a deprecated switch mapped afterwards captures whole
-/// layers, and a `full_iteration` scope does not turn graphs on.
-fn cuda_graph_guard(m: &mut crate::config::ModelConfig, t: &mut Trace) {
-    if m.cuda_graph_impl != "none" {
-        return;
-    }
-    // what the post-init would keep: "full" (alone) means every module, as [] does
-    let held = |v: &Option<Value>| match v {
-        None | Some(Value::Null) => false,
-        Some(Value::Array(a)) => !a.is_empty() && a != &[Value::from("full")],
-        Some(Value::String(s)) => !s.is_empty() && s != "full",
-        Some(_) => true,
-    };
-    if held(&m.cuda_graph_modules) || held(&m.cuda_graph_scope) {
-        t.decisions.push(Decision::new(
-            MODEL.cuda_graph_modules,
-            Value::Array(Vec::new()),
-            "cuda_graph_impl is none when Bridge's validate_cuda_graph_configuration runs (before Megatron-Core's post-init): it clears cuda_graph_modules and cuda_graph_scope",
-            Source::Derived,
-        ));
-    }
-    m.cuda_graph_modules = Some(Value::Array(Vec::new()));
-    m.cuda_graph_scope = None;
-}
-
-/// Megatron-Core's deprecated CUDA-graph switches (`TransformerConfig.__post_init__`,
-/// megatron/core/transformer/transformer_config.py, mcore 0.19): with `enable_cuda_graph` or
-/// `external_cuda_graph` set, `cuda_graph_impl` must still be `none` and only one of them on;
-/// the first becomes `cuda_graph_impl="local"`, the second `"transformer_engine"`, each with
-/// Megatron-Core's deprecation warning. The switches themselves stay set.
-fn deprecated_cuda_graph_switches(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<()> {
-    if !m.enable_cuda_graph && !m.external_cuda_graph {
-        return Ok(());
-    }
-    let fields = [
-        MODEL.enable_cuda_graph,
-        MODEL.external_cuda_graph,
-        MODEL.cuda_graph_impl,
-    ];
-    if m.cuda_graph_impl != "none" {
-        return Err(Error::config(
-            "Do not use enable_cuda_graph or external_cuda_graph with cuda_graph_impl.",
-        )
-        .at_fields(fields.as_slice())
-        .help(format!(
-            "the switches are deprecated: set only {} (local or transformer_engine), and {}=false {}=false",
-            MODEL.cuda_graph_impl, MODEL.enable_cuda_graph, MODEL.external_cuda_graph
-        )));
-    }
-    if m.enable_cuda_graph && m.external_cuda_graph {
-        return Err(Error::config(
-            "enable_cuda_graph and external_cuda_graph cannot be enabled at the same time.",
-        )
-        .at_fields(fields.as_slice())
-        .help(format!(
-            "set {}=local or =transformer_engine instead of both switches",
-            MODEL.cuda_graph_impl
-        )));
-    }
-    let (switch, imp) = if m.enable_cuda_graph {
-        (MODEL.enable_cuda_graph, "local")
-    } else {
-        (MODEL.external_cuda_graph, "transformer_engine")
-    };
-    m.cuda_graph_impl = imp.to_string();
-    t.decisions.push(Decision::new(
-        MODEL.cuda_graph_impl,
-        imp,
-        format!(
-            "{switch} is deprecated: Megatron-Core's TransformerConfig.__post_init__ sets cuda_graph_impl={imp} for it"
-        ),
-        Source::Derived,
-    ));
-    t.warnings.push(format!(
-        "{} is deprecated, use cuda_graph_impl={imp} instead.",
-        crate::config::bridge::split(switch).1
-    ));
     Ok(())
 }
 
