@@ -501,7 +501,11 @@ fn layering<'r>(
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
     // a value of the user's file that its Bridge function's classes refuse is the file's error
-    let file = picked.base.as_ref().map(|b| (&b.file, b.origin.as_str()));
+    let file = picked.base.as_ref().map(|b| layers::FileValues {
+        sections: &b.file,
+        origin: b.origin.as_str(),
+        lines: &b.lines,
+    });
     let mut l = match layered {
         Some(l) => l,
         None => layers::layer_on(inp.recipe, choice.variant, file, &plugins.sets, inp.sets)?,
