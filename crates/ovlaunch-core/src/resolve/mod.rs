@@ -249,7 +249,7 @@ fn resolve_picked(
     // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
     // and Bridge's flex-dispatcher check for the GPU.
     finalize_model(&mut l.cfg.model, &mut t)?;
-    flex_dispatcher_fits(&l.cfg.model, inp.hardware)?;
+    flex_dispatcher_fits(&l.cfg.model, inp.hardware, &mut t)?;
     // 5. Data-parallel size, then communication overlap.
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`.
@@ -947,13 +947,26 @@ fn env_stage(
 /// Bridge's `validate_flex_dispatcher_backend` (training/flex_dispatcher_backend.py), which
 /// `runtime_config_update` runs on the GPU: DeepEP needs compute capability 8.x or 9.x or a
 /// device named "NVIDIA B200"/"NVIDIA B300" (so not GB200/GB300); HybridEP needs 8.x, 9.x or
-/// 10.x.
-fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result<()> {
+/// 10.x. On a kind whose compute capability is not published (`arch_major_is_bound`) the
+/// check is Bridge's at run time, and the plan says so.
+fn flex_dispatcher_fits(
+    m: &crate::config::ModelConfig,
+    hw: &Hardware,
+    t: &mut Trace,
+) -> Result<()> {
     if m.moe_token_dispatcher_type.as_deref() != Some("flex") {
         return Ok(());
     }
     let major = hw.gpu.arch_major;
     let kind = hw.gpu.kind.as_str();
+    if hw.gpu.arch_major_is_bound {
+        if let Some(backend) = m.moe_flex_dispatcher_backend.as_deref() {
+            t.warnings.push(format!(
+                "{kind}'s compute capability is not published: whether Megatron-Bridge's validate_flex_dispatcher_backend accepts the {backend} dispatcher on it is decided when the trainer starts"
+            ));
+        }
+        return Ok(());
+    }
     let (ok, reason) = match m.moe_flex_dispatcher_backend.as_deref() {
         Some("deepep") => (
             matches!(major, 8 | 9) || matches!(kind, "b200" | "b300"),
