@@ -376,7 +376,8 @@ pub fn frozen_base(plan: &Plan) -> bool {
 /// refused for this: `estimate` and the dry run say so, `tune` refuses.
 pub fn unmodelled(plan: &Plan) -> Option<String> {
     let gpu = &plan.hardware.gpu;
-    if gpu.perf.is_none() {
+    // (the CPU-only test kind has nothing to estimate: `estimate` refuses it as before)
+    if gpu.perf.is_none() && !gpu.is_cpu() {
         return Some(format!(
             "GPU kind `{}` has no performance constants in the hardware table (no published dense peaks, HBM or NVLink figures it could cite); give them in a --hardware-file `perf:` block to estimate it",
             gpu.kind
