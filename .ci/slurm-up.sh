@@ -4,7 +4,7 @@
 # No systemd, no cgroups, no accounting database.  Needs root and the
 # packages from .ci/install.sh.  Stop it with .ci/slurm-down.sh.
 #
-# Usage: eval "$(.ci/slurm-up.sh [--nodes N] [--cpus C] [--dir DIR])"
+# Usage: eval "$(.ci/slurm-up.sh [--nodes N] [--cpus C] [--gpus G] [--dir DIR])"
 #
 # stdout: only `export ...` lines (also written to $DIR/env.sh):
 #   SLURM_CONF, OVLAUNCH_SLURM_DIR, OVLAUNCH_SLURM_NODES (space separated names)
@@ -18,6 +18,11 @@
 #                          declared count may exceed the real one:
 #                          SlurmdParameters=config_overrides makes slurmd
 #                          report the configured hardware.
+#   OVLAUNCH_SLURM_GPUS    GPUs declared per node as a generic resource
+#                          (default 0: none; or --gpus): a job asking
+#                          --gpus-per-node=N is scheduled and bound as on a
+#                          GPU cluster (Slurm sets CUDA_VISIBLE_DEVICES), on
+#                          device files that are no GPU.
 #   OVLAUNCH_SLURM_PREFIX  node name prefix (default "node": node1..nodeN)
 #   OVLAUNCH_SLURM_PORT    slurmctld port; node i uses PORT+i.  Default: the
 #                          first free block at PORT_BASE, PORT_BASE+100, ...
@@ -52,6 +57,7 @@ TMP_BASE=${TMPDIR:-/tmp}
 DIR=${OVLAUNCH_SLURM_DIR:-${TMP_BASE%/}/ovlaunch-slurm}
 NODES=${OVLAUNCH_SLURM_NODES:-2}
 CPUS=${OVLAUNCH_SLURM_CPUS:-4}
+GPUS=${OVLAUNCH_SLURM_GPUS:-0}
 PREFIX=${OVLAUNCH_SLURM_PREFIX:-node}
 PORT=${OVLAUNCH_SLURM_PORT:-}
 PORT_BASE=${OVLAUNCH_SLURM_PORT_BASE:-16817}
@@ -69,9 +75,11 @@ while [ $# -gt 0 ]; do
     --nodes=*) NODES=${1#*=}; shift ;;
     --cpus) CPUS=$2; shift 2 ;;
     --cpus=*) CPUS=${1#*=}; shift ;;
+    --gpus) GPUS=$2; shift 2 ;;
+    --gpus=*) GPUS=${1#*=}; shift ;;
     --dir) DIR=$2; shift 2 ;;
     --dir=*) DIR=${1#*=}; shift ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
     *) echo "slurm-up: unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -84,6 +92,7 @@ T0=$(now)
 
 case "$NODES" in ''|*[!0-9]*|0) die "--nodes must be a positive integer" ;; esac
 case "$CPUS" in ''|*[!0-9]*|0) die "--cpus must be a positive integer" ;; esac
+case "$GPUS" in ''|*[!0-9]*) die "--gpus must be a non-negative integer" ;; esac
 [ "$(id -u)" = 0 ] || die "must run as root (slurmd runs jobs as any user)"
 for b in munged slurmctld slurmd sinfo scontrol; do
   command -v "$b" >/dev/null 2>&1 || die "$b not found; run .ci/install.sh slurm"
@@ -232,13 +241,25 @@ SlurmdTimeout=60
 DebugFlags=NO_CONF_HASH
 ${OVLAUNCH_SLURM_EXTRA_CONF:-}
 EOF
+  GRES=
+  if [ "$GPUS" -gt 0 ]; then
+    echo "GresTypes=gpu"
+    GRES=" Gres=gpu:$GPUS"
+  fi
   i=0
   for n in "${NAMES[@]}"; do
     i=$((i + 1))
-    echo "NodeName=$n NodeHostname=$n NodeAddr=127.0.0.1 Port=$((PORT + i)) CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM State=UNKNOWN"
+    echo "NodeName=$n NodeHostname=$n NodeAddr=127.0.0.1 Port=$((PORT + i)) CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM$GRES State=UNKNOWN"
   done
   echo "PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 } > "$CONF"
+# Slurm's gpu plugin binds a GPU through its device file: each is a character device with
+# /dev/null's numbers, which nothing opens (task/none: no cgroup device rules)
+if [ "$GPUS" -gt 0 ]; then
+  mkdir -p "$DIR/dev"
+  for i in $(seq 0 $((GPUS - 1))); do mknod "$DIR/dev/gpu$i" c 1 3; done
+  echo "Name=gpu File=$DIR/dev/gpu[0-$((GPUS - 1))]" > "$DIR/etc/gres.conf"
+fi
 for n in "${NAMES[@]}"; do mkdir -p "$DIR/spool/$n"; done
 export SLURM_CONF=$CONF
 

@@ -15,6 +15,12 @@ process is the one that trains and the one that writes.
 CUDA device queries) and the file to write; nothing reaches this process through its environment
 but what the launcher put there. Importing probe.py sets its offline Hugging Face hub variables;
 they are taken out again before the runner's steps, so the written environment holds none of them.
+
+For a job of several ranks (tests/it/trainer_env_slurm.rs) the file's name holds `{rank}`, put
+as the launcher's RANK, and with `received_only` in chain.json the rank writes only what it was
+started with (`received`, the environment as the launcher handed it over, and its argv) and
+imports nothing: the test runs the runner's steps on them with Bridge's code in one process of
+its own (an import of Bridge costs about 20 s of CPU per process).
 """
 
 import json
@@ -25,6 +31,20 @@ from pathlib import Path
 START = dict(os.environ)
 ROOT = Path(__file__).resolve().parents[2]
 CHAIN = json.loads((ROOT / "chain.json").read_text())
+RANK = os.environ.get("RANK", "")
+OUT = Path(CHAIN["out"].replace("{rank}", RANK))
+
+
+def write(doc: dict) -> None:
+    tmp = OUT.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(OUT)
+
+
+if CHAIN.get("received_only"):
+    write({"received": START, "argv": ["python", *sys.argv]})
+    sys.exit(0)
+
 sys.path.insert(0, CHAIN["probe_dir"])
 import probe  # noqa: E402
 
@@ -53,10 +73,7 @@ def main() -> None:
     world = os.environ.get("WORLD_SIZE") or os.environ.get("SLURM_NTASKS")
     case = {"argv": ["python", *sys.argv], "world_size": int(world), "gpu": CHAIN["gpu"]}
     probe.build(case, live=True, bootstrap=bootstrap)
-    out = Path(CHAIN["out"])
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"env": dict(os.environ), "benchmark": BENCHMARK == [True]}))
-    tmp.replace(out)
+    write({"env": dict(os.environ), "benchmark": BENCHMARK == [True]})
 
 
 if __name__ == "__main__":

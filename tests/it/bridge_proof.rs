@@ -2330,8 +2330,8 @@ fn vl_config(python: &str, cls: &str, architecture: &str, dir: &std::path::Path)
     path.display().to_string()
 }
 
-/// A vision-language function whose model class comes from its checkpoint (Qwen3-VL 8B SFT,
-/// Gemma 3 VL 4B SFT): `--set` of a field only Bridge's VL provider classes have
+/// A vision-language function whose model class comes from its checkpoint (Qwen2.5-VL 7B SFT,
+/// Gemma 3 VL 4B SFT: checkpoints whose config.json the repository does not ship): `--set` of a field only Bridge's VL provider classes have
 /// (`freeze_vision_model`, ...) is accepted, typed by the classes the bridges of that model
 /// build, and the plan says the checkpoint's class checks it at run time. Bridge's runner,
 /// given a config.json of that architecture at the checkpoint's name, builds the job with that
@@ -2345,8 +2345,8 @@ fn a_vision_language_field_on_a_checkpoint_function_reaches_bridges_class() {
     let dir = tempfile::tempdir().unwrap();
     let qwen = vl_config(
         &python,
-        "Qwen3VLConfig",
-        "Qwen3VLForConditionalGeneration",
+        "Qwen2_5_VLConfig",
+        "Qwen2_5_VLForConditionalGeneration",
         dir.path(),
     );
     let gemma = vl_config(
@@ -2357,11 +2357,11 @@ fn a_vision_language_field_on_a_checkpoint_function_reaches_bridges_class() {
     );
     let jobs = [
         (
-            "vl-qwen3",
-            "qwen3_vl_8b_sft_2gpu_h100_bf16_config",
+            "vl-qwen25",
+            "qwen25_vl_7b_sft_2gpu_h100_bf16_config",
             2,
             &qwen,
-            "Qwen3VLModelProvider",
+            "Qwen25VLModelProvider",
             [
                 "model.freeze_vision_model=true",
                 "model.freeze_language_model=true",
@@ -2441,7 +2441,7 @@ fn a_vision_language_field_on_a_checkpoint_function_reaches_bridges_class() {
         let o = run(&[
             "plan",
             "--recipe",
-            "qwen3_vl_8b_sft_2gpu_h100_bf16_config",
+            "qwen25_vl_7b_sft_2gpu_h100_bf16_config",
             "--gpus",
             "h100x2",
             "--set",
@@ -2453,8 +2453,7 @@ fn a_vision_language_field_on_a_checkpoint_function_reaches_bridges_class() {
     let e = refused("model.hybrid_override_pattern=M-");
     assert!(
         e.contains("none of Bridge's classes the checkpoint may give this model")
-            && e.contains("Qwen3VLModelProvider")
-            && e.contains("Qwen3VLMoEModelProvider"),
+            && e.contains("Qwen25VLModelProvider"),
         "{e}"
     );
     let e = refused("model.freeze_vision_modell=true");

@@ -190,14 +190,15 @@ fn a_config_the_user_gives_fills_the_fields_bridges_mapping_gives() {
 /// A vision-language checkpoint's config.json nests its language model under `text_config`
 /// (its encoder under `vision_config`); Bridge's VL bridges pass `text_config` to the config
 /// mapping, and so does `--hf-config`. The test's config is Qwen3 8B's (a fixture) placed
-/// there, beside an encoder section with a clashing key that must not be read.
+/// there, beside an encoder section with a clashing key that must not be read, for a VL function
+/// whose checkpoint config the repository does not ship (Qwen2.5-VL 7B's).
 #[test]
 fn a_vision_language_config_fills_the_language_model_fields_from_text_config() {
     let text: Value =
         serde_json::from_str(include_str!("../bridge/hf/Qwen/Qwen3-8B/config.json")).unwrap();
     let vl = serde_json::json!({
-        "architectures": ["Qwen3VLForConditionalGeneration"],
-        "model_type": "qwen3_vl",
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+        "model_type": "qwen2_5_vl",
         "text_config": text,
         "vision_config": {"depth": 27, "hidden_size": 1152, "num_heads": 16},
     });
@@ -207,7 +208,7 @@ fn a_vision_language_config_fills_the_language_model_fields_from_text_config() {
     let p = plan(
         &[
             "--recipe",
-            "qwen3_vl_8b_sft_2gpu_h100_bf16_config",
+            "qwen25_vl_7b_sft_2gpu_h100_bf16_config",
             "--gpus",
             "h100x2",
             "--hf-config",

@@ -85,6 +85,36 @@ fn estimate_text_and_set_override() {
     );
 }
 
+/// `--set model.fp8_output_proj=true` under MXFP8 makes Megatron-Core build Transformer
+/// Engine's MXFP8 LM head (`is_mxfp8_output_proj_active`): the estimate prices the head at the
+/// FP8 rate, so the step is shorter; under BF16 the field changes nothing.
+#[test]
+fn fp8_output_proj_prices_the_lm_head_in_mxfp8() {
+    let tps = |precision: &str, sets: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "-r",
+            "gpt_oss_120b",
+            "-g",
+            "gb200x64",
+            "--precision",
+            precision,
+            "-o",
+            "json",
+        ];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        serde_json::from_str::<serde_json::Value>(&ok(&args)).unwrap()["tokens_per_sec_per_gpu"]
+            .as_f64()
+            .unwrap()
+    };
+    let on = ["model.fp8_output_proj=true"];
+    let (bf16_head, fp8_head) = (tps("fp8mx", &[]), tps("fp8mx", &on));
+    assert!(fp8_head > bf16_head * 1.01, "{fp8_head} vs {bf16_head}");
+    assert_eq!(tps("bf16", &[]), tps("bf16", &on));
+}
+
 /// A GPU kind without performance constants (a site's, or R100 and VR200, whose figures are not
 /// published) is not estimated: `estimate` says so with the reason, exit 0, in text and JSON,
 /// and the launch is planned as usual; nothing is invented for it.

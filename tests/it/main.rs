@@ -41,4 +41,5 @@ mod slurm_e2e;
 mod slurm_faults;
 mod snapshots;
 mod trainer_env;
+mod trainer_env_slurm;
 mod user_recipes;

@@ -629,31 +629,20 @@ fn preemption_requeues_after_the_signal() {
     );
 }
 
-/// The fault-tolerance plugin replaces torchrun with `ft_launcher`. nvidia-resiliency-ext
-/// cannot be installed here, so a four-line stand-in `ft_launcher` (the one fake: it drops
-/// the `--ft-*` options and runs the real torchrun with `--max_restarts`) is put on PATH.
-/// Rank 1 fails on the first attempt; torchrun restarts the workers in the same job. One
+/// The fault-tolerance plugin replaces torchrun with `ft_launcher`: NVIDIA Resiliency
+/// Extension's own (`.ci/ft-launcher.sh`, on the Bridge venv's Python), put first on PATH.
+/// Rank 1 fails on the first attempt; ft_launcher restarts the workers in the same job. One
 /// node keeps the restart quick on a 2-core machine (a two-node restart re-rendezvouses).
 #[test]
 fn fault_tolerance_restarts_a_failed_rank() {
     let Some((_turn, c)) = cluster() else { return };
-    let bin = c.dir.path().join("ft-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let ft = bin.join("ft_launcher");
-    std::fs::write(
-        &ft,
-        "#!/bin/bash\nargs=()\nwhile [ $# -gt 0 ]; do case \"$1\" in --ft-*) shift 2;; --max-restarts) args+=(\"--max_restarts=$2\" --monitor_interval=1); shift 2;; *) args+=(\"$1\"); shift;; esac; done\nexec torchrun \"${args[@]}\"\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&ft, std::fs::Permissions::from_mode(0o755)).unwrap();
-    if which::which("torchrun").is_err() {
-        assert!(
-            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
-            "torchrun is required in CI"
-        );
+    let Some(python) = crate::bridge_proof::bridge_python() else {
         return;
-    }
+    };
+    let Some(ft) = crate::trainer_env_slurm::ft_launcher(&python) else {
+        return;
+    };
+    let bin = Path::new(&ft).parent().unwrap().to_path_buf();
     let dir = submit_with_path(
         c,
         Some(&bin),

@@ -19,9 +19,9 @@
 //! srun's options; no Slurm daemon, the real-Slurm tests run the same script shape), and a local
 //! torchrun script run by the Bridge venv's real torchrun (one worker). Stand-ins: srun (above),
 //! and, inside Bridge, probe.py's (no GPU: TransformerEngine's import surface, torch's CUDA
-//! device queries for the job's GPU kind). The fault-tolerance plugin's `ft_launcher` is not
-//! installed here, so its jobs are not in this chain (its variables are in the Bridge proof's
-//! script-exports check).
+//! device queries for the job's GPU kind). The real srun, torchrun inside srun and the
+//! fault-tolerance plugin's `ft_launcher` are in `trainer_env_slurm.rs`, which shares the rules
+//! below ([`extra_rule`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -133,44 +133,74 @@ fn slurm_task_vars(world: u32, per_node: u32) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Which rule accounts for a variable the plan does not state, or `None` (a difference).
-fn extra_rule(
-    name: &str,
-    given: &BTreeMap<&str, String>,
-    slurm: &[(&str, String)],
-    form: Form,
-    benchmark: bool,
-) -> Option<&'static str> {
-    const IDENTITY: [&str; 8] = [
-        "RANK",
-        "LOCAL_RANK",
-        "WORLD_SIZE",
-        "LOCAL_WORLD_SIZE",
-        "GROUP_RANK",
-        "NODE_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-    ];
-    if given.contains_key(name) {
+/// The Slurm variables a trainer may hold besides the plan's.
+pub(super) enum SlurmVars<'a> {
+    /// none: not started by Slurm
+    None,
+    /// the stand-in srun's task variables, by name
+    StandIn(&'a [(&'static str, String)]),
+    /// a real Slurm's: its job, step and task variables and its GPU binding
+    Real,
+}
+
+/// How a trainer process was started, which decides what else its environment may hold.
+pub(super) struct Started<'a> {
+    /// what the test's shell passed in (to bash, or to sbatch, which exports it to the job)
+    pub given: &'a BTreeMap<&'a str, String>,
+    pub slurm: SlurmVars<'a>,
+    /// a worker of torch.distributed.elastic's agent (torchrun, ft_launcher)
+    pub elastic: bool,
+    /// a worker of NVIDIA Resiliency Extension's ft_launcher
+    pub ft_launcher: bool,
+    /// a benchmark recipe run by the runner in this process (its re-execution marker)
+    pub benchmark: bool,
+}
+
+/// The identity a rank's launcher gives it: the rank runtime from the Slurm task (srun mode),
+/// or torch.distributed.elastic's agent for its workers.
+pub(super) const IDENTITY: [&str; 8] = [
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
+/// Which rule accounts for a variable the plan does not state, or `None` (a difference). Each
+/// rule is a class of variables some program of the launch path sets for the process itself,
+/// with its source; none of them takes a name the plan states (the caller compares those).
+pub(super) fn extra_rule(name: &str, s: &Started) -> Option<&'static str> {
+    if s.given.contains_key(name) {
         return Some("passed in by the test's shell");
     }
     if ["PWD", "SHLVL", "_", "OLDPWD"].contains(&name) {
         return Some("bash's own");
     }
-    if form == Form::Sbatch && slurm.iter().any(|(k, _)| *k == name) {
-        return Some("srun's task variables");
+    match s.slurm {
+        SlurmVars::StandIn(vars) if vars.iter().any(|(k, _)| *k == name) => {
+            return Some("srun's task variables");
+        }
+        SlurmVars::Real => {
+            if let Some(rule) = real_slurm_rule(name) {
+                return Some(rule);
+            }
+        }
+        _ => {}
     }
     if IDENTITY.contains(&name) {
-        return Some(if form == Form::Sbatch {
-            "the rank runtime's identity (from the Slurm task)"
-        } else {
+        return Some(if s.elastic {
             "torchrun's worker identity"
+        } else {
+            "the rank runtime's identity (from the Slurm task)"
         });
     }
     // torch.distributed.elastic's agent (torch/distributed/elastic/agent/server/local_elastic_agent.py
     // `_start_workers`): the role and group sizes, its TORCHELASTIC_* state, and the NCCL
     // error handling default it sets for every worker
-    if form == Form::Torchrun
+    if s.elastic
         && (name.starts_with("TORCHELASTIC_")
             || [
                 "ROLE_RANK",
@@ -184,12 +214,17 @@ fn extra_rule(
     {
         return Some("torchrun's worker variables");
     }
+    // nvidia_resiliency_ext/fault_tolerance/launcher.py: the sockets through which each worker
+    // reaches the launcher and its rank monitor
+    if s.ft_launcher && ["FT_LAUNCHER_IPC_SOCKET", "FT_RANK_MONITOR_IPC_SOCKET"].contains(&name) {
+        return Some("ft_launcher's worker sockets");
+    }
     // Python's C-locale coercion (PEP 538): an interpreter started with no locale variable
     // sets LC_CTYPE in its own environment
     if name == "LC_CTYPE"
         && !["LANG", "LC_ALL", "LC_CTYPE"]
             .iter()
-            .any(|k| given.contains_key(k))
+            .any(|k| s.given.contains_key(k))
     {
         return Some("Python's C-locale coercion (the test's shell sets no locale)");
     }
@@ -198,8 +233,40 @@ fn extra_rule(
     if name == "TORCHINDUCTOR_CACHE_DIR" {
         return Some("torch's inductor, on import, in the trainer's own process");
     }
-    if benchmark && name == "_MB_TRAINING_RECIPE_ENV_BOOTSTRAPPED" {
+    if s.benchmark && name == "_MB_TRAINING_RECIPE_ENV_BOOTSTRAPPED" {
         return Some("Bridge's runner's re-execution marker (benchmark recipes)");
+    }
+    None
+}
+
+/// A real Slurm's own variables of a job's task: the classes slurmstepd sets for every task.
+fn real_slurm_rule(name: &str) -> Option<&'static str> {
+    // sbatch(1) and srun(1), OUTPUT ENVIRONMENT VARIABLES: the job's, step's and task's
+    // SLURM_* (and the node's SLURMD_NODENAME)
+    if name.starts_with("SLURM_") || name.starts_with("SLURMD_") {
+        return Some("Slurm's job, step and task variables (SLURM_*, SLURMD_*)");
+    }
+    // Slurm's gres/gpu plugin (gres_gpu.c, the step's environment): the GPUs given to the
+    // step, as CUDA, ROCm and oneAPI Level Zero read them
+    if [
+        "CUDA_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "ROCR_VISIBLE_DEVICES",
+        "ZE_AFFINITY_MASK",
+    ]
+    .contains(&name)
+    {
+        return Some("Slurm's binding of the step's GPUs (gres/gpu)");
+    }
+    // src/common/env.c: the batch script's environment (`env_array_for_batch_job`: ENVIRONMENT=BATCH
+    // and HOSTNAME, the batch host, which srun passes on to every task) and srun's own
+    // (`setup_env`: SRUN_DEBUG, its verbosity)
+    if ["ENVIRONMENT", "HOSTNAME", "SRUN_DEBUG"].contains(&name) {
+        return Some("Slurm's batch and srun variables (ENVIRONMENT, HOSTNAME, SRUN_DEBUG)");
+    }
+    // slurmstepd (src/slurmd/slurmstepd/mgr.c): TMPDIR for every task, /tmp where unset
+    if name == "TMPDIR" {
+        return Some("slurmstepd's TMPDIR");
     }
     None
 }
@@ -340,7 +407,18 @@ fn the_trainers_environment_after_bridges_env_steps_is_the_plans() {
             if planned.contains_key(k) {
                 continue;
             }
-            match extra_rule(k, &given, &slurm, j.form, benchmark) {
+            let started = Started {
+                given: &given,
+                slurm: if j.form == Form::Sbatch {
+                    SlurmVars::StandIn(&slurm)
+                } else {
+                    SlurmVars::None
+                },
+                elastic: j.form == Form::Torchrun,
+                ft_launcher: false,
+                benchmark,
+            };
+            match extra_rule(k, &started) {
                 Some(rule) => {
                     extras
                         .entry(rule)

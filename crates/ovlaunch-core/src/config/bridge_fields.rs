@@ -1916,7 +1916,7 @@ pub const HOLDS: &[Holds] = &[
             ("dataset.seq_length", r#"4096"#),
             ("dataset.offline_packing_specs", r#"{"max_single_sequence_length": null, "num_tokenizer_workers": -1, "packed_metadata_path": null, "packed_sequence_size": 4096, "packed_train_data_path": null, "packed_val_data_path": null, "pad_cu_seqlens": false, "pad_seq_to_mult": 1, "tokenizer_model_name": null}"#),
         ],
-        functions: 18,
+        functions: 19,
     },
     Holds {
         sections: &[],
@@ -3061,6 +3061,7 @@ pub const HELD_BY: &[(&str, usize)] = &[
     ("llama3_8b_sft_8gpu_gb200_fp8mx_config", 24),
     ("llama3_8b_sft_8gpu_h100_bf16_config", 18),
     ("llama3_8b_sft_8gpu_h100_fp8cs_config", 18),
+    ("minimax_m3_sft_128gpu_h100_bf16_config", 18),
     ("moonlight_16b_peft_2gpu_h100_bf16_config", 18),
     ("moonlight_16b_peft_4gpu_h100_bf16_config", 25),
     ("moonlight_16b_sft_8gpu_h100_bf16_8k_config", 26),
