@@ -97,8 +97,8 @@ MODELS = {
 
 SECTIONS = ("model", "train", "ddp", "optimizer")
 
-# GPU kinds ovlaunch's hardware table has (Bridge also ships single-GPU r100 recipes).
-GPU_KINDS = {"h100", "b200", "b300", "gb200", "gb300", "vr200"}
+# GPU kinds ovlaunch's hardware table has.
+GPU_KINDS = {"h100", "b200", "b300", "gb200", "gb300", "vr200", "r100"}
 
 # The perf_recipes families (Bridge's runner's own family table).
 FAMILIES = sorted({family for _, family in probe.FAMILY_PREFIXES})

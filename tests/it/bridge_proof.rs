@@ -138,6 +138,8 @@ fn extra_cases() -> Vec<Case> {
         hf_source_cases(),
         uneven_stage_cases(),
         user_value_cases(),
+        alias_cases(),
+        cuda_graph_cases(),
     ]
     .into_iter()
     .flatten()
@@ -159,6 +161,111 @@ fn user_value_cases() -> Vec<Case> {
             "b300x8",
         ],
     )]
+}
+
+/// CUDA-graph implementation and scope combinations on Llama 3 8B's H100 function (which
+/// holds `cuda_graph_impl=none`, `cuda_graph_scope=[]`): Bridge's guard
+/// (`validate_cuda_graph_configuration`) refuses local graphs but over the whole iteration or
+/// for inference, Megatron-Core's post-init a legacy scope beside graph modules; ovlaunch
+/// refuses the same jobs for the same reason and plans the accepted ones as Bridge builds them.
+fn cuda_graph_cases() -> Vec<Case> {
+    let with = |id: &str, sets: &[&str]| {
+        let mut args = vec!["--recipe", "llama3_8b", "--gpus", "h100x8"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &args)
+    };
+    vec![
+        with("refuse-cuda-graph-local", &["model.cuda_graph_impl=local"]),
+        with(
+            "refuse-cuda-graph-local-scoped",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_modules=[attn,mlp]",
+            ],
+        ),
+        with(
+            "refuse-cuda-graph-scope-and-modules",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_modules=[attn]",
+            ],
+        ),
+        with(
+            "cuda-graph-local-full-iteration",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_scope=[full_iteration]",
+            ],
+        ),
+        with(
+            "cuda-graph-local-inference",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.inference_cuda_graph_scope=block",
+            ],
+        ),
+        with(
+            "cuda-graph-te-modules",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_modules=[attn]",
+                "model.cuda_graph_scope=null",
+            ],
+        ),
+    ]
+}
+
+/// Launches by another name Bridge's library exports a shipped function under
+/// (`bridge_aliases`; the runner looks either name up in `megatron.bridge.recipes`): the
+/// trainer line carries the name the user gave, and Bridge builds that name's config. One per
+/// task and a hybrid model's (whose shape table is keyed by the function's own name), on the
+/// GPU kind and count of the function's variant.
+fn alias_cases() -> Vec<Case> {
+    let cat = ovlaunch::catalog::Catalog::embedded().expect("catalog");
+    [
+        "qwen3_8b_pretrain_config",
+        "qwen3_8b_sft_32k_config",
+        "qwen3_8b_peft_config",
+        "nemotronh_4b_pretrain_config",
+    ]
+    .into_iter()
+    .map(|alias| {
+        let r = cat.recipe(alias).expect("a shipped alias");
+        let v = &r.variants[0];
+        assert!(
+            v.bridge_aliases.iter().any(|a| a == alias),
+            "{alias} is an alias of {:?}",
+            v.bridge_recipe
+        );
+        let n = v.num_gpus.expect("its GPU count");
+        let gpu = if v.gpu == "any" {
+            "h100"
+        } else {
+            v.gpu.as_str()
+        };
+        let mut args = vec![
+            "--recipe".to_string(),
+            alias.to_string(),
+            "--gpus".into(),
+            format!("{gpu}x{n}"),
+        ];
+        if r.task.as_deref() == Some("peft") {
+            args.extend([
+                "--set".into(),
+                format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+            ]);
+        }
+        Case {
+            id: format!("alias-{alias}"),
+            args,
+            gpu: gpu.to_string(),
+            world: n,
+            env: Vec::new(),
+        }
+    })
+    .collect()
 }
 
 /// Uneven first and last pipeline stages set on a recipe: Llama 3 70B's 80 layers over PP4
@@ -2149,6 +2256,11 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             scripts.insert(c.id.clone(), script);
             (argv, None)
         };
+        // a launch by an alias: the runner is given the name the user gave
+        if let Some(alias) = c.id.strip_prefix("alias-") {
+            let named = argv.iter().skip_while(|w| *w != "--recipe").nth(1);
+            assert_eq!(named.map(String::as_str), Some(alias), "{}: {argv:?}", c.id);
+        }
         let env = planned_env(plans.get(&c.id));
         let mut input =
             json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env});

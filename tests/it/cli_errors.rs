@@ -284,6 +284,20 @@ fn recipe_file_unknown_key_in_a_layout_table_has_file_and_line() {
     ));
 }
 
+/// A section refused only once the file is planned on its Bridge function (`peft: null` and
+/// another scheme on a PEFT function, at the top level and in a variant) points at its own
+/// line, as every other recipe-file error does.
+#[test]
+fn recipe_file_peft_refusal_has_file_and_line() {
+    let head = "name: mine\nbridge_recipe: llama3_8b_peft_config\ncheckpoint:\n  pretrained_checkpoint: /ckpt/base\n";
+    let top = plan_of_recipe(&format!("{head}train:\n  train_iters: 10\npeft: null\n"));
+    let scheme = plan_of_recipe(&format!("{head}peft: dora\n"));
+    let variant = plan_of_recipe(
+        "name: mine\nvariants:\n  - gpu: h100\n    precision: bf16\n    bridge_recipe: llama3_8b_peft_config\n    checkpoint:\n      pretrained_checkpoint: /ckpt/base\n    peft: null\n",
+    );
+    insta::assert_snapshot!([top, scheme, variant].join("\n---\n"));
+}
+
 #[test]
 fn recipe_file_wrong_type_has_file_and_line() {
     insta::assert_snapshot!(plan_of_recipe(

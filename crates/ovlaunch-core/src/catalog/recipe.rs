@@ -302,6 +302,8 @@ pub struct Variant {
     pub sections: Map<String, Value>,
     /// The line of its entry in a user's recipe file (for errors about its values).
     pub line: Option<usize>,
+    /// The line of each of its keys in a user's recipe file (for errors about a section).
+    pub key_lines: yaml::KeyLines,
 }
 
 impl Variant {
@@ -360,6 +362,9 @@ pub struct Recipe {
     /// every difference reaches the trainer as an override (`resolve::base`). Empty for a
     /// shipped recipe.
     pub bases: Vec<Recipe>,
+    /// The line of each top-level key in a user's recipe file (for errors about a section
+    /// found once the file is planned on its Bridge function); empty for a shipped recipe.
+    pub key_lines: yaml::KeyLines,
 }
 
 impl Recipe {
@@ -470,6 +475,11 @@ impl Recipe {
             for (v, line) in recipe.variants.iter_mut().zip(yaml::variant_lines(text)) {
                 v.line = Some(line);
             }
+        }
+        let (top, variants) = yaml::key_lines(text);
+        recipe.key_lines = top;
+        for (v, lines) in recipe.variants.iter_mut().zip(variants) {
+            v.key_lines = lines;
         }
         Ok(recipe)
     }
@@ -610,6 +620,7 @@ impl Recipe {
                 pipeline_layouts: v.pipeline_layouts.clone(),
                 sections: pick_sections(raw),
                 line: None,
+                key_lines: yaml::KeyLines::new(),
             });
         }
         Ok(Recipe {
@@ -631,6 +642,7 @@ impl Recipe {
             sections: pick_sections(&Value::Object(top)),
             variants,
             bases: Vec::new(),
+            key_lines: yaml::KeyLines::new(),
         })
     }
 

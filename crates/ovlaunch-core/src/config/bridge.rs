@@ -341,18 +341,18 @@ impl Sections {
     }
 
     /// Takes the pass-through sections out of a layered tree, checking every field against
-    /// the class the recipe (`holder`) holds there.
+    /// the class the recipe (`holder`) holds there; a refusal names the section it is about.
     pub fn take_from(
         tree: &mut Map<String, Value>,
         holder: Holder<'_>,
-    ) -> Result<Sections, String> {
+    ) -> Result<Sections, (&'static str, String)> {
         let mut out = Sections::default();
         for name in names() {
             let Some(v) = tree.remove(name) else {
                 continue;
             };
             let v = if name == PEFT {
-                match peft_scheme(v, holder)? {
+                match peft_scheme(v, holder).map_err(|e| (name, e))? {
                     Some(v) => v,
                     None => continue,
                 }
@@ -366,14 +366,17 @@ impl Sections {
                 Value::Null => continue,
                 Value::Object(m) => m,
                 other => {
-                    return Err(format!(
-                        "`{}` must be a mapping of field: value, not {other}",
-                        def.name
+                    return Err((
+                        name,
+                        format!(
+                            "`{}` must be a mapping of field: value, not {other}",
+                            def.name
+                        ),
                     ));
                 }
             };
             for (k, val) in m {
-                let val = check_in(def, &k, val, Some(holder))?;
+                let val = check_in(def, &k, val, Some(holder)).map_err(|e| (name, e))?;
                 out.set(&format!("{}.{k}", def.name), val);
             }
         }

@@ -3,7 +3,8 @@
 //! Contract: `estimate(&Plan, &Efficiency) -> Result<Estimate>` is pure (no I/O, clock or env)
 //! and reads only the plan: the model shape, the layout, the batch, the resolved overlap and
 //! precision fields, the DDP/optimizer settings and the GPU kind's `perf` constants. It errors
-//! (exit 2) only when the GPU kind has no performance constants.
+//! (exit 2) only when the GPU kind has no performance constants; [`unmodelled`] says so first
+//! (with the reason), and `estimate`, the dry run and `tune` ask it before estimating.
 //!
 //! The model (see docs/estimate.md for what it leaves out):
 //! * Compute: model FLOPs per step (`arch`), plus the forward FLOPs that recompute repeats,
@@ -372,9 +373,18 @@ pub fn frozen_base(plan: &Plan) -> bool {
     plan.recipe.task.as_deref() == Some("peft")
 }
 
-/// Why the estimator does not model the plan's architecture, or `None` when it does. A launch
-/// is never refused for this: `estimate` and the dry run say so, `tune` refuses.
+/// Why the estimator does not model the plan (its GPU kind has no performance constants, or
+/// its architecture is one the estimator leaves out), or `None` when it does. A launch is never
+/// refused for this: `estimate` and the dry run say so, `tune` refuses.
 pub fn unmodelled(plan: &Plan) -> Option<String> {
+    let gpu = &plan.hardware.gpu;
+    // (the CPU-only test kind has nothing to estimate: `estimate` refuses it as before)
+    if gpu.perf.is_none() && !gpu.is_cpu() {
+        return Some(format!(
+            "GPU kind `{}` has no performance constants in the hardware table (no published dense peaks, HBM or NVLink figures it could cite); give them in a --hardware-file `perf:` block to estimate it",
+            gpu.kind
+        ));
+    }
     if let Some(c) = plan.recipe.from_checkpoint.as_ref() {
         return Some(if c.at_run_time.is_empty() {
             format!(
