@@ -172,6 +172,22 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
     resolve_picked(inp, plugins, &picked, None)
 }
 
+/// Bridge's own checks of the pass-through sections (their `finalize()`), of a fine-tuning
+/// task's sections, and of the values the function needs from the user (`requires`).
+fn pass_through_checks(
+    recipe: &Recipe,
+    variant: Option<&Variant>,
+    bridge: &crate::config::bridge::Sections,
+) -> Result<()> {
+    validate::bridge_sections(bridge, recipe.holder(variant))?;
+    validate::fine_tuning(recipe.task.as_deref(), bridge)?;
+    validate::user_values(
+        recipe.holder(variant).function,
+        recipe.requires(variant),
+        bridge,
+    )
+}
+
 /// The stages on a picked recipe; `layered`: the recipe and variant already layered (the env
 /// stage's resolution of Bridge's function alone, [`layers::Layered::alone`]).
 fn resolve_picked(
@@ -207,14 +223,7 @@ fn resolve_picked(
     };
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
-    // Bridge's own checks of the pass-through sections (their `finalize()`).
-    validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder(choice.variant))?;
-    validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
-    validate::user_values(
-        inp.recipe.holder(choice.variant).function,
-        inp.recipe.requires(choice.variant),
-        &l.cfg.bridge,
-    )?;
+    pass_through_checks(inp.recipe, choice.variant, &l.cfg.bridge)?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base
