@@ -904,7 +904,9 @@ fn main() {
         let first = resolver.plan(recipe, &gpus, precision, &sets);
         let resolved = match first {
             Ok((plan, _)) => {
-                let balanced = row_sets(shape(tune::loss_stage_work(&plan.model)));
+                // The head's time in layers at the shipped constants (what tune generates).
+                let shipped = Efficiency::embedded().expect("efficiency");
+                let balanced = row_sets(shape(tune::loss_stage_time(&plan, &shipped)));
                 if balanced != sets {
                     sets = balanced;
                 }

@@ -17,8 +17,7 @@ pub fn summary(plan: &Plan) -> String {
         s,
         "# ovlaunch plan: {} ({}) on {} = {} node(s) x {} {}",
         plan.recipe.name,
-        plan.recipe
-            .bridge_recipe
+        plan.function_shown()
             .as_deref()
             .unwrap_or("no Bridge recipe name"),
         hw.spec,

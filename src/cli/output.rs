@@ -168,6 +168,8 @@ pub struct GpuOut {
     /// The nodes' CPU architecture (`x86_64`, `aarch64`).
     pub arch: String,
     pub arch_major: u32,
+    /// `arch_major` is the least the kind's sourced facts imply, not a published value.
+    pub arch_major_is_bound: bool,
     pub gpus_per_node: u32,
     pub nvlink_domain_size: u32,
     /// Whether `estimate` has performance constants for it.

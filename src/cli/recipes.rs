@@ -259,6 +259,7 @@ pub fn gpus(p: &Printer, args: &CatalogArgs, out: OutputArg) -> Result<i32> {
                 generation: g.generation.clone(),
                 arch: g.arch.name().to_string(),
                 arch_major: g.arch_major,
+                arch_major_is_bound: g.arch_major_is_bound,
                 gpus_per_node: g.gpus_per_node,
                 nvlink_domain_size: g.nvlink_domain_size,
                 estimable: g.perf.is_some(),
@@ -271,10 +272,12 @@ pub fn gpus(p: &Printer, args: &CatalogArgs, out: OutputArg) -> Result<i32> {
     for g in &cat.gpus {
         let _ = writeln!(
             s,
-            "{:<6} {:<10} sm{}x  {} per node  NVLink domain {:<3} {}",
+            "{:<6} {:<10} sm{}x{} {} per node  NVLink domain {:<3} {}",
             g.kind,
             g.generation,
             g.arch_major,
+            // a bound, not a published value: this or newer
+            if g.arch_major_is_bound { "+" } else { " " },
             g.gpus_per_node,
             g.nvlink_domain_size,
             g.description

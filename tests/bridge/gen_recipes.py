@@ -38,6 +38,12 @@ and last stages' layers plus one per virtual stage of every middle rank); that d
 stand-in's, never stated by the recipe (`num_layers` stays under `from_checkpoint`). recipes/hf_config_map.json is Bridge's config
 mapping, which ovlaunch applies to a config the user gives (`--hf-config`).
 
+A function Bridge refuses only because a value the user must bring is empty (USER_VALUES: Bridge's
+own error, the field it is about, where Bridge checks it) is built again with that field given a
+placeholder on the runner's line; when Bridge then builds the job it is shipped, its variant
+naming the field under `requires` with Bridge's error (ovlaunch refuses a plan without it, with
+the fix). Every field is learnt from Bridge's error and confirmed by Bridge's acceptance.
+
 Every function not shipped is listed with its reason in recipes/NOT_SHIPPED.md: Bridge's own
 runner refuses it at its own GPU count (also listed at the top of its file when the file exists),
 it builds its model from a checkpoint not at hand and Bridge does not build it with any stand-in
@@ -91,8 +97,8 @@ MODELS = {
 
 SECTIONS = ("model", "train", "ddp", "optimizer")
 
-# GPU kinds ovlaunch's hardware table has (Bridge also ships single-GPU r100 recipes).
-GPU_KINDS = {"h100", "b200", "b300", "gb200", "gb300", "vr200"}
+# GPU kinds ovlaunch's hardware table has.
+GPU_KINDS = {"h100", "b200", "b300", "gb200", "gb300", "vr200", "r100"}
 
 # The perf_recipes families (Bridge's runner's own family table).
 FAMILIES = sorted({family for _, family in probe.FAMILY_PREFIXES})
@@ -102,6 +108,46 @@ RELEASED_060 = {
     for line in (Path(__file__).resolve().parent / "bridge-0.6.0-perf-recipes.txt").read_text().splitlines()
     if line.strip() and not line.startswith("#")
 }
+
+
+# Bridge's refusals of a recipe function that a value the user must bring lifts: (Bridge's
+# error text, where Bridge raises it, the field it is about). The generator gives the field a
+# placeholder and ships the function only when Bridge then builds the job.
+USER_VALUES = (
+    ("--data-cache-path must be provided when using --dataloader-fast-cache-load.",
+     "megatron.core.datasets.blended_megatron_dataset_config.BlendedMegatronDatasetConfig.__post_init__",
+     "dataset.path_to_cache"),
+    ("--data-cache-path must be provided when using --dataloader-defer-npy-index-mmap.",
+     "megatron.core.datasets.blended_megatron_dataset_config.BlendedMegatronDatasetConfig.__post_init__",
+     "dataset.path_to_cache"),
+    ("EnergonDatasetConfig.path must be set to a non-empty dataset path.",
+     "megatron.bridge.data.builders.energon.EnergonDatasetConfig.validate",
+     "dataset.path"),
+)
+
+# The value each required field is given while the generator checks that Bridge builds the job
+# (a directory: Bridge reads none of these paths when it builds the config).
+USER_VALUE = tempfile.mkdtemp(prefix="ovlaunch-user-value-")
+
+
+def user_values(build, argv: list[str], refusal: Exception) -> tuple[dict[str, str] | None, Exception]:
+    """The fields a function needs from the user, each with Bridge's error (`{field: "text
+    (Error in where)"}`), when Bridge's `refusal` of `build(argv)` is one of USER_VALUES and `build`
+    succeeds once its field (and any the next refusal asks for) is given USER_VALUE on the
+    runner's line; else None and the refusal that stands (Bridge's last)."""
+    needed: dict[str, str] = {}
+    e = refusal
+    while True:
+        text = str(e).strip()
+        row = next((r for r in USER_VALUES if text == r[0]), None)
+        if row is None or row[2] in needed:
+            return None, e
+        needed[row[2]] = f"{text} ({type(e).__name__} in {row[1]})"
+        try:
+            build(argv + [f"{f}={USER_VALUE}" for f in needed])
+            return needed, e
+        except Exception as x:  # noqa: BLE001 - Bridge's next refusal, read above
+            e = x
 
 
 def scalar(v):
@@ -215,7 +261,7 @@ def name_meta(fn_name: str, fn) -> dict:
             "precision": MP_PRECISION[mp], "rest": fn_name[task.end():-len("_config")].strip("_")}
 
 
-def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), library=False):
+def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), library=False, requires=None):
     meta = name_meta(fn_name, fn)
     rest = meta["rest"]
     probe.ovlaunch_stubs.fake_gpu(meta["hardware"] if meta["hardware"] in probe.ovlaunch_stubs.GPUS else "h100")
@@ -234,6 +280,8 @@ def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), libra
         out["bridge_aliases"] = sorted(aliases)
     if not library:
         out["bridge_since"] = "0.6.0" if fn_name in RELEASED_060 else "0.6.2"
+    if requires:
+        out["requires"] = dict(sorted(requires.items()))
     out["model_class"] = f"{type(cfg.model).__module__}.{type(cfg.model).__qualname__}"
     # ovlaunch's model fields this provider class does not have (the plan does not report them)
     lacks = [f for f in fields["model"] if not hasattr(cfg.model, f)]
@@ -312,6 +360,8 @@ def rules_env(ovlaunch: str, doc: dict, variants: list[dict]) -> list[dict | Non
                 argv += ["--variant", v["variant"]]
             if doc.get("task") == "peft":  # Bridge requires it (see the plan's check)
                 argv += ["--set", f"checkpoint.pretrained_checkpoint={PRETRAINED}"]
+            for f in v.get("requires", {}):  # the values the user brings (see `user_values`)
+                argv += ["--set", f"{f}={USER_VALUE}"]
             r = subprocess.run(argv, capture_output=True, text=True)
             if r.returncode != 0:
                 out.append(None)
@@ -336,7 +386,7 @@ def factor(variants: list[dict]) -> dict:
     """Values identical in every variant (per section field) move to the top level."""
     base = {}
     # the model class every variant builds (one statement for the file)
-    for key in ("model_class", "model_lacks", "from_checkpoint"):
+    for key in ("model_class", "model_lacks", "from_checkpoint", "requires"):
         held = {json.dumps(v.get(key)) for v in variants}
         if len(held) == 1 and key in variants[0]:
             base[key] = variants[0][key]
@@ -530,7 +580,8 @@ def checkpoint_classes(fn) -> list[str]:
 BRIDGE_CLASSES: dict[str, list[str]] = {}
 
 
-def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: bool, hf: str) -> dict:
+def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: bool, hf: str,
+                    requires=None) -> dict:
     """The variant of a function whose checkpoint config is not at hand (see STANDIN and
     STANDIN_RUNS): what the recipe states (a model field it assigns with the same value on every
     stand-in that runs), and `from_checkpoint` naming the checkpoint and the model fields it
@@ -542,7 +593,7 @@ def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: 
     for base, scale in STANDIN_RUNS:
         try:
             with Standin(hf, scale, base) as s:
-                v = variant_of(n, fn, fields, aliases, library)
+                v = variant_of(n, fn, fields, aliases, library, requires)
         except Exception as e:  # noqa: BLE001 - this architecture does not fit the recipe
             last = e
             continue
@@ -622,10 +673,17 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
             argv = ["--recipe", n]
             if v.get("task", g_task) == "peft":
                 argv.append(f"checkpoint.pretrained_checkpoint={PRETRAINED}")
-            probe.build_case({"argv": argv, "world_size": v["num_gpus"],
-                              "gpu": v["gpu"] if v["gpu"] != "any" else "h100", "env": {},
-                              "hf_config": {"hf": hf, "revision": v["from_checkpoint"].get("revision"),
-                                            "configs": [str(probe.HERE / "hf" / c / "config.json") for c in PROOF_STANDINS]}})
+            case = {"argv": argv, "world_size": v["num_gpus"],
+                    "gpu": v["gpu"] if v["gpu"] != "any" else "h100", "env": {},
+                    "hf_config": {"hf": hf, "revision": v["from_checkpoint"].get("revision"),
+                                  "configs": [str(probe.HERE / "hf" / c / "config.json") for c in PROOF_STANDINS]}}
+            try:
+                probe.build_case(case)
+            except Exception as e:  # noqa: BLE001 - lifted by a value the user brings, or not
+                needs, e = user_values(lambda words: probe.build_case(dict(case, argv=words)), argv, e)
+                if needs is None:
+                    raise e from None
+                v = standin_variant(n, fn, fields, aliases, library, hf, needs)
             variants.append(v)
         except Exception as e:  # noqa: BLE001 - the reason goes into NOT_SHIPPED.md
             why = f"{type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
@@ -646,19 +704,24 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
         if m["task"] == "peft":
             argv.append(f"checkpoint.pretrained_checkpoint={PRETRAINED}")
         # a function Bridge's own runner refuses at its own GPU count (its validation, its
-        # expert grid check) is not shipped: the header lists it with Bridge's reason
+        # expert grid check) is not shipped: the header lists it with Bridge's reason; one it
+        # refuses only for want of a value the user brings is shipped, requiring it
+        case = {"argv": argv, "world_size": int(m["num_gpus"]),
+                "gpu": m["hardware"] if m["hardware"] != "any" else "h100", "env": {}}
+        needs = None
         try:
-            probe.build({"argv": argv, "world_size": int(m["num_gpus"]),
-                         "gpu": m["hardware"] if m["hardware"] != "any" else "h100", "env": {}})
+            probe.build(case)
         except Exception as e:  # noqa: BLE001 - the reason goes into the file
             hf = checkpoint_missing(e)
             if hf is not None:
                 from_standins(n, fn, aliases, hf)
                 continue
-            refused.extend(f"#   {x}: {type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
-                           for x in (n, *aliases))
-            continue
-        variants.append(variant_of(n, fn, fields, aliases, library))
+            needs, e = user_values(lambda words: probe.build(dict(case, argv=words)), argv, e)
+            if needs is None:
+                refused.extend(f"#   {x}: {type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
+                               for x in (n, *aliases))
+                continue
+        variants.append(variant_of(n, fn, fields, aliases, library, needs))
     if not variants:
         return None, refused, missing
     if refused:
@@ -835,7 +898,8 @@ def main() -> int:
     ap.add_argument("--ovlaunch", required=True, help="an ovlaunch binary built from this tree")
     ap.add_argument("--out", required=True)
     ap.add_argument("--check", action="store_true")
-    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--only", nargs="*", help="these recipe files only (a MODELS name or a catalogue file's name); "
+                    "recipes/NOT_SHIPPED.md is left as it is")
     args = ap.parse_args()
     fields: dict[str, list[str]] = {}
     section = None
@@ -861,7 +925,7 @@ def main() -> int:
             print(f"wrote {path}", file=sys.stderr)
 
     records: list[tuple[str, str, str]] = []
-    for name in args.only or MODELS:
+    for name in [n for n in MODELS if args.only is None or n in args.only]:
         text, refused = generate(name, fields, args.ovlaunch)
         put(Path(args.out) / f"{name}.yaml", text)
         prefix, family, _ = MODELS[name]
@@ -869,13 +933,15 @@ def main() -> int:
         fns = [(n, None, []) for n in dir(module) if n.startswith(prefix) and n.endswith("_config")
                and probe.BENCHMARK_NAME.search(n) and probe.BENCHMARK_NAME.search(n)["task"] == "pretrain"]
         records += refused_records(name, refused) + gpu_records(name, fns)
-    if not args.only:
-        for g in catalogue_groups():
-            text, refused, missing = generate_catalogue_file(g, fields, args.ovlaunch)
-            put(Path(args.out) / f"{g['name']}.yaml", text)
-            records += refused_records(g["model"], refused) + missing_records(g["model"], missing)
-            if g["source"] == "perf":
-                records += gpu_records(g["model"], g["entries"])
+    for g in catalogue_groups():
+        if args.only is not None and g["name"] not in args.only:
+            continue
+        text, refused, missing = generate_catalogue_file(g, fields, args.ovlaunch)
+        put(Path(args.out) / f"{g['name']}.yaml", text)
+        records += refused_records(g["model"], refused) + missing_records(g["model"], missing)
+        if g["source"] == "perf":
+            records += gpu_records(g["model"], g["entries"])
+    if args.only is None:
         put(Path(args.out) / "NOT_SHIPPED.md", not_shipped(records))
         put(Path(args.out) / "hf_config_map.json", config_map())
     return bad

@@ -8,13 +8,14 @@ user may set (the class's `__init__` fields; fields Bridge computes, private fie
 fields are left out) is written with its type, mapped to the small type language of
 `config::bridge`. The class is the one Bridge's pretraining performance recipes put in that
 section (checked below for every shipped recipe function), so a key path ovlaunch accepts is a
-key path of the class the trainer holds. Each section also lists the values every shipped recipe
-function holds alike (`recipe`), which ovlaunch's checks of Bridge's section rules start from.
-A class some functions hold beyond the pretraining ones (a fine-tuning dataset, LoRA) also lists,
-for every field whose value differs between them, the value most of them hold (`usual`), and each
-function's row of `HOLDS` states its own values where they are not the usual ones (`values`), so
-every such function's plan knows the values it holds (GLM-5.2's long-context SFT functions' own
-`dataset_root`), each stated once.
+key path of the class the trainer holds. Each class a shipped function holds in a section (the
+pretraining ones, held by every function, performance and library, every task; a fine-tuning
+dataset, LoRA) lists the values every function holding it holds alike (`recipe`) and, for every
+field whose value differs between them, the value most of them hold (`usual`); each function's
+row of `HOLDS` states its own values where they are not the usual ones (`values`), so every
+shipped function's plan knows the values it holds (GPT-OSS 20B's own scheduler, GLM-5.2's
+long-context SFT functions' own `dataset_root`), each stated once, and ovlaunch's checks of
+Bridge's section rules read them (`config::bridge::Holder::value`).
 
 Every function a shipped recipe file names (performance and library, every task) is built, and
 what it holds is written where it is not its task's classes (`HOLDS`, indexed by `HELD_BY`): a
@@ -268,13 +269,12 @@ def held() -> list[tuple[str, str, str, dict[str, str], dict[str, str | None], d
                 continue
             path = class_path(type(obj))
             sections[section] = path
-            if section not in SECTIONS or type(obj) is not SECTIONS[section]:
-                values = _VALUES.setdefault((section, path), {})
-                own = _OWN.setdefault(fn, {}).setdefault((section, path), {})
-                for name, _, _ in fields_of(section, type(obj)):
-                    v = json.dumps(probe.plain(getattr(obj, name)), sort_keys=True)
-                    values.setdefault(name, collections.Counter())[v] += 1
-                    own[name] = v
+            values = _VALUES.setdefault((section, path), {})
+            own = _OWN.setdefault(fn, {}).setdefault((section, path), {})
+            for name, _, _ in fields_of(section, type(obj)):
+                v = json.dumps(probe.plain(getattr(obj, name)), sort_keys=True)
+                values.setdefault(name, collections.Counter())[v] += 1
+                own[name] = v
             nested_held(section, obj, nested, empty)
         _HELD.append((family, task, fn, sections, nested, empty))
     return _HELD
@@ -295,9 +295,10 @@ def default_classes(task: str) -> dict[str, str]:
     return out
 
 
-def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
-    """Problems (an SFT function holding peft, a function setting ft), and per class held beyond
-    the pretraining ones ((section, class) -> values every function holding it holds alike)."""
+def fine_tuning_facts() -> tuple[list[str], dict[tuple[str, str], dict[str, str]]]:
+    """Problems (an SFT function holding peft, a function setting ft), and per class a shipped
+    function holds in a section ((section, class) -> values every function holding it holds
+    alike; a value naming the working directory is left out: Bridge derives it at run time)."""
     problems = []
     for _, task, fn, sections, _, _ in held():
         if task == "sft" and "peft" in sections:
@@ -311,55 +312,42 @@ def fine_tuning_facts() -> tuple[list[str], dict[str, dict[str, str]]]:
 
 
 def usual_values() -> dict[tuple[str, str], dict[str, str]]:
-    """Per class held beyond the pretraining ones, for every field whose value differs between
-    the functions holding it: the value most of them hold (ties: the first JSON text), which a
-    function of `HOLDS` holds unless it states its own (`own_values`). A field some function
-    holds a value naming the working directory at is left out (Bridge derives it at run time)."""
+    """Per class a shipped function holds in a section (the pretraining classes too: every
+    function holds them, performance and library, every task), for every field whose value
+    differs between the functions holding it: the value most of them hold (ties: the first JSON
+    text), which a function of `HOLDS` holds unless it states its own (`own_values`) or Bridge
+    derives its value from the working directory at run time (`derived`); those values are not
+    counted."""
     held()
     out: dict[tuple[str, str], dict[str, str]] = {}
     for key, fields in _VALUES.items():
         out[key] = {}
         for name, counts in fields.items():
-            if len(counts) > 1 and not any(os.getcwd() in v for v in counts):
-                out[key][name] = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            known = {v: n for v, n in counts.items() if os.getcwd() not in v}
+            if len(counts) > 1 and known:
+                out[key][name] = min(known.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     return out
 
 
 def own_values(fn: str, usual: dict[tuple[str, str], dict[str, str]]) -> tuple[tuple[str, str], ...]:
-    """(section.field, value) for every field of a class `fn` holds beyond the pretraining ones
-    where its value is not the usual one (`usual_values`): the function's own statement."""
+    """(section.field, value) for every field of a class `fn` holds where its value is not the
+    usual one (`usual_values`): the function's own statement."""
     out = []
     for (section, path), fields in sorted(_OWN.get(fn, {}).items()):
         for name, v in fields.items():
             most = usual.get((section, path), {}).get(name)
-            if most is not None and v != most:
+            if most is not None and v != most and os.getcwd() not in v:
                 out.append((f"{section}.{name}", v))
     return tuple(out)
 
 
-def recipe_values() -> dict[str, dict[str, str]]:
-    """Per section, the fields whose value is the same in every shipped recipe function (JSON
-    text), which ovlaunch's checks of Bridge's section rules read. A value that names the
-    working directory (Bridge derives some paths from it) is left out."""
-    import json
-    import os
-
-    seen: dict[tuple[str, str], set[str]] = {}
-    for _, cfg in shipped_configs():
-        for section, cls in SECTIONS.items():
-            obj = getattr(cfg, section)
-            if obj is None:
-                continue
-            for name, _, _ in fields_of(section, cls):
-                v = getattr(obj, name)
-                seen.setdefault((section, name), set()).add(json.dumps(probe.plain(v), sort_keys=True))
-    out: dict[str, dict[str, str]] = {s: {} for s in SECTIONS}
-    for (section, name), vals in seen.items():
-        if len(vals) == 1:
-            (v,) = vals
-            if os.getcwd() not in v:
-                out[section][name] = v
-    return out
+def derived(fn: str, usual: dict[tuple[str, str], dict[str, str]]) -> tuple[str, ...]:
+    """The fields (section.field) with a usual value where `fn` holds a value naming the working
+    directory (a checkpoint or log directory Bridge derives from it at run time): the plan
+    does not know them (`Holds::derived`)."""
+    return tuple(f"{section}.{name}" for (section, path), fields in sorted(_OWN.get(fn, {}).items())
+                 for name, v in fields.items()
+                 if os.getcwd() in v and name in usual.get((section, path), {}))
 
 
 def check_recipe_classes() -> list[str]:
@@ -385,7 +373,6 @@ def rust_str(v: str) -> str:
 
 
 def generate() -> str:
-    common = recipe_values()
     problems, held_common = fine_tuning_facts()
     assert not problems, problems
     usual = usual_values()
@@ -402,7 +389,8 @@ def generate() -> str:
     consts: dict[tuple[str, str], str] = {}
     for section, cls in SECTIONS.items():
         consts[(section, class_path(cls))] = section.upper()
-        lines.extend(section_def(section.upper(), section, cls, common[section]))
+        key = (section, class_path(cls))
+        lines.extend(section_def(section.upper(), section, cls, held_common.get(key, {}), usual.get(key, {})))
     for const, section, path, _ in FINE_TUNING:
         consts[(section, path)] = const
         lines.extend(section_def(const, section, _class(path), held_common.get((section, path), {}), usual.get((section, path), {})))
@@ -497,8 +485,8 @@ def nested_defs(rows, consts) -> list[str]:
 
 def holds_table(rows, consts, usual) -> list[str]:
     """`HOLDS`: the functions holding alike, grouped; `HELD_BY`: function -> group, sorted.
-    Every function holding a class beyond the pretraining ones is in it (its values are the
-    class's usual ones but where it states its own)."""
+    Every shipped function is in it (its values are its classes' usual ones but where it states
+    its own), so a function it does not name is one whose values are not known."""
     groups: dict[tuple, list[str]] = {}
     for _, task, fn, sections, nested, empty in rows:
         default = default_classes(task)
@@ -506,14 +494,14 @@ def holds_table(rows, consts, usual) -> list[str]:
         # a section the task's classes have but the function leaves None (`peft` never is)
         missing = tuple(sorted(s for s in default if s not in sections))
         values = own_values(fn, usual)
-        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())), values)
+        key = (differing, missing, tuple(sorted(nested.items())), tuple(sorted(empty.items())), values, derived(fn, usual))
         if differing or missing or nested or fn in _OWN:
             groups.setdefault(key, []).append(fn)
     lines = ["/// What Bridge's recipe functions hold where it is not their task's classes (`SECTIONS`,",
              "/// `TASK_SECTIONS`) or is a Bridge dataclass: the functions that hold alike, grouped.",
              "pub const HOLDS: &[Holds] = &["]
     index = []
-    for i, ((differing, missing, nested, empty, values), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
+    for i, ((differing, missing, nested, empty, values, unknown), fns) in enumerate(sorted(groups.items(), key=lambda kv: kv[1][0])):
         lines.append("    Holds {")
         lines.append("        sections: &[" + ", ".join(consts[sp] for sp in differing) + "],")
         lines.append("        none: &[" + ", ".join(f'"{m}"' for m in missing) + "],")
@@ -529,6 +517,7 @@ def holds_table(rows, consts, usual) -> list[str]:
         for path, v in values:
             lines.append(f'            ("{path}", {rust_str(v)}),')
         lines.append("        ],")
+        lines.append("        derived: &[" + ", ".join(f'"{p}"' for p in unknown) + "],")
         lines.append(f"        functions: {len(fns)},")
         lines.append("    },")
         index.extend((fn, i) for fn in fns)

@@ -56,9 +56,19 @@ fn pretrained_dir() -> String {
     dir.display().to_string()
 }
 
+/// The path the proof gives a value a recipe function needs from the user (`requires`: a
+/// dataset cache, an Energon dataset; Bridge reads none of them when it builds the config).
+fn user_value_dir() -> String {
+    let dir = std::env::temp_dir().join("ovlaunch-proof-user-value");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.display().to_string()
+}
+
 /// Every variant of every shipped recipe: a performance recipe by the recipe's name, GPU
 /// kind, count and precision (the variant choice), a library recipe by Bridge's function name
-/// (the launch by name), a PEFT one with its pretrained checkpoint.
+/// (the launch by name), a PEFT one with its pretrained checkpoint, one that needs a value from
+/// the user (`requires`) with it, given by `--set` (so it reaches Bridge as an override on the
+/// rendered trainer line).
 fn variant_cases() -> Vec<Case> {
     use ovlaunch::catalog::recipe::RecipeKind;
     let cat = ovlaunch::catalog::Catalog::embedded().expect("catalog");
@@ -98,6 +108,9 @@ fn variant_cases() -> Vec<Case> {
                     format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
                 ]);
             }
+            for field in r.requires(Some(v)).keys() {
+                args.extend(["--set".into(), format!("{field}={}", user_value_dir())]);
+            }
             out.push(Case {
                 id: function,
                 args,
@@ -117,15 +130,141 @@ fn extra_cases() -> Vec<Case> {
         layout_and_set_cases(),
         layout_rebuild_cases(),
         section_check_cases(),
+        own_value_cases(),
         set_and_plugin_cases(),
         env_cases(),
         fine_tuning_cases(),
         own_class_cases(),
         hf_source_cases(),
         uneven_stage_cases(),
+        user_value_cases(),
+        alias_cases(),
+        cuda_graph_cases(),
     ]
     .into_iter()
     .flatten()
+    .collect()
+}
+
+/// A function that needs a value from the user (`requires`), launched without it: ovlaunch
+/// refuses at plan time, and Bridge's runner refuses Bridge's function as it is, for the same
+/// reason (GPT-OSS 20B's fast dataset-cache load without a cache path).
+fn user_value_cases() -> Vec<Case> {
+    vec![case(
+        "refuse-user-value-data-cache",
+        "b300",
+        8,
+        &[
+            "--recipe",
+            "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config",
+            "--gpus",
+            "b300x8",
+        ],
+    )]
+}
+
+/// CUDA-graph implementation and scope combinations on Llama 3 8B's H100 function (which
+/// holds `cuda_graph_impl=none`, `cuda_graph_scope=[]`): Bridge's guard
+/// (`validate_cuda_graph_configuration`) refuses local graphs but over the whole iteration or
+/// for inference, Megatron-Core's post-init a legacy scope beside graph modules; ovlaunch
+/// refuses the same jobs for the same reason and plans the accepted ones as Bridge builds them.
+fn cuda_graph_cases() -> Vec<Case> {
+    let with = |id: &str, sets: &[&str]| {
+        let mut args = vec!["--recipe", "llama3_8b", "--gpus", "h100x8"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &args)
+    };
+    vec![
+        with("refuse-cuda-graph-local", &["model.cuda_graph_impl=local"]),
+        with(
+            "refuse-cuda-graph-local-scoped",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_modules=[attn,mlp]",
+            ],
+        ),
+        with(
+            "refuse-cuda-graph-scope-and-modules",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_modules=[attn]",
+            ],
+        ),
+        with(
+            "cuda-graph-local-full-iteration",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_scope=[full_iteration]",
+            ],
+        ),
+        with(
+            "cuda-graph-local-inference",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.inference_cuda_graph_scope=block",
+            ],
+        ),
+        with(
+            "cuda-graph-te-modules",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_modules=[attn]",
+                "model.cuda_graph_scope=null",
+            ],
+        ),
+    ]
+}
+
+/// Launches by another name Bridge's library exports a shipped function under
+/// (`bridge_aliases`; the runner looks either name up in `megatron.bridge.recipes`): the
+/// trainer line carries the name the user gave, and Bridge builds that name's config. One per
+/// task and a hybrid model's (whose shape table is keyed by the function's own name), on the
+/// GPU kind and count of the function's variant.
+fn alias_cases() -> Vec<Case> {
+    let cat = ovlaunch::catalog::Catalog::embedded().expect("catalog");
+    [
+        "qwen3_8b_pretrain_config",
+        "qwen3_8b_sft_32k_config",
+        "qwen3_8b_peft_config",
+        "nemotronh_4b_pretrain_config",
+    ]
+    .into_iter()
+    .map(|alias| {
+        let r = cat.recipe(alias).expect("a shipped alias");
+        let v = &r.variants[0];
+        assert!(
+            v.bridge_aliases.iter().any(|a| a == alias),
+            "{alias} is an alias of {:?}",
+            v.bridge_recipe
+        );
+        let n = v.num_gpus.expect("its GPU count");
+        let gpu = if v.gpu == "any" {
+            "h100"
+        } else {
+            v.gpu.as_str()
+        };
+        let mut args = vec![
+            "--recipe".to_string(),
+            alias.to_string(),
+            "--gpus".into(),
+            format!("{gpu}x{n}"),
+        ];
+        if r.task.as_deref() == Some("peft") {
+            args.extend([
+                "--set".into(),
+                format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+            ]);
+        }
+        Case {
+            id: format!("alias-{alias}"),
+            args,
+            gpu: gpu.to_string(),
+            world: n,
+            env: Vec::new(),
+        }
+    })
     .collect()
 }
 
@@ -566,6 +705,44 @@ fn section_check_cases() -> Vec<Case> {
                 "b200x512",
                 "--precision",
                 "fp8mx",
+            ],
+        ),
+    ]
+}
+
+/// Bridge's scheduler checks read each function's own values, not the ones most functions hold
+/// (warmup 10 iterations, the scheduler overridden from the config): Nemotron 3 Ultra's library
+/// pretraining function holds no warmup iterations, so a warmup fraction is its one way to
+/// state the warmup; GPT-OSS 20B's benchmarks do not override the scheduler, so it may come
+/// from the checkpoint. Both are accepted by both.
+fn own_value_cases() -> Vec<Case> {
+    vec![
+        case(
+            "set-warmup-fraction-own-no-warmup-iters",
+            "h100",
+            24,
+            &[
+                "--recipe",
+                "nemotron_3_ultra_pretrain_24gpu_h100_bf16_config",
+                "--gpus",
+                "h100x24",
+                "--set",
+                "scheduler.lr_warmup_fraction=0.01",
+            ],
+        ),
+        case(
+            "set-checkpoint-scheduler-own-no-override",
+            "b300",
+            8,
+            &[
+                "--recipe",
+                "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config",
+                "--gpus",
+                "b300x8",
+                "--set",
+                "dataset.path_to_cache=/proof/data-cache",
+                "--set",
+                "scheduler.use_checkpoint_opt_param_scheduler=true",
             ],
         ),
     ]
@@ -1805,7 +1982,11 @@ fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
         .and_then(|rec| {
             rec.variants
                 .iter()
-                .find(|v| v.bridge_recipe.as_deref() == Some(c.id.as_str()))
+                .find(|v| {
+                    // the case's id, or the function it names with --recipe
+                    let f = v.bridge_recipe.as_deref();
+                    f == Some(c.id.as_str()) || f == Some(r.as_str())
+                })
                 .and_then(|v| v.bridge_recipe.clone())
         })
         .unwrap_or_else(|| c.id.clone());
@@ -2075,6 +2256,11 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             scripts.insert(c.id.clone(), script);
             (argv, None)
         };
+        // a launch by an alias: the runner is given the name the user gave
+        if let Some(alias) = c.id.strip_prefix("alias-") {
+            let named = argv.iter().skip_while(|w| *w != "--recipe").nth(1);
+            assert_eq!(named.map(String::as_str), Some(alias), "{}: {argv:?}", c.id);
+        }
         let env = planned_env(plans.get(&c.id));
         let mut input =
             json!({"id": c.id, "argv": argv, "world_size": c.world, "gpu": c.gpu, "env": env});

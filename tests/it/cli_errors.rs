@@ -284,6 +284,20 @@ fn recipe_file_unknown_key_in_a_layout_table_has_file_and_line() {
     ));
 }
 
+/// A section refused only once the file is planned on its Bridge function (`peft: null` and
+/// another scheme on a PEFT function, at the top level and in a variant) points at its own
+/// line, as every other recipe-file error does.
+#[test]
+fn recipe_file_peft_refusal_has_file_and_line() {
+    let head = "name: mine\nbridge_recipe: llama3_8b_peft_config\ncheckpoint:\n  pretrained_checkpoint: /ckpt/base\n";
+    let top = plan_of_recipe(&format!("{head}train:\n  train_iters: 10\npeft: null\n"));
+    let scheme = plan_of_recipe(&format!("{head}peft: dora\n"));
+    let variant = plan_of_recipe(
+        "name: mine\nvariants:\n  - gpu: h100\n    precision: bf16\n    bridge_recipe: llama3_8b_peft_config\n    checkpoint:\n      pretrained_checkpoint: /ckpt/base\n    peft: null\n",
+    );
+    insta::assert_snapshot!([top, scheme, variant].join("\n---\n"));
+}
+
 #[test]
 fn recipe_file_wrong_type_has_file_and_line() {
     insta::assert_snapshot!(plan_of_recipe(
@@ -1305,6 +1319,69 @@ fn fine_tuning_sections_are_typed_by_the_recipes_classes() {
     ];
     let text: Vec<String> = runs.iter().map(|args| transcript(args, &[])).collect();
     insta::assert_snapshot!(text.join("\n"));
+}
+
+/// A Bridge function that needs a value from the user (`requires` in its recipe file: GPT-OSS
+/// 20B's fast dataset-cache load needs `dataset.path_to_cache`, which Bridge's recipe leaves
+/// empty and Megatron-Core asserts): `plan`, the dry run and `render` without it exit 2 naming
+/// the function, the field and the fix, and write no job directory; a blank value is no value;
+/// with it, the plan is made and the value reaches the trainer line as an override.
+#[test]
+fn a_value_the_user_brings_is_checked_at_plan_time() {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job");
+    let job = job.to_str().unwrap();
+    let f = "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config";
+    let runs: [&[&str]; 4] = [
+        &["plan", "--recipe", f, "--gpus", "b300x8"],
+        &["--dry-run", "--recipe", f, "--gpus", "b300x8"],
+        &[
+            "render",
+            "--recipe",
+            f,
+            "--gpus",
+            "b300x8",
+            "--job-dir",
+            job,
+        ],
+        &[
+            "plan",
+            "--recipe",
+            f,
+            "--gpus",
+            "b300x8",
+            "--set",
+            "dataset.path_to_cache= ",
+        ],
+    ];
+    let text: Vec<String> = runs
+        .iter()
+        .map(|args| transcript(args, &[(job, "JOB")]))
+        .collect();
+    insta::assert_snapshot!(text.join("\n"));
+    assert!(
+        !std::path::Path::new(job).exists(),
+        "a refused render wrote {job}"
+    );
+    let o = run(&[
+        "plan",
+        "--recipe",
+        f,
+        "--gpus",
+        "b300x8",
+        "--set",
+        "dataset.path_to_cache=/lustre/cache/gpt-oss",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        plan["trainer"]["overrides"],
+        serde_json::json!(["dataset.path_to_cache='/lustre/cache/gpt-oss'"]),
+        "{}",
+        plan["trainer"]
+    );
 }
 
 /// A fine-tuning dataset's Hugging Face source Bridge refuses (`HFDatasetSourceConfig.validate`,

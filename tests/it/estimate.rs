@@ -85,8 +85,41 @@ fn estimate_text_and_set_override() {
     );
 }
 
+/// `--set model.fp8_output_proj=true` under MXFP8 makes Megatron-Core build Transformer
+/// Engine's MXFP8 LM head (`is_mxfp8_output_proj_active`): the estimate prices the head at the
+/// FP8 rate, so the step is shorter; under BF16 the field changes nothing.
 #[test]
-fn estimate_on_a_kind_without_constants_exits_2() {
+fn fp8_output_proj_prices_the_lm_head_in_mxfp8() {
+    let tps = |precision: &str, sets: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "-r",
+            "gpt_oss_120b",
+            "-g",
+            "gb200x64",
+            "--precision",
+            precision,
+            "-o",
+            "json",
+        ];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        serde_json::from_str::<serde_json::Value>(&ok(&args)).unwrap()["tokens_per_sec_per_gpu"]
+            .as_f64()
+            .unwrap()
+    };
+    let on = ["model.fp8_output_proj=true"];
+    let (bf16_head, fp8_head) = (tps("fp8mx", &[]), tps("fp8mx", &on));
+    assert!(fp8_head > bf16_head * 1.01, "{fp8_head} vs {bf16_head}");
+    assert_eq!(tps("bf16", &[]), tps("bf16", &on));
+}
+
+/// A GPU kind without performance constants (a site's, or R100 and VR200, whose figures are not
+/// published) is not estimated: `estimate` says so with the reason, exit 0, in text and JSON,
+/// and the launch is planned as usual; nothing is invented for it.
+#[test]
+fn estimate_on_a_kind_without_constants_says_it_is_not_modelled() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("site.yaml");
     std::fs::write(
@@ -95,7 +128,7 @@ fn estimate_on_a_kind_without_constants_exits_2() {
     )
     .unwrap();
     let f = file.to_str().unwrap();
-    let o = run(&[
+    let text = ok(&[
         "estimate",
         "-r",
         "llama3_8b",
@@ -104,12 +137,24 @@ fn estimate_on_a_kind_without_constants_exits_2() {
         "--hardware-file",
         f,
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("performance constants"),
-        "{}",
-        stderr(&o)
+        text.contains("not modelled: GPU kind `x9` has no performance constants"),
+        "{text}"
     );
+    for gpus in ["r100x8", "vr200x8"] {
+        let json = ok(&["estimate", "-r", "llama3_8b", "-g", gpus, "-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["modelled"], false, "{json}");
+        let kind = gpus.split('x').next().unwrap();
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("GPU kind `{kind}` has no performance constants")),
+            "{json}"
+        );
+        ok(&["plan", "-r", "llama3_8b", "-g", gpus]);
+    }
 }
 
 #[test]

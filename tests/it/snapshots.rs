@@ -34,6 +34,8 @@ cases! {
     gptoss120b_h100x64_bf16: "gptoss120b-h100x64-bf16", "gpt_oss_120b", "h100x64", [];
     gptoss120b_gb200x64_bf16: "gptoss120b-gb200x64-bf16", "gpt_oss_120b", "gb200x64", [];
     qwen3_30b_h100x16_bf16: "qwen3-30b-h100x16-bf16", "qwen3_30b_a3b", "h100x16", [];
+    // another name Bridge's library exports a function under: the trainer line carries it
+    qwen3_8b_peft_alias_h100x1: "qwen3-8b-peft-alias-h100x1", "qwen3_8b_peft_config", "h100x1", ["--set", "checkpoint.pretrained_checkpoint=/ckpt/qwen3-8b"];
 }
 
 /// `--recipe R --gpus G --dry-run` into `job_dir`, with the rank runtime named as is.

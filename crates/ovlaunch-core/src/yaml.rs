@@ -86,6 +86,71 @@ pub fn variant_lines(text: &str) -> Vec<usize> {
         .unwrap_or_default()
 }
 
+/// The line of each top-level key of a recipe file's text, and of each key of each entry of
+/// its `variants` list (for errors about a section found after parsing, e.g. one that depends
+/// on the Bridge function the file names). Empty where the text does not parse.
+pub fn key_lines(text: &str) -> (KeyLines, Vec<KeyLines>) {
+    serde_saphyr::from_str_with_options::<TopKeys>(text, options())
+        .map(|t| (t.keys.0, t.variants.into_iter().map(|k| k.0).collect()))
+        .unwrap_or_default()
+}
+
+/// A mapping's keys, each with its 1-based line.
+pub type KeyLines = std::collections::BTreeMap<String, usize>;
+
+/// The keys of a mapping with their lines (its values skipped).
+struct Keys(KeyLines);
+
+/// The top-level keys with their lines, and the keys of each `variants` entry.
+struct TopKeys {
+    keys: Keys,
+    variants: Vec<Keys>,
+}
+
+impl<'de> serde::Deserialize<'de> for Keys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_map(KeysVisitor(false))
+            .map(|t| Keys(t.keys.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TopKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_map(KeysVisitor(true))
+    }
+}
+
+/// Reads a mapping's keys with their lines; at the top level (`.0`) also the keys of the
+/// `variants` entries.
+struct KeysVisitor(bool);
+
+impl<'de> serde::de::Visitor<'de> for KeysVisitor {
+    type Value = TopKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a mapping")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut m: A,
+    ) -> std::result::Result<TopKeys, A::Error> {
+        let mut out = TopKeys {
+            keys: Keys(KeyLines::new()),
+            variants: Vec::new(),
+        };
+        while let Some((k, place)) = next_key_placed(&mut m)? {
+            if self.0 && k == "variants" {
+                out.variants = m.next_value::<Option<Vec<Keys>>>()?.unwrap_or_default();
+            } else {
+                m.next_value::<serde::de::IgnoredAny>()?;
+            }
+            out.keys.0.insert(k, place.line);
+        }
+        Ok(out)
+    }
+}
+
 /// A place in a file: 1-based line and column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Place {

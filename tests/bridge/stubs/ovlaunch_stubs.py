@@ -117,6 +117,10 @@ GPUS = {
     "b300": ((10, 3), "NVIDIA B300 SXM6 AC", 148, 270),
     "gb300": ((10, 3), "NVIDIA GB300", 152, 279),
     "vr200": ((11, 0), "NVIDIA VR200", 160, 288),
+    # R100: none of these is published; compute capability 10 is the bound its Bridge recipes
+    # imply (they run MXFP8 and NVFP4), as hardware/gpus.yaml states it. Its SM count and
+    # memory are left out: a query for them fails rather than answer an invented number.
+    "r100": ((10, 0), "NVIDIA R100", None, None),
 }
 
 
@@ -124,9 +128,11 @@ def fake_gpu(kind: str, count: int = 8) -> None:
     import torch
 
     cap, name, sms, gib = GPUS[kind]
-    props = types.SimpleNamespace(
-        name=name, major=cap[0], minor=cap[1], multi_processor_count=sms, total_memory=gib << 30
-    )
+    props = types.SimpleNamespace(name=name, major=cap[0], minor=cap[1])
+    if sms is not None:
+        props.multi_processor_count = sms
+    if gib is not None:
+        props.total_memory = gib << 30
     torch.cuda.is_available = lambda: True
     torch.cuda.device_count = lambda: count
     torch.cuda.current_device = lambda: 0

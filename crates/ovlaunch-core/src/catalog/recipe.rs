@@ -152,6 +152,8 @@ with_sections! {
         #[serde(default)]
         from_checkpoint: Option<FromCheckpoint>,
         #[serde(default)]
+        requires: Requires,
+        #[serde(default)]
         trainer: Option<Vec<String>>,
         #[serde(default)]
         pipeline_layouts: Option<LayoutTable>,
@@ -182,11 +184,20 @@ with_sections! {
         #[serde(default)]
         from_checkpoint: Option<FromCheckpoint>,
         #[serde(default)]
+        requires: Requires,
+        #[serde(default)]
         canonical: bool,
         #[serde(default)]
         pipeline_layouts: Option<LayoutTable>,
     }
 }
+
+/// The values a recipe function needs from the user, which Bridge's recipe leaves empty: each
+/// field's path (`dataset.path_to_cache`) with the error Bridge raises without it and where
+/// (generated: `tests/bridge/gen_recipes.py` learns each from Bridge's refusal and ships the
+/// function only when Bridge builds it once the field is given). The plan refuses a job that
+/// does not give them (`resolve::validate::user_values`).
+pub type Requires = std::collections::BTreeMap<String, String>;
 
 /// The table of Bridge's `_pipeline_model_parallel_layout_builder` for a recipe that has one
 /// (generated from the builder itself by `tests/bridge/gen_recipes.py`). Bridge's runner
@@ -281,6 +292,8 @@ pub struct Variant {
     pub from_checkpoint: Option<FromCheckpoint>,
     /// The first Megatron-Bridge release that ships `bridge_recipe`.
     pub bridge_since: Option<String>,
+    /// The values its function needs from the user, when they differ from the recipe's.
+    pub requires: Option<Requires>,
     /// The variant Bridge scales from when no exact GPU count matches.
     pub canonical: bool,
     /// Its recipe function's pipeline-layout table, when it differs from the recipe's.
@@ -289,6 +302,8 @@ pub struct Variant {
     pub sections: Map<String, Value>,
     /// The line of its entry in a user's recipe file (for errors about its values).
     pub line: Option<usize>,
+    /// The line of each of its keys in a user's recipe file (for errors about a section).
+    pub key_lines: yaml::KeyLines,
 }
 
 impl Variant {
@@ -328,6 +343,8 @@ pub struct Recipe {
     /// The model fields its functions take from a Hugging Face checkpoint whose config the
     /// repository does not hold (`config::checkpoint`): the plan does not state them.
     pub from_checkpoint: Option<FromCheckpoint>,
+    /// The values its functions need from the user ([`Requires`]), shared by its variants.
+    pub requires: Requires,
     /// The Bridge function the user named with `--recipe`, when they named one: its variant
     /// is the only one left in `variants`.
     pub pinned: Option<String>,
@@ -345,6 +362,9 @@ pub struct Recipe {
     /// every difference reaches the trainer as an override (`resolve::base`). Empty for a
     /// shipped recipe.
     pub bases: Vec<Recipe>,
+    /// The line of each top-level key in a user's recipe file (for errors about a section
+    /// found once the file is planned on its Bridge function); empty for a shipped recipe.
+    pub key_lines: yaml::KeyLines,
 }
 
 impl Recipe {
@@ -429,6 +449,13 @@ impl Recipe {
         crate::config::provider::Class::of(known, from.map_or(&[][..], |f| f.classes.as_slice()))
     }
 
+    /// The values `variant`'s function (else the recipe's) needs from the user.
+    pub fn requires<'a>(&'a self, variant: Option<&'a Variant>) -> &'a Requires {
+        variant
+            .and_then(|v| v.requires.as_ref())
+            .unwrap_or(&self.requires)
+    }
+
     /// The pipeline-layout table Bridge's runner rebuilds `variant`'s layout with, if any.
     pub fn layout_table<'a>(&'a self, variant: Option<&'a Variant>) -> Option<&'a LayoutTable> {
         variant
@@ -448,6 +475,11 @@ impl Recipe {
             for (v, line) in recipe.variants.iter_mut().zip(yaml::variant_lines(text)) {
                 v.line = Some(line);
             }
+        }
+        let (top, variants) = yaml::key_lines(text);
+        recipe.key_lines = top;
+        for (v, lines) in recipe.variants.iter_mut().zip(variants) {
+            v.key_lines = lines;
         }
         Ok(recipe)
     }
@@ -516,6 +548,24 @@ impl Recipe {
         for a in typed.trainer.iter().flatten() {
             crate::input::check_no_nul("trainer", a).map_err(|e| e.at_file(origin))?;
         }
+        // a required value is a field of a pass-through section (what `--set` reaches)
+        for field in typed
+            .requires
+            .keys()
+            .chain(typed.variants.iter().flat_map(|v| v.requires.keys()))
+        {
+            let (section, name) = crate::config::bridge::split(field);
+            if !crate::config::bridge::is_section(section) || name.is_empty() {
+                return Err(Error::usage(format!(
+                    "`requires` names `{field}`, which is not a field of a Bridge pass-through section"
+                ))
+                .at_file(origin)
+                .help(format!(
+                    "name it as --set does: SECTION.FIELD, SECTION one of {}",
+                    crate::config::bridge::names().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
         for v in &typed.variants {
             if !PRECISIONS.contains(&v.precision.as_str()) {
                 return Err(Error::usage(format!(
@@ -565,10 +615,12 @@ impl Recipe {
                 model_lacks: v.model_lacks.clone(),
                 from_checkpoint: v.from_checkpoint.clone(),
                 bridge_since: v.bridge_since.clone(),
+                requires: (!v.requires.is_empty()).then(|| v.requires.clone()),
                 canonical: v.canonical,
                 pipeline_layouts: v.pipeline_layouts.clone(),
                 sections: pick_sections(raw),
                 line: None,
+                key_lines: yaml::KeyLines::new(),
             });
         }
         Ok(Recipe {
@@ -582,6 +634,7 @@ impl Recipe {
             model_class: typed.model_class,
             model_lacks: typed.model_lacks,
             from_checkpoint: typed.from_checkpoint,
+            requires: typed.requires,
             pinned: None,
             trainer: typed.trainer,
             origin: origin.to_string(),
@@ -589,6 +642,7 @@ impl Recipe {
             sections: pick_sections(&Value::Object(top)),
             variants,
             bases: Vec::new(),
+            key_lines: yaml::KeyLines::new(),
         })
     }
 
@@ -731,5 +785,23 @@ mod tests {
             other => panic!("no file origin: {other:?}"),
         }
         assert!(e.message.starts_with("`model.add_bias_linear`: "), "{e}");
+    }
+
+    #[test]
+    fn requires_names_a_pass_through_field_and_a_variant_overrides_the_recipes() {
+        let text = "name: mine\nrequires:\n  dataset.path_to_cache: why\nvariants:\n  - gpu: h100\n    precision: bf16\n  - gpu: b200\n    precision: bf16\n    requires:\n      dataset.path: other\n";
+        let r = super::Recipe::parse(text, "r.yaml").unwrap();
+        let keys = |v| r.requires(v).keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(None), ["dataset.path_to_cache"]);
+        assert_eq!(keys(Some(&r.variants[0])), ["dataset.path_to_cache"]);
+        assert_eq!(keys(Some(&r.variants[1])), ["dataset.path"]);
+        for bad in ["model.num_layers", "dataset", "nosuch.field"] {
+            let text = format!("name: mine\nrequires:\n  {bad}: why\n");
+            let e = super::Recipe::parse(&text, "r.yaml").unwrap_err();
+            assert!(e.message.contains(&format!("`{bad}`")), "{e}");
+        }
+        let e =
+            super::Recipe::parse("name: mine\nrequires: [dataset.path]\n", "r.yaml").unwrap_err();
+        assert!(e.to_string().contains("r.yaml"), "{e}");
     }
 }

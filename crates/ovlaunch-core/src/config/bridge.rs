@@ -86,16 +86,21 @@ impl Holder<'_> {
         section(name)
     }
 
-    /// The value the recipe's function holds at `path` (`dataset.dataset_root`), where the
-    /// tables know it: its own (`Holds::values`), else the usual one of the class it holds
-    /// there (`SectionDef::usual`; only for a function of `HOLDS`, which states its own where
-    /// it differs), else the one every shipped function holds alike (`SectionDef::recipe`).
+    /// The value the recipe's function holds at `path` (`scheduler.lr_warmup_iters`,
+    /// `dataset.dataset_root`), where the tables know it: its own (`Holds::values`), else the
+    /// usual one of the class it holds there (`SectionDef::usual`; only for a function of
+    /// `HOLDS`, which names every shipped function and states its own values where they
+    /// differ; none where its Bridge derives it from the working directory), else the one every shipped function holding that class holds alike
+    /// (`SectionDef::recipe`).
     pub fn value(&self, path: &str) -> Option<Value> {
         let (section, field) = split(path);
         let def = self.section(section)?;
         if let Some(h) = self.holds() {
             if let Some(v) = super::bridge_schema::json_at(h.values, path) {
                 return Some(v);
+            }
+            if h.derived.contains(&path) {
+                return None;
             }
             if let Some(v) = def.usual_value(field) {
                 return Some(v);
@@ -336,18 +341,18 @@ impl Sections {
     }
 
     /// Takes the pass-through sections out of a layered tree, checking every field against
-    /// the class the recipe (`holder`) holds there.
+    /// the class the recipe (`holder`) holds there; a refusal names the section it is about.
     pub fn take_from(
         tree: &mut Map<String, Value>,
         holder: Holder<'_>,
-    ) -> Result<Sections, String> {
+    ) -> Result<Sections, (&'static str, String)> {
         let mut out = Sections::default();
         for name in names() {
             let Some(v) = tree.remove(name) else {
                 continue;
             };
             let v = if name == PEFT {
-                match peft_scheme(v, holder)? {
+                match peft_scheme(v, holder).map_err(|e| (name, e))? {
                     Some(v) => v,
                     None => continue,
                 }
@@ -361,14 +366,17 @@ impl Sections {
                 Value::Null => continue,
                 Value::Object(m) => m,
                 other => {
-                    return Err(format!(
-                        "`{}` must be a mapping of field: value, not {other}",
-                        def.name
+                    return Err((
+                        name,
+                        format!(
+                            "`{}` must be a mapping of field: value, not {other}",
+                            def.name
+                        ),
                     ));
                 }
             };
             for (k, val) in m {
-                let val = check_in(def, &k, val, Some(holder))?;
+                let val = check_in(def, &k, val, Some(holder)).map_err(|e| (name, e))?;
                 out.set(&format!("{}.{k}", def.name), val);
             }
         }
@@ -828,6 +836,57 @@ mod tests {
         };
         assert_eq!(unnamed.value("dataset.dataset_root"), None);
         assert_eq!(unnamed.value("dataset.do_test"), Some(json!(false)));
+    }
+
+    /// The pretraining sections too: each function's own scheduler where it is not the usual
+    /// one (Nemotron 3 Ultra's library function: no warmup iterations, weight decay 0.1;
+    /// GPT-OSS 20B's benchmarks: their own warmup), the usual one for a function holding it,
+    /// and nothing assumed for a function the tables do not name.
+    #[test]
+    fn a_function_holds_its_own_pretraining_values() {
+        let pretrain = |f: &'static str| Holder {
+            task: None,
+            function: Some(f),
+        };
+        let ultra = pretrain("nemotron_3_ultra_pretrain_24gpu_h100_bf16_config");
+        assert_eq!(ultra.value("scheduler.lr_warmup_iters"), Some(json!(0)));
+        assert_eq!(
+            ultra.value("scheduler.start_weight_decay"),
+            Some(json!(0.1))
+        );
+        let oss = pretrain("gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config");
+        assert_eq!(oss.value("scheduler.lr_warmup_iters"), Some(json!(512)));
+        let llama = pretrain("llama3_8b_pretrain_8gpu_h100_bf16_config");
+        assert_eq!(llama.value("scheduler.lr_warmup_iters"), Some(json!(10)));
+        assert_eq!(
+            llama.value("scheduler.start_weight_decay"),
+            Some(json!(0.033))
+        );
+        // a checkpoint directory Bridge derives from the working directory is not known
+        let long = pretrain("llama3_8b_pretrain_64gpu_h100_bf16_128k_config");
+        assert_eq!(long.value("checkpoint.save"), None);
+        assert_eq!(llama.value("checkpoint.save"), Some(Value::Null));
+        let unnamed = pretrain("no_such_function");
+        assert_eq!(unnamed.value("scheduler.lr_warmup_iters"), None);
+        assert_eq!(unnamed.value("scheduler.lr_warmup_samples"), Some(json!(0)));
+    }
+
+    /// Every function the catalogue ships is in the tables (`HELD_BY`), so no check reads a
+    /// value its function does not hold: a function they do not name has only the values every
+    /// shipped function holds alike.
+    #[test]
+    fn every_shipped_function_states_what_it_holds() {
+        let cat = crate::catalog::Catalog::embedded().unwrap();
+        let mut n = 0;
+        for src in &cat.recipes {
+            let r = cat.recipe(&src.name).unwrap();
+            for v in &r.variants {
+                let h = r.holder(Some(v));
+                assert!(h.holds().is_some(), "{:?} is not in HELD_BY", h.function);
+                n += 1;
+            }
+        }
+        assert_eq!(n, HELD_BY.len());
     }
 
     /// `peft: null` cannot take a PEFT function's adapters away (Bridge puts its object back):

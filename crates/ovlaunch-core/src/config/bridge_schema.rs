@@ -147,13 +147,14 @@ pub struct SectionDef {
     /// Bridge's class, `module.Class` (the `_target_` of the section's typed form).
     pub class: &'static str,
     pub names: &'static [&'static str],
-    /// The values every shipped Bridge recipe function holds alike (JSON text), by field;
-    /// a field whose value differs between recipes (or names a directory) is not here.
+    /// The values every shipped Bridge recipe function holding this class holds alike (JSON
+    /// text), by field; a field whose value differs between them (or names a directory) is
+    /// not here.
     pub recipe: &'static [(&'static str, &'static str)],
-    /// For a class some functions hold beyond the pretraining ones (a fine-tuning dataset,
-    /// LoRA), every field whose value differs between them: the value most of them hold. A
-    /// function of `HOLDS` holds it unless its row states its own (`Holds::values`); for any
-    /// other function the field's value is not known.
+    /// Every field whose value differs between the shipped functions holding this class (the
+    /// pretraining classes: all of them, performance and library, every task): the value most
+    /// of them hold. A function of `HOLDS` (every shipped one) holds it unless its row states
+    /// its own (`Holds::values`); for any other function the field's value is not known.
     pub usual: &'static [(&'static str, &'static str)],
     pub fields: &'static [Field],
 }
@@ -215,10 +216,14 @@ pub struct Holds {
     /// For every path of `nested` holding an object, the fields that object leaves `None`
     /// (what Bridge's checks of it read as unset).
     pub nested_none: &'static [(&'static str, &'static [&'static str])],
-    /// The functions' own values (JSON text) of the classes they hold beyond the pretraining
-    /// ones, by field path (`dataset.dataset_root`), where they are not the class's usual ones
-    /// (`SectionDef::usual`).
+    /// The functions' own values (JSON text) of the classes they hold, by field path
+    /// (`scheduler.lr_warmup_iters`, `dataset.dataset_root`), where they are not the class's
+    /// usual ones (`SectionDef::usual`).
     pub values: &'static [(&'static str, &'static str)],
+    /// The field paths of `SectionDef::usual` whose value the functions' Bridge derives from
+    /// the working directory at run time (a checkpoint or log directory): not known to the
+    /// plan.
+    pub derived: &'static [&'static str],
     /// How many functions hold these (`HELD_BY` names them).
     pub functions: usize,
 }

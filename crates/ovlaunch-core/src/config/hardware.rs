@@ -15,6 +15,11 @@ pub struct GpuKind {
     pub generation: String,
     /// CUDA compute capability major (9 Hopper, 10 Blackwell); 0 for `cpu`.
     pub arch_major: u32,
+    /// `arch_major` is the least compute capability the kind's sourced facts imply, not a
+    /// published value (R100: Bridge runs MXFP8 and NVFP4 on it): the checks that need only
+    /// "Blackwell or newer" read it; one that needs the exact value is left to run time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub arch_major_is_bound: bool,
     /// GPUs per node (for `cpu`, ranks per node).
     pub gpus_per_node: u32,
     /// GPUs per NVLink domain (8 on HGX/DGX nodes, 72 on NVL72 racks).

@@ -107,7 +107,7 @@ fn step_bytes_per_param(c: &Ctx) -> f64 {
 
 /// Activation bytes rank `rank` holds at its peak: its layers' activations for the chunks in
 /// flight under 1F1B (less the layers offloaded to the host), and on the last stage the LM
-/// head's FP32 logits and their gradient for one microbatch.
+/// head's FP32 logits and their gradient for one microbatch, per head pass (MTP depths too).
 fn activations(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> f64 {
     let m = &c.plan.model;
     let layers = r.layers + r.mtp;
@@ -118,9 +118,9 @@ fn activations(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> f64 {
     };
     let chunks = stages::chunks_in_flight(rank, c.pp as u32, c.vp_u, c.micro);
     let mut act_b = per_layer * (layers - offloaded).max(0.0) / c.vp * chunks;
-    if r.loss {
-        act_b += 2.0 * c.mbs * c.seq / c.cp * c.arch.vocab / c.tp * 4.0;
-    }
+    // One microbatch's logits per LM head pass: the loss's, and each MTP depth's, whose own
+    // loss keeps its logits until the backward (Megatron-Core's `MultiTokenPredictionBlock`).
+    act_b += c.head_passes(r) * 2.0 * c.mbs * c.seq / c.cp * c.arch.vocab / c.tp * 4.0;
     act_b
 }
 

@@ -3,14 +3,16 @@
 //! Contract: `estimate(&Plan, &Efficiency) -> Result<Estimate>` is pure (no I/O, clock or env)
 //! and reads only the plan: the model shape, the layout, the batch, the resolved overlap and
 //! precision fields, the DDP/optimizer settings and the GPU kind's `perf` constants. It errors
-//! (exit 2) only when the GPU kind has no performance constants.
+//! (exit 2) only when the GPU kind has no performance constants; [`unmodelled`] says so first
+//! (with the reason), and `estimate`, the dry run and `tune` ask it before estimating.
 //!
 //! The model (see docs/estimate.md for what it leaves out):
 //! * Compute: model FLOPs per step (`arch`), plus the forward FLOPs that recompute repeats,
 //!   spread evenly over the GPUs (balanced experts), at the precision's dense peak times a
 //!   fitted efficiency (`Efficiency`, fitted on published Megatron-Bridge rows by
 //!   `examples/calibrate.rs`). Linear layers run in FP8/FP4 when the plan's model has
-//!   `fp8`/`fp4`; attention and the LM head stay in BF16.
+//!   `fp8`/`fp4`; attention stays in BF16 (FP8 with `fp8_dot_product_attention`) and the LM
+//!   head too (MXFP8 with `fp8_output_proj`), each at its own rate and GEMM shape.
 //! * Communication, ring volumes `(n-1)/n · bytes` over NVLink when the group's ranks lie in one
 //!   NVLink domain and over the scale-out network otherwise. Megatron's rank order is TP
 //!   innermost, then CP, DP, PP (experts: ETP, EP, expert-DP, PP), so a group of size n and
@@ -31,7 +33,8 @@
 //!     boundary; hidden by `overlap_p2p_comm` up to the exposed fraction.
 //! * Pipeline stages (`stages`): what each rank holds as Megatron-Core builds it (a layout
 //!   text's stages, else `resolve::pipeline_split`'s counts: uneven first and last stages,
-//!   accounted embedding and loss); the step runs at the busiest rank's pace and the memory is
+//!   accounted embedding and loss); the step runs at the pace of the busiest rank in time
+//!   (its share of the layers plus its LM head passes, `step::busiest`) and the memory is
 //!   the largest rank's, and the estimate says which ranks those are ([`Stages`]).
 //! * Pipeline bubble: `(p-1)/v` microbatch times per step (Narayanan et al. 2021 §2.2: bubble
 //!   fraction `(p-1)/(v·m)`).
@@ -39,8 +42,8 @@
 //!   optimizer state per parameter sharded over DP with the distributed optimizer, Megatron-FSDP
 //!   sharding weights and gradients too, an FP8 weight copy when FP8 runs without FP8 weights,
 //!   the activations of the microbatches in flight on the first stage (Korthikanti et al.,
-//!   with SP and recompute), the LM head's FP32 logits, and a runtime overhead fitted to the
-//!   measured GPU runs (`examples/calibrate.rs`).
+//!   with SP and recompute), the LM head's FP32 logits (per head pass: MTP depths too), and
+//!   a runtime overhead fitted to the measured GPU runs (`examples/calibrate.rs`).
 //! * Hybrid Mamba-Transformer models (`hybrid`): per layer kind of the pattern, Mamba-2 mixers
 //!   beside attention, MLP and MoE layers; the model FLOPs as Bridge's hybrid counter counts
 //!   them.
@@ -370,9 +373,18 @@ pub fn frozen_base(plan: &Plan) -> bool {
     plan.recipe.task.as_deref() == Some("peft")
 }
 
-/// Why the estimator does not model the plan's architecture, or `None` when it does. A launch
-/// is never refused for this: `estimate` and the dry run say so, `tune` refuses.
+/// Why the estimator does not model the plan (its GPU kind has no performance constants, or
+/// its architecture is one the estimator leaves out), or `None` when it does. A launch is never
+/// refused for this: `estimate` and the dry run say so, `tune` refuses.
 pub fn unmodelled(plan: &Plan) -> Option<String> {
+    let gpu = &plan.hardware.gpu;
+    // (the CPU-only test kind has nothing to estimate: `estimate` refuses it as before)
+    if gpu.perf.is_none() && !gpu.is_cpu() {
+        return Some(format!(
+            "GPU kind `{}` has no performance constants in the hardware table (no published dense peaks, HBM or NVLink figures it could cite); give them in a --hardware-file `perf:` block to estimate it",
+            gpu.kind
+        ));
+    }
     if let Some(c) = plan.recipe.from_checkpoint.as_ref() {
         return Some(if c.at_run_time.is_empty() {
             format!(

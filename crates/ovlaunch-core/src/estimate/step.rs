@@ -107,6 +107,31 @@ impl<'a> Ctx<'a> {
             + if r.loss { a.head_macs() } else { 0.0 }
     }
 
+    /// Passes through the LM head one pipeline rank makes per token: the loss's on the last
+    /// stage and one per MTP layer it holds (each MTP depth computes its own logits through
+    /// the shared output layer: Megatron-Core's `MultiTokenPredictionBlock`).
+    pub fn head_passes(&self, r: &RankLoad) -> f64 {
+        f64::from(u8::from(r.loss)) + r.mtp
+    }
+
+    /// [`Self::work`] without the LM head passes: the rank's decoder and MTP layers.
+    pub fn body_work(&self, r: &RankLoad) -> f64 {
+        self.work(r) - self.head_passes(r) * self.arch.head_macs()
+    }
+
+    /// Compute seconds per token of one GPU's TP·CP share that rank `r` spends, no
+    /// recompute: its share of the model's layers at their rates, and its LM head passes at
+    /// the head's own (`TokenSeconds`). `body_total` is [`Self::body_work`] summed over the
+    /// ranks.
+    pub fn seconds(&self, r: &RankLoad, ts: &TokenSeconds, body_total: f64) -> f64 {
+        let share = if body_total > 0.0 {
+            self.body_work(r) / body_total
+        } else {
+            0.0
+        };
+        share * ts.body + self.head_passes(r) * ts.head
+    }
+
     /// Dense weights one GPU of a pipeline rank holds: its layers' share, the embedding on
     /// the first, the LM head on the last, MTP layers where they are.
     pub fn dense_of(&self, r: &RankLoad) -> f64 {
@@ -149,28 +174,44 @@ pub(crate) struct Busiest {
     /// Its pipeline rank (the last of equals).
     pub rank: usize,
     pub load: RankLoad,
-    /// Its work times PP over all ranks' work (1: balanced).
+    /// Its compute seconds times PP over all ranks' (1: balanced).
     pub imbalance: f64,
+    /// Its share of the model's decoder and MTP layers' work ([`Ctx::body_work`]).
+    pub share: f64,
+    /// The model's compute seconds per token by part.
+    pub ts: TokenSeconds,
 }
 
-/// The step runs at the busiest pipeline rank's pace.
+/// The step runs at the busiest pipeline rank's pace: the rank whose layers and LM head
+/// passes take the longest ([`Ctx::seconds`]), not the one with the most multiply-adds (the
+/// head runs at another precision and GEMM shape than the layers).
 pub(crate) fn busiest(c: &Ctx, loads: &[RankLoad]) -> Busiest {
-    let total_work: f64 = loads.iter().map(|r| c.work(r)).sum();
+    let ts = token_seconds(c);
+    let body_total: f64 = loads.iter().map(|r| c.body_work(r)).sum();
+    let secs = |r: &RankLoad| c.seconds(r, &ts, body_total);
+    let total: f64 = loads.iter().map(secs).sum();
     let (rank, load) = loads
         .iter()
         .copied()
         .enumerate()
-        .max_by(|a, b| c.work(&a.1).total_cmp(&c.work(&b.1)))
+        .max_by(|a, b| secs(&a.1).total_cmp(&secs(&b.1)))
         .unwrap_or_default();
-    let imbalance = if total_work > 0.0 {
-        c.work(&load) * c.pp / total_work
+    let imbalance = if total > 0.0 {
+        secs(&load) * c.pp / total
     } else {
         1.0
+    };
+    let share = if body_total > 0.0 {
+        c.body_work(&load) / body_total
+    } else {
+        1.0 / c.pp
     };
     Busiest {
         rank,
         load,
         imbalance,
+        share,
+        ts,
     }
 }
 
@@ -293,36 +334,127 @@ pub(crate) struct Compute {
     pub attn_mb: f64,
 }
 
-/// Linear layers at the precision's peak, attention and the LM head at the BF16 peak, each
-/// GEMM family at its shape's efficiency, plus the weights streamed through HBM.
-pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
-    let (a, perf) = (&c.arch, c.perf);
-    let macs = a.forward_macs();
+/// Compute seconds per token of one GPU's TP·CP share, summed over the whole model.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TokenSeconds {
+    /// The decoder and MTP layers: linear layers at the precision's peak and factor, the
+    /// attention core at the BF16 peak without it (flash attention is not quantised), the
+    /// Mamba-2 scan at its fitted share, each GEMM family at its shape's efficiency.
+    pub body: f64,
+    /// One pass through the LM head (forward, data and weight gradient).
+    pub head: f64,
+}
+
+/// The rates the layers' GEMMs run at.
+struct Rates {
+    gemm: GemmEff,
+    /// Compute efficiency of the layers (GPU kind, precision, MoE).
+    ceff: f64,
+    /// Of the attention core, BF16 flash-attention kernels: no FP8/FP4 factor.
+    attn_eff: f64,
+    /// Low-precision GEMM work per token at the GEMM shapes' efficiencies.
+    linear_work: f64,
+    /// FLOPs per multiply-add of a weight's GEMMs: forward, data gradient and weight
+    /// gradient (2 each), no weight gradient for frozen weights.
+    flops: f64,
+}
+
+fn rates(c: &Ctx) -> Rates {
+    let a = &c.arch;
     let e = gemm_efficiency(c);
-    let tokens_mb_gpu = c.mbs * c.seq / (c.tp * c.cp * c.pp) * b.imbalance;
     let pieces = a.linear_pieces();
     let linear_work = pieces.attn / e.attn
         + pieces.dense_mlp / e.mlp
         + pieces.moe_dense / e.shared
         + pieces.experts / e.expert
         + pieces.mamba / e.mamba;
-    // Recompute repeats a mix of those GEMMs: cost it at their average efficiency.
-    let e_avg = macs.linear / linear_work;
-    // FLOPs per multiply-add of a weight's GEMMs: forward, data gradient and weight gradient
-    // (2 each), no weight gradient for frozen weights.
-    let gemm = if c.frozen { 4.0 } else { 6.0 };
-    let lowp = gemm * linear_work + 2.0 * recompute / e_avg;
-    // The Mamba-2 conv1d and SSD scan run in their own kernels, at a fitted share of the
-    // GEMMs' rate (`Efficiency::mamba`).
-    let bf16 = 6.0 * macs.attn / e.attn + gemm * macs.head / e.head + 6.0 * macs.ssm / c.eff.mamba;
     let ceff = c.eff.compute(
         &c.plan.hardware.gpu.kind,
-        perf.compute_die.as_deref(),
+        c.perf.compute_die.as_deref(),
         c.prec,
         a.moe.is_some(),
     );
-    let t_lowp = tokens_mb_gpu * lowp / (c.prec.peak(perf) * 1e12 * ceff);
-    let t_bf16 = tokens_mb_gpu * bf16 / (perf.bf16_tflops * 1e12 * ceff);
+    let attn_eff = c.eff.compute(
+        &c.plan.hardware.gpu.kind,
+        c.perf.compute_die.as_deref(),
+        PrecisionClass::Bf16,
+        a.moe.is_some(),
+    );
+    Rates {
+        gemm: e,
+        ceff,
+        attn_eff,
+        linear_work,
+        flops: if c.frozen { 4.0 } else { 6.0 },
+    }
+}
+
+/// FLOP/s of the attention core: Transformer Engine's BF16 flash attention, or its FP8 one
+/// where the model sets `fp8_dot_product_attention` (at the FP8 peak and factor).
+fn attn_rate(c: &Ctx, r: &Rates) -> f64 {
+    if c.plan.model.fp8_dot_product_attention && c.prec != PrecisionClass::Bf16 {
+        PrecisionClass::Fp8.peak(c.perf) * 1e12 * r.ceff
+    } else {
+        c.perf.bf16_tflops * 1e12 * r.attn_eff
+    }
+}
+
+/// Whether the LM head runs in MXFP8: Megatron-Core builds Transformer Engine's
+/// `TELMHeadColumnParallelLinear` instead of its BF16 `ColumnParallelLinear` only when
+/// `fp8_output_proj` is set on an FP8 model with the `mxfp8` recipe
+/// (`fp8_utils.is_mxfp8_output_proj_active`; Bridge's performance recipes set it for GPT-OSS
+/// and DeepSeek-V3's MXFP8 runs on GB200, GB300 and B300).
+pub(crate) fn head_in_fp8(plan: &Plan) -> bool {
+    let m = &plan.model;
+    m.fp8.is_some()
+        && m.fp8_recipe.as_deref() == Some("mxfp8")
+        && m.provider
+            .get("fp8_output_proj")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
+}
+
+/// The layers' seconds per token at their rates, and one LM head pass at its own: a dense
+/// vocabulary GEMM (`vocab/TP × hidden`, Megatron-Core's `ColumnParallelLinear`) in BF16 at
+/// the GPU kind's efficiency and its GEMM shape, without the FP8/FP4 factor (it is not
+/// quantised) or the MoE factor (no grouped GEMM, routing or permutation); in MXFP8 at the
+/// FP8 peak and factor where [`head_in_fp8`].
+pub(crate) fn token_seconds(c: &Ctx) -> TokenSeconds {
+    let (a, perf) = (&c.arch, c.perf);
+    let r = rates(c);
+    let macs = a.forward_macs();
+    let lowp = r.flops * r.linear_work / (c.prec.peak(perf) * 1e12 * r.ceff);
+    // The Mamba-2 conv1d and SSD scan run in their own kernels, at a fitted share of the
+    // GEMMs' rate (`Efficiency::mamba`).
+    let bf16 = 6.0 * macs.attn / r.gemm.attn / attn_rate(c, &r)
+        + 6.0 * macs.ssm / c.eff.mamba / (perf.bf16_tflops * 1e12 * r.ceff);
+    let kind = &c.plan.hardware.gpu.kind;
+    let die = perf.compute_die.as_deref();
+    let (head_peak, head_eff) = if head_in_fp8(c.plan) {
+        let p = PrecisionClass::Fp8;
+        (p.peak(perf), c.eff.compute(kind, die, p, false))
+    } else {
+        let p = PrecisionClass::Bf16;
+        (p.peak(perf), c.eff.compute(kind, die, p, false))
+    };
+    TokenSeconds {
+        body: lowp + bf16,
+        head: r.flops * a.head_macs() / r.gemm.head / (head_peak * 1e12 * head_eff),
+    }
+}
+
+/// The busiest rank's layers and LM head passes at their rates (`TokenSeconds`), plus the
+/// weights streamed through HBM and the forward work recompute repeats on its layers.
+pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
+    let (a, perf) = (&c.arch, c.perf);
+    let macs = a.forward_macs();
+    let r = rates(c);
+    let tokens_mb = c.mbs * c.seq / (c.tp * c.cp);
+    let t_layers = tokens_mb * (b.share * b.ts.body + c.head_passes(&b.load) * b.ts.head);
+    // Recompute repeats a mix of the layers' GEMMs: cost it at their average efficiency.
+    let e_avg = macs.linear / r.linear_work;
+    let recompute_mb =
+        tokens_mb * b.share * 2.0 * recompute / e_avg / (c.prec.peak(perf) * 1e12 * r.ceff);
     // Every microbatch also streams the GPU's weights through HBM twice (forward, data
     // gradient) and reads and writes their gradient accumulators (weight gradient, none for
     // frozen weights): what makes many small local experts (low EP) slow beyond their GEMM
@@ -331,9 +463,9 @@ pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
     let grad_rw = if c.frozen { 0.0 } else { 2.0 * c.grad_bytes };
     let t_weights_mb = weights_gpu * (2.0 * 2.0 + grad_rw) / (perf.hbm_tb_s * 1e12);
     Compute {
-        t_mb: t_lowp + t_bf16 + t_weights_mb,
-        recompute_mb: tokens_mb_gpu * 2.0 * recompute / e_avg / (c.prec.peak(perf) * 1e12 * ceff),
-        attn_mb: tokens_mb_gpu * 6.0 * macs.attn / e.attn / (perf.bf16_tflops * 1e12 * ceff),
+        t_mb: t_layers + recompute_mb + t_weights_mb,
+        recompute_mb,
+        attn_mb: tokens_mb * b.share * 6.0 * macs.attn / r.gemm.attn / attn_rate(c, &r),
     }
 }
 

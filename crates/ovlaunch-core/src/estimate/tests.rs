@@ -671,3 +671,69 @@ fn hybrid_pipeline_ranks_follow_the_layer_pattern() {
         );
     }
 }
+
+/// The LM head sits on the last pipeline rank with its true cost: Megatron-Core's output
+/// layer is a `vocab/TP × hidden` GEMM (`ColumnParallelLinear`, BF16; TE's MXFP8
+/// `TELMHeadColumnParallelLinear` only under `fp8_output_proj` with the `mxfp8` recipe).
+/// Qwen3-235B-A22B's 151,936 × 4,096 head is about 2.4 layers of multiply-adds; Bridge's split
+/// (`account_for_loss_in_pipeline_split`) counts it as one layer, so at PP8 VP3 the last rank
+/// holds 11 layers and the head, the others 12 (the first 11 and the embedding, a lookup
+/// without FLOPs). In time the head weighs what it costs at its own rate: BF16 beside MXFP8
+/// layers, but a wide dense GEMM beside MoE layers' grouped GEMMs at the MoE factor (about two
+/// layers here); beside a dense model's FP8 layers (Llama 3 70B) more than its multiply-adds.
+/// The step is the last rank's.
+#[test]
+fn the_lm_head_weighs_its_own_time_on_the_last_rank() {
+    let sets = [
+        "model.pipeline_model_parallel_size=8",
+        "model.virtual_pipeline_model_parallel_size=3",
+        "model.expert_model_parallel_size=32",
+        "model.tensor_model_parallel_size=1",
+    ];
+    let mut p = plan_for("qwen3_235b_a22b", "gb200x256", Some("fp8mx"), &sets);
+    let a = Arch::of_plan(&p);
+    let layer = a.layer_forward_macs().total();
+    let head_layers = a.head_macs() / layer;
+    assert!(head_layers > 2.2 && head_layers < 2.6, "{head_layers}");
+    let loads = stages::of_plan(&p, 8, 3);
+    let layers: Vec<f64> = loads.iter().map(|r| r.layers).collect();
+    assert_eq!(layers, [11.0, 12.0, 12.0, 12.0, 12.0, 12.0, 12.0, 11.0]);
+    assert!(loads[7].loss && loads[0].embedding && !loads[0].loss);
+    let eff = Efficiency::embedded().unwrap();
+    let perf = p.hardware.gpu.perf.clone().unwrap();
+    let seconds = |p: &Plan| {
+        let c = step::Ctx::new(p, &perf, &eff);
+        let ts = step::token_seconds(&c);
+        let b = step::busiest(&c, &loads);
+        // One layer's seconds: the layers' share of the model's body time.
+        let layer_s = ts.body / a.layers;
+        (ts.head / layer_s, b.rank, b.imbalance)
+    };
+    let (head_in_layers, rank, imbalance) = seconds(&p);
+    assert_eq!(rank, 7);
+    assert!(
+        head_in_layers > 1.5 && head_in_layers < head_layers,
+        "{head_in_layers} vs {head_layers}"
+    );
+    let want = (11.0 + head_in_layers) * 8.0 / (94.0 + head_in_layers);
+    assert!(close(imbalance, want, 0.02), "{imbalance} vs {want}");
+    assert!(close(tune::loss_stage_time(&p, &eff), head_in_layers, 1e-9));
+    // Under fp8_output_proj the head runs in MXFP8: at the FP8 peak it costs less.
+    assert!(!step::head_in_fp8(&p));
+    p.model
+        .provider
+        .insert("fp8_output_proj".into(), serde_json::Value::Bool(true));
+    assert!(step::head_in_fp8(&p));
+    let (fp8_head, _, fp8_imbalance) = seconds(&p);
+    assert!(
+        fp8_head < head_in_layers * 0.7,
+        "{fp8_head} vs {head_in_layers}"
+    );
+    assert!(fp8_imbalance < imbalance);
+    // A dense model at FP8: the BF16 head costs more than its multiply-adds at the layers' rate.
+    let dense = plan_for("llama3_70b", "h100x64", Some("fp8cs"), &[]);
+    let a = Arch::of_plan(&dense);
+    let macs = a.head_macs() / a.layer_forward_macs().total();
+    let time = tune::loss_stage_time(&dense, &eff);
+    assert!(time > macs * 1.3, "{time} vs {macs}");
+}

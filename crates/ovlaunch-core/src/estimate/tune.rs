@@ -144,6 +144,28 @@ pub fn loss_stage_work(m: &crate::config::ModelConfig) -> f64 {
     (a.head_macs() + a.mtp_layers * a.mtp_layer_macs()) / layer
 }
 
+/// [`loss_stage_work`] in time rather than multiply-adds, on `plan`'s GPU, precision and
+/// layout: the LM head passes at the head's rate (BF16, or MXFP8 under `fp8_output_proj`) and
+/// its GEMM shape, the layers at theirs (the step's own accounting, `step::token_seconds`),
+/// so a generated layout evens out what each pipeline rank takes, not what it multiplies.
+/// The multiply-add count where the GPU kind has no performance constants.
+pub fn loss_stage_time(plan: &Plan, eff: &Efficiency) -> f64 {
+    let Some(perf) = plan.hardware.gpu.perf.as_ref() else {
+        return loss_stage_work(&plan.model);
+    };
+    let c = super::step::Ctx::new(plan, perf, eff);
+    let ts = super::step::token_seconds(&c);
+    let a = &c.arch;
+    let layer = a.layer_forward_macs().total();
+    let mtp_body = a.mtp_layer_macs() - a.head_macs();
+    let body = a.layers * layer + a.mtp_layers * mtp_body;
+    if layer <= 0.0 || body <= 0.0 || ts.body <= 0.0 {
+        return 0.0;
+    }
+    let layer_s = ts.body * layer / body;
+    ((1.0 + a.mtp_layers) * ts.head + a.mtp_layers * ts.body * mtp_body / body) / layer_s
+}
+
 impl Layout {
     /// The layout of a plan.
     pub fn of(plan: &Plan) -> Self {
@@ -441,6 +463,7 @@ fn needs_layout(
     m: &crate::config::ModelConfig,
     l: &Layout,
     known: &[PipelineSplit],
+    tail: f64,
 ) -> Option<String> {
     let split = (
         l.pipeline_model_parallel_size,
@@ -460,7 +483,7 @@ fn needs_layout(
         l.pipeline_model_parallel_size,
         l.virtual_pipeline_model_parallel_size,
         m.mtp_num_layers.is_some_and(|n| n > 0),
-        loss_stage_work(m),
+        tail,
     )
 }
 
@@ -483,21 +506,27 @@ fn ends_for(m: &ModelConfig, l: &Layout) -> Ends {
     }
 }
 
-/// The pipeline layout text and the first and last ranks' layers a candidate runs with.
-fn pipeline_of(m: &ModelConfig, l: &Layout, known: &[PipelineSplit]) -> (Option<String>, Ends) {
+/// The pipeline layout text and the first and last ranks' layers a candidate runs with
+/// (`tail`: [`loss_stage_time`] of the search's base plan).
+fn pipeline_of(
+    m: &ModelConfig,
+    l: &Layout,
+    known: &[PipelineSplit],
+    tail: f64,
+) -> (Option<String>, Ends) {
     match ends_for(m, l) {
         Ends {
             first: None,
             last: None,
-        } => (needs_layout(m, l, known), Ends::default()),
+        } => (needs_layout(m, l, known, tail), Ends::default()),
         ends => (None, ends),
     }
 }
 
 /// The `--set` overrides of a candidate's pipeline: its layout text, and where the base model
 /// gives the first and last ranks' layers, those it keeps (`null` where it drops them).
-fn pipeline_sets(m: &ModelConfig, l: &Layout, known: &[PipelineSplit]) -> Vec<String> {
-    let (text, ends) = pipeline_of(m, l, known);
+fn pipeline_sets(m: &ModelConfig, l: &Layout, known: &[PipelineSplit], tail: f64) -> Vec<String> {
+    let (text, ends) = pipeline_of(m, l, known, tail);
     let mut sets = l.sets_with(text.as_deref());
     let opt = |v: Option<u32>| v.map_or("null".to_string(), |v| v.to_string());
     if Ends::of(m) != Ends::default() {
@@ -520,14 +549,14 @@ type Pipeline = Option<(Option<String>, Ends, Vec<RankLoad>)>;
 struct Pipelines(HashMap<(u32, Option<u32>), Pipeline>);
 
 impl Pipelines {
-    fn of(&mut self, lean: &Plan, l: &Layout, known: &[PipelineSplit]) -> &Pipeline {
+    fn of(&mut self, lean: &Plan, l: &Layout, known: &[PipelineSplit], tail: f64) -> &Pipeline {
         let pp = l.pipeline_model_parallel_size;
         let vp = l.virtual_pipeline_model_parallel_size;
         self.0.entry((pp, vp)).or_insert_with(|| {
             let mut m = lean.model.clone();
             m.pipeline_model_parallel_size = pp;
             m.virtual_pipeline_model_parallel_size = vp;
-            let (text, ends) = pipeline_of(&m, l, known);
+            let (text, ends) = pipeline_of(&m, l, known, tail);
             m.pipeline_model_parallel_layout = text;
             ends.set_on(&mut m);
             layout::check_pipeline_layout(&m, u64::from(pp), vp.map(u64::from)).ok()?;
@@ -623,12 +652,14 @@ pub fn tune(
     if layouts.len() > 2000 {
         progress(&format!("tune: scoring {} layouts", layouts.len()));
     }
+    // The LM head's time in layers, on the base plan's own layout, for generated layouts.
+    let tail = loss_stage_time(&lean, eff);
     let mut scored = 0;
     let mut ranked: Vec<(f64, Layout, Recompute)> = Vec::new();
     let mut pipelines = Pipelines::default();
     let mut p = lean.clone();
     for l in &layouts {
-        let Some((text, ends, loads)) = pipelines.of(&lean, l, known) else {
+        let Some((text, ends, loads)) = pipelines.of(&lean, l, known, tail) else {
             continue;
         };
         if !apply_layout(&mut p, l, (text.clone(), *ends), tp_overlap_wanted) {
@@ -656,7 +687,7 @@ pub fn tune(
         if out.len() >= top {
             extra += 1;
         }
-        let mut sets = pipeline_sets(&base.model, &l, known);
+        let mut sets = pipeline_sets(&base.model, &l, known, tail);
         sets.extend(r.sets());
         resolved += 1;
         let plan = match resolve(&sets) {

@@ -148,6 +148,19 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
+impl Plan {
+    /// The Bridge function the job runs, as its summaries show it: by the name the trainer
+    /// gets, and where that is another name Bridge's library exports the same function under
+    /// (the user named it), which function that is. `None` without a Bridge function.
+    pub fn function_shown(&self) -> Option<String> {
+        let own = self.recipe.bridge_recipe.as_deref()?;
+        Some(match self.trainer.as_ref().map(|t| t.recipe.as_str()) {
+            Some(named) if named != own => format!("{named}, the same function as {own}"),
+            _ => own.to_string(),
+        })
+    }
+}
+
 fn redacted_env<S: serde::Serializer>(
     env: &BTreeMap<String, EnvEntry>,
     s: S,

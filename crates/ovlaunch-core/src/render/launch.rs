@@ -205,7 +205,7 @@ fn header(plan: &Plan, opts: &LaunchOptions) -> Vec<String> {
         format!(
             "recipe: {} ({})",
             plan.recipe.name,
-            plan.recipe.bridge_recipe.as_deref().unwrap_or("-")
+            plan.function_shown().as_deref().unwrap_or("-")
         ),
         format!(
             "hardware: {} = {} node(s) x {}",

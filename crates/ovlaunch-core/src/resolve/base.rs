@@ -37,6 +37,8 @@ pub struct OnBase<'r> {
     pub file: Map<String, Value>,
     /// The file (where an error in its sections is reported).
     pub origin: String,
+    /// The line of each of those sections in the file (the chosen variant's over the file's).
+    pub lines: crate::yaml::KeyLines,
 }
 
 /// The base of `user` run with its variant `chosen`, or `None` for a shipped recipe (or a file
@@ -71,8 +73,10 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
     check_every_variant(user)?;
     let mut file = Map::new();
     merge_file(&mut file, &user.sections);
+    let mut lines = user.key_lines.clone();
     if let Some(v) = chosen {
         merge_file(&mut file, &v.sections);
+        lines.extend(v.key_lines.iter().map(|(k, l)| (k.clone(), *l)));
     }
     Ok(Some(OnBase {
         recipe,
@@ -80,6 +84,7 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
         function,
         file,
         origin: user.origin.clone(),
+        lines,
     }))
 }
 

@@ -177,12 +177,34 @@ pub struct Derived {
     pub triggers: &'static [&'static str],
 }
 
+/// The GPUs Bridge's rules name (`scripts/performance/argument_parser.py`
+/// `NUM_GPUS_PER_NODE_MAP`).
+pub const BRIDGE_GPUS: &[&str] = &["h100", "b200", "b300", "gb200", "gb300", "vr200", "r100"];
+
+/// The GPUs Bridge's connection rule gives 32 connections as SM100 or newer
+/// (`utils/overrides.py` `_apply_flat_cli_environment_compatibility`: `{b200, b300, gb200,
+/// gb300, vr200}`; `perf_plugins.py` `gpu_sm100_or_newer`): R100, though a Rubin GPU, is not
+/// among them, so its connection count follows the pre-SM100 branch.
+pub const SM100_CONNECTION_GPUS: &[&str] = &["b200", "b300", "gb200", "gb300", "vr200"];
+
+/// Whether the connection rule treats the job's GPU as SM100 or newer: Bridge's list for a GPU
+/// it names (the kind, or the kind whose recipes it runs), else compute capability 10+.
+fn sm100_or_newer(hw: &Hardware) -> bool {
+    let gpu = hw.gpu.recipe_gpu.as_deref().unwrap_or(&hw.gpu.kind);
+    if BRIDGE_GPUS.contains(&gpu) {
+        SM100_CONNECTION_GPUS.contains(&gpu)
+    } else {
+        hw.gpu.is_blackwell_or_newer()
+    }
+}
+
 /// Everything the rules read; a function of the plan alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Facts {
     /// Bridge's GPU name (`h100`, `b200`, `b300`, `gb200`, `gb300`, `vr200`, ...).
     pub gpu: String,
-    /// Compute capability 10 or newer (Bridge's `gpu_sm100_or_newer` list).
+    /// In Bridge's list of the GPUs its connection rule treats as SM100 or newer
+    /// ([`SM100_CONNECTION_GPUS`]); a GPU Bridge does not name, by its compute capability.
     pub sm100_or_newer: bool,
     pub gpus_per_node: u32,
     /// GPUs per NVLink domain (72 on NVL72 racks).
@@ -258,7 +280,7 @@ impl Facts {
                 .recipe_gpu
                 .clone()
                 .unwrap_or_else(|| hw.gpu.kind.clone()),
-            sm100_or_newer: hw.gpu.is_blackwell_or_newer(),
+            sm100_or_newer: sm100_or_newer(hw),
             gpus_per_node: hw.gpu.gpus_per_node,
             nvlink_domain_size: hw.gpu.nvlink_domain_size,
             family: family.map(str::to_string),

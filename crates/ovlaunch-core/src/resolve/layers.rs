@@ -419,6 +419,17 @@ pub fn layer_with(
     layer_on(recipe, variant, None, plugin_sets, sets)
 }
 
+/// A user's recipe file's values over Bridge's function (`super::base::OnBase`).
+#[derive(Debug, Clone, Copy)]
+pub struct FileValues<'a> {
+    /// Its sections: its own, then its chosen variant's.
+    pub sections: &'a Map<String, Value>,
+    /// The file.
+    pub origin: &'a str,
+    /// The line of each section in the file, where an error about it points.
+    pub lines: &'a crate::yaml::KeyLines,
+}
+
 /// [`layer_with`] with a user's recipe file over Bridge's function (`file`: the file's
 /// sections, `super::base`): `before` stays the function's own config (what Bridge's runner
 /// reads before the overrides), and every value the file changes is in
@@ -426,7 +437,7 @@ pub fn layer_with(
 pub fn layer_on(
     recipe: &Recipe,
     variant: Option<&Variant>,
-    file: Option<(&Map<String, Value>, &str)>,
+    file: Option<FileValues<'_>>,
     plugin_sets: &[PluginSet],
     sets: &[SetOverride],
 ) -> Result<Layered> {
@@ -445,17 +456,22 @@ pub fn layer_on(
     let prov_alone = prov.clone();
     let model_class = recipe.provider_class(variant);
     let holder = recipe.holder(variant);
-    let before = build(&tree, &recipe.origin, model_class, holder)?;
+    let before = build(&tree, (&recipe.origin, None), model_class, holder)?;
     let mut file_overrides = Vec::new();
     let mut with_file = None;
-    if let Some((file, origin)) = file {
+    if let Some(FileValues {
+        sections: file,
+        origin,
+        lines,
+    }) = file
+    {
         // a nested mapping states fields of the object Bridge's function holds there
         let file = &crate::config::bridge::nested_paths(file, holder);
         super::base::merge_file(&mut tree, file);
         for (s, val) in file {
             prov.record(s, val, &Source::Recipe);
         }
-        let cfg = build(&tree, origin, model_class, holder)?;
+        let cfg = build(&tree, (origin, Some(lines)), model_class, holder)?;
         file_overrides = super::base::overrides(&before, &cfg, file)?;
         with_file = Some(cfg);
     }
@@ -497,7 +513,7 @@ pub fn layer_on(
     let after = if sets.is_empty() && !applied.contains(&true) {
         with_file.unwrap_or_else(|| before.clone())
     } else {
-        build(&tree, "--set", model_class, holder).map_err(|e| {
+        build(&tree, ("--set", None), model_class, holder).map_err(|e| {
             let mut flags: Vec<String> = sets.iter().map(|s| s.flag.clone()).collect();
             for (ps, _) in plugin_sets.iter().zip(&applied).filter(|(_, a)| **a) {
                 flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
@@ -651,18 +667,25 @@ fn take_provider(
     Ok(out)
 }
 
+/// The config of the layered `tree`; `at`: where its values come from, and for a user's
+/// recipe file the line of each of its sections (an error about one points there).
 fn build(
     tree: &Map<String, Value>,
-    origin: &str,
+    at: (&str, Option<&crate::yaml::KeyLines>),
     model_class: crate::config::provider::Class<'_>,
     holder: crate::config::bridge::Holder<'_>,
 ) -> Result<ConfigContainer> {
+    let (origin, lines) = at;
     let mut tree = tree.clone();
-    let bridge = crate::config::bridge::Sections::take_from(&mut tree, holder).map_err(|m| {
-        Error::usage(m)
-            .at_file(origin)
-            .help("check the section against `ovlaunch fields SECTION`")
-    })?;
+    let bridge =
+        crate::config::bridge::Sections::take_from(&mut tree, holder).map_err(|(section, m)| {
+            let line = lines.and_then(|l| l.get(section)).copied();
+            Error::usage(m)
+                .at(crate::error::Origin::file(origin, line, None))
+                .help(format!(
+                    "the section's fields and their types: `ovlaunch fields {section}`"
+                ))
+        })?;
     let provider = take_provider(&mut tree, model_class).map_err(|m| {
         Error::usage(m)
             .at_file(origin)
@@ -701,7 +724,13 @@ mod tests {
         file.insert("model".into(), serde_json::json!({"num_layers": 16}));
         let sets =
             super::super::overrides::parse_sets(&["train.global_batch_size=64".into()]).unwrap();
-        let with = layer_on(&r, v, Some((&file, "file.yaml")), &[], &sets).unwrap();
+        let lines = crate::yaml::KeyLines::new();
+        let values = FileValues {
+            sections: &file,
+            origin: "file.yaml",
+            lines: &lines,
+        };
+        let with = layer_on(&r, v, Some(values), &[], &sets).unwrap();
         assert_ne!(
             serde_json::to_value(&with.cfg).unwrap(),
             serde_json::to_value(&with.before).unwrap()

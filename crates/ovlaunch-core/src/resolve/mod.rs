@@ -9,6 +9,7 @@
 
 pub mod base;
 pub mod checkpoint;
+pub mod cuda_graph;
 pub mod env;
 pub mod env_rules;
 pub mod hf_source;
@@ -210,9 +211,21 @@ fn resolve_picked(
     // Bridge's own checks of the pass-through sections (their `finalize()`).
     validate::bridge_sections(&l.cfg.bridge, inp.recipe.holder(choice.variant))?;
     validate::fine_tuning(inp.recipe.task.as_deref(), &l.cfg.bridge)?;
+    validate::user_values(
+        inp.recipe.holder(choice.variant).function,
+        inp.recipe.requires(choice.variant),
+        &l.cfg.bridge,
+    )?;
+    // the function as the user named it: a library alias reaches the runner as given
+    let named = picked
+        .base
+        .as_ref()
+        .map(|b| b.function.as_str())
+        .or(inp.recipe.pinned.as_deref());
     let trainer_call = trainer::call(
         inp.recipe,
         choice.variant,
+        named,
         inp.stack,
         plugins,
         &l,
@@ -242,7 +255,7 @@ fn resolve_picked(
     // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
     // and Bridge's flex-dispatcher check for the GPU.
     finalize_model(&mut l.cfg.model, &mut t)?;
-    flex_dispatcher_fits(&l.cfg.model, inp.hardware)?;
+    flex_dispatcher_fits(&l.cfg.model, inp.hardware, &mut t)?;
     // 5. Data-parallel size, then communication overlap.
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`: the provider class's own `finalize()` steps
@@ -497,7 +510,11 @@ fn layering<'r>(
     decisions.extend(choice.decisions.iter().cloned());
     decisions.extend(plugins.decisions.iter().cloned());
     // a value of the user's file that its Bridge function's classes refuse is the file's error
-    let file = picked.base.as_ref().map(|b| (&b.file, b.origin.as_str()));
+    let file = picked.base.as_ref().map(|b| layers::FileValues {
+        sections: &b.file,
+        origin: b.origin.as_str(),
+        lines: &b.lines,
+    });
     let mut l = match layered {
         Some(l) => l,
         None => layers::layer_on(inp.recipe, choice.variant, file, &plugins.sets, inp.sets)?,
@@ -942,13 +959,26 @@ fn env_stage(
 /// Bridge's `validate_flex_dispatcher_backend` (training/flex_dispatcher_backend.py), which
 /// `runtime_config_update` runs on the GPU: DeepEP needs compute capability 8.x or 9.x or a
 /// device named "NVIDIA B200"/"NVIDIA B300" (so not GB200/GB300); HybridEP needs 8.x, 9.x or
-/// 10.x.
-fn flex_dispatcher_fits(m: &crate::config::ModelConfig, hw: &Hardware) -> Result<()> {
+/// 10.x. On a kind whose compute capability is not published (`arch_major_is_bound`) the
+/// check is Bridge's at run time, and the plan says so.
+fn flex_dispatcher_fits(
+    m: &crate::config::ModelConfig,
+    hw: &Hardware,
+    t: &mut Trace,
+) -> Result<()> {
     if m.moe_token_dispatcher_type.as_deref() != Some("flex") {
         return Ok(());
     }
     let major = hw.gpu.arch_major;
     let kind = hw.gpu.kind.as_str();
+    if hw.gpu.arch_major_is_bound {
+        if let Some(backend) = m.moe_flex_dispatcher_backend.as_deref() {
+            t.warnings.push(format!(
+                "{kind}'s compute capability is not published: whether Megatron-Bridge's validate_flex_dispatcher_backend accepts the {backend} dispatcher on it is decided when the trainer starts"
+            ));
+        }
+        return Ok(());
+    }
     let (ok, reason) = match m.moe_flex_dispatcher_backend.as_deref() {
         Some("deepep") => (
             matches!(major, 8 | 9) || matches!(kind, "b200" | "b300"),
@@ -990,8 +1020,8 @@ fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
 /// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
 fn finalize_model(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<()> {
-    cuda_graph_guard(m, t);
-    deprecated_cuda_graph_switches(m, t)?;
+    // CUDA graphs: Bridge's guard, then Megatron-Core's post-init rules.
+    cuda_graph::finalize(m, t)?;
     // TransformerConfig: the MLP width defaults to 4 x hidden (a checkpoint config without
     // `intermediate_size` leaves it unset), the head dimension and the KV groups from the heads.
     if m.ffn_hidden_size.is_none() {
@@ -1030,117 +1060,6 @@ fn finalize_model(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<(
             m.tensor_model_parallel_size
         });
     }
-    // CUDA graphs: the deprecated `cuda_graph_scope` moves to `cuda_graph_modules`, which is
-    // normalised to a list: "full" (alone) means every module, written as []; the deprecated
-    // value "full_iteration" becomes cuda_graph_impl="full_iteration", and
-    // "full_iteration_inference" moves to the inference scope (not in the plan).
-    if let Some(scope) = m.cuda_graph_scope.take() {
-        m.cuda_graph_modules = Some(scope);
-    }
-    let raw: Vec<String> = match m.cuda_graph_modules.take() {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) if s.is_empty() => Vec::new(),
-        Some(Value::String(s)) => s.split(',').map(String::from).collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
-            .collect(),
-        Some(other) => vec![other.to_string()],
-    };
-    let mut kept = Vec::new();
-    if raw != ["full"] {
-        for s in raw {
-            match s.as_str() {
-                "full_iteration" => m.cuda_graph_impl = "full_iteration".into(),
-                "full_iteration_inference" => {}
-                _ => kept.push(Value::String(s)),
-            }
-        }
-    }
-    m.cuda_graph_modules = Some(Value::Array(kept));
-    Ok(())
-}
-
-/// Bridge's guard before Megatron-Core's post-init (`ConfigContainer.validate` calls
-/// `validate_cuda_graph_configuration`, megatron/bridge/utils/cuda_graph.py, right before
-/// `model.finalize()`): with `cuda_graph_impl="none"` the graph modules and the legacy scope are
-/// cleared (`clear_cuda_graph_modules`), so a deprecated switch mapped afterwards captures whole
-/// layers, and a `full_iteration` scope does not turn graphs on.
-fn cuda_graph_guard(m: &mut crate::config::ModelConfig, t: &mut Trace) {
-    if m.cuda_graph_impl != "none" {
-        return;
-    }
-    // what the post-init would keep: "full" (alone) means every module, as [] does
-    let held = |v: &Option<Value>| match v {
-        None | Some(Value::Null) => false,
-        Some(Value::Array(a)) => !a.is_empty() && a != &[Value::from("full")],
-        Some(Value::String(s)) => !s.is_empty() && s != "full",
-        Some(_) => true,
-    };
-    if held(&m.cuda_graph_modules) || held(&m.cuda_graph_scope) {
-        t.decisions.push(Decision::new(
-            MODEL.cuda_graph_modules,
-            Value::Array(Vec::new()),
-            "cuda_graph_impl is none when Bridge's validate_cuda_graph_configuration runs (before Megatron-Core's post-init): it clears cuda_graph_modules and cuda_graph_scope",
-            Source::Derived,
-        ));
-    }
-    m.cuda_graph_modules = Some(Value::Array(Vec::new()));
-    m.cuda_graph_scope = None;
-}
-
-/// Megatron-Core's deprecated CUDA-graph switches (`TransformerConfig.__post_init__`,
-/// megatron/core/transformer/transformer_config.py, mcore 0.19): with `enable_cuda_graph` or
-/// `external_cuda_graph` set, `cuda_graph_impl` must still be `none` and only one of them on;
-/// the first becomes `cuda_graph_impl="local"`, the second `"transformer_engine"`, each with
-/// Megatron-Core's deprecation warning. The switches themselves stay set.
-fn deprecated_cuda_graph_switches(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<()> {
-    if !m.enable_cuda_graph && !m.external_cuda_graph {
-        return Ok(());
-    }
-    let fields = [
-        MODEL.enable_cuda_graph,
-        MODEL.external_cuda_graph,
-        MODEL.cuda_graph_impl,
-    ];
-    if m.cuda_graph_impl != "none" {
-        return Err(Error::config(
-            "Do not use enable_cuda_graph or external_cuda_graph with cuda_graph_impl.",
-        )
-        .at_fields(fields.as_slice())
-        .help(format!(
-            "the switches are deprecated: set only {} (local or transformer_engine), and {}=false {}=false",
-            MODEL.cuda_graph_impl, MODEL.enable_cuda_graph, MODEL.external_cuda_graph
-        )));
-    }
-    if m.enable_cuda_graph && m.external_cuda_graph {
-        return Err(Error::config(
-            "enable_cuda_graph and external_cuda_graph cannot be enabled at the same time.",
-        )
-        .at_fields(fields.as_slice())
-        .help(format!(
-            "set {}=local or =transformer_engine instead of both switches",
-            MODEL.cuda_graph_impl
-        )));
-    }
-    let (switch, imp) = if m.enable_cuda_graph {
-        (MODEL.enable_cuda_graph, "local")
-    } else {
-        (MODEL.external_cuda_graph, "transformer_engine")
-    };
-    m.cuda_graph_impl = imp.to_string();
-    t.decisions.push(Decision::new(
-        MODEL.cuda_graph_impl,
-        imp,
-        format!(
-            "{switch} is deprecated: Megatron-Core's TransformerConfig.__post_init__ sets cuda_graph_impl={imp} for it"
-        ),
-        Source::Derived,
-    ));
-    t.warnings.push(format!(
-        "{} is deprecated, use cuda_graph_impl={imp} instead.",
-        crate::config::bridge::split(switch).1
-    ));
     Ok(())
 }
 

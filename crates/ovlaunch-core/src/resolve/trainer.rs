@@ -280,10 +280,16 @@ fn replacing_mappings(items: Vec<(String, Value)>) -> Vec<(String, Value)> {
 
 /// Builds the runner call. `applied` says, for each of the plugins' overrides, whether it
 /// applied; the plugins named in `plugins.flag_plugins` are Bridge's own under
-/// `plugins.trainer_flags`.
+/// `plugins.trainer_flags`. `named`: the Bridge function as the user named it (`--recipe`,
+/// a recipe file's `bridge_recipe:`), which may be one of the names Bridge's library exports
+/// the same function under (`Variant::bridge_aliases`): the runner accepts each (it looks the
+/// name up in `megatron.bridge.recipes`), so `--recipe` carries that name; without one, the
+/// variant's own function.
+#[allow(clippy::too_many_arguments)]
 pub fn call(
     recipe: &Recipe,
     variant: Option<&Variant>,
+    named: Option<&str>,
     stack: &Stack,
     plugins: &PluginLayer,
     layered: &Layered,
@@ -291,9 +297,16 @@ pub fn call(
     precision: Option<&Value>,
 ) -> Option<TrainerCall> {
     let applied = &layered.applied;
-    let function = variant
+    let own = variant
         .and_then(|v| v.bridge_recipe.clone())
         .or_else(|| recipe.bridge_recipe.clone())?;
+    let same = |n: &&str| match variant {
+        Some(v) => {
+            v.bridge_recipe.as_deref() == Some(*n) || v.bridge_aliases.iter().any(|a| a == n)
+        }
+        None => recipe.bridge_recipe.as_deref() == Some(*n),
+    };
+    let function = named.filter(same).map_or(own, str::to_string);
     let flags = &plugins.trainer_flags;
     let mut overrides: Vec<(String, Value)> = Vec::new();
     // a user's recipe file over Bridge's function: what it changes, unless a plugin or

@@ -293,12 +293,43 @@ pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Section
     Ok(())
 }
 
+/// The values Bridge's recipe function leaves empty and refuses to build the job without
+/// (`catalog::recipe::Requires`, learnt from Bridge's own refusal by the generator: a dataset
+/// cache path for a recipe that loads the dataset cache fast, an Energon dataset's path),
+/// checked at plan time: each must be set (recipe file, plugin or `--set`) to a value that is
+/// not null and, for a text, not blank. The message is Bridge's own error, then the function
+/// and the field, and the fix.
+pub fn user_values(
+    function: Option<&str>,
+    requires: &crate::catalog::recipe::Requires,
+    sections: &crate::config::bridge::Sections,
+) -> Result<()> {
+    for (field, bridge) in requires {
+        let given = match sections.get(field) {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::String(s)) => !s.trim().is_empty(),
+            Some(_) => true,
+        };
+        if !given {
+            return Err(Error::config(format!(
+                "{bridge}: {} needs {field}, a value you bring, which Bridge's recipe leaves empty",
+                function.map_or_else(|| "this recipe".to_string(), |f| format!("`{f}`"))
+            ))
+            .at_fields(field.as_str())
+            .help(format!(
+                "give it: --set {field}=/path/on/the/cluster (or `{field}` in your recipe file)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Bridge's own checks of its pass-through sections, with Bridge's messages: the `finalize()` of
 /// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`
 /// (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
 /// per rule ([`SECTION_CHECKS`], in Bridge's order). A field's value is the one set (recipe
-/// file, plugin or `--set`), else the one every shipped Bridge recipe holds
-/// (`SectionDef::recipe`); a check whose inputs are not known that way is left to Bridge.
+/// file, plugin or `--set`), else the one the recipe's function holds (`resolve::known`,
+/// `bridge::Holder::value`); a check whose inputs are not known that way is left to Bridge.
 pub fn bridge_sections(
     sections: &crate::config::bridge::Sections,
     holder: crate::config::bridge::Holder<'_>,

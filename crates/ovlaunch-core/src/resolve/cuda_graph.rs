@@ -1,0 +1,257 @@
+//! CUDA graphs as Bridge's `ConfigContainer.validate()` leaves them: its guard before the
+//! model's post-init (`validate_cuda_graph_configuration`, megatron/bridge/utils/cuda_graph.py),
+//! then Megatron-Core's `TransformerConfig.__post_init__` (megatron/core/transformer/
+//! transformer_config.py, mcore 0.19). [`RULES`] is one small item per rule, each citing the
+//! upstream function that states it, in the order Bridge applies them; a combination upstream
+//! refuses is refused at plan time with upstream's words, the fields and a fix, and what
+//! upstream changes lands as a decision.
+
+use serde_json::Value;
+
+use crate::config::{MODEL, ModelConfig};
+use crate::error::{Error, Result};
+use crate::plan::decision::{Decision, Source, Trace};
+
+/// One rule: what it says, where upstream says it, and how the plan follows it.
+pub struct Item {
+    pub rule: &'static str,
+    pub source: &'static str,
+    apply: fn(&mut ModelConfig, &mut Trace) -> Result<()>,
+}
+
+/// The rules in Bridge's order: its guard, then the model's post-init.
+#[rustfmt::skip]
+pub const RULES: &[Item] = &[
+    Item {
+        rule: "cuda_graph_impl none: the graph modules and the legacy scope are cleared",
+        source: "megatron/bridge/utils/cuda_graph.py validate_cuda_graph_configuration (clear_cuda_graph_modules)",
+        apply: cleared_without_graphs,
+    },
+    Item {
+        rule: "cuda_graph_impl local only for full-iteration graphs or local inference graphs",
+        source: "megatron/bridge/utils/cuda_graph.py validate_cuda_graph_configuration",
+        apply: local_only_for_full_iteration,
+    },
+    Item {
+        rule: "the deprecated switches enable_cuda_graph / external_cuda_graph become cuda_graph_impl",
+        source: "megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__",
+        apply: deprecated_switches,
+    },
+    Item {
+        rule: "cuda_graph_scope and cuda_graph_modules are not set together",
+        source: "megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__",
+        apply: scope_or_modules,
+    },
+    Item {
+        rule: "the legacy scope moves to cuda_graph_modules, normalised to a list",
+        source: "megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ (normalize_cuda_graph_modules)",
+        apply: normalised_modules,
+    },
+];
+
+/// Applies [`RULES`] in order to the model as Bridge's `validate()` meets it.
+pub fn finalize(m: &mut ModelConfig, t: &mut Trace) -> Result<()> {
+    for item in RULES {
+        (item.apply)(m, t)?;
+    }
+    Ok(())
+}
+
+/// A field holding CUDA-graph scope names as Bridge's helpers read it (`_member_name_list`):
+/// `None`, an empty text and `"full"` are no names, a text is split at commas, an enum member
+/// written `CudaGraphScope.attn` is `attn`.
+fn member_names(v: Option<&Value>) -> Vec<String> {
+    let items: Vec<String> = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) if s.is_empty() || s == "full" => Vec::new(),
+        Some(Value::String(s)) => s.split(',').map(String::from).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
+            .collect(),
+        Some(other) => vec![other.to_string()],
+    };
+    items
+        .into_iter()
+        .map(|s| s.rsplit('.').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Bridge's guard with `cuda_graph_impl="none"` (`clear_cuda_graph_modules`): the graph
+/// modules and the legacy scope are cleared, so a deprecated switch mapped afterwards captures
+/// whole layers, and a `full_iteration` scope does not turn graphs on.
+fn cleared_without_graphs(m: &mut ModelConfig, t: &mut Trace) -> Result<()> {
+    if m.cuda_graph_impl != "none" {
+        return Ok(());
+    }
+    // what the post-init would keep: "full" (alone) means every module, as [] does
+    let held = |v: &Option<Value>| match v {
+        None | Some(Value::Null) => false,
+        Some(Value::Array(a)) => !a.is_empty() && a != &[Value::from("full")],
+        Some(Value::String(s)) => !s.is_empty() && s != "full",
+        Some(_) => true,
+    };
+    if held(&m.cuda_graph_modules) || held(&m.cuda_graph_scope) {
+        t.decisions.push(Decision::new(
+            MODEL.cuda_graph_modules,
+            Value::Array(Vec::new()),
+            "cuda_graph_impl is none when Bridge's validate_cuda_graph_configuration runs (before Megatron-Core's post-init): it clears cuda_graph_modules and cuda_graph_scope",
+            Source::Derived,
+        ));
+    }
+    m.cuda_graph_modules = Some(Value::Array(Vec::new()));
+    m.cuda_graph_scope = None;
+    Ok(())
+}
+
+/// Bridge's guard with `cuda_graph_impl="local"`: Bridge runs Megatron-Core's local graphs
+/// only over the whole iteration (`is_full_iteration_cuda_graph`: `full_iteration` among the
+/// graph modules or the legacy scope) or as inference graphs (no module named, and an
+/// `inference_cuda_graph_scope` of `layer` or `block`); anything else raises ValueError
+/// before the model is built.
+fn local_only_for_full_iteration(m: &mut ModelConfig, _: &mut Trace) -> Result<()> {
+    if m.cuda_graph_impl != "local" {
+        return Ok(());
+    }
+    let mut names = member_names(m.cuda_graph_modules.as_ref());
+    names.extend(member_names(m.cuda_graph_scope.as_ref()));
+    if names.iter().any(|n| n == "full_iteration") {
+        return Ok(());
+    }
+    // `cuda_graph_module_names`: the per-layer modules, each once
+    let mut modules: Vec<String> = Vec::new();
+    for n in names {
+        if !matches!(n.as_str(), "full_iteration_inference" | "full") && !modules.contains(&n) {
+            modules.push(n);
+        }
+    }
+    let inference = member_names(m.provider.get("inference_cuda_graph_scope"));
+    if modules.is_empty() && inference.iter().any(|s| s == "layer" || s == "block") {
+        return Ok(());
+    }
+    let with = if modules.is_empty() {
+        String::new()
+    } else {
+        let quoted: Vec<String> = modules.iter().map(|s| format!("'{s}'")).collect();
+        format!(" with scopes [{}]", quoted.join(", "))
+    };
+    Err(Error::config(format!(
+        "Megatron Bridge supports {impl_}=\"local\" only for full-iteration CUDA graphs{with}. Use {impl_}=\"transformer_engine\" for scoped CUDA graph capture such as \"attn\" or \"mlp\".",
+        impl_ = MODEL.cuda_graph_impl
+    ))
+    .at_fields([MODEL.cuda_graph_impl, MODEL.cuda_graph_modules, MODEL.cuda_graph_scope].as_slice())
+    .help(format!(
+        "for per-layer graphs set {impl_}=transformer_engine; to capture the whole iteration set {impl_}=full_iteration (or keep local with {scope}=[full_iteration], as Bridge's recipes do); or drop the override ({impl_}=none)",
+        impl_ = MODEL.cuda_graph_impl,
+        scope = MODEL.cuda_graph_scope
+    )))
+}
+
+/// Megatron-Core's deprecated switches: with `enable_cuda_graph` or `external_cuda_graph` set,
+/// `cuda_graph_impl` must still be `none` and only one of them on; the first becomes
+/// `cuda_graph_impl="local"`, the second `"transformer_engine"`, each with Megatron-Core's
+/// deprecation warning. The switches themselves stay set.
+fn deprecated_switches(m: &mut ModelConfig, t: &mut Trace) -> Result<()> {
+    if !m.enable_cuda_graph && !m.external_cuda_graph {
+        return Ok(());
+    }
+    let fields = [
+        MODEL.enable_cuda_graph,
+        MODEL.external_cuda_graph,
+        MODEL.cuda_graph_impl,
+    ];
+    if m.cuda_graph_impl != "none" {
+        return Err(Error::config(
+            "Do not use enable_cuda_graph or external_cuda_graph with cuda_graph_impl.",
+        )
+        .at_fields(fields.as_slice())
+        .help(format!(
+            "the switches are deprecated: set only {} (local or transformer_engine), and {}=false {}=false",
+            MODEL.cuda_graph_impl, MODEL.enable_cuda_graph, MODEL.external_cuda_graph
+        )));
+    }
+    if m.enable_cuda_graph && m.external_cuda_graph {
+        return Err(Error::config(
+            "enable_cuda_graph and external_cuda_graph cannot be enabled at the same time.",
+        )
+        .at_fields(fields.as_slice())
+        .help(format!(
+            "set {}=local or =transformer_engine instead of both switches",
+            MODEL.cuda_graph_impl
+        )));
+    }
+    let (switch, imp) = if m.enable_cuda_graph {
+        (MODEL.enable_cuda_graph, "local")
+    } else {
+        (MODEL.external_cuda_graph, "transformer_engine")
+    };
+    m.cuda_graph_impl = imp.to_string();
+    t.decisions.push(Decision::new(
+        MODEL.cuda_graph_impl,
+        imp,
+        format!(
+            "{switch} is deprecated: Megatron-Core's TransformerConfig.__post_init__ sets cuda_graph_impl={imp} for it"
+        ),
+        Source::Derived,
+    ));
+    t.warnings.push(format!(
+        "{} is deprecated, use cuda_graph_impl={imp} instead.",
+        crate::config::bridge::split(switch).1
+    ));
+    Ok(())
+}
+
+/// Megatron-Core: a legacy `cuda_graph_scope` (anything but `None`) goes with
+/// `cuda_graph_modules` left `"full"`, `None` or `[]` only; it asserts otherwise.
+fn scope_or_modules(m: &mut ModelConfig, _: &mut Trace) -> Result<()> {
+    let scope_set = !matches!(m.cuda_graph_scope, None | Some(Value::Null));
+    let modules_set = match &m.cuda_graph_modules {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) => s != "full",
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(_) => true,
+    };
+    if !(scope_set && modules_set) {
+        return Ok(());
+    }
+    Err(
+        Error::config("cuda_graph_scope and cuda_graph_modules cannot be set together.")
+            .at_fields([MODEL.cuda_graph_scope, MODEL.cuda_graph_modules].as_slice())
+            .help(format!(
+                "cuda_graph_scope is deprecated: give the modules in {} and set {}=null",
+                MODEL.cuda_graph_modules, MODEL.cuda_graph_scope
+            )),
+    )
+}
+
+/// Megatron-Core's normalisation: the legacy `cuda_graph_scope` moves to `cuda_graph_modules`,
+/// which becomes a list: "full" (alone) means every module, written as []; the deprecated value
+/// "full_iteration" becomes cuda_graph_impl="full_iteration", and "full_iteration_inference"
+/// moves to the inference scope (not in the plan).
+fn normalised_modules(m: &mut ModelConfig, _: &mut Trace) -> Result<()> {
+    if let Some(scope) = m.cuda_graph_scope.take().filter(|s| !s.is_null()) {
+        m.cuda_graph_modules = Some(scope);
+    }
+    let raw: Vec<String> = match m.cuda_graph_modules.take() {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) if s.is_empty() => Vec::new(),
+        Some(Value::String(s)) => s.split(',').map(String::from).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
+            .collect(),
+        Some(other) => vec![other.to_string()],
+    };
+    let mut kept = Vec::new();
+    if raw != ["full"] {
+        for s in raw {
+            match s.as_str() {
+                "full_iteration" => m.cuda_graph_impl = "full_iteration".into(),
+                "full_iteration_inference" => {}
+                _ => kept.push(Value::String(s)),
+            }
+        }
+    }
+    m.cuda_graph_modules = Some(Value::Array(kept));
+    Ok(())
+}
