@@ -476,8 +476,8 @@ fn heads_split_over_tp(model: &ModelConfig, tp: u64) -> Result<()> {
     // transformer_config.py): the query groups must be a multiple or a divisor of TP (fewer
     // groups than TP ranks are replicated over them).
     if let Some(groups) = model.num_query_groups.map(u64::from)
-        && groups % tp != 0
-        && tp % groups != 0
+        && !groups.is_multiple_of(tp)
+        && !tp.is_multiple_of(groups)
     {
         return Err(Error::usage(format!(
             "num_query_groups ({groups}) must be a multiple or divisor of tensor_model_parallel_size ({tp}) (Megatron-Core's TransformerConfig.__post_init__)"
