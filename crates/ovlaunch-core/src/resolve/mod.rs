@@ -258,18 +258,8 @@ fn resolve_picked(
     flex_dispatcher_fits(&l.cfg.model, inp.hardware, &mut t)?;
     // 5. Data-parallel size, then communication overlap.
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
-    // 6. Bridge's `ConfigContainer.validate()`: the provider class's own `finalize()` steps
-    // (after the overlap setup, as `validate` calls `model.finalize()`), then its checks.
-    provider_rules::apply(class, &mut l.cfg.model, &mut t);
-    validate::validate(
-        l.cfg.targets(),
-        mixed_precision.as_ref().map(|p| &p.config),
-        inp.stack,
-        &mut t,
-    )?;
-    if let Some(mp) = mixed_precision.as_ref() {
-        validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
-    }
+    // 6. Bridge's `ConfigContainer.validate()`.
+    validate_stage(inp, class, &mut l, mixed_precision.as_ref(), &mut t)?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
         checkpoint::forget_derived(c, &mut t);
@@ -445,6 +435,29 @@ fn moe_by_layout(
         Source::Derived,
     ));
     Some(())
+}
+
+/// Stage 6: Bridge's `ConfigContainer.validate()`: the provider class's own `finalize()` steps
+/// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks, and the
+/// GPU's support of the precision.
+fn validate_stage(
+    inp: &Inputs<'_>,
+    class: crate::config::provider::Class<'_>,
+    l: &mut layers::Layered,
+    mixed_precision: Option<&ResolvedPrecision>,
+    t: &mut Trace,
+) -> Result<()> {
+    provider_rules::apply(class, &mut l.cfg.model, t);
+    validate::validate(
+        l.cfg.targets(),
+        mixed_precision.map(|p| &p.config),
+        inp.stack,
+        t,
+    )?;
+    if let Some(mp) = mixed_precision {
+        validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
+    }
+    Ok(())
 }
 
 /// Stage 1: the recipe variant, then the layers, with `--precision` on a recipe without
