@@ -601,6 +601,10 @@ fn apply_layout(
         .is_some_and(|v| v > 1)
         && l.pipeline_model_parallel_size > 1;
     p.train.micro_batch_size = l.micro_batch_size;
+    // a split the layer builder refuses is no candidate, though the plan only warns of it
+    if crate::resolve::pipeline_split::at_model_build(&p.model).is_some() {
+        return false;
+    }
     match layout::check_sizes(&p.model, &p.train, p.parallelism.world_size) {
         Ok(par) => {
             p.parallelism = par;

@@ -21,7 +21,7 @@ const CHECKS: &[(&str, &str)] = &[
     ),
     (
         "num_query_groups",
-        "num_query_groups divisible by tensor_model_parallel_size",
+        "num_query_groups a multiple or divisor of tensor_model_parallel_size",
     ),
     (
         "num_layers",
@@ -148,6 +148,19 @@ fn neutral_layers(model: &ModelConfig) -> u32 {
         return stages.iter().map(|s| s.matches('t').count()).sum::<usize>() as u32;
     }
     super::pipeline_split::smallest_layers(model)
+}
+
+/// Drops the decisions the stages between [`neutralise`] and [`restore`] made on a
+/// checkpoint-given field (a default Megatron-Core's post-init derives from a neutral value):
+/// the plan states none of those fields, so no decision may either.
+pub fn forget_derived(cp: &CheckpointFields, t: &mut Trace) {
+    let section = ModelConfig::SECTION;
+    t.decisions.retain(|d| {
+        d.key
+            .strip_prefix(section)
+            .and_then(|k| k.strip_prefix('.'))
+            .is_none_or(|f| !cp.at_run_time.iter().any(|r| r == f))
+    });
 }
 
 /// Puts the checkpoint-given fields of `model` back as they were before [`neutralise`] (and

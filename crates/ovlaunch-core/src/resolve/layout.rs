@@ -472,14 +472,21 @@ fn heads_split_over_tp(model: &ModelConfig, tp: u64) -> Result<()> {
             list(divisors(heads).filter(|d| *d <= 64))
         )));
     }
+    // Megatron-Core's TransformerConfig.__post_init__ (megatron/core/transformer/
+    // transformer_config.py): the query groups must be a multiple or a divisor of TP (fewer
+    // groups than TP ranks are replicated over them).
     if let Some(groups) = model.num_query_groups.map(u64::from)
-        && groups % tp != 0
+        && !groups.is_multiple_of(tp)
+        && !tp.is_multiple_of(groups)
     {
         return Err(Error::usage(format!(
-            "num_query_groups {groups} is not divisible by tensor_model_parallel_size {tp}"
+            "num_query_groups ({groups}) must be a multiple or divisor of tensor_model_parallel_size ({tp}) (Megatron-Core's TransformerConfig.__post_init__)"
         ))
         .at_fields([MODEL.num_query_groups, MODEL.tensor_model_parallel_size])
-        .help(format!("TP may be one of {}", list(divisors(groups)))));
+        .help(format!(
+            "TP may be one of {}, or a multiple of {groups} that divides num_attention_heads",
+            list(divisors(groups))
+        )));
     }
     // sequence_parallel with TP <= 1, which Megatron-Core refuses, never reaches it: Bridge's
     // TransformerConfig.finalize turns it off first (resolve's `bridge_finalize_layout`).

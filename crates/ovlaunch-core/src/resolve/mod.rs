@@ -18,6 +18,7 @@ pub mod layers;
 pub mod layout;
 pub mod overrides;
 pub mod pipeline_split;
+pub mod provider_rules;
 pub mod trainer;
 pub mod validate;
 
@@ -267,17 +268,10 @@ fn resolve_picked(
     // 5. Data-parallel size, then communication overlap.
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`.
-    validate::validate(
-        l.cfg.targets(),
-        mixed_precision.as_ref().map(|p| &p.config),
-        inp.stack,
-        &mut t,
-    )?;
-    if let Some(mp) = mixed_precision.as_ref() {
-        validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
-    }
+    validate_stage(inp, class, &mut l, mixed_precision.as_ref(), &mut t)?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
+        checkpoint::forget_derived(c, &mut t);
     }
     // 7. The launch environment (rules, recipe, plugins, --env, --unset) and its invariants.
     let moe_at_run_time = checkpoint
@@ -450,6 +444,29 @@ fn moe_by_layout(
         Source::Derived,
     ));
     Some(())
+}
+
+/// Stage 6: Bridge's `ConfigContainer.validate()`: the provider class's own `finalize()` steps
+/// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks, and the
+/// GPU's support of the precision.
+fn validate_stage(
+    inp: &Inputs<'_>,
+    class: crate::config::provider::Class<'_>,
+    l: &mut layers::Layered,
+    mixed_precision: Option<&ResolvedPrecision>,
+    t: &mut Trace,
+) -> Result<()> {
+    provider_rules::apply(class, &mut l.cfg.model, t);
+    validate::validate(
+        l.cfg.targets(),
+        mixed_precision.map(|p| &p.config),
+        inp.stack,
+        t,
+    )?;
+    if let Some(mp) = mixed_precision {
+        validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
+    }
+    Ok(())
 }
 
 /// Stage 1: the recipe variant, then the layers, with `--precision` on a recipe without
@@ -714,6 +731,9 @@ fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<
     let (cfg, prov) = (&l.cfg, &l.prov);
     let decisions = &mut t.decisions;
     let par = layout::check(&cfg.model, &cfg.train, world)?;
+    // A split only Megatron-Core's layer builder refuses: Bridge builds the config, so warn.
+    t.warnings
+        .extend(pipeline_split::at_model_build(&cfg.model));
     let tree = serde_json::to_value(cfg).map_err(internal)?;
     for key in [
         MODEL.tensor_model_parallel_size,
@@ -1024,7 +1044,21 @@ fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
 fn finalize_model(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<()> {
     // CUDA graphs: Bridge's guard, then Megatron-Core's post-init rules.
     cuda_graph::finalize(m, t)?;
-    // TransformerConfig: the head dimension and the KV groups default from the heads.
+    // TransformerConfig: the MLP width defaults to 4 x hidden (a checkpoint config without
+    // `intermediate_size` leaves it unset), the head dimension and the KV groups from the heads.
+    if m.ffn_hidden_size.is_none() {
+        let ffn = m.hidden_size.saturating_mul(4);
+        m.ffn_hidden_size = Some(ffn);
+        t.decisions.push(Decision::new(
+            MODEL.ffn_hidden_size,
+            ffn,
+            format!(
+                "not set: Megatron-Core's TransformerConfig.__post_init__ (megatron/core/transformer/transformer_config.py) sets ffn_hidden_size = 4 * hidden_size = 4 * {}",
+                m.hidden_size
+            ),
+            Source::Derived,
+        ));
+    }
     if m.kv_channels.is_none() && m.num_attention_heads != 0 {
         m.kv_channels = Some(m.hidden_size / m.num_attention_heads);
     }

@@ -5,7 +5,12 @@
 //! VP, `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage`,
 //! `account_for_embedding_in_pipeline_split` / `account_for_loss_in_pipeline_split`, whether
 //! a layout text is given). [`check`] applies [`RULES`] in Megatron-Core's order and returns
-//! the first refusal as a usage error (exit 2) naming the fields, with a fix. [`Split::layers`]
+//! the first refusal of a rule Bridge's config build runs (`__post_init__`, and ovlaunch's own)
+//! as a usage error (exit 2) naming the fields, with a fix; [`at_model_build`] gives the
+//! refusal of the rule only Megatron-Core's layer builder runs, when the model is built on the
+//! GPUs (an even split that does not divide): Bridge's runner builds such a config, so the plan
+//! states it as Bridge does and warns instead of refusing. [`Split::refusal`] applies every rule
+//! (what `tune` proposes and a checkpoint's neutral layer count must pass). [`Split::layers`]
 //! gives the decoder layers each (pipeline rank, virtual stage) builds, as Megatron-Core's
 //! `get_num_layers_to_build` counts them: with an uneven split the first (last) rank holds
 //! its given count over all its virtual stages and the middle ranks the rest evenly; else
@@ -165,13 +170,33 @@ impl Split {
     }
 }
 
-/// Applies [`RULES`] to `model`'s split: the first refusal as a usage error.
+/// Applies [`RULES`] to `model`'s split: the first refusal of a rule Bridge's config build
+/// runs, as a usage error. The layer builder's own rule is [`at_model_build`]'s.
 pub fn check(model: &ModelConfig) -> Result<()> {
     match Split::of(model).refusal() {
-        None => Ok(()),
-        Some((rule, r)) => Err(Error::usage(format!("{} ({})", r.message, rule.cites))
-            .at_fields(r.fields.as_slice())
-            .help(r.help)),
+        Some((rule, r)) if rule.cites != BUILDER => {
+            Err(Error::usage(format!("{} ({})", r.message, rule.cites))
+                .at_fields(r.fields.as_slice())
+                .help(r.help))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The warning for a split Bridge's config build accepts and Megatron-Core's layer builder
+/// refuses when the trainer builds the model on the GPUs (`get_num_layers_to_build` asserts an
+/// even split that divides; `TransformerConfig.__post_init__` does not check it, so Bridge's
+/// runner and `runtime_config_update` accept the config): the rule's message and fix.
+pub fn at_model_build(model: &ModelConfig) -> Option<String> {
+    match Split::of(model).refusal() {
+        Some((rule, r)) if rule.cites == BUILDER => Some(format!(
+            "{}: {} ({}): Megatron-Core refuses this split when the trainer builds the model on the GPUs; Bridge's config build does not check it, so the plan states the job as Bridge builds it. Fix: {}",
+            r.fields.join(", "),
+            r.message,
+            rule.cites,
+            r.help
+        )),
+        _ => None,
     }
 }
 
@@ -446,6 +471,40 @@ pub(crate) mod tests {
                 rule.name
             );
         }
+    }
+
+    /// Bridge's Qwen3.5-VL 35B-A3B (40 layers, PP 2 x VP 12) and Qwen3-VL 235B-A22B (94
+    /// layers, PP 8 x VP 4, PP 16) performance functions: Bridge's config build accepts them,
+    /// Megatron-Core's layer builder refuses them; the plan warns, `tune` never proposes them.
+    #[test]
+    fn a_split_only_the_layer_builder_refuses_is_a_warning() {
+        for (layers, pp, vp) in [(40, 2, Some(12)), (94, 8, Some(4)), (94, 16, None)] {
+            let s = split(layers, pp, vp, None, None);
+            assert_eq!(s.refusal().map(|r| r.0.name), Some("even_by_stages"));
+            let mut m = ModelConfig {
+                num_layers: layers as u32,
+                pipeline_model_parallel_size: pp as u32,
+                virtual_pipeline_model_parallel_size: vp.map(|v| v as u32),
+                ..ModelConfig::default()
+            };
+            assert!(check(&m).is_ok());
+            let w = at_model_build(&m).unwrap();
+            assert!(
+                w.contains("get_num_layers_to_build") && w.contains("Fix:"),
+                "{w}"
+            );
+            m.num_layers = (pp * vp.unwrap_or(1) * 3) as u32;
+            assert!(at_model_build(&m).is_none());
+        }
+        // A refusal of Bridge's config build stays a refusal.
+        let m = ModelConfig {
+            num_layers: 12,
+            pipeline_model_parallel_size: 4,
+            num_layers_in_last_pipeline_stage: Some(0),
+            ..ModelConfig::default()
+        };
+        assert!(check(&m).is_err());
+        assert!(at_model_build(&m).is_none());
     }
 
     #[test]
