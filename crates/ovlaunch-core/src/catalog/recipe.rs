@@ -525,6 +525,7 @@ impl Recipe {
             }
             Ok(())
         };
+        check_requires_and_variants(&typed, origin)?;
         let name = match typed.name {
             Some(n) => n,
             None => file_stem(origin).ok_or_else(|| {
@@ -547,55 +548,6 @@ impl Recipe {
         }
         for a in typed.trainer.iter().flatten() {
             crate::input::check_no_nul("trainer", a).map_err(|e| e.at_file(origin))?;
-        }
-        // a required value is a field of a pass-through section (what `--set` reaches)
-        for field in typed
-            .requires
-            .keys()
-            .chain(typed.variants.iter().flat_map(|v| v.requires.keys()))
-        {
-            let (section, name) = crate::config::bridge::split(field);
-            if !crate::config::bridge::is_section(section) || name.is_empty() {
-                return Err(Error::usage(format!(
-                    "`requires` names `{field}`, which is not a field of a Bridge pass-through section"
-                ))
-                .at_file(origin)
-                .help(format!(
-                    "name it as --set does: SECTION.FIELD, SECTION one of {}",
-                    crate::config::bridge::names().collect::<Vec<_>>().join(", ")
-                )));
-            }
-        }
-        for v in &typed.variants {
-            if !PRECISIONS.contains(&v.precision.as_str()) {
-                return Err(Error::usage(format!(
-                    "variant precision `{}` is not one of {}",
-                    v.precision,
-                    PRECISIONS.join(", ")
-                ))
-                .at_file(origin));
-            }
-        }
-        for (i, v) in typed.variants.iter().enumerate() {
-            let key = |x: &TypedVariant| {
-                (
-                    x.gpu.clone(),
-                    x.precision.clone(),
-                    x.variant.clone(),
-                    x.num_gpus,
-                )
-            };
-            if typed.variants[..i].iter().any(|o| key(o) == key(v)) {
-                return Err(Error::usage(format!(
-                    "variant gpu: {}, precision: {}{}{} is listed twice; the second would never be chosen",
-                    v.gpu,
-                    v.precision,
-                    v.variant.as_deref().map(|x| format!(", variant: {x}")).unwrap_or_default(),
-                    v.num_gpus.map(|n| format!(", num_gpus: {n}")).unwrap_or_default(),
-                ))
-                .at_file(origin)
-                .help("keep one entry per gpu, precision, variant and num_gpus"));
-            }
         }
         let variants_tree = top.remove("variants").unwrap_or(Value::Array(Vec::new()));
         let mut variants = Vec::new();
@@ -736,6 +688,63 @@ fn pick_sections(v: &Value) -> Map<String, Value> {
         }
     }
     out
+}
+
+/// A recipe's `requires` names fields of pass-through sections, and its variants have known
+/// precisions and are listed once each.
+fn check_requires_and_variants(typed: &TypedRecipe, origin: &str) -> Result<()> {
+    // a required value is a field of a pass-through section (what `--set` reaches)
+    for field in typed
+        .requires
+        .keys()
+        .chain(typed.variants.iter().flat_map(|v| v.requires.keys()))
+    {
+        let (section, name) = crate::config::bridge::split(field);
+        if !crate::config::bridge::is_section(section) || name.is_empty() {
+            return Err(Error::usage(format!(
+                "`requires` names `{field}`, which is not a field of a Bridge pass-through section"
+            ))
+            .at_file(origin)
+            .help(format!(
+                "name it as --set does: SECTION.FIELD, SECTION one of {}",
+                crate::config::bridge::names()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    for v in &typed.variants {
+        if !PRECISIONS.contains(&v.precision.as_str()) {
+            return Err(Error::usage(format!(
+                "variant precision `{}` is not one of {}",
+                v.precision,
+                PRECISIONS.join(", ")
+            ))
+            .at_file(origin));
+        }
+    }
+    for (i, v) in typed.variants.iter().enumerate() {
+        let key = |x: &TypedVariant| {
+            (
+                x.gpu.clone(),
+                x.precision.clone(),
+                x.variant.clone(),
+                x.num_gpus,
+            )
+        };
+        if typed.variants[..i].iter().any(|o| key(o) == key(v)) {
+            return Err(Error::usage(format!(
+                "variant gpu: {}, precision: {}{}{} is listed twice; the second would never be chosen",
+                v.gpu,
+                v.precision,
+                v.variant.as_deref().map(|x| format!(", variant: {x}")).unwrap_or_default(),
+                v.num_gpus.map(|n| format!(", num_gpus: {n}")).unwrap_or_default(),
+            ))
+            .at_file(origin)
+            .help("keep one entry per gpu, precision, variant and num_gpus"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2752,7 +2752,7 @@ pub const HOLDS: &[Holds] = &[
             ("tokenizer.vocab_size", r#"128256"#),
         ],
         derived: &["checkpoint.load"],
-        functions: 79,
+        functions: 83,
     },
     Holds {
         sections: &[],
@@ -5404,7 +5404,7 @@ pub const HOLDS: &[Holds] = &[
         values: &[
             ("dataset.hf_processor_path", r#""Qwen/Qwen3.5-35B-A3B""#),
             ("scheduler.lr_wsd_decay_iters", r#"300000"#),
-            ("tokenizer.vocab_size", r#"128256"#),
+            ("tokenizer.vocab_size", r#"248320"#),
         ],
         derived: &["checkpoint.load"],
         functions: 14,
@@ -6373,7 +6373,7 @@ pub const HOLDS: &[Holds] = &[
         values: &[
             ("dataset.hf_processor_path", r#""Qwen/Qwen3-VL-235B-A22B-Instruct""#),
             ("scheduler.lr_wsd_decay_iters", r#"300000"#),
-            ("tokenizer.vocab_size", r#"128256"#),
+            ("tokenizer.vocab_size", r#"151936"#),
         ],
         derived: &["checkpoint.load"],
         functions: 11,
@@ -7005,6 +7005,10 @@ pub const HELD_BY: &[(&str, usize)] = &[
     ("llama3_8b_pretrain_8gpu_gb300_nvfp4_config", 46),
     ("llama3_8b_pretrain_8gpu_h100_bf16_config", 46),
     ("llama3_8b_pretrain_8gpu_h100_fp8cs_config", 46),
+    ("llama3_8b_pretrain_8gpu_r100_bf16_config", 46),
+    ("llama3_8b_pretrain_8gpu_r100_fp8cs_config", 46),
+    ("llama3_8b_pretrain_8gpu_r100_fp8mx_config", 46),
+    ("llama3_8b_pretrain_8gpu_r100_nvfp4_config", 46),
     ("llama3_8b_pretrain_8gpu_vr200_bf16_config", 46),
     ("llama3_8b_pretrain_8gpu_vr200_fp8cs_config", 46),
     ("llama3_8b_pretrain_8gpu_vr200_fp8mx_config", 46),

@@ -605,7 +605,7 @@ fn hybrid_uneven_last_stage_cuts_the_pattern() {
     p.model.pipeline_model_parallel_size = 4;
     p.model.num_layers_in_last_pipeline_stage = Some((len - 3 * m) as u32);
     assert!(super::hybrid::pipeline_refusal(&p).is_none());
-    assert!(crate::resolve::pipeline_split::check(&p.model).is_ok());
+    assert!(crate::resolve::pipeline_split::check(&p.model, true).is_ok());
     let ranks = super::stages::of_plan(&p, 4, 1);
     for (i, r) in ranks.iter().enumerate() {
         let run = &pattern[i * m..((i + 1) * m).min(len)];

@@ -364,14 +364,26 @@ pub fn check_pipeline_layout(model: &ModelConfig, pp: u64, vpp: Option<u64>) -> 
 
 /// Checks the layout against a world size and returns the parallel sizes.
 pub fn check(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Parallelism> {
-    check_with(model, train, world, true)
+    check_with(model, train, world, true, true)
+}
+
+/// [`check`] for the plan: `users_split` false (Bridge's function as shipped states the
+/// pipeline split) leaves a split only Megatron-Core's layer builder refuses to the caller's
+/// warning ([`super::pipeline_split::at_model_build`]) instead of refusing it.
+pub fn check_plan(
+    model: &ModelConfig,
+    train: &TrainConfig,
+    world: u64,
+    users_split: bool,
+) -> Result<Parallelism> {
+    check_with(model, train, world, true, users_split)
 }
 
 /// [`check`] less the `pipeline_model_parallel_layout` text, for a caller that checked that
 /// text for this PP and VPP already with [`check_pipeline_layout`] (`tune` checks each
 /// generated layout once per (PP, VP), not once per candidate).
 pub fn check_sizes(model: &ModelConfig, train: &TrainConfig, world: u64) -> Result<Parallelism> {
-    check_with(model, train, world, false)
+    check_with(model, train, world, false, true)
 }
 
 fn check_with(
@@ -379,6 +391,7 @@ fn check_with(
     train: &TrainConfig,
     world: u64,
     pipeline_text: bool,
+    users_split: bool,
 ) -> Result<Parallelism> {
     positive_sizes(model, train)?;
     model_shapes(model)?;
@@ -398,7 +411,7 @@ fn check_with(
     if pipeline_text {
         check_pipeline_layout(model, pp, vpp)?;
     }
-    super::pipeline_split::check(model)?;
+    super::pipeline_split::check(model, users_split)?;
     sequence_split_over_cp(model, cp)?;
     batch_split_over_dp(train, dp)?;
     experts_split_over_ep(model, ep)?;

@@ -171,10 +171,12 @@ impl Split {
 }
 
 /// Applies [`RULES`] to `model`'s split: the first refusal of a rule Bridge's config build
-/// runs, as a usage error. The layer builder's own rule is [`at_model_build`]'s.
-pub fn check(model: &ModelConfig) -> Result<()> {
+/// runs, as a usage error. The layer builder's own rule is [`at_model_build`]'s, refused here
+/// too when `users_split` (the user gave the split: it is bad input, not Bridge's function as
+/// Bridge ships it).
+pub fn check(model: &ModelConfig, users_split: bool) -> Result<()> {
     match Split::of(model).refusal() {
-        Some((rule, r)) if rule.cites != BUILDER => {
+        Some((rule, r)) if users_split || rule.cites != BUILDER => {
             Err(Error::usage(format!("{} ({})", r.message, rule.cites))
                 .at_fields(r.fields.as_slice())
                 .help(r.help))
@@ -229,6 +231,9 @@ const LOSS: &str = MODEL.account_for_loss_in_pipeline_split;
 const VP: &str = MODEL.virtual_pipeline_model_parallel_size;
 const PP: &str = MODEL.pipeline_model_parallel_size;
 const LAYERS: &str = MODEL.num_layers;
+
+/// The fields that state a pipeline split (whoever set one of them gave the split).
+pub const FIELDS: [&str; 7] = [LAYERS, PP, VP, FIRST, LAST, EMB, LOSS];
 
 fn uneven_with_accounted(s: &Split) -> Option<Refusal> {
     (s.uneven() && (s.embedding || s.loss)).then(|| Refusal {
@@ -487,7 +492,8 @@ pub(crate) mod tests {
                 virtual_pipeline_model_parallel_size: vp.map(|v| v as u32),
                 ..ModelConfig::default()
             };
-            assert!(check(&m).is_ok());
+            assert!(check(&m, false).is_ok());
+            assert!(check(&m, true).is_err());
             let w = at_model_build(&m).unwrap();
             assert!(
                 w.contains("get_num_layers_to_build") && w.contains("Fix:"),
@@ -503,7 +509,7 @@ pub(crate) mod tests {
             num_layers_in_last_pipeline_stage: Some(0),
             ..ModelConfig::default()
         };
-        assert!(check(&m).is_err());
+        assert!(check(&m, false).is_err());
         assert!(at_model_build(&m).is_none());
     }
 
