@@ -730,11 +730,10 @@ fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<
     let world = u64::from(inp.hardware.count);
     let (cfg, prov) = (&l.cfg, &l.prov);
     let decisions = &mut t.decisions;
-    // A split only Megatron-Core's layer builder refuses is refused when the user gave it (a
-    // flag, or a recipe file of theirs); on Bridge's function as shipped, Bridge builds the
-    // config, so the plan states it and warns.
-    let users_split =
-        !inp.recipe.is_shipped() || pipeline_split::FIELDS.iter().any(|f| prov.user_set(f));
+    // A split only Megatron-Core's layer builder refuses is refused when the user gave it on
+    // the command line; as a recipe states it (Bridge's function), Bridge builds the config, so
+    // the plan states it and warns.
+    let users_split = pipeline_split::FIELDS.iter().any(|f| prov.user_set(f));
     let par = layout::check_plan(&cfg.model, &cfg.train, world, users_split)?;
     t.warnings
         .extend(pipeline_split::at_model_build(&cfg.model));
