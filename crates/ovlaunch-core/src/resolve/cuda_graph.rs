@@ -57,21 +57,29 @@ pub fn finalize(m: &mut ModelConfig, t: &mut Trace) -> Result<()> {
     Ok(())
 }
 
-/// A field holding CUDA-graph scope names as Bridge's helpers read it (`_member_name_list`):
-/// `None`, an empty text and `"full"` are no names, a text is split at commas, an enum member
-/// written `CudaGraphScope.attn` is `attn`.
-fn member_names(v: Option<&Value>) -> Vec<String> {
-    let items: Vec<String> = match v {
+/// The items of a field that holds a list of names: none for null or an empty text, a text
+/// split at commas, a list's items as text.
+fn listed(v: Option<&Value>) -> Vec<String> {
+    match v {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) if s.is_empty() || s == "full" => Vec::new(),
+        Some(Value::String(s)) if s.is_empty() => Vec::new(),
         Some(Value::String(s)) => s.split(',').map(String::from).collect(),
         Some(Value::Array(a)) => a
             .iter()
             .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
             .collect(),
         Some(other) => vec![other.to_string()],
-    };
-    items
+    }
+}
+
+/// A field holding CUDA-graph scope names as Bridge's helpers read it (`_member_name_list`):
+/// `None`, an empty text and `"full"` are no names, a text is split at commas, an enum member
+/// written `CudaGraphScope.attn` is `attn`.
+fn member_names(v: Option<&Value>) -> Vec<String> {
+    if matches!(v, Some(Value::String(s)) if s == "full") {
+        return Vec::new();
+    }
+    listed(v)
         .into_iter()
         .map(|s| s.rsplit('.').next().unwrap_or_default().to_string())
         .collect()
@@ -232,16 +240,7 @@ fn normalised_modules(m: &mut ModelConfig, _: &mut Trace) -> Result<()> {
     if let Some(scope) = m.cuda_graph_scope.take().filter(|s| !s.is_null()) {
         m.cuda_graph_modules = Some(scope);
     }
-    let raw: Vec<String> = match m.cuda_graph_modules.take() {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) if s.is_empty() => Vec::new(),
-        Some(Value::String(s)) => s.split(',').map(String::from).collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
-            .collect(),
-        Some(other) => vec![other.to_string()],
-    };
+    let raw = listed(m.cuda_graph_modules.take().as_ref());
     let mut kept = Vec::new();
     if raw != ["full"] {
         for s in raw {
