@@ -2791,3 +2791,89 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
         assert_eq!(b["config"]["logger"]["log_throughput"], word);
     }
 }
+
+/// A user's recipe file that loads the dataset cache fast (`dataset.fast_cache_load: true` over
+/// Llama 3 8B's function, which leaves `path_to_cache` empty) and says it needs the cache's
+/// path (`requires:`). Without the path ovlaunch refuses at plan time (exit 2), pointing at the
+/// file's line, with the fix; Bridge, fed the trainer line the job would have without it,
+/// refuses for the same reason (Megatron-Core's `BlendedMegatronDatasetConfig.__post_init__`).
+/// With it (`--set`) Bridge builds the job with the value, and 0 plan fields differ. The same
+/// rule on a shipped recipe by `--set`: refused by both.
+#[test]
+fn a_user_files_needed_values_are_checked_as_bridge_checks_them() {
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    let file = user_recipe("data-cache");
+    let cache = format!("dataset.path_to_cache={}", user_value_dir());
+    let with = case(
+        "user-data-cache",
+        "h100",
+        8,
+        &["--recipe", &file, "--gpus", "h100x8", "--set", &cache],
+    );
+    let without = case(
+        "refuse-user-data-cache",
+        "h100",
+        8,
+        &["--recipe", &file, "--gpus", "h100x8"],
+    );
+    let shipped = case(
+        "refuse-set-fast-cache-load",
+        "h100",
+        8,
+        &[
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "dataset.fast_cache_load=true",
+        ],
+    );
+    let reason = "--data-cache-path must be provided when using --dataloader-fast-cache-load.";
+    let ours = plan_of(&without).expect_err("refused without the cache path");
+    assert!(ours.contains(reason), "{ours}");
+    assert!(ours.contains("data-cache.yaml:11"), "{ours}");
+    assert!(ours.contains("--set dataset.path_to_cache="), "{ours}");
+    let ours_set = plan_of(&shipped).expect_err("refused without the cache path");
+    assert!(ours_set.contains(reason), "{ours_set}");
+    let plan = plan_of(&with).unwrap_or_else(|e| panic!("refused: {e}"));
+    let argv = trainer_argv(&dry_run_script(&with));
+    // the trainer line of the same job without the value
+    let bare: Vec<String> = argv
+        .iter()
+        .filter(|w| !w.contains("dataset.path_to_cache="))
+        .cloned()
+        .collect();
+    assert_eq!(bare.len() + 1, argv.len(), "{argv:?}");
+    assert!(
+        argv.iter()
+            .any(|w| w.contains("dataset.fast_cache_load=true")),
+        "{argv:?}"
+    );
+    let inputs = json!([
+        {"id": with.id, "argv": argv, "world_size": 8, "gpu": "h100", "env": planned_env(Some(&plan))},
+        {"id": without.id, "argv": bare, "world_size": 8, "gpu": "h100", "env": {}},
+        {"id": shipped.id, "argv": refused_argv(&shipped).0, "world_size": 8, "gpu": "h100", "env": {}},
+    ]);
+    let built = probe(&python, &inputs);
+    for id in [&without.id, &shipped.id] {
+        let b = &built[id];
+        assert_eq!(b["ok"], false, "{id}: Bridge accepted it");
+        let theirs = b["error"].as_str().unwrap_or("");
+        assert!(
+            theirs.contains(reason),
+            "{id}: Bridge refused for another reason: {theirs}"
+        );
+    }
+    let b = &built[&with.id];
+    assert_eq!(b["ok"], true, "Bridge refused: {}", b["error"]);
+    assert_eq!(
+        b["config"]["dataset"]["path_to_cache"],
+        json!(user_value_dir())
+    );
+    assert_eq!(b["config"]["dataset"]["fast_cache_load"], json!(true));
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}

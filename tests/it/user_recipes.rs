@@ -609,3 +609,88 @@ fn a_user_recipes_nested_mappings_are_typed_by_its_functions_classes() {
     }
     insta::assert_snapshot!(out.join("\n"));
 }
+
+/// What a user's recipe file on a Bridge base needs is checked at plan time, each pointing at
+/// the file's line with the `--set` fix, and nothing is written: the file's own `requires:`
+/// (its chosen variant's over the file's), the value its base's function leaves empty (GPT-OSS
+/// 20B's dataset cache), and the value its own change makes necessary (a fast cache load needs
+/// the cache's path, `validate::NEEDS`). Given by `--set`, each plans and the value reaches the
+/// trainer. (Bridge refuses and accepts the same jobs: `bridge_proof`.)
+#[test]
+fn a_user_files_requirements_are_checked_at_plan_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = file_in(
+        dir.path(),
+        "own.yaml",
+        "name: own\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nrequires:\n  dataset.path_to_cache: our shared cache\nvariants:\n  - gpu: h100\n    precision: bf16\n  - gpu: b200\n    precision: bf16\n    bridge_recipe: llama3_8b_pretrain_8gpu_b200_bf16_config\n    requires:\n      tokenizer.tokenizer_model: our tokenizer\n",
+    );
+    let base = file_in(
+        dir.path(),
+        "base.yaml",
+        "name: base\nbridge_recipe: gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config\ntrain: {global_batch_size: 128}\n",
+    );
+    let changed = file_in(
+        dir.path(),
+        "changed.yaml",
+        "name: changed\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\ntrain: {global_batch_size: 128}\ndataset: {defer_npy_index_mmap: true}\n",
+    );
+    let cases = [
+        (
+            &own,
+            "h100x8",
+            "own.yaml:3",
+            "dataset.path_to_cache",
+            "our shared cache",
+        ),
+        (
+            &own,
+            "b200x8",
+            "own.yaml:11",
+            "tokenizer.tokenizer_model",
+            "our tokenizer",
+        ),
+        (
+            &base,
+            "b300x8",
+            "base.yaml:2",
+            "dataset.path_to_cache",
+            "--data-cache-path must be provided",
+        ),
+        (
+            &changed,
+            "h100x8",
+            "changed.yaml:4",
+            "dataset.path_to_cache",
+            "--dataloader-defer-npy-index-mmap",
+        ),
+    ];
+    for (file, gpus, line, field, why) in cases {
+        let job = dir.path().join(format!("job-{gpus}"));
+        let o = run(&[
+            "render",
+            "--recipe",
+            file,
+            "--gpus",
+            gpus,
+            "--job-dir",
+            job.to_str().unwrap(),
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{file} {gpus}: {err}");
+        for part in [line, field, why, &format!("--set {field}=")[..]] {
+            assert!(err.contains(part), "{file} {gpus}: `{part}` not in: {err}");
+        }
+        assert!(
+            !job.exists(),
+            "{file} {gpus}: a refused job wrote {}",
+            job.display()
+        );
+        let set = format!("{field}=/shared/x");
+        let plan = plan_json(&["--recipe", file, "--gpus", gpus, "--set", &set]);
+        let words = plan["trainer"]["overrides"].to_string();
+        assert!(
+            words.contains(&format!("{field}='/shared/x'")),
+            "{file} {gpus}: {words}"
+        );
+    }
+}

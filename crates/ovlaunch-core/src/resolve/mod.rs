@@ -174,19 +174,33 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
 }
 
 /// Bridge's own checks of the pass-through sections (their `finalize()`), of a fine-tuning
-/// task's sections, and of the values the function needs from the user (`requires`).
+/// task's sections, and of the values the job needs from the user: those the function leaves
+/// empty (`requires`), those the job's own settings make necessary (`validate::NEEDS`), and for
+/// a user's recipe file on a Bridge base (`file`) those the file says it needs; an error about
+/// a value the file states or needs points at the file's line.
 fn pass_through_checks(
     recipe: &Recipe,
     variant: Option<&Variant>,
     bridge: &crate::config::bridge::Sections,
+    file: Option<&base::OnBase<'_>>,
 ) -> Result<()> {
-    validate::bridge_sections(bridge, recipe.holder(variant))?;
+    let holder = recipe.holder(variant);
+    validate::bridge_sections(bridge, holder)?;
     validate::fine_tuning(recipe.task.as_deref(), bridge)?;
-    validate::user_values(
-        recipe.holder(variant).function,
-        recipe.requires(variant),
-        bridge,
-    )
+    let on_file = |e: Error, key: &str| match file {
+        Some(f) if f.lines.contains_key(key) => e.at(f.at(key)),
+        _ => e,
+    };
+    validate::user_values(holder.function, recipe.requires(variant), bridge)
+        .map_err(|e| on_file(e, "bridge_recipe"))?;
+    validate::needed_values(bridge, holder).map_err(|e| match file {
+        Some(f) => f.locate(e),
+        None => e,
+    })?;
+    match file {
+        Some(f) => validate::file_values(f.at("requires"), &f.requires, bridge),
+        None => Ok(()),
+    }
 }
 
 /// The stages on a picked recipe; `layered`: the recipe and variant already layered (the env
@@ -224,7 +238,12 @@ fn resolve_picked(
     };
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
-    pass_through_checks(inp.recipe, choice.variant, &l.cfg.bridge)?;
+    pass_through_checks(
+        inp.recipe,
+        choice.variant,
+        &l.cfg.bridge,
+        picked.base.as_ref(),
+    )?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base

@@ -305,20 +305,98 @@ pub fn user_values(
     sections: &crate::config::bridge::Sections,
 ) -> Result<()> {
     for (field, bridge) in requires {
-        let given = match sections.get(field) {
-            None | Some(serde_json::Value::Null) => false,
-            Some(serde_json::Value::String(s)) => !s.trim().is_empty(),
-            Some(_) => true,
-        };
-        if !given {
+        if !given(sections.get(field)) {
             return Err(Error::config(format!(
                 "{bridge}: {} needs {field}, a value you bring, which Bridge's recipe leaves empty",
                 function.map_or_else(|| "this recipe".to_string(), |f| format!("`{f}`"))
             ))
             .at_fields(field.as_str())
-            .help(format!(
-                "give it: --set {field}=/path/on/the/cluster (or `{field}` in your recipe file)"
-            )));
+            .help(bring(field)));
+        }
+    }
+    Ok(())
+}
+
+/// The values a user's recipe file on a Bridge base says it needs (its own `requires:`, the
+/// chosen variant's over the file's): each must be given as [`user_values`] reads them; the
+/// error points at the file's `requires` (`at`: the file and that line).
+pub fn file_values(
+    at: crate::error::Origin,
+    requires: &crate::catalog::recipe::Requires,
+    sections: &crate::config::bridge::Sections,
+) -> Result<()> {
+    match requires.iter().find(|(f, _)| !given(sections.get(f))) {
+        Some((field, why)) => Err(Error::config(format!(
+            "your recipe file requires {field} ({why}), and the job does not give it"
+        ))
+        .at(at)
+        .help(bring(field))),
+        None => Ok(()),
+    }
+}
+
+/// A value is given when it is set, not null and, for a text, not blank.
+fn given(v: Option<&serde_json::Value>) -> bool {
+    match v {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::String(s)) => !s.trim().is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// The fix for a value the job must bring.
+fn bring(field: &str) -> String {
+    format!("give it: --set {field}=/path/on/the/cluster (or `{field}` in your recipe file)")
+}
+
+/// A value that another field's setting makes necessary: where `when` is true (set by the
+/// recipe file, a plugin or `--set`, else as the function holds it), `needs` must be given.
+/// One row per upstream assertion, citing it; Bridge's message is its own.
+pub struct Needs {
+    pub source: &'static str,
+    pub when: &'static str,
+    pub needs: &'static str,
+    pub message: &'static str,
+}
+
+/// Megatron-Core's `BlendedMegatronDatasetConfig.__post_init__` (Bridge's `GPTDatasetConfig`
+/// is one, and Bridge's runner builds it again from the overridden config): the fast cache
+/// load and the deferred index mmap read the dataset cache, so they need its path.
+pub const NEEDS: &[Needs] = {
+    use crate::config::bridge::paths::DATASET;
+    const POST_INIT: &str = "megatron.core.datasets.blended_megatron_dataset_config.BlendedMegatronDatasetConfig.__post_init__";
+    &[
+        Needs {
+            source: POST_INIT,
+            when: DATASET.fast_cache_load,
+            needs: DATASET.path_to_cache,
+            message: "--data-cache-path must be provided when using --dataloader-fast-cache-load.",
+        },
+        Needs {
+            source: POST_INIT,
+            when: DATASET.defer_npy_index_mmap,
+            needs: DATASET.path_to_cache,
+            message: "--data-cache-path must be provided when using --dataloader-defer-npy-index-mmap.",
+        },
+    ]
+};
+
+/// The values the job's own settings make necessary ([`NEEDS`]), read through
+/// `resolve::known`: a field the recipe's dataset class lacks is never true. The error names
+/// both fields (`when` first, so a recipe file stating it can be pointed at) and the fix.
+pub fn needed_values(
+    sections: &crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+) -> Result<()> {
+    let known = Known::new(sections, holder);
+    for n in NEEDS {
+        if known.truthy(n.when) == Some(true) && !given(known.get(n.needs).as_ref()) {
+            return Err(Error::config(format!(
+                "{} (AssertionError in {}): {} = true needs {}, a value you bring",
+                n.message, n.source, n.when, n.needs
+            ))
+            .at_fields(&[n.when, n.needs][..])
+            .help(format!("{}, or --set {}=false", bring(n.needs), n.when)));
         }
     }
     Ok(())
