@@ -140,6 +140,7 @@ fn extra_cases() -> Vec<Case> {
         user_value_cases(),
         alias_cases(),
         cuda_graph_cases(),
+        post_init_cases(),
     ]
     .into_iter()
     .flatten()
@@ -213,6 +214,130 @@ fn cuda_graph_cases() -> Vec<Case> {
                 "model.cuda_graph_modules=[attn]",
                 "model.cuda_graph_scope=null",
             ],
+        ),
+        // the inference scope an implementation allows (ALLOWED_INFERENCE_SCOPES), and the
+        // deprecated module names against it (validate_deprecated_cuda_graph_modules_migration_inputs)
+        with(
+            "refuse-cuda-graph-inference-scope-without-graphs",
+            &["model.inference_cuda_graph_scope=block"],
+        ),
+        with(
+            "refuse-cuda-graph-inference-scope-te",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_scope=null",
+                "model.inference_cuda_graph_scope=layer",
+            ],
+        ),
+        with(
+            "refuse-cuda-graph-full-iteration-module-inference",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_scope=[full_iteration]",
+                "model.inference_cuda_graph_scope=block",
+            ],
+        ),
+        with(
+            "refuse-cuda-graph-full-iteration-module-te",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_modules=[full_iteration]",
+                "model.cuda_graph_scope=null",
+            ],
+        ),
+        with(
+            "cuda-graph-full-iteration-inference-none",
+            &[
+                "model.cuda_graph_impl=full_iteration",
+                "model.inference_cuda_graph_scope=none",
+            ],
+        ),
+        with(
+            "cuda-graph-local-inference-layer",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.inference_cuda_graph_scope=layer",
+            ],
+        ),
+    ]
+}
+
+/// Values Bridge's model build derives that the plan states: Qwen3-VL's and Qwen3.5-VL's
+/// provider classes turn the per-token loss on with CP > 1 (their `finalize`), even when told
+/// otherwise; Megatron-Core's post-init gives a MoE model without an expert width the MLP's,
+/// and refuses an expert width without experts.
+fn post_init_cases() -> Vec<Case> {
+    let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
+        let mut args = vec!["--recipe", recipe, "--gpus", gpus];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let (gpu, n) = gpus.split_once('x').unwrap();
+        case(id, gpu, n.parse().unwrap(), &args)
+    };
+    let vl = "qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config";
+    let sft = "llama3_8b_sft_config";
+    vec![
+        // fine-tuning data (the VL function's mock SFT data) with CP > 1: Bridge's validate
+        // wants the per-token loss and no averaging in the collective
+        with(
+            "refuse-post-init-vl-cp2-average-in-collective",
+            vl,
+            "h100x8",
+            &["model.context_parallel_size=2"],
+        ),
+        with(
+            "post-init-vl-cp2",
+            vl,
+            "h100x8",
+            &[
+                "model.context_parallel_size=2",
+                "ddp.average_in_collective=false",
+            ],
+        ),
+        with(
+            "post-init-vl-cp2-per-token-loss-off",
+            vl,
+            "h100x8",
+            &[
+                "model.context_parallel_size=2",
+                "ddp.average_in_collective=false",
+                "model.calculate_per_token_loss=false",
+            ],
+        ),
+        with(
+            "refuse-post-init-sft-cp2-per-token-loss",
+            sft,
+            "h100x8",
+            &["model.context_parallel_size=2"],
+        ),
+        with(
+            "post-init-sft-cp2",
+            sft,
+            "h100x8",
+            &[
+                "model.context_parallel_size=2",
+                "model.calculate_per_token_loss=true",
+                "ddp.average_in_collective=false",
+            ],
+        ),
+        with(
+            "post-init-moe-ffn-default",
+            "qwen3_30b_a3b",
+            "h100x16",
+            &["model.moe_ffn_hidden_size=null"],
+        ),
+        with(
+            "post-init-moe-experts-on-dense",
+            "llama3_8b",
+            "h100x8",
+            &["model.num_moe_experts=8"],
+        ),
+        with(
+            "refuse-post-init-moe-ffn-without-experts",
+            "llama3_8b",
+            "h100x8",
+            &["model.moe_ffn_hidden_size=1024"],
         ),
     ]
 }
@@ -2229,12 +2354,17 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let Some(python) = bridge_python() else {
         return;
     };
-    let mut cases = variant_cases();
+    // `OVLAUNCH_PROOF_ONLY=TEXT[,TEXT...]`: only the cases whose id holds one of them (to run a
+    // few while working on them; CI runs them all)
+    let only = std::env::var("OVLAUNCH_PROOF_ONLY").unwrap_or_default();
+    let keep = |c: &Case| only.split(',').any(|o| c.id.contains(o));
+    let mut cases: Vec<Case> = variant_cases().into_iter().filter(keep).collect();
     let n_variants = cases.len();
     cases.extend(extra_cases());
     cases.extend(user_cases());
     let dir = tempfile::tempdir().unwrap();
     cases.push(recipe_file_case(dir.path()));
+    cases.retain(keep);
     let mut plans = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut refused = BTreeMap::new();

@@ -18,6 +18,7 @@ pub mod layers;
 pub mod layout;
 pub mod overrides;
 pub mod pipeline_split;
+pub mod post_init;
 pub mod provider_rules;
 pub mod trainer;
 pub mod validate;
@@ -282,12 +283,18 @@ fn resolve_picked(
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
     // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
     // and Bridge's flex-dispatcher check for the GPU.
-    finalize_model(&mut l.cfg.model, &mut t)?;
+    let at_run_time = |f: &str| checkpoint.as_ref().is_some_and(|c| c.unknown(f));
+    finalize_model(&mut l.cfg.model, &at_run_time, &mut t)?;
     flex_dispatcher_fits(&l.cfg.model, inp.hardware, &mut t)?;
     // 5. Data-parallel size, then communication overlap.
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`.
     validate_stage(inp, class, &mut l, mixed_precision.as_ref(), &mut t)?;
+    validate::fine_tuning_context_parallel(
+        &l.cfg.model,
+        &l.cfg.ddp,
+        inp.recipe.holder(choice.variant),
+    )?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
         checkpoint::forget_derived(c, &mut t);
@@ -1063,24 +1070,17 @@ fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
 
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
 /// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
-fn finalize_model(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<()> {
+/// `unknown`: whether a Hugging Face checkpoint gives a `model` field at run time.
+fn finalize_model(
+    m: &mut crate::config::ModelConfig,
+    unknown: &dyn Fn(&str) -> bool,
+    t: &mut Trace,
+) -> Result<()> {
     // CUDA graphs: Bridge's guard, then Megatron-Core's post-init rules.
     cuda_graph::finalize(m, t)?;
-    // TransformerConfig: the MLP width defaults to 4 x hidden (a checkpoint config without
-    // `intermediate_size` leaves it unset), the head dimension and the KV groups from the heads.
-    if m.ffn_hidden_size.is_none() {
-        let ffn = m.hidden_size.saturating_mul(4);
-        m.ffn_hidden_size = Some(ffn);
-        t.decisions.push(Decision::new(
-            MODEL.ffn_hidden_size,
-            ffn,
-            format!(
-                "not set: Megatron-Core's TransformerConfig.__post_init__ (megatron/core/transformer/transformer_config.py) sets ffn_hidden_size = 4 * hidden_size = 4 * {}",
-                m.hidden_size
-            ),
-            Source::Derived,
-        ));
-    }
+    // TransformerConfig: the MLP widths (4 x hidden; a MoE model's expert width from it), then
+    // the head dimension and the KV groups from the heads.
+    post_init::finalize(m, unknown, t)?;
     if m.kv_channels.is_none() && m.num_attention_heads != 0 {
         m.kv_channels = Some(m.hidden_size / m.num_attention_heads);
     }

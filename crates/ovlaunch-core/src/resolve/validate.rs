@@ -293,6 +293,57 @@ pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Section
     Ok(())
 }
 
+/// The dataset classes Bridge's `ConfigContainer.validate` treats as fine-tuning data (its
+/// `isinstance` check; no other class of the package derives from them).
+const FINE_TUNING_DATA: &[&str] = &[
+    "megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig",
+    "megatron.bridge.data.builders.direct_hf_sft.DirectHFSFTDatasetConfig",
+    "megatron.bridge.data.builders.energon.EnergonDatasetConfig",
+    "megatron.bridge.data.builders.mock_vlm_sft.MockVLMSFTDatasetConfig",
+];
+
+/// Bridge's `ConfigContainer.validate` (megatron/bridge/training/config.py), after the model's
+/// `finalize()` (a provider class may turn the per-token loss on itself,
+/// `resolve::provider_rules`): with CP > 1 on fine-tuning data (the dataset class the recipe's
+/// function holds, [`FINE_TUNING_DATA`]; a vision-language pretraining function's mock SFT data
+/// too), the loss must be per token and not averaged in the collective, so that ranks whose
+/// tokens are all masked give no NaN loss.
+pub fn fine_tuning_context_parallel(
+    model: &ModelConfig,
+    ddp: &DdpConfig,
+    holder: crate::config::bridge::Holder<'_>,
+) -> Result<()> {
+    const PER_TOKEN_LOSS: &str = "calculate_per_token_loss";
+    let sft = holder
+        .section("dataset")
+        .is_some_and(|d| FINE_TUNING_DATA.contains(&d.class));
+    if model.context_parallel_size <= 1 || !sft {
+        return Ok(());
+    }
+    let per_token = format!("{}.{PER_TOKEN_LOSS}", ModelConfig::SECTION);
+    if model.provider.get(PER_TOKEN_LOSS) != Some(&serde_json::Value::Bool(true)) {
+        return Err(Error::config(
+            "When finetuning with CP>1, calculate_per_token_loss must be True",
+        )
+        .at_fields(format!("{}, {per_token}", MODEL.context_parallel_size))
+        .help(format!(
+            "--set {per_token}=true, or {}=1",
+            MODEL.context_parallel_size
+        )));
+    }
+    if ddp.average_in_collective {
+        return Err(Error::config(
+            "When finetuning with CP>1, average_in_collective must be False",
+        )
+        .at_fields(&[MODEL.context_parallel_size, DDP.average_in_collective][..])
+        .help(format!(
+            "--set {}=false, or {}=1",
+            DDP.average_in_collective, MODEL.context_parallel_size
+        )));
+    }
+    Ok(())
+}
+
 /// The values Bridge's recipe function leaves empty and refuses to build the job without
 /// (`catalog::recipe::Requires`, learnt from Bridge's own refusal by the generator: a dataset
 /// cache path for a recipe that loads the dataset cache fast, an Energon dataset's path),
