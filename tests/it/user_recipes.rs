@@ -694,3 +694,103 @@ fn a_user_files_requirements_are_checked_at_plan_time() {
         );
     }
 }
+
+/// A pipeline split only Megatron-Core's layer builder refuses (an even split that does not
+/// divide; Bridge's config build accepts it): Bridge's function as shipped plans it with the
+/// warning (Qwen3-VL 235B-A22B's H100 function, 94 layers over PP 8 x VP 4), and so do a recipe
+/// file the generator wrote from Bridge's functions (its marker), a copy of the shipped file and
+/// a user's file over the function that leaves its split as it is. A user's file that changes
+/// the split, and a user's own file without a Bridge base, are refused (exit 2) with the file's
+/// line and the fix, writing nothing; so is the same split given by `--set`.
+#[test]
+fn a_split_only_the_layer_builder_refuses_is_refused_in_a_users_file_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = include_str!("../../recipes/qwen3_vl_235b_a22b.yaml");
+    let function = "qwen3_vl_235b_a22b_pretrain_256gpu_h100_bf16_config";
+    let without_header: String = shipped
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .replacen("name: \"qwen3_vl_235b_a22b\"", "name: \"own\"", 1)
+        + "trainer: [python3, train.py]\n";
+    let own = file_in(dir.path(), "own.yaml", &without_header);
+    let generated = file_in(
+        dir.path(),
+        "generated.yaml",
+        &format!(
+            "# {} from Bridge's package\n{}",
+            ovlaunch::catalog::recipe::GENERATED,
+            without_header.replacen("name: \"own\"", "name: \"generated\"", 1)
+        ),
+    );
+    let copy = file_in(
+        dir.path(),
+        "copy.yaml",
+        &shipped.replacen("name: \"qwen3_vl_235b_a22b\"", "name: \"copy\"", 1),
+    );
+    let keep = file_in(
+        dir.path(),
+        "keep.yaml",
+        &format!("name: keep\nbridge_recipe: {function}\ntrain: {{global_batch_size: 512}}\n"),
+    );
+    let change = file_in(
+        dir.path(),
+        "change.yaml",
+        "name: change\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\ntrain: {global_batch_size: 128}\nmodel:\n  num_layers: 30\n  pipeline_model_parallel_size: 4\n",
+    );
+    let warned = "refuses this split when the trainer builds the model";
+    for (file, gpus) in [
+        (function, "h100x256"),
+        (&generated, "h100x256"),
+        (&copy, "h100x256"),
+        (&keep, "h100x256"),
+    ] {
+        let plan = plan_json(&["--recipe", file, "--gpus", gpus, "--precision", "bf16"]);
+        assert!(
+            plan["warnings"].to_string().contains(warned),
+            "{file}: {}",
+            plan["warnings"]
+        );
+    }
+    let refused = [
+        (&own, "h100x256", "own.yaml:"),
+        (&change, "h100x8", "change.yaml:4"),
+    ];
+    for (file, gpus, at) in refused {
+        let job = dir.path().join(format!("job-{at}"));
+        let o = run(&[
+            "render",
+            "--recipe",
+            file,
+            "--gpus",
+            gpus,
+            "--precision",
+            "bf16",
+            "--job-dir",
+            job.to_str().unwrap(),
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{file}: {err}");
+        for part in [at, "get_num_layers_to_build", "help: PP*VPP must divide"] {
+            assert!(err.contains(part), "{file}: `{part}` not in: {err}");
+        }
+        assert!(
+            !job.exists(),
+            "{file}: a refused job wrote {}",
+            job.display()
+        );
+    }
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama3_8b",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "model.num_layers=30",
+        "--set",
+        "model.pipeline_model_parallel_size=4",
+    ]);
+    assert!(err.contains("get_num_layers_to_build"), "{err}");
+}

@@ -50,11 +50,11 @@ impl OnBase<'_> {
         crate::error::Origin::file(&self.origin, self.lines.get(key).copied(), None)
     }
 
-    /// An error about fields pointed at the file where the file states the first of them
-    /// (its section's line): the message names the fields itself.
+    /// An error about fields pointed at the file where the file states one of them (the first
+    /// it states; its section's line): the message names the fields itself.
     pub fn locate(&self, e: Error) -> Error {
         let stated = match e.origin.as_deref() {
-            Some(crate::error::Origin::Fields(fields)) => fields.first().and_then(|f| {
+            Some(crate::error::Origin::Fields(fields)) => fields.iter().find_map(|f| {
                 let (section, field) = f.split_once('.')?;
                 self.file
                     .get(section)?

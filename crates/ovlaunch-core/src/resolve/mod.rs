@@ -204,6 +204,21 @@ fn pass_through_checks(
     }
 }
 
+/// `--precision` on a recipe file without variants (and without a Bridge base), where the
+/// recipe's precision was not set by `--set`: the precision's name on the trainer line.
+fn precision_word(picked: &Picked<'_>, l: &layers::Layered) -> Option<Value> {
+    match (
+        picked.map_precision && picked.base.is_none(),
+        &l.cfg.mixed_precision,
+    ) {
+        (true, Some(spec)) if !l.prov.user_set(MixedPrecisionConfig::SECTION) => match spec {
+            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
+            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
+        },
+        _ => None,
+    }
+}
+
 /// The stages on a picked recipe; `layered`: the recipe and variant already layered (the env
 /// stage's resolution of Bridge's function alone, [`layers::Layered::alone`]).
 fn resolve_picked(
@@ -227,16 +242,7 @@ fn resolve_picked(
     let (choice, mut l) = layering(inp, picked, plugins, layered, &mut t)?;
     other_variants(outer.recipe, choice.variant)?;
     // The runner call: Bridge's recipe function plus exactly what differs from it.
-    let precision_word = match (
-        picked.map_precision && picked.base.is_none(),
-        &l.cfg.mixed_precision,
-    ) {
-        (true, Some(spec)) if !l.prov.user_set(MixedPrecisionConfig::SECTION) => match spec {
-            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
-            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
-        },
-        _ => None,
-    };
+    let precision_word = precision_word(picked, &l);
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
     pass_through_checks(
@@ -278,7 +284,8 @@ fn resolve_picked(
     layout::check_window_size(&l.cfg.model, class.known())?;
     layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, class.hybrid())?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
-    let par = layout_stage(inp, &l, &mut t)?;
+    let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t)
+        .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, e))?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
     // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
@@ -289,11 +296,13 @@ fn resolve_picked(
     // 5. Data-parallel size, then communication overlap.
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`.
-    validate_stage(inp, class, &mut l, mixed_precision.as_ref(), &mut t)?;
-    validate::fine_tuning_context_parallel(
-        &l.cfg.model,
-        &l.cfg.ddp,
-        inp.recipe.holder(choice.variant),
+    let holder = inp.recipe.holder(choice.variant);
+    validate_stage(
+        inp,
+        (class, holder),
+        &mut l,
+        mixed_precision.as_ref(),
+        &mut t,
     )?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
@@ -473,11 +482,15 @@ fn moe_by_layout(
 }
 
 /// Stage 6: Bridge's `ConfigContainer.validate()`: the provider class's own `finalize()` steps
-/// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks, and the
-/// GPU's support of the precision.
+/// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks (with
+/// CP > 1 on the fine-tuning data the function holds, `holder`, its per-token loss check), and
+/// the GPU's support of the precision.
 fn validate_stage(
     inp: &Inputs<'_>,
-    class: crate::config::provider::Class<'_>,
+    (class, holder): (
+        crate::config::provider::Class<'_>,
+        crate::config::bridge::Holder<'_>,
+    ),
     l: &mut layers::Layered,
     mixed_precision: Option<&ResolvedPrecision>,
     t: &mut Trace,
@@ -489,6 +502,7 @@ fn validate_stage(
         inp.stack,
         t,
     )?;
+    validate::fine_tuning_context_parallel(&l.cfg.model, &l.cfg.ddp, holder)?;
     if let Some(mp) = mixed_precision {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
     }
@@ -751,15 +765,71 @@ fn scale_batch(
     Ok(())
 }
 
-/// Stage 3: the parallel layout, with a decision per layout field.
-fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<Parallelism> {
+/// Whether the pipeline split is the user's rather than Bridge's function's: a field deciding
+/// it given by a flag, or changed by a user's recipe file over Bridge's function (an override
+/// of it), or stated by a user's own file without a Bridge base (`outer`: the recipe as the
+/// user named it). A shipped recipe or a file the generator wrote from Bridge's functions
+/// states Bridge's split (`Recipe::is_bridges`).
+fn users_split(outer: &Recipe, l: &layers::Layered) -> bool {
+    let own_file = !outer.is_bridges() && outer.bases.is_empty();
+    own_file || pipeline_split::FIELDS.iter().any(|f| l.user_changed(f))
+}
+
+/// An error about fields a user's recipe file states, pointed at the file's line: over its
+/// Bridge base (`OnBase::locate`), or its own file without one ([`locate_in_own_file`]).
+fn in_users_file(
+    recipe: &Recipe,
+    picked: &Picked<'_>,
+    variant: Option<&Variant>,
+    e: Error,
+) -> Error {
+    match &picked.base {
+        Some(f) => f.locate(e),
+        None => locate_in_own_file(recipe, variant, e),
+    }
+}
+
+/// An error about fields a user's own recipe file (without a Bridge base) states, pointed at
+/// the line of the section stating one of them: its chosen variant's, else the file's own.
+/// A shipped or generated recipe's errors stay about the fields.
+fn locate_in_own_file(recipe: &Recipe, variant: Option<&Variant>, e: Error) -> Error {
+    let Some(crate::error::Origin::Fields(fields)) = e.origin.as_deref() else {
+        return e;
+    };
+    if recipe.is_bridges() {
+        return e;
+    }
+    let line = fields.iter().find_map(|f| {
+        let (section, field) = f.split_once('.')?;
+        let states = |s: &serde_json::Map<String, Value>| {
+            s.get(section)
+                .and_then(Value::as_object)
+                .is_some_and(|m| m.contains_key(field))
+        };
+        match variant {
+            Some(v) if states(&v.sections) => v.key_lines.get(section).copied(),
+            _ if states(&recipe.sections) => recipe.key_lines.get(section).copied(),
+            _ => None,
+        }
+    });
+    match line {
+        Some(line) => e.at(crate::error::Origin::file(&recipe.origin, Some(line), None)),
+        None => e,
+    }
+}
+
+/// Stage 3: the parallel layout, with a decision per layout field. A split only Megatron-Core's
+/// layer builder refuses is refused when it is the user's (`users_split`); as Bridge's function
+/// states it, Bridge builds the config, so the plan states it and warns.
+fn layout_stage(
+    inp: &Inputs<'_>,
+    l: &layers::Layered,
+    users_split: bool,
+    t: &mut Trace,
+) -> Result<Parallelism> {
     let world = u64::from(inp.hardware.count);
     let (cfg, prov) = (&l.cfg, &l.prov);
     let decisions = &mut t.decisions;
-    // A split only Megatron-Core's layer builder refuses is refused when the user gave it on
-    // the command line; as a recipe states it (Bridge's function), Bridge builds the config, so
-    // the plan states it and warns.
-    let users_split = pipeline_split::FIELDS.iter().any(|f| prov.user_set(f));
     let par = layout::check_plan(&cfg.model, &cfg.train, world, users_split)?;
     t.warnings
         .extend(pipeline_split::at_model_build(&cfg.model));
