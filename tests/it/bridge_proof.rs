@@ -309,7 +309,10 @@ fn post_init_cases() -> Vec<Case> {
             "refuse-post-init-sft-cp2-per-token-loss",
             sft,
             "h100x8",
-            &["model.context_parallel_size=2"],
+            &[
+                "model.context_parallel_size=2",
+                "model.calculate_per_token_loss=false",
+            ],
         ),
         with(
             "post-init-sft-cp2",

@@ -307,7 +307,10 @@ const FINE_TUNING_DATA: &[&str] = &[
 /// `resolve::provider_rules`): with CP > 1 on fine-tuning data (the dataset class the recipe's
 /// function holds, [`FINE_TUNING_DATA`]; a vision-language pretraining function's mock SFT data
 /// too), the loss must be per token and not averaged in the collective, so that ranks whose
-/// tokens are all masked give no NaN loss.
+/// tokens are all masked give no NaN loss. The per-token loss is checked where the plan knows
+/// it (set by the recipe file, `--set` or a provider class's `finalize`); a recipe states no
+/// provider field its function sets (GLM-5's SFT functions turn it on themselves), so otherwise
+/// it is left to Bridge.
 pub fn fine_tuning_context_parallel(
     model: &ModelConfig,
     ddp: &DdpConfig,
@@ -321,7 +324,7 @@ pub fn fine_tuning_context_parallel(
         return Ok(());
     }
     let per_token = format!("{}.{PER_TOKEN_LOSS}", ModelConfig::SECTION);
-    if model.provider.get(PER_TOKEN_LOSS) != Some(&serde_json::Value::Bool(true)) {
+    if model.provider.get(PER_TOKEN_LOSS) == Some(&serde_json::Value::Bool(false)) {
         return Err(Error::config(
             "When finetuning with CP>1, calculate_per_token_loss must be True",
         )
