@@ -3010,3 +3010,80 @@ fn a_user_files_needed_values_are_checked_as_bridge_checks_them() {
     let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
 }
+
+/// GPT-OSS 20B's benchmark function loads the dataset cache fast and defers its index mmap, so
+/// it needs the cache's path (its recipe's `requires`, one of `validate::NEEDS`). A user's file
+/// over it that turns both off needs no path: ovlaunch plans it and Bridge builds it, 0 plan
+/// fields differing; one that turns only the fast load off still needs it for the deferred
+/// mmap: refused by both for that reason (Bridge fed the job's trainer line without the path).
+#[test]
+fn a_user_file_that_turns_a_setting_off_needs_no_value_for_it() {
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, dataset: &str| {
+        let p = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &p,
+            format!("name: {name}\nbridge_recipe: gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config\ndataset: {dataset}\n"),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let off = file(
+        "off",
+        "{fast_cache_load: false, defer_npy_index_mmap: false}",
+    );
+    let half = file("half", "{fast_cache_load: false}");
+    let cache = format!("dataset.path_to_cache={}", user_value_dir());
+    let accepted = case(
+        "user-cache-off",
+        "b300",
+        8,
+        &["--recipe", &off, "--gpus", "b300x8"],
+    );
+    let refused = case(
+        "refuse-user-cache-half",
+        "b300",
+        8,
+        &["--recipe", &half, "--gpus", "b300x8"],
+    );
+    let given = case(
+        "user-cache-half-given",
+        "b300",
+        8,
+        &["--recipe", &half, "--gpus", "b300x8", "--set", &cache],
+    );
+    let reason = "--data-cache-path must be provided when using --dataloader-defer-npy-index-mmap.";
+    let ours = plan_of(&refused).expect_err("the deferred mmap needs the path");
+    assert!(
+        ours.contains(reason) && ours.contains("half.yaml:2"),
+        "{ours}"
+    );
+    let plan = plan_of(&accepted).unwrap_or_else(|e| panic!("refused: {e}"));
+    let argv = trainer_argv(&dry_run_script(&given));
+    let bare: Vec<String> = argv
+        .iter()
+        .filter(|w| !w.contains("dataset.path_to_cache="))
+        .cloned()
+        .collect();
+    assert_eq!(bare.len() + 1, argv.len(), "{argv:?}");
+    let inputs = json!([
+        {"id": accepted.id, "argv": trainer_argv(&dry_run_script(&accepted)), "world_size": 8, "gpu": "b300", "env": planned_env(Some(&plan))},
+        {"id": refused.id, "argv": bare, "world_size": 8, "gpu": "b300", "env": {}},
+    ]);
+    let built = probe(&python, &inputs);
+    let b = &built[&refused.id];
+    assert_eq!(b["ok"], false, "Bridge accepted it");
+    assert!(
+        b["error"].as_str().unwrap_or("").contains(reason),
+        "{}",
+        b["error"]
+    );
+    let b = &built[&accepted.id];
+    assert_eq!(b["ok"], true, "Bridge refused: {}", b["error"]);
+    assert_eq!(b["config"]["dataset"]["path_to_cache"], Value::Null);
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}

@@ -51,8 +51,9 @@ impl OnBase<'_> {
     }
 
     /// An error about fields pointed at the file where the file states one of them (the first
-    /// it states; its section's line): the message names the fields itself.
-    pub fn locate(&self, e: Error) -> Error {
+    /// it states; its section's line), else at its key `otherwise` when given: the message
+    /// names the fields itself.
+    pub fn locate(&self, e: Error, otherwise: Option<&str>) -> Error {
         let stated = match e.origin.as_deref() {
             Some(crate::error::Origin::Fields(fields)) => fields.iter().find_map(|f| {
                 let (section, field) = f.split_once('.')?;
@@ -64,12 +65,12 @@ impl OnBase<'_> {
             }),
             _ => None,
         };
-        match stated {
-            Some(section) => {
-                let at = self.at(&section);
+        match stated.as_deref().or(otherwise) {
+            Some(key) if self.lines.contains_key(key) => {
+                let at = self.at(key);
                 e.at(at)
             }
-            None => e,
+            _ => e,
         }
     }
 }

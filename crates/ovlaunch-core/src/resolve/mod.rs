@@ -192,10 +192,17 @@ fn pass_through_checks(
         Some(f) if f.lines.contains_key(key) => e.at(f.at(key)),
         _ => e,
     };
-    validate::user_values(holder.function, recipe.requires(variant), bridge)
+    // what a setting of the function makes necessary is checked on the job's settings
+    let requires: crate::catalog::recipe::Requires = recipe
+        .requires(variant)
+        .iter()
+        .filter(|(f, why)| !validate::needed_by_a_setting(f, why))
+        .map(|(f, why)| (f.clone(), why.clone()))
+        .collect();
+    validate::user_values(holder.function, &requires, bridge)
         .map_err(|e| on_file(e, "bridge_recipe"))?;
     validate::needed_values(bridge, holder).map_err(|e| match file {
-        Some(f) => f.locate(e),
+        Some(f) => f.locate(e, Some("bridge_recipe")),
         None => e,
     })?;
     match file {
@@ -784,7 +791,7 @@ fn in_users_file(
     e: Error,
 ) -> Error {
     match &picked.base {
-        Some(f) => f.locate(e),
+        Some(f) => f.locate(e, None),
         None => locate_in_own_file(recipe, variant, e),
     }
 }

@@ -371,6 +371,15 @@ pub fn user_values(
     Ok(())
 }
 
+/// Whether a recipe's generated requirement (`field`, with Bridge's error `bridge`) is one of
+/// [`NEEDS`]: the function's own setting makes the value necessary, so [`needed_values`] checks
+/// it on the job's settings instead, and a job that turns the setting off does not need it.
+pub fn needed_by_a_setting(field: &str, bridge: &str) -> bool {
+    NEEDS
+        .iter()
+        .any(|n| n.needs == field && bridge.starts_with(n.message))
+}
+
 /// The values a user's recipe file on a Bridge base says it needs (its own `requires:`, the
 /// chosen variant's over the file's): each must be given as [`user_values`] reads them; the
 /// error points at the file's `requires` (`at`: the file and that line).
@@ -445,12 +454,25 @@ pub fn needed_values(
     let known = Known::new(sections, holder);
     for n in NEEDS {
         if known.truthy(n.when) == Some(true) && !given(known.get(n.needs).as_ref()) {
+            let by = match (sections.get(n.when), holder.function) {
+                (None, Some(f)) => format!(" (as `{f}` sets it)"),
+                _ => String::new(),
+            };
             return Err(Error::config(format!(
-                "{} (AssertionError in {}): {} = true needs {}, a value you bring",
+                "{} (AssertionError in {}): {} = true{by} needs {}, a value you bring",
                 n.message, n.source, n.when, n.needs
             ))
             .at_fields(&[n.when, n.needs][..])
-            .help(format!("{}, or --set {}=false", bring(n.needs), n.when)));
+            .help(format!(
+                "{}, or turn off what needs it:{}",
+                bring(n.needs),
+                // every setting of the job that needs the same value
+                NEEDS
+                    .iter()
+                    .filter(|o| o.needs == n.needs && known.truthy(o.when) == Some(true))
+                    .map(|o| format!(" --set {}=false", o.when))
+                    .collect::<String>()
+            )));
         }
     }
     Ok(())
