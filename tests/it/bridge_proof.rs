@@ -140,6 +140,7 @@ fn extra_cases() -> Vec<Case> {
         user_value_cases(),
         alias_cases(),
         cuda_graph_cases(),
+        post_init_cases(),
     ]
     .into_iter()
     .flatten()
@@ -213,6 +214,133 @@ fn cuda_graph_cases() -> Vec<Case> {
                 "model.cuda_graph_modules=[attn]",
                 "model.cuda_graph_scope=null",
             ],
+        ),
+        // the inference scope an implementation allows (ALLOWED_INFERENCE_SCOPES), and the
+        // deprecated module names against it (validate_deprecated_cuda_graph_modules_migration_inputs)
+        with(
+            "refuse-cuda-graph-inference-scope-without-graphs",
+            &["model.inference_cuda_graph_scope=block"],
+        ),
+        with(
+            "refuse-cuda-graph-inference-scope-te",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_scope=null",
+                "model.inference_cuda_graph_scope=layer",
+            ],
+        ),
+        with(
+            "refuse-cuda-graph-full-iteration-module-inference",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_scope=[full_iteration]",
+                "model.inference_cuda_graph_scope=block",
+            ],
+        ),
+        with(
+            "refuse-cuda-graph-full-iteration-module-te",
+            &[
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_modules=[full_iteration]",
+                "model.cuda_graph_scope=null",
+            ],
+        ),
+        with(
+            "cuda-graph-full-iteration-inference-none",
+            &[
+                "model.cuda_graph_impl=full_iteration",
+                "model.inference_cuda_graph_scope=none",
+            ],
+        ),
+        with(
+            "cuda-graph-local-inference-layer",
+            &[
+                "model.cuda_graph_impl=local",
+                "model.inference_cuda_graph_scope=layer",
+            ],
+        ),
+    ]
+}
+
+/// Values Bridge's model build derives that the plan states: Qwen3-VL's and Qwen3.5-VL's
+/// provider classes turn the per-token loss on with CP > 1 (their `finalize`), even when told
+/// otherwise; Megatron-Core's post-init gives a MoE model without an expert width the MLP's,
+/// and refuses an expert width without experts.
+fn post_init_cases() -> Vec<Case> {
+    let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
+        let mut args = vec!["--recipe", recipe, "--gpus", gpus];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let (gpu, n) = gpus.split_once('x').unwrap();
+        case(id, gpu, n.parse().unwrap(), &args)
+    };
+    let vl = "qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config";
+    let sft = "llama3_8b_sft_config";
+    vec![
+        // fine-tuning data (the VL function's mock SFT data) with CP > 1: Bridge's validate
+        // wants the per-token loss and no averaging in the collective
+        with(
+            "refuse-post-init-vl-cp2-average-in-collective",
+            vl,
+            "h100x8",
+            &["model.context_parallel_size=2"],
+        ),
+        with(
+            "post-init-vl-cp2",
+            vl,
+            "h100x8",
+            &[
+                "model.context_parallel_size=2",
+                "ddp.average_in_collective=false",
+            ],
+        ),
+        with(
+            "post-init-vl-cp2-per-token-loss-off",
+            vl,
+            "h100x8",
+            &[
+                "model.context_parallel_size=2",
+                "ddp.average_in_collective=false",
+                "model.calculate_per_token_loss=false",
+            ],
+        ),
+        with(
+            "refuse-post-init-sft-cp2-per-token-loss",
+            sft,
+            "h100x8",
+            &[
+                "model.context_parallel_size=2",
+                "model.calculate_per_token_loss=false",
+            ],
+        ),
+        with(
+            "post-init-sft-cp2",
+            sft,
+            "h100x8",
+            &[
+                "model.context_parallel_size=2",
+                "model.calculate_per_token_loss=true",
+                "ddp.average_in_collective=false",
+            ],
+        ),
+        with(
+            "post-init-moe-ffn-default",
+            "qwen3_30b_a3b",
+            "h100x16",
+            &["model.moe_ffn_hidden_size=null"],
+        ),
+        with(
+            "post-init-moe-experts-on-dense",
+            "llama3_8b",
+            "h100x8",
+            &["model.num_moe_experts=8"],
+        ),
+        with(
+            "refuse-post-init-moe-ffn-without-experts",
+            "llama3_8b",
+            "h100x8",
+            &["model.moe_ffn_hidden_size=1024"],
         ),
     ]
 }
@@ -2229,12 +2357,17 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let Some(python) = bridge_python() else {
         return;
     };
-    let mut cases = variant_cases();
+    // `OVLAUNCH_PROOF_ONLY=TEXT[,TEXT...]`: only the cases whose id holds one of them (to run a
+    // few while working on them; CI runs them all)
+    let only = std::env::var("OVLAUNCH_PROOF_ONLY").unwrap_or_default();
+    let keep = |c: &Case| only.split(',').any(|o| c.id.contains(o));
+    let mut cases: Vec<Case> = variant_cases().into_iter().filter(keep).collect();
     let n_variants = cases.len();
     cases.extend(extra_cases());
     cases.extend(user_cases());
     let dir = tempfile::tempdir().unwrap();
     cases.push(recipe_file_case(dir.path()));
+    cases.retain(keep);
     let mut plans = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut refused = BTreeMap::new();
@@ -2790,4 +2923,167 @@ fn a_set_value_means_what_the_same_word_means_to_bridges_runner() {
         let b = &built[&format!("word-logger.log_throughput-{word}")];
         assert_eq!(b["config"]["logger"]["log_throughput"], word);
     }
+}
+
+/// A user's recipe file that loads the dataset cache fast (`dataset.fast_cache_load: true` over
+/// Llama 3 8B's function, which leaves `path_to_cache` empty) and says it needs the cache's
+/// path (`requires:`). Without the path ovlaunch refuses at plan time (exit 2), pointing at the
+/// file's line, with the fix; Bridge, fed the trainer line the job would have without it,
+/// refuses for the same reason (Megatron-Core's `BlendedMegatronDatasetConfig.__post_init__`).
+/// With it (`--set`) Bridge builds the job with the value, and 0 plan fields differ. The same
+/// rule on a shipped recipe by `--set`: refused by both.
+#[test]
+fn a_user_files_needed_values_are_checked_as_bridge_checks_them() {
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    let file = user_recipe("data-cache");
+    let cache = format!("dataset.path_to_cache={}", user_value_dir());
+    let with = case(
+        "user-data-cache",
+        "h100",
+        8,
+        &["--recipe", &file, "--gpus", "h100x8", "--set", &cache],
+    );
+    let without = case(
+        "refuse-user-data-cache",
+        "h100",
+        8,
+        &["--recipe", &file, "--gpus", "h100x8"],
+    );
+    let shipped = case(
+        "refuse-set-fast-cache-load",
+        "h100",
+        8,
+        &[
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--set",
+            "dataset.fast_cache_load=true",
+        ],
+    );
+    let reason = "--data-cache-path must be provided when using --dataloader-fast-cache-load.";
+    let ours = plan_of(&without).expect_err("refused without the cache path");
+    assert!(ours.contains(reason), "{ours}");
+    assert!(ours.contains("data-cache.yaml:11"), "{ours}");
+    assert!(ours.contains("--set dataset.path_to_cache="), "{ours}");
+    let ours_set = plan_of(&shipped).expect_err("refused without the cache path");
+    assert!(ours_set.contains(reason), "{ours_set}");
+    let plan = plan_of(&with).unwrap_or_else(|e| panic!("refused: {e}"));
+    let argv = trainer_argv(&dry_run_script(&with));
+    // the trainer line of the same job without the value
+    let bare: Vec<String> = argv
+        .iter()
+        .filter(|w| !w.contains("dataset.path_to_cache="))
+        .cloned()
+        .collect();
+    assert_eq!(bare.len() + 1, argv.len(), "{argv:?}");
+    assert!(
+        argv.iter()
+            .any(|w| w.contains("dataset.fast_cache_load=true")),
+        "{argv:?}"
+    );
+    let inputs = json!([
+        {"id": with.id, "argv": argv, "world_size": 8, "gpu": "h100", "env": planned_env(Some(&plan))},
+        {"id": without.id, "argv": bare, "world_size": 8, "gpu": "h100", "env": {}},
+        {"id": shipped.id, "argv": refused_argv(&shipped).0, "world_size": 8, "gpu": "h100", "env": {}},
+    ]);
+    let built = probe(&python, &inputs);
+    for id in [&without.id, &shipped.id] {
+        let b = &built[id];
+        assert_eq!(b["ok"], false, "{id}: Bridge accepted it");
+        let theirs = b["error"].as_str().unwrap_or("");
+        assert!(
+            theirs.contains(reason),
+            "{id}: Bridge refused for another reason: {theirs}"
+        );
+    }
+    let b = &built[&with.id];
+    assert_eq!(b["ok"], true, "Bridge refused: {}", b["error"]);
+    assert_eq!(
+        b["config"]["dataset"]["path_to_cache"],
+        json!(user_value_dir())
+    );
+    assert_eq!(b["config"]["dataset"]["fast_cache_load"], json!(true));
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
+
+/// GPT-OSS 20B's benchmark function loads the dataset cache fast and defers its index mmap, so
+/// it needs the cache's path (its recipe's `requires`, one of `validate::NEEDS`). A user's file
+/// over it that turns both off needs no path: ovlaunch plans it and Bridge builds it, 0 plan
+/// fields differing; one that turns only the fast load off still needs it for the deferred
+/// mmap: refused by both for that reason (Bridge fed the job's trainer line without the path).
+#[test]
+fn a_user_file_that_turns_a_setting_off_needs_no_value_for_it() {
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, dataset: &str| {
+        let p = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &p,
+            format!("name: {name}\nbridge_recipe: gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config\ndataset: {dataset}\n"),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let off = file(
+        "off",
+        "{fast_cache_load: false, defer_npy_index_mmap: false}",
+    );
+    let half = file("half", "{fast_cache_load: false}");
+    let cache = format!("dataset.path_to_cache={}", user_value_dir());
+    let accepted = case(
+        "user-cache-off",
+        "b300",
+        8,
+        &["--recipe", &off, "--gpus", "b300x8"],
+    );
+    let refused = case(
+        "refuse-user-cache-half",
+        "b300",
+        8,
+        &["--recipe", &half, "--gpus", "b300x8"],
+    );
+    let given = case(
+        "user-cache-half-given",
+        "b300",
+        8,
+        &["--recipe", &half, "--gpus", "b300x8", "--set", &cache],
+    );
+    let reason = "--data-cache-path must be provided when using --dataloader-defer-npy-index-mmap.";
+    let ours = plan_of(&refused).expect_err("the deferred mmap needs the path");
+    assert!(
+        ours.contains(reason) && ours.contains("half.yaml:2"),
+        "{ours}"
+    );
+    let plan = plan_of(&accepted).unwrap_or_else(|e| panic!("refused: {e}"));
+    let argv = trainer_argv(&dry_run_script(&given));
+    let bare: Vec<String> = argv
+        .iter()
+        .filter(|w| !w.contains("dataset.path_to_cache="))
+        .cloned()
+        .collect();
+    assert_eq!(bare.len() + 1, argv.len(), "{argv:?}");
+    let inputs = json!([
+        {"id": accepted.id, "argv": trainer_argv(&dry_run_script(&accepted)), "world_size": 8, "gpu": "b300", "env": planned_env(Some(&plan))},
+        {"id": refused.id, "argv": bare, "world_size": 8, "gpu": "b300", "env": {}},
+    ]);
+    let built = probe(&python, &inputs);
+    let b = &built[&refused.id];
+    assert_eq!(b["ok"], false, "Bridge accepted it");
+    assert!(
+        b["error"].as_str().unwrap_or("").contains(reason),
+        "{}",
+        b["error"]
+    );
+    let b = &built[&accepted.id];
+    assert_eq!(b["ok"], true, "Bridge refused: {}", b["error"]);
+    assert_eq!(b["config"]["dataset"]["path_to_cache"], Value::Null);
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
 }

@@ -465,3 +465,32 @@ pub fn resolve_plan(
         ..resolve::Inputs::new(&r, &hw, &ovlaunch::version::Stack::default())
     })
 }
+
+/// The stand-in Bridge runner of the trainer-environment tests: `tests/bridge/runner_env.py`
+/// at `BRIDGE_ROOT/scripts/training/run_recipe.py`, where `BRIDGE_ROOT` is `dir/ID-bridge`,
+/// with the `chain.json` it reads beside it: the GPU kind, where it writes what it saw (`out`),
+/// the probe's directory, and `more`'s keys. Returns `BRIDGE_ROOT`.
+pub fn stand_in_runner(
+    dir: &std::path::Path,
+    id: &str,
+    gpu: &str,
+    out: &std::path::Path,
+    more: serde_json::Value,
+) -> std::path::PathBuf {
+    let bridge = dir.join(format!("{id}-bridge"));
+    let training = bridge.join("scripts/training");
+    std::fs::create_dir_all(&training).unwrap();
+    let here = env!("CARGO_MANIFEST_DIR");
+    std::fs::copy(
+        format!("{here}/tests/bridge/runner_env.py"),
+        training.join("run_recipe.py"),
+    )
+    .unwrap();
+    let mut chain =
+        serde_json::json!({"gpu": gpu, "out": out, "probe_dir": format!("{here}/tests/bridge")});
+    if let (Some(c), Some(m)) = (chain.as_object_mut(), more.as_object()) {
+        c.extend(m.clone());
+    }
+    std::fs::write(bridge.join("chain.json"), chain.to_string()).unwrap();
+    bridge
+}

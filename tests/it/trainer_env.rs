@@ -275,21 +275,8 @@ fn real_slurm_rule(name: &str) -> Option<&'static str> {
 /// trainer's environment after Bridge's env steps.
 fn trainer_env(dir: &Path, j: &Job, given: &BTreeMap<&str, String>) -> Value {
     let job_dir = dir.join(j.id);
-    let bridge = dir.join(format!("{}-bridge", j.id));
-    let training = bridge.join("scripts/training");
-    std::fs::create_dir_all(&training).unwrap();
-    let here = env!("CARGO_MANIFEST_DIR");
-    std::fs::copy(
-        format!("{here}/tests/bridge/runner_env.py"),
-        training.join("run_recipe.py"),
-    )
-    .unwrap();
     let out = dir.join(format!("{}-env.json", j.id));
-    std::fs::write(
-        bridge.join("chain.json"),
-        json!({"gpu": j.gpu, "out": out, "probe_dir": format!("{here}/tests/bridge")}).to_string(),
-    )
-    .unwrap();
+    let bridge = stand_in_runner(dir, j.id, j.gpu, &out, json!({}));
     let mut args: Vec<&str> = vec!["render"];
     args.extend(j.args.iter().map(String::as_str));
     args.extend(["--job-dir", job_dir.to_str().unwrap()]);

@@ -181,24 +181,8 @@ pub(super) fn ft_launcher(python: &str) -> Option<String> {
 
 /// Writes the stand-in trainer where the job's Bridge root holds the runner.
 fn stand_in(dir: &Path, j: &Job) -> PathBuf {
-    let bridge = dir.join(format!("{}-bridge", j.id));
-    let training = bridge.join("scripts/training");
-    std::fs::create_dir_all(&training).unwrap();
-    let here = env!("CARGO_MANIFEST_DIR");
-    std::fs::copy(
-        format!("{here}/tests/bridge/runner_env.py"),
-        training.join("run_recipe.py"),
-    )
-    .unwrap();
     let out = dir.join(format!("{}-rank-{{rank}}.json", j.id));
-    std::fs::write(
-        bridge.join("chain.json"),
-        json!({"gpu": "h100", "out": out, "probe_dir": format!("{here}/tests/bridge"),
-               "received_only": true})
-        .to_string(),
-    )
-    .unwrap();
-    bridge
+    common::stand_in_runner(dir, j.id, "h100", &out, json!({"received_only": true}))
 }
 
 /// Submits the job with exactly `given` as the submitter's environment; its job directory.

@@ -609,3 +609,188 @@ fn a_user_recipes_nested_mappings_are_typed_by_its_functions_classes() {
     }
     insta::assert_snapshot!(out.join("\n"));
 }
+
+/// What a user's recipe file on a Bridge base needs is checked at plan time, each pointing at
+/// the file's line with the `--set` fix, and nothing is written: the file's own `requires:`
+/// (its chosen variant's over the file's), the value its base's function leaves empty (GPT-OSS
+/// 20B's dataset cache), and the value its own change makes necessary (a fast cache load needs
+/// the cache's path, `validate::NEEDS`). Given by `--set`, each plans and the value reaches the
+/// trainer. (Bridge refuses and accepts the same jobs: `bridge_proof`.)
+#[test]
+fn a_user_files_requirements_are_checked_at_plan_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = file_in(
+        dir.path(),
+        "own.yaml",
+        "name: own\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nrequires:\n  dataset.path_to_cache: our shared cache\nvariants:\n  - gpu: h100\n    precision: bf16\n  - gpu: b200\n    precision: bf16\n    bridge_recipe: llama3_8b_pretrain_8gpu_b200_bf16_config\n    requires:\n      tokenizer.tokenizer_model: our tokenizer\n",
+    );
+    let base = file_in(
+        dir.path(),
+        "base.yaml",
+        "name: base\nbridge_recipe: gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config\ntrain: {global_batch_size: 128}\n",
+    );
+    let changed = file_in(
+        dir.path(),
+        "changed.yaml",
+        "name: changed\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\ntrain: {global_batch_size: 128}\ndataset: {defer_npy_index_mmap: true}\n",
+    );
+    let cases = [
+        (
+            &own,
+            "h100x8",
+            "own.yaml:3",
+            "dataset.path_to_cache",
+            "our shared cache",
+        ),
+        (
+            &own,
+            "b200x8",
+            "own.yaml:11",
+            "tokenizer.tokenizer_model",
+            "our tokenizer",
+        ),
+        (
+            &base,
+            "b300x8",
+            "base.yaml:2",
+            "dataset.path_to_cache",
+            "--data-cache-path must be provided",
+        ),
+        (
+            &changed,
+            "h100x8",
+            "changed.yaml:4",
+            "dataset.path_to_cache",
+            "--dataloader-defer-npy-index-mmap",
+        ),
+    ];
+    for (file, gpus, line, field, why) in cases {
+        let job = dir.path().join(format!("job-{gpus}"));
+        let o = run(&[
+            "render",
+            "--recipe",
+            file,
+            "--gpus",
+            gpus,
+            "--job-dir",
+            job.to_str().unwrap(),
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{file} {gpus}: {err}");
+        for part in [line, field, why, &format!("--set {field}=")[..]] {
+            assert!(err.contains(part), "{file} {gpus}: `{part}` not in: {err}");
+        }
+        assert!(
+            !job.exists(),
+            "{file} {gpus}: a refused job wrote {}",
+            job.display()
+        );
+        let set = format!("{field}=/shared/x");
+        let plan = plan_json(&["--recipe", file, "--gpus", gpus, "--set", &set]);
+        let words = plan["trainer"]["overrides"].to_string();
+        assert!(
+            words.contains(&format!("{field}='/shared/x'")),
+            "{file} {gpus}: {words}"
+        );
+    }
+}
+
+/// A pipeline split only Megatron-Core's layer builder refuses (an even split that does not
+/// divide; Bridge's config build accepts it): Bridge's function as shipped plans it with the
+/// warning (Qwen3-VL 235B-A22B's H100 function, 94 layers over PP 8 x VP 4), and so do a recipe
+/// file the generator wrote from Bridge's functions (its marker), a copy of the shipped file and
+/// a user's file over the function that leaves its split as it is. A user's file that changes
+/// the split, and a user's own file without a Bridge base, are refused (exit 2) with the file's
+/// line and the fix, writing nothing; so is the same split given by `--set`.
+#[test]
+fn a_split_only_the_layer_builder_refuses_is_refused_in_a_users_file_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = include_str!("../../recipes/qwen3_vl_235b_a22b.yaml");
+    let function = "qwen3_vl_235b_a22b_pretrain_256gpu_h100_bf16_config";
+    let without_header: String = shipped
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .replacen("name: \"qwen3_vl_235b_a22b\"", "name: \"own\"", 1)
+        + "trainer: [python3, train.py]\n";
+    let own = file_in(dir.path(), "own.yaml", &without_header);
+    let generated = file_in(
+        dir.path(),
+        "generated.yaml",
+        &format!(
+            "# {} from Bridge's package\n{}",
+            ovlaunch::catalog::recipe::GENERATED,
+            without_header.replacen("name: \"own\"", "name: \"generated\"", 1)
+        ),
+    );
+    let copy = file_in(
+        dir.path(),
+        "copy.yaml",
+        &shipped.replacen("name: \"qwen3_vl_235b_a22b\"", "name: \"copy\"", 1),
+    );
+    let keep = file_in(
+        dir.path(),
+        "keep.yaml",
+        &format!("name: keep\nbridge_recipe: {function}\ntrain: {{global_batch_size: 512}}\n"),
+    );
+    let change = file_in(
+        dir.path(),
+        "change.yaml",
+        "name: change\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\ntrain: {global_batch_size: 128}\nmodel:\n  num_layers: 30\n  pipeline_model_parallel_size: 4\n",
+    );
+    let warned = "refuses this split when the trainer builds the model";
+    for (file, gpus) in [
+        (function, "h100x256"),
+        (&generated, "h100x256"),
+        (&copy, "h100x256"),
+        (&keep, "h100x256"),
+    ] {
+        let plan = plan_json(&["--recipe", file, "--gpus", gpus, "--precision", "bf16"]);
+        assert!(
+            plan["warnings"].to_string().contains(warned),
+            "{file}: {}",
+            plan["warnings"]
+        );
+    }
+    let refused = [
+        (&own, "h100x256", "own.yaml:"),
+        (&change, "h100x8", "change.yaml:4"),
+    ];
+    for (file, gpus, at) in refused {
+        let job = dir.path().join(format!("job-{at}"));
+        let o = run(&[
+            "render",
+            "--recipe",
+            file,
+            "--gpus",
+            gpus,
+            "--precision",
+            "bf16",
+            "--job-dir",
+            job.to_str().unwrap(),
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{file}: {err}");
+        for part in [at, "get_num_layers_to_build", "help: PP*VPP must divide"] {
+            assert!(err.contains(part), "{file}: `{part}` not in: {err}");
+        }
+        assert!(
+            !job.exists(),
+            "{file}: a refused job wrote {}",
+            job.display()
+        );
+    }
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama3_8b",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "model.num_layers=30",
+        "--set",
+        "model.pipeline_model_parallel_size=4",
+    ]);
+    assert!(err.contains("get_num_layers_to_build"), "{err}");
+}

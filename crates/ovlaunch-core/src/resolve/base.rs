@@ -39,6 +39,40 @@ pub struct OnBase<'r> {
     pub origin: String,
     /// The line of each of those sections in the file (the chosen variant's over the file's).
     pub lines: crate::yaml::KeyLines,
+    /// The values the file says its job needs (its `requires:`, the chosen variant's over the
+    /// file's), checked as a Bridge function's are (`validate::file_values`).
+    pub requires: crate::catalog::recipe::Requires,
+}
+
+impl OnBase<'_> {
+    /// The file at the line of its key `key` (its chosen variant's, else its own).
+    pub fn at(&self, key: &str) -> crate::error::Origin {
+        crate::error::Origin::file(&self.origin, self.lines.get(key).copied(), None)
+    }
+
+    /// An error about fields pointed at the file where the file states one of them (the first
+    /// it states; its section's line), else at its key `otherwise` when given: the message
+    /// names the fields itself.
+    pub fn locate(&self, e: Error, otherwise: Option<&str>) -> Error {
+        let stated = match e.origin.as_deref() {
+            Some(crate::error::Origin::Fields(fields)) => fields.iter().find_map(|f| {
+                let (section, field) = f.split_once('.')?;
+                self.file
+                    .get(section)?
+                    .as_object()?
+                    .contains_key(field)
+                    .then(|| section.to_string())
+            }),
+            _ => None,
+        };
+        match stated.as_deref().or(otherwise) {
+            Some(key) if self.lines.contains_key(key) => {
+                let at = self.at(key);
+                e.at(at)
+            }
+            _ => e,
+        }
+    }
 }
 
 /// The base of `user` run with its variant `chosen`, or `None` for a shipped recipe (or a file
@@ -85,6 +119,7 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
         file,
         origin: user.origin.clone(),
         lines,
+        requires: user.requires(chosen).clone(),
     }))
 }
 

@@ -43,6 +43,11 @@ pub const RULES: &[Item] = &[
         apply: scope_or_modules,
     },
     Item {
+        rule: "inference_cuda_graph_scope is one the implementation allows (unset: layer with local graphs, else none), and a deprecated module name agrees with it",
+        source: "megatron/core/transformer/cuda_graph_config.py validate_deprecated_cuda_graph_modules_migration_inputs, normalize_inference_cuda_graph_scope, ALLOWED_INFERENCE_SCOPES (TransformerConfig.__post_init__)",
+        apply: inference_scope_allowed,
+    },
+    Item {
         rule: "the legacy scope moves to cuda_graph_modules, normalised to a list",
         source: "megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ (normalize_cuda_graph_modules)",
         apply: normalised_modules,
@@ -230,6 +235,116 @@ fn scope_or_modules(m: &mut ModelConfig, _: &mut Trace) -> Result<()> {
                 MODEL.cuda_graph_modules, MODEL.cuda_graph_scope
             )),
     )
+}
+
+/// The provider field naming the inference graphs' scope (not planned: a pass-through field of
+/// the provider class).
+const INFERENCE_SCOPE: &str = "inference_cuda_graph_scope";
+
+/// Megatron-Core's inference-graph scope: the deprecated module names (`full_iteration`,
+/// `full_iteration_inference`, one kind at a time) must agree with the implementation and the
+/// scope given (`validate_deprecated_cuda_graph_modules_migration_inputs`); after their
+/// migration, the scope (unset: `layer` with local graphs, else `none`) must be one
+/// `ALLOWED_INFERENCE_SCOPES` allows for the implementation: `none` for none, transformer_engine
+/// and full_iteration, `layer` or `block` for local. Runs on the fields as the post-init meets
+/// them (the legacy scope standing for the modules where set).
+fn inference_scope_allowed(m: &mut ModelConfig, _: &mut Trace) -> Result<()> {
+    let raw = match m.cuda_graph_scope.as_ref().filter(|s| !s.is_null()) {
+        Some(scope) => listed(Some(scope)),
+        None => listed(m.cuda_graph_modules.as_ref()),
+    };
+    let mut deprecated: Vec<&str> = raw
+        .iter()
+        .map(String::as_str)
+        .filter(|s| matches!(*s, "full_iteration" | "full_iteration_inference"))
+        .collect();
+    deprecated.dedup();
+    let given = m
+        .provider
+        .get(INFERENCE_SCOPE)
+        .and_then(Value::as_str)
+        .map(|s| s.rsplit('.').next().unwrap_or(s).to_string());
+    let modules = if m.cuda_graph_scope.as_ref().is_some_and(|s| !s.is_null()) {
+        MODEL.cuda_graph_scope
+    } else {
+        MODEL.cuda_graph_modules
+    };
+    let fields = [MODEL.cuda_graph_impl, modules];
+    let refuse = |msg: String| {
+        Err(Error::config(msg).at_fields(fields.as_slice()).help(format!(
+            "inference graphs run only with {impl_}=local (model.{INFERENCE_SCOPE}=layer or block); with any other implementation leave {INFERENCE_SCOPE} unset or none, and name the implementation in {impl_} rather than by a deprecated module name",
+            impl_ = MODEL.cuda_graph_impl
+        )))
+    };
+    let mut imp = m.cuda_graph_impl.clone();
+    let mut scope = given.clone();
+    if deprecated.len() > 1 {
+        return refuse(format!(
+            "cuda_graph_modules cannot contain multiple deprecated values at the same time: [{}].",
+            deprecated
+                .iter()
+                .map(|d| format!("'{d}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let shown = |s: &Option<String>| s.as_ref().map_or("None".into(), |s| format!("'{s}'"));
+    match deprecated.first() {
+        Some(&"full_iteration") => {
+            if !matches!(imp.as_str(), "none" | "local" | "full_iteration") {
+                return refuse(format!(
+                    "cuda_graph_modules='full_iteration' cannot be combined with cuda_graph_impl='{imp}'."
+                ));
+            }
+            if !matches!(given.as_deref(), None | Some("none")) {
+                return refuse(format!(
+                    "cuda_graph_modules='full_iteration' cannot be combined with inference_cuda_graph_scope={}.",
+                    shown(&given)
+                ));
+            }
+            imp = "full_iteration".into();
+        }
+        Some(_) => {
+            if !matches!(imp.as_str(), "none" | "local") {
+                return refuse(format!(
+                    "cuda_graph_modules='full_iteration_inference' cannot be combined with cuda_graph_impl='{imp}'."
+                ));
+            }
+            if !matches!(given.as_deref(), None | Some("block")) {
+                return refuse(format!(
+                    "cuda_graph_modules='full_iteration_inference' cannot be combined with inference_cuda_graph_scope={}.",
+                    shown(&given)
+                ));
+            }
+            // the migration sets the scope, except with no graphs at all
+            if imp != "none" {
+                scope = Some("block".into());
+            }
+        }
+        None => {}
+    }
+    let scope = scope.unwrap_or_else(|| if imp == "local" { "layer" } else { "none" }.into());
+    let allowed: &[&str] = if imp == "local" {
+        &["layer", "block"]
+    } else {
+        &["none"]
+    };
+    if allowed.contains(&scope.as_str()) {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "Invalid inference CUDA graph scope '{scope}' for cuda_graph_impl='{imp}'."
+    ))
+    .at_fields(format!(
+        "{}, {}.{INFERENCE_SCOPE}",
+        MODEL.cuda_graph_impl,
+        ModelConfig::SECTION
+    ))
+    .help(format!(
+        "with {impl_}={imp} the inference scope is {}: drop model.{INFERENCE_SCOPE} (or set it to one of those), or set {impl_}=local for inference graphs",
+        allowed.join(" or "),
+        impl_ = MODEL.cuda_graph_impl
+    )))
 }
 
 /// Megatron-Core's normalisation: the legacy `cuda_graph_scope` moves to `cuda_graph_modules`,

@@ -18,6 +18,7 @@ pub mod layers;
 pub mod layout;
 pub mod overrides;
 pub mod pipeline_split;
+pub mod post_init;
 pub mod provider_rules;
 pub mod trainer;
 pub mod validate;
@@ -174,19 +175,55 @@ pub fn resolve_with(inp: &Inputs<'_>, plugins: &PluginLayer) -> Result<Plan> {
 }
 
 /// Bridge's own checks of the pass-through sections (their `finalize()`), of a fine-tuning
-/// task's sections, and of the values the function needs from the user (`requires`).
+/// task's sections, and of the values the job needs from the user: those the function leaves
+/// empty (`requires`), those the job's own settings make necessary (`validate::NEEDS`), and for
+/// a user's recipe file on a Bridge base (`file`) those the file says it needs; an error about
+/// a value the file states or needs points at the file's line.
 fn pass_through_checks(
     recipe: &Recipe,
     variant: Option<&Variant>,
     bridge: &crate::config::bridge::Sections,
+    file: Option<&base::OnBase<'_>>,
 ) -> Result<()> {
-    validate::bridge_sections(bridge, recipe.holder(variant))?;
+    let holder = recipe.holder(variant);
+    validate::bridge_sections(bridge, holder)?;
     validate::fine_tuning(recipe.task.as_deref(), bridge)?;
-    validate::user_values(
-        recipe.holder(variant).function,
-        recipe.requires(variant),
-        bridge,
-    )
+    let on_file = |e: Error, key: &str| match file {
+        Some(f) if f.lines.contains_key(key) => e.at(f.at(key)),
+        _ => e,
+    };
+    // what a setting of the function makes necessary is checked on the job's settings
+    let requires: crate::catalog::recipe::Requires = recipe
+        .requires(variant)
+        .iter()
+        .filter(|(f, why)| !validate::needed_by_a_setting(f, why))
+        .map(|(f, why)| (f.clone(), why.clone()))
+        .collect();
+    validate::user_values(holder.function, &requires, bridge)
+        .map_err(|e| on_file(e, "bridge_recipe"))?;
+    validate::needed_values(bridge, holder).map_err(|e| match file {
+        Some(f) => f.locate(e, Some("bridge_recipe")),
+        None => e,
+    })?;
+    match file {
+        Some(f) => validate::file_values(f.at("requires"), &f.requires, bridge),
+        None => Ok(()),
+    }
+}
+
+/// `--precision` on a recipe file without variants (and without a Bridge base), where the
+/// recipe's precision was not set by `--set`: the precision's name on the trainer line.
+fn precision_word(picked: &Picked<'_>, l: &layers::Layered) -> Option<Value> {
+    match (
+        picked.map_precision && picked.base.is_none(),
+        &l.cfg.mixed_precision,
+    ) {
+        (true, Some(spec)) if !l.prov.user_set(MixedPrecisionConfig::SECTION) => match spec {
+            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
+            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
+        },
+        _ => None,
+    }
 }
 
 /// The stages on a picked recipe; `layered`: the recipe and variant already layered (the env
@@ -212,19 +249,15 @@ fn resolve_picked(
     let (choice, mut l) = layering(inp, picked, plugins, layered, &mut t)?;
     other_variants(outer.recipe, choice.variant)?;
     // The runner call: Bridge's recipe function plus exactly what differs from it.
-    let precision_word = match (
-        picked.map_precision && picked.base.is_none(),
-        &l.cfg.mixed_precision,
-    ) {
-        (true, Some(spec)) if !l.prov.user_set(MixedPrecisionConfig::SECTION) => match spec {
-            crate::config::MixedPrecisionSpec::Name(n) => Some(Value::String(n.clone())),
-            crate::config::MixedPrecisionSpec::Custom(c) => c.recipe.clone().map(Value::String),
-        },
-        _ => None,
-    };
+    let precision_word = precision_word(picked, &l);
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
-    pass_through_checks(inp.recipe, choice.variant, &l.cfg.bridge)?;
+    pass_through_checks(
+        inp.recipe,
+        choice.variant,
+        &l.cfg.bridge,
+        picked.base.as_ref(),
+    )?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base
@@ -258,17 +291,26 @@ fn resolve_picked(
     layout::check_window_size(&l.cfg.model, class.known())?;
     layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, class.hybrid())?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
-    let par = layout_stage(inp, &l, &mut t)?;
+    let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t)
+        .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, e))?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
     // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
     // and Bridge's flex-dispatcher check for the GPU.
-    finalize_model(&mut l.cfg.model, &mut t)?;
+    let at_run_time = |f: &str| checkpoint.as_ref().is_some_and(|c| c.unknown(f));
+    finalize_model(&mut l.cfg.model, &at_run_time, &mut t)?;
     flex_dispatcher_fits(&l.cfg.model, inp.hardware, &mut t)?;
     // 5. Data-parallel size, then communication overlap.
     let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
     // 6. Bridge's `ConfigContainer.validate()`.
-    validate_stage(inp, class, &mut l, mixed_precision.as_ref(), &mut t)?;
+    let holder = inp.recipe.holder(choice.variant);
+    validate_stage(
+        inp,
+        (class, holder),
+        &mut l,
+        mixed_precision.as_ref(),
+        &mut t,
+    )?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
         checkpoint::forget_derived(c, &mut t);
@@ -447,11 +489,15 @@ fn moe_by_layout(
 }
 
 /// Stage 6: Bridge's `ConfigContainer.validate()`: the provider class's own `finalize()` steps
-/// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks, and the
-/// GPU's support of the precision.
+/// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks (with
+/// CP > 1 on the fine-tuning data the function holds, `holder`, its per-token loss check), and
+/// the GPU's support of the precision.
 fn validate_stage(
     inp: &Inputs<'_>,
-    class: crate::config::provider::Class<'_>,
+    (class, holder): (
+        crate::config::provider::Class<'_>,
+        crate::config::bridge::Holder<'_>,
+    ),
     l: &mut layers::Layered,
     mixed_precision: Option<&ResolvedPrecision>,
     t: &mut Trace,
@@ -463,6 +509,7 @@ fn validate_stage(
         inp.stack,
         t,
     )?;
+    validate::fine_tuning_context_parallel(&l.cfg.model, &l.cfg.ddp, holder)?;
     if let Some(mp) = mixed_precision {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
     }
@@ -725,15 +772,71 @@ fn scale_batch(
     Ok(())
 }
 
-/// Stage 3: the parallel layout, with a decision per layout field.
-fn layout_stage(inp: &Inputs<'_>, l: &layers::Layered, t: &mut Trace) -> Result<Parallelism> {
+/// Whether the pipeline split is the user's rather than Bridge's function's: a field deciding
+/// it given by a flag, or changed by a user's recipe file over Bridge's function (an override
+/// of it), or stated by a user's own file without a Bridge base (`outer`: the recipe as the
+/// user named it). A shipped recipe or a file the generator wrote from Bridge's functions
+/// states Bridge's split (`Recipe::is_bridges`).
+fn users_split(outer: &Recipe, l: &layers::Layered) -> bool {
+    let own_file = !outer.is_bridges() && outer.bases.is_empty();
+    own_file || pipeline_split::FIELDS.iter().any(|f| l.user_changed(f))
+}
+
+/// An error about fields a user's recipe file states, pointed at the file's line: over its
+/// Bridge base (`OnBase::locate`), or its own file without one ([`locate_in_own_file`]).
+fn in_users_file(
+    recipe: &Recipe,
+    picked: &Picked<'_>,
+    variant: Option<&Variant>,
+    e: Error,
+) -> Error {
+    match &picked.base {
+        Some(f) => f.locate(e, None),
+        None => locate_in_own_file(recipe, variant, e),
+    }
+}
+
+/// An error about fields a user's own recipe file (without a Bridge base) states, pointed at
+/// the line of the section stating one of them: its chosen variant's, else the file's own.
+/// A shipped or generated recipe's errors stay about the fields.
+fn locate_in_own_file(recipe: &Recipe, variant: Option<&Variant>, e: Error) -> Error {
+    let Some(crate::error::Origin::Fields(fields)) = e.origin.as_deref() else {
+        return e;
+    };
+    if recipe.is_bridges() {
+        return e;
+    }
+    let line = fields.iter().find_map(|f| {
+        let (section, field) = f.split_once('.')?;
+        let states = |s: &serde_json::Map<String, Value>| {
+            s.get(section)
+                .and_then(Value::as_object)
+                .is_some_and(|m| m.contains_key(field))
+        };
+        match variant {
+            Some(v) if states(&v.sections) => v.key_lines.get(section).copied(),
+            _ if states(&recipe.sections) => recipe.key_lines.get(section).copied(),
+            _ => None,
+        }
+    });
+    match line {
+        Some(line) => e.at(crate::error::Origin::file(&recipe.origin, Some(line), None)),
+        None => e,
+    }
+}
+
+/// Stage 3: the parallel layout, with a decision per layout field. A split only Megatron-Core's
+/// layer builder refuses is refused when it is the user's (`users_split`); as Bridge's function
+/// states it, Bridge builds the config, so the plan states it and warns.
+fn layout_stage(
+    inp: &Inputs<'_>,
+    l: &layers::Layered,
+    users_split: bool,
+    t: &mut Trace,
+) -> Result<Parallelism> {
     let world = u64::from(inp.hardware.count);
     let (cfg, prov) = (&l.cfg, &l.prov);
     let decisions = &mut t.decisions;
-    // A split only Megatron-Core's layer builder refuses is refused when the user gave it on
-    // the command line; as a recipe states it (Bridge's function), Bridge builds the config, so
-    // the plan states it and warns.
-    let users_split = pipeline_split::FIELDS.iter().any(|f| prov.user_set(f));
     let par = layout::check_plan(&cfg.model, &cfg.train, world, users_split)?;
     t.warnings
         .extend(pipeline_split::at_model_build(&cfg.model));
@@ -1044,24 +1147,17 @@ fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
 
 /// The parts of Megatron-Core's `TransformerConfig.__post_init__` (mcore 0.19) that change
 /// fields the plan reports; Bridge runs it in `runtime_config_update` (`model.finalize()`).
-fn finalize_model(m: &mut crate::config::ModelConfig, t: &mut Trace) -> Result<()> {
+/// `unknown`: whether a Hugging Face checkpoint gives a `model` field at run time.
+fn finalize_model(
+    m: &mut crate::config::ModelConfig,
+    unknown: &dyn Fn(&str) -> bool,
+    t: &mut Trace,
+) -> Result<()> {
     // CUDA graphs: Bridge's guard, then Megatron-Core's post-init rules.
     cuda_graph::finalize(m, t)?;
-    // TransformerConfig: the MLP width defaults to 4 x hidden (a checkpoint config without
-    // `intermediate_size` leaves it unset), the head dimension and the KV groups from the heads.
-    if m.ffn_hidden_size.is_none() {
-        let ffn = m.hidden_size.saturating_mul(4);
-        m.ffn_hidden_size = Some(ffn);
-        t.decisions.push(Decision::new(
-            MODEL.ffn_hidden_size,
-            ffn,
-            format!(
-                "not set: Megatron-Core's TransformerConfig.__post_init__ (megatron/core/transformer/transformer_config.py) sets ffn_hidden_size = 4 * hidden_size = 4 * {}",
-                m.hidden_size
-            ),
-            Source::Derived,
-        ));
-    }
+    // TransformerConfig: the MLP widths (4 x hidden; a MoE model's expert width from it), then
+    // the head dimension and the KV groups from the heads.
+    post_init::finalize(m, unknown, t)?;
     if m.kv_channels.is_none() && m.num_attention_heads != 0 {
         m.kv_channels = Some(m.hidden_size / m.num_attention_heads);
     }

@@ -9,9 +9,11 @@
 //! field and the class. A class that re-declares `finalize` without the step has no rule here.
 //!
 //! Sources (Megatron-Bridge 0.6.2): `megatron/bridge/models/qwen_vl/qwen3_vl_provider.py`
-//! `Qwen3VLMoEModelProvider.finalize` (sequence parallelism on with TP > 1). The other
-//! classes' `finalize` steps change no field the plan reports (`calculate_per_token_loss`,
-//! a Sarvam layout only for its own 19-layer model, checks).
+//! `Qwen3VLModelProvider.finalize` and `Qwen3VLMoEModelProvider.finalize`,
+//! `megatron/bridge/models/qwen_vl/qwen35_vl_provider.py` `Qwen35VLModelProvider.finalize` and
+//! `Qwen35VLMoEModelProvider.finalize` (per-token loss with context parallelism; the Qwen3-VL
+//! MoE class also sequence parallelism with TP > 1). The other classes' `finalize` steps change
+//! no field the plan reports (a Sarvam layout only for its own 19-layer model, checks).
 
 use serde_json::Value;
 
@@ -19,30 +21,78 @@ use crate::config::provider::Class;
 use crate::config::{MODEL, ModelConfig};
 use crate::plan::{Decision, Source, Trace};
 
+/// A change a rule makes: the field's path, its new value, and why.
+pub type Change = (String, Value, &'static str);
+
 /// One provider class's `finalize` step: the class (`module.Class`), where it is, and the
-/// change (`None` where it leaves the model as it is): the field and its new value.
+/// change (`None` where it leaves the model as it is).
 pub struct Rule {
     pub class: &'static str,
     pub cites: &'static str,
-    pub apply: fn(&mut ModelConfig) -> Option<(&'static str, Value, &'static str)>,
+    pub apply: fn(&mut ModelConfig) -> Option<Change>,
 }
 
+const QWEN3_VL: &str = "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLModelProvider";
 const QWEN3_VL_MOE: &str =
     "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLMoEModelProvider";
+const QWEN35_VL: &str = "megatron.bridge.models.qwen_vl.qwen35_vl_provider.Qwen35VLModelProvider";
+const QWEN35_VL_MOE: &str =
+    "megatron.bridge.models.qwen_vl.qwen35_vl_provider.Qwen35VLMoEModelProvider";
 
-/// The provider classes' `finalize` steps, in the order they run.
-pub const RULES: &[Rule] = &[Rule {
-    class: QWEN3_VL_MOE,
-    cites: "Bridge's Qwen3VLMoEModelProvider.finalize, megatron/bridge/models/qwen_vl/qwen3_vl_provider.py",
-    apply: sequence_parallel_with_tp,
-}];
+/// The provider classes' `finalize` steps, in the order they run (each class's own, then
+/// `super().finalize()`).
+#[rustfmt::skip]
+pub const RULES: &[Rule] = &[
+    Rule {
+        class: QWEN3_VL,
+        cites: "Bridge's Qwen3VLModelProvider.finalize, megatron/bridge/models/qwen_vl/qwen3_vl_provider.py",
+        apply: per_token_loss_with_cp,
+    },
+    Rule {
+        class: QWEN3_VL_MOE,
+        cites: "Bridge's Qwen3VLMoEModelProvider.finalize, megatron/bridge/models/qwen_vl/qwen3_vl_provider.py",
+        apply: per_token_loss_with_cp,
+    },
+    Rule {
+        class: QWEN3_VL_MOE,
+        cites: "Bridge's Qwen3VLMoEModelProvider.finalize, megatron/bridge/models/qwen_vl/qwen3_vl_provider.py",
+        apply: sequence_parallel_with_tp,
+    },
+    Rule {
+        class: QWEN35_VL,
+        cites: "Bridge's Qwen35VLModelProvider.finalize, megatron/bridge/models/qwen_vl/qwen35_vl_provider.py",
+        apply: per_token_loss_with_cp,
+    },
+    Rule {
+        class: QWEN35_VL_MOE,
+        cites: "Bridge's Qwen35VLMoEModelProvider.finalize, megatron/bridge/models/qwen_vl/qwen35_vl_provider.py",
+        apply: per_token_loss_with_cp,
+    },
+];
+
+/// The provider field the loss is averaged by (a pass-through field of these classes).
+const PER_TOKEN_LOSS: &str = "calculate_per_token_loss";
+
+/// `if (self.context_parallel_size or 1) > 1: self.calculate_per_token_loss = True`.
+fn per_token_loss_with_cp(m: &mut ModelConfig) -> Option<Change> {
+    let on = m.provider.get(PER_TOKEN_LOSS) == Some(&Value::Bool(true));
+    if m.context_parallel_size > 1 && !on {
+        m.provider.insert(PER_TOKEN_LOSS.into(), Value::Bool(true));
+        return Some((
+            format!("{}.{PER_TOKEN_LOSS}", ModelConfig::SECTION),
+            Value::Bool(true),
+            "context_parallel_size > 1",
+        ));
+    }
+    None
+}
 
 /// `if self.tensor_model_parallel_size > 1: self.sequence_parallel = True`.
-fn sequence_parallel_with_tp(m: &mut ModelConfig) -> Option<(&'static str, Value, &'static str)> {
+fn sequence_parallel_with_tp(m: &mut ModelConfig) -> Option<Change> {
     if m.tensor_model_parallel_size > 1 && !m.sequence_parallel {
         m.sequence_parallel = true;
         return Some((
-            MODEL.sequence_parallel,
+            MODEL.sequence_parallel.to_string(),
             Value::Bool(true),
             "tensor_model_parallel_size > 1",
         ));

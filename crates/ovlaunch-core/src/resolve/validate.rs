@@ -293,6 +293,60 @@ pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Section
     Ok(())
 }
 
+/// The dataset classes Bridge's `ConfigContainer.validate` treats as fine-tuning data (its
+/// `isinstance` check; no other class of the package derives from them).
+const FINE_TUNING_DATA: &[&str] = &[
+    "megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig",
+    "megatron.bridge.data.builders.direct_hf_sft.DirectHFSFTDatasetConfig",
+    "megatron.bridge.data.builders.energon.EnergonDatasetConfig",
+    "megatron.bridge.data.builders.mock_vlm_sft.MockVLMSFTDatasetConfig",
+];
+
+/// Bridge's `ConfigContainer.validate` (megatron/bridge/training/config.py), after the model's
+/// `finalize()` (a provider class may turn the per-token loss on itself,
+/// `resolve::provider_rules`): with CP > 1 on fine-tuning data (the dataset class the recipe's
+/// function holds, [`FINE_TUNING_DATA`]; a vision-language pretraining function's mock SFT data
+/// too), the loss must be per token and not averaged in the collective, so that ranks whose
+/// tokens are all masked give no NaN loss. The per-token loss is checked where the plan knows
+/// it (set by the recipe file, `--set` or a provider class's `finalize`); a recipe states no
+/// provider field its function sets (GLM-5's SFT functions turn it on themselves), so otherwise
+/// it is left to Bridge.
+pub fn fine_tuning_context_parallel(
+    model: &ModelConfig,
+    ddp: &DdpConfig,
+    holder: crate::config::bridge::Holder<'_>,
+) -> Result<()> {
+    const PER_TOKEN_LOSS: &str = "calculate_per_token_loss";
+    let sft = holder
+        .section("dataset")
+        .is_some_and(|d| FINE_TUNING_DATA.contains(&d.class));
+    if model.context_parallel_size <= 1 || !sft {
+        return Ok(());
+    }
+    let per_token = format!("{}.{PER_TOKEN_LOSS}", ModelConfig::SECTION);
+    if model.provider.get(PER_TOKEN_LOSS) == Some(&serde_json::Value::Bool(false)) {
+        return Err(Error::config(
+            "When finetuning with CP>1, calculate_per_token_loss must be True",
+        )
+        .at_fields(format!("{}, {per_token}", MODEL.context_parallel_size))
+        .help(format!(
+            "--set {per_token}=true, or {}=1",
+            MODEL.context_parallel_size
+        )));
+    }
+    if ddp.average_in_collective {
+        return Err(Error::config(
+            "When finetuning with CP>1, average_in_collective must be False",
+        )
+        .at_fields(&[MODEL.context_parallel_size, DDP.average_in_collective][..])
+        .help(format!(
+            "--set {}=false, or {}=1",
+            DDP.average_in_collective, MODEL.context_parallel_size
+        )));
+    }
+    Ok(())
+}
+
 /// The values Bridge's recipe function leaves empty and refuses to build the job without
 /// (`catalog::recipe::Requires`, learnt from Bridge's own refusal by the generator: a dataset
 /// cache path for a recipe that loads the dataset cache fast, an Energon dataset's path),
@@ -305,19 +359,119 @@ pub fn user_values(
     sections: &crate::config::bridge::Sections,
 ) -> Result<()> {
     for (field, bridge) in requires {
-        let given = match sections.get(field) {
-            None | Some(serde_json::Value::Null) => false,
-            Some(serde_json::Value::String(s)) => !s.trim().is_empty(),
-            Some(_) => true,
-        };
-        if !given {
+        if !given(sections.get(field)) {
             return Err(Error::config(format!(
                 "{bridge}: {} needs {field}, a value you bring, which Bridge's recipe leaves empty",
                 function.map_or_else(|| "this recipe".to_string(), |f| format!("`{f}`"))
             ))
             .at_fields(field.as_str())
+            .help(bring(field)));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a recipe's generated requirement (`field`, with Bridge's error `bridge`) is one of
+/// [`NEEDS`]: the function's own setting makes the value necessary, so [`needed_values`] checks
+/// it on the job's settings instead, and a job that turns the setting off does not need it.
+pub fn needed_by_a_setting(field: &str, bridge: &str) -> bool {
+    NEEDS
+        .iter()
+        .any(|n| n.needs == field && bridge.starts_with(n.message))
+}
+
+/// The values a user's recipe file on a Bridge base says it needs (its own `requires:`, the
+/// chosen variant's over the file's): each must be given as [`user_values`] reads them; the
+/// error points at the file's `requires` (`at`: the file and that line).
+pub fn file_values(
+    at: crate::error::Origin,
+    requires: &crate::catalog::recipe::Requires,
+    sections: &crate::config::bridge::Sections,
+) -> Result<()> {
+    match requires.iter().find(|(f, _)| !given(sections.get(f))) {
+        Some((field, why)) => Err(Error::config(format!(
+            "your recipe file requires {field} ({why}), and the job does not give it"
+        ))
+        .at(at)
+        .help(bring(field))),
+        None => Ok(()),
+    }
+}
+
+/// A value is given when it is set, not null and, for a text, not blank.
+fn given(v: Option<&serde_json::Value>) -> bool {
+    match v {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::String(s)) => !s.trim().is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// The fix for a value the job must bring.
+fn bring(field: &str) -> String {
+    format!("give it: --set {field}=/path/on/the/cluster (or `{field}` in your recipe file)")
+}
+
+/// A value that another field's setting makes necessary: where `when` is true (set by the
+/// recipe file, a plugin or `--set`, else as the function holds it), `needs` must be given.
+/// One row per upstream assertion, citing it; Bridge's message is its own.
+pub struct Needs {
+    pub source: &'static str,
+    pub when: &'static str,
+    pub needs: &'static str,
+    pub message: &'static str,
+}
+
+/// Megatron-Core's `BlendedMegatronDatasetConfig.__post_init__` (Bridge's `GPTDatasetConfig`
+/// is one, and Bridge's runner builds it again from the overridden config): the fast cache
+/// load and the deferred index mmap read the dataset cache, so they need its path.
+pub const NEEDS: &[Needs] = {
+    use crate::config::bridge::paths::DATASET;
+    const POST_INIT: &str = "megatron.core.datasets.blended_megatron_dataset_config.BlendedMegatronDatasetConfig.__post_init__";
+    &[
+        Needs {
+            source: POST_INIT,
+            when: DATASET.fast_cache_load,
+            needs: DATASET.path_to_cache,
+            message: "--data-cache-path must be provided when using --dataloader-fast-cache-load.",
+        },
+        Needs {
+            source: POST_INIT,
+            when: DATASET.defer_npy_index_mmap,
+            needs: DATASET.path_to_cache,
+            message: "--data-cache-path must be provided when using --dataloader-defer-npy-index-mmap.",
+        },
+    ]
+};
+
+/// The values the job's own settings make necessary ([`NEEDS`]), read through
+/// `resolve::known`: a field the recipe's dataset class lacks is never true. The error names
+/// both fields (`when` first, so a recipe file stating it can be pointed at) and the fix.
+pub fn needed_values(
+    sections: &crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+) -> Result<()> {
+    let known = Known::new(sections, holder);
+    for n in NEEDS {
+        if known.truthy(n.when) == Some(true) && !given(known.get(n.needs).as_ref()) {
+            let by = match (sections.get(n.when), holder.function) {
+                (None, Some(f)) => format!(" (as `{f}` sets it)"),
+                _ => String::new(),
+            };
+            return Err(Error::config(format!(
+                "{} (AssertionError in {}): {} = true{by} needs {}, a value you bring",
+                n.message, n.source, n.when, n.needs
+            ))
+            .at_fields(&[n.when, n.needs][..])
             .help(format!(
-                "give it: --set {field}=/path/on/the/cluster (or `{field}` in your recipe file)"
+                "{}, or turn off what needs it:{}",
+                bring(n.needs),
+                // every setting of the job that needs the same value
+                NEEDS
+                    .iter()
+                    .filter(|o| o.needs == n.needs && known.truthy(o.when) == Some(true))
+                    .map(|o| format!(" --set {}=false", o.when))
+                    .collect::<String>()
             )));
         }
     }
