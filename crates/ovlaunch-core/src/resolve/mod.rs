@@ -179,9 +179,11 @@ fn pass_through_checks(
     recipe: &Recipe,
     variant: Option<&Variant>,
     bridge: &crate::config::bridge::Sections,
+    micro_batch: u32,
 ) -> Result<()> {
     validate::bridge_sections(bridge, recipe.holder(variant))?;
     validate::fine_tuning(recipe.task.as_deref(), bridge)?;
+    validate::dataset_packing(bridge, recipe.holder(variant), micro_batch)?;
     validate::user_values(
         recipe.holder(variant).function,
         recipe.requires(variant),
@@ -224,7 +226,12 @@ fn resolve_picked(
     };
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
-    pass_through_checks(inp.recipe, choice.variant, &l.cfg.bridge)?;
+    pass_through_checks(
+        inp.recipe,
+        choice.variant,
+        &l.cfg.bridge,
+        l.cfg.train.micro_batch_size,
+    )?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base
