@@ -348,9 +348,10 @@ pub struct RecipesCmd {
     #[arg(long)]
     pub family: Option<String>,
     /// Only recipes of this task: pretrain, sft or peft.
-    #[arg(long)]
+    #[arg(long, value_parser = ["pretrain", "sft", "peft"], ignore_case = true)]
     pub task: Option<String>,
-    /// Only recipes with a variant written for this GPU kind (library recipes run on any).
+    /// Only recipes that run on this GPU kind: a variant written for it, or a library recipe
+    /// (which runs on any).
     #[arg(long)]
     pub gpu: Option<String>,
     #[command(flatten)]

@@ -4,8 +4,9 @@ use std::fmt::Write;
 
 use super::output::{GpuOut, OutputArg, PresetOut, RecipeOut, VariantOut};
 use super::{CatalogArgs, Printer, RecipesCmd, load};
+use crate::catalog::recipe::RecipeKind;
 use crate::catalog::{Catalog, Recipe, RecipeSource};
-use crate::error::Result;
+use crate::error::{Error, Result, did_you_mean_then};
 use crate::overlap::userbuffers;
 
 /// Family, task and GPU kinds of a recipe, from the build-time index for a shipped one (no
@@ -14,6 +15,8 @@ struct Facts {
     family: Option<String>,
     task: Option<String>,
     gpus: Vec<String>,
+    /// A library recipe: a real run on any GPUs that hold its layout.
+    library: bool,
 }
 
 impl Facts {
@@ -22,6 +25,7 @@ impl Facts {
             family: r.family.clone(),
             task: r.task.clone(),
             gpus: r.variants.iter().map(|v| v.gpu.clone()).collect(),
+            library: r.is_shipped() && r.kind == RecipeKind::Library,
         }
     }
 }
@@ -32,12 +36,14 @@ fn facts(src: &RecipeSource) -> Result<Facts> {
             family: e.family.map(str::to_string),
             task: e.task.map(str::to_string),
             gpus: e.gpus.iter().map(|g| g.to_string()).collect(),
+            library: e.kind == RecipeKind::Library.name(),
         },
         None => Facts::of(&src.parse()?),
     })
 }
 
-/// Whether a recipe passes `--family`, `--task` and `--gpu`.
+/// Whether a recipe passes `--family`, `--task` and `--gpu`: a library recipe runs on any GPU
+/// kind that holds its layout, so it passes every `--gpu`.
 fn wanted(cmd: &RecipesCmd, f: &Facts) -> bool {
     let is = |want: &Option<String>, have: &Option<String>| {
         want.as_ref()
@@ -46,10 +52,57 @@ fn wanted(cmd: &RecipesCmd, f: &Facts) -> bool {
     is(&cmd.family, &f.family)
         && is(&cmd.task, &f.task)
         && cmd.gpu.as_ref().is_none_or(|g| {
-            f.gpus
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(g) || h == "any")
+            f.library
+                || f.gpus
+                    .iter()
+                    .any(|h| h.eq_ignore_ascii_case(g) || h == "any")
         })
+}
+
+/// `--family` and `--gpu` name something the catalogue has (a typo is an error naming the
+/// closest, never an empty list); `--task` is checked by its flag's values.
+fn check_filters(cmd: &RecipesCmd, cat: &Catalog) -> Result<()> {
+    if let Some(want) = &cmd.family {
+        let mut families: Vec<String> = Vec::new();
+        for src in &cat.recipes {
+            if let Some(f) = facts(src)?.family
+                && !families.contains(&f)
+            {
+                families.push(f);
+            }
+        }
+        for (name, _) in &cat.user_dir {
+            if let Ok(r) = load::recipe(cat, name)
+                && let Some(f) = r.family
+                && !families.contains(&f)
+            {
+                families.push(f);
+            }
+        }
+        families.sort();
+        if !families.iter().any(|f| f.eq_ignore_ascii_case(want)) {
+            return Err(Error::usage(format!("no recipe family `{want}`"))
+                .at_flag("--family")
+                .help(did_you_mean_then(
+                    &want.to_ascii_lowercase(),
+                    families.iter().map(String::as_str),
+                    format!("the families: {}", families.join(", ")),
+                )));
+        }
+    }
+    if let Some(want) = &cmd.gpu {
+        let kinds: Vec<&str> = cat.gpus.iter().map(|g| g.kind.as_str()).collect();
+        if !kinds.iter().any(|k| k.eq_ignore_ascii_case(want)) {
+            return Err(Error::usage(format!("unknown GPU kind `{want}`"))
+                .at_flag("--gpu")
+                .help(did_you_mean_then(
+                    &want.to_ascii_lowercase(),
+                    kinds.iter().copied(),
+                    format!("known kinds: {} (`ovlaunch gpus`)", kinds.join(", ")),
+                )));
+        }
+    }
+    Ok(())
 }
 
 /// A recipe `ovlaunch recipes` lists: a shipped one not parsed yet, or a recipe directory's
@@ -94,6 +147,7 @@ fn all<'c>(p: &Printer, cmd: &RecipesCmd, cat: &'c Catalog) -> Result<Vec<Listed
 
 pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
+    check_filters(cmd, &cat)?;
     let chosen = all(p, cmd, &cat)?;
     if cmd.output.json() {
         let mut list = Vec::new();

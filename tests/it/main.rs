@@ -42,4 +42,5 @@ mod slurm_faults;
 mod snapshots;
 mod trainer_env;
 mod trainer_env_slurm;
+mod user_cases;
 mod user_recipes;

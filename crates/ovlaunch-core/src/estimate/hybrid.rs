@@ -21,6 +21,7 @@
 use std::sync::OnceLock;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::plan::Plan;
 
@@ -53,6 +54,12 @@ pub struct Shape {
 fn table() -> Option<&'static Table> {
     static T: OnceLock<Option<Table>> = OnceLock::new();
     T.get_or_init(|| serde_json::from_str(SHAPES).ok()).as_ref()
+}
+
+/// The table's shape of Bridge recipe function `function`.
+fn shape_of(function: &str) -> Option<&'static Shape> {
+    let t = table()?;
+    t.shapes.get(*t.functions.get(function)?)
 }
 
 /// The Mamba-2 mixer's dimensions.
@@ -175,9 +182,39 @@ pub struct Hybrid {
 impl Hybrid {
     /// The shape of Bridge recipe function `function`, if the table has it.
     pub fn of_function(function: &str) -> Option<Self> {
-        let t = table()?;
-        let s = t.shapes.get(*t.functions.get(function)?)?;
-        Some(Self::of_shape(s))
+        Some(Self::of_shape(shape_of(function)?))
+    }
+
+    /// The plan's shape: its Bridge function's, with the hybrid fields the plan's model sets
+    /// over it (a recipe file's or `--set`'s `hybrid_layer_pattern`, `mamba_head_dim`, ...,
+    /// which Bridge's provider reads as the function's own).
+    pub fn of_plan_model(
+        function: &str,
+        provider: &serde_json::Map<String, Value>,
+    ) -> Option<Self> {
+        let mut s = shape_of(function)?.clone();
+        let text = |k: &str| provider.get(k).map(|v| v.as_str().map(str::to_string));
+        // Bridge's finalize: the deprecated name stands for the pattern when it is given
+        if let Some(Some(p)) =
+            text("hybrid_override_pattern").or_else(|| text("hybrid_layer_pattern"))
+        {
+            s.pattern = p;
+        }
+        if let Some(p) = text("mtp_hybrid_override_pattern") {
+            s.mtp_pattern = p.filter(|p| !p.is_empty());
+        }
+        for (k, field) in [
+            ("mamba_num_heads", &mut s.mamba_num_heads),
+            ("mamba_head_dim", &mut s.mamba_head_dim),
+            ("mamba_state_dim", &mut s.mamba_state_dim),
+            ("mamba_num_groups", &mut s.mamba_num_groups),
+            ("mamba_chunk_size", &mut s.mamba_chunk_size),
+        ] {
+            if let Some(n) = provider.get(k).and_then(Value::as_u64) {
+                *field = u32::try_from(n).unwrap_or(u32::MAX);
+            }
+        }
+        Some(Self::of_shape(&s))
     }
 
     pub fn of_shape(s: &Shape) -> Self {
@@ -218,7 +255,7 @@ pub fn of_plan(plan: &Plan) -> Option<Hybrid> {
 /// The plan's hybrid shape, or why it is not modelled.
 pub fn check(plan: &Plan) -> Result<Hybrid, String> {
     let f = plan.recipe.bridge_recipe.as_deref().unwrap_or("");
-    let h = Hybrid::of_function(f).ok_or_else(|| {
+    let h = Hybrid::of_plan_model(f, &plan.model.provider).ok_or_else(|| {
         format!("a hybrid Mamba-Transformer whose layer pattern the estimator does not hold (Bridge function `{f}`)")
     })?;
     if h.counts.gdn > 0.0 {

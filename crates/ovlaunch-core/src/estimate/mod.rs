@@ -391,6 +391,14 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
                 "the model's architecture comes from checkpoint {} (its provider class is chosen from the config when the trainer starts)",
                 c.checkpoint
             )
+        } else if let Some(config) = &c.config {
+            format!(
+                "the model's shape comes from checkpoint {}: its config.json ({config}) gives {} of its fields through Bridge's config mapping, but {} more ({}) are set by the checkpoint's provider class when the trainer starts",
+                c.checkpoint,
+                c.read.len(),
+                c.at_run_time.len(),
+                c.at_run_time.join(", ")
+            )
         } else {
             format!(
                 "the model's architecture and shape come from checkpoint {} at run time (its config.json is not at hand: give it with --hf-config PATH)",

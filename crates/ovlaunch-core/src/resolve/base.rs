@@ -274,21 +274,31 @@ fn mixed_precision(
         }
         (_, MixedPrecisionSpec::Name(n)) => out.push((mp.to_string(), Value::String(n.clone()))),
         // a name (resolved by Bridge itself) or nothing: the file's whole config, typed
-        _ => {
-            let default =
-                serde_json::to_value(MixedPrecisionConfig::default()).map_err(internal)?;
-            let mut fields = Vec::new();
-            fields_differing(mp, &default, &built(file)?, &mut fields);
-            let mut typed = Map::new();
-            typed.insert("_target_".into(), MIXED_PRECISION_CLASS.into());
-            for (k, v) in fields {
-                let field = k.strip_prefix("mixed_precision.").unwrap_or(&k).to_string();
-                typed.insert(field, v);
-            }
-            out.push((mp.to_string(), Value::Object(typed)));
-        }
+        _ => out.push((mp.to_string(), typed_precision(file)?)),
     }
     Ok(())
+}
+
+/// `spec` as the runner's one `mixed_precision` word: a name as itself, else Bridge's
+/// `MixedPrecisionConfig` in its typed form (`_target_` and every field that differs from the
+/// class's defaults), which replaces whatever the function holds there, a precision name
+/// included (a field-wise override of a name is refused by Hydra: "Could not override").
+pub fn typed_precision(spec: &MixedPrecisionSpec) -> Result<Value> {
+    if let MixedPrecisionSpec::Name(n) = spec {
+        return Ok(Value::String(n.clone()));
+    }
+    let mp = MixedPrecisionConfig::SECTION;
+    let default = serde_json::to_value(MixedPrecisionConfig::default()).map_err(internal)?;
+    let built = serde_json::to_value(precision::build(spec)?.1).map_err(internal)?;
+    let mut fields = Vec::new();
+    fields_differing(mp, &default, &built, &mut fields);
+    let mut typed = Map::new();
+    typed.insert("_target_".into(), MIXED_PRECISION_CLASS.into());
+    for (k, v) in fields {
+        let field = k.strip_prefix("mixed_precision.").unwrap_or(&k).to_string();
+        typed.insert(field, v);
+    }
+    Ok(Value::Object(typed))
 }
 
 fn internal(e: impl std::fmt::Display) -> Error {

@@ -514,11 +514,14 @@ pub fn layer_on(
         with_file.unwrap_or_else(|| before.clone())
     } else {
         build(&tree, ("--set", None), model_class, holder).map_err(|e| {
-            let mut flags: Vec<String> = sets.iter().map(|s| s.flag.clone()).collect();
+            let mut flags: Vec<String> = named_sets(sets, &e.message)
+                .map(|s| s.flag.clone())
+                .collect();
+            let of_sets = flags.len();
             for (ps, _) in plugin_sets.iter().zip(&applied).filter(|(_, a)| **a) {
                 flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
             }
-            let help = if flags.len() > sets.len() {
+            let help = if flags.len() > of_sets {
                 "check the values given with --set and by the plugins"
             } else {
                 "check the values given with --set"
@@ -534,6 +537,18 @@ pub fn layer_on(
         applied,
         file_overrides,
     })
+}
+
+/// The `--set`s an error about the layered config is about: those whose path, or whose field
+/// in backticks, its message names; all of them when it names none.
+fn named_sets<'s>(sets: &'s [SetOverride], message: &str) -> impl Iterator<Item = &'s SetOverride> {
+    let named = |s: &SetOverride| {
+        let path = s.path();
+        let last = path.rsplit('.').next().unwrap_or(&path);
+        message.contains(&format!("`{path}")) || message.contains(&format!("`{last}`"))
+    };
+    let any = sets.iter().any(named);
+    sets.iter().filter(move |s| !any || named(s))
 }
 
 /// The layered configuration.

@@ -184,10 +184,12 @@ fn pass_through_checks(
     variant: Option<&Variant>,
     bridge: &crate::config::bridge::Sections,
     file: Option<&base::OnBase<'_>>,
+    micro_batch: u32,
 ) -> Result<()> {
     let holder = recipe.holder(variant);
     validate::bridge_sections(bridge, holder)?;
     validate::fine_tuning(recipe.task.as_deref(), bridge)?;
+    validate::dataset_packing(bridge, holder, micro_batch)?;
     let on_file = |e: Error, key: &str| match file {
         Some(f) if f.lines.contains_key(key) => e.at(f.at(key)),
         _ => e,
@@ -257,6 +259,7 @@ fn resolve_picked(
         choice.variant,
         &l.cfg.bridge,
         picked.base.as_ref(),
+        l.cfg.train.micro_batch_size,
     )?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked

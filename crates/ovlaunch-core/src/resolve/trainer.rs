@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::PluginLayer;
 use super::layers::Layered;
 use super::overrides::SetOverride;
-use crate::catalog::recipe::{Recipe, Variant};
+use crate::catalog::recipe::{Recipe, RecipeKind, Variant};
 use crate::config::{self, bridge::Sections};
 use crate::error::{Error, Result};
 use crate::hydra;
@@ -264,6 +264,39 @@ fn typed_preset(v: Value) -> Value {
     Value::Object(out)
 }
 
+/// A library recipe function (`megatron.bridge.recipes`) may hold its precision as a name
+/// (`cfg.mixed_precision = "bf16_mixed"`, which `runtime_config_update` resolves), and Hydra
+/// refuses a field-wise override of a name ("Could not override 'mixed_precision.fp8'"). The
+/// shipped recipe states the resolved fields either way, so where a field of it changes, every
+/// `mixed_precision` word becomes one, the plan's whole precision (`resolve::base::
+/// typed_precision`), in the place of the first: it replaces a name or an object alike.
+fn whole_precision(
+    items: Vec<(String, Value)>,
+    spec: Option<&config::MixedPrecisionSpec>,
+) -> Vec<(String, Value)> {
+    let mp = config::MixedPrecisionConfig::SECTION;
+    let field_wise = |k: &str| k.strip_prefix(mp).is_some_and(|r| r.starts_with('.'));
+    let Some(whole) = spec
+        .filter(|_| items.iter().any(|(k, _)| field_wise(k)))
+        .and_then(|s| super::base::typed_precision(s).ok())
+    else {
+        return items;
+    };
+    let mut out = Vec::with_capacity(items.len());
+    let mut placed = false;
+    for (k, v) in items {
+        if k == mp || field_wise(&k) {
+            if !placed {
+                out.push((mp.to_string(), whole.clone()));
+                placed = true;
+            }
+            continue;
+        }
+        out.push((k, v));
+    }
+    out
+}
+
 /// A mapping value replaces what is there, as in the plan: Hydra would merge it into the
 /// mapping the recipe holds (and, in Bridge's struct mode, refuse its new keys: "Could not
 /// override"), so `KEY=null` goes first and the mapping is then set on an empty node.
@@ -348,6 +381,9 @@ pub fn call(
         if !config::bridge::is_section(&s.section) && s.section != ENV_VARS {
             overrides.push((s.path(), s.value.clone()));
         }
+    }
+    if recipe.kind == RecipeKind::Library {
+        overrides = whole_precision(overrides, layered.cfg.mixed_precision.as_ref());
     }
     let mut overrides = overrides
         .into_iter()

@@ -81,6 +81,7 @@ fn model_post_init(model: &ModelConfig, stack: &Stack) -> Result<()> {
             )));
         }
     }
+    low_precision_params(model)?;
     if model.delay_wgrad_compute == Some(true) && !model.overlap_moe_expert_parallel_comm {
         return Err(Error::config(
             "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute",
@@ -95,6 +96,44 @@ fn model_post_init(model: &ModelConfig, stack: &Stack) -> Result<()> {
         crate::overlap::checks::expert_overlap(model, stack)?;
     }
 
+    Ok(())
+}
+
+/// Megatron-Core's `TransformerConfig.__post_init__`: FP8 (FP4) parameters need the FP8 (FP4)
+/// mode. Bridge's `MixedPrecisionConfig` writes `fp8_param` with `fp8_param_gather` (its pair
+/// sync) and copies both onto the model in `setup`, so a `fp8_param_gather` on a BF16 precision
+/// fails here, in every rank's model build.
+fn low_precision_params(model: &ModelConfig) -> Result<()> {
+    let on = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    for (param, mode, given, gather) in [
+        (
+            "fp8_param",
+            "fp8",
+            model.fp8_param == Some(true) && !on(&model.fp8),
+            MIXED_PRECISION.fp8_param_gather,
+        ),
+        (
+            "fp4_param",
+            "fp4",
+            model.fp4_param == Some(true) && !on(&model.fp4),
+            MIXED_PRECISION.fp4_param_gather,
+        ),
+    ] {
+        if given {
+            return Err(Error::config(format!(
+                "{param} must be used together with {mode} mode."
+            ))
+            .at_fields(gather)
+            .help(format!(
+                "name a precision with {mode} (e.g. --set mixed_precision={}), or set {gather}=false",
+                if mode == "fp8" {
+                    "bf16_with_fp8_current_scaling_mixed"
+                } else {
+                    "bf16_with_nvfp4_mixed"
+                }
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -474,6 +513,71 @@ pub fn needed_values(
                     .collect::<String>()
             )));
         }
+    }
+    Ok(())
+}
+
+/// `ConfigContainer.validate`'s sequence-packing rules (`megatron/bridge/training/config.py`):
+/// offline packing (a packed dataset, `dataset.enable_offline_packing` with its
+/// `offline_packing_specs`) and in-batch packing (`dataset.enable_in_batch_packing`, which Bridge's
+/// vision-language fine-tuning functions turn on) exclude each other; a packed dataset trains
+/// with micro batch 1 and in-batch packing needs at least 2 sequences per micro batch. Each
+/// field is read as set, else as the recipe's function holds it (`resolve::known`); a rule whose
+/// inputs are not known that way is left to Bridge.
+pub fn dataset_packing(
+    sections: &crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    micro_batch: u32,
+) -> Result<()> {
+    const IN_BATCH: &str = "dataset.enable_in_batch_packing";
+    const OFFLINE: &str = "dataset.enable_offline_packing";
+    const SPECS: &str = "dataset.offline_packing_specs";
+    let mbs = crate::config::TRAIN.micro_batch_size;
+    let k = Known::new(sections, holder);
+    let (in_batch, offline) = (k.truthy(IN_BATCH), k.truthy(OFFLINE));
+    if in_batch == Some(true) && offline == Some(true) {
+        return Err(Error::config(
+            "enable_offline_packing and enable_in_batch_packing are mutually exclusive.",
+        )
+        .at_fields([IN_BATCH, OFFLINE])
+        .help(format!(
+            "turn one off: --set {IN_BATCH}=false or --set {OFFLINE}=false"
+        )));
+    }
+    match (offline, k.is_set(SPECS)) {
+        (Some(true), Some(false)) => {
+            return Err(Error::config(
+                "offline_packing_specs must be set when enable_offline_packing=True.",
+            )
+            .at_fields([OFFLINE, SPECS])
+            .help(format!(
+                "give {SPECS} (its packed_sequence_size), or --set {OFFLINE}=false"
+            )));
+        }
+        (Some(false), Some(true)) => {
+            return Err(Error::config(
+                "enable_offline_packing must be True when offline_packing_specs is set.",
+            )
+            .at_fields([OFFLINE, SPECS])
+            .help(format!("--set {OFFLINE}=true, or --set {SPECS}=null")));
+        }
+        _ => {}
+    }
+    if offline == Some(true) && micro_batch > 1 {
+        return Err(Error::config(format!(
+            "Micro batch size should be 1 when training with packed sequence, but your micro batch size is {micro_batch}."
+        ))
+        .at_fields([mbs, OFFLINE])
+        .help(format!(
+            "--set {mbs}=1 (the packed sequence carries the micro batch's sequences: raise offline_packing_specs.packed_sequence_size instead), or --set {OFFLINE}=false"
+        )));
+    }
+    if in_batch == Some(true) && micro_batch == 1 {
+        return Err(Error::config(
+            "micro_batch_size should be greater than 1 when using enable_in_batch_packing=True. In-batch packing concatenates multiple sequences within a microbatch, so at least 2 sequences are required per micro-batch.",
+        )
+        .at_fields([mbs, IN_BATCH])
+        .help(format!("--set {mbs}=2 (or more), or --set {IN_BATCH}=false")));
     }
     Ok(())
 }

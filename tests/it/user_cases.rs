@@ -1,0 +1,356 @@
+//! What users bring, run as they would run it: a recipe file of their own on a library
+//! function, `--set` on a precision field, a fine-tuning layout, a hybrid model's own layer
+//! pattern, a checkpoint config from the Hugging Face cache, `ovlaunch recipes` filters. Each
+//! case holds ovlaunch to what Bridge does with the same input: with the real Megatron-Bridge
+//! 0.6.2 in `OVLAUNCH_BRIDGE_PYTHON`, the trainer line is built by Bridge's own code and
+//! compared with the plan (`bridge_proof::diff_case`), or Bridge's own refusal is the one
+//! ovlaunch gives at plan time.
+
+use serde_json::{Value, json};
+
+use crate::bridge_proof::{bridge_python, diff_case, job_dir, probe, trainer_argv};
+use crate::common::*;
+
+/// A recipe file in a fresh directory.
+fn file_in(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// Each case's plan against the `ConfigContainer` Bridge's runner builds from its rendered
+/// trainer line: no difference, no refusal.
+fn bridge_builds_as_planned(cases: &[(&str, Vec<String>, u32)]) {
+    let mut inputs = Vec::new();
+    let mut plans = Vec::new();
+    for (id, args, world) in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let plan = plan_json(&a);
+        let dir = job_dir(id);
+        let mut dry = a.clone();
+        dry.extend(["--job-dir", &dir, "--dry-run"]);
+        let argv = trainer_argv(&ok(&dry));
+        let env: serde_json::Map<String, Value> = plan["env"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), json!(v["value"].as_str().unwrap_or(""))))
+            .collect();
+        inputs
+            .push(json!({"id": id, "argv": argv, "world_size": world, "gpu": "h100", "env": env}));
+        plans.push((id.to_string(), plan));
+    }
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    let bridge = probe(&python, &Value::Array(inputs));
+    let mut report = Vec::new();
+    for (id, plan) in &plans {
+        let b = &bridge[id];
+        if b["ok"].as_bool() != Some(true) {
+            report.push(format!("{id}: Bridge refuses: {}", b["error"]));
+            continue;
+        }
+        for line in diff_case(plan, &b["config"], &b["classes"], &b["env"]) {
+            report.push(format!("{id}: {line}"));
+        }
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// Bridge's library functions hold their precision as a name (`cfg.mixed_precision =
+/// "bf16_mixed"`), which Hydra cannot override field by field: a precision field changed by
+/// `--set` or a recipe file, or a precision named in a file, reaches the trainer as one whole
+/// `mixed_precision` word, and Bridge builds exactly the plan.
+#[test]
+fn precision_edits_on_a_library_function_reach_bridge() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let named = file_in(
+        dir.path(),
+        "hybrid_fp8.yaml",
+        "bridge_recipe: nemotronh_8b_pretrain_config\n\
+         model: {num_layers: 12, hybrid_layer_pattern: \"M-M*M-M-M*M-\", pipeline_model_parallel_size: 2}\n\
+         train: {global_batch_size: 32}\n\
+         mixed_precision: bf16_with_fp8_current_scaling_mixed\n",
+    );
+    let fields = file_in(
+        dir.path(),
+        "qwen_fields.yaml",
+        "bridge_recipe: qwen3_8b_pretrain_config\n\
+         mixed_precision: {grad_reduce_in_fp32: true}\n",
+    );
+    insta::assert_snapshot!(transcript(
+        &[
+            "overrides",
+            "-r",
+            "nemotronh_8b_pretrain_config",
+            "-g",
+            "h100x8",
+            "--set",
+            "mixed_precision.grad_reduce_in_fp32=false",
+        ],
+        &[]
+    ));
+    insta::assert_snapshot!(transcript(
+        &["overrides", "-r", &fields, "-g", "h100x8"],
+        &[(&d, "DIR")]
+    ));
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    bridge_builds_as_planned(&[
+        (
+            "library-set-precision-field",
+            s(&[
+                "-r",
+                "nemotronh_8b_pretrain_config",
+                "-g",
+                "h100x8",
+                "--set",
+                "mixed_precision.grad_reduce_in_fp32=false",
+            ]),
+            8,
+        ),
+        (
+            "library-file-names-precision",
+            s(&["-r", &named, "-g", "h100x8"]),
+            8,
+        ),
+        (
+            "library-file-precision-fields",
+            s(&["-r", &fields, "-g", "h100x8"]),
+            8,
+        ),
+    ]);
+}
+
+/// FP8 parameters without an FP8 precision: Megatron-Core refuses them when every rank builds
+/// its model (`TransformerConfig.__post_init__`); ovlaunch refuses at plan time, naming the
+/// field and the fix, and writes nothing.
+#[test]
+fn fp8_parameters_without_fp8_are_refused_at_plan_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let jd = dir.path().join("job").display().to_string();
+    insta::assert_snapshot!(transcript(
+        &[
+            "render",
+            "-r",
+            "llama3_8b_pretrain_8gpu_h100_bf16_config",
+            "-g",
+            "h100x8",
+            "--set",
+            "mixed_precision.fp8_param_gather=true",
+            "--job-dir",
+            &jd,
+        ],
+        &[(&jd, "JOB")]
+    ));
+    assert!(!std::path::Path::new(&jd).exists());
+}
+
+/// In-batch packing (Bridge's vision-language fine-tuning functions turn it on) needs two
+/// sequences per micro batch: a micro batch of 1 is refused at plan time with Bridge's words,
+/// and `tune` proposes no such layout; the best layout it proposes is one Bridge builds.
+#[test]
+fn in_batch_packing_needs_two_sequences_per_micro_batch() {
+    let args = [
+        "plan",
+        "-r",
+        "qwen3_vl_8b_peft_config",
+        "-g",
+        "h100x8",
+        "--set",
+        "checkpoint.pretrained_checkpoint=/ckpt/qwen3-vl-8b",
+        "--set",
+        "train.micro_batch_size=1",
+    ];
+    insta::assert_snapshot!(transcript(&args, &[]));
+    let tuned: Value = serde_json::from_str(&ok(&[
+        "tune",
+        "-r",
+        "qwen3_vl_8b_peft_config",
+        "-g",
+        "h100x16",
+        "--set",
+        "checkpoint.pretrained_checkpoint=/ckpt/qwen3-vl-8b",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let layouts = tuned["candidates"].as_array().expect("tune's candidates");
+    assert!(!layouts.is_empty(), "{tuned}");
+    for l in layouts {
+        assert!(
+            l["layout"]["micro_batch_size"].as_u64() > Some(1),
+            "tune proposes a micro batch of 1 with in-batch packing: {l}"
+        );
+    }
+    // the best layout's launch, with a checkpoint that exists (Bridge asserts it does)
+    let ckpt = tempfile::tempdir().unwrap();
+    let c = ckpt.path().display().to_string();
+    let command = layouts[0]["command"].as_str().unwrap().to_string();
+    let mut words: Vec<String> = command
+        .split_whitespace()
+        .skip(1)
+        .map(|w| w.replace("/ckpt/qwen3-vl-8b", &c))
+        .collect();
+    words.retain(|w| !w.is_empty());
+    bridge_builds_as_planned(&[("tuned-in-batch-packing", words, 16)]);
+}
+
+/// A hybrid model's own layer pattern and Mamba sizes (a recipe file or `--set`) are the ones
+/// `estimate` models, and a pipeline split that does not divide that pattern's stage segments
+/// is refused (the function's own pattern has none).
+#[test]
+fn a_hybrid_files_own_pattern_is_what_estimate_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let file = file_in(
+        dir.path(),
+        "small_hybrid.yaml",
+        "bridge_recipe: nemotronh_8b_pretrain_config\n\
+         model: {num_layers: 12, hybrid_layer_pattern: \"M-M*M-M-M*M-\", mamba_head_dim: 32}\n\
+         train: {global_batch_size: 32}\n",
+    );
+    let e: Value = serde_json::from_str(&ok(&[
+        "estimate", "-r", &file, "-g", "h100x8", "-o", "json",
+    ]))
+    .unwrap();
+    assert!(
+        e.get("modelled").is_none() && e["tokens_per_sec_per_gpu"].is_number(),
+        "{e}"
+    );
+    // half the heads' width: a faster step than at the function's own 64 (the reported model
+    // TFLOP/s follow Bridge's hybrid FLOP counter, which does not read the head size)
+    let own: Value = serde_json::from_str(&ok(&[
+        "estimate",
+        "-r",
+        &file,
+        "-g",
+        "h100x8",
+        "--set",
+        "model.mamba_head_dim=64",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let rate = |v: &Value| v["tokens_per_sec_per_gpu"].as_f64().unwrap();
+    assert!(rate(&e) > rate(&own), "{e}\n{own}");
+    insta::assert_snapshot!(transcript(
+        &[
+            "estimate",
+            "-r",
+            &file,
+            "-g",
+            "h100x8",
+            "--set",
+            "model.hybrid_layer_pattern=M-M*M-|M-M*M-",
+            "--set",
+            "model.pipeline_model_parallel_size=4",
+            "--set",
+            "model.tensor_model_parallel_size=2",
+        ],
+        &[(&d, "DIR")]
+    ));
+}
+
+/// A checkpoint config found in the Hugging Face cache (`HF_HOME/hub/models--ORG--NAME/
+/// snapshots/REV/config.json`) fills the fields Bridge's config mapping gives; where the
+/// checkpoint's provider class still sets others at run time, `estimate` says that, not that
+/// the config is missing.
+#[test]
+fn a_checkpoint_config_in_the_hf_cache_is_read_and_estimate_says_what_is_left() {
+    let home = tempfile::tempdir().unwrap();
+    let snap = home
+        .path()
+        .join("hub/models--google--gemma-2-27b/snapshots/0123abcd");
+    std::fs::create_dir_all(&snap).unwrap();
+    // the hub's own layout: `refs/main` names the snapshot the `main` branch is at
+    let refs = home.path().join("hub/models--google--gemma-2-27b/refs");
+    std::fs::create_dir_all(&refs).unwrap();
+    std::fs::write(refs.join("main"), "0123abcd").unwrap();
+    std::fs::write(
+        snap.join("config.json"),
+        r#"{"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 128,
+            "hidden_size": 4608, "intermediate_size": 36864, "num_attention_heads": 32,
+            "num_hidden_layers": 46, "num_key_value_heads": 16, "vocab_size": 256000,
+            "max_position_embeddings": 8192, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+            "sliding_window": 4096, "attention_bias": false, "hidden_activation": "gelu_pytorch_tanh",
+            "query_pre_attn_scalar": 144, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}"#,
+    )
+    .unwrap();
+    let h = home.path().display().to_string();
+    let in_cache = |args: &[&str]| {
+        let mut c = command();
+        c.env_remove("HF_HUB_CACHE").env("HF_HOME", &h).args(args);
+        c.output().unwrap()
+    };
+    let args = [
+        "estimate",
+        "-r",
+        "gemma2_27b_pretrain_config",
+        "-g",
+        "h100x16",
+    ];
+    let o = in_cache(&args);
+    let plan: Value = serde_json::from_slice(
+        &in_cache(&[
+            "plan",
+            "-r",
+            "gemma2_27b_pretrain_config",
+            "-g",
+            "h100x16",
+            "-o",
+            "json",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(plan["model"]["num_layers"], json!(46), "{}", plan["model"]);
+    insta::assert_snapshot!(transcript_of(&args, &o, &[(&h, "HF_HOME")]));
+}
+
+/// `ovlaunch recipes` filters: a family, task or GPU kind the catalogue lacks is an error
+/// naming the flag and the closest names (never an empty list and exit 0), and `--gpu` keeps
+/// the library recipes, which run on any GPU kind.
+#[test]
+fn recipes_filters_name_what_exists() {
+    insta::assert_snapshot!(transcript(&["recipes", "--family", "qwn"], &[]));
+    insta::assert_snapshot!(transcript(&["recipes", "--task", "train"], &[]));
+    insta::assert_snapshot!(transcript(&["recipes", "--gpu", "v100"], &[]));
+    let listed = |args: &[&str]| -> Vec<String> {
+        let mut a = vec!["recipes"];
+        a.extend(args);
+        a.extend(["-o", "json"]);
+        let v: Value = serde_json::from_str(&ok(&a)).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let any_gpu = listed(&["--family", "qwen_vl", "--task", "sft"]);
+    assert!(!any_gpu.is_empty());
+    assert_eq!(
+        listed(&["--family", "QWEN_VL", "--task", "SFT", "--gpu", "b200"]),
+        any_gpu
+    );
+}
+
+/// A `--set` the config refuses is named alone in the error, not with every other `--set`.
+#[test]
+fn a_refused_set_is_named_alone() {
+    insta::assert_snapshot!(transcript(
+        &[
+            "overrides",
+            "-r",
+            "llama3_8b_peft_config",
+            "-g",
+            "h100x8",
+            "--set",
+            "checkpoint.pretrained_checkpoint=/ckpt/llama3-8b",
+            "--set",
+            "peft=dora",
+        ],
+        &[]
+    ));
+}
