@@ -75,7 +75,23 @@ SECTIONS = {
     "logger": C.LoggerConfig,
     "profiling": C.ProfilingConfig,
     "ft": C.FaultToleranceConfig,
+    # the sections every ConfigContainer holds by default (a recipe function may change their
+    # values), then the optional ones the recipes leave None (`OPTIONAL`), as `ft`
+    "validation": C.ValidationConfig,
+    "rng": C.RNGConfig,
+    "rerun_state_machine": C.RerunStateMachineConfig,
+    "dist": C.DistributedInitConfig,
+    "straggler": C.StragglerDetectionConfig,
+    "nvrx_straggler": C.NVRxStragglerDetectionConfig,
+    "tensor_inspect": C.TensorInspectConfig,
+    "inprocess_restart": C.InProcessRestartConfig,
 }
+# The sections Bridge's recipes leave None (checked for every shipped function): a `--set`
+# of one of their fields makes Bridge build the class with its defaults and that field.
+OPTIONAL = ("ft", "straggler", "nvrx_straggler", "tensor_inspect", "inprocess_restart")
+# ConfigContainer's fields that are neither ovlaunch's typed sections nor pass-through ones:
+# `optimizer_config_override_provider` has no field a user can set (checked in `main`).
+NOT_SECTIONS = ("optimizer_config_override_provider",)
 
 # Fields the user does not set: Megatron-Core's internal copy of the sequence length (Bridge's
 # `seq_length` is the one it reads and writes back, `GPTDatasetConfig.to_cfg_dict`), and the
@@ -288,7 +304,7 @@ _OWN: dict[str, dict[tuple[str, str], dict[str, str]]] = {}
 
 def default_classes(task: str) -> dict[str, str]:
     """The classes a function of `task` holds unless the table says otherwise (`Holder`)."""
-    out = {s: class_path(c) for s, c in SECTIONS.items() if s != "ft"}
+    out = {s: class_path(c) for s, c in SECTIONS.items() if s not in OPTIONAL}
     for _, section, path, tasks in FINE_TUNING:
         if task in tasks:
             out[section] = path
@@ -303,8 +319,9 @@ def fine_tuning_facts() -> tuple[list[str], dict[tuple[str, str], dict[str, str]
     for _, task, fn, sections, _, _ in held():
         if task == "sft" and "peft" in sections:
             problems.append(f"{fn}: an SFT function holds peft")
-        if "ft" in sections:
-            problems.append(f"{fn}: sets ft (ovlaunch assumes Bridge's recipes leave it None)")
+        for s in OPTIONAL:
+            if s in sections:
+                problems.append(f"{fn}: sets {s} (ovlaunch assumes Bridge's recipes leave it None)")
     common: dict[tuple[str, str], dict[str, str]] = {}
     for key, fields in _VALUES.items():
         common[key] = {n: next(iter(v)) for n, v in fields.items() if len(v) == 1 and os.getcwd() not in next(iter(v))}
@@ -356,11 +373,32 @@ def check_recipe_classes() -> list[str]:
     for fn, cfg in shipped_configs():
         for section, cls in SECTIONS.items():
             v = getattr(cfg, section)
-            if section == "ft":
+            if section in OPTIONAL:
                 if v is not None:
-                    problems.append(f"{fn}: sets ft (ovlaunch assumes Bridge's recipes leave it None)")
+                    problems.append(f"{fn}: sets {section} (ovlaunch assumes Bridge's recipes leave it None)")
             elif type(v) is not cls:
                 problems.append(f"{fn}: {section} is a {type(v).__name__}, not a {cls.__name__}")
+    return problems
+
+
+# ovlaunch's own typed sections (`config::TYPED`), which it resolves itself
+TYPED = ("env_vars", "train", "model", "optimizer", "ddp", "comm_overlap", "mixed_precision")
+
+
+def check_container_sections() -> list[str]:
+    """Every field of Bridge's ConfigContainer is a typed section, a pass-through one or `peft`,
+    or one with no field a user can set (`NOT_SECTIONS`): no section of the trainer's config
+    is refused as unknown."""
+    problems = []
+    for f in dataclasses.fields(C.ConfigContainer):
+        if not f.init or f.name.startswith("_") or f.name in TYPED or f.name in SECTIONS or f.name == "peft":
+            continue
+        if f.name in NOT_SECTIONS:
+            cls = typing.get_type_hints(C.ConfigContainer)[f.name]
+            if any(g.init and not g.name.startswith("_") for g in dataclasses.fields(cls)):
+                problems.append(f"ConfigContainer.{f.name}: {cls.__name__} has fields a user can set; add it to SECTIONS")
+            continue
+        problems.append(f"ConfigContainer.{f.name}: not a section ovlaunch knows; add it to SECTIONS")
     return problems
 
 
@@ -412,6 +450,9 @@ def generate() -> str:
     lines.append("")
     lines.append("/// All of them, in `ConfigContainer` order of ovlaunch's plan.")
     lines.append("pub const SECTIONS: &[SectionDef] = &[" + ", ".join(s.upper() for s in SECTIONS) + "];")
+    lines.append("/// The sections Bridge's recipes leave None: a field set there reaches the trainer as the")
+    lines.append("/// whole section, typed (`{_target_: class, field: value}`), as Hydra cannot set a field under None.")
+    lines.append("pub const OPTIONAL: &[&str] = &[" + ", ".join(f'"{s}"' for s in OPTIONAL) + "];")
     lines.append("")
     lines.append("/// The classes a fine-tuning function the catalogue does not name holds, by task: (task, section).")
     pairs = [(t, c) for c, _, _, tasks in FINE_TUNING for t in tasks]
@@ -820,7 +861,7 @@ def main() -> int:
     ap.add_argument("--providers", required=True)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    problems = check_recipe_classes() + fine_tuning_facts()[0]
+    problems = check_container_sections() + check_recipe_classes() + fine_tuning_facts()[0]
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 1

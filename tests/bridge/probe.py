@@ -325,7 +325,8 @@ def plain(v, depth=0):
 
 
 SECTIONS = ("model", "train", "ddp", "optimizer", "comm_overlap", "mixed_precision", "scheduler", "dataset",
-            "tokenizer", "checkpoint", "logger", "profiling", "ft", "peft", "validation", "dist", "rng")
+            "tokenizer", "checkpoint", "logger", "profiling", "ft", "peft", "validation", "dist", "rng",
+            "rerun_state_machine", "straggler", "nvrx_straggler", "tensor_inspect", "inprocess_restart")
 
 
 class HubConfig:

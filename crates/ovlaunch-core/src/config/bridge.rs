@@ -1,5 +1,8 @@
 //! Megatron-Bridge's pass-through sections: `scheduler`, `dataset`, `tokenizer`, `checkpoint`,
-//! `logger`, `profiling` and `ft`. ovlaunch resolves nothing in them (Bridge's recipe function
+//! `logger`, `profiling`, `validation`, `rng`, `rerun_state_machine`, `dist`, and the ones
+//! Bridge's recipes leave None (`OPTIONAL`: `ft`, `straggler`, `nvrx_straggler`,
+//! `tensor_inspect`, `inprocess_restart`): every section of Bridge's `ConfigContainer` that
+//! ovlaunch does not resolve itself. ovlaunch resolves nothing in them (Bridge's recipe function
 //! holds their values); a recipe file, a plugin or `--set` may set fields, which then reach the
 //! trainer as overrides (`resolve::trainer`). The field names and types are Bridge's own config
 //! classes' (`bridge_fields`, generated from the pinned package by `tests/bridge/gen_sections.py`).
@@ -17,8 +20,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use super::bridge_fields::{
-    HELD_BY, HF_DATASET_PRESETS, HF_SCHEMA_ADAPTERS, HOLDS, NESTED, PEFT_SCHEMES, SECTIONS,
-    TASK_SECTIONS, paths,
+    HELD_BY, HF_DATASET_PRESETS, HF_SCHEMA_ADAPTERS, HOLDS, NESTED, OPTIONAL, PEFT_SCHEMES,
+    SECTIONS, TASK_SECTIONS, paths,
 };
 pub use super::bridge_schema::{Field, HfPreset, Holds, SectionDef, Ty};
 use super::secret_fields;

@@ -261,6 +261,7 @@ fn resolve_picked(
         picked.base.as_ref(),
         l.cfg.train.micro_batch_size,
     )?;
+    validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train)?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base

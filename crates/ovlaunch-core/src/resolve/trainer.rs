@@ -60,9 +60,9 @@ pub fn check_version(recipe: &Recipe, variant: Option<&Variant>, stack: &Stack) 
 
 /// The words for Bridge's pass-through sections: every value in them was set by a recipe file,
 /// a plugin or `--set` (Bridge's own recipe values are never in them), so each is passed.
-/// A section Bridge's recipe leaves `None` (`ft`: every shipped recipe does, which
-/// `tests/bridge/gen_sections.py` checks) cannot take `ft.FIELD=...` (Hydra: "Could not
-/// override") and `+ft.FIELD=...` would leave a plain dict where Bridge reads attributes: it
+/// A section Bridge's recipe leaves `None` (`bridge::OPTIONAL`: `ft`, `straggler`, ...; every
+/// shipped recipe does, which `tests/bridge/gen_sections.py` checks) cannot take `ft.FIELD=...`
+/// (Hydra: "Could not override") and `+ft.FIELD=...` would leave a plain dict where Bridge reads attributes: it
 /// gets its typed form, `ft={_target_:CLASS,FIELD:VALUE,...}`, which Bridge's override code
 /// (`omegaconf_utils._apply_overrides`) instantiates.
 ///
@@ -95,11 +95,11 @@ pub fn bridge_words(bridge: &Sections, holder: config::bridge::Holder<'_>) -> Ve
             }
             continue;
         }
-        if def.name == "ft" {
+        if config::bridge::OPTIONAL.contains(&def.name) {
             let mut m = serde_json::Map::new();
             m.insert("_target_".into(), Value::String(def.class.to_string()));
             m.extend(fields.clone());
-            out.push(("ft".to_string(), Value::Object(m)));
+            out.push((def.name.to_string(), Value::Object(m)));
             continue;
         }
         out.extend(section_words(def, fields, holder));

@@ -582,6 +582,36 @@ pub fn dataset_packing(
     Ok(())
 }
 
+/// `ConfigContainer.validate` (`megatron/bridge/training/config.py`): for every field of
+/// `ValidationConfig`, a value the deprecated `TrainingConfig` field of the same name holds (not
+/// None) is copied over `validation`'s. A `validation.eval_iters` or `validation.eval_interval`
+/// set where the plan's `train` field holds another value would not reach the trainer (Bridge's
+/// performance recipes hold `train.eval_iters = 0`), so it is refused with the field that does.
+pub fn deprecated_train_fields(
+    sections: &crate::config::bridge::Sections,
+    train: &crate::config::TrainConfig,
+) -> Result<()> {
+    let t = crate::config::TRAIN;
+    for (field, plan, train_path) in [
+        ("eval_iters", train.eval_iters, t.eval_iters),
+        ("eval_interval", train.eval_interval, t.eval_interval),
+    ] {
+        let path = format!("validation.{field}");
+        let (Some(set), Some(held)) = (sections.get(&path), plan) else {
+            continue;
+        };
+        if set.as_u64() == Some(held) {
+            continue;
+        }
+        return Err(Error::config(format!(
+            "`{path}` = {set} would not reach the trainer: Bridge's ConfigContainer.validate copies the deprecated `{train_path}` (which this job holds as {held}) over `{path}`"
+        ))
+        .at_fields([path.as_str(), train_path])
+        .help(format!("set the field Bridge reads last: --set {train_path}={set}")));
+    }
+    Ok(())
+}
+
 /// Bridge's own checks of its pass-through sections, with Bridge's messages: the `finalize()` of
 /// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`
 /// (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
