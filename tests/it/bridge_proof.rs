@@ -1501,6 +1501,18 @@ fn user_cases() -> Vec<Case> {
     let mut out = vec![
         c("user-dense", "h100", 8, "dense", &[]),
         c(
+            "user-container-sections",
+            "h100",
+            8,
+            "container-sections",
+            &[
+                "--set",
+                "rng.seed=99",
+                "--set",
+                "tensor_inspect.init_training_step=3",
+            ],
+        ),
+        c(
             "user-dense-set",
             "h100",
             8,

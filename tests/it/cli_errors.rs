@@ -277,6 +277,15 @@ fn recipe_file_unknown_key_has_file_and_line() {
     ));
 }
 
+/// ConfigContainer's sections beyond the recipe's own (`validation`, `rng`, `dist`, ...) are
+/// typed in a recipe file as with `--set`: a misspelled key names its line and the close names.
+#[test]
+fn recipe_file_unknown_key_in_a_container_section_has_file_and_line() {
+    insta::assert_snapshot!(plan_of_recipe(
+        "name: mine\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nrng:\n  seed: 3\ndist:\n  distributed_timeout_minute: 20\n"
+    ));
+}
+
 #[test]
 fn recipe_file_unknown_key_in_a_layout_table_has_file_and_line() {
     insta::assert_snapshot!(plan_of_recipe(
@@ -516,6 +525,18 @@ fn input_error_cases() -> Vec<(&'static str, Vec<&'static str>)> {
         (
             "set_unknown_bridge_field",
             plan_args(&["--set", "dataset.seq_lenght=1"]),
+        ),
+        (
+            "set_unknown_container_section_field",
+            plan_args(&["--set", "validation.eval_intervl=50"]),
+        ),
+        (
+            "set_unknown_optional_section_field",
+            plan_args(&["--set", "straggler.log_stragler=true"]),
+        ),
+        (
+            "set_validation_lost_to_the_train_field",
+            plan_args(&["--set", "validation.eval_iters=4"]),
         ),
         (
             "set_unknown_bridge_field_no_match",

@@ -42,7 +42,21 @@ macro_rules! de_fns {
     };
 }
 de_fns!(
-    scheduler, dataset, tokenizer, checkpoint, logger, profiling, ft
+    scheduler,
+    dataset,
+    tokenizer,
+    checkpoint,
+    logger,
+    profiling,
+    ft,
+    validation,
+    rng,
+    rerun_state_machine,
+    dist,
+    straggler,
+    nvrx_straggler,
+    tensor_inspect,
+    inprocess_restart
 );
 
 /// A recipe file's `peft` section: a scheme name or fields of some PEFT class (typed against

@@ -1,7 +1,8 @@
 //! A recipe file: launcher metadata plus a partial Megatron-Bridge `ConfigContainer`
 //! (`model`, `train`, `ddp`, `optimizer`, `comm_overlap`, `mixed_precision`, `env_vars`, and
 //! Bridge's pass-through sections `scheduler`, `dataset`, `tokenizer`, `checkpoint`, `logger`,
-//! `profiling`, `ft`: `config::bridge`) and per-GPU, per-precision `variants` that override it.
+//! `profiling`, `ft`, `validation`, `rng`, `rerun_state_machine`, `dist`, `straggler`,
+//! `nvrx_straggler`, `tensor_inspect`, `inprocess_restart`: `config::bridge`) and per-GPU, per-precision `variants` that override it.
 //!
 //! `env_vars` state only what Bridge's env rules (`resolve::env_rules`) do not derive: a value,
 //! `null` (unset), or `{inherit: true}` (neither set nor removed); see `config::EnvScalar` and
@@ -67,6 +68,22 @@ macro_rules! with_sections {
             profiling: Option<Map<String, Value>>,
             #[serde(default, deserialize_with = "super::bridge_de::de::ft")]
             ft: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "super::bridge_de::de::validation")]
+            validation: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "super::bridge_de::de::rng")]
+            rng: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "super::bridge_de::de::rerun_state_machine")]
+            rerun_state_machine: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "super::bridge_de::de::dist")]
+            dist: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "super::bridge_de::de::straggler")]
+            straggler: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "super::bridge_de::de::nvrx_straggler")]
+            nvrx_straggler: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "super::bridge_de::de::tensor_inspect")]
+            tensor_inspect: Option<Map<String, Value>>,
+            #[serde(default, deserialize_with = "super::bridge_de::de::inprocess_restart")]
+            inprocess_restart: Option<Map<String, Value>>,
             #[serde(default, deserialize_with = "super::bridge_de::de_peft")]
             peft: Option<Value>,
         }
