@@ -295,9 +295,11 @@ pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Section
 
 /// The values Bridge's recipe function leaves empty and refuses to build the job without
 /// (`catalog::recipe::Requires`, learnt from Bridge's own refusal by the generator: a dataset
-/// cache path for a recipe that loads the dataset cache fast, an Energon dataset's path),
-/// checked at plan time: each must be set (recipe file, plugin or `--set`) to a value that is
-/// not null and, for a text, not blank. The message is Bridge's own error, then the function
+/// cache path for a recipe that loads the dataset cache fast, an Energon dataset's path, the
+/// data files of a Hugging Face JSON dataset's sources, a key inside the free-form
+/// `load_kwargs` mapping), checked at plan time: each must be set (recipe file, plugin or
+/// `--set`, at its path or inside a mapping set above it) to a value that is not null and, for
+/// a text, not blank. The message is Bridge's own error, then the function
 /// and the field, and the fix.
 pub fn user_values(
     function: Option<&str>,
@@ -305,7 +307,7 @@ pub fn user_values(
     sections: &crate::config::bridge::Sections,
 ) -> Result<()> {
     for (field, bridge) in requires {
-        let given = match sections.get(field) {
+        let given = match sections.find(field) {
             None | Some(serde_json::Value::Null) => false,
             Some(serde_json::Value::String(s)) => !s.trim().is_empty(),
             Some(_) => true,
