@@ -399,15 +399,36 @@ def rules_env(ovlaunch: str, doc: dict, variants: list[dict]) -> list[dict | Non
                 argv += ["--variant", v["variant"]]
             if doc.get("task") == "peft":  # Bridge requires it (see the plan's check)
                 argv += ["--set", f"checkpoint.pretrained_checkpoint={PRETRAINED}"]
-            for f in v.get("requires", {}):  # the values the user brings (see `user_values`)
-                argv += ["--set", f"{f}={USER_VALUE}"]
-            r = subprocess.run(argv, capture_output=True, text=True)
+            # the values the user brings (see `user_values`), as `--set` reaches them: the field,
+            # or a free-form mapping above it given whole (`set_words`)
+            for words in set_words(list(v.get("requires", {})), USER_VALUE):
+                r = subprocess.run(argv + words, capture_output=True, text=True)
+                if r.returncode == 0:
+                    break
             if r.returncode != 0:
                 out.append(None)
                 continue
             env = json.loads(r.stdout)["env"]
             out.append({k: e["value"] for k, e in env.items() if e["source"] == "derived"})
     return out
+
+
+def set_words(fields: list[str], value: str) -> list[list[str]]:
+    """The ways `--set` may give `fields` the text `value`, tried in turn: each field itself,
+    then, for a field inside a free-form mapping (whose keys ovlaunch's `--set` does not reach one
+    by one), the mapping `depth` keys above the field given whole with the field's key
+    (`dataset.source.load_kwargs={data_files: {train: VALUE}}`), nearest first."""
+    def word(f: str, depth: int) -> str:
+        parts = f.split(".")
+        if depth == 0 or depth >= len(parts) - 1:
+            return f"{f}={value}"
+        inner = value
+        for k in reversed(parts[-depth:]):
+            inner = f"{{{k}: {inner}}}"
+        return f"{'.'.join(parts[:-depth])}={inner}"
+
+    deepest = max((len(f.split(".")) - 2 for f in fields), default=0)
+    return [[w for f in fields for w in ("--set", word(f, d))] for d in range(deepest + 1)]
 
 
 def state_env(variants: list[dict], derived: list[dict | None]) -> None:

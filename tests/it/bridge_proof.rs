@@ -109,7 +109,9 @@ fn variant_cases() -> Vec<Case> {
                 ]);
             }
             for field in r.requires(Some(v)).keys() {
-                args.extend(["--set".into(), format!("{field}={}", user_value_dir())]);
+                // as the refusal's fix gives it (a key of a free-form mapping: the mapping whole)
+                let word = ovlaunch::resolve::validate::set_word(field, &user_value_dir());
+                args.extend(["--set".into(), word]);
             }
             out.push(Case {
                 id: function,
@@ -2016,7 +2018,9 @@ fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
             let from = v.from_checkpoint.as_ref().or(rec.from_checkpoint.as_ref());
             Some((v.bridge_recipe.clone()?, from.cloned()))
         });
-    let name = held.as_ref().map_or_else(|| c.id.clone(), |(n, _)| n.clone());
+    let name = held
+        .as_ref()
+        .map_or_else(|| c.id.clone(), |(n, _)| n.clone());
     let mut argv: Vec<String> = vec![
         "python".into(),
         "run_recipe.py".into(),

@@ -319,11 +319,41 @@ pub fn user_values(
             ))
             .at_fields(field.as_str())
             .help(format!(
-                "give it: --set {field}=/path/on/the/cluster (or `{field}` in your recipe file)"
+                "give it: --set {} (or `{field}` in your recipe file)",
+                crate::shell::quote(&set_word(field, "/path/on/the/cluster"))
             )));
         }
     }
     Ok(())
+}
+
+/// The `--set` word (`PATH=VALUE`) that gives `field` the text `value`: the field itself, or,
+/// where the field lies inside a free-form mapping whose keys `--set` cannot reach one by one
+/// (`dataset.source.load_kwargs.data_files.train`), that mapping given whole with the field's
+/// key (`dataset.source.load_kwargs={data_files: {train: VALUE}}`), which holds it
+/// (`Sections::find`). The mapping is the longest path above the field that a section's class
+/// types.
+pub fn set_word(field: &str, value: &str) -> String {
+    use crate::config::bridge::{check_any, split};
+    let (section, name) = split(field);
+    if check_any(section, name, serde_json::Value::String(value.into())).is_ok() {
+        return format!("{field}={value}");
+    }
+    let parts: Vec<&str> = name.split('.').collect();
+    (1..parts.len())
+        .rev()
+        .map(|n| (parts[..n].join("."), &parts[n..]))
+        .find(|(head, _)| check_any(section, head, serde_json::json!({})).is_ok())
+        .map_or_else(
+            || format!("{field}={value}"),
+            |(head, rest)| {
+                let inner = rest
+                    .iter()
+                    .rev()
+                    .fold(value.to_string(), |acc, k| format!("{{{k}: {acc}}}"));
+                format!("{section}.{head}={inner}")
+            },
+        )
 }
 
 /// Bridge's own checks of its pass-through sections, with Bridge's messages: the `finalize()` of
