@@ -94,6 +94,31 @@ fn recipe_for(model: &str) -> Option<&'static str> {
     })
 }
 
+/// The recipe a fine-tuning row ran: Bridge's fine-tuning performance recipe for the model
+/// (`<recipe>_sft_perf`, `<recipe>_peft_perf`: the configs `scripts/performance` launches for
+/// the published SFT and LoRA tables) where the catalogue has one with a variant for the row's
+/// GPU kind and count; its settings are the run's (the Llama 3 70B SFT recipes defer the LM
+/// head's weight gradient, and run without Megatron-FSDP). `None` for a pretraining row or
+/// where there is none (the NeMo 24.07 Llama 2 rows): the model's pretraining recipe then.
+fn fine_tuning_recipe(
+    cat: &Catalog,
+    recipe: &str,
+    workload: &str,
+    gpu: &str,
+    gpus: Option<u32>,
+) -> Option<&'static str> {
+    let suffix = match workload {
+        "sft" => "sft_perf",
+        "lora" => "peft_perf",
+        _ => return None,
+    };
+    let r = cat.recipe(&format!("{recipe}_{suffix}")).ok()?;
+    r.variants
+        .iter()
+        .any(|v| v.gpu == gpu && v.num_gpus == gpus)
+        .then(|| &*Box::leak(r.name.clone().into_boxed_str()))
+}
+
 /// ovlaunch's `--precision` for a published precision label.
 fn precision_for(p: &str) -> Option<&'static str> {
     let u = p.to_ascii_uppercase();
@@ -258,9 +283,26 @@ fn recipes_in_top5() {
             if out.candidates.iter().any(|c| same_layout(&c.layout, &mine)) {
                 hits += 1;
             } else if let Some(best) = out.candidates.first() {
+                // How far below tune's best the recipe's own layout is predicted, and where a
+                // 40-deep search places it: a near-tie or a real gap.
+                let e = estimate(&own, &eff).expect("estimated above");
+                let deep = tune::tune(&own, &eff, &Search::top(40), &known, &mut res, &mut |_| {});
+                let place = deep.ok().and_then(|d| {
+                    d.candidates
+                        .iter()
+                        .position(|c| same_layout(&c.layout, &mine))
+                });
                 println!(
-                    "{} {gpus} {}: own {:?}, tune's best {:?}",
-                    recipe.name, v.precision, mine, best.layout
+                    "{} {gpus} {}: own {:?} at {:.0} tokens/s/GPU ({:+.1}% against the best; {}{}), tune's best {:?} at {:.0}",
+                    recipe.name,
+                    v.precision,
+                    mine,
+                    e.tokens_per_sec_per_gpu,
+                    (e.tokens_per_sec_per_gpu / best.estimate.tokens_per_sec_per_gpu - 1.0) * 100.0,
+                    place.map_or("beyond 40".to_string(), |i| format!("place {}", i + 1)),
+                    if e.fits { "" } else { ", does not fit" },
+                    best.layout,
+                    best.estimate.tokens_per_sec_per_gpu
                 );
             }
         }
@@ -817,6 +859,9 @@ fn main() {
             );
             continue;
         };
+        let gpu_kind = f[c_gpu].to_ascii_lowercase();
+        let recipe = fine_tuning_recipe(&resolver.cat, recipe, workload, &gpu_kind, num(&f[c_n]))
+            .unwrap_or(recipe);
         let Some(precision) = precision_for(&f[c_prec]) else {
             skip("precision label not mapped");
             continue;
@@ -896,6 +941,11 @@ fn main() {
             }
             if f[c_model].contains("w/o MTP") {
                 sets.push("model.mtp_num_layers=null".into());
+            }
+            // A PEFT recipe needs the base model's checkpoint (Bridge asserts it); which one
+            // does not change the estimate.
+            if recipe.ends_with("_peft_perf") {
+                sets.push("checkpoint.pretrained_checkpoint=base-model".into());
             }
             sets
         };

@@ -116,7 +116,8 @@ fn activations(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> f64 {
     } else {
         0.0
     };
-    let chunks = stages::chunks_in_flight(rank, c.pp as u32, c.vp_u, c.micro);
+    let ep_overlap = m.overlap_moe_expert_parallel_comm && c.ep > 1.0;
+    let chunks = stages::chunks_in_flight(rank, c.pp as u32, c.vp_u, c.micro, ep_overlap);
     let mut act_b = per_layer * (layers - offloaded).max(0.0) / c.vp * chunks;
     // One microbatch's logits per LM head pass: the loss's, and each MTP depth's, whose own
     // loss keeps its logits until the backward (Megatron-Core's `MultiTokenPredictionBlock`).

@@ -459,7 +459,8 @@ pub fn estimate_with_stages(
     let optimizer_s = step::optimizer_s(&c, dense_local, expert_local);
 
     let micro = c.micro;
-    let step = micro * t_mb + pipe.bubble + pipe.exposed + dp.exposed + optimizer_s;
+    let drain = step::head_drain_s(&c, loads, &busiest.ts, pipe.bubble);
+    let step = micro * t_mb + drain + pipe.bubble + pipe.exposed + dp.exposed + optimizer_s;
     let tps = c.gbs * c.seq / step / c.world;
     let flops_per_token = if c.frozen {
         c.arch.frozen_flops_per_token()
@@ -484,7 +485,7 @@ pub fn estimate_with_stages(
         memory_gib_per_gpu: mem_total,
         fits: mem_total <= perf.hbm_gib,
         breakdown: Breakdown {
-            compute_s: micro * compute.t_mb,
+            compute_s: micro * compute.t_mb + drain,
             recompute_s: micro * compute.recompute_mb,
             tp_comm_s: micro * tp.exposed,
             cp_comm_s: micro * cp.exposed,

@@ -229,12 +229,15 @@ pub fn ranks(m: &ModelConfig, pp: u32, vp: u32) -> Vec<RankLoad> {
 /// Microbatches (virtual-stage chunks, for interleaving) whose activations rank `rank` holds
 /// at once under Megatron-Core's 1F1B schedules: `min(m, pp - rank)` without interleaving;
 /// with `vp` chunks, the warm-up `2·(pp - rank - 1) + (vp - 1)·pp` plus the one in flight,
-/// capped by the `m·vp` chunks of the step.
-pub fn chunks_in_flight(rank: u32, pp: u32, vp: u32, micro: f64) -> f64 {
+/// capped by the `m·vp` chunks of the step. With the expert all-to-all overlapped
+/// (`ep_overlap`: `overlap_moe_expert_parallel_comm`, combined 1F1B) the interleaved warm-up
+/// runs one more forward chunk so that each 1F1B step's forward and backward are independent
+/// (`schedules.get_pp_rank_microbatches`).
+pub fn chunks_in_flight(rank: u32, pp: u32, vp: u32, micro: f64, ep_overlap: bool) -> f64 {
     if vp <= 1 {
         micro.min(f64::from(pp - rank))
     } else {
-        let warm = 2 * (pp - rank - 1) + (vp - 1) * pp + 1;
+        let warm = 2 * (pp - rank - 1) + (vp - 1) * pp + 1 + u32::from(ep_overlap);
         (micro * f64::from(vp)).min(f64::from(warm))
     }
 }
@@ -388,9 +391,17 @@ mod tests {
     fn first_rank_holds_the_most_chunks() {
         // Korthikanti et al. 2022 §4.2.3: the first stage of interleaved 1F1B holds
         // L·(1 + (p-1)/(p·v)) layers' activations, i.e. p·v + p - 1 chunks of L/(p·v).
-        assert_eq!(chunks_in_flight(0, 8, 4, 64.0), 8.0 * 4.0 + 8.0 - 1.0);
-        assert_eq!(chunks_in_flight(0, 8, 1, 64.0), 8.0);
-        assert_eq!(chunks_in_flight(7, 8, 1, 64.0), 1.0);
-        assert_eq!(chunks_in_flight(0, 8, 1, 2.0), 2.0);
+        assert_eq!(
+            chunks_in_flight(0, 8, 4, 64.0, false),
+            8.0 * 4.0 + 8.0 - 1.0
+        );
+        assert_eq!(chunks_in_flight(0, 8, 1, 64.0, false), 8.0);
+        assert_eq!(chunks_in_flight(7, 8, 1, 64.0, false), 1.0);
+        assert_eq!(chunks_in_flight(0, 8, 1, 2.0, false), 2.0);
+        // Combined 1F1B (the expert all-to-all overlapped) warms up one chunk more, and only
+        // when interleaved (Megatron-Core's get_pp_rank_microbatches).
+        assert_eq!(chunks_in_flight(0, 8, 4, 64.0, true), 8.0 * 4.0 + 8.0);
+        assert_eq!(chunks_in_flight(7, 8, 3, 64.0, true), 2.0 * 8.0 + 2.0);
+        assert_eq!(chunks_in_flight(0, 8, 1, 64.0, true), 8.0);
     }
 }

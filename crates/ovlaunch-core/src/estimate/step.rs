@@ -341,8 +341,11 @@ pub(crate) struct TokenSeconds {
     /// attention core at the BF16 peak without it (flash attention is not quantised), the
     /// Mamba-2 scan at its fitted share, each GEMM family at its shape's efficiency.
     pub body: f64,
-    /// One pass through the LM head (forward, data and weight gradient).
+    /// One pass through the LM head in the pipeline's steady state: forward, data gradient and
+    /// the weight gradient that is not deferred ([`deferred_head_wgrad`]).
     pub head: f64,
+    /// Of one pass, the weight-gradient seconds deferred to the pipeline's drain.
+    pub head_drain: f64,
 }
 
 /// The rates the layers' GEMMs run at.
@@ -437,10 +440,49 @@ pub(crate) fn token_seconds(c: &Ctx) -> TokenSeconds {
         let p = PrecisionClass::Bf16;
         (p.peak(perf), c.eff.compute(kind, die, p, false))
     };
+    let head = r.flops * a.head_macs() / r.gemm.head / (head_peak * 1e12 * head_eff);
+    // The weight gradient is 2 of the pass's 6 FLOPs per multiply-add.
+    let drain = head * 2.0 / r.flops * deferred_head_wgrad(c);
     TokenSeconds {
         body: lowp + bf16,
-        head: r.flops * a.head_macs() / r.gemm.head / (head_peak * 1e12 * head_eff),
+        head: head - drain,
+        head_drain: drain,
     }
+}
+
+/// The share of the LM head's weight-gradient GEMMs Megatron-Core runs in the pipeline's drain
+/// rather than after each microbatch's backward: with `defer_embedding_wgrad_compute` (PP > 1
+/// only, `ModelParallelConfig.__post_init__`), the output layer's `ColumnParallelLinear`
+/// buffers its input and output gradient for the first `wgrad_deferral_limit` passes of a step
+/// (all where 0) and `schedules.finish_embedding_wgrad_compute` runs their GEMMs
+/// (`utils.drain_embedding_wgrad_compute`) once the last stage's schedule ends, while the
+/// earlier stages finish their backward. Bridge's Llama 3 70B SFT performance recipes set it.
+/// Not with a frozen head (PEFT: no weight gradient) or Transformer Engine's MXFP8 head,
+/// which refuses it.
+pub(crate) fn deferred_head_wgrad(c: &Ctx) -> f64 {
+    let m = &c.plan.model;
+    if !m.defer_embedding_wgrad_compute || c.pp <= 1.0 || c.frozen || head_in_fp8(c.plan) {
+        return 0.0;
+    }
+    // Passes through the output layer per step on the last stage: the loss's and each MTP
+    // depth's, per microbatch.
+    let passes = c.micro * (1.0 + c.arch.mtp_layers);
+    match m.wgrad_deferral_limit {
+        n if n <= 0 => 1.0,
+        n => (n as f64 / passes).min(1.0),
+    }
+}
+
+/// Seconds per step the deferred LM head weight gradients ([`deferred_head_wgrad`]) add: run
+/// on the last pipeline rank after its last backward, hidden while the earlier ranks finish
+/// theirs (the drain, two thirds of the bubble: backward against forward), the rest exposed.
+pub(crate) fn head_drain_s(c: &Ctx, loads: &[RankLoad], ts: &TokenSeconds, bubble: f64) -> f64 {
+    let Some(last) = loads.iter().find(|r| r.loss) else {
+        return 0.0;
+    };
+    let tokens_mb = c.mbs * c.seq / (c.tp * c.cp);
+    let drain = c.micro * tokens_mb * c.head_passes(last) * ts.head_drain;
+    (drain - 2.0 / 3.0 * bubble).max(0.0)
 }
 
 /// The busiest rank's layers and LM head passes at their rates (`TokenSeconds`), plus the

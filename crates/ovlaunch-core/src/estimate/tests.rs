@@ -737,3 +737,53 @@ fn the_lm_head_weighs_its_own_time_on_the_last_rank() {
     let time = tune::loss_stage_time(&dense, &eff);
     assert!(time > macs * 1.3, "{time} vs {macs}");
 }
+
+/// Bridge's Llama 3 70B SFT performance recipes defer the LM head's weight gradient
+/// (`defer_embedding_wgrad_compute`, `wgrad_deferral_limit` 22): Megatron-Core's output layer
+/// buffers each pass's input and output gradient up to the limit and
+/// `schedules.finish_embedding_wgrad_compute` runs those GEMMs once the last stage's schedule
+/// ends, while the earlier stages drain. Per microbatch the last rank then pays the head's
+/// forward and data gradient (4 of its 6 FLOPs per multiply-add); the deferred third is
+/// hidden behind the drain (two thirds of the bubble) and only the rest is exposed.
+#[test]
+fn a_deferred_head_weight_gradient_leaves_the_steady_state() {
+    let eff = Efficiency::embedded().unwrap();
+    let on = plan_for("llama3_70b_sft_perf", "gb200x32", Some("fp8cs"), &[]);
+    assert!(on.model.defer_embedding_wgrad_compute);
+    assert_eq!(on.model.wgrad_deferral_limit, 22);
+    let off = plan_for(
+        "llama3_70b_sft_perf",
+        "gb200x32",
+        Some("fp8cs"),
+        &["comm_overlap.defer_embedding_wgrad_compute=false"],
+    );
+    assert!(!off.model.defer_embedding_wgrad_compute);
+    let perf = on.hardware.gpu.perf.clone().unwrap();
+    let (c_on, c_off) = (
+        step::Ctx::new(&on, &perf, &eff),
+        step::Ctx::new(&off, &perf, &eff),
+    );
+    // 8 microbatches, one head pass each: all 8 under the limit of 22 are deferred.
+    assert_eq!(c_on.micro, 8.0);
+    assert_eq!(step::deferred_head_wgrad(&c_on), 1.0);
+    assert_eq!(step::deferred_head_wgrad(&c_off), 0.0);
+    let (t_on, t_off) = (step::token_seconds(&c_on), step::token_seconds(&c_off));
+    assert!(close(t_on.head, t_off.head * 2.0 / 3.0, 1e-9));
+    assert!(close(t_on.head + t_on.head_drain, t_off.head, 1e-9));
+    assert_eq!(t_off.head_drain, 0.0);
+    // A limit below the step's passes defers that many of them.
+    let mut limited = on.clone();
+    limited.model.wgrad_deferral_limit = 2;
+    let c = step::Ctx::new(&limited, &perf, &eff);
+    assert!(close(step::deferred_head_wgrad(&c), 2.0 / 8.0, 1e-12));
+    // The drain's excess over two thirds of the bubble is exposed, no more.
+    let loads = stages::of_plan(&on, 8, 10);
+    let drain = 8.0 * 4096.0 * t_on.head_drain;
+    assert_eq!(step::head_drain_s(&c_on, &loads, &t_on, 0.0), drain);
+    assert_eq!(step::head_drain_s(&c_on, &loads, &t_on, 1.5 * drain), 0.0);
+    // The step is shorter with the deferral, and the last rank still bounds it.
+    let (e_on, e_off) = (estimate(&on, &eff).unwrap(), estimate(&off, &eff).unwrap());
+    assert!(e_on.step_time_s < e_off.step_time_s);
+    assert_eq!(e_on.stages.step_rank, 7);
+    assert!(e_on.stages.imbalance < e_off.stages.imbalance);
+}
