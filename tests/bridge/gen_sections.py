@@ -2,8 +2,11 @@
 (crates/ovlaunch-core/src/config/bridge_fields.rs) and of its model provider classes' fields
 (crates/ovlaunch-core/src/config/provider_fields.rs) from Bridge's own classes.
 
-The sections are the ones a real training run needs and ovlaunch does not resolve: `scheduler`,
-`dataset`, `tokenizer`, `checkpoint`, `logger`, `profiling` and `ft`. For each, every field a
+The sections are every section of Bridge's ConfigContainer that ovlaunch does not resolve
+(checked: `check_container_sections`): `scheduler`, `dataset`, `tokenizer`, `checkpoint`,
+`logger`, `profiling`, `validation`, `rng`, `rerun_state_machine`, `dist`, and the ones the
+recipes leave None (`OPTIONAL`: `ft`, `straggler`, `nvrx_straggler`, `tensor_inspect`,
+`inprocess_restart`). For each, every field a
 user may set (the class's `__init__` fields; fields Bridge computes, private fields and object
 fields are left out) is written with its type, mapped to the small type language of
 `config::bridge`. The class is the one Bridge's pretraining performance recipes put in that

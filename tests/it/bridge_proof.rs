@@ -1519,18 +1519,6 @@ fn user_cases() -> Vec<Case> {
     let mut out = vec![
         c("user-dense", "h100", 8, "dense", &[]),
         c(
-            "user-container-sections",
-            "h100",
-            8,
-            "container-sections",
-            &[
-                "--set",
-                "rng.seed=99",
-                "--set",
-                "tensor_inspect.init_training_step=3",
-            ],
-        ),
-        c(
             "user-dense-set",
             "h100",
             8,
@@ -2211,6 +2199,25 @@ fn container_section_cases() -> Vec<Case> {
             "container-bad-inprocess-restart",
             &["inprocess_restart.enable=true"],
         ),
+        // a user's recipe file stating them, and `--set` over it
+        Case {
+            id: "container-user-recipe".into(),
+            args: [
+                "--recipe",
+                &user_recipe("container-sections"),
+                "--gpus",
+                "h100x8",
+                "--set",
+                "rng.seed=99",
+                "--set",
+                "tensor_inspect.init_training_step=3",
+            ]
+            .map(String::from)
+            .to_vec(),
+            gpu: "h100".into(),
+            world: 8,
+            env: Vec::new(),
+        },
     ]
 }
 
