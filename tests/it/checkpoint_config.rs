@@ -412,3 +412,142 @@ fn a_checkpoint_given_hybrid_function_is_refused_a_virtual_pipeline_at_plan_time
         ]);
     }
 }
+
+/// The model provider class Megatron-Bridge's AutoBridge builds from the config.json at
+/// `config` (its own dispatch on `architectures`), or Bridge's refusal (`Err`, its message).
+fn bridge_builds(python: &str, config: &std::path::Path) -> Result<String, String> {
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import probe  # noqa: F401 - the stand-ins Bridge's package imports without a GPU
+from transformers import AutoConfig
+from megatron.bridge import AutoBridge
+cfg = json.load(open(sys.argv[2]))
+try:
+    p = AutoBridge.from_hf_config(AutoConfig.for_model(**cfg)).to_megatron_provider(load_weights=False)
+except Exception as e:  # noqa: BLE001 - Bridge's refusal is the answer
+    print("REFUSED", type(e).__name__, e)
+    sys.exit(0)
+print("BUILT", f"{type(p).__module__}.{type(p).__qualname__}")
+"#;
+    let o = std::process::Command::new(python)
+        .args([
+            "-c",
+            script,
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge"),
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = out.lines().last().unwrap_or_default().to_string();
+    match line.split_once(' ') {
+        Some(("BUILT", class)) => Ok(class.to_string()),
+        _ => Err(line),
+    }
+}
+
+/// A config.json of another architecture than the recipe's checkpoint (Meta Llama 3 8B's for
+/// Gemma 2 27B's fine-tuning recipe) is refused at plan time, naming the file, its
+/// architecture, the recipe's checkpoint and the fix, as Bridge builds another model class
+/// from it than the recipe's; a Gemma 2 checkpoint's config (9B's) is accepted, and Bridge
+/// builds one of the recipe's classes from it. The architecture -> class table is Bridge's
+/// own registry (config/bridge_architectures.json, generated).
+#[test]
+fn a_config_of_another_architecture_than_the_recipes_checkpoint_is_refused() {
+    let recipe = "gemma2_27b_sft";
+    let cat = ovlaunch::catalog::Catalog::embedded().unwrap();
+    let r = cat.recipe(recipe).unwrap();
+    let from = r.from_checkpoint.clone().expect("a checkpoint recipe");
+    assert!(!from.classes.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = user_config(dir.path());
+    let wrong_s = wrong.to_str().unwrap();
+    let right = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/bridge/hf/google/gemma-2-9b/config.json"
+    ));
+    let gpus = "h100x16";
+
+    let o = run(&[
+        "plan",
+        "--recipe",
+        recipe,
+        "--gpus",
+        gpus,
+        "--hf-config",
+        wrong_s,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    for want in [
+        "--hf-config",
+        wrong_s,
+        "\"LlamaForCausalLM\"",
+        "model_type \"llama\"",
+        &from.hf,
+        "Gemma2ModelProvider",
+        "GPTModelProvider",
+        "help: give the config.json of checkpoint",
+        "Gemma2ForCausalLM",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    // the dry run refuses it too
+    let o = run(&[
+        "--recipe",
+        recipe,
+        "--gpus",
+        gpus,
+        "--hf-config",
+        wrong_s,
+        "--dry-run",
+        "--no-container",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("\"LlamaForCausalLM\""),
+        "{}",
+        stderr(&o)
+    );
+
+    // the right architecture plans, its values read
+    let p = plan(
+        &[
+            "--recipe",
+            recipe,
+            "--gpus",
+            gpus,
+            "--hf-config",
+            right.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let given: Value = serde_json::from_str(&std::fs::read_to_string(&right).unwrap()).unwrap();
+    assert_eq!(p["model"]["num_layers"], given["num_hidden_layers"]);
+
+    // Bridge itself, fed the same two configs
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    match bridge_builds(&python, &wrong) {
+        Ok(class) => assert!(
+            !from.classes.contains(&class),
+            "Bridge builds {class}, one of the recipe's classes {:?}, from {wrong_s}",
+            from.classes
+        ),
+        Err(refusal) => assert!(!refusal.is_empty()),
+    }
+    let class = bridge_builds(&python, &right).expect("Bridge builds Gemma 2 9B's config");
+    assert!(
+        from.classes.contains(&class),
+        "Bridge builds {class}, not one of {:?}",
+        from.classes
+    );
+}
