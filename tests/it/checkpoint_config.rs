@@ -10,7 +10,8 @@ use serde_json::Value;
 use crate::common::*;
 
 /// A shipped SFT function whose checkpoint config the repository does not hold, its checkpoint
-/// and the GPUs it is written for.
+/// and the GPUs it is written for; one whose checkpoint is of a model class Bridge builds for
+/// the user's config below (Llama's: `GPTModelProvider`), as the plan refuses another's.
 fn function() -> (String, String, String) {
     let cat = ovlaunch::catalog::Catalog::embedded().unwrap();
     for name in cat.recipes.iter().map(|r| r.name.clone()) {
@@ -19,6 +20,11 @@ fn function() -> (String, String, String) {
             if let Some(from) = v.from_checkpoint.as_ref().or(r.from_checkpoint.as_ref())
                 && r.task.as_deref() == Some("sft")
                 && from.fields.iter().any(|f| f == "num_layers")
+                && (from.classes.is_empty()
+                    || from
+                        .classes
+                        .iter()
+                        .any(|c| c == "megatron.bridge.models.gpt_provider.GPTModelProvider"))
             {
                 let gpu = if v.gpu == "any" {
                     "h100"
