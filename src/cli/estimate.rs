@@ -77,7 +77,7 @@ fn text(
         "{} on {} ({}): TP{} PP{} VP{} CP{} EP{} ETP{} DP{}, MBS {} GBS {}\n",
         plan.recipe.name,
         plan.hardware.spec,
-        plan.recipe.precision,
+        plan.planned_precision(),
         l.tensor,
         l.pipeline,
         l.virtual_pipeline.unwrap_or(1),
