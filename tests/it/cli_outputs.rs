@@ -236,8 +236,8 @@ fn overrides_are_what_differs_from_bridges_recipe() {
     );
 }
 
-/// `ovlaunch recipes`: the alias column starts at the same place on every line, names longer
-/// than any fixed width included.
+/// `ovlaunch recipes`: the columns line up on every line, names longer than any fixed width
+/// included.
 #[test]
 fn recipe_listing_columns_line_up() {
     let list: serde_json::Value = serde_json::from_str(&ok(&["recipes", "-o", "json"])).unwrap();
@@ -248,10 +248,11 @@ fn recipe_listing_columns_line_up() {
     for (row, line) in rows.iter().zip(text.lines()) {
         let name = row["name"].as_str().unwrap();
         assert!(line.starts_with(&format!("{name} ")), "{line}");
-        let rest = &line[name.len()..];
-        starts.insert(name.len() + rest.len() - rest.trim_start().len());
+        let description = row["description"].as_str().unwrap();
+        assert!(line.ends_with(description), "{line}");
+        starts.insert(line.chars().count() - description.chars().count());
     }
-    assert_eq!(starts.len(), 1, "alias columns start at {starts:?}");
+    assert_eq!(starts.len(), 1, "descriptions start at columns {starts:?}");
 }
 
 #[test]
