@@ -149,18 +149,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The precision the job trains in, as summaries show it: the variant's (`bf16`, `fp8cs`,
-    /// ...) when the resolved precision fields are what it names, else Bridge's
-    /// `compute_dtype` of those fields (`fp8_ds` after `--set mixed_precision=...`).
-    pub fn planned_precision(&self) -> String {
-        let dtype = crate::resolve::env_rules::compute_dtype(&self.model);
-        if dtype.replace('_', "") == self.recipe.precision.replace('_', "") {
-            self.recipe.precision.clone()
-        } else {
-            dtype
-        }
-    }
-
     /// The Bridge function the job runs, as its summaries show it: by the name the trainer
     /// gets, and where that is another name Bridge's library exports the same function under
     /// (the user named it), which function that is. `None` without a Bridge function.
