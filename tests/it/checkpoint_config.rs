@@ -1,8 +1,9 @@
 //! A recipe function whose model comes from a Hugging Face checkpoint ovlaunch does not hold
 //! (`from_checkpoint`): the plan states what the recipe states and names the rest as coming
 //! from the checkpoint at run time; a config the user gives (`--hf-config PATH`, or the
-//! Hugging Face cache) fills the fields Bridge's config mapping gives; the launch is never
-//! refused for it and the estimator says it does not model the job. (Bridge's own build of
+//! Hugging Face cache) fills the fields Bridge's config mapping gives; the launch is not
+//! refused for the fields and the estimator says it does not model the job; a given config of
+//! another architecture than the checkpoint's (one Bridge builds another model class from) is. (Bridge's own build of
 //! such jobs is in `bridge_proof`.)
 
 use serde_json::Value;

@@ -5,6 +5,9 @@
 //! architecture, provider class and shape), unless the user gives the config at plan time
 //! (`--hf-config PATH`, or the Hugging Face cache), which fills those it can map.
 //!
+//! A given config of an architecture whose bridge in Bridge's registry builds none of the
+//! checkpoint's provider classes is refused ([`architecture_mismatch`]).
+//!
 //! Contract: data only. A field listed is never stated by the plan as a fact: the plan names
 //! it "from checkpoint ORG/NAME at run time", checks that need it are left to run time (and
 //! say so), and the estimator does not model the job.
