@@ -25,9 +25,12 @@ rule sets, is kept; a name a rule sets that Bridge's recipe lacks becomes `{inhe
 variant ovlaunch refuses keeps Bridge's env whole.
 
 A function that builds its model from a Hugging Face checkpoint whose config.json
-tests/bridge/hf does not hold (the offline hub has nothing else) is run on two stand-in configs
-(STANDIN: a fixture's config, and the same with every shape number doubled) at the checkpoint's
-name: the model fields it assigns after Bridge built the model, with the same value on both, are
+tests/bridge/hf does not hold (the offline hub has nothing else; a function that reads the
+config itself, `AutoConfig.from_pretrained(NAME)`, names the checkpoint in the loader's call)
+is run on stand-in configs (STANDIN_RUNS: a fixture's config, the same with every shape number
+doubled, a MoE and an MLA MoE; STANDIN_MORE, architectures some recipes read a config of their
+own family from, when fewer than two of those build it) at the checkpoint's
+name: the model fields it assigns after Bridge built the model, with the same value on all, are
 what the recipe states; the other model fields go under `from_checkpoint` (the checkpoint, the
 commit the function pins, the fields, and the provider classes the bridges of its model build:
 `checkpoint_classes`), except those Bridge's mixed-precision setup writes later.
@@ -45,9 +48,12 @@ naming the field under `requires` with Bridge's error (ovlaunch refuses a plan w
 the fix). Every field is learnt from Bridge's error and confirmed by Bridge's acceptance.
 
 Every function not shipped is listed with its reason in recipes/NOT_SHIPPED.md: Bridge's own
-runner refuses it at its own GPU count (also listed at the top of its file when the file exists),
-it builds its model from a checkpoint not at hand and Bridge does not build it with any stand-in
-config (Bridge's error), or its GPU kind is not in the hardware table.
+runner refuses it at its own GPU count (also listed at the top of its file when the file exists;
+for a function whose checkpoint is not at hand: no stand-in builds it and stand-ins of two or more
+architectures that can hold it get the same error, which is then Bridge's whatever the
+checkpoint's config, `refusal`), it builds its model from a checkpoint not at hand and Bridge
+does not build it with any stand-in config (Bridge's error: what only the checkpoint's own config
+can settle), or its GPU kind is not in the hardware table.
 
 Usage (the interpreter is the Bridge venv's, see .ci/bridge-venv.sh):
     python tests/bridge/gen_recipes.py --fields FIELDS.txt --ovlaunch BIN --out recipes          # write
@@ -123,7 +129,39 @@ USER_VALUES = (
     ("EnergonDatasetConfig.path must be set to a non-empty dataset path.",
      "megatron.bridge.data.builders.energon.EnergonDatasetConfig.validate",
      "dataset.path"),
+    # one text for every source of a Hugging Face dataset config: the field is the unset entry
+    # of the `load_kwargs.data_files` mapping of the source Bridge was validating (`unset_data_file`)
+    ("load_kwargs.data_files must contain non-empty paths.",
+     "megatron.bridge.data.sources.hf.HFDatasetSourceConfig.validate",
+     lambda e: unset_data_file(e)),
 )
+
+
+def frames(e: BaseException):
+    """The frames of an exception's own traceback, outermost first (from where it was caught
+    to where it was raised)."""
+    tb = e.__traceback__
+    while tb is not None:
+        yield tb.tb_frame
+        tb = tb.tb_next
+
+
+def unset_data_file(e: Exception) -> str | None:
+    """The field of `dataset` Bridge refused for an empty data file: the source whose
+    `validate` raised (`self` of that frame), found among the dataset config's fields, and the
+    first key of its `load_kwargs.data_files` mapping left unset (`dataset.source.load_kwargs.
+    data_files.train`); None when the traceback does not show them."""
+    from dataclasses import fields as dc_fields
+
+    selves = [f.f_locals.get("self") for f in frames(e)]
+    source = next((s for s in reversed(selves) if type(s).__name__ == "HFDatasetSourceConfig"), None)
+    cfg = next((s for s in selves if type(s).__name__ == "ConfigContainer"), None)
+    if source is None or cfg is None or cfg.dataset is None:
+        return None
+    name = next((f.name for f in dc_fields(cfg.dataset) if getattr(cfg.dataset, f.name, None) is source), None)
+    files = (source.load_kwargs or {}).get("data_files")
+    key = next((k for k, v in files.items() if not v), None) if isinstance(files, dict) else None
+    return None if name is None or key is None else f"dataset.{name}.load_kwargs.data_files.{key}"
 
 # The value each required field is given while the generator checks that Bridge builds the job
 # (a directory: Bridge reads none of these paths when it builds the config).
@@ -140,9 +178,10 @@ def user_values(build, argv: list[str], refusal: Exception) -> tuple[dict[str, s
     while True:
         text = str(e).strip()
         row = next((r for r in USER_VALUES if text == r[0]), None)
-        if row is None or row[2] in needed:
+        field = row[2](e) if row is not None and callable(row[2]) else row and row[2]
+        if field is None or field in needed:
             return None, e
-        needed[row[2]] = f"{text} ({type(e).__name__} in {row[1]})"
+        needed[field] = f"{text} ({type(e).__name__} in {row[1]})"
         try:
             build(argv + [f"{f}={USER_VALUE}" for f in needed])
             return needed, e
@@ -360,15 +399,36 @@ def rules_env(ovlaunch: str, doc: dict, variants: list[dict]) -> list[dict | Non
                 argv += ["--variant", v["variant"]]
             if doc.get("task") == "peft":  # Bridge requires it (see the plan's check)
                 argv += ["--set", f"checkpoint.pretrained_checkpoint={PRETRAINED}"]
-            for f in v.get("requires", {}):  # the values the user brings (see `user_values`)
-                argv += ["--set", f"{f}={USER_VALUE}"]
-            r = subprocess.run(argv, capture_output=True, text=True)
+            # the values the user brings (see `user_values`), as `--set` reaches them: the field,
+            # or a free-form mapping above it given whole (`set_words`)
+            for words in set_words(list(v.get("requires", {})), USER_VALUE):
+                r = subprocess.run(argv + words, capture_output=True, text=True)
+                if r.returncode == 0:
+                    break
             if r.returncode != 0:
                 out.append(None)
                 continue
             env = json.loads(r.stdout)["env"]
             out.append({k: e["value"] for k, e in env.items() if e["source"] == "derived"})
     return out
+
+
+def set_words(fields: list[str], value: str) -> list[list[str]]:
+    """The ways `--set` may give `fields` the text `value`, tried in turn: each field itself,
+    then, for a field inside a free-form mapping (whose keys ovlaunch's `--set` does not reach one
+    by one), the mapping `depth` keys above the field given whole with the field's key
+    (`dataset.source.load_kwargs={data_files: {train: VALUE}}`), nearest first."""
+    def word(f: str, depth: int) -> str:
+        parts = f.split(".")
+        if depth == 0 or depth >= len(parts) - 1:
+            return f"{f}={value}"
+        inner = value
+        for k in reversed(parts[-depth:]):
+            inner = f"{{{k}: {inner}}}"
+        return f"{'.'.join(parts[:-depth])}={inner}"
+
+    deepest = max((len(f.split(".")) - 2 for f in fields), default=0)
+    return [[w for f in fields for w in ("--set", word(f, d))] for d in range(deepest + 1)]
 
 
 def state_env(variants: list[dict], derived: list[dict | None]) -> None:
@@ -449,11 +509,22 @@ STANDIN = "meta-llama/Meta-Llama-3-8B"
 # MLA MoE architecture (a recipe helper may assign differently for a MoE model); a run that
 # fails is left out, and at least two must run.
 STANDIN_RUNS = ((STANDIN, 1), (STANDIN, 2), ("Qwen/Qwen3-30B-A3B", 1), ("deepseek-ai/DeepSeek-V3", 1))
+# Stand-ins of the architectures a recipe reads a config of its own family from, run when fewer
+# than two of STANDIN_RUNS build the function: Qwen3.5's (a multimodal config whose
+# `text_config` the text-only recipes read; dense 4B and 27B, MoE 35B-A3B), Gemma 2's (dense
+# 2B and 9B: a Gemma recipe loads the checkpoint's tokenizer, whose class the config's
+# architecture names), and a hybrid Mamba MoE (Nemotron 3 Nano). Two fixtures of one
+# architecture and different shapes play the doubled stand-in's part.
+STANDIN_MORE = (("Qwen/Qwen3.5-4B", 1), ("Qwen/Qwen3.5-27B", 1), ("Qwen/Qwen3.5-35B-A3B", 1),
+                ("google/gemma-2-2b", 1), ("google/gemma-2-9b", 1),
+                ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 1))
 # The configs the Bridge proof puts at such a checkpoint's name, tried in turn until Bridge's
 # runner builds the job: a dense decoder, a MoE decoder, a MoE decoder with multi-latent
-# attention (all tests/bridge/hf fixtures), each with the depth the function's own pipeline split
-# states (probe.standin_depth). A function none of them builds is not shipped.
-PROOF_STANDINS = ("meta-llama/Meta-Llama-3-8B", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3")
+# attention, then those of STANDIN_MORE (all tests/bridge/hf fixtures), each with the depth the
+# function's own pipeline split states (probe.standin_depth). A function none of them builds is
+# not shipped.
+PROOF_STANDINS = ("meta-llama/Meta-Llama-3-8B", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3",
+                  *(hf for hf, _ in STANDIN_MORE))
 STANDIN_SCALED = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
                   "num_key_value_heads", "vocab_size", "max_position_embeddings")
 
@@ -580,6 +651,38 @@ def checkpoint_classes(fn) -> list[str]:
 BRIDGE_CLASSES: dict[str, list[str]] = {}
 
 
+class RefusedWhateverConfig(Exception):
+    """Bridge refuses a function with the same error on stand-in configs of several
+    architectures and builds it on none: its refusal does not depend on the checkpoint."""
+
+    def __init__(self, error: Exception, architectures: list[str]):
+        super().__init__(str(error))
+        self.error, self.architectures = error, architectures
+
+
+def architecture(hf: str) -> str:
+    """A stand-in fixture's architecture (its config.json `architectures`)."""
+    return ",".join(json.loads((probe.HERE / "hf" / hf / "config.json").read_text()).get("architectures") or [hf])
+
+
+def refusal(failed: list[tuple[str, Exception]]) -> Exception:
+    """The error that stands when no stand-in builds a function (`failed`: the stand-in fixture
+    and Bridge's error on it, in the order tried, None for a stand-in that does not fit the
+    function: `fits`): RefusedWhateverConfig when stand-ins of two or more architectures that
+    fit it got the same error (type and text; not a checkpoint file Bridge could not read), the
+    most widely shared one; else the last error."""
+    by_error: dict[str, tuple[Exception, set[str]]] = {}
+    for hf, e in failed:
+        if e is None or checkpoint_missing(e) is not None:
+            continue
+        key = f"{type(e).__name__}: {stable(str(e))}"
+        by_error.setdefault(key, (e, set()))[1].add(architecture(hf))
+    e, archs = max(by_error.values(), key=lambda x: len(x[1]), default=(None, set()))
+    if len(archs) >= 2:
+        return RefusedWhateverConfig(e, sorted(archs))
+    return next(e for _, e in reversed(failed) if e is not None)
+
+
 def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: bool, hf: str,
                     requires=None) -> dict:
     """The variant of a function whose checkpoint config is not at hand (see STANDIN and
@@ -589,18 +692,20 @@ def standin_variant(n: str, fn, fields: dict[str, list[str]], aliases, library: 
     stand-ins."""
     from dataclasses import fields as dc_fields
 
-    runs, revision, last = [], None, None
-    for base, scale in STANDIN_RUNS:
+    runs, revision, failed = [], None, []
+    for base, scale in (*STANDIN_RUNS, *STANDIN_MORE):
+        if len(runs) >= 2 and (base, scale) == STANDIN_MORE[0]:
+            break  # the first stand-ins suffice
         try:
             with Standin(hf, scale, base) as s:
                 v = variant_of(n, fn, fields, aliases, library, requires)
         except Exception as e:  # noqa: BLE001 - this architecture does not fit the recipe
-            last = e
+            failed.append((base, e))
             continue
         runs.append((v, s.assigned))
         revision = revision or s.revision
     if len(runs) < 2:
-        raise last
+        raise refusal(failed) if not runs else failed[-1][1]
     a = runs[0][0]
     for b, _ in runs[1:]:
         for key in a:
@@ -654,8 +759,63 @@ def checkpoint_missing(e: Exception) -> str | None:
     if m:
         return m.group(1)
     if "couldn't connect to 'https://huggingface.co'" in str(e):
-        return "(a hub file)"
+        return hub_repo(e) or "(a hub file)"
     return None
+
+
+def hub_repo(e: Exception) -> str | None:
+    """The hub repository Transformers' loader was asked for when it could not read a file
+    (`AutoConfig.from_pretrained(NAME)` in a recipe that reads a checkpoint's config itself):
+    the loader's `pretrained_model_name_or_path` argument, read from the failing call's frame."""
+    seen = set()
+    while e is not None and id(e) not in seen:  # the error and the errors it was raised from
+        seen.add(id(e))
+        for f in frames(e):
+            name = f.f_locals.get("pretrained_model_name_or_path")
+            if isinstance(name, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+                return name
+        e = e.__cause__
+    return None
+
+
+def why(e: Exception) -> str:
+    """Bridge's error as NOT_SHIPPED.md and a file's header state it: its type and first line."""
+    return f"{type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
+
+
+def standin_errors(case: dict, last: Exception) -> list[tuple[str, Exception]]:
+    """Bridge's error on each of a case's stand-in configs (`hf_config.configs`) built alone,
+    for a case that none of them builds (`last`: the error `probe.build_case` reported)."""
+    out = []
+    for path in case["hf_config"]["configs"]:
+        one = dict(case, hf_config=dict(case["hf_config"], configs=[path]))
+        try:
+            probe.build_case(one)
+        except Exception as e:  # noqa: BLE001 - the error this stand-in gets
+            out.append((str(Path(path).parent.relative_to(probe.HERE / "hf")), e if fits(one, path) else None))
+    return out if any(e is not None for _, e in out) else [(case["hf_config"]["hf"], last)]
+
+
+def fits(case: dict, path: str) -> bool:
+    """Whether the stand-in config at `path` can hold what the case's function asks of its
+    model: not when the function, run on it, places experts (`expert_model_parallel_size` above
+    one) on a model the config gave no experts (`num_moe_experts`), which Megatron-Core refuses
+    for the stand-in's sake, not the function's. True when the function fails on it (its own
+    error)."""
+    name = probe.parse_argv(case["argv"])[0]
+    fitted = probe.fitted_standin(case, case["hf_config"], path)
+    try:
+        with probe.HubConfig(dict(case["hf_config"], config=fitted)):
+            probe.ovlaunch_stubs.fake_gpu(case["gpu"])
+            model = probe.load(name, probe.benchmark_metadata(name)).model
+    except Exception:  # noqa: BLE001 - the function's own failure
+        return True
+    finally:
+        if fitted != path:
+            import shutil
+
+            shutil.rmtree(Path(fitted).parent)
+    return not ((getattr(model, "expert_model_parallel_size", 1) or 1) > 1 and getattr(model, "num_moe_experts", None) is None)
 
 
 def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fields: dict[str, list[str]],
@@ -682,12 +842,15 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
             except Exception as e:  # noqa: BLE001 - lifted by a value the user brings, or not
                 needs, e = user_values(lambda words: probe.build_case(dict(case, argv=words)), argv, e)
                 if needs is None:
-                    raise e from None
+                    raise refusal(standin_errors(case, e)) from None
                 v = standin_variant(n, fn, fields, aliases, library, hf, needs)
             variants.append(v)
+        except RefusedWhateverConfig as e:  # Bridge's own refusal, whatever the checkpoint
+            refused.extend(f"#   {x}: {why(e.error)} (the same with stand-in configs of "
+                           f"{len(e.architectures)} architectures: {', '.join(e.architectures)})"
+                           for x in (n, *aliases))
         except Exception as e:  # noqa: BLE001 - the reason goes into NOT_SHIPPED.md
-            why = f"{type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
-            missing.update({x: (hf, why) for x in (n, *aliases)})
+            missing.update({x: (hf, why(e)) for x in (n, *aliases)})
 
     for n, fn, aliases in entries:
         try:
@@ -718,8 +881,7 @@ def generate_group(doc: dict, entries: list[tuple[str, object, list[str]]], fiel
                 continue
             needs, e = user_values(lambda words: probe.build(dict(case, argv=words)), argv, e)
             if needs is None:
-                refused.extend(f"#   {x}: {type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
-                               for x in (n, *aliases))
+                refused.extend(f"#   {x}: {why(e)}" for x in (n, *aliases))
                 continue
         variants.append(variant_of(n, fn, fields, aliases, library, needs))
     if not variants:

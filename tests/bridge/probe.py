@@ -415,12 +415,12 @@ def build_case(case: dict):
     """`build`, with the case's stand-in checkpoint configs tried in turn (`hf_config` with a
     list `configs`: the first whose architecture Bridge builds the job with), or its one
     `hf_config`; returns also the config used (a stand-in's fixture, whatever depth
-    `fitted_standin` gave it)."""
+    `fitted_standin` gave it). When none builds it, raises the error most of them got."""
     spec = case.get("hf_config")
     if spec is None:
         return (*build(case), None)
     configs = spec.get("configs") or [spec["config"]]
-    last = None
+    errors = []
     for path in configs:
         fitted = fitted_standin(case, spec, path) if spec.get("configs") else path
         try:
@@ -429,11 +429,14 @@ def build_case(case: dict):
         except Refused:
             raise
         except Exception as e:  # noqa: BLE001 - the next stand-in may fit
-            last = e
+            errors.append(e)
         finally:
             if fitted != path:
                 shutil.rmtree(Path(fitted).parent)
-    raise last
+    # none builds it: the error most of them got (the first of those), not one stand-in's
+    # own mismatch with the function
+    texts = [f"{type(e).__name__}: {e}" for e in errors]
+    raise max(errors, key=lambda e: (texts.count(f"{type(e).__name__}: {e}"), -errors.index(e)))
 
 
 def held_classes(path: str, v, out: dict) -> None:

@@ -109,7 +109,9 @@ fn variant_cases() -> Vec<Case> {
                 ]);
             }
             for field in r.requires(Some(v)).keys() {
-                args.extend(["--set".into(), format!("{field}={}", user_value_dir())]);
+                // as the refusal's fix gives it (a key of a free-form mapping: the mapping whole)
+                let word = ovlaunch::resolve::validate::set_word(field, &user_value_dir());
+                args.extend(["--set".into(), word]);
             }
             out.push(Case {
                 id: function,
@@ -149,19 +151,35 @@ fn extra_cases() -> Vec<Case> {
 
 /// A function that needs a value from the user (`requires`), launched without it: ovlaunch
 /// refuses at plan time, and Bridge's runner refuses Bridge's function as it is, for the same
-/// reason (GPT-OSS 20B's fast dataset-cache load without a cache path).
+/// reason (GPT-OSS 20B's fast dataset-cache load without a cache path, Qwen3-Omni's JSON
+/// dataset without its data files).
 fn user_value_cases() -> Vec<Case> {
-    vec![case(
-        "refuse-user-value-data-cache",
-        "b300",
-        8,
-        &[
-            "--recipe",
-            "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config",
-            "--gpus",
-            "b300x8",
-        ],
-    )]
+    vec![
+        case(
+            "refuse-user-value-data-cache",
+            "b300",
+            8,
+            &[
+                "--recipe",
+                "gpt_oss_20b_pretrain_8gpu_b300_fp8mx_config",
+                "--gpus",
+                "b300x8",
+            ],
+        ),
+        // Qwen3-Omni's JSON-file SFT: the data files of its training source, a key inside the
+        // free-form `load_kwargs` mapping, left unset (its model from a stand-in checkpoint config)
+        case(
+            "refuse-user-value-data-files",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "qwen3_omni_30b_a3b_sft_8gpu_h100_bf16_hf_json_config",
+                "--gpus",
+                "h100x8",
+            ],
+        ),
+    ]
 }
 
 /// CUDA-graph implementation and scope combinations on Llama 3 8B's H100 function (which
@@ -1995,14 +2013,26 @@ fn nested_classes_differ(
 
 /// The stand-in configs a job whose model comes from a Hugging Face checkpoint not at hand
 /// is built with (`tests/bridge/gen_recipes.py` PROOF_STANDINS: a dense decoder, a MoE decoder,
-/// a MoE decoder with multi-latent attention), tried in turn at the checkpoint's name, each
-/// with the depth the function's own pipeline split states (`tests/bridge/probe.py`
-/// `standin_depth`: the layers its layout places, or its first and last stages' layers plus one
-/// per virtual stage of every middle rank).
+/// a MoE decoder with multi-latent attention, then the architectures some recipes read a config
+/// of their own family from: Qwen3.5's multimodal configs, whose `text_config` the text-only
+/// recipes read, Gemma 2's, whose architecture names the tokenizer class a Gemma 3 recipe
+/// loads at config time (Transformers builds that class with no vocabulary file: a stand-in
+/// tokenizer, whose length only decides whether the recipe raises `vocab_size`, a field the
+/// plan leaves to the checkpoint), and a hybrid Mamba MoE), tried in turn at the checkpoint's
+/// name, each with the
+/// depth the function's own pipeline split states (`tests/bridge/probe.py` `standin_depth`:
+/// the layers its layout places, or its first and last stages' layers plus one per virtual
+/// stage of every middle rank).
 const PROOF_STANDINS: &[&str] = &[
     "meta-llama/Meta-Llama-3-8B",
     "Qwen/Qwen3-30B-A3B",
     "deepseek-ai/DeepSeek-V3",
+    "Qwen/Qwen3.5-4B",
+    "Qwen/Qwen3.5-27B",
+    "Qwen/Qwen3.5-35B-A3B",
+    "google/gemma-2-2b",
+    "google/gemma-2-9b",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
 ];
 
 fn fixture(name: &str) -> String {
@@ -2103,21 +2133,22 @@ fn plan_of(c: &Case) -> Result<Value, String> {
 /// Bridge builds the job with).
 fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
     let r = &c.args[1];
-    let name = ovlaunch::catalog::Catalog::embedded()
+    let held = ovlaunch::catalog::Catalog::embedded()
         .unwrap()
         .recipe(r)
         .ok()
         .and_then(|rec| {
-            rec.variants
-                .iter()
-                .find(|v| {
-                    // the case's id, or the function it names with --recipe
-                    let f = v.bridge_recipe.as_deref();
-                    f == Some(c.id.as_str()) || f == Some(r.as_str())
-                })
-                .and_then(|v| v.bridge_recipe.clone())
-        })
-        .unwrap_or_else(|| c.id.clone());
+            let v = rec.variants.iter().find(|v| {
+                // the case's id, or the function it names with --recipe
+                let f = v.bridge_recipe.as_deref();
+                f == Some(c.id.as_str()) || f == Some(r.as_str())
+            })?;
+            let from = v.from_checkpoint.as_ref().or(rec.from_checkpoint.as_ref());
+            Some((v.bridge_recipe.clone()?, from.cloned()))
+        });
+    let name = held
+        .as_ref()
+        .map_or_else(|| c.id.clone(), |(n, _)| n.clone());
     let mut argv: Vec<String> = vec![
         "python".into(),
         "run_recipe.py".into(),
@@ -2178,6 +2209,10 @@ fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
             Err(_) => argv.extend(sets),
         }
         without = Some(base);
+    } else if let Some((_, Some(from))) = held {
+        // the function's checkpoint, whose config Bridge reads: a stand-in at its name
+        without = Some(json!({"recipe": {"from_checkpoint": {
+            "checkpoint": from.hf, "revision": from.revision}}}));
     }
     (argv, without)
 }

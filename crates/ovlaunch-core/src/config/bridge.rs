@@ -331,6 +331,28 @@ impl Sections {
         self.0.get(section).and_then(|m| m.get(field))
     }
 
+    /// The value at `path` (`section.field.key...`) wherever it was set: at that path, or
+    /// inside a mapping set whole at a path above it (`dataset.source` set to `{load_kwargs:
+    /// {data_files: {train: F}}}` holds `dataset.source.load_kwargs.data_files.train`); the
+    /// longest such path wins.
+    pub fn find(&self, path: &str) -> Option<&Value> {
+        let (section, field) = split(path);
+        let m = self.0.get(section)?;
+        if let Some(v) = m.get(field) {
+            return Some(v);
+        }
+        m.iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    k.len(),
+                    v,
+                    field.strip_prefix(k.as_str())?.strip_prefix('.')?,
+                ))
+            })
+            .max_by_key(|(len, _, _)| *len)
+            .and_then(|(_, v, rest)| rest.split('.').try_fold(v, |v, key| v.get(key)))
+    }
+
     /// Sets the field at `path` (the value already checked).
     pub fn set(&mut self, path: &str, value: Value) {
         let (section, field) = split(path);
@@ -737,6 +759,31 @@ mod tests {
             m.contains("under `token`") && m.contains("secrets.env"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn a_value_is_found_at_its_path_or_inside_a_mapping_set_above_it() {
+        let path = "dataset.source.load_kwargs.data_files.train";
+        let mut s = Sections::default();
+        assert_eq!(s.find(path), None);
+        s.set(
+            "dataset.source",
+            json!({"load_kwargs": {"data_files": {"train": "a.jsonl"}}}),
+        );
+        assert_eq!(s.find(path), Some(&json!("a.jsonl")));
+        assert_eq!(s.find("dataset.source.load_kwargs.data_files.test"), None);
+        // the longest path set wins
+        s.set(
+            "dataset.source.load_kwargs",
+            json!({"data_files": {"train": "b.jsonl"}}),
+        );
+        assert_eq!(s.find(path), Some(&json!("b.jsonl")));
+        s.set(path, json!("c.jsonl"));
+        assert_eq!(s.find(path), Some(&json!("c.jsonl")));
+        // a sibling whose name starts the same is not above it
+        let mut t = Sections::default();
+        t.set("dataset.sourc", json!({"e": 1}));
+        assert_eq!(t.find("dataset.source"), None);
     }
 
     #[test]

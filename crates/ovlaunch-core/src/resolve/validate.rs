@@ -388,9 +388,11 @@ pub fn fine_tuning_context_parallel(
 
 /// The values Bridge's recipe function leaves empty and refuses to build the job without
 /// (`catalog::recipe::Requires`, learnt from Bridge's own refusal by the generator: a dataset
-/// cache path for a recipe that loads the dataset cache fast, an Energon dataset's path),
-/// checked at plan time: each must be set (recipe file, plugin or `--set`) to a value that is
-/// not null and, for a text, not blank. The message is Bridge's own error, then the function
+/// cache path for a recipe that loads the dataset cache fast, an Energon dataset's path, the
+/// data files of a Hugging Face JSON dataset's sources, a key inside the free-form
+/// `load_kwargs` mapping), checked at plan time: each must be set (recipe file, plugin or
+/// `--set`, at its path or inside a mapping set above it) to a value that is not null and, for
+/// a text, not blank. The message is Bridge's own error, then the function
 /// and the field, and the fix.
 pub fn user_values(
     function: Option<&str>,
@@ -398,7 +400,7 @@ pub fn user_values(
     sections: &crate::config::bridge::Sections,
 ) -> Result<()> {
     for (field, bridge) in requires {
-        if !given(sections.get(field)) {
+        if !given(sections.find(field)) {
             return Err(Error::config(format!(
                 "{bridge}: {} needs {field}, a value you bring, which Bridge's recipe leaves empty",
                 function.map_or_else(|| "this recipe".to_string(), |f| format!("`{f}`"))
@@ -427,7 +429,7 @@ pub fn file_values(
     requires: &crate::catalog::recipe::Requires,
     sections: &crate::config::bridge::Sections,
 ) -> Result<()> {
-    match requires.iter().find(|(f, _)| !given(sections.get(f))) {
+    match requires.iter().find(|(f, _)| !given(sections.find(f))) {
         Some((field, why)) => Err(Error::config(format!(
             "your recipe file requires {field} ({why}), and the job does not give it"
         ))
@@ -448,7 +450,10 @@ fn given(v: Option<&serde_json::Value>) -> bool {
 
 /// The fix for a value the job must bring.
 fn bring(field: &str) -> String {
-    format!("give it: --set {field}=/path/on/the/cluster (or `{field}` in your recipe file)")
+    format!(
+        "give it: --set {} (or `{field}` in your recipe file)",
+        crate::shell::quote(&set_word(field, "/path/on/the/cluster"))
+    )
 }
 
 /// A value that another field's setting makes necessary: where `when` is true (set by the
@@ -580,6 +585,35 @@ pub fn dataset_packing(
         .help(format!("--set {mbs}=2 (or more), or --set {IN_BATCH}=false")));
     }
     Ok(())
+}
+
+/// The `--set` word (`PATH=VALUE`) that gives `field` the text `value`: the field itself, or,
+/// where the field lies inside a free-form mapping whose keys `--set` cannot reach one by one
+/// (`dataset.source.load_kwargs.data_files.train`), that mapping given whole with the field's
+/// key (`dataset.source.load_kwargs={data_files: {train: VALUE}}`), which holds it
+/// (`Sections::find`). The mapping is the longest path above the field that a section's class
+/// types.
+pub fn set_word(field: &str, value: &str) -> String {
+    use crate::config::bridge::{check_any, split};
+    let (section, name) = split(field);
+    if check_any(section, name, serde_json::Value::String(value.into())).is_ok() {
+        return format!("{field}={value}");
+    }
+    let parts: Vec<&str> = name.split('.').collect();
+    (1..parts.len())
+        .rev()
+        .map(|n| (parts[..n].join("."), &parts[n..]))
+        .find(|(head, _)| check_any(section, head, serde_json::json!({})).is_ok())
+        .map_or_else(
+            || format!("{field}={value}"),
+            |(head, rest)| {
+                let inner = rest
+                    .iter()
+                    .rev()
+                    .fold(value.to_string(), |acc, k| format!("{{{k}: {acc}}}"));
+                format!("{section}.{head}={inner}")
+            },
+        )
 }
 
 /// Bridge's own checks of its pass-through sections, with Bridge's messages: the `finalize()` of
