@@ -212,3 +212,48 @@ impl CheckpointFields {
         format!("from checkpoint {} at run time", self.checkpoint)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(classes: &[&str]) -> FromCheckpoint {
+        FromCheckpoint {
+            hf: "google/gemma-2-27b".into(),
+            revision: None,
+            fields: vec!["num_layers".into()],
+            classes: classes.iter().map(|c| c.to_string()).collect(),
+            config: None,
+            read: vec![],
+        }
+    }
+
+    fn config(arch: &str) -> Map<String, Value> {
+        serde_json::json!({"architectures": [arch], "model_type": "x"})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn a_config_whose_bridge_builds_another_class_is_a_mismatch() {
+        let gemma2 = from(&["megatron.bridge.models.gemma.gemma2_provider.Gemma2ModelProvider"]);
+        let m = architecture_mismatch(&config("LlamaForCausalLM"), &gemma2).expect("a mismatch");
+        assert_eq!(m.architecture, "LlamaForCausalLM");
+        assert!(m.builds.iter().any(|c| c.ends_with(".GPTModelProvider")));
+        assert!(m.expected.contains(&"Gemma2ForCausalLM".to_string()));
+        assert_eq!(
+            architecture_mismatch(&config("Gemma2ForCausalLM"), &gemma2),
+            None
+        );
+        // an architecture Bridge does not register is left to Bridge; no classes, no check
+        assert_eq!(
+            architecture_mismatch(&config("NoSuchForCausalLM"), &gemma2),
+            None
+        );
+        assert_eq!(
+            architecture_mismatch(&config("LlamaForCausalLM"), &from(&[])),
+            None
+        );
+    }
+}
