@@ -77,7 +77,7 @@ fn text(
         "{} on {} ({}): TP{} PP{} VP{} CP{} EP{} ETP{} DP{}, MBS {} GBS {}\n",
         plan.recipe.name,
         plan.hardware.spec,
-        plan.recipe.precision,
+        crate::resolve::env_rules::planned_precision(plan),
         l.tensor,
         l.pipeline,
         l.virtual_pipeline.unwrap_or(1),

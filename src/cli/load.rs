@@ -419,6 +419,9 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
                     .at_flag("--hf-config"),
             );
         };
+        if let Some(m) = crate::config::checkpoint::architecture_mismatch(&config, &from) {
+            return Err(architecture_error(&origin, &r.name, &from, &m));
+        }
         let mut values = serde_json::Map::new();
         for (field, value) in crate::config::checkpoint::map_config(&config, &from.fields) {
             values.insert(field, value);
@@ -454,6 +457,44 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
         }
     }
     Ok(any)
+}
+
+/// The refusal of a checkpoint config whose architecture Bridge builds another model class
+/// than the recipe's checkpoint.
+fn architecture_error(
+    origin: &str,
+    recipe: &str,
+    from: &crate::config::FromCheckpoint,
+    m: &crate::config::checkpoint::ArchitectureMismatch,
+) -> Error {
+    let short = |c: &String| c.rsplit('.').next().unwrap_or(c).to_string();
+    let list = |cs: &[String]| cs.iter().map(short).collect::<Vec<_>>().join(", ");
+    let model_type = m
+        .model_type
+        .as_deref()
+        .map(|t| format!(", model_type \"{t}\""))
+        .unwrap_or_default();
+    let expected = if m.expected.is_empty() {
+        String::new()
+    } else {
+        format!(" or another {} checkpoint's", m.expected.join(" / "))
+    };
+    Error::usage(format!(
+        "{origin}: architectures {:?}{model_type}: Megatron-Bridge's {} builds {} for {}, \
+         not the model of recipe `{recipe}`: its checkpoint {} builds {}",
+        m.architectures,
+        short(&m.bridge),
+        list(&m.builds),
+        m.architecture,
+        from.hf,
+        list(&from.classes),
+    ))
+    .at_flag("--hf-config")
+    .help(format!(
+        "give the config.json of checkpoint {}{expected}, or plan a recipe for {} \
+         (`ovlaunch recipes`)",
+        from.hf, m.architecture
+    ))
 }
 
 /// Where the config.json of `from`'s checkpoint is: `--hf-config` (a file, or a directory

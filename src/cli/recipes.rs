@@ -183,45 +183,47 @@ pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
         p.json(&list)?;
         return Ok(0);
     }
-    let mut s = String::new();
+    // (name, aliases, description, variant lines): the columns are as wide as their longest entry
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
     for item in chosen {
+        let mut lines = String::new();
         if let Listed::Source(src) = &item
             && let Some(e) = src.embedded
         {
-            let _ = writeln!(
-                s,
-                "{:<16} {:<28} {}",
-                e.name,
-                e.aliases.join(","),
-                e.description
-            );
             if cmd.verbose {
                 for v in e.variants {
                     let f = (v.bridge_recipe, v.short);
-                    variant_line(&mut s, v.gpu, v.precision, v.num_gpus, f);
+                    variant_line(&mut lines, v.gpu, v.precision, v.num_gpus, f);
                 }
             }
+            let aliases = e.aliases.join(",");
+            rows.push((
+                e.name.to_string(),
+                aliases,
+                e.description.to_string(),
+                lines,
+            ));
             continue;
         }
         let r = item.recipe()?;
-        let _ = writeln!(
-            s,
-            "{:<16} {:<28} {}",
-            r.name,
-            r.aliases.join(","),
-            r.description
-        );
         if cmd.verbose {
             for v in &r.variants {
-                variant_line(
-                    &mut s,
-                    &v.gpu,
-                    &v.precision,
-                    v.num_gpus,
-                    (v.bridge_recipe.as_deref(), None),
-                );
+                let f = (v.bridge_recipe.as_deref(), None);
+                variant_line(&mut lines, &v.gpu, &v.precision, v.num_gpus, f);
             }
         }
+        rows.push((r.name, r.aliases.join(","), r.description, lines));
+    }
+    let width = |col: fn(&(String, String, String, String)) -> &String, least: usize| {
+        rows.iter()
+            .map(|r| col(r).chars().count())
+            .fold(least, usize::max)
+    };
+    let (w_name, w_alias) = (width(|r| &r.0, 16), width(|r| &r.1, 28));
+    let mut s = String::new();
+    for (name, aliases, description, lines) in &rows {
+        let _ = writeln!(s, "{name:<w_name$} {aliases:<w_alias$} {description}");
+        s.push_str(lines);
     }
     p.data(&s)?;
     Ok(0)

@@ -236,7 +236,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
                 "{} on {} ({}), global batch {}: {} layouts scored, {} fit, {} resolved ({} rejected)\n",
                 base.recipe.name,
                 base.hardware.spec,
-                base.recipe.precision,
+                crate::resolve::env_rules::planned_precision(&base),
                 base.train.global_batch_size,
                 outcome.scored,
                 outcome.fitting,

@@ -1,8 +1,9 @@
 //! A recipe function whose model comes from a Hugging Face checkpoint ovlaunch does not hold
 //! (`from_checkpoint`): the plan states what the recipe states and names the rest as coming
 //! from the checkpoint at run time; a config the user gives (`--hf-config PATH`, or the
-//! Hugging Face cache) fills the fields Bridge's config mapping gives; the launch is never
-//! refused for it and the estimator says it does not model the job. (Bridge's own build of
+//! Hugging Face cache) fills the fields Bridge's config mapping gives; the launch is not
+//! refused for the fields and the estimator says it does not model the job; a given config of
+//! another architecture than the checkpoint's (one Bridge builds another model class from) is. (Bridge's own build of
 //! such jobs is in `bridge_proof`.)
 
 use serde_json::Value;
@@ -10,7 +11,8 @@ use serde_json::Value;
 use crate::common::*;
 
 /// A shipped SFT function whose checkpoint config the repository does not hold, its checkpoint
-/// and the GPUs it is written for.
+/// and the GPUs it is written for; one whose checkpoint is of a model class Bridge builds for
+/// the user's config below (Llama's: `GPTModelProvider`), as the plan refuses another's.
 fn function() -> (String, String, String) {
     let cat = ovlaunch::catalog::Catalog::embedded().unwrap();
     for name in cat.recipes.iter().map(|r| r.name.clone()) {
@@ -19,6 +21,11 @@ fn function() -> (String, String, String) {
             if let Some(from) = v.from_checkpoint.as_ref().or(r.from_checkpoint.as_ref())
                 && r.task.as_deref() == Some("sft")
                 && from.fields.iter().any(|f| f == "num_layers")
+                && (from.classes.is_empty()
+                    || from
+                        .classes
+                        .iter()
+                        .any(|c| c == "megatron.bridge.models.gpt_provider.GPTModelProvider"))
             {
                 let gpu = if v.gpu == "any" {
                     "h100"
@@ -411,4 +418,143 @@ fn a_checkpoint_given_hybrid_function_is_refused_a_virtual_pipeline_at_plan_time
             "model.pipeline_model_parallel_size=2",
         ]);
     }
+}
+
+/// The model provider class Megatron-Bridge's AutoBridge builds from the config.json at
+/// `config` (its own dispatch on `architectures`), or Bridge's refusal (`Err`, its message).
+fn bridge_builds(python: &str, config: &std::path::Path) -> Result<String, String> {
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import probe  # noqa: F401 - the stand-ins Bridge's package imports without a GPU
+from transformers import AutoConfig
+from megatron.bridge import AutoBridge
+cfg = json.load(open(sys.argv[2]))
+try:
+    p = AutoBridge.from_hf_config(AutoConfig.for_model(**cfg)).to_megatron_provider(load_weights=False)
+except Exception as e:  # noqa: BLE001 - Bridge's refusal is the answer
+    print("REFUSED", type(e).__name__, e)
+    sys.exit(0)
+print("BUILT", f"{type(p).__module__}.{type(p).__qualname__}")
+"#;
+    let o = std::process::Command::new(python)
+        .args([
+            "-c",
+            script,
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge"),
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = out.lines().last().unwrap_or_default().to_string();
+    match line.split_once(' ') {
+        Some(("BUILT", class)) => Ok(class.to_string()),
+        _ => Err(line),
+    }
+}
+
+/// A config.json of another architecture than the recipe's checkpoint (Meta Llama 3 8B's for
+/// Gemma 2 27B's fine-tuning recipe) is refused at plan time, naming the file, its
+/// architecture, the recipe's checkpoint and the fix, as Bridge builds another model class
+/// from it than the recipe's; a Gemma 2 checkpoint's config (9B's) is accepted, and Bridge
+/// builds one of the recipe's classes from it. The architecture -> class table is Bridge's
+/// own registry (config/bridge_architectures.json, generated).
+#[test]
+fn a_config_of_another_architecture_than_the_recipes_checkpoint_is_refused() {
+    let recipe = "gemma2_27b_sft";
+    let cat = ovlaunch::catalog::Catalog::embedded().unwrap();
+    let r = cat.recipe(recipe).unwrap();
+    let from = r.from_checkpoint.clone().expect("a checkpoint recipe");
+    assert!(!from.classes.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = user_config(dir.path());
+    let wrong_s = wrong.to_str().unwrap();
+    let right = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/bridge/hf/google/gemma-2-9b/config.json"
+    ));
+    let gpus = "h100x16";
+
+    let o = run(&[
+        "plan",
+        "--recipe",
+        recipe,
+        "--gpus",
+        gpus,
+        "--hf-config",
+        wrong_s,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    for want in [
+        "--hf-config",
+        wrong_s,
+        "\"LlamaForCausalLM\"",
+        "model_type \"llama\"",
+        &from.hf,
+        "Gemma2ModelProvider",
+        "GPTModelProvider",
+        "help: give the config.json of checkpoint",
+        "Gemma2ForCausalLM",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    // the dry run refuses it too
+    let o = run(&[
+        "--recipe",
+        recipe,
+        "--gpus",
+        gpus,
+        "--hf-config",
+        wrong_s,
+        "--dry-run",
+        "--no-container",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("\"LlamaForCausalLM\""),
+        "{}",
+        stderr(&o)
+    );
+
+    // the right architecture plans, its values read
+    let p = plan(
+        &[
+            "--recipe",
+            recipe,
+            "--gpus",
+            gpus,
+            "--hf-config",
+            right.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let given: Value = serde_json::from_str(&std::fs::read_to_string(&right).unwrap()).unwrap();
+    assert_eq!(p["model"]["num_layers"], given["num_hidden_layers"]);
+
+    // Bridge itself, fed the same two configs
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    match bridge_builds(&python, &wrong) {
+        Ok(class) => assert!(
+            !from.classes.contains(&class),
+            "Bridge builds {class}, one of the recipe's classes {:?}, from {wrong_s}",
+            from.classes
+        ),
+        Err(refusal) => assert!(!refusal.is_empty()),
+    }
+    let class = bridge_builds(&python, &right).expect("Bridge builds Gemma 2 9B's config");
+    assert!(
+        from.classes.contains(&class),
+        "Bridge builds {class}, not one of {:?}",
+        from.classes
+    );
 }

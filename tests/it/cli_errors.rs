@@ -521,6 +521,10 @@ fn input_error_cases() -> Vec<(&'static str, Vec<&'static str>)> {
             "env_from_launcher_missing",
             plan_args(&["--env", "OVLAUNCH_SURELY_UNSET_VARIABLE"]),
         ),
+        (
+            "env_secret_from_launcher_missing",
+            plan_args(&["--env", "OVLAUNCH_SURELY_UNSET_TOKEN"]),
+        ),
         ("set_unknown_section", plan_args(&["--set", "bogus.x=1"])),
         (
             "set_unknown_bridge_field",

@@ -236,6 +236,25 @@ fn overrides_are_what_differs_from_bridges_recipe() {
     );
 }
 
+/// `ovlaunch recipes`: the columns line up on every line, names longer than any fixed width
+/// included.
+#[test]
+fn recipe_listing_columns_line_up() {
+    let list: serde_json::Value = serde_json::from_str(&ok(&["recipes", "-o", "json"])).unwrap();
+    let text = ok(&["recipes"]);
+    let rows: Vec<&serde_json::Value> = list.as_array().unwrap().iter().collect();
+    assert!(rows.iter().any(|r| r["name"].as_str().unwrap().len() > 16));
+    let mut starts = std::collections::BTreeSet::new();
+    for (row, line) in rows.iter().zip(text.lines()) {
+        let name = row["name"].as_str().unwrap();
+        assert!(line.starts_with(&format!("{name} ")), "{line}");
+        let description = row["description"].as_str().unwrap();
+        assert!(line.ends_with(description), "{line}");
+        starts.insert(line.chars().count() - description.chars().count());
+    }
+    assert_eq!(starts.len(), 1, "descriptions start at columns {starts:?}");
+}
+
 #[test]
 fn listings() {
     let r = ok(&["recipes"]);

@@ -85,6 +85,24 @@ fn estimate_text_and_set_override() {
     );
 }
 
+/// The estimate's and tune's headers name the precision the plan trains in: the variant's,
+/// or what `--set mixed_precision=NAME` makes it (Bridge's compute dtype of the fields).
+#[test]
+fn headers_name_the_planned_precision() {
+    let fp8 = "mixed_precision=bf16_with_fp8_delayed_scaling_mixed";
+    for cmd in ["estimate", "tune"] {
+        let base = ok(&[cmd, "-r", "llama70b", "-g", "h100x64"]);
+        let first = base.lines().next().unwrap();
+        assert!(first.starts_with("llama3_70b on h100x64 (bf16)"), "{first}");
+        let set = ok(&[cmd, "-r", "llama70b", "-g", "h100x64", "--set", fp8]);
+        let first = set.lines().next().unwrap();
+        assert!(
+            first.starts_with("llama3_70b on h100x64 (fp8_ds)"),
+            "{first}"
+        );
+    }
+}
+
 /// `--set model.fp8_output_proj=true` under MXFP8 makes Megatron-Core build Transformer
 /// Engine's MXFP8 LM head (`is_mxfp8_output_proj_active`): the estimate prices the head at the
 /// FP8 rate, so the step is shorter; under BF16 the field changes nothing.

@@ -247,6 +247,18 @@ pub fn compute_dtype(model: &ModelConfig) -> String {
     }
 }
 
+/// The precision `plan` trains in, as summaries show it: the variant's (`bf16`, `fp8cs`, ...)
+/// when the resolved precision fields are what it names, else Bridge's `compute_dtype` of
+/// those fields (`fp8_ds` after `--set mixed_precision=...`).
+pub fn planned_precision(plan: &crate::plan::Plan) -> String {
+    let dtype = compute_dtype(&plan.model);
+    if dtype.replace('_', "") == plan.recipe.precision.replace('_', "") {
+        plan.recipe.precision.clone()
+    } else {
+        dtype
+    }
+}
+
 impl Facts {
     /// Reads the facts from a plan's parts.
     pub fn of(

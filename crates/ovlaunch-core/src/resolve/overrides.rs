@@ -320,6 +320,19 @@ fn clean(msg: &str) -> String {
     }
 }
 
+/// The fix for `--env NAME` with NAME unset: export it; a secret's value is never suggested on
+/// the command line (where shell history and the process list keep it: docs/security.md).
+fn unset_env_help(name: &str) -> String {
+    if crate::rank::names::is_secret_name(name) {
+        format!(
+            "{name} is a secret: export it in the environment ovlaunch runs in (read it from a \
+             file or prompt, e.g. `read -rs {name} && export {name}`), then give --env {name}"
+        )
+    } else {
+        format!("export {name} before running ovlaunch, or give --env {name}=VALUE")
+    }
+}
+
 /// Parses `--env NAME=VALUE` flags; the value is kept byte for byte. `--env NAME` (no `=`)
 /// takes the value `launcher_env` gives for NAME (the launcher's own environment), so a
 /// secret never has to be typed on a command line or kept in shell history; a NAME it does
@@ -349,7 +362,7 @@ pub fn parse_envs(
                         "{item} is not set in ovlaunch's environment (--env {item} passes the launcher's own value)"
                     ))
                     .at_flag(flag)
-                    .help(format!("export {item} before running ovlaunch, or give --env {item}=VALUE")));
+                    .help(unset_env_help(item)));
                 };
                 from_env = v;
                 (item.as_str(), from_env.as_str())
