@@ -296,7 +296,7 @@ fn resolve_picked(
     layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, class.hybrid())?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t)
-        .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, e))?;
+        .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
     let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
     // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
@@ -787,13 +787,20 @@ fn users_split(outer: &Recipe, l: &layers::Layered) -> bool {
 }
 
 /// An error about fields a user's recipe file states, pointed at the file's line: over its
-/// Bridge base (`OnBase::locate`), or its own file without one ([`locate_in_own_file`]).
+/// Bridge base (`OnBase::locate`), or its own file without one ([`locate_in_own_file`]). An
+/// error about a field a flag gives (`--set`) stays about the fields: the file is not its cause.
 fn in_users_file(
     recipe: &Recipe,
     picked: &Picked<'_>,
     variant: Option<&Variant>,
+    prov: &layers::Provenance,
     e: Error,
 ) -> Error {
+    if let Some(crate::error::Origin::Fields(fields)) = e.origin.as_deref()
+        && fields.iter().any(|f| prov.user_set(f))
+    {
+        return e;
+    }
     match &picked.base {
         Some(f) => f.locate(e, None),
         None => locate_in_own_file(recipe, variant, e),
