@@ -55,14 +55,9 @@ impl OnBase<'_> {
     /// names the fields itself.
     pub fn locate(&self, e: Error, otherwise: Option<&str>) -> Error {
         let stated = match e.origin.as_deref() {
-            Some(crate::error::Origin::Fields(fields)) => fields.iter().find_map(|f| {
-                let (section, field) = f.split_once('.')?;
-                self.file
-                    .get(section)?
-                    .as_object()?
-                    .contains_key(field)
-                    .then(|| section.to_string())
-            }),
+            Some(crate::error::Origin::Fields(fields)) => fields
+                .iter()
+                .find_map(|f| stated_section(&self.file, f).map(str::to_string)),
             _ => None,
         };
         match stated.as_deref().or(otherwise) {
@@ -73,6 +68,17 @@ impl OnBase<'_> {
             _ => e,
         }
     }
+}
+
+/// The section of `field` (`section.name`) when `sections` state that field: where an error
+/// about it is pointed in a recipe file (`OnBase::locate`, `resolve::locate_in_own_file`).
+pub fn stated_section<'f>(sections: &Map<String, Value>, field: &'f str) -> Option<&'f str> {
+    let (section, name) = field.split_once('.')?;
+    sections
+        .get(section)?
+        .as_object()?
+        .contains_key(name)
+        .then_some(section)
 }
 
 /// The base of `user` run with its variant `chosen`, or `None` for a shipped recipe (or a file

@@ -818,16 +818,12 @@ fn locate_in_own_file(recipe: &Recipe, variant: Option<&Variant>, e: Error) -> E
         return e;
     }
     let line = fields.iter().find_map(|f| {
-        let (section, field) = f.split_once('.')?;
-        let states = |s: &serde_json::Map<String, Value>| {
-            s.get(section)
-                .and_then(Value::as_object)
-                .is_some_and(|m| m.contains_key(field))
-        };
-        match variant {
-            Some(v) if states(&v.sections) => v.key_lines.get(section).copied(),
-            _ if states(&recipe.sections) => recipe.key_lines.get(section).copied(),
-            _ => None,
+        let in_variant =
+            variant.and_then(|v| base::stated_section(&v.sections, f).map(|s| (s, &v.key_lines)));
+        match in_variant {
+            Some((section, lines)) => lines.get(section).copied(),
+            None => base::stated_section(&recipe.sections, f)
+                .and_then(|s| recipe.key_lines.get(s).copied()),
         }
     });
     match line {
