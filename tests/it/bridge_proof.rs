@@ -2476,7 +2476,11 @@ fn not_built_for_want_of_a_config() -> usize {
     ovlaunch::catalog::embedded::NOT_SHIPPED
         .lines()
         .filter_map(|l| {
-            let (count, reason) = l.strip_prefix("- `")?.split_once("` (")?.1.split_once("): ")?;
+            let (count, reason) = l
+                .strip_prefix("- `")?
+                .split_once("` (")?
+                .1
+                .split_once("): ")?;
             reason
                 .starts_with("builds its model from the Hugging Face checkpoint")
                 .then(|| count.split(' ').next()?.parse::<usize>().ok())?
