@@ -75,6 +75,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import probe  # noqa: E402  (sets up the offline hub and the stand-ins)
+import generated  # noqa: E402
 
 import megatron.bridge.training.comm_overlap as comm_overlap_module  # noqa: E402
 from megatron.bridge.training.mixed_precision import MixedPrecisionConfig, get_mixed_precision_config  # noqa: E402
@@ -1075,16 +1076,8 @@ def main() -> int:
 
     def put(path: Path, text: str | None) -> None:
         nonlocal bad
-        if args.check:
-            have = path.read_text() if path.exists() else None
-            if have != text:
-                print(f"{path}: out of date with the installed Megatron-Bridge; run tests/bridge/gen_recipes.py", file=sys.stderr)
-                bad = 1
-        elif text is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.write_text(text)
-            print(f"wrote {path}", file=sys.stderr)
+        bad |= generated.put(path, text, check=args.check, generator="gen_recipes.py",
+                             stale="out of date with the installed Megatron-Bridge")
 
     records: list[tuple[str, str, str]] = []
     for name in [n for n in MODELS if args.only is None or n in args.only]:
