@@ -75,6 +75,12 @@ crate::section! {
         moe_token_dispatcher_type: Option<String> = Some("allgather".to_string()),
         moe_flex_dispatcher_backend: Option<String> = None,
         moe_layer_freq: Option<Value> = None,
+        /// Group-limited routing (Megatron-Core `TransformerConfig.moe_router_num_groups` and
+        /// `moe_router_group_topk`, applied by `moe_utils.group_limited_topk`): the experts form
+        /// this many equal groups and each token picks its experts from its best
+        /// `moe_router_group_topk` groups only (DeepSeek-V3: 8 and 4). `null`: no grouping.
+        moe_router_num_groups: Option<u32> = None,
+        moe_router_group_topk: Option<u32> = None,
         mtp_num_layers: Option<u32> = None,
         // Recompute.
         recompute_granularity: Option<String> = None,
@@ -127,6 +133,10 @@ crate::section! {
         fp8_wgrad: bool = true,
         fp8_dot_product_attention: bool = false,
         fp8_multi_head_attention: bool = false,
+        /// The LM head in MXFP8: Megatron-Core builds Transformer Engine's
+        /// `TELMHeadColumnParallelLinear` when it is set with the `mxfp8` recipe
+        /// (`TransformerConfig.fp8_output_proj`, `fp8_utils.is_mxfp8_output_proj_active`).
+        fp8_output_proj: bool = false,
         fp8_param: Option<bool> = Some(false),
         fp4: Option<String> = None,
         fp4_recipe: Option<String> = Some("nvfp4".to_string()),

@@ -188,7 +188,7 @@ impl<'a> Ctx<'a> {
     /// ([`Self::muon`]).
     pub fn optimizer_state_bytes(&self, r: &RankLoad, shard: f64) -> f64 {
         if !self.muon() {
-            return 12.0 * shard;
+            return self.adam_state_bytes() * shard;
         }
         let ends = (f64::from(u8::from(r.embedding)) + f64::from(u8::from(r.loss)))
             * self.arch.vocab
@@ -201,6 +201,23 @@ impl<'a> Ctx<'a> {
         }
         .min(shard);
         12.0 * ends + 8.0 * (shard - ends)
+    }
+
+    /// Adam's state bytes per parameter: the main weight and the two moments, FP32 (12), or
+    /// under the precision-aware optimizer at their configured dtypes (`main_params_dtype`,
+    /// `exp_avg_dtype`, `exp_avg_sq_dtype`: Megatron-Core's `_get_megatron_optimizer_based_on_param_groups`
+    /// hands them to Transformer Engine's `FusedAdam`, which allocates its state at them; BF16
+    /// moments make 8). Without it Megatron-Core's `OptimizerConfig.__post_init__` holds them
+    /// at FP32.
+    pub fn adam_state_bytes(&self) -> f64 {
+        let o = &self.plan.optimizer;
+        if !o.use_precision_aware_optimizer {
+            return 12.0;
+        }
+        use crate::config::optimizer::dtype_bytes;
+        dtype_bytes(&o.main_params_dtype)
+            + dtype_bytes(&o.exp_avg_dtype)
+            + dtype_bytes(&o.exp_avg_sq_dtype)
     }
 
     /// Data-parallel group sizes of the dense weights (DP × CP) and of the experts.
@@ -452,12 +469,7 @@ fn attn_rate(c: &Ctx, r: &Rates) -> f64 {
 /// and DeepSeek-V3's MXFP8 runs on GB200, GB300 and B300).
 pub(crate) fn head_in_fp8(plan: &Plan) -> bool {
     let m = &plan.model;
-    m.fp8.is_some()
-        && m.fp8_recipe.as_deref() == Some("mxfp8")
-        && m.provider
-            .get("fp8_output_proj")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false)
+    m.fp8.is_some() && m.fp8_recipe.as_deref() == Some("mxfp8") && m.fp8_output_proj
 }
 
 /// The layers' seconds per token at their rates, and one LM head pass at its own: a dense
@@ -684,6 +696,7 @@ pub(crate) fn ep_comm(c: &Ctx, b: &Busiest) -> Comm {
             domain: c.domain,
             topk: moe.topk,
             dedup: m.moe_token_dispatcher_type.as_deref() == Some("flex"),
+            groups: group_limit(m, moe.experts),
         };
         moe_layers_gpu * 4.0 * alltoall_s(tokens * moe.topk * c.h * 2.0, &group, c.perf, c.eff)
     });
@@ -695,7 +708,11 @@ pub(crate) fn ep_comm(c: &Ctx, b: &Busiest) -> Comm {
 /// domain are reached over NVLink, the others over the scale-out network, both at once.
 /// The DeepEP / HybridEP dispatchers (`flex`) send a token once per remote domain and forward
 /// it over NVLink there, so their network volume is the expected number of distinct remote
-/// domains a token's `topk` experts fall in (experts spread evenly), not `topk` copies.
+/// domains a token's `topk` experts fall in (experts spread evenly over the domains its
+/// routing can reach: all, or under group-limited routing those its chosen groups cover,
+/// [`GroupLimit`]), not `topk` copies. Without that deduplication each copy goes to its
+/// expert's rank, remote as often as without the groups (which groups a token chooses does not
+/// depend on its sender).
 fn alltoall_s(bytes: f64, a: &A2a, p: &GpuPerf, eff: &Efficiency) -> f64 {
     if a.ep <= 1.0 {
         return 0.0;
@@ -713,7 +730,8 @@ fn alltoall_s(bytes: f64, a: &A2a, p: &GpuPerf, eff: &Efficiency) -> f64 {
     }
     let domains = a.ep / local;
     let remote_bytes = if a.dedup {
-        let hit = domains * (1.0 - (1.0 - 1.0 / domains).powf(a.topk));
+        let reach = a.groups.map_or(domains, |g| g.domains_reached(domains));
+        let hit = reach * (1.0 - (1.0 - 1.0 / reach).powf(a.topk));
         bytes / a.topk * hit * (domains - 1.0) / domains
     } else {
         bytes * (a.ep - local) / a.ep
@@ -728,6 +746,51 @@ struct A2a {
     domain: f64,
     topk: f64,
     dedup: bool,
+    /// Group-limited routing, where the model sets it ([`group_limit`]).
+    groups: Option<GroupLimit>,
+}
+
+/// Group-limited routing: Megatron-Core's router (`TopKRouter.routing` ->
+/// `moe_utils.group_limited_topk`, under `moe_router_num_groups` and `moe_router_group_topk`)
+/// splits the experts into `groups` equal runs of consecutive experts and lets each token
+/// choose its experts from its best `chosen` groups only. Experts are laid out over the EP
+/// ranks in the same consecutive order, so a token's experts lie in the NVLink domains its
+/// chosen groups cover, not anywhere in the EP group.
+#[derive(Clone, Copy)]
+struct GroupLimit {
+    groups: f64,
+    chosen: f64,
+}
+
+/// The model's group-limited routing, where both fields are set, the groups divide the
+/// experts (as `group_limited_topk`'s reshape requires) and fewer groups are chosen than exist.
+fn group_limit(m: &crate::config::ModelConfig, experts: f64) -> Option<GroupLimit> {
+    let (groups, chosen) = (
+        f64::from(m.moe_router_num_groups?),
+        f64::from(m.moe_router_group_topk?),
+    );
+    (groups >= 1.0 && chosen >= 1.0 && chosen < groups && experts % groups == 0.0)
+        .then_some(GroupLimit { groups, chosen })
+}
+
+impl GroupLimit {
+    /// How many of the EP group's `domains` NVLink domains (each an equal run of consecutive
+    /// experts) a token's chosen groups cover, in expectation over which groups it chooses:
+    /// a group spanning several domains covers them all; where a domain holds several groups,
+    /// the domains holding at least one of the `chosen` groups drawn without replacement.
+    fn domains_reached(self, domains: f64) -> f64 {
+        if self.groups <= domains {
+            return (self.chosen * domains / self.groups).min(domains);
+        }
+        let per_domain = self.groups / domains;
+        let missed: f64 = (0..self.chosen as u32)
+            .map(|i| {
+                let i = f64::from(i);
+                ((self.groups - per_domain - i) / (self.groups - i)).max(0.0)
+            })
+            .product();
+        domains * (1.0 - missed)
+    }
 }
 
 /// The pipeline's cost per step.

@@ -781,9 +781,7 @@ fn the_lm_head_weighs_its_own_time_on_the_last_rank() {
     assert!(close(tune::loss_stage_time(&p, &eff), head_in_layers, 1e-9));
     // Under fp8_output_proj the head runs in MXFP8: at the FP8 peak it costs less.
     assert!(!step::head_in_fp8(&p));
-    p.model
-        .provider
-        .insert("fp8_output_proj".into(), serde_json::Value::Bool(true));
+    p.model.fp8_output_proj = true;
     assert!(step::head_in_fp8(&p));
     let (fp8_head, _, fp8_imbalance) = seconds(&p);
     assert!(

@@ -50,6 +50,27 @@ fn ddp_and_optimizer_post_init(
             .at_fields(OPTIMIZER.overlap_param_gather_with_optimizer_step)
             .help(format!("set {}=false", COMM_OVERLAP.overlap_param_gather_with_optimizer_step)));
     }
+    // `OptimizerConfig.__post_init__`: without the precision-aware optimizer its state dtypes
+    // stay FP32.
+    if !optimizer.use_precision_aware_optimizer {
+        for (path, dtype) in [
+            (OPTIMIZER.main_grads_dtype, &optimizer.main_grads_dtype),
+            (OPTIMIZER.main_params_dtype, &optimizer.main_params_dtype),
+            (OPTIMIZER.exp_avg_dtype, &optimizer.exp_avg_dtype),
+            (OPTIMIZER.exp_avg_sq_dtype, &optimizer.exp_avg_sq_dtype),
+        ] {
+            if crate::config::optimizer::dtype_bytes(dtype) != 4.0 {
+                return Err(Error::config(format!(
+                    "{path}={dtype}: it can only be fp32 when not using the precision-aware optimizer"
+                ))
+                .at_fields(path)
+                .help(format!(
+                    "set {}=true, or {path}=float32",
+                    OPTIMIZER.use_precision_aware_optimizer
+                )));
+            }
+        }
+    }
     if ddp.bucket_size.is_some() && !ddp.overlap_grad_reduce && !ddp.use_megatron_fsdp {
         warnings.push(format!(
             "{}={} has no effect: Megatron-Core forces bucket_size to None (one bucket) when overlap_grad_reduce is False",
