@@ -846,3 +846,71 @@ fn a_deferred_head_weight_gradient_leaves_the_steady_state() {
     assert_eq!(e_on.stages.step_rank, 7);
     assert!(e_on.stages.imbalance < e_off.stages.imbalance);
 }
+
+/// The precision-aware optimizer allocates Adam's moments at `exp_avg_dtype` /
+/// `exp_avg_sq_dtype` (Transformer Engine's `FusedAdam`): DeepSeek-V3's recipe keeps them in
+/// BF16, 8 bytes of state per parameter beside the FP32 main weight, not 12.
+#[test]
+fn bf16_moments_keep_eight_bytes_of_adam_state() {
+    let plan = plan_for("deepseek_v3", "h100x1024", Some("bf16"), &[]);
+    assert!(plan.optimizer.use_precision_aware_optimizer);
+    assert_eq!(plan.optimizer.exp_avg_dtype, "bfloat16");
+    assert_eq!(plan.optimizer.exp_avg_sq_dtype, "bfloat16");
+    let fp32 = plan_for(
+        "deepseek_v3",
+        "h100x1024",
+        Some("bf16"),
+        &[
+            "optimizer.exp_avg_dtype=float32",
+            "optimizer.exp_avg_sq_dtype=float32",
+        ],
+    );
+    let eff = Efficiency::embedded().unwrap();
+    let (bf16, fp32) = (
+        estimate(&plan, &eff).unwrap(),
+        estimate(&fp32, &eff).unwrap(),
+    );
+    assert!(close(
+        bf16.memory.optimizer_gib / fp32.memory.optimizer_gib,
+        8.0 / 12.0,
+        1e-9
+    ));
+}
+
+/// Group-limited routing (DeepSeek-V3: 256 experts in 8 groups, each token choosing 4): on
+/// 1,024 H100s with EP 64 each 8-GPU node holds one group, so a token's 8 experts reach at most
+/// 4 nodes and HybridEP sends it to `4·(1-(3/4)^8)` nodes in expectation, not the
+/// `8·(1-(7/8)^8)` of experts spread over all 8; the network part of the expert all-to-all
+/// shrinks by that ratio. Without the groups the estimate is the uniform one.
+#[test]
+fn group_limited_routing_reaches_fewer_nodes() {
+    let grouped = plan_for("deepseek_v3", "h100x1024", Some("bf16"), &[]);
+    assert_eq!(grouped.model.moe_router_num_groups, Some(8));
+    assert_eq!(grouped.model.moe_router_group_topk, Some(4));
+    assert_eq!(
+        grouped.model.moe_token_dispatcher_type.as_deref(),
+        Some("flex")
+    );
+    let uniform = plan_for(
+        "deepseek_v3",
+        "h100x1024",
+        Some("bf16"),
+        &[
+            "model.moe_router_num_groups=null",
+            "model.moe_router_group_topk=null",
+        ],
+    );
+    let eff = Efficiency::embedded().unwrap();
+    let (g, u) = (
+        estimate(&grouped, &eff).unwrap(),
+        estimate(&uniform, &eff).unwrap(),
+    );
+    let hit = |d: f64, k: f64| d * (1.0 - (1.0 - 1.0 / d).powf(k));
+    // The all-to-all is bound by the network here (8 nodes, 7 of them remote).
+    assert!(close(
+        g.breakdown.ep_comm_s / u.breakdown.ep_comm_s,
+        hit(4.0, 8.0) / hit(8.0, 8.0),
+        1e-9
+    ));
+    assert!(g.tokens_per_sec_per_gpu > u.tokens_per_sec_per_gpu);
+}
