@@ -139,6 +139,36 @@ fn fp8_output_proj_prices_the_lm_head_in_mxfp8() {
     assert_eq!(tps("bf16", &[]), tps("bf16", &on));
 }
 
+/// Adam's state dtypes other than FP32 need the precision-aware optimizer (Megatron-Core's
+/// `OptimizerConfig.__post_init__` asserts it; the estimate prices the state at them): without
+/// it the plan is refused naming the field and both ways out.
+#[test]
+fn adam_state_dtypes_need_the_precision_aware_optimizer() {
+    let base = ["plan", "-r", "llama3_8b", "-g", "h100x8"];
+    let mut args = base.to_vec();
+    args.extend([
+        "--set",
+        "optimizer.use_precision_aware_optimizer=false",
+        "--set",
+        "optimizer.exp_avg_dtype=bf16",
+    ]);
+    let err = usage_error(&args);
+    assert!(err.contains("optimizer.exp_avg_dtype"), "{err}");
+    assert!(err.contains("it is bf16"), "{err}");
+    assert!(
+        err.contains("optimizer.use_precision_aware_optimizer=true"),
+        "{err}"
+    );
+    let mut args = base.to_vec();
+    args.extend([
+        "--set",
+        "optimizer.use_precision_aware_optimizer=true",
+        "--set",
+        "optimizer.exp_avg_dtype=bf16",
+    ]);
+    ok(&args);
+}
+
 /// A GPU kind without performance constants (a site's, or R100 and VR200, whose figures are not
 /// published) is not estimated: `estimate` says so with the reason, exit 0, in text and JSON,
 /// and the launch is planned as usual; nothing is invented for it.

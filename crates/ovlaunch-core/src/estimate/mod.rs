@@ -23,8 +23,10 @@
 //!     up to a fitted exposed fraction.
 //!   - CP: the ring exchange of K and V (forward) and of K, V and their gradients (backward),
 //!     hidden behind the attention it feeds, the excess exposed.
-//!   - EP: dispatch and combine all-to-alls of `topk · tokens · h` forward and backward; hidden
-//!     by `overlap_moe_expert_parallel_comm` up to the exposed fraction.
+//!   - EP: dispatch and combine all-to-alls of `topk · tokens · h` forward and backward (the
+//!     `flex` dispatchers once per remote NVLink domain, over the domains group-limited routing
+//!     lets a token reach); hidden by `overlap_moe_expert_parallel_comm` up to the exposed
+//!     fraction.
 //!   - DP: gradient reduce-scatter and parameter all-gather with the distributed optimizer
 //!     (all-reduce without), dense weights over DP×CP, experts over expert-DP; with
 //!     `overlap_grad_reduce`/`overlap_param_gather` hidden behind one microbatch's backward /
@@ -39,7 +41,8 @@
 //! * Pipeline bubble: `(p-1)/v` microbatch times per step (Narayanan et al. 2021 §2.2: bubble
 //!   fraction `(p-1)/(v·m)`).
 //! * Memory per GPU: BF16 weights, gradients (FP32 when `grad_reduce_in_fp32`), 12 bytes of
-//!   optimizer state per parameter (8 for a Muon optimizer's weight matrices) sharded over DP
+//!   optimizer state per parameter (8 for a Muon optimizer's weight matrices; Adam's main
+//!   weight and moments at their dtypes under the precision-aware optimizer) sharded over DP
 //!   with the distributed optimizer or Muon's layer-wise one (`dist_muon`), Megatron-FSDP
 //!   sharding weights and gradients too, an FP8 weight copy when FP8 runs without FP8 weights,
 //!   the activations of the microbatches in flight on the first stage (Korthikanti et al.,

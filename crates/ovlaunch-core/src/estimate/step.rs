@@ -183,7 +183,7 @@ impl<'a> Ctx<'a> {
 
     /// Optimizer state bytes one GPU of pipeline rank `r` keeps for `shard` parameters (its
     /// dense and expert parameters, or their data-parallel shards where [`Self::dist_opt`]):
-    /// Adam's FP32 main weight and two moments (12 bytes per parameter), or for a Muon optimizer 8
+    /// Adam's main weight and two moments ([`Self::adam_state_bytes`]), or for a Muon optimizer 8
     /// bytes for the layers' weight matrices and 12 for the embedding and output layer
     /// ([`Self::muon`]).
     pub fn optimizer_state_bytes(&self, r: &RankLoad, shard: f64) -> f64 {

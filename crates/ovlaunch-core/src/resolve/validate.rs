@@ -61,7 +61,7 @@ fn ddp_and_optimizer_post_init(
         ] {
             if crate::config::optimizer::dtype_bytes(dtype) != 4.0 {
                 return Err(Error::config(format!(
-                    "{path}={dtype}: it can only be fp32 when not using the precision-aware optimizer"
+                    "it is {dtype}; it can only be float32 without the precision-aware optimizer (Megatron-Core's OptimizerConfig.__post_init__)"
                 ))
                 .at_fields(path)
                 .help(format!(
