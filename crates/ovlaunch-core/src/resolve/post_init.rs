@@ -1,5 +1,6 @@
 //! The defaults Megatron-Core's `TransformerConfig.__post_init__` (megatron/core/transformer/
-//! transformer_config.py, mcore 0.19) derives for the MLP widths, which Bridge's
+//! transformer_config.py, mcore 0.19) derives for the MLP widths, and the one its parallel
+//! config's post-init derives for the microbatch group of a virtual stage, which Bridge's
 //! `runtime_config_update` runs (`model.finalize()`): the plan states the value the trainer
 //! builds, with a decision citing the function.
 //!
@@ -27,8 +28,17 @@ pub struct Item {
 const POST_INIT: &str =
     "megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__";
 
+/// The parallel config's own post-init, which `TransformerConfig.__post_init__` runs first.
+const PARALLEL_POST_INIT: &str =
+    "megatron/core/model_parallel_config.py ModelParallelConfig.__post_init__";
+
 /// The rules in the post-init's order.
 pub const RULES: &[Item] = &[
+    Item {
+        rule: "microbatch_group_size_per_vp_stage stated unset: pipeline_model_parallel_size",
+        source: PARALLEL_POST_INIT,
+        apply: microbatch_group_size,
+    },
     Item {
         rule: "ffn_hidden_size unset: 4 * hidden_size",
         source: POST_INIT,
@@ -58,6 +68,29 @@ pub fn finalize(m: &mut ModelConfig, unknown: AtRunTime<'_>, t: &mut Trace) -> R
 /// The field's name in its section (what `unknown` is asked).
 fn name(path: &str) -> &str {
     crate::config::bridge::split(path).1
+}
+
+/// `if self.microbatch_group_size_per_vp_stage is None: ... = self.pipeline_model_parallel_size`,
+/// where the plan states the field unset (an architecture field in `ModelConfig::provider`: a
+/// recipe function that assigns None, or `--set ...=null`); a plan that does not state it does
+/// not report it.
+fn microbatch_group_size(m: &mut ModelConfig, _: AtRunTime<'_>, t: &mut Trace) -> Result<()> {
+    const FIELD: &str = "microbatch_group_size_per_vp_stage";
+    if m.provider.get(FIELD) != Some(&Value::Null) {
+        return Ok(());
+    }
+    let pp = m.pipeline_model_parallel_size;
+    m.provider.insert(FIELD.into(), Value::from(pp));
+    t.decisions.push(Decision::new(
+        format!("{}.{FIELD}", ModelConfig::SECTION),
+        pp,
+        format!(
+            "unset: Megatron-Core's ModelParallelConfig.__post_init__ ({PARALLEL_POST_INIT}) sets it to {} = {pp}",
+            MODEL.pipeline_model_parallel_size
+        ),
+        Source::Derived,
+    ));
+    Ok(())
 }
 
 /// `if self.ffn_hidden_size is None: self.ffn_hidden_size = 4 * self.hidden_size` (a

@@ -347,9 +347,9 @@ const FINE_TUNING_DATA: &[&str] = &[
 /// function holds, [`FINE_TUNING_DATA`]; a vision-language pretraining function's mock SFT data
 /// too), the loss must be per token and not averaged in the collective, so that ranks whose
 /// tokens are all masked give no NaN loss. The per-token loss is checked where the plan knows
-/// it (set by the recipe file, `--set` or a provider class's `finalize`); a recipe states no
-/// provider field its function sets (GLM-5's SFT functions turn it on themselves), so otherwise
-/// it is left to Bridge.
+/// it: set by `--set`, a plugin, a provider class's `finalize`, or the recipe file (a function
+/// that builds its model from a checkpoint not at hand states the architecture fields it
+/// assigns itself: GLM-5's SFT functions turn it on); otherwise it is left to Bridge.
 pub fn fine_tuning_context_parallel(
     model: &ModelConfig,
     ddp: &DdpConfig,
