@@ -2169,6 +2169,18 @@ fn container_section_cases() -> Vec<Case> {
         // accepts the words and holds the train value, checked below), and its fix reaches it
         set("container-lost-validation", &["validation.eval_iters=4"]),
         set("container-set-train-eval-iters", &["train.eval_iters=4"]),
+        // the same copy of the deprecated `train.skip_train`: the plan states the validation
+        // value the trainer builds (bypassing the training loop), refuses a validation value
+        // the copy would replace, and passes one no train value replaces
+        set("container-set-train-skip-train", &["train.skip_train=true"]),
+        set(
+            "container-lost-validation-skip-train",
+            &["train.skip_train=false", "validation.skip_train=true"],
+        ),
+        set(
+            "container-set-validation-skip-train",
+            &["validation.skip_train=true"],
+        ),
         set(
             "container-set-rng",
             &["rng.seed=7", "rng.te_rng_tracker=true"],
@@ -2196,6 +2208,41 @@ fn container_section_cases() -> Vec<Case> {
         set(
             "container-set-inprocess-restart",
             &["inprocess_restart.granularity=rank"],
+        ),
+        // NVRx straggler detection's finalize (run by ConfigContainer.validate): both refuse
+        // a detection with no score, a check interval not positive, a threshold out of [0, 1]
+        set(
+            "container-set-nvrx-enabled",
+            &[
+                "nvrx_straggler.enabled=true",
+                "nvrx_straggler.gpu_individual_perf_threshold=0.5",
+            ],
+        ),
+        set(
+            "refuse-nvrx-no-score",
+            &[
+                "nvrx_straggler.enabled=true",
+                "nvrx_straggler.calc_relative_gpu_perf=false",
+                "nvrx_straggler.calc_individual_gpu_perf=false",
+            ],
+        ),
+        set(
+            "refuse-nvrx-report-interval",
+            &[
+                "nvrx_straggler.enabled=true",
+                "nvrx_straggler.report_time_interval=0",
+            ],
+        ),
+        set(
+            "refuse-nvrx-threshold",
+            &[
+                "nvrx_straggler.enabled=true",
+                "nvrx_straggler.gpu_relative_perf_threshold=1.5",
+            ],
+        ),
+        set(
+            "container-set-nvrx-off-threshold",
+            &["nvrx_straggler.gpu_relative_perf_threshold=1.5"],
         ),
         set("container-bad-validation", &["validation.eval_intervl=50"]),
         set("container-bad-rng", &["rng.sede=7"]),
@@ -2450,23 +2497,36 @@ fn compare_layout_refusal(c: &Case, ours: &str, b: &Value, report: &mut Vec<Stri
 }
 
 /// A job ovlaunch refuses because a `--set` would not reach the trainer, which Bridge accepts:
-/// each `--set` value must indeed be absent from the config Bridge builds.
-fn lost_sets(c: &Case, b: &Value) -> Vec<String> {
+/// the `--set` value the refusal names (its first quoted field) must indeed be absent from the
+/// config Bridge builds.
+fn lost_sets(c: &Case, ours: &str, b: &Value) -> Vec<String> {
+    let lost = ours.split('`').nth(1).unwrap_or("");
     let sets = c
         .args
         .iter()
         .skip_while(|a| *a != "--set")
         .skip(1)
         .step_by(2);
-    sets.filter_map(|s| {
-        let (path, text) = s.split_once('=')?;
-        let held = path
-            .split('.')
-            .try_fold(&b["config"], |node, part| node.get(part))?;
-        same(&ovlaunch::yaml::parse_value(text), held)
-            .then(|| format!("{}: refused, but Bridge holds {path} = {held} as set", c.id))
-    })
-    .collect()
+    let named: Vec<&String> = sets
+        .filter(|s| s.split_once('=').is_some_and(|(p, _)| p == lost))
+        .collect();
+    if named.is_empty() {
+        return vec![format!(
+            "{}: the refusal names `{lost}`, which no --set gives: {ours}",
+            c.id
+        )];
+    }
+    named
+        .into_iter()
+        .filter_map(|s| {
+            let (path, text) = s.split_once('=')?;
+            let held = path
+                .split('.')
+                .try_fold(&b["config"], |node, part| node.get(part))?;
+            same(&ovlaunch::yaml::parse_value(text), held)
+                .then(|| format!("{}: refused, but Bridge holds {path} = {held} as set", c.id))
+        })
+        .collect()
 }
 
 /// A refusal with Bridge's reason: the start of ovlaunch's message is in Bridge's.
@@ -2600,7 +2660,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 c.id, b["error"]
             )),
             (None, true) if c.id.starts_with("container-lost-") => {
-                report.extend(lost_sets(c, b));
+                report.extend(lost_sets(c, &refused[&c.id], b));
             }
             (None, true) => report.push(format!(
                 "{}: ovlaunch refuses ({}), Bridge accepts",
