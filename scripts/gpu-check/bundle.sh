@@ -77,11 +77,15 @@ fi
 
 log "offline Hugging Face cache"
 ZERO=0000000000000000000000000000000000000000
-for cfg in tests/bridge/hf/*/*/config.json; do
-  d=$(dirname "$cfg"); org=$(basename "$(dirname "$d")"); name=$(basename "$d")
+# a fixture's config.json, or a Diffusers checkpoint's per component (transformer/config.json)
+for d in tests/bridge/hf/*/*/; do
+  d=${d%/}; org=$(basename "$(dirname "$d")"); name=$(basename "$d")
   repo="$OUT/hf/models--$org--$name"
   mkdir -p "$repo/snapshots/$ZERO" "$repo/refs"
-  cp "$d"/config.json "$repo/snapshots/$ZERO/"
+  (cd "$d" && find . -name config.json) | while read -r f; do
+    mkdir -p "$(dirname "$repo/snapshots/$ZERO/$f")"
+    cp "$d/$f" "$repo/snapshots/$ZERO/$f"
+  done
   printf '%s' "$ZERO" > "$repo/refs/main"
 done
 

@@ -403,24 +403,32 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
     }
     for (slot, mut from) in slots {
         any = true;
-        let Some(path) = checkpoint_config_path(&from, flag) else {
+        let Some(found) = checkpoint_config_path(&from, flag) else {
             continue;
         };
-        let text = read(&path, "--hf-config")?;
-        let origin = path.display().to_string();
+        let text = read(&found.path, "--hf-config").map_err(|e| match found.by_flag {
+            true => e,
+            false => e.at_file(found.path.display().to_string()),
+        })?;
+        let origin = found.path.display().to_string();
+        let json_fix = format!(
+            "give checkpoint {}'s config.json (JSON), or its directory",
+            from.hf
+        );
         let config: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            Error::usage(format!("{origin}: not a Hugging Face config.json: {e}"))
-                .at_flag("--hf-config")
-                .help("give the checkpoint's config.json (JSON), or its directory")
+            found.refuse(
+                Error::usage(format!("{origin}: not a Hugging Face config.json: {e}")),
+                &json_fix,
+            )
         })?;
         let serde_json::Value::Object(config) = config else {
-            return Err(
-                Error::usage(format!("{origin}: a config.json is a JSON object"))
-                    .at_flag("--hf-config"),
-            );
+            return Err(found.refuse(
+                Error::usage(format!("{origin}: a config.json is a JSON object")),
+                &json_fix,
+            ));
         };
         if let Some(m) = crate::config::checkpoint::architecture_mismatch(&config, &from) {
-            return Err(architecture_error(&origin, &r.name, &from, &m));
+            return Err(architecture_error(&found, &r.name, &from, &m));
         }
         let mut values = serde_json::Map::new();
         for (field, value) in crate::config::checkpoint::map_config(&config, &from.fields) {
@@ -449,11 +457,12 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
                 planned,
             ))
             .map_err(|e| {
-                Error::usage(format!(
-                    "{origin}: a value does not fit the model section: {e}"
-                ))
-                .at_flag("--hf-config")
-                .help(format!("give the config.json of checkpoint {}", from.hf))
+                found.refuse(
+                    Error::usage(format!(
+                        "{origin}: a value does not fit the model section: {e}"
+                    )),
+                    &format!("give the config.json of checkpoint {}", from.hf),
+                )
             })?;
         }
         from.config = Some(origin);
@@ -469,7 +478,7 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
 /// The refusal of a checkpoint config whose architecture Bridge builds another model class
 /// than the recipe's checkpoint.
 fn architecture_error(
-    origin: &str,
+    found: &FoundConfig,
     recipe: &str,
     from: &crate::config::FromCheckpoint,
     m: &crate::config::checkpoint::ArchitectureMismatch,
@@ -486,22 +495,47 @@ fn architecture_error(
     } else {
         format!(" or another {} checkpoint's", m.expected.join(" / "))
     };
-    Error::usage(format!(
-        "{origin}: architectures {:?}{model_type}: Megatron-Bridge's {} builds {} for {}, \
+    let e = Error::usage(format!(
+        "{}: architectures {:?}{model_type}: Megatron-Bridge's {} builds {} for {}, \
          not the model of recipe `{recipe}`: its checkpoint {} builds {}",
+        found.path.display(),
         m.architectures,
         short(&m.bridge),
         list(&m.builds),
         m.architecture,
         from.hf,
         list(&from.classes),
-    ))
-    .at_flag("--hf-config")
-    .help(format!(
-        "give the config.json of checkpoint {}{expected}, or plan a recipe for {} \
-         (`ovlaunch recipes`)",
-        from.hf, m.architecture
-    ))
+    ));
+    found.refuse(
+        e,
+        &format!(
+            "give the config.json of checkpoint {}{expected}, or plan a recipe for {} \
+             (`ovlaunch recipes`)",
+            from.hf, m.architecture
+        ),
+    )
+}
+
+/// A checkpoint config.json ovlaunch reads, and whether the user named it or the Hugging Face
+/// cache held it: an error about its content points at `--hf-config`, or at the cached file.
+struct FoundConfig {
+    path: PathBuf,
+    by_flag: bool,
+}
+
+impl FoundConfig {
+    /// `e` about this file's content, pointed at where it came from, with `fix` (what the right
+    /// file is) said for that place.
+    fn refuse(&self, e: Error, fix: &str) -> Error {
+        if self.by_flag {
+            e.at_flag("--hf-config").help(fix.to_string())
+        } else {
+            e.at_file(self.path.display().to_string()).help(format!(
+                "{fix}; this file is the Hugging Face cache's copy of the checkpoint: \
+                 give the right one with --hf-config, or download the checkpoint again"
+            ))
+        }
+    }
 }
 
 /// Where the config.json of `from`'s checkpoint is: `--hf-config` (a file, or a directory
@@ -509,12 +543,16 @@ fn architecture_error(
 fn checkpoint_config_path(
     from: &crate::config::FromCheckpoint,
     flag: Option<&Path>,
-) -> Option<PathBuf> {
+) -> Option<FoundConfig> {
     if let Some(p) = flag {
-        return Some(if p.is_dir() {
+        let path = if p.is_dir() {
             p.join("config.json")
         } else {
             p.to_path_buf()
+        };
+        return Some(FoundConfig {
+            path,
+            by_flag: true,
         });
     }
     let env = |n: &str| {
@@ -535,4 +573,8 @@ fn checkpoint_config_path(
     revisions
         .map(|rev| repo.join("snapshots").join(rev).join("config.json"))
         .find(|p| p.is_file())
+        .map(|path| FoundConfig {
+            path,
+            by_flag: false,
+        })
 }

@@ -14,7 +14,6 @@ Run with the Bridge venv's python (`bash .ci/bridge-venv.sh` prints it), from th
 from __future__ import annotations
 
 import importlib
-import json
 import pkgutil
 import sys
 import typing
@@ -25,6 +24,7 @@ ROOT = HERE.parent.parent
 OUT = ROOT / "crates/ovlaunch-core/src/config/bridge_architectures.json"
 sys.path.insert(0, str(HERE))
 import probe  # noqa: E402,F401 - its stand-ins let Bridge's package import without a GPU
+from generated import json_text, put  # noqa: E402
 
 
 def name(c) -> str:
@@ -70,15 +70,8 @@ def main() -> int:
                   "(model_bridge.get_model_bridge); do not edit",
         "architectures": architectures(),
     }
-    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    if "--check" in sys.argv:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT}: out of date; run tests/bridge/gen_bridge_architectures.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    print(f"wrote {OUT}: {len(doc['architectures'])} architectures", file=sys.stderr)
-    return 0
+    return put(OUT, json_text(doc), check="--check" in sys.argv, generator="gen_bridge_architectures.py",
+               wrote=f"{len(doc['architectures'])} architectures")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ config.json `vocab_size` (TOKENIZER_VOCAB below), the size Megatron pads the emb
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 import probe  # noqa: E402
+from generated import json_text, put  # noqa: E402
 
 # config.json `vocab_size` of the tokenizers the hybrid recipes name (huggingface.co/<name>).
 TOKENIZER_VOCAB = {
@@ -78,16 +78,9 @@ def main() -> int:
         "shapes": shapes,
         "functions": functions,
     }
-    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    out = ROOT / "crates/ovlaunch-core/src/estimate/hybrid_shapes.json"
-    if "--check" in sys.argv:
-        if out.read_text() != text:
-            print(f"{out}: out of date; run tests/bridge/gen_hybrid_shapes.py", file=sys.stderr)
-            return 1
-        return 0
-    out.write_text(text)
-    print(f"wrote {out}: {len(functions)} functions, {len(shapes)} shapes", file=sys.stderr)
-    return 0
+    return put(ROOT / "crates/ovlaunch-core/src/estimate/hybrid_shapes.json", json_text(doc),
+               check="--check" in sys.argv, generator="gen_hybrid_shapes.py",
+               wrote=f"{len(functions)} functions, {len(shapes)} shapes")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,11 @@ Every recipe function Bridge's runner accepts is called: the performance recipes
 values it returns for the fields ovlaunch models (`ovlaunch fields`) are written as one variant per
 function: the model shape, parallel layout, batch, ddp, optimizer, the recipe's own
 `CommOverlapConfig` arguments (what it passed, not what `runtime_config_update` later derives),
-its mixed-precision fields, its `env_vars` and its model provider class. Files: one per model and
+its mixed-precision fields, its `env_vars` and its model provider class, and the architecture
+fields of that class (`ovlaunch fields`) it assigns itself after Bridge built the model from a
+checkpoint (`Recording`: `AutoBridge.to_megatron_provider`'s model; one ovlaunch's plan cannot
+hold, learnt from its refusal naming the field, is listed in the file's header instead, `held`).
+Files: one per model and
 task of each source: the nine MODELS below keep their names (`llama3_8b`: performance
 pretraining), other performance recipes are `<model>` (pretraining) or `<model>_<task>_perf`,
 library recipes `<model>_<task>` with `kind: library` (a real run: no benchmark step). A function
@@ -82,6 +86,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import probe  # noqa: E402  (sets up the offline hub and the stand-ins)
+import generated  # noqa: E402
 
 import megatron.bridge.training.comm_overlap as comm_overlap_module  # noqa: E402
 from megatron.bridge.training.mixed_precision import MixedPrecisionConfig, get_mixed_precision_config  # noqa: E402
@@ -363,10 +368,10 @@ class Recording:
 
 def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), library=False, requires=None,
                assigned: set[str] | None = None):
-    """One variant of a recipe file: what `fn` returns for ovlaunch's fields. With `assigned`
-    (a function run on stand-in configs, `standin_variant`), also the architecture fields of
-    its model class it assigns itself after Bridge built the model (`Recording`), and
-    `assigned` receives the name of every model field it assigned."""
+    """One variant of a recipe file: what `fn` returns for ovlaunch's fields, and the
+    architecture fields of its model class it assigns itself after Bridge built the model
+    (`Recording`). `assigned`, when given (a function run on stand-in configs,
+    `standin_variant`), receives the name of every model field it assigned."""
     meta = name_meta(fn_name, fn)
     rest = meta["rest"]
     probe.ovlaunch_stubs.fake_gpu(meta["hardware"] if meta["hardware"] in probe.ovlaunch_stubs.GPUS else "h100")
@@ -408,9 +413,9 @@ def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), libra
                 if f == "pipeline_model_parallel_layout":
                     v = layout_text(v)
                 vals[f] = scalar(v)
-        if section == "model" and assigned is not None:
-            # a checkpoint-reading function's: the architecture fields it states (assigns
-            # after the build; `standin_variant` keeps those it states alike on every stand-in)
+        if section == "model":
+            # the architecture fields the function states (assigns after Bridge built the
+            # model; `standin_variant` keeps those it states alike on every stand-in)
             for f in architecture_fields(fields, obj):
                 if f in rec.assigned:
                     vals[f] = scalar(getattr(obj, f))
@@ -1182,16 +1187,8 @@ def main() -> int:
 
     def put(path: Path, text: str | None) -> None:
         nonlocal bad
-        if args.check:
-            have = path.read_text() if path.exists() else None
-            if have != text:
-                print(f"{path}: out of date with the installed Megatron-Bridge; run tests/bridge/gen_recipes.py", file=sys.stderr)
-                bad = 1
-        elif text is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.write_text(text)
-            print(f"wrote {path}", file=sys.stderr)
+        bad |= generated.put(path, text, check=args.check, generator="gen_recipes.py",
+                             stale="out of date with the installed Megatron-Bridge")
 
     records: list[tuple[str, str, str]] = []
     for name in [n for n in MODELS if args.only is None or n in args.only]:

@@ -65,6 +65,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import probe  # noqa: E402  (sets up the offline hub and the stand-ins)
 import gen_recipes  # noqa: E402  (the Bridge proof's stand-in checkpoint configs)
+from generated import put  # noqa: E402
 
 from megatron.bridge.training import config as C  # noqa: E402
 from megatron.bridge.training.tokenizers.config import TokenizerConfig  # noqa: E402
@@ -870,13 +871,8 @@ def main() -> int:
         return 1
     status = 0
     for path, text in ((Path(args.out), generate()), (Path(args.providers), generate_providers())):
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                print(f"{path}: out of date with the installed Megatron-Bridge; run tests/bridge/gen_sections.py", file=sys.stderr)
-                status = 1
-            continue
-        path.write_text(text)
-        print(f"wrote {path}", file=sys.stderr)
+        status |= put(path, text, check=args.check, generator="gen_sections.py",
+                      stale="out of date with the installed Megatron-Bridge")
     return status
 
 

@@ -37,7 +37,8 @@ the installed package's own code:
 
 Stand-ins: see stubs/ovlaunch_stubs.py (TransformerEngine and modelopt import surface, torch's
 CUDA device queries). Hugging Face configs come from hf/ (public config.json copies, each with
-its source in a SOURCE file beside it, and the commit a recipe pins as `pinned-revision:`)
+its source in a SOURCE file beside it, and the commit a recipe pins as `pinned-revision:`; a
+Diffusers checkpoint's component config sits in its subfolder, `transformer/config.json`)
 through an offline hub cache; nothing reaches a hub. A case may carry `hf_config` ({"hf",
 "revision", "configs"}): for a recipe function whose checkpoint config hf/ does not hold, those
 configs are put at the checkpoint's name in turn until Bridge builds the job (the one the job was
@@ -64,25 +65,33 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def fixture_files(fixture: Path) -> list[Path]:
+    """A fixture's files the offline hub serves, relative to its folder: its config.json and the
+    configuration module it names, or, for a Diffusers checkpoint (one folder per pipeline
+    component), each component's config.json in its subfolder (`transformer/config.json`, read
+    with `subfolder="transformer"`)."""
+    return sorted(f.relative_to(fixture) for f in fixture.rglob("*")
+                  if f.name == "config.json" or (f.suffix == ".py" and f.parent == fixture))
+
+
 def _offline_hub() -> None:
     """An offline Hugging Face hub cache holding only the shipped config.json fixtures."""
     cache = Path(tempfile.mkdtemp(prefix="ovlaunch-hf-"))
-    for cfg in (HERE / "hf").glob("*/*/config.json"):
-        org, name = cfg.parent.parent.name, cfg.parent.name
+    for fixture in sorted(d for d in (HERE / "hf").glob("*/*") if d.is_dir()):
+        org, name = fixture.parent.name, fixture.name
         repo = cache / f"models--{org}--{name}"
         # "main" plus the commit a recipe pins, if it pins one (`pinned-revision:` in the
         # SOURCE file beside the fixture)
         revisions = ["0" * 40]
-        source = cfg.parent / "SOURCE"
+        source = fixture / "SOURCE"
         for line in source.read_text().splitlines() if source.exists() else []:
             if line.startswith("pinned-revision:"):
                 revisions.append(line.split(":", 1)[1].split()[0])
         for rev in revisions:
             snap = repo / "snapshots" / rev
-            snap.mkdir(parents=True)
-            for f in cfg.parent.iterdir():
-                if f.name == "config.json" or f.suffix == ".py":
-                    shutil.copy(f, snap / f.name)
+            for f in fixture_files(fixture):
+                (snap / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(fixture / f, snap / f)
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text("0" * 40)
     os.environ["HF_HUB_CACHE"] = str(cache)

@@ -603,3 +603,53 @@ fn a_checkpoint_functions_own_architecture_fields_are_planned() {
         assert!(err.contains(part), "`{part}` not in: {err}");
     }
 }
+
+/// A config of another architecture found in the Hugging Face cache (not named by the user) is
+/// refused the same way, pointed at the cached file rather than at a flag the user did not
+/// give, with the fix of giving the right one by `--hf-config`; so is a cached file that is not
+/// JSON.
+#[test]
+fn a_wrong_config_in_the_hugging_face_cache_is_refused_at_that_file() {
+    let recipe = "gemma2_27b_sft";
+    let cat = ovlaunch::catalog::Catalog::embedded().unwrap();
+    let from = cat.recipe(recipe).unwrap().from_checkpoint.clone().unwrap();
+    let hub = tempfile::tempdir().unwrap();
+    let repo = hub
+        .path()
+        .join(format!("models--{}", from.hf.replace('/', "--")));
+    std::fs::create_dir_all(repo.join("snapshots/abc123")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "abc123").unwrap();
+    let cached = repo.join("snapshots/abc123/config.json");
+    let cached_s = cached.to_str().unwrap();
+    let hub_s = hub.path().to_str().unwrap();
+    let plan = || {
+        run_env(
+            &["plan", "--recipe", recipe, "--gpus", "h100x16"],
+            &[("HF_HUB_CACHE", hub_s)],
+        )
+    };
+
+    std::fs::copy(user_config(hub.path()), &cached).unwrap();
+    let o = plan();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let at = format!("--> {cached_s}");
+    for want in [
+        at.as_str(),
+        "\"LlamaForCausalLM\"",
+        &from.hf,
+        "Hugging Face cache",
+        "with --hf-config",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    assert!(!err.contains("--> --hf-config"), "{err}");
+
+    std::fs::write(&cached, "not json").unwrap();
+    let o = plan();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("not a Hugging Face config.json"), "{err}");
+    assert!(err.contains(&format!("--> {cached_s}")), "{err}");
+}

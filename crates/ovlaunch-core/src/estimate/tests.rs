@@ -589,6 +589,22 @@ fn vision_language_names_the_encoder_left_out_and_linear_attention_is_not_modell
     );
 }
 
+/// FLUX.1-dev's shipped recipe (Bridge's `FluxProvider`, an image diffusion transformer) plans
+/// and is not modelled, with the reason; the launch does not depend on the estimate.
+#[test]
+fn a_diffusion_transformer_plans_and_is_not_modelled() {
+    let p = plan_of_function(
+        "flux_12b_pretrain",
+        "flux_12b_pretrain_2gpu_h100_bf16_config",
+    );
+    assert_eq!(
+        p.recipe.model_class.as_deref(),
+        Some("megatron.bridge.diffusion.models.flux.flux_provider.FluxProvider")
+    );
+    let why = unmodelled(&p).unwrap();
+    assert!(why.contains("image diffusion transformer"), "{why}");
+}
+
 /// Nemotron Nano 9B v2 over four pipeline ranks with a smaller last stage
 /// (`num_layers_in_last_pipeline_stage`): Megatron-Core's `select_pipeline_segment` gives each
 /// earlier rank an equal contiguous run of the pattern and the last rank the rest, so each

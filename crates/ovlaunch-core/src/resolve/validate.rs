@@ -587,6 +587,45 @@ pub fn dataset_packing(
     Ok(())
 }
 
+/// `ConfigContainer.validate` after the sections' `finalize`: the TE RNG tracker on in either
+/// place (`rng.te_rng_tracker`, as set or as the recipe's function holds it, or the model's
+/// `use_te_rng_tracker`) is turned on in both. The plan states the change where it states the
+/// field (a decision each); a field it does not state is left to the trainer.
+pub fn te_rng_tracker(
+    model: &mut ModelConfig,
+    sections: &mut crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    t: &mut Trace,
+) {
+    const FIELD: &str = "use_te_rng_tracker";
+    let rng = crate::config::bridge::paths::RNG.te_rng_tracker;
+    let on = serde_json::Value::Bool(true);
+    let rng_on = Known::new(sections, holder).truthy(rng) == Some(true);
+    let model_on = model.provider.get(FIELD) == Some(&on);
+    if !(rng_on || model_on) {
+        return;
+    }
+    let path = format!("{}.{FIELD}", ModelConfig::SECTION);
+    let cause = if rng_on { rng } else { path.as_str() };
+    let rule = format!(
+        "Bridge's ConfigContainer.validate (megatron/bridge/training/config.py) turns the TE RNG tracker on in both places when either holds it: {cause} is on"
+    );
+    if model.provider.get(FIELD).is_some_and(|v| *v != on) {
+        model.provider.insert(FIELD.into(), on.clone());
+        t.decisions.push(Decision::new(
+            path.as_str(),
+            true,
+            rule.clone(),
+            Source::Derived,
+        ));
+    }
+    if sections.get(rng).is_some_and(|v| *v != on) {
+        sections.set(rng, on.clone());
+        t.decisions
+            .push(Decision::new(rng, true, rule, Source::Derived));
+    }
+}
+
 /// The fields of Bridge's `ValidationConfig` its deprecated `TrainingConfig` also has:
 /// `ConfigContainer.validate` (`megatron/bridge/training/config.py`, its last step) copies the
 /// value each holds in `train`, when not None, over `validation`'s, with a deprecation warning.
