@@ -368,9 +368,9 @@ const FINE_TUNING_DATA: &[&str] = &[
 /// function holds, [`FINE_TUNING_DATA`]; a vision-language pretraining function's mock SFT data
 /// too), the loss must be per token and not averaged in the collective, so that ranks whose
 /// tokens are all masked give no NaN loss. The per-token loss is checked where the plan knows
-/// it (set by the recipe file, `--set` or a provider class's `finalize`); a recipe states no
-/// provider field its function sets (GLM-5's SFT functions turn it on themselves), so otherwise
-/// it is left to Bridge.
+/// it: set by `--set`, a plugin, a provider class's `finalize`, or the recipe file (a function
+/// that builds its model from a checkpoint not at hand states the architecture fields it
+/// assigns itself: GLM-5's SFT functions turn it on); otherwise it is left to Bridge.
 pub fn fine_tuning_context_parallel(
     model: &ModelConfig,
     ddp: &DdpConfig,
@@ -608,34 +608,113 @@ pub fn dataset_packing(
     Ok(())
 }
 
-/// `ConfigContainer.validate` (`megatron/bridge/training/config.py`): for every field of
-/// `ValidationConfig`, a value the deprecated `TrainingConfig` field of the same name holds (not
-/// None) is copied over `validation`'s. A `validation.eval_iters` or `validation.eval_interval`
-/// set where the plan's `train` field holds another value would not reach the trainer (Bridge's
+/// `ConfigContainer.validate` after the sections' `finalize`: the TE RNG tracker on in either
+/// place (`rng.te_rng_tracker`, as set or as the recipe's function holds it, or the model's
+/// `use_te_rng_tracker`) is turned on in both. The plan states the change where it states the
+/// field (a decision each); a field it does not state is left to the trainer.
+pub fn te_rng_tracker(
+    model: &mut ModelConfig,
+    sections: &mut crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    t: &mut Trace,
+) {
+    const FIELD: &str = "use_te_rng_tracker";
+    let rng = crate::config::bridge::paths::RNG.te_rng_tracker;
+    let on = serde_json::Value::Bool(true);
+    let rng_on = Known::new(sections, holder).truthy(rng) == Some(true);
+    let model_on = model.provider.get(FIELD) == Some(&on);
+    if !(rng_on || model_on) {
+        return;
+    }
+    let path = format!("{}.{FIELD}", ModelConfig::SECTION);
+    let cause = if rng_on { rng } else { path.as_str() };
+    let rule = format!(
+        "Bridge's ConfigContainer.validate (megatron/bridge/training/config.py) turns the TE RNG tracker on in both places when either holds it: {cause} is on"
+    );
+    if model.provider.get(FIELD).is_some_and(|v| *v != on) {
+        model.provider.insert(FIELD.into(), on.clone());
+        t.decisions.push(Decision::new(
+            path.as_str(),
+            true,
+            rule.clone(),
+            Source::Derived,
+        ));
+    }
+    if sections.get(rng).is_some_and(|v| *v != on) {
+        sections.set(rng, on.clone());
+        t.decisions
+            .push(Decision::new(rng, true, rule, Source::Derived));
+    }
+}
+
+/// The fields of Bridge's `ValidationConfig` its deprecated `TrainingConfig` also has:
+/// `ConfigContainer.validate` (`megatron/bridge/training/config.py`, its last step) copies the
+/// value each holds in `train`, when not None, over `validation`'s, with a deprecation warning.
+pub const DEPRECATED_TRAIN: &[&str] = &["eval_iters", "eval_interval", "skip_train"];
+
+/// The value `train` holds for a field of [`DEPRECATED_TRAIN`] (None when unset).
+fn deprecated_train_value(
+    train: &crate::config::TrainConfig,
+    field: &str,
+) -> Option<serde_json::Value> {
+    match field {
+        "eval_iters" => train.eval_iters.map(serde_json::Value::from),
+        "eval_interval" => train.eval_interval.map(serde_json::Value::from),
+        "skip_train" => train.skip_train.map(serde_json::Value::from),
+        _ => None,
+    }
+}
+
+/// Before the copy of [`DEPRECATED_TRAIN`]: a `validation` field set to another value than
+/// the deprecated `train` field of the same name holds would not reach the trainer (Bridge's
 /// performance recipes hold `train.eval_iters = 0`), so it is refused with the field that does.
 pub fn deprecated_train_fields(
     sections: &crate::config::bridge::Sections,
     train: &crate::config::TrainConfig,
 ) -> Result<()> {
-    let t = crate::config::TRAIN;
-    for (field, plan, train_path) in [
-        ("eval_iters", train.eval_iters, t.eval_iters),
-        ("eval_interval", train.eval_interval, t.eval_interval),
-    ] {
+    for field in DEPRECATED_TRAIN {
         let path = format!("validation.{field}");
-        let (Some(set), Some(held)) = (sections.get(&path), plan) else {
+        let train_path = format!("{}.{field}", crate::config::TrainConfig::SECTION);
+        let (Some(set), Some(held)) = (sections.get(&path), deprecated_train_value(train, field))
+        else {
             continue;
         };
-        if set.as_u64() == Some(held) {
+        if *set == held || set.as_f64().is_some_and(|x| Some(x) == held.as_f64()) {
             continue;
         }
         return Err(Error::config(format!(
             "`{path}` = {set} would not reach the trainer: Bridge's ConfigContainer.validate copies the deprecated `{train_path}` (which this job holds as {held}) over `{path}`"
         ))
-        .at_fields([path.as_str(), train_path])
+        .at_fields([path.as_str(), train_path.as_str()])
         .help(format!("set the field Bridge reads last: --set {train_path}={set}")));
     }
     Ok(())
+}
+
+/// The copy itself ([`DEPRECATED_TRAIN`]): the plan states the `validation` value the
+/// trainer builds, with a decision naming the deprecated `train` field it comes from. Nothing
+/// reaches the trainer line: Bridge copies it itself.
+pub fn copy_deprecated_train_fields(
+    sections: &mut crate::config::bridge::Sections,
+    train: &crate::config::TrainConfig,
+    t: &mut Trace,
+) {
+    for field in DEPRECATED_TRAIN {
+        let Some(held) = deprecated_train_value(train, field) else {
+            continue;
+        };
+        let path = format!("validation.{field}");
+        let train_path = format!("{}.{field}", crate::config::TrainConfig::SECTION);
+        sections.set(&path, held.clone());
+        t.decisions.push(Decision::new(
+            path,
+            held,
+            format!(
+                "Bridge's ConfigContainer.validate (megatron/bridge/training/config.py) copies the deprecated `{train_path}` (not None) over it"
+            ),
+            Source::Derived,
+        ));
+    }
 }
 
 /// The `--set` word (`PATH=VALUE`) that gives `field` the text `value`: the field itself, or,
@@ -668,8 +747,8 @@ pub fn set_word(field: &str, value: &str) -> String {
 }
 
 /// Bridge's own checks of its pass-through sections, with Bridge's messages: the `finalize()` of
-/// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`
-/// (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
+/// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig`, `ProfilingConfig` and
+/// `NVRxStragglerDetectionConfig` (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
 /// per rule ([`SECTION_CHECKS`], in Bridge's order). A field's value is the one set (recipe
 /// file, plugin or `--set`), else the one the recipe's function holds (`resolve::known`,
 /// `bridge::Holder::value`); a check whose inputs are not known that way is left to Bridge.
@@ -700,6 +779,12 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ("LoggerConfig.finalize", logger_comet),
     ("ProfilingConfig.finalize", profiling_one_profiler),
     ("ProfilingConfig.finalize", profiling_steps),
+    ("NVRxStragglerDetectionConfig.finalize", nvrx_scores),
+    (
+        "NVRxStragglerDetectionConfig.finalize",
+        nvrx_report_interval,
+    ),
+    ("NVRxStragglerDetectionConfig.finalize", nvrx_thresholds),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
     ("HFDatasetSourceConfig.validate", super::hf_source::check),
@@ -707,6 +792,60 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
 
 fn fail(msg: impl Into<String>, fields: &[&str]) -> Result<()> {
     Err(Error::config(msg).at_fields(fields))
+}
+
+/// Whether NVRx straggler detection is on (`nvrx_straggler.enabled`): its `finalize` checks
+/// the section only then (`ConfigContainer.validate` runs it when the section is not None).
+fn nvrx_enabled(k: &Known<'_>) -> bool {
+    use crate::config::bridge::paths::NVRX_STRAGGLER;
+    k.truthy(NVRX_STRAGGLER.enabled) == Some(true)
+}
+
+/// `NVRxStragglerDetectionConfig.finalize`: with detection on, at least one of the relative
+/// and the individual GPU performance scores is calculated.
+fn nvrx_scores(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::NVRX_STRAGGLER as N;
+    let scores = [N.calc_relative_gpu_perf, N.calc_individual_gpu_perf];
+    if nvrx_enabled(k) && scores.iter().all(|f| k.truthy(f) == Some(false)) {
+        return fail(
+            "At least one of calc_relative_gpu_perf or calc_individual_gpu_perf must be True when NVRx straggler detection is enabled.",
+            &scores,
+        );
+    }
+    Ok(())
+}
+
+/// `NVRxStragglerDetectionConfig.finalize`: with detection on, the check interval is positive.
+fn nvrx_report_interval(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::NVRX_STRAGGLER as N;
+    match k.num(N.report_time_interval) {
+        Some(x) if nvrx_enabled(k) && x <= 0.0 => fail(
+            "report_time_interval must be positive.",
+            &[N.report_time_interval],
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `NVRxStragglerDetectionConfig.finalize`: with detection on, both performance thresholds
+/// lie between 0.0 and 1.0 (the relative one checked first).
+fn nvrx_thresholds(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::NVRX_STRAGGLER as N;
+    if !nvrx_enabled(k) {
+        return Ok(());
+    }
+    for (field, name) in [
+        (N.gpu_relative_perf_threshold, "gpu_relative_perf_threshold"),
+        (
+            N.gpu_individual_perf_threshold,
+            "gpu_individual_perf_threshold",
+        ),
+    ] {
+        if k.num(field).is_some_and(|x| !(0.0..=1.0).contains(&x)) {
+            return fail(format!("{name} must be between 0.0 and 1.0."), &[field]);
+        }
+    }
+    Ok(())
 }
 
 /// `SchedulerConfig.finalize`: `max_steps` must be positive.
