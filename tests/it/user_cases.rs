@@ -354,3 +354,70 @@ fn a_refused_set_is_named_alone() {
         &[]
     ));
 }
+
+/// An Energon dataset batches for the trainer itself, so Bridge's `ConfigContainer.validate`
+/// wants its `micro_batch_size` equal to the training one: a `--set train.micro_batch_size`
+/// alone is refused at plan time with Bridge's words and the fix, nothing written, and Bridge
+/// refuses that trainer line the same way; with the dataset's micro batch given too, Bridge
+/// builds the plan.
+#[test]
+fn an_energon_datasets_micro_batch_follows_the_training_one() {
+    let ckpt = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let c = format!("checkpoint.pretrained_checkpoint={}", ckpt.path().display());
+    let d = format!("dataset.path={}", data.path().display());
+    let jobs = tempfile::tempdir().unwrap();
+    let jd = jobs.path().join("job").display().to_string();
+    let base = [
+        "-r",
+        "qwen3_vl_8b_peft_1gpu_h100_bf16_energon_config",
+        "-g",
+        "h100x8",
+        "--set",
+        &c,
+        "--set",
+        &d,
+        "--set",
+        "train.micro_batch_size=4",
+        "--set",
+        "train.global_batch_size=32",
+    ];
+    let mut render = vec!["render"];
+    render.extend(base);
+    render.extend(["--job-dir", &jd]);
+    let o = run(&render);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "EnergonDatasetConfig.micro_batch_size must match train.micro_batch_size (2 != 4)."
+        ) && err.contains("--set dataset.micro_batch_size=4"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new(&jd).exists());
+    let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    args.extend(["--set".into(), "dataset.micro_batch_size=4".into()]);
+    // Bridge refuses the line without the dataset's micro batch, for the same reason
+    if let Some(python) = bridge_python() {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut dry = a.clone();
+        let dir = job_dir("energon-micro-batch-alone");
+        dry.extend(["--job-dir", &dir, "--dry-run"]);
+        let mut argv = trainer_argv(&ok(&dry));
+        let before = argv.len();
+        argv.retain(|w| w != "dataset.micro_batch_size=4");
+        assert_eq!(argv.len(), before - 1, "{argv:?}");
+        let b = probe(
+            &python,
+            &json!([{"id": "alone", "argv": argv, "world_size": 8, "gpu": "h100", "env": {}}]),
+        );
+        assert!(
+            b["alone"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("EnergonDatasetConfig.micro_batch_size must match")),
+            "{}",
+            b["alone"]
+        );
+    }
+    bridge_builds_as_planned(&[("energon-micro-batch", args, 8)]);
+}

@@ -312,9 +312,10 @@ fn resolve_picked(
         inp,
         (class, holder),
         &mut l,
-        mixed_precision.as_ref(),
+        (mixed_precision.as_ref(), &par),
         &mut t,
-    )?;
+    )
+    .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
         checkpoint::forget_derived(c, &mut t);
@@ -503,7 +504,7 @@ fn validate_stage(
         crate::config::bridge::Holder<'_>,
     ),
     l: &mut layers::Layered,
-    mixed_precision: Option<&ResolvedPrecision>,
+    (mixed_precision, par): (Option<&ResolvedPrecision>, &Parallelism),
     t: &mut Trace,
 ) -> Result<()> {
     provider_rules::apply(class, &mut l.cfg.model, t);
@@ -514,6 +515,14 @@ fn validate_stage(
         t,
     )?;
     validate::fine_tuning_context_parallel(&l.cfg.model, &l.cfg.ddp, holder)?;
+    let across = validate::Across {
+        train: &l.cfg.train,
+        model: &l.cfg.model,
+        ddp: &l.cfg.ddp,
+        optimizer: &l.cfg.optimizer,
+        par,
+    };
+    validate::container_checks(&l.cfg.bridge, holder, &across)?;
     if let Some(mp) = mixed_precision {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
     }
