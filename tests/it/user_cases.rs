@@ -421,3 +421,30 @@ fn an_energon_datasets_micro_batch_follows_the_training_one() {
     }
     bridge_builds_as_planned(&[("energon-micro-batch", args, 8)]);
 }
+
+/// Bridge's checks of the pass-through sections (a section's `finalize()`, `validate`'s copy
+/// of a deprecated `train` field) on values a user's recipe file states point at the file's
+/// line, and the fix says who set the value it conflicts with (the file, not Bridge's recipe).
+#[test]
+fn a_section_check_on_a_files_values_points_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let warmup = file_in(
+        dir.path(),
+        "warmup.yaml",
+        "name: warmup\nbridge_recipe: llama3_8b_pretrain_config\nscheduler:\n  lr_warmup_fraction: 0.1\n  lr_warmup_iters: 100\n",
+    );
+    let eval = file_in(
+        dir.path(),
+        "eval.yaml",
+        "name: eval\nbridge_recipe: flux_12b_pretrain_config\nvalidation:\n  eval_interval: 50\n",
+    );
+    let mut out = String::new();
+    for f in [&warmup, &eval] {
+        out.push_str(&transcript(
+            &["plan", "-r", f, "-g", "h100x8"],
+            &[(&d, "DIR")],
+        ));
+    }
+    insta::assert_snapshot!(out);
+}

@@ -260,8 +260,9 @@ fn resolve_picked(
         &l.cfg.bridge,
         picked.base.as_ref(),
         l.cfg.train.micro_batch_size,
-    )?;
-    validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train)?;
+    )
+    .and_then(|()| validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train))
+    .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base

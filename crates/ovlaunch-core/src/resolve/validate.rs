@@ -783,9 +783,18 @@ fn scheduler_warmup_fraction(k: &Known<'_>) -> Result<()> {
             &[SCHEDULER.lr_warmup_fraction, SCHEDULER.lr_warmup_iters, SCHEDULER.lr_warmup_samples],
         )
         .map_err(|e| {
-            e.help(format!(
-                "Bridge's recipe sets lr_warmup_iters: also --set {}=0",
+            let with = if k.nonzero(SCHEDULER.lr_warmup_iters) == Some(true) {
                 SCHEDULER.lr_warmup_iters
+            } else {
+                SCHEDULER.lr_warmup_samples
+            };
+            let whose = if k.sections().get(with).is_some() {
+                "this job sets"
+            } else {
+                "Bridge's recipe sets"
+            };
+            e.help(format!(
+                "{whose} {with}: give it 0 too (--set {with}=0), or leave lr_warmup_fraction out"
             ))
         });
     }
