@@ -448,3 +448,34 @@ fn a_section_check_on_a_files_values_points_at_its_line() {
     }
     insta::assert_snapshot!(out);
 }
+
+/// FLUX has no pipeline split in Bridge (its config build accepts PP > 1, its model builds every
+/// block on every rank): a pipeline size above 1, by `--set` or a recipe file over the FLUX
+/// function, is refused naming the fact and the fix, not the placeholder `num_layers` (1).
+#[test]
+fn flux_refuses_a_pipeline_split_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let f = file_in(
+        dir.path(),
+        "flux-pp.yaml",
+        "name: flux-pp\nbridge_recipe: flux_12b_pretrain_config\nmodel:\n  pipeline_model_parallel_size: 2\n",
+    );
+    let mut out = transcript(
+        &[
+            "plan",
+            "-r",
+            "flux_12b_pretrain_config",
+            "-g",
+            "h100x8",
+            "--set",
+            "model.pipeline_model_parallel_size=2",
+        ],
+        &[],
+    );
+    out.push_str(&transcript(
+        &["plan", "-r", &f, "-g", "h100x8"],
+        &[(&d, "DIR")],
+    ));
+    insta::assert_snapshot!(out);
+}

@@ -127,7 +127,29 @@ pub fn check_values(
     positive_sizes(model, train)?;
     model_shapes(model)?;
     check_window_size(model, model_class)?;
-    hybrid_has_no_virtual_pipeline(model, hybrid_class)
+    hybrid_has_no_virtual_pipeline(model, hybrid_class)?;
+    flux_has_no_pipeline(model, model_class)
+}
+
+/// Bridge's FLUX model (`FluxProvider`, `megatron/bridge/diffusion/models/flux/flux_model.py`)
+/// has no pipeline split: `Flux.__init__` builds every double and single block on every rank
+/// and its `set_input_tensor` ignores the previous stage's output, so with PP > 1 each stage
+/// would run the whole model (its `num_layers` is a placeholder, 1). Bridge's
+/// config build accepts the job; the plan refuses it rather than launch that.
+pub fn flux_has_no_pipeline(model: &ModelConfig, model_class: Option<&str>) -> Result<()> {
+    const FLUX: &str = "megatron.bridge.diffusion.models.flux.flux_provider.FluxProvider";
+    let pp = model.pipeline_model_parallel_size;
+    if model_class != Some(FLUX) || pp <= 1 {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "pipeline size {pp} on FLUX: Bridge's Flux model has no pipeline split (every rank builds all its double and single blocks, and set_input_tensor ignores the previous stage), so PP > 1 splits nothing: every stage runs the whole model"
+    ))
+    .at_fields(MODEL.pipeline_model_parallel_size)
+    .help(format!(
+        "keep {}=1 and split the model with tensor parallelism (model.tensor_model_parallel_size) and data parallelism",
+        MODEL.pipeline_model_parallel_size
+    )))
 }
 
 /// Bridge's hybrid Mamba-Transformer provider builds no virtual pipeline (its `provide()`
