@@ -479,3 +479,25 @@ fn flux_refuses_a_pipeline_split_with_the_reason() {
     ));
     insta::assert_snapshot!(out);
 }
+
+/// FLUX's (and Wan's) data class builds its loader with its own `micro_batch_size`, which
+/// Bridge neither ties to nor checks against the training one: a job changing one so that they
+/// differ would train another global batch than planned, so it is refused with the fix; with
+/// both given, Bridge builds the plan.
+#[test]
+fn a_diffusion_datasets_micro_batch_follows_the_training_one() {
+    let base = [
+        "-r",
+        "flux_12b_pretrain_config",
+        "-g",
+        "h100x8",
+        "--set",
+        "train.micro_batch_size=2",
+    ];
+    let mut plan = vec!["plan"];
+    plan.extend(base);
+    insta::assert_snapshot!(transcript(&plan, &[]));
+    let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    args.extend(["--set".into(), "dataset.micro_batch_size=2".into()]);
+    bridge_builds_as_planned(&[("flux-micro-batch", args, 8)]);
+}

@@ -524,6 +524,7 @@ fn validate_stage(
         ddp: &l.cfg.ddp,
         optimizer: &l.cfg.optimizer,
         par,
+        micro_batch_changed: l.overridden(crate::config::TRAIN.micro_batch_size),
     };
     validate::container_checks(&l.cfg.bridge, holder, &across)?;
     if let Some(mp) = mixed_precision {

@@ -1140,6 +1140,9 @@ pub struct Across<'a> {
     pub ddp: &'a DdpConfig,
     pub optimizer: &'a OptimizerConfig,
     pub par: &'a crate::plan::Parallelism,
+    /// `train.micro_batch_size` changed over the recipe's function (`--set`, a plugin, the
+    /// user's recipe file).
+    pub micro_batch_changed: bool,
 }
 
 /// One cross-section rule of `ConfigContainer.validate`.
@@ -1165,6 +1168,7 @@ pub fn container_checks(
 /// Each rule, named by the Bridge function that holds it (`config.py`).
 const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
     ("ConfigContainer.validate", energon_micro_batch),
+    ("DiffusionDataModule", diffusion_micro_batch),
     ("NVRxStragglerDetectionConfig.finalize", nvrx_straggler),
     ("ConfigContainer.validate", eval_batch),
     ("ConfigContainer.validate", fsdp_exclusive),
@@ -1213,6 +1217,42 @@ fn energon_micro_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// The diffusion data classes Bridge's FLUX and Wan functions hold build their data loader
+/// with their own `micro_batch_size` (`FluxDatasetConfig.build_datasets`,
+/// `WanDatasetConfig.build_datasets`: the mock or Energon data module's `batch_size`), which
+/// nothing ties to `train.micro_batch_size`, and Bridge checks no match. A job that changes
+/// one of the two so that they differ (its own value, not the function's) would train another
+/// global batch than the plan states (the trainer counts micro batches by the training one), so
+/// it is refused with the fix.
+fn diffusion_micro_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    const CLASSES: [&str; 2] = [
+        "megatron.bridge.diffusion.data.flux.flux_energon_datamodule.FluxDatasetConfig",
+        "megatron.bridge.diffusion.data.wan.wan_energon_datamodule.WanDatasetConfig",
+    ];
+    const DS: &str = "dataset.micro_batch_size";
+    let mbs = crate::config::TRAIN.micro_batch_size;
+    let Some(class) = k.holder().section("dataset").map(|d| d.class) else {
+        return Ok(());
+    };
+    if !CLASSES.contains(&class) || !(a.micro_batch_changed || k.sections().get(DS).is_some()) {
+        return Ok(());
+    }
+    let train = u64::from(a.train.micro_batch_size);
+    let Some(ds) = k.get(DS).and_then(|v| v.as_u64()).filter(|ds| *ds != train) else {
+        return Ok(());
+    };
+    let short = class.rsplit('.').next().unwrap_or(class);
+    let gbs = u64::from(a.train.global_batch_size);
+    Err(Error::config(format!(
+        "{short} batches {ds} sample(s) per micro batch ({DS}), but {mbs} is {train}: Bridge's data module builds its loader with the dataset's micro batch and the trainer counts micro batches by the training one, so a step would train on {} samples, not the global batch of {gbs}",
+        gbs / train * ds
+    ))
+    .at_fields([DS, mbs])
+    .help(format!(
+        "give both the same value: --set {DS}={train} (or --set {mbs}={ds})"
+    )))
 }
 
 /// The evaluation batch: `dist.eval_context_parallel_size` must divide the world with TP and
