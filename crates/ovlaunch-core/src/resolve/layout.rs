@@ -578,7 +578,7 @@ fn batch_split_over_dp(train: &TrainConfig, dp: u64) -> Result<()> {
         .help(format!(
             "use a global batch that is a multiple of {step} (e.g. {} or {})",
             lo.max(step),
-            lo + step
+            lo.max(step) + step
         )));
     }
     Ok(())
@@ -629,6 +629,24 @@ fn list(it: impl Iterator<Item = u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A global batch smaller than micro batch x DP gets two different multiples to try.
+    #[test]
+    fn a_small_global_batch_gets_two_multiples_to_try() {
+        let train = TrainConfig {
+            global_batch_size: 2,
+            micro_batch_size: 1,
+            ..TrainConfig::default()
+        };
+        let help = batch_split_over_dp(&train, 16).unwrap_err().help.unwrap();
+        assert!(help.contains("(e.g. 16 or 32)"), "{help}");
+        let train = TrainConfig {
+            global_batch_size: 20,
+            ..train
+        };
+        let help = batch_split_over_dp(&train, 16).unwrap_err().help.unwrap();
+        assert!(help.contains("(e.g. 16 or 32)"), "{help}");
+    }
 
     #[test]
     fn an_empty_group_repeated_many_times_adds_nothing() {
