@@ -1120,6 +1120,19 @@ fn main() {
                 .ok()
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(5);
+            // CALIBRATE_SPACE: is the published layout among those tune enumerates at all?
+            if std::env::var_os("CALIBRATE_SPACE").is_some() {
+                let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
+                let offered = tune::enumerate(&r.plan, &known)
+                    .iter()
+                    .any(|l| same_layout(l, &r.layout));
+                if !offered {
+                    println!(
+                        "NOT OFFERED line {} {} {} {} {:?}",
+                        r.line, r.recipe, r.gpus, r.precision, r.layout
+                    );
+                }
+            }
             let out = tune_row(&resolver, r, &eff, depth, &mut |_, _| {});
             let place = out
                 .candidates

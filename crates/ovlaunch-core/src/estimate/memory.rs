@@ -71,7 +71,7 @@ pub(crate) fn of_rank(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> Memor
         } else {
             dense + expert
         };
-    let opt_b = 12.0 * shard;
+    let opt_b = c.optimizer_state_bytes(r, shard);
     Memory {
         weights_gib: weights_b / GIB,
         gradients_gib: grads_b / GIB,

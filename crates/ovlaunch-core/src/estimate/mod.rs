@@ -39,7 +39,8 @@
 //! * Pipeline bubble: `(p-1)/v` microbatch times per step (Narayanan et al. 2021 §2.2: bubble
 //!   fraction `(p-1)/(v·m)`).
 //! * Memory per GPU: BF16 weights, gradients (FP32 when `grad_reduce_in_fp32`), 12 bytes of
-//!   optimizer state per parameter sharded over DP with the distributed optimizer, Megatron-FSDP
+//!   optimizer state per parameter (8 for a Muon optimizer's weight matrices) sharded over DP
+//!   with the distributed optimizer or Muon's layer-wise one (`dist_muon`), Megatron-FSDP
 //!   sharding weights and gradients too, an FP8 weight copy when FP8 runs without FP8 weights,
 //!   the activations of the microbatches in flight on the first stage (Korthikanti et al.,
 //!   with SP and recompute), the LM head's FP32 logits (per head pass: MTP depths too), and

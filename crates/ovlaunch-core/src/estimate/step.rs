@@ -152,12 +152,55 @@ impl<'a> Ctx<'a> {
             / (self.ep * self.etp)
     }
 
-    /// Whether the optimizer state is sharded over data parallelism.
+    /// Whether the optimizer state is sharded over data parallelism: Megatron-FSDP, the
+    /// distributed optimizer, or the layer-wise one ([`Self::layer_wise_optimizer`]).
     pub fn dist_opt(&self) -> bool {
         let ddp = &self.plan.ddp;
         ddp.use_megatron_fsdp
             || ddp.use_distributed_optimizer
             || self.plan.optimizer.use_distributed_optimizer
+            || self.layer_wise_optimizer()
+    }
+
+    /// Whether the optimizer is one of Megatron-Core's Muon family (`optimizer` naming
+    /// `muon`; Bridge's `training/optim.py` builds it with `get_megatron_muon_optimizer`): the
+    /// 2-D weight matrices keep an FP32 main copy and one momentum buffer (8 bytes per
+    /// parameter; `TensorParallelMuon`), the embedding, output layer and other parameters
+    /// Adam's 12 (`layer_wise_optimizer.is_managed_by_layer_wise_optimizer`).
+    pub fn muon(&self) -> bool {
+        self.plan.optimizer.optimizer.contains("muon")
+    }
+
+    /// Whether the optimizer is Megatron-Core's `LayerWiseDistributedOptimizer`: Bridge builds
+    /// it for a Muon optimizer whose name holds `dist` (`dist_muon`, Kimi K2's recipes;
+    /// `layer_wise_distributed_optimizer="dist" in optimizer`), with the distributed-optimizer
+    /// switches off. Each data-parallel rank keeps the optimizer state of whole parameters
+    /// (1/DP of them), the gradients are all-reduced (plain DDP) and the updated parameters
+    /// all-gathered after the step.
+    pub fn layer_wise_optimizer(&self) -> bool {
+        self.muon() && self.plan.optimizer.optimizer.contains("dist")
+    }
+
+    /// Optimizer state bytes one GPU of pipeline rank `r` keeps for `shard` parameters (its
+    /// dense and expert parameters, or their data-parallel shards where [`Self::dist_opt`]):
+    /// Adam's FP32 main weight and two moments (12 bytes per parameter), or for a Muon optimizer 8
+    /// bytes for the layers' weight matrices and 12 for the embedding and output layer
+    /// ([`Self::muon`]).
+    pub fn optimizer_state_bytes(&self, r: &RankLoad, shard: f64) -> f64 {
+        if !self.muon() {
+            return 12.0 * shard;
+        }
+        let ends = (f64::from(u8::from(r.embedding)) + f64::from(u8::from(r.loss)))
+            * self.arch.vocab
+            * self.h
+            / self.tp;
+        let ends = if self.dist_opt() {
+            ends / self.dp_groups().0
+        } else {
+            ends
+        }
+        .min(shard);
+        12.0 * ends + 8.0 * (shard - ends)
     }
 
     /// Data-parallel group sizes of the dense weights (DP × CP) and of the experts.
@@ -778,7 +821,10 @@ pub(crate) fn data_parallel(
             exposed: micro * per_mb,
         };
     }
-    let (rs, ag) = if c.dist_opt() {
+    let (rs, ag) = if c.layer_wise_optimizer() {
+        // Plain DDP all-reduces the gradients; the step all-gathers the updated weights.
+        (2.0 * reduce(c.grad_bytes), reduce(param_bytes))
+    } else if c.dist_opt() {
         (reduce(c.grad_bytes), reduce(param_bytes))
     } else {
         (2.0 * reduce(c.grad_bytes), 0.0)

@@ -232,6 +232,51 @@ fn distributed_optimizer_shards_optimizer_state_over_dp() {
     assert_eq!(a.fits, a.memory_gib_per_gpu <= m.capacity_gib);
 }
 
+/// Megatron-Core's Muon keeps an FP32 main weight and one momentum buffer for each weight
+/// matrix (8 bytes per parameter) and Adam's 12 for the embedding and output layer; Bridge's
+/// `dist_muon` (Kimi K2's optimizer) is the layer-wise distributed optimizer, which keeps
+/// 1/DP of that state per GPU with the distributed-optimizer switches off, all-reduces the
+/// gradients and all-gathers the updated weights.
+#[test]
+fn muon_keeps_one_moment_and_dist_muon_shards_it_layer_wise() {
+    let base = [
+        "ddp.use_distributed_optimizer=false",
+        "optimizer.use_distributed_optimizer=false",
+        "optimizer.use_precision_aware_optimizer=false",
+    ];
+    let with = |opt: &str| {
+        let set = format!("optimizer.optimizer={opt}");
+        let mut sets = base.to_vec();
+        sets.push(&set);
+        plan_for("llama3_8b", "h100x8", None, &sets)
+    };
+    let eff = Efficiency::embedded().unwrap();
+    let adam = estimate(&with("adam"), &eff).unwrap();
+    let muon_plan = with("muon");
+    let muon = estimate(&muon_plan, &eff).unwrap();
+    let dist = estimate(&with("dist_muon"), &eff).unwrap();
+    // The whole model on one GPU (TP1 PP1): the embedding and the untied output layer at 12
+    // bytes, every other weight at 8.
+    let a = Arch::of_plan(&muon_plan);
+    let ends = 2.0 * a.vocab * a.hidden;
+    let params = adam.memory.optimizer_gib * GIB / 12.0;
+    assert!(close(
+        muon.memory.optimizer_gib * GIB,
+        8.0 * (params - ends) + 12.0 * ends,
+        1e-9
+    ));
+    let dp = muon_plan.parallelism.data as f64 * muon_plan.parallelism.context as f64;
+    assert!(dp > 1.0);
+    assert!(close(
+        dist.memory.optimizer_gib,
+        muon.memory.optimizer_gib / dp,
+        1e-9
+    ));
+    // Gradients all-reduced as without the distributed optimizer, weights all-gathered too.
+    let dp_total = |e: &Estimate| e.breakdown.dp_comm_s + e.hidden.dp_comm_s;
+    assert!(close(dp_total(&dist), 1.5 * dp_total(&muon), 1e-9));
+}
+
 /// A PEFT plan trains adapters on a frozen base: the same layout as its SFT twin with no
 /// gradients, optimizer state, optimizer step or data-parallel gradient traffic for the base,
 /// weight GEMMs at 4 FLOPs per multiply-add instead of 6 (no weight gradient), attention as in

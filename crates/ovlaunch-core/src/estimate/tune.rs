@@ -398,15 +398,28 @@ pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
                 // only where no even split over these PP ranks exists at all (Megatron-Core's
                 // default is the even split; Bridge's configs give a layout where the layer
                 // count leaves no choice, e.g. DeepSeek-V3's 61).
+                // Where the stages split evenly, every VP that divides a rank's share of the
+                // layers (Megatron-Core's even-split rule; the embedding and loss counted as
+                // layers where `account_for_*_in_pipeline_split` says), up to one layer per
+                // virtual stage, as Bridge's and NeMo's tables run (Llama 2 70B PP4 VP20,
+                // Mixtral 8x22B PP4 VP14, Qwen3-30B-A3B PP2 VP24).
                 let even = accounted || m.num_layers.is_multiple_of(pp);
+                let slots = m.num_layers
+                    + u32::from(m.account_for_embedding_in_pipeline_split)
+                    + u32::from(m.account_for_loss_in_pipeline_split);
+                let per_rank = slots / pp;
+                let dividing = (2..=per_rank)
+                    .filter(|v| slots.is_multiple_of(pp) && per_rank.is_multiple_of(*v));
+                let mut vps: Vec<u32> = [2u32, 3, 4, 5, 6, 7, 8, 10, 12, 16]
+                    .into_iter()
+                    .chain(dividing)
+                    .filter(|v| v * pp <= m.num_layers + 2)
+                    .filter(|v| !even || accounted || m.num_layers.is_multiple_of(v * pp))
+                    .collect();
+                vps.sort_unstable();
+                vps.dedup();
                 std::iter::once(None)
-                    .chain(
-                        [2u32, 3, 4, 5, 6, 7, 8, 10, 12, 16]
-                            .into_iter()
-                            .filter(|v| v * pp <= m.num_layers + 2)
-                            .filter(|v| !even || accounted || m.num_layers.is_multiple_of(v * pp))
-                            .map(Some),
-                    )
+                    .chain(vps.into_iter().map(Some))
                     .collect()
             };
             for cp in [1u32, 2, 4, 8, 16] {
