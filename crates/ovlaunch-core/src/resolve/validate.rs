@@ -1267,7 +1267,7 @@ fn eval_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
     let eval_dp = match k.get(ECP).and_then(|v| v.as_u64()) {
         Some(ecp) if ecp > 0 => {
             let mp = p.tensor * p.pipeline * ecp;
-            if p.world_size % mp != 0 {
+            if !p.world_size.is_multiple_of(mp) {
                 return Err(Error::config(format!(
                     "world size ({}) is not divisible by eval model parallel size ({mp})",
                     p.world_size
@@ -1302,7 +1302,7 @@ fn eval_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
     };
     let product = embs * eval_dp;
     match egbs {
-        Some(g) if product > 0 && g % product != 0 => Err(Error::config(format!(
+        Some(g) if product > 0 && !g.is_multiple_of(product) => Err(Error::config(format!(
             "eval_global_batch_size ({g}) must be divisible by eval_micro_batch_size * eval_data_parallel_size ({embs} * {eval_dp} = {product})"
         ))
         .at_fields([EGBS, EMBS])
