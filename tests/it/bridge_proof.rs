@@ -132,6 +132,7 @@ fn extra_cases() -> Vec<Case> {
         layout_and_set_cases(),
         layout_rebuild_cases(),
         section_check_cases(),
+        cross_section_cases(),
         own_value_cases(),
         set_and_plugin_cases(),
         env_cases(),
@@ -829,8 +830,39 @@ fn section_check_cases() -> Vec<Case> {
                 "model.cuda_graph_impl=transformer_engine",
             ],
         ),
-        // ConfigContainer.validate's checks across a pass-through section and the planned
-        // layout, batch, model or optimizer, and NVRx straggler detection's finalize()
+        case(
+            "weak-llama8b-h100x16",
+            "h100",
+            16,
+            &["--recipe", "llama3_8b", "--gpus", "h100x16"],
+        ),
+        case(
+            "weak-llama70b-h100x128",
+            "h100",
+            128,
+            &["--recipe", "llama3_70b", "--gpus", "h100x128"],
+        ),
+        case(
+            "weak-dsv3-b200x512",
+            "b200",
+            512,
+            &[
+                "--recipe",
+                "deepseek_v3",
+                "--gpus",
+                "b200x512",
+                "--precision",
+                "fp8mx",
+            ],
+        ),
+    ]
+}
+
+/// `ConfigContainer.validate`'s checks across a pass-through section and the planned layout,
+/// batch, model or optimizer, and NVRx straggler detection's `finalize()`: ovlaunch refuses
+/// first, Bridge too; and an evaluation batch and context parallelism both accept.
+fn cross_section_cases() -> Vec<Case> {
+    vec![
         cross_section(
             "refuse-eval-batch",
             &["validation.eval_global_batch_size=10"],
@@ -882,31 +914,6 @@ fn section_check_cases() -> Vec<Case> {
             &[
                 "validation.eval_global_batch_size=12",
                 "dist.eval_context_parallel_size=2",
-            ],
-        ),
-        case(
-            "weak-llama8b-h100x16",
-            "h100",
-            16,
-            &["--recipe", "llama3_8b", "--gpus", "h100x16"],
-        ),
-        case(
-            "weak-llama70b-h100x128",
-            "h100",
-            128,
-            &["--recipe", "llama3_70b", "--gpus", "h100x128"],
-        ),
-        case(
-            "weak-dsv3-b200x512",
-            "b200",
-            512,
-            &[
-                "--recipe",
-                "deepseek_v3",
-                "--gpus",
-                "b200x512",
-                "--precision",
-                "fp8mx",
             ],
         ),
     ]

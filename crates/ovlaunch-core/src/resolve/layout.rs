@@ -126,6 +126,16 @@ pub fn check_values(
 ) -> Result<()> {
     positive_sizes(model, train)?;
     model_shapes(model)?;
+    class_checks(model, model_class, hybrid_class)
+}
+
+/// The checks a model's provider class makes of its layout: `window_size` where the class
+/// takes one, no virtual pipeline on a hybrid Mamba-Transformer, no pipeline on FLUX.
+pub fn class_checks(
+    model: &ModelConfig,
+    model_class: Option<&str>,
+    hybrid_class: Option<&str>,
+) -> Result<()> {
     check_window_size(model, model_class)?;
     hybrid_has_no_virtual_pipeline(model, hybrid_class)?;
     flux_has_no_pipeline(model, model_class)
@@ -147,8 +157,8 @@ pub fn flux_has_no_pipeline(model: &ModelConfig, model_class: Option<&str>) -> R
     ))
     .at_fields(MODEL.pipeline_model_parallel_size)
     .help(format!(
-        "keep {}=1 and split the model with tensor parallelism (model.tensor_model_parallel_size) and data parallelism",
-        MODEL.pipeline_model_parallel_size
+        "keep {}=1 and split the model with tensor parallelism ({}) and data parallelism",
+        MODEL.pipeline_model_parallel_size, MODEL.tensor_model_parallel_size
     )))
 }
 

@@ -293,9 +293,7 @@ fn resolve_picked(
         .map(|c| checkpoint::neutralise(&mut l.cfg.model, c, &mut t));
     // 3. The parallel layout checked against the world size.
     let class = inp.recipe.provider_class(choice.variant);
-    layout::check_window_size(&l.cfg.model, class.known())?;
-    layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, class.hybrid())?;
-    layout::flux_has_no_pipeline(&l.cfg.model, class.known())
+    layout::class_checks(&l.cfg.model, class.known(), class.hybrid())
         .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t)

@@ -7,6 +7,9 @@
 //! straggler detection), and the pass-through sections' own `finalize()` (`bridge_sections`).
 
 use super::known::Known;
+use crate::config::bridge::paths::{
+    CHECKPOINT, DIST, NVRX_STRAGGLER, RERUN_STATE_MACHINE, VALIDATION,
+};
 use crate::config::{
     COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
     OPTIMIZER, OptimizerConfig, Targets,
@@ -1196,7 +1199,7 @@ fn holds_energon(k: &Known<'_>) -> bool {
 /// The micro batch validation runs with: `validation.eval_micro_batch_size`, else
 /// `train.micro_batch_size` (Bridge fills it so).
 fn eval_micro_batch(k: &Known<'_>, a: &Across<'_>) -> Option<u64> {
-    match k.get("validation.eval_micro_batch_size") {
+    match k.get(VALIDATION.eval_micro_batch_size) {
         Some(serde_json::Value::Null) | None => Some(u64::from(a.train.micro_batch_size)),
         Some(v) => v.as_u64(),
     }
@@ -1209,7 +1212,7 @@ fn energon_micro_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
     let train = u64::from(a.train.micro_batch_size);
     match k.get("dataset.micro_batch_size").and_then(|v| v.as_u64()) {
         Some(ds) if holds_energon(k) && ds != train => Err(Error::config(format!(
-            "EnergonDatasetConfig.micro_batch_size must match train.micro_batch_size ({ds} != {train})."
+            "EnergonDatasetConfig.micro_batch_size must match {mbs} ({ds} != {train})."
         ))
         .at_fields(["dataset.micro_batch_size", mbs])
         .help(format!(
@@ -1260,9 +1263,9 @@ fn diffusion_micro_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
 /// global batch (`validation.eval_global_batch_size`, else the training one) must be a multiple
 /// of the evaluation micro batch times the evaluation data-parallel size.
 fn eval_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
-    const ECP: &str = "dist.eval_context_parallel_size";
-    const EMBS: &str = "validation.eval_micro_batch_size";
-    const EGBS: &str = "validation.eval_global_batch_size";
+    const ECP: &str = DIST.eval_context_parallel_size;
+    const EMBS: &str = VALIDATION.eval_micro_batch_size;
+    const EGBS: &str = VALIDATION.eval_global_batch_size;
     let p = a.par;
     let eval_dp = match k.get(ECP).and_then(|v| v.as_u64()) {
         Some(ecp) if ecp > 0 => {
@@ -1291,10 +1294,12 @@ fn eval_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
         && ds != embs
     {
         return Err(Error::config(format!(
-            "EnergonDatasetConfig.micro_batch_size must match validation.eval_micro_batch_size ({ds} != {embs})."
+            "EnergonDatasetConfig.micro_batch_size must match {EMBS} ({ds} != {embs})."
         ))
         .at_fields(["dataset.micro_batch_size", EMBS])
-        .help(format!("--set {EMBS}={ds}, or --set dataset.do_validation=false")));
+        .help(format!(
+            "--set {EMBS}={ds}, or --set dataset.do_validation=false"
+        )));
     }
     let egbs = match k.get(EGBS) {
         Some(serde_json::Value::Null) | None => Some(u64::from(a.train.global_batch_size)),
@@ -1316,8 +1321,8 @@ fn eval_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
 
 /// Megatron-FSDP and Torch FSDP2 exclude each other.
 fn fsdp_exclusive(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
-    const MEGATRON: &str = "dist.use_megatron_fsdp";
-    const TORCH: &str = "dist.use_torch_fsdp2";
+    const MEGATRON: &str = DIST.use_megatron_fsdp;
+    const TORCH: &str = DIST.use_torch_fsdp2;
     if k.truthy(MEGATRON) == Some(true) && k.truthy(TORCH) == Some(true) {
         return Err(
             Error::config("use_megatron_fsdp and use_torch_fsdp2 are mutually exclusive.")
@@ -1332,11 +1337,11 @@ fn fsdp_exclusive(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
 
 /// The rerun state machine's NaN check cannot run inside a full-iteration CUDA graph.
 fn nan_check_with_full_iteration_graph(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
-    const NAN: &str = "rerun_state_machine.check_for_nan_in_loss";
+    const NAN: &str = RERUN_STATE_MACHINE.check_for_nan_in_loss;
     if super::cuda_graph::is_full_iteration(a.model) && k.truthy(NAN) == Some(true) {
-        return Err(Error::config(
-            "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False.",
-        )
+        return Err(Error::config(format!(
+            "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set {NAN}=False."
+        ))
         .at_fields([NAN, MODEL.cuda_graph_impl])
         .help(format!("--set {NAN}=false")));
     }
@@ -1346,16 +1351,16 @@ fn nan_check_with_full_iteration_graph(k: &Known<'_>, a: &Across<'_>) -> Result<
 /// Whether the job saves or loads a checkpoint (`checkpoint.save` or `checkpoint.load` set);
 /// `None` where either is not known.
 fn saves_or_loads(k: &Known<'_>) -> Option<bool> {
-    Some(k.is_set("checkpoint.save")? || k.is_set("checkpoint.load")?)
+    Some(k.is_set(CHECKPOINT.save)? || k.is_set(CHECKPOINT.load)?)
 }
 
 /// The `fsdp_dtensor` checkpoint format, when a checkpoint is saved or loaded, needs
 /// Megatron-FSDP (not Torch FSDP2).
 fn fsdp_dtensor_format(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
-    const FORMAT: &str = "checkpoint.ckpt_format";
+    const FORMAT: &str = CHECKPOINT.ckpt_format;
     if k.text(FORMAT).as_deref() == Some("fsdp_dtensor")
         && saves_or_loads(k) == Some(true)
-        && (!a.ddp.use_megatron_fsdp || k.truthy("dist.use_torch_fsdp2") == Some(true))
+        && (!a.ddp.use_megatron_fsdp || k.truthy(DIST.use_torch_fsdp2) == Some(true))
     {
         return Err(
             Error::config("fsdp_dtensor checkpoint format only supports Megatron FSDP")
@@ -1371,8 +1376,8 @@ fn fsdp_dtensor_format(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
 
 /// An asynchronous save writes the `torch_dist` or `fsdp_dtensor` format only.
 fn async_save_format(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
-    const FORMAT: &str = "checkpoint.ckpt_format";
-    const ASYNC: &str = "checkpoint.async_save";
+    const FORMAT: &str = CHECKPOINT.ckpt_format;
+    const ASYNC: &str = CHECKPOINT.async_save;
     match k.text(FORMAT) {
         Some(f)
             if k.truthy(ASYNC) == Some(true)
@@ -1390,8 +1395,8 @@ fn async_save_format(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
 
 /// Decentralized process groups are NCCL only.
 fn decentralized_pg_without_gloo(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
-    const PG: &str = "dist.use_decentralized_pg";
-    const GLOO: &str = "dist.use_gloo_process_groups";
+    const PG: &str = DIST.use_decentralized_pg;
+    const GLOO: &str = DIST.use_gloo_process_groups;
     if k.truthy(PG) == Some(true) && k.truthy(GLOO) == Some(true) {
         return Err(Error::config(
             "Gloo process groups are not supported when use_decentralized_pg=True. Decentralized process groups only support NCCL backend.",
@@ -1405,8 +1410,8 @@ fn decentralized_pg_without_gloo(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
 /// Without Gloo process groups, the distributed optimizer's state is checkpointed only in the
 /// distributed formats (the legacy one gathers it over Gloo).
 fn distributed_checkpoint_without_gloo(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
-    const GLOO: &str = "dist.use_gloo_process_groups";
-    const FORMAT: &str = "checkpoint.ckpt_format";
+    const GLOO: &str = DIST.use_gloo_process_groups;
+    const FORMAT: &str = CHECKPOINT.ckpt_format;
     match k.text(FORMAT) {
         Some(f)
             if k.truthy(GLOO) == Some(false)
@@ -1428,10 +1433,10 @@ fn distributed_checkpoint_without_gloo(k: &Known<'_>, a: &Across<'_>) -> Result<
 /// class's default, which passes each rule (both performance scores on, a positive report
 /// interval, thresholds within 0..1).
 fn nvrx_straggler(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
-    const ENABLED: &str = "nvrx_straggler.enabled";
-    const RELATIVE: &str = "nvrx_straggler.calc_relative_gpu_perf";
-    const INDIVIDUAL: &str = "nvrx_straggler.calc_individual_gpu_perf";
-    const INTERVAL: &str = "nvrx_straggler.report_time_interval";
+    const ENABLED: &str = NVRX_STRAGGLER.enabled;
+    const RELATIVE: &str = NVRX_STRAGGLER.calc_relative_gpu_perf;
+    const INDIVIDUAL: &str = NVRX_STRAGGLER.calc_individual_gpu_perf;
+    const INTERVAL: &str = NVRX_STRAGGLER.report_time_interval;
     if k.truthy(ENABLED) != Some(true) {
         return Ok(());
     }
