@@ -464,9 +464,16 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
             for (k, v) in &values {
                 m.insert(k.clone(), v.clone());
             }
-            // the values must be what the model section takes
+            // the values must be what the model section takes (its fields ovlaunch plans; an
+            // architecture field the recipe states is checked against the provider class when
+            // the recipe is planned)
+            let planned: serde_json::Map<String, serde_json::Value> = m
+                .iter()
+                .filter(|(k, _)| crate::config::ModelConfig::FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             serde_json::from_value::<crate::config::ModelConfig>(serde_json::Value::Object(
-                m.clone(),
+                planned,
             ))
             .map_err(|e| {
                 found.refuse(

@@ -430,7 +430,7 @@ def build_case(case: dict):
     if spec is None:
         return (*build(case), None)
     configs = spec.get("configs") or [spec["config"]]
-    errors = []
+    errors, fitting = [], []
     for path in configs:
         fitted = fitted_standin(case, spec, path) if spec.get("configs") else path
         try:
@@ -440,13 +440,32 @@ def build_case(case: dict):
             raise
         except Exception as e:  # noqa: BLE001 - the next stand-in may fit
             errors.append(e)
+            if len(configs) > 1 and fits(case, dict(spec, config=fitted)):
+                fitting.append(e)
         finally:
             if fitted != path:
                 shutil.rmtree(Path(fitted).parent)
-    # none builds it: the error most of them got (the first of those), not one stand-in's
-    # own mismatch with the function
+    # none builds it: the error most of those that can hold the function's model got (the
+    # first of those), not one stand-in's own mismatch with the function
+    errors = fitting or errors
     texts = [f"{type(e).__name__}: {e}" for e in errors]
     raise max(errors, key=lambda e: (texts.count(f"{type(e).__name__}: {e}"), -errors.index(e)))
+
+
+def fits(case: dict, spec: dict) -> bool:
+    """Whether the stand-in config `spec["config"]` can hold what the case's function asks of
+    its model: not when the function, run on it, places experts (`expert_model_parallel_size`
+    above one) on a model the config gave no experts (`num_moe_experts`), which Megatron-Core
+    refuses for the stand-in's sake, not the function's. True when the function fails on it
+    (its own error)."""
+    name = parse_argv(case["argv"])[0]
+    try:
+        with HubConfig(spec):
+            ovlaunch_stubs.fake_gpu(case["gpu"])
+            model = load(name, benchmark_metadata(name)).model
+    except Exception:  # noqa: BLE001 - the function's own failure
+        return True
+    return not ((getattr(model, "expert_model_parallel_size", 1) or 1) > 1 and getattr(model, "num_moe_experts", None) is None)
 
 
 def held_classes(path: str, v, out: dict) -> None:

@@ -297,6 +297,7 @@ fn post_init_cases() -> Vec<Case> {
     };
     let vl = "qwen3_vl_8b_pretrain_4gpu_h100_bf16_mock_config";
     let sft = "llama3_8b_sft_config";
+    let glm52 = "glm52_sft_192gpu_gb200_bf16_128k_config";
     vec![
         // fine-tuning data (the VL function's mock SFT data) with CP > 1: Bridge's validate
         // wants the per-token loss and no averaging in the collective
@@ -342,6 +343,33 @@ fn post_init_cases() -> Vec<Case> {
                 "model.context_parallel_size=2",
                 "model.calculate_per_token_loss=true",
                 "ddp.average_in_collective=false",
+            ],
+        ),
+        // GLM-5.2's SFT functions (their checkpoint's config not at hand) turn the per-token
+        // loss on themselves: the recipe states it, so the plan checks a CP change on it as
+        // Bridge's validate does, accepting CP 16 and refusing the loss turned off
+        with(
+            "post-init-glm52-sft-cp16",
+            glm52,
+            "gb200x192",
+            &["model.context_parallel_size=16"],
+        ),
+        with(
+            "refuse-post-init-glm52-sft-cp16-per-token-loss",
+            glm52,
+            "gb200x192",
+            &[
+                "model.context_parallel_size=16",
+                "model.calculate_per_token_loss=false",
+            ],
+        ),
+        with(
+            "refuse-post-init-glm52-sft-cp16-average-in-collective",
+            glm52,
+            "gb200x192",
+            &[
+                "model.context_parallel_size=16",
+                "ddp.average_in_collective=true",
             ],
         ),
         with(
@@ -859,8 +887,8 @@ fn section_check_cases() -> Vec<Case> {
 }
 
 /// `ConfigContainer.validate`'s checks across a pass-through section and the planned layout,
-/// batch, model or optimizer, and NVRx straggler detection's `finalize()`: ovlaunch refuses
-/// first, Bridge too; and an evaluation batch and context parallelism both accept.
+/// batch, model or optimizer: ovlaunch refuses first, Bridge too; and an evaluation batch with
+/// context parallelism that both accept.
 fn cross_section_cases() -> Vec<Case> {
     vec![
         cross_section(
@@ -900,13 +928,6 @@ fn cross_section_cases() -> Vec<Case> {
             &[
                 "dist.use_gloo_process_groups=false",
                 "checkpoint.ckpt_format=torch",
-            ],
-        ),
-        cross_section(
-            "refuse-nvrx-report-interval",
-            &[
-                "nvrx_straggler.enabled=true",
-                "nvrx_straggler.report_time_interval=-5",
             ],
         ),
         cross_section(
@@ -2084,28 +2105,18 @@ fn nested_classes_differ(
 }
 
 /// The stand-in configs a job whose model comes from a Hugging Face checkpoint not at hand
-/// is built with (`tests/bridge/gen_recipes.py` PROOF_STANDINS: a dense decoder, a MoE decoder,
-/// a MoE decoder with multi-latent attention, then the architectures some recipes read a config
-/// of their own family from: Qwen3.5's multimodal configs, whose `text_config` the text-only
-/// recipes read, Gemma 2's, whose architecture names the tokenizer class a Gemma 3 recipe
-/// loads at config time (Transformers builds that class with no vocabulary file: a stand-in
-/// tokenizer, whose length only decides whether the recipe raises `vocab_size`, a field the
-/// plan leaves to the checkpoint), and a hybrid Mamba MoE), tried in turn at the checkpoint's
-/// name, each with the
-/// depth the function's own pipeline split states (`tests/bridge/probe.py` `standin_depth`:
-/// the layers its layout places, or its first and last stages' layers plus one per virtual
-/// stage of every middle rank).
-const PROOF_STANDINS: &[&str] = &[
-    "meta-llama/Meta-Llama-3-8B",
-    "Qwen/Qwen3-30B-A3B",
-    "deepseek-ai/DeepSeek-V3",
-    "Qwen/Qwen3.5-4B",
-    "Qwen/Qwen3.5-27B",
-    "Qwen/Qwen3.5-35B-A3B",
-    "google/gemma-2-2b",
-    "google/gemma-2-9b",
-    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
-];
+/// is built with, tried in turn at the checkpoint's name, each with the depth the function's
+/// own pipeline split states (`tests/bridge/probe.py` `standin_depth`): the fixtures
+/// `tests/bridge/proof_standins.txt` names (the generator ships a function only when one of
+/// them builds it, `tests/bridge/gen_recipes.py` PROOF_STANDINS reads the same file), one a
+/// line, `#` lines being comments.
+fn proof_standins() -> Vec<&'static str> {
+    include_str!("../bridge/proof_standins.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
 
 fn fixture(name: &str) -> String {
     format!(
@@ -2122,7 +2133,7 @@ pub(crate) fn hf_config(plan: &Value, args: &[String]) -> Option<Value> {
     let from = plan["recipe"].get("from_checkpoint")?;
     let configs: Vec<String> = match args.iter().position(|a| a == "--hf-config") {
         Some(i) => vec![args[i + 1].clone()],
-        None => PROOF_STANDINS.iter().map(|n| fixture(n)).collect(),
+        None => proof_standins().into_iter().map(fixture).collect(),
     };
     Some(json!({
         "hf": from["checkpoint"],
@@ -2222,6 +2233,18 @@ fn container_section_cases() -> Vec<Case> {
         // accepts the words and holds the train value, checked below), and its fix reaches it
         set("container-lost-validation", &["validation.eval_iters=4"]),
         set("container-set-train-eval-iters", &["train.eval_iters=4"]),
+        // the same copy of the deprecated `train.skip_train`: the plan states the validation
+        // value the trainer builds (bypassing the training loop), refuses a validation value
+        // the copy would replace, and passes one no train value replaces
+        set("container-set-train-skip-train", &["train.skip_train=true"]),
+        set(
+            "container-lost-validation-skip-train",
+            &["train.skip_train=false", "validation.skip_train=true"],
+        ),
+        set(
+            "container-set-validation-skip-train",
+            &["validation.skip_train=true"],
+        ),
         set(
             "container-set-rng",
             &["rng.seed=7", "rng.te_rng_tracker=true"],
@@ -2249,6 +2272,41 @@ fn container_section_cases() -> Vec<Case> {
         set(
             "container-set-inprocess-restart",
             &["inprocess_restart.granularity=rank"],
+        ),
+        // NVRx straggler detection's finalize (run by ConfigContainer.validate): both refuse
+        // a detection with no score, a check interval not positive, a threshold out of [0, 1]
+        set(
+            "container-set-nvrx-enabled",
+            &[
+                "nvrx_straggler.enabled=true",
+                "nvrx_straggler.gpu_individual_perf_threshold=0.5",
+            ],
+        ),
+        set(
+            "refuse-nvrx-no-score",
+            &[
+                "nvrx_straggler.enabled=true",
+                "nvrx_straggler.calc_relative_gpu_perf=false",
+                "nvrx_straggler.calc_individual_gpu_perf=false",
+            ],
+        ),
+        set(
+            "refuse-nvrx-report-interval",
+            &[
+                "nvrx_straggler.enabled=true",
+                "nvrx_straggler.report_time_interval=0",
+            ],
+        ),
+        set(
+            "refuse-nvrx-threshold",
+            &[
+                "nvrx_straggler.enabled=true",
+                "nvrx_straggler.gpu_relative_perf_threshold=1.5",
+            ],
+        ),
+        set(
+            "container-set-nvrx-off-threshold",
+            &["nvrx_straggler.gpu_relative_perf_threshold=1.5"],
         ),
         set("container-bad-validation", &["validation.eval_intervl=50"]),
         set("container-bad-rng", &["rng.sede=7"]),
@@ -2503,23 +2561,36 @@ fn compare_layout_refusal(c: &Case, ours: &str, b: &Value, report: &mut Vec<Stri
 }
 
 /// A job ovlaunch refuses because a `--set` would not reach the trainer, which Bridge accepts:
-/// each `--set` value must indeed be absent from the config Bridge builds.
-fn lost_sets(c: &Case, b: &Value) -> Vec<String> {
+/// the `--set` value the refusal names (its first quoted field) must indeed be absent from the
+/// config Bridge builds.
+fn lost_sets(c: &Case, ours: &str, b: &Value) -> Vec<String> {
+    let lost = ours.split('`').nth(1).unwrap_or("");
     let sets = c
         .args
         .iter()
         .skip_while(|a| *a != "--set")
         .skip(1)
         .step_by(2);
-    sets.filter_map(|s| {
-        let (path, text) = s.split_once('=')?;
-        let held = path
-            .split('.')
-            .try_fold(&b["config"], |node, part| node.get(part))?;
-        same(&ovlaunch::yaml::parse_value(text), held)
-            .then(|| format!("{}: refused, but Bridge holds {path} = {held} as set", c.id))
-    })
-    .collect()
+    let named: Vec<&String> = sets
+        .filter(|s| s.split_once('=').is_some_and(|(p, _)| p == lost))
+        .collect();
+    if named.is_empty() {
+        return vec![format!(
+            "{}: the refusal names `{lost}`, which no --set gives: {ours}",
+            c.id
+        )];
+    }
+    named
+        .into_iter()
+        .filter_map(|s| {
+            let (path, text) = s.split_once('=')?;
+            let held = path
+                .split('.')
+                .try_fold(&b["config"], |node, part| node.get(part))?;
+            same(&ovlaunch::yaml::parse_value(text), held)
+                .then(|| format!("{}: refused, but Bridge holds {path} = {held} as set", c.id))
+        })
+        .collect()
 }
 
 /// A refusal with Bridge's reason: the start of ovlaunch's message is in Bridge's.
@@ -2664,7 +2735,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
                 c.id, b["error"]
             )),
             (None, true) if c.id.starts_with("container-lost-") => {
-                report.extend(lost_sets(c, b));
+                report.extend(lost_sets(c, &refused[&c.id], b));
             }
             (None, true) => report.push(format!(
                 "{}: ovlaunch refuses ({}), Bridge accepts",
@@ -3328,4 +3399,19 @@ fn a_user_file_that_turns_a_setting_off_needs_no_value_for_it() {
     assert_eq!(b["config"]["dataset"]["path_to_cache"], Value::Null);
     let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
+
+/// Every stand-in the proof and the generator read (`tests/bridge/proof_standins.txt`) is a
+/// fixture config of the repository, named once.
+#[test]
+fn every_proof_standin_is_a_fixture_named_once() {
+    let names = proof_standins();
+    assert!(names.len() >= 3, "{names:?}");
+    for (i, n) in names.iter().enumerate() {
+        assert!(
+            std::path::Path::new(&fixture(n)).is_file(),
+            "{n}: no tests/bridge/hf/{n}/config.json"
+        );
+        assert!(!names[..i].contains(n), "{n} is named twice");
+    }
 }

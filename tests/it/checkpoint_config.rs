@@ -559,6 +559,51 @@ fn a_config_of_another_architecture_than_the_recipes_checkpoint_is_refused() {
     );
 }
 
+/// A function whose checkpoint config is not at hand states the architecture fields it assigns
+/// itself after Bridge built the model (GLM-5.2's SFT functions turn the per-token loss on):
+/// the plan holds them as the recipe's, so Bridge's fine-tuning check with CP > 1 runs on the
+/// function's own value: a CP change keeps it and is planned, the loss turned off is refused
+/// (exit 2) naming both fields. (Bridge agrees: `bridge_proof`'s `glm52` cases.)
+#[test]
+fn a_checkpoint_functions_own_architecture_fields_are_planned() {
+    let function = "glm52_sft_192gpu_gb200_bf16_128k_config";
+    let args = ["--recipe", function, "--gpus", "gb200x192"];
+    let p = plan(&args, &[]);
+    assert_eq!(
+        p["model"]["calculate_per_token_loss"],
+        Value::Bool(true),
+        "{}",
+        p["model"]
+    );
+    let from = p["recipe"]["from_checkpoint"]["fields"].to_string();
+    assert!(!from.contains("calculate_per_token_loss"), "{from}");
+    let cp16 = plan(
+        &[&args[..], &["--set", "model.context_parallel_size=16"]].concat(),
+        &[],
+    );
+    assert_eq!(cp16["model"]["context_parallel_size"], 16);
+    assert_eq!(cp16["model"]["calculate_per_token_loss"], Value::Bool(true));
+    let err = usage_error(
+        &[
+            &["plan"][..],
+            &args[..],
+            &[
+                "--set",
+                "model.context_parallel_size=16",
+                "--set",
+                "model.calculate_per_token_loss=false",
+            ],
+        ]
+        .concat(),
+    );
+    for part in [
+        "When finetuning with CP>1, calculate_per_token_loss must be True",
+        "model.calculate_per_token_loss",
+    ] {
+        assert!(err.contains(part), "`{part}` not in: {err}");
+    }
+}
+
 /// A config of another architecture found in the Hugging Face cache (not named by the user) is
 /// refused the same way, pointed at the cached file rather than at a flag the user did not
 /// give, with the fix of giving the right one by `--hf-config`; so is a cached file that is not

@@ -103,9 +103,10 @@ fn headers_name_the_planned_precision() {
     }
 }
 
-/// `--set model.fp8_output_proj=true` under MXFP8 makes Megatron-Core build Transformer
-/// Engine's MXFP8 LM head (`is_mxfp8_output_proj_active`): the estimate prices the head at the
-/// FP8 rate, so the step is shorter; under BF16 the field changes nothing.
+/// `model.fp8_output_proj=true` under MXFP8 makes Megatron-Core build Transformer Engine's
+/// MXFP8 LM head (`is_mxfp8_output_proj_active`): the estimate prices the head at the FP8 rate,
+/// so the step is shorter than with the field off. GPT-OSS 120B's MXFP8 GB200 function sets it
+/// itself (the recipe states it); under BF16 the field changes nothing.
 #[test]
 fn fp8_output_proj_prices_the_lm_head_in_mxfp8() {
     let tps = |precision: &str, sets: &[&str]| {
@@ -127,10 +128,14 @@ fn fp8_output_proj_prices_the_lm_head_in_mxfp8() {
             .as_f64()
             .unwrap()
     };
-    let on = ["model.fp8_output_proj=true"];
-    let (bf16_head, fp8_head) = (tps("fp8mx", &[]), tps("fp8mx", &on));
+    let (on, off) = (
+        ["model.fp8_output_proj=true"],
+        ["model.fp8_output_proj=false"],
+    );
+    let (bf16_head, fp8_head) = (tps("fp8mx", &off), tps("fp8mx", &[]));
     assert!(fp8_head > bf16_head * 1.01, "{fp8_head} vs {bf16_head}");
-    assert_eq!(tps("bf16", &[]), tps("bf16", &on));
+    assert_eq!(fp8_head, tps("fp8mx", &on));
+    assert_eq!(tps("bf16", &off), tps("bf16", &on));
 }
 
 /// A GPU kind without performance constants (a site's, or R100 and VR200, whose figures are not

@@ -501,3 +501,50 @@ fn a_diffusion_datasets_micro_batch_follows_the_training_one() {
     args.extend(["--set".into(), "dataset.micro_batch_size=2".into()]);
     bridge_builds_as_planned(&[("flux-micro-batch", args, 8)]);
 }
+
+/// Bridge's `ConfigContainer.validate` at config time, as the plan states it: the deprecated
+/// `train.skip_train` is taken and copied over `validation.skip_train` (a decision naming the
+/// train field), a validation value the copy would replace is refused naming both fields, and
+/// NVRx straggler detection's `finalize` refuses a check interval that is not positive only
+/// with detection on. (Bridge agrees: `bridge_proof`'s `container-*skip-train` and `*nvrx*`.)
+#[test]
+fn deprecated_train_values_and_nvrx_checks_are_planned_as_bridge_validates() {
+    let base = ["plan", "--recipe", "llama3_8b", "--gpus", "h100x8"];
+    fn with<'a>(base: &[&'a str], sets: &[&'a str]) -> Vec<&'a str> {
+        let mut a = base.to_vec();
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        a
+    }
+    let p = plan_json(&with(&base, &["train.skip_train=true"])[1..]);
+    assert_eq!(p["train"]["skip_train"], true, "{}", p["train"]);
+    assert_eq!(p["validation"]["skip_train"], true, "{}", p["validation"]);
+    let rule = p["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["key"] == "validation.skip_train")
+        .map(|d| d["rule"].to_string())
+        .unwrap_or_default();
+    assert!(rule.contains("deprecated `train.skip_train`"), "{rule}");
+    let err = usage_error(&with(
+        &base,
+        &["train.skip_train=false", "validation.skip_train=true"],
+    ));
+    for part in ["`validation.skip_train` = true", "train.skip_train"] {
+        assert!(err.contains(part), "`{part}` not in: {err}");
+    }
+    let err = usage_error(&with(
+        &base,
+        &[
+            "nvrx_straggler.enabled=true",
+            "nvrx_straggler.report_time_interval=0",
+        ],
+    ));
+    assert!(
+        err.contains("report_time_interval must be positive."),
+        "{err}"
+    );
+    plan_json(&with(&base, &["nvrx_straggler.report_time_interval=0"])[1..]);
+}

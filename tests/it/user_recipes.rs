@@ -698,10 +698,12 @@ fn a_user_files_requirements_are_checked_at_plan_time() {
 /// A pipeline split only Megatron-Core's layer builder refuses (an even split that does not
 /// divide; Bridge's config build accepts it): Bridge's function as shipped plans it with the
 /// warning (Qwen3-VL 235B-A22B's H100 function, 94 layers over PP 8 x VP 4), and so do a recipe
-/// file the generator wrote from Bridge's functions (its marker), a copy of the shipped file and
-/// a user's file over the function that leaves its split as it is. A user's file that changes
-/// the split, and a user's own file without a Bridge base, are refused (exit 2) with the file's
-/// line and the fix, writing nothing; so is the same split given by `--set`.
+/// file the generator wrote from Bridge's functions with a trainer of its own (its marker, whose
+/// digest matches the file), a copy of the shipped file and a user's file over the function
+/// that leaves its split as it is. A user's file that changes the split, a user's own file
+/// without a Bridge base, a generated file edited since (its split changed: the digest no longer
+/// matches) and one whose marker carries no digest are refused (exit 2) with the file's line and
+/// the fix, writing nothing; so is the same split given by `--set`.
 #[test]
 fn a_split_only_the_layer_builder_refuses_is_refused_in_a_users_file_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -715,20 +717,33 @@ fn a_split_only_the_layer_builder_refuses_is_refused_in_a_users_file_only() {
         .replacen("name: \"qwen3_vl_235b_a22b\"", "name: \"own\"", 1)
         + "trainer: [python3, train.py]\n";
     let own = file_in(dir.path(), "own.yaml", &without_header);
-    let generated = file_in(
+    let generated_text = ovlaunch::catalog::recipe::marked(&without_header.replacen(
+        "name: \"own\"",
+        "name: \"generated\"",
+        1,
+    ));
+    let generated = file_in(dir.path(), "generated.yaml", &generated_text);
+    // a copy of the generated file with its split edited (VP 4 -> 2: 8 x 2 stages do not
+    // divide 94 layers either), and one whose marker carries no digest: both the user's own
+    let edited = file_in(
         dir.path(),
-        "generated.yaml",
+        "edited.yaml",
+        &generated_text.replacen(
+            "virtual_pipeline_model_parallel_size: 4",
+            "virtual_pipeline_model_parallel_size: 2",
+            1,
+        ),
+    );
+    let undigested = file_in(
+        dir.path(),
+        "undigested.yaml",
         &format!(
             "# {} from Bridge's package\n{}",
             ovlaunch::catalog::recipe::GENERATED,
-            without_header.replacen("name: \"own\"", "name: \"generated\"", 1)
+            without_header.replacen("name: \"own\"", "name: \"undigested\"", 1)
         ),
     );
-    let copy = file_in(
-        dir.path(),
-        "copy.yaml",
-        &shipped.replacen("name: \"qwen3_vl_235b_a22b\"", "name: \"copy\"", 1),
-    );
+    let copy = file_in(dir.path(), "copy.yaml", shipped);
     let keep = file_in(
         dir.path(),
         "keep.yaml",
@@ -755,6 +770,8 @@ fn a_split_only_the_layer_builder_refuses_is_refused_in_a_users_file_only() {
     }
     let refused = [
         (&own, "h100x256", "own.yaml:"),
+        (&edited, "h100x256", "edited.yaml:"),
+        (&undigested, "h100x256", "undigested.yaml:"),
         (&change, "h100x8", "change.yaml:4"),
     ];
     for (file, gpus, at) in refused {

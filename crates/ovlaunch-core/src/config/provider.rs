@@ -139,7 +139,7 @@ pub fn check(class: Class<'_>, field: &str, value: Value) -> Result<Value, Strin
     };
     if classes.is_empty() {
         return Err(format!(
-            "unknown field `{field}` in `{model}`: the recipe's model provider class is not known (a recipe that runs its own trainer), so only the fields ovlaunch plans are accepted; {}",
+            "unknown field `{field}` in `{model}`: the recipe's model provider class is not known (a recipe that runs its own trainer, or a checkpoint whose bridge the recipe does not name), so only the fields ovlaunch plans are accepted; {}",
             crate::error::did_you_mean_then(
                 field,
                 super::ModelConfig::FIELDS.iter().copied(),

@@ -8,6 +8,9 @@ crate::section! {
         train_iters: Option<u64> = None,
         eval_iters: Option<u64> = None,
         eval_interval: Option<u64> = None,
+        /// Bypass the training loop (deprecated in favour of `validation.skip_train`, over
+        /// which Bridge's `ConfigContainer.validate` copies it: `resolve::validate::DEPRECATED_TRAIN`).
+        skip_train: Option<bool> = None,
         manual_gc: bool = false,
         manual_gc_interval: u64 = 0,
         /// Save a checkpoint and stop on `train.exit_signal` (SIGTERM): what the

@@ -528,6 +528,10 @@ fn validate_stage(
     if let Some(mp) = mixed_precision {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
     }
+    // the TE RNG tracker on in both places when either holds it
+    validate::te_rng_tracker(&mut l.cfg.model, &mut l.cfg.bridge, holder, t);
+    // validate's last step: the deprecated train fields copied over `validation`
+    validate::copy_deprecated_train_fields(&mut l.cfg.bridge, &l.cfg.train, t);
     Ok(())
 }
 

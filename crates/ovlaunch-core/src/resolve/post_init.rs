@@ -1,5 +1,6 @@
 //! The defaults Megatron-Core's `TransformerConfig.__post_init__` (megatron/core/transformer/
-//! transformer_config.py, mcore 0.19) derives for the MLP widths, which Bridge's
+//! transformer_config.py, mcore 0.19) derives for the MLP widths, and the one its parallel
+//! config's post-init derives for the microbatch group of a virtual stage, which Bridge's
 //! `runtime_config_update` runs (`model.finalize()`): the plan states the value the trainer
 //! builds, with a decision citing the function.
 //!
@@ -27,8 +28,17 @@ pub struct Item {
 const POST_INIT: &str =
     "megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__";
 
+/// The parallel config's own post-init, which `TransformerConfig.__post_init__` runs first.
+const PARALLEL_POST_INIT: &str =
+    "megatron/core/model_parallel_config.py ModelParallelConfig.__post_init__";
+
 /// The rules in the post-init's order.
 pub const RULES: &[Item] = &[
+    Item {
+        rule: "microbatch_group_size_per_vp_stage stated unset: pipeline_model_parallel_size",
+        source: PARALLEL_POST_INIT,
+        apply: microbatch_group_size,
+    },
     Item {
         rule: "ffn_hidden_size unset: 4 * hidden_size",
         source: POST_INIT,
@@ -44,6 +54,11 @@ pub const RULES: &[Item] = &[
         source: POST_INIT,
         apply: moe_ffn_without_experts,
     },
+    Item {
+        rule: "the deprecated moe_deepep_num_sms / moe_hybridep_num_sms routed into moe_flex_dispatcher_num_sms stated unset (two different values refused)",
+        source: POST_INIT,
+        apply: flex_dispatcher_num_sms,
+    },
 ];
 
 /// Applies [`RULES`] in order; `unknown`: whether a Hugging Face checkpoint gives a `model`
@@ -58,6 +73,29 @@ pub fn finalize(m: &mut ModelConfig, unknown: AtRunTime<'_>, t: &mut Trace) -> R
 /// The field's name in its section (what `unknown` is asked).
 fn name(path: &str) -> &str {
     crate::config::bridge::split(path).1
+}
+
+/// `if self.microbatch_group_size_per_vp_stage is None: ... = self.pipeline_model_parallel_size`,
+/// where the plan states the field unset (an architecture field in `ModelConfig::provider`: a
+/// recipe function that assigns None, or `--set ...=null`); a plan that does not state it does
+/// not report it.
+fn microbatch_group_size(m: &mut ModelConfig, _: AtRunTime<'_>, t: &mut Trace) -> Result<()> {
+    const FIELD: &str = "microbatch_group_size_per_vp_stage";
+    if m.provider.get(FIELD) != Some(&Value::Null) {
+        return Ok(());
+    }
+    let pp = m.pipeline_model_parallel_size;
+    m.provider.insert(FIELD.into(), Value::from(pp));
+    t.decisions.push(Decision::new(
+        format!("{}.{FIELD}", ModelConfig::SECTION),
+        pp,
+        format!(
+            "unset: Megatron-Core's ModelParallelConfig.__post_init__ ({PARALLEL_POST_INIT}) sets it to {} = {pp}",
+            MODEL.pipeline_model_parallel_size
+        ),
+        Source::Derived,
+    ));
+    Ok(())
 }
 
 /// `if self.ffn_hidden_size is None: self.ffn_hidden_size = 4 * self.hidden_size` (a
@@ -157,6 +195,60 @@ fn moe_ffn_without_experts(
     Ok(())
 }
 
+/// `moe_deepep_num_sms` and `moe_hybridep_num_sms` are deprecated: each the plan states (not
+/// None) is warned about, and where the plan states `moe_flex_dispatcher_num_sms` unset it
+/// takes their one value (different values: upstream's ValueError). A field the plan does not
+/// state is left to the trainer.
+fn flex_dispatcher_num_sms(m: &mut ModelConfig, _: AtRunTime<'_>, t: &mut Trace) -> Result<()> {
+    const UNIFIED: &str = "moe_flex_dispatcher_num_sms";
+    let deprecated: Vec<(&str, Value)> = ["moe_deepep_num_sms", "moe_hybridep_num_sms"]
+        .into_iter()
+        .filter_map(|f| {
+            m.provider
+                .get(f)
+                .filter(|v| !v.is_null())
+                .map(|v| (f, v.clone()))
+        })
+        .collect();
+    if deprecated.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = deprecated.iter().map(|(f, _)| *f).collect();
+    t.warnings.push(format!(
+        "{} is deprecated. Use {UNIFIED} instead.",
+        names.join(", ")
+    ));
+    if m.provider.get(UNIFIED) != Some(&Value::Null) {
+        return Ok(());
+    }
+    let value = deprecated[0].1.clone();
+    if deprecated.iter().any(|(_, v)| *v != value) {
+        let section = ModelConfig::SECTION;
+        let fields: Vec<String> = names.iter().map(|f| format!("{section}.{f}")).collect();
+        let knobs: Vec<String> = deprecated
+            .iter()
+            .map(|(f, v)| format!("'{f}': {v}"))
+            .collect();
+        return Err(Error::config(format!(
+            "Conflicting deprecated SM-count knobs {{{}}}; set a single {UNIFIED} instead.",
+            knobs.join(", ")
+        ))
+        .at_fields(fields.join(", "))
+        .help(format!("--set {section}.{UNIFIED}=N")));
+    }
+    m.provider.insert(UNIFIED.into(), value.clone());
+    t.decisions.push(Decision::new(
+        format!("{}.{UNIFIED}", ModelConfig::SECTION),
+        value,
+        format!(
+            "unset: Megatron-Core's TransformerConfig.__post_init__ ({POST_INIT}) routes the deprecated {} into it",
+            names.join(" / ")
+        ),
+        Source::Derived,
+    ));
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +306,61 @@ mod tests {
         finalize(&mut m, &none, &mut t).unwrap();
         assert_eq!(m.moe_ffn_hidden_size, None);
         assert!(t.warnings[0].contains("will be ignored"));
+    }
+
+    /// The parallel config's microbatch group and the unified SM count are derived only where
+    /// the plan states them unset; the deprecated SM knobs are warned about, and two different
+    /// values of them refused with upstream's words.
+    #[test]
+    fn stated_unset_provider_fields_get_the_post_inits_values() {
+        let none = |_: &str| false;
+        let with = |pairs: &[(&str, Value)]| {
+            let mut m = model(None, None);
+            m.pipeline_model_parallel_size = 6;
+            for (k, v) in pairs {
+                m.provider.insert((*k).into(), v.clone());
+            }
+            m
+        };
+        let mut t = Trace::default();
+        let mut m = with(&[("microbatch_group_size_per_vp_stage", Value::Null)]);
+        finalize(&mut m, &none, &mut t).unwrap();
+        assert_eq!(m.provider["microbatch_group_size_per_vp_stage"], 6);
+        let mut m = with(&[]);
+        finalize(&mut m, &none, &mut Trace::default()).unwrap();
+        assert!(m.provider.is_empty());
+
+        let mut t = Trace::default();
+        let mut m = with(&[
+            ("moe_flex_dispatcher_num_sms", Value::Null),
+            ("moe_hybridep_num_sms", Value::from(32)),
+        ]);
+        finalize(&mut m, &none, &mut t).unwrap();
+        assert_eq!(m.provider["moe_flex_dispatcher_num_sms"], 32);
+        assert!(
+            t.warnings
+                .iter()
+                .any(|w| w.contains("moe_hybridep_num_sms is deprecated"))
+        );
+        let mut m = with(&[
+            ("moe_flex_dispatcher_num_sms", Value::from(16)),
+            ("moe_hybridep_num_sms", Value::from(32)),
+        ]);
+        finalize(&mut m, &none, &mut Trace::default()).unwrap();
+        assert_eq!(m.provider["moe_flex_dispatcher_num_sms"], 16);
+        let e = finalize(
+            &mut with(&[
+                ("moe_flex_dispatcher_num_sms", Value::Null),
+                ("moe_deepep_num_sms", Value::from(20)),
+                ("moe_hybridep_num_sms", Value::from(32)),
+            ]),
+            &none,
+            &mut Trace::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("Conflicting deprecated SM-count knobs"),
+            "{e}"
+        );
     }
 }

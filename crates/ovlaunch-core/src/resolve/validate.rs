@@ -3,13 +3,11 @@
 //! rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency; its checks that
 //! read a pass-through section beside the plan (`container_checks`: evaluation batch, Energon
-//! micro batch, FSDP, NaN check in a full-iteration graph, checkpoint formats, Gloo, NVRx
-//! straggler detection), and the pass-through sections' own `finalize()` (`bridge_sections`).
+//! and diffusion micro batches, FSDP, NaN check in a full-iteration graph, checkpoint formats,
+//! Gloo), and the pass-through sections' own `finalize()` (`bridge_sections`).
 
 use super::known::Known;
-use crate::config::bridge::paths::{
-    CHECKPOINT, DIST, NVRX_STRAGGLER, RERUN_STATE_MACHINE, VALIDATION,
-};
+use crate::config::bridge::paths::{CHECKPOINT, DIST, RERUN_STATE_MACHINE, VALIDATION};
 use crate::config::{
     COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
     OPTIMIZER, OptimizerConfig, Targets,
@@ -353,9 +351,9 @@ const FINE_TUNING_DATA: &[&str] = &[
 /// function holds, [`FINE_TUNING_DATA`]; a vision-language pretraining function's mock SFT data
 /// too), the loss must be per token and not averaged in the collective, so that ranks whose
 /// tokens are all masked give no NaN loss. The per-token loss is checked where the plan knows
-/// it (set by the recipe file, `--set` or a provider class's `finalize`); a recipe states no
-/// provider field its function sets (GLM-5's SFT functions turn it on themselves), so otherwise
-/// it is left to Bridge.
+/// it: set by `--set`, a plugin, a provider class's `finalize`, or the recipe file (a function
+/// that builds its model from a checkpoint not at hand states the architecture fields it
+/// assigns itself: GLM-5's SFT functions turn it on); otherwise it is left to Bridge.
 pub fn fine_tuning_context_parallel(
     model: &ModelConfig,
     ddp: &DdpConfig,
@@ -593,34 +591,113 @@ pub fn dataset_packing(
     Ok(())
 }
 
-/// `ConfigContainer.validate` (`megatron/bridge/training/config.py`): for every field of
-/// `ValidationConfig`, a value the deprecated `TrainingConfig` field of the same name holds (not
-/// None) is copied over `validation`'s. A `validation.eval_iters` or `validation.eval_interval`
-/// set where the plan's `train` field holds another value would not reach the trainer (Bridge's
+/// `ConfigContainer.validate` after the sections' `finalize`: the TE RNG tracker on in either
+/// place (`rng.te_rng_tracker`, as set or as the recipe's function holds it, or the model's
+/// `use_te_rng_tracker`) is turned on in both. The plan states the change where it states the
+/// field (a decision each); a field it does not state is left to the trainer.
+pub fn te_rng_tracker(
+    model: &mut ModelConfig,
+    sections: &mut crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    t: &mut Trace,
+) {
+    const FIELD: &str = "use_te_rng_tracker";
+    let rng = crate::config::bridge::paths::RNG.te_rng_tracker;
+    let on = serde_json::Value::Bool(true);
+    let rng_on = Known::new(sections, holder).truthy(rng) == Some(true);
+    let model_on = model.provider.get(FIELD) == Some(&on);
+    if !(rng_on || model_on) {
+        return;
+    }
+    let path = format!("{}.{FIELD}", ModelConfig::SECTION);
+    let cause = if rng_on { rng } else { path.as_str() };
+    let rule = format!(
+        "Bridge's ConfigContainer.validate (megatron/bridge/training/config.py) turns the TE RNG tracker on in both places when either holds it: {cause} is on"
+    );
+    if model.provider.get(FIELD).is_some_and(|v| *v != on) {
+        model.provider.insert(FIELD.into(), on.clone());
+        t.decisions.push(Decision::new(
+            path.as_str(),
+            true,
+            rule.clone(),
+            Source::Derived,
+        ));
+    }
+    if sections.get(rng).is_some_and(|v| *v != on) {
+        sections.set(rng, on.clone());
+        t.decisions
+            .push(Decision::new(rng, true, rule, Source::Derived));
+    }
+}
+
+/// The fields of Bridge's `ValidationConfig` its deprecated `TrainingConfig` also has:
+/// `ConfigContainer.validate` (`megatron/bridge/training/config.py`, its last step) copies the
+/// value each holds in `train`, when not None, over `validation`'s, with a deprecation warning.
+pub const DEPRECATED_TRAIN: &[&str] = &["eval_iters", "eval_interval", "skip_train"];
+
+/// The value `train` holds for a field of [`DEPRECATED_TRAIN`] (None when unset).
+fn deprecated_train_value(
+    train: &crate::config::TrainConfig,
+    field: &str,
+) -> Option<serde_json::Value> {
+    match field {
+        "eval_iters" => train.eval_iters.map(serde_json::Value::from),
+        "eval_interval" => train.eval_interval.map(serde_json::Value::from),
+        "skip_train" => train.skip_train.map(serde_json::Value::from),
+        _ => None,
+    }
+}
+
+/// Before the copy of [`DEPRECATED_TRAIN`]: a `validation` field set to another value than
+/// the deprecated `train` field of the same name holds would not reach the trainer (Bridge's
 /// performance recipes hold `train.eval_iters = 0`), so it is refused with the field that does.
 pub fn deprecated_train_fields(
     sections: &crate::config::bridge::Sections,
     train: &crate::config::TrainConfig,
 ) -> Result<()> {
-    let t = crate::config::TRAIN;
-    for (field, plan, train_path) in [
-        ("eval_iters", train.eval_iters, t.eval_iters),
-        ("eval_interval", train.eval_interval, t.eval_interval),
-    ] {
+    for field in DEPRECATED_TRAIN {
         let path = format!("validation.{field}");
-        let (Some(set), Some(held)) = (sections.get(&path), plan) else {
+        let train_path = format!("{}.{field}", crate::config::TrainConfig::SECTION);
+        let (Some(set), Some(held)) = (sections.get(&path), deprecated_train_value(train, field))
+        else {
             continue;
         };
-        if set.as_u64() == Some(held) {
+        if *set == held || set.as_f64().is_some_and(|x| Some(x) == held.as_f64()) {
             continue;
         }
         return Err(Error::config(format!(
             "`{path}` = {set} would not reach the trainer: Bridge's ConfigContainer.validate copies the deprecated `{train_path}` (which this job holds as {held}) over `{path}`"
         ))
-        .at_fields([path.as_str(), train_path])
+        .at_fields([path.as_str(), train_path.as_str()])
         .help(format!("set the field Bridge reads last: --set {train_path}={set}")));
     }
     Ok(())
+}
+
+/// The copy itself ([`DEPRECATED_TRAIN`]): the plan states the `validation` value the
+/// trainer builds, with a decision naming the deprecated `train` field it comes from. Nothing
+/// reaches the trainer line: Bridge copies it itself.
+pub fn copy_deprecated_train_fields(
+    sections: &mut crate::config::bridge::Sections,
+    train: &crate::config::TrainConfig,
+    t: &mut Trace,
+) {
+    for field in DEPRECATED_TRAIN {
+        let Some(held) = deprecated_train_value(train, field) else {
+            continue;
+        };
+        let path = format!("validation.{field}");
+        let train_path = format!("{}.{field}", crate::config::TrainConfig::SECTION);
+        sections.set(&path, held.clone());
+        t.decisions.push(Decision::new(
+            path,
+            held,
+            format!(
+                "Bridge's ConfigContainer.validate (megatron/bridge/training/config.py) copies the deprecated `{train_path}` (not None) over it"
+            ),
+            Source::Derived,
+        ));
+    }
 }
 
 /// The `--set` word (`PATH=VALUE`) that gives `field` the text `value`: the field itself, or,
@@ -653,8 +730,8 @@ pub fn set_word(field: &str, value: &str) -> String {
 }
 
 /// Bridge's own checks of its pass-through sections, with Bridge's messages: the `finalize()` of
-/// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig` and `ProfilingConfig`
-/// (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
+/// `SchedulerConfig`, `CheckpointConfig`, `LoggerConfig`, `ProfilingConfig` and
+/// `NVRxStragglerDetectionConfig` (`megatron/bridge/training/config.py`), which `runtime_config_update` runs, one small check
 /// per rule ([`SECTION_CHECKS`], in Bridge's order). A field's value is the one set (recipe
 /// file, plugin or `--set`), else the one the recipe's function holds (`resolve::known`,
 /// `bridge::Holder::value`); a check whose inputs are not known that way is left to Bridge.
@@ -685,6 +762,12 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ("LoggerConfig.finalize", logger_comet),
     ("ProfilingConfig.finalize", profiling_one_profiler),
     ("ProfilingConfig.finalize", profiling_steps),
+    ("NVRxStragglerDetectionConfig.finalize", nvrx_scores),
+    (
+        "NVRxStragglerDetectionConfig.finalize",
+        nvrx_report_interval,
+    ),
+    ("NVRxStragglerDetectionConfig.finalize", nvrx_thresholds),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
     ("HFDatasetSourceConfig.validate", super::hf_source::check),
@@ -692,6 +775,60 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
 
 fn fail(msg: impl Into<String>, fields: &[&str]) -> Result<()> {
     Err(Error::config(msg).at_fields(fields))
+}
+
+/// Whether NVRx straggler detection is on (`nvrx_straggler.enabled`): its `finalize` checks
+/// the section only then (`ConfigContainer.validate` runs it when the section is not None).
+fn nvrx_enabled(k: &Known<'_>) -> bool {
+    use crate::config::bridge::paths::NVRX_STRAGGLER;
+    k.truthy(NVRX_STRAGGLER.enabled) == Some(true)
+}
+
+/// `NVRxStragglerDetectionConfig.finalize`: with detection on, at least one of the relative
+/// and the individual GPU performance scores is calculated.
+fn nvrx_scores(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::NVRX_STRAGGLER as N;
+    let scores = [N.calc_relative_gpu_perf, N.calc_individual_gpu_perf];
+    if nvrx_enabled(k) && scores.iter().all(|f| k.truthy(f) == Some(false)) {
+        return fail(
+            "At least one of calc_relative_gpu_perf or calc_individual_gpu_perf must be True when NVRx straggler detection is enabled.",
+            &scores,
+        );
+    }
+    Ok(())
+}
+
+/// `NVRxStragglerDetectionConfig.finalize`: with detection on, the check interval is positive.
+fn nvrx_report_interval(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::NVRX_STRAGGLER as N;
+    match k.num(N.report_time_interval) {
+        Some(x) if nvrx_enabled(k) && x <= 0.0 => fail(
+            "report_time_interval must be positive.",
+            &[N.report_time_interval],
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `NVRxStragglerDetectionConfig.finalize`: with detection on, both performance thresholds
+/// lie between 0.0 and 1.0 (the relative one checked first).
+fn nvrx_thresholds(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::NVRX_STRAGGLER as N;
+    if !nvrx_enabled(k) {
+        return Ok(());
+    }
+    for (field, name) in [
+        (N.gpu_relative_perf_threshold, "gpu_relative_perf_threshold"),
+        (
+            N.gpu_individual_perf_threshold,
+            "gpu_individual_perf_threshold",
+        ),
+    ] {
+        if k.num(field).is_some_and(|x| !(0.0..=1.0).contains(&x)) {
+            return fail(format!("{name} must be between 0.0 and 1.0."), &[field]);
+        }
+    }
+    Ok(())
 }
 
 /// `SchedulerConfig.finalize`: `max_steps` must be positive.
@@ -1152,7 +1289,7 @@ pub struct Across<'a> {
 type ContainerCheck = fn(&Known<'_>, &Across<'_>) -> Result<()>;
 
 /// `ConfigContainer.validate`'s checks that read a pass-through section (`dataset`,
-/// `validation`, `dist`, `rerun_state_machine`, `checkpoint`, `nvrx_straggler`) together with
+/// `validation`, `dist`, `rerun_state_machine`, `checkpoint`) together with
 /// the planned layout, batch, model, ddp or optimizer (`megatron/bridge/training/config.py`),
 /// one small check per rule, in Bridge's order, with Bridge's messages. A pass-through field's
 /// value is the one set, else the one the recipe's function holds (`resolve::known`); a check
@@ -1172,7 +1309,6 @@ pub fn container_checks(
 const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
     ("ConfigContainer.validate", energon_micro_batch),
     ("DiffusionDataModule", diffusion_micro_batch),
-    ("NVRxStragglerDetectionConfig.finalize", nvrx_straggler),
     ("ConfigContainer.validate", eval_batch),
     ("ConfigContainer.validate", fsdp_exclusive),
     (
@@ -1426,50 +1562,4 @@ fn distributed_checkpoint_without_gloo(k: &Known<'_>, a: &Across<'_>) -> Result<
         }
         _ => Ok(()),
     }
-}
-
-/// `NVRxStragglerDetectionConfig.finalize` on an enabled detector. Every recipe function
-/// leaves the section `None`, so only the fields given are known; a field not given holds the
-/// class's default, which passes each rule (both performance scores on, a positive report
-/// interval, thresholds within 0..1).
-fn nvrx_straggler(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
-    const ENABLED: &str = NVRX_STRAGGLER.enabled;
-    const RELATIVE: &str = NVRX_STRAGGLER.calc_relative_gpu_perf;
-    const INDIVIDUAL: &str = NVRX_STRAGGLER.calc_individual_gpu_perf;
-    const INTERVAL: &str = NVRX_STRAGGLER.report_time_interval;
-    if k.truthy(ENABLED) != Some(true) {
-        return Ok(());
-    }
-    let given = |f: &str| k.sections().get(f);
-    let off = |f: &str| given(f).is_some_and(|v| v == &serde_json::Value::Bool(false));
-    if off(RELATIVE) && off(INDIVIDUAL) {
-        return Err(Error::config(
-            "At least one of calc_relative_gpu_perf or calc_individual_gpu_perf must be True when NVRx straggler detection is enabled.",
-        )
-        .at_fields([RELATIVE, INDIVIDUAL])
-        .help(format!("--set {RELATIVE}=true")));
-    }
-    if let Some(i) = given(INTERVAL).and_then(serde_json::Value::as_f64)
-        && i <= 0.0
-    {
-        return Err(Error::config("report_time_interval must be positive.")
-            .at_fields([INTERVAL])
-            .help(format!("--set {INTERVAL}=SECONDS (more than 0)")));
-    }
-    for field in [
-        "gpu_relative_perf_threshold",
-        "gpu_individual_perf_threshold",
-    ] {
-        let path = format!("nvrx_straggler.{field}");
-        if let Some(x) = given(&path).and_then(serde_json::Value::as_f64)
-            && !(0.0..=1.0).contains(&x)
-        {
-            return Err(
-                Error::config(format!("{field} must be between 0.0 and 1.0."))
-                    .at_fields([path.as_str()])
-                    .help(format!("--set {path}=0.7 (a fraction between 0 and 1)")),
-            );
-        }
-    }
-    Ok(())
 }
