@@ -111,12 +111,31 @@ pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
             }
             None => {
                 let functions = cat.bridge_functions();
+                // the line naming it: the file's own `bridge_recipe:`, else a variant's
+                let line = if r.bridge_recipe.as_deref() == Some(f.as_str()) {
+                    r.key_lines.get("bridge_recipe").copied()
+                } else {
+                    r.variants
+                        .iter()
+                        .find(|v| v.bridge_recipe.as_deref() == Some(f.as_str()))
+                        .and_then(|v| v.key_lines.get("bridge_recipe").copied())
+                };
+                let near = crate::error::suggest(f, functions.iter().map(|(n, _)| n.as_str()));
+                let near = if near.is_empty() {
+                    String::new()
+                } else {
+                    let quoted: Vec<String> = near.iter().map(|n| format!("`{n}`")).collect();
+                    format!("did you mean {}? ", quoted.join(", "))
+                };
                 return Err(Error::usage(format!(
                     "recipe `{}`: `bridge_recipe: {f}` is not a Megatron-Bridge function ovlaunch's catalogue holds",
                     r.name
                 ))
-                .at_file(&r.origin)
-                .help(closest_functions(f, r.family.as_deref(), &functions)));
+                .at(crate::error::Origin::file(&r.origin, line, None))
+                .help(format!(
+                    "{near}{}",
+                    closest_functions(f, r.family.as_deref(), &functions)
+                )));
             }
         }
     }

@@ -132,6 +132,7 @@ fn extra_cases() -> Vec<Case> {
         layout_and_set_cases(),
         layout_rebuild_cases(),
         section_check_cases(),
+        cross_section_cases(),
         own_value_cases(),
         set_and_plugin_cases(),
         env_cases(),
@@ -883,6 +884,69 @@ fn section_check_cases() -> Vec<Case> {
             ],
         ),
     ]
+}
+
+/// `ConfigContainer.validate`'s checks across a pass-through section and the planned layout,
+/// batch, model or optimizer: ovlaunch refuses first, Bridge too; and an evaluation batch with
+/// context parallelism that both accept.
+fn cross_section_cases() -> Vec<Case> {
+    vec![
+        cross_section(
+            "refuse-eval-batch",
+            &["validation.eval_global_batch_size=10"],
+        ),
+        cross_section(
+            "refuse-eval-context-parallel",
+            &["dist.eval_context_parallel_size=3"],
+        ),
+        cross_section(
+            "refuse-two-fsdps",
+            &["dist.use_megatron_fsdp=true", "dist.use_torch_fsdp2=true"],
+        ),
+        cross_section(
+            "refuse-nan-check-in-full-iteration-graph",
+            &[
+                "rerun_state_machine.check_for_nan_in_loss=true",
+                "model.cuda_graph_impl=local",
+                "model.cuda_graph_scope=[full_iteration]",
+            ],
+        ),
+        cross_section(
+            "refuse-async-save-legacy-format",
+            &[
+                "checkpoint.save=/proof/ckpt",
+                "checkpoint.async_save=true",
+                "checkpoint.ckpt_format=torch",
+            ],
+        ),
+        cross_section(
+            "refuse-decentralized-pg-gloo",
+            &["dist.use_decentralized_pg=true"],
+        ),
+        cross_section(
+            "refuse-legacy-checkpoint-without-gloo",
+            &[
+                "dist.use_gloo_process_groups=false",
+                "checkpoint.ckpt_format=torch",
+            ],
+        ),
+        cross_section(
+            "eval-batch-and-context-parallel",
+            &[
+                "validation.eval_global_batch_size=12",
+                "dist.eval_context_parallel_size=2",
+            ],
+        ),
+    ]
+}
+
+/// A Llama 3 8B library job on 8 H100s with `sets`.
+fn cross_section(id: &str, sets: &[&str]) -> Case {
+    let mut args = vec!["--recipe", "llama3_8b_pretrain_config", "--gpus", "h100x8"];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    case(id, "h100", 8, &args)
 }
 
 /// Bridge's scheduler checks read each function's own values, not the ones most functions hold

@@ -99,7 +99,7 @@ fn cdmc_override_that_breaks_hopper_tp_is_a_warning_and_strict_error() {
         p["warnings"].as_array().unwrap().iter().any(|w| w
             .as_str()
             .unwrap()
-            .contains("asserts CUDA_DEVICE_MAX_CONNECTIONS == 1")),
+            .contains("rely on CUDA_DEVICE_MAX_CONNECTIONS == 1")),
         "{}",
         p["warnings"]
     );

@@ -386,6 +386,12 @@ fn errors_quoting_a_secrets_line_show_no_secret(env: &Env) {
         "name: leaky\noptions:\n  key: {type: str}\nplan:\n  env: {LEAKY_TOKEN: \"{key}\"}\n",
     )
     .unwrap();
+    // a Hugging Face token under a Bridge mapping's lowercase key, quoted in the excerpt
+    std::fs::write(
+        dir.join("token-in-dataset.yaml"),
+        "name: token-in-dataset\nbridge_recipe: llama3_8b_peft_config\ncheckpoint: {pretrained_checkpoint: /c}\ndataset:\n  hf_dataset: {path_or_dataset: my/data, load_kwargs: {token: mk1-hf-token-value}}\n",
+    )
+    .unwrap();
     let base = |recipe: &str, hw: &str| -> Vec<String> {
         [
             "--recipe",
@@ -412,6 +418,19 @@ fn errors_quoting_a_secrets_line_show_no_secret(env: &Env) {
         (
             "a typo next to a hardware file's secret",
             base("r.yaml", "typo-hw.yaml"),
+        ),
+        (
+            "a token in a recipe file's dataset mapping",
+            [
+                "--recipe",
+                &env.p("token-in-dataset.yaml"),
+                "--gpus",
+                "h100x8",
+                "--dry-run",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
         ),
         (
             "--env with a space before =",

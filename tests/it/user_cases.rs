@@ -355,6 +355,153 @@ fn a_refused_set_is_named_alone() {
     ));
 }
 
+/// An Energon dataset batches for the trainer itself, so Bridge's `ConfigContainer.validate`
+/// wants its `micro_batch_size` equal to the training one: a `--set train.micro_batch_size`
+/// alone is refused at plan time with Bridge's words and the fix, nothing written, and Bridge
+/// refuses that trainer line the same way; with the dataset's micro batch given too, Bridge
+/// builds the plan.
+#[test]
+fn an_energon_datasets_micro_batch_follows_the_training_one() {
+    let ckpt = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let c = format!("checkpoint.pretrained_checkpoint={}", ckpt.path().display());
+    let d = format!("dataset.path={}", data.path().display());
+    let jobs = tempfile::tempdir().unwrap();
+    let jd = jobs.path().join("job").display().to_string();
+    let base = [
+        "-r",
+        "qwen3_vl_8b_peft_1gpu_h100_bf16_energon_config",
+        "-g",
+        "h100x8",
+        "--set",
+        &c,
+        "--set",
+        &d,
+        "--set",
+        "train.micro_batch_size=4",
+        "--set",
+        "train.global_batch_size=32",
+    ];
+    let mut render = vec!["render"];
+    render.extend(base);
+    render.extend(["--job-dir", &jd]);
+    let o = run(&render);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "EnergonDatasetConfig.micro_batch_size must match train.micro_batch_size (2 != 4)."
+        ) && err.contains("--set dataset.micro_batch_size=4"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new(&jd).exists());
+    let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    args.extend(["--set".into(), "dataset.micro_batch_size=4".into()]);
+    // Bridge refuses the line without the dataset's micro batch, for the same reason
+    if let Some(python) = bridge_python() {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut dry = a.clone();
+        let dir = job_dir("energon-micro-batch-alone");
+        dry.extend(["--job-dir", &dir, "--dry-run"]);
+        let mut argv = trainer_argv(&ok(&dry));
+        let before = argv.len();
+        argv.retain(|w| w != "dataset.micro_batch_size=4");
+        assert_eq!(argv.len(), before - 1, "{argv:?}");
+        let b = probe(
+            &python,
+            &json!([{"id": "alone", "argv": argv, "world_size": 8, "gpu": "h100", "env": {}}]),
+        );
+        assert!(
+            b["alone"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("EnergonDatasetConfig.micro_batch_size must match")),
+            "{}",
+            b["alone"]
+        );
+    }
+    bridge_builds_as_planned(&[("energon-micro-batch", args, 8)]);
+}
+
+/// Bridge's checks of the pass-through sections (a section's `finalize()`, `validate`'s copy
+/// of a deprecated `train` field) on values a user's recipe file states point at the file's
+/// line, and the fix says who set the value it conflicts with (the file, not Bridge's recipe).
+#[test]
+fn a_section_check_on_a_files_values_points_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let warmup = file_in(
+        dir.path(),
+        "warmup.yaml",
+        "name: warmup\nbridge_recipe: llama3_8b_pretrain_config\nscheduler:\n  lr_warmup_fraction: 0.1\n  lr_warmup_iters: 100\n",
+    );
+    let eval = file_in(
+        dir.path(),
+        "eval.yaml",
+        "name: eval\nbridge_recipe: flux_12b_pretrain_config\nvalidation:\n  eval_interval: 50\n",
+    );
+    let mut out = String::new();
+    for f in [&warmup, &eval] {
+        out.push_str(&transcript(
+            &["plan", "-r", f, "-g", "h100x8"],
+            &[(&d, "DIR")],
+        ));
+    }
+    insta::assert_snapshot!(out);
+}
+
+/// FLUX has no pipeline split in Bridge (its config build accepts PP > 1, its model builds every
+/// block on every rank): a pipeline size above 1, by `--set` or a recipe file over the FLUX
+/// function, is refused naming the fact and the fix, not the placeholder `num_layers` (1).
+#[test]
+fn flux_refuses_a_pipeline_split_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let f = file_in(
+        dir.path(),
+        "flux-pp.yaml",
+        "name: flux-pp\nbridge_recipe: flux_12b_pretrain_config\nmodel:\n  pipeline_model_parallel_size: 2\n",
+    );
+    let mut out = transcript(
+        &[
+            "plan",
+            "-r",
+            "flux_12b_pretrain_config",
+            "-g",
+            "h100x8",
+            "--set",
+            "model.pipeline_model_parallel_size=2",
+        ],
+        &[],
+    );
+    out.push_str(&transcript(
+        &["plan", "-r", &f, "-g", "h100x8"],
+        &[(&d, "DIR")],
+    ));
+    insta::assert_snapshot!(out);
+}
+
+/// FLUX's (and Wan's) data class builds its loader with its own `micro_batch_size`, which
+/// Bridge neither ties to nor checks against the training one: a job changing one so that they
+/// differ would train another global batch than planned, so it is refused with the fix; with
+/// both given, Bridge builds the plan.
+#[test]
+fn a_diffusion_datasets_micro_batch_follows_the_training_one() {
+    let base = [
+        "-r",
+        "flux_12b_pretrain_config",
+        "-g",
+        "h100x8",
+        "--set",
+        "train.micro_batch_size=2",
+    ];
+    let mut plan = vec!["plan"];
+    plan.extend(base);
+    insta::assert_snapshot!(transcript(&plan, &[]));
+    let mut args: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    args.extend(["--set".into(), "dataset.micro_batch_size=2".into()]);
+    bridge_builds_as_planned(&[("flux-micro-batch", args, 8)]);
+}
+
 /// Bridge's `ConfigContainer.validate` at config time, as the plan states it: the deprecated
 /// `train.skip_train` is taken and copied over `validation.skip_train` (a decision naming the
 /// train field), a validation value the copy would replace is refused naming both fields, and

@@ -211,7 +211,11 @@ impl fmt::Display for Error {
             Some(Origin::File {
                 excerpt: Some(excerpt),
                 ..
-            }) => write!(f, "{message}\n{}", r(excerpt))?,
+            }) => write!(
+                f,
+                "{message}\n{}",
+                ovlaunch_rank::names::redact_source(excerpt)
+            )?,
             Some(o @ Origin::File { .. }) => write!(f, "{message}\n --> {o}")?,
         }
         if let Some(help) = &self.help {

@@ -82,6 +82,20 @@ mod tests {
     }
 
     #[test]
+    fn a_source_excerpts_lowercase_keys_are_names() {
+        let excerpt = " --> f.yaml:5:55\n  |\n5 |   hf_dataset: {path_or_dataset: my/data, load_kwargs: {token: abc123}}\n  |                                                       ^ `load_kwargs` holds a secret: it would be shown\n";
+        let shown = redact_source(excerpt);
+        assert!(!shown.contains("abc123"), "{shown}");
+        assert!(shown.contains("{token: <redacted>}"), "{shown}");
+        // the caret line's prose is kept
+        assert!(
+            shown.contains("holds a secret: it would be shown"),
+            "{shown}"
+        );
+        assert_eq!(redact_text("a secret: it would"), "a secret: it would");
+    }
+
+    #[test]
     fn env_names() {
         for ok in ["A", "_", "_A1", "NCCL_DEBUG", "a_b"] {
             assert!(valid_env_name(ok), "{ok}");
@@ -98,6 +112,31 @@ mod tests {
 /// space. This is the last line of defence for text made from user input that is about to
 /// be shown: error messages and the source excerpts they quote.
 pub fn redact_text(text: &str) -> std::borrow::Cow<'_, str> {
+    redact(text, false)
+}
+
+/// A parser's source excerpt (` --> file:line`, then `N | source line`s and the caret lines
+/// under them) with the value after every secret name redacted: the quoted source lines as a
+/// file spells its keys, so a lowercase key (`token: ...`, `password: ...` in a YAML mapping)
+/// is a name there too; every other line as [`redact_text`] reads prose.
+pub fn redact_source(excerpt: &str) -> std::borrow::Cow<'_, str> {
+    let source_line = |l: &str| {
+        let t = l.trim_start();
+        let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        digits > 0 && t[digits..].trim_start().starts_with('|')
+    };
+    if !excerpt.lines().any(source_line) {
+        return redact_text(excerpt);
+    }
+    let lines: Vec<String> = excerpt
+        .split('\n')
+        .map(|l| redact(l, source_line(l)).into_owned())
+        .collect();
+    std::borrow::Cow::Owned(lines.join("\n"))
+}
+
+/// [`redact_text`]; `keys`: every secret name counts, also one spelled like a word of prose.
+fn redact(text: &str, keys: bool) -> std::borrow::Cow<'_, str> {
     let b = text.as_bytes();
     let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut out = String::new();
@@ -115,7 +154,7 @@ pub fn redact_text(text: &str) -> std::borrow::Cow<'_, str> {
         // A name as code spells it (`HF_TOKEN`, `api_key`, `TOKEN`), not a word of prose
         // (`holds a secret: ...`).
         let name = &text[start..i];
-        let spelled = name.contains('_') || !name.bytes().any(|c| c.is_ascii_lowercase());
+        let spelled = keys || name.contains('_') || !name.bytes().any(|c| c.is_ascii_lowercase());
         if !spelled || !is_secret_name(name) {
             continue;
         }

@@ -90,6 +90,20 @@ fn member_names(v: Option<&Value>) -> Vec<String> {
         .collect()
 }
 
+/// Bridge's `is_full_iteration_cuda_graph` (`megatron/bridge/utils/cuda_graph.py`): graphs
+/// captured over the whole iteration (`cuda_graph_impl=full_iteration`, or `local` with
+/// `full_iteration` among the graph modules or the legacy scope).
+pub(crate) fn is_full_iteration(m: &ModelConfig) -> bool {
+    match m.cuda_graph_impl.as_str() {
+        "full_iteration" => true,
+        "local" => member_names(m.cuda_graph_modules.as_ref())
+            .into_iter()
+            .chain(member_names(m.cuda_graph_scope.as_ref()))
+            .any(|n| n == "full_iteration"),
+        _ => false,
+    }
+}
+
 /// Bridge's guard with `cuda_graph_impl="none"` (`clear_cuda_graph_modules`): the graph
 /// modules and the legacy scope are cleared, so a deprecated switch mapped afterwards captures
 /// whole layers, and a `full_iteration` scope does not turn graphs on.

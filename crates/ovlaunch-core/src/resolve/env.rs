@@ -456,7 +456,9 @@ pub fn trainer_drop_words(vars: &BTreeMap<String, EnvScalar>) -> Vec<String> {
         .collect()
 }
 
-/// Checks that depend on the final env: Megatron-LM's `CUDA_DEVICE_MAX_CONNECTIONS` rule
+/// Checks that depend on the final env: the `CUDA_DEVICE_MAX_CONNECTIONS` value Megatron-Core's
+/// tensor-parallel layers rely on before Blackwell (`tensor_parallel/layers.py`, which warns
+/// without it; Bridge's performance launcher sets it, `scripts/performance/utils/overrides.py`)
 /// and Bridge's FSDP assertion. Returns the invariants the rank runtime re-checks.
 pub fn check(
     hw: &Hardware,
@@ -496,7 +498,7 @@ pub fn check(
         && !model.overlap_moe_expert_parallel_comm
     {
         let reason = format!(
-            "Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS == 1 with TP={tp}/CP={cp} on {} (compute capability < 10){}",
+            "Megatron-Core's tensor-parallel layers rely on CUDA_DEVICE_MAX_CONNECTIONS == 1 with TP={tp}/CP={cp} on {} (compute capability < 10) to run the collectives ahead of the compute they overlap (megatron/core/tensor_parallel/layers.py; Bridge's performance launcher sets 1){}",
             hw.gpu.kind,
             if model.tp_comm_overlap {
                 "; TP comm overlap also needs it to schedule comm kernels first"

@@ -126,8 +126,40 @@ pub fn check_values(
 ) -> Result<()> {
     positive_sizes(model, train)?;
     model_shapes(model)?;
+    class_checks(model, model_class, hybrid_class)
+}
+
+/// The checks a model's provider class makes of its layout: `window_size` where the class
+/// takes one, no virtual pipeline on a hybrid Mamba-Transformer, no pipeline on FLUX.
+pub fn class_checks(
+    model: &ModelConfig,
+    model_class: Option<&str>,
+    hybrid_class: Option<&str>,
+) -> Result<()> {
     check_window_size(model, model_class)?;
-    hybrid_has_no_virtual_pipeline(model, hybrid_class)
+    hybrid_has_no_virtual_pipeline(model, hybrid_class)?;
+    flux_has_no_pipeline(model, model_class)
+}
+
+/// Bridge's FLUX model (`FluxProvider`, `megatron/bridge/diffusion/models/flux/flux_model.py`)
+/// has no pipeline split: `Flux.__init__` builds every double and single block on every rank
+/// and its `set_input_tensor` ignores the previous stage's output, so with PP > 1 each stage
+/// would run the whole model (its `num_layers` is a placeholder, 1). Bridge's
+/// config build accepts the job; the plan refuses it rather than launch that.
+pub fn flux_has_no_pipeline(model: &ModelConfig, model_class: Option<&str>) -> Result<()> {
+    const FLUX: &str = "megatron.bridge.diffusion.models.flux.flux_provider.FluxProvider";
+    let pp = model.pipeline_model_parallel_size;
+    if model_class != Some(FLUX) || pp <= 1 {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "pipeline size {pp} on FLUX: Bridge's Flux model has no pipeline split (every rank builds all its double and single blocks, and set_input_tensor ignores the previous stage), so PP > 1 splits nothing: every stage runs the whole model"
+    ))
+    .at_fields(MODEL.pipeline_model_parallel_size)
+    .help(format!(
+        "keep {}=1 and split the model with tensor parallelism ({}) and data parallelism",
+        MODEL.pipeline_model_parallel_size, MODEL.tensor_model_parallel_size
+    )))
 }
 
 /// Bridge's hybrid Mamba-Transformer provider builds no virtual pipeline (its `provide()`
@@ -556,7 +588,7 @@ fn batch_split_over_dp(train: &TrainConfig, dp: u64) -> Result<()> {
         .help(format!(
             "use a global batch that is a multiple of {step} (e.g. {} or {})",
             lo.max(step),
-            lo + step
+            lo.max(step) + step
         )));
     }
     Ok(())
@@ -607,6 +639,24 @@ fn list(it: impl Iterator<Item = u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A global batch smaller than micro batch x DP gets two different multiples to try.
+    #[test]
+    fn a_small_global_batch_gets_two_multiples_to_try() {
+        let train = TrainConfig {
+            global_batch_size: 2,
+            micro_batch_size: 1,
+            ..TrainConfig::default()
+        };
+        let help = batch_split_over_dp(&train, 16).unwrap_err().help.unwrap();
+        assert!(help.contains("(e.g. 16 or 32)"), "{help}");
+        let train = TrainConfig {
+            global_batch_size: 20,
+            ..train
+        };
+        let help = batch_split_over_dp(&train, 16).unwrap_err().help.unwrap();
+        assert!(help.contains("(e.g. 16 or 32)"), "{help}");
+    }
 
     #[test]
     fn an_empty_group_repeated_many_times_adds_nothing() {

@@ -260,8 +260,9 @@ fn resolve_picked(
         &l.cfg.bridge,
         picked.base.as_ref(),
         l.cfg.train.micro_batch_size,
-    )?;
-    validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train)?;
+    )
+    .and_then(|()| validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train))
+    .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base
@@ -292,8 +293,8 @@ fn resolve_picked(
         .map(|c| checkpoint::neutralise(&mut l.cfg.model, c, &mut t));
     // 3. The parallel layout checked against the world size.
     let class = inp.recipe.provider_class(choice.variant);
-    layout::check_window_size(&l.cfg.model, class.known())?;
-    layout::hybrid_has_no_virtual_pipeline(&l.cfg.model, class.hybrid())?;
+    layout::class_checks(&l.cfg.model, class.known(), class.hybrid())
+        .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t)
         .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
@@ -312,9 +313,10 @@ fn resolve_picked(
         inp,
         (class, holder),
         &mut l,
-        mixed_precision.as_ref(),
+        (mixed_precision.as_ref(), &par),
         &mut t,
-    )?;
+    )
+    .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
         checkpoint::forget_derived(c, &mut t);
@@ -503,7 +505,7 @@ fn validate_stage(
         crate::config::bridge::Holder<'_>,
     ),
     l: &mut layers::Layered,
-    mixed_precision: Option<&ResolvedPrecision>,
+    (mixed_precision, par): (Option<&ResolvedPrecision>, &Parallelism),
     t: &mut Trace,
 ) -> Result<()> {
     provider_rules::apply(class, &mut l.cfg.model, t);
@@ -514,6 +516,15 @@ fn validate_stage(
         t,
     )?;
     validate::fine_tuning_context_parallel(&l.cfg.model, &l.cfg.ddp, holder)?;
+    let across = validate::Across {
+        train: &l.cfg.train,
+        model: &l.cfg.model,
+        ddp: &l.cfg.ddp,
+        optimizer: &l.cfg.optimizer,
+        par,
+        micro_batch_changed: l.overridden(crate::config::TRAIN.micro_batch_size),
+    };
+    validate::container_checks(&l.cfg.bridge, holder, &across)?;
     if let Some(mp) = mixed_precision {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
     }

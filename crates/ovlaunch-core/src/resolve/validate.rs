@@ -1,9 +1,13 @@
 //! What Bridge's `ConfigContainer.validate()` does after overlap and precision are applied,
 //! as far as it touches them: Megatron-Core's deferred post-init checks, the Megatron-FSDP
 //! rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
-//! `overlap_param_gather` between ddp and optimizer, and precision consistency.
+//! `overlap_param_gather` between ddp and optimizer, and precision consistency; its checks that
+//! read a pass-through section beside the plan (`container_checks`: evaluation batch, Energon
+//! and diffusion micro batches, FSDP, NaN check in a full-iteration graph, checkpoint formats,
+//! Gloo), and the pass-through sections' own `finalize()` (`bridge_sections`).
 
 use super::known::Known;
+use crate::config::bridge::paths::{CHECKPOINT, DIST, RERUN_STATE_MACHINE, VALIDATION};
 use crate::config::{
     COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
     OPTIMIZER, OptimizerConfig, Targets,
@@ -940,9 +944,18 @@ fn scheduler_warmup_fraction(k: &Known<'_>) -> Result<()> {
             &[SCHEDULER.lr_warmup_fraction, SCHEDULER.lr_warmup_iters, SCHEDULER.lr_warmup_samples],
         )
         .map_err(|e| {
-            e.help(format!(
-                "Bridge's recipe sets lr_warmup_iters: also --set {}=0",
+            let with = if k.nonzero(SCHEDULER.lr_warmup_iters) == Some(true) {
                 SCHEDULER.lr_warmup_iters
+            } else {
+                SCHEDULER.lr_warmup_samples
+            };
+            let whose = if k.sections().get(with).is_some() {
+                "this job sets"
+            } else {
+                "Bridge's recipe sets"
+            };
+            e.help(format!(
+                "{whose} {with}: give it 0 too (--set {with}=0), or leave lr_warmup_fraction out"
             ))
         });
     }
@@ -1278,4 +1291,296 @@ fn sft_dataset_source(k: &Known<'_>) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The planned values `ConfigContainer.validate`'s cross-section checks read beside the
+/// pass-through sections ([`container_checks`]).
+pub struct Across<'a> {
+    pub train: &'a crate::config::TrainConfig,
+    pub model: &'a ModelConfig,
+    pub ddp: &'a DdpConfig,
+    pub optimizer: &'a OptimizerConfig,
+    pub par: &'a crate::plan::Parallelism,
+    /// `train.micro_batch_size` changed over the recipe's function (`--set`, a plugin, the
+    /// user's recipe file).
+    pub micro_batch_changed: bool,
+}
+
+/// One cross-section rule of `ConfigContainer.validate`.
+type ContainerCheck = fn(&Known<'_>, &Across<'_>) -> Result<()>;
+
+/// `ConfigContainer.validate`'s checks that read a pass-through section (`dataset`,
+/// `validation`, `dist`, `rerun_state_machine`, `checkpoint`) together with
+/// the planned layout, batch, model, ddp or optimizer (`megatron/bridge/training/config.py`),
+/// one small check per rule, in Bridge's order, with Bridge's messages. A pass-through field's
+/// value is the one set, else the one the recipe's function holds (`resolve::known`); a check
+/// whose inputs are not known that way is left to Bridge.
+pub fn container_checks(
+    sections: &crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    across: &Across<'_>,
+) -> Result<()> {
+    let known = Known::new(sections, holder);
+    CONTAINER_CHECKS
+        .iter()
+        .try_for_each(|(_, check)| check(&known, across))
+}
+
+/// Each rule, named by the Bridge function that holds it (`config.py`).
+const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
+    ("ConfigContainer.validate", energon_micro_batch),
+    ("DiffusionDataModule", diffusion_micro_batch),
+    ("ConfigContainer.validate", eval_batch),
+    ("ConfigContainer.validate", fsdp_exclusive),
+    (
+        "ConfigContainer.validate",
+        nan_check_with_full_iteration_graph,
+    ),
+    ("ConfigContainer.validate", fsdp_dtensor_format),
+    ("ConfigContainer.validate", async_save_format),
+    ("ConfigContainer.validate", decentralized_pg_without_gloo),
+    (
+        "ConfigContainer.validate",
+        distributed_checkpoint_without_gloo,
+    ),
+];
+
+const ENERGON: &str = "megatron.bridge.data.builders.energon.EnergonDatasetConfig";
+
+fn holds_energon(k: &Known<'_>) -> bool {
+    k.holder()
+        .section("dataset")
+        .is_some_and(|d| d.class == ENERGON)
+}
+
+/// The micro batch validation runs with: `validation.eval_micro_batch_size`, else
+/// `train.micro_batch_size` (Bridge fills it so).
+fn eval_micro_batch(k: &Known<'_>, a: &Across<'_>) -> Option<u64> {
+    match k.get(VALIDATION.eval_micro_batch_size) {
+        Some(serde_json::Value::Null) | None => Some(u64::from(a.train.micro_batch_size)),
+        Some(v) => v.as_u64(),
+    }
+}
+
+/// An Energon dataset batches for the trainer itself: its `micro_batch_size` must be the
+/// training micro batch.
+fn energon_micro_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    let mbs = crate::config::TRAIN.micro_batch_size;
+    let train = u64::from(a.train.micro_batch_size);
+    match k.get("dataset.micro_batch_size").and_then(|v| v.as_u64()) {
+        Some(ds) if holds_energon(k) && ds != train => Err(Error::config(format!(
+            "EnergonDatasetConfig.micro_batch_size must match {mbs} ({ds} != {train})."
+        ))
+        .at_fields(["dataset.micro_batch_size", mbs])
+        .help(format!(
+            "give both the same value: --set dataset.micro_batch_size={train} (or --set {mbs}={ds})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The diffusion data classes Bridge's FLUX and Wan functions hold build their data loader
+/// with their own `micro_batch_size` (`FluxDatasetConfig.build_datasets`,
+/// `WanDatasetConfig.build_datasets`: the mock or Energon data module's `batch_size`), which
+/// nothing ties to `train.micro_batch_size`, and Bridge checks no match. A job that changes
+/// one of the two so that they differ (its own value, not the function's) would train another
+/// global batch than the plan states (the trainer counts micro batches by the training one), so
+/// it is refused with the fix.
+fn diffusion_micro_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    const CLASSES: [&str; 2] = [
+        "megatron.bridge.diffusion.data.flux.flux_energon_datamodule.FluxDatasetConfig",
+        "megatron.bridge.diffusion.data.wan.wan_energon_datamodule.WanDatasetConfig",
+    ];
+    const DS: &str = "dataset.micro_batch_size";
+    let mbs = crate::config::TRAIN.micro_batch_size;
+    let Some(class) = k.holder().section("dataset").map(|d| d.class) else {
+        return Ok(());
+    };
+    if !CLASSES.contains(&class) || !(a.micro_batch_changed || k.sections().get(DS).is_some()) {
+        return Ok(());
+    }
+    let train = u64::from(a.train.micro_batch_size);
+    let Some(ds) = k.get(DS).and_then(|v| v.as_u64()).filter(|ds| *ds != train) else {
+        return Ok(());
+    };
+    let short = class.rsplit('.').next().unwrap_or(class);
+    let gbs = u64::from(a.train.global_batch_size);
+    Err(Error::config(format!(
+        "{short} batches {ds} sample(s) per micro batch ({DS}), but {mbs} is {train}: Bridge's data module builds its loader with the dataset's micro batch and the trainer counts micro batches by the training one, so a step would train on {} samples, not the global batch of {gbs}",
+        gbs / train * ds
+    ))
+    .at_fields([DS, mbs])
+    .help(format!(
+        "give both the same value: --set {DS}={train} (or --set {mbs}={ds})"
+    )))
+}
+
+/// The evaluation batch: `dist.eval_context_parallel_size` must divide the world with TP and
+/// PP; an Energon dataset that validates batches at the evaluation micro batch; the evaluation
+/// global batch (`validation.eval_global_batch_size`, else the training one) must be a multiple
+/// of the evaluation micro batch times the evaluation data-parallel size.
+fn eval_batch(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    const ECP: &str = DIST.eval_context_parallel_size;
+    const EMBS: &str = VALIDATION.eval_micro_batch_size;
+    const EGBS: &str = VALIDATION.eval_global_batch_size;
+    let p = a.par;
+    let eval_dp = match k.get(ECP).and_then(|v| v.as_u64()) {
+        Some(ecp) if ecp > 0 => {
+            let mp = p.tensor * p.pipeline * ecp;
+            if !p.world_size.is_multiple_of(mp) {
+                return Err(Error::config(format!(
+                    "world size ({}) is not divisible by eval model parallel size ({mp})",
+                    p.world_size
+                ))
+                .at_fields([ECP])
+                .help(format!(
+                    "give {ECP} a value with TP x PP x it dividing {} GPUs, or --set {ECP}=null",
+                    p.world_size
+                )));
+            }
+            p.world_size / mp
+        }
+        _ => p.data,
+    };
+    let Some(embs) = eval_micro_batch(k, a) else {
+        return Ok(());
+    };
+    if holds_energon(k)
+        && k.truthy("dataset.do_validation") == Some(true)
+        && let Some(ds) = k.get("dataset.micro_batch_size").and_then(|v| v.as_u64())
+        && ds != embs
+    {
+        return Err(Error::config(format!(
+            "EnergonDatasetConfig.micro_batch_size must match {EMBS} ({ds} != {embs})."
+        ))
+        .at_fields(["dataset.micro_batch_size", EMBS])
+        .help(format!(
+            "--set {EMBS}={ds}, or --set dataset.do_validation=false"
+        )));
+    }
+    let egbs = match k.get(EGBS) {
+        Some(serde_json::Value::Null) | None => Some(u64::from(a.train.global_batch_size)),
+        Some(v) => v.as_u64(),
+    };
+    let product = embs * eval_dp;
+    match egbs {
+        Some(g) if product > 0 && !g.is_multiple_of(product) => Err(Error::config(format!(
+            "eval_global_batch_size ({g}) must be divisible by eval_micro_batch_size * eval_data_parallel_size ({embs} * {eval_dp} = {product})"
+        ))
+        .at_fields([EGBS, EMBS])
+        .help(format!(
+            "--set {EGBS}={} (a multiple of {product})",
+            (g / product).max(1) * product
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Megatron-FSDP and Torch FSDP2 exclude each other.
+fn fsdp_exclusive(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
+    const MEGATRON: &str = DIST.use_megatron_fsdp;
+    const TORCH: &str = DIST.use_torch_fsdp2;
+    if k.truthy(MEGATRON) == Some(true) && k.truthy(TORCH) == Some(true) {
+        return Err(
+            Error::config("use_megatron_fsdp and use_torch_fsdp2 are mutually exclusive.")
+                .at_fields([MEGATRON, TORCH])
+                .help(format!(
+                    "turn one off: --set {MEGATRON}=false or --set {TORCH}=false"
+                )),
+        );
+    }
+    Ok(())
+}
+
+/// The rerun state machine's NaN check cannot run inside a full-iteration CUDA graph.
+fn nan_check_with_full_iteration_graph(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    const NAN: &str = RERUN_STATE_MACHINE.check_for_nan_in_loss;
+    if super::cuda_graph::is_full_iteration(a.model) && k.truthy(NAN) == Some(true) {
+        return Err(Error::config(format!(
+            "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set {NAN}=False."
+        ))
+        .at_fields([NAN, MODEL.cuda_graph_impl])
+        .help(format!("--set {NAN}=false")));
+    }
+    Ok(())
+}
+
+/// Whether the job saves or loads a checkpoint (`checkpoint.save` or `checkpoint.load` set);
+/// `None` where either is not known.
+fn saves_or_loads(k: &Known<'_>) -> Option<bool> {
+    Some(k.is_set(CHECKPOINT.save)? || k.is_set(CHECKPOINT.load)?)
+}
+
+/// The `fsdp_dtensor` checkpoint format, when a checkpoint is saved or loaded, needs
+/// Megatron-FSDP (not Torch FSDP2).
+fn fsdp_dtensor_format(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    const FORMAT: &str = CHECKPOINT.ckpt_format;
+    if k.text(FORMAT).as_deref() == Some("fsdp_dtensor")
+        && saves_or_loads(k) == Some(true)
+        && (!a.ddp.use_megatron_fsdp || k.truthy(DIST.use_torch_fsdp2) == Some(true))
+    {
+        return Err(
+            Error::config("fsdp_dtensor checkpoint format only supports Megatron FSDP")
+                .at_fields([FORMAT, DDP.use_megatron_fsdp])
+                .help(format!(
+                    "--set {FORMAT}=torch_dist, or train with Megatron-FSDP (--set {}=true)",
+                    DDP.use_megatron_fsdp
+                )),
+        );
+    }
+    Ok(())
+}
+
+/// An asynchronous save writes the `torch_dist` or `fsdp_dtensor` format only.
+fn async_save_format(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
+    const FORMAT: &str = CHECKPOINT.ckpt_format;
+    const ASYNC: &str = CHECKPOINT.async_save;
+    match k.text(FORMAT) {
+        Some(f)
+            if k.truthy(ASYNC) == Some(true)
+                && !matches!(f.as_str(), "torch_dist" | "fsdp_dtensor") =>
+        {
+            Err(Error::config(
+                "async_save is only supported with ckpt_format='torch_dist','fsdp_dtensor'",
+            )
+            .at_fields([ASYNC, FORMAT])
+            .help(format!("--set {FORMAT}=torch_dist, or --set {ASYNC}=false")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Decentralized process groups are NCCL only.
+fn decentralized_pg_without_gloo(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
+    const PG: &str = DIST.use_decentralized_pg;
+    const GLOO: &str = DIST.use_gloo_process_groups;
+    if k.truthy(PG) == Some(true) && k.truthy(GLOO) == Some(true) {
+        return Err(Error::config(
+            "Gloo process groups are not supported when use_decentralized_pg=True. Decentralized process groups only support NCCL backend.",
+        )
+        .at_fields([PG, GLOO])
+        .help(format!("--set {GLOO}=false, or --set {PG}=false")));
+    }
+    Ok(())
+}
+
+/// Without Gloo process groups, the distributed optimizer's state is checkpointed only in the
+/// distributed formats (the legacy one gathers it over Gloo).
+fn distributed_checkpoint_without_gloo(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    const GLOO: &str = DIST.use_gloo_process_groups;
+    const FORMAT: &str = CHECKPOINT.ckpt_format;
+    match k.text(FORMAT) {
+        Some(f)
+            if k.truthy(GLOO) == Some(false)
+                && a.optimizer.use_distributed_optimizer
+                && !matches!(f.as_str(), "torch_dist" | "fsdp_dtensor") =>
+        {
+            Err(Error::config(
+                "Legacy checkpointing requires ckpt_format='torch_dist' or 'fsdp_dtensor'",
+            )
+            .at_fields([FORMAT, GLOO, OPTIMIZER.use_distributed_optimizer])
+            .help(format!("--set {FORMAT}=torch_dist, or --set {GLOO}=true")))
+        }
+        _ => Ok(()),
+    }
 }
