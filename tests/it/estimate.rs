@@ -153,7 +153,7 @@ fn adam_state_dtypes_need_the_precision_aware_optimizer() {
     ]);
     let err = usage_error(&args);
     assert!(err.contains("optimizer.exp_avg_dtype"), "{err}");
-    assert!(err.contains("it is bf16"), "{err}");
+    assert!(err.contains("it is bfloat16"), "{err}");
     assert!(
         err.contains("optimizer.use_precision_aware_optimizer=true"),
         "{err}"
@@ -166,6 +166,27 @@ fn adam_state_dtypes_need_the_precision_aware_optimizer() {
         "optimizer.exp_avg_dtype=bf16",
     ]);
     ok(&args);
+    // the plan states the torch dtype Bridge's str_to_dtype reads the word as, with a decision
+    args.extend(["-o", "json"]);
+    let p: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+    assert_eq!(p["optimizer"]["exp_avg_dtype"], "bfloat16");
+    assert!(
+        p["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["key"] == "optimizer.exp_avg_dtype" && d["value"] == "bfloat16"),
+        "{}",
+        p["decisions"]
+    );
+    // a word str_to_dtype does not read (Bridge would keep the string for Transformer
+    // Engine's FusedAdam to refuse when the optimizer is built) is refused with the names
+    let mut args = base.to_vec();
+    args.extend(["--set", "optimizer.exp_avg_dtype=bfloat"]);
+    let err = usage_error(&args);
+    assert!(err.contains("optimizer.exp_avg_dtype"), "{err}");
+    assert!(err.contains("unknown dtype \"bfloat\""), "{err}");
+    assert!(err.contains("did you mean `bfloat16`"), "{err}");
 }
 
 /// A GPU kind without performance constants (a site's, or R100 and VR200, whose figures are not

@@ -33,12 +33,44 @@ crate::section! {
     }
 }
 
-/// Bytes per element of a torch dtype named as Bridge's `activation_map.str_to_dtype` accepts
-/// it (short, canonical or `torch.` names) or as torch names it (`uint8`); 4 for any other.
-pub fn dtype_bytes(name: &str) -> f64 {
-    match name.strip_prefix("torch.").unwrap_or(name) {
-        "bfloat16" | "bf16" | "float16" | "fp16" | "16" | "16-mixed" | "bf16-mixed" => 2.0,
-        "float8_e4m3fn" | "float8_e5m2" | "fp8" | "uint8" => 1.0,
-        _ => 4.0,
+/// The dtype names Bridge's override path turns into torch dtypes (`activation_map.DTYPE_MAP`,
+/// read by `str_to_dtype`; `omegaconf_utils._apply_overrides` converts a word given for a
+/// dtype field with it), each with the torch dtype's name; each canonical, non-numeric name is
+/// also read with a `torch.` prefix. Another word Bridge keeps as a string (with a warning),
+/// which Transformer Engine's `FusedAdam` refuses when the optimizer is built.
+pub const DTYPE_NAMES: &[(&str, &str)] = &[
+    ("fp32", "float32"),
+    ("float32", "float32"),
+    ("32", "float32"),
+    ("32-true", "float32"),
+    ("fp16", "float16"),
+    ("float16", "float16"),
+    ("16", "float16"),
+    ("16-mixed", "float16"),
+    ("bf16", "bfloat16"),
+    ("bfloat16", "bfloat16"),
+    ("bf16-mixed", "bfloat16"),
+    ("fp8", "float8_e4m3fn"),
+    ("float8_e4m3fn", "float8_e4m3fn"),
+    ("float8_e5m2", "float8_e5m2"),
+];
+
+/// The torch dtype (its name) Bridge's `str_to_dtype` reads `name` as; `None` for a word it
+/// does not read.
+pub fn torch_dtype(name: &str) -> Option<&'static str> {
+    let find = |n: &str| DTYPE_NAMES.iter().find(|(k, _)| *k == n).map(|(_, t)| *t);
+    match name.strip_prefix("torch.") {
+        Some(n) if !n.starts_with(|c: char| c.is_ascii_digit()) && !n.contains('-') => find(n),
+        Some(_) => None,
+        None => find(name),
     }
+}
+
+/// Bytes per element of a dtype named as [`torch_dtype`] reads it; `None` for another word.
+pub fn dtype_bytes(name: &str) -> Option<f64> {
+    torch_dtype(name).map(|t| match t {
+        "float32" => 4.0,
+        "float16" | "bfloat16" => 2.0,
+        _ => 1.0,
+    })
 }

@@ -214,10 +214,9 @@ impl<'a> Ctx<'a> {
         if !o.use_precision_aware_optimizer {
             return 12.0;
         }
-        use crate::config::optimizer::dtype_bytes;
-        dtype_bytes(&o.main_params_dtype)
-            + dtype_bytes(&o.exp_avg_dtype)
-            + dtype_bytes(&o.exp_avg_sq_dtype)
+        // a planned job's names are ones Bridge reads (`resolve::validate` refuses others)
+        let bytes = |n: &str| crate::config::optimizer::dtype_bytes(n).unwrap_or(4.0);
+        bytes(&o.main_params_dtype) + bytes(&o.exp_avg_dtype) + bytes(&o.exp_avg_sq_dtype)
     }
 
     /// Data-parallel group sizes of the dense weights (DP × CP) and of the experts.

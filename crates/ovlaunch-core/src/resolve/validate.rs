@@ -25,11 +25,62 @@ pub fn validate(
     t: &mut Trace,
 ) -> Result<()> {
     let (model, optimizer, ddp) = (&*targets.model, targets.optimizer, targets.ddp);
+    optimizer_dtypes(optimizer, &mut t.decisions)?;
     ddp_and_optimizer_post_init(optimizer, ddp, &mut t.warnings)?;
     model_post_init(model, stack)?;
     megatron_fsdp(mp, optimizer, ddp, &mut t.decisions)?;
     optimizer_sync(optimizer, ddp, t);
     precision_consistency(model, optimizer)
+}
+
+/// The optimizer's state dtype fields, each with its path.
+fn state_dtypes(o: &OptimizerConfig) -> [(&'static str, &str); 4] {
+    [
+        (OPTIMIZER.main_grads_dtype, &o.main_grads_dtype),
+        (OPTIMIZER.main_params_dtype, &o.main_params_dtype),
+        (OPTIMIZER.exp_avg_dtype, &o.exp_avg_dtype),
+        (OPTIMIZER.exp_avg_sq_dtype, &o.exp_avg_sq_dtype),
+    ]
+}
+
+/// The optimizer's state dtypes as the trainer holds them: Bridge's override code reads a word
+/// with `str_to_dtype` (`bf16` is `torch.bfloat16`), so the plan states torch's name, with a
+/// decision; a word it does not read is refused here, as Transformer Engine's `FusedAdam`
+/// refuses the string Bridge would keep when the optimizer is built.
+fn optimizer_dtypes(o: &mut OptimizerConfig, decisions: &mut Vec<Decision>) -> Result<()> {
+    for (path, dtype) in [
+        (OPTIMIZER.main_grads_dtype, &mut o.main_grads_dtype),
+        (OPTIMIZER.main_params_dtype, &mut o.main_params_dtype),
+        (OPTIMIZER.exp_avg_dtype, &mut o.exp_avg_dtype),
+        (OPTIMIZER.exp_avg_sq_dtype, &mut o.exp_avg_sq_dtype),
+    ] {
+        let Some(torch) = crate::config::optimizer::torch_dtype(dtype) else {
+            let names: Vec<&str> = crate::config::optimizer::DTYPE_NAMES
+                .iter()
+                .map(|(n, _)| *n)
+                .collect();
+            return Err(Error::config(format!(
+                "unknown dtype {dtype:?}: Bridge's str_to_dtype reads only {} (another word stays a string, which Transformer Engine's FusedAdam refuses when the optimizer is built)",
+                names.join(", ")
+            ))
+            .at_fields(path)
+            .help(crate::error::did_you_mean_then(
+                dtype,
+                names.iter().copied(),
+                "give one of those names, e.g. bf16 or float32",
+            )));
+        };
+        if dtype != torch {
+            decisions.push(Decision::new(
+                path,
+                torch,
+                format!("{dtype} is torch.{torch} to Bridge's override code (megatron/bridge/utils/activation_map.py str_to_dtype)"),
+                Source::Derived,
+            ));
+            *dtype = torch.to_string();
+        }
+    }
+    Ok(())
 }
 
 /// Megatron-Core's `DistributedDataParallelConfig` and `OptimizerConfig` post-init checks.
@@ -54,16 +105,11 @@ fn ddp_and_optimizer_post_init(
             .at_fields(OPTIMIZER.overlap_param_gather_with_optimizer_step)
             .help(format!("set {}=false", COMM_OVERLAP.overlap_param_gather_with_optimizer_step)));
     }
-    // `OptimizerConfig.__post_init__`: without the precision-aware optimizer its state dtypes
-    // stay FP32.
+    // `OptimizerConfig.__post_init__`: without the precision-aware optimizer the state dtypes
+    // stay FP32 (`optimizer_dtypes` made them torch's names).
     if !optimizer.use_precision_aware_optimizer {
-        for (path, dtype) in [
-            (OPTIMIZER.main_grads_dtype, &optimizer.main_grads_dtype),
-            (OPTIMIZER.main_params_dtype, &optimizer.main_params_dtype),
-            (OPTIMIZER.exp_avg_dtype, &optimizer.exp_avg_dtype),
-            (OPTIMIZER.exp_avg_sq_dtype, &optimizer.exp_avg_sq_dtype),
-        ] {
-            if crate::config::optimizer::dtype_bytes(dtype) != 4.0 {
+        for (path, dtype) in state_dtypes(optimizer) {
+            if dtype != "float32" {
                 return Err(Error::config(format!(
                     "it is {dtype}; it can only be float32 without the precision-aware optimizer (Megatron-Core's OptimizerConfig.__post_init__)"
                 ))
