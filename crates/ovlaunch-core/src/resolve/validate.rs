@@ -33,20 +33,11 @@ pub fn validate(
     precision_consistency(model, optimizer)
 }
 
-/// The optimizer's state dtype fields, each with its path.
-fn state_dtypes(o: &OptimizerConfig) -> [(&'static str, &str); 4] {
-    [
-        (OPTIMIZER.main_grads_dtype, &o.main_grads_dtype),
-        (OPTIMIZER.main_params_dtype, &o.main_params_dtype),
-        (OPTIMIZER.exp_avg_dtype, &o.exp_avg_dtype),
-        (OPTIMIZER.exp_avg_sq_dtype, &o.exp_avg_sq_dtype),
-    ]
-}
-
 /// The optimizer's state dtypes as the trainer holds them: Bridge's override code reads a word
 /// with `str_to_dtype` (`bf16` is `torch.bfloat16`), so the plan states torch's name, with a
 /// decision; a word it does not read is refused here, as Transformer Engine's `FusedAdam`
-/// refuses the string Bridge would keep when the optimizer is built.
+/// refuses the string Bridge would keep when the optimizer is built. Then
+/// `OptimizerConfig.__post_init__`: without the precision-aware optimizer they stay FP32.
 fn optimizer_dtypes(o: &mut OptimizerConfig, decisions: &mut Vec<Decision>) -> Result<()> {
     for (path, dtype) in [
         (OPTIMIZER.main_grads_dtype, &mut o.main_grads_dtype),
@@ -79,6 +70,16 @@ fn optimizer_dtypes(o: &mut OptimizerConfig, decisions: &mut Vec<Decision>) -> R
             ));
             *dtype = torch.to_string();
         }
+        if !o.use_precision_aware_optimizer && torch != "float32" {
+            return Err(Error::config(format!(
+                "it is {torch}; it can only be float32 without the precision-aware optimizer (Megatron-Core's OptimizerConfig.__post_init__)"
+            ))
+            .at_fields(path)
+            .help(format!(
+                "set {}=true, or {path}=float32",
+                OPTIMIZER.use_precision_aware_optimizer
+            )));
+        }
     }
     Ok(())
 }
@@ -104,22 +105,6 @@ fn ddp_and_optimizer_post_init(
         return Err(Error::config("reuse_grad_buf_for_mxfp8_param_ag cannot be combined with overlap_param_gather_with_optimizer_step")
             .at_fields(OPTIMIZER.overlap_param_gather_with_optimizer_step)
             .help(format!("set {}=false", COMM_OVERLAP.overlap_param_gather_with_optimizer_step)));
-    }
-    // `OptimizerConfig.__post_init__`: without the precision-aware optimizer the state dtypes
-    // stay FP32 (`optimizer_dtypes` made them torch's names).
-    if !optimizer.use_precision_aware_optimizer {
-        for (path, dtype) in state_dtypes(optimizer) {
-            if dtype != "float32" {
-                return Err(Error::config(format!(
-                    "it is {dtype}; it can only be float32 without the precision-aware optimizer (Megatron-Core's OptimizerConfig.__post_init__)"
-                ))
-                .at_fields(path)
-                .help(format!(
-                    "set {}=true, or {path}=float32",
-                    OPTIMIZER.use_precision_aware_optimizer
-                )));
-            }
-        }
     }
     if ddp.bucket_size.is_some() && !ddp.overlap_grad_reduce && !ddp.use_megatron_fsdp {
         warnings.push(format!(
@@ -1577,15 +1562,16 @@ fn fsdp_dtensor_format(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
     Ok(())
 }
 
+/// The checkpoint formats Megatron-Core saves distributed (asynchronously, and without Gloo
+/// for the distributed optimizer's state).
+const DISTRIBUTED_FORMATS: [&str; 2] = ["torch_dist", "fsdp_dtensor"];
+
 /// An asynchronous save writes the `torch_dist` or `fsdp_dtensor` format only.
 fn async_save_format(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
     const FORMAT: &str = CHECKPOINT.ckpt_format;
     const ASYNC: &str = CHECKPOINT.async_save;
     match k.text(FORMAT) {
-        Some(f)
-            if k.truthy(ASYNC) == Some(true)
-                && !matches!(f.as_str(), "torch_dist" | "fsdp_dtensor") =>
-        {
+        Some(f) if k.truthy(ASYNC) == Some(true) && !DISTRIBUTED_FORMATS.contains(&f.as_str()) => {
             Err(Error::config(
                 "async_save is only supported with ckpt_format='torch_dist','fsdp_dtensor'",
             )
@@ -1619,7 +1605,7 @@ fn distributed_checkpoint_without_gloo(k: &Known<'_>, a: &Across<'_>) -> Result<
         Some(f)
             if k.truthy(GLOO) == Some(false)
                 && a.optimizer.use_distributed_optimizer
-                && !matches!(f.as_str(), "torch_dist" | "fsdp_dtensor") =>
+                && !DISTRIBUTED_FORMATS.contains(&f.as_str()) =>
         {
             Err(Error::config(
                 "Legacy checkpointing requires ckpt_format='torch_dist' or 'fsdp_dtensor'",
