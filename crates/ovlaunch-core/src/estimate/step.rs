@@ -283,6 +283,25 @@ fn link_bw(p: &GpuPerf, domain: f64, stride: f64, size: f64, eff: &Efficiency) -
     }
 }
 
+/// Bandwidth per rank of a ring collective (reduce-scatter, all-gather, all-reduce) over a
+/// group of `size` ranks with rank stride `stride`: NVLink inside one NVLink domain; across
+/// domains, NCCL runs several rings at once (channels), each leaving a domain through a
+/// different GPU's NIC (its topology search, `ncclTopoCompute`, spreads the channels over the
+/// NICs of the communicator's GPUs, PXN forwarding over NVLink to them), so a rank's share of
+/// a ring's traffic crosses the domain boundary at the NIC bandwidth of every group rank in
+/// the domain together, up to what the rank's own NVLink carries (nccl-tests' bus bandwidth of
+/// an all-reduce over 8-GPU H100 nodes is about eight NICs', not one's). A rank's own sends
+/// (pipeline, context-parallel ring exchange) and the expert all-to-all, where every rank's
+/// data leaves the domain, stay at one NIC ([`link_bw`], [`alltoall_s`]).
+fn ring_bw(p: &GpuPerf, domain: f64, stride: f64, size: f64, eff: &Efficiency) -> f64 {
+    let nvlink = p.nvlink_gb_s * 1e9 * eff.nvlink;
+    if stride * size <= domain {
+        return nvlink;
+    }
+    let in_domain = (domain / stride).floor().clamp(1.0, size);
+    nvlink.min(in_domain * p.scale_out_gb_s * 1e9 * eff.network)
+}
+
 /// Ring collective share: each rank sends `(n-1)/n` of the buffer.
 fn ring(n: f64) -> f64 {
     if n <= 1.0 { 0.0 } else { (n - 1.0) / n }
@@ -866,8 +885,8 @@ pub(crate) fn data_parallel(
         2.0
     };
     let (dp_dense, dp_expert) = c.dp_groups();
-    let bw_dense = link_bw(c.perf, c.domain, c.tp, dp_dense, eff);
-    let bw_expert = link_bw(c.perf, c.domain, c.ep * c.etp, dp_expert, eff);
+    let bw_dense = ring_bw(c.perf, c.domain, c.tp, dp_dense, eff);
+    let bw_expert = ring_bw(c.perf, c.domain, c.ep * c.etp, dp_expert, eff);
     let reduce = |bytes: f64| {
         dense_local * ring(dp_dense) * bytes / bw_dense
             + expert_local * ring(dp_expert) * bytes / bw_expert
