@@ -828,6 +828,7 @@ fn main() {
         col("gbs"),
         col("seq_len"),
     );
+    let c_source = col("source");
     let (c_tps, c_fsdp, c_work, c_notes) = (
         col("tokens_per_sec_per_gpu"),
         col("fsdp"),
@@ -936,6 +937,14 @@ fn main() {
                 Some(_) => {
                     sets.push("ddp.use_megatron_fsdp=true".into());
                     sets.push("ddp.data_parallel_sharding_strategy=optim_grads_params".into());
+                }
+                // Blank in NeMo 2.0's own tables (the rows before Megatron-Bridge's): NeMo's
+                // performance scripts ran Megatron-FSDP only where their recommended configs
+                // said so (`scripts/performance/recommended_model_configs/model_configs_*.csv`,
+                // column `use_mcore_fsdp`: 0 for every pretraining row of these tables; the
+                // 24.07 release predates Megatron-Core's FSDP), never a Bridge recipe's default.
+                None if !f[c_source].contains("Megatron-Bridge") => {
+                    sets.push("ddp.use_megatron_fsdp=false".into());
                 }
                 None => {}
             }
