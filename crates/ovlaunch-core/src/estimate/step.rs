@@ -910,13 +910,17 @@ pub(crate) fn data_parallel(
     } else {
         (2.0 * reduce(c.grad_bytes), 0.0)
     };
+    // The last bucket's reduce-scatter starts only once the backward has produced it, and the
+    // first bucket's all-gather must end before the forward's first layer: one bucket of each
+    // is exposed whatever the overlap ([`last_bucket_share`]).
+    let bucket = last_bucket_share(c, dense_local + expert_local);
     let rs_exposed = if ddp.overlap_grad_reduce {
-        (rs - 2.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + rs * eff.bucket_tail
+        (rs - 2.0 / 3.0 * t_compute_mb * vp.min(micro)).max(rs * bucket)
     } else {
         rs
     };
     let ag_exposed = if ddp.overlap_param_gather {
-        (ag - 1.0 / 3.0 * t_compute_mb * vp.min(micro)).max(0.0) + ag * eff.bucket_tail
+        (ag - 1.0 / 3.0 * t_compute_mb * vp.min(micro)).max(ag * bucket)
     } else {
         ag
     };
@@ -925,6 +929,26 @@ pub(crate) fn data_parallel(
         ag,
         exposed: rs_exposed + ag_exposed,
     }
+}
+
+/// The share of a rank's `local` parameters in one gradient bucket of Megatron-Core's DDP:
+/// `ddp.bucket_size` parameters, or the parameters over `ddp.num_buckets`, else its default
+/// `max(40M, 1M x DP)` (`DistributedDataParallel.__init__`, larger buckets for large DP so that
+/// ring chunks stay bandwidth-bound). Only the first pipeline stage buckets its parameters
+/// (the others, and every interleaved chunk after the first, reduce theirs as one bucket,
+/// off the critical path: their backward ends before the first stage's), so the exposed tail
+/// is one bucket of the first stage's.
+fn last_bucket_share(c: &Ctx, local: f64) -> f64 {
+    let ddp = &c.plan.ddp;
+    if local <= 0.0 {
+        return 0.0;
+    }
+    let bucket = match (ddp.bucket_size, ddp.num_buckets) {
+        (Some(b), _) => b as f64,
+        (None, Some(n)) if n > 0 => local / f64::from(n),
+        _ => (1e6 * c.dp).max(40e6),
+    };
+    (bucket / local).min(1.0)
 }
 
 /// Optimizer step: reads and writes FP32 master weights and two moments, the gradient and
