@@ -42,7 +42,9 @@ pub struct Efficiency {
     pub overlapped_exposed: f64,
     /// Fixed cost of one pipeline send/receive (per microbatch, chunk and direction), seconds.
     pub p2p_latency_s: f64,
-    /// Fraction of an overlapped DP reduce-scatter / all-gather left after the last bucket.
+    /// Fraction of a Megatron-FSDP microbatch's overlapped weight gathers and gradient
+    /// reduce-scatter left exposed (the DDP path exposes one gradient bucket of Megatron-Core's
+    /// own size instead, `step::data_parallel`).
     pub bucket_tail: f64,
     /// CUDA context, NCCL and Transformer Engine workspaces and allocator slack, GiB.
     pub overhead_gib: f64,

@@ -30,7 +30,10 @@
 //!   - DP: gradient reduce-scatter and parameter all-gather with the distributed optimizer
 //!     (all-reduce without), dense weights over DP×CP, experts over expert-DP; with
 //!     `overlap_grad_reduce`/`overlap_param_gather` hidden behind one microbatch's backward /
-//!     forward, the excess exposed.
+//!     forward, the excess and at least one gradient bucket (Megatron-Core's DDP bucket size)
+//!     exposed. Across NVLink domains these ring collectives run at the NIC bandwidth of all
+//!     the group's ranks in a domain (NCCL spreads its rings over the NICs), up to NVLink's;
+//!     a rank's own sends (PP, the CP ring) and the expert all-to-all at its one NIC.
 //!   - PP: one activation and one gradient of `b·s/cp·h/tp` per microbatch, chunk and stage
 //!     boundary; hidden by `overlap_p2p_comm` up to the exposed fraction.
 //! * Pipeline stages (`stages`): what each rank holds as Megatron-Core builds it (a layout
