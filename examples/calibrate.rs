@@ -940,9 +940,10 @@ fn main() {
                 }
                 // Blank in NeMo 2.0's own tables (the rows before Megatron-Bridge's): NeMo's
                 // performance scripts ran Megatron-FSDP only where their recommended configs
-                // said so (`scripts/performance/recommended_model_configs/model_configs_*.csv`,
-                // column `use_mcore_fsdp`: 0 for every pretraining row of these tables; the
-                // 24.07 release predates Megatron-Core's FSDP), never a Bridge recipe's default.
+                // said so (`scripts/performance/recommended_model_configs/model_configs_b200.csv`,
+                // column `use_mcore_fsdp`: 0 for the B200 Llama 3 8B and 70B and Mixtral 8x22B
+                // rows; the 24.07 H100 rows predate Megatron-Core's FSDP), never a Bridge
+                // recipe's default.
                 None if !f[c_source].contains("Megatron-Bridge") => {
                     sets.push("ddp.use_megatron_fsdp=false".into());
                 }
