@@ -46,6 +46,11 @@ pub struct Efficiency {
     pub bucket_tail: f64,
     /// CUDA context, NCCL and Transformer Engine workspaces and allocator slack, GiB.
     pub overhead_gib: f64,
+    /// Achieved fraction of the HBM bandwidth by the passes Megatron-Core's local layer spec
+    /// runs outside the GEMMs without Transformer Engine (unfused attention scores, norms,
+    /// RoPE, cross-entropy, PyTorch's Adam: `estimate::unfused`), fitted on the measured GPU
+    /// runs.
+    pub unfused_memory: f64,
     /// How the constants were fitted (free text, written by the fit).
     #[serde(default)]
     pub fit: Option<String>,

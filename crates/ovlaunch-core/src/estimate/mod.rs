@@ -61,6 +61,7 @@ mod memory;
 pub mod stages;
 mod step;
 pub mod tune;
+pub mod unfused;
 
 use serde::Serialize;
 
@@ -457,11 +458,7 @@ pub fn estimate_with_stages(
     let dense_local = loads.iter().map(|r| c.dense_of(r)).fold(0.0, f64::max);
     let expert_local = loads.iter().map(|r| c.expert_of(r)).fold(0.0, f64::max);
     let (selective, full_frac) = step::recompute_of(plan);
-    let compute = step::compute(
-        &c,
-        &busiest,
-        step::recompute_macs(&c.arch, selective, full_frac),
-    );
+    let compute = step::compute(&c, &busiest, selective, full_frac);
     let tp = step::tp_comm(&c, &busiest);
     let cp = step::cp_comm(&c, &busiest, compute.attn_mb);
     let ep = step::ep_comm(&c, &busiest);
