@@ -547,11 +547,8 @@ pub(crate) fn attention_core_s_per_token(c: &Ctx) -> f64 {
 }
 
 /// The busiest rank's layers and LM head passes at their rates (`TokenSeconds`), plus the
-/// weights streamed through HBM and the forward work recompute repeats on its layers; without
-/// Transformer Engine, the local spec's unfused passes and attention over the whole score
-/// matrix (`unfused`).
-pub(crate) fn compute(c: &Ctx, b: &Busiest, selective: Selective, full_frac: f64) -> Compute {
-    let recompute = recompute_macs(&c.arch, selective, full_frac);
+/// weights streamed through HBM and the forward work recompute repeats on its layers.
+pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
     let (a, perf) = (&c.arch, c.perf);
     let macs = a.forward_macs();
     let r = rates(c);
@@ -568,22 +565,8 @@ pub(crate) fn compute(c: &Ctx, b: &Busiest, selective: Selective, full_frac: f64
     let weights_gpu = c.dense_of(&b.load) + c.expert_of(&b.load);
     let grad_rw = if c.frozen { 0.0 } else { 2.0 * c.grad_bytes };
     let t_weights_mb = weights_gpu * (2.0 * 2.0 + grad_rw) / (perf.hbm_tb_s * 1e12);
-    let unfused_mb = if super::unfused::applies(c) {
-        // The other half of the score matrix, forward and backward, and its forward again
-        // where recompute repeats the attention core.
-        let repeat = if selective.core_attn { 1.0 } else { full_frac };
-        let gemms = tokens_mb
-            * b.share
-            * super::unfused::extra_attention_s_per_token(c)
-            * (1.0 + repeat / 3.0);
-        gemms
-            + super::unfused::microbatch_bytes(c, &b.load, selective, full_frac)
-                / super::unfused::bandwidth(c)
-    } else {
-        0.0
-    };
     Compute {
-        t_mb: t_layers + recompute_mb + t_weights_mb + unfused_mb,
+        t_mb: t_layers + recompute_mb + t_weights_mb,
         recompute_mb,
         attn_mb: tokens_mb * b.share * 6.0 * macs.attn / r.gemm.attn / attn_rate(c, &r),
     }
@@ -932,22 +915,23 @@ pub(crate) fn data_parallel(
     }
 }
 
-/// Optimizer step: reads and writes FP32 master weights and two moments, the gradient and
-/// the BF16 weight of its shard, memory bound; without Transformer Engine, PyTorch's foreach
-/// AdamW and the mixed-precision optimizer's copies (`unfused::optimizer_bytes_per_param`) at
-/// the unfused passes' bandwidth.
-pub(crate) fn optimizer_s(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
+/// Parameters whose optimizer state one GPU steps: its dense and expert weights, their
+/// data-parallel shards under [`Ctx::dist_opt`], none for a frozen base.
+pub(crate) fn optimizer_shard(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
     if c.frozen {
         return 0.0;
     }
     let (dp_dense, dp_expert) = c.dp_groups();
-    let shard = if c.dist_opt() {
+    if c.dist_opt() {
         dense_local / dp_dense + expert_local / dp_expert
     } else {
         dense_local + expert_local
-    };
-    if super::unfused::applies(c) {
-        return shard * super::unfused::optimizer_bytes_per_param(c) / super::unfused::bandwidth(c);
     }
-    shard * 2.0 * (12.0 + c.grad_bytes + 2.0) / (c.perf.hbm_tb_s * 1e12)
+}
+
+/// Optimizer step: reads and writes FP32 master weights and two moments, the gradient and
+/// the BF16 weight of its shard, memory bound.
+pub(crate) fn optimizer_s(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
+    optimizer_shard(c, dense_local, expert_local) * 2.0 * (12.0 + c.grad_bytes + 2.0)
+        / (c.perf.hbm_tb_s * 1e12)
 }

@@ -9,14 +9,14 @@
 //! one row per kind of pass with the bytes per element it reads and writes forward and
 //! backward and the Megatron-Core function that issues it; the attention's two batched GEMMs
 //! cover the whole score matrix (TE's flash attention skips the causal half,
-//! [`extra_attention_s_per_token`]); the optimizer's step is [`optimizer_bytes_per_param`].
+//! [`microbatch_s`]); the optimizer's step is [`optimizer_bytes_per_param`].
 //!
 //! Contract: pure functions of a [`Ctx`]; [`applies`] says when the estimate uses them (a plan
 //! without Transformer Engine). Plans with TE never reach this module.
 
 use super::arch::Selective;
 use super::stages::RankLoad;
-use super::step::Ctx;
+use super::step::{self, Busiest, Ctx};
 
 /// Whether the plan runs without Transformer Engine: Bridge builds Megatron-Core's local layer
 /// spec, and Megatron-Core falls back to `torch.optim` (`optimizer/__init__.py`: "Falling back
@@ -250,14 +250,27 @@ pub(crate) fn microbatch_bytes(c: &Ctx, r: &RankLoad, selective: Selective, full
         .sum()
 }
 
-/// Seconds per token of one GPU's TP·CP share, whole model, that the unfused attention's GEMMs
-/// add over flash attention's: the causal half of the score matrix that flash attention
-/// skips, at the attention core's rate (`step::token_seconds`' attention term).
-pub(crate) fn extra_attention_s_per_token(c: &Ctx) -> f64 {
-    super::step::attention_core_s_per_token(c)
+/// The bandwidth the passes run at: HBM times the fitted efficiency.
+fn bandwidth(c: &Ctx) -> f64 {
+    c.perf.hbm_tb_s * 1e12 * c.eff.unfused_memory.max(1e-3)
 }
 
-/// The bandwidth the passes run at: HBM times the fitted efficiency.
-pub(crate) fn bandwidth(c: &Ctx) -> f64 {
-    c.perf.hbm_tb_s * 1e12 * c.eff.unfused_memory.max(1e-3)
+/// Seconds per microbatch the busiest GPU spends on what the local spec runs beyond the TE
+/// model's compute: the half of the score matrix flash attention skips (the causal half) in
+/// the attention's two batched GEMMs, forward and backward and its forward again where
+/// recompute repeats the attention core, at the attention core's rate
+/// (`step::attention_core_s_per_token`), and the passes ([`microbatch_bytes`]) at
+/// [`bandwidth`].
+pub(crate) fn microbatch_s(c: &Ctx, b: &Busiest, selective: Selective, full_frac: f64) -> f64 {
+    let tokens_mb = c.mbs * c.seq / (c.tp * c.cp);
+    let repeat = if selective.core_attn { 1.0 } else { full_frac };
+    let gemms = tokens_mb * b.share * step::attention_core_s_per_token(c) * (1.0 + repeat / 3.0);
+    gemms + microbatch_bytes(c, &b.load, selective, full_frac) / bandwidth(c)
+}
+
+/// Seconds of the optimizer's step on one GPU: its shard (`step::optimizer_shard`) at
+/// [`optimizer_bytes_per_param`] and [`bandwidth`].
+pub(crate) fn optimizer_s(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
+    step::optimizer_shard(c, dense_local, expert_local) * optimizer_bytes_per_param(c)
+        / bandwidth(c)
 }
