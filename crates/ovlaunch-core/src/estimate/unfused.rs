@@ -231,7 +231,12 @@ fn repeated(p: &Pass, selective: Selective, full_frac: f64) -> f64 {
 /// the loss its logits), recompute's repeated forwards included.
 pub(crate) fn microbatch_bytes(c: &Ctx, r: &RankLoad, selective: Selective, full_frac: f64) -> f64 {
     let layers = r.layers + r.mtp;
-    let weights = c.dense_of(r) + c.expert_of(r);
+    // A frozen base (PEFT) computes no weight gradients.
+    let weights = if c.frozen {
+        0.0
+    } else {
+        c.dense_of(r) + c.expert_of(r)
+    };
     let gqa = c.arch.heads > c.arch.query_groups;
     PASSES
         .iter()
