@@ -9,12 +9,14 @@
 //! it), as examples/calibrate.rs fits the overhead. The runs had no Transformer Engine
 //! (Megatron-Core's local layer spec): their step time is the estimate's non-TE model
 //! (`estimate::unfused`), whose one efficiency examples/calibrate.rs fits on these rows. The
-//! bounds are the state of the model, stated so a regression fails, and taken from the
-//! leave-one-out errors the fit prints (each row predicted with the efficiency fitted on the
-//! others), not from the in-sample ones this test sees: memory within 15% on every row and
-//! within 6% for the median row (leave-one-out 13.9% and 4.2%); step time within 35% on every
-//! row and within 8% for the median row (leave-one-out 34.4% and 7.5%; the TE model the
-//! estimate used before for these runs was under by 27-58%, median 39%).
+//! bounds are the state of the model, stated so a regression fails: memory within 16% on every
+//! row (the fit's leave-one-out maximum) and within 6% for the median row; step time within 35%
+//! on every row and within 8% for the median row, from the leave-one-out errors the fit prints
+//! (each row predicted with the efficiency fitted on the others: 34.4% and 7.5%), not from the
+//! in-sample ones this test sees (the TE model the estimate used before for these runs was
+//! under by 27-58%, median 39%). Where the estimate itself says it leaves the step time out
+//! (its `left_out`: experts without grouped GEMMs), the step time is printed, not bounded, and
+//! every MoE row must carry that note.
 
 use std::path::Path;
 
@@ -118,6 +120,16 @@ fn the_estimate_against_every_measured_gpu_configuration() {
         let v: serde_json::Value = serde_json::from_str(&ok(&argv)).unwrap();
         let est_ms = v["step_time_s"].as_f64().unwrap() * 1000.0;
         let est_gib = v["memory_gib_per_gpu"].as_f64().unwrap();
+        let step_left_out = v["left_out"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n.as_str().unwrap().contains("step time")));
+        let moe = row.opt("num_moe_experts").is_some_and(|e| e > 0.0);
+        assert_eq!(
+            moe,
+            step_left_out,
+            "{}: an MoE row of SequentialMLP experts, and only such a row, has its step time left out",
+            row.get("job")
+        );
         let outside = row.opt("outside_allocator_gib").unwrap_or(typical_outside);
         let (ms, gib) = (
             row.num("step_ms_median"),
@@ -138,7 +150,9 @@ fn the_estimate_against_every_measured_gpu_configuration() {
             row.get("transformer_engine")
         );
         errors.push(e_gib.abs());
-        step_errors.push(e_ms.abs());
+        if !step_left_out {
+            step_errors.push(e_ms.abs());
+        }
         if row.get("transformer_engine").starts_with("none") {
             assert!(
                 v["kernels"]
@@ -149,12 +163,12 @@ fn the_estimate_against_every_measured_gpu_configuration() {
             );
         }
         assert!(
-            e_gib.abs() <= 0.15,
+            e_gib.abs() <= 0.16,
             "{}: memory estimate {est_gib:.3} GiB vs {gib:.3} measured",
             row.get("job")
         );
         assert!(
-            e_ms.abs() <= 0.35,
+            step_left_out || e_ms.abs() <= 0.35,
             "{}: step estimate {est_ms:.1} ms vs {ms:.1} measured",
             row.get("job")
         );
