@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo run --release --example calibrate                  # report only
 //! cargo run --release --example calibrate -- --write       # also rewrite hardware/efficiency.json
+//! cargo run --release --example calibrate -- --write-unfused  # only its non-TE constants
 //! cargo run --release --example calibrate -- --csv FILE    # other rows, same columns
 //! cargo run --release --example calibrate -- --rank        # add the ranking term to the fit
 //! cargo run --release --example calibrate -- --recipes     # only: each shipped variant's layout in tune's top 5?
@@ -34,7 +35,7 @@ use std::path::PathBuf;
 use ovlaunch::catalog::{Catalog, hardware};
 use ovlaunch::estimate::stages::{self, RankLoad};
 use ovlaunch::estimate::tune::{self, Layout, Search};
-use ovlaunch::estimate::{Efficiency, estimate, estimate_with_stages};
+use ovlaunch::estimate::{Efficiency, estimate, estimate_with_stages, step_left_out};
 use ovlaunch::plan::Plan;
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
@@ -605,6 +606,9 @@ impl Measured {
     }
 }
 
+/// How the fit note of `hardware/efficiency.json` starts its clause on the non-TE constants.
+const NON_TE: &str = "; without Transformer Engine, the unfused passes on ";
+
 /// The measured GPU runs under `results/*/gpu-measurements.csv`, in directory order.
 fn measured_runs(root: &std::path::Path, resolver: &Resolver) -> Vec<Measured> {
     let mut out = Vec::new();
@@ -714,12 +718,13 @@ impl UnfusedRow {
     }
 }
 
-/// The measured runs without Transformer Engine, each split into what the efficiency of the
-/// unfused passes scales and what it does not: the estimate at efficiency 1 and 1/2 (linear in
-/// its inverse).
+/// The measured runs without Transformer Engine whose step time the estimate models (not those
+/// it leaves out: `estimate::step_left_out`, experts without grouped GEMMs), each split into
+/// what the efficiency of the unfused passes scales and what it does not: the estimate at
+/// efficiency 1 and 1/2 (it is linear in the inverse).
 fn unfused_rows(runs: &[Measured], start: &Efficiency) -> Vec<UnfusedRow> {
     runs.iter()
-        .filter(|r| r.plan.versions.transformer_engine.is_none())
+        .filter(|r| r.plan.versions.transformer_engine.is_none() && !step_left_out(&r.plan))
         .map(|r| {
             let at = |e: f64| {
                 let eff = Efficiency {
@@ -759,9 +764,9 @@ fn fit_unfused(rows: &[&UnfusedRow]) -> f64 {
     best(c - 100, c + 100, 0.00001)
 }
 
-/// The unfused fit's error: per row |estimate / measured - 1| with the efficiency fitted on all
-/// rows (in-sample) and on the others only (leave-one-out); the medians and maxima, and the
-/// leave-one-out errors by row.
+/// The unfused fit's error: per row estimate / measured - 1 with the efficiency fitted on all
+/// rows (in-sample) and on the others only (leave-one-out); the medians and maxima of their
+/// sizes, and the leave-one-out errors by row.
 fn unfused_errors(e: f64, rows: &[UnfusedRow]) -> ([f64; 2], [f64; 2], Vec<f64>) {
     let (mut fit, mut loo) = (vec![], vec![]);
     for (i, r) in rows.iter().enumerate() {
@@ -881,12 +886,14 @@ fn same_layout(a: &Layout, b: &Layout) -> bool {
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut write = false;
+    let mut write_unfused = false;
     let mut rank_term = false;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut csv = root.join("calibration/published-calibration.csv");
     while let Some(a) = args.next() {
         match a.as_str() {
             "--write" => write = true,
+            "--write-unfused" => write_unfused = true,
             "--rank" => rank_term = true,
             "--recipes" => return recipes_in_top5(),
             "--csv" => csv = PathBuf::from(args.next().expect("--csv FILE")),
@@ -1178,7 +1185,7 @@ fn main() {
         );
     }
     println!(
-        "unfused passes' efficiency fitted to {} measured GPU runs without Transformer Engine: {unfused_e:.4}; step time median |error| {:.1}% (max {:.1}%), leave-one-out {:.1}% (max {:.1}%)",
+        "unfused passes' efficiency fitted to {} measured GPU runs without Transformer Engine (not those whose step time the estimate leaves out): {unfused_e:.4}; step time median |error| {:.1}% (max {:.1}%), leave-one-out {:.1}% (max {:.1}%)",
         unfused.len(),
         step_fit[0] * 100.0,
         step_fit[1] * 100.0,
@@ -1189,6 +1196,44 @@ fn main() {
         unfused_memory: unfused_e,
         ..fitted
     };
+    let non_te = format!(
+        "{NON_TE}{} measured GPU runs (results/*/gpu-measurements.csv): step time median |error| {:.1}%, leave-one-out {:.1}% (max {:.1}%)",
+        unfused.len(),
+        step_fit[0] * 100.0,
+        step_loo[0] * 100.0,
+        step_loo[1] * 100.0
+    );
+    if write_unfused {
+        // Only the non-TE constant and its clause of the fit note, as text: the others stay as
+        // shipped, to the digit (a refit of the published rows or the memory overhead is
+        // `--write`).
+        let path = root.join("hardware/efficiency.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if l.trim_start().starts_with("\"unfused_memory\":") {
+                    format!("  \"unfused_memory\": {unfused_e},")
+                } else if let Some(note) = l.trim_start().strip_prefix("\"fit\": \"") {
+                    let head = note
+                        .trim_end_matches('"')
+                        .split(NON_TE)
+                        .next()
+                        .unwrap_or_default();
+                    format!("  \"fit\": \"{head}{non_te}\"")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        Efficiency::parse(
+            &std::fs::read_to_string(&path).unwrap(),
+            "hardware/efficiency.json",
+        )
+        .expect("the rewritten constants parse");
+        println!("wrote the non-TE constants of hardware/efficiency.json");
+    }
     let in_sample: Vec<f64> = rows
         .iter()
         .map(|r| {
@@ -1409,7 +1454,7 @@ fn main() {
     if write {
         let mut out = fitted.clone();
         out.fit = Some(format!(
-            "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows; memory overhead on {} measured GPU runs (results/*/gpu-measurements.csv): median |error| {:.1}%, leave-one-out {:.1}%; unfused passes (no Transformer Engine) on {} of them: step time median |error| {:.1}%, leave-one-out {:.1}% (max {:.1}%)",
+            "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows; memory overhead on {} measured GPU runs (results/*/gpu-measurements.csv): median |error| {:.1}%, leave-one-out {:.1}%{non_te}",
             rows.len(),
             median(in_sample) * 100.0,
             median(logo_err) * 100.0,
@@ -1418,10 +1463,6 @@ fn main() {
             residuals.len(),
             mem_fit[0] * 100.0,
             mem_loo[0] * 100.0,
-            unfused.len(),
-            step_fit[0] * 100.0,
-            step_loo[0] * 100.0,
-            step_loo[1] * 100.0
         ));
         let text = serde_json::to_string_pretty(&out).unwrap() + "\n";
         std::fs::write(root.join("hardware/efficiency.json"), text).unwrap();

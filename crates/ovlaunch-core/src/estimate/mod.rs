@@ -364,10 +364,7 @@ pub fn scope_notes(plan: &Plan) -> Vec<String> {
     if frozen_base(plan) {
         notes.push(PEFT_LEFT_OUT.to_string());
     }
-    let experts = plan.model.num_moe_experts.unwrap_or(0) > 0;
-    if experts
-        && plan.model.provider.get("moe_grouped_gemm") != Some(&serde_json::Value::Bool(true))
-    {
+    if step_left_out(plan) {
         notes.push(SEQUENTIAL_EXPERTS.to_string());
     }
     notes
@@ -385,6 +382,13 @@ pub fn kernels_note(plan: &Plan) -> Option<&'static str> {
 
 /// What the estimate models without Transformer Engine.
 const UNFUSED_KERNELS: &str = "no Transformer Engine: Megatron-Core's local layer spec is modelled (attention unfused: batched GEMMs over the whole s x s score matrix, its mask and softmax as passes through HBM; torch RMSNorm, unfused RoPE, SwiGLU and bias-dropout-add; cross-entropy over the vocabulary in FP32; PyTorch's foreach AdamW), its passes at the fitted share of the HBM bandwidth measured on single-GPU runs";
+
+/// Whether the estimate leaves the plan's step time out: routed experts without grouped GEMMs
+/// (`SEQUENTIAL_EXPERTS`, said in [`scope_notes`]).
+pub fn step_left_out(plan: &Plan) -> bool {
+    let experts = plan.model.num_moe_experts.unwrap_or(0) > 0;
+    experts && plan.model.provider.get("moe_grouped_gemm") != Some(&serde_json::Value::Bool(true))
+}
 
 /// What the step time leaves out for experts without grouped GEMMs.
 const SEQUENTIAL_EXPERTS: &str = "the step time of experts without grouped GEMMs (`moe_grouped_gemm: false`): Megatron-Core then runs each local expert's MLP in turn (`SequentialMLP`, after a host synchronization on the token counts), and the step time here prices one grouped GEMM (results/gpu-2026-11-27-h100-moe/ holds such jobs measured)";

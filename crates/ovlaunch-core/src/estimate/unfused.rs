@@ -9,7 +9,9 @@
 //! one row per kind of pass with the bytes per element it reads and writes forward and
 //! backward and the Megatron-Core function that issues it; the attention's two batched GEMMs
 //! cover the whole score matrix (TE's flash attention skips the causal half,
-//! [`microbatch_s`]); the optimizer's step is [`optimizer_bytes_per_param`].
+//! [`microbatch_s`]); the optimizer's step is [`optimizer_bytes_per_param`]. The local spec's
+//! routed experts run one after the other (`SequentialMLP`), whose step time the estimate
+//! leaves out and says so (`super::step_left_out`).
 //!
 //! Contract: pure functions of a [`Ctx`]; [`applies`] says when the estimate uses them (a plan
 //! without Transformer Engine). Plans with TE never reach this module.
@@ -221,7 +223,7 @@ fn repeated(p: &Pass, selective: Selective, full_frac: f64) -> f64 {
     let sel = match p.module {
         Some("core_attn") => selective.core_attn,
         Some("layernorm") => selective.layernorm,
-        Some("mlp") => selective.mlp,
+        Some("mlp") => selective.mlp || selective.moe,
         _ => false,
     };
     if sel { 1.0 } else { full_frac }
