@@ -1,7 +1,8 @@
 //! The estimator's fitted constants (`hardware/efficiency.json`, written by
-//! `cargo run --release --example calibrate -- --write`): how far below the dense peak GEMMs run
-//! per GPU kind, for MoE models and per precision, and how much of an overlapped
-//! communication stays exposed. Unknown keys are errors.
+//! `cargo run --release --example calibrate -- --write`; `--write-unfused` writes the non-TE
+//! constant alone): how far below the dense peak GEMMs run per GPU kind, for MoE models and per
+//! precision, how much of an overlapped communication stays exposed, and at what share of HBM
+//! bandwidth the passes without Transformer Engine run. Unknown keys are errors.
 
 use std::collections::BTreeMap;
 
