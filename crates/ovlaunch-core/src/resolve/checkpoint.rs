@@ -48,6 +48,10 @@ const CHECKS: &[(&str, &str)] = &[
         "the MTP layers the pipeline layout places",
     ),
     (
+        "multi_latent_attention",
+        "mla_up_proj in recompute_modules only with multi_latent_attention",
+    ),
+    (
         "moe_token_dispatcher_type",
         "the token dispatcher MoE overlap needs (alltoall or flex)",
     ),
@@ -94,6 +98,9 @@ pub fn neutralise(model: &mut ModelConfig, cp: &CheckpointFields, t: &mut Trace)
     }
     if u("moe_layer_freq") {
         model.moe_layer_freq = None;
+    }
+    if u("multi_latent_attention") {
+        model.multi_latent_attention = true;
     }
     if u("moe_token_dispatcher_type") {
         model.moe_token_dispatcher_type = Some("alltoall".into());
