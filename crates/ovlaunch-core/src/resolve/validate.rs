@@ -133,7 +133,10 @@ fn recompute(m: &mut ModelConfig, stack: &Stack, t: &mut Trace) -> Result<()> {
         .iter()
         .try_for_each(|(_, check)| check(m, stack))?;
     moe_layer_recompute(m, t);
-    offload_inside_recomputed_moe(m)
+    offload_inside_recomputed_moe(m)?;
+    GRAPHED_RECOMPUTE
+        .iter()
+        .try_for_each(|(_, check)| check(m, stack))
 }
 
 /// One refusal of Megatron-Core's recompute block.
@@ -160,6 +163,16 @@ const RECOMPUTE: &[(&str, RecomputeCheck)] = &[
     (POST_INIT, fp8_recompute_not_delayed),
     (POST_INIT, fp8_recompute_needs_te_2_6),
     (POST_INIT, moe_layer_recompute_not_full),
+];
+
+/// The recompute rules of the post-init's CUDA-graph block (graphs on: `cuda_graph_impl` not
+/// `none`), after the rules above, in its order.
+const GRAPHED_RECOMPUTE: &[(&str, RecomputeCheck)] = &[
+    (POST_INIT, full_recompute_with_graphs),
+    (POST_INIT, moe_recompute_with_router_graph),
+    (POST_INIT, attention_dropout_with_graphed_recompute),
+    (POST_INIT, hidden_dropout_with_graphed_recompute),
+    (POST_INIT, jitter_with_graphed_moe_recompute),
 ];
 
 /// `model.NAME` of an architecture field (one in `ModelConfig::provider`).
@@ -192,12 +205,17 @@ fn recomputes(m: &ModelConfig, module: &str) -> bool {
 
 /// The fix that drops `module` from the recompute modules (the list without it).
 fn drop_module(m: &ModelConfig, module: &str) -> String {
+    drop_modules(m, &[module])
+}
+
+/// The fix that drops `modules` from the recompute modules (the list without them).
+fn drop_modules(m: &ModelConfig, modules: &[&str]) -> String {
     let rest: Vec<&str> = m
         .recompute_modules
         .iter()
         .flatten()
         .map(String::as_str)
-        .filter(|x| *x != module)
+        .filter(|x| !modules.contains(x))
         .collect();
     format!("--set '{}=[{}]'", MODEL.recompute_modules, rest.join(","))
 }
@@ -432,41 +450,40 @@ fn shared_experts_without_overlap(m: &ModelConfig, _: &Stack) -> Result<()> {
     Ok(())
 }
 
-/// The FP8 modules of the recompute rules below: `moe_act` and `layernorm`, when the model
-/// trains in FP8 and recomputes either (the first named).
-fn fp8_recomputed(m: &ModelConfig) -> Option<&'static str> {
-    let fp8 = m.fp8.as_deref().is_some_and(|s| !s.is_empty());
-    ["moe_act", "layernorm"]
-        .into_iter()
-        .find(|x| fp8 && recomputes(m, x))
+/// The modules FP8 recompute rules below read.
+const FP8_RECOMPUTED: [&str; 2] = ["moe_act", "layernorm"];
+
+/// Whether the model trains in FP8 and recomputes one of [`FP8_RECOMPUTED`].
+fn fp8_recomputed(m: &ModelConfig) -> bool {
+    m.fp8.as_deref().is_some_and(|s| !s.is_empty())
+        && FP8_RECOMPUTED.iter().any(|x| recomputes(m, x))
 }
 
 /// FP8 delayed scaling cannot recompute `moe_act` or `layernorm`.
 fn fp8_recompute_not_delayed(m: &ModelConfig, _: &Stack) -> Result<()> {
-    match fp8_recomputed(m) {
-        Some(module) if m.fp8_recipe.as_deref() == Some("delayed") => Err(Error::config(
+    if fp8_recomputed(m) && m.fp8_recipe.as_deref() == Some("delayed") {
+        return Err(Error::config(
             "Delayed scaling does not support moe_act and layernorm recompute for fp8.",
         )
         .at_fields([MODEL.recompute_modules, MIXED_PRECISION.fp8_recipe])
         .help(format!(
-            "{} (and the other of moe_act, layernorm), or train with another FP8 recipe (e.g. --precision fp8cs)",
-            drop_module(m, module)
-        ))),
-        _ => Ok(()),
+            "{}, or name another FP8 precision (e.g. --set mixed_precision=bf16_with_fp8_current_scaling_mixed)",
+            drop_modules(m, &FP8_RECOMPUTED)
+        )));
     }
+    Ok(())
 }
 
 /// FP8 recompute of `moe_act` or `layernorm` needs Transformer Engine 2.6 or newer.
 fn fp8_recompute_needs_te_2_6(m: &ModelConfig, stack: &Stack) -> Result<()> {
-    let old = stack.te.as_ref().filter(|v| !v.at_least("2.6.0.dev0"));
-    match (fp8_recomputed(m), old) {
-        (Some(module), Some(te)) => Err(Error::config(format!(
+    match stack.te.as_ref().filter(|v| !v.at_least("2.6.0.dev0")) {
+        Some(te) if fp8_recomputed(m) => Err(Error::config(format!(
             "moe_act and layernorm recompute for fp8 needs transformer-engine>=2.6.0dev0, but your version is {te}."
         ))
         .at_fields([MODEL.recompute_modules, MIXED_PRECISION.fp8])
         .help(format!(
-            "{} (and the other of moe_act, layernorm), or run a container with Transformer Engine 2.6 or newer (--te-version)",
-            drop_module(m, module)
+            "{}, or run a container with Transformer Engine 2.6 or newer (--te-version)",
+            drop_modules(m, &FP8_RECOMPUTED)
         ))),
         _ => Ok(()),
     }
@@ -556,6 +573,152 @@ fn offload_inside_recomputed_moe(m: &ModelConfig) -> Result<()> {
         inside.join(", "),
         MODEL.offload_modules
     )))
+}
+
+/// Whether CUDA graphs are on (`cuda_graph_impl` not `none`).
+fn graphs_on(m: &ModelConfig) -> bool {
+    m.cuda_graph_impl != "none"
+}
+
+/// The modules the CUDA graphs capture (`cuda_graph_modules`, as the post-init normalised it).
+fn graphed(m: &ModelConfig) -> Vec<String> {
+    super::cuda_graph::member_names(m.cuda_graph_modules.as_ref())
+}
+
+/// Whether the graphs take whole layers or the iteration (`full_cudagraph` in the post-init:
+/// the full-iteration implementation, or per-layer graphs with no module named).
+fn whole_layer_graphs(m: &ModelConfig) -> bool {
+    m.cuda_graph_impl == "full_iteration" || graphed(m).is_empty()
+}
+
+/// Whether selective recompute of `module` runs inside a CUDA graph that also captures
+/// `graph_module` (whole layers, or that module named).
+fn recomputed_in_graph(m: &ModelConfig, module: &str, graph_module: &str) -> bool {
+    graphs_on(m)
+        && recomputes(m, module)
+        && (whole_layer_graphs(m) || graphed(m).iter().any(|g| g == graph_module))
+}
+
+/// The fix that turns CUDA graphs off.
+fn graphs_off() -> String {
+    format!("--set {}=none", MODEL.cuda_graph_impl)
+}
+
+/// With CUDA graphs, full recompute needs the full-iteration graph.
+fn full_recompute_with_graphs(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if graphs_on(m)
+        && m.recompute_granularity.as_deref() == Some("full")
+        && m.cuda_graph_impl != "full_iteration"
+    {
+        return Err(Error::config(
+            "full recompute is only supported with full iteration CUDA graph.",
+        )
+        .at_fields([MODEL.recompute_granularity, MODEL.cuda_graph_impl])
+        .help(format!(
+            "--set {}=selective (with recompute_method and recompute_num_layers null), --set {}=full_iteration, or {}",
+            MODEL.recompute_granularity,
+            MODEL.cuda_graph_impl,
+            graphs_off()
+        )));
+    }
+    Ok(())
+}
+
+/// Transformer Engine's per-layer graphs cannot capture the router of a MoE layer that
+/// selective recompute wraps whole.
+fn moe_recompute_with_router_graph(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if m.cuda_graph_impl == "transformer_engine"
+        && recomputes(m, "moe")
+        && graphed(m).iter().any(|g| g == "moe_router")
+    {
+        return Err(Error::config(
+            "moe recompute is not supported with moe_router CUDA graph with: --cuda-graph-impl transformer_engine.",
+        )
+        .at_fields([MODEL.recompute_modules, MODEL.cuda_graph_modules])
+        .help(format!(
+            "{}, or drop moe_router from {}",
+            drop_module(m, "moe"),
+            MODEL.cuda_graph_modules
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the model states a non-zero value for the architecture field `name` (a dropout;
+/// not stated: left to Megatron-Core).
+fn stated_nonzero(m: &ModelConfig, name: &str) -> bool {
+    stated(m, name).is_some_and(|v| !v.is_null() && v.as_f64() != Some(0.0))
+}
+
+/// Graphed attention recompute draws no random numbers: no attention dropout.
+fn attention_dropout_with_graphed_recompute(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "attention_dropout";
+    if stated_nonzero(m, FIELD) && recomputed_in_graph(m, "core_attn", "attn") {
+        let path = model_path(FIELD);
+        return Err(Error::config(
+            "attention dropout is not supported with graphed attention recomputation.",
+        )
+        .at_fields([
+            path.as_str(),
+            MODEL.recompute_modules,
+            MODEL.cuda_graph_modules,
+        ])
+        .help(format!(
+            "--set {path}=0.0, {}, or {}",
+            drop_module(m, "core_attn"),
+            graphs_off()
+        )));
+    }
+    Ok(())
+}
+
+/// Graphed MLP or MoE recompute draws no random numbers: no hidden dropout.
+fn hidden_dropout_with_graphed_recompute(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "hidden_dropout";
+    let module = ["mlp", "moe"]
+        .into_iter()
+        .find(|x| recomputed_in_graph(m, x, x));
+    match module {
+        Some(module) if stated_nonzero(m, FIELD) => {
+            let path = model_path(FIELD);
+            Err(Error::config(
+                "hidden dropout is not supported with graphed MLP/MoE recomputation.",
+            )
+            .at_fields([
+                path.as_str(),
+                MODEL.recompute_modules,
+                MODEL.cuda_graph_modules,
+            ])
+            .help(format!(
+                "--set {path}=0.0, {}, or {}",
+                drop_module(m, module),
+                graphs_off()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Graphed MoE recompute draws no random numbers: no input jitter.
+fn jitter_with_graphed_moe_recompute(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "moe_input_jitter_eps";
+    if stated(m, FIELD).is_some_and(|v| !v.is_null()) && recomputed_in_graph(m, "moe", "moe") {
+        let path = model_path(FIELD);
+        return Err(Error::config(
+            "moe_input_jitter_eps is not supported with graphed moe recomputation.",
+        )
+        .at_fields([
+            path.as_str(),
+            MODEL.recompute_modules,
+            MODEL.cuda_graph_modules,
+        ])
+        .help(format!(
+            "--set {path}=null, {}, or {}",
+            drop_module(m, "moe"),
+            graphs_off()
+        )));
+    }
+    Ok(())
 }
 
 /// Megatron-Core's `TransformerConfig.__post_init__` checks of what overlap and precision set.
