@@ -1444,6 +1444,17 @@ fn a_hugging_face_source_bridge_refuses_is_refused_at_plan_time() {
     ok(&sft(&["dataset.hf_dataset.split=train[:90%]+validation"]));
 }
 
+/// A row of [`recompute_rules_refuse_what_megatron_core_refuses`].
+type RecomputeRow = (
+    (&'static str, &'static str),
+    Vec<&'static str>,
+    &'static str,
+    Vec<&'static str>,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
 /// Megatron-Core's activation-recompute rules (`TransformerConfig.__post_init__`), one row
 /// each: the job is refused at plan time (exit 2) with Megatron-Core's words, the fields and
 /// a fix; the same job without the offending setting plans. (`bridge_proof` holds each
@@ -1461,7 +1472,7 @@ fn recompute_rules_refuse_what_megatron_core_refuses() {
     ];
     // (recipe and GPUs, the job's settings, the one that breaks the rule, other flags,
     // Megatron-Core's message, the fields named, the fix's start)
-    let rows: Vec<((&str, &str), Vec<&str>, &str, Vec<&str>, &str, &str, &str)> = vec![
+    let rows: Vec<RecomputeRow> = vec![
         (
             LLAMA,
             vec![SEL],
