@@ -394,22 +394,32 @@ fn post_init_cases() -> Vec<Case> {
     ]
 }
 
+/// A job of [`recompute_cases`]: `recipe` on `gpus` (`h100x8`) with `sets`.
+fn recompute_job(id: &str, recipe: &str, gpus: &str, sets: &[&str]) -> Case {
+    let mut args = vec!["--recipe", recipe, "--gpus", gpus];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let (gpu, n) = gpus.split_once('x').unwrap();
+    case(id, gpu, n.parse().unwrap(), &args)
+}
+
+/// A Llama 3 8B job of [`recompute_cases`].
+fn recompute_llama(id: &str, sets: &[&str]) -> Case {
+    recompute_job(id, "llama3_8b", "h100x8", sets)
+}
+
+/// The granularities the recompute cases set.
+const SELECTIVE: &str = "model.recompute_granularity=selective";
+const FULL_RECOMPUTE: &str = "model.recompute_granularity=full";
+
 /// Megatron-Core's activation-recompute rules (`TransformerConfig.__post_init__`, which
 /// Bridge's `runtime_config_update` runs): each refusal ovlaunch makes at plan time is Bridge's
 /// own for the same job; the deprecated `moe_layer_recompute` is planned as the selective `moe`
 /// recompute Megatron-Core makes of it, and jobs the rules accept are built as planned.
 fn recompute_cases() -> Vec<Case> {
-    let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
-        let mut args = vec!["--recipe", recipe, "--gpus", gpus];
-        for s in sets {
-            args.extend(["--set", s]);
-        }
-        let (gpu, n) = gpus.split_once('x').unwrap();
-        case(id, gpu, n.parse().unwrap(), &args)
-    };
-    let llama = |id: &str, sets: &[&str]| with(id, "llama3_8b", "h100x8", sets);
-    let selective = "model.recompute_granularity=selective";
-    let full = "model.recompute_granularity=full";
+    let (with, llama) = (recompute_job, recompute_llama);
+    let (selective, full) = (SELECTIVE, FULL_RECOMPUTE);
     let v2_lite = "deepseek_v2_lite_pretrain_8gpu_h100_bf16_config";
     // DeepSeek-V2-Lite's function recomputes full layers: selective instead
     let v2_selective = [
@@ -422,7 +432,7 @@ fn recompute_cases() -> Vec<Case> {
         sets.push(modules);
         with(id, v2_lite, "h100x8", &sets)
     };
-    vec![
+    let mut out = vec![
         with(
             "refuse-recompute-moe-act-without-grouped-gemm",
             "qwen3_30b_a3b",
@@ -535,7 +545,18 @@ fn recompute_cases() -> Vec<Case> {
             "recompute-moe-layer-recompute",
             &["model.moe_layer_recompute=true"],
         ),
-        // ... whose `moe` recompute Transformer Engine's graphs of the router refuse
+    ];
+    out.extend(graphed_recompute_cases());
+    out
+}
+
+/// The recompute rules of Megatron-Core's CUDA-graph block (graphs on), which Bridge's
+/// `runtime_config_update` runs after the rules of [`recompute_cases`].
+fn graphed_recompute_cases() -> Vec<Case> {
+    let (with, llama) = (recompute_job, recompute_llama);
+    let (selective, full) = (SELECTIVE, FULL_RECOMPUTE);
+    vec![
+        // moe_layer_recompute on a model whose router Transformer Engine graphs: refused
         with(
             "refuse-recompute-moe-layer-recompute-router-graph",
             "qwen3_30b_a3b",
@@ -546,7 +567,6 @@ fn recompute_cases() -> Vec<Case> {
                 "comm_overlap.delay_wgrad_compute=false",
             ],
         ),
-        // the rules of the CUDA-graph block
         llama(
             "refuse-recompute-full-with-layer-graphs",
             &[

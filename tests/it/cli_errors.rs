@@ -1444,7 +1444,9 @@ fn a_hugging_face_source_bridge_refuses_is_refused_at_plan_time() {
     ok(&sft(&["dataset.hf_dataset.split=train[:90%]+validation"]));
 }
 
-/// A row of [`recompute_rules_refuse_what_megatron_core_refuses`].
+/// A row of [`recompute_rules_refuse_what_megatron_core_refuses`]: the recipe and GPUs, the
+/// job's settings, the one that breaks the rule, other flags, Megatron-Core's message, the
+/// fields named, the fix's start.
 type RecomputeRow = (
     (&'static str, &'static str),
     Vec<&'static str>,
@@ -1455,24 +1457,50 @@ type RecomputeRow = (
     &'static str,
 );
 
+/// The recipes and settings the recompute rows use.
+const SEL: &str = "model.recompute_granularity=selective";
+const FULL: &str = "model.recompute_granularity=full";
+const QWEN: (&str, &str) = ("qwen3_30b_a3b", "h100x16");
+const LLAMA: (&str, &str) = ("llama3_8b", "h100x8");
+const V2_LITE: (&str, &str) = ("deepseek_v2_lite_pretrain_8gpu_h100_bf16_config", "h100x8");
+const NO_EP_OVERLAP: [&str; 2] = [
+    "comm_overlap.overlap_moe_expert_parallel_comm=false",
+    "comm_overlap.delay_wgrad_compute=false",
+];
+
 /// Megatron-Core's activation-recompute rules (`TransformerConfig.__post_init__`), one row
 /// each: the job is refused at plan time (exit 2) with Megatron-Core's words, the fields and
 /// a fix; the same job without the offending setting plans. (`bridge_proof` holds each
 /// refusal to Bridge's own for the same job.)
 #[test]
 fn recompute_rules_refuse_what_megatron_core_refuses() {
-    const SEL: &str = "model.recompute_granularity=selective";
-    const FULL: &str = "model.recompute_granularity=full";
-    const QWEN: (&str, &str) = ("qwen3_30b_a3b", "h100x16");
-    const LLAMA: (&str, &str) = ("llama3_8b", "h100x8");
-    const V2_LITE: (&str, &str) = ("deepseek_v2_lite_pretrain_8gpu_h100_bf16_config", "h100x8");
-    const NO_EP_OVERLAP: [&str; 2] = [
-        "comm_overlap.overlap_moe_expert_parallel_comm=false",
-        "comm_overlap.delay_wgrad_compute=false",
-    ];
-    // (recipe and GPUs, the job's settings, the one that breaks the rule, other flags,
-    // Megatron-Core's message, the fields named, the fix's start)
-    let rows: Vec<RecomputeRow> = vec![
+    let rows = [
+        recompute_on_rows(),
+        recompute_module_rows(),
+        graphed_recompute_rows(),
+    ]
+    .concat();
+    for ((recipe, gpus), sets, breaking, flags, message, fields, fix) in rows {
+        let mut args = vec!["--recipe", recipe, "--gpus", gpus];
+        args.extend(flags);
+        for s in &sets {
+            args.extend(["--set", s]);
+        }
+        plan_json(&args);
+        args.extend(["--set", breaking]);
+        let err = usage_error(&[&["plan"], args.as_slice()].concat());
+        assert!(
+            err.contains(&format!("error: {fields}: {message}")),
+            "{breaking}: {err}"
+        );
+        assert!(err.contains(&format!("help: {fix}")), "{breaking}: {err}");
+    }
+}
+
+/// The rules with recompute on: CPU offloading, the granularity, method and layer count,
+/// distributed saved activations.
+fn recompute_on_rows() -> Vec<RecomputeRow> {
+    vec![
         (
             LLAMA,
             vec![SEL],
@@ -1540,6 +1568,13 @@ fn recompute_rules_refuse_what_megatron_core_refuses() {
             "model.distribute_saved_activations, model.sequence_parallel",
             "--set model.distribute_saved_activations=false",
         ),
+    ]
+}
+
+/// The rules of selective recompute's modules, the deprecated `moe_layer_recompute` and
+/// fine-grained offloading.
+fn recompute_module_rows() -> Vec<RecomputeRow> {
+    vec![
         (
             LLAMA,
             vec![SEL],
@@ -1633,6 +1668,12 @@ fn recompute_rules_refuse_what_megatron_core_refuses() {
             "model.recompute_modules, model.offload_modules",
             "--set 'model.recompute_modules=[]', or drop moe_act from model.offload_modules",
         ),
+    ]
+}
+
+/// The recompute rules of the CUDA-graph block.
+fn graphed_recompute_rows() -> Vec<RecomputeRow> {
+    vec![
         (
             LLAMA,
             vec![
@@ -1695,22 +1736,7 @@ fn recompute_rules_refuse_what_megatron_core_refuses() {
             "model.moe_input_jitter_eps, model.recompute_modules, model.cuda_graph_modules",
             "--set model.moe_input_jitter_eps=null",
         ),
-    ];
-    for ((recipe, gpus), sets, breaking, flags, message, fields, fix) in rows {
-        let mut args = vec!["--recipe", recipe, "--gpus", gpus];
-        args.extend(flags);
-        for s in &sets {
-            args.extend(["--set", s]);
-        }
-        plan_json(&args);
-        args.extend(["--set", breaking]);
-        let err = usage_error(&[&["plan"], args.as_slice()].concat());
-        assert!(
-            err.contains(&format!("error: {fields}: {message}")),
-            "{breaking}: {err}"
-        );
-        assert!(err.contains(&format!("help: {fix}")), "{breaking}: {err}");
-    }
+    ]
 }
 
 /// The recompute rules apply where Megatron-Core applies them: the module rules only under
