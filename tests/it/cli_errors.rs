@@ -1816,3 +1816,35 @@ fn moe_layer_recompute_is_planned_as_selective_moe_recompute() {
         plan["warnings"]
     );
 }
+
+/// A function whose checkpoint gives `multi_latent_attention` when the trainer starts
+/// (DeepSeek-V4-Flash's, which recomputes `mla_up_proj`): the rule that reads it is left to run
+/// time, as the plan says, and the plan does not state the field.
+#[test]
+fn a_checkpoint_given_mla_leaves_the_mla_up_proj_rule_to_run_time() {
+    let plan = plan_json(&[
+        "--recipe",
+        "deepseek_v4_flash_pretrain_64gpu_gb200_fp8mx_config",
+        "--gpus",
+        "gb200x64",
+    ]);
+    assert_eq!(
+        plan["model"]["recompute_modules"],
+        serde_json::json!(["mla_up_proj"])
+    );
+    assert!(plan["model"].get("multi_latent_attention").is_none());
+    let left = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["key"] == "checks")
+        .expect("the checks left to run time");
+    assert!(
+        left["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "mla_up_proj in recompute_modules only with multi_latent_attention"),
+        "{left}"
+    );
+}
