@@ -1,5 +1,6 @@
 //! What Bridge's `ConfigContainer.validate()` does after overlap and precision are applied,
-//! as far as it touches them: Megatron-Core's deferred post-init checks, the Megatron-FSDP
+//! as far as it touches them: Megatron-Core's deferred post-init checks (among them its
+//! activation-recompute rules, `RECOMPUTE` and `GRAPHED_RECOMPUTE`), the Megatron-FSDP
 //! rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency; its checks that
 //! read a pass-through section beside the plan (`container_checks`: evaluation batch, Energon
