@@ -48,6 +48,14 @@ const CHECKS: &[(&str, &str)] = &[
         "the MTP layers the pipeline layout places",
     ),
     (
+        "recompute_granularity",
+        "the activation-recompute rules (the granularity's method, layer count and modules)",
+    ),
+    (
+        "recompute_modules",
+        "the activation-recompute rules of the recomputed modules",
+    ),
+    (
         "multi_latent_attention",
         "mla_up_proj in recompute_modules only with multi_latent_attention",
     ),
