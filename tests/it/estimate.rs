@@ -824,3 +824,44 @@ fn tune_with_a_users_pipeline_size_keeps_to_it_with_bridges_layout() {
         );
     }
 }
+
+/// Llama 3 8B on 8 H100s at a global batch of 36: 9 microbatches per step at DP 4. Megatron-Core's
+/// interleaved schedule runs them in groups of PP (the model sets no group) and refuses a last
+/// group shorter than PP but not empty (`forward_backward_pipelining_with_interleaving`): 9 over
+/// PP 2 leaves 1. Tune used to propose PP 2 with VP 2, 4, 8 and 16 here; it now proposes no
+/// interleaved layout that Megatron-Core refuses, and every candidate plans.
+#[test]
+fn tune_never_proposes_microbatch_groups_the_interleaved_schedule_refuses() {
+    let fixed = vec!["train.global_batch_size=36".to_string()];
+    let base = plan("llama3_8b", "h100x8", &fixed).unwrap();
+    let eff = Efficiency::embedded().unwrap();
+    let mut res = |extra: &[String]| {
+        plan(
+            "llama3_8b",
+            "h100x8",
+            &[fixed.clone(), extra.to_vec()].concat(),
+        )
+    };
+    let out = tune::tune(&base, &eff, &Search::top(5), &[], &mut res, &mut |_| {}).unwrap();
+    assert_eq!(out.candidates.len(), 5);
+    for c in &out.candidates {
+        let pp = u64::from(c.layout.pipeline_model_parallel_size);
+        let m = c.estimate.microbatches;
+        if pp > 1 && c.layout.virtual_pipeline_model_parallel_size.is_some() {
+            // the group is PP: at least PP microbatches, the last group whole or at least PP
+            assert!(
+                m >= pp && (m % pp == 0 || m % pp >= pp),
+                "{:?} at {m} microbatches",
+                c.layout
+            );
+        }
+        assert!(
+            plan(
+                "llama3_8b",
+                "h100x8",
+                &[fixed.clone(), c.sets.clone()].concat()
+            )
+            .is_ok()
+        );
+    }
+}
