@@ -89,5 +89,23 @@ for d in tests/bridge/hf/*/*/; do
   printf '%s' "$ZERO" > "$repo/refs/main"
 done
 
+# A recipe that pins a checkpoint commit (`_MODEL_REVISION` beside its `_MODEL_ID` in Bridge's
+# recipe module) asks the cache for that commit's snapshot: the fixture answers for it too
+python3 - "$OUT/wheels" "$OUT/hf" "$ZERO" <<'PYEOF'
+import glob, os, re, sys, zipfile
+wheel, hf, zero = glob.glob(f"{sys.argv[1]}/megatron_bridge-*.whl")[0], sys.argv[2], sys.argv[3]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if not (name.startswith("megatron/bridge/recipes/") and name.endswith(".py")):
+            continue
+        text = z.read(name).decode()
+        ids = dict(re.findall(r'^(\w+)_MODEL_ID = "([^"]+)"', text, re.M))
+        for prefix, rev in re.findall(r'^(\w+)_MODEL_REVISION = "([0-9a-f]{40})"', text, re.M):
+            repo = os.path.join(hf, "models--" + ids.get(prefix, "").replace("/", "--"))
+            if prefix in ids and os.path.isdir(os.path.join(repo, "snapshots", zero)):
+                link = os.path.join(repo, "snapshots", rev)
+                if not os.path.lexists(link):
+                    os.symlink(zero, link)
+PYEOF
 du -sh "$OUT" >&2
 echo "$OUT"

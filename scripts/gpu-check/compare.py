@@ -160,7 +160,9 @@ def outside(mem):
     if not mem or mem.get("device_used_at_exit_mib") is None or mem.get("device_used_at_turn_mib") is None:
         return ""
     used = (mem["device_used_at_exit_mib"] - mem["device_used_at_turn_mib"]) * 2**20
-    return round((used - mem["reserved_at_exit"]) / GIB, 3)
+    held = (used - mem["reserved_at_exit"]) / GIB
+    # Below zero, the turn's reading still counted the previous job's memory: no reading.
+    return round(held, 3) if held >= 0 else ""
 
 
 def main():
@@ -236,6 +238,10 @@ def main():
             "num_query_groups": m["num_query_groups"], "vocab_size": m["vocab_size"], "seq_length": m["seq_length"],
             "micro_batch_size": t["micro_batch_size"], "global_batch_size": t["global_batch_size"],
             "recompute": m.get("recompute_granularity") or "none", "precision": plan["recipe"]["precision"],
+            "num_moe_experts": m.get("num_moe_experts") or "", "moe_router_topk": m.get("moe_router_topk") or "",
+            "moe_ffn_hidden_size": m.get("moe_ffn_hidden_size") or "",
+            "recompute_modules": " ".join(m.get("recompute_modules") or [])
+            if m.get("recompute_granularity") == "selective" else "",
             "steps_timed": len(timed),
             "step_ms_median": round(med, 1) if med else "",
             "tokens_per_s": round(tokens / (med / 1000.0)) if med else "",

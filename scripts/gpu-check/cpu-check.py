@@ -42,7 +42,6 @@ MODULES = (
 
 
 def main():
-    plan = json.load(open(sys.argv[1]))
     site = [p for p in sys.path if os.path.isdir(os.path.join(p, "megatron", "bridge"))]
     for pkg in ("transformer_engine", "modelopt", "nvidia_resiliency_ext"):
         assert importlib.util.find_spec(pkg) is None, f"{pkg} is installed: this check needs it absent"
@@ -57,6 +56,14 @@ def main():
     from megatron.bridge.training import pretrain as entry
     from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
 
+    for path in sys.argv[1:]:
+        build(entry, process_config_with_overrides, json.load(open(path)))
+    turns()
+    return 0
+
+
+def build(entry, process_config_with_overrides, plan):
+    """Bridge's recipe function of `plan` with its trainer overrides, as the runner builds it."""
     trainer = plan["trainer"]
     family = importlib.import_module("megatron.bridge.perf_recipes." + plan["recipe"]["family"])
     cfg = getattr(family, trainer["recipe"])()
@@ -68,7 +75,8 @@ def main():
 
     assert gp.transformer_engine_layer_spec is gp.local_layer_spec, "the layer-spec stand-in did not act"
     for k, v in plan["model"].items():
-        if k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "seq_length"):
+        if k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "seq_length",
+                 "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size", "recompute_modules"):
             assert getattr(cfg.model, k) == v, f"model.{k}: plan {v}, Bridge {getattr(cfg.model, k)}"
     print(f"config: {trainer['recipe']} with {len(trainer['overrides'])} overrides builds; non-TE layer spec")
     import yaml
@@ -77,8 +85,6 @@ def main():
     assert record["model"]["num_layers"] == plan["model"]["num_layers"], "run_config.yaml: model.num_layers"
     assert entry.pretrain.__qualname__.startswith("_patch_pretrain"), "pretrain is not the check's wrapper"
     print("record: run_config.yaml written after runtime_config_update")
-    turns()
-    return 0
 
 
 def turns():

@@ -21,8 +21,13 @@ KIND=h100 TORCH_VER=2.11.0 BRIDGE_ROOT=/opt/Megatron-Bridge
 source scripts/gpu-check/jobs.sh
 mapfile -t TRAIN < <(train_args "$WORK/checkpoints")
 target/release/ovlaunch plan "${COMMON[@]}" "${TRAIN[@]}" -o json > "$WORK/plan.json" 2> /dev/null
+# an MoE grid job (run.sh, OVL_GPU_GRID=moe), the one with the most settings of its own
+# shellcheck disable=SC2046
+target/release/ovlaunch plan "${COMMON_MOE[@]}" $(moe_shape model.num_layers=6 model.num_attention_heads=8 \
+  train.micro_batch_size=8 model.recompute_granularity=selective "model.recompute_modules=[moe]") \
+  --set train.train_iters=10 --set checkpoint.save_interval=0 -o json > "$WORK/plan-moe.json" 2> /dev/null
 
 PYTHONPATH="$PWD/scripts/gpu-check:$WORK/site" OVL_CHECK_DUMP="$WORK/dump" HF_HUB_CACHE="$WORK/bundle/hf" HF_HUB_OFFLINE=1 \
-  TRANSFORMERS_OFFLINE=1 "$PY" scripts/gpu-check/cpu-check.py "$WORK/plan.json" 2> "$WORK/cpu-check.err" \
+  TRANSFORMERS_OFFLINE=1 "$PY" scripts/gpu-check/cpu-check.py "$WORK/plan.json" "$WORK/plan-moe.json" 2> "$WORK/cpu-check.err" \
   || { tail -30 "$WORK/cpu-check.err" >&2; exit 1; }
 echo "cpu-check: ok"

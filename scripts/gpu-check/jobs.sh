@@ -21,6 +21,36 @@ shape() {
   for kv in "$@"; do v[${kv%%=*}]=${kv#*=}; done
   for kv in "${!v[@]}"; do printf -- '--set %s=%s ' "$kv" "${v[$kv]}"; done
 }
+# The MoE jobs (OVL_GPU_GRID=moe): Bridge's Qwen3-30B-A3B recipe cut the same way, on one GPU
+# (EP 1: the expert all-to-all exchanges nothing), without what needs Transformer Engine or
+# several GPUs: the grouped-GEMM experts (TE's, or the legacy `grouped_gemm` package) give way to
+# Megatron-Core's SequentialMLP, the fused permutation and router kernels and TE's CUDA graphs are
+# off, and the flex dispatcher (DeepEP/HybridEP) gives way to the all-to-all one. Routing stays
+# forced to balance, as the recipe has it. Mock data needs no tokenizer: the null one, at the
+# model's vocabulary, stands for the checkpoint's (which the GPU machine has no copy of).
+COMMON_MOE=(-r qwen3_30b_a3b -g "${KIND}x1" --te-version none --torch-version "$TORCH_VER"
+  --bridge-root "$BRIDGE_ROOT" --set model.context_parallel_size=1
+  --set model.tensor_model_parallel_size=1 --set model.pipeline_model_parallel_size=1
+  --set model.expert_model_parallel_size=1 --set comm_overlap.overlap_moe_expert_parallel_comm=false
+  --set train.global_batch_size=8
+  --set model.gradient_accumulation_fusion=false --set model.cross_entropy_loss_fusion=false
+  --set optimizer.use_precision_aware_optimizer=false --set logger.log_interval=1
+  --set ddp.use_distributed_optimizer=false --set optimizer.use_distributed_optimizer=false
+  --set ddp.overlap_param_gather=false
+  --set model.moe_grouped_gemm=false --set model.moe_permute_fusion=false
+  --set model.moe_router_fusion=false --set model.moe_token_dispatcher_type=alltoall
+  --set model.cuda_graph_impl=none
+  --set tokenizer.tokenizer_type=NullTokenizer --set tokenizer.tokenizer_model=null
+  --set tokenizer.vocab_size=151936)
+# The MoE model shape: Qwen3-30B-A3B's layer (hidden 2048, 32 heads, 4 KV groups, top-8 routing,
+# expert FFN 768) with fewer layers and experts
+moe_shape() {
+  local -A v=([model.num_layers]=4 [model.num_moe_experts]=32 [dataset.seq_length]=2048
+    [model.seq_length]=2048 [train.micro_batch_size]=1)
+  local kv
+  for kv in "$@"; do v[${kv%%=*}]=${kv#*=}; done
+  for kv in "${!v[@]}"; do printf -- '--set %s=%s ' "$kv" "${v[$kv]}"; done
+}
 # The training job (its checkpoint directory is the argument): 20 steps, saved at the end
 train_args() {
   # shellcheck disable=SC2046

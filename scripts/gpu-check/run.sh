@@ -206,13 +206,45 @@ GRID=(
   "heads32|model.num_attention_heads=32"
   "width4096_depth8|model.num_layers=8 model.hidden_size=4096 model.ffn_hidden_size=14336 model.num_attention_heads=32"
 )
+# OVL_GPU_GRID=moe: a mixture-of-experts layer (jobs.sh: COMMON_MOE), its weights (the optimizer's
+# step) and its activations: routed top-k, expert FFN width, selective recompute of the MoE block
+SHAPE=shape
+if [ "${OVL_GPU_GRID:-}" = moe ]; then
+  COMMON=("${COMMON_MOE[@]}")
+  SHAPE=moe_shape
+  D="model.num_layers=6 model.num_attention_heads=8 train.micro_batch_size=8"
+  GRID=(
+    "moe_base|"
+    "moe_e64|model.num_moe_experts=64"
+    "moe_d6h8|$D"
+    "moe_d6h8_top2|$D model.moe_router_topk=2"
+    "moe_d6h8_top4|$D model.moe_router_topk=4"
+    "moe_d6h8_e16_f1536|$D model.num_moe_experts=16 model.moe_ffn_hidden_size=1536"
+    "moe_d6h8_rc_moe|$D model.recompute_granularity=selective model.recompute_modules=[moe]"
+    "moe_d6h8_rc_moe_act|$D model.recompute_granularity=selective model.recompute_modules=[moe_act]"
+    "moe_d6h8_s4096|model.num_layers=6 model.num_attention_heads=8 train.micro_batch_size=4 dataset.seq_length=4096 model.seq_length=4096"
+  )
+fi
+# OVL_GPU_GRID=moe_check: MoE shapes none of the others holds, whose memory the estimator
+# predicted before they ran (results/gpu-2026-11-27-h100-moe/predictions.txt)
+if [ "${OVL_GPU_GRID:-}" = moe_check ]; then
+  COMMON=("${COMMON_MOE[@]}")
+  SHAPE=moe_shape
+  GRID=(
+    "mc_d5h16_k6_e24_f1024_mbs8|model.num_layers=5 model.num_attention_heads=16 model.moe_router_topk=6 model.num_moe_experts=24 model.moe_ffn_hidden_size=1024 train.micro_batch_size=8"
+    "mc_d8h8_f512_mbs8|model.num_layers=8 model.num_attention_heads=8 model.moe_ffn_hidden_size=512 train.micro_batch_size=8"
+    "mc_d4h8_s8192_mbs2|model.num_layers=4 model.num_attention_heads=8 dataset.seq_length=8192 model.seq_length=8192 train.micro_batch_size=2"
+    "mc_d3h4_k1_e8_mbs8|model.num_layers=3 model.num_attention_heads=4 model.moe_router_topk=1 model.num_moe_experts=8 train.micro_batch_size=8"
+    "mc_d8h16_rc_moe_mbs8|model.num_layers=8 model.num_attention_heads=16 train.micro_batch_size=8 model.recompute_granularity=selective model.recompute_modules=[moe]"
+  )
+fi
 export OVL_GPU_LOCK="$WORK/gpu.lock" OVL_GPU_JOBS=${#GRID[@]} OVL_GPU_SETTLE_S=${OVL_GPU_SETTLE_S:-150}
 export OVL_GPU_DEADLINE=$(( $(date +%s) + BUDGET - SECONDS ))
 PIDS=()
 for row in "${GRID[@]}"; do
   name=${row%%|*}
   # shellcheck disable=SC2046,SC2086
-  render "$name" $(shape ${row#*|}) --set train.train_iters=10 --set checkpoint.save_interval=0
+  render "$name" $($SHAPE ${row#*|}) --set train.train_iters=10 --set checkpoint.save_interval=0
   launch "$name" $(( BUDGET + ${OVL_GPU_JOB_S:-120} - SECONDS )) &
   PIDS+=("$!")
 done

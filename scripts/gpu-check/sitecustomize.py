@@ -177,6 +177,19 @@ def _previous_gone(pid, limit_s=30.0):
         time.sleep(0.1)
 
 
+def _released(used, limit_s=30.0):
+    """The GPU's used memory once the driver has released what the previous job held (its
+    process can be gone before its memory is): polled until it stops falling, at most `limit_s`."""
+    until = time.monotonic() + limit_s
+    while used is not None and time.monotonic() < until:
+        time.sleep(1.0)
+        now = _device_used_mib()
+        if now is None or now >= used:
+            break
+        used = now
+    return used
+
+
 def _gpu_turn(lock):
     ready = lock + ".ready"
     os.makedirs(ready, exist_ok=True)
@@ -201,7 +214,7 @@ def _gpu_turn(lock):
     settle = time.monotonic() + float(os.environ.get("OVL_GPU_SETTLE_S", "0"))
     while len(os.listdir(ready)) < jobs and time.monotonic() < settle:
         time.sleep(0.2)
-    _USED.append(_device_used_mib())
+    _USED.append(_released(_device_used_mib()))
     print(f"[gpu-check] the GPU is this job's after {time.monotonic() - asked:.1f} s", file=sys.stderr, flush=True)
 
 

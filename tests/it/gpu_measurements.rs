@@ -7,10 +7,13 @@
 //! its peak plus what the process held outside it (the CUDA context and libraries' own
 //! allocations: the row's `outside_allocator_gib`, else the median of the rows that measured
 //! it), as examples/calibrate.rs fits the overhead. The bounds are the state of the model,
-//! stated so a regression fails: memory within 15% on every row and within 6% for the median
-//! row; step time within a factor of 3, because those runs had no Transformer Engine
-//! (Megatron-Core's local layer spec: unfused attention and norms), whose kernels' speed the
-//! estimator, calibrated on Bridge's published TE runs, does not model.
+//! stated so a regression fails: memory within 16% on every row (the fit's leave-one-out
+//! maximum) and within 6% for the median row; step time within a factor of 3, because those
+//! runs had no Transformer Engine (Megatron-Core's local layer spec: unfused attention and
+//! norms), whose kernels' speed the estimator, calibrated on Bridge's published TE runs, does
+//! not model. Where the estimate itself says it leaves the step time out (its `left_out`:
+//! experts without grouped GEMMs), the step time is printed, not bounded, and every MoE row
+//! must carry that note.
 
 use std::path::Path;
 
@@ -114,6 +117,16 @@ fn the_estimate_against_every_measured_gpu_configuration() {
         let v: serde_json::Value = serde_json::from_str(&ok(&argv)).unwrap();
         let est_ms = v["step_time_s"].as_f64().unwrap() * 1000.0;
         let est_gib = v["memory_gib_per_gpu"].as_f64().unwrap();
+        let step_left_out = v["left_out"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n.as_str().unwrap().contains("step time")));
+        let moe = row.opt("num_moe_experts").is_some_and(|e| e > 0.0);
+        assert_eq!(
+            moe,
+            step_left_out,
+            "{}: an MoE row of SequentialMLP experts, and only such a row, has its step time left out",
+            row.get("job")
+        );
         let outside = row.opt("outside_allocator_gib").unwrap_or(typical_outside);
         let (ms, gib) = (
             row.num("step_ms_median"),
@@ -135,12 +148,12 @@ fn the_estimate_against_every_measured_gpu_configuration() {
         );
         errors.push(e_gib.abs());
         assert!(
-            e_gib.abs() <= 0.15,
+            e_gib.abs() <= 0.16,
             "{}: memory estimate {est_gib:.3} GiB vs {gib:.3} measured",
             row.get("job")
         );
         assert!(
-            (1.0 / 3.0..=3.0).contains(&(est_ms / ms)),
+            step_left_out || (1.0 / 3.0..=3.0).contains(&(est_ms / ms)),
             "{}: step estimate {est_ms:.1} ms vs {ms:.1} measured",
             row.get("job")
         );

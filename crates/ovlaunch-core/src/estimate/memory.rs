@@ -15,6 +15,7 @@ use super::arch::{ActivationInputs, Arch, Selective};
 use super::stages::{self, RankLoad};
 use super::step::Ctx;
 use super::{GIB, Memory, PrecisionClass};
+use crate::plan::Plan;
 
 /// Activation bytes one layer keeps per microbatch on one GPU (Korthikanti et al., with SP
 /// and selective recompute), a fully recomputed layer keeping only its input.
@@ -106,8 +107,8 @@ fn step_bytes_per_param(c: &Ctx) -> f64 {
 }
 
 /// Activation bytes rank `rank` holds at its peak: its layers' activations for the chunks in
-/// flight under 1F1B (less the layers offloaded to the host), and on the last stage the LM
-/// head's FP32 logits and their gradient for one microbatch, per head pass (MTP depths too).
+/// flight under 1F1B (less the layers offloaded to the host), and on the last stage one
+/// microbatch's logits at the loss, per head pass (MTP depths too), [`logit_bytes`] each.
 fn activations(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> f64 {
     let m = &c.plan.model;
     let layers = r.layers + r.mtp;
@@ -121,8 +122,29 @@ fn activations(c: &Ctx, rank: u32, r: &RankLoad, per_layer: f64) -> f64 {
     let mut act_b = per_layer * (layers - offloaded).max(0.0) / c.vp * chunks;
     // One microbatch's logits per LM head pass: the loss's, and each MTP depth's, whose own
     // loss keeps its logits until the backward (Megatron-Core's `MultiTokenPredictionBlock`).
-    act_b += c.head_passes(r) * 2.0 * c.mbs * c.seq / c.cp * c.arch.vocab / c.tp * 4.0;
+    act_b += c.head_passes(r) * c.mbs * c.seq / c.cp * c.arch.vocab / c.tp * logit_bytes(c.plan);
     act_b
+}
+
+/// Bytes per logit at the loss's peak, by the cross-entropy implementation the model runs
+/// (`LanguageModule.compute_language_model_loss`):
+/// * Transformer Engine's fused kernel (`cross_entropy_loss_fusion` with
+///   `cross_entropy_fusion_impl: te`, TE's `triton/cross_entropy.py`) keeps the BF16 logits
+///   and writes their gradient over them in the backward: 2.
+/// * Megatron-Core's own, fused or not (`tensor_parallel/cross_entropy.py`,
+///   `fusions/fused_cross_entropy.py`), takes an FP32 copy of the BF16 logits
+///   (`calculate_logits_max`), turns it into the softmax and then the gradient in place, and
+///   the gradient goes back to BF16 for the LM head: 2 + 4 while the forward copies and again
+///   while the backward casts, 6.
+pub(crate) fn logit_bytes(plan: &Plan) -> f64 {
+    let m = &plan.model;
+    let te_kernel = m.cross_entropy_loss_fusion
+        && plan.versions.transformer_engine.is_some()
+        && m.provider
+            .get("cross_entropy_fusion_impl")
+            .and_then(|v| v.as_str())
+            == Some("te");
+    if te_kernel { 2.0 } else { 6.0 }
 }
 
 /// The pipeline rank that needs the most memory (the last of equals) and its memory. A

@@ -366,6 +366,12 @@ pub fn scope_notes(plan: &Plan) -> Vec<String> {
     if frozen_base(plan) {
         notes.push(PEFT_LEFT_OUT.to_string());
     }
+    let experts = plan.model.num_moe_experts.unwrap_or(0) > 0;
+    if experts
+        && plan.model.provider.get("moe_grouped_gemm") != Some(&serde_json::Value::Bool(true))
+    {
+        notes.push(SEQUENTIAL_EXPERTS.to_string());
+    }
     notes
 }
 
@@ -387,6 +393,9 @@ pub fn assumed(plan: &Plan) -> Vec<crate::plan::Decision> {
         crate::plan::Source::Derived,
     )]
 }
+
+/// What the step time leaves out for experts without grouped GEMMs.
+const SEQUENTIAL_EXPERTS: &str = "the step time of experts without grouped GEMMs (`moe_grouped_gemm: false`): Megatron-Core then runs each local expert's MLP in turn (`SequentialMLP`, after a host synchronization on the token counts), and the step time here prices one grouped GEMM (results/gpu-2026-11-27-h100-moe/ holds such jobs measured)";
 
 /// What a PEFT estimate leaves out.
 const PEFT_LEFT_OUT: &str = "PEFT: the base model is estimated frozen (forward and data-gradient GEMMs, no weight gradients, gradients or optimizer state for it); the adapters' own weights, FLOPs and gradient traffic are left out (rank x (in + out) per adapted linear: about 1% of a layer's weights at LoRA's default rank 32 on Llama 3 8B)";
