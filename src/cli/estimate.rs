@@ -6,7 +6,8 @@
 //! layout builder's table (which the resolver already applies), else the layout a Bridge
 //! recipe variant runs that split with (`Recipe::pipeline_splits`, as `tune` searches), and
 //! says so in a decision (text and JSON). A split Bridge has no layout for stays an error
-//! (exit 2) naming the splits it has.
+//! (exit 2) naming the splits it has. What the estimate assumed of the plan
+//! (`estimate::assumed`: master weights kept as 16-bit remainders) is printed as decisions too.
 
 use clap::{Args, ValueEnum};
 use serde_json::Value;
@@ -48,12 +49,15 @@ pub fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
     let eff = Efficiency::embedded()?;
     let e = estimate::estimate(&plan, &eff)?;
     let notes = estimate::scope_notes(&plan);
+    let assumed = estimate::assumed(&plan);
     match cmd.output {
         Format::Json => {
             let mut v = e.to_json();
             if let Value::Object(o) = &mut v {
-                if let Some(d) = &layout {
-                    o.insert("decisions".into(), serde_json::json!([decision_json(d)]));
+                let decisions: Vec<Value> =
+                    layout.iter().chain(&assumed).map(decision_json).collect();
+                if !decisions.is_empty() {
+                    o.insert("decisions".into(), Value::Array(decisions));
                 }
                 if !notes.is_empty() {
                     o.insert("left_out".into(), serde_json::json!(notes));
@@ -64,15 +68,17 @@ pub fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
             }
             p.json(&v)?
         }
-        Format::Text => p.data(&text(&plan, &e, layout.as_ref(), &notes))?,
+        Format::Text => p.data(&text(&plan, &e, (layout.as_ref(), &assumed), &notes))?,
     }
     Ok(0)
 }
 
+/// The estimate for people; `decisions`: the pipeline layout it used (if it chose one) and
+/// what it assumed of the plan (`estimate::assumed`).
 fn text(
     plan: &Plan,
     e: &estimate::Estimate,
-    layout: Option<&Decision>,
+    (layout, assumed): (Option<&Decision>, &[Decision]),
     notes: &[String],
 ) -> String {
     let l = &plan.parallelism;
@@ -97,6 +103,9 @@ fn text(
             d.value.as_str().unwrap_or("null"),
             d.rule
         ));
+    }
+    for d in assumed {
+        s.push_str(&format!("assumed {}={}: {}\n", d.key, d.value, d.rule));
     }
     for n in notes {
         s.push_str(&format!("left out: {n}\n"));

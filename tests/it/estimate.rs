@@ -825,6 +825,191 @@ fn tune_with_a_users_pipeline_size_keeps_to_it_with_bridges_layout() {
     }
 }
 
+/// Llama 3 8B on 8 H100s at a global batch of 36: 9 microbatches per step at DP 4. Megatron-Core's
+/// interleaved schedule runs them in groups of PP (the model sets no group) and refuses a last
+/// group shorter than PP but not empty (`forward_backward_pipelining_with_interleaving`): 9 over
+/// PP 2 leaves 1. Tune used to propose PP 2 with VP 2, 4, 8 and 16 here; it now proposes no
+/// interleaved layout that Megatron-Core refuses, and every candidate plans.
+#[test]
+fn tune_never_proposes_microbatch_groups_the_interleaved_schedule_refuses() {
+    let fixed = vec!["train.global_batch_size=36".to_string()];
+    let base = plan("llama3_8b", "h100x8", &fixed).unwrap();
+    let eff = Efficiency::embedded().unwrap();
+    let mut res = |extra: &[String]| {
+        plan(
+            "llama3_8b",
+            "h100x8",
+            &[fixed.clone(), extra.to_vec()].concat(),
+        )
+    };
+    let out = tune::tune(&base, &eff, &Search::top(5), &[], &mut res, &mut |_| {}).unwrap();
+    assert_eq!(out.candidates.len(), 5);
+    for c in &out.candidates {
+        let pp = u64::from(c.layout.pipeline_model_parallel_size);
+        let m = c.estimate.microbatches;
+        if pp > 1 && c.layout.virtual_pipeline_model_parallel_size.is_some() {
+            // the group is PP: at least PP microbatches, the last group whole or at least PP
+            assert!(
+                m >= pp && (m % pp == 0 || m % pp >= pp),
+                "{:?} at {m} microbatches",
+                c.layout
+            );
+        }
+        assert!(
+            plan(
+                "llama3_8b",
+                "h100x8",
+                &[fixed.clone(), c.sets.clone()].concat()
+            )
+            .is_ok()
+        );
+    }
+}
+
+/// Where Transformer Engine keeps the master weights as 16-bit remainders (the delayed FP8
+/// recipe under the precision-aware optimizer, which Bridge's runner turns on for this BF16
+/// recipe), the estimate says it counted them so, in text and in the JSON's `decisions`;
+/// with Bridge's own recipe (tensorwise) it counts the FP32 copy and says nothing.
+#[test]
+fn estimate_says_it_counted_master_weights_as_remainders() {
+    let a = [
+        "estimate",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "mixed_precision.fp8_recipe=delayed",
+    ];
+    let text = ok(&a);
+    assert!(
+        text.contains("assumed optimizer.store_param_remainders=true: master weights counted at 2 bytes per parameter"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&[&a[..], &["--output", "json"]].concat())).unwrap();
+    assert_eq!(
+        v["decisions"][0]["field"],
+        "optimizer.store_param_remainders"
+    );
+    assert_eq!(v["decisions"][0]["value"], true);
+    let plain = ok(&["estimate", "-r", "llama3_8b", "-g", "h100x8"]);
+    assert!(!plain.contains("assumed"), "{plain}");
+    let v: serde_json::Value = serde_json::from_str(&ok(&[
+        "estimate",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--output",
+        "json",
+    ]))
+    .unwrap();
+    assert!(v.get("decisions").is_none());
+}
+
+/// The estimator counts the master weights as 16-bit remainders exactly where Megatron-Core
+/// builds Transformer Engine's `FusedAdam` to keep them: `tests/bridge/param_remainders.py`
+/// runs Megatron-Core's `OptimizerConfig.__post_init__` and its optimizer builder (with a
+/// stand-in Transformer Engine of the case's version) over the plans of a grid of the settings
+/// that decide it, each resolved by the plan as a launch would.
+#[test]
+fn master_weight_remainders_are_where_megatron_core_builds_them() {
+    use ovlaunch::catalog::{Catalog, hardware};
+    use ovlaunch::resolve::{self, overrides};
+    use ovlaunch::version::{Stack, Version};
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let cat = Catalog::embedded().unwrap();
+    let r = cat.recipe("llama3_8b").unwrap();
+    let hw = hardware::parse("h100x8", &cat.gpus, None).unwrap();
+    let mut plans = Vec::new();
+    for te in ["2.0.0", "2.1.0", "2.14.0"] {
+        for pao in [true, false] {
+            for recipe in ["tensorwise", "delayed", "blockwise"] {
+                for main in ["float32", "float16"] {
+                    for store in [true, false] {
+                        for fp16 in [false, true] {
+                            let mut sets = vec![
+                                format!("optimizer.use_precision_aware_optimizer={pao}"),
+                                format!("optimizer.main_params_dtype={main}"),
+                                format!("optimizer.store_param_remainders={store}"),
+                            ];
+                            if fp16 {
+                                sets.push("mixed_precision=fp16_mixed".into());
+                            }
+                            sets.push(format!("mixed_precision.fp8_recipe={recipe}"));
+                            let sets = overrides::parse_sets(&sets).unwrap();
+                            let stack = Stack {
+                                te: Some(Version::of(te)),
+                                ..Stack::default()
+                            };
+                            if let Ok(p) = resolve::resolve(&resolve::Inputs {
+                                sets: &sets,
+                                ..resolve::Inputs::new(&r, &hw, &stack)
+                            }) {
+                                plans.push((te, p));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let cases: Vec<serde_json::Value> = plans
+        .iter()
+        .map(|(te, p)| {
+            let o = &p.optimizer;
+            serde_json::json!({
+                "te": te,
+                "precision_aware": o.use_precision_aware_optimizer,
+                "fp8_recipe": o.fp8_recipe,
+                "main_params_dtype": o.main_params_dtype,
+                "store_param_remainders": o.store_param_remainders,
+                "bf16": o.bf16,
+            })
+        })
+        .collect();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut child = std::process::Command::new(python)
+        .arg(format!("{root}/tests/bridge/param_remainders.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = serde_json::to_vec(&cases).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input).unwrap());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows.len(), plans.len());
+    let mut kept = 0;
+    for ((_, p), (case, row)) in plans.iter().zip(cases.iter().zip(&rows)) {
+        // the plan states the flag Megatron-Core's post-init leaves
+        assert_eq!(
+            row["store_param_remainders"].as_bool(),
+            Some(p.optimizer.store_param_remainders),
+            "{case}: {row}"
+        );
+        let theirs = row["remainders"].as_bool().unwrap();
+        assert_eq!(
+            ovlaunch::estimate::master_weight_remainders(p),
+            theirs,
+            "{case}: {row}"
+        );
+        kept += usize::from(theirs);
+    }
+    // both outcomes, and the plans the grid meant to reach
+    assert!(
+        kept > 0 && kept < plans.len() && plans.len() >= 80,
+        "{kept} of {}",
+        plans.len()
+    );
+}
+
 /// Without Transformer Engine the estimate says it modelled Megatron-Core's local layer spec
 /// (a `kernels:` line, the JSON's `kernels`) and predicts a longer step than with TE; with TE
 /// it says nothing of kernels.

@@ -119,3 +119,141 @@ fn tune_keeps_uneven_stages_only_where_they_build() {
         );
     }
 }
+
+/// The interleaved schedule's microbatch groups: Megatron-Core's own functions
+/// (`get_forward_backward_func`, `ModelParallelConfig.__post_init__`,
+/// `forward_backward_pipelining_with_interleaving`, run by `tests/bridge/interleaved_groups.py`)
+/// accept and refuse exactly the steps the plan's rule does, over a grid of PP, VP, groups
+/// (unset too) and microbatches per step.
+#[test]
+fn interleaved_groups_are_megatron_cores() {
+    use ovlaunch::config::ModelConfig;
+    use ovlaunch::resolve::{layout, post_init};
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let mut cases = Vec::new();
+    for pp in [1u32, 2, 3, 4, 8] {
+        for vp in [None, Some(1u64), Some(2), Some(3)] {
+            for group in [
+                None,
+                Some(0i64),
+                Some(1),
+                Some(2),
+                Some(3),
+                Some(4),
+                Some(5),
+            ]
+            .into_iter()
+            .chain([6, 8, 9, 16].map(Some))
+            {
+                for m in (1u64..=20).chain([32]) {
+                    cases.push((pp, vp, group, m));
+                }
+            }
+        }
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut child = std::process::Command::new(python)
+        .arg(format!("{root}/tests/bridge/interleaved_groups.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = serde_json::to_vec(&cases).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input).unwrap());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows.len(), cases.len());
+    let (mut refused, mut accepted) = (0, 0);
+    for ((pp, vp, group, m), row) in cases.into_iter().zip(rows) {
+        let mut model = ModelConfig {
+            pipeline_model_parallel_size: pp,
+            ..ModelConfig::default()
+        };
+        if let Some(g) = group {
+            model
+                .provider
+                .insert(post_init::MICROBATCH_GROUP.into(), g.into());
+        }
+        let ours = post_init::microbatch_group(&model);
+        assert_eq!(Some(ours), row["group"].as_i64(), "{pp} {vp:?} {group:?}");
+        let theirs = row["accepted"].as_bool().unwrap_or(true);
+        let rule = layout::microbatch_groups_refusal(u64::from(pp), vp, ours, m);
+        assert_eq!(
+            rule.is_none(),
+            theirs,
+            "PP {pp} VP {vp:?} group {group:?} M {m}: Megatron-Core {row}, ovlaunch {rule:?}"
+        );
+        if theirs {
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    // both sides of each of its two checks are in the grid
+    assert!(refused > 2000 && accepted > 2000, "{refused} {accepted}");
+}
+
+/// A step the interleaved schedule would refuse is refused by the plan (exit 2), with the
+/// fields and the ways out; each way out the help gives plans.
+#[test]
+fn the_plan_refuses_a_step_the_interleaved_schedule_refuses() {
+    let base = [
+        "model.tensor_model_parallel_size=4",
+        "model.pipeline_model_parallel_size=4",
+        "model.context_parallel_size=2",
+        "train.micro_batch_size=1",
+    ];
+    let vp2 = "model.virtual_pipeline_model_parallel_size=2";
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        let vp = if extra.iter().any(|s| s.starts_with("model.virtual")) {
+            &[][..]
+        } else {
+            &[vp2][..]
+        };
+        [&base[..], vp, extra].concat()
+    };
+    // DP 2: 36 is 18 microbatches, groups of PP 4 leave a last group of 2
+    let err = crate::common::usage_error(&args("plan", &with(&["train.global_batch_size=36"])));
+    for word in [
+        "model.microbatch_group_size_per_vp_stage",
+        "model.virtual_pipeline_model_parallel_size",
+        "train.global_batch_size",
+        "18 microbatches",
+        "but it is 2",
+        "--set model.microbatch_group_size_per_vp_stage=18",
+        "a multiple of 8",
+    ] {
+        assert!(err.contains(word), "{word}: {err}");
+    }
+    // 3 microbatches are fewer than PP
+    let err = crate::common::usage_error(&args("plan", &with(&["train.global_batch_size=6"])));
+    assert!(
+        err.contains("should range in [PP=4, M=3]") && err.contains("at least 8"),
+        "{err}"
+    );
+    for fix in [
+        &[
+            "train.global_batch_size=36",
+            "model.microbatch_group_size_per_vp_stage=18",
+        ][..],
+        &["train.global_batch_size=40"],
+        &["train.global_batch_size=8"],
+        &[
+            "train.global_batch_size=36",
+            "model.virtual_pipeline_model_parallel_size=null",
+        ],
+    ] {
+        let o = crate::common::run(&args("plan", &with(fix)));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{fix:?}: {}",
+            crate::common::stderr(&o)
+        );
+    }
+}

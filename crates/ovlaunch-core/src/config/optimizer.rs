@@ -18,6 +18,12 @@ crate::section! {
         main_params_dtype: String = "float32".to_string(),
         exp_avg_dtype: String = "float32".to_string(),
         exp_avg_sq_dtype: String = "float32".to_string(),
+        /// Megatron-Core `OptimizerConfig.store_param_remainders` (default `True`): under the
+        /// precision-aware optimizer, Transformer Engine's `FusedAdam` keeps of each FP32 master
+        /// weight of a BF16 parameter only the 16 bits the BF16 weight lacks
+        /// (`estimate::master_weight_remainders` says when); its post-init turns it off before
+        /// Transformer Engine 2.1.
+        store_param_remainders: bool = true,
         overlap_param_gather: bool = false,
         overlap_param_gather_with_optimizer_step: bool = false,
         fp16: bool = false,

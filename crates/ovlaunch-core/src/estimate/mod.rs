@@ -45,7 +45,8 @@
 //!   fraction `(p-1)/(v·m)`).
 //! * Memory per GPU: BF16 weights, gradients (FP32 when `grad_reduce_in_fp32`), 12 bytes of
 //!   optimizer state per parameter (8 for a Muon optimizer's weight matrices; Adam's main
-//!   weight and moments at their dtypes under the precision-aware optimizer) sharded over DP
+//!   weight and moments at their dtypes under the precision-aware optimizer, the main weight
+//!   as a 16-bit remainder where Transformer Engine keeps that, [`assumed`]) sharded over DP
 //!   with the distributed optimizer or Muon's layer-wise one (`dist_muon`), Megatron-FSDP
 //!   sharding weights and gradients too, an FP8 weight copy when FP8 runs without FP8 weights,
 //!   the activations of the microbatches in flight on the first stage (Korthikanti et al.,
@@ -65,6 +66,8 @@ pub mod stages;
 mod step;
 pub mod tune;
 pub mod unfused;
+
+pub use step::{Condition, REMAINDER_CONDITIONS, master_weight_remainders};
 
 use serde::Serialize;
 
@@ -371,6 +374,25 @@ pub fn scope_notes(plan: &Plan) -> Vec<String> {
         notes.push(SEQUENTIAL_EXPERTS.to_string());
     }
     notes
+}
+
+/// What the estimate assumed of the plan beyond its fields' plain reading, as decisions (the
+/// estimate's output prints them): the master weights counted as 16-bit remainders where
+/// [`master_weight_remainders`] holds.
+pub fn assumed(plan: &Plan) -> Vec<crate::plan::Decision> {
+    if !master_weight_remainders(plan) {
+        return Vec::new();
+    }
+    let rules: Vec<&str> = REMAINDER_CONDITIONS.iter().map(|c| c.rule).collect();
+    vec![crate::plan::Decision::new(
+        crate::config::OPTIMIZER.store_param_remainders,
+        true,
+        format!(
+            "master weights counted at 2 bytes per parameter, not 4: Transformer Engine's FusedAdam keeps the 16 bits each BF16 weight lacks of its FP32 master weight under {}",
+            rules.join("; ")
+        ),
+        crate::plan::Source::Derived,
+    )]
 }
 
 /// Which kernels the step time is modelled on, where they are not Transformer Engine's: for a

@@ -2,7 +2,10 @@
 //! pipeline rank computes, the GEMM efficiency of its shapes, the TP, CP, EP, PP and DP
 //! communication (total and what overlap leaves exposed), the pipeline bubble and the optimizer
 //! step. `super::estimate_with_stages` adds them up; the module docs of `crate::estimate`
-//! state the model and its sources.
+//! state the model and its sources. [`Ctx`] also says what the optimizer keeps per parameter,
+//! which the memory reads: Adam's state at its dtypes, the master weight as a 16-bit remainder
+//! where Transformer Engine keeps that ([`REMAINDER_CONDITIONS`], a table of Megatron-Core's
+//! and Transformer Engine's conditions).
 //!
 //! Contract: pure functions of a [`Ctx`] (the plan's scalars, read once) and the pipeline
 //! ranks' loads; seconds are per microbatch (`_mb`) or per step as named.
@@ -207,8 +210,9 @@ impl<'a> Ctx<'a> {
     /// under the precision-aware optimizer at their configured dtypes (`main_params_dtype`,
     /// `exp_avg_dtype`, `exp_avg_sq_dtype`: Megatron-Core's `_get_megatron_optimizer_based_on_param_groups`
     /// hands them to Transformer Engine's `FusedAdam`, which allocates its state at them; BF16
-    /// moments make 8). Without it Megatron-Core's `OptimizerConfig.__post_init__` holds them
-    /// at FP32.
+    /// moments make 8), the master weight as its 16-bit remainder where `FusedAdam` keeps
+    /// that ([`master_weight_remainders`]: 2). Without it Megatron-Core's
+    /// `OptimizerConfig.__post_init__` holds them at FP32.
     pub fn adam_state_bytes(&self) -> f64 {
         let o = &self.plan.optimizer;
         if !o.use_precision_aware_optimizer {
@@ -216,7 +220,12 @@ impl<'a> Ctx<'a> {
         }
         // a planned job's names are ones Bridge reads (`resolve::validate` refuses others)
         let bytes = |n: &str| crate::config::optimizer::dtype_bytes(n).unwrap_or(4.0);
-        bytes(&o.main_params_dtype) + bytes(&o.exp_avg_dtype) + bytes(&o.exp_avg_sq_dtype)
+        let master = if master_weight_remainders(self.plan) {
+            2.0
+        } else {
+            bytes(&o.main_params_dtype)
+        };
+        master + bytes(&o.exp_avg_dtype) + bytes(&o.exp_avg_sq_dtype)
     }
 
     /// Data-parallel group sizes of the dense weights (DP × CP) and of the experts.
@@ -226,6 +235,56 @@ impl<'a> Ctx<'a> {
             (self.world / (self.ep * self.etp * self.pp)).max(1.0),
         )
     }
+}
+
+/// One condition of [`master_weight_remainders`]: what it says, where upstream says it, and
+/// whether the plan meets it.
+pub struct Condition {
+    pub rule: &'static str,
+    pub source: &'static str,
+    pub holds: fn(&Plan) -> bool,
+}
+
+/// When Transformer Engine's `FusedAdam` keeps only the 16-bit remainder of each FP32 master
+/// weight (Megatron-Core 0.19 with Transformer Engine 2.x); all must hold. Megatron-Core hands
+/// the master weights and `store_param_remainders` to `FusedAdam` only under the precision-aware
+/// optimizer, and lets it hold the master weights only without an FP8 recipe or with the
+/// delayed one (Bridge's mixed precision gives the optimizer `fp8_recipe: tensorwise` unless it
+/// sets another, BF16 runs too, so there the distributed optimizer keeps its own FP32 copy);
+/// `FusedAdam` keeps remainders only of FP32 master weights of BF16 parameters (Transformer
+/// Engine's FP8 parameters keep BF16 as their dtype).
+pub const REMAINDER_CONDITIONS: &[Condition] = &[
+    Condition {
+        rule: "the precision-aware optimizer",
+        source: "megatron/core/optimizer/__init__.py _get_megatron_optimizer_based_on_param_groups",
+        holds: |p| p.optimizer.use_precision_aware_optimizer,
+    },
+    Condition {
+        rule: "no FP8 recipe or the delayed one (Transformer Engine holds the master weights)",
+        source: "megatron/core/optimizer/optimizer_config.py OptimizerConfig.__post_init__ (use_precision_aware_optimizer_no_fp8_or_ds_fp8)",
+        holds: |p| matches!(p.optimizer.fp8_recipe.as_deref(), None | Some("delayed")),
+    },
+    Condition {
+        rule: "FP32 master weights (main_params_dtype float32)",
+        source: "transformer_engine/pytorch/optimizers/fused_adam.py FusedAdam.__init__",
+        holds: |p| p.optimizer.main_params_dtype == "float32",
+    },
+    Condition {
+        rule: "store_param_remainders, with Transformer Engine installed",
+        source: "megatron/core/optimizer/optimizer_config.py OptimizerConfig (store_param_remainders, off before Transformer Engine 2.1.0)",
+        holds: |p| p.optimizer.store_param_remainders && p.versions.transformer_engine.is_some(),
+    },
+    Condition {
+        rule: "BF16 parameters (bf16)",
+        source: "transformer_engine/pytorch/optimizers/fused_adam.py FusedAdam.step (p.dtype == torch.bfloat16); megatron/core/optimizer/distrib_optimizer.py DistributedOptimizer.load_state_dict",
+        holds: |p| p.optimizer.bf16,
+    },
+];
+
+/// Whether the plan's master weights are BF16 weights plus 16-bit remainders (2 bytes per
+/// parameter of optimizer state instead of the FP32 copy's 4): every [`REMAINDER_CONDITIONS`].
+pub fn master_weight_remainders(plan: &Plan) -> bool {
+    REMAINDER_CONDITIONS.iter().all(|c| (c.holds)(plan))
 }
 
 /// The busiest pipeline rank and how much more than the average it carries.

@@ -232,6 +232,79 @@ fn distributed_optimizer_shards_optimizer_state_over_dp() {
     assert_eq!(a.fits, a.memory_gib_per_gpu <= m.capacity_gib);
 }
 
+/// Under the precision-aware optimizer (Bridge's runner turns it on for this BF16 benchmark
+/// recipe) with the delayed FP8 recipe, Transformer Engine's `FusedAdam` holds the master
+/// weights and keeps of each only the 16 bits its BF16 weight lacks (Megatron-Core's
+/// `store_param_remainders`, on by default): Adam's state is 2 + 4 + 4 = 10 bytes per
+/// parameter, 12 with it off. With Bridge's own `fp8_recipe` (tensorwise, BF16 runs too)
+/// Megatron-Core keeps its own FP32 master weights: 12 either way. Before Transformer Engine
+/// 2.1 Megatron-Core's post-init turns it off, and the plan says so.
+#[test]
+fn master_weights_kept_as_remainders_cost_two_bytes_per_parameter() {
+    let eff = Efficiency::embedded().unwrap();
+    let plan = |sets: &[&str]| plan_for("llama3_8b", "h100x8", None, sets);
+    let bytes = |p: &Plan| {
+        let perf = p.hardware.gpu.perf.as_ref().unwrap();
+        step::Ctx::new(p, perf, &eff).adam_state_bytes()
+    };
+    let delayed = "mixed_precision.fp8_recipe=delayed";
+    let on = plan(&[delayed]);
+    let off = plan(&[delayed, "optimizer.store_param_remainders=false"]);
+    let tensorwise = plan(&[]);
+    assert!(on.optimizer.use_precision_aware_optimizer && on.optimizer.store_param_remainders);
+    assert_eq!(on.optimizer.fp8_recipe.as_deref(), Some("delayed"));
+    assert_eq!(
+        tensorwise.optimizer.fp8_recipe.as_deref(),
+        Some("tensorwise")
+    );
+    assert_eq!(bytes(&on), 10.0);
+    assert_eq!(bytes(&off), 12.0);
+    assert_eq!(bytes(&tensorwise), 12.0);
+    let (a, b) = (estimate(&on, &eff).unwrap(), estimate(&off, &eff).unwrap());
+    assert!(close(
+        a.memory.optimizer_gib / b.memory.optimizer_gib,
+        10.0 / 12.0,
+        1e-12
+    ));
+    assert_eq!(a.step_time_s, b.step_time_s);
+    // the estimate records what it assumed; nothing where it counts the FP32 copy
+    let said = assumed(&on);
+    assert_eq!(said.len(), 1);
+    assert_eq!(said[0].key, crate::config::OPTIMIZER.store_param_remainders);
+    assert!(
+        said[0].rule.contains("2 bytes per parameter"),
+        "{}",
+        said[0].rule
+    );
+    assert!(assumed(&off).is_empty() && assumed(&tensorwise).is_empty());
+    // main weights at FP16 are no FP32 copy to complete: 2 bytes as their dtype, no remainders
+    let fp16 = plan(&[delayed, "optimizer.main_params_dtype=fp16"]);
+    assert!(!master_weight_remainders(&fp16));
+    assert_eq!(bytes(&fp16), 10.0);
+    // Transformer Engine 2.0: Megatron-Core's post-init turns remainders off
+    let cat = Catalog::embedded().unwrap();
+    let r = cat.recipe("llama3_8b").unwrap();
+    let hw = hardware::parse("h100x8", &cat.gpus, None).unwrap();
+    let sets = overrides::parse_sets(&[delayed.to_string()]).unwrap();
+    let stack = Stack {
+        te: Some(crate::version::Version::of("2.0.0")),
+        ..Stack::default()
+    };
+    let old = resolve::resolve(&resolve::Inputs {
+        sets: &sets,
+        ..resolve::Inputs::new(&r, &hw, &stack)
+    })
+    .unwrap();
+    assert!(!old.optimizer.store_param_remainders);
+    assert!(
+        old.decisions
+            .iter()
+            .any(|d| d.key == crate::config::OPTIMIZER.store_param_remainders
+                && d.rule.contains("before 2.1.0")),
+    );
+    assert_eq!(bytes(&old), 12.0);
+}
+
 /// Megatron-Core's Muon keeps an FP32 main weight and one momentum buffer for each weight
 /// matrix (8 bytes per parameter) and Adam's 12 for the embedding and output layer; Bridge's
 /// `dist_muon` (Kimi K2's optimizer) is the layer-wise distributed optimizer, which keeps

@@ -3,7 +3,9 @@
 //! (world % (TP*PP*CP) == 0, EP not in the product), the perf scripts' expert rule (world
 //! divisible by ETP*EP*PP), and Megatron-Core's post-init checks (heads and query groups by
 //! TP, layers over the pipeline stages (`resolve::pipeline_split`), sequence by 2*CP, batch by
-//! micro-batch*DP, SP needs TP > 1).
+//! micro-batch*DP, SP needs TP > 1), and the microbatch groups Megatron-Core's interleaved
+//! pipeline schedule runs ([`microbatch_groups_refusal`]: the plan refuses what its first step
+//! would, and `tune`, which checks its candidates here, never proposes it).
 
 use serde_json::Value;
 
@@ -446,6 +448,7 @@ fn check_with(
     super::pipeline_split::check(model, users_split)?;
     sequence_split_over_cp(model, cp)?;
     batch_split_over_dp(train, dp)?;
+    interleaved_microbatch_groups(model, train, dp, vpp)?;
     experts_split_over_ep(model, ep)?;
     expert_layout_divides_world(world, etp, ep, pp)?;
     Ok(Parallelism {
@@ -592,6 +595,93 @@ fn batch_split_over_dp(train: &TrainConfig, dp: u64) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Why Megatron-Core's interleaved 1F1B schedule refuses to run a step of `microbatches`
+/// microbatches in groups of `group` per virtual stage over `pp` pipeline ranks with virtual
+/// pipeline `vp` (its words), or `None` where it runs it. `get_forward_backward_func`
+/// (megatron/core/pipeline_parallel/schedules.py) picks that schedule when PP > 1 and VP is
+/// set (any VP, 1 too); `forward_backward_pipelining_with_interleaving` then raises a
+/// `ValueError` unless PP <= group <= microbatches, and a `RuntimeError` when the last group
+/// is short: `0 < microbatches % group < PP`. `tests/bridge/interleaved_groups.py` runs
+/// Megatron-Core's function on a grid of cases, which `tests/it/estimate.rs` holds this to.
+pub fn microbatch_groups_refusal(
+    pp: u64,
+    vp: Option<u64>,
+    group: i64,
+    microbatches: u64,
+) -> Option<String> {
+    if pp <= 1 || vp.is_none() {
+        return None;
+    }
+    let m = i64::try_from(microbatches).unwrap_or(i64::MAX);
+    let p = i64::try_from(pp).unwrap_or(i64::MAX);
+    if group > m || group < p {
+        return Some(format!(
+            "the number of contiguous micro-batches in a virtual pipeline stage ({group}) should range in [PP={pp}, M={microbatches}]"
+        ));
+    }
+    let last = m % group;
+    (0 < last && last < p).then(|| {
+        format!(
+            "the remainder of M (the total micro-batches, {microbatches}) divided by N (number of contiguous micro-batches in a virtual pipeline stage, {group}) should be 0, or larger than or equal to the pipeline-parallel size ({pp}), but it is {last}"
+        )
+    })
+}
+
+/// [`microbatch_groups_refusal`] for the plan: the step's microbatches (the global batch over
+/// micro batch times DP) in the model's microbatch group (`post_init::microbatch_group`: PP
+/// unless the model sets it). The evaluation loop runs the same schedule on its own
+/// microbatches; with Bridge's defaults (the training batches) they are these.
+fn interleaved_microbatch_groups(
+    model: &ModelConfig,
+    train: &TrainConfig,
+    dp: u64,
+    vpp: Option<u64>,
+) -> Result<()> {
+    let pp = u64::from(model.pipeline_model_parallel_size);
+    let gbs = u64::from(train.global_batch_size);
+    let per_micro = u64::from(train.micro_batch_size) * dp;
+    let micro = gbs / per_micro.max(1);
+    let group = super::post_init::microbatch_group(model);
+    let Some(why) = microbatch_groups_refusal(pp, vpp, group, micro) else {
+        return Ok(());
+    };
+    let group_field = format!(
+        "{}.{}",
+        ModelConfig::SECTION,
+        super::post_init::MICROBATCH_GROUP
+    );
+    let vp_field = MODEL.virtual_pipeline_model_parallel_size;
+    let whole_groups = u64::try_from(group)
+        .ok()
+        .filter(|g| *g >= pp)
+        .map(|g| format!(", a global batch that is a multiple of {}", g * per_micro))
+        .unwrap_or_default();
+    let fix = if micro >= pp {
+        format!(
+            "--set {group_field}={micro} (one group of all {micro} microbatches; any group from PP = {pp} to {micro} whose last group is whole or at least PP runs){whole_groups}, or --set {vp_field}=null"
+        )
+    } else {
+        format!(
+            "the step needs at least PP = {pp} microbatches: a global batch of at least {} ({} x micro batch {} x DP {dp}), or --set {vp_field}=null",
+            pp * per_micro,
+            pp,
+            train.micro_batch_size
+        )
+    };
+    Err(Error::usage(format!(
+        "Megatron-Core's interleaved pipeline schedule (PP {pp}, VP {}) refuses this step of {micro} microbatches ({gbs} / (micro batch {} x DP {dp})) in groups of {group}: {why}",
+        vpp.unwrap_or(0),
+        train.micro_batch_size
+    ))
+    .at_fields([
+        vp_field,
+        group_field.as_str(),
+        TRAIN.global_batch_size,
+        TRAIN.micro_batch_size,
+    ])
+    .help(fix))
 }
 
 /// EP > 1 needs a MoE model whose experts split over EP.

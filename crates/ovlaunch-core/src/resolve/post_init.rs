@@ -75,16 +75,30 @@ fn name(path: &str) -> &str {
     crate::config::bridge::split(path).1
 }
 
+/// The model field holding the microbatch group of a virtual stage (a provider field: Bridge's
+/// classes inherit it from Megatron-Core's `ModelParallelConfig`).
+pub const MICROBATCH_GROUP: &str = "microbatch_group_size_per_vp_stage";
+
+/// The microbatch group of a virtual stage the trainer runs with: the model's
+/// [`MICROBATCH_GROUP`] where it holds a number, else `pipeline_model_parallel_size`, which the
+/// parallel config's post-init gives it when unset (`ModelParallelConfig` declares it `None`).
+pub fn microbatch_group(m: &ModelConfig) -> i64 {
+    m.provider
+        .get(MICROBATCH_GROUP)
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| i64::from(m.pipeline_model_parallel_size))
+}
+
 /// `if self.microbatch_group_size_per_vp_stage is None: ... = self.pipeline_model_parallel_size`,
 /// where the plan states the field unset (an architecture field in `ModelConfig::provider`: a
 /// recipe function that assigns None, or `--set ...=null`); a plan that does not state it does
 /// not report it.
 fn microbatch_group_size(m: &mut ModelConfig, _: AtRunTime<'_>, t: &mut Trace) -> Result<()> {
-    const FIELD: &str = "microbatch_group_size_per_vp_stage";
+    const FIELD: &str = MICROBATCH_GROUP;
     if m.provider.get(FIELD) != Some(&Value::Null) {
         return Ok(());
     }
-    let pp = m.pipeline_model_parallel_size;
+    let pp = microbatch_group(m);
     m.provider.insert(FIELD.into(), Value::from(pp));
     t.decisions.push(Decision::new(
         format!("{}.{FIELD}", ModelConfig::SECTION),

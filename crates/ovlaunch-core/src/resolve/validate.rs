@@ -27,6 +27,7 @@ pub fn validate(
 ) -> Result<()> {
     let (optimizer, ddp) = (targets.optimizer, targets.ddp);
     optimizer_dtypes(optimizer, &mut t.decisions)?;
+    param_remainders(optimizer, stack, &mut t.decisions);
     ddp_and_optimizer_post_init(optimizer, ddp, &mut t.warnings)?;
     recompute(targets.model, stack, t)?;
     let model = &*targets.model;
@@ -85,6 +86,28 @@ fn optimizer_dtypes(o: &mut OptimizerConfig, decisions: &mut Vec<Decision>) -> R
         }
     }
     Ok(())
+}
+
+/// `OptimizerConfig.__post_init__` (megatron/core/optimizer/optimizer_config.py): under the
+/// precision-aware optimizer, `store_param_remainders` is turned off before Transformer Engine
+/// 2.1.0 (`is_te_min_version("2.1.0")`), whose `FusedAdam` cannot keep remainders. Without
+/// Transformer Engine the post-init cannot compare versions; the field is left as it is.
+fn param_remainders(o: &mut OptimizerConfig, stack: &Stack, decisions: &mut Vec<Decision>) {
+    let Some(te) = stack.te.as_ref() else {
+        return;
+    };
+    if o.use_precision_aware_optimizer && o.store_param_remainders && !te.at_least("2.1.0") {
+        o.store_param_remainders = false;
+        decisions.push(Decision::new(
+            OPTIMIZER.store_param_remainders,
+            false,
+            format!(
+                "Megatron-Core's OptimizerConfig.__post_init__ turns it off with {} under Transformer Engine {te} (before 2.1.0)",
+                OPTIMIZER.use_precision_aware_optimizer
+            ),
+            Source::Derived,
+        ));
+    }
 }
 
 /// Megatron-Core's `DistributedDataParallelConfig` and `OptimizerConfig` post-init checks.
