@@ -16,6 +16,7 @@ pub mod hf_source;
 mod known;
 pub mod layers;
 pub mod layout;
+pub mod moe_rules;
 pub mod overrides;
 pub mod pipeline_split;
 pub mod post_init;
@@ -316,6 +317,13 @@ fn resolve_picked(
         (mixed_precision.as_ref(), &par),
         &mut t,
     )
+    .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
+    // Megatron-Core's MoE checks, on the model as validate leaves it.
+    moe_rules::check(&moe_rules::Model {
+        m: &l.cfg.model,
+        unknown: &at_run_time,
+        stack: inp.stack,
+    })
     .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
