@@ -8,9 +8,9 @@ use ovlaunch::resolve::moe_rules::RULES;
 
 /// One refusal: the rule it is (a piece of its `rule` text), the flags, the fields the error
 /// names, a piece of upstream's message and a piece of the fix.
-struct Case {
-    rule: &'static str,
-    args: &'static [&'static str],
+pub(crate) struct Case {
+    pub(crate) rule: &'static str,
+    pub(crate) args: &'static [&'static str],
     fields: &'static str,
     message: &'static str,
     fix: &'static str,
@@ -18,7 +18,7 @@ struct Case {
 
 const NO_OVERLAP: &str = "comm_overlap.overlap_moe_expert_parallel_comm=false";
 
-const CASES: &[Case] = &[
+pub(crate) const CASES: &[Case] = &[
     Case {
         rule: "inference-optimized",
         args: &[
@@ -335,6 +335,70 @@ const CASES: &[Case] = &[
         fix: "--set model.moe_router_topk_limited_devices=null",
     },
     Case {
+        rule: "moe_preprocess with moe_router, only on a MoE model",
+        args: &[
+            "--set",
+            "model.cuda_graph_modules=[moe,moe_router]",
+            "--set",
+            "model.cuda_graph_scope=null",
+        ],
+        fields: "model.cuda_graph_modules",
+        message: "cuda_graph_modules must not contain both moe and moe_router.",
+        fix: "keep one of moe and moe_router",
+    },
+    Case {
+        rule: "moe_preprocess with moe_router, only on a MoE model",
+        args: &[
+            "--set",
+            "model.cuda_graph_modules=[moe_preprocess]",
+            "--set",
+            "model.cuda_graph_scope=null",
+        ],
+        fields: "model.cuda_graph_modules",
+        message: "moe_preprocess cuda graph is only supported with moe_router cuda graph.",
+        fix: "add moe_router to model.cuda_graph_modules",
+    },
+    Case {
+        rule: "moe_preprocess with moe_router, only on a MoE model",
+        args: &[
+            "--set",
+            "model.cuda_graph_modules=[mlp]",
+            "--set",
+            "model.cuda_graph_scope=null",
+            "--set",
+            NO_OVERLAP,
+        ],
+        fields: "model.cuda_graph_modules, model.moe_layer_freq",
+        message: "mlp cuda graph is only supported for dense layers, but not found in the model.",
+        fix: "drop mlp from model.cuda_graph_modules",
+    },
+    Case {
+        rule: "the moe module only with drop-padding MoE",
+        args: &[
+            "--set",
+            "model.cuda_graph_modules=[moe]",
+            "--set",
+            "model.cuda_graph_scope=null",
+        ],
+        fields: "model.cuda_graph_modules, model.moe_expert_capacity_factor, model.moe_pad_expert_input_to_capacity",
+        message: "moe cuda graph is only supported with drop-padding MoE.",
+        fix: "graph moe_router instead of moe",
+    },
+    Case {
+        rule: "the moe module only with drop-padding MoE",
+        args: &[
+            "--set",
+            "model.moe_token_dispatcher_type=alltoall",
+            "--set",
+            "model.moe_flex_dispatcher_backend=null",
+            "--set",
+            "model.moe_expert_capacity_factor=1.0",
+        ],
+        fields: "model.cuda_graph_modules, model.moe_token_dispatcher_type",
+        message: "moe_preprocess cuda graph is not supported when there are DtoH copies",
+        fix: "drop moe_preprocess from model.cuda_graph_modules",
+    },
+    Case {
         rule: "allgather dispatcher does not take variable",
         args: &[
             "--set",
@@ -362,6 +426,10 @@ const CASES: &[Case] = &[
             "model.cuda_graph_modules=[moe]",
             "--set",
             "model.cuda_graph_scope=null",
+            "--set",
+            "model.moe_expert_capacity_factor=1.0",
+            "--set",
+            "model.moe_pad_expert_input_to_capacity=true",
         ],
         fields: "model.cuda_graph_modules, comm_overlap.overlap_moe_expert_parallel_comm",
         message: "CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm",
@@ -417,7 +485,7 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn base() -> Vec<&'static str> {
+pub(crate) fn base() -> Vec<&'static str> {
     vec!["plan", "--recipe", "qwen3_30b_a3b", "--gpus", "h100x16"]
 }
 

@@ -151,6 +151,16 @@ pub const RULES: &[Item] = &[
         check: group_limited_routing,
     },
     Item {
+        rule: "per-layer CUDA graphs of MoE modules: moe or moe_router (not both), moe_preprocess with moe_router, only on a MoE model, mlp only with dense layers",
+        source: POST_INIT,
+        check: graph_modules_moe,
+    },
+    Item {
+        rule: "per-layer CUDA graphs: the moe module only with drop-padding MoE; moe_preprocess not with host copies in the preprocess step",
+        source: POST_INIT,
+        check: graph_modules_drop_padding,
+    },
+    Item {
         rule: "the allgather dispatcher does not take variable sequence lengths",
         source: POST_INIT,
         check: allgather_variable_seq_lengths,
@@ -1023,6 +1033,122 @@ fn early_attn_release_needs_overlap(x: &Model<'_>) -> Result<()> {
                 COMM_OVERLAP.overlap_moe_expert_parallel_comm,
                 path(field)
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// The CUDA-graph modules of a per-layer implementation (`local`, `transformer_engine`) as the
+/// post-init holds them (the local implementation graphs the router and its preprocess step
+/// together); `None` for another implementation.
+fn graph_modules(m: &ModelConfig) -> Option<Vec<&'static str>> {
+    let local = match m.cuda_graph_impl.as_str() {
+        "local" => true,
+        "transformer_engine" => false,
+        _ => return None,
+    };
+    let has = |n: &str| crate::overlap::checks::has_cuda_graph_module(m, n);
+    let mut out: Vec<&'static str> = ["moe", "moe_router", "moe_preprocess", "mlp"]
+        .into_iter()
+        .filter(|n| has(n))
+        .collect();
+    if local && (has("moe_router") || has("moe_preprocess")) {
+        for n in ["moe_router", "moe_preprocess"] {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    Some(out)
+}
+
+fn graph_modules_moe(x: &Model<'_>) -> Result<()> {
+    let m = x.m;
+    let Some(modules) = graph_modules(m) else {
+        return Ok(());
+    };
+    let has = |n: &str| modules.contains(&n);
+    let f = MODEL.cuda_graph_modules;
+    if has("moe") && has("moe_router") {
+        return Err(refuse(
+            &[f],
+            "cuda_graph_modules must not contain both moe and moe_router.",
+            format!("keep one of moe and moe_router in {f}"),
+        ));
+    }
+    if has("moe_preprocess") && !has("moe_router") {
+        return Err(refuse(
+            &[f],
+            "moe_preprocess cuda graph is only supported with moe_router cuda graph.",
+            format!("add moe_router to {f}, or drop moe_preprocess"),
+        ));
+    }
+    if !x.known(&[MODEL.num_moe_experts, MODEL.moe_layer_freq]) {
+        return Ok(());
+    }
+    if m.num_moe_experts.is_none_or(|n| n <= 1) {
+        if has("moe") || has("moe_router") {
+            return Err(refuse(
+                &[f, MODEL.num_moe_experts],
+                "moe cuda graph is only supported for MoE.",
+                format!("drop moe and moe_router from {f}"),
+            ));
+        }
+        return Ok(());
+    }
+    let all_moe = match &m.moe_layer_freq {
+        Some(Value::Array(a)) => !a.iter().any(|v| v.as_f64() == Some(0.0)),
+        Some(v) => v.as_f64() == Some(1.0),
+        None => false,
+    };
+    if all_moe && has("mlp") {
+        return Err(refuse(
+            &[f, MODEL.moe_layer_freq],
+            "mlp cuda graph is only supported for dense layers, but not found in the model.",
+            format!("drop mlp from {f} (every layer is MoE)"),
+        ));
+    }
+    Ok(())
+}
+
+fn graph_modules_drop_padding(x: &Model<'_>) -> Result<()> {
+    let m = x.m;
+    let Some(modules) = graph_modules(m) else {
+        return Ok(());
+    };
+    if !x.moe() || !x.known(&[MODEL.moe_expert_capacity_factor]) {
+        return Ok(());
+    }
+    let pad = "moe_pad_expert_input_to_capacity";
+    let Some(padded) = x.on(pad) else {
+        return Ok(());
+    };
+    if m.moe_expert_capacity_factor.is_some() && padded {
+        return Ok(());
+    }
+    let f = MODEL.cuda_graph_modules;
+    if modules.contains(&"moe") {
+        return Err(refuse(
+            &[f, MODEL.moe_expert_capacity_factor, &path(pad)],
+            "moe cuda graph is only supported with drop-padding MoE.",
+            format!(
+                "set {} and {}=true, or graph moe_router instead of moe",
+                MODEL.moe_expert_capacity_factor,
+                path(pad)
+            ),
+        ));
+    }
+    let host_copies =
+        m.moe_expert_capacity_factor.is_some() || x.on("moe_router_padding_for_fp8") == Some(true);
+    if x.dispatcher() == Some("alltoall")
+        && host_copies
+        && modules.contains(&"moe_preprocess")
+        && x.known(&[MODEL.moe_token_dispatcher_type])
+    {
+        return Err(refuse(
+            &[f, MODEL.moe_token_dispatcher_type],
+            "moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in the preprocess step.",
+            format!("drop moe_preprocess from {f}"),
         ));
     }
     Ok(())
