@@ -621,7 +621,7 @@ fn pad_needs_capacity_factor(x: &Model<'_>) -> Result<()> {
 
 fn rank_capacity_factor(x: &Model<'_>) -> Result<()> {
     const RANK: &str = "moe_expert_rank_capacity_factor";
-    if !x.field(RANK, Value::Null).is_some_and(|v| !v.is_null()) {
+    if x.field(RANK, Value::Null).is_none_or(|v| v.is_null()) {
         return Ok(());
     }
     match x.backend() {
@@ -824,7 +824,7 @@ fn top1_pre_softmax(x: &Model<'_>) -> Result<()> {
     let refused = m.moe_router_topk == 1
         && m.moe_router_score_function == "softmax"
         && !m.moe_router_pre_softmax
-        && m.moe_router_load_balancing_type != Value::from("sinkhorn");
+        && m.moe_router_load_balancing_type != "sinkhorn";
     let read = [
         MODEL.moe_router_topk,
         MODEL.moe_router_score_function,
@@ -1152,4 +1152,103 @@ fn graph_modules_drop_padding(x: &Model<'_>) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moe() -> ModelConfig {
+        ModelConfig {
+            num_moe_experts: Some(8),
+            moe_token_dispatcher_type: Some("alltoall".into()),
+            ..ModelConfig::default()
+        }
+    }
+
+    fn run(m: &ModelConfig, unknown: &[&str]) -> Result<()> {
+        let stack = Stack::default();
+        let unknown = |f: &str| unknown.contains(&f);
+        check(&Model {
+            m,
+            unknown: &unknown,
+            stack: &stack,
+        })
+    }
+
+    #[test]
+    fn top_1_softmax_routing_needs_the_pre_softmax_router() {
+        let mut m = moe();
+        m.moe_router_topk = 1;
+        let e = run(&m, &[]).unwrap_err();
+        assert!(
+            e.message.starts_with("Please use --moe-router-pre-softmax"),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), 2);
+        m.moe_router_pre_softmax = true;
+        run(&m, &[]).unwrap();
+        m.moe_router_pre_softmax = false;
+        m.moe_router_load_balancing_type = Value::from("sinkhorn");
+        run(&m, &[]).unwrap();
+        m.moe_router_load_balancing_type = Value::from("aux_loss");
+        m.moe_router_score_function = "sigmoid".into();
+        run(&m, &[]).unwrap();
+    }
+
+    #[test]
+    fn a_field_a_checkpoint_gives_at_run_time_is_not_read() {
+        let mut m = moe();
+        m.moe_router_topk = 1;
+        run(&m, &["moe_router_score_function"]).unwrap();
+        run(&m, &["moe_router_topk"]).unwrap();
+        m.moe_router_topk = 2;
+        m.moe_router_enable_expert_bias = true;
+        run(&m, &["moe_router_enable_expert_bias"]).unwrap();
+        assert!(run(&m, &[]).is_err());
+    }
+
+    #[test]
+    fn a_provider_field_a_model_bridge_sets_is_read_only_where_stated() {
+        let mut m = moe();
+        m.provider.insert(SINGLE_WEIGHT.into(), Value::Bool(true));
+        m.use_transformer_engine_op_fuser = true;
+        // moe_grouped_gemm not stated: the checkpoint's bridge decides it
+        run(&m, &[]).unwrap();
+        m.provider
+            .insert("moe_grouped_gemm".into(), Value::Bool(false));
+        let e = run(&m, &[]).unwrap_err();
+        assert!(e.message.contains("require moe_grouped_gemm=True"), "{e}");
+        // a field no bridge sets is the class default where not stated (False here)
+        let mut m = moe();
+        m.provider
+            .insert("moe_pad_expert_input_to_capacity".into(), Value::Bool(true));
+        let e = run(&m, &[]).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("moe_expert_capacity_factor must be set"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_negative_capacity_factor_is_dropless() {
+        let mut m = moe();
+        m.moe_expert_capacity_factor = Some(-1.0);
+        m.moe_router_load_balancing_type = Value::from("sinkhorn");
+        run(&m, &[]).unwrap();
+        m.moe_expert_capacity_factor = Some(1.0);
+        assert!(run(&m, &[]).is_err());
+    }
+
+    #[test]
+    fn every_rule_cites_the_post_init() {
+        for r in RULES {
+            assert!(
+                r.source.ends_with("TransformerConfig.__post_init__"),
+                "{}",
+                r.rule
+            );
+        }
+    }
 }
