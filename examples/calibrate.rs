@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo run --release --example calibrate                  # report only
 //! cargo run --release --example calibrate -- --write       # also rewrite hardware/efficiency.json
+//! cargo run --release --example calibrate -- --write-unfused  # only its non-TE constants
 //! cargo run --release --example calibrate -- --csv FILE    # other rows, same columns
 //! cargo run --release --example calibrate -- --rank        # add the ranking term to the fit
 //! cargo run --release --example calibrate -- --recipes     # only: each shipped variant's layout in tune's top 5?
@@ -34,7 +35,7 @@ use std::path::PathBuf;
 use ovlaunch::catalog::{Catalog, hardware};
 use ovlaunch::estimate::stages::{self, RankLoad};
 use ovlaunch::estimate::tune::{self, Layout, Search};
-use ovlaunch::estimate::{Efficiency, estimate, estimate_with_stages};
+use ovlaunch::estimate::{Efficiency, estimate, estimate_with_stages, step_left_out};
 use ovlaunch::plan::Plan;
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
@@ -591,15 +592,26 @@ fn explain_miss(resolver: &Resolver, r: &Row, eff: &Efficiency) {
     }
 }
 
-/// The memory overhead fitted to the measured GPU runs under `results/*/gpu-measurements.csv`:
-/// each row's peak on the GPU less the estimate's other terms for its `estimate_args`; the
-/// median over the rows. The peak is `max_reserved_gib` (what PyTorch's caching allocator
-/// reserved, its slack included) plus what the process held outside the allocator (the CUDA
-/// context and libraries' own allocations: the row's `outside_allocator_gib`, or where a row
-/// has none, the median of the rows that do). Returns it with each row's peak and residual (GiB).
-fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(String, f64, f64)>) {
-    let mut residuals = Vec::new();
-    let mut outside: Vec<Option<f64>> = Vec::new();
+/// One measured GPU run of `results/*/gpu-measurements.csv`: its name (directory and job), the
+/// plan its `estimate_args` resolve to (`--te-version none` as the run had), and its columns.
+struct Measured {
+    name: String,
+    plan: Plan,
+    columns: BTreeMap<String, String>,
+}
+
+impl Measured {
+    fn num(&self, k: &str) -> Option<f64> {
+        self.columns.get(k).and_then(|v| v.parse().ok())
+    }
+}
+
+/// How the fit note of `hardware/efficiency.json` starts its clause on the non-TE constants.
+const NON_TE: &str = "; without Transformer Engine, the unfused passes on ";
+
+/// The measured GPU runs under `results/*/gpu-measurements.csv`, in directory order.
+fn measured_runs(root: &std::path::Path, resolver: &Resolver) -> Vec<Measured> {
+    let mut out = Vec::new();
     let mut dirs: Vec<_> = std::fs::read_dir(root.join("results"))
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -610,9 +622,10 @@ fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(Strin
         };
         let table = parse_csv(&text);
         let header = &table[0];
-        let col = |n: &str| header.iter().position(|h| h == n).expect(n);
         for f in table.iter().skip(1).filter(|f| f.len() == header.len()) {
-            let words: Vec<String> = f[col("estimate_args")]
+            let columns: BTreeMap<String, String> =
+                header.iter().cloned().zip(f.iter().cloned()).collect();
+            let words: Vec<String> = columns["estimate_args"]
                 .split_whitespace()
                 .map(|w| w.trim_matches('\'').to_string())
                 .collect();
@@ -648,28 +661,36 @@ fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(Strin
                 ..resolve::Inputs::new(&r, &hw, &stack)
             })
             .expect("measured row resolves");
-            let mut eff = Efficiency::embedded().unwrap();
-            eff.overhead_gib = 0.0;
-            let rest = estimate(&plan, &eff).unwrap().memory_gib_per_gpu;
-            let measured: f64 = f[col("max_reserved_gib")]
-                .parse()
-                .expect("max_reserved_gib");
-            outside.push(
-                header
-                    .iter()
-                    .position(|h| h == "outside_allocator_gib")
-                    .and_then(|i| f[i].parse().ok()),
-            );
-            residuals.push((
-                format!(
+            out.push(Measured {
+                name: format!(
                     "{} {}",
                     dir.file_name().unwrap().to_string_lossy(),
-                    f[col("job")]
+                    columns["job"]
                 ),
-                measured,
-                measured - rest,
-            ));
+                plan,
+                columns,
+            });
         }
+    }
+    out
+}
+
+/// The memory overhead fitted to the measured GPU runs: each row's peak on the GPU less the
+/// estimate's other terms for its `estimate_args`; the median over the rows. The peak is
+/// `max_reserved_gib` (what PyTorch's caching allocator reserved, its slack included) plus what
+/// the process held outside the allocator (the CUDA context and libraries' own allocations: the
+/// row's `outside_allocator_gib`, or where a row has none, the median of the rows that do).
+/// Returns it with each row's peak and residual (GiB).
+fn fit_overhead(runs: &[Measured]) -> (f64, Vec<(String, f64, f64)>) {
+    let mut residuals = Vec::new();
+    let mut outside: Vec<Option<f64>> = Vec::new();
+    for run in runs {
+        let mut eff = Efficiency::embedded().unwrap();
+        eff.overhead_gib = 0.0;
+        let rest = estimate(&run.plan, &eff).unwrap().memory_gib_per_gpu;
+        let measured = run.num("max_reserved_gib").expect("max_reserved_gib");
+        outside.push(run.num("outside_allocator_gib"));
+        residuals.push((run.name.clone(), measured, measured - rest));
     }
     let typical = median(outside.iter().flatten().copied().collect());
     for (r, o) in residuals.iter_mut().zip(&outside) {
@@ -679,6 +700,92 @@ fn fit_overhead(root: &std::path::Path, resolver: &Resolver) -> (f64, Vec<(Strin
     }
     let overhead = median(residuals.iter().map(|r| r.2).collect());
     (overhead, residuals)
+}
+
+/// A measured run without Transformer Engine split as the estimate sees it: the step time is
+/// `rest + passes / e`, `passes` the seconds the unfused passes (`estimate::unfused`) take at the
+/// full HBM bandwidth, `e` the fitted `unfused_memory`.
+struct UnfusedRow {
+    name: String,
+    measured_s: f64,
+    rest_s: f64,
+    passes_s: f64,
+}
+
+impl UnfusedRow {
+    fn predicted(&self, e: f64) -> f64 {
+        self.rest_s + self.passes_s / e
+    }
+}
+
+/// The measured runs without Transformer Engine whose step time the estimate models (not those
+/// it leaves out: `estimate::step_left_out`, experts without grouped GEMMs), each split into
+/// what the efficiency of the unfused passes scales and what it does not: the estimate at
+/// efficiency 1 and 1/2 (it is linear in the inverse).
+fn unfused_rows(runs: &[Measured], start: &Efficiency) -> Vec<UnfusedRow> {
+    runs.iter()
+        .filter(|r| r.plan.versions.transformer_engine.is_none() && !step_left_out(&r.plan))
+        .map(|r| {
+            let at = |e: f64| {
+                let eff = Efficiency {
+                    unfused_memory: e,
+                    ..start.clone()
+                };
+                estimate(&r.plan, &eff).unwrap().step_time_s
+            };
+            let (one, half) = (at(1.0), at(0.5));
+            UnfusedRow {
+                name: r.name.clone(),
+                measured_s: r.num("step_ms_median").expect("step_ms_median") / 1000.0,
+                rest_s: 2.0 * one - half,
+                passes_s: half - one,
+            }
+        })
+        .collect()
+}
+
+/// The efficiency of the unfused passes that minimises the mean |log error| of the step time
+/// over `rows`: a scan of (0, 1] by 0.001, then by 0.00001 around its best.
+fn fit_unfused(rows: &[&UnfusedRow]) -> f64 {
+    let loss = |e: f64| -> f64 {
+        rows.iter()
+            .map(|r| (r.predicted(e) / r.measured_s).ln().abs())
+            .sum()
+    };
+    let best = |lo: i64, hi: i64, step: f64| {
+        (lo..=hi)
+            .map(|i| i as f64 * step)
+            .filter(|e| *e > 0.0 && *e <= 1.0)
+            .min_by(|a, b| loss(*a).total_cmp(&loss(*b)))
+            .unwrap_or(1.0)
+    };
+    let coarse = best(1, 1000, 0.001);
+    let c = (coarse / 0.00001).round() as i64;
+    best(c - 100, c + 100, 0.00001)
+}
+
+/// The unfused fit's error: per row estimate / measured - 1 with the efficiency fitted on all
+/// rows (in-sample) and on the others only (leave-one-out); the medians and maxima of their
+/// sizes, and the leave-one-out errors by row.
+fn unfused_errors(e: f64, rows: &[UnfusedRow]) -> ([f64; 2], [f64; 2], Vec<f64>) {
+    let (mut fit, mut loo) = (vec![], vec![]);
+    for (i, r) in rows.iter().enumerate() {
+        let others: Vec<&UnfusedRow> = rows
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, r)| r)
+            .collect();
+        fit.push(r.predicted(e) / r.measured_s - 1.0);
+        loo.push(r.predicted(fit_unfused(&others)) / r.measured_s - 1.0);
+    }
+    let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    (
+        [median(abs(&fit)), max(&abs(&fit))],
+        [median(abs(&loo)), max(&abs(&loo))],
+        loo,
+    )
 }
 
 /// The memory fit's error: per row |estimate / measured - 1| with the overhead fitted on all
@@ -779,12 +886,14 @@ fn same_layout(a: &Layout, b: &Layout) -> bool {
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut write = false;
+    let mut write_unfused = false;
     let mut rank_term = false;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut csv = root.join("calibration/published-calibration.csv");
     while let Some(a) = args.next() {
         match a.as_str() {
             "--write" => write = true,
+            "--write-unfused" => write_unfused = true,
             "--rank" => rank_term = true,
             "--recipes" => return recipes_in_top5(),
             "--csv" => csv = PathBuf::from(args.next().expect("--csv FILE")),
@@ -1003,7 +1112,8 @@ fn main() {
     // A fixed start (round values near the last fit), so that a run reproduces the shipped
     // constants and figures exactly whatever `hardware/efficiency.json` holds.
     let mut start = starting_constants();
-    let (overhead, residuals) = fit_overhead(&root, &resolver);
+    let runs = measured_runs(&root, &resolver);
+    let (overhead, residuals) = fit_overhead(&runs);
     let (mem_fit, mem_loo) = memory_errors(overhead, &residuals);
     for (row, measured, residual) in &residuals {
         println!("memory row {row}: peak {measured:.3} GiB, residual {residual:.3}");
@@ -1057,6 +1167,73 @@ fn main() {
     );
     let all: Vec<&Row> = rows.iter().collect();
     let fitted = fit(&all, &start);
+    // The unfused passes' efficiency, on the runs without Transformer Engine: the published
+    // rows all ran with it, so it is fitted on the measured runs alone, like the overhead.
+    let unfused = unfused_rows(&runs, &fitted);
+    let all_unfused: Vec<&UnfusedRow> = unfused.iter().collect();
+    let unfused_e = fit_unfused(&all_unfused);
+    let (step_fit, step_loo, loo_by_row) = unfused_errors(unfused_e, &unfused);
+    for (r, loo) in unfused.iter().zip(&loo_by_row) {
+        println!(
+            "step row {}: measured {:.1} ms, estimated {:.1} ({:+.1}%), left out of the fit {:.1} ({:+.1}%)",
+            r.name,
+            r.measured_s * 1000.0,
+            r.predicted(unfused_e) * 1000.0,
+            (r.predicted(unfused_e) / r.measured_s - 1.0) * 100.0,
+            (1.0 + loo) * r.measured_s * 1000.0,
+            loo * 100.0
+        );
+    }
+    println!(
+        "unfused passes' efficiency fitted to {} measured GPU runs without Transformer Engine (not those whose step time the estimate leaves out): {unfused_e:.4}; step time median |error| {:.1}% (max {:.1}%), leave-one-out {:.1}% (max {:.1}%)",
+        unfused.len(),
+        step_fit[0] * 100.0,
+        step_fit[1] * 100.0,
+        step_loo[0] * 100.0,
+        step_loo[1] * 100.0
+    );
+    let fitted = Efficiency {
+        unfused_memory: unfused_e,
+        ..fitted
+    };
+    let non_te = format!(
+        "{NON_TE}{} measured GPU runs (results/*/gpu-measurements.csv): step time median |error| {:.1}%, leave-one-out {:.1}% (max {:.1}%)",
+        unfused.len(),
+        step_fit[0] * 100.0,
+        step_loo[0] * 100.0,
+        step_loo[1] * 100.0
+    );
+    if write_unfused {
+        // Only the non-TE constant and its clause of the fit note, as text: the others stay as
+        // shipped, to the digit (a refit of the published rows or the memory overhead is
+        // `--write`).
+        let path = root.join("hardware/efficiency.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if l.trim_start().starts_with("\"unfused_memory\":") {
+                    format!("  \"unfused_memory\": {unfused_e},")
+                } else if let Some(note) = l.trim_start().strip_prefix("\"fit\": \"") {
+                    let head = note
+                        .trim_end_matches('"')
+                        .split(NON_TE)
+                        .next()
+                        .unwrap_or_default();
+                    format!("  \"fit\": \"{head}{non_te}\"")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        Efficiency::parse(
+            &std::fs::read_to_string(&path).unwrap(),
+            "hardware/efficiency.json",
+        )
+        .expect("the rewritten constants parse");
+        println!("wrote the non-TE constants of hardware/efficiency.json");
+    }
     let in_sample: Vec<f64> = rows
         .iter()
         .map(|r| {
@@ -1277,7 +1454,7 @@ fn main() {
     if write {
         let mut out = fitted.clone();
         out.fit = Some(format!(
-            "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows; memory overhead on {} measured GPU runs (results/*/gpu-measurements.csv): median |error| {:.1}%, leave-one-out {:.1}%",
+            "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows; memory overhead on {} measured GPU runs (results/*/gpu-measurements.csv): median |error| {:.1}%, leave-one-out {:.1}%{non_te}",
             rows.len(),
             median(in_sample) * 100.0,
             median(logo_err) * 100.0,
@@ -1285,7 +1462,7 @@ fn main() {
             top5.1,
             residuals.len(),
             mem_fit[0] * 100.0,
-            mem_loo[0] * 100.0
+            mem_loo[0] * 100.0,
         ));
         let text = serde_json::to_string_pretty(&out).unwrap() + "\n";
         std::fs::write(root.join("hardware/efficiency.json"), text).unwrap();

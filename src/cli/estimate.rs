@@ -58,6 +58,9 @@ pub fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
                 if !notes.is_empty() {
                     o.insert("left_out".into(), serde_json::json!(notes));
                 }
+                if let Some(k) = estimate::kernels_note(&plan) {
+                    o.insert("kernels".into(), k.into());
+                }
             }
             p.json(&v)?
         }
@@ -97,6 +100,9 @@ fn text(
     }
     for n in notes {
         s.push_str(&format!("left out: {n}\n"));
+    }
+    if let Some(k) = estimate::kernels_note(plan) {
+        s.push_str(&format!("kernels: {k}\n"));
     }
     s.push_str(&e.summary());
     s

@@ -145,6 +145,7 @@ fn extra_cases() -> Vec<Case> {
         cuda_graph_cases(),
         post_init_cases(),
         moe_rule_cases(),
+        recompute_cases(),
         container_section_cases(),
     ]
     .into_iter()
@@ -442,6 +443,241 @@ fn moe_rule_cases() -> Vec<Case> {
         ],
     ));
     out
+}
+
+/// A job of [`recompute_cases`]: `recipe` on `gpus` (`h100x8`) with `sets`.
+fn recompute_job(id: &str, recipe: &str, gpus: &str, sets: &[&str]) -> Case {
+    let mut args = vec!["--recipe", recipe, "--gpus", gpus];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let (gpu, n) = gpus.split_once('x').unwrap();
+    case(id, gpu, n.parse().unwrap(), &args)
+}
+
+/// A Llama 3 8B job of [`recompute_cases`].
+fn recompute_llama(id: &str, sets: &[&str]) -> Case {
+    recompute_job(id, "llama3_8b", "h100x8", sets)
+}
+
+/// The granularities the recompute cases set.
+const SELECTIVE: &str = "model.recompute_granularity=selective";
+const FULL_RECOMPUTE: &str = "model.recompute_granularity=full";
+
+/// Megatron-Core's activation-recompute rules (`TransformerConfig.__post_init__`, which
+/// Bridge's `runtime_config_update` runs): each refusal ovlaunch makes at plan time is Bridge's
+/// own for the same job; the deprecated `moe_layer_recompute` is planned as the selective `moe`
+/// recompute Megatron-Core makes of it, and jobs the rules accept are built as planned.
+fn recompute_cases() -> Vec<Case> {
+    let (with, llama) = (recompute_job, recompute_llama);
+    let (selective, full) = (SELECTIVE, FULL_RECOMPUTE);
+    let v2_lite = "deepseek_v2_lite_pretrain_8gpu_h100_bf16_config";
+    // DeepSeek-V2-Lite's function recomputes full layers: selective instead
+    let v2_selective = [
+        selective,
+        "model.recompute_method=null",
+        "model.recompute_num_layers=null",
+    ];
+    let v2 = |id: &str, modules: &str| {
+        let mut sets = v2_selective.to_vec();
+        sets.push(modules);
+        with(id, v2_lite, "h100x8", &sets)
+    };
+    let mut out = vec![
+        with(
+            "refuse-recompute-moe-act-without-grouped-gemm",
+            "qwen3_30b_a3b",
+            "h100x16",
+            &[
+                selective,
+                "model.recompute_modules=[moe_act]",
+                "model.moe_grouped_gemm=false",
+            ],
+        ),
+        with(
+            "recompute-moe-act-with-grouped-gemm",
+            "qwen3_30b_a3b",
+            "h100x16",
+            &[selective, "model.recompute_modules=[moe_act]"],
+        ),
+        llama(
+            "refuse-recompute-unknown-module",
+            &[selective, "model.recompute_modules=[core_attn,foo]"],
+        ),
+        // a name Megatron-Core does not know is not read without selective recompute
+        llama(
+            "recompute-unknown-module-without-selective",
+            &["model.recompute_modules=[foo]"],
+        ),
+        llama(
+            "refuse-recompute-granularity-choice",
+            &["model.recompute_granularity=partial"],
+        ),
+        llama(
+            "refuse-recompute-method-choice",
+            &[selective, "model.recompute_method=every"],
+        ),
+        llama("refuse-recompute-full-without-method", &[full]),
+        llama(
+            "refuse-recompute-full-without-num-layers",
+            &[full, "model.recompute_method=uniform"],
+        ),
+        llama(
+            "recompute-full-block",
+            &[
+                full,
+                "model.recompute_method=block",
+                "model.recompute_num_layers=4",
+            ],
+        ),
+        llama(
+            "refuse-recompute-selective-num-layers",
+            &[selective, "model.recompute_num_layers=2"],
+        ),
+        llama(
+            "refuse-recompute-cpu-offloading",
+            &[selective, "model.cpu_offloading=true"],
+        ),
+        llama(
+            "refuse-recompute-distributed-saved-activations-with-sp",
+            &[
+                selective,
+                "model.tensor_model_parallel_size=2",
+                "model.sequence_parallel=true",
+                "model.distribute_saved_activations=true",
+            ],
+        ),
+        llama(
+            "refuse-recompute-mla-up-proj-without-mla",
+            &[selective, "model.recompute_modules=[mla_up_proj]"],
+        ),
+        v2(
+            "recompute-mla-up-proj-with-mla",
+            "model.recompute_modules=[mla_up_proj]",
+        ),
+        llama(
+            "refuse-recompute-gdn-norm-out-without-gated-delta-net",
+            &[
+                selective,
+                "model.recompute_modules=[gdn_norm_out]",
+                "model.experimental_attention_variant=null",
+            ],
+        ),
+        v2(
+            "refuse-recompute-shared-experts-with-overlap",
+            "model.recompute_modules=[shared_experts]",
+        ),
+        llama(
+            "refuse-recompute-fp8-delayed-layernorm",
+            &[
+                selective,
+                "model.recompute_modules=[layernorm]",
+                "mixed_precision=bf16_with_fp8_delayed_scaling_mixed",
+            ],
+        ),
+        llama(
+            "recompute-fp8-current-layernorm",
+            &[
+                selective,
+                "model.recompute_modules=[layernorm]",
+                "mixed_precision=bf16_with_fp8_current_scaling_mixed",
+            ],
+        ),
+        llama(
+            "refuse-recompute-moe-layer-recompute-with-full",
+            &[
+                full,
+                "model.recompute_method=uniform",
+                "model.recompute_num_layers=1",
+                "model.moe_layer_recompute=true",
+            ],
+        ),
+        llama(
+            "recompute-moe-layer-recompute",
+            &["model.moe_layer_recompute=true"],
+        ),
+    ];
+    out.extend(graphed_recompute_cases());
+    out
+}
+
+/// The recompute rules of Megatron-Core's CUDA-graph block (graphs on), which Bridge's
+/// `runtime_config_update` runs after the rules of [`recompute_cases`].
+fn graphed_recompute_cases() -> Vec<Case> {
+    let (with, llama) = (recompute_job, recompute_llama);
+    let (selective, full) = (SELECTIVE, FULL_RECOMPUTE);
+    vec![
+        // moe_layer_recompute on a model whose router Transformer Engine graphs: refused
+        with(
+            "refuse-recompute-moe-layer-recompute-router-graph",
+            "qwen3_30b_a3b",
+            "h100x16",
+            &[
+                "model.moe_layer_recompute=true",
+                "comm_overlap.overlap_moe_expert_parallel_comm=false",
+                "comm_overlap.delay_wgrad_compute=false",
+            ],
+        ),
+        llama(
+            "refuse-recompute-full-with-layer-graphs",
+            &[
+                full,
+                "model.recompute_method=uniform",
+                "model.recompute_num_layers=1",
+                "model.cuda_graph_impl=transformer_engine",
+            ],
+        ),
+        llama(
+            "refuse-recompute-attention-dropout-graphed",
+            &[
+                selective,
+                "model.cuda_graph_impl=transformer_engine",
+                "model.attention_dropout=0.1",
+            ],
+        ),
+        llama(
+            "recompute-attention-dropout-outside-graphs",
+            &[
+                selective,
+                "model.cuda_graph_impl=transformer_engine",
+                "model.cuda_graph_scope=null",
+                "model.cuda_graph_modules=[mlp]",
+                "model.attention_dropout=0.1",
+            ],
+        ),
+        llama(
+            "refuse-recompute-hidden-dropout-graphed",
+            &[
+                selective,
+                "model.recompute_modules=[mlp]",
+                "model.cuda_graph_impl=transformer_engine",
+                "model.hidden_dropout=0.1",
+            ],
+        ),
+        with(
+            "refuse-recompute-jitter-graphed",
+            "qwen3_30b_a3b",
+            "h100x16",
+            &[
+                selective,
+                "model.recompute_modules=[moe]",
+                "comm_overlap.overlap_moe_expert_parallel_comm=false",
+                "comm_overlap.delay_wgrad_compute=false",
+                "model.cuda_graph_scope=null",
+                "model.cuda_graph_modules=[]",
+                "model.moe_input_jitter_eps=0.01",
+            ],
+        ),
+        llama(
+            "refuse-recompute-offload-inside-recomputed-moe",
+            &[
+                selective,
+                "model.recompute_modules=[moe]",
+                "model.fine_grained_activation_offloading=true",
+                "model.offload_modules=[moe_act]",
+            ],
+        ),
+    ]
 }
 
 /// Launches by another name Bridge's library exports a shipped function under

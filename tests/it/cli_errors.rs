@@ -1443,3 +1443,408 @@ fn a_hugging_face_source_bridge_refuses_is_refused_at_plan_time() {
     // a split the preset has, and a slice of one, are accepted
     ok(&sft(&["dataset.hf_dataset.split=train[:90%]+validation"]));
 }
+
+/// A row of [`recompute_rules_refuse_what_megatron_core_refuses`]: the recipe and GPUs, the
+/// job's settings, the one that breaks the rule, other flags, Megatron-Core's message, the
+/// fields named, the fix's start.
+type RecomputeRow = (
+    (&'static str, &'static str),
+    Vec<&'static str>,
+    &'static str,
+    Vec<&'static str>,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+/// The recipes and settings the recompute rows use.
+const SEL: &str = "model.recompute_granularity=selective";
+const FULL: &str = "model.recompute_granularity=full";
+const QWEN: (&str, &str) = ("qwen3_30b_a3b", "h100x16");
+const LLAMA: (&str, &str) = ("llama3_8b", "h100x8");
+const V2_LITE: (&str, &str) = ("deepseek_v2_lite_pretrain_8gpu_h100_bf16_config", "h100x8");
+const NO_EP_OVERLAP: [&str; 2] = [
+    "comm_overlap.overlap_moe_expert_parallel_comm=false",
+    "comm_overlap.delay_wgrad_compute=false",
+];
+
+/// Megatron-Core's activation-recompute rules (`TransformerConfig.__post_init__`), one row
+/// each: the job is refused at plan time (exit 2) with Megatron-Core's words, the fields and
+/// a fix; the same job without the offending setting plans. (`bridge_proof` holds each
+/// refusal to Bridge's own for the same job.)
+#[test]
+fn recompute_rules_refuse_what_megatron_core_refuses() {
+    let rows = [
+        recompute_on_rows(),
+        recompute_module_rows(),
+        graphed_recompute_rows(),
+    ]
+    .concat();
+    for ((recipe, gpus), sets, breaking, flags, message, fields, fix) in rows {
+        let mut args = vec!["--recipe", recipe, "--gpus", gpus];
+        args.extend(flags);
+        for s in &sets {
+            args.extend(["--set", s]);
+        }
+        plan_json(&args);
+        args.extend(["--set", breaking]);
+        let err = usage_error(&[&["plan"], args.as_slice()].concat());
+        assert!(
+            err.contains(&format!("error: {fields}: {message}")),
+            "{breaking}: {err}"
+        );
+        assert!(err.contains(&format!("help: {fix}")), "{breaking}: {err}");
+    }
+}
+
+/// The rules with recompute on: CPU offloading, the granularity, method and layer count,
+/// distributed saved activations.
+fn recompute_on_rows() -> Vec<RecomputeRow> {
+    vec![
+        (
+            LLAMA,
+            vec![SEL],
+            "model.cpu_offloading=true",
+            vec![],
+            "CPU offloading does not work when activation recomputation is enabled",
+            "model.cpu_offloading, model.recompute_granularity",
+            "--set model.recompute_granularity=null",
+        ),
+        (
+            LLAMA,
+            vec![],
+            "model.recompute_granularity=partial",
+            vec![],
+            "When using recompute_granuarlity: partial must be \"full\"or \"selective\".",
+            "model.recompute_granularity",
+            "--set model.recompute_granularity=selective",
+        ),
+        (
+            LLAMA,
+            vec![SEL],
+            "model.recompute_method=every",
+            vec![],
+            "recompute_method: every must be \"block\" or \"uniform\".",
+            "model.recompute_method",
+            "--set model.recompute_method=uniform",
+        ),
+        (
+            LLAMA,
+            vec![],
+            FULL,
+            vec![],
+            "Using recompute_granularity: full so recompute_method must be \"block\" or \"uniform\"",
+            "model.recompute_granularity, model.recompute_method",
+            "--set model.recompute_method=uniform",
+        ),
+        (
+            LLAMA,
+            vec!["model.recompute_method=uniform"],
+            FULL,
+            vec![],
+            "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: 32",
+            "model.recompute_granularity, model.recompute_num_layers",
+            "--set model.recompute_num_layers=N (1 to 32",
+        ),
+        (
+            LLAMA,
+            vec![SEL],
+            "model.recompute_num_layers=2",
+            vec![],
+            "When using recompute_granularity: selective recompute_num_layers must be None.",
+            "model.recompute_granularity, model.recompute_num_layers",
+            "--set model.recompute_num_layers=null",
+        ),
+        (
+            LLAMA,
+            vec![
+                SEL,
+                "model.tensor_model_parallel_size=2",
+                "model.sequence_parallel=true",
+            ],
+            "model.distribute_saved_activations=true",
+            vec![],
+            "distribute_saved_activations: True must be false when sequence parallel is enabled: True",
+            "model.distribute_saved_activations, model.sequence_parallel",
+            "--set model.distribute_saved_activations=false",
+        ),
+    ]
+}
+
+/// The rules of selective recompute's modules, the deprecated `moe_layer_recompute` and
+/// fine-grained offloading.
+fn recompute_module_rows() -> Vec<RecomputeRow> {
+    vec![
+        (
+            LLAMA,
+            vec![SEL],
+            "model.recompute_modules=[core_attn,layer_norm]",
+            vec![],
+            "Invalid choices for recompute_modules: {'layer_norm'}. Allowed modules are: {'core_attn', 'moe_act', 'layernorm', 'mla_up_proj', 'mlp', 'moe', 'shared_experts', 'gdn_norm_out'}",
+            "model.recompute_modules",
+            "did you mean `layernorm`? name only those",
+        ),
+        (
+            QWEN,
+            vec![SEL, "model.recompute_modules=[moe_act]"],
+            "model.moe_grouped_gemm=false",
+            vec![],
+            "moe_act in recompute_modules is only supported with moe_grouped_gemm.",
+            "model.recompute_modules, model.moe_grouped_gemm",
+            "--set 'model.recompute_modules=[]', or --set model.moe_grouped_gemm=true",
+        ),
+        (
+            LLAMA,
+            vec![SEL],
+            "model.recompute_modules=[core_attn,mla_up_proj]",
+            vec![],
+            "mla_up_proj in recompute_modules is only supported with multi_latent_attention.",
+            "model.recompute_modules, model.multi_latent_attention",
+            "--set 'model.recompute_modules=[core_attn]'",
+        ),
+        (
+            LLAMA,
+            vec![SEL, "model.recompute_modules=[gdn_norm_out]"],
+            "model.experimental_attention_variant=null",
+            vec![],
+            "gdn_norm_out in recompute_modules is only supported with experimental_attention_variant='gated_delta_net'.",
+            "model.recompute_modules, model.experimental_attention_variant",
+            "--set 'model.recompute_modules=[]'",
+        ),
+        (
+            V2_LITE,
+            vec![
+                SEL,
+                "model.recompute_method=null",
+                "model.recompute_num_layers=null",
+            ],
+            "model.recompute_modules=[shared_experts]",
+            vec![],
+            "shared_experts recompute cannot work with --moe-shared-expert-overlap.",
+            "model.recompute_modules, model.moe_shared_expert_overlap",
+            "--set 'model.recompute_modules=[]', or --set model.moe_shared_expert_overlap=false",
+        ),
+        (
+            LLAMA,
+            vec![SEL, "model.recompute_modules=[layernorm,core_attn]"],
+            "mixed_precision=bf16_with_fp8_delayed_scaling_mixed",
+            vec![],
+            "Delayed scaling does not support moe_act and layernorm recompute for fp8.",
+            "model.recompute_modules, mixed_precision.fp8_recipe",
+            "--set 'model.recompute_modules=[core_attn]'",
+        ),
+        (
+            LLAMA,
+            vec![SEL, "model.recompute_modules=[layernorm]"],
+            "mixed_precision=bf16_with_fp8_current_scaling_mixed",
+            vec!["--te-version", "2.5.0"],
+            "moe_act and layernorm recompute for fp8 needs transformer-engine>=2.6.0dev0, but your version is 2.5.0.",
+            "model.recompute_modules, mixed_precision.fp8",
+            "--set 'model.recompute_modules=[]', or run a container with Transformer Engine 2.6",
+        ),
+        (
+            LLAMA,
+            vec![
+                FULL,
+                "model.recompute_method=uniform",
+                "model.recompute_num_layers=1",
+            ],
+            "model.moe_layer_recompute=true",
+            vec![],
+            "Do not set --moe-layer-recompute with full recompute granularity.",
+            "model.moe_layer_recompute, model.recompute_granularity",
+            "--set model.moe_layer_recompute=false",
+        ),
+        (
+            LLAMA,
+            vec![
+                SEL,
+                "model.recompute_modules=[moe]",
+                "model.fine_grained_activation_offloading=true",
+            ],
+            "model.offload_modules=[moe_act]",
+            vec![],
+            "Cannot offload {'moe_act'} while recomputing the entire MoE layer.",
+            "model.recompute_modules, model.offload_modules",
+            "--set 'model.recompute_modules=[]', or drop moe_act from model.offload_modules",
+        ),
+    ]
+}
+
+/// The recompute rules of the CUDA-graph block.
+fn graphed_recompute_rows() -> Vec<RecomputeRow> {
+    vec![
+        (
+            LLAMA,
+            vec![
+                FULL,
+                "model.recompute_method=uniform",
+                "model.recompute_num_layers=1",
+            ],
+            "model.cuda_graph_impl=transformer_engine",
+            vec![],
+            "full recompute is only supported with full iteration CUDA graph.",
+            "model.recompute_granularity, model.cuda_graph_impl",
+            "--set model.recompute_granularity=selective",
+        ),
+        (
+            QWEN,
+            NO_EP_OVERLAP.to_vec(),
+            "model.moe_layer_recompute=true",
+            vec![],
+            "moe recompute is not supported with moe_router CUDA graph with: --cuda-graph-impl transformer_engine.",
+            "model.recompute_modules, model.cuda_graph_modules",
+            "--set 'model.recompute_modules=[core_attn]', or drop moe_router",
+        ),
+        (
+            LLAMA,
+            vec![SEL, "model.cuda_graph_impl=transformer_engine"],
+            "model.attention_dropout=0.1",
+            vec![],
+            "attention dropout is not supported with graphed attention recomputation.",
+            "model.attention_dropout, model.recompute_modules, model.cuda_graph_modules",
+            "--set model.attention_dropout=0.0",
+        ),
+        (
+            LLAMA,
+            vec![
+                SEL,
+                "model.recompute_modules=[mlp]",
+                "model.cuda_graph_impl=transformer_engine",
+            ],
+            "model.hidden_dropout=0.1",
+            vec![],
+            "hidden dropout is not supported with graphed MLP/MoE recomputation.",
+            "model.hidden_dropout, model.recompute_modules, model.cuda_graph_modules",
+            "--set model.hidden_dropout=0.0",
+        ),
+        (
+            QWEN,
+            [
+                NO_EP_OVERLAP.as_slice(),
+                &[
+                    SEL,
+                    "model.recompute_modules=[moe]",
+                    "model.cuda_graph_scope=null",
+                    "model.cuda_graph_modules=[]",
+                ],
+            ]
+            .concat(),
+            "model.moe_input_jitter_eps=0.01",
+            vec![],
+            "moe_input_jitter_eps is not supported with graphed moe recomputation.",
+            "model.moe_input_jitter_eps, model.recompute_modules, model.cuda_graph_modules",
+            "--set model.moe_input_jitter_eps=null",
+        ),
+    ]
+}
+
+/// The recompute rules apply where Megatron-Core applies them: the module rules only under
+/// selective recompute, the method and layer-count rules only with recompute on.
+#[test]
+fn recompute_rules_apply_only_where_megatron_core_applies_them() {
+    for sets in [
+        vec!["model.recompute_modules=[foo]"],
+        vec![
+            "model.recompute_modules=[mla_up_proj]",
+            "model.recompute_num_layers=3",
+        ],
+        vec![
+            "model.recompute_granularity=full",
+            "model.recompute_method=block",
+            "model.recompute_num_layers=2",
+            "model.recompute_modules=[foo]",
+        ],
+        vec!["model.recompute_method=every"],
+    ] {
+        let mut args = vec!["--recipe", "llama3_8b", "--gpus", "h100x8"];
+        for s in &sets {
+            args.extend(["--set", s]);
+        }
+        plan_json(&args);
+    }
+    // moe_act without grouped GEMM is read only under selective recompute
+    plan_json(&[
+        "--recipe",
+        "qwen3_30b_a3b",
+        "--gpus",
+        "h100x16",
+        "--set",
+        "model.recompute_modules=[moe_act]",
+        "--set",
+        "model.moe_grouped_gemm=false",
+    ]);
+}
+
+/// The deprecated `moe_layer_recompute`: Megatron-Core recomputes the MoE layer selectively,
+/// which the plan states (a decision per field) with its deprecation warning.
+#[test]
+fn moe_layer_recompute_is_planned_as_selective_moe_recompute() {
+    let plan = plan_json(&[
+        "--recipe",
+        "llama3_8b",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "model.moe_layer_recompute=true",
+    ]);
+    assert_eq!(plan["model"]["recompute_granularity"], "selective");
+    assert_eq!(
+        plan["model"]["recompute_modules"],
+        serde_json::json!(["core_attn", "moe"])
+    );
+    let decided: Vec<&str> = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| {
+            d["rule"]
+                .as_str()
+                .is_some_and(|r| r.contains("model.moe_layer_recompute = true"))
+        })
+        .filter_map(|d| d["key"].as_str())
+        .collect();
+    assert_eq!(
+        decided,
+        ["model.recompute_granularity", "model.recompute_modules"]
+    );
+    assert!(
+        plan["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.starts_with("--moe-layer-recompute is deprecated."))),
+        "{}",
+        plan["warnings"]
+    );
+}
+
+/// A function whose checkpoint gives `multi_latent_attention` when the trainer starts
+/// (DeepSeek-V4-Flash's, which recomputes `mla_up_proj`): the rule that reads it is left to run
+/// time, as the plan says, and the plan does not state the field.
+#[test]
+fn a_checkpoint_given_mla_leaves_the_mla_up_proj_rule_to_run_time() {
+    let plan = plan_json(&[
+        "--recipe",
+        "deepseek_v4_flash_pretrain_64gpu_gb200_fp8mx_config",
+        "--gpus",
+        "gb200x64",
+    ]);
+    assert_eq!(
+        plan["model"]["recompute_modules"],
+        serde_json::json!(["mla_up_proj"])
+    );
+    assert!(plan["model"].get("multi_latent_attention").is_none());
+    let left = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["key"] == "checks")
+        .expect("the checks left to run time");
+    assert!(
+        left["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "mla_up_proj in recompute_modules only with multi_latent_attention"),
+        "{left}"
+    );
+}

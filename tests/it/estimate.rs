@@ -824,3 +824,36 @@ fn tune_with_a_users_pipeline_size_keeps_to_it_with_bridges_layout() {
         );
     }
 }
+
+/// Without Transformer Engine the estimate says it modelled Megatron-Core's local layer spec
+/// (a `kernels:` line, the JSON's `kernels`) and predicts a longer step than with TE; with TE
+/// it says nothing of kernels.
+#[test]
+fn estimate_without_te_says_it_models_the_local_spec() {
+    let args = ["estimate", "-r", "llama3_8b", "-g", "h100x8"];
+    let with: Vec<&str> = args.to_vec();
+    let without: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--te-version", "none"])
+        .collect();
+    let text = ok(&without);
+    assert!(
+        text.contains("\nkernels: no Transformer Engine: Megatron-Core's local layer spec"),
+        "{text}"
+    );
+    assert!(!ok(&with).contains("kernels:"));
+    let json = |a: &[&str]| -> serde_json::Value {
+        let a: Vec<&str> = a.iter().copied().chain(["-o", "json"]).collect();
+        serde_json::from_str(&ok(&a)).unwrap()
+    };
+    let (te, local) = (json(&with), json(&without));
+    assert!(te.get("kernels").is_none());
+    assert!(
+        local["kernels"]
+            .as_str()
+            .unwrap()
+            .contains("PyTorch's foreach AdamW")
+    );
+    assert!(local["step_time_s"].as_f64().unwrap() > te["step_time_s"].as_f64().unwrap());
+}

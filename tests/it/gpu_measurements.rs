@@ -6,14 +6,17 @@
 //! Memory is the peak the GPU held for the job: what PyTorch's caching allocator reserved at
 //! its peak plus what the process held outside it (the CUDA context and libraries' own
 //! allocations: the row's `outside_allocator_gib`, else the median of the rows that measured
-//! it), as examples/calibrate.rs fits the overhead. The bounds are the state of the model,
-//! stated so a regression fails: memory within 16% on every row (the fit's leave-one-out
-//! maximum) and within 6% for the median row; step time within a factor of 3, because those
-//! runs had no Transformer Engine (Megatron-Core's local layer spec: unfused attention and
-//! norms), whose kernels' speed the estimator, calibrated on Bridge's published TE runs, does
-//! not model. Where the estimate itself says it leaves the step time out (its `left_out`:
-//! experts without grouped GEMMs), the step time is printed, not bounded, and every MoE row
-//! must carry that note.
+//! it), as examples/calibrate.rs fits the overhead. The runs had no Transformer Engine
+//! (Megatron-Core's local layer spec): their step time is the estimate's non-TE model
+//! (`estimate::unfused`), whose one efficiency examples/calibrate.rs fits on these rows. The
+//! bounds are the state of the model, stated so a regression fails: memory within 16% on every
+//! row (the fit's leave-one-out maximum) and within 6% for the median row; step time within 35%
+//! on every row and within 8% for the median row, from the leave-one-out errors the fit prints
+//! (each row predicted with the efficiency fitted on the others: 34.4% and 7.5%), not from the
+//! in-sample ones this test sees (the TE model the estimate used before for these runs was
+//! under by 27-58%, median 39%). Where the estimate itself says it leaves the step time out
+//! (its `left_out`: experts without grouped GEMMs), the step time is printed, not bounded, and
+//! every MoE row must carry that note.
 
 use std::path::Path;
 
@@ -104,7 +107,7 @@ fn the_estimate_against_every_measured_gpu_configuration() {
         .get(measured_outside.len() / 2)
         .copied()
         .unwrap_or(0.0);
-    let mut errors = vec![];
+    let (mut errors, mut step_errors) = (vec![], vec![]);
     eprintln!(
         "{:<10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}",
         "job", "ms", "est ms", "err", "GiB", "est GiB", "err"
@@ -147,13 +150,25 @@ fn the_estimate_against_every_measured_gpu_configuration() {
             row.get("transformer_engine")
         );
         errors.push(e_gib.abs());
+        if !step_left_out {
+            step_errors.push(e_ms.abs());
+        }
+        if row.get("transformer_engine").starts_with("none") {
+            assert!(
+                v["kernels"]
+                    .as_str()
+                    .is_some_and(|k| k.contains("local layer spec")),
+                "{}: the estimate does not say it modelled the non-TE kernels: {v}",
+                row.get("job")
+            );
+        }
         assert!(
             e_gib.abs() <= 0.16,
             "{}: memory estimate {est_gib:.3} GiB vs {gib:.3} measured",
             row.get("job")
         );
         assert!(
-            step_left_out || (1.0 / 3.0..=3.0).contains(&(est_ms / ms)),
+            step_left_out || e_ms.abs() <= 0.35,
             "{}: step estimate {est_ms:.1} ms vs {ms:.1} measured",
             row.get("job")
         );
@@ -169,6 +184,18 @@ fn the_estimate_against_every_measured_gpu_configuration() {
         median <= 0.06,
         "memory: median |error| {:.1}%",
         median * 100.0
+    );
+    step_errors.sort_by(f64::total_cmp);
+    let step_median = step_errors[step_errors.len() / 2];
+    eprintln!(
+        "step time: median |error| {:.1}% over {} rows",
+        step_median * 100.0,
+        step_errors.len()
+    );
+    assert!(
+        step_median <= 0.08,
+        "step time: median |error| {:.1}%",
+        step_median * 100.0
     );
 }
 

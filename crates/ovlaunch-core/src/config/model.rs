@@ -176,3 +176,18 @@ impl ModelConfig {
             * u64::from(self.context_parallel_size)
     }
 }
+
+/// The submodules Megatron-Core's selective recompute knows (`TransformerConfig.recompute_modules`;
+/// its `__post_init__` refuses another name under `recompute_granularity = "selective"`):
+/// core attention, the MoE activation, both layer norms, MLA's up projection, the dense MLP,
+/// the whole MoE layer, the shared experts and GatedDeltaNet's output norm.
+pub const RECOMPUTE_MODULES: &[&str] = &[
+    "core_attn",
+    "moe_act",
+    "layernorm",
+    "mla_up_proj",
+    "mlp",
+    "moe",
+    "shared_experts",
+    "gdn_norm_out",
+];

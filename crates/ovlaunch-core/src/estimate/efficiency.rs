@@ -1,7 +1,8 @@
 //! The estimator's fitted constants (`hardware/efficiency.json`, written by
-//! `cargo run --release --example calibrate -- --write`): how far below the dense peak GEMMs run
-//! per GPU kind, for MoE models and per precision, and how much of an overlapped
-//! communication stays exposed. Unknown keys are errors.
+//! `cargo run --release --example calibrate -- --write`; `--write-unfused` writes the non-TE
+//! constant alone): how far below the dense peak GEMMs run per GPU kind, for MoE models and per
+//! precision, how much of an overlapped communication stays exposed, and at what share of HBM
+//! bandwidth the passes without Transformer Engine run. Unknown keys are errors.
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,11 @@ pub struct Efficiency {
     pub bucket_tail: f64,
     /// CUDA context, NCCL and Transformer Engine workspaces and allocator slack, GiB.
     pub overhead_gib: f64,
+    /// Achieved fraction of the HBM bandwidth by the passes Megatron-Core's local layer spec
+    /// runs outside the GEMMs without Transformer Engine (unfused attention scores, norms,
+    /// RoPE, cross-entropy, PyTorch's Adam: `estimate::unfused`), fitted on the measured GPU
+    /// runs.
+    pub unfused_memory: f64,
     /// How the constants were fitted (free text, written by the fit).
     #[serde(default)]
     pub fit: Option<String>,

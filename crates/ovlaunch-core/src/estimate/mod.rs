@@ -61,6 +61,7 @@ mod memory;
 pub mod stages;
 mod step;
 pub mod tune;
+pub mod unfused;
 
 use serde::Serialize;
 
@@ -363,13 +364,30 @@ pub fn scope_notes(plan: &Plan) -> Vec<String> {
     if frozen_base(plan) {
         notes.push(PEFT_LEFT_OUT.to_string());
     }
-    let experts = plan.model.num_moe_experts.unwrap_or(0) > 0;
-    if experts
-        && plan.model.provider.get("moe_grouped_gemm") != Some(&serde_json::Value::Bool(true))
-    {
+    if step_left_out(plan) {
         notes.push(SEQUENTIAL_EXPERTS.to_string());
     }
     notes
+}
+
+/// Which kernels the step time is modelled on, where they are not Transformer Engine's: for a
+/// plan without TE (`--te-version none`), Megatron-Core's local layer spec and PyTorch's Adam
+/// (`unfused`); `None` with TE.
+pub fn kernels_note(plan: &Plan) -> Option<&'static str> {
+    plan.versions
+        .transformer_engine
+        .is_none()
+        .then_some(UNFUSED_KERNELS)
+}
+
+/// What the estimate models without Transformer Engine.
+const UNFUSED_KERNELS: &str = "no Transformer Engine: Megatron-Core's local layer spec is modelled (attention unfused: batched GEMMs over the whole s x s score matrix, its mask and softmax as passes through HBM; torch RMSNorm, unfused RoPE, SwiGLU and bias-dropout-add; cross-entropy over the vocabulary in FP32; PyTorch's foreach AdamW), its passes at the fitted share of the HBM bandwidth measured on single-GPU runs";
+
+/// Whether the estimate leaves the plan's step time out: routed experts without grouped GEMMs
+/// (`SEQUENTIAL_EXPERTS`, said in [`scope_notes`]).
+pub fn step_left_out(plan: &Plan) -> bool {
+    let experts = plan.model.num_moe_experts.unwrap_or(0) > 0;
+    experts && plan.model.provider.get("moe_grouped_gemm") != Some(&serde_json::Value::Bool(true))
 }
 
 /// What the step time leaves out for experts without grouped GEMMs.
@@ -466,18 +484,26 @@ pub fn estimate_with_stages(
     let dense_local = loads.iter().map(|r| c.dense_of(r)).fold(0.0, f64::max);
     let expert_local = loads.iter().map(|r| c.expert_of(r)).fold(0.0, f64::max);
     let (selective, full_frac) = step::recompute_of(plan);
-    let compute = step::compute(
+    let mut compute = step::compute(
         &c,
         &busiest,
         step::recompute_macs(&c.arch, selective, full_frac),
     );
+    let no_te = unfused::applies(&c);
+    if no_te {
+        compute.t_mb += unfused::microbatch_s(&c, &busiest, selective, full_frac);
+    }
     let tp = step::tp_comm(&c, &busiest);
     let cp = step::cp_comm(&c, &busiest, compute.attn_mb);
     let ep = step::ep_comm(&c, &busiest);
     let t_mb = compute.t_mb + tp.exposed + cp.exposed + ep.exposed;
     let pipe = step::pipeline(&c, t_mb);
     let dp = step::data_parallel(&c, dense_local, expert_local, compute.t_mb);
-    let optimizer_s = step::optimizer_s(&c, dense_local, expert_local);
+    let optimizer_s = if no_te {
+        unfused::optimizer_s(&c, dense_local, expert_local)
+    } else {
+        step::optimizer_s(&c, dense_local, expert_local)
+    };
 
     let micro = c.micro;
     let drain = step::head_drain_s(&c, loads, &busiest.ts, pipe.bubble);

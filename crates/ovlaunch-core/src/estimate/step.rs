@@ -539,6 +539,13 @@ pub(crate) fn head_drain_s(c: &Ctx, loads: &[RankLoad], ts: &TokenSeconds, bubbl
     (drain - 2.0 / 3.0 * bubble).max(0.0)
 }
 
+/// Seconds per token of one GPU's TP·CP share, whole model, of the attention core's
+/// GEMMs (forward and backward) at their rate: `token_seconds`' attention term.
+pub(crate) fn attention_core_s_per_token(c: &Ctx) -> f64 {
+    let r = rates(c);
+    6.0 * c.arch.forward_macs().attn / r.gemm.attn / attn_rate(c, &r)
+}
+
 /// The busiest rank's layers and LM head passes at their rates (`TokenSeconds`), plus the
 /// weights streamed through HBM and the forward work recompute repeats on its layers.
 pub(crate) fn compute(c: &Ctx, b: &Busiest, recompute: f64) -> Compute {
@@ -908,17 +915,23 @@ pub(crate) fn data_parallel(
     }
 }
 
-/// Optimizer step: reads and writes FP32 master weights and two moments, the gradient and
-/// the BF16 weight of its shard, memory bound.
-pub(crate) fn optimizer_s(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
+/// Parameters whose optimizer state one GPU steps: its dense and expert weights, their
+/// data-parallel shards under [`Ctx::dist_opt`], none for a frozen base.
+pub(crate) fn optimizer_shard(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
     if c.frozen {
         return 0.0;
     }
     let (dp_dense, dp_expert) = c.dp_groups();
-    let shard = if c.dist_opt() {
+    if c.dist_opt() {
         dense_local / dp_dense + expert_local / dp_expert
     } else {
         dense_local + expert_local
-    };
-    shard * 2.0 * (12.0 + c.grad_bytes + 2.0) / (c.perf.hbm_tb_s * 1e12)
+    }
+}
+
+/// Optimizer step: reads and writes FP32 master weights and two moments, the gradient and
+/// the BF16 weight of its shard, memory bound.
+pub(crate) fn optimizer_s(c: &Ctx, dense_local: f64, expert_local: f64) -> f64 {
+    optimizer_shard(c, dense_local, expert_local) * 2.0 * (12.0 + c.grad_bytes + 2.0)
+        / (c.perf.hbm_tb_s * 1e12)
 }

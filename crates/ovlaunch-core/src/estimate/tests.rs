@@ -914,3 +914,91 @@ fn group_limited_routing_reaches_fewer_nodes() {
     ));
     assert!(g.tokens_per_sec_per_gpu > u.tokens_per_sec_per_gpu);
 }
+
+/// The measured grid's base shape (results/gpu-2026-11-26-h200/) on one H200, with or without
+/// Transformer Engine.
+fn measured_base(te: bool) -> Plan {
+    let cat = Catalog::embedded().unwrap();
+    let r = cat.recipe("llama3_8b").unwrap();
+    let hw = hardware::parse("h200x1", &cat.gpus, None).unwrap();
+    let sets: Vec<String> = [
+        "model.context_parallel_size=1",
+        "train.global_batch_size=8",
+        "model.gradient_accumulation_fusion=false",
+        "model.cross_entropy_loss_fusion=false",
+        "optimizer.use_precision_aware_optimizer=false",
+        "ddp.use_distributed_optimizer=false",
+        "optimizer.use_distributed_optimizer=false",
+        "ddp.overlap_param_gather=false",
+        "dataset.seq_length=2048",
+        "model.seq_length=2048",
+        "model.hidden_size=2048",
+        "model.ffn_hidden_size=8192",
+        "model.num_layers=4",
+        "model.num_attention_heads=16",
+        "train.micro_batch_size=1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let sets = overrides::parse_sets(&sets).unwrap();
+    let stack = Stack {
+        te: if te { Stack::default().te } else { None },
+        ..Stack::default()
+    };
+    resolve::resolve(&resolve::Inputs {
+        sets: &sets,
+        ..resolve::Inputs::new(&r, &hw, &stack)
+    })
+    .unwrap()
+}
+
+/// Without Transformer Engine the step adds the local spec's unfused passes at the fitted
+/// share of the HBM bandwidth, and the optimizer step is PyTorch's foreach AdamW with the
+/// mixed-precision optimizer's copies (98 bytes per parameter with BF16 gradients) at that
+/// bandwidth; with TE the efficiency of those passes changes nothing.
+#[test]
+fn without_te_the_unfused_passes_and_torch_adam_are_costed() {
+    let eff = Efficiency::embedded().unwrap();
+    let slow = Efficiency {
+        unfused_memory: eff.unfused_memory / 2.0,
+        ..eff.clone()
+    };
+    let (te, local) = (measured_base(true), measured_base(false));
+    assert_eq!(estimate(&te, &eff).unwrap(), estimate(&te, &slow).unwrap());
+    let (t, l, s) = (
+        estimate(&te, &eff).unwrap(),
+        estimate(&local, &eff).unwrap(),
+        estimate(&local, &slow).unwrap(),
+    );
+    assert!(l.step_time_s > 1.3 * t.step_time_s, "{l:?} vs {t:?}");
+    assert!(s.step_time_s > l.step_time_s);
+    // Everything but the unfused passes and the optimizer is the TE model's.
+    assert_eq!(
+        l.model_tflops_per_gpu / l.tokens_per_sec_per_gpu,
+        t.model_tflops_per_gpu / t.tokens_per_sec_per_gpu
+    );
+    let a = super::arch::Arch::of_plan(&local);
+    let params = a.dense_params_total();
+    let perf = local.hardware.gpu.perf.as_ref().unwrap();
+    let adam = params * 98.0 / (perf.hbm_tb_s * 1e12 * eff.unfused_memory);
+    assert!(
+        close(l.breakdown.optimizer_s, adam, 1e-9),
+        "{} vs {adam}",
+        l.breakdown.optimizer_s
+    );
+    assert!(close(s.breakdown.optimizer_s, 2.0 * adam, 1e-9));
+    // The passes' share of the compute doubles at half the efficiency.
+    let passes = s.breakdown.compute_s - l.breakdown.compute_s;
+    assert!(passes > 0.0 && l.breakdown.compute_s - passes > t.breakdown.compute_s);
+}
+
+/// Every pass of the non-TE table names the Megatron-Core function that issues it and moves
+/// bytes.
+#[test]
+fn every_unfused_pass_cites_megatron_core() {
+    for p in super::unfused::PASSES {
+        assert!(p.source.contains(".py "), "{}", p.what);
+        assert!(p.fwd + p.bwd > 0.0 && p.count > 0.0, "{}", p.what);
+    }
+}

@@ -48,6 +48,18 @@ const CHECKS: &[(&str, &str)] = &[
         "the MTP layers the pipeline layout places",
     ),
     (
+        "recompute_granularity",
+        "the activation-recompute rules (the granularity's method, layer count and modules)",
+    ),
+    (
+        "recompute_modules",
+        "the activation-recompute rules of the recomputed modules",
+    ),
+    (
+        "multi_latent_attention",
+        "mla_up_proj in recompute_modules only with multi_latent_attention",
+    ),
+    (
         "moe_token_dispatcher_type",
         "the token dispatcher MoE overlap needs (alltoall or flex)",
     ),
@@ -94,6 +106,9 @@ pub fn neutralise(model: &mut ModelConfig, cp: &CheckpointFields, t: &mut Trace)
     }
     if u("moe_layer_freq") {
         model.moe_layer_freq = None;
+    }
+    if u("multi_latent_attention") {
+        model.multi_latent_attention = true;
     }
     if u("moe_token_dispatcher_type") {
         model.moe_token_dispatcher_type = Some("alltoall".into());

@@ -80,7 +80,7 @@ fn listed(v: Option<&Value>) -> Vec<String> {
 /// A field holding CUDA-graph scope names as Bridge's helpers read it (`_member_name_list`):
 /// `None`, an empty text and `"full"` are no names, a text is split at commas, an enum member
 /// written `CudaGraphScope.attn` is `attn`.
-fn member_names(v: Option<&Value>) -> Vec<String> {
+pub(crate) fn member_names(v: Option<&Value>) -> Vec<String> {
     if matches!(v, Some(Value::String(s)) if s == "full") {
         return Vec::new();
     }

@@ -1,5 +1,6 @@
 //! What Bridge's `ConfigContainer.validate()` does after overlap and precision are applied,
-//! as far as it touches them: Megatron-Core's deferred post-init checks, the Megatron-FSDP
+//! as far as it touches them: Megatron-Core's deferred post-init checks (among them its
+//! activation-recompute rules, `RECOMPUTE` and `GRAPHED_RECOMPUTE`), the Megatron-FSDP
 //! rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency; its checks that
 //! read a pass-through section beside the plan (`container_checks`: evaluation batch, Energon
@@ -24,9 +25,11 @@ pub fn validate(
     stack: &Stack,
     t: &mut Trace,
 ) -> Result<()> {
-    let (model, optimizer, ddp) = (&*targets.model, targets.optimizer, targets.ddp);
+    let (optimizer, ddp) = (targets.optimizer, targets.ddp);
     optimizer_dtypes(optimizer, &mut t.decisions)?;
     ddp_and_optimizer_post_init(optimizer, ddp, &mut t.warnings)?;
+    recompute(targets.model, stack, t)?;
+    let model = &*targets.model;
     model_post_init(model, stack)?;
     megatron_fsdp(mp, optimizer, ddp, &mut t.decisions)?;
     optimizer_sync(optimizer, ddp, t);
@@ -114,6 +117,608 @@ fn ddp_and_optimizer_post_init(
         ));
     }
 
+    Ok(())
+}
+
+/// Megatron-Core's activation-recompute rules (`TransformerConfig.__post_init__`), in its
+/// order: [`RECOMPUTE`] (one small check per refusal, each applied only where Megatron-Core
+/// applies it: the granularity, method and layer-count rules when recompute is on, the module
+/// rules under `recompute_granularity = "selective"`), then the deprecated `moe_layer_recompute`
+/// turned into selective recompute of `moe` (a decision per changed field, with its warning),
+/// then the fine-grained offloading rule that reads the result. An architecture field the plan
+/// does not state (`ModelConfig::provider`: the provider class's default, or the checkpoint's)
+/// is left to Megatron-Core; a checkpoint-given `multi_latent_attention` is neutral here
+/// (`resolve::checkpoint`).
+fn recompute(m: &mut ModelConfig, stack: &Stack, t: &mut Trace) -> Result<()> {
+    RECOMPUTE
+        .iter()
+        .try_for_each(|(_, check)| check(m, stack))?;
+    moe_layer_recompute(m, t);
+    offload_inside_recomputed_moe(m)?;
+    GRAPHED_RECOMPUTE
+        .iter()
+        .try_for_each(|(_, check)| check(m, stack))
+}
+
+/// One refusal of Megatron-Core's recompute block.
+type RecomputeCheck = fn(&ModelConfig, &Stack) -> Result<()>;
+
+/// Where Megatron-Core states the recompute rules.
+const POST_INIT: &str =
+    "megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__";
+
+/// Each refusal, with the function that holds it, in Megatron-Core's order.
+const RECOMPUTE: &[(&str, RecomputeCheck)] = &[
+    (POST_INIT, cpu_offloading_with_recompute),
+    (POST_INIT, granularity_choice),
+    (POST_INIT, method_choice),
+    (POST_INIT, full_needs_method),
+    (POST_INIT, full_needs_num_layers),
+    (POST_INIT, selective_without_num_layers),
+    (POST_INIT, distributed_saved_activations_with_sp),
+    (POST_INIT, known_modules),
+    (POST_INIT, moe_act_needs_grouped_gemm),
+    (POST_INIT, mla_up_proj_needs_mla),
+    (POST_INIT, gdn_norm_out_needs_gated_delta_net),
+    (POST_INIT, shared_experts_without_overlap),
+    (POST_INIT, fp8_recompute_not_delayed),
+    (POST_INIT, fp8_recompute_needs_te_2_6),
+    (POST_INIT, moe_layer_recompute_not_full),
+];
+
+/// The recompute rules of the post-init's CUDA-graph block (graphs on: `cuda_graph_impl` not
+/// `none`), after the rules above, in its order.
+const GRAPHED_RECOMPUTE: &[(&str, RecomputeCheck)] = &[
+    (POST_INIT, full_recompute_with_graphs),
+    (POST_INIT, moe_recompute_with_router_graph),
+    (POST_INIT, attention_dropout_with_graphed_recompute),
+    (POST_INIT, hidden_dropout_with_graphed_recompute),
+    (POST_INIT, jitter_with_graphed_moe_recompute),
+];
+
+/// `model.NAME` of an architecture field (one in `ModelConfig::provider`).
+fn model_path(name: &str) -> String {
+    format!("{}.{name}", ModelConfig::SECTION)
+}
+
+/// An architecture field as the plan states it (`None`: not stated, left to Megatron-Core).
+fn stated<'a>(m: &'a ModelConfig, name: &str) -> Option<&'a serde_json::Value> {
+    m.provider.get(name)
+}
+
+/// Whether recompute is on (`recompute_granularity` not None).
+fn recompute_on(m: &ModelConfig) -> bool {
+    m.recompute_granularity.is_some()
+}
+
+/// Whether the model recomputes selectively.
+fn selective(m: &ModelConfig) -> bool {
+    m.recompute_granularity.as_deref() == Some("selective")
+}
+
+/// Whether selective recompute names `module`.
+fn recomputes(m: &ModelConfig, module: &str) -> bool {
+    selective(m)
+        && m.recompute_modules
+            .as_deref()
+            .is_some_and(|l| l.iter().any(|x| x == module))
+}
+
+/// The fix that drops `module` from the recompute modules (the list without it).
+fn drop_module(m: &ModelConfig, module: &str) -> String {
+    drop_modules(m, &[module])
+}
+
+/// The fix that drops `modules` from the recompute modules (the list without them).
+fn drop_modules(m: &ModelConfig, modules: &[&str]) -> String {
+    let rest: Vec<&str> = m
+        .recompute_modules
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .filter(|x| !modules.contains(x))
+        .collect();
+    format!("--set '{}=[{}]'", MODEL.recompute_modules, rest.join(","))
+}
+
+/// Names as Python prints a set of them (`{'a', 'b'}`), as Megatron-Core's messages show them.
+fn py_set(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    format!("{{{}}}", quoted.join(", "))
+}
+
+/// CPU offloading and activation recompute exclude each other.
+fn cpu_offloading_with_recompute(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if m.cpu_offloading && recompute_on(m) {
+        return Err(Error::config(
+            "CPU offloading does not work when activation recomputation is enabled",
+        )
+        .at_fields([MODEL.cpu_offloading, MODEL.recompute_granularity])
+        .help(format!(
+            "--set {}=null, or --set {}=false",
+            MODEL.recompute_granularity, MODEL.cpu_offloading
+        )));
+    }
+    Ok(())
+}
+
+/// The granularity is `full` or `selective` (or None: no recompute).
+fn granularity_choice(m: &ModelConfig, _: &Stack) -> Result<()> {
+    match m.recompute_granularity.as_deref() {
+        Some(g) if !["full", "selective"].contains(&g) => Err(Error::config(format!(
+            "When using recompute_granuarlity: {g} must be \"full\"or \"selective\"."
+        ))
+        .at_fields(MODEL.recompute_granularity)
+        .help(crate::error::did_you_mean_then(
+            g,
+            ["full", "selective"],
+            format!(
+                "--set {}=selective (the modules in {}), full (whole layers) or null (no recompute)",
+                MODEL.recompute_granularity, MODEL.recompute_modules
+            ),
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// With recompute on, a method is `block` or `uniform`.
+fn method_choice(m: &ModelConfig, _: &Stack) -> Result<()> {
+    match m.recompute_method.as_deref() {
+        Some(x) if recompute_on(m) && !["block", "uniform"].contains(&x) => Err(Error::config(
+            format!("recompute_method: {x} must be \"block\" or \"uniform\"."),
+        )
+        .at_fields(MODEL.recompute_method)
+        .help(crate::error::did_you_mean_then(
+            x,
+            ["block", "uniform"],
+            format!(
+                "--set {}=uniform (every layer group) or block (the first layers of each stage)",
+                MODEL.recompute_method
+            ),
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Full recompute names its method.
+fn full_needs_method(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if recompute_on(m) && !selective(m) && m.recompute_method.is_none() {
+        return Err(Error::config(
+            "Using recompute_granularity: full so recompute_method must be \"block\" or \"uniform\"",
+        )
+        .at_fields([MODEL.recompute_granularity, MODEL.recompute_method])
+        .help(format!(
+            "--set {}=uniform (or block), or --set {}=selective",
+            MODEL.recompute_method, MODEL.recompute_granularity
+        )));
+    }
+    Ok(())
+}
+
+/// Full recompute names how many layers it recomputes.
+fn full_needs_num_layers(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if recompute_on(m) && !selective(m) && m.recompute_num_layers.is_none() {
+        let per_rank = m.num_layers / m.pipeline_model_parallel_size.max(1);
+        return Err(Error::config(format!(
+            "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: {per_rank}"
+        ))
+        .at_fields([MODEL.recompute_granularity, MODEL.recompute_num_layers])
+        .help(format!(
+            "--set {}=N (1 to {per_rank}; with {}=uniform, the layers per recomputed group), or --set {}=selective",
+            MODEL.recompute_num_layers, MODEL.recompute_method, MODEL.recompute_granularity
+        )));
+    }
+    Ok(())
+}
+
+/// Selective recompute takes no layer count.
+fn selective_without_num_layers(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if selective(m) && m.recompute_num_layers.is_some() {
+        return Err(Error::config(
+            "When using recompute_granularity: selective recompute_num_layers must be None.",
+        )
+        .at_fields([MODEL.recompute_granularity, MODEL.recompute_num_layers])
+        .help(format!(
+            "--set {}=null, or --set {}=full with a {}",
+            MODEL.recompute_num_layers, MODEL.recompute_granularity, MODEL.recompute_method
+        )));
+    }
+    Ok(())
+}
+
+/// With recompute on, the saved activations are not distributed over the model-parallel group
+/// under sequence parallelism.
+fn distributed_saved_activations_with_sp(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "distribute_saved_activations";
+    if recompute_on(m)
+        && m.sequence_parallel
+        && stated(m, FIELD) == Some(&serde_json::Value::Bool(true))
+    {
+        let path = model_path(FIELD);
+        return Err(Error::config(
+            "distribute_saved_activations: True must be false when sequence parallel is enabled: True",
+        )
+        .at_fields([path.as_str(), MODEL.sequence_parallel])
+        .help(format!(
+            "--set {path}=false (sequence parallelism already splits the saved activations), or --set {}=false",
+            MODEL.sequence_parallel
+        )));
+    }
+    Ok(())
+}
+
+/// Selective recompute names only modules Megatron-Core knows
+/// ([`crate::config::model::RECOMPUTE_MODULES`]).
+fn known_modules(m: &ModelConfig, _: &Stack) -> Result<()> {
+    use crate::config::model::RECOMPUTE_MODULES;
+    if !selective(m) {
+        return Ok(());
+    }
+    let unknown: Vec<&str> = m
+        .recompute_modules
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .filter(|x| !RECOMPUTE_MODULES.contains(x))
+        .collect();
+    let Some(first) = unknown.first() else {
+        return Ok(());
+    };
+    Err(Error::config(format!(
+        "Invalid choices for recompute_modules: {}. Allowed modules are: {}",
+        py_set(&unknown),
+        py_set(RECOMPUTE_MODULES)
+    ))
+    .at_fields(MODEL.recompute_modules)
+    .help(crate::error::did_you_mean_then(
+        first,
+        RECOMPUTE_MODULES.iter().copied(),
+        format!(
+            "name only those, e.g. --set '{}=[core_attn]'",
+            MODEL.recompute_modules
+        ),
+    )))
+}
+
+/// `moe_act` recompute needs the grouped-GEMM experts.
+fn moe_act_needs_grouped_gemm(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "moe_grouped_gemm";
+    if recomputes(m, "moe_act") && stated(m, FIELD) == Some(&serde_json::Value::Bool(false)) {
+        let path = model_path(FIELD);
+        return Err(Error::config(
+            "moe_act in recompute_modules is only supported with moe_grouped_gemm.",
+        )
+        .at_fields([MODEL.recompute_modules, path.as_str()])
+        .help(format!(
+            "{}, or --set {path}=true",
+            drop_module(m, "moe_act")
+        )));
+    }
+    Ok(())
+}
+
+/// `mla_up_proj` recompute needs multi-latent attention.
+fn mla_up_proj_needs_mla(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if recomputes(m, "mla_up_proj") && !m.multi_latent_attention {
+        return Err(Error::config(
+            "mla_up_proj in recompute_modules is only supported with multi_latent_attention.",
+        )
+        .at_fields([MODEL.recompute_modules, MODEL.multi_latent_attention])
+        .help(format!(
+            "{} (this model has no multi-latent attention)",
+            drop_module(m, "mla_up_proj")
+        )));
+    }
+    Ok(())
+}
+
+/// `gdn_norm_out` recompute needs GatedDeltaNet attention.
+fn gdn_norm_out_needs_gated_delta_net(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "experimental_attention_variant";
+    let variant = stated(m, FIELD);
+    if recomputes(m, "gdn_norm_out")
+        && variant.is_some_and(|v| v.as_str() != Some("gated_delta_net"))
+    {
+        let path = model_path(FIELD);
+        return Err(Error::config(
+            "gdn_norm_out in recompute_modules is only supported with experimental_attention_variant='gated_delta_net'.",
+        )
+        .at_fields([MODEL.recompute_modules, path.as_str()])
+        .help(format!(
+            "{} (this model's attention is not GatedDeltaNet)",
+            drop_module(m, "gdn_norm_out")
+        )));
+    }
+    Ok(())
+}
+
+/// `shared_experts` recompute and the shared experts' overlap exclude each other.
+fn shared_experts_without_overlap(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if recomputes(m, "shared_experts")
+        && m.moe_shared_expert_intermediate_size.is_some()
+        && m.moe_shared_expert_overlap
+    {
+        return Err(Error::config(
+            "shared_experts recompute cannot work with --moe-shared-expert-overlap.",
+        )
+        .at_fields([MODEL.recompute_modules, MODEL.moe_shared_expert_overlap])
+        .help(format!(
+            "{}, or --set {}=false",
+            drop_module(m, "shared_experts"),
+            MODEL.moe_shared_expert_overlap
+        )));
+    }
+    Ok(())
+}
+
+/// The modules FP8 recompute rules below read.
+const FP8_RECOMPUTED: [&str; 2] = ["moe_act", "layernorm"];
+
+/// Whether the model trains in FP8 and recomputes one of [`FP8_RECOMPUTED`].
+fn fp8_recomputed(m: &ModelConfig) -> bool {
+    m.fp8.as_deref().is_some_and(|s| !s.is_empty())
+        && FP8_RECOMPUTED.iter().any(|x| recomputes(m, x))
+}
+
+/// FP8 delayed scaling cannot recompute `moe_act` or `layernorm`.
+fn fp8_recompute_not_delayed(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if fp8_recomputed(m) && m.fp8_recipe.as_deref() == Some("delayed") {
+        return Err(Error::config(
+            "Delayed scaling does not support moe_act and layernorm recompute for fp8.",
+        )
+        .at_fields([MODEL.recompute_modules, MIXED_PRECISION.fp8_recipe])
+        .help(format!(
+            "{}, or name another FP8 precision (e.g. --set mixed_precision=bf16_with_fp8_current_scaling_mixed)",
+            drop_modules(m, &FP8_RECOMPUTED)
+        )));
+    }
+    Ok(())
+}
+
+/// FP8 recompute of `moe_act` or `layernorm` needs Transformer Engine 2.6 or newer.
+fn fp8_recompute_needs_te_2_6(m: &ModelConfig, stack: &Stack) -> Result<()> {
+    match stack.te.as_ref().filter(|v| !v.at_least("2.6.0.dev0")) {
+        Some(te) if fp8_recomputed(m) => Err(Error::config(format!(
+            "moe_act and layernorm recompute for fp8 needs transformer-engine>=2.6.0dev0, but your version is {te}."
+        ))
+        .at_fields([MODEL.recompute_modules, MIXED_PRECISION.fp8])
+        .help(format!(
+            "{}, or run a container with Transformer Engine 2.6 or newer (--te-version)",
+            drop_modules(m, &FP8_RECOMPUTED)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The deprecated `moe_layer_recompute` does not go with full recompute.
+fn moe_layer_recompute_not_full(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "moe_layer_recompute";
+    if stated(m, FIELD) == Some(&serde_json::Value::Bool(true))
+        && m.recompute_granularity.as_deref() == Some("full")
+    {
+        let path = model_path(FIELD);
+        return Err(Error::config(
+            "Do not set --moe-layer-recompute with full recompute granularity. ",
+        )
+        .at_fields([path.as_str(), MODEL.recompute_granularity])
+        .help(format!(
+            "--set {path}=false (deprecated: selective recompute with moe in {} does the same), or --set {}=selective",
+            MODEL.recompute_modules, MODEL.recompute_granularity
+        )));
+    }
+    Ok(())
+}
+
+/// Megatron-Core's `__post_init__` turns the deprecated `moe_layer_recompute` into selective
+/// recompute with `moe` among the modules, with its deprecation warning: the plan states both
+/// fields as the trainer builds them, a decision each.
+fn moe_layer_recompute(m: &mut ModelConfig, t: &mut Trace) {
+    const FIELD: &str = "moe_layer_recompute";
+    if stated(m, FIELD) != Some(&serde_json::Value::Bool(true)) {
+        return;
+    }
+    let why = format!(
+        "{} = true: Megatron-Core's TransformerConfig.__post_init__ recomputes the MoE layer selectively (the field is deprecated)",
+        model_path(FIELD)
+    );
+    t.warnings.push(format!(
+        "--moe-layer-recompute is deprecated. Use --recompute-granularity selective --recompute-modules moe_layer instead. ({}: Megatron-Core's TransformerConfig.__post_init__)",
+        model_path(FIELD)
+    ));
+    if !selective(m) {
+        m.recompute_granularity = Some("selective".into());
+        t.decisions.push(Decision::new(
+            MODEL.recompute_granularity,
+            "selective",
+            why.clone(),
+            Source::Derived,
+        ));
+    }
+    let modules = m.recompute_modules.get_or_insert_with(Vec::new);
+    if !modules.iter().any(|x| x == "moe") {
+        modules.push("moe".into());
+        let value = serde_json::json!(modules);
+        t.decisions.push(Decision::new(
+            MODEL.recompute_modules,
+            value,
+            why,
+            Source::Derived,
+        ));
+    }
+}
+
+/// Fine-grained activation offloading cannot offload inside a MoE layer that selective
+/// recompute wraps whole (`moe` among the modules).
+fn offload_inside_recomputed_moe(m: &ModelConfig) -> Result<()> {
+    if !m.fine_grained_activation_offloading || !recomputes(m, "moe") {
+        return Ok(());
+    }
+    let inside: Vec<&str> = m
+        .offload_modules
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .filter(|x| ["moe_act", "expert_fc1", "fused_group_mlp"].contains(x))
+        .collect();
+    if inside.is_empty() {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "Cannot offload {} while recomputing the entire MoE layer. 'moe' in recompute_modules wraps the full MoE forward in a checkpoint, so offloading activations inside it is redundant and will cause errors.",
+        py_set(&inside)
+    ))
+    .at_fields([MODEL.recompute_modules, MODEL.offload_modules])
+    .help(format!(
+        "{}, or drop {} from {}",
+        drop_module(m, "moe"),
+        inside.join(", "),
+        MODEL.offload_modules
+    )))
+}
+
+/// Whether CUDA graphs are on (`cuda_graph_impl` not `none`).
+fn graphs_on(m: &ModelConfig) -> bool {
+    m.cuda_graph_impl != "none"
+}
+
+/// The modules the CUDA graphs capture (`cuda_graph_modules`, as the post-init normalised it).
+fn graphed(m: &ModelConfig) -> Vec<String> {
+    super::cuda_graph::member_names(m.cuda_graph_modules.as_ref())
+}
+
+/// Whether the graphs take whole layers or the iteration (`full_cudagraph` in the post-init:
+/// the full-iteration implementation, or per-layer graphs with no module named).
+fn whole_layer_graphs(m: &ModelConfig) -> bool {
+    m.cuda_graph_impl == "full_iteration" || graphed(m).is_empty()
+}
+
+/// Whether selective recompute of `module` runs inside a CUDA graph that also captures
+/// `graph_module` (whole layers, or that module named).
+fn recomputed_in_graph(m: &ModelConfig, module: &str, graph_module: &str) -> bool {
+    graphs_on(m)
+        && recomputes(m, module)
+        && (whole_layer_graphs(m) || graphed(m).iter().any(|g| g == graph_module))
+}
+
+/// The fix that turns CUDA graphs off.
+fn graphs_off() -> String {
+    format!("--set {}=none", MODEL.cuda_graph_impl)
+}
+
+/// With CUDA graphs, full recompute needs the full-iteration graph.
+fn full_recompute_with_graphs(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if graphs_on(m)
+        && m.recompute_granularity.as_deref() == Some("full")
+        && m.cuda_graph_impl != "full_iteration"
+    {
+        return Err(Error::config(
+            "full recompute is only supported with full iteration CUDA graph.",
+        )
+        .at_fields([MODEL.recompute_granularity, MODEL.cuda_graph_impl])
+        .help(format!(
+            "--set {}=selective (with recompute_method and recompute_num_layers null), --set {}=full_iteration, or {}",
+            MODEL.recompute_granularity,
+            MODEL.cuda_graph_impl,
+            graphs_off()
+        )));
+    }
+    Ok(())
+}
+
+/// Transformer Engine's per-layer graphs cannot capture the router of a MoE layer that
+/// selective recompute wraps whole.
+fn moe_recompute_with_router_graph(m: &ModelConfig, _: &Stack) -> Result<()> {
+    if m.cuda_graph_impl == "transformer_engine"
+        && recomputes(m, "moe")
+        && graphed(m).iter().any(|g| g == "moe_router")
+    {
+        return Err(Error::config(
+            "moe recompute is not supported with moe_router CUDA graph with: --cuda-graph-impl transformer_engine.",
+        )
+        .at_fields([MODEL.recompute_modules, MODEL.cuda_graph_modules])
+        .help(format!(
+            "{}, or drop moe_router from {}",
+            drop_module(m, "moe"),
+            MODEL.cuda_graph_modules
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the model states a non-zero value for the architecture field `name` (a dropout;
+/// not stated: left to Megatron-Core).
+fn stated_nonzero(m: &ModelConfig, name: &str) -> bool {
+    stated(m, name).is_some_and(|v| !v.is_null() && v.as_f64() != Some(0.0))
+}
+
+/// Graphed attention recompute draws no random numbers: no attention dropout.
+fn attention_dropout_with_graphed_recompute(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "attention_dropout";
+    if stated_nonzero(m, FIELD) && recomputed_in_graph(m, "core_attn", "attn") {
+        let path = model_path(FIELD);
+        return Err(Error::config(
+            "attention dropout is not supported with graphed attention recomputation.",
+        )
+        .at_fields([
+            path.as_str(),
+            MODEL.recompute_modules,
+            MODEL.cuda_graph_modules,
+        ])
+        .help(format!(
+            "--set {path}=0.0, {}, or {}",
+            drop_module(m, "core_attn"),
+            graphs_off()
+        )));
+    }
+    Ok(())
+}
+
+/// Graphed MLP or MoE recompute draws no random numbers: no hidden dropout.
+fn hidden_dropout_with_graphed_recompute(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "hidden_dropout";
+    let module = ["mlp", "moe"]
+        .into_iter()
+        .find(|x| recomputed_in_graph(m, x, x));
+    match module {
+        Some(module) if stated_nonzero(m, FIELD) => {
+            let path = model_path(FIELD);
+            Err(Error::config(
+                "hidden dropout is not supported with graphed MLP/MoE recomputation.",
+            )
+            .at_fields([
+                path.as_str(),
+                MODEL.recompute_modules,
+                MODEL.cuda_graph_modules,
+            ])
+            .help(format!(
+                "--set {path}=0.0, {}, or {}",
+                drop_module(m, module),
+                graphs_off()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Graphed MoE recompute draws no random numbers: no input jitter.
+fn jitter_with_graphed_moe_recompute(m: &ModelConfig, _: &Stack) -> Result<()> {
+    const FIELD: &str = "moe_input_jitter_eps";
+    if stated(m, FIELD).is_some_and(|v| !v.is_null()) && recomputed_in_graph(m, "moe", "moe") {
+        let path = model_path(FIELD);
+        return Err(Error::config(
+            "moe_input_jitter_eps is not supported with graphed moe recomputation.",
+        )
+        .at_fields([
+            path.as_str(),
+            MODEL.recompute_modules,
+            MODEL.cuda_graph_modules,
+        ])
+        .help(format!(
+            "--set {path}=null, {}, or {}",
+            drop_module(m, "moe"),
+            graphs_off()
+        )));
+    }
     Ok(())
 }
 
