@@ -510,7 +510,7 @@ fn validate_stage(
     (mixed_precision, par, unknown): (
         Option<&ResolvedPrecision>,
         &Parallelism,
-        &dyn Fn(&str) -> bool,
+        post_init::AtRunTime<'_>,
     ),
     t: &mut Trace,
 ) -> Result<()> {
