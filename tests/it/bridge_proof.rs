@@ -144,6 +144,7 @@ fn extra_cases() -> Vec<Case> {
         alias_cases(),
         cuda_graph_cases(),
         post_init_cases(),
+        moe_rule_cases(),
         recompute_cases(),
         container_section_cases(),
     ]
@@ -392,6 +393,56 @@ fn post_init_cases() -> Vec<Case> {
             &["model.moe_ffn_hidden_size=1024"],
         ),
     ]
+}
+
+/// Megatron-Core's MoE post-init refusals (`resolve::moe_rules`): the CLI's cases
+/// (`cli_errors_moe::CASES`, on Qwen3-30B-A3B's 16-GPU H100 variant), each refused by Bridge's
+/// own config build too, for the same reason; those that turn on a Transformer Engine version
+/// (`--te-version`) are left out (the proof's Transformer Engine is a stand-in without one), and
+/// the top-1 fix, accepted by both.
+fn moe_rule_cases() -> Vec<Case> {
+    let mut out: Vec<Case> = crate::cli_errors_moe::CASES
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.args.contains(&"--te-version"))
+        .map(|(i, c)| {
+            let slug: String = c
+                .rule
+                .chars()
+                .map(|ch| {
+                    if ch.is_ascii_alphanumeric() {
+                        ch.to_ascii_lowercase()
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            let mut args = crate::cli_errors_moe::base()[1..].to_vec();
+            args.extend(c.args);
+            case(
+                &format!("refuse-moe-{i}-{}", slug.trim_matches('-')),
+                "h100",
+                16,
+                &args,
+            )
+        })
+        .collect();
+    out.push(case(
+        "moe-top1-pre-softmax",
+        "h100",
+        16,
+        &[
+            "--recipe",
+            "qwen3_30b_a3b",
+            "--gpus",
+            "h100x16",
+            "--set",
+            "model.moe_router_topk=1",
+            "--set",
+            "model.moe_router_pre_softmax=true",
+        ],
+    ));
+    out
 }
 
 /// A job of [`recompute_cases`]: `recipe` on `gpus` (`h100x8`) with `sets`.

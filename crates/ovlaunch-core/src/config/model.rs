@@ -81,6 +81,19 @@ crate::section! {
         /// `moe_router_group_topk` groups only (DeepSeek-V3: 8 and 4). `null`: no grouping.
         moe_router_num_groups: Option<u32> = None,
         moe_router_group_topk: Option<u32> = None,
+        /// The router's scores and load balancing, as the recipe's function holds them (a
+        /// checkpoint's bridge sets them: DeepSeek-V3 routes by sigmoid with an expert bias);
+        /// `resolve::moe_rules` checks them as Megatron-Core's post-init does.
+        moe_router_score_function: String = "softmax".to_string(),
+        moe_router_pre_softmax: bool = false,
+        /// One type, or a list of them (with a list of `moe_aux_loss_coeff`).
+        moe_router_load_balancing_type: Value = Value::from("aux_loss"),
+        /// One coefficient, or a list (one per load-balancing type).
+        moe_aux_loss_coeff: Value = Value::from(0.0),
+        moe_router_enable_expert_bias: bool = false,
+        /// Token dropping: each expert takes at most this factor x its even share (`null`:
+        /// dropless).
+        moe_expert_capacity_factor: Option<f64> = None,
         mtp_num_layers: Option<u32> = None,
         // Recompute.
         recompute_granularity: Option<String> = None,

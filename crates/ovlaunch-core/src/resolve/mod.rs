@@ -16,6 +16,7 @@ pub mod hf_source;
 mod known;
 pub mod layers;
 pub mod layout;
+pub mod moe_rules;
 pub mod overrides;
 pub mod pipeline_split;
 pub mod post_init;
@@ -313,7 +314,7 @@ fn resolve_picked(
         inp,
         (class, holder),
         &mut l,
-        (mixed_precision.as_ref(), &par),
+        (mixed_precision.as_ref(), &par, &at_run_time),
         &mut t,
     )
     .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
@@ -497,7 +498,8 @@ fn moe_by_layout(
 /// Stage 6: Bridge's `ConfigContainer.validate()`: the provider class's own `finalize()` steps
 /// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks (with
 /// CP > 1 on the fine-tuning data the function holds, `holder`, its per-token loss check), and
-/// the GPU's support of the precision.
+/// the GPU's support of the precision; then Megatron-Core's MoE checks on the model it leaves
+/// (`moe_rules`; `unknown`: whether a checkpoint gives a `model` field at run time).
 fn validate_stage(
     inp: &Inputs<'_>,
     (class, holder): (
@@ -505,7 +507,11 @@ fn validate_stage(
         crate::config::bridge::Holder<'_>,
     ),
     l: &mut layers::Layered,
-    (mixed_precision, par): (Option<&ResolvedPrecision>, &Parallelism),
+    (mixed_precision, par, unknown): (
+        Option<&ResolvedPrecision>,
+        &Parallelism,
+        post_init::AtRunTime<'_>,
+    ),
     t: &mut Trace,
 ) -> Result<()> {
     provider_rules::apply(class, &mut l.cfg.model, t);
@@ -532,7 +538,11 @@ fn validate_stage(
     validate::te_rng_tracker(&mut l.cfg.model, &mut l.cfg.bridge, holder, t);
     // validate's last step: the deprecated train fields copied over `validation`
     validate::copy_deprecated_train_fields(&mut l.cfg.bridge, &l.cfg.train, t);
-    Ok(())
+    moe_rules::check(&moe_rules::Model {
+        m: &l.cfg.model,
+        unknown,
+        stack: inp.stack,
+    })
 }
 
 /// Stage 1: the recipe variant, then the layers, with `--precision` on a recipe without
