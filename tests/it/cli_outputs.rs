@@ -223,6 +223,10 @@ fn overrides_are_what_differs_from_bridges_recipe() {
         "train.train_iters=100",
         "--set",
         "model.recompute_granularity=full",
+        "--set",
+        "model.recompute_method=uniform",
+        "--set",
+        "model.recompute_num_layers=1",
         "--bridge-root",
         "/srv/bridge",
     ]);
@@ -231,7 +235,7 @@ fn overrides_are_what_differs_from_bridges_recipe() {
         "{out}"
     );
     assert!(
-        out.contains("\ntrain.train_iters=100\nmodel.recompute_granularity='full'\n"),
+        out.contains("\ntrain.train_iters=100\nmodel.recompute_granularity='full'\nmodel.recompute_method='uniform'\nmodel.recompute_num_layers=1\n"),
         "{out}"
     );
 }

@@ -104,13 +104,16 @@ fn case() -> impl Strategy<Value = Case> {
     )
         .prop_map(
             |(tp, (pp, vpp), cp, dp, mbs, k, sp, want_tp_overlap, te, distopt, user_bucket)| Case {
+                // An interleaved step is a whole number of microbatch groups of PP (Megatron-Core's
+                // forward_backward_pipelining_with_interleaving; resolve::layout refuses the rest,
+                // cli_errors holds that refusal): such a case has k groups.
+                k: if vpp.is_some() { k * pp } else { k },
                 tp,
                 pp,
                 vpp,
                 cp,
                 dp,
                 mbs,
-                k,
                 sp,
                 want_tp_overlap,
                 te,
