@@ -1042,3 +1042,26 @@ fn estimate_without_te_says_it_models_the_local_spec() {
     );
     assert!(local["step_time_s"].as_f64().unwrap() > te["step_time_s"].as_f64().unwrap());
 }
+
+/// The step time of experts without grouped GEMMs is left out, and said so, only where the plan
+/// states `moe_grouped_gemm: false`: OLMoE's recipe leaves the field to its model bridge, which
+/// sets it on from the checkpoint's config, so its estimate prices grouped GEMMs and says nothing.
+#[test]
+fn sequential_experts_left_out_only_where_the_plan_states_them() {
+    let note = "experts without grouped GEMMs";
+    let bridged = ok(&["estimate", "-r", "olmoe_7b_pretrain", "-g", "h100x8"]);
+    assert!(!bridged.contains(note), "{bridged}");
+    let off = ok(&[
+        "estimate",
+        "-r",
+        "olmoe_7b_pretrain",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.moe_grouped_gemm=false",
+    ]);
+    assert!(
+        off.contains(&format!("left out: the step time of {note}")),
+        "{off}"
+    );
+}

@@ -409,10 +409,13 @@ pub fn kernels_note(plan: &Plan) -> Option<&'static str> {
 const UNFUSED_KERNELS: &str = "no Transformer Engine: Megatron-Core's local layer spec is modelled (attention unfused: batched GEMMs over the whole s x s score matrix, its mask and softmax as passes through HBM; torch RMSNorm, unfused RoPE, SwiGLU and bias-dropout-add; cross-entropy over the vocabulary in FP32; PyTorch's foreach AdamW), its passes at the fitted share of the HBM bandwidth measured on single-GPU runs";
 
 /// Whether the estimate leaves the plan's step time out: routed experts without grouped GEMMs
-/// (`SEQUENTIAL_EXPERTS`, said in [`scope_notes`]).
+/// (`SEQUENTIAL_EXPERTS`, said in [`scope_notes`]). Only where the plan states
+/// `moe_grouped_gemm: false`: where a recipe does not state it, a model bridge sets it from the
+/// checkpoint's config (`resolve::moe_rules::BRIDGED`; Bridge's OLMoE and Nemotron-H bridges
+/// set it on), so it is not Megatron-Core's class default.
 pub fn step_left_out(plan: &Plan) -> bool {
     let experts = plan.model.num_moe_experts.unwrap_or(0) > 0;
-    experts && plan.model.provider.get("moe_grouped_gemm") != Some(&serde_json::Value::Bool(true))
+    experts && plan.model.provider.get("moe_grouped_gemm") == Some(&serde_json::Value::Bool(false))
 }
 
 /// What the step time leaves out for experts without grouped GEMMs.
