@@ -2134,27 +2134,32 @@ fn exports_differ(id: &str, plan: &Value, script: &str) -> Option<String> {
 }
 
 pub(crate) fn probe(python: &str, cases: &Value) -> Value {
-    let probe = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge/probe.py");
+    bridge_script(python, "probe.py", cases)
+}
+
+/// Runs `tests/bridge/<script>` under the Bridge venv's `python` with `input` as JSON on its
+/// stdin and returns the JSON it prints; a failing script fails the test with its stderr.
+pub(crate) fn bridge_script(python: &str, script: &str, input: &Value) -> Value {
+    let path = format!("{}/tests/bridge/{script}", env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new(python)
-        .arg(probe)
+        .arg(&path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start the Bridge probe");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(cases.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().expect("probe");
+        .unwrap_or_else(|e| panic!("start {path}: {e}"));
+    // written from a thread, so a script that prints while it reads cannot block both sides
+    let mut stdin = child.stdin.take().unwrap();
+    let bytes = input.to_string().into_bytes();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().expect(script);
+    writer.join().unwrap().unwrap();
     assert!(
         out.status.success(),
-        "probe failed:\n{}",
+        "{script} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("probe JSON")
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script}: JSON: {e}"))
 }
 
 /// A pipeline layout as per-stage strings of layer codes, from Megatron-Core's string form

@@ -153,20 +153,12 @@ fn interleaved_groups_are_megatron_cores() {
             }
         }
     }
-    let root = env!("CARGO_MANIFEST_DIR");
-    let mut child = std::process::Command::new(python)
-        .arg(format!("{root}/tests/bridge/interleaved_groups.py"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input = serde_json::to_vec(&cases).unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input).unwrap());
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = serde_json::from_value(crate::bridge_proof::bridge_script(
+        &python,
+        "interleaved_groups.py",
+        &serde_json::to_value(&cases).unwrap(),
+    ))
+    .unwrap();
     assert_eq!(rows.len(), cases.len());
     let (mut refused, mut accepted) = (0, 0);
     for ((pp, vp, group, m), row) in cases.into_iter().zip(rows) {
