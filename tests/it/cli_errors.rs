@@ -307,6 +307,83 @@ fn recipe_file_peft_refusal_has_file_and_line() {
     insta::assert_snapshot!([top, scheme, variant].join("\n---\n"));
 }
 
+/// A plan-time refusal about a field a user's recipe file states points at that field's own
+/// line (not its section's): on a Bridge base (`bridge_recipe:`) in `model:` (Megatron-Core's
+/// MoE post-init) and in `train:` (the batch layout), in a variant of a file of the shipped
+/// recipes' form, and in a variant of a file on a Bridge base (the first field the refusal
+/// names, `use_precision_aware_optimizer`, not the first line); a field a `--set` gives is
+/// named as a field. `plan`, `render` and a launch exit 2
+/// and write nothing: no job directory, no jobs root.
+#[test]
+fn a_refused_field_of_a_recipe_file_points_at_its_own_line() {
+    let cases: [(&str, &str, usize); 4] = [
+        (
+            "bridge_recipe: qwen3_30b_a3b_pretrain_64gpu_h100_bf16_config\nmodel:\n  num_layers: 8\n  moe_router_topk: 1\n",
+            "h100x64",
+            4,
+        ),
+        (
+            "bridge_recipe: qwen3_30b_a3b_pretrain_64gpu_h100_bf16_config\nmodel:\n  num_layers: 8\ntrain:\n  micro_batch_size: 1\n  global_batch_size: 7\n",
+            "h100x64",
+            6,
+        ),
+        (
+            "name: mine\nmodel:\n  num_layers: 8\n  hidden_size: 1024\n  num_attention_heads: 8\nvariants:\n  - gpu: h100\n    precision: bf16\n    train:\n      micro_batch_size: 2\n      global_batch_size: 12\n",
+            "h100x8",
+            11,
+        ),
+        (
+            "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\noptimizer:\n  lr: 0.0001\nvariants:\n  - gpu: h100\n    precision: bf16\n    optimizer:\n      optimizer: sgd\n      use_precision_aware_optimizer: true\n",
+            "h100x8",
+            9,
+        ),
+    ];
+    for (text, gpus, line) in cases {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("r.yaml");
+        std::fs::write(&path, text).unwrap();
+        let p = path.to_str().unwrap();
+        let job = d.path().join("job");
+        let jobs = d.path().join("jobs");
+        let (job, jobs) = (job.to_str().unwrap(), jobs.to_str().unwrap());
+        let at = format!("\n --> {p}:{line}\n");
+        for args in [
+            &["plan", "--recipe", p, "--gpus", gpus][..],
+            &["render", "--recipe", p, "--gpus", gpus, "--job-dir", job][..],
+            &["--recipe", p, "--gpus", gpus, "--jobs-root", jobs][..],
+        ] {
+            let o = command().current_dir(d.path()).args(args).output().unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}\n{err}");
+            assert!(err.contains(&at), "{args:?}: expected `{at}`\n{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+        let left: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["r.yaml"], "a refused job wrote something");
+    }
+    // the same refusal with the field given by `--set`: named as the fields, not the file
+    let (_d, p) = recipe_file(
+        "bridge_recipe: qwen3_30b_a3b_pretrain_64gpu_h100_bf16_config\nmodel:\n  num_layers: 8\n",
+    );
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        &p,
+        "--gpus",
+        "h100x64",
+        "--set",
+        "model.moe_router_topk=1",
+    ]);
+    assert!(
+        err.starts_with("error: model.moe_router_topk, model.moe_router_pre_softmax: "),
+        "{err}"
+    );
+    assert!(!err.contains(" --> "), "{err}");
+}
+
 #[test]
 fn recipe_file_wrong_type_has_file_and_line() {
     insta::assert_snapshot!(plan_of_recipe(

@@ -87,15 +87,18 @@ pub fn variant_lines(text: &str) -> Vec<usize> {
 }
 
 /// The line of each top-level key of a recipe file's text, and of each key of each entry of
-/// its `variants` list (for errors about a section found after parsing, e.g. one that depends
-/// on the Bridge function the file names). Empty where the text does not parse.
+/// its `variants` list (for errors about a section or a field found after parsing, e.g. one
+/// that depends on the Bridge function the file names). A key inside a mapping is recorded by
+/// its dotted path (`model.num_layers`, `dataset.hf_dataset.split`), so an error about a field
+/// the file states points at that field's own line. Empty where the text does not parse.
 pub fn key_lines(text: &str) -> (KeyLines, Vec<KeyLines>) {
     serde_saphyr::from_str_with_options::<TopKeys>(text, options())
         .map(|t| (t.keys.0, t.variants.into_iter().map(|k| k.0).collect()))
         .unwrap_or_default()
 }
 
-/// A mapping's keys, each with its 1-based line.
+/// A mapping's keys, each with its 1-based line; a key inside a nested mapping by its dotted
+/// path (`model.num_layers`).
 pub type KeyLines = std::collections::BTreeMap<String, usize>;
 
 /// The keys of a mapping with their lines (its values skipped).
@@ -143,11 +146,166 @@ impl<'de> serde::de::Visitor<'de> for KeysVisitor {
             if self.0 && k == "variants" {
                 out.variants = m.next_value::<Option<Vec<Keys>>>()?.unwrap_or_default();
             } else {
-                m.next_value::<serde::de::IgnoredAny>()?;
+                m.next_value_seed(Nested {
+                    prefix: &k,
+                    out: &mut out.keys.0,
+                })?;
             }
             out.keys.0.insert(k, place.line);
         }
         Ok(out)
+    }
+}
+
+/// A value whose mapping keys (at any depth) are recorded under `prefix.KEY`; any other value
+/// is skipped.
+struct Nested<'a> {
+    prefix: &'a str,
+    out: &'a mut KeyLines,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Nested<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Nested<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut m: A,
+    ) -> std::result::Result<(), A::Error> {
+        while let Some(k) = m.next_key::<serde_saphyr::Spanned<KeyText>>()? {
+            let path = format!("{}.{}", self.prefix, k.value.0);
+            m.next_value_seed(Nested {
+                prefix: &path,
+                out: self.out,
+            })?;
+            self.out.insert(path, k.referenced.line() as usize);
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut s: A,
+    ) -> std::result::Result<(), A::Error> {
+        while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_none<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i128<E>(self, _: i128) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u128<E>(self, _: u128) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_bytes<E>(self, _: &[u8]) -> std::result::Result<(), E> {
+        Ok(())
+    }
+}
+
+/// A mapping key as text, whatever scalar it is (`1: x` is the key `1`); a key that is not a
+/// scalar is the empty text.
+struct KeyText(String);
+
+impl<'de> serde::Deserialize<'de> for KeyText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = KeyText;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping key")
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_bool<E>(self, v: bool) -> std::result::Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> std::result::Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> std::result::Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> std::result::Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<KeyText, E> {
+                Ok(KeyText(String::new()))
+            }
+            fn visit_none<E>(self) -> std::result::Result<KeyText, E> {
+                Ok(KeyText(String::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<KeyText, A::Error> {
+                while m
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(KeyText(String::new()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> std::result::Result<KeyText, A::Error> {
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(KeyText(String::new()))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -267,6 +425,25 @@ mod tests {
     struct Two {
         alpha: Option<u32>,
         beta: Option<u32>,
+    }
+
+    #[test]
+    fn key_lines_hold_each_key_at_any_depth_by_its_path() {
+        let text = "bridge_recipe: f\nmodel:\n  num_layers: 8\n  moe_router_topk: 1\n\
+                    dataset: {hf_dataset: {split: a}, blend: [x, y], 3: z}\n\
+                    variants:\n  - gpu: h100\n    train:\n      micro_batch_size: 2\n";
+        let (top, variants) = key_lines(text);
+        let at = |k: &str| top.get(k).copied();
+        assert_eq!(at("model"), Some(2));
+        assert_eq!(at("model.num_layers"), Some(3));
+        assert_eq!(at("model.moe_router_topk"), Some(4));
+        assert_eq!(at("dataset.hf_dataset.split"), Some(5));
+        assert_eq!(at("dataset.3"), Some(5));
+        assert_eq!(at("dataset.blend"), Some(5));
+        assert_eq!(at("variants"), Some(6));
+        assert_eq!(variants.len(), 1);
+        assert_eq!(variants[0].get("train").copied(), Some(8));
+        assert_eq!(variants[0].get("train.micro_batch_size").copied(), Some(9));
     }
 
     #[test]

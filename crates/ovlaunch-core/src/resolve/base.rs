@@ -50,35 +50,54 @@ impl OnBase<'_> {
         crate::error::Origin::file(&self.origin, self.lines.get(key).copied(), None)
     }
 
-    /// An error about fields pointed at the file where the file states one of them (the first
-    /// it states; its section's line), else at its key `otherwise` when given: the message
-    /// names the fields itself.
+    /// An error about fields pointed at the file where the file states one of them (the line
+    /// of the first it states, [`stated_line`]), else at its key `otherwise` when given: the
+    /// message names the fields itself.
     pub fn locate(&self, e: Error, otherwise: Option<&str>) -> Error {
         let stated = match e.origin.as_deref() {
             Some(crate::error::Origin::Fields(fields)) => fields
                 .iter()
-                .find_map(|f| stated_section(&self.file, f).map(str::to_string)),
+                .find_map(|f| stated_line(&self.file, &self.lines, f)),
             _ => None,
         };
-        match stated.as_deref().or(otherwise) {
-            Some(key) if self.lines.contains_key(key) => {
-                let at = self.at(key);
+        match stated.or_else(|| otherwise.and_then(|k| self.lines.get(k).copied())) {
+            Some(line) => {
+                let at = crate::error::Origin::file(&self.origin, Some(line), None);
                 e.at(at)
             }
-            _ => e,
+            None => e,
         }
     }
 }
 
-/// The section of `field` (`section.name`) when `sections` state that field: where an error
-/// about it is pointed in a recipe file (`OnBase::locate`, `resolve::locate_in_own_file`).
-pub fn stated_section<'f>(sections: &Map<String, Value>, field: &'f str) -> Option<&'f str> {
-    let (section, name) = field.split_once('.')?;
-    sections
-        .get(section)?
-        .as_object()?
-        .contains_key(name)
-        .then_some(section)
+/// The line of `field` (`section.name`, or a path into a mapping: `dataset.hf_dataset.split`)
+/// in a recipe file whose sections `sections` state it, `lines` being the file's key lines
+/// (`yaml::key_lines`): the line of the deepest key of the path the file states, at least the
+/// field's own (`section.name`); its section's line where the field's own is not known.
+/// `None` when the sections do not state the field: where an error about it is pointed in a
+/// recipe file (`OnBase::locate`, `resolve::locate_in_own_file`).
+pub fn stated_line(
+    sections: &Map<String, Value>,
+    lines: &crate::yaml::KeyLines,
+    field: &str,
+) -> Option<usize> {
+    let (section, rest) = field.split_once('.')?;
+    let mut node = sections.get(section)?.as_object()?;
+    let mut path = section.to_string();
+    let mut line = lines.get(section).copied();
+    for (i, key) in rest.split('.').enumerate() {
+        let Some(value) = node.get(key) else {
+            // the field itself must be stated; a deeper key need not be
+            return (i > 0).then_some(line).flatten();
+        };
+        path = format!("{path}.{key}");
+        line = lines.get(&path).copied().or(line);
+        match value.as_object() {
+            Some(m) => node = m,
+            None => break,
+        }
+    }
+    line
 }
 
 /// The base of `user` run with its variant `chosen`, or `None` for a shipped recipe (or a file

@@ -255,6 +255,9 @@ fn resolve_picked(
     let precision_word = precision_word(picked, &l);
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
+    // every refusal about fields a user's file states points at the file's line
+    let prov = l.prov.clone();
+    let located = |e: Error| in_users_file(outer.recipe, picked, choice.variant, &prov, e);
     pass_through_checks(
         inp.recipe,
         choice.variant,
@@ -263,7 +266,7 @@ fn resolve_picked(
         l.cfg.train.micro_batch_size,
     )
     .and_then(|()| validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train))
-    .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
+    .map_err(located)?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base
@@ -281,9 +284,9 @@ fn resolve_picked(
         precision_word.as_ref(),
     );
     // Bridge's runner rebuilds a recipe-owned pipeline layout after a PP or VP override.
-    pipeline_layout_stage(inp, &choice, &mut l, &mut t)?;
+    pipeline_layout_stage(inp, &choice, &mut l, &mut t).map_err(located)?;
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
-    scale_batch(inp, &choice, &mut l, &mut t)?;
+    scale_batch(inp, &choice, &mut l, &mut t).map_err(located)?;
     // The model fields a Hugging Face checkpoint gives at run time: the checks below run on
     // neutral stand-ins for them (values every such check accepts), which are put back before
     // the environment stage; the plan states none of them.
@@ -294,20 +297,18 @@ fn resolve_picked(
         .map(|c| checkpoint::neutralise(&mut l.cfg.model, c, &mut t));
     // 3. The parallel layout checked against the world size.
     let class = inp.recipe.provider_class(choice.variant);
-    layout::class_checks(&l.cfg.model, class.known(), class.hybrid())
-        .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
+    layout::class_checks(&l.cfg.model, class.known(), class.hybrid()).map_err(located)?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
-    let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t)
-        .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
+    let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t).map_err(located)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
-    let mixed_precision = precision_stage(inp, &mut l, &mut t)?;
+    let mixed_precision = precision_stage(inp, &mut l, &mut t).map_err(located)?;
     // The model's own __post_init__ (Bridge: `model.finalize()` after the precision setup),
     // and Bridge's flex-dispatcher check for the GPU.
     let at_run_time = |f: &str| checkpoint.as_ref().is_some_and(|c| c.unknown(f));
-    finalize_model(&mut l.cfg.model, &at_run_time, &mut t)?;
-    flex_dispatcher_fits(&l.cfg.model, inp.hardware, &mut t)?;
+    finalize_model(&mut l.cfg.model, &at_run_time, &mut t).map_err(located)?;
+    flex_dispatcher_fits(&l.cfg.model, inp.hardware, &mut t).map_err(located)?;
     // 5. Data-parallel size, then communication overlap.
-    let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t)?;
+    let comm_overlap = overlap_stage(inp, &mut l, &par, &mut t).map_err(located)?;
     // 6. Bridge's `ConfigContainer.validate()`.
     let holder = inp.recipe.holder(choice.variant);
     validate_stage(
@@ -317,7 +318,7 @@ fn resolve_picked(
         (mixed_precision.as_ref(), &par, &at_run_time),
         &mut t,
     )
-    .map_err(|e| in_users_file(outer.recipe, picked, choice.variant, &l.prov, e))?;
+    .map_err(located)?;
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
         checkpoint::forget_derived(c, &mut t);
@@ -328,7 +329,8 @@ fn resolve_picked(
         .filter(|c| c.unknown("num_moe_experts"))
         .filter(|c| moe_by_layout(c, &l, &mut t).is_none())
         .map(|c| c.checkpoint.clone());
-    let env = env_stage(inp, picked, plugins, &l, moe_at_run_time.as_deref(), &mut t)?;
+    let env =
+        env_stage(inp, picked, plugins, &l, moe_at_run_time.as_deref(), &mut t).map_err(located)?;
 
     let variant = choice.variant;
     let cfg = l.cfg;
@@ -564,8 +566,8 @@ fn other_variants(recipe: &Recipe, chosen: Option<&Variant>) -> Result<()> {
     Ok(())
 }
 
-/// [`layout::check_values`] on one variant of `recipe`; an error names the file, the
-/// variant's line and the variant.
+/// [`layout::check_values`] on one variant of `recipe`; an error names the file, the line of
+/// the first of its fields the variant states (else the variant's line) and the variant.
 pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
     let checked = layers::layer_on(recipe, Some(v), None, &[], &[]).and_then(|mut l| {
         // The model fields a checkpoint gives at run time are checked then, as in a launch.
@@ -579,15 +581,19 @@ pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
         layout::check_values(&l.cfg.model, &l.cfg.train, class.known(), class.hybrid())
     });
     checked.map_err(|e| {
-        let fields = match e.origin.as_deref() {
-            Some(crate::error::Origin::Fields(f)) => format!("{}: ", f.join(", ")),
-            _ => String::new(),
+        let (fields, line) = match e.origin.as_deref() {
+            Some(crate::error::Origin::Fields(f)) => (
+                format!("{}: ", f.join(", ")),
+                f.iter()
+                    .find_map(|f| base::stated_line(&v.sections, &v.key_lines, f)),
+            ),
+            _ => (String::new(), None),
         };
         Error {
             message: format!("variant {}: {fields}{}", v.label(), e.message),
             origin: Some(Box::new(crate::error::Origin::file(
                 recipe.origin.clone(),
-                v.line,
+                line.or(v.line),
                 None,
             ))),
             ..e
@@ -833,7 +839,8 @@ fn in_users_file(
 }
 
 /// An error about fields a user's own recipe file (without a Bridge base) states, pointed at
-/// the line of the section stating one of them: its chosen variant's, else the file's own.
+/// the line of the first of them it states (`base::stated_line`): its chosen variant's, else
+/// the file's own.
 /// A shipped or generated recipe's errors stay about the fields.
 fn locate_in_own_file(recipe: &Recipe, variant: Option<&Variant>, e: Error) -> Error {
     let Some(crate::error::Origin::Fields(fields)) = e.origin.as_deref() else {
@@ -843,13 +850,9 @@ fn locate_in_own_file(recipe: &Recipe, variant: Option<&Variant>, e: Error) -> E
         return e;
     }
     let line = fields.iter().find_map(|f| {
-        let in_variant =
-            variant.and_then(|v| base::stated_section(&v.sections, f).map(|s| (s, &v.key_lines)));
-        match in_variant {
-            Some((section, lines)) => lines.get(section).copied(),
-            None => base::stated_section(&recipe.sections, f)
-                .and_then(|s| recipe.key_lines.get(s).copied()),
-        }
+        variant
+            .and_then(|v| base::stated_line(&v.sections, &v.key_lines, f))
+            .or_else(|| base::stated_line(&recipe.sections, &recipe.key_lines, f))
     });
     match line {
         Some(line) => e.at(crate::error::Origin::file(&recipe.origin, Some(line), None)),

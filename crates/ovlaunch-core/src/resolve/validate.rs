@@ -1,7 +1,7 @@
 //! What Bridge's `ConfigContainer.validate()` does after overlap and precision are applied,
 //! as far as it touches them: Megatron-Core's deferred post-init checks (among them its
-//! activation-recompute rules, `RECOMPUTE` and `GRAPHED_RECOMPUTE`), the Megatron-FSDP
-//! rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
+//! activation-recompute rules, `RECOMPUTE` and `GRAPHED_RECOMPUTE`, and its optimizer's,
+//! `OPTIMIZER_POST_INIT`), the Megatron-FSDP rules, the MXFP8 buffer-reuse check, the OR-sync of `use_distributed_optimizer` and
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency; its checks that
 //! read a pass-through section beside the plan (`container_checks`: evaluation batch, Energon
 //! and diffusion micro batches, FSDP, NaN check in a full-iteration graph, checkpoint formats,
@@ -27,8 +27,12 @@ pub fn validate(
 ) -> Result<()> {
     let (optimizer, ddp) = (targets.optimizer, targets.ddp);
     optimizer_dtypes(optimizer, &mut t.decisions)?;
+    // Bridge finalizes ddp, then the optimizer (`ConfigContainer.validate`)
+    ddp_post_init(ddp, &mut t.warnings)?;
+    OPTIMIZER_POST_INIT
+        .iter()
+        .try_for_each(|r| (r.check)(optimizer, stack))?;
     param_remainders(optimizer, stack, &mut t.decisions);
-    ddp_and_optimizer_post_init(optimizer, ddp, &mut t.warnings)?;
     recompute(targets.model, stack, t)?;
     let model = &*targets.model;
     model_post_init(model, stack)?;
@@ -40,8 +44,8 @@ pub fn validate(
 /// The optimizer's state dtypes as the trainer holds them: Bridge's override code reads a word
 /// with `str_to_dtype` (`bf16` is `torch.bfloat16`), so the plan states torch's name, with a
 /// decision; a word it does not read is refused here, as Transformer Engine's `FusedAdam`
-/// refuses the string Bridge would keep when the optimizer is built. Then
-/// `OptimizerConfig.__post_init__`: without the precision-aware optimizer they stay FP32.
+/// refuses the string Bridge would keep when the optimizer is built. What
+/// `OptimizerConfig.__post_init__` then asserts of them is in [`OPTIMIZER_POST_INIT`].
 fn optimizer_dtypes(o: &mut OptimizerConfig, decisions: &mut Vec<Decision>) -> Result<()> {
     for (path, dtype) in [
         (OPTIMIZER.main_grads_dtype, &mut o.main_grads_dtype),
@@ -74,18 +78,174 @@ fn optimizer_dtypes(o: &mut OptimizerConfig, decisions: &mut Vec<Decision>) -> R
             ));
             *dtype = torch.to_string();
         }
-        if !o.use_precision_aware_optimizer && torch != "float32" {
-            return Err(Error::config(format!(
-                "it is {torch}; it can only be float32 without the precision-aware optimizer (Megatron-Core's OptimizerConfig.__post_init__)"
-            ))
-            .at_fields(path)
-            .help(format!(
-                "set {}=true, or {path}=float32",
-                OPTIMIZER.use_precision_aware_optimizer
-            )));
-        }
     }
     Ok(())
+}
+
+/// One refusal of Megatron-Core's `OptimizerConfig.__post_init__`, on the optimizer as Bridge
+/// finalizes it (`ConfigContainer.validate`: before the distributed-optimizer sync and the
+/// Megatron-FSDP settings).
+type OptimizerCheck = fn(&OptimizerConfig, &Stack) -> Result<()>;
+
+/// Where Megatron-Core states the optimizer's rules.
+const OPTIMIZER_POST_INIT_AT: &str =
+    "megatron/core/optimizer/optimizer_config.py OptimizerConfig.__post_init__";
+
+/// One refusal of the optimizer's post-init: what it refuses, where upstream refuses it, and
+/// the check.
+pub struct OptimizerRule {
+    pub rule: &'static str,
+    pub source: &'static str,
+    check: OptimizerCheck,
+}
+
+/// Each refusal of the optimizer's post-init, in its order. (Transformer Engine's `FusedAdam`
+/// lacking the precision-aware arguments in a release older than the container's is not
+/// checked: ovlaunch holds no table of its signature by release.)
+pub const OPTIMIZER_POST_INIT: &[OptimizerRule] = &[
+    OptimizerRule {
+        rule: "reuse_grad_buf_for_mxfp8_param_ag refuses overlap_param_gather_with_optimizer_step",
+        source: OPTIMIZER_POST_INIT_AT,
+        check: mxfp8_reuse_with_gather_overlap,
+    },
+    OptimizerRule {
+        rule: "the precision-aware optimizer is Adam's only",
+        source: OPTIMIZER_POST_INIT_AT,
+        check: precision_aware_needs_adam,
+    },
+    OptimizerRule {
+        rule: "the precision-aware optimizer needs the distributed optimizer",
+        source: OPTIMIZER_POST_INIT_AT,
+        check: precision_aware_needs_distributed,
+    },
+    OptimizerRule {
+        rule: "the precision-aware optimizer needs Transformer Engine's FusedAdam",
+        source: OPTIMIZER_POST_INIT_AT,
+        check: precision_aware_needs_fused_adam,
+    },
+    OptimizerRule {
+        rule: "main_grads_dtype FP32 without the precision-aware optimizer",
+        source: OPTIMIZER_POST_INIT_AT,
+        check: main_grads_fp32,
+    },
+    OptimizerRule {
+        rule: "main_params_dtype FP32 without the precision-aware optimizer",
+        source: OPTIMIZER_POST_INIT_AT,
+        check: main_params_fp32,
+    },
+    OptimizerRule {
+        rule: "exp_avg_dtype FP32 without the precision-aware optimizer",
+        source: OPTIMIZER_POST_INIT_AT,
+        check: exp_avg_fp32,
+    },
+    OptimizerRule {
+        rule: "exp_avg_sq_dtype FP32 without the precision-aware optimizer",
+        source: OPTIMIZER_POST_INIT_AT,
+        check: exp_avg_sq_fp32,
+    },
+];
+
+/// Reusing the gradient buffer for MXFP8's parameter all-gather beside the parameter gather
+/// overlapped with the optimizer step.
+fn mxfp8_reuse_with_gather_overlap(o: &OptimizerConfig, _: &Stack) -> Result<()> {
+    if o.reuse_grad_buf_for_mxfp8_param_ag && o.overlap_param_gather_with_optimizer_step {
+        return Err(Error::config(format!(
+            "overlap_param_gather_with_optimizer_step is not supported with reuse_grad_buf_for_mxfp8_param_ag. ({OPTIMIZER_POST_INIT_AT})"
+        ))
+        .at_fields([
+            OPTIMIZER.overlap_param_gather_with_optimizer_step,
+            OPTIMIZER.reuse_grad_buf_for_mxfp8_param_ag,
+        ])
+        .help(format!(
+            "--set {}=false",
+            COMM_OVERLAP.overlap_param_gather_with_optimizer_step
+        )));
+    }
+    Ok(())
+}
+
+/// The precision-aware optimizer is Adam's only.
+fn precision_aware_needs_adam(o: &OptimizerConfig, _: &Stack) -> Result<()> {
+    if o.use_precision_aware_optimizer && o.optimizer != "adam" {
+        return Err(Error::config(format!(
+            "--use-precision-aware-optimizer only supported with adam (it is {:?}; {OPTIMIZER_POST_INIT_AT})",
+            o.optimizer
+        ))
+        .at_fields([OPTIMIZER.use_precision_aware_optimizer, OPTIMIZER.optimizer])
+        .help(format!(
+            "--set {}=adam, or --set {}=false",
+            OPTIMIZER.optimizer, OPTIMIZER.use_precision_aware_optimizer
+        )));
+    }
+    Ok(())
+}
+
+/// The precision-aware optimizer shards its state: the distributed optimizer's only, as the
+/// optimizer section states it (Bridge syncs it with ddp's only after this check).
+fn precision_aware_needs_distributed(o: &OptimizerConfig, _: &Stack) -> Result<()> {
+    if o.use_precision_aware_optimizer && !o.use_distributed_optimizer {
+        return Err(Error::config(format!(
+            "--use-precision-aware-optimizer only supported with distributed optimizer ({OPTIMIZER_POST_INIT_AT}, run by Bridge before it syncs the optimizer's use_distributed_optimizer with ddp's)"
+        ))
+        .at_fields([
+            OPTIMIZER.use_precision_aware_optimizer,
+            OPTIMIZER.use_distributed_optimizer,
+        ])
+        .help(format!(
+            "--set {}=true, or --set {}=false",
+            OPTIMIZER.use_distributed_optimizer, OPTIMIZER.use_precision_aware_optimizer
+        )));
+    }
+    Ok(())
+}
+
+/// The precision-aware optimizer is Transformer Engine's `FusedAdam` (the post-init imports
+/// it; `optimizer_cpu_offload`, which skips the import, is not a field ovlaunch takes).
+fn precision_aware_needs_fused_adam(o: &OptimizerConfig, stack: &Stack) -> Result<()> {
+    if o.use_precision_aware_optimizer && stack.te.is_none() {
+        return Err(Error::config(format!(
+            "--use-precision-aware-optimizer requires FusedAdam from TransformerEngine, but not found. ({OPTIMIZER_POST_INIT_AT})"
+        ))
+        .at_fields([OPTIMIZER.use_precision_aware_optimizer, "--te-version"])
+        .help(format!(
+            "--set {}=false, or a container with Transformer Engine (--te-version VERSION)",
+            OPTIMIZER.use_precision_aware_optimizer
+        )));
+    }
+    Ok(())
+}
+
+/// Without the precision-aware optimizer a state dtype stays FP32: `path` is the field,
+/// `dtype` its torch dtype as [`optimizer_dtypes`] left it.
+fn state_dtype_fp32(o: &OptimizerConfig, path: &str, dtype: &str) -> Result<()> {
+    if o.use_precision_aware_optimizer || dtype == "float32" {
+        return Ok(());
+    }
+    let name = crate::config::bridge::split(path).1;
+    Err(Error::config(format!(
+        "{name} can only be fp32 when not using precision-aware optimizer (it is {dtype}; {OPTIMIZER_POST_INIT_AT})"
+    ))
+    .at_fields(path)
+    .help(format!(
+        "--set {}=true, or --set {path}=float32",
+        OPTIMIZER.use_precision_aware_optimizer
+    )))
+}
+
+fn main_grads_fp32(o: &OptimizerConfig, _: &Stack) -> Result<()> {
+    state_dtype_fp32(o, OPTIMIZER.main_grads_dtype, &o.main_grads_dtype)
+}
+
+fn main_params_fp32(o: &OptimizerConfig, _: &Stack) -> Result<()> {
+    state_dtype_fp32(o, OPTIMIZER.main_params_dtype, &o.main_params_dtype)
+}
+
+fn exp_avg_fp32(o: &OptimizerConfig, _: &Stack) -> Result<()> {
+    state_dtype_fp32(o, OPTIMIZER.exp_avg_dtype, &o.exp_avg_dtype)
+}
+
+fn exp_avg_sq_fp32(o: &OptimizerConfig, _: &Stack) -> Result<()> {
+    state_dtype_fp32(o, OPTIMIZER.exp_avg_sq_dtype, &o.exp_avg_sq_dtype)
 }
 
 /// `OptimizerConfig.__post_init__` (megatron/core/optimizer/optimizer_config.py): under the
@@ -110,27 +270,17 @@ fn param_remainders(o: &mut OptimizerConfig, stack: &Stack, decisions: &mut Vec<
     }
 }
 
-/// Megatron-Core's `DistributedDataParallelConfig` and `OptimizerConfig` post-init checks.
-fn ddp_and_optimizer_post_init(
-    optimizer: &OptimizerConfig,
-    ddp: &DdpConfig,
-    warnings: &mut Vec<String>,
-) -> Result<()> {
-    // Megatron-Core DDP and optimizer post-init. `ddp.finalize()` runs before the
-    // Megatron-FSDP block below turns reuse off, so this holds with FSDP too.
+/// Megatron-Core's `DistributedDataParallelConfig` post-init checks (the optimizer's are
+/// [`OPTIMIZER_POST_INIT`]).
+fn ddp_post_init(ddp: &DdpConfig, warnings: &mut Vec<String>) -> Result<()> {
+    // `ddp.finalize()` runs before the Megatron-FSDP block below turns reuse off, so this
+    // holds with FSDP too.
     if ddp.reuse_grad_buf_for_mxfp8_param_ag && !ddp.fp8_param_gather {
         return Err(
             Error::config("reuse_grad_buf_for_mxfp8_param_ag requires fp8_param_gather")
                 .at_fields(DDP.reuse_grad_buf_for_mxfp8_param_ag)
                 .help("set it through mixed_precision (which owns both fields)"),
         );
-    }
-    if optimizer.reuse_grad_buf_for_mxfp8_param_ag
-        && optimizer.overlap_param_gather_with_optimizer_step
-    {
-        return Err(Error::config("reuse_grad_buf_for_mxfp8_param_ag cannot be combined with overlap_param_gather_with_optimizer_step")
-            .at_fields(OPTIMIZER.overlap_param_gather_with_optimizer_step)
-            .help(format!("set {}=false", COMM_OVERLAP.overlap_param_gather_with_optimizer_step)));
     }
     if ddp.bucket_size.is_some() && !ddp.overlap_grad_reduce && !ddp.use_megatron_fsdp {
         warnings.push(format!(
