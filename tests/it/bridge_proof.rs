@@ -145,6 +145,7 @@ fn extra_cases() -> Vec<Case> {
         cuda_graph_cases(),
         post_init_cases(),
         moe_rule_cases(),
+        optimizer_rule_cases(),
         recompute_cases(),
         container_section_cases(),
     ]
@@ -442,6 +443,42 @@ fn moe_rule_cases() -> Vec<Case> {
             "model.moe_router_pre_softmax=true",
         ],
     ));
+    out
+}
+
+/// Megatron-Core's optimizer post-init refusals (`resolve::validate::OPTIMIZER_POST_INIT`): the
+/// CLI's cases (`cli_errors_optimizer::CASES`, on Llama 3 8B's benchmarks), each refused by
+/// Bridge's own config build too, for the same reason, and each case's neighbour, accepted by
+/// both; those that turn on a Transformer Engine version (`--te-version`) are left out (the
+/// proof's Transformer Engine is a stand-in without one).
+fn optimizer_rule_cases() -> Vec<Case> {
+    let job = |id: String, args: &[&str]| {
+        let spec = args.iter().skip_while(|a| **a != "--gpus").nth(1).unwrap();
+        let (gpu, count) = spec.split_once('x').unwrap();
+        let mut all = vec!["--recipe", crate::cli_errors_optimizer::RECIPE];
+        all.extend(args);
+        case(&id, gpu, count.parse().unwrap(), &all)
+    };
+    let mut out = Vec::new();
+    for (i, c) in crate::cli_errors_optimizer::CASES.iter().enumerate() {
+        if c.args.contains(&"--te-version") {
+            continue;
+        }
+        let slug: String = c
+            .rule
+            .chars()
+            .map(|ch| {
+                if ch.is_ascii_alphanumeric() {
+                    ch.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let slug = slug.trim_matches('-');
+        out.push(job(format!("refuse-optimizer-{i}-{slug}"), c.args));
+        out.push(job(format!("optimizer-{i}-{slug}-accepted"), c.accepted));
+    }
     out
 }
 

@@ -12,6 +12,7 @@ mod bridge_userbuffers;
 mod checkpoint_config;
 mod cli_errors;
 mod cli_errors_moe;
+mod cli_errors_optimizer;
 mod cli_outputs;
 mod env_rules;
 mod env_unset;
