@@ -772,7 +772,7 @@ fn a_split_only_the_layer_builder_refuses_is_refused_in_a_users_file_only() {
         (&own, "h100x256", "own.yaml:"),
         (&edited, "h100x256", "edited.yaml:"),
         (&undigested, "h100x256", "undigested.yaml:"),
-        (&change, "h100x8", "change.yaml:4"),
+        (&change, "h100x8", "change.yaml:5"),
     ];
     for (file, gpus, at) in refused {
         let job = dir.path().join(format!("job-{at}"));

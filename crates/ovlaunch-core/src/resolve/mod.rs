@@ -331,32 +331,14 @@ fn resolve_picked(
         .map(|c| c.checkpoint.clone());
     let env =
         env_stage(inp, picked, plugins, &l, moe_at_run_time.as_deref(), &mut t).map_err(located)?;
-
-    let variant = choice.variant;
     let cfg = l.cfg;
     Ok(Plan {
-        recipe: RecipeInfo {
-            name: outer.recipe.name.clone(),
-            origin: outer.recipe.origin.clone(),
-            family: inp.recipe.family.clone(),
-            task: inp.recipe.task.clone(),
-            bridge_recipe: variant
-                .and_then(|v| v.bridge_recipe.clone())
-                .or_else(|| inp.recipe.bridge_recipe.clone()),
-            model_recipe: model_recipe(inp.recipe).to_string(),
-            precision: choice.precision.clone(),
-            config_variant: variant.and_then(|v| v.variant.clone()),
-            variant_gpu: variant.map(|v| v.gpu.clone()),
-            variant_num_gpus: variant.and_then(|v| v.num_gpus),
-            model_class: inp.recipe.provider_class(variant).known().map(String::from),
-            model_lacks: variant
-                .map(|v| v.model_lacks.clone())
-                .filter(|l| !l.is_empty())
-                .unwrap_or_else(|| inp.recipe.model_lacks.clone()),
-            variant_global_batch_size: variant.map(|_| l.before.train.global_batch_size),
-            from_checkpoint: checkpoint,
-            trainer: outer.recipe.trainer.clone(),
-        },
+        recipe: recipe_info(
+            (outer.recipe, inp.recipe),
+            &choice,
+            l.before.train.global_batch_size,
+            checkpoint,
+        ),
         hardware: inp.hardware.clone(),
         parallelism: par,
         versions: Versions {
@@ -381,6 +363,40 @@ fn resolve_picked(
         decisions: t.decisions,
         warnings: t.warnings,
     })
+}
+
+/// What the plan says of its recipe: the user's (`outer`, as they named it) over the recipe
+/// whose rules it runs on (`recipe`), the variant chosen, its global batch before scaling, and
+/// the model fields a checkpoint gives.
+fn recipe_info(
+    (outer, recipe): (&Recipe, &Recipe),
+    choice: &layers::Choice<'_>,
+    variant_global_batch: u32,
+    from_checkpoint: Option<crate::config::CheckpointFields>,
+) -> RecipeInfo {
+    let variant = choice.variant;
+    RecipeInfo {
+        name: outer.name.clone(),
+        origin: outer.origin.clone(),
+        family: recipe.family.clone(),
+        task: recipe.task.clone(),
+        bridge_recipe: variant
+            .and_then(|v| v.bridge_recipe.clone())
+            .or_else(|| recipe.bridge_recipe.clone()),
+        model_recipe: model_recipe(recipe).to_string(),
+        precision: choice.precision.clone(),
+        config_variant: variant.and_then(|v| v.variant.clone()),
+        variant_gpu: variant.map(|v| v.gpu.clone()),
+        variant_num_gpus: variant.and_then(|v| v.num_gpus),
+        model_class: recipe.provider_class(variant).known().map(String::from),
+        model_lacks: variant
+            .map(|v| v.model_lacks.clone())
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| recipe.model_lacks.clone()),
+        variant_global_batch_size: variant.map(|_| variant_global_batch),
+        from_checkpoint,
+        trainer: outer.trainer.clone(),
+    }
 }
 
 /// The model fields the recipe function takes from a Hugging Face checkpoint
