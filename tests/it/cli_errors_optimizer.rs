@@ -288,3 +288,38 @@ fn every_optimizer_rule_has_a_refusal_case() {
         assert!(r.source.contains("OptimizerConfig.__post_init__"));
     }
 }
+
+/// Without Transformer Engine in the container (`--te-version none`) the precision-aware
+/// optimizer Bridge's runner turns on for a BF16 benchmark is refused, as Megatron-Core's own
+/// class refuses the plan's optimizer section without it (`tests/bridge/optimizer_post_init.py`:
+/// its post-init run for real, Transformer Engine absent or stood in for), and the same section
+/// with Transformer Engine, and the section without the precision-aware optimizer without it,
+/// are accepted by both. (The Bridge proof's Transformer Engine is always a stand-in.)
+#[test]
+fn without_transformer_engine_the_precision_aware_optimizer_is_refused_as_megatron_core_does() {
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let base = ["--recipe", RECIPE, "--gpus", "h100x8"];
+    let aware = plan_json(&base)["optimizer"].clone();
+    let mut args = base.to_vec();
+    args.extend(["--set", NOT_AWARE, "--te-version", "none"]);
+    let plain = plan_json(&args)["optimizer"].clone();
+    let ours = usage_error(&with(&["--gpus", "h100x8", "--te-version", "none"]));
+    let rows = crate::bridge_proof::bridge_script(
+        &python,
+        "optimizer_post_init.py",
+        &serde_json::json!([
+            {"te": null, "optimizer": aware},
+            {"te": "2.14.0", "optimizer": aware},
+            {"te": null, "optimizer": plain},
+        ]),
+    );
+    let words =
+        "--use-precision-aware-optimizer requires FusedAdam from TransformerEngine, but not found.";
+    assert_eq!(rows[0]["ok"], false, "{rows}");
+    assert!(rows[0]["error"].as_str().unwrap().contains(words), "{rows}");
+    assert!(ours.contains(words), "{ours}");
+    assert_eq!(rows[1]["ok"], true, "{rows}");
+    assert_eq!(rows[2]["ok"], true, "{rows}");
+}
