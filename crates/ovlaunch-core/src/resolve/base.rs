@@ -329,3 +329,29 @@ pub fn typed_precision(spec: &MixedPrecisionSpec) -> Result<Value> {
 fn internal(e: impl std::fmt::Display) -> Error {
     Error::runtime(format!("internal error: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A field the file states is found at its own line, a key inside it at the deepest line
+    /// known, and a field the file does not state (its section stated or not) nowhere.
+    #[test]
+    fn stated_line_is_the_fields_own_line() {
+        let text = "model:\n  num_layers: 8\ndataset:\n  hf_dataset: {split: a}\ntrain: {}\n";
+        let (lines, _) = crate::yaml::key_lines(text);
+        let sections: Map<String, Value> = crate::yaml::parse(text, "f.yaml").unwrap();
+        let at = |f: &str| stated_line(&sections, &lines, f);
+        assert_eq!(at("model.num_layers"), Some(2));
+        assert_eq!(at("dataset.hf_dataset"), Some(4));
+        assert_eq!(at("dataset.hf_dataset.split"), Some(4));
+        assert_eq!(at("dataset.hf_dataset.other"), Some(4));
+        assert_eq!(at("model.hidden_size"), None);
+        assert_eq!(at("train.micro_batch_size"), None);
+        assert_eq!(at("optimizer.lr"), None);
+        assert_eq!(at("model"), None);
+        // no key lines (a text that did not parse): no line to point at
+        let none = crate::yaml::KeyLines::new();
+        assert_eq!(stated_line(&sections, &none, "model.num_layers"), None);
+    }
+}
