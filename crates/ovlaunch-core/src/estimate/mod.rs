@@ -289,8 +289,16 @@ impl Estimate {
             m.optimizer_step_gib,
             m.overhead_gib
         ));
+        let sequential = if b.sequential_experts_s > 0.0 {
+            format!(
+                ", the host's sequential experts beyond the GPU's work {:.3}",
+                b.sequential_experts_s
+            )
+        } else {
+            String::new()
+        };
         s.push_str(&format!(
-            "per step: compute {:.3} s (recompute {:.3}), bubble {:.3}, exposed TP {:.3}, CP {:.3}, EP {:.3}, DP {:.3}, PP {:.3}, optimizer {:.3} ({} microbatches)\n",
+            "per step: compute {:.3} s (recompute {:.3}{sequential}), bubble {:.3}, exposed TP {:.3}, CP {:.3}, EP {:.3}, DP {:.3}, PP {:.3}, optimizer {:.3} ({} microbatches)\n",
             b.compute_s, b.recompute_s, b.bubble_s, b.tp_comm_s, b.cp_comm_s, b.ep_comm_s,
             b.dp_comm_s, b.pp_comm_s, b.optimizer_s, self.microbatches
         ));
@@ -410,7 +418,7 @@ pub fn kernels_note(plan: &Plan) -> Option<&'static str> {
 }
 
 /// What the estimate models without Transformer Engine.
-const UNFUSED_KERNELS: &str = "no Transformer Engine: Megatron-Core's local layer spec is modelled (attention unfused: batched GEMMs over the whole s x s score matrix, its mask and softmax as passes through HBM; torch RMSNorm, unfused RoPE, SwiGLU and bias-dropout-add; cross-entropy over the vocabulary in FP32; PyTorch's foreach AdamW), its passes at the fitted share of the HBM bandwidth measured on single-GPU runs";
+const UNFUSED_KERNELS: &str = "no Transformer Engine: Megatron-Core's local layer spec is modelled (attention unfused: batched GEMMs over the whole s x s score matrix, its mask and softmax as passes through HBM; torch RMSNorm, unfused RoPE, SwiGLU and bias-dropout-add; cross-entropy over the vocabulary in FP32; PyTorch's foreach AdamW), its passes at the fitted share of the HBM bandwidth measured on single-GPU runs; routed experts, where the model has them, one after another (`SequentialMLP`) at the host's fitted time per layer and expert where it outlasts the GPU's work";
 
 /// Whether the estimate prices the plan's routed experts with host costs fitted on another
 /// layer spec than the plan's: experts run one after another (`sequential::applies`) with
