@@ -215,6 +215,11 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
         .at_flag("--gpus")
         .help("use more GPUs or GPUs with more memory, or lower --headroom"));
     }
+    let (own_layout, own) = (&outcome.own.0, &outcome.own.1);
+    // The proposal's predicted gain over the plan's own layout, a fraction.
+    let gain = |c: &tune::Candidate| {
+        c.estimate.tokens_per_sec_per_gpu / own.tokens_per_sec_per_gpu.max(f64::MIN_POSITIVE) - 1.0
+    };
     match cmd.output {
         Format::Json => {
             let list: Vec<serde_json::Value> = outcome
@@ -226,10 +231,16 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
                         "estimate": c.estimate.to_json(),
                         "recompute": c.recompute,
                         "command": command(&typed, &fixed, &c.sets),
+                        "own_layout": c.layout.same(own_layout),
+                        "gain_over_own": gain(c),
                     })
                 })
                 .collect();
-            p.json(&serde_json::json!({ "candidates": list }))?;
+            p.json(&serde_json::json!({
+                "candidates": list,
+                "own": { "layout": own_layout, "estimate": own.to_json() },
+                "held_out_error": eff.held_out_error,
+            }))?;
         }
         Format::Text => {
             let mut s = format!(
@@ -243,19 +254,25 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
                 outcome.resolved,
                 outcome.rejected
             );
+            s.push_str(&format!(
+                "the plan's own layout, {}: {:.0} tokens/s/GPU, {:.1}/{:.1} GiB{}\n",
+                layout_text(own_layout),
+                own.tokens_per_sec_per_gpu,
+                own.memory_gib_per_gpu,
+                own.memory.capacity_gib,
+                if own.fits { "" } else { " (does not fit)" }
+            ));
             for (i, c) in outcome.candidates.iter().enumerate() {
-                let l = &c.layout;
                 let e = &c.estimate;
+                let versus = if c.layout.same(own_layout) {
+                    "the plan's own layout".to_string()
+                } else {
+                    format!("{:+.1}% on the plan's own", gain(c) * 100.0)
+                };
                 s.push_str(&format!(
-                    "\n{}. TP{} PP{} VP{} CP{} EP{} ETP{} MBS{} recompute {:?}: {:.0} tokens/s/GPU, {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n   {}\n",
+                    "\n{}. {} recompute {:?}: {:.0} tokens/s/GPU ({versus}), {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n   {}\n",
                     i + 1,
-                    l.tensor_model_parallel_size,
-                    l.pipeline_model_parallel_size,
-                    l.virtual_pipeline_model_parallel_size.unwrap_or(1),
-                    l.context_parallel_size,
-                    l.expert_model_parallel_size,
-                    l.expert_tensor_parallel_size.map_or("-".to_string(), |v| v.to_string()),
-                    l.micro_batch_size,
+                    layout_text(&c.layout),
                     c.recompute,
                     e.tokens_per_sec_per_gpu,
                     e.model_tflops_per_gpu,
@@ -266,8 +283,37 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
                     command(&typed, &fixed, &c.sets)
                 ));
             }
+            // How far the estimate can be trusted to order layouts: its error on models it
+            // was not fitted on (hardware/efficiency.json).
+            if let (Some(err), Some(best)) = (eff.held_out_error, outcome.candidates.first()) {
+                let g = gain(best);
+                s.push_str(&format!(
+                    "\nthe estimate's median error on models left out of its fit is {:.1}%: layouts predicted closer than that are not told apart{}\n",
+                    err * 100.0,
+                    if own.fits && !best.layout.same(own_layout) && g < err {
+                        "; the best is within it of the plan's own layout, so measure both before switching"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             p.data(&s)?;
         }
     }
     Ok(0)
+}
+
+/// A layout as `tune` prints it: TP2 PP4 VP5 CP1 EP1 ETP- MBS1.
+fn layout_text(l: &tune::Layout) -> String {
+    format!(
+        "TP{} PP{} VP{} CP{} EP{} ETP{} MBS{}",
+        l.tensor_model_parallel_size,
+        l.pipeline_model_parallel_size,
+        l.virtual_pipeline_model_parallel_size.unwrap_or(1),
+        l.context_parallel_size,
+        l.expert_model_parallel_size,
+        l.expert_tensor_parallel_size
+            .map_or("-".to_string(), |v| v.to_string()),
+        l.micro_batch_size
+    )
 }

@@ -54,6 +54,11 @@ pub struct Efficiency {
     /// RoPE, cross-entropy, PyTorch's Adam: `estimate::unfused`), fitted on the measured GPU
     /// runs.
     pub unfused_memory: f64,
+    /// The median |error| of tokens/s per GPU on models left out of the fit in turn (a
+    /// fraction; written by the fit): how far apart two layouts' predictions must be before
+    /// the estimate tells them apart (`tune` says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out_error: Option<f64>,
     /// How the constants were fitted (free text, written by the fit).
     #[serde(default)]
     pub fit: Option<String>,

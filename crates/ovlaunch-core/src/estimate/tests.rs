@@ -1077,3 +1077,44 @@ fn every_unfused_pass_cites_megatron_core() {
         assert!(p.fwd + p.bwd > 0.0 && p.count > 0.0, "{}", p.what);
     }
 }
+
+/// Two layouts are the same when they differ only in how "none" is spelled: no virtual
+/// pipeline is one virtual stage, no expert TP is the TP (Megatron-Core's default).
+#[test]
+fn layouts_are_compared_as_megatron_core_reads_them() {
+    let a = tune::Layout {
+        tensor_model_parallel_size: 2,
+        pipeline_model_parallel_size: 4,
+        virtual_pipeline_model_parallel_size: None,
+        context_parallel_size: 1,
+        expert_model_parallel_size: 1,
+        expert_tensor_parallel_size: None,
+        micro_batch_size: 1,
+    };
+    let spelled = tune::Layout {
+        virtual_pipeline_model_parallel_size: Some(1),
+        expert_tensor_parallel_size: Some(2),
+        ..a
+    };
+    assert!(a.same(&spelled) && spelled.same(&a));
+    for other in [
+        tune::Layout {
+            virtual_pipeline_model_parallel_size: Some(2),
+            ..a
+        },
+        tune::Layout {
+            expert_tensor_parallel_size: Some(1),
+            ..a
+        },
+        tune::Layout {
+            micro_batch_size: 2,
+            ..a
+        },
+        tune::Layout {
+            context_parallel_size: 2,
+            ..a
+        },
+    ] {
+        assert!(!a.same(&other), "{other:?}");
+    }
+}

@@ -181,6 +181,23 @@ impl Layout {
         }
     }
 
+    /// Whether two layouts are the same: no virtual pipeline is one virtual stage, and an
+    /// unset expert TP is the TP (Megatron-Core's default).
+    pub fn same(&self, other: &Layout) -> bool {
+        let vp = |l: &Layout| l.virtual_pipeline_model_parallel_size.unwrap_or(1).max(1);
+        let etp = |l: &Layout| {
+            l.expert_tensor_parallel_size
+                .unwrap_or(l.tensor_model_parallel_size)
+        };
+        self.tensor_model_parallel_size == other.tensor_model_parallel_size
+            && self.pipeline_model_parallel_size == other.pipeline_model_parallel_size
+            && vp(self) == vp(other)
+            && self.context_parallel_size == other.context_parallel_size
+            && self.expert_model_parallel_size == other.expert_model_parallel_size
+            && etp(self) == etp(other)
+            && self.micro_batch_size == other.micro_batch_size
+    }
+
     /// The `--set` overrides that give a plan this layout (`pipeline_layout`: the
     /// `pipeline_model_parallel_layout` it needs, if any).
     pub fn sets_with(&self, pipeline_layout: Option<&str>) -> Vec<String> {
@@ -324,6 +341,8 @@ impl Search {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub candidates: Vec<Candidate>,
+    /// The base plan's own layout and its estimate: what the proposals are measured against.
+    pub own: (Layout, Estimate),
     /// Layouts that passed the layout checks.
     pub scored: usize,
     /// Of those, layouts that fit with some recompute, headroom left free.
@@ -639,6 +658,7 @@ pub fn tune(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
     // Scoring never reads env, decisions or warnings: drop them so the clones are cheap.
+    let own = (Layout::of(base), estimate(base, eff)?);
     let mut lean = base.clone();
     lean.env.clear();
     lean.decisions.clear();
@@ -729,6 +749,7 @@ pub fn tune(
     out.truncate(top);
     Ok(Outcome {
         candidates: out,
+        own,
         scored,
         fitting,
         resolved,
