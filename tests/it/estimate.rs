@@ -351,7 +351,18 @@ fn tune_measures_each_proposal_against_the_plans_own_layout() {
                 .as_u64()
                 .unwrap_or(1)
         };
-        let mut own_seen = 0;
+        let shape = |x: &serde_json::Value| {
+            [
+                "tensor_model_parallel_size",
+                "pipeline_model_parallel_size",
+                "context_parallel_size",
+                "expert_model_parallel_size",
+                "micro_batch_size",
+            ]
+            .iter()
+            .all(|k| x[k] == l[k])
+        };
+        let (mut own_seen, mut shape_seen) = (0, 0);
         for c in v["candidates"].as_array().unwrap() {
             let tps = c["estimate"]["tokens_per_sec_per_gpu"].as_f64().unwrap();
             let gain = c["gain_over_own"].as_f64().unwrap();
@@ -360,25 +371,31 @@ fn tune_measures_each_proposal_against_the_plans_own_layout() {
                 "{gain} {tps} {own_tps}"
             );
             let cl = &c["layout"];
-            let same = [
-                "tensor_model_parallel_size",
-                "pipeline_model_parallel_size",
-                "context_parallel_size",
-                "expert_model_parallel_size",
-                "micro_batch_size",
-            ]
-            .iter()
-            .all(|k| cl[k] == l[k])
-                && vp(cl) == vp(l);
+            let same = shape(cl) && vp(cl) == vp(l);
             assert_eq!(c["own_layout"].as_bool(), Some(same), "{gpus} {c}");
+            // One entry per layout up to its virtual pipeline size: the others are named in
+            // it, with their scores relative to its own, never its own size again.
+            let others = c["other_virtual_stages"].as_array().unwrap();
+            assert!(others.iter().all(|o| vp(o) != vp(cl)), "{c}");
+            let rel: Vec<f64> = others
+                .iter()
+                .map(|o| o["relative_score"].as_f64().unwrap())
+                .collect();
+            assert!(rel.windows(2).all(|w| w[0] >= w[1]), "{rel:?}");
+            if shape(cl) {
+                shape_seen += 1;
+                assert!(same || others.iter().any(|o| vp(o) == vp(l)), "{c}");
+            }
             if same {
                 own_seen += 1;
                 // The same layout with the same (no) recompute is the same estimate.
                 assert!((tps / own_tps - 1.0).abs() < 1e-9, "{tps} {own_tps}");
             }
         }
-        // Every fitting layout is listed with --top 1000, the plan's own among them.
-        assert_eq!(own_seen, 1, "{gpus}");
+        // Every fitting layout is listed with --top 1000: the plan's own once, as itself or
+        // beside the same layout at another virtual pipeline size.
+        assert_eq!(shape_seen, 1, "{gpus}");
+        assert!(own_seen <= 1, "{gpus}");
         let text = ok(&with(&["tune"], &["--top", "1000"]));
         let own_line = format!(
             "the plan's own layout, TP{} PP{} VP{} CP{} ",
@@ -388,7 +405,16 @@ fn tune_measures_each_proposal_against_the_plans_own_layout() {
             l["context_parallel_size"]
         );
         assert!(text.contains(&own_line), "{own_line}\n{text}");
-        assert_eq!(text.matches("(the plan's own layout)").count(), 1, "{text}");
+        assert_eq!(
+            text.matches("(the plan's own layout)").count(),
+            own_seen,
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("on the plan's own, this layout at VP").count(),
+            1 - own_seen,
+            "{text}"
+        );
         assert!(
             text.contains(&format!(
                 "the estimate's median error on models left out of its fit is {:.1}%",
