@@ -997,13 +997,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn same_layout(a: &Layout, b: &Layout) -> bool {
-    a.tensor_model_parallel_size == b.tensor_model_parallel_size
-        && a.pipeline_model_parallel_size == b.pipeline_model_parallel_size
-        && a.virtual_pipeline_model_parallel_size.unwrap_or(1)
-            == b.virtual_pipeline_model_parallel_size.unwrap_or(1)
-        && a.context_parallel_size == b.context_parallel_size
-        && a.expert_model_parallel_size == b.expert_model_parallel_size
-        && a.micro_batch_size == b.micro_batch_size
+    a.same(b)
 }
 
 fn main() {
@@ -1635,6 +1629,7 @@ fn main() {
     }
     if write {
         let mut out = fitted.clone();
+        out.held_out_error = Some((median(logo_err.clone()) * 1000.0).round() / 1000.0);
         out.fit = Some(format!(
             "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows; memory overhead on {} measured GPU runs (results/*/gpu-measurements.csv): median |error| {:.1}%, leave-one-out {:.1}%{non_te}",
             rows.len(),

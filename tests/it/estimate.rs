@@ -292,6 +292,140 @@ fn tune_json_lists_candidates_best_first_with_runnable_commands() {
     }
 }
 
+/// Each proposal is measured against the plan's own layout (the recipe's, with the user's
+/// `--set`s): `own` is what `estimate` gives that plan, each candidate says its gain over it
+/// and whether it is that layout, and the text says how far apart predictions must be for the
+/// estimate to tell them apart (its held-out error, from `hardware/efficiency.json`).
+#[test]
+fn tune_measures_each_proposal_against_the_plans_own_layout() {
+    let shipped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/hardware/efficiency.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let err = shipped["held_out_error"].as_f64().expect("held_out_error");
+    assert!(err > 0.0 && err < 0.5, "{err}");
+    for (gpus, extra) in [
+        ("h100x64", None),
+        ("h100x8", None),
+        ("h100x16", Some("model.tensor_model_parallel_size=1")),
+    ] {
+        let recipe = if gpus == "h100x64" {
+            "llama70b"
+        } else {
+            "llama8b"
+        };
+        let mut flags = vec!["-r", recipe, "-g", gpus];
+        if let Some(s) = extra {
+            flags.extend(["--set", s]);
+        }
+        let with = |head: &[&'static str], tail: &[&'static str]| -> Vec<&str> {
+            head.iter()
+                .copied()
+                .chain(flags.iter().copied())
+                .chain(tail.iter().copied())
+                .collect()
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&with(&["tune"], &["--top", "1000", "-o", "json"]))).unwrap();
+        let own: serde_json::Value =
+            serde_json::from_str(&ok(&with(&["estimate"], &["-o", "json"]))).unwrap();
+        let plan: serde_json::Value =
+            serde_json::from_str(&ok(&with(&["plan"], &["-o", "json"]))).unwrap();
+        assert_eq!(v["held_out_error"].as_f64(), Some(err));
+        assert_eq!(v["own"]["estimate"], own, "{gpus}");
+        let l = &v["own"]["layout"];
+        for k in [
+            "tensor_model_parallel_size",
+            "pipeline_model_parallel_size",
+            "context_parallel_size",
+        ] {
+            assert_eq!(l[k], plan["model"][k], "{gpus} {k}");
+        }
+        assert_eq!(l["micro_batch_size"], plan["train"]["micro_batch_size"]);
+        let own_tps = own["tokens_per_sec_per_gpu"].as_f64().unwrap();
+        let vp = |x: &serde_json::Value| {
+            x["virtual_pipeline_model_parallel_size"]
+                .as_u64()
+                .unwrap_or(1)
+        };
+        let shape = |x: &serde_json::Value| {
+            [
+                "tensor_model_parallel_size",
+                "pipeline_model_parallel_size",
+                "context_parallel_size",
+                "expert_model_parallel_size",
+                "micro_batch_size",
+            ]
+            .iter()
+            .all(|k| x[k] == l[k])
+        };
+        let (mut own_seen, mut shape_seen) = (0, 0);
+        for c in v["candidates"].as_array().unwrap() {
+            let tps = c["estimate"]["tokens_per_sec_per_gpu"].as_f64().unwrap();
+            let gain = c["gain_over_own"].as_f64().unwrap();
+            assert!(
+                (gain - (tps / own_tps - 1.0)).abs() < 1e-9,
+                "{gain} {tps} {own_tps}"
+            );
+            let cl = &c["layout"];
+            let same = shape(cl) && vp(cl) == vp(l);
+            assert_eq!(c["own_layout"].as_bool(), Some(same), "{gpus} {c}");
+            // One entry per layout up to its virtual pipeline size: the others are named in
+            // it, with their scores relative to its own, never its own size again.
+            let others = c["other_virtual_stages"].as_array().unwrap();
+            assert!(others.iter().all(|o| vp(o) != vp(cl)), "{c}");
+            let rel: Vec<f64> = others
+                .iter()
+                .map(|o| o["relative_score"].as_f64().unwrap())
+                .collect();
+            assert!(rel.windows(2).all(|w| w[0] >= w[1]), "{rel:?}");
+            if shape(cl) {
+                shape_seen += 1;
+                assert!(same || others.iter().any(|o| vp(o) == vp(l)), "{c}");
+            }
+            if same {
+                own_seen += 1;
+                // The same layout with the same (no) recompute is the same estimate.
+                assert!((tps / own_tps - 1.0).abs() < 1e-9, "{tps} {own_tps}");
+            }
+        }
+        // Every fitting layout is listed with --top 1000: the plan's own once, as itself or
+        // beside the same layout at another virtual pipeline size.
+        assert_eq!(shape_seen, 1, "{gpus}");
+        assert!(own_seen <= 1, "{gpus}");
+        let text = ok(&with(&["tune"], &["--top", "1000"]));
+        let own_line = format!(
+            "the plan's own layout, TP{} PP{} VP{} CP{} ",
+            l["tensor_model_parallel_size"],
+            l["pipeline_model_parallel_size"],
+            vp(l),
+            l["context_parallel_size"]
+        );
+        assert!(text.contains(&own_line), "{own_line}\n{text}");
+        assert_eq!(
+            text.matches("(the plan's own layout)").count(),
+            own_seen,
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("on the plan's own, this layout at VP").count(),
+            1 - own_seen,
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "the estimate's median error on models left out of its fit is {:.1}%",
+                err * 100.0
+            )),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn tune_with_zero_top_is_a_usage_error() {
     let o = run(&["tune", "-r", "llama70b", "-g", "h100x64", "--top", "0"]);

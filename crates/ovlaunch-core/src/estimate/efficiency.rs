@@ -63,6 +63,11 @@ pub struct Efficiency {
     pub sequential_layer_s: f64,
     pub sequential_expert_fwd_s: f64,
     pub sequential_expert_bwd_s: f64,
+    /// The median |error| of tokens/s per GPU on models left out of the fit in turn (a
+    /// fraction; written by the fit): how far apart two layouts' predictions must be before
+    /// the estimate tells them apart (`tune` says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out_error: Option<f64>,
     /// How the constants were fitted (free text, written by the fit).
     #[serde(default)]
     pub fit: Option<String>,

@@ -1080,8 +1080,7 @@ fn every_unfused_pass_cites_megatron_core() {
 
 /// The single-GPU MoE shape of `results/gpu-2026-11-27-h100-moe/` (Qwen3-30B-A3B's layer cut
 /// down, experts without grouped GEMMs, the all-to-all dispatcher), `sets` in place of its
-/// fields they name; without
-/// Transformer Engine where `te` is false, as those runs had.
+/// fields they name; without Transformer Engine where `te` is false, as those runs had.
 fn sequential_plan(te: bool, sets: &[&str]) -> Plan {
     let cat = Catalog::embedded().unwrap();
     let r = cat.recipe("qwen3_30b_a3b").unwrap();
@@ -1223,4 +1222,44 @@ fn gpu_bound_moe_layers_add_no_host_time() {
         ],
     );
     assert_eq!(seq_estimate(&long).breakdown.sequential_experts_s, 0.0);
+
+/// Two layouts are the same when they differ only in how "none" is spelled: no virtual
+/// pipeline is one virtual stage, no expert TP is the TP (Megatron-Core's default).
+#[test]
+fn layouts_are_compared_as_megatron_core_reads_them() {
+    let a = tune::Layout {
+        tensor_model_parallel_size: 2,
+        pipeline_model_parallel_size: 4,
+        virtual_pipeline_model_parallel_size: None,
+        context_parallel_size: 1,
+        expert_model_parallel_size: 1,
+        expert_tensor_parallel_size: None,
+        micro_batch_size: 1,
+    };
+    let spelled = tune::Layout {
+        virtual_pipeline_model_parallel_size: Some(1),
+        expert_tensor_parallel_size: Some(2),
+        ..a
+    };
+    assert!(a.same(&spelled) && spelled.same(&a));
+    for other in [
+        tune::Layout {
+            virtual_pipeline_model_parallel_size: Some(2),
+            ..a
+        },
+        tune::Layout {
+            expert_tensor_parallel_size: Some(1),
+            ..a
+        },
+        tune::Layout {
+            micro_batch_size: 2,
+            ..a
+        },
+        tune::Layout {
+            context_parallel_size: 2,
+            ..a
+        },
+    ] {
+        assert!(!a.same(&other), "{other:?}");
+    }
 }
