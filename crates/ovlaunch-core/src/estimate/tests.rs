@@ -1222,6 +1222,7 @@ fn gpu_bound_moe_layers_add_no_host_time() {
         ],
     );
     assert_eq!(seq_estimate(&long).breakdown.sequential_experts_s, 0.0);
+}
 
 /// Two layouts are the same when they differ only in how "none" is spelled: no virtual
 /// pipeline is one virtual stage, no expert TP is the TP (Megatron-Core's default).
