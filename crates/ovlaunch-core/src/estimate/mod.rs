@@ -52,6 +52,10 @@
 //!   the activations of the microbatches in flight on the first stage (Korthikanti et al.,
 //!   with SP and recompute), the LM head's FP32 logits (per head pass: MTP depths too), and
 //!   a runtime overhead fitted to the measured GPU runs (`examples/calibrate.rs`).
+//! * Routed experts without grouped GEMMs (`sequential`, Megatron-Core's `SequentialMLP`): the
+//!   host's time per MoE layer (a synchronization on the token counts, then each local
+//!   expert's MLP in a Python loop, forward, backward and recompute's rerun) with three fitted
+//!   constants; a layer takes the longer of it and the layer's GPU time.
 //! * Hybrid Mamba-Transformer models (`hybrid`): per layer kind of the pattern, Mamba-2 mixers
 //!   beside attention, MLP and MoE layers; the model FLOPs as Bridge's hybrid counter counts
 //!   them.

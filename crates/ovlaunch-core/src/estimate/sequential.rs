@@ -33,7 +33,8 @@ use crate::plan::Plan;
 
 /// Whether the plan's routed experts run as `SequentialMLP`: it has routed experts, and
 /// either states `moe_grouped_gemm: false` (Transformer Engine's spec then builds
-/// `SequentialMLP`: `TESpecProvider.grouped_mlp_modules`) or runs without Transformer Engine
+/// `SequentialMLP`: `extensions/transformer_engine_spec_provider.py`
+/// `TESpecProvider.grouped_mlp_modules`) or runs without Transformer Engine
 /// (Megatron-Core's local spec builds it whatever `moe_grouped_gemm` says:
 /// `models/backends.py` `LocalSpecProvider.grouped_mlp_modules`). Where a recipe with
 /// Transformer Engine does not state it, a model bridge sets it from the checkpoint's config
