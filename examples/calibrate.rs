@@ -4,7 +4,7 @@
 //! ```sh
 //! cargo run --release --example calibrate                  # report only
 //! cargo run --release --example calibrate -- --write       # also rewrite hardware/efficiency.json
-//! cargo run --release --example calibrate -- --write-unfused  # only its non-TE constants
+//! cargo run --release --example calibrate -- --write-unfused  # only its non-TE constants (unfused passes, sequential experts)
 //! cargo run --release --example calibrate -- --csv FILE    # other rows, same columns
 //! cargo run --release --example calibrate -- --rank        # add the ranking term to the fit
 //! cargo run --release --example calibrate -- --recipes     # only: each shipped variant's layout in tune's top 5?
@@ -35,7 +35,7 @@ use std::path::PathBuf;
 use ovlaunch::catalog::{Catalog, hardware};
 use ovlaunch::estimate::stages::{self, RankLoad};
 use ovlaunch::estimate::tune::{self, Layout, Search};
-use ovlaunch::estimate::{Efficiency, estimate, estimate_with_stages, step_left_out};
+use ovlaunch::estimate::{Efficiency, estimate, estimate_with_stages, sequential};
 use ovlaunch::plan::Plan;
 use ovlaunch::resolve::{self, overrides};
 use ovlaunch::version::Stack;
@@ -718,13 +718,13 @@ impl UnfusedRow {
     }
 }
 
-/// The measured runs without Transformer Engine whose step time the estimate models (not those
-/// it leaves out: `estimate::step_left_out`, experts without grouped GEMMs), each split into
+/// The measured runs without Transformer Engine and without routed experts run one after another
+/// (`estimate::sequential`, whose host time is fitted apart: [`fit_sequential`]), each split into
 /// what the efficiency of the unfused passes scales and what it does not: the estimate at
 /// efficiency 1 and 1/2 (it is linear in the inverse).
 fn unfused_rows(runs: &[Measured], start: &Efficiency) -> Vec<UnfusedRow> {
     runs.iter()
-        .filter(|r| r.plan.versions.transformer_engine.is_none() && !step_left_out(&r.plan))
+        .filter(|r| r.plan.versions.transformer_engine.is_none() && !sequential::applies(&r.plan))
         .map(|r| {
             let at = |e: f64| {
                 let eff = Efficiency {
@@ -786,6 +786,129 @@ fn unfused_errors(e: f64, rows: &[UnfusedRow]) -> ([f64; 2], [f64; 2], Vec<f64>)
         [median(abs(&loo)), max(&abs(&loo))],
         loo,
     )
+}
+
+/// The measured runs whose routed experts ran one after another (`estimate::sequential`): the
+/// plan and the measured step time (s).
+fn sequential_rows(runs: &[Measured]) -> Vec<(String, Plan, f64)> {
+    runs.iter()
+        .filter(|r| sequential::applies(&r.plan))
+        .map(|r| {
+            (
+                r.name.clone(),
+                r.plan.clone(),
+                r.num("step_ms_median").expect("step_ms_median") / 1000.0,
+            )
+        })
+        .collect()
+}
+
+/// `eff` with the sequential experts' host constants (`Efficiency::sequential_*`) set to `p`.
+fn with_sequential(eff: &Efficiency, p: [f64; 3]) -> Efficiency {
+    Efficiency {
+        sequential_layer_s: p[0],
+        sequential_expert_fwd_s: p[1],
+        sequential_expert_bwd_s: p[2],
+        ..eff.clone()
+    }
+}
+
+/// The step time the estimate gives `plan` with the host constants `p`.
+fn sequential_predicted(plan: &Plan, eff: &Efficiency, p: [f64; 3]) -> f64 {
+    estimate(plan, &with_sequential(eff, p))
+        .unwrap()
+        .step_time_s
+}
+
+/// The sequential experts' three host constants that minimise the mean |log error| of the step
+/// time over `rows`, every other constant as `eff` has it: Nelder-Mead over their logarithms
+/// from a fixed start (10 ms per layer, 0.5 ms per expert each way), restarted from its result
+/// until it stops improving.
+fn fit_sequential(rows: &[&(String, Plan, f64)], eff: &Efficiency) -> [f64; 3] {
+    let loss = |x: &[f64; 3]| -> f64 {
+        let p = x.map(f64::exp);
+        rows.iter()
+            .map(|(_, plan, measured)| (sequential_predicted(plan, eff, p) / measured).ln().abs())
+            .sum()
+    };
+    let mut best = [0.01f64, 0.0005, 0.0005].map(f64::ln);
+    let mut best_loss = loss(&best);
+    for _ in 0..6 {
+        let x = nelder_mead(&loss, best, 0.5, 600);
+        let l = loss(&x);
+        if l >= best_loss - 1e-12 {
+            break;
+        }
+        (best, best_loss) = (x, l);
+    }
+    best.map(f64::exp)
+}
+
+/// Nelder-Mead minimisation of `f` over three variables from `start`, the first simplex `step`
+/// along each axis, `iters` iterations (reflection 1, expansion 2, contraction and shrink 1/2).
+fn nelder_mead(f: &dyn Fn(&[f64; 3]) -> f64, start: [f64; 3], step: f64, iters: usize) -> [f64; 3] {
+    let mut pts: Vec<([f64; 3], f64)> = (0..4)
+        .map(|i| {
+            let mut x = start;
+            if i > 0 {
+                x[i - 1] += step;
+            }
+            (x, f(&x))
+        })
+        .collect();
+    let along = |a: &[f64; 3], b: &[f64; 3], t: f64| -> [f64; 3] {
+        [0, 1, 2].map(|k| a[k] + t * (b[k] - a[k]))
+    };
+    for _ in 0..iters {
+        pts.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let centre = [0, 1, 2].map(|k| pts[..3].iter().map(|p| p.0[k]).sum::<f64>() / 3.0);
+        let worst = pts[3];
+        let r = along(&centre, &worst.0, -1.0);
+        let fr = f(&r);
+        if fr < pts[0].1 {
+            let e = along(&centre, &worst.0, -2.0);
+            let fe = f(&e);
+            pts[3] = if fe < fr { (e, fe) } else { (r, fr) };
+        } else if fr < pts[2].1 {
+            pts[3] = (r, fr);
+        } else {
+            let c = along(&centre, &worst.0, 0.5);
+            let fc = f(&c);
+            if fc < worst.1 {
+                pts[3] = (c, fc);
+            } else {
+                let best = pts[0].0;
+                for p in pts.iter_mut().skip(1) {
+                    p.0 = along(&best, &p.0, 0.5);
+                    p.1 = f(&p.0);
+                }
+            }
+        }
+    }
+    pts.sort_by(|a, b| a.1.total_cmp(&b.1));
+    pts[0].0
+}
+
+/// The sequential fit's errors: per row estimate / measured - 1 with the constants fitted on all
+/// rows (in-sample) and on the others only (leave-one-out).
+fn sequential_errors(
+    p: [f64; 3],
+    rows: &[(String, Plan, f64)],
+    eff: &Efficiency,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut fit, mut loo) = (vec![], vec![]);
+    for (i, (_, plan, measured)) in rows.iter().enumerate() {
+        let others: Vec<&(String, Plan, f64)> = rows
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, r)| r)
+            .collect();
+        fit.push(sequential_predicted(plan, eff, p) / measured - 1.0);
+        let q = fit_sequential(&others, eff);
+        loo.push(sequential_predicted(plan, eff, q) / measured - 1.0);
+    }
+    (fit, loo)
 }
 
 /// The memory fit's error: per row |estimate / measured - 1| with the overhead fitted on all
@@ -874,13 +997,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn same_layout(a: &Layout, b: &Layout) -> bool {
-    a.tensor_model_parallel_size == b.tensor_model_parallel_size
-        && a.pipeline_model_parallel_size == b.pipeline_model_parallel_size
-        && a.virtual_pipeline_model_parallel_size.unwrap_or(1)
-            == b.virtual_pipeline_model_parallel_size.unwrap_or(1)
-        && a.context_parallel_size == b.context_parallel_size
-        && a.expert_model_parallel_size == b.expert_model_parallel_size
-        && a.micro_batch_size == b.micro_batch_size
+    a.same(b)
 }
 
 fn main() {
@@ -1195,7 +1312,7 @@ fn main() {
         );
     }
     println!(
-        "unfused passes' efficiency fitted to {} measured GPU runs without Transformer Engine (not those whose step time the estimate leaves out): {unfused_e:.4}; step time median |error| {:.1}% (max {:.1}%), leave-one-out {:.1}% (max {:.1}%)",
+        "unfused passes' efficiency fitted to {} measured GPU runs without Transformer Engine (not those with sequential experts, fitted apart): {unfused_e:.4}; step time median |error| {:.1}% (max {:.1}%), leave-one-out {:.1}% (max {:.1}%)",
         unfused.len(),
         step_fit[0] * 100.0,
         step_fit[1] * 100.0,
@@ -1206,15 +1323,56 @@ fn main() {
         unfused_memory: unfused_e,
         ..fitted
     };
+    // The host time of experts run one after another, on the measured runs that ran them, with
+    // every other constant as fitted above.
+    let seq_rows = sequential_rows(&runs);
+    let seq_all: Vec<&(String, Plan, f64)> = seq_rows.iter().collect();
+    let seq_p = fit_sequential(&seq_all, &fitted);
+    let (seq_fit, seq_loo) = sequential_errors(seq_p, &seq_rows, &fitted);
+    let gpu_only = with_sequential(&fitted, [0.0; 3]);
+    for (((name, plan, measured), fit), loo) in seq_rows.iter().zip(&seq_fit).zip(&seq_loo) {
+        println!(
+            "sequential experts row {name}: measured {:.1} ms, GPU work alone {:.1}, estimated {:.1} ({:+.1}%), left out of the fit ({:+.1}%)",
+            measured * 1000.0,
+            estimate(plan, &gpu_only).unwrap().step_time_s * 1000.0,
+            (1.0 + fit) * measured * 1000.0,
+            fit * 100.0,
+            loo * 100.0
+        );
+    }
+    let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let seq_stats = [
+        median(abs(&seq_fit)),
+        max(&abs(&seq_fit)),
+        median(abs(&seq_loo)),
+        max(&abs(&seq_loo)),
+    ];
+    println!(
+        "sequential experts' host time fitted to {} measured GPU runs: {:.2} ms per MoE layer forward, {:.3} ms per local expert forward, {:.3} backward; step time median |error| {:.1}% (max {:.1}%), leave-one-out {:.1}% (max {:.1}%)",
+        seq_rows.len(),
+        seq_p[0] * 1000.0,
+        seq_p[1] * 1000.0,
+        seq_p[2] * 1000.0,
+        seq_stats[0] * 100.0,
+        seq_stats[1] * 100.0,
+        seq_stats[2] * 100.0,
+        seq_stats[3] * 100.0
+    );
+    let fitted = with_sequential(&fitted, seq_p);
     let non_te = format!(
-        "{NON_TE}{} measured GPU runs (results/*/gpu-measurements.csv): step time median |error| {:.1}%, leave-one-out {:.1}% (max {:.1}%)",
+        "{NON_TE}{} measured GPU runs (results/*/gpu-measurements.csv): step time median |error| {:.1}%, leave-one-out {:.1}% (max {:.1}%); the host time of sequential experts on {} measured GPU runs: step time median |error| {:.1}%, leave-one-out {:.1}% (max {:.1}%)",
         unfused.len(),
         step_fit[0] * 100.0,
         step_loo[0] * 100.0,
-        step_loo[1] * 100.0
+        step_loo[1] * 100.0,
+        seq_rows.len(),
+        seq_stats[0] * 100.0,
+        seq_stats[2] * 100.0,
+        seq_stats[3] * 100.0
     );
     if write_unfused {
-        // Only the non-TE constant and its clause of the fit note, as text: the others stay as
+        // Only the non-TE constants and their clause of the fit note, as text: the others stay as
         // shipped, to the digit (a refit of the published rows or the memory overhead is
         // `--write`).
         let path = root.join("hardware/efficiency.json");
@@ -1222,8 +1380,16 @@ fn main() {
         let lines: Vec<String> = text
             .lines()
             .map(|l| {
-                if l.trim_start().starts_with("\"unfused_memory\":") {
+                let key = l.trim_start().split(':').next().unwrap_or_default();
+                let seq = [
+                    "\"sequential_layer_s\"",
+                    "\"sequential_expert_fwd_s\"",
+                    "\"sequential_expert_bwd_s\"",
+                ];
+                if key == "\"unfused_memory\"" {
                     format!("  \"unfused_memory\": {unfused_e},")
+                } else if let Some(i) = seq.iter().position(|k| *k == key) {
+                    format!("  {}: {},", seq[i], seq_p[i])
                 } else if let Some(note) = l.trim_start().strip_prefix("\"fit\": \"") {
                     let head = note
                         .trim_end_matches('"')
@@ -1463,6 +1629,7 @@ fn main() {
     }
     if write {
         let mut out = fitted.clone();
+        out.held_out_error = Some((median(logo_err.clone()) * 1000.0).round() / 1000.0);
         out.fit = Some(format!(
             "fitted by examples/calibrate.rs on {} published pretraining rows (calibration/published-calibration.csv): in-sample median |error| {:.1}%; leave-one-model-out median |error| {:.1}%, published layout in tune's top 5 for {}/{} rows; memory overhead on {} measured GPU runs (results/*/gpu-measurements.csv): median |error| {:.1}%, leave-one-out {:.1}%{non_te}",
             rows.len(),

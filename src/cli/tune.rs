@@ -215,59 +215,169 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
         .at_flag("--gpus")
         .help("use more GPUs or GPUs with more memory, or lower --headroom"));
     }
+    let launch = |c: &tune::Candidate| command(&typed, &fixed, &c.sets);
     match cmd.output {
-        Format::Json => {
-            let list: Vec<serde_json::Value> = outcome
-                .candidates
-                .iter()
-                .map(|c| {
-                    serde_json::json!({
-                        "layout": c.layout,
-                        "estimate": c.estimate.to_json(),
-                        "recompute": c.recompute,
-                        "command": command(&typed, &fixed, &c.sets),
-                    })
-                })
-                .collect();
-            p.json(&serde_json::json!({ "candidates": list }))?;
-        }
-        Format::Text => {
-            let mut s = format!(
-                "{} on {} ({}), global batch {}: {} layouts scored, {} fit, {} resolved ({} rejected)\n",
-                base.recipe.name,
-                base.hardware.spec,
-                crate::resolve::env_rules::planned_precision(&base),
-                base.train.global_batch_size,
-                outcome.scored,
-                outcome.fitting,
-                outcome.resolved,
-                outcome.rejected
-            );
-            for (i, c) in outcome.candidates.iter().enumerate() {
-                let l = &c.layout;
-                let e = &c.estimate;
-                s.push_str(&format!(
-                    "\n{}. TP{} PP{} VP{} CP{} EP{} ETP{} MBS{} recompute {:?}: {:.0} tokens/s/GPU, {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n   {}\n",
-                    i + 1,
-                    l.tensor_model_parallel_size,
-                    l.pipeline_model_parallel_size,
-                    l.virtual_pipeline_model_parallel_size.unwrap_or(1),
-                    l.context_parallel_size,
-                    l.expert_model_parallel_size,
-                    l.expert_tensor_parallel_size.map_or("-".to_string(), |v| v.to_string()),
-                    l.micro_batch_size,
-                    c.recompute,
-                    e.tokens_per_sec_per_gpu,
-                    e.model_tflops_per_gpu,
-                    e.mfu * 100.0,
-                    e.step_time_s,
-                    e.memory_gib_per_gpu,
-                    e.memory.capacity_gib,
-                    command(&typed, &fixed, &c.sets)
-                ));
-            }
-            p.data(&s)?;
-        }
+        Format::Json => p.json(&json_of(&outcome, &eff, &launch))?,
+        Format::Text => p.data(&text_of(&base, &outcome, &eff, &launch))?,
     }
     Ok(0)
+}
+
+/// The proposal's predicted gain over the plan's own layout, a fraction.
+fn gain(outcome: &Outcome, c: &tune::Candidate) -> f64 {
+    c.estimate.tokens_per_sec_per_gpu / outcome.own.1.tokens_per_sec_per_gpu.max(f64::MIN_POSITIVE)
+        - 1.0
+}
+
+/// `tune -o json`: the candidates, the plan's own layout and the fit's held-out error.
+fn json_of(
+    outcome: &Outcome,
+    eff: &Efficiency,
+    launch: &dyn Fn(&tune::Candidate) -> String,
+) -> serde_json::Value {
+    let (own_layout, own) = (&outcome.own.0, &outcome.own.1);
+    let gain = |c: &tune::Candidate| gain(outcome, c);
+    let list: Vec<serde_json::Value> = outcome
+        .candidates
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "layout": c.layout,
+                "estimate": c.estimate.to_json(),
+                "recompute": c.recompute,
+                "command": launch(c),
+                "own_layout": c.layout.same(own_layout),
+                "gain_over_own": gain(c),
+                "other_virtual_stages": c
+                    .other_virtual_stages
+                    .iter()
+                    .map(|(vp, rel, recompute)| serde_json::json!({
+                        "virtual_pipeline_model_parallel_size": vp,
+                        "relative_score": rel,
+                        "recompute": recompute,
+                    }))
+                    .collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "candidates": list,
+        "own": { "layout": own_layout, "estimate": own.to_json() },
+        "held_out_error": eff.held_out_error,
+    })
+}
+
+/// `tune`'s text: the search's counts, the plan's own layout, each candidate against it with
+/// its command, and how far apart the estimate can tell layouts.
+fn text_of(
+    base: &Plan,
+    outcome: &Outcome,
+    eff: &Efficiency,
+    launch: &dyn Fn(&tune::Candidate) -> String,
+) -> String {
+    let (own_layout, own) = (&outcome.own.0, &outcome.own.1);
+    let gain = |c: &tune::Candidate| gain(outcome, c);
+    let mut s = format!(
+        "{} on {} ({}), global batch {}: {} layouts scored, {} fit, {} resolved ({} rejected)\n",
+        base.recipe.name,
+        base.hardware.spec,
+        crate::resolve::env_rules::planned_precision(base),
+        base.train.global_batch_size,
+        outcome.scored,
+        outcome.fitting,
+        outcome.resolved,
+        outcome.rejected
+    );
+    s.push_str(&format!(
+        "the plan's own layout, {}: {:.0} tokens/s/GPU, {:.1}/{:.1} GiB{}\n",
+        layout_text(own_layout),
+        own.tokens_per_sec_per_gpu,
+        own.memory_gib_per_gpu,
+        own.memory.capacity_gib,
+        if own.fits { "" } else { " (does not fit)" }
+    ));
+    for (i, c) in outcome.candidates.iter().enumerate() {
+        let e = &c.estimate;
+        let versus = if c.layout.same(own_layout) {
+            "the plan's own layout".to_string()
+        } else if c.layout.same_but_virtual_pipeline(own_layout) {
+            format!(
+                "{:+.1}% on the plan's own, this layout at VP{}",
+                gain(c) * 100.0,
+                own_layout.virtual_stages()
+            )
+        } else {
+            format!("{:+.1}% on the plan's own", gain(c) * 100.0)
+        };
+        let others = if c.other_virtual_stages.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = c
+                .other_virtual_stages
+                .iter()
+                .map(|(vp, rel, recompute)| {
+                    let pct = (rel - 1.0) * 100.0;
+                    let pct = if pct.abs() < 0.05 {
+                        "0.0%".to_string()
+                    } else {
+                        format!("{pct:+.1}%")
+                    };
+                    let needs = match recompute {
+                        _ if *recompute == c.recompute => "",
+                        tune::Recompute::None => " (no recompute)",
+                        tune::Recompute::Recipe => " (with the recipe's recompute)",
+                        tune::Recompute::Full => " (with full recompute)",
+                    };
+                    format!("VP{vp} {pct}{needs}")
+                })
+                .collect();
+            format!(
+                "   other virtual pipeline sizes, as scored: {}\n",
+                list.join(", ")
+            )
+        };
+        s.push_str(&format!(
+            "\n{}. {} recompute {:?}: {:.0} tokens/s/GPU ({versus}), {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n{others}   {}\n",
+            i + 1,
+            layout_text(&c.layout),
+            c.recompute,
+            e.tokens_per_sec_per_gpu,
+            e.model_tflops_per_gpu,
+            e.mfu * 100.0,
+            e.step_time_s,
+            e.memory_gib_per_gpu,
+            e.memory.capacity_gib,
+            launch(c)
+        ));
+    }
+    // How far the estimate can be trusted to order layouts: its error on models it
+    // was not fitted on (hardware/efficiency.json).
+    if let (Some(err), Some(best)) = (eff.held_out_error, outcome.candidates.first()) {
+        let g = gain(best);
+        s.push_str(&format!(
+            "\nthe estimate's median error on models left out of its fit is {:.1}%: layouts predicted closer than that are not told apart{}\n",
+            err * 100.0,
+            if own.fits && !best.layout.same(own_layout) && g < err {
+                "; the best is within it of the plan's own layout, so measure both before switching"
+            } else {
+                ""
+            }
+        ));
+    }
+    s
+}
+
+/// A layout as `tune` prints it: TP2 PP4 VP5 CP1 EP1 ETP- MBS1.
+fn layout_text(l: &tune::Layout) -> String {
+    format!(
+        "TP{} PP{} VP{} CP{} EP{} ETP{} MBS{}",
+        l.tensor_model_parallel_size,
+        l.pipeline_model_parallel_size,
+        l.virtual_pipeline_model_parallel_size.unwrap_or(1),
+        l.context_parallel_size,
+        l.expert_model_parallel_size,
+        l.expert_tensor_parallel_size
+            .map_or("-".to_string(), |v| v.to_string()),
+        l.micro_batch_size
+    )
 }

@@ -1,8 +1,10 @@
 //! The estimator's fitted constants (`hardware/efficiency.json`, written by
-//! `cargo run --release --example calibrate -- --write`; `--write-unfused` writes the non-TE
-//! constant alone): how far below the dense peak GEMMs run per GPU kind, for MoE models and per
-//! precision, how much of an overlapped communication stays exposed, and at what share of HBM
-//! bandwidth the passes without Transformer Engine run. Unknown keys are errors.
+//! `cargo run --release --example calibrate -- --write`; `--write-unfused` writes the constants
+//! fitted on the measured runs without Transformer Engine alone): how far below the dense peak
+//! GEMMs run per GPU kind, for MoE models and per precision, how much of an overlapped
+//! communication stays exposed, at what share of HBM bandwidth the passes without Transformer
+//! Engine run, and the host time of routed experts run one after another. Unknown keys are
+//! errors.
 
 use std::collections::BTreeMap;
 
@@ -54,6 +56,18 @@ pub struct Efficiency {
     /// RoPE, cross-entropy, PyTorch's Adam: `estimate::unfused`), fitted on the measured GPU
     /// runs.
     pub unfused_memory: f64,
+    /// Host seconds of routed experts run one after another (`SequentialMLP`: without grouped
+    /// GEMMs, `estimate::sequential`), fitted on the measured GPU runs that ran them: per MoE
+    /// layer forward pass (the dispatcher's host synchronization on the token counts and the
+    /// layer's other launches), per local expert's forward call and per its backward.
+    pub sequential_layer_s: f64,
+    pub sequential_expert_fwd_s: f64,
+    pub sequential_expert_bwd_s: f64,
+    /// The median |error| of tokens/s per GPU on models left out of the fit in turn (a
+    /// fraction; written by the fit): how far apart two layouts' predictions must be before
+    /// the estimate tells them apart (`tune` says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out_error: Option<f64>,
     /// How the constants were fitted (free text, written by the fit).
     #[serde(default)]
     pub fit: Option<String>,

@@ -52,6 +52,10 @@
 //!   the activations of the microbatches in flight on the first stage (Korthikanti et al.,
 //!   with SP and recompute), the LM head's FP32 logits (per head pass: MTP depths too), and
 //!   a runtime overhead fitted to the measured GPU runs (`examples/calibrate.rs`).
+//! * Routed experts without grouped GEMMs (`sequential`, Megatron-Core's `SequentialMLP`): the
+//!   host's time per MoE layer (a synchronization on the token counts, then each local
+//!   expert's MLP in a Python loop, forward, backward and recompute's rerun) with three fitted
+//!   constants; a layer takes the longer of it and the layer's GPU time.
 //! * Hybrid Mamba-Transformer models (`hybrid`): per layer kind of the pattern, Mamba-2 mixers
 //!   beside attention, MLP and MoE layers; the model FLOPs as Bridge's hybrid counter counts
 //!   them.
@@ -62,6 +66,7 @@ pub mod arch;
 pub mod efficiency;
 pub mod hybrid;
 mod memory;
+pub mod sequential;
 pub mod stages;
 mod step;
 pub mod tune;
@@ -114,6 +119,9 @@ pub struct Breakdown {
     pub compute_s: f64,
     /// Of `compute_s`: forward work repeated by activation recompute.
     pub recompute_s: f64,
+    /// Of `compute_s`: what routed experts run one after another (`SequentialMLP`) add beyond
+    /// their GPU work, the host's time per MoE layer over the layer's (`sequential`).
+    pub sequential_experts_s: f64,
     pub tp_comm_s: f64,
     pub cp_comm_s: f64,
     pub ep_comm_s: f64,
@@ -285,8 +293,16 @@ impl Estimate {
             m.optimizer_step_gib,
             m.overhead_gib
         ));
+        let sequential = if b.sequential_experts_s > 0.0 {
+            format!(
+                ", the host's sequential experts beyond the GPU's work {:.3}",
+                b.sequential_experts_s
+            )
+        } else {
+            String::new()
+        };
         s.push_str(&format!(
-            "per step: compute {:.3} s (recompute {:.3}), bubble {:.3}, exposed TP {:.3}, CP {:.3}, EP {:.3}, DP {:.3}, PP {:.3}, optimizer {:.3} ({} microbatches)\n",
+            "per step: compute {:.3} s (recompute {:.3}{sequential}), bubble {:.3}, exposed TP {:.3}, CP {:.3}, EP {:.3}, DP {:.3}, PP {:.3}, optimizer {:.3} ({} microbatches)\n",
             b.compute_s, b.recompute_s, b.bubble_s, b.tp_comm_s, b.cp_comm_s, b.ep_comm_s,
             b.dp_comm_s, b.pp_comm_s, b.optimizer_s, self.microbatches
         ));
@@ -370,8 +386,8 @@ pub fn scope_notes(plan: &Plan) -> Vec<String> {
     if frozen_base(plan) {
         notes.push(PEFT_LEFT_OUT.to_string());
     }
-    if step_left_out(plan) {
-        notes.push(SEQUENTIAL_EXPERTS.to_string());
+    if sequential_experts_under_te(plan) {
+        notes.push(SEQUENTIAL_EXPERTS_TE.to_string());
     }
     notes
 }
@@ -406,20 +422,18 @@ pub fn kernels_note(plan: &Plan) -> Option<&'static str> {
 }
 
 /// What the estimate models without Transformer Engine.
-const UNFUSED_KERNELS: &str = "no Transformer Engine: Megatron-Core's local layer spec is modelled (attention unfused: batched GEMMs over the whole s x s score matrix, its mask and softmax as passes through HBM; torch RMSNorm, unfused RoPE, SwiGLU and bias-dropout-add; cross-entropy over the vocabulary in FP32; PyTorch's foreach AdamW), its passes at the fitted share of the HBM bandwidth measured on single-GPU runs";
+const UNFUSED_KERNELS: &str = "no Transformer Engine: Megatron-Core's local layer spec is modelled (attention unfused: batched GEMMs over the whole s x s score matrix, its mask and softmax as passes through HBM; torch RMSNorm, unfused RoPE, SwiGLU and bias-dropout-add; cross-entropy over the vocabulary in FP32; PyTorch's foreach AdamW), its passes at the fitted share of the HBM bandwidth measured on single-GPU runs; routed experts, where the model has them, one after another (`SequentialMLP`) at the host's fitted time per layer and expert where it outlasts the GPU's work";
 
-/// Whether the estimate leaves the plan's step time out: routed experts without grouped GEMMs
-/// (`SEQUENTIAL_EXPERTS`, said in [`scope_notes`]). Only where the plan states
-/// `moe_grouped_gemm: false`: where a recipe does not state it, a model bridge sets it from the
-/// checkpoint's config (`resolve::moe_rules::BRIDGED`; Bridge's OLMoE and Nemotron-H bridges
-/// set it on), so it is not Megatron-Core's class default.
-pub fn step_left_out(plan: &Plan) -> bool {
-    let experts = plan.model.num_moe_experts.unwrap_or(0) > 0;
-    experts && plan.model.provider.get("moe_grouped_gemm") == Some(&serde_json::Value::Bool(false))
+/// Whether the estimate prices the plan's routed experts with host costs fitted on another
+/// layer spec than the plan's: experts run one after another (`sequential::applies`) with
+/// Transformer Engine's linear layers, where the constants come from runs of Megatron-Core's
+/// local spec (`SEQUENTIAL_EXPERTS_TE`, said in [`scope_notes`]).
+pub fn sequential_experts_under_te(plan: &Plan) -> bool {
+    sequential::applies(plan) && plan.versions.transformer_engine.is_some()
 }
 
-/// What the step time leaves out for experts without grouped GEMMs.
-const SEQUENTIAL_EXPERTS: &str = "the step time of experts without grouped GEMMs (`moe_grouped_gemm: false`): Megatron-Core then runs each local expert's MLP in turn (`SequentialMLP`, after a host synchronization on the token counts), and the step time here prices one grouped GEMM (results/gpu-2026-11-27-h100-moe/ holds such jobs measured)";
+/// What the step time leaves out for experts without grouped GEMMs under Transformer Engine.
+const SEQUENTIAL_EXPERTS_TE: &str = "the host time of experts without grouped GEMMs (`moe_grouped_gemm: false`) with Transformer Engine: Megatron-Core runs each local expert's MLP in turn (`SequentialMLP`) with TE's linear layers, and the host cost per layer and expert is the one fitted on runs of its local layer spec (results/gpu-2026-11-27-h100-moe/), not measured with TE's modules";
 
 /// What a PEFT estimate leaves out.
 const PEFT_LEFT_OUT: &str = "PEFT: the base model is estimated frozen (forward and data-gradient GEMMs, no weight gradients, gradients or optimizer state for it); the adapters' own weights, FLOPs and gradient traffic are left out (rank x (in + out) per adapted linear: about 1% of a layer's weights at LoRA's default rank 32 on Llama 3 8B)";
@@ -521,6 +535,8 @@ pub fn estimate_with_stages(
     if no_te {
         compute.t_mb += unfused::microbatch_s(&c, &busiest, selective, full_frac);
     }
+    let sequential_mb = sequential::microbatch_s(&c, &busiest, &compute, selective, full_frac);
+    compute.t_mb += sequential_mb;
     let tp = step::tp_comm(&c, &busiest);
     let cp = step::cp_comm(&c, &busiest, compute.attn_mb);
     let ep = step::ep_comm(&c, &busiest);
@@ -562,6 +578,7 @@ pub fn estimate_with_stages(
         breakdown: Breakdown {
             compute_s: micro * compute.t_mb + drain,
             recompute_s: micro * compute.recompute_mb,
+            sequential_experts_s: micro * sequential_mb,
             tp_comm_s: micro * tp.exposed,
             cp_comm_s: micro * cp.exposed,
             ep_comm_s: micro * ep.exposed,

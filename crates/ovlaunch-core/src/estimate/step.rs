@@ -676,7 +676,7 @@ impl Comm {
 }
 
 /// Layers on the busiest GPU: (all, MoE, dense).
-fn layers_on(c: &Ctx, b: &Busiest) -> (f64, f64, f64) {
+pub(crate) fn layers_on(c: &Ctx, b: &Busiest) -> (f64, f64, f64) {
     let layers_gpu = b.load.layers + b.load.mtp;
     let moe_share = c.arch.moe_layers() / c.arch.layers.max(1.0);
     let moe_layers_gpu = b.load.kinds.map_or(b.load.layers * moe_share, |k| k.moe);

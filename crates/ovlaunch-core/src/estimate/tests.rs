@@ -1077,3 +1077,190 @@ fn every_unfused_pass_cites_megatron_core() {
         assert!(p.fwd + p.bwd > 0.0 && p.count > 0.0, "{}", p.what);
     }
 }
+
+/// The single-GPU MoE shape of `results/gpu-2026-11-27-h100-moe/` (Qwen3-30B-A3B's layer cut
+/// down, experts without grouped GEMMs, the all-to-all dispatcher), `sets` in place of its
+/// fields they name; without Transformer Engine where `te` is false, as those runs had.
+fn sequential_plan(te: bool, sets: &[&str]) -> Plan {
+    let cat = Catalog::embedded().unwrap();
+    let r = cat.recipe("qwen3_30b_a3b").unwrap();
+    let hw = hardware::parse("h100x1", &cat.gpus, None).unwrap();
+    let mut all: Vec<String> = [
+        "model.tensor_model_parallel_size=1",
+        "model.pipeline_model_parallel_size=1",
+        "model.context_parallel_size=1",
+        "model.expert_model_parallel_size=1",
+        "comm_overlap.overlap_moe_expert_parallel_comm=false",
+        "ddp.use_distributed_optimizer=false",
+        "optimizer.use_distributed_optimizer=false",
+        "ddp.overlap_param_gather=false",
+        "model.gradient_accumulation_fusion=false",
+        "model.cross_entropy_loss_fusion=false",
+        "optimizer.use_precision_aware_optimizer=false",
+        "model.moe_grouped_gemm=false",
+        "model.moe_permute_fusion=false",
+        "model.moe_router_fusion=false",
+        "model.moe_token_dispatcher_type=alltoall",
+        "model.cuda_graph_impl=none",
+        "train.global_batch_size=8",
+        "model.num_moe_experts=32",
+        "model.num_layers=4",
+    ]
+    .iter()
+    .filter(|d| {
+        let key = d.split('=').next().unwrap_or_default();
+        !sets.iter().any(|s| s.split('=').next() == Some(key))
+    })
+    .map(|s| s.to_string())
+    .collect();
+    all.extend(sets.iter().map(|s| s.to_string()));
+    let sets = overrides::parse_sets(&all).unwrap();
+    let stack = Stack {
+        te: if te { Stack::default().te } else { None },
+        ..Stack::default()
+    };
+    resolve::resolve(&resolve::Inputs {
+        sets: &sets,
+        ..resolve::Inputs::new(&r, &hw, &stack)
+    })
+    .unwrap()
+}
+
+fn seq_estimate(plan: &Plan) -> Estimate {
+    estimate(plan, &Efficiency::embedded().unwrap()).unwrap()
+}
+
+/// Megatron-Core builds `SequentialMLP` where the plan states `moe_grouped_gemm: false` and,
+/// without Transformer Engine, always; a plan with grouped GEMMs gets no host term.
+#[test]
+fn sequential_experts_are_priced_where_megatron_builds_them() {
+    let grouped = plan_for("qwen3_30b_a3b", "h100x16", None, &[]);
+    assert!(!sequential::applies(&grouped));
+    assert_eq!(seq_estimate(&grouped).breakdown.sequential_experts_s, 0.0);
+    assert!(scope_notes(&grouped).is_empty());
+    let te_off = sequential_plan(true, &[]);
+    assert!(sequential::applies(&te_off));
+    assert!(seq_estimate(&te_off).breakdown.sequential_experts_s > 0.0);
+    assert!(
+        scope_notes(&te_off)
+            .iter()
+            .any(|n| n.contains("experts without grouped GEMMs"))
+    );
+    let local = sequential_plan(false, &[]);
+    assert!(sequential::applies(&local));
+    assert!(scope_notes(&local).is_empty(), "{:?}", scope_notes(&local));
+    let dense = plan_for("llama3_8b", "h100x8", None, &[]);
+    assert!(!sequential::applies(&dense));
+}
+
+/// Where the host bounds every MoE layer (micro batch 1: 64 tokens per expert), the step is the
+/// host's: top-2 and top-8 routing step alike (as measured: 448 and 446 ms), and each further
+/// local expert adds its forward and backward host time per layer and microbatch, whatever
+/// GPU work it brings (the optimizer's step aside, which is not in the layers).
+#[test]
+fn host_bound_moe_layers_step_at_the_hosts_pace() {
+    let eff = Efficiency::embedded().unwrap();
+    let base = sequential_plan(false, &["train.micro_batch_size=1"]);
+    let top2 = sequential_plan(
+        false,
+        &["train.micro_batch_size=1", "model.moe_router_topk=2"],
+    );
+    let e64 = sequential_plan(
+        false,
+        &["train.micro_batch_size=1", "model.num_moe_experts=64"],
+    );
+    let (b, t2, e) = (seq_estimate(&base), seq_estimate(&top2), seq_estimate(&e64));
+    assert!(b.breakdown.sequential_experts_s > 0.0 && t2.breakdown.sequential_experts_s > 0.0);
+    assert!(
+        close(t2.step_time_s, b.step_time_s, 1e-9),
+        "{t2:?} vs {b:?}"
+    );
+    let (layers, micro) = (4.0, 8.0);
+    let per_expert = eff.sequential_expert_fwd_s + eff.sequential_expert_bwd_s;
+    let added = e.step_time_s - e.breakdown.optimizer_s - (b.step_time_s - b.breakdown.optimizer_s);
+    assert!(
+        close(added, layers * micro * 32.0 * per_expert, 1e-9),
+        "{added} vs {}",
+        layers * micro * 32.0 * per_expert
+    );
+}
+
+/// Recomputing the MoE block reruns its forward on the host: the layer's fixed cost and every
+/// expert's forward call again, per layer and microbatch, where the host bounds the layers.
+#[test]
+fn recomputed_moe_blocks_rerun_the_hosts_forward() {
+    let eff = Efficiency::embedded().unwrap();
+    let mbs1 = ["train.micro_batch_size=1"];
+    let plain = seq_estimate(&sequential_plan(false, &mbs1));
+    let rc = seq_estimate(&sequential_plan(
+        false,
+        &[
+            mbs1[0],
+            "model.recompute_granularity=selective",
+            "model.recompute_modules=[moe]",
+        ],
+    ));
+    let rerun = 4.0 * 8.0 * (eff.sequential_layer_s + 32.0 * eff.sequential_expert_fwd_s);
+    assert!(
+        close(rc.step_time_s - plain.step_time_s, rerun, 1e-9),
+        "{} vs {rerun}",
+        rc.step_time_s - plain.step_time_s
+    );
+}
+
+/// Where the GPU's work per layer outlasts the host's (long sequences: the unfused attention
+/// over 8192 tokens), the layers run at the GPU's pace and the host adds nothing.
+#[test]
+fn gpu_bound_moe_layers_add_no_host_time() {
+    let long = sequential_plan(
+        false,
+        &[
+            "train.micro_batch_size=2",
+            "dataset.seq_length=8192",
+            "model.seq_length=8192",
+            "model.num_attention_heads=8",
+        ],
+    );
+    assert_eq!(seq_estimate(&long).breakdown.sequential_experts_s, 0.0);
+}
+
+/// Two layouts are the same when they differ only in how "none" is spelled: no virtual
+/// pipeline is one virtual stage, no expert TP is the TP (Megatron-Core's default).
+#[test]
+fn layouts_are_compared_as_megatron_core_reads_them() {
+    let a = tune::Layout {
+        tensor_model_parallel_size: 2,
+        pipeline_model_parallel_size: 4,
+        virtual_pipeline_model_parallel_size: None,
+        context_parallel_size: 1,
+        expert_model_parallel_size: 1,
+        expert_tensor_parallel_size: None,
+        micro_batch_size: 1,
+    };
+    let spelled = tune::Layout {
+        virtual_pipeline_model_parallel_size: Some(1),
+        expert_tensor_parallel_size: Some(2),
+        ..a
+    };
+    assert!(a.same(&spelled) && spelled.same(&a));
+    for other in [
+        tune::Layout {
+            virtual_pipeline_model_parallel_size: Some(2),
+            ..a
+        },
+        tune::Layout {
+            expert_tensor_parallel_size: Some(1),
+            ..a
+        },
+        tune::Layout {
+            micro_batch_size: 2,
+            ..a
+        },
+        tune::Layout {
+            context_parallel_size: 2,
+            ..a
+        },
+    ] {
+        assert!(!a.same(&other), "{other:?}");
+    }
+}

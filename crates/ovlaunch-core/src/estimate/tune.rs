@@ -14,7 +14,9 @@
 //!    search, and one plan is reused from candidate to candidate (no clone per layout).
 //! 2. Checking: the best-scored layouts, in order, are resolved for real; those the resolver
 //!    rejects or whose exact plan does not fit are dropped, the rest re-estimated on their
-//!    exact plan. Stops once it holds `top` layouts and has checked `2·top` more.
+//!    exact plan. A layout that differs from a held one only in its virtual pipeline size
+//!    is not proposed again: it is named in the held one (`Candidate::other_virtual_stages`).
+//!    Stops once it holds `top` layouts and has checked `2·top` more.
 //!
 //! The global batch stays the base plan's (the recipe's, weak-scaled to the GPU count). A base
 //! plan's uneven first and last stages (`num_layers_in_first/last_pipeline_stage`) stay at the
@@ -181,6 +183,34 @@ impl Layout {
         }
     }
 
+    /// Whether two layouts are the same: no virtual pipeline is one virtual stage, and an
+    /// unset expert TP is the TP (Megatron-Core's default).
+    pub fn same(&self, other: &Layout) -> bool {
+        self.same_but_virtual_pipeline(other) && self.virtual_stages() == other.virtual_stages()
+    }
+
+    /// Whether two layouts differ at most in their virtual pipeline size (one `tune`
+    /// proposal).
+    pub fn same_but_virtual_pipeline(&self, other: &Layout) -> bool {
+        let etp = |l: &Layout| {
+            l.expert_tensor_parallel_size
+                .unwrap_or(l.tensor_model_parallel_size)
+        };
+        self.tensor_model_parallel_size == other.tensor_model_parallel_size
+            && self.pipeline_model_parallel_size == other.pipeline_model_parallel_size
+            && self.context_parallel_size == other.context_parallel_size
+            && self.expert_model_parallel_size == other.expert_model_parallel_size
+            && etp(self) == etp(other)
+            && self.micro_batch_size == other.micro_batch_size
+    }
+
+    /// Virtual stages per pipeline rank (1 without interleaving).
+    pub fn virtual_stages(&self) -> u32 {
+        self.virtual_pipeline_model_parallel_size
+            .unwrap_or(1)
+            .max(1)
+    }
+
     /// The `--set` overrides that give a plan this layout (`pipeline_layout`: the
     /// `pipeline_model_parallel_layout` it needs, if any).
     pub fn sets_with(&self, pipeline_layout: Option<&str>) -> Vec<String> {
@@ -282,6 +312,10 @@ pub struct Candidate {
     pub estimate: Estimate,
     /// The `--set` overrides that launch it (on top of the user's own and the global batch).
     pub sets: Vec<String>,
+    /// The layout's other virtual pipeline sizes that fit, each with its scored throughput as
+    /// a fraction of this one's score and the recompute it needs to fit, best first: the same
+    /// proposal interleaved otherwise.
+    pub other_virtual_stages: Vec<(u32, f64, Recompute)>,
 }
 
 /// What to search for.
@@ -324,6 +358,8 @@ impl Search {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub candidates: Vec<Candidate>,
+    /// The base plan's own layout and its estimate: what the proposals are measured against.
+    pub own: (Layout, Estimate),
     /// Layouts that passed the layout checks.
     pub scored: usize,
     /// Of those, layouts that fit with some recompute, headroom left free.
@@ -639,6 +675,7 @@ pub fn tune(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
     // Scoring never reads env, decisions or warnings: drop them so the clones are cheap.
+    let own = (Layout::of(base), estimate(base, eff)?);
     let mut lean = base.clone();
     lean.env.clear();
     lean.decisions.clear();
@@ -693,9 +730,16 @@ pub fn tune(
     let top = search.top;
     let mut out: Vec<Candidate> = Vec::new();
     let (mut resolved, mut rejected, mut extra) = (0, 0, 0);
-    for (_, l, r) in ranked {
+    for (score, l, r) in &ranked {
+        let (l, r) = (*l, r.clone());
         if out.len() >= top && extra >= 2 * top {
             break;
+        }
+        // Layouts that differ only in their virtual pipeline size are one proposal, at its
+        // best-scored size (the others are named beside it): the model orders them within a
+        // few tenths of a percent, far inside its error, and five of them would fill the list.
+        if out.iter().any(|c| c.layout.same_but_virtual_pipeline(&l)) {
+            continue;
         }
         if out.len() >= top {
             extra += 1;
@@ -714,11 +758,17 @@ pub fn tune(
         if !search.fits(&e) {
             continue;
         }
+        let other_virtual_stages = ranked
+            .iter()
+            .filter(|(_, o, _)| o.same_but_virtual_pipeline(&l) && !o.same(&l))
+            .map(|(other, o, r)| (o.virtual_stages(), other / score, r.clone()))
+            .collect();
         out.push(Candidate {
             layout: Layout::of(&plan),
             recompute: r,
             estimate: e,
             sets,
+            other_virtual_stages,
         });
     }
     out.sort_by(|a, b| {
@@ -729,6 +779,7 @@ pub fn tune(
     out.truncate(top);
     Ok(Outcome {
         candidates: out,
+        own,
         scored,
         fitting,
         resolved,

@@ -10,8 +10,8 @@
 //! backward and the Megatron-Core function that issues it; the attention's two batched GEMMs
 //! cover the whole score matrix (TE's flash attention skips the causal half,
 //! [`microbatch_s`]); the optimizer's step is [`optimizer_bytes_per_param`]. The local spec's
-//! routed experts run one after the other (`SequentialMLP`), whose step time the estimate
-//! leaves out and says so (`super::step_left_out`).
+//! routed experts run one after the other (`SequentialMLP`), whose host time
+//! `super::sequential` adds.
 //!
 //! Contract: pure functions of a [`Ctx`]; [`applies`] says when the estimate uses them (a plan
 //! without Transformer Engine). Plans with TE never reach this module.
@@ -269,10 +269,22 @@ fn bandwidth(c: &Ctx) -> f64 {
 /// (`step::attention_core_s_per_token`), and the passes ([`microbatch_bytes`]) at
 /// [`bandwidth`].
 pub(crate) fn microbatch_s(c: &Ctx, b: &Busiest, selective: Selective, full_frac: f64) -> f64 {
+    layers_s(c, b.share, &b.load, selective, full_frac)
+}
+
+/// [`microbatch_s`] of a rank `r` holding `share` of the model's layer work: with `r`'s LM
+/// head and embedding left out, its layers' share alone (`super::sequential`).
+pub(crate) fn layers_s(
+    c: &Ctx,
+    share: f64,
+    r: &RankLoad,
+    selective: Selective,
+    full_frac: f64,
+) -> f64 {
     let tokens_mb = c.mbs * c.seq / (c.tp * c.cp);
     let repeat = if selective.core_attn { 1.0 } else { full_frac };
-    let gemms = tokens_mb * b.share * step::attention_core_s_per_token(c) * (1.0 + repeat / 3.0);
-    gemms + microbatch_bytes(c, &b.load, selective, full_frac) / bandwidth(c)
+    let gemms = tokens_mb * share * step::attention_core_s_per_token(c) * (1.0 + repeat / 3.0);
+    gemms + microbatch_bytes(c, r, selective, full_frac) / bandwidth(c)
 }
 
 /// Seconds of the optimizer's step on one GPU: its shard (`step::optimizer_shard`) at
