@@ -3620,7 +3620,8 @@ fn a_user_files_needed_values_are_checked_as_bridge_checks_them() {
     let reason = "--data-cache-path must be provided when using --dataloader-fast-cache-load.";
     let ours = plan_of(&without).expect_err("refused without the cache path");
     assert!(ours.contains(reason), "{ours}");
-    assert!(ours.contains("data-cache.yaml:11"), "{ours}");
+    // at the line of the field that needs it (`fast_cache_load`), not its section's
+    assert!(ours.contains("data-cache.yaml:12"), "{ours}");
     assert!(ours.contains("--set dataset.path_to_cache="), "{ours}");
     let ours_set = plan_of(&shipped).expect_err("refused without the cache path");
     assert!(ours_set.contains(reason), "{ours_set}");
