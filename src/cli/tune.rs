@@ -37,6 +37,8 @@ struct Resolver {
     /// its own PP and VP, so the user's are taken off the overrides).
     pipeline: Option<u32>,
     virtual_pipeline: Option<Option<u32>>,
+    /// The user's PP and VP `--set`s taken off the overrides, for the plan's own layout.
+    pinned: Vec<String>,
 }
 
 impl Resolver {
@@ -65,15 +67,17 @@ impl Resolver {
         };
         let virtual_pipeline = value(vp_key).map(|v| v.as_u64().map(|n| n as u32));
         let mut args = args.clone();
-        args.sets.retain(|s| {
-            ![pp_key, vp_key]
+        let (pinned, rest): (Vec<String>, Vec<String>) = args.sets.iter().cloned().partition(|s| {
+            [pp_key, vp_key]
                 .iter()
                 .any(|k| s.starts_with(&format!("{k}=")))
         });
+        args.sets = rest;
         Ok(Self {
             loaded: load::Loaded::load(&load::PlanRequest::flags(&args))?,
             pipeline,
             virtual_pipeline,
+            pinned,
         })
     }
 
@@ -215,156 +219,207 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
         .at_flag("--gpus")
         .help("use more GPUs or GPUs with more memory, or lower --headroom"));
     }
+    // The plan's own layout: the recipe's with every `--set` given (the PP and VP too);
+    // none where it does not resolve on these GPUs (the search then starts from a probe).
+    let own = r.resolve(&r.pinned).ok().and_then(|plan| {
+        crate::estimate::estimate(&plan, &eff)
+            .ok()
+            .map(|estimate| Own {
+                layout: tune::Layout::of(&plan),
+                estimate,
+            })
+    });
+    let view = View {
+        base: &base,
+        outcome: &outcome,
+        own: own.as_ref(),
+        eff: &eff,
+        left_out: crate::estimate::scope_notes(&base),
+    };
     let launch = |c: &tune::Candidate| command(&typed, &fixed, &c.sets);
     match cmd.output {
-        Format::Json => p.json(&json_of(&outcome, &eff, &launch))?,
-        Format::Text => p.data(&text_of(&base, &outcome, &eff, &launch))?,
+        Format::Json => p.json(&view.json(&launch))?,
+        Format::Text => p.data(&view.text(&launch))?,
     }
     Ok(0)
 }
 
-/// The proposal's predicted gain over the plan's own layout, a fraction.
-fn gain(outcome: &Outcome, c: &tune::Candidate) -> f64 {
-    c.estimate.tokens_per_sec_per_gpu / outcome.own.1.tokens_per_sec_per_gpu.max(f64::MIN_POSITIVE)
-        - 1.0
+/// The plan's own layout and its estimate.
+struct Own {
+    layout: tune::Layout,
+    estimate: crate::estimate::Estimate,
 }
 
-/// `tune -o json`: the candidates, the plan's own layout and the fit's held-out error.
-fn json_of(
-    outcome: &Outcome,
-    eff: &Efficiency,
-    launch: &dyn Fn(&tune::Candidate) -> String,
-) -> serde_json::Value {
-    let (own_layout, own) = (&outcome.own.0, &outcome.own.1);
-    let gain = |c: &tune::Candidate| gain(outcome, c);
-    let list: Vec<serde_json::Value> = outcome
-        .candidates
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "layout": c.layout,
-                "estimate": c.estimate.to_json(),
-                "recompute": c.recompute,
-                "command": launch(c),
-                "own_layout": c.layout.same(own_layout),
-                "gain_over_own": gain(c),
-                "other_virtual_stages": c
+/// What `tune` prints: the search, the plan's own layout, what the estimate leaves out.
+struct View<'a> {
+    base: &'a Plan,
+    outcome: &'a Outcome,
+    own: Option<&'a Own>,
+    eff: &'a Efficiency,
+    left_out: Vec<String>,
+}
+
+impl View<'_> {
+    /// The proposal's predicted gain over the plan's own layout, a fraction; none where the
+    /// own layout does not resolve, does not fit, or has no throughput to compare with.
+    fn gain(&self, c: &tune::Candidate) -> Option<f64> {
+        let own = self.own.filter(|o| o.estimate.fits)?;
+        let base = own.estimate.tokens_per_sec_per_gpu;
+        (base.is_finite() && base > 0.0).then(|| c.estimate.tokens_per_sec_per_gpu / base - 1.0)
+    }
+
+    fn is_own(&self, c: &tune::Candidate) -> bool {
+        self.own.is_some_and(|o| c.layout.same(&o.layout))
+    }
+
+    /// `tune -o json`: the candidates, the plan's own layout, the fit's held-out error and
+    /// what the estimate leaves out.
+    fn json(&self, launch: &dyn Fn(&tune::Candidate) -> String) -> serde_json::Value {
+        let list: Vec<serde_json::Value> = self
+            .outcome
+            .candidates
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "layout": c.layout,
+                    "estimate": c.estimate.to_json(),
+                    "recompute": c.recompute,
+                    "command": launch(c),
+                    "own_layout": self.is_own(c),
+                    "gain_over_own": self.gain(c),
+                    "other_virtual_stages": c
+                        .other_virtual_stages
+                        .iter()
+                        .map(|(vp, rel, recompute)| serde_json::json!({
+                            "virtual_pipeline_model_parallel_size": vp,
+                            "relative_score": rel,
+                            "recompute": recompute,
+                        }))
+                        .collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "candidates": list,
+            "own": self.own.map(|o| serde_json::json!({
+                "layout": o.layout,
+                "estimate": o.estimate.to_json(),
+            })),
+            "held_out_error": self.eff.held_out_error,
+            "left_out": self.left_out,
+        })
+    }
+
+    /// `tune`'s text: the search's counts, the plan's own layout, each candidate against it
+    /// with its command, and how far apart the estimate can tell layouts.
+    fn text(&self, launch: &dyn Fn(&tune::Candidate) -> String) -> String {
+        let (base, outcome) = (self.base, self.outcome);
+        let mut s = format!(
+            "{} on {} ({}), global batch {}: {} layouts scored, {} fit, {} resolved ({} rejected)\n",
+            base.recipe.name,
+            base.hardware.spec,
+            crate::resolve::env_rules::planned_precision(base),
+            base.train.global_batch_size,
+            outcome.scored,
+            outcome.fitting,
+            outcome.resolved,
+            outcome.rejected
+        );
+        for note in &self.left_out {
+            s.push_str(&format!("left out: {note}\n"));
+        }
+        match self.own {
+            Some(o) => s.push_str(&format!(
+                "the plan's own layout, {}: {:.0} tokens/s/GPU, {:.1}/{:.1} GiB{}\n",
+                layout_text(&o.layout),
+                o.estimate.tokens_per_sec_per_gpu,
+                o.estimate.memory_gib_per_gpu,
+                o.estimate.memory.capacity_gib,
+                if o.estimate.fits {
+                    ""
+                } else {
+                    " (does not fit: no gains against it)"
+                }
+            )),
+            None => s.push_str(&format!(
+                "the plan's own layout does not resolve on {} (`ovlaunch plan` with the same flags says why): no gains against it\n",
+                base.hardware.spec
+            )),
+        }
+        for (i, c) in outcome.candidates.iter().enumerate() {
+            let e = &c.estimate;
+            let versus = match (self.own, self.gain(c)) {
+                _ if self.is_own(c) => " (the plan's own layout)".to_string(),
+                (Some(o), Some(g)) if c.layout.same_but_virtual_pipeline(&o.layout) => format!(
+                    " ({:+.1}% on the plan's own, this layout at VP{})",
+                    g * 100.0,
+                    o.layout.virtual_stages()
+                ),
+                (_, Some(g)) => format!(" ({:+.1}% on the plan's own)", g * 100.0),
+                _ => String::new(),
+            };
+            let others = if c.other_virtual_stages.is_empty() {
+                String::new()
+            } else {
+                let list: Vec<String> = c
                     .other_virtual_stages
                     .iter()
-                    .map(|(vp, rel, recompute)| serde_json::json!({
-                        "virtual_pipeline_model_parallel_size": vp,
-                        "relative_score": rel,
-                        "recompute": recompute,
-                    }))
-                    .collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "candidates": list,
-        "own": { "layout": own_layout, "estimate": own.to_json() },
-        "held_out_error": eff.held_out_error,
-    })
-}
-
-/// `tune`'s text: the search's counts, the plan's own layout, each candidate against it with
-/// its command, and how far apart the estimate can tell layouts.
-fn text_of(
-    base: &Plan,
-    outcome: &Outcome,
-    eff: &Efficiency,
-    launch: &dyn Fn(&tune::Candidate) -> String,
-) -> String {
-    let (own_layout, own) = (&outcome.own.0, &outcome.own.1);
-    let gain = |c: &tune::Candidate| gain(outcome, c);
-    let mut s = format!(
-        "{} on {} ({}), global batch {}: {} layouts scored, {} fit, {} resolved ({} rejected)\n",
-        base.recipe.name,
-        base.hardware.spec,
-        crate::resolve::env_rules::planned_precision(base),
-        base.train.global_batch_size,
-        outcome.scored,
-        outcome.fitting,
-        outcome.resolved,
-        outcome.rejected
-    );
-    s.push_str(&format!(
-        "the plan's own layout, {}: {:.0} tokens/s/GPU, {:.1}/{:.1} GiB{}\n",
-        layout_text(own_layout),
-        own.tokens_per_sec_per_gpu,
-        own.memory_gib_per_gpu,
-        own.memory.capacity_gib,
-        if own.fits { "" } else { " (does not fit)" }
-    ));
-    for (i, c) in outcome.candidates.iter().enumerate() {
-        let e = &c.estimate;
-        let versus = if c.layout.same(own_layout) {
-            "the plan's own layout".to_string()
-        } else if c.layout.same_but_virtual_pipeline(own_layout) {
-            format!(
-                "{:+.1}% on the plan's own, this layout at VP{}",
-                gain(c) * 100.0,
-                own_layout.virtual_stages()
-            )
-        } else {
-            format!("{:+.1}% on the plan's own", gain(c) * 100.0)
-        };
-        let others = if c.other_virtual_stages.is_empty() {
-            String::new()
-        } else {
-            let list: Vec<String> = c
-                .other_virtual_stages
-                .iter()
-                .map(|(vp, rel, recompute)| {
-                    let pct = (rel - 1.0) * 100.0;
-                    let pct = if pct.abs() < 0.05 {
-                        "0.0%".to_string()
-                    } else {
-                        format!("{pct:+.1}%")
-                    };
-                    let needs = match recompute {
-                        _ if *recompute == c.recompute => "",
-                        tune::Recompute::None => " (no recompute)",
-                        tune::Recompute::Recipe => " (with the recipe's recompute)",
-                        tune::Recompute::Full => " (with full recompute)",
-                    };
-                    format!("VP{vp} {pct}{needs}")
-                })
-                .collect();
-            format!(
-                "   other virtual pipeline sizes, as scored: {}\n",
-                list.join(", ")
-            )
-        };
-        s.push_str(&format!(
-            "\n{}. {} recompute {:?}: {:.0} tokens/s/GPU ({versus}), {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n{others}   {}\n",
-            i + 1,
-            layout_text(&c.layout),
-            c.recompute,
-            e.tokens_per_sec_per_gpu,
-            e.model_tflops_per_gpu,
-            e.mfu * 100.0,
-            e.step_time_s,
-            e.memory_gib_per_gpu,
-            e.memory.capacity_gib,
-            launch(c)
-        ));
+                    .map(|(vp, rel, recompute)| {
+                        let pct = (rel - 1.0) * 100.0;
+                        let pct = if pct.abs() < 0.05 {
+                            "0.0%".to_string()
+                        } else {
+                            format!("{pct:+.1}%")
+                        };
+                        let needs = match recompute {
+                            _ if *recompute == c.recompute => "",
+                            tune::Recompute::None => " (no recompute)",
+                            tune::Recompute::Recipe => " (with the recipe's recompute)",
+                            tune::Recompute::Full => " (with full recompute)",
+                        };
+                        format!("VP{vp} {pct}{needs}")
+                    })
+                    .collect();
+                format!(
+                    "   other virtual pipeline sizes, as scored (not resolved): {}\n",
+                    list.join(", ")
+                )
+            };
+            s.push_str(&format!(
+                "\n{}. {} recompute {:?}: {:.0} tokens/s/GPU{versus}, {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n{others}   {}\n",
+                i + 1,
+                layout_text(&c.layout),
+                c.recompute,
+                e.tokens_per_sec_per_gpu,
+                e.model_tflops_per_gpu,
+                e.mfu * 100.0,
+                e.step_time_s,
+                e.memory_gib_per_gpu,
+                e.memory.capacity_gib,
+                launch(c)
+            ));
+        }
+        // How far the estimate can be trusted to order layouts: its error on models it was
+        // not fitted on (hardware/efficiency.json).
+        if let (Some(err), Some(best)) = (self.eff.held_out_error, outcome.candidates.first()) {
+            let close = match (self.own, self.gain(best)) {
+                (Some(o), Some(g)) => {
+                    g > 0.0 && g < err && !best.layout.same_but_virtual_pipeline(&o.layout)
+                }
+                _ => false,
+            };
+            s.push_str(&format!(
+                "\nthe estimate's median error on models left out of its fit is {:.1}%: layouts predicted closer than that are not told apart{}\n",
+                err * 100.0,
+                if close {
+                    "; the best is within it of the plan's own layout, so measure both before switching"
+                } else {
+                    ""
+                }
+            ));
+        }
+        s
     }
-    // How far the estimate can be trusted to order layouts: its error on models it
-    // was not fitted on (hardware/efficiency.json).
-    if let (Some(err), Some(best)) = (eff.held_out_error, outcome.candidates.first()) {
-        let g = gain(best);
-        s.push_str(&format!(
-            "\nthe estimate's median error on models left out of its fit is {:.1}%: layouts predicted closer than that are not told apart{}\n",
-            err * 100.0,
-            if own.fits && !best.layout.same(own_layout) && g < err {
-                "; the best is within it of the plan's own layout, so measure both before switching"
-            } else {
-                ""
-            }
-        ));
-    }
-    s
 }
 
 /// A layout as `tune` prints it: TP2 PP4 VP5 CP1 EP1 ETP- MBS1.

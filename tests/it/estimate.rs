@@ -312,6 +312,11 @@ fn tune_measures_each_proposal_against_the_plans_own_layout() {
         ("h100x64", None),
         ("h100x8", None),
         ("h100x16", Some("model.tensor_model_parallel_size=1")),
+        // the user's PP and VP are the own layout's, not the recipe's
+        (
+            "h100x64",
+            Some("model.virtual_pipeline_model_parallel_size=2"),
+        ),
     ] {
         let recipe = if gpus == "h100x64" {
             "llama70b"
@@ -383,6 +388,8 @@ fn tune_measures_each_proposal_against_the_plans_own_layout() {
                 .map(|o| o["relative_score"].as_f64().unwrap())
                 .collect();
             assert!(rel.windows(2).all(|w| w[0] >= w[1]), "{rel:?}");
+            // a size scored above the proposal was resolved first and did not make it
+            assert!(rel.iter().all(|r| *r <= 1.0), "{rel:?}");
             if shape(cl) {
                 shape_seen += 1;
                 assert!(same || others.iter().any(|o| vp(o) == vp(l)), "{c}");
@@ -423,6 +430,40 @@ fn tune_measures_each_proposal_against_the_plans_own_layout() {
             )),
             "{text}"
         );
+    }
+}
+
+/// Where the plan's own layout does not resolve on the GPU count (Llama 3 70B's TP4 PP4 CP2 on
+/// 16 GPUs), tune says so and gives no gains; where it does not fit, the same.
+#[test]
+fn tune_gives_no_gains_against_an_own_layout_that_does_not_run() {
+    for (gpus, extra, says) in [
+        (
+            "h100x16",
+            None,
+            "the plan's own layout does not resolve on h100x16",
+        ),
+        (
+            "h100x32",
+            Some("train.micro_batch_size=8"),
+            "(does not fit: no gains against it)",
+        ),
+    ] {
+        let mut flags = vec!["tune", "-r", "llama70b", "-g", gpus, "--top", "3"];
+        if let Some(s) = extra {
+            flags.extend(["--set", s]);
+        }
+        let text = ok(&flags);
+        assert!(text.contains(says), "{text}");
+        assert!(!text.contains("on the plan's own"), "{text}");
+        assert!(!text.contains("measure both"), "{text}");
+        flags.extend(["-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&ok(&flags)).unwrap();
+        assert_eq!(v["own"].is_null(), extra.is_none(), "{gpus}");
+        for c in v["candidates"].as_array().unwrap() {
+            assert!(c["gain_over_own"].is_null(), "{c}");
+            assert_eq!(c["own_layout"], false);
+        }
     }
 }
 

@@ -212,6 +212,7 @@ fn the_estimate_against_every_measured_gpu_configuration() {
         step_median * 100.0
     );
     moe_errors.sort_by(f64::total_cmp);
+    assert!(!moe_errors.is_empty(), "no measured MoE row was read");
     let moe_median = moe_errors[moe_errors.len() / 2];
     eprintln!(
         "step time of the MoE rows (sequential experts): median |error| {:.1}% over {} rows",

@@ -169,6 +169,15 @@ impl Error {
         self
     }
 
+    /// Points an error at `place` (a file's line); an error that named its fields keeps
+    /// them at the head of its message, so the fields and the line are both said.
+    pub fn at_line_of_fields(mut self, place: Origin) -> Self {
+        if let Some(Origin::Fields(fields)) = self.origin.as_deref() {
+            self.message = format!("{}: {}", fields.join(", "), self.message);
+        }
+        self.at(place)
+    }
+
     /// [`Origin::Flag`]: `--gpus`, `--set a.b=c`, ...
     pub fn at_flag(self, flag: impl Into<String>) -> Self {
         self.at(Origin::flag(flag))

@@ -42,7 +42,10 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             Some((m, x)) if x.contains(" --> ") => (m, Some(x.to_string())),
             _ => (body, None),
         };
-        let (short, help) = match duplicate_key(message).or_else(|| not_a_boolean(message)) {
+        let (short, help) = match duplicate_key(message)
+            .or_else(|| not_a_boolean(message))
+            .or_else(|| second_document(message))
+        {
             Some((m, h)) => (m, Some(h)),
             None => {
                 let (m, h) = unknown_name(message);
@@ -59,6 +62,17 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             Some(help) => error.help(help),
             None => error,
         }
+    })
+}
+
+/// The parser's words for a second document (`---`) in a file that holds one, with a fix.
+fn second_document(message: &str) -> Option<(String, String)> {
+    message.contains("multiple YAML documents").then(|| {
+        (
+            "a second YAML document starts here (`---`): the file holds one document".to_string(),
+            "remove the `---` line and what follows it, or put each document in a file of its own"
+                .to_string(),
+        )
     })
 }
 
@@ -418,6 +432,20 @@ pub fn to_string<T: Serialize>(value: &T) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A second document is refused at its line with a fix, in the project's words.
+    #[test]
+    fn a_second_document_is_refused_with_a_fix() {
+        let e = parse::<serde_json::Value>("a: 1\n---\nb: 2\n", "f.yaml").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("a second YAML document starts here"),
+            "{text}"
+        );
+        assert!(!text.contains("from_str_multiple"), "{text}");
+        assert!(e.help.as_deref().unwrap_or("").contains("---"), "{e:?}");
+        assert_eq!(e.exit_code(), 2);
+    }
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]

@@ -1224,8 +1224,9 @@ fn gpu_bound_moe_layers_add_no_host_time() {
     assert_eq!(seq_estimate(&long).breakdown.sequential_experts_s, 0.0);
 }
 
-/// Two layouts are the same when they differ only in how "none" is spelled: no virtual
-/// pipeline is one virtual stage, no expert TP is the TP (Megatron-Core's default).
+/// Two layouts are the same when they differ only in how "none" is spelled for expert TP (its
+/// default is the TP) or, without a pipeline, in the virtual pipeline size; with a pipeline a
+/// size of 1 is the interleaved schedule, not the same as none.
 #[test]
 fn layouts_are_compared_as_megatron_core_reads_them() {
     let a = tune::Layout {
@@ -1238,12 +1239,24 @@ fn layouts_are_compared_as_megatron_core_reads_them() {
         micro_batch_size: 1,
     };
     let spelled = tune::Layout {
-        virtual_pipeline_model_parallel_size: Some(1),
         expert_tensor_parallel_size: Some(2),
         ..a
     };
     assert!(a.same(&spelled) && spelled.same(&a));
+    let flat = tune::Layout {
+        pipeline_model_parallel_size: 1,
+        ..a
+    };
+    let flat_vp1 = tune::Layout {
+        virtual_pipeline_model_parallel_size: Some(1),
+        ..flat
+    };
+    assert!(flat.same(&flat_vp1));
     for other in [
+        tune::Layout {
+            virtual_pipeline_model_parallel_size: Some(1),
+            ..a
+        },
         tune::Layout {
             virtual_pipeline_model_parallel_size: Some(2),
             ..a
@@ -1263,4 +1276,9 @@ fn layouts_are_compared_as_megatron_core_reads_them() {
     ] {
         assert!(!a.same(&other), "{other:?}");
     }
+    // a size of 1 and none are one proposal, as every other size of the layout
+    assert!(a.same_but_virtual_pipeline(&tune::Layout {
+        virtual_pipeline_model_parallel_size: Some(1),
+        ..a
+    }));
 }

@@ -183,10 +183,15 @@ impl Layout {
         }
     }
 
-    /// Whether two layouts are the same: no virtual pipeline is one virtual stage, and an
-    /// unset expert TP is the TP (Megatron-Core's default).
+    /// Whether two layouts are the same: an unset expert TP is the TP (Megatron-Core's
+    /// default), and without a pipeline the virtual pipeline size does not matter. With one,
+    /// a size of 1 is not the same as none: Megatron-Core runs the interleaved schedule
+    /// whenever it is set (`pipeline_parallel/schedules.py` `get_forward_backward_func`).
     pub fn same(&self, other: &Layout) -> bool {
-        self.same_but_virtual_pipeline(other) && self.virtual_stages() == other.virtual_stages()
+        self.same_but_virtual_pipeline(other)
+            && (self.pipeline_model_parallel_size <= 1
+                || self.virtual_pipeline_model_parallel_size
+                    == other.virtual_pipeline_model_parallel_size)
     }
 
     /// Whether two layouts differ at most in their virtual pipeline size (one `tune`
@@ -312,9 +317,10 @@ pub struct Candidate {
     pub estimate: Estimate,
     /// The `--set` overrides that launch it (on top of the user's own and the global batch).
     pub sets: Vec<String>,
-    /// The layout's other virtual pipeline sizes that fit, each with its scored throughput as
-    /// a fraction of this one's score and the recompute it needs to fit, best first: the same
-    /// proposal interleaved otherwise.
+    /// The layout's other virtual pipeline sizes that fit as scored (not resolved), each with
+    /// its scored throughput as a fraction of this one's score (at most 1: a size scored
+    /// higher was resolved first and refused, or did not fit on its exact plan) and the
+    /// recompute it needs to fit, best first: the same proposal interleaved otherwise.
     pub other_virtual_stages: Vec<(u32, f64, Recompute)>,
 }
 
@@ -358,8 +364,6 @@ impl Search {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub candidates: Vec<Candidate>,
-    /// The base plan's own layout and its estimate: what the proposals are measured against.
-    pub own: (Layout, Estimate),
     /// Layouts that passed the layout checks.
     pub scored: usize,
     /// Of those, layouts that fit with some recompute, headroom left free.
@@ -675,7 +679,6 @@ pub fn tune(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
     // Scoring never reads env, decisions or warnings: drop them so the clones are cheap.
-    let own = (Layout::of(base), estimate(base, eff)?);
     let mut lean = base.clone();
     lean.env.clear();
     lean.decisions.clear();
@@ -760,7 +763,9 @@ pub fn tune(
         }
         let other_virtual_stages = ranked
             .iter()
-            .filter(|(_, o, _)| o.same_but_virtual_pipeline(&l) && !o.same(&l))
+            .filter(|(other, o, _)| {
+                o.same_but_virtual_pipeline(&l) && !o.same(&l) && other <= score
+            })
             .map(|(other, o, r)| (o.virtual_stages(), other / score, r.clone()))
             .collect();
         out.push(Candidate {
@@ -779,7 +784,6 @@ pub fn tune(
     out.truncate(top);
     Ok(Outcome {
         candidates: out,
-        own,
         scored,
         fitting,
         resolved,

@@ -63,7 +63,7 @@ impl OnBase<'_> {
         match stated.or_else(|| otherwise.and_then(|k| self.lines.get(k).copied())) {
             Some(line) => {
                 let at = crate::error::Origin::file(&self.origin, Some(line), None);
-                e.at(at)
+                e.at_line_of_fields(at)
             }
             None => e,
         }

@@ -871,7 +871,9 @@ fn locate_in_own_file(recipe: &Recipe, variant: Option<&Variant>, e: Error) -> E
             .or_else(|| base::stated_line(&recipe.sections, &recipe.key_lines, f))
     });
     match line {
-        Some(line) => e.at(crate::error::Origin::file(&recipe.origin, Some(line), None)),
+        Some(line) => {
+            e.at_line_of_fields(crate::error::Origin::file(&recipe.origin, Some(line), None))
+        }
         None => e,
     }
 }
