@@ -281,18 +281,16 @@ fn recipes_in_top5() {
             };
             let mine = Layout::of(&own);
             tried += 1;
-            if out.candidates.iter().any(|c| same_layout(&c.layout, &mine)) {
+            if out.candidates.iter().any(|c| c.layout.same(&mine)) {
                 hits += 1;
             } else if let Some(best) = out.candidates.first() {
                 // How far below tune's best the recipe's own layout is predicted, and where a
                 // 40-deep search places it: a near-tie or a real gap.
                 let e = estimate(&own, &eff).expect("estimated above");
                 let deep = tune::tune(&own, &eff, &Search::top(40), &known, &mut res, &mut |_| {});
-                let place = deep.ok().and_then(|d| {
-                    d.candidates
-                        .iter()
-                        .position(|c| same_layout(&c.layout, &mine))
-                });
+                let place = deep
+                    .ok()
+                    .and_then(|d| d.candidates.iter().position(|c| c.layout.same(&mine)));
                 println!(
                     "{} {gpus} {}: own {:?} at {:.0} tokens/s/GPU ({:+.1}% against the best; {}{}), tune's best {:?} at {:.0}",
                     recipe.name,
@@ -576,7 +574,7 @@ fn explain_miss(resolver: &Resolver, r: &Row, eff: &Efficiency) {
     let place = out
         .candidates
         .iter()
-        .position(|c| same_layout(&c.layout, &r.layout))
+        .position(|c| c.layout.same(&r.layout))
         .map_or("beyond 40 (or not fitting)".to_string(), |i| {
             format!("{}", i + 1)
         });
@@ -996,10 +994,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn same_layout(a: &Layout, b: &Layout) -> bool {
-    a.same(b)
-}
-
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut write = false;
@@ -1275,7 +1269,7 @@ fn main() {
             let rivals = out
                 .candidates
                 .iter()
-                .filter(|c| !same_layout(&c.layout, &r.layout))
+                .filter(|c| !c.layout.same(&r.layout))
                 .filter_map(|c| seen.iter().find(|(s, _)| *s == c.sets))
                 .map(|(_, p)| (p.clone(), loads_of(p)))
                 .collect();
@@ -1478,7 +1472,7 @@ fn main() {
                 let known = resolver.cat.recipe(r.recipe).unwrap().pipeline_splits();
                 let offered = tune::enumerate(&r.plan, &known)
                     .iter()
-                    .any(|l| same_layout(l, &r.layout));
+                    .any(|l| l.same(&r.layout));
                 if !offered {
                     println!(
                         "NOT OFFERED line {} {} {} {} {:?}",
@@ -1487,10 +1481,7 @@ fn main() {
                 }
             }
             let out = tune_row(&resolver, r, &eff, depth, &mut |_, _| {});
-            let place = out
-                .candidates
-                .iter()
-                .position(|c| same_layout(&c.layout, &r.layout));
+            let place = out.candidates.iter().position(|c| c.layout.same(&r.layout));
             let hit = place.is_some_and(|i| i < 5);
             if !hit && std::env::var_os("CALIBRATE_MISSES").is_some() {
                 explain_miss(&resolver, r, &eff);

@@ -89,13 +89,14 @@ impl Resolver {
         })
     }
 
-    /// The plan whose model, batch and settings the search varies. The recipe's own layout
-    /// may not fit the GPU count; then the global batch is weak-scaled from the variant's
-    /// (GBS · GPUs / variant GPUs, as Bridge's scripts scale by DP) and the layout left to tune.
-    fn base(&self) -> Result<(Plan, Vec<String>)> {
+    /// The plan whose model, batch and settings the search varies, and whether it is the
+    /// recipe's own layout. That layout may not fit the GPU count; then the global batch is
+    /// weak-scaled from the variant's (GBS · GPUs / variant GPUs, as Bridge's scripts scale by
+    /// DP) and the layout left to tune.
+    fn base(&self) -> Result<(Plan, Vec<String>, bool)> {
         if let Ok(p) = self.resolve(&[]) {
             let gbs = tune::set(TRAIN.global_batch_size, p.train.global_batch_size);
-            return Ok((p, vec![gbs]));
+            return Ok((p, vec![gbs], true));
         }
         // A layout the world surely divides: all data parallel, else all tensor and
         // pipeline parallel (DP 1), so that any scaled global batch divides.
@@ -151,7 +152,7 @@ impl Resolver {
             match self.resolve(&sets) {
                 Ok(base) => {
                     let gbs = tune::set(TRAIN.global_batch_size, base.train.global_batch_size);
-                    return Ok((base, vec![gbs]));
+                    return Ok((base, vec![gbs], false));
                 }
                 Err(e) => last = Some(e),
             }
@@ -187,7 +188,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
     }
     let r = Resolver::new(&cmd.plan)?;
     let eff = Efficiency::embedded()?;
-    let (base, fixed) = r.base()?;
+    let (base, fixed, base_is_own) = r.base()?;
     if let Some(why) = crate::estimate::unmodelled(&base) {
         return Err(Error::usage(format!(
             "cannot tune {}: {why}",
@@ -221,11 +222,18 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
     }
     // The plan's own layout: the recipe's with every `--set` given (the PP and VP too);
     // none where it does not resolve on these GPUs (the search then starts from a probe).
-    let own = r.resolve(&r.pinned).ok().and_then(|plan| {
-        crate::estimate::estimate(&plan, &eff)
+    // Without a PP or VP of the user's it is the base plan, when the base is not a probe.
+    let pinned = (!r.pinned.is_empty())
+        .then(|| r.resolve(&r.pinned).ok())
+        .flatten();
+    let own_plan = pinned
+        .as_ref()
+        .or((r.pinned.is_empty() && base_is_own).then_some(&base));
+    let own = own_plan.and_then(|plan| {
+        crate::estimate::estimate(plan, &eff)
             .ok()
             .map(|estimate| Own {
-                layout: tune::Layout::of(&plan),
+                layout: tune::Layout::of(plan),
                 estimate,
             })
     });

@@ -16,34 +16,21 @@ ones the post-init looks for.
 import dataclasses
 import json
 import sys
-import types
 
-TE_MODULES = ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.optimizers")
+import te_standin
+
+
+class FusedAdam:
+    """Transformer Engine's optimizer as the post-init inspects it: its keyword names."""
+
+    def __init__(self, params, master_weight_dtype=None, exp_avg_dtype=None,
+                 exp_avg_sq_dtype=None, use_decoupled_grad=False, store_param_remainders=False):
+        pass
 
 
 def set_te(version):
     """Transformer Engine of `version` for the next import, or none (`None`)."""
-    import megatron.core.utils as mcore_utils
-
-    mcore_utils._te_version = None
-    if version is None:
-        for name in TE_MODULES:
-            sys.modules[name] = None  # the import raises ImportError
-        return
-
-    class FusedAdam:
-        def __init__(self, params, master_weight_dtype=None, exp_avg_dtype=None,
-                     exp_avg_sq_dtype=None, use_decoupled_grad=False, store_param_remainders=False):
-            pass
-
-    te = types.ModuleType("transformer_engine")
-    te.__version__ = version
-    pytorch = types.ModuleType("transformer_engine.pytorch")
-    optimizers = types.ModuleType("transformer_engine.pytorch.optimizers")
-    optimizers.FusedAdam = FusedAdam
-    te.pytorch, pytorch.optimizers = pytorch, optimizers
-    for name, module in zip(TE_MODULES, (te, pytorch, optimizers)):
-        sys.modules[name] = module
+    te_standin.install(version, FusedAdam)
 
 
 def main():

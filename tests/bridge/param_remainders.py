@@ -21,15 +21,17 @@ tests/it/estimate.rs.
 
 import json
 import sys
-import types
+
+import te_standin
 
 
 class Built(Exception):
     """The Adam class was called."""
 
 
-def stand_in_te(version):
-    """A `transformer_engine` module of `version` with a recording FusedAdam."""
+def stand_in_fused_adam():
+    """Transformer Engine's FusedAdam as Megatron-Core builds it, recording its
+    arguments (for `te_standin.install`)."""
     import torch
 
     class FusedAdam:
@@ -60,25 +62,16 @@ def stand_in_te(version):
                 )
             )
 
-    te = types.ModuleType("transformer_engine")
-    te.__version__ = version
-    pt = types.ModuleType("transformer_engine.pytorch")
-    opts = types.ModuleType("transformer_engine.pytorch.optimizers")
-    opts.FusedAdam = FusedAdam
-    te.pytorch, pt.optimizers = pt, opts
-    return te, pt, opts, FusedAdam
+    return FusedAdam
 
 
 def run_case(c):
     import torch
-    from megatron.core import utils
     from megatron.core import optimizer as opt
     from megatron.core.optimizer.optimizer_config import OptimizerConfig
 
-    te, pt, opts, fused_adam = stand_in_te(c["te"])
-    saved = {k: sys.modules.get(k) for k in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.optimizers")}
-    sys.modules.update({"transformer_engine": te, "transformer_engine.pytorch": pt, "transformer_engine.pytorch.optimizers": opts})
-    utils._te_version = None
+    fused_adam = stand_in_fused_adam()
+    saved = te_standin.install(c["te"], fused_adam)
     adam, pytorch_fallback = opt.Adam, opt.USING_PYTORCH_OPTIMIZER
     opt.Adam, opt.USING_PYTORCH_OPTIMIZER = fused_adam, False
     try:
@@ -113,12 +106,7 @@ def run_case(c):
         return row
     finally:
         opt.Adam, opt.USING_PYTORCH_OPTIMIZER = adam, pytorch_fallback
-        utils._te_version = None
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
+        te_standin.restore(saved)
 
 
 def main() -> int:

@@ -407,21 +407,10 @@ fn moe_rule_cases() -> Vec<Case> {
         .enumerate()
         .filter(|(_, c)| !c.args.contains(&"--te-version"))
         .map(|(i, c)| {
-            let slug: String = c
-                .rule
-                .chars()
-                .map(|ch| {
-                    if ch.is_ascii_alphanumeric() {
-                        ch.to_ascii_lowercase()
-                    } else {
-                        '-'
-                    }
-                })
-                .collect();
             let mut args = crate::cli_errors_moe::base()[1..].to_vec();
             args.extend(c.args);
             case(
-                &format!("refuse-moe-{i}-{}", slug.trim_matches('-')),
+                &format!("refuse-moe-{i}-{}", slug(c.rule)),
                 "h100",
                 16,
                 &args,
@@ -446,6 +435,21 @@ fn moe_rule_cases() -> Vec<Case> {
     out
 }
 
+/// A rule's text as a job name's part: lower-case letters and digits, dashes between.
+fn slug(rule: &str) -> String {
+    let s: String = rule
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() {
+                ch.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s.trim_matches('-').to_string()
+}
+
 /// Megatron-Core's optimizer post-init refusals (`resolve::validate::OPTIMIZER_POST_INIT`): the
 /// CLI's cases (`cli_errors_optimizer::CASES`, on Llama 3 8B's benchmarks), each refused by
 /// Bridge's own config build too, for the same reason, and each case's neighbour, accepted by
@@ -464,18 +468,7 @@ fn optimizer_rule_cases() -> Vec<Case> {
         if c.args.contains(&"--te-version") {
             continue;
         }
-        let slug: String = c
-            .rule
-            .chars()
-            .map(|ch| {
-                if ch.is_ascii_alphanumeric() {
-                    ch.to_ascii_lowercase()
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        let slug = slug.trim_matches('-');
+        let slug = slug(c.rule);
         out.push(job(format!("refuse-optimizer-{i}-{slug}"), c.args));
         out.push(job(format!("optimizer-{i}-{slug}-accepted"), c.accepted));
     }

@@ -161,6 +161,28 @@ pub fn ok(args: &[&str]) -> String {
 }
 
 /// Runs and expects exit code 2; returns stderr.
+/// A refusal of a rule table's case: exit 2 (`usage_error`), the fields the error names
+/// (`error: FIELDS: `), a piece of upstream's message, the upstream function it cites, and a
+/// piece of the fix in its help. Returns stderr.
+pub fn assert_refused(
+    args: &[&str],
+    fields: &str,
+    message: &str,
+    cites: &str,
+    fix: &str,
+) -> String {
+    let err = usage_error(args);
+    assert!(
+        err.contains(&format!("error: {fields}: ")),
+        "{args:?}: fields {fields:?}\n{err}"
+    );
+    assert!(err.contains(message), "{args:?}: message\n{err}");
+    assert!(err.contains(cites), "{args:?}: cites upstream\n{err}");
+    let help = err.split("help:").nth(1).unwrap_or("");
+    assert!(help.contains(fix), "{args:?}: fix {fix:?}\n{err}");
+    err
+}
+
 pub fn usage_error(args: &[&str]) -> String {
     let o = run(args);
     assert_eq!(

@@ -28,15 +28,24 @@ fn gpt(layers: f64, hidden: f64, heads: f64, seq: f64, vocab: f64) -> Arch {
 }
 
 pub(crate) fn plan_for(recipe: &str, gpus: &str, precision: Option<&str>, sets: &[&str]) -> Plan {
+    plan_on(recipe, gpus, precision, sets, true)
+}
+
+/// [`plan_for`] with Transformer Engine in the container or, where `te` is false, without it.
+fn plan_on(recipe: &str, gpus: &str, precision: Option<&str>, sets: &[&str], te: bool) -> Plan {
     let cat = Catalog::embedded().unwrap();
     let r = cat.recipe(recipe).unwrap();
     let hw = hardware::parse(gpus, &cat.gpus, None).unwrap();
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let sets = overrides::parse_sets(&sets).unwrap();
+    let stack = Stack {
+        te: if te { Stack::default().te } else { None },
+        ..Stack::default()
+    };
     resolve::resolve(&resolve::Inputs {
         precision,
         sets: &sets,
-        ..resolve::Inputs::new(&r, &hw, &Stack::default())
+        ..resolve::Inputs::new(&r, &hw, &stack)
     })
     .unwrap()
 }
@@ -991,39 +1000,29 @@ fn group_limited_routing_reaches_fewer_nodes() {
 /// The measured grid's base shape (results/gpu-2026-11-26-h200/) on one H200, with or without
 /// Transformer Engine.
 fn measured_base(te: bool) -> Plan {
-    let cat = Catalog::embedded().unwrap();
-    let r = cat.recipe("llama3_8b").unwrap();
-    let hw = hardware::parse("h200x1", &cat.gpus, None).unwrap();
-    let sets: Vec<String> = [
-        "model.context_parallel_size=1",
-        "train.global_batch_size=8",
-        "model.gradient_accumulation_fusion=false",
-        "model.cross_entropy_loss_fusion=false",
-        "optimizer.use_precision_aware_optimizer=false",
-        "ddp.use_distributed_optimizer=false",
-        "optimizer.use_distributed_optimizer=false",
-        "ddp.overlap_param_gather=false",
-        "dataset.seq_length=2048",
-        "model.seq_length=2048",
-        "model.hidden_size=2048",
-        "model.ffn_hidden_size=8192",
-        "model.num_layers=4",
-        "model.num_attention_heads=16",
-        "train.micro_batch_size=1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let sets = overrides::parse_sets(&sets).unwrap();
-    let stack = Stack {
-        te: if te { Stack::default().te } else { None },
-        ..Stack::default()
-    };
-    resolve::resolve(&resolve::Inputs {
-        sets: &sets,
-        ..resolve::Inputs::new(&r, &hw, &stack)
-    })
-    .unwrap()
+    plan_on(
+        "llama3_8b",
+        "h200x1",
+        None,
+        &[
+            "model.context_parallel_size=1",
+            "train.global_batch_size=8",
+            "model.gradient_accumulation_fusion=false",
+            "model.cross_entropy_loss_fusion=false",
+            "optimizer.use_precision_aware_optimizer=false",
+            "ddp.use_distributed_optimizer=false",
+            "optimizer.use_distributed_optimizer=false",
+            "ddp.overlap_param_gather=false",
+            "dataset.seq_length=2048",
+            "model.seq_length=2048",
+            "model.hidden_size=2048",
+            "model.ffn_hidden_size=8192",
+            "model.num_layers=4",
+            "model.num_attention_heads=16",
+            "train.micro_batch_size=1",
+        ],
+        te,
+    )
 }
 
 /// Without Transformer Engine the step adds the local spec's unfused passes at the fitted
@@ -1082,10 +1081,7 @@ fn every_unfused_pass_cites_megatron_core() {
 /// down, experts without grouped GEMMs, the all-to-all dispatcher), `sets` in place of its
 /// fields they name; without Transformer Engine where `te` is false, as those runs had.
 fn sequential_plan(te: bool, sets: &[&str]) -> Plan {
-    let cat = Catalog::embedded().unwrap();
-    let r = cat.recipe("qwen3_30b_a3b").unwrap();
-    let hw = hardware::parse("h100x1", &cat.gpus, None).unwrap();
-    let mut all: Vec<String> = [
+    let mut all: Vec<&str> = [
         "model.tensor_model_parallel_size=1",
         "model.pipeline_model_parallel_size=1",
         "model.context_parallel_size=1",
@@ -1106,24 +1102,14 @@ fn sequential_plan(te: bool, sets: &[&str]) -> Plan {
         "model.num_moe_experts=32",
         "model.num_layers=4",
     ]
-    .iter()
+    .into_iter()
     .filter(|d| {
         let key = d.split('=').next().unwrap_or_default();
         !sets.iter().any(|s| s.split('=').next() == Some(key))
     })
-    .map(|s| s.to_string())
     .collect();
-    all.extend(sets.iter().map(|s| s.to_string()));
-    let sets = overrides::parse_sets(&all).unwrap();
-    let stack = Stack {
-        te: if te { Stack::default().te } else { None },
-        ..Stack::default()
-    };
-    resolve::resolve(&resolve::Inputs {
-        sets: &sets,
-        ..resolve::Inputs::new(&r, &hw, &stack)
-    })
-    .unwrap()
+    all.extend(sets);
+    plan_on("qwen3_30b_a3b", "h100x1", None, &all, te)
 }
 
 fn seq_estimate(plan: &Plan) -> Estimate {
