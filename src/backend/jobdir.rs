@@ -24,7 +24,7 @@
 //! What the files are is [`crate::layout`]'s business; this module only writes them.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -164,9 +164,24 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
                 } else {
                     0o644
                 };
-                let mut src = fs::File::open(from).map_err(|e| io_err("copy", from, &e))?;
+                let src = open_source(from)?;
                 let mut dst = create_file(fd, tmp, name, mode)?;
-                std::io::copy(&mut src, &mut dst).map_err(|e| io_err("copy", from, &e))?;
+                if matches!(a, Asset::Executable { .. }) {
+                    // A program is copied within the bound its check read it in.
+                    let max = crate::input::MAX_BINARY_BYTES;
+                    let n = std::io::copy(&mut src.take(max + 1), &mut dst)
+                        .map_err(|e| io_err("copy", from, &e))?;
+                    if n > max {
+                        return Err(Error::usage(format!(
+                            "{} grew past the {} MiB ovlaunch copies into a job",
+                            from.display(),
+                            max >> 20
+                        )));
+                    }
+                } else {
+                    let mut src = src;
+                    std::io::copy(&mut src, &mut dst).map_err(|e| io_err("copy", from, &e))?;
+                }
                 dst.sync_all()
                     .map_err(|e| io_err("sync", &tmp.join(name), &e))?;
             }
@@ -179,6 +194,24 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
     }
     make_dir(fd, LOGS_DIR).map_err(|e| io_err("create", &tmp.join(LOGS_DIR), &e.into()))?;
     Ok(())
+}
+
+/// Opens an asset's source: never blocking (a FIFO put in its place), a regular file only.
+fn open_source(from: &Path) -> Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let src = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(from)
+        .map_err(|e| io_err("copy", from, &e))?;
+    let meta = src.metadata().map_err(|e| io_err("copy", from, &e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::usage(format!(
+            "{} is not a regular file (a directory, FIFO, socket or device)",
+            from.display()
+        )));
+    }
+    Ok(src)
 }
 
 /// Creates the file `rel` (which may hold `/`) under `fd` with exactly `mode`.

@@ -528,13 +528,13 @@ pub fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
         for name in ["sbatch.sh.j2", "torchrun.sh.j2"] {
             let p = dir.join(name);
             if p.exists() {
-                let text = crate::input::read_text(&p, "--template-dir")?;
+                let text = crate::input::read_config(&p, "--template-dir")?;
                 t.replace(name, &p.display().to_string(), text);
             }
         }
     }
     if let Some(p) = &args.template {
-        let text = crate::input::read_text(p, "--template")?;
+        let text = crate::input::read_config(p, "--template")?;
         t.replace(executor.template(), &p.display().to_string(), text);
     }
     Ok(t)

@@ -9,8 +9,9 @@ use super::{PluginSourceArgs, Printer};
 use crate::error::{Error, Result};
 use crate::plugin::{self, Active, Registry};
 
+/// Plugin files are code: read only when trusted (`input::check_trusted`).
 fn read(path: &Path, what: &str) -> Result<String> {
-    crate::input::read_text(path, what)
+    crate::input::read_config(path, what)
 }
 
 /// The shipped plugins plus the user's directory (`--plugin-dir` or `OVLAUNCH_PLUGIN_DIR`)

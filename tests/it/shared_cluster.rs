@@ -388,6 +388,353 @@ fn a_recipe_directory_with_someone_elses_recipe_is_refused() {
     );
 }
 
+/// Writes `contents` to `path` as the other user's file with `mode` (as a planted file in a
+/// shared directory would be).
+fn plant(path: &Path, contents: &[u8], mode: u32) {
+    std::fs::write(path, contents).unwrap();
+    let uid = other_uid();
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A directory of the other user's that every user can write.
+fn plant_dir(path: &Path) {
+    std::fs::create_dir_all(path).unwrap();
+    let uid = other_uid();
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+}
+
+/// Writes `contents` to `path` (creating its directory) with `mode`, as this user's file.
+fn write_mode(path: &Path, contents: &[u8], mode: u32) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Every file under `dir`, read as text (what a render wrote).
+fn texts_under(dir: &Path) -> String {
+    let mut out = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.push_str(&texts_under(&p));
+        } else if let Ok(t) = std::fs::read_to_string(&p) {
+            out.push_str(&t);
+        }
+    }
+    out
+}
+
+/// One trust rule for every file ovlaunch reads as configuration or code: plugin directories
+/// (flag and environment) and files, templates and template directories, a recipe named by
+/// path, a hardware file, the user config file, and the rank runtime (flag, environment and a
+/// profile's `rank_runtime`) are refused when another user owns them, every user or a shared
+/// group can write them, or they are in a directory another user controls: exit 2, the file
+/// named with a fix, no job directory written. The same kinds of file of this user's own
+/// (0644 in a directory only it can write) are taken, and a plugin of its own that replaces a
+/// shipped one is named in a warning. (Before: every one of these was obeyed, exit 0.)
+#[test]
+fn configuration_and_code_others_could_write_are_refused() {
+    if !root_or_skip("configuration_and_code_others_could_write_are_refused") {
+        return;
+    }
+    let d = open_tempdir();
+    let top = d.path();
+    let canary = top.join("canaryEVIL");
+    let plugin = format!(
+        "name: nccl-debug\ndescription: planted\nlaunch:\n  setup_lines: [\"touch {}\"]\n",
+        canary.display()
+    );
+    let recipe = format!(
+        "name: myrec\ntrainer: [bash, -c, \"touch {}\"]\nmodel: {{num_layers: 2, hidden_size: 64, num_attention_heads: 4}}\ntrain: {{global_batch_size: 8, micro_batch_size: 1}}\n",
+        canary.display()
+    );
+    let hardware = "- kind: x9\n  description: a site GPU\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n  recipe_gpu: h100\n";
+    let template =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/sbatch.sh.j2"))
+            .unwrap();
+    let rank = std::fs::read(common::rank_bin()).unwrap();
+
+    // The other user's shared directory (as /tmp/S would be) and what they planted in it.
+    let s = top.join("S");
+    plant_dir(&s);
+    plant_dir(&s.join("plugs"));
+    plant(&s.join("plugs/evil.yaml"), plugin.as_bytes(), 0o666);
+    plant(&s.join("myrec.yaml"), recipe.as_bytes(), 0o666);
+    plant(&s.join("evil.sh.j2"), &template, 0o666);
+    plant_dir(&s.join("tpl"));
+    plant(&s.join("tpl/sbatch.sh.j2"), &template, 0o666);
+    plant(&s.join("hw.yaml"), hardware.as_bytes(), 0o666);
+    plant(&s.join("evil-rank"), &rank, 0o777);
+    // This user's own template in the other user's directory: replaceable there.
+    plant_dir(&s.join("tpl2"));
+    write_mode(&s.join("tpl2/sbatch.sh.j2"), &template, 0o644);
+    let profile = format!(
+        "default_profile: x\nprofiles:\n  x:\n    rank_runtime: {}\n    sbatch_args: [--mail-user=attacker]\n",
+        s.join("evil-rank").display()
+    );
+    // User config files someone else could write: every user, a 0777 directory, a group
+    // this user shares with the other one.
+    let cfg_open = top.join("cfg-open");
+    write_mode(
+        &cfg_open.join("ovlaunch/config.yaml"),
+        profile.as_bytes(),
+        0o666,
+    );
+    let cfg_dir = top.join("cfg-dir");
+    write_mode(
+        &cfg_dir.join("ovlaunch/config.yaml"),
+        profile.as_bytes(),
+        0o644,
+    );
+    std::fs::set_permissions(
+        cfg_dir.join("ovlaunch"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let cfg_group = top.join("cfg-group");
+    let group_file = cfg_group.join("ovlaunch/config.yaml");
+    write_mode(&group_file, profile.as_bytes(), 0o664);
+    let other_gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(other_uid()))
+        .unwrap()
+        .unwrap()
+        .gid;
+    std::os::unix::fs::chown(&group_file, None, Some(other_gid.as_raw())).unwrap();
+    // The profile's rank runtime is the other user's file: refused when the user's own
+    // config names it.
+    let cfg_rank = top.join("cfg-rank");
+    write_mode(
+        &cfg_rank.join("ovlaunch/config.yaml"),
+        profile.as_bytes(),
+        0o644,
+    );
+    let no_cfg = top.join("no-config");
+    std::fs::create_dir(&no_cfg).unwrap();
+
+    let p = |rel: &str| s.join(rel).display().to_string();
+    let copy = "copy it to a directory of your own";
+    // (case, extra args, environment, the file named, a fix it names)
+    let cases: Vec<(&str, Vec<String>, Vec<(&str, String)>, String, String)> = vec![
+        (
+            "plugin dir",
+            vec![
+                "--plugin-dir".into(),
+                p("plugs"),
+                "--plugin".into(),
+                "nccl-debug".into(),
+            ],
+            vec![],
+            p("plugs/evil.yaml"),
+            copy.into(),
+        ),
+        (
+            "plugin dir from the environment",
+            vec!["--plugin".into(), "nccl-debug".into()],
+            vec![("OVLAUNCH_PLUGIN_DIR", p("plugs"))],
+            p("plugs/evil.yaml"),
+            copy.into(),
+        ),
+        (
+            "plugin file",
+            vec![
+                "--plugin-file".into(),
+                p("plugs/evil.yaml"),
+                "--plugin".into(),
+                "nccl-debug".into(),
+            ],
+            vec![],
+            p("plugs/evil.yaml"),
+            copy.into(),
+        ),
+        (
+            "template",
+            vec!["--template".into(), p("evil.sh.j2")],
+            vec![],
+            p("evil.sh.j2"),
+            copy.into(),
+        ),
+        (
+            "template dir",
+            vec!["--template-dir".into(), p("tpl")],
+            vec![],
+            p("tpl/sbatch.sh.j2"),
+            copy.into(),
+        ),
+        (
+            "own template in another user's directory",
+            vec!["--template-dir".into(), p("tpl2")],
+            vec![],
+            p("tpl2/sbatch.sh.j2"),
+            copy.into(),
+        ),
+        (
+            "recipe by path",
+            vec!["-r".into(), p("myrec.yaml"), "-g".into(), "cpux1".into()],
+            vec![],
+            p("myrec.yaml"),
+            copy.into(),
+        ),
+        (
+            "hardware file",
+            vec!["--hardware-file".into(), p("hw.yaml")],
+            vec![],
+            p("hw.yaml"),
+            copy.into(),
+        ),
+        (
+            "rank runtime",
+            vec!["--rank-runtime".into(), p("evil-rank")],
+            vec![],
+            p("evil-rank"),
+            copy.into(),
+        ),
+        (
+            "rank runtime from the environment",
+            vec![],
+            vec![("OVLAUNCH_RANK_RUNTIME", p("evil-rank"))],
+            p("evil-rank"),
+            copy.into(),
+        ),
+        (
+            "rank runtime from the user's profile",
+            vec![],
+            vec![("XDG_CONFIG_HOME", cfg_rank.display().to_string())],
+            p("evil-rank"),
+            copy.into(),
+        ),
+        (
+            "user config every user can write",
+            vec![],
+            vec![("XDG_CONFIG_HOME", cfg_open.display().to_string())],
+            cfg_open.join("ovlaunch/config.yaml").display().to_string(),
+            format!(
+                "chmod go-w {}",
+                cfg_open.join("ovlaunch/config.yaml").display()
+            ),
+        ),
+        (
+            "user config in a directory every user can write",
+            vec![],
+            vec![("XDG_CONFIG_HOME", cfg_dir.display().to_string())],
+            cfg_dir.join("ovlaunch/config.yaml").display().to_string(),
+            format!("chmod go-w {}", cfg_dir.join("ovlaunch").display()),
+        ),
+        (
+            "user config a shared group can write",
+            vec![],
+            vec![("XDG_CONFIG_HOME", cfg_group.display().to_string())],
+            group_file.display().to_string(),
+            format!("chmod go-w {}", group_file.display()),
+        ),
+    ];
+    for (i, (case, extra, env, named, fix)) in cases.iter().enumerate() {
+        let jobs = top.join(format!("jobs-{i}"));
+        let mut args = vec!["render".to_string()];
+        if !extra.iter().any(|a| a == "-r") {
+            args.extend(["-r", "llama8b", "-g", "h100x8"].map(String::from));
+        }
+        args.extend(extra.iter().cloned());
+        args.extend(["--jobs-root".to_string(), jobs.display().to_string()]);
+        let mut c = common::command();
+        c.args(&args).env("XDG_CONFIG_HOME", &no_cfg);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{case}: {e}");
+        assert!(
+            e.contains(&format!("{named} "))
+                && e.contains("another user could have written")
+                && e.contains(fix.as_str()),
+            "{case}: wants {named} and `{fix}` in {e}"
+        );
+        assert!(!e.contains("panicked"), "{case}: {e}");
+        assert!(!jobs.exists(), "{case}: wrote {}", jobs.display());
+        assert!(!canary.exists(), "{case}");
+    }
+
+    // The same kinds of file, this user's own (0644 in a directory only it can write).
+    let mine = top.join("mine");
+    write_mode(&mine.join("plugs/nccl.yaml"), plugin.as_bytes(), 0o644);
+    write_mode(&mine.join("myrec.yaml"), recipe.as_bytes(), 0o644);
+    write_mode(&mine.join("sbatch.sh.j2"), &template, 0o644);
+    write_mode(&mine.join("tpl/sbatch.sh.j2"), &template, 0o644);
+    write_mode(&mine.join("hw.yaml"), hardware.as_bytes(), 0o644);
+    write_mode(&mine.join("ovlaunch-rank"), &rank, 0o755);
+    write_mode(
+        &mine.join("cfg/ovlaunch/config.yaml"),
+        format!(
+            "default_profile: x\nprofiles:\n  x:\n    rank_runtime: {}\n    sbatch_args: [--mail-user=me]\n",
+            mine.join("ovlaunch-rank").display()
+        )
+        .as_bytes(),
+        0o644,
+    );
+    let m = |rel: &str| mine.join(rel).display().to_string();
+    let runs: Vec<Vec<String>> = vec![
+        vec![
+            "-r".into(),
+            "llama8b".into(),
+            "-g".into(),
+            "x9x8".into(),
+            "--plugin-dir".into(),
+            m("plugs"),
+            "--plugin".into(),
+            "nccl-debug".into(),
+            "--template".into(),
+            m("sbatch.sh.j2"),
+            "--hardware-file".into(),
+            m("hw.yaml"),
+            "--rank-runtime".into(),
+            m("ovlaunch-rank"),
+        ],
+        vec![
+            "-r".into(),
+            m("myrec.yaml"),
+            "-g".into(),
+            "cpux1".into(),
+            "--plugin-file".into(),
+            m("plugs/nccl.yaml"),
+            "--template-dir".into(),
+            m("tpl"),
+        ],
+    ];
+    for (i, extra) in runs.iter().enumerate() {
+        let jobs = top.join(format!("mine-jobs-{i}"));
+        let o = common::command()
+            .arg("render")
+            .args(extra)
+            .args(["--jobs-root".as_ref(), jobs.as_os_str()])
+            .env("XDG_CONFIG_HOME", mine.join("cfg"))
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {e}");
+        let written = texts_under(&jobs);
+        assert!(
+            written.contains("--mail-user=me"),
+            "{extra:?}: the profile is obeyed"
+        );
+        assert!(
+            written.contains(&format!("touch {}", canary.display())),
+            "{extra:?}: the user's plugin or trainer is in the job"
+        );
+        if i == 0 {
+            assert!(
+                e.contains("plugin `nccl-debug` is ")
+                    && e.contains("replaces the shipped plugin")
+                    && e.contains(&m("plugs/nccl.yaml")),
+                "{e}"
+            );
+        }
+    }
+}
+
 /// A record is evidence: one edited to name another directory, one another user owns, and
 /// one that is a symlink make `status`, `logs` and `cancel` exit 2 without running any Slurm
 /// tool and without writing anything anywhere.

@@ -390,12 +390,24 @@ pub fn plan_phase(
             layer.warnings.push(text);
             continue;
         }
+        let replaced = a
+            .def
+            .replaces
+            .as_ref()
+            .map(|s| format!(", replacing the shipped {s}"))
+            .unwrap_or_default();
         layer.decisions.push(Decision::new(
             format!("plugin.{}", a.name()),
             a.options_json(),
-            format!("enabled ({}): {}", a.def.origin, a.def.file.description),
+            format!(
+                "enabled ({}{replaced}): {}",
+                a.def.origin, a.def.file.description
+            ),
             Source::Plugin(a.name().to_string()),
         ));
+        if let Some(w) = super::replacement_warning(&a.def) {
+            layer.warnings.push(w);
+        }
         let origin = a.def.origin.clone();
         if a.def.file.plan.resume {
             layer.resume.push(a.name().to_string());
