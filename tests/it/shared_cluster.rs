@@ -429,14 +429,203 @@ fn texts_under(dir: &Path) -> String {
     out
 }
 
+/// What the configuration files of the trust tests hold: a plugin replacing the shipped
+/// `nccl-debug` and a recipe whose trainer touch `canary`, a hardware file, the shipped
+/// template and the rank runtime binary.
+struct Contents {
+    canary: PathBuf,
+    plugin: String,
+    recipe: String,
+    hardware: &'static str,
+    template: Vec<u8>,
+    rank: Vec<u8>,
+}
+
+fn contents(top: &Path) -> Contents {
+    let canary = top.join("canaryEVIL");
+    Contents {
+        plugin: format!(
+            "name: nccl-debug\ndescription: planted\nlaunch:\n  setup_lines: [\"touch {}\"]\n",
+            canary.display()
+        ),
+        recipe: format!(
+            "name: myrec\ntrainer: [bash, -c, \"touch {}\"]\nmodel: {{num_layers: 2, hidden_size: 64, num_attention_heads: 4}}\ntrain: {{global_batch_size: 8, micro_batch_size: 1}}\n",
+            canary.display()
+        ),
+        hardware: "- kind: x9\n  description: a site GPU\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n  recipe_gpu: h100\n",
+        template: std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/sbatch.sh.j2"),
+        )
+        .unwrap(),
+        rank: std::fs::read(common::rank_bin()).unwrap(),
+        canary,
+    }
+}
+
+/// A profile that sets the rank runtime and a Slurm argument.
+fn profile_text(rank_runtime: &Path, mail: &str) -> String {
+    format!(
+        "default_profile: x\nprofiles:\n  x:\n    rank_runtime: {}\n    sbatch_args: [--mail-user={mail}]\n",
+        rank_runtime.display()
+    )
+}
+
+/// The other user's shared directory (as /tmp/S would be) and what they planted in it,
+/// with this user's own template in a directory of theirs; its path.
+fn plant_shared(top: &Path, c: &Contents) -> PathBuf {
+    let s = top.join("S");
+    plant_dir(&s);
+    plant_dir(&s.join("plugs"));
+    plant(&s.join("plugs/evil.yaml"), c.plugin.as_bytes(), 0o666);
+    plant(&s.join("myrec.yaml"), c.recipe.as_bytes(), 0o666);
+    plant(&s.join("evil.sh.j2"), &c.template, 0o666);
+    plant_dir(&s.join("tpl"));
+    plant(&s.join("tpl/sbatch.sh.j2"), &c.template, 0o666);
+    plant(&s.join("hw.yaml"), c.hardware.as_bytes(), 0o666);
+    plant(&s.join("evil-rank"), &c.rank, 0o777);
+    plant_dir(&s.join("tpl2"));
+    write_mode(&s.join("tpl2/sbatch.sh.j2"), &c.template, 0o644);
+    s
+}
+
+/// User config homes (`XDG_CONFIG_HOME`) someone else could write, or naming the other
+/// user's rank runtime: (the home, the file named in the refusal, the fix).
+fn user_configs(top: &Path, s: &Path) -> Vec<(&'static str, PathBuf, PathBuf, String)> {
+    let profile = profile_text(&s.join("evil-rank"), "attacker");
+    let file = |home: &Path| home.join("ovlaunch/config.yaml");
+    let chmod = |p: &Path| format!("chmod go-w {}", p.display());
+    let open = top.join("cfg-open");
+    write_mode(&file(&open), profile.as_bytes(), 0o666);
+    let dir = top.join("cfg-dir");
+    write_mode(&file(&dir), profile.as_bytes(), 0o644);
+    std::fs::set_permissions(dir.join("ovlaunch"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // a group this user shares with the other one
+    let group = top.join("cfg-group");
+    write_mode(&file(&group), profile.as_bytes(), 0o664);
+    let other_gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(other_uid()))
+        .unwrap()
+        .unwrap()
+        .gid;
+    std::os::unix::fs::chown(file(&group), None, Some(other_gid.as_raw())).unwrap();
+    // this user's own file, naming the other user's rank runtime
+    let rank = top.join("cfg-rank");
+    write_mode(&file(&rank), profile.as_bytes(), 0o644);
+    vec![
+        (
+            "user config every user can write",
+            open.clone(),
+            file(&open),
+            chmod(&file(&open)),
+        ),
+        (
+            "user config in a directory every user can write",
+            dir.clone(),
+            file(&dir),
+            chmod(&dir.join("ovlaunch")),
+        ),
+        (
+            "user config a shared group can write",
+            group.clone(),
+            file(&group),
+            chmod(&file(&group)),
+        ),
+        (
+            "rank runtime from the user's profile",
+            rank,
+            s.join("evil-rank"),
+            COPY.into(),
+        ),
+    ]
+}
+
+/// The fix named for a file of another user's.
+const COPY: &str = "copy it to a directory of your own";
+
+/// A refused case: its name, extra arguments, environment, the file named and the fix.
+type Refused = (
+    String,
+    Vec<String>,
+    Vec<(&'static str, String)>,
+    String,
+    String,
+);
+
+/// Every flag and variable naming configuration or code, pointed at the planted files.
+fn refused_cases(top: &Path, s: &Path) -> Vec<Refused> {
+    let p = |rel: &str| s.join(rel).display().to_string();
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let flag = |name: &str, flag: &str, rel: &str, named: &str| -> Refused {
+        let mut args = words(&[flag]);
+        args.push(p(rel));
+        if flag.starts_with("--plugin") {
+            args.extend(words(&["--plugin", "nccl-debug"]));
+        }
+        if flag == "-r" {
+            args.extend(words(&["-g", "cpux1"]));
+        }
+        (name.into(), args, vec![], p(named), COPY.into())
+    };
+    let env = |name: &str, var: &'static str, rel: &str, named: &str, args: &[&str]| -> Refused {
+        (
+            name.into(),
+            words(args),
+            vec![(var, p(rel))],
+            p(named),
+            COPY.into(),
+        )
+    };
+    let mut cases = vec![
+        flag("plugin dir", "--plugin-dir", "plugs", "plugs/evil.yaml"),
+        env(
+            "plugin dir from the environment",
+            "OVLAUNCH_PLUGIN_DIR",
+            "plugs",
+            "plugs/evil.yaml",
+            &["--plugin", "nccl-debug"],
+        ),
+        flag(
+            "plugin file",
+            "--plugin-file",
+            "plugs/evil.yaml",
+            "plugs/evil.yaml",
+        ),
+        flag("template", "--template", "evil.sh.j2", "evil.sh.j2"),
+        flag("template dir", "--template-dir", "tpl", "tpl/sbatch.sh.j2"),
+        flag(
+            "own template in another user's directory",
+            "--template-dir",
+            "tpl2",
+            "tpl2/sbatch.sh.j2",
+        ),
+        flag("recipe by path", "-r", "myrec.yaml", "myrec.yaml"),
+        flag("hardware file", "--hardware-file", "hw.yaml", "hw.yaml"),
+        flag("rank runtime", "--rank-runtime", "evil-rank", "evil-rank"),
+        env(
+            "rank runtime from the environment",
+            "OVLAUNCH_RANK_RUNTIME",
+            "evil-rank",
+            "evil-rank",
+            &[],
+        ),
+    ];
+    for (name, home, named, fix) in user_configs(top, s) {
+        cases.push((
+            name.into(),
+            vec![],
+            vec![("XDG_CONFIG_HOME", home.display().to_string())],
+            named.display().to_string(),
+            fix,
+        ));
+    }
+    cases
+}
+
 /// One trust rule for every file ovlaunch reads as configuration or code: plugin directories
 /// (flag and environment) and files, templates and template directories, a recipe named by
 /// path, a hardware file, the user config file, and the rank runtime (flag, environment and a
 /// profile's `rank_runtime`) are refused when another user owns them, every user or a shared
 /// group can write them, or they are in a directory another user controls: exit 2, the file
-/// named with a fix, no job directory written. The same kinds of file of this user's own
-/// (0644 in a directory only it can write) are taken, and a plugin of its own that replaces a
-/// shipped one is named in a warning. (Before: every one of these was obeyed, exit 0.)
+/// named with a fix, no job directory written. (Before: every one was obeyed, exit 0.)
 #[test]
 fn configuration_and_code_others_could_write_are_refused() {
     if !root_or_skip("configuration_and_code_others_could_write_are_refused") {
@@ -444,194 +633,11 @@ fn configuration_and_code_others_could_write_are_refused() {
     }
     let d = open_tempdir();
     let top = d.path();
-    let canary = top.join("canaryEVIL");
-    let plugin = format!(
-        "name: nccl-debug\ndescription: planted\nlaunch:\n  setup_lines: [\"touch {}\"]\n",
-        canary.display()
-    );
-    let recipe = format!(
-        "name: myrec\ntrainer: [bash, -c, \"touch {}\"]\nmodel: {{num_layers: 2, hidden_size: 64, num_attention_heads: 4}}\ntrain: {{global_batch_size: 8, micro_batch_size: 1}}\n",
-        canary.display()
-    );
-    let hardware = "- kind: x9\n  description: a site GPU\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n  recipe_gpu: h100\n";
-    let template =
-        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/sbatch.sh.j2"))
-            .unwrap();
-    let rank = std::fs::read(common::rank_bin()).unwrap();
-
-    // The other user's shared directory (as /tmp/S would be) and what they planted in it.
-    let s = top.join("S");
-    plant_dir(&s);
-    plant_dir(&s.join("plugs"));
-    plant(&s.join("plugs/evil.yaml"), plugin.as_bytes(), 0o666);
-    plant(&s.join("myrec.yaml"), recipe.as_bytes(), 0o666);
-    plant(&s.join("evil.sh.j2"), &template, 0o666);
-    plant_dir(&s.join("tpl"));
-    plant(&s.join("tpl/sbatch.sh.j2"), &template, 0o666);
-    plant(&s.join("hw.yaml"), hardware.as_bytes(), 0o666);
-    plant(&s.join("evil-rank"), &rank, 0o777);
-    // This user's own template in the other user's directory: replaceable there.
-    plant_dir(&s.join("tpl2"));
-    write_mode(&s.join("tpl2/sbatch.sh.j2"), &template, 0o644);
-    let profile = format!(
-        "default_profile: x\nprofiles:\n  x:\n    rank_runtime: {}\n    sbatch_args: [--mail-user=attacker]\n",
-        s.join("evil-rank").display()
-    );
-    // User config files someone else could write: every user, a 0777 directory, a group
-    // this user shares with the other one.
-    let cfg_open = top.join("cfg-open");
-    write_mode(
-        &cfg_open.join("ovlaunch/config.yaml"),
-        profile.as_bytes(),
-        0o666,
-    );
-    let cfg_dir = top.join("cfg-dir");
-    write_mode(
-        &cfg_dir.join("ovlaunch/config.yaml"),
-        profile.as_bytes(),
-        0o644,
-    );
-    std::fs::set_permissions(
-        cfg_dir.join("ovlaunch"),
-        std::fs::Permissions::from_mode(0o777),
-    )
-    .unwrap();
-    let cfg_group = top.join("cfg-group");
-    let group_file = cfg_group.join("ovlaunch/config.yaml");
-    write_mode(&group_file, profile.as_bytes(), 0o664);
-    let other_gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(other_uid()))
-        .unwrap()
-        .unwrap()
-        .gid;
-    std::os::unix::fs::chown(&group_file, None, Some(other_gid.as_raw())).unwrap();
-    // The profile's rank runtime is the other user's file: refused when the user's own
-    // config names it.
-    let cfg_rank = top.join("cfg-rank");
-    write_mode(
-        &cfg_rank.join("ovlaunch/config.yaml"),
-        profile.as_bytes(),
-        0o644,
-    );
+    let c = contents(top);
+    let s = plant_shared(top, &c);
     let no_cfg = top.join("no-config");
     std::fs::create_dir(&no_cfg).unwrap();
-
-    let p = |rel: &str| s.join(rel).display().to_string();
-    let copy = "copy it to a directory of your own";
-    // (case, extra args, environment, the file named, a fix it names)
-    let cases: Vec<(&str, Vec<String>, Vec<(&str, String)>, String, String)> = vec![
-        (
-            "plugin dir",
-            vec![
-                "--plugin-dir".into(),
-                p("plugs"),
-                "--plugin".into(),
-                "nccl-debug".into(),
-            ],
-            vec![],
-            p("plugs/evil.yaml"),
-            copy.into(),
-        ),
-        (
-            "plugin dir from the environment",
-            vec!["--plugin".into(), "nccl-debug".into()],
-            vec![("OVLAUNCH_PLUGIN_DIR", p("plugs"))],
-            p("plugs/evil.yaml"),
-            copy.into(),
-        ),
-        (
-            "plugin file",
-            vec![
-                "--plugin-file".into(),
-                p("plugs/evil.yaml"),
-                "--plugin".into(),
-                "nccl-debug".into(),
-            ],
-            vec![],
-            p("plugs/evil.yaml"),
-            copy.into(),
-        ),
-        (
-            "template",
-            vec!["--template".into(), p("evil.sh.j2")],
-            vec![],
-            p("evil.sh.j2"),
-            copy.into(),
-        ),
-        (
-            "template dir",
-            vec!["--template-dir".into(), p("tpl")],
-            vec![],
-            p("tpl/sbatch.sh.j2"),
-            copy.into(),
-        ),
-        (
-            "own template in another user's directory",
-            vec!["--template-dir".into(), p("tpl2")],
-            vec![],
-            p("tpl2/sbatch.sh.j2"),
-            copy.into(),
-        ),
-        (
-            "recipe by path",
-            vec!["-r".into(), p("myrec.yaml"), "-g".into(), "cpux1".into()],
-            vec![],
-            p("myrec.yaml"),
-            copy.into(),
-        ),
-        (
-            "hardware file",
-            vec!["--hardware-file".into(), p("hw.yaml")],
-            vec![],
-            p("hw.yaml"),
-            copy.into(),
-        ),
-        (
-            "rank runtime",
-            vec!["--rank-runtime".into(), p("evil-rank")],
-            vec![],
-            p("evil-rank"),
-            copy.into(),
-        ),
-        (
-            "rank runtime from the environment",
-            vec![],
-            vec![("OVLAUNCH_RANK_RUNTIME", p("evil-rank"))],
-            p("evil-rank"),
-            copy.into(),
-        ),
-        (
-            "rank runtime from the user's profile",
-            vec![],
-            vec![("XDG_CONFIG_HOME", cfg_rank.display().to_string())],
-            p("evil-rank"),
-            copy.into(),
-        ),
-        (
-            "user config every user can write",
-            vec![],
-            vec![("XDG_CONFIG_HOME", cfg_open.display().to_string())],
-            cfg_open.join("ovlaunch/config.yaml").display().to_string(),
-            format!(
-                "chmod go-w {}",
-                cfg_open.join("ovlaunch/config.yaml").display()
-            ),
-        ),
-        (
-            "user config in a directory every user can write",
-            vec![],
-            vec![("XDG_CONFIG_HOME", cfg_dir.display().to_string())],
-            cfg_dir.join("ovlaunch/config.yaml").display().to_string(),
-            format!("chmod go-w {}", cfg_dir.join("ovlaunch").display()),
-        ),
-        (
-            "user config a shared group can write",
-            vec![],
-            vec![("XDG_CONFIG_HOME", cfg_group.display().to_string())],
-            group_file.display().to_string(),
-            format!("chmod go-w {}", group_file.display()),
-        ),
-    ];
-    for (i, (case, extra, env, named, fix)) in cases.iter().enumerate() {
+    for (i, (case, extra, env, named, fix)) in refused_cases(top, &s).iter().enumerate() {
         let jobs = top.join(format!("jobs-{i}"));
         let mut args = vec!["render".to_string()];
         if !extra.iter().any(|a| a == "-r") {
@@ -639,12 +645,12 @@ fn configuration_and_code_others_could_write_are_refused() {
         }
         args.extend(extra.iter().cloned());
         args.extend(["--jobs-root".to_string(), jobs.display().to_string()]);
-        let mut c = common::command();
-        c.args(&args).env("XDG_CONFIG_HOME", &no_cfg);
+        let mut cmd = common::command();
+        cmd.args(&args).env("XDG_CONFIG_HOME", &no_cfg);
         for (k, v) in env {
-            c.env(k, v);
+            cmd.env(k, v);
         }
-        let o = c.output().unwrap();
+        let o = cmd.output().unwrap();
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{case}: {e}");
         assert!(
@@ -655,44 +661,50 @@ fn configuration_and_code_others_could_write_are_refused() {
         );
         assert!(!e.contains("panicked"), "{case}: {e}");
         assert!(!jobs.exists(), "{case}: wrote {}", jobs.display());
-        assert!(!canary.exists(), "{case}");
+        assert!(!c.canary.exists(), "{case}");
     }
+}
 
-    // The same kinds of file, this user's own (0644 in a directory only it can write).
-    let mine = top.join("mine");
-    write_mode(&mine.join("plugs/nccl.yaml"), plugin.as_bytes(), 0o644);
-    write_mode(&mine.join("myrec.yaml"), recipe.as_bytes(), 0o644);
-    write_mode(&mine.join("sbatch.sh.j2"), &template, 0o644);
-    write_mode(&mine.join("tpl/sbatch.sh.j2"), &template, 0o644);
-    write_mode(&mine.join("hw.yaml"), hardware.as_bytes(), 0o644);
-    write_mode(&mine.join("ovlaunch-rank"), &rank, 0o755);
+/// The neighbour of the refused cases: the same kinds of file, this user's own (0644 in a
+/// directory only it can write), are taken; a plugin of its own that replaces a shipped one
+/// is named in a warning.
+#[test]
+fn this_users_own_configuration_and_code_are_taken() {
+    if !root_or_skip("this_users_own_configuration_and_code_are_taken") {
+        return;
+    }
+    let d = open_tempdir();
+    let mine = d.path().join("mine");
+    let c = contents(d.path());
+    write_mode(&mine.join("plugs/nccl.yaml"), c.plugin.as_bytes(), 0o644);
+    write_mode(&mine.join("myrec.yaml"), c.recipe.as_bytes(), 0o644);
+    write_mode(&mine.join("sbatch.sh.j2"), &c.template, 0o644);
+    write_mode(&mine.join("tpl/sbatch.sh.j2"), &c.template, 0o644);
+    write_mode(&mine.join("hw.yaml"), c.hardware.as_bytes(), 0o644);
+    write_mode(&mine.join("ovlaunch-rank"), &c.rank, 0o755);
+    let profile = profile_text(&mine.join("ovlaunch-rank"), "me");
     write_mode(
         &mine.join("cfg/ovlaunch/config.yaml"),
-        format!(
-            "default_profile: x\nprofiles:\n  x:\n    rank_runtime: {}\n    sbatch_args: [--mail-user=me]\n",
-            mine.join("ovlaunch-rank").display()
-        )
-        .as_bytes(),
+        profile.as_bytes(),
         0o644,
     );
     let m = |rel: &str| mine.join(rel).display().to_string();
-    let runs: Vec<Vec<String>> = vec![
-        vec![
-            "-r".into(),
-            "llama8b".into(),
-            "-g".into(),
-            "x9x8".into(),
-            "--plugin-dir".into(),
-            m("plugs"),
-            "--plugin".into(),
-            "nccl-debug".into(),
-            "--template".into(),
-            m("sbatch.sh.j2"),
-            "--hardware-file".into(),
-            m("hw.yaml"),
-            "--rank-runtime".into(),
-            m("ovlaunch-rank"),
-        ],
+    let runs: [Vec<String>; 2] = [
+        [
+            "-r",
+            "llama8b",
+            "-g",
+            "x9x8",
+            "--plugin",
+            "nccl-debug",
+            "--plugin-dir",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([m("plugs"), "--template".into(), m("sbatch.sh.j2")])
+        .chain(["--hardware-file".into(), m("hw.yaml")])
+        .chain(["--rank-runtime".into(), m("ovlaunch-rank")])
+        .collect(),
         vec![
             "-r".into(),
             m("myrec.yaml"),
@@ -705,7 +717,7 @@ fn configuration_and_code_others_could_write_are_refused() {
         ],
     ];
     for (i, extra) in runs.iter().enumerate() {
-        let jobs = top.join(format!("mine-jobs-{i}"));
+        let jobs = d.path().join(format!("jobs-{i}"));
         let o = common::command()
             .arg("render")
             .args(extra)
@@ -716,12 +728,9 @@ fn configuration_and_code_others_could_write_are_refused() {
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(0), "{extra:?}: {e}");
         let written = texts_under(&jobs);
+        assert!(written.contains("--mail-user=me"), "{extra:?}: profile");
         assert!(
-            written.contains("--mail-user=me"),
-            "{extra:?}: the profile is obeyed"
-        );
-        assert!(
-            written.contains(&format!("touch {}", canary.display())),
+            written.contains(&format!("touch {}", c.canary.display())),
             "{extra:?}: the user's plugin or trainer is in the job"
         );
         if i == 0 {
