@@ -436,7 +436,9 @@ fn fill_checkpoint(r: &mut Recipe, flag: Option<&Path>) -> Result<bool> {
         };
         // Model data the trainer reads from the same place at run time (often a shared
         // cache): bounded, not held to the configuration trust rule.
-        let text = crate::input::read_text(&found.path, "--hf-config").map_err(|e| match found.by_flag {
+        let text = crate::input::read_text(&found.path, "--hf-config").map_err(|e| match found
+            .by_flag
+        {
             true => e,
             false => e.at_file(found.path.display().to_string()),
         })?;
