@@ -86,6 +86,7 @@ pub fn list(p: &Printer, src: &PluginSourceArgs, out: OutputArg) -> Result<i32> 
                 name: f.name.clone(),
                 description: f.description.clone(),
                 origin: d.origin.clone(),
+                replaces: d.replaces.clone(),
                 order: f.order,
                 conflicts: f.conflicts.clone(),
                 requires_launcher: f.requires.launcher.clone(),
