@@ -744,6 +744,62 @@ fn this_users_own_configuration_and_code_are_taken() {
     }
 }
 
+/// A user's own file that its group may write (`umask 002`) is taken when the group is the
+/// user's private one (named after the user, its primary group, no other member), and
+/// refused, naming the group and `chmod go-w`, when it is a group others are in. Run as the
+/// other user, who is not root.
+#[test]
+fn a_private_group_may_write_a_users_own_configuration() {
+    if !root_or_skip("a_private_group_may_write_a_users_own_configuration") {
+        return;
+    }
+    let d = open_tempdir();
+    let uid = other_uid();
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .unwrap()
+        .unwrap();
+    let dir = d.path().join("o");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(uid), Some(user.gid.as_raw())).unwrap();
+    let recipe = dir.join("r.yaml");
+    std::fs::write(
+        &recipe,
+        "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n",
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&recipe, Some(uid), Some(user.gid.as_raw())).unwrap();
+    std::fs::set_permissions(&recipe, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let dry = || {
+        as_other(&format!(
+            "XDG_CONFIG_HOME={} {} --recipe {} --gpus cpux1 --dry-run",
+            d.path().join("none").display(),
+            bin(),
+            recipe.display()
+        ))
+    };
+    let private = nix::unistd::Group::from_gid(user.gid)
+        .unwrap()
+        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER));
+    if private {
+        let o = dry();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    } else {
+        eprintln!("{OTHER}'s primary group is not a private one here: its half is skipped");
+    }
+    // root's group: not the other user's own
+    std::os::unix::fs::chown(&recipe, None, Some(0)).unwrap();
+    let o = dry();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&format!(
+            "{} can be written by group root (gid 0)",
+            recipe.display()
+        )) && e.contains(&format!("chmod go-w {}", recipe.display())),
+        "{e}"
+    );
+}
+
 /// A record is evidence: one edited to name another directory, one another user owns, and
 /// one that is a symlink make `status`, `logs` and `cancel` exit 2 without running any Slurm
 /// tool and without writing anything anywhere.
