@@ -196,7 +196,7 @@ impl Host for Local {
 
     fn make_dir(&self, base: &Path, own: &[&str], sharing: Sharing, what: &str) -> Result<()> {
         let dir = own.iter().fold(base.to_path_buf(), |d, o| d.join(o));
-        super::trust::open_dir(&dir, sharing, own.len(), true, what).map(drop)
+        super::trust::open_dir(&dir, sharing, own.len(), Some(jobdir::DIR_MODE), what).map(drop)
     }
 
     fn remove_tree(&self, dir: &Path) {

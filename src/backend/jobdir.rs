@@ -47,15 +47,7 @@ pub enum Asset {
     File { name: String, from: PathBuf },
 }
 
-/// Who may own the directory job directories are created in.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Sharing {
-    /// This user (or root) owns it.
-    #[default]
-    Private,
-    /// A directory of another user of the same group is accepted (`jobs_root_shared: group`).
-    Group,
-}
+pub use super::trust::Sharing;
 
 /// Mode of the job directory and its subdirectories.
 pub const DIR_MODE: u32 = 0o750;
@@ -106,7 +98,7 @@ pub fn create_with(
         parent,
         sharing,
         0,
-        true,
+        Some(DIR_MODE),
         &format!("the job directory {}", dir.display()),
     )?;
     remove_stale_partials(parent, &parent_fd);

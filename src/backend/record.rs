@@ -201,12 +201,14 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
         Some(_) => format!("uid {uid}"),
     };
     let dir_shown = format!("{}{}", l.dir.display(), host.on());
-    for (p, uid, mode) in [(&dir_shown, l.uid, l.mode), (&shown, file_uid, file_mode)] {
+    for (at, p, uid, mode) in [
+        (&l.dir, &dir_shown, l.uid, l.mode),
+        (&path, &shown, file_uid, file_mode),
+    ] {
         if let Some(why) = super::trust::own_problem(uid, mode, me) {
             let fix = match why {
                 super::trust::Unsafe::NotYours(_) => None,
-                // The path on the host, without " on HOST".
-                _ => Some(why.fix(p.split(" on ").next().unwrap_or(p), false)),
+                _ => Some(why.fix(&at.display().to_string(), false)),
             };
             return Err(untrusted(p, &why.why(&owner), fix));
         }

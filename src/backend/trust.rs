@@ -36,8 +36,18 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
 use nix::sys::stat::{Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
 
-use super::jobdir::Sharing;
 use crate::error::{Error, Result};
+
+/// Who may own the directories on the path to a job directory (`jobs_root_shared`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// This user (or root) owns it.
+    #[default]
+    Private,
+    /// A directory of another user, or one its group can write, is accepted
+    /// (`jobs_root_shared: group`).
+    Group,
+}
 
 /// Why a directory or file cannot be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,13 +158,13 @@ fn io_err(what: &str, path: &Path, e: Errno) -> Error {
 /// Opens the directory `path` walking from `/` (relative paths from the working
 /// directory): every directory on the way must pass [`path_problem`], and the last `own`
 /// components [`own_problem`] (never a symbolic link). With `create`, missing directories
-/// are created: those on the path with `jobdir::DIR_MODE`, the own ones 0700. `what` names
-/// what the directory is for, in messages.
+/// are created: those on the path with that mode, the own ones 0700. `what` names what the
+/// directory is for, in messages.
 pub fn open_dir(
     path: &Path,
     sharing: Sharing,
     own: usize,
-    create: bool,
+    create: Option<u32>,
     what: &str,
 ) -> Result<OwnedFd> {
     let path = std::path::absolute(path)
@@ -212,11 +222,10 @@ pub fn open_dir(
         let next = shown.join(name);
         let mut made = None;
         let opened = match openat(&cur, name, flags, Mode::empty()) {
-            Err(Errno::ENOENT) if create => {
-                let mode = if is_own {
-                    0o700
-                } else {
-                    super::jobdir::DIR_MODE
+            Err(Errno::ENOENT) if create.is_some() => {
+                let mode = match (is_own, create) {
+                    (false, Some(m)) => m,
+                    _ => 0o700,
                 };
                 match mkdirat(&cur, name, Mode::from_bits_truncate(mode)) {
                     Ok(()) => made = Some(mode),
@@ -284,7 +293,7 @@ pub fn open_dir(
 /// (subdirectories included) [`own_problem`]; a symbolic link inside must be this user's
 /// and is not followed. `what` names it in messages.
 pub fn check_tree(dir: &Path, sharing: Sharing, what: &str) -> Result<()> {
-    let _fd = open_dir(dir, sharing, 1, false, what)?;
+    let _fd = open_dir(dir, sharing, 1, None, what)?;
     let me = nix::unistd::geteuid().as_raw();
     // Nobody else can change the directory or its path any more (checked just above), so
     // what is read below by path is what stays there.

@@ -811,7 +811,7 @@ impl Prepared {
                 parent,
                 self.sharing,
                 0,
-                true,
+                Some(crate::backend::jobdir::DIR_MODE),
                 &format!("the job directory {}", self.dir.display()),
             )
             .map_err(|e| e.at_flag(self.dir_flag))?;
