@@ -682,6 +682,36 @@ fn take_provider(
     Ok(out)
 }
 
+/// The fields of `train`, `ddp` and `optimizer` beyond the ones ovlaunch plans, taken out of
+/// the layered tree, each checked against the class Bridge's functions hold there
+/// (`config::unplanned`): (section, its fields).
+fn take_unplanned(
+    tree: &mut Map<String, Value>,
+) -> std::result::Result<Vec<(&'static str, Map<String, Value>)>, String> {
+    use crate::config::{DdpConfig, OptimizerConfig, TrainConfig, unplanned};
+    let mut out = Vec::new();
+    for section in [
+        TrainConfig::SECTION,
+        DdpConfig::SECTION,
+        OptimizerConfig::SECTION,
+    ] {
+        let mut taken = Map::new();
+        if let Some(Value::Object(m)) = tree.get_mut(section) {
+            let extra: Vec<String> = m
+                .keys()
+                .filter(|k| unplanned::is_field(section, k))
+                .cloned()
+                .collect();
+            for k in extra {
+                let v = m.remove(&k).unwrap_or(Value::Null);
+                taken.insert(k.clone(), unplanned::check(section, &k, v)?);
+            }
+        }
+        out.push((section, taken));
+    }
+    Ok(out)
+}
+
 /// The config of the layered `tree`; `at`: where its values come from, and for a user's
 /// recipe file the line of each of its sections (an error about one points there).
 fn build(
@@ -706,6 +736,11 @@ fn build(
             .at_file(origin)
             .help("the fields of the recipe's model provider class: Bridge's class in `ovlaunch plan`'s recipe")
     })?;
+    let unplanned = take_unplanned(&mut tree).map_err(|m| {
+        Error::usage(m)
+            .at_file(origin)
+            .help("the section's fields and their types: `ovlaunch fields SECTION`")
+    })?;
     let mut cfg: ConfigContainer = serde_json::from_value(Value::Object(tree)).map_err(|e| {
         let msg = e.to_string();
         let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
@@ -718,6 +753,13 @@ fn build(
     })?;
     cfg.bridge = bridge;
     cfg.model.provider = provider;
+    for (section, fields) in unplanned {
+        match section {
+            s if s == crate::config::TrainConfig::SECTION => cfg.train.unplanned = fields,
+            s if s == crate::config::DdpConfig::SECTION => cfg.ddp.unplanned = fields,
+            _ => cfg.optimizer.unplanned = fields,
+        }
+    }
     Ok(cfg)
 }
 
