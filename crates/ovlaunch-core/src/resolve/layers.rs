@@ -682,32 +682,32 @@ fn take_provider(
     Ok(out)
 }
 
-/// The fields of `train`, `ddp` and `optimizer` beyond the ones ovlaunch plans, taken out of
-/// the layered tree, each checked against the class Bridge's functions hold there
-/// (`config::unplanned`): (section, its fields).
+/// The fields of `train`, `ddp` and `optimizer` (in that order) beyond the ones ovlaunch
+/// plans, taken out of the layered tree, each checked against the class Bridge's functions
+/// hold there (`config::unplanned`).
 fn take_unplanned(
     tree: &mut Map<String, Value>,
-) -> std::result::Result<Vec<(&'static str, Map<String, Value>)>, String> {
+) -> std::result::Result<[Map<String, Value>; 3], String> {
     use crate::config::{DdpConfig, OptimizerConfig, TrainConfig, unplanned};
-    let mut out = Vec::new();
-    for section in [
+    let mut out: [Map<String, Value>; 3] = Default::default();
+    let sections = [
         TrainConfig::SECTION,
         DdpConfig::SECTION,
         OptimizerConfig::SECTION,
-    ] {
-        let mut taken = Map::new();
-        if let Some(Value::Object(m)) = tree.get_mut(section) {
-            let extra: Vec<String> = m
-                .keys()
-                .filter(|k| unplanned::is_field(section, k))
-                .cloned()
-                .collect();
-            for k in extra {
-                let v = m.remove(&k).unwrap_or(Value::Null);
-                taken.insert(k.clone(), unplanned::check(section, &k, v)?);
-            }
+    ];
+    for (section, taken) in sections.into_iter().zip(out.iter_mut()) {
+        let Some(Value::Object(m)) = tree.get_mut(section) else {
+            continue;
+        };
+        let extra: Vec<String> = m
+            .keys()
+            .filter(|k| unplanned::is_field(section, k))
+            .cloned()
+            .collect();
+        for k in extra {
+            let v = m.remove(&k).unwrap_or(Value::Null);
+            taken.insert(k.clone(), unplanned::check(section, &k, v)?);
         }
-        out.push((section, taken));
     }
     Ok(out)
 }
@@ -753,13 +753,11 @@ fn build(
     })?;
     cfg.bridge = bridge;
     cfg.model.provider = provider;
-    for (section, fields) in unplanned {
-        match section {
-            s if s == crate::config::TrainConfig::SECTION => cfg.train.unplanned = fields,
-            s if s == crate::config::DdpConfig::SECTION => cfg.ddp.unplanned = fields,
-            _ => cfg.optimizer.unplanned = fields,
-        }
-    }
+    [
+        cfg.train.unplanned,
+        cfg.ddp.unplanned,
+        cfg.optimizer.unplanned,
+    ] = unplanned;
     Ok(cfg)
 }
 
