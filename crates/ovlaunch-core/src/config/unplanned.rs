@@ -66,12 +66,12 @@ pub const REFUSED: &[(&str, &str, &str)] = &[
     (
         TrainConfig::SECTION,
         "rampup_batch_size",
-        "it changes the global batch step by step (Megatron-Core `RampupBatchsizeNumMicroBatchesCalculator`), while ovlaunch plans and checks one `train.global_batch_size` against the data-parallel size",
+        "it changes the global batch step by step (Megatron's `TrainingConfig` deprecates it for `step_batch_size_schedule`; Megatron-Core `num_microbatches_calculator.StepBatchsizeNumMicroBatchesCalculator`), while ovlaunch plans and checks one `train.global_batch_size` against the data-parallel size",
     ),
     (
         TrainConfig::SECTION,
         "step_batch_size_schedule",
-        "it changes the global batch step by step, while ovlaunch plans and checks one `train.global_batch_size` against the data-parallel size",
+        "it changes the global batch step by step (Megatron-Core `num_microbatches_calculator.StepBatchsizeNumMicroBatchesCalculator`), while ovlaunch plans and checks one `train.global_batch_size` against the data-parallel size",
     ),
     (
         TrainConfig::SECTION,
