@@ -29,7 +29,7 @@ pub fn run(
     if let Some(e) = prepared.rank_runtime_problem.take() {
         return Err(e);
     }
-    prepared.make_experiment_dir()?;
+    prepared.make_dirs()?;
     backend::write_job_dir(
         &*prepared.host,
         &prepared.dir,
