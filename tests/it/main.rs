@@ -44,5 +44,6 @@ mod slurm_faults;
 mod snapshots;
 mod trainer_env;
 mod trainer_env_slurm;
+mod unplanned_fields;
 mod user_cases;
 mod user_recipes;

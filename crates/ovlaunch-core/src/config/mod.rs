@@ -21,6 +21,7 @@ mod provider_fields;
 mod section;
 pub use section::Section;
 pub mod train;
+pub mod unplanned;
 
 use std::collections::BTreeMap;
 

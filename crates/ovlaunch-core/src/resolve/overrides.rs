@@ -166,18 +166,24 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
         // a field of some provider class: checked against the recipe's own when planned
         && !(section == config::ModelConfig::SECTION && config::provider::is_field(f))
+        // a field of the class Bridge holds in `train`, `ddp` or `optimizer` ovlaunch does
+        // not plan: typed (or refused, saying why) by `config::unplanned` below
+        && !config::unplanned::is_field(&section, f)
     {
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
             .at_flag(flag)
             .help(did_you_mean_then(
                 f,
-                known.iter().copied().chain(
-                    // the fields of Bridge's provider classes, for a `model` field
-                    config::provider::NAMES
-                        .iter()
-                        .copied()
-                        .filter(|n| section == config::ModelConfig::SECTION && !known.contains(n)),
-                ),
+                known
+                    .iter()
+                    .copied()
+                    .chain(
+                        // the fields of Bridge's provider classes, for a `model` field
+                        config::provider::NAMES.iter().copied().filter(|n| {
+                            section == config::ModelConfig::SECTION && !known.contains(n)
+                        }),
+                    )
+                    .chain(config::unplanned::names(&section)),
                 format!("see `ovlaunch fields {section}`"),
             )));
     }
@@ -206,6 +212,14 @@ fn parse_set(item: &str) -> Result<SetOverride> {
             COMM_OVERLAP.data_parallel_size
         ))
         .at_flag(flag));
+    }
+    if let Some(f) = &field
+        && config::unplanned::refused(&section, f).is_some()
+        && let Err(m) = config::unplanned::check(&section, f, Value::Null)
+    {
+        return Err(Error::usage(m).at_flag(flag).help(format!(
+            "the fields ovlaunch passes to the trainer as given: `ovlaunch fields {section}`"
+        )));
     }
     let mut value = yaml::parse_value(text);
     // An env value that reads as text is the text as given, byte for byte (YAML would fold
@@ -268,6 +282,17 @@ fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, 
             return Err(m);
         }
         return Ok(value);
+    }
+    // a field of the class Bridge holds in `train`, `ddp` or `optimizer` that ovlaunch does
+    // not plan: typed by the class, or refused saying why (`config::unplanned`)
+    if config::unplanned::is_field(section, field) {
+        return config::unplanned::check(section, field, value.clone()).map_err(|first| {
+            let as_text = Value::String(text.to_string());
+            match config::unplanned::check(section, field, as_text) {
+                Ok(_) => config::not_text(&path, &value, text.trim()).unwrap_or(first),
+                Err(_) => first,
+            }
+        });
     }
     let check = |v: &Value| -> Result<(), String> {
         let mut tree = serde_json::Map::new();
