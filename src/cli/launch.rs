@@ -818,6 +818,7 @@ pub fn options(
             },
         })
     };
+    let command = command();
     let opts = LaunchOptions {
         job_name,
         job_dir: dir.display().to_string(),
@@ -832,8 +833,8 @@ pub fn options(
         rank_runtime: (!args.no_rank_runtime)
             .then(|| format!("{}/{}", dir.display(), rankbin::FILE)),
         master_port: args.master_port,
-        command: command().args,
-        command_note: command().note(),
+        command_note: command.note(),
+        command: command.args,
         strict: plan_args.strict,
         package: None,
         target: target(plan, args, settings),

@@ -105,6 +105,8 @@ fn redact_secret_values(excerpt: &str, text: &str) -> String {
             };
             let line = source.get(n - 1).copied().unwrap_or("");
             let kept = match hidden[&n] {
+                // nothing after the key on its line (`? HF_TOKEN`, `HF_TOKEN:`)
+                Some(cut) if line[cut..].trim().is_empty() => return l.to_string(),
                 Some(cut) => &line[..cut],
                 None => &line[..line.len() - line.trim_start().len()],
             };

@@ -415,7 +415,7 @@ pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
         // `--unset NAME=VALUE`: the value is never shown (it may be a secret's)
         if let Some((n, _)) = name.split_once('=') {
             return Err(Error::usage(format!(
-                "`--unset` takes a variable's name only, and `{}=...` holds a value",
+                "`--unset` takes a variable's name only (`{}`), never a value",
                 n.escape_debug()
             ))
             .at_flag(format!("--unset {}=...", n.escape_debug()))
