@@ -399,7 +399,7 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
         let on = if name == "single" {
             "this machine".to_string()
         } else {
-            "every machine of the run (rendezvous at head node)".to_string()
+            "every machine of the run (rendezvous at fe80::1)".to_string()
         };
         assert!(
             stderr(&o).contains(&format!("run the script below on {on}\n")),

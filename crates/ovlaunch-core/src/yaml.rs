@@ -191,8 +191,12 @@ pub fn secret_value_lines(text: &str) -> std::collections::BTreeMap<usize, Optio
 }
 
 /// Where the value of a key named like a secret starts on `line` (the byte after its `:`),
-/// or, for a complex key (`? HF_TOKEN`), the line's end; `None` when the line states none.
+/// or, for a complex key (`? HF_TOKEN`), the line's end; `None` when the line states none
+/// (a comment line states none).
 fn secret_key_end(line: &str) -> Option<usize> {
+    if line.trim_start().starts_with('#') {
+        return None;
+    }
     let b = line.as_bytes();
     let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let complex = line.trim_start().starts_with('?');
@@ -592,6 +596,30 @@ pub fn to_string<T: Serialize>(value: &T) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_secrets_value_is_every_line_it_may_span() {
+        let lines = |t: &str| secret_value_lines(t).into_keys().collect::<Vec<_>>();
+        // a folded scalar: the deeper lines, not the next key
+        assert_eq!(
+            lines("e:\n  HF_TOKEN: >-\n    a\n\n    b\n  X: 1\n"),
+            [2, 3, 4, 5]
+        );
+        // a flow mapping left open, at any indent, until it closes
+        assert_eq!(lines("e: {HF_TOKEN:\na, X: [1]}\nY: 2\n"), [1, 2]);
+        // a complex key's `: value` line
+        assert_eq!(lines("e:\n  ? HF_TOKEN\n  : v\n  X: 1\n"), [2, 3]);
+        // quoted text over lines, whatever their indent
+        assert_eq!(lines("HF_TOKEN: \"a\nb\"\nX: 1\n"), [1, 2]);
+        // a lowercase key, and nothing for a name in a comment or a plain key
+        assert_eq!(lines("k: {token: v}\n# HF_TOKEN: no\nX: HF_TOKEN\n"), [1]);
+        let excerpt = " --> f:3:1\n  |\n2 |   HF_TOKEN: {value: s1,\n3 |     s2}\n  | ^ bad";
+        let text = "e:\n  HF_TOKEN: {value: s1,\n    s2}\n";
+        let shown = redact_secret_values(excerpt, text);
+        assert!(!shown.contains("s1") && !shown.contains("s2"), "{shown}");
+        assert!(shown.contains("2 |   HF_TOKEN: <redacted>"), "{shown}");
+        assert!(shown.contains("3 |     <redacted>"), "{shown}");
+    }
+
     use super::*;
 
     /// A second document is refused at its line with a fix, in the project's words.

@@ -433,3 +433,22 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
     active.sort_by(|a, b| (a.def.file.order, a.name()).cmp(&(b.def.file.order, b.name())));
     Ok(active)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rerun_leaves_a_secret_option_out() {
+        assert_eq!(
+            rerun_spec("wandb:project=p,api_key=k1,k2,entity=e"),
+            (
+                "wandb:project=p,entity=e".to_string(),
+                vec!["plugin wandb's api_key".to_string()]
+            )
+        );
+        assert_eq!(rerun_spec("wandb:api_key=k").0, "wandb");
+        assert_eq!(rerun_spec("nsys").0, "nsys");
+        assert!(rerun_spec("nsys:profile_step_start=3").1.is_empty());
+    }
+}
