@@ -110,8 +110,15 @@ pub fn stderr(o: &Output) -> String {
 /// The words real bash passes to `command` when it runs `script`: `command` is defined as a
 /// function printing each argument NUL-terminated, so quoting is bash's own, not a re-parse.
 pub fn words_bash_passes(command: &str, script: &str) -> Vec<String> {
+    words_bash_passes_in(command, script, Path::new("."))
+}
+
+/// [`words_bash_passes`] with bash working in `dir` (where a command the script should
+/// not run would leave its file).
+pub fn words_bash_passes_in(command: &str, script: &str, dir: &Path) -> Vec<String> {
     let prog = format!("{command}() {{ printf '%s\\0' \"$@\"; }}\n{script}");
     let out = Command::new("bash")
+        .current_dir(dir)
         .arg("-c")
         .arg(&prog)
         .output()

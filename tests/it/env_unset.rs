@@ -229,7 +229,7 @@ fn run_job(
         }),
         trainer: vec!["/usr/bin/env".into()],
         rank_runtime: rank_runtime.map(str::to_string),
-        command_line: "test".into(),
+        command: vec!["test".into()],
         ..LaunchOptions::new("unset", job_dir.display().to_string())
     };
     let a = crate::common::render_slurm(plan, &opts);

@@ -98,6 +98,16 @@ pub fn shown_flag(item: &str) -> String {
     }
 }
 
+/// Whether a text or a key anywhere in `v` holds a NUL byte.
+fn holds_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(m) => m.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
+    }
+}
+
 /// `--env ITEM` as messages show it: a secret value is redacted.
 pub fn shown_env_flag(item: &str) -> String {
     match item.split_once('=') {
@@ -229,6 +239,14 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         value = Value::String(text.to_string());
     }
     crate::input::check_no_nul("a --set value", text).map_err(|e| e.at_flag(flag.clone()))?;
+    // a NUL the value's YAML escapes make (`"a\0b"`, `"\x00"`, `"\u0000"`)
+    if holds_nul(&value) {
+        return Err(Error::usage(
+            "the value holds a NUL byte (a YAML escape such as `\\0`), which no argument or script text can carry",
+        )
+        .at_flag(flag)
+        .help("remove the `\\0` (`\\x00`, `\\u0000`) escape from the value"));
+    }
     if let Some(f) = &field {
         value = typed(&section, f, value, text).map_err(|m| {
             Error::usage(m)
@@ -419,12 +437,22 @@ pub fn parse_envs(
 pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for name in raw {
+        // `--unset NAME=VALUE`: the value is never shown (it may be a secret's)
+        if let Some((n, _)) = name.split_once('=') {
+            return Err(Error::usage(format!(
+                "`--unset` takes a variable's name only (`{}`), never a value",
+                n.escape_debug()
+            ))
+            .at_flag(format!("--unset {}=...", n.escape_debug()))
+            .help(format!("write --unset {}", n.escape_debug())));
+        }
         if !valid_env_name(name) {
-            return Err(
-                Error::usage(format!("`{name}` is not a valid environment variable name"))
-                    .at_flag(format!("--unset {name}"))
-                    .help(format!("names are {ENV_NAME_RULE}")),
-            );
+            return Err(Error::usage(format!(
+                "`{}` is not a valid environment variable name",
+                name.escape_debug()
+            ))
+            .at_flag(format!("--unset {}", name.escape_debug()))
+            .help(format!("names are {ENV_NAME_RULE}")));
         }
         if !out.contains(name) {
             out.push(name.clone());
