@@ -11,6 +11,7 @@ pub mod comm_overlap;
 pub mod ddp;
 pub mod env;
 pub mod hardware;
+pub mod hybrid;
 pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;

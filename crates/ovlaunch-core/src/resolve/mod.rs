@@ -13,6 +13,7 @@ pub mod cuda_graph;
 pub mod env;
 pub mod env_rules;
 pub mod hf_source;
+pub mod hybrid_rules;
 mod known;
 pub mod layers;
 pub mod layout;
@@ -297,7 +298,9 @@ fn resolve_picked(
         .map(|c| checkpoint::neutralise(&mut l.cfg.model, c, &mut t));
     // 3. The parallel layout checked against the world size.
     let class = inp.recipe.provider_class(choice.variant);
-    layout::class_checks(&l.cfg.model, class.known(), class.hybrid()).map_err(located)?;
+    let function = inp.recipe.holder(choice.variant).function;
+    layout::class_checks(&l.cfg.model, class.known(), class.hybrid(), function)
+        .map_err(located)?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t).map_err(located)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
@@ -594,7 +597,14 @@ pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
             checkpoint::neutralise(&mut l.cfg.model, &cp, &mut t);
         }
         let class = recipe.provider_class(Some(v));
-        layout::check_values(&l.cfg.model, &l.cfg.train, class.known(), class.hybrid())
+        let function = recipe.holder(Some(v)).function;
+        layout::check_values(
+            &l.cfg.model,
+            &l.cfg.train,
+            class.known(),
+            class.hybrid(),
+            function,
+        )
     });
     checked.map_err(|e| {
         let (fields, line) = match e.origin.as_deref() {
