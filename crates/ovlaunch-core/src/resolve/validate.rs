@@ -2152,7 +2152,91 @@ const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
         "ConfigContainer.validate",
         distributed_checkpoint_without_gloo,
     ),
+    (SCHEDULER_INIT, scheduler_max_lr),
+    (SCHEDULER_INIT, scheduler_min_lr),
+    (SCHEDULER_INIT, scheduler_max_over_min),
+    (SCHEDULER_INIT, scheduler_init_under_max),
 ];
+
+/// Megatron-Core's learning-rate scheduler, which Bridge's `get_optimizer_and_scheduler`
+/// (`megatron/bridge/training/optim.py`, `_get_scheduler`) builds at setup with
+/// `max_lr=optimizer.lr`, `min_lr=optimizer.min_lr`, `init_lr=scheduler.lr_warmup_init`.
+/// (The warmup and decay steps it asserts on are the ones Bridge's `ConfigContainer.validate`
+/// derives, caps and checks first.)
+pub const SCHEDULER_INIT: &str =
+    "megatron/core/optimizer_param_scheduler.py OptimizerParamScheduler.__init__";
+
+/// `self.max_lr = float(max_lr)`: the learning rate is a number.
+fn scheduler_max_lr(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    if a.optimizer.lr.is_some() {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "float() argument must be a string or a real number, not 'NoneType': {} is unset, and the scheduler takes it as its max_lr ({SCHEDULER_INIT})",
+        OPTIMIZER.lr
+    ))
+    .at_fields(OPTIMIZER.lr)
+    .help(format!(
+        "give the peak learning rate, e.g. --set {}=0.0003, or leave the recipe's",
+        OPTIMIZER.lr
+    )))
+}
+
+/// `assert self.min_lr >= 0.0` (an unset one fails the comparison).
+fn scheduler_min_lr(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    let why = match a.optimizer.min_lr {
+        Some(min) if min >= 0.0 => return Ok(()),
+        Some(min) => format!("{} is {min}", OPTIMIZER.min_lr),
+        None => format!(
+            "'>=' not supported between instances of 'NoneType' and 'float': {} is unset",
+            OPTIMIZER.min_lr
+        ),
+    };
+    Err(Error::config(format!(
+        "assert self.min_lr >= 0.0 fails: {why} ({SCHEDULER_INIT})"
+    ))
+    .at_fields(OPTIMIZER.min_lr)
+    .help(format!("--set {}=0.0, or another value from 0 up to the learning rate", OPTIMIZER.min_lr)))
+}
+
+/// `assert self.max_lr >= self.min_lr`.
+fn scheduler_max_over_min(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    let (Some(max), Some(min)) = (a.optimizer.lr, a.optimizer.min_lr) else {
+        return Ok(());
+    };
+    if max >= min {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "assert self.max_lr >= self.min_lr fails: {} {max} is below {} {min} ({SCHEDULER_INIT})",
+        OPTIMIZER.lr, OPTIMIZER.min_lr
+    ))
+    .at_fields([OPTIMIZER.lr, OPTIMIZER.min_lr])
+    .help(format!(
+        "--set {}={max} (or lower), or --set {}={min} (or higher)",
+        OPTIMIZER.min_lr, OPTIMIZER.lr
+    )))
+}
+
+/// `assert self.init_lr <= self.max_lr`: the warmup starts at or below the peak.
+fn scheduler_init_under_max(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    let (Some(max), Some(init)) = (a.optimizer.lr, k.num(SCHEDULER.lr_warmup_init)) else {
+        return Ok(());
+    };
+    if init <= max {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "assert self.init_lr <= self.max_lr fails: {} {init} is above {} {max} ({SCHEDULER_INIT})",
+        SCHEDULER.lr_warmup_init, OPTIMIZER.lr
+    ))
+    .at_fields([SCHEDULER.lr_warmup_init, OPTIMIZER.lr])
+    .help(format!(
+        "--set {}=0.0 (or another value up to {max}), or --set {}={init} (or higher)",
+        SCHEDULER.lr_warmup_init, OPTIMIZER.lr
+    )))
+}
 
 const ENERGON: &str = "megatron.bridge.data.builders.energon.EnergonDatasetConfig";
 
