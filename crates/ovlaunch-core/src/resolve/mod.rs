@@ -322,6 +322,9 @@ fn resolve_picked(
         &mut t,
     )
     .map_err(located)?;
+    if inp.strict {
+        strict_refusal(&t, &l).map_err(located)?;
+    }
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
         checkpoint::forget_derived(c, &mut t);
@@ -1194,16 +1197,47 @@ fn flex_dispatcher_fits(
     )))
 }
 
+/// `--strict`: the first decision that switches off a setting the user turned on (`--set`, the
+/// user's recipe file over its Bridge function, a plugin's set; [`Decision::turning_off`]) is
+/// an error, naming the setting, who asked for it and the rule. One property of a decision, so
+/// every rule that switches a setting off is refused alike; a recipe's own value a rule
+/// switches off stays a decision. (The TP-overlap gate refuses in its own stage, whoever asked,
+/// with its fix.)
+fn strict_refusal(t: &Trace, l: &layers::Layered) -> Result<()> {
+    let by = |key: &str| match l.prov.source(key) {
+        Source::Plugin(name) => Some(format!("plugin {name}")),
+        _ if l.prov.user_set(key) => Some("--set".to_string()),
+        _ if l.user_changed(key) => Some("the recipe file".to_string()),
+        _ => None,
+    };
+    let Some((d, by)) = t
+        .decisions
+        .iter()
+        .filter(|d| d.turns_off)
+        .find_map(|d| Some((d, by(&d.key)?)))
+    else {
+        return Ok(());
+    };
+    Err(Error::config(format!(
+        "--strict refuses a silent disable: {} is asked for by {by}, and {}",
+        d.key, d.rule
+    ))
+    .at_fields(d.key.as_str())
+    .help(format!(
+        "drop the setting (or --set {}={}), or change what the rule reads; without --strict the plan records the decision and goes on",
+        d.key, d.value
+    )))
+}
+
 /// Bridge's `TransformerConfig.finalize` (models/transformer_config.py) before Megatron-Core's
 /// checks: sequence parallelism is turned off with TP <= 1 (Megatron-Core would refuse it).
 fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
     if m.sequence_parallel && m.tensor_model_parallel_size <= 1 {
         m.sequence_parallel = false;
-        t.decisions.push(Decision::new(
+        t.decisions.push(Decision::turning_off(
             MODEL.sequence_parallel,
             false,
             "Bridge's TransformerConfig.finalize turns sequence parallelism off with tensor_model_parallel_size <= 1 (Megatron-Core would refuse it)",
-            Source::Derived,
         ));
     }
 }

@@ -258,14 +258,13 @@ fn param_remainders(o: &mut OptimizerConfig, stack: &Stack, decisions: &mut Vec<
     };
     if o.use_precision_aware_optimizer && o.store_param_remainders && !te.at_least("2.1.0") {
         o.store_param_remainders = false;
-        decisions.push(Decision::new(
+        decisions.push(Decision::turning_off(
             OPTIMIZER.store_param_remainders,
             false,
             format!(
                 "Megatron-Core's OptimizerConfig.__post_init__ turns it off with {} under Transformer Engine {te} (before 2.1.0)",
                 OPTIMIZER.use_precision_aware_optimizer
             ),
-            Source::Derived,
         ));
     }
 }
@@ -995,19 +994,17 @@ fn megatron_fsdp(
         // has no disable_symmetric_registration field, so mcore's default False applies.
         if ddp.average_in_collective {
             ddp.average_in_collective = false;
-            decisions.push(Decision::new(
+            decisions.push(Decision::turning_off(
                 DDP.average_in_collective,
                 false,
                 "average_in_collective is not supported with NCCL symmetric registration under Megatron-FSDP (config.py validate)",
-                Source::Derived,
             ));
         }
         if ddp.reuse_grad_buf_for_mxfp8_param_ag || optimizer.reuse_grad_buf_for_mxfp8_param_ag {
-            decisions.push(Decision::new(
+            decisions.push(Decision::turning_off(
                 DDP.reuse_grad_buf_for_mxfp8_param_ag,
                 false,
                 "Megatron-FSDP turns MXFP8 grad-buffer reuse off (config.py validate)",
-                Source::Derived,
             ));
         }
         ddp.reuse_grad_buf_for_mxfp8_param_ag = false;
@@ -2162,12 +2159,22 @@ const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
 /// (`megatron/bridge/training/optim.py`, `_get_scheduler`) builds at setup with
 /// `max_lr=optimizer.lr`, `min_lr=optimizer.min_lr`, `init_lr=scheduler.lr_warmup_init`.
 /// (The warmup and decay steps it asserts on are the ones Bridge's `ConfigContainer.validate`
-/// derives, caps and checks first.)
+/// derives, caps and checks first.) A recipe naming no Bridge function is not trained by
+/// Bridge's runner: nothing builds the scheduler, and these rows do not apply.
 pub const SCHEDULER_INIT: &str =
     "megatron/core/optimizer_param_scheduler.py OptimizerParamScheduler.__init__";
 
+/// Whether Bridge's runner trains the job (the recipe names a Bridge function), and so builds
+/// the scheduler.
+fn bridge_schedules(k: &Known<'_>) -> bool {
+    k.holder().function.is_some()
+}
+
 /// `self.max_lr = float(max_lr)`: the learning rate is a number.
-fn scheduler_max_lr(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
+fn scheduler_max_lr(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    if !bridge_schedules(k) {
+        return Ok(());
+    }
     if a.optimizer.lr.is_some() {
         return Ok(());
     }
@@ -2183,7 +2190,10 @@ fn scheduler_max_lr(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
 }
 
 /// `assert self.min_lr >= 0.0` (an unset one fails the comparison).
-fn scheduler_min_lr(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
+fn scheduler_min_lr(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    if !bridge_schedules(k) {
+        return Ok(());
+    }
     let why = match a.optimizer.min_lr {
         Some(min) if min >= 0.0 => return Ok(()),
         Some(min) => format!("{} is {min}", OPTIMIZER.min_lr),
@@ -2200,7 +2210,10 @@ fn scheduler_min_lr(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
 }
 
 /// `assert self.max_lr >= self.min_lr`.
-fn scheduler_max_over_min(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
+fn scheduler_max_over_min(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    if !bridge_schedules(k) {
+        return Ok(());
+    }
     let (Some(max), Some(min)) = (a.optimizer.lr, a.optimizer.min_lr) else {
         return Ok(());
     };
@@ -2221,6 +2234,9 @@ fn scheduler_max_over_min(_: &Known<'_>, a: &Across<'_>) -> Result<()> {
 /// `assert self.init_lr <= self.max_lr`: the warmup starts at or below the peak.
 fn scheduler_init_under_max(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
     use crate::config::bridge::paths::SCHEDULER;
+    if !bridge_schedules(k) {
+        return Ok(());
+    }
     let (Some(max), Some(init)) = (a.optimizer.lr, k.num(SCHEDULER.lr_warmup_init)) else {
         return Ok(());
     };
