@@ -553,6 +553,7 @@ fn validate_stage(
         optimizer: &l.cfg.optimizer,
         par,
         micro_batch_changed: l.overridden(crate::config::TRAIN.micro_batch_size),
+        stated: &|f: &str| l.prov.source(f) != Source::Default || l.user_changed(f),
     };
     validate::container_checks(&l.cfg.bridge, holder, &across)?;
     if let Some(mp) = mixed_precision {

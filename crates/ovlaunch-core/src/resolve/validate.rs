@@ -2110,6 +2110,9 @@ pub struct Across<'a> {
     /// `train.micro_batch_size` changed over the recipe's function (`--set`, a plugin, the
     /// user's recipe file).
     pub micro_batch_changed: bool,
+    /// Whether the plan's layers state a field (the recipe, the user's file, a plugin,
+    /// `--set`), rather than leaving it to Bridge's function or Megatron-Core's default.
+    pub stated: &'a dyn Fn(&str) -> bool,
 }
 
 /// One cross-section rule of `ConfigContainer.validate`.
@@ -2170,12 +2173,13 @@ fn bridge_schedules(k: &Known<'_>) -> bool {
     k.holder().function.is_some()
 }
 
-/// `self.max_lr = float(max_lr)`: the learning rate is a number.
+/// `self.max_lr = float(max_lr)`: the learning rate is a number (an unset one the plan does
+/// not state is the function's own, left to Bridge).
 fn scheduler_max_lr(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
     if !bridge_schedules(k) {
         return Ok(());
     }
-    if a.optimizer.lr.is_some() {
+    if a.optimizer.lr.is_some() || !(a.stated)(OPTIMIZER.lr) {
         return Ok(());
     }
     Err(Error::config(format!(
@@ -2197,6 +2201,7 @@ fn scheduler_min_lr(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
     let why = match a.optimizer.min_lr {
         Some(min) if min >= 0.0 => return Ok(()),
         Some(min) => format!("{} is {min}", OPTIMIZER.min_lr),
+        None if !(a.stated)(OPTIMIZER.min_lr) => return Ok(()),
         None => format!(
             "'>=' not supported between instances of 'NoneType' and 'float': {} is unset",
             OPTIMIZER.min_lr
