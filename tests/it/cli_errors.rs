@@ -488,6 +488,39 @@ fn strict_refuses_every_switch_off_of_what_the_user_asked_for() {
     assert_eq!(plan["model"]["sequence_parallel"], false);
 }
 
+/// A field given under the wrong section is pointed at its own (`lr` of `optimizer`,
+/// `num_layers` of `model`, `save` of `checkpoint`), with the `--set` that reaches it, and that
+/// `--set` is accepted; a misspelt name gets the close ones (the longest shared start first
+/// among as close), never a far-off one.
+#[test]
+fn an_unknown_name_points_at_the_close_and_the_right_section() {
+    let base = ["plan", "-r", "llama3_8b", "-g", "h100x8", "--set"];
+    for (set, whose, fix) in [
+        ("model.lr=0.0002", "`lr` is a field of `optimizer`", "--set optimizer.lr=0.0002"),
+        ("train.num_layers=16", "`num_layers` is a field of `model`", "--set model.num_layers=16"),
+        ("train.save=/ckpt", "`save` is a field of `checkpoint`", "--set checkpoint.save=/ckpt"),
+    ] {
+        let err = usage_error(&[&base[..], &[set]].concat());
+        let (path, _) = set.split_once('=').unwrap();
+        let (section, field) = path.split_once('.').unwrap();
+        assert!(
+            err.starts_with(&format!(
+                "error: --set {set}: unknown field `{field}` in `{section}`\n  help: {whose}: {fix}"
+            )),
+            "{err}"
+        );
+        ok(&[&base[..], &[fix.trim_start_matches("--set ")]].concat());
+    }
+    // no letters inside another name's part: nothing rather than `async_..._allreduce`
+    let err = usage_error(&[&base[..], &["model.xq=1"]].concat());
+    assert!(!err.contains("did you mean"), "{err}");
+    let err = usage_error(&["plan", "-r", "llama3_8b_sft_h100_bf16", "-g", "h100x8"]);
+    assert!(
+        err.contains("`llama3_8b_sft_h100x2_bf16`, `llama3_8b_sft_h100x8_bf16`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bridge_assertions_exit_2() {
     insta::assert_snapshot!(plan_of_recipe(

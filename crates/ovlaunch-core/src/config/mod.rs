@@ -112,6 +112,24 @@ pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> 
     }
 }
 
+/// The sections other than `not_in` that hold a field named `field` (ovlaunch's typed
+/// sections, Bridge's pass-through ones with every class they come in, and `model` with its
+/// provider classes' fields), in [`sections`]' order: where a `--set` of a field given under
+/// the wrong section belongs.
+pub fn sections_holding(field: &str, not_in: &str) -> Vec<&'static str> {
+    sections()
+        .filter(|s| *s != not_in)
+        .filter(|s| {
+            let own = if bridge::is_section(s) {
+                bridge::all_names(s).contains(&field)
+            } else {
+                section_fields(s).flatten().is_some_and(|f| f.contains(&field))
+            };
+            own || (*s == ModelConfig::SECTION && provider::is_field(field))
+        })
+        .collect()
+}
+
 /// Every addressable section's key, in order: the typed ones, then Bridge's pass-through
 /// ones (`config::bridge`).
 pub fn sections() -> impl Iterator<Item = &'static str> + Clone {
