@@ -458,12 +458,15 @@ fn strict_refuses_every_switch_off_of_what_the_user_asked_for() {
     let plan = plan_json(&[&base[..], &sp[..]].concat());
     assert_eq!(plan["model"]["sequence_parallel"], false);
     assert!(
-        plan["decisions"].as_array().unwrap().iter().any(|d| d["key"]
-            == "model.sequence_parallel"
-            && d["rule"]
-                .as_str()
-                .unwrap()
-                .contains("turns sequence parallelism off")),
+        plan["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["key"] == "model.sequence_parallel"
+                && d["rule"]
+                    .as_str()
+                    .unwrap()
+                    .contains("turns sequence parallelism off")),
         "{plan}"
     );
     // the neighbour at TP 2 keeps it, under --strict
@@ -484,7 +487,13 @@ fn strict_refuses_every_switch_off_of_what_the_user_asked_for() {
     assert!(err.contains("asked for by the recipe file"), "{err}");
     assert!(err.contains(&format!("{p}:3")), "{err}");
     // GLM-4.5 Air's H100 recipe states sequence parallelism at TP 1 itself: a decision
-    let plan = plan_json(&["--recipe", "glm45_air_106b_pretrain", "--gpus", "h100x64", "--strict"]);
+    let plan = plan_json(&[
+        "--recipe",
+        "glm45_air_106b_pretrain",
+        "--gpus",
+        "h100x64",
+        "--strict",
+    ]);
     assert_eq!(plan["model"]["sequence_parallel"], false);
 }
 
@@ -496,9 +505,21 @@ fn strict_refuses_every_switch_off_of_what_the_user_asked_for() {
 fn an_unknown_name_points_at_the_close_and_the_right_section() {
     let base = ["plan", "-r", "llama3_8b", "-g", "h100x8", "--set"];
     for (set, whose, fix) in [
-        ("model.lr=0.0002", "`lr` is a field of `optimizer`", "--set optimizer.lr=0.0002"),
-        ("train.num_layers=16", "`num_layers` is a field of `model`", "--set model.num_layers=16"),
-        ("train.save=/ckpt", "`save` is a field of `checkpoint`", "--set checkpoint.save=/ckpt"),
+        (
+            "model.lr=0.0002",
+            "`lr` is a field of `optimizer`",
+            "--set optimizer.lr=0.0002",
+        ),
+        (
+            "train.num_layers=16",
+            "`num_layers` is a field of `model`",
+            "--set model.num_layers=16",
+        ),
+        (
+            "train.save=/ckpt",
+            "`save` is a field of `checkpoint`",
+            "--set checkpoint.save=/ckpt",
+        ),
     ] {
         let err = usage_error(&[&base[..], &[set]].concat());
         let (path, _) = set.split_once('=').unwrap();

@@ -68,12 +68,18 @@ const CASES: &[Case] = &[
     },
     Case {
         rule: "the pattern's MTP part",
-        sets: &["model.hybrid_layer_pattern=M-M-/M-/M*", "model.num_layers=4"],
+        sets: &[
+            "model.hybrid_layer_pattern=M-M-/M-/M*",
+            "model.num_layers=4",
+        ],
         fields: "model.hybrid_layer_pattern",
         message: "All MTP patterns must be identical. Pattern 1 is 'M-', but pattern 2 is 'M*'.",
         cites: "parse_hybrid_pattern, run by Megatron-Core's HybridModel.__init__",
         fix: "--set 'model.hybrid_layer_pattern=",
-        accepted: &["model.hybrid_layer_pattern=M-M-/M-/M-", "model.num_layers=4"],
+        accepted: &[
+            "model.hybrid_layer_pattern=M-M-/M-/M-",
+            "model.num_layers=4",
+        ],
     },
 ];
 
@@ -108,7 +114,15 @@ fn each_hybrid_pattern_rule_refuses_with_the_fields_and_a_fix_beside_an_accepted
     }
     // the tester's own: the recipe's layer count changed without its pattern
     assert_refused(
-        &["plan", "-r", RECIPE, "-g", "h100x8", "--set", "model.num_layers=10"],
+        &[
+            "plan",
+            "-r",
+            RECIPE,
+            "-g",
+            "h100x8",
+            "--set",
+            "model.num_layers=10",
+        ],
         "model.num_layers, model.hybrid_layer_pattern",
         "num_layers (10) does not match the number of layers derived from hybrid_layer_pattern (52).",
         "HybridModelProvider.finalize",
@@ -160,7 +174,11 @@ fn the_pattern_parser_accepts_and_refuses_what_megatron_cores_does() {
         .env("PYTHONWARNINGS", "ignore")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let said = String::from_utf8(out.stdout).unwrap();
     let said: Vec<&str> = said.lines().collect();
     assert_eq!(said.len(), patterns.len(), "{said:?}");
@@ -169,12 +187,30 @@ fn the_pattern_parser_accepts_and_refuses_what_megatron_cores_does() {
         let (verdict, layers) = (words.next().unwrap(), words.next().unwrap());
         let set = format!("model.hybrid_layer_pattern=\"{p}\"");
         let n = format!("model.num_layers={layers}");
-        let o = run(&["overrides", "-r", RECIPE, "-g", "h100x8", "--set", &set, "--set", &n]);
+        let o = run(&[
+            "overrides",
+            "-r",
+            RECIPE,
+            "-g",
+            "h100x8",
+            "--set",
+            &set,
+            "--set",
+            &n,
+        ]);
         let err = stderr(&o);
         match words.next().filter(|_| verdict == "error") {
-            None => assert_eq!(o.status.code(), Some(0), "{p}: Megatron-Core accepts it\n{err}"),
+            None => assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{p}: Megatron-Core accepts it\n{err}"
+            ),
             Some(words) => {
-                assert_eq!(o.status.code(), Some(2), "{p}: Megatron-Core refuses it: {words}");
+                assert_eq!(
+                    o.status.code(),
+                    Some(2),
+                    "{p}: Megatron-Core refuses it: {words}"
+                );
                 assert!(err.contains(words), "{p}: {words}\n{err}");
             }
         }

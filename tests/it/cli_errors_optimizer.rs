@@ -371,7 +371,9 @@ fn each_scheduler_rule_refuses_with_the_fields_and_a_fix() {
         plan.extend(args);
         assert_refused(&plan, fields, message, cites, fix);
         assert!(assert_render_refused(&args).contains(message));
-        ok(&["plan", "--recipe", RECIPE, "--gpus", "h100x8", "--set", accepted]);
+        ok(&[
+            "plan", "--recipe", RECIPE, "--gpus", "h100x8", "--set", accepted,
+        ]);
     }
     // a recipe file's `lr: ~`, pointed at its line
     let d = tempfile::tempdir().unwrap();

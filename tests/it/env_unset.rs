@@ -437,7 +437,10 @@ fn unsetting_what_the_launch_needs_is_refused() {
     }
     for neighbour in ["HOME", "SLURM_MEM_PER_CPU", "PATHS"] {
         let plan = plan_json(&["-r", "llama70b", "-g", "h100x64", "--unset", neighbour]);
-        assert!(plan["env_unset"].get(neighbour).is_some(), "{neighbour}: {plan}");
+        assert!(
+            plan["env_unset"].get(neighbour).is_some(),
+            "{neighbour}: {plan}"
+        );
     }
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("r.yaml");

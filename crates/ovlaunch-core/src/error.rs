@@ -251,7 +251,13 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     let parts_of = |c: &str| word.len() >= 3 && format!("_{c}_").contains(&format!("_{word}_"));
     let mut scored: Vec<(usize, std::cmp::Reverse<usize>, &str)> = candidates
         .into_iter()
-        .map(|c| (edit_distance(word, c), std::cmp::Reverse(common_prefix(word, c)), c))
+        .map(|c| {
+            (
+                edit_distance(word, c),
+                std::cmp::Reverse(common_prefix(word, c)),
+                c,
+            )
+        })
         .filter(|(d, _, c)| *d <= most(c) || parts_of(c))
         .collect();
     // closest first; among as close, the longest shared start (`llama3_8b_sft_h100x8_bf16`
@@ -347,9 +353,12 @@ mod tests {
         assert!(suggest("zzzz", ["llama70b"]).is_empty());
         // a short word: one edit, and never letters inside another name's part
         assert!(suggest("lr", ["async_tensor_model_parallel_allreduce", "fp8"]).is_empty());
-        assert_eq!(suggest("lr", ["lm", "lrs", "ab"]), vec!["lm", "lrs"]);
+        assert_eq!(suggest("lr", ["lm", "lrs", "ab"]), vec!["lrs", "lm"]);
         // the word as whole parts of a name
-        assert_eq!(suggest("layers", ["num_layers", "players"]), vec!["players", "num_layers"]);
+        assert_eq!(
+            suggest("layers", ["num_layers", "players"]),
+            vec!["players", "num_layers"]
+        );
         // as close, the longer shared start first
         assert_eq!(
             suggest(

@@ -41,13 +41,18 @@ pub struct Parsed {
 impl Parsed {
     /// The main pattern's layer symbols, in order (`|` left out).
     pub fn main_layers(&self) -> impl Iterator<Item = char> + '_ {
-        self.main.iter().flat_map(|m| m.chars()).filter(|c| *c != PIPE)
+        self.main
+            .iter()
+            .flat_map(|m| m.chars())
+            .filter(|c| *c != PIPE)
     }
 
     /// The main pattern's pipeline segments, split at `|` (one segment without `|`;
     /// Megatron-Core's `select_pipeline_segment` reads an empty main pattern as one empty one).
     pub fn segments(&self) -> Vec<&str> {
-        self.main.as_deref().map_or(vec![""], |m| m.split(PIPE).collect())
+        self.main
+            .as_deref()
+            .map_or(vec![""], |m| m.split(PIPE).collect())
     }
 }
 
@@ -171,9 +176,17 @@ mod tests {
                 .unwrap_err()
                 .starts_with("In main pattern, 'X' is not a valid layer symbol.")
         );
-        assert!(parse("MM/M|").unwrap_err().starts_with("In MTP pattern, '|'"));
+        assert!(
+            parse("MM/M|")
+                .unwrap_err()
+                .starts_with("In MTP pattern, '|'")
+        );
         assert!(parse("MM/M*/MM").unwrap_err().contains("pattern 2 is 'MM'"));
-        assert!(parse("M*+").unwrap_err().contains("both Attention and MLA/DSA"));
+        assert!(
+            parse("M*+")
+                .unwrap_err()
+                .contains("both Attention and MLA/DSA")
+        );
         // the count reads the main pattern only
         assert_eq!(total_layers("M-/X"), Ok(2));
     }

@@ -123,7 +123,9 @@ pub fn sections_holding(field: &str, not_in: &str) -> Vec<&'static str> {
             let own = if bridge::is_section(s) {
                 bridge::all_names(s).contains(&field)
             } else {
-                section_fields(s).flatten().is_some_and(|f| f.contains(&field))
+                section_fields(s)
+                    .flatten()
+                    .is_some_and(|f| f.contains(&field))
             };
             own || (*s == ModelConfig::SECTION && provider::is_field(field))
         })

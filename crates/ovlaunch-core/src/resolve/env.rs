@@ -108,7 +108,10 @@ pub const LAUNCH_NEEDS: &[(&str, &str)] = &[
 
 /// Why the launch needs `name`, if it does ([`LAUNCH_NEEDS`]).
 pub fn launch_needs(name: &str) -> Option<&'static str> {
-    LAUNCH_NEEDS.iter().find(|(n, _)| *n == name).map(|(_, why)| *why)
+    LAUNCH_NEEDS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, why)| *why)
 }
 
 /// The env stage's result.
@@ -386,9 +389,9 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             "{k} cannot be removed from the job's environment: {why}"
         ));
         return Err(match source {
-            Source::User => e
-                .at_flag(format!("--unset {k}"))
-                .help(format!("drop --unset {k}: the job keeps the value the launch gives it")),
+            Source::User => e.at_flag(format!("--unset {k}")).help(format!(
+                "drop --unset {k}: the job keeps the value the launch gives it"
+            )),
             other => e.help(format!(
                 "remove the unset of {k} ({}): the job keeps the value the launch gives it",
                 other.as_string()

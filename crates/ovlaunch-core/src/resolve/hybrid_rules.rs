@@ -22,7 +22,8 @@ use crate::config::hybrid::{self, MTP_SEPARATOR};
 use crate::config::{MODEL, ModelConfig};
 use crate::error::{Error, Result};
 
-const FINALIZE: &str = "megatron/bridge/models/hybrid/hybrid_provider.py HybridModelProvider.finalize";
+const FINALIZE: &str =
+    "megatron/bridge/models/hybrid/hybrid_provider.py HybridModelProvider.finalize";
 const COUNT: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py get_hybrid_total_layer_count (_validate_pattern), run by Bridge's HybridModelProvider.finalize";
 const PARSE_AT_FINALIZE: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py parse_hybrid_pattern, run by Bridge's HybridModelProvider.finalize with an MTP pattern";
 const PARSE_AT_BUILD: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py parse_hybrid_pattern, run by Megatron-Core's HybridModel.__init__";
@@ -160,7 +161,9 @@ fn pattern_fix(f: &Facts<'_>, field: &str) -> String {
 
 fn both_patterns(f: &Facts<'_>) -> Result<()> {
     let m = f.model;
-    if stated(m, OVERRIDE_PATTERN).flatten().is_some() && stated(m, LAYER_PATTERN).flatten().is_some() {
+    if stated(m, OVERRIDE_PATTERN).flatten().is_some()
+        && stated(m, LAYER_PATTERN).flatten().is_some()
+    {
         return Err(Error::config(format!(
             "hybrid_override_pattern and hybrid_layer_pattern cannot both be specified. hybrid_override_pattern is deprecated; use hybrid_layer_pattern instead. ({FINALIZE})"
         ))
@@ -181,7 +184,11 @@ fn main_symbols(f: &Facts<'_>) -> Result<()> {
 /// The MTP part's refusal, blamed on the MTP field where it gives the part.
 fn mtp_refusal(f: &Facts<'_>, source: &str) -> Result<()> {
     hybrid::parse(&f.unified).map(drop).map_err(|e| {
-        let field = if f.mtp.is_some() { MTP_PATTERN } else { f.main_field };
+        let field = if f.mtp.is_some() {
+            MTP_PATTERN
+        } else {
+            f.main_field
+        };
         Error::config(format!("{e} ({source})"))
             .at_fields(path(field))
             .help(pattern_fix(f, field))
@@ -235,7 +242,7 @@ fn layer_count(f: &Facts<'_>) -> Result<()> {
 mod tests {
     use super::*;
 
-    const F: &str = "nemotronh_4b_pretrain_config";
+    const F: &str = "nemotronh_4b_pretrain_1gpu_h100_bf16_config";
 
     fn model(sets: &[(&str, Value)], layers: u32) -> ModelConfig {
         let mut m = ModelConfig {
@@ -269,7 +276,10 @@ mod tests {
         let p = |s: &str| (LAYER_PATTERN, Value::from(s));
         assert!(run(&model(&[p("M-M-|M*M-")], 8)).is_ok());
         let e = run(&model(&[p("XYZ")], 3)).unwrap_err();
-        assert!(e.message.starts_with("In main pattern, 'X' is not a valid layer symbol."));
+        assert!(
+            e.message
+                .starts_with("In main pattern, 'X' is not a valid layer symbol.")
+        );
         let e = run(&model(&[p("M-M-")], 52)).unwrap_err();
         assert!(e.message.contains("(52) does not match"), "{}", e.message);
         let e = run(&model(&[p("M-M-/*M/*-")], 4)).unwrap_err();
@@ -281,7 +291,11 @@ mod tests {
         let mut m = model(&[p("M-"), (MTP_PATTERN, Value::from("M|"))], 2);
         m.mtp_num_layers = Some(1);
         let e = run(&m).unwrap_err();
-        assert!(e.message.starts_with("In MTP pattern, '|'"), "{}", e.message);
+        assert!(
+            e.message.starts_with("In MTP pattern, '|'"),
+            "{}",
+            e.message
+        );
         // no depths: finalize joins no copy, and nothing reads the MTP pattern
         m.mtp_num_layers = None;
         assert!(run(&m).is_ok());

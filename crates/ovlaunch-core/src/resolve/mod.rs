@@ -299,8 +299,7 @@ fn resolve_picked(
     // 3. The parallel layout checked against the world size.
     let class = inp.recipe.provider_class(choice.variant);
     let function = inp.recipe.holder(choice.variant).function;
-    layout::class_checks(&l.cfg.model, class.known(), class.hybrid(), function)
-        .map_err(located)?;
+    layout::class_checks(&l.cfg.model, class.known(), class.hybrid(), function).map_err(located)?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t).map_err(located)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).

@@ -2211,7 +2211,10 @@ fn scheduler_min_lr(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
         "assert self.min_lr >= 0.0 fails: {why} ({SCHEDULER_INIT})"
     ))
     .at_fields(OPTIMIZER.min_lr)
-    .help(format!("--set {}=0.0, or another value from 0 up to the learning rate", OPTIMIZER.min_lr)))
+    .help(format!(
+        "--set {}=0.0, or another value from 0 up to the learning rate",
+        OPTIMIZER.min_lr
+    )))
 }
 
 /// `assert self.max_lr >= self.min_lr`.
