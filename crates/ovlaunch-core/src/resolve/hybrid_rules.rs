@@ -147,10 +147,11 @@ pub fn check(m: &ModelConfig, hybrid_class: Option<&str>, function: Option<&str>
 }
 
 /// The fix for a pattern upstream refuses: the function's own pattern, else the symbols.
-fn pattern_fix(f: &Facts<'_>, field: &str) -> String {
-    let field = path(field);
+fn pattern_fix(f: &Facts<'_>, name: &str) -> String {
+    let field = path(name);
     match f.functions {
-        Some(own) if f.stated => format!(
+        // the function's own main pattern, for the main pattern's field
+        Some(own) if f.stated && name == f.main_field => format!(
             "give a pattern of Megatron-Core's layer symbols (M Mamba, * attention, - MLP, E MoE, G gated DeltaNet, D DSA, + MLA; | between pipeline stages, / before the MTP part), e.g. the function's own: --set '{field}={own}', or drop the override"
         ),
         _ => format!(
