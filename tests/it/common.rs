@@ -190,6 +190,23 @@ pub fn assert_refused(
     err
 }
 
+/// `ovlaunch render ARGS --job-dir DIR/job` in an empty directory `DIR`: exit 2, and the
+/// directory left empty (a refused job writes nothing). Returns stderr.
+pub fn assert_render_refused(args: &[&str]) -> String {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job");
+    let mut all = vec!["render"];
+    all.extend(args);
+    all.extend(["--job-dir", job.to_str().unwrap()]);
+    let o = command().current_dir(d.path()).args(&all).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{all:?}\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let left = std::fs::read_dir(d.path()).unwrap().count();
+    assert_eq!(left, 0, "{all:?}: a refused job wrote something");
+    err
+}
+
 pub fn usage_error(args: &[&str]) -> String {
     let o = run(args);
     assert_eq!(

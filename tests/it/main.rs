@@ -11,6 +11,7 @@ mod bridge_proof;
 mod bridge_userbuffers;
 mod checkpoint_config;
 mod cli_errors;
+mod cli_errors_hybrid;
 mod cli_errors_moe;
 mod cli_errors_optimizer;
 mod cli_outputs;

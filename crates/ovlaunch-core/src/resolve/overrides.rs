@@ -180,6 +180,23 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         // not plan: typed (or refused, saying why) by `config::unplanned` below
         && !config::unplanned::is_field(&section, f)
     {
+        let holding = config::sections_holding(f, &section);
+        if !holding.is_empty() && field.as_deref() == Some(f) {
+            // the value as the flag is shown (a secret redacted)
+            let value = flag.split_once('=').map_or("VALUE", |(_, v)| v.trim());
+            let sets: Vec<String> = holding
+                .iter()
+                .map(|s| format!("--set {s}.{f}={value}"))
+                .collect();
+            let whose: Vec<String> = holding.iter().map(|s| format!("`{s}`")).collect();
+            return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
+                .at_flag(flag)
+                .help(format!(
+                    "`{f}` is a field of {}: {}",
+                    whose.join(", "),
+                    sets.join(", or ")
+                )));
+        }
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
             .at_flag(flag)
             .help(did_you_mean_then(
