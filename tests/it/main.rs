@@ -46,3 +46,4 @@ mod trainer_env;
 mod trainer_env_slurm;
 mod user_cases;
 mod user_recipes;
+mod what_runs;

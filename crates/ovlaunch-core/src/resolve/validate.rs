@@ -1147,13 +1147,11 @@ pub fn gpu_supports_precision(
 /// What Bridge requires of a fine-tuning run before it trains, checked at plan time: PEFT
 /// (`ConfigContainer.validate`: "PEFT requires a pretrained checkpoint path") needs
 /// `checkpoint.pretrained_checkpoint`, the base model's Megatron checkpoint; Bridge's library
-/// and performance PEFT recipes leave it unset.
+/// and performance PEFT recipes leave it unset. A blank text (`''`, `' '`) is no path
+/// ([`given`]): Bridge's `is not None` would let it through to fail when the checkpoint loads.
 pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Sections) -> Result<()> {
     use crate::config::bridge::paths::CHECKPOINT;
-    let given = sections
-        .get(CHECKPOINT.pretrained_checkpoint)
-        .is_some_and(|v| !v.is_null());
-    if task == Some("peft") && !given {
+    if task == Some("peft") && !given(sections.get(CHECKPOINT.pretrained_checkpoint)) {
         return Err(Error::config(
             "PEFT requires a pretrained checkpoint path (Megatron-Bridge asserts it in ConfigContainer.validate, and the path must exist on the nodes)",
         )
@@ -1419,6 +1417,57 @@ pub fn dataset_packing(
         .help(format!("--set {mbs}=2 (or more), or --set {IN_BATCH}=false")));
     }
     Ok(())
+}
+
+/// The split Megatron-Core gives mock data ([`mock_data_split`]).
+pub const MOCK_SPLIT: &str = "1,1,1";
+
+/// The split Megatron-Core gives mock data: `ConfigContainer.validate` runs
+/// `GPTDatasetConfig.finalize` (`megatron/bridge/training/config.py`: a `data_path` becomes the
+/// blend), which runs `BlendedMegatronDatasetConfig.__post_init__`
+/// (`megatron/core/datasets/blended_megatron_dataset_config.py`): with no `blend` and no
+/// `blend_per_split` the data is mock, and the split is set to `"1,1,1"` ("an arbitrarily even
+/// split"). A split the job states (a recipe file, a plugin, `--set`) is passed as given and
+/// planned as what runs, with a decision; nothing where one of those fields is not known to be
+/// empty (a blend the function holds, or one the table does not know).
+pub fn mock_data_split(
+    sections: &mut crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    t: &mut Trace,
+) {
+    use crate::config::bridge::paths::DATASET;
+    // the class a pretraining function holds there: Bridge's GPTDatasetConfig
+    let section = crate::config::bridge::split(DATASET.split).0;
+    let gpt = crate::config::bridge::section(section).map(|d| d.class);
+    if holder.section(section).map(|d| d.class) != gpt {
+        return;
+    }
+    let Some(split) = sections.get(DATASET.split).cloned() else {
+        return;
+    };
+    let known = Known::new(sections, holder);
+    let empty = |path: &str| match known.get(path) {
+        Some(serde_json::Value::Null) => true,
+        Some(serde_json::Value::Array(a)) => a.iter().all(serde_json::Value::is_null),
+        _ => false,
+    };
+    let mock = [DATASET.blend, DATASET.blend_per_split, DATASET.data_path]
+        .into_iter()
+        .all(empty);
+    let even = serde_json::Value::from(MOCK_SPLIT);
+    if !mock || split == even {
+        return;
+    }
+    sections.set(DATASET.split, even.clone());
+    t.decisions.push(Decision::new(
+        DATASET.split,
+        even,
+        format!(
+            "mock data ({}, {} and {} are empty): Megatron-Core's BlendedMegatronDatasetConfig.__post_init__ (run by Bridge's GPTDatasetConfig.finalize in ConfigContainer.validate) sets the split to \"{MOCK_SPLIT}\", an even split, over the {split} given, which is passed as given and has no effect; give {} or {} to train on real data with your split",
+            DATASET.blend, DATASET.blend_per_split, DATASET.data_path, DATASET.data_path, DATASET.blend
+        ),
+        Source::Derived,
+    ));
 }
 
 /// `ConfigContainer.validate` after the sections' `finalize`: the TE RNG tracker on in either
