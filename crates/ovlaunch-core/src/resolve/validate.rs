@@ -2443,3 +2443,51 @@ fn distributed_checkpoint_without_gloo(k: &Known<'_>, a: &Across<'_>) -> Result<
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod mock_split {
+    use super::*;
+    use crate::config::bridge::paths::DATASET;
+    use crate::config::bridge::{Holder, Sections};
+    use serde_json::json;
+
+    const PRETRAIN: Holder<'static> = Holder {
+        task: None,
+        function: Some("llama3_8b_pretrain_8gpu_h100_bf16_config"),
+    };
+
+    fn run(holder: Holder<'_>, sets: &[(&str, serde_json::Value)]) -> (Sections, Trace) {
+        let mut s = Sections::default();
+        for (k, v) in sets {
+            s.set(k, v.clone());
+        }
+        let mut t = Trace::default();
+        mock_data_split(&mut s, holder, &mut t);
+        (s, t)
+    }
+
+    /// Bridge's pretraining functions hold mock data (no blend, no per-split blends, no data
+    /// path): a split given is planned as Megatron-Core's even one, decided; real data keeps it;
+    /// the even split itself, or no split given, changes nothing.
+    #[test]
+    fn mock_data_gets_the_even_split() {
+        let (s, t) = run(PRETRAIN, &[(DATASET.split, json!("99,1,0"))]);
+        assert_eq!(s.get(DATASET.split), Some(&json!(MOCK_SPLIT)));
+        assert_eq!(t.decisions.len(), 1);
+        assert!(t.decisions[0].rule.contains("__post_init__"));
+        for real in [DATASET.data_path, DATASET.blend] {
+            let data = if real == DATASET.blend {
+                json!([["/data/a_text_document"], null])
+            } else {
+                json!("/data/a_text_document")
+            };
+            let (s, t) = run(PRETRAIN, &[(DATASET.split, json!("99,1,0")), (real, data)]);
+            assert_eq!(s.get(DATASET.split), Some(&json!("99,1,0")), "{real}");
+            assert!(t.decisions.is_empty());
+        }
+        let (_, t) = run(PRETRAIN, &[(DATASET.split, json!(MOCK_SPLIT))]);
+        assert!(t.decisions.is_empty());
+        let (s, t) = run(PRETRAIN, &[]);
+        assert!(s.get(DATASET.split).is_none() && t.decisions.is_empty());
+    }
+}
