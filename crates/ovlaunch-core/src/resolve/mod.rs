@@ -793,10 +793,12 @@ fn seq_length_stage(
     if model == data {
         return Ok(());
     }
-    const RUNNER_RULE: &str = "Bridge's runner gives model.seq_length the dataset's seq_length after the overrides (scripts/training/recipe_runner.py, sync_model_dataset_sequence_length), and ConfigContainer.validate asserts they match";
+    let runner_rule = format!(
+        "Bridge's runner gives {model_key} the value of {data_key} after the overrides (scripts/training/recipe_runner.py, sync_model_dataset_sequence_length), and ConfigContainer.validate asserts they match"
+    );
     match (l.overridden(model_key), stated.is_some()) {
         (true, true) => Err(Error::usage(format!(
-            "{model_key} = {model} and {data_key} = {data} differ: {RUNNER_RULE}, so the job would run {data}, not {model}"
+            "{model_key} = {model} and {data_key} = {data} differ: {runner_rule}, so the job would run {data}, not {model}"
         ))
         .at_fields([model_key, data_key])
         .help(format!(
@@ -808,7 +810,7 @@ fn seq_length_stage(
                 data_key,
                 Value::from(model),
                 format!(
-                    "{model_key} = {model} ({}) passed as {data_key} too: {RUNNER_RULE}, so {model_key} alone would be put back to the function's {data}; the dataset owns the length, as the runner's own --seq_length flag sets it",
+                    "{model_key} = {model} ({}) passed as {data_key} too: {runner_rule}, so {model_key} alone would be put back to the function's {data}; the dataset owns the length, as the runner's own --seq_length flag sets it",
                     match l.prov.source(model_key) {
                         Source::Recipe => "your recipe file".to_string(),
                         other => other.as_string(),
@@ -824,7 +826,7 @@ fn seq_length_stage(
                 model_key,
                 Value::from(data),
                 format!(
-                    "{data_key} = {data} ({}): {RUNNER_RULE}; not passed as an override",
+                    "{data_key} = {data} ({}): {runner_rule}; not passed as an override",
                     if stated.is_some() {
                         l.prov.source(data_key).as_string()
                     } else {
