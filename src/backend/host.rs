@@ -96,9 +96,12 @@ pub trait Host {
     ) -> Result<()>;
     /// Replaces one file in an existing directory atomically.
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()>;
-    /// Creates `dir` and its missing parents, owner-only (0700) whatever the umask; an
-    /// existing directory is kept as it is.
-    fn make_dir(&self, dir: &Path) -> Result<()>;
+    /// Creates `base` and its missing parents, then the directories `own` under it, the
+    /// last ones owner-only (0700) whatever the umask; existing ones are kept as they are.
+    /// Here `base`'s path is checked as a job directory's is, and each of `own` must be this
+    /// user's own, never a symbolic link (`backend::trust`); `what` names the directory in
+    /// messages.
+    fn make_dir(&self, base: &Path, own: &[&str], sharing: Sharing, what: &str) -> Result<()>;
     /// Removes a directory tree (a job directory a refused submission leaves).
     fn remove_tree(&self, dir: &Path);
     /// `path`'s bytes from `offset` and its length; `None` when it does not exist. A file
@@ -191,13 +194,9 @@ impl Host for Local {
         jobdir::write_file(dir, name, contents)
     }
 
-    fn make_dir(&self, dir: &Path) -> Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))
+    fn make_dir(&self, base: &Path, own: &[&str], sharing: Sharing, what: &str) -> Result<()> {
+        let dir = own.iter().fold(base.to_path_buf(), |d, o| d.join(o));
+        super::trust::open_dir(&dir, sharing, own.len(), Some(jobdir::DIR_MODE), what).map(drop)
     }
 
     fn remove_tree(&self, dir: &Path) {

@@ -17,16 +17,17 @@
 //! - Every entry is created through directory file descriptors with `O_NOFOLLOW` and
 //!   `O_EXCL` (`openat`, `mkdirat`, `symlinkat`): a symlink planted anywhere in the job
 //!   directory, or a partial directory swapped for a symlink, is never followed.
-//! - The directory the job directory goes into must be owned by this user (or root) and not
-//!   writable by others unless its sticky bit is set; one owned by another user (a team's
-//!   directory) is used only with the explicit group-shared setting ([`Sharing::Group`]).
+//! - Every directory from `/` to the one the job directory goes into is checked as it is
+//!   opened, and the missing ones created, by `backend::trust::open_dir`: owned by this user
+//!   (or root) and writable by nobody else unless its sticky bit is set; one owned by another
+//!   user, or that its group can write (a team's directory), is used only with the explicit
+//!   group-shared setting ([`Sharing::Group`]).
 //!
 //! What the files are is [`crate::layout`]'s business; this module only writes them.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -46,15 +47,7 @@ pub enum Asset {
     File { name: String, from: PathBuf },
 }
 
-/// Who may own the directory job directories are created in.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Sharing {
-    /// This user (or root) owns it.
-    #[default]
-    Private,
-    /// A directory of another user of the same group is accepted (`jobs_root_shared: group`).
-    Group,
-}
+pub use super::trust::Sharing;
 
 /// Mode of the job directory and its subdirectories.
 pub const DIR_MODE: u32 = 0o750;
@@ -99,13 +92,15 @@ pub fn create_with(
             );
         }
     };
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(DIR_MODE)
-        .create(parent)
-        .map_err(|e| io_err("create", parent, &e))?;
-    let parent_fd = open_dir(parent)?;
-    check_parent(parent, &parent_fd, sharing)?;
+    // Every directory from `/` to the parent is checked (and the missing ones created)
+    // through directory descriptors, so nobody else can swap one on the way.
+    let parent_fd = super::trust::open_dir(
+        parent,
+        sharing,
+        0,
+        Some(DIR_MODE),
+        &format!("the job directory {}", dir.display()),
+    )?;
     remove_stale_partials(parent, &parent_fd);
     let (tmp_name, tmp_fd, lock) = make_partial(parent, &parent_fd)?;
     let tmp = parent.join(&tmp_name);
@@ -164,9 +159,24 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
                 } else {
                     0o644
                 };
-                let mut src = fs::File::open(from).map_err(|e| io_err("copy", from, &e))?;
+                let src = open_source(from)?;
                 let mut dst = create_file(fd, tmp, name, mode)?;
-                std::io::copy(&mut src, &mut dst).map_err(|e| io_err("copy", from, &e))?;
+                if matches!(a, Asset::Executable { .. }) {
+                    // A program is copied within the bound its check read it in.
+                    let max = crate::input::MAX_BINARY_BYTES;
+                    let n = std::io::copy(&mut src.take(max + 1), &mut dst)
+                        .map_err(|e| io_err("copy", from, &e))?;
+                    if n > max {
+                        return Err(Error::usage(format!(
+                            "{} grew past the {} MiB ovlaunch copies into a job",
+                            from.display(),
+                            max >> 20
+                        )));
+                    }
+                } else {
+                    let mut src = src;
+                    std::io::copy(&mut src, &mut dst).map_err(|e| io_err("copy", from, &e))?;
+                }
                 dst.sync_all()
                     .map_err(|e| io_err("sync", &tmp.join(name), &e))?;
             }
@@ -179,6 +189,24 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
     }
     make_dir(fd, LOGS_DIR).map_err(|e| io_err("create", &tmp.join(LOGS_DIR), &e.into()))?;
     Ok(())
+}
+
+/// Opens an asset's source: never blocking (a FIFO put in its place), a regular file only.
+fn open_source(from: &Path) -> Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let src = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(from)
+        .map_err(|e| io_err("copy", from, &e))?;
+    let meta = src.metadata().map_err(|e| io_err("copy", from, &e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::usage(format!(
+            "{} is not a regular file (a directory, FIFO, socket or device)",
+            from.display()
+        )));
+    }
+    Ok(src)
 }
 
 /// Creates the file `rel` (which may hold `/`) under `fd` with exactly `mode`.
@@ -234,42 +262,6 @@ fn make_dir(fd: &OwnedFd, name: &str) -> nix::Result<()> {
         Mode::empty(),
     )?;
     fchmod(&d, Mode::from_bits_truncate(DIR_MODE))
-}
-
-fn open_dir(path: &Path) -> Result<OwnedFd> {
-    nix::fcntl::open(
-        path,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| io_err("open", path, &e.into()))
-}
-
-/// Refuses a parent directory others could use to swap the job directory: one writable by
-/// everybody without the sticky bit, or (unless [`Sharing::Group`]) owned by another user.
-fn check_parent(parent: &Path, fd: &OwnedFd, sharing: Sharing) -> Result<()> {
-    let st = nix::sys::stat::fstat(fd).map_err(|e| io_err("inspect", parent, &e.into()))?;
-    let mode = st.st_mode as u32;
-    let sticky = mode & 0o1000 != 0;
-    if mode & 0o002 != 0 && !sticky {
-        return Err(Error::usage(format!(
-            "{} is writable by every user and has no sticky bit: anyone could replace a job directory there",
-            parent.display()
-        ))
-        .at_flag("--jobs-root")
-        .help("use a directory only you (or your group) can write, or set its sticky bit (chmod +t)"));
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    if st.st_uid != me && st.st_uid != 0 && sharing == Sharing::Private {
-        return Err(Error::usage(format!(
-            "{} belongs to {}, not to you",
-            parent.display(),
-            user_name(st.st_uid)
-        ))
-        .at_flag("--jobs-root")
-        .help("for a jobs root your group shares, set `jobs_root_shared: group` in your profile (or OVLAUNCH_JOBS_ROOT_SHARED=group)"));
-    }
-    Ok(())
 }
 
 pub use crate::input::user_name;

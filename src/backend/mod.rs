@@ -22,6 +22,7 @@ pub mod signals;
 pub mod ssh;
 pub mod state;
 pub mod tail;
+pub mod trust;
 
 use std::path::Path;
 

@@ -7,6 +7,9 @@
 //!   program interpreter (dynamically linked) or not (static, runs in any image).
 //! - [`locate`] picks the file: an explicit path, else `ovlaunch-rank-ARCH` then
 //!   `ovlaunch-rank` next to the running launcher, then `ovlaunch-rank` on PATH.
+//! - An explicit path (`--rank-runtime`, `OVLAUNCH_RANK_RUNTIME`, a profile's `rank_runtime`)
+//!   is read as configuration is (`input::read_trusted_bytes`: a regular file of at most
+//!   [`MAX_BYTES`] that no other user could have written), and copied within that bound.
 //! - A binary for another architecture is refused (exit 2) before anything is written:
 //!   it could only end in `Exec format error` on every rank.
 //! - A dynamically linked binary is accepted with a warning when a container is used (the
@@ -106,7 +109,10 @@ fn candidates(arch: CpuArch) -> Vec<PathBuf> {
 /// `nodes` the nodes ("the nodes", or where their architecture was read).
 pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch, nodes: &str) -> Result<Chosen> {
     if let Some(p) = explicit {
-        let info = read_info(p).map_err(|why| {
+        // A program every rank runs: read only when trusted, within its bound, never
+        // blocking (`input::read_trusted_bytes`).
+        let bytes = crate::input::read_trusted_bytes(p, origin, MAX_BYTES)?;
+        let info = inspect(&bytes).map_err(|why| {
             Error::usage(format!("rank runtime {}: {why}", p.display()))
                 .at_flag(origin.to_string())
                 .help("give the path of an ovlaunch-rank binary (scripts/build-rank-runtime.sh builds static ones)")
@@ -174,8 +180,14 @@ fn check_arch(p: &Path, info: &ElfInfo, origin: &str, arch: CpuArch, nodes: &str
     )))
 }
 
+/// The largest rank runtime read and copied into a job.
+pub const MAX_BYTES: u64 = crate::input::MAX_BINARY_BYTES;
+
+/// A found candidate's header, read as a program is (bounded, regular files only, never
+/// blocking).
 fn read_info(p: &Path) -> std::result::Result<ElfInfo, String> {
-    let bytes = std::fs::read(p).map_err(|e| format!("cannot read it: {e}"))?;
+    let bytes =
+        crate::input::read_bytes(p, "--rank-runtime", MAX_BYTES).map_err(|e| e.to_string())?;
     inspect(&bytes)
 }
 
@@ -229,8 +241,17 @@ mod tests {
 
     #[test]
     fn the_running_test_binary_is_this_machines_arch() {
+        use std::io::Read;
+        // Its headers only: a test binary with debug information is larger than a rank
+        // runtime may be (`MAX_BYTES`).
         let me = std::env::current_exe().unwrap();
-        let info = read_info(&me).unwrap();
+        let mut head = Vec::new();
+        std::fs::File::open(&me)
+            .unwrap()
+            .take(1 << 16)
+            .read_to_end(&mut head)
+            .unwrap();
+        let info = inspect(&head).unwrap();
         assert_eq!(info.arch, Some(CpuArch::host()));
     }
 }

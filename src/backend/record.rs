@@ -148,7 +148,8 @@ pub fn read(dir: &Path) -> Result<Submission> {
 
 /// Reads the record of the job directory `dir` on `host`. A record is evidence, not an
 /// instruction: it is refused unless this user wrote it (the record and its directory
-/// belong to this user, and nobody else can write either) and it names the directory it
+/// belong to this user, and nobody else, the group included, can write either:
+/// `trust::own_problem`) and it names the directory it
 /// lives in, so a planted or edited record cannot make `status`, `logs` or `cancel` act on
 /// another directory or job. A record read on a login node is returned with that `host`.
 pub fn read_on(host: &dyn Host, dir: &Path) -> Result<Submission> {
@@ -187,8 +188,8 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
         None => {
             return Err(Error::usage(format!("no submission record at {shown}")));
         }
-        Some(Seen::Link) => return Err(untrusted(&shown, "is a symbolic link")),
-        Some(Seen::Special) => return Err(untrusted(&shown, "is not a regular file")),
+        Some(Seen::Link) => return Err(untrusted(&shown, "is a symbolic link", None)),
+        Some(Seen::Special) => return Err(untrusted(&shown, "is not a regular file", None)),
         Some(Seen::File { uid, mode, bytes }) => (bytes, *uid, *mode),
     };
     let me = match host.remote() {
@@ -200,15 +201,16 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
         Some(_) => format!("uid {uid}"),
     };
     let dir_shown = format!("{}{}", l.dir.display(), host.on());
-    for (p, uid, mode) in [(&dir_shown, l.uid, l.mode), (&shown, file_uid, file_mode)] {
-        if uid != me {
-            return Err(untrusted(
-                p,
-                &format!("belongs to {}, not to you", owner(uid)),
-            ));
-        }
-        if mode & 0o002 != 0 {
-            return Err(untrusted(p, "is writable by every user"));
+    for (at, p, uid, mode) in [
+        (&l.dir, &dir_shown, l.uid, l.mode),
+        (&path, &shown, file_uid, file_mode),
+    ] {
+        if let Some(why) = super::trust::own_problem(uid, mode, me) {
+            let fix = match why {
+                super::trust::Unsafe::NotYours(_) => None,
+                _ => Some(why.fix(&at.display().to_string(), false)),
+            };
+            return Err(untrusted(p, &why.why(&owner), fix));
         }
     }
     let mut rec: Submission = std::str::from_utf8(bytes)
@@ -247,10 +249,17 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
     Ok(rec)
 }
 
-fn untrusted(path: &str, why: &str) -> Error {
-    Error::usage(format!("{path} {why}: ovlaunch does not act on a record someone else could have written"))
-        .at_flag("JOB")
-        .help("run status, logs and cancel as the user who submitted the job; a record is trusted only when that user alone can write it and its directory")
+/// The refusal of a record; `fix`: what makes it trusted again, where its owner can.
+fn untrusted(path: &str, why: &str, fix: Option<String>) -> Error {
+    const RULE: &str = "a record is trusted only when that user alone (neither the group nor every user) can write it and its directory";
+    Error::usage(format!(
+        "{path} {why}: ovlaunch does not act on a record someone else could have written"
+    ))
+    .at_flag("JOB")
+    .help(match fix {
+        Some(fix) => format!("if you submitted the job, {fix}; {RULE}"),
+        None => format!("run status, logs and cancel as the user who submitted the job; {RULE}"),
+    })
 }
 
 /// All job directories with a readable record under `root`, oldest first (by when the

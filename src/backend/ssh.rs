@@ -534,8 +534,9 @@ impl Host for Ssh {
         Ok(())
     }
 
-    fn make_dir(&self, dir: &Path) -> Result<()> {
-        let d = utf8(dir)?;
+    fn make_dir(&self, base: &Path, own: &[&str], _sharing: Sharing, _what: &str) -> Result<()> {
+        let dir = own.iter().fold(base.to_path_buf(), |d, o| d.join(o));
+        let d = utf8(&dir)?;
         let out = self.sh_ok(
             &format!("umask 077 && mkdir -p -- {}", quote(d)),
             Duration::from_secs(60),

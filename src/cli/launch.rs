@@ -329,6 +329,9 @@ fn absolute(dir: PathBuf) -> Result<PathBuf> {
     Ok(cwd.join(dir))
 }
 
+/// The directory of the jobs root that holds the experiments' directories.
+const EXPERIMENTS: &str = "experiments";
+
 /// The experiment's directory of job name `job_name` (`{experiment_dir}`): under the jobs
 /// root of the machine the job directory is on (the login node's with `--host`).
 pub fn experiment_dir(settings: &Settings, host: &dyn Host, job_name: &str) -> Result<PathBuf> {
@@ -336,7 +339,7 @@ pub fn experiment_dir(settings: &Settings, host: &dyn Host, job_name: &str) -> R
         Some(_) => remote_jobs_root(settings, host)?,
         None => jobs_root(settings)?,
     };
-    Ok(root.join("experiments").join(job_name))
+    Ok(root.join(EXPERIMENTS).join(job_name))
 }
 
 impl LaunchArgs {
@@ -528,13 +531,13 @@ pub fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
         for name in ["sbatch.sh.j2", "torchrun.sh.j2"] {
             let p = dir.join(name);
             if p.exists() {
-                let text = crate::input::read_text(&p, "--template-dir")?;
+                let text = crate::input::read_config(&p, "--template-dir")?;
                 t.replace(name, &p.display().to_string(), text);
             }
         }
     }
     if let Some(p) = &args.template {
-        let text = crate::input::read_text(p, "--template")?;
+        let text = crate::input::read_config(p, "--template")?;
         t.replace(executor.template(), &p.display().to_string(), text);
     }
     Ok(t)
@@ -789,24 +792,60 @@ pub struct Prepared {
     pub sharing: crate::backend::jobdir::Sharing,
     /// The experiment's directory, when the plan names it (`{experiment_dir}`).
     pub experiment: Option<PathBuf>,
+    /// The flag that placed the job directory (`--job-dir`, else `--jobs-root`).
+    pub dir_flag: &'static str,
 }
 
 impl Prepared {
-    /// Creates the experiment's directory the plan names (owner-only, whatever the umask),
-    /// before the job that writes into it is written: a container mounts it at its path.
-    pub fn make_experiment_dir(&self) -> Result<()> {
+    /// Checks the path of the job directory (every directory from `/` to the one it goes
+    /// into, created where missing: `backend::trust`), then creates the experiment's
+    /// directory the plan names (`JOBS_ROOT/experiments/JOB_NAME`, both owner-only whatever
+    /// the umask, never through a symbolic link, refused when another user owns or can write
+    /// either), before the job that writes into it is written: a container mounts it at its
+    /// path.
+    pub fn make_dirs(&self) -> Result<()> {
+        if self.host.remote().is_none()
+            && let Some(parent) = self.dir.parent()
+        {
+            crate::backend::trust::open_dir(
+                parent,
+                self.sharing,
+                0,
+                Some(crate::backend::jobdir::DIR_MODE),
+                &format!("the job directory {}", self.dir.display()),
+            )
+            .map_err(|e| e.at_flag(self.dir_flag))?;
+        }
         let Some(dir) = &self.experiment else {
             return Ok(());
         };
-        self.host.make_dir(dir).map_err(|e| {
-            Error::runtime(format!(
-                "cannot create the experiment directory {}{}: {}",
-                dir.display(),
-                self.host.on(),
-                e.message
-            ))
-            .help("it is JOBS_ROOT/experiments/JOB_NAME: choose a writable --jobs-root (--remote-jobs-root with --host)")
-        })
+        let (Some(name), Some(root)) = (
+            dir.file_name().and_then(|n| n.to_str()),
+            dir.parent().and_then(Path::parent),
+        ) else {
+            return Err(Error::runtime(format!(
+                "internal error: {} is not JOBS_ROOT/experiments/JOB_NAME",
+                dir.display()
+            )));
+        };
+        let what = format!(
+            "the experiment directory {} (`{{experiment_dir}}`)",
+            dir.display()
+        );
+        self.host
+            .make_dir(root, &[EXPERIMENTS, name], self.sharing, &what)
+            .map_err(|e| {
+                if e.exit_code() == 2 {
+                    return e.at_flag("--jobs-root");
+                }
+                Error::runtime(format!(
+                    "cannot create the experiment directory {}{}: {}",
+                    dir.display(),
+                    self.host.on(),
+                    e.message
+                ))
+                .help("it is JOBS_ROOT/experiments/JOB_NAME: choose a writable --jobs-root (--remote-jobs-root with --host)")
+            })
     }
 }
 
@@ -964,6 +1003,11 @@ pub fn prepare_resolved(
         package,
         sharing: settings.jobs_root_shared.value,
         experiment,
+        dir_flag: if args.job_dir.is_some() {
+            "--job-dir"
+        } else {
+            "--jobs-root"
+        },
     })
 }
 

@@ -182,6 +182,8 @@ pub struct PluginOut {
     pub name: String,
     pub description: String,
     pub origin: String,
+    /// The shipped plugin (its origin) that this user file of the same name replaces.
+    pub replaces: Option<String>,
     pub order: i64,
     pub conflicts: Vec<String>,
     pub requires_launcher: Option<String>,

@@ -9,8 +9,9 @@ use super::{PluginSourceArgs, Printer};
 use crate::error::{Error, Result};
 use crate::plugin::{self, Active, Registry};
 
+/// Plugin files are code: read only when trusted (`input::check_trusted`).
 fn read(path: &Path, what: &str) -> Result<String> {
-    crate::input::read_text(path, what)
+    crate::input::read_config(path, what)
 }
 
 /// The shipped plugins plus the user's directory (`--plugin-dir` or `OVLAUNCH_PLUGIN_DIR`)
@@ -85,6 +86,7 @@ pub fn list(p: &Printer, src: &PluginSourceArgs, out: OutputArg) -> Result<i32> 
                 name: f.name.clone(),
                 description: f.description.clone(),
                 origin: d.origin.clone(),
+                replaces: d.replaces.clone(),
                 order: f.order,
                 conflicts: f.conflicts.clone(),
                 requires_launcher: f.requires.launcher.clone(),

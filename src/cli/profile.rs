@@ -37,6 +37,8 @@ use crate::error::{Error, Result};
 
 /// The project file's name.
 pub const PROJECT_FILE: &str = ".ovlaunch.yaml";
+/// How the user config file is named in messages.
+pub const USER_FILE: &str = "~/.config/ovlaunch/config.yaml";
 
 /// One profiles file.
 #[derive(Debug, Default, Deserialize)]
@@ -222,34 +224,34 @@ pub fn project_file(cwd: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn read(path: &Path) -> Result<Option<Source>> {
+/// A profiles file, if there is one: read only when trusted (`input::check_trusted`) if
+/// `trusted` asks, else (to list what is there) only bounded (`input::read_text`).
+fn read(path: &Path, what: &str, trusted: bool) -> Result<Option<Source>> {
     if !path.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
+    let text = if trusted {
+        crate::input::read_config(path, what)?
+    } else {
+        crate::input::read_text(path, what)?
+    };
     Source::parse(&path.display().to_string(), text).map(Some)
 }
 
-/// The project file (trusted only when it is this user's, `input::check_trusted`, if
-/// `trusted` asks) and the user file, each if found.
+/// The project file and the user file, each if found, each trusted
+/// (`input::check_trusted`) if `trusted` asks.
 pub fn files(trusted: bool) -> Result<(Option<Source>, Option<Source>)> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let cwd = std::env::current_dir()
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
     let project = match project_file(&cwd) {
-        Some(p) => {
-            if trusted {
-                // Found by walking up from the working directory: maybe a file someone
-                // else put in a shared directory.
-                crate::input::check_trusted(&p, PROJECT_FILE)?;
-            }
-            read(&p)?
-        }
+        // Found by walking up from the working directory: maybe a file someone else put in
+        // a shared directory.
+        Some(p) => read(&p, PROJECT_FILE, trusted)?,
         None => None,
     };
     let user = match user_file(&env) {
-        Some(p) => read(&p)?,
+        Some(p) => read(&p, USER_FILE, trusted)?,
         None => None,
     };
     Ok((project, user))

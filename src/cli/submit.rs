@@ -64,7 +64,7 @@ pub fn run(
         return Err(e);
     }
     backend::check(prepared.job.executor, &*prepared.host, &prepared.job.spec)?;
-    prepared.make_experiment_dir()?;
+    prepared.make_dirs()?;
     let host = std::mem::replace(&mut prepared.host, Box::new(Local));
     let (job, dir) = (&prepared.job, &prepared.dir);
     // The dry run shows the warnings in its summary; a submit must not hide them either.
@@ -164,7 +164,7 @@ pub fn render(
     if let Some(e) = p.rank_runtime_problem.take() {
         return Err(e);
     }
-    p.make_experiment_dir()?;
+    p.make_dirs()?;
     backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &extras(&p))?;
     if out.json() {
         pr.json(&job_json(&p, "rendered", None, None))?;
@@ -218,7 +218,9 @@ fn extras_for<'a>(
 
 /// `ovlaunch submit DIR`: submits a job directory `render` wrote, as it is. Its script
 /// says which executor it is for; flags that would change the job are refused (render it
-/// again to change it).
+/// again to change it). A directory another user could have written (it, an entry in it, or
+/// a directory on its path: `backend::trust::check_tree`) is refused before anything is
+/// read from it or written into it.
 pub fn rendered(
     p: &Printer,
     dir: &std::path::Path,
@@ -263,6 +265,19 @@ pub fn rendered(
     };
     let dir = std::path::absolute(dir)
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
+    // What is submitted (the script, the plans, the secrets, the rank runtime) and where the
+    // record goes must be this user's alone, along the whole path.
+    let sharing = main
+        .launch
+        .settings(&main.plan, given, None)?
+        .jobs_root_shared
+        .value;
+    crate::backend::trust::check_tree(
+        &dir,
+        sharing,
+        &format!("the rendered job directory {}", dir.display()),
+    )
+    .map_err(|e| e.at_flag("DIR"))?;
     let job_name = rendered_job_name(&dir)?;
     let started = backend::submit_rendered(
         executor,

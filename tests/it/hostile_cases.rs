@@ -220,6 +220,77 @@ fn unbounded_inputs_are_bounded() {
     );
 }
 
+/// Runs `ovlaunch ARGS`, killed after `secs` seconds: a command that would block (opening a
+/// FIFO) fails its test instead of hanging it. Its output and whether it had to be killed.
+fn run_within(args: &[&str], secs: u64) -> (Output, bool) {
+    let mut child = common::command()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let mut killed = false;
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(secs) {
+            child.kill().unwrap();
+            killed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    (child.wait_with_output().unwrap(), killed)
+}
+
+/// `--rank-runtime` is read as the other user files are: `/dev/zero` (which grew the launcher
+/// to 7 GB), a FIFO (which blocked in open) and a 3 GiB sparse file (read whole) are refused
+/// at once with exit 2, nothing written; the real binary is taken.
+#[test]
+fn a_rank_runtime_is_read_within_bounds() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("rank-fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let sparse = d.path().join("rank-sparse");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    let rank = common::rank_bin().to_string();
+    let cases = [
+        ("/dev/zero".to_string(), "not a regular file"),
+        (fifo.display().to_string(), "not a regular file"),
+        (
+            sparse.display().to_string(),
+            "more than the 64 MiB ovlaunch reads",
+        ),
+        (rank, ""),
+    ];
+    for (i, (path, says)) in cases.iter().enumerate() {
+        let jobs = d.path().join(format!("jobs-{i}"));
+        let args = [
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--jobs-root",
+            jobs.to_str().unwrap(),
+            "--rank-runtime",
+            path,
+        ];
+        let (o, killed) = run_within(&args, 30);
+        let e = stderr(&o);
+        assert!(!killed, "{path}: still running after 30 s");
+        if says.is_empty() {
+            assert_eq!(o.status.code(), Some(0), "{path}: {e}");
+            continue;
+        }
+        assert_eq!(o.status.code(), Some(2), "{path}: {e}");
+        assert!(e.contains(path.as_str()) && e.contains(says), "{path}: {e}");
+        assert!(!jobs.exists(), "{path}: wrote {}", jobs.display());
+    }
+}
+
 #[test]
 fn small_rules() {
     let d = tempfile::tempdir().unwrap();

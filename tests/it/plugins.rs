@@ -450,6 +450,22 @@ fn wandb_without_a_key_has_no_effect() {
         step(&out).contains("'logger.wandb_project='\\''p'\\'''"),
         "{out}"
     );
+    // With the key read from another launcher variable, the warning names that variable.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &[
+            "--plugin",
+            "wandb:project=p,api_key_env=OVL_TEST_NO_SUCH_KEY",
+        ],
+    )));
+    assert!(
+        out.contains(
+            "# warning: plugin wandb has no effect: OVL_TEST_NO_SUCH_KEY environment variable is not set (the job's WANDB_API_KEY comes from it)"
+        ),
+        "{out}"
+    );
+    assert!(!step(&out).contains("logger.wandb"), "{out}");
     // project is required.
     let err = usage_error(&refs(&dry("llama70b", "h100x64", &["--plugin", "wandb"])));
     assert!(err.contains("needs option `project`"), "{err}");
@@ -861,6 +877,58 @@ fn a_user_plugin_replaces_a_shipped_one_of_the_same_name() {
     let s = step(&out);
     assert!(s.contains("-- nsys-wrapper python "), "{s}");
     assert!(!s.contains("nsys profile"), "{s}");
+    // It says so: a warning and the plugin's decision when enabled, and the listing.
+    let fs = f.to_str().unwrap();
+    let o = common::run(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin-file", fs, "--plugin", "nsys"],
+    )));
+    let e = common::stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "warning: plugin `nsys` is {fs}, which replaces the shipped plugin of that name (embedded:plugins/nsys.yaml)"
+        )),
+        "{e}"
+    );
+    let plan = plan_json_env(
+        &[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--plugin-file",
+            fs,
+            "--plugin",
+            "nsys",
+        ],
+        &[],
+    );
+    assert!(
+        plan.to_string().contains(&format!(
+            "enabled ({fs}, replacing the shipped embedded:plugins/nsys.yaml)"
+        )),
+        "{plan}"
+    );
+    let list: Value =
+        serde_json::from_str(&ok(&["plugins", "-o", "json", "--plugin-file", fs])).unwrap();
+    let by = |n: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(by("nsys")["replaces"], "embedded:plugins/nsys.yaml");
+    assert_eq!(by("nccl-debug")["replaces"], Value::Null);
+    // Without a user file of that name nothing is said.
+    let o = common::run(&refs(&dry("llama70b", "h100x64", &["--plugin", "nsys"])));
+    assert!(
+        !common::stderr(&o).contains("replaces the shipped"),
+        "{}",
+        common::stderr(&o)
+    );
 }
 
 #[test]

@@ -388,6 +388,418 @@ fn a_recipe_directory_with_someone_elses_recipe_is_refused() {
     );
 }
 
+/// Writes `contents` to `path` as the other user's file with `mode` (as a planted file in a
+/// shared directory would be).
+fn plant(path: &Path, contents: &[u8], mode: u32) {
+    std::fs::write(path, contents).unwrap();
+    let uid = other_uid();
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A directory of the other user's that every user can write.
+fn plant_dir(path: &Path) {
+    std::fs::create_dir_all(path).unwrap();
+    let uid = other_uid();
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+}
+
+/// Writes `contents` to `path` (creating its directory) with `mode`, as this user's file.
+fn write_mode(path: &Path, contents: &[u8], mode: u32) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Every file under `dir`, read as text (what a render wrote).
+fn texts_under(dir: &Path) -> String {
+    let mut out = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.push_str(&texts_under(&p));
+        } else if let Ok(t) = std::fs::read_to_string(&p) {
+            out.push_str(&t);
+        }
+    }
+    out
+}
+
+/// What the configuration files of the trust tests hold: a plugin replacing the shipped
+/// `nccl-debug` and a recipe whose trainer touch `canary`, a hardware file, the shipped
+/// template and the rank runtime binary.
+struct Contents {
+    canary: PathBuf,
+    plugin: String,
+    recipe: String,
+    hardware: &'static str,
+    template: Vec<u8>,
+    rank: Vec<u8>,
+}
+
+fn contents(top: &Path) -> Contents {
+    let canary = top.join("canaryEVIL");
+    Contents {
+        plugin: format!(
+            "name: nccl-debug\ndescription: planted\nlaunch:\n  setup_lines: [\"touch {}\"]\n",
+            canary.display()
+        ),
+        recipe: format!(
+            "name: myrec\ntrainer: [bash, -c, \"touch {}\"]\nmodel: {{num_layers: 2, hidden_size: 64, num_attention_heads: 4}}\ntrain: {{global_batch_size: 8, micro_batch_size: 1}}\n",
+            canary.display()
+        ),
+        hardware: "- kind: x9\n  description: a site GPU\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n  recipe_gpu: h100\n",
+        template: std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/sbatch.sh.j2"),
+        )
+        .unwrap(),
+        rank: std::fs::read(common::rank_bin()).unwrap(),
+        canary,
+    }
+}
+
+/// A profile that sets the rank runtime and a Slurm argument.
+fn profile_text(rank_runtime: &Path, mail: &str) -> String {
+    format!(
+        "default_profile: x\nprofiles:\n  x:\n    rank_runtime: {}\n    sbatch_args: [--mail-user={mail}]\n",
+        rank_runtime.display()
+    )
+}
+
+/// The other user's shared directory (as /tmp/S would be) and what they planted in it,
+/// with this user's own template in a directory of theirs; its path.
+fn plant_shared(top: &Path, c: &Contents) -> PathBuf {
+    let s = top.join("S");
+    plant_dir(&s);
+    plant_dir(&s.join("plugs"));
+    plant(&s.join("plugs/evil.yaml"), c.plugin.as_bytes(), 0o666);
+    plant(&s.join("myrec.yaml"), c.recipe.as_bytes(), 0o666);
+    plant(&s.join("evil.sh.j2"), &c.template, 0o666);
+    plant_dir(&s.join("tpl"));
+    plant(&s.join("tpl/sbatch.sh.j2"), &c.template, 0o666);
+    plant(&s.join("hw.yaml"), c.hardware.as_bytes(), 0o666);
+    plant(&s.join("evil-rank"), &c.rank, 0o777);
+    plant_dir(&s.join("tpl2"));
+    write_mode(&s.join("tpl2/sbatch.sh.j2"), &c.template, 0o644);
+    s
+}
+
+/// User config homes (`XDG_CONFIG_HOME`) someone else could write, or naming the other
+/// user's rank runtime: (the home, the file named in the refusal, the fix).
+fn user_configs(top: &Path, s: &Path) -> Vec<(&'static str, PathBuf, PathBuf, String)> {
+    let profile = profile_text(&s.join("evil-rank"), "attacker");
+    let file = |home: &Path| home.join("ovlaunch/config.yaml");
+    let chmod = |p: &Path| format!("chmod go-w {}", p.display());
+    let open = top.join("cfg-open");
+    write_mode(&file(&open), profile.as_bytes(), 0o666);
+    let dir = top.join("cfg-dir");
+    write_mode(&file(&dir), profile.as_bytes(), 0o644);
+    std::fs::set_permissions(dir.join("ovlaunch"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // a group this user shares with the other one
+    let group = top.join("cfg-group");
+    write_mode(&file(&group), profile.as_bytes(), 0o664);
+    let other_gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(other_uid()))
+        .unwrap()
+        .unwrap()
+        .gid;
+    std::os::unix::fs::chown(file(&group), None, Some(other_gid.as_raw())).unwrap();
+    // this user's own file, naming the other user's rank runtime
+    let rank = top.join("cfg-rank");
+    write_mode(&file(&rank), profile.as_bytes(), 0o644);
+    vec![
+        (
+            "user config every user can write",
+            open.clone(),
+            file(&open),
+            chmod(&file(&open)),
+        ),
+        (
+            "user config in a directory every user can write",
+            dir.clone(),
+            file(&dir),
+            chmod(&dir.join("ovlaunch")),
+        ),
+        (
+            "user config a shared group can write",
+            group.clone(),
+            file(&group),
+            chmod(&file(&group)),
+        ),
+        (
+            "rank runtime from the user's profile",
+            rank,
+            s.join("evil-rank"),
+            COPY.into(),
+        ),
+    ]
+}
+
+/// The fix named for a file of another user's.
+const COPY: &str = "copy it to a directory of your own";
+
+/// A refused case: its name, extra arguments, environment, the file named and the fix.
+type Refused = (
+    String,
+    Vec<String>,
+    Vec<(&'static str, String)>,
+    String,
+    String,
+);
+
+/// Every flag and variable naming configuration or code, pointed at the planted files.
+fn refused_cases(top: &Path, s: &Path) -> Vec<Refused> {
+    let p = |rel: &str| s.join(rel).display().to_string();
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let flag = |name: &str, flag: &str, rel: &str, named: &str| -> Refused {
+        let mut args = words(&[flag]);
+        args.push(p(rel));
+        if flag.starts_with("--plugin") {
+            args.extend(words(&["--plugin", "nccl-debug"]));
+        }
+        if flag == "-r" {
+            args.extend(words(&["-g", "cpux1"]));
+        }
+        (name.into(), args, vec![], p(named), COPY.into())
+    };
+    let env = |name: &str, var: &'static str, rel: &str, named: &str, args: &[&str]| -> Refused {
+        (
+            name.into(),
+            words(args),
+            vec![(var, p(rel))],
+            p(named),
+            COPY.into(),
+        )
+    };
+    let mut cases = vec![
+        flag("plugin dir", "--plugin-dir", "plugs", "plugs/evil.yaml"),
+        env(
+            "plugin dir from the environment",
+            "OVLAUNCH_PLUGIN_DIR",
+            "plugs",
+            "plugs/evil.yaml",
+            &["--plugin", "nccl-debug"],
+        ),
+        flag(
+            "plugin file",
+            "--plugin-file",
+            "plugs/evil.yaml",
+            "plugs/evil.yaml",
+        ),
+        flag("template", "--template", "evil.sh.j2", "evil.sh.j2"),
+        flag("template dir", "--template-dir", "tpl", "tpl/sbatch.sh.j2"),
+        flag(
+            "own template in another user's directory",
+            "--template-dir",
+            "tpl2",
+            "tpl2/sbatch.sh.j2",
+        ),
+        flag("recipe by path", "-r", "myrec.yaml", "myrec.yaml"),
+        flag("hardware file", "--hardware-file", "hw.yaml", "hw.yaml"),
+        flag("rank runtime", "--rank-runtime", "evil-rank", "evil-rank"),
+        env(
+            "rank runtime from the environment",
+            "OVLAUNCH_RANK_RUNTIME",
+            "evil-rank",
+            "evil-rank",
+            &[],
+        ),
+    ];
+    for (name, home, named, fix) in user_configs(top, s) {
+        cases.push((
+            name.into(),
+            vec![],
+            vec![("XDG_CONFIG_HOME", home.display().to_string())],
+            named.display().to_string(),
+            fix,
+        ));
+    }
+    cases
+}
+
+/// One trust rule for every file ovlaunch reads as configuration or code: plugin directories
+/// (flag and environment) and files, templates and template directories, a recipe named by
+/// path, a hardware file, the user config file, and the rank runtime (flag, environment and a
+/// profile's `rank_runtime`) are refused when another user owns them, every user or a shared
+/// group can write them, or they are in a directory another user controls: exit 2, the file
+/// named with a fix, no job directory written. (Before: every one was obeyed, exit 0.)
+#[test]
+fn configuration_and_code_others_could_write_are_refused() {
+    if !root_or_skip("configuration_and_code_others_could_write_are_refused") {
+        return;
+    }
+    let d = open_tempdir();
+    let top = d.path();
+    let c = contents(top);
+    let s = plant_shared(top, &c);
+    let no_cfg = top.join("no-config");
+    std::fs::create_dir(&no_cfg).unwrap();
+    for (i, (case, extra, env, named, fix)) in refused_cases(top, &s).iter().enumerate() {
+        let jobs = top.join(format!("jobs-{i}"));
+        let mut args = vec!["render".to_string()];
+        if !extra.iter().any(|a| a == "-r") {
+            args.extend(["-r", "llama8b", "-g", "h100x8"].map(String::from));
+        }
+        args.extend(extra.iter().cloned());
+        args.extend(["--jobs-root".to_string(), jobs.display().to_string()]);
+        let mut cmd = common::command();
+        cmd.args(&args).env("XDG_CONFIG_HOME", &no_cfg);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{case}: {e}");
+        assert!(
+            e.contains(&format!("{named} "))
+                && e.contains("another user could have written")
+                && e.contains(fix.as_str()),
+            "{case}: wants {named} and `{fix}` in {e}"
+        );
+        assert!(!e.contains("panicked"), "{case}: {e}");
+        assert!(!jobs.exists(), "{case}: wrote {}", jobs.display());
+        assert!(!c.canary.exists(), "{case}");
+    }
+}
+
+/// The neighbour of the refused cases: the same kinds of file, this user's own (0644 in a
+/// directory only it can write), are taken; a plugin of its own that replaces a shipped one
+/// is named in a warning.
+#[test]
+fn this_users_own_configuration_and_code_are_taken() {
+    if !root_or_skip("this_users_own_configuration_and_code_are_taken") {
+        return;
+    }
+    let d = open_tempdir();
+    let mine = d.path().join("mine");
+    let c = contents(d.path());
+    write_mode(&mine.join("plugs/nccl.yaml"), c.plugin.as_bytes(), 0o644);
+    write_mode(&mine.join("myrec.yaml"), c.recipe.as_bytes(), 0o644);
+    write_mode(&mine.join("sbatch.sh.j2"), &c.template, 0o644);
+    write_mode(&mine.join("tpl/sbatch.sh.j2"), &c.template, 0o644);
+    write_mode(&mine.join("hw.yaml"), c.hardware.as_bytes(), 0o644);
+    write_mode(&mine.join("ovlaunch-rank"), &c.rank, 0o755);
+    let profile = profile_text(&mine.join("ovlaunch-rank"), "me");
+    write_mode(
+        &mine.join("cfg/ovlaunch/config.yaml"),
+        profile.as_bytes(),
+        0o644,
+    );
+    let m = |rel: &str| mine.join(rel).display().to_string();
+    let runs: [Vec<String>; 2] = [
+        [
+            "-r",
+            "llama8b",
+            "-g",
+            "x9x8",
+            "--plugin",
+            "nccl-debug",
+            "--plugin-dir",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([m("plugs"), "--template".into(), m("sbatch.sh.j2")])
+        .chain(["--hardware-file".into(), m("hw.yaml")])
+        .chain(["--rank-runtime".into(), m("ovlaunch-rank")])
+        .collect(),
+        vec![
+            "-r".into(),
+            m("myrec.yaml"),
+            "-g".into(),
+            "cpux1".into(),
+            "--plugin-file".into(),
+            m("plugs/nccl.yaml"),
+            "--template-dir".into(),
+            m("tpl"),
+        ],
+    ];
+    for (i, extra) in runs.iter().enumerate() {
+        let jobs = d.path().join(format!("jobs-{i}"));
+        let o = common::command()
+            .arg("render")
+            .args(extra)
+            .args(["--jobs-root".as_ref(), jobs.as_os_str()])
+            .env("XDG_CONFIG_HOME", mine.join("cfg"))
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {e}");
+        let written = texts_under(&jobs);
+        assert!(written.contains("--mail-user=me"), "{extra:?}: profile");
+        assert!(
+            written.contains(&format!("touch {}", c.canary.display())),
+            "{extra:?}: the user's plugin or trainer is in the job"
+        );
+        if i == 0 {
+            assert!(
+                e.contains("plugin `nccl-debug` is ")
+                    && e.contains("replaces the shipped plugin")
+                    && e.contains(&m("plugs/nccl.yaml")),
+                "{e}"
+            );
+        }
+    }
+}
+
+/// A user's own file that its group may write (`umask 002`) is taken when the group is the
+/// user's private one (named after the user, its primary group, no other member), and
+/// refused, naming the group and `chmod go-w`, when it is a group others are in. Run as the
+/// other user, who is not root.
+#[test]
+fn a_private_group_may_write_a_users_own_configuration() {
+    if !root_or_skip("a_private_group_may_write_a_users_own_configuration") {
+        return;
+    }
+    let d = open_tempdir();
+    let uid = other_uid();
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .unwrap()
+        .unwrap();
+    let dir = d.path().join("o");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(uid), Some(user.gid.as_raw())).unwrap();
+    let recipe = dir.join("r.yaml");
+    std::fs::write(
+        &recipe,
+        "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n",
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&recipe, Some(uid), Some(user.gid.as_raw())).unwrap();
+    std::fs::set_permissions(&recipe, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let dry = || {
+        as_other(&format!(
+            "XDG_CONFIG_HOME={} {} --recipe {} --gpus cpux1 --dry-run",
+            d.path().join("none").display(),
+            bin(),
+            recipe.display()
+        ))
+    };
+    let private = nix::unistd::Group::from_gid(user.gid)
+        .unwrap()
+        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER));
+    if private {
+        let o = dry();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    } else {
+        eprintln!("{OTHER}'s primary group is not a private one here: its half is skipped");
+    }
+    // root's group: not the other user's own
+    std::os::unix::fs::chown(&recipe, None, Some(0)).unwrap();
+    let o = dry();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&format!(
+            "{} can be written by group root (gid 0)",
+            recipe.display()
+        )) && e.contains(&format!("chmod go-w {}", recipe.display())),
+        "{e}"
+    );
+}
+
 /// A record is evidence: one edited to name another directory, one another user owns, and
 /// one that is a symlink make `status`, `logs` and `cancel` exit 2 without running any Slurm
 /// tool and without writing anything anywhere.
@@ -839,4 +1251,448 @@ fn a_queued_job_whose_answer_cannot_be_printed_is_still_a_success() {
     assert_eq!(o.status.code(), Some(0), "{e}");
     assert!(e.contains("job 12 is queued and recorded"), "{e}");
     assert!(e.contains("No space left on device"), "{e}");
+}
+
+/// Runs ovlaunch as the other user (its home a directory it owns, under `d`).
+fn ovlaunch_as_other(d: &Path, args: &[&str]) -> Output {
+    let home = d.join("other-home");
+    if !home.exists() {
+        std::fs::create_dir(&home).unwrap();
+        std::os::unix::fs::chown(&home, Some(other_uid()), Some(other_uid())).unwrap();
+    }
+    let uid = other_uid();
+    Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            "--clear-groups".into(),
+        ])
+        .arg(bin())
+        .args(args)
+        .env("HOME", &home)
+        .output()
+        .unwrap()
+}
+
+/// A directory of `d` that belongs to the other user, with `mode`.
+fn others_dir(d: &Path, name: &str, mode: u32) -> PathBuf {
+    let p = d.join(name);
+    std::fs::create_dir(&p).unwrap();
+    std::os::unix::fs::chown(&p, Some(other_uid()), Some(other_uid())).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Asserts a refusal: exit 2, the message names `path` and says `why`, the help says `fix`.
+fn assert_refused_at(o: &Output, path: &Path, why: &str, fix: &str) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    let (message, help) = e.split_once("help:").unwrap_or((&e, ""));
+    assert!(
+        message.contains(&format!("{} {why}", path.display())),
+        "wanted `{} {why}` in {e}",
+        path.display()
+    );
+    assert!(help.contains(fix), "wanted {fix:?} in the help of {e}");
+    assert!(stdout(o).is_empty(), "{}", stdout(o));
+}
+
+/// `{experiment_dir}` in a shared sticky jobs root: an `experiments` directory another user
+/// made (with a symbolic link to their own directory as the experiment's, or a real
+/// directory of theirs), this user's own `experiments` left writable by every user, and a
+/// symbolic link of this user's as the experiment's directory are refused with exit 2, naming
+/// the directory and a fix, and nothing is written: no job directory, nothing in the other
+/// user's directory. Cleaned up, the experiment's directory is created owner-only.
+/// (Before: the render exited 0 with checkpoint.save and .load in the other user's directory.)
+#[test]
+fn an_experiment_directory_another_user_planted_is_refused() {
+    if !root_or_skip("an_experiment_directory_another_user_planted_is_refused") {
+        return;
+    }
+    let d = open_tempdir();
+    let sj = d.path().join("sj");
+    std::fs::create_dir(&sj).unwrap();
+    std::fs::set_permissions(&sj, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let atk = others_dir(d.path(), "atk", 0o777);
+    let exp = sj.join("experiments");
+    let name = exp.join("llama3_8b-h100x8");
+    let render = || {
+        Command::new(bin())
+            .args(["render", "-r", "llama3_8b", "-g", "h100x8", "--jobs-root"])
+            .arg(&sj)
+            .args(["--set", "checkpoint.save={experiment_dir}/checkpoints"])
+            .output()
+            .unwrap()
+    };
+    let nothing_written = |case: &str| {
+        assert_eq!(names_in(&sj), ["experiments"], "{case}");
+        assert!(names_in(&atk).is_empty(), "{case}: {:?}", names_in(&atk));
+    };
+    // 1. The other user's `experiments`, the experiment's directory a link to theirs.
+    let o = as_other(&format!(
+        "mkdir -m777 {e} && chmod 777 {e} && ln -s {a} {n}",
+        e = exp.display(),
+        a = atk.display(),
+        n = name.display()
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = render();
+    assert_refused_at(
+        &o,
+        &exp,
+        &format!("belongs to {OTHER}"),
+        "ovlaunch creates it",
+    );
+    assert!(stderr(&o).contains("--jobs-root"), "{}", stderr(&o));
+    nothing_written("a link");
+    // 2. The same with a real directory of theirs, every user may write.
+    let o = as_other(&format!(
+        "rm {n} && mkdir -m777 {n} && chmod 777 {n}",
+        n = name.display()
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = render();
+    assert_refused_at(
+        &o,
+        &exp,
+        &format!("belongs to {OTHER}"),
+        "ovlaunch creates it",
+    );
+    nothing_written("their directory");
+    // 3. `experiments` now this user's, but every user can write it.
+    std::os::unix::fs::chown(&exp, Some(0), Some(0)).unwrap();
+    let o = render();
+    assert_refused_at(
+        &o,
+        &exp,
+        "is writable by every user",
+        &format!("chmod o-w {}", exp.display()),
+    );
+    nothing_written("writable by every user");
+    // 4. Closed, but the experiment's directory is still the other user's.
+    std::fs::set_permissions(&exp, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let o = render();
+    assert_refused_at(
+        &o,
+        &name,
+        &format!("belongs to {OTHER}"),
+        "ovlaunch creates it",
+    );
+    nothing_written("their experiment directory");
+    // 5. A symbolic link of this user's: never followed.
+    std::fs::remove_dir(&name).unwrap();
+    std::os::unix::fs::symlink(&atk, &name).unwrap();
+    let o = render();
+    assert_refused_at(&o, &name, "is a symbolic link", "remove the symbolic link");
+    nothing_written("my link");
+    // Cleaned up: created owner-only, and the checkpoints go there.
+    std::fs::remove_file(&name).unwrap();
+    let o = render();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+    assert_eq!(mode(&exp), 0o700);
+    assert_eq!(mode(&name), 0o700);
+    let words = std::fs::read_to_string(sj.join("llama3_8b-h100x8/overrides.txt")).unwrap();
+    assert!(
+        words.contains(&format!("checkpoint.save='{}/checkpoints'", name.display())),
+        "{words}"
+    );
+    assert!(names_in(&atk).is_empty());
+}
+
+/// Every directory on the job directory's path is checked, not only its parent: a
+/// `--job-dir` or `--jobs-root` below a directory another user owns (and every user can
+/// write), below a directory its group can write, or through another user's symbolic link
+/// in a sticky directory is refused with exit 2, naming that directory and a fix, and
+/// nothing is created. A group-writable directory is accepted with the group-shared
+/// setting, and this user's own symbolic link is followed. (Before: `--job-dir ATK/sub/x`
+/// exited 0, creating ATK/sub, which the other user could then swap for a directory with a
+/// rank runtime of theirs.)
+#[test]
+fn every_directory_on_the_job_directorys_path_is_checked() {
+    if !root_or_skip("every_directory_on_the_job_directorys_path_is_checked") {
+        return;
+    }
+    let d = open_tempdir();
+    let atk = others_dir(d.path(), "atk", 0o777);
+    let render = |flag: &str, p: &Path, env: &[(&str, &str)]| {
+        Command::new(bin())
+            .args(["render", "-r", "llama3_8b", "-g", "h100x8", flag])
+            .arg(p)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    for (flag, p) in [
+        ("--job-dir", atk.join("sub/x")),
+        ("--jobs-root", atk.join("sub/jobs")),
+    ] {
+        let o = render(flag, &p, &[]);
+        assert_refused_at(
+            &o,
+            &atk,
+            &format!("belongs to {OTHER}"),
+            "every parent belongs to you or root",
+        );
+        assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+        assert!(names_in(&atk).is_empty(), "{flag}: {:?}", names_in(&atk));
+    }
+    // A directory of root (or this user) that its group can write.
+    let team = d.path().join("team");
+    std::fs::create_dir(&team).unwrap();
+    std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let o = render("--jobs-root", &team.join("me/jobs"), &[]);
+    assert_refused_at(
+        &o,
+        &team,
+        "is writable by its group",
+        &format!("chmod g-w {}", team.display()),
+    );
+    assert!(stderr(&o).contains("jobs_root_shared: group"));
+    assert!(names_in(&team).is_empty());
+    let o = render(
+        "--jobs-root",
+        &team.join("me/jobs"),
+        &[("OVLAUNCH_JOBS_ROOT_SHARED", "group")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        team.join("me/jobs/llama3_8b-h100x8/launch.sbatch")
+            .is_file()
+    );
+    // A symbolic link on the path: another user's (in a sticky directory) is refused, this
+    // user's is followed.
+    let sticky = d.path().join("sticky");
+    std::fs::create_dir(&sticky).unwrap();
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let mine = d.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let o = as_other(&format!(
+        "ln -s {} {}/theirs",
+        mine.display(),
+        sticky.display()
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = render("--job-dir", &sticky.join("theirs/x"), &[]);
+    assert_refused_at(
+        &o,
+        &sticky.join("theirs"),
+        &format!("belongs to {OTHER}"),
+        "every parent",
+    );
+    assert!(names_in(&mine).is_empty());
+    std::os::unix::fs::symlink(&mine, sticky.join("my-link")).unwrap();
+    let o = render("--job-dir", &sticky.join("my-link/y"), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(mine.join("y/launch.sbatch").is_file());
+}
+
+/// `submit DIR` submits only what this user alone could have written: another user's rendered
+/// directory (opened to everyone, with a line added to its script), a directory of theirs in
+/// this user's jobs root, and this user's own rendered directory once its script or the
+/// directory can be written by every user or by the group are refused with exit 2, naming
+/// the file or directory and a fix: sbatch is not run and no record is written. Fixed, it is
+/// submitted. (Before: "submitted job 4242", the other user's line ran, the record went into
+/// their directory.)
+#[test]
+fn submit_dir_refuses_what_another_user_could_have_written() {
+    if !root_or_skip("submit_dir_refuses_what_another_user_could_have_written") {
+        return;
+    }
+    let d = open_tempdir();
+    let canary = d.path().join("canary");
+    let calls = d.path().join("sbatch-calls");
+    let path = stand_in_sbatch(
+        d.path(),
+        4242,
+        "0",
+        &format!("echo \"$@\" >> {}", calls.display()),
+    );
+    let submit = |dir: &Path| {
+        Command::new(bin())
+            .arg("submit")
+            .arg(dir)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let untouched = |dir: &Path, case: &str| {
+        assert!(!calls.exists(), "{case}: sbatch ran");
+        assert!(!dir.join("submission.json").exists(), "{case}: a record");
+        assert!(!canary.exists(), "{case}");
+    };
+    // 1. Another user's rendered job, opened to every user, with a line of theirs added.
+    let h3jobs = others_dir(d.path(), "h3jobs", 0o755);
+    let forsub = h3jobs.join("forsub");
+    let o = ovlaunch_as_other(
+        d.path(),
+        &[
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-dir",
+            forsub.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = as_other(&format!(
+        "chmod -R go+rwX {f} && echo 'touch {c}' >> {f}/launch.sbatch",
+        f = forsub.display(),
+        c = canary.display()
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = submit(&forsub);
+    assert_refused_at(&o, &h3jobs, &format!("belongs to {OTHER}"), "every parent");
+    assert!(stderr(&o).contains("DIR"), "{}", stderr(&o));
+    untouched(&forsub, "another user's job");
+    // 2. Their job directory in this user's jobs root.
+    let jobs = d.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    let theirs = jobs.join("theirs");
+    let o = Command::new("cp")
+        .args(["-a"])
+        .arg(&forsub)
+        .arg(&theirs)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let o = submit(&theirs);
+    assert_refused_at(
+        &o,
+        &theirs,
+        &format!("belongs to {OTHER}"),
+        "render the job yourself",
+    );
+    untouched(&theirs, "their directory in my jobs root");
+    // 3. This user's own rendered job, its script then writable by every user, then the
+    // directory by its group.
+    let mine = jobs.join("mine");
+    let o = Command::new(bin())
+        .args(["render", "-r", "llama3_8b", "-g", "h100x8", "--job-dir"])
+        .arg(&mine)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = mine.join("launch.sbatch");
+    let chmod = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    chmod(&script, 0o757);
+    let o = submit(&mine);
+    assert_refused_at(
+        &o,
+        &script,
+        "is writable by every user",
+        &format!("chmod o-w {}", script.display()),
+    );
+    untouched(&mine, "my script writable by every user");
+    chmod(&script, 0o755);
+    chmod(&mine, 0o770);
+    let o = submit(&mine);
+    assert_refused_at(
+        &o,
+        &mine,
+        "is writable by its group",
+        &format!("chmod g-w {}", mine.display()),
+    );
+    untouched(&mine, "my directory writable by its group");
+    chmod(&mine, 0o750);
+    let o = submit(&mine);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("submitted job 4242"), "{}", stdout(&o));
+    assert!(mine.join("submission.json").is_file());
+    assert!(!forsub.join("submission.json").exists());
+    assert!(!theirs.join("submission.json").exists());
+}
+
+/// The group the other user belongs to (created once).
+const SHARED_GROUP: &str = "ovl-shared";
+
+fn shared_gid() -> u32 {
+    let look = || {
+        nix::unistd::Group::from_name(SHARED_GROUP)
+            .ok()
+            .flatten()
+            .map(|g| g.gid.as_raw())
+    };
+    if look().is_none() {
+        let _ = Command::new("groupadd")
+            .args(["--system", SHARED_GROUP])
+            .output();
+    }
+    let gid = look().unwrap_or_else(|| panic!("groupadd {SHARED_GROUP} failed"));
+    other_uid();
+    let o = Command::new("usermod")
+        .args(["-aG", SHARED_GROUP, OTHER])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    gid
+}
+
+/// A record, or its directory, that the group (with another member) can write is refused by
+/// `status`, `logs` and `cancel` with exit 2, naming it and `chmod g-w`, and no Slurm tool
+/// runs; with the group's write taken away it is obeyed again. (Before: acted on.)
+#[test]
+fn group_writable_records_are_refused() {
+    if !root_or_skip("group_writable_records_are_refused") {
+        return;
+    }
+    let gid = shared_gid();
+    let d = open_tempdir();
+    let jobs = d.path().join("jobs");
+    let path = stand_in_sbatch(d.path(), 13, "0", "");
+    let o = Command::new(bin())
+        .args(submit_args(&jobs, "g"))
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = jobs.join("g");
+    let rec = job.join("submission.json");
+    let _ = std::fs::remove_file(d.path().join("calls"));
+    let chmod = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let run = |c: &str| {
+        Command::new(bin())
+            .args([c, job.to_str().unwrap()])
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    for (what, p, mode, back) in [
+        ("the job directory", &job, 0o770, 0o750),
+        ("the record", &rec, 0o664, 0o644),
+    ] {
+        std::os::unix::fs::chown(p, None, Some(gid)).unwrap();
+        chmod(p, mode);
+        for c in ["status", "logs", "cancel"] {
+            assert_refused_at(
+                &run(c),
+                p,
+                "is writable by its group",
+                &format!("chmod g-w {}", p.display()),
+            );
+        }
+        assert!(!d.path().join("calls").exists(), "{what}: a Slurm tool ran");
+        chmod(p, back);
+    }
+    // Obeyed again: status asks Slurm (whose stand-in fails: exit 1).
+    let o = run("status");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(d.path().join("calls").exists());
 }

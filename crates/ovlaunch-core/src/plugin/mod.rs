@@ -99,6 +99,8 @@ pub struct PluginDef {
     pub file: PluginFile,
     /// `embedded:plugins/x.yaml` or a file path.
     pub origin: String,
+    /// The shipped plugin of the same name this user file replaces (its origin), if any.
+    pub replaces: Option<String>,
     text: String,
 }
 
@@ -131,6 +133,20 @@ fn locate(origin: &str, text: &str, needle: &str) -> Origin {
     Origin::file(origin, line, None)
 }
 
+/// How a shipped plugin's origin starts.
+const EMBEDDED: &str = "embedded:";
+
+/// The warning for an enabled user plugin that replaces a shipped one, if `def` does.
+pub fn replacement_warning(def: &PluginDef) -> Option<String> {
+    def.replaces.as_ref().map(|shipped| {
+        format!(
+            "plugin `{}` is {}, which replaces the shipped plugin of that name ({shipped}): check that this file is the one you meant to enable",
+            def.name(),
+            def.origin
+        )
+    })
+}
+
 /// Every plugin that can be enabled.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
@@ -142,17 +158,24 @@ impl Registry {
     pub fn embedded() -> Result<Self> {
         let mut r = Self::default();
         for (path, text) in crate::catalog::embedded::PLUGINS {
-            r.add(&format!("embedded:{path}"), text)?;
+            r.add(&format!("{EMBEDDED}{path}"), text)?;
         }
         Ok(r)
     }
 
-    /// Parses, validates and adds a plugin; it replaces one of the same name.
+    /// Parses, validates and adds a plugin; it replaces one of the same name (recording which
+    /// shipped plugin it replaces, [`PluginDef::replaces`]).
     pub fn add(&mut self, origin: &str, text: &str) -> Result<&PluginDef> {
         let file: PluginFile = crate::yaml::parse(text, origin)?;
+        let replaces = self.get(&file.name).and_then(|old| {
+            old.replaces
+                .clone()
+                .or_else(|| old.origin.starts_with(EMBEDDED).then(|| old.origin.clone()))
+        });
         let def = PluginDef {
             file,
             origin: origin.to_string(),
+            replaces,
             text: text.to_string(),
         };
         validate::validate(&def)?;
@@ -189,6 +212,9 @@ pub fn describe(reg: &Registry) -> String {
         let f = &p.file;
         let _ = writeln!(s, "{}  {}", f.name, f.description);
         let _ = writeln!(s, "    from {} (order {})", p.origin, f.order);
+        if let Some(shipped) = &p.replaces {
+            let _ = writeln!(s, "    replaces the shipped {shipped}");
+        }
         if !f.conflicts.is_empty() {
             let _ = writeln!(s, "    conflicts with: {}", f.conflicts.join(", "));
         }
