@@ -959,7 +959,7 @@ fn a_user_files_variants_state_what_runs() {
                 "help: make it a variant of its own (`- {{gpu: h100, precision: bf16, bridge_recipe: {f8}}}`"
             ),
         ] {
-            assert!(err.contains(part.as_str()), "`{part}` not in: {err}");
+            assert!(err.contains(part), "`{part}` not in: {err}");
         }
     }
     let fixed = file_in(

@@ -27,14 +27,15 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
     PLACED.set(None);
     serde_saphyr::from_str_with_options::<T>(text, options()).map_err(|e| {
         // an error about a place the parser had moved past (`error_at`): that place
-        if let Some((place, message)) = PLACED.take()
+        if let Some((place, message, help)) = PLACED.take()
             && e.to_string().contains(&message)
         {
-            return Error::usage(message).at(Origin::file(
-                origin,
-                Some(place.line),
-                Some(place.col),
-            ));
+            let error =
+                Error::usage(message).at(Origin::file(origin, Some(place.line), Some(place.col)));
+            return match help {
+                Some(help) => error.help(help),
+                None => error,
+            };
         }
         let (line, col) = e.location().map_or((None, None), |l| {
             (Some(l.line() as usize), Some(l.column() as usize))
@@ -54,6 +55,7 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
         let (short, help) = match duplicate_key(message)
             .or_else(|| not_a_boolean(message))
             .or_else(|| second_document(message))
+            .or_else(|| not_a_number(message, text, line.zip(col)))
         {
             Some((m, h)) => (m, Some(h)),
             None => match unknown_name(message) {
@@ -173,6 +175,42 @@ fn other_base(word: &str) -> bool {
         Some('b' | 'B') => all(&rest[1..], |c| c == '0' || c == '1'),
         _ => all(rest, |c| c.is_ascii_digit()),
     }
+}
+
+/// The parser's message for a scalar that is not the number a field takes (`invalid u32`)
+/// names neither the field nor the value, and says the type in Rust's words: the message
+/// names the field (its dotted path where the file's key lines know it) and the value, the
+/// help what to write.
+fn not_a_number(message: &str, text: &str, at: Option<(usize, usize)>) -> Option<(String, String)> {
+    let wanted = match message.strip_prefix("invalid ")? {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number, 0 or more",
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        _ => return None,
+    };
+    let (line, col) = at?;
+    let source = text.lines().nth(line.checked_sub(1)?)?;
+    let (before, value) = source.split_at(source.char_indices().nth(col.checked_sub(1)?)?.0);
+    let word = value.split([',', '}', ']', '#']).next()?.trim();
+    let key = before
+        .trim_end()
+        .strip_suffix(':')?
+        .rsplit([' ', '{', ',', '-'])
+        .next()?
+        .trim();
+    let (top, variants) = key_lines(text);
+    let path = top
+        .iter()
+        .chain(variants.iter().flatten())
+        .filter(|(p, l)| **l == line && (p.as_str() == key || p.ends_with(&format!(".{key}"))))
+        .map(|(p, _)| p.clone())
+        .max_by_key(String::len)
+        .unwrap_or_else(|| key.to_string());
+    let section = path.split('.').next().unwrap_or(&path);
+    Some((
+        format!("`{path}`: expected {wanted}, found `{word}`"),
+        format!("write {wanted} there (`ovlaunch fields {section}` lists each field's type)"),
+    ))
 }
 
 /// The parser's words for a second document (`---`) in a file that holds one, with a fix.
@@ -441,8 +479,9 @@ pub struct Place {
 }
 
 thread_local! {
-    /// The place and message of the last `error_at`, for `parse` to report.
-    static PLACED: std::cell::Cell<Option<(Place, String)>> = const { std::cell::Cell::new(None) };
+    /// The place, message and fix of the last `error_at`, for `parse` to report.
+    static PLACED: std::cell::Cell<Option<(Place, String, Option<String>)>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// Reads a mapping's next key with its place, for a check made after the parser has moved
@@ -464,7 +503,14 @@ pub fn next_key_placed<'de, A: serde::de::MapAccess<'de>>(
 /// it at `place`, where the parser would report its own position.
 pub fn error_at<E: serde::de::Error>(place: Place, message: String) -> E {
     let error = E::custom(&message);
-    PLACED.set(Some((place, message)));
+    PLACED.set(Some((place, message, None)));
+    error
+}
+
+/// [`error_at`] with a fix, which [`parse`] reports as the error's help.
+pub fn error_at_with_help<E: serde::de::Error>(place: Place, message: String, help: &str) -> E {
+    let error = E::custom(&message);
+    PLACED.set(Some((place, message, Some(help.to_string()))));
     error
 }
 

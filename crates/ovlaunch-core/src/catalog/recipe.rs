@@ -379,8 +379,8 @@ pub struct Recipe {
     /// For a user's recipe file run by Bridge's runner: the shipped recipes that hold the
     /// Bridge functions it names (`bridge_recipe:`), which `cli::load` links
     /// (`catalog::Catalog::bridge_function`); the file's values are planned over theirs and
-    /// every difference reaches the trainer as an override (`resolve::base`). Empty for a
-    /// shipped recipe.
+    /// every value it states or changes reaches the trainer as an override (`resolve::base`).
+    /// Empty for a shipped recipe.
     pub bases: Vec<Recipe>,
     /// The line of each top-level key in a user's recipe file (for errors about a section
     /// found once the file is planned on its Bridge function); empty for a shipped recipe.

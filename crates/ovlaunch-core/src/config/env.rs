@@ -109,9 +109,13 @@ where
                     _ => "that value",
                 };
                 let v = serde_json::from_value::<V>(raw).map_err(|_| {
-                    crate::yaml::error_at::<A::Error>(place, format!(
-                        "`env_vars.{k}` is {found}: an env value is text, a number, true or false, null (removes the variable) or {{inherit: true}} (leaves it to the environment); quote it to pass it as text"
-                    ))
+                    crate::yaml::error_at_with_help::<A::Error>(
+                        place,
+                        format!(
+                            "`env_vars.{k}` is {found}: an env value is text, a number, true or false, null (removes the variable) or {{inherit: true}} (leaves it to the environment)"
+                        ),
+                        "quote it to pass it as text, or give the variable one value",
+                    )
                 })?;
                 check_env_name(&k).map_err(A::Error::custom)?;
                 if let Some(why) = v.refusal(&k) {

@@ -7,12 +7,14 @@
 //! them to the file, `catalog::Recipe::bases`). The plan is planned over that base: the base
 //! recipe and its variant, then the file's own sections ([`OnBase::file`]: every value it
 //! states, field by field; a mixed-precision mapping of fields is written over the base's), then
-//! the plugins' sets and `--set`. Every value of the layered config that differs from what the
-//! function returns becomes an override ([`overrides`]): `section.field=VALUE` in the key path of
+//! the plugins' sets and `--set`. Every value the file states, whatever it equals (as a `--set`
+//! of it is), and every other value of the layered config that differs from what the function
+//! returns becomes an override ([`overrides`]): `section.field=VALUE` in the key path of
 //! Bridge's config class, a section Bridge's function leaves `None` in its typed form, so that
 //! Hydra reads back the plan's value. Bridge's runner steps (weak scaling from the function's own
 //! GPU count and layout, its benchmark precision default, the layout rebuild after a PP or VP
-//! override) see these as explicit overrides, as they are on its command line.
+//! override) see these as explicit overrides, as they are on its command line. The file's
+//! variants are held to the functions they run ([`settle`]) before a variant is chosen.
 
 use serde_json::{Map, Value};
 

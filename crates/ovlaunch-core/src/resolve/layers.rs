@@ -435,7 +435,7 @@ pub struct FileValues<'a> {
 
 /// [`layer_with`] with a user's recipe file over Bridge's function (`file`: the file's
 /// sections, `super::base`): `before` stays the function's own config (what Bridge's runner
-/// reads before the overrides), and every value the file changes is in
+/// reads before the overrides), and every value the file states or changes is in
 /// [`Layered::file_overrides`].
 pub fn layer_on(
     recipe: &Recipe,
@@ -566,7 +566,7 @@ pub struct Layered {
     pub prov: Provenance,
     /// For each plugin set, whether it was applied (`if_present` ones may not be).
     pub applied: Vec<bool>,
-    /// A user's recipe file over Bridge's function: every value it changes, as the trainer's
+    /// A user's recipe file over Bridge's function: every value it states or changes, as the trainer's
     /// overrides (`super::base::overrides`); empty otherwise.
     pub file_overrides: Vec<(String, Value)>,
     /// Who set each path of `before` (recipe and variant only).

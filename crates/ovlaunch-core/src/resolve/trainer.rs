@@ -342,7 +342,7 @@ pub fn call(
     let function = named.filter(same).map_or(own, str::to_string);
     let flags = &plugins.trainer_flags;
     let mut overrides: Vec<(String, Value)> = Vec::new();
-    // a user's recipe file over Bridge's function: what it changes, unless a plugin or
+    // a user's recipe file over Bridge's function: what it states or changes, unless a plugin or
     // `--set` sets the same path later (each path once)
     let later = |path: &str| {
         sets.iter().any(|s| s.path() == path)
