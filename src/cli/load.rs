@@ -1,6 +1,7 @@
 //! The CLI's only reader of user data: builds the catalog (embedded data plus user recipe
 //! directory, recipe file and hardware file) and the resolver inputs from flags.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{CatalogArgs, PlanArgs};
@@ -230,6 +231,8 @@ pub struct PlanRequest<'a> {
     pub args: &'a PlanArgs,
     /// The `--env`s: the profile's entries first, then the flags'.
     pub envs: Vec<String>,
+    /// The profile's entries' origins (file and line), by variable name.
+    pub env_origins: BTreeMap<String, String>,
     pub bridge_root: String,
     pub bridge_version: String,
 }
@@ -240,6 +243,7 @@ impl<'a> PlanRequest<'a> {
         PlanRequest {
             args,
             envs: settings.envs(&args.envs),
+            env_origins: settings.env_origins(),
             bridge_root: settings.bridge_root.value.clone(),
             bridge_version: settings.bridge_version.value.clone(),
         }
@@ -250,6 +254,7 @@ impl<'a> PlanRequest<'a> {
         PlanRequest {
             args,
             envs: args.envs.clone(),
+            env_origins: BTreeMap::new(),
             bridge_root: args.bridge_root.clone(),
             bridge_version: args.bridge_version.clone(),
         }
@@ -309,6 +314,7 @@ pub struct Loaded {
     pub raw_sets: Vec<String>,
     pub sets: Vec<overrides::SetOverride>,
     pub envs: Vec<(String, String)>,
+    pub env_origins: BTreeMap<String, String>,
     pub unsets: Vec<String>,
     pub precision: Option<String>,
     pub variant: Option<String>,
@@ -335,6 +341,7 @@ impl Loaded {
             raw_sets: args.sets.clone(),
             sets,
             envs,
+            env_origins: req.env_origins.clone(),
             unsets,
             precision: args.precision.clone(),
             variant: args.variant.clone(),
@@ -351,6 +358,7 @@ impl Loaded {
             variant: self.variant.as_deref(),
             sets: &self.sets,
             envs: &self.envs,
+            env_origins: &self.env_origins,
             unsets: &self.unsets,
             stack: &self.stack,
             strict: self.strict,

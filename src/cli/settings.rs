@@ -508,6 +508,18 @@ impl Settings {
     }
 
     /// The profiles' env entries, then the flags' `--env`s: the job's `--env` list.
+    /// Where each of the profile's env entries comes from, by variable name (a later `--env`
+    /// of the same name replaces the entry, and its decision then names the flag).
+    pub fn env_origins(&self) -> BTreeMap<String, String> {
+        self.env
+            .iter()
+            .filter_map(|e| {
+                let (name, _) = e.value.split_once('=')?;
+                Some((name.to_string(), e.origin.to_string()))
+            })
+            .collect()
+    }
+
     pub fn envs(&self, flag_envs: &[String]) -> Vec<String> {
         self.env
             .iter()

@@ -40,10 +40,10 @@ pub fn run(
         "wrote job directory {} (its script: {}); run the script below on {}",
         prepared.dir.display(),
         prepared.job.artifacts.script_name,
-        if prepared.job.plan.hardware.nodes > 1 {
-            "every machine"
-        } else {
-            "this machine"
+        match master_addr {
+            // Its torchrun flags are then not probed here: the script may run elsewhere.
+            Some(host) => format!("every machine of the run (rendezvous at {host})"),
+            None => "this machine".to_string(),
         }
     ));
     if out.json() {

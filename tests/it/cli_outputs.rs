@@ -392,7 +392,20 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
             ],
         ),
     ] {
-        let out = ok(&args);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        // Where the script runs: here, or (named by --master-addr) on every machine.
+        let on = if name == "single" {
+            "this machine".to_string()
+        } else {
+            "every machine of the run (rendezvous at head node)".to_string()
+        };
+        assert!(
+            stderr(&o).contains(&format!("run the script below on {on}\n")),
+            "{}",
+            stderr(&o)
+        );
         if name == "single" {
             assert!(
                 out.contains("torchrun --standalone --nnodes=1 --nproc-per-node=8"),

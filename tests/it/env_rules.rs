@@ -1412,6 +1412,7 @@ fn derived_variables_follow_a_set_layout() {
             variant: None,
             sets: &sets,
             envs: &[],
+            env_origins: &Default::default(),
             unsets: &unsets,
             stack: &Stack::default(),
             strict: false,

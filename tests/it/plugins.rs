@@ -450,6 +450,22 @@ fn wandb_without_a_key_has_no_effect() {
         step(&out).contains("'logger.wandb_project='\\''p'\\'''"),
         "{out}"
     );
+    // With the key read from another launcher variable, the warning names that variable.
+    let out = ok(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &[
+            "--plugin",
+            "wandb:project=p,api_key_env=OVL_TEST_NO_SUCH_KEY",
+        ],
+    )));
+    assert!(
+        out.contains(
+            "# warning: plugin wandb has no effect: OVL_TEST_NO_SUCH_KEY environment variable is not set (the job's WANDB_API_KEY comes from it)"
+        ),
+        "{out}"
+    );
+    assert!(!step(&out).contains("logger.wandb"), "{out}");
     // project is required.
     let err = usage_error(&refs(&dry("llama70b", "h100x64", &["--plugin", "wandb"])));
     assert!(err.contains("needs option `project`"), "{err}");

@@ -180,6 +180,24 @@ fn explain_shows_each_settings_origin() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON document");
     assert_eq!(v["env"]["OVL_FROM_USER"]["value"], "u", "{}", v["env"]);
     assert_eq!(v["env"]["OVL_FROM_PROJECT"]["value"], "p");
+    // The env decision names the profile's file and line, not `--env`.
+    let rule = |name: &str| {
+        v["decisions"]
+            .as_array()
+            .expect("decisions")
+            .iter()
+            .find(|d| d["key"] == format!("env.{name}"))
+            .unwrap_or_else(|| panic!("env.{name} in {}", v["decisions"]))["rule"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(rule("OVL_FROM_USER"), format!("profile site ({user}:8)"));
+    assert!(
+        rule("OVL_FROM_PROJECT").starts_with(&format!("profile site ({proj}:")),
+        "{}",
+        rule("OVL_FROM_PROJECT")
+    );
     assert_eq!(
         v["versions"]["bridge_root"], "/site/Megatron-Bridge",
         "{}",

@@ -375,16 +375,36 @@ pub fn plan_phase(
             .filter(|v| !out.env.contains_key(*v) && !user_env.iter().any(|(k, _)| k == *v))
             .collect();
         if let Some(v) = missing.first() {
-            let text = format!(
-                "plugin {} has no effect: {v} environment variable is not set",
-                a.name()
-            );
+            // The variable the user must set: the launcher variable a passthrough copies into
+            // `v` (wandb's `api_key_env`), where that is another name.
+            let unset = match a.def.file.plan.passthrough.get(*v) {
+                Some(src) => s.text(src, false)?.filter(|src| src != *v),
+                None => None,
+            };
+            let (text, why) = match unset {
+                Some(src) => (
+                    format!(
+                        "plugin {} has no effect: {src} environment variable is not set (the job's {v} comes from it)",
+                        a.name()
+                    ),
+                    format!(
+                        "skipped: {src} environment variable is not set, so the job gets no {v} (set {src}, or pass {v} with --env)"
+                    ),
+                ),
+                None => (
+                    format!(
+                        "plugin {} has no effect: {v} environment variable is not set",
+                        a.name()
+                    ),
+                    format!(
+                        "skipped: {v} environment variable is not set (set it, or pass it with --env)"
+                    ),
+                ),
+            };
             layer.decisions.push(Decision::new(
                 format!("plugin.{}", a.name()),
                 Value::Null,
-                format!(
-                    "skipped: {v} environment variable is not set (set it, or pass it with --env)"
-                ),
+                why,
                 Source::Plugin(a.name().to_string()),
             ));
             layer.warnings.push(text);

@@ -66,6 +66,8 @@ pub struct EnvInputs<'a> {
     pub moe_at_run_time: Option<&'a str>,
     pub plugin_env: &'a [PluginEnv],
     pub user_env: &'a [(String, String)],
+    /// Where a `user_env` entry came from when not an `--env` flag, by name.
+    pub user_env_origins: &'a BTreeMap<String, String>,
     pub user_unset: &'a [String],
 }
 
@@ -326,7 +328,12 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         }
     }
     for (k, v) in inp.user_env {
-        st.set(k, v.clone(), Source::User, "--env".into(), decisions);
+        let rule = inp
+            .user_env_origins
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| "--env".into());
+        st.set(k, v.clone(), Source::User, rule, decisions);
     }
     for k in inp.user_unset {
         if inp.user_env.iter().any(|(n, _)| n == k) {

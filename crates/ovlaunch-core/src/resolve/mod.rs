@@ -24,6 +24,8 @@ pub mod provider_rules;
 pub mod trainer;
 pub mod validate;
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use crate::catalog::recipe::Variant;
@@ -47,6 +49,9 @@ pub struct Inputs<'a> {
     pub variant: Option<&'a str>,
     pub sets: &'a [SetOverride],
     pub envs: &'a [(String, String)],
+    /// Where an entry of `envs` came from when not an `--env` flag (a site profile's
+    /// `env`, by its file and line), by name: the decision's rule names it.
+    pub env_origins: &'a BTreeMap<String, String>,
     /// `--unset NAME`: removed from the trainer's environment.
     pub unsets: &'a [String],
     pub stack: &'a Stack,
@@ -65,12 +70,16 @@ impl<'a> Inputs<'a> {
             variant: None,
             sets: &[],
             envs: &[],
+            env_origins: &NO_ORIGINS,
             unsets: &[],
             stack,
             strict: false,
         }
     }
 }
+
+/// No `envs` entry from anywhere but an `--env` flag.
+static NO_ORIGINS: BTreeMap<String, String> = BTreeMap::new();
 
 /// An env variable from a plugin's plan phase.
 #[derive(Debug, Clone, PartialEq)]
@@ -1124,6 +1133,7 @@ fn env_stage(
         moe_at_run_time,
         plugin_env: &plugins.env,
         user_env: inp.envs,
+        user_env_origins: inp.env_origins,
         user_unset: inp.unsets,
     };
     let stage = env::build(&env_inputs, t)?;
