@@ -936,6 +936,20 @@ fn a_user_files_variants_state_what_runs() {
         "{chosen}"
     );
     assert_eq!(plan["train"]["global_batch_size"], 512);
+    let lib16 = file_in(
+        dir.path(),
+        "lib16.yaml",
+        "bridge_recipe: llama3_8b_pretrain_2gpu_h100_bf16_config\nvariants:\n  - {gpu: h100, precision: bf16, num_gpus: 16}\n",
+    );
+    let err = usage_error(&["plan", "--recipe", &lib16, "--gpus", "h100x16"]);
+    for part in [
+        "is written for 2 GPUs",
+        "a library recipe runs as it is",
+        "lib16.yaml:3",
+        "help: leave num_gpus out",
+    ] {
+        assert!(err.contains(part), "`{part}` not in: {err}");
+    }
     // a top-level function no variant runs
     let fp8 = "llama3_8b_pretrain_8gpu_h100_fp8cs_config";
     let both = file_in(

@@ -55,7 +55,7 @@ macro_rules! with_sections {
             comm_overlap: Option<CommOverlapConfig>,
             #[serde(default)]
             mixed_precision: Option<MixedPrecisionSpec>,
-            #[serde(default, deserialize_with = "crate::config::env::opt_env_map")]
+            #[serde(default, deserialize_with = "env_vars_map")]
             env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
             #[serde(default, deserialize_with = "super::bridge_de::de::scheduler")]
             scheduler: Option<Map<String, Value>>,
@@ -782,6 +782,62 @@ fn pick_sections(v: &Value) -> Map<String, Value> {
 
 /// A recipe's `requires` names fields of pass-through sections, and its variants have known
 /// precisions and are listed once each.
+/// `config::env::env_map` for a recipe's optional `env_vars`: a value of the wrong form is refused
+/// naming its variable (`env_vars.NAME`) and the forms an env value takes, at its place.
+fn env_vars_map<'de, D, V>(
+    d: D,
+) -> std::result::Result<Option<std::collections::BTreeMap<String, V>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: serde::de::DeserializeOwned + crate::config::env::EnvText,
+{
+    struct Entries<V>(std::marker::PhantomData<V>);
+    impl<'de, V> serde::de::Visitor<'de> for Entries<V>
+    where
+        V: serde::de::DeserializeOwned + crate::config::env::EnvText,
+    {
+        type Value = std::collections::BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a mapping of environment variable names to values")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            use serde::de::Error;
+            let mut out = std::collections::BTreeMap::new();
+            while let Some((k, place)) = crate::yaml::next_key_placed(&mut m)? {
+                let raw: serde_json::Value = m.next_value()?;
+                let found = match &raw {
+                    serde_json::Value::Array(_) => "a list",
+                    serde_json::Value::Object(_) => "a mapping",
+                    _ => "that value",
+                };
+                let v = serde_json::from_value::<V>(raw).map_err(|_| {
+                    crate::yaml::error_at_with_help::<A::Error>(
+                        place,
+                        format!(
+                            "`env_vars.{k}` is {found}: an env value is text, a number, true or false, null (removes the variable) or {{inherit: true}} (leaves it to the environment)"
+                        ),
+                        "quote it to pass it as text, or give the variable one value",
+                    )
+                })?;
+                crate::config::env::check_env_name(&k).map_err(A::Error::custom)?;
+                if let Some(why) = v.refusal(&k) {
+                    return Err(A::Error::custom(why));
+                }
+                if let Some(text) = v.env_text() {
+                    crate::config::env::check_env_value(&k, &text).map_err(A::Error::custom)?;
+                }
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Entries(std::marker::PhantomData))
+        .map(Some)
+}
+
 /// Where a recipe file's keys are: its top-level keys, each variant's line and keys
 /// (`yaml::key_lines`, `yaml::variant_lines`).
 struct Lines<'a> {

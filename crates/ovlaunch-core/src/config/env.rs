@@ -6,8 +6,9 @@
 //!   that reaches a job: the name is a POSIX shell name (it is written unquoted as
 //!   `export NAME=...`; the rule itself is the rank crate's, `names`), the value has no NUL
 //!   byte (neither `execve` nor bash can carry one, so the rank runtime would fail with 125).
-//! * [`env_map`] applies both while a recipe or hardware file is deserialised, so the error
-//!   carries the file and line.
+//! * [`env_map`] applies both while a hardware file is deserialised (a recipe's `env_vars` by
+//!   `catalog::recipe`, which also names the variable of a value of the wrong form), so the
+//!   error carries the file and line.
 //! * [`redacted_map`] is how an env map is shown: secret values (the rank crate's rule)
 //!   replaced.
 //! * [`EnvScalar`] is what a recipe's `env_vars` may state for a name.
@@ -80,57 +81,6 @@ where
         }
     }
     Ok(map)
-}
-
-/// [`env_map`] for a recipe's optional `env_vars`: a value of the wrong form is refused
-/// naming its variable (`env_vars.NAME`) and the forms an env value takes, at its place.
-pub fn opt_env_map<'de, D, V>(d: D) -> std::result::Result<Option<BTreeMap<String, V>>, D::Error>
-where
-    D: Deserializer<'de>,
-    V: serde::de::DeserializeOwned + EnvText,
-{
-    struct Entries<V>(std::marker::PhantomData<V>);
-    impl<'de, V: serde::de::DeserializeOwned + EnvText> serde::de::Visitor<'de> for Entries<V> {
-        type Value = BTreeMap<String, V>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a mapping of environment variable names to values")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut m: A,
-        ) -> std::result::Result<Self::Value, A::Error> {
-            use serde::de::Error;
-            let mut out = BTreeMap::new();
-            while let Some((k, place)) = crate::yaml::next_key_placed(&mut m)? {
-                let raw: serde_json::Value = m.next_value()?;
-                let found = match &raw {
-                    serde_json::Value::Array(_) => "a list",
-                    serde_json::Value::Object(_) => "a mapping",
-                    _ => "that value",
-                };
-                let v = serde_json::from_value::<V>(raw).map_err(|_| {
-                    crate::yaml::error_at_with_help::<A::Error>(
-                        place,
-                        format!(
-                            "`env_vars.{k}` is {found}: an env value is text, a number, true or false, null (removes the variable) or {{inherit: true}} (leaves it to the environment)"
-                        ),
-                        "quote it to pass it as text, or give the variable one value",
-                    )
-                })?;
-                check_env_name(&k).map_err(A::Error::custom)?;
-                if let Some(why) = v.refusal(&k) {
-                    return Err(A::Error::custom(why));
-                }
-                if let Some(text) = v.env_text() {
-                    check_env_value(&k, &text).map_err(A::Error::custom)?;
-                }
-                out.insert(k, v);
-            }
-            Ok(out)
-        }
-    }
-    d.deserialize_map(Entries(std::marker::PhantomData))
-        .map(Some)
 }
 
 /// `#[serde(serialize_with = "crate::config::env::redacted_map")]`: an env map serialised with

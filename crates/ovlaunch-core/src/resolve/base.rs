@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::catalog::recipe::{Recipe, Variant};
+use crate::catalog::recipe::{Recipe, RecipeKind, Variant};
 use crate::config::{ConfigContainer, MixedPrecisionConfig, MixedPrecisionSpec};
 use crate::error::{Error, Result};
 use crate::precision;
@@ -217,13 +217,23 @@ pub fn settle(user: &mut Recipe) -> Result<()> {
             (None, Some(n)) => user.variants[i].num_gpus = Some(n),
             (Some(stated), Some(n)) if stated != n => {
                 let at = v.key_lines.get("num_gpus").copied().or(v.line);
+                let (why, runs) = match kind {
+                    RecipeKind::Library => (
+                        "a variant's num_gpus is the count its function is written for, and a library recipe runs as it is on any GPU count that holds its layout".to_string(),
+                        "its hyper-parameters unchanged".to_string(),
+                    ),
+                    RecipeKind::Benchmark => (
+                        "Bridge's runner weak-scales its global batch from the function's own count, whatever the file says".to_string(),
+                        format!("its global batch weak-scaled from {n} GPUs unless the file states one"),
+                    ),
+                };
                 return Err(Error::usage(format!(
-                    "recipe `{}`, variant gpu: {}, precision: {}: num_gpus {stated}, but `{function}` is written for {n} GPUs (Bridge's runner scales from the function's own count, whatever the file says)",
+                    "recipe `{}`, variant gpu: {}, precision: {}: num_gpus {stated}, but `{function}` is written for {n} GPUs ({why})",
                     user.name, v.gpu, v.precision
                 ))
                 .at(crate::error::Origin::file(&user.origin, at, None))
                 .help(format!(
-                    "leave num_gpus out (the variant then runs on any GPU count, its global batch weak-scaled from {n} GPUs unless the file states one), write `num_gpus: {n}`, or name a function written for {stated} GPUs"
+                    "leave num_gpus out (the variant then runs on any GPU count, {runs}), write `num_gpus: {n}`, or name a function written for {stated} GPUs"
                 )));
             }
             _ => {}
