@@ -377,7 +377,7 @@ pub fn plan_phase(
         if let Some(v) = missing.first() {
             // The variable the user must set: the launcher variable a passthrough copies into
             // `v` (wandb's `api_key_env`), where that is another name.
-            let unset = match a.def.file.plan.passthrough.get(*v) {
+            let unset = match a.def.file.plan.passthrough.get(v) {
                 Some(src) => s.text(src, false)?.filter(|src| src != *v),
                 None => None,
             };
