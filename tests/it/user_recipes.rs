@@ -883,8 +883,8 @@ fn rule_of<'a>(plan: &'a Value, key: &str) -> &'a str {
 /// A user's file's variants say what runs: one without `num_gpus` is its function's GPU count
 /// (the count Bridge's runner weak-scales from), one stating another count is refused at its
 /// line with the fix, a file on a library function plans as one (no scaling), and a
-/// top-level `bridge_recipe:` that no variant runs is refused at its line; written as a
-/// variant of its own, it is chosen by its precision.
+/// top-level `bridge_recipe:` that no variant runs is the file's variant for the GPU kind and
+/// precision its function is written for, chosen by its precision as a variant written out.
 #[test]
 fn a_user_files_variants_state_what_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -950,7 +950,7 @@ fn a_user_files_variants_state_what_runs() {
     ] {
         assert!(err.contains(part), "`{part}` not in: {err}");
     }
-    // a top-level function no variant runs
+    // a top-level function no variant runs: the file's variant for what it is written for
     let fp8 = "llama3_8b_pretrain_8gpu_h100_fp8cs_config";
     let both = file_in(
         dir.path(),
@@ -959,23 +959,19 @@ fn a_user_files_variants_state_what_runs() {
             "bridge_recipe: {f8}\ntrain: {{train_iters: 100}}\nvariants:\n  - gpu: h100\n    precision: fp8cs\n    bridge_recipe: {fp8}\n"
         ),
     );
-    for extra in [
-        &[][..],
-        &["--precision", "bf16"][..],
-        &["--precision", "fp8cs"][..],
+    for (extra, function) in [
+        (&[][..], f8),
+        (&["--precision", "bf16"][..], f8),
+        (&["--precision", "fp8cs"][..], fp8),
     ] {
-        let args = [&["plan", "--recipe", &both, "--gpus", "h100x8"][..], extra].concat();
-        let err = usage_error(&args);
-        for part in [
-            &format!("`bridge_recipe: {f8}` runs in no variant"),
-            "both.yaml:1",
-            &format!(
-                "help: make it a variant of its own (`- {{gpu: h100, precision: bf16, bridge_recipe: {f8}}}`"
-            ),
-        ] {
-            assert!(err.contains(part), "`{part}` not in: {err}");
-        }
+        let args = [&["--recipe", &both, "--gpus", "h100x8"][..], extra].concat();
+        let plan = plan_json(&args);
+        assert_eq!(plan["recipe"]["bridge_recipe"], function, "{extra:?}");
+        assert_eq!(plan["trainer"]["recipe"], function, "{extra:?}");
+        assert_eq!(plan["train"]["train_iters"], 100, "{extra:?}");
+        assert_eq!(rule_of(&plan, "recipe.variant"), "exact match for 8 GPUs");
     }
+    // the same written as two variants plans the same
     let fixed = file_in(
         dir.path(),
         "fixed.yaml",

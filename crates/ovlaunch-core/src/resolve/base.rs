@@ -161,41 +161,16 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
 /// says, so a variant without `num_gpus` takes its function's, and one stating another count
 /// is refused at its line; a file whose functions are all library recipes is one (a real run:
 /// no weak scaling); a top-level `bridge_recipe:` that no variant runs (each names its own)
-/// is refused at its line, as it would never be chosen. A file the generator wrote from
+/// is the file's variant for what its function is written for ([`top_level_variant`]), so it
+/// is chosen as the shipped variants are. A file the generator wrote from
 /// Bridge's functions (`Recipe::is_bridges`) states its functions' own values and is left
 /// as it is.
 pub fn settle(user: &mut Recipe) -> Result<()> {
     if user.bases.is_empty() || user.is_bridges() {
         return Ok(());
     }
-    let line = |r: &Recipe, key: &str| r.key_lines.get(key).copied();
-    if let Some(top) = user.bridge_recipe.as_deref()
-        && !user.variants.is_empty()
-        && user.variants.iter().all(|v| v.bridge_recipe.is_some())
-        && !user
-            .variants
-            .iter()
-            .any(|v| v.bridge_recipe.as_deref() == Some(top))
-    {
-        let fix = function_of(user, top).map_or_else(
-            || "remove it".to_string(),
-            |(_, v)| {
-                format!(
-                    "make it a variant of its own (`- {{gpu: {}, precision: {}, bridge_recipe: {top}}}` under `variants:`), or remove it",
-                    v.gpu, v.precision
-                )
-            },
-        );
-        return Err(Error::usage(format!(
-            "recipe `{}`: `bridge_recipe: {top}` runs in no variant: each of the file's variants names its own function, so this one would never be chosen",
-            user.name
-        ))
-        .at(crate::error::Origin::file(
-            &user.origin,
-            line(user, "bridge_recipe"),
-            None,
-        ))
-        .help(fix));
+    if let Some(implicit) = top_level_variant(user) {
+        user.variants.push(implicit);
     }
     let mut kinds = Vec::new();
     for i in 0..user.variants.len() {
@@ -248,6 +223,51 @@ pub fn settle(user: &mut Recipe) -> Result<()> {
         user.kind = kinds[0];
     }
     Ok(())
+}
+
+/// A user's file with `variants:` that each name their own function, and a top-level
+/// `bridge_recipe:` none of them runs: that function is the file's variant for the GPU kind,
+/// precision and config variant it is written for (its own values, the file's top-level
+/// values over them), unless a variant of the file is written for the same, which wins.
+/// `None` otherwise.
+fn top_level_variant(user: &Recipe) -> Option<Variant> {
+    let top = user.bridge_recipe.as_deref()?;
+    let all_own = user.variants.iter().all(|v| v.bridge_recipe.is_some());
+    if user.variants.is_empty()
+        || !all_own
+        || user
+            .variants
+            .iter()
+            .any(|v| v.bridge_recipe.as_deref() == Some(top))
+    {
+        return None;
+    }
+    let (_, bv) = function_of(user, top)?;
+    let covered = user
+        .variants
+        .iter()
+        .any(|v| (&v.gpu, &v.precision, &v.variant) == (&bv.gpu, &bv.precision, &bv.variant));
+    if covered {
+        return None;
+    }
+    Some(Variant {
+        gpu: bv.gpu.clone(),
+        precision: bv.precision.clone(),
+        variant: bv.variant.clone(),
+        num_gpus: bv.num_gpus,
+        bridge_recipe: Some(top.to_string()),
+        bridge_aliases: Vec::new(),
+        model_class: None,
+        model_lacks: Vec::new(),
+        from_checkpoint: None,
+        bridge_since: None,
+        requires: None,
+        canonical: false,
+        pipeline_layouts: None,
+        sections: Map::new(),
+        line: user.key_lines.get("bridge_recipe").copied(),
+        key_lines: crate::yaml::KeyLines::new(),
+    })
 }
 
 /// The shipped recipe holding `function` among `user`'s bases, and its variant for it.
