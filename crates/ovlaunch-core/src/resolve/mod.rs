@@ -150,7 +150,7 @@ fn pick<'r>(inp: &Inputs<'r>) -> Result<Picked<'r>> {
         "recipe.bridge_recipe",
         on.function.as_str(),
         format!(
-            "the Bridge function your recipe file runs on ({}): its values are planned over what the function returns, and each one that differs is passed to the trainer as an override",
+            "the Bridge function your recipe file runs on ({}): its values are planned over what the function returns, and each one it states (or that differs from the function's) is passed to the trainer as an override",
             on.recipe.origin
         ),
         Source::Recipe,
@@ -660,6 +660,7 @@ fn layering<'r>(
         sections: &b.file,
         origin: b.origin.as_str(),
         lines: &b.lines,
+        stated: !b.generated,
     });
     let mut l = match layered {
         Some(l) => l,
