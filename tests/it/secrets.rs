@@ -699,8 +699,12 @@ fn secret_values_over_several_lines_stay_out_of_excerpts() {
         assert_eq!(o.status.code(), Some(2), "{what}: {err}");
         assert!(!err.contains("mkRec"), "{what}: {err}");
         assert!(!common::stdout(&o).contains("mkRec"), "{what}");
-        // the excerpt is still there, with the file's line numbers
-        assert!(err.contains(" | "), "{what}: {err}");
+        // the excerpt is still there, with the file's line numbers (a value of the wrong
+        // shape is refused by the env reader, at its line, without one)
+        assert!(
+            err.contains(" | ") || what == "a mapping value",
+            "{what}: {err}"
+        );
     }
     // the message in the project's words, with a fix
     std::fs::write(
@@ -717,7 +721,7 @@ fn secret_values_over_several_lines_stay_out_of_excerpts() {
     ]);
     assert!(!err.contains("untagged enum"), "{err}");
     assert!(
-        err.contains("environment variable's value") && err.contains("help:"),
+        err.contains("`env_vars.HF_TOKEN` is a mapping") && err.contains("help:"),
         "{err}"
     );
     let o = common::run(&[

@@ -244,6 +244,14 @@ pub fn serde_words(message: &str) -> String {
     let message = message
         .rfind(" at line ")
         .map_or(message, |i| &message[..i]);
+    // a message a reader prefixed with the field's path (`` `train.train_iters`: invalid ... ``)
+    if let Some((path, rest)) = message
+        .strip_prefix('`')
+        .and_then(|m| m.split_once("`: "))
+        .filter(|(path, _)| !path.contains('`'))
+    {
+        return format!("`{path}`: {}", serde_words(rest));
+    }
     let Some((found, wanted)) = message
         .strip_prefix("invalid type: ")
         .or_else(|| message.strip_prefix("invalid value: "))
@@ -425,6 +433,10 @@ mod tests {
                 "expected a whole number, found the number 0.5",
             ),
             ("unknown field `x`", "unknown field `x`"),
+            (
+                "`train.train_iters`: invalid type: string \"200\", expected u64",
+                "`train.train_iters`: expected a whole number, 0 or more, found the text \"200\"",
+            ),
         ] {
             assert_eq!(serde_words(serde), ours);
         }

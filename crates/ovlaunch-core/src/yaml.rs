@@ -55,13 +55,12 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
         let (short, help) = match duplicate_key(message)
             .or_else(|| not_a_boolean(message))
             .or_else(|| second_document(message))
-            .or_else(|| not_an_env_value(message))
             .or_else(|| not_a_number(message, text, line.zip(col)))
         {
             Some((m, h)) => (m, Some(h)),
             None => match unknown_name(message) {
                 (m, Some(h)) => (m.to_string(), Some(h)),
-                (m, None) => (crate::error::serde_words(m), None),
+                (m, None) => (crate::error::serde_words(m), field_types_help(m)),
             },
         };
         let error = Error::usage(short.clone()).at(Origin::File {
@@ -77,15 +76,22 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
     })
 }
 
-/// serde's words for a value no form of `config::env::EnvScalar` takes (a mapping, a list),
-/// in the project's words with a fix.
-fn not_an_env_value(message: &str) -> Option<(String, String)> {
-    message.contains("untagged enum EnvScalar").then(|| {
-        (
-            "an environment variable's value must be text, a number, a boolean, `null` (unset it) or `{inherit: true}`".to_string(),
-            "write the value as one scalar, e.g. `NAME: \"text\"` (a secret's value belongs in the launcher's environment: `--env NAME`)".to_string(),
-        )
-    })
+/// For a wrong-type message a reader prefixed with the field's path (`` `train.x`: invalid
+/// type: ... ``): where the section's fields and their types are listed.
+fn field_types_help(message: &str) -> Option<String> {
+    let (path, rest) = message.strip_prefix('`')?.split_once("`: ")?;
+    let section = path.split('.').next()?;
+    let listed = format!("`ovlaunch fields {section}` lists each field's type");
+    // a number written as text where the field takes a number: the fix is the number
+    if let Some((text, wanted)) = rest
+        .strip_prefix("invalid type: string \"")
+        .and_then(|r| r.split_once("\", expected "))
+        && text.parse::<f64>().is_ok()
+        && (wanted.starts_with('u') || wanted.starts_with('i') || wanted.starts_with('f'))
+    {
+        return Some(format!("write {text} without quotes ({listed})"));
+    }
+    (rest.starts_with("invalid type: ") || rest.starts_with("invalid value: ")).then_some(listed)
 }
 
 /// `excerpt` (the parser's ` --> ` line and `N | source` lines) with every quoted line of
