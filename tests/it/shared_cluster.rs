@@ -1743,12 +1743,24 @@ fn a_private_group_may_write_a_users_own_job_directories_and_records() {
     )
     .unwrap();
     theirs(&recipe, 0o664);
+    // As the other user with its primary group (`as_other` takes the group of its uid's
+    // number), so that what it creates is in its own group, as a login gives it.
     let run = |args: &str| {
-        as_other(&format!(
-            "umask 002; HOME={h} XDG_CONFIG_HOME={h}/none PATH={path} exec {bin} {args}",
-            h = home.display(),
-            bin = bin(),
-        ))
+        Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={own_gid}"),
+                "--clear-groups".into(),
+                "sh".into(),
+                "-c".into(),
+                format!(
+                    "umask 002; HOME={h} XDG_CONFIG_HOME={h}/none PATH={path} exec {bin} {args}",
+                    h = home.display(),
+                    bin = bin(),
+                ),
+            ])
+            .output()
+            .unwrap()
     };
     let chgrp = |p: &Path, gid: u32| std::os::unix::fs::chown(p, None, Some(gid)).unwrap();
     let chmod = |p: &Path, mode: u32| {
