@@ -744,6 +744,21 @@ fn this_users_own_configuration_and_code_are_taken() {
     }
 }
 
+/// A small recipe file of a user's own.
+const SMALL_RECIPE: &str = "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n";
+
+/// The other user's primary group, and whether it is a private one (named after the user,
+/// no other member listed).
+fn other_primary_group() -> (u32, bool) {
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(other_uid()))
+        .unwrap()
+        .unwrap();
+    let private = nix::unistd::Group::from_gid(user.gid)
+        .unwrap()
+        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER));
+    (user.gid.as_raw(), private)
+}
+
 /// A user's own file that its group may write (`umask 002`) is taken when the group is the
 /// user's private one (named after the user, its primary group, no other member), and
 /// refused, naming the group and `chmod g-w`, when it is a group others are in. Run as the
@@ -755,19 +770,13 @@ fn a_private_group_may_write_a_users_own_configuration() {
     }
     let d = open_tempdir();
     let uid = other_uid();
-    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .unwrap()
-        .unwrap();
+    let (own_gid, private) = other_primary_group();
     let dir = d.path().join("o");
     std::fs::create_dir(&dir).unwrap();
-    std::os::unix::fs::chown(&dir, Some(uid), Some(user.gid.as_raw())).unwrap();
+    std::os::unix::fs::chown(&dir, Some(uid), Some(own_gid)).unwrap();
     let recipe = dir.join("r.yaml");
-    std::fs::write(
-        &recipe,
-        "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n",
-    )
-    .unwrap();
-    std::os::unix::fs::chown(&recipe, Some(uid), Some(user.gid.as_raw())).unwrap();
+    std::fs::write(&recipe, SMALL_RECIPE).unwrap();
+    std::os::unix::fs::chown(&recipe, Some(uid), Some(own_gid)).unwrap();
     std::fs::set_permissions(&recipe, std::fs::Permissions::from_mode(0o664)).unwrap();
     let dry = || {
         as_other(&format!(
@@ -777,9 +786,6 @@ fn a_private_group_may_write_a_users_own_configuration() {
             recipe.display()
         ))
     };
-    let private = nix::unistd::Group::from_gid(user.gid)
-        .unwrap()
-        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER));
     if private {
         let o = dry();
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -1713,10 +1719,7 @@ fn a_private_group_may_write_a_users_own_job_directories_and_records() {
     }
     let shared = shared_gid();
     let uid = other_uid();
-    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .unwrap()
-        .unwrap();
-    let own_gid = user.gid.as_raw();
+    let (own_gid, private) = other_primary_group();
     let d = open_tempdir();
     let path = stand_in_sbatch(d.path(), 31, "0", "");
     let calls = d.path().join("calls");
@@ -1730,18 +1733,11 @@ fn a_private_group_may_write_a_users_own_job_directories_and_records() {
     let home = d.path().join("home");
     std::fs::create_dir(&home).unwrap();
     theirs(&home, 0o775);
-    let private = nix::unistd::Group::from_gid(user.gid)
-        .unwrap()
-        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER));
     let jobs = d.path().join("jobs");
     std::fs::create_dir(&jobs).unwrap();
     theirs(&jobs, if private { 0o775 } else { 0o755 });
     let recipe = home.join("r.yaml");
-    std::fs::write(
-        &recipe,
-        "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n",
-    )
-    .unwrap();
+    std::fs::write(&recipe, SMALL_RECIPE).unwrap();
     theirs(&recipe, 0o664);
     // As the other user with its primary group (`as_other` takes the group of its uid's
     // number), so that what it creates is in its own group, as a login gives it.
