@@ -48,7 +48,7 @@ fn dry_run(cat_of: &dyn Fn() -> Catalog, name: &str, extra: &[(&str, &str)]) -> 
         .expect("plan");
         let opts = LaunchOptions {
             rank_runtime: Some("ovlaunch-rank".into()),
-            command_line: "bench".into(),
+            command: vec!["bench".into()],
             ..LaunchOptions::new("bench", "/jobs/bench")
         };
         let spec = launch::build(&plan, &opts).expect("spec");

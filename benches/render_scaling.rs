@@ -37,7 +37,7 @@ fn main() {
                     ..Default::default()
                 }),
                 rank_runtime: Some("ovlaunch-rank".into()),
-                command_line: "bench".into(),
+                command: vec!["bench".into()],
                 ..LaunchOptions::new("bench", "/jobs/bench")
             };
             let spec = launch::build(&plan, &opts).expect("spec");

@@ -1,5 +1,7 @@
 //! `ovlaunch fields [SECTION]`: the field names `--set` and recipe files accept; for `model`,
-//! also the architecture fields of every Bridge provider class (`config::provider`), by class.
+//! also the architecture fields of every Bridge provider class (`config::provider`), by class;
+//! for `train`, `ddp` and `optimizer`, also the further fields of the class Bridge's functions
+//! hold there (`config::unplanned`), which reach the trainer as given.
 
 use super::Printer;
 use super::output::{ClassOut, OutputArg, SectionOut};
@@ -21,7 +23,7 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
                 classes: if s == ModelConfig::SECTION {
                     architecture()
                 } else {
-                    Vec::new()
+                    unplanned(s).into_iter().collect()
                 },
             });
         }
@@ -47,6 +49,20 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
                         }
                     }
                 }
+                if let Some(c) = unplanned(s) {
+                    let bases = if c.bases.is_empty() {
+                        String::new()
+                    } else {
+                        format!("bases: {}; ", c.bases.join(", "))
+                    };
+                    text.push_str(&format!(
+                        "{s}, further fields of Bridge's {} ({bases}passed to the trainer as given):\n",
+                        c.class
+                    ));
+                    for f in &c.fields {
+                        text.push_str(&format!("  {f}\n"));
+                    }
+                }
                 for (what, def) in config::bridge::other_classes(s) {
                     text.push_str(&format!("{s}, {what} (Bridge's {}):\n", def.class));
                     for f in def.names {
@@ -69,6 +85,21 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
         p.data(&text)?;
     }
     Ok(0)
+}
+
+/// The class Bridge's recipe functions hold in `train`, `ddp` or `optimizer` with the fields
+/// of it ovlaunch does not plan that a recipe file or `--set` may give (`config::unplanned`).
+fn unplanned(section: &str) -> Option<ClassOut> {
+    let c = config::unplanned::class(section)?;
+    Some(ClassOut {
+        class: c.class.to_string(),
+        provider: false,
+        bases: c.bases.iter().map(|b| b.to_string()).collect(),
+        fields: config::unplanned::names(section)
+            .iter()
+            .map(|f| f.to_string())
+            .collect(),
+    })
 }
 
 /// Every class of the generated provider table (`config::provider::CLASSES`) with the fields it

@@ -543,41 +543,112 @@ pub fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
     Ok(t)
 }
 
-/// The command line that reproduces this run, for the script header. `--dry-run` is left
-/// out, so a dry run prints exactly the script the same command submits; secret `--env`
-/// values and secret plugin options are redacted (they reach the job through the secrets
-/// file, never a script).
-pub fn command_line() -> String {
+/// The command that reproduces this run (`ovlaunch` and its arguments), for the script
+/// header and the submission record. `--dry-run` is left out, so a dry run prints exactly
+/// the script the same command submits; secret values are left out as [`rerun_args`] leaves
+/// them out (they reach the job through the secrets file, never a script).
+pub fn command() -> Rerun {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--dry-run")
         .collect();
-    format!(
-        "ovlaunch {}",
-        crate::render::shell::join(&redact_args(&args))
-    )
+    let mut r = rerun_args(&args);
+    r.args.insert(0, "ovlaunch".to_string());
+    r
 }
 
-/// Hides secret values given on the command line (`--env HF_TOKEN=...`,
-/// `--set env_vars.HF_TOKEN=...` and secret plugin options such as `--plugin wandb:api_key=...`)
-/// from the script header and the submission record, by the same rules the error messages use.
-pub fn redact_args(args: &[String]) -> Vec<String> {
+/// [`command`] as one shell line.
+pub fn command_line() -> String {
+    crate::render::shell::join(&command().args)
+}
+
+/// A command's arguments with the secret values given on the command line left out, in a
+/// form that still runs: `--env NAME=VALUE` and `--set env_vars.NAME=VALUE` become
+/// `--env NAME` (the value then comes from the environment the command runs in), a plugin's
+/// secret option (`--plugin wandb:api_key=...`) is dropped (the plugin then reads the key
+/// from the launcher's environment, its `api_key_env` option); any other secret value (a
+/// credential field of `--set`, which is refused anyway) is shown `<redacted>`, by the rules
+/// the error messages use.
+pub struct Rerun {
+    pub args: Vec<String>,
+    /// What the arguments now take from the environment they run in: variable names, and
+    /// `plugin NAME's OPTION` for a dropped plugin option.
+    pub from_env: Vec<String>,
+}
+
+impl Rerun {
+    /// A note saying where the left-out secrets come from at a rerun, or `None`.
+    pub fn note(&self) -> Option<String> {
+        (!self.from_env.is_empty()).then(|| {
+            format!(
+                "secret values are not written: a rerun takes {} from the environment it runs in",
+                self.from_env.join(", ")
+            )
+        })
+    }
+}
+
+/// See [`Rerun`].
+pub fn rerun_args(args: &[String]) -> Rerun {
     use crate::resolve::overrides::{shown_env_flag, shown_flag};
+    use crate::secret::is_secret_name;
     let strip = |shown: String, prefix: &str| shown[prefix.len()..].to_string();
-    let mut out = Vec::with_capacity(args.len());
+    // `NAME` of `NAME=VALUE` where NAME is a secret's valid name
+    let secret_env = |item: &str| {
+        item.split_once('=')
+            .map(|(n, _)| n)
+            .filter(|n| is_secret_name(n) && crate::rank::names::valid_env_name(n))
+            .map(str::to_string)
+    };
+    let secret_set = |item: &str| {
+        item.trim_start_matches('+')
+            .strip_prefix("env_vars.")
+            .and_then(secret_env)
+    };
+    let mut out: Vec<String> = Vec::with_capacity(args.len());
+    let mut from_env: Vec<String> = Vec::new();
+    let by_name = |name: String, from_env: &mut Vec<String>| {
+        if !from_env.contains(&name) {
+            from_env.push(name.clone());
+        }
+        name
+    };
     let mut prev = "";
     for a in args {
         let shown = match prev {
-            "--env" => strip(shown_env_flag(a), "--env "),
-            "--set" => strip(shown_flag(a), "--set "),
-            "--plugin" => strip(plugin::shown_spec(a), "--plugin "),
+            "--env" => match secret_env(a) {
+                Some(n) => by_name(n, &mut from_env),
+                None => strip(shown_env_flag(a), "--env "),
+            },
+            "--set" => match secret_set(a) {
+                Some(n) => {
+                    if let Some(flag) = out.last_mut() {
+                        *flag = "--env".to_string();
+                    }
+                    by_name(n, &mut from_env)
+                }
+                None => strip(shown_flag(a), "--set "),
+            },
+            "--plugin" => {
+                let (spec, dropped) = plugin::rerun_spec(a);
+                from_env.extend(dropped);
+                spec
+            }
             _ => {
                 if let Some(v) = a.strip_prefix("--env=") {
-                    format!("--env={}", strip(shown_env_flag(v), "--env "))
+                    match secret_env(v) {
+                        Some(n) => format!("--env={}", by_name(n, &mut from_env)),
+                        None => format!("--env={}", strip(shown_env_flag(v), "--env ")),
+                    }
                 } else if let Some(v) = a.strip_prefix("--set=") {
-                    format!("--set={}", strip(shown_flag(v), "--set "))
+                    match secret_set(v) {
+                        Some(n) => format!("--env={}", by_name(n, &mut from_env)),
+                        None => format!("--set={}", strip(shown_flag(v), "--set ")),
+                    }
                 } else if let Some(v) = a.strip_prefix("--plugin=") {
-                    format!("--plugin={}", strip(plugin::shown_spec(v), "--plugin "))
+                    let (spec, dropped) = plugin::rerun_spec(v);
+                    from_env.extend(dropped);
+                    format!("--plugin={spec}")
                 } else {
                     a.clone()
                 }
@@ -586,7 +657,10 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
         out.push(shown);
         prev = a.as_str();
     }
-    out
+    Rerun {
+        args: out,
+        from_env,
+    }
 }
 
 /// The executor the flags ask for.
@@ -747,6 +821,7 @@ pub fn options(
             },
         })
     };
+    let command = command();
     let opts = LaunchOptions {
         job_name,
         job_dir: dir.display().to_string(),
@@ -761,7 +836,8 @@ pub fn options(
         rank_runtime: (!args.no_rank_runtime)
             .then(|| format!("{}/{}", dir.display(), rankbin::FILE)),
         master_port: args.master_port,
-        command_line: command_line(),
+        command_note: command.note(),
+        command: command.args,
         strict: plan_args.strict,
         package: None,
         target: target(plan, args, settings),

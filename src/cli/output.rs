@@ -143,13 +143,17 @@ pub struct PresetOut {
 pub struct SectionOut {
     pub section: String,
     pub fields: Option<Vec<String>>,
-    /// `model`: the architecture fields of Bridge's provider classes, by class.
+    /// `model`: the architecture fields of Bridge's provider classes, by class; `train`, `ddp`,
+    /// `optimizer`: the class Bridge's functions hold there, with its fields ovlaunch does not
+    /// plan (passed to the trainer as given).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassOut>,
 }
 
 /// One of Bridge's model provider classes (or a dataclass base of one) in `fields model -o
-/// json`: the fields a recipe file or `--set model.FIELD` may write that it declares itself.
+/// json`: the fields a recipe file or `--set model.FIELD` may write that it declares itself;
+/// in `fields train|ddp|optimizer -o json`, the class Bridge's functions hold there and the
+/// fields of it (its bases' too) ovlaunch does not plan.
 #[derive(Debug, Serialize)]
 pub struct ClassOut {
     pub class: String,

@@ -163,7 +163,8 @@ impl Resolver {
 
 /// The command that launches a candidate: the plan flags as typed (`typed`, from
 /// [`PlanArgs::typed`]), then the base layout's and the candidate's `--set`s; secret values
-/// redacted as in a script's `reproduce:` line.
+/// left out as in a script's `reproduce:` line (`launch::rerun_args`, said once under the
+/// commands).
 fn command(typed: &[String], fixed: &[String], sets: &[String]) -> String {
     let mut words: Vec<String> = typed.to_vec();
     for s in fixed.iter().chain(sets) {
@@ -171,7 +172,7 @@ fn command(typed: &[String], fixed: &[String], sets: &[String]) -> String {
     }
     format!(
         "ovlaunch {}",
-        shell::join(&super::launch::redact_args(&words))
+        shell::join(&super::launch::rerun_args(&words).args)
     )
 }
 
@@ -247,7 +248,13 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
     let launch = |c: &tune::Candidate| command(&typed, &fixed, &c.sets);
     match cmd.output {
         Format::Json => p.json(&view.json(&launch))?,
-        Format::Text => p.data(&view.text(&launch))?,
+        Format::Text => {
+            let mut text = view.text(&launch);
+            if let Some(note) = super::launch::rerun_args(&typed).note() {
+                text.push_str(&format!("note: {note}\n"));
+            }
+            p.data(&text)?
+        }
     }
     Ok(0)
 }

@@ -1,4 +1,4 @@
-"""Writes crates/ovlaunch-core/src/estimate/hybrid_shapes.json: the layer pattern and Mamba-2 mixer dimensions of every
+"""Writes crates/ovlaunch-core/src/config/hybrid_shapes.json: the layer pattern and Mamba-2 mixer dimensions of every
 Bridge recipe function whose model is Megatron-Bridge's hybrid (Mamba-Transformer) provider, read
 from the config Bridge's own recipe function builds (`HybridModelProvider`: `hybrid_layer_pattern`,
 `mtp_hybrid_override_pattern`, `mamba_num_heads`, `mamba_head_dim`, `mamba_state_dim`,
@@ -78,7 +78,7 @@ def main() -> int:
         "shapes": shapes,
         "functions": functions,
     }
-    return put(ROOT / "crates/ovlaunch-core/src/estimate/hybrid_shapes.json", json_text(doc),
+    return put(ROOT / "crates/ovlaunch-core/src/config/hybrid_shapes.json", json_text(doc),
                check="--check" in sys.argv, generator="gen_hybrid_shapes.py",
                wrote=f"{len(functions)} functions, {len(shapes)} shapes")
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE))
 import probe  # noqa: E402
 from megatron.bridge.training.utils.flop_utils import num_floating_point_operations  # noqa: E402
 
-shapes = json.loads((HERE.parent.parent / "crates/ovlaunch-core/src/estimate/hybrid_shapes.json").read_text())
+shapes = json.loads((HERE.parent.parent / "crates/ovlaunch-core/src/config/hybrid_shapes.json").read_text())
 out = {}
 for name in sys.argv[1:]:
     cfg = probe.load(name, probe.benchmark_metadata(name))

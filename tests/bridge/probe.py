@@ -34,6 +34,9 @@ the installed package's own code:
 10. `model.seq_length` follows `dataset.seq_length`.
 11. `megatron.bridge.training.config.runtime_config_update` with WORLD_SIZE and RANK=0 (the
     runner's dry run does the same; training calls it first thing).
+12. the learning-rate scheduler training's setup builds next (`training/optim.py`
+    `_get_scheduler`: Megatron-Core's `OptimizerParamScheduler` from the optimizer and scheduler
+    configs), over a stand-in optimizer of one parameter group (no model is built).
 
 Stand-ins: see stubs/ovlaunch_stubs.py (TransformerEngine and modelopt import surface, torch's
 CUDA device queries). Hugging Face configs come from hf/ (public config.json copies, each with
@@ -297,11 +300,23 @@ def build(case: dict, live: bool = False, bootstrap=None):
             os.environ["WORLD_SIZE"] = str(world)
             os.environ["RANK"] = "0"
         runtime_config_update(cfg)
+        schedule(cfg)
     finally:
         if not live:
             os.environ.clear()
             os.environ.update(saved)
     return cfg, env, recipe_env
+
+
+def schedule(cfg) -> None:
+    """Step 12: Bridge's own `_get_scheduler` on the finalized config (it raises what
+    Megatron-Core's `OptimizerParamScheduler.__init__` asserts)."""
+    from types import SimpleNamespace
+
+    from megatron.bridge.training.optim import _get_scheduler
+
+    group = {"params": [], "lr": 0.0, "weight_decay": 0.0}
+    _get_scheduler(cfg.optimizer, cfg.scheduler, SimpleNamespace(param_groups=[group]))
 
 
 def plain(v, depth=0):

@@ -896,6 +896,31 @@ fn layout_and_set_cases() -> Vec<Case> {
                 "checkpoint.save_interval=200",
             ],
         ),
+        // fields of Bridge's optimizer, training and DDP classes that ovlaunch does not plan
+        // (`config::unplanned`): passed as given, Bridge's config holds them
+        case(
+            "set-unplanned-llama3_8b",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "optimizer.clip_grad=0.5",
+                "--set",
+                "optimizer.adam_beta2=0.95",
+                "--set",
+                "optimizer.decoupled_lr=1e-4",
+                "--set",
+                "train.exit_interval=100",
+                "--set",
+                "train.iterations_to_skip=[3, 7]",
+                "--set",
+                "ddp.reduce_scatter_with_fp32_accumulation=true",
+            ],
+        ),
         case(
             "set-bridge-sections",
             "h100",
@@ -2493,6 +2518,36 @@ fn recipe_file_case(dir: &std::path::Path) -> Case {
     }
 }
 
+/// A user's recipe file on Bridge's Llama 3 8B function giving fields of `optimizer` and
+/// `train` that ovlaunch does not plan (`config::unplanned`), and one more by `--set`.
+fn unplanned_file_case(dir: &std::path::Path) -> Case {
+    let file = dir.join("unplanned.yaml");
+    std::fs::write(
+        &file,
+        "name: unplanned\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n\
+         optimizer: {adam_beta2: 0.95, adam_eps: 1.0e-5}\n\
+         train: {exit_duration_in_mins: 230}\n",
+    )
+    .unwrap();
+    Case {
+        id: "recipe-file-unplanned-llama3_8b".into(),
+        args: [
+            "--recipe",
+            file.to_str().unwrap(),
+            "--gpus",
+            "h100x8",
+            "--set",
+            "ddp.gradient_reduce_div_fusion=false",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        gpu: "h100".into(),
+        world: 8,
+        env: Vec::new(),
+    }
+}
+
 /// The case's plan as JSON (its directory and experiment directory filled in), or ovlaunch's
 /// refusal (exit 2).
 /// The variables a plan's JSON gives the job (name -> value); none without a plan.
@@ -3001,6 +3056,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     cases.extend(user_cases());
     let dir = tempfile::tempdir().unwrap();
     cases.push(recipe_file_case(dir.path()));
+    cases.push(unplanned_file_case(dir.path()));
     cases.retain(keep);
     let mut plans = BTreeMap::new();
     let mut inputs = Vec::new();

@@ -433,6 +433,115 @@ fn strict_turns_the_tp_gate_into_an_error() {
     ));
 }
 
+/// `--strict` refuses every rule that switches off a setting the user turned on (a decision
+/// made with `Decision::turning_off`), not only the TP-overlap gate: sequence parallelism asked
+/// for at TP 1, which Bridge's `TransformerConfig.finalize` turns off. The same job without
+/// `--strict` plans with the decision; at TP 2 it keeps sequence parallelism; a recipe's own
+/// value switched off stays a decision.
+#[test]
+fn strict_refuses_every_switch_off_of_what_the_user_asked_for() {
+    let base = ["--recipe", "llama3_8b", "--gpus", "h100x8"];
+    let sp = ["--set", "model.sequence_parallel=true"];
+    let mut refused: Vec<&str> = vec!["plan"];
+    refused.extend(base);
+    refused.extend(sp);
+    refused.push("--strict");
+    assert_refused(
+        &refused,
+        "model.sequence_parallel",
+        "--strict refuses a silent disable: model.sequence_parallel is asked for by --set",
+        "Bridge's TransformerConfig.finalize",
+        "--set model.sequence_parallel=false",
+    );
+    assert_render_refused(&refused[1..]);
+    // without --strict: planned, with the decision
+    let plan = plan_json(&[&base[..], &sp[..]].concat());
+    assert_eq!(plan["model"]["sequence_parallel"], false);
+    assert!(
+        plan["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["key"] == "model.sequence_parallel"
+                && d["rule"]
+                    .as_str()
+                    .unwrap()
+                    .contains("turns sequence parallelism off")),
+        "{plan}"
+    );
+    // the neighbour at TP 2 keeps it, under --strict
+    let plan = plan_json(
+        &[
+            &base[..],
+            &sp[..],
+            &["--set", "model.tensor_model_parallel_size=2", "--strict"],
+        ]
+        .concat(),
+    );
+    assert_eq!(plan["model"]["sequence_parallel"], true);
+    // a user's recipe file asking for it: refused at its line
+    let (_d, p) = recipe_file(
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nmodel:\n  sequence_parallel: true\n",
+    );
+    let err = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8", "--strict"]);
+    assert!(err.contains("asked for by the recipe file"), "{err}");
+    assert!(err.contains(&format!("{p}:3")), "{err}");
+    // GLM-4.5 Air's H100 recipe states sequence parallelism at TP 1 itself: a decision
+    let plan = plan_json(&[
+        "--recipe",
+        "glm45_air_106b_pretrain",
+        "--gpus",
+        "h100x64",
+        "--strict",
+    ]);
+    assert_eq!(plan["model"]["sequence_parallel"], false);
+}
+
+/// A field given under the wrong section is pointed at its own (`lr` of `optimizer`,
+/// `num_layers` of `model`, `save` of `checkpoint`), with the `--set` that reaches it, and that
+/// `--set` is accepted; a misspelt name gets the close ones (the longest shared start first
+/// among as close), never a far-off one.
+#[test]
+fn an_unknown_name_points_at_the_close_and_the_right_section() {
+    let base = ["plan", "-r", "llama3_8b", "-g", "h100x8", "--set"];
+    for (set, whose, fix) in [
+        (
+            "model.lr=0.0002",
+            "`lr` is a field of `optimizer`",
+            "--set optimizer.lr=0.0002",
+        ),
+        (
+            "train.num_layers=16",
+            "`num_layers` is a field of `model`",
+            "--set model.num_layers=16",
+        ),
+        (
+            "train.save=/ckpt",
+            "`save` is a field of `checkpoint`",
+            "--set checkpoint.save=/ckpt",
+        ),
+    ] {
+        let err = usage_error(&[&base[..], &[set]].concat());
+        let (path, _) = set.split_once('=').unwrap();
+        let (section, field) = path.split_once('.').unwrap();
+        assert!(
+            err.starts_with(&format!(
+                "error: --set {set}: unknown field `{field}` in `{section}`\n  help: {whose}: {fix}"
+            )),
+            "{err}"
+        );
+        ok(&[&base[..], &[fix.trim_start_matches("--set ")]].concat());
+    }
+    // no letters inside another name's part: nothing rather than `async_..._allreduce`
+    let err = usage_error(&[&base[..], &["model.xq=1"]].concat());
+    assert!(!err.contains("did you mean"), "{err}");
+    let err = usage_error(&["plan", "-r", "llama3_8b_sft_h100_bf16", "-g", "h100x8"]);
+    assert!(
+        err.contains("`llama3_8b_sft_h100x2_bf16`, `llama3_8b_sft_h100x8_bf16`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bridge_assertions_exit_2() {
     insta::assert_snapshot!(plan_of_recipe(

@@ -320,3 +320,71 @@ fn without_transformer_engine_the_precision_aware_optimizer_is_refused_as_megatr
     assert_eq!(rows[1]["ok"], true, "{rows}");
     assert_eq!(rows[2]["ok"], true, "{rows}");
 }
+
+/// Megatron-Core's learning-rate scheduler (`OptimizerParamScheduler.__init__`, the rows of
+/// `resolve::validate`'s container checks citing it): each of its refusals on Llama 3 8B, with
+/// the fields, upstream's words and a fix, `render` writing nothing; beside each, the neighbour
+/// it accepts.
+#[test]
+fn each_scheduler_rule_refuses_with_the_fields_and_a_fix() {
+    let cites = "optimizer_param_scheduler.py OptimizerParamScheduler.__init__";
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        (
+            "optimizer.lr=null",
+            "optimizer.lr",
+            "float() argument must be a string or a real number, not 'NoneType'",
+            "--set optimizer.lr=0.0003",
+            "optimizer.lr=0.001",
+        ),
+        (
+            "optimizer.min_lr=-0.1",
+            "optimizer.min_lr",
+            "assert self.min_lr >= 0.0 fails",
+            "--set optimizer.min_lr=0.0",
+            "optimizer.min_lr=0.0",
+        ),
+        (
+            "optimizer.min_lr=null",
+            "optimizer.min_lr",
+            "'>=' not supported between instances of 'NoneType' and 'float'",
+            "--set optimizer.min_lr=0.0",
+            "optimizer.min_lr=0.0",
+        ),
+        (
+            "optimizer.min_lr=0.1",
+            "optimizer.lr, optimizer.min_lr",
+            "assert self.max_lr >= self.min_lr fails: optimizer.lr 0.0003 is below optimizer.min_lr 0.1",
+            "--set optimizer.min_lr=0.0003",
+            "optimizer.min_lr=0.0003",
+        ),
+        (
+            "scheduler.lr_warmup_init=0.1",
+            "scheduler.lr_warmup_init, optimizer.lr",
+            "assert self.init_lr <= self.max_lr fails",
+            "--set scheduler.lr_warmup_init=0.0",
+            "scheduler.lr_warmup_init=0.0003",
+        ),
+    ];
+    for (set, fields, message, fix, accepted) in cases {
+        let args = ["--recipe", RECIPE, "--gpus", "h100x8", "--set", set];
+        let mut plan = vec!["plan"];
+        plan.extend(args);
+        assert_refused(&plan, fields, message, cites, fix);
+        assert!(assert_render_refused(&args).contains(message));
+        ok(&[
+            "plan", "--recipe", RECIPE, "--gpus", "h100x8", "--set", accepted,
+        ]);
+    }
+    // a recipe file's `lr: ~`, pointed at its line
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("r.yaml");
+    std::fs::write(
+        &path,
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\noptimizer:\n  lr: ~\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let err = usage_error(&["plan", "--recipe", p, "--gpus", "h100x8"]);
+    assert!(err.contains(&format!(" --> {p}:3")), "{err}");
+    assert!(err.contains("not 'NoneType'"), "{err}");
+}

@@ -110,8 +110,15 @@ pub fn stderr(o: &Output) -> String {
 /// The words real bash passes to `command` when it runs `script`: `command` is defined as a
 /// function printing each argument NUL-terminated, so quoting is bash's own, not a re-parse.
 pub fn words_bash_passes(command: &str, script: &str) -> Vec<String> {
+    words_bash_passes_in(command, script, Path::new("."))
+}
+
+/// [`words_bash_passes`] with bash working in `dir` (where a command the script should
+/// not run would leave its file).
+pub fn words_bash_passes_in(command: &str, script: &str, dir: &Path) -> Vec<String> {
     let prog = format!("{command}() {{ printf '%s\\0' \"$@\"; }}\n{script}");
     let out = Command::new("bash")
+        .current_dir(dir)
         .arg("-c")
         .arg(&prog)
         .output()
@@ -180,6 +187,23 @@ pub fn assert_refused(
     assert!(err.contains(cites), "{args:?}: cites upstream\n{err}");
     let help = err.split("help:").nth(1).unwrap_or("");
     assert!(help.contains(fix), "{args:?}: fix {fix:?}\n{err}");
+    err
+}
+
+/// `ovlaunch render ARGS --job-dir DIR/job` in an empty directory `DIR`: exit 2, and the
+/// directory left empty (a refused job writes nothing). Returns stderr.
+pub fn assert_render_refused(args: &[&str]) -> String {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job");
+    let mut all = vec!["render"];
+    all.extend(args);
+    all.extend(["--job-dir", job.to_str().unwrap()]);
+    let o = command().current_dir(d.path()).args(&all).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{all:?}\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let left = std::fs::read_dir(d.path()).unwrap().count();
+    assert_eq!(left, 0, "{all:?}: a refused job wrote something");
     err
 }
 

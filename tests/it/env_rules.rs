@@ -1287,7 +1287,7 @@ fn unset_recipe_variables_leave_the_trainer_config() {
     let spec = ovlaunch::render::launch::build(
         &p,
         &ovlaunch::render::launch::LaunchOptions {
-            command_line: "t".into(),
+            command: vec!["t".into()],
             target: ovlaunch::render::launch::Target::Slurm(
                 ovlaunch::render::slurm::SlurmOptions {
                     time: "00:10:00".into(),

@@ -229,7 +229,7 @@ fn run_job(
         }),
         trainer: vec!["/usr/bin/env".into()],
         rank_runtime: rank_runtime.map(str::to_string),
-        command_line: "test".into(),
+        command: vec!["test".into()],
         ..LaunchOptions::new("unset", job_dir.display().to_string())
     };
     let a = crate::common::render_slurm(plan, &opts);
@@ -410,4 +410,45 @@ fn bad_unset_flags_exit_2_naming_the_flag() {
         err.contains("both set (--env) and unset (--unset)"),
         "{err}"
     );
+}
+
+/// A variable the launch itself needs (`resolve::env::LAUNCH_NEEDS`) is never removed: every
+/// one of them refused by `--unset` (exit 2, the flag, why, a fix; `render` writing nothing)
+/// and by a recipe file's `NAME: null`; a name the launch does not need is removed as asked,
+/// and `HOME`, which nothing of the launch reads, too.
+#[test]
+fn unsetting_what_the_launch_needs_is_refused() {
+    use crate::common::*;
+    use ovlaunch::resolve::env::LAUNCH_NEEDS;
+    assert!(LAUNCH_NEEDS.iter().any(|(n, _)| *n == "PATH"));
+    for (name, why) in LAUNCH_NEEDS {
+        let args = ["-r", "llama70b", "-g", "h100x64", "--unset", name];
+        let mut plan = vec!["plan"];
+        plan.extend(args);
+        let err = usage_error(&plan);
+        assert!(
+            err.starts_with(&format!(
+                "error: --unset {name}: {name} cannot be removed from the job's environment: {why}"
+            )),
+            "{err}"
+        );
+        assert!(err.contains(&format!("help: drop --unset {name}")), "{err}");
+        assert_render_refused(&args);
+    }
+    for neighbour in ["HOME", "SLURM_MEM_PER_CPU", "PATHS"] {
+        let plan = plan_json(&["-r", "llama70b", "-g", "h100x64", "--unset", neighbour]);
+        assert!(
+            plan["env_unset"].get(neighbour).is_some(),
+            "{neighbour}: {plan}"
+        );
+    }
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("r.yaml");
+    std::fs::write(
+        &path,
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nenv_vars:\n  PATH: null\n",
+    )
+    .unwrap();
+    let err = usage_error(&["plan", "-r", path.to_str().unwrap(), "-g", "h100x8"]);
+    assert!(err.contains("PATH cannot be removed"), "{err}");
 }

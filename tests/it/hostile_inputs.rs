@@ -677,3 +677,117 @@ fn non_utf8_arguments_exit_2() {
         assert!(common::stderr(&o).contains("not valid UTF-8"), "{flag}");
     }
 }
+
+/// A job directory holding `%` is refused where a plugin hands it to a program that reads
+/// `%` in a path as a pattern (srun's `--output`, NCCL's `NCCL_DEBUG_FILE`, nsys's `-o`),
+/// naming the reader; without such a plugin it renders, `%` escaped in `#SBATCH --output`.
+#[test]
+fn a_percent_in_the_job_directory_reaches_no_pattern_reader() {
+    let base = [
+        "--dry-run",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--job-dir",
+        "/tmp/jd3/p%j%t",
+    ];
+    for (plugin, reader) in [
+        ("gpu-tuning", "srun"),
+        ("nccl-debug", "NCCL_DEBUG_FILE"),
+        ("nsys", "nsys"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(["--plugin", plugin]);
+        let err = common::usage_error(&args);
+        assert!(
+            err.contains("--job-dir") && err.contains(reader),
+            "{plugin}: {err}"
+        );
+        assert!(
+            err.contains("help: choose a job directory without `%`"),
+            "{err}"
+        );
+    }
+    let out = common::ok(&base);
+    assert!(
+        out.contains("#SBATCH --output=/tmp/jd3/p%%j%%t/slurm-%j.out"),
+        "{out}"
+    );
+}
+
+/// A NUL byte a `--set` value's YAML escape makes is refused naming the flag.
+#[test]
+fn a_nul_from_a_set_values_escape_names_the_flag() {
+    let err = common::usage_error(&[
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--dry-run",
+        "--set",
+        "tokenizer.tokenizer_model=\"a\\0b\"",
+    ]);
+    assert!(
+        err.contains("error: --set tokenizer.tokenizer_model=") && err.contains("NUL"),
+        "{err}"
+    );
+    assert!(err.contains("help:"), "{err}");
+}
+
+/// `torchrun --master-addr` takes a host name or an IP address (IPv6 in brackets in the
+/// endpoint), nothing else.
+#[test]
+fn the_rendezvous_host_is_a_host_name_or_an_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    let run = |addr: &str| {
+        let flag = format!("--master-addr={addr}");
+        common::run(&[
+            "torchrun",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x16",
+            "--jobs-root",
+            &root,
+            "--no-container",
+            "--job-name",
+            "t",
+            &flag,
+        ])
+    };
+    let long = "a".repeat(100_000);
+    for bad in [
+        "",
+        "a b",
+        "--rdzv-endpoint=evil:1",
+        "h:99",
+        "-x",
+        "a..b",
+        "[h]",
+        long.as_str(),
+    ] {
+        let o = run(bad);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{bad:.40?}: {err}");
+        assert!(
+            err.contains("--master-addr") && err.contains("help:"),
+            "{err}"
+        );
+        assert!(err.len() < 2000, "the message quotes a bounded part");
+    }
+    for (good, endpoint) in [
+        ("node001", "node001:29500"),
+        ("n1.cluster.example", "n1.cluster.example:29500"),
+        ("10.0.0.1", "10.0.0.1:29500"),
+        ("::1", "'[::1]':29500"),
+        ("[fe80::1]", "'[fe80::1]':29500"),
+    ] {
+        let o = run(good);
+        assert_eq!(o.status.code(), Some(0), "{good}: {}", common::stderr(&o));
+        let out = common::stdout(&o);
+        assert!(out.contains(endpoint), "{good}: {out}");
+        std::fs::remove_dir_all(dir.path().join("t")).ok();
+    }
+}

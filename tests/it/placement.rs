@@ -47,7 +47,7 @@ fn spec_for(plan: &Plan) -> LaunchSpec {
                 ..Default::default()
             }),
             rank_runtime: Some("ovlaunch-rank".into()),
-            command_line: "test".into(),
+            command: vec!["test".into()],
             ..LaunchOptions::new("p", "/jobs/p")
         },
     )

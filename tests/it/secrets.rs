@@ -651,3 +651,86 @@ fn a_fine_tuning_jobs_hub_token_reaches_only_secrets_env() {
     );
     assert_clean_output("a token in load_kwargs", &o);
 }
+
+/// A secret's value that spans lines (a folded scalar, a flow mapping broken over lines, a
+/// complex key's `: value` line) or has a shape no env value takes (`{value: ...}`) is not
+/// in a recipe file's error excerpt; `--unset NAME=VALUE` does not show the value.
+#[test]
+fn secret_values_over_several_lines_stay_out_of_excerpts() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "name: x\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n";
+    let cases = [
+        (
+            "a folded scalar",
+            "env_vars:\n  HF_TOKEN: >-\n    mkRec8\n  NCCL_DEBUG: [WARN\n",
+        ),
+        (
+            "a flow mapping over lines",
+            "env_vars: {HF_TOKEN:\n   mkRec9, X: [1}\n",
+        ),
+        (
+            "a flow mapping's value at the margin",
+            "env_vars: {HF_TOKEN:\nmkRec10, X: [1}\n",
+        ),
+        (
+            "a complex key",
+            "env_vars:\n  ? HF_TOKEN\n  : mkRec11\n  NCCL_DEBUG: [WARN\n",
+        ),
+        (
+            "a quoted value over lines",
+            "env_vars:\n  HF_TOKEN: \"mkRec12\n mkRec13\"\n  NCCL_DEBUG: [WARN\n",
+        ),
+        (
+            "a mapping value",
+            "env_vars:\n  HF_TOKEN: {value: mkRec4}\n",
+        ),
+    ];
+    for (what, body) in cases {
+        let file = dir.path().join("r.yaml");
+        std::fs::write(&file, format!("{head}{body}")).unwrap();
+        let o = common::run(&[
+            "--dry-run",
+            "-r",
+            &file.display().to_string(),
+            "-g",
+            "h100x8",
+        ]);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+        assert!(!err.contains("mkRec"), "{what}: {err}");
+        assert!(!common::stdout(&o).contains("mkRec"), "{what}");
+        // the excerpt is still there, with the file's line numbers
+        assert!(err.contains(" | "), "{what}: {err}");
+    }
+    // the message in the project's words, with a fix
+    std::fs::write(
+        dir.path().join("r.yaml"),
+        format!("{head}env_vars:\n  HF_TOKEN: {{value: mkRec4}}\n"),
+    )
+    .unwrap();
+    let err = common::usage_error(&[
+        "--dry-run",
+        "-r",
+        &dir.path().join("r.yaml").display().to_string(),
+        "-g",
+        "h100x8",
+    ]);
+    assert!(!err.contains("untagged enum"), "{err}");
+    assert!(
+        err.contains("environment variable's value") && err.contains("help:"),
+        "{err}"
+    );
+    let o = common::run(&[
+        "--dry-run",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--unset",
+        "HF_TOKEN=mkM1",
+    ]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("mkM1"), "{err}");
+    assert!(err.contains("--unset HF_TOKEN"), "{err}");
+}

@@ -48,7 +48,7 @@ fn render_and_run(
             ..Default::default()
         }),
         trainer,
-        command_line: "test".into(),
+        command: vec!["test".into()],
         ..LaunchOptions::new("rt", job_dir.display().to_string())
     };
     let a = crate::common::render_slurm(&plan, &opts);
@@ -145,4 +145,263 @@ fn fixed_nasty_cases() {
         assert_eq!(env.get(k), Some(v), "{k}");
     }
     assert_eq!(argv, args);
+}
+
+/// Hostile texts for the round trips below: quotes of both kinds, backticks, `$(...)`,
+/// `${...}`, newlines, backslashes (alone, doubled, before a quote and before `${`), Unicode
+/// line separators.
+const HOSTILE: &[&str] = &[
+    "it's `touch canary1`'",
+    "a \"b\" c",
+    "$(touch canary2) ${HOME} $HOME",
+    "line1\nline2\n",
+    "back\\slash \\\\ \\' \\${x} \\\\${y}",
+    "\"",
+    "tab\there\u{2028}sep\u{2029}par\u{85}nel",
+    "x'\"'\"`id`\\",
+];
+
+/// The script's `reproduce:` line, pasted into real bash, runs `ovlaunch` with exactly the
+/// arguments given (the header's comment escaping never touches it), and runs nothing else.
+#[test]
+fn the_reproduce_line_gives_back_the_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs");
+    let recipe = dir.path().join("x'`touch canaryRP`'.yaml");
+    std::fs::write(
+        &recipe,
+        "name: x\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n",
+    )
+    .unwrap();
+    let mut args: Vec<String> = [
+        "render",
+        "-r",
+        &recipe.display().to_string(),
+        "-g",
+        "h100x8",
+        "--jobs-root",
+        &jobs.display().to_string(),
+        "--no-container",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push("--set".into());
+    args.push(format!("checkpoint.save=/ckpt/{}", HOSTILE[0]));
+    for (i, v) in HOSTILE.iter().enumerate() {
+        args.push("--env".into());
+        args.push(format!("NCCL_X{i}={v}"));
+    }
+    // the trainer's own words after `--`
+    args.extend(["--", "python3", "train.py"].map(String::from));
+    args.extend(HOSTILE.iter().map(|v| v.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = crate::common::run_env(&refs, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::stderr(&o));
+    let dir_made = crate::common::stdout(&o).trim().to_string();
+    let script = std::fs::read_to_string(Path::new(&dir_made).join("launch.sbatch")).unwrap();
+    let lines: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.strip_prefix("# reproduce: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "one reproduce line:\n{script}");
+    // (`ovlaunch` is a bash function there that prints the words it gets)
+    assert!(lines[0].starts_with("ovlaunch render "), "{}", lines[0]);
+    let words = crate::common::words_bash_passes_in("ovlaunch", lines[0], dir.path());
+    assert_eq!(words, args, "{}", lines[0]);
+    for canary in ["canary1", "canary2", "canaryRP"] {
+        assert!(!dir.path().join(canary).exists(), "{canary} ran");
+    }
+}
+
+/// A secret given on the command line is not in the reproduce line, which still reruns: the
+/// value by name (`--env NAME`, from the environment of the rerun), a plugin's secret option
+/// left out (the plugin reads its `*_env` variable); a comment says so.
+#[test]
+fn the_reproduce_line_passes_secrets_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = crate::common::run_env(
+        &[
+            "--dry-run",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--no-container",
+            "--env",
+            "DB_PASSWORD=mkRR1",
+            "--set",
+            "env_vars.MY_API_KEY=mkRR2",
+            "--env=X_TOKEN=mkRR3",
+            "--plugin",
+            "wandb:project=p,api_key=mkRR4,x",
+            "--jobs-root",
+            &dir.path().display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::stderr(&o));
+    let out = crate::common::stdout(&o);
+    assert!(!out.contains("mkRR"), "{out}");
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("# reproduce: "))
+        .unwrap();
+    let words = crate::common::words_bash_passes_in("ovlaunch", line, dir.path());
+    let has = |pair: &[&str]| words.windows(2).any(|w| w == pair);
+    assert!(has(&["--env", "DB_PASSWORD"]), "{words:?}");
+    assert!(has(&["--env", "MY_API_KEY"]), "{words:?}");
+    assert!(words.contains(&"--env=X_TOKEN".to_string()), "{words:?}");
+    assert!(has(&["--plugin", "wandb:project=p"]), "{words:?}");
+    assert!(!line.contains("redacted"), "{line}");
+    let note = out
+        .lines()
+        .skip_while(|l| !l.starts_with("# reproduce: "))
+        .nth(1)
+        .unwrap();
+    for name in [
+        "DB_PASSWORD",
+        "MY_API_KEY",
+        "X_TOKEN",
+        "plugin wandb's api_key",
+    ] {
+        assert!(note.contains(name), "{note}");
+    }
+}
+
+/// `env --format dotenv` is safe to source in real bash and reads back exactly, or is
+/// refused naming the variable; python-dotenv (where installed) reads the same values.
+#[test]
+fn dotenv_sources_exactly_in_bash_or_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = |v: &str| {
+        crate::common::run_env(
+            &[
+                "env",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--format",
+                "dotenv",
+                "--env",
+                &format!("NCCL_X={v}"),
+            ],
+            &[],
+        )
+    };
+    let canary = dir.path().join("canaryF");
+    let mut written = 0;
+    for v in HOSTILE.iter().copied().chain([
+        "a`touch canaryF`",
+        "a$(touch canaryF)",
+        "plain value",
+        "it's",
+        "a\\b\"c$d`e`",
+    ]) {
+        let o = env(v);
+        if o.status.code() == Some(2) {
+            let e = crate::common::stderr(&o);
+            assert!(
+                e.contains("NCCL_X") && e.contains("--format sh"),
+                "{v:?}: {e}"
+            );
+            continue;
+        }
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{v:?}: {}",
+            crate::common::stderr(&o)
+        );
+        written += 1;
+        let file = dir.path().join("e.env");
+        std::fs::write(&file, crate::common::stdout(&o)).unwrap();
+        let got = Command::new("bash")
+            .current_dir(dir.path())
+            .arg("-c")
+            .arg("set -a; . ./e.env; printf '%s' \"$NCCL_X\"")
+            .output()
+            .unwrap();
+        assert!(got.status.success(), "{v:?}");
+        assert_eq!(String::from_utf8_lossy(&got.stdout), v, "bash reads {v:?}");
+        assert!(!canary.exists(), "{v:?} ran a command");
+        let py = Command::new("python3")
+            .current_dir(dir.path())
+            .args([
+                "-c",
+                "import sys, dotenv; sys.stdout.write(dotenv.dotenv_values('e.env')['NCCL_X'])",
+            ])
+            .output();
+        if let Some(py) = py.ok().filter(|p| p.status.success()) {
+            assert_eq!(
+                String::from_utf8_lossy(&py.stdout),
+                v,
+                "python-dotenv reads {v:?}"
+            );
+        }
+    }
+    assert!(written >= 5, "{written} values written");
+}
+
+/// Every text goes through `hydra::quoted` into a word that Hydra's own override parser and
+/// then OmegaConf (Bridge's runner's path, `process_config_with_overrides`) read back
+/// exactly: interpolation-looking text, backslashes before `${` and before quotes.
+#[test]
+fn hydra_words_read_back_through_hydra_and_omegaconf() {
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let values: Vec<&str> = HOSTILE
+        .iter()
+        .copied()
+        .chain([
+            "\\${x}",
+            "\\\\${x}",
+            "a\\b\\${x}",
+            "a\\\\b${x}\\\\",
+            "\\'${",
+            "${",
+            "\\",
+            "$\\{x}",
+            "\\$",
+            "a\\${x}b${y}c",
+        ])
+        .collect();
+    let words: Vec<String> = values
+        .iter()
+        .map(|v| ovlaunch::hydra::word("a.b", &serde_json::Value::String(v.to_string())))
+        .collect();
+    let script = r#"
+import json, sys
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+parser = OverridesParser.create()
+out = []
+for word in json.load(sys.stdin):
+    cfg = OmegaConf.create({"a": {"b": "z"}, "x": "X", "y": "Y", "HOME": "H"})
+    o = parser.parse_override(word)
+    OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
+    out.append(OmegaConf.to_container(cfg, resolve=True)["a"]["b"])
+json.dump(out, sys.stdout)
+"#;
+    let mut child = Command::new(&python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&words).unwrap().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "python failed");
+    let got: Vec<String> = serde_json::from_slice(&o.stdout).unwrap();
+    for ((v, w), g) in values.iter().zip(&words).zip(&got) {
+        assert_eq!(g, v, "word {w}");
+    }
 }

@@ -238,13 +238,38 @@ impl std::error::Error for Error {}
 
 /// The closest candidates to `word` by edit distance, for "did you mean".
 pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut scored: Vec<(usize, &str)> = candidates
+    // a typo of a short word is one edit; a longer word's a third of its length
+    let most = |c: &str| {
+        if word.len() <= 3 {
+            1
+        } else {
+            (word.len().max(c.len()) / 3).max(2)
+        }
+    };
+    // the word as whole `_`-separated parts of the name (`layers` in `num_layers`), not as
+    // letters inside a part (`lr` in `allreduce`)
+    let parts_of = |c: &str| word.len() >= 3 && format!("_{c}_").contains(&format!("_{word}_"));
+    let mut scored: Vec<(usize, std::cmp::Reverse<usize>, &str)> = candidates
         .into_iter()
-        .map(|c| (edit_distance(word, c), c))
-        .filter(|(d, c)| *d <= (word.len().max(c.len()) / 3).max(2) || c.contains(word))
+        .map(|c| {
+            (
+                edit_distance(word, c),
+                std::cmp::Reverse(common_prefix(word, c)),
+                c,
+            )
+        })
+        .filter(|(d, _, c)| *d <= most(c) || parts_of(c))
         .collect();
+    // closest first; among as close, the longest shared start (`llama3_8b_sft_h100x8_bf16`
+    // for `llama3_8b_sft_h100_bf16` before `llama32_1b_sft_h100_bf16`)
     scored.sort();
-    scored.into_iter().take(3).map(|(_, c)| c).collect()
+    scored.dedup_by(|a, b| a.2 == b.2);
+    scored.into_iter().take(3).map(|(_, _, c)| c).collect()
+}
+
+/// How many leading characters `a` and `b` share.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count()
 }
 
 /// How far `candidate` is from `word` (smaller is closer), to rank a list of names.
@@ -326,5 +351,30 @@ mod tests {
             vec!["llama70b", "llama8b"]
         );
         assert!(suggest("zzzz", ["llama70b"]).is_empty());
+        // a short word: one edit, and never letters inside another name's part
+        assert!(suggest("lr", ["async_tensor_model_parallel_allreduce", "fp8"]).is_empty());
+        assert_eq!(suggest("lr", ["lm", "lrs", "ab"]), vec!["lrs", "lm"]);
+        // the word as whole parts of a name
+        assert_eq!(
+            suggest("layers", ["num_layers", "players"]),
+            vec!["players", "num_layers"]
+        );
+        // as close, the longer shared start first
+        assert_eq!(
+            suggest(
+                "llama3_8b_sft_h100_bf16",
+                [
+                    "llama32_1b_sft_h100_bf16",
+                    "llama3_8b_sft_h100x8_bf16",
+                    "llama31_8b_sft_h100_bf16",
+                    "llama3_8b_sft_h100x2_bf16",
+                ]
+            ),
+            vec![
+                "llama31_8b_sft_h100_bf16",
+                "llama3_8b_sft_h100x2_bf16",
+                "llama3_8b_sft_h100x8_bf16"
+            ]
+        );
     }
 }

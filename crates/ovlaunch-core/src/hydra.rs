@@ -9,9 +9,11 @@
 //!
 //! * strings are always single-quoted: an unquoted `8` or `true` or `null` would change type,
 //!   a `,` would make a sweep, `[`/`{` a list or dict;
-//! * inside quotes Hydra's escapes are `\'` for a quote, `\\` only for backslashes that come
-//!   right before a quote or the closing quote, and `\${` for a literal `${` (otherwise
-//!   OmegaConf resolves it as an interpolation);
+//! * inside quotes Hydra's escapes are `\'` for a quote and `\\` only for backslashes that
+//!   come right before a quote or the closing quote; Hydra hands every other backslash on
+//!   as it is, and OmegaConf then reads `\${` as a literal `${` (otherwise it resolves an
+//!   interpolation) and, before `${`, `\\` as one backslash: so backslashes right before a
+//!   `${` are doubled too (`\${x}` is written `'\\\${x}'`);
 //! * floats keep a `.` or an exponent (`1e-05`), so they are not read as ints;
 //! * dictionary keys are written bare (the grammar refuses quoted keys), so only plain names
 //!   may be keys;
@@ -74,14 +76,18 @@ pub fn quoted(s: &str) -> String {
         let c = chars[i];
         match c {
             '\\' => {
-                // a run of backslashes is doubled only when a quote or the end follows
+                // a run of backslashes is doubled when a quote or the end follows (Hydra's
+                // escapes) or `${` (OmegaConf's: there a pair is one backslash, and the
+                // `\$` written below keeps `${` literal)
                 let start = i;
                 while i < chars.len() && chars[i] == '\\' {
                     i += 1;
                 }
                 let run = i - start;
-                let before_quote = i == chars.len() || chars[i] == '\'';
-                let n = if before_quote { run * 2 } else { run };
+                let doubled = i == chars.len()
+                    || chars[i] == '\''
+                    || (chars[i] == '$' && chars.get(i + 1) == Some(&'{'));
+                let n = if doubled { run * 2 } else { run };
                 out.extend(std::iter::repeat_n('\\', n));
                 continue;
             }
@@ -121,5 +127,10 @@ mod tests {
         assert_eq!(quoted(r"a\'"), r"'a\\\''");
         assert_eq!(quoted("${HOME}"), r"'\${HOME}'");
         assert_eq!(quoted("$HOME"), "'$HOME'");
+        // backslashes before `${`: OmegaConf reads a pair as one, `\${` as a literal `${`
+        assert_eq!(quoted(r"\${x}"), r"'\\\${x}'");
+        assert_eq!(quoted(r"\\${x}"), r"'\\\\\${x}'");
+        assert_eq!(quoted(r"a\$b"), r"'a\$b'");
+        assert_eq!(quoted(r"$\{x}"), r"'$\{x}'");
     }
 }

@@ -1,7 +1,15 @@
 //! Shell quoting. Every value that reaches a script goes through `quote`, so spaces,
-//! quotes, `$`, backticks, newlines and any other byte arrive unchanged. Values with control
-//! characters use bash's `$'...'` form, so every quoted word stays on one line (a newline
-//! inside a `#` comment or before the last `#SBATCH` line would end sbatch's directives).
+//! quotes, `$`, backticks, newlines and any other byte arrive unchanged. Values with a
+//! character that ends a line for some reader (control characters, U+2028, U+2029) use bash's
+//! `$'...'` form, so every quoted word stays on one line (a newline inside a `#` comment or
+//! before the last `#SBATCH` line would end sbatch's directives).
+//!
+//! The forms, one per reader:
+//! * [`quote`] / [`join`]: a word / a command line for bash; [`command_comment`] is a
+//!   command line for a `#` comment that, pasted into bash, gives back the same words;
+//! * [`comment`]: prose for a `#` comment (escaped, read by people);
+//! * [`sbatch_word`]: a word for an `#SBATCH` line (sbatch's own parser);
+//! * [`dotenv`]: a value for a dotenv file that bash's `.` and dotenv parsers read alike.
 
 /// Quotes `s` for POSIX shells: bare when it is made of safe characters only, else in
 /// single quotes with each `'` written as `'\''`.
@@ -12,7 +20,7 @@ pub fn quote(s: &str) -> String {
     {
         return s.to_string();
     }
-    if s.chars().any(char::is_control) {
+    if s.chars().any(ends_a_line) {
         return ansi_c(s);
     }
     let mut out = String::with_capacity(s.len() + 2);
@@ -28,13 +36,20 @@ pub fn quote(s: &str) -> String {
     out
 }
 
-/// bash's `$'...'` quoting with backslash escapes.
+/// Whether some reader ends a line at `c`: control characters (`\n`, `\r`, U+0085, ...) and
+/// Unicode's line and paragraph separators.
+fn ends_a_line(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+}
+
+/// bash's `$'...'` quoting with backslash escapes (`\xNN` for each UTF-8 byte of a character
+/// that ends a line, which bash reads back as those bytes).
 fn ansi_c(s: &str) -> String {
     let mut out = String::from("$'");
     for c in s.chars() {
         if c == '\'' {
             out.push_str("\\'");
-        } else if !push_escape(&mut out, c, c.is_control()) {
+        } else if !push_escape(&mut out, c, ends_a_line(c)) {
             out.push(c);
         }
     }
@@ -49,9 +64,7 @@ fn ansi_c(s: &str) -> String {
 pub fn comment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        // Unicode line and paragraph separators end a line for some readers too.
-        let hex = c.is_control() || c == '\u{2028}' || c == '\u{2029}';
-        if !push_escape(&mut out, c, hex) {
+        if !push_escape(&mut out, c, ends_a_line(c)) {
             out.push(c);
         }
     }
@@ -87,6 +100,37 @@ pub fn join(args: &[String]) -> String {
         out.push_str(&quote(a));
     }
     out
+}
+
+/// A command line (`argv[0]` included) for a `#` comment that, pasted into bash, runs with
+/// exactly these words: [`join`], whose words never hold a character that ends a line (they
+/// are written `$'...'` then), so the line needs no escaping of its own, and gets none (an
+/// escape added for the comment would change the words a paste gives).
+pub fn command_comment(argv: &[String]) -> String {
+    let line = join(argv);
+    debug_assert!(!line.contains(ends_a_line));
+    line
+}
+
+/// A value for a dotenv file (`NAME=VALUE` lines) that bash's `set -a; . FILE` and dotenv
+/// parsers (python-dotenv, docker compose, node's dotenv) all read back as `s`, or `None`
+/// where no such spelling exists. Single quotes where `s` holds no `'` (literal in all of
+/// them; python-dotenv alone reads `\\` there as one backslash, so not with two backslashes in
+/// a row), else double quotes where `s` holds nothing a double-quoted value escapes or
+/// expands in one of them (`"` `\` `$` backtick). Never: a character that ends a line, and
+/// `${` (python-dotenv expands it inside either quotes). The caller refuses a `None` naming
+/// the variable.
+pub fn dotenv(s: &str) -> Option<String> {
+    if s.contains(ends_a_line) || s.contains("${") {
+        return None;
+    }
+    if !s.contains('\'') && !s.contains("\\\\") {
+        return Some(format!("'{s}'"));
+    }
+    if !s.contains(['"', '\\', '$', '`']) {
+        return Some(format!("\"{s}\""));
+    }
+    None
 }
 
 /// A word for an `#SBATCH` line: as is when it holds only characters sbatch's script parser
@@ -135,5 +179,27 @@ mod tests {
             "x\\n#SBATCH --wrap=id\\r\\x00\\\\"
         );
         assert_eq!(comment("a\u{2028}b").lines().count(), 1);
+    }
+
+    #[test]
+    fn quoted_words_stay_on_one_line() {
+        assert_eq!(quote("a\u{2028}b"), "$'a\\xe2\\x80\\xa8b'");
+        assert_eq!(quote("a\u{85}b"), "$'a\\xc2\\x85b'");
+        let argv: Vec<String> = ["ovlaunch", "--env", "X=it's\n\\`id`\"", "a\u{2029}"]
+            .map(String::from)
+            .to_vec();
+        let line = command_comment(&argv);
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(!line.contains(['\u{2028}', '\u{2029}', '\u{85}']), "{line}");
+    }
+
+    #[test]
+    fn dotenv_values_have_one_reading() {
+        assert_eq!(dotenv("INFO").as_deref(), Some("'INFO'"));
+        assert_eq!(dotenv("a`id`$b\\c\"").as_deref(), Some("'a`id`$b\\c\"'"));
+        assert_eq!(dotenv("it's").as_deref(), Some("\"it's\""));
+        for refused in ["it's `id`", "it's $x", "a\nb", "${HOME}", "a\\\\b", "'\\"] {
+            assert_eq!(dotenv(refused), None, "{refused}");
+        }
     }
 }

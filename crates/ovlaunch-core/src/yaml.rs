@@ -45,6 +45,7 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
         let (short, help) = match duplicate_key(message)
             .or_else(|| not_a_boolean(message))
             .or_else(|| second_document(message))
+            .or_else(|| not_an_env_value(message))
         {
             Some((m, h)) => (m, Some(h)),
             None => {
@@ -56,13 +57,177 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             path: origin.to_string(),
             line,
             col,
-            excerpt: excerpt.map(|x| x.replace(message, &short)),
+            excerpt: excerpt.map(|x| redact_secret_values(&x.replace(message, &short), text)),
         });
         match help {
             Some(help) => error.help(help),
             None => error,
         }
     })
+}
+
+/// serde's words for a value no form of `config::env::EnvScalar` takes (a mapping, a list),
+/// in the project's words with a fix.
+fn not_an_env_value(message: &str) -> Option<(String, String)> {
+    message.contains("untagged enum EnvScalar").then(|| {
+        (
+            "an environment variable's value must be text, a number, a boolean, `null` (unset it) or `{inherit: true}`".to_string(),
+            "write the value as one scalar, e.g. `NAME: \"text\"` (a secret's value belongs in the launcher's environment: `--env NAME`)".to_string(),
+        )
+    })
+}
+
+/// `excerpt` (the parser's ` --> ` line and `N | source` lines) with every quoted line of
+/// `text` that holds a secret's value, or may ([`secret_value_lines`]), replaced: the key's
+/// own line keeps what comes before the value, the lines after it keep their indentation.
+/// A value can span lines (a folded scalar, a flow mapping, a complex key's `: value` line),
+/// which the line-by-line redaction at display (`Error`'s `Display`) cannot see.
+fn redact_secret_values(excerpt: &str, text: &str) -> String {
+    let hidden = secret_value_lines(text);
+    if hidden.is_empty() {
+        return excerpt.to_string();
+    }
+    let source: Vec<&str> = text.split('\n').collect();
+    let redacted = crate::secret::REDACTED;
+    excerpt
+        .split('\n')
+        .map(|l| {
+            let Some((left, _)) = l.split_once('|') else {
+                return l.to_string();
+            };
+            let Some(n) = left
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| hidden.contains_key(n))
+            else {
+                return l.to_string();
+            };
+            let line = source.get(n - 1).copied().unwrap_or("");
+            let kept = match hidden[&n] {
+                // nothing after the key on its line (`? HF_TOKEN`, `HF_TOKEN:`)
+                Some(cut) if line[cut..].trim().is_empty() => return l.to_string(),
+                Some(cut) => &line[..cut],
+                None => &line[..line.len() - line.trim_start().len()],
+            };
+            let sep = if kept.is_empty() || kept.ends_with(' ') {
+                ""
+            } else {
+                " "
+            };
+            format!("{left}| {kept}{sep}{redacted}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The lines (1-based) of `text` that hold a secret's value, or may: each line stating a key
+/// named like a secret (`HF_TOKEN:`, `token:`, `? HF_TOKEN`), with the byte where its value
+/// starts, and the lines after it that may continue the value (`None`): those indented deeper
+/// than the key's line, a `:` line at its indent (a complex key's value), blank lines, and
+/// every line while a flow collection or a quoted scalar open at or after the key is open. A
+/// reading of the text, not of YAML (the file may not parse): it may take more lines than the
+/// value holds, never fewer.
+pub fn secret_value_lines(text: &str) -> std::collections::BTreeMap<usize, Option<usize>> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    // the flow depth and the open quote at the start of each line, and after each byte
+    let mut depth_at: Vec<Vec<usize>> = Vec::with_capacity(lines.len());
+    let mut quoted_at_start: Vec<bool> = Vec::with_capacity(lines.len());
+    let (mut depth, mut quote): (usize, Option<u8>) = (0, None);
+    for line in &lines {
+        quoted_at_start.push(quote.is_some());
+        let b = line.as_bytes();
+        let mut d = Vec::with_capacity(b.len() + 1);
+        let mut i = 0;
+        while i < b.len() {
+            d.push(depth);
+            let c = b[i];
+            match quote {
+                Some(b'"') if c == b'\\' => {
+                    i += 1;
+                    d.push(depth);
+                }
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None => match c {
+                    b'"' | b'\'' => quote = Some(c),
+                    b'[' | b'{' => depth += 1,
+                    b']' | b'}' => depth = depth.saturating_sub(1),
+                    b'#' if i == 0 || b[i - 1] == b' ' || b[i - 1] == b'\t' => {
+                        d.extend(std::iter::repeat_n(depth, b.len() - i - 1));
+                        break;
+                    }
+                    _ => {}
+                },
+            }
+            i += 1;
+        }
+        d.push(depth);
+        depth_at.push(d);
+    }
+    let indent = |l: &str| l.len() - l.trim_start_matches([' ', '\t']).len();
+    let mut out = std::collections::BTreeMap::new();
+    for (k, line) in lines.iter().enumerate() {
+        let Some(cut) = secret_key_end(line) else {
+            continue;
+        };
+        out.insert(k + 1, Some(cut));
+        let key_depth = depth_at[k][cut.min(depth_at[k].len() - 1)];
+        for (j, next) in lines.iter().enumerate().skip(k + 1) {
+            let start_depth = depth_at[j][0];
+            let continues = next.trim().is_empty()
+                || indent(next) > indent(line)
+                || next.trim_start().starts_with(':')
+                || quoted_at_start[j]
+                || start_depth > key_depth
+                || (key_depth > 0 && start_depth >= key_depth);
+            if !continues {
+                break;
+            }
+            out.entry(j + 1).or_insert(None);
+        }
+    }
+    out
+}
+
+/// Where the value of a key named like a secret starts on `line` (the byte after its `:`),
+/// or, for a complex key (`? HF_TOKEN`), the line's end; `None` when the line states none
+/// (a comment line states none).
+fn secret_key_end(line: &str) -> Option<usize> {
+    if line.trim_start().starts_with('#') {
+        return None;
+    }
+    let b = line.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let complex = line.trim_start().starts_with('?');
+    let mut i = 0;
+    while i < b.len() {
+        if !word(b[i]) || (i > 0 && word(b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && word(b[i]) {
+            i += 1;
+        }
+        if !crate::secret::is_secret_name(&line[start..i]) {
+            continue;
+        }
+        if complex {
+            return Some(line.len());
+        }
+        let mut j = i;
+        if j < b.len() && matches!(b[j], b'"' | b'\'') {
+            j += 1;
+        }
+        while j < b.len() && b[j] == b' ' {
+            j += 1;
+        }
+        if b.get(j) == Some(&b':') {
+            return Some(j + 1);
+        }
+    }
+    None
 }
 
 /// The parser's words for a second document (`---`) in a file that holds one, with a fix.
@@ -431,6 +596,30 @@ pub fn to_string<T: Serialize>(value: &T) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_secrets_value_is_every_line_it_may_span() {
+        let lines = |t: &str| secret_value_lines(t).into_keys().collect::<Vec<_>>();
+        // a folded scalar: the deeper lines, not the next key
+        assert_eq!(
+            lines("e:\n  HF_TOKEN: >-\n    a\n\n    b\n  X: 1\n"),
+            [2, 3, 4, 5]
+        );
+        // a flow mapping left open, at any indent, until it closes
+        assert_eq!(lines("e: {HF_TOKEN:\na, X: [1]}\nY: 2\n"), [1, 2]);
+        // a complex key's `: value` line
+        assert_eq!(lines("e:\n  ? HF_TOKEN\n  : v\n  X: 1\n"), [2, 3]);
+        // quoted text over lines, whatever their indent
+        assert_eq!(lines("HF_TOKEN: \"a\nb\"\nX: 1\n"), [1, 2]);
+        // a lowercase key, and nothing for a name in a comment or a plain key
+        assert_eq!(lines("k: {token: v}\n# HF_TOKEN: no\nX: HF_TOKEN\n"), [1]);
+        let excerpt = " --> f:3:1\n  |\n2 |   HF_TOKEN: {value: s1,\n3 |     s2}\n  | ^ bad";
+        let text = "e:\n  HF_TOKEN: {value: s1,\n    s2}\n";
+        let shown = redact_secret_values(excerpt, text);
+        assert!(!shown.contains("s1") && !shown.contains("s2"), "{shown}");
+        assert!(shown.contains("2 |   HF_TOKEN: <redacted>"), "{shown}");
+        assert!(shown.contains("3 |     <redacted>"), "{shown}");
+    }
+
     use super::*;
 
     /// A second document is refused at its line with a fix, in the project's words.

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::config::{
     CommOverlapConfig, DdpConfig, EnvScalar, FromCheckpoint, MixedPrecisionSpec, ModelConfig,
-    OptimizerConfig, TrainConfig,
+    OptimizerConfig, Section, TrainConfig,
 };
 use crate::error::{Error, Result};
 use crate::yaml;
@@ -43,11 +43,11 @@ macro_rules! with_sections {
             #[serde(default)]
             model: Option<TypedModel>,
             #[serde(default)]
-            train: Option<TrainConfig>,
+            train: Option<Resolved<TrainConfig>>,
             #[serde(default)]
-            ddp: Option<DdpConfig>,
+            ddp: Option<Resolved<DdpConfig>>,
             #[serde(default)]
-            optimizer: Option<OptimizerConfig>,
+            optimizer: Option<Resolved<OptimizerConfig>>,
             #[serde(default)]
             comm_overlap: Option<CommOverlapConfig>,
             #[serde(default)]
@@ -140,6 +140,76 @@ impl<'de> serde::de::DeserializeSeed<'de> for PlannedField<'_> {
         serde_json::from_value::<ModelConfig>(Value::Object(one))
             .map(drop)
             .map_err(|e| D::Error::custom(format!("`model.{}`: {e}", self.0)))
+    }
+}
+
+/// A recipe's `train`, `ddp` or `optimizer` mapping, typed: the fields ovlaunch plans (the
+/// section's struct, each of its type) and the other fields of the class Bridge's functions
+/// hold there (`config::unplanned`, each of the class's type, or refused saying why). Any other
+/// key is an unknown field, reported at its line like every other.
+#[derive(Debug)]
+struct Resolved<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Section + serde::de::DeserializeOwned> Deserialize<'de> for Resolved<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Fields<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Section + serde::de::DeserializeOwned> serde::de::Visitor<'de> for Fields<T> {
+            type Value = Resolved<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a mapping of {} fields", T::SECTION)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Resolved<T>, A::Error> {
+                use serde::de::Error;
+                while let Some(k) = m.next_key::<String>()? {
+                    if T::FIELDS.contains(&k.as_str()) {
+                        m.next_value_seed(PlannedIn::<T>(&k, std::marker::PhantomData))?;
+                    } else if crate::config::unplanned::is_field(T::SECTION, &k) {
+                        m.next_value_seed(UnplannedField(T::SECTION, &k))?;
+                    } else {
+                        return Err(A::Error::unknown_field(&k, T::FIELDS));
+                    }
+                }
+                Ok(Resolved(std::marker::PhantomData))
+            }
+        }
+        d.deserialize_map(Fields::<T>(std::marker::PhantomData))
+    }
+}
+
+/// A planned field of a `Resolved` section, typed as it is read.
+struct PlannedIn<'a, T>(&'a str, std::marker::PhantomData<T>);
+
+impl<'de, T: Section + serde::de::DeserializeOwned> serde::de::DeserializeSeed<'de>
+    for PlannedIn<'_, T>
+{
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        use serde::de::Error;
+        let v = Value::deserialize(d)?;
+        let one = Map::from_iter([(self.0.to_string(), v)]);
+        serde_json::from_value::<T>(Value::Object(one))
+            .map(drop)
+            .map_err(|e| D::Error::custom(format!("`{}.{}`: {e}", T::SECTION, self.0)))
+    }
+}
+
+/// A field of a `Resolved` section ovlaunch does not plan: (section, field), checked against
+/// the class as it is read (the refusal carries the value's own line).
+struct UnplannedField<'a>(&'static str, &'a str);
+
+impl<'de> serde::de::DeserializeSeed<'de> for UnplannedField<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        use serde::de::Error;
+        let v = Value::deserialize(d)?;
+        crate::config::unplanned::check(self.0, self.1, v)
+            .map(drop)
+            .map_err(D::Error::custom)
     }
 }
 

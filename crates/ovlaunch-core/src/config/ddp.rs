@@ -24,6 +24,10 @@ crate::section! {
         data_parallel_sharding_strategy: String = "no_shard".to_string(),
         nccl_ub: bool = false,
         /// Bridge's DP path copies the user's value here, `None` when unset.
-        delay_wgrad_compute: Option<bool> = Some(false),
+        delay_wgrad_compute: Option<bool> = Some(false);
+        /// The class's other fields, given by a recipe file, a plugin or `--set`: each a field
+        /// of the class Bridge's recipe functions hold here, of its type, and passed to the
+        /// trainer as given (`config::unplanned`).
+        rest unplanned
     }
 }

@@ -11,6 +11,7 @@ pub mod comm_overlap;
 pub mod ddp;
 pub mod env;
 pub mod hardware;
+pub mod hybrid;
 pub mod mixed_precision;
 pub mod model;
 pub mod optimizer;
@@ -21,6 +22,7 @@ mod provider_fields;
 mod section;
 pub use section::Section;
 pub mod train;
+pub mod unplanned;
 
 use std::collections::BTreeMap;
 
@@ -109,6 +111,26 @@ pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> 
         None if section == bridge::PEFT => Some(bridge::PEFT_SCHEMES.first().map(|(_, d)| d.names)),
         None => Some(Some(bridge::section(section)?.names)),
     }
+}
+
+/// The sections other than `not_in` that hold a field named `field` (ovlaunch's typed
+/// sections, Bridge's pass-through ones with every class they come in, and `model` with its
+/// provider classes' fields), in [`sections`]' order: where a `--set` of a field given under
+/// the wrong section belongs.
+pub fn sections_holding(field: &str, not_in: &str) -> Vec<&'static str> {
+    sections()
+        .filter(|s| *s != not_in)
+        .filter(|s| {
+            let own = if bridge::is_section(s) {
+                bridge::all_names(s).contains(&field)
+            } else {
+                section_fields(s)
+                    .flatten()
+                    .is_some_and(|f| f.contains(&field))
+            };
+            own || (*s == ModelConfig::SECTION && provider::is_field(field))
+        })
+        .collect()
 }
 
 /// Every addressable section's key, in order: the typed ones, then Bridge's pass-through

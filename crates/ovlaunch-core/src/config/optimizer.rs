@@ -35,7 +35,11 @@ crate::section! {
         min_loss_scale: Option<f64> = Some(1.0),
         loss_scale_window: Option<f64> = Some(1000.0),
         hysteresis: Option<u32> = Some(2),
-        reuse_grad_buf_for_mxfp8_param_ag: bool = false,
+        reuse_grad_buf_for_mxfp8_param_ag: bool = false;
+        /// The class's other fields, given by a recipe file, a plugin or `--set`: each a field
+        /// of the class Bridge's recipe functions hold here, of its type, and passed to the
+        /// trainer as given (`config::unplanned`).
+        rest unplanned
     }
 }
 

@@ -180,19 +180,21 @@ pub fn check(class: Class<'_>, field: &str, value: Value) -> Result<Value, Strin
     }
     let mut out = value.clone();
     for (owner, f) in owners {
-        out = typed(owner, f, field, value.clone())?;
+        out = typed(model, owner, f, value.clone())?;
     }
     Ok(out)
 }
 
-/// `value` for the field `f` (`model.{field}`) that `owner` declares, normalised.
-fn typed(
+/// `value` for the field `f` (`{section}.{f.name}`) that `owner` declares, normalised; the
+/// message names the field, the class and its Python annotation (`config::unplanned` types
+/// the fields of `train`, `ddp` and `optimizer` with it too).
+pub(crate) fn typed(
+    section: &str,
     owner: &ProviderClass,
     f: &ProviderField,
-    field: &str,
     value: Value,
 ) -> Result<Value, String> {
-    let model = super::ModelConfig::SECTION;
+    let (model, field) = (section, f.name);
     let typed = || format!("{}.{field}: {}", owner.class, f.py);
     if f.ty == Ty::Object {
         return Err(format!(

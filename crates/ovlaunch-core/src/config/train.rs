@@ -17,6 +17,10 @@ crate::section! {
         /// preemption plugin turns on, so Slurm's early signal ends the run cleanly.
         exit_signal_handler: bool = false,
         /// Also install that handler in the data-loader workers.
-        exit_signal_handler_for_dataloader: bool = false,
+        exit_signal_handler_for_dataloader: bool = false;
+        /// The class's other fields, given by a recipe file, a plugin or `--set`: each a field
+        /// of the class Bridge's recipe functions hold here, of its type, and passed to the
+        /// trainer as given (`config::unplanned`).
+        rest unplanned
     }
 }

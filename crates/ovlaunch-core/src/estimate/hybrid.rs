@@ -2,13 +2,13 @@
 //! Nemotron Nano v2, Nemotron 3): the layer pattern and the Mamba-2 mixer's closed forms.
 //!
 //! Contract: [`Hybrid::of_function`] reads the shape of a Bridge recipe function from
-//! `hybrid_shapes.json` (generated from Bridge's own recipe functions by
-//! `tests/bridge/gen_hybrid_shapes.py`: the recipe files carry the transformer fields only);
+//! `config::hybrid::shape_of` (its table generated from Bridge's own recipe functions);
 //! everything else is pure arithmetic on it.
 //!
-//! The layer pattern is Megatron-Core's (`mamba_hybrid_layer_allocation.Symbols`): one symbol
-//! per layer, `M` a Mamba-2 mixer, `*` self-attention, `-` a dense MLP, `E` an MoE MLP, `G` a
-//! gated DeltaNet (not modelled); `|` marks pipeline-stage boundaries, `/` starts the MTP part.
+//! The layer pattern is Megatron-Core's, read by the one parser, `config::hybrid::parse`: one
+//! symbol per layer, `M` a Mamba-2 mixer, `*` self-attention, `-` a dense MLP, `E` an MoE MLP,
+//! `G` a gated DeltaNet (not modelled); `|` marks pipeline-stage boundaries, `/` starts the MTP
+//! part.
 //!
 //! The Mamba-2 mixer (Dao & Gu 2024, "Transformers are SSMs", Megatron-Core's `MambaMixer`):
 //! `d_inner = heads · head_dim`; `in_proj` maps the hidden state to `z, x, B, C, dt`
@@ -18,49 +18,10 @@
 //! an attention block); CP transposes sequence and heads with all-to-alls around conv and scan
 //! (`MambaContextParallel`); PP splits the pattern's layers.
 
-use std::sync::OnceLock;
-
-use serde::Deserialize;
 use serde_json::Value;
 
+use crate::config::hybrid::{Shape, shape_of};
 use crate::plan::Plan;
-
-/// The shipped table.
-const SHAPES: &str = include_str!("hybrid_shapes.json");
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Table {
-    #[allow(dead_code)]
-    source: String,
-    shapes: Vec<Shape>,
-    functions: std::collections::BTreeMap<String, usize>,
-}
-
-/// One model's hybrid fields as Bridge's provider states them.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Shape {
-    pub pattern: String,
-    pub mtp_pattern: Option<String>,
-    pub mamba_num_heads: u32,
-    pub mamba_head_dim: u32,
-    pub mamba_state_dim: u32,
-    pub mamba_num_groups: u32,
-    pub mamba_chunk_size: u32,
-    pub vocab_size: Option<u32>,
-}
-
-fn table() -> Option<&'static Table> {
-    static T: OnceLock<Option<Table>> = OnceLock::new();
-    T.get_or_init(|| serde_json::from_str(SHAPES).ok()).as_ref()
-}
-
-/// The table's shape of Bridge recipe function `function`.
-fn shape_of(function: &str) -> Option<&'static Shape> {
-    let t = table()?;
-    t.shapes.get(*t.functions.get(function)?)
-}
 
 /// The Mamba-2 mixer's dimensions.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -146,11 +107,15 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// Counts the symbols of a pattern (pipeline bars and anything after `/` left out).
+    /// Counts the layer symbols of a pattern's main part (`config::hybrid::parse`: pipeline
+    /// bars and the MTP part left out); none for a pattern Megatron-Core refuses, which the
+    /// plan refuses first (`resolve::hybrid_rules`).
     pub fn of(pattern: &str) -> Self {
-        let main = pattern.split('/').next().unwrap_or("");
         let mut c = Self::default();
-        for ch in main.chars() {
+        let Ok(parsed) = crate::config::hybrid::parse(pattern) else {
+            return c;
+        };
+        for ch in parsed.main_layers() {
             match ch {
                 'M' => c.mamba += 1.0,
                 '*' => c.attn += 1.0,
@@ -286,10 +251,12 @@ pub fn pipeline_refusal(plan: &Plan) -> Option<crate::error::Error> {
     let h = of_plan(plan)?;
     let m = &plan.model;
     let pp = m.pipeline_model_parallel_size;
-    let main = h.pattern.split('/').next().unwrap_or("");
+    let segments = crate::config::hybrid::parse(&h.pattern)
+        .map(|p| p.segments().len())
+        .unwrap_or(1);
     let uneven = m.num_layers_in_first_pipeline_stage.is_some()
         || m.num_layers_in_last_pipeline_stage.is_some();
-    if uneven && main.contains('|') {
+    if uneven && segments > 1 {
         // Megatron-Core's select_pipeline_segment: "Cannot specify
         // num_layers_in_first_pipeline_stage or num_layers_in_last_pipeline_stage when
         // hybrid_layer_pattern contains pipe ('|') separators".
@@ -310,9 +277,9 @@ pub fn pipeline_refusal(plan: &Plan) -> Option<crate::error::Error> {
         // TransformerConfig rules, checked by the plan (`resolve::pipeline_split`).
         return None;
     }
-    let (units, what) = if main.contains('|') {
+    let (units, what) = if segments > 1 {
         (
-            main.split('|').count() as u32,
+            segments as u32,
             "pipeline segments (`|`) in its layer pattern",
         )
     } else {
@@ -346,8 +313,7 @@ mod tests {
 
     #[test]
     fn every_shipped_hybrid_function_has_a_shape_whose_pattern_matches_its_layers() {
-        let t = table().expect("hybrid_shapes.json parses");
-        assert_eq!(t.functions.len(), 71);
+        assert_eq!(crate::config::hybrid::functions(), 71);
         let cat = crate::catalog::Catalog::embedded().unwrap();
         let mut seen = 0;
         for s in &cat.recipes {

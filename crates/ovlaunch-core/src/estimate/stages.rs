@@ -118,11 +118,13 @@ impl Ends {
 /// [`ranks`]).
 pub fn hybrid_ranks(pattern: &str, pp: u32, vp: u32, mtp: f64, ends: Ends) -> Vec<RankLoad> {
     let pp = pp.max(1) as usize;
-    let main = pattern.split('/').next().unwrap_or("");
-    let segments: Vec<String> = if main.contains('|') {
-        main.split('|').map(str::to_string).collect()
+    // a pattern Megatron-Core refuses is refused by the plan first (`resolve::hybrid_rules`)
+    let parsed = crate::config::hybrid::parse(pattern).unwrap_or_default();
+    let split = parsed.segments();
+    let segments: Vec<String> = if split.len() > 1 {
+        split.into_iter().map(str::to_string).collect()
     } else {
-        let layers: Vec<char> = main.chars().collect();
+        let layers: Vec<char> = parsed.main_layers().collect();
         let stages = pp * vp.max(1) as usize;
         let (base, extra) = (layers.len() / stages, layers.len() % stages);
         let counts = ends.cut(layers.len(), pp).unwrap_or_else(|| {

@@ -182,11 +182,10 @@ fn model_fields(
                 )));
             }
             out.warnings.push(text.clone());
-            out.decisions.push(Decision::new(
+            out.decisions.push(Decision::turning_off(
                 MODEL.tp_comm_overlap,
                 false,
                 format!("{text} {}=true was requested but the TP gate failed on {field} (comm_overlap.py TP gate)", COMM_OVERLAP.tp_comm_overlap),
-                Source::Derived,
             ));
             user.tp_comm_overlap = Some(false);
         }

@@ -53,9 +53,27 @@ pub struct Decision {
     pub value: Value,
     pub rule: String,
     pub source: Source,
+    /// The rule switches off a setting that was on ([`Decision::turning_off`]): what
+    /// `--strict` refuses where the recipe, a plugin, the user's file or `--set` asked for it.
+    #[serde(skip)]
+    pub turns_off: bool,
 }
 
 impl Decision {
+    /// A rule's switching `key` off (to `value`: `false`, or an empty list; derived): a
+    /// silent disable, which `--strict` refuses where the setting was asked for
+    /// (`resolve::strict_refusal`).
+    pub fn turning_off(
+        key: impl Into<String>,
+        value: impl Into<Value>,
+        rule: impl Into<String>,
+    ) -> Self {
+        Self {
+            turns_off: true,
+            ..Self::new(key, value, rule, Source::Derived)
+        }
+    }
+
     /// A decision; the value of a secret env variable (`env.HF_TOKEN`) is recorded as
     /// `<redacted>`, so no plan output, explanation or file can carry it.
     pub fn new(
@@ -78,6 +96,7 @@ impl Decision {
             key,
             rule: rule.into(),
             source,
+            turns_off: false,
         }
     }
 }

@@ -74,7 +74,7 @@ use crate::error::{Origin, Result};
 pub use apply::{
     LaunchContext, builtins, launch_phase, passthrough_sources, plan_phase, render_phase,
 };
-pub use options::{Active, OptValue, activate, parse_spec, shown_spec};
+pub use options::{Active, OptValue, activate, parse_spec, rerun_spec, shown_spec};
 use options::{scalar_text, typed_default};
 pub use schema::{OptionDef, OptionType, PluginFile};
 

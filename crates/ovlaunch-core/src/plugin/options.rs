@@ -242,6 +242,38 @@ pub fn shown_spec(spec: &str) -> String {
     format!("--plugin {name}:{}", parts.join(","))
 }
 
+/// `--plugin SPEC` as a command that reruns it writes it: each secret option (and the
+/// pieces of its value, as [`shown_spec`] reads them) is left out, so the plugin takes the
+/// secret from the launcher's environment (its `*_env` option) at the rerun. Returns the
+/// spec and `plugin NAME's OPTION` for each option left out.
+pub fn rerun_spec(spec: &str) -> (String, Vec<String>) {
+    let Some((name, rest)) = spec.split_once(':') else {
+        return (spec.to_string(), Vec::new());
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    let mut dropped: Vec<String> = Vec::new();
+    let mut hiding = false;
+    for piece in rest.split(',') {
+        match piece.split_once('=') {
+            Some((k, _)) if valid_option_name(k) => {
+                hiding = secret::is_secret_name(k);
+                if hiding {
+                    dropped.push(format!("plugin {name}'s {k}"));
+                } else {
+                    parts.push(piece);
+                }
+            }
+            _ if hiding => {}
+            _ => parts.push(piece),
+        }
+    }
+    if parts.is_empty() {
+        (name.to_string(), dropped)
+    } else {
+        (format!("{name}:{}", parts.join(",")), dropped)
+    }
+}
+
 pub fn parse_spec(spec: &str) -> Result<(String, Vec<(String, String)>)> {
     let flag = shown_spec(spec);
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
@@ -400,4 +432,23 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
     }
     active.sort_by(|a, b| (a.def.file.order, a.name()).cmp(&(b.def.file.order, b.name())));
     Ok(active)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rerun_leaves_a_secret_option_out() {
+        assert_eq!(
+            rerun_spec("wandb:project=p,api_key=k1,k2,entity=e"),
+            (
+                "wandb:project=p,entity=e".to_string(),
+                vec!["plugin wandb's api_key".to_string()]
+            )
+        );
+        assert_eq!(rerun_spec("wandb:api_key=k").0, "wandb");
+        assert_eq!(rerun_spec("nsys").0, "nsys");
+        assert!(rerun_spec("nsys:profile_step_start=3").1.is_empty());
+    }
 }

@@ -47,7 +47,8 @@ pub enum EnvFormat {
 }
 
 /// The plan's env, secrets redacted; removed variables as `unset -v NAME` (sh), a comment
-/// (dotenv, which cannot remove) or `null` (JSON).
+/// (dotenv, which cannot remove) or `null` (JSON). A dotenv value is written as
+/// `render::shell::dotenv` spells it, and one it cannot spell is refused naming the variable.
 pub fn env_dump(plan: &Plan, format: EnvFormat, job_dir: Option<&str>) -> Result<String> {
     // a value naming the job directory gets it when the job is known (`EnvEntry::at_job_dir`)
     let env: std::collections::BTreeMap<&String, String> = plan
@@ -73,13 +74,14 @@ pub fn env_dump(plan: &Plan, format: EnvFormat, job_dir: Option<&str>) -> Result
         }
         EnvFormat::Dotenv => {
             for (k, v) in &env {
-                let v = secret::shown(k, v);
-                let escaped = v
-                    .replace('\\', "\\\\")
-                    .replace('"', "\\\"")
-                    .replace('\n', "\\n")
-                    .replace('$', "\\$");
-                let _ = writeln!(s, "{k}=\"{escaped}\"");
+                let Some(v) = super::shell::dotenv(secret::shown(k, v)) else {
+                    return Err(Error::usage(format!(
+                        "the value of {k} cannot be written in a dotenv file that bash and dotenv parsers read alike (it holds a line break or control character, `${{`, or both `'` and one of `\"` `\\` `$` `` ` ``)"
+                    ))
+                    .at_fields(format!("env.{k}"))
+                    .help("print the environment with --format sh (bash's own quoting carries any value) or --format json"));
+                };
+                let _ = writeln!(s, "{k}={v}");
             }
             for k in plan.env_unset.keys() {
                 let _ = writeln!(s, "# unset: {k}");

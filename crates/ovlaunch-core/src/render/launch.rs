@@ -41,8 +41,13 @@ pub struct LaunchOptions {
     /// The rank runtime command (`ovlaunch-rank`), or `None` to start the trainer directly.
     pub rank_runtime: Option<String>,
     pub master_port: u16,
-    /// The command line that reproduces this job, for the script header.
-    pub command_line: String,
+    /// The command (`ovlaunch` and its arguments, secret values already left out) that
+    /// reproduces this job, for the script header's `reproduce:` line, which pasted into bash
+    /// runs exactly these words (`render::shell::command_comment`).
+    pub command: Vec<String>,
+    /// A note on the command, for the header line below it (where the secret values it
+    /// leaves out come from at a rerun), or `None`.
+    pub command_note: Option<String>,
     /// Strict rank plan: on every rank, a changed inherited value or a violated invariant
     /// is an error (`--strict`).
     pub strict: bool,
@@ -116,7 +121,8 @@ impl LaunchOptions {
             trainer: Vec::new(),
             rank_runtime: None,
             master_port: DEFAULT_MASTER_PORT,
-            command_line: "ovlaunch".to_string(),
+            command: vec!["ovlaunch".to_string()],
+            command_note: None,
             strict: false,
             package: None,
             target: Target::default(),
@@ -197,10 +203,13 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     })
 }
 
-/// The script header: version, recipe, hardware, layout and the reproducing command.
+/// The script header's lines, each one line for a `#` comment: version, recipe, hardware and
+/// layout as escaped text (`shell::comment`), and the reproducing command as a shell line
+/// (`shell::command_comment`: pasted, it gives back the same words).
 fn header(plan: &Plan, opts: &LaunchOptions) -> Vec<String> {
+    use super::shell::{command_comment, comment};
     let hw = &plan.hardware;
-    vec![
+    let text = [
         format!("ovlaunch {}", env!("CARGO_PKG_VERSION")),
         format!(
             "recipe: {} ({})",
@@ -220,8 +229,12 @@ fn header(plan: &Plan, opts: &LaunchOptions) -> Vec<String> {
             plan.parallelism.data,
             plan.recipe.precision
         ),
-        format!("reproduce: {}", opts.command_line),
-    ]
+    ];
+    text.iter()
+        .map(|l| comment(l))
+        .chain([format!("reproduce: {}", command_comment(&opts.command))])
+        .chain(opts.command_note.iter().map(|n| comment(n)))
+        .collect()
 }
 
 /// Bridge's rank placement (`scripts/performance/utils/executors.py`: every task runs under

@@ -21,6 +21,7 @@ use crate::plan::{Decision, Plan};
 pub struct LocalOptions {
     /// Several machines without Slurm: the host every machine's torchrun meets at (c10d
     /// rendezvous, `ovlaunch torchrun --master-addr`); `None` runs on this machine only.
+    /// Checked by [`endpoint_host`].
     pub rendezvous: Option<String>,
 }
 
@@ -39,8 +40,48 @@ pub const FACTS: Facts = Facts {
 /// The local run's options are its whole part of the launch spec.
 impl TargetOptions for LocalOptions {
     fn spec(&self, _: &Plan, _: &LaunchOptions, _: &mut Vec<Decision>) -> Result<TargetSpec> {
+        if let Some(host) = &self.rendezvous {
+            endpoint_host(host)?;
+        }
         Ok(TargetSpec::Local(self.clone()))
     }
+}
+
+/// The rendezvous host as torchrun's `--rdzv-endpoint HOST:PORT` writes it: a host name (RFC
+/// 1123: dot-separated labels of letters, digits and `-`, each 1 to 63 bytes, not starting or
+/// ending with `-`; 253 bytes in all), an IPv4 address, or an IPv6 address (bare or in
+/// brackets), written in brackets (`[::1]`, as torch's `parse_rendezvous_endpoint` reads an
+/// IPv6 host). Anything else is refused naming `--master-addr`.
+pub fn endpoint_host(host: &str) -> Result<String> {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = bare.parse::<Ipv6Addr>() {
+        return Ok(format!("[{ip}]"));
+    }
+    if host.parse::<Ipv4Addr>().is_ok() {
+        return Ok(host.to_string());
+    }
+    let label_ok = |l: &str| {
+        (1..=63).contains(&l.len())
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let name = host.strip_suffix('.').unwrap_or(host);
+    if (1..=253).contains(&name.len()) && name.split('.').all(label_ok) {
+        return Ok(host.to_string());
+    }
+    let shown: String = host.chars().take(64).collect();
+    let more = if host.chars().count() > 64 { "..." } else { "" };
+    Err(crate::error::Error::usage(format!(
+        "`{}{more}` is not a host name or an IP address (torchrun's rendezvous endpoint is HOST:PORT)",
+        shown.escape_debug()
+    ))
+    .at_flag("--master-addr")
+    .help("give the rendezvous machine's host name (letters, digits, `-` and `.`, e.g. node001) or its IPv4 or IPv6 address; the port is --master-port"))
 }
 
 /// torchrun starts the ranks.
@@ -70,7 +111,7 @@ pub fn torchrun<T>(spec: &Spec<T>, local: &LocalOptions, templates: &Templates) 
             let nnodes = spec.nodes;
             // c10d rendezvous: every machine runs the same command; node ranks are assigned
             // by the rendezvous, so no per-machine --node-rank is needed.
-            let endpoint = format!("{}:{}", quote(master), spec.master_port);
+            let endpoint = format!("{}:{}", quote(&endpoint_host(master)?), spec.master_port);
             let id = quote(&format!("ovlaunch-{}", spec.job_name));
             let (quoted, raw) =
                 torchrun_words(spec, &nnodes.to_string(), Some((&endpoint, &id)), false);

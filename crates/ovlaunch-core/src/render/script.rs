@@ -4,7 +4,7 @@
 //! `render::local::torchrun`). All values are quoted here, in Rust; templates only place
 //! them.
 
-use super::shell::{comment, quote};
+use super::shell::quote;
 use super::spec::Spec;
 use super::vocab::FlagStyle;
 use crate::error::{Error, Result};
@@ -27,9 +27,9 @@ pub fn exports<T>(spec: &Spec<T>) -> Vec<String> {
         .collect()
 }
 
-/// Header lines as one-line comments.
+/// Header lines for `#` comments (each already one line, see `render::launch`'s header).
 pub fn header<T>(spec: &Spec<T>) -> Vec<String> {
-    spec.header.iter().map(|l| comment(l)).collect()
+    spec.header.clone()
 }
 
 /// The last check before text becomes a script, whatever path it came by (recipe, hardware
@@ -65,7 +65,46 @@ pub fn check_spec<T>(spec: &Spec<T>, srun_args: &[String]) -> Result<()> {
     if let Some(rt) = &spec.rank_runtime {
         check_no_nul("--rank-runtime", rt)?;
     }
-    Ok(())
+    check_pattern_readers(spec)
+}
+
+/// A job directory holding `%` reaches no program that reads `%` in a path as a pattern,
+/// other than sbatch's own `--output` (escaped there, `layout::slurm_output_directive`):
+/// srun's `--output`/`--error` (a plugin's setup line: `%j`, `%t`, ...), NCCL's
+/// `NCCL_DEBUG_FILE` (`%h`, `%p`; NCCL's `ncclDebugInit` has no escape for them) and the
+/// trainer's command prefix (`nsys profile -o`: `%p`, `%q{VAR}`, `%h`, `%n`). Such a job is
+/// refused naming the reader, rather than writing its files elsewhere.
+fn check_pattern_readers<T>(spec: &Spec<T>) -> Result<()> {
+    let dir = &spec.job_dir;
+    if !dir.contains('%') {
+        return Ok(());
+    }
+    let reader = if spec
+        .env
+        .iter()
+        .any(|(k, v)| k == "NCCL_DEBUG_FILE" && v.contains(dir.as_str()))
+    {
+        Some("NCCL (NCCL_DEBUG_FILE: %h and %p)")
+    } else if spec
+        .setup_lines
+        .iter()
+        .any(|l| l.contains("srun ") && l.contains(dir.as_str()))
+    {
+        Some("srun (--output and --error of a setup step: %j, %t, ...)")
+    } else if spec.command_prefix.iter().any(|w| w.contains(dir.as_str())) {
+        Some("the trainer's command prefix (nsys profile -o: %p, %q{VAR}, %h, %n)")
+    } else {
+        None
+    };
+    match reader {
+        None => Ok(()),
+        Some(reader) => Err(Error::usage(format!(
+            "the job directory {} holds `%`, which {reader} reads in a path as a file-name pattern",
+            dir.escape_debug()
+        ))
+        .at_flag("--job-dir / --jobs-root")
+        .help("choose a job directory without `%`, or leave out the plugin that hands it there")),
+    }
 }
 
 /// `unset -v NAME` lines for the plan's removed variables.

@@ -46,6 +46,8 @@ pub struct Spec<T> {
     pub affinity: AffinityPlan,
     pub container: Option<Container>,
     pub master_port: u16,
+    /// The script's header comment lines, each already one line (escaped text, or the
+    /// reproducing command as a shell line).
     pub header: Vec<String>,
     pub decisions: Vec<Decision>,
     /// The target's own part of the job.

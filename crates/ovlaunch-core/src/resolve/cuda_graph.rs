@@ -119,11 +119,10 @@ fn cleared_without_graphs(m: &mut ModelConfig, t: &mut Trace) -> Result<()> {
         Some(_) => true,
     };
     if held(&m.cuda_graph_modules) || held(&m.cuda_graph_scope) {
-        t.decisions.push(Decision::new(
+        t.decisions.push(Decision::turning_off(
             MODEL.cuda_graph_modules,
             Value::Array(Vec::new()),
             "cuda_graph_impl is none when Bridge's validate_cuda_graph_configuration runs (before Megatron-Core's post-init): it clears cuda_graph_modules and cuda_graph_scope",
-            Source::Derived,
         ));
     }
     m.cuda_graph_modules = Some(Value::Array(Vec::new()));

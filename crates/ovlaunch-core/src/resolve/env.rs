@@ -31,6 +31,10 @@
 //! a rule that no longer applies then leaves the variable unset by the recipe (Bridge's
 //! `_remove_recipe_env`), not removed from the inherited environment.
 //! `--env` / `--unset` beat everything, as Bridge's explicit `env_vars` overrides do.
+//!
+//! A name the launch itself needs ([`LAUNCH_NEEDS`]: `PATH`, the rank identity the rank runtime
+//! sets before it removes the plan's unset names, the Slurm allocation `srun` joins) is never
+//! removed: an unset of one, from any layer, is refused with the reason and a fix.
 
 use std::collections::BTreeMap;
 
@@ -69,6 +73,47 @@ pub struct EnvInputs<'a> {
     /// Where a `user_env` entry came from when not an `--env` flag, by name.
     pub user_env_origins: &'a BTreeMap<String, String>,
     pub user_unset: &'a [String],
+}
+
+/// The variables the launch itself needs, each with why: removing one (`--unset`, a recipe's
+/// `NAME: null`, a plugin) would render a job that cannot start.
+pub const LAUNCH_NEEDS: &[(&str, &str)] = &[
+    (
+        "PATH",
+        "the job script runs srun and env by it, and the rank runtime finds the trainer (python) by it",
+    ),
+    (
+        "SLURM_JOB_ID",
+        "srun in the batch script joins the job's allocation by it (without it srun asks for a new one)",
+    ),
+    (
+        "RANK",
+        "the rank runtime sets the rank's identity before it removes the plan's unset names, and torch.distributed's env:// rendezvous reads it",
+    ),
+    (
+        "LOCAL_RANK",
+        "the rank runtime sets the rank's identity before it removes the plan's unset names, and the trainer picks its GPU by it",
+    ),
+    (
+        "WORLD_SIZE",
+        "the rank runtime sets the rank's identity before it removes the plan's unset names, and torch.distributed's env:// rendezvous reads it",
+    ),
+    (
+        "MASTER_ADDR",
+        "the rank runtime sets the rendezvous address before it removes the plan's unset names, and torch.distributed's env:// rendezvous reads it",
+    ),
+    (
+        "MASTER_PORT",
+        "the rank runtime sets the rendezvous port before it removes the plan's unset names, and torch.distributed's env:// rendezvous reads it",
+    ),
+];
+
+/// Why the launch needs `name`, if it does ([`LAUNCH_NEEDS`]).
+pub fn launch_needs(name: &str) -> Option<&'static str> {
+    LAUNCH_NEEDS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, why)| *why)
 }
 
 /// The env stage's result.
@@ -344,6 +389,21 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             );
         }
         st.remove(k, Source::User, "--unset".into(), decisions);
+    }
+    if let Some((k, source)) = st.unset.iter().find(|(k, _)| launch_needs(k).is_some()) {
+        let why = launch_needs(k).unwrap_or_default();
+        let e = Error::usage(format!(
+            "{k} cannot be removed from the job's environment: {why}"
+        ));
+        return Err(match source {
+            Source::User => e.at_flag(format!("--unset {k}")).help(format!(
+                "drop --unset {k}: the job keeps the value the launch gives it"
+            )),
+            other => e.help(format!(
+                "remove the unset of {k} ({}): the job keeps the value the launch gives it",
+                other.as_string()
+            )),
+        });
     }
     st.bridge_env = bridge_env(inp, &derived)?;
     st.drop_from_recipe = st

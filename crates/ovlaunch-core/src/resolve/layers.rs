@@ -682,6 +682,36 @@ fn take_provider(
     Ok(out)
 }
 
+/// The fields of `train`, `ddp` and `optimizer` (in that order) beyond the ones ovlaunch
+/// plans, taken out of the layered tree, each checked against the class Bridge's functions
+/// hold there (`config::unplanned`).
+fn take_unplanned(
+    tree: &mut Map<String, Value>,
+) -> std::result::Result<[Map<String, Value>; 3], String> {
+    use crate::config::{DdpConfig, OptimizerConfig, TrainConfig, unplanned};
+    let mut out: [Map<String, Value>; 3] = Default::default();
+    let sections = [
+        TrainConfig::SECTION,
+        DdpConfig::SECTION,
+        OptimizerConfig::SECTION,
+    ];
+    for (section, taken) in sections.into_iter().zip(out.iter_mut()) {
+        let Some(Value::Object(m)) = tree.get_mut(section) else {
+            continue;
+        };
+        let extra: Vec<String> = m
+            .keys()
+            .filter(|k| unplanned::is_field(section, k))
+            .cloned()
+            .collect();
+        for k in extra {
+            let v = m.remove(&k).unwrap_or(Value::Null);
+            taken.insert(k.clone(), unplanned::check(section, &k, v)?);
+        }
+    }
+    Ok(out)
+}
+
 /// The config of the layered `tree`; `at`: where its values come from, and for a user's
 /// recipe file the line of each of its sections (an error about one points there).
 fn build(
@@ -706,6 +736,11 @@ fn build(
             .at_file(origin)
             .help("the fields of the recipe's model provider class: Bridge's class in `ovlaunch plan`'s recipe")
     })?;
+    let unplanned = take_unplanned(&mut tree).map_err(|m| {
+        Error::usage(m)
+            .at_file(origin)
+            .help("the section's fields and their types: `ovlaunch fields SECTION`")
+    })?;
     let mut cfg: ConfigContainer = serde_json::from_value(Value::Object(tree)).map_err(|e| {
         let msg = e.to_string();
         let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
@@ -718,6 +753,11 @@ fn build(
     })?;
     cfg.bridge = bridge;
     cfg.model.provider = provider;
+    [
+        cfg.train.unplanned,
+        cfg.ddp.unplanned,
+        cfg.optimizer.unplanned,
+    ] = unplanned;
     Ok(cfg)
 }
 

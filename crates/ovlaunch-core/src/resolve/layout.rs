@@ -125,20 +125,24 @@ pub fn check_values(
     train: &TrainConfig,
     model_class: Option<&str>,
     hybrid_class: Option<&str>,
+    function: Option<&str>,
 ) -> Result<()> {
     positive_sizes(model, train)?;
     model_shapes(model)?;
-    class_checks(model, model_class, hybrid_class)
+    class_checks(model, model_class, hybrid_class, function)
 }
 
 /// The checks a model's provider class makes of its layout: `window_size` where the class
-/// takes one, no virtual pipeline on a hybrid Mamba-Transformer, no pipeline on FLUX.
+/// takes one, a hybrid Mamba-Transformer's layer pattern (`resolve::hybrid_rules`, for the
+/// model Bridge function `function` builds) and no virtual pipeline on it, no pipeline on FLUX.
 pub fn class_checks(
     model: &ModelConfig,
     model_class: Option<&str>,
     hybrid_class: Option<&str>,
+    function: Option<&str>,
 ) -> Result<()> {
     check_window_size(model, model_class)?;
+    super::hybrid_rules::check(model, hybrid_class, function)?;
     hybrid_has_no_virtual_pipeline(model, hybrid_class)?;
     flux_has_no_pipeline(model, model_class)
 }

@@ -13,6 +13,7 @@ pub mod cuda_graph;
 pub mod env;
 pub mod env_rules;
 pub mod hf_source;
+pub mod hybrid_rules;
 mod known;
 pub mod layers;
 pub mod layout;
@@ -306,7 +307,8 @@ fn resolve_picked(
         .map(|c| checkpoint::neutralise(&mut l.cfg.model, c, &mut t));
     // 3. The parallel layout checked against the world size.
     let class = inp.recipe.provider_class(choice.variant);
-    layout::class_checks(&l.cfg.model, class.known(), class.hybrid()).map_err(located)?;
+    let function = inp.recipe.holder(choice.variant).function;
+    layout::class_checks(&l.cfg.model, class.known(), class.hybrid(), function).map_err(located)?;
     bridge_finalize_layout(&mut l.cfg.model, &mut t);
     let par = layout_stage(inp, &l, users_split(outer.recipe, &l), &mut t).map_err(located)?;
     // 4. Mixed precision: build, finalize, setup (before overlap: the EP check reads bf16).
@@ -328,6 +330,9 @@ fn resolve_picked(
         &mut t,
     )
     .map_err(located)?;
+    if inp.strict {
+        strict_refusal(&t, &l).map_err(located)?;
+    }
     if let (Some(saved), Some(c)) = (unknown_model, checkpoint.as_ref()) {
         checkpoint::restore(&mut l.cfg.model, &saved, c)?;
         checkpoint::forget_derived(c, &mut t);
@@ -556,6 +561,7 @@ fn validate_stage(
         optimizer: &l.cfg.optimizer,
         par,
         micro_batch_changed: l.overridden(crate::config::TRAIN.micro_batch_size),
+        stated: &|f: &str| l.prov.source(f) != Source::Default || l.user_changed(f),
     };
     validate::container_checks(&l.cfg.bridge, holder, &across)?;
     if let Some(mp) = mixed_precision {
@@ -603,7 +609,14 @@ pub fn check_variant(recipe: &Recipe, v: &Variant) -> Result<()> {
             checkpoint::neutralise(&mut l.cfg.model, &cp, &mut t);
         }
         let class = recipe.provider_class(Some(v));
-        layout::check_values(&l.cfg.model, &l.cfg.train, class.known(), class.hybrid())
+        let function = recipe.holder(Some(v)).function;
+        layout::check_values(
+            &l.cfg.model,
+            &l.cfg.train,
+            class.known(),
+            class.hybrid(),
+            function,
+        )
     });
     checked.map_err(|e| {
         let (fields, line) = match e.origin.as_deref() {
@@ -1194,16 +1207,47 @@ fn flex_dispatcher_fits(
     )))
 }
 
+/// `--strict`: the first decision that switches off a setting the user turned on (`--set`, the
+/// user's recipe file over its Bridge function, a plugin's set; [`Decision::turning_off`]) is
+/// an error, naming the setting, who asked for it and the rule. One property of a decision, so
+/// every rule that switches a setting off is refused alike; a recipe's own value a rule
+/// switches off stays a decision. (The TP-overlap gate refuses in its own stage, whoever asked,
+/// with its fix.)
+fn strict_refusal(t: &Trace, l: &layers::Layered) -> Result<()> {
+    let by = |key: &str| match l.prov.source(key) {
+        Source::Plugin(name) => Some(format!("plugin {name}")),
+        _ if l.prov.user_set(key) => Some("--set".to_string()),
+        _ if l.user_changed(key) => Some("the recipe file".to_string()),
+        _ => None,
+    };
+    let Some((d, by)) = t
+        .decisions
+        .iter()
+        .filter(|d| d.turns_off)
+        .find_map(|d| Some((d, by(&d.key)?)))
+    else {
+        return Ok(());
+    };
+    Err(Error::config(format!(
+        "--strict refuses a silent disable: {} is asked for by {by}, and {}",
+        d.key, d.rule
+    ))
+    .at_fields(d.key.as_str())
+    .help(format!(
+        "drop the setting (or --set {}={}), or change what the rule reads; without --strict the plan records the decision and goes on",
+        d.key, d.value
+    )))
+}
+
 /// Bridge's `TransformerConfig.finalize` (models/transformer_config.py) before Megatron-Core's
 /// checks: sequence parallelism is turned off with TP <= 1 (Megatron-Core would refuse it).
 fn bridge_finalize_layout(m: &mut crate::config::ModelConfig, t: &mut Trace) {
     if m.sequence_parallel && m.tensor_model_parallel_size <= 1 {
         m.sequence_parallel = false;
-        t.decisions.push(Decision::new(
+        t.decisions.push(Decision::turning_off(
             MODEL.sequence_parallel,
             false,
             "Bridge's TransformerConfig.finalize turns sequence parallelism off with tensor_model_parallel_size <= 1 (Megatron-Core would refuse it)",
-            Source::Derived,
         ));
     }
 }

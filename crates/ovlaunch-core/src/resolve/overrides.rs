@@ -98,6 +98,16 @@ pub fn shown_flag(item: &str) -> String {
     }
 }
 
+/// Whether a text or a key anywhere in `v` holds a NUL byte.
+fn holds_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(m) => m.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
+    }
+}
+
 /// `--env ITEM` as messages show it: a secret value is redacted.
 pub fn shown_env_flag(item: &str) -> String {
     match item.split_once('=') {
@@ -166,18 +176,41 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         && !(section == MixedPrecisionConfig::SECTION && f == "recipe")
         // a field of some provider class: checked against the recipe's own when planned
         && !(section == config::ModelConfig::SECTION && config::provider::is_field(f))
+        // a field of the class Bridge holds in `train`, `ddp` or `optimizer` ovlaunch does
+        // not plan: typed (or refused, saying why) by `config::unplanned` below
+        && !config::unplanned::is_field(&section, f)
     {
+        let holding = config::sections_holding(f, &section);
+        if !holding.is_empty() && field.as_deref() == Some(f) {
+            // the value as the flag is shown (a secret redacted)
+            let value = flag.split_once('=').map_or("VALUE", |(_, v)| v.trim());
+            let sets: Vec<String> = holding
+                .iter()
+                .map(|s| format!("--set {s}.{f}={value}"))
+                .collect();
+            let whose: Vec<String> = holding.iter().map(|s| format!("`{s}`")).collect();
+            return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
+                .at_flag(flag)
+                .help(format!(
+                    "`{f}` is a field of {}: {}",
+                    whose.join(", "),
+                    sets.join(", or ")
+                )));
+        }
         return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
             .at_flag(flag)
             .help(did_you_mean_then(
                 f,
-                known.iter().copied().chain(
-                    // the fields of Bridge's provider classes, for a `model` field
-                    config::provider::NAMES
-                        .iter()
-                        .copied()
-                        .filter(|n| section == config::ModelConfig::SECTION && !known.contains(n)),
-                ),
+                known
+                    .iter()
+                    .copied()
+                    .chain(
+                        // the fields of Bridge's provider classes, for a `model` field
+                        config::provider::NAMES.iter().copied().filter(|n| {
+                            section == config::ModelConfig::SECTION && !known.contains(n)
+                        }),
+                    )
+                    .chain(config::unplanned::names(&section)),
                 format!("see `ovlaunch fields {section}`"),
             )));
     }
@@ -207,6 +240,14 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         ))
         .at_flag(flag));
     }
+    if let Some(f) = &field
+        && config::unplanned::refused(&section, f).is_some()
+        && let Err(m) = config::unplanned::check(&section, f, Value::Null)
+    {
+        return Err(Error::usage(m).at_flag(flag).help(format!(
+            "the fields ovlaunch passes to the trainer as given: `ovlaunch fields {section}`"
+        )));
+    }
     let mut value = yaml::parse_value(text);
     // An env value that reads as text is the text as given, byte for byte (YAML would fold
     // newlines and strip quotes); numbers and booleans keep Bridge's `str()` spelling, and
@@ -215,6 +256,14 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         value = Value::String(text.to_string());
     }
     crate::input::check_no_nul("a --set value", text).map_err(|e| e.at_flag(flag.clone()))?;
+    // a NUL the value's YAML escapes make (`"a\0b"`, `"\x00"`, `"\u0000"`)
+    if holds_nul(&value) {
+        return Err(Error::usage(
+            "the value holds a NUL byte (a YAML escape such as `\\0`), which no argument or script text can carry",
+        )
+        .at_flag(flag)
+        .help("remove the `\\0` (`\\x00`, `\\u0000`) escape from the value"));
+    }
     if let Some(f) = &field {
         value = typed(&section, f, value, text).map_err(|m| {
             Error::usage(m)
@@ -268,6 +317,17 @@ fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, 
             return Err(m);
         }
         return Ok(value);
+    }
+    // a field of the class Bridge holds in `train`, `ddp` or `optimizer` that ovlaunch does
+    // not plan: typed by the class, or refused saying why (`config::unplanned`)
+    if config::unplanned::is_field(section, field) {
+        return config::unplanned::check(section, field, value.clone()).map_err(|first| {
+            let as_text = Value::String(text.to_string());
+            match config::unplanned::check(section, field, as_text) {
+                Ok(_) => config::not_text(&path, &value, text.trim()).unwrap_or(first),
+                Err(_) => first,
+            }
+        });
     }
     let check = |v: &Value| -> Result<(), String> {
         let mut tree = serde_json::Map::new();
@@ -394,12 +454,22 @@ pub fn parse_envs(
 pub fn parse_unsets(raw: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for name in raw {
+        // `--unset NAME=VALUE`: the value is never shown (it may be a secret's)
+        if let Some((n, _)) = name.split_once('=') {
+            return Err(Error::usage(format!(
+                "`--unset` takes a variable's name only (`{}`), never a value",
+                n.escape_debug()
+            ))
+            .at_flag(format!("--unset {}=...", n.escape_debug()))
+            .help(format!("write --unset {}", n.escape_debug())));
+        }
         if !valid_env_name(name) {
-            return Err(
-                Error::usage(format!("`{name}` is not a valid environment variable name"))
-                    .at_flag(format!("--unset {name}"))
-                    .help(format!("names are {ENV_NAME_RULE}")),
-            );
+            return Err(Error::usage(format!(
+                "`{}` is not a valid environment variable name",
+                name.escape_debug()
+            ))
+            .at_flag(format!("--unset {}", name.escape_debug()))
+            .help(format!("names are {ENV_NAME_RULE}")));
         }
         if !out.contains(name) {
             out.push(name.clone());

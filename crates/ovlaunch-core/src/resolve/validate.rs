@@ -258,14 +258,13 @@ fn param_remainders(o: &mut OptimizerConfig, stack: &Stack, decisions: &mut Vec<
     };
     if o.use_precision_aware_optimizer && o.store_param_remainders && !te.at_least("2.1.0") {
         o.store_param_remainders = false;
-        decisions.push(Decision::new(
+        decisions.push(Decision::turning_off(
             OPTIMIZER.store_param_remainders,
             false,
             format!(
                 "Megatron-Core's OptimizerConfig.__post_init__ turns it off with {} under Transformer Engine {te} (before 2.1.0)",
                 OPTIMIZER.use_precision_aware_optimizer
             ),
-            Source::Derived,
         ));
     }
 }
@@ -995,19 +994,17 @@ fn megatron_fsdp(
         // has no disable_symmetric_registration field, so mcore's default False applies.
         if ddp.average_in_collective {
             ddp.average_in_collective = false;
-            decisions.push(Decision::new(
+            decisions.push(Decision::turning_off(
                 DDP.average_in_collective,
                 false,
                 "average_in_collective is not supported with NCCL symmetric registration under Megatron-FSDP (config.py validate)",
-                Source::Derived,
             ));
         }
         if ddp.reuse_grad_buf_for_mxfp8_param_ag || optimizer.reuse_grad_buf_for_mxfp8_param_ag {
-            decisions.push(Decision::new(
+            decisions.push(Decision::turning_off(
                 DDP.reuse_grad_buf_for_mxfp8_param_ag,
                 false,
                 "Megatron-FSDP turns MXFP8 grad-buffer reuse off (config.py validate)",
-                Source::Derived,
             ));
         }
         ddp.reuse_grad_buf_for_mxfp8_param_ag = false;
@@ -2113,6 +2110,9 @@ pub struct Across<'a> {
     /// `train.micro_batch_size` changed over the recipe's function (`--set`, a plugin, the
     /// user's recipe file).
     pub micro_batch_changed: bool,
+    /// Whether the plan's layers state a field (the recipe, the user's file, a plugin,
+    /// `--set`), rather than leaving it to Bridge's function or Megatron-Core's default.
+    pub stated: &'a dyn Fn(&str) -> bool,
 }
 
 /// One cross-section rule of `ConfigContainer.validate`.
@@ -2152,7 +2152,115 @@ const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
         "ConfigContainer.validate",
         distributed_checkpoint_without_gloo,
     ),
+    (SCHEDULER_INIT, scheduler_max_lr),
+    (SCHEDULER_INIT, scheduler_min_lr),
+    (SCHEDULER_INIT, scheduler_max_over_min),
+    (SCHEDULER_INIT, scheduler_init_under_max),
 ];
+
+/// Megatron-Core's learning-rate scheduler, which Bridge's `get_optimizer_and_scheduler`
+/// (`megatron/bridge/training/optim.py`, `_get_scheduler`) builds at setup with
+/// `max_lr=optimizer.lr`, `min_lr=optimizer.min_lr`, `init_lr=scheduler.lr_warmup_init`.
+/// (The warmup and decay steps it asserts on are the ones Bridge's `ConfigContainer.validate`
+/// derives, caps and checks first.) A recipe naming no Bridge function is not trained by
+/// Bridge's runner: nothing builds the scheduler, and these rows do not apply.
+pub const SCHEDULER_INIT: &str =
+    "megatron/core/optimizer_param_scheduler.py OptimizerParamScheduler.__init__";
+
+/// Whether Bridge's runner trains the job (the recipe names a Bridge function), and so builds
+/// the scheduler.
+fn bridge_schedules(k: &Known<'_>) -> bool {
+    k.holder().function.is_some()
+}
+
+/// `self.max_lr = float(max_lr)`: the learning rate is a number (an unset one the plan does
+/// not state is the function's own, left to Bridge).
+fn scheduler_max_lr(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    if !bridge_schedules(k) {
+        return Ok(());
+    }
+    if a.optimizer.lr.is_some() || !(a.stated)(OPTIMIZER.lr) {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "float() argument must be a string or a real number, not 'NoneType': {} is unset, and the scheduler takes it as its max_lr ({SCHEDULER_INIT})",
+        OPTIMIZER.lr
+    ))
+    .at_fields(OPTIMIZER.lr)
+    .help(format!(
+        "give the peak learning rate, e.g. --set {}=0.0003, or leave the recipe's",
+        OPTIMIZER.lr
+    )))
+}
+
+/// `assert self.min_lr >= 0.0` (an unset one fails the comparison).
+fn scheduler_min_lr(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    if !bridge_schedules(k) {
+        return Ok(());
+    }
+    let why = match a.optimizer.min_lr {
+        Some(min) if min >= 0.0 => return Ok(()),
+        Some(min) => format!("{} is {min}", OPTIMIZER.min_lr),
+        None if !(a.stated)(OPTIMIZER.min_lr) => return Ok(()),
+        None => format!(
+            "'>=' not supported between instances of 'NoneType' and 'float': {} is unset",
+            OPTIMIZER.min_lr
+        ),
+    };
+    Err(Error::config(format!(
+        "assert self.min_lr >= 0.0 fails: {why} ({SCHEDULER_INIT})"
+    ))
+    .at_fields(OPTIMIZER.min_lr)
+    .help(format!(
+        "--set {}=0.0, or another value from 0 up to the learning rate",
+        OPTIMIZER.min_lr
+    )))
+}
+
+/// `assert self.max_lr >= self.min_lr`.
+fn scheduler_max_over_min(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    if !bridge_schedules(k) {
+        return Ok(());
+    }
+    let (Some(max), Some(min)) = (a.optimizer.lr, a.optimizer.min_lr) else {
+        return Ok(());
+    };
+    if max >= min {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "assert self.max_lr >= self.min_lr fails: {} {max} is below {} {min} ({SCHEDULER_INIT})",
+        OPTIMIZER.lr, OPTIMIZER.min_lr
+    ))
+    .at_fields([OPTIMIZER.lr, OPTIMIZER.min_lr])
+    .help(format!(
+        "--set {}={max} (or lower), or --set {}={min} (or higher)",
+        OPTIMIZER.min_lr, OPTIMIZER.lr
+    )))
+}
+
+/// `assert self.init_lr <= self.max_lr`: the warmup starts at or below the peak.
+fn scheduler_init_under_max(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    use crate::config::bridge::paths::SCHEDULER;
+    if !bridge_schedules(k) {
+        return Ok(());
+    }
+    let (Some(max), Some(init)) = (a.optimizer.lr, k.num(SCHEDULER.lr_warmup_init)) else {
+        return Ok(());
+    };
+    if init <= max {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "assert self.init_lr <= self.max_lr fails: {} {init} is above {} {max} ({SCHEDULER_INIT})",
+        SCHEDULER.lr_warmup_init, OPTIMIZER.lr
+    ))
+    .at_fields([SCHEDULER.lr_warmup_init, OPTIMIZER.lr])
+    .help(format!(
+        "--set {}=0.0 (or another value up to {max}), or --set {}={init} (or higher)",
+        SCHEDULER.lr_warmup_init, OPTIMIZER.lr
+    )))
+}
 
 const ENERGON: &str = "megatron.bridge.data.builders.energon.EnergonDatasetConfig";
 

@@ -1,0 +1,306 @@
+//! The refusals of a hybrid Mamba-Transformer's layer pattern: Bridge's
+//! `HybridModelProvider.finalize` (which `ConfigContainer.validate` runs) and Megatron-Core's
+//! pattern parser it and the model's build call.
+//!
+//! Contract: pure. [`check`] runs [`RULES`], in upstream's order, on the pattern the model is
+//! built with: the plan's own `hybrid_override_pattern` / `hybrid_layer_pattern` where it
+//! states one (a recipe file, a plugin or `--set`), else the Bridge function's
+//! (`config::hybrid::shape_of`), with the MTP pattern joined as `finalize` joins it. The
+//! pattern is read by `config::hybrid::parse`, the estimator's parser too. A refusal has
+//! upstream's words, the fields, a `--set` fix and the upstream file and function. A model
+//! whose pattern the plan cannot know (no function shape, none stated) is left to Bridge.
+//!
+//! Sources (Megatron-Bridge 0.6.2 with its Megatron-Core):
+//! `megatron/bridge/models/hybrid/hybrid_provider.py` `HybridModelProvider.finalize`;
+//! `megatron/core/models/hybrid/hybrid_layer_allocation.py` `get_hybrid_total_layer_count`,
+//! `parse_hybrid_pattern`, `_validate_pattern` (the model's build, `HybridModel.__init__`,
+//! parses the pattern again).
+
+use serde_json::Value;
+
+use crate::config::hybrid::{self, MTP_SEPARATOR};
+use crate::config::{MODEL, ModelConfig};
+use crate::error::{Error, Result};
+
+const FINALIZE: &str =
+    "megatron/bridge/models/hybrid/hybrid_provider.py HybridModelProvider.finalize";
+const COUNT: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py get_hybrid_total_layer_count (_validate_pattern), run by Bridge's HybridModelProvider.finalize";
+const PARSE_AT_FINALIZE: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py parse_hybrid_pattern, run by Bridge's HybridModelProvider.finalize with an MTP pattern";
+const PARSE_AT_BUILD: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py parse_hybrid_pattern, run by Megatron-Core's HybridModel.__init__";
+
+/// The provider fields the rules read.
+const LAYER_PATTERN: &str = "hybrid_layer_pattern";
+const OVERRIDE_PATTERN: &str = "hybrid_override_pattern";
+const MTP_PATTERN: &str = "mtp_hybrid_override_pattern";
+const MTP_REPEATED: &str = "mtp_use_repeated_layer";
+
+/// The pattern the model is built with, and where it comes from.
+pub struct Facts<'a> {
+    pub model: &'a ModelConfig,
+    /// The main pattern's field (the deprecated one where it gives it) and its text.
+    pub main_field: &'static str,
+    pub main: String,
+    /// Whether the plan states the main pattern (else it is the function's).
+    pub stated: bool,
+    /// `mtp_hybrid_override_pattern`, when set and not empty.
+    pub mtp: Option<String>,
+    /// The unified pattern `finalize` leaves (the main pattern, with the MTP pattern joined
+    /// once per depth where `mtp` is set).
+    pub unified: String,
+    /// The function's own main pattern, if the table has it (a fix names it).
+    pub functions: Option<&'static str>,
+}
+
+/// One refusal: what it refuses, where upstream refuses it, and the check.
+pub struct Rule {
+    pub rule: &'static str,
+    pub source: &'static str,
+    check: fn(&Facts<'_>) -> Result<()>,
+}
+
+/// The refusals, in the order Bridge's `finalize` and the model's build reach them.
+pub const RULES: &[Rule] = &[
+    Rule {
+        rule: "hybrid_override_pattern and hybrid_layer_pattern both set",
+        source: FINALIZE,
+        check: both_patterns,
+    },
+    Rule {
+        rule: "the main pattern's symbols: layer symbols and `|` only, no attention beside MLA/DSA",
+        source: COUNT,
+        check: main_symbols,
+    },
+    Rule {
+        rule: "with mtp_hybrid_override_pattern: identical MTP patterns of layer symbols only",
+        source: PARSE_AT_FINALIZE,
+        check: mtp_at_finalize,
+    },
+    Rule {
+        rule: "num_layers is the main pattern's layer count",
+        source: FINALIZE,
+        check: layer_count,
+    },
+    Rule {
+        rule: "the pattern's MTP part (after `/`): identical patterns of layer symbols only",
+        source: PARSE_AT_BUILD,
+        check: mtp_at_build,
+    },
+];
+
+fn path(name: &str) -> String {
+    format!("{}.{name}", ModelConfig::SECTION)
+}
+
+/// A provider field's text as the plan states it: `Some(None)` stated unset (or empty).
+fn stated(m: &ModelConfig, name: &str) -> Option<Option<String>> {
+    m.provider.get(name).map(|v| v.as_str().map(str::to_string))
+}
+
+/// The facts of `m` built by Bridge function `function`; `None` where the plan knows no
+/// pattern.
+pub fn facts<'a>(m: &'a ModelConfig, function: Option<&str>) -> Option<Facts<'a>> {
+    let shape = function.and_then(hybrid::shape_of);
+    let (main_field, main, stated_main) = match (
+        stated(m, OVERRIDE_PATTERN).flatten(),
+        stated(m, LAYER_PATTERN),
+    ) {
+        (Some(p), _) => (OVERRIDE_PATTERN, p, true),
+        (None, Some(p)) => (LAYER_PATTERN, p?, true),
+        (None, None) => (LAYER_PATTERN, shape?.pattern.clone(), false),
+    };
+    let mtp = match stated(m, MTP_PATTERN) {
+        Some(p) => p,
+        None => shape.and_then(|s| s.mtp_pattern.clone()),
+    }
+    .filter(|p| !p.is_empty());
+    let unified = match &mtp {
+        Some(mtp) => {
+            let repeated = m.provider.get(MTP_REPEATED) == Some(&Value::Bool(true));
+            let depths = m.mtp_num_layers.unwrap_or(0) as usize;
+            let copies = if repeated { depths.max(1) } else { depths };
+            let head = main.split(MTP_SEPARATOR).next().unwrap_or("");
+            let sep = MTP_SEPARATOR.to_string();
+            format!("{head}{sep}{}", vec![mtp.as_str(); copies].join(&sep))
+        }
+        None => main.clone(),
+    };
+    Some(Facts {
+        model: m,
+        main_field,
+        main,
+        stated: stated_main,
+        mtp,
+        unified,
+        functions: shape.map(|s| s.pattern.as_str()),
+    })
+}
+
+/// Runs [`RULES`] on a hybrid model (`hybrid_class` set) built by Bridge function `function`.
+pub fn check(m: &ModelConfig, hybrid_class: Option<&str>, function: Option<&str>) -> Result<()> {
+    if !hybrid_class.is_some_and(crate::config::provider::is_hybrid_class) {
+        return Ok(());
+    }
+    let Some(f) = facts(m, function) else {
+        return Ok(());
+    };
+    RULES.iter().try_for_each(|r| (r.check)(&f))
+}
+
+/// The fix for a pattern upstream refuses: the function's own pattern, else the symbols.
+fn pattern_fix(f: &Facts<'_>, name: &str) -> String {
+    let field = path(name);
+    match f.functions {
+        // the function's own main pattern, for the main pattern's field
+        Some(own) if f.stated && name == f.main_field => format!(
+            "give a pattern of Megatron-Core's layer symbols (M Mamba, * attention, - MLP, E MoE, G gated DeltaNet, D DSA, + MLA; | between pipeline stages, / before the MTP part), e.g. the function's own: --set '{field}={own}', or drop the override"
+        ),
+        _ => format!(
+            "give a pattern of Megatron-Core's layer symbols (M Mamba, * attention, - MLP, E MoE, G gated DeltaNet, D DSA, + MLA; | between pipeline stages, / before the MTP part): --set '{field}=PATTERN'"
+        ),
+    }
+}
+
+fn both_patterns(f: &Facts<'_>) -> Result<()> {
+    let m = f.model;
+    if stated(m, OVERRIDE_PATTERN).flatten().is_some()
+        && stated(m, LAYER_PATTERN).flatten().is_some()
+    {
+        return Err(Error::config(format!(
+            "hybrid_override_pattern and hybrid_layer_pattern cannot both be specified. hybrid_override_pattern is deprecated; use hybrid_layer_pattern instead. ({FINALIZE})"
+        ))
+        .at_fields([path(OVERRIDE_PATTERN).as_str(), &path(LAYER_PATTERN)])
+        .help(format!("--set {}=null", path(OVERRIDE_PATTERN))));
+    }
+    Ok(())
+}
+
+fn main_symbols(f: &Facts<'_>) -> Result<()> {
+    hybrid::total_layers(&f.unified).map(drop).map_err(|e| {
+        Error::config(format!("{e} ({COUNT})"))
+            .at_fields(path(f.main_field))
+            .help(pattern_fix(f, f.main_field))
+    })
+}
+
+/// The MTP part's refusal, blamed on the MTP field where it gives the part.
+fn mtp_refusal(f: &Facts<'_>, source: &str) -> Result<()> {
+    hybrid::parse(&f.unified).map(drop).map_err(|e| {
+        let field = if f.mtp.is_some() {
+            MTP_PATTERN
+        } else {
+            f.main_field
+        };
+        Error::config(format!("{e} ({source})"))
+            .at_fields(path(field))
+            .help(pattern_fix(f, field))
+    })
+}
+
+fn mtp_at_finalize(f: &Facts<'_>) -> Result<()> {
+    if f.mtp.is_none() || !f.unified.contains(MTP_SEPARATOR) {
+        return Ok(());
+    }
+    mtp_refusal(f, PARSE_AT_FINALIZE)
+}
+
+fn mtp_at_build(f: &Facts<'_>) -> Result<()> {
+    mtp_refusal(f, PARSE_AT_BUILD)
+}
+
+fn layer_count(f: &Facts<'_>) -> Result<()> {
+    let Ok(n) = hybrid::total_layers(&f.unified) else {
+        return Ok(());
+    };
+    let layers = f.model.num_layers as usize;
+    if layers == n {
+        return Ok(());
+    }
+    let named = if f.main_field == OVERRIDE_PATTERN {
+        OVERRIDE_PATTERN
+    } else {
+        LAYER_PATTERN
+    };
+    let fix = if f.stated {
+        format!(
+            "--set {}={n} (the pattern's layers), or a pattern of {layers} layers",
+            MODEL.num_layers
+        )
+    } else {
+        format!(
+            "--set {}={n} (the function's pattern has {n} layers), or --set '{}=PATTERN' with {layers} layers",
+            MODEL.num_layers,
+            path(LAYER_PATTERN)
+        )
+    };
+    Err(Error::config(format!(
+        "num_layers ({layers}) does not match the number of layers derived from {named} ({n}). Please correct num_layers or the pattern. ({FINALIZE})"
+    ))
+    .at_fields([MODEL.num_layers, &path(f.main_field)])
+    .help(fix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F: &str = "nemotronh_4b_pretrain_1gpu_h100_bf16_config";
+
+    fn model(sets: &[(&str, Value)], layers: u32) -> ModelConfig {
+        let mut m = ModelConfig {
+            num_layers: layers,
+            ..ModelConfig::default()
+        };
+        for (k, v) in sets {
+            m.provider.insert((*k).into(), v.clone());
+        }
+        m
+    }
+
+    fn run(m: &ModelConfig) -> Result<()> {
+        check(
+            m,
+            Some("megatron.bridge.models.hybrid.hybrid_provider.HybridModelProvider"),
+            Some(F),
+        )
+    }
+
+    #[test]
+    fn the_functions_own_pattern_passes_and_a_changed_layer_count_does_not() {
+        assert!(run(&model(&[], 52)).is_ok());
+        let e = run(&model(&[], 10)).unwrap_err();
+        assert!(e.message.starts_with("num_layers (10) does not match the number of layers derived from hybrid_layer_pattern (52)"), "{}", e.message);
+        assert!(e.help.unwrap().contains("model.num_layers=52"));
+    }
+
+    #[test]
+    fn a_stated_pattern_is_parsed_as_megatron_core_parses_it() {
+        let p = |s: &str| (LAYER_PATTERN, Value::from(s));
+        assert!(run(&model(&[p("M-M-|M*M-")], 8)).is_ok());
+        let e = run(&model(&[p("XYZ")], 3)).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("In main pattern, 'X' is not a valid layer symbol.")
+        );
+        let e = run(&model(&[p("M-M-")], 52)).unwrap_err();
+        assert!(e.message.contains("(52) does not match"), "{}", e.message);
+        let e = run(&model(&[p("M-M-/*M/*-")], 4)).unwrap_err();
+        assert!(e.message.starts_with("All MTP patterns must be identical."));
+        // both names
+        let e = run(&model(&[p("M-"), (OVERRIDE_PATTERN, Value::from("M-"))], 2)).unwrap_err();
+        assert!(e.message.contains("cannot both be specified"));
+        // an MTP override joined once per depth, checked at finalize
+        let mut m = model(&[p("M-"), (MTP_PATTERN, Value::from("M|"))], 2);
+        m.mtp_num_layers = Some(1);
+        let e = run(&m).unwrap_err();
+        assert!(
+            e.message.starts_with("In MTP pattern, '|'"),
+            "{}",
+            e.message
+        );
+        // no depths: finalize joins no copy, and nothing reads the MTP pattern
+        m.mtp_num_layers = None;
+        assert!(run(&m).is_ok());
+        // not hybrid: nothing checked
+        assert!(check(&model(&[p("XYZ")], 3), None, Some(F)).is_ok());
+    }
+}
