@@ -115,9 +115,13 @@ pub enum Names {
 impl Reason {
     /// Why, in words, following the entry's path: `X belongs to alice (uid 1001), not to you`.
     pub fn why(self, names: Names) -> String {
-        let (user, group): (fn(u32) -> String, fn(u32) -> String) = match names {
-            Names::Local => (user_name, group_name),
-            Names::Ids => (|u| format!("uid {u}"), |g| format!("gid {g}")),
+        let user = |uid: u32| match names {
+            Names::Local => user_name(uid),
+            Names::Ids => format!("uid {uid}"),
+        };
+        let group = |gid: u32| match names {
+            Names::Local => group_name(gid),
+            Names::Ids => format!("gid {gid}"),
         };
         match self {
             Reason::Owner(uid) => format!("belongs to {}, not to you", user(uid)),
