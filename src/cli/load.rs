@@ -141,6 +141,7 @@ pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
             }
         }
     }
+    crate::resolve::base::settle(&mut r)?;
     Ok(r)
 }
 

@@ -148,6 +148,7 @@ fn extra_cases() -> Vec<Case> {
         optimizer_rule_cases(),
         recompute_cases(),
         container_section_cases(),
+        what_runs_cases(),
     ]
     .into_iter()
     .flatten()
@@ -1981,6 +1982,8 @@ fn user_cases() -> Vec<Case> {
             &["--plugin", "nccl-debug", "--plugin", "preemption"],
         ),
         c("user-dense-h100x32", "h100", 32, "dense", &[]),
+        // a file stating the model's sequence length alone (the dataset takes it too)
+        c("user-seq-length-llama3_8b", "h100", 8, "seq-length", &[]),
         c("user-moe", "h100", 16, "moe", &[]),
         c("user-moe-h100x32", "h100", 32, "moe", &[]),
         c(
@@ -2546,6 +2549,38 @@ fn unplanned_file_case(dir: &std::path::Path) -> Case {
         world: 8,
         env: Vec::new(),
     }
+}
+
+/// Values Bridge changes after the overrides (`what_runs`): the runner gives the model the
+/// dataset's sequence length, whichever of the two a `--set` states (a pretraining and a
+/// fine-tuning dataset), and mock data runs Megatron-Core's even split over the one given.
+fn what_runs_cases() -> Vec<Case> {
+    let llama = |id: &str, recipe: &str, set: &str| {
+        case(
+            id,
+            "h100",
+            8,
+            &["--recipe", recipe, "--gpus", "h100x8", "--set", set],
+        )
+    };
+    vec![
+        llama(
+            "seq-length-model-llama3_8b",
+            "llama3_8b",
+            "model.seq_length=4096",
+        ),
+        llama(
+            "seq-length-dataset-llama3_8b",
+            "llama3_8b",
+            "dataset.seq_length=4096",
+        ),
+        llama(
+            "seq-length-sft-llama3_8b",
+            "llama3_8b_sft_config",
+            "model.seq_length=1024",
+        ),
+        llama("mock-split-llama3_8b", "llama3_8b", "dataset.split=99,1,0"),
+    ]
 }
 
 /// The case's plan as JSON (its directory and experiment directory filled in), or ovlaunch's

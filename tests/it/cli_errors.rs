@@ -2034,3 +2034,91 @@ fn a_checkpoint_given_mla_leaves_the_mla_up_proj_rule_to_run_time() {
         "{left}"
     );
 }
+
+/// A recipe file's mistakes found before its values are planned name the file and line, the
+/// field and a fix, in the project's words (no Rust type names), exit 2: an empty file or one
+/// of comments only, a quoted number, a list as an env value, a section given as null, a
+/// variant listed twice, an unknown variant precision; an integer with a leading zero or a
+/// base prefix, which OmegaConf's YAML 1.1, YAML 1.2 and Hydra's command line read
+/// differently (`012`: octal 10, 12, text), is refused at its place.
+#[test]
+fn recipe_file_mistakes_name_the_line_the_field_and_a_fix() {
+    let base = "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n";
+    let variant = |extra: &str| {
+        format!(
+            "variants:\n  - gpu: h100\n    precision: bf16\n    bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n{extra}"
+        )
+    };
+    let cases = [
+        ("", "r.yaml:1", "holds no keys", "bridge_recipe: FUNCTION"),
+        (
+            "# a comment\n\n# another\n",
+            "r.yaml:1",
+            "holds no keys",
+            "bridge_recipe: FUNCTION",
+        ),
+        (
+            &format!("{base}train: {{train_iters: \"200\"}}\n"),
+            "r.yaml:2",
+            "`train.train_iters`: expected a whole number, 0 or more, found the text \"200\"",
+            "write 200 without quotes",
+        ),
+        (
+            &format!("{base}env_vars:\n  NCCL_DEBUG: WARN\n  FOO: [1, 2]\n"),
+            "r.yaml:4",
+            "`env_vars.FOO` is a list: an env value is text, a number",
+            "quote it to pass it as text",
+        ),
+        (
+            &format!("{base}train:\n  train_iters: 012\n"),
+            "r.yaml:3:16",
+            "`012` is a number with a leading zero or a base prefix",
+            "decimal digits",
+        ),
+        (
+            &format!("{base}train: {{train_iters: 0x10}}\n"),
+            "r.yaml:2:22",
+            "`0x10` is a number with a leading zero or a base prefix",
+            "decimal digits",
+        ),
+        (
+            &format!("{base}model: null\n"),
+            "r.yaml:2",
+            "`model`: expected a mapping of the section's fields, found null",
+            "leave `model:` out",
+        ),
+        (
+            &format!(
+                "{}  - gpu: h100\n    precision: bf16\n    bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n",
+                variant("")
+            ),
+            "r.yaml:5",
+            "variant gpu: h100, precision: bf16 is listed twice",
+            "remove this one",
+        ),
+        (
+            &variant("").replace("bf16\n", "bf17\n"),
+            "r.yaml:3",
+            "variant precision `bf17` is not one of",
+            "did you mean `bf16`?",
+        ),
+    ];
+    for (text, at, message, fix) in cases {
+        let (_d, p) = recipe_file(text);
+        let err = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
+        let head = err.lines().next().unwrap_or("");
+        assert!(
+            head.contains(message),
+            "{text:?}: `{message}` not in: {err}"
+        );
+        assert!(
+            err.contains(&format!(" --> {p}{}", &at[6..])),
+            "{text:?}: not at {at}: {err}"
+        );
+        let help = err.split("help:").nth(1).unwrap_or("");
+        assert!(help.contains(fix), "{text:?}: fix `{fix}` not in: {err}");
+        for word in ["TypedRecipe", "EnvScalar", "untagged", "u64", "struct "] {
+            assert!(!err.contains(word), "{text:?}: `{word}` in: {err}");
+        }
+    }
+}

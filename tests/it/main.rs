@@ -48,3 +48,4 @@ mod trainer_env_slurm;
 mod unplanned_fields;
 mod user_cases;
 mod user_recipes;
+mod what_runs;

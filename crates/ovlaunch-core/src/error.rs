@@ -236,6 +236,66 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// serde's words for a value of the wrong type (`invalid type: string "200", expected u64`)
+/// in the project's: what the field takes and what was found (`expected a whole number, 0
+/// or more, found the text "200"`), without Rust's type names or a JSON position (` at line
+/// 1 column 9`, meaningless for a recipe file or a flag). Any other message is kept.
+pub fn serde_words(message: &str) -> String {
+    let message = message
+        .rfind(" at line ")
+        .map_or(message, |i| &message[..i]);
+    let Some((found, wanted)) = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.rsplit_once(", expected "))
+    else {
+        return message.to_string();
+    };
+    format!(
+        "expected {}, found {}",
+        wanted_words(wanted),
+        found_words(found)
+    )
+}
+
+/// What serde says a field takes, in words.
+fn wanted_words(wanted: &str) -> String {
+    match wanted {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number, 0 or more".into(),
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "a boolean (true or false)".into(),
+        "a string" | "a borrowed string" | "string" => "text".into(),
+        "a sequence" => "a list".into(),
+        "a map" => "a mapping".into(),
+        w if w.starts_with("struct ") => "a mapping of fields".into(),
+        w => w.to_string(),
+    }
+}
+
+/// What serde says it found, in words.
+fn found_words(found: &str) -> String {
+    let ticked = |s: &str| s.trim_matches('`').to_string();
+    if let Some(t) = found.strip_prefix("string ") {
+        return format!("the text {t}");
+    }
+    if let Some(n) = found
+        .strip_prefix("integer ")
+        .or_else(|| found.strip_prefix("floating point "))
+    {
+        return format!("the number {}", ticked(n));
+    }
+    if let Some(b) = found.strip_prefix("boolean ") {
+        return ticked(b);
+    }
+    match found {
+        "null" | "unit value" => "null".into(),
+        "map" => "a mapping".into(),
+        "sequence" => "a list".into(),
+        f => f.to_string(),
+    }
+}
+
 /// The closest candidates to `word` by edit distance, for "did you mean".
 pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
     // a typo of a short word is one edit; a longer word's a third of its length
@@ -342,6 +402,32 @@ mod tests {
         assert_eq!(e.to_string().matches("r.yaml:3:7").count(), 1, "{e}");
         let e = Error::usage("bad").at_file("r.yaml").help("fix it");
         assert_eq!(e.to_string(), "bad\n --> r.yaml\n  help: fix it");
+    }
+
+    /// serde's type words become the project's; other messages are kept.
+    #[test]
+    fn serde_messages_in_the_projects_words() {
+        for (serde, ours) in [
+            (
+                "invalid type: string \"200\", expected u64",
+                "expected a whole number, 0 or more, found the text \"200\"",
+            ),
+            (
+                "invalid type: null, expected struct ModelConfig at line 1 column 12",
+                "expected a mapping of fields, found null",
+            ),
+            (
+                "invalid type: sequence, expected a boolean",
+                "expected a boolean (true or false), found a list",
+            ),
+            (
+                "invalid type: floating point `0.5`, expected i64",
+                "expected a whole number, found the number 0.5",
+            ),
+            ("unknown field `x`", "unknown field `x`"),
+        ] {
+            assert_eq!(serde_words(serde), ours);
+        }
     }
 
     #[test]

@@ -15,17 +15,27 @@ use crate::error::{Error, Origin, Result};
 /// Parses `text` (from `origin`, a file name shown in errors) into `T`.
 /// Errors carry `origin:line:col` and the parser's snippet.
 pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
+    if let Some((place, word)) = number_in_another_base(text) {
+        return Err(Error::usage(format!(
+            "`{word}` is a number with a leading zero or a base prefix, which YAML readers read differently: OmegaConf's YAML 1.1 reads `012` as octal 10, `0o12` as text and `0x10` as 16; YAML 1.2 reads `012` as 12 and `0o12` as 10; Hydra's override grammar on Bridge's runner's command line reads each as text"
+        ))
+        .at(Origin::file(origin, Some(place.line), Some(place.col)))
+        .help(format!(
+            "write the number in decimal digits without a leading zero; quote it (`\"{word}\"`) if it is text"
+        )));
+    }
     PLACED.set(None);
     serde_saphyr::from_str_with_options::<T>(text, options()).map_err(|e| {
         // an error about a place the parser had moved past (`error_at`): that place
-        if let Some((place, message)) = PLACED.take()
+        if let Some((place, message, help)) = PLACED.take()
             && e.to_string().contains(&message)
         {
-            return Error::usage(message).at(Origin::file(
-                origin,
-                Some(place.line),
-                Some(place.col),
-            ));
+            let error =
+                Error::usage(message).at(Origin::file(origin, Some(place.line), Some(place.col)));
+            return match help {
+                Some(help) => error.help(help),
+                None => error,
+            };
         }
         let (line, col) = e.location().map_or((None, None), |l| {
             (Some(l.line() as usize), Some(l.column() as usize))
@@ -46,12 +56,13 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             .or_else(|| not_a_boolean(message))
             .or_else(|| second_document(message))
             .or_else(|| not_an_env_value(message))
+            .or_else(|| not_a_number(message, text, line.zip(col)))
         {
             Some((m, h)) => (m, Some(h)),
-            None => {
-                let (m, h) = unknown_name(message);
-                (m.to_string(), h)
-            }
+            None => match unknown_name(message) {
+                (m, Some(h)) => (m.to_string(), Some(h)),
+                (m, None) => (crate::error::serde_words(m), None),
+            },
         };
         let error = Error::usage(short.clone()).at(Origin::File {
             path: origin.to_string(),
@@ -228,6 +239,143 @@ fn secret_key_end(line: &str) -> Option<usize> {
         }
     }
     None
+}
+
+/// The first plain scalar of `text` that is an integer written with a leading zero or a
+/// base prefix (`012`, `0o12`, `0x1F`, `0b11`, signed or with `_`), with its place: YAML 1.1
+/// (OmegaConf, Bridge's own YAML), YAML 1.2 and Hydra's override grammar read these
+/// differently, so a file may not hold one. Quoted scalars, comments and block scalars
+/// (`|`, `>`) are skipped; a plain scalar counts only whole (the value after `key: `, after
+/// `- `, or an item of a flow collection).
+pub fn number_in_another_base(text: &str) -> Option<(Place, String)> {
+    let mut block: Option<usize> = None; // the indent a block scalar's lines are deeper than
+    let mut depth = 0usize; // flow collections open across lines
+    for (n, line) in text.lines().enumerate() {
+        let indent = line.len() - line.trim_start().len();
+        if let Some(b) = block {
+            if line.trim().is_empty() || indent > b {
+                continue;
+            }
+            block = None;
+        }
+        let bytes = line.as_bytes();
+        let (mut i, mut start) = (0usize, Some(indent));
+        let mut quote: Option<u8> = None;
+        while i <= bytes.len() {
+            let c = bytes.get(i).copied();
+            if let Some(q) = quote {
+                if c == Some(q) || c.is_none() {
+                    quote = None;
+                }
+                i += 1;
+                continue;
+            }
+            let ends = match c {
+                None => true,
+                Some(b'#') => i == 0 || bytes[i - 1] == b' ',
+                Some(b',' | b']' | b'}') => depth > 0,
+                Some(b':') => matches!(bytes.get(i + 1), None | Some(b' ')),
+                _ => false,
+            };
+            if ends {
+                if let Some(s) = start {
+                    let word = line[s..i].trim();
+                    if other_base(word) {
+                        let place = Place {
+                            line: n + 1,
+                            col: s + line[s..].find(word).unwrap_or(0) + 1,
+                        };
+                        return Some((place, word.to_string()));
+                    }
+                    if c == Some(b':') && matches!(word, "|" | ">") {
+                        block = Some(indent);
+                    }
+                }
+                match c {
+                    None | Some(b'#') => break,
+                    Some(b'}' | b']') => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                start = Some(i + 1);
+                i += 1;
+                continue;
+            }
+            match c {
+                Some(b'"' | b'\'') if start.is_some_and(|s| line[s..i].trim().is_empty()) => {
+                    quote = c;
+                    start = None;
+                }
+                Some(b'[' | b'{') if start.is_some_and(|s| line[s..i].trim().is_empty()) => {
+                    depth += 1;
+                    start = Some(i + 1);
+                }
+                Some(b'-')
+                    if start.is_some_and(|s| line[s..i].trim().is_empty())
+                        && matches!(bytes.get(i + 1), None | Some(b' ')) =>
+                {
+                    start = Some(i + 1);
+                }
+                Some(b'|' | b'>') if start.is_some_and(|s| line[s..i].trim().is_empty()) => {
+                    block = Some(indent);
+                    break;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    None
+}
+
+/// Whether `word` is an integer with a leading zero or a base prefix.
+fn other_base(word: &str) -> bool {
+    let w = word.strip_prefix(['+', '-']).unwrap_or(word);
+    let Some(rest) = w.strip_prefix('0') else {
+        return false;
+    };
+    let all = |s: &str, ok: fn(char) -> bool| !s.is_empty() && s.chars().all(|c| c == '_' || ok(c));
+    match rest.chars().next() {
+        Some('x' | 'X') => all(&rest[1..], |c| c.is_ascii_hexdigit()),
+        Some('o' | 'O') => all(&rest[1..], |c| ('0'..='7').contains(&c)),
+        Some('b' | 'B') => all(&rest[1..], |c| c == '0' || c == '1'),
+        _ => all(rest, |c| c.is_ascii_digit()),
+    }
+}
+
+/// The parser's message for a scalar that is not the number a field takes (`invalid u32`)
+/// names neither the field nor the value, and says the type in Rust's words: the message
+/// names the field (its dotted path where the file's key lines know it) and the value, the
+/// help what to write.
+fn not_a_number(message: &str, text: &str, at: Option<(usize, usize)>) -> Option<(String, String)> {
+    let wanted = match message.strip_prefix("invalid ")? {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number, 0 or more",
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        _ => return None,
+    };
+    let (line, col) = at?;
+    let source = text.lines().nth(line.checked_sub(1)?)?;
+    let (before, value) = source.split_at(source.char_indices().nth(col.checked_sub(1)?)?.0);
+    let word = value.split([',', '}', ']', '#']).next()?.trim();
+    let key = before
+        .trim_end()
+        .strip_suffix(':')?
+        .rsplit([' ', '{', ',', '-'])
+        .next()?
+        .trim();
+    let (top, variants) = key_lines(text);
+    let path = top
+        .iter()
+        .chain(variants.iter().flatten())
+        .filter(|(p, l)| **l == line && (p.as_str() == key || p.ends_with(&format!(".{key}"))))
+        .map(|(p, _)| p.clone())
+        .max_by_key(String::len)
+        .unwrap_or_else(|| key.to_string());
+    let section = path.split('.').next().unwrap_or(&path);
+    Some((
+        format!("`{path}`: expected {wanted}, found `{word}`"),
+        format!("write {wanted} there (`ovlaunch fields {section}` lists each field's type)"),
+    ))
 }
 
 /// The parser's words for a second document (`---`) in a file that holds one, with a fix.
@@ -496,8 +644,9 @@ pub struct Place {
 }
 
 thread_local! {
-    /// The place and message of the last `error_at`, for `parse` to report.
-    static PLACED: std::cell::Cell<Option<(Place, String)>> = const { std::cell::Cell::new(None) };
+    /// The place, message and fix of the last `error_at`, for `parse` to report.
+    static PLACED: std::cell::Cell<Option<(Place, String, Option<String>)>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// Reads a mapping's next key with its place, for a check made after the parser has moved
@@ -519,7 +668,14 @@ pub fn next_key_placed<'de, A: serde::de::MapAccess<'de>>(
 /// it at `place`, where the parser would report its own position.
 pub fn error_at<E: serde::de::Error>(place: Place, message: String) -> E {
     let error = E::custom(&message);
-    PLACED.set(Some((place, message)));
+    PLACED.set(Some((place, message, None)));
+    error
+}
+
+/// [`error_at`] with a fix, which [`parse`] reports as the error's help.
+pub fn error_at_with_help<E: serde::de::Error>(place: Place, message: String, help: &str) -> E {
+    let error = E::custom(&message);
+    PLACED.set(Some((place, message, Some(help.to_string()))));
     error
 }
 
@@ -634,6 +790,46 @@ mod tests {
         assert!(!text.contains("from_str_multiple"), "{text}");
         assert!(e.help.as_deref().unwrap_or("").contains("---"), "{e:?}");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    /// An integer with a leading zero or a base prefix is refused wherever a plain scalar
+    /// stands whole (block and flow mappings, lists), with its place and a fix; quoted text,
+    /// comments, block scalars, decimals, floats and a zero alone are not.
+    #[test]
+    fn numbers_in_another_base_are_refused_at_their_place() {
+        for (text, word, line, col) in [
+            ("train:\n  train_iters: 012\n", "012", 2, 16),
+            ("train: {train_iters: 0o12}\n", "0o12", 1, 22),
+            ("a: [1, 0x10]\n", "0x10", 1, 8),
+            ("a:\n  - -0b11 # bits\n", "-0b11", 2, 5),
+            ("a: {b: 1,\n  c: 0_10}\n", "0_10", 2, 6),
+        ] {
+            let (place, w) = number_in_another_base(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(
+                (w.as_str(), place.line, place.col),
+                (word, line, col),
+                "{text}"
+            );
+            let e = parse::<serde_json::Value>(text, "f.yaml").unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(
+                e.to_string().contains(&format!("f.yaml:{line}:{col}")),
+                "{e}"
+            );
+            assert!(e.help.as_deref().unwrap_or("").contains("decimal"), "{e:?}");
+        }
+        for text in [
+            "a: \"012\"\n",
+            "a: '0x10'\n",
+            "a: 12 # 012\n",
+            "a: |\n  012\n  0x1\nb: 0\n",
+            "a: >\n  0o7\n",
+            "a: 0.5\nb: 0\nc: -0\nd: 10\ne: 0e5\n",
+            "a: run 012 steps, 0x1\n",
+            "a: 012abc\n",
+        ] {
+            assert_eq!(number_in_another_base(text), None, "{text}");
+        }
     }
 
     #[derive(Debug, serde::Deserialize)]

@@ -36,7 +36,10 @@ macro_rules! with_sections {
     ($(#[$m:meta])* struct $name:ident { $($own:tt)* }) => {
         $(#[$m])*
         #[derive(Debug, Deserialize)]
-        #[serde(deny_unknown_fields)]
+        #[serde(
+            deny_unknown_fields,
+            expecting = "a mapping of a recipe's keys (`bridge_recipe`, `model`, `train`, ...)"
+        )]
         #[allow(dead_code)]
         struct $name {
             $($own)*
@@ -52,7 +55,7 @@ macro_rules! with_sections {
             comm_overlap: Option<CommOverlapConfig>,
             #[serde(default)]
             mixed_precision: Option<MixedPrecisionSpec>,
-            #[serde(default, deserialize_with = "crate::config::env::opt_env_map")]
+            #[serde(default, deserialize_with = "env_vars_map")]
             env_vars: Option<std::collections::BTreeMap<String, EnvScalar>>,
             #[serde(default, deserialize_with = "super::bridge_de::de::scheduler")]
             scheduler: Option<Map<String, Value>>,
@@ -446,8 +449,8 @@ pub struct Recipe {
     /// For a user's recipe file run by Bridge's runner: the shipped recipes that hold the
     /// Bridge functions it names (`bridge_recipe:`), which `cli::load` links
     /// (`catalog::Catalog::bridge_function`); the file's values are planned over theirs and
-    /// every difference reaches the trainer as an override (`resolve::base`). Empty for a
-    /// shipped recipe.
+    /// every value it states or changes reaches the trainer as an override (`resolve::base`).
+    /// Empty for a shipped recipe.
     pub bases: Vec<Recipe>,
     /// The line of each top-level key in a user's recipe file (for errors about a section
     /// found once the file is planned on its Bridge function); empty for a shipped recipe.
@@ -609,20 +612,27 @@ impl Recipe {
     /// again, typed, for an error with file:line.
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
         let tree: Value = yaml::parse(text, origin)?;
-        let mut recipe = Self::from_tree(tree, origin, |_| {
+        if !tree.is_object() {
+            return Err(not_a_mapping(&tree, origin));
+        }
+        let (top, variant_keys) = yaml::key_lines(text);
+        let lines = Lines {
+            origin,
+            top: &top,
+            variants: &yaml::variant_lines(text),
+            variant_keys: &variant_keys,
+        };
+        let mut recipe = Self::from_tree(tree, origin, Some(&lines), |_| {
             yaml::parse::<TypedRecipe>(text, origin).err()
         })?;
-        if !recipe.variants.is_empty() {
-            for (v, line) in recipe.variants.iter_mut().zip(yaml::variant_lines(text)) {
-                v.line = Some(line);
-            }
+        for (v, line) in recipe.variants.iter_mut().zip(lines.variants) {
+            v.line = Some(*line);
         }
-        let (top, variants) = yaml::key_lines(text);
-        recipe.key_lines = top;
         recipe.generated = generated(text);
-        for (v, lines) in recipe.variants.iter_mut().zip(variants) {
+        for (v, lines) in recipe.variants.iter_mut().zip(variant_keys) {
             v.key_lines = lines;
         }
+        recipe.key_lines = top;
         Ok(recipe)
     }
 
@@ -630,21 +640,28 @@ impl Recipe {
     pub fn from_json(json: &str, origin: &str) -> Result<Self> {
         let tree: Value =
             serde_json::from_str(json).map_err(|e| Error::runtime(format!("{origin}: {e}")))?;
-        Self::from_tree(tree, origin, |_| None)
+        Self::from_tree(tree, origin, None, |_| None)
     }
 
     /// Validates `tree` (typed, unknown keys rejected) and builds the recipe. `located`
-    /// produces a better (file:line) error when the typed check fails.
+    /// produces a better (file:line) error when the typed check fails; where it finds no
+    /// place (a value the parser takes for the type, the typed tree does not: a quoted
+    /// number), the field that fails is found in the tree, at its line in `lines`.
     fn from_tree(
         tree: Value,
         origin: &str,
+        lines: Option<&Lines<'_>>,
         located: impl FnOnce(&str) -> Option<Error>,
     ) -> Result<Self> {
         let typed: TypedRecipe = match serde_json::from_value(tree.clone()) {
             Ok(t) => t,
             Err(e) => {
                 let msg = e.to_string();
-                return Err(located(&msg).unwrap_or_else(|| Error::usage(msg).at_file(origin)));
+                return Err(located(&msg)
+                    .or_else(|| lines.and_then(|l| failing_field(&tree, l)))
+                    .unwrap_or_else(|| {
+                        Error::usage(crate::error::serde_words(&msg)).at_file(origin)
+                    }));
             }
         };
         let Value::Object(mut top) = tree else {
@@ -667,7 +684,7 @@ impl Recipe {
             }
             Ok(())
         };
-        check_requires_and_variants(&typed, origin)?;
+        check_requires_and_variants(&typed, origin, lines)?;
         let name = match typed.name {
             Some(n) => n,
             None => file_stem(origin).ok_or_else(|| {
@@ -835,19 +852,186 @@ fn pick_sections(v: &Value) -> Map<String, Value> {
 
 /// A recipe's `requires` names fields of pass-through sections, and its variants have known
 /// precisions and are listed once each.
-fn check_requires_and_variants(typed: &TypedRecipe, origin: &str) -> Result<()> {
-    // a required value is a field of a pass-through section (what `--set` reaches)
-    for field in typed
-        .requires
-        .keys()
-        .chain(typed.variants.iter().flat_map(|v| v.requires.keys()))
+/// `config::env::env_map` for a recipe's optional `env_vars`: a value of the wrong form is refused
+/// naming its variable (`env_vars.NAME`) and the forms an env value takes, at its place.
+fn env_vars_map<'de, D, V>(
+    d: D,
+) -> std::result::Result<Option<std::collections::BTreeMap<String, V>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: serde::de::DeserializeOwned + crate::config::env::EnvText,
+{
+    struct Entries<V>(std::marker::PhantomData<V>);
+    impl<'de, V> serde::de::Visitor<'de> for Entries<V>
+    where
+        V: serde::de::DeserializeOwned + crate::config::env::EnvText,
     {
+        type Value = std::collections::BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a mapping of environment variable names to values")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            use serde::de::Error;
+            let mut out = std::collections::BTreeMap::new();
+            while let Some((k, place)) = crate::yaml::next_key_placed(&mut m)? {
+                let raw: serde_json::Value = m.next_value()?;
+                let found = match &raw {
+                    serde_json::Value::Array(_) => "a list",
+                    serde_json::Value::Object(_) => "a mapping",
+                    _ => "that value",
+                };
+                let v = serde_json::from_value::<V>(raw).map_err(|_| {
+                    crate::yaml::error_at_with_help::<A::Error>(
+                        place,
+                        format!(
+                            "`env_vars.{k}` is {found}: an env value is text, a number, true or false, null (removes the variable) or {{inherit: true}} (leaves it to the environment)"
+                        ),
+                        "quote it to pass it as text, or give the variable one value",
+                    )
+                })?;
+                crate::config::env::check_env_name(&k).map_err(A::Error::custom)?;
+                if let Some(why) = v.refusal(&k) {
+                    return Err(A::Error::custom(why));
+                }
+                if let Some(text) = v.env_text() {
+                    crate::config::env::check_env_value(&k, &text).map_err(A::Error::custom)?;
+                }
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Entries(std::marker::PhantomData))
+        .map(Some)
+}
+
+/// Where a recipe file's keys are: its top-level keys, each variant's line and keys
+/// (`yaml::key_lines`, `yaml::variant_lines`).
+struct Lines<'a> {
+    origin: &'a str,
+    top: &'a yaml::KeyLines,
+    variants: &'a [usize],
+    variant_keys: &'a [yaml::KeyLines],
+}
+
+/// A recipe file whose document is not a mapping: an empty one (or one of comments only), a
+/// list, a scalar.
+fn not_a_mapping(tree: &Value, origin: &str) -> Error {
+    let what = match tree {
+        Value::Null => "holds no keys (it is empty, or holds only comments)".to_string(),
+        Value::Array(_) => "is a list".to_string(),
+        other => format!("is the single value `{other}`"),
+    };
+    Error::usage(format!(
+        "the recipe file {what}: a recipe is a mapping of keys"
+    ))
+    .at(crate::error::Origin::file(origin, Some(1), None))
+    .help("on one of Bridge's functions: `bridge_recipe: FUNCTION` (`ovlaunch recipes -v` lists them), then the sections it changes, e.g. `train: {train_iters: 200}`")
+}
+
+/// The first value of the file `tree` that its typed view refuses, checked one field at a
+/// time (a section's field, a variant's section's field, a top-level key), as an error at its
+/// line naming the field and the fix.
+fn failing_field(tree: &Value, lines: &Lines<'_>) -> Option<Error> {
+    let top = tree.as_object()?;
+    let fails = |t: Value| serde_json::from_value::<TypedRecipe>(t).err();
+    let refusal = |path: String, e: serde_json::Error, value: &Value, line: Option<usize>| {
+        let section = path.split('.').next().unwrap_or(&path).to_string();
+        Error::usage(format!(
+            "`{path}`: {}",
+            crate::error::serde_words(&e.to_string())
+        ))
+        .at(crate::error::Origin::file(lines.origin, line, None))
+        .help(field_fix(&section, value))
+    };
+    for (k, v) in top.iter().filter(|(k, _)| k.as_str() != "variants") {
+        for (f, x) in v.as_object().into_iter().flatten() {
+            let one = serde_json::json!({ k: { f: x } });
+            if let Some(e) = fails(one) {
+                let path = format!("{k}.{f}");
+                let line = lines.top.get(&path).or(lines.top.get(k)).copied();
+                return Some(refusal(path, e, x, line));
+            }
+        }
+        if let Some(e) = fails(serde_json::json!({ k: v })) {
+            return Some(refusal(k.clone(), e, v, lines.top.get(k).copied()));
+        }
+    }
+    let variants = top.get("variants")?.as_array()?;
+    for (i, v) in variants.iter().enumerate() {
+        let keys = lines.variant_keys.get(i);
+        let own = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+        for (k, x) in v.as_object().into_iter().flatten() {
+            for (f, y) in x.as_object().into_iter().flatten() {
+                let one = serde_json::json!({ "variants": [{
+                    "gpu": own("gpu"), "precision": own("precision"), k: { f: y }
+                }] });
+                if let Some(e) = fails(one) {
+                    let path = format!("{k}.{f}");
+                    let line = keys
+                        .and_then(|l| l.get(&path).or(l.get(k)))
+                        .or(lines.variants.get(i))
+                        .copied();
+                    return Some(refusal(path, e, y, line));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The fix for a refused value: a quoted number or boolean is text, anything else is
+/// checked against the section's fields.
+fn field_fix(section: &str, value: &Value) -> String {
+    let quoted_number = value
+        .as_str()
+        .is_some_and(|t| !matches!(yaml::parse_value(t), Value::String(_)));
+    if quoted_number {
+        format!(
+            "a quoted value is text: write {} without quotes",
+            value.as_str().unwrap_or_default()
+        )
+    } else {
+        format!("the section's fields and their types: `ovlaunch fields {section}`")
+    }
+}
+
+fn check_requires_and_variants(
+    typed: &TypedRecipe,
+    origin: &str,
+    lines: Option<&Lines<'_>>,
+) -> Result<()> {
+    // the line of a key of the file (`None`) or of its variant `i`, else of the variant
+    let at = |variant: Option<usize>, key: &str| {
+        let line = lines.and_then(|l| match variant {
+            None => l.top.get(key).copied(),
+            Some(i) => l
+                .variant_keys
+                .get(i)
+                .and_then(|k| k.get(key))
+                .or(l.variants.get(i))
+                .copied(),
+        });
+        crate::error::Origin::file(origin, line, None)
+    };
+    // a required value is a field of a pass-through section (what `--set` reaches)
+    let required = typed.requires.keys().map(|f| (None, f)).chain(
+        typed
+            .variants
+            .iter()
+            .enumerate()
+            .flat_map(|(i, v)| v.requires.keys().map(move |f| (Some(i), f))),
+    );
+    for (variant, field) in required {
         let (section, name) = crate::config::bridge::split(field);
         if !crate::config::bridge::is_section(section) || name.is_empty() {
             return Err(Error::usage(format!(
                 "`requires` names `{field}`, which is not a field of a Bridge pass-through section"
             ))
-            .at_file(origin)
+            .at(at(variant, &format!("requires.{field}")))
             .help(format!(
                 "name it as --set does: SECTION.FIELD, SECTION one of {}",
                 crate::config::bridge::names()
@@ -856,14 +1040,19 @@ fn check_requires_and_variants(typed: &TypedRecipe, origin: &str) -> Result<()> 
             )));
         }
     }
-    for v in &typed.variants {
+    for (i, v) in typed.variants.iter().enumerate() {
         if !PRECISIONS.contains(&v.precision.as_str()) {
             return Err(Error::usage(format!(
                 "variant precision `{}` is not one of {}",
                 v.precision,
                 PRECISIONS.join(", ")
             ))
-            .at_file(origin));
+            .at(at(Some(i), "precision"))
+            .help(crate::error::did_you_mean_then(
+                &v.precision,
+                PRECISIONS.iter().copied(),
+                "`precision:` names the variant's mixed precision as Bridge's function names do",
+            )));
         }
     }
     for (i, v) in typed.variants.iter().enumerate() {
@@ -883,8 +1072,8 @@ fn check_requires_and_variants(typed: &TypedRecipe, origin: &str) -> Result<()> 
                 v.variant.as_deref().map(|x| format!(", variant: {x}")).unwrap_or_default(),
                 v.num_gpus.map(|n| format!(", num_gpus: {n}")).unwrap_or_default(),
             ))
-            .at_file(origin)
-            .help("keep one entry per gpu, precision, variant and num_gpus"));
+            .at(at(Some(i), ""))
+            .help("keep one entry per gpu, precision, variant and num_gpus: remove this one, or make it differ (another `variant:` name or `num_gpus:`)"));
         }
     }
     Ok(())

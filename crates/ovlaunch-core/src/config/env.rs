@@ -6,8 +6,9 @@
 //!   that reaches a job: the name is a POSIX shell name (it is written unquoted as
 //!   `export NAME=...`; the rule itself is the rank crate's, `names`), the value has no NUL
 //!   byte (neither `execve` nor bash can carry one, so the rank runtime would fail with 125).
-//! * [`env_map`] applies both while a recipe or hardware file is deserialised, so the error
-//!   carries the file and line.
+//! * [`env_map`] applies both while a hardware file is deserialised (a recipe's `env_vars` by
+//!   `catalog::recipe`, which also names the variable of a value of the wrong form), so the
+//!   error carries the file and line.
 //! * [`redacted_map`] is how an env map is shown: secret values (the rank crate's rule)
 //!   replaced.
 //! * [`EnvScalar`] is what a recipe's `env_vars` may state for a name.
@@ -82,15 +83,6 @@ where
     Ok(map)
 }
 
-/// [`env_map`] for an optional map.
-pub fn opt_env_map<'de, D, V>(d: D) -> std::result::Result<Option<BTreeMap<String, V>>, D::Error>
-where
-    D: Deserializer<'de>,
-    V: Deserialize<'de> + EnvText,
-{
-    env_map(d).map(Some)
-}
-
 /// `#[serde(serialize_with = "crate::config::env::redacted_map")]`: an env map serialised with
 /// secret values (the rank crate's rule) shown as `REDACTED` (hardware env, plan outputs).
 pub fn redacted_map<S: serde::Serializer>(
@@ -117,7 +109,10 @@ pub fn redacted_map<S: serde::Serializer>(
 ///   Bridge's env rules derives: Bridge installs only the names its recipe lists (with
 ///   `setdefault`), so an absent name is left to the environment, which is not an unset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "an env value: text, a number, true or false, null (to unset) or {inherit: true}"
+)]
 pub enum EnvScalar {
     Bool(bool),
     Int(i64),

@@ -37,7 +37,7 @@ macro_rules! section {
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-        #[serde(default, deny_unknown_fields)]
+        #[serde(default, deny_unknown_fields, expecting = "a mapping of the section's fields")]
         pub struct $name {
             $( $(#[$fmeta])* pub $field: $ty, )*
             $(

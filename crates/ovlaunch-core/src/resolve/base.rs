@@ -7,16 +7,18 @@
 //! them to the file, `catalog::Recipe::bases`). The plan is planned over that base: the base
 //! recipe and its variant, then the file's own sections ([`OnBase::file`]: every value it
 //! states, field by field; a mixed-precision mapping of fields is written over the base's), then
-//! the plugins' sets and `--set`. Every value of the layered config that differs from what the
-//! function returns becomes an override ([`overrides`]): `section.field=VALUE` in the key path of
+//! the plugins' sets and `--set`. Every value the file states, whatever it equals (as a `--set`
+//! of it is), and every other value of the layered config that differs from what the function
+//! returns becomes an override ([`overrides`]): `section.field=VALUE` in the key path of
 //! Bridge's config class, a section Bridge's function leaves `None` in its typed form, so that
 //! Hydra reads back the plan's value. Bridge's runner steps (weak scaling from the function's own
 //! GPU count and layout, its benchmark precision default, the layout rebuild after a PP or VP
-//! override) see these as explicit overrides, as they are on its command line.
+//! override) see these as explicit overrides, as they are on its command line. The file's
+//! variants are held to the functions they run ([`settle`]) before a variant is chosen.
 
 use serde_json::{Map, Value};
 
-use crate::catalog::recipe::{Recipe, Variant};
+use crate::catalog::recipe::{Recipe, RecipeKind, Variant};
 use crate::config::{ConfigContainer, MixedPrecisionConfig, MixedPrecisionSpec};
 use crate::error::{Error, Result};
 use crate::precision;
@@ -42,6 +44,10 @@ pub struct OnBase<'r> {
     /// The values the file says its job needs (its `requires:`, the chosen variant's over the
     /// file's), checked as a Bridge function's are (`validate::file_values`).
     pub requires: crate::catalog::recipe::Requires,
+    /// Whether the file's values are Bridge's function's own as the generator wrote them
+    /// (`Recipe::is_bridges`): then they state nothing of the user's, and only a value that
+    /// differs from the function's is passed ([`overrides`]).
+    pub generated: bool,
 }
 
 impl OnBase<'_> {
@@ -145,7 +151,130 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
         origin: user.origin.clone(),
         lines,
         requires: user.requires(chosen).clone(),
+        generated: user.is_bridges(),
     }))
+}
+
+/// A user's recipe file's variants against the functions they run (`user.bases` linked), so
+/// that choosing a variant states what runs: Bridge's runner weak-scales a benchmark
+/// function's global batch from the GPU count the function is written for, whatever the file
+/// says, so a variant without `num_gpus` takes its function's, and one stating another count
+/// is refused at its line; a file whose functions are all library recipes is one (a real run:
+/// no weak scaling); a top-level `bridge_recipe:` that no variant runs (each names its own)
+/// is the file's variant for what its function is written for ([`top_level_variant`]), so it
+/// is chosen as the shipped variants are. A file the generator wrote from
+/// Bridge's functions (`Recipe::is_bridges`) states its functions' own values and is left
+/// as it is.
+pub fn settle(user: &mut Recipe) -> Result<()> {
+    if user.bases.is_empty() || user.is_bridges() {
+        return Ok(());
+    }
+    if let Some(implicit) = top_level_variant(user) {
+        user.variants.push(implicit);
+    }
+    let mut kinds = Vec::new();
+    for i in 0..user.variants.len() {
+        let v = &user.variants[i];
+        let Some(function) = v
+            .bridge_recipe
+            .clone()
+            .or_else(|| user.bridge_recipe.clone())
+        else {
+            continue;
+        };
+        let Some((kind, written)) =
+            function_of(user, &function).map(|(b, bv)| (b.kind, bv.num_gpus))
+        else {
+            continue;
+        };
+        kinds.push(kind);
+        match (v.num_gpus, written) {
+            (None, Some(n)) => user.variants[i].num_gpus = Some(n),
+            (Some(stated), Some(n)) if stated != n => {
+                let at = v.key_lines.get("num_gpus").copied().or(v.line);
+                let (why, runs) = match kind {
+                    RecipeKind::Library => (
+                        "a variant's num_gpus is the count its function is written for, and a library recipe runs as it is on any GPU count that holds its layout".to_string(),
+                        "its hyper-parameters unchanged".to_string(),
+                    ),
+                    RecipeKind::Benchmark => (
+                        "Bridge's runner weak-scales its global batch from the function's own count, whatever the file says".to_string(),
+                        format!("its global batch weak-scaled from {n} GPUs unless the file states one"),
+                    ),
+                };
+                return Err(Error::usage(format!(
+                    "recipe `{}`, variant gpu: {}, precision: {}: num_gpus {stated}, but `{function}` is written for {n} GPUs ({why})",
+                    user.name, v.gpu, v.precision
+                ))
+                .at(crate::error::Origin::file(&user.origin, at, None))
+                .help(format!(
+                    "leave num_gpus out (the variant then runs on any GPU count, {runs}), write `num_gpus: {n}`, or name a function written for {stated} GPUs"
+                )));
+            }
+            _ => {}
+        }
+    }
+    if let Some(top) = user.bridge_recipe.clone()
+        && let Some((b, _)) = function_of(user, &top)
+    {
+        kinds.push(b.kind);
+    }
+    if kinds.first().is_some_and(|k| kinds.iter().all(|x| x == k)) {
+        user.kind = kinds[0];
+    }
+    Ok(())
+}
+
+/// A user's file with `variants:` that each name their own function, and a top-level
+/// `bridge_recipe:` none of them runs: that function is the file's variant for the GPU kind,
+/// precision and config variant it is written for (its own values, the file's top-level
+/// values over them), unless a variant of the file is written for the same, which wins.
+/// `None` otherwise.
+fn top_level_variant(user: &Recipe) -> Option<Variant> {
+    let top = user.bridge_recipe.as_deref()?;
+    let all_own = user.variants.iter().all(|v| v.bridge_recipe.is_some());
+    if user.variants.is_empty()
+        || !all_own
+        || user
+            .variants
+            .iter()
+            .any(|v| v.bridge_recipe.as_deref() == Some(top))
+    {
+        return None;
+    }
+    let (_, bv) = function_of(user, top)?;
+    let covered = user
+        .variants
+        .iter()
+        .any(|v| (&v.gpu, &v.precision, &v.variant) == (&bv.gpu, &bv.precision, &bv.variant));
+    if covered {
+        return None;
+    }
+    Some(Variant {
+        gpu: bv.gpu.clone(),
+        precision: bv.precision.clone(),
+        variant: bv.variant.clone(),
+        num_gpus: bv.num_gpus,
+        bridge_recipe: Some(top.to_string()),
+        bridge_aliases: Vec::new(),
+        model_class: None,
+        model_lacks: Vec::new(),
+        from_checkpoint: None,
+        bridge_since: None,
+        requires: None,
+        canonical: false,
+        pipeline_layouts: None,
+        sections: Map::new(),
+        line: user.key_lines.get("bridge_recipe").copied(),
+        key_lines: crate::yaml::KeyLines::new(),
+    })
+}
+
+/// The shipped recipe holding `function` among `user`'s bases, and its variant for it.
+fn function_of<'r>(user: &'r Recipe, function: &str) -> Option<(&'r Recipe, &'r Variant)> {
+    user.bases
+        .iter()
+        .find_map(|b| b.function_variant(function).flatten().map(|v| (b, v)))
 }
 
 /// The architecture fields of every variant of the file (not only the one chosen) against the
@@ -222,27 +351,39 @@ pub fn merge_file(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
     }
 }
 
-/// Every value of `with_file` that differs from `base` (what Bridge's function returns), as
-/// `(path, value)` in section order: `model`, `train`, `ddp`, `optimizer` field by field;
-/// `comm_overlap` field by field over the function's section, or the fields the file states
-/// when the function leaves it `None` (the trainer contract types those); `mixed_precision`
-/// field by field of the built configs over the function's object, a name over a name, else
-/// the typed form of the file's config. `file` is the file's own tree. Bridge's pass-through
-/// sections hold only what was set, so the trainer contract passes all of them anyway.
+/// Every value of `with_file` that the file states (`file`, the file's own tree: a key it
+/// writes, whatever its value, as a `--set` of it is passed whatever it equals; none when
+/// `stated` is false, a file the generator wrote from Bridge's functions) or that differs
+/// from `base` (what Bridge's function returns), as `(path, value)` in section order: `model`,
+/// `train`, `ddp`, `optimizer` field by field; `comm_overlap` field by field over the
+/// function's section, or the fields the file states when the function leaves it `None` (the
+/// trainer contract types those); `mixed_precision` field by field of the built configs over
+/// the function's object, a name over a name, else the typed form of the file's config.
+/// Bridge's pass-through sections hold only what was set, so the trainer contract passes all
+/// of them anyway. A stated value is an explicit override for Bridge's runner (its weak
+/// scaling, its precision-aware optimizer default and its layout rebuild read the words on its
+/// command line, not their values).
 pub fn overrides(
     base: &ConfigContainer,
     with_file: &ConfigContainer,
     file: &Map<String, Value>,
+    stated: bool,
 ) -> Result<Vec<(String, Value)>> {
     let b = serde_json::to_value(base).map_err(internal)?;
     let w = serde_json::to_value(with_file).map_err(internal)?;
     let mut out = Vec::new();
+    let own = |section: &str| file.get(section).filter(|_| stated);
+    let stated = |section: &str| own(section).and_then(Value::as_object);
     for section in ["model", "train", "ddp", "optimizer"] {
-        fields_differing(section, &b[section], &w[section], &mut out);
+        fields_differing(section, &b[section], &w[section], stated(section), &mut out);
     }
     let co = crate::config::CommOverlapConfig::SECTION;
     match (&b[co], &w[co]) {
-        (Value::Null, Value::Null) => {}
+        (Value::Null, Value::Null) => {
+            if own(co).is_some_and(Value::is_null) {
+                out.push((co.to_string(), Value::Null));
+            }
+        }
         (_, Value::Null) => out.push((co.to_string(), Value::Null)),
         (Value::Null, _) => {
             if let Some(Value::Object(stated)) = file.get(co) {
@@ -251,38 +392,59 @@ pub fn overrides(
                 }
             }
         }
-        (bo, wo) => fields_differing(co, bo, wo, &mut out),
+        (bo, wo) => fields_differing(co, bo, wo, stated(co), &mut out),
     }
     mixed_precision(
-        base.mixed_precision.as_ref(),
-        with_file.mixed_precision.as_ref(),
+        (
+            base.mixed_precision.as_ref(),
+            with_file.mixed_precision.as_ref(),
+        ),
+        own(MixedPrecisionConfig::SECTION),
         &mut out,
     )?;
     Ok(out)
 }
 
-fn fields_differing(section: &str, b: &Value, w: &Value, out: &mut Vec<(String, Value)>) {
+/// The fields of the section `w` (built) that differ from `b` or that `stated` (the file's
+/// mapping of the section) names, in `w`'s order; a field left out of `w` while unset, as
+/// null.
+fn fields_differing(
+    section: &str,
+    b: &Value,
+    w: &Value,
+    stated: Option<&Map<String, Value>>,
+    out: &mut Vec<(String, Value)>,
+) {
     let (Some(bm), Some(wm)) = (b.as_object(), w.as_object()) else {
         return;
     };
+    let is_stated = |k: &str| stated.is_some_and(|s| s.contains_key(k));
     for (k, wv) in wm {
-        if bm.get(k) != Some(wv) {
+        if bm.get(k) != Some(wv) || is_stated(k) {
             out.push((format!("{section}.{k}"), wv.clone()));
         }
     }
     // a field left out of the plan while unset (`config::ModelConfig`'s MLA fields)
-    for k in bm.keys().filter(|k| !wm.contains_key(*k)) {
+    let unset = bm.keys().filter(|k| !wm.contains_key(*k));
+    let unset_stated = stated
+        .into_iter()
+        .flat_map(Map::keys)
+        .filter(|k| !wm.contains_key(*k) && !bm.contains_key(*k));
+    for k in unset.chain(unset_stated) {
         out.push((format!("{section}.{k}"), Value::Null));
     }
 }
 
+/// `mixed_precision`'s overrides: the built config `file` over the function's `base`;
+/// `stated`, the file's own `mixed_precision` (a name, a mapping, null), passed whatever it
+/// equals.
 fn mixed_precision(
-    base: Option<&MixedPrecisionSpec>,
-    file: Option<&MixedPrecisionSpec>,
+    (base, file): (Option<&MixedPrecisionSpec>, Option<&MixedPrecisionSpec>),
+    stated: Option<&Value>,
     out: &mut Vec<(String, Value)>,
 ) -> Result<()> {
     let mp = MixedPrecisionConfig::SECTION;
-    if base == file {
+    if base == file && stated.is_none() {
         return Ok(());
     }
     let Some(file) = file else {
@@ -295,7 +457,11 @@ fn mixed_precision(
     match (base, file) {
         // Bridge's function holds a MixedPrecisionConfig: the fields that differ
         (Some(b @ MixedPrecisionSpec::Custom(c)), _) if c.recipe.is_none() => {
-            fields_differing(mp, &built(b)?, &built(file)?, out);
+            let fields = stated
+                .and_then(Value::as_object)
+                .filter(|m| !m.contains_key("recipe"));
+            // a name or a `{recipe: ...}` mapping states no field: the fields it changes
+            fields_differing(mp, &built(b)?, &built(file)?, fields, out);
         }
         (_, MixedPrecisionSpec::Name(n)) => out.push((mp.to_string(), Value::String(n.clone()))),
         // a name (resolved by Bridge itself) or nothing: the file's whole config, typed
@@ -316,7 +482,7 @@ pub fn typed_precision(spec: &MixedPrecisionSpec) -> Result<Value> {
     let default = serde_json::to_value(MixedPrecisionConfig::default()).map_err(internal)?;
     let built = serde_json::to_value(precision::build(spec)?.1).map_err(internal)?;
     let mut fields = Vec::new();
-    fields_differing(mp, &default, &built, &mut fields);
+    fields_differing(mp, &default, &built, None, &mut fields);
     let mut typed = Map::new();
     typed.insert("_target_".into(), MIXED_PRECISION_CLASS.into());
     for (k, v) in fields {

@@ -428,11 +428,14 @@ pub struct FileValues<'a> {
     pub origin: &'a str,
     /// The line of each section in the file, where an error about it points.
     pub lines: &'a crate::yaml::KeyLines,
+    /// Whether its keys are the user's statements (not a file the generator wrote from
+    /// Bridge's functions): each is passed whatever it equals (`super::base::overrides`).
+    pub stated: bool,
 }
 
 /// [`layer_with`] with a user's recipe file over Bridge's function (`file`: the file's
 /// sections, `super::base`): `before` stays the function's own config (what Bridge's runner
-/// reads before the overrides), and every value the file changes is in
+/// reads before the overrides), and every value the file states or changes is in
 /// [`Layered::file_overrides`].
 pub fn layer_on(
     recipe: &Recipe,
@@ -463,6 +466,7 @@ pub fn layer_on(
         sections: file,
         origin,
         lines,
+        stated,
     }) = file
     {
         // a nested mapping states fields of the object Bridge's function holds there
@@ -472,7 +476,7 @@ pub fn layer_on(
             prov.record(s, val, &Source::Recipe);
         }
         let cfg = build(&tree, (origin, Some(lines)), model_class, holder)?;
-        file_overrides = super::base::overrides(&before, &cfg, file)?;
+        file_overrides = super::base::overrides(&before, &cfg, file, stated)?;
         with_file = Some(cfg);
     }
     let mut applied = Vec::with_capacity(plugin_sets.len());
@@ -562,7 +566,7 @@ pub struct Layered {
     pub prov: Provenance,
     /// For each plugin set, whether it was applied (`if_present` ones may not be).
     pub applied: Vec<bool>,
-    /// A user's recipe file over Bridge's function: every value it changes, as the trainer's
+    /// A user's recipe file over Bridge's function: every value it states or changes, as the trainer's
     /// overrides (`super::base::overrides`); empty otherwise.
     pub file_overrides: Vec<(String, Value)>,
     /// Who set each path of `before` (recipe and variant only).
@@ -741,9 +745,12 @@ fn build(
             .at_file(origin)
             .help("the section's fields and their types: `ovlaunch fields SECTION`")
     })?;
-    let mut cfg: ConfigContainer = serde_json::from_value(Value::Object(tree)).map_err(|e| {
-        let msg = e.to_string();
-        let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
+    let whole = Value::Object(tree.clone());
+    let mut cfg: ConfigContainer = serde_json::from_value(whole).map_err(|e| {
+        if let Some(e) = lines.and_then(|l| failing_section(&tree, origin, l)) {
+            return e;
+        }
+        let msg = crate::error::serde_words(&e.to_string());
         let hint = if msg.contains("tp_comm_overlap") && msg.contains("missing") {
             format!("{} is required whenever comm_overlap is given (CommOverlapConfig has no default for it)", COMM_OVERLAP.tp_comm_overlap)
         } else {
@@ -759,6 +766,58 @@ fn build(
         cfg.optimizer.unplanned,
     ] = unplanned;
     Ok(cfg)
+}
+
+/// The first section of `tree` (a recipe file's, at `lines`) that `ConfigContainer` refuses,
+/// checked alone: a section that is not a mapping (`model: null`), else its first field
+/// refused, as an error at its line naming it, with the fix.
+fn failing_section(
+    tree: &Map<String, Value>,
+    origin: &str,
+    lines: &crate::yaml::KeyLines,
+) -> Option<Error> {
+    let fails = |section: &str, v: Value| {
+        let mut one = Map::new();
+        one.insert(section.to_string(), v);
+        serde_json::from_value::<ConfigContainer>(Value::Object(one)).err()
+    };
+    for (section, v) in tree {
+        let at = |key: &str| {
+            let line = lines.get(key).or(lines.get(section)).copied();
+            crate::error::Origin::file(origin, line, None)
+        };
+        let Some(fields) = v.as_object() else {
+            let e = fails(section, v.clone())?;
+            return Some(
+                Error::usage(format!(
+                    "`{section}`: {}",
+                    crate::error::serde_words(&e.to_string())
+                ))
+                .at(at(section))
+                .help(format!(
+                    "leave `{section}:` out to keep the recipe's own values, or give the fields it changes: `{section}: {{FIELD: VALUE}}` (`ovlaunch fields {section}`)"
+                )),
+            );
+        };
+        for (f, x) in fields {
+            let mut one = Map::new();
+            one.insert(f.clone(), x.clone());
+            if let Some(e) = fails(section, Value::Object(one)) {
+                let path = format!("{section}.{f}");
+                return Some(
+                    Error::usage(format!(
+                        "`{path}`: {}",
+                        crate::error::serde_words(&e.to_string())
+                    ))
+                    .at(at(&path))
+                    .help(format!(
+                        "the section's fields and their types: `ovlaunch fields {section}`"
+                    )),
+                );
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -784,6 +843,7 @@ mod tests {
             sections: &file,
             origin: "file.yaml",
             lines: &lines,
+            stated: true,
         };
         let with = layer_on(&r, v, Some(values), &[], &sets).unwrap();
         assert_ne!(

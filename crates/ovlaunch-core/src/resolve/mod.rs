@@ -150,7 +150,7 @@ fn pick<'r>(inp: &Inputs<'r>) -> Result<Picked<'r>> {
         "recipe.bridge_recipe",
         on.function.as_str(),
         format!(
-            "the Bridge function your recipe file runs on ({}): its values are planned over what the function returns, and each one that differs is passed to the trainer as an override",
+            "the Bridge function your recipe file runs on ({}): its values are planned over what the function returns, and each one it states (or that differs from the function's) is passed to the trainer as an override",
             on.recipe.origin
         ),
         Source::Recipe,
@@ -268,6 +268,8 @@ fn resolve_picked(
     // every refusal about fields a user's file states points at the file's line
     let prov = l.prov.clone();
     let located = |e: Error| in_users_file(outer.recipe, picked, choice.variant, &prov, e);
+    // The length that runs: Bridge's runner gives the model the dataset's.
+    seq_length_stage(inp.recipe, choice.variant, &mut l, &mut t).map_err(located)?;
     pass_through_checks(
         inp.recipe,
         choice.variant,
@@ -564,6 +566,8 @@ fn validate_stage(
         stated: &|f: &str| l.prov.source(f) != Source::Default || l.user_changed(f),
     };
     validate::container_checks(&l.cfg.bridge, holder, &across)?;
+    // the dataset's finalize: mock data's split
+    validate::mock_data_split(&mut l.cfg.bridge, holder, t);
     if let Some(mp) = mixed_precision {
         validate::gpu_supports_precision(&inp.hardware.gpu, &mp.config)?;
     }
@@ -656,6 +660,7 @@ fn layering<'r>(
         sections: &b.file,
         origin: b.origin.as_str(),
         lines: &b.lines,
+        stated: !b.generated,
     });
     let mut l = match layered {
         Some(l) => l,
@@ -771,6 +776,91 @@ fn resume_stage(plugins: &PluginLayer, l: &mut layers::Layered, t: &mut Trace) {
     b.set(CHECKPOINT.load, save.clone());
     t.decisions
         .push(Decision::new(CHECKPOINT.load, save, rule, source));
+}
+
+/// Bridge's runner, after the overrides (`scripts/training/recipe_runner.py`,
+/// `sync_model_dataset_sequence_length`, the runner's last step before training), gives
+/// `model.seq_length` the dataset's `seq_length` wherever the dataset holds one (every dataset
+/// class a shipped function holds does), and `ConfigContainer.validate` asserts the two match.
+/// The plan describes the length that runs:
+///
+/// | stated (a `--set`, a plugin or the user's recipe file) | the plan |
+/// |---|---|
+/// | neither, or `dataset.seq_length` only | `model.seq_length` is the dataset's (decided, not passed) |
+/// | `model.seq_length` only, other than the dataset's | `dataset.seq_length` gets it too (decided, passed): the runner would put the dataset's back |
+/// | both, different | refused: the runner keeps the dataset's, which is not what the model's says |
+///
+/// A function without a dataset length (no dataset, or a length of `None`) keeps the model's.
+fn seq_length_stage(
+    recipe: &Recipe,
+    variant: Option<&Variant>,
+    l: &mut layers::Layered,
+    t: &mut Trace,
+) -> Result<()> {
+    use crate::config::bridge::paths::DATASET;
+    let (model_key, data_key) = (MODEL.seq_length, DATASET.seq_length);
+    let holder = recipe.holder(variant);
+    if holder.holds().is_none() {
+        return Ok(());
+    }
+    let stated = l.cfg.bridge.get(data_key).cloned();
+    let Some(data) = stated
+        .clone()
+        .or_else(|| holder.value(data_key))
+        .and_then(|v| v.as_u64())
+        .and_then(|n| u32::try_from(n).ok())
+    else {
+        return Ok(());
+    };
+    let model = l.cfg.model.seq_length;
+    if model == data {
+        return Ok(());
+    }
+    let runner_rule = format!(
+        "Bridge's runner gives {model_key} the value of {data_key} after the overrides (scripts/training/recipe_runner.py, sync_model_dataset_sequence_length), and ConfigContainer.validate asserts they match"
+    );
+    match (l.overridden(model_key), stated.is_some()) {
+        (true, true) => Err(Error::usage(format!(
+            "{model_key} = {model} and {data_key} = {data} differ: {runner_rule}, so the job would run {data}, not {model}"
+        ))
+        .at_fields([model_key, data_key])
+        .help(format!(
+            "give one length, on the dataset: {data_key}={model} to run {model} (or leave {model_key} out to run {data}); the runner copies {data_key} to {model_key}"
+        ))),
+        (true, false) => {
+            l.cfg.bridge.set(data_key, Value::from(model));
+            t.decisions.push(Decision::new(
+                data_key,
+                Value::from(model),
+                format!(
+                    "{model_key} = {model} ({}) passed as {data_key} too: {runner_rule}, so {model_key} alone would be put back to the function's {data}; the dataset owns the length, as the runner's own --seq_length flag sets it",
+                    match l.prov.source(model_key) {
+                        Source::Recipe => "your recipe file".to_string(),
+                        other => other.as_string(),
+                    }
+                ),
+                Source::Derived,
+            ));
+            Ok(())
+        }
+        (false, _) => {
+            l.cfg.model.seq_length = data;
+            t.decisions.push(Decision::new(
+                model_key,
+                Value::from(data),
+                format!(
+                    "{data_key} = {data} ({}): {runner_rule}; not passed as an override",
+                    if stated.is_some() {
+                        l.prov.source(data_key).as_string()
+                    } else {
+                        "the function's".to_string()
+                    }
+                ),
+                Source::Derived,
+            ));
+            Ok(())
+        }
+    }
 }
 
 /// Stage 2: batch scaling: GBS * DP_new / DP_variant when the GPU count differs from the

@@ -180,39 +180,7 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         // not plan: typed (or refused, saying why) by `config::unplanned` below
         && !config::unplanned::is_field(&section, f)
     {
-        let holding = config::sections_holding(f, &section);
-        if !holding.is_empty() && field.as_deref() == Some(f) {
-            // the value as the flag is shown (a secret redacted)
-            let value = flag.split_once('=').map_or("VALUE", |(_, v)| v.trim());
-            let sets: Vec<String> = holding
-                .iter()
-                .map(|s| format!("--set {s}.{f}={value}"))
-                .collect();
-            let whose: Vec<String> = holding.iter().map(|s| format!("`{s}`")).collect();
-            return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
-                .at_flag(flag)
-                .help(format!(
-                    "`{f}` is a field of {}: {}",
-                    whose.join(", "),
-                    sets.join(", or ")
-                )));
-        }
-        return Err(Error::usage(format!("unknown field `{f}` in `{section}`"))
-            .at_flag(flag)
-            .help(did_you_mean_then(
-                f,
-                known
-                    .iter()
-                    .copied()
-                    .chain(
-                        // the fields of Bridge's provider classes, for a `model` field
-                        config::provider::NAMES.iter().copied().filter(|n| {
-                            section == config::ModelConfig::SECTION && !known.contains(n)
-                        }),
-                    )
-                    .chain(config::unplanned::names(&section)),
-                format!("see `ovlaunch fields {section}`"),
-            )));
+        return Err(unknown_field(&section, f, field.as_deref(), &known, &flag));
     }
     if field.is_none()
         && !matches!(
@@ -283,6 +251,46 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         value,
         flag,
     })
+}
+
+/// The refusal of a field `section` does not have: where another section has it, that one's
+/// `--set`; else the closest names (the section's own, and for `model` the provider classes'
+/// and for `train`, `ddp`, `optimizer` the unplanned fields).
+fn unknown_field(section: &str, f: &str, field: Option<&str>, known: &[&str], flag: &str) -> Error {
+    let holding = config::sections_holding(f, section);
+    if !holding.is_empty() && field == Some(f) {
+        // the value as the flag is shown (a secret redacted)
+        let value = flag.split_once('=').map_or("VALUE", |(_, v)| v.trim());
+        let sets: Vec<String> = holding
+            .iter()
+            .map(|s| format!("--set {s}.{f}={value}"))
+            .collect();
+        let whose: Vec<String> = holding.iter().map(|s| format!("`{s}`")).collect();
+        return Error::usage(format!("unknown field `{f}` in `{section}`"))
+            .at_flag(flag.to_string())
+            .help(format!(
+                "`{f}` is a field of {}: {}",
+                whose.join(", "),
+                sets.join(", or ")
+            ));
+    }
+    Error::usage(format!("unknown field `{f}` in `{section}`"))
+        .at_flag(flag.to_string())
+        .help(did_you_mean_then(
+            f,
+            known
+                .iter()
+                .copied()
+                .chain(
+                    // the fields of Bridge's provider classes, for a `model` field
+                    config::provider::NAMES
+                        .iter()
+                        .copied()
+                        .filter(|n| section == config::ModelConfig::SECTION && !known.contains(n)),
+                )
+                .chain(config::unplanned::names(section)),
+            format!("see `ovlaunch fields {section}`"),
+        ))
 }
 
 /// Checks `value` against the field's type. A boolean or number that fails where the text

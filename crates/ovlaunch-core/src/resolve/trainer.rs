@@ -5,9 +5,11 @@
 //! recipe function, `--deterministic` applies `apply_determinism_overrides`, every trailing word
 //! must be `KEY=VALUE` and any other `-` word is refused with "Unknown option", exit 2).
 //!
-//! The overrides are exactly what differs from Bridge's recipe function: the plugins' config
-//! settings (unless Bridge makes them itself under a runner flag), then the user's `--set`, in
-//! the order given, each as a Hydra word (`crate::hydra`). Nothing else is passed:
+//! The overrides are exactly what differs from Bridge's recipe function: a user's recipe
+//! file's values (each it states, whatever it equals, as a `--set` is: `resolve::base`), the
+//! plugins' config settings (unless Bridge makes them itself under a runner flag), then the
+//! user's `--set`, in the order given, each as a Hydra word (`crate::hydra`). Nothing else is
+//! passed:
 //!
 //! * `comm_overlap` and `mixed_precision` stay Bridge's: it resolves them itself in
 //!   `runtime_config_update`, which the plan predicts;
@@ -342,7 +344,7 @@ pub fn call(
     let function = named.filter(same).map_or(own, str::to_string);
     let flags = &plugins.trainer_flags;
     let mut overrides: Vec<(String, Value)> = Vec::new();
-    // a user's recipe file over Bridge's function: what it changes, unless a plugin or
+    // a user's recipe file over Bridge's function: what it states or changes, unless a plugin or
     // `--set` sets the same path later (each path once)
     let later = |path: &str| {
         sets.iter().any(|s| s.path() == path)

@@ -1144,13 +1144,11 @@ pub fn gpu_supports_precision(
 /// What Bridge requires of a fine-tuning run before it trains, checked at plan time: PEFT
 /// (`ConfigContainer.validate`: "PEFT requires a pretrained checkpoint path") needs
 /// `checkpoint.pretrained_checkpoint`, the base model's Megatron checkpoint; Bridge's library
-/// and performance PEFT recipes leave it unset.
+/// and performance PEFT recipes leave it unset. A blank text (`''`, `' '`) is no path
+/// ([`given`]): Bridge's `is not None` would let it through to fail when the checkpoint loads.
 pub fn fine_tuning(task: Option<&str>, sections: &crate::config::bridge::Sections) -> Result<()> {
     use crate::config::bridge::paths::CHECKPOINT;
-    let given = sections
-        .get(CHECKPOINT.pretrained_checkpoint)
-        .is_some_and(|v| !v.is_null());
-    if task == Some("peft") && !given {
+    if task == Some("peft") && !given(sections.get(CHECKPOINT.pretrained_checkpoint)) {
         return Err(Error::config(
             "PEFT requires a pretrained checkpoint path (Megatron-Bridge asserts it in ConfigContainer.validate, and the path must exist on the nodes)",
         )
@@ -1416,6 +1414,57 @@ pub fn dataset_packing(
         .help(format!("--set {mbs}=2 (or more), or --set {IN_BATCH}=false")));
     }
     Ok(())
+}
+
+/// The split Megatron-Core gives mock data ([`mock_data_split`]).
+pub const MOCK_SPLIT: &str = "1,1,1";
+
+/// The split Megatron-Core gives mock data: `ConfigContainer.validate` runs
+/// `GPTDatasetConfig.finalize` (`megatron/bridge/training/config.py`: a `data_path` becomes the
+/// blend), which runs `BlendedMegatronDatasetConfig.__post_init__`
+/// (`megatron/core/datasets/blended_megatron_dataset_config.py`): with no `blend` and no
+/// `blend_per_split` the data is mock, and the split is set to `"1,1,1"` ("an arbitrarily even
+/// split"). A split the job states (a recipe file, a plugin, `--set`) is passed as given and
+/// planned as what runs, with a decision; nothing where one of those fields is not known to be
+/// empty (a blend the function holds, or one the table does not know).
+pub fn mock_data_split(
+    sections: &mut crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    t: &mut Trace,
+) {
+    use crate::config::bridge::paths::DATASET;
+    // the class a pretraining function holds there: Bridge's GPTDatasetConfig
+    let section = crate::config::bridge::split(DATASET.split).0;
+    let gpt = crate::config::bridge::section(section).map(|d| d.class);
+    if holder.section(section).map(|d| d.class) != gpt {
+        return;
+    }
+    let Some(split) = sections.get(DATASET.split).cloned() else {
+        return;
+    };
+    let known = Known::new(sections, holder);
+    let empty = |path: &str| match known.get(path) {
+        Some(serde_json::Value::Null) => true,
+        Some(serde_json::Value::Array(a)) => a.iter().all(serde_json::Value::is_null),
+        _ => false,
+    };
+    let mock = [DATASET.blend, DATASET.blend_per_split, DATASET.data_path]
+        .into_iter()
+        .all(empty);
+    let even = serde_json::Value::from(MOCK_SPLIT);
+    if !mock || split == even {
+        return;
+    }
+    sections.set(DATASET.split, even.clone());
+    t.decisions.push(Decision::new(
+        DATASET.split,
+        even,
+        format!(
+            "mock data ({}, {} and {} are empty): Megatron-Core's BlendedMegatronDatasetConfig.__post_init__ (run by Bridge's GPTDatasetConfig.finalize in ConfigContainer.validate) sets the split to \"{MOCK_SPLIT}\", an even split, over the {split} given, which is passed as given and has no effect; give {} or {} to train on real data with your split",
+            DATASET.blend, DATASET.blend_per_split, DATASET.data_path, DATASET.data_path, DATASET.blend
+        ),
+        Source::Derived,
+    ));
 }
 
 /// `ConfigContainer.validate` after the sections' `finalize`: the TE RNG tracker on in either
@@ -2500,5 +2549,53 @@ fn distributed_checkpoint_without_gloo(k: &Known<'_>, a: &Across<'_>) -> Result<
             .help(format!("--set {FORMAT}=torch_dist, or --set {GLOO}=true")))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod mock_split {
+    use super::*;
+    use crate::config::bridge::paths::DATASET;
+    use crate::config::bridge::{Holder, Sections};
+    use serde_json::json;
+
+    const PRETRAIN: Holder<'static> = Holder {
+        task: None,
+        function: Some("llama3_8b_pretrain_8gpu_h100_bf16_config"),
+    };
+
+    fn run(holder: Holder<'_>, sets: &[(&str, serde_json::Value)]) -> (Sections, Trace) {
+        let mut s = Sections::default();
+        for (k, v) in sets {
+            s.set(k, v.clone());
+        }
+        let mut t = Trace::default();
+        mock_data_split(&mut s, holder, &mut t);
+        (s, t)
+    }
+
+    /// Bridge's pretraining functions hold mock data (no blend, no per-split blends, no data
+    /// path): a split given is planned as Megatron-Core's even one, decided; real data keeps it;
+    /// the even split itself, or no split given, changes nothing.
+    #[test]
+    fn mock_data_gets_the_even_split() {
+        let (s, t) = run(PRETRAIN, &[(DATASET.split, json!("99,1,0"))]);
+        assert_eq!(s.get(DATASET.split), Some(&json!(MOCK_SPLIT)));
+        assert_eq!(t.decisions.len(), 1);
+        assert!(t.decisions[0].rule.contains("__post_init__"));
+        for real in [DATASET.data_path, DATASET.blend] {
+            let data = if real == DATASET.blend {
+                json!([["/data/a_text_document"], null])
+            } else {
+                json!("/data/a_text_document")
+            };
+            let (s, t) = run(PRETRAIN, &[(DATASET.split, json!("99,1,0")), (real, data)]);
+            assert_eq!(s.get(DATASET.split), Some(&json!("99,1,0")), "{real}");
+            assert!(t.decisions.is_empty());
+        }
+        let (_, t) = run(PRETRAIN, &[(DATASET.split, json!(MOCK_SPLIT))]);
+        assert!(t.decisions.is_empty());
+        let (s, t) = run(PRETRAIN, &[]);
+        assert!(s.get(DATASET.split).is_none() && t.decisions.is_empty());
     }
 }
