@@ -42,13 +42,14 @@ pub struct Stat {
     pub gid: u32,
 }
 
-/// A job directory as `status`, `logs`, `cancel` and `list` read it: the owner and mode of
+/// A job directory as `status`, `logs`, `cancel` and `list` read it: the owner, group and mode of
 /// the directory and of each small file asked for. Symbolic links are reported, never
 /// followed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listing {
     pub dir: PathBuf,
     pub uid: u32,
+    pub gid: u32,
     pub mode: u32,
     /// The files asked for that exist, by name.
     pub files: Vec<(String, Seen)>,
@@ -62,7 +63,12 @@ pub enum Seen {
     /// A FIFO, a device, a socket or a directory (not read).
     Special,
     /// A regular file and its first [`SMALL_FILE`] bytes.
-    File { uid: u32, mode: u32, bytes: Vec<u8> },
+    File {
+        uid: u32,
+        gid: u32,
+        mode: u32,
+        bytes: Vec<u8>,
+    },
 }
 
 impl Listing {
@@ -248,6 +254,7 @@ impl Host for Local {
         Ok(Some(Listing {
             dir: dir.to_path_buf(),
             uid: m.uid(),
+            gid: m.gid(),
             mode: m.mode() & 0o7777,
             files,
         }))
@@ -329,6 +336,7 @@ fn local_seen(path: &Path) -> Option<Seen> {
     f.take(SMALL_FILE).read_to_end(&mut bytes).ok()?;
     Some(Seen::File {
         uid: m.uid(),
+        gid: m.gid(),
         mode: m.mode() & 0o7777,
         bytes,
     })

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::host::{Host, Listing, Local, Seen};
 use crate::error::{Error, Result};
+use crate::input::writers::{self, Entry, Kind, Names};
 use crate::layout::SUBMISSION as FILE;
 
 /// A Slurm job id: digits, or `ARRAYID_TASK` (also what `sbatch --parsable` prints before
@@ -148,8 +149,9 @@ pub fn read(dir: &Path) -> Result<Submission> {
 
 /// Reads the record of the job directory `dir` on `host`. A record is evidence, not an
 /// instruction: it is refused unless this user wrote it (the record and its directory
-/// belong to this user, and nobody else, the group included, can write either:
-/// `trust::own_problem`) and it names the directory it
+/// belong to this user, and nobody else can write either, a group only when it is the
+/// user's private group: `trust::own_problem`; on a login node no group counts as private,
+/// its group database is not read here) and it names the directory it
 /// lives in, so a planted or edited record cannot make `status`, `logs` or `cancel` act on
 /// another directory or job. A record read on a login node is returned with that `host`.
 pub fn read_on(host: &dyn Host, dir: &Path) -> Result<Submission> {
@@ -184,33 +186,48 @@ pub fn found_on(host: &dyn Host, dir: &Path) -> Result<Found> {
 fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
     let path = l.dir.join(FILE);
     let shown = format!("{}{}", path.display(), host.on());
-    let (bytes, file_uid, file_mode) = match l.file(FILE) {
+    let (bytes, file) = match l.file(FILE) {
         None => {
             return Err(Error::usage(format!("no submission record at {shown}")));
         }
         Some(Seen::Link) => return Err(untrusted(&shown, "is a symbolic link", None)),
         Some(Seen::Special) => return Err(untrusted(&shown, "is not a regular file", None)),
-        Some(Seen::File { uid, mode, bytes }) => (bytes, *uid, *mode),
+        Some(Seen::File {
+            uid,
+            gid,
+            mode,
+            bytes,
+        }) => (
+            bytes,
+            Entry {
+                uid: *uid,
+                gid: *gid,
+                mode: *mode,
+                kind: Kind::File,
+            },
+        ),
     };
-    let me = match host.remote() {
-        None => nix::unistd::geteuid().as_raw(),
-        Some(_) => host.ids()?.0,
-    };
-    let owner = |uid: u32| match host.remote() {
-        None => crate::input::user_name(uid),
-        Some(_) => format!("uid {uid}"),
+    // On a login node, its user and group database is not read: no group is known to be
+    // private there.
+    let (me, names, private): (u32, Names, &dyn Fn(u32, u32) -> bool) = match host.remote() {
+        None => (
+            nix::unistd::geteuid().as_raw(),
+            Names::Local,
+            &writers::private_group,
+        ),
+        Some(_) => (host.ids()?.0, Names::Ids, &|_, _| false),
     };
     let dir_shown = format!("{}{}", l.dir.display(), host.on());
-    for (at, p, uid, mode) in [
-        (&l.dir, &dir_shown, l.uid, l.mode),
-        (&path, &shown, file_uid, file_mode),
-    ] {
-        if let Some(why) = super::trust::own_problem(uid, mode, me) {
-            let fix = match why {
-                super::trust::Unsafe::NotYours(_) => None,
-                _ => Some(why.fix(&at.display().to_string(), false)),
-            };
-            return Err(untrusted(p, &why.why(&owner), fix));
+    let dir = Entry {
+        uid: l.uid,
+        gid: l.gid,
+        mode: l.mode,
+        kind: Kind::Dir,
+    };
+    for (at, p, e) in [(&l.dir, &dir_shown, dir), (&path, &shown, file)] {
+        if let Some(why) = super::trust::own_problem(e, me, private) {
+            let fix = why.fix(&at.display().to_string());
+            return Err(untrusted(p, &why.why(names), fix));
         }
     }
     let mut rec: Submission = std::str::from_utf8(bytes)
@@ -251,7 +268,7 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
 
 /// The refusal of a record; `fix`: what makes it trusted again, where its owner can.
 fn untrusted(path: &str, why: &str, fix: Option<String>) -> Error {
-    const RULE: &str = "a record is trusted only when that user alone (neither the group nor every user) can write it and its directory";
+    const RULE: &str = "a record is trusted only when that user alone (neither every user nor a group other than the user's private group) can write it and its directory";
     Error::usage(format!(
         "{path} {why}: ovlaunch does not act on a record someone else could have written"
     ))

@@ -312,17 +312,17 @@ impl Ssh {
 }
 
 impl Ssh {
-    /// Runs `body` with the shell function `one DIR`, which prints DIR's owner and mode and
+    /// Runs `body` with the shell function `one DIR`, which prints DIR's owner, group and mode and
     /// the files `names` in it (base64, at most [`host::SMALL_FILE`] bytes each), and reads
     /// the answer back as [`Listing`]s.
     fn listing(&self, body: &str, names: &[&str]) -> Result<Vec<Listing>> {
         let names: Vec<String> = names.iter().map(|n| quote(n)).collect();
         let line = format!(
             "one() {{ d=$1; if [ -L \"$d\" ] || [ ! -d \"$d\" ]; then return 0; fi; \
-             printf 'D %s ' \"$(stat -c '%u %a' -- \"$d\")\"; printf %s \"$d\" | base64 -w0; echo; \
+             printf 'D %s ' \"$(stat -c '%u %g %a' -- \"$d\")\"; printf %s \"$d\" | base64 -w0; echo; \
              for n in {names}; do p=$d/$n; \
                if [ -L \"$p\" ]; then echo \"L $n\"; \
-               elif [ -f \"$p\" ]; then printf 'F %s %s ' \"$n\" \"$(stat -c '%u %a' -- \"$p\")\"; head -c {limit} -- \"$p\" | base64 -w0; echo; \
+               elif [ -f \"$p\" ]; then printf 'F %s %s ' \"$n\" \"$(stat -c '%u %g %a' -- \"$p\")\"; head -c {limit} -- \"$p\" | base64 -w0; echo; \
                elif [ -e \"$p\" ]; then echo \"S $n\"; fi; \
              done; }}; {body}",
             names = names.join(" "),
@@ -345,7 +345,7 @@ impl Ssh {
     }
 }
 
-/// The answer of [`Ssh::listing`]: `D UID MODE PATH64`, then `F NAME UID MODE BYTES64`,
+/// The answer of [`Ssh::listing`]: `D UID GID MODE PATH64`, then `F NAME UID GID MODE BYTES64`,
 /// `L NAME` or `S NAME` per file.
 fn parse_listing(text: &str) -> Option<Vec<Listing>> {
     let mut out: Vec<Listing> = Vec::new();
@@ -354,26 +354,29 @@ fn parse_listing(text: &str) -> Option<Vec<Listing>> {
         let id = |s: &str| s.parse::<u32>().ok();
         let mode = |s: &str| u32::from_str_radix(s, 8).ok();
         match w[..] {
-            ["D", uid, m, path] => out.push(Listing {
+            ["D", uid, gid, m, path] => out.push(Listing {
                 dir: PathBuf::from(String::from_utf8(base64(path)?).ok()?),
                 uid: id(uid)?,
+                gid: id(gid)?,
                 mode: mode(m)?,
                 files: Vec::new(),
             }),
-            ["F", name, uid, m, bytes] => {
+            ["F", name, uid, gid, m, bytes] => {
                 out.last_mut()?.files.push((
                     name.to_string(),
                     Seen::File {
                         uid: id(uid)?,
+                        gid: id(gid)?,
                         mode: mode(m)?,
                         bytes: base64(bytes)?,
                     },
                 ));
             }
-            ["F", name, uid, m] => out.last_mut()?.files.push((
+            ["F", name, uid, gid, m] => out.last_mut()?.files.push((
                 name.to_string(),
                 Seen::File {
                     uid: id(uid)?,
+                    gid: id(gid)?,
                     mode: mode(m)?,
                     bytes: Vec::new(),
                 },
@@ -954,7 +957,7 @@ mod tests {
         assert_eq!(base64("YWJj").unwrap(), b"abc");
         assert_eq!(base64("L2ovYSBi").unwrap(), b"/j/a b");
         assert!(base64("YQ=").is_none() && base64("Y!==").is_none());
-        let l = parse_listing("D 0 750 L2ovYSBi\nF submission.json 0 644 e30=\nL plan.json\nS launch.sbatch\nF empty 0 600 \n").unwrap();
+        let l = parse_listing("D 0 5 750 L2ovYSBi\nF submission.json 0 5 644 e30=\nL plan.json\nS launch.sbatch\nF empty 0 5 600 \n").unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].dir, Path::new("/j/a b"));
         assert_eq!(l[0].mode, 0o750);
@@ -962,6 +965,7 @@ mod tests {
             l[0].file("submission.json"),
             Some(&Seen::File {
                 uid: 0,
+                gid: 5,
                 mode: 0o644,
                 bytes: b"{}".to_vec()
             })
@@ -972,12 +976,13 @@ mod tests {
             l[0].file("empty"),
             Some(&Seen::File {
                 uid: 0,
+                gid: 5,
                 mode: 0o600,
                 bytes: vec![]
             })
         );
         assert!(
-            parse_listing("F x 0 644 e30=\n").is_none(),
+            parse_listing("F x 0 5 644 e30=\n").is_none(),
             "a file before its directory"
         );
     }

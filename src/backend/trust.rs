@@ -1,24 +1,29 @@
 //! Whether what is on this machine's disk was written by this user alone, and directories
-//! opened and created so that nobody else can slip their own in: the one rule behind a job
-//! directory's path, the experiment directory, `submit DIR` and the records `status`, `logs`
-//! and `cancel` act on.
+//! opened and created so that nobody else can slip their own in: the job directory's path,
+//! the experiment directory, `submit DIR` and the records `status`, `logs` and `cancel` act
+//! on. Whether another user could write an entry is the core's one predicate
+//! (`input::writers`: its reasons, words and fixes, and the private-group decision); this
+//! module says which entries it is asked about, in which role, and adds the jobs root's
+//! sharing setting.
 //!
 //! Contract:
 //! - A directory *on the path* (every directory from `/` down to a job directory's parent, a
 //!   jobs root, a rendered job directory; after a symbolic link, the directories of its
-//!   target) is safe ([`path_problem`]) when it belongs to this user or root and neither its
-//!   group nor every user can write it, or when it has the sticky bit and belongs to this
-//!   user or root (like `/tmp`: others may add entries but not move this user's). With
-//!   [`Sharing::Group`] (`jobs_root_shared: group`) a directory of another user, and one its
-//!   group can write, is accepted too; one every user can write still needs the sticky bit.
-//!   A symbolic link on the path is followed only when it belongs to this user or root (any
-//!   owner with [`Sharing::Group`]). This is OpenSSH's `StrictModes` walk (`secure_path` in
-//!   its `misc.c`) with the jobs root's sticky rule, applied to every directory.
-//! - What must be this user's own ([`own_problem`]): a record, the directory it is in, a
-//!   rendered job's directory and every entry in it, the experiment directory and its
-//!   `experiments` parent: owned by this user, written by nobody else: neither every user nor
-//!   the group may write it (a group may have other members, and ovlaunch cannot prove it has
-//!   none). A symbolic link is never one of these, except inside a rendered job directory
+//!   target) is safe ([`path_problem`]) when `writers` finds no writer for it as a
+//!   [`Role::Trusted`] entry: it belongs to this user or root, and neither every user nor a
+//!   group other than its owner's private group can write it, or it has the sticky bit
+//!   (like `/tmp`: others may add entries but not move this user's). With [`Sharing::Group`]
+//!   (`jobs_root_shared: group`) a directory of another user, and one any group can write,
+//!   is accepted too ([`Reason::Owner`] and [`Reason::Group`] excused); one every user can
+//!   write still needs the sticky bit. A symbolic link on the path is followed only when it
+//!   belongs to this user or root (any owner with [`Sharing::Group`]). This is OpenSSH's
+//!   `StrictModes` walk (`secure_path` in its `misc.c`) with the jobs root's sticky rule,
+//!   applied to every directory.
+//! - What must be this user's own ([`own_problem`], a [`Role::Own`] entry): a record, the
+//!   directory it is in, a rendered job's directory and every entry in it, the experiment
+//!   directory and its `experiments` parent: owned by this user, and neither every user nor
+//!   a group other than this user's private group can write it (the sticky bit does not
+//!   help). A symbolic link is never one of these, except inside a rendered job directory
 //!   (the OCI bundle's `rootfs`), where one this user owns is accepted and not followed.
 //! - [`open_dir`] walks a path from `/` through directory descriptors (`openat` with
 //!   `O_NOFOLLOW`; symbolic links resolved here, at most 40), checking each directory as it
@@ -29,7 +34,6 @@
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
@@ -37,6 +41,7 @@ use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
 use nix::sys::stat::{Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
 
 use crate::error::{Error, Result};
+use crate::input::writers::{self, Entry, Names, Reason, Role, private_group};
 
 /// Who may own the directories on the path to a job directory (`jobs_root_shared`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -49,102 +54,53 @@ pub enum Sharing {
     Group,
 }
 
-/// Why a directory or file cannot be trusted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unsafe {
-    /// It belongs to another user (this uid).
-    NotYours(u32),
-    /// Every user can write it, and it has no sticky bit.
-    EveryUserNoSticky,
-    /// Every user can write it.
-    EveryUser,
-    /// Its group can write it.
-    Group,
-    /// A symbolic link where this user's own directory is needed.
-    Link,
+/// For a jobs root your group shares: the setting that excuses [`Reason::Owner`] and
+/// [`Reason::Group`] on the path.
+const SHARED: &str = "for a jobs root your group shares, set `jobs_root_shared: group` in your profile (or OVLAUNCH_JOBS_ROOT_SHARED=group)";
+
+/// Why an entry on the path to a job directory or jobs root is unsafe for user `me`, if it
+/// is: [`writers`]' first reason for a [`Role::Trusted`] entry, less the ones
+/// [`Sharing::Group`] excuses; `private` decides private groups.
+pub fn path_problem(
+    e: Entry,
+    me: u32,
+    sharing: Sharing,
+    private: &dyn Fn(u32, u32) -> bool,
+) -> Option<Reason> {
+    writers::writers(e, Role::Trusted, me, private).find(|why| {
+        sharing == Sharing::Private || !matches!(why, Reason::Owner(_) | Reason::Group(_))
+    })
 }
 
-impl Unsafe {
-    /// Why, in words; `owner` names a uid.
-    pub fn why(self, owner: &dyn Fn(u32) -> String) -> String {
-        match self {
-            Unsafe::NotYours(uid) => format!("belongs to {}, not to you", owner(uid)),
-            Unsafe::EveryUserNoSticky => {
-                "is writable by every user and has no sticky bit".to_string()
-            }
-            Unsafe::EveryUser => "is writable by every user".to_string(),
-            Unsafe::Group => "is writable by its group".to_string(),
-            Unsafe::Link => "is a symbolic link".to_string(),
-        }
-    }
-
-    /// The fix for `path`; `on_path`: a directory on the path ([`path_problem`]) rather
-    /// than something that must be this user's own ([`own_problem`]).
-    pub fn fix(self, path: &str, on_path: bool) -> String {
-        const SHARED: &str = "for a jobs root your group shares, set `jobs_root_shared: group` in your profile (or OVLAUNCH_JOBS_ROOT_SHARED=group)";
-        match (self, on_path) {
-            (Unsafe::NotYours(_), true) => format!(
-                "use a directory whose every parent belongs to you or root; {SHARED}"
-            ),
-            (Unsafe::NotYours(_), false) => {
-                "ovlaunch uses only what you wrote: render the job yourself (`ovlaunch render`), or have its owner remove it so that ovlaunch creates it as yours".to_string()
-            }
-            (Unsafe::EveryUserNoSticky, _) => format!(
-                "`chmod o-w {path}` (or `chmod +t {path}`, as /tmp has it), or choose a directory only you can write"
-            ),
-            (Unsafe::EveryUser, _) => format!("`chmod o-w {path}`"),
-            (Unsafe::Group, true) => format!("`chmod g-w {path}`; {SHARED}"),
-            (Unsafe::Group, false) => format!("`chmod g-w {path}`"),
-            (Unsafe::Link, _) => format!(
-                "remove the symbolic link {path} (ovlaunch creates the directory itself, owner-only)"
-            ),
-        }
-    }
+/// Why a file or directory that must be user `me`'s own is not, if it is not: [`writers`]'
+/// first reason for a [`Role::Own`] entry.
+pub fn own_problem(e: Entry, me: u32, private: &dyn Fn(u32, u32) -> bool) -> Option<Reason> {
+    writers::writer(e, Role::Own, me, private)
 }
 
-fn owner_ok(uid: u32, me: u32) -> bool {
-    uid == me || uid == 0
-}
-
-/// Why a directory on the path to a job directory or jobs root is unsafe for user `me`, if
-/// it is (`mode` with its file-type bits or without).
-pub fn path_problem(uid: u32, mode: u32, me: u32, sharing: Sharing) -> Option<Unsafe> {
-    let group = sharing == Sharing::Group;
-    let sticky = mode & 0o1000 != 0;
-    if !owner_ok(uid, me) && !group {
-        return Some(Unsafe::NotYours(uid));
+/// The fix for `why` at `path`; `on_path`: a directory on the path ([`path_problem`]) rather
+/// than something that must be this user's own ([`own_problem`]).
+pub fn fix(why: Reason, path: &str, on_path: bool) -> String {
+    let instead = if on_path {
+        "use a directory whose every parent belongs to you or root"
+    } else {
+        "ovlaunch uses only what you wrote: render the job yourself (`ovlaunch render`), or have its owner remove it so that ovlaunch creates it as yours"
+    };
+    let fix = why.fix(path).unwrap_or_else(|| instead.to_string());
+    match why {
+        Reason::Owner(_) | Reason::Group(_) if on_path => format!("{fix}; {SHARED}"),
+        _ => fix,
     }
-    if mode & 0o002 != 0 && !sticky {
-        return Some(Unsafe::EveryUserNoSticky);
-    }
-    if mode & 0o020 != 0 && !sticky && !group {
-        return Some(Unsafe::Group);
-    }
-    None
-}
-
-/// Why a file or directory that must be user `me`'s own is not, if it is not.
-pub fn own_problem(uid: u32, mode: u32, me: u32) -> Option<Unsafe> {
-    if uid != me {
-        return Some(Unsafe::NotYours(uid));
-    }
-    if mode & 0o002 != 0 {
-        return Some(Unsafe::EveryUser);
-    }
-    if mode & 0o020 != 0 {
-        return Some(Unsafe::Group);
-    }
-    None
 }
 
 /// The refusal of `path` for `why`: `what` says what it was for ("the job directory X").
-pub fn refusal(what: &str, path: &Path, why: Unsafe, on_path: bool) -> Error {
+pub fn refusal(what: &str, path: &Path, why: Reason, on_path: bool) -> Error {
     let shown = path.display().to_string();
     Error::usage(format!(
         "{what}: {shown} {}; ovlaunch does not use what another user could have written or could replace",
-        why.why(&crate::input::user_name)
+        why.why(Names::Local)
     ))
-    .help(why.fix(&shown, on_path))
+    .help(fix(why, &shown, on_path))
 }
 
 fn io_err(what: &str, path: &Path, e: Errno) -> Error {
@@ -196,11 +152,11 @@ pub fn open_dir(
     let mut cur = open_root()?;
     let check = |fd: &OwnedFd, shown: &Path, is_own: bool| -> Result<()> {
         let st = fstat(fd).map_err(|e| io_err("inspect", shown, e))?;
-        let (uid, mode) = (st.st_uid, st.st_mode as u32 & 0o7777);
+        let e = Entry::new(st.st_uid, st.st_gid, st.st_mode as u32);
         let problem = if is_own {
-            own_problem(uid, mode, me)
+            own_problem(e, me, &private_group)
         } else {
-            path_problem(uid, mode, me, sharing)
+            path_problem(e, me, sharing, &private_group)
         };
         match problem {
             Some(why) => Err(refusal(what, shown, why, !is_own)),
@@ -245,10 +201,11 @@ pub fn open_dir(
                     return Err(io_err("open", &next, e));
                 }
                 if is_own {
-                    return Err(refusal(what, &next, Unsafe::Link, false));
+                    return Err(refusal(what, &next, Reason::Link, false));
                 }
-                if !owner_ok(st.st_uid, me) && sharing != Sharing::Group {
-                    return Err(refusal(what, &next, Unsafe::NotYours(st.st_uid), true));
+                let link = Entry::new(st.st_uid, st.st_gid, st.st_mode as u32);
+                if let Some(why) = path_problem(link, me, sharing, &private_group) {
+                    return Err(refusal(what, &next, why, true));
                 }
                 links += 1;
                 if links > 40 {
@@ -315,12 +272,7 @@ pub fn check_tree(dir: &Path, sharing: Sharing, what: &str) -> Result<()> {
             }
             let m = std::fs::symlink_metadata(&p)
                 .map_err(|e| Error::runtime(format!("cannot inspect {}: {e}", p.display())))?;
-            let problem = if m.file_type().is_symlink() {
-                (m.uid() != me).then_some(Unsafe::NotYours(m.uid()))
-            } else {
-                own_problem(m.uid(), m.mode() & 0o7777, me)
-            };
-            if let Some(why) = problem {
+            if let Some(why) = own_problem(Entry::of(&m), me, &private_group) {
                 return Err(refusal(what, &p, why, false));
             }
             if m.file_type().is_dir() {
@@ -335,36 +287,55 @@ pub fn check_tree(dir: &Path, sharing: Sharing, what: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_path_rule() {
-        let me = 1000;
-        let p = |uid, mode| path_problem(uid, mode, me, Sharing::Private);
-        let g = |uid, mode| path_problem(uid, mode, me, Sharing::Group);
-        assert_eq!(p(me, 0o755), None);
-        assert_eq!(p(0, 0o755), None, "root's");
-        assert_eq!(p(0, 0o1777), None, "/tmp");
-        assert_eq!(p(me, 0o1777), None, "my own sticky directory");
-        assert_eq!(p(me, 0o1770), None, "my own sticky group directory");
-        assert_eq!(p(1001, 0o755), Some(Unsafe::NotYours(1001)));
-        assert_eq!(
-            p(1001, 0o1777),
-            Some(Unsafe::NotYours(1001)),
-            "sticky, but its owner moves entries"
-        );
-        assert_eq!(p(me, 0o777), Some(Unsafe::EveryUserNoSticky));
-        assert_eq!(p(0, 0o775), Some(Unsafe::Group));
-        assert_eq!(p(me, 0o2770), Some(Unsafe::Group), "setgid is not sticky");
-        assert_eq!(g(1001, 0o2770), None, "a team directory, by setting");
-        assert_eq!(g(1001, 0o777), Some(Unsafe::EveryUserNoSticky));
+    // The predicate's own cases are `input::writers`' tests; these are what this module
+    // adds: the group-shared setting and the fixes.
+    const ME: u32 = 1000;
+    const TEAM: u32 = 2000;
+
+    fn private(uid: u32, gid: u32) -> bool {
+        uid == gid
     }
 
     #[test]
-    fn the_own_rule() {
-        let me = 1000;
-        assert_eq!(own_problem(me, 0o644, me), None);
-        assert_eq!(own_problem(me, 0o750, me), None);
-        assert_eq!(own_problem(0, 0o644, me), Some(Unsafe::NotYours(0)));
-        assert_eq!(own_problem(me, 0o664, me), Some(Unsafe::Group));
-        assert_eq!(own_problem(me, 0o1777, me), Some(Unsafe::EveryUser));
+    fn the_group_shared_setting_excuses_the_owner_and_the_group_only() {
+        let p = |uid, gid, mode, sharing| {
+            path_problem(Entry::new(uid, gid, mode), ME, sharing, &private)
+        };
+        let (mine, group) = (Sharing::Private, Sharing::Group);
+        assert_eq!(p(1001, TEAM, 0o42770, mine), Some(Reason::Owner(1001)));
+        assert_eq!(
+            p(1001, TEAM, 0o42770, group),
+            None,
+            "a team directory, by setting"
+        );
+        assert_eq!(p(ME, TEAM, 0o40775, mine), Some(Reason::Group(TEAM)));
+        assert_eq!(p(ME, TEAM, 0o40775, group), None);
+        assert_eq!(p(ME, ME, 0o40775, mine), None, "my private group");
+        assert_eq!(
+            p(1001, TEAM, 0o40777, group),
+            Some(Reason::EveryUserNoSticky),
+            "every user still needs the sticky bit"
+        );
+        assert_eq!(
+            p(1001, TEAM, 0o120777, group),
+            None,
+            "another user's link, by setting"
+        );
+        assert_eq!(p(1001, TEAM, 0o120777, mine), Some(Reason::Owner(1001)));
+        let o = |uid, gid, mode| own_problem(Entry::new(uid, gid, mode), ME, &private);
+        assert_eq!(o(ME, ME, 0o40770), None, "my private group");
+        assert_eq!(o(ME, TEAM, 0o100664), Some(Reason::Group(TEAM)));
+    }
+
+    #[test]
+    fn fixes_name_the_setting_where_it_helps() {
+        let on = |why| fix(why, "/j", true);
+        assert!(on(Reason::Owner(1)).contains("every parent belongs to you or root"));
+        assert!(on(Reason::Owner(1)).contains("jobs_root_shared: group"));
+        assert!(on(Reason::Group(7)).starts_with("`chmod g-w /j`; "));
+        assert!(on(Reason::Group(7)).contains("jobs_root_shared: group"));
+        assert!(!on(Reason::EveryUserNoSticky).contains("jobs_root_shared"));
+        assert!(fix(Reason::Owner(1), "/j", false).contains("render the job yourself"));
+        assert_eq!(fix(Reason::Group(7), "/j", false), "`chmod g-w /j`");
     }
 }

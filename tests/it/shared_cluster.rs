@@ -346,7 +346,7 @@ fn a_project_profile_someone_else_could_write_is_refused() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("every user can write"),
+        stderr(&o).contains("which is writable by every user and has no sticky bit"),
         "{}",
         stderr(&o)
     );
@@ -493,7 +493,7 @@ fn plant_shared(top: &Path, c: &Contents) -> PathBuf {
 fn user_configs(top: &Path, s: &Path) -> Vec<(&'static str, PathBuf, PathBuf, String)> {
     let profile = profile_text(&s.join("evil-rank"), "attacker");
     let file = |home: &Path| home.join("ovlaunch/config.yaml");
-    let chmod = |p: &Path| format!("chmod go-w {}", p.display());
+    let chmod = |bits: &str, p: &Path| format!("chmod {bits} {}", p.display());
     let open = top.join("cfg-open");
     write_mode(&file(&open), profile.as_bytes(), 0o666);
     let dir = top.join("cfg-dir");
@@ -515,19 +515,19 @@ fn user_configs(top: &Path, s: &Path) -> Vec<(&'static str, PathBuf, PathBuf, St
             "user config every user can write",
             open.clone(),
             file(&open),
-            chmod(&file(&open)),
+            chmod("o-w", &file(&open)),
         ),
         (
             "user config in a directory every user can write",
             dir.clone(),
             file(&dir),
-            chmod(&dir.join("ovlaunch")),
+            chmod("o-w", &dir.join("ovlaunch")),
         ),
         (
             "user config a shared group can write",
             group.clone(),
             file(&group),
-            chmod(&file(&group)),
+            chmod("g-w", &file(&group)),
         ),
         (
             "rank runtime from the user's profile",
@@ -744,9 +744,24 @@ fn this_users_own_configuration_and_code_are_taken() {
     }
 }
 
+/// A small recipe file of a user's own.
+const SMALL_RECIPE: &str = "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n";
+
+/// The other user's primary group, and whether it is a private one (named after the user,
+/// no other member listed).
+fn other_primary_group() -> (u32, bool) {
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(other_uid()))
+        .unwrap()
+        .unwrap();
+    let private = nix::unistd::Group::from_gid(user.gid)
+        .unwrap()
+        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER));
+    (user.gid.as_raw(), private)
+}
+
 /// A user's own file that its group may write (`umask 002`) is taken when the group is the
 /// user's private one (named after the user, its primary group, no other member), and
-/// refused, naming the group and `chmod go-w`, when it is a group others are in. Run as the
+/// refused, naming the group and `chmod g-w`, when it is a group others are in. Run as the
 /// other user, who is not root.
 #[test]
 fn a_private_group_may_write_a_users_own_configuration() {
@@ -755,19 +770,13 @@ fn a_private_group_may_write_a_users_own_configuration() {
     }
     let d = open_tempdir();
     let uid = other_uid();
-    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .unwrap()
-        .unwrap();
+    let (own_gid, private) = other_primary_group();
     let dir = d.path().join("o");
     std::fs::create_dir(&dir).unwrap();
-    std::os::unix::fs::chown(&dir, Some(uid), Some(user.gid.as_raw())).unwrap();
+    std::os::unix::fs::chown(&dir, Some(uid), Some(own_gid)).unwrap();
     let recipe = dir.join("r.yaml");
-    std::fs::write(
-        &recipe,
-        "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n",
-    )
-    .unwrap();
-    std::os::unix::fs::chown(&recipe, Some(uid), Some(user.gid.as_raw())).unwrap();
+    std::fs::write(&recipe, SMALL_RECIPE).unwrap();
+    std::os::unix::fs::chown(&recipe, Some(uid), Some(own_gid)).unwrap();
     std::fs::set_permissions(&recipe, std::fs::Permissions::from_mode(0o664)).unwrap();
     let dry = || {
         as_other(&format!(
@@ -777,9 +786,6 @@ fn a_private_group_may_write_a_users_own_configuration() {
             recipe.display()
         ))
     };
-    let private = nix::unistd::Group::from_gid(user.gid)
-        .unwrap()
-        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER));
     if private {
         let o = dry();
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -793,9 +799,9 @@ fn a_private_group_may_write_a_users_own_configuration() {
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(
         e.contains(&format!(
-            "{} can be written by group root (gid 0)",
+            "{} is writable by its group root (gid 0)",
             recipe.display()
-        )) && e.contains(&format!("chmod go-w {}", recipe.display())),
+        )) && e.contains(&format!("chmod g-w {}", recipe.display())),
         "{e}"
     );
 }
@@ -1448,15 +1454,17 @@ fn every_directory_on_the_job_directorys_path_is_checked() {
         assert!(stderr(&o).contains(flag), "{}", stderr(&o));
         assert!(names_in(&atk).is_empty(), "{flag}: {:?}", names_in(&atk));
     }
-    // A directory of root (or this user) that its group can write.
+    // A directory of root (or this user) that its group, which has another member, can
+    // write (root's own private group could: `a_private_group_may_write_...`).
     let team = d.path().join("team");
     std::fs::create_dir(&team).unwrap();
+    std::os::unix::fs::chown(&team, None, Some(shared_gid())).unwrap();
     std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o775)).unwrap();
     let o = render("--jobs-root", &team.join("me/jobs"), &[]);
     assert_refused_at(
         &o,
         &team,
-        "is writable by its group",
+        &format!("is writable by its group {SHARED_GROUP}"),
         &format!("chmod g-w {}", team.display()),
     );
     assert!(stderr(&o).contains("jobs_root_shared: group"));
@@ -1501,7 +1509,7 @@ fn every_directory_on_the_job_directorys_path_is_checked() {
 /// `submit DIR` submits only what this user alone could have written: another user's rendered
 /// directory (opened to everyone, with a line added to its script), a directory of theirs in
 /// this user's jobs root, and this user's own rendered directory once its script or the
-/// directory can be written by every user or by the group are refused with exit 2, naming
+/// directory can be written by every user or by a group with another member are refused with exit 2, naming
 /// the file or directory and a fix: sbatch is not run and no record is written. Fixed, it is
 /// submitted. (Before: "submitted job 4242", the other user's line ran, the record went into
 /// their directory.)
@@ -1600,12 +1608,13 @@ fn submit_dir_refuses_what_another_user_could_have_written() {
     );
     untouched(&mine, "my script writable by every user");
     chmod(&script, 0o755);
+    std::os::unix::fs::chown(&mine, None, Some(shared_gid())).unwrap();
     chmod(&mine, 0o770);
     let o = submit(&mine);
     assert_refused_at(
         &o,
         &mine,
-        "is writable by its group",
+        &format!("is writable by its group {SHARED_GROUP}"),
         &format!("chmod g-w {}", mine.display()),
     );
     untouched(&mine, "my directory writable by its group");
@@ -1695,4 +1704,142 @@ fn group_writable_records_are_refused() {
     let o = run("status");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(d.path().join("calls").exists());
+}
+
+/// One rule for a group that may write a user's own files (`umask 002`): run as the other
+/// user (not root), a jobs root, a job directory and its record, a rendered directory given
+/// to `submit DIR` and a recipe file that the user's private group can write are taken (the
+/// record obeyed: `status` asks Slurm); the same with a group that has another member is
+/// refused, naming the group and `chmod g-w`, and no Slurm tool runs. (Before: the job
+/// directories and the record were refused in the private group, the recipe taken.)
+#[test]
+fn a_private_group_may_write_a_users_own_job_directories_and_records() {
+    if !root_or_skip("a_private_group_may_write_a_users_own_job_directories_and_records") {
+        return;
+    }
+    let shared = shared_gid();
+    let uid = other_uid();
+    let (own_gid, private) = other_primary_group();
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 31, "0", "");
+    let calls = d.path().join("calls");
+    let theirs = |p: &Path, mode: u32| {
+        std::os::unix::fs::chown(p, Some(uid), Some(own_gid)).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    // The stand-in Slurm tools' log, which the other user may write.
+    std::fs::write(&calls, "").unwrap();
+    theirs(&calls, 0o644);
+    let home = d.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    theirs(&home, 0o775);
+    let jobs = d.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    theirs(&jobs, if private { 0o775 } else { 0o755 });
+    let recipe = home.join("r.yaml");
+    std::fs::write(&recipe, SMALL_RECIPE).unwrap();
+    theirs(&recipe, 0o664);
+    // As the other user with its primary group (`as_other` takes the group of its uid's
+    // number), so that what it creates is in its own group, as a login gives it.
+    let run = |args: &str| {
+        Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={own_gid}"),
+                "--clear-groups".into(),
+                "sh".into(),
+                "-c".into(),
+                format!(
+                    "umask 002; HOME={h} XDG_CONFIG_HOME={h}/none PATH={path} exec {bin} {args}",
+                    h = home.display(),
+                    bin = bin(),
+                ),
+            ])
+            .output()
+            .unwrap()
+    };
+    let chgrp = |p: &Path, gid: u32| std::os::unix::fs::chown(p, None, Some(gid)).unwrap();
+    let chmod = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let slurm_asked = || !std::fs::read_to_string(&calls).unwrap().is_empty();
+    let submit = "submit --recipe llama8b --gpus h100x8 --job-name";
+    let job = jobs.join("p");
+    let rec = job.join("submission.json");
+    let rendered = jobs.join("r");
+    let dry = format!("--recipe {} --gpus cpux1 --dry-run", recipe.display());
+    // In the jobs root its private group may write (when it has one).
+    let o = run(&format!("{submit} p --jobs-root {}", jobs.display()));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    if private {
+        // The job directory and the record its private group may write.
+        chmod(&job, 0o770);
+        chmod(&rec, 0o664);
+        let o = run(&format!("status {}", job.display()));
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(slurm_asked(), "status did not ask Slurm: {}", stderr(&o));
+        // A rendered directory, every entry writable by the private group.
+        let o = run(&format!(
+            "render -r llama3_8b -g h100x8 --job-dir {}",
+            rendered.display()
+        ));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let o = Command::new("chmod")
+            .arg("-R")
+            .arg("g+w")
+            .arg(&rendered)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let o = run(&format!("submit {}", rendered.display()));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).contains("submitted job 31"), "{}", stdout(&o));
+        // A recipe file.
+        let o = run(&dry);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    } else {
+        eprintln!("{OTHER}'s primary group is not a private one here: its half is skipped");
+    }
+    // The same with a group that has another member.
+    std::fs::write(&calls, "").unwrap();
+    for (p, mode, back) in [(&job, 0o770, 0o750), (&rec, 0o664, 0o644)] {
+        chgrp(p, shared);
+        chmod(p, mode);
+        let o = run(&format!("status {}", job.display()));
+        assert_refused_at(
+            &o,
+            p,
+            &format!("is writable by its group {SHARED_GROUP}"),
+            &format!("chmod g-w {}", p.display()),
+        );
+        assert!(!slurm_asked(), "{}: a Slurm tool ran", p.display());
+        chgrp(p, own_gid);
+        chmod(p, back);
+    }
+    chgrp(&recipe, shared);
+    let o = run(&dry);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "{} is writable by its group {SHARED_GROUP}",
+            recipe.display()
+        )) && stderr(&o).contains(&format!("chmod g-w {}", recipe.display())),
+        "{}",
+        stderr(&o)
+    );
+    chgrp(&jobs, shared);
+    chmod(&jobs, 0o775);
+    let o = run(&format!("{submit} s --jobs-root {}", jobs.display()));
+    assert_refused_at(
+        &o,
+        &jobs,
+        &format!("is writable by its group {SHARED_GROUP}"),
+        &format!("chmod g-w {}", jobs.display()),
+    );
+    assert!(
+        stderr(&o).contains("jobs_root_shared: group"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!jobs.join("s").exists());
 }

@@ -12,13 +12,18 @@
 //! * The rule for an environment variable's name and value is `config::env`'s (a plan's
 //!   data holds env maps, checked as they are deserialised).
 //! * [`check_no_nul`] refuses NUL in text bound for a script.
-//! * [`check_trusted`] is the one trust rule for configuration and code found on disk: the
-//!   file must belong to this user (or root), and no other user may be able to write it or any
-//!   directory from its own up to `/` (the write bit for every user; for a directory, unless it
-//!   has the sticky bit, like `/tmp`; the group's write bit unless the group is the owner's
-//!   private group; a directory of another user), as OpenSSH's `StrictModes` and git's
-//!   `safe.directory` decide. `OVLAUNCH_SAFE_DIRECTORY` (`:`-separated directories, or `*`)
-//!   names directories whose contents are trusted anyway, as git's `safe.directory` does.
+//! * [`check_trusted`] is the trust rule for configuration and code found on disk: the file
+//!   and every directory from its own up to `/` (by the path the file was really opened at)
+//!   must pass [`writers`]' predicate as [`writers::Role::Trusted`] entries (belong to this
+//!   user or root; no write bit for every user, on a directory unless it has the sticky bit,
+//!   like `/tmp`; no group write bit unless the group is the owner's private group), as
+//!   OpenSSH's `StrictModes` decides; the refusal names the first entry that fails, the
+//!   reason's words and fix, or copying the file to a directory of one's own.
+//!   `OVLAUNCH_SAFE_DIRECTORY` (`:`-separated directories, or `*`) names directories whose
+//!   contents are trusted anyway, as git's `safe.directory` does.
+//! * [`writers`] is the one predicate "could another user write this entry", with its
+//!   reasons' words and fixes and the one decision of a user's private group; the launcher's
+//!   `backend::trust` applies it to job directories and records.
 //! * [`utf8`] turns a path or argument into text, refusing what is not UTF-8: scripts are
 //!   text, and a lossily converted path would name another file.
 
@@ -28,6 +33,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+
+pub mod writers;
+
+use writers::{Entry, Names, Reason, Role};
 
 /// The largest user file ovlaunch reads (recipes, hardware, plugins, templates, records).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -132,152 +141,40 @@ fn text(bytes: Vec<u8>, path: &Path, flag: &str) -> Result<String> {
     })
 }
 
-/// `name (uid N)` for a user id.
-pub fn user_name(uid: u32) -> String {
-    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
-        Ok(Some(u)) => format!("{} (uid {uid})", u.name),
-        _ => format!("uid {uid}"),
-    }
-}
-
-/// `name (gid N)` for a group id.
-pub fn group_name(gid: u32) -> String {
-    match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
-        Ok(Some(g)) => format!("{} (gid {gid})", g.name),
-        _ => format!("gid {gid}"),
-    }
-}
+pub use writers::{group_name, user_name};
 
 /// The setting that trusts configuration in directories [`check_trusted`] would refuse.
 pub const SAFE_DIRECTORY: &str = "OVLAUNCH_SAFE_DIRECTORY";
 
-/// Ownership and permissions of a file or directory, as [`writers`] reads them.
-#[derive(Debug, Clone, Copy)]
-pub struct Owned {
-    pub uid: u32,
-    pub gid: u32,
-    pub mode: u32,
-}
-
-impl Owned {
-    fn of(m: &std::fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
-        Self {
-            uid: m.uid(),
-            gid: m.gid(),
-            mode: m.mode(),
-        }
-    }
-}
-
-/// Who other than its user (and root) could write a file or directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Writer {
-    /// It belongs to this other user.
-    Owner(u32),
-    /// Every user can write it (a directory: and it has no sticky bit).
-    EveryUser,
-    /// The members of this group can write it, and the group is not its owner's own.
-    Group(u32),
-}
-
-/// Who other than user `me` could write `o` (a directory if `is_dir`), if anyone could:
-/// another owner than `me` or root; the write bit for every user; the group's write bit when
-/// the group is not the owner's own (`own_group(uid, gid)`: a user private group, as
-/// `umask 002` systems give every user). A directory with the sticky bit (like `/tmp`) keeps
-/// others from renaming or removing its owner's entries, so its write bits let no one replace
-/// what is below it (the entry's own owner is checked on its own).
-pub fn writers(
-    o: Owned,
-    is_dir: bool,
-    me: u32,
-    own_group: &dyn Fn(u32, u32) -> bool,
-) -> Option<Writer> {
-    if o.uid != me && o.uid != 0 {
-        return Some(Writer::Owner(o.uid));
-    }
-    if is_dir && o.mode & 0o1000 != 0 {
-        return None;
-    }
-    if o.mode & 0o002 != 0 {
-        return Some(Writer::EveryUser);
-    }
-    if o.mode & 0o020 != 0 && !own_group(o.uid, o.gid) {
-        return Some(Writer::Group(o.gid));
-    }
-    None
-}
-
 /// Why configuration `file` is not to be obeyed by user `me`, and the fix, if it is not: the
 /// first of the file and the directories above it (`dirs`, nearest first, up to `/`) that
-/// someone else could write ([`writers`]).
+/// another user could write ([`writers::writer`] in [`Role::Trusted`]); `private` decides
+/// private groups ([`writers::private_group`]).
 pub fn trust_problem(
-    file: (&Path, Owned),
-    dirs: &[(&Path, Owned)],
+    file: (&Path, Entry),
+    dirs: &[(&Path, Entry)],
     me: u32,
-    own_group: &dyn Fn(u32, u32) -> bool,
+    private: &dyn Fn(u32, u32) -> bool,
 ) -> Option<(String, String)> {
     let copy = "copy it to a directory of your own (only you can write it and the directories above it) and give that path";
-    let shown = file.0.display();
-    if let Some(w) = writers(file.1, false, me, own_group) {
-        return Some(match w {
-            Writer::Owner(u) => (
-                format!("belongs to {}, not to you", user_name(u)),
-                copy.to_string(),
-            ),
-            Writer::EveryUser => (
-                "can be written by every user".to_string(),
-                format!("`chmod go-w {shown}`, or {copy}"),
-            ),
-            Writer::Group(g) => (
-                format!("can be written by group {}", group_name(g)),
-                format!("`chmod go-w {shown}`, or {copy}"),
-            ),
-        });
-    }
-    for (dir, o) in dirs {
-        let d = dir.display();
-        let Some(w) = writers(*o, true, me, own_group) else {
-            continue;
-        };
-        return Some(match w {
-            Writer::Owner(u) => (
-                format!("is under {d}, a directory of {}", user_name(u)),
-                copy.to_string(),
-            ),
-            Writer::EveryUser => (
-                format!(
-                    "is under {d}, a directory every user can write (owner {}, no sticky bit)",
-                    user_name(o.uid)
-                ),
-                format!("`chmod go-w {d}` (or `chmod +t {d}`), or {copy}"),
-            ),
-            Writer::Group(g) => (
-                format!(
-                    "is under {d}, a directory group {} can write",
-                    group_name(g)
-                ),
-                format!("`chmod go-w {d}`, or {copy}"),
-            ),
-        });
-    }
-    None
-}
-
-/// Whether `gid` is user `uid`'s own group: root's group for root, else the user's primary
-/// group named after the user with no other member (a user private group).
-fn own_group(uid: u32, gid: u32) -> bool {
-    use nix::unistd::{Gid, Group, Uid, User};
-    if uid == 0 {
-        return gid == 0;
-    }
-    let (Ok(Some(u)), Ok(Some(g))) = (
-        User::from_uid(Uid::from_raw(uid)),
-        Group::from_gid(Gid::from_raw(gid)),
-    ) else {
-        return false;
+    let fix = |why: Reason, at: &Path| match why.fix(&at.display().to_string()) {
+        Some(f) => format!("{f}, or {copy}"),
+        None => copy.to_string(),
     };
-    u.gid.as_raw() == gid && g.name == u.name && g.mem.iter().all(|m| *m == u.name)
+    if let Some(why) = writers::writer(file.1, Role::Trusted, me, private) {
+        return Some((why.why(Names::Local), fix(why, file.0)));
+    }
+    dirs.iter().find_map(|(dir, e)| {
+        let why = writers::writer(*e, Role::Trusted, me, private)?;
+        Some((
+            format!(
+                "is under {}, which {}",
+                dir.display(),
+                why.why(Names::Local)
+            ),
+            fix(why, dir),
+        ))
+    })
 }
 
 /// The one trust rule for configuration and code ovlaunch reads (profiles, recipe, hardware,
@@ -298,14 +195,16 @@ pub fn check_trusted(file: &std::fs::File, path: &Path, flag: &str) -> Result<()
         .filter(|p| p.is_absolute())
         .or_else(|| path.canonicalize().ok())
         .unwrap_or_else(|| path.to_path_buf());
-    let dirs: Vec<(&Path, Owned)> = real
+    let dirs: Vec<(&Path, Entry)> = real
         .ancestors()
         .skip(1)
         .filter(|d| !d.as_os_str().is_empty())
-        .filter_map(|d| std::fs::metadata(d).ok().map(|m| (d, Owned::of(&m))))
+        .filter_map(|d| std::fs::metadata(d).ok().map(|m| (d, Entry::of(&m))))
         .collect();
     let me = nix::unistd::geteuid().as_raw();
-    let Some((why, fix)) = trust_problem((path, Owned::of(&meta)), &dirs, me, &own_group) else {
+    let Some((why, fix)) =
+        trust_problem((path, Entry::of(&meta)), &dirs, me, &writers::private_group)
+    else {
         return Ok(());
     };
     let safe = std::env::var(SAFE_DIRECTORY).unwrap_or_default();
@@ -358,31 +257,25 @@ mod tests {
 
     #[test]
     fn configuration_others_could_write_is_not_trusted() {
+        // The predicate's cases are `writers`' tests; these are how the file and the
+        // directories above it are walked and what the refusal says.
         let me = 1000;
         let mine = 1000; // my private group
         let team = 2000; // a group shared with others
         let own = |uid: u32, gid: u32| (uid == me && gid == mine) || (uid == 0 && gid == 0);
-        let o = |uid, gid, mode| Owned { uid, gid, mode };
+        let o = Entry::new;
         let f = Path::new("/d/f.yaml");
         let d = Path::new("/d");
         let root = Path::new("/");
-        let check = |file: Owned, dir: Owned| {
+        let check = |file: Entry, dir: Entry| {
             trust_problem((f, file), &[(d, dir), (root, o(0, 0, 0o40755))], me, &own)
         };
         let ok = |file, dir| check(file, dir).is_none();
-        assert!(ok(o(me, mine, 0o644), o(me, mine, 0o40755)));
+        assert!(ok(o(me, mine, 0o100644), o(me, mine, 0o40755)));
+        assert!(ok(o(me, mine, 0o100644), o(0, 0, 0o41777)), "sticky /tmp");
         assert!(
-            ok(o(0, 0, 0o644), o(0, 0, 0o40755)),
-            "root's files are trusted"
-        );
-        assert!(ok(o(me, mine, 0o644), o(0, 0, 0o41777)), "sticky /tmp");
-        assert!(
-            ok(o(me, mine, 0o664), o(me, mine, 0o40775)),
+            ok(o(me, mine, 0o100664), o(me, mine, 0o40775)),
             "my private group (umask 002)"
-        );
-        assert!(
-            ok(o(me, team, 0o644), o(me, team, 0o40755)),
-            "a shared group without write"
         );
         let refused = |file, dir, says: &str, fix: &str| {
             let (why, how) = check(file, dir).expect("refused");
@@ -390,57 +283,51 @@ mod tests {
             assert!(how.contains(fix), "{how}");
         };
         refused(
-            o(1001, 1001, 0o644),
+            o(1001, 1001, 0o100644),
             o(me, mine, 0o40755),
-            "uid 1001",
+            "belongs to uid 1001",
             "copy it",
         );
         refused(
-            o(me, mine, 0o666),
+            o(me, mine, 0o100666),
             o(me, mine, 0o40755),
-            "every user",
-            "chmod go-w /d/f.yaml",
+            "is writable by every user",
+            "`chmod o-w /d/f.yaml`, or copy it",
         );
         refused(
-            o(me, team, 0o664),
+            o(me, team, 0o100664),
             o(me, mine, 0o40755),
-            "gid 2000",
-            "chmod go-w /d/f.yaml",
+            "is writable by its group gid 2000",
+            "`chmod g-w /d/f.yaml`, or copy it",
         );
         refused(
-            o(me, mine, 0o644),
+            o(me, mine, 0o100644),
             o(me, mine, 0o40777),
-            "every user can write",
-            "chmod go-w /d",
+            "is under /d, which is writable by every user and has no sticky bit",
+            "chmod +t /d",
         );
         refused(
-            o(me, mine, 0o644),
+            o(me, mine, 0o100644),
             o(1001, 1001, 0o40755),
-            "directory of uid 1001",
+            "is under /d, which belongs to uid 1001",
             "copy it",
         );
         refused(
-            o(me, mine, 0o644),
-            o(me, team, 0o40775),
-            "group gid 2000",
-            "chmod go-w /d",
-        );
-        refused(
-            o(me, mine, 0o644),
+            o(me, mine, 0o100644),
             o(0, team, 0o40775),
-            "group gid 2000",
-            "chmod go-w /d",
+            "is under /d, which is writable by its group gid 2000",
+            "chmod g-w /d",
         );
         // a directory further up counts as much as the file's own
         let up = trust_problem(
-            (f, o(me, mine, 0o644)),
+            (f, o(me, mine, 0o100644)),
             &[(d, o(me, mine, 0o40755)), (root, o(0, 0, 0o40777))],
             me,
             &own,
         )
         .expect("refused");
         assert!(
-            up.0.contains("is under /, a directory every user can write"),
+            up.0.contains("is under /, which is writable by every user"),
             "{}",
             up.0
         );
@@ -460,7 +347,7 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         assert!(shown.contains(&p.display().to_string()), "{shown}");
         assert!(shown.contains("every user"), "{shown}");
-        assert!(shown.contains("chmod go-w"), "{shown}");
+        assert!(shown.contains("chmod o-w"), "{shown}");
         let e = read_trusted_bytes(&p, "--x", MAX_BINARY_BYTES).unwrap_err();
         assert_eq!(e.exit_code(), 2);
     }

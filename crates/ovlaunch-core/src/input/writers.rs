@@ -1,0 +1,353 @@
+//! Who other than this user (and root) could write a file, directory or symbolic link: the
+//! one ownership and mode predicate behind every "could another user have written this"
+//! check of ovlaunch, with the words and the fix of each refusal.
+//!
+//! Contract:
+//! - [`writers`] answers for one entry (its owner, group, mode and [`Kind`]) and the user
+//!   ovlaunch runs as, in the [`Role`] the entry plays, every way another user could write it
+//!   (a [`Reason`] each, in this order):
+//!
+//!   | reason | when | fix named |
+//!   |---|---|---|
+//!   | [`Reason::Owner`] | it belongs to another user: not to this user, nor to root for a [`Role::Trusted`] entry | the caller's: where to find or make one of this user's |
+//!   | [`Reason::EveryUserNoSticky`] | a [`Role::Trusted`] directory every user can write, without the sticky bit | `chmod o-w` (or `chmod +t`, as `/tmp` has it) |
+//!   | [`Reason::EveryUser`] | a file, or a [`Role::Own`] directory, every user can write | `chmod o-w` |
+//!   | [`Reason::Group`] | its group can write it, and the group is not its owner's private group ([`private_group`]) | `chmod g-w` |
+//!
+//!   A [`Role::Trusted`] directory with the sticky bit (like `/tmp`) is safe whatever its write
+//!   bits, when its owner is: others may add entries to it but not rename or remove its
+//!   owner's. A symbolic link's mode means nothing: only its owner counts. [`Reason::Link`]
+//!   is a caller's refusal of a link where it needs a directory, with its words and fix here.
+//! - [`private_group`] is the one decision that a group is a user's private group: the user's
+//!   primary group, named after the user, with no other member listed (what `umask 002`
+//!   systems give every user, so their files are 0664 and their directories 0775). Its
+//!   write bit lets nobody else write.
+//! - Callers keep their own context: `input::check_trusted` (configuration and code, with
+//!   `OVLAUNCH_SAFE_DIRECTORY`), and the launcher's `backend::trust` (job directories,
+//!   records, `submit DIR`, with `jobs_root_shared: group` excusing [`Reason::Owner`] and
+//!   [`Reason::Group`] on the path).
+//! - No I/O but [`private_group`], [`user_name`] and [`group_name`], which read this
+//!   machine's user and group database.
+
+/// What an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Link,
+}
+
+impl Kind {
+    /// The kind of a `st_mode` with its file-type bits (anything but a directory or a
+    /// symbolic link counts as a file).
+    pub fn of_mode(mode: u32) -> Kind {
+        match mode & 0o170000 {
+            0o040000 => Kind::Dir,
+            0o120000 => Kind::Link,
+            _ => Kind::File,
+        }
+    }
+}
+
+/// The ownership and permissions of a file, directory or symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub uid: u32,
+    pub gid: u32,
+    /// Permission bits (file-type bits, when present, are ignored).
+    pub mode: u32,
+    pub kind: Kind,
+}
+
+impl Entry {
+    /// The entry `st_mode` (with its file-type bits) describes.
+    pub fn new(uid: u32, gid: u32, mode: u32) -> Entry {
+        Entry {
+            uid,
+            gid,
+            mode: mode & 0o7777,
+            kind: Kind::of_mode(mode),
+        }
+    }
+
+    /// The entry metadata describes (as `stat` or `lstat` read it).
+    pub fn of(m: &std::fs::Metadata) -> Entry {
+        use std::os::unix::fs::MetadataExt;
+        Entry::new(m.uid(), m.gid(), m.mode())
+    }
+}
+
+/// What an entry is to what is done with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Nobody but this user and root may be able to write it: configuration and code read,
+    /// and every directory passed on the way to what is used (the sticky bit counts).
+    Trusted,
+    /// It must be this user's own, with nothing another user added: a record, a job or
+    /// experiment directory and what is in it (the sticky bit does not count).
+    Own,
+}
+
+/// Why another user could write an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// It belongs to this other user.
+    Owner(u32),
+    /// A directory every user can write, without the sticky bit.
+    EveryUserNoSticky,
+    /// Every user can write it.
+    EveryUser,
+    /// This group can write it, and it is not its owner's private group.
+    Group(u32),
+    /// A symbolic link where a directory of this user's own is needed.
+    Link,
+}
+
+/// How users and groups are named in a reason's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    /// By this machine's user and group database: `name (uid N)`.
+    Local,
+    /// By number only (`uid N`): the entry is on another machine.
+    Ids,
+}
+
+impl Reason {
+    /// Why, in words, following the entry's path: `X belongs to alice (uid 1001), not to you`.
+    pub fn why(self, names: Names) -> String {
+        let user = |uid: u32| match names {
+            Names::Local => user_name(uid),
+            Names::Ids => format!("uid {uid}"),
+        };
+        let group = |gid: u32| match names {
+            Names::Local => group_name(gid),
+            Names::Ids => format!("gid {gid}"),
+        };
+        match self {
+            Reason::Owner(uid) => format!("belongs to {}, not to you", user(uid)),
+            Reason::EveryUserNoSticky => {
+                "is writable by every user and has no sticky bit".to_string()
+            }
+            Reason::EveryUser => "is writable by every user".to_string(),
+            Reason::Group(gid) => format!(
+                "is writable by its group {}, not its owner's private group",
+                group(gid)
+            ),
+            Reason::Link => "is a symbolic link".to_string(),
+        }
+    }
+
+    /// The fix for the entry at `path`; `None` for [`Reason::Owner`], whose fix is the
+    /// caller's (where to find or make one of this user's own).
+    pub fn fix(self, path: &str) -> Option<String> {
+        match self {
+            Reason::Owner(_) => None,
+            Reason::EveryUserNoSticky => Some(format!(
+                "`chmod o-w {path}` (or `chmod +t {path}`, as /tmp has it)"
+            )),
+            Reason::EveryUser => Some(format!("`chmod o-w {path}`")),
+            Reason::Group(_) => Some(format!("`chmod g-w {path}`")),
+            Reason::Link => Some(format!(
+                "remove the symbolic link {path} (ovlaunch creates the directory itself, owner-only)"
+            )),
+        }
+    }
+}
+
+/// Every way another user than `me` (and root) could write `e` in `role`, in the order of
+/// the table in this module's docs; `private(uid, gid)` says whether `gid` is `uid`'s
+/// private group ([`private_group`] on this machine).
+pub fn writers(
+    e: Entry,
+    role: Role,
+    me: u32,
+    private: &dyn Fn(u32, u32) -> bool,
+) -> impl Iterator<Item = Reason> {
+    let owner_ok = e.uid == me || (e.uid == 0 && role == Role::Trusted);
+    let owner = (!owner_ok).then_some(Reason::Owner(e.uid));
+    let sticky = role == Role::Trusted && e.kind == Kind::Dir && e.mode & 0o1000 != 0;
+    let bits = e.kind != Kind::Link && !sticky;
+    let every =
+        (bits && e.mode & 0o002 != 0).then_some(if role == Role::Trusted && e.kind == Kind::Dir {
+            Reason::EveryUserNoSticky
+        } else {
+            Reason::EveryUser
+        });
+    let group =
+        (bits && e.mode & 0o020 != 0 && !private(e.uid, e.gid)).then_some(Reason::Group(e.gid));
+    [owner, every, group].into_iter().flatten()
+}
+
+/// The first way another user could write `e` ([`writers`]), if there is one.
+pub fn writer(e: Entry, role: Role, me: u32, private: &dyn Fn(u32, u32) -> bool) -> Option<Reason> {
+    writers(e, role, me, private).next()
+}
+
+/// Whether `gid` is user `uid`'s private group on this machine: the user's primary group,
+/// named after the user, with no other member (root's too: group `root` with no member).
+pub fn private_group(uid: u32, gid: u32) -> bool {
+    use nix::unistd::{Gid, Group, Uid, User};
+    let (Ok(Some(u)), Ok(Some(g))) = (
+        User::from_uid(Uid::from_raw(uid)),
+        Group::from_gid(Gid::from_raw(gid)),
+    ) else {
+        return false;
+    };
+    u.gid.as_raw() == gid && g.name == u.name && g.mem.iter().all(|m| *m == u.name)
+}
+
+/// `name (uid N)` for a user id.
+pub fn user_name(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => format!("{} (uid {uid})", u.name),
+        _ => format!("uid {uid}"),
+    }
+}
+
+/// `name (gid N)` for a group id.
+pub fn group_name(gid: u32) -> String {
+    match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
+        Ok(Some(g)) => format!("{} (gid {gid})", g.name),
+        _ => format!("gid {gid}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: u32 = 1000;
+    const MINE: u32 = 1000; // my private group
+    const TEAM: u32 = 2000; // a group with other members
+
+    fn private(uid: u32, gid: u32) -> bool {
+        (uid == ME && gid == MINE) || (uid == 0 && gid == 0)
+    }
+
+    fn e(uid: u32, gid: u32, mode: u32) -> Entry {
+        Entry::new(uid, gid, mode)
+    }
+
+    fn first(x: Entry, role: Role) -> Option<Reason> {
+        writer(x, role, ME, &private)
+    }
+
+    #[test]
+    fn kinds_come_from_the_file_type_bits() {
+        assert_eq!(e(ME, MINE, 0o40755).kind, Kind::Dir);
+        assert_eq!(e(ME, MINE, 0o100644).kind, Kind::File);
+        assert_eq!(e(ME, MINE, 0o120777).kind, Kind::Link);
+        assert_eq!(e(ME, MINE, 0o40755).mode, 0o755);
+    }
+
+    #[test]
+    fn trusted_entries() {
+        let t = |uid, gid, mode| first(e(uid, gid, mode), Role::Trusted);
+        assert_eq!(t(ME, MINE, 0o100644), None);
+        assert_eq!(t(0, 0, 0o40755), None, "root's");
+        assert_eq!(t(0, 0, 0o41777), None, "/tmp");
+        assert_eq!(t(ME, TEAM, 0o41770), None, "my own sticky group directory");
+        assert_eq!(t(ME, MINE, 0o100664), None, "my private group (umask 002)");
+        assert_eq!(t(ME, MINE, 0o40775), None, "my private group's directory");
+        assert_eq!(t(0, 0, 0o40775), None, "root's private group");
+        assert_eq!(t(ME, TEAM, 0o100644), None, "a shared group without write");
+        assert_eq!(t(1001, 1001, 0o100644), Some(Reason::Owner(1001)));
+        assert_eq!(
+            t(1001, 1001, 0o41777),
+            Some(Reason::Owner(1001)),
+            "sticky, but its owner moves entries"
+        );
+        assert_eq!(t(ME, MINE, 0o100666), Some(Reason::EveryUser));
+        assert_eq!(t(ME, MINE, 0o40777), Some(Reason::EveryUserNoSticky));
+        assert_eq!(t(ME, TEAM, 0o100664), Some(Reason::Group(TEAM)));
+        assert_eq!(t(0, TEAM, 0o40775), Some(Reason::Group(TEAM)));
+        assert_eq!(
+            t(ME, TEAM, 0o42770),
+            Some(Reason::Group(TEAM)),
+            "setgid is not sticky"
+        );
+        assert_eq!(t(ME, MINE, 0o120777), None, "a link's mode means nothing");
+        assert_eq!(t(1001, 1001, 0o120777), Some(Reason::Owner(1001)));
+    }
+
+    #[test]
+    fn own_entries() {
+        let o = |uid, gid, mode| first(e(uid, gid, mode), Role::Own);
+        assert_eq!(o(ME, MINE, 0o100644), None);
+        assert_eq!(o(ME, TEAM, 0o40750), None);
+        assert_eq!(o(ME, MINE, 0o40770), None, "my private group (umask 002)");
+        assert_eq!(o(ME, MINE, 0o100664), None);
+        assert_eq!(
+            o(0, 0, 0o100644),
+            Some(Reason::Owner(0)),
+            "root's is not mine"
+        );
+        assert_eq!(o(ME, TEAM, 0o100664), Some(Reason::Group(TEAM)));
+        assert_eq!(o(ME, TEAM, 0o40770), Some(Reason::Group(TEAM)));
+        assert_eq!(
+            o(ME, MINE, 0o41777),
+            Some(Reason::EveryUser),
+            "the sticky bit lets others add entries"
+        );
+        assert_eq!(o(ME, MINE, 0o120777), None, "my link");
+        assert_eq!(o(1001, 1001, 0o120777), Some(Reason::Owner(1001)));
+    }
+
+    #[test]
+    fn every_way_in_order() {
+        let all: Vec<Reason> =
+            writers(e(1001, TEAM, 0o40777), Role::Trusted, ME, &private).collect();
+        assert_eq!(
+            all,
+            [
+                Reason::Owner(1001),
+                Reason::EveryUserNoSticky,
+                Reason::Group(TEAM)
+            ]
+        );
+        let all: Vec<Reason> =
+            writers(e(1001, TEAM, 0o41777), Role::Trusted, ME, &private).collect();
+        assert_eq!(all, [Reason::Owner(1001)], "sticky: only the owner");
+    }
+
+    #[test]
+    fn words_and_fixes() {
+        assert_eq!(
+            Reason::Owner(4_000_001).why(Names::Local),
+            "belongs to uid 4000001, not to you"
+        );
+        assert_eq!(
+            Reason::Group(7).why(Names::Ids),
+            "is writable by its group gid 7, not its owner's private group"
+        );
+        assert_eq!(Reason::Owner(1).fix("/x"), None);
+        assert_eq!(Reason::Group(7).fix("/x").unwrap(), "`chmod g-w /x`");
+        assert_eq!(Reason::EveryUser.fix("/x").unwrap(), "`chmod o-w /x`");
+        assert!(
+            Reason::EveryUserNoSticky
+                .fix("/x")
+                .unwrap()
+                .contains("`chmod +t /x`")
+        );
+        assert!(
+            Reason::Link
+                .fix("/x")
+                .unwrap()
+                .contains("remove the symbolic link /x")
+        );
+    }
+
+    #[test]
+    fn the_private_group_is_the_users_own_primary_group_without_members() {
+        // root's group has no members on the systems this runs on; an unknown user has
+        // no private group.
+        assert!(!private_group(4_000_001, 4_000_001));
+        let root = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(0))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            private_group(0, 0),
+            root.name == "root" && root.mem.iter().all(|m| m == "root")
+        );
+    }
+}
