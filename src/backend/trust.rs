@@ -103,12 +103,27 @@ pub fn refusal(what: &str, path: &Path, why: Reason, on_path: bool) -> Error {
     .help(fix(why, &shown, on_path))
 }
 
+/// A failure to open or create a directory on the path: the user's path (a file where a
+/// directory is needed, one missing, not theirs to write, a read-only filesystem, a link loop)
+/// is a usage error; anything else is the machine's.
 fn io_err(what: &str, path: &Path, e: Errno) -> Error {
-    Error::runtime(format!(
+    let message = format!(
         "cannot {what} {}: {}",
         path.display(),
         std::io::Error::from(e)
-    ))
+    );
+    match e {
+        Errno::ENOTDIR
+        | Errno::ENOENT
+        | Errno::EACCES
+        | Errno::EPERM
+        | Errno::EROFS
+        | Errno::ELOOP
+        | Errno::ENAMETOOLONG
+        | Errno::EEXIST => Error::usage(message)
+            .help("give a directory you can create and write (--job-dir, or --jobs-root)"),
+        _ => Error::runtime(message),
+    }
 }
 
 /// Opens the directory `path` walking from `/` (relative paths from the working

@@ -507,9 +507,9 @@ impl Settings {
         out
     }
 
-    /// The profiles' env entries, then the flags' `--env`s: the job's `--env` list.
-    /// Where each of the profile's env entries comes from, by variable name (a later `--env`
-    /// of the same name replaces the entry, and its decision then names the flag).
+    /// Where each of the profile's env entries (each `NAME=VALUE`) comes from, by variable
+    /// name (a later `--env` of the same name replaces the entry, and its decision then names
+    /// the flag).
     pub fn env_origins(&self) -> BTreeMap<String, String> {
         self.env
             .iter()
@@ -520,6 +520,7 @@ impl Settings {
             .collect()
     }
 
+    /// The profiles' env entries, then the flags' `--env`s: the job's `--env` list.
     pub fn envs(&self, flag_envs: &[String]) -> Vec<String> {
         self.env
             .iter()

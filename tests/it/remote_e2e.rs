@@ -892,7 +892,8 @@ fn the_login_nodes_records_are_the_evidence(r: &Remote) {
         "--job-name",
         "onlogin",
         "--recipe",
-        r.home.join("tiny.yaml").to_str().unwrap(),
+        // the login node's user's own copy (the laptop user's is not theirs to trust)
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny.yaml"),
         "--gpus",
         "cpux1",
         "--mpi",

@@ -721,7 +721,7 @@ fn secret_values_over_several_lines_stay_out_of_excerpts() {
     ]);
     assert!(!err.contains("untagged enum"), "{err}");
     assert!(
-        err.contains("`env_vars.HF_TOKEN` is a mapping") && err.contains("help:"),
+        err.contains("`env_vars.HF_TOKEN` is a mapping") && err.contains("--env HF_TOKEN"),
         "{err}"
     );
     let o = common::run(&[

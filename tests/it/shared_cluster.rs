@@ -330,6 +330,10 @@ fn a_project_profile_someone_else_could_write_is_refused() {
         "{e}"
     );
     assert!(!String::from_utf8_lossy(&o.stdout).contains("evil"));
+    // a directory above it, listed, does not trust what others put under it
+    let above = d.path().display().to_string();
+    let o = dry(&[("OVLAUNCH_SAFE_DIRECTORY", above.as_str())]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let safe = shared.display().to_string();
     let o = dry(&[("OVLAUNCH_SAFE_DIRECTORY", safe.as_str())]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -20,7 +20,8 @@
 //!   OpenSSH's `StrictModes` decides; the refusal names the first entry that fails, the
 //!   reason's words and fix, or copying the file to a directory of one's own.
 //!   `OVLAUNCH_SAFE_DIRECTORY` (`:`-separated directories, or `*`) names directories whose
-//!   contents are trusted anyway, as git's `safe.directory` does.
+//!   own files are trusted anyway (exactly those directories, not the ones under them), as
+//!   git's `safe.directory` names a repository.
 //! * [`writers`] is the one predicate "could another user write this entry", with its
 //!   reasons' words and fixes and the one decision of a user's private group; the launcher's
 //!   `backend::trust` applies it to job directories and records.
@@ -181,7 +182,7 @@ pub fn trust_problem(
 /// plugin and template files, the rank runtime): refuses the opened `file` (named `path` on
 /// the command line as `flag`) when another user could have written it or could replace it
 /// (the file, and every directory from its own up to `/`, by the path the file was really
-/// opened at, [`trust_problem`]), unless a directory at or above it is listed in
+/// opened at, [`trust_problem`]), unless its own directory is listed in
 /// `OVLAUNCH_SAFE_DIRECTORY` (or that holds `*`).
 pub fn check_trusted(file: &std::fs::File, path: &Path, flag: &str) -> Result<()> {
     use std::os::fd::AsRawFd;
@@ -213,11 +214,12 @@ pub fn check_trusted(file: &std::fs::File, path: &Path, flag: &str) -> Result<()
         .filter(|s| !s.is_empty() && *s != "*")
         .filter_map(|s| Path::new(s).canonicalize().ok())
         .collect();
-    if safe.split(':').any(|s| s == "*") || dirs.iter().any(|(d, _)| listed.iter().any(|l| l == d))
-    {
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    // the file's own directory, exactly (as git's `safe.directory` names a repository, not
+    // what lies under it): listing `/tmp` does not trust a directory someone made in it
+    if safe.split(':').any(|s| s == "*") || listed.iter().any(|l| l == dir) {
         return Ok(());
     }
-    let dir = real.parent().unwrap_or(Path::new("/"));
     Err(Error::usage(format!(
         "{} {why}: ovlaunch does not take configuration another user could have written",
         path.display()

@@ -16,12 +16,18 @@ use crate::error::{Error, Origin, Result};
 /// Errors carry `origin:line:col` and the parser's snippet.
 pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
     if let Some((place, word)) = number_in_another_base(text) {
+        // a secret's value is never shown, not even as the word refused
+        let (what, quoted) = if secret_value_lines(text).contains_key(&place.line) {
+            ("this secret's value".to_string(), "it".to_string())
+        } else {
+            (format!("`{word}`"), format!("it (`\"{word}\"`)"))
+        };
         return Err(Error::usage(format!(
-            "`{word}` is a number with a leading zero or a base prefix, which YAML readers read differently: OmegaConf's YAML 1.1 reads `012` as octal 10, `0o12` as text and `0x10` as 16; YAML 1.2 reads `012` as 12 and `0o12` as 10; Hydra's override grammar on Bridge's runner's command line reads each as text"
+            "{what} is a number with a leading zero or a base prefix, which YAML readers read differently: OmegaConf's YAML 1.1 reads `012` as octal 10, `0o12` as text and `0x10` as 16; YAML 1.2 reads `012` as 12 and `0o12` as 10; Hydra's override grammar on Bridge's runner's command line reads each as text"
         ))
         .at(Origin::file(origin, Some(place.line), Some(place.col)))
         .help(format!(
-            "write the number in decimal digits without a leading zero; quote it (`\"{word}\"`) if it is text"
+            "write the number in decimal digits without a leading zero; quote {quoted} if it is text"
         )));
     }
     PLACED.set(None);
@@ -86,8 +92,12 @@ fn field_types_help(message: &str) -> Option<String> {
     if let Some((text, wanted)) = rest
         .strip_prefix("invalid type: string \"")
         .and_then(|r| r.split_once("\", expected "))
-        && text.parse::<f64>().is_ok()
-        && (wanted.starts_with('u') || wanted.starts_with('i') || wanted.starts_with('f'))
+        && match wanted.as_bytes().first() {
+            Some(b'u') => text.parse::<u64>().is_ok(),
+            Some(b'i') => text.parse::<i64>().is_ok(),
+            Some(b'f') => text.parse::<f64>().is_ok_and(f64::is_finite),
+            _ => false,
+        }
     {
         return Some(format!("write {text} without quotes ({listed})"));
     }
@@ -256,6 +266,8 @@ fn secret_key_end(line: &str) -> Option<usize> {
 pub fn number_in_another_base(text: &str) -> Option<(Place, String)> {
     let mut block: Option<usize> = None; // the indent a block scalar's lines are deeper than
     let mut depth = 0usize; // flow collections open across lines
+    // a quoted scalar open at the end of a line goes on on the next
+    let mut quote: Option<u8> = None;
     for (n, line) in text.lines().enumerate() {
         let indent = line.len() - line.trim_start().len();
         if let Some(b) = block {
@@ -265,13 +277,17 @@ pub fn number_in_another_base(text: &str) -> Option<(Place, String)> {
             block = None;
         }
         let bytes = line.as_bytes();
-        let (mut i, mut start) = (0usize, Some(indent));
-        let mut quote: Option<u8> = None;
+        let (mut i, mut start) = (0usize, quote.is_none().then_some(indent));
         while i <= bytes.len() {
             let c = bytes.get(i).copied();
             if let Some(q) = quote {
-                if c == Some(q) || c.is_none() {
-                    quote = None;
+                match c {
+                    // the line ends inside the quotes: the scalar goes on on the next line
+                    None => break,
+                    // an escape in double quotes (`\"`) does not close them
+                    Some(b'\\') if q == b'"' => i += 1,
+                    Some(x) if x == q => quote = None,
+                    _ => {}
                 }
                 i += 1;
                 continue;
@@ -833,9 +849,24 @@ mod tests {
             "a: 0.5\nb: 0\nc: -0\nd: 10\ne: 0e5\n",
             "a: run 012 steps, 0x1\n",
             "a: 012abc\n",
+            // a quoted scalar over lines, an escaped quote inside it
+            "a: \"abc\n  0777\n  def\"\nb: 1\n",
+            "a: \"x\\\" 012\"\n",
+            "a: 'it''s\n  0x10'\n",
         ] {
             assert_eq!(number_in_another_base(text), None, "{text}");
         }
+        // after a quoted scalar over lines closes, plain scalars are read again
+        assert_eq!(
+            number_in_another_base("a: \"x\n  y\"\nb: 012\n").map(|(p, w)| (p.line, w)),
+            Some((3, "012".to_string()))
+        );
+        // a secret's value is refused without being shown
+        let text = "env_vars:\n  HF_TOKEN: 0123456789\n";
+        let e = parse::<serde_json::Value>(text, "f.yaml").unwrap_err();
+        let shown = format!("{e} {:?}", e.help);
+        assert!(!shown.contains("0123456789"), "{shown}");
+        assert!(shown.contains("this secret's value"), "{shown}");
     }
 
     #[derive(Debug, serde::Deserialize)]

@@ -458,6 +458,9 @@ pub struct Recipe {
     /// A file the generator wrote from Bridge's functions, unchanged ([`generated`]): its
     /// values are Bridge's, as a shipped recipe's are ([`Recipe::is_bridges`]).
     pub generated: bool,
+    /// An edited copy of a generated file: its leading comments keep the generator's marker,
+    /// whose digest no longer matches ([`edited_copy`]).
+    pub edited_copy: bool,
 }
 
 /// The marker `tests/bridge/gen_recipes.py` writes as the first line of every recipe file it
@@ -503,6 +506,19 @@ pub fn generated(text: &str) -> bool {
         at += line.len();
     }
     false
+}
+
+/// Whether `text` keeps the generator's marker among its leading comment lines but is not
+/// [`generated`]: a copy of a generated file that its user edited. Its values are still
+/// mostly Bridge's function's, as the generator read them; the edits are the values that
+/// differ from the function's (`resolve::base`).
+pub fn edited_copy(text: &str) -> bool {
+    let marker = format!("# {GENERATED}");
+    !generated(text)
+        && text
+            .lines()
+            .take_while(|l| l.trim_start().starts_with('#') || l.trim().is_empty())
+            .any(|l| l.starts_with(&marker))
 }
 
 impl Recipe {
@@ -629,6 +645,7 @@ impl Recipe {
             v.line = Some(*line);
         }
         recipe.generated = generated(text);
+        recipe.edited_copy = edited_copy(text);
         for (v, lines) in recipe.variants.iter_mut().zip(variant_keys) {
             v.key_lines = lines;
         }
@@ -755,6 +772,7 @@ impl Recipe {
             bases: Vec::new(),
             key_lines: yaml::KeyLines::new(),
             generated: false,
+            edited_copy: false,
         })
     }
 
@@ -889,7 +907,11 @@ where
                         format!(
                             "`env_vars.{k}` is {found}: an env value is text, a number, true or false, null (removes the variable) or {{inherit: true}} (leaves it to the environment)"
                         ),
-                        "quote it to pass it as text, or give the variable one value",
+                        &if crate::secret::is_secret_name(&k) {
+                            format!("a secret's value belongs in the launcher's environment, not in a file: remove it here and pass it with --env {k}")
+                        } else {
+                            "quote it to pass it as text, or give the variable one value".to_string()
+                        },
                     )
                 })?;
                 crate::config::env::check_env_name(&k).map_err(A::Error::custom)?;
@@ -1081,7 +1103,7 @@ fn check_requires_and_variants(
 
 #[cfg(test)]
 mod tests {
-    use super::{GENERATED, PipelineSplit, Recipe, generated, marked};
+    use super::{GENERATED, PipelineSplit, Recipe, edited_copy, generated, marked};
 
     /// The marker counts only with the digest of the file's other lines: a file as the
     /// generator writes it is Bridge's, one changed anywhere below or above the marker (a value,
@@ -1109,7 +1131,14 @@ mod tests {
             format!("name: \"x\"\n{text}"),
         ] {
             assert!(!generated(&edited), "counted as generated: {edited}");
+            // an edited copy while the marker heads it; a file with a key above it is not one
+            assert_eq!(
+                edited_copy(&edited),
+                !edited.starts_with("name"),
+                "edited copy: {edited}"
+            );
         }
+        assert!(!edited_copy(&text) && !edited_copy(body));
     }
 
     /// Every shipped recipe file carries a marker whose digest the generator wrote the way

@@ -45,8 +45,9 @@ pub struct OnBase<'r> {
     /// file's), checked as a Bridge function's are (`validate::file_values`).
     pub requires: crate::catalog::recipe::Requires,
     /// Whether the file's values are Bridge's function's own as the generator wrote them
-    /// (`Recipe::is_bridges`): then they state nothing of the user's, and only a value that
-    /// differs from the function's is passed ([`overrides`]).
+    /// (`Recipe::is_bridges`), or an edited copy of such a file (`Recipe::edited_copy`): then
+    /// a value the file holds states nothing of the user's unless it differs from the
+    /// function's, and only those are passed ([`overrides`]).
     pub generated: bool,
 }
 
@@ -151,7 +152,7 @@ pub fn of<'r>(user: &'r Recipe, chosen: Option<&'r Variant>) -> Result<Option<On
         origin: user.origin.clone(),
         lines,
         requires: user.requires(chosen).clone(),
-        generated: user.is_bridges(),
+        generated: user.is_bridges() || user.edited_copy,
     }))
 }
 
