@@ -2122,3 +2122,33 @@ fn recipe_file_mistakes_name_the_line_the_field_and_a_fix() {
         }
     }
 }
+
+/// A `--set` number with a leading zero or a base prefix is refused as in a recipe file:
+/// Bridge's runner reads it as text (Hydra's grammar), YAML as a number; decimal and quoted
+/// text pass.
+#[test]
+fn a_set_number_in_another_base_is_refused() {
+    for bad in ["0x10", "012", "0o12", "-0b11"] {
+        let set = format!("train.train_iters={bad}");
+        let err = usage_error(&["overrides", "-r", "llama8b", "-g", "h100x8", "--set", &set]);
+        assert!(
+            err.contains(&format!("--set {set}")) && err.contains("decimal digits"),
+            "{err}"
+        );
+    }
+    let out = ok(&[
+        "overrides",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "train.train_iters=16",
+        "--set",
+        "tokenizer.tokenizer_model=\"0x10\"",
+    ]);
+    assert!(
+        out.contains("train.train_iters=16") && out.contains("tokenizer.tokenizer_model='0x10'"),
+        "{out}"
+    );
+}

@@ -766,6 +766,8 @@ fn the_rendezvous_host_is_a_host_name_or_an_address() {
         "-x",
         "a..b",
         "[h]",
+        "999.1.1.1",
+        "1.2.3.4.5",
         long.as_str(),
     ] {
         let o = run(bad);

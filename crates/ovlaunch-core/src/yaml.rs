@@ -350,7 +350,7 @@ pub fn number_in_another_base(text: &str) -> Option<(Place, String)> {
 }
 
 /// Whether `word` is an integer with a leading zero or a base prefix.
-fn other_base(word: &str) -> bool {
+pub fn other_base(word: &str) -> bool {
     let w = word.strip_prefix(['+', '-']).unwrap_or(word);
     let Some(rest) = w.strip_prefix('0') else {
         return false;

@@ -71,7 +71,13 @@ pub fn endpoint_host(host: &str) -> Result<String> {
             && !l.ends_with('-')
     };
     let name = host.strip_suffix('.').unwrap_or(host);
-    if (1..=253).contains(&name.len()) && name.split('.').all(label_ok) {
+    // a name whose last label is all digits reads as an IPv4 address, which it is not
+    // (`999.1.1.1`, `1.2.3.4.5`): a top-level domain is never all digits (RFC 3696 2)
+    let numeric_tail = name
+        .rsplit('.')
+        .next()
+        .is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()));
+    if (1..=253).contains(&name.len()) && name.split('.').all(label_ok) && !numeric_tail {
         return Ok(host.to_string());
     }
     let shown: String = host.chars().take(64).collect();

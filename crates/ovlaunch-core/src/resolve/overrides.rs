@@ -216,6 +216,16 @@ fn parse_set(item: &str) -> Result<SetOverride> {
             "the fields ovlaunch passes to the trainer as given: `ovlaunch fields {section}`"
         )));
     }
+    // a number in another base: Hydra's grammar on the runner's command line reads it as text,
+    // YAML as a number (the same refusal as in a recipe file, `yaml::number_in_another_base`)
+    if section != "env_vars" && yaml::other_base(text.trim()) {
+        return Err(Error::usage(format!(
+            "`{}` is a number with a leading zero or a base prefix: Bridge's runner (Hydra's grammar) reads it as text, YAML as a number",
+            text.trim()
+        ))
+        .at_flag(flag)
+        .help("write the number in decimal digits without a leading zero; quote it (`'\"...\"'`) if it is text"));
+    }
     let mut value = yaml::parse_value(text);
     // An env value that reads as text is the text as given, byte for byte (YAML would fold
     // newlines and strip quotes); numbers and booleans keep Bridge's `str()` spelling, and
