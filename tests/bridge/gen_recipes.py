@@ -82,6 +82,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -896,8 +897,17 @@ def hub_repo(e: Exception) -> str | None:
 
 
 def why(e: Exception) -> str:
-    """Bridge's error as NOT_SHIPPED.md and a file's header state it: its type and first line."""
-    return f"{type(e).__name__}: {stable(str(e)).splitlines()[0][:160] if str(e) else ''}"
+    """Bridge's error as NOT_SHIPPED.md and a file's header state it: its type and first line,
+    or for an assertion without a message (Megatron-Core's `assert self.max_lr >=
+    self.min_lr`) the failing line and where it is (the package path and function)."""
+    if str(e).strip():
+        return f"{type(e).__name__}: {stable(str(e)).splitlines()[0][:160]}"
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return f"{type(e).__name__}: (no message)"
+    last = frames[-1]
+    where = last.filename.split("site-packages/")[-1]
+    return f"{type(e).__name__}: `{(last.line or '').strip()[:120]}` fails ({where} {last.name})"
 
 
 def standin_errors(case: dict, last: Exception) -> list[tuple[str, Exception]]:
