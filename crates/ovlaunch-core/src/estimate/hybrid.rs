@@ -313,7 +313,6 @@ mod tests {
 
     #[test]
     fn every_shipped_hybrid_function_has_a_shape_whose_pattern_matches_its_layers() {
-        assert_eq!(crate::config::hybrid::functions(), 71);
         let cat = crate::catalog::Catalog::embedded().unwrap();
         let mut seen = 0;
         for s in &cat.recipes {
@@ -332,7 +331,9 @@ mod tests {
                 seen += 1;
             }
         }
-        assert_eq!(seen, 71);
+        // the generated table holds exactly the shipped hybrid functions
+        assert!(seen > 0);
+        assert_eq!(seen, crate::config::hybrid::functions());
     }
 
     #[test]
