@@ -1635,25 +1635,37 @@ fn submit_dir_refuses_what_another_user_could_have_written() {
 const SHARED_GROUP: &str = "ovl-shared";
 
 fn shared_gid() -> u32 {
-    let look = || {
-        nix::unistd::Group::from_name(SHARED_GROUP)
-            .ok()
-            .flatten()
-            .map(|g| g.gid.as_raw())
-    };
-    if look().is_none() {
-        let _ = Command::new("groupadd")
-            .args(["--system", SHARED_GROUP])
-            .output();
-    }
-    let gid = look().unwrap_or_else(|| panic!("groupadd {SHARED_GROUP} failed"));
-    other_uid();
-    let o = Command::new("usermod")
-        .args(["-aG", SHARED_GROUP, OTHER])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    gid
+    // Once per test run: the tests run in parallel, and two `usermod`s (or a `useradd`
+    // beside one) at once fail on the lock of /etc/group, so the one that fails tries again.
+    static GID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *GID.get_or_init(|| {
+        let look = || {
+            nix::unistd::Group::from_name(SHARED_GROUP)
+                .ok()
+                .flatten()
+                .map(|g| g.gid.as_raw())
+        };
+        if look().is_none() {
+            let _ = Command::new("groupadd")
+                .args(["--system", SHARED_GROUP])
+                .output();
+        }
+        let gid = look().unwrap_or_else(|| panic!("groupadd {SHARED_GROUP} failed"));
+        other_uid();
+        let mut last = None;
+        for _ in 0..20 {
+            let o = Command::new("usermod")
+                .args(["-aG", SHARED_GROUP, OTHER])
+                .output()
+                .unwrap();
+            if o.status.success() {
+                return gid;
+            }
+            last = Some(stderr(&o));
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        panic!("usermod -aG {SHARED_GROUP} {OTHER}: {last:?}")
+    })
 }
 
 /// A record, or its directory, that the group (with another member) can write is refused by
