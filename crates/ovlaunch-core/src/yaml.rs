@@ -225,18 +225,8 @@ fn secret_key_end(line: &str) -> Option<usize> {
         return None;
     }
     let b = line.as_bytes();
-    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let complex = line.trim_start().starts_with('?');
-    let mut i = 0;
-    while i < b.len() {
-        if !word(b[i]) || (i > 0 && word(b[i - 1])) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && word(b[i]) {
-            i += 1;
-        }
+    for (start, i) in ovlaunch_rank::names::name_spans(line) {
         if !crate::secret::is_secret_name(&line[start..i]) {
             continue;
         }

@@ -135,21 +135,38 @@ pub fn redact_source(excerpt: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(lines.join("\n"))
 }
 
-/// [`redact_text`]; `keys`: every secret name counts, also one spelled like a word of prose.
-fn redact(text: &str, keys: bool) -> std::borrow::Cow<'_, str> {
+/// The byte spans of the words of `text` that could name a variable or a field: runs of
+/// ASCII letters, digits and `_`. The one scan behind every search for a secret's name in
+/// text (here, and in a recipe file's lines: the core's `yaml::secret_value_lines`).
+pub fn name_spans(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
     let b = text.as_bytes();
     let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut out = String::new();
-    let mut copied = 0;
     let mut i = 0;
-    while i < b.len() {
-        if !word(b[i]) || (i > 0 && word(b[i - 1])) {
+    std::iter::from_fn(move || {
+        while i < b.len() && !word(b[i]) {
             i += 1;
-            continue;
+        }
+        if i == b.len() {
+            return None;
         }
         let start = i;
         while i < b.len() && word(b[i]) {
             i += 1;
+        }
+        Some((start, i))
+    })
+}
+
+/// [`redact_text`]; `keys`: every secret name counts, also one spelled like a word of prose.
+fn redact(text: &str, keys: bool) -> std::borrow::Cow<'_, str> {
+    let b = text.as_bytes();
+    let mut out = String::new();
+    let mut copied = 0;
+    // past a redacted value: its words are not names
+    let mut past = 0;
+    for (start, i) in name_spans(text) {
+        if start < past {
+            continue;
         }
         // A name as code spells it (`HF_TOKEN`, `api_key`, `TOKEN`), not a word of prose
         // (`holds a secret: ...`).
@@ -198,7 +215,7 @@ fn redact(text: &str, keys: bool) -> std::borrow::Cow<'_, str> {
             out.push_str(REDACTED);
             copied = j;
         }
-        i = j;
+        past = j;
     }
     if copied == 0 {
         return std::borrow::Cow::Borrowed(text);
