@@ -249,6 +249,7 @@ def main():
             "job": job, "num_layers": m["num_layers"], "hidden_size": m["hidden_size"],
             "ffn_hidden_size": m["ffn_hidden_size"], "num_attention_heads": m["num_attention_heads"],
             "num_query_groups": m["num_query_groups"], "vocab_size": m["vocab_size"], "seq_length": m["seq_length"],
+            "tied_embeddings": m.get("share_embeddings_and_output_weights", ""), "recipe": plan["trainer"]["recipe"],
             "micro_batch_size": t["micro_batch_size"], "global_batch_size": t["global_batch_size"],
             "recompute": m.get("recompute_granularity") or "none", "precision": plan["recipe"]["precision"],
             "num_moe_experts": m.get("num_moe_experts") or "", "moe_router_topk": m.get("moe_router_topk") or "",

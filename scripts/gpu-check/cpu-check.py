@@ -4,9 +4,10 @@ Run with a Python 3.12 that has PyTorch (CPU is enough) and nothing of Transform
 ModelOpt or nvidia-resiliency-ext, with PYTHONPATH = scripts/gpu-check (the stand-ins) followed
 by the folder the bundle's wheels were installed into, and the bundle's Hugging Face cache:
 
-    python cpu-check.py PLAN_JSON
+    python cpu-check.py PLAN_JSON...
 
-PLAN_JSON is `ovlaunch plan -o json` of the check's training job. It checks that
+Each PLAN_JSON is `ovlaunch plan -o json` of one of the check's jobs (the training job, an MoE
+grid job, the users' jobs: Bridge library functions and a user's recipe file). It checks that
 1. the three packages are absent (otherwise this proves nothing about the GPU machine),
 2. every module a Bridge pretraining run imports imports, from the carried wheels,
 3. Bridge's recipe function of the plan, with the plan's trainer overrides applied by Bridge's
@@ -65,8 +66,7 @@ def main():
 def build(entry, process_config_with_overrides, plan):
     """Bridge's recipe function of `plan` with its trainer overrides, as the runner builds it."""
     trainer = plan["trainer"]
-    family = importlib.import_module("megatron.bridge.perf_recipes." + plan["recipe"]["family"])
-    cfg = getattr(family, trainer["recipe"])()
+    cfg = recipe_function(trainer["recipe"], plan["recipe"]["family"])()
     cfg = process_config_with_overrides(cfg, cli_overrides=list(trainer["overrides"]))
     cfg.model.seq_length = cfg.dataset.seq_length  # the runner's own step
     dump = os.environ["OVL_CHECK_DUMP"]
@@ -75,8 +75,9 @@ def build(entry, process_config_with_overrides, plan):
 
     assert gp.transformer_engine_layer_spec is gp.local_layer_spec, "the layer-spec stand-in did not act"
     for k, v in plan["model"].items():
-        if k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "seq_length",
-                 "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size", "recompute_modules"):
+        if k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+                 "seq_length", "share_embeddings_and_output_weights", "num_moe_experts", "moe_router_topk",
+                 "moe_ffn_hidden_size", "recompute_modules"):
             assert getattr(cfg.model, k) == v, f"model.{k}: plan {v}, Bridge {getattr(cfg.model, k)}"
     print(f"config: {trainer['recipe']} with {len(trainer['overrides'])} overrides builds; non-TE layer spec")
     import yaml
@@ -85,6 +86,23 @@ def build(entry, process_config_with_overrides, plan):
     assert record["model"]["num_layers"] == plan["model"]["num_layers"], "run_config.yaml: model.num_layers"
     assert entry.pretrain.__qualname__.startswith("_patch_pretrain"), "pretrain is not the check's wrapper"
     print("record: run_config.yaml written after runtime_config_update")
+
+
+def recipe_function(name, family):
+    """Bridge's function `name`: a benchmark recipe of `family`, else a library recipe, which Bridge's
+    runner finds in the H100 module of a model package of megatron.bridge.recipes."""
+    import pkgutil
+
+    perf = importlib.import_module("megatron.bridge.perf_recipes." + family)
+    if hasattr(perf, name):
+        return getattr(perf, name)
+    recipes = importlib.import_module("megatron.bridge.recipes")
+    for m in pkgutil.iter_modules(recipes.__path__):
+        if m.ispkg and importlib.util.find_spec(f"{recipes.__name__}.{m.name}.h100"):
+            module = importlib.import_module(f"{recipes.__name__}.{m.name}.h100")
+            if hasattr(module, name):
+                return getattr(module, name)
+    raise AttributeError(f"{name}: in neither megatron.bridge.perf_recipes.{family} nor a library H100 module")
 
 
 def turns():

@@ -27,7 +27,17 @@ target/release/ovlaunch plan "${COMMON_MOE[@]}" $(moe_shape model.num_layers=6 m
   train.micro_batch_size=8 model.recompute_granularity=selective "model.recompute_modules=[moe]") \
   --set train.train_iters=10 --set checkpoint.save_interval=0 -o json > "$WORK/plan-moe.json" 2> /dev/null
 
+# the users' jobs (run.sh, OVL_GPU_GRID=users): Bridge library functions and a user's recipe file
+users=()
+for row in "${USERS_GRID[@]}"; do
+  name=${row%%|*}
+  # shellcheck disable=SC2086
+  target/release/ovlaunch plan "${COMMON_USERS[@]}" ${row#*|} --set train.train_iters=10 \
+    --set checkpoint.save_interval=0 -o json > "$WORK/plan-$name.json" 2> /dev/null
+  users+=("$WORK/plan-$name.json")
+done
+
 PYTHONPATH="$PWD/scripts/gpu-check:$WORK/site" OVL_CHECK_DUMP="$WORK/dump" HF_HUB_CACHE="$WORK/bundle/hf" HF_HUB_OFFLINE=1 \
-  TRANSFORMERS_OFFLINE=1 "$PY" scripts/gpu-check/cpu-check.py "$WORK/plan.json" "$WORK/plan-moe.json" 2> "$WORK/cpu-check.err" \
+  TRANSFORMERS_OFFLINE=1 "$PY" scripts/gpu-check/cpu-check.py "$WORK/plan.json" "$WORK/plan-moe.json" "${users[@]}" 2> "$WORK/cpu-check.err" \
   || { tail -30 "$WORK/cpu-check.err" >&2; exit 1; }
 echo "cpu-check: ok"

@@ -57,3 +57,27 @@ train_args() {
   printf '%s\n' $(shape) --set train.train_iters=20 --set "checkpoint.save=$1" --set "checkpoint.load=$1" \
     --set checkpoint.save_interval=20
 }
+# The users' jobs (OVL_GPU_GRID=users): what users bring, not a shape the check cuts. Bridge
+# library functions for one GPU as Bridge ships them (Llama 3.2 1B and Qwen3 0.6B, whose LM
+# heads share the embedding's weights), and a recipe file a user writes (user-recipe.yaml).
+# Each job states only what running without Transformer Engine needs (as COMMON does) and a
+# global batch of 8 (the functions' own, 512 and 32, would take minutes a step).
+COMMON_USERS=(-g "${KIND}x1" --te-version none --torch-version "$TORCH_VER" --bridge-root "$BRIDGE_ROOT"
+  --set train.global_batch_size=8
+  --set model.gradient_accumulation_fusion=false --set model.cross_entropy_loss_fusion=false
+  --set optimizer.use_precision_aware_optimizer=false --set logger.log_interval=1
+  --set ddp.use_distributed_optimizer=false --set optimizer.use_distributed_optimizer=false
+  --set ddp.overlap_param_gather=false)
+# The users' jobs, NAME|ARGUMENTS: the two functions as shipped but for the sequence of Llama
+# 3.2 1B (8192: unfused attention would hold 8192 x 8192 scores per head), the same with its
+# LM head untied (the estimate's tied-embedding term, one value apart), and the user's file.
+# Qwen3 0.6B's function names the checkpoint's tokenizer, which the GPU machine has no copy of:
+# mock data needs none, so the null one at the model's vocabulary stands for it.
+USERS_GRID=(
+  "lib_llama32_1b|-r llama32_1b_pretrain --set dataset.seq_length=2048"
+  "lib_llama32_1b_untied|-r llama32_1b_pretrain --set dataset.seq_length=2048 --set model.share_embeddings_and_output_weights=false"
+  "lib_qwen3_600m|-r qwen3_600m_pretrain --set tokenizer.tokenizer_type=NullTokenizer --set tokenizer.tokenizer_model=null --set tokenizer.vocab_size=151936"
+  "user_recipe_file|-r scripts/gpu-check/user-recipe.yaml"
+)
+# A users' job's own arguments, as given (no shape to fill in)
+as_given() { printf -- '%s ' "$@"; }

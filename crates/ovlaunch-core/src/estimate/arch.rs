@@ -51,6 +51,8 @@ pub struct Arch {
     pub ffn: f64,
     pub vocab: f64,
     pub seq: f64,
+    /// The LM head reuses the embedding's weights (`share_embeddings_and_output_weights`).
+    pub tied: bool,
     /// SwiGLU-style MLP (three weight matrices) or a plain one (two).
     pub gated: bool,
     /// Layers with sliding-window attention, and how many keys each query sees there at most
@@ -96,6 +98,7 @@ impl Arch {
             ffn,
             vocab: m.vocab_size.map_or(DEFAULT_VOCAB, f64::from),
             seq: f64::from(m.seq_length),
+            tied: m.share_embeddings_and_output_weights,
             gated: m.gated_linear_unit,
             window_layers: window_layer_count(m),
             window_keys: window_keys(m.window_size.as_ref()),
@@ -240,19 +243,31 @@ impl Arch {
         }
     }
 
+    /// The vocabulary-by-hidden weight matrices a GPU holding these ends of the model keeps:
+    /// the embedding on the first pipeline rank, the LM head on the last, one matrix for both
+    /// where the model ties them and one rank holds both ends. Across pipeline ranks a tied
+    /// model keeps a copy at each end (Megatron-Core's `LanguageModule`
+    /// `setup_embeddings_and_output_layer`), so it holds as many as an untied one.
+    pub fn vocab_matrices(&self, embedding: bool, loss: bool) -> f64 {
+        match (embedding, loss) {
+            (true, true) if self.tied => 1.0,
+            (e, l) => f64::from(u8::from(e) + u8::from(l)),
+        }
+    }
+
     /// Weights that every rank of a model-parallel group shares the work of (attention,
     /// dense MLPs, shared experts, router, embedding and LM head), over the whole model.
     pub fn dense_params_total(&self) -> f64 {
         let h = self.hidden;
         if self.hybrid.is_some() {
             return self.hybrid_mixer_params()
-                + 2.0 * self.vocab * h
+                + self.vocab_matrices(true, true) * self.vocab * h
                 + self.mtp_layers * self.mtp_params();
         }
         self.layers * self.attn_params()
             + self.dense_layers() * self.dense_mlp_params()
             + self.moe_layers() * self.moe_dense_params()
-            + 2.0 * self.vocab * h
+            + self.vocab_matrices(true, true) * self.vocab * h
             + self.mtp_layers * (self.attn_params() + self.dense_mlp_params() + 2.0 * h * h)
     }
 

@@ -136,15 +136,15 @@ impl<'a> Ctx<'a> {
     }
 
     /// Dense weights one GPU of a pipeline rank holds: its layers' share, the embedding on
-    /// the first, the LM head on the last, MTP layers where they are.
+    /// the first, the LM head on the last (one matrix for both where they are tied and one
+    /// rank holds both: [`Arch::vocab_matrices`]), MTP layers where they are.
     pub fn dense_of(&self, r: &RankLoad) -> f64 {
         let a = &self.arch;
         (self
             .by_kind(r, Arch::dense_params_per_layer)
             .unwrap_or_else(|| r.layers * a.dense_params_per_layer())
             + r.mtp * a.mtp_params()
-            + if r.embedding { a.vocab * self.h } else { 0.0 }
-            + if r.loss { a.vocab * self.h } else { 0.0 })
+            + a.vocab_matrices(r.embedding, r.loss) * a.vocab * self.h)
             / self.tp
     }
 
@@ -193,10 +193,8 @@ impl<'a> Ctx<'a> {
         if !self.muon() {
             return self.adam_state_bytes() * shard;
         }
-        let ends = (f64::from(u8::from(r.embedding)) + f64::from(u8::from(r.loss)))
-            * self.arch.vocab
-            * self.h
-            / self.tp;
+        let ends =
+            self.arch.vocab_matrices(r.embedding, r.loss) * self.arch.vocab * self.h / self.tp;
         let ends = if self.dist_opt() {
             ends / self.dp_groups().0
         } else {

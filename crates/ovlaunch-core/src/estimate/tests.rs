@@ -17,6 +17,7 @@ fn gpt(layers: f64, hidden: f64, heads: f64, seq: f64, vocab: f64) -> Arch {
         ffn: 4.0 * hidden,
         vocab,
         seq,
+        tied: false,
         gated: false,
         window_layers: 0.0,
         window_keys: 0.0,
