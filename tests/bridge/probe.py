@@ -31,7 +31,15 @@ the installed package's own code:
    `env_vars` applied with setdefault: the launcher's values win); with `ddp.nccl_ub` also
    NCCL_NVLS_ENABLE=1 and NCCL_CTA_POLICY=1 by setdefault; a benchmark recipe then re-executes
    itself with that environment (so the trainer process sees exactly it).
-10. `model.seq_length` follows `dataset.seq_length`.
+10. the runner's syncs after the overrides (`recipe_runner.py`, in its order): with the mode its
+    name gives (`infer_recipe_mode`; every mode but pretraining is fine-tuning), a fine-tuning
+    dataset (a class with `enable_offline_packing` or `enable_in_batch_packing`) and the model's
+    or the evaluation's context parallel size above 1, `model.calculate_per_token_loss` on and
+    `ddp.average_in_collective` off (`sync_finetuning_cp_invariants`); with offline packing, the
+    packing specs made where there are none, their `packed_sequence_size` the dataset's
+    `seq_length` and their `pad_seq_to_mult` the lcm of their own (or 1), 2 * CP per CP above 1
+    and TP * CP per CP with sequence parallelism and TP above 1 (`sync_offline_packing_alignment`);
+    then `model.seq_length` follows `dataset.seq_length` (`sync_model_dataset_sequence_length`).
 11. `megatron.bridge.training.config.runtime_config_update` with WORLD_SIZE and RANK=0 (the
     runner's dry run does the same; training calls it first thing).
 12. the learning-rate scheduler training's setup builds next (`training/optim.py`
@@ -293,6 +301,8 @@ def build(case: dict, live: bool = False, bootstrap=None):
         if bootstrap is not None:
             bootstrap(meta)
         env = dict(os.environ)
+        finetuning_cp_invariants(cfg, name)
+        offline_packing_alignment(cfg)
         ds_len = getattr(cfg.dataset, "seq_length", None) if cfg.dataset is not None else None
         if ds_len is not None and cfg.model.seq_length != ds_len:
             cfg.model.seq_length = ds_len
@@ -306,6 +316,67 @@ def build(case: dict, live: bool = False, bootstrap=None):
             os.environ.clear()
             os.environ.update(saved)
     return cfg, env, recipe_env
+
+
+# runner fact: recipe_metadata.infer_recipe_mode's words, in the order it looks for them, each
+# with whether run_recipe._train_mode makes it the fine-tuning loop
+MODE_WORDS = (("pretrain", False), ("sft", True), ("finetune", True), ("dora", True), ("peft", True), ("lora", True))
+
+
+def finetuning(name: str) -> bool:
+    """Whether the runner, given `--recipe name` and no `--mode`, runs the fine-tuning loop."""
+    padded = f"_{name.lower().strip('_')}_"
+    return next((ft for word, ft in MODE_WORDS if f"_{word}_" in padded), False)
+
+
+def cp_sizes(cfg) -> set:
+    """The context parallel sizes the runner's syncs read: the model's and the evaluation's."""
+    sizes = {getattr(cfg.model, "context_parallel_size", 1)}
+    eval_cp = getattr(getattr(cfg, "dist", None), "eval_context_parallel_size", None)
+    if eval_cp is not None:
+        sizes.add(eval_cp)
+    return sizes
+
+
+def finetuning_cp_invariants(cfg, name: str) -> None:
+    """Step 10, `sync_finetuning_cp_invariants` (the runner's script is not in the package: its
+    rule restated): a fine-tuning run on fine-tuning data with context parallelism computes the
+    loss per token and does not average in the collective."""
+    data = getattr(cfg, "dataset", None)
+    if not finetuning(name) or not any(hasattr(data, f) for f in ("enable_offline_packing", "enable_in_batch_packing")):
+        return
+    if max(cp_sizes(cfg)) > 1:
+        if hasattr(cfg.model, "calculate_per_token_loss"):
+            cfg.model.calculate_per_token_loss = True
+        if getattr(cfg, "ddp", None) is not None and hasattr(cfg.ddp, "average_in_collective"):
+            cfg.ddp.average_in_collective = False
+
+
+def offline_packing_alignment(cfg) -> None:
+    """Step 10, `sync_offline_packing_alignment` (restated, as above): offline-packed samples
+    sized to the dataset's length and padded to a multiple the parallel layout needs."""
+    import math
+
+    data = getattr(cfg, "dataset", None)
+    if not getattr(data, "enable_offline_packing", False):
+        return
+    from megatron.bridge.data.packing import PackedSequenceSpecs
+
+    specs = getattr(data, "offline_packing_specs", None)
+    if specs is None:
+        specs = PackedSequenceSpecs()
+    elif isinstance(specs, dict):
+        specs = PackedSequenceSpecs(**specs)
+    data.offline_packing_specs = specs
+    if getattr(data, "seq_length", None) is not None:
+        specs.packed_sequence_size = data.seq_length
+    tp = getattr(cfg.model, "tensor_model_parallel_size", 1)
+    sp = bool(getattr(cfg.model, "sequence_parallel", False)) and tp > 1
+    multiples = [specs.pad_seq_to_mult or 1]
+    for cp in cp_sizes(cfg):
+        multiples.append(2 * cp if cp > 1 else 1)
+        multiples.append(tp * cp if sp else 1)
+    specs.pad_seq_to_mult = math.lcm(*multiples)
 
 
 def schedule(cfg) -> None:

@@ -149,6 +149,7 @@ fn extra_cases() -> Vec<Case> {
         recompute_cases(),
         container_section_cases(),
         what_runs_cases(),
+        runner_sync_cases(),
     ]
     .into_iter()
     .flatten()
@@ -331,15 +332,6 @@ fn post_init_cases() -> Vec<Case> {
             ],
         ),
         with(
-            "refuse-post-init-sft-cp2-per-token-loss",
-            sft,
-            "h100x8",
-            &[
-                "model.context_parallel_size=2",
-                "model.calculate_per_token_loss=false",
-            ],
-        ),
-        with(
             "post-init-sft-cp2",
             sft,
             "h100x8",
@@ -350,8 +342,8 @@ fn post_init_cases() -> Vec<Case> {
             ],
         ),
         // GLM-5.2's SFT functions (their checkpoint's config not at hand) turn the per-token
-        // loss on themselves: the recipe states it, so the plan checks a CP change on it as
-        // Bridge's validate does, accepting CP 16 and refusing the loss turned off
+        // loss on themselves: the recipe states it, so a CP change keeps it; the loss turned off
+        // or averaging in the collective turned on, the runner puts back before Bridge's validate
         with(
             "post-init-glm52-sft-cp16",
             glm52,
@@ -359,7 +351,7 @@ fn post_init_cases() -> Vec<Case> {
             &["model.context_parallel_size=16"],
         ),
         with(
-            "refuse-post-init-glm52-sft-cp16-per-token-loss",
+            "runner-glm52-sft-cp16-per-token-loss-off",
             glm52,
             "gb200x192",
             &[
@@ -368,7 +360,7 @@ fn post_init_cases() -> Vec<Case> {
             ],
         ),
         with(
-            "refuse-post-init-glm52-sft-cp16-average-in-collective",
+            "runner-glm52-sft-cp16-average-in-collective-on",
             glm52,
             "gb200x192",
             &[
@@ -792,6 +784,134 @@ fn uneven_stage_cases() -> Vec<Case> {
             "h100",
             64,
             &with("model.num_layers_in_last_pipeline_stage=18"),
+        ),
+    ]
+}
+
+/// The runner's syncs after the overrides (`resolve::runner_sync`): a fine-tuning run on
+/// fine-tuning data with CP (or evaluation CP) above 1 gets the per-token loss and no averaging
+/// in the collective, whatever the job says (SFT, a vision-language SFT and PEFT; a pretraining
+/// function's fine-tuning
+/// data does not: `refuse-post-init-vl-cp2-average-in-collective`); offline packing's specs get
+/// the dataset's length (changed by `dataset.seq_length`, or by `model.seq_length`, which ovlaunch
+/// passes to the dataset) and a padding multiple from CP, TP and sequence parallelism, over a
+/// value given field by field, as a whole mapping, or none (`null`: the runner makes the specs).
+fn runner_sync_cases() -> Vec<Case> {
+    let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
+    let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
+        let mut args = vec!["--recipe", recipe, "--gpus", gpus];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let (gpu, n) = gpus.split_once('x').unwrap();
+        case(id, gpu, n.parse().unwrap(), &args)
+    };
+    let sft = "llama32_1b_sft_config";
+    let cp2 = "model.context_parallel_size=2";
+    vec![
+        with("runner-sft-cp2", sft, "h100x2", &[cp2]),
+        with(
+            "runner-sft-cp2-per-token-loss-off",
+            sft,
+            "h100x2",
+            &[cp2, "model.calculate_per_token_loss=false"],
+        ),
+        with(
+            "runner-sft-cp2-average-in-collective-on",
+            sft,
+            "h100x2",
+            &[cp2, "ddp.average_in_collective=true"],
+        ),
+        with(
+            "runner-sft-eval-cp2",
+            sft,
+            "h100x2",
+            &[
+                "dist.eval_context_parallel_size=2",
+                "ddp.average_in_collective=true",
+            ],
+        ),
+        with(
+            "runner-sft-cp2-unpacked",
+            sft,
+            "h100x2",
+            &[
+                cp2,
+                "dataset.enable_offline_packing=false",
+                "dataset.offline_packing_specs=null",
+                "ddp.average_in_collective=true",
+            ],
+        ),
+        // a Hugging Face SFT dataset (in-batch packing's field, no offline packing)
+        with(
+            "runner-vl-sft-cp2",
+            "gemma3_vl_4b_sft_config",
+            "h100x2",
+            &[cp2, "ddp.average_in_collective=true"],
+        ),
+        with(
+            "runner-peft-cp2",
+            "llama32_1b_peft_config",
+            "h100x2",
+            &[cp2, &ckpt, "ddp.average_in_collective=true"],
+        ),
+        with(
+            "runner-packed-sft-seq-length",
+            sft,
+            "h100x1",
+            &["dataset.seq_length=2048"],
+        ),
+        with(
+            "runner-packed-sft-model-seq-length",
+            sft,
+            "h100x1",
+            &["model.seq_length=8192"],
+        ),
+        with(
+            "runner-packed-sft-tp2-sp",
+            sft,
+            "h100x2",
+            &[
+                "model.tensor_model_parallel_size=2",
+                "model.sequence_parallel=true",
+            ],
+        ),
+        with(
+            "runner-packed-sft-cp2-tp4-sp",
+            sft,
+            "h100x8",
+            &[
+                cp2,
+                "model.tensor_model_parallel_size=4",
+                "model.sequence_parallel=true",
+            ],
+        ),
+        with(
+            "runner-packed-sft-specs-null",
+            sft,
+            "h100x2",
+            &[cp2, "dataset.offline_packing_specs=null"],
+        ),
+        with(
+            "runner-packed-sft-specs-whole",
+            sft,
+            "h100x2",
+            &[
+                cp2,
+                "dataset.offline_packing_specs={packed_sequence_size: 1024}",
+            ],
+        ),
+        with(
+            "runner-packed-sft-pad-given",
+            sft,
+            "h100x2",
+            &[cp2, "dataset.offline_packing_specs.pad_seq_to_mult=3"],
+        ),
+        with(
+            "runner-packed-sft-size-given",
+            sft,
+            "h100x1",
+            &["dataset.offline_packing_specs.packed_sequence_size=2048"],
         ),
     ]
 }
@@ -2402,6 +2522,7 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
             }
         }
     }
+    d.extend(runner_synced_differ(plan, bridge));
     let plan_env: BTreeMap<String, String> = plan["env"]
         .as_object()
         .map(|m| {
@@ -2417,6 +2538,45 @@ pub(crate) fn diff_case(plan: &Value, bridge: &Value, classes: &Value, env: &Val
                 Some(p) if p == v => {}
                 Some(p) => d.push(format!("env.{k}: plan {p} / trainer {v}")),
                 None => d.push(format!("env.{k}: not in the plan / trainer {v}")),
+            }
+        }
+    }
+    d
+}
+
+/// The objects of a pass-through section Bridge's runner rewrites after the overrides
+/// (`resolve::runner_sync`: `sync_offline_packing_alignment`'s packing specs).
+const RUNNER_SYNCED: &[&str] = &["dataset.offline_packing_specs"];
+
+/// The objects of [`RUNNER_SYNCED`] compared whether the plan states them or not: each field
+/// the function holds there and the plan does not state (a field set alone,
+/// `dataset.offline_packing_specs.pad_seq_to_mult`, is compared as the plan states it) must be
+/// what Bridge holds, so a runner step the plan leaves out is a difference even in a job that
+/// sets nothing there. An object the plan states whole is compared with the plan's fields.
+fn runner_synced_differ(plan: &Value, bridge: &Value) -> Vec<String> {
+    let holder = ovlaunch::config::bridge::Holder {
+        task: plan["recipe"]["task"].as_str(),
+        function: plan["recipe"]["bridge_recipe"].as_str(),
+    };
+    let mut d = Vec::new();
+    for path in RUNNER_SYNCED {
+        let (section, field) = ovlaunch::config::bridge::split(path);
+        let stated = plan[section].as_object();
+        if stated.is_some_and(|m| m.contains_key(field)) {
+            continue;
+        }
+        let Some(Value::Object(held)) = holder.value(path) else {
+            continue;
+        };
+        for (k, v) in &held {
+            if stated.is_some_and(|m| m.contains_key(&format!("{field}.{k}"))) {
+                continue;
+            }
+            let b = &bridge[section][field][k];
+            if !same(v, b) {
+                d.push(format!(
+                    "{path}.{k}: the function's {v}, not stated by the plan / bridge {b}"
+                ));
             }
         }
     }

@@ -561,9 +561,10 @@ fn a_config_of_another_architecture_than_the_recipes_checkpoint_is_refused() {
 
 /// A function whose checkpoint config is not at hand states the architecture fields it assigns
 /// itself after Bridge built the model (GLM-5.2's SFT functions turn the per-token loss on):
-/// the plan holds them as the recipe's, so Bridge's fine-tuning check with CP > 1 runs on the
-/// function's own value: a CP change keeps it and is planned, the loss turned off is refused
-/// (exit 2) naming both fields. (Bridge agrees: `bridge_proof`'s `glm52` cases.)
+/// the plan holds them as the recipe's, so a CP change keeps the function's own value, with no
+/// decision to make; the loss turned off with CP > 1 is put back by Bridge's runner
+/// (`sync_finetuning_cp_invariants`), which the plan states and warns of. (Bridge agrees:
+/// `bridge_proof`'s `glm52` cases.)
 #[test]
 fn a_checkpoint_functions_own_architecture_fields_are_planned() {
     let function = "glm52_sft_192gpu_gb200_bf16_128k_config";
@@ -583,9 +584,18 @@ fn a_checkpoint_functions_own_architecture_fields_are_planned() {
     );
     assert_eq!(cp16["model"]["context_parallel_size"], 16);
     assert_eq!(cp16["model"]["calculate_per_token_loss"], Value::Bool(true));
-    let err = usage_error(
+    let decided = |p: &Value| {
+        p["decisions"].as_array().unwrap().iter().any(|d| {
+            d["key"] == "model.calculate_per_token_loss"
+                && d["rule"]
+                    .as_str()
+                    .unwrap()
+                    .contains("sync_finetuning_cp_invariants")
+        })
+    };
+    assert!(!decided(&cp16), "{}", cp16["decisions"]);
+    let off = plan(
         &[
-            &["plan"][..],
             &args[..],
             &[
                 "--set",
@@ -595,13 +605,17 @@ fn a_checkpoint_functions_own_architecture_fields_are_planned() {
             ],
         ]
         .concat(),
+        &[],
     );
-    for part in [
-        "When finetuning with CP>1, calculate_per_token_loss must be True",
-        "model.calculate_per_token_loss",
-    ] {
-        assert!(err.contains(part), "`{part}` not in: {err}");
-    }
+    assert_eq!(off["model"]["calculate_per_token_loss"], Value::Bool(true));
+    assert!(decided(&off), "{}", off["decisions"]);
+    assert!(
+        off["warnings"]
+            .to_string()
+            .contains("sync_finetuning_cp_invariants"),
+        "{}",
+        off["warnings"]
+    );
 }
 
 /// A config of another architecture found in the Hugging Face cache (not named by the user) is

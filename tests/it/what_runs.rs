@@ -1,8 +1,10 @@
 //! Values Bridge changes after the overrides, planned as what runs: the runner gives the model
-//! the dataset's sequence length (`recipe_runner.sync_model_dataset_sequence_length`), mock
-//! data gets Megatron-Core's even split (`BlendedMegatronDatasetConfig.__post_init__`), and a
-//! blank base checkpoint is no PEFT checkpoint. Bridge's own code confirms the planned configs
-//! in `bridge_proof` (the `seq-length-*` and `mock-split-*` cases).
+//! the dataset's sequence length (`recipe_runner.sync_model_dataset_sequence_length`), turns the
+//! per-token loss on for a fine-tuning run with CP > 1 (`sync_finetuning_cp_invariants`) and
+//! aligns offline packing to the length and layout (`sync_offline_packing_alignment`); mock data
+//! gets Megatron-Core's even split (`BlendedMegatronDatasetConfig.__post_init__`); a blank base
+//! checkpoint is no PEFT checkpoint. Bridge's own code confirms the planned configs in
+//! `bridge_proof` (the `seq-length-*`, `mock-split-*` and `runner-*` cases).
 
 use serde_json::Value;
 
@@ -216,4 +218,153 @@ fn an_empty_peft_checkpoint_is_refused() {
             "--set checkpoint.pretrained_checkpoint=/path/on/the/cluster",
         );
     }
+}
+
+/// A warning of the plan holding `part`.
+fn warned(plan: &Value, part: &str) -> bool {
+    plan["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains(part))
+}
+
+/// A fine-tuning run on fine-tuning data with CP above 1: the runner computes the loss per
+/// token and does not average in the collective (`recipe_runner.sync_finetuning_cp_invariants`),
+/// so the plan does, decided and not passed; a value given against it runs as the runner sets
+/// it, with a warning, and `--strict` refuses averaging in the collective turned off where it
+/// was asked for. PEFT alike; a pretraining function's loss settings stay its own.
+#[test]
+fn a_fine_tuning_run_with_context_parallelism_computes_the_loss_per_token() {
+    const STEP: &str = "sync_finetuning_cp_invariants";
+    let cp2 = ["--set", "model.context_parallel_size=2"];
+    let p = plan("llama3_8b_sft", &cp2);
+    assert_eq!(p["model"]["calculate_per_token_loss"], true);
+    assert_eq!(p["ddp"]["average_in_collective"], false);
+    let rule = decision(&p, "model.calculate_per_token_loss").expect("a decision")["rule"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(rule.contains(STEP) && rule.contains("not passed"), "{rule}");
+    assert!(rule.contains("GPTSFTDatasetConfig"), "{rule}");
+    assert_eq!(overrides(&p), ["model.context_parallel_size=2"]);
+    let off = plan(
+        "llama3_8b_sft",
+        &[&cp2[..], &["--set", "model.calculate_per_token_loss=false"]].concat(),
+    );
+    assert_eq!(off["model"]["calculate_per_token_loss"], true);
+    assert!(
+        warned(
+            &off,
+            "model.calculate_per_token_loss: the value --set gives is not what runs"
+        ),
+        "{}",
+        off["warnings"]
+    );
+    let on = ["--set", "ddp.average_in_collective=true"];
+    let averaged = plan("llama3_8b_sft", &[&cp2[..], &on[..]].concat());
+    assert_eq!(averaged["ddp"]["average_in_collective"], false);
+    assert!(decision(&averaged, "ddp.average_in_collective").is_some());
+    assert!(warned(&averaged, STEP), "{}", averaged["warnings"]);
+    let strict = [
+        &["plan", "--recipe", "llama3_8b_sft", "--gpus", "h100x8"][..],
+        &cp2[..],
+        &on[..],
+        &["--strict"],
+    ]
+    .concat();
+    assert_refused(
+        &strict,
+        "ddp.average_in_collective",
+        "--strict refuses a silent disable",
+        STEP,
+        "--set ddp.average_in_collective=false",
+    );
+    // the evaluation's CP counts too; PEFT is fine-tuning
+    let eval = plan(
+        "llama3_8b_sft",
+        &["--set", "dist.eval_context_parallel_size=2"],
+    );
+    assert_eq!(eval["model"]["calculate_per_token_loss"], true);
+    let ckpt = "checkpoint.pretrained_checkpoint=/ckpt";
+    let peft = plan(
+        "llama3_8b_peft_config",
+        &[&cp2[..], &["--set", ckpt]].concat(),
+    );
+    assert_eq!(peft["model"]["calculate_per_token_loss"], true);
+    // CP 1, or pretraining: nothing to decide
+    let one = plan("llama3_8b_sft", &[]);
+    assert!(decision(&one, "model.calculate_per_token_loss").is_none());
+    let pretrain = plan("llama3_8b", &cp2);
+    assert!(decision(&pretrain, "model.calculate_per_token_loss").is_none());
+}
+
+/// Offline packing: the runner sizes the packed samples to the dataset's length and pads them
+/// to a multiple of 2 * CP and, with sequence parallelism, TP * CP, over the specs' own
+/// multiple (`recipe_runner.sync_offline_packing_alignment`): planned as the function's object's
+/// fields, decided and not passed; specs set to `null` are made again by the runner.
+#[test]
+fn offline_packing_follows_the_length_and_the_layout() {
+    const STEP: &str = "sync_offline_packing_alignment";
+    const SIZE: &str = "offline_packing_specs.packed_sequence_size";
+    const PAD: &str = "offline_packing_specs.pad_seq_to_mult";
+    let key = |k: &str| format!("dataset.{k}");
+    // the function's own: 4096 long, TP 2 without sequence parallelism, a multiple of 1
+    let p = plan("llama3_8b_sft", &[]);
+    assert!(p["dataset"].is_null(), "{}", p["dataset"]);
+    let p = plan("llama3_8b_sft", &["--set", "dataset.seq_length=2048"]);
+    assert_eq!(p["dataset"][SIZE], 2048);
+    let rule = decision(&p, &key(SIZE)).expect("a decision")["rule"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(rule.contains(STEP) && rule.contains("not passed"), "{rule}");
+    assert_eq!(overrides(&p), ["dataset.seq_length=2048"]);
+    // the model's length alone reaches the dataset (passed), so the specs too
+    let p = plan("llama3_8b_sft", &["--set", "model.seq_length=8192"]);
+    assert_eq!(p["dataset"][SIZE], 8192);
+    let sp = ["--set", "model.sequence_parallel=true"];
+    assert_eq!(plan("llama3_8b_sft", &sp)["dataset"][PAD], 2);
+    let cp2 = ["--set", "model.context_parallel_size=2"];
+    assert_eq!(plan("llama3_8b_sft", &cp2)["dataset"][PAD], 4);
+    let tp4 = ["--set", "model.tensor_model_parallel_size=4"];
+    assert_eq!(
+        plan("llama3_8b_sft", &[&cp2[..], &tp4[..], &sp[..]].concat())["dataset"][PAD],
+        8
+    );
+    // a multiple given is the lcm's first term, and the change is said
+    let given = plan(
+        "llama3_8b_sft",
+        &[
+            &cp2[..],
+            &["--set", "dataset.offline_packing_specs.pad_seq_to_mult=3"],
+        ]
+        .concat(),
+    );
+    assert_eq!(given["dataset"][PAD], 12);
+    assert!(warned(&given, &key(PAD)), "{}", given["warnings"]);
+    // no specs: the runner makes them
+    let null = plan(
+        "llama3_8b_sft",
+        &["--set", "dataset.offline_packing_specs=null"],
+    );
+    assert_eq!(
+        null["dataset"]["offline_packing_specs"]["packed_sequence_size"],
+        4096
+    );
+    // no offline packing: nothing to align
+    let unpacked = plan(
+        "llama3_8b_sft",
+        &[
+            &cp2[..],
+            &[
+                "--set",
+                "dataset.enable_offline_packing=false",
+                "--set",
+                "dataset.offline_packing_specs=null",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(decision(&unpacked, &key(PAD)).is_none());
 }

@@ -612,6 +612,17 @@ impl Layered {
     pub fn user_changed(&self, path: &str) -> bool {
         self.prov.user_set(path) || self.file_overrides.iter().any(|(p, _)| p == path)
     }
+
+    /// Who asked for `path`'s value: a plugin, `--set`, or the user's recipe file over Bridge's
+    /// function (`None`: the recipe's own value).
+    pub fn asked_by(&self, path: &str) -> Option<String> {
+        match self.prov.source(path) {
+            Source::Plugin(name) => Some(format!("plugin {name}")),
+            _ if self.prov.user_set(path) => Some("--set".to_string()),
+            _ if self.user_changed(path) => Some("the recipe file".to_string()),
+            _ => None,
+        }
+    }
 }
 
 fn apply_set(tree: &mut Map<String, Value>, o: &SetOverride) {

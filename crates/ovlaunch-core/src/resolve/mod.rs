@@ -22,6 +22,7 @@ pub mod overrides;
 pub mod pipeline_split;
 pub mod post_init;
 pub mod provider_rules;
+pub mod runner_sync;
 pub mod trainer;
 pub mod validate;
 
@@ -270,15 +271,6 @@ fn resolve_picked(
     let located = |e: Error| in_users_file(outer.recipe, picked, choice.variant, &prov, e);
     // The length that runs: Bridge's runner gives the model the dataset's.
     seq_length_stage(inp.recipe, choice.variant, &mut l, &mut t).map_err(located)?;
-    pass_through_checks(
-        inp.recipe,
-        choice.variant,
-        &l.cfg.bridge,
-        picked.base.as_ref(),
-        l.cfg.train.micro_batch_size,
-    )
-    .and_then(|()| validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train))
-    .map_err(located)?;
     // the function as the user named it: a library alias reaches the runner as given
     let named = picked
         .base
@@ -295,6 +287,22 @@ fn resolve_picked(
         inp.sets,
         precision_word.as_ref(),
     );
+    // What the runner changes itself after the overrides (so after the trainer call is made):
+    // a fine-tuning run's loss settings with CP > 1, and offline packing's alignment.
+    if let Some(call) = &trainer_call {
+        let holder = inp.recipe.holder(choice.variant);
+        runner_sync::finetuning_cp_stage(&call.recipe, holder, &mut l, &mut t);
+        runner_sync::packing_alignment_stage(holder, &mut l, &mut t);
+    }
+    pass_through_checks(
+        inp.recipe,
+        choice.variant,
+        &l.cfg.bridge,
+        picked.base.as_ref(),
+        l.cfg.train.micro_batch_size,
+    )
+    .and_then(|()| validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train))
+    .map_err(located)?;
     // Bridge's runner rebuilds a recipe-owned pipeline layout after a PP or VP override.
     pipeline_layout_stage(inp, &choice, &mut l, &mut t).map_err(located)?;
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
@@ -1304,12 +1312,7 @@ fn flex_dispatcher_fits(
 /// switches off stays a decision. (The TP-overlap gate refuses in its own stage, whoever asked,
 /// with its fix.)
 fn strict_refusal(t: &Trace, l: &layers::Layered) -> Result<()> {
-    let by = |key: &str| match l.prov.source(key) {
-        Source::Plugin(name) => Some(format!("plugin {name}")),
-        _ if l.prov.user_set(key) => Some("--set".to_string()),
-        _ if l.user_changed(key) => Some("the recipe file".to_string()),
-        _ => None,
-    };
+    let by = |key: &str| l.asked_by(key);
     let Some((d, by)) = t
         .decisions
         .iter()

@@ -1175,10 +1175,13 @@ const FINE_TUNING_DATA: &[&str] = &[
 /// `resolve::provider_rules`): with CP > 1 on fine-tuning data (the dataset class the recipe's
 /// function holds, [`FINE_TUNING_DATA`]; a vision-language pretraining function's mock SFT data
 /// too), the loss must be per token and not averaged in the collective, so that ranks whose
-/// tokens are all masked give no NaN loss. The per-token loss is checked where the plan knows
-/// it: set by `--set`, a plugin, a provider class's `finalize`, or the recipe file (a function
-/// that builds its model from a checkpoint not at hand states the architecture fields it
-/// assigns itself: GLM-5's SFT functions turn it on); otherwise it is left to Bridge.
+/// tokens are all masked give no NaN loss. A run the runner fine-tunes has both already
+/// (`resolve::runner_sync`, its `sync_finetuning_cp_invariants`), so this refuses what the
+/// runner leaves alone: a pretraining function's fine-tuning data (a vision-language function's
+/// mock SFT data). The per-token loss is checked where the plan knows it: set by `--set`, a
+/// plugin, a provider class's `finalize`, or the recipe file (a function that builds its model
+/// from a checkpoint not at hand states the architecture fields it assigns itself: GLM-5's SFT
+/// functions turn it on); otherwise it is left to Bridge.
 pub fn fine_tuning_context_parallel(
     model: &ModelConfig,
     ddp: &DdpConfig,
