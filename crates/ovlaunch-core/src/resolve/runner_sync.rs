@@ -79,6 +79,17 @@ fn cp_sizes(model: &ModelConfig, known: &Known<'_>) -> Vec<u64> {
     sizes
 }
 
+/// The sizes of [`cp_sizes`] in words.
+fn cp_words(sizes: &[u64]) -> String {
+    match sizes {
+        [model, eval] => format!("context parallel size {model}, evaluation's {eval}"),
+        _ => format!(
+            "context parallel size {}",
+            sizes.first().copied().unwrap_or(1)
+        ),
+    }
+}
+
 /// The runner's `sync_finetuning_cp_invariants` (table in the module docs): `function` is the
 /// name the runner is given.
 pub(super) fn finetuning_cp_stage(
@@ -100,10 +111,7 @@ pub(super) fn finetuning_cp_stage(
     if sizes.iter().all(|&cp| cp <= 1) {
         return;
     }
-    let cp = match sizes.as_slice() {
-        [model, eval] => format!("context parallel size {model}, evaluation's {eval}"),
-        _ => format!("context parallel size {}", sizes[0]),
-    };
+    let cp = cp_words(&sizes);
     let rule = format!(
         "Bridge's runner, after the overrides, computes the loss per token and does not average it in the collective when it fine-tunes (the mode `{function}` names) on fine-tuning data ({}) with context parallelism ({cp}) ({RUNNER}, {CP_STEP}), as ConfigContainer.validate requires; not passed as an override",
         data.class.rsplit('.').next().unwrap_or(data.class)
@@ -226,7 +234,8 @@ pub(super) fn packing_alignment_stage(holder: Holder<'_>, l: &mut Layered, t: &m
         }
     }
     let why = format!(
-        "context parallel sizes {sizes:?}, tensor parallel size {tp}, sequence parallelism {}",
+        "{}, tensor parallel size {tp}, sequence parallelism {}",
+        cp_words(&sizes),
         m.sequence_parallel
     );
     let mut changes: Vec<(&str, Value, String)> = Vec::new();
