@@ -197,6 +197,7 @@ PEFT_SCHEMES = {"lora": "PEFT_LORA", "dora": "PEFT_DORA"}
 CONST_NAMES = {
     "megatron.bridge.data.builders.direct_hf_sft.DirectHFSFTDatasetConfig": "DATASET_DIRECT_HF_SFT",
     "megatron.bridge.data.builders.mock_vlm_sft.MockVLMSFTDatasetConfig": "DATASET_MOCK_VLM_SFT",
+    "megatron.bridge.training.config.MockGPTDatasetConfig": "DATASET_MOCK_GPT",
     "megatron.bridge.diffusion.data.wan.wan_energon_datamodule.WanDatasetConfig": "DATASET_WAN",
     "megatron.bridge.models.stepfun.data.flickr8k.provider.Step37Flickr8kSFTDataProvider": "DATASET_STEP37_FLICKR8K",
     "megatron.bridge.peft.lora.VLMLoRA": "PEFT_VLM_LORA",

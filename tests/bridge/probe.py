@@ -16,7 +16,11 @@ the installed package's own code:
    ("Unknown option", exit 2), every other word must be KEY=VALUE (argparse, allow_abbrev=False).
 2. a name matching `_<task>_<N>gpu_<hw>_<precision>[_variant]_config` and exported by
    `megatron.bridge.perf_recipes.<family>` is a benchmark recipe (family by name prefix);
-   otherwise the function comes from `megatron.bridge.recipes`.
+   otherwise the function comes from `megatron.bridge.recipes`. A benchmark SFT or PEFT function
+   whose forward step is the text one (`recipe_metadata.recipe_step`: no multimodal name prefix)
+   then holds the mock pretraining data instead of its own dataset
+   (`run_recipe._apply_benchmark_dataset_defaults`: `build_dataset_config(cfg, "mock")`, the
+   function's `num_workers`, `pin_memory`, `persistent_workers`, split `99990,8,2`).
 3. `--deterministic` -> `megatron.bridge.recipes.utils.determinism_utils.apply_determinism_overrides`.
 4. the canonical topology and global batch are read before the overrides.
 5. the overrides -> `omegaconf_utils.process_config_with_overrides` (Hydra grammar).
@@ -198,12 +202,46 @@ def benchmark_metadata(name: str):
     module = importlib.import_module(f"megatron.bridge.perf_recipes.{family}")
     if not callable(getattr(module, name, None)):
         return None
-    return dict(m.groupdict(), family=family, module=module)
+    return dict(m.groupdict(), family=family, module=module, name=name)
+
+
+# runner fact: recipe_metadata.RECIPE_FORWARD_STEP_PREFIXES, the names whose forward step is
+# not a text one (every other name's is `llm_step`: recipe_metadata.recipe_step)
+NON_TEXT_STEP_PREFIXES = (
+    "nemotron_nano_v2_vl_", "nemotron_omni_", "qwen2_audio_", "qwen3_omni_", "qwen3_vl_", "qwen35_vl_",
+    "step37_", "gemma3_vl_", "gemma4_vl_", "glm_45v_", "kimi_k25_vl_", "ministral3_", "qwen25_vl_", "flux_",
+    "wan_",
+)
+# runner fact: run_recipe._apply_benchmark_dataset_defaults, the split it gives the mock data and
+# the fields it keeps from the function's own dataset
+BENCHMARK_MOCK_SPLIT = "99990,8,2"
+BENCHMARK_KEPT_DATA_FIELDS = ("num_workers", "pin_memory", "persistent_workers")
+
+
+def benchmark_dataset_defaults(cfg, meta) -> None:
+    """Step 2's load, then `run_recipe._apply_benchmark_dataset_defaults` (the runner's script is
+    not in the package: its rule restated): a benchmark SFT or PEFT function whose forward step
+    is the text one runs on the mock pretraining data Bridge's `build_dataset_config(cfg, "mock")`
+    builds, keeping the function's worker fields, with the runner's split."""
+    if meta is None or meta["task"] not in ("sft", "peft") or meta["name"].startswith(NON_TEXT_STEP_PREFIXES):
+        return
+    from megatron.bridge.recipes.utils.dataset_utils import build_dataset_config
+
+    source = getattr(cfg, "dataset", None)
+    mock = build_dataset_config(cfg, "mock")
+    for f in BENCHMARK_KEPT_DATA_FIELDS:
+        if source is not None and hasattr(source, f) and hasattr(mock, f):
+            setattr(mock, f, getattr(source, f))
+    if hasattr(mock, "split"):
+        mock.split = BENCHMARK_MOCK_SPLIT
+    cfg.dataset = mock
 
 
 def load(name: str, meta):
     if meta is not None:
-        return getattr(meta["module"], name)()
+        cfg = getattr(meta["module"], name)()
+        benchmark_dataset_defaults(cfg, meta)
+        return cfg
     import megatron.bridge.recipes as recipes
 
     fn = getattr(recipes, name, None)

@@ -287,10 +287,12 @@ fn resolve_picked(
         inp.sets,
         precision_word.as_ref(),
     );
-    // What the runner changes itself after the overrides (so after the trainer call is made):
-    // a fine-tuning run's loss settings with CP > 1, and offline packing's alignment.
+    // What the runner changes itself (so after the trainer call is made): a benchmark fine-tuning
+    // function's mock data (recorded: the tables hold it), then, after the overrides, a
+    // fine-tuning run's loss settings with CP > 1, and offline packing's alignment.
     if let Some(call) = &trainer_call {
         let holder = inp.recipe.holder(choice.variant);
+        runner_sync::benchmark_dataset_stage(holder, &mut t);
         runner_sync::finetuning_cp_stage(&call.recipe, holder, &mut l, &mut t);
         runner_sync::packing_alignment_stage(holder, &mut l, &mut t);
     }

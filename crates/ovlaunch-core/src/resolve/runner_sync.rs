@@ -1,9 +1,10 @@
-//! Two steps Bridge's runner takes after the command line's overrides and before training
+//! Steps Bridge's runner takes around the command line's overrides and before training
 //! (`scripts/training/run_recipe.py` `main`, the functions in `scripts/training/recipe_runner.py`,
 //! Megatron-Bridge r0.6.0), mirrored so that the plan states what runs:
 //!
 //! | runner step | when | what it changes |
 //! |---|---|---|
+//! | `_apply_benchmark_dataset_defaults` (in `run_recipe.py`, right after loading, before the overrides) | a performance recipe's SFT or PEFT function whose forward step is the text one | the function's dataset is replaced by Bridge's mock pretraining data (`build_dataset_config(recipe, "mock")`: `MockGPTDatasetConfig`, keeping `num_workers`, `pin_memory`, `persistent_workers`, split `99990,8,2`). The generated tables already hold that object for these functions (`config::bridge_fields`, written by `tests/bridge/gen_sections.py` through the Bridge proof's probe, which restates the rule), so `--set dataset.*` is typed by it and the two steps below see no fine-tuning data; this stage only records it ([`benchmark_dataset_stage`]) |
 //! | `sync_finetuning_cp_invariants` | the runner's mode is fine-tuning ([`finetuning`], read from the function's name), the function's dataset class has a field `enable_offline_packing` or `enable_in_batch_packing`, and `model.context_parallel_size` or `dist.eval_context_parallel_size` is above 1 | `model.calculate_per_token_loss` = true, `ddp.average_in_collective` = false |
 //! | `sync_offline_packing_alignment` | `dataset.enable_offline_packing` is true | `dataset.offline_packing_specs` made (class defaults) where there is none; its `packed_sequence_size` = `dataset.seq_length`; its `pad_seq_to_mult` = lcm(its own value or 1, 2 * CP for each CP above 1, TP * CP for each CP with sequence parallelism and TP above 1), CP being the model's and the evaluation's |
 //!
@@ -30,6 +31,13 @@ use crate::plan::{Decision, Source, Trace};
 const RUNNER: &str = "scripts/training/recipe_runner.py";
 const CP_STEP: &str = "sync_finetuning_cp_invariants";
 const PACKING_STEP: &str = "sync_offline_packing_alignment";
+
+/// The runner's step that swaps a benchmark fine-tuning function's dataset, in `run_recipe.py`.
+const DATASET_STEP: &str = "scripts/training/run_recipe.py, _apply_benchmark_dataset_defaults";
+
+/// The class `build_dataset_config(recipe, "mock")` builds (`recipes/utils/dataset_utils.py`
+/// `_mock_dataset_config`).
+const MOCK_DATA: &str = "megatron.bridge.training.config.MockGPTDatasetConfig";
 
 /// The provider field the loss is averaged by.
 const PER_TOKEN_LOSS: &str = "calculate_per_token_loss";
@@ -65,6 +73,27 @@ pub fn finetuning(function: &str) -> Option<bool> {
         .iter()
         .find(|(word, _)| name.contains(&format!("_{word}_")))
         .map(|(_, finetune)| *finetune)
+}
+
+/// The runner's `_apply_benchmark_dataset_defaults` (table in the module docs): where the
+/// generated tables say a fine-tuning function (task `sft` or `peft`) holds Bridge's mock
+/// pretraining data, the plan says that the runner put it there. Changes nothing: the tables
+/// already hold the object the runner builds.
+pub(super) fn benchmark_dataset_stage(holder: Holder<'_>, t: &mut Trace) {
+    let mock = MOCK_DATA;
+    if !matches!(holder.task, Some("sft" | "peft"))
+        || holder.section("dataset").map(|d| d.class) != Some(mock)
+    {
+        return;
+    }
+    t.decisions.push(Decision::new(
+        "dataset",
+        mock,
+        format!(
+            "Bridge's runner replaces this benchmark fine-tuning function's own dataset with its mock pretraining data right after loading it, before the overrides: build_dataset_config(recipe, \"mock\") (the model's seq_length), keeping the function's num_workers, pin_memory and persistent_workers, split \"99990,8,2\" ({DATASET_STEP}); `--set dataset.*` is typed by that class, and no fine-tuning data step (packing, the loss with context parallelism) applies; not passed as an override"
+        ),
+        Source::Derived,
+    ));
 }
 
 /// The context-parallel sizes the runner reads: the model's, and the evaluation's where set.
