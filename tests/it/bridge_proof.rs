@@ -798,6 +798,8 @@ fn uneven_stage_cases() -> Vec<Case> {
 /// the dataset's length (changed by `dataset.seq_length`, or by `model.seq_length`, which ovlaunch
 /// passes to the dataset) and a padding multiple from CP, TP and sequence parallelism, over a
 /// value given field by field, as a whole mapping, or none (`null`: the runner makes the specs).
+/// A benchmark SFT or PEFT function runs on the mock pretraining data the runner loads in place
+/// of its own (`runner-bench-*`), so none of these steps applies and `dataset.*` is that class's.
 fn runner_sync_cases() -> Vec<Case> {
     let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
     let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
@@ -809,6 +811,8 @@ fn runner_sync_cases() -> Vec<Case> {
         case(id, gpu, n.parse().unwrap(), &args)
     };
     let sft = "llama32_1b_sft_config";
+    let bench_sft = "llama3_8b_sft_8gpu_h100_bf16_config";
+    let bench_peft = "llama3_70b_peft_8gpu_h100_bf16_config";
     let cp2 = "model.context_parallel_size=2";
     vec![
         with("runner-sft-cp2", sft, "h100x2", &[cp2]),
@@ -914,6 +918,30 @@ fn runner_sync_cases() -> Vec<Case> {
             sft,
             "h100x1",
             &["dataset.offline_packing_specs.packed_sequence_size=2048"],
+        ),
+        // a benchmark fine-tuning function runs on the mock pretraining data the runner puts in
+        // its place (`run_recipe.py` `_apply_benchmark_dataset_defaults`): no packing and no
+        // per-token loss with CP > 1, a mock data field accepted, an SFT data field refused
+        with("runner-bench-sft-mock", bench_sft, "h100x8", &[]),
+        with("runner-bench-sft-mock-cp2", bench_sft, "h100x8", &[cp2]),
+        with(
+            "runner-bench-sft-mock-fields",
+            bench_sft,
+            "h100x8",
+            &["dataset.random_seed=42", "dataset.mmap_bin_files=false"],
+        ),
+        with(
+            "container-bad-runner-bench-sft-mock-dataset-root",
+            bench_sft,
+            "h100x8",
+            &["dataset.dataset_root=/data/sft"],
+        ),
+        with("runner-bench-peft-mock", bench_peft, "h100x8", &[&ckpt]),
+        with(
+            "runner-bench-peft-mock-seq-length",
+            bench_peft,
+            "h100x8",
+            &[&ckpt, "dataset.seq_length=2048", "dataset.num_workers=4"],
         ),
     ]
 }
