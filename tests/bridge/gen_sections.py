@@ -20,7 +20,10 @@ shipped function's plan knows the values it holds (GPT-OSS 20B's own scheduler, 
 long-context SFT functions' own `dataset_root`), each stated once, and ovlaunch's checks of
 Bridge's section rules read them (`config::bridge::Holder::value`).
 
-Every function a shipped recipe file names (performance and library, every task) is built, and
+Every function a shipped recipe file names (performance and library, every task) is built as
+Bridge's runner loads it (`probe.load`: a performance recipe's SFT or PEFT function with the text
+forward step holds the runner's mock pretraining data, `MockGPTDatasetConfig`, in place of its
+own dataset, `run_recipe._apply_benchmark_dataset_defaults`), and
 what it holds is written where it is not its task's classes (`HOLDS`, indexed by `HELD_BY`): a
 vision-language or audio fine-tuning function's `DirectHFSFTDatasetConfig`, Nemotron Nano V2 VL's
 `VLMLoRA`, the Qwen VL pretraining functions' mock VLM dataset, Step 3.7's and Wan's data classes,

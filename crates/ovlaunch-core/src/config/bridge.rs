@@ -832,6 +832,17 @@ mod tests {
             class(TEXT_SFT, "dataset"),
             Some("megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig")
         );
+        // a benchmark fine-tuning function runs on the mock data Bridge's runner puts in its
+        // place (`run_recipe.py` `_apply_benchmark_dataset_defaults`)
+        let bench_sft = Holder {
+            task: Some("sft"),
+            function: Some("llama3_8b_sft_8gpu_h100_bf16_config"),
+        };
+        assert_eq!(
+            class(bench_sft, "dataset"),
+            Some("megatron.bridge.training.config.MockGPTDatasetConfig")
+        );
+        assert_eq!(bench_sft.value("dataset.split"), Some(json!("99990,8,2")));
         assert_eq!(class(VL_SFT, PEFT), None);
         let vl_peft = Holder {
             task: Some("peft"),
