@@ -250,7 +250,7 @@ if [ "${OVL_GPU_GRID:-}" = moe_check ]; then
   )
 fi
 # OVL_GPU_GRID=users: what users bring (jobs.sh: COMMON_USERS, USERS_GRID); their memory and
-# step time were predicted before they ran (results/gpu-2026-11-28-h100-users/predictions.txt)
+# step time were predicted before they ran (results/gpu-users-pending/predictions.txt)
 if [ "${OVL_GPU_GRID:-}" = users ]; then
   COMMON=("${COMMON_USERS[@]}")
   SHAPE=as_given

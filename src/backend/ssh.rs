@@ -17,6 +17,13 @@
 //!   on the login node that is renamed into place only when complete (`mv -T`): a connection
 //!   cut mid-transfer leaves no job directory (the partial is removed; one left by a killed
 //!   shell is removed by a later upload once it is an hour old).
+//! - Before a job directory or an experiment directory is created there, its path is held to
+//!   the rule `backend::trust` holds local paths to ([`Ssh::check_path`]): every directory
+//!   from `/`, as given and as resolved (`realpath`), a trusted entry for the login node's
+//!   user (`stat` there), the experiment directories that user's own, with ids for names
+//!   and no group counted as private (the login node's group database is not read). A shell
+//!   checks and then creates, so unlike the local walk through descriptors a directory
+//!   swapped between the two is not caught.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -142,6 +149,42 @@ impl Ssh {
             "check that `ssh {}` logs in without a prompt (key authentication, and the login node's host key in known_hosts)",
             self.target
         ))
+    }
+
+    /// Holds `dir` on the login node to the rule local paths are held to (`backend::trust`):
+    /// every directory from `/` to it, as given and as resolved, must be a trusted entry for
+    /// the login node's user (with `sharing`), and its last `own` components, where they
+    /// exist, that user's own and no symbolic link. Missing directories are left to the
+    /// caller to create. A refusal is a usage error naming the directory, why and a fix.
+    fn check_path(&self, dir: &Path, own: usize, sharing: Sharing, what: &str) -> Result<()> {
+        let d = utf8(dir)?;
+        let out = self.sh_ok(
+            &format!("sh -c {} sh {}", quote(WALK), quote(d)),
+            Duration::from_secs(60),
+        )?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let me = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("me "))
+            .and_then(|n| n.trim().parse::<u32>().ok());
+        let (Some(me), true) = (me, out.status.success()) else {
+            return Err(Error::runtime(format!(
+                "cannot check the path {d} on {}: {}",
+                self.target,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        };
+        let depth = dir.components().count().saturating_sub(1);
+        match walk_problem(&text, me, depth, own, sharing) {
+            Some((path, why, on_path)) => Err(Error::usage(format!(
+                "{what}: {path} on {} {}; ovlaunch does not use what another user could have written or could replace",
+                self.target,
+                why.why(crate::input::writers::Names::Ids)
+            ))
+            .help(super::trust::fix(why, path, on_path))),
+            None => Ok(()),
+        }
     }
 
     fn home(&self) -> Result<&str> {
@@ -493,8 +536,15 @@ impl Host for Ssh {
         dir: &Path,
         files: &[JobFile<'_>],
         assets: &[Asset],
-        _sharing: Sharing,
+        sharing: Sharing,
     ) -> Result<()> {
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        self.check_path(
+            parent,
+            0,
+            sharing,
+            &format!("the job directory {}", dir.display()),
+        )?;
         // Written here first with the exact modes, then streamed as one archive.
         let stage = super::jobdir::private_temp_dir("upload")?;
         let local = stage.join("job");
@@ -537,8 +587,9 @@ impl Host for Ssh {
         Ok(())
     }
 
-    fn make_dir(&self, base: &Path, own: &[&str], _sharing: Sharing, _what: &str) -> Result<()> {
+    fn make_dir(&self, base: &Path, own: &[&str], sharing: Sharing, what: &str) -> Result<()> {
         let dir = own.iter().fold(base.to_path_buf(), |d, o| d.join(o));
+        self.check_path(&dir, own.len(), sharing, what)?;
         let d = utf8(&dir)?;
         let out = self.sh_ok(
             &format!("umask 077 && mkdir -p -- {}", quote(d)),
@@ -865,6 +916,69 @@ fn ran(out: &std::process::Output) -> Ran {
     }
 }
 
+/// The remote half of [`Ssh::check_path`]: the user's id, then for every prefix of the path
+/// as given (`L`) and as `realpath -m` resolves it (`C`), from `/`, `TAG UID GID MODE PATH`
+/// (`stat`, not following a last link; MODE in hex) or `TAG missing PATH` for the first that
+/// does not exist. `$1` is the path.
+const WALK: &str = r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1
+walk() { p=; printf '%s %s /\n' "$1" "$(stat -c '%u %g %f' -- /)" || exit 1; old=$IFS; IFS=/
+for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"
+if [ -e "$p" ] || [ -L "$p" ]; then printf '%s %s %s\n' "$1" "$(stat -c '%u %g %f' -- "$p")" "$p" || exit 1
+else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }
+walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c""#;
+
+/// The first entry of [`WALK`]'s output (`text`, for user `me`, of a path of `depth`
+/// components below `/`) that another user could have written: every directory a trusted
+/// entry with `sharing` (`backend::trust::path_problem`), the given path's last `own`
+/// components that user's own and no symbolic link (`own_problem`; the resolved walk holds
+/// them as trusted entries, the given one having held them as own). No group counts as
+/// private: the login node's group database is not read. With the path, the reason, and
+/// whether it was held as a directory on the path.
+fn walk_problem(
+    text: &str,
+    me: u32,
+    depth: usize,
+    own: usize,
+    sharing: Sharing,
+) -> Option<(&str, crate::input::writers::Reason, bool)> {
+    use super::trust::{own_problem, path_problem};
+    use crate::input::writers::{Kind, Reason};
+    let not_private = |_: u32, _: u32| false;
+    let lines: Vec<_> = text.lines().filter_map(walked).collect();
+    for tag in ["L", "C"] {
+        let walk = lines.iter().filter(|(t, _, _)| *t == tag);
+        for (i, (_, e, path)) in walk.enumerate() {
+            let Some(e) = e else { continue };
+            let own_here = tag == "L" && i + own > depth;
+            let why = match (own_here, e.kind) {
+                (true, Kind::Link) => Some(Reason::Link),
+                (true, _) => own_problem(*e, me, &not_private),
+                (false, _) => path_problem(*e, me, sharing, &not_private),
+            };
+            if let Some(why) = why {
+                return Some((path, why, !own_here));
+            }
+        }
+    }
+    None
+}
+
+/// What a line of [`WALK`]'s output says: the entry at a path, or that the path is missing.
+fn walked(line: &str) -> Option<(&str, Option<crate::input::writers::Entry>, &str)> {
+    let (tag, rest) = line.split_once(' ')?;
+    if let Some(path) = rest.strip_prefix("missing ") {
+        return Some((tag, None, path));
+    }
+    let mut f = rest.splitn(4, ' ');
+    let (uid, gid, mode, path) = (f.next()?, f.next()?, f.next()?, f.next()?);
+    let e = crate::input::writers::Entry::new(
+        uid.parse().ok()?,
+        gid.parse().ok()?,
+        u32::from_str_radix(mode, 16).ok()?,
+    );
+    Some((tag, Some(e), path))
+}
+
 fn utf8(p: &Path) -> Result<&str> {
     p.to_str()
         .ok_or_else(|| Error::usage(format!("{} is not UTF-8", p.display())))
@@ -931,6 +1045,82 @@ fn control_dir() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The login node's walk is held to the local rule: what `WALK` prints for a path of
+    /// `/tmp/x/jobs/experiments/NAME` (user 0) and which entry is refused, and why.
+    #[test]
+    fn the_login_nodes_walk_is_held_to_the_local_rule() {
+        use crate::input::writers::Reason;
+        let walk = |modes: [&str; 5], resolved: &str| {
+            let paths = [
+                "/",
+                "/tmp",
+                "/tmp/x",
+                "/tmp/x/jobs",
+                "/tmp/x/jobs/experiments",
+            ];
+            let mut t = String::from("me 0\n");
+            for (m, p) in modes.iter().zip(paths) {
+                t.push_str(&format!("L {m} {p}\n"));
+            }
+            t.push_str(&format!(
+                "L 0 0 41c0 /tmp/x/jobs/experiments/run\n{resolved}"
+            ));
+            t
+        };
+        let ok = ["0 0 41ed", "0 0 43ff", "0 0 41ed", "0 0 41ed", "0 0 41c0"];
+        let check = |t: &str, sharing| {
+            walk_problem(t, 0, 5, 2, sharing).map(|(p, w, on)| (p.to_string(), w, on))
+        };
+        assert_eq!(
+            check(&walk(ok, ""), Sharing::Private),
+            None,
+            "/tmp's sticky bit"
+        );
+        let mut open = ok;
+        open[2] = "0 0 41ff";
+        assert_eq!(
+            check(&walk(open, ""), Sharing::Private),
+            Some(("/tmp/x".into(), Reason::EveryUserNoSticky, true))
+        );
+        let mut team = ok;
+        team[3] = "1001 50 41fd";
+        assert_eq!(
+            check(&walk(team, ""), Sharing::Private),
+            Some(("/tmp/x/jobs".into(), Reason::Owner(1001), true))
+        );
+        assert_eq!(
+            check(&walk(team, ""), Sharing::Group),
+            None,
+            "jobs_root_shared: group"
+        );
+        let mut grouped = ok;
+        grouped[3] = "0 50 41f8";
+        assert_eq!(
+            check(&walk(grouped, ""), Sharing::Private),
+            Some(("/tmp/x/jobs".into(), Reason::Group(50), true)),
+            "no group is private on the login node"
+        );
+        let mut theirs = ok;
+        theirs[4] = "1001 1001 41c0";
+        assert_eq!(
+            check(&walk(theirs, ""), Sharing::Group),
+            Some(("/tmp/x/jobs/experiments".into(), Reason::Owner(1001), false)),
+            "an experiment directory is the user's own, shared jobs root or not"
+        );
+        let mut linked = ok;
+        linked[4] = "0 0 a1ff";
+        assert_eq!(
+            check(&walk(linked, ""), Sharing::Private),
+            Some(("/tmp/x/jobs/experiments".into(), Reason::Link, false))
+        );
+        // a link on the way that resolves into another user's directory
+        let resolved = "C 0 0 41ed /\nC 1001 1001 41ed /home\nC missing /home/x\n";
+        assert_eq!(
+            check(&walk(ok, resolved), Sharing::Private),
+            Some(("/home".into(), Reason::Owner(1001), true))
+        );
+    }
 
     #[test]
     fn targets() {

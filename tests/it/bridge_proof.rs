@@ -1931,7 +1931,8 @@ pub fn user_recipe(name: &str) -> String {
 }
 
 /// Users' recipe files on Bridge bases (dense, MoE, hybrid, vision-language, a named precision with a userbuffers preset
-/// by name, a comm_overlap section over a function that leaves it None), alone and with `--set`,
+/// by name, a comm_overlap section over a function that leaves it None, comm_overlap fields over
+/// a function's own section), alone and with `--set`,
 /// `--precision`, plugins and another GPU count; and a userbuffers preset by name on a shipped
 /// recipe.
 fn user_cases() -> Vec<Case> {
@@ -1994,6 +1995,8 @@ fn user_cases() -> Vec<Case> {
             &["--set", "model.expert_model_parallel_size=16"],
         ),
         c("user-named-precision", "h100", 8, "named-precision", &[]),
+        // comm_overlap fields over a function's own section, tp_comm_overlap left to it
+        c("user-overlap-fields", "h100", 8, "overlap-fields", &[]),
         // YAML 1.1's boolean words as text
         c("user-words", "h100", 8, "words", &[]),
         // a fine-tuning dataset's nested mappings, alone and under --set

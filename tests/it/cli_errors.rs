@@ -410,6 +410,78 @@ fn comm_overlap_without_tp_comm_overlap_is_an_error() {
     ));
 }
 
+/// A file on a Bridge function states only the `comm_overlap` fields it changes, as `--set`
+/// does: they layer over the function's section and each reaches the trainer.
+#[test]
+fn comm_overlap_fields_layer_over_the_functions_section() {
+    let (_d, p) = recipe_file(
+        "name: mine\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\ncomm_overlap:\n  overlap_grad_reduce: false\n",
+    );
+    let plan: serde_json::Value = serde_json::from_str(&ok(&[
+        "plan", "--recipe", &p, "--gpus", "h100x8", "-o", "json",
+    ]))
+    .unwrap();
+    let function: serde_json::Value = serde_json::from_str(&ok(&[
+        "plan",
+        "--recipe",
+        "llama3_8b_pretrain_8gpu_h100_bf16_config",
+        "--gpus",
+        "h100x8",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert!(
+        function["comm_overlap"]["overlap_grad_reduce"].is_null(),
+        "auto in the function"
+    );
+    assert_eq!(plan["comm_overlap"]["overlap_grad_reduce"], false);
+    let others = |p: &serde_json::Value| {
+        let mut c = p["comm_overlap"].clone();
+        c.as_object_mut().unwrap().remove("overlap_grad_reduce");
+        c
+    };
+    assert_eq!(others(&plan), others(&function), "the function's own");
+    let overrides = plan["trainer"]["overrides"].as_array().unwrap();
+    assert!(
+        overrides.contains(&"comm_overlap.overlap_grad_reduce=false".into()),
+        "{overrides:?}"
+    );
+}
+
+/// On a function that leaves `comm_overlap` unset the file's section is a new
+/// CommOverlapConfig, whose `tp_comm_overlap` has no default: the section's own line says so.
+#[test]
+fn comm_overlap_over_a_function_without_it_needs_tp_comm_overlap() {
+    insta::assert_snapshot!(plan_of_recipe(
+        "name: mine\nbridge_recipe: llama32_1b_pretrain_1gpu_h100_bf16_config\ncomm_overlap:\n  overlap_grad_reduce: true\n"
+    ));
+}
+
+/// A section given as something else than its mapping, a mixed precision neither a name nor a
+/// mapping, a number that is not finite: each in the project's words, at its line.
+#[test]
+fn recipe_file_shapes_in_words() {
+    let base = "name: mine\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n";
+    for (text, words) in [
+        (
+            "ddp: [1]\n",
+            "expected a mapping (`FIELD: VALUE` lines)\n --> [TMP]/r.yaml:3:6",
+        ),
+        (
+            "mixed_precision: 5\n",
+            "expected a mixed-precision recipe's name (such as `bf16_mixed`) or a mapping of its fields\n --> [TMP]/r.yaml:3:18",
+        ),
+        (
+            "optimizer:\n  lr: .inf\n",
+            ".inf is not a finite number: every number a recipe gives is finite\n --> [TMP]/r.yaml:4:7",
+        ),
+    ] {
+        let out = plan_of_recipe(&format!("{base}{text}"));
+        assert!(out.contains(words), "{text}: expected {words:?}\n{out}");
+    }
+}
+
 #[test]
 fn unknown_preset_suggests() {
     insta::assert_snapshot!(plan_of_recipe(

@@ -128,6 +128,23 @@ fn each_hybrid_pattern_rule_refuses_with_the_fields_and_a_fix_beside_an_accepted
         "HybridModelProvider.finalize",
         "--set model.num_layers=52",
     );
+    // an empty pattern: the fix is a pattern, not a model of no layers
+    let err = assert_refused(
+        &[
+            "plan",
+            "-r",
+            RECIPE,
+            "-g",
+            "h100x8",
+            "--set",
+            "model.hybrid_layer_pattern=",
+        ],
+        "model.num_layers, model.hybrid_layer_pattern",
+        "num_layers (52) does not match the number of layers derived from hybrid_layer_pattern (0).",
+        "HybridModelProvider.finalize",
+        "give hybrid_layer_pattern one symbol per layer, 52 layers",
+    );
+    assert!(!err.contains("num_layers=0"), "{err}");
 }
 
 /// Megatron-Core's parser, run on each pattern: `ok N` (its main layer count) or `error N

@@ -1327,7 +1327,7 @@ fn null_in_env_vars_unsets_over_a_rule() {
     );
     // --set env_vars.NAME=null does the same; --env beats it.
     let p = plan_of(text, "b300x8", &["env_vars.OTHER=null"], &[], &[]).unwrap();
-    assert_eq!(p.env_unset.get("OTHER"), Some(&Source::Recipe));
+    assert_eq!(p.env_unset.get("OTHER"), Some(&Source::User));
     let p = plan_of(text, "b300x8", &[], &["NCCL_IGNORE_CPU_AFFINITY=0"], &[]).unwrap();
     assert_eq!(val(&p, "NCCL_IGNORE_CPU_AFFINITY"), Some("0"));
 }

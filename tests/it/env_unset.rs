@@ -451,4 +451,40 @@ fn unsetting_what_the_launch_needs_is_refused() {
     .unwrap();
     let err = usage_error(&["plan", "-r", path.to_str().unwrap(), "-g", "h100x8"]);
     assert!(err.contains("PATH cannot be removed"), "{err}");
+    assert!(err.contains("remove the unset of PATH (recipe)"), "{err}");
+    // the same unset given by --set names that flag, not the recipe
+    let err = usage_error(&[
+        "plan",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "env_vars.PATH=null",
+    ]);
+    assert!(
+        err.starts_with("error: --set env_vars.PATH=null: PATH cannot be removed"),
+        "{err}"
+    );
+    assert!(err.contains("help: drop --set env_vars.PATH=null"), "{err}");
+    // and a decision credits --set with what it states
+    let plan = plan_json(&[
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "env_vars.NCCL_DEBUG=null",
+    ]);
+    let d = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["key"] == "env.NCCL_DEBUG")
+        .unwrap();
+    assert_eq!(d["source"], "user", "{d}");
+    assert_eq!(
+        d["rule"], "unset: --set env_vars.NCCL_DEBUG unset it",
+        "{d}"
+    );
 }

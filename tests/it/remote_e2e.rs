@@ -359,6 +359,7 @@ fn busybox_rootfs(at: &Path) {
 fn laptop_to_cluster_over_real_ssh() {
     let Some(r) = Remote::start() else { return };
     an_unknown_host_key_is_refused(&r);
+    a_jobs_root_others_can_write_is_refused_on_the_login_node(&r);
     a_container_job_imports_the_packaged_repository(&r);
     cancel_from_the_laptop(&r);
     a_connection_cut_during_sbatch_queues_one_job(&r);
@@ -386,6 +387,47 @@ fn an_unknown_host_key_is_refused(r: &Remote) {
     assert!(!r.remote_jobs().join("stranger-job").exists());
     assert!(!r.local_record("stranger-job").exists());
     assert!(r.squeue_named("stranger-job").is_empty());
+}
+
+/// Step 1b: the login node holds its paths to the rule local ones are held to. A jobs root
+/// under a directory every user there can write (no sticky bit), and one reached through a
+/// symbolic link to such a directory, are refused before anything is written there (which
+/// entries the walk holds as the user's own, the experiment directories: `backend::ssh`'s
+/// unit tests).
+fn a_jobs_root_others_can_write_is_refused_on_the_login_node(r: &Remote) {
+    let open = r.cluster.dir.path().join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    Command::new("chmod")
+        .arg("777")
+        .arg(&open)
+        .status()
+        .unwrap();
+    let via = r.cluster.dir.path().join("via-link");
+    std::os::unix::fs::symlink(&open, &via).unwrap();
+    for (root, name) in [(&open, "open-job"), (&via, "via-link-job")] {
+        let jobs = root.join("jobs");
+        let mut a = r.submit_args(name);
+        let at = a.iter().position(|w| w == "--remote-jobs-root").unwrap() + 1;
+        a[at] = jobs.to_str().unwrap().to_string();
+        a.extend(["--".into(), "true".into()]);
+        let o = r.ovlaunch(&argv(&a));
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!(
+                "{} on cluster is writable by every user and has no sticky bit",
+                open.display()
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("chmod o-w {}", open.display())),
+            "{err}"
+        );
+        assert!(!jobs.exists(), "{name}: nothing is written under it");
+        assert!(!r.local_record(name).exists());
+        assert!(r.squeue_named(name).is_empty());
+    }
 }
 
 /// Step 2: a crun container job (2 nodes x 2 ranks, torchrun in the container) whose trainer

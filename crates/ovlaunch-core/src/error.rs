@@ -252,6 +252,19 @@ pub fn serde_words(message: &str) -> String {
     {
         return format!("`{path}`: {}", serde_words(rest));
     }
+    // the YAML reader's own words, where a section or a list was expected
+    match message {
+        "expected mapping start" => return "expected a mapping (`FIELD: VALUE` lines)".into(),
+        "expected sequence start" => return "expected a list".into(),
+        _ => {}
+    }
+    if let Some(v) = message
+        .strip_prefix("non-finite float `")
+        .and_then(|r| r.split_once('`'))
+        .map(|(v, _)| v)
+    {
+        return format!("{v} is not a finite number: every number a recipe gives is finite");
+    }
     let Some((found, wanted)) = message
         .strip_prefix("invalid type: ")
         .or_else(|| message.strip_prefix("invalid value: "))
@@ -433,6 +446,14 @@ mod tests {
                 "expected a whole number, found the number 0.5",
             ),
             ("unknown field `x`", "unknown field `x`"),
+            (
+                "expected mapping start",
+                "expected a mapping (`FIELD: VALUE` lines)",
+            ),
+            (
+                "non-finite float `.inf` rejected by the configured policy",
+                ".inf is not a finite number: every number a recipe gives is finite",
+            ),
             (
                 "`train.train_iters`: invalid type: string \"200\", expected u64",
                 "`train.train_iters`: expected a whole number, 0 or more, found the text \"200\"",

@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::config::{
-    CommOverlapConfig, DdpConfig, EnvScalar, FromCheckpoint, MixedPrecisionSpec, ModelConfig,
-    OptimizerConfig, Section, TrainConfig,
+    DdpConfig, EnvScalar, FromCheckpoint, MixedPrecisionSpec, ModelConfig, OptimizerConfig,
+    Section, TrainConfig,
 };
 use crate::error::{Error, Result};
 use crate::yaml;
@@ -52,7 +52,7 @@ macro_rules! with_sections {
             #[serde(default)]
             optimizer: Option<Resolved<OptimizerConfig>>,
             #[serde(default)]
-            comm_overlap: Option<CommOverlapConfig>,
+            comm_overlap: Option<crate::config::comm_overlap::OverlapFields>,
             #[serde(default)]
             mixed_precision: Option<MixedPrecisionSpec>,
             #[serde(default, deserialize_with = "env_vars_map")]

@@ -53,8 +53,11 @@ macro_rules! comm_overlap_config {
 
         /// `_CommOverlapConfig`: every field `None` until set. It carries the `computed`
         /// fields too (`data_parallel_size`), but `finalize()` leaves them out, so the
-        /// snapshot keeps them `None` and they never override anything.
-        #[derive(Debug, Clone, Default, PartialEq)]
+        /// snapshot keeps them `None` and they never override anything. Read from a recipe
+        /// file, it is the fields a file states over its Bridge function's section (a file
+        /// need not restate `tp_comm_overlap`, as `--set` need not).
+        #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+        #[serde(deny_unknown_fields, expecting = "a mapping of CommOverlapConfig's fields")]
         pub struct OverlapFields {
             $( pub $f: comm_overlap_config!(@mirror $kind $t), )*
         }

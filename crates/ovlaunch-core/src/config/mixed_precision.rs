@@ -47,7 +47,10 @@ crate::section! {
 
 /// How a recipe names its mixed precision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a mixed-precision recipe's name (such as `bf16_mixed`) or a mapping of its fields"
+)]
 pub enum MixedPrecisionSpec {
     /// A registry name such as `bf16_mixed` or `bf16-with-mxfp8-mixed`.
     Name(String),

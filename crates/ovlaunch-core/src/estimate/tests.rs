@@ -1269,3 +1269,38 @@ fn layouts_are_compared_as_megatron_core_reads_them() {
         ..a
     }));
 }
+
+/// A tied model's LM head is its embedding (`share_embeddings_and_output_weights`: Llama 3.2
+/// 1B's checkpoint ties them, Bridge's function keeps it): a GPU holding both ends keeps one
+/// vocabulary matrix, and pipeline ranks that split the ends keep a copy each, as many
+/// matrices as an untied model (Megatron-Core's `LanguageModule`).
+#[test]
+fn tied_embeddings_keep_one_vocabulary_matrix_where_one_rank_holds_both_ends() {
+    let eff = Efficiency::embedded().unwrap();
+    let untie = "model.share_embeddings_and_output_weights=false";
+    let tied = plan_for("llama32_1b_pretrain", "h100x1", None, &[]);
+    let untied = plan_for("llama32_1b_pretrain", "h100x1", None, &[untie]);
+    assert!(tied.model.share_embeddings_and_output_weights);
+    let (a, u) = (Arch::of_plan(&tied), Arch::of_plan(&untied));
+    let matrix = a.vocab * a.hidden;
+    // Llama 3.2 1B: 1,235,814,400 parameters in its checkpoint, the embedding once.
+    assert!(
+        close(a.dense_params_total(), 1_235_814_400.0, 0.001),
+        "{}",
+        a.dense_params_total()
+    );
+    assert_eq!(u.dense_params_total() - a.dense_params_total(), matrix);
+    let held = |p: &Plan, pp: u32| {
+        let perf = p.hardware.gpu.perf.as_ref().unwrap();
+        let c = step::Ctx::new(p, perf, &eff);
+        stages::of_plan(p, pp, 1)
+            .iter()
+            .map(|r| c.dense_of(r))
+            .sum::<f64>()
+    };
+    assert_eq!(held(&untied, 1) - held(&tied, 1), matrix);
+    assert_eq!(held(&untied, 2), held(&tied, 2));
+    // The estimate's memory on one GPU: the matrix's weights, gradients and Adam state.
+    let gib = |p: &Plan| estimate(p, &eff).unwrap().memory_gib_per_gpu;
+    assert!(gib(&untied) > gib(&tied) + matrix * 16.0 / 1024f64.powi(3));
+}

@@ -52,6 +52,8 @@ pub struct EnvInputs<'a> {
     pub model: &'a ModelConfig,
     pub ddp: &'a DdpConfig,
     pub recipe_env: &'a BTreeMap<String, EnvScalar>,
+    /// Who stated a `recipe_env` entry (`env_vars.NAME`): the recipe, `--set` or a plugin.
+    pub recipe_env_source: &'a dyn Fn(&str) -> Source,
     /// For a user's recipe file over Bridge's function: the function's own statements, from
     /// which Bridge's recipe env is reconstructed (`None`: `recipe_env`'s).
     pub bridge_statements: Option<&'a BTreeMap<String, EnvScalar>>,
@@ -313,52 +315,7 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             Action::Drop => {}
         }
     }
-    // What the recipe states wins; the decision says which rule it overrides.
-    for (k, v) in inp.recipe_env {
-        let d = last.get(k.as_str());
-        let dep = d.and_then(|d| depends_on_checkpoint(inp, &moe, k, d.action.value()));
-        let over = |what: &str| match d.map(|d| (d, &d.action)) {
-            Some((d, _)) if dep.is_some() => format!(
-                "{what}, overriding {}, which {} (Bridge's function decides it whatever the checkpoint)",
-                d.rule.label(),
-                dep.as_deref().unwrap_or_default()
-            ),
-            Some((d, Action::Set(dv))) => format!(
-                "{what}, overriding {} (which derives {dv}: {})",
-                d.rule.label(),
-                d.why
-            ),
-            Some((d, Action::Unset)) => format!(
-                "{what}, overriding {} (which unsets it: {})",
-                d.rule.label(),
-                d.why
-            ),
-            _ => what.to_string(),
-        };
-        match v {
-            EnvScalar::Unset => {
-                let rule = over("the recipe variant's env_vars unset it");
-                st.remove(k, Source::Recipe, rule, decisions);
-            }
-            EnvScalar::Inherit(_) => {
-                let rule = over("the recipe variant's env_vars do not carry it ({inherit: true})");
-                st.leave(k, Source::Recipe, rule, decisions);
-            }
-            _ => {
-                let v = v.to_env_string();
-                let rule = match d.map(|d| &d.action) {
-                    // A recipe restating a rule is allowed (a user's file); generated ones
-                    // never do.
-                    Some(Action::Set(dv)) if *dv == v => format!(
-                        "the recipe variant's env_vars (the same as {} derives)",
-                        d.map(|d| d.rule.label()).unwrap_or_default()
-                    ),
-                    _ => over("the recipe variant's env_vars"),
-                };
-                st.set(k, v, Source::Recipe, rule, decisions);
-            }
-        }
-    }
+    recipe_statements(inp, &last, &moe, &mut st, decisions);
     rederive_on_layout_change(inp, &last, &mut st, decisions);
     for pe in inp.plugin_env {
         st.set(
@@ -395,9 +352,14 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         let e = Error::usage(format!(
             "{k} cannot be removed from the job's environment: {why}"
         ));
+        let flag = if inp.user_unset.contains(k) {
+            format!("--unset {k}")
+        } else {
+            format!("--set env_vars.{k}=null")
+        };
         return Err(match source {
-            Source::User => e.at_flag(format!("--unset {k}")).help(format!(
-                "drop --unset {k}: the job keeps the value the launch gives it"
+            Source::User => e.at_flag(flag.clone()).help(format!(
+                "drop {flag}: the job keeps the value the launch gives it"
             )),
             other => e.help(format!(
                 "remove the unset of {k} ({}): the job keeps the value the launch gives it",
@@ -414,6 +376,68 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         .collect();
     debug_assert!(st.env.keys().all(|k| !st.unset.contains_key(k)));
     Ok(st)
+}
+
+/// What the recipe's `env_vars` (with `--set env_vars.NAME` and plugins' sets) state wins over
+/// the rules; each decision says which rule it overrides and who stated it.
+fn recipe_statements(
+    inp: &EnvInputs<'_>,
+    last: &BTreeMap<&str, &env_rules::Derived>,
+    moe: &BTreeMap<String, Option<String>>,
+    st: &mut EnvStage,
+    decisions: &mut Vec<Decision>,
+) {
+    for (k, v) in inp.recipe_env {
+        let source = (inp.recipe_env_source)(k);
+        let stated = match &source {
+            Source::User => format!("--set env_vars.{k}"),
+            Source::Plugin(p) => format!("plugin {p}'s env_vars.{k}"),
+            _ => "the recipe variant's env_vars".to_string(),
+        };
+        let d = last.get(k.as_str());
+        let dep = d.and_then(|d| depends_on_checkpoint(inp, moe, k, d.action.value()));
+        let over = |what: &str| match d.map(|d| (d, &d.action)) {
+            Some((d, _)) if dep.is_some() => format!(
+                "{what}, overriding {}, which {} (Bridge's function decides it whatever the checkpoint)",
+                d.rule.label(),
+                dep.as_deref().unwrap_or_default()
+            ),
+            Some((d, Action::Set(dv))) => format!(
+                "{what}, overriding {} (which derives {dv}: {})",
+                d.rule.label(),
+                d.why
+            ),
+            Some((d, Action::Unset)) => format!(
+                "{what}, overriding {} (which unsets it: {})",
+                d.rule.label(),
+                d.why
+            ),
+            _ => what.to_string(),
+        };
+        match v {
+            EnvScalar::Unset => {
+                let rule = over(&format!("{stated} unset it"));
+                st.remove(k, source, rule, decisions);
+            }
+            EnvScalar::Inherit(_) => {
+                let rule = over(&format!("{stated} do not carry it ({{inherit: true}})"));
+                st.leave(k, source, rule, decisions);
+            }
+            _ => {
+                let v = v.to_env_string();
+                let rule = match d.map(|d| &d.action) {
+                    // A recipe restating a rule is allowed (a user's file); generated ones
+                    // never do.
+                    Some(Action::Set(dv)) if *dv == v => format!(
+                        "{stated} (the same as {} derives)",
+                        d.map(|d| d.rule.label()).unwrap_or_default()
+                    ),
+                    _ => over(&stated),
+                };
+                st.set(k, v, source, rule, decisions);
+            }
+        }
+    }
 }
 
 /// A layout change by the user re-derives the dependent variables over the recipe's

@@ -220,7 +220,12 @@ fn layer_count(f: &Facts<'_>) -> Result<()> {
     } else {
         LAYER_PATTERN
     };
-    let fix = if f.stated {
+    let fix = if n == 0 {
+        // an empty pattern: no model has no layers, so the count is not the fix
+        format!(
+            "give {named} one symbol per layer, {layers} layers (`ovlaunch plan` of the recipe shows its function's pattern)"
+        )
+    } else if f.stated {
         format!(
             "--set {}={n} (the pattern's layers), or a pattern of {layers} layers",
             MODEL.num_layers

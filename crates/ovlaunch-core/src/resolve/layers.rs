@@ -459,7 +459,12 @@ pub fn layer_on(
     let prov_alone = prov.clone();
     let model_class = recipe.provider_class(variant);
     let holder = recipe.holder(variant);
-    let before = build(&tree, (&recipe.origin, None), model_class, holder)?;
+    let before = build(
+        &tree,
+        (&recipe.origin, Some(&recipe.key_lines)),
+        model_class,
+        holder,
+    )?;
     let mut file_overrides = Vec::new();
     let mut with_file = None;
     if let Some(FileValues {
@@ -525,10 +530,12 @@ pub fn layer_on(
             for (ps, _) in plugin_sets.iter().zip(&applied).filter(|(_, a)| **a) {
                 flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
             }
-            let help = if flags.len() > of_sets {
-                "check the values given with --set and by the plugins"
+            let help = if e.message.contains(" is required where ") {
+                e.help.unwrap_or_default()
+            } else if flags.len() > of_sets {
+                "check the values given with --set and by the plugins".to_string()
             } else {
-                "check the values given with --set"
+                "check the values given with --set".to_string()
             };
             Error::usage(e.message).at_flag(flags.join(" ")).help(help)
         })?
@@ -750,11 +757,18 @@ fn build(
         if let Some(e) = lines.and_then(|l| failing_section(&tree, origin, l)) {
             return e;
         }
-        let msg = crate::error::serde_words(&e.to_string());
-        let hint = if msg.contains("tp_comm_overlap") && msg.contains("missing") {
-            format!("{} is required whenever comm_overlap is given (CommOverlapConfig has no default for it)", COMM_OVERLAP.tp_comm_overlap)
-        } else {
-            "check the recipe's sections against `ovlaunch fields`".to_string()
+        let (msg, hint) = match missing_field(&e.to_string()) {
+            Some(f) if f == "tp_comm_overlap" => (
+                format!(
+                    "`{}` is required where comm_overlap is started anew (Bridge's CommOverlapConfig has no default for it): the recipe's function leaves comm_overlap unset",
+                    COMM_OVERLAP.tp_comm_overlap
+                ),
+                format!("give `{}` too (true or false)", COMM_OVERLAP.tp_comm_overlap),
+            ),
+            _ => (
+                crate::error::serde_words(&e.to_string()),
+                "check the recipe's sections against `ovlaunch fields`".to_string(),
+            ),
         };
         Error::usage(msg).at_file(origin).help(hint)
     })?;
@@ -802,7 +816,11 @@ fn failing_section(
         for (f, x) in fields {
             let mut one = Map::new();
             one.insert(f.clone(), x.clone());
-            if let Some(e) = fails(section, Value::Object(one)) {
+            if let Some(e) = fails(section, Value::Object(one))
+                // alone, a field of a class with a required field misses that one: judged
+                // on the whole section below
+                && missing_field(&e.to_string()).is_none()
+            {
                 let path = format!("{section}.{f}");
                 return Some(
                     Error::usage(format!(
@@ -816,8 +834,25 @@ fn failing_section(
                 );
             }
         }
+        if let Some(field) = fails(section, v.clone()).and_then(|e| missing_field(&e.to_string())) {
+            return Some(
+                Error::usage(format!(
+                    "`{section}.{field}` is required where the recipe starts a `{section}` section (Bridge's class has no default for it); a Bridge function's own section would give it"
+                ))
+                .at(at(section))
+                .help(format!(
+                    "state `{field}` in the file's `{section}:` (`ovlaunch fields {section}` gives its type), or --set {section}.{field}=VALUE"
+                )),
+            );
+        }
     }
     None
+}
+
+/// The field a deserializer's "missing field `NAME`" names.
+fn missing_field(message: &str) -> Option<String> {
+    let rest = &message[message.find("missing field `")? + "missing field `".len()..];
+    Some(rest[..rest.find('`')?].to_string())
 }
 
 #[cfg(test)]

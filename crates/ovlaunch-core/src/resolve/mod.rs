@@ -1226,6 +1226,10 @@ fn env_stage(
         model: &cfg.model,
         ddp: &cfg.ddp,
         recipe_env: &cfg.env_vars,
+        recipe_env_source: &|k: &str| match l.prov.source(&format!("env_vars.{k}")) {
+            Source::Default => Source::Recipe,
+            other => other,
+        },
         bridge_statements: picked.base.as_ref().map(|_| &l.before.env_vars),
         family: inp.recipe.family.as_deref(),
         model_recipe: Some(model_recipe(inp.recipe)),
