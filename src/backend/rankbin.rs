@@ -5,11 +5,19 @@
 //! Contract:
 //! - [`inspect`] reads an ELF header (pure, on bytes): machine and whether it asks for a
 //!   program interpreter (dynamically linked) or not (static, runs in any image).
-//! - [`locate`] picks the file: an explicit path, else `ovlaunch-rank-ARCH` then
-//!   `ovlaunch-rank` next to the running launcher, then `ovlaunch-rank` on PATH.
+//! - [`locate`] picks the file: an explicit path, else the first of `ovlaunch-rank-ARCH` and
+//!   `ovlaunch-rank` next to the running launcher, then the same two names on PATH, that is
+//!   a regular file of at most [`MAX_BYTES`] built for the nodes' architecture (the others
+//!   are read for their header only, never run).
 //! - An explicit path (`--rank-runtime`, `OVLAUNCH_RANK_RUNTIME`, a profile's `rank_runtime`)
 //!   is read as configuration is (`input::read_trusted_bytes`: a regular file of at most
 //!   [`MAX_BYTES`] that no other user could have written), and copied within that bound.
+//! - The one found is held to the same trust rule (`input::untrusted_at`, with
+//!   `OVLAUNCH_SAFE_DIRECTORY`), and refused with the same words and fix when it fails, not
+//!   passed over for the next candidate: the next one is not the binary the lookup names
+//!   (what `which` shows), and a place another user can write is the user's to fix. When the
+//!   one next to the launcher is refused and the launcher itself fails the rule too, the
+//!   refusal says so.
 //! - A binary for another architecture is refused (exit 2) before anything is written:
 //!   it could only end in `Exec format error` on every rank.
 //! - A dynamically linked binary is accepted with a warning when a container is used (the
@@ -85,23 +93,68 @@ pub struct Chosen {
     pub info: ElfInfo,
 }
 
-/// Where the default search looks, for error messages.
-fn candidates(arch: CpuArch) -> Vec<PathBuf> {
+/// Where a found rank runtime was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Next to the running launcher.
+    Launcher,
+    /// On `PATH`.
+    Path,
+}
+
+impl Place {
+    /// What names the found file in a refusal, in place of the flag an explicit one has.
+    fn label(self) -> &'static str {
+        match self {
+            Place::Launcher => "the rank runtime next to ovlaunch",
+            Place::Path => "the rank runtime found on PATH",
+        }
+    }
+}
+
+/// Where the default search looks, in order.
+fn candidates(arch: CpuArch) -> Vec<(PathBuf, Place)> {
     let mut out = Vec::new();
     if let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
     {
-        out.push(dir.join(format!("{FILE}-{}", arch.name())));
-        out.push(dir.join(FILE));
+        out.push((dir.join(format!("{FILE}-{}", arch.name())), Place::Launcher));
+        out.push((dir.join(FILE), Place::Launcher));
     }
     if let Ok(p) = which::which(format!("{FILE}-{}", arch.name())) {
-        out.push(p);
+        out.push((p, Place::Path));
     }
     if let Ok(p) = which::which(FILE) {
-        out.push(p);
+        out.push((p, Place::Path));
     }
     out
+}
+
+/// Holds the rank runtime found at `p` to the trust rule of configuration and code
+/// (`input::untrusted_at`): its refusal names where it was found and `--rank-runtime`;
+/// for one next to the launcher, whether the launcher itself fails the rule too.
+fn check_found(p: &Path, place: Place) -> Result<()> {
+    let label = place.label();
+    let Some(mut u) = crate::input::untrusted_at(p, label)? else {
+        return Ok(());
+    };
+    // The fix ends in copying the file and giving its path: given with the flag.
+    u.fix
+        .push_str(" with --rank-runtime (or a profile's rank_runtime)");
+    let mut e = u.refusal(p, label);
+    if place == Place::Launcher
+        && let Ok(exe) = std::env::current_exe()
+        && let Ok(Some(own)) = crate::input::untrusted_at(&exe, label)
+    {
+        let help = e.help.take().unwrap_or_default();
+        e = e.help(format!(
+            "{help}; ovlaunch itself is exposed the same way ({} {}): install it where only you or root can write",
+            exe.display(),
+            own.why
+        ));
+    }
+    Err(e)
 }
 
 /// Finds and checks the rank runtime for nodes of `arch`. `explicit` is `--rank-runtime`
@@ -125,9 +178,10 @@ pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch, nodes: &str)
     }
     let tried = candidates(arch);
     let mut wrong = Vec::new();
-    for p in &tried {
+    for (p, place) in &tried {
         let Ok(info) = read_info(p) else { continue };
         if info.arch == Some(arch) {
+            check_found(p, *place)?;
             return Ok(Chosen {
                 path: p.clone(),
                 info,
@@ -135,7 +189,7 @@ pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch, nodes: &str)
         }
         wrong.push(format!("{} is {}", p.display(), arch_label(&info)));
     }
-    let looked: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+    let looked: Vec<String> = tried.iter().map(|(p, _)| p.display().to_string()).collect();
     let mut msg = format!(
         "no {} rank runtime found for {nodes} (looked for {})",
         arch.name(),

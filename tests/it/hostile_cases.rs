@@ -291,6 +291,115 @@ fn a_rank_runtime_is_read_within_bounds() {
     }
 }
 
+/// The rank runtime found on its own is held to the rule `--rank-runtime` is: one on PATH in a
+/// directory every user can write (no sticky bit) is refused with exit 2, naming where it was
+/// found, the directory, `chmod o-w`, `--rank-runtime` and `OVLAUNCH_SAFE_DIRECTORY`, and no
+/// job directory is written; listed in `OVLAUNCH_SAFE_DIRECTORY`, with the sticky bit, or
+/// only this user's to write, it is taken (and copied into the job as it is). One next to the
+/// launcher in such a directory is refused even with a good one on PATH (refused, not passed
+/// over), and the refusal says the launcher is exposed the same way. (Before: both taken.)
+#[test]
+fn a_rank_runtime_found_where_others_can_write_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    // The launcher alone in a directory of its own: nothing next to it.
+    let alone = d.path().join("launcher");
+    std::fs::create_dir(&alone).unwrap();
+    mode(&alone, 0o755);
+    let launcher = alone.join("ovlaunch");
+    if std::fs::hard_link(bin(), &launcher).is_err() {
+        std::fs::copy(bin(), &launcher).unwrap();
+    }
+    let on_path = d.path().join("bin");
+    std::fs::create_dir(&on_path).unwrap();
+    let found = on_path.join("ovlaunch-rank");
+    std::fs::copy(common::rank_bin(), &found).unwrap();
+    mode(&found, 0o755);
+    let recipe = tiny(d.path(), "trainer: [python3, -c, \"print(1)\"]\n");
+    let render = |launcher: &Path, job: &str, env: &[(&str, String)]| {
+        Command::new(launcher)
+            .args(["render", "-r", &recipe, "-g", "cpux1", "--job-dir"])
+            .arg(d.path().join(job))
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", on_path.display()))
+            .env("HOME", d.path().join("home"))
+            .env("HF_HUB_CACHE", "/nonexistent/ovlaunch-test-hf-hub")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap()
+    };
+    let refused = |o: &Output, job: &str, says: &[String]| {
+        let e = stderr(o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        for s in says {
+            assert!(e.contains(s.as_str()), "`{s}` not in {e}");
+        }
+        assert!(!e.contains("panicked"), "{e}");
+        assert!(!d.path().join(job).exists(), "{job} written: {e}");
+    };
+    let every = "which is writable by every user and has no sticky bit";
+    mode(&on_path, 0o777);
+    let o = render(&launcher, "j1", &[]);
+    refused(
+        &o,
+        "j1",
+        &[
+            format!(
+                "the rank runtime found on PATH: {} is under {}, {every}",
+                found.display(),
+                on_path.display()
+            ),
+            format!("chmod o-w {}", on_path.display()),
+            "give that path with --rank-runtime".to_string(),
+            format!("OVLAUNCH_SAFE_DIRECTORY={}", on_path.display()),
+        ],
+    );
+    assert!(!stderr(&o).contains("ovlaunch itself"), "{}", stderr(&o));
+    let taken = |o: &Output, job: &str| {
+        assert_eq!(o.status.code(), Some(0), "{job}: {}", stderr(o));
+        let copied = std::fs::read(d.path().join(job).join("ovlaunch-rank")).unwrap();
+        assert!(
+            copied == std::fs::read(&found).unwrap(),
+            "{job}: another copied"
+        );
+    };
+    let safe = [("OVLAUNCH_SAFE_DIRECTORY", on_path.display().to_string())];
+    taken(&render(&launcher, "j2", &safe), "j2");
+    mode(&on_path, 0o1777);
+    taken(&render(&launcher, "j3", &[]), "j3");
+    mode(&on_path, 0o755);
+    taken(&render(&launcher, "j4", &[]), "j4");
+
+    // Next to a launcher in a directory every user can write, with the good one on PATH.
+    let open = d.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    mode(&open, 0o777);
+    let beside_launcher = open.join("ovlaunch");
+    if std::fs::hard_link(bin(), &beside_launcher).is_err() {
+        std::fs::copy(bin(), &beside_launcher).unwrap();
+    }
+    let beside = open.join("ovlaunch-rank");
+    std::fs::copy(common::rank_bin(), &beside).unwrap();
+    mode(&beside, 0o755);
+    refused(
+        &render(&beside_launcher, "j5", &[]),
+        "j5",
+        &[
+            format!(
+                "the rank runtime next to ovlaunch: {} is under {}, {every}",
+                beside.display(),
+                open.display()
+            ),
+            format!(
+                "ovlaunch itself is exposed the same way ({} is under {}, {every})",
+                beside_launcher.display(),
+                open.display()
+            ),
+        ],
+    );
+}
+
 #[test]
 fn small_rules() {
     let d = tempfile::tempdir().unwrap();

@@ -752,15 +752,28 @@ fn this_users_own_configuration_and_code_are_taken() {
 const SMALL_RECIPE: &str = "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n";
 
 /// The other user's primary group, and whether it is a private one (named after the user,
-/// no other member listed).
+/// no other member listed, no other user's primary group).
 fn other_primary_group() -> (u32, bool) {
     let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(other_uid()))
         .unwrap()
         .unwrap();
+    let gid = user.gid.as_raw();
     let private = nix::unistd::Group::from_gid(user.gid)
         .unwrap()
-        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER));
-    (user.gid.as_raw(), private)
+        .is_some_and(|g| g.name == OTHER && g.mem.iter().all(|m| m == OTHER))
+        && !primary_of_another(user.uid.as_raw(), gid);
+    (gid, private)
+}
+
+/// Whether `/etc/passwd` gives a user other than `uid` the primary group `gid`.
+fn primary_of_another(uid: u32, gid: u32) -> bool {
+    std::fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .any(|f| {
+            f.len() > 3 && f[3].parse() == Ok(gid) && f[2].parse::<u32>().is_ok_and(|u| u != uid)
+        })
 }
 
 /// A user's own file that its group may write (`umask 002`) is taken when the group is the
@@ -1858,4 +1871,163 @@ fn a_private_group_may_write_a_users_own_job_directories_and_records() {
         stderr(&o)
     );
     assert!(!jobs.join("s").exists());
+}
+
+/// The user whose private group another user has as primary group, and that other user.
+const LONE: &str = "ovl-lone";
+const LODGER: &str = "ovl-lodger";
+
+/// `useradd`, `usermod` or `groupadd` with `args`, tried again while another test (or
+/// process) holds the lock of /etc/passwd or /etc/group.
+fn user_db(tool: &str, args: &[&str]) {
+    let mut last = String::new();
+    for _ in 0..20 {
+        let o = Command::new(tool).args(args).output().unwrap();
+        if o.status.success() {
+            return;
+        }
+        last = stderr(&o);
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    panic!("{tool} {args:?}: {last}")
+}
+
+fn user(name: &str) -> nix::unistd::User {
+    nix::unistd::User::from_name(name).unwrap().unwrap()
+}
+
+/// Puts `LODGER`'s primary group back to its own when dropped (a panicking test too).
+struct Lodging;
+
+impl Drop for Lodging {
+    fn drop(&mut self) {
+        user_db("usermod", &["-g", LODGER, LODGER]);
+    }
+}
+
+/// A private group's other users are those its member list names and those whose primary
+/// group it is. `ovl-lone`'s own group (named after it, its primary group, no member listed):
+/// its group-writable recipe file (`umask 002`) is taken and a job goes into its
+/// group-writable jobs root. Once `ovl-lodger`'s primary group is that group (its member list
+/// still empty), `ovl-lodger` can write both (it creates a file in the jobs root), and both
+/// are refused with exit 2, naming the group and `chmod g-w`; no job directory is created.
+/// (Before: both taken, the member list alone read.)
+#[test]
+fn another_users_primary_group_is_not_private() {
+    if !root_or_skip("another_users_primary_group_is_not_private") {
+        return;
+    }
+    // One at a time on this machine: the test changes LODGER's primary group.
+    let lock =
+        std::fs::File::create(std::env::temp_dir().join("ovlaunch-test-lodger.lock")).unwrap();
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    for name in [LONE, LODGER] {
+        if nix::unistd::User::from_name(name).unwrap().is_none() {
+            user_db(
+                "useradd",
+                &[
+                    "--system",
+                    "--user-group",
+                    "--no-create-home",
+                    "--shell",
+                    "/bin/sh",
+                    name,
+                ],
+            );
+        }
+    }
+    user_db("usermod", &["-g", LODGER, LODGER]);
+    let lone = user(LONE);
+    let (uid, gid) = (lone.uid.as_raw(), lone.gid.as_raw());
+    let group = nix::unistd::Group::from_gid(lone.gid).unwrap().unwrap();
+    assert_eq!(group.name, LONE);
+    assert!(group.mem.is_empty(), "{LONE}'s group lists {:?}", group.mem);
+    assert!(
+        !primary_of_another(uid, gid),
+        "another user is in {LONE}'s group"
+    );
+
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 41, "0", "");
+    let lones = |p: &Path, mode: u32| {
+        std::os::unix::fs::chown(p, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let home = d.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    lones(&home, 0o755);
+    let recipe = home.join("r.yaml");
+    std::fs::write(&recipe, SMALL_RECIPE).unwrap();
+    lones(&recipe, 0o664);
+    let jobs = d.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    lones(&jobs, 0o775);
+    // As LONE logged in: its primary group, umask 002.
+    let run = |args: &str| {
+        Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={gid}"),
+                "--clear-groups".into(),
+                "sh".into(),
+                "-c".into(),
+                format!(
+                    "umask 002; HOME={h} XDG_CONFIG_HOME={h}/none PATH={path} exec {bin} {args}",
+                    h = home.display(),
+                    bin = bin(),
+                ),
+            ])
+            .output()
+            .unwrap()
+    };
+    let dry = format!("--recipe {} --gpus cpux1 --dry-run", recipe.display());
+    let submit = |name: &str| {
+        format!(
+            "submit --recipe llama8b --gpus h100x8 --job-name {name} --jobs-root {}",
+            jobs.display()
+        )
+    };
+    // Its own private group alone: taken.
+    let o = run(&dry);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&submit("alone"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(jobs.join("alone").is_dir());
+
+    // LODGER's primary group becomes LONE's group; the member list stays empty.
+    user_db("usermod", &["-g", LONE, LODGER]);
+    let _lodging = Lodging;
+    assert_eq!(user(LODGER).gid.as_raw(), gid);
+    let group = nix::unistd::Group::from_gid(lone.gid).unwrap().unwrap();
+    assert!(group.mem.is_empty(), "{LONE}'s group lists {:?}", group.mem);
+    // LODGER, logged in with the groups the user database gives it, can write the jobs root.
+    let planted = jobs.join("planted");
+    let o = Command::new("setpriv")
+        .args([
+            format!("--reuid={}", user(LODGER).uid.as_raw()),
+            format!("--regid={gid}"),
+            "--init-groups".into(),
+            "touch".into(),
+        ])
+        .arg(&planted)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(planted.exists());
+
+    let why = format!("is writable by its group {LONE} (gid {gid})");
+    let o = run(&dry);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&format!("{} {why}", recipe.display()))
+            && e.contains(&format!("chmod g-w {}", recipe.display())),
+        "{e}"
+    );
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let o = run(&submit("lodged"));
+    assert_refused_at(&o, &jobs, &why, &format!("chmod g-w {}", jobs.display()));
+    assert!(!jobs.join("lodged").exists());
 }

@@ -12,7 +12,8 @@
 //! * The rule for an environment variable's name and value is `config::env`'s (a plan's
 //!   data holds env maps, checked as they are deserialised).
 //! * [`check_no_nul`] refuses NUL in text bound for a script.
-//! * [`check_trusted`] is the trust rule for configuration and code found on disk: the file
+//! * [`untrusted`] is the trust rule for configuration and code found on disk, and
+//!   [`check_trusted`] its refusal ([`untrusted_at`] for a program found on its own): the file
 //!   and every directory from its own up to `/` (by the path the file was really opened at)
 //!   must pass [`writers`]' predicate as [`writers::Role::Trusted`] entries (belong to this
 //!   user or root; no write bit for every user, on a directory unless it has the sticky bit,
@@ -178,18 +179,43 @@ pub fn trust_problem(
     })
 }
 
-/// The one trust rule for configuration and code ovlaunch reads (profiles, recipe, hardware,
-/// plugin and template files, the rank runtime): refuses the opened `file` (named `path` on
-/// the command line as `flag`) when another user could have written it or could replace it
+/// Why a file is not to be trusted ([`untrusted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted {
+    /// What is wrong, following the file's path: `belongs to ...`, `is under DIR, which ...`.
+    pub why: String,
+    /// The fix of the first entry that fails.
+    pub fix: String,
+    /// The directory the file really is in: the one `OVLAUNCH_SAFE_DIRECTORY` would list.
+    pub dir: std::path::PathBuf,
+}
+
+impl Untrusted {
+    /// The refusal of configuration or code `path`, named on the command line as `flag`.
+    pub fn refusal(&self, path: &Path, flag: &str) -> Error {
+        Error::usage(format!(
+            "{} {}: ovlaunch does not take configuration another user could have written",
+            path.display(),
+            self.why
+        ))
+        .at_flag(flag.to_string())
+        .help(format!(
+            "{}; if you trust it as it is, list its directory in {SAFE_DIRECTORY} ({SAFE_DIRECTORY}={} ovlaunch ...; `*` trusts every directory)",
+            self.fix,
+            self.dir.display()
+        ))
+    }
+}
+
+/// The one trust rule for configuration and code ovlaunch reads or runs (profiles, recipe,
+/// hardware, plugin and template files, the rank runtime): why the opened `file` (named
+/// `path`) is not to be trusted, if another user could have written it or could replace it
 /// (the file, and every directory from its own up to `/`, by the path the file was really
 /// opened at, [`trust_problem`]), unless its own directory is listed in
 /// `OVLAUNCH_SAFE_DIRECTORY` (or that holds `*`).
-pub fn check_trusted(file: &std::fs::File, path: &Path, flag: &str) -> Result<()> {
+pub fn untrusted(file: &std::fs::File, path: &Path) -> std::io::Result<Option<Untrusted>> {
     use std::os::fd::AsRawFd;
-    let fail = |e: std::io::Error| {
-        Error::usage(format!("{}: cannot read: {e}", path.display())).at_flag(flag.to_string())
-    };
-    let meta = file.metadata().map_err(fail)?;
+    let meta = file.metadata()?;
     // Where the file really is (links resolved), as the kernel opened it.
     let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .ok()
@@ -206,7 +232,7 @@ pub fn check_trusted(file: &std::fs::File, path: &Path, flag: &str) -> Result<()
     let Some((why, fix)) =
         trust_problem((path, Entry::of(&meta)), &dirs, me, &writers::private_group)
     else {
-        return Ok(());
+        return Ok(None);
     };
     let safe = std::env::var(SAFE_DIRECTORY).unwrap_or_default();
     let listed: Vec<std::path::PathBuf> = safe
@@ -218,17 +244,36 @@ pub fn check_trusted(file: &std::fs::File, path: &Path, flag: &str) -> Result<()
     // the file's own directory, exactly (as git's `safe.directory` names a repository, not
     // what lies under it): listing `/tmp` does not trust a directory someone made in it
     if safe.split(':').any(|s| s == "*") || listed.iter().any(|l| l == dir) {
-        return Ok(());
+        return Ok(None);
     }
-    Err(Error::usage(format!(
-        "{} {why}: ovlaunch does not take configuration another user could have written",
-        path.display()
-    ))
-    .at_flag(flag.to_string())
-    .help(format!(
-        "{fix}; if you trust it as it is, list its directory in {SAFE_DIRECTORY} ({SAFE_DIRECTORY}={} ovlaunch ...; `*` trusts every directory)",
-        dir.display()
-    )))
+    Ok(Some(Untrusted {
+        why,
+        fix,
+        dir: dir.to_path_buf(),
+    }))
+}
+
+/// [`untrusted`] as a refusal: the opened `file` (named `path` on the command line as
+/// `flag`) is refused ([`Untrusted::refusal`]) when it is not to be trusted.
+pub fn check_trusted(file: &std::fs::File, path: &Path, flag: &str) -> Result<()> {
+    match untrusted(file, path) {
+        Ok(None) => Ok(()),
+        Ok(Some(u)) => Err(u.refusal(path, flag)),
+        Err(e) => Err(read_error(path, flag, format!("cannot read: {e}"))),
+    }
+}
+
+/// [`untrusted`] for a program found on its own (not named by the user: the rank runtime
+/// found next to the launcher or on `PATH`, the launcher itself), opened without being read
+/// and never blocking; `flag` names it in an error opening it.
+pub fn untrusted_at(path: &Path, flag: &str) -> Result<Option<Untrusted>> {
+    let fail = |e: std::io::Error| read_error(path, flag, format!("cannot read: {e}"));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(fail)?;
+    untrusted(&file, path).map_err(fail)
 }
 
 /// A path or argument as text, or a usage error naming `flag`.

@@ -19,9 +19,13 @@
 //!   owner's. A symbolic link's mode means nothing: only its owner counts. [`Reason::Link`]
 //!   is a caller's refusal of a link where it needs a directory, with its words and fix here.
 //! - [`private_group`] is the one decision that a group is a user's private group: the user's
-//!   primary group, named after the user, with no other member listed (what `umask 002`
-//!   systems give every user, so their files are 0664 and their directories 0775). Its
-//!   write bit lets nobody else write.
+//!   primary group, named after the user, with no other member (what `umask 002` systems
+//!   give every user, so their files are 0664 and their directories 0775). Its write bit
+//!   lets nobody else write. A group's members are those its member list names and every
+//!   user whose primary group it is (the user database's entries, whose primary group the
+//!   member list does not repeat): both are read through the C library's name service
+//!   (NSS), the user database enumerated once per process and only when a group could be
+//!   private. A database that cannot be read (to its end) makes the group not private.
 //! - Callers keep their own context: `input::check_trusted` (configuration and code, with
 //!   `OVLAUNCH_SAFE_DIRECTORY`), and the launcher's `backend::trust` (job directories,
 //!   records, `submit DIR`, with `jobs_root_shared: group` excusing [`Reason::Owner`] and
@@ -184,7 +188,9 @@ pub fn writer(e: Entry, role: Role, me: u32, private: &dyn Fn(u32, u32) -> bool)
 }
 
 /// Whether `gid` is user `uid`'s private group on this machine: the user's primary group,
-/// named after the user, with no other member (root's too: group `root` with no member).
+/// named after the user, with no other member: none in the group's member list but the user,
+/// and no other user's primary group ([`another_primary`]; root's too: group `root` with no
+/// member and no other user in it).
 pub fn private_group(uid: u32, gid: u32) -> bool {
     use nix::unistd::{Gid, Group, Uid, User};
     let (Ok(Some(u)), Ok(Some(g))) = (
@@ -193,7 +199,80 @@ pub fn private_group(uid: u32, gid: u32) -> bool {
     ) else {
         return false;
     };
-    u.gid.as_raw() == gid && g.name == u.name && g.mem.iter().all(|m| *m == u.name)
+    u.gid.as_raw() == gid
+        && g.name == u.name
+        && g.mem.iter().all(|m| *m == u.name)
+        && !another_primary(uid, gid, primary_groups())
+}
+
+/// Whether a user other than `uid` (another user id) has `gid` as primary group, by every
+/// user's (uid, primary gid) in `users`; `None` (the user database not read to its end)
+/// counts as yes.
+fn another_primary(uid: u32, gid: u32, users: Option<&[(u32, u32)]>) -> bool {
+    users.is_none_or(|all| all.iter().any(|&(u, g)| g == gid && u != uid))
+}
+
+/// Every user's (uid, primary gid) in this machine's user database, read once per process;
+/// `None` when it could not be read to its end.
+fn primary_groups() -> Option<&'static [(u32, u32)]> {
+    static USERS: std::sync::OnceLock<Option<Vec<(u32, u32)>>> = std::sync::OnceLock::new();
+    USERS.get_or_init(enumerate_users).as_deref()
+}
+
+/// The largest buffer one user database entry is read into.
+const MAX_ENTRY_BYTES: usize = 1 << 20;
+
+/// The user database through NSS (`setpwent`, `getpwent_r`, `endpwent`): each entry's uid and
+/// primary gid. `getpwent_r` answers 0 for an entry, `ENOENT` at the end (glibc also when a
+/// source is unavailable, so that source's users are not seen) and `ERANGE` for an entry
+/// larger than the buffer (read again into a larger one); anything else is an error.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn enumerate_users() -> Option<Vec<(u32, u32)>> {
+    use nix::libc;
+    let mut users = Vec::new();
+    let mut buf: Vec<libc::c_char> = vec![0; 4096];
+    // SAFETY: the enumeration's state is the C library's; this runs once per process
+    // (`primary_groups`), and nothing else in ovlaunch enumerates the user database.
+    unsafe { libc::setpwent() };
+    let read = loop {
+        // SAFETY: `passwd` is plain data; getpwent_r fills it (its strings in `buf`), and
+        // only its numbers are kept.
+        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call, `buf` for `buf.len()` bytes.
+        let rc = unsafe { libc::getpwent_r(&mut entry, buf.as_mut_ptr(), buf.len(), &mut result) };
+        match rc {
+            0 if !result.is_null() => users.push((entry.pw_uid, entry.pw_gid)),
+            libc::ENOENT => break true,
+            libc::ERANGE if buf.len() < MAX_ENTRY_BYTES => buf.resize(buf.len() * 2, 0),
+            _ => break false,
+        }
+    };
+    // SAFETY: ends the enumeration begun above.
+    unsafe { libc::endpwent() };
+    read.then_some(users)
+}
+
+/// The user database through NSS (`setpwent`, `getpwent`, `endpwent`): each entry's uid and
+/// primary gid. A null entry ends the list, an error when `errno` says one.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn enumerate_users() -> Option<Vec<(u32, u32)>> {
+    use nix::errno::Errno;
+    use nix::libc;
+    let mut users = Vec::new();
+    // SAFETY: as the glibc version; getpwent's entry is read before the next call.
+    unsafe { libc::setpwent() };
+    let read = loop {
+        Errno::clear();
+        let entry = unsafe { libc::getpwent() };
+        if entry.is_null() {
+            break matches!(Errno::last_raw(), 0 | libc::ENOENT);
+        }
+        // SAFETY: a non-null entry is valid until the next getpwent call.
+        users.push(unsafe { ((*entry).pw_uid, (*entry).pw_gid) });
+    };
+    unsafe { libc::endpwent() };
+    read.then_some(users)
 }
 
 /// `name (uid N)` for a user id.
@@ -337,17 +416,62 @@ mod tests {
         );
     }
 
+    /// Every (uid, primary gid) of `/etc/passwd`, read as text: a source apart from the
+    /// name service calls [`enumerate_users`] makes.
+    fn passwd_file() -> Vec<(u32, u32)> {
+        std::fs::read_to_string("/etc/passwd")
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(':').collect();
+                Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?))
+            })
+            .collect()
+    }
+
     #[test]
     fn the_private_group_is_the_users_own_primary_group_without_members() {
-        // root's group has no members on the systems this runs on; an unknown user has
-        // no private group.
+        // An unknown user has no private group; root's group is private when it is named
+        // root, lists no other member, and no other user has it as primary group.
         assert!(!private_group(4_000_001, 4_000_001));
         let root = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(0))
             .unwrap()
             .unwrap();
+        let others_in_root = passwd_file().iter().any(|&(u, g)| g == 0 && u != 0);
         assert_eq!(
             private_group(0, 0),
-            root.name == "root" && root.mem.iter().all(|m| m == "root")
+            root.name == "root" && root.mem.iter().all(|m| m == "root") && !others_in_root
         );
+    }
+
+    #[test]
+    fn another_users_primary_group_is_a_member() {
+        let users = [(ME, MINE), (1001, TEAM), (1002, 1002), (ME, TEAM)];
+        assert!(!another_primary(ME, MINE, Some(&users)), "mine alone");
+        assert!(
+            another_primary(ME, TEAM, Some(&users)),
+            "1001's primary group, not listed as its member"
+        );
+        assert!(
+            !another_primary(ME, MINE, Some(&[(ME, MINE), (ME, MINE)])),
+            "a second name for my uid is me"
+        );
+        assert!(
+            another_primary(ME, MINE, None),
+            "a user database not read to its end"
+        );
+    }
+
+    #[test]
+    fn the_user_database_is_read_to_its_end() {
+        // Every entry of /etc/passwd is among those the name service gives (it reads
+        // `files` first on the machines this runs on). The file is read first: users are
+        // added, never removed, while tests run.
+        let file = passwd_file();
+        let users = enumerate_users().expect("the user database is readable");
+        for entry in file {
+            assert!(users.contains(&entry), "{entry:?} missing from {users:?}");
+        }
+        assert!(primary_groups().is_some());
     }
 }
