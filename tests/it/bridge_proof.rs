@@ -1844,10 +1844,28 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset={dataset_name: squad}",
             ],
         ),
-        // GLM-5.2's H100 SFT function keeps its Hugging Face settings: a local root in place of
+        // Llama 3 8B's SFT function keeps its Hugging Face settings: a local root in place of
         // its dataset needs them cleared too, as Bridge says
         case(
-            "refuse-glm52-sft-root-with-hf-settings",
+            "refuse-sft-root-with-hf-settings",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.dataset_root=/data/x",
+                "--set",
+                "dataset.hf_dataset=null",
+            ],
+        ),
+        // GLM-5.2's H100 benchmark SFT function runs on the mock data Bridge's runner loads in
+        // place of its dataset (`run_recipe.py` `_apply_benchmark_dataset_defaults`): no
+        // `dataset_root` there, for either
+        case(
+            "container-bad-glm52-sft-bench-mock-root",
             "h100",
             416,
             &[
@@ -1857,8 +1875,6 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "h100x416",
                 "--set",
                 "dataset.dataset_root=/data/x",
-                "--set",
-                "dataset.hf_dataset=null",
             ],
         ),
     ]
