@@ -152,6 +152,7 @@ fn extra_cases() -> Vec<Case> {
         container_section_cases(),
         what_runs_cases(),
         runner_sync_cases(),
+        benchmark_data_cases(),
     ]
     .into_iter()
     .flatten()
@@ -798,8 +799,6 @@ fn uneven_stage_cases() -> Vec<Case> {
 /// the dataset's length (changed by `dataset.seq_length`, or by `model.seq_length`, which ovlaunch
 /// passes to the dataset) and a padding multiple from CP, TP and sequence parallelism, over a
 /// value given field by field, as a whole mapping, or none (`null`: the runner makes the specs).
-/// A benchmark SFT or PEFT function runs on the mock pretraining data the runner loads in place
-/// of its own (`runner-bench-*`), so none of these steps applies and `dataset.*` is that class's.
 fn runner_sync_cases() -> Vec<Case> {
     let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
     let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
@@ -811,8 +810,6 @@ fn runner_sync_cases() -> Vec<Case> {
         case(id, gpu, n.parse().unwrap(), &args)
     };
     let sft = "llama32_1b_sft_config";
-    let bench_sft = "llama3_8b_sft_8gpu_h100_bf16_config";
-    let bench_peft = "llama3_70b_peft_8gpu_h100_bf16_config";
     let cp2 = "model.context_parallel_size=2";
     vec![
         with("runner-sft-cp2", sft, "h100x2", &[cp2]),
@@ -919,6 +916,26 @@ fn runner_sync_cases() -> Vec<Case> {
             "h100x1",
             &["dataset.offline_packing_specs.packed_sequence_size=2048"],
         ),
+    ]
+}
+
+/// A benchmark SFT or PEFT function runs on the mock pretraining data Bridge's runner loads in
+/// place of its own (`run_recipe.py` `_apply_benchmark_dataset_defaults`), so none of the
+/// runner's fine-tuning data steps (`runner_sync_cases`) applies and `dataset.*` is that class's.
+fn benchmark_data_cases() -> Vec<Case> {
+    let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
+    let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
+        let mut args = vec!["--recipe", recipe, "--gpus", gpus];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let (gpu, n) = gpus.split_once('x').unwrap();
+        case(id, gpu, n.parse().unwrap(), &args)
+    };
+    let bench_sft = "llama3_8b_sft_8gpu_h100_bf16_config";
+    let bench_peft = "llama3_70b_peft_8gpu_h100_bf16_config";
+    let cp2 = "model.context_parallel_size=2";
+    vec![
         // a benchmark fine-tuning function runs on the mock pretraining data the runner puts in
         // its place (`run_recipe.py` `_apply_benchmark_dataset_defaults`): no packing and no
         // per-token loss with CP > 1, a mock data field accepted, an SFT data field refused
@@ -935,6 +952,13 @@ fn runner_sync_cases() -> Vec<Case> {
             bench_sft,
             "h100x8",
             &["dataset.dataset_root=/data/sft"],
+        ),
+        // GLM-5.2's H100 benchmark SFT function (its own data: Hugging Face settings) too
+        with(
+            "container-bad-runner-bench-glm52-sft-mock-root",
+            "glm52_sft_416gpu_h100_bf16_config",
+            "h100x416",
+            &["dataset.dataset_root=/data/x"],
         ),
         with("runner-bench-peft-mock", bench_peft, "h100x8", &[&ckpt]),
         with(
@@ -1859,22 +1883,6 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.dataset_root=/data/x",
                 "--set",
                 "dataset.hf_dataset=null",
-            ],
-        ),
-        // GLM-5.2's H100 benchmark SFT function runs on the mock data Bridge's runner loads in
-        // place of its dataset (`run_recipe.py` `_apply_benchmark_dataset_defaults`): no
-        // `dataset_root` there, for either
-        case(
-            "container-bad-glm52-sft-bench-mock-root",
-            "h100",
-            416,
-            &[
-                "--recipe",
-                "glm52_sft_416gpu_h100_bf16_config",
-                "--gpus",
-                "h100x416",
-                "--set",
-                "dataset.dataset_root=/data/x",
             ],
         ),
     ]
