@@ -158,6 +158,13 @@ impl Ssh {
     /// caller to create. A refusal is a usage error naming the directory, why and a fix.
     fn check_path(&self, dir: &Path, own: usize, sharing: Sharing, what: &str) -> Result<()> {
         let d = utf8(dir)?;
+        if !dir.is_absolute() {
+            // the walk counts components from `/` (`Host::absolute` makes every remote path so)
+            return Err(Error::runtime(format!(
+                "internal error: {d} on {} is not absolute",
+                self.target
+            )));
+        }
         let out = self.sh_ok(
             &format!("sh -c {} sh {}", quote(WALK), quote(d)),
             Duration::from_secs(60),
