@@ -516,7 +516,7 @@ fn check_at(
             })
             .unwrap_or_default();
         let held = if holder.is_some() {
-            ", which the recipe's function holds"
+            ", which the job runs with"
         } else {
             ""
         };
