@@ -252,14 +252,6 @@ fn conflicting_overrides() {
     ));
 }
 
-fn recipe_file(text: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("r.yaml");
-    std::fs::write(&path, text).unwrap();
-    let p = path.display().to_string();
-    (dir, p)
-}
-
 /// The transcript of `ovlaunch plan` on a recipe file holding `text` (its path shown as
 /// `[TMP]/r.yaml`).
 fn plan_of_recipe(text: &str) -> String {

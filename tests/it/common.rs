@@ -162,6 +162,16 @@ pub fn dry_run_text(o: &Output) -> String {
     summary + &script
 }
 
+/// A recipe file holding `text` (`r.yaml` in a temporary directory, kept while the returned
+/// directory lives) and its path.
+pub fn recipe_file(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.yaml");
+    std::fs::write(&path, text).unwrap();
+    let p = path.display().to_string();
+    (dir, p)
+}
+
 /// Runs and expects success; returns stdout.
 pub fn ok(args: &[&str]) -> String {
     ok_env(args, &[])

@@ -442,14 +442,10 @@ fn unsetting_what_the_launch_needs_is_refused() {
             "{neighbour}: {plan}"
         );
     }
-    let d = tempfile::tempdir().unwrap();
-    let path = d.path().join("r.yaml");
-    std::fs::write(
-        &path,
+    let (_d, path) = recipe_file(
         "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nenv_vars:\n  PATH: null\n",
-    )
-    .unwrap();
-    let err = usage_error(&["plan", "-r", path.to_str().unwrap(), "-g", "h100x8"]);
+    );
+    let err = usage_error(&["plan", "-r", &path, "-g", "h100x8"]);
     assert!(err.contains("PATH cannot be removed"), "{err}");
     assert!(err.contains("remove the unset of PATH (recipe)"), "{err}");
     // the same unset given by --set names that flag, not the recipe

@@ -121,15 +121,10 @@ fn a_wrong_type_is_refused_with_the_field_the_class_and_a_fix() {
         "{err}"
     );
     // in a recipe file, at the value's own line
-    let d = tempfile::tempdir().unwrap();
-    let path = d.path().join("bad.yaml");
-    std::fs::write(
-        &path,
+    let (_d, p) = recipe_file(
         "name: bad\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\noptimizer:\n  lr: 0.001\n  adam_beta2: high\n",
-    )
-    .unwrap();
-    let p = path.to_str().unwrap();
-    let err = usage_error(&["plan", "--recipe", p, "--gpus", "h100x8"]);
+    );
+    let err = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
     assert!(
         err.contains("`optimizer.adam_beta2` must be a number, not \"high\"")
             && err.contains(&format!(" --> {p}:5:")),
