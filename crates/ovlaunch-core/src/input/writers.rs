@@ -219,51 +219,20 @@ fn primary_groups() -> Option<&'static [(u32, u32)]> {
     USERS.get_or_init(enumerate_users).as_deref()
 }
 
-/// The largest buffer one user database entry is read into.
-const MAX_ENTRY_BYTES: usize = 1 << 20;
-
-/// The user database through NSS (`setpwent`, `getpwent_r`, `endpwent`): each entry's uid and
-/// primary gid. `getpwent_r` answers 0 for an entry, `ENOENT` at the end (glibc also when a
-/// source is unavailable, so that source's users are not seen) and `ERANGE` for an entry
-/// larger than the buffer (read again into a larger one); anything else is an error.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn enumerate_users() -> Option<Vec<(u32, u32)>> {
-    use nix::libc;
-    let mut users = Vec::new();
-    let mut buf: Vec<libc::c_char> = vec![0; 4096];
-    // SAFETY: the enumeration's state is the C library's; this runs once per process
-    // (`primary_groups`), and nothing else in ovlaunch enumerates the user database.
-    unsafe { libc::setpwent() };
-    let read = loop {
-        // SAFETY: `passwd` is plain data; getpwent_r fills it (its strings in `buf`), and
-        // only its numbers are kept.
-        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: every pointer is valid for the call, `buf` for `buf.len()` bytes.
-        let rc = unsafe { libc::getpwent_r(&mut entry, buf.as_mut_ptr(), buf.len(), &mut result) };
-        match rc {
-            0 if !result.is_null() => users.push((entry.pw_uid, entry.pw_gid)),
-            libc::ENOENT => break true,
-            libc::ERANGE if buf.len() < MAX_ENTRY_BYTES => buf.resize(buf.len() * 2, 0),
-            _ => break false,
-        }
-    };
-    // SAFETY: ends the enumeration begun above.
-    unsafe { libc::endpwent() };
-    read.then_some(users)
-}
-
 /// The user database through NSS (`setpwent`, `getpwent`, `endpwent`): each entry's uid and
-/// primary gid. A null entry ends the list, an error when `errno` says one.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+/// primary gid. A null entry ends the list, an error when `errno` says one (glibc also ends
+/// it where a source is unavailable, so that source's users are not seen).
 fn enumerate_users() -> Option<Vec<(u32, u32)>> {
     use nix::errno::Errno;
     use nix::libc;
     let mut users = Vec::new();
-    // SAFETY: as the glibc version; getpwent's entry is read before the next call.
+    // SAFETY: the enumeration's state is the C library's; this runs once per process
+    // (`primary_groups`), and nothing else in ovlaunch enumerates the user database.
     unsafe { libc::setpwent() };
     let read = loop {
         Errno::clear();
+        // SAFETY: no argument; the entry it returns is the C library's, valid until the
+        // next call.
         let entry = unsafe { libc::getpwent() };
         if entry.is_null() {
             break matches!(Errno::last_raw(), 0 | libc::ENOENT);
@@ -271,6 +240,7 @@ fn enumerate_users() -> Option<Vec<(u32, u32)>> {
         // SAFETY: a non-null entry is valid until the next getpwent call.
         users.push(unsafe { ((*entry).pw_uid, (*entry).pw_gid) });
     };
+    // SAFETY: ends the enumeration begun above.
     unsafe { libc::endpwent() };
     read.then_some(users)
 }
@@ -468,10 +438,11 @@ mod tests {
         // `files` first on the machines this runs on). The file is read first: users are
         // added, never removed, while tests run.
         let file = passwd_file();
-        let users = enumerate_users().expect("the user database is readable");
+        // through the process's one enumeration: the C library's enumeration state is
+        // global, and tests run in threads
+        let users = primary_groups().expect("the user database is readable");
         for entry in file {
             assert!(users.contains(&entry), "{entry:?} missing from {users:?}");
         }
-        assert!(primary_groups().is_some());
     }
 }
