@@ -61,6 +61,26 @@ fn as_other(script: &str) -> Output {
         .unwrap()
 }
 
+/// Runs ovlaunch with `args` (shell words) as user `uid` logged in with primary group `gid`:
+/// umask 002, its `home`, the stand-in `path`.
+fn ovlaunch_logged_in(uid: u32, gid: u32, home: &Path, path: &str, args: &str) -> Output {
+    Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--clear-groups".into(),
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "umask 002; HOME={h} XDG_CONFIG_HOME={h}/none PATH={path} exec {bin} {args}",
+                h = home.display(),
+                bin = bin(),
+            ),
+        ])
+        .output()
+        .unwrap()
+}
+
 /// A directory tree every user may traverse (the tempdir itself is 0700).
 fn open_tempdir() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -1770,23 +1790,7 @@ fn a_private_group_may_write_a_users_own_job_directories_and_records() {
     theirs(&recipe, 0o664);
     // As the other user with its primary group (`as_other` takes the group of its uid's
     // number), so that what it creates is in its own group, as a login gives it.
-    let run = |args: &str| {
-        Command::new("setpriv")
-            .args([
-                format!("--reuid={uid}"),
-                format!("--regid={own_gid}"),
-                "--clear-groups".into(),
-                "sh".into(),
-                "-c".into(),
-                format!(
-                    "umask 002; HOME={h} XDG_CONFIG_HOME={h}/none PATH={path} exec {bin} {args}",
-                    h = home.display(),
-                    bin = bin(),
-                ),
-            ])
-            .output()
-            .unwrap()
-    };
+    let run = |args: &str| ovlaunch_logged_in(uid, own_gid, &home, &path, args);
     let chgrp = |p: &Path, gid: u32| std::os::unix::fs::chown(p, None, Some(gid)).unwrap();
     let chmod = |p: &Path, mode: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
@@ -1965,23 +1969,7 @@ fn another_users_primary_group_is_not_private() {
     std::fs::create_dir(&jobs).unwrap();
     lones(&jobs, 0o775);
     // As LONE logged in: its primary group, umask 002.
-    let run = |args: &str| {
-        Command::new("setpriv")
-            .args([
-                format!("--reuid={uid}"),
-                format!("--regid={gid}"),
-                "--clear-groups".into(),
-                "sh".into(),
-                "-c".into(),
-                format!(
-                    "umask 002; HOME={h} XDG_CONFIG_HOME={h}/none PATH={path} exec {bin} {args}",
-                    h = home.display(),
-                    bin = bin(),
-                ),
-            ])
-            .output()
-            .unwrap()
-    };
+    let run = |args: &str| ovlaunch_logged_in(uid, gid, &home, &path, args);
     let dry = format!("--recipe {} --gpus cpux1 --dry-run", recipe.display());
     let submit = |name: &str| {
         format!(
