@@ -921,7 +921,8 @@ fn runner_sync_cases() -> Vec<Case> {
 
 /// A benchmark SFT or PEFT function runs on the mock pretraining data Bridge's runner loads in
 /// place of its own (`run_recipe.py` `_apply_benchmark_dataset_defaults`), so none of the
-/// runner's fine-tuning data steps (`runner_sync_cases`) applies and `dataset.*` is that class's.
+/// runner's fine-tuning data steps (`runner_sync_cases`) applies and `dataset.*` is that class's,
+/// its split the one that class's `finalize` leaves.
 fn benchmark_data_cases() -> Vec<Case> {
     let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
     let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
@@ -960,7 +961,25 @@ fn benchmark_data_cases() -> Vec<Case> {
             "h100x416",
             &["dataset.dataset_root=/data/x"],
         ),
+        // the mock data's finalize runs Megatron-Core's post-init: its even split over the one
+        // given, and with a data path (a blend) the one given
+        with(
+            "runner-bench-sft-mock-split",
+            bench_sft,
+            "h100x8",
+            &["dataset.split=98,1,1"],
+        ),
         with("runner-bench-peft-mock", bench_peft, "h100x8", &[&ckpt]),
+        with(
+            "runner-bench-peft-mock-split-data-path",
+            bench_peft,
+            "h100x8",
+            &[
+                &ckpt,
+                "dataset.split=98,1,1",
+                "dataset.data_path=/data/corpus_text_document",
+            ],
+        ),
         with(
             "runner-bench-peft-mock-seq-length",
             bench_peft,
