@@ -139,6 +139,7 @@ fn extra_cases() -> Vec<Case> {
         set_and_plugin_cases(),
         env_cases(),
         fine_tuning_cases(),
+        peft_refusal_cases(),
         own_class_cases(),
         hf_source_cases(),
         uneven_stage_cases(),
@@ -1904,26 +1905,30 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset=null",
             ],
         ),
-        // a PEFT job refused for one of its `--set`s, its base checkpoint given by another: the
-        // plan that tells the proof the job's function keeps the checkpoint
-        case(
-            "refuse-peft-nvrx-threshold",
-            "h100",
-            8,
-            &[
-                "--recipe",
-                "llama3_8b_peft_config",
-                "--gpus",
-                "h100x8",
-                "--set",
-                &ckpt,
-                "--set",
-                "nvrx_straggler.enabled=true",
-                "--set",
-                "nvrx_straggler.gpu_relative_perf_threshold=1.5",
-            ],
-        ),
     ]
+}
+
+/// A PEFT job refused for one of its `--set`s, its base checkpoint given by another: the plan the
+/// proof reads the job's function from keeps the checkpoint ([`plan_of_its_function`]).
+fn peft_refusal_cases() -> Vec<Case> {
+    let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
+    vec![case(
+        "refuse-peft-nvrx-threshold",
+        "h100",
+        8,
+        &[
+            "--recipe",
+            "llama3_8b_peft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            &ckpt,
+            "--set",
+            "nvrx_straggler.enabled=true",
+            "--set",
+            "nvrx_straggler.gpu_relative_perf_threshold=1.5",
+        ],
+    )]
 }
 
 /// A fine-tuning dataset's Hugging Face source checked at plan time as Bridge's
