@@ -11,6 +11,7 @@
 //! CALIBRATE_MISSES=1 cargo run --release --example calibrate  # and why each held-out miss missed
 //! CALIBRATE_HEADROOM=0.15 ...  # tune's held-out searches leave this share of memory free
 //! CALIBRATE_START=12=0.7,13=0.2 ...  # start the fit with these constants (`set`'s indices)
+//! CALIBRATE_FIX=14=5e-4 ...  # hold these constants at these values instead of fitting them
 //! ```
 //!
 //! Each usable row (pretraining, tokens/s given, a model whose shape ovlaunch has: a shipped
@@ -336,16 +337,8 @@ fn starting_constants() -> Efficiency {
     }
     e.compute.insert("default".into(), 0.5);
     // CALIBRATE_START: how much the fit's result depends on where it starts.
-    if let Ok(v) = std::env::var("CALIBRATE_START") {
-        for kv in v.split(',') {
-            let parsed = kv
-                .split_once('=')
-                .and_then(|(i, x)| Some((i.parse::<usize>().ok()?, x.parse::<f64>().ok()?)));
-            let Some((i, x)) = parsed.filter(|(i, _)| *i < CONSTANTS) else {
-                panic!("CALIBRATE_START: `{kv}` is not INDEX=VALUE with INDEX below {CONSTANTS}");
-            };
-            set(&mut e, i, x);
-        }
+    for (i, x) in indexed_constants("CALIBRATE_START") {
+        set(&mut e, i, x);
     }
     e.fit = None;
     e
@@ -443,6 +436,23 @@ fn set(eff: &mut Efficiency, i: usize, v: f64) {
 /// How many constants the fit sets (`set`'s indices).
 const CONSTANTS: usize = 17;
 
+/// `INDEX=VALUE,...` from an environment variable (`set`'s indices); empty when unset.
+fn indexed_constants(var: &str) -> Vec<(usize, f64)> {
+    let Ok(v) = std::env::var(var) else {
+        return Vec::new();
+    };
+    v.split(',')
+        .map(|kv| {
+            kv.split_once('=')
+                .and_then(|(i, x)| Some((i.parse::<usize>().ok()?, x.parse::<f64>().ok()?)))
+                .filter(|(i, _)| *i < CONSTANTS)
+                .unwrap_or_else(|| {
+                    panic!("{var}: `{kv}` is not INDEX=VALUE with INDEX below {CONSTANTS}")
+                })
+        })
+        .collect()
+}
+
 /// Coordinate descent with a golden-section search per constant, in log space.
 fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
     let mut eff = start.clone();
@@ -455,6 +465,12 @@ fn fit(rows: &[&Row], start: &Efficiency) -> Efficiency {
         13 | 15 => (0.005, 1.0),
         16 => (0.01, 1.0),
         _ => (1e-6, 5e-3),
+    };
+    // CALIBRATE_FIX: constants held at a value (an experiment: what the figures say with it).
+    let fixed = indexed_constants("CALIBRATE_FIX");
+    let bounds = |i: usize| match fixed.iter().find(|(k, _)| *k == i) {
+        Some(&(_, v)) => (v, v * (1.0 + 1e-9)),
+        None => bounds(i),
     };
     let g = (5f64.sqrt() - 1.0) / 2.0;
     for _sweep in 0..5 {

@@ -339,9 +339,10 @@ pub struct Search {
 
 impl Search {
     /// Memory a proposed layout leaves free by default. The estimate counts what Megatron
-    /// allocates; PyTorch's caching allocator reserves more than that (fragmentation, even
-    /// with `expandable_segments`), and the memory model has no measured figures to be checked
-    /// against. A layout predicted at 99% of HBM is a likely out-of-memory after the queue.
+    /// allocates plus a fitted overhead; PyTorch's caching allocator reserves more than that
+    /// (fragmentation, even with `expandable_segments`), and on the measured GPU runs the
+    /// memory model is off by about 5% (median; `examples/calibrate.rs` prints the figure).
+    /// A layout predicted at 99% of HBM is a likely out-of-memory after the queue.
     pub const HEADROOM: f64 = 0.03;
 
     /// The best `top` layouts, with the default headroom.
