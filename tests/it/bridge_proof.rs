@@ -981,6 +981,19 @@ fn benchmark_data_cases() -> Vec<Case> {
                 "dataset.data_path=/data/corpus_text_document",
             ],
         ),
+        // its finalize refuses a blend, even a list of nulls (Python's truth value)
+        with(
+            "refuse-runner-bench-sft-mock-blend",
+            bench_sft,
+            "h100x8",
+            &["dataset.blend=[[/data/corpus_text_document],null]"],
+        ),
+        with(
+            "refuse-runner-bench-peft-mock-blend-per-split",
+            bench_peft,
+            "h100x8",
+            &[&ckpt, "dataset.blend_per_split=[null,null,null]"],
+        ),
         with(
             "runner-bench-peft-mock-seq-length",
             bench_peft,

@@ -1683,6 +1683,7 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
         nvrx_report_interval,
     ),
     ("NVRxStragglerDetectionConfig.finalize", nvrx_thresholds),
+    ("MockGPTDatasetConfig.finalize", mock_dataset_blend),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
     ("HFDatasetSourceConfig.validate", super::hf_source::check),
@@ -2088,6 +2089,35 @@ fn held_source_one_mode(k: &Known<'_>, class: &str) -> Result<()> {
                     .as_slice(),
             )
             .help(fix));
+        }
+    }
+    Ok(())
+}
+
+/// `MockGPTDatasetConfig.finalize`: mock data (the dataset Bridge's runner gives a benchmark
+/// fine-tuning function, `resolve::runner_sync`) refuses a `blend` or `blend_per_split` that is
+/// truthy in Python (a non-empty list, even of nulls) with a `TypeError`; real data there
+/// comes from `data_path`.
+fn mock_dataset_blend(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::DATASET;
+    let mock = k
+        .holder()
+        .section(crate::config::bridge::split(DATASET.split).0)
+        .is_some_and(|d| d.class == super::runner_sync::MOCK_DATA);
+    if !mock {
+        return Ok(());
+    }
+    for field in [DATASET.blend, DATASET.blend_per_split] {
+        if k.truthy(field) == Some(true) {
+            return Err(Error::config(format!(
+                "got an unexpected keyword argument '{}' (Bridge's MockGPTDatasetConfig.finalize: the recipe's function runs on the mock data Bridge's runner gives it, which takes no blend)",
+                crate::config::bridge::split(field).1
+            ))
+            .at_fields([field])
+            .help(format!(
+                "remove {field}; give {} to train on your data, which this class takes as the blend",
+                DATASET.data_path
+            )));
         }
     }
     Ok(())
