@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::host::{Host, Listing, Local, Seen};
 use crate::error::{Error, Result};
-use crate::input::writers::{self, Entry, Kind, Names};
+use crate::input::writers::{Entry, Kind, Names};
 use crate::layout::SUBMISSION as FILE;
 
 /// A Slurm job id: digits, or `ARRAYID_TASK` (also what `sbatch --parsable` prints before
@@ -150,8 +150,8 @@ pub fn read(dir: &Path) -> Result<Submission> {
 /// Reads the record of the job directory `dir` on `host`. A record is evidence, not an
 /// instruction: it is refused unless this user wrote it (the record and its directory
 /// belong to this user, and nobody else can write either, a group only when it is the
-/// user's private group: `trust::own_problem`; on a login node no group counts as private,
-/// its group database is not read here) and it names the directory it
+/// user's private group: `trust::own_problem`, the host's databases deciding,
+/// `Host::private_group`) and it names the directory it
 /// lives in, so a planted or edited record cannot make `status`, `logs` or `cancel` act on
 /// another directory or job. A record read on a login node is returned with that `host`.
 pub fn read_on(host: &dyn Host, dir: &Path) -> Result<Submission> {
@@ -207,16 +207,12 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
             },
         ),
     };
-    // On a login node, its user and group database is not read: no group is known to be
-    // private there.
-    let (me, names, private): (u32, Names, &dyn Fn(u32, u32) -> bool) = match host.remote() {
-        None => (
-            nix::unistd::geteuid().as_raw(),
-            Names::Local,
-            &writers::private_group,
-        ),
-        Some(_) => (host.ids()?.0, Names::Ids, &|_, _| false),
+    let (me, names) = match host.remote() {
+        None => (nix::unistd::geteuid().as_raw(), Names::Local),
+        Some(_) => (host.ids()?.0, Names::Ids),
     };
+    let private = |uid, gid| host.private_group(uid, gid);
+    let private: &dyn Fn(u32, u32) -> bool = &private;
     let dir_shown = format!("{}{}", l.dir.display(), host.on());
     let dir = Entry {
         uid: l.uid,

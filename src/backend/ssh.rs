@@ -20,8 +20,9 @@
 //! - Before a job directory or an experiment directory is created there, its path is held to
 //!   the rule `backend::trust` holds local paths to ([`Ssh::check_path`]): every directory
 //!   from `/`, as given and as resolved (`realpath`), a trusted entry for the login node's
-//!   user (`stat` there), the experiment directories that user's own, with ids for names
-//!   and no group counted as private (the login node's group database is not read). A shell
+//!   user (`stat` there), the experiment directories that user's own, with ids for names;
+//!   the login user's private group there is read there (`getent`, [`FACTS`]), no other
+//!   group counts as private. A shell
 //!   checks and then creates, so unlike the local walk through descriptors a directory
 //!   swapped between the two is not caught.
 
@@ -46,6 +47,8 @@ pub struct Ssh {
     control: PathBuf,
     home: OnceLock<String>,
     ids: OnceLock<(u32, u32)>,
+    /// The login user's private group there ([`FACTS`]), once read.
+    private: OnceLock<Option<u32>>,
 }
 
 /// How long a connection stays open after the last command (seconds).
@@ -91,6 +94,7 @@ impl Ssh {
             control,
             home: OnceLock::new(),
             ids: OnceLock::new(),
+            private: OnceLock::new(),
         })
     }
 
@@ -728,6 +732,16 @@ impl Host for Ssh {
         }
     }
 
+    fn private_group(&self, uid: u32, gid: u32) -> bool {
+        let mine = self.private.get_or_init(|| {
+            self.sh_ok(&format!("sh -c {}", quote(FACTS)), Duration::from_secs(60))
+                .ok()
+                .filter(|out| out.status.success())
+                .and_then(|out| remote_private_group(&String::from_utf8_lossy(&out.stdout)))
+        });
+        self.ids().is_ok_and(|(me, _)| me == uid) && *mine == Some(gid)
+    }
+
     /// The login node's CPU architecture (`uname -m`).
     fn machine(&self) -> Result<String> {
         let out = self.sh_ok("uname -m", Duration::from_secs(60))?;
@@ -923,24 +937,69 @@ fn ran(out: &std::process::Output) -> Ran {
     }
 }
 
+/// What decides whether the login user's primary group is private there (as
+/// `input::writers::private_group` reads it on this machine): `user NAME GID`, `group ENTRY`
+/// (`getent group`), and `others N`, the other users whose primary group it is (`getent
+/// passwd`); a line whose lookup fails is left out, and then no group is private
+/// ([`remote_private_group`]).
+macro_rules! facts {
+    () => {
+        r#"g=$(id -g) || exit 0; n=$(id -un) || exit 0; printf 'user %s %s\n' "$n" "$g"
+e=$(getent group "$g") && printf 'group %s\n' "$e"; u=$(id -u)
+pw=$(getent passwd) && printf '%s\n' "$pw" | awk -F: -v g="$g" -v u="$u" '$4 == g && $3 != u { n++ } END { printf "others %d\n", n }'
+exit 0"#
+    };
+}
+const FACTS: &str = facts!();
+
 /// The remote half of [`Ssh::check_path`]: the user's id, then for every prefix of the path
 /// as given (`L`) and as `realpath -m` resolves it (`C`), from `/`, `TAG UID GID MODE PATH`
 /// (`stat`, not following a last link; MODE in hex) or `TAG missing PATH` for the first that
-/// does not exist. `$1` is the path.
-const WALK: &str = r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1
-walk() { p=; printf '%s %s /\n' "$1" "$(stat -c '%u %g %f' -- /)" || exit 1; old=$IFS; IFS=/
+/// does not exist; then, where an entry its group can write has the user's primary group,
+/// [`FACTS`]. `$1` is the path.
+const WALK: &str = concat!(
+    r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; g=$(id -g) || exit 1; gw=
+seen() { set -- $1; [ "$2" = "$g" ] && [ $(( 0x$3 & 16 )) -ne 0 ] && gw=1; return 0; }
+walk() { p=; s=$(stat -c '%u %g %f' -- /) || exit 1; seen "$s"; printf '%s %s /\n' "$1" "$s"; old=$IFS; IFS=/
 for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"
-if [ -e "$p" ] || [ -L "$p" ]; then printf '%s %s %s\n' "$1" "$(stat -c '%u %g %f' -- "$p")" "$p" || exit 1
+if [ -e "$p" ] || [ -L "$p" ]; then s=$(stat -c '%u %g %f' -- "$p") || exit 1; seen "$s"; printf '%s %s %s\n' "$1" "$s" "$p"
 else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }
-walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c""#;
+walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c"
+[ -n "$gw" ] || exit 0
+"#,
+    facts!()
+);
+
+/// The user's private group on the login node, from the `user`, `group` and `others` lines
+/// of [`FACTS`] (alone, or after [`WALK`]'s): `None` where one is missing or the group is
+/// not private (`writers::GroupFacts`).
+fn remote_private_group(text: &str) -> Option<u32> {
+    let field = |tag: &str| text.lines().find_map(|l| l.strip_prefix(tag));
+    let (user, primary) = field("user ")?.split_once(' ')?;
+    let primary: u32 = primary.trim().parse().ok()?;
+    // name:password:gid:member,member
+    let mut group = field("group ")?.split(':');
+    let (name, _, gid, members) = (group.next()?, group.next()?, group.next()?, group.next()?);
+    let members: Vec<&str> = members.split(',').filter(|m| !m.is_empty()).collect();
+    let others: u32 = field("others ")?.trim().parse().ok()?;
+    let facts = crate::input::writers::GroupFacts {
+        user,
+        primary,
+        group: name,
+        members: &members,
+    };
+    (gid.parse() == Ok(primary) && others == 0 && facts.private(primary)).then_some(primary)
+}
 
 /// The first entry of [`WALK`]'s output (`text`, for user `me`, of a path of `depth`
 /// components below `/`) that another user could have written: every directory a trusted
 /// entry with `sharing` (`backend::trust::path_problem`), the given path's last `own`
 /// components that user's own and no symbolic link (`own_problem`; the resolved walk holds
-/// them as trusted entries, the given one having held them as own). No group counts as
-/// private: the login node's group database is not read. With the path, the reason, and
-/// whether it was held as a directory on the path.
+/// them as trusted entries, the given one having held them as own). The user's private group
+/// there ([`remote_private_group`]) is private; no other group is (another user's private
+/// group is not looked up: a directory of theirs on the path is refused as theirs, or
+/// accepted with its group's writes under `jobs_root_shared: group`). With the path, the
+/// reason, and whether it was held as a directory on the path.
 fn walk_problem(
     text: &str,
     me: u32,
@@ -950,7 +1009,8 @@ fn walk_problem(
 ) -> Option<(&str, crate::input::writers::Reason, bool)> {
     use super::trust::{own_problem, path_problem};
     use crate::input::writers::{Kind, Reason};
-    let not_private = |_: u32, _: u32| false;
+    let mine = remote_private_group(text);
+    let private = |uid: u32, gid: u32| uid == me && Some(gid) == mine;
     let lines: Vec<_> = text.lines().filter_map(walked).collect();
     for tag in ["L", "C"] {
         let walk = lines.iter().filter(|(t, _, _)| *t == tag);
@@ -959,8 +1019,8 @@ fn walk_problem(
             let own_here = tag == "L" && i + own > depth;
             let why = match (own_here, e.kind) {
                 (true, Kind::Link) => Some(Reason::Link),
-                (true, _) => own_problem(*e, me, &not_private),
-                (false, _) => path_problem(*e, me, sharing, &not_private),
+                (true, _) => own_problem(*e, me, &private),
+                (false, _) => path_problem(*e, me, sharing, &private),
             };
             if let Some(why) = why {
                 return Some((path, why, !own_here));
@@ -1106,7 +1166,43 @@ mod tests {
         assert_eq!(
             check(&walk(grouped, ""), Sharing::Private),
             Some(("/tmp/x/jobs".into(), Reason::Group(50), true)),
-            "no group is private on the login node"
+            "a group that is not the user's primary one"
+        );
+        // the user's private group there: primary, named after the user, no other member, no
+        // other user's primary group; a fact missing (a lookup that failed) makes it not so
+        let mut upg = ok;
+        upg[3] = "0 0 41fd";
+        let facts = |group: &str, others: &str| format!("user root 0\ngroup {group}\n{others}");
+        assert_eq!(
+            check(
+                &walk(upg, &facts("root:x:0:", "others 0\n")),
+                Sharing::Private
+            ),
+            None,
+            "umask 002 under a private group"
+        );
+        for (group, others, why) in [
+            ("root:x:0:root", "others 0\n", "the user named as member"),
+            ("root:x:0:alice", "others 0\n", "another member"),
+            ("root:x:0:", "others 1\n", "another user's primary group"),
+            ("root:x:0:", "", "other users unknown"),
+            ("wheel:x:0:", "others 0\n", "not named after the user"),
+        ] {
+            let expected = if why == "the user named as member" {
+                None
+            } else {
+                Some(("/tmp/x/jobs".into(), Reason::Group(0), true))
+            };
+            assert_eq!(
+                check(&walk(upg, &facts(group, others)), Sharing::Private),
+                expected,
+                "{why}"
+            );
+        }
+        assert_eq!(
+            check(&walk(upg, ""), Sharing::Private),
+            Some(("/tmp/x/jobs".into(), Reason::Group(0), true)),
+            "nothing looked up"
         );
         let mut theirs = ok;
         theirs[4] = "1001 1001 41c0";
