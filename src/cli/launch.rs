@@ -311,11 +311,10 @@ pub fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf>
 
 /// The jobs root in force, absolute.
 fn jobs_root(settings: &Settings) -> Result<PathBuf> {
-    let root = settings
-        .jobs_root
-        .value
-        .clone()
-        .unwrap_or_else(super::profile::default_jobs_root);
+    let root = match settings.jobs_root.value.clone() {
+        Some(root) => root,
+        None => super::profile::default_jobs_root()?,
+    };
     absolute(root)
 }
 

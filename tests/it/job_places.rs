@@ -1,0 +1,121 @@
+//! Where job directories go and how the job commands find them again, for a user whose
+//! environment is unusual or whose jobs root others share: no `HOME` or a relative one,
+//! damaged or foreign records found by name, names taken by someone else or by a second
+//! ovlaunch at the same moment, paths longer than the system takes, a rendered job directory
+//! whose files point elsewhere. The users are real (`useradd`, run with their own uid);
+//! `sbatch` is a stand-in (real Slurm is `slurm_e2e`'s). Tests that need root say they were
+//! skipped elsewhere.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::{bin, stderr, stdout};
+use crate::shared_cluster::{open_tempdir, root_or_skip, user_db};
+
+/// The user whose home directory only the user database names.
+const HOMELESS: &str = "ovl-homeless";
+
+/// Runs ovlaunch as `uid:gid` in `cwd` with exactly the environment `env` (no `HOME` unless
+/// given).
+fn ovlaunch_as(uid: u32, gid: u32, cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--clear-groups".into(),
+            "env".into(),
+            "-i".into(),
+        ])
+        .args(env.iter().map(|(k, v)| format!("{k}={v}")))
+        .arg(bin())
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+/// Without `HOME` (a cron job, `env -i`), with a relative `HOME`, or a relative
+/// `XDG_STATE_HOME`, the default jobs root is under the home directory the user database
+/// names: a job rendered in one directory is listed from another, and nothing is written
+/// under the working directory. (Before: `./ovlaunch-jobs`, or `rel/.local/state/...`, under
+/// the working directory; `list` and `status` elsewhere found nothing.)
+#[test]
+fn the_default_jobs_root_is_the_users_home_whatever_home_says() {
+    if !root_or_skip("the_default_jobs_root_is_the_users_home_whatever_home_says") {
+        return;
+    }
+    // One at a time on this machine: the test sets HOMELESS's home directory.
+    let lock =
+        std::fs::File::create(std::env::temp_dir().join("ovlaunch-test-homeless.lock")).unwrap();
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    if nix::unistd::User::from_name(HOMELESS).unwrap().is_none() {
+        user_db(
+            "useradd",
+            &[
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--shell",
+                "/bin/sh",
+                HOMELESS,
+            ],
+        );
+    }
+    let d = open_tempdir();
+    let home = d.path().join("home");
+    let (here, there) = (d.path().join("here"), d.path().join("there"));
+    let u = nix::unistd::User::from_name(HOMELESS).unwrap().unwrap();
+    let (uid, gid) = (u.uid.as_raw(), u.gid.as_raw());
+    for p in [&home, &here, &there] {
+        std::fs::create_dir(p).unwrap();
+        std::os::unix::fs::chown(p, Some(uid), Some(gid)).unwrap();
+    }
+    user_db("usermod", &["-d", home.to_str().unwrap(), HOMELESS]);
+    let root = home.join(".local/state/ovlaunch/jobs");
+    let path = ("PATH", "/usr/bin:/bin");
+    let cases: [(&str, &[(&str, &str)]); 3] = [
+        ("no-home", &[path]),
+        ("relative-home", &[path, ("HOME", "rel")]),
+        (
+            "relative-state",
+            &[path, ("HOME", "rel"), ("XDG_STATE_HOME", "state")],
+        ),
+    ];
+    for (name, env) in cases {
+        let o = ovlaunch_as(
+            uid,
+            gid,
+            &here,
+            env,
+            &[
+                "render",
+                "-r",
+                "llama8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                name,
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        assert_eq!(
+            stdout(&o).trim(),
+            root.join(name).display().to_string(),
+            "{name}"
+        );
+        let o = ovlaunch_as(uid, gid, &there, env, &["list"]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        assert!(
+            stdout(&o).contains(&root.join(name).display().to_string()),
+            "{name}: {}",
+            stdout(&o)
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&here).unwrap().flatten().collect();
+    assert!(
+        left.is_empty(),
+        "written under the working directory: {left:?}"
+    );
+}
