@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::common::{bin, stderr, stdout};
-use crate::shared_cluster::{open_tempdir, root_or_skip, user_db};
+use crate::shared_cluster::{open_tempdir, root_or_skip, stand_in_sbatch, user_db};
 
 /// The user whose home directory only the user database names.
 const HOMELESS: &str = "ovl-homeless";
@@ -117,5 +117,80 @@ fn the_default_jobs_root_is_the_users_home_whatever_home_says() {
     assert!(
         left.is_empty(),
         "written under the working directory: {left:?}"
+    );
+}
+
+/// `status`, `logs` and `cancel` by job name on a job whose record `list` leaves out say
+/// why: a half-written (damaged) record is named as damaged, another user's directory as
+/// theirs, and neither is called "rendered but never submitted" with `submit DIR` as the
+/// fix (which `submit DIR` then refuses: the directory has a record). A job directory named
+/// through the user's own symbolic link is the job it leads to. (Before: both were "rendered
+/// but never submitted", and the link's record was "no submission record".)
+#[test]
+fn a_record_list_leaves_out_is_named_for_what_it_is() {
+    if !root_or_skip("a_record_list_leaves_out_is_named_for_what_it_is") {
+        return;
+    }
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 77, "0", "");
+    let jobs = d.path().join("jobs");
+    let run = |args: &[&str]| {
+        crate::common::command()
+            .args(args)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let root = jobs.to_str().unwrap();
+    for name in ["half", "theirs", "whole"] {
+        let o = run(&[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+            "--jobs-root",
+            root,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let record = |name: &str| jobs.join(name).join("submission.json");
+    // Cut short, as a full disk or a crash leaves a file.
+    let text = std::fs::read(record("half")).unwrap();
+    std::fs::write(record("half"), &text[..text.len() / 2]).unwrap();
+    // Another user's job directory under the same (shared) jobs root.
+    let other = crate::shared_cluster::other_uid();
+    for p in [jobs.join("theirs"), record("theirs")] {
+        std::os::unix::fs::chown(&p, Some(other), Some(other)).unwrap();
+    }
+    let o = run(&["list", "--jobs-root", root]);
+    assert!(!stdout(&o).contains("half") && !stdout(&o).contains("theirs"));
+    for (name, at, says) in [
+        ("half", record("half"), "the record was edited or damaged"),
+        ("theirs", jobs.join("theirs"), "belongs to ovl-other"),
+    ] {
+        for cmd in ["status", "logs", "cancel"] {
+            let o = run(&[cmd, name, "--jobs-root", root]);
+            let e = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {name}: {e}");
+            assert!(
+                e.contains(&at.display().to_string()) && e.contains(says),
+                "{cmd} {name}: {e}"
+            );
+            assert!(!e.contains("never submitted"), "{cmd} {name}: {e}");
+        }
+    }
+    // The user's own link to a job directory: the job there (Slurm's tools are asked).
+    let link = d.path().join("link");
+    std::os::unix::fs::symlink(jobs.join("whole"), &link).unwrap();
+    let o = run(&["status", link.to_str().unwrap(), "--jobs-root", root]);
+    let e = stderr(&o);
+    assert!(!e.contains("no submission record"), "{e}");
+    let calls = std::fs::read_to_string(d.path().join("calls")).unwrap_or_default();
+    assert!(
+        calls.contains("77"),
+        "Slurm was not asked about job 77: {calls}\n{e}"
     );
 }
