@@ -194,3 +194,109 @@ fn a_record_list_leaves_out_is_named_for_what_it_is() {
         "Slurm was not asked about job 77: {calls}\n{e}"
     );
 }
+
+/// `submit DIR` where the user (or a tool of theirs) replaced a rendered file with a symbolic
+/// link: a launch script linked to a file another user can write, and a rank plan linked to
+/// a file of the user's own elsewhere, are refused with exit 2 naming the link and where it
+/// leads; sbatch is not run and no record is written. The OCI bundle's `rootfs`, the one link
+/// `render` writes, is still submitted. (Before: "submitted job 4343", the other user's
+/// script queued.)
+#[test]
+fn submit_dir_refuses_a_file_that_is_a_link_to_elsewhere() {
+    if !root_or_skip("submit_dir_refuses_a_file_that_is_a_link_to_elsewhere") {
+        return;
+    }
+    let d = open_tempdir();
+    let calls = d.path().join("sbatch-calls");
+    let path = stand_in_sbatch(
+        d.path(),
+        4343,
+        "0",
+        &format!("echo \"$@\" >> {}", calls.display()),
+    );
+    let run = |args: &[&str]| {
+        crate::common::command()
+            .args(args)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let jobs = d.path().join("jobs");
+    let root = jobs.to_str().unwrap();
+    let render = |name: &str, more: &[&str]| {
+        let mut args = vec![
+            "render",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+            "--jobs-root",
+            root,
+        ];
+        args.extend(more);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        jobs.join(name)
+    };
+    // Another user's script, in a directory of theirs.
+    let theirs = d.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let script = theirs.join("x.sh");
+    std::fs::write(&script, "#!/bin/bash\necho theirs\n").unwrap();
+    let other = crate::shared_cluster::other_uid();
+    for p in [&theirs, &script] {
+        std::os::unix::fs::chown(p, Some(other), Some(other)).unwrap();
+    }
+    let linked = render("linked", &[]);
+    std::fs::remove_file(linked.join("launch.sbatch")).unwrap();
+    std::os::unix::fs::symlink(&script, linked.join("launch.sbatch")).unwrap();
+    // The user's own rank plan, moved out of the directory and linked back.
+    let moved = render("moved", &[]);
+    let plan = d.path().join("rank-plan.json");
+    std::fs::rename(moved.join("rank-plan.json"), &plan).unwrap();
+    std::os::unix::fs::symlink(&plan, moved.join("rank-plan.json")).unwrap();
+    for (dir, link, to) in [
+        (&linked, linked.join("launch.sbatch"), &script),
+        (&moved, moved.join("rank-plan.json"), &plan),
+    ] {
+        let o = run(&["submit", dir.to_str().unwrap()]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains(&format!(
+                "{} is a symbolic link (to {})",
+                link.display(),
+                to.display()
+            )),
+            "{e}"
+        );
+        assert!(e.contains("render the job again"), "{e}");
+        assert!(!calls.exists(), "sbatch ran for {}", dir.display());
+        assert!(!dir.join("submission.json").exists());
+    }
+    // The OCI bundle's rootfs link is the job's own.
+    let rootfs = d.path().join("rootfs");
+    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+    let oci = render(
+        "oci",
+        &[
+            "--launcher",
+            "torchrun",
+            "--container-runtime",
+            "oci",
+            "--container-image",
+            rootfs.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        oci.join("oci/rootfs")
+            .symlink_metadata()
+            .unwrap()
+            .is_symlink()
+    );
+    let o = run(&["submit", oci.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("submitted job 4343"), "{}", stdout(&o));
+}
