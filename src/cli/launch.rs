@@ -276,7 +276,7 @@ pub fn job_dir(
         let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
         let mut n = 2;
-        while dir.exists() {
+        while taken(&dir) {
             dir = root.join(format!("{job_name}-{n}"));
             n += 1;
         }
@@ -291,11 +291,18 @@ pub fn job_dir(
     let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
-    while root.join(&name).exists() || host.stat(&remote_root.join(&name))?.is_some() {
+    while taken(&root.join(&name)) || host.stat(&remote_root.join(&name))?.is_some() {
         name = format!("{job_name}-{n}");
         n += 1;
     }
     Ok((remote_root.join(&name), Some(root.join(&name))))
+}
+
+/// Whether a name in the jobs root is taken: anything is there, a symbolic link too (one
+/// that leads nowhere is still an entry the job directory cannot be renamed over, and in a
+/// shared jobs root another user's, which this user cannot remove).
+fn taken(dir: &Path) -> bool {
+    dir.symlink_metadata().is_ok()
 }
 
 /// The jobs root on the login node of `host`, absolute there.

@@ -6,6 +6,7 @@
 //! `sbatch` is a stand-in (real Slurm is `slurm_e2e`'s). Tests that need root say they were
 //! skipped elsewhere.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -299,4 +300,49 @@ fn submit_dir_refuses_a_file_that_is_a_link_to_elsewhere() {
     let o = run(&["submit", oci.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("submitted job 4343"), "{}", stdout(&o));
+}
+
+/// In a jobs root every user may add to (sticky, like /tmp), another user's symbolic link
+/// that leads nowhere, planted at the name a job would get, is a taken name: the job goes to
+/// the next free one (`NAME-2`) and the link is left alone. (Before: "job directory NAME
+/// already exists" with exit 2, on every submit of that name, and the user could not remove
+/// the link.)
+#[test]
+fn a_name_another_user_took_with_a_dangling_link_is_skipped() {
+    if !root_or_skip("a_name_another_user_took_with_a_dangling_link_is_skipped") {
+        return;
+    }
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 4545, "0", "");
+    let jobs = d.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = crate::shared_cluster::as_other(&format!(
+        "ln -s /nonexistent/anywhere {}",
+        jobs.join("taken").display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = crate::common::command()
+        .args([
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "taken",
+        ])
+        .arg("--jobs-root")
+        .arg(&jobs)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("job directory {}", jobs.join("taken-2").display())),
+        "{}",
+        stdout(&o)
+    );
+    assert!(jobs.join("taken-2/submission.json").is_file());
+    assert!(jobs.join("taken").symlink_metadata().unwrap().is_symlink());
 }
