@@ -698,6 +698,20 @@ fn check_job_dir(dir: &Path) -> Result<()> {
         .at_flag("--job-dir / --jobs-root")
         .help("choose a directory path without backslashes or control characters"));
     }
+    // Slurm, bash and every tool the job runs take whole paths, which the system bounds.
+    let limit = nix::libc::PATH_MAX as usize - 1 - crate::layout::LONGEST_INSIDE;
+    let len = dir.as_os_str().len();
+    if len > limit {
+        return Err(Error::usage(format!(
+            "the job directory {}... is {len} bytes long; with the files in it, paths would pass the system's limit of {} bytes (PATH_MAX), which sbatch and bash cannot open",
+            dir.to_string_lossy().chars().take(60).collect::<String>(),
+            nix::libc::PATH_MAX - 1
+        ))
+        .at_flag("--job-dir / --jobs-root")
+        .help(format!(
+            "give a job directory path of at most {limit} bytes (a shorter --jobs-root, --job-dir or --job-name)"
+        )));
+    }
     if let Some(long) = dir.iter().find(|c| c.len() > 255) {
         return Err(Error::usage(format!(
             "the job directory's component `{}...` is longer than 255 bytes, the file-name limit",

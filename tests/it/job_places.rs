@@ -346,3 +346,46 @@ fn a_name_another_user_took_with_a_dangling_link_is_skipped() {
     assert!(jobs.join("taken-2/submission.json").is_file());
     assert!(jobs.join("taken").symlink_metadata().unwrap().is_symlink());
 }
+
+/// A jobs root so deep that the job directory's paths would pass the system's 4095-byte
+/// limit (PATH_MAX) is refused before anything is written: exit 2 naming the flag, the
+/// length and the most it may be; sbatch is not run and no directory is created. (Before:
+/// the directory was written through descriptors, sbatch could not open its path, the
+/// submit ended with exit 1 asking whether slurmctld was up, and left the directory with a
+/// "submitting" record that `list` could not read.)
+#[test]
+fn a_job_directory_past_the_path_limit_is_refused_before_anything_is_written() {
+    let d = tempfile::tempdir().unwrap();
+    let calls = d.path().join("sbatch-calls");
+    let path = stand_in_sbatch(
+        d.path(),
+        4646,
+        "0",
+        &format!("echo \"$@\" >> {}", calls.display()),
+    );
+    let mut root = d.path().join("deep");
+    while root.as_os_str().len() < 4100 {
+        root = root.join("d".repeat(200));
+    }
+    let o = crate::common::command()
+        .args([
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "deep",
+        ])
+        .arg("--jobs-root")
+        .arg(&root)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--jobs-root") && e.contains("PATH_MAX"), "{e}");
+    assert!(e.contains("at most 4031 bytes"), "{e}");
+    assert!(!d.path().join("deep").exists(), "a directory was created");
+    assert!(!calls.exists(), "sbatch ran");
+}
