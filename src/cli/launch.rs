@@ -945,6 +945,37 @@ impl Prepared {
     }
 }
 
+/// How many times a job is prepared again for the next free name ([`written`]) before the
+/// last refusal stands.
+const RENAMES: usize = 100;
+
+/// Writes the job `p` with `write` (which writes the job directory before anything else, all
+/// or nothing: `backend::Failed::Taken` when another process took the name meanwhile). When
+/// ovlaunch chose the name (no `--job-dir`), a name taken between the choice and the write
+/// is passed over: the job is prepared again with `again`, which chooses the next free name
+/// (the directory's path is written into the job's files), and written there. A `--job-dir`
+/// that was taken is refused as it is.
+pub fn written<T>(
+    mut p: Prepared,
+    args: &LaunchArgs,
+    again: impl Fn() -> Result<Prepared>,
+    mut write: impl FnMut(&mut Prepared) -> std::result::Result<T, crate::backend::Failed>,
+) -> Result<(Prepared, T)> {
+    for _ in 0..RENAMES {
+        match write(&mut p) {
+            Ok(t) => return Ok((p, t)),
+            Err(crate::backend::Failed::Taken(_)) if args.job_dir.is_none() => {
+                p = again()?;
+                if let Some(e) = p.rank_runtime_problem.take() {
+                    return Err(e);
+                }
+            }
+            Err(f) => return Err(f.into()),
+        }
+    }
+    write(&mut p).map(|t| (p, t)).map_err(Error::from)
+}
+
 /// Which job the flags describe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form<'a> {

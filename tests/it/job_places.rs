@@ -389,3 +389,60 @@ fn a_job_directory_past_the_path_limit_is_refused_before_anything_is_written() {
     assert!(!d.path().join("deep").exists(), "a directory was created");
     assert!(!calls.exists(), "sbatch ran");
 }
+
+/// Eight submits of one job name into one jobs root at the same moment (a sweep script
+/// starting them in parallel): every one is queued, each in its own directory (`NAME`,
+/// `NAME-2`, ..., `NAME-8`) whose record, script and rank runtime path name that directory.
+/// Eight renders likewise. (Before: one succeeded; the others exited 2 with "--job-dir: job
+/// directory NAME already exists", a flag nobody gave.)
+#[test]
+fn concurrent_submits_of_one_name_each_get_their_own_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let path = stand_in_sbatch(d.path(), 4747, "0", "");
+    for cmd in ["submit", "render"] {
+        let jobs = d.path().join(format!("{cmd}-jobs"));
+        let children: Vec<_> = (0..8)
+            .map(|_| {
+                crate::common::command()
+                    .args([cmd, "-r", "llama8b", "-g", "h100x8", "--job-name", "sweep"])
+                    .arg("--jobs-root")
+                    .arg(&jobs)
+                    .env("PATH", &path)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert_eq!(o.status.code(), Some(0), "{cmd}: {}", stderr(&o));
+        }
+        let mut names: Vec<String> = std::fs::read_dir(&jobs)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let mut want: Vec<String> = (2..=8).map(|n| format!("sweep-{n}")).collect();
+        want.insert(0, "sweep".into());
+        want.sort();
+        assert_eq!(names, want, "{cmd}");
+        for n in &names {
+            let dir = jobs.join(n);
+            let script = std::fs::read_to_string(dir.join("launch.sbatch")).unwrap();
+            assert!(
+                script.contains(&format!("{}/ovlaunch-rank", dir.display())),
+                "{cmd}: {n}'s script does not run its own rank runtime"
+            );
+            if cmd == "submit" {
+                let rec: serde_json::Value = serde_json::from_str(
+                    &std::fs::read_to_string(dir.join("submission.json")).unwrap(),
+                )
+                .unwrap();
+                assert_eq!(rec["job_dir"], dir.display().to_string(), "{n}");
+                assert_eq!(rec["job_id"], "4747", "{n}");
+            }
+        }
+    }
+}
