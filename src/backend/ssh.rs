@@ -1007,19 +1007,25 @@ fn tree_size(dir: &Path) -> u64 {
 }
 
 /// The directory of the connection sockets: `$XDG_RUNTIME_DIR/ovlaunch-ssh`, else
-/// `TMPDIR/ovlaunch-ssh-UID`; created 0700, and refused when it is a symlink, another
-/// user's, or open to others.
+/// `TMPDIR/ovlaunch-ssh-UID` (`/tmp` for a `TMPDIR` that is not absolute); created 0700, and
+/// refused when it is a symlink, another user's, or open to others. A relative
+/// `XDG_RUNTIME_DIR` is ignored, as the XDG Base Directory specification says: the sockets
+/// never go under the working directory.
 fn control_dir() -> Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let (uid, _) = host::Local.ids()?;
     // A socket path holds at most 107 bytes: this directory, `/`, 16 bytes of name and
     // ssh's 17-byte temporary suffix.
     let fits = |d: &Path| d.as_os_str().len() + 1 + 16 + 17 <= 107;
+    let temp = Some(std::env::temp_dir())
+        .filter(|t| t.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
     let dir = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|v| !v.is_empty())
-        .map(|r| PathBuf::from(r).join("ovlaunch-ssh"))
+        .map(PathBuf::from)
+        .filter(|r| r.is_absolute())
+        .map(|r| r.join("ovlaunch-ssh"))
         .filter(|d| fits(d))
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("ovlaunch-ssh-{uid}")));
+        .unwrap_or_else(|| temp.join(format!("ovlaunch-ssh-{uid}")));
     if !fits(&dir) {
         return Err(Error::runtime(format!(
             "{} is too long a directory for ssh's connection socket",

@@ -446,3 +446,31 @@ fn concurrent_submits_of_one_name_each_get_their_own_directory() {
         }
     }
 }
+
+/// With a relative `XDG_RUNTIME_DIR` (or `TMPDIR`), the ssh connection sockets of `--host`
+/// go to `TMPDIR` (else `/tmp`), never under the working directory: the XDG specification
+/// says a relative value is to be ignored. (Before: `cannot create rel/ovlaunch-ssh` on every
+/// `--host` command run elsewhere, and a directory of sockets made wherever `rel` existed.)
+#[test]
+fn a_relative_runtime_directory_is_not_where_ssh_sockets_go() {
+    let d = tempfile::tempdir().unwrap();
+    let (cwd, tmp) = (d.path().join("cwd"), d.path().join("tmp"));
+    std::fs::create_dir_all(cwd.join("rel")).unwrap();
+    std::fs::create_dir(&tmp).unwrap();
+    let o = crate::common::command()
+        .args(["list", "--host", "nohost.invalid", "--jobs-root"])
+        .arg(d.path().join("jobs"))
+        .env("XDG_RUNTIME_DIR", "rel")
+        .env("TMPDIR", &tmp)
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(!e.contains("ovlaunch-ssh"), "{e}");
+    assert!(
+        !cwd.join("rel/ovlaunch-ssh").exists(),
+        "sockets under the working directory"
+    );
+    let uid = nix::unistd::geteuid().as_raw();
+    assert!(tmp.join(format!("ovlaunch-ssh-{uid}")).is_dir(), "{e}");
+}
