@@ -926,13 +926,17 @@ fn ran(out: &std::process::Output) -> Ran {
 /// The remote half of [`Ssh::check_path`]: the user's id, then for every prefix of the path
 /// as given (`L`) and as `realpath -m` resolves it (`C`), from `/`, `TAG UID GID MODE PATH`
 /// (`stat`, not following a last link; MODE in hex) or `TAG missing PATH` for the first that
-/// does not exist. `$1` is the path.
-const WALK: &str = r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1
-walk() { p=; printf '%s %s /\n' "$1" "$(stat -c '%u %g %f' -- /)" || exit 1; old=$IFS; IFS=/
-for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"
-if [ -e "$p" ] || [ -L "$p" ]; then printf '%s %s %s\n' "$1" "$(stat -c '%u %g %f' -- "$p")" "$p" || exit 1
-else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }
-walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c""#;
+/// does not exist. `$1` is the path. One line: quoted, it is POSIX single quotes that every
+/// login shell reads (a line break would make it bash's `$'...'`, which dash, a login shell
+/// `/bin/sh` gives, reads as other text).
+const WALK: &str = concat!(
+    r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; "#,
+    r#"walk() { p=; printf '%s %s /\n' "$1" "$(stat -c '%u %g %f' -- /)" || exit 1; old=$IFS; IFS=/; "#,
+    r#"for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"; "#,
+    r#"if [ -e "$p" ] || [ -L "$p" ]; then printf '%s %s %s\n' "$1" "$(stat -c '%u %g %f' -- "$p")" "$p" || exit 1; "#,
+    r#"else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }; "#,
+    r#"walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c""#
+);
 
 /// The first entry of [`WALK`]'s output (`text`, for user `me`, of a path of `depth`
 /// components below `/`) that another user could have written: every directory a trusted
@@ -1058,6 +1062,20 @@ fn control_dir() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `WALK` as ssh hands it to a login shell that is dash (`/bin/sh`), not bash: it runs
+    /// and prints the walk (before: "Syntax error", on every `--host` submit).
+    #[test]
+    fn the_walk_runs_under_a_posix_login_shell() {
+        let line = format!("sh -c {} sh /tmp", quote(WALK));
+        let out = Command::new("dash").args(["-c", &line]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.starts_with("me ") && text.contains("L 0 0 43ff /tmp"),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 
     /// The login node's walk is held to the local rule: what `WALK` prints for a path of
     /// `/tmp/x/jobs/experiments/NAME` (user 0) and which entry is refused, and why.

@@ -474,3 +474,210 @@ fn a_relative_runtime_directory_is_not_where_ssh_sockets_go() {
     let uid = nix::unistd::geteuid().as_raw();
     assert!(tmp.join(format!("ovlaunch-ssh-{uid}")).is_dir(), "{e}");
 }
+
+/// The test user of [`a_login_node_path_that_cannot_hold_jobs_is_refused_naming_it`], its
+/// own sshd in front of this machine, and how to stop it.
+struct Login {
+    dir: tempfile::TempDir,
+    uid: u32,
+    gid: u32,
+}
+
+impl Drop for Login {
+    fn drop(&mut self) {
+        // ovlaunch's connections persist after each command: close them, then the server.
+        let run = self.dir.path().join("home/run/ovlaunch-ssh");
+        for e in std::fs::read_dir(run).into_iter().flatten().flatten() {
+            let _ = Command::new("setpriv")
+                .args([
+                    format!("--reuid={}", self.uid),
+                    format!("--regid={}", self.gid),
+                    "--clear-groups".into(),
+                    "ssh".into(),
+                    "-S".into(),
+                ])
+                .arg(e.path())
+                .args(["-O", "exit", "login"])
+                .env("HOME", self.dir.path().join("home"))
+                .output();
+        }
+        if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("sshd.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+    }
+}
+
+/// The user whose ssh reaches this machine's sshd as a login node.
+const REMOTE: &str = "ovl-remote";
+
+impl Login {
+    /// An sshd on a free port of 127.0.0.1 for `REMOTE` (key authentication, its login shell
+    /// `/bin/sh`), whose home (in the tempdir) holds the key and `~/.ssh/config` naming the
+    /// login node `login`; the sessions' PATH starts with the tempdir's `bin` (a stand-in
+    /// `sbatch` answering 4848).
+    fn start() -> Login {
+        if nix::unistd::User::from_name(REMOTE).unwrap().is_none() {
+            user_db(
+                "useradd",
+                &[
+                    "--system",
+                    "--user-group",
+                    "--no-create-home",
+                    "--shell",
+                    "/bin/sh",
+                    REMOTE,
+                ],
+            );
+        }
+        let dir = open_tempdir();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::create_dir_all(home.join("run")).unwrap();
+        // An unlocked account (sshd refuses a locked one) whose home is here.
+        user_db(
+            "usermod",
+            &["-p", "*", "-d", home.to_str().unwrap(), REMOTE],
+        );
+        let u = nix::unistd::User::from_name(REMOTE).unwrap().unwrap();
+        assert_eq!(u.shell, Path::new("/bin/sh"));
+        let login = Login {
+            uid: u.uid.as_raw(),
+            gid: u.gid.as_raw(),
+            dir,
+        };
+        let d = login.dir.path();
+        stand_in_sbatch(d, 4848, "0", "");
+        let keygen = |path: &Path| {
+            let o = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(path)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+        };
+        keygen(&d.join("host"));
+        keygen(&home.join(".ssh/id_ed25519"));
+        std::fs::copy(home.join(".ssh/id_ed25519.pub"), d.join("authorized_keys")).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host\nPidFile {d}/sshd.pid\n\
+                 AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nAllowUsers {REMOTE}\n\
+                 SetEnv PATH={d}/bin:/usr/bin:/bin\n",
+                d = d.display()
+            ),
+        )
+        .unwrap();
+        let host_key = std::fs::read_to_string(d.join("host.pub")).unwrap();
+        let key: Vec<&str> = host_key.split_whitespace().take(2).collect();
+        std::fs::write(
+            home.join(".ssh/known_hosts"),
+            format!("[127.0.0.1]:{port} {}\n", key.join(" ")),
+        )
+        .unwrap();
+        std::fs::write(
+            home.join(".ssh/config"),
+            format!("Host login\n  HostName 127.0.0.1\n  Port {port}\n  User {REMOTE}\n"),
+        )
+        .unwrap();
+        let o = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", login.uid, login.gid))
+            .arg(&home)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        for (p, mode) in [(home.join(".ssh"), 0o700), (home.join("run"), 0o700)] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let o = Command::new("/usr/sbin/sshd")
+            .arg("-f")
+            .arg(d.join("sshd_config"))
+            .arg("-E")
+            .arg(d.join("sshd.log"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "sshd: {}", stderr(&o));
+        for _ in 0..50 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        login
+    }
+
+    /// `ovlaunch ARGS` as `REMOTE` on the "laptop" (this machine, its home here).
+    fn ovlaunch(&self, args: &[&str]) -> Output {
+        let home = self.dir.path().join("home");
+        let env = [
+            ("HOME", home.to_str().unwrap()),
+            ("XDG_RUNTIME_DIR", &format!("{}/run", home.display())),
+            ("PATH", "/usr/bin:/bin"),
+        ];
+        ovlaunch_as(self.uid, self.gid, &home, &env, args)
+    }
+}
+
+/// Through `--host`, a login node whose user's login shell is `/bin/sh` (dash here) takes a
+/// job: it is queued, recorded there and listed from here. (Before: every submit failed with
+/// exit 1, "cannot check the path ...: sh: 1: Syntax error", the path check being bash's
+/// `$'...'` quoting.)
+#[test]
+fn a_login_node_whose_shell_is_sh_takes_jobs() {
+    if !root_or_skip("a_login_node_whose_shell_is_sh_takes_jobs") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start();
+    let jobs = login.dir.path().join("home/cluster-jobs");
+    let root = jobs.to_str().unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "posix",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        root,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("submitted job 4848"), "{}", stdout(&o));
+    assert!(jobs.join("posix/submission.json").is_file());
+    let o = login.ovlaunch(&["list", "--host", "login", "--remote-jobs-root", root]);
+    assert!(
+        stdout(&o).contains("login:") && stdout(&o).contains("posix"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// Holds the lock of the tests that set `REMOTE`'s home directory (one at a time on this
+/// machine), or says why they are skipped.
+fn remote_lock() -> Option<nix::fcntl::Flock<std::fs::File>> {
+    if !Path::new("/usr/sbin/sshd").exists() {
+        assert!(!crate::common::slurm_required(), "needs openssh-server");
+        eprintln!("skipped: /usr/sbin/sshd missing (.ci/install.sh ssh)");
+        return None;
+    }
+    let lock =
+        std::fs::File::create(std::env::temp_dir().join("ovlaunch-test-remote.lock")).unwrap();
+    Some(
+        nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| e)
+            .unwrap(),
+    )
+}
