@@ -23,7 +23,9 @@
 //!   user (`stat` there), the experiment directories that user's own, with ids for names
 //!   and no group counted as private (the login node's group database is not read). A shell
 //!   checks and then creates, so unlike the local walk through descriptors a directory
-//!   swapped between the two is not caught.
+//!   swapped between the two is not caught. A file on the path, or a directory `mkdir` cannot
+//!   make there, is a usage error naming the path on the login node and
+//!   `--remote-jobs-root`, as the local walk's are (not a lost connection).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -47,6 +49,9 @@ pub struct Ssh {
     home: OnceLock<String>,
     ids: OnceLock<(u32, u32)>,
 }
+
+/// The fix for a directory on the login node that cannot be created there.
+const NOT_CREATABLE: &str = "give a directory on the login node that you can create and write (--remote-jobs-root, or --job-dir)";
 
 /// How long a connection stays open after the last command (seconds).
 const PERSIST: &str = "ControlPersist=600";
@@ -182,6 +187,19 @@ impl Ssh {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         };
+        // A file where a directory is needed: nothing can be created under it (the local
+        // walk's `ENOTDIR`).
+        if let Some((_, _, path)) = text
+            .lines()
+            .filter_map(walked)
+            .find(|(_, e, _)| e.is_some_and(|e| e.kind == crate::input::writers::Kind::File))
+        {
+            return Err(Error::usage(format!(
+                "{what}: {path} on {} is not a directory",
+                self.target
+            ))
+            .help(NOT_CREATABLE));
+        }
         let depth = dir.components().count().saturating_sub(1);
         match walk_problem(&text, me, depth, own, sharing) {
             Some((path, why, on_path)) => Err(Error::usage(format!(
@@ -284,7 +302,7 @@ impl Ssh {
         let d = utf8(dir)?;
         let parent = utf8(dir.parent().unwrap_or(Path::new("/")))?;
         let script = format!(
-            "umask 077; d={}; p={}; if [ -e \"$d\" ] || [ -L \"$d\" ]; then exit 17; fi; mkdir -p -- \"$p\" || exit 1; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
+            "umask 077; d={}; p={}; if [ -e \"$d\" ] || [ -L \"$d\" ]; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
             quote(d),
             quote(parent)
         );
@@ -351,6 +369,13 @@ impl Ssh {
                     .at_flag("--job-dir")
                     .help("choose another --job-name or --job-dir, or remove the old directory"),
             ),
+            // The job directory's parent cannot be made there: the path, not the connection.
+            Some(18) => Err(Error::usage(format!(
+                "cannot create {parent} on {}: {}",
+                self.target,
+                err.trim().lines().last().unwrap_or("mkdir failed")
+            ))
+            .help(NOT_CREATABLE)),
             _ => Err(Error::runtime(format!(
                 "the upload of the job directory to {} failed ({}): nothing was submitted and no job directory was left there",
                 self.target,
@@ -603,11 +628,13 @@ impl Host for Ssh {
             Duration::from_secs(60),
         )?;
         if !out.status.success() {
-            return Err(Error::runtime(format!(
-                "cannot create {d} on {}: {}",
+            // The connection held (`sh_ok`): the path cannot be made there.
+            return Err(Error::usage(format!(
+                "{what}: cannot create {d} on {}: {}",
                 self.target,
                 String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            ))
+            .help(NOT_CREATABLE));
         }
         Ok(())
     }

@@ -932,7 +932,10 @@ impl Prepared {
             .make_dir(root, &[EXPERIMENTS, name], self.sharing, &what)
             .map_err(|e| {
                 if e.exit_code() == 2 {
-                    return e.at_flag("--jobs-root");
+                    return e.at_flag(match self.host.remote() {
+                        Some(_) => "--remote-jobs-root",
+                        None => "--jobs-root",
+                    });
                 }
                 Error::runtime(format!(
                     "cannot create the experiment directory {}{}: {}",

@@ -681,3 +681,66 @@ fn remote_lock() -> Option<nix::fcntl::Flock<std::fs::File>> {
             .unwrap(),
     )
 }
+
+/// Through `--host`, a login node jobs root that is a file, or lies under one, or cannot be
+/// created there (under `/proc`), is refused with exit 2 naming the path on the login node
+/// and `--remote-jobs-root`, for the job directory and for `{experiment_dir}` alike; nothing
+/// is queued. (Before: exit 1, "the upload of the job directory to login failed ...", with
+/// "submit again once `ssh` to the login node works" as the fix.)
+#[test]
+fn a_login_node_path_that_cannot_hold_jobs_is_refused_naming_it() {
+    if !root_or_skip("a_login_node_path_that_cannot_hold_jobs_is_refused_naming_it") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start();
+    let file = login.dir.path().join("home/a-file");
+    std::fs::write(&file, "").unwrap();
+    std::os::unix::fs::chown(&file, Some(login.uid), Some(login.gid)).unwrap();
+    let under = file.join("jobs");
+    let sub = |root: &str, more: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "far",
+            "--host",
+            "login",
+            "--remote-jobs-root",
+            root,
+        ];
+        args.extend(more);
+        login.ovlaunch(&args)
+    };
+    let experiment = ["--set", "checkpoint.save=\"{experiment_dir}\""];
+    let not_dir = format!("{} on login is not a directory", file.display());
+    let cases: [(&str, &[&str], &str); 5] = [
+        (file.to_str().unwrap(), &[], &not_dir),
+        (under.to_str().unwrap(), &[], &not_dir),
+        (
+            "/proc/ovl-jobs",
+            &[],
+            "cannot create /proc/ovl-jobs on login: mkdir",
+        ),
+        (file.to_str().unwrap(), &experiment, &not_dir),
+        (
+            "/proc/ovl-jobs",
+            &experiment,
+            "cannot create /proc/ovl-jobs/experiments/far on login",
+        ),
+    ];
+    for (root, more, says) in cases {
+        let o = sub(root, more);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{root} {more:?}: {e}");
+        assert!(e.contains(says), "{root} {more:?}: {e}");
+        assert!(e.contains("--remote-jobs-root"), "{root} {more:?}: {e}");
+        assert!(!e.contains("once `ssh`"), "{root} {more:?}: {e}");
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+}
