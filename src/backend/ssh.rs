@@ -24,7 +24,9 @@
 //!   the login user's private group there is read there (`getent`, [`FACTS`]), no other
 //!   group counts as private. A shell
 //!   checks and then creates, so unlike the local walk through descriptors a directory
-//!   swapped between the two is not caught.
+//!   swapped between the two is not caught. A file on the path, or a directory `mkdir` cannot
+//!   make there, is a usage error naming the path on the login node and
+//!   `--remote-jobs-root`, as the local walk's are (not a lost connection).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -50,6 +52,9 @@ pub struct Ssh {
     /// The login user's private group there ([`FACTS`]), once read.
     private: OnceLock<Option<u32>>,
 }
+
+/// The fix for a directory on the login node that cannot be created there.
+const NOT_CREATABLE: &str = "give a directory on the login node that you can create and write (--remote-jobs-root, or --job-dir)";
 
 /// How long a connection stays open after the last command (seconds).
 const PERSIST: &str = "ControlPersist=600";
@@ -186,6 +191,19 @@ impl Ssh {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         };
+        // A file where a directory is needed: nothing can be created under it (the local
+        // walk's `ENOTDIR`).
+        if let Some((_, _, path)) = text
+            .lines()
+            .filter_map(walked)
+            .find(|(_, e, _)| e.is_some_and(|e| e.kind == crate::input::writers::Kind::File))
+        {
+            return Err(Error::usage(format!(
+                "{what}: {path} on {} is not a directory",
+                self.target
+            ))
+            .help(NOT_CREATABLE));
+        }
         let depth = dir.components().count().saturating_sub(1);
         match walk_problem(&text, me, depth, own, sharing) {
             Some((path, why, on_path)) => Err(Error::usage(format!(
@@ -288,7 +306,7 @@ impl Ssh {
         let d = utf8(dir)?;
         let parent = utf8(dir.parent().unwrap_or(Path::new("/")))?;
         let script = format!(
-            "umask 077; d={}; p={}; if [ -e \"$d\" ] || [ -L \"$d\" ]; then exit 17; fi; mkdir -p -- \"$p\" || exit 1; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
+            "umask 077; d={}; p={}; if [ -e \"$d\" ] || [ -L \"$d\" ]; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
             quote(d),
             quote(parent)
         );
@@ -355,6 +373,13 @@ impl Ssh {
                     .at_flag("--job-dir")
                     .help("choose another --job-name or --job-dir, or remove the old directory"),
             ),
+            // The job directory's parent cannot be made there: the path, not the connection.
+            Some(18) => Err(Error::usage(format!(
+                "cannot create {parent} on {}: {}",
+                self.target,
+                err.trim().lines().last().unwrap_or("mkdir failed")
+            ))
+            .help(NOT_CREATABLE)),
             _ => Err(Error::runtime(format!(
                 "the upload of the job directory to {} failed ({}): nothing was submitted and no job directory was left there",
                 self.target,
@@ -607,11 +632,13 @@ impl Host for Ssh {
             Duration::from_secs(60),
         )?;
         if !out.status.success() {
-            return Err(Error::runtime(format!(
-                "cannot create {d} on {}: {}",
+            // The connection held (`sh_ok`): the path cannot be made there.
+            return Err(Error::usage(format!(
+                "{what}: cannot create {d} on {}: {}",
                 self.target,
                 String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            ))
+            .help(NOT_CREATABLE));
         }
         Ok(())
     }
@@ -941,13 +968,15 @@ fn ran(out: &std::process::Output) -> Ran {
 /// `input::writers::private_group` reads it on this machine): `user NAME GID`, `group ENTRY`
 /// (`getent group`), and `others N`, the other users whose primary group it is (`getent
 /// passwd`); a line whose lookup fails is left out, and then no group is private
-/// ([`remote_private_group`]).
+/// ([`remote_private_group`]). One line, as [`WALK`].
 macro_rules! facts {
     () => {
-        r#"g=$(id -g) || exit 0; n=$(id -un) || exit 0; printf 'user %s %s\n' "$n" "$g"
-e=$(getent group "$g") && printf 'group %s\n' "$e"; u=$(id -u)
-pw=$(getent passwd) && printf '%s\n' "$pw" | awk -F: -v g="$g" -v u="$u" '$4 == g && $3 != u { n++ } END { printf "others %d\n", n }'
-exit 0"#
+        concat!(
+            r#"g=$(id -g) || exit 0; n=$(id -un) || exit 0; printf 'user %s %s\n' "$n" "$g"; "#,
+            r#"e=$(getent group "$g") && printf 'group %s\n' "$e"; u=$(id -u); "#,
+            r#"pw=$(getent passwd) && printf '%s\n' "$pw" | awk -F: -v g="$g" -v u="$u" '$4 == g && $3 != u { n++ } END { printf "others %d\n", n }'; "#,
+            r#"exit 0"#
+        )
     };
 }
 const FACTS: &str = facts!();
@@ -956,17 +985,18 @@ const FACTS: &str = facts!();
 /// as given (`L`) and as `realpath -m` resolves it (`C`), from `/`, `TAG UID GID MODE PATH`
 /// (`stat`, not following a last link; MODE in hex) or `TAG missing PATH` for the first that
 /// does not exist; then, where an entry its group can write has the user's primary group,
-/// [`FACTS`]. `$1` is the path.
+/// [`FACTS`]. `$1` is the path. One line: quoted, it is POSIX single quotes that every login
+/// shell reads (a line break would make it bash's `$'...'`, which dash, a login shell
+/// `/bin/sh` gives, reads as other text).
 const WALK: &str = concat!(
-    r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; g=$(id -g) || exit 1; gw=
-seen() { set -- $1; [ "$2" = "$g" ] && [ $(( 0x$3 & 16 )) -ne 0 ] && gw=1; return 0; }
-walk() { p=; s=$(stat -c '%u %g %f' -- /) || exit 1; seen "$s"; printf '%s %s /\n' "$1" "$s"; old=$IFS; IFS=/
-for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"
-if [ -e "$p" ] || [ -L "$p" ]; then s=$(stat -c '%u %g %f' -- "$p") || exit 1; seen "$s"; printf '%s %s %s\n' "$1" "$s" "$p"
-else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }
-walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c"
-[ -n "$gw" ] || exit 0
-"#,
+    r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; g=$(id -g) || exit 1; gw=; "#,
+    r#"seen() { set -- $1; [ "$2" = "$g" ] && [ $(( 0x$3 & 16 )) -ne 0 ] && gw=1; return 0; }; "#,
+    r#"walk() { p=; s=$(stat -c '%u %g %f' -- /) || exit 1; seen "$s"; printf '%s %s /\n' "$1" "$s"; old=$IFS; IFS=/; "#,
+    r#"for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"; "#,
+    r#"if [ -e "$p" ] || [ -L "$p" ]; then s=$(stat -c '%u %g %f' -- "$p") || exit 1; seen "$s"; printf '%s %s %s\n' "$1" "$s" "$p"; "#,
+    r#"else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }; "#,
+    r#"walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c"; "#,
+    r#"[ -n "$gw" ] || exit 0; "#,
     facts!()
 );
 
@@ -1067,19 +1097,25 @@ fn tree_size(dir: &Path) -> u64 {
 }
 
 /// The directory of the connection sockets: `$XDG_RUNTIME_DIR/ovlaunch-ssh`, else
-/// `TMPDIR/ovlaunch-ssh-UID`; created 0700, and refused when it is a symlink, another
-/// user's, or open to others.
+/// `TMPDIR/ovlaunch-ssh-UID` (`/tmp` for a `TMPDIR` that is not absolute); created 0700, and
+/// refused when it is a symlink, another user's, or open to others. A relative
+/// `XDG_RUNTIME_DIR` is ignored, as the XDG Base Directory specification says: the sockets
+/// never go under the working directory.
 fn control_dir() -> Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let (uid, _) = host::Local.ids()?;
     // A socket path holds at most 107 bytes: this directory, `/`, 16 bytes of name and
     // ssh's 17-byte temporary suffix.
     let fits = |d: &Path| d.as_os_str().len() + 1 + 16 + 17 <= 107;
+    let temp = Some(std::env::temp_dir())
+        .filter(|t| t.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
     let dir = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|v| !v.is_empty())
-        .map(|r| PathBuf::from(r).join("ovlaunch-ssh"))
+        .map(PathBuf::from)
+        .filter(|r| r.is_absolute())
+        .map(|r| r.join("ovlaunch-ssh"))
         .filter(|d| fits(d))
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("ovlaunch-ssh-{uid}")));
+        .unwrap_or_else(|| temp.join(format!("ovlaunch-ssh-{uid}")));
     if !fits(&dir) {
         return Err(Error::runtime(format!(
             "{} is too long a directory for ssh's connection socket",
@@ -1112,6 +1148,44 @@ fn control_dir() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `WALK` as ssh hands it to a login shell that is dash (`/bin/sh`), not bash: it runs
+    /// and prints the walk (before: "Syntax error", on every `--host` submit).
+    #[test]
+    fn the_walk_runs_under_a_posix_login_shell() {
+        let line = format!("sh -c {} sh /tmp", quote(WALK));
+        let out = Command::new("dash").args(["-c", &line]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.starts_with("me ") && text.contains("L 0 0 43ff /tmp"),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // a directory its group can write, of the user's primary group: the group facts
+        // follow the walk, and they run alone too
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o775),
+        )
+        .unwrap();
+        let path = dir.path().join("jobs");
+        for line in [
+            format!("sh -c {} sh {}", quote(WALK), quote(path.to_str().unwrap())),
+            format!("sh -c {}", quote(FACTS)),
+        ] {
+            let out = Command::new("dash").args(["-c", &line]).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success()
+                    && ["user ", "group ", "others "]
+                        .iter()
+                        .all(|tag| text.lines().any(|l| l.starts_with(tag))),
+                "{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
 
     /// The login node's walk is held to the local rule: what `WALK` prints for a path of
     /// `/tmp/x/jobs/experiments/NAME` (user 0) and which entry is refused, and why.
