@@ -512,10 +512,10 @@ const REMOTE: &str = "ovl-remote";
 
 impl Login {
     /// An sshd on a free port of 127.0.0.1 for `REMOTE` (key authentication, its login shell
-    /// `/bin/sh`), whose home (in the tempdir) holds the key and `~/.ssh/config` naming the
+    /// `shell`), whose home (in the tempdir) holds the key and `~/.ssh/config` naming the
     /// login node `login`; the sessions' PATH starts with the tempdir's `bin` (a stand-in
     /// `sbatch` answering 4848).
-    fn start() -> Login {
+    fn start(shell: &str) -> Login {
         if nix::unistd::User::from_name(REMOTE).unwrap().is_none() {
             user_db(
                 "useradd",
@@ -536,10 +536,10 @@ impl Login {
         // An unlocked account (sshd refuses a locked one) whose home is here.
         user_db(
             "usermod",
-            &["-p", "*", "-d", home.to_str().unwrap(), REMOTE],
+            &["-p", "*", "-d", home.to_str().unwrap(), "-s", shell, REMOTE],
         );
         let u = nix::unistd::User::from_name(REMOTE).unwrap().unwrap();
-        assert_eq!(u.shell, Path::new("/bin/sh"));
+        assert_eq!(u.shell, Path::new(shell));
         let login = Login {
             uid: u.uid.as_raw(),
             gid: u.gid.as_raw(),
@@ -626,20 +626,35 @@ impl Login {
     }
 }
 
-/// Through `--host`, a login node whose user's login shell is `/bin/sh` (dash here) takes a
-/// job: it is queued, recorded there and listed from here. (Before: every submit failed with
-/// exit 1, "cannot check the path ...: sh: 1: Syntax error", the path check being bash's
-/// `$'...'` quoting.)
+/// Through `--host`, a login node whose user's login shell is `/bin/sh` (dash here) or tcsh
+/// takes a job, in a jobs root whose name has csh's history character: it is queued,
+/// recorded there and listed from here. (Before: every submit failed with exit 1, "cannot
+/// check the path ...: sh: 1: Syntax error", the path check being bash's `$'...'` quoting;
+/// under tcsh the commands were csh's to read, `!x` an "Event not found".)
 #[test]
-fn a_login_node_whose_shell_is_sh_takes_jobs() {
-    if !root_or_skip("a_login_node_whose_shell_is_sh_takes_jobs") {
+fn a_login_node_takes_jobs_whatever_its_login_shell() {
+    if !root_or_skip("a_login_node_takes_jobs_whatever_its_login_shell") {
         return;
     }
     let Some(_held) = remote_lock() else {
         return;
     };
-    let login = Login::start();
-    let jobs = login.dir.path().join("home/cluster-jobs");
+    for shell in ["/bin/sh", "/bin/tcsh"] {
+        if !Path::new(shell).exists() {
+            assert!(
+                !crate::common::slurm_required(),
+                "needs {shell} (.ci/install.sh ssh)"
+            );
+            eprintln!("{shell}: not installed, not tried (.ci/install.sh ssh)");
+            continue;
+        }
+        a_login_node_takes_a_job(shell);
+    }
+}
+
+fn a_login_node_takes_a_job(shell: &str) {
+    let login = Login::start(shell);
+    let jobs = login.dir.path().join("home/cluster-jobs!x");
     let root = jobs.to_str().unwrap();
     let o = login.ovlaunch(&[
         "submit",
@@ -695,7 +710,7 @@ fn a_login_node_path_that_cannot_hold_jobs_is_refused_naming_it() {
     let Some(_held) = remote_lock() else {
         return;
     };
-    let login = Login::start();
+    let login = Login::start("/bin/sh");
     let file = login.dir.path().join("home/a-file");
     std::fs::write(&file, "").unwrap();
     std::os::unix::fs::chown(&file, Some(login.uid), Some(login.gid)).unwrap();
