@@ -8,7 +8,8 @@
 //!   (`BatchMode=yes`: an unknown or changed key is an error, never a prompt, and nothing
 //!   here weakens `StrictHostKeyChecking`).
 //! - Every remote command line is built with `render::shell::quote`, the one escaping path,
-//!   and handed to `sh -c` ([`login_line`]): a POSIX shell runs it whatever the login shell.
+//!   and handed to `sh -c` as `render::shell::login_word` quotes it: a POSIX shell runs it
+//!   whatever the login shell.
 //! - A command run in a directory (`sbatch`) records its exit code and output in that
 //!   directory on the login node and ignores SIGHUP/SIGPIPE there; when the connection drops
 //!   while it runs, a new connection waits for that record, so a dropped connection never
@@ -124,7 +125,7 @@ impl Ssh {
             "-T",
             "--",
             &self.target,
-            &login_line(remote),
+            &format!("sh -c {}", crate::shell::login_word(remote)),
         ]);
         c
     }
@@ -946,25 +947,6 @@ impl tail::Follow for RemoteTail<'_> {
     }
 }
 
-/// `remote` as the login user's shell gets it: `sh -c WORD`, so that every command runs in a
-/// POSIX shell whatever the login shell is (bash, dash, zsh, or tcsh and csh, which read
-/// another language). WORD is `remote` in single quotes, each `'` written `'\''` and each `!`
-/// `'\!'`: POSIX shells and csh's read both back, and csh's expand `!` even inside single
-/// quotes.
-fn login_line(remote: &str) -> String {
-    let mut word = String::with_capacity(remote.len() + 8);
-    word.push('\'');
-    for c in remote.chars() {
-        match c {
-            '\'' => word.push_str("'\\''"),
-            '!' => word.push_str("'\\!'"),
-            c => word.push(c),
-        }
-    }
-    word.push('\'');
-    format!("sh -c {word}")
-}
-
 /// A master that was killed leaves its socket behind: nobody answers there, and ssh would
 /// neither use it nor make a new one. Such a socket is removed.
 fn clear_stale(socket: &Path) {
@@ -1319,8 +1301,9 @@ mod tests {
         );
     }
 
-    /// What every login shell makes of [`login_line`]: the same words run by `sh`, quotes,
-    /// `!` (csh's history character, even in single quotes) and `$` arriving unchanged.
+    /// What every login shell makes of a remote command line as ssh hands it (`sh -c` and
+    /// `shell::login_word`): the same words run by `sh`, quotes, `!` (csh's history character,
+    /// even in single quotes) and `$` arriving unchanged.
     #[test]
     fn the_login_line_reads_alike_in_every_login_shell() {
         let remote = format!(
@@ -1328,7 +1311,7 @@ mod tests {
             quote("it's a!x $HOME `id` !! \\"),
             quote("!$")
         );
-        let line = login_line(&remote);
+        let line = format!("sh -c {}", crate::shell::login_word(&remote));
         let expected = "it's a!x $HOME `id` !! \\|!$|sh|";
         for shell in ["sh", "dash", "bash", "zsh", "tcsh", "csh"] {
             let Ok(out) = Command::new(shell).args(["-c", &line]).output() else {

@@ -9,7 +9,29 @@
 //!   command line for a `#` comment that, pasted into bash, gives back the same words;
 //! * [`comment`]: prose for a `#` comment (escaped, read by people);
 //! * [`sbatch_word`]: a word for an `#SBATCH` line (sbatch's own parser);
-//! * [`dotenv`]: a value for a dotenv file that bash's `.` and dotenv parsers read alike.
+//! * [`dotenv`]: a value for a dotenv file that bash's `.` and dotenv parsers read alike;
+//! * [`login_word`]: a one-line command for a login shell of either family (POSIX or csh).
+
+/// Quotes the one-line command `s` as one word that every login shell reads back unchanged,
+/// POSIX shells (bash, dash, zsh) and csh's (tcsh, csh) alike, for `sh -c WORD` as ssh hands
+/// it to the login shell: single quotes, each `'` written `'\''` and each `!` `'\!'` (csh's
+/// expand `!` even inside single quotes; a backslash before it outside them is read as `!` by
+/// both). A line break is csh's end of the command: `s` holds none ([`quote`] keeps the words in
+/// it on one line).
+pub fn login_word(s: &str) -> String {
+    debug_assert!(!s.contains('\n'), "a login shell's command is one line");
+    let mut word = String::with_capacity(s.len() + 8);
+    word.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => word.push_str("'\\''"),
+            '!' => word.push_str("'\\!'"),
+            c => word.push(c),
+        }
+    }
+    word.push('\'');
+    word
+}
 
 /// Quotes `s` for POSIX shells: bare when it is made of safe characters only, else in
 /// single quotes with each `'` written as `'\''`.
