@@ -1,9 +1,12 @@
 //! The local executor: runs a rendered torchrun script on this machine with bash and
-//! passes its output through; returns its exit code. Its status comes from the record.
+//! passes its output through; returns its exit code. Its status comes from the record: the
+//! exit code once recorded; before that, whether the run's process (pid and start time, in
+//! the record while it runs) is still there, so a run whose ovlaunch was killed before it
+//! could record the end is not called running for ever.
 
 use std::path::Path;
 
-use super::record::Submission;
+use super::record::{LocalRun, Submission};
 use super::{Backend, Entry, JobOutput, JobStatus, Schedule, Sink, Started, write_record};
 use crate::error::{Error, Result};
 use crate::render::Executor;
@@ -27,8 +30,12 @@ pub fn submit_with(
     output: JobOutput,
 ) -> Result<Started> {
     write_record(dir, rec)?;
-    let code = run(script, dir, output)?;
+    let code = run(script, dir, output, &mut |run| {
+        rec.local_run = Some(run);
+        write_record(dir, rec)
+    })?;
     rec.exit_code = Some(code);
+    rec.local_run = None;
     write_record(dir, rec)?;
     Ok(Started::Finished { exit_code: code })
 }
@@ -53,15 +60,28 @@ impl Backend for Local {
         let state = match code {
             Some(0) => "COMPLETED",
             Some(_) => "FAILED",
-            None => "RUNNING",
+            None if rec.local_run.is_some_and(alive) => "RUNNING",
+            None => "UNKNOWN",
         };
-        Ok(JobStatus::new(
+        let mut status = JobStatus::new(
             "local",
             state,
             code.map(|c| c.to_string()),
             "record",
             None,
-        ))
+        );
+        if state == "UNKNOWN" {
+            status.reason = Some(
+                match rec.local_run {
+                    Some(r) => format!(
+                        "the run (pid {}) is gone without its exit code recorded: the ovlaunch that ran it was stopped before it ended",
+                        r.pid
+                    ),
+                    None => "the record names no run to look for: the ovlaunch that ran it stopped before the run started, or is older".to_string(),
+                },
+            );
+        }
+        Ok(status)
     }
 
     fn cancel(&self, rec: &Submission) -> Result<super::Cancelled> {
@@ -80,8 +100,14 @@ impl Backend for Local {
 }
 
 /// Runs `script` with bash in `workdir`; stdout goes where `output` says, stderr is
-/// inherited.
-pub fn run(script: &Path, workdir: &Path, output: JobOutput) -> Result<i32> {
+/// inherited. `started` is told the run's process once it exists (the run is stopped when
+/// it fails).
+pub fn run(
+    script: &Path,
+    workdir: &Path,
+    output: JobOutput,
+    started: &mut dyn FnMut(LocalRun) -> Result<()>,
+) -> Result<i32> {
     let bash = which::which("bash").map_err(|_| Error::runtime("bash not found on PATH"))?;
     let mut cmd = duct::cmd(bash, [script.as_os_str()])
         .dir(workdir)
@@ -89,8 +115,33 @@ pub fn run(script: &Path, workdir: &Path, output: JobOutput) -> Result<i32> {
     if output == JobOutput::Stderr {
         cmd = cmd.stdout_to_stderr();
     }
-    let status = cmd
-        .run()
+    let handle = cmd
+        .start()
+        .map_err(|e| Error::runtime(format!("cannot run {}: {e}", script.display())))?;
+    let told = match handle.pids().first().map(|&pid| (pid, start_ticks(pid))) {
+        Some((pid, Some(start_ticks))) => started(LocalRun { pid, start_ticks }),
+        _ => Ok(()),
+    };
+    if let Err(e) = told {
+        let _ = handle.kill();
+        return Err(e);
+    }
+    let status = handle
+        .wait()
         .map_err(|e| Error::runtime(format!("cannot run {}: {e}", script.display())))?;
     Ok(status.status.code().unwrap_or(128 + 15))
+}
+
+/// The start time of process `pid` (field 22 of `/proc/PID/stat`, after the command name,
+/// which may hold spaces and parentheses), if it exists.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // fields 3.. follow the name; the start time is the 22nd field, the 20th of these
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the run's process is still there: the same pid with the same start time.
+fn alive(run: LocalRun) -> bool {
+    start_ticks(run.pid) == Some(run.start_ticks)
 }

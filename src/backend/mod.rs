@@ -402,6 +402,7 @@ fn new_record(executor: Executor, dir: &Path, job_name: &str, command_line: Stri
             .map(|d| d.as_secs()),
         command_line,
         exit_code: None,
+        local_run: None,
         host: None,
         package: None,
     }

@@ -101,6 +101,10 @@ pub struct Submission {
     /// Local executor: the exit code of the run.
     #[serde(default)]
     pub exit_code: Option<i32>,
+    /// Local executor: the run's process while it runs (`status` tells a run still going from
+    /// one whose ovlaunch was killed before it could record the exit code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_run: Option<LocalRun>,
     /// The login node the job was submitted through (`USER@LOGIN`, reached with ssh); absent
     /// for a job submitted on this machine. `job_dir` is then a path on that host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,6 +112,15 @@ pub struct Submission {
     /// The user's code shipped with the job (`--package`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<PackageRecord>,
+}
+
+/// A process on this machine, told apart from a later one given the same id: its pid and
+/// its start time (field 22 of `/proc/PID/stat`, clock ticks since boot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalRun {
+    pub pid: u32,
+    pub start_ticks: u64,
 }
 
 /// What `--package` shipped: where from, which commit, and the archive's hash.

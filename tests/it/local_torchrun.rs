@@ -234,3 +234,75 @@ fn local_submit_json_keeps_stdout_for_the_answer() {
         )
     );
 }
+
+/// A local run whose ovlaunch is killed (SIGKILL: nothing recorded at the end) is running
+/// while its process is, and then `status` says its end is unknown, and why, where it said
+/// RUNNING for ever.
+#[test]
+fn a_local_run_whose_ovlaunch_was_killed_is_not_running_for_ever() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("killed");
+    let go = dir.path().join("go");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let wait = format!(
+        "import os, time\nwhile not os.path.exists({:?}): time.sleep(0.1)",
+        go.to_str().unwrap()
+    );
+    let mut ovlaunch = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args(["--torchrun-flags", "underscore", "--master-port", "29733"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", &wait])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // status's exit code tells the state: 0 running, 5 unknown (`status --help`)
+    let status = || {
+        let o = Command::new(common::bin())
+            .args(["status", "-o", "json", job.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let s: serde_json::Value = serde_json::from_str(&common::stdout(&o))
+            .unwrap_or_else(|e| panic!("{e}: {}{}", common::stdout(&o), common::stderr(&o)));
+        let expected = if s["phase"] == "running" { 0 } else { 5 };
+        assert_eq!(o.status.code(), Some(expected), "{s}");
+        s
+    };
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let record = job.join("submission.json");
+    until("the run's process recorded", &|| {
+        std::fs::read_to_string(&record).is_ok_and(|t| t.contains("\"local_run\""))
+    });
+    assert_eq!(status()["phase"], "running", "{}", status());
+    ovlaunch.kill().unwrap();
+    ovlaunch.wait().unwrap();
+    assert_eq!(
+        status()["phase"],
+        "running",
+        "its run goes on: {}",
+        status()
+    );
+    std::fs::write(&go, "").unwrap();
+    until("the run's end seen", &|| status()["phase"] != "running");
+    let s = status();
+    assert_eq!(s["phase"], "unknown", "{s}");
+    assert!(
+        s["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("is gone without its exit code recorded")),
+        "{s}"
+    );
+}
