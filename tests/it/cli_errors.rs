@@ -2216,3 +2216,64 @@ fn a_set_number_in_another_base_is_refused() {
         "{out}"
     );
 }
+
+/// `--variant` names one of Bridge's config variants, and the function planned must be it: a
+/// Bridge function named with `--recipe`, and the one a user's recipe file runs on, is its
+/// own config variant, so another is refused (it was left unused), and the plain spellings
+/// (`v1`, `v2`) or the function's own variant pass. A library recipe whose precision has no
+/// variant of that name is refused at `--variant`, not `--precision`.
+#[test]
+fn a_variant_the_planned_function_is_not_is_refused() {
+    let plan = |recipe: &str, gpus: &str, variant: &str| {
+        vec![
+            "plan".to_string(),
+            "--recipe".into(),
+            recipe.into(),
+            "--gpus".into(),
+            gpus.into(),
+            "--variant".into(),
+            variant.into(),
+        ]
+    };
+    let refused = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        usage_error(&args)
+    };
+    let passes = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&args);
+    };
+    let err = refused(plan("qwen3_8b_pretrain_config", "h100x16", "large_scale"));
+    assert!(
+        err.contains("error: --variant: Bridge's function `qwen3_8b_pretrain_config` is the plain config variant, not `large_scale`"),
+        "{err}"
+    );
+    assert!(err.contains("help: leave out --variant"), "{err}");
+    let large = "deepseek_v3_pretrain_1024gpu_h100_fp8sc_large_scale_config";
+    let err = refused(plan(large, "h100x1024", "v1"));
+    assert!(
+        err.contains(&format!(
+            "error: --variant: Bridge's function `{large}` is config variant `large_scale`, not the plain one"
+        )),
+        "{err}"
+    );
+    passes(plan(large, "h100x1024", "large_scale"));
+    let (_dir, file) =
+        recipe_file("bridge_recipe: llama32_1b_pretrain_config\ntrain: {train_iters: 100}\n");
+    let err = refused(plan(&file, "h100x8", "large_scale"));
+    assert!(
+        err.contains("error: --variant: Bridge's function `llama32_1b_pretrain_config`, which your recipe file runs on, is the plain config variant, not `large_scale`"),
+        "{err}"
+    );
+    assert!(err.contains("`bridge_recipe:`"), "{err}");
+    passes(plan(&file, "h100x8", "V2"));
+    let err = refused(plan("qwen3_8b_pretrain", "h100x16", "bogus"));
+    assert!(
+        err.contains("error: --variant: recipe `qwen3_8b_pretrain` has no bf16 variant `bogus`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: bf16 config variants: none (the plain one)"),
+        "{err}"
+    );
+}
