@@ -2285,10 +2285,18 @@ fn scheduler_max_over_min(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
         OPTIMIZER.lr, OPTIMIZER.min_lr
     ))
     .at_fields([OPTIMIZER.lr, OPTIMIZER.min_lr])
-    .help(format!(
-        "--set {}={max} (or lower), or --set {}={min} (or higher)",
-        OPTIMIZER.min_lr, OPTIMIZER.lr
-    )))
+    .help(if max >= 0.0 {
+        format!(
+            "--set {}={max} (or lower), or --set {}={min} (or higher)",
+            OPTIMIZER.min_lr, OPTIMIZER.lr
+        )
+    } else {
+        // a minimum below 0 is refused by the assertion before this one (`scheduler_min_lr`)
+        format!(
+            "--set {}={min} (or higher): a learning rate is 0 or more, and so is {}",
+            OPTIMIZER.lr, OPTIMIZER.min_lr
+        )
+    }))
 }
 
 /// `assert self.init_lr <= self.max_lr`: the warmup starts at or below the peak.
