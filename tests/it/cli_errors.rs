@@ -2277,3 +2277,48 @@ fn a_variant_the_planned_function_is_not_is_refused() {
         "{err}"
     );
 }
+
+/// A name no close match fits still gets a fix, never an empty `help:` line: an unknown
+/// mixed-precision recipe (by `--set`, in a recipe file on a Bridge base and in one of the
+/// user's own, each file pointed at its `mixed_precision:` line) and an unknown section of
+/// `ovlaunch fields`.
+#[test]
+fn an_unknown_name_with_no_close_match_still_gets_a_fix() {
+    let help = |err: &str| -> String {
+        let h = err.split("help:").nth(1).unwrap_or_default().trim();
+        assert!(!h.is_empty(), "an empty help line:\n{err}");
+        h.to_string()
+    };
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "qwen3_8b_pretrain_config",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "mixed_precision=zzz",
+    ]);
+    assert!(
+        help(&err).contains("name one of the recipes listed, e.g. bf16_mixed"),
+        "{err}"
+    );
+    for text in [
+        "bridge_recipe: qwen3_8b_pretrain_config\nmixed_precision: zzz\n",
+        "name: r\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\nmixed_precision: zzz\ntrainer: [python, train.py]\n",
+    ] {
+        let (_dir, file) = recipe_file(text);
+        let err = usage_error(&["plan", "--recipe", &file, "--gpus", "h100x8"]);
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("mixed_precision"))
+            .unwrap()
+            + 1;
+        assert!(err.contains(&format!(" --> {file}:{line}")), "{err}");
+        assert!(help(&err).contains("e.g. bf16_mixed"), "{err}");
+    }
+    let err = usage_error(&["fields", "zzzz"]);
+    assert!(
+        help(&err).contains("`ovlaunch fields` (no section)"),
+        "{err}"
+    );
+}

@@ -499,7 +499,9 @@ pub fn layer_on(
             prov.record(s, val, &Source::Recipe);
         }
         let cfg = build(&tree, (origin, Some(lines)), model_class, holder)?;
-        file_overrides = super::base::overrides(&before, &cfg, file, stated)?;
+        // (before any `--set`: a refusal here is about the file's values, at their line)
+        file_overrides = super::base::overrides(&before, &cfg, file, stated)
+            .map_err(|e| super::base::locate(file, lines, origin, e, None))?;
         with_file = Some(cfg);
     }
     let mut applied = Vec::with_capacity(plugin_sets.len());
