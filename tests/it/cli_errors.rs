@@ -2322,3 +2322,53 @@ fn an_unknown_name_with_no_close_match_still_gets_a_fix() {
         "{err}"
     );
 }
+
+/// Sequence parallelism cuts a pretraining sample's tokens over the TP ranks (each CP rank's
+/// share of them), which Megatron-Core asserts at the first forward step and Bridge's config
+/// build does not check: a length the TP ranks do not divide is refused at plan time with the
+/// fields, the upstream words and a length that runs; without sequence parallelism, or at TP 1,
+/// any length plans.
+#[test]
+fn a_sequence_the_sequence_parallel_ranks_do_not_divide_is_refused() {
+    let plan = |seq: &str, extra: &[&'static str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "plan",
+            "--recipe",
+            "llama32_1b_pretrain_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(format!("model.seq_length={seq}"));
+        a.push("--set".into());
+        a.push(format!("dataset.seq_length={seq}"));
+        for e in extra {
+            a.extend(["--set".to_string(), e.to_string()]);
+        }
+        a
+    };
+    let tp2 = [
+        "model.tensor_model_parallel_size=2",
+        "model.sequence_parallel=true",
+    ];
+    let args = plan("4097", &tp2);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_refused(
+        &args,
+        "model.seq_length, model.tensor_model_parallel_size, model.sequence_parallel",
+        "First dimension of the tensor should be divisible by tensor parallel size",
+        "megatron/core/tensor_parallel/mappings.py _split_along_first_dim",
+        "--set model.seq_length=4096 --set dataset.seq_length=4096",
+    );
+    for ok_args in [
+        plan("4098", &tp2),
+        plan("4097", &["model.tensor_model_parallel_size=2"]),
+        plan("4097", &[]),
+    ] {
+        let a: Vec<&str> = ok_args.iter().map(String::as_str).collect();
+        ok(&a);
+    }
+}
