@@ -2372,3 +2372,36 @@ fn a_sequence_the_sequence_parallel_ranks_do_not_divide_is_refused() {
         ok(&a);
     }
 }
+
+/// Hydra's `{key:value}` (no space) is one YAML word, `key:value`: a mapping written so is
+/// refused with the spelling that reads (`key: value`), in a pass-through section's mapping
+/// and in `mixed_precision`'s fields.
+#[test]
+fn a_mapping_without_a_space_after_the_colon_gets_the_spelling_that_reads() {
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama32_1b_sft_config",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "dataset.hf_dataset={path_or_dataset:my-org/data,split:train}",
+    ]);
+    assert!(
+        err.contains("needs a space after a key's colon: write `path_or_dataset: my-org/data`"),
+        "{err}"
+    );
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama3_8b_pretrain_config",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "mixed_precision={fp8:hybrid}",
+    ]);
+    assert!(
+        err.contains("needs a space after a key's colon: write `fp8: hybrid`"),
+        "{err}"
+    );
+}

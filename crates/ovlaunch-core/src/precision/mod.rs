@@ -51,11 +51,17 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
                         MixedPrecisionConfig::SECTION
                     ))
                     .at_fields(format!("{}.{key}", MixedPrecisionConfig::SECTION))
-                    .help(did_you_mean_then(
-                        key,
-                        MixedPrecisionConfig::FIELDS.iter().copied(),
-                        "`ovlaunch fields mixed_precision` lists the fields",
-                    )));
+                    .help(match key.split_once(':') {
+                        // `{fp8:hybrid}`: a key and its value without YAML's space
+                        Some((k, v)) => format!(
+                            "a value is read as YAML, which needs a space after a key's colon: write `{k}: {v}`"
+                        ),
+                        None => did_you_mean_then(
+                            key,
+                            MixedPrecisionConfig::FIELDS.iter().copied(),
+                            "`ovlaunch fields mixed_precision` lists the fields",
+                        ),
+                    }));
                 }
             }
             Ok((label, cfg))
