@@ -17,7 +17,8 @@
 #               one-line fix so that its torchrun works on Python 3.11
 #   hyperfine   hyperfine; optional: a failure to install it is only reported
 #   ssh         openssh-server and openssh-client (the remote-submission test starts
-#               its own sshd on a high port in front of the local Slurm)
+#               its own sshd on a high port in front of the local Slurm), and tcsh
+#               (a login node user whose login shell is tcsh)
 #
 # Output: one line per component on stderr; apt's own output goes to
 # ${OVLAUNCH_CI_LOG:-${TMPDIR:-/tmp}/ovlaunch-ci-install.log} and is shown
@@ -119,7 +120,7 @@ for c in "$@"; do
     lint|shellcheck) REQUIRED+=(shellcheck) ;;
     torch) REQUIRED+=(python3-torch); WANT_TORCH=1 ;;
     hyperfine) WANT_HYPERFINE=1 ;;
-    ssh) REQUIRED+=(openssh-server openssh-client) ;;
+    ssh) REQUIRED+=(openssh-server openssh-client tcsh) ;;
     *) die "unknown component '$c' (slurm oci rank-cross lint torch hyperfine ssh)" ;;
   esac
 done
@@ -130,7 +131,7 @@ if [ ${#REQUIRED[@]} -gt 0 ]; then
 fi
 for p in "${REQUIRED[@]}"; do
   case "$p" in
-    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static|openssh-server) log "$p $(version "$p")" ;;
+    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static|openssh-server|tcsh) log "$p $(version "$p")" ;;
   esac
 done
 if [ "$WANT_TORCH" = 1 ]; then

@@ -1446,6 +1446,7 @@ fn main() {
     let mut logo_err = Vec::new();
     let mut logo_family: Vec<(&str, f64)> = Vec::new();
     let mut top5 = (0usize, 0usize);
+    let mut named_beside = 0usize;
     let mut per_group = Vec::new();
     let mut tuned: BTreeMap<(String, String, String, String), bool> = BTreeMap::new();
     let groups: Vec<&str> = if std::env::var_os("CALIBRATE_NO_LOMO").is_some() {
@@ -1499,6 +1500,17 @@ fn main() {
             let out = tune_row(&resolver, r, &eff, depth, &mut |_, _| {});
             let place = out.candidates.iter().position(|c| c.layout.same(&r.layout));
             let hit = place.is_some_and(|i| i < 5);
+            // Named beside a top-5 proposal: another VP of the published layout leads it.
+            let beside = !hit
+                && out.candidates.iter().take(5).any(|c| {
+                    c.layout.same_but_virtual_pipeline(&r.layout)
+                        && c.other_virtual_stages
+                            .iter()
+                            .any(|(v, _, _)| *v == r.layout.virtual_stages())
+                });
+            if beside {
+                named_beside += 1;
+            }
             if !hit && std::env::var_os("CALIBRATE_MISSES").is_some() {
                 explain_miss(&resolver, r, &eff);
             }
@@ -1553,7 +1565,7 @@ fn main() {
         logo_err.extend(errs);
     }
     println!(
-        "\nleave-one-model-out: median |error| of tokens/s/GPU {:.1}% over {} rows; published layout in tune's top 5: {}/{} rows ({:.0}%)",
+        "\nleave-one-model-out: median |error| of tokens/s/GPU {:.1}% over {} rows; published layout in tune's top 5: {}/{} rows ({:.0}%); besides, named beside a top-5 proposal (another VP of it scored higher): {named_beside}",
         median(logo_err.clone()) * 100.0,
         logo_err.len(),
         top5.0,

@@ -130,6 +130,10 @@ pub trait Host {
     fn fs_type(&self, path: &Path) -> Option<String>;
     /// The user and group this host's commands run as.
     fn ids(&self) -> Result<(u32, u32)>;
+    /// Whether `gid` is user `uid`'s private group on this host (`input::writers`' rule:
+    /// asked only of an entry its group can write). A remote host answers for its login user
+    /// only, by its databases read there once; a lookup that fails makes no group private.
+    fn private_group(&self, uid: u32, gid: u32) -> bool;
     /// The CPU architecture as `uname -m` prints it.
     fn machine(&self) -> Result<String>;
     /// An absolute path for `p`, relative ones taken from the working directory (for a
@@ -296,6 +300,10 @@ impl Host for Local {
         let me = std::fs::metadata("/proc/self")
             .map_err(|e| Error::runtime(format!("cannot read /proc/self: {e}")))?;
         Ok((me.uid(), me.gid()))
+    }
+
+    fn private_group(&self, uid: u32, gid: u32) -> bool {
+        crate::input::writers::private_group(uid, gid)
     }
 
     fn machine(&self) -> Result<String> {

@@ -188,16 +188,55 @@ pub struct Extras<'a> {
     pub sharing: jobdir::Sharing,
 }
 
+/// Why a job directory was not written (and, for [`submit`], nothing was started).
+#[derive(Debug)]
+pub enum Failed {
+    /// The write failed having written nothing, and something stands at the job
+    /// directory's path now: another process took the name since it was chosen.
+    Taken(Error),
+    /// Any other failure.
+    Error(Error),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Failed {
+        Failed::Error(e)
+    }
+}
+
+impl From<Failed> for Error {
+    fn from(f: Failed) -> Error {
+        match f {
+            Failed::Taken(e) | Failed::Error(e) => e,
+        }
+    }
+}
+
+/// `e`, a failed write of `dir` on `host` (all or nothing, so nothing of it is this
+/// process's), as [`Failed::Taken`] when something is at `dir` now, a symbolic link too.
+fn failed_write(host: &dyn Host, dir: &Path, e: Error) -> Failed {
+    let there = match host.remote() {
+        None => dir.symlink_metadata().is_ok(),
+        Some(_) => host.stat(dir).ok().flatten().is_some(),
+    };
+    if there {
+        Failed::Taken(e)
+    } else {
+        Failed::Error(e)
+    }
+}
+
 /// Writes the job directory `dir` from `artifacts` and `extras` (without starting anything).
 pub fn write_job_dir(
     host: &dyn Host,
     dir: &Path,
     artifacts: &Artifacts,
     extras: &Extras<'_>,
-) -> Result<()> {
+) -> std::result::Result<(), Failed> {
     let mut files = layout::files(artifacts);
     files.extend(extras.files.iter().cloned());
     host.write_tree(dir, &files, &extras.assets, extras.sharing)
+        .map_err(|e| failed_write(host, dir, e))
 }
 
 /// Writes the job directory `dir` from `artifacts` and starts the job with `executor`
@@ -214,6 +253,9 @@ pub fn write_job_dir(
 /// On a remote host (`host.remote()`), `mirror` is a directory of this machine that keeps a
 /// copy of the record (written with the intent before `sbatch`, then with the answer), so
 /// `status`, `logs`, `cancel` and `list` find the job from here.
+///
+/// A job directory (or copy) whose name another process took since it was chosen is
+/// [`Failed::Taken`]: nothing was written or started.
 #[allow(clippy::too_many_arguments)]
 pub fn submit(
     executor: Executor,
@@ -225,7 +267,7 @@ pub fn submit(
     extras: &Extras<'_>,
     command_line: String,
     job_output: JobOutput,
-) -> Result<Started> {
+) -> std::result::Result<Started, Failed> {
     let mut rec = new_record(executor, dir, job_name, command_line);
     rec.host = host.remote().map(str::to_string);
     rec.package = extras.package.clone();
@@ -240,7 +282,8 @@ pub fn submit(
         executable: false,
     });
     let guard = signals::Deferred::install();
-    host.write_tree(dir, &files, &extras.assets, extras.sharing)?;
+    host.write_tree(dir, &files, &extras.assets, extras.sharing)
+        .map_err(|e| failed_write(&*host, dir, e))?;
     let mirror = mirror.filter(|_| host.remote().is_some());
     let mirrored = match mirror {
         Some(m) => jobdir::create(
@@ -254,9 +297,9 @@ pub fn submit(
         ),
         None => Ok(()),
     };
-    if let Err(e) = mirrored {
+    if let (Err(e), Some(m)) = (mirrored, mirror) {
         host.remove_tree(dir);
-        return Err(e);
+        return Err(failed_write(&host::Local, m, e));
     }
     if let Some(sig) = guard.caught() {
         host.remove_tree(dir);
@@ -265,7 +308,8 @@ pub fn submit(
         }
         return Err(Error::runtime(format!(
             "stopped by {sig} before submitting; nothing was started and the job directory was removed"
-        )));
+        ))
+        .into());
     }
     let backend = backend_for(executor, host)?;
     let script = dir.join(artifacts.script_name);
@@ -276,7 +320,7 @@ pub fn submit(
     if backend.foreground() {
         // A foreground run takes the terminal's signals itself.
         drop(guard);
-        return backend.schedule(dir, &script, &mut rec, how);
+        return Ok(backend.schedule(dir, &script, &mut rec, how)?);
     }
     let started = backend.schedule(dir, &script, &mut rec, how);
     if let Some(m) = mirror {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::host::{Host, Listing, Local, Seen};
 use crate::error::{Error, Result};
-use crate::input::writers::{self, Entry, Kind, Names};
+use crate::input::writers::{Entry, Kind, Names};
 use crate::layout::SUBMISSION as FILE;
 
 /// A Slurm job id: digits, or `ARRAYID_TASK` (also what `sbatch --parsable` prints before
@@ -150,8 +150,8 @@ pub fn read(dir: &Path) -> Result<Submission> {
 /// Reads the record of the job directory `dir` on `host`. A record is evidence, not an
 /// instruction: it is refused unless this user wrote it (the record and its directory
 /// belong to this user, and nobody else can write either, a group only when it is the
-/// user's private group: `trust::own_problem`; on a login node no group counts as private,
-/// its group database is not read here) and it names the directory it
+/// user's private group: `trust::own_problem`, the host's databases deciding,
+/// `Host::private_group`) and it names the directory it
 /// lives in, so a planted or edited record cannot make `status`, `logs` or `cancel` act on
 /// another directory or job. A record read on a login node is returned with that `host`.
 pub fn read_on(host: &dyn Host, dir: &Path) -> Result<Submission> {
@@ -207,16 +207,12 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
             },
         ),
     };
-    // On a login node, its user and group database is not read: no group is known to be
-    // private there.
-    let (me, names, private): (u32, Names, &dyn Fn(u32, u32) -> bool) = match host.remote() {
-        None => (
-            nix::unistd::geteuid().as_raw(),
-            Names::Local,
-            &writers::private_group,
-        ),
-        Some(_) => (host.ids()?.0, Names::Ids, &|_, _| false),
+    let (me, names) = match host.remote() {
+        None => (nix::unistd::geteuid().as_raw(), Names::Local),
+        Some(_) => (host.ids()?.0, Names::Ids),
     };
+    let private = |uid, gid| host.private_group(uid, gid);
+    let private: &dyn Fn(u32, u32) -> bool = &private;
     let dir_shown = format!("{}{}", l.dir.display(), host.on());
     let dir = Entry {
         uid: l.uid,
@@ -315,13 +311,6 @@ impl Found {
     }
 }
 
-/// Whether `dir` holds a rendered job's launch script.
-pub fn is_rendered(dir: &Path) -> bool {
-    [crate::layout::SBATCH_SCRIPT, crate::layout::LOCAL_SCRIPT]
-        .iter()
-        .any(|s| dir.join(s).is_file())
-}
-
 fn has_script(l: &Listing) -> bool {
     [crate::layout::SBATCH_SCRIPT, crate::layout::LOCAL_SCRIPT]
         .iter()
@@ -365,11 +354,14 @@ const FIND_HELP: &str = "give a job id, job name or job directory (as `submit` p
 /// Finds a job by directory path, job id, job name or job directory name under `root`. A job
 /// name submitted several times names its latest submission.
 pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
+    // A path through a symbolic link names the directory it leads to, whose record is the
+    // one checked.
     let p = Path::new(key);
     if p.join(FILE).is_file() {
-        return Ok((p.to_path_buf(), read(p)?));
+        let dir = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        return Ok((p.to_path_buf(), read(&dir)?));
     }
-    find_in(list(root), root, key)
+    find_in(&Local, list(root), root, key)
 }
 
 /// [`find`] among the jobs under `root` on a login node, the record there being the
@@ -382,13 +374,14 @@ pub fn find_on(host: &dyn Host, root: &Path, key: &str) -> Result<(PathBuf, Subm
     {
         return Ok((p.to_path_buf(), verify(host, &l)?));
     }
-    find_in(list_on(host, root), root, key).map_err(|e| Error {
+    find_in(host, list_on(host, root), root, key).map_err(|e| Error {
         message: format!("{}{}", e.message, host.on()),
         ..e
     })
 }
 
 fn find_in(
+    host: &dyn Host,
     jobs: Vec<(PathBuf, Submission)>,
     root: &Path,
     key: &str,
@@ -409,25 +402,34 @@ fn find_in(
     if let Some(found) = by_id().or_else(by_name).or_else(by_dir_name) {
         return Ok(found.clone());
     }
-    let rendered_here = root.join(key);
-    let dir = if p.is_dir() {
-        Some(p)
-    } else if !key.contains('/') && rendered_here.is_dir() {
-        Some(rendered_here.as_path())
-    } else {
-        None
-    };
-    if let Some(dir) = dir {
-        // No job has that id or name, and it names a directory without a record: say what
-        // the directory is rather than that no job of that name exists.
-        return Err(if is_rendered(dir) {
+    // No job has that id or name: a directory it names (a path; on a login node an absolute
+    // one, or one under the jobs root) says what it is rather than that no job of that name
+    // exists. A record the list left out is read again, so that its refusal (damaged,
+    // another user's, naming another directory) is the answer.
+    let mut places = Vec::new();
+    match host.remote() {
+        None => places.push(p.canonicalize().unwrap_or_else(|_| p.to_path_buf())),
+        Some(_) if p.is_absolute() => places.push(p.to_path_buf()),
+        Some(_) => {}
+    }
+    if !key.contains('/') {
+        places.push(root.join(key));
+    }
+    for place in places {
+        let Some(l) = host.list_dir(&place, &READ)? else {
+            continue;
+        };
+        if l.file(FILE).is_some() {
+            return verify(host, &l).map(|rec| (l.dir.clone(), rec));
+        }
+        return Err(if has_script(&l) {
             Error::usage(format!(
                 "{key} is a job directory that was rendered but never submitted by ovlaunch (it has no {FILE})"
             ))
             .at_flag("JOB")
             .help(format!(
                 "submit it with `ovlaunch submit {}` so that status, logs and cancel can follow it",
-                dir.display()
+                l.dir.display()
             ))
         } else {
             Error::usage(format!(

@@ -7,7 +7,8 @@
 //!   (`~/.ssh/config`, agents, jump hosts); host keys are checked as ssh checks them
 //!   (`BatchMode=yes`: an unknown or changed key is an error, never a prompt, and nothing
 //!   here weakens `StrictHostKeyChecking`).
-//! - Every remote command line is built with `render::shell::quote`, the one escaping path.
+//! - Every remote command line is built with `render::shell::quote`, the one escaping path,
+//!   and handed to `sh -c` ([`login_line`]): a POSIX shell runs it whatever the login shell.
 //! - A command run in a directory (`sbatch`) records its exit code and output in that
 //!   directory on the login node and ignores SIGHUP/SIGPIPE there; when the connection drops
 //!   while it runs, a new connection waits for that record, so a dropped connection never
@@ -20,10 +21,13 @@
 //! - Before a job directory or an experiment directory is created there, its path is held to
 //!   the rule `backend::trust` holds local paths to ([`Ssh::check_path`]): every directory
 //!   from `/`, as given and as resolved (`realpath`), a trusted entry for the login node's
-//!   user (`stat` there), the experiment directories that user's own, with ids for names
-//!   and no group counted as private (the login node's group database is not read). A shell
+//!   user (`stat` there), the experiment directories that user's own, with ids for names;
+//!   the login user's private group there is read there (`getent`, [`FACTS`]), no other
+//!   group counts as private. A shell
 //!   checks and then creates, so unlike the local walk through descriptors a directory
-//!   swapped between the two is not caught.
+//!   swapped between the two is not caught. A file on the path, or a directory `mkdir` cannot
+//!   make there, is a usage error naming the path on the login node and
+//!   `--remote-jobs-root`, as the local walk's are (not a lost connection).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -46,7 +50,12 @@ pub struct Ssh {
     control: PathBuf,
     home: OnceLock<String>,
     ids: OnceLock<(u32, u32)>,
+    /// The login user's private group there ([`FACTS`]), once read.
+    private: OnceLock<Option<u32>>,
 }
+
+/// The fix for a directory on the login node that cannot be created there.
+const NOT_CREATABLE: &str = "give a directory on the login node that you can create and write (--remote-jobs-root, or --job-dir)";
 
 /// How long a connection stays open after the last command (seconds).
 const PERSIST: &str = "ControlPersist=600";
@@ -91,6 +100,7 @@ impl Ssh {
             control,
             home: OnceLock::new(),
             ids: OnceLock::new(),
+            private: OnceLock::new(),
         })
     }
 
@@ -114,7 +124,7 @@ impl Ssh {
             "-T",
             "--",
             &self.target,
-            remote,
+            &login_line(remote),
         ]);
         c
     }
@@ -182,6 +192,19 @@ impl Ssh {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         };
+        // A file where a directory is needed: nothing can be created under it (the local
+        // walk's `ENOTDIR`).
+        if let Some((_, _, path)) = text
+            .lines()
+            .filter_map(walked)
+            .find(|(_, e, _)| e.is_some_and(|e| e.kind == crate::input::writers::Kind::File))
+        {
+            return Err(Error::usage(format!(
+                "{what}: {path} on {} is not a directory",
+                self.target
+            ))
+            .help(NOT_CREATABLE));
+        }
         let depth = dir.components().count().saturating_sub(1);
         match walk_problem(&text, me, depth, own, sharing) {
             Some((path, why, on_path)) => Err(Error::usage(format!(
@@ -284,7 +307,7 @@ impl Ssh {
         let d = utf8(dir)?;
         let parent = utf8(dir.parent().unwrap_or(Path::new("/")))?;
         let script = format!(
-            "umask 077; d={}; p={}; if [ -e \"$d\" ] || [ -L \"$d\" ]; then exit 17; fi; mkdir -p -- \"$p\" || exit 1; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
+            "umask 077; d={}; p={}; if [ -e \"$d\" ] || [ -L \"$d\" ]; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
             quote(d),
             quote(parent)
         );
@@ -351,6 +374,13 @@ impl Ssh {
                     .at_flag("--job-dir")
                     .help("choose another --job-name or --job-dir, or remove the old directory"),
             ),
+            // The job directory's parent cannot be made there: the path, not the connection.
+            Some(18) => Err(Error::usage(format!(
+                "cannot create {parent} on {}: {}",
+                self.target,
+                err.trim().lines().last().unwrap_or("mkdir failed")
+            ))
+            .help(NOT_CREATABLE)),
             _ => Err(Error::runtime(format!(
                 "the upload of the job directory to {} failed ({}): nothing was submitted and no job directory was left there",
                 self.target,
@@ -603,11 +633,13 @@ impl Host for Ssh {
             Duration::from_secs(60),
         )?;
         if !out.status.success() {
-            return Err(Error::runtime(format!(
-                "cannot create {d} on {}: {}",
+            // The connection held (`sh_ok`): the path cannot be made there.
+            return Err(Error::usage(format!(
+                "{what}: cannot create {d} on {}: {}",
                 self.target,
                 String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            ))
+            .help(NOT_CREATABLE));
         }
         Ok(())
     }
@@ -726,6 +758,16 @@ impl Host for Ssh {
                 self.target
             ))),
         }
+    }
+
+    fn private_group(&self, uid: u32, gid: u32) -> bool {
+        let mine = self.private.get_or_init(|| {
+            self.sh_ok(&format!("sh -c {}", quote(FACTS)), Duration::from_secs(60))
+                .ok()
+                .filter(|out| out.status.success())
+                .and_then(|out| remote_private_group(&String::from_utf8_lossy(&out.stdout)))
+        });
+        self.ids().is_ok_and(|(me, _)| me == uid) && *mine == Some(gid)
     }
 
     /// The login node's CPU architecture (`uname -m`).
@@ -904,6 +946,25 @@ impl tail::Follow for RemoteTail<'_> {
     }
 }
 
+/// `remote` as the login user's shell gets it: `sh -c WORD`, so that every command runs in a
+/// POSIX shell whatever the login shell is (bash, dash, zsh, or tcsh and csh, which read
+/// another language). WORD is `remote` in single quotes, each `'` written `'\''` and each `!`
+/// `'\!'`: POSIX shells and csh's read both back, and csh's expand `!` even inside single
+/// quotes.
+fn login_line(remote: &str) -> String {
+    let mut word = String::with_capacity(remote.len() + 8);
+    word.push('\'');
+    for c in remote.chars() {
+        match c {
+            '\'' => word.push_str("'\\''"),
+            '!' => word.push_str("'\\!'"),
+            c => word.push(c),
+        }
+    }
+    word.push('\'');
+    format!("sh -c {word}")
+}
+
 /// A master that was killed leaves its socket behind: nobody answers there, and ssh would
 /// neither use it nor make a new one. Such a socket is removed.
 fn clear_stale(socket: &Path) {
@@ -923,24 +984,72 @@ fn ran(out: &std::process::Output) -> Ran {
     }
 }
 
+/// What decides whether the login user's primary group is private there (as
+/// `input::writers::private_group` reads it on this machine): `user NAME GID`, `group ENTRY`
+/// (`getent group`), and `others N`, the other users whose primary group it is (`getent
+/// passwd`); a line whose lookup fails is left out, and then no group is private
+/// ([`remote_private_group`]). One line, as [`WALK`].
+macro_rules! facts {
+    () => {
+        concat!(
+            r#"g=$(id -g) || exit 0; n=$(id -un) || exit 0; printf 'user %s %s\n' "$n" "$g"; "#,
+            r#"e=$(getent group "$g") && printf 'group %s\n' "$e"; u=$(id -u); "#,
+            r#"pw=$(getent passwd) && printf '%s\n' "$pw" | awk -F: -v g="$g" -v u="$u" '$4 == g && $3 != u { n++ } END { printf "others %d\n", n }'; "#,
+            r#"exit 0"#
+        )
+    };
+}
+const FACTS: &str = facts!();
+
 /// The remote half of [`Ssh::check_path`]: the user's id, then for every prefix of the path
 /// as given (`L`) and as `realpath -m` resolves it (`C`), from `/`, `TAG UID GID MODE PATH`
 /// (`stat`, not following a last link; MODE in hex) or `TAG missing PATH` for the first that
-/// does not exist. `$1` is the path.
-const WALK: &str = r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1
-walk() { p=; printf '%s %s /\n' "$1" "$(stat -c '%u %g %f' -- /)" || exit 1; old=$IFS; IFS=/
-for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"
-if [ -e "$p" ] || [ -L "$p" ]; then printf '%s %s %s\n' "$1" "$(stat -c '%u %g %f' -- "$p")" "$p" || exit 1
-else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }
-walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c""#;
+/// does not exist; then, where an entry its group can write has the user's primary group,
+/// [`FACTS`]. `$1` is the path. One line: quoted, it is POSIX single quotes that every login
+/// shell reads (a line break would make it bash's `$'...'`, which dash, a login shell
+/// `/bin/sh` gives, reads as other text).
+const WALK: &str = concat!(
+    r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; g=$(id -g) || exit 1; gw=; "#,
+    r#"seen() { set -- $1; [ "$2" = "$g" ] && [ $(( 0x$3 & 16 )) -ne 0 ] && gw=1; return 0; }; "#,
+    r#"walk() { p=; s=$(stat -c '%u %g %f' -- /) || exit 1; seen "$s"; printf '%s %s /\n' "$1" "$s"; old=$IFS; IFS=/; "#,
+    r#"for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"; "#,
+    r#"if [ -e "$p" ] || [ -L "$p" ]; then s=$(stat -c '%u %g %f' -- "$p") || exit 1; seen "$s"; printf '%s %s %s\n' "$1" "$s" "$p"; "#,
+    r#"else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }; "#,
+    r#"walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c"; "#,
+    r#"[ -n "$gw" ] || exit 0; "#,
+    facts!()
+);
+
+/// The user's private group on the login node, from the `user`, `group` and `others` lines
+/// of [`FACTS`] (alone, or after [`WALK`]'s): `None` where one is missing or the group is
+/// not private (`writers::GroupFacts`).
+fn remote_private_group(text: &str) -> Option<u32> {
+    let field = |tag: &str| text.lines().find_map(|l| l.strip_prefix(tag));
+    let (user, primary) = field("user ")?.split_once(' ')?;
+    let primary: u32 = primary.trim().parse().ok()?;
+    // name:password:gid:member,member
+    let mut group = field("group ")?.split(':');
+    let (name, _, gid, members) = (group.next()?, group.next()?, group.next()?, group.next()?);
+    let members: Vec<&str> = members.split(',').filter(|m| !m.is_empty()).collect();
+    let others: u32 = field("others ")?.trim().parse().ok()?;
+    let facts = crate::input::writers::GroupFacts {
+        user,
+        primary,
+        group: name,
+        members: &members,
+    };
+    (gid.parse() == Ok(primary) && others == 0 && facts.private(primary)).then_some(primary)
+}
 
 /// The first entry of [`WALK`]'s output (`text`, for user `me`, of a path of `depth`
 /// components below `/`) that another user could have written: every directory a trusted
 /// entry with `sharing` (`backend::trust::path_problem`), the given path's last `own`
 /// components that user's own and no symbolic link (`own_problem`; the resolved walk holds
-/// them as trusted entries, the given one having held them as own). No group counts as
-/// private: the login node's group database is not read. With the path, the reason, and
-/// whether it was held as a directory on the path.
+/// them as trusted entries, the given one having held them as own). The user's private group
+/// there ([`remote_private_group`]) is private; no other group is (another user's private
+/// group is not looked up: a directory of theirs on the path is refused as theirs, or
+/// accepted with its group's writes under `jobs_root_shared: group`). With the path, the
+/// reason, and whether it was held as a directory on the path.
 fn walk_problem(
     text: &str,
     me: u32,
@@ -950,7 +1059,8 @@ fn walk_problem(
 ) -> Option<(&str, crate::input::writers::Reason, bool)> {
     use super::trust::{own_problem, path_problem};
     use crate::input::writers::{Kind, Reason};
-    let not_private = |_: u32, _: u32| false;
+    let mine = remote_private_group(text);
+    let private = |uid: u32, gid: u32| uid == me && Some(gid) == mine;
     let lines: Vec<_> = text.lines().filter_map(walked).collect();
     for tag in ["L", "C"] {
         let walk = lines.iter().filter(|(t, _, _)| *t == tag);
@@ -959,8 +1069,8 @@ fn walk_problem(
             let own_here = tag == "L" && i + own > depth;
             let why = match (own_here, e.kind) {
                 (true, Kind::Link) => Some(Reason::Link),
-                (true, _) => own_problem(*e, me, &not_private),
-                (false, _) => path_problem(*e, me, sharing, &not_private),
+                (true, _) => own_problem(*e, me, &private),
+                (false, _) => path_problem(*e, me, sharing, &private),
             };
             if let Some(why) = why {
                 return Some((path, why, !own_here));
@@ -1007,19 +1117,25 @@ fn tree_size(dir: &Path) -> u64 {
 }
 
 /// The directory of the connection sockets: `$XDG_RUNTIME_DIR/ovlaunch-ssh`, else
-/// `TMPDIR/ovlaunch-ssh-UID`; created 0700, and refused when it is a symlink, another
-/// user's, or open to others.
+/// `TMPDIR/ovlaunch-ssh-UID` (`/tmp` for a `TMPDIR` that is not absolute); created 0700, and
+/// refused when it is a symlink, another user's, or open to others. A relative
+/// `XDG_RUNTIME_DIR` is ignored, as the XDG Base Directory specification says: the sockets
+/// never go under the working directory.
 fn control_dir() -> Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let (uid, _) = host::Local.ids()?;
     // A socket path holds at most 107 bytes: this directory, `/`, 16 bytes of name and
     // ssh's 17-byte temporary suffix.
     let fits = |d: &Path| d.as_os_str().len() + 1 + 16 + 17 <= 107;
+    let temp = Some(std::env::temp_dir())
+        .filter(|t| t.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
     let dir = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|v| !v.is_empty())
-        .map(|r| PathBuf::from(r).join("ovlaunch-ssh"))
+        .map(PathBuf::from)
+        .filter(|r| r.is_absolute())
+        .map(|r| r.join("ovlaunch-ssh"))
         .filter(|d| fits(d))
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("ovlaunch-ssh-{uid}")));
+        .unwrap_or_else(|| temp.join(format!("ovlaunch-ssh-{uid}")));
     if !fits(&dir) {
         return Err(Error::runtime(format!(
             "{} is too long a directory for ssh's connection socket",
@@ -1052,6 +1168,44 @@ fn control_dir() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `WALK` as ssh hands it to a login shell that is dash (`/bin/sh`), not bash: it runs
+    /// and prints the walk (before: "Syntax error", on every `--host` submit).
+    #[test]
+    fn the_walk_runs_under_a_posix_login_shell() {
+        let line = format!("sh -c {} sh /tmp", quote(WALK));
+        let out = Command::new("dash").args(["-c", &line]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.starts_with("me ") && text.contains("L 0 0 43ff /tmp"),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // a directory its group can write, of the user's primary group: the group facts
+        // follow the walk, and they run alone too
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o775),
+        )
+        .unwrap();
+        let path = dir.path().join("jobs");
+        for line in [
+            format!("sh -c {} sh {}", quote(WALK), quote(path.to_str().unwrap())),
+            format!("sh -c {}", quote(FACTS)),
+        ] {
+            let out = Command::new("dash").args(["-c", &line]).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success()
+                    && ["user ", "group ", "others "]
+                        .iter()
+                        .all(|tag| text.lines().any(|l| l.starts_with(tag))),
+                "{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
 
     /// The login node's walk is held to the local rule: what `WALK` prints for a path of
     /// `/tmp/x/jobs/experiments/NAME` (user 0) and which entry is refused, and why.
@@ -1106,7 +1260,43 @@ mod tests {
         assert_eq!(
             check(&walk(grouped, ""), Sharing::Private),
             Some(("/tmp/x/jobs".into(), Reason::Group(50), true)),
-            "no group is private on the login node"
+            "a group that is not the user's primary one"
+        );
+        // the user's private group there: primary, named after the user, no other member, no
+        // other user's primary group; a fact missing (a lookup that failed) makes it not so
+        let mut upg = ok;
+        upg[3] = "0 0 41fd";
+        let facts = |group: &str, others: &str| format!("user root 0\ngroup {group}\n{others}");
+        assert_eq!(
+            check(
+                &walk(upg, &facts("root:x:0:", "others 0\n")),
+                Sharing::Private
+            ),
+            None,
+            "umask 002 under a private group"
+        );
+        for (group, others, why) in [
+            ("root:x:0:root", "others 0\n", "the user named as member"),
+            ("root:x:0:alice", "others 0\n", "another member"),
+            ("root:x:0:", "others 1\n", "another user's primary group"),
+            ("root:x:0:", "", "other users unknown"),
+            ("wheel:x:0:", "others 0\n", "not named after the user"),
+        ] {
+            let expected = if why == "the user named as member" {
+                None
+            } else {
+                Some(("/tmp/x/jobs".into(), Reason::Group(0), true))
+            };
+            assert_eq!(
+                check(&walk(upg, &facts(group, others)), Sharing::Private),
+                expected,
+                "{why}"
+            );
+        }
+        assert_eq!(
+            check(&walk(upg, ""), Sharing::Private),
+            Some(("/tmp/x/jobs".into(), Reason::Group(0), true)),
+            "nothing looked up"
         );
         let mut theirs = ok;
         theirs[4] = "1001 1001 41c0";
@@ -1127,6 +1317,35 @@ mod tests {
             check(&walk(ok, resolved), Sharing::Private),
             Some(("/home".into(), Reason::Owner(1001), true))
         );
+    }
+
+    /// What every login shell makes of [`login_line`]: the same words run by `sh`, quotes,
+    /// `!` (csh's history character, even in single quotes) and `$` arriving unchanged.
+    #[test]
+    fn the_login_line_reads_alike_in_every_login_shell() {
+        let remote = format!(
+            "printf '%s|' {} {} \"$0\"",
+            quote("it's a!x $HOME `id` !! \\"),
+            quote("!$")
+        );
+        let line = login_line(&remote);
+        let expected = "it's a!x $HOME `id` !! \\|!$|sh|";
+        for shell in ["sh", "dash", "bash", "zsh", "tcsh", "csh"] {
+            let Ok(out) = Command::new(shell).args(["-c", &line]).output() else {
+                assert!(
+                    !matches!(shell, "sh" | "dash" | "bash"),
+                    "{shell} is not installed"
+                );
+                eprintln!("{shell}: not installed, not tried");
+                continue;
+            };
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                expected,
+                "{shell}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 
     #[test]

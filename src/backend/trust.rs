@@ -23,8 +23,9 @@
 //!   directory it is in, a rendered job's directory and every entry in it, the experiment
 //!   directory and its `experiments` parent: owned by this user, and neither every user nor
 //!   a group other than this user's private group can write it (the sticky bit does not
-//!   help). A symbolic link is never one of these, except inside a rendered job directory
-//!   (the OCI bundle's `rootfs`), where one this user owns is accepted and not followed.
+//!   help). A symbolic link is never one of these, except the OCI bundle's `rootfs` inside a
+//!   rendered job directory, where one this user owns is accepted and not followed; any other
+//!   link there is refused, since the job would read what it leads to.
 //! - [`open_dir`] walks a path from `/` through directory descriptors (`openat` with
 //!   `O_NOFOLLOW`; symbolic links resolved here, at most 40), checking each directory as it
 //!   is opened and creating the missing ones (`mkdirat`, then exactly the mode asked for,
@@ -42,6 +43,7 @@ use nix::sys::stat::{Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
 
 use crate::error::{Error, Result};
 use crate::input::writers::{self, Entry, Names, Reason, Role, private_group};
+use crate::layout::OCI_ROOTFS;
 
 /// Who may own the directories on the path to a job directory (`jobs_root_shared`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -262,8 +264,9 @@ pub fn open_dir(
 
 /// Refuses a rendered job directory `dir` that another user could have written: every
 /// directory on its path must pass [`path_problem`], and the directory and every entry in it
-/// (subdirectories included) [`own_problem`]; a symbolic link inside must be this user's
-/// and is not followed. `what` names it in messages.
+/// (subdirectories included) [`own_problem`]; a symbolic link inside must be this user's,
+/// is not followed, and is accepted only where `render` writes one (the OCI bundle's
+/// `rootfs`). `what` names it in messages.
 pub fn check_tree(dir: &Path, sharing: Sharing, what: &str) -> Result<()> {
     let _fd = open_dir(dir, sharing, 1, None, what)?;
     let me = nix::unistd::geteuid().as_raw();
@@ -290,12 +293,30 @@ pub fn check_tree(dir: &Path, sharing: Sharing, what: &str) -> Result<()> {
             if let Some(why) = own_problem(Entry::of(&m), me, &private_group) {
                 return Err(refusal(what, &p, why, false));
             }
+            if m.file_type().is_symlink() && p.strip_prefix(dir).ok() != Some(Path::new(OCI_ROOTFS))
+            {
+                return Err(link_inside(what, &p));
+            }
             if m.file_type().is_dir() {
                 stack.push((p, depth + 1));
             }
         }
     }
     Ok(())
+}
+
+/// The refusal of a symbolic link in a rendered job directory where `render` writes none
+/// (only the OCI bundle's `rootfs` is one): `sbatch`, bash and the ranks would read what it
+/// leads to, which no check of the directory covers.
+fn link_inside(what: &str, path: &Path) -> Error {
+    let to = std::fs::read_link(path)
+        .map(|t| format!(" (to {})", t.display()))
+        .unwrap_or_default();
+    Error::usage(format!(
+        "{what}: {} is a symbolic link{to}; the job would run or read what it leads to, which nobody checked, so ovlaunch does not submit it",
+        path.display()
+    ))
+    .help("put the file itself in its place, or render the job again (`ovlaunch render`)")
 }
 
 #[cfg(test)]

@@ -65,11 +65,10 @@ impl PlaceArgs {
             ..Layer::default()
         };
         let settings = Settings::load(flags, Default::default(), None, self.profile.as_deref())?;
-        let root = settings
-            .jobs_root
-            .value
-            .clone()
-            .unwrap_or_else(super::profile::default_jobs_root);
+        let root = match settings.jobs_root.value.clone() {
+            Some(root) => root,
+            None => super::profile::default_jobs_root()?,
+        };
         let remote = match &settings.host.value {
             None => None,
             Some(h) => {

@@ -276,7 +276,7 @@ pub fn job_dir(
         let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
         let mut n = 2;
-        while dir.exists() {
+        while taken(&dir) {
             dir = root.join(format!("{job_name}-{n}"));
             n += 1;
         }
@@ -291,11 +291,18 @@ pub fn job_dir(
     let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
-    while root.join(&name).exists() || host.stat(&remote_root.join(&name))?.is_some() {
+    while taken(&root.join(&name)) || host.stat(&remote_root.join(&name))?.is_some() {
         name = format!("{job_name}-{n}");
         n += 1;
     }
     Ok((remote_root.join(&name), Some(root.join(&name))))
+}
+
+/// Whether a name in the jobs root is taken: anything is there, a symbolic link too (one
+/// that leads nowhere is still an entry the job directory cannot be renamed over, and in a
+/// shared jobs root another user's, which this user cannot remove).
+fn taken(dir: &Path) -> bool {
+    dir.symlink_metadata().is_ok()
 }
 
 /// The jobs root on the login node of `host`, absolute there.
@@ -311,11 +318,10 @@ pub fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf>
 
 /// The jobs root in force, absolute.
 fn jobs_root(settings: &Settings) -> Result<PathBuf> {
-    let root = settings
-        .jobs_root
-        .value
-        .clone()
-        .unwrap_or_else(super::profile::default_jobs_root);
+    let root = match settings.jobs_root.value.clone() {
+        Some(root) => root,
+        None => super::profile::default_jobs_root()?,
+    };
     absolute(root)
 }
 
@@ -692,6 +698,20 @@ fn check_job_dir(dir: &Path) -> Result<()> {
         .at_flag("--job-dir / --jobs-root")
         .help("choose a directory path without backslashes or control characters"));
     }
+    // Slurm, bash and every tool the job runs take whole paths, which the system bounds.
+    let limit = nix::libc::PATH_MAX as usize - 1 - crate::layout::LONGEST_INSIDE;
+    let len = dir.as_os_str().len();
+    if len > limit {
+        return Err(Error::usage(format!(
+            "the job directory {}... is {len} bytes long; with the files in it, paths would pass the system's limit of {} bytes (PATH_MAX), which sbatch and bash cannot open",
+            dir.to_string_lossy().chars().take(60).collect::<String>(),
+            nix::libc::PATH_MAX - 1
+        ))
+        .at_flag("--job-dir / --jobs-root")
+        .help(format!(
+            "give a job directory path of at most {limit} bytes (a shorter --jobs-root, --job-dir or --job-name)"
+        )));
+    }
     if let Some(long) = dir.iter().find(|c| c.len() > 255) {
         return Err(Error::usage(format!(
             "the job directory's component `{}...` is longer than 255 bytes, the file-name limit",
@@ -912,7 +932,10 @@ impl Prepared {
             .make_dir(root, &[EXPERIMENTS, name], self.sharing, &what)
             .map_err(|e| {
                 if e.exit_code() == 2 {
-                    return e.at_flag("--jobs-root");
+                    return e.at_flag(match self.host.remote() {
+                        Some(_) => "--remote-jobs-root",
+                        None => "--jobs-root",
+                    });
                 }
                 Error::runtime(format!(
                     "cannot create the experiment directory {}{}: {}",
@@ -923,6 +946,37 @@ impl Prepared {
                 .help("it is JOBS_ROOT/experiments/JOB_NAME: choose a writable --jobs-root (--remote-jobs-root with --host)")
             })
     }
+}
+
+/// How many times a job is prepared again for the next free name ([`written`]) before the
+/// last refusal stands.
+const RENAMES: usize = 100;
+
+/// Writes the job `p` with `write` (which writes the job directory before anything else, all
+/// or nothing: `backend::Failed::Taken` when another process took the name meanwhile). When
+/// ovlaunch chose the name (no `--job-dir`), a name taken between the choice and the write
+/// is passed over: the job is prepared again with `again`, which chooses the next free name
+/// (the directory's path is written into the job's files), and written there. A `--job-dir`
+/// that was taken is refused as it is.
+pub fn written<T>(
+    mut p: Prepared,
+    args: &LaunchArgs,
+    again: impl Fn() -> Result<Prepared>,
+    mut write: impl FnMut(&mut Prepared) -> std::result::Result<T, crate::backend::Failed>,
+) -> Result<(Prepared, T)> {
+    for _ in 0..RENAMES {
+        match write(&mut p) {
+            Ok(t) => return Ok((p, t)),
+            Err(crate::backend::Failed::Taken(_)) if args.job_dir.is_none() => {
+                p = again()?;
+                if let Some(e) = p.rank_runtime_problem.take() {
+                    return Err(e);
+                }
+            }
+            Err(f) => return Err(f.into()),
+        }
+    }
+    write(&mut p).map(|t| (p, t)).map_err(Error::from)
 }
 
 /// Which job the flags describe.

@@ -225,13 +225,33 @@ pub fn choose(
 }
 
 /// The user file's path: `$XDG_CONFIG_HOME/ovlaunch/config.yaml`, else
-/// `$HOME/.config/ovlaunch/config.yaml`.
+/// `HOME/.config/ovlaunch/config.yaml` ([`home_dir`]). A relative `XDG_CONFIG_HOME` is
+/// ignored, as the XDG Base Directory specification says.
 pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    env("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")))
+    absolute_var(env, "XDG_CONFIG_HOME")
+        .or_else(|| home_dir(env).map(|h| h.join(".config")))
         .map(|d| d.join("ovlaunch").join("config.yaml"))
+}
+
+/// The variable `name` when it holds an absolute path (the XDG Base Directory
+/// specification: a relative one is invalid and ignored).
+fn absolute_var(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<PathBuf> {
+    env(name).map(PathBuf::from).filter(|p| p.is_absolute())
+}
+
+/// The user's home directory: `$HOME` when it is an absolute path, else the one the user
+/// database names for this user (`getpwuid`, as Python's `os.path.expanduser` and OpenSSH
+/// find it), so that an unset or relative `HOME` (a cron job, `env -i`, a service) never
+/// makes the default places depend on the working directory. `None` when neither is an
+/// absolute path.
+pub fn home_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    absolute_var(env, "HOME").or_else(|| {
+        nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .ok()
+            .flatten()
+            .map(|u| u.dir)
+            .filter(|d| d.is_absolute())
+    })
 }
 
 /// The project file: `.ovlaunch.yaml` in `cwd` or its nearest parent that has one.
@@ -276,14 +296,22 @@ pub fn files(trusted: bool) -> Result<(Option<Source>, Option<Source>)> {
 
 /// The jobs root when no flag, environment variable or profile names one: a state
 /// directory that every command finds from any working directory
-/// (`$XDG_STATE_HOME/ovlaunch/jobs`, else `~/.local/state/ovlaunch/jobs`).
-pub fn default_jobs_root() -> PathBuf {
+/// (`$XDG_STATE_HOME/ovlaunch/jobs`, else `~/.local/state/ovlaunch/jobs`, the home
+/// directory as [`home_dir`] finds it). Without a home directory there is no such place: a
+/// usage error asking for `--jobs-root`, never a directory under the working directory
+/// that `status` and `list` run elsewhere would not find.
+pub fn default_jobs_root() -> Result<PathBuf> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    env("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".local").join("state")))
+    absolute_var(&env, "XDG_STATE_HOME")
+        .or_else(|| home_dir(&env).map(|h| h.join(".local").join("state")))
         .map(|d| d.join("ovlaunch").join("jobs"))
-        .unwrap_or_else(|| PathBuf::from("ovlaunch-jobs"))
+        .ok_or_else(|| {
+            Error::usage(
+                "no jobs root: HOME is not an absolute path, and the user database names no home directory for this user",
+            )
+            .at_flag("--jobs-root")
+            .help("give --jobs-root DIR (or OVLAUNCH_JOBS_ROOT, or jobs_root in a profile)")
+        })
 }
 
 /// One profiles file as `ovlaunch profiles` shows it.

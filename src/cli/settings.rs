@@ -403,7 +403,10 @@ impl Settings {
             ..Layer::default()
         };
         let s = Settings::load(flags, Given::default(), None, profile)?;
-        Ok(s.jobs_root.value.unwrap_or_else(profile::default_jobs_root))
+        match s.jobs_root.value {
+            Some(root) => Ok(root),
+            None => profile::default_jobs_root(),
+        }
     }
 
     /// Every setting with its value and origins, in the order `--explain` and `ovlaunch

@@ -63,31 +63,35 @@ pub fn run(
     if let Some(e) = prepared.rank_runtime_problem.take() {
         return Err(e);
     }
-    backend::check(prepared.job.executor, &*prepared.host, &prepared.job.spec)?;
-    prepared.make_dirs()?;
-    let host = std::mem::replace(&mut prepared.host, Box::new(Local));
-    let (job, dir) = (&prepared.job, &prepared.dir);
     // The dry run shows the warnings in its summary; a submit must not hide them either.
-    for w in &job.plan.warnings {
+    for w in &prepared.job.plan.warnings {
         p.warn(w);
     }
-    let started = backend::submit(
-        job.executor,
-        host,
-        prepared.mirror.as_deref(),
-        dir,
-        &job.spec.job_name,
-        &job.artifacts,
-        &extras(&prepared),
-        launch::command_line(),
-        // With -o json, stdout carries the one JSON document: a local job's own output
-        // goes to stderr.
-        if out.json() {
-            JobOutput::Stderr
-        } else {
-            JobOutput::Inherit
-        },
-    )?;
+    let again = || launch::prepare(plan_args, args, given);
+    let (prepared, started) = launch::written(prepared, args, again, |prepared| {
+        backend::check(prepared.job.executor, &*prepared.host, &prepared.job.spec)?;
+        prepared.make_dirs()?;
+        let host = std::mem::replace(&mut prepared.host, Box::new(Local));
+        let job = &prepared.job;
+        backend::submit(
+            job.executor,
+            host,
+            prepared.mirror.as_deref(),
+            &prepared.dir,
+            &job.spec.job_name,
+            &job.artifacts,
+            &extras(prepared),
+            launch::command_line(),
+            // With -o json, stdout carries the one JSON document: a local job's own output
+            // goes to stderr.
+            if out.json() {
+                JobOutput::Stderr
+            } else {
+                JobOutput::Inherit
+            },
+        )
+    })?;
+    let (job, dir) = (&prepared.job, &prepared.dir);
     match started {
         Started::Queued { job_id } => {
             let printed = if out.json() {
@@ -164,8 +168,11 @@ pub fn render(
     if let Some(e) = p.rank_runtime_problem.take() {
         return Err(e);
     }
-    p.make_dirs()?;
-    backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &extras(&p))?;
+    let again = || launch::prepare(plan_args, args, given);
+    let (p, ()) = launch::written(p, args, again, |p| {
+        p.make_dirs()?;
+        backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &extras(p))
+    })?;
     if out.json() {
         pr.json(&job_json(&p, "rendered", None, None))?;
     } else {

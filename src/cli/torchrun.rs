@@ -29,13 +29,11 @@ pub fn run(
     if let Some(e) = prepared.rank_runtime_problem.take() {
         return Err(e);
     }
-    prepared.make_dirs()?;
-    backend::write_job_dir(
-        &*prepared.host,
-        &prepared.dir,
-        &prepared.job.artifacts,
-        &submit::extras(&prepared),
-    )?;
+    let again = || launch::prepare_form(plan_args, args, given, Form::Torchrun { master_addr });
+    let (prepared, ()) = launch::written(prepared, args, again, |p| {
+        p.make_dirs()?;
+        backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &submit::extras(p))
+    })?;
     p.status(&format!(
         "wrote job directory {} (its script: {}); run the script below on {}",
         prepared.dir.display(),

@@ -139,6 +139,7 @@ fn extra_cases() -> Vec<Case> {
         set_and_plugin_cases(),
         env_cases(),
         fine_tuning_cases(),
+        peft_refusal_cases(),
         own_class_cases(),
         hf_source_cases(),
         uneven_stage_cases(),
@@ -921,7 +922,8 @@ fn runner_sync_cases() -> Vec<Case> {
 
 /// A benchmark SFT or PEFT function runs on the mock pretraining data Bridge's runner loads in
 /// place of its own (`run_recipe.py` `_apply_benchmark_dataset_defaults`), so none of the
-/// runner's fine-tuning data steps (`runner_sync_cases`) applies and `dataset.*` is that class's.
+/// runner's fine-tuning data steps (`runner_sync_cases`) applies and `dataset.*` is that class's,
+/// its split the one that class's `finalize` leaves.
 fn benchmark_data_cases() -> Vec<Case> {
     let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
     let with = |id: &str, recipe: &str, gpus: &str, sets: &[&str]| {
@@ -960,7 +962,38 @@ fn benchmark_data_cases() -> Vec<Case> {
             "h100x416",
             &["dataset.dataset_root=/data/x"],
         ),
+        // the mock data's finalize runs Megatron-Core's post-init: its even split over the one
+        // given, and with a data path (a blend) the one given
+        with(
+            "runner-bench-sft-mock-split",
+            bench_sft,
+            "h100x8",
+            &["dataset.split=98,1,1"],
+        ),
         with("runner-bench-peft-mock", bench_peft, "h100x8", &[&ckpt]),
+        with(
+            "runner-bench-peft-mock-split-data-path",
+            bench_peft,
+            "h100x8",
+            &[
+                &ckpt,
+                "dataset.split=98,1,1",
+                "dataset.data_path=/data/corpus_text_document",
+            ],
+        ),
+        // its finalize refuses a blend, even a list of nulls (Python's truth value)
+        with(
+            "refuse-runner-bench-sft-mock-blend",
+            bench_sft,
+            "h100x8",
+            &["dataset.blend=[[/data/corpus_text_document],null]"],
+        ),
+        with(
+            "refuse-runner-bench-peft-mock-blend-per-split",
+            bench_peft,
+            "h100x8",
+            &[&ckpt, "dataset.blend_per_split=[null,null,null]"],
+        ),
         with(
             "runner-bench-peft-mock-seq-length",
             bench_peft,
@@ -1886,6 +1919,29 @@ fn fine_tuning_cases() -> Vec<Case> {
             ],
         ),
     ]
+}
+
+/// A PEFT job refused for one of its `--set`s, its base checkpoint given by another: the plan the
+/// proof reads the job's function from keeps the checkpoint ([`plan_of_its_function`]).
+fn peft_refusal_cases() -> Vec<Case> {
+    let ckpt = format!("checkpoint.pretrained_checkpoint={}", pretrained_dir());
+    vec![case(
+        "refuse-peft-nvrx-threshold",
+        "h100",
+        8,
+        &[
+            "--recipe",
+            "llama3_8b_peft_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            &ckpt,
+            "--set",
+            "nvrx_straggler.enabled=true",
+            "--set",
+            "nvrx_straggler.gpu_relative_perf_threshold=1.5",
+        ],
+    )]
 }
 
 /// A fine-tuning dataset's Hugging Face source checked at plan time as Bridge's
@@ -2991,9 +3047,10 @@ fn container_section_cases() -> Vec<Case> {
 }
 
 /// A refused job has no script: Bridge gets the recipe as it is, and must refuse it too. Also
-/// the plan of the job without its `--set`s, if it has any (its checkpoint config is the one
-/// Bridge builds the job with).
-fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
+/// the plan the job's function is read from where it has `--set`s ([`plan_of_its_function`]: its
+/// checkpoint config is the one Bridge builds the job with). Err where no plan of the job
+/// tells its function (the proof reports it as the case's difference).
+fn refused_argv(c: &Case) -> Result<(Vec<String>, Option<Value>), String> {
     let r = &c.args[1];
     let held = ovlaunch::catalog::Catalog::embedded()
         .unwrap()
@@ -3031,17 +3088,7 @@ fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
         }
     }
     if !sets.is_empty() {
-        rest.extend(["-o", "json"]);
-        let mut args = vec!["plan"];
-        args.extend(rest);
-        let o = run_env(&args, &c.env);
-        assert!(
-            o.status.success(),
-            "{}: without its --set: {}",
-            c.id,
-            stderr(&o)
-        );
-        let base: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let base = plan_of_its_function(c, &rest, &sets)?;
         argv[3] = base["trainer"]["recipe"].as_str().unwrap().to_string();
         match ovlaunch::resolve::overrides::parse_sets(&sets) {
             Ok(parsed) => {
@@ -3076,7 +3123,41 @@ fn refused_argv(c: &Case) -> (Vec<String>, Option<Value>) {
         without = Some(json!({"recipe": {"from_checkpoint": {
             "checkpoint": from.hf, "revision": from.revision}}}));
     }
-    (argv, without)
+    Ok((argv, without))
+}
+
+/// The plan of a job refused for its `--set`s that the proof reads the job's function from:
+/// the name the runner is given, its task and its checkpoint, which the recipe and the variant
+/// flags (`rest`) decide and no `--set` changes. It is the job's plan without its `--set`s, else
+/// (that plan refused too: a PEFT job's base checkpoint, or a value its function needs from the
+/// user, is one of them) without one of them, each in turn, keeping the others. A job no such
+/// plan accepts is an Err naming each refusal, never a guess.
+fn plan_of_its_function(c: &Case, rest: &[&str], sets: &[String]) -> Result<Value, String> {
+    let mut tried = Vec::new();
+    let kept_out: Vec<Option<usize>> = std::iter::once(None)
+        .chain((0..sets.len()).map(Some))
+        .collect();
+    for out in kept_out {
+        let mut args = vec!["plan"];
+        args.extend(rest);
+        for (i, s) in sets.iter().enumerate() {
+            if out.is_some_and(|o| o != i) {
+                args.extend(["--set", s.as_str()]);
+            }
+        }
+        args.extend(["-o", "json"]);
+        let o = run_env(&args, &c.env);
+        if o.status.success() {
+            return Ok(serde_json::from_slice(&o.stdout).expect("the plan's JSON"));
+        }
+        let without = out.map_or("its --sets".to_string(), |i| format!("--set {}", sets[i]));
+        let first = stderr(&o).lines().next().unwrap_or("").to_string();
+        tried.push(format!("without {without}: {first}"));
+    }
+    Err(format!(
+        "no plan of the job tells its function (Bridge is not given it): {}",
+        tried.join("; ")
+    ))
 }
 
 /// The dry run's script for an accepted job (no secret of the case's env shown in it).
@@ -3314,6 +3395,8 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let mut inputs = Vec::new();
     let mut refused = BTreeMap::new();
     let mut scripts: BTreeMap<String, String> = BTreeMap::new();
+    // refused jobs Bridge is not given, each with the reason
+    let mut unbuilt = BTreeMap::new();
     for c in &cases {
         match plan_of(c) {
             Ok(plan) => {
@@ -3324,7 +3407,13 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
             }
         }
         let (argv, without) = if refused.contains_key(&c.id) {
-            refused_argv(c)
+            match refused_argv(c) {
+                Ok(built) => built,
+                Err(e) => {
+                    unbuilt.insert(c.id.clone(), e);
+                    continue;
+                }
+            }
         } else {
             let script = dry_run_script(c);
             let argv = trainer_argv(&script);
@@ -3352,16 +3441,20 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
         std::fs::write(path, Value::Array(inputs.clone()).to_string()).unwrap();
     }
     let started = std::time::Instant::now();
+    let given = inputs.len();
     let bridge = probe(&python, &Value::Array(inputs));
     eprintln!(
-        "Bridge built {} configs in {:.1}s",
-        cases.len(),
+        "Bridge built {given} configs in {:.1}s",
         started.elapsed().as_secs_f64()
     );
     let mut report = Vec::new();
     let mut fields = 0usize;
     let (mut env_rows, mut env_vars) = (0usize, 0usize);
     for (i, c) in cases.iter().enumerate() {
+        if let Some(e) = unbuilt.get(&c.id) {
+            report.push(format!("{}: {e}", c.id));
+            continue;
+        }
         let b = &bridge[&c.id];
         match (plans.get(&c.id), b["ok"].as_bool() == Some(true)) {
             (Some(p), true) => {
@@ -3417,7 +3510,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
          {env_rows} variants' env equal to Bridge's recipe env ({env_vars} variables); {} differences; \
          {no_config} Bridge function names not built for want of a checkpoint config (recipes/NOT_SHIPPED.md)",
         cases.len() - n_variants,
-        refused.len(),
+        refused.len() - unbuilt.len(),
         report.len()
     );
     assert!(report.is_empty(), "{}", report.join("\n"));
@@ -3645,7 +3738,7 @@ fn a_held_sources_mode_set_by_path_is_checked_at_plan_time() {
         ours.contains("--set dataset.hf_dataset.dataset_name=null"),
         "{ours}"
     );
-    let (argv, _) = refused_argv(refused);
+    let (argv, _) = refused_argv(refused).unwrap_or_else(|e| panic!("{}: {e}", refused.id));
     let plan = plan_of(accepted).unwrap_or_else(|e| panic!("refused: {e}"));
     let inputs = json!([
         {"id": refused.id, "argv": argv, "world_size": 8, "gpu": "h100", "env": {}},
@@ -3943,7 +4036,7 @@ fn a_user_files_needed_values_are_checked_as_bridge_checks_them() {
     let inputs = json!([
         {"id": with.id, "argv": argv, "world_size": 8, "gpu": "h100", "env": planned_env(Some(&plan))},
         {"id": without.id, "argv": bare, "world_size": 8, "gpu": "h100", "env": {}},
-        {"id": shipped.id, "argv": refused_argv(&shipped).0, "world_size": 8, "gpu": "h100", "env": {}},
+        {"id": shipped.id, "argv": refused_argv(&shipped).unwrap_or_else(|e| panic!("{}: {e}", shipped.id)).0, "world_size": 8, "gpu": "h100", "env": {}},
     ]);
     let built = probe(&python, &inputs);
     for id in [&without.id, &shipped.id] {

@@ -450,6 +450,45 @@ fn comm_overlap_over_a_function_without_it_needs_tp_comm_overlap() {
     ));
 }
 
+/// The same fact where `--set` starts the section: the file's statement word for word, named
+/// by the `--set` that started the section (not by the job's other `--set`), with the fix as a
+/// `--set`.
+#[test]
+fn comm_overlap_started_by_set_needs_tp_comm_overlap() {
+    let function = "llama32_1b_pretrain_1gpu_h100_bf16_config";
+    let args = [
+        "plan",
+        "--recipe",
+        function,
+        "--gpus",
+        "h100x1",
+        "--set",
+        "comm_overlap.overlap_grad_reduce=true",
+        "--set",
+        "train.train_iters=10",
+    ];
+    insta::assert_snapshot!(transcript(&args, &[]));
+    let by_set = usage_error(&args);
+    let (_d, p) = recipe_file(&format!(
+        "name: mine\nbridge_recipe: {function}\ncomm_overlap:\n  overlap_grad_reduce: true\n"
+    ));
+    let by_file = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x1"]);
+    let statement = |err: &str| {
+        let first = err.lines().next().unwrap_or("").to_string();
+        first[first.find("`comm_overlap.tp_comm_overlap`").unwrap_or(0)..].to_string()
+    };
+    assert!(
+        statement(&by_set).starts_with("`comm_overlap.tp_comm_overlap` is required"),
+        "{by_set}"
+    );
+    assert_eq!(statement(&by_set), statement(&by_file));
+    assert!(
+        by_set.starts_with("error: --set comm_overlap.overlap_grad_reduce=true: "),
+        "{by_set}"
+    );
+    assert!(by_file.contains("r.yaml:3"), "{by_file}");
+}
+
 /// A section given as something else than its mapping, a mixed precision neither a name nor a
 /// mapping, a number that is not finite: each in the project's words, at its line.
 #[test]

@@ -24,6 +24,7 @@ mod gpu_measurements;
 mod help;
 mod hostile_cases;
 mod hostile_inputs;
+mod job_places;
 mod json_outputs;
 mod local_torchrun;
 mod oci_e2e;

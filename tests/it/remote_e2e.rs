@@ -428,6 +428,84 @@ fn a_jobs_root_others_can_write_is_refused_on_the_login_node(r: &Remote) {
         assert!(!r.local_record(name).exists());
         assert!(r.squeue_named(name).is_empty());
     }
+    a_private_group_on_the_login_node_is_read_there(r);
+}
+
+/// The login node's groups are read there: a jobs root under a directory its group can write
+/// (umask 002) is accepted where that group is the login user's private group by the login
+/// node's databases (`getent`: root's primary group, named `root`, with no member but root and
+/// no other user's primary group), and refused where it is another group (the laptop user's).
+fn a_private_group_on_the_login_node_is_read_there(r: &Remote) {
+    for (group, name, accepted) in [
+        ("root".to_string(), "upg-job", root_group_is_private()),
+        (r.gid.to_string(), "other-group-job", false),
+    ] {
+        let dir = r.cluster.dir.path().join(format!("grouped-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = Command::new("chown")
+            .arg(format!("root:{group}"))
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(s.success());
+        Command::new("chmod").arg("775").arg(&dir).status().unwrap();
+        let jobs = dir.join("jobs");
+        let mut a = r.submit_args(name);
+        let at = a.iter().position(|w| w == "--remote-jobs-root").unwrap() + 1;
+        a[at] = jobs.to_str().unwrap().to_string();
+        a.extend(["--".into(), "true".into()]);
+        let o = r.ovlaunch(&argv(&a));
+        let err = common::stderr(&o);
+        if accepted {
+            assert_eq!(o.status.code(), Some(0), "{name}: {err}");
+            assert!(jobs.is_dir(), "{name}");
+        } else {
+            assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "{} on cluster is writable by its group gid",
+                    dir.display()
+                )),
+                "{name}: {err}"
+            );
+            assert!(
+                err.contains(&format!("chmod g-w {}", dir.display())),
+                "{err}"
+            );
+            assert!(!jobs.exists(), "{name}: nothing is written under it");
+            assert!(!r.local_record(name).exists());
+            assert!(r.squeue_named(name).is_empty());
+        }
+    }
+}
+
+/// The names of the jobs submitted by the steps so far, sorted: `names`, and the job step 1b
+/// submits where root's group is private (`a_private_group_on_the_login_node_is_read_there`).
+fn submitted<'a>(names: &[&'a str]) -> Vec<&'a str> {
+    let mut all = names.to_vec();
+    if root_group_is_private() {
+        all.push("upg-job");
+    }
+    all.sort();
+    all
+}
+
+/// Whether group `root` is root's private group by this machine's databases, read with
+/// `getent` (the login node is this machine): no member but root, no other user's primary
+/// group.
+fn root_group_is_private() -> bool {
+    let getent = |args: &[&str]| {
+        let o = Command::new("getent").args(args).output().unwrap();
+        assert!(o.status.success(), "getent {args:?}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let group = getent(&["group", "0"]);
+    let members = group.trim().rsplit(':').next().unwrap_or("");
+    let others = getent(&["passwd"]).lines().any(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        f.len() > 3 && f[3] == "0" && f[2] != "0"
+    });
+    group.starts_with("root:") && members.split(',').all(|m| m.is_empty() || m == "root") && !others
 }
 
 /// Step 2: a crun container job (2 nodes x 2 ranks, torchrun in the container) whose trainer
@@ -704,7 +782,7 @@ fn list_from_the_laptop(r: &Remote) {
         .map(|j| j["job_name"].as_str().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["boxed", "cut", "dropped", "sleeper"]);
+    assert_eq!(names, submitted(&["boxed", "cut", "dropped", "sleeper"]));
 }
 
 /// `logs -f` from the laptop while the job rotates its output file (renamed away with
@@ -967,13 +1045,16 @@ fn the_login_nodes_records_are_the_evidence(r: &Remote) {
     names.sort();
     assert_eq!(
         names,
-        [
+        submitted(&[
             "boxed", "bridged", "cut", "dropped", "onlogin", "rotating", "sleeper"
-        ],
+        ]),
         "each once"
     );
     for row in rows {
         assert_eq!(row["host"], "cluster", "{row}");
+        if row["job_name"] == "upg-job" {
+            continue; // step 1b's, under a jobs root of its own
+        }
         assert!(
             row["job_dir"]
                 .as_str()
@@ -1000,6 +1081,40 @@ fn the_login_nodes_records_are_the_evidence(r: &Remote) {
         common::stdout(&o),
         common::stderr(&o)
     );
+    // Its record and directory written under umask 002: read where their group is the login
+    // user's private group there, refused where it is another group (the laptop user's).
+    let dir = roots.join("onlogin");
+    let record = dir.join("submission.json");
+    for (group, read) in [
+        ("root".to_string(), root_group_is_private()),
+        (r.gid.to_string(), false),
+    ] {
+        for p in [&dir, &record] {
+            let s = Command::new("chown")
+                .arg(format!("root:{group}"))
+                .arg(p)
+                .status()
+                .unwrap();
+            assert!(s.success());
+            Command::new("chmod").arg("g+w").arg(p).status().unwrap();
+        }
+        let o = r.ovlaunch(&args);
+        let err = common::stderr(&o);
+        if read {
+            assert!(o.status.success(), "{err}");
+        } else {
+            assert_eq!(o.status.code(), Some(2), "group {group}: {err}");
+            assert!(err.contains("is writable by its group gid"), "{err}");
+        }
+    }
+    for p in [&dir, &record] {
+        Command::new("chown")
+            .arg("root:root")
+            .arg(p)
+            .status()
+            .unwrap();
+        Command::new("chmod").arg("g-w").arg(p).status().unwrap();
+    }
     // The login node's record names another job than the copy here: refused.
     let there = r.remote_jobs().join("sleeper/submission.json");
     let mut rec = json(&there);

@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use crate::common::{self, bin, stderr, stdout};
 
 /// Whether this test can act as root (and as another user); else why not.
-fn root_or_skip(test: &str) -> bool {
+pub(crate) fn root_or_skip(test: &str) -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;
     }
@@ -27,7 +27,7 @@ fn root_or_skip(test: &str) -> bool {
 /// The unprivileged user the attacks run as (created once).
 const OTHER: &str = "ovl-other";
 
-fn other_uid() -> u32 {
+pub(crate) fn other_uid() -> u32 {
     let look = || {
         nix::unistd::User::from_name(OTHER)
             .ok()
@@ -46,7 +46,7 @@ fn other_uid() -> u32 {
 }
 
 /// Runs `sh -c SCRIPT` as the other user; its exit status and stderr.
-fn as_other(script: &str) -> Output {
+pub(crate) fn as_other(script: &str) -> Output {
     let uid = other_uid();
     Command::new("setpriv")
         .args([
@@ -82,7 +82,7 @@ fn ovlaunch_logged_in(uid: u32, gid: u32, home: &Path, path: &str, args: &str) -
 }
 
 /// A directory tree every user may traverse (the tempdir itself is 0700).
-fn open_tempdir() -> tempfile::TempDir {
+pub(crate) fn open_tempdir() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     d
@@ -90,7 +90,7 @@ fn open_tempdir() -> tempfile::TempDir {
 
 /// `bin/sbatch` answering `id` after `delay` seconds (after running `extra`), and Slurm's
 /// query tools failing (nothing else is asked in these tests); the PATH that finds them.
-fn stand_in_sbatch(dir: &Path, id: u32, delay: &str, extra: &str) -> String {
+pub(crate) fn stand_in_sbatch(dir: &Path, id: u32, delay: &str, extra: &str) -> String {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let write = |name: &str, body: String| {
@@ -1883,7 +1883,7 @@ const LODGER: &str = "ovl-lodger";
 
 /// `useradd`, `usermod` or `groupadd` with `args`, tried again while another test (or
 /// process) holds the lock of /etc/passwd or /etc/group.
-fn user_db(tool: &str, args: &[&str]) {
+pub(crate) fn user_db(tool: &str, args: &[&str]) {
     let mut last = String::new();
     for _ in 0..20 {
         let o = Command::new(tool).args(args).output().unwrap();

@@ -49,6 +49,13 @@ pub const LOGS_DIR: &str = "logs";
 /// sbatch's `--output` pattern (`%j` is the job id).
 pub const SLURM_OUTPUT_PATTERN: &str = "slurm-%j.out";
 
+/// The most bytes a path below a job directory that ovlaunch, Slurm or a login node's
+/// shell writes takes, its `/` included: the longest are a record's temporary file
+/// (`.submission.json.HEX16.tmp`), the login node's record of `sbatch`'s answer
+/// (`.ovlaunch-run-PID-NANOS.started`) and the Slurm output (`slurm-JOBID.out`), all under 64
+/// bytes. A job directory leaves this much room under the system's path limit.
+pub const LONGEST_INSIDE: usize = 64;
+
 /// `JOB_DIR/NAME` as the scripts spell it.
 pub fn path(job_dir: &str, name: &str) -> String {
     format!("{job_dir}/{name}")

@@ -199,10 +199,37 @@ pub fn private_group(uid: u32, gid: u32) -> bool {
     ) else {
         return false;
     };
-    u.gid.as_raw() == gid
-        && g.name == u.name
-        && g.mem.iter().all(|m| *m == u.name)
-        && !another_primary(uid, gid, primary_groups())
+    let members: Vec<&str> = g.mem.iter().map(String::as_str).collect();
+    let facts = GroupFacts {
+        user: &u.name,
+        primary: u.gid.as_raw(),
+        group: &g.name,
+        members: &members,
+    };
+    facts.private(gid) && !another_primary(uid, gid, primary_groups())
+}
+
+/// What decides whether a group is a user's private one, from a user and a group database
+/// (this machine's, [`private_group`]; a login node's, read there with `getent`).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupFacts<'a> {
+    /// The user's name and primary group id.
+    pub user: &'a str,
+    pub primary: u32,
+    /// The group's name and member list.
+    pub group: &'a str,
+    pub members: &'a [&'a str],
+}
+
+impl GroupFacts<'_> {
+    /// Whether `gid` is the user's private group as far as these facts go: the user's
+    /// primary group, named after the user, with no member but the user. (No other user
+    /// may have it as primary group either: the caller's to check.)
+    pub fn private(&self, gid: u32) -> bool {
+        self.primary == gid
+            && self.group == self.user
+            && self.members.iter().all(|m| *m == self.user)
+    }
 }
 
 /// Whether a user other than `uid` (another user id) has `gid` as primary group, by every

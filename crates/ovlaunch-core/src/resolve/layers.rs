@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::overrides::SetOverride;
 use crate::catalog::Hardware;
 use crate::catalog::recipe::{PRECISIONS, Recipe, RecipeKind, Variant};
-use crate::config::{COMM_OVERLAP, ConfigContainer, MixedPrecisionConfig};
+use crate::config::{ConfigContainer, MixedPrecisionConfig};
 use crate::error::{Error, Result, did_you_mean_then};
 use crate::plan::decision::{Decision, Source};
 
@@ -543,16 +543,28 @@ pub fn layer_on(
         with_file.unwrap_or_else(|| before.clone())
     } else {
         build(&tree, ("--set", None), model_class, holder).map_err(|e| {
+            let plugins = || plugin_sets.iter().zip(&applied).filter(|(_, a)| **a);
+            // a section the `--set`s (or the plugins' sets) start anew without a field its
+            // class requires: named by the sets that started it
+            if let Some((section, field)) = missing_required(&tree) {
+                let mut flags: Vec<String> = sets
+                    .iter()
+                    .filter(|s| s.section == section)
+                    .map(|s| s.flag.clone())
+                    .collect();
+                for (ps, _) in plugins().filter(|(ps, _)| ps.set.section == section) {
+                    flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
+                }
+                return required_field_refusal(&section, &field, StartedBy::Flags(flags.join(" ")));
+            }
             let mut flags: Vec<String> = named_sets(sets, &e.message)
                 .map(|s| s.flag.clone())
                 .collect();
             let of_sets = flags.len();
-            for (ps, _) in plugin_sets.iter().zip(&applied).filter(|(_, a)| **a) {
+            for (ps, _) in plugins() {
                 flags.push(format!("--plugin {} ({})", ps.plugin, ps.set.path()));
             }
-            let help = if e.message.contains(" is required where ") {
-                e.help.unwrap_or_default()
-            } else if flags.len() > of_sets {
+            let help = if flags.len() > of_sets {
                 "check the values given with --set and by the plugins".to_string()
             } else {
                 "check the values given with --set".to_string()
@@ -788,20 +800,11 @@ fn build(
         if let Some(e) = lines.and_then(|l| failing_section(&tree, origin, l)) {
             return e;
         }
-        let (msg, hint) = match missing_field(&e.to_string()) {
-            Some(f) if f == "tp_comm_overlap" => (
-                format!(
-                    "`{}` is required where comm_overlap is started anew (Bridge's CommOverlapConfig has no default for it): the recipe's function leaves comm_overlap unset",
-                    COMM_OVERLAP.tp_comm_overlap
-                ),
-                format!("give `{}` too (true or false)", COMM_OVERLAP.tp_comm_overlap),
-            ),
-            _ => (
-                crate::error::serde_words(&e.to_string()),
-                "check the recipe's sections against `ovlaunch fields`".to_string(),
-            ),
-        };
-        Error::usage(msg).at_file(origin).help(hint)
+        // (a section started anew without a required field: refused by `failing_section` for
+        // a file, by the `--set`s' caller for them)
+        Error::usage(crate::error::serde_words(&e.to_string()))
+            .at_file(origin)
+            .help("check the recipe's sections against `ovlaunch fields`")
     })?;
     cfg.bridge = bridge;
     cfg.model.provider = provider;
@@ -865,16 +868,12 @@ fn failing_section(
                 );
             }
         }
-        if let Some(field) = fails(section, v.clone()).and_then(|e| missing_field(&e.to_string())) {
-            return Some(
-                Error::usage(format!(
-                    "`{section}.{field}` is required where the recipe starts a `{section}` section (Bridge's class has no default for it); a Bridge function's own section would give it"
-                ))
-                .at(at(section))
-                .help(format!(
-                    "state `{field}` in the file's `{section}:` (`ovlaunch fields {section}` gives its type), or --set {section}.{field}=VALUE"
-                )),
-            );
+        if let Some(field) = required_missing_in(section, v) {
+            return Some(required_field_refusal(
+                section,
+                &field,
+                StartedBy::File(at(section)),
+            ));
         }
     }
     None
@@ -884,6 +883,47 @@ fn failing_section(
 fn missing_field(message: &str) -> Option<String> {
     let rest = &message[message.find("missing field `")? + "missing field `".len()..];
     Some(rest[..rest.find('`')?].to_string())
+}
+
+/// The field section `section` of a layered tree, checked alone, lacks that its Bridge class
+/// requires (it has no default): a section started anew, with no section of a Bridge function's
+/// under it (`comm_overlap` without `tp_comm_overlap`).
+fn required_missing_in(section: &str, value: &Value) -> Option<String> {
+    let mut one = Map::new();
+    one.insert(section.to_string(), value.clone());
+    let e = serde_json::from_value::<ConfigContainer>(Value::Object(one)).err()?;
+    missing_field(&e.to_string())
+}
+
+/// The first section of a layered tree that lacks a field its class requires, with the field
+/// ([`required_missing_in`]).
+fn missing_required(tree: &Map<String, Value>) -> Option<(String, String)> {
+    tree.iter()
+        .find_map(|(s, v)| Some((s.clone(), required_missing_in(s, v)?)))
+}
+
+/// What started a section anew: a recipe file (at the section's line) or flags (the `--set`s,
+/// and the plugins' sets, that give its fields).
+enum StartedBy {
+    File(crate::error::Origin),
+    Flags(String),
+}
+
+/// A section started anew without a field its Bridge class requires (Bridge's
+/// `CommOverlapConfig` has no default for `tp_comm_overlap`): one statement, whether a recipe
+/// file or `--set` started it, pointing at what did, with the fix there.
+fn required_field_refusal(section: &str, field: &str, by: StartedBy) -> Error {
+    let e = Error::usage(format!(
+        "`{section}.{field}` is required where a `{section}` section is started anew, with no Bridge function's `{section}` under it (Bridge's class has no default for it)"
+    ));
+    match by {
+        StartedBy::File(at) => e.at(at).help(format!(
+            "state `{field}` in the file's `{section}:` (`ovlaunch fields {section}` gives its type), or --set {section}.{field}=VALUE"
+        )),
+        StartedBy::Flags(flags) => e.at_flag(flags).help(format!(
+            "give --set {section}.{field}=VALUE too (`ovlaunch fields {section}` gives its type)"
+        )),
+    }
 }
 
 #[cfg(test)]

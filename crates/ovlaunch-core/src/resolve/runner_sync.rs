@@ -4,7 +4,7 @@
 //!
 //! | runner step | when | what it changes |
 //! |---|---|---|
-//! | `_apply_benchmark_dataset_defaults` (in `run_recipe.py`, right after loading, before the overrides) | a performance recipe's SFT or PEFT function whose forward step is the text one | the function's dataset is replaced by Bridge's mock pretraining data (`build_dataset_config(recipe, "mock")`: `MockGPTDatasetConfig`, keeping `num_workers`, `pin_memory`, `persistent_workers`, split `99990,8,2`). The generated tables already hold that object for these functions (`config::bridge_fields`, written by `tests/bridge/gen_sections.py` through the Bridge proof's probe, which restates the rule), so `--set dataset.*` is typed by it and the two steps below see no fine-tuning data; this stage only records it ([`benchmark_dataset_stage`]) |
+//! | `_apply_benchmark_dataset_defaults` (in `run_recipe.py`, right after loading, before the overrides) | a performance recipe's SFT or PEFT function whose forward step is the text one | the function's dataset is replaced by Bridge's mock pretraining data (`build_dataset_config(recipe, "mock")`: `MockGPTDatasetConfig`, keeping `num_workers`, `pin_memory`, `persistent_workers`, split `99990,8,2`, which its `finalize` makes Megatron-Core's even one on mock data, `validate::mock_data_split`). The generated tables already hold that object for these functions (`config::bridge_fields`, written by `tests/bridge/gen_sections.py` through the Bridge proof's probe, which restates the rule), so `--set dataset.*` is typed by it and the two steps below see no fine-tuning data; this stage only records it ([`benchmark_dataset_stage`]) |
 //! | `sync_finetuning_cp_invariants` | the runner's mode is fine-tuning ([`finetuning`], read from the function's name), the function's dataset class has a field `enable_offline_packing` or `enable_in_batch_packing`, and `model.context_parallel_size` or `dist.eval_context_parallel_size` is above 1 | `model.calculate_per_token_loss` = true, `ddp.average_in_collective` = false |
 //! | `sync_offline_packing_alignment` | `dataset.enable_offline_packing` is true | `dataset.offline_packing_specs` made (class defaults) where there is none; its `packed_sequence_size` = `dataset.seq_length`; its `pad_seq_to_mult` = lcm(its own value or 1, 2 * CP for each CP above 1, TP * CP for each CP with sequence parallelism and TP above 1), CP being the model's and the evaluation's |
 //!
@@ -37,7 +37,7 @@ const DATASET_STEP: &str = "scripts/training/run_recipe.py, _apply_benchmark_dat
 
 /// The class `build_dataset_config(recipe, "mock")` builds (`recipes/utils/dataset_utils.py`
 /// `_mock_dataset_config`).
-const MOCK_DATA: &str = "megatron.bridge.training.config.MockGPTDatasetConfig";
+pub(super) const MOCK_DATA: &str = "megatron.bridge.training.config.MockGPTDatasetConfig";
 
 /// The provider field the loss is averaged by.
 const PER_TOKEN_LOSS: &str = "calculate_per_token_loss";

@@ -8,7 +8,7 @@
 //! Gloo), and the pass-through sections' own `finalize()` (`bridge_sections`).
 
 use super::known::Known;
-use crate::config::bridge::paths::{CHECKPOINT, DIST, RERUN_STATE_MACHINE, VALIDATION};
+use crate::config::bridge::paths::{self, CHECKPOINT, DIST, RERUN_STATE_MACHINE, VALIDATION};
 use crate::config::{
     COMM_OVERLAP, DDP, DdpConfig, MIXED_PRECISION, MODEL, MixedPrecisionConfig, ModelConfig,
     OPTIMIZER, OptimizerConfig, Targets,
@@ -1422,9 +1422,40 @@ pub fn dataset_packing(
 /// The split Megatron-Core gives mock data ([`mock_data_split`]).
 pub const MOCK_SPLIT: &str = "1,1,1";
 
-/// The split Megatron-Core gives mock data: `ConfigContainer.validate` runs
-/// `GPTDatasetConfig.finalize` (`megatron/bridge/training/config.py`: a `data_path` becomes the
-/// blend), which runs `BlendedMegatronDatasetConfig.__post_init__`
+/// A dataset class whose `finalize` runs Megatron-Core's
+/// `BlendedMegatronDatasetConfig.__post_init__` ([`SPLIT_FINALIZE`]).
+struct SplitFinalize {
+    class: &'static str,
+    /// The way its `finalize` gets there, for the decision's text.
+    how: &'static str,
+    /// The fields that give it real data, for the decision's fix.
+    real_data: &'static [&'static str],
+}
+
+/// The dataset classes whose `finalize` (run by `ConfigContainer.validate`,
+/// `megatron/bridge/training/config.py`) runs Megatron-Core's
+/// `BlendedMegatronDatasetConfig.__post_init__`: Bridge's classes derived from that one, those of
+/// the generated tables with its fields `split`, `blend` and `blend_per_split`.
+const SPLIT_FINALIZE: &[SplitFinalize] = &[
+    // what a pretraining function holds there
+    SplitFinalize {
+        class: "megatron.bridge.training.config.GPTDatasetConfig",
+        how: "Bridge's GPTDatasetConfig.finalize",
+        real_data: &[paths::DATASET.data_path, paths::DATASET.blend],
+    },
+    // the mock data Bridge's runner gives a benchmark fine-tuning function
+    // (`resolve::runner_sync`): its `finalize` refuses a non-empty `blend` or `blend_per_split`,
+    // drops both and calls its parent's, which makes a `data_path` the blend
+    SplitFinalize {
+        class: super::runner_sync::MOCK_DATA,
+        how: "Bridge's MockGPTDatasetConfig.finalize, through GPTDatasetConfig.finalize",
+        real_data: &[paths::DATASET.data_path],
+    },
+];
+
+/// The split Megatron-Core gives mock data: the dataset's `finalize`, for a class of
+/// [`SPLIT_FINALIZE`] (a `data_path` becomes the blend), runs
+/// `BlendedMegatronDatasetConfig.__post_init__`
 /// (`megatron/core/datasets/blended_megatron_dataset_config.py`): with no `blend` and no
 /// `blend_per_split` the data is mock, and the split is set to `"1,1,1"` ("an arbitrarily even
 /// split"). A split the job states (a recipe file, a plugin, `--set`) is passed as given and
@@ -1436,12 +1467,13 @@ pub fn mock_data_split(
     t: &mut Trace,
 ) {
     use crate::config::bridge::paths::DATASET;
-    // the class a pretraining function holds there: Bridge's GPTDatasetConfig
     let section = crate::config::bridge::split(DATASET.split).0;
-    let gpt = crate::config::bridge::section(section).map(|d| d.class);
-    if holder.section(section).map(|d| d.class) != gpt {
+    let Some(rule) = holder
+        .section(section)
+        .and_then(|d| SPLIT_FINALIZE.iter().find(|r| r.class == d.class))
+    else {
         return;
-    }
+    };
     let Some(split) = sections.get(DATASET.split).cloned() else {
         return;
     };
@@ -1463,8 +1495,12 @@ pub fn mock_data_split(
         DATASET.split,
         even,
         format!(
-            "mock data ({}, {} and {} are empty): Megatron-Core's BlendedMegatronDatasetConfig.__post_init__ (run by Bridge's GPTDatasetConfig.finalize in ConfigContainer.validate) sets the split to \"{MOCK_SPLIT}\", an even split, over the {split} given, which is passed as given and has no effect; give {} or {} to train on real data with your split",
-            DATASET.blend, DATASET.blend_per_split, DATASET.data_path, DATASET.data_path, DATASET.blend
+            "mock data ({}, {} and {} are empty): Megatron-Core's BlendedMegatronDatasetConfig.__post_init__ (run by {} in ConfigContainer.validate) sets the split to \"{MOCK_SPLIT}\", an even split, over the {split} given, which is passed as given and has no effect; give {} to train on real data with your split",
+            DATASET.blend,
+            DATASET.blend_per_split,
+            DATASET.data_path,
+            rule.how,
+            rule.real_data.join(" or ")
         ),
         Source::Derived,
     ));
@@ -1647,6 +1683,7 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
         nvrx_report_interval,
     ),
     ("NVRxStragglerDetectionConfig.finalize", nvrx_thresholds),
+    ("MockGPTDatasetConfig.finalize", mock_dataset_blend),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
     ("HFDatasetSourceConfig.validate", super::hf_source::check),
@@ -2052,6 +2089,35 @@ fn held_source_one_mode(k: &Known<'_>, class: &str) -> Result<()> {
                     .as_slice(),
             )
             .help(fix));
+        }
+    }
+    Ok(())
+}
+
+/// `MockGPTDatasetConfig.finalize`: mock data (the dataset Bridge's runner gives a benchmark
+/// fine-tuning function, `resolve::runner_sync`) refuses a `blend` or `blend_per_split` that is
+/// truthy in Python (a non-empty list, even of nulls) with a `TypeError`; real data there
+/// comes from `data_path`.
+fn mock_dataset_blend(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::DATASET;
+    let mock = k
+        .holder()
+        .section(crate::config::bridge::split(DATASET.split).0)
+        .is_some_and(|d| d.class == super::runner_sync::MOCK_DATA);
+    if !mock {
+        return Ok(());
+    }
+    for field in [DATASET.blend, DATASET.blend_per_split] {
+        if k.truthy(field) == Some(true) {
+            return Err(Error::config(format!(
+                "got an unexpected keyword argument '{}' (Bridge's MockGPTDatasetConfig.finalize: the recipe's function runs on the mock data Bridge's runner gives it, which takes no blend)",
+                crate::config::bridge::split(field).1
+            ))
+            .at_fields([field])
+            .help(format!(
+                "remove {field}; give {} to train on your data, which this class takes as the blend",
+                DATASET.data_path
+            )));
         }
     }
     Ok(())
@@ -2664,5 +2730,63 @@ mod mock_split {
         assert!(t.decisions.is_empty());
         let (s, t) = run(PRETRAIN, &[]);
         assert!(s.get(DATASET.split).is_none() && t.decisions.is_empty());
+    }
+
+    /// A benchmark fine-tuning function runs on the runner's mock data (`MockGPTDatasetConfig`),
+    /// whose `finalize` runs the same post-init: a split given is planned as the even one, with
+    /// the class's own way there; a data path keeps it.
+    #[test]
+    fn the_runners_mock_data_gets_the_even_split_too() {
+        let bench_sft = Holder {
+            task: Some("sft"),
+            function: Some("llama3_8b_sft_8gpu_h100_bf16_config"),
+        };
+        let (s, t) = run(bench_sft, &[(DATASET.split, json!("98,1,1"))]);
+        assert_eq!(s.get(DATASET.split), Some(&json!(MOCK_SPLIT)));
+        assert_eq!(t.decisions.len(), 1);
+        assert!(
+            t.decisions[0]
+                .rule
+                .contains("MockGPTDatasetConfig.finalize, through GPTDatasetConfig.finalize"),
+            "{}",
+            t.decisions[0].rule
+        );
+        // its blend is refused by its finalize: the fix names the data path alone
+        assert!(
+            t.decisions[0]
+                .rule
+                .ends_with("give dataset.data_path to train on real data with your split"),
+            "{}",
+            t.decisions[0].rule
+        );
+        let (s, t) = run(
+            bench_sft,
+            &[
+                (DATASET.split, json!("98,1,1")),
+                (DATASET.data_path, json!("/data/a_text_document")),
+            ],
+        );
+        assert_eq!(s.get(DATASET.split), Some(&json!("98,1,1")));
+        assert!(t.decisions.is_empty());
+    }
+
+    /// The classes of the rule are every dataset class of the generated tables with the fields
+    /// the post-init reads (a class with a `split` of another kind, a Hugging Face split name,
+    /// has no blend), and no other.
+    #[test]
+    fn the_split_rules_classes_are_the_tables_classes_with_the_post_inits_fields() {
+        let mut with_split: Vec<&str> = crate::config::bridge::section_classes("dataset")
+            .filter(|d| {
+                ["split", "blend", "blend_per_split"]
+                    .iter()
+                    .all(|f| d.names.contains(f))
+            })
+            .map(|d| d.class)
+            .collect();
+        with_split.sort_unstable();
+        with_split.dedup();
+        let mut ours: Vec<&str> = SPLIT_FINALIZE.iter().map(|r| r.class).collect();
+        ours.sort_unstable();
+        assert_eq!(ours, with_split);
     }
 }
