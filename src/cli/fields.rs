@@ -6,7 +6,7 @@
 use super::Printer;
 use super::output::{ClassOut, OutputArg, SectionOut};
 use crate::config::{self, ModelConfig, provider};
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result, did_you_mean_then};
 
 pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
     let sections: Vec<&str> = match section {
@@ -74,8 +74,13 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
                 text.push_str(&format!("{s}: any NAME (string, number or bool values)\n"))
             }
             None => {
-                return Err(Error::usage(format!("unknown section `{s}`"))
-                    .help(did_you_mean(s, config::sections())));
+                return Err(Error::usage(format!("unknown section `{s}`")).help(
+                    did_you_mean_then(
+                        s,
+                        config::sections(),
+                        "`ovlaunch fields` (no section) lists every section and its fields",
+                    ),
+                ));
             }
         }
     }

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Origin, Result};
 
 /// The project file's name.
 pub const PROJECT_FILE: &str = ".ovlaunch.yaml";
@@ -102,6 +102,14 @@ impl Source {
         })
     }
 
+    /// The 1-based line of the file's `default_profile:` key, if found.
+    pub fn default_profile_line(&self) -> Option<usize> {
+        self.text
+            .lines()
+            .position(|l| l.starts_with("default_profile:"))
+            .map(|i| i + 1)
+    }
+
     /// The 1-based line of `key` inside profile `name` (for origins), if found.
     pub fn line_of(&self, name: &str, key: &str) -> Option<usize> {
         let mut in_profiles = false;
@@ -160,12 +168,21 @@ pub fn choose(
     project: Option<&Source>,
     user: Option<&Source>,
 ) -> Result<Option<String>> {
-    let name = flag
-        .map(str::to_string)
-        .or_else(|| env("OVLAUNCH_PROFILE"))
-        .or_else(|| project.and_then(|s| s.file.default_profile.clone()))
-        .or_else(|| user.and_then(|s| s.file.default_profile.clone()));
-    let Some(name) = name else { return Ok(None) };
+    // the name and where it was given: the flag, the variable, or a file's `default_profile:`
+    let default_in = |s: Option<&Source>| {
+        s.and_then(|s| {
+            let name = s.file.default_profile.clone()?;
+            Some((name, Origin::file(&s.path, s.default_profile_line(), None)))
+        })
+    };
+    let chosen = flag
+        .map(|f| (f.to_string(), Origin::flag("--profile")))
+        .or_else(|| env("OVLAUNCH_PROFILE").map(|v| (v, Origin::flag("OVLAUNCH_PROFILE"))))
+        .or_else(|| default_in(project))
+        .or_else(|| default_in(user));
+    let Some((name, given)) = chosen else {
+        return Ok(None);
+    };
     // A name defined in both files is one profile.
     let known: Vec<&String> = [project, user]
         .into_iter()
@@ -188,7 +205,7 @@ pub fn choose(
                 files.join(" or ")
             }
         ))
-        .at_flag("--profile")
+        .at(given)
         .help(if known.is_empty() {
             format!(
                 "define it under `profiles:` in {PROJECT_FILE} or the user config file (~/.config/ovlaunch/config.yaml)"

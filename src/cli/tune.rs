@@ -167,7 +167,12 @@ impl Resolver {
 /// commands).
 fn command(typed: &[String], fixed: &[String], sets: &[String]) -> String {
     let mut words: Vec<String> = typed.to_vec();
-    for s in fixed.iter().chain(sets) {
+    // a `--set` the user typed (the global batch, as given) is said once
+    let given = |s: &String| {
+        typed.windows(2).any(|w| w[0] == "--set" && &w[1] == s)
+            || typed.iter().any(|w| w.strip_prefix("--set=") == Some(s))
+    };
+    for s in fixed.iter().chain(sets).filter(|s| !given(s)) {
         words.extend(["--set".into(), s.clone()]);
     }
     format!(

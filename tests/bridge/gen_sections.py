@@ -146,6 +146,14 @@ def ty(t) -> tuple[str, bool]:
     return "Ty::Any", False
 
 
+# Fields Bridge's code reads wider than their annotation says, each with the type that reads
+# them and why. `dataset.data_path` (`str | list[str]`): `GPTDatasetConfig.finalize` hands the
+# list to Megatron-Core's `datasets/utils.py get_blend_from_list`, which takes every other
+# item of an even-length list as a weight with `float()`, so a weight written as a number
+# (`[0.3, /a, 0.7, /b]`, as Hydra reads it on the runner's line) trains the blend it says.
+WIDER = {("dataset", "data_path"): ("Ty::StrOrList", "Ty::PathsWithWeights")}
+
+
 def fields_of(section: str, cls) -> list[tuple[str, str, bool]]:
     hints = typing.get_type_hints(cls)
     out = []
@@ -153,6 +161,11 @@ def fields_of(section: str, cls) -> list[tuple[str, str, bool]]:
         if not f.init or f.name.startswith("_") or (section, f.name) in SKIP:
             continue
         t, nullable = ty(hints.get(f.name, f.type))
+        if (section, f.name) in WIDER:
+            annotated, wider = WIDER[(section, f.name)]
+            # the annotation the table widens, so a new one in the package is looked at again
+            assert t == annotated, f"{section}.{f.name}: annotated {t}, WIDER expects {annotated}"
+            t = wider
         # a None default makes the field nullable whatever the annotation says
         if f.default is None:
             nullable = True

@@ -2255,3 +2255,192 @@ fn a_set_number_in_another_base_is_refused() {
         "{out}"
     );
 }
+
+/// `--variant` names one of Bridge's config variants, and the function planned must be it: a
+/// Bridge function named with `--recipe`, and the one a user's recipe file runs on, is its
+/// own config variant, so another is refused (it was left unused), and the plain spellings
+/// (`v1`, `v2`) or the function's own variant pass. A library recipe whose precision has no
+/// variant of that name is refused at `--variant`, not `--precision`.
+#[test]
+fn a_variant_the_planned_function_is_not_is_refused() {
+    let plan = |recipe: &str, gpus: &str, variant: &str| {
+        vec![
+            "plan".to_string(),
+            "--recipe".into(),
+            recipe.into(),
+            "--gpus".into(),
+            gpus.into(),
+            "--variant".into(),
+            variant.into(),
+        ]
+    };
+    let refused = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        usage_error(&args)
+    };
+    let passes = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&args);
+    };
+    let err = refused(plan("qwen3_8b_pretrain_config", "h100x16", "large_scale"));
+    assert!(
+        err.contains("error: --variant: Bridge's function `qwen3_8b_pretrain_config` is the plain config variant, not `large_scale`"),
+        "{err}"
+    );
+    assert!(err.contains("help: leave out --variant"), "{err}");
+    let large = "deepseek_v3_pretrain_1024gpu_h100_fp8sc_large_scale_config";
+    let err = refused(plan(large, "h100x1024", "v1"));
+    assert!(
+        err.contains(&format!(
+            "error: --variant: Bridge's function `{large}` is config variant `large_scale`, not the plain one"
+        )),
+        "{err}"
+    );
+    passes(plan(large, "h100x1024", "large_scale"));
+    let (_dir, file) =
+        recipe_file("bridge_recipe: llama32_1b_pretrain_config\ntrain: {train_iters: 100}\n");
+    let err = refused(plan(&file, "h100x8", "large_scale"));
+    assert!(
+        err.contains("error: --variant: Bridge's function `llama32_1b_pretrain_config`, which your recipe file runs on, is the plain config variant, not `large_scale`"),
+        "{err}"
+    );
+    assert!(err.contains("`bridge_recipe:`"), "{err}");
+    passes(plan(&file, "h100x8", "V2"));
+    let err = refused(plan("qwen3_8b_pretrain", "h100x16", "bogus"));
+    assert!(
+        err.contains("error: --variant: recipe `qwen3_8b_pretrain` has no bf16 variant `bogus`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: bf16 config variants: none (the plain one)"),
+        "{err}"
+    );
+}
+
+/// A name no close match fits still gets a fix, never an empty `help:` line: an unknown
+/// mixed-precision recipe (by `--set`, in a recipe file on a Bridge base and in one of the
+/// user's own, each file pointed at its `mixed_precision:` line) and an unknown section of
+/// `ovlaunch fields`.
+#[test]
+fn an_unknown_name_with_no_close_match_still_gets_a_fix() {
+    let help = |err: &str| -> String {
+        let h = err.split("help:").nth(1).unwrap_or_default().trim();
+        assert!(!h.is_empty(), "an empty help line:\n{err}");
+        h.to_string()
+    };
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "qwen3_8b_pretrain_config",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "mixed_precision=zzz",
+    ]);
+    assert!(
+        help(&err).contains("name one of the recipes listed, e.g. bf16_mixed"),
+        "{err}"
+    );
+    for text in [
+        "bridge_recipe: qwen3_8b_pretrain_config\nmixed_precision: zzz\n",
+        "name: r\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\nmixed_precision: zzz\ntrainer: [python, train.py]\n",
+    ] {
+        let (_dir, file) = recipe_file(text);
+        let err = usage_error(&["plan", "--recipe", &file, "--gpus", "h100x8"]);
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("mixed_precision"))
+            .unwrap()
+            + 1;
+        assert!(err.contains(&format!(" --> {file}:{line}")), "{err}");
+        assert!(help(&err).contains("e.g. bf16_mixed"), "{err}");
+    }
+    let err = usage_error(&["fields", "zzzz"]);
+    assert!(
+        help(&err).contains("`ovlaunch fields` (no section)"),
+        "{err}"
+    );
+}
+
+/// Sequence parallelism cuts a pretraining sample's tokens over the TP ranks (each CP rank's
+/// share of them), which Megatron-Core asserts at the first forward step and Bridge's config
+/// build does not check: a length the TP ranks do not divide is refused at plan time with the
+/// fields, the upstream words and a length that runs; without sequence parallelism, or at TP 1,
+/// any length plans.
+#[test]
+fn a_sequence_the_sequence_parallel_ranks_do_not_divide_is_refused() {
+    let plan = |seq: &str, extra: &[&'static str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "plan",
+            "--recipe",
+            "llama32_1b_pretrain_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(format!("model.seq_length={seq}"));
+        a.push("--set".into());
+        a.push(format!("dataset.seq_length={seq}"));
+        for e in extra {
+            a.extend(["--set".to_string(), e.to_string()]);
+        }
+        a
+    };
+    let tp2 = [
+        "model.tensor_model_parallel_size=2",
+        "model.sequence_parallel=true",
+    ];
+    let args = plan("4097", &tp2);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_refused(
+        &args,
+        "model.seq_length, model.tensor_model_parallel_size, model.sequence_parallel",
+        "First dimension of the tensor should be divisible by tensor parallel size",
+        "megatron/core/tensor_parallel/mappings.py _split_along_first_dim",
+        "--set model.seq_length=4096 --set dataset.seq_length=4096",
+    );
+    for ok_args in [
+        plan("4098", &tp2),
+        plan("4097", &["model.tensor_model_parallel_size=2"]),
+        plan("4097", &[]),
+    ] {
+        let a: Vec<&str> = ok_args.iter().map(String::as_str).collect();
+        ok(&a);
+    }
+}
+
+/// Hydra's `{key:value}` (no space) is one YAML word, `key:value`: a mapping written so is
+/// refused with the spelling that reads (`key: value`), in a pass-through section's mapping
+/// and in `mixed_precision`'s fields.
+#[test]
+fn a_mapping_without_a_space_after_the_colon_gets_the_spelling_that_reads() {
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama32_1b_sft_config",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "dataset.hf_dataset={path_or_dataset:my-org/data,split:train}",
+    ]);
+    assert!(
+        err.contains("needs a space after a key's colon: write `path_or_dataset: my-org/data`"),
+        "{err}"
+    );
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama3_8b_pretrain_config",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "mixed_precision={fp8:hybrid}",
+    ]);
+    assert!(
+        err.contains("needs a space after a key's colon: write `fp8: hybrid`"),
+        "{err}"
+    );
+}

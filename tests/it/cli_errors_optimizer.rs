@@ -375,6 +375,25 @@ fn each_scheduler_rule_refuses_with_the_fields_and_a_fix() {
             "plan", "--recipe", RECIPE, "--gpus", "h100x8", "--set", accepted,
         ]);
     }
+    // a negative learning rate: the fix raises it, never proposing a minimum below 0 (which
+    // `assert self.min_lr >= 0.0` refuses first)
+    let negative = [
+        "plan",
+        "--recipe",
+        RECIPE,
+        "--gpus",
+        "h100x8",
+        "--set",
+        "optimizer.lr=-0.1",
+    ];
+    let err = assert_refused(
+        &negative,
+        "optimizer.lr, optimizer.min_lr",
+        "assert self.max_lr >= self.min_lr fails: optimizer.lr -0.1 is below",
+        cites,
+        "--set optimizer.lr=",
+    );
+    assert!(!err.contains("optimizer.min_lr=-"), "{err}");
     // a recipe file's `lr: ~`, pointed at its line
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("r.yaml");

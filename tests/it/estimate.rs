@@ -1273,3 +1273,44 @@ fn sequential_experts_priced_only_where_the_plan_runs_them() {
     assert!(seq(&local) > 0.0, "{local}");
     assert!(!notes(&local).contains(note), "{local}");
 }
+
+/// A `--set` the user typed that tune's command also needs (the global batch, as given) is
+/// said once in each proposal's command, which plans the proposal's layout.
+#[test]
+fn tune_says_a_set_the_user_typed_once() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "llama32_1b_pretrain_config",
+        "-g",
+        "h100x8",
+        "--set",
+        "train.global_batch_size=12",
+        "--top",
+        "2",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for x in v["candidates"].as_array().unwrap() {
+        let cmd = x["command"].as_str().unwrap();
+        assert_eq!(
+            cmd.matches("train.global_batch_size=12").count(),
+            1,
+            "{cmd}"
+        );
+        let words: Vec<String> = cmd
+            .split(' ')
+            .skip(1)
+            .map(|w| w.trim_matches('\'').to_string())
+            .collect();
+        let mut args: Vec<&str> = vec!["plan", "-o", "json"];
+        args.extend(words.iter().map(String::as_str));
+        let p: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        assert_eq!(p["train"]["global_batch_size"], 12);
+        assert_eq!(
+            p["model"]["tensor_model_parallel_size"],
+            x["layout"]["tensor_model_parallel_size"]
+        );
+    }
+}

@@ -301,12 +301,36 @@ fn env_and_overrides_follow_the_profile() {
 }
 
 /// The profile errors, as whole runs: an unknown key (file:line), an unknown profile (the
-/// known ones named), a value that is not one of the choices (the profile's file:line).
+/// known ones named, and where the name was given: `--profile`, `OVLAUNCH_PROFILE`, or a
+/// file's `default_profile:` line), a value that is not one of the choices (the profile's
+/// file:line).
 #[test]
 fn profile_errors() {
     let s = Site::new();
     let dry = ["--recipe", "llama8b", "--gpus", "h100x8", "--dry-run"];
     let root = s.dir.path().to_str().unwrap().to_string();
+    let snap_env = |name: &str, file: &str, extra: &[&str], env: &[(&str, &str)]| {
+        std::fs::write(s.path("project/.ovlaunch.yaml"), file).unwrap();
+        let args: Vec<&str> = dry.iter().chain(extra).copied().collect();
+        let o = s.run(&args, env);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        insta::assert_snapshot!(
+            name,
+            common::transcript_of(&args, &o, &[(root.as_str(), "[SITE]")])
+        );
+    };
+    snap_env(
+        "profile_unknown_default_profile",
+        &format!("default_profile: sit\n{PROJECT}"),
+        &[],
+        &[],
+    );
+    snap_env(
+        "profile_unknown_env_profile",
+        PROJECT,
+        &[],
+        &[("OVLAUNCH_PROFILE", "nope")],
+    );
     let snap = |name: &str, file: &str, extra: &[&str]| {
         std::fs::write(s.path("project/.ovlaunch.yaml"), file).unwrap();
         let args: Vec<&str> = dry.iter().chain(extra).copied().collect();

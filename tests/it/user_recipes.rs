@@ -990,3 +990,71 @@ fn a_user_files_variants_state_what_runs() {
         assert_eq!(plan["trainer"]["recipe"], function, "{extra:?}");
     }
 }
+
+/// A weighted `dataset.data_path` (Megatron-LM's `--data-path 0.3 A 0.7 B`), a recipe file's
+/// list or a `--set`, weights written as numbers, reaches the trainer as written and (with the
+/// Bridge venv) is the blend Bridge's `GPTDatasetConfig.finalize` builds from it; a number in
+/// a path's place is refused at the flag, naming the form.
+#[test]
+fn a_weighted_data_path_is_the_blend_bridge_builds() {
+    let (_dir, file) = recipe_file(
+        "bridge_recipe: qwen3_8b_pretrain_config\ndataset:\n  data_path: [0.3, /data/a, 0.7, /data/b]\n",
+    );
+    let set = "dataset.data_path=[30,/data/a,70,/data/b]";
+    let cases = [
+        (
+            "file",
+            plan_json(&["--recipe", &file, "--gpus", "h100x8"]),
+            "dataset.data_path=[0.3,'/data/a',0.7,'/data/b']",
+            json!([["/data/a", "/data/b"], [0.3, 0.7]]),
+        ),
+        (
+            "set",
+            plan_json(&[
+                "--recipe",
+                "qwen3_8b_pretrain_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                set,
+            ]),
+            "dataset.data_path=[30,'/data/a',70,'/data/b']",
+            json!([["/data/a", "/data/b"], [30.0, 70.0]]),
+        ),
+    ];
+    let mut inputs = Vec::new();
+    for (id, plan, word, _) in &cases {
+        let t = &plan["trainer"];
+        let overrides: Vec<&str> = t["overrides"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        assert!(overrides.contains(word), "{id}: {overrides:?}");
+        let mut argv: Vec<Value> = t["runner"].as_array().unwrap().clone();
+        argv.extend([json!("--recipe"), t["recipe"].clone()]);
+        argv.extend(overrides.iter().map(|w| json!(w)));
+        inputs.push(json!({"id": id, "argv": argv, "world_size": 8, "gpu": "h100", "env": {}}));
+    }
+    for bad in ["[/data/a,0.7,/data/b]", "[0.3,/data/a,/data/b,0.7]"] {
+        let err = usage_error(&[
+            "plan",
+            "--recipe",
+            "qwen3_8b_pretrain_config",
+            "--gpus",
+            "h100x8",
+            "--set",
+            &format!("dataset.data_path={bad}"),
+        ]);
+        assert!(err.contains("or of weight and path pairs"), "{bad}: {err}");
+    }
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let built = probe(&python, &Value::Array(inputs));
+    for (id, _, _, blend) in &cases {
+        assert_eq!(built[id]["ok"], true, "{id}: {}", built[id]);
+        assert_eq!(&built[id]["config"]["dataset"]["blend"], blend, "{id}");
+    }
+}

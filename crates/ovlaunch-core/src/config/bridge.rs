@@ -549,11 +549,7 @@ fn check_at(
             def.class
         ));
     };
-    plain_keys(&value).map_err(|k| {
-        format!(
-            "`{path}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads"
-        )
-    })?;
+    plain_keys(&value).map_err(|k| not_a_plain_key(&path, &k))?;
     if let Some(m) = secret_refusal(&path, &value) {
         return Err(m);
     }
@@ -718,6 +714,22 @@ pub fn secret_key(v: &Value) -> Option<String> {
         Value::Array(a) => a.iter().find_map(secret_key),
         _ => None,
     }
+}
+
+/// The refusal of a mapping key at `path` that is not a plain name ([`plain_keys`]). A key
+/// holding a colon is a key and its value written without the space YAML reads them apart by
+/// (`{split:train}` is the one key `split:train`, as Hydra's grammar would not read it): the
+/// message says so, with the spelling that reads.
+pub fn not_a_plain_key(path: &str, k: &str) -> String {
+    let mut m = format!(
+        "`{path}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads"
+    );
+    if let Some((key, value)) = k.split_once(':') {
+        m.push_str(&format!(
+            "; a value is read as YAML, which needs a space after a key's colon: write `{key}: {value}`"
+        ));
+    }
+    m
 }
 
 /// Every mapping key in `v` is a plain name; else the first one that is not.

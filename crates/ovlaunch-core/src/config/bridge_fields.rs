@@ -194,7 +194,7 @@ pub const DATASET: SectionDef = SectionDef {
         Field { name: "context_parallel_size", ty: Ty::Int, nullable: true },
         Field { name: "inter_document_masking", ty: Ty::Bool, nullable: false },
         Field { name: "seq_length", ty: Ty::Int, nullable: false },
-        Field { name: "data_path", ty: Ty::StrOrList, nullable: true },
+        Field { name: "data_path", ty: Ty::PathsWithWeights, nullable: true },
         Field { name: "per_dataset_sequences_path", ty: Ty::Str, nullable: true },
     ],
 };
@@ -1551,7 +1551,7 @@ pub const DATASET_MOCK_GPT: SectionDef = SectionDef {
         Field { name: "context_parallel_size", ty: Ty::Int, nullable: true },
         Field { name: "inter_document_masking", ty: Ty::Bool, nullable: false },
         Field { name: "seq_length", ty: Ty::Int, nullable: false },
-        Field { name: "data_path", ty: Ty::StrOrList, nullable: true },
+        Field { name: "data_path", ty: Ty::PathsWithWeights, nullable: true },
         Field { name: "per_dataset_sequences_path", ty: Ty::Str, nullable: true },
     ],
 };

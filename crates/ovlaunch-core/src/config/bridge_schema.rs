@@ -20,6 +20,11 @@ pub enum Ty {
     StrList,
     /// `str | list[str]`
     StrOrList,
+    /// `str | list[str]` read as Megatron-LM's `--data-path`: a list of dataset prefixes, or
+    /// of weight and prefix pairs whose weights may be numbers (Bridge's
+    /// `GPTDatasetConfig.finalize` hands the list to Megatron-Core's `get_blend_from_list`,
+    /// which reads each weight with `float()`)
+    PathsWithWeights,
     /// `dict[str, str]`
     StrMap,
     /// Anything Hydra can write (nested lists and dicts of scalars).
@@ -75,6 +80,9 @@ impl Ty {
                         .as_array()
                         .is_some_and(|a| a.iter().all(Value::is_string))
             }
+            Ty::PathsWithWeights => {
+                value.is_string() || value.as_array().is_some_and(|a| weighted(a))
+            }
             Ty::StrMap => value
                 .as_object()
                 .is_some_and(|m| m.values().all(Value::is_string)),
@@ -110,6 +118,10 @@ impl Ty {
             Ty::IntList => "a list of integers".into(),
             Ty::StrList => "a list of text values".into(),
             Ty::StrOrList => "text or a list of text values".into(),
+            Ty::PathsWithWeights => {
+                "text, or a list of paths, or of weight and path pairs (`[0.3, /a, 0.7, /b]`)"
+                    .into()
+            }
             Ty::StrMap => "a mapping of text values".into(),
             Ty::Any => "a value".into(),
             Ty::FloatList => "a list of numbers".into(),
@@ -129,6 +141,17 @@ impl Ty {
             Ty::Object => "a Python object, which only Python code can set".into(),
         }
     }
+}
+
+/// A `--data-path` list as Megatron-Core's `get_blend_from_list` reads it: text items, and
+/// numbers only as the weights of an even-length list of weight and path pairs (its even
+/// places); a number anywhere else would be taken for a path.
+fn weighted(items: &[Value]) -> bool {
+    let paired = items.len().is_multiple_of(2);
+    items
+        .iter()
+        .enumerate()
+        .all(|(i, x)| x.is_string() || (paired && i.is_multiple_of(2) && x.is_number()))
 }
 
 /// One field of a section.

@@ -218,11 +218,8 @@ pub(crate) fn typed(
             typed()
         ));
     };
-    super::bridge::plain_keys(&value).map_err(|k| {
-        format!(
-            "`{model}.{field}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads"
-        )
-    })?;
+    super::bridge::plain_keys(&value)
+        .map_err(|k| super::bridge::not_a_plain_key(&format!("{model}.{field}"), &k))?;
     Ok(value)
 }
 

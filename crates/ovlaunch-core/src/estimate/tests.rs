@@ -1304,3 +1304,33 @@ fn tied_embeddings_keep_one_vocabulary_matrix_where_one_rank_holds_both_ends() {
     let gib = |p: &Plan| estimate(p, &eff).unwrap().memory_gib_per_gpu;
     assert!(gib(&untied) > gib(&tied) + matrix * 16.0 / 1024f64.powi(3));
 }
+
+/// An odd sequence length (GPT-NeoX's 2049, 4097) runs at CP 1 and TP 1, as the plan says:
+/// Bridge cuts a sequence into 2 * CP chunks only with CP above 1, and sequence parallelism
+/// (on at every TP above 1 tune proposes) cuts each CP rank's share over the TP ranks
+/// (Megatron-Core's `_split_along_first_dim`), so the layouts tune scores are exactly those.
+#[test]
+fn tune_scores_what_an_odd_or_even_sequence_length_can_run() {
+    for seq in [4097u32, 4098, 8192] {
+        let set = [
+            format!("model.seq_length={seq}"),
+            format!("dataset.seq_length={seq}"),
+        ];
+        let sets: Vec<&str> = set.iter().map(String::as_str).collect();
+        let p = plan_for("llama32_1b_pretrain_config", "h100x8", None, &sets);
+        let layouts = tune::enumerate(&p, &[]);
+        assert!(
+            layouts
+                .iter()
+                .any(|l| l.tensor_model_parallel_size == 1 && l.context_parallel_size == 1),
+            "seq {seq}: no TP1 CP1 layout"
+        );
+        for l in &layouts {
+            let (tp, cp) = (l.tensor_model_parallel_size, l.context_parallel_size);
+            assert!(cp == 1 || seq.is_multiple_of(2 * cp), "seq {seq}: {l:?}");
+            assert!(tp == 1 || (seq / cp).is_multiple_of(tp), "seq {seq}: {l:?}");
+        }
+        let tps = |t: u32| layouts.iter().any(|l| l.tensor_model_parallel_size == t);
+        assert_eq!((tps(2), tps(4)), (seq % 2 == 0, seq % 4 == 0), "seq {seq}");
+    }
+}

@@ -466,7 +466,13 @@ pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
             for cp in [1u32, 2, 4, 8, 16] {
                 let c = u64::from(cp);
                 if !(world / t / u64::from(pp)).is_multiple_of(c)
-                    || !seq.is_multiple_of(2 * c)
+                    // Bridge's `ConfigContainer.validate`: a sequence split over CP > 1 ranks
+                    // is cut into 2 * CP chunks (at CP 1 any length runs)
+                    || (cp > 1 && !seq.is_multiple_of(2 * c))
+                    // a candidate above TP 1 runs sequence parallelism, which cuts each CP
+                    // rank's share of the sequence over the TP ranks (Megatron-Core's
+                    // tensor_parallel/mappings.py `_split_along_first_dim` asserts it divides)
+                    || (tp > 1 && !(seq / c).is_multiple_of(t))
                     || (cp > 1 && seq / c < 1024)
                 {
                     continue;

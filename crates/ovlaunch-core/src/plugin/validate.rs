@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::schema::{LaunchPhase, OptionType, Ordered, PlanPhase, RenderPhase};
 use super::template::{self, Piece, Quoting};
 use super::{BUILTINS, CONDITIONS, NUMERIC_BUILTINS, PluginDef, hint, typed_default};
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result, did_you_mean, did_you_mean_then};
 use crate::rank::names::valid_env_name;
 use crate::render::owned::KNOWN_SBATCH;
 use crate::secret;
@@ -140,7 +140,14 @@ impl Validator<'_> {
             let names = self.def.file.options.iter().map(|(k, _)| k.as_str());
             return Err(self
                 .err(format!("`when: {key}` names no option"), key)
-                .help(did_you_mean(name, names)));
+                .help(did_you_mean_then(
+                    name,
+                    names,
+                    format!(
+                        "name one of the plugin's `options:`, or one of the conditions {}",
+                        CONDITIONS.join(", ")
+                    ),
+                )));
         }
         Ok(())
     }
@@ -276,12 +283,20 @@ impl Validator<'_> {
                 None => {
                     return Err(self
                         .err(format!("unknown section `{section}` in `{path}`"), path)
-                        .help(did_you_mean(section, crate::config::sections())));
+                        .help(did_you_mean_then(
+                            section,
+                            crate::config::sections(),
+                            "`ovlaunch fields` lists the sections",
+                        )));
                 }
                 Some(Some(fields)) if !fields.contains(&field) => {
                     return Err(self
                         .err(format!("unknown field `{field}` in `{section}`"), path)
-                        .help(did_you_mean(field, fields.iter().copied())));
+                        .help(did_you_mean_then(
+                            field,
+                            fields.iter().copied(),
+                            format!("`ovlaunch fields {section}` lists the fields"),
+                        )));
                 }
                 _ => {}
             }
@@ -320,9 +335,16 @@ impl Validator<'_> {
         }
         for (k, v) in p.sbatch.iter() {
             if !KNOWN_SBATCH.contains(&k.as_str()) {
-                return Err(self
-                    .err(format!("unknown sbatch option `--{k}`"), k)
-                    .help(did_you_mean(k, KNOWN_SBATCH.iter().copied())));
+                return Err(self.err(format!("unknown sbatch option `--{k}`"), k).help(
+                    did_you_mean_then(
+                        k,
+                        KNOWN_SBATCH.iter().copied(),
+                        format!(
+                            "the sbatch options a plugin may set: {}",
+                            KNOWN_SBATCH.join(", ")
+                        ),
+                    ),
+                ));
             }
             match v {
                 Value::Null => {}

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::config::{MIXED_PRECISION, MixedPrecisionConfig, MixedPrecisionSpec, Section, Targets};
-use crate::error::{Error, Result, did_you_mean};
+use crate::error::{Error, Result, did_you_mean_then};
 use crate::plan::decision::{Decision, Source, Trace};
 use crate::version::Stack;
 
@@ -23,7 +23,11 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
             let cfg = recipes::get(name).map_err(|m| {
                 Error::usage(m)
                     .at_fields(MixedPrecisionConfig::SECTION)
-                    .help(did_you_mean(&name.replace('-', "_"), recipes::RECIPES))
+                    .help(did_you_mean_then(
+                        &name.replace('-', "_"),
+                        recipes::RECIPES,
+                        "name one of the recipes listed, e.g. bf16_mixed, or give the section as fields (`mixed_precision: {fp8: hybrid, fp8_recipe: tensorwise}`; `ovlaunch fields mixed_precision`)",
+                    ))
             })?;
             Ok((name.replace('-', "_"), cfg))
         }
@@ -47,10 +51,17 @@ pub fn build(spec: &MixedPrecisionSpec) -> Result<(String, MixedPrecisionConfig)
                         MixedPrecisionConfig::SECTION
                     ))
                     .at_fields(format!("{}.{key}", MixedPrecisionConfig::SECTION))
-                    .help(did_you_mean(
-                        key,
-                        MixedPrecisionConfig::FIELDS.iter().copied(),
-                    )));
+                    .help(match key.split_once(':') {
+                        // `{fp8:hybrid}`: a key and its value without YAML's space
+                        Some((k, v)) => format!(
+                            "a value is read as YAML, which needs a space after a key's colon: write `{k}: {v}`"
+                        ),
+                        None => did_you_mean_then(
+                            key,
+                            MixedPrecisionConfig::FIELDS.iter().copied(),
+                            "`ovlaunch fields mixed_precision` lists the fields",
+                        ),
+                    }));
                 }
             }
             Ok((label, cfg))

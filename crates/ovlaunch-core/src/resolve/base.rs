@@ -61,23 +61,32 @@ impl OnBase<'_> {
     /// of the first it states, [`stated_line`]), else at its key `otherwise` when given: the
     /// message names the fields itself.
     pub fn locate(&self, e: Error, otherwise: Option<&str>) -> Error {
-        let stated = match e.origin.as_deref() {
-            Some(crate::error::Origin::Fields(fields)) => fields
-                .iter()
-                .find_map(|f| stated_line(&self.file, &self.lines, f)),
-            _ => None,
-        };
-        match stated.or_else(|| otherwise.and_then(|k| self.lines.get(k).copied())) {
-            Some(line) => {
-                let at = crate::error::Origin::file(&self.origin, Some(line), None);
-                e.at_line_of_fields(at)
-            }
-            None => e,
-        }
+        locate(&self.file, &self.lines, &self.origin, e, otherwise)
     }
 }
 
-/// The line of `field` (`section.name`, or a path into a mapping: `dataset.hf_dataset.split`)
+/// [`OnBase::locate`] on a file's sections `file`, key lines `lines` and name `origin`.
+pub fn locate(
+    file: &Map<String, Value>,
+    lines: &crate::yaml::KeyLines,
+    origin: &str,
+    e: Error,
+    otherwise: Option<&str>,
+) -> Error {
+    let stated = match e.origin.as_deref() {
+        Some(crate::error::Origin::Fields(fields)) => {
+            fields.iter().find_map(|f| stated_line(file, lines, f))
+        }
+        _ => None,
+    };
+    match stated.or_else(|| otherwise.and_then(|k| lines.get(k).copied())) {
+        Some(line) => e.at_line_of_fields(crate::error::Origin::file(origin, Some(line), None)),
+        None => e,
+    }
+}
+
+/// The line of `field` (`section.name`, a path into a mapping: `dataset.hf_dataset.split`, or
+/// a whole section the file gives as a name or null: `mixed_precision`)
 /// in a recipe file whose sections `sections` state it, `lines` being the file's key lines
 /// (`yaml::key_lines`): the line of the deepest key of the path the file states, at least the
 /// field's own (`section.name`); its section's line where the field's own is not known.
@@ -88,7 +97,14 @@ pub fn stated_line(
     lines: &crate::yaml::KeyLines,
     field: &str,
 ) -> Option<usize> {
-    let (section, rest) = field.split_once('.')?;
+    let Some((section, rest)) = field.split_once('.') else {
+        // a whole section the file states whole (`mixed_precision: NAME`, `comm_overlap:
+        // null`): its own line; a mapping states its fields, not the section
+        return sections
+            .get(field)
+            .filter(|v| !v.is_object())
+            .and_then(|_| lines.get(field).copied());
+    };
     let mut node = sections.get(section)?.as_object()?;
     let mut path = section.to_string();
     let mut line = lines.get(section).copied();
@@ -502,10 +518,11 @@ mod tests {
     use super::*;
 
     /// A field the file states is found at its own line, a key inside it at the deepest line
-    /// known, and a field the file does not state (its section stated or not) nowhere.
+    /// known, a section given whole (a name) at its own line, and a field the file does not
+    /// state (its section stated or not) nowhere, nor a section given as a mapping.
     #[test]
     fn stated_line_is_the_fields_own_line() {
-        let text = "model:\n  num_layers: 8\ndataset:\n  hf_dataset: {split: a}\ntrain: {}\n";
+        let text = "model:\n  num_layers: 8\ndataset:\n  hf_dataset: {split: a}\ntrain: {}\nmixed_precision: bf16_mixed\n";
         let (lines, _) = crate::yaml::key_lines(text);
         let sections: Map<String, Value> = crate::yaml::parse(text, "f.yaml").unwrap();
         let at = |f: &str| stated_line(&sections, &lines, f);
@@ -517,6 +534,8 @@ mod tests {
         assert_eq!(at("train.micro_batch_size"), None);
         assert_eq!(at("optimizer.lr"), None);
         assert_eq!(at("model"), None);
+        // a section given whole (a name): its own line
+        assert_eq!(at("mixed_precision"), Some(6));
         // no key lines (a text that did not parse): no line to point at
         let none = crate::yaml::KeyLines::new();
         assert_eq!(stated_line(&sections, &none, "model.num_layers"), None);

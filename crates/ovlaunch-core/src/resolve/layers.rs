@@ -51,6 +51,14 @@ pub struct Choice<'r> {
     pub decisions: Vec<Decision>,
 }
 
+/// `--variant` as Bridge reads a config variant's name: lower-cased, `v1` and `v2` meaning
+/// the plain one, `None` (utils/utils.py).
+pub fn normalise_config_variant(asked: Option<&str>) -> Option<String> {
+    asked
+        .map(str::to_ascii_lowercase)
+        .filter(|v| v != "v1" && v != "v2")
+}
+
 /// Normalises `--precision` spellings (`fp8_cs` -> `fp8cs`).
 pub fn normalise_precision(p: &str) -> String {
     p.to_ascii_lowercase().replace(['_', '-'], "")
@@ -64,10 +72,7 @@ pub fn choose<'r>(
     precision: Option<&str>,
     config_variant: Option<&str>,
 ) -> Result<Choice<'r>> {
-    // Bridge lower-cases the variant and treats v1/v2 as none (utils/utils.py).
-    let config_variant = config_variant
-        .map(str::to_ascii_lowercase)
-        .filter(|v| v != "v1" && v != "v2");
+    let config_variant = normalise_config_variant(config_variant);
     let mut decisions = Vec::new();
     let wanted = precision.map(normalise_precision);
     if let Some(p) = &wanted
@@ -269,6 +274,19 @@ fn choose_any_gpu<'r>(
                 config_variant.as_deref().unwrap_or("none")
             ),
         };
+        // the precision has variants, none of them the config variant asked for
+        let of_precision: Vec<&str> = recipe
+            .variants
+            .iter()
+            .filter(|v| v.precision == precision)
+            .map(|v| v.variant.as_deref().unwrap_or("none (the plain one)"))
+            .collect();
+        if pinned.is_none() && !of_precision.is_empty() {
+            return Err(Error::usage(what).at_flag("--variant").help(format!(
+                "{precision} config variants: {}",
+                dedup(of_precision).join(", ")
+            )));
+        }
         return Err(Error::usage(what)
             .at_flag("--precision")
             .help(format!("available: {}", available(recipe))));
@@ -481,7 +499,9 @@ pub fn layer_on(
             prov.record(s, val, &Source::Recipe);
         }
         let cfg = build(&tree, (origin, Some(lines)), model_class, holder)?;
-        file_overrides = super::base::overrides(&before, &cfg, file, stated)?;
+        // (before any `--set`: a refusal here is about the file's values, at their line)
+        file_overrides = super::base::overrides(&before, &cfg, file, stated)
+            .map_err(|e| super::base::locate(file, lines, origin, e, None))?;
         with_file = Some(cfg);
     }
     let mut applied = Vec::with_capacity(plugin_sets.len());

@@ -136,6 +136,58 @@ struct Picked<'r> {
 /// Stage 0: the recipe's variant; for a user's recipe file, the Bridge function it runs on
 /// (`base`), with `--precision` on a file without variants written into the file's values.
 fn pick<'r>(inp: &Inputs<'r>) -> Result<Picked<'r>> {
+    let picked = pick_variant(inp)?;
+    asked_config_variant(inp, &picked)?;
+    Ok(picked)
+}
+
+/// `--variant` asks for one of Bridge's config variants, and the function planned must be it:
+/// a recipe's variants are chosen by it (`layers::choose`), but a Bridge function named with
+/// `--recipe`, or the one a user's recipe file runs on (`bridge_recipe:`), is its own config
+/// variant, so a `--variant` naming another is refused, not left unused.
+fn asked_config_variant(inp: &Inputs<'_>, picked: &Picked<'_>) -> Result<()> {
+    let Some(flag) = inp.variant else {
+        return Ok(());
+    };
+    let asked = layers::normalise_config_variant(Some(flag));
+    let planned = picked.choice.variant.and_then(|v| v.variant.as_deref());
+    if asked.as_deref() == planned.map(str::to_ascii_lowercase).as_deref() {
+        return Ok(());
+    }
+    let function = picked
+        .base
+        .as_ref()
+        .map(|b| b.function.as_str())
+        .or(inp.recipe.pinned.as_deref())
+        .or_else(|| {
+            picked
+                .choice
+                .variant
+                .and_then(|v| v.bridge_recipe.as_deref())
+        });
+    let planned = planned.map_or("the plain config variant".to_string(), |v| {
+        format!("config variant `{v}`")
+    });
+    let asked = asked.map_or("the plain one".to_string(), |v| format!("`{v}`"));
+    let (what, help) = match function {
+        Some(f) if picked.base.is_some() => (
+            format!("Bridge's function `{f}`, which your recipe file runs on, is {planned}, not {asked}"),
+            "leave out --variant, or name that config variant's function in the file's `bridge_recipe:` (`ovlaunch recipes -v` lists the functions)".to_string(),
+        ),
+        Some(f) => (
+            format!("Bridge's function `{f}` is {planned}, not {asked}"),
+            "leave out --variant (the function named with --recipe is its own config variant), or name that config variant's function with --recipe (`ovlaunch recipes -v` lists them)".to_string(),
+        ),
+        None => (
+            format!("recipe `{}` has no config variant {asked}", inp.recipe.name),
+            "leave out --variant".to_string(),
+        ),
+    };
+    Err(Error::usage(what).at_flag("--variant").help(help))
+}
+
+/// The variant [`pick`] plans, before its check of `--variant`.
+fn pick_variant<'r>(inp: &Inputs<'r>) -> Result<Picked<'r>> {
     let choice = layers::choose(inp.recipe, inp.hardware, inp.precision, inp.variant)?;
     let map_precision = choice.variant.is_none() && inp.precision.is_some();
     let Some(mut on) = base::of(inp.recipe, choice.variant)? else {

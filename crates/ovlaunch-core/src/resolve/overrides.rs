@@ -376,7 +376,8 @@ fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, 
                 serde_json::from_value::<ConfigContainer>(Value::Object(top)).map(|_| ())
             }
         };
-        res.map_err(|e| clean(&e.to_string()))
+        // serde's words in the project's, as a recipe file's wrong type is said
+        res.map_err(|e| crate::error::serde_words(&e.to_string()))
     };
     match check(&value) {
         Ok(()) => Ok(value),
@@ -387,14 +388,6 @@ fn typed(section: &str, field: &str, value: Value, text: &str) -> Result<Value, 
                 _ => Err(format!("`{path}`: {first}")),
             }
         }
-    }
-}
-
-/// serde_json messages end in " at line 1 column N", meaningless for a flag.
-fn clean(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
     }
 }
 

@@ -2270,11 +2270,67 @@ const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
         "ConfigContainer.validate",
         distributed_checkpoint_without_gloo,
     ),
+    (SEQUENCE_PARALLEL_SPLIT, sequence_parallel_split),
     (SCHEDULER_INIT, scheduler_max_lr),
     (SCHEDULER_INIT, scheduler_min_lr),
     (SCHEDULER_INIT, scheduler_max_over_min),
     (SCHEDULER_INIT, scheduler_init_under_max),
 ];
+
+/// Where sequence parallelism cuts the sequence over the TP ranks (the embedding's output,
+/// `scatter_to_sequence_parallel_region`), at the first forward step.
+pub const SEQUENCE_PARALLEL_SPLIT: &str =
+    "megatron/core/tensor_parallel/mappings.py _split_along_first_dim";
+
+/// The pretraining data classes whose every sample is exactly `seq_length` tokens
+/// (Megatron-Core's `GPTDataset`); a fine-tuning dataset pads its batches itself (Bridge checks
+/// the vision-language ones' padding multiple in `ConfigContainer.validate`).
+const FIXED_LENGTH_DATA: [&str; 2] = [
+    "megatron.bridge.training.config.GPTDatasetConfig",
+    "megatron.bridge.training.config.MockGPTDatasetConfig",
+];
+
+/// `assert dim_size % world_size == 0, "First dimension of the tensor should be divisible by
+/// tensor parallel size"`: with sequence parallelism each CP rank's share of a sequence
+/// (`seq_length / CP`) is cut over the TP ranks. Bridge's config build accepts any length, so
+/// a pretraining job whose length the TP ranks do not divide would fail its first step.
+fn sequence_parallel_split(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    let m = a.model;
+    let (tp, cp, seq) = (
+        m.tensor_model_parallel_size,
+        m.context_parallel_size.max(1),
+        m.seq_length,
+    );
+    let fixed = k
+        .holder()
+        .section("dataset")
+        .is_some_and(|d| FIXED_LENGTH_DATA.contains(&d.class));
+    if !fixed || !m.sequence_parallel || tp <= 1 || (seq / cp).is_multiple_of(tp) {
+        return Ok(());
+    }
+    // the largest shorter length every rule divides (2 * CP chunks above CP 1)
+    let unit = cp * if cp > 1 && tp % 2 == 1 { 2 * tp } else { tp };
+    let shorter = seq - seq % unit;
+    let share = if cp > 1 {
+        format!(", each CP rank's {} of them,", seq / cp)
+    } else {
+        String::new()
+    };
+    Err(Error::config(format!(
+        "First dimension of the tensor should be divisible by tensor parallel size: sequence parallelism cuts the {seq} tokens of each sequence{share} over {tp} TP ranks ({SEQUENCE_PARALLEL_SPLIT}, at the first forward step)"
+    ))
+    .at_fields([
+        MODEL.seq_length,
+        MODEL.tensor_model_parallel_size,
+        MODEL.sequence_parallel,
+    ])
+    .help(format!(
+        "a length {unit} divides (--set {}={shorter} --set {}={shorter}), or --set {}=false",
+        MODEL.seq_length,
+        crate::config::bridge::paths::DATASET.seq_length,
+        MODEL.sequence_parallel
+    )))
+}
 
 /// Megatron-Core's learning-rate scheduler, which Bridge's `get_optimizer_and_scheduler`
 /// (`megatron/bridge/training/optim.py`, `_get_scheduler`) builds at setup with
@@ -2351,10 +2407,18 @@ fn scheduler_max_over_min(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
         OPTIMIZER.lr, OPTIMIZER.min_lr
     ))
     .at_fields([OPTIMIZER.lr, OPTIMIZER.min_lr])
-    .help(format!(
-        "--set {}={max} (or lower), or --set {}={min} (or higher)",
-        OPTIMIZER.min_lr, OPTIMIZER.lr
-    )))
+    .help(if max >= 0.0 {
+        format!(
+            "--set {}={max} (or lower), or --set {}={min} (or higher)",
+            OPTIMIZER.min_lr, OPTIMIZER.lr
+        )
+    } else {
+        // a minimum below 0 is refused by the assertion before this one (`scheduler_min_lr`)
+        format!(
+            "--set {}={min} (or higher): a learning rate is 0 or more, and so is {}",
+            OPTIMIZER.lr, OPTIMIZER.min_lr
+        )
+    }))
 }
 
 /// `assert self.init_lr <= self.max_lr`: the warmup starts at or below the peak.
