@@ -2444,3 +2444,39 @@ fn a_mapping_without_a_space_after_the_colon_gets_the_spelling_that_reads() {
         "{err}"
     );
 }
+
+/// A global batch the layout cannot split is refused with the flag that fixes it, spelled out:
+/// over micro batch x DP, and for the interleaved schedule's microbatch groups.
+#[test]
+fn a_global_batch_the_layout_cannot_split_is_refused_with_the_flag_that_fixes_it() {
+    assert_refused(
+        &[
+            "plan",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--set",
+            "train.global_batch_size=13",
+        ],
+        "train.global_batch_size, train.micro_batch_size",
+        "global_batch_size 13 is not divisible by micro_batch_size*DP = 1*4 = 4",
+        "",
+        "--set train.global_batch_size=12 (or 16)",
+    );
+    assert_refused(
+        &[
+            "plan",
+            "-r",
+            "llama3_70b",
+            "-g",
+            "h100x64",
+            "--set",
+            "train.global_batch_size=2",
+        ],
+        "model.virtual_pipeline_model_parallel_size, model.microbatch_group_size_per_vp_stage, train.global_batch_size, train.micro_batch_size",
+        "refuses this step of 1 microbatches",
+        "",
+        "a global batch of at least 8 (4 x micro batch 1 x DP 2; --set train.global_batch_size=8)",
+    );
+}

@@ -593,7 +593,8 @@ fn batch_split_over_dp(train: &TrainConfig, dp: u64) -> Result<()> {
         ))
         .at_fields([TRAIN.global_batch_size, TRAIN.micro_batch_size])
         .help(format!(
-            "use a global batch that is a multiple of {step} (e.g. {} or {})",
+            "use a global batch that is a multiple of {step}: --set {}={} (or {})",
+            TRAIN.global_batch_size,
             lo.max(step),
             lo.max(step) + step
         )));
@@ -660,7 +661,13 @@ fn interleaved_microbatch_groups(
     let whole_groups = u64::try_from(group)
         .ok()
         .filter(|g| *g >= pp)
-        .map(|g| format!(", a global batch that is a multiple of {}", g * per_micro))
+        .map(|g| {
+            format!(
+                ", a global batch that is a multiple of {} (--set {}=N)",
+                g * per_micro,
+                TRAIN.global_batch_size
+            )
+        })
         .unwrap_or_default();
     let fix = if micro >= pp {
         format!(
@@ -668,10 +675,12 @@ fn interleaved_microbatch_groups(
         )
     } else {
         format!(
-            "the step needs at least PP = {pp} microbatches: a global batch of at least {} ({} x micro batch {} x DP {dp}), or --set {vp_field}=null",
+            "the step needs at least PP = {pp} microbatches: a global batch of at least {} ({} x micro batch {} x DP {dp}; --set {}={}), or --set {vp_field}=null",
             pp * per_micro,
             pp,
-            train.micro_batch_size
+            train.micro_batch_size,
+            TRAIN.global_batch_size,
+            pp * per_micro
         )
     };
     Err(Error::usage(format!(
@@ -743,13 +752,13 @@ mod tests {
             ..TrainConfig::default()
         };
         let help = batch_split_over_dp(&train, 16).unwrap_err().help.unwrap();
-        assert!(help.contains("(e.g. 16 or 32)"), "{help}");
+        assert!(help.contains("global_batch_size=16 (or 32)"), "{help}");
         let train = TrainConfig {
             global_batch_size: 20,
             ..train
         };
         let help = batch_split_over_dp(&train, 16).unwrap_err().help.unwrap();
-        assert!(help.contains("(e.g. 16 or 32)"), "{help}");
+        assert!(help.contains("global_batch_size=16 (or 32)"), "{help}");
     }
 
     #[test]
