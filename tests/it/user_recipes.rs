@@ -1058,3 +1058,36 @@ fn a_weighted_data_path_is_the_blend_bridge_builds() {
         assert_eq!(&built[id]["config"]["dataset"]["blend"], blend, "{id}");
     }
 }
+
+/// Every value a user's recipe file states has its decision, "your recipe file states it over
+/// FUNCTION", as the docs promise (docs/recipes.md): a typed section's field and each field of
+/// a pass-through section (before, the pass-through ones were passed without one).
+#[test]
+fn every_value_a_user_file_states_has_its_decision() {
+    let (_dir, file) = crate::common::recipe_file(
+        "name: mine\nbridge_recipe: llama32_1b_pretrain_config\nmodel:\n  num_layers: 8\n\
+         scheduler:\n  lr_warmup_iters: 7\ncheckpoint:\n  save_interval: 50\n",
+    );
+    let plan = plan_json(&["--recipe", &file, "--gpus", "h100x1"]);
+    let stated: Vec<(String, Value)> = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| {
+            d["rule"].as_str().is_some_and(|r| {
+                r.starts_with("your recipe file states it over `llama32_1b_pretrain_config`")
+            })
+        })
+        .map(|d| (d["key"].as_str().unwrap().to_string(), d["value"].clone()))
+        .collect();
+    for (key, value) in [
+        ("model.num_layers", 8),
+        ("scheduler.lr_warmup_iters", 7),
+        ("checkpoint.save_interval", 50),
+    ] {
+        assert!(
+            stated.contains(&(key.to_string(), Value::from(value))),
+            "{key}: {stated:?}"
+        );
+    }
+}

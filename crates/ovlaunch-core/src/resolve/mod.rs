@@ -729,16 +729,37 @@ fn layering<'r>(
         None => layers::layer_on(inp.recipe, choice.variant, file, &plugins.sets, inp.sets)?,
     };
     if let Some(b) = &picked.base {
-        for (path, value) in &l.file_overrides {
-            decisions.push(Decision::new(
-                path.as_str(),
+        let stated = |path: &str, value: &Value| {
+            Decision::new(
+                path,
                 value.clone(),
                 format!(
                     "your recipe file states it over `{}`: passed to the trainer as an override",
                     b.function
                 ),
                 Source::Recipe,
-            ));
+            )
+        };
+        for (path, value) in &l.file_overrides {
+            decisions.push(stated(path, value));
+        }
+        // the pass-through sections' values the user's file states (a generated file's hold
+        // nothing of the user's), each field of a mapping on its own
+        if !b.generated {
+            let passed = b
+                .file
+                .iter()
+                .filter(|(section, _)| crate::config::bridge::is_section(section));
+            for (section, value) in passed {
+                match value {
+                    Value::Object(fields) if !fields.is_empty() => {
+                        for (field, v) in fields {
+                            decisions.push(stated(&format!("{section}.{field}"), v));
+                        }
+                    }
+                    v => decisions.push(stated(section, v)),
+                }
+            }
         }
     }
     let (cfg, prov) = (&mut l.cfg, &l.prov);
