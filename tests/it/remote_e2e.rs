@@ -406,29 +406,42 @@ fn a_jobs_root_others_can_write_is_refused_on_the_login_node(r: &Remote) {
     std::os::unix::fs::symlink(&open, &via).unwrap();
     for (root, name) in [(&open, "open-job"), (&via, "via-link-job")] {
         let jobs = root.join("jobs");
-        let mut a = r.submit_args(name);
+        let o = r.submit_into(&jobs, name);
+        r.refused_on_login(
+            &o,
+            name,
+            &jobs,
+            &format!(
+                "{} on cluster is writable by every user and has no sticky bit",
+                open.display()
+            ),
+            &format!("chmod o-w {}", open.display()),
+        );
+    }
+    a_private_group_on_the_login_node_is_read_there(r);
+}
+
+impl Remote {
+    /// `submit` of a `true` job named `name` into the login node's jobs root `jobs`.
+    fn submit_into(&self, jobs: &Path, name: &str) -> Output {
+        let mut a = self.submit_args(name);
         let at = a.iter().position(|w| w == "--remote-jobs-root").unwrap() + 1;
         a[at] = jobs.to_str().unwrap().to_string();
         a.extend(["--".into(), "true".into()]);
-        let o = r.ovlaunch(&argv(&a));
-        let err = common::stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        assert!(
-            err.contains(&format!(
-                "{} on cluster is writable by every user and has no sticky bit",
-                open.display()
-            )),
-            "{err}"
-        );
-        assert!(
-            err.contains(&format!("chmod o-w {}", open.display())),
-            "{err}"
-        );
-        assert!(!jobs.exists(), "{name}: nothing is written under it");
-        assert!(!r.local_record(name).exists());
-        assert!(r.squeue_named(name).is_empty());
+        self.ovlaunch(&argv(&a))
     }
-    a_private_group_on_the_login_node_is_read_there(r);
+
+    /// `o` (job `name` into `jobs`) refused before anything was written: exit 2, the reason
+    /// `why` and the fix `fix` said, nothing under `jobs`, no record here, nothing queued.
+    fn refused_on_login(&self, o: &Output, name: &str, jobs: &Path, why: &str, fix: &str) {
+        let err = common::stderr(o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(why), "{name}: {err}");
+        assert!(err.contains(fix), "{name}: {err}");
+        assert!(!jobs.exists(), "{name}: nothing is written under it");
+        assert!(!self.local_record(name).exists());
+        assert!(self.squeue_named(name).is_empty());
+    }
 }
 
 /// The login node's groups are read there: a jobs root under a directory its group can write
@@ -450,31 +463,18 @@ fn a_private_group_on_the_login_node_is_read_there(r: &Remote) {
         assert!(s.success());
         Command::new("chmod").arg("775").arg(&dir).status().unwrap();
         let jobs = dir.join("jobs");
-        let mut a = r.submit_args(name);
-        let at = a.iter().position(|w| w == "--remote-jobs-root").unwrap() + 1;
-        a[at] = jobs.to_str().unwrap().to_string();
-        a.extend(["--".into(), "true".into()]);
-        let o = r.ovlaunch(&argv(&a));
-        let err = common::stderr(&o);
+        let o = r.submit_into(&jobs, name);
         if accepted {
-            assert_eq!(o.status.code(), Some(0), "{name}: {err}");
+            assert_eq!(o.status.code(), Some(0), "{name}: {}", common::stderr(&o));
             assert!(jobs.is_dir(), "{name}");
         } else {
-            assert_eq!(o.status.code(), Some(2), "{name}: {err}");
-            assert!(
-                err.contains(&format!(
-                    "{} on cluster is writable by its group gid",
-                    dir.display()
-                )),
-                "{name}: {err}"
+            r.refused_on_login(
+                &o,
+                name,
+                &jobs,
+                &format!("{} on cluster is writable by its group gid", dir.display()),
+                &format!("chmod g-w {}", dir.display()),
             );
-            assert!(
-                err.contains(&format!("chmod g-w {}", dir.display())),
-                "{err}"
-            );
-            assert!(!jobs.exists(), "{name}: nothing is written under it");
-            assert!(!r.local_record(name).exists());
-            assert!(r.squeue_named(name).is_empty());
         }
     }
 }
