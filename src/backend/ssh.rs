@@ -125,7 +125,7 @@ impl Ssh {
             "-T",
             "--",
             &self.target,
-            &format!("sh -c {}", crate::shell::login_word(remote)),
+            &remote_line(remote),
         ]);
         c
     }
@@ -176,10 +176,7 @@ impl Ssh {
                 self.target
             )));
         }
-        let out = self.sh_ok(
-            &format!("sh -c {} sh {}", quote(WALK), quote(d)),
-            Duration::from_secs(60),
-        )?;
+        let out = self.sh_ok(&walk_command(d), Duration::from_secs(60))?;
         let text = String::from_utf8_lossy(&out.stdout);
         let me = text
             .lines()
@@ -763,7 +760,7 @@ impl Host for Ssh {
 
     fn private_group(&self, uid: u32, gid: u32) -> bool {
         let mine = self.private.get_or_init(|| {
-            self.sh_ok(&format!("sh -c {}", quote(FACTS)), Duration::from_secs(60))
+            self.sh_ok(FACTS, Duration::from_secs(60))
                 .ok()
                 .filter(|out| out.status.success())
                 .and_then(|out| remote_private_group(&String::from_utf8_lossy(&out.stdout)))
@@ -966,6 +963,17 @@ fn ran(out: &std::process::Output) -> Ran {
     }
 }
 
+/// `remote` as ssh hands it to the login user's shell: one line run by `sh -c`, quoted so that
+/// a login shell of either family reads it back unchanged (`shell::login_word`).
+fn remote_line(remote: &str) -> String {
+    format!("sh -c {}", crate::shell::login_word(remote))
+}
+
+/// [`WALK`] of the login node's path `path` (its `$1`).
+fn walk_command(path: &str) -> String {
+    format!("set -- {}; {WALK}", quote(path))
+}
+
 /// What decides whether the login user's primary group is private there (as
 /// `input::writers::private_group` reads it on this machine): `user NAME GID`, `group ENTRY`
 /// (`getent group`), and `others N`, the other users whose primary group it is (`getent
@@ -987,9 +995,8 @@ const FACTS: &str = facts!();
 /// as given (`L`) and as `realpath -m` resolves it (`C`), from `/`, `TAG UID GID MODE PATH`
 /// (`stat`, not following a last link; MODE in hex) or `TAG missing PATH` for the first that
 /// does not exist; then, where an entry its group can write has the user's primary group,
-/// [`FACTS`]. `$1` is the path. One line: quoted, it is POSIX single quotes that every login
-/// shell reads (a line break would make it bash's `$'...'`, which dash, a login shell
-/// `/bin/sh` gives, reads as other text).
+/// [`FACTS`]. `$1` is the path ([`walk_command`]). One line, as every remote command
+/// ([`remote_line`]: `shell::login_word` takes no line break).
 const WALK: &str = concat!(
     r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; g=$(id -g) || exit 1; gw=; "#,
     r#"seen() { set -- $1; [ "$2" = "$g" ] && [ $(( 0x$3 & 16 )) -ne 0 ] && gw=1; return 0; }; "#,
@@ -1155,7 +1162,7 @@ mod tests {
     /// and prints the walk (before: "Syntax error", on every `--host` submit).
     #[test]
     fn the_walk_runs_under_a_posix_login_shell() {
-        let line = format!("sh -c {} sh /tmp", quote(WALK));
+        let line = remote_line(&walk_command("/tmp"));
         let out = Command::new("dash").args(["-c", &line]).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
@@ -1173,8 +1180,8 @@ mod tests {
         .unwrap();
         let path = dir.path().join("jobs");
         for line in [
-            format!("sh -c {} sh {}", quote(WALK), quote(path.to_str().unwrap())),
-            format!("sh -c {}", quote(FACTS)),
+            remote_line(&walk_command(path.to_str().unwrap())),
+            remote_line(FACTS),
         ] {
             let out = Command::new("dash").args(["-c", &line]).output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
@@ -1257,18 +1264,29 @@ mod tests {
             None,
             "umask 002 under a private group"
         );
-        for (group, others, why) in [
-            ("root:x:0:root", "others 0\n", "the user named as member"),
-            ("root:x:0:alice", "others 0\n", "another member"),
-            ("root:x:0:", "others 1\n", "another user's primary group"),
-            ("root:x:0:", "", "other users unknown"),
-            ("wheel:x:0:", "others 0\n", "not named after the user"),
+        for (group, others, private, why) in [
+            (
+                "root:x:0:root",
+                "others 0\n",
+                true,
+                "the user named as member",
+            ),
+            ("root:x:0:alice", "others 0\n", false, "another member"),
+            (
+                "root:x:0:",
+                "others 1\n",
+                false,
+                "another user's primary group",
+            ),
+            ("root:x:0:", "", false, "other users unknown"),
+            (
+                "wheel:x:0:",
+                "others 0\n",
+                false,
+                "not named after the user",
+            ),
         ] {
-            let expected = if why == "the user named as member" {
-                None
-            } else {
-                Some(("/tmp/x/jobs".into(), Reason::Group(0), true))
-            };
+            let expected = (!private).then(|| ("/tmp/x/jobs".into(), Reason::Group(0), true));
             assert_eq!(
                 check(&walk(upg, &facts(group, others)), Sharing::Private),
                 expected,
@@ -1311,7 +1329,7 @@ mod tests {
             quote("it's a!x $HOME `id` !! \\"),
             quote("!$")
         );
-        let line = format!("sh -c {}", crate::shell::login_word(&remote));
+        let line = remote_line(&remote);
         let expected = "it's a!x $HOME `id` !! \\|!$|sh|";
         for shell in ["sh", "dash", "bash", "zsh", "tcsh", "csh"] {
             let Ok(out) = Command::new(shell).args(["-c", &line]).output() else {
