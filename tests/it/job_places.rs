@@ -135,13 +135,7 @@ fn a_record_list_leaves_out_is_named_for_what_it_is() {
     let d = open_tempdir();
     let path = stand_in_sbatch(d.path(), 77, "0", "");
     let jobs = d.path().join("jobs");
-    let run = |args: &[&str]| {
-        crate::common::command()
-            .args(args)
-            .env("PATH", &path)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| crate::common::run_env(args, &[("PATH", &path)]);
     let root = jobs.to_str().unwrap();
     for name in ["half", "theirs", "whole"] {
         let o = run(&[
@@ -215,13 +209,7 @@ fn submit_dir_refuses_a_file_that_is_a_link_to_elsewhere() {
         "0",
         &format!("echo \"$@\" >> {}", calls.display()),
     );
-    let run = |args: &[&str]| {
-        crate::common::command()
-            .args(args)
-            .env("PATH", &path)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| crate::common::run_env(args, &[("PATH", &path)]);
     let jobs = d.path().join("jobs");
     let root = jobs.to_str().unwrap();
     let render = |name: &str, more: &[&str]| {
@@ -322,8 +310,8 @@ fn a_name_another_user_took_with_a_dangling_link_is_skipped() {
         jobs.join("taken").display()
     ));
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = crate::common::command()
-        .args([
+    let o = crate::common::run_env(
+        &[
             "submit",
             "-r",
             "llama8b",
@@ -331,12 +319,11 @@ fn a_name_another_user_took_with_a_dangling_link_is_skipped() {
             "h100x8",
             "--job-name",
             "taken",
-        ])
-        .arg("--jobs-root")
-        .arg(&jobs)
-        .env("PATH", &path)
-        .output()
-        .unwrap();
+            "--jobs-root",
+            jobs.to_str().unwrap(),
+        ],
+        &[("PATH", &path)],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
         stdout(&o).contains(&format!("job directory {}", jobs.join("taken-2").display())),
@@ -367,8 +354,8 @@ fn a_job_directory_past_the_path_limit_is_refused_before_anything_is_written() {
     while root.as_os_str().len() < 4100 {
         root = root.join("d".repeat(200));
     }
-    let o = crate::common::command()
-        .args([
+    let o = crate::common::run_env(
+        &[
             "submit",
             "-r",
             "llama8b",
@@ -376,12 +363,11 @@ fn a_job_directory_past_the_path_limit_is_refused_before_anything_is_written() {
             "h100x8",
             "--job-name",
             "deep",
-        ])
-        .arg("--jobs-root")
-        .arg(&root)
-        .env("PATH", &path)
-        .output()
-        .unwrap();
+            "--jobs-root",
+            root.to_str().unwrap(),
+        ],
+        &[("PATH", &path)],
+    );
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("--jobs-root") && e.contains("PATH_MAX"), "{e}");
