@@ -100,7 +100,7 @@ pub fn list(p: &Printer, src: &PluginSourceArgs, out: OutputArg) -> Result<i32> 
                         kind: o.kind.as_str().to_string(),
                         required: o.required,
                         default: (!o.required && o.default.is_some())
-                            .then(|| plugin::default_shown(o)),
+                            .then(|| plugin::default_shown(name, o)),
                         help: o.help.clone(),
                     })
                     .collect(),

@@ -738,3 +738,112 @@ fn secret_values_over_several_lines_stay_out_of_excerpts() {
     assert!(!err.contains("mkM1"), "{err}");
     assert!(err.contains("--unset HF_TOKEN"), "{err}");
 }
+
+/// A user plugin's `passthrough` that copies a launcher variable holding a secret
+/// (`WANDB_API_KEY`) into a variable whose name does not mark it secret would put the secret's
+/// value into the script, `env.sh`, the rank plan and every printed env. Named in the file it
+/// is refused when the file is read; named by an option, when the option gives it. Either way
+/// exit 2 at the file's line, nothing written and the value nowhere in the output. A secret
+/// option's default in a plugin file is not shown by `ovlaunch plugins`.
+#[test]
+fn a_plugin_cannot_copy_a_secret_into_a_plain_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let recipe = p("r.yaml");
+    std::fs::write(&recipe, RECIPE).unwrap();
+    std::fs::write(
+        p("literal.yaml"),
+        "name: literal\nplan:\n  passthrough:\n    PLAIN_COPY: WANDB_API_KEY\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p("chosen.yaml"),
+        "name: chosen\noptions:\n  src: {type: str, default: HOME}\nplan:\n  passthrough:\n    PLAIN_COPY: \"{src}\"\n",
+    )
+    .unwrap();
+    let marker = "mk5-plugin-option";
+    let run = |args: &[&str]| {
+        common::command()
+            .env("WANDB_API_KEY", marker)
+            .env("NGC_API_KEY", marker)
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (file, spec, line) in [
+        ("literal.yaml", "literal", 4),
+        ("chosen.yaml", "chosen:src=NGC_API_KEY", 6),
+    ] {
+        for head in [
+            vec!["--dry-run"],
+            vec!["env"],
+            vec!["render", "--job-dir", "job"],
+        ] {
+            let mut args: Vec<&str> = head.clone();
+            let plugin_file = p(file);
+            args.extend([
+                "--recipe",
+                &recipe,
+                "--gpus",
+                "cpux1",
+                "--no-rank-runtime",
+                "--plugin-file",
+                &plugin_file,
+                "--plugin",
+                spec,
+            ]);
+            if head[0] == "env" {
+                args.retain(|a| *a != "--no-rank-runtime");
+            }
+            let o = run(&args);
+            let err = common::stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}:\n{err}");
+            assert_clean_output(&format!("{args:?}"), &o);
+            assert!(
+                err.contains("copies the secret variable") && err.contains("PLAIN_COPY"),
+                "{args:?}: names the variables\n{err}"
+            );
+            assert!(
+                err.contains(&format!("{file}:{line}")),
+                "{args:?}: the file's line\n{err}"
+            );
+            assert!(err.contains("help: "), "{args:?}: a fix\n{err}");
+            assert!(!dir.path().join("job").exists(), "{args:?}: wrote a job");
+        }
+    }
+    // copying a plain variable is what passthrough is for
+    let o = run(&[
+        "env",
+        "--recipe",
+        &recipe,
+        "--gpus",
+        "cpux1",
+        "--plugin-file",
+        &p("chosen.yaml"),
+        "--plugin",
+        "chosen:src=HOME",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).contains("PLAIN_COPY="),
+        "{}",
+        common::stdout(&o)
+    );
+    // a secret option's default, in text and JSON
+    std::fs::write(
+        p("dflt.yaml"),
+        format!("name: dflt\noptions:\n  svc_token: {{type: str, default: {marker}}}\nplan:\n  env: {{SVC_TOKEN: \"{{svc_token}}\"}}\n"),
+    )
+    .unwrap();
+    for out in ["text", "json"] {
+        let o = run(&["plugins", "--plugin-file", &p("dflt.yaml"), "-o", out]);
+        assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+        assert_clean_output(&format!("plugins -o {out}"), &o);
+        assert!(
+            common::stdout(&o).contains("svc_token"),
+            "{}",
+            common::stdout(&o)
+        );
+    }
+}

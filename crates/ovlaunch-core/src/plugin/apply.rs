@@ -328,9 +328,11 @@ fn collect_plan(
         if out.env.contains_key(k) {
             continue;
         }
-        if let Some(src) = s.text(src, false)?
-            && let Some(v) = launcher_env.get(&src)
-        {
+        let Some(src) = s.text(src, false)? else {
+            continue;
+        };
+        super::validate::passthrough_keeps_secret(&s.active.def, k, &src)?;
+        if let Some(v) = launcher_env.get(&src) {
             out.env.insert(
                 k.clone(),
                 (v.clone(), "plan.passthrough from the launcher environment"),

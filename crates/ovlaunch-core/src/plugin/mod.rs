@@ -196,9 +196,12 @@ impl Registry {
     }
 }
 
-/// The text of `ovlaunch plugins`.
-/// An option's default as `ovlaunch plugins` shows it.
-pub fn default_shown(o: &schema::OptionDef) -> String {
+/// Option `name`'s default as `ovlaunch plugins` shows it: a secret option's (a key a
+/// plugin file states) redacted, as its value is wherever a plan shows it.
+pub fn default_shown(name: &str, o: &schema::OptionDef) -> String {
+    if crate::secret::is_secret_name(name) && o.default.is_some() {
+        return crate::secret::REDACTED.to_string();
+    }
     o.default
         .as_ref()
         .and_then(|d| typed_default(o.kind, d).ok())
@@ -206,6 +209,7 @@ pub fn default_shown(o: &schema::OptionDef) -> String {
         .shown()
 }
 
+/// The text of `ovlaunch plugins`.
 pub fn describe(reg: &Registry) -> String {
     let mut s = String::new();
     for p in reg.all() {
@@ -245,7 +249,7 @@ pub fn describe(reg: &Registry) -> String {
                 let default = if o.required {
                     "(required)".to_string()
                 } else {
-                    default_shown(o)
+                    default_shown(name, o)
                 };
                 (name.clone(), o.kind.as_str(), default, o.help.as_str())
             })

@@ -119,6 +119,24 @@ pub(super) fn validate(def: &PluginDef) -> Result<()> {
     Ok(())
 }
 
+/// A `passthrough` copying a launcher variable that holds a secret (`WANDB_API_KEY`) into a
+/// variable whose name does not mark it secret would write the secret's value into the
+/// script, `env.sh`, the rank plan and every printed env: the target must be a secret name
+/// too, so that the value reaches the job only through its secrets file.
+pub(super) fn passthrough_keeps_secret(def: &PluginDef, target: &str, source: &str) -> Result<()> {
+    if !secret::is_secret_name(source) || secret::is_secret_name(target) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "plugin `{}`: `passthrough` copies the secret variable {source} into {target}, whose name does not mark it secret, so its value would be written into the job's script and env and printed",
+        def.file.name
+    ))
+    .at(def.at(target))
+    .help(format!(
+        "copy it into a variable named as a secret (`{source}` itself, or a name ending in `_KEY` or `_TOKEN`): secrets reach the job only through its secrets file"
+    )))
+}
+
 struct Validator<'a> {
     def: &'a PluginDef,
 }
@@ -311,6 +329,14 @@ impl Validator<'_> {
                 return Err(self.err(format!("`{k}` is not an environment variable name"), k));
             }
             self.template(v, Slot::Plan)?;
+            // a source named in the file is known now; one an option names, when it is given
+            if template::parse(v)
+                .pieces
+                .iter()
+                .all(|p| matches!(p, Piece::Lit(_)))
+            {
+                passthrough_keeps_secret(self.def, k, v)?;
+            }
         }
         for (k, sub) in p.when.iter() {
             self.when_key(k, true)?;
