@@ -163,6 +163,72 @@ layered! {
     lists: container_mounts, sbatch_args, srun_args,
 }
 
+impl Layer {
+    /// The checks the render gives these settings' values (Slurm's readings of time and
+    /// names, the options ovlaunch computes, one container mount per entry), run on a value
+    /// the environment or a profile gives, so that a refusal names the variable or the
+    /// profile file's line it came from, not a flag nobody typed. A flag's value keeps its
+    /// refusal, which names the flag.
+    fn check(&self) -> Result<()> {
+        use crate::render::owned::{check_sbatch_arg, check_srun_arg};
+        use crate::render::slurm_values::{check_name, check_time};
+        if let Some(s) = &self.time {
+            check_time(&s.value).map_err(|e| from_setting(e, "time", &s.origin))?;
+        }
+        for (key, flag, v, list) in [
+            ("account", "--account", &self.account, false),
+            ("partition", "--partition", &self.partition, true),
+            ("qos", "--qos", &self.qos, false),
+        ] {
+            if let Some(s) = v {
+                check_name(flag, &s.value, list).map_err(|e| from_setting(e, key, &s.origin))?;
+            }
+        }
+        let lists: [(&str, &Option<Listed>, fn(&str) -> Result<()>); 3] = [
+            (
+                "container_mounts",
+                &self.container_mounts,
+                super::launch::check_mount,
+            ),
+            ("sbatch_args", &self.sbatch_args, check_sbatch_arg),
+            ("srun_args", &self.srun_args, check_srun_arg),
+        ];
+        for (key, list, check) in lists {
+            // a layer's list has one origin: its source's
+            let Some(l) = list else { continue };
+            let origin = l.origins.first().unwrap_or(&Origin::Default);
+            for item in &l.items {
+                check(item).map_err(|e| from_setting(e, key, origin))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A refusal of setting `key`'s value pointed at where the value came from: the profile
+/// file's line (`profile `site` time: ...`), or the environment variable; a flag's (or a
+/// default's) refusal is kept as it is.
+fn from_setting(mut e: Error, key: &str, origin: &Origin) -> Error {
+    match origin {
+        Origin::Flag(_) | Origin::Default => e,
+        Origin::Env(var) => e.at_flag(format!("environment variable {var}")),
+        Origin::Profile { name, path, line } => {
+            e.message = format!("profile `{name}` {key}: {}", e.message);
+            // a list's entries all reach the job (a flag's add to them); a scalar a flag replaces
+            let fix = if matches!(key, "container_mounts" | "sbatch_args" | "srun_args") {
+                format!("change or remove that entry of `{key}`")
+            } else {
+                format!("change `{key}` there (a flag's value wins over it)")
+            };
+            e.help = Some(match e.help.take() {
+                Some(h) => format!("{fix}; {h}"),
+                None => fix,
+            });
+            e.at(crate::error::Origin::file(path.clone(), *line, None))
+        }
+    }
+}
+
 /// Environment variables read for each setting, in order.
 pub const ENV: &[(&str, &[&str])] = &[
     ("account", &["SBATCH_ACCOUNT", "SLURM_ACCOUNT"]),
@@ -320,10 +386,28 @@ impl Settings {
         if let Some(name) = &name {
             for src in [inputs.project, inputs.user].into_iter().flatten() {
                 if let Some(p) = src.file.profiles.get(name) {
-                    layered = layered.combine(Layer::from_profile(src, name, p));
+                    let profile = Layer::from_profile(src, name, p);
+                    // its lists all reach the job (they add up); a scalar only where no
+                    // higher layer has one, checked below
+                    Layer {
+                        container_mounts: profile.container_mounts.clone(),
+                        sbatch_args: profile.sbatch_args.clone(),
+                        srun_args: profile.srun_args.clone(),
+                        ..Layer::default()
+                    }
+                    .check()?;
+                    layered = layered.combine(profile);
                 }
             }
         }
+        // the scalars in force, from whichever layer gave them
+        Layer {
+            container_mounts: None,
+            sbatch_args: None,
+            srun_args: None,
+            ..layered.clone()
+        }
+        .check()?;
         let l = layered;
         let list = |v: Option<Listed>| {
             v.unwrap_or_else(|| Listed {

@@ -433,3 +433,84 @@ fn each_layer_wins_over_the_ones_below() {
     assert_eq!(line, "#SBATCH --partition=from-flag");
     assert!(origin.ends_with("from flag --partition"), "{origin}");
 }
+
+/// A value a profile or the environment gives is refused as a flag's would be (Slurm's
+/// readings of time and names, the options ovlaunch computes, one container mount per entry),
+/// but the refusal names where the value came from: the profile's name, the key and the
+/// file's line, with a fix that says to change it there; or the environment variable. Nobody
+/// typed `--time`, so an error naming it sends the user to the wrong place. A flag's value
+/// over a bad profile value is used; nothing is written.
+#[test]
+fn a_profile_or_env_value_is_refused_where_it_came_from() {
+    let s = Site::new();
+    let job = s.path("job");
+    let args = [
+        "render",
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--job-dir",
+        &job,
+    ];
+    let project = s.path("project/.ovlaunch.yaml");
+    for (key, value, line) in [
+        ("time", "abc", 4),
+        ("account", "-x", 4),
+        ("partition", "'a b'", 4),
+        ("qos", "'q;q'", 4),
+        ("sbatch_args", "[--mem=1, --nodes=3]", 4),
+        ("srun_args", "[--ntasks=3]", 4),
+        ("container_mounts", "['/a,b:/c']", 5),
+    ] {
+        let image = if key == "container_mounts" {
+            "    container_image: img\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &project,
+            format!("default_profile: site\nprofiles:\n  site:\n{image}    {key}: {value}\n"),
+        )
+        .unwrap();
+        let o = s.run(&args, &[]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{key}: {err}");
+        assert!(
+            err.contains(&format!("error: profile `site` {key}: ")),
+            "{key}: names the profile and key\n{err}"
+        );
+        assert!(
+            err.contains(&format!("--> {project}:{line}\n")),
+            "{key}: the file's line\n{err}"
+        );
+        let help = err.split("help: ").nth(1).unwrap_or("");
+        assert!(help.contains(&format!("`{key}`")), "{key}: the fix\n{err}");
+        assert!(!Path::new(&job).exists(), "{key}: wrote the job");
+    }
+    // a flag's value wins over the profile's, which then is not refused
+    std::fs::write(
+        &project,
+        "default_profile: site\nprofiles:\n  site:\n    time: abc\n",
+    )
+    .unwrap();
+    let o = s.run(&args, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let mut with_flag = args.to_vec();
+    with_flag.extend(["--time", "01:00:00", "--rank-runtime", common::rank_bin()]);
+    let o = s.run(&with_flag, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = std::fs::read_to_string(Path::new(&job).join("launch.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --time=01:00:00"), "{script}");
+    std::fs::remove_dir_all(&job).unwrap();
+    // the environment's value names its variable
+    std::fs::write(&project, PROJECT).unwrap();
+    let o = s.run(&args, &[("SBATCH_TIMELIMIT", "zz")]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("error: environment variable SBATCH_TIMELIMIT: `zz` is not a Slurm time"),
+        "{err}"
+    );
+    assert!(!Path::new(&job).exists(), "wrote the job");
+}
