@@ -1078,6 +1078,7 @@ pub fn prepare_resolved(
     {
         warnings.push(w);
     }
+    warnings.extend(own_trainer_warning(&plan, args));
     let executor = match form {
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
@@ -1316,6 +1317,29 @@ fn bare_bridge_warning(plan: &Plan, opts: &LaunchOptions, args: &LaunchArgs) -> 
                 plan.versions.bridge_root
             )
         })
+}
+
+/// The warning for a trainer of the user's own (`-- TRAINER...`) where the plan holds words
+/// for Bridge's runner (`--set`s, a recipe file's values, plugin settings, runner flags): the
+/// trainer replaces the runner, so none of them is on its command line; the job's
+/// `overrides.txt` still holds them, for a trainer that reads them.
+fn own_trainer_warning(plan: &Plan, args: &LaunchArgs) -> Option<String> {
+    let call = plan.trainer.as_ref().filter(|_| !args.trainer.is_empty())?;
+    let words: Vec<&str> = call
+        .flags
+        .iter()
+        .chain(&call.overrides)
+        .map(String::as_str)
+        .collect();
+    let first = words.first()?;
+    let more = match words.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    Some(format!(
+        "the trainer after `--` replaces Bridge's runner, so the {} setting(s) the plan passes to the runner ({first}{more}) are not on its command line; they are in the job's overrides.txt, one per line: pass them to your trainer yourself, or leave the trainer out to run Bridge's runner with them",
+        words.len()
+    ))
 }
 
 /// Relative display of a path under the working directory.

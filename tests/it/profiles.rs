@@ -514,3 +514,49 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
     );
     assert!(!Path::new(&job).exists(), "wrote the job");
 }
+
+/// A profile's env value given null, or a key given a list where it takes text, is refused in words, at the file's
+/// line, not in the YAML reader's Rust terms (`use Option<String>`).
+#[test]
+fn a_profile_value_of_the_wrong_shape_is_refused_in_words() {
+    let s = Site::new();
+    let project = s.path("project/.ovlaunch.yaml");
+    for (body, line, words) in [
+        (
+            "    env:\n      NCCL_DEBUG: null\n",
+            5,
+            "expected text, found null",
+        ),
+        (
+            "    account: [a, b]\n",
+            4,
+            "expected text, found a list or a mapping",
+        ),
+    ] {
+        std::fs::write(
+            &project,
+            format!("profiles:\n  site:\n    partition: p\n{body}"),
+        )
+        .unwrap();
+        let o = s.run(
+            &[
+                "--recipe",
+                "llama8b",
+                "--gpus",
+                "h100x8",
+                "--dry-run",
+                "--profile",
+                "site",
+            ],
+            &[],
+        );
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{body}: {err}");
+        assert!(err.contains(&format!("error: {words}")), "{body}: {err}");
+        assert!(!err.contains("Option<"), "{body}: Rust's words\n{err}");
+        assert!(
+            err.contains(&format!("{project}:{line}")),
+            "{body}: the line\n{err}"
+        );
+    }
+}

@@ -548,3 +548,67 @@ fn deprecated_train_values_and_nvrx_checks_are_planned_as_bridge_validates() {
     );
     plan_json(&with(&base, &["nvrx_straggler.report_time_interval=0"])[1..]);
 }
+
+/// A trainer of the user's own after `--` replaces Bridge's runner: real bash, running the
+/// rendered script, passes it exactly the user's words, none of the plan's runner words
+/// (`--set train.train_iters=5`, a plugin's `profiling.*`). That is said, not silent: a
+/// warning names the first word and the count and points at `overrides.txt`, which holds
+/// them. A trainer of one's own with nothing for the runner gets no warning.
+#[test]
+fn an_own_trainer_is_told_which_settings_it_does_not_get() {
+    let d = tempfile::tempdir().unwrap();
+    let render = |job: &str, extra: &[&str]| {
+        let job = d.path().join(job);
+        let mut args = vec![
+            "render",
+            "--recipe",
+            "llama3_8b",
+            "--gpus",
+            "h100x8",
+            "--no-container",
+            "--no-rank-runtime",
+            "--job-dir",
+            job.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend(["--", "python3", "my_train.py", "--lr", "1"]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let script = std::fs::read_to_string(job.join("launch.sbatch")).unwrap();
+        let words = words_bash_passes("srun", &script);
+        let at = words.iter().position(|w| w == "python3").unwrap();
+        assert_eq!(
+            words[at..],
+            ["python3", "my_train.py", "--lr", "1"],
+            "{words:?}"
+        );
+        let overrides = std::fs::read_to_string(job.join("overrides.txt")).unwrap();
+        (stderr(&o), overrides)
+    };
+    let (err, overrides) = render(
+        "with-sets",
+        &[
+            "--set",
+            "train.train_iters=5",
+            "--plugin",
+            "pytorch-profiler",
+        ],
+    );
+    assert!(
+        overrides.lines().any(|l| l == "train.train_iters=5"),
+        "{overrides}"
+    );
+    let n = overrides.lines().filter(|l| !l.starts_with('#')).count();
+    let warning = err
+        .lines()
+        .find(|l| l.contains("replaces Bridge's runner"))
+        .unwrap_or_else(|| panic!("no warning:\n{err}"));
+    assert!(
+        warning.contains(&format!("the {n} setting(s)"))
+            && warning.contains("train.train_iters=5")
+            && warning.contains("overrides.txt"),
+        "{warning}"
+    );
+    let (err, _) = render("bare", &[]);
+    assert!(!err.contains("replaces Bridge's runner"), "{err}");
+}

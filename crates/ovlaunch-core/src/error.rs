@@ -256,6 +256,12 @@ pub fn serde_words(message: &str) -> String {
     match message {
         "expected mapping start" => return "expected a mapping (`FIELD: VALUE` lines)".into(),
         "expected sequence start" => return "expected a list".into(),
+        // the YAML reader's words for null or a collection where text belongs, which name
+        // Rust's types (`use Option<String>`)
+        "cannot deserialize null into string; use Option<String>" => {
+            return "expected text, found null (an empty value): give the text, `\"\"` for empty text, or leave the key out".into();
+        }
+        "expected string scalar" => return "expected text, found a list or a mapping".into(),
         _ => {}
     }
     if let Some(v) = message
@@ -449,6 +455,14 @@ mod tests {
             (
                 "expected mapping start",
                 "expected a mapping (`FIELD: VALUE` lines)",
+            ),
+            (
+                "cannot deserialize null into string; use Option<String>",
+                "expected text, found null (an empty value): give the text, `\"\"` for empty text, or leave the key out",
+            ),
+            (
+                "expected string scalar",
+                "expected text, found a list or a mapping",
             ),
             (
                 "non-finite float `.inf` rejected by the configured policy",
