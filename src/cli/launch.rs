@@ -534,12 +534,40 @@ pub fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
             .at_flag("--template-dir")
             .help("give a directory holding sbatch.sh.j2 and/or torchrun.sh.j2"));
         }
-        for name in ["sbatch.sh.j2", "torchrun.sh.j2"] {
+        let names = ["sbatch.sh.j2", "torchrun.sh.j2"];
+        let mut found = 0;
+        for name in names {
             let p = dir.join(name);
             if p.exists() {
                 let text = crate::input::read_config(&p, "--template-dir")?;
                 t.replace(name, &p.display().to_string(), text);
+                found += 1;
             }
+        }
+        if found == 0 {
+            // a directory whose templates are misnamed would change nothing, silently
+            let mut others: Vec<String> = std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n.ends_with(".j2"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            others.sort();
+            return Err(Error::usage(format!(
+                "template directory {} holds neither {}{}",
+                dir.display(),
+                names.join(" nor "),
+                if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it holds {})", others.join(", "))
+                }
+            ))
+            .at_flag("--template-dir")
+            .help("a template replaces the shipped one of its file name: sbatch.sh.j2 (the Slurm script) or torchrun.sh.j2 (the script of --executor local and `ovlaunch torchrun`)"));
         }
     }
     if let Some(p) = &args.template {

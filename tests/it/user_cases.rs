@@ -612,3 +612,95 @@ fn an_own_trainer_is_told_which_settings_it_does_not_get() {
     let (err, _) = render("bare", &[]);
     assert!(!err.contains("replaces Bridge's runner"), "{err}");
 }
+
+/// A template of the user's own (`--template`, `--template-dir`) is the whole script, so it
+/// must use every value it receives but the header's comments and the sbatch template's
+/// `mode`: one that leaves out the env, its removals, the secrets file or the Slurm request
+/// would run a job without them, silently. It is refused (exit 2, naming each value left out,
+/// what it carries and the file), nothing written. A copy of the shipped template with a line
+/// of its own renders, and real bash running its script passes the launch step its words; a
+/// template directory holding neither template name is refused, naming what it holds; a
+/// template's error lists the values it receives.
+#[test]
+fn a_users_template_carries_the_whole_job() {
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/sbatch.sh.j2"),
+    )
+    .unwrap();
+    let base = [
+        "--recipe",
+        "llama3_8b",
+        "--gpus",
+        "h100x8",
+        "--no-container",
+        "--no-rank-runtime",
+        "--env",
+        "OVL_SITE_TOKEN=s3cr3t",
+    ];
+    // the shipped template and a line of the site's own: rendered, run by bash
+    let mine = file(
+        "mine.j2",
+        &shipped.replace("set -euo", "# site line\nset -euo"),
+    );
+    let job = d.path().join("job");
+    let mut args = vec![
+        "render",
+        "--template",
+        &mine,
+        "--job-dir",
+        job.to_str().unwrap(),
+    ];
+    args.extend(base);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = std::fs::read_to_string(job.join("launch.sbatch")).unwrap();
+    assert!(script.contains("# site line\n"), "{script}");
+    let words = words_bash_passes("srun", &script);
+    assert!(
+        words.iter().any(|w| w.ends_with("run_recipe.py")),
+        "{words:?}"
+    );
+    // each value a template must use, left out in turn
+    for (value, carries) in [
+        ("exports", "the plan's env"),
+        ("unsets", "the variables the plan removes"),
+        ("secrets_file", "the secrets"),
+        ("directives", "the #SBATCH request"),
+        ("srun_args", "the launch step's srun options"),
+        ("setup_lines", "the plugins' and the package's setup"),
+    ] {
+        let text = shipped.replace(value, "header");
+        let t = file(&format!("no-{value}.j2"), &text);
+        let mut args = vec!["--template", t.as_str()];
+        args.extend(base);
+        let err = assert_render_refused(&args);
+        assert!(
+            err.contains(&format!("never uses `{value}` ({carries}")) && err.contains(&t),
+            "{value}:\n{err}"
+        );
+        assert!(err.contains("help: "), "{value}: a fix\n{err}");
+    }
+    // a template directory with the names wrong
+    file("tpl/sbatch.j2", &shipped);
+    let dir = d.path().join("tpl").display().to_string();
+    let mut args = vec!["--template-dir", dir.as_str()];
+    args.extend(base);
+    let err = assert_render_refused(&args);
+    assert!(
+        err.contains("holds neither sbatch.sh.j2 nor torchrun.sh.j2 (it holds sbatch.j2)"),
+        "{err}"
+    );
+    // a template's error names what it receives, `unsets` among them
+    let t = file("typo.j2", &shipped.replace("{{ e }}", "{{ ee }}"));
+    let mut args = vec!["--template", t.as_str()];
+    args.extend(base);
+    let err = assert_render_refused(&args);
+    assert!(err.contains("undefined") && err.contains("unsets"), "{err}");
+}

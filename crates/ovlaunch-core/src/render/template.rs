@@ -1,5 +1,8 @@
 //! Jinja2-compatible templates (minijinja), embedded and overridable. Templates receive only
 //! strings that Rust has already formatted and shell-quoted, and undefined names are errors.
+//! A template must use every value it receives but `header` and `mode` ([`CARRIES`] says
+//! what each carries of the job), so a user's template cannot drop the env, the secrets or
+//! the Slurm request without a word.
 
 use minijinja::{Environment, UndefinedBehavior, Value};
 
@@ -55,17 +58,74 @@ impl Templates {
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .keep_trailing_newline(true)
             .build()
-            .map_err(|e| template_error(&origin, &e))?;
+            .map_err(|e| template_error(&origin, &e, &ctx))?;
         env.set_syntax(syntax);
         env.add_template(name, text)
-            .map_err(|e| template_error(&origin, &e))?;
+            .map_err(|e| template_error(&origin, &e, &ctx))?;
         let tmpl = env
             .get_template(name)
-            .map_err(|e| template_error(&origin, &e))?;
-        tmpl.render(ctx).map_err(|e| template_error(&origin, &e))
+            .map_err(|e| template_error(&origin, &e, &ctx))?;
+        // rendered first: a template that cannot render (or runs out of fuel) says so
+        let text = tmpl
+            .render(&ctx)
+            .map_err(|e| template_error(&origin, &e, &ctx))?;
+        let used = tmpl.undeclared_variables(false);
+        let unused: Vec<String> = names(&ctx)
+            .into_iter()
+            .filter(|n| !OPTIONAL.contains(&n.as_str()) && !used.contains(n))
+            .collect();
+        if !unused.is_empty() {
+            let said: Vec<String> = unused
+                .iter()
+                .map(|n| match CARRIES.iter().find(|(k, _)| k == n) {
+                    Some((_, what)) => format!("`{n}` ({what})"),
+                    None => format!("`{n}`"),
+                })
+                .collect();
+            return Err(Error::usage(format!(
+                "template {name} never uses {}: the job would run without {}",
+                said.join(", "),
+                if unused.len() == 1 { "it" } else { "them" }
+            ))
+            .at(Origin::file(origin, None, None))
+            .help(format!(
+                "use each value the template receives ({}; only {} may be left out), as the shipped templates/{name} does",
+                names(&ctx).join(", "),
+                OPTIONAL.join(" and ")
+            )));
+        }
+        Ok(text)
     }
 }
 
-fn template_error(origin: &str, e: &minijinja::Error) -> Error {
-    Error::usage(format!("template error: {e}")).at(Origin::file(origin, e.line(), None)).help("templates receive header, directives, exports, secrets_file, setup_lines, mode, srun_args and command")
+/// The values a template may leave out: the header's comments and the shipped sbatch
+/// template's switch between its launch forms. Every other value carries part of the job.
+const OPTIONAL: &[&str] = &["header", "mode"];
+
+/// What each value a template receives carries of the job, for the refusal of a template
+/// that leaves one out.
+const CARRIES: &[(&str, &str)] = &[
+    (
+        "directives",
+        "the #SBATCH request: nodes, tasks, GPUs, time, output",
+    ),
+    ("exports", "the plan's env"),
+    ("unsets", "the variables the plan removes"),
+    ("secrets_file", "the secrets"),
+    ("setup_lines", "the plugins' and the package's setup"),
+    ("srun_args", "the launch step's srun options"),
+    ("command", "the launch step"),
+];
+
+/// The names a template receives, in the context's order.
+fn names(ctx: &Value) -> Vec<String> {
+    ctx.try_iter()
+        .map(|keys| keys.map(|k| k.to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn template_error(origin: &str, e: &minijinja::Error, ctx: &Value) -> Error {
+    Error::usage(format!("template error: {e}"))
+        .at(Origin::file(origin, e.line(), None))
+        .help(format!("this template receives {}", names(ctx).join(", ")))
 }
