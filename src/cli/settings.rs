@@ -163,6 +163,9 @@ layered! {
     lists: container_mounts, sbatch_args, srun_args,
 }
 
+/// A check of one value, as the render runs it.
+type Check = fn(&str) -> Result<()>;
+
 impl Layer {
     /// The checks the render gives these settings' values (Slurm's readings of time and
     /// names, the options ovlaunch computes, one container mount per entry), run on a value
@@ -184,7 +187,7 @@ impl Layer {
                 check_name(flag, &s.value, list).map_err(|e| from_setting(e, key, &s.origin))?;
             }
         }
-        let lists: [(&str, &Option<Listed>, fn(&str) -> Result<()>); 3] = [
+        let lists: [(&str, &Option<Listed>, Check); 3] = [
             (
                 "container_mounts",
                 &self.container_mounts,
@@ -342,8 +345,42 @@ fn plain(v: String, _: &Origin) -> Result<String> {
     Ok(v)
 }
 
-fn path(v: String, _: &Origin) -> Result<Option<PathBuf>> {
-    Ok(Some(PathBuf::from(v)))
+/// A path setting's value. A profile's is read as the file means it wherever ovlaunch runs:
+/// `~` and `~/...` are the home directory (no shell expands a file's text) and a relative path
+/// is taken from the profile file's directory; `~user` is refused. A flag's or the
+/// environment's value is as given (the shell expanded it; relative to the working directory).
+fn path_in(
+    v: String,
+    origin: &Origin,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<PathBuf>> {
+    let Origin::Profile { name, path, line } = origin else {
+        return Ok(Some(PathBuf::from(v)));
+    };
+    let at = || crate::error::Origin::file(path.clone(), *line, None);
+    if let Some(rest) = v.strip_prefix('~') {
+        let Some(rest) = rest.strip_prefix('/').or(rest.is_empty().then_some("")) else {
+            return Err(Error::usage(format!(
+                "profile `{name}`: `{v}` names another user's home directory, which ovlaunch does not look up"
+            ))
+            .at(at())
+            .help("give an absolute path"));
+        };
+        let home = profile::home_dir(env).ok_or_else(|| {
+            Error::usage(format!(
+                "profile `{name}`: `{v}` starts with `~`, but HOME is not an absolute path and the user database names no home directory for this user"
+            ))
+            .at(at())
+            .help("give an absolute path")
+        })?;
+        return Ok(Some(home.join(rest)));
+    }
+    let p = PathBuf::from(&v);
+    if p.is_absolute() {
+        return Ok(Some(p));
+    }
+    let dir = Path::new(path).parent().unwrap_or(Path::new(""));
+    Ok(Some(dir.join(p)))
 }
 
 fn runtime(v: String, o: &Origin) -> Result<ContainerRuntime> {
@@ -429,9 +466,9 @@ impl Settings {
             mpi: typed(l.mpi, "none".to_string(), plain)?,
             container_image: typed(l.container_image, None, some)?,
             container_runtime: typed(l.container_runtime, ContainerRuntime::Pyxis, runtime)?,
-            jobs_root: typed(l.jobs_root, None, path)?,
+            jobs_root: typed(l.jobs_root, None, |v, o| path_in(v, o, inputs.env))?,
             jobs_root_shared: typed(l.jobs_root_shared, Sharing::default(), sharing)?,
-            rank_runtime: typed(l.rank_runtime, None, path)?,
+            rank_runtime: typed(l.rank_runtime, None, |v, o| path_in(v, o, inputs.env))?,
             host: typed(l.host, None, some)?,
             remote_jobs_root: typed(l.remote_jobs_root, None, some)?,
             bridge_root: typed(

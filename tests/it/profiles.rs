@@ -560,3 +560,67 @@ fn a_profile_value_of_the_wrong_shape_is_refused_in_words() {
         );
     }
 }
+
+/// A profile's path means the same wherever ovlaunch runs: a relative `jobs_root` is taken
+/// from the profile file's directory (renders from the project and from a directory below it
+/// land side by side, and `list` run elsewhere finds them through the user file), and `~/`
+/// is the home directory (no shell expands a file's text: a literal `~` directory in the
+/// working directory is not made). `~user` is refused at the file's line.
+#[test]
+fn a_profiles_paths_mean_the_same_from_any_directory() {
+    let s = Site::new();
+    let tiny = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let args = [
+        "render",
+        "--recipe",
+        &tiny,
+        "--gpus",
+        "cpux2",
+        "--no-rank-runtime",
+    ];
+    // the user file's relative jobs root: its own directory's `jobs`
+    std::fs::write(
+        s.path("config/ovlaunch/config.yaml"),
+        "default_profile: site\nprofiles:\n  site:\n    jobs_root: jobs\n",
+    )
+    .unwrap();
+    std::fs::write(s.path("project/.ovlaunch.yaml"), "profiles: {}\n").unwrap();
+    let root = s.path("config/ovlaunch/jobs");
+    let from_sub = s.run(&args, &[]);
+    assert!(from_sub.status.success(), "{}", stderr(&from_sub));
+    let from_project = s.run_in(Path::new(&s.path("project")), &args, &[]);
+    assert!(from_project.status.success(), "{}", stderr(&from_project));
+    assert_eq!(stdout(&from_sub).trim(), format!("{root}/tiny-cpux2"));
+    assert_eq!(stdout(&from_project).trim(), format!("{root}/tiny-cpux2-2"));
+    let listed = s.run_in(s.dir.path(), &["list", "-o", "json"], &[]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let jobs: serde_json::Value = serde_json::from_str(&stdout(&listed)).unwrap();
+    assert_eq!(jobs.as_array().map(Vec::len), Some(2), "{jobs}");
+    // `~/` in the project file: the home directory
+    std::fs::write(
+        s.path("project/.ovlaunch.yaml"),
+        "default_profile: site\nprofiles:\n  site:\n    jobs_root: ~/ovl-jobs\n",
+    )
+    .unwrap();
+    let home = s.path("home");
+    let o = s.run(&args, &[("HOME", home.as_str())]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), format!("{home}/ovl-jobs/tiny-cpux2"));
+    assert!(
+        !Path::new(&s.path("project/sub/~")).exists(),
+        "a literal ~ directory"
+    );
+    // `~user`: refused at the line
+    std::fs::write(
+        s.path("project/.ovlaunch.yaml"),
+        "default_profile: site\nprofiles:\n  site:\n    jobs_root: ~bob/jobs\n",
+    )
+    .unwrap();
+    let o = s.run(&args, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("--> {}:4", s.path("project/.ovlaunch.yaml"))),
+        "{}",
+        stderr(&o)
+    );
+}
