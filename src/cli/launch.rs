@@ -453,7 +453,12 @@ pub fn rank_runtime_for(
         return Ok(None);
     }
     let chosen = settings.rank_runtime.value.as_deref();
-    rankbin::locate(chosen, "--rank-runtime", arch, nodes).map(Some)
+    // a refusal names where the path came from: the flag, the variable or the profile's line
+    let origin = match &settings.rank_runtime.origin {
+        Origin::Flag(_) | Origin::Default => "--rank-runtime".to_string(),
+        other => format!("rank_runtime from {other}"),
+    };
+    rankbin::locate(chosen, &origin, arch, nodes).map(Some)
 }
 
 /// The OCI bundle for `--container-runtime oci`: its `config.json` text and the root

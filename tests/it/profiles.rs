@@ -513,6 +513,33 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
         "{err}"
     );
     assert!(!Path::new(&job).exists(), "wrote the job");
+    // a rank runtime the profile or the environment names, which is not there
+    std::fs::write(
+        &project,
+        "default_profile: site\nprofiles:\n  site:\n    rank_runtime: /nonexistent/ovlaunch-rank\n",
+    )
+    .unwrap();
+    let o = s.run(&args, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: rank_runtime from profile site ({project}:4): "
+        )),
+        "{err}"
+    );
+    std::fs::write(&project, PROJECT).unwrap();
+    let o = s.run(
+        &args,
+        &[("OVLAUNCH_RANK_RUNTIME", "/nonexistent/ovlaunch-rank")],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("error: rank_runtime from env OVLAUNCH_RANK_RUNTIME: "),
+        "{err}"
+    );
+    assert!(!Path::new(&job).exists(), "wrote the job");
 }
 
 /// A profile's env value given null, or a key given a list where it takes text, is refused in words, at the file's
