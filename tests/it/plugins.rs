@@ -1324,3 +1324,65 @@ fn fault_tolerance_script_keeps_results_and_stops_at_the_limit() {
     .unwrap();
     assert_eq!(o.status.code(), Some(0), "finished earlier: nothing to do");
 }
+
+/// Two user files that define one plugin name (two files of a plugin directory, or a
+/// directory's and a `--plugin-file`) are refused, naming both files and the `name:` line:
+/// which one ran depended on file names or flag order, silently. The same file given twice is
+/// one plugin; a user file replacing a shipped one is still the documented replacement.
+#[test]
+fn two_user_files_of_one_plugin_name_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str, value: &str| {
+        let p = d.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(
+            &p,
+            format!("name: twice\nplan:\n  env: {{OVL_TWICE: \"{value}\"}}\n"),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let a = file("dir/a.yaml", "from a");
+    let b = file("dir/b.yaml", "from b");
+    let c = file("c.yaml", "from c");
+    let dir = d.path().join("dir").display().to_string();
+    let env = |extra: &[&str]| {
+        let mut args = vec![
+            "env",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--plugin",
+            "twice",
+        ];
+        args.extend_from_slice(extra);
+        common::run(&args)
+    };
+    for (extra, first, second) in [
+        (vec!["--plugin-dir", dir.as_str()], &a, &b),
+        (
+            vec!["--plugin-file", c.as_str(), "--plugin-file", a.as_str()],
+            &c,
+            &a,
+        ),
+    ] {
+        let o = env(&extra);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "plugin `twice` is defined by two files: {first} and {second}"
+            )) && err.contains(&format!("--> {second}:1")),
+            "{extra:?}: {err}"
+        );
+    }
+    std::fs::remove_file(&b).unwrap();
+    let o = env(&["--plugin-file", a.as_str(), "--plugin-file", a.as_str()]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).contains("export OVL_TWICE='from a'"),
+        "{}",
+        common::stdout(&o)
+    );
+}

@@ -70,7 +70,7 @@ mod validate;
 
 use std::fmt::Write;
 
-use crate::error::{Origin, Result};
+use crate::error::{Error, Origin, Result};
 pub use apply::{
     LaunchContext, builtins, launch_phase, passthrough_sources, plan_phase, render_phase,
 };
@@ -163,10 +163,24 @@ impl Registry {
         Ok(r)
     }
 
-    /// Parses, validates and adds a plugin; it replaces one of the same name (recording which
-    /// shipped plugin it replaces, [`PluginDef::replaces`]).
+    /// Parses, validates and adds a plugin; it replaces a shipped one of the same name
+    /// (recording which, [`PluginDef::replaces`]). Two user files of one name (a plugin
+    /// directory's, `--plugin-file`s) are refused, naming both: which one runs would depend on
+    /// file names or flag order. The same text twice (a file given twice) is one plugin.
     pub fn add(&mut self, origin: &str, text: &str) -> Result<&PluginDef> {
         let file: PluginFile = crate::yaml::parse(text, origin)?;
+        if let Some(old) = self.get(&file.name)
+            && !old.origin.starts_with(EMBEDDED)
+            && old.text != text
+        {
+            let at = locate(origin, text, "name:");
+            return Err(Error::usage(format!(
+                "plugin `{}` is defined by two files: {} and {origin}",
+                file.name, old.origin
+            ))
+            .at(at)
+            .help("keep one of them, or give the other plugin another `name:` (and enable it by that name)"));
+        }
         let replaces = self.get(&file.name).and_then(|old| {
             old.replaces
                 .clone()
