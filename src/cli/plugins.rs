@@ -18,17 +18,24 @@ fn read(path: &Path, what: &str) -> Result<String> {
 /// and files (`--plugin-file`), which replace shipped ones of the same name.
 pub fn registry(src: &PluginSourceArgs) -> Result<Registry> {
     let mut reg = Registry::embedded()?;
+    // where the directory came from, for its refusals: the flag or the variable
     let dir = src
         .plugin_dir
         .clone()
-        .or_else(|| std::env::var_os("OVLAUNCH_PLUGIN_DIR").map(Into::into));
-    if let Some(dir) = dir {
+        .map(|d| (d, "--plugin-dir"))
+        .or_else(|| {
+            std::env::var_os("OVLAUNCH_PLUGIN_DIR").map(|d| (d.into(), "OVLAUNCH_PLUGIN_DIR"))
+        });
+    if let Some((dir, from)) = dir {
         let entries = std::fs::read_dir(&dir).map_err(|e| {
             Error::usage(format!(
                 "cannot read plugin directory {}: {e}",
                 dir.display()
             ))
-            .at_flag("--plugin-dir")
+            .at_flag(from)
+            .help(format!(
+                "give a directory of plugin YAML files in {from}, or leave it out"
+            ))
         })?;
         let mut paths: Vec<_> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -36,7 +43,7 @@ pub fn registry(src: &PluginSourceArgs) -> Result<Registry> {
             .collect();
         paths.sort();
         for p in paths {
-            let text = read(&p, "--plugin-dir")?;
+            let text = read(&p, from)?;
             reg.add(&p.display().to_string(), &text)?;
         }
     }

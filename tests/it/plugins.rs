@@ -870,6 +870,19 @@ fn a_user_plugin_directory_changes_the_script_as_its_file_says() {
         out.contains("site-setup  Site-specific setup for the test"),
         "{out}"
     );
+    // a directory that is not there is refused naming the variable it came from, not a flag
+    let o = common::run_env(
+        &["plugins"],
+        &[("OVLAUNCH_PLUGIN_DIR", "/nonexistent/plugins")],
+    );
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(
+            "error: OVLAUNCH_PLUGIN_DIR: cannot read plugin directory /nonexistent/plugins"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
