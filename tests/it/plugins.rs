@@ -1399,3 +1399,47 @@ fn two_user_files_of_one_plugin_name_are_refused() {
         common::stdout(&o)
     );
 }
+
+/// A plugin's `forward_signals` names signals the batch shell traps and passes on to the
+/// ranks; SIGKILL and SIGSTOP cannot be caught, as real bash shows (its trap for KILL never
+/// runs: the shell dies), so a plugin asking to forward one is refused at plan time (exit 2,
+/// naming the plugin file) instead of rendering a trap that can never fire.
+#[test]
+fn a_signal_no_shell_can_trap_is_not_forwarded() {
+    let o = Command::new("bash")
+        .args([
+            "-c",
+            "trap 'echo caught' KILL; kill -KILL $$; echo survived",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(common::stdout(&o), "", "bash ran a trap for SIGKILL");
+    let d = tempfile::tempdir().unwrap();
+    for sig in ["KILL", "SIGKILL", "9", "STOP"] {
+        let f = d.path().join(format!("fw-{sig}.yaml"));
+        std::fs::write(
+            &f,
+            format!("name: fw\nlaunch:\n  forward_signals: [{sig}]\n"),
+        )
+        .unwrap();
+        let f = f.display().to_string();
+        let err = usage_error(&refs(&dry(
+            "llama3_8b",
+            "h100x8",
+            &["--plugin-file", &f, "--plugin", "fw"],
+        )));
+        assert!(
+            err.contains("cannot be forwarded") && err.contains(&f) && err.contains("help: "),
+            "{sig}: {err}"
+        );
+    }
+    let f = d.path().join("fw-term.yaml");
+    std::fs::write(&f, "name: fw\nlaunch:\n  forward_signals: [TERM]\n").unwrap();
+    let f = f.display().to_string();
+    let out = ok(&refs(&dry(
+        "llama3_8b",
+        "h100x8",
+        &["--plugin-file", &f, "--plugin", "fw"],
+    )));
+    assert!(out.contains("' TERM\n"), "{out}");
+}

@@ -584,6 +584,16 @@ fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result
             {
                 return Err(s.err(format!("`{v}` is not a signal name (e.g. TERM, USR1)")));
             }
+            // POSIX: SIGKILL (9) and SIGSTOP cannot be caught, so the batch shell's trap never
+            // runs for them and nothing would be passed on
+            if matches!(name.as_str(), "KILL" | "9" | "STOP") {
+                return Err(s
+                    .err(format!(
+                        "`{v}` cannot be forwarded: no process can catch SIG{}, so the batch shell's trap never runs for it",
+                        if name == "9" { "KILL" } else { name.as_str() }
+                    ))
+                    .help("forward a signal a shell can trap (TERM, INT, USR1, USR2, ...)"));
+            }
             out.forward_signals.push(name);
         }
     }
