@@ -1443,3 +1443,27 @@ fn a_signal_no_shell_can_trap_is_not_forwarded() {
     )));
     assert!(out.contains("' TERM\n"), "{out}");
 }
+
+/// A plugin's sbatch value on two lines (from the file, or from an option the user gives) is
+/// refused naming the plugin and its file, not a `--comment` flag nobody typed.
+#[test]
+fn a_plugins_sbatch_value_on_two_lines_names_the_plugin() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("note.yaml");
+    std::fs::write(
+        &f,
+        "name: note\noptions:\n  text: {type: str, default: \"a\\nb\"}\nlaunch:\n  sbatch: {comment: \"{text}\"}\n",
+    )
+    .unwrap();
+    let f = f.display().to_string();
+    let err = usage_error(&refs(&dry(
+        "llama3_8b",
+        "h100x8",
+        &["--plugin-file", &f, "--plugin", "note"],
+    )));
+    assert!(
+        err.contains("plugin `note`") && err.contains("sbatch `comment`") && err.contains(&f),
+        "{err}"
+    );
+    assert!(!err.starts_with("error: --comment"), "{err}");
+}

@@ -566,6 +566,15 @@ fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result
             Value::Null => out.sbatch.push((k.clone(), None)),
             Value::String(t) => {
                 if let Some(v) = s.text(t, false)? {
+                    // refused here, naming the plugin (an #SBATCH line is one line)
+                    if v.chars().any(char::is_control) {
+                        return Err(s
+                            .err(format!(
+                                "sbatch `{k}`: `{}` holds a line break or another control character, which an #SBATCH line cannot carry",
+                                v.escape_debug()
+                            ))
+                            .help("give the value on one line (in the plugin file, or in the option that fills it)"));
+                    }
                     out.sbatch.push((k.clone(), Some(v)));
                 }
             }
