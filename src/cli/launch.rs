@@ -784,22 +784,6 @@ fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
     Target::of(executor(args), all)
 }
 
-/// A container mount's text: one mount, since pyxis joins mounts with `,` into one
-/// `--container-mounts` value.
-pub fn check_mount(m: &str) -> Result<()> {
-    if m.is_empty() || m.contains(',') || m.chars().any(char::is_control) {
-        return Err(Error::usage(format!(
-            "container mount `{}` is empty or holds a comma or control character",
-            m.escape_debug()
-        ))
-        .at_flag("--container-mount")
-        .help(
-            "give one SRC:DST[:FLAGS] per --container-mount; pyxis separates mounts with commas",
-        ));
-    }
-    Ok(())
-}
-
 /// Options from flags, and the job directory as an absolute path.
 pub fn options(
     plan: &Plan,
@@ -837,7 +821,7 @@ pub fn options(
         .help("drop --retries, or submit to Slurm"));
     }
     for m in mounts_given {
-        check_mount(m)?;
+        super::settings::check_mount(m)?;
     }
     if image.is_none() && !args.no_container {
         // A mount or working directory with no image to apply it to would be dropped.

@@ -163,6 +163,22 @@ layered! {
     lists: container_mounts, sbatch_args, srun_args,
 }
 
+/// A container mount's text: one mount, since pyxis joins mounts with `,` into one
+/// `--container-mounts` value.
+pub fn check_mount(m: &str) -> Result<()> {
+    if m.is_empty() || m.contains(',') || m.chars().any(char::is_control) {
+        return Err(Error::usage(format!(
+            "container mount `{}` is empty or holds a comma or control character",
+            m.escape_debug()
+        ))
+        .at_flag("--container-mount")
+        .help(
+            "give one SRC:DST[:FLAGS] per --container-mount; pyxis separates mounts with commas",
+        ));
+    }
+    Ok(())
+}
+
 /// A check of one value, as the render runs it.
 type Check = fn(&str) -> Result<()>;
 
@@ -188,11 +204,7 @@ impl Layer {
             }
         }
         let lists: [(&str, &Option<Listed>, Check); 3] = [
-            (
-                "container_mounts",
-                &self.container_mounts,
-                super::launch::check_mount,
-            ),
+            ("container_mounts", &self.container_mounts, check_mount),
             ("sbatch_args", &self.sbatch_args, check_sbatch_arg),
             ("srun_args", &self.srun_args, check_srun_arg),
         ];
