@@ -417,12 +417,20 @@ impl LaunchArgs {
         given: &Given,
         profile: Option<&str>,
     ) -> Result<Settings> {
-        Settings::load(
+        let mut settings = Settings::load(
             self.layer(plan, given),
             given.clone(),
             Some(&plan.envs),
             self.profile.as_deref().or(profile),
-        )
+        )?;
+        // a flag's `--unset NAME` beats the profile's env entry of that name, as a flag's
+        // `--env NAME=VALUE` does
+        settings.env.retain(|e| {
+            e.value
+                .split_once('=')
+                .is_none_or(|(name, _)| !plan.unsets.iter().any(|u| u == name))
+        });
+        Ok(settings)
     }
 }
 

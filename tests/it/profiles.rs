@@ -651,3 +651,51 @@ fn a_profiles_paths_mean_the_same_from_any_directory() {
         stderr(&o)
     );
 }
+
+/// A flag's `--unset NAME` beats the profile's `env` entry of that name, as a flag's `--env`
+/// does: the job runs without it. Real bash runs the rendered script (an `srun` stand-in that
+/// runs its command) with the variable already in its environment, and the trainer does not
+/// see it. It was refused as "both set and unset", so a profile's variable could not be
+/// removed for one job.
+#[test]
+fn a_flags_unset_beats_the_profiles_env() {
+    let s = Site::new();
+    let job = s.path("job");
+    let tiny = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(
+        s.path("project/.ovlaunch.yaml"),
+        "default_profile: site\nprofiles:\n  site:\n    env: {NCCL_DEBUG: WARN, OVL_KEPT: kept}\n",
+    )
+    .unwrap();
+    let o = s.run(
+        &[
+            "render",
+            "--recipe",
+            &tiny,
+            "--gpus",
+            "cpux1",
+            "--no-rank-runtime",
+            "--job-dir",
+            &job,
+            "--unset",
+            "NCCL_DEBUG",
+            "--",
+            "sh",
+            "-c",
+            "echo \"NCCL_DEBUG=[${NCCL_DEBUG-none}] OVL_KEPT=[$OVL_KEPT]\"",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = std::fs::read_to_string(Path::new(&job).join("launch.sbatch")).unwrap();
+    let ran = std::process::Command::new("bash")
+        .env("NCCL_DEBUG", "INFO")
+        .arg("-c")
+        .arg(format!(
+            "srun() {{ while [[ $1 == --* ]]; do shift; done; \"$@\"; }}\n{script}"
+        ))
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert_eq!(stdout(&ran), "NCCL_DEBUG=[none] OVL_KEPT=[kept]\n");
+}
