@@ -704,3 +704,26 @@ fn a_users_template_carries_the_whole_job() {
     let err = assert_render_refused(&args);
     assert!(err.contains("undefined") && err.contains("unsets"), "{err}");
 }
+
+/// `--export` on the launch step's srun (or on sbatch, whose value srun inherits through
+/// `SLURM_EXPORT_ENV`) decides what the ranks inherit from the script: `NONE` or a list without
+/// `ALL` would drop the plan's env, the secrets the script sources and PATH, so the job would
+/// run without them. It is refused like the other options ovlaunch computes (exit 2, nothing
+/// written), with `--env`/`--unset` as the fix, whether typed or in a profile.
+#[test]
+fn an_export_that_would_drop_the_jobs_env_is_refused() {
+    for arg in [
+        "--srun-arg=--export=NONE",
+        "--sbatch-arg=--export=NONE",
+        "--srun-arg=--export=HOME",
+        "--sbatch-arg=--exp=NONE",
+    ] {
+        let err =
+            assert_render_refused(&["-r", "llama3_8b", "-g", "h100x8", "--env", "A_TOKEN=x", arg]);
+        assert!(
+            err.contains("--export, which ovlaunch computes")
+                && err.contains("help: use --env NAME=VALUE"),
+            "{arg}: {err}"
+        );
+    }
+}

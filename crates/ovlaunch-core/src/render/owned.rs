@@ -51,6 +51,14 @@ const COMMON: &[Owned] = &[
     o("account", Some('A'), "--account NAME (-A)"),
     o("partition", Some('p'), "--partition NAME (-p)"),
     o("qos", Some('q'), "--qos NAME"),
+    // srun's `--export` (and sbatch's, which srun inherits through SLURM_EXPORT_ENV) decides
+    // what the ranks inherit from the script: `NONE` or a list without `ALL` drops the plan's
+    // env, the secrets the script sources and PATH
+    o(
+        "export",
+        None,
+        "--env NAME=VALUE or --unset NAME: the ranks get the script's environment (the plan's env, the secrets it sources, PATH), which --export=NONE or a list without ALL drops",
+    ),
 ];
 
 /// Options only `#SBATCH` lines take from the plan.
