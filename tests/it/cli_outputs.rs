@@ -295,7 +295,9 @@ fn main_form_dry_run_prints_plan_env_and_script() {
     assert!(out.contains("CUDA_DEVICE_MAX_CONNECTIONS=1"));
     assert!(out.contains("#SBATCH --nodes=8"));
     assert!(out.contains("#SBATCH --ntasks-per-node=8"));
-    assert!(out.contains("srun --ntasks-per-node=8 --kill-on-bad-exit=1 --wait=60 --label \\\n"));
+    assert!(out.contains(
+        "srun --ntasks-per-node=8 --kill-on-bad-exit=1 --wait=60 --label --export=ALL \\\n"
+    ));
     assert!(!out.contains("--mpi="), "--mpi defaults to none");
 }
 

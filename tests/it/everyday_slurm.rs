@@ -441,3 +441,71 @@ fn a_second_submission_resumes_from_the_first() {
         &[]
     ));
 }
+
+/// A submitter whose environment says `SBATCH_EXPORT=NONE` (some sites set it for everyone)
+/// or `SLURM_EXPORT_ENV=NONE`: sbatch hands that on to the srun in the script as
+/// `SLURM_EXPORT_ENV=NONE`, which would start the ranks without the script's environment (the
+/// secrets it sources, the plan's env, PATH). The launch step says `--export=ALL`, so on the
+/// real Slurm every rank still gets the secret and the plan's variable; without the rank
+/// runtime too, where nothing else would put the plan's env back.
+#[test]
+fn a_submitters_export_none_still_gives_the_ranks_the_jobs_env() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("export-none");
+    for (var, runtime) in [
+        ("SBATCH_EXPORT", vec!["--rank-runtime", common::rank_bin()]),
+        ("SLURM_EXPORT_ENV", vec!["--no-rank-runtime"]),
+    ] {
+        let name = format!("export-none-{}", var.to_lowercase());
+        let mut args = vec![
+            "submit",
+            "--jobs-root",
+            root.to_str().unwrap(),
+            "--job-name",
+            &name,
+            "-r",
+            "tiny.yaml",
+            "-g",
+            "cpux1",
+            "--mpi",
+            "none",
+            "--time",
+            "00:03:00",
+            "--no-container",
+            "--env",
+            "OVL_EXPORT_TOKEN",
+            "--env",
+            "OVL_PLAN_VAR=planned",
+        ];
+        args.extend(runtime.iter().copied());
+        args.extend([
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo \"seen plan=[$OVL_PLAN_VAR] secret=[${#OVL_EXPORT_TOKEN}]\"",
+        ]);
+        let o = c
+            .cmd(common::bin())
+            .current_dir(c.dir.path())
+            .env(var, "NONE")
+            .env("OVL_EXPORT_TOKEN", "s3cret")
+            .args(args.iter().map(|a| {
+                if *a == "tiny.yaml" {
+                    tiny()
+                } else {
+                    a.to_string()
+                }
+            }))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{var}: {}", common::stderr(&o));
+        let dir = root.join(&name);
+        let st = wait_final(c, &dir);
+        let out = log(&dir);
+        assert_eq!(st["phase"], "succeeded", "{var}: {st}\n{out}");
+        assert!(
+            out.contains("seen plan=[planned] secret=[6]"),
+            "{var}: the ranks did not get the job's env\n{out}"
+        );
+    }
+}

@@ -53,11 +53,11 @@ const COMMON: &[Owned] = &[
     o("qos", Some('q'), "--qos NAME"),
     // srun's `--export` (and sbatch's, which srun inherits through SLURM_EXPORT_ENV) decides
     // what the ranks inherit from the script: `NONE` or a list without `ALL` drops the plan's
-    // env, the secrets the script sources and PATH
+    // env, the secrets the script sources and PATH; the launch step says `--export=ALL`
     o(
         "export",
         None,
-        "--env NAME=VALUE or --unset NAME: the ranks get the script's environment (the plan's env, the secrets it sources, PATH), which --export=NONE or a list without ALL drops",
+        "--env NAME=VALUE or --unset NAME: the ranks get the script's environment (srun --export=ALL: the plan's env, the secrets it sources, PATH), which --export=NONE or a list without ALL drops",
     ),
 ];
 

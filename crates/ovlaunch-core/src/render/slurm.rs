@@ -243,10 +243,15 @@ pub fn spec(
     }
     // --label: every output line starts with its task id (the rank in one-task-per-GPU
     // mode, the node in torchrun mode), so `ovlaunch logs --rank N` can pick one rank out.
+    // --export=ALL: the ranks inherit the script's environment (the plan's env, the secrets
+    // it sources, PATH) even where the submitter's SBATCH_EXPORT or SLURM_EXPORT_ENV says
+    // NONE, which sbatch hands on to the srun in the script as SLURM_EXPORT_ENV (a flag
+    // beats it).
     let mut srun_args = vec![
         "--kill-on-bad-exit=1".to_string(),
         "--wait=60".to_string(),
         "--label".to_string(),
+        "--export=ALL".to_string(),
     ];
     if let Some(m) = &slurm.mpi {
         srun_args.push(format!("--mpi={m}"));
