@@ -422,8 +422,9 @@ fn sharing(v: String, o: &Origin) -> Result<Sharing> {
 impl Settings {
     /// Layers `flags` (the flags typed, `given`), the environment, the selected profile of
     /// the project file and of the user file, and the defaults. `flag_envs` are the
-    /// command's `--env`s when it plans a job (the profiles' `env` then joins the settings;
-    /// `None` leaves it out).
+    /// command's `--env`s when it plans a job (the profiles' `env` then joins the settings,
+    /// and the values a job is rendered with are checked at their origin, [`Layer::check`];
+    /// `None` leaves both out: `status`, `logs`, `cancel` and `list` need no Slurm request).
     pub fn resolve(
         flags: Layer,
         given: Given,
@@ -431,6 +432,7 @@ impl Settings {
         inputs: &Inputs<'_>,
     ) -> Result<Settings> {
         let name = selected(inputs)?;
+        let plans_a_job = flag_envs.is_some();
         let mut layered = flags.combine(Layer::from_env(inputs.env));
         if let Some(name) = &name {
             for src in [inputs.project, inputs.user].into_iter().flatten() {
@@ -438,25 +440,29 @@ impl Settings {
                     let profile = Layer::from_profile(src, name, p);
                     // its lists all reach the job (they add up); a scalar only where no
                     // higher layer has one, checked below
-                    Layer {
-                        container_mounts: profile.container_mounts.clone(),
-                        sbatch_args: profile.sbatch_args.clone(),
-                        srun_args: profile.srun_args.clone(),
-                        ..Layer::default()
+                    if plans_a_job {
+                        Layer {
+                            container_mounts: profile.container_mounts.clone(),
+                            sbatch_args: profile.sbatch_args.clone(),
+                            srun_args: profile.srun_args.clone(),
+                            ..Layer::default()
+                        }
+                        .check()?;
                     }
-                    .check()?;
                     layered = layered.combine(profile);
                 }
             }
         }
         // the scalars in force, from whichever layer gave them
-        Layer {
-            container_mounts: None,
-            sbatch_args: None,
-            srun_args: None,
-            ..layered.clone()
+        if plans_a_job {
+            Layer {
+                container_mounts: None,
+                sbatch_args: None,
+                srun_args: None,
+                ..layered.clone()
+            }
+            .check()?;
         }
-        .check()?;
         let l = layered;
         let list = |v: Option<Listed>| {
             v.unwrap_or_else(|| Listed {

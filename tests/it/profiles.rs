@@ -496,6 +496,9 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
     .unwrap();
     let o = s.run(&args, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // commands that make no Slurm request do not refuse it
+    let o = s.run(&["list"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let mut with_flag = args.to_vec();
     with_flag.extend(["--time", "01:00:00", "--rank-runtime", common::rank_bin()]);
     let o = s.run(&with_flag, &[]);
