@@ -20,6 +20,7 @@
 //!   env: {NCCL_ALGO: Ring}        # stronger than recipe and derived values, weaker than --env;
 //!                                 # `{job_dir}` stays a placeholder render replaces
 //!   passthrough: {WANDB_API_KEY: "{api_key_env}"}    # copied from the launcher's environment
+//!                                 # (a secret's source only into a secret name)
 //!   when: {OPTION: {...plan phase...}, "!OPTION": {...}}
 //! launch:                         # phase 2: edits the LaunchSpec
 //!   env: {...}                    # exported in the script; `{job_dir}` etc. are known here
@@ -33,7 +34,8 @@
 //!   teardown_lines: [...]         # shell, after the launch step: `$exitcode` is its status,
 //!                                 # `$ovlaunch_signal` the forwarded signal; set
 //!                                 # `ovlaunch_requeued=1` after `scontrol requeue`
-//!   forward_signals: [TERM]       # the batch shell passes these on to the ranks
+//!   forward_signals: [TERM]       # the batch shell passes these on to the ranks (not KILL
+//!                                 # or STOP, which no shell can trap)
 //!                                 # (`scancel --signal`; srun would SIGKILL them)
 //!   when: {...}
 //! render:                         # phase 3: the script text
@@ -59,7 +61,8 @@
 //! 2. Every plugin's `launch` phase, in the same order, on the built `LaunchSpec`.
 //! 3. Every plugin's `render` phase on the final script text.
 //!
-//! Two plugins giving one setting different values is an error naming both. Every change is
+//! Two plugins giving one setting different values is an error naming both; so are two user
+//! files defining one plugin name. Every change is
 //! a `Decision` with `Source::Plugin(name)`; `ovlaunch plan --explain` shows them.
 
 mod apply;
