@@ -113,8 +113,13 @@ pub trait Host {
     /// `path`'s bytes from `offset` and its length; `None` when it does not exist. A file
     /// shorter than `offset` gives its length and no bytes.
     fn read_from(&self, path: &Path, offset: u64) -> Result<Option<Chunk>>;
-    /// `path`'s metadata; `None` when it does not exist.
+    /// `path`'s metadata (symbolic links followed); `None` when it does not exist.
     fn stat(&self, path: &Path) -> Result<Option<Stat>>;
+    /// Whether anything stands at `path`, the last component not followed: a symbolic link
+    /// that leads nowhere is there (`lstat`). What cannot be read (a directory on the way this
+    /// user cannot search) is not there; only a host that cannot be asked is an error. How a
+    /// name in a jobs root is told taken, here and on a login node alike.
+    fn present(&self, path: &Path) -> Result<bool>;
     /// `dir` and its files `names` (a job directory); `None` when `dir` is not a directory
     /// (or is a symbolic link).
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>>;
@@ -139,6 +144,11 @@ pub trait Host {
     /// An absolute path for `p`, relative ones taken from the working directory (for a
     /// remote host: the login directory).
     fn absolute(&self, p: &Path) -> Result<PathBuf>;
+    /// Refuses `text`, a value for this host (`what` names it in the message), that its
+    /// commands cannot be handed as it is: none here; on a login node, a value with a
+    /// character that ends a line (`backend::ssh`: its `sh -c` would read another path). A
+    /// usage error; the caller names the flag the value came from.
+    fn check_text(&self, what: &str, text: &str) -> Result<()>;
 }
 
 impl dyn Host + '_ {
@@ -243,6 +253,10 @@ impl Host for Local {
         }
     }
 
+    fn present(&self, path: &Path) -> Result<bool> {
+        Ok(path.symlink_metadata().is_ok())
+    }
+
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>> {
         use std::os::unix::fs::MetadataExt;
         let Ok(m) = std::fs::symlink_metadata(dir) else {
@@ -308,6 +322,10 @@ impl Host for Local {
 
     fn machine(&self) -> Result<String> {
         Ok(std::env::consts::ARCH.to_string())
+    }
+
+    fn check_text(&self, _: &str, _: &str) -> Result<()> {
+        Ok(())
     }
 
     fn absolute(&self, p: &Path) -> Result<PathBuf> {

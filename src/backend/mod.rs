@@ -213,13 +213,10 @@ impl From<Failed> for Error {
 }
 
 /// `e`, a failed write of `dir` on `host` (all or nothing, so nothing of it is this
-/// process's), as [`Failed::Taken`] when something is at `dir` now, a symbolic link too.
+/// process's), as [`Failed::Taken`] when something is at `dir` now, a symbolic link too
+/// ([`Host::present`]; a host that cannot be asked leaves it an error).
 fn failed_write(host: &dyn Host, dir: &Path, e: Error) -> Failed {
-    let there = match host.remote() {
-        None => dir.symlink_metadata().is_ok(),
-        Some(_) => host.stat(dir).ok().flatten().is_some(),
-    };
-    if there {
+    if host.present(dir).unwrap_or(false) {
         Failed::Taken(e)
     } else {
         Failed::Error(e)
