@@ -93,13 +93,15 @@ pub trait Host {
     -> Result<Ran>;
     /// Writes `files` and `assets` into `dir`, which must not exist yet, atomically (the
     /// directory appears complete or not at all). Asset sources are files of this machine.
+    /// A failure is `Failed::Error` when nothing was put in place, `Failed::Unknown` when
+    /// that is not known (`backend::failed_write` tells a taken name from the first).
     fn write_tree(
         &self,
         dir: &Path,
         files: &[JobFile<'_>],
         assets: &[Asset],
         sharing: Sharing,
-    ) -> Result<()>;
+    ) -> std::result::Result<(), super::Failed>;
     /// Replaces one file in an existing directory atomically.
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()>;
     /// Creates `base` and its missing parents, then the directories `own` under it, the
@@ -206,8 +208,8 @@ impl Host for Local {
         files: &[JobFile<'_>],
         assets: &[Asset],
         sharing: Sharing,
-    ) -> Result<()> {
-        jobdir::create_with(dir, files, assets, sharing)
+    ) -> std::result::Result<(), super::Failed> {
+        Ok(jobdir::create_with(dir, files, assets, sharing)?)
     }
 
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()> {

@@ -22,7 +22,12 @@
 //! - A job directory is written by streaming a tar archive into a hidden partial sibling
 //!   on the login node that is renamed into place only when complete (`mv -T`): a connection
 //!   cut mid-transfer leaves no job directory (the partial is removed; one left by a killed
-//!   shell is removed by a later upload once it is an hour old).
+//!   shell is removed by a later upload once it is an hour old). The partial is named for
+//!   the upload and holds its mark (`.ovlaunch-upload-TOKEN`) until the upload is known to be
+//!   in place, so a connection lost as it was moved into place is read back by a new one
+//!   ([`Ssh::landed`]): a directory holding the mark is this upload's and the submission goes
+//!   on with it (never written again under the next name); one whose outcome cannot be read
+//!   back is `Failed::Unknown`, an error saying what may be there and what to do.
 //! - Before a job directory or an experiment directory is created there, its path is held to
 //!   the rule `backend::trust` holds local paths to ([`Ssh::check_path`]): every directory
 //!   from `/`, as given and as resolved (`realpath`), a trusted entry for the login node's
@@ -296,13 +301,26 @@ impl Ssh {
     }
 
     /// Streams the tar archive of `local` (a complete job directory here) into `dir` there.
-    fn upload(&self, local: &Path, dir: &Path) -> Result<()> {
+    /// The archive goes into a hidden partial sibling named for this upload (`token`), which
+    /// gets this upload's mark (`.ovlaunch-upload-TOKEN`) and is then renamed into place; the
+    /// mark is removed once the upload is known to be in place. A connection lost on the way
+    /// is read back ([`Ssh::landed`]): the directory this upload put in place is its own, one
+    /// it did not is not, and one it cannot tell is [`Failed::Unknown`].
+    fn upload(
+        &self,
+        local: &Path,
+        dir: &Path,
+        recorded: bool,
+    ) -> std::result::Result<(), super::Failed> {
         let d = sh_text(dir)?;
         let parent = sh_text(dir.parent().unwrap_or(Path::new("/")))?;
+        let token = token();
         let script = format!(
-            "umask 077; d={}; p={}; if {there}; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
+            "trap '' HUP PIPE; umask 077; d={}; p={}; t={}; m={}; if {there}; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; mkdir -- \"$t\" || exit 1; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; if tar -x -p --no-same-owner -f - -C \"$t\" && : > \"$t/$m\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
             quote(d),
             quote(parent),
+            quote(&partial(parent, &token)),
+            quote(&mark(&token)),
             there = present("d"),
         );
         let total = tree_size(local);
@@ -361,28 +379,179 @@ impl Ssh {
         let status = ssh
             .wait()
             .map_err(|e| Error::runtime(format!("ssh failed: {e}")))?;
+        let mark_path = format!("{d}/{}", mark(&token));
         match status.code() {
-            Some(0) if tar_ok && copied.is_ok() => Ok(()),
-            Some(17) => Err(
-                Error::usage(format!("job directory {d} already exists on {}", self.target))
-                    .at_flag("--job-dir")
-                    .help("choose another --job-name or --job-dir, or remove the old directory"),
-            ),
+            Some(0) if tar_ok && copied.is_ok() => {
+                // In place: the mark has done its work (one left by a lost connection is
+                // harmless).
+                let _ = self.sh(
+                    &format!("rm -f -- {}", quote(&mark_path)),
+                    Duration::from_secs(60),
+                );
+                Ok(())
+            }
+            // In place, but this machine's tar failed: what arrived may be short of the job.
+            Some(0) => {
+                self.remove_tree(dir);
+                Err(Error::runtime(format!(
+                    "the job directory could not be archived here for {}: nothing was submitted and no job directory was left there",
+                    self.target
+                ))
+                .help("check that the files given to the job (--package, the rank runtime) are readable")
+                .into())
+            }
+            Some(17) => Err(Error::usage(format!(
+                "job directory {d} already exists on {}",
+                self.target
+            ))
+            .at_flag("--job-dir")
+            .help("choose another --job-name or --job-dir, or remove the old directory")
+            .into()),
             // The job directory's parent cannot be made there: the path, not the connection.
             Some(18) => Err(Error::usage(format!(
                 "cannot create {parent} on {}: {}",
                 self.target,
                 err.trim().lines().last().unwrap_or("mkdir failed")
             ))
-            .help(NOT_CREATABLE)),
-            _ => Err(Error::runtime(format!(
-                "the upload of the job directory to {} failed ({}): nothing was submitted and no job directory was left there",
-                self.target,
-                err.trim().lines().last().unwrap_or("the connection was cut")
-            ))
-            .help("submit again once `ssh` to the login node works")),
+            .help(NOT_CREATABLE)
+            .into()),
+            code => {
+                let last = err.trim().lines().last();
+                let why = last.unwrap_or("the connection was cut").to_string();
+                let lost = last.map(|l| format!(" ({l})")).unwrap_or_default();
+                // A failure there removed the partial; a lost connection is read back.
+                let landed = match code {
+                    Some(1) => Landed::No,
+                    _ => self.landed(d, parent, &token, Duration::from_secs(30)),
+                };
+                match landed {
+                    Landed::Yes => {
+                        eprintln!(
+                            "note: the connection to {} was lost{lost} once the job directory {d} was in place there; it is this command's, and it goes on with it",
+                            self.target
+                        );
+                        Ok(())
+                    }
+                    Landed::No => Err(Error::runtime(format!(
+                        "the upload of the job directory to {} failed ({why}): nothing was submitted and no job directory was left there",
+                        self.target,
+                    ))
+                    .help("submit again once `ssh` to the login node works")
+                    .into()),
+                    Landed::Unknown(last) => Err(super::Failed::Unknown(
+                        self.not_known(d, recorded, &lost, &last),
+                    )),
+                }
+            }
         }
     }
+
+    /// After a connection lost during an upload (`token`, of `d` under `p`): whether the
+    /// directory at `d` there is the one this upload put in place. Its partial directory still
+    /// there means the login node is still at it (or its shell was killed): asked again
+    /// within `limit`. Once it is gone, the directory at `d` is this upload's when it is a
+    /// directory of the login user holding this upload's mark (which is removed then); else
+    /// nothing of this upload is there, once that has held for two seconds (the command may
+    /// still have been on its way to the shell).
+    fn landed(&self, d: &str, p: &str, token: &str, limit: Duration) -> Landed {
+        let ask = format!(
+            "d={}; t={}; m={}; if {partial}; then exit 95; fi; if [ -d \"$d\" ] && [ ! -L \"$d\" ] && [ -f \"$d/$m\" ] && [ ! -L \"$d/$m\" ] && [ \"$(stat -c %u -- \"$d\")\" = \"$(id -u)\" ]; then rm -f -- \"$d/$m\"; exit 0; fi; exit 94",
+            quote(d),
+            quote(&partial(p, token)),
+            quote(&mark(token)),
+            partial = present("t"),
+        );
+        clear_stale(&self.control.join(&self.alias));
+        let start = Instant::now();
+        let mut absent_since: Option<Instant> = None;
+        let mut last = String::from("no answer");
+        while start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(500));
+            let out = match self.sh(&ask, Duration::from_secs(30)) {
+                Ok(out) => out,
+                Err(e) => {
+                    last = e.message;
+                    continue;
+                }
+            };
+            match out.status.code() {
+                Some(0) => return Landed::Yes,
+                Some(94) => {
+                    let since = *absent_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(2) {
+                        return Landed::No;
+                    }
+                }
+                Some(95) => {
+                    absent_since = None;
+                    last = format!("its partial directory {} is still there", partial(p, token));
+                }
+                _ => {
+                    absent_since = None;
+                    last = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                }
+            }
+        }
+        Landed::Unknown(last)
+    }
+
+    /// The error of an upload whose outcome is unknown ([`Landed::Unknown`]): what may be at
+    /// `d` there and what to do either way (`recorded`: the directory holds a submission
+    /// record, which says `submitting` and keeps `ovlaunch submit DIR` from taking it).
+    fn not_known(&self, d: &str, recorded: bool, lost: &str, last: &str) -> Error {
+        let t = &self.target;
+        let there = if recorded {
+            format!(
+                "it holds this job and a record saying `submitting`, and nothing was queued: remove it (`ssh {t} rm -r -- {}`) and run this command again",
+                quote(d)
+            )
+        } else {
+            format!(
+                "it is this job as rendered: `ovlaunch submit {}` on the login node submits it",
+                quote(d)
+            )
+        };
+        Error::runtime(format!(
+            "the connection to {t} was lost{lost} while the job directory {d} was being moved into place there, and whether it is there could not be read back ({last}); nothing was submitted"
+        ))
+        .help(format!(
+            "once `ssh {t}` works, look: if {d} is there, {there}; if it is not, run this command again"
+        ))
+    }
+}
+
+/// What a connection lost during an upload left ([`Ssh::landed`]).
+enum Landed {
+    /// The directory at the path is this upload's.
+    Yes,
+    /// Nothing of this upload is there.
+    No,
+    /// Not known; the last answer (or why none came).
+    Unknown(String),
+}
+
+/// A name no other command of this user on any machine takes at the same moment: this
+/// process and the clock's nanoseconds (the ssh run wrapper's records, the upload's partial
+/// directory and mark).
+fn token() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    )
+}
+
+/// The partial directory of upload `token` under the jobs root `p` ([`Ssh::upload`]).
+fn partial(p: &str, token: &str) -> String {
+    format!("{}/.ovlaunch-partial-{token}", p.trim_end_matches('/'))
+}
+
+/// The mark upload `token` leaves in its directory until it is known to be in place.
+fn mark(token: &str) -> String {
+    format!(".ovlaunch-upload-{token}")
 }
 
 impl Ssh {
@@ -526,14 +695,7 @@ impl Host for Ssh {
             return Ok(ran(&out));
         };
         let dir = sh_text(dir)?;
-        let token = format!(
-            "{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        );
+        let token = token();
         let cmd = duct::cmd(
             "ssh",
             self.ssh(&Self::recorded(dir, &token, &command)).get_args(),
@@ -571,7 +733,7 @@ impl Host for Ssh {
         files: &[JobFile<'_>],
         assets: &[Asset],
         sharing: Sharing,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), super::Failed> {
         let parent = dir.parent().unwrap_or(Path::new("/"));
         self.check_path(
             parent,
@@ -582,8 +744,10 @@ impl Host for Ssh {
         // Written here first with the exact modes, then streamed as one archive.
         let stage = super::jobdir::private_temp_dir("upload")?;
         let local = stage.join("job");
+        let recorded = files.iter().any(|f| f.name == crate::layout::SUBMISSION);
         let result = jobdir::create_with(&local, files, assets, Sharing::Private)
-            .and_then(|()| self.upload(&local, dir));
+            .map_err(super::Failed::from)
+            .and_then(|()| self.upload(&local, dir, recorded));
         let _ = std::fs::remove_dir_all(&stage);
         result
     }

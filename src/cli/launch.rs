@@ -963,7 +963,8 @@ const RENAMES: usize = 100;
 /// ovlaunch chose the name (no `--job-dir`), a name taken between the choice and the write
 /// is passed over: the job is prepared again with `again`, which chooses the next free name
 /// (the directory's path is written into the job's files), and written there. A `--job-dir`
-/// that was taken is refused as it is.
+/// that was taken is refused as it is, and so is a write whose outcome is unknown
+/// (`backend::Failed::Unknown`: what stands there may be this job's).
 pub fn written<T>(
     mut p: Prepared,
     args: &LaunchArgs,

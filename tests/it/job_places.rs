@@ -921,3 +921,121 @@ fn a_login_node_path_with_a_control_character_is_refused_at_its_flag() {
         assert_eq!(entries(&home), before, "{names}: nothing written there");
     }
 }
+
+/// Through `--host`, the connection lost just as the login node moved the upload into place
+/// (a `mv` on the sessions' PATH that, after moving the partial directory, kills its ssh
+/// session): the job directory is recognised as this command's own (the mark its upload
+/// left in it) and the submission goes on with it: one directory, `NAME`, queued and
+/// recorded on both sides, its mark gone, and a note saying what happened. When the login
+/// node cannot be reached again to tell (its authorized keys emptied with the same cut),
+/// the submit fails with exit 1 saying the directory may be there and what to do either way,
+/// and no second directory (`NAME-2`) is written. (Before: the directory in place counted as
+/// a name another process took: the job was written again and queued as `NAME-2`, leaving
+/// `NAME` with a record saying `submitting` forever.)
+#[test]
+fn a_connection_lost_as_the_upload_lands_goes_on_with_it() {
+    if !root_or_skip("a_connection_lost_as_the_upload_lands_goes_on_with_it") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let home = d.join("home");
+    let jobs = home.join("cluster-jobs");
+    let (cut, lock_out, keys) = (
+        home.join("cut"),
+        home.join("lock-out"),
+        d.join("authorized_keys"),
+    );
+    std::os::unix::fs::chown(&keys, Some(login.uid), Some(login.gid)).unwrap();
+    let wrapper = d.join("bin/mv");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n/bin/mv \"$@\" || exit\ncase \"$*\" in *.ovlaunch-partial-*) ;; *) exit 0 ;; esac\n\
+             [ -e {cut} ] || exit 0\nrm -f {cut}\n[ -e {lock} ] && : > {keys}\n\
+             p=$$\nwhile [ \"$p\" -gt 1 ]; do p=$(awk '{{print $4}}' /proc/$p/stat)\n\
+             case \"$(cat /proc/$p/comm)\" in sshd*) kill -9 \"$p\"; exit 0 ;; esac; done\n",
+            cut = cut.display(),
+            lock = lock_out.display(),
+            keys = keys.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let submit = |name: &str| {
+        std::fs::write(&cut, "").unwrap();
+        login.ovlaunch(&[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+            "--host",
+            "login",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ])
+    };
+    let marks = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".ovlaunch-upload-") || n.starts_with(".ovlaunch-partial-"))
+            .collect()
+    };
+    let o = submit("lost");
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(!cut.exists(), "the connection was cut: {e}");
+    assert!(
+        stdout(&o).contains("submitted job 4848 (lost), job directory cluster-jobs/lost\n"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        e.contains("was lost") && e.contains("it is this command's, and it goes on with it"),
+        "{e}"
+    );
+    assert!(!jobs.join("lost-2").exists(), "{e}");
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(jobs.join("lost/submission.json")).unwrap())
+            .unwrap();
+    assert_eq!(rec["job_id"], "4848", "{rec}");
+    assert!(
+        marks(&jobs.join("lost")).is_empty(),
+        "{:?}",
+        marks(&jobs.join("lost"))
+    );
+    assert!(marks(&jobs).is_empty(), "{:?}", marks(&jobs));
+    let copy = home.join(".local/state/ovlaunch/jobs/lost/submission.json");
+    assert!(std::fs::read_to_string(copy).unwrap().contains("4848"));
+
+    std::fs::write(&lock_out, "").unwrap();
+    let authorized = std::fs::read(&keys).unwrap();
+    let o = submit("unknown");
+    let e = stderr(&o);
+    std::fs::write(&keys, authorized).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(!cut.exists(), "the connection was cut: {e}");
+    let dir = jobs.join("unknown");
+    for says in [
+        "was lost",
+        "could not be read back",
+        "nothing was submitted",
+        &format!("if {} is there", dir.display()),
+        "rm -r --",
+        "run this command again",
+    ] {
+        assert!(e.contains(says), "{says}: {e}");
+    }
+    assert!(dir.join("submission.json").is_file(), "{e}");
+    assert!(!jobs.join("unknown-2").exists(), "{e}");
+    assert!(!home.join(".local/state/ovlaunch/jobs/unknown").exists());
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+}
