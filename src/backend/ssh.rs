@@ -315,14 +315,7 @@ impl Ssh {
         let d = sh_text(dir)?;
         let parent = sh_text(dir.parent().unwrap_or(Path::new("/")))?;
         let token = token();
-        let script = format!(
-            "trap '' HUP PIPE; umask 077; d={}; p={}; t={}; m={}; if {there}; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; mkdir -- \"$t\" || exit 1; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; if tar -x -p --no-same-owner -f - -C \"$t\" && : > \"$t/$m\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
-            quote(d),
-            quote(parent),
-            quote(&partial(parent, &token)),
-            quote(&mark(&token)),
-            there = present("d"),
-        );
+        let script = upload_script(d, parent, &token);
         let total = tree_size(local);
         let mut tar = Command::new("tar")
             .args(["-C"])
@@ -454,13 +447,7 @@ impl Ssh {
     /// nothing of this upload is there, once that has held for two seconds (the command may
     /// still have been on its way to the shell).
     fn landed(&self, d: &str, p: &str, token: &str, limit: Duration) -> Landed {
-        let ask = format!(
-            "d={}; t={}; m={}; if {partial}; then exit 95; fi; if [ -d \"$d\" ] && [ ! -L \"$d\" ] && [ -f \"$d/$m\" ] && [ ! -L \"$d/$m\" ] && [ \"$(stat -c %u -- \"$d\")\" = \"$(id -u)\" ]; then rm -f -- \"$d/$m\"; exit 0; fi; exit 94",
-            quote(d),
-            quote(&partial(p, token)),
-            quote(&mark(token)),
-            partial = present("t"),
-        );
+        let ask = landed_script(d, p, token);
         clear_stale(&self.control.join(&self.alias));
         let start = Instant::now();
         let mut absent_since: Option<Instant> = None;
@@ -541,6 +528,34 @@ fn token() -> String {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0)
+    )
+}
+
+/// The remote half of [`Ssh::upload`] `token` of job directory `d` (parent `p`): exit 17 when
+/// anything is at `d`, 18 when `p` cannot be made, 0 once the archive on stdin is in place
+/// there with the upload's mark, 1 (its partial removed) when it is not. HUP and PIPE are
+/// ignored, so a lost connection does not stop it half-way.
+fn upload_script(d: &str, p: &str, token: &str) -> String {
+    format!(
+        "trap '' HUP PIPE; umask 077; d={}; p={}; t={}; m={}; if {there}; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; mkdir -- \"$t\" || exit 1; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; if tar -x -p --no-same-owner -f - -C \"$t\" && : > \"$t/$m\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
+        quote(d),
+        quote(p),
+        quote(&partial(p, token)),
+        quote(&mark(token)),
+        there = present("d"),
+    )
+}
+
+/// The remote half of [`Ssh::landed`]: exit 95 while upload `token`'s partial directory is
+/// there; then 0 when `d` is a directory of the login user holding the upload's mark (the
+/// mark removed), else 94.
+fn landed_script(d: &str, p: &str, token: &str) -> String {
+    format!(
+        "d={}; t={}; m={}; if {partial}; then exit 95; fi; if [ -d \"$d\" ] && [ ! -L \"$d\" ] && [ -f \"$d/$m\" ] && [ ! -L \"$d/$m\" ] && [ \"$(stat -c %u -- \"$d\")\" = \"$(id -u)\" ]; then rm -f -- \"$d/$m\"; exit 0; fi; exit 94",
+        quote(d),
+        quote(&partial(p, token)),
+        quote(&mark(token)),
+        partial = present("t"),
     )
 }
 
@@ -1629,6 +1644,46 @@ mod tests {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+
+    /// An upload and the reading back of its outcome, as ssh hands them to a login shell that
+    /// is dash: the archive lands with the upload's mark, which the reading back recognises
+    /// (and removes); a second upload of the same path is refused (17), and a directory
+    /// without the mark is not the upload's (94).
+    #[test]
+    fn an_upload_and_its_outcome_run_under_a_posix_login_shell() {
+        let top = tempfile::tempdir().unwrap();
+        let src = top.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("launch.sbatch"), "#!/bin/bash\n").unwrap();
+        let archive = Command::new("tar")
+            .arg("-C")
+            .arg(&src)
+            .args(["-cf", "-", "."])
+            .output()
+            .unwrap()
+            .stdout;
+        let p = top.path().join("jobs it's");
+        let (p, d) = (p.to_str().unwrap(), format!("{}/job", p.display()));
+        let run = |line: &str, stdin: &[u8]| {
+            let mut c = Command::new("dash")
+                .args(["-c", &remote_line(line)])
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(stdin).unwrap();
+            c.wait().unwrap().code()
+        };
+        assert_eq!(run(&upload_script(&d, p, "1-2"), &archive), Some(0));
+        let job = Path::new(&d);
+        assert!(job.join("launch.sbatch").is_file() && job.join(mark("1-2")).is_file());
+        assert_eq!(run(&landed_script(&d, p, "1-2"), b""), Some(0));
+        assert!(!job.join(mark("1-2")).exists(), "the mark is removed");
+        assert_eq!(run(&landed_script(&d, p, "1-2"), b""), Some(94));
+        assert_eq!(run(&upload_script(&d, p, "3-4"), &archive), Some(17));
+        assert_eq!(run(&landed_script(&d, p, "3-4"), b""), Some(94));
+        std::fs::create_dir(partial(p, "5-6")).unwrap();
+        assert_eq!(run(&landed_script(&d, p, "5-6"), b""), Some(95));
     }
 
     #[test]

@@ -956,8 +956,8 @@ fn a_connection_lost_as_the_upload_lands_goes_on_with_it() {
         format!(
             "#!/bin/sh\n/bin/mv \"$@\" || exit\ncase \"$*\" in *.ovlaunch-partial-*) ;; *) exit 0 ;; esac\n\
              [ -e {cut} ] || exit 0\nrm -f {cut}\n[ -e {lock} ] && : > {keys}\n\
-             p=$$\nwhile [ \"$p\" -gt 1 ]; do p=$(awk '{{print $4}}' /proc/$p/stat)\n\
-             case \"$(cat /proc/$p/comm)\" in sshd*) kill -9 \"$p\"; exit 0 ;; esac; done\n",
+             p=$$\nwhile [ \"$p\" -gt 1 ]; do p=$(awk '{{print $4}}' \"/proc/$p/stat\")\n\
+             case \"$(cat \"/proc/$p/comm\")\" in sshd*) kill -9 \"$p\"; exit 0 ;; esac; done\n",
             cut = cut.display(),
             lock = lock_out.display(),
             keys = keys.display(),
