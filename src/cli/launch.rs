@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use super::settings::{Given, Layer, Listed, Origin, Settings, Sourced};
 use super::{PlanArgs, load};
 use crate::backend::Executor;
-use crate::backend::host::Host;
+use crate::backend::host::{Host, Local};
 use crate::backend::rankbin;
 use crate::config::hardware::CpuArch;
 use crate::error::{Error, Result};
@@ -263,57 +263,106 @@ fn check_job_name(name: &str) -> Result<()> {
 /// With `--host`, the directory is a path on the login node (under `--remote-jobs-root`,
 /// relative paths from the login directory there), and the second path is this machine's
 /// copy of the record (JOBS_ROOT/the same name); a name is free when it is free on both.
+///
+/// A name is taken when anything stands at its path, a symbolic link too (`Host::present`:
+/// one that leads nowhere is still an entry the job directory cannot be renamed over, and in
+/// a shared jobs root another user's, which this user cannot remove), here and on a login
+/// node alike.
 pub fn job_dir(
     args: &LaunchArgs,
     settings: &Settings,
     host: &dyn Host,
     job_name: &str,
-) -> Result<(PathBuf, Option<PathBuf>)> {
+) -> Result<JobDir> {
     if host.remote().is_none() {
         if let Some(dir) = &args.job_dir {
-            return Ok((absolute(dir.clone())?, None));
+            return Ok(JobDir::given(absolute(dir.clone())?, None));
         }
         let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
         let mut n = 2;
-        while taken(&dir) {
+        while host.present(&dir)? {
             dir = root.join(format!("{job_name}-{n}"));
             n += 1;
         }
-        return Ok((dir, None));
+        return Ok(JobDir::under(
+            dir,
+            None,
+            &settings.jobs_root.origin,
+            "--jobs-root",
+        ));
     }
     let root = jobs_root(settings)?;
     let mirror = |dir: &Path| dir.file_name().map(|n| root.join(n));
     if let Some(dir) = &args.job_dir {
+        host.check_text("the login node's path", &dir.to_string_lossy())
+            .map_err(|e| e.at_flag("--job-dir"))?;
         let dir = host.absolute(dir)?;
-        return Ok((dir.clone(), mirror(&dir)));
+        let mirror = mirror(&dir);
+        return Ok(JobDir::given(dir, mirror));
     }
     let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
-    while taken(&root.join(&name)) || host.stat(&remote_root.join(&name))?.is_some() {
+    while Local.present(&root.join(&name))? || host.present(&remote_root.join(&name))? {
         name = format!("{job_name}-{n}");
         n += 1;
     }
-    Ok((remote_root.join(&name), Some(root.join(&name))))
-}
-
-/// Whether a name in the jobs root is taken: anything is there, a symbolic link too (one
-/// that leads nowhere is still an entry the job directory cannot be renamed over, and in a
-/// shared jobs root another user's, which this user cannot remove).
-fn taken(dir: &Path) -> bool {
-    dir.symlink_metadata().is_ok()
-}
-
-/// The jobs root on the login node of `host`, absolute there.
-pub fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf> {
-    host.absolute(Path::new(
-        settings
-            .remote_jobs_root
-            .value
-            .as_deref()
-            .unwrap_or(".local/state/ovlaunch/jobs"),
+    Ok(JobDir::under(
+        remote_root.join(&name),
+        Some(root.join(&name)),
+        &settings.remote_jobs_root.origin,
+        "--remote-jobs-root",
     ))
+}
+
+/// A job directory, this machine's copy of its record with `--host`, and where the
+/// directory's path came from (the flag, variable or profile line a refusal names).
+pub struct JobDir {
+    pub dir: PathBuf,
+    pub mirror: Option<PathBuf>,
+    pub from: String,
+}
+
+impl JobDir {
+    /// A directory `--job-dir` gave.
+    fn given(dir: PathBuf, mirror: Option<PathBuf>) -> JobDir {
+        JobDir {
+            dir,
+            mirror,
+            from: "--job-dir".into(),
+        }
+    }
+
+    /// A directory under a jobs root set at `origin` (`flag` when it is the default), named
+    /// for the job.
+    fn under(dir: PathBuf, mirror: Option<PathBuf>, origin: &Origin, flag: &str) -> JobDir {
+        let root = match origin {
+            Origin::Default => format!("the default jobs root ({flag})"),
+            Origin::Flag(given) => given.clone(),
+            other => other.to_string(),
+        };
+        JobDir {
+            dir,
+            mirror,
+            from: format!("{root} / --job-name"),
+        }
+    }
+}
+
+/// The jobs root on the login node of `host`, absolute there; one its commands cannot be
+/// handed is refused naming where it was set (`Host::check_text`).
+pub fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf> {
+    let root = &settings.remote_jobs_root;
+    let root = match root.value.as_deref() {
+        Some(r) => {
+            host.check_text("the login node's path", r)
+                .map_err(|e| e.at_flag(root.origin.to_string()))?;
+            r
+        }
+        None => ".local/state/ovlaunch/jobs",
+    };
+    host.absolute(Path::new(root))
 }
 
 /// The jobs root in force, absolute.
@@ -480,6 +529,8 @@ pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(Strin
     else {
         return Ok(None);
     };
+    host.check_text("the login node's path", &c.image)
+        .map_err(|e| e.at_flag("--container-image"))?;
     let image = host.absolute(Path::new(&c.image))?;
     let site_config = image.join("config.json");
     let (base, rootfs) = if host.stat(&site_config)?.is_some_and(|s| s.is_file) {
@@ -718,12 +769,9 @@ pub fn executor(args: &LaunchArgs) -> Executor {
 /// The job directory as Slurm and the script must carry it: UTF-8 (it is written into the
 /// script as text, so it must be exactly this path), no backslash or control character, no
 /// component longer than a file name may be.
-fn check_job_dir(dir: &Path) -> Result<()> {
+fn check_job_dir(dir: &Path, from: &str) -> Result<()> {
     // The path is written into the script as text: it must be exactly this path.
-    crate::input::utf8(
-        dir.as_os_str(),
-        "--job-dir / --jobs-root / OVLAUNCH_JOBS_ROOT",
-    )?;
+    crate::input::utf8(dir.as_os_str(), from)?;
     // A control character would break Slurm's one-line job records, and a backslash turns
     // off sbatch's file-name patterns (`%j`) in the output path.
     if let Some(c) = dir
@@ -736,7 +784,7 @@ fn check_job_dir(dir: &Path) -> Result<()> {
             dir.display().to_string().escape_debug(),
             c.escape_debug()
         ))
-        .at_flag("--job-dir / --jobs-root")
+        .at_flag(from)
         .help("choose a directory path without backslashes or control characters"));
     }
     // Slurm, bash and every tool the job runs take whole paths, which the system bounds.
@@ -748,9 +796,9 @@ fn check_job_dir(dir: &Path) -> Result<()> {
             dir.to_string_lossy().chars().take(60).collect::<String>(),
             nix::libc::PATH_MAX - 1
         ))
-        .at_flag("--job-dir / --jobs-root")
+        .at_flag(from)
         .help(format!(
-            "give a job directory path of at most {limit} bytes (a shorter --jobs-root, --job-dir or --job-name)"
+            "give a job directory path of at most {limit} bytes (a shorter jobs root, --job-dir or --job-name)"
         )));
     }
     if let Some(long) = dir.iter().find(|c| c.len() > 255) {
@@ -758,7 +806,7 @@ fn check_job_dir(dir: &Path) -> Result<()> {
             "the job directory's component `{}...` is longer than 255 bytes, the file-name limit",
             long.to_string_lossy().chars().take(40).collect::<String>()
         ))
-        .at_flag("--job-dir")
+        .at_flag(from)
         .help("give a shorter --job-dir, or a shorter --job-name under the jobs root"));
     }
     Ok(())
@@ -805,10 +853,10 @@ pub fn options(
         .clone()
         .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
     check_job_name(&job_name)?;
-    let (dir, mirror) = job_dir(args, settings, host, &job_name)?;
+    let JobDir { dir, mirror, from } = job_dir(args, settings, host, &job_name)?;
     let mounts_given = &settings.container_mounts.items;
     let image = &settings.container_image.value;
-    check_job_dir(&dir)?;
+    check_job_dir(&dir, &from)?;
     let chosen = executor(args);
     if chosen.runs_here() && plan.hardware.nodes > 1 {
         return Err(Error::usage(format!(
@@ -990,7 +1038,8 @@ const RENAMES: usize = 100;
 /// ovlaunch chose the name (no `--job-dir`), a name taken between the choice and the write
 /// is passed over: the job is prepared again with `again`, which chooses the next free name
 /// (the directory's path is written into the job's files), and written there. A `--job-dir`
-/// that was taken is refused as it is.
+/// that was taken is refused as it is, and so is a write whose outcome is unknown
+/// (`backend::Failed::Unknown`: what stands there may be this job's).
 pub fn written<T>(
     mut p: Prepared,
     args: &LaunchArgs,
