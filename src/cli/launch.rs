@@ -1152,7 +1152,7 @@ pub fn prepare_resolved(
     {
         warnings.push(w);
     }
-    warnings.extend(own_trainer_warning(&plan, args));
+    warnings.extend(own_trainer_warning(&plan, plan_args, args));
     let executor = match form {
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
@@ -1393,26 +1393,50 @@ fn bare_bridge_warning(plan: &Plan, opts: &LaunchOptions, args: &LaunchArgs) -> 
         })
 }
 
-/// The warning for a trainer of the user's own (`-- TRAINER...`) where the plan holds words
-/// for Bridge's runner (`--set`s, a recipe file's values, plugin settings, runner flags): the
-/// trainer replaces the runner, so none of them is on its command line; the job's
-/// `overrides.txt` still holds them, for a trainer that reads them.
-fn own_trainer_warning(plan: &Plan, args: &LaunchArgs) -> Option<String> {
-    let call = plan.trainer.as_ref().filter(|_| !args.trainer.is_empty())?;
-    let words: Vec<&str> = call
-        .flags
-        .iter()
-        .chain(&call.overrides)
-        .map(String::as_str)
-        .collect();
-    let first = words.first()?;
-    let more = match words.len() {
-        1 => String::new(),
-        n => format!(" and {} more", n - 1),
+/// The warning for a trainer that is not Bridge's runner (`-- TRAINER...`, or a recipe
+/// file's `trainer:`) where the plan holds values meant for the runner: the trainer gets
+/// none of them on its command line. The runner's words (`--set`s, a recipe file's values,
+/// plugin settings, runner flags) are in the job's `overrides.txt`; where the plan has no
+/// runner call at all (a recipe of its own trainer), the `--set`s change the plan only, which
+/// the job's `plan.json` holds.
+fn own_trainer_warning(plan: &Plan, plan_args: &PlanArgs, args: &LaunchArgs) -> Option<String> {
+    let own = if !args.trainer.is_empty() {
+        "the trainer after `--`"
+    } else if plan.recipe.trainer.is_some() {
+        "the recipe's own trainer (its `trainer:`)"
+    } else {
+        return None;
     };
+    let counted = |words: Vec<&str>| {
+        let first = *words.first()?;
+        let more = match words.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        Some((words.len(), format!("{first}{more}")))
+    };
+    if let Some(call) = &plan.trainer {
+        let (n, named) = counted(
+            call.flags
+                .iter()
+                .chain(&call.overrides)
+                .map(String::as_str)
+                .collect(),
+        )?;
+        return Some(format!(
+            "{own} replaces Bridge's runner, so the {n} setting(s) the plan passes to the runner ({named}) are not on its command line; they are in the job's overrides.txt, one per line: pass them to your trainer yourself, or leave the trainer out to run Bridge's runner with them"
+        ));
+    }
+    // The keys only: a value stays on the command line the user typed.
+    let (n, named) = counted(
+        plan_args
+            .sets
+            .iter()
+            .map(|s| s.split_once('=').map_or(s.as_str(), |(key, _)| key))
+            .collect(),
+    )?;
     Some(format!(
-        "the trainer after `--` replaces Bridge's runner, so the {} setting(s) the plan passes to the runner ({first}{more}) are not on its command line; they are in the job's overrides.txt, one per line: pass them to your trainer yourself, or leave the trainer out to run Bridge's runner with them",
-        words.len()
+        "{own} is not Bridge's runner and gets no overrides: the {n} --set value(s) ({named}) change the plan only; the job's plan.json holds the planned configuration, for a trainer that reads it"
     ))
 }
 

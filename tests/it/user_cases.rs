@@ -613,6 +613,68 @@ fn an_own_trainer_is_told_which_settings_it_does_not_get() {
     assert!(!err.contains("replaces Bridge's runner"), "{err}");
 }
 
+/// A recipe file naming its own trainer (`trainer:`) runs it, not Bridge's runner, so it gets
+/// no overrides: a `--set` changes the plan (the job's `plan.json` holds the value), never the
+/// trainer's command line, which real bash shows is the file's words alone. That is said: a
+/// warning names the `--set` keys (never their values) and `plan.json`; without a `--set`
+/// there is none. (Before: the `--set` was planned and silently never reached the trainer.)
+#[test]
+fn a_recipe_of_its_own_trainer_is_told_its_sets_reach_the_plan_only() {
+    let d = tempfile::tempdir().unwrap();
+    let recipe = d.path().join("own.yaml");
+    std::fs::write(
+        &recipe,
+        "name: own\nfamily: llama\ntrainer: [python3, train.py]\nmodel: {num_layers: 4, hidden_size: 1024, ffn_hidden_size: 4096, num_attention_heads: 8, seq_length: 2048}\ntrain: {global_batch_size: 64, micro_batch_size: 1}\n",
+    )
+    .unwrap();
+    let render = |job: &str, extra: &[&str]| {
+        let job = d.path().join(job);
+        let mut args = vec![
+            "render",
+            "--recipe",
+            recipe.to_str().unwrap(),
+            "--gpus",
+            "h100x8",
+            "--no-container",
+            "--no-rank-runtime",
+            "--job-dir",
+            job.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let script = std::fs::read_to_string(job.join("launch.sbatch")).unwrap();
+        let words = words_bash_passes("srun", &script);
+        let at = words.iter().position(|w| w == "python3").unwrap();
+        assert_eq!(words[at..], ["python3", "train.py"], "{words:?}");
+        let plan = std::fs::read_to_string(job.join("plan.json")).unwrap();
+        (stderr(&o), plan)
+    };
+    let (err, plan) = render(
+        "with-sets",
+        &[
+            "--set",
+            "train.train_iters=7",
+            "--set",
+            "train.eval_iters=3",
+        ],
+    );
+    let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    assert_eq!(plan["train"]["train_iters"], 7, "{plan}");
+    let warning = err
+        .lines()
+        .find(|l| l.contains("gets no overrides"))
+        .unwrap_or_else(|| panic!("no warning:\n{err}"));
+    assert!(
+        warning.contains("the 2 --set value(s) (train.train_iters and 1 more)")
+            && warning.contains("plan.json")
+            && !warning.contains("=7"),
+        "{warning}"
+    );
+    let (err, _) = render("bare", &[]);
+    assert!(!err.contains("gets no overrides"), "{err}");
+}
+
 /// A template of the user's own (`--template`, `--template-dir`) is the whole script, so it
 /// must use every value it receives but the header's comments and the sbatch template's
 /// `mode`: one that leaves out the env, its removals, the secrets file or the Slurm request
