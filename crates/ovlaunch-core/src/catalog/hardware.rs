@@ -123,6 +123,54 @@ mod tests {
         }
     }
 
+    /// A zero, negative or infinite perf figure in a hardware file is refused at its line and
+    /// field (the estimate would divide by it: NaN and infinite step times before).
+    #[test]
+    fn a_perf_figure_that_is_not_positive_is_refused_at_its_line() {
+        let row = |perf: &str| {
+            format!(
+                "- kind: x1\n  description: d\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n  perf:\n{perf}"
+            )
+        };
+        let ok = "    bf16_tflops: 1\n    fp8_tflops: null\n    hbm_gib: 80\n    hbm_tb_s: 3\n    nvlink_gb_s: 450\n    scale_out_gb_s: 50\n";
+        crate::catalog::Catalog::embedded()
+            .unwrap()
+            .add_gpus("site.yaml", &row(ok))
+            .unwrap();
+        for (field, bad) in [
+            ("bf16_tflops", "0"),
+            ("fp8_tflops", "-5"),
+            ("hbm_gib", "0"),
+            ("hbm_tb_s", "-1"),
+            ("nvlink_gb_s", ".inf"),
+            ("scale_out_gb_s", ".nan"),
+        ] {
+            let perf: String = ok
+                .lines()
+                .map(|l| match l.trim_start().starts_with(&format!("{field}:")) {
+                    true => format!("    {field}: {bad}\n"),
+                    false => format!("{l}\n"),
+                })
+                .collect();
+            let text = row(&perf);
+            let e = crate::catalog::Catalog::embedded()
+                .unwrap()
+                .add_gpus("site.yaml", &text)
+                .unwrap_err();
+            let line = 1 + text
+                .lines()
+                .position(|l| l.trim_start().starts_with(&format!("{field}:")))
+                .unwrap();
+            let shown = e.to_string();
+            assert_eq!(e.exit_code(), 2, "{shown}");
+            assert!(
+                shown.contains("not a positive number")
+                    && shown.contains(&format!("site.yaml:{line}")),
+                "{field}={bad}: {shown}"
+            );
+        }
+    }
+
     #[test]
     fn unknown_perf_key_in_a_hardware_file_is_an_error() {
         let mut cat = crate::catalog::Catalog::embedded().unwrap();

@@ -79,30 +79,62 @@ impl CpuArch {
 }
 
 /// Per-GPU performance constants (dense peaks, memory, links); units in the field names.
+/// Each figure is a positive finite number (a zero or negative peak, capacity or bandwidth
+/// would make the estimate divide by it: refused at its place in the file, [`positive`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuPerf {
     /// Dense BF16 tensor-core peak, TFLOP/s.
+    #[serde(deserialize_with = "positive")]
     pub bf16_tflops: f64,
     /// Dense FP8 peak, TFLOP/s (`null`: no FP8 units).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "positive_or_null")]
     pub fp8_tflops: Option<f64>,
     /// Dense FP4 peak, TFLOP/s (`null`: no FP4 units).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "positive_or_null")]
     pub fp4_tflops: Option<f64>,
     /// Usable HBM per GPU, GiB.
+    #[serde(deserialize_with = "positive")]
     pub hbm_gib: f64,
     /// HBM bandwidth, TB/s.
+    #[serde(deserialize_with = "positive")]
     pub hbm_tb_s: f64,
     /// NVLink bandwidth per GPU, one direction, GB/s.
+    #[serde(deserialize_with = "positive")]
     pub nvlink_gb_s: f64,
     /// Scale-out (network) bandwidth per GPU, one direction, GB/s.
+    #[serde(deserialize_with = "positive")]
     pub scale_out_gb_s: f64,
     /// The GPU kind whose compute die (SMs, clocks, tensor cores) this one shares: its fitted
     /// GEMM efficiency applies where this kind has none of its own (H200: H100's die with
     /// more and faster HBM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_die: Option<String>,
+}
+
+/// A `perf` figure: a positive finite number.
+fn positive<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    check_positive(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+}
+
+/// A `perf` peak that may be `null` (no such units), else [`positive`].
+fn positive_or_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<f64>, D::Error> {
+    Option::<f64>::deserialize(d)?
+        .map(check_positive)
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
+fn check_positive(v: f64) -> std::result::Result<f64, String> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is not a positive number: a GPU kind's peaks, memory and bandwidths are above 0 (write `null` for a precision the GPU has no units for, or leave `perf` out for a kind the estimate cannot price)"
+        ))
+    }
 }
 
 /// The GPU generations a hardware file may name (`cpu`: a machine without GPUs).
