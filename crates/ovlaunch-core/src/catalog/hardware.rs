@@ -43,6 +43,21 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
     if per_node == 0 {
         return Err(Error::usage("--gpus-per-node must be at least 1").at_flag("--gpus-per-node"));
     }
+    // More GPUs per node than the kind's nodes hold is another machine (its NVLink domain,
+    // NICs and NUMA layout unknown), and Slurm would wait for nodes that do not exist; fewer
+    // (a partial node, a smaller server) is the flag's use. CPU ranks per node are no hardware
+    // fact.
+    if per_node > gpu.gpus_per_node && !gpu.is_cpu() {
+        return Err(Error::usage(format!(
+            "{per_node} GPUs per node is more than a `{kind_name}` node holds ({}, its row of the hardware table)",
+            gpu.gpus_per_node
+        ))
+        .at_flag("--gpus-per-node")
+        .help(format!(
+            "give at most {} (or leave the flag out), or describe your nodes as a GPU kind of their own in a --hardware-file (gpus_per_node, nvlink_domain_size, perf)",
+            gpu.gpus_per_node
+        )));
+    }
     if count > per_node && !count.is_multiple_of(per_node) {
         let lo = count / per_node * per_node;
         let hi = lo + per_node;
@@ -112,6 +127,28 @@ mod tests {
         assert!(e.to_string().contains("did you mean `h100`"), "{e}");
         assert!(parse("h100", &kinds(), None).is_err());
         assert_eq!(parse("h100x12", &kinds(), Some(4)).unwrap().nodes, 3);
+    }
+
+    /// `--gpus-per-node` above what the kind's nodes hold is refused, naming the flag, the
+    /// kind's count and the fix (16 on H100 was planned as 16-GPU nodes before); fewer is
+    /// taken, and CPU ranks per node are not bounded.
+    #[test]
+    fn more_gpus_per_node_than_the_kind_holds_is_refused() {
+        let e = parse("h100x32", &kinds(), Some(16)).unwrap_err();
+        let shown = e.to_string();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            shown.starts_with("--gpus-per-node: 16 GPUs per node")
+                && shown.contains("(8, its row")
+                && shown.contains("--hardware-file"),
+            "{shown}"
+        );
+        assert!(parse("h100x8", &kinds(), Some(9)).is_err());
+        assert_eq!(parse("h100x8", &kinds(), Some(8)).unwrap().nodes, 1);
+        assert_eq!(parse("h100x8", &kinds(), Some(4)).unwrap().nodes, 2);
+        assert_eq!(parse("gb200x8", &kinds(), Some(4)).unwrap().nodes, 2);
+        assert!(parse("gb200x8", &kinds(), Some(8)).is_err());
+        assert_eq!(parse("cpux4", &kinds(), Some(4)).unwrap().nodes, 1);
     }
 
     #[test]
