@@ -188,6 +188,12 @@ impl GpuKind {
     pub fn is_blackwell_or_newer(&self) -> bool {
         self.arch_major >= 10
     }
+
+    /// Has FP8 tensor cores: compute capability 8.9 or newer (Transformer Engine's FP8 needs
+    /// it): Ada (8.9, whose `arch_major` is 8), Hopper and newer.
+    pub fn has_fp8_units(&self) -> bool {
+        self.arch_major >= 9 || self.generation == "ada"
+    }
 }
 
 /// The parsed `--gpus` spec with its kind's row.
