@@ -33,13 +33,35 @@ pub struct TuneCmd {
 /// the catalog for every candidate.
 struct Resolver {
     loaded: load::Loaded,
-    /// A PP / VP the user fixed with `--set`: the search keeps to it (each candidate sets
-    /// its own PP and VP, so the user's are taken off the overrides).
+    /// A PP / VP / TP / CP / EP / micro batch the user fixed with `--set`: the search keeps
+    /// to it (each candidate sets its own, so the user's are taken off the overrides).
     pipeline: Option<u32>,
     virtual_pipeline: Option<Option<u32>>,
-    /// The user's PP and VP `--set`s taken off the overrides, for the plan's own layout.
+    tensor: Option<u32>,
+    context: Option<u32>,
+    expert: Option<u32>,
+    micro_batch: Option<u32>,
+    /// The user's `--set`s of those, taken off the overrides, for the plan's own layout.
     pinned: Vec<String>,
 }
+
+/// Fields every candidate sets from its own layout that the search cannot keep to: a user's
+/// `--set` of one is refused (it clashed with every candidate: "conflicting overrides" naming
+/// a value the user never gave, or every candidate rejected and "no layout fits").
+const DERIVED_BY_TUNE: &[(&str, &str)] = &[
+    (
+        "model.expert_tensor_parallel_size",
+        "tune proposes expert TP 1 with every EP",
+    ),
+    (
+        "model.sequence_parallel",
+        "tune turns sequence parallelism on exactly where TP > 1",
+    ),
+    (
+        "model.pipeline_model_parallel_layout",
+        "tune writes each candidate's layout (or Bridge's for its split)",
+    ),
+];
 
 impl Resolver {
     fn new(args: &PlanArgs) -> Result<Self> {
@@ -48,35 +70,68 @@ impl Resolver {
                 .at_flag("--plugin")
                 .help("tune the layout first, then launch with the plugins"));
         }
+        let m = &crate::config::MODEL;
         let (pp_key, vp_key) = (
-            crate::config::MODEL.pipeline_model_parallel_size,
-            crate::config::MODEL.virtual_pipeline_model_parallel_size,
+            m.pipeline_model_parallel_size,
+            m.virtual_pipeline_model_parallel_size,
         );
+        let sizes = [
+            pp_key,
+            vp_key,
+            m.tensor_model_parallel_size,
+            m.context_parallel_size,
+            m.expert_model_parallel_size,
+            TRAIN.micro_batch_size,
+        ];
         let parsed = overrides::parse_sets(&args.sets)?;
+        if let Some((s, why)) = parsed.iter().find_map(|s| {
+            DERIVED_BY_TUNE
+                .iter()
+                .find(|(k, _)| s.path() == *k)
+                .map(|(_, why)| (s, why))
+        }) {
+            return Err(Error::usage(format!(
+                "tune sets `{}` for each layout it proposes ({why}), so it cannot keep yours",
+                s.path()
+            ))
+            .at_flag(format!("--set {}", s.path()))
+            .help(format!(
+                "leave it out of tune (each proposal's command sets it), or estimate your layout with `ovlaunch estimate` and the same --set; tune keeps to a --set of {}",
+                sizes.join(", ")
+            )));
+        }
         let value = |k: &str| {
             parsed
                 .iter()
                 .find(|s| s.path() == k)
                 .map(|s| s.value.clone())
         };
-        let pipeline = match value(pp_key) {
-            Some(v) => Some(v.as_u64().map(|n| n as u32).ok_or_else(|| {
-                Error::usage(format!("{pp_key} must be a number to tune with it")).at_flag("--set")
-            })?),
-            None => None,
+        let number = |k: &str| -> Result<Option<u32>> {
+            value(k)
+                .map(|v| {
+                    v.as_u64().map(|n| n as u32).ok_or_else(|| {
+                        Error::usage(format!("{k} must be a number to tune with it"))
+                            .at_flag("--set")
+                    })
+                })
+                .transpose()
         };
         let virtual_pipeline = value(vp_key).map(|v| v.as_u64().map(|n| n as u32));
         let mut args = args.clone();
-        let (pinned, rest): (Vec<String>, Vec<String>) = args.sets.iter().cloned().partition(|s| {
-            [pp_key, vp_key]
-                .iter()
-                .any(|k| s.starts_with(&format!("{k}=")))
-        });
+        let (pinned, rest): (Vec<String>, Vec<String>) = args
+            .sets
+            .iter()
+            .cloned()
+            .partition(|s| sizes.iter().any(|k| s.starts_with(&format!("{k}="))));
         args.sets = rest;
         Ok(Self {
-            loaded: load::Loaded::load(&load::PlanRequest::flags(&args))?,
-            pipeline,
+            pipeline: number(pp_key)?,
             virtual_pipeline,
+            tensor: number(m.tensor_model_parallel_size)?,
+            context: number(m.context_parallel_size)?,
+            expert: number(m.expert_model_parallel_size)?,
+            micro_batch: number(TRAIN.micro_batch_size)?,
+            loaded: load::Loaded::load(&load::PlanRequest::flags(&args))?,
             pinned,
         })
     }
@@ -215,10 +270,21 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
         headroom: cmd.headroom / 100.0,
         pipeline: r.pipeline,
         virtual_pipeline: r.virtual_pipeline,
+        tensor: r.tensor,
+        context: r.context,
+        expert: r.expert,
+        micro_batch: r.micro_batch,
     };
     let outcome: Outcome =
         tune::tune(&base, &eff, &search, &known, &mut resolve_fn, &mut progress)?;
     if outcome.candidates.is_empty() {
+        // Sizes the user fixed that the plan itself refuses: the resolver's own error (it
+        // names the field and the fix), not "no layout fits".
+        if !r.pinned.is_empty()
+            && let Err(e) = r.resolve(&r.pinned)
+        {
+            return Err(e);
+        }
         return Err(Error::usage(format!(
             "no layout of {} fits on {} with {}% of memory free ({} layouts scored, {} fit before resolution, {} rejected by the resolver)",
             base.recipe.name, base.hardware.spec, cmd.headroom, outcome.scored, outcome.fitting, outcome.rejected

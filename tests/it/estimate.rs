@@ -1314,3 +1314,64 @@ fn tune_says_a_set_the_user_typed_once() {
         );
     }
 }
+
+/// A `--set` of a size tune searches (TP, CP, EP, micro batch, as PP and VP) keeps the search
+/// to it: every proposal and the plan's own layout have it (before, TP clashed with every
+/// candidate: "conflicting overrides" naming a `--set` the user never gave). One the plan
+/// refuses gets the resolver's error, naming the field, not "no layout fits"; a field tune
+/// sets from each layout (sequence parallelism, expert TP, the pipeline layout) is refused
+/// naming the flag and the fix.
+#[test]
+fn tune_keeps_to_the_sizes_the_user_fixed() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.tensor_model_parallel_size=2",
+        "--set",
+        "train.micro_batch_size=1",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let candidates = v["candidates"].as_array().unwrap();
+    assert!(!candidates.is_empty(), "{out}");
+    for l in candidates
+        .iter()
+        .map(|c| &c["layout"])
+        .chain([&v["own"]["layout"]])
+    {
+        assert_eq!(l["tensor_model_parallel_size"], 2, "{l}");
+        assert_eq!(l["micro_batch_size"], 1, "{l}");
+    }
+    let err = usage_error(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.tensor_model_parallel_size=3",
+    ]);
+    assert!(
+        err.contains("error: model.tensor_model_parallel_size") && !err.contains("conflicting"),
+        "{err}"
+    );
+    let err = usage_error(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.sequence_parallel=true",
+    ]);
+    assert!(
+        err.contains("error: --set model.sequence_parallel: tune sets")
+            && err.contains("help: leave it out of tune"),
+        "{err}"
+    );
+}
