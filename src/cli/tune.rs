@@ -167,20 +167,35 @@ impl Resolver {
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0)
             > 0;
+        // An MoE model's experts spread over the most GPUs that divide both the world and
+        // the expert count: settings such as `overlap_moe_expert_parallel_comm` need EP > 1,
+        // and a probe at EP 1 was refused for them (Qwen3-30B-A3B on 24 H100s).
+        let experts = model
+            .and_then(|m| m.get("num_moe_experts"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0) as u32;
+        let ep = (1..=world)
+            .rev()
+            .find(|d| world.is_multiple_of(*d) && experts.is_multiple_of(*d))
+            .filter(|_| experts > 0)
+            .unwrap_or(1);
         let user_batch = overrides::is_explicit(&self.loaded.sets, TRAIN.global_batch_size);
-        let trivial = |tp: u32, pp: u32| {
+        let trivial = |tp: u32, pp: u32, ep: u32| {
             tune::Layout {
                 tensor_model_parallel_size: tp,
                 pipeline_model_parallel_size: pp,
                 virtual_pipeline_model_parallel_size: None,
                 context_parallel_size: 1,
-                expert_model_parallel_size: 1,
-                expert_tensor_parallel_size: None,
+                expert_model_parallel_size: ep,
+                expert_tensor_parallel_size: (ep > 1).then_some(1),
                 micro_batch_size: 1,
             }
             .sets_with(tune::pipeline_layout(layers, pp, None, mtp, 0.0).as_deref())
         };
-        let layouts = [trivial(1, 1), trivial(tp, world / tp)];
+        let mut layouts = vec![trivial(1, 1, 1), trivial(tp, world / tp, 1)];
+        if ep > 1 {
+            layouts.insert(0, trivial(1, 1, ep));
+        }
         let mut last = None;
         for layout in layouts {
             let probe = match self.resolve(&layout) {

@@ -1375,3 +1375,32 @@ fn tune_keeps_to_the_sizes_the_user_fixed() {
         "{err}"
     );
 }
+
+/// An MoE recipe whose own EP does not divide the GPU count (Qwen3-30B-A3B's EP 16 on 24
+/// H100s) is tuned from a probe with its experts spread (EP 8 here): a probe at EP 1 is
+/// refused for the recipe's `overlap_moe_expert_parallel_comm`, and tune exited 2 with that
+/// refusal, about an EP the user never asked for.
+#[test]
+fn tune_probes_an_moe_model_with_its_experts_spread() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "qwen3_30b_a3b",
+        "-g",
+        "h100x24",
+        "--top",
+        "2",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["own"].is_null(), "{out}");
+    let candidates = v["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 2, "{out}");
+    assert!(
+        candidates
+            .iter()
+            .all(|c| c["layout"]["expert_model_parallel_size"].as_u64() > Some(1)),
+        "{out}"
+    );
+}
