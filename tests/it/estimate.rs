@@ -230,6 +230,14 @@ fn estimate_on_a_kind_without_constants_says_it_is_not_modelled() {
         );
         ok(&["plan", "-r", "llama3_8b", "-g", gpus]);
     }
+    // CPU-only ranks: refused, with a fix that is one (no perf block can describe a CPU)
+    let err = usage_error(&["estimate", "-r", "llama32_1b_pretrain", "-g", "cpux2"]);
+    assert!(
+        err.contains("error: --gpus: GPU kind `cpu`")
+            && err.contains("help: the `cpu` kind runs ranks without GPUs")
+            && !err.contains("perf:"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -550,12 +550,17 @@ pub fn estimate_with_stages(
 ) -> Result<Estimate> {
     let gpu = &plan.hardware.gpu;
     let perf = gpu.perf.as_ref().ok_or_else(|| {
-        Error::usage(format!(
+        let e = Error::usage(format!(
             "GPU kind `{}` has no performance constants",
             gpu.kind
         ))
-        .at_flag("--gpus")
-        .help("add a `perf:` block for it in a --hardware-file (fields as in hardware/gpus.yaml)")
+        .at_flag("--gpus");
+        if gpu.is_cpu() {
+            // CPU-only ranks run no GPU kernels: no peak, HBM or NVLink to price them with
+            e.help("the `cpu` kind runs ranks without GPUs, which the estimate cannot price: estimate the GPU kind the job will run on (e.g. --gpus h100x8)")
+        } else {
+            e.help("add a `perf:` block for it in a --hardware-file (fields as in hardware/gpus.yaml)")
+        }
     })?;
     let c = step::Ctx::new(plan, perf, eff);
     let busiest = step::busiest(&c, loads);
