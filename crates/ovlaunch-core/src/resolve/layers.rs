@@ -117,7 +117,15 @@ pub fn choose<'r>(
                     recipe.name
                 ))
                 .at_flag("--gpus")
-                .help(format!("available: {}", available(recipe))));
+                .help(format!(
+                    "available: {}; or give {gpu}'s row in the hardware file `recipe_gpu: KIND`, the kind whose variants it runs (e.g. h100){}",
+                    available(recipe),
+                    hw.gpu
+                        .recipe_gpu
+                        .as_ref()
+                        .map(|alt| format!(" (its `recipe_gpu: {alt}` has no variant here either)"))
+                        .unwrap_or_default()
+                )));
             }
         }
     }
@@ -938,6 +946,27 @@ fn required_field_refusal(section: &str, field: &str, by: StartedBy) -> Error {
 mod tests {
     use super::*;
     use crate::catalog::Catalog;
+
+    /// A GPU kind of a hardware file without `recipe_gpu` on a recipe with no variant for it:
+    /// the fix names `recipe_gpu` (the field that makes it run another kind's variants), not
+    /// only the kinds the recipe has.
+    #[test]
+    fn a_kind_without_variants_is_told_of_recipe_gpu() {
+        let mut cat = Catalog::embedded().unwrap();
+        cat.add_gpus(
+            "site.yaml",
+            "- kind: mygpu\n  description: d\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n",
+        )
+        .unwrap();
+        let hw = crate::catalog::hardware::parse("mygpux8", &cat.gpus, None).unwrap();
+        let r = cat.recipe("llama3_8b").unwrap();
+        let e = choose(&r, &hw, None, None).err().unwrap().to_string();
+        assert!(
+            e.starts_with("--gpus: recipe `llama3_8b` has no variant for mygpu")
+                && e.contains("`recipe_gpu: KIND`"),
+            "{e}"
+        );
+    }
 
     /// `--precision nvfp4` / `fp8mx` on a GPU without FP8 tensor cores (A100) offers only
     /// BF16 as the fix (it offered fp8cs, which the plan then refuses on that GPU); on one with
