@@ -50,15 +50,15 @@ struct Resolver {
 /// a value the user never gave, or every candidate rejected and "no layout fits").
 const DERIVED_BY_TUNE: &[(&str, &str)] = &[
     (
-        "model.expert_tensor_parallel_size",
+        crate::config::MODEL.expert_tensor_parallel_size,
         "tune proposes expert TP 1 with every EP",
     ),
     (
-        "model.sequence_parallel",
+        crate::config::MODEL.sequence_parallel,
         "tune turns sequence parallelism on exactly where TP > 1",
     ),
     (
-        "model.pipeline_model_parallel_layout",
+        crate::config::MODEL.pipeline_model_parallel_layout,
         "tune writes each candidate's layout (or Bridge's for its split)",
     ),
 ];

@@ -480,7 +480,7 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
             )
         });
     }
-    if let Some(why) = too_narrow(plan) {
+    if let Some(why) = too_narrow(plan).filter(|_| !gpu.is_cpu()) {
         return Some(why);
     }
     let class = plan.recipe.model_class.as_deref()?;
@@ -523,7 +523,8 @@ pub fn too_narrow(plan: &Plan) -> Option<String> {
     let floor = narrowest_hidden()?;
     (h < floor).then(|| {
         format!(
-            "`model.hidden_size` {h} is below {floor}, the narrowest hidden size the estimate prices: its GEMM-shape term (efficiency h/(h+n0), n0 = {:.0} fitted on hidden sizes of 2048 and more, `gemm_n0` in hardware/efficiency.json) falls in proportion to h there, so a narrower model would be predicted slower (the attention core is priced at the attention GEMMs' shape), and what bounds such small kernels (launch latency, memory traffic) is not modelled",
+            "`{}` {h} is below {floor}, the narrowest hidden size the estimate prices: its GEMM-shape term (efficiency h/(h+n0), n0 = {:.0} fitted on hidden sizes of 2048 and more, `gemm_n0` in hardware/efficiency.json) falls in proportion to h there, so a narrower model would be predicted slower (the attention core is priced at the attention GEMMs' shape), and what bounds such small kernels (launch latency, memory traffic) is not modelled",
+            crate::config::MODEL.hidden_size,
             n0
         )
     })
