@@ -93,13 +93,15 @@ pub trait Host {
     -> Result<Ran>;
     /// Writes `files` and `assets` into `dir`, which must not exist yet, atomically (the
     /// directory appears complete or not at all). Asset sources are files of this machine.
+    /// A failure is `Failed::Error` when nothing was put in place, `Failed::Unknown` when
+    /// that is not known (`backend::failed_write` tells a taken name from the first).
     fn write_tree(
         &self,
         dir: &Path,
         files: &[JobFile<'_>],
         assets: &[Asset],
         sharing: Sharing,
-    ) -> Result<()>;
+    ) -> std::result::Result<(), super::Failed>;
     /// Replaces one file in an existing directory atomically.
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()>;
     /// Creates `base` and its missing parents, then the directories `own` under it, the
@@ -113,8 +115,13 @@ pub trait Host {
     /// `path`'s bytes from `offset` and its length; `None` when it does not exist. A file
     /// shorter than `offset` gives its length and no bytes.
     fn read_from(&self, path: &Path, offset: u64) -> Result<Option<Chunk>>;
-    /// `path`'s metadata; `None` when it does not exist.
+    /// `path`'s metadata (symbolic links followed); `None` when it does not exist.
     fn stat(&self, path: &Path) -> Result<Option<Stat>>;
+    /// Whether anything stands at `path`, the last component not followed: a symbolic link
+    /// that leads nowhere is there (`lstat`). What cannot be read (a directory on the way this
+    /// user cannot search) is not there; only a host that cannot be asked is an error. How a
+    /// name in a jobs root is told taken, here and on a login node alike.
+    fn present(&self, path: &Path) -> Result<bool>;
     /// `dir` and its files `names` (a job directory); `None` when `dir` is not a directory
     /// (or is a symbolic link).
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>>;
@@ -139,6 +146,11 @@ pub trait Host {
     /// An absolute path for `p`, relative ones taken from the working directory (for a
     /// remote host: the login directory).
     fn absolute(&self, p: &Path) -> Result<PathBuf>;
+    /// Refuses `text`, a value for this host (`what` names it in the message), that its
+    /// commands cannot be handed as it is: none here; on a login node, a value with a
+    /// character that ends a line (`backend::ssh`: its `sh -c` would read another path). A
+    /// usage error; the caller names the flag the value came from.
+    fn check_text(&self, what: &str, text: &str) -> Result<()>;
 }
 
 impl dyn Host + '_ {
@@ -196,8 +208,8 @@ impl Host for Local {
         files: &[JobFile<'_>],
         assets: &[Asset],
         sharing: Sharing,
-    ) -> Result<()> {
-        jobdir::create_with(dir, files, assets, sharing)
+    ) -> std::result::Result<(), super::Failed> {
+        Ok(jobdir::create_with(dir, files, assets, sharing)?)
     }
 
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()> {
@@ -241,6 +253,10 @@ impl Host for Local {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(_) => Ok(None),
         }
+    }
+
+    fn present(&self, path: &Path) -> Result<bool> {
+        Ok(path.symlink_metadata().is_ok())
     }
 
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>> {
@@ -308,6 +324,10 @@ impl Host for Local {
 
     fn machine(&self) -> Result<String> {
         Ok(std::env::consts::ARCH.to_string())
+    }
+
+    fn check_text(&self, _: &str, _: &str) -> Result<()> {
+        Ok(())
     }
 
     fn absolute(&self, p: &Path) -> Result<PathBuf> {

@@ -194,6 +194,11 @@ pub enum Failed {
     /// The write failed having written nothing, and something stands at the job
     /// directory's path now: another process took the name since it was chosen.
     Taken(Error),
+    /// Whether the write put the job directory in place is unknown (a login node's
+    /// connection lost as the directory was moved into place there, and its outcome not
+    /// read back): what stands at the path may be this write's, so the name is never passed
+    /// over; the error says what may be there and what to do.
+    Unknown(Error),
     /// Any other failure.
     Error(Error),
 }
@@ -207,22 +212,19 @@ impl From<Error> for Failed {
 impl From<Failed> for Error {
     fn from(f: Failed) -> Error {
         match f {
-            Failed::Taken(e) | Failed::Error(e) => e,
+            Failed::Taken(e) | Failed::Unknown(e) | Failed::Error(e) => e,
         }
     }
 }
 
-/// `e`, a failed write of `dir` on `host` (all or nothing, so nothing of it is this
-/// process's), as [`Failed::Taken`] when something is at `dir` now, a symbolic link too.
-fn failed_write(host: &dyn Host, dir: &Path, e: Error) -> Failed {
-    let there = match host.remote() {
-        None => dir.symlink_metadata().is_ok(),
-        Some(_) => host.stat(dir).ok().flatten().is_some(),
-    };
-    if there {
-        Failed::Taken(e)
-    } else {
-        Failed::Error(e)
+/// `f`, a failed write of `dir` on `host`: one that wrote nothing (all or nothing, so
+/// nothing of it is this process's, [`Failed::Error`]) is [`Failed::Taken`] when something
+/// is at `dir` now, a symbolic link too ([`Host::present`]; a host that cannot be asked
+/// leaves it an error); one whose outcome is unknown stays [`Failed::Unknown`].
+fn failed_write(host: &dyn Host, dir: &Path, f: Failed) -> Failed {
+    match f {
+        Failed::Error(e) if host.present(dir).unwrap_or(false) => Failed::Taken(e),
+        f => f,
     }
 }
 
@@ -255,7 +257,9 @@ pub fn write_job_dir(
 /// `status`, `logs`, `cancel` and `list` find the job from here.
 ///
 /// A job directory (or copy) whose name another process took since it was chosen is
-/// [`Failed::Taken`]: nothing was written or started.
+/// [`Failed::Taken`]: nothing was written or started. One whose write may have put it in
+/// place (a login node's lost connection, not read back) is [`Failed::Unknown`]: nothing was
+/// started.
 #[allow(clippy::too_many_arguments)]
 pub fn submit(
     executor: Executor,
@@ -299,7 +303,7 @@ pub fn submit(
     };
     if let (Err(e), Some(m)) = (mirrored, mirror) {
         host.remove_tree(dir);
-        return Err(failed_write(&host::Local, m, e));
+        return Err(failed_write(&host::Local, m, Failed::Error(e)));
     }
     if let Some(sig) = guard.caught() {
         host.remove_tree(dir);

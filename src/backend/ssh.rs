@@ -9,7 +9,11 @@
 //!   here weakens `StrictHostKeyChecking`).
 //! - Every remote command line is built with `render::shell::quote`, the one escaping path,
 //!   and handed to `sh -c` as `render::shell::login_word` quotes it: a POSIX shell runs it
-//!   whatever the login shell.
+//!   whatever the login shell. A word `quote` would write in bash's `$'...'`
+//!   (`shell::bash_only`: a control character), which that shell reads as other text, is
+//!   refused, never sent ([`Host::check_text`]: every path and argument of a remote line).
+//! - A name is present when anything stands there, a symbolic link not followed
+//!   ([`Host::present`]: POSIX `test -e || test -L`, as dash has it), as `lstat` tells here.
 //! - A command run in a directory (`sbatch`) records its exit code and output in that
 //!   directory on the login node and ignores SIGHUP/SIGPIPE there; when the connection drops
 //!   while it runs, a new connection waits for that record, so a dropped connection never
@@ -18,7 +22,12 @@
 //! - A job directory is written by streaming a tar archive into a hidden partial sibling
 //!   on the login node that is renamed into place only when complete (`mv -T`): a connection
 //!   cut mid-transfer leaves no job directory (the partial is removed; one left by a killed
-//!   shell is removed by a later upload once it is an hour old).
+//!   shell is removed by a later upload once it is an hour old). The partial is named for
+//!   the upload and holds its mark (`.ovlaunch-upload-TOKEN`) until the upload is known to be
+//!   in place, so a connection lost as it was moved into place is read back by a new one
+//!   ([`Ssh::landed`]): a directory holding the mark is this upload's and the submission goes
+//!   on with it (never written again under the next name); one whose outcome cannot be read
+//!   back is `Failed::Unknown`, an error saying what may be there and what to do.
 //! - Before a job directory or an experiment directory is created there, its path is held to
 //!   the rule `backend::trust` holds local paths to ([`Ssh::check_path`]): every directory
 //!   from `/`, as given and as resolved (`realpath`), a trusted entry for the login node's
@@ -168,7 +177,7 @@ impl Ssh {
     /// exist, that user's own and no symbolic link. Missing directories are left to the
     /// caller to create. A refusal is a usage error naming the directory, why and a fix.
     fn check_path(&self, dir: &Path, own: usize, sharing: Sharing, what: &str) -> Result<()> {
-        let d = utf8(dir)?;
+        let d = sh_text(dir)?;
         if !dir.is_absolute() {
             // the walk counts components from `/` (`Host::absolute` makes every remote path so)
             return Err(Error::runtime(format!(
@@ -178,12 +187,7 @@ impl Ssh {
         }
         let out = self.sh_ok(&walk_command(d), Duration::from_secs(60))?;
         let text = String::from_utf8_lossy(&out.stdout);
-        let me = text
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("me "))
-            .and_then(|n| n.trim().parse::<u32>().ok());
-        let (Some(me), true) = (me, out.status.success()) else {
+        let (Some(walk), true) = (Walk::read(&text), out.status.success()) else {
             return Err(Error::runtime(format!(
                 "cannot check the path {d} on {}: {}",
                 self.target,
@@ -192,11 +196,7 @@ impl Ssh {
         };
         // A file where a directory is needed: nothing can be created under it (the local
         // walk's `ENOTDIR`).
-        if let Some((_, _, path)) = text
-            .lines()
-            .filter_map(walked)
-            .find(|(_, e, _)| e.is_some_and(|e| e.kind == crate::input::writers::Kind::File))
-        {
+        if let Some(path) = walk.not_a_directory() {
             return Err(Error::usage(format!(
                 "{what}: {path} on {} is not a directory",
                 self.target
@@ -204,7 +204,7 @@ impl Ssh {
             .help(NOT_CREATABLE));
         }
         let depth = dir.components().count().saturating_sub(1);
-        match walk_problem(&text, me, depth, own, sharing) {
+        match walk.problem(depth, own, sharing) {
             Some((path, why, on_path)) => Err(Error::usage(format!(
                 "{what}: {path} on {} {}; ovlaunch does not use what another user could have written or could replace",
                 self.target,
@@ -301,14 +301,21 @@ impl Ssh {
     }
 
     /// Streams the tar archive of `local` (a complete job directory here) into `dir` there.
-    fn upload(&self, local: &Path, dir: &Path) -> Result<()> {
-        let d = utf8(dir)?;
-        let parent = utf8(dir.parent().unwrap_or(Path::new("/")))?;
-        let script = format!(
-            "umask 077; d={}; p={}; if [ -e \"$d\" ] || [ -L \"$d\" ]; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; t=$(mktemp -d \"$p/.ovlaunch-partial-XXXXXX\") || exit 1; if tar -x -p --no-same-owner -f - -C \"$t\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
-            quote(d),
-            quote(parent)
-        );
+    /// The archive goes into a hidden partial sibling named for this upload (`token`), which
+    /// gets this upload's mark (`.ovlaunch-upload-TOKEN`) and is then renamed into place; the
+    /// mark is removed once the upload is known to be in place. A connection lost on the way
+    /// is read back ([`Ssh::landed`]): the directory this upload put in place is its own, one
+    /// it did not is not, and one it cannot tell is [`Failed::Unknown`].
+    fn upload(
+        &self,
+        local: &Path,
+        dir: &Path,
+        recorded: bool,
+    ) -> std::result::Result<(), super::Failed> {
+        let d = sh_text(dir)?;
+        let parent = sh_text(dir.parent().unwrap_or(Path::new("/")))?;
+        let token = token();
+        let script = upload_script(d, parent, &token);
         let total = tree_size(local);
         let mut tar = Command::new("tar")
             .args(["-C"])
@@ -365,28 +372,201 @@ impl Ssh {
         let status = ssh
             .wait()
             .map_err(|e| Error::runtime(format!("ssh failed: {e}")))?;
+        let mark_path = format!("{d}/{}", mark(&token));
         match status.code() {
-            Some(0) if tar_ok && copied.is_ok() => Ok(()),
-            Some(17) => Err(
-                Error::usage(format!("job directory {d} already exists on {}", self.target))
-                    .at_flag("--job-dir")
-                    .help("choose another --job-name or --job-dir, or remove the old directory"),
-            ),
+            Some(0) if tar_ok && copied.is_ok() => {
+                // In place: the mark has done its work (one left by a lost connection is
+                // harmless).
+                let _ = self.sh(
+                    &format!("rm -f -- {}", quote(&mark_path)),
+                    Duration::from_secs(60),
+                );
+                Ok(())
+            }
+            // In place, but this machine's tar failed: what arrived may be short of the job.
+            Some(0) => {
+                self.remove_tree(dir);
+                Err(Error::runtime(format!(
+                    "the job directory could not be archived here for {}: nothing was submitted and no job directory was left there",
+                    self.target
+                ))
+                .help("check that the files given to the job (--package, the rank runtime) are readable")
+                .into())
+            }
+            Some(17) => Err(Error::usage(format!(
+                "job directory {d} already exists on {}",
+                self.target
+            ))
+            .at_flag("--job-dir")
+            .help("choose another --job-name or --job-dir, or remove the old directory")
+            .into()),
             // The job directory's parent cannot be made there: the path, not the connection.
             Some(18) => Err(Error::usage(format!(
                 "cannot create {parent} on {}: {}",
                 self.target,
                 err.trim().lines().last().unwrap_or("mkdir failed")
             ))
-            .help(NOT_CREATABLE)),
-            _ => Err(Error::runtime(format!(
-                "the upload of the job directory to {} failed ({}): nothing was submitted and no job directory was left there",
-                self.target,
-                err.trim().lines().last().unwrap_or("the connection was cut")
-            ))
-            .help("submit again once `ssh` to the login node works")),
+            .help(NOT_CREATABLE)
+            .into()),
+            code => {
+                let last = err.trim().lines().last();
+                let why = last.unwrap_or("the connection was cut").to_string();
+                let lost = last.map(|l| format!(" ({l})")).unwrap_or_default();
+                // A failure there removed the partial; a lost connection is read back.
+                let landed = match code {
+                    Some(1) => Landed::No,
+                    _ => self.landed(d, parent, &token, Duration::from_secs(30)),
+                };
+                match landed {
+                    Landed::Yes => {
+                        eprintln!(
+                            "note: the connection to {} was lost{lost} once the job directory {d} was in place there; it is this command's, and it goes on with it",
+                            self.target
+                        );
+                        Ok(())
+                    }
+                    Landed::No => Err(Error::runtime(format!(
+                        "the upload of the job directory to {} failed ({why}): nothing was submitted and no job directory was left there",
+                        self.target,
+                    ))
+                    .help("submit again once `ssh` to the login node works")
+                    .into()),
+                    Landed::Unknown(last) => Err(super::Failed::Unknown(
+                        self.not_known(d, recorded, &lost, &last),
+                    )),
+                }
+            }
         }
     }
+
+    /// After a connection lost during an upload (`token`, of `d` under `p`): whether the
+    /// directory at `d` there is the one this upload put in place. Its partial directory still
+    /// there means the login node is still at it (or its shell was killed): asked again
+    /// within `limit`. Once it is gone, the directory at `d` is this upload's when it is a
+    /// directory of the login user holding this upload's mark (which is removed then); else
+    /// nothing of this upload is there, once that has held for two seconds (the command may
+    /// still have been on its way to the shell).
+    fn landed(&self, d: &str, p: &str, token: &str, limit: Duration) -> Landed {
+        let ask = landed_script(d, p, token);
+        clear_stale(&self.control.join(&self.alias));
+        let start = Instant::now();
+        let mut absent_since: Option<Instant> = None;
+        let mut last = String::from("no answer");
+        while start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(500));
+            let out = match self.sh(&ask, Duration::from_secs(30)) {
+                Ok(out) => out,
+                Err(e) => {
+                    last = e.message;
+                    continue;
+                }
+            };
+            match out.status.code() {
+                Some(0) => return Landed::Yes,
+                Some(94) => {
+                    let since = *absent_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(2) {
+                        return Landed::No;
+                    }
+                }
+                Some(95) => {
+                    absent_since = None;
+                    last = format!("its partial directory {} is still there", partial(p, token));
+                }
+                _ => {
+                    absent_since = None;
+                    last = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                }
+            }
+        }
+        Landed::Unknown(last)
+    }
+
+    /// The error of an upload whose outcome is unknown ([`Landed::Unknown`]): what may be at
+    /// `d` there and what to do either way (`recorded`: the directory holds a submission
+    /// record, which says `submitting` and keeps `ovlaunch submit DIR` from taking it).
+    fn not_known(&self, d: &str, recorded: bool, lost: &str, last: &str) -> Error {
+        let t = &self.target;
+        let there = if recorded {
+            format!(
+                "it holds this job and a record saying `submitting`, and nothing was queued: remove it (`ssh {t} rm -r -- {}`) and run this command again",
+                quote(d)
+            )
+        } else {
+            format!(
+                "it is this job as rendered: `ovlaunch submit {}` on the login node submits it",
+                quote(d)
+            )
+        };
+        Error::runtime(format!(
+            "the connection to {t} was lost{lost} while the job directory {d} was being moved into place there, and whether it is there could not be read back ({last}); nothing was submitted"
+        ))
+        .help(format!(
+            "once `ssh {t}` works, look: if {d} is there, {there}; if it is not, run this command again"
+        ))
+    }
+}
+
+/// What a connection lost during an upload left ([`Ssh::landed`]).
+enum Landed {
+    /// The directory at the path is this upload's.
+    Yes,
+    /// Nothing of this upload is there.
+    No,
+    /// Not known; the last answer (or why none came).
+    Unknown(String),
+}
+
+/// A name no other command of this user on any machine takes at the same moment: this
+/// process and the clock's nanoseconds (the ssh run wrapper's records, the upload's partial
+/// directory and mark).
+fn token() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    )
+}
+
+/// The remote half of [`Ssh::upload`] `token` of job directory `d` (parent `p`): exit 17 when
+/// anything is at `d`, 18 when `p` cannot be made, 0 once the archive on stdin is in place
+/// there with the upload's mark, 1 (its partial removed) when it is not. HUP and PIPE are
+/// ignored, so a lost connection does not stop it half-way.
+fn upload_script(d: &str, p: &str, token: &str) -> String {
+    format!(
+        "trap '' HUP PIPE; umask 077; d={}; p={}; t={}; m={}; if {there}; then exit 17; fi; mkdir -p -- \"$p\" || exit 18; mkdir -- \"$t\" || exit 1; find \"$p\" -maxdepth 1 -name '.ovlaunch-partial-*' -mmin +60 -exec rm -rf {{}} + 2>/dev/null; if tar -x -p --no-same-owner -f - -C \"$t\" && : > \"$t/$m\" && mv -T -- \"$t\" \"$d\"; then exit 0; fi; rm -rf -- \"$t\"; exit 1",
+        quote(d),
+        quote(p),
+        quote(&partial(p, token)),
+        quote(&mark(token)),
+        there = present("d"),
+    )
+}
+
+/// The remote half of [`Ssh::landed`]: exit 95 while upload `token`'s partial directory is
+/// there; then 0 when `d` is a directory of the login user holding the upload's mark (the
+/// mark removed), else 94.
+fn landed_script(d: &str, p: &str, token: &str) -> String {
+    format!(
+        "d={}; t={}; m={}; if {partial}; then exit 95; fi; if [ -d \"$d\" ] && [ ! -L \"$d\" ] && [ -f \"$d/$m\" ] && [ ! -L \"$d/$m\" ] && [ \"$(stat -c %u -- \"$d\")\" = \"$(id -u)\" ]; then rm -f -- \"$d/$m\"; exit 0; fi; exit 94",
+        quote(d),
+        quote(&partial(p, token)),
+        quote(&mark(token)),
+        partial = present("t"),
+    )
+}
+
+/// The partial directory of upload `token` under the jobs root `p` ([`Ssh::upload`]).
+fn partial(p: &str, token: &str) -> String {
+    format!("{}/.ovlaunch-partial-{token}", p.trim_end_matches('/'))
+}
+
+/// The mark upload `token` leaves in its directory until it is known to be in place.
+fn mark(token: &str) -> String {
+    format!(".ovlaunch-upload-{token}")
 }
 
 impl Ssh {
@@ -519,22 +699,18 @@ impl Host for Ssh {
         dir: Option<&Path>,
         limit: Duration,
     ) -> Result<Ran> {
-        let mut words = vec![quote(program)];
-        words.extend(args.iter().map(|a| quote(a)));
+        let mut words = Vec::with_capacity(args.len() + 1);
+        for w in std::iter::once(&program).chain(args) {
+            check_text(&format!("`{program}`'s argument"), w)?;
+            words.push(quote(w));
+        }
         let command = words.join(" ");
         let Some(dir) = dir else {
             let out = self.sh_ok(&command, limit)?;
             return Ok(ran(&out));
         };
-        let dir = utf8(dir)?;
-        let token = format!(
-            "{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        );
+        let dir = sh_text(dir)?;
+        let token = token();
         let cmd = duct::cmd(
             "ssh",
             self.ssh(&Self::recorded(dir, &token, &command)).get_args(),
@@ -572,7 +748,7 @@ impl Host for Ssh {
         files: &[JobFile<'_>],
         assets: &[Asset],
         sharing: Sharing,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), super::Failed> {
         let parent = dir.parent().unwrap_or(Path::new("/"));
         self.check_path(
             parent,
@@ -583,14 +759,16 @@ impl Host for Ssh {
         // Written here first with the exact modes, then streamed as one archive.
         let stage = super::jobdir::private_temp_dir("upload")?;
         let local = stage.join("job");
+        let recorded = files.iter().any(|f| f.name == crate::layout::SUBMISSION);
         let result = jobdir::create_with(&local, files, assets, Sharing::Private)
-            .and_then(|()| self.upload(&local, dir));
+            .map_err(super::Failed::from)
+            .and_then(|()| self.upload(&local, dir, recorded));
         let _ = std::fs::remove_dir_all(&stage);
         result
     }
 
     fn write_file(&self, dir: &Path, name: &str, contents: &str) -> Result<()> {
-        let d = utf8(dir)?;
+        let d = sh_text(dir)?;
         let line = format!(
             "cd -- {} && umask 022 && cat > {tmp} && mv -f -- {tmp} {}",
             quote(d),
@@ -625,7 +803,7 @@ impl Host for Ssh {
     fn make_dir(&self, base: &Path, own: &[&str], sharing: Sharing, what: &str) -> Result<()> {
         let dir = own.iter().fold(base.to_path_buf(), |d, o| d.join(o));
         self.check_path(&dir, own.len(), sharing, what)?;
-        let d = utf8(&dir)?;
+        let d = sh_text(&dir)?;
         let out = self.sh_ok(
             &format!("umask 077 && mkdir -p -- {}", quote(d)),
             Duration::from_secs(60),
@@ -643,13 +821,13 @@ impl Host for Ssh {
     }
 
     fn remove_tree(&self, dir: &Path) {
-        if let Ok(d) = utf8(dir) {
+        if let Ok(d) = sh_text(dir) {
             let _ = self.sh(&format!("rm -rf -- {}", quote(d)), Duration::from_secs(60));
         }
     }
 
     fn read_from(&self, path: &Path, offset: u64) -> Result<Option<Chunk>> {
-        let p = utf8(path)?;
+        let p = sh_text(path)?;
         let line = format!(
             "f={}; [ -f \"$f\" ] || exit 3; wc -c < \"$f\"; tail -c +{} -- \"$f\"",
             quote(p),
@@ -683,7 +861,7 @@ impl Host for Ssh {
     }
 
     fn stat(&self, path: &Path) -> Result<Option<Stat>> {
-        let p = utf8(path)?;
+        let p = sh_text(path)?;
         let out = self.sh_ok(
             &format!(
                 "stat -L -c '%F|%u|%g' -- {} 2>/dev/null || exit 3",
@@ -707,14 +885,20 @@ impl Host for Ssh {
         }))
     }
 
+    fn present(&self, path: &Path) -> Result<bool> {
+        let line = format!("p={}; {}", quote(sh_text(path)?), present("p"));
+        let out = self.sh_ok(&line, Duration::from_secs(60))?;
+        Ok(out.status.success())
+    }
+
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>> {
-        let d = utf8(dir)?;
+        let d = sh_text(dir)?;
         let out = self.listing(&format!("one {}", quote(d)), names)?;
         Ok(out.into_iter().next())
     }
 
     fn list_dirs(&self, root: &Path, names: &[&str]) -> Result<Vec<Listing>> {
-        let r = utf8(root)?;
+        let r = sh_text(root)?;
         let mut out = self.listing(
             &format!("for d in {}/*; do one \"$d\"; done", quote(r)),
             names,
@@ -732,7 +916,7 @@ impl Host for Ssh {
     }
 
     fn fs_type(&self, path: &Path) -> Option<String> {
-        let p = utf8(path).ok()?;
+        let p = sh_text(path).ok()?;
         let line = format!(
             "p={}; while [ ! -e \"$p\" ]; do p=$(dirname -- \"$p\"); done; findmnt -n -o FSTYPE -T \"$p\"",
             quote(p)
@@ -779,6 +963,10 @@ impl Host for Ssh {
             return Ok(p.to_path_buf());
         }
         Ok(Path::new(self.home()?).join(p))
+    }
+
+    fn check_text(&self, what: &str, text: &str) -> Result<()> {
+        check_text(what, text)
     }
 }
 
@@ -827,7 +1015,7 @@ impl RemoteTail<'_> {
     }
 
     fn poll(&mut self, path: &Path, out: Sink<'_>) -> Result<Polled> {
-        let p = utf8(path)?;
+        let p = sh_text(path)?;
         let want = self.id.clone().unwrap_or_else(|| "-".into());
         let mut child = self
             .ssh
@@ -963,6 +1151,13 @@ fn ran(out: &std::process::Output) -> Ran {
     }
 }
 
+/// The test whether anything stands at the path in shell variable `var`, a symbolic link too,
+/// not followed ([`Host::present`]): POSIX `test`, as dash has it (`-e` follows a link, `-L`
+/// is the link itself).
+fn present(var: &str) -> String {
+    format!(r#"{{ [ -e "${var}" ] || [ -L "${var}" ]; }}"#)
+}
+
 /// `remote` as ssh hands it to the login user's shell: one line run by `sh -c`, quoted so that
 /// a login shell of either family reads it back unchanged (`shell::login_word`).
 fn remote_line(remote: &str) -> String {
@@ -1009,68 +1204,142 @@ const WALK: &str = concat!(
     facts!()
 );
 
-/// The user's private group on the login node, from the `user`, `group` and `others` lines
-/// of [`FACTS`] (alone, or after [`WALK`]'s): `None` where one is missing or the group is
-/// not private (`writers::GroupFacts`).
-fn remote_private_group(text: &str) -> Option<u32> {
-    let field = |tag: &str| text.lines().find_map(|l| l.strip_prefix(tag));
-    let (user, primary) = field("user ")?.split_once(' ')?;
-    let primary: u32 = primary.trim().parse().ok()?;
-    // name:password:gid:member,member
-    let mut group = field("group ")?.split(':');
-    let (name, _, gid, members) = (group.next()?, group.next()?, group.next()?, group.next()?);
-    let members: Vec<&str> = members.split(',').filter(|m| !m.is_empty()).collect();
-    let others: u32 = field("others ")?.trim().parse().ok()?;
-    let facts = crate::input::writers::GroupFacts {
-        user,
-        primary,
-        group: name,
-        members: &members,
-    };
-    (gid.parse() == Ok(primary) && others == 0 && facts.private(primary)).then_some(primary)
+/// The facts [`FACTS`] prints, as read: `user NAME GID`, `group ENTRY`, `others N`.
+#[derive(Default)]
+struct GroupLines<'a> {
+    user: Option<&'a str>,
+    group: Option<&'a str>,
+    others: Option<&'a str>,
 }
 
-/// The first entry of [`WALK`]'s output (`text`, for user `me`, of a path of `depth`
-/// components below `/`) that another user could have written: every directory a trusted
-/// entry with `sharing` (`backend::trust::path_problem`), the given path's last `own`
-/// components that user's own and no symbolic link (`own_problem`; the resolved walk holds
-/// them as trusted entries, the given one having held them as own). The user's private group
-/// there ([`remote_private_group`]) is private; no other group is (another user's private
-/// group is not looked up: a directory of theirs on the path is refused as theirs, or
-/// accepted with its group's writes under `jobs_root_shared: group`). With the path, the
-/// reason, and whether it was held as a directory on the path.
-fn walk_problem(
-    text: &str,
+impl<'a> GroupLines<'a> {
+    /// Takes `line` when it is one of [`FACTS`]' lines; whether it was.
+    fn take(&mut self, line: &'a str) -> bool {
+        let Some((tag, rest)) = line.split_once(' ') else {
+            return false;
+        };
+        let slot = match tag {
+            "user" => &mut self.user,
+            "group" => &mut self.group,
+            "others" => &mut self.others,
+            _ => return false,
+        };
+        *slot = Some(rest);
+        true
+    }
+
+    /// The user's private group on the login node: `None` where a fact is missing or the
+    /// group is not private (`writers::GroupFacts`).
+    fn private_group(&self) -> Option<u32> {
+        let (user, primary) = self.user?.split_once(' ')?;
+        let primary: u32 = primary.trim().parse().ok()?;
+        // name:password:gid:member,member
+        let mut group = self.group?.split(':');
+        let (name, _, gid, members) = (group.next()?, group.next()?, group.next()?, group.next()?);
+        let members: Vec<&str> = members.split(',').filter(|m| !m.is_empty()).collect();
+        let others: u32 = self.others?.trim().parse().ok()?;
+        let facts = crate::input::writers::GroupFacts {
+            user,
+            primary,
+            group: name,
+            members: &members,
+        };
+        (gid.parse() == Ok(primary) && others == 0 && facts.private(primary)).then_some(primary)
+    }
+}
+
+/// The user's private group on the login node, from the output of [`FACTS`] alone
+/// ([`GroupLines::private_group`]).
+fn remote_private_group(text: &str) -> Option<u32> {
+    let mut facts = GroupLines::default();
+    for line in text.lines() {
+        facts.take(line);
+    }
+    facts.private_group()
+}
+
+/// One entry of [`WALK`]'s output: its tag (`L` as given, `C` as resolved), the entry at the
+/// path (`None`: missing), and the path.
+type Walked<'a> = (&'a str, Option<crate::input::writers::Entry>, &'a str);
+
+/// [`WALK`]'s output, read in one pass: the login user's id, the entries walked in order,
+/// and that user's private group there (from the [`FACTS`] lines that follow).
+struct Walk<'a> {
     me: u32,
-    depth: usize,
-    own: usize,
-    sharing: Sharing,
-) -> Option<(&str, crate::input::writers::Reason, bool)> {
-    use super::trust::{own_problem, path_problem};
-    use crate::input::writers::{Kind, Reason};
-    let mine = remote_private_group(text);
-    let private = |uid: u32, gid: u32| uid == me && Some(gid) == mine;
-    let lines: Vec<_> = text.lines().filter_map(walked).collect();
-    for tag in ["L", "C"] {
-        let walk = lines.iter().filter(|(t, _, _)| *t == tag);
-        for (i, (_, e, path)) in walk.enumerate() {
-            let Some(e) = e else { continue };
-            let own_here = tag == "L" && i + own > depth;
-            let why = match (own_here, e.kind) {
-                (true, Kind::Link) => Some(Reason::Link),
-                (true, _) => own_problem(*e, me, &private),
-                (false, _) => path_problem(*e, me, sharing, &private),
-            };
-            if let Some(why) = why {
-                return Some((path, why, !own_here));
+    entries: Vec<Walked<'a>>,
+    private: Option<u32>,
+}
+
+impl<'a> Walk<'a> {
+    /// `None` when the output does not start with the user's id (`me UID`).
+    fn read(text: &'a str) -> Option<Walk<'a>> {
+        let mut lines = text.lines();
+        let me = lines.next()?.strip_prefix("me ")?.trim().parse().ok()?;
+        let mut facts = GroupLines::default();
+        let mut entries = Vec::new();
+        for line in lines {
+            if !facts.take(line)
+                && let Some(e) = walked(line)
+            {
+                entries.push(e);
             }
         }
+        Some(Walk {
+            me,
+            entries,
+            private: facts.private_group(),
+        })
     }
-    None
+
+    /// The first path walked that is a file (where a directory is needed).
+    fn not_a_directory(&self) -> Option<&'a str> {
+        use crate::input::writers::Kind;
+        self.entries
+            .iter()
+            .find(|(_, e, _)| e.is_some_and(|e| e.kind == Kind::File))
+            .map(|(_, _, path)| *path)
+    }
+
+    /// The first entry walked (a path of `depth` components below `/`) that another user
+    /// could have written: every directory a trusted entry with `sharing`
+    /// (`backend::trust::path_problem`), the given path's last `own` components that user's
+    /// own and no symbolic link (`own_problem`; the resolved walk holds them as trusted
+    /// entries, the given one having held them as own). The user's private group there is
+    /// private; no other group is (another user's private group is not looked up: a
+    /// directory of theirs on the path is refused as theirs, or accepted with its group's
+    /// writes under `jobs_root_shared: group`). With the path, the reason, and whether it
+    /// was held as a directory on the path.
+    fn problem(
+        &self,
+        depth: usize,
+        own: usize,
+        sharing: Sharing,
+    ) -> Option<(&'a str, crate::input::writers::Reason, bool)> {
+        use super::trust::{own_problem, path_problem};
+        use crate::input::writers::{Kind, Reason};
+        let me = self.me;
+        let private = |uid: u32, gid: u32| uid == me && Some(gid) == self.private;
+        for tag in ["L", "C"] {
+            let walk = self.entries.iter().filter(|(t, _, _)| *t == tag);
+            for (i, (_, e, path)) in walk.enumerate() {
+                let Some(e) = e else { continue };
+                let own_here = tag == "L" && i + own > depth;
+                let why = match (own_here, e.kind) {
+                    (true, Kind::Link) => Some(Reason::Link),
+                    (true, _) => own_problem(*e, me, &private),
+                    (false, _) => path_problem(*e, me, sharing, &private),
+                };
+                if let Some(why) = why {
+                    return Some((path, why, !own_here));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// What a line of [`WALK`]'s output says: the entry at a path, or that the path is missing.
-fn walked(line: &str) -> Option<(&str, Option<crate::input::writers::Entry>, &str)> {
+fn walked(line: &str) -> Option<Walked<'_>> {
     let (tag, rest) = line.split_once(' ')?;
     if let Some(path) = rest.strip_prefix("missing ") {
         return Some((tag, None, path));
@@ -1085,9 +1354,34 @@ fn walked(line: &str) -> Option<(&str, Option<crate::input::writers::Entry>, &st
     Some((tag, Some(e), path))
 }
 
-fn utf8(p: &Path) -> Result<&str> {
-    p.to_str()
-        .ok_or_else(|| Error::usage(format!("{} is not UTF-8", p.display())))
+/// `p` as text a remote line can hold: UTF-8, and no character [`check_text`] refuses.
+fn sh_text(p: &Path) -> Result<&str> {
+    let text = p
+        .to_str()
+        .ok_or_else(|| Error::usage(format!("{} is not UTF-8", p.display())))?;
+    check_text("the path", text)?;
+    Ok(text)
+}
+
+/// Refuses `text` (`what`: a path, a flag's value) where `shell::quote` would write it in
+/// bash's `$'...'` form (a newline, an escape or another character that ends a line,
+/// `shell::bash_only`): the login node's `sh -c` (dash, whatever the login shell) reads that
+/// as other text, so the command would act on another path there. A usage error saying which
+/// character; the caller names the flag the value came from.
+fn check_text(what: &str, text: &str) -> Result<()> {
+    if !crate::shell::bash_only(text) {
+        return Ok(());
+    }
+    let c = text
+        .chars()
+        .find(|c| crate::shell::bash_only(c.encode_utf8(&mut [0; 4])))
+        .unwrap_or('\n');
+    Err(Error::usage(format!(
+        "{what} `{}` holds a control character ({}): the login node's commands run under `sh`, which cannot be handed it as one word",
+        text.escape_debug(),
+        c.escape_unicode()
+    ))
+    .help("give it without control characters (newlines, escapes, ...)"))
 }
 
 /// The bytes of the regular files under `dir` (for upload progress).
@@ -1220,7 +1514,10 @@ mod tests {
         };
         let ok = ["0 0 41ed", "0 0 43ff", "0 0 41ed", "0 0 41ed", "0 0 41c0"];
         let check = |t: &str, sharing| {
-            walk_problem(t, 0, 5, 2, sharing).map(|(p, w, on)| (p.to_string(), w, on))
+            let walk = Walk::read(t).expect("the user's id first");
+            assert_eq!(walk.me, 0);
+            walk.problem(5, 2, sharing)
+                .map(|(p, w, on)| (p.to_string(), w, on))
         };
         assert_eq!(
             check(&walk(ok, ""), Sharing::Private),
@@ -1347,6 +1644,46 @@ mod tests {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+
+    /// An upload and the reading back of its outcome, as ssh hands them to a login shell that
+    /// is dash: the archive lands with the upload's mark, which the reading back recognises
+    /// (and removes); a second upload of the same path is refused (17), and a directory
+    /// without the mark is not the upload's (94).
+    #[test]
+    fn an_upload_and_its_outcome_run_under_a_posix_login_shell() {
+        let top = tempfile::tempdir().unwrap();
+        let src = top.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("launch.sbatch"), "#!/bin/bash\n").unwrap();
+        let archive = Command::new("tar")
+            .arg("-C")
+            .arg(&src)
+            .args(["-cf", "-", "."])
+            .output()
+            .unwrap()
+            .stdout;
+        let p = top.path().join("jobs it's");
+        let (p, d) = (p.to_str().unwrap(), format!("{}/job", p.display()));
+        let run = |line: &str, stdin: &[u8]| {
+            let mut c = Command::new("dash")
+                .args(["-c", &remote_line(line)])
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(stdin).unwrap();
+            c.wait().unwrap().code()
+        };
+        assert_eq!(run(&upload_script(&d, p, "1-2"), &archive), Some(0));
+        let job = Path::new(&d);
+        assert!(job.join("launch.sbatch").is_file() && job.join(mark("1-2")).is_file());
+        assert_eq!(run(&landed_script(&d, p, "1-2"), b""), Some(0));
+        assert!(!job.join(mark("1-2")).exists(), "the mark is removed");
+        assert_eq!(run(&landed_script(&d, p, "1-2"), b""), Some(94));
+        assert_eq!(run(&upload_script(&d, p, "3-4"), &archive), Some(17));
+        assert_eq!(run(&landed_script(&d, p, "3-4"), b""), Some(94));
+        std::fs::create_dir(partial(p, "5-6")).unwrap();
+        assert_eq!(run(&landed_script(&d, p, "5-6"), b""), Some(95));
     }
 
     #[test]

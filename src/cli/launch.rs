@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use super::settings::{Given, Layer, Listed, Origin, Settings, Sourced};
 use super::{PlanArgs, load};
 use crate::backend::Executor;
-use crate::backend::host::Host;
+use crate::backend::host::{Host, Local};
 use crate::backend::rankbin;
 use crate::config::hardware::CpuArch;
 use crate::error::{Error, Result};
@@ -263,6 +263,11 @@ fn check_job_name(name: &str) -> Result<()> {
 /// With `--host`, the directory is a path on the login node (under `--remote-jobs-root`,
 /// relative paths from the login directory there), and the second path is this machine's
 /// copy of the record (JOBS_ROOT/the same name); a name is free when it is free on both.
+///
+/// A name is taken when anything stands at its path, a symbolic link too (`Host::present`:
+/// one that leads nowhere is still an entry the job directory cannot be renamed over, and in
+/// a shared jobs root another user's, which this user cannot remove), here and on a login
+/// node alike.
 pub fn job_dir(
     args: &LaunchArgs,
     settings: &Settings,
@@ -276,7 +281,7 @@ pub fn job_dir(
         let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
         let mut n = 2;
-        while taken(&dir) {
+        while host.present(&dir)? {
             dir = root.join(format!("{job_name}-{n}"));
             n += 1;
         }
@@ -285,35 +290,34 @@ pub fn job_dir(
     let root = jobs_root(settings)?;
     let mirror = |dir: &Path| dir.file_name().map(|n| root.join(n));
     if let Some(dir) = &args.job_dir {
+        host.check_text("the login node's path", &dir.to_string_lossy())
+            .map_err(|e| e.at_flag("--job-dir"))?;
         let dir = host.absolute(dir)?;
         return Ok((dir.clone(), mirror(&dir)));
     }
     let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
-    while taken(&root.join(&name)) || host.stat(&remote_root.join(&name))?.is_some() {
+    while Local.present(&root.join(&name))? || host.present(&remote_root.join(&name))? {
         name = format!("{job_name}-{n}");
         n += 1;
     }
     Ok((remote_root.join(&name), Some(root.join(&name))))
 }
 
-/// Whether a name in the jobs root is taken: anything is there, a symbolic link too (one
-/// that leads nowhere is still an entry the job directory cannot be renamed over, and in a
-/// shared jobs root another user's, which this user cannot remove).
-fn taken(dir: &Path) -> bool {
-    dir.symlink_metadata().is_ok()
-}
-
-/// The jobs root on the login node of `host`, absolute there.
+/// The jobs root on the login node of `host`, absolute there; one its commands cannot be
+/// handed is refused naming where it was set (`Host::check_text`).
 pub fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf> {
-    host.absolute(Path::new(
-        settings
-            .remote_jobs_root
-            .value
-            .as_deref()
-            .unwrap_or(".local/state/ovlaunch/jobs"),
-    ))
+    let root = &settings.remote_jobs_root;
+    let root = match root.value.as_deref() {
+        Some(r) => {
+            host.check_text("the login node's path", r)
+                .map_err(|e| e.at_flag(root.origin.to_string()))?;
+            r
+        }
+        None => ".local/state/ovlaunch/jobs",
+    };
+    host.absolute(Path::new(root))
 }
 
 /// The jobs root in force, absolute.
@@ -467,6 +471,8 @@ pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(Strin
     else {
         return Ok(None);
     };
+    host.check_text("the login node's path", &c.image)
+        .map_err(|e| e.at_flag("--container-image"))?;
     let image = host.absolute(Path::new(&c.image))?;
     let site_config = image.join("config.json");
     let (base, rootfs) = if host.stat(&site_config)?.is_some_and(|s| s.is_file) {
@@ -957,7 +963,8 @@ const RENAMES: usize = 100;
 /// ovlaunch chose the name (no `--job-dir`), a name taken between the choice and the write
 /// is passed over: the job is prepared again with `again`, which chooses the next free name
 /// (the directory's path is written into the job's files), and written there. A `--job-dir`
-/// that was taken is refused as it is.
+/// that was taken is refused as it is, and so is a write whose outcome is unknown
+/// (`backend::Failed::Unknown`: what stands there may be this job's).
 pub fn written<T>(
     mut p: Prepared,
     args: &LaunchArgs,

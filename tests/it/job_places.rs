@@ -745,3 +745,297 @@ fn a_login_node_path_that_cannot_hold_jobs_is_refused_naming_it() {
         assert!(stdout(&o).is_empty(), "{}", stdout(&o));
     }
 }
+
+/// Through `--host`, in a login node's jobs root every user may add to (sticky, like /tmp),
+/// another user's symbolic link that leads nowhere, planted at the name a job would get, is a
+/// taken name as it is here (`a_name_another_user_took_with_a_dangling_link_is_skipped`): the
+/// job goes to `NAME-2` and the link is left alone. And a link planted at the name after it
+/// was chosen, before the upload (by a `realpath` on the sessions' PATH that plants it once,
+/// as the path check runs), is a name another process took: the job goes to the next free
+/// one. (Before: the login node's name test followed the link (`stat -L`), found nothing,
+/// and the upload refused the existing path: exit 2, "job directory NAME already exists",
+/// on every submit of that name.)
+#[test]
+fn a_name_taken_on_a_login_node_with_a_dangling_link_is_skipped() {
+    if !root_or_skip("a_name_taken_on_a_login_node_with_a_dangling_link_is_skipped") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let jobs = login.dir.path().join("shared-jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = crate::shared_cluster::as_other(&format!(
+        "ln -s /nonexistent/anywhere {}",
+        jobs.join("taken").display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let submitted_to = |name: &str, goes_to: &str| {
+        let o = login.ovlaunch(&[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+            "--host",
+            "login",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let dir = jobs.join(goes_to);
+        assert!(
+            stdout(&o).contains(&format!("job directory {}", dir.display())),
+            "{name}: {}",
+            stdout(&o)
+        );
+        assert!(dir.join("submission.json").is_file(), "{name}");
+        assert!(
+            jobs.join(name).symlink_metadata().unwrap().is_symlink(),
+            "{name}: the link is left alone"
+        );
+    };
+    submitted_to("taken", "taken-2");
+    // Planted once, as the path of the job directory is checked (after the name's choice).
+    let planted = login.dir.path().join("home/planted");
+    let wrapper = login.dir.path().join("bin/realpath");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif mkdir {} 2>/dev/null; then ln -s /nonexistent/anywhere {}; fi\nexec /usr/bin/realpath \"$@\"\n",
+            planted.display(),
+            jobs.join("racy").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    submitted_to("racy", "racy-2");
+    assert!(planted.is_dir(), "the racing link was planted");
+}
+
+/// Through `--host`, a path for the login node holding a control character (a newline, an
+/// escape) is refused at its flag with exit 2 (`--remote-jobs-root`, its environment
+/// variable, `--container-image` of an OCI job), saying which character and the fix, and
+/// nothing is written on the login node: `shell::quote` writes such a word in bash's
+/// `$'...'`, which the login node's `sh -c` (dash) reads as another path, `$` and the escapes
+/// as text. (Before: `list` listed that other path, `$/...` under the login directory, with
+/// exit 0; a submit was refused naming `--job-dir / --jobs-root`, flags not given, or the
+/// image as no root filesystem.)
+#[test]
+fn a_login_node_path_with_a_control_character_is_refused_at_its_flag() {
+    if !root_or_skip("a_login_node_path_with_a_control_character_is_refused_at_its_flag") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let entries = |dir: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "run" && n != ".local")
+            .collect();
+        v.sort();
+        v
+    };
+    let before = entries(&home);
+    let h = home.to_str().unwrap();
+    let jobs = format!("{h}/jobs\nx");
+    let image = format!("{h}/image\u{1b}[0m");
+    let submit = [
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "ctl",
+        "--host",
+        "login",
+    ];
+    let list = ["list", "--host", "login"];
+    let oci = [
+        "--container-runtime",
+        "oci",
+        "--container-image",
+        image.as_str(),
+    ];
+    // The command, its flags, its environment, what names the value, the character said.
+    type Case<'a> = (
+        &'a [&'a str],
+        &'a [&'a str],
+        &'a [(&'a str, &'a str)],
+        &'a str,
+        &'a str,
+    );
+    let cases: [Case; 4] = [
+        (
+            &list,
+            &["--remote-jobs-root", &jobs],
+            &[],
+            "--remote-jobs-root",
+            "\\u{a}",
+        ),
+        (
+            &submit,
+            &["--remote-jobs-root", &jobs],
+            &[],
+            "--remote-jobs-root",
+            "\\u{a}",
+        ),
+        (
+            &submit,
+            &[],
+            &[("OVLAUNCH_REMOTE_JOBS_ROOT", &jobs)],
+            "OVLAUNCH_REMOTE_JOBS_ROOT",
+            "\\u{a}",
+        ),
+        (&submit, &oci, &[], "--container-image", "\\u{1b}"),
+    ];
+    let runtime = format!("{h}/run");
+    for (command, flags, env, names, char) in cases {
+        let args: Vec<&str> = command.iter().chain(flags).copied().collect();
+        let mut all = vec![
+            ("HOME", h),
+            ("XDG_RUNTIME_DIR", runtime.as_str()),
+            ("PATH", "/usr/bin:/bin"),
+        ];
+        all.extend(env);
+        let o = ovlaunch_as(login.uid, login.gid, &home, &all, &args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{names}: {e}");
+        assert!(e.contains(names), "{names}: {e}");
+        assert!(
+            e.contains("control character") && e.contains(char),
+            "{names}: {e}"
+        );
+        assert!(e.contains("without control characters"), "{names}: {e}");
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+        assert_eq!(entries(&home), before, "{names}: nothing written there");
+    }
+}
+
+/// Through `--host`, the connection lost just as the login node moved the upload into place
+/// (a `mv` on the sessions' PATH that, after moving the partial directory, kills its ssh
+/// session): the job directory is recognised as this command's own (the mark its upload
+/// left in it) and the submission goes on with it: one directory, `NAME`, queued and
+/// recorded on both sides, its mark gone, and a note saying what happened. When the login
+/// node cannot be reached again to tell (its authorized keys emptied with the same cut),
+/// the submit fails with exit 1 saying the directory may be there and what to do either way,
+/// and no second directory (`NAME-2`) is written. (Before: the directory in place counted as
+/// a name another process took: the job was written again and queued as `NAME-2`, leaving
+/// `NAME` with a record saying `submitting` forever.)
+#[test]
+fn a_connection_lost_as_the_upload_lands_goes_on_with_it() {
+    if !root_or_skip("a_connection_lost_as_the_upload_lands_goes_on_with_it") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let home = d.join("home");
+    let jobs = home.join("cluster-jobs");
+    let (cut, lock_out, keys) = (
+        home.join("cut"),
+        home.join("lock-out"),
+        d.join("authorized_keys"),
+    );
+    std::os::unix::fs::chown(&keys, Some(login.uid), Some(login.gid)).unwrap();
+    let wrapper = d.join("bin/mv");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n/bin/mv \"$@\" || exit\ncase \"$*\" in *.ovlaunch-partial-*) ;; *) exit 0 ;; esac\n\
+             [ -e {cut} ] || exit 0\nrm -f {cut}\n[ -e {lock} ] && : > {keys}\n\
+             p=$$\nwhile [ \"$p\" -gt 1 ]; do p=$(awk '{{print $4}}' \"/proc/$p/stat\")\n\
+             case \"$(cat \"/proc/$p/comm\")\" in sshd*) kill -9 \"$p\"; exit 0 ;; esac; done\n",
+            cut = cut.display(),
+            lock = lock_out.display(),
+            keys = keys.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let submit = |name: &str| {
+        std::fs::write(&cut, "").unwrap();
+        login.ovlaunch(&[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+            "--host",
+            "login",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ])
+    };
+    let marks = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".ovlaunch-upload-") || n.starts_with(".ovlaunch-partial-"))
+            .collect()
+    };
+    let o = submit("lost");
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(!cut.exists(), "the connection was cut: {e}");
+    assert!(
+        stdout(&o).contains("submitted job 4848 (lost), job directory cluster-jobs/lost\n"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        e.contains("was lost") && e.contains("it is this command's, and it goes on with it"),
+        "{e}"
+    );
+    assert!(!jobs.join("lost-2").exists(), "{e}");
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(jobs.join("lost/submission.json")).unwrap())
+            .unwrap();
+    assert_eq!(rec["job_id"], "4848", "{rec}");
+    assert!(
+        marks(&jobs.join("lost")).is_empty(),
+        "{:?}",
+        marks(&jobs.join("lost"))
+    );
+    assert!(marks(&jobs).is_empty(), "{:?}", marks(&jobs));
+    let copy = home.join(".local/state/ovlaunch/jobs/lost/submission.json");
+    assert!(std::fs::read_to_string(copy).unwrap().contains("4848"));
+
+    std::fs::write(&lock_out, "").unwrap();
+    let authorized = std::fs::read(&keys).unwrap();
+    let o = submit("unknown");
+    let e = stderr(&o);
+    std::fs::write(&keys, authorized).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(!cut.exists(), "the connection was cut: {e}");
+    let dir = jobs.join("unknown");
+    for says in [
+        "was lost",
+        "could not be read back",
+        "nothing was submitted",
+        &format!("if {} is there", dir.display()),
+        "rm -r --",
+        "run this command again",
+    ] {
+        assert!(e.contains(says), "{says}: {e}");
+    }
+    assert!(dir.join("submission.json").is_file(), "{e}");
+    assert!(!jobs.join("unknown-2").exists(), "{e}");
+    assert!(!home.join(".local/state/ovlaunch/jobs/unknown").exists());
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+}

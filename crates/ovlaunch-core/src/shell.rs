@@ -10,16 +10,22 @@
 //! * [`comment`]: prose for a `#` comment (escaped, read by people);
 //! * [`sbatch_word`]: a word for an `#SBATCH` line (sbatch's own parser);
 //! * [`dotenv`]: a value for a dotenv file that bash's `.` and dotenv parsers read alike;
-//! * [`login_word`]: a one-line command for a login shell of either family (POSIX or csh).
+//! * [`login_word`]: a one-line command for a login shell of either family (POSIX or csh);
+//!   its words are [`quote`]'s, never in the `$'...'` form ([`bash_only`]), which POSIX
+//!   `sh` does not read.
 
 /// Quotes the one-line command `s` as one word that every login shell reads back unchanged,
 /// POSIX shells (bash, dash, zsh) and csh's (tcsh, csh) alike, for `sh -c WORD` as ssh hands
 /// it to the login shell: single quotes, each `'` written `'\''` and each `!` `'\!'` (csh's
 /// expand `!` even inside single quotes; a backslash before it outside them is read as `!` by
-/// both). A line break is csh's end of the command: `s` holds none ([`quote`] keeps the words in
-/// it on one line).
+/// both). A line break is csh's end of the command: `s` holds none, nor any other character
+/// that ends a line ([`quote`] keeps the words in it on one line, and a remote line refuses a
+/// word [`quote`] would write for bash alone, [`bash_only`]).
 pub fn login_word(s: &str) -> String {
-    debug_assert!(!s.contains('\n'), "a login shell's command is one line");
+    debug_assert!(
+        !bash_only(s),
+        "a login shell's command is one line of plain text"
+    );
     let mut word = String::with_capacity(s.len() + 8);
     word.push('\'');
     for c in s.chars() {
@@ -42,7 +48,7 @@ pub fn quote(s: &str) -> String {
     {
         return s.to_string();
     }
-    if s.chars().any(ends_a_line) {
+    if bash_only(s) {
         return ansi_c(s);
     }
     let mut out = String::with_capacity(s.len() + 2);
@@ -56,6 +62,14 @@ pub fn quote(s: &str) -> String {
     }
     out.push('\'');
     out
+}
+
+/// Whether [`quote`] writes `s` in bash's `$'...'` form (it holds a character that ends a
+/// line: a newline, an escape, ...), which a POSIX `sh` (dash) reads as other text: `$`
+/// followed by the escapes as written. A remote command line (ssh's `sh -c`) refuses such
+/// a word rather than hand it on (the launcher's `Host::check_text`).
+pub fn bash_only(s: &str) -> bool {
+    s.chars().any(ends_a_line)
 }
 
 /// Whether some reader ends a line at `c`: control characters (`\n`, `\r`, U+0085, ...) and
