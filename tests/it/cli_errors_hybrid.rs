@@ -1,4 +1,5 @@
-//! A hybrid Mamba-Transformer's layer pattern (`resolve::hybrid_rules::RULES`) through the CLI:
+//! A hybrid Mamba-Transformer's layer pattern and Mamba sizes (`resolve::hybrid_rules::RULES`)
+//! through the CLI:
 //! one refused case per rule on Nemotron-H 4B (exit 2, upstream's words, the fields, a fix, and
 //! `render` writing nothing), each beside the neighbour Bridge accepts, planned; and the
 //! pattern parser held to Megatron-Core's own functions (`parse_hybrid_pattern`,
@@ -80,6 +81,15 @@ const CASES: &[Case] = &[
             "model.hybrid_layer_pattern=M-M-/M-/M-",
             "model.num_layers=4",
         ],
+    },
+    Case {
+        rule: "with Mamba layers",
+        sets: &["model.mamba_num_groups=3"],
+        fields: "model.mamba_num_heads, model.mamba_num_groups",
+        message: "nheads must be evenly divisible by ngroups (112 over 3;",
+        cites: "mamba_mixer.py MambaMixer.__init__",
+        fix: "--set model.mamba_num_groups=N with N dividing mamba_num_heads",
+        accepted: &["model.mamba_num_groups=4"],
     },
 ];
 
