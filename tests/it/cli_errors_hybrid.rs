@@ -83,6 +83,23 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        rule: "a pattern with `|` stages",
+        sets: &[
+            "model.hybrid_layer_pattern=M-|M-|M-",
+            "model.num_layers=6",
+            "model.pipeline_model_parallel_size=2",
+        ],
+        fields: "model.pipeline_model_parallel_size, model.hybrid_layer_pattern",
+        message: "The number of pipe-delimited segments (3) in hybrid_layer_pattern must be evenly divisible by pipeline_model_parallel_size (2).",
+        cites: "hybrid_layer_allocation.py select_pipeline_segment",
+        fix: "--set model.pipeline_model_parallel_size=N with N one of 1, 3",
+        accepted: &[
+            "model.hybrid_layer_pattern=M-|M-",
+            "model.num_layers=4",
+            "model.pipeline_model_parallel_size=2",
+        ],
+    },
+    Case {
         rule: "with Mamba layers",
         sets: &["model.mamba_num_groups=3"],
         fields: "model.mamba_num_heads, model.mamba_num_groups",

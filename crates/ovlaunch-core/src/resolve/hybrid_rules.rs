@@ -28,6 +28,7 @@ const FINALIZE: &str =
 const COUNT: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py get_hybrid_total_layer_count (_validate_pattern), run by Bridge's HybridModelProvider.finalize";
 const PARSE_AT_FINALIZE: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py parse_hybrid_pattern, run by Bridge's HybridModelProvider.finalize with an MTP pattern";
 const PARSE_AT_BUILD: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py parse_hybrid_pattern, run by Megatron-Core's HybridModel.__init__";
+const SEGMENT: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py select_pipeline_segment, run by Megatron-Core's HybridModel.__init__ on each pipeline rank";
 const MIXER: &str = "megatron/core/ssm/mamba_mixer.py MambaMixer.__init__, run by Megatron-Core's HybridModel.__init__ for each Mamba layer";
 
 /// The provider fields the rules read.
@@ -90,6 +91,11 @@ pub const RULES: &[Rule] = &[
         rule: "the pattern's MTP part (after `/`): identical patterns of layer symbols only",
         source: PARSE_AT_BUILD,
         check: mtp_at_build,
+    },
+    Rule {
+        rule: "a pattern with `|` stages: no first/last stage layer counts, and PP divides its segments",
+        source: SEGMENT,
+        check: pipeline_segments,
     },
     Rule {
         rule: "with Mamba layers: state, head size, groups and heads above 0; heads and groups divisible by TP, heads by groups",
@@ -275,6 +281,52 @@ fn layer_count(f: &Facts<'_>) -> Result<()> {
     .help(fix))
 }
 
+/// `select_pipeline_segment` on a main pattern with `|` stage separators: it refuses
+/// `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage` beside them, and a
+/// pipeline size that does not divide the segments (without `|`, the layers split evenly, which
+/// the plan's pipeline split checks). Before, only `estimate` refused the latter, and the plan
+/// and the launch let it through to fail on every rank.
+fn pipeline_segments(f: &Facts<'_>) -> Result<()> {
+    let Ok(parsed) = hybrid::parse(&f.unified) else {
+        return Ok(());
+    };
+    let segments = parsed.segments().len();
+    if segments <= 1 {
+        return Ok(());
+    }
+    let m = f.model;
+    let (first, last) = (
+        MODEL.num_layers_in_first_pipeline_stage,
+        MODEL.num_layers_in_last_pipeline_stage,
+    );
+    if m.num_layers_in_first_pipeline_stage.is_some()
+        || m.num_layers_in_last_pipeline_stage.is_some()
+    {
+        return Err(Error::config(format!(
+            "Cannot specify num_layers_in_first_pipeline_stage or num_layers_in_last_pipeline_stage when hybrid_layer_pattern contains pipe ('|') separators. The pipeline layout is already explicitly defined by the pipe separators. ({SEGMENT})"
+        ))
+        .at_fields([first, last])
+        .help(format!("--set {first}=null --set {last}=null")));
+    }
+    let pp = m.pipeline_model_parallel_size.max(1) as usize;
+    if !segments.is_multiple_of(pp) {
+        let fits: Vec<String> = (1..=segments)
+            .filter(|d| segments.is_multiple_of(*d))
+            .map(|d| d.to_string())
+            .collect();
+        return Err(Error::config(format!(
+            "The number of pipe-delimited segments ({segments}) in hybrid_layer_pattern must be evenly divisible by pipeline_model_parallel_size ({pp}). ({SEGMENT})"
+        ))
+        .at_fields([MODEL.pipeline_model_parallel_size, &path(f.main_field)])
+        .help(format!(
+            "--set {}=N with N one of {} (the pattern's segments split over the pipeline ranks), or a pattern with a multiple of {pp} segments",
+            MODEL.pipeline_model_parallel_size,
+            fits.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// `MambaMixer.__init__`'s asserts on its sizes, where the pattern has Mamba layers: the
 /// state, head size and groups (and the heads, where set) above 0, then each TP rank at
 /// least one head and one group, and each group whole heads. A size the plan cannot know is
@@ -366,6 +418,35 @@ mod tests {
     /// The Mamba mixer's sizes as `MambaMixer.__init__` asserts them: a zero size (which the
     /// estimate turned into a NaN step) and heads or groups that do not split over TP or
     /// into each other are refused naming the fields; the function's own sizes pass.
+    /// A pattern with `|` stages: PP must divide its segments, and the first/last stage layer
+    /// counts are refused beside it, as `select_pipeline_segment` refuses them (only `estimate`
+    /// refused the first before; the plan let both through).
+    #[test]
+    fn a_pattern_with_stages_is_split_as_select_pipeline_segment_splits_it() {
+        let p = (LAYER_PATTERN, Value::from("M-|M-|M-"));
+        let mut m = model(&[p.clone()], 6);
+        m.pipeline_model_parallel_size = 3;
+        assert!(run(&m).is_ok());
+        m.pipeline_model_parallel_size = 2;
+        let e = run(&m).unwrap_err();
+        assert!(e.message.starts_with("The number of pipe-delimited segments (3) in hybrid_layer_pattern must be evenly divisible by pipeline_model_parallel_size (2)."), "{}", e.message);
+        assert!(
+            e.to_string()
+                .starts_with("model.pipeline_model_parallel_size, model.hybrid_layer_pattern: "),
+            "{e}"
+        );
+        assert!(e.help.unwrap().contains("one of 1, 3"));
+        m.pipeline_model_parallel_size = 3;
+        m.num_layers_in_first_pipeline_stage = Some(2);
+        let e = run(&m).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("Cannot specify num_layers_in_first_pipeline_stage"),
+            "{}",
+            e.message
+        );
+    }
+
     #[test]
     fn the_mamba_mixers_sizes_are_held_to_its_asserts() {
         let shape = hybrid::shape_of(F).unwrap();
