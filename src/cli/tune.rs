@@ -322,6 +322,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
             .map(|estimate| Own {
                 layout: tune::Layout::of(plan),
                 estimate,
+                recomputes: plan.model.recompute_granularity.is_some(),
             })
     });
     let view = View {
@@ -349,6 +350,8 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
 struct Own {
     layout: tune::Layout,
     estimate: crate::estimate::Estimate,
+    /// Whether the plan recomputes activations (the recipe's or the user's setting).
+    recomputes: bool,
 }
 
 /// What `tune` prints: the search, the plan's own layout, what the estimate leaves out.
@@ -450,6 +453,30 @@ impl View<'_> {
         for (i, c) in outcome.candidates.iter().enumerate() {
             let e = &c.estimate;
             let versus = match (self.own, self.gain(c)) {
+                // the plan's layout with another recompute than its own (that one does not
+                // fit): the candidate is the layout, not the plan as it stands
+                (Some(o), _)
+                    if self.is_own(c)
+                        && match c.recompute {
+                            tune::Recompute::Recipe => false,
+                            tune::Recompute::None => o.recomputes,
+                            tune::Recompute::Full => true,
+                        } =>
+                {
+                    format!(
+                        " (the plan's own layout, with {} recompute: the plan's own recompute setting{})",
+                        if c.recompute == tune::Recompute::Full {
+                            "full"
+                        } else {
+                            "no"
+                        },
+                        if o.estimate.fits {
+                            " is slower"
+                        } else {
+                            " does not fit"
+                        }
+                    )
+                }
                 _ if self.is_own(c) => " (the plan's own layout)".to_string(),
                 (Some(o), Some(g)) if c.layout.same_but_virtual_pipeline(&o.layout) => format!(
                     " ({:+.1}% on the plan's own, this layout at VP{})",

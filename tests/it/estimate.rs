@@ -1412,3 +1412,29 @@ fn tune_probes_an_moe_model_with_its_experts_spread() {
         "{out}"
     );
 }
+
+/// Where the plan's own layout fits only with another recompute than the plan's, the
+/// proposal of that layout says so rather than "the plan's own layout" (which, as it stands,
+/// does not fit: Llama 3 8B at 131,072 tokens on 8 H100s).
+#[test]
+fn tune_says_when_the_own_layout_needs_another_recompute() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.seq_length=131072",
+        "--set",
+        "dataset.seq_length=131072",
+        "--top",
+        "1",
+    ]);
+    assert!(
+        out.contains("(does not fit: no gains against it)")
+            && out.contains("recompute Full: ")
+            && out.contains("(the plan's own layout, with full recompute: the plan's own recompute setting does not fit)"),
+        "{out}"
+    );
+}
