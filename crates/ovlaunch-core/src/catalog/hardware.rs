@@ -116,6 +116,17 @@ mod tests {
         // 8-GPU nodes take no segment: their NVLink domain is the node.
         assert_eq!(seg("h100x64"), (None, 8));
         assert_eq!(seg("b200x256"), (None, 8));
+        // ... so nodes of fewer GPUs (`--gpus-per-node`) have a smaller domain; an NVL72
+        // rack's spans its nodes
+        let with = |spec: &str, per_node: u32| {
+            parse(spec, &kinds(), Some(per_node))
+                .unwrap()
+                .job_nvlink_domain()
+        };
+        assert_eq!(with("h100x64", 2), 2);
+        assert_eq!(with("h100x64", 4), 4);
+        assert_eq!(with("h100x64", 8), 8);
+        assert_eq!(with("gb200x72", 2), 72);
     }
 
     #[test]

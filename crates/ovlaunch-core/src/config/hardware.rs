@@ -227,9 +227,15 @@ impl Hardware {
     }
 
     /// GPUs of this job that share one NVLink domain: the kind's domain size, or on NVL72
-    /// racks the GPUs of one segment (a 256-GPU job runs as four segments of 64).
+    /// racks the GPUs of one segment (a 256-GPU job runs as four segments of 64). Where the
+    /// kind's domain is its node (HGX: NVLink inside the node only), at most the job's GPUs
+    /// per node: `--gpus-per-node 2` on H100 puts a TP group of 4 across two nodes, over the
+    /// network (it was priced over NVLink).
     pub fn job_nvlink_domain(&self) -> u32 {
         let domain = self.gpu.nvlink_domain_size;
+        if domain <= self.gpu.gpus_per_node {
+            return domain.min(self.gpus_per_node);
+        }
         self.segment_nodes()
             .map_or(domain, |s| domain.min(s * self.gpus_per_node))
     }

@@ -410,7 +410,7 @@ fn divisors_upto(n: u64, max: u64) -> Vec<u32> {
 pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
     let m = &base.model;
     let world = base.parallelism.world_size;
-    let domain = u64::from(base.hardware.gpu.nvlink_domain_size).max(1);
+    let domain = u64::from(base.hardware.job_nvlink_domain()).max(1);
     let gbs = u64::from(base.train.global_batch_size);
     let heads = u64::from(m.num_attention_heads);
     let groups = m.num_query_groups.map_or(heads, u64::from);
