@@ -273,10 +273,10 @@ pub fn job_dir(
     settings: &Settings,
     host: &dyn Host,
     job_name: &str,
-) -> Result<(PathBuf, Option<PathBuf>)> {
+) -> Result<JobDir> {
     if host.remote().is_none() {
         if let Some(dir) = &args.job_dir {
-            return Ok((absolute(dir.clone())?, None));
+            return Ok(JobDir::given(absolute(dir.clone())?, None));
         }
         let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
@@ -285,7 +285,12 @@ pub fn job_dir(
             dir = root.join(format!("{job_name}-{n}"));
             n += 1;
         }
-        return Ok((dir, None));
+        return Ok(JobDir::under(
+            dir,
+            None,
+            &settings.jobs_root.origin,
+            "--jobs-root",
+        ));
     }
     let root = jobs_root(settings)?;
     let mirror = |dir: &Path| dir.file_name().map(|n| root.join(n));
@@ -293,7 +298,8 @@ pub fn job_dir(
         host.check_text("the login node's path", &dir.to_string_lossy())
             .map_err(|e| e.at_flag("--job-dir"))?;
         let dir = host.absolute(dir)?;
-        return Ok((dir.clone(), mirror(&dir)));
+        let mirror = mirror(&dir);
+        return Ok(JobDir::given(dir, mirror));
     }
     let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
@@ -302,7 +308,46 @@ pub fn job_dir(
         name = format!("{job_name}-{n}");
         n += 1;
     }
-    Ok((remote_root.join(&name), Some(root.join(&name))))
+    Ok(JobDir::under(
+        remote_root.join(&name),
+        Some(root.join(&name)),
+        &settings.remote_jobs_root.origin,
+        "--remote-jobs-root",
+    ))
+}
+
+/// A job directory, this machine's copy of its record with `--host`, and where the
+/// directory's path came from (the flag, variable or profile line a refusal names).
+pub struct JobDir {
+    pub dir: PathBuf,
+    pub mirror: Option<PathBuf>,
+    pub from: String,
+}
+
+impl JobDir {
+    /// A directory `--job-dir` gave.
+    fn given(dir: PathBuf, mirror: Option<PathBuf>) -> JobDir {
+        JobDir {
+            dir,
+            mirror,
+            from: "--job-dir".into(),
+        }
+    }
+
+    /// A directory under a jobs root set at `origin` (`flag` when it is the default), named
+    /// for the job.
+    fn under(dir: PathBuf, mirror: Option<PathBuf>, origin: &Origin, flag: &str) -> JobDir {
+        let root = match origin {
+            Origin::Default => format!("the default jobs root ({flag})"),
+            Origin::Flag(given) => given.clone(),
+            other => other.to_string(),
+        };
+        JobDir {
+            dir,
+            mirror,
+            from: format!("{root} / --job-name"),
+        }
+    }
 }
 
 /// The jobs root on the login node of `host`, absolute there; one its commands cannot be
@@ -683,12 +728,9 @@ pub fn executor(args: &LaunchArgs) -> Executor {
 /// The job directory as Slurm and the script must carry it: UTF-8 (it is written into the
 /// script as text, so it must be exactly this path), no backslash or control character, no
 /// component longer than a file name may be.
-fn check_job_dir(dir: &Path) -> Result<()> {
+fn check_job_dir(dir: &Path, from: &str) -> Result<()> {
     // The path is written into the script as text: it must be exactly this path.
-    crate::input::utf8(
-        dir.as_os_str(),
-        "--job-dir / --jobs-root / OVLAUNCH_JOBS_ROOT",
-    )?;
+    crate::input::utf8(dir.as_os_str(), from)?;
     // A control character would break Slurm's one-line job records, and a backslash turns
     // off sbatch's file-name patterns (`%j`) in the output path.
     if let Some(c) = dir
@@ -701,7 +743,7 @@ fn check_job_dir(dir: &Path) -> Result<()> {
             dir.display().to_string().escape_debug(),
             c.escape_debug()
         ))
-        .at_flag("--job-dir / --jobs-root")
+        .at_flag(from)
         .help("choose a directory path without backslashes or control characters"));
     }
     // Slurm, bash and every tool the job runs take whole paths, which the system bounds.
@@ -713,9 +755,9 @@ fn check_job_dir(dir: &Path) -> Result<()> {
             dir.to_string_lossy().chars().take(60).collect::<String>(),
             nix::libc::PATH_MAX - 1
         ))
-        .at_flag("--job-dir / --jobs-root")
+        .at_flag(from)
         .help(format!(
-            "give a job directory path of at most {limit} bytes (a shorter --jobs-root, --job-dir or --job-name)"
+            "give a job directory path of at most {limit} bytes (a shorter jobs root, --job-dir or --job-name)"
         )));
     }
     if let Some(long) = dir.iter().find(|c| c.len() > 255) {
@@ -723,7 +765,7 @@ fn check_job_dir(dir: &Path) -> Result<()> {
             "the job directory's component `{}...` is longer than 255 bytes, the file-name limit",
             long.to_string_lossy().chars().take(40).collect::<String>()
         ))
-        .at_flag("--job-dir")
+        .at_flag(from)
         .help("give a shorter --job-dir, or a shorter --job-name under the jobs root"));
     }
     Ok(())
@@ -770,10 +812,10 @@ pub fn options(
         .clone()
         .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
     check_job_name(&job_name)?;
-    let (dir, mirror) = job_dir(args, settings, host, &job_name)?;
+    let JobDir { dir, mirror, from } = job_dir(args, settings, host, &job_name)?;
     let mounts_given = &settings.container_mounts.items;
     let image = &settings.container_image.value;
-    check_job_dir(&dir)?;
+    check_job_dir(&dir, &from)?;
     let chosen = executor(args);
     if chosen.runs_here() && plan.hardware.nodes > 1 {
         return Err(Error::usage(format!(

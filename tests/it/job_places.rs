@@ -376,6 +376,55 @@ fn a_job_directory_past_the_path_limit_is_refused_before_anything_is_written() {
     assert!(!calls.exists(), "sbatch ran");
 }
 
+/// A job directory Slurm cannot carry (a backslash turns off sbatch's `%j` patterns) is
+/// refused naming where its path came from: `--job-dir`, `--jobs-root`, the variable, the
+/// profile's file and line. (Before: every case named `--job-dir / --jobs-root`, flags
+/// perhaps never given.)
+#[test]
+fn a_job_directory_slurm_cannot_carry_is_refused_where_its_path_came_from() {
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join("a\\b");
+    let bad = bad.to_str().unwrap();
+    let config = d.path().join("config");
+    std::fs::create_dir_all(config.join("ovlaunch")).unwrap();
+    let profiles = config.join("ovlaunch/config.yaml");
+    std::fs::write(
+        &profiles,
+        format!("profiles:\n  site:\n    jobs_root: '{bad}'\n"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let base = ["-r", "llama8b", "-g", "h100x8", "--dry-run"];
+    for (extra, env, named) in [
+        (vec!["--job-dir", bad], vec![], "--job-dir".to_string()),
+        (
+            vec!["--jobs-root", bad],
+            vec![],
+            "--jobs-root / --job-name".into(),
+        ),
+        (
+            vec![],
+            vec![("OVLAUNCH_JOBS_ROOT", bad)],
+            "env OVLAUNCH_JOBS_ROOT / --job-name".into(),
+        ),
+        (
+            vec!["--profile", "site"],
+            vec![],
+            format!("profile site ({}:3)", profiles.display()),
+        ),
+    ] {
+        let mut env = env;
+        env.push(("XDG_CONFIG_HOME", config));
+        let args: Vec<&str> = base.iter().copied().chain(extra).collect();
+        let o = crate::common::run_env(&args, &env);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains("which Slurm cannot carry"), "{args:?}: {e}");
+        assert!(e.contains(&named), "{args:?} should name {named}: {e}");
+    }
+    assert!(!d.path().join("a\\b").exists(), "a directory was created");
+}
+
 /// Eight submits of one job name into one jobs root at the same moment (a sweep script
 /// starting them in parallel): every one is queued, each in its own directory (`NAME`,
 /// `NAME-2`, ..., `NAME-8`) whose record, script and rank runtime path name that directory.
