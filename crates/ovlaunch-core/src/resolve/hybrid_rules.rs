@@ -424,7 +424,7 @@ mod tests {
     #[test]
     fn a_pattern_with_stages_is_split_as_select_pipeline_segment_splits_it() {
         let p = (LAYER_PATTERN, Value::from("M-|M-|M-"));
-        let mut m = model(&[p.clone()], 6);
+        let mut m = model(&[p], 6);
         m.pipeline_model_parallel_size = 3;
         assert!(run(&m).is_ok());
         m.pipeline_model_parallel_size = 2;
