@@ -33,13 +33,35 @@ pub struct TuneCmd {
 /// the catalog for every candidate.
 struct Resolver {
     loaded: load::Loaded,
-    /// A PP / VP the user fixed with `--set`: the search keeps to it (each candidate sets
-    /// its own PP and VP, so the user's are taken off the overrides).
+    /// A PP / VP / TP / CP / EP / micro batch the user fixed with `--set`: the search keeps
+    /// to it (each candidate sets its own, so the user's are taken off the overrides).
     pipeline: Option<u32>,
     virtual_pipeline: Option<Option<u32>>,
-    /// The user's PP and VP `--set`s taken off the overrides, for the plan's own layout.
+    tensor: Option<u32>,
+    context: Option<u32>,
+    expert: Option<u32>,
+    micro_batch: Option<u32>,
+    /// The user's `--set`s of those, taken off the overrides, for the plan's own layout.
     pinned: Vec<String>,
 }
+
+/// Fields every candidate sets from its own layout that the search cannot keep to: a user's
+/// `--set` of one is refused (it clashed with every candidate: "conflicting overrides" naming
+/// a value the user never gave, or every candidate rejected and "no layout fits").
+const DERIVED_BY_TUNE: &[(&str, &str)] = &[
+    (
+        crate::config::MODEL.expert_tensor_parallel_size,
+        "tune proposes expert TP 1 with every EP",
+    ),
+    (
+        crate::config::MODEL.sequence_parallel,
+        "tune turns sequence parallelism on exactly where TP > 1",
+    ),
+    (
+        crate::config::MODEL.pipeline_model_parallel_layout,
+        "tune writes each candidate's layout (or Bridge's for its split)",
+    ),
+];
 
 impl Resolver {
     fn new(args: &PlanArgs) -> Result<Self> {
@@ -48,35 +70,68 @@ impl Resolver {
                 .at_flag("--plugin")
                 .help("tune the layout first, then launch with the plugins"));
         }
+        let m = &crate::config::MODEL;
         let (pp_key, vp_key) = (
-            crate::config::MODEL.pipeline_model_parallel_size,
-            crate::config::MODEL.virtual_pipeline_model_parallel_size,
+            m.pipeline_model_parallel_size,
+            m.virtual_pipeline_model_parallel_size,
         );
+        let sizes = [
+            pp_key,
+            vp_key,
+            m.tensor_model_parallel_size,
+            m.context_parallel_size,
+            m.expert_model_parallel_size,
+            TRAIN.micro_batch_size,
+        ];
         let parsed = overrides::parse_sets(&args.sets)?;
+        if let Some((s, why)) = parsed.iter().find_map(|s| {
+            DERIVED_BY_TUNE
+                .iter()
+                .find(|(k, _)| s.path() == *k)
+                .map(|(_, why)| (s, why))
+        }) {
+            return Err(Error::usage(format!(
+                "tune sets `{}` for each layout it proposes ({why}), so it cannot keep yours",
+                s.path()
+            ))
+            .at_flag(format!("--set {}", s.path()))
+            .help(format!(
+                "leave it out of tune (each proposal's command sets it), or estimate your layout with `ovlaunch estimate` and the same --set; tune keeps to a --set of {}",
+                sizes.join(", ")
+            )));
+        }
         let value = |k: &str| {
             parsed
                 .iter()
                 .find(|s| s.path() == k)
                 .map(|s| s.value.clone())
         };
-        let pipeline = match value(pp_key) {
-            Some(v) => Some(v.as_u64().map(|n| n as u32).ok_or_else(|| {
-                Error::usage(format!("{pp_key} must be a number to tune with it")).at_flag("--set")
-            })?),
-            None => None,
+        let number = |k: &str| -> Result<Option<u32>> {
+            value(k)
+                .map(|v| {
+                    v.as_u64().map(|n| n as u32).ok_or_else(|| {
+                        Error::usage(format!("{k} must be a number to tune with it"))
+                            .at_flag("--set")
+                    })
+                })
+                .transpose()
         };
         let virtual_pipeline = value(vp_key).map(|v| v.as_u64().map(|n| n as u32));
         let mut args = args.clone();
-        let (pinned, rest): (Vec<String>, Vec<String>) = args.sets.iter().cloned().partition(|s| {
-            [pp_key, vp_key]
-                .iter()
-                .any(|k| s.starts_with(&format!("{k}=")))
-        });
+        let (pinned, rest): (Vec<String>, Vec<String>) = args
+            .sets
+            .iter()
+            .cloned()
+            .partition(|s| sizes.iter().any(|k| s.starts_with(&format!("{k}="))));
         args.sets = rest;
         Ok(Self {
-            loaded: load::Loaded::load(&load::PlanRequest::flags(&args))?,
-            pipeline,
+            pipeline: number(pp_key)?,
             virtual_pipeline,
+            tensor: number(m.tensor_model_parallel_size)?,
+            context: number(m.context_parallel_size)?,
+            expert: number(m.expert_model_parallel_size)?,
+            micro_batch: number(TRAIN.micro_batch_size)?,
+            loaded: load::Loaded::load(&load::PlanRequest::flags(&args))?,
             pinned,
         })
     }
@@ -112,20 +167,35 @@ impl Resolver {
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0)
             > 0;
+        // An MoE model's experts spread over the most GPUs that divide both the world and
+        // the expert count: settings such as `overlap_moe_expert_parallel_comm` need EP > 1,
+        // and a probe at EP 1 was refused for them (Qwen3-30B-A3B on 24 H100s).
+        let experts = model
+            .and_then(|m| m.get("num_moe_experts"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0) as u32;
+        let ep = (1..=world)
+            .rev()
+            .find(|d| world.is_multiple_of(*d) && experts.is_multiple_of(*d))
+            .filter(|_| experts > 0)
+            .unwrap_or(1);
         let user_batch = overrides::is_explicit(&self.loaded.sets, TRAIN.global_batch_size);
-        let trivial = |tp: u32, pp: u32| {
+        let trivial = |tp: u32, pp: u32, ep: u32| {
             tune::Layout {
                 tensor_model_parallel_size: tp,
                 pipeline_model_parallel_size: pp,
                 virtual_pipeline_model_parallel_size: None,
                 context_parallel_size: 1,
-                expert_model_parallel_size: 1,
-                expert_tensor_parallel_size: None,
+                expert_model_parallel_size: ep,
+                expert_tensor_parallel_size: (ep > 1).then_some(1),
                 micro_batch_size: 1,
             }
             .sets_with(tune::pipeline_layout(layers, pp, None, mtp, 0.0).as_deref())
         };
-        let layouts = [trivial(1, 1), trivial(tp, world / tp)];
+        let mut layouts = vec![trivial(1, 1, 1), trivial(tp, world / tp, 1)];
+        if ep > 1 {
+            layouts.insert(0, trivial(1, 1, ep));
+        }
         let mut last = None;
         for layout in layouts {
             let probe = match self.resolve(&layout) {
@@ -215,10 +285,21 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
         headroom: cmd.headroom / 100.0,
         pipeline: r.pipeline,
         virtual_pipeline: r.virtual_pipeline,
+        tensor: r.tensor,
+        context: r.context,
+        expert: r.expert,
+        micro_batch: r.micro_batch,
     };
     let outcome: Outcome =
         tune::tune(&base, &eff, &search, &known, &mut resolve_fn, &mut progress)?;
     if outcome.candidates.is_empty() {
+        // Sizes the user fixed that the plan itself refuses: the resolver's own error (it
+        // names the field and the fix), not "no layout fits".
+        if !r.pinned.is_empty()
+            && let Err(e) = r.resolve(&r.pinned)
+        {
+            return Err(e);
+        }
         return Err(Error::usage(format!(
             "no layout of {} fits on {} with {}% of memory free ({} layouts scored, {} fit before resolution, {} rejected by the resolver)",
             base.recipe.name, base.hardware.spec, cmd.headroom, outcome.scored, outcome.fitting, outcome.rejected
@@ -241,6 +322,7 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
             .map(|estimate| Own {
                 layout: tune::Layout::of(plan),
                 estimate,
+                recomputes: plan.model.recompute_granularity.is_some(),
             })
     });
     let view = View {
@@ -268,6 +350,8 @@ pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32
 struct Own {
     layout: tune::Layout,
     estimate: crate::estimate::Estimate,
+    /// Whether the plan recomputes activations (the recipe's or the user's setting).
+    recomputes: bool,
 }
 
 /// What `tune` prints: the search, the plan's own layout, what the estimate leaves out.
@@ -369,6 +453,30 @@ impl View<'_> {
         for (i, c) in outcome.candidates.iter().enumerate() {
             let e = &c.estimate;
             let versus = match (self.own, self.gain(c)) {
+                // the plan's layout with another recompute than its own (that one does not
+                // fit): the candidate is the layout, not the plan as it stands
+                (Some(o), _)
+                    if self.is_own(c)
+                        && match c.recompute {
+                            tune::Recompute::Recipe => false,
+                            tune::Recompute::None => o.recomputes,
+                            tune::Recompute::Full => true,
+                        } =>
+                {
+                    format!(
+                        " (the plan's own layout, with {} recompute: the plan's own recompute setting{})",
+                        if c.recompute == tune::Recompute::Full {
+                            "full"
+                        } else {
+                            "no"
+                        },
+                        if o.estimate.fits {
+                            " is slower"
+                        } else {
+                            " does not fit"
+                        }
+                    )
+                }
                 _ if self.is_own(c) => " (the plan's own layout)".to_string(),
                 (Some(o), Some(g)) if c.layout.same_but_virtual_pipeline(&o.layout) => format!(
                     " ({:+.1}% on the plan's own, this layout at VP{})",

@@ -1,4 +1,5 @@
-//! A hybrid Mamba-Transformer's layer pattern (`resolve::hybrid_rules::RULES`) through the CLI:
+//! A hybrid Mamba-Transformer's layer pattern and Mamba sizes (`resolve::hybrid_rules::RULES`)
+//! through the CLI:
 //! one refused case per rule on Nemotron-H 4B (exit 2, upstream's words, the fields, a fix, and
 //! `render` writing nothing), each beside the neighbour Bridge accepts, planned; and the
 //! pattern parser held to Megatron-Core's own functions (`parse_hybrid_pattern`,
@@ -80,6 +81,32 @@ const CASES: &[Case] = &[
             "model.hybrid_layer_pattern=M-M-/M-/M-",
             "model.num_layers=4",
         ],
+    },
+    Case {
+        rule: "a pattern with `|` stages",
+        sets: &[
+            "model.hybrid_layer_pattern=M-|M-|M-",
+            "model.num_layers=6",
+            "model.pipeline_model_parallel_size=2",
+        ],
+        fields: "model.pipeline_model_parallel_size, model.hybrid_layer_pattern",
+        message: "The number of pipe-delimited segments (3) in hybrid_layer_pattern must be evenly divisible by pipeline_model_parallel_size (2).",
+        cites: "hybrid_layer_allocation.py select_pipeline_segment",
+        fix: "--set model.pipeline_model_parallel_size=N with N one of 1, 3",
+        accepted: &[
+            "model.hybrid_layer_pattern=M-|M-",
+            "model.num_layers=4",
+            "model.pipeline_model_parallel_size=2",
+        ],
+    },
+    Case {
+        rule: "with Mamba layers",
+        sets: &["model.mamba_num_groups=3"],
+        fields: "model.mamba_num_heads, model.mamba_num_groups",
+        message: "nheads must be evenly divisible by ngroups (112 over 3;",
+        cites: "mamba_mixer.py MambaMixer.__init__",
+        fix: "--set model.mamba_num_groups=N with N dividing mamba_num_heads",
+        accepted: &["model.mamba_num_groups=4"],
     },
 ];
 

@@ -230,6 +230,14 @@ fn estimate_on_a_kind_without_constants_says_it_is_not_modelled() {
         );
         ok(&["plan", "-r", "llama3_8b", "-g", gpus]);
     }
+    // CPU-only ranks: refused, with a fix that is one (no perf block can describe a CPU)
+    let err = usage_error(&["estimate", "-r", "llama32_1b_pretrain", "-g", "cpux2"]);
+    assert!(
+        err.contains("error: --gpus: GPU kind `cpu`")
+            && err.contains("help: the `cpu` kind runs ranks without GPUs")
+            && !err.contains("perf:"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -1313,4 +1321,120 @@ fn tune_says_a_set_the_user_typed_once() {
             x["layout"]["tensor_model_parallel_size"]
         );
     }
+}
+
+/// A `--set` of a size tune searches (TP, CP, EP, micro batch, as PP and VP) keeps the search
+/// to it: every proposal and the plan's own layout have it (before, TP clashed with every
+/// candidate: "conflicting overrides" naming a `--set` the user never gave). One the plan
+/// refuses gets the resolver's error, naming the field, not "no layout fits"; a field tune
+/// sets from each layout (sequence parallelism, expert TP, the pipeline layout) is refused
+/// naming the flag and the fix.
+#[test]
+fn tune_keeps_to_the_sizes_the_user_fixed() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.tensor_model_parallel_size=2",
+        "--set",
+        "train.micro_batch_size=1",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let candidates = v["candidates"].as_array().unwrap();
+    assert!(!candidates.is_empty(), "{out}");
+    for l in candidates
+        .iter()
+        .map(|c| &c["layout"])
+        .chain([&v["own"]["layout"]])
+    {
+        assert_eq!(l["tensor_model_parallel_size"], 2, "{l}");
+        assert_eq!(l["micro_batch_size"], 1, "{l}");
+    }
+    let err = usage_error(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.tensor_model_parallel_size=3",
+    ]);
+    assert!(
+        err.contains("error: model.tensor_model_parallel_size") && !err.contains("conflicting"),
+        "{err}"
+    );
+    let err = usage_error(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.sequence_parallel=true",
+    ]);
+    assert!(
+        err.contains("error: --set model.sequence_parallel: tune sets")
+            && err.contains("help: leave it out of tune"),
+        "{err}"
+    );
+}
+
+/// An MoE recipe whose own EP does not divide the GPU count (Qwen3-30B-A3B's EP 16 on 24
+/// H100s) is tuned from a probe with its experts spread (EP 8 here): a probe at EP 1 is
+/// refused for the recipe's `overlap_moe_expert_parallel_comm`, and tune exited 2 with that
+/// refusal, about an EP the user never asked for.
+#[test]
+fn tune_probes_an_moe_model_with_its_experts_spread() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "qwen3_30b_a3b",
+        "-g",
+        "h100x24",
+        "--top",
+        "2",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["own"].is_null(), "{out}");
+    let candidates = v["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 2, "{out}");
+    assert!(
+        candidates
+            .iter()
+            .all(|c| c["layout"]["expert_model_parallel_size"].as_u64() > Some(1)),
+        "{out}"
+    );
+}
+
+/// Where the plan's own layout fits only with another recompute than the plan's, the
+/// proposal of that layout says so rather than "the plan's own layout" (which, as it stands,
+/// does not fit: Llama 3 8B at 131,072 tokens on 8 H100s).
+#[test]
+fn tune_says_when_the_own_layout_needs_another_recompute() {
+    let out = ok(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.seq_length=131072",
+        "--set",
+        "dataset.seq_length=131072",
+        "--top",
+        "1",
+    ]);
+    assert!(
+        out.contains("(does not fit: no gains against it)")
+            && out.contains("recompute Full: ")
+            && out.contains("(the plan's own layout, with full recompute: the plan's own recompute setting does not fit)"),
+        "{out}"
+    );
 }

@@ -43,6 +43,21 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
     if per_node == 0 {
         return Err(Error::usage("--gpus-per-node must be at least 1").at_flag("--gpus-per-node"));
     }
+    // More GPUs per node than the kind's nodes hold is another machine (its NVLink domain,
+    // NICs and NUMA layout unknown), and Slurm would wait for nodes that do not exist; fewer
+    // (a partial node, a smaller server) is the flag's use. CPU ranks per node are no hardware
+    // fact.
+    if per_node > gpu.gpus_per_node && !gpu.is_cpu() {
+        return Err(Error::usage(format!(
+            "{per_node} GPUs per node is more than a `{kind_name}` node holds ({}, its row of the hardware table)",
+            gpu.gpus_per_node
+        ))
+        .at_flag("--gpus-per-node")
+        .help(format!(
+            "give at most {} (or leave the flag out), or describe your nodes as a GPU kind of their own in a --hardware-file (gpus_per_node, nvlink_domain_size, perf)",
+            gpu.gpus_per_node
+        )));
+    }
     if count > per_node && !count.is_multiple_of(per_node) {
         let lo = count / per_node * per_node;
         let hi = lo + per_node;
@@ -101,6 +116,17 @@ mod tests {
         // 8-GPU nodes take no segment: their NVLink domain is the node.
         assert_eq!(seg("h100x64"), (None, 8));
         assert_eq!(seg("b200x256"), (None, 8));
+        // ... so nodes of fewer GPUs (`--gpus-per-node`) have a smaller domain; an NVL72
+        // rack's spans its nodes
+        let with = |spec: &str, per_node: u32| {
+            parse(spec, &kinds(), Some(per_node))
+                .unwrap()
+                .job_nvlink_domain()
+        };
+        assert_eq!(with("h100x64", 2), 2);
+        assert_eq!(with("h100x64", 4), 4);
+        assert_eq!(with("h100x64", 8), 8);
+        assert_eq!(with("gb200x72", 2), 72);
     }
 
     #[test]
@@ -114,12 +140,82 @@ mod tests {
         assert_eq!(parse("h100x12", &kinds(), Some(4)).unwrap().nodes, 3);
     }
 
+    /// `--gpus-per-node` above what the kind's nodes hold is refused, naming the flag, the
+    /// kind's count and the fix (16 on H100 was planned as 16-GPU nodes before); fewer is
+    /// taken, and CPU ranks per node are not bounded.
+    #[test]
+    fn more_gpus_per_node_than_the_kind_holds_is_refused() {
+        let e = parse("h100x32", &kinds(), Some(16)).unwrap_err();
+        let shown = e.to_string();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            shown.starts_with("--gpus-per-node: 16 GPUs per node")
+                && shown.contains("(8, its row")
+                && shown.contains("--hardware-file"),
+            "{shown}"
+        );
+        assert!(parse("h100x8", &kinds(), Some(9)).is_err());
+        assert_eq!(parse("h100x8", &kinds(), Some(8)).unwrap().nodes, 1);
+        assert_eq!(parse("h100x8", &kinds(), Some(4)).unwrap().nodes, 2);
+        assert_eq!(parse("gb200x8", &kinds(), Some(4)).unwrap().nodes, 2);
+        assert!(parse("gb200x8", &kinds(), Some(8)).is_err());
+        assert_eq!(parse("cpux4", &kinds(), Some(4)).unwrap().nodes, 1);
+    }
+
     #[test]
     fn every_gpu_kind_but_cpu_and_unreleased_has_perf_constants() {
         for k in kinds() {
             // VR200's and R100's figures are not published
             let expected = !(k.is_cpu() || matches!(k.kind.as_str(), "vr200" | "r100"));
             assert_eq!(k.perf.is_some(), expected, "{}", k.kind);
+        }
+    }
+
+    /// A zero, negative or infinite perf figure in a hardware file is refused at its line and
+    /// field (the estimate would divide by it: NaN and infinite step times before).
+    #[test]
+    fn a_perf_figure_that_is_not_positive_is_refused_at_its_line() {
+        let row = |perf: &str| {
+            format!(
+                "- kind: x1\n  description: d\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n  perf:\n{perf}"
+            )
+        };
+        let ok = "    bf16_tflops: 1\n    fp8_tflops: null\n    hbm_gib: 80\n    hbm_tb_s: 3\n    nvlink_gb_s: 450\n    scale_out_gb_s: 50\n";
+        crate::catalog::Catalog::embedded()
+            .unwrap()
+            .add_gpus("site.yaml", &row(ok))
+            .unwrap();
+        for (field, bad) in [
+            ("bf16_tflops", "0"),
+            ("fp8_tflops", "-5"),
+            ("hbm_gib", "0"),
+            ("hbm_tb_s", "-1"),
+            ("nvlink_gb_s", ".inf"),
+            ("scale_out_gb_s", ".nan"),
+        ] {
+            let perf: String = ok
+                .lines()
+                .map(|l| match l.trim_start().starts_with(&format!("{field}:")) {
+                    true => format!("    {field}: {bad}\n"),
+                    false => format!("{l}\n"),
+                })
+                .collect();
+            let text = row(&perf);
+            let e = crate::catalog::Catalog::embedded()
+                .unwrap()
+                .add_gpus("site.yaml", &text)
+                .unwrap_err();
+            let line = 1 + text
+                .lines()
+                .position(|l| l.trim_start().starts_with(&format!("{field}:")))
+                .unwrap();
+            let shown = e.to_string();
+            assert_eq!(e.exit_code(), 2, "{shown}");
+            assert!(
+                shown.contains("not a positive number")
+                    && shown.contains(&format!("site.yaml:{line}")),
+                "{field}={bad}: {shown}"
+            );
         }
     }
 

@@ -79,30 +79,62 @@ impl CpuArch {
 }
 
 /// Per-GPU performance constants (dense peaks, memory, links); units in the field names.
+/// Each figure is a positive finite number (a zero or negative peak, capacity or bandwidth
+/// would make the estimate divide by it: refused at its place in the file, [`positive`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuPerf {
     /// Dense BF16 tensor-core peak, TFLOP/s.
+    #[serde(deserialize_with = "positive")]
     pub bf16_tflops: f64,
     /// Dense FP8 peak, TFLOP/s (`null`: no FP8 units).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "positive_or_null")]
     pub fp8_tflops: Option<f64>,
     /// Dense FP4 peak, TFLOP/s (`null`: no FP4 units).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "positive_or_null")]
     pub fp4_tflops: Option<f64>,
     /// Usable HBM per GPU, GiB.
+    #[serde(deserialize_with = "positive")]
     pub hbm_gib: f64,
     /// HBM bandwidth, TB/s.
+    #[serde(deserialize_with = "positive")]
     pub hbm_tb_s: f64,
     /// NVLink bandwidth per GPU, one direction, GB/s.
+    #[serde(deserialize_with = "positive")]
     pub nvlink_gb_s: f64,
     /// Scale-out (network) bandwidth per GPU, one direction, GB/s.
+    #[serde(deserialize_with = "positive")]
     pub scale_out_gb_s: f64,
     /// The GPU kind whose compute die (SMs, clocks, tensor cores) this one shares: its fitted
     /// GEMM efficiency applies where this kind has none of its own (H200: H100's die with
     /// more and faster HBM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_die: Option<String>,
+}
+
+/// A `perf` figure: a positive finite number.
+fn positive<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    check_positive(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+}
+
+/// A `perf` peak that may be `null` (no such units), else [`positive`].
+fn positive_or_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<f64>, D::Error> {
+    Option::<f64>::deserialize(d)?
+        .map(check_positive)
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
+fn check_positive(v: f64) -> std::result::Result<f64, String> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is not a positive number: a GPU kind's peaks, memory and bandwidths are above 0 (write `null` for a precision the GPU has no units for, or leave `perf` out for a kind the estimate cannot price)"
+        ))
+    }
 }
 
 /// The GPU generations a hardware file may name (`cpu`: a machine without GPUs).
@@ -156,6 +188,12 @@ impl GpuKind {
     pub fn is_blackwell_or_newer(&self) -> bool {
         self.arch_major >= 10
     }
+
+    /// Has FP8 tensor cores: compute capability 8.9 or newer (Transformer Engine's FP8 needs
+    /// it): Ada (8.9, whose `arch_major` is 8), Hopper and newer.
+    pub fn has_fp8_units(&self) -> bool {
+        self.arch_major >= 9 || self.generation == "ada"
+    }
 }
 
 /// The parsed `--gpus` spec with its kind's row.
@@ -189,9 +227,15 @@ impl Hardware {
     }
 
     /// GPUs of this job that share one NVLink domain: the kind's domain size, or on NVL72
-    /// racks the GPUs of one segment (a 256-GPU job runs as four segments of 64).
+    /// racks the GPUs of one segment (a 256-GPU job runs as four segments of 64). Where the
+    /// kind's domain is its node (HGX: NVLink inside the node only), at most the job's GPUs
+    /// per node: `--gpus-per-node 2` on H100 puts a TP group of 4 across two nodes, over the
+    /// network (it was priced over NVLink).
     pub fn job_nvlink_domain(&self) -> u32 {
         let domain = self.gpu.nvlink_domain_size;
+        if domain <= self.gpu.gpus_per_node {
+            return domain.min(self.gpus_per_node);
+        }
         self.segment_nodes()
             .map_or(domain, |s| domain.min(s * self.gpus_per_node))
     }

@@ -244,7 +244,9 @@ pub fn check(plan: &Plan) -> Result<Hybrid, String> {
 /// Refuses a pipeline split of a hybrid model where Bridge would not build it:
 /// Megatron-Core's `select_pipeline_segment` refuses a pattern without `|` whose layer count
 /// PP does not divide, and a pattern with `|` whose segment count PP does not divide.
-/// `None` when the split is one Bridge builds (or the model is not a modelled hybrid).
+/// `None` when the split is one Bridge builds (or the model is not a modelled hybrid). The
+/// resolver refuses the `|`-segment cases first (`resolve::hybrid_rules`); this stays for a
+/// plan changed after it resolved.
 pub fn pipeline_refusal(plan: &Plan) -> Option<crate::error::Error> {
     use crate::error::Error;
     // A virtual pipeline is refused before this, by the plan (`resolve::layout`).

@@ -60,7 +60,8 @@
 //!   beside attention, MLP and MoE layers; the model FLOPs as Bridge's hybrid counter counts
 //!   them.
 //! * Vision-language providers: the language model, with the encoder named in
-//!   [`scope_notes`]. What it does not model at all, [`unmodelled`] says.
+//!   [`scope_notes`]. What it does not model at all, [`unmodelled`] says: architectures it
+//!   leaves out, and models narrower than its GEMM-shape term can price ([`too_narrow`]).
 
 pub mod arch;
 pub mod efficiency;
@@ -479,6 +480,9 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
             )
         });
     }
+    if let Some(why) = too_narrow(plan).filter(|_| !gpu.is_cpu()) {
+        return Some(why);
+    }
     let class = plan.recipe.model_class.as_deref()?;
     let name = class.rsplit('.').next().unwrap_or(class);
     if hybrid::is_hybrid(plan) {
@@ -489,6 +493,39 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
     UNMODELLED.iter().find(|(w, _)| name.contains(w)).map(|(_, why)| {
         format!(
             "the estimator models decoder-only transformers with softmax attention over text; {name} is {why}"
+        )
+    })
+}
+
+/// Of the fitted GEMM-shape constant `gemm_n0`, the share below which a hidden size is too
+/// narrow to price (a third: there the fitted efficiency `h/(h+n0)` is under a quarter).
+pub const NARROWEST_HIDDEN_OF_N0: f64 = 1.0 / 3.0;
+
+/// The narrowest hidden size the estimate prices, from the shipped constants' `gemm_n0`
+/// ([`NARROWEST_HIDDEN_OF_N0`] of it, rounded up).
+pub fn narrowest_hidden() -> Option<u32> {
+    Efficiency::embedded()
+        .ok()
+        .map(|e| (e.gemm_n0 * NARROWEST_HIDDEN_OF_N0).ceil() as u32)
+}
+
+/// Why the plan's model is too narrow for the estimate's fitted GEMM-shape term, or `None`.
+/// Each GEMM runs at `h/(h+n0)` of its rate on the hidden dimension `h`; far below `n0` that
+/// falls in proportion to `h`, so a GEMM's predicted time stops shrinking with its width, and
+/// the attention core, whose work does not scale with the hidden size but is priced at the
+/// attention GEMMs' shape, takes longer as the model narrows: at hidden 8 the step of Llama 3
+/// 8B's recipe at one layer was predicted at 0.096 s, 5.6 times that at hidden 256. What
+/// bounds such small kernels (launch latency, memory traffic) has no term in the model, and
+/// its constants were fitted on hidden sizes of 2048 and more.
+pub fn too_narrow(plan: &Plan) -> Option<String> {
+    let h = plan.model.hidden_size;
+    let n0 = Efficiency::embedded().ok()?.gemm_n0;
+    let floor = narrowest_hidden()?;
+    (h < floor).then(|| {
+        format!(
+            "`{}` {h} is below {floor}, the narrowest hidden size the estimate prices: its GEMM-shape term (efficiency h/(h+n0), n0 = {:.0} fitted on hidden sizes of 2048 and more, `gemm_n0` in hardware/efficiency.json) falls in proportion to h there, so a narrower model would be predicted slower (the attention core is priced at the attention GEMMs' shape), and what bounds such small kernels (launch latency, memory traffic) is not modelled",
+            crate::config::MODEL.hidden_size,
+            n0
         )
     })
 }
@@ -514,12 +551,17 @@ pub fn estimate_with_stages(
 ) -> Result<Estimate> {
     let gpu = &plan.hardware.gpu;
     let perf = gpu.perf.as_ref().ok_or_else(|| {
-        Error::usage(format!(
+        let e = Error::usage(format!(
             "GPU kind `{}` has no performance constants",
             gpu.kind
         ))
-        .at_flag("--gpus")
-        .help("add a `perf:` block for it in a --hardware-file (fields as in hardware/gpus.yaml)")
+        .at_flag("--gpus");
+        if gpu.is_cpu() {
+            // CPU-only ranks run no GPU kernels: no peak, HBM or NVLink to price them with
+            e.help("the `cpu` kind runs ranks without GPUs, which the estimate cannot price: estimate the GPU kind the job will run on (e.g. --gpus h100x8)")
+        } else {
+            e.help("add a `perf:` block for it in a --hardware-file (fields as in hardware/gpus.yaml)")
+        }
     })?;
     let c = step::Ctx::new(plan, perf, eff);
     let busiest = step::busiest(&c, loads);

@@ -335,6 +335,12 @@ pub struct Search {
     pub pipeline: Option<u32>,
     /// Only layouts with this virtual pipeline size (`Some(None)`: none; a user's VP).
     pub virtual_pipeline: Option<Option<u32>>,
+    /// Only layouts with these tensor, context and expert parallel sizes and micro batch (a
+    /// user's `--set` of them).
+    pub tensor: Option<u32>,
+    pub context: Option<u32>,
+    pub expert: Option<u32>,
+    pub micro_batch: Option<u32>,
 }
 
 impl Search {
@@ -352,7 +358,24 @@ impl Search {
             headroom: Self::HEADROOM,
             pipeline: None,
             virtual_pipeline: None,
+            tensor: None,
+            context: None,
+            expert: None,
+            micro_batch: None,
         }
+    }
+
+    /// Whether `l` keeps to the sizes the user fixed.
+    fn keeps(&self, l: &Layout) -> bool {
+        let is = |want: Option<u32>, have: u32| want.is_none_or(|w| w == have);
+        is(self.pipeline, l.pipeline_model_parallel_size)
+            && self.virtual_pipeline.is_none_or(|vp| {
+                l.virtual_pipeline_model_parallel_size.filter(|v| *v > 1) == vp.filter(|v| *v > 1)
+            })
+            && is(self.tensor, l.tensor_model_parallel_size)
+            && is(self.context, l.context_parallel_size)
+            && is(self.expert, l.expert_model_parallel_size)
+            && is(self.micro_batch, l.micro_batch_size)
     }
 
     /// Whether an estimate fits with the headroom left free.
@@ -387,7 +410,7 @@ fn divisors_upto(n: u64, max: u64) -> Vec<u32> {
 pub fn enumerate(base: &Plan, known: &[PipelineSplit]) -> Vec<Layout> {
     let m = &base.model;
     let world = base.parallelism.world_size;
-    let domain = u64::from(base.hardware.gpu.nvlink_domain_size).max(1);
+    let domain = u64::from(base.hardware.job_nvlink_domain()).max(1);
     let gbs = u64::from(base.train.global_batch_size);
     let heads = u64::from(m.num_attention_heads);
     let groups = m.num_query_groups.map_or(heads, u64::from);
@@ -701,14 +724,7 @@ pub fn tune(
         vec![Recompute::None, Recompute::Full]
     };
     let mut layouts = enumerate(base, known);
-    layouts.retain(|l| {
-        search
-            .pipeline
-            .is_none_or(|pp| l.pipeline_model_parallel_size == pp)
-            && search.virtual_pipeline.is_none_or(|vp| {
-                l.virtual_pipeline_model_parallel_size.filter(|v| *v > 1) == vp.filter(|v| *v > 1)
-            })
-    });
+    layouts.retain(|l| search.keeps(l));
     if layouts.len() > 2000 {
         progress(&format!("tune: scoring {} layouts", layouts.len()));
     }

@@ -1,6 +1,7 @@
 //! The refusals of a hybrid Mamba-Transformer's layer pattern: Bridge's
 //! `HybridModelProvider.finalize` (which `ConfigContainer.validate` runs) and Megatron-Core's
-//! pattern parser it and the model's build call.
+//! pattern parser it and the model's build call; and of its Mamba mixer's sizes, as the
+//! model's build asserts them (`MambaMixer.__init__`).
 //!
 //! Contract: pure. [`check`] runs [`RULES`], in upstream's order, on the pattern the model is
 //! built with: the plan's own `hybrid_override_pattern` / `hybrid_layer_pattern` where it
@@ -14,7 +15,7 @@
 //! `megatron/bridge/models/hybrid/hybrid_provider.py` `HybridModelProvider.finalize`;
 //! `megatron/core/models/hybrid/hybrid_layer_allocation.py` `get_hybrid_total_layer_count`,
 //! `parse_hybrid_pattern`, `_validate_pattern` (the model's build, `HybridModel.__init__`,
-//! parses the pattern again).
+//! parses the pattern again); `megatron/core/ssm/mamba_mixer.py` `MambaMixer.__init__`.
 
 use serde_json::Value;
 
@@ -27,6 +28,8 @@ const FINALIZE: &str =
 const COUNT: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py get_hybrid_total_layer_count (_validate_pattern), run by Bridge's HybridModelProvider.finalize";
 const PARSE_AT_FINALIZE: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py parse_hybrid_pattern, run by Bridge's HybridModelProvider.finalize with an MTP pattern";
 const PARSE_AT_BUILD: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py parse_hybrid_pattern, run by Megatron-Core's HybridModel.__init__";
+const SEGMENT: &str = "megatron/core/models/hybrid/hybrid_layer_allocation.py select_pipeline_segment, run by Megatron-Core's HybridModel.__init__ on each pipeline rank";
+const MIXER: &str = "megatron/core/ssm/mamba_mixer.py MambaMixer.__init__, run by Megatron-Core's HybridModel.__init__ for each Mamba layer";
 
 /// The provider fields the rules read.
 const LAYER_PATTERN: &str = "hybrid_layer_pattern";
@@ -49,6 +52,10 @@ pub struct Facts<'a> {
     pub unified: String,
     /// The function's own main pattern, if the table has it (a fix names it).
     pub functions: Option<&'static str>,
+    /// The Mamba mixer's sizes the model is built with: the plan's provider field where it
+    /// states one (`None`: stated unset, or not a number), else the function's (`None` where
+    /// the table has no shape for it).
+    pub mamba: [(&'static str, Option<u64>); 4],
 }
 
 /// One refusal: what it refuses, where upstream refuses it, and the check.
@@ -85,7 +92,23 @@ pub const RULES: &[Rule] = &[
         source: PARSE_AT_BUILD,
         check: mtp_at_build,
     },
+    Rule {
+        rule: "a pattern with `|` stages: no first/last stage layer counts, and PP divides its segments",
+        source: SEGMENT,
+        check: pipeline_segments,
+    },
+    Rule {
+        rule: "with Mamba layers: state, head size, groups and heads above 0; heads and groups divisible by TP, heads by groups",
+        source: MIXER,
+        check: mamba_sizes,
+    },
 ];
+
+/// The Mamba mixer's size fields, in the order `MambaMixer.__init__` reads them.
+const MAMBA_STATE: &str = "mamba_state_dim";
+const MAMBA_HEAD_DIM: &str = "mamba_head_dim";
+const MAMBA_GROUPS: &str = "mamba_num_groups";
+const MAMBA_HEADS: &str = "mamba_num_heads";
 
 fn path(name: &str) -> String {
     format!("{}.{name}", ModelConfig::SECTION)
@@ -124,6 +147,19 @@ pub fn facts<'a>(m: &'a ModelConfig, function: Option<&str>) -> Option<Facts<'a>
         }
         None => main.clone(),
     };
+    let size = |name: &'static str, own: Option<u32>| {
+        let v = match m.provider.get(name) {
+            Some(v) => v.as_u64(),
+            None => own.map(u64::from),
+        };
+        (name, v)
+    };
+    let mamba = [
+        size(MAMBA_STATE, shape.map(|s| s.mamba_state_dim)),
+        size(MAMBA_HEAD_DIM, shape.map(|s| s.mamba_head_dim)),
+        size(MAMBA_GROUPS, shape.map(|s| s.mamba_num_groups)),
+        size(MAMBA_HEADS, shape.map(|s| s.mamba_num_heads)),
+    ];
     Some(Facts {
         model: m,
         main_field,
@@ -132,6 +168,7 @@ pub fn facts<'a>(m: &'a ModelConfig, function: Option<&str>) -> Option<Facts<'a>
         mtp,
         unified,
         functions: shape.map(|s| s.pattern.as_str()),
+        mamba,
     })
 }
 
@@ -244,6 +281,115 @@ fn layer_count(f: &Facts<'_>) -> Result<()> {
     .help(fix))
 }
 
+/// `select_pipeline_segment` on a main pattern with `|` stage separators: it refuses
+/// `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage` beside them, and a
+/// pipeline size that does not divide the segments (without `|`, the layers split evenly, which
+/// the plan's pipeline split checks). Before, only `estimate` refused the latter, and the plan
+/// and the launch let it through to fail on every rank.
+fn pipeline_segments(f: &Facts<'_>) -> Result<()> {
+    let Ok(parsed) = hybrid::parse(&f.unified) else {
+        return Ok(());
+    };
+    let segments = parsed.segments().len();
+    if segments <= 1 {
+        return Ok(());
+    }
+    let m = f.model;
+    let (first, last) = (
+        MODEL.num_layers_in_first_pipeline_stage,
+        MODEL.num_layers_in_last_pipeline_stage,
+    );
+    if m.num_layers_in_first_pipeline_stage.is_some()
+        || m.num_layers_in_last_pipeline_stage.is_some()
+    {
+        return Err(Error::config(format!(
+            "Cannot specify num_layers_in_first_pipeline_stage or num_layers_in_last_pipeline_stage when hybrid_layer_pattern contains pipe ('|') separators. The pipeline layout is already explicitly defined by the pipe separators. ({SEGMENT})"
+        ))
+        .at_fields([first, last])
+        .help(format!("--set {first}=null --set {last}=null")));
+    }
+    let pp = m.pipeline_model_parallel_size.max(1) as usize;
+    if !segments.is_multiple_of(pp) {
+        let fits: Vec<String> = (1..=segments)
+            .filter(|d| segments.is_multiple_of(*d))
+            .map(|d| d.to_string())
+            .collect();
+        return Err(Error::config(format!(
+            "The number of pipe-delimited segments ({segments}) in hybrid_layer_pattern must be evenly divisible by pipeline_model_parallel_size ({pp}). ({SEGMENT})"
+        ))
+        .at_fields([MODEL.pipeline_model_parallel_size, &path(f.main_field)])
+        .help(format!(
+            "--set {}=N with N one of {} (the pattern's segments split over the pipeline ranks), or a pattern with a multiple of {pp} segments",
+            MODEL.pipeline_model_parallel_size,
+            fits.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// `MambaMixer.__init__`'s asserts on its sizes, where the pattern has Mamba layers: the
+/// state, head size and groups (and the heads, where set) above 0, then each TP rank at
+/// least one head and one group, and each group whole heads. A size the plan cannot know is
+/// left to Megatron-Core. (Before, a zero head size reached the estimate as NaN.)
+fn mamba_sizes(f: &Facts<'_>) -> Result<()> {
+    let pattern = f.unified.split(MTP_SEPARATOR).collect::<String>();
+    if !pattern.contains('M') {
+        return Ok(());
+    }
+    let fix = |name: &str, what: &str| {
+        format!(
+            "--set {}=N with {what}, or drop the override for the function's own",
+            path(name)
+        )
+    };
+    for (name, v) in &f.mamba {
+        if *v == Some(0) {
+            return Err(Error::config(format!(
+                "{name} is 0: Megatron-Core asserts it is above 0 when it builds each Mamba layer ({MIXER})"
+            ))
+            .at_fields(path(name))
+            .help(fix(name, "N at least 1")));
+        }
+    }
+    let get = |n: &str| f.mamba.iter().find(|(k, _)| *k == n).and_then(|(_, v)| *v);
+    let tp = u64::from(f.model.tensor_model_parallel_size.max(1));
+    let checks = [
+        (
+            get(MAMBA_HEADS).map(|h| (h, tp)),
+            "nheads must be evenly divisble by tp_size",
+            MAMBA_HEADS,
+            "N a multiple of the tensor parallel size",
+        ),
+        (
+            get(MAMBA_GROUPS).map(|g| (g, tp)),
+            "ngroups must be evenly divisible by tp_size",
+            MAMBA_GROUPS,
+            "N a multiple of the tensor parallel size",
+        ),
+        (
+            get(MAMBA_HEADS).zip(get(MAMBA_GROUPS)),
+            "nheads must be evenly divisible by ngroups",
+            MAMBA_GROUPS,
+            "N dividing mamba_num_heads",
+        ),
+    ];
+    for (pair, message, name, what) in checks {
+        if let Some((n, d)) = pair
+            && d > 0
+            && !n.is_multiple_of(d)
+        {
+            return Err(Error::config(format!("{message} ({n} over {d}; {MIXER})"))
+                .at_fields(if message.contains("tp_size") {
+                    format!("{}, {}", path(name), MODEL.tensor_model_parallel_size)
+                } else {
+                    format!("{}, {}", path(MAMBA_HEADS), path(MAMBA_GROUPS))
+                })
+                .help(fix(name, what)));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +413,75 @@ mod tests {
             Some("megatron.bridge.models.hybrid.hybrid_provider.HybridModelProvider"),
             Some(F),
         )
+    }
+
+    /// The Mamba mixer's sizes as `MambaMixer.__init__` asserts them: a zero size (which the
+    /// estimate turned into a NaN step) and heads or groups that do not split over TP or
+    /// into each other are refused naming the fields; the function's own sizes pass.
+    /// A pattern with `|` stages: PP must divide its segments, and the first/last stage layer
+    /// counts are refused beside it, as `select_pipeline_segment` refuses them (only `estimate`
+    /// refused the first before; the plan let both through).
+    #[test]
+    fn a_pattern_with_stages_is_split_as_select_pipeline_segment_splits_it() {
+        let p = (LAYER_PATTERN, Value::from("M-|M-|M-"));
+        let mut m = model(&[p], 6);
+        m.pipeline_model_parallel_size = 3;
+        assert!(run(&m).is_ok());
+        m.pipeline_model_parallel_size = 2;
+        let e = run(&m).unwrap_err();
+        assert!(e.message.starts_with("The number of pipe-delimited segments (3) in hybrid_layer_pattern must be evenly divisible by pipeline_model_parallel_size (2)."), "{}", e.message);
+        assert!(
+            e.to_string()
+                .starts_with("model.pipeline_model_parallel_size, model.hybrid_layer_pattern: "),
+            "{e}"
+        );
+        assert!(e.help.unwrap().contains("one of 1, 3"));
+        m.pipeline_model_parallel_size = 3;
+        m.num_layers_in_first_pipeline_stage = Some(2);
+        let e = run(&m).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("Cannot specify num_layers_in_first_pipeline_stage"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn the_mamba_mixers_sizes_are_held_to_its_asserts() {
+        let shape = hybrid::shape_of(F).unwrap();
+        assert!(run(&model(&[], 52)).is_ok());
+        for name in [MAMBA_STATE, MAMBA_HEAD_DIM, MAMBA_GROUPS, MAMBA_HEADS] {
+            let e = run(&model(&[(name, Value::from(0))], 52)).unwrap_err();
+            assert!(
+                e.message.starts_with(&format!("{name} is 0")),
+                "{}",
+                e.message
+            );
+            assert!(e.to_string().starts_with(&format!("model.{name}: ")), "{e}");
+        }
+        let mut m = model(&[], 52);
+        m.tensor_model_parallel_size = 2 * shape.mamba_num_groups;
+        let e = run(&m).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("nheads must be evenly divisble by tp_size")
+                || e.message
+                    .starts_with("ngroups must be evenly divisible by tp_size"),
+            "{}",
+            e.message
+        );
+        let heads = u64::from(shape.mamba_num_heads);
+        let e = run(&model(&[(MAMBA_GROUPS, Value::from(heads + 1))], 52)).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("nheads must be evenly divisible by ngroups"),
+            "{}",
+            e.message
+        );
+        // no Mamba layers: the sizes are not read
+        let p = (LAYER_PATTERN, Value::from("*-*-"));
+        assert!(run(&model(&[p, (MAMBA_HEAD_DIM, Value::from(0))], 4)).is_ok());
     }
 
     #[test]

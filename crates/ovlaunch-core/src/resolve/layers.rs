@@ -117,7 +117,15 @@ pub fn choose<'r>(
                     recipe.name
                 ))
                 .at_flag("--gpus")
-                .help(format!("available: {}", available(recipe))));
+                .help(format!(
+                    "available: {}; or give {gpu}'s row in the hardware file `recipe_gpu: KIND`, the kind whose variants it runs (e.g. h100){}",
+                    available(recipe),
+                    hw.gpu
+                        .recipe_gpu
+                        .as_ref()
+                        .map(|alt| format!(" (its `recipe_gpu: {alt}` has no variant here either)"))
+                        .unwrap_or_default()
+                )));
             }
         }
     }
@@ -343,10 +351,18 @@ fn blackwell_precision(p: &str, hw: &Hardware) -> Result<()> {
         gpu.kind, gpu.generation, gpu.arch_major
     ))
     .at_flag("--precision")
-    .help(format!(
-        "on {} use --precision fp8cs (FP8 current scaling), fp8sc (FP8 sub-channel scaling) or bf16, where the recipe has them; or a Blackwell GPU kind (b200, gb200, b300, gb300)",
-        gpu.kind
-    )))
+    .help(if gpu.has_fp8_units() {
+        format!(
+            "on {} use --precision fp8cs (FP8 current scaling), fp8sc (FP8 sub-channel scaling) or bf16, where the recipe has them; or a Blackwell GPU kind (b200, gb200, b300, gb300)",
+            gpu.kind
+        )
+    } else {
+        // no FP8 units either: FP8 would be refused the same way (`validate::gpu_supports_precision`)
+        format!(
+            "on {} use --precision bf16 (it has no FP8 tensor cores either); or a Blackwell GPU kind (b200, gb200, b300, gb300)",
+            gpu.kind
+        )
+    }))
 }
 
 /// A Bridge function named with `--recipe` that runs MXFP8 or NVFP4 (its name says so, on any
@@ -930,6 +946,56 @@ fn required_field_refusal(section: &str, field: &str, by: StartedBy) -> Error {
 mod tests {
     use super::*;
     use crate::catalog::Catalog;
+
+    /// A GPU kind of a hardware file without `recipe_gpu` on a recipe with no variant for it:
+    /// the fix names `recipe_gpu` (the field that makes it run another kind's variants), not
+    /// only the kinds the recipe has.
+    #[test]
+    fn a_kind_without_variants_is_told_of_recipe_gpu() {
+        let mut cat = Catalog::embedded().unwrap();
+        cat.add_gpus(
+            "site.yaml",
+            "- kind: mygpu\n  description: d\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n",
+        )
+        .unwrap();
+        let hw = crate::catalog::hardware::parse("mygpux8", &cat.gpus, None).unwrap();
+        let r = cat.recipe("llama3_8b").unwrap();
+        let e = choose(&r, &hw, None, None).err().unwrap().to_string();
+        assert!(
+            e.starts_with("--gpus: recipe `llama3_8b` has no variant for mygpu")
+                && e.contains("`recipe_gpu: KIND`"),
+            "{e}"
+        );
+    }
+
+    /// `--precision nvfp4` / `fp8mx` on a GPU without FP8 tensor cores (A100) offers only
+    /// BF16 as the fix (it offered fp8cs, which the plan then refuses on that GPU); on one with
+    /// them (H100), the FP8 recipes too. A user's Ada kind (8.9, `arch_major` 8) has FP8.
+    #[test]
+    fn a_blackwell_precision_on_an_older_gpu_offers_what_it_runs() {
+        let cat = Catalog::embedded().unwrap();
+        let help = |gpus: &str| {
+            let hw = crate::catalog::hardware::parse(gpus, &cat.gpus, None).unwrap();
+            let e = blackwell_precision("nvfp4", &hw).unwrap_err().to_string();
+            e.split_once("help: ").map(|(_, h)| h.to_string()).unwrap()
+        };
+        let a100 = help("a100x8");
+        assert!(
+            a100.contains("--precision bf16") && !a100.contains("fp8cs"),
+            "{a100}"
+        );
+        assert!(help("h100x8").contains("--precision fp8cs"));
+        let mut ada = cat.gpus.iter().find(|g| g.kind == "a100").unwrap().clone();
+        (ada.kind, ada.generation) = ("l40s".into(), "ada".into());
+        assert!(ada.has_fp8_units());
+        let fp8 = crate::config::MixedPrecisionConfig {
+            fp8: Some("hybrid".into()),
+            ..Default::default()
+        };
+        assert!(super::super::validate::gpu_supports_precision(&ada, &fp8).is_ok());
+        ada.generation = "ampere".into();
+        assert!(super::super::validate::gpu_supports_precision(&ada, &fp8).is_err());
+    }
 
     /// `Layered::alone` (what the env stage resolves Bridge's function alone from) is what
     /// layering the recipe and variant alone gives, whatever a user's file and `--set` changed.

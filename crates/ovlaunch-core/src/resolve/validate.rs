@@ -1124,7 +1124,7 @@ pub fn gpu_supports_precision(
             "Blackwell (compute capability 10.0)",
             MIXED_PRECISION.fp8_recipe,
         )
-    } else if mp.fp8.is_some() && gpu.arch_major < 9 {
+    } else if mp.fp8.is_some() && !gpu.has_fp8_units() {
         (
             "FP8",
             "compute capability 8.9 or newer (Hopper, Blackwell)",
