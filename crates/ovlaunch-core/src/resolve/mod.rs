@@ -208,6 +208,25 @@ fn pick_variant<'r>(inp: &Inputs<'r>) -> Result<Picked<'r>> {
         ),
         Source::Recipe,
     ));
+    // A file without variants on a Bridge function runs that function, which is its own
+    // variant and precision, as the function named with --recipe is (`layers::choose` refuses
+    // another --precision there): the same --precision is refused here.
+    if let Some(v) = on
+        .variant
+        .filter(|v| map_precision && v.precision != choice.precision)
+    {
+        return Err(Error::usage(format!(
+            "--precision {}: Bridge's function `{}`, which your recipe file runs on, runs {}",
+            choice.precision, on.function, v.precision
+        ))
+        .at(on.at("bridge_recipe"))
+        .help(format!(
+            "leave out --precision (or --precision {}), name a {} function in `bridge_recipe:` (`ovlaunch recipes -v --family {}`), or state the precision in the file's `mixed_precision:`",
+            v.precision,
+            choice.precision,
+            on.recipe.family.as_deref().unwrap_or("FAMILY")
+        )));
+    }
     if map_precision {
         let spec = perf_precision(&choice.precision);
         on.file.insert(
@@ -984,9 +1003,20 @@ fn scale_batch(
                 .at_fields(TRAIN.global_batch_size)
                 .help(format!("Pass --set {}=N explicitly", TRAIN.global_batch_size)));
             }
+            // Bridge's `TrainingConfig.global_batch_size` is an int, the plan's a u32: a
+            // scaled batch beyond it is no batch a job can run (one sample per GPU at least).
             let new = u32::try_from(scaled / dp_old).map_err(|_| {
-                Error::usage("scaled global_batch_size is too large")
-                    .at_fields(TRAIN.global_batch_size)
+                Error::usage(format!(
+                    "weak scaling global_batch_size {gbs} from {n} to {} GPUs gives {}, more than the largest global batch ({})",
+                    hw.count,
+                    scaled / dp_old,
+                    u32::MAX
+                ))
+                .at_fields(TRAIN.global_batch_size)
+                .help(format!(
+                    "ask for fewer GPUs (--gpus), or state the batch: --set {}=N (a stated batch is not weak-scaled)",
+                    TRAIN.global_batch_size
+                ))
             })?;
             cfg.train.global_batch_size = new;
             t.decisions.push(Decision::new(
