@@ -8,6 +8,7 @@
 //! between the recipe and `--set`, their env over recipe and derived values, under `--env`.
 
 pub mod base;
+pub mod build_rules;
 pub mod checkpoint;
 pub mod cuda_graph;
 pub mod env;
@@ -614,7 +615,8 @@ fn moe_by_layout(
 /// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks (with
 /// CP > 1 on the fine-tuning data the function holds, `holder`, its per-token loss check), and
 /// the GPU's support of the precision; then Megatron-Core's MoE checks on the model it leaves
-/// (`moe_rules`; `unknown`: whether a checkpoint gives a `model` field at run time).
+/// (`moe_rules`; `unknown`: whether a checkpoint gives a `model` field at run time), and its
+/// refusals at the model's build and first step (`build_rules`).
 fn validate_stage(
     inp: &Inputs<'_>,
     (class, holder): (
@@ -660,6 +662,12 @@ fn validate_stage(
         m: &l.cfg.model,
         unknown,
         stack: inp.stack,
+    })?;
+    build_rules::check(&build_rules::Model {
+        m: &l.cfg.model,
+        unknown,
+        hybrid_class: class.hybrid(),
+        function: holder.function,
     })
 }
 
