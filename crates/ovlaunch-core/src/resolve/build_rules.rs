@@ -76,7 +76,7 @@ impl Model<'_> {
 /// `mamba_num_heads` is set) must be a multiple of 16. Sizes the plan cannot know (no function
 /// shape, stated unset) are left to Megatron-Core; the zero/TP asserts are `hybrid_rules`'.
 fn mamba_fp8_width(x: &Model<'_>) -> Result<()> {
-    if !x.m.fp8.as_deref().is_some_and(|s| !s.is_empty())
+    if x.m.fp8.as_deref().is_none_or(str::is_empty)
         || !x
             .hybrid_class
             .is_some_and(crate::config::provider::is_hybrid_class)
