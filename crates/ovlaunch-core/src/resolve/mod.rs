@@ -209,25 +209,6 @@ fn pick_variant<'r>(inp: &Inputs<'r>) -> Result<Picked<'r>> {
         ),
         Source::Recipe,
     ));
-    // A file without variants on a Bridge function runs that function, which is its own
-    // variant and precision, as the function named with --recipe is (`layers::choose` refuses
-    // another --precision there): the same --precision is refused here.
-    if let Some(v) = on
-        .variant
-        .filter(|v| map_precision && v.precision != choice.precision)
-    {
-        return Err(Error::usage(format!(
-            "--precision {}: Bridge's function `{}`, which your recipe file runs on, runs {}",
-            choice.precision, on.function, v.precision
-        ))
-        .at(on.at("bridge_recipe"))
-        .help(format!(
-            "leave out --precision (or --precision {}), name a {} function in `bridge_recipe:` (`ovlaunch recipes -v --family {}`), or state the precision in the file's `mixed_precision:`",
-            v.precision,
-            choice.precision,
-            on.recipe.family.as_deref().unwrap_or("FAMILY")
-        )));
-    }
     if map_precision {
         let spec = perf_precision(&choice.precision);
         on.file.insert(
