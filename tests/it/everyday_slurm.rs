@@ -377,7 +377,8 @@ fn a_second_submission_resumes_from_the_first() {
                 }
                 _ => l.replace(
                     "tensor_model_parallel_size: 1}",
-                    "tensor_model_parallel_size: 1, context_parallel_size: 1}",
+                    // the function's 8 query groups would not divide the tiny model's 4 heads
+                    "tensor_model_parallel_size: 1, context_parallel_size: 1, num_query_groups: 4}",
                 ),
             })
             .collect::<Vec<_>>()
