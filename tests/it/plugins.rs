@@ -1467,3 +1467,31 @@ fn a_plugins_sbatch_value_on_two_lines_names_the_plugin() {
     );
     assert!(!err.starts_with("error: --comment"), "{err}");
 }
+
+#[test]
+fn an_empty_command_prefix_word_is_refused_naming_the_plugin() {
+    // real bash: an empty first word is run as the command `''` and fails
+    let b = std::process::Command::new("bash")
+        .args(["-c", "'' true"])
+        .output()
+        .unwrap();
+    assert_eq!(b.status.code(), Some(127), "bash runs '' as a command");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("wrap.yaml");
+    std::fs::write(
+        &f,
+        "name: wrap\ndescription: wraps\nlaunch:\n  command_prefix: ['', wrapper]\n",
+    )
+    .unwrap();
+    let fs = f.to_str().unwrap();
+    let o = common::run(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin-file", fs, "--plugin", "wrap"],
+    )));
+    let e = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("plugin `wrap`"), "{e}");
+    assert!(e.contains("`command_prefix` holds an empty word"), "{e}");
+    assert!(e.contains(fs), "{e}");
+}
