@@ -190,9 +190,12 @@ impl Layer {
     /// refusal, which names the flag.
     fn check(&self) -> Result<()> {
         use crate::render::owned::{check_sbatch_arg, check_srun_arg};
-        use crate::render::slurm_values::{check_name, check_time};
+        use crate::render::slurm_values::{check_mpi, check_name, check_time};
         if let Some(s) = &self.time {
             check_time(&s.value).map_err(|e| from_setting(e, "time", &s.origin))?;
+        }
+        if let Some(s) = &self.mpi {
+            check_mpi(&s.value).map_err(|e| from_setting(e, "mpi", &s.origin))?;
         }
         for (key, flag, v, list) in [
             ("account", "--account", &self.account, false),

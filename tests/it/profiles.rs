@@ -459,6 +459,8 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
         ("account", "-x", 4),
         ("partition", "'a b'", 4),
         ("qos", "'q;q'", 4),
+        // srun's MPI type is a plugin's name (mpi_<name>.so); a space cannot be one
+        ("mpi", "'a b'", 4),
         ("sbatch_args", "[--mem=1, --nodes=3]", 4),
         ("srun_args", "[--ntasks=3]", 4),
         ("container_mounts", "['/a,b:/c']", 5),
@@ -508,6 +510,30 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
     std::fs::remove_dir_all(&job).unwrap();
     // the environment's value names its variable
     std::fs::write(&project, PROJECT).unwrap();
+    let o = s.run(&args, &[("SLURM_MPI_TYPE", "pmix v4")]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "error: environment variable SLURM_MPI_TYPE: `pmix v4` is not an MPI plugin name"
+        ),
+        "{err}"
+    );
+    // the flag's value names the flag; a plugin name the test cluster has (mpi_pmix_v4.so) passes
+    let mut mpi_flag = args.to_vec();
+    mpi_flag.extend(["--mpi", "a b"]);
+    let o = s.run(&mpi_flag, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--mpi"), "{err}");
+    assert!(!Path::new(&job).exists(), "wrote the job");
+    let mut mpi_ok = args.to_vec();
+    mpi_ok.extend(["--mpi", "pmix_v4", "--rank-runtime", common::rank_bin()]);
+    let o = s.run(&mpi_ok, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = std::fs::read_to_string(Path::new(&job).join("launch.sbatch")).unwrap();
+    assert!(script.contains("--mpi=pmix_v4"), "{script}");
+    std::fs::remove_dir_all(&job).unwrap();
     let o = s.run(&args, &[("SBATCH_TIMELIMIT", "zz")]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
