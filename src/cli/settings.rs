@@ -183,7 +183,7 @@ pub fn check_mount(m: &str) -> Result<()> {
 type Check = fn(&str) -> Result<()>;
 
 impl Layer {
-    /// The checks the render gives these settings' values (Slurm's readings of time and
+    /// The checks the render gives these settings' values (Slurm's readings of time, names and the MPI type, ssh's of the login node,
     /// names, the options ovlaunch computes, one container mount per entry), run on a value
     /// the environment or a profile gives, so that a refusal names the variable or the
     /// profile file's line it came from, not a flag nobody typed. A flag's value keeps its
@@ -196,6 +196,10 @@ impl Layer {
         }
         if let Some(s) = &self.mpi {
             check_mpi(&s.value).map_err(|e| from_setting(e, "mpi", &s.origin))?;
+        }
+        if let Some(s) = &self.host {
+            crate::backend::ssh::check_target(&s.value)
+                .map_err(|m| from_setting(Error::usage(m).at_flag("--host"), "host", &s.origin))?;
         }
         for (key, flag, v, list) in [
             ("account", "--account", &self.account, false),

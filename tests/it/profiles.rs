@@ -461,6 +461,8 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
         ("qos", "'q;q'", 4),
         // srun's MPI type is a plugin's name (mpi_<name>.so); a space cannot be one
         ("mpi", "'a b'", 4),
+        // ssh would read a destination starting with `-` as an option (backend::ssh::check_target)
+        ("host", "'-oProxyCommand=x'", 4),
         ("sbatch_args", "[--mem=1, --nodes=3]", 4),
         ("srun_args", "[--ntasks=3]", 4),
         ("container_mounts", "['/a,b:/c']", 5),
