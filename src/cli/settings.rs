@@ -183,8 +183,9 @@ pub fn check_mount(m: &str) -> Result<()> {
 type Check = fn(&str) -> Result<()>;
 
 impl Layer {
-    /// The checks the render gives these settings' values (Slurm's readings of time, names and the MPI type, ssh's of the login node,
-    /// names, the options ovlaunch computes, one container mount per entry), run on a value
+    /// The checks the render gives these settings' values (Slurm's readings of time, names
+    /// and the MPI type, ssh's of the login node, the options ovlaunch computes, one
+    /// container mount per entry), run on a value
     /// the environment or a profile gives, so that a refusal names the variable or the
     /// profile file's line it came from, not a flag nobody typed. A flag's value keeps its
     /// refusal, which names the flag.
