@@ -176,6 +176,29 @@ pub fn check_mount(m: &str) -> Result<()> {
             "give one SRC:DST[:FLAGS] per --container-mount; pyxis separates mounts with commas",
         ));
     }
+    // pyxis's reading (args.c, `parse_mount_option` then `add_mount`): SRC[:DST[:FLAGS]], SRC
+    // and DST not empty; SRC a path (starting with `.` or `/`), `tmpfs` or `umount`; DST a path
+    let mut parts = m.splitn(3, ':');
+    let src = parts.next().unwrap_or("");
+    let dst = parts.next();
+    let path = |p: &str| p.starts_with(['.', '/']);
+    let why = if src.is_empty() || dst == Some("") {
+        Some("has an empty source or destination")
+    } else if !(path(src) || src == "tmpfs" || src == "umount") {
+        Some("has a source that is not a path (starting with `/` or `.`), `tmpfs` or `umount`")
+    } else if dst.is_some_and(|d| !path(d)) {
+        Some("has a destination that is not a path (starting with `/` or `.`)")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Err(Error::usage(format!(
+            "container mount `{}` {why}, which pyxis refuses when the job step starts",
+            m.escape_debug()
+        ))
+        .at_flag("--container-mount")
+        .help("give SRC:DST[:FLAGS] with absolute paths, e.g. /lustre/data:/data or /lustre/data:/data:ro"));
+    }
     Ok(())
 }
 

@@ -521,6 +521,41 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
         ),
         "{err}"
     );
+    // container mounts as pyxis reads them (its args.c `add_mount`; pyxis itself is not run
+    // here, this is a stand-in): a bare relative source and a relative destination are
+    // refused, a `./` source, `tmpfs` and flags are pyxis's to pass on
+    for (m, ok) in [
+        ("data:/data", false),
+        ("/data:data", false),
+        ("/data::ro", false),
+        ("./data:/data", true),
+        ("tmpfs:/scratch", true),
+        ("/lustre/data:/data:ro+rprivate", true),
+    ] {
+        let a = [
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--dry-run",
+            "--container-image",
+            "img.sqsh",
+            "--container-mount",
+            m,
+        ];
+        let o = s.run(&a, &[]);
+        let err = stderr(&o);
+        if ok {
+            assert_eq!(o.status.code(), Some(0), "{m}: {err}");
+        } else {
+            assert_eq!(o.status.code(), Some(2), "{m}: {err}");
+            assert!(
+                err.contains("error: --container-mount: container mount"),
+                "{m}: {err}"
+            );
+            assert!(err.contains("pyxis refuses"), "{m}: {err}");
+        }
+    }
     // the flag's value names the flag; a plugin name the test cluster has (mpi_pmix_v4.so) passes
     let mut mpi_flag = args.to_vec();
     mpi_flag.extend(["--mpi", "a b"]);
