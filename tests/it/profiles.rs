@@ -765,3 +765,46 @@ fn a_flags_unset_beats_the_profiles_env() {
     assert!(ran.status.success(), "{}", stderr(&ran));
     assert_eq!(stdout(&ran), "NCCL_DEBUG=[none] OVL_KEPT=[kept]\n");
 }
+
+#[test]
+fn a_profiles_slurm_settings_are_named_unused_without_slurm() {
+    let s = Site::new();
+    let project = s.path("project/.ovlaunch.yaml");
+    std::fs::write(
+        &project,
+        "default_profile: site\nprofiles:\n  site:\n    account: acct\n    partition: batch\n    time: '01:00:00'\n    sbatch_args: [--network=sn_all]\n",
+    )
+    .unwrap();
+    let args = [
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--executor",
+        "local",
+        "--dry-run",
+    ];
+    let o = s.run(&args, &[("SBATCH_QOS", "high")]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    for (key, value, line) in [
+        ("account", "acct", 4),
+        ("partition", "batch", 5),
+        ("time", "01:00:00", 6),
+        ("sbatch_args", "--network=sn_all", 7),
+    ] {
+        let w = format!(
+            "warning: {key} {value} (from profile site ({project}:{line})) is not used: --executor local runs torchrun without Slurm"
+        );
+        assert!(err.contains(&w), "{w}\n{err}");
+    }
+    assert!(
+        err.contains("warning: qos high (from env SBATCH_QOS) is not used"),
+        "{err}"
+    );
+    // submitted to Slurm, they are used and nothing is said
+    let mut slurm = args[..4].to_vec();
+    slurm.push("--dry-run");
+    let o2 = s.run(&slurm, &[]);
+    assert!(!stderr(&o2).contains("is not used"), "{}", stderr(&o2));
+}
