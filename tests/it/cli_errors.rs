@@ -165,6 +165,20 @@ fn impossible_gpu_counts() {
     ));
     usage_error(&["plan", "--recipe", "llama70b", "--gpus", "h100x0"]);
     usage_error(&["plan", "--recipe", "llama70b", "--gpus", "h100"]);
+    // absurd counts: each is exit 2 with a fix, never a panic, on plan and estimate alike
+    for cmd in ["plan", "estimate"] {
+        for gpus in [
+            "h100x0",
+            "h100x12",
+            "h100x4294967288",
+            "h100x2147483648",
+            "h100x4294967296",
+            "h100x99999999999",
+        ] {
+            let err = usage_error(&[cmd, "--recipe", "llama3_8b", "--gpus", gpus]);
+            assert!(err.contains("help:"), "{cmd} {gpus}: no fix in: {err}");
+        }
+    }
 }
 
 #[test]

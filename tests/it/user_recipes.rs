@@ -1091,3 +1091,103 @@ fn every_value_a_user_file_states_has_its_decision() {
         );
     }
 }
+
+/// Sizes Megatron-Core checks only when it builds the model or runs its first step
+/// (`resolve::build_rules`): a recipe file stating a router top-k above its experts, heads the
+/// query groups do not divide, or FP8 Mamba sizes whose input projection is not a multiple of
+/// 16 wide is refused at plan time at the line of the field, with upstream's function and a
+/// fix, `render` writing nothing; the neighbour of each is planned. With the real
+/// Megatron-Core (`tests/bridge/build_refusals.py`, on CPU), the same values fail there and the
+/// neighbours pass.
+#[test]
+fn a_size_megatron_core_refuses_at_build_or_first_step_is_refused_at_plan_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let moe = "bridge_recipe: qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config\nmodel:\n  num_moe_experts: 8\n  moe_router_topk: ";
+    let gqa = "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nmodel:\n  tensor_model_parallel_size: 1\n  num_query_groups: ";
+    let nano = "bridge_recipe: nemotron_3_nano_pretrain_16gpu_h100_fp8cs_config\nmodel:\n  mamba_num_heads: ";
+    let nano_bf16 = "bridge_recipe: nemotron_3_nano_pretrain_16gpu_h100_bf16_config\nmodel:\n  mamba_num_heads: ";
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        // (file text up to the value, refused value, accepted value, gpus, upstream function)
+        (moe, "9", "8", "h100x8", "topk_routing_with_score_function"),
+        (gqa, "3", "4", "h100x8", "get_query_key_value_tensors"),
+        (nano, "8", "16", "h100x16", "MambaMixer.__init__"),
+    ];
+    for (i, (text, bad, good, gpus, function)) in cases.iter().enumerate() {
+        let name = format!("case{i}");
+        let refused = file_in(
+            dir.path(),
+            &format!("{name}.yaml"),
+            &format!("name: {name}\n{text}{bad}\n"),
+        );
+        let line = text.lines().count() + 1;
+        let job = dir.path().join(format!("job{i}"));
+        let o = run(&[
+            "render",
+            "--recipe",
+            &refused,
+            "--gpus",
+            gpus,
+            "--job-dir",
+            job.to_str().unwrap(),
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{refused}: {err}");
+        for part in [
+            format!("{name}.yaml:{line}"),
+            function.to_string(),
+            "help:".into(),
+        ] {
+            assert!(err.contains(&part), "`{part}` not in: {err}");
+        }
+        assert!(!job.exists(), "a refused job wrote {}", job.display());
+        let accepted = file_in(
+            dir.path(),
+            &format!("{name}_ok.yaml"),
+            &format!("name: {name}_ok\n{text}{good}\n"),
+        );
+        plan_json(&["--recipe", &accepted, "--gpus", gpus]);
+    }
+    // the Mamba width rule holds under FP8 only
+    let bf16 = file_in(
+        dir.path(),
+        "bf16.yaml",
+        &format!("name: bf16\n{nano_bf16}8\n"),
+    );
+    plan_json(&["--recipe", &bf16, "--gpus", "h100x16"]);
+
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let mamba = |fp8: bool, heads: u32| {
+        json!({"kind": "mamba", "fp8": fp8, "mamba_num_heads": heads, "mamba_head_dim": 64,
+               "mamba_num_groups": 8, "mamba_state_dim": 128})
+    };
+    let rows = crate::bridge_proof::bridge_script(
+        &python,
+        "build_refusals.py",
+        &json!([
+            {"kind": "router", "num_moe_experts": 8, "moe_router_topk": 9},
+            {"kind": "router", "num_moe_experts": 8, "moe_router_topk": 8},
+            {"kind": "attention", "num_attention_heads": 32, "num_query_groups": 3},
+            {"kind": "attention", "num_attention_heads": 32, "num_query_groups": 4},
+            mamba(true, 8),
+            mamba(true, 16),
+            mamba(false, 8),
+        ]),
+    );
+    let ok: Vec<bool> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["ok"] == true)
+        .collect();
+    assert_eq!(ok, [false, true, false, true, false, true, true], "{rows}");
+    assert!(
+        rows[0]["error"].to_string().contains("out of range"),
+        "{rows}"
+    );
+    assert!(
+        rows[4]["error"].to_string().contains("multiple of 16"),
+        "{rows}"
+    );
+}

@@ -8,6 +8,7 @@
 //! between the recipe and `--set`, their env over recipe and derived values, under `--env`.
 
 pub mod base;
+pub mod build_rules;
 pub mod checkpoint;
 pub mod cuda_graph;
 pub mod env;
@@ -595,7 +596,8 @@ fn moe_by_layout(
 /// (after the overlap setup, as `validate` calls `model.finalize()`), then its checks (with
 /// CP > 1 on the fine-tuning data the function holds, `holder`, its per-token loss check), and
 /// the GPU's support of the precision; then Megatron-Core's MoE checks on the model it leaves
-/// (`moe_rules`; `unknown`: whether a checkpoint gives a `model` field at run time).
+/// (`moe_rules`; `unknown`: whether a checkpoint gives a `model` field at run time), and its
+/// refusals at the model's build and first step (`build_rules`).
 fn validate_stage(
     inp: &Inputs<'_>,
     (class, holder): (
@@ -641,6 +643,12 @@ fn validate_stage(
         m: &l.cfg.model,
         unknown,
         stack: inp.stack,
+    })?;
+    build_rules::check(&build_rules::Model {
+        m: &l.cfg.model,
+        unknown,
+        hybrid_class: class.hybrid(),
+        function: holder.function,
     })
 }
 
@@ -984,9 +992,20 @@ fn scale_batch(
                 .at_fields(TRAIN.global_batch_size)
                 .help(format!("Pass --set {}=N explicitly", TRAIN.global_batch_size)));
             }
+            // Bridge's `TrainingConfig.global_batch_size` is an int, the plan's a u32: a
+            // scaled batch beyond it is no batch a job can run (one sample per GPU at least).
             let new = u32::try_from(scaled / dp_old).map_err(|_| {
-                Error::usage("scaled global_batch_size is too large")
-                    .at_fields(TRAIN.global_batch_size)
+                Error::usage(format!(
+                    "weak scaling global_batch_size {gbs} from {n} to {} GPUs gives {}, more than the largest global batch ({})",
+                    hw.count,
+                    scaled / dp_old,
+                    u32::MAX
+                ))
+                .at_fields(TRAIN.global_batch_size)
+                .help(format!(
+                    "ask for fewer GPUs (--gpus), or state the batch: --set {}=N (a stated batch is not weak-scaled)",
+                    TRAIN.global_batch_size
+                ))
             })?;
             cfg.train.global_batch_size = new;
             t.decisions.push(Decision::new(
