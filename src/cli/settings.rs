@@ -222,7 +222,7 @@ impl Layer {
             check_mpi(&s.value).map_err(|e| from_setting(e, "mpi", &s.origin))?;
         }
         if let Some(s) = &self.host {
-            crate::backend::ssh::check_target(&s.value)
+            crate::backend::check_host(&s.value)
                 .map_err(|m| from_setting(Error::usage(m).at_flag("--host"), "host", &s.origin))?;
         }
         for (key, flag, v, list) in [

@@ -521,56 +521,6 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
         ),
         "{err}"
     );
-    // container mounts as pyxis reads them (its args.c `add_mount`; pyxis itself is not run
-    // here, this is a stand-in): a bare relative source and a relative destination are
-    // refused, a `./` source, `tmpfs` and flags are pyxis's to pass on
-    for (m, ok) in [
-        ("data:/data", false),
-        ("/data:data", false),
-        ("/data::ro", false),
-        ("./data:/data", true),
-        ("tmpfs:/scratch", true),
-        ("/lustre/data:/data:ro+rprivate", true),
-    ] {
-        let a = [
-            "--recipe",
-            "llama8b",
-            "--gpus",
-            "h100x8",
-            "--dry-run",
-            "--container-image",
-            "img.sqsh",
-            "--container-mount",
-            m,
-        ];
-        let o = s.run(&a, &[]);
-        let err = stderr(&o);
-        if ok {
-            assert_eq!(o.status.code(), Some(0), "{m}: {err}");
-        } else {
-            assert_eq!(o.status.code(), Some(2), "{m}: {err}");
-            assert!(
-                err.contains("error: --container-mount: container mount"),
-                "{m}: {err}"
-            );
-            assert!(err.contains("pyxis refuses"), "{m}: {err}");
-        }
-    }
-    // the flag's value names the flag; a plugin name the test cluster has (mpi_pmix_v4.so) passes
-    let mut mpi_flag = args.to_vec();
-    mpi_flag.extend(["--mpi", "a b"]);
-    let o = s.run(&mpi_flag, &[]);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("--mpi"), "{err}");
-    assert!(!Path::new(&job).exists(), "wrote the job");
-    let mut mpi_ok = args.to_vec();
-    mpi_ok.extend(["--mpi", "pmix_v4", "--rank-runtime", common::rank_bin()]);
-    let o = s.run(&mpi_ok, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let script = std::fs::read_to_string(Path::new(&job).join("launch.sbatch")).unwrap();
-    assert!(script.contains("--mpi=pmix_v4"), "{script}");
-    std::fs::remove_dir_all(&job).unwrap();
     let o = s.run(&args, &[("SBATCH_TIMELIMIT", "zz")]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -807,4 +757,69 @@ fn a_profiles_slurm_settings_are_named_unused_without_slurm() {
     slurm.push("--dry-run");
     let o2 = s.run(&slurm, &[]);
     assert!(!stderr(&o2).contains("is not used"), "{}", stderr(&o2));
+}
+
+#[test]
+fn mount_and_mpi_flags_are_refused_as_pyxis_and_srun_read_them() {
+    let s = Site::new();
+    let job = s.path("job");
+    let args = [
+        "render",
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--job-dir",
+        &job,
+    ];
+    // container mounts as pyxis reads them (its args.c `add_mount`; pyxis itself is not run
+    // here, this is a stand-in): a bare relative source and a relative destination are
+    // refused, a `./` source, `tmpfs` and flags are pyxis's to pass on
+    for (m, ok) in [
+        ("data:/data", false),
+        ("/data:data", false),
+        ("/data::ro", false),
+        ("./data:/data", true),
+        ("tmpfs:/scratch", true),
+        ("/lustre/data:/data:ro+rprivate", true),
+    ] {
+        let a = [
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--dry-run",
+            "--container-image",
+            "img.sqsh",
+            "--container-mount",
+            m,
+        ];
+        let o = s.run(&a, &[]);
+        let err = stderr(&o);
+        if ok {
+            assert_eq!(o.status.code(), Some(0), "{m}: {err}");
+        } else {
+            assert_eq!(o.status.code(), Some(2), "{m}: {err}");
+            assert!(
+                err.contains("error: --container-mount: container mount"),
+                "{m}: {err}"
+            );
+            assert!(err.contains("pyxis refuses"), "{m}: {err}");
+        }
+    }
+    // the flag's value names the flag; a plugin name the test cluster has (mpi_pmix_v4.so) passes
+    let mut mpi_flag = args.to_vec();
+    mpi_flag.extend(["--mpi", "a b"]);
+    let o = s.run(&mpi_flag, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--mpi"), "{err}");
+    assert!(!Path::new(&job).exists(), "wrote the job");
+    let mut mpi_ok = args.to_vec();
+    mpi_ok.extend(["--mpi", "pmix_v4", "--rank-runtime", common::rank_bin()]);
+    let o = s.run(&mpi_ok, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = std::fs::read_to_string(Path::new(&job).join("launch.sbatch")).unwrap();
+    assert!(script.contains("--mpi=pmix_v4"), "{script}");
+    std::fs::remove_dir_all(&job).unwrap();
 }
