@@ -167,6 +167,12 @@ pub fn of(rec: &Submission) -> Result<Box<dyn Backend>> {
     backend_for(executor, host_of(rec.host.as_deref())?)
 }
 
+/// Whether a login node's name is one ssh reads as a destination (`ssh::check_target`),
+/// for a setting checked where it came from (`cli::settings`), before a host is reached.
+pub fn check_host(target: &str) -> std::result::Result<(), String> {
+    ssh::check_target(target)
+}
+
 /// The host a job's commands run on: `None` is this machine, `Some("USER@LOGIN")` a login
 /// node reached over SSH.
 pub fn host_of(remote: Option<&str>) -> Result<Box<dyn Host>> {

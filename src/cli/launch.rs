@@ -1146,6 +1146,9 @@ pub fn prepare_resolved(
             c.image
         ));
     }
+    if without_slurm {
+        warnings.extend(unused_slurm_settings(settings, form, executor(args)));
+    }
     if let Some(w) = bare_bridge_warning(&plan, &opts, args)
         // torchrun runs here: a checkout at that path is the one it uses.
         .filter(|_| !(without_slurm && Path::new(&plan.versions.bridge_root).is_dir()))
@@ -1347,6 +1350,49 @@ const CONTAINER_ONLY: &[(&str, &str)] = &[
     ("container_mount_home", "--container-mount-home"),
     ("no_container_mount_home", "--no-container-mount-home"),
 ];
+
+/// The settings a profile or the environment gives that only a Slurm job reads (a typed
+/// flag of these is refused, `refuse_slurm_only`; the container image has its own warning):
+/// torchrun without Slurm leaves them unused, so each is named with where it came from.
+fn unused_slurm_settings(settings: &Settings, form: Form<'_>, executor: Executor) -> Vec<String> {
+    const SLURM_READS: &[&str] = &[
+        "account",
+        "partition",
+        "qos",
+        "time",
+        "mpi",
+        "sbatch_args",
+        "srun_args",
+        "container_runtime",
+        "container_mounts",
+        "container_workdir",
+    ];
+    let what = match form {
+        Form::Torchrun { .. } => "`ovlaunch torchrun`".to_string(),
+        Form::Launch => format!("--executor {}", executor.name()),
+    };
+    settings
+        .shown()
+        .into_iter()
+        .filter(|s| SLURM_READS.contains(&s.key))
+        .filter_map(|s| {
+            let from: Vec<String> = s
+                .origins
+                .iter()
+                .filter(|o| matches!(o, Origin::Profile { .. } | Origin::Env(_)))
+                .map(|o| o.to_string())
+                .collect();
+            (!from.is_empty()).then(|| {
+                format!(
+                    "{} {} (from {}) is not used: {what} runs torchrun without Slurm; remove it there for this run, or submit to Slurm",
+                    s.key,
+                    s.value,
+                    from.join(", ")
+                )
+            })
+        })
+        .collect()
+}
 
 /// `ovlaunch torchrun` and `--executor local` run torchrun without Slurm: a typed Slurm or
 /// container flag would be silently dropped, so it is refused.

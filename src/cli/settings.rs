@@ -176,6 +176,29 @@ pub fn check_mount(m: &str) -> Result<()> {
             "give one SRC:DST[:FLAGS] per --container-mount; pyxis separates mounts with commas",
         ));
     }
+    // pyxis's reading (args.c, `parse_mount_option` then `add_mount`): SRC[:DST[:FLAGS]], SRC
+    // and DST not empty; SRC a path (starting with `.` or `/`), `tmpfs` or `umount`; DST a path
+    let mut parts = m.splitn(3, ':');
+    let src = parts.next().unwrap_or("");
+    let dst = parts.next();
+    let path = |p: &str| p.starts_with(['.', '/']);
+    let why = if src.is_empty() || dst == Some("") {
+        Some("has an empty source or destination")
+    } else if !(path(src) || src == "tmpfs" || src == "umount") {
+        Some("has a source that is not a path (starting with `/` or `.`), `tmpfs` or `umount`")
+    } else if dst.is_some_and(|d| !path(d)) {
+        Some("has a destination that is not a path (starting with `/` or `.`)")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Err(Error::usage(format!(
+            "container mount `{}` {why}, which pyxis refuses when the job step starts",
+            m.escape_debug()
+        ))
+        .at_flag("--container-mount")
+        .help("give SRC:DST[:FLAGS] with absolute paths, e.g. /lustre/data:/data or /lustre/data:/data:ro"));
+    }
     Ok(())
 }
 
@@ -183,16 +206,24 @@ pub fn check_mount(m: &str) -> Result<()> {
 type Check = fn(&str) -> Result<()>;
 
 impl Layer {
-    /// The checks the render gives these settings' values (Slurm's readings of time and
-    /// names, the options ovlaunch computes, one container mount per entry), run on a value
+    /// The checks the render gives these settings' values (Slurm's readings of time, names
+    /// and the MPI type, ssh's of the login node, the options ovlaunch computes, one
+    /// container mount per entry), run on a value
     /// the environment or a profile gives, so that a refusal names the variable or the
     /// profile file's line it came from, not a flag nobody typed. A flag's value keeps its
     /// refusal, which names the flag.
     fn check(&self) -> Result<()> {
         use crate::render::owned::{check_sbatch_arg, check_srun_arg};
-        use crate::render::slurm_values::{check_name, check_time};
+        use crate::render::slurm_values::{check_mpi, check_name, check_time};
         if let Some(s) = &self.time {
             check_time(&s.value).map_err(|e| from_setting(e, "time", &s.origin))?;
+        }
+        if let Some(s) = &self.mpi {
+            check_mpi(&s.value).map_err(|e| from_setting(e, "mpi", &s.origin))?;
+        }
+        if let Some(s) = &self.host {
+            crate::backend::check_host(&s.value)
+                .map_err(|m| from_setting(Error::usage(m).at_flag("--host"), "host", &s.origin))?;
         }
         for (key, flag, v, list) in [
             ("account", "--account", &self.account, false),

@@ -424,10 +424,11 @@ fn feed(channel: Channel, v: &String, case: &Case, g: &mut Given) -> Want {
         Channel::ContainerMount => {
             g.extra.push("--container-image".into());
             g.extra.push("img.sqsh".into());
+            // an absolute source (pyxis's short form SRC): pyxis refuses one that is not a path
             g.extra.push("--container-mount".into());
-            g.extra.push(v.clone().into());
+            g.extra.push(format!("/{v}").into());
             // After the job directory's own mount, which is always first.
-            Want::SrunArg(format!(",{v}"))
+            Want::SrunArg(format!(",/{v}"))
         }
     }
 }

@@ -1467,3 +1467,69 @@ fn a_plugins_sbatch_value_on_two_lines_names_the_plugin() {
     );
     assert!(!err.starts_with("error: --comment"), "{err}");
 }
+
+#[test]
+fn an_empty_command_prefix_word_is_refused_naming_the_plugin() {
+    // real bash: an empty first word is run as the command `''` and fails
+    let b = std::process::Command::new("bash")
+        .args(["-c", "'' true"])
+        .output()
+        .unwrap();
+    assert_eq!(b.status.code(), Some(127), "bash runs '' as a command");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("wrap.yaml");
+    std::fs::write(
+        &f,
+        "name: wrap\ndescription: wraps\nlaunch:\n  command_prefix: ['', wrapper]\n",
+    )
+    .unwrap();
+    let fs = f.to_str().unwrap();
+    let o = common::run(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin-file", fs, "--plugin", "wrap"],
+    )));
+    let e = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("plugin `wrap`"), "{e}");
+    assert!(e.contains("`command_prefix` holds an empty word"), "{e}");
+    assert!(e.contains(fs), "{e}");
+}
+
+#[test]
+fn a_bool_option_takes_true_or_false_only() {
+    // a plugin file's `default: yes` is text under YAML 1.2's core schema, not a bool: refused
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("b.yaml");
+    std::fs::write(
+        &f,
+        "name: b\ndescription: b\noptions:\n  on_off: {type: bool, default: yes}\n",
+    )
+    .unwrap();
+    let fs = f.to_str().unwrap();
+    let o = common::run(&refs(&dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin-file", fs, "--plugin", "b"],
+    )));
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    // the flag reads the same words the file does
+    for (v, code) in [("yes", 2), ("on", 2), ("1", 2), ("true", 0), ("false", 0)] {
+        let o = common::run(&refs(&dry(
+            "llama70b",
+            "h100x64",
+            &["--plugin", &format!("gpu-tuning:vboost={v}")],
+        )));
+        let e = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(code), "{v}: {e}");
+        if code == 2 {
+            assert!(
+                e.contains(&format!(
+                    "option `vboost` of plugin `gpu-tuning`: `{v}` is not a bool (true or false)"
+                )),
+                "{e}"
+            );
+            assert!(e.contains("give `vboost` true or false"), "{e}");
+        }
+    }
+}

@@ -459,6 +459,10 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
         ("account", "-x", 4),
         ("partition", "'a b'", 4),
         ("qos", "'q;q'", 4),
+        // srun's MPI type is a plugin's name (mpi_<name>.so); a space cannot be one
+        ("mpi", "'a b'", 4),
+        // ssh would read a destination starting with `-` as an option (backend::ssh::check_target)
+        ("host", "'-oProxyCommand=x'", 4),
         ("sbatch_args", "[--mem=1, --nodes=3]", 4),
         ("srun_args", "[--ntasks=3]", 4),
         ("container_mounts", "['/a,b:/c']", 5),
@@ -508,6 +512,15 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
     std::fs::remove_dir_all(&job).unwrap();
     // the environment's value names its variable
     std::fs::write(&project, PROJECT).unwrap();
+    let o = s.run(&args, &[("SLURM_MPI_TYPE", "pmix v4")]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "error: environment variable SLURM_MPI_TYPE: `pmix v4` is not an MPI plugin name"
+        ),
+        "{err}"
+    );
     let o = s.run(&args, &[("SBATCH_TIMELIMIT", "zz")]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -701,4 +714,112 @@ fn a_flags_unset_beats_the_profiles_env() {
         .unwrap();
     assert!(ran.status.success(), "{}", stderr(&ran));
     assert_eq!(stdout(&ran), "NCCL_DEBUG=[none] OVL_KEPT=[kept]\n");
+}
+
+#[test]
+fn a_profiles_slurm_settings_are_named_unused_without_slurm() {
+    let s = Site::new();
+    let project = s.path("project/.ovlaunch.yaml");
+    std::fs::write(
+        &project,
+        "default_profile: site\nprofiles:\n  site:\n    account: acct\n    partition: batch\n    time: '01:00:00'\n    sbatch_args: [--network=sn_all]\n",
+    )
+    .unwrap();
+    let args = [
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--executor",
+        "local",
+        "--dry-run",
+    ];
+    let o = s.run(&args, &[("SBATCH_QOS", "high")]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    for (key, value, line) in [
+        ("account", "acct", 4),
+        ("partition", "batch", 5),
+        ("time", "01:00:00", 6),
+        ("sbatch_args", "--network=sn_all", 7),
+    ] {
+        let w = format!(
+            "warning: {key} {value} (from profile site ({project}:{line})) is not used: --executor local runs torchrun without Slurm"
+        );
+        assert!(err.contains(&w), "{w}\n{err}");
+    }
+    assert!(
+        err.contains("warning: qos high (from env SBATCH_QOS) is not used"),
+        "{err}"
+    );
+    // submitted to Slurm, they are used and nothing is said
+    let mut slurm = args[..4].to_vec();
+    slurm.push("--dry-run");
+    let o2 = s.run(&slurm, &[]);
+    assert!(!stderr(&o2).contains("is not used"), "{}", stderr(&o2));
+}
+
+#[test]
+fn mount_and_mpi_flags_are_refused_as_pyxis_and_srun_read_them() {
+    let s = Site::new();
+    let job = s.path("job");
+    let args = [
+        "render",
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--job-dir",
+        &job,
+    ];
+    // container mounts as pyxis reads them (its args.c `add_mount`; pyxis itself is not run
+    // here, this is a stand-in): a bare relative source and a relative destination are
+    // refused, a `./` source, `tmpfs` and flags are pyxis's to pass on
+    for (m, ok) in [
+        ("data:/data", false),
+        ("/data:data", false),
+        ("/data::ro", false),
+        ("./data:/data", true),
+        ("tmpfs:/scratch", true),
+        ("/lustre/data:/data:ro+rprivate", true),
+    ] {
+        let a = [
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--dry-run",
+            "--container-image",
+            "img.sqsh",
+            "--container-mount",
+            m,
+        ];
+        let o = s.run(&a, &[]);
+        let err = stderr(&o);
+        if ok {
+            assert_eq!(o.status.code(), Some(0), "{m}: {err}");
+        } else {
+            assert_eq!(o.status.code(), Some(2), "{m}: {err}");
+            assert!(
+                err.contains("error: --container-mount: container mount"),
+                "{m}: {err}"
+            );
+            assert!(err.contains("pyxis refuses"), "{m}: {err}");
+        }
+    }
+    // the flag's value names the flag; a plugin name the test cluster has (mpi_pmix_v4.so) passes
+    let mut mpi_flag = args.to_vec();
+    mpi_flag.extend(["--mpi", "a b"]);
+    let o = s.run(&mpi_flag, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--mpi"), "{err}");
+    assert!(!Path::new(&job).exists(), "wrote the job");
+    let mut mpi_ok = args.to_vec();
+    mpi_ok.extend(["--mpi", "pmix_v4", "--rank-runtime", common::rank_bin()]);
+    let o = s.run(&mpi_ok, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = std::fs::read_to_string(Path::new(&job).join("launch.sbatch")).unwrap();
+    assert!(script.contains("--mpi=pmix_v4"), "{script}");
+    std::fs::remove_dir_all(&job).unwrap();
 }

@@ -553,7 +553,15 @@ fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result
     }
     out.trainer_overrides
         .extend(s.hydra_words(&p.trainer_overrides)?);
-    out.command_prefix.extend(s.argv(&p.command_prefix)?);
+    let prefix = s.argv(&p.command_prefix)?;
+    // bash runs an empty first word as the command `''` ("command not found") on every rank;
+    // an empty word later is an empty argument no wrapper expects: refused before the job runs
+    if prefix.iter().any(String::is_empty) {
+        return Err(s
+            .err("`command_prefix` holds an empty word, which bash would run as the command `''` (or pass as an empty argument) on every rank".into())
+            .help("remove the empty entry from `launch.command_prefix` in the plugin file, or give the option that fills it a value"));
+    }
+    out.command_prefix.extend(prefix);
     out.srun_args.extend(s.argv(&p.srun_args)?);
     out.torchrun_args.extend(s.argv(&p.torchrun_args)?);
     if let Some(t) = &p.torchrun_program

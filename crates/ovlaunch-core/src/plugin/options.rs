@@ -94,10 +94,13 @@ pub(super) fn typed_default(kind: OptionType, v: &Value) -> std::result::Result<
     })
 }
 
+/// A bool option's value as a plugin file's YAML reads it (YAML 1.2's core schema: `true`,
+/// `True`, `TRUE` and the same of `false`); `yes`, `on` and `1` are YAML 1.1's or a shell's
+/// words, which a plugin file's default would hold as text, so a flag refuses them too.
 pub(super) fn parse_bool(s: &str) -> Option<bool> {
-    match s.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Some(true),
-        "false" | "0" | "no" | "off" => Some(false),
+    match s {
+        "true" | "True" | "TRUE" => Some(true),
+        "false" | "False" | "FALSE" => Some(false),
         _ => None,
     }
 }

@@ -254,6 +254,7 @@ pub fn spec(
         "--export=ALL".to_string(),
     ];
     if let Some(m) = &slurm.mpi {
+        crate::render::slurm_values::check_mpi(m)?;
         srun_args.push(format!("--mpi={m}"));
     }
     for a in &slurm.srun_args {

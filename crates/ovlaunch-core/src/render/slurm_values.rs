@@ -8,12 +8,29 @@
 //! `UNLIMITED`/`INFINITE`); `--dependency` is the list of `TYPE:JOBID[+TIME][:JOBID...]` and
 //! `singleton` separated by `,` (all must hold) or `?` (any may), as sbatch's man page and
 //! `src/common/slurm_opt.c` read it; names (account, partition, qos) are one word that does
-//! not start with `-` (it would be read as an option).
+//! not start with `-` (it would be read as an option); an `--mpi` type is the name of one of
+//! Slurm's MPI plugins (`mpi_<name>.so`: `none`, `pmi2`, `pmix`, `pmix_v4`, `cray_shasta`, as
+//! `srun --mpi=list` prints them), so letters, digits and `_` only.
 
 use crate::error::{Error, Result};
 
 fn shown(v: &str) -> String {
     v.escape_debug().to_string()
+}
+
+/// An `srun --mpi` type: a Slurm MPI plugin's name (`mpi_<name>.so`), letters, digits and `_`.
+/// Which plugins a cluster has is its own (`srun --mpi=list`), so only what cannot be a
+/// plugin name is refused here; srun refuses a name it lacks when the job starts.
+pub fn check_mpi(v: &str) -> Result<()> {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "`{}` is not an MPI plugin name (letters, digits, `_`), which srun would refuse when the job starts",
+        shown(v)
+    ))
+    .at_flag("--mpi")
+    .help("give one name `srun --mpi=list` prints on the cluster (pmix, pmi2, ...), or `none` to leave srun's --mpi out"))
 }
 
 /// An account, partition or QOS name: letters, digits and `_.-@+`, not starting with `-`;
