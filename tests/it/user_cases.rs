@@ -559,31 +559,11 @@ fn an_own_trainer_is_told_which_settings_it_does_not_get() {
     let d = tempfile::tempdir().unwrap();
     let render = |job: &str, extra: &[&str]| {
         let job = d.path().join(job);
-        let mut args = vec![
-            "render",
-            "--recipe",
-            "llama3_8b",
-            "--gpus",
-            "h100x8",
-            "--no-container",
-            "--no-rank-runtime",
-            "--job-dir",
-            job.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
+        let mut args = extra.to_vec();
         args.extend(["--", "python3", "my_train.py", "--lr", "1"]);
-        let o = run(&args);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let script = std::fs::read_to_string(job.join("launch.sbatch")).unwrap();
-        let words = words_bash_passes("srun", &script);
-        let at = words.iter().position(|w| w == "python3").unwrap();
-        assert_eq!(
-            words[at..],
-            ["python3", "my_train.py", "--lr", "1"],
-            "{words:?}"
-        );
+        let err = render_with_trainer(&job, "llama3_8b", &args, "python3 my_train.py --lr 1");
         let overrides = std::fs::read_to_string(job.join("overrides.txt")).unwrap();
-        (stderr(&o), overrides)
+        (err, overrides)
     };
     let (err, overrides) = render(
         "with-sets",
@@ -629,26 +609,9 @@ fn a_recipe_of_its_own_trainer_is_told_its_sets_reach_the_plan_only() {
     .unwrap();
     let render = |job: &str, extra: &[&str]| {
         let job = d.path().join(job);
-        let mut args = vec![
-            "render",
-            "--recipe",
-            recipe.to_str().unwrap(),
-            "--gpus",
-            "h100x8",
-            "--no-container",
-            "--no-rank-runtime",
-            "--job-dir",
-            job.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let o = run(&args);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let script = std::fs::read_to_string(job.join("launch.sbatch")).unwrap();
-        let words = words_bash_passes("srun", &script);
-        let at = words.iter().position(|w| w == "python3").unwrap();
-        assert_eq!(words[at..], ["python3", "train.py"], "{words:?}");
+        let err = render_with_trainer(&job, recipe.to_str().unwrap(), extra, "python3 train.py");
         let plan = std::fs::read_to_string(job.join("plan.json")).unwrap();
-        (stderr(&o), plan)
+        (err, plan)
     };
     let (err, plan) = render(
         "with-sets",
@@ -673,6 +636,37 @@ fn a_recipe_of_its_own_trainer_is_told_its_sets_reach_the_plan_only() {
     );
     let (err, _) = render("bare", &[]);
     assert!(!err.contains("gets no overrides"), "{err}");
+}
+
+/// Renders `recipe` on h100x8 into `job` with `args` (exit 0) and returns ovlaunch's stderr,
+/// having checked that real bash, running the script, ends the launch step's words with
+/// `trainer`'s (the trainer of one's own, with nothing of the runner's after it).
+fn render_with_trainer(
+    job: &std::path::Path,
+    recipe: &str,
+    args: &[&str],
+    trainer: &str,
+) -> String {
+    let mut all = vec![
+        "render",
+        "--recipe",
+        recipe,
+        "--gpus",
+        "h100x8",
+        "--no-container",
+        "--no-rank-runtime",
+        "--job-dir",
+        job.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let o = run(&all);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = std::fs::read_to_string(job.join("launch.sbatch")).unwrap();
+    let words = words_bash_passes("srun", &script);
+    let trainer: Vec<&str> = trainer.split(' ').collect();
+    let at = words.iter().position(|w| w == trainer[0]).unwrap();
+    assert_eq!(words[at..], trainer, "{words:?}");
+    stderr(&o)
 }
 
 /// A template of the user's own (`--template`, `--template-dir`) is the whole script, so it
