@@ -133,6 +133,60 @@ fn controller_down_status_fails_and_logs_follow_ends() {
     assert_eq!(code, Some(1));
 }
 
+/// `list` over four jobs while slurmctld is down: Slurm is asked once, not once per job
+/// (each question waits about 18 s for a controller that is down here, so four took 72 s).
+/// Every job is listed with its state unknown, and the reason is on stderr.
+#[test]
+fn list_with_the_controller_down_asks_slurm_once() {
+    let Some(c) = Own::start() else { return };
+    let root = c.dir.path().join("down-list");
+    let fixture = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    for name in ["d1", "d2", "d3", "d4"] {
+        let o = c.ovlaunch(&[
+            "submit",
+            "--jobs-root",
+            root.to_str().unwrap(),
+            "--job-name",
+            name,
+            "-r",
+            &fixture,
+            "-g",
+            "cpux1",
+            "--mpi",
+            "none",
+            "--time",
+            "00:03:00",
+            "--rank-runtime",
+            common::rank_bin(),
+            "--",
+            "sleep",
+            "600",
+        ]);
+        assert!(o.status.success(), "{}", common::stderr(&o));
+    }
+    let pid = pid_of(&c, "slurmctld");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM).unwrap();
+    let t = Instant::now();
+    while !gone(pid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "slurmctld did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = Instant::now();
+    let o = c.ovlaunch(&["list", "--jobs-root", root.to_str().unwrap(), "-o", "json"]);
+    let took = t.elapsed();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert!(rows.iter().all(|r| r["state"] == "unknown"), "{rows:?}");
+    assert!(err.contains("Unable to contact slurm controller"), "{err}");
+    // One query's time limit (30 s) and start-up slack; one question per job took 72 s.
+    assert!(took < Duration::from_secs(40), "took {took:?}: {err}");
+}
+
 /// A fresh controller starts numbering at 1 again, so the recorded job's id now names
 /// another job (here one submitted with plain sbatch). `status` must not report the other
 /// job's state and `cancel` must not cancel it: both fail with exit 1 naming the reuse, and

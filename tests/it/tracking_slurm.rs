@@ -1,0 +1,225 @@
+//! Following jobs the way users do, on the REAL local Slurm (the shared cluster of
+//! `slurm_e2e`): the same rendered directory submitted from two terminals at once, the output
+//! of a job cancelled outside ovlaunch before it started, a Slurm id of a job's part (a step,
+//! an array task, a heterogeneous component) given for the job, and `list` over a jobs root
+//! holding a damaged record. sbatch, scontrol, scancel and squeue are the real programs;
+//! the only stand-ins are the trainer (`true`) and, to widen the race, an sbatch that waits a
+//! second before running the real one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use serde_json::Value;
+
+use super::slurm_e2e::{Cluster, cluster};
+use crate::common;
+
+fn tiny() -> String {
+    format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `ovlaunch render` of a one-rank job named `name` under `root`; its directory.
+fn render(c: &Cluster, root: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let r = tiny();
+    let mut args = vec![
+        "render",
+        "--jobs-root",
+        root.to_str().unwrap(),
+        "--job-name",
+        name,
+        "-r",
+        &r,
+        "-g",
+        "cpux1",
+        "--mpi",
+        "none",
+        "--time",
+        "00:03:00",
+        "--rank-runtime",
+        common::rank_bin(),
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "true"]);
+    let o = c.ovlaunch(&args);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    root.join(name)
+}
+
+fn recorded_id(dir: &Path) -> String {
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
+            .unwrap();
+    rec["job_id"].as_str().expect("a job id").to_string()
+}
+
+/// The ids of every job Slurm holds under `name` (any state).
+fn slurm_ids(c: &Cluster, name: &str) -> Vec<String> {
+    let o = c
+        .cmd("squeue")
+        .args(["-h", "-t", "all", "-n", name, "-o", "%i"])
+        .output()
+        .unwrap();
+    common::stdout(&o).lines().map(str::to_string).collect()
+}
+
+/// A user runs `ovlaunch submit DIR` on the same rendered directory from four terminals at
+/// once (sbatch takes a second to answer, as on a busy controller). Slurm must get one job:
+/// a second job from the same directory would train into the same checkpoints, and the
+/// record can name only one of them. One submit answers with the job; the others are
+/// refused (exit 2) as already submitted.
+#[test]
+fn one_rendered_directory_submitted_at_once_from_four_terminals_is_one_job() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("track-twice");
+    let dir = render(c, &root, "twice-at-once", &[]);
+    let wrap = c.dir.path().join("slow-sbatch-twice");
+    std::fs::create_dir_all(&wrap).unwrap();
+    let script = wrap.join("sbatch");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/bash\nsleep 1\nexec {} \"$@\"\n",
+            which::which("sbatch").unwrap().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        wrap.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            c.cmd(common::bin())
+                .current_dir(c.dir.path())
+                .env("PATH", &path)
+                .args(["submit", dir.to_str().unwrap()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|ch| ch.wait_with_output().unwrap())
+        .collect();
+    let said: Vec<String> = outs
+        .iter()
+        .map(|o| {
+            format!(
+                "{:?}: {}{}",
+                o.status.code(),
+                common::stdout(o),
+                common::stderr(o)
+            )
+        })
+        .collect();
+    let ids = slurm_ids(c, "twice-at-once");
+    assert_eq!(
+        ids.len(),
+        1,
+        "one job from one directory: {ids:?}\n{said:#?}"
+    );
+    assert_eq!(ids[0], recorded_id(&dir), "{said:#?}");
+    let ok: Vec<&Output> = outs.iter().filter(|o| o.status.success()).collect();
+    assert_eq!(ok.len(), 1, "{said:#?}");
+    assert!(common::stdout(ok[0]).contains(&format!("submitted job {} ", ids[0])));
+    for o in outs.iter().filter(|o| !o.status.success()) {
+        assert_eq!(o.status.code(), Some(2), "{said:#?}");
+        assert!(
+            common::stderr(o).contains("was already submitted"),
+            "{said:#?}"
+        );
+    }
+}
+
+/// A job held before it starts and then cancelled with plain `scancel` never had an output
+/// file. `logs` must say that the job ended without output, with its state, rather than
+/// that there is no output yet and to try `--follow` (which would end at once). A Slurm id
+/// of a part of the job (its batch step, an array task, a heterogeneous component), as
+/// `squeue`/`sacct` print them, names the job it belongs to (exit 2: the id to give).
+#[test]
+fn a_job_cancelled_before_it_started_has_no_output_and_says_so() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("track-held");
+    let dir = render(c, &root, "held-then-cancelled", &["--sbatch-arg=--hold"]);
+    let o = c.ovlaunch(&["submit", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let id = recorded_id(&dir);
+    let o = c.cmd("scancel").arg(&id).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let st = super::slurm_e2e::wait_final(c, &dir);
+    assert_eq!(st["slurm_state"], "CANCELLED", "{st}");
+
+    let root_s = root.to_str().unwrap();
+    let o = c.ovlaunch(&["logs", "held-then-cancelled", "--jobs-root", root_s]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("job {id} (held-then-cancelled) ended CANCELLED"))
+            && err.contains(&format!("slurm-{id}.out")),
+        "{err}"
+    );
+    assert!(!err.contains("try --follow"), "{err}");
+
+    for part in [
+        format!("{id}.batch"),
+        format!("{id}.0"),
+        format!("{id}_1"),
+        format!("{id}+0"),
+    ] {
+        let o = c.ovlaunch(&["status", &part, "--jobs-root", root_s]);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{part}: {err}");
+        assert!(
+            err.contains(&format!("`{part}` is a part of Slurm job {id}"))
+                && err.contains("held-then-cancelled")
+                && err.contains(&format!("ovlaunch status {id}")),
+            "{part}: {err}"
+        );
+    }
+}
+
+/// A record edited into garbage: `status` on it says why (exit 2); `list` still lists the
+/// other jobs and names the record it left out, with the reason, instead of dropping the
+/// job without a word.
+#[test]
+fn list_names_a_record_it_cannot_read() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("track-damaged");
+    let root_s = root.to_str().unwrap();
+    let good = render(c, &root, "kept", &[]);
+    let damaged = render(c, &root, "damaged", &[]);
+    for d in [&good, &damaged] {
+        let o = c.ovlaunch(&["submit", d.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", common::stderr(&o));
+    }
+    super::slurm_e2e::wait_final(c, &damaged);
+    std::fs::write(
+        damaged.join("submission.json"),
+        "{\"job_name\": \"damaged\", oops\n",
+    )
+    .unwrap();
+    let o = c.ovlaunch(&["status", damaged.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    for json in [false, true] {
+        let mut args = vec!["list", "--jobs-root", root_s];
+        if json {
+            args.extend(["-o", "json"]);
+        }
+        let o = c.ovlaunch(&args);
+        let (out, err) = (common::stdout(&o), common::stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert!(out.contains("kept"), "{out}");
+        assert!(!out.contains("damaged"), "{out}");
+        assert!(
+            err.contains(&format!(
+                "{}: key must be a string",
+                damaged.join("submission.json").display()
+            )) && err.contains("not listed"),
+            "{err}"
+        );
+    }
+}
