@@ -145,7 +145,8 @@ pub trait Backend {
     fn foreground(&self) -> bool {
         false
     }
-    /// The job's state now.
+    /// The job's state now. A backend whose scheduler could not answer gives its later
+    /// questions the same error at once (one backend asks about many jobs in `list`).
     fn status(&self, rec: &Submission) -> Result<JobStatus>;
     fn cancel(&self, rec: &Submission) -> Result<Cancelled>;
     /// The job's output so far; with `follow`, also what arrives until the job ends.
@@ -361,8 +362,11 @@ pub fn submit(
 }
 
 /// Submits a job directory `render` wrote (its launch script and plan as they are) with
-/// `executor`, recording the submission in it. A job the scheduler refuses leaves the
-/// directory as it was (only the record is removed), so it can be submitted again.
+/// `executor`, recording the submission in it. The record is created before the scheduler is
+/// asked, and only where there is none ([`jobdir::write_new_file`]): of submits of one
+/// directory at once, one schedules the job and the others are refused
+/// ([`already_submitted`]). A job the scheduler refuses leaves the directory as it was (only
+/// the record is removed), so it can be submitted again.
 pub fn submit_rendered(
     executor: Executor,
     dir: &Path,
@@ -378,7 +382,9 @@ pub fn submit_rendered(
         undo: Undo::Record,
     };
     let guard = signals::Deferred::install();
-    write_record(dir, &rec)?;
+    if !jobdir::write_new_file(dir, layout::SUBMISSION, &record_text(&rec)?)? {
+        return Err(already_submitted(dir));
+    }
     if backend.foreground() {
         drop(guard);
         return backend.schedule(dir, &script, &mut rec, how);
@@ -390,6 +396,20 @@ pub fn submit_rendered(
         );
     }
     Ok(started)
+}
+
+/// The refusal of `submit DIR` for a directory that holds a submission record.
+pub fn already_submitted(dir: &Path) -> Error {
+    Error::usage(format!(
+        "{} was already submitted (it has {})",
+        dir.display(),
+        layout::SUBMISSION
+    ))
+    .at_flag("DIR")
+    .help(format!(
+        "`ovlaunch status {}` shows it; to run the same job again, submit the command in its script's `reproduce:` line",
+        dir.display()
+    ))
 }
 
 /// The record of a submission about to start: the intent, before the backend answers.

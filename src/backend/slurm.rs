@@ -9,6 +9,7 @@
 //! that holds only the intent (the submit was interrupted around `sbatch`) is reconciled by
 //! asking Slurm for a pending or running job of its name and directory.
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -24,21 +25,42 @@ use crate::render::launch::{ContainerRuntime, LaunchMode, LaunchSpec};
 /// Runs jobs through `sbatch`, `scontrol`/`sacct` and `scancel` on its [`Host`].
 pub struct Slurm {
     pub host: Box<dyn Host>,
+    /// Why `scontrol` could not answer, once it could not (the controller down or
+    /// unreachable, or the tool timed out): this backend's later questions about a job get
+    /// the same answer at once instead of waiting as long again (`list` asks about every
+    /// job through one backend).
+    unanswered: RefCell<Option<Error>>,
 }
 
 impl Slurm {
+    /// Slurm on `host`.
+    pub fn on(host: Box<dyn Host>) -> Slurm {
+        Slurm {
+            host,
+            unanswered: RefCell::new(None),
+        }
+    }
+
     /// Slurm on this machine.
     pub fn local() -> Slurm {
-        Slurm {
-            host: Box::new(Local),
+        Slurm::on(Box::new(Local))
+    }
+
+    /// [`job_info`], or at once the reason `scontrol` did not answer an earlier question.
+    fn job_info(&self, id: &JobId) -> Result<Option<JobInfo>> {
+        if let Some(e) = self.unanswered.borrow().as_ref() {
+            return Err(e.clone());
         }
+        job_info(&*self.host, id).inspect_err(|e| {
+            *self.unanswered.borrow_mut() = Some(e.clone());
+        })
     }
 }
 
 /// The Slurm backend in the registry (`backend::BACKENDS`).
 pub const ENTRY: Entry = Entry {
     executor: Executor::Slurm,
-    on: |host| Box::new(Slurm { host }),
+    on: |host| Box::new(Slurm::on(host)),
     check,
 };
 
@@ -88,7 +110,9 @@ impl Backend for Slurm {
 
     fn status(&self, rec: &Submission) -> Result<JobStatus> {
         let host = &*self.host;
-        status(host, &job_id(host, rec)?, &expected(rec))
+        let id = job_id(host, rec)?;
+        let info = self.job_info(&id)?;
+        status_of(host, &id, &expected(rec), info)
     }
 
     fn cancel(&self, rec: &Submission) -> Result<Cancelled> {
@@ -118,12 +142,7 @@ impl Backend for Slurm {
             let found = tail.read(&path, out)?;
             if !follow {
                 if !found {
-                    return Err(Error::runtime(format!(
-                        "no output yet at {}{}",
-                        path.display(),
-                        host.on()
-                    ))
-                    .help("the job may still be pending; try --follow"));
+                    return Err(no_output(host, &id, rec, &path));
                 }
                 return Ok(());
             }
@@ -135,6 +154,29 @@ impl Backend for Slurm {
             }
             std::thread::sleep(FOLLOW_READ);
         }
+    }
+}
+
+/// Why job `id` has no output file at `path`, by its state: a job that ended has none
+/// (Slurm creates the file when the job starts: one cancelled or failed before it started
+/// never had one), a pending job none yet. When Slurm cannot say, both are possible.
+fn no_output(host: &dyn Host, id: &JobId, rec: &Submission, path: &Path) -> Error {
+    let at = format!("{}{}", path.display(), host.on());
+    match status(host, id, &expected(rec)) {
+        Ok(st) if st.phase.is_final() => Error::runtime(format!(
+            "job {id} ({}) ended {} and left no output at {at}",
+            rec.job_name, st.slurm_state
+        ))
+        .help("Slurm creates the file when the job starts: a job cancelled or failed before it started has none, and one removed since is gone"),
+        Ok(st) => Error::runtime(format!(
+            "no output yet at {at}: job {id} ({}) is {}{}",
+            rec.job_name,
+            st.slurm_state,
+            st.reason.map(|r| format!(" ({r})")).unwrap_or_default()
+        ))
+        .help("`ovlaunch logs --follow` prints it as it arrives"),
+        Err(_) => Error::runtime(format!("no output yet at {at}"))
+            .help("the job may still be pending; try --follow"),
     }
 }
 
@@ -503,7 +545,17 @@ fn reused(id: &JobId, what: &str) -> Error {
 /// the id now belongs to another job. A controller that does not answer, or a job no source
 /// knows, is an error (exit 1) with the reason.
 pub fn status(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
-    if let Some(info) = job_info(host, id)? {
+    status_of(host, id, expect, job_info(host, id)?)
+}
+
+/// [`status`] from what `scontrol` answered (`None`: it does not know the job).
+fn status_of(
+    host: &dyn Host,
+    id: &JobId,
+    expect: &Expected<'_>,
+    info: Option<JobInfo>,
+) -> Result<JobStatus> {
+    if let Some(info) = info {
         if !info.is(expect) {
             let name = info.get("JobName").unwrap_or_default();
             let dir = info.get("WorkDir").unwrap_or_default();
