@@ -63,7 +63,10 @@ fn rendered_name(found: &Found) -> String {
 /// The backends the listing asks, one per executor and host: a scheduler that could not
 /// answer for one job is not waited for again for the next (`Backend::status`).
 #[derive(Default)]
-struct Backends(Vec<((String, Option<String>), Box<dyn Backend>)>);
+struct Backends(Vec<(BackendKey, Box<dyn Backend>)>);
+
+/// A record's executor and login node (`None`: this machine).
+type BackendKey = (String, Option<String>);
 
 impl Backends {
     fn status(&mut self, rec: &Submission) -> Result<JobStatus> {
