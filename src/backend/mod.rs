@@ -123,6 +123,9 @@ pub enum Cancelled {
     Now,
     /// The job had already ended in this state; nothing was sent.
     AlreadyEnded(JobStatus),
+    /// The job had already ended, and the scheduler no longer says in which state (it left
+    /// its memory, and no accounting or completion log has it); nothing was sent.
+    Forgotten,
 }
 
 /// Where output goes (the CLI's stdout).

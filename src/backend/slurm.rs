@@ -555,6 +555,21 @@ fn status_of(
     expect: &Expected<'_>,
     info: Option<JobInfo>,
 ) -> Result<JobStatus> {
+    lookup(host, id, expect, info)?.ok_or_else(|| {
+        Error::runtime(format!(
+            "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
+        ))
+        .help("its output is in the job directory")
+    })
+}
+
+/// [`status_of`], with `None` for a job no source knows.
+fn lookup(
+    host: &dyn Host,
+    id: &JobId,
+    expect: &Expected<'_>,
+    info: Option<JobInfo>,
+) -> Result<Option<JobStatus>> {
     if let Some(info) = info {
         if !info.is(expect) {
             let name = info.get("JobName").unwrap_or_default();
@@ -573,7 +588,7 @@ fn status_of(
         if st.restarts.is_some_and(|r| r > 0) && !st.phase.is_final() {
             st.requeued_after = previous_run(host, id);
         }
-        return Ok(st);
+        return Ok(Some(st));
     }
     if tool(host, "sacct").is_ok() {
         // Accounting first; without an accounting database, a job-completion log
@@ -602,19 +617,16 @@ fn status_of(
             if name != expect.job_name || dir != expect.job_dir {
                 return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
             }
-            return Ok(JobStatus::new(
+            return Ok(Some(JobStatus::new(
                 id.as_str(),
                 state,
                 Some(exit.to_string()),
                 source,
                 None,
-            ));
+            )));
         }
     }
-    Err(Error::runtime(format!(
-        "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
-    ))
-    .help("its output is in the job directory"))
+    Ok(None)
 }
 
 /// How the last ended run of a requeued job ended (`NODE_FAIL`, `PREEMPTED`, ...), from the
@@ -702,9 +714,14 @@ fn starts_with_key(s: &str) -> bool {
 }
 
 /// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`
-/// also gets the job name as a filter, so a job that took the id in between is not hit.
+/// also gets the job name as a filter, so a job that took the id in between is not hit. A
+/// job Slurm no longer knows anywhere has ended ([`Cancelled::Forgotten`]).
 pub fn cancel(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<Cancelled> {
-    let st = status(host, id, expect)?;
+    // The controller holds every pending and running job: one that neither it nor a log
+    // knows any more has ended.
+    let Some(st) = lookup(host, id, expect, job_info(host, id)?)? else {
+        return Ok(Cancelled::Forgotten);
+    };
     if st.phase.is_final() {
         return Ok(Cancelled::AlreadyEnded(st));
     }

@@ -14,13 +14,13 @@ pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
     let answer = backend::of(&rec)?.cancel(&rec)?;
     if out.json() {
         let ended_state = match &answer {
-            Cancelled::Now => None,
             Cancelled::AlreadyEnded(st) => Some(st.slurm_state.clone()),
+            Cancelled::Now | Cancelled::Forgotten => None,
         };
         p.json(&CancelledOut {
             job_id: id,
             job_name: rec.job_name.clone(),
-            cancelled: ended_state.is_none(),
+            cancelled: answer == Cancelled::Now,
             ended_state,
         })?;
         return Ok(0);
@@ -30,6 +30,10 @@ pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
         Cancelled::AlreadyEnded(st) => p.data(&format!(
             "job {} ({}) had already ended: {}; nothing to cancel\n",
             st.job_id, rec.job_name, st.slurm_state
+        ))?,
+        Cancelled::Forgotten => p.data(&format!(
+            "job {shown} ({}) had already ended: Slurm no longer lists it, and no accounting or job-completion log says how it ended; nothing to cancel\n",
+            rec.job_name
         ))?,
     }
     Ok(0)

@@ -86,7 +86,8 @@ pub struct Cancelled {
     pub job_name: String,
     /// `true` when Slurm was asked to cancel the job; `false` when it had already ended.
     pub cancelled: bool,
-    /// The state the job had ended in (`null` when it was cancelled now).
+    /// The state the job had ended in (`null` when it was cancelled now, or when Slurm no
+    /// longer says how it ended: `cancelled` is then `false`).
     pub ended_state: Option<String>,
 }
 

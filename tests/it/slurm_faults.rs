@@ -30,6 +30,20 @@ impl Own {
             _turn: turn,
         })
     }
+
+    /// A cluster whose `slurm.conf` ends with `conf` (a later line overrides an earlier one).
+    fn with_conf(conf: &str) -> Option<Own> {
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        Some(Own {
+            c: Cluster::start(
+                "the real-Slurm test",
+                &[],
+                Vec::new(),
+                &[("OVLAUNCH_SLURM_EXTRA_CONF", conf)],
+            )?,
+            _turn: turn,
+        })
+    }
 }
 
 impl std::ops::Deref for Own {
@@ -185,6 +199,56 @@ fn list_with_the_controller_down_asks_slurm_once() {
     assert!(err.contains("Unable to contact slurm controller"), "{err}");
     // One query's time limit (30 s) and start-up slack; one question per job took 72 s.
     assert!(took < Duration::from_secs(40), "took {took:?}: {err}");
+}
+
+/// A cluster without accounting or a job-completion log (`JobCompType=jobcomp/none`) that
+/// forgets a finished job 2 s after it ends (`MinJobAge=2`; the controller purges every
+/// minute or so). `cancel` of that job has nothing to cancel: the controller holds every
+/// pending and running job, so one it no longer knows has ended. It says so and exits 0
+/// (a script's `cancel || alert` must not fire), `-o json` with `cancelled: false`;
+/// `status` still fails (exit 1): the state cannot be read.
+#[test]
+fn cancel_of_a_job_slurm_forgot_has_nothing_to_cancel() {
+    let Some(c) = Own::with_conf("MinJobAge=2\nJobCompType=jobcomp/none") else {
+        return;
+    };
+    let dir = submit(&c, "forgotten", &[], &["0"]);
+    let st = wait_final(&c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    let id = st["job_id"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    loop {
+        let o = c
+            .cmd("scontrol")
+            .args(["show", "job", &id])
+            .output()
+            .unwrap();
+        if common::stderr(&o).contains("Invalid job id") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(150),
+            "Slurm kept job {id}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (code, _, err) = status_json(&c, &dir);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no longer knows"), "{err}");
+    let d = dir.to_str().unwrap();
+    let o = c.ovlaunch(&["cancel", d]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert_eq!(
+        common::stdout(&o),
+        format!(
+            "job {id} (tiny-cpux4) had already ended: Slurm no longer lists it, and no accounting or job-completion log says how it ended; nothing to cancel\n"
+        )
+    );
+    let o = c.ovlaunch(&["cancel", d, "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cancelled"], false, "{v}");
+    assert_eq!(v["ended_state"], Value::Null, "{v}");
 }
 
 /// A fresh controller starts numbering at 1 again, so the recorded job's id now names

@@ -2,7 +2,7 @@
 //! `slurm_e2e`): the same rendered directory submitted from four terminals at once, the output
 //! of a job cancelled outside ovlaunch before it started, a Slurm id of a job's part (a step,
 //! an array task, a heterogeneous component) given for the job, and `list` over a jobs root
-//! holding a damaged record. sbatch, scontrol, scancel and squeue are the real programs;
+//! holding a damaged record, a running job requeued by an administrator. sbatch, scontrol, scancel and squeue are the real programs;
 //! the only stand-in is the trainer (`true`).
 
 use std::path::{Path, PathBuf};
@@ -17,8 +17,20 @@ fn tiny() -> String {
     format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `ovlaunch render` of a one-rank job named `name` under `root`; its directory.
+/// `ovlaunch render` of a one-rank job named `name` under `root` running `true`; its
+/// directory.
 fn render(c: &Cluster, root: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    render_running(c, root, name, extra, &["true"])
+}
+
+/// [`render`] with the trainer `trainer`.
+fn render_running(
+    c: &Cluster,
+    root: &Path,
+    name: &str,
+    extra: &[&str],
+    trainer: &[&str],
+) -> PathBuf {
     let r = tiny();
     let mut args = vec![
         "render",
@@ -38,7 +50,8 @@ fn render(c: &Cluster, root: &Path, name: &str, extra: &[&str]) -> PathBuf {
         common::rank_bin(),
     ];
     args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "true"]);
+    args.push("--");
+    args.extend_from_slice(trainer);
     let o = c.ovlaunch(&args);
     assert!(o.status.success(), "{}", common::stderr(&o));
     root.join(name)
@@ -220,4 +233,57 @@ fn list_names_a_record_it_cannot_read() {
             "{err}"
         );
     }
+}
+
+fn status_of(c: &Cluster, dir: &Path) -> (Value, String) {
+    let d = dir.to_str().unwrap();
+    let o = c.ovlaunch(&["status", d, "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let text = common::stdout(&c.ovlaunch(&["status", d]));
+    (serde_json::from_slice(&o.stdout).unwrap(), text)
+}
+
+/// An administrator requeues a running job (`scontrol requeue`). `status` says it restarted
+/// (`restarts=1` in the text as in the JSON), and a job that is pending or running has no
+/// exit code yet (`null`, `exit=-`), where Slurm's `0:0` would read as a run that ended well.
+#[test]
+fn a_requeued_job_says_it_restarted_and_has_no_exit_code_yet() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("track-requeue");
+    let dir = render_running(c, &root, "requeued-by-admin", &[], &["sleep", "600"]);
+    let o = c.ovlaunch(&["submit", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let id = recorded_id(&dir);
+    let t = std::time::Instant::now();
+    let (st, text) = loop {
+        let (st, text) = status_of(c, &dir);
+        if st["phase"] == "running" {
+            break (st, text);
+        }
+        assert!(t.elapsed().as_secs() < 60, "never ran: {st}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    assert_eq!(st["exit_code"], Value::Null, "{st}");
+    assert!(text.contains("RUNNING exit=- "), "{text}");
+    let o = c.cmd("scontrol").args(["requeue", &id]).output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let t = std::time::Instant::now();
+    let (st, text) = loop {
+        let (st, text) = status_of(c, &dir);
+        if st["restarts"] == 1 {
+            break (st, text);
+        }
+        assert!(t.elapsed().as_secs() < 60, "no restart seen: {st}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let _ = c.cmd("scancel").arg(&id).output();
+    assert!(
+        matches!(st["phase"].as_str(), Some("pending" | "running")),
+        "{st}"
+    );
+    assert_eq!(st["exit_code"], Value::Null, "{st}");
+    assert!(
+        text.contains(" exit=- ") && text.contains(" restarts=1 "),
+        "{text}"
+    );
 }
