@@ -2,7 +2,8 @@
 //! `slurm_e2e`): the same rendered directory submitted from four terminals at once, the output
 //! of a job cancelled outside ovlaunch before it started, a Slurm id of a job's part (a step,
 //! an array task, a heterogeneous component) given for the job, and `list` over a jobs root
-//! holding a damaged record, a running job requeued by an administrator. sbatch, scontrol, scancel and squeue are the real programs;
+//! holding a damaged record, a running job requeued by an administrator, a job array asked
+//! for with `--sbatch-arg`. sbatch, scontrol, scancel and squeue are the real programs;
 //! the only stand-in is the trainer (`true`).
 
 use std::path::{Path, PathBuf};
@@ -286,4 +287,47 @@ fn a_requeued_job_says_it_restarted_and_has_no_exit_code_yet() {
         text.contains(" exit=- ") && text.contains(" restarts=1 "),
         "{text}"
     );
+}
+
+/// `--sbatch-arg=--array=0-1`: sbatch would queue two tasks, each running the whole
+/// training into the same checkpoints, and print the id Slurm gives one task: `status`
+/// then reported that task's state alone (task 1 FAILED while task 0 COMPLETED, or the
+/// reverse). It is refused before anything is written (exit 2), naming the flag, and Slurm
+/// holds no job of that name.
+#[test]
+fn a_job_array_is_refused_before_sbatch() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("track-array");
+    let r = tiny();
+    for word in ["--array=0-1", "--arr=0-1"] {
+        let arg = format!("--sbatch-arg={word}");
+        let o = c.ovlaunch(&[
+            "submit",
+            "--jobs-root",
+            root.to_str().unwrap(),
+            "--job-name",
+            "an-array",
+            "-r",
+            &r,
+            "-g",
+            "cpux1",
+            "--mpi",
+            "none",
+            "--rank-runtime",
+            common::rank_bin(),
+            &arg,
+            "--",
+            "bash",
+            "-c",
+            "exit $SLURM_ARRAY_TASK_ID",
+        ]);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{word}: {err}");
+        assert!(
+            err.contains(&format!("--sbatch-arg {word}")) && err.contains("one submit per run"),
+            "{word}: {err}"
+        );
+        assert!(!root.join("an-array").exists(), "{word}");
+    }
+    assert_eq!(slurm_ids(c, "an-array"), Vec::<String>::new());
 }
