@@ -766,7 +766,8 @@ pub(crate) fn cp_comm(c: &Ctx, b: &Busiest, attn_mb: f64) -> Comm {
 }
 
 /// EP, per microbatch: dispatch and combine all-to-alls, forward and backward; hidden by
-/// `overlap_moe_expert_parallel_comm` up to the exposed fraction.
+/// `overlap_moe_expert_parallel_comm` up to the exposed fraction, except the share of chunks
+/// combined 1F1B runs without a partner ([`unpaired_share`]), exposed in full.
 pub(crate) fn ep_comm(c: &Ctx, b: &Busiest) -> Comm {
     let (_, moe_layers_gpu, _) = layers_on(c, b);
     let m = &c.plan.model;
