@@ -84,7 +84,7 @@ impl Backend for Local {
         Ok(status)
     }
 
-    fn cancel(&self, rec: &Submission) -> Result<super::Cancelled> {
+    fn cancel(&self, rec: &Submission, _signal: Option<&str>) -> Result<super::Cancelled> {
         Err(Error::usage(format!(
             "job {} ran locally; there is nothing to cancel",
             rec.job_name

@@ -121,6 +121,9 @@ pub enum Started {
 pub enum Cancelled {
     /// The job was pending or running; the scheduler accepted the cancellation.
     Now,
+    /// The job was pending or running; the scheduler accepted the signal for its running
+    /// step (the job goes on).
+    Signalled,
     /// The job had already ended in this state; nothing was sent.
     AlreadyEnded(JobStatus),
     /// The job had already ended, and the scheduler no longer says in which state (it left
@@ -151,7 +154,9 @@ pub trait Backend {
     /// The job's state now. A backend whose scheduler could not answer gives its later
     /// questions the same error at once (one backend asks about many jobs in `list`).
     fn status(&self, rec: &Submission) -> Result<JobStatus>;
-    fn cancel(&self, rec: &Submission) -> Result<Cancelled>;
+    /// Cancels the job; with `signal` (a signal name without `SIG`), sends it to the job's
+    /// running step instead.
+    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<Cancelled>;
     /// The job's output so far; with `follow`, also what arrives until the job ends.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()>;
     /// Whether the job directory `dir` no longer exists (a refused submission removed it).

@@ -115,9 +115,9 @@ impl Backend for Slurm {
         status_of(host, &id, &expected(rec), info)
     }
 
-    fn cancel(&self, rec: &Submission) -> Result<Cancelled> {
+    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<Cancelled> {
         let host = &*self.host;
-        cancel(host, &job_id(host, rec)?, &expected(rec))
+        cancel(host, &job_id(host, rec)?, &expected(rec), signal)
     }
 
     /// Reads `slurm-JOBID.out`; with `follow`, keeps reading what is appended to it (a file
@@ -715,8 +715,15 @@ fn starts_with_key(s: &str) -> bool {
 
 /// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`
 /// also gets the job name as a filter, so a job that took the id in between is not hit. A
-/// job Slurm no longer knows anywhere has ended ([`Cancelled::Forgotten`]).
-pub fn cancel(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<Cancelled> {
+/// job Slurm no longer knows anywhere has ended ([`Cancelled::Forgotten`]). With `signal`,
+/// `scancel --signal` sends it to the running job's steps (not the batch shell) and the job
+/// goes on; a pending job has none, which is said.
+pub fn cancel(
+    host: &dyn Host,
+    id: &JobId,
+    expect: &Expected<'_>,
+    signal: Option<&str>,
+) -> Result<Cancelled> {
     // The controller holds every pending and running job: one that neither it nor a log
     // knows any more has ended.
     let Some(st) = lookup(host, id, expect, job_info(host, id)?)? else {
@@ -725,18 +732,29 @@ pub fn cancel(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<Canc
     if st.phase.is_final() {
         return Ok(Cancelled::AlreadyEnded(st));
     }
+    if let Some(sig) = signal
+        && st.phase == super::state::Phase::Pending
+    {
+        return Err(Error::runtime(format!(
+            "job {id} ({}) is {}: it has no running step to send SIG{sig} to",
+            expect.job_name, st.slurm_state
+        ))
+        .help("send it once the job runs (`ovlaunch status` tells), or cancel it without --signal"));
+    }
     let name = format!("--jobname={}", expect.job_name);
-    let out = run(
-        host,
-        "scancel",
-        &[name.as_str(), id.as_str()],
-        None,
-        QUERY_LIMIT,
-    )?;
+    let sent = signal.map(|s| format!("--signal={s}"));
+    let mut args = vec![name.as_str()];
+    args.extend(sent.as_deref());
+    args.push(id.as_str());
+    let out = run(host, "scancel", &args, None, QUERY_LIMIT)?;
     if !out.ok {
         return Err(slurm_down("scancel", &out.stderr));
     }
-    Ok(Cancelled::Now)
+    Ok(if signal.is_some() {
+        Cancelled::Signalled
+    } else {
+        Cancelled::Now
+    })
 }
 
 #[cfg(test)]

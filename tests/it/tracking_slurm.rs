@@ -3,8 +3,8 @@
 //! of a job cancelled outside ovlaunch before it started, a Slurm id of a job's part (a step,
 //! an array task, a heterogeneous component) given for the job, and `list` over a jobs root
 //! holding a damaged record, a running job requeued by an administrator, a job array asked
-//! for with `--sbatch-arg`. sbatch, scontrol, scancel and squeue are the real programs;
-//! the only stand-in is the trainer (`true`).
+//! for with `--sbatch-arg`, a signal sent to a running job (`cancel --signal`). sbatch, scontrol, scancel and squeue are the real programs;
+//! the only stand-ins are the trainers (`true`, `sleep`, a bash loop trapping USR1).
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -330,4 +330,54 @@ fn a_job_array_is_refused_before_sbatch() {
         assert!(!root.join("an-array").exists(), "{word}");
     }
     assert_eq!(slurm_ids(c, "an-array"), Vec::<String>::new());
+}
+
+/// `cancel --signal USR1` (what a user sends a trainer that saves a checkpoint on it, as with
+/// `scancel --signal`): the running ranks get the signal and the job goes on; `-o json` says
+/// which signal was sent and that nothing was cancelled; a name that is no signal is refused
+/// at the flag (exit 2) before Slurm is asked.
+#[test]
+fn cancel_with_a_signal_signals_the_running_job() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("track-signal");
+    let trainer = r#"trap 'date +%s%N >> "$OVLAUNCH_JOB_DIR/got-usr1"' USR1; touch "$OVLAUNCH_JOB_DIR/ready"; while :; do sleep 1 & wait $!; done"#;
+    let dir = render_running(c, &root, "signalled", &[], &["bash", "-c", trainer]);
+    let o = c.ovlaunch(&["submit", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let id = recorded_id(&dir);
+    super::slurm_e2e::wait_for("the trainer to trap USR1", &dir, || {
+        dir.join("ready").exists()
+    });
+    let d = dir.to_str().unwrap();
+    let o = c.ovlaunch(&["cancel", d, "--signal", "usr1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert_eq!(
+        common::stdout(&o),
+        format!("sent SIGUSR1 to job {id} (signalled); it was not cancelled\n")
+    );
+    super::slurm_e2e::wait_for("USR1 to reach the trainer", &dir, || {
+        dir.join("got-usr1").exists()
+    });
+    let o = c.ovlaunch(&["cancel", d, "-s", "SIGUSR1", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["signal"], "USR1", "{v}");
+    assert_eq!(v["cancelled"], false, "{v}");
+    assert_eq!(v["ended_state"], Value::Null, "{v}");
+    super::slurm_e2e::wait_for("the second USR1", &dir, || {
+        std::fs::read_to_string(dir.join("got-usr1")).is_ok_and(|t| t.lines().count() == 2)
+    });
+    let (st, _) = status_of(c, &dir);
+    assert_eq!(st["phase"], "running", "{st}");
+    let o = c.ovlaunch(&["cancel", d, "--signal", "BOGUS"]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--signal") && err.contains("`BOGUS` is not a signal"),
+        "{err}"
+    );
+    let o = c.ovlaunch(&["cancel", d]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let st = super::slurm_e2e::wait_final(c, &dir);
+    assert_eq!(st["phase"], "cancelled", "{st}");
 }
