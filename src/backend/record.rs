@@ -376,7 +376,8 @@ pub fn scan_on(host: &dyn Host, root: &Path) -> Result<Vec<Found>> {
 const FIND_HELP: &str = "give a job id, job name or job directory (as `submit` printed it); `ovlaunch list` shows them (see --jobs-root)";
 
 /// Finds a job by directory path, job id, job name or job directory name under `root`. A job
-/// name submitted several times names its latest submission.
+/// name submitted several times names its latest submission. A Slurm id of a part of a job
+/// (a step, an array task, a heterogeneous component) is refused, naming the job's own id.
 pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     // A path through a symbolic link names the directory it leads to, whose record is the
     // one checked.
