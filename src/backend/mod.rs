@@ -406,8 +406,26 @@ pub fn submit_rendered(
     Ok(started)
 }
 
-/// The refusal of `submit DIR` for a directory that holds a submission record.
+/// The refusal of `submit DIR` for a directory that holds a submission record; one that
+/// holds only the intent of a submit interrupted around `sbatch` says how to find out
+/// whether Slurm queued it, and how to submit the directory again if not.
 pub fn already_submitted(dir: &Path) -> Error {
+    let path = dir.join(layout::SUBMISSION);
+    if let Ok(rec) = record::read(dir)
+        && rec.state == record::RecordState::Submitting
+    {
+        return Error::usage(format!(
+            "{} holds the record of a submission that was interrupted before Slurm answered ({})",
+            dir.display(),
+            path.display()
+        ))
+        .at_flag("DIR")
+        .help(format!(
+            "`ovlaunch status {}` asks Slurm whether the job was queued; if nothing was, remove {} and submit the directory again",
+            dir.display(),
+            path.display()
+        ));
+    }
     Error::usage(format!(
         "{} was already submitted (it has {})",
         dir.display(),

@@ -299,7 +299,14 @@ fn job_id(host: &dyn Host, rec: &Submission) -> Result<JobId> {
             "the submission of {} was interrupted before Slurm queued it: no pending or running job {} from that directory",
             rec.job_dir, rec.job_name
         ))
-        .help("nothing is queued; submit again")),
+        .help(match host.remote() {
+            Some(_) => "nothing is queued; submit again".to_string(),
+            None => format!(
+                "nothing is queued: remove {} and `ovlaunch submit {}` submits the directory as it is",
+                Path::new(&rec.job_dir).join(layout::SUBMISSION).display(),
+                rec.job_dir
+            ),
+        })),
     }
 }
 

@@ -3,7 +3,8 @@
 //! of a job cancelled outside ovlaunch before it started, a Slurm id of a job's part (a step,
 //! an array task, a heterogeneous component) given for the job, and `list` over a jobs root
 //! holding a damaged record, a running job requeued by an administrator, a job array asked
-//! for with `--sbatch-arg`, a signal sent to a running job (`cancel --signal`). sbatch, scontrol, scancel and squeue are the real programs;
+//! for with `--sbatch-arg`, a signal sent to a running job (`cancel --signal`), a `submit
+//! DIR` killed before sbatch queued anything. sbatch, scontrol, scancel and squeue are the real programs;
 //! the only stand-ins are the trainers (`true`, `sleep`, a bash loop trapping USR1).
 
 use std::path::{Path, PathBuf};
@@ -380,4 +381,63 @@ fn cancel_with_a_signal_signals_the_running_job() {
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
     let st = super::slurm_e2e::wait_final(c, &dir);
     assert_eq!(st["phase"], "cancelled", "{st}");
+}
+
+/// `submit DIR` killed while sbatch runs (SIGKILL, which nothing can defer; here the sbatch
+/// first on PATH kills it before the real one runs, so nothing is queued) leaves the record
+/// of the intent. `status` says the submission was interrupted, nothing is queued, and how to
+/// submit the directory again; `submit DIR` names the interrupted record rather than calling
+/// the directory a job already submitted (it used to send the user from one to the other).
+/// Following the advice submits it: one job.
+#[test]
+fn a_submit_dir_killed_around_sbatch_says_how_to_submit_again() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("track-killed");
+    let dir = render(c, &root, "killed-submit", &[]);
+    let wrap = c.dir.path().join("killing-sbatch");
+    std::fs::create_dir_all(&wrap).unwrap();
+    let script = wrap.join("sbatch");
+    std::fs::write(&script, "#!/bin/bash\nkill -KILL $PPID\nexit 1\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let d = dir.to_str().unwrap();
+    let o = c
+        .cmd(common::bin())
+        .current_dir(c.dir.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                wrap.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .args(["submit", d])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), None, "killed: {}", common::stderr(&o));
+    let record = dir.join("submission.json");
+    let remove = format!("remove {}", record.display());
+
+    let o = c.ovlaunch(&["status", d]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("was interrupted before Slurm queued it")
+            && err.contains(&remove)
+            && err.contains(&format!("`ovlaunch submit {d}`")),
+        "{err}"
+    );
+    let o = c.ovlaunch(&["submit", d]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("interrupted before Slurm answered") && err.contains(&remove),
+        "{err}"
+    );
+    assert_eq!(slurm_ids(c, "killed-submit"), Vec::<String>::new());
+
+    std::fs::remove_file(&record).unwrap();
+    let o = c.ovlaunch(&["submit", d]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert_eq!(slurm_ids(c, "killed-submit"), vec![recorded_id(&dir)]);
 }
