@@ -277,6 +277,7 @@ fn expected(rec: &Submission) -> Expected<'_> {
     Expected {
         job_name: &rec.job_name,
         job_dir: &rec.job_dir,
+        cluster: rec.cluster.as_deref(),
     }
 }
 
@@ -536,6 +537,9 @@ fn slurm_down(tool: &str, stderr: &str) -> Error {
 pub struct Expected<'a> {
     pub job_name: &'a str,
     pub job_dir: &'a str,
+    /// The cluster the job was submitted to (`ClusterName`), when Slurm told: a Slurm of
+    /// another cluster that does not know the id says nothing about the job.
+    pub cluster: Option<&'a str>,
 }
 
 fn reused(id: &JobId, what: &str) -> Error {
@@ -722,7 +726,8 @@ fn starts_with_key(s: &str) -> bool {
 
 /// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`
 /// also gets the job name as a filter, so a job that took the id in between is not hit. A
-/// job Slurm no longer knows anywhere has ended ([`Cancelled::Forgotten`]). With `signal`,
+/// job Slurm no longer knows anywhere has ended ([`Cancelled::Forgotten`]), unless the
+/// Slurm asked is another cluster than the record's. With `signal`,
 /// `scancel --signal` sends it to the running job's steps (not the batch shell) and the job
 /// goes on; a pending job has none, which is said.
 pub fn cancel(
@@ -734,6 +739,16 @@ pub fn cancel(
     // The controller holds every pending and running job: one that neither it nor a log
     // knows any more has ended.
     let Some(st) = lookup(host, id, expect, job_info(host, id)?)? else {
+        if let Some(want) = expect.cluster
+            && let Some(here) = cluster_name(host)
+            && here != want
+        {
+            return Err(Error::runtime(format!(
+                "job {id} ({}) was submitted to Slurm cluster {want}; the Slurm reached here is cluster {here}, which does not know the job",
+                expect.job_name
+            ))
+            .help(format!("run cancel where Slurm's configuration (SLURM_CONF) names cluster {want}")));
+        }
         return Ok(Cancelled::Forgotten);
     };
     if st.phase.is_final() {

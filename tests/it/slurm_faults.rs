@@ -251,6 +251,60 @@ fn cancel_of_a_job_slurm_forgot_has_nothing_to_cancel() {
     assert_eq!(v["ended_state"], Value::Null, "{v}");
 }
 
+/// A job runs on one cluster, and `cancel` is run where `SLURM_CONF` names another
+/// (`ClusterName=elsewhere`) that has never had a job with that id. That Slurm's silence says
+/// nothing about the job: `cancel` fails (exit 1) naming both clusters, instead of reporting
+/// the running job as ended, and the job keeps running.
+#[test]
+fn cancel_through_another_cluster_does_not_call_the_job_ended() {
+    let Some(first) = Own::start() else { return };
+    let dir = submit(&first, "elsewhere", &[], &["0", "sleep"]);
+    running(&first, &dir);
+    let second = Cluster::start(
+        "the real-Slurm test",
+        &[],
+        Vec::new(),
+        &[("OVLAUNCH_SLURM_EXTRA_CONF", "ClusterName=elsewhere")],
+    )
+    .expect("a second cluster");
+    struct StopAtEnd<'a>(&'a Cluster);
+    impl Drop for StopAtEnd<'_> {
+        fn drop(&mut self) {
+            self.0.stop();
+        }
+    }
+    let _stop = StopAtEnd(&second);
+    let o = second
+        .cmd("scontrol")
+        .args(["show", "config"])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout(&o)
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["ClusterName", "=", "elsewhere"]),
+        "{}",
+        common::stdout(&o)
+    );
+    let d = dir.to_str().unwrap();
+    let o = second
+        .cmd(common::bin())
+        .current_dir(first.dir.path())
+        .args(["cancel", d])
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{}{err}", common::stdout(&o));
+    assert!(
+        err.contains("submitted to Slurm cluster ovlaunch") && err.contains("is cluster elsewhere"),
+        "{err}"
+    );
+    let (code, st, err) = status_json(&first, &dir);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(st["phase"], "running", "{st}");
+    let _ = first.cmd("scancel").args(["-n", "tiny-cpux4"]).output();
+}
+
 /// A fresh controller starts numbering at 1 again, so the recorded job's id now names
 /// another job (here one submitted with plain sbatch). `status` must not report the other
 /// job's state and `cancel` must not cancel it: both fail with exit 1 naming the reuse, and
