@@ -336,7 +336,8 @@ fn a_job_array_is_refused_before_sbatch() {
 /// `cancel --signal USR1` (what a user sends a trainer that saves a checkpoint on it, as with
 /// `scancel --signal`): the running ranks get the signal and the job goes on; `-o json` says
 /// which signal was sent and that nothing was cancelled; a name that is no signal is refused
-/// at the flag (exit 2) before Slurm is asked.
+/// at the flag (exit 2) before Slurm is asked; a held job, which has no running step, is
+/// not signalled and the user is told (exit 1).
 #[test]
 fn cancel_with_a_signal_signals_the_running_job() {
     let Some((_turn, c)) = cluster() else { return };
@@ -381,6 +382,19 @@ fn cancel_with_a_signal_signals_the_running_job() {
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
     let st = super::slurm_e2e::wait_final(c, &dir);
     assert_eq!(st["phase"], "cancelled", "{st}");
+
+    // A held job has no running step: the signal is not sent, and the user is told.
+    let held = render(c, &root, "held-signalled", &["--sbatch-arg=--hold"]);
+    let o = c.ovlaunch(&["submit", held.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = c.ovlaunch(&["cancel", held.to_str().unwrap(), "--signal", "USR1"]);
+    let err = common::stderr(&o);
+    let _ = c.cmd("scancel").arg(recorded_id(&held)).output();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is PENDING: it has no running step to send SIGUSR1 to"),
+        "{err}"
+    );
 }
 
 /// `submit DIR` killed while sbatch runs (SIGKILL, which nothing can defer; here the sbatch
