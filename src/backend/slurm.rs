@@ -567,10 +567,29 @@ fn status_of(
     info: Option<JobInfo>,
 ) -> Result<JobStatus> {
     lookup(host, id, expect, info)?.ok_or_else(|| {
+        other_cluster(host, id, expect).unwrap_or_else(|| {
+            Error::runtime(format!(
+                "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
+            ))
+            .help("its output is in the job directory")
+        })
+    })
+}
+
+/// When the Slurm reached here is another cluster than the one the job was submitted to
+/// (the record's `ClusterName`), the error saying so: its not knowing the id says nothing
+/// about the job.
+fn other_cluster(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Option<Error> {
+    let want = expect.cluster?;
+    let here = cluster_name(host)?;
+    (here != want).then(|| {
         Error::runtime(format!(
-            "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
+            "job {id} ({}) was submitted to Slurm cluster {want}; the Slurm reached here is cluster {here}, which does not know the job",
+            expect.job_name
         ))
-        .help("its output is in the job directory")
+        .help(format!(
+            "run the command where Slurm's configuration (SLURM_CONF) names cluster {want}"
+        ))
     })
 }
 
@@ -739,17 +758,10 @@ pub fn cancel(
     // The controller holds every pending and running job: one that neither it nor a log
     // knows any more has ended.
     let Some(st) = lookup(host, id, expect, job_info(host, id)?)? else {
-        if let Some(want) = expect.cluster
-            && let Some(here) = cluster_name(host)
-            && here != want
-        {
-            return Err(Error::runtime(format!(
-                "job {id} ({}) was submitted to Slurm cluster {want}; the Slurm reached here is cluster {here}, which does not know the job",
-                expect.job_name
-            ))
-            .help(format!("run cancel where Slurm's configuration (SLURM_CONF) names cluster {want}")));
-        }
-        return Ok(Cancelled::Forgotten);
+        return match other_cluster(host, id, expect) {
+            Some(e) => Err(e),
+            None => Ok(Cancelled::Forgotten),
+        };
     };
     if st.phase.is_final() {
         return Ok(Cancelled::AlreadyEnded(st));

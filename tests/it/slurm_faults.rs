@@ -254,7 +254,8 @@ fn cancel_of_a_job_slurm_forgot_has_nothing_to_cancel() {
 /// A job runs on one cluster, and `cancel` is run where `SLURM_CONF` names another
 /// (`ClusterName=elsewhere`) that has never had a job with that id. That Slurm's silence says
 /// nothing about the job: `cancel` fails (exit 1) naming both clusters, instead of reporting
-/// the running job as ended, and the job keeps running.
+/// the running job as ended, `status` names them too (not "forgotten"), and the job keeps
+/// running.
 #[test]
 fn cancel_through_another_cluster_does_not_call_the_job_ended() {
     let Some(first) = Own::start() else { return };
@@ -299,6 +300,15 @@ fn cancel_through_another_cluster_does_not_call_the_job_ended() {
         err.contains("submitted to Slurm cluster ovlaunch") && err.contains("is cluster elsewhere"),
         "{err}"
     );
+    let o = second
+        .cmd(common::bin())
+        .current_dir(first.dir.path())
+        .args(["status", d])
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("is cluster elsewhere"), "{err}");
     let (code, st, err) = status_json(&first, &dir);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(st["phase"], "running", "{st}");
