@@ -268,7 +268,7 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
             rec.job_dir.escape_debug(),
         ))
         .at_flag("JOB")
-        .help("the record was edited, or the job directory was moved after submitting; ovlaunch does not act on it (Slurm knows the job by the directory it was submitted from)"));
+        .help("the record was edited, or the job directory was moved or copied after submitting; ovlaunch does not act on it (Slurm knows the job by the directory it was submitted from)"));
     }
     if let Some(target) = host.remote() {
         rec.host = Some(target.to_string());

@@ -214,7 +214,7 @@ fn refused_words(e: &crate::error::Error) -> String {
         e.message,
         e.help
             .as_deref()
-            .map(|h| format!(" ({h})"))
+            .map(|h| format!("; {h}"))
             .unwrap_or_default()
     )
 }
