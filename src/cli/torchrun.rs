@@ -7,6 +7,7 @@
 
 use super::launch::{self, Form, LaunchArgs};
 use super::output::OutputArg;
+use super::scripts::{self, Files};
 use super::{PlanArgs, Printer, submit};
 use crate::backend;
 use crate::error::Result;
@@ -30,9 +31,15 @@ pub fn run(
         return Err(e);
     }
     let again = || launch::prepare_form(plan_args, args, given, Form::Torchrun { master_addr });
-    let (prepared, ()) = launch::written(prepared, args, again, |p| {
-        p.make_dirs()?;
-        backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &submit::extras(p))
+    let (prepared, ()) = launch::written(prepared, args, again, |job| {
+        scripts::checked(p, &job.job, Files::All)?;
+        job.make_dirs()?;
+        backend::write_job_dir(
+            &*job.host,
+            &job.dir,
+            &job.job.artifacts,
+            &submit::extras(job),
+        )
     })?;
     p.status(&format!(
         "wrote job directory {} (its script: {}); run the script below on {}",
