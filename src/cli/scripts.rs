@@ -184,7 +184,7 @@ fn blame(job: &Job, name: &str, script: &str, broken: &Broken) -> Error {
             shown(&line.text)
         ))
         .at(line.at.clone())
-        .help(fix(&why.message, line.list));
+        .help(fix(&why.message, &format!("the plugin's {}", line.list)));
     }
     let script_line = broken
         .line
@@ -198,7 +198,7 @@ fn blame(job: &Job, name: &str, script: &str, broken: &Broken) -> Error {
         .at(Origin::file(t.clone(), None, None))
         .help(format!(
             "{} in the template; `ovlaunch ... --dry-run` prints the script it renders",
-            fix(&broken.message, "template")
+            fix(&broken.message, "the template")
         ));
     }
     Error::runtime(format!("internal error: {said}{script_line}"))
@@ -266,13 +266,11 @@ fn fix(message: &str, place: &str) -> String {
             .and_then(|r| r.chars().next())
             .unwrap_or('"');
         return format!(
-            "close the {q} the entry opens, on the same entry of {place} (a quote that is text is written \\{q}, or inside the other kind of quotes)"
+            "close the {q} it opens on the same line of {place} (a quote that is text is written \\{q}, or inside the other kind of quotes)"
         );
     }
     if message.contains("here-document") {
-        return format!(
-            "end the here-document with a line holding only its end word, as an entry of the same {place}"
-        );
+        return format!("end the here-document with a line holding only its end word, in {place}");
     }
     if let Some(tok) = message
         .split("unexpected token `")
@@ -280,15 +278,15 @@ fn fix(message: &str, place: &str) -> String {
         .and_then(|r| r.split('\'').next())
     {
         return format!(
-            "remove the `{tok}`, or add what it closes before it in the same {place} (`fi` closes `if ...; then`, `done` a `while`/`for ... do`, `esac` a `case`, `}}` a `{{`, `)` a `(`)"
+            "remove the `{tok}`, or add what it closes before it in {place} (`fi` closes `if ...; then`, `done` a `while`/`for ... do`, `esac` a `case`, `}}` a `{{`, `)` a `(`)"
         );
     }
     if message.contains("unexpected end of file") {
         return format!(
-            "close what the entry opens in the same {place} (`if` with `fi`, `do` with `done`, `case` with `esac`, `{{` with `}}`, `(` with `)`)"
+            "close what it opens in {place} (`if` with `fi`, `do` with `done`, `case` with `esac`, `{{` with `}}`, `(` with `)`)"
         );
     }
-    format!("fix the shell text in {place}")
+    format!("fix the shell text of {place}")
 }
 
 #[cfg(test)]
