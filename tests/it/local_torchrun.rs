@@ -71,7 +71,17 @@ fn local_executor_runs_real_torchrun() {
         dir.path(),
         "job",
         "29731",
-        &["--env", "OVL_LOCAL=a 'b' $c"],
+        &[
+            "--env",
+            "OVL_LOCAL=a 'b' $c",
+            // `{job_dir}` in an env value, by flag or by `env_vars`, is the job's directory
+            "--env",
+            "OVL_AT_JOB_DIR={job_dir}/x y",
+            "--set",
+            "env_vars.OVL_SET_AT_JOB_DIR={job_dir}/s",
+            "--env",
+            "OVL_BRACES={\"k\": \"{x}\"}",
+        ],
         "0",
     );
     assert!(
@@ -89,6 +99,11 @@ fn local_executor_runs_real_torchrun() {
         assert_eq!(v["env"]["WORLD_SIZE"], "2");
         assert_eq!(v["env"]["OVL_LOCAL"], "a 'b' $c");
         assert_eq!(v["env"]["OVL_RECIPE_VAR"], "from the recipe");
+        let at = |f: &str| job.join(f).display().to_string();
+        assert_eq!(v["env"]["OVL_AT_JOB_DIR"], at("x y"));
+        assert_eq!(v["env"]["OVL_SET_AT_JOB_DIR"], at("s"));
+        // other braces are the value's own text
+        assert_eq!(v["env"]["OVL_BRACES"], "{\"k\": \"{x}\"}");
     }
     // A failing trainer's exit code comes back through torchrun and ovlaunch.
     let o = run_local(dir.path(), "job2", "29732", &[], "3");
@@ -305,4 +320,39 @@ fn a_local_run_whose_ovlaunch_was_killed_is_not_running_for_ever() {
             .is_some_and(|r| r.contains("is gone without its exit code recorded")),
         "{s}"
     );
+}
+
+/// A placeholder ovlaunch replaces elsewhere but not in an env value (`{experiment_dir}` of
+/// a config value, a plugin's `{job_name}`) is refused where the user gave it, not exported
+/// as text.
+#[test]
+fn an_env_value_with_a_placeholder_env_values_do_not_know_is_refused() {
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let recipe = format!("{fixtures}/tiny.yaml");
+    let base = [
+        "--recipe",
+        &recipe,
+        "--gpus",
+        "cpux2",
+        "--executor",
+        "local",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--env", "CKPT={experiment_dir}/ckpt"]);
+    let err = common::assert_render_refused(&args);
+    assert!(
+        err.starts_with("error: --env CKPT: CKPT's value `{experiment_dir}/ckpt` holds {experiment_dir}, which an env value does not replace (only {job_dir} is: the job's directory)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: write the value out, or build it from {job_dir}"),
+        "{err}"
+    );
+    let (_d, file) = common::recipe_file(&format!(
+        "{}\n  NAME_OF_JOB: \"{{job_name}}\"\n",
+        std::fs::read_to_string(&recipe).unwrap().trim_end()
+    ));
+    let err = common::assert_render_refused(&["--recipe", &file, "--gpus", "cpux2"]);
+    assert!(err.contains("env_vars.NAME_OF_JOB"), "{err}");
+    assert!(err.contains("holds {job_name}"), "{err}");
 }
