@@ -15,11 +15,17 @@ use crate::render::Executor;
 pub struct Local;
 
 /// The local backend in the registry (`backend::BACKENDS`): always this machine; it runs
-/// whatever the launch allowed.
+/// whatever the launch allowed, once its rendezvous port is free (the script's torchrun
+/// serves c10d's store there, `render::local::torchrun`).
 pub const ENTRY: Entry = Entry {
     executor: Executor::Local,
     on: |_| Box::new(Local),
-    check: |_, _| Ok(()),
+    check: |_, spec| {
+        if super::port_in_use(spec.master_port) {
+            return Err(super::port_refusal(spec.master_port));
+        }
+        Ok(())
+    },
 };
 
 /// Runs the job in the foreground and records its exit code.

@@ -25,6 +25,16 @@ pub fn run(
     for w in prepared.warnings.iter().chain(&prepared.job.plan.warnings) {
         p.warn(w);
     }
+    // The script's torchrun serves the rendezvous on this machine at --master-port.
+    let port = prepared.job.spec.master_port;
+    if master_addr.is_none() && backend::port_in_use(port) {
+        let e = backend::port_refusal(port);
+        p.warn(&format!(
+            "{} ({})",
+            e.message,
+            e.help.as_deref().unwrap_or_default()
+        ));
+    }
     // The script runs the job directory's rank runtime and reads its rank plan: a script
     // whose directory cannot be written is not printed.
     if let Some(e) = prepared.rank_runtime_problem.take() {

@@ -9,8 +9,8 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
 /// A test's turn with the real torchrun, or `None` (the test passes, saying so) when torchrun
-/// is not installed outside CI. `torchrun --standalone` (a single-machine run) always serves
-/// its rendezvous on localhost:29400 (torch 1.13), so the runs of these tests take turns.
+/// is not installed outside CI. The runs of these tests take turns (each at its own
+/// `--master-port`; the machine's CPUs are few).
 fn torchrun_turn() -> Option<MutexGuard<'static, ()>> {
     if which::which("torchrun").is_err() {
         assert!(
@@ -355,4 +355,85 @@ fn an_env_value_with_a_placeholder_env_values_do_not_know_is_refused() {
     let err = common::assert_render_refused(&["--recipe", &file, "--gpus", "cpux2"]);
     assert!(err.contains("env_vars.NAME_OF_JOB"), "{err}");
     assert!(err.contains("holds {job_name}"), "{err}");
+}
+
+/// torch 1.13's `torchrun --standalone` serves its rendezvous at port 29400 whatever
+/// `--master-port` says, and where another process holds that port it joins it as a client
+/// and waits. A run on this machine meets at `--master-port` instead: with 29400 held, a run
+/// in a job directory whose path has a space, its trainer after `--`, finishes; and a
+/// `--master-port` another process holds is refused before anything is written.
+#[test]
+fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    // held by this test, or already by another process: either way not torchrun's to take
+    let _held = std::net::TcpListener::bind(("127.0.0.1", 29400));
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let job = dir.path().join("a job");
+    let mut child = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux2", "--executor", "local"])
+        .args(["--torchrun-flags", "underscore", "--master-port", "29735"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let status = status.unwrap_or_else(|| panic!("the run still waited after 60 s:\n{err}"));
+    assert!(status.success(), "{err}");
+    for r in 0..2 {
+        let v = read_json(&job.join(format!("ranks/rank-{r}.json")));
+        assert_eq!(v["env"]["WORLD_SIZE"], "2");
+    }
+    // A port another process holds: refused naming the flag, with a free one; nothing written.
+    let held = std::net::TcpListener::bind(("0.0.0.0", 0)).unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let second = dir.path().join("second");
+    let o = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args([
+            "--gpus",
+            "cpux2",
+            "--executor",
+            "local",
+            "--master-port",
+            &port,
+        ])
+        .args(["--job-dir", second.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: --master-port: port {port} (--master-port) is in use on this machine"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: give --master-port a free port (e.g. --master-port "),
+        "{err}"
+    );
+    assert!(!second.exists(), "a refused run wrote its job directory");
 }
