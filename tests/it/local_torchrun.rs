@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
@@ -372,6 +373,7 @@ fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
     let dir = tempfile::tempdir().unwrap();
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let job = dir.path().join("a job");
+    let log = dir.path().join("stderr.log");
     let mut child = Command::new(common::bin())
         .current_dir(dir.path())
         .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
@@ -381,7 +383,9 @@ fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
         .args(["--rank-runtime", common::rank_bin()])
         .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        // its own process group: a run that waits is stopped whole, torchrun and its workers
+        .process_group(0)
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -390,14 +394,14 @@ fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
             break Some(s);
         }
         if std::time::Instant::now() > deadline {
-            let _ = child.kill();
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
     let status = status.unwrap_or_else(|| panic!("the run still waited after 60 s:\n{err}"));
     assert!(status.success(), "{err}");
     for r in 0..2 {
