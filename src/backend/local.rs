@@ -90,11 +90,26 @@ impl Backend for Local {
         Ok(status)
     }
 
+    /// A run still going (its recorded process, the same pid and start time) gets SIGTERM:
+    /// the script's bash became torchrun (`exec`), whose agent stops its workers on it and
+    /// exits, and the ovlaunch that ran it records the exit code. A run that ended (or whose
+    /// process is gone) is reported as such, nothing sent.
     fn cancel(&self, rec: &Submission) -> Result<super::Cancelled> {
-        Err(Error::usage(format!(
-            "job {} ran locally; there is nothing to cancel",
-            rec.job_name
-        )))
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let running = rec.exit_code.is_none() && rec.local_run.is_some_and(alive);
+        let (Some(run), true) = (rec.local_run, running) else {
+            return Ok(super::Cancelled::AlreadyEnded(self.status(rec)?));
+        };
+        let pid = i32::try_from(run.pid)
+            .map_err(|_| Error::runtime(format!("the recorded pid {} is not a pid", run.pid)))?;
+        kill(Pid::from_raw(pid), Signal::SIGTERM).map_err(|e| {
+            Error::runtime(format!(
+                "cannot stop job {}'s run (pid {pid}): {e}",
+                rec.job_name
+            ))
+        })?;
+        Ok(super::Cancelled::Now)
     }
 
     fn logs(&self, _dir: &Path, rec: &Submission, _follow: bool, _out: Sink<'_>) -> Result<()> {

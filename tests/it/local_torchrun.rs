@@ -441,3 +441,80 @@ fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
     );
     assert!(!second.exists(), "a refused run wrote its job directory");
 }
+
+/// `cancel` of a local run still going stops it (its recorded process, torchrun, gets
+/// SIGTERM and stops its workers), as `status` called it running; the run's end is
+/// recorded, and a second `cancel` says it had already ended.
+#[test]
+fn cancel_stops_a_running_local_run() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("long");
+    let started = dir.path().join("started");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let trainer = format!(
+        "import time\nopen({:?}, 'a').close()\ntime.sleep(120)",
+        started.to_str().unwrap()
+    );
+    let mut ovlaunch = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args(["--torchrun-flags", "underscore", "--master-port", "29736"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", &trainer])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let stop_all = |pid: u32| {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .status();
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        if std::time::Instant::now() > deadline {
+            stop_all(ovlaunch.id());
+            panic!("the trainer never started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let jd = job.to_str().unwrap();
+    let o = Command::new(common::bin())
+        .args(["cancel", jd])
+        .output()
+        .unwrap();
+    if !o.status.success() {
+        stop_all(ovlaunch.id());
+    }
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert_eq!(common::stdout(&o), "cancelled job - (tiny-cpux1)\n");
+    let ended = loop {
+        if let Some(s) = ovlaunch.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            stop_all(ovlaunch.id());
+            panic!("the run went on after cancel");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(!ended.success(), "a cancelled run does not succeed");
+    let rec = read_json(&job.join("submission.json"));
+    assert!(rec["exit_code"].as_i64().is_some_and(|c| c != 0), "{rec}");
+    let o = Command::new(common::bin())
+        .args(["cancel", jd])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).contains("had already ended: FAILED; nothing to cancel"),
+        "{}",
+        common::stdout(&o)
+    );
+}
