@@ -1605,6 +1605,15 @@ fn a_plugin_line_bash_cannot_parse_is_refused_naming_its_file_and_line() {
         assert!(err.contains(said), "{what}: {err}");
         let help = err.split("help: ").nth(1).unwrap_or("");
         assert!(help.contains(fix), "{what}: {err}");
+        // submit refuses it before asking Slurm anything, writing nothing
+        let d = tempfile::tempdir().unwrap();
+        let job = d.path().join("job");
+        let mut sub = vec!["submit"];
+        sub.extend(flags);
+        sub.extend(["--job-dir", job.to_str().unwrap()]);
+        let e = usage_error(&sub);
+        assert!(e.contains(&format!("--> {f}:{line}\n")), "{what}: {e}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "{what}");
         // the dry run, which prints the script, refuses it the same way
         let mut dry = flags.to_vec();
         dry.extend(["--dry-run", "--job-dir", "/jobs/x"]);
