@@ -211,6 +211,7 @@ fn pinned_cores_on_a_dgx_class_tree() {
             plan: &plan,
             local_rank: lr,
             cuda_visible_devices: None,
+            slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &all,
         });
@@ -226,6 +227,7 @@ fn pinned_cores_on_a_dgx_class_tree() {
         plan: &plan,
         local_rank: 0,
         cuda_visible_devices: None,
+        slurm_gpus: None,
         sysfs: &sysfs,
         allowed: &allowed,
     });
@@ -271,6 +273,7 @@ fn membind_only_where_the_node_has_memory() {
             plan: &plan,
             local_rank: lr,
             cuda_visible_devices: None,
+            slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &all,
         })
@@ -304,6 +307,7 @@ fn membind_only_where_the_node_has_memory() {
         },
         local_rank: 3,
         cuda_visible_devices: None,
+        slurm_gpus: None,
         sysfs: &fixture("gb200"),
         allowed: &parse_cpulist("0-143").unwrap(),
     });

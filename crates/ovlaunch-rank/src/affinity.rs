@@ -2,7 +2,9 @@
 //!
 //! Contract:
 //! * [`decide`] is a pure function of the plan's affinity block, the local rank, the
-//!   `CUDA_VISIBLE_DEVICES` value, a [`Sysfs`] tree and the *allowed* CPU set (normally
+//!   `CUDA_VISIBLE_DEVICES` value with Slurm's global GPU list (`SLURM_STEP_GPUS` or
+//!   `SLURM_JOB_GPUS`, which maps a renumbered device to the node's), a [`Sysfs`] tree and
+//!   the *allowed* CPU set (normally
 //!   `sched_getaffinity(0)`, injected so tests can model any node). It never widens the
 //!   allowed set: the result is `wanted ∩ allowed`, and when that is empty, or there is no
 //!   NUMA information, the allowed set is kept and a note says why.
@@ -33,6 +35,9 @@ pub struct PlacementInput<'a> {
     pub local_rank: u32,
     /// `CUDA_VISIBLE_DEVICES` as the trainer will see it.
     pub cuda_visible_devices: Option<&'a str>,
+    /// Slurm's global GPU indices of the same devices, `(name, value)`: `SLURM_STEP_GPUS`,
+    /// else `SLURM_JOB_GPUS` (see [`gpu_for_rank`]).
+    pub slurm_gpus: Option<(&'a str, &'a str)>,
     pub sysfs: &'a Sysfs,
     /// The CPUs this process may use now (sorted); the result never leaves this set.
     pub allowed: &'a [usize],
@@ -165,6 +170,17 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
 }
 
 /// Bus id and NUMA node of the GPU this local rank drives (sysfs policy).
+///
+/// The rank's entry of `CUDA_VISIBLE_DEVICES` is the one at its local rank, or the only one
+/// (Slurm binds one GPU per task and shows it as the only visible device). sysfs lists every
+/// GPU of the node, in PCI bus order, so the entry must be a node-wide index. Slurm with
+/// `ConstrainDevices=yes` numbers `CUDA_VISIBLE_DEVICES` within the step's devices instead
+/// (`0,1,...`) and writes the node-wide indices of the same devices, entry for entry, in
+/// `SLURM_STEP_GPUS` (a step's tasks) or `SLURM_JOB_GPUS` (the batch step): Slurm's
+/// `src/plugins/gres/common/gres_common.c`, `common_gres_set_env` and
+/// `gres_common_gpu_set_env`. When that list has as many entries as `CUDA_VISIBLE_DEVICES`,
+/// the rank's entry is read from it at the same position; otherwise (a list the user wrote)
+/// the entry itself is the index.
 fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), String> {
     let gpus = input
         .sysfs
@@ -174,16 +190,10 @@ fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), Str
     let index = match input.cuda_visible_devices {
         None => rank as usize,
         Some(cvd) => {
-            let entries: Vec<&str> = cvd
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .collect();
-            // The local rank's entry; a single entry is the task's own GPU (Slurm binds one
-            // GPU per task and shows it as the only visible device).
-            let entry = match (entries.get(rank as usize), entries.as_slice()) {
-                (Some(e), _) => *e,
-                (None, [only]) => *only,
+            let entries = list_entries(cvd);
+            let pos = match (entries.get(rank as usize), entries.len()) {
+                (Some(_), _) => rank as usize,
+                (None, 1) => 0,
                 (None, _) => {
                     return Err(format!(
                         "CUDA_VISIBLE_DEVICES='{cvd}' has no entry for local rank {rank}; \
@@ -191,9 +201,15 @@ fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), Str
                     ));
                 }
             };
+            let (name, entry) = match input.slurm_gpus {
+                Some((name, global)) if list_entries(global).len() == entries.len() => {
+                    (name, list_entries(global)[pos])
+                }
+                _ => ("CUDA_VISIBLE_DEVICES", entries[pos]),
+            };
             entry.parse::<usize>().map_err(|_| {
                 format!(
-                    "CUDA_VISIBLE_DEVICES entry '{entry}' is not a device index (UUIDs and \
+                    "{name} entry '{entry}' is not a device index (UUIDs and \
                      MIG ids cannot be mapped through sysfs); affinity left as inherited"
                 )
             })?
@@ -208,6 +224,14 @@ fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), Str
         )
     })?;
     Ok((gpu.bus_id.clone(), gpu.numa_node))
+}
+
+/// The non-empty, trimmed entries of a comma-separated device list.
+fn list_entries(list: &str) -> Vec<&str> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// The CPUs this process may run on now (`sched_getaffinity(0)`).
@@ -293,6 +317,7 @@ mod tests {
             plan: &plan,
             local_rank: 3,
             cuda_visible_devices: None,
+            slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &[0, 1, 2],
         });
@@ -313,6 +338,7 @@ mod tests {
             plan: &plan,
             local_rank: 5,
             cuda_visible_devices: None,
+            slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &[0, 1],
         });

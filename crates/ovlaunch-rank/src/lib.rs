@@ -263,10 +263,14 @@ pub fn prepare(
     let cvd = env
         .get_os("CUDA_VISIBLE_DEVICES")
         .map(OsStr::to_string_lossy);
+    let slurm_gpus = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"]
+        .into_iter()
+        .find_map(|name| Some((name, env.get_os(name)?.to_string_lossy())));
     let placement = affinity::decide(&PlacementInput {
         plan: &plan.affinity,
         local_rank: identity.local_rank,
         cuda_visible_devices: cvd.as_deref(),
+        slurm_gpus: slurm_gpus.as_ref().map(|(n, v)| (*n, v.as_ref())),
         sysfs: &sysfs,
         allowed,
     });
