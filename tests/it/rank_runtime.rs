@@ -886,3 +886,83 @@ fn which_taskset() -> Result<PathBuf, ()> {
         .find(|p| p.exists())
         .ok_or(())
 }
+
+/// A rank plan decides the trainer's environment (`PATH`, `LD_PRELOAD`, ...): one another user
+/// could have written is refused before anything runs, as docs/security.md's rule refuses
+/// such configuration: the file and its directory must be this user's (or root's) and
+/// writable by nobody else (a directory with the sticky bit, like /tmp, may be).
+#[test]
+fn a_plan_another_user_could_write_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobdir = dir.path().join("job");
+    std::fs::create_dir(&jobdir).unwrap();
+    std::fs::set_permissions(&jobdir, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let plan = write_plan(&jobdir, r#"{"schema": 1, "env": {"FROM_PLAN": "1"}}"#);
+    let p = plan.to_str().unwrap();
+    let chmod = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    chmod(&plan, 0o644);
+    let r = run(&[], &["--plan", p, "/usr/bin/env"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(env_value(&r.stdout, "FROM_PLAN").as_deref(), Some("1"));
+
+    let refused = |r: &Run, words: &[&str]| {
+        assert_eq!(r.code, Some(125), "{}", r.stderr);
+        assert!(r.stdout.is_empty(), "the trainer ran: {}", r.stdout);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+        assert!(
+            r.stderr.starts_with(&format!("ovlaunch-rank: plan {p}: ")),
+            "{}",
+            r.stderr
+        );
+        for w in words {
+            assert!(r.stderr.contains(w), "{w:?} not in {}", r.stderr);
+        }
+    };
+    chmod(&plan, 0o664);
+    refused(
+        &run(&[], &["--plan", p, "/usr/bin/env"]),
+        &["is writable by its group", &format!("chmod g-w {p}")],
+    );
+    chmod(&plan, 0o646);
+    refused(
+        &run(&[], &["--plan", p, "/usr/bin/env"]),
+        &["is writable by every user", &format!("chmod o-w {p}")],
+    );
+    chmod(&plan, 0o644);
+    // Its directory: another user could put their own file in its place.
+    let d = jobdir.to_str().unwrap();
+    chmod(&jobdir, 0o777);
+    refused(
+        &run(&[], &["--plan", p, "/usr/bin/env"]),
+        &[&format!(
+            "directory {d} is writable by every user and has no sticky bit"
+        )],
+    );
+    chmod(&jobdir, 0o1777);
+    let r = run(&[], &["--plan", p, "/usr/bin/env"]);
+    assert_eq!(
+        r.code,
+        Some(0),
+        "a sticky directory, like /tmp: {}",
+        r.stderr
+    );
+    chmod(&jobdir, 0o750);
+    // The same through OVLAUNCH_RANK_PLAN.
+    chmod(&plan, 0o666);
+    let r = run(&[("OVLAUNCH_RANK_PLAN", p)], &["/usr/bin/env"]);
+    refused(&r, &["is writable by every user"]);
+    chmod(&plan, 0o644);
+    // Another user's file (needs root to give it away; skipped otherwise).
+    if nix::unistd::geteuid().is_root() {
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        nix::unistd::chown(&plan, Some(nobody), None).unwrap();
+        refused(
+            &run(&[], &["--plan", p, "/usr/bin/env"]),
+            &["belongs to uid 65534, not to you"],
+        );
+    } else {
+        eprintln!("part skipped: giving a file to another user needs root");
+    }
+}

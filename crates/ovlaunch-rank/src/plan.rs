@@ -245,7 +245,9 @@ pub const MAX_PLAN_BYTES: u64 = 16 << 20;
 
 /// Read, parse and validate the plan at `path`. Errors read `plan PATH: <message>`.
 /// Only a regular file of at most [`MAX_PLAN_BYTES`] is read, and opening never blocks (a
-/// FIFO at the plan's path is an error, not a rank that waits forever).
+/// FIFO at the plan's path is an error, not a rank that waits forever). A plan another user
+/// could have written (the file, or the directory it really is in: [`writable_by_others`])
+/// is refused before it is parsed.
 pub fn load(path: &Path) -> Result<RankPlan, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
@@ -261,6 +263,25 @@ pub fn load(path: &Path) -> Result<RankPlan, String> {
             "not a regular file (a FIFO, device or directory)".into(),
         ));
     }
+    let me = nix::unistd::geteuid().as_raw();
+    let dir = std::fs::canonicalize(path)
+        .ok()
+        .and_then(|real| real.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| Path::new(".").to_path_buf());
+    let dir_meta = std::fs::metadata(&dir)
+        .map_err(|e| fail(format!("cannot read its directory {}: {e}", dir.display())))?;
+    let problem = writable_by_others(&meta, me, &path.display().to_string())
+        .map(|(why, fix)| (format!("the file {why}"), fix))
+        .or_else(|| {
+            writable_by_others(&dir_meta, me, &dir.display().to_string())
+                .map(|(why, fix)| (format!("its directory {} {why}", dir.display()), fix))
+        });
+    if let Some((what, fix)) = problem {
+        return Err(format!(
+            "plan {}: {what}, so another user could have set the trainer's environment; {fix}",
+            path.display()
+        ));
+    }
     let mut text = String::new();
     f.take(MAX_PLAN_BYTES + 1)
         .read_to_string(&mut text)
@@ -269,6 +290,47 @@ pub fn load(path: &Path) -> Result<RankPlan, String> {
         return Err(fail(format!("larger than {} MiB", MAX_PLAN_BYTES >> 20)));
     }
     RankPlan::from_json(&text).map_err(|e| format!("plan {}: {e}", path.display()))
+}
+
+/// How another user than `me` could have written the file or directory `m` at `shown`, with
+/// the fix: docs/security.md's rule for configuration and code (the launcher's
+/// `input::writers`, role `Trusted`), whose owner must be this user or root, writable by
+/// nobody else, a directory with the sticky bit excepted. The runtime, a static binary, reads
+/// no user database, so it cannot tell a user's private group: a group write bit counts.
+fn writable_by_others(m: &std::fs::Metadata, me: u32, shown: &str) -> Option<(String, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let (uid, gid, mode) = (m.uid(), m.gid(), m.mode());
+    if uid != me && uid != 0 {
+        return Some((
+            format!("belongs to uid {uid}, not to you"),
+            "use a rank plan of your own (ovlaunch writes one into each job directory)".into(),
+        ));
+    }
+    if m.is_dir() && mode & 0o1000 != 0 {
+        return None;
+    }
+    if mode & 0o002 != 0 {
+        return Some(if m.is_dir() {
+            (
+                "is writable by every user and has no sticky bit".into(),
+                format!("`chmod o-w {shown}` (or `chmod +t {shown}`, as /tmp has it)"),
+            )
+        } else {
+            (
+                "is writable by every user".into(),
+                format!("`chmod o-w {shown}`"),
+            )
+        });
+    }
+    (mode & 0o020 != 0).then(|| {
+        (
+            format!(
+                "is writable by its group (gid {gid}; the rank runtime reads no user database, \
+                 so a private group counts too)"
+            ),
+            format!("`chmod g-w {shown}`"),
+        )
+    })
 }
 
 #[cfg(test)]
