@@ -966,3 +966,73 @@ fn a_plan_another_user_could_write_is_refused() {
         eprintln!("part skipped: giving a file to another user needs root");
     }
 }
+
+/// A plan for one Slurm task per GPU (`launch_mode: srun`) run by a REAL torchrun inside one
+/// Slurm task (`torchrun ... ovlaunch-rank --plan JOB/rank-plan.json`): every worker would take
+/// the task's `SLURM_PROCID` and become rank 0 of a world of 1. The runtime refuses, naming
+/// torchrun's variable and the launch mode that reads torchrun's identity; in auto mode the
+/// same workers are ranks 0 and 1 of 2. Without torchrun the test says so and passes.
+#[test]
+fn srun_mode_under_torchrun_is_refused() {
+    let Ok(torchrun) = which::which("torchrun") else {
+        eprintln!("skipped: torchrun not installed (run .ci/install.sh torch)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let slurm_task = [
+        ("SLURM_PROCID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_NTASKS", "1"),
+        ("SLURM_STEP_TASKS_PER_NODE", "1"),
+        ("SLURM_STEP_NODELIST", "localhost"),
+    ];
+    let torchrun_workers = |mode: &str, port: &str| {
+        let plan = write_plan(
+            dir.path(),
+            &format!(r#"{{"schema": 1, "launch_mode": "{mode}"}}"#),
+        );
+        let out = Command::new(&torchrun)
+            .env_clear()
+            .env("PATH", PATH)
+            .envs(slurm_task)
+            .args([
+                "--no_python",
+                "--nproc_per_node",
+                "2",
+                "--master_port",
+                port,
+            ])
+            .arg(crate::common::rank_bin())
+            .args(["--plan", plan.to_str().unwrap(), "--", "sh", "-c"])
+            .arg("echo \"worker RANK=$RANK WORLD_SIZE=$WORLD_SIZE\"")
+            .output()
+            .unwrap();
+        finish(out)
+    };
+    let r = torchrun_workers("auto", "29537");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let mut ranks: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("worker "))
+        .collect();
+    ranks.sort_unstable();
+    assert_eq!(
+        ranks,
+        ["worker RANK=0 WORLD_SIZE=2", "worker RANK=1 WORLD_SIZE=2"]
+    );
+
+    let r = torchrun_workers("srun", "29538");
+    assert_ne!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("worker "), "a worker ran: {}", r.stdout);
+    assert!(
+        r.stderr.contains(
+            "ovlaunch-rank: cannot determine the rank identity: the plan's launch_mode is srun \
+             (one Slurm task per GPU) but torchrun started this process (TORCHELASTIC_RUN_ID is set)"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("launch_mode torchrun"), "{}", r.stderr);
+}

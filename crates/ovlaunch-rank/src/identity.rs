@@ -10,6 +10,8 @@
 //!   `LOCAL_WORLD_SIZE`=tasks on this node, `GROUP_RANK`=`NODE_RANK`=`SLURM_NODEID`,
 //!   `MASTER_ADDR`=first host of the step's node list, `MASTER_PORT`=plan port. These
 //!   overwrite inherited values: under srun they are the truth.
+//!   A process torchrun started (`TORCHELASTIC_RUN_ID` set) is refused in this mode: its
+//!   workers share one Slurm task, so each would become that task's rank.
 //! * `torchrun`: the variables torchrun exported are read and nothing is set.
 //! * single process (auto mode with neither torch nor Slurm variables): rank 0 of 1; the
 //!   torch variables are set only where absent, so a user's `MASTER_ADDR` survives.
@@ -129,7 +131,18 @@ pub fn derive(mode: LaunchMode, env: &Environ, master_port: u16) -> Result<Ident
     Ok(id)
 }
 
+/// Set by torchrun (torch's elastic agent) in every worker's environment.
+pub const TORCHRUN_WORKER: &str = "TORCHELASTIC_RUN_ID";
+
 fn from_slurm(env: &Environ, master_port: u16) -> Result<Identity, String> {
+    if env.contains(TORCHRUN_WORKER) {
+        return Err(format!(
+            "the plan's launch_mode is srun (one Slurm task per GPU) but torchrun started this \
+             process ({TORCHRUN_WORKER} is set): every worker would take this task's \
+             SLURM_PROCID as its rank; use a plan with launch_mode torchrun (or auto) under \
+             torchrun, or start one Slurm task per GPU without it"
+        ));
+    }
     let rank = required_u32(env, &["SLURM_PROCID"])?;
     let local_rank = required_u32(env, &["SLURM_LOCALID"])?;
     let node_rank = required_u32(env, &["SLURM_NODEID"])?;
