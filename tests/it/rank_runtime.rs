@@ -1036,3 +1036,46 @@ fn srun_mode_under_torchrun_is_refused() {
     );
     assert!(r.stderr.contains("launch_mode torchrun"), "{}", r.stderr);
 }
+
+/// The report line says whether the rank was placed on the NUMA node its policy chose: when
+/// that node has no CPUs the rank may use, or there is no NUMA information at all (a
+/// container without /sys/devices/system/node), the CPU set stays as inherited and the line
+/// says `placed=no` (the warning before it says why) beside the node it did not bind to.
+#[test]
+fn identity_report_says_whether_the_rank_was_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "affinity": {"policy": "static", "gpus_per_numa": 4}}"#,
+    );
+    let report = |extra: &[(&str, &str)], local: &str| {
+        let mut env = vec![("RANK", local), ("LOCAL_RANK", local), ("WORLD_SIZE", "8")];
+        env.extend_from_slice(extra);
+        let r = run(
+            &env,
+            &["--plan", plan.to_str().unwrap(), "--print-identity", "true"],
+        );
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("ovlaunch-rank rank="))
+            .unwrap_or_else(|| panic!("no report line in {}", r.stderr))
+            .to_string();
+        (line, r.stderr)
+    };
+    // A sysfs without NUMA nodes (a container's): nothing placed.
+    let (line, stderr) = report(&[("OVLAUNCH_SYSFS_ROOT", "/nonexistent")], "5");
+    assert!(line.contains(" numa=1 affinity=static "), "{line}");
+    assert!(line.ends_with(" placed=no"), "{line}");
+    assert!(stderr.contains("no NUMA information"), "{stderr}");
+    // This machine's real node 0: local rank 0 is placed there.
+    if Path::new("/sys/devices/system/node/node0/cpulist").exists() {
+        let (line, _) = report(&[], "0");
+        assert!(line.contains(" numa=0 affinity=static "), "{line}");
+        assert!(line.ends_with(" placed=yes"), "{line}");
+    }
+    // No policy: nothing asked, nothing placed.
+    let r = run(&[], &["--print-identity", "true"]);
+    assert!(r.stderr.trim_end().ends_with(" placed=-"), "{}", r.stderr);
+}

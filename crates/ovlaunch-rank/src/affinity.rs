@@ -49,8 +49,14 @@ pub struct Placement {
     pub policy: AffinityPolicy,
     /// PCI bus id of the rank's GPU (sysfs policy only).
     pub gpu: Option<String>,
-    /// NUMA node chosen for this rank, if one could be determined.
+    /// NUMA node chosen for this rank, if one could be determined (even where [`placed`]
+    /// is false: the node the policy named).
+    ///
+    /// [`placed`]: Placement::placed
     pub numa_node: Option<u32>,
+    /// Whether the rank's CPUs are the policy's (`wanted ∩ allowed`, not empty); false when
+    /// a note says why they were left as inherited, and for policy `none`.
+    pub placed: bool,
     /// CPUs of that NUMA node as sysfs lists them.
     pub wanted: Option<Vec<usize>>,
     /// Final CPU set for the trainer (⊆ allowed).
@@ -72,6 +78,7 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         numa_node: None,
         wanted: None,
         cpus: allowed.clone(),
+        placed: false,
         bind_cpus: false,
         membind: None,
         notes: Vec::new(),
@@ -149,6 +156,7 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         p.wanted = Some(wanted);
         return p;
     }
+    p.placed = true;
     p.bind_cpus = both != allowed;
     p.cpus = both;
     p.wanted = Some(wanted);
@@ -363,6 +371,7 @@ mod tests {
             numa_node: None,
             wanted: None,
             cpus: allowed,
+            placed: false,
             bind_cpus: false,
             membind: None,
             notes: Vec::new(),

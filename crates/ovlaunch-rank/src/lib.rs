@@ -313,6 +313,11 @@ pub fn report_for(p: &Prepared) -> report::Report {
         membind: p.placement.membind,
         gpu: p.placement.gpu.clone(),
         memlock: report::memlock(),
+        placed: match (p.placement.policy, p.placement.placed) {
+            (AffinityPolicy::None, _) => "-",
+            (_, true) => "yes",
+            (_, false) => "no",
+        },
     }
 }
 
