@@ -1079,3 +1079,46 @@ fn identity_report_says_whether_the_rank_was_placed() {
     let r = run(&[], &["--print-identity", "true"]);
     assert!(r.stderr.trim_end().ends_with(" placed=-"), "{}", r.stderr);
 }
+
+/// Arguments that are not UTF-8 (a path in a Latin-1 directory, bytes a user passes on): the
+/// plan's path is read in both spellings, `--plan FILE` and `--plan=FILE`, and the trainer's
+/// arguments reach it byte for byte.
+#[test]
+fn non_utf8_arguments() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join(OsStr::from_bytes(b"plan-\xe9t\xe9.json"));
+    std::fs::write(&plan, r#"{"schema": 1, "env": {"FROM_PLAN": "1"}}"#).unwrap();
+    let mut joined = b"--plan=".to_vec();
+    joined.extend_from_slice(plan.as_os_str().as_bytes());
+    let spellings: [Vec<&OsStr>; 2] = [
+        vec![OsStr::new("--plan"), plan.as_os_str()],
+        vec![OsStr::from_bytes(&joined)],
+    ];
+    for spelling in spellings {
+        let out = command(&[], &[])
+            .args(&spelling)
+            .args(["--", "/usr/bin/env"])
+            .output()
+            .unwrap();
+        let r = finish(out);
+        assert_eq!(r.code, Some(0), "{spelling:?}: {}", r.stderr);
+        assert_eq!(
+            env_value(&r.stdout, "FROM_PLAN").as_deref(),
+            Some("1"),
+            "{spelling:?}"
+        );
+    }
+    let out = command(&[], &["--", "printf", "%s|%s"])
+        .arg(OsStr::from_bytes(b"a\xffb"))
+        .arg(OsStr::from_bytes(b"\xc3("))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"a\xffb|\xc3(");
+}
