@@ -1122,3 +1122,42 @@ fn non_utf8_arguments() {
     );
     assert_eq!(out.stdout, b"a\xffb|\xc3(");
 }
+
+/// A trainer script that exists but whose `#!` interpreter does not (a conda path of another
+/// machine, a line ended `\r\n` by a Windows editor): the kernel says ENOENT, and `env(1)`'s
+/// "No such file or directory" would send the user looking for the script. The runtime keeps
+/// env(1)'s 127 and names the interpreter.
+#[test]
+fn a_missing_interpreter_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = |name: &str, text: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        f.to_str().unwrap().to_string()
+    };
+    let conda = script(
+        "train.py",
+        "#!/nonexistent/conda/bin/python3 -u\nprint(1)\n",
+    );
+    let r = run(&[], &["--", &conda]);
+    assert_eq!(r.code, Some(127), "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "ovlaunch-rank: cannot run '{conda}': its interpreter '/nonexistent/conda/bin/python3' \
+             (the script's #! line) was not found\n"
+        )
+    );
+    let crlf = script("train.sh", "#!/bin/sh\r\necho hi\r\n");
+    let r = run(&[], &["--", &crlf]);
+    assert_eq!(r.code, Some(127), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "cannot run '{crlf}': its interpreter '/bin/sh\\r' (the script's #! line) was not \
+             found: the line ends in a carriage return (Windows line ends; `sed -i 's/\\r$//' {crlf}`)"
+        )),
+        "{}",
+        r.stderr
+    );
+}
