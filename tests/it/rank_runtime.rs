@@ -56,6 +56,7 @@ fn write_plan(dir: &Path, json: &str) -> PathBuf {
 
 /// Slurm variables of global rank 5 = local rank 1 on node 1 of a 2-node, 4+2-task step.
 const SLURM_RANK5: &[(&str, &str)] = &[
+    ("SLURM_STEP_ID", "0"),
     ("SLURM_PROCID", "5"),
     ("SLURM_LOCALID", "1"),
     ("SLURM_NODEID", "1"),
@@ -1159,5 +1160,62 @@ fn a_missing_interpreter_is_named() {
         )),
         "{}",
         r.stderr
+    );
+}
+
+/// On a REAL Slurm: the rank line of a one-task-per-GPU plan run in the batch script itself,
+/// without srun. Slurm gives the batch step `SLURM_PROCID=0` and the job's `SLURM_NTASKS`, but
+/// no `SLURM_STEP_ID`: rank 0 of a world of 2 would wait for a rank 1 nobody starts. The
+/// runtime refuses (125) and names srun; the same line under srun runs both ranks.
+#[test]
+fn srun_mode_in_the_batch_script_without_srun_is_refused() {
+    let Some((_turn, c)) = crate::slurm_e2e::cluster() else {
+        return;
+    };
+    let dir = c.dir.path().join("batch-step");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = write_plan(&dir, r#"{"schema": 1, "launch_mode": "srun"}"#);
+    let rank_line = format!(
+        "{} --plan {} -- bash -c 'echo \"$0 RANK=$RANK WORLD_SIZE=$WORLD_SIZE\"'",
+        crate::common::rank_bin(),
+        plan.display()
+    );
+    let script = dir.join("job.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/bash\n{rank_line} batch; echo \"batch rc=$?\"\nsrun {rank_line} step\n"),
+    )
+    .unwrap();
+    let out_file = dir.join("out.txt");
+    let out = c
+        .cmd("sbatch")
+        .current_dir(&dir)
+        .args(["-W", "-N1", "-n2", "-o"])
+        .arg(&out_file)
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(&out_file).unwrap();
+    assert!(log.contains("batch rc=125"), "{log}");
+    assert!(!log.contains("batch RANK="), "{log}");
+    assert!(
+        log.contains(
+            "ovlaunch-rank: cannot determine the rank identity: the plan's launch_mode is srun \
+             but this process is not a task of a job step (SLURM_STEP_ID is not set: the batch \
+             script itself?)"
+        ),
+        "{log}"
+    );
+    let mut steps: Vec<&str> = log.lines().filter(|l| l.starts_with("step ")).collect();
+    steps.sort_unstable();
+    assert_eq!(
+        steps,
+        ["step RANK=0 WORLD_SIZE=2", "step RANK=1 WORLD_SIZE=2"],
+        "{log}"
     );
 }

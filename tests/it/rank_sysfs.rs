@@ -310,6 +310,7 @@ fn binary_reports_the_discovered_gpu_and_numa_node() {
             .env("PATH", "/usr/bin:/bin")
             .env("OVLAUNCH_SYSFS_ROOT", &root)
             .envs([
+                ("SLURM_STEP_ID", "0"),
                 ("SLURM_PROCID", local),
                 ("SLURM_LOCALID", local),
                 ("SLURM_NODEID", "0"),
@@ -354,6 +355,7 @@ fn slurm_renumbered_devices_map_through_the_global_gpu_list() {
     .unwrap();
     let srun_task = |local: &'static str| {
         vec![
+            ("SLURM_STEP_ID", "0"),
             ("SLURM_PROCID", local),
             ("SLURM_LOCALID", local),
             ("SLURM_NODEID", "0"),
