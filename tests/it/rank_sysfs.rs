@@ -192,7 +192,7 @@ fn gb200_model_per_local_rank() {
     assert_eq!(got.cpus, all);
     assert!(!got.bind_cpus && got.membind.is_none());
     assert!(
-        got.notes[0].contains("NUMA node 2 has no CPUs"),
+        got.notes.iter().any(|n| n.contains("NUMA node 2 has no CPUs")),
         "{:?}",
         got.notes
     );
@@ -446,4 +446,47 @@ fn slurm_renumbered_devices_map_through_the_global_gpu_list() {
             "{env:?}: wanted gpu={gpu} numa={node}\n{stderr}"
         );
     }
+}
+
+/// A plan's static rule written for 8-GPU nodes (`local_rank / 4`) meeting a 4-GPU node with
+/// two GPUs per NUMA node (the GB200 model: no such node runs these tests): it puts local ranks
+/// 2 and 3 on NUMA node 0, away from their GPUs on node 1 (Megatron-Bridge's GB300 mistake,
+/// NVIDIA/exemplar-performance#38). Where sysfs shows the rank's GPU, the runtime says so;
+/// the placement stays the plan's. On the node the rule was written for nothing is said.
+#[test]
+fn a_static_rule_that_does_not_fit_the_node_is_named() {
+    let static4 = plan(AffinityPolicy::Static, Some(4));
+    let gb200 = fixture("gb200");
+    let all = cpus("0-143");
+    for rank in 0..4u32 {
+        let got = place(&gb200, &static4, rank, None, &all);
+        assert_eq!(got.numa_node, Some(0), "the plan's rule, rank {rank}");
+        if rank < 2 {
+            assert!(got.notes.is_empty(), "rank {rank}: {:?}", got.notes);
+        } else {
+            let bus = ["0018:01:00.0", "0019:01:00.0"][rank as usize - 2];
+            assert_eq!(
+                got.notes,
+                [format!(
+                    "the static rule puts local rank {rank} on NUMA node 0 (local_rank / 4), \
+                     but its GPU {bus} is on NUMA node 1: gpus_per_numa 4 does not fit this \
+                     node (affinity policy sysfs follows the GPU)"
+                )],
+                "rank {rank}"
+            );
+        }
+    }
+    let dgx = fixture("dgx-h100");
+    let all = cpus("0-223");
+    for rank in 0..8u32 {
+        let got = place(&dgx, &static4, rank, None, &all);
+        assert!(got.notes.is_empty(), "rank {rank}: {:?}", got.notes);
+    }
+    // No GPUs in sysfs (a container without /sys/bus/pci): nothing to compare, nothing said.
+    let got = place(&fixture("no-numa"), &static4, 0, None, &cpus("0-7"));
+    assert!(
+        got.notes.iter().all(|n| !n.contains("does not fit")),
+        "{:?}",
+        got.notes
+    );
 }

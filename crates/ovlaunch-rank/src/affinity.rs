@@ -14,7 +14,9 @@
 //!
 //! Policies ported from Megatron-Bridge `scripts/performance/utils/executors.py`:
 //! * `static`: `numactl --cpunodebind=$((SLURM_LOCALID/D)) --membind=$((SLURM_LOCALID/D))`
-//!   with D = 4 on 8-GPU nodes and 2 on GB200/GB300/VR200 (`gpus_per_numa` = D).
+//!   with D = 4 on 8-GPU nodes and 2 on GB200/GB300/VR200 (`gpus_per_numa` = D). Where
+//!   sysfs shows the rank's GPU on another NUMA node than the rule's (a plan for 8-GPU nodes
+//!   on a 4-GPU node), a note says so; the placement stays the rule's.
 //! * `sysfs`: the Kubeflow wrapper's "GPU's PCI device → `numa_node` → numactl" rule.
 //! * `cores` (static only): B300's `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16
 //!   + 1))`, the listed cores instead of the node's CPUs; memory still binds to the node.
@@ -111,6 +113,21 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         },
     };
     p.numa_node = Some(node);
+    if input.plan.policy == AffinityPolicy::Static
+        && let Ok((bus_id, Some(gpu_node))) = gpu_for_rank(input)
+        && gpu_node != node
+    {
+        // The rule's divisor was written for another node shape (a plan for 8-GPU nodes on
+        // a 4-GPU node): said, not overridden, since the placement is the plan's decision.
+        p.notes.push(format!(
+            "the static rule puts local rank {} on NUMA node {node} (local_rank / {}), but its \
+             GPU {bus_id} is on NUMA node {gpu_node}: gpus_per_numa {} does not fit this node \
+             (affinity policy sysfs follows the GPU)",
+            input.local_rank,
+            input.plan.gpus_per_numa.unwrap_or(1),
+            input.plan.gpus_per_numa.unwrap_or(1),
+        ));
+    }
     let pinned = input
         .plan
         .cores
