@@ -1219,3 +1219,51 @@ fn srun_mode_in_the_batch_script_without_srun_is_refused() {
         "{log}"
     );
 }
+
+/// A plan from another ovlaunch version than the rank runtime's (a site profile's
+/// `rank_runtime` built before the launcher was upgraded): the refusal says which version
+/// this runtime is, which schema it reads, and where the matching runtime is.
+#[test]
+fn a_plan_from_another_version_names_the_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let fix = "use the rank runtime of the ovlaunch that wrote the plan (the job directory's \
+               ovlaunch-rank), or rebuild the one --rank-runtime or a profile's rank_runtime names";
+    for (json, first, which) in [
+        (
+            r#"{"schema": 2}"#,
+            "unsupported schema 2",
+            "a plan from a newer ovlaunch version",
+        ),
+        (
+            r#"{"schema": 0}"#,
+            "unsupported schema 0",
+            "a plan from an older ovlaunch version",
+        ),
+        (
+            r#"{"schema": 1, "gpu_map": {"0": 4}}"#,
+            "unknown field `gpu_map`",
+            "if the plan is from another ovlaunch version",
+        ),
+    ] {
+        let plan = write_plan(dir.path(), json);
+        let r = run(&[], &["--plan", plan.to_str().unwrap(), "true"]);
+        assert_eq!(r.code, Some(125), "{}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+        for want in [
+            first.to_string(),
+            which.to_string(),
+            format!("this ovlaunch-rank {version} reads rank plan schema 1"),
+            fix.to_string(),
+        ] {
+            assert!(r.stderr.contains(&want), "{want:?} not in {}", r.stderr);
+        }
+    }
+    // A typo in a plan of this version is still just that.
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "affinity": {"policy": "none", "membnd": true}}"#,
+    );
+    let r = run(&[], &["--plan", plan.to_str().unwrap(), "true"]);
+    assert!(r.stderr.contains("unknown field `membnd`"), "{}", r.stderr);
+}

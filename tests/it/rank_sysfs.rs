@@ -192,7 +192,9 @@ fn gb200_model_per_local_rank() {
     assert_eq!(got.cpus, all);
     assert!(!got.bind_cpus && got.membind.is_none());
     assert!(
-        got.notes.iter().any(|n| n.contains("NUMA node 2 has no CPUs")),
+        got.notes
+            .iter()
+            .any(|n| n.contains("NUMA node 2 has no CPUs")),
         "{:?}",
         got.notes
     );

@@ -19,6 +19,19 @@ use crate::names::{ENV_NAME_RULE, valid_env_name};
 /// The only plan schema this runtime understands.
 pub const SCHEMA: u32 = 1;
 
+/// Which plans this runtime reads, for the refusal of another version's.
+fn this_runtime() -> String {
+    format!(
+        "this ovlaunch-rank {} reads rank plan schema {SCHEMA}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Where the runtime for a plan of another version is.
+const USE_ITS_RUNTIME: &str = "use the rank runtime of the ovlaunch that wrote the plan (the \
+    job directory's ovlaunch-rank), or rebuild the one --rank-runtime or a profile's \
+    rank_runtime names";
+
 /// torch's default rendezvous port (`torchrun --master-port` default).
 pub const DEFAULT_MASTER_PORT: u16 = 29500;
 
@@ -156,7 +169,17 @@ impl Default for RankPlan {
 impl RankPlan {
     /// Parse a plan from JSON text and validate it.
     pub fn from_json(text: &str) -> Result<RankPlan, String> {
-        let plan: RankPlan = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let plan: RankPlan = serde_json::from_str(text).map_err(|e| {
+            let e = e.to_string();
+            if e.starts_with("unknown field") {
+                format!(
+                    "{e}; if the plan is from another ovlaunch version ({}), {USE_ITS_RUNTIME}",
+                    this_runtime()
+                )
+            } else {
+                e
+            }
+        })?;
         plan.validate()?;
         Ok(plan)
     }
@@ -164,9 +187,16 @@ impl RankPlan {
     /// Checks serde cannot express. The message names the offending field.
     pub fn validate(&self) -> Result<(), String> {
         if self.schema != SCHEMA {
+            let which = if self.schema > SCHEMA {
+                "a newer"
+            } else {
+                "an older"
+            };
             return Err(format!(
-                "unsupported schema {} (this ovlaunch-rank understands schema {SCHEMA})",
-                self.schema
+                "unsupported schema {}: a plan from {which} ovlaunch version ({}); \
+                 {USE_ITS_RUNTIME}",
+                self.schema,
+                this_runtime()
             ));
         }
         if self.master_port == 0 {
