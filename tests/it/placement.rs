@@ -214,6 +214,7 @@ fn pinned_cores_on_a_dgx_class_tree() {
             slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &all,
+            mems_allowed: None,
         });
         let first = lr as usize * 16;
         assert_eq!(p.cpus, vec![first, first + 1], "rank {lr}");
@@ -230,6 +231,7 @@ fn pinned_cores_on_a_dgx_class_tree() {
         slurm_gpus: None,
         sysfs: &sysfs,
         allowed: &allowed,
+        mems_allowed: None,
     });
     assert_eq!(p.cpus, allowed);
     assert!(!p.bind_cpus);
@@ -276,6 +278,7 @@ fn membind_only_where_the_node_has_memory() {
             slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &all,
+            mems_allowed: None,
         })
     };
     // No has_memory file: CPUs bound, memory left alone, said so.
@@ -310,6 +313,7 @@ fn membind_only_where_the_node_has_memory() {
         slurm_gpus: None,
         sysfs: &fixture("gb200"),
         allowed: &parse_cpulist("0-143").unwrap(),
+        mems_allowed: None,
     });
     assert_eq!(p.membind, Some(1));
 }

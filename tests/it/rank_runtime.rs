@@ -1267,3 +1267,72 @@ fn a_plan_from_another_version_names_the_versions() {
     let r = run(&[], &["--plan", plan.to_str().unwrap(), "true"]);
     assert!(r.stderr.contains("unknown field `membnd`"), "{}", r.stderr);
 }
+
+/// Memory binding to a NUMA node the process may not allocate on (a cgroup cpuset's
+/// `cpuset.mems` narrower than the node list sysfs shows, as in a container or a Slurm step
+/// confined to one socket's memory): the kernel refuses `set_mempolicy`, and the rank must not
+/// die of it. The node list is a stand-in (this machine has one NUMA node: the model says
+/// node 1 holds our second CPU and has memory); the refusal is this kernel's, since node 1 is
+/// not in this process's `Mems_allowed_list`.
+#[test]
+fn membind_outside_the_allowed_memory_nodes_is_left_as_inherited() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mems = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Mems_allowed_list:"))
+        .map(|s| s.trim().to_string());
+    let mine = ovlaunch_rank::cpulist::parse_cpulist(&own_cpus()).unwrap();
+    if mems.as_deref() != Some("0") || mine.len() < 2 {
+        eprintln!("skipped: needs Mems_allowed_list 0 and 2 CPUs, have {mems:?}, {mine:?}");
+        return;
+    }
+    let fmt = ovlaunch_rank::cpulist::format_cpulist;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sys");
+    for (n, cpus) in [(0, fmt(&mine[..1])), (1, fmt(&mine[1..]))] {
+        let d = root.join(format!("devices/system/node/node{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cpulist"), format!("{cpus}\n")).unwrap();
+    }
+    std::fs::write(root.join("devices/system/node/has_memory"), "0-1\n").unwrap();
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "affinity": {"policy": "static", "gpus_per_numa": 4, "membind": true}}"#,
+    );
+    let r = run(
+        &[
+            ("OVLAUNCH_SYSFS_ROOT", root.to_str().unwrap()),
+            ("RANK", "4"),
+            ("LOCAL_RANK", "4"),
+            ("WORLD_SIZE", "8"),
+        ],
+        &[
+            "--plan",
+            plan.to_str().unwrap(),
+            "--print-identity",
+            "sh",
+            "-c",
+            "grep Cpus_allowed_list /proc/self/status",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(
+        cpus_allowed(&r.stdout),
+        Some(fmt(&mine[1..])),
+        "CPUs still placed"
+    );
+    assert!(
+        r.stderr.contains(
+            "ovlaunch-rank: warning: NUMA node 1 is not among the memory nodes this process may \
+             use (Mems_allowed_list 0); memory policy left as inherited"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(" numa=1 affinity=static "),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains(" membind=- "), "{}", r.stderr);
+}

@@ -49,6 +49,7 @@ fn place(
         slurm_gpus: None,
         sysfs,
         allowed,
+        mems_allowed: None,
     })
 }
 

@@ -21,7 +21,8 @@
 //! * `cores` (static only): B300's `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16
 //!   + 1))`, the listed cores instead of the node's CPUs; memory still binds to the node.
 //! * `membind` binds memory only where the node has memory (`has_memory`), as numactl would
-//!   otherwise fail.
+//!   otherwise fail, and only to a node of the process's `Mems_allowed_list` (a cgroup
+//!   cpuset's), which the kernel would otherwise refuse.
 
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
@@ -43,6 +44,9 @@ pub struct PlacementInput<'a> {
     pub sysfs: &'a Sysfs,
     /// The CPUs this process may use now (sorted); the result never leaves this set.
     pub allowed: &'a [usize],
+    /// The NUMA nodes this process may allocate memory on (`Mems_allowed_list`, a cgroup
+    /// cpuset's `cpuset.mems`), when known; memory is bound only to one of them.
+    pub mems_allowed: Option<&'a [usize]>,
 }
 
 /// The decision: what to bind, and why.
@@ -178,6 +182,17 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
     p.cpus = both;
     p.wanted = Some(wanted);
     if input.plan.membind {
+        // The kernel refuses MPOL_BIND outside the cpuset's memory nodes (EINVAL).
+        if let Some(mems) = input.mems_allowed
+            && !mems.contains(&(node as usize))
+        {
+            p.notes.push(format!(
+                "NUMA node {node} is not among the memory nodes this process may use \
+                 (Mems_allowed_list {}); memory policy left as inherited",
+                format_cpulist(mems)
+            ));
+            return p;
+        }
         // `numactl --membind` fails on a node without memory; bind only where it has some.
         match input.sysfs.node_has_memory(node) {
             Some(true) => p.membind = Some(node),
@@ -268,6 +283,16 @@ pub fn current_allowed() -> Result<Vec<usize>, String> {
         .collect())
 }
 
+/// The NUMA nodes this process may allocate memory on (`Mems_allowed_list` of
+/// `/proc/self/status`); `None` when it cannot be read.
+pub fn current_mems() -> Option<Vec<usize>> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
+    crate::cpulist::parse_cpulist(list).ok()
+}
+
 /// Apply `p` to this process (and thereby to the trainer it execs).
 pub fn apply(p: &Placement) -> Result<(), String> {
     if p.bind_cpus {
@@ -345,6 +370,7 @@ mod tests {
             slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &[0, 1, 2],
+            mems_allowed: None,
         });
         assert_eq!(p.cpus, [0, 1, 2]);
         assert!(!p.bind_cpus && p.notes.is_empty() && p.numa_node.is_none());
@@ -366,6 +392,7 @@ mod tests {
             slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &[0, 1],
+            mems_allowed: None,
         });
         assert_eq!(p.numa_node, Some(1));
         assert_eq!(p.cpus, [0, 1]);

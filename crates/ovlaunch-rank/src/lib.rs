@@ -269,6 +269,7 @@ pub fn prepare(
     let slurm_gpus = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"]
         .into_iter()
         .find_map(|name| Some((name, env.get_os(name)?.to_string_lossy())));
+    let mems = affinity::current_mems();
     let placement = affinity::decide(&PlacementInput {
         plan: &plan.affinity,
         local_rank: identity.local_rank,
@@ -276,6 +277,7 @@ pub fn prepare(
         slurm_gpus: slurm_gpus.as_ref().map(|(n, v)| (*n, v.as_ref())),
         sysfs: &sysfs,
         allowed,
+        mems_allowed: mems.as_deref(),
     });
     warnings.extend(placement.notes.iter().map(|n| format!("warning: {n}")));
 
