@@ -123,13 +123,11 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
     {
         // The rule's divisor was written for another node shape (a plan for 8-GPU nodes on
         // a 4-GPU node): said, not overridden, since the placement is the plan's decision.
+        let (rank, d) = (input.local_rank, input.plan.gpus_per_numa.unwrap_or(1));
         p.notes.push(format!(
-            "the static rule puts local rank {} on NUMA node {node} (local_rank / {}), but its \
-             GPU {bus_id} is on NUMA node {gpu_node}: gpus_per_numa {} does not fit this node \
-             (affinity policy sysfs follows the GPU)",
-            input.local_rank,
-            input.plan.gpus_per_numa.unwrap_or(1),
-            input.plan.gpus_per_numa.unwrap_or(1),
+            "the static rule puts local rank {rank} on NUMA node {node} (local_rank / {d}), but \
+             its GPU {bus_id} is on NUMA node {gpu_node}: gpus_per_numa {d} does not fit this \
+             node (affinity policy sysfs follows the GPU)"
         ));
     }
     let pinned = input

@@ -8,8 +8,8 @@
 //! used is the *trainer's* (after the plan's env is applied), as env(1) does.
 //! [`exec`] replaces this process; it only returns on failure, with the exit code
 //! (126 or 127) and a message (for a script whose `#!` interpreter is missing, that
-//! interpreter, where env(1) says only "No such file or directory"). After a successful exec, signals, the exit status and the
-//! process id are the trainer's own.
+//! interpreter, where env(1) says only "No such file or directory"). After a successful
+//! exec, signals, the exit status and the process id are the trainer's own.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
