@@ -154,6 +154,7 @@ fn extra_cases() -> Vec<Case> {
         what_runs_cases(),
         runner_sync_cases(),
         benchmark_data_cases(),
+        own_data_cases(),
     ]
     .into_iter()
     .flatten()
@@ -1916,6 +1917,82 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.dataset_root=/data/x",
                 "--set",
                 "dataset.hf_dataset=null",
+            ],
+        ),
+    ]
+}
+
+/// A user's own pretraining data and checkpoints on Llama 3 8B's library function: the data
+/// path and blend shapes Megatron-Core's `get_blend_from_list` and
+/// `BlendedMegatronDatasetConfig.__post_init__` read, and `CheckpointConfig.finalize`'s checks
+/// of a checkpoint step and of main parameters loaded without the optimizer's. Refused jobs
+/// are refused by both (Megatron-Core's words where it has some: a weight without its path
+/// makes it stop at `'float' object has no attribute 'strip'` or a bare assert); accepted ones
+/// are compared field by field.
+fn own_data_cases() -> Vec<Case> {
+    let pre = |id: &str, sets: &[&str]| {
+        let mut a = vec!["--recipe", "llama3_8b_pretrain_config", "--gpus", "h100x8"];
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &a)
+    };
+    vec![
+        pre(
+            "own-data-weight-without-path",
+            &["dataset.data_path=[0.3, /data/a, /data/b, /data/c]"],
+        ),
+        pre(
+            "own-data-text-pair-without-weight",
+            &["dataset.data_path=/data/a /data/b 0.3 /data/c"],
+        ),
+        pre("own-data-no-path", &["dataset.data_path=[]"]),
+        pre(
+            "own-data-text-weights",
+            &["dataset.data_path=0.3 /data/a 0.7 /data/b"],
+        ),
+        pre(
+            "refuse-own-data-blend-counts",
+            &["dataset.blend=[[/data/a, /data/b], [0.3]]"],
+        ),
+        pre(
+            "refuse-own-data-blend-per-split-two",
+            &[
+                "dataset.blend_per_split=[[[/data/a], null], [[/data/b], null]]",
+                "dataset.split=null",
+            ],
+        ),
+        pre(
+            "refuse-own-data-blend-per-split-with-split",
+            &["dataset.blend_per_split=[[[/data/a], null], [[/data/b], null], null]"],
+        ),
+        pre(
+            "own-data-blend-per-split",
+            &[
+                "dataset.blend_per_split=[[[/data/a, /data/b], [0.3, 0.7]], [[/data/v], null], null]",
+                "dataset.split=null",
+            ],
+        ),
+        pre(
+            "refuse-own-ckpt-step-without-load",
+            &["checkpoint.ckpt_step=100", "checkpoint.load=null"],
+        ),
+        pre(
+            "own-ckpt-step-with-load",
+            &[
+                "checkpoint.ckpt_step=100",
+                "checkpoint.load=/lustre/other/run/checkpoints",
+            ],
+        ),
+        pre(
+            "refuse-own-ckpt-main-params-with-optimizer",
+            &["checkpoint.load_main_params_from_ckpt=true"],
+        ),
+        pre(
+            "own-ckpt-main-params",
+            &[
+                "checkpoint.load_main_params_from_ckpt=true",
+                "checkpoint.load_optim=false",
             ],
         ),
     ]
