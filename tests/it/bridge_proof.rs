@@ -1988,6 +1988,18 @@ fn own_data_cases() -> Vec<Case> {
             "refuse-own-ckpt-main-params-with-optimizer",
             &["checkpoint.load_main_params_from_ckpt=true"],
         ),
+        // paths with spaces, commas, quotes and Hydra's own characters reach Bridge as given
+        pre(
+            "own-paths-spaces-commas",
+            &[
+                "checkpoint.save=/lustre/my ckpts/run,1",
+                "checkpoint.load=/lustre/other user's/run=2/checkpoints",
+                "logger.tensorboard_dir=/lustre/tb [a,b]/{x}",
+                "dataset.data_path=[0.3, /data/corpus a/text_document, 0.7, '/data/b,c/text_document']",
+                "tokenizer.tokenizer_type=SentencePieceTokenizer",
+                "tokenizer.tokenizer_model=/models/my tok/tokenizer.model",
+            ],
+        ),
         pre(
             "own-ckpt-main-params",
             &[

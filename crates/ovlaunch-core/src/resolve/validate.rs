@@ -1694,6 +1694,10 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
     ("HFDatasetSourceConfig.validate", super::hf_source::check),
+    (
+        "the runner's argv: nothing expands `~` or `$NAME`",
+        unexpanded_paths,
+    ),
 ];
 
 fn fail(msg: impl Into<String>, fields: &[&str]) -> Result<()> {
@@ -2160,6 +2164,122 @@ fn mock_dataset_blend(k: &Known<'_>) -> Result<()> {
                 "remove {field}; give {} to train on your data, which this class takes as the blend",
                 DATASET.data_path
             )));
+        }
+    }
+    Ok(())
+}
+
+/// The fields of Bridge's pass-through sections that name a file or directory the trainer
+/// opens or writes (Bridge's `CheckpointConfig`, `LoggerConfig`, `TokenizerConfig`,
+/// `ProfilingConfig`, and the dataset classes with their packing specs), by section; a nested
+/// field by its own name.
+const PATH_FIELDS: &[(&str, &[&str])] = &[
+    (
+        "checkpoint",
+        &[
+            "save",
+            "load",
+            "pretrained_checkpoint",
+            "non_persistent_global_ckpt_dir",
+            "non_persistent_local_ckpt_dir",
+            "ckpt_convert_save",
+        ],
+    ),
+    (
+        "logger",
+        &[
+            "tensorboard_dir",
+            "wandb_save_dir",
+            "save_config_filepath",
+            "moe_routing_trace_path",
+        ],
+    ),
+    (
+        "tokenizer",
+        &[
+            "tokenizer_model",
+            "vocab_file",
+            "merge_file",
+            "metadata_path",
+            "chat_template_path",
+        ],
+    ),
+    ("profiling", &["memory_snapshot_path"]),
+    (
+        "dataset",
+        &[
+            "data_path",
+            "blend",
+            "blend_per_split",
+            "path_to_cache",
+            "per_dataset_sequences_path",
+            "object_storage_cache_path",
+            "dataset_root",
+            "hf_output_root",
+            "path",
+            "packed_train_data_path",
+            "packed_val_data_path",
+            "packed_metadata_path",
+        ],
+    ),
+];
+
+/// A path the job gives (a recipe file, a plugin or `--set`) in [`PATH_FIELDS`] that starts
+/// with `~` or holds `$NAME` / `${NAME}`: nothing on the way to the trainer expands either.
+/// ovlaunch writes the text as it is (`${` escaped, so Hydra does not interpolate it),
+/// Bridge's runner and its config classes keep it (the proof builds such a config), and Python
+/// then opens a directory literally named `~` or `$SCRATCH` under the trainer's working
+/// directory: checkpoints and logs land there and a resumed run finds nothing. A shell expands
+/// `~` and `$NAME` only on its own command line, outside single quotes.
+fn unexpanded_paths(k: &Known<'_>) -> Result<()> {
+    fn texts<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| texts(x, out)),
+            _ => {}
+        }
+    }
+    fn variable(s: &str) -> Option<&str> {
+        let at = s.match_indices('$').find_map(|(i, _)| {
+            let rest = &s[i + 1..];
+            let name = rest.strip_prefix('{').unwrap_or(rest);
+            name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                .then_some(i)
+        })?;
+        let end = s[at + 1..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '{' || c == '}'))
+            .map_or(s.len(), |e| at + 1 + e);
+        Some(&s[at..end])
+    }
+    for (section, fields) in &k.sections().0 {
+        let Some((_, names)) = PATH_FIELDS.iter().find(|(s, _)| s == section) else {
+            continue;
+        };
+        for (field, value) in fields {
+            let mut found = Vec::new();
+            let leaf = field.rsplit('.').next().unwrap_or(field);
+            if names.contains(&leaf) {
+                texts(value, &mut found);
+            } else if let Some(m) = value.as_object() {
+                m.iter()
+                    .filter(|(key, _)| names.contains(&key.as_str()))
+                    .for_each(|(_, v)| texts(v, &mut found));
+            }
+            let path = format!("{section}.{field}");
+            for text in found {
+                let why = if text.starts_with('~') {
+                    "`~` is not your home directory there".to_string()
+                } else if let Some(var) = variable(text) {
+                    format!("`{var}` is not an environment variable there")
+                } else {
+                    continue;
+                };
+                return Err(Error::config(format!(
+                    "{text:?} reaches Bridge's runner as this very text, and {why}: nothing between ovlaunch and the trainer expands it (a shell does so only on its own command line, outside single quotes; a recipe file is not a shell), so the trainer would read and write a path that holds it (a relative one under its working directory)"
+                ))
+                .at_fields([path.as_str()])
+                .help("write the whole path (`/lustre/NAME/ckpt`), or `{job_dir}/...` / `{experiment_dir}/...`, which ovlaunch fills in; on the command line, `--set \"FIELD=$SCRATCH/ckpt\"` in double quotes lets your shell expand the variable first"));
+            }
         }
     }
     Ok(())
