@@ -181,3 +181,71 @@ fn a_comma_inside_a_listed_path_is_explained() {
     let o = run(&a);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Bridge's runner's working directory is the job directory with pyxis too (its
+/// `--container-workdir`; without it pyxis starts in the image's own `WORKDIR`, `/workspace`
+/// in NVIDIA's images, inside each task's private container): Bridge's recipes put their
+/// checkpoints and TensorBoard logs under it (`nemo_experiments/default/...`), and so does a
+/// relative path. A `--container-workdir` the user gives wins.
+#[test]
+fn with_pyxis_the_trainer_works_in_the_job_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "--recipe",
+            "llama3_8b_pretrain_config",
+            "--gpus",
+            "h100x8",
+            "--dry-run",
+            "--container-image",
+            "nvcr.io#nvidia/nemo:26.04",
+            "--jobs-root",
+            jobs.to_str().unwrap(),
+        ];
+        a.extend(extra);
+        let o = run(&a.iter().map(|s| &**s).collect::<Vec<_>>());
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let job = jobs.join("llama3_8b_pretrain-h100x8");
+    let script = args(&[]);
+    let argv = srun_words(&script);
+    assert!(
+        argv.contains(&format!("--container-workdir={}", job.display())),
+        "{argv:?}"
+    );
+    let script = args(&["--container-workdir", "/w"]);
+    let argv = srun_words(&script);
+    assert!(
+        argv.contains(&"--container-workdir=/w".to_string()),
+        "{argv:?}"
+    );
+    assert_eq!(
+        argv.iter()
+            .filter(|w| w.starts_with("--container-workdir"))
+            .count(),
+        1
+    );
+    // a trainer of the user's own keeps pyxis's default, where its relative paths may point
+    let script = args(&["--", "python", "train.py"]);
+    let argv = srun_words(&script);
+    assert!(
+        !argv.iter().any(|w| w.starts_with("--container-workdir")),
+        "{argv:?}"
+    );
+}
+
+/// The words real bash passes to `srun` in a rendered sbatch script (its srun line with the
+/// lines it continues).
+fn srun_words(script: &str) -> Vec<String> {
+    let mut block = String::new();
+    for line in script.lines().skip_while(|l| !l.starts_with("srun ")) {
+        block.push_str(line);
+        block.push('\n');
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    words_bash_passes("srun", &block)
+}
