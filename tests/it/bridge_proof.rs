@@ -1902,6 +1902,38 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset={dataset_name: squad}",
             ],
         ),
+        // packed files at paths of the job's own with the Hugging Face data rewritten: Bridge's
+        // validate refuses (the rewrite would replace them); without the rewrite it builds
+        case(
+            "refuse-sft-rewrite-own-packed-paths",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.offline_packing_specs.packed_train_data_path=/data/packed/train.npy",
+                "--set",
+                "dataset.hf_rewrite=true",
+            ],
+        ),
+        case(
+            "sft-own-packed-paths",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.offline_packing_specs.packed_train_data_path=/data/packed/train.npy",
+                "--set",
+                "dataset.offline_packing_specs.packed_metadata_path=/data/packed/meta.jsonl",
+            ],
+        ),
         // Llama 3 8B's SFT function keeps its Hugging Face settings: a local root in place of
         // its dataset needs them cleared too, as Bridge says
         case(

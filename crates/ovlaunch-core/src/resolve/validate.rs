@@ -1692,6 +1692,7 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
         dataset_blend_shape,
     ),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
+    ("GPTSFTDatasetConfig.validate", sft_rewrite_packed_paths),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
     ("HFDatasetSourceConfig.validate", super::hf_source::check),
     (
@@ -2452,6 +2453,52 @@ fn dataset_blend_shape(k: &Known<'_>) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `GPTSFTDatasetConfig.validate`: rewriting the materialized Hugging Face data
+/// (`hf_rewrite`) would write over packed files at paths the job names itself
+/// (`offline_packing_specs`' `packed_train_data_path`, `packed_val_data_path`,
+/// `packed_metadata_path`); Bridge rewrites only the packed files its builder places.
+fn sft_rewrite_packed_paths(k: &Known<'_>) -> Result<()> {
+    let Some(def) = k.holder().section("dataset") else {
+        return Ok(());
+    };
+    let path = |f: &str| format!("{}.{f}", def.name);
+    let (rewrite, specs) = (path("hf_rewrite"), path("offline_packing_specs"));
+    if !def.names.contains(&"hf_rewrite")
+        || k.truthy(&rewrite) != Some(true)
+        || k.is_set(&specs) != Some(true)
+    {
+        return Ok(());
+    }
+    let named: Vec<String> = [
+        "packed_train_data_path",
+        "packed_val_data_path",
+        "packed_metadata_path",
+    ]
+    .iter()
+    .map(|f| format!("{specs}.{f}"))
+    .filter(|p| {
+        k.sections()
+            .find(p)
+            .cloned()
+            .or_else(|| k.get(p))
+            .is_some_and(|v| !v.is_null())
+    })
+    .collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    let mut fields = vec![rewrite.clone()];
+    fields.extend(named.iter().cloned());
+    Err(Error::config(
+        "hf_rewrite cannot safely replace explicit packed data paths; use builder-managed packed paths.",
+    )
+    .at_fields(fields.iter().map(String::as_str).collect::<Vec<_>>().as_slice())
+    .help(format!(
+        "--set {rewrite}=false to keep the packed files, or leave {} unset so that Bridge places (and rewrites) them beside the materialized data",
+        named.join(", ")
+    )))
 }
 
 /// `GPTSFTDatasetConfig.validate` (`megatron/bridge/data/builders/gpt_sft.py`, run by its
