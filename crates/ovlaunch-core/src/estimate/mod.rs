@@ -26,7 +26,8 @@
 //!   - EP: dispatch and combine all-to-alls of `topk · tokens · h` forward and backward (the
 //!     `flex` dispatchers once per remote NVLink domain, over the domains group-limited routing
 //!     lets a token reach); hidden by `overlap_moe_expert_parallel_comm` up to the exposed
-//!     fraction.
+//!     fraction, but for the chunks combined 1F1B runs alone (the first forward and last
+//!     backward without a pipeline; the interleaved warm-up and cool-down), exposed in full.
 //!   - DP: gradient reduce-scatter and parameter all-gather with the distributed optimizer
 //!     (all-reduce without), dense weights over DP×CP, experts over expert-DP; with
 //!     `overlap_grad_reduce`/`overlap_param_gather` hidden behind one microbatch's backward /

@@ -766,7 +766,8 @@ pub(crate) fn cp_comm(c: &Ctx, b: &Busiest, attn_mb: f64) -> Comm {
 }
 
 /// EP, per microbatch: dispatch and combine all-to-alls, forward and backward; hidden by
-/// `overlap_moe_expert_parallel_comm` up to the exposed fraction.
+/// `overlap_moe_expert_parallel_comm` up to the exposed fraction, except the share of chunks
+/// combined 1F1B runs without a partner ([`unpaired_share`]), exposed in full.
 pub(crate) fn ep_comm(c: &Ctx, b: &Busiest) -> Comm {
     let (_, moe_layers_gpu, _) = layers_on(c, b);
     let m = &c.plan.model;
@@ -782,7 +783,41 @@ pub(crate) fn ep_comm(c: &Ctx, b: &Busiest) -> Comm {
         };
         moe_layers_gpu * 4.0 * alltoall_s(tokens * moe.topk * c.h * 2.0, &group, c.perf, c.eff)
     });
-    Comm::overlapped(total, m.overlap_moe_expert_parallel_comm, c.eff)
+    if !m.overlap_moe_expert_parallel_comm {
+        return Comm::overlapped(total, false, c.eff);
+    }
+    // Combined 1F1B pairs one chunk's forward with another's backward; the chunks that run
+    // alone (the warm-up's forwards and the cool-down's backwards) have nothing to hide their
+    // all-to-all behind.
+    let alone = unpaired_share(c, b.rank);
+    Comm {
+        total,
+        exposed: total * alone + total * (1.0 - alone) * c.eff.overlapped_exposed,
+    }
+}
+
+/// The share of pipeline rank `rank`'s forward (and backward) chunks that combined 1F1B runs
+/// without a partner: with no pipeline, the first microbatch's forward and the last one's
+/// backward (`combined_1f1b.combined_1f1b_schedule_for_no_pipelining`); interleaved, the
+/// warm-up's forward-only chunks and as many backward-only ones in the cool-down,
+/// `2·(pp - rank - 1) + (vp - 1)·group + 1` of `m·vp` (`schedules.get_pp_rank_microbatches`
+/// with `overlap_moe_expert_parallel_comm`); without interleaving, Megatron-Core's 1F1B
+/// schedule never combines, so all of them.
+pub(crate) fn unpaired_share(c: &Ctx, rank: usize) -> f64 {
+    let (pp, vp) = (c.pp as u32, c.vp_u);
+    let chunks = c.micro * c.vp;
+    let alone = if pp <= 1 {
+        1.0
+    } else if vp <= 1 {
+        return 1.0;
+    } else {
+        let group = u32::try_from(crate::resolve::post_init::microbatch_group(&c.plan.model))
+            .unwrap_or(pp)
+            .max(1);
+        let rank = (rank as u32).min(pp - 1);
+        f64::from(2 * (pp - rank - 1) + (vp - 1) * group + 1)
+    };
+    (alone / chunks).min(1.0)
 }
 
 /// Seconds of one all-to-all in which each rank of an EP group of `ep` ranks (rank stride

@@ -1385,3 +1385,52 @@ fn a_hidden_size_below_the_fitted_gemm_shapes_is_not_modelled() {
         last = s;
     }
 }
+
+/// Combined 1F1B leaves the all-to-all of the chunks it runs alone exposed: with no pipeline
+/// the first forward and the last backward (1 of m), interleaved the warm-up's forward-only
+/// chunks and the cool-down's backward-only ones, as Megatron-Core's `get_pp_rank_microbatches`
+/// counts them with `overlap_moe_expert_parallel_comm` (one more than without).
+#[test]
+fn combined_1f1b_exposes_the_all_to_all_of_its_unpaired_chunks() {
+    let eff = Efficiency::embedded().unwrap();
+    // Qwen3-235B-A22B on 256 GB200s, PP8 VP3 EP32 as Bridge's recipe runs it.
+    let pipelined = plan_for("qwen3_235b_a22b", "gb200x256", Some("fp8mx"), &[]);
+    assert!(pipelined.model.overlap_moe_expert_parallel_comm);
+    let perf = pipelined.hardware.gpu.perf.clone().unwrap();
+    let c = step::Ctx::new(&pipelined, &perf, &eff);
+    let (pp, vp, m) = (c.pp, c.vp, c.micro);
+    assert_eq!((pp, vp), (8.0, 3.0));
+    // Warm-up forwards: 2·(pp - rank - 1) + (vp - 1)·pp + 1, of m·vp chunks.
+    let first = (2.0 * (pp - 1.0) + (vp - 1.0) * pp + 1.0) / (m * vp);
+    let last = ((vp - 1.0) * pp + 1.0) / (m * vp);
+    assert!(close(step::unpaired_share(&c, 0), first, 1e-12));
+    assert!(close(step::unpaired_share(&c, 7), last, 1e-12));
+    // The step's exposed all-to-all: the unpaired share in full, the rest at the fitted share.
+    let loads = stages::of_plan(&pipelined, 8, 3);
+    let b = step::busiest(&c, &loads);
+    let ep = step::ep_comm(&c, &b);
+    let alone = step::unpaired_share(&c, b.rank);
+    let want = ep.total * (alone + (1.0 - alone) * eff.overlapped_exposed);
+    assert!(ep.total > 0.0 && close(ep.exposed, want, 1e-12));
+    // No pipeline: one microbatch's forward and another's backward of m run alone.
+    let flat = plan_for(
+        "qwen3_235b_a22b",
+        "gb200x256",
+        Some("fp8mx"),
+        &[
+            "model.pipeline_model_parallel_size=1",
+            "model.virtual_pipeline_model_parallel_size=null",
+            "model.pipeline_model_parallel_layout=null",
+            "model.expert_model_parallel_size=64",
+        ],
+    );
+    let c = step::Ctx::new(&flat, &perf, &eff);
+    assert!(close(step::unpaired_share(&c, 0), 1.0 / c.micro, 1e-12));
+    // Without the overlap every chunk's all-to-all is exposed.
+    let mut off = flat.clone();
+    off.model.overlap_moe_expert_parallel_comm = false;
+    let c_off = step::Ctx::new(&off, &perf, &eff);
+    let loads = stages::of_plan(&off, 1, 1);
+    let e = step::ep_comm(&c_off, &step::busiest(&c_off, &loads));
+    assert_eq!(e.exposed, e.total);
+}
