@@ -155,6 +155,7 @@ fn extra_cases() -> Vec<Case> {
         runner_sync_cases(),
         benchmark_data_cases(),
         own_data_cases(),
+        packed_path_cases(),
     ]
     .into_iter()
     .flatten()
@@ -1902,38 +1903,6 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.hf_dataset={dataset_name: squad}",
             ],
         ),
-        // packed files at paths of the job's own with the Hugging Face data rewritten: Bridge's
-        // validate refuses (the rewrite would replace them); without the rewrite it builds
-        case(
-            "refuse-sft-rewrite-own-packed-paths",
-            "h100",
-            8,
-            &[
-                "--recipe",
-                "llama3_8b_sft_config",
-                "--gpus",
-                "h100x8",
-                "--set",
-                "dataset.offline_packing_specs.packed_train_data_path=/data/packed/train.npy",
-                "--set",
-                "dataset.hf_rewrite=true",
-            ],
-        ),
-        case(
-            "sft-own-packed-paths",
-            "h100",
-            8,
-            &[
-                "--recipe",
-                "llama3_8b_sft_config",
-                "--gpus",
-                "h100x8",
-                "--set",
-                "dataset.offline_packing_specs.packed_train_data_path=/data/packed/train.npy",
-                "--set",
-                "dataset.offline_packing_specs.packed_metadata_path=/data/packed/meta.jsonl",
-            ],
-        ),
         // Llama 3 8B's SFT function keeps its Hugging Face settings: a local root in place of
         // its dataset needs them cleared too, as Bridge says
         case(
@@ -2037,6 +2006,44 @@ fn own_data_cases() -> Vec<Case> {
             &[
                 "checkpoint.load_main_params_from_ckpt=true",
                 "checkpoint.load_optim=false",
+            ],
+        ),
+    ]
+}
+
+/// Packed files at paths of the job's own on Llama 3 8B's SFT function: with the Hugging
+/// Face data rewritten, Bridge's `GPTSFTDatasetConfig.validate` refuses (the rewrite would
+/// replace them); without the rewrite it builds the job.
+fn packed_path_cases() -> Vec<Case> {
+    vec![
+        case(
+            "refuse-sft-rewrite-own-packed-paths",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.offline_packing_specs.packed_train_data_path=/data/packed/train.npy",
+                "--set",
+                "dataset.hf_rewrite=true",
+            ],
+        ),
+        case(
+            "sft-own-packed-paths",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.offline_packing_specs.packed_train_data_path=/data/packed/train.npy",
+                "--set",
+                "dataset.offline_packing_specs.packed_metadata_path=/data/packed/meta.jsonl",
             ],
         ),
     ]
