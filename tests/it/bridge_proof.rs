@@ -1165,7 +1165,11 @@ fn layout_and_set_cases() -> Vec<Case> {
                 "--set",
                 "checkpoint.most_recent_k=3",
                 "--set",
-                "checkpoint.save=/ckpt/it's ${here}",
+                "checkpoint.save=/ckpt/it's here",
+                // `${` reaches Bridge as text (escaped for Hydra); in a path it is refused
+                // (`own_data`), in a name it is the user's text
+                "--set",
+                "logger.wandb_exp_name=it's ${here}",
             ],
         ),
     ]
