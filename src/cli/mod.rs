@@ -21,6 +21,7 @@ mod printer;
 pub mod profile;
 mod profiles;
 mod recipes;
+mod scripts;
 pub mod settings;
 mod status;
 mod submit;
@@ -178,8 +179,8 @@ pub enum Command {
         #[command(flatten)]
         job: jobs::JobArgs,
         /// Send this signal (a name such as USR1 or SIGUSR1, or a number) to the job's
-        /// running step instead of cancelling it, as `scancel --signal` does: a trainer that
-        /// saves a checkpoint on it can be asked to.
+        /// running step instead of cancelling it, as `scancel --signal` does (a run on this
+        /// machine: to its torchrun): a trainer that saves a checkpoint on it can be asked to.
         #[arg(long, short = 's', value_name = "SIGNAL", value_parser = cancel::parse_signal)]
         signal: Option<String>,
         #[command(flatten)]
