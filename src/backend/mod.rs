@@ -437,21 +437,22 @@ pub fn submit_rendered(
 }
 
 /// The refusal of `submit DIR` for a directory that holds a submission record; one that
-/// holds only the intent of a submit interrupted around `sbatch` says how to find out
-/// whether Slurm queued it, and how to submit the directory again if not.
+/// holds only the intent (a submit of it under way, or one interrupted around `sbatch`: the
+/// record cannot tell which) says how to find out whether Slurm queued it, and how to submit
+/// the directory again if not.
 pub fn already_submitted(dir: &Path) -> Error {
     let path = dir.join(layout::SUBMISSION);
     if let Ok(rec) = record::read(dir)
         && rec.state == record::RecordState::Submitting
     {
         return Error::usage(format!(
-            "{} holds the record of a submission that was interrupted before Slurm answered ({})",
+            "{} was already submitted, and Slurm's answer is not recorded yet in {}: a submit of it is under way, or one was interrupted",
             dir.display(),
             path.display()
         ))
         .at_flag("DIR")
         .help(format!(
-            "`ovlaunch status {}` asks Slurm whether the job was queued; if nothing was, remove {} and submit the directory again",
+            "`ovlaunch status {}` asks Slurm whether the job was queued; if nothing was and no submit of it is running, remove {} and submit the directory again",
             dir.display(),
             path.display()
         ));

@@ -445,7 +445,9 @@ fn a_submit_dir_killed_around_sbatch_says_how_to_submit_again() {
     let err = common::stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("interrupted before Slurm answered") && err.contains(&remove),
+        err.contains("Slurm's answer is not recorded yet")
+            && err.contains("or one was interrupted")
+            && err.contains(&remove),
         "{err}"
     );
     assert_eq!(slurm_ids(c, "killed-submit"), Vec::<String>::new());
