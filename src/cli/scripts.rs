@@ -129,7 +129,7 @@ pub fn check_rendered(dir: &std::path::Path, script_name: &str) -> Result<Option
         .at(Origin::file(path.display().to_string(), broken.line, None))
         .help(format!(
             "{}, or render the job again (`ovlaunch render ...`)",
-            fix(&broken.message, &format!("{name}"))
+            fix(&broken.message, name)
         )));
     }
     Ok(None)
