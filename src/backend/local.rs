@@ -247,7 +247,6 @@ pub fn run(
     let bash = which::which("bash").map_err(|_| Error::runtime("bash not found on PATH"))?;
     let cant = |e: std::io::Error| Error::runtime(format!("cannot run {}: {e}", script.display()));
     let err_copy = output.try_clone().map_err(cant)?;
-    let signals = super::signals::Deferred::install();
     let mut child = std::process::Command::new(bash)
         .arg(script)
         .current_dir(workdir)
@@ -256,6 +255,9 @@ pub fn run(
         .stderr(err_copy)
         .spawn()
         .map_err(cant)?;
+    // Noted from here on, not before: the run keeps the dispositions it was started with (a
+    // SIGHUP that `nohup` ignores stays ignored by the run).
+    let signals = super::signals::Deferred::install();
     let pid = child.id();
     let told = match start_ticks(pid) {
         Some(start_ticks) => started(LocalRun { pid, start_ticks }),
