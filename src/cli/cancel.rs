@@ -9,7 +9,7 @@ use crate::error::Result;
 
 pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
     let (_, rec) = args.find()?;
-    let id = rec.job_id.as_ref().map(|i| i.to_string());
+    let id = rec.shown_id();
     let shown = id.clone().unwrap_or_else(|| "-".into());
     let answer = backend::of(&rec)?.cancel(&rec)?;
     if out.json() {
