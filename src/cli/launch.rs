@@ -1156,6 +1156,9 @@ pub fn prepare_resolved(
         warnings.push(w);
     }
     warnings.extend(own_trainer_warning(&plan, plan_args, args));
+    if !without_slurm {
+        warnings.extend(checkpoint_after_limit(&plan, &settings.time));
+    }
     let executor = match form {
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
@@ -1353,6 +1356,14 @@ const CONTAINER_ONLY: &[(&str, &str)] = &[
 
 /// The settings a profile or the environment gives that only a Slurm job reads (a typed
 /// flag of these is refused, `refuse_slurm_only`; the container image has its own warning):
+/// A Slurm job whose trainer first saves after the job's time limit (`--time`).
+fn checkpoint_after_limit(plan: &Plan, time: &super::settings::Sourced<String>) -> Option<String> {
+    let minutes = crate::render::slurm_values::parse_time(&time.value).flatten()?;
+    let eff = crate::estimate::Efficiency::embedded().ok()?;
+    let limit = format!("{} ({})", time.value, time.origin);
+    crate::estimate::checkpoint_after_limit(plan, &eff, minutes, &limit)
+}
+
 /// torchrun without Slurm leaves them unused, so each is named with where it came from.
 fn unused_slurm_settings(settings: &Settings, form: Form<'_>, executor: Executor) -> Vec<String> {
     const SLURM_READS: &[&str] = &[
