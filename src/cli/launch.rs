@@ -906,6 +906,10 @@ pub fn options(
         mounts.push(format!("{e}:{e}"));
     }
     mounts.extend(mounts_given.iter().cloned());
+    let mut own = vec![(dir.display().to_string(), "the job directory")];
+    if uses_experiment {
+        own.push((experiment.display().to_string(), "the experiment directory"));
+    }
     let container = if args.no_container {
         None
     } else {
@@ -922,6 +926,9 @@ pub fn options(
             },
         })
     };
+    if let Some(c) = &container {
+        check_container(c, mounts_given, &own)?;
+    }
     let command = command();
     let opts = LaunchOptions {
         job_name,
@@ -944,6 +951,103 @@ pub fn options(
         target: target(plan, args, settings),
     };
     Ok((opts, dir, mirror))
+}
+
+/// The container settings as the chosen runtime reads them: a squashfs file pyxis would take
+/// for a registry name, pyxis's own settings under OCI, and a user's mount (`given`) that
+/// would hide a directory the job mounts itself (`own`: the path and what it is).
+fn check_container(c: &Container, given: &[String], own: &[(String, &str)]) -> Result<()> {
+    match c.runtime {
+        ContainerRuntime::Pyxis => check_pyxis_image(&c.image)?,
+        ContainerRuntime::Oci => {
+            if let Some(home) = c.mount_home {
+                let flag = if home {
+                    "--container-mount-home"
+                } else {
+                    "--no-container-mount-home"
+                };
+                return Err(Error::usage(format!(
+                    "{flag} is pyxis's (its home-directory mount, `pyxis_slurmstepd.c`); an OCI container (--container-runtime oci) mounts only the bundle's mounts"
+                ))
+                .at_flag(flag)
+                .help("drop it; to see the home directory in an OCI container, give --container-mount $HOME:$HOME"));
+            }
+            for m in given {
+                oci::parse_mount(m)?;
+            }
+        }
+    }
+    for m in given {
+        check_not_over(m, own)?;
+    }
+    Ok(())
+}
+
+/// pyxis reads an image that starts with `/` or `.` as a squashfs file and any other as a
+/// registry name, which it imports as `docker://IMAGE` (`pyxis_slurmstepd.c`: `strspn(image,
+/// "./")`, `enroot_container_create`): a squashfs file's bare name would be pulled.
+fn check_pyxis_image(image: &str) -> Result<()> {
+    let squashfs = [".sqsh", ".squashfs", ".sqfs"]
+        .iter()
+        .any(|e| image.ends_with(e));
+    if squashfs && !image.starts_with(['/', '.']) {
+        return Err(Error::usage(format!(
+            "container image `{image}` names a squashfs file, but pyxis reads an image that does not start with `/` or `.` as a registry name and would try to pull docker://{image} (pyxis_slurmstepd.c, `strspn(image, \"./\")`)"
+        ))
+        .at_flag("--container-image")
+        .help(format!(
+            "give the file's path: an absolute one the nodes see, or ./{image}"
+        )));
+    }
+    Ok(())
+}
+
+/// A path as the container's mount code resolves it, without symbolic links: relative to the
+/// root, `.` and `..` and repeated or trailing `/` folded.
+fn container_path(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// A user's mount whose destination is, holds or lies inside a directory the job mounts
+/// itself hides (part of) it: pyxis mounts the user's after the job's, and the OCI bundle
+/// keeps one mount per destination. A directory mounted at its own path shows the same files.
+fn check_not_over(m: &str, own: &[(String, &str)]) -> Result<()> {
+    let mut parts = m.splitn(3, ':');
+    let src = parts.next().unwrap_or("");
+    let dst = container_path(parts.next().unwrap_or(src));
+    if src.starts_with('/') && container_path(src) == dst {
+        return Ok(());
+    }
+    for (path, what) in own {
+        let p = container_path(path);
+        let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{b}/"));
+        let how = if dst == p {
+            "is"
+        } else if inside(&p, &dst) {
+            "holds"
+        } else if inside(&dst, &p) {
+            "lies inside"
+        } else {
+            continue;
+        };
+        return Err(Error::usage(format!(
+            "container mount `{}` is mounted at {dst}, which {how} {what} {p}: the ranks would not see what ovlaunch puts there (the rank runtime, rank plan, trainer settings, secrets file, checkpoints)",
+            m.escape_debug()
+        ))
+        .at_flag("--container-mount")
+        .help("mount it at another destination (e.g. /lustre/data:/data), or mount a directory at its own path (/lustre:/lustre)"));
+    }
+    Ok(())
 }
 
 /// A rendered job and its directory.

@@ -790,7 +790,7 @@ fn mount_and_mpi_flags_are_refused_as_pyxis_and_srun_read_them() {
             "h100x8",
             "--dry-run",
             "--container-image",
-            "img.sqsh",
+            "/images/img.sqsh",
             "--container-mount",
             m,
         ];

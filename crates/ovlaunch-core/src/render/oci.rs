@@ -32,9 +32,11 @@ pub struct Mount {
 pub fn parse_mount(text: &str) -> Result<Mount> {
     let parts: Vec<&str> = text.split(':').collect();
     let bad = || {
-        Error::usage(format!("container mount `{text}` is not SRC[:DST[:ro|rw]]"))
-            .at_flag("--container-mount")
-            .help("write e.g. /lustre/data:/data:ro (absolute paths, no commas)")
+        Error::usage(format!(
+            "container mount `{text}` is not SRC[:DST[:ro|rw]] with absolute paths, the mounts an OCI bundle takes (--container-runtime oci)"
+        ))
+        .at_flag("--container-mount")
+        .help("write e.g. /lustre/data:/data:ro; `tmpfs`, `umount`, relative paths and enroot's other flags are pyxis's (--container-runtime pyxis)")
     };
     if parts.len() > 3 || text.contains(',') {
         return Err(bad());

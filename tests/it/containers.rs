@@ -1,0 +1,199 @@
+//! Containers as users bring them, checked before anything is written: pyxis's mount flags
+//! held to enroot's own table, mounts that would hide the job directory, the pyxis-only
+//! settings under `--container-runtime oci`, and a squashfs image pyxis would take for a
+//! registry name. pyxis/enroot cannot run here: each case cites the upstream function whose
+//! reading it follows; crun's side runs for real in `oci_e2e`.
+
+use crate::common;
+
+use std::process::Output;
+
+/// A dry run of the tiny CPU recipe with `extra`, its job directory `JOB` under `root`.
+fn dry(root: &std::path::Path, extra: &[&str]) -> Output {
+    let fx = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let job = root.join("jobs/j1");
+    let mut a = vec![
+        "submit".to_string(),
+        "--dry-run".into(),
+        "--recipe".into(),
+        format!("{fx}/tiny.yaml"),
+        "--gpus".into(),
+        "cpux4".into(),
+        "--launcher".into(),
+        "torchrun".into(),
+        "--job-dir".into(),
+        job.display().to_string(),
+    ];
+    a.extend(
+        extra
+            .iter()
+            .map(|s| s.replace("JOB", job.to_str().unwrap())),
+    );
+    common::command()
+        .current_dir(root)
+        .args(&a)
+        .output()
+        .unwrap()
+}
+
+fn refused(o: &Output, flag: &str, words: &[&str]) {
+    let err = common::stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains(&format!("error: {flag}: ")), "{flag}: {err}");
+    for w in words {
+        assert!(err.contains(w), "{w:?} in\n{err}");
+    }
+    assert!(err.contains("help:"), "{err}");
+}
+
+/// A mount's flags are enroot's words (`bin/enroot-mount.c` `mount_opts`, after pyxis's
+/// `+` is read as `,`): a word enroot does not know reaches mount(2) as filesystem data,
+/// which a bind mount ignores, so `readonly` (or `ro:z`) would leave the data writable; and
+/// `x-detach`/`remount` make enroot do something else than bind the source.
+#[test]
+fn mount_flags_are_held_to_enroots() {
+    let d = tempfile::tempdir().unwrap();
+    for flags in [
+        "ro",
+        "rw",
+        "rbind",
+        "ro+rprivate",
+        "rw+nosuid+nodev",
+        "x-create=dir",
+        "x-create=file+ro",
+        "nofail",
+    ] {
+        let m = format!("/data:/data:{flags}");
+        let o = dry(
+            d.path(),
+            &[
+                "--container-image",
+                "nvcr.io#nvidia/nemo:26.04",
+                "--container-mount",
+                &m,
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{m}: {}", common::stderr(&o));
+        assert!(
+            common::stdout(&o).contains(&format!(",{m}")),
+            "{m} goes to pyxis as given"
+        );
+    }
+    for (flags, why) in [
+        ("readonly", "enroot does not know"),
+        ("ro:z", "enroot does not know"),
+        ("r0", "enroot does not know"),
+        ("x-create=auto+bogus", "enroot does not know"),
+        ("x-detach", "unmounts"),
+        ("remount", "remounts"),
+    ] {
+        let m = format!("/data:/data:{flags}");
+        let o = dry(
+            d.path(),
+            &[
+                "--container-image",
+                "nvcr.io#nvidia/nemo:26.04",
+                "--container-mount",
+                &m,
+            ],
+        );
+        refused(&o, "--container-mount", &[why, "enroot-mount.c"]);
+    }
+}
+
+/// A mount whose destination is the job directory, holds it, or lies inside it would hide
+/// the files the ranks read there (pyxis mounts the user's after the job directory; the OCI
+/// bundle replaced the job directory's own mount); the same for the experiment directory.
+/// A mount of a directory at its own path (`/lustre:/lustre`) shows the same files and passes.
+#[test]
+fn a_mount_over_the_job_directory_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let rootfs = d.path().join("rootfs");
+    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+    let root = d.path().display().to_string();
+    let jobs = format!("{root}/jobs");
+    for runtime in [
+        vec!["--container-image", "nvcr.io#nvidia/nemo:26.04"],
+        vec![
+            "--container-runtime",
+            "oci",
+            "--container-image",
+            rootfs.to_str().unwrap(),
+        ],
+    ] {
+        for m in [
+            "/scratch:JOB".to_string(),
+            "/scratch:JOB/".to_string(),
+            format!("/scratch:{jobs}"),
+            "/scratch:/".to_string(),
+            "/scratch:JOB/code".to_string(),
+            format!("/scratch:{jobs}/./j1/../j1"),
+        ] {
+            let mut a = runtime.clone();
+            a.extend(["--container-mount", &m]);
+            let o = dry(d.path(), &a);
+            refused(&o, "--container-mount", &["job directory"]);
+        }
+        for m in [format!("{root}:{root}"), "/scratch:/scratch".to_string()] {
+            let mut a = runtime.clone();
+            a.extend(["--container-mount", &m]);
+            let o = dry(d.path(), &a);
+            assert_eq!(o.status.code(), Some(0), "{m}: {}", common::stderr(&o));
+        }
+    }
+}
+
+/// `--container-runtime oci` has no home-directory mount (pyxis's `--container-mount-home`,
+/// `pyxis_slurmstepd.c`): the flag was dropped without a word. And a mount form only pyxis
+/// reads (`tmpfs`, enroot's flags) is refused when the runtime is chosen, naming the runtime.
+#[test]
+fn pyxis_only_settings_are_refused_with_oci() {
+    let d = tempfile::tempdir().unwrap();
+    let rootfs = d.path().join("rootfs");
+    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+    let oci = [
+        "--container-runtime",
+        "oci",
+        "--container-image",
+        rootfs.to_str().unwrap(),
+    ];
+    for flag in ["--container-mount-home", "--no-container-mount-home"] {
+        let mut a = oci.to_vec();
+        a.push(flag);
+        let o = dry(d.path(), &a);
+        refused(&o, flag, &["pyxis", "oci"]);
+    }
+    for m in ["tmpfs:/scratch", "/data:/data:ro+nosuid", "./data:/data"] {
+        let mut a = oci.to_vec();
+        a.extend(["--container-mount", m]);
+        let o = dry(d.path(), &a);
+        refused(&o, "--container-mount", &["oci"]);
+    }
+    let mut a = oci.to_vec();
+    a.extend(["--container-mount", "/data:/data:ro"]);
+    let o = dry(d.path(), &a);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+}
+
+/// pyxis reads an image starting with `/` or `.` as a squashfs file and anything else as a
+/// registry name (`pyxis_slurmstepd.c`, `strspn(image, "./")`; `enroot_container_create`
+/// prefixes `docker://`): `nemo.sqsh` or `images/nemo.sqsh` would be pulled from a registry.
+#[test]
+fn a_squashfs_file_pyxis_would_pull_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    for image in ["nemo.sqsh", "images/nemo.squashfs", "user@nemo.sqsh"] {
+        let o = dry(d.path(), &["--container-image", image]);
+        refused(&o, "--container-image", &["registry", "./"]);
+    }
+    for image in [
+        "./nemo.sqsh",
+        "/lustre/images/nemo.sqsh",
+        "nvcr.io#nvidia/nemo:26.04",
+        "nvcr.io#nvidia/nemo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "ubuntu",
+    ] {
+        let o = dry(d.path(), &["--container-image", image]);
+        assert_eq!(o.status.code(), Some(0), "{image}: {}", common::stderr(&o));
+    }
+}
