@@ -547,6 +547,7 @@ pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(Strin
                 .at_flag("--container-image")
                 .help("an image directory with a config.json is read as an OCI bundle: fix its JSON, or give the root filesystem directory itself")
         })?;
+        let base = oci::with_user_settings(base, c.workdir.as_deref(), !c.writable)?;
         let root = base["root"]["path"].as_str().unwrap_or("rootfs");
         let rootfs = if root.starts_with('/') {
             PathBuf::from(root)

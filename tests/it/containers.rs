@@ -197,3 +197,48 @@ fn a_squashfs_file_pyxis_would_pull_is_refused() {
         assert_eq!(o.status.code(), Some(0), "{image}: {}", common::stderr(&o));
     }
 }
+
+/// A site's OCI bundle keeps its own configuration, but what the user asks for the ranks'
+/// container applies to it as to the default one: `--container-workdir` is the process's
+/// `cwd` and `--container-readonly` a read-only root (both were dropped without a word).
+#[test]
+fn a_site_bundle_takes_the_users_workdir_and_read_only_root() {
+    let d = tempfile::tempdir().unwrap();
+    let bundle = d.path().join("bundle");
+    std::fs::create_dir_all(bundle.join("rootfs/bin")).unwrap();
+    std::fs::write(
+        bundle.join("config.json"),
+        r#"{"ociVersion": "1.0.2", "hooks": {"prestart": []},
+            "process": {"cwd": "/opt/site", "args": ["/bin/sh"], "env": ["A=1"]},
+            "root": {"path": "rootfs", "readonly": false}, "mounts": []}"#,
+    )
+    .unwrap();
+    let fx = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let read = |job: &str, extra: &[&str]| {
+        let job = d.path().join(job);
+        let o = common::command()
+            .current_dir(d.path())
+            .args(["render", "-r", &format!("{fx}/tiny.yaml"), "-g", "cpux4"])
+            .args(["--launcher", "torchrun", "--container-runtime", "oci"])
+            .args(["--container-image", bundle.to_str().unwrap()])
+            .args(["--job-dir", job.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+        let text = std::fs::read_to_string(job.join("oci/config.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()
+    };
+    let c = read(
+        "j1",
+        &["--container-workdir", "/work", "--container-readonly"],
+    );
+    assert_eq!(c["process"]["cwd"], "/work", "{c}");
+    assert_eq!(c["root"]["readonly"], true, "{c}");
+    assert!(c.get("hooks").is_some(), "the site's settings stay: {c}");
+    assert_eq!(c["process"]["env"], serde_json::json!(["A=1"]), "{c}");
+    // Without the flags the site's own values stay.
+    let c = read("j2", &[]);
+    assert_eq!(c["process"]["cwd"], "/opt/site", "{c}");
+    assert_eq!(c["root"]["readonly"], false, "{c}");
+}
