@@ -1215,6 +1215,9 @@ pub fn prepare_resolved(
     if without_slurm {
         refuse_slurm_only(form, executor(args), &settings.given)?;
     }
+    if args.no_container {
+        refuse_with_no_container(&settings.given)?;
+    }
     let (mut opts, dir, mirror) = options(&plan, plan_args, args, settings, &*host)?;
     let package =
         super::package::build(args.package.as_deref().map(|what| super::package::Request {
@@ -1522,6 +1525,21 @@ fn refuse_slurm_only(form: Form<'_>, executor: Executor, given: &Given) -> Resul
             ))
             .at_flag(*flag)
             .help("drop it and run inside the image yourself (e.g. `enroot start` or `docker run` around the script), or submit to Slurm, which starts the containers"));
+        }
+    }
+    Ok(())
+}
+
+/// `--no-container` runs the ranks on the nodes' own software: a container flag typed beside
+/// it would be dropped, so it is refused (clap refuses `--container-image` itself).
+fn refuse_with_no_container(given: &Given) -> Result<()> {
+    for (id, flag) in CONTAINER_ONLY {
+        if given.contains(id) {
+            return Err(Error::usage(format!(
+                "{flag} sets the ranks' container, but --no-container runs them without one"
+            ))
+            .at_flag(*flag)
+            .help("drop one of the two: --no-container for a run on the nodes' own software, or the container flags with an image"));
         }
     }
     Ok(())

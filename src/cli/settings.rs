@@ -284,14 +284,14 @@ const ENROOT_NOT_A_BIND: &[(&str, &str)] = &[
 fn check_mount_flags(m: &str, flags: &str) -> Result<()> {
     for word in flags.split('+').filter(|w| !w.is_empty()) {
         let why = if let Some((_, what)) = ENROOT_NOT_A_BIND.iter().find(|(w, _)| *w == word) {
-            what.to_string()
+            format!(": {what}")
         } else if !ENROOT_MOUNT_OPTIONS.contains(&word) {
-            "which enroot does not know: it passes it to mount(2) as filesystem data, which a bind mount ignores (`bin/enroot-mount.c`, `parse_mount_opts`), so the mount would be made without it".to_string()
+            ", which enroot does not know: it passes it to mount(2) as filesystem data, which a bind mount ignores (`bin/enroot-mount.c`, `parse_mount_opts`), so the mount would be made without it".to_string()
         } else {
             continue;
         };
         return Err(Error::usage(format!(
-            "container mount `{}` has flag `{}`: {why}",
+            "container mount `{}` has flag `{}`{why}",
             m.escape_debug(),
             word.escape_debug()
         ))

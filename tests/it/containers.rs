@@ -242,3 +242,25 @@ fn a_site_bundle_takes_the_users_workdir_and_read_only_root() {
     assert_eq!(c["process"]["cwd"], "/opt/site", "{c}");
     assert_eq!(c["root"]["readonly"], false, "{c}");
 }
+
+/// `--no-container` with a container flag typed beside it: the flag was dropped without a
+/// word (clap refused only `--container-image`); now each is refused, naming it.
+#[test]
+fn a_container_flag_beside_no_container_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    for extra in [
+        vec!["--container-mount", "/data:/data"],
+        vec!["--container-workdir", "/work"],
+        vec!["--container-runtime", "oci"],
+        vec!["--container-readonly"],
+        vec!["--container-mount-home"],
+        vec!["--no-container-mount-home"],
+    ] {
+        let mut a = vec!["--no-container"];
+        a.extend(&extra);
+        let o = dry(d.path(), &a);
+        refused(&o, extra[0], &["--no-container"]);
+    }
+    let o = dry(d.path(), &["--no-container"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+}
