@@ -986,7 +986,8 @@ fn check_container(c: &Container, given: &[String], own: &[(String, &str)]) -> R
 
 /// pyxis reads an image that starts with `/` or `.` as a squashfs file and any other as a
 /// registry name, which it imports as `docker://IMAGE` (`pyxis_slurmstepd.c`: `strspn(image,
-/// "./")`, `enroot_container_create`): a squashfs file's bare name would be pulled.
+/// "./")`, `enroot_container_create`): a squashfs file's bare name would be pulled, and a
+/// relative path is read against the step's working directory, the job directory.
 fn check_pyxis_image(image: &str) -> Result<()> {
     let squashfs = [".sqsh", ".squashfs", ".sqfs"]
         .iter()
@@ -997,8 +998,15 @@ fn check_pyxis_image(image: &str) -> Result<()> {
         ))
         .at_flag("--container-image")
         .help(format!(
-            "give the file's path: an absolute one the nodes see, or ./{image}"
+            "give the file's absolute path, one the nodes see (e.g. $PWD/{image})"
         )));
+    }
+    if image.starts_with('.') {
+        return Err(Error::usage(format!(
+            "container image `{image}` is a relative path, which pyxis reads on the node against the step's working directory: the job directory (sbatch runs there), not this one"
+        ))
+        .at_flag("--container-image")
+        .help("give the squashfs file's absolute path, one the nodes see (e.g. \"$PWD/nemo.sqsh\")"));
     }
     Ok(())
 }

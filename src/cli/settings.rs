@@ -193,6 +193,14 @@ pub fn check_mount(m: &str) -> Result<()> {
     } else {
         None
     };
+    if why.is_none() && src.starts_with('.') {
+        return Err(Error::usage(format!(
+            "container mount `{}` has a relative source, which the job step reads on the node against its working directory (pyxis passes it on as written): the job directory, where sbatch runs, not this one",
+            m.escape_debug()
+        ))
+        .at_flag("--container-mount")
+        .help("give the source as an absolute path the nodes see, e.g. \"$PWD/data:/data\""));
+    }
     if let Some(why) = why {
         return Err(Error::usage(format!(
             "container mount `{}` {why}, which pyxis refuses when the job step starts",

@@ -164,7 +164,7 @@ fn pyxis_only_settings_are_refused_with_oci() {
         let o = dry(d.path(), &a);
         refused(&o, flag, &["pyxis", "oci"]);
     }
-    for m in ["tmpfs:/scratch", "/data:/data:ro+nosuid", "./data:/data"] {
+    for m in ["tmpfs:/scratch", "/data:/data:ro+nosuid"] {
         let mut a = oci.to_vec();
         a.extend(["--container-mount", m]);
         let o = dry(d.path(), &a);
@@ -184,10 +184,9 @@ fn a_squashfs_file_pyxis_would_pull_is_refused() {
     let d = tempfile::tempdir().unwrap();
     for image in ["nemo.sqsh", "images/nemo.squashfs", "user@nemo.sqsh"] {
         let o = dry(d.path(), &["--container-image", image]);
-        refused(&o, "--container-image", &["registry", "./"]);
+        refused(&o, "--container-image", &["registry", "absolute"]);
     }
     for image in [
-        "./nemo.sqsh",
         "/lustre/images/nemo.sqsh",
         "nvcr.io#nvidia/nemo:26.04",
         "nvcr.io#nvidia/nemo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
@@ -262,5 +261,58 @@ fn a_container_flag_beside_no_container_is_refused() {
         refused(&o, extra[0], &["--no-container"]);
     }
     let o = dry(d.path(), &["--no-container"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+}
+
+/// A relative path reaches pyxis as written and is read on the node against the step's
+/// working directory, which is the job directory (sbatch runs there): `./data` or
+/// `./nemo.sqsh` typed in the directory that holds them named a path under the job
+/// directory instead. Refused, with the absolute path to give.
+#[test]
+fn relative_paths_pyxis_would_read_from_the_job_directory_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("data")).unwrap();
+    std::fs::write(d.path().join("nemo.sqsh"), b"").unwrap();
+    for (flag, extra) in [
+        (
+            "--container-mount",
+            vec![
+                "--container-image",
+                "nvcr.io#nvidia/nemo:26.04",
+                "--container-mount",
+                "./data:/data",
+            ],
+        ),
+        (
+            "--container-mount",
+            vec![
+                "--container-image",
+                "nvcr.io#nvidia/nemo:26.04",
+                "--container-mount",
+                "../data:/data:ro",
+            ],
+        ),
+        (
+            "--container-image",
+            vec!["--container-image", "./nemo.sqsh"],
+        ),
+        (
+            "--container-image",
+            vec!["--container-image", "../images/nemo.sqsh"],
+        ),
+    ] {
+        let o = dry(d.path(), &extra);
+        refused(&o, flag, &["job directory", "absolute"]);
+    }
+    // a relative destination is inside the container, read from its root: it passes
+    let o = dry(
+        d.path(),
+        &[
+            "--container-image",
+            "nvcr.io#nvidia/nemo:26.04",
+            "--container-mount",
+            "/data:./data",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
 }
