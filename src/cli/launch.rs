@@ -532,6 +532,30 @@ pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(Strin
     host.check_text("the login node's path", &c.image)
         .map_err(|e| e.at_flag("--container-image"))?;
     let image = host.absolute(Path::new(&c.image))?;
+    let not_a_directory = |why: String| {
+        Error::usage(format!(
+            "container image {} {why}{}",
+            c.image,
+            host.on()
+        ))
+        .at_flag("--container-image")
+        .help("with --container-runtime oci, give an unpacked image directory or an OCI bundle (config.json + rootfs); a registry name or a .sqsh file runs with --container-runtime pyxis")
+    };
+    match host.stat(&image)? {
+        None if !c.image.starts_with(['/', '.']) && c.image.contains([':', '#', '@']) => {
+            return Err(not_a_directory(
+                "is no directory here: it reads as a registry name, which pyxis imports; an OCI container starts from a directory".into(),
+            ));
+        }
+        None => return Err(not_a_directory("does not exist".into())),
+        Some(s) if !s.is_dir => {
+            return Err(not_a_directory(
+                "is a file: a squashfs image is pyxis's; an OCI container starts from a directory"
+                    .into(),
+            ));
+        }
+        Some(_) => {}
+    }
     let site_config = image.join("config.json");
     let (base, rootfs) = if host.stat(&site_config)?.is_some_and(|s| s.is_file) {
         let text = host.read_text(&site_config)?.ok_or_else(|| {
@@ -929,6 +953,18 @@ pub fn options(
     };
     if let Some(c) = &container {
         check_container(c, mounts_given, &own)?;
+        if c.runtime == ContainerRuntime::Pyxis
+            && c.image.starts_with('/')
+            && host.stat(Path::new(&c.image))?.is_some_and(|s| s.is_dir)
+        {
+            return Err(Error::usage(format!(
+                "container image {} is a directory{}, but pyxis reads a path as a squashfs file, which enroot imports on the node (`pyxis_slurmstepd.c`, `enroot create`)",
+                c.image,
+                host.on()
+            ))
+            .at_flag("--container-image")
+            .help("an unpacked root filesystem or OCI bundle runs with --container-runtime oci; for pyxis give a .sqsh file (`enroot import` writes one)"));
+        }
     }
     let command = command();
     let opts = LaunchOptions {

@@ -316,3 +316,36 @@ fn relative_paths_pyxis_would_read_from_the_job_directory_are_refused() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
 }
+
+/// What an image path is decides which runtime can start it, and the refusal says which:
+/// an unpacked directory given to pyxis (which reads any path as a squashfs file, `enroot
+/// create` failing on the node), and under OCI a path that does not exist, a squashfs file
+/// or a registry name (each was "does not look like a root filesystem").
+#[test]
+fn an_image_the_runtime_cannot_start_is_refused_saying_why() {
+    let d = tempfile::tempdir().unwrap();
+    let rootfs = d.path().join("rootfs");
+    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+    let sqsh = d.path().join("nemo.sqsh");
+    std::fs::write(&sqsh, b"hsqs").unwrap();
+    let o = dry(d.path(), &["--container-image", rootfs.to_str().unwrap()]);
+    refused(
+        &o,
+        "--container-image",
+        &["directory", "--container-runtime oci"],
+    );
+    let o = dry(d.path(), &["--container-image", sqsh.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let missing = d.path().join("missing");
+    for (image, words) in [
+        (missing.to_str().unwrap(), vec!["does not exist"]),
+        (sqsh.to_str().unwrap(), vec!["is a file", "pyxis"]),
+        ("nvcr.io#nvidia/nemo:26.04", vec!["registry", "pyxis"]),
+    ] {
+        let o = dry(
+            d.path(),
+            &["--container-runtime", "oci", "--container-image", image],
+        );
+        refused(&o, "--container-image", &words);
+    }
+}
