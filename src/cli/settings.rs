@@ -304,7 +304,7 @@ fn check_mount_flags(m: &str, flags: &str) -> Result<()> {
             word.escape_debug()
         ))
         .at_flag("--container-mount")
-        .help("flags are enroot's mount options joined with `+` (bin/enroot-mount.c `mount_opts`), e.g. /lustre/data:/data:ro or ro+nosuid"));
+        .help("flags are enroot's mount options joined with `+` (bin/enroot-mount.c `mount_opts`), e.g. /lustre/data:/data:ro or ro+nosuid; a path cannot hold `:` or `,`, where pyxis splits"));
     }
     Ok(())
 }
