@@ -15,11 +15,17 @@ use crate::render::Executor;
 pub struct Local;
 
 /// The local backend in the registry (`backend::BACKENDS`): always this machine; it runs
-/// whatever the launch allowed.
+/// whatever the launch allowed, once its rendezvous port is free (the script's torchrun
+/// serves c10d's store there, `render::local::torchrun`).
 pub const ENTRY: Entry = Entry {
     executor: Executor::Local,
     on: |_| Box::new(Local),
-    check: |_, _| Ok(()),
+    check: |_, spec| {
+        if super::port_in_use(spec.master_port) {
+            return Err(super::port_refusal(spec.master_port));
+        }
+        Ok(())
+    },
 };
 
 /// Runs the job in the foreground and records its exit code.
@@ -84,11 +90,26 @@ impl Backend for Local {
         Ok(status)
     }
 
+    /// A run still going (its recorded process, the same pid and start time) gets SIGTERM:
+    /// the script's bash became torchrun (`exec`), whose agent stops its workers on it and
+    /// exits, and the ovlaunch that ran it records the exit code. A run that ended (or whose
+    /// process is gone) is reported as such, nothing sent.
     fn cancel(&self, rec: &Submission) -> Result<super::Cancelled> {
-        Err(Error::usage(format!(
-            "job {} ran locally; there is nothing to cancel",
-            rec.job_name
-        )))
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let running = rec.exit_code.is_none() && rec.local_run.is_some_and(alive);
+        let (Some(run), true) = (rec.local_run, running) else {
+            return Ok(super::Cancelled::AlreadyEnded(self.status(rec)?));
+        };
+        let pid = i32::try_from(run.pid)
+            .map_err(|_| Error::runtime(format!("the recorded pid {} is not a pid", run.pid)))?;
+        kill(Pid::from_raw(pid), Signal::SIGTERM).map_err(|e| {
+            Error::runtime(format!(
+                "cannot stop job {}'s run (pid {pid}): {e}",
+                rec.job_name
+            ))
+        })?;
+        Ok(super::Cancelled::Now)
     }
 
     fn logs(&self, _dir: &Path, rec: &Submission, _follow: bool, _out: Sink<'_>) -> Result<()> {

@@ -80,6 +80,36 @@ pub fn check(executor: Executor, host: &dyn Host, spec: &LaunchSpec) -> Result<(
     (entry(executor)?.check)(host, spec)
 }
 
+/// Whether another process holds TCP port `port` on this machine (a listener on any of its
+/// addresses): c10d's rendezvous store binds every address at that port.
+pub fn port_in_use(port: u16) -> bool {
+    use std::net::{Ipv4Addr, TcpListener};
+    matches!(
+        TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse
+    )
+}
+
+/// A free TCP port of this machine now, to suggest.
+pub fn free_port() -> Option<u16> {
+    std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
+        .and_then(|l| l.local_addr())
+        .ok()
+        .map(|a| a.port())
+}
+
+/// The refusal of a run on this machine whose rendezvous port another process holds.
+pub fn port_refusal(port: u16) -> Error {
+    Error::usage(format!(
+        "port {port} (--master-port) is in use on this machine: the run's torchrun serves its rendezvous there, and would stop at once"
+    ))
+    .at_flag("--master-port")
+    .help(match free_port() {
+        Some(p) => format!("give --master-port a free port (e.g. --master-port {p}, free now)"),
+        None => "give --master-port a free port".to_string(),
+    })
+}
+
 /// Where a foreground job's own output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum JobOutput {

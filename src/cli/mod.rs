@@ -21,6 +21,7 @@ mod printer;
 pub mod profile;
 mod profiles;
 mod recipes;
+mod scripts;
 pub mod settings;
 mod status;
 mod submit;

@@ -6,6 +6,7 @@
 
 use super::launch::{self, LaunchArgs, Prepared};
 use super::output::{self, OutputArg};
+use super::scripts::{self, Files};
 use super::settings::Given;
 use super::{PlanArgs, Printer, explain};
 use crate::backend::host::Local;
@@ -35,6 +36,11 @@ pub fn run(
         ));
     }
     if dry_run {
+        // Only a plugin's lines or a user's template can break the script: a dry run without
+        // them starts no process.
+        if scripts::holds_users_shell(&prepared.job) {
+            scripts::checked(p, &prepared.job, Files::Script)?;
+        }
         if let Some(e) = &prepared.rank_runtime_problem {
             p.warn(&format!("submitting this job would fail: {e}"));
         }
@@ -69,6 +75,7 @@ pub fn run(
     }
     let again = || launch::prepare(plan_args, args, given);
     let (prepared, started) = launch::written(prepared, args, again, |prepared| {
+        scripts::checked(p, &prepared.job, Files::All)?;
         backend::check(prepared.job.executor, &*prepared.host, &prepared.job.spec)?;
         prepared.make_dirs()?;
         let host = std::mem::replace(&mut prepared.host, Box::new(Local));
@@ -170,6 +177,7 @@ pub fn render(
     }
     let again = || launch::prepare(plan_args, args, given);
     let (p, ()) = launch::written(p, args, again, |p| {
+        scripts::checked(pr, &p.job, Files::All)?;
         p.make_dirs()?;
         backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &extras(p))
     })?;

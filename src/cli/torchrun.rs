@@ -7,6 +7,7 @@
 
 use super::launch::{self, Form, LaunchArgs};
 use super::output::OutputArg;
+use super::scripts::{self, Files};
 use super::{PlanArgs, Printer, submit};
 use crate::backend;
 use crate::error::Result;
@@ -24,15 +25,31 @@ pub fn run(
     for w in prepared.warnings.iter().chain(&prepared.job.plan.warnings) {
         p.warn(w);
     }
+    // The script's torchrun serves the rendezvous on this machine at --master-port.
+    let port = prepared.job.spec.master_port;
+    if master_addr.is_none() && backend::port_in_use(port) {
+        let e = backend::port_refusal(port);
+        p.warn(&format!(
+            "{} ({})",
+            e.message,
+            e.help.as_deref().unwrap_or_default()
+        ));
+    }
     // The script runs the job directory's rank runtime and reads its rank plan: a script
     // whose directory cannot be written is not printed.
     if let Some(e) = prepared.rank_runtime_problem.take() {
         return Err(e);
     }
     let again = || launch::prepare_form(plan_args, args, given, Form::Torchrun { master_addr });
-    let (prepared, ()) = launch::written(prepared, args, again, |p| {
-        p.make_dirs()?;
-        backend::write_job_dir(&*p.host, &p.dir, &p.job.artifacts, &submit::extras(p))
+    let (prepared, ()) = launch::written(prepared, args, again, |job| {
+        scripts::checked(p, &job.job, Files::All)?;
+        job.make_dirs()?;
+        backend::write_job_dir(
+            &*job.host,
+            &job.dir,
+            &job.job.artifacts,
+            &submit::extras(job),
+        )
     })?;
     p.status(&format!(
         "wrote job directory {} (its script: {}); run the script below on {}",

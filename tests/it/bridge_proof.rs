@@ -154,6 +154,8 @@ fn extra_cases() -> Vec<Case> {
         what_runs_cases(),
         runner_sync_cases(),
         benchmark_data_cases(),
+        own_data_cases(),
+        packed_path_cases(),
     ]
     .into_iter()
     .flatten()
@@ -1163,7 +1165,11 @@ fn layout_and_set_cases() -> Vec<Case> {
                 "--set",
                 "checkpoint.most_recent_k=3",
                 "--set",
-                "checkpoint.save=/ckpt/it's ${here}",
+                "checkpoint.save=/ckpt/it's here",
+                // `${` reaches Bridge as text (escaped for Hydra); in a path it is refused
+                // (`own_data`), in a name it is the user's text
+                "--set",
+                "logger.wandb_exp_name=it's ${here}",
             ],
         ),
     ]
@@ -1916,6 +1922,132 @@ fn fine_tuning_cases() -> Vec<Case> {
                 "dataset.dataset_root=/data/x",
                 "--set",
                 "dataset.hf_dataset=null",
+            ],
+        ),
+    ]
+}
+
+/// A user's own pretraining data and checkpoints on Llama 3 8B's library function: the data
+/// path and blend shapes Megatron-Core's `get_blend_from_list` and
+/// `BlendedMegatronDatasetConfig.__post_init__` read, and `CheckpointConfig.finalize`'s checks
+/// of a checkpoint step and of main parameters loaded without the optimizer's. Refused jobs
+/// are refused by both (Megatron-Core's words where it has some: a weight without its path
+/// makes it stop at `'float' object has no attribute 'strip'` or a bare assert); accepted ones
+/// are compared field by field.
+fn own_data_cases() -> Vec<Case> {
+    let pre = |id: &str, sets: &[&str]| {
+        let mut a = vec!["--recipe", "llama3_8b_pretrain_config", "--gpus", "h100x8"];
+        for s in sets {
+            a.extend(["--set", s]);
+        }
+        case(id, "h100", 8, &a)
+    };
+    vec![
+        pre(
+            "own-data-weight-without-path",
+            &["dataset.data_path=[0.3, /data/a, /data/b, /data/c]"],
+        ),
+        pre(
+            "own-data-text-pair-without-weight",
+            &["dataset.data_path=/data/a /data/b 0.3 /data/c"],
+        ),
+        pre("own-data-no-path", &["dataset.data_path=[]"]),
+        pre(
+            "own-data-text-weights",
+            &["dataset.data_path=0.3 /data/a 0.7 /data/b"],
+        ),
+        pre(
+            "refuse-own-data-blend-counts",
+            &["dataset.blend=[[/data/a, /data/b], [0.3]]"],
+        ),
+        pre(
+            "refuse-own-data-blend-per-split-two",
+            &[
+                "dataset.blend_per_split=[[[/data/a], null], [[/data/b], null]]",
+                "dataset.split=null",
+            ],
+        ),
+        pre(
+            "refuse-own-data-blend-per-split-with-split",
+            &["dataset.blend_per_split=[[[/data/a], null], [[/data/b], null], null]"],
+        ),
+        pre(
+            "own-data-blend-per-split",
+            &[
+                "dataset.blend_per_split=[[[/data/a, /data/b], [0.3, 0.7]], [[/data/v], null], null]",
+                "dataset.split=null",
+            ],
+        ),
+        pre(
+            "refuse-own-ckpt-step-without-load",
+            &["checkpoint.ckpt_step=100", "checkpoint.load=null"],
+        ),
+        pre(
+            "own-ckpt-step-with-load",
+            &[
+                "checkpoint.ckpt_step=100",
+                "checkpoint.load=/lustre/other/run/checkpoints",
+            ],
+        ),
+        pre(
+            "refuse-own-ckpt-main-params-with-optimizer",
+            &["checkpoint.load_main_params_from_ckpt=true"],
+        ),
+        // paths with spaces, commas, quotes and Hydra's own characters reach Bridge as given
+        pre(
+            "own-paths-spaces-commas",
+            &[
+                "checkpoint.save=/lustre/my ckpts/run,1",
+                "checkpoint.load=/lustre/other user's/run=2/checkpoints",
+                "logger.tensorboard_dir=/lustre/tb [a,b]/{x}",
+                "dataset.data_path=[0.3, /data/corpus a/text_document, 0.7, '/data/b,c/text_document']",
+                "tokenizer.tokenizer_type=SentencePieceTokenizer",
+                "tokenizer.tokenizer_model=/models/my tok/tokenizer.model",
+            ],
+        ),
+        pre(
+            "own-ckpt-main-params",
+            &[
+                "checkpoint.load_main_params_from_ckpt=true",
+                "checkpoint.load_optim=false",
+            ],
+        ),
+    ]
+}
+
+/// Packed files at paths of the job's own on Llama 3 8B's SFT function: with the Hugging
+/// Face data rewritten, Bridge's `GPTSFTDatasetConfig.validate` refuses (the rewrite would
+/// replace them); without the rewrite it builds the job.
+fn packed_path_cases() -> Vec<Case> {
+    vec![
+        case(
+            "refuse-sft-rewrite-own-packed-paths",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.offline_packing_specs.packed_train_data_path=/data/packed/train.npy",
+                "--set",
+                "dataset.hf_rewrite=true",
+            ],
+        ),
+        case(
+            "sft-own-packed-paths",
+            "h100",
+            8,
+            &[
+                "--recipe",
+                "llama3_8b_sft_config",
+                "--gpus",
+                "h100x8",
+                "--set",
+                "dataset.offline_packing_specs.packed_train_data_path=/data/packed/train.npy",
+                "--set",
+                "dataset.offline_packing_specs.packed_metadata_path=/data/packed/meta.jsonl",
             ],
         ),
     ]

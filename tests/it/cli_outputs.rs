@@ -409,8 +409,12 @@ fn torchrun_scripts_for_one_and_many_machines_are_valid_bash() {
             stderr(&o)
         );
         if name == "single" {
+            // c10d at --master-port, served here (not --standalone, whose port is torch's)
             assert!(
-                out.contains("torchrun --standalone --nnodes=1 --nproc-per-node=8"),
+                out.contains("torchrun --nnodes=1 --nproc-per-node=8 --rdzv-backend=c10d")
+                    && out.contains(" --rdzv-endpoint=localhost:29500 ")
+                    && out.contains(" --rdzv-conf=is_host=1 ")
+                    && !out.contains("--standalone"),
                 "{out}"
             );
         } else {

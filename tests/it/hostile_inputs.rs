@@ -483,9 +483,14 @@ fn delivered(
                     None => "1".to_string(),
                 },
                 Channel::JobDir => job_dir.display().to_string(),
-                // Documented: `{job_dir}` in an option value is the job directory; every
-                // other byte stays as given.
-                Channel::PluginOption => v.replace("{job_dir}", &job_dir.display().to_string()),
+                // Documented: `{job_dir}` in a plugin option's value and in an env value
+                // (docs/environment.md), whoever gives it, is the job directory; every other
+                // byte stays as given.
+                Channel::PluginOption
+                | Channel::RecipeEnvValue
+                | Channel::HardwareEnvValue
+                | Channel::SetEnvValue
+                | Channel::EnvFlagValue => v.replace("{job_dir}", &job_dir.display().to_string()),
                 _ => v.clone(),
             };
             if env[&name].as_str() != Some(expect.as_str()) {

@@ -4,13 +4,14 @@
 
 use crate::common;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
 /// A test's turn with the real torchrun, or `None` (the test passes, saying so) when torchrun
-/// is not installed outside CI. `torchrun --standalone` (a single-machine run) always serves
-/// its rendezvous on localhost:29400 (torch 1.13), so the runs of these tests take turns.
+/// is not installed outside CI. The runs of these tests take turns (each at its own
+/// `--master-port`; the machine's CPUs are few).
 fn torchrun_turn() -> Option<MutexGuard<'static, ()>> {
     if which::which("torchrun").is_err() {
         assert!(
@@ -71,7 +72,17 @@ fn local_executor_runs_real_torchrun() {
         dir.path(),
         "job",
         "29731",
-        &["--env", "OVL_LOCAL=a 'b' $c"],
+        &[
+            "--env",
+            "OVL_LOCAL=a 'b' $c",
+            // `{job_dir}` in an env value, by flag or by `env_vars`, is the job's directory
+            "--env",
+            "OVL_AT_JOB_DIR={job_dir}/x y",
+            "--set",
+            "env_vars.OVL_SET_AT_JOB_DIR={job_dir}/s",
+            "--env",
+            "OVL_BRACES={\"k\": \"{x}\"}",
+        ],
         "0",
     );
     assert!(
@@ -89,6 +100,11 @@ fn local_executor_runs_real_torchrun() {
         assert_eq!(v["env"]["WORLD_SIZE"], "2");
         assert_eq!(v["env"]["OVL_LOCAL"], "a 'b' $c");
         assert_eq!(v["env"]["OVL_RECIPE_VAR"], "from the recipe");
+        let at = |f: &str| job.join(f).display().to_string();
+        assert_eq!(v["env"]["OVL_AT_JOB_DIR"], at("x y"));
+        assert_eq!(v["env"]["OVL_SET_AT_JOB_DIR"], at("s"));
+        // other braces are the value's own text
+        assert_eq!(v["env"]["OVL_BRACES"], "{\"k\": \"{x}\"}");
     }
     // A failing trainer's exit code comes back through torchrun and ovlaunch.
     let o = run_local(dir.path(), "job2", "29732", &[], "3");
@@ -304,5 +320,201 @@ fn a_local_run_whose_ovlaunch_was_killed_is_not_running_for_ever() {
             .as_str()
             .is_some_and(|r| r.contains("is gone without its exit code recorded")),
         "{s}"
+    );
+}
+
+/// A placeholder ovlaunch replaces elsewhere but not in an env value (`{experiment_dir}` of
+/// a config value, a plugin's `{job_name}`) is refused where the user gave it, not exported
+/// as text.
+#[test]
+fn an_env_value_with_a_placeholder_env_values_do_not_know_is_refused() {
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let recipe = format!("{fixtures}/tiny.yaml");
+    let base = [
+        "--recipe",
+        &recipe,
+        "--gpus",
+        "cpux2",
+        "--executor",
+        "local",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--env", "CKPT={experiment_dir}/ckpt"]);
+    let err = common::assert_render_refused(&args);
+    assert!(
+        err.starts_with("error: --env CKPT: CKPT's value `{experiment_dir}/ckpt` holds {experiment_dir}, which an env value does not replace (only {job_dir} is: the job's directory)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: write the value out, or build it from {job_dir}"),
+        "{err}"
+    );
+    let (_d, file) = common::recipe_file(&format!(
+        "{}\n  NAME_OF_JOB: \"{{job_name}}\"\n",
+        std::fs::read_to_string(&recipe).unwrap().trim_end()
+    ));
+    let err = common::assert_render_refused(&["--recipe", &file, "--gpus", "cpux2"]);
+    assert!(err.contains("env_vars.NAME_OF_JOB"), "{err}");
+    assert!(err.contains("holds {job_name}"), "{err}");
+}
+
+/// torch 1.13's `torchrun --standalone` serves its rendezvous at port 29400 whatever
+/// `--master-port` says, and where another process holds that port it joins it as a client
+/// and waits. A run on this machine meets at `--master-port` instead: with 29400 held, a run
+/// in a job directory whose path has a space, its trainer after `--`, finishes; and a
+/// `--master-port` another process holds is refused before anything is written.
+#[test]
+fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    // held by this test, or already by another process: either way not torchrun's to take
+    let _held = std::net::TcpListener::bind(("127.0.0.1", 29400));
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let job = dir.path().join("a job");
+    let log = dir.path().join("stderr.log");
+    let mut child = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux2", "--executor", "local"])
+        .args(["--torchrun-flags", "underscore", "--master-port", "29735"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        // its own process group: a run that waits is stopped whole, torchrun and its workers
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let err = std::fs::read_to_string(&log).unwrap();
+    let status = status.unwrap_or_else(|| panic!("the run still waited after 60 s:\n{err}"));
+    assert!(status.success(), "{err}");
+    for r in 0..2 {
+        let v = read_json(&job.join(format!("ranks/rank-{r}.json")));
+        assert_eq!(v["env"]["WORLD_SIZE"], "2");
+    }
+    // A port another process holds: refused naming the flag, with a free one; nothing written.
+    let held = std::net::TcpListener::bind(("0.0.0.0", 0)).unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let second = dir.path().join("second");
+    let o = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args([
+            "--gpus",
+            "cpux2",
+            "--executor",
+            "local",
+            "--master-port",
+            &port,
+        ])
+        .args(["--job-dir", second.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: --master-port: port {port} (--master-port) is in use on this machine"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: give --master-port a free port (e.g. --master-port "),
+        "{err}"
+    );
+    assert!(!second.exists(), "a refused run wrote its job directory");
+}
+
+/// `cancel` of a local run still going stops it (its recorded process, torchrun, gets
+/// SIGTERM and stops its workers), as `status` called it running; the run's end is
+/// recorded, and a second `cancel` says it had already ended.
+#[test]
+fn cancel_stops_a_running_local_run() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("long");
+    let started = dir.path().join("started");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let trainer = format!(
+        "import time\nopen({:?}, 'a').close()\ntime.sleep(120)",
+        started.to_str().unwrap()
+    );
+    let mut ovlaunch = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args(["--torchrun-flags", "underscore", "--master-port", "29736"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", &trainer])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let stop_all = |pid: u32| {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .status();
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        if std::time::Instant::now() > deadline {
+            stop_all(ovlaunch.id());
+            panic!("the trainer never started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let jd = job.to_str().unwrap();
+    let o = Command::new(common::bin())
+        .args(["cancel", jd])
+        .output()
+        .unwrap();
+    if !o.status.success() {
+        stop_all(ovlaunch.id());
+    }
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert_eq!(common::stdout(&o), "cancelled job - (tiny-cpux1)\n");
+    let ended = loop {
+        if let Some(s) = ovlaunch.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            stop_all(ovlaunch.id());
+            panic!("the run went on after cancel");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(!ended.success(), "a cancelled run does not succeed");
+    let rec = read_json(&job.join("submission.json"));
+    assert!(rec["exit_code"].as_i64().is_some_and(|c| c != 0), "{rec}");
+    let o = Command::new(common::bin())
+        .args(["cancel", jd])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).contains("had already ended: FAILED; nothing to cancel"),
+        "{}",
+        common::stdout(&o)
     );
 }

@@ -29,6 +29,7 @@ mod job_places;
 mod json_outputs;
 mod local_torchrun;
 mod oci_e2e;
+mod own_data;
 mod pipeline_split;
 mod placement;
 mod plan_properties;

@@ -211,8 +211,10 @@ fn pinned_cores_on_a_dgx_class_tree() {
             plan: &plan,
             local_rank: lr,
             cuda_visible_devices: None,
+            slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &all,
+            mems_allowed: None,
         });
         let first = lr as usize * 16;
         assert_eq!(p.cpus, vec![first, first + 1], "rank {lr}");
@@ -226,8 +228,10 @@ fn pinned_cores_on_a_dgx_class_tree() {
         plan: &plan,
         local_rank: 0,
         cuda_visible_devices: None,
+        slurm_gpus: None,
         sysfs: &sysfs,
         allowed: &allowed,
+        mems_allowed: None,
     });
     assert_eq!(p.cpus, allowed);
     assert!(!p.bind_cpus);
@@ -271,8 +275,10 @@ fn membind_only_where_the_node_has_memory() {
             plan: &plan,
             local_rank: lr,
             cuda_visible_devices: None,
+            slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &all,
+            mems_allowed: None,
         })
     };
     // No has_memory file: CPUs bound, memory left alone, said so.
@@ -304,8 +310,10 @@ fn membind_only_where_the_node_has_memory() {
         },
         local_rank: 3,
         cuda_visible_devices: None,
+        slurm_gpus: None,
         sysfs: &fixture("gb200"),
         allowed: &parse_cpulist("0-143").unwrap(),
+        mems_allowed: None,
     });
     assert_eq!(p.membind, Some(1));
 }

@@ -1533,3 +1533,176 @@ fn a_bool_option_takes_true_or_false_only() {
         }
     }
 }
+
+// -------------------------------------------------------------------------------------
+// Shell text bash cannot parse, refused before the job is written
+// -------------------------------------------------------------------------------------
+
+/// A user's plugin file `site.yaml` in a temporary directory.
+fn site_plugin(text: &str) -> (tempfile::TempDir, String) {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("site.yaml");
+    std::fs::write(&f, text).unwrap();
+    let s = f.display().to_string();
+    (d, s)
+}
+
+/// User plugin files whose lines break the script, each with the line of the entry that
+/// does, what bash says and the fix the refusal gives.
+const BROKEN_PLUGINS: &[(&str, &str, usize, &str, &str)] = &[
+    (
+        "a quote left open",
+        "name: site\ndescription: d\nlaunch:\n  setup_lines:\n    - module load cuda\n    - echo \"loading the site's modules\n    - module load nccl\n",
+        6,
+        "unexpected EOF while looking for matching `\"'",
+        "close the \" it opens on the same line",
+    ),
+    (
+        "a `fi` without its `if`",
+        "name: site\ndescription: d\nlaunch:\n  setup_lines:\n    - \"if [ -f /etc/site ]; then\"\n    - \"  . /etc/site\"\n    - fi\n    - module load cuda\n    - fi\n",
+        9,
+        "syntax error near unexpected token `fi'",
+        "remove the `fi`",
+    ),
+    (
+        "a here-document never closed",
+        "name: site\ndescription: d\nlaunch:\n  setup_lines:\n    - echo start\n    - |\n      cat > \"$HOME/site.cfg\" <<EOF\n      a=1\n    - echo next\n",
+        7,
+        "a here-document (<<EOF) is never closed",
+        "end the here-document with a line holding only its end word",
+    ),
+    (
+        "an appended line with a quote left open",
+        "name: site\ndescription: d\nrender:\n  append_lines:\n    - echo 'done\n",
+        5,
+        "unexpected EOF while looking for matching `''",
+        "close the ' it opens on the same line",
+    ),
+];
+
+#[test]
+fn a_plugin_line_bash_cannot_parse_is_refused_naming_its_file_and_line() {
+    for (what, text, line, said, fix) in BROKEN_PLUGINS {
+        let (_d, f) = site_plugin(text);
+        let flags = [
+            "--recipe",
+            "llama8b",
+            "--gpus",
+            "h100x8",
+            "--no-container",
+            "--plugin-file",
+            &f,
+            "--plugin",
+            "site",
+        ];
+        // render writes nothing
+        let err = common::assert_render_refused(&flags);
+        assert!(
+            err.contains("error: plugin `site` breaks the job script: its "),
+            "{what}: {err}"
+        );
+        assert!(err.contains(&format!("--> {f}:{line}\n")), "{what}: {err}");
+        assert!(err.contains(said), "{what}: {err}");
+        let help = err.split("help: ").nth(1).unwrap_or("");
+        assert!(help.contains(fix), "{what}: {err}");
+        // submit refuses it before asking Slurm anything, writing nothing
+        let d = tempfile::tempdir().unwrap();
+        let job = d.path().join("job");
+        let mut sub = vec!["submit"];
+        sub.extend(flags);
+        sub.extend(["--job-dir", job.to_str().unwrap()]);
+        let e = usage_error(&sub);
+        assert!(e.contains(&format!("--> {f}:{line}\n")), "{what}: {e}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "{what}");
+        // the dry run, which prints the script, refuses it the same way
+        let mut dry = flags.to_vec();
+        dry.extend(["--dry-run", "--job-dir", "/jobs/x"]);
+        let e = usage_error(&dry);
+        assert!(e.contains(&format!("--> {f}:{line}\n")), "{what}: {e}");
+        if text.contains("append_lines") {
+            continue; // the local executor refuses appended lines on their own
+        }
+        // and so does `ovlaunch torchrun`, writing nothing either
+        let d = tempfile::tempdir().unwrap();
+        let job = d.path().join("job");
+        let mut tr = vec!["torchrun"];
+        tr.extend(&flags[..flags.len() - 1]);
+        tr.extend(["site", "--job-dir", job.to_str().unwrap()]);
+        let e = usage_error(&tr);
+        assert!(e.contains(&format!("--> {f}:{line}\n")), "{what}: {e}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "{what}");
+    }
+}
+
+/// Shell constructs a plugin spreads over several entries (an `if` over three, a
+/// here-document closed by its last) are one text to bash: the job renders, and its script
+/// reads whole.
+#[test]
+fn a_plugin_construct_over_several_entries_renders() {
+    let (_d, f) = site_plugin(
+        "name: site\ndescription: d\nlaunch:\n  setup_lines:\n    - \"if [ -f /etc/site ]; then\"\n    - \"  . /etc/site\"\n    - fi\n    - \"cat > \\\"$HOME/site.cfg\\\" <<EOF\"\n    - a=1\n    - EOF\n",
+    );
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job");
+    let out = ok(&[
+        "render",
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--no-container",
+        "--plugin-file",
+        &f,
+        "--plugin",
+        "site",
+        "--job-dir",
+        job.to_str().unwrap(),
+    ]);
+    assert_eq!(out.trim(), job.to_str().unwrap());
+    let o = Command::new("bash")
+        .arg("-n")
+        .arg(job.join("launch.sbatch"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(o.stderr.is_empty(), "{}", common::stderr(&o));
+}
+
+/// A user's template that renders text bash cannot parse is refused naming the template.
+#[test]
+fn a_template_bash_cannot_parse_is_refused_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("torchrun.sh.j2");
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/torchrun.sh.j2"),
+    )
+    .unwrap();
+    std::fs::write(
+        &t,
+        shipped.replace(
+            "\nexec {{ command }}",
+            "\nif true; then\nexec {{ command }}",
+        ),
+    )
+    .unwrap();
+    let ts = t.to_str().unwrap();
+    let err = common::assert_render_refused(&[
+        "--recipe",
+        "llama8b",
+        "--gpus",
+        "h100x8",
+        "--executor",
+        "local",
+        "--template",
+        ts,
+    ]);
+    assert!(
+        err.contains(&format!("error: template {ts} renders a script bash cannot parse: bash cannot parse the job script launch.sh:")),
+        "{err}"
+    );
+    assert!(
+        err.contains("syntax error: unexpected end of file"),
+        "{err}"
+    );
+    assert!(err.contains("close what it opens in the template"), "{err}");
+}

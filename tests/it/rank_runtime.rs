@@ -56,6 +56,7 @@ fn write_plan(dir: &Path, json: &str) -> PathBuf {
 
 /// Slurm variables of global rank 5 = local rank 1 on node 1 of a 2-node, 4+2-task step.
 const SLURM_RANK5: &[(&str, &str)] = &[
+    ("SLURM_STEP_ID", "0"),
     ("SLURM_PROCID", "5"),
     ("SLURM_LOCALID", "1"),
     ("SLURM_NODEID", "1"),
@@ -885,4 +886,453 @@ fn which_taskset() -> Result<PathBuf, ()> {
         .map(PathBuf::from)
         .find(|p| p.exists())
         .ok_or(())
+}
+
+/// A rank plan decides the trainer's environment (`PATH`, `LD_PRELOAD`, ...): one another user
+/// could have written is refused before anything runs, as docs/security.md's rule refuses
+/// such configuration: the file and its directory must be this user's (or root's) and
+/// writable by nobody else (a directory with the sticky bit, like /tmp, may be).
+#[test]
+fn a_plan_another_user_could_write_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobdir = dir.path().join("job");
+    std::fs::create_dir(&jobdir).unwrap();
+    std::fs::set_permissions(&jobdir, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let plan = write_plan(&jobdir, r#"{"schema": 1, "env": {"FROM_PLAN": "1"}}"#);
+    let p = plan.to_str().unwrap();
+    let chmod = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    chmod(&plan, 0o644);
+    let r = run(&[], &["--plan", p, "/usr/bin/env"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(env_value(&r.stdout, "FROM_PLAN").as_deref(), Some("1"));
+
+    let refused = |r: &Run, words: &[&str]| {
+        assert_eq!(r.code, Some(125), "{}", r.stderr);
+        assert!(r.stdout.is_empty(), "the trainer ran: {}", r.stdout);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+        assert!(
+            r.stderr.starts_with(&format!("ovlaunch-rank: plan {p}: ")),
+            "{}",
+            r.stderr
+        );
+        for w in words {
+            assert!(r.stderr.contains(w), "{w:?} not in {}", r.stderr);
+        }
+    };
+    chmod(&plan, 0o664);
+    refused(
+        &run(&[], &["--plan", p, "/usr/bin/env"]),
+        &["is writable by its group", &format!("chmod g-w {p}")],
+    );
+    chmod(&plan, 0o646);
+    refused(
+        &run(&[], &["--plan", p, "/usr/bin/env"]),
+        &["is writable by every user", &format!("chmod o-w {p}")],
+    );
+    chmod(&plan, 0o644);
+    // Its directory: another user could put their own file in its place.
+    let d = jobdir.to_str().unwrap();
+    chmod(&jobdir, 0o777);
+    refused(
+        &run(&[], &["--plan", p, "/usr/bin/env"]),
+        &[&format!(
+            "directory {d} is writable by every user and has no sticky bit"
+        )],
+    );
+    chmod(&jobdir, 0o1777);
+    let r = run(&[], &["--plan", p, "/usr/bin/env"]);
+    assert_eq!(
+        r.code,
+        Some(0),
+        "a sticky directory, like /tmp: {}",
+        r.stderr
+    );
+    chmod(&jobdir, 0o750);
+    // The same through OVLAUNCH_RANK_PLAN.
+    chmod(&plan, 0o666);
+    let r = run(&[("OVLAUNCH_RANK_PLAN", p)], &["/usr/bin/env"]);
+    refused(&r, &["is writable by every user"]);
+    chmod(&plan, 0o644);
+    // Another user's file (needs root to give it away; skipped otherwise).
+    if nix::unistd::geteuid().is_root() {
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        nix::unistd::chown(&plan, Some(nobody), None).unwrap();
+        refused(
+            &run(&[], &["--plan", p, "/usr/bin/env"]),
+            &["belongs to uid 65534, not to you"],
+        );
+    } else {
+        eprintln!("part skipped: giving a file to another user needs root");
+    }
+}
+
+/// A plan for one Slurm task per GPU (`launch_mode: srun`) run by a REAL torchrun inside one
+/// Slurm task (`torchrun ... ovlaunch-rank --plan JOB/rank-plan.json`): every worker would take
+/// the task's `SLURM_PROCID` and become rank 0 of a world of 1. The runtime refuses, naming
+/// torchrun's variable and the launch mode that reads torchrun's identity; in auto mode the
+/// same workers are ranks 0 and 1 of 2. Without torchrun the test says so and passes.
+#[test]
+fn srun_mode_under_torchrun_is_refused() {
+    let Ok(torchrun) = which::which("torchrun") else {
+        eprintln!("skipped: torchrun not installed (run .ci/install.sh torch)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let slurm_task = [
+        ("SLURM_PROCID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_NTASKS", "1"),
+        ("SLURM_STEP_TASKS_PER_NODE", "1"),
+        ("SLURM_STEP_NODELIST", "localhost"),
+    ];
+    let torchrun_workers = |mode: &str, port: &str| {
+        let plan = write_plan(
+            dir.path(),
+            &format!(r#"{{"schema": 1, "launch_mode": "{mode}"}}"#),
+        );
+        let out = Command::new(&torchrun)
+            .env_clear()
+            .env("PATH", PATH)
+            .envs(slurm_task)
+            .args([
+                "--no_python",
+                "--nproc_per_node",
+                "2",
+                "--master_port",
+                port,
+            ])
+            .arg(crate::common::rank_bin())
+            .args(["--plan", plan.to_str().unwrap(), "--", "sh", "-c"])
+            .arg("echo \"worker RANK=$RANK WORLD_SIZE=$WORLD_SIZE\"")
+            .output()
+            .unwrap();
+        finish(out)
+    };
+    let r = torchrun_workers("auto", "29537");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let mut ranks: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("worker "))
+        .collect();
+    ranks.sort_unstable();
+    assert_eq!(
+        ranks,
+        ["worker RANK=0 WORLD_SIZE=2", "worker RANK=1 WORLD_SIZE=2"]
+    );
+
+    let r = torchrun_workers("srun", "29538");
+    assert_ne!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("worker "), "a worker ran: {}", r.stdout);
+    assert!(
+        r.stderr.contains(
+            "ovlaunch-rank: cannot determine the rank identity: the plan's launch_mode is srun \
+             (one Slurm task per GPU) but torchrun started this process (TORCHELASTIC_RUN_ID is set)"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("launch_mode torchrun"), "{}", r.stderr);
+}
+
+/// The report line says whether the rank was placed on the NUMA node its policy chose: when
+/// that node has no CPUs the rank may use, or there is no NUMA information at all (a
+/// container without /sys/devices/system/node), the CPU set stays as inherited and the line
+/// says `placed=no` (the warning before it says why) beside the node it did not bind to.
+#[test]
+fn identity_report_says_whether_the_rank_was_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "affinity": {"policy": "static", "gpus_per_numa": 4}}"#,
+    );
+    let report = |extra: &[(&str, &str)], local: &str| {
+        let mut env = vec![("RANK", local), ("LOCAL_RANK", local), ("WORLD_SIZE", "8")];
+        env.extend_from_slice(extra);
+        let r = run(
+            &env,
+            &["--plan", plan.to_str().unwrap(), "--print-identity", "true"],
+        );
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("ovlaunch-rank rank="))
+            .unwrap_or_else(|| panic!("no report line in {}", r.stderr))
+            .to_string();
+        (line, r.stderr)
+    };
+    // A sysfs without NUMA nodes (a container's): nothing placed.
+    let (line, stderr) = report(&[("OVLAUNCH_SYSFS_ROOT", "/nonexistent")], "5");
+    assert!(line.contains(" numa=1 affinity=static "), "{line}");
+    assert!(line.ends_with(" placed=no"), "{line}");
+    assert!(stderr.contains("no NUMA information"), "{stderr}");
+    // This machine's real node 0: local rank 0 is placed there.
+    if Path::new("/sys/devices/system/node/node0/cpulist").exists() {
+        let (line, _) = report(&[], "0");
+        assert!(line.contains(" numa=0 affinity=static "), "{line}");
+        assert!(line.ends_with(" placed=yes"), "{line}");
+    }
+    // No policy: nothing asked, nothing placed.
+    let r = run(&[], &["--print-identity", "true"]);
+    assert!(r.stderr.trim_end().ends_with(" placed=-"), "{}", r.stderr);
+}
+
+/// Arguments that are not UTF-8 (a path in a Latin-1 directory, bytes a user passes on): the
+/// plan's path is read in both spellings, `--plan FILE` and `--plan=FILE`, and the trainer's
+/// arguments reach it byte for byte.
+#[test]
+fn non_utf8_arguments() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join(OsStr::from_bytes(b"plan-\xe9t\xe9.json"));
+    std::fs::write(&plan, r#"{"schema": 1, "env": {"FROM_PLAN": "1"}}"#).unwrap();
+    let mut joined = b"--plan=".to_vec();
+    joined.extend_from_slice(plan.as_os_str().as_bytes());
+    let spellings: [Vec<&OsStr>; 2] = [
+        vec![OsStr::new("--plan"), plan.as_os_str()],
+        vec![OsStr::from_bytes(&joined)],
+    ];
+    for spelling in spellings {
+        let out = command(&[], &[])
+            .args(&spelling)
+            .args(["--", "/usr/bin/env"])
+            .output()
+            .unwrap();
+        let r = finish(out);
+        assert_eq!(r.code, Some(0), "{spelling:?}: {}", r.stderr);
+        assert_eq!(
+            env_value(&r.stdout, "FROM_PLAN").as_deref(),
+            Some("1"),
+            "{spelling:?}"
+        );
+    }
+    let out = command(&[], &["--", "printf", "%s|%s"])
+        .arg(OsStr::from_bytes(b"a\xffb"))
+        .arg(OsStr::from_bytes(b"\xc3("))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"a\xffb|\xc3(");
+}
+
+/// A trainer script that exists but whose `#!` interpreter does not (a conda path of another
+/// machine, a line ended `\r\n` by a Windows editor): the kernel says ENOENT, and `env(1)`'s
+/// "No such file or directory" would send the user looking for the script. The runtime keeps
+/// env(1)'s 127 and names the interpreter.
+#[test]
+fn a_missing_interpreter_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = |name: &str, text: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        f.to_str().unwrap().to_string()
+    };
+    let conda = script(
+        "train.py",
+        "#!/nonexistent/conda/bin/python3 -u\nprint(1)\n",
+    );
+    let r = run(&[], &["--", &conda]);
+    assert_eq!(r.code, Some(127), "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "ovlaunch-rank: cannot run '{conda}': its interpreter '/nonexistent/conda/bin/python3' \
+             (the script's #! line) was not found\n"
+        )
+    );
+    let crlf = script("train.sh", "#!/bin/sh\r\necho hi\r\n");
+    let r = run(&[], &["--", &crlf]);
+    assert_eq!(r.code, Some(127), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "cannot run '{crlf}': its interpreter '/bin/sh\\r' (the script's #! line) was not \
+             found: the line ends in a carriage return (Windows line ends; `sed -i 's/\\r$//' {crlf}`)"
+        )),
+        "{}",
+        r.stderr
+    );
+}
+
+/// On a REAL Slurm: the rank line of a one-task-per-GPU plan run in the batch script itself,
+/// without srun. Slurm gives the batch step `SLURM_PROCID=0` and the job's `SLURM_NTASKS`, but
+/// no `SLURM_STEP_ID`: rank 0 of a world of 2 would wait for a rank 1 nobody starts. The
+/// runtime refuses (125) and names srun; the same line under srun runs both ranks.
+#[test]
+fn srun_mode_in_the_batch_script_without_srun_is_refused() {
+    let Some((_turn, c)) = crate::slurm_e2e::cluster() else {
+        return;
+    };
+    let dir = c.dir.path().join("batch-step");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = write_plan(&dir, r#"{"schema": 1, "launch_mode": "srun"}"#);
+    let rank_line = format!(
+        "{} --plan {} -- bash -c 'echo \"$0 RANK=$RANK WORLD_SIZE=$WORLD_SIZE\"'",
+        crate::common::rank_bin(),
+        plan.display()
+    );
+    let script = dir.join("job.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/bash\n{rank_line} batch; echo \"batch rc=$?\"\nsrun {rank_line} step\n"),
+    )
+    .unwrap();
+    let out_file = dir.join("out.txt");
+    let out = c
+        .cmd("sbatch")
+        .current_dir(&dir)
+        .args(["-W", "-N1", "-n2", "-o"])
+        .arg(&out_file)
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(&out_file).unwrap();
+    assert!(log.contains("batch rc=125"), "{log}");
+    assert!(!log.contains("batch RANK="), "{log}");
+    assert!(
+        log.contains(
+            "ovlaunch-rank: cannot determine the rank identity: the plan's launch_mode is srun \
+             but this process is not a task of a job step (SLURM_STEP_ID is not set: the batch \
+             script itself?)"
+        ),
+        "{log}"
+    );
+    let mut steps: Vec<&str> = log.lines().filter(|l| l.starts_with("step ")).collect();
+    steps.sort_unstable();
+    assert_eq!(
+        steps,
+        ["step RANK=0 WORLD_SIZE=2", "step RANK=1 WORLD_SIZE=2"],
+        "{log}"
+    );
+}
+
+/// A plan from another ovlaunch version than the rank runtime's (a site profile's
+/// `rank_runtime` built before the launcher was upgraded): the refusal says which version
+/// this runtime is, which schema it reads, and where the matching runtime is.
+#[test]
+fn a_plan_from_another_version_names_the_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let fix = "use the rank runtime of the ovlaunch that wrote the plan (the job directory's \
+               ovlaunch-rank), or rebuild the one --rank-runtime or a profile's rank_runtime names";
+    for (json, first, which) in [
+        (
+            r#"{"schema": 2}"#,
+            "unsupported schema 2",
+            "a plan from a newer ovlaunch version",
+        ),
+        (
+            r#"{"schema": 0}"#,
+            "unsupported schema 0",
+            "a plan from an older ovlaunch version",
+        ),
+        (
+            r#"{"schema": 1, "gpu_map": {"0": 4}}"#,
+            "unknown field `gpu_map`",
+            "if the plan is from another ovlaunch version",
+        ),
+    ] {
+        let plan = write_plan(dir.path(), json);
+        let r = run(&[], &["--plan", plan.to_str().unwrap(), "true"]);
+        assert_eq!(r.code, Some(125), "{}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+        for want in [
+            first.to_string(),
+            which.to_string(),
+            format!("this ovlaunch-rank {version} reads rank plan schema 1"),
+            fix.to_string(),
+        ] {
+            assert!(r.stderr.contains(&want), "{want:?} not in {}", r.stderr);
+        }
+    }
+    // A typo in a plan of this version is still just that.
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "affinity": {"policy": "none", "membnd": true}}"#,
+    );
+    let r = run(&[], &["--plan", plan.to_str().unwrap(), "true"]);
+    assert!(r.stderr.contains("unknown field `membnd`"), "{}", r.stderr);
+}
+
+/// Memory binding to a NUMA node the process may not allocate on (a cgroup cpuset's
+/// `cpuset.mems` narrower than the node list sysfs shows, as in a container or a Slurm step
+/// confined to one socket's memory): the kernel refuses `set_mempolicy`, and the rank must not
+/// die of it. The node list is a stand-in (this machine has one NUMA node: the model says
+/// node 1 holds our second CPU and has memory); the refusal is this kernel's, since node 1 is
+/// not in this process's `Mems_allowed_list`.
+#[test]
+fn membind_outside_the_allowed_memory_nodes_is_left_as_inherited() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mems = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Mems_allowed_list:"))
+        .map(|s| s.trim().to_string());
+    let mine = ovlaunch_rank::cpulist::parse_cpulist(&own_cpus()).unwrap();
+    if mems.as_deref() != Some("0") || mine.len() < 2 {
+        eprintln!("skipped: needs Mems_allowed_list 0 and 2 CPUs, have {mems:?}, {mine:?}");
+        return;
+    }
+    let fmt = ovlaunch_rank::cpulist::format_cpulist;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sys");
+    for (n, cpus) in [(0, fmt(&mine[..1])), (1, fmt(&mine[1..]))] {
+        let d = root.join(format!("devices/system/node/node{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cpulist"), format!("{cpus}\n")).unwrap();
+    }
+    std::fs::write(root.join("devices/system/node/has_memory"), "0-1\n").unwrap();
+    let plan = write_plan(
+        dir.path(),
+        r#"{"schema": 1, "affinity": {"policy": "static", "gpus_per_numa": 4, "membind": true}}"#,
+    );
+    let r = run(
+        &[
+            ("OVLAUNCH_SYSFS_ROOT", root.to_str().unwrap()),
+            ("RANK", "4"),
+            ("LOCAL_RANK", "4"),
+            ("WORLD_SIZE", "8"),
+        ],
+        &[
+            "--plan",
+            plan.to_str().unwrap(),
+            "--print-identity",
+            "sh",
+            "-c",
+            "grep Cpus_allowed_list /proc/self/status",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(
+        cpus_allowed(&r.stdout),
+        Some(fmt(&mine[1..])),
+        "CPUs still placed"
+    );
+    assert!(
+        r.stderr.contains(
+            "ovlaunch-rank: warning: NUMA node 1 is not among the memory nodes this process may \
+             use (Mems_allowed_list 0); memory policy left as inherited"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(" numa=1 affinity=static "),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains(" membind=- "), "{}", r.stderr);
 }

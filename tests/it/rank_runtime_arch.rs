@@ -157,6 +157,7 @@ fn static_aarch64_rank_runtime_runs_under_qemu() {
 
     // Rank 5 of 8: node 1 (of 2, 4 per node), local rank 1.
     let slurm = [
+        ("SLURM_STEP_ID", "0"),
         ("SLURM_PROCID", "5"),
         ("SLURM_LOCALID", "1"),
         ("SLURM_NODEID", "1"),

@@ -46,8 +46,10 @@ fn place(
         plan,
         local_rank,
         cuda_visible_devices: cvd,
+        slurm_gpus: None,
         sysfs,
         allowed,
+        mems_allowed: None,
     })
 }
 
@@ -191,7 +193,9 @@ fn gb200_model_per_local_rank() {
     assert_eq!(got.cpus, all);
     assert!(!got.bind_cpus && got.membind.is_none());
     assert!(
-        got.notes[0].contains("NUMA node 2 has no CPUs"),
+        got.notes
+            .iter()
+            .any(|n| n.contains("NUMA node 2 has no CPUs")),
         "{:?}",
         got.notes
     );
@@ -309,6 +313,7 @@ fn binary_reports_the_discovered_gpu_and_numa_node() {
             .env("PATH", "/usr/bin:/bin")
             .env("OVLAUNCH_SYSFS_ROOT", &root)
             .envs([
+                ("SLURM_STEP_ID", "0"),
                 ("SLURM_PROCID", local),
                 ("SLURM_LOCALID", local),
                 ("SLURM_NODEID", "0"),
@@ -332,4 +337,159 @@ fn binary_reports_the_discovered_gpu_and_numa_node() {
         );
         assert!(stderr.contains(&format!(" gpu={gpu} ")), "{stderr}");
     }
+}
+
+/// Slurm with `ConstrainDevices=yes` (cgroup.conf) numbers `CUDA_VISIBLE_DEVICES` within the
+/// step's devices (0, 1, ...), while sysfs lists every GPU of the node; the global indices are
+/// in `SLURM_STEP_GPUS` (a step's task) or `SLURM_JOB_GPUS` (the batch step), written entry
+/// for entry with `CUDA_VISIBLE_DEVICES` (Slurm's `src/plugins/gres/common/gres_common.c`,
+/// `common_gres_set_env` and `gres_common_gpu_set_env`). The node is the DGX model (no GPU
+/// node runs these tests); the environment is what Slurm gives a job holding the node's GPUs
+/// 4-7, so every rank's GPU is on NUMA node 1.
+#[test]
+fn slurm_renumbered_devices_map_through_the_global_gpu_list() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/dgx-h100");
+    let dir = tempfile::tempdir().unwrap();
+    let plan_file = dir.path().join("plan.json");
+    std::fs::write(
+        &plan_file,
+        r#"{"schema": 1, "launch_mode": "auto", "affinity": {"policy": "sysfs"}}"#,
+    )
+    .unwrap();
+    let srun_task = |local: &'static str| {
+        vec![
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_PROCID", local),
+            ("SLURM_LOCALID", local),
+            ("SLURM_NODEID", "0"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_STEP_TASKS_PER_NODE", "4"),
+            ("SLURM_STEP_NODELIST", "dgx01"),
+            ("SLURM_JOB_GPUS", "4,5,6,7"),
+        ]
+    };
+    let torchrun = |local: &'static str| {
+        vec![
+            ("RANK", local),
+            ("LOCAL_RANK", local),
+            ("WORLD_SIZE", "4"),
+            ("SLURM_JOB_GPUS", "4,5,6,7"),
+        ]
+    };
+    let with = |mut env: Vec<(&'static str, &'static str)>,
+                extra: &[(&'static str, &'static str)]| {
+        env.extend_from_slice(extra);
+        env
+    };
+    let cases = [
+        // srun --gpus-per-task=1: each task sees its one GPU as device 0.
+        (
+            with(
+                srun_task("1"),
+                &[("CUDA_VISIBLE_DEVICES", "0"), ("SLURM_STEP_GPUS", "5")],
+            ),
+            "0000:c3:00.0",
+            "1",
+        ),
+        // srun with the step's four GPUs visible to every task, renumbered 0-3.
+        (
+            with(
+                srun_task("2"),
+                &[
+                    ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+                    ("SLURM_STEP_GPUS", "4,5,6,7"),
+                ],
+            ),
+            "0000:d1:00.0",
+            "1",
+        ),
+        // torchrun in the batch step: the job's list.
+        (
+            with(torchrun("0"), &[("CUDA_VISIBLE_DEVICES", "0,1,2,3")]),
+            "0000:9d:00.0",
+            "1",
+        ),
+        // Without device constraint Slurm writes the global indices in both: the same GPU.
+        (
+            with(
+                srun_task("3"),
+                &[
+                    ("CUDA_VISIBLE_DEVICES", "4,5,6,7"),
+                    ("SLURM_STEP_GPUS", "4,5,6,7"),
+                ],
+            ),
+            "0000:df:00.0",
+            "1",
+        ),
+        // A list the user wrote (not Slurm's: another length) is taken as device indices.
+        (
+            with(torchrun("1"), &[("CUDA_VISIBLE_DEVICES", "0,1")]),
+            "0000:43:00.0",
+            "0",
+        ),
+    ];
+    for (env, gpu, node) in cases {
+        let out = std::process::Command::new(crate::common::rank_bin())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("OVLAUNCH_SYSFS_ROOT", &root)
+            .envs(env.iter().copied())
+            .args([
+                "--plan",
+                plan_file.to_str().unwrap(),
+                "--print-identity",
+                "true",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{env:?}\n{stderr}");
+        assert!(
+            stderr.contains(&format!(" gpu={gpu} ")) && stderr.contains(&format!(" numa={node} ")),
+            "{env:?}: wanted gpu={gpu} numa={node}\n{stderr}"
+        );
+    }
+}
+
+/// A plan's static rule written for 8-GPU nodes (`local_rank / 4`) meeting a 4-GPU node with
+/// two GPUs per NUMA node (the GB200 model: no such node runs these tests): it puts local ranks
+/// 2 and 3 on NUMA node 0, away from their GPUs on node 1 (Megatron-Bridge's GB300 mistake,
+/// NVIDIA/exemplar-performance#38). Where sysfs shows the rank's GPU, the runtime says so;
+/// the placement stays the plan's. On the node the rule was written for nothing is said.
+#[test]
+fn a_static_rule_that_does_not_fit_the_node_is_named() {
+    let static4 = plan(AffinityPolicy::Static, Some(4));
+    let gb200 = fixture("gb200");
+    let all = cpus("0-143");
+    for rank in 0..4u32 {
+        let got = place(&gb200, &static4, rank, None, &all);
+        assert_eq!(got.numa_node, Some(0), "the plan's rule, rank {rank}");
+        if rank < 2 {
+            assert!(got.notes.is_empty(), "rank {rank}: {:?}", got.notes);
+        } else {
+            let bus = ["0018:01:00.0", "0019:01:00.0"][rank as usize - 2];
+            assert_eq!(
+                got.notes,
+                [format!(
+                    "the static rule puts local rank {rank} on NUMA node 0 (local_rank / 4), \
+                     but its GPU {bus} is on NUMA node 1: gpus_per_numa 4 does not fit this \
+                     node (affinity policy sysfs follows the GPU)"
+                )],
+                "rank {rank}"
+            );
+        }
+    }
+    let dgx = fixture("dgx-h100");
+    let all = cpus("0-223");
+    for rank in 0..8u32 {
+        let got = place(&dgx, &static4, rank, None, &all);
+        assert!(got.notes.is_empty(), "rank {rank}: {:?}", got.notes);
+    }
+    // No GPUs in sysfs (a container without /sys/bus/pci): nothing to compare, nothing said.
+    let got = place(&fixture("no-numa"), &static4, 0, None, &cpus("0-7"));
+    assert!(
+        got.notes.iter().all(|n| !n.contains("does not fit")),
+        "{:?}",
+        got.notes
+    );
 }

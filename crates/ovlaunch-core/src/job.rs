@@ -33,6 +33,11 @@ pub struct Job {
     pub executor: Executor,
     /// The enabled plugins, in application order.
     pub plugins: Vec<plugin::Active>,
+    /// The shell lines the plugins put into the script, with their places (the launcher
+    /// checks the script with bash and names the line that breaks it).
+    pub shell: Vec<plugin::ShellLine>,
+    /// The user's template file the script was rendered from, when not the shipped one.
+    pub template: Option<String>,
 }
 
 impl Job {
@@ -51,14 +56,17 @@ pub fn render_job(
 ) -> Result<Job> {
     let executor = opts.target.executor();
     let mut spec = launch::build(&plan, opts)?;
+    let mut shell = Vec::new();
     if !plugins.is_empty() {
-        plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, opts, executor))?;
+        shell = plugin::launch_phase(&plugins, &mut spec, &plugin_context(&plan, opts, executor))?;
     }
     let overrides = overrides::overrides_text(&plan, Some(opts.dirs()));
     let mut artifacts = artifacts::render(&plan, &spec, templates, opts.strict, overrides)?;
     if !plugins.is_empty() {
-        let decisions = plugin::render_phase(&plugins, &spec, executor, &mut artifacts.script)?;
+        let (decisions, appended) =
+            plugin::render_phase(&plugins, &spec, executor, &mut artifacts.script)?;
         spec.decisions.extend(decisions);
+        shell.extend(appended);
     }
     Ok(Job {
         plan,
@@ -66,6 +74,8 @@ pub fn render_job(
         artifacts,
         executor,
         plugins,
+        shell,
+        template: templates.user_file(executor.template()).map(str::to_string),
     })
 }
 

@@ -56,6 +56,12 @@ pub const SLURM_OUTPUT_PATTERN: &str = "slurm-%j.out";
 /// bytes. A job directory leaves this much room under the system's path limit.
 pub const LONGEST_INSIDE: usize = 64;
 
+/// Whether job file `name` is shell (the script, the env dump, the secrets it sources):
+/// the files the launcher reads with bash before writing them.
+pub fn is_shell(name: &str) -> bool {
+    [SBATCH_SCRIPT, LOCAL_SCRIPT, ENV_DUMP, SECRETS].contains(&name)
+}
+
 /// `JOB_DIR/NAME` as the scripts spell it.
 pub fn path(job_dir: &str, name: &str) -> String {
     format!("{job_dir}/{name}")

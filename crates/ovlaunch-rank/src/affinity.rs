@@ -2,7 +2,9 @@
 //!
 //! Contract:
 //! * [`decide`] is a pure function of the plan's affinity block, the local rank, the
-//!   `CUDA_VISIBLE_DEVICES` value, a [`Sysfs`] tree and the *allowed* CPU set (normally
+//!   `CUDA_VISIBLE_DEVICES` value with Slurm's global GPU list (`SLURM_STEP_GPUS` or
+//!   `SLURM_JOB_GPUS`, which maps a renumbered device to the node's), a [`Sysfs`] tree and
+//!   the *allowed* CPU set (normally
 //!   `sched_getaffinity(0)`, injected so tests can model any node). It never widens the
 //!   allowed set: the result is `wanted ∩ allowed`, and when that is empty, or there is no
 //!   NUMA information, the allowed set is kept and a note says why.
@@ -12,12 +14,15 @@
 //!
 //! Policies ported from Megatron-Bridge `scripts/performance/utils/executors.py`:
 //! * `static`: `numactl --cpunodebind=$((SLURM_LOCALID/D)) --membind=$((SLURM_LOCALID/D))`
-//!   with D = 4 on 8-GPU nodes and 2 on GB200/GB300/VR200 (`gpus_per_numa` = D).
+//!   with D = 4 on 8-GPU nodes and 2 on GB200/GB300/VR200 (`gpus_per_numa` = D). Where
+//!   sysfs shows the rank's GPU on another NUMA node than the rule's (a plan for 8-GPU nodes
+//!   on a 4-GPU node), a note says so; the placement stays the rule's.
 //! * `sysfs`: the Kubeflow wrapper's "GPU's PCI device → `numa_node` → numactl" rule.
 //! * `cores` (static only): B300's `numactl -C $((SLURM_LOCALID * 16)),$((SLURM_LOCALID * 16
 //!   + 1))`, the listed cores instead of the node's CPUs; memory still binds to the node.
 //! * `membind` binds memory only where the node has memory (`has_memory`), as numactl would
-//!   otherwise fail.
+//!   otherwise fail, and only to a node of the process's `Mems_allowed_list` (a cgroup
+//!   cpuset's), which the kernel would otherwise refuse.
 
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
@@ -33,9 +38,15 @@ pub struct PlacementInput<'a> {
     pub local_rank: u32,
     /// `CUDA_VISIBLE_DEVICES` as the trainer will see it.
     pub cuda_visible_devices: Option<&'a str>,
+    /// Slurm's global GPU indices of the same devices, `(name, value)`: `SLURM_STEP_GPUS`,
+    /// else `SLURM_JOB_GPUS` (see [`gpu_for_rank`]).
+    pub slurm_gpus: Option<(&'a str, &'a str)>,
     pub sysfs: &'a Sysfs,
     /// The CPUs this process may use now (sorted); the result never leaves this set.
     pub allowed: &'a [usize],
+    /// The NUMA nodes this process may allocate memory on (`Mems_allowed_list`, a cgroup
+    /// cpuset's `cpuset.mems`), when known; memory is bound only to one of them.
+    pub mems_allowed: Option<&'a [usize]>,
 }
 
 /// The decision: what to bind, and why.
@@ -44,8 +55,14 @@ pub struct Placement {
     pub policy: AffinityPolicy,
     /// PCI bus id of the rank's GPU (sysfs policy only).
     pub gpu: Option<String>,
-    /// NUMA node chosen for this rank, if one could be determined.
+    /// NUMA node chosen for this rank, if one could be determined (even where [`placed`]
+    /// is false: the node the policy named).
+    ///
+    /// [`placed`]: Placement::placed
     pub numa_node: Option<u32>,
+    /// Whether the rank's CPUs are the policy's (`wanted ∩ allowed`, not empty); false when
+    /// a note says why they were left as inherited, and for policy `none`.
+    pub placed: bool,
     /// CPUs of that NUMA node as sysfs lists them.
     pub wanted: Option<Vec<usize>>,
     /// Final CPU set for the trainer (⊆ allowed).
@@ -67,6 +84,7 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         numa_node: None,
         wanted: None,
         cpus: allowed.clone(),
+        placed: false,
         bind_cpus: false,
         membind: None,
         notes: Vec::new(),
@@ -99,6 +117,19 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         },
     };
     p.numa_node = Some(node);
+    if input.plan.policy == AffinityPolicy::Static
+        && let Ok((bus_id, Some(gpu_node))) = gpu_for_rank(input)
+        && gpu_node != node
+    {
+        // The rule's divisor was written for another node shape (a plan for 8-GPU nodes on
+        // a 4-GPU node): said, not overridden, since the placement is the plan's decision.
+        let (rank, d) = (input.local_rank, input.plan.gpus_per_numa.unwrap_or(1));
+        p.notes.push(format!(
+            "the static rule puts local rank {rank} on NUMA node {node} (local_rank / {d}), but \
+             its GPU {bus_id} is on NUMA node {gpu_node}: gpus_per_numa {d} does not fit this \
+             node (affinity policy sysfs follows the GPU)"
+        ));
+    }
     let pinned = input
         .plan
         .cores
@@ -144,10 +175,22 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
         p.wanted = Some(wanted);
         return p;
     }
+    p.placed = true;
     p.bind_cpus = both != allowed;
     p.cpus = both;
     p.wanted = Some(wanted);
     if input.plan.membind {
+        // The kernel refuses MPOL_BIND outside the cpuset's memory nodes (EINVAL).
+        if let Some(mems) = input.mems_allowed
+            && !mems.contains(&(node as usize))
+        {
+            p.notes.push(format!(
+                "NUMA node {node} is not among the memory nodes this process may use \
+                 (Mems_allowed_list {}); memory policy left as inherited",
+                format_cpulist(mems)
+            ));
+            return p;
+        }
         // `numactl --membind` fails on a node without memory; bind only where it has some.
         match input.sysfs.node_has_memory(node) {
             Some(true) => p.membind = Some(node),
@@ -165,6 +208,17 @@ pub fn decide(input: &PlacementInput<'_>) -> Placement {
 }
 
 /// Bus id and NUMA node of the GPU this local rank drives (sysfs policy).
+///
+/// The rank's entry of `CUDA_VISIBLE_DEVICES` is the one at its local rank, or the only one
+/// (Slurm binds one GPU per task and shows it as the only visible device). sysfs lists every
+/// GPU of the node, in PCI bus order, so the entry must be a node-wide index. Slurm with
+/// `ConstrainDevices=yes` numbers `CUDA_VISIBLE_DEVICES` within the step's devices instead
+/// (`0,1,...`) and writes the node-wide indices of the same devices, entry for entry, in
+/// `SLURM_STEP_GPUS` (a step's tasks) or `SLURM_JOB_GPUS` (the batch step): Slurm's
+/// `src/plugins/gres/common/gres_common.c`, `common_gres_set_env` and
+/// `gres_common_gpu_set_env`. When that list has as many entries as `CUDA_VISIBLE_DEVICES`,
+/// the rank's entry is read from it at the same position; otherwise (a list the user wrote)
+/// the entry itself is the index.
 fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), String> {
     let gpus = input
         .sysfs
@@ -174,16 +228,10 @@ fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), Str
     let index = match input.cuda_visible_devices {
         None => rank as usize,
         Some(cvd) => {
-            let entries: Vec<&str> = cvd
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .collect();
-            // The local rank's entry; a single entry is the task's own GPU (Slurm binds one
-            // GPU per task and shows it as the only visible device).
-            let entry = match (entries.get(rank as usize), entries.as_slice()) {
-                (Some(e), _) => *e,
-                (None, [only]) => *only,
+            let entries = list_entries(cvd);
+            let pos = match (entries.get(rank as usize), entries.len()) {
+                (Some(_), _) => rank as usize,
+                (None, 1) => 0,
                 (None, _) => {
                     return Err(format!(
                         "CUDA_VISIBLE_DEVICES='{cvd}' has no entry for local rank {rank}; \
@@ -191,9 +239,15 @@ fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), Str
                     ));
                 }
             };
+            let (name, entry) = match input.slurm_gpus {
+                Some((name, global)) if list_entries(global).len() == entries.len() => {
+                    (name, list_entries(global)[pos])
+                }
+                _ => ("CUDA_VISIBLE_DEVICES", entries[pos]),
+            };
             entry.parse::<usize>().map_err(|_| {
                 format!(
-                    "CUDA_VISIBLE_DEVICES entry '{entry}' is not a device index (UUIDs and \
+                    "{name} entry '{entry}' is not a device index (UUIDs and \
                      MIG ids cannot be mapped through sysfs); affinity left as inherited"
                 )
             })?
@@ -210,6 +264,14 @@ fn gpu_for_rank(input: &PlacementInput<'_>) -> Result<(String, Option<u32>), Str
     Ok((gpu.bus_id.clone(), gpu.numa_node))
 }
 
+/// The non-empty, trimmed entries of a comma-separated device list.
+fn list_entries(list: &str) -> Vec<&str> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// The CPUs this process may run on now (`sched_getaffinity(0)`).
 pub fn current_allowed() -> Result<Vec<usize>, String> {
     let set = sched_getaffinity(Pid::from_raw(0))
@@ -217,6 +279,16 @@ pub fn current_allowed() -> Result<Vec<usize>, String> {
     Ok((0..CpuSet::count())
         .filter(|&c| set.is_set(c).unwrap_or(false))
         .collect())
+}
+
+/// The NUMA nodes this process may allocate memory on (`Mems_allowed_list` of
+/// `/proc/self/status`); `None` when it cannot be read.
+pub fn current_mems() -> Option<Vec<usize>> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
+    crate::cpulist::parse_cpulist(list).ok()
 }
 
 /// Apply `p` to this process (and thereby to the trainer it execs).
@@ -293,8 +365,10 @@ mod tests {
             plan: &plan,
             local_rank: 3,
             cuda_visible_devices: None,
+            slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &[0, 1, 2],
+            mems_allowed: None,
         });
         assert_eq!(p.cpus, [0, 1, 2]);
         assert!(!p.bind_cpus && p.notes.is_empty() && p.numa_node.is_none());
@@ -313,8 +387,10 @@ mod tests {
             plan: &plan,
             local_rank: 5,
             cuda_visible_devices: None,
+            slurm_gpus: None,
             sysfs: &sysfs,
             allowed: &[0, 1],
+            mems_allowed: None,
         });
         assert_eq!(p.numa_node, Some(1));
         assert_eq!(p.cpus, [0, 1]);
@@ -337,6 +413,7 @@ mod tests {
             numa_node: None,
             wanted: None,
             cpus: allowed,
+            placed: false,
             bind_cpus: false,
             membind: None,
             notes: Vec::new(),

@@ -7,8 +7,9 @@
 //! so the failure is "permission denied" (126) rather than "not found" (127). The `PATH`
 //! used is the *trainer's* (after the plan's env is applied), as env(1) does.
 //! [`exec`] replaces this process; it only returns on failure, with the exit code
-//! (126 or 127) and a message. After a successful exec, signals, the exit status and the
-//! process id are the trainer's own.
+//! (126 or 127) and a message (for a script whose `#!` interpreter is missing, that
+//! interpreter, where env(1) says only "No such file or directory"). After a successful
+//! exec, signals, the exit status and the process id are the trainer's own.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -127,10 +128,45 @@ pub fn exec(path: &Path, argv0: &OsStr, args: &[OsString], env: &Environ) -> Exe
     } else {
         EXIT_CANNOT_RUN
     };
+    let why = match missing_interpreter(path) {
+        Some(why) if code == EXIT_NOT_FOUND => why,
+        _ => err.to_string(),
+    };
     ExecError {
         code,
-        message: format!("cannot run '{}': {err}", path.display()),
+        message: format!("cannot run '{}': {why}", path.display()),
     }
+}
+
+/// Why a script that exists cannot start: its `#!` interpreter (the first word after `#!`, as
+/// the kernel's `binfmt_script` splits the line at a blank) does not exist, with the usual
+/// cause named when the line ends in a carriage return. `None` when that is not the case.
+fn missing_interpreter(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(256);
+    std::fs::File::open(path)
+        .ok()?
+        .take(256)
+        .read_to_end(&mut head)
+        .ok()?;
+    let line = head.strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let word = line
+        .split(|&b| b == b' ' || b == b'\t')
+        .find(|w| !w.is_empty())?;
+    let interpreter = Path::new(OsStr::from_bytes(word));
+    if std::fs::metadata(interpreter).is_ok() {
+        return None;
+    }
+    let shown = String::from_utf8_lossy(word).replace('\r', "\\r");
+    let mut why = format!("its interpreter '{shown}' (the script's #! line) was not found");
+    if word.ends_with(b"\r") {
+        why.push_str(&format!(
+            ": the line ends in a carriage return (Windows line ends; `sed -i 's/\\r$//' {}`)",
+            path.display()
+        ));
+    }
+    Some(why)
 }
 
 #[cfg(test)]

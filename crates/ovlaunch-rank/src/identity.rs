@@ -10,6 +10,11 @@
 //!   `LOCAL_WORLD_SIZE`=tasks on this node, `GROUP_RANK`=`NODE_RANK`=`SLURM_NODEID`,
 //!   `MASTER_ADDR`=first host of the step's node list, `MASTER_PORT`=plan port. These
 //!   overwrite inherited values: under srun they are the truth.
+//!   A process torchrun started (`TORCHELASTIC_RUN_ID` set) is refused in this mode: its
+//!   workers share one Slurm task, so each would become that task's rank. So is the batch
+//!   script itself (no `SLURM_STEP_ID`, which srun gives every task) when the job has more
+//!   than one task: Slurm gives it `SLURM_PROCID=0` and the job's task count, and it would
+//!   wait for ranks nobody starts.
 //! * `torchrun`: the variables torchrun exported are read and nothing is set.
 //! * single process (auto mode with neither torch nor Slurm variables): rank 0 of 1; the
 //!   torch variables are set only where absent, so a user's `MASTER_ADDR` survives.
@@ -129,7 +134,18 @@ pub fn derive(mode: LaunchMode, env: &Environ, master_port: u16) -> Result<Ident
     Ok(id)
 }
 
+/// Set by torchrun (torch's elastic agent) in every worker's environment.
+pub const TORCHRUN_WORKER: &str = "TORCHELASTIC_RUN_ID";
+
 fn from_slurm(env: &Environ, master_port: u16) -> Result<Identity, String> {
+    if env.contains(TORCHRUN_WORKER) {
+        return Err(format!(
+            "the plan's launch_mode is srun (one Slurm task per GPU) but torchrun started this \
+             process ({TORCHRUN_WORKER} is set): every worker would take this task's \
+             SLURM_PROCID as its rank; use a plan with launch_mode torchrun (or auto) under \
+             torchrun, or start one Slurm task per GPU without it"
+        ));
+    }
     let rank = required_u32(env, &["SLURM_PROCID"])?;
     let local_rank = required_u32(env, &["SLURM_LOCALID"])?;
     let node_rank = required_u32(env, &["SLURM_NODEID"])?;
@@ -137,6 +153,13 @@ fn from_slurm(env: &Environ, master_port: u16) -> Result<Identity, String> {
         env,
         &["SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"],
     )?;
+    if world_size > 1 && !env.contains("SLURM_STEP_ID") && !env.contains("SLURM_STEPID") {
+        return Err(format!(
+            "the plan's launch_mode is srun but this process is not a task of a job step \
+             (SLURM_STEP_ID is not set: the batch script itself?); as rank {rank} of \
+             {world_size} it would wait for ranks nobody starts: run the rank line under srun"
+        ));
+    }
     let (tpn_name, tpn) = first_present(
         env,
         &[
@@ -326,6 +349,7 @@ mod tests {
 
     fn slurm(procid: &str, localid: &str, nodeid: &str) -> Environ {
         env(&[
+            ("SLURM_STEP_ID", "0"),
             ("SLURM_PROCID", procid),
             ("SLURM_LOCALID", localid),
             ("SLURM_NODEID", nodeid),

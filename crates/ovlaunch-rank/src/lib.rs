@@ -47,6 +47,7 @@ pub mod report;
 pub mod sysfs;
 
 use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 pub use plan::{AffinityPlan, AffinityPolicy, CorePin, Invariant, LaunchMode, RankPlan};
@@ -108,25 +109,27 @@ where
     let mut opts = Options::default();
     let mut it = args.into_iter().map(Into::into);
     while let Some(arg) = it.next() {
-        let Some(s) = arg.to_str() else {
-            opts.trainer.push(arg);
-            break;
-        };
-        match s {
-            "--" => break,
-            "-h" | "--help" => return Ok(Cli::Help),
-            "-V" | "--version" => return Ok(Cli::Version),
-            "--strict" => opts.strict = true,
-            "--print-identity" => opts.print_identity = true,
-            "--plan" => {
+        // Compared as bytes: a path need not be UTF-8 (`--plan=/data/\xe9t\xe9/plan.json`).
+        let bytes = arg.as_bytes();
+        if let Some(file) = bytes.strip_prefix(b"--plan=") {
+            opts.plan = Some(PathBuf::from(OsStr::from_bytes(file)));
+            continue;
+        }
+        match arg.to_str() {
+            Some("--") => break,
+            Some("-h" | "--help") => return Ok(Cli::Help),
+            Some("-V" | "--version") => return Ok(Cli::Version),
+            Some("--strict") => opts.strict = true,
+            Some("--print-identity") => opts.print_identity = true,
+            Some("--plan") => {
                 let file = it.next().ok_or("--plan needs a FILE argument")?;
                 opts.plan = Some(PathBuf::from(file));
             }
-            _ if s.starts_with("--plan=") => {
-                opts.plan = Some(PathBuf::from(&s["--plan=".len()..]));
-            }
-            _ if s.starts_with('-') && s.len() > 1 => {
-                return Err(format!("unknown option '{s}' (see --help)"));
+            _ if bytes.starts_with(b"-") && bytes.len() > 1 => {
+                return Err(format!(
+                    "unknown option '{}' (see --help)",
+                    arg.to_string_lossy()
+                ));
             }
             _ => {
                 opts.trainer.push(arg);
@@ -263,12 +266,18 @@ pub fn prepare(
     let cvd = env
         .get_os("CUDA_VISIBLE_DEVICES")
         .map(OsStr::to_string_lossy);
+    let slurm_gpus = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"]
+        .into_iter()
+        .find_map(|name| Some((name, env.get_os(name)?.to_string_lossy())));
+    let mems = affinity::current_mems();
     let placement = affinity::decide(&PlacementInput {
         plan: &plan.affinity,
         local_rank: identity.local_rank,
         cuda_visible_devices: cvd.as_deref(),
+        slurm_gpus: slurm_gpus.as_ref().map(|(n, v)| (*n, v.as_ref())),
         sysfs: &sysfs,
         allowed,
+        mems_allowed: mems.as_deref(),
     });
     warnings.extend(placement.notes.iter().map(|n| format!("warning: {n}")));
 
@@ -309,6 +318,11 @@ pub fn report_for(p: &Prepared) -> report::Report {
         membind: p.placement.membind,
         gpu: p.placement.gpu.clone(),
         memlock: report::memlock(),
+        placed: match (p.placement.policy, p.placement.placed) {
+            (AffinityPolicy::None, _) => "-",
+            (_, true) => "yes",
+            (_, false) => "no",
+        },
     }
 }
 

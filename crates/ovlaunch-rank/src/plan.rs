@@ -19,6 +19,19 @@ use crate::names::{ENV_NAME_RULE, valid_env_name};
 /// The only plan schema this runtime understands.
 pub const SCHEMA: u32 = 1;
 
+/// Which plans this runtime reads, for the refusal of another version's.
+fn this_runtime() -> String {
+    format!(
+        "this ovlaunch-rank {} reads rank plan schema {SCHEMA}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Where the runtime for a plan of another version is.
+const USE_ITS_RUNTIME: &str = "use the rank runtime of the ovlaunch that wrote the plan (the \
+    job directory's ovlaunch-rank), or rebuild the one --rank-runtime or a profile's \
+    rank_runtime names";
+
 /// torch's default rendezvous port (`torchrun --master-port` default).
 pub const DEFAULT_MASTER_PORT: u16 = 29500;
 
@@ -156,7 +169,17 @@ impl Default for RankPlan {
 impl RankPlan {
     /// Parse a plan from JSON text and validate it.
     pub fn from_json(text: &str) -> Result<RankPlan, String> {
-        let plan: RankPlan = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let plan: RankPlan = serde_json::from_str(text).map_err(|e| {
+            let e = e.to_string();
+            if e.starts_with("unknown field") {
+                format!(
+                    "{e}; if the plan is from another ovlaunch version ({}), {USE_ITS_RUNTIME}",
+                    this_runtime()
+                )
+            } else {
+                e
+            }
+        })?;
         plan.validate()?;
         Ok(plan)
     }
@@ -164,9 +187,16 @@ impl RankPlan {
     /// Checks serde cannot express. The message names the offending field.
     pub fn validate(&self) -> Result<(), String> {
         if self.schema != SCHEMA {
+            let which = if self.schema > SCHEMA {
+                "a newer"
+            } else {
+                "an older"
+            };
             return Err(format!(
-                "unsupported schema {} (this ovlaunch-rank understands schema {SCHEMA})",
-                self.schema
+                "unsupported schema {}: a plan from {which} ovlaunch version ({}); \
+                 {USE_ITS_RUNTIME}",
+                self.schema,
+                this_runtime()
             ));
         }
         if self.master_port == 0 {
@@ -245,7 +275,9 @@ pub const MAX_PLAN_BYTES: u64 = 16 << 20;
 
 /// Read, parse and validate the plan at `path`. Errors read `plan PATH: <message>`.
 /// Only a regular file of at most [`MAX_PLAN_BYTES`] is read, and opening never blocks (a
-/// FIFO at the plan's path is an error, not a rank that waits forever).
+/// FIFO at the plan's path is an error, not a rank that waits forever). A plan another user
+/// could have written (the file, or the directory it really is in: [`writable_by_others`])
+/// is refused before it is parsed.
 pub fn load(path: &Path) -> Result<RankPlan, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
@@ -261,6 +293,25 @@ pub fn load(path: &Path) -> Result<RankPlan, String> {
             "not a regular file (a FIFO, device or directory)".into(),
         ));
     }
+    let me = nix::unistd::geteuid().as_raw();
+    let dir = std::fs::canonicalize(path)
+        .ok()
+        .and_then(|real| real.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| Path::new(".").to_path_buf());
+    let dir_meta = std::fs::metadata(&dir)
+        .map_err(|e| fail(format!("cannot read its directory {}: {e}", dir.display())))?;
+    let problem = writable_by_others(&meta, me, &path.display().to_string())
+        .map(|(why, fix)| (format!("the file {why}"), fix))
+        .or_else(|| {
+            writable_by_others(&dir_meta, me, &dir.display().to_string())
+                .map(|(why, fix)| (format!("its directory {} {why}", dir.display()), fix))
+        });
+    if let Some((what, fix)) = problem {
+        return Err(format!(
+            "plan {}: {what}, so another user could have set the trainer's environment; {fix}",
+            path.display()
+        ));
+    }
     let mut text = String::new();
     f.take(MAX_PLAN_BYTES + 1)
         .read_to_string(&mut text)
@@ -269,6 +320,47 @@ pub fn load(path: &Path) -> Result<RankPlan, String> {
         return Err(fail(format!("larger than {} MiB", MAX_PLAN_BYTES >> 20)));
     }
     RankPlan::from_json(&text).map_err(|e| format!("plan {}: {e}", path.display()))
+}
+
+/// How another user than `me` could have written the file or directory `m` at `shown`, with
+/// the fix: docs/security.md's rule for configuration and code (the launcher's
+/// `input::writers`, role `Trusted`), whose owner must be this user or root, writable by
+/// nobody else, a directory with the sticky bit excepted. The runtime, a static binary, reads
+/// no user database, so it cannot tell a user's private group: a group write bit counts.
+fn writable_by_others(m: &std::fs::Metadata, me: u32, shown: &str) -> Option<(String, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let (uid, gid, mode) = (m.uid(), m.gid(), m.mode());
+    if uid != me && uid != 0 {
+        return Some((
+            format!("belongs to uid {uid}, not to you"),
+            "use a rank plan of your own (ovlaunch writes one into each job directory)".into(),
+        ));
+    }
+    if m.is_dir() && mode & 0o1000 != 0 {
+        return None;
+    }
+    if mode & 0o002 != 0 {
+        return Some(if m.is_dir() {
+            (
+                "is writable by every user and has no sticky bit".into(),
+                format!("`chmod o-w {shown}` (or `chmod +t {shown}`, as /tmp has it)"),
+            )
+        } else {
+            (
+                "is writable by every user".into(),
+                format!("`chmod o-w {shown}`"),
+            )
+        });
+    }
+    (mode & 0o020 != 0).then(|| {
+        (
+            format!(
+                "is writable by its group (gid {gid}; the rank runtime reads no user database, \
+                 so a private group counts too)"
+            ),
+            format!("`chmod g-w {shown}`"),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -5,8 +5,11 @@
 //! by `_`), so `split(' ')` then `split_once('=')` parses it. The keys, in order:
 //!
 //! `rank local_rank node_rank world_size host cpus numa affinity env_digest changed`
-//! (the stable core), then `local_world_size mode membind gpu memlock`. A value that is not
-//! known is written as `-`.
+//! (the stable core), then `local_world_size mode membind gpu memlock placed`. A value that is
+//! not known is written as `-`. `numa` is the NUMA node the policy chose (the GPU's, for
+//! `sysfs`) and `placed` whether the rank's CPUs were put there (`yes`), were left as
+//! inherited with a warning saying why (`no`: the node has no CPUs this rank may use, or the
+//! node has no NUMA information), or there is no policy (`-`).
 //!
 //! [`emit`] writes the line to stderr, or — when `OVLAUNCH_RANK_REPORT` names a file —
 //! appends it with one `write(2)` on an `O_APPEND` descriptor, so lines of concurrent ranks
@@ -35,6 +38,8 @@ pub struct Report {
     pub gpu: Option<String>,
     /// `RLIMIT_MEMLOCK` soft limit: `unlimited` or bytes (RDMA needs it unlimited).
     pub memlock: String,
+    /// `yes`, `no` or `-` (see the module doc).
+    pub placed: &'static str,
 }
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
@@ -66,7 +71,7 @@ impl Report {
             s,
             "ovlaunch-rank rank={} local_rank={} node_rank={} world_size={} host={} cpus={} \
              numa={} affinity={} env_digest={} changed={} local_world_size={} mode={} \
-             membind={} gpu={} memlock={}",
+             membind={} gpu={} memlock={} placed={}",
             self.rank,
             self.local_rank,
             opt(&self.node_rank),
@@ -82,6 +87,7 @@ impl Report {
             opt(&self.membind),
             clean(self.gpu.as_deref().unwrap_or("")),
             clean(&self.memlock),
+            self.placed,
         );
         s
     }
@@ -159,12 +165,13 @@ mod tests {
             membind: None,
             gpu: None,
             memlock: "unlimited".into(),
+            placed: "yes",
         };
         assert_eq!(
             r.line(),
             "ovlaunch-rank rank=3 local_rank=1 node_rank=1 world_size=4 host=gpu_01 cpus=0-3 \
              numa=0 affinity=static env_digest=0123456789abcdef changed=2 local_world_size=2 \
-             mode=srun membind=- gpu=- memlock=unlimited\n"
+             mode=srun membind=- gpu=- memlock=unlimited placed=yes\n"
         );
     }
 

@@ -10,7 +10,7 @@ use super::options::{Active, OptValue};
 use super::schema::{LaunchPhase, PlanPhase, RenderPhase};
 use super::template::{self, Piece};
 use super::{BUILTINS, CONDITIONS, locate, scalar_text};
-use crate::error::{Error, Result};
+use crate::error::{Error, Origin, Result};
 use crate::hydra;
 use crate::plan::{Decision, Source};
 use crate::render::Executor;
@@ -19,6 +19,55 @@ use crate::render::shell::quote;
 use crate::resolve::layers::PluginSet;
 use crate::resolve::overrides::parse_sets;
 use crate::resolve::{PluginEnv, PluginLayer};
+
+/// Shell text a plugin put into the job's script (a setup, teardown or appended line),
+/// with where its file gives it: bash reads the script as a whole, so a line that breaks it
+/// is named by its plugin, file and line (the launcher checks the script with bash).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShellLine {
+    pub plugin: String,
+    /// The plugin file's list: `launch.setup_lines`, `launch.teardown_lines` or
+    /// `render.append_lines`.
+    pub list: &'static str,
+    /// The plugin file and the entry's line in it (the list's key where the entry's text is
+    /// not in the file as given, e.g. written with YAML escapes).
+    pub at: Origin,
+    /// The line as the script holds it (placeholders replaced).
+    pub text: String,
+}
+
+/// The line of a plugin file holding list entry `entry` of `list` (`launch.setup_lines`),
+/// the `nth` of that text (from 0): the lines from the list's key on that are the entry (as
+/// a block item, quoted or not) or hold it (a flow list), else the key's line.
+fn entry_line(text: &str, list: &str, entry: &str, nth: usize) -> Option<usize> {
+    let key = format!("{}:", list.rsplit('.').next().unwrap_or(list));
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with(&key))?;
+    let first = entry
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(entry);
+    let first = first.trim();
+    let is_entry = |l: &str| {
+        let item = l.trim().strip_prefix('-').unwrap_or(l).trim();
+        let bare = ['"', '\''].iter().fold(item, |t, q| {
+            t.strip_prefix(*q)
+                .and_then(|t| t.strip_suffix(*q))
+                .unwrap_or(t)
+        });
+        let flow = l.contains('[') && !l.trim_start().starts_with('-');
+        bare == first || (flow && !first.is_empty() && l.contains(first))
+    };
+    let hit = lines[from..]
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| is_entry(l))
+        .nth(nth)
+        .map(|(i, _)| i);
+    Some(from + hit.unwrap_or(0) + 1)
+}
 
 #[derive(Clone, Copy)]
 struct Scope<'a> {
@@ -188,11 +237,26 @@ impl Scope<'_> {
         Ok(out)
     }
 
-    fn shell_lines(&self, items: &[String]) -> Result<Vec<String>> {
+    /// Shell lines (an entry naming an unset option dropped), each with where the plugin
+    /// file gives it (`list`, the list's key, `launch.setup_lines`, places it when the
+    /// entry's own text is not found in the file, as a YAML escape writes it otherwise).
+    fn shell_lines_at(&self, items: &[String], list: &'static str) -> Result<Vec<ShellLine>> {
         let mut out = Vec::new();
-        for s in items {
+        for (i, s) in items.iter().enumerate() {
             if let Some(v) = self.text(s, true)? {
-                out.push(v);
+                let def = &self.active.def;
+                // the same text earlier in the list: this entry is its next line
+                let nth = items[..i].iter().filter(|e| *e == s).count();
+                out.push(ShellLine {
+                    plugin: self.active.name().to_string(),
+                    list,
+                    at: Origin::file(
+                        def.origin.clone(),
+                        entry_line(&def.text, list, s, nth),
+                        None,
+                    ),
+                    text: v,
+                });
             }
         }
         Ok(out)
@@ -543,6 +607,8 @@ struct LaunchOut {
     setup_lines: Vec<String>,
     teardown_lines: Vec<String>,
     forward_signals: Vec<String>,
+    /// The setup and teardown lines with their places.
+    shell: Vec<ShellLine>,
 }
 
 fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result<()> {
@@ -589,8 +655,18 @@ fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result
             other => out.sbatch.push((k.clone(), scalar_text(other))),
         }
     }
-    out.setup_lines.extend(s.shell_lines(&p.setup_lines)?);
-    out.teardown_lines.extend(s.shell_lines(&p.teardown_lines)?);
+    for (list, lines, into) in [
+        ("launch.setup_lines", &p.setup_lines, &mut out.setup_lines),
+        (
+            "launch.teardown_lines",
+            &p.teardown_lines,
+            &mut out.teardown_lines,
+        ),
+    ] {
+        let lines = s.shell_lines_at(lines, list)?;
+        into.extend(lines.iter().map(|l| l.text.clone()));
+        out.shell.extend(lines);
+    }
     for sig in &p.forward_signals {
         if let Some(v) = s.text(sig, false)? {
             let name = v.strip_prefix("SIG").unwrap_or(&v).to_string();
@@ -664,10 +740,16 @@ struct Owners {
 }
 
 /// Runs every plugin's launch phase on `spec`, recording each change in `spec.decisions`.
-pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContext) -> Result<()> {
+/// Returns the shell lines the plugins added, with their places.
+pub fn launch_phase(
+    active: &[Active],
+    spec: &mut LaunchSpec,
+    ctx: &LaunchContext,
+) -> Result<Vec<ShellLine>> {
     let b = builtins(spec);
     let facts = facts(spec.mode(), ctx.executor);
     let mut owners = Owners::default();
+    let mut shell = Vec::new();
     for a in active {
         check_requires(a, spec, ctx)?;
         let s = Scope {
@@ -691,9 +773,10 @@ pub fn launch_phase(active: &[Active], spec: &mut LaunchSpec, ctx: &LaunchContex
         if let Some(p) = out.torchrun_program.take() {
             apply_program(&name, p, spec, &mut owners)?;
         }
+        shell.append(&mut out.shell);
         apply_lists(&name, out, spec);
     }
-    Ok(())
+    Ok(shell)
 }
 
 /// A decision of plugin `name`.
@@ -898,8 +981,8 @@ fn apply_lists(name: &str, out: LaunchOut, spec: &mut LaunchSpec) {
 // Phase 3: render
 // ---------------------------------------------------------------------------------------
 
-fn collect_render(s: &Scope<'_>, p: &RenderPhase, out: &mut Vec<String>) -> Result<()> {
-    out.extend(s.shell_lines(&p.append_lines)?);
+fn collect_render(s: &Scope<'_>, p: &RenderPhase, out: &mut Vec<ShellLine>) -> Result<()> {
+    out.extend(s.shell_lines_at(&p.append_lines, "render.append_lines")?);
     for (k, sub) in p.when.iter() {
         if s.holds(k) {
             collect_render(s, sub, out)?;
@@ -908,16 +991,18 @@ fn collect_render(s: &Scope<'_>, p: &RenderPhase, out: &mut Vec<String>) -> Resu
     Ok(())
 }
 
-/// Runs every plugin's render phase on the script text; returns the decisions.
+/// Runs every plugin's render phase on the script text; returns the decisions and the
+/// lines appended, with their places.
 pub fn render_phase(
     active: &[Active],
     spec: &LaunchSpec,
     executor: Executor,
     script: &mut String,
-) -> Result<Vec<Decision>> {
+) -> Result<(Vec<Decision>, Vec<ShellLine>)> {
     let b = builtins(spec);
     let facts = facts(spec.mode(), executor);
     let mut decisions = Vec::new();
+    let mut shell = Vec::new();
     for a in active {
         let s = Scope {
             active: a,
@@ -942,15 +1027,16 @@ pub fn render_phase(
         }
         let _ = writeln!(script, "\n# Added by plugin {}.", a.name());
         for l in &lines {
-            script.push_str(l);
+            script.push_str(&l.text);
             script.push('\n');
         }
         decisions.push(Decision::new(
             "render.append_lines",
-            Value::from(lines),
+            Value::from(lines.iter().map(|l| l.text.clone()).collect::<Vec<_>>()),
             format!("plugin {} (append_lines)", a.name()),
             Source::Plugin(a.name().to_string()),
         ));
+        shell.append(&mut lines);
     }
-    Ok(decisions)
+    Ok((decisions, shell))
 }

@@ -75,7 +75,7 @@ use std::fmt::Write;
 
 use crate::error::{Error, Origin, Result};
 pub use apply::{
-    LaunchContext, builtins, launch_phase, passthrough_sources, plan_phase, render_phase,
+    LaunchContext, ShellLine, builtins, launch_phase, passthrough_sources, plan_phase, render_phase,
 };
 pub use options::{Active, OptValue, activate, parse_spec, rerun_spec, shown_spec};
 use options::{scalar_text, typed_default};

@@ -103,14 +103,21 @@ impl From<LocalOptions> for Target {
     }
 }
 
-/// The local run's dry-run request: a bash script that runs torchrun, on this machine
-/// (`--standalone`), or on every machine of a hand-started run that meets at the
-/// rendezvous host (the same script on each; node ranks come from the rendezvous).
+/// The local run's dry-run request: a bash script that runs torchrun, on this machine, or on
+/// every machine of a hand-started run that meets at the rendezvous host (the same script on
+/// each; node ranks come from the rendezvous). On this machine the rendezvous is c10d's at
+/// `localhost:MASTER_PORT`, served by this torchrun (`is_host=1`), not `--standalone`: torch
+/// 1.13's `--standalone` serves it at port 29400 whatever `--master-port` says (`run` in
+/// `torch/distributed/run.py`), and where another process holds that port c10d joins it as a
+/// client and waits (`_create_tcp_store` in `c10d_rendezvous_backend.py`); two runs on one
+/// machine differ by `--master-port`.
 pub fn torchrun<T>(spec: &Spec<T>, local: &LocalOptions, templates: &Templates) -> Result<String> {
     check_spec(spec, &[])?;
     let command = match &local.rendezvous {
         None => {
-            let (quoted, raw) = torchrun_words(spec, "1", None, true);
+            let endpoint = format!("localhost:{}", spec.master_port);
+            let id = quote(&format!("ovlaunch-{}", spec.job_name));
+            let (quoted, raw) = torchrun_words(spec, "1", Some((&endpoint, &id)), true);
             format!("{} {}", join(&quoted), raw.join(" "))
         }
         Some(master) => {

@@ -144,18 +144,18 @@ pub fn rank_argv<T>(spec: &Spec<T>) -> Vec<String> {
 }
 
 /// torchrun's argv up to and including the entrypoint. `rdzv_endpoint` is shell text.
+/// `hosts_here`: this torchrun serves the rendezvous store itself (c10d's `is_host`), so a
+/// port another process holds fails the run at once, where c10d would otherwise join
+/// whatever listens there as a client and wait.
 pub fn torchrun_words<T>(
     spec: &Spec<T>,
     nnodes: &str,
     rdzv: Option<(&str, &str)>,
-    standalone: bool,
+    hosts_here: bool,
 ) -> (Vec<String>, Vec<String>) {
     let s = spec.flag_style;
     let mut quoted = vec![spec.torchrun_program.clone()];
     let mut raw_tail = Vec::new();
-    if standalone {
-        quoted.push("--standalone".into());
-    }
     quoted.push(format!("{}={nnodes}", flag(s, "nnodes")));
     quoted.push(format!(
         "{}={}",
@@ -167,6 +167,9 @@ pub fn torchrun_words<T>(
         quoted.push(format!("{}=c10d", flag(s, "rdzv-backend")));
         raw_tail.push(format!("{}={endpoint}", flag(s, "rdzv-endpoint")));
         raw_tail.push(format!("{}={id}", flag(s, "rdzv-id")));
+        if hosts_here {
+            raw_tail.push(format!("{}=is_host=1", flag(s, "rdzv-conf")));
+        }
     }
     let mut argv = rank_argv(spec);
     // torchrun runs a Python script unless told otherwise; the rank runtime (or any other

@@ -86,6 +86,9 @@ pub struct Job<'a> {
     pub name: &'a str,
     pub dir: &'a str,
     pub container: Option<&'a Container>,
+    /// The trainer is Bridge's runner (no trainer of the user's own): its recipes put their
+    /// checkpoint and log directories under the working directory.
+    pub bridge_runner: bool,
 }
 
 /// The Slurm target's row of the registry (`render::with_targets!`).
@@ -111,6 +114,7 @@ impl TargetOptions for SlurmOptions {
             name: &opts.job_name,
             dir: &opts.job_dir,
             container: opts.container.as_ref(),
+            bridge_runner: opts.trainer.is_empty() && plan.recipe.trainer.is_none(),
         };
         Ok(TargetSpec::Slurm(spec(plan, &job, self, decisions)?))
     }
@@ -262,7 +266,7 @@ pub fn spec(
     }
     srun_args.extend(slurm.srun_args.iter().cloned());
     if let Some(c) = job.container {
-        container_args(c, job.dir, &mut srun_args, decisions)?;
+        container_args(c, job, &mut srun_args, decisions)?;
     }
     Ok(SlurmSpec {
         mode: slurm.mode,
@@ -339,10 +343,11 @@ fn retry_lines(retries: u32) -> Vec<String> {
 /// at its own path (NeMo-Run and Bridge's launcher mount it too).
 fn container_args(
     c: &Container,
-    job_dir: &str,
+    job: &Job<'_>,
     srun_args: &mut Vec<String>,
     decisions: &mut Vec<Decision>,
 ) -> Result<()> {
+    let job_dir = job.dir;
     match c.runtime {
         ContainerRuntime::Pyxis => {
             // pyxis splits --container-mounts at `,` and each entry at `:`.
@@ -357,7 +362,23 @@ fn container_args(
             let mut mounts = vec![format!("{job_dir}:{job_dir}")];
             mounts.extend(c.mounts.iter().cloned());
             srun_args.push(format!("--container-mounts={}", mounts.join(",")));
-            if let Some(w) = &c.workdir {
+            // Bridge's runner works in the job directory, as without a container (pyxis would
+            // start it in the image's WORKDIR, inside the task's own container); a trainer of
+            // the user's own keeps pyxis's default, where its relative paths may point
+            let workdir = match &c.workdir {
+                Some(w) => Some(w.as_str()),
+                None if job.bridge_runner => {
+                    decisions.push(Decision::new(
+                        "container.workdir",
+                        job_dir,
+                        "Bridge's runner works in the job directory, as it does without a container: Bridge's recipes put their checkpoints and TensorBoard logs under the working directory (nemo_experiments/default/), and a relative path in the config is taken from it; pyxis would start it in the image's WORKDIR, inside each task's own container, which the step's end discards",
+                        Source::Derived,
+                    ));
+                    Some(job_dir)
+                }
+                None => None,
+            };
+            if let Some(w) = workdir {
                 srun_args.push(format!("--container-workdir={w}"));
             }
             match c.mount_home {

@@ -37,6 +37,14 @@ impl Templates {
             .push((name.to_string(), origin.to_string(), text));
     }
 
+    /// The user's file that replaces template `name`, if any.
+    pub fn user_file(&self, name: &str) -> Option<&str> {
+        self.overrides
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, origin, _)| origin.as_str())
+    }
+
     /// Renders template `name` with `ctx`.
     pub fn render(&self, name: &str, ctx: Value) -> Result<String> {
         let (origin, text) = match self.overrides.iter().find(|(n, _, _)| n == name) {

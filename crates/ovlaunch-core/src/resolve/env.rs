@@ -42,7 +42,7 @@ use super::PluginEnv;
 use super::env_rules::{self, Action, Facts};
 use crate::catalog::Hardware;
 use crate::config::{DDP, DdpConfig, EnvScalar, ModelConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, Origin, Result};
 use crate::plan::decision::{Decision, Source};
 use crate::plan::{EnvEntry, Invariant, Trace};
 
@@ -144,12 +144,15 @@ impl EnvStage {
             source.clone(),
         ));
         self.unset.remove(k);
+        // `{job_dir}` in any env value is the job's directory, replaced at render (as in a
+        // config value): whoever gives it, a plugin, a recipe's env_vars, `--env` or a profile
+        let at_job_dir = value.contains(crate::plan::trainer::JOB_DIR);
         self.env.insert(
             k.to_string(),
             EnvEntry {
                 value,
                 source,
-                at_job_dir: false,
+                at_job_dir,
             },
         );
     }
@@ -271,8 +274,53 @@ fn depends_on_checkpoint(
     ))
 }
 
+/// The placeholders ovlaunch replaces elsewhere (a config value's `{experiment_dir}`, a
+/// plugin's launch-phase names) that an env value does not know: `{job_dir}` is the one an
+/// env value is given, so these are refused rather than exported as text.
+const NOT_IN_ENV: &[&str] = &[
+    crate::plan::trainer::EXPERIMENT_DIR,
+    "{job_name}",
+    "{nodes}",
+    "{gpus_per_node}",
+    "{tasks_per_node}",
+];
+
+/// A user's env value (`--env`, a profile's `env`, a recipe's or `--set`'s `env_vars`)
+/// holding a placeholder an env value does not know, refused naming `given` (where it came
+/// from).
+fn unknown_placeholder(k: &str, v: &str, given: impl FnOnce() -> Origin) -> Result<()> {
+    let Some(p) = NOT_IN_ENV.iter().find(|p| v.contains(**p)) else {
+        return Ok(());
+    };
+    Err(Error::usage(format!(
+        "{k}'s value `{v}` holds {p}, which an env value does not replace (only {} is: the job's directory)",
+        crate::plan::trainer::JOB_DIR
+    ))
+    .at(given())
+    .help(format!(
+        "write the value out, or build it from {}: `{k}={}/...`",
+        crate::plan::trainer::JOB_DIR,
+        crate::plan::trainer::JOB_DIR
+    )))
+}
+
 /// Builds the env and its decisions.
 pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
+    for (k, v) in inp.user_env {
+        unknown_placeholder(k, v, || {
+            Origin::flag(
+                inp.user_env_origins
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| format!("--env {k}")),
+            )
+        })?;
+    }
+    for (k, v) in inp.recipe_env {
+        if let EnvScalar::Str(v) = v {
+            unknown_placeholder(k, v, || Origin::Fields(vec![format!("env_vars.{k}")]))?;
+        }
+    }
     let decisions = &mut t.decisions;
     let mut st = EnvStage::default();
     let hw = inp.hardware;

@@ -243,10 +243,15 @@ fn parse_set(item: &str) -> Result<SetOverride> {
         .help("remove the `\\0` (`\\x00`, `\\u0000`) escape from the value"));
     }
     if let Some(f) = &field {
+        // in a list or mapping, `,` separates items (YAML's flow syntax here, Hydra's on the
+        // runner's line): a path holding one was cut in two
+        let listed = value.is_array() || value.is_object();
         value = typed(&section, f, value, text).map_err(|m| {
+            let help = "the value after `=` is read as Bridge's runner reads it (Hydra's grammar): e.g. 4, 3e-4, true, false, null or text (`yes`, `no`, `on` and `off` are text)";
+            let comma = "; in a list or mapping `,` separates the items: quote an item that holds one (`'/data/b,c'`)";
             Error::usage(m)
                 .at_flag(flag.clone())
-                .help("the value after `=` is read as Bridge's runner reads it (Hydra's grammar): e.g. 4, 3e-4, true, false, null or text (`yes`, `no`, `on` and `off` are text)")
+                .help(if listed && text.contains(',') { format!("{help}{comma}") } else { help.to_string() })
         })?;
         if section == "env_vars"
             && let Ok(entry) = serde_json::from_value::<config::EnvScalar>(value.clone())

@@ -1672,6 +1672,8 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ("SchedulerConfig.finalize", scheduler_warmup_fraction),
     ("CheckpointConfig.finalize", checkpoint_async_save),
     ("CheckpointConfig.finalize", checkpoint_hf_export),
+    ("CheckpointConfig.finalize", checkpoint_main_params),
+    ("CheckpointConfig.finalize", checkpoint_step_needs_load),
     ("CheckpointConfig.finalize", checkpoint_reshardable),
     ("LoggerConfig.finalize", logger_mlflow),
     ("LoggerConfig.finalize", logger_comet),
@@ -1684,9 +1686,19 @@ const SECTION_CHECKS: &[(&str, SectionCheck)] = &[
     ),
     ("NVRxStragglerDetectionConfig.finalize", nvrx_thresholds),
     ("MockGPTDatasetConfig.finalize", mock_dataset_blend),
+    ("GPTDatasetConfig.finalize", dataset_data_path),
+    (
+        "BlendedMegatronDatasetConfig.__post_init__",
+        dataset_blend_shape,
+    ),
     ("GPTSFTDatasetConfig.validate", sft_dataset_source),
+    ("GPTSFTDatasetConfig.validate", sft_rewrite_packed_paths),
     ("HFDatasetSourceConfig.validate", hf_source_one_mode),
     ("HFDatasetSourceConfig.validate", super::hf_source::check),
+    (
+        "the runner's argv: nothing expands `~` or `$NAME`",
+        unexpanded_paths,
+    ),
 ];
 
 fn fail(msg: impl Into<String>, fields: &[&str]) -> Result<()> {
@@ -1921,6 +1933,41 @@ fn checkpoint_reshardable(k: &Known<'_>) -> Result<()> {
     Ok(())
 }
 
+/// `CheckpointConfig.finalize`: the main parameters loaded from a checkpoint replace the
+/// optimizer's, so its state is not loaded with them.
+fn checkpoint_main_params(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    let (main, optim) = (CHECKPOINT.load_main_params_from_ckpt, CHECKPOINT.load_optim);
+    if k.truthy(main) == Some(true) && k.truthy(optim) == Some(true) {
+        return Err(
+            Error::config("load_main_params_from_ckpt must be used with load_optim=False")
+                .at_fields([main, optim])
+                .help(format!("--set {optim}=false")),
+        );
+    }
+    Ok(())
+}
+
+/// `CheckpointConfig.finalize`: a checkpoint step is a step of the directory Bridge loads
+/// from, so it needs one. (The recipes' own `checkpoint.load` is a directory under the working
+/// directory at run time: not known, left to Bridge.)
+fn checkpoint_step_needs_load(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    if k.is_set(CHECKPOINT.ckpt_step) == Some(true) && k.is_set(CHECKPOINT.load) == Some(false) {
+        let step = k.get(CHECKPOINT.ckpt_step).unwrap_or_default();
+        return Err(Error::config(format!(
+            "ckpt_step={step} specified but {} is None. Please set {} to the base checkpoint directory.",
+            CHECKPOINT.load, CHECKPOINT.load
+        ))
+        .at_fields([CHECKPOINT.ckpt_step, CHECKPOINT.load])
+        .help(format!(
+            "--set {}=DIR (the directory holding the run's iter_NNNNNNN checkpoints, as that run's {} named it)",
+            CHECKPOINT.load, CHECKPOINT.save
+        )));
+    }
+    Ok(())
+}
+
 /// `LoggerConfig.finalize`: MLFlow logging needs a run name.
 fn logger_mlflow(k: &Known<'_>) -> Result<()> {
     use crate::config::bridge::paths::LOGGER;
@@ -2121,6 +2168,337 @@ fn mock_dataset_blend(k: &Known<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The fields of Bridge's pass-through sections that name a file or directory the trainer
+/// opens or writes (Bridge's `CheckpointConfig`, `LoggerConfig`, `TokenizerConfig`,
+/// `ProfilingConfig`, and the dataset classes with their packing specs), by section; a nested
+/// field by its own name.
+const PATH_FIELDS: &[(&str, &[&str])] = &[
+    (
+        "checkpoint",
+        &[
+            "save",
+            "load",
+            "pretrained_checkpoint",
+            "non_persistent_global_ckpt_dir",
+            "non_persistent_local_ckpt_dir",
+            "ckpt_convert_save",
+        ],
+    ),
+    (
+        "logger",
+        &[
+            "tensorboard_dir",
+            "wandb_save_dir",
+            "save_config_filepath",
+            "moe_routing_trace_path",
+        ],
+    ),
+    (
+        "tokenizer",
+        &[
+            "tokenizer_model",
+            "vocab_file",
+            "merge_file",
+            "metadata_path",
+            "chat_template_path",
+        ],
+    ),
+    ("profiling", &["memory_snapshot_path"]),
+    (
+        "dataset",
+        &[
+            "data_path",
+            "blend",
+            "blend_per_split",
+            "path_to_cache",
+            "per_dataset_sequences_path",
+            "object_storage_cache_path",
+            "dataset_root",
+            "hf_output_root",
+            "path",
+            "packed_train_data_path",
+            "packed_val_data_path",
+            "packed_metadata_path",
+        ],
+    ),
+];
+
+/// A path the job gives (a recipe file, a plugin or `--set`) in [`PATH_FIELDS`] that starts
+/// with `~` or holds `$NAME` / `${NAME}`: nothing on the way to the trainer expands either.
+/// ovlaunch writes the text as it is (`${` escaped, so Hydra does not interpolate it),
+/// Bridge's runner and its config classes keep it (the proof builds such a config), and Python
+/// then opens a directory literally named `~` or `$SCRATCH` under the trainer's working
+/// directory: checkpoints and logs land there and a resumed run finds nothing. A shell expands
+/// `~` and `$NAME` only on its own command line, outside single quotes.
+fn unexpanded_paths(k: &Known<'_>) -> Result<()> {
+    fn texts<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| texts(x, out)),
+            _ => {}
+        }
+    }
+    fn variable(s: &str) -> Option<&str> {
+        let at = s.match_indices('$').find_map(|(i, _)| {
+            let rest = &s[i + 1..];
+            let name = rest.strip_prefix('{').unwrap_or(rest);
+            name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                .then_some(i)
+        })?;
+        let end = s[at + 1..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '{' || c == '}'))
+            .map_or(s.len(), |e| at + 1 + e);
+        Some(&s[at..end])
+    }
+    for (section, fields) in &k.sections().0 {
+        let Some((_, names)) = PATH_FIELDS.iter().find(|(s, _)| s == section) else {
+            continue;
+        };
+        for (field, value) in fields {
+            let mut found = Vec::new();
+            let leaf = field.rsplit('.').next().unwrap_or(field);
+            if names.contains(&leaf) {
+                texts(value, &mut found);
+            } else if let Some(m) = value.as_object() {
+                m.iter()
+                    .filter(|(key, _)| names.contains(&key.as_str()))
+                    .for_each(|(_, v)| texts(v, &mut found));
+            }
+            let path = format!("{section}.{field}");
+            for text in found {
+                let why = if text.starts_with('~') {
+                    "`~` is not your home directory there".to_string()
+                } else if let Some(var) = variable(text) {
+                    format!("`{var}` is not an environment variable there")
+                } else {
+                    continue;
+                };
+                return Err(Error::config(format!(
+                    "{text:?} reaches Bridge's runner as this very text, and {why}: nothing between ovlaunch and the trainer expands it (a shell does so only on its own command line, outside single quotes; a recipe file is not a shell), so the trainer would read and write a path that holds it (a relative one under its working directory)"
+                ))
+                .at_fields([path.as_str()])
+                .help("write the whole path (`/lustre/NAME/ckpt`), or `{job_dir}/...` / `{experiment_dir}/...`, which ovlaunch fills in; on the command line, `--set \"FIELD=$SCRATCH/ckpt\"` in double quotes lets your shell expand the variable first"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `GPTDatasetConfig.finalize` (`megatron/bridge/training/config.py`): with no `blend`, the
+/// `data_path` (text split at whitespace, or a list) becomes the blend through Megatron-Core's
+/// `get_blend_from_list` (`megatron/core/datasets/utils.py`). An even-length list is read as
+/// weight and path pairs when every weight place reads as a number (`float()`), else as paths
+/// only. What that reading gets wrong is refused here, where Megatron-Core either stops without
+/// saying why (a bare `assert`, or `'float' object has no attribute 'strip'`) or, worse,
+/// accepts a number as a dataset's path and the job fails on the cluster when it opens
+/// `0.3.bin`: a weight without its path, a weight after its path, and no path at all.
+fn dataset_data_path(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::DATASET;
+    use serde_json::Value;
+    let has_data_path = k
+        .holder()
+        .section(crate::config::bridge::split(DATASET.data_path).0)
+        .is_some_and(|d| {
+            d.names
+                .contains(&crate::config::bridge::split(DATASET.data_path).1)
+        });
+    if !has_data_path || k.is_set(DATASET.blend) != Some(false) {
+        return Ok(());
+    }
+    let items: Vec<String> = match k.get(DATASET.data_path) {
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect(),
+        _ => return Ok(()),
+    };
+    let number = |s: &str| s.trim().parse::<f64>().is_ok();
+    let fix = format!(
+        "write weight and path pairs, each weight before its path (`--set '{}=[0.3, /data/a_text_document, 0.7, /data/b_text_document]'`), or paths only",
+        DATASET.data_path
+    );
+    let refuse = |why: String| {
+        Err(Error::config(why)
+            .at_fields([DATASET.data_path])
+            .help(fix.clone()))
+    };
+    if items.is_empty() {
+        return refuse(format!(
+            "{} names no dataset (Megatron-Core's get_blend_from_list cannot read an empty list)",
+            DATASET.data_path
+        ));
+    }
+    let paired = items.len().is_multiple_of(2);
+    let weights: Vec<bool> = items.iter().step_by(2).map(|w| number(w)).collect();
+    if paired && weights.iter().all(|w| *w) {
+        return Ok(());
+    }
+    if paired && weights.iter().any(|w| *w) {
+        let (w, p): (Vec<&String>, Vec<&String>) = (
+            items.iter().step_by(2).collect(),
+            items.iter().skip(1).step_by(2).collect(),
+        );
+        let bad = w
+            .iter()
+            .zip(&p)
+            .find(|(w, _)| !number(w))
+            .map(|(w, p)| format!("`{w} {p}`"));
+        return refuse(format!(
+            "{} {items:?} mixes weight and path pairs with a pair that has no weight ({}): Megatron-Core's get_blend_from_list then stops at a bare assert, or reads every item, the weights too, as a dataset path",
+            DATASET.data_path,
+            bad.unwrap_or_default()
+        ));
+    }
+    if let Some(n) = items.iter().find(|i| number(i)) {
+        return refuse(format!(
+            "{} {items:?} would be read as {} dataset paths, `{n}` among them: Megatron-Core's get_blend_from_list reads weights only in the even places of an even-length list (`[W1, PATH1, W2, PATH2]`), so a weight after its path, or one without a path, is taken for a path and the job fails when it opens `{n}.bin`",
+            DATASET.data_path,
+            items.len()
+        ));
+    }
+    Ok(())
+}
+
+/// `BlendedMegatronDatasetConfig.__post_init__` (Megatron-Core's
+/// `megatron/core/datasets/blended_megatron_dataset_config.py`, which Bridge's
+/// `GPTDatasetConfig.finalize` runs): a `blend` is `[PATHS, WEIGHTS]` with as many weights as
+/// paths (or `null` weights) and a `split`; a `blend_per_split` (any split given) has one blend
+/// for each of train, validation and test, each of that shape, and neither `blend` nor `split`.
+fn dataset_blend_shape(k: &Known<'_>) -> Result<()> {
+    use crate::config::bridge::paths::DATASET;
+    use serde_json::Value;
+    let def = k
+        .holder()
+        .section(crate::config::bridge::split(DATASET.blend).0);
+    if !def.is_some_and(|d| {
+        d.names
+            .contains(&crate::config::bridge::split(DATASET.blend).1)
+    }) {
+        return Ok(());
+    }
+    let counts_differ = |b: &Value| match b.as_array().map(Vec::as_slice) {
+        Some([paths, weights]) if !weights.is_null() => {
+            paths.as_array().map(Vec::len) != weights.as_array().map(Vec::len)
+        }
+        _ => false,
+    };
+    let per_split = k.get(DATASET.blend_per_split);
+    let any_split = per_split
+        .as_ref()
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|b| !b.is_null()));
+    let fail_with = |msg: &str, fields: &[&str], help: String| {
+        Err(Error::config(msg.to_string()).at_fields(fields).help(help))
+    };
+    if any_split {
+        let per_split = per_split.unwrap_or_default();
+        let bps = DATASET.blend_per_split;
+        if k.is_set(DATASET.blend) == Some(true) {
+            return fail_with(
+                "blend and blend_per_split are incompatible",
+                &[DATASET.blend, bps],
+                format!("--set {}=null, or {bps}=null", DATASET.blend),
+            );
+        }
+        if k.is_set(DATASET.split) == Some(true) {
+            return fail_with(
+                "split and blend_per_split are incompatible",
+                &[DATASET.split, bps],
+                format!(
+                    "--set {}=null (each split has its own blend)",
+                    DATASET.split
+                ),
+            );
+        }
+        let blends = per_split.as_array().cloned().unwrap_or_default();
+        if blends.len() != 3 {
+            return fail_with(
+                "blend_per_split must contain 3 blends",
+                &[bps],
+                format!(
+                    "one blend for each of train, validation and test, `null` for a split without one: `--set '{bps}=[[[/data/train], null], [[/data/valid], null], null]'`"
+                ),
+            );
+        }
+        if blends.iter().any(counts_differ) {
+            return fail_with(
+                "blend per split prefixes and weights must be equal in number",
+                &[bps],
+                "give each split's blend as [PATHS, WEIGHTS] with one weight per path, or null weights".into(),
+            );
+        }
+        return Ok(());
+    }
+    let Some(blend) = k.get(DATASET.blend).filter(|b| !b.is_null()) else {
+        return Ok(());
+    };
+    if counts_differ(&blend) {
+        return fail_with(
+            "blend prefixes and weights must be equal in number",
+            &[DATASET.blend],
+            format!(
+                "give {} as [PATHS, WEIGHTS] with one weight per path (`[[/data/a, /data/b], [0.3, 0.7]]`), or null weights",
+                DATASET.blend
+            ),
+        );
+    }
+    if k.is_set(DATASET.split) == Some(false) {
+        return fail_with(
+            "split must be provided when blend is not None",
+            &[DATASET.blend, DATASET.split],
+            format!("--set {}=99,1,0 (train, validation, test)", DATASET.split),
+        );
+    }
+    Ok(())
+}
+
+/// `GPTSFTDatasetConfig.validate`: rewriting the materialized Hugging Face data
+/// (`hf_rewrite`) would write over packed files at paths the job names itself
+/// (`offline_packing_specs`' `packed_train_data_path`, `packed_val_data_path`,
+/// `packed_metadata_path`); Bridge rewrites only the packed files its builder places.
+fn sft_rewrite_packed_paths(k: &Known<'_>) -> Result<()> {
+    let Some(def) = k.holder().section("dataset") else {
+        return Ok(());
+    };
+    let path = |f: &str| format!("{}.{f}", def.name);
+    let (rewrite, specs) = (path("hf_rewrite"), path("offline_packing_specs"));
+    if !def.names.contains(&"hf_rewrite")
+        || k.truthy(&rewrite) != Some(true)
+        || k.is_set(&specs) != Some(true)
+    {
+        return Ok(());
+    }
+    let named: Vec<String> = [
+        "packed_train_data_path",
+        "packed_val_data_path",
+        "packed_metadata_path",
+    ]
+    .iter()
+    .map(|f| format!("{specs}.{f}"))
+    .filter(|p| {
+        k.sections()
+            .find(p)
+            .cloned()
+            .or_else(|| k.get(p))
+            .is_some_and(|v| !v.is_null())
+    })
+    .collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    let mut fields = vec![rewrite.clone()];
+    fields.extend(named.iter().cloned());
+    Err(Error::config(
+        "hf_rewrite cannot safely replace explicit packed data paths; use builder-managed packed paths.",
+    )
+    .at_fields(fields.iter().map(String::as_str).collect::<Vec<_>>().as_slice())
+    .help(format!(
+        "--set {rewrite}=false to keep the packed files, or leave {} unset so that Bridge places (and rewrites) them beside the materialized data",
+        named.join(", ")
+    )))
 }
 
 /// `GPTSFTDatasetConfig.validate` (`megatron/bridge/data/builders/gpt_sft.py`, run by its
