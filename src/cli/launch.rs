@@ -931,9 +931,17 @@ pub fn options(
         mounts.push(format!("{e}:{e}"));
     }
     mounts.extend(mounts_given.iter().cloned());
-    let mut own = vec![(dir.display().to_string(), "the job directory")];
+    let mut own = vec![(
+        dir.display().to_string(),
+        "the job directory",
+        "the rank runtime, rank plan, trainer settings and secrets file",
+    )];
     if uses_experiment {
-        own.push((experiment.display().to_string(), "the experiment directory"));
+        own.push((
+            experiment.display().to_string(),
+            "the experiment directory",
+            "the checkpoints the trainer writes and reads back",
+        ));
     }
     let container = if args.no_container {
         None
@@ -993,7 +1001,7 @@ pub fn options(
 /// The container settings as the chosen runtime reads them: a squashfs file pyxis would take
 /// for a registry name, pyxis's own settings under OCI, and a user's mount (`given`) that
 /// would hide a directory the job mounts itself (`own`: the path and what it is).
-fn check_container(c: &Container, given: &[String], own: &[(String, &str)]) -> Result<()> {
+fn check_container(c: &Container, given: &[String], own: &[Own<'_>]) -> Result<()> {
     match c.runtime {
         ContainerRuntime::Pyxis => check_pyxis_image(&c.image)?,
         ContainerRuntime::Oci => {
@@ -1047,6 +1055,9 @@ fn check_pyxis_image(image: &str) -> Result<()> {
     Ok(())
 }
 
+/// A directory the job mounts itself: its path, what it is, what the ranks find there.
+type Own<'a> = (String, &'a str, &'a str);
+
 /// A path as the container's mount code resolves it, without symbolic links: relative to the
 /// root, `.` and `..` and repeated or trailing `/` folded.
 fn container_path(p: &str) -> String {
@@ -1066,14 +1077,14 @@ fn container_path(p: &str) -> String {
 /// A user's mount whose destination is, holds or lies inside a directory the job mounts
 /// itself hides (part of) it: pyxis mounts the user's after the job's, and the OCI bundle
 /// keeps one mount per destination. A directory mounted at its own path shows the same files.
-fn check_not_over(m: &str, own: &[(String, &str)]) -> Result<()> {
+fn check_not_over(m: &str, own: &[Own<'_>]) -> Result<()> {
     let mut parts = m.splitn(3, ':');
     let src = parts.next().unwrap_or("");
     let dst = container_path(parts.next().unwrap_or(src));
     if src.starts_with('/') && container_path(src) == dst {
         return Ok(());
     }
-    for (path, what) in own {
+    for (path, what, holds) in own {
         let p = container_path(path);
         let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{b}/"));
         let how = if dst == p {
@@ -1086,7 +1097,7 @@ fn check_not_over(m: &str, own: &[(String, &str)]) -> Result<()> {
             continue;
         };
         return Err(Error::usage(format!(
-            "container mount `{}` is mounted at {dst}, which {how} {what} {p}: the ranks would not see what ovlaunch puts there (the rank runtime, rank plan, trainer settings, secrets file, checkpoints)",
+            "container mount `{}` is mounted at {dst}, which {how} {what} {p}: the ranks would not see what is there ({holds})",
             m.escape_debug()
         ))
         .at_flag("--container-mount")

@@ -144,6 +144,45 @@ fn a_mount_over_the_job_directory_is_refused() {
     }
 }
 
+/// The experiment directory a checkpoint path names is mounted too, and held the same way.
+#[test]
+fn a_mount_over_the_experiment_directory_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let jr = d.path().join("jr");
+    let jr = jr.to_str().unwrap();
+    let base = [
+        "--dry-run",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--jobs-root",
+        jr,
+        "--container-image",
+        "nvcr.io#nvidia/nemo:26.04",
+        "--set",
+        "checkpoint.save={experiment_dir}/ckpt",
+        "--container-mount",
+    ];
+    let run = |m: &str| {
+        let mut a = base.to_vec();
+        a.push(m);
+        common::command()
+            .current_dir(d.path())
+            .args(&a)
+            .output()
+            .unwrap()
+    };
+    let o = run(&format!("/scratch:{jr}/experiments"));
+    refused(
+        &o,
+        "--container-mount",
+        &["experiment directory", "checkpoints"],
+    );
+    let o = run("/scratch:/scratch");
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+}
+
 /// `--container-runtime oci` has no home-directory mount (pyxis's `--container-mount-home`,
 /// `pyxis_slurmstepd.c`): the flag was dropped without a word. And a mount form only pyxis
 /// reads (`tmpfs`, enroot's flags) is refused when the runtime is chosen, naming the runtime.
