@@ -1081,12 +1081,31 @@ fn check_not_over(m: &str, own: &[Own<'_>]) -> Result<()> {
     let mut parts = m.splitn(3, ':');
     let src = parts.next().unwrap_or("");
     let dst = container_path(parts.next().unwrap_or(src));
+    // enroot applies `ro` and `rw` in order (`parse_mount_opts`); OCI's flag is one of them
+    let read_only = parts
+        .next()
+        .unwrap_or("")
+        .split('+')
+        .rfind(|w| *w == "ro" || *w == "rw")
+        == Some("ro");
+    let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{b}/"));
     if src.starts_with('/') && container_path(src) == dst {
+        // the same files at the same path, but a read-only one covers the job's own mount
+        for (path, what, _) in own {
+            let p = container_path(path);
+            if read_only && (dst == p || inside(&p, &dst)) {
+                return Err(Error::usage(format!(
+                    "container mount `{}` is read-only at {dst}, which holds {what} {p}: mounted after the job's own mount, it leaves {what} read-only in the container, and the job writes there (Bridge's runner works in the job directory; checkpoints go to the experiment directory)",
+                    m.escape_debug()
+                ))
+                .at_flag("--container-mount")
+                .help("drop `ro` from that mount, or mount the read-only data at a path that does not hold the jobs root (e.g. /lustre/data:/lustre/data:ro)"));
+            }
+        }
         return Ok(());
     }
     for (path, what, holds) in own {
         let p = container_path(path);
-        let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{b}/"));
         let how = if dst == p {
             "is"
         } else if inside(&p, &dst) {

@@ -388,3 +388,44 @@ fn an_image_the_runtime_cannot_start_is_refused_saying_why() {
         refused(&o, "--container-image", &words);
     }
 }
+
+/// A read-only mount of a directory at its own path that holds the job directory (a site's
+/// `/lustre:/lustre:ro`) leaves the job directory read-only in the container: pyxis mounts it
+/// after the job directory's own mount, and Bridge's runner writes its checkpoints and logs
+/// there. Refused; the same mount without `ro`, or one beside the job directory, passes.
+#[test]
+fn a_read_only_mount_holding_the_job_directory_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().display().to_string();
+    for m in [
+        format!("{root}:{root}:ro"),
+        format!("{root}:{root}:nosuid+ro"),
+    ] {
+        let o = dry(
+            d.path(),
+            &[
+                "--container-image",
+                "nvcr.io#nvidia/nemo:26.04",
+                "--container-mount",
+                &m,
+            ],
+        );
+        refused(&o, "--container-mount", &["read-only", "job directory"]);
+    }
+    for m in [
+        format!("{root}:{root}"),
+        format!("{root}:{root}:rw"),
+        "/data:/data:ro".to_string(),
+    ] {
+        let o = dry(
+            d.path(),
+            &[
+                "--container-image",
+                "nvcr.io#nvidia/nemo:26.04",
+                "--container-mount",
+                &m,
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{m}: {}", common::stderr(&o));
+    }
+}
