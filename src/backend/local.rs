@@ -1,14 +1,30 @@
-//! The local executor: runs a rendered torchrun script on this machine with bash and
-//! passes its output through; returns its exit code. Its status comes from the record: the
+//! The local executor: runs a rendered torchrun script on this machine with bash, its
+//! output (stdout and stderr) going to the job directory's `local.out` (`layout::LOCAL_OUTPUT`),
+//! which is shown as it grows; returns its exit code. Its status comes from the record: the
 //! exit code once recorded; before that, whether the run's process (pid and start time, in
-//! the record while it runs) is still there, so a run whose ovlaunch was killed before it
-//! could record the end is not called running for ever.
+//! the record from the run's start on; the job's id is `local:PID`) is still there, so a run
+//! whose ovlaunch was killed before it could record the end is not called running for ever.
+//!
+//! The run writes its output file itself (the file is its stdout and stderr), so the run
+//! never depends on the ovlaunch that started it: one that is killed, or whose terminal is
+//! gone, stops showing the output, and the run goes on writing it. The file is created by
+//! ovlaunch through the job directory's descriptor (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0644
+//! set with `fchmod`): a file or link already at its name is never followed or reused.
 
+use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::time::Duration;
+
+use nix::fcntl::{OFlag, open, openat};
+use nix::sys::stat::{Mode, fchmod};
 
 use super::record::{LocalRun, Submission};
-use super::{Backend, Entry, JobOutput, JobStatus, Schedule, Sink, Started, write_record};
+use super::tail::Tail;
+use super::{
+    Backend, Entry, JobOutput, JobStatus, Schedule, Sink, Started, Undo, write_record,
+};
 use crate::error::{Error, Result};
+use crate::layout;
 use crate::render::Executor;
 
 /// Runs jobs on this machine, in the foreground.
@@ -28,22 +44,94 @@ pub const ENTRY: Entry = Entry {
     },
 };
 
-/// Runs the job in the foreground and records its exit code.
+/// How often the output file is read while the run goes on (shown, or followed by `logs`).
+const READ_EVERY: Duration = Duration::from_millis(100);
+
+/// Runs the job in the foreground and records its exit code. The output file is created
+/// before anything runs; a file that cannot be created stops the submission, undone as
+/// `how.undo` says.
 pub fn submit_with(
     dir: &Path,
     script: &Path,
     rec: &mut Submission,
-    output: JobOutput,
+    how: Schedule,
 ) -> Result<Started> {
+    let output = match create_output(dir) {
+        Ok(f) => f,
+        Err(e) => {
+            match how.undo {
+                Undo::Directory => {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                Undo::Record => {
+                    let _ = std::fs::remove_file(dir.join(layout::SUBMISSION));
+                }
+            }
+            return Err(e);
+        }
+    };
     write_record(dir, rec)?;
-    let code = run(script, dir, output, &mut |run| {
+    let out_path = dir.join(layout::LOCAL_OUTPUT);
+    let code = run(script, dir, output, &out_path, how.output, &mut |run| {
         rec.local_run = Some(run);
-        write_record(dir, rec)
+        write_record(dir, rec)?;
+        eprintln!(
+            "note: running job {} ({}) on this machine; its output is kept in {} (`ovlaunch logs {}`)",
+            rec.shown_id().unwrap_or_default(),
+            rec.job_name,
+            out_path.display(),
+            rec.shown_id().unwrap_or_default(),
+        );
+        Ok(())
     })?;
     rec.exit_code = Some(code);
-    rec.local_run = None;
     write_record(dir, rec)?;
-    Ok(Started::Finished { exit_code: code })
+    Ok(Started::Finished {
+        exit_code: code,
+        job_id: rec.shown_id(),
+    })
+}
+
+/// Creates the run's output file in `dir`: a new regular file (never through a link, never
+/// one already there), mode 0644 whatever the umask, opened for appending.
+fn create_output(dir: &Path) -> Result<std::fs::File> {
+    let path = dir.join(layout::LOCAL_OUTPUT);
+    let fail = |e: nix::Error| {
+        Error::runtime(format!(
+            "cannot create the run's output file {}: {e}",
+            path.display()
+        ))
+    };
+    let dir_fd: OwnedFd = open(
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(fail)?;
+    let fd = openat(
+        &dir_fd,
+        layout::LOCAL_OUTPUT,
+        OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_EXCL
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_APPEND
+            | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )
+    .map_err(|e| {
+        let err = fail(e);
+        if e == nix::errno::Errno::EEXIST {
+            err.help(format!(
+                "something already stands at {}: a run's output is never written over; remove it, or render the job again",
+                path.display()
+            ))
+        } else {
+            err
+        }
+    })?;
+    fchmod(&fd, Mode::from_bits_truncate(0o644)).map_err(fail)?;
+    Ok(std::fs::File::from(fd))
 }
 
 impl Backend for Local {
@@ -54,7 +142,7 @@ impl Backend for Local {
         rec: &mut Submission,
         how: Schedule,
     ) -> Result<Started> {
-        submit_with(dir, script, rec, how.output)
+        submit_with(dir, script, rec, how)
     }
 
     fn foreground(&self) -> bool {
@@ -69,8 +157,9 @@ impl Backend for Local {
             None if rec.local_run.is_some_and(alive) => "RUNNING",
             None => "UNKNOWN",
         };
+        let id = rec.shown_id().unwrap_or_else(|| "-".into());
         let mut status = JobStatus::new(
-            "local",
+            &id,
             state,
             code.map(|c| c.to_string()),
             "record",
@@ -123,45 +212,108 @@ impl Backend for Local {
         })
     }
 
-    fn logs(&self, _dir: &Path, rec: &Submission, _follow: bool, _out: Sink<'_>) -> Result<()> {
-        Err(Error::usage(format!(
-            "job {} ran locally; its output went to the terminal",
-            rec.job_name
-        )))
+    /// The run's output file; with `follow`, read as it grows until the record holds the
+    /// exit code or the run's process is gone (the record read again each time).
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
+        let path = dir.join(layout::LOCAL_OUTPUT);
+        let mut tail = Tail::default();
+        loop {
+            let found = tail.read(&path, out)?;
+            if !follow {
+                if !found {
+                    return Err(Error::runtime(format!(
+                        "job {} kept no output at {}",
+                        rec.job_name,
+                        path.display()
+                    ))
+                    .help("a local run before ovlaunch kept its output showed it only on the terminal that ran it"));
+                }
+                return tail.flush(out);
+            }
+            let now = super::record::read(dir).unwrap_or_else(|_| rec.clone());
+            if now.exit_code.is_some() || now.local_run.is_some_and(|r| !alive(r)) {
+                tail.read(&path, out)?;
+                return tail.flush(out);
+            }
+            std::thread::sleep(READ_EVERY);
+        }
     }
 }
 
-/// Runs `script` with bash in `workdir`; stdout goes where `output` says, stderr is
-/// inherited. `started` is told the run's process once it exists (the run is stopped when
-/// it fails).
+/// Runs `script` with bash in `workdir`, its stdout and stderr the file `output` (at
+/// `out_path`), whose text is shown as it grows on this process's stdout (or stderr, as
+/// `shown` says). `started` is told the run's process once it exists (the run is stopped
+/// when it fails). While the run goes on, SIGINT and SIGHUP (which the terminal sends the
+/// run too) are noted, so the run's last output is shown and its exit code recorded;
+/// SIGTERM is passed on to the run.
 pub fn run(
     script: &Path,
     workdir: &Path,
-    output: JobOutput,
+    output: std::fs::File,
+    out_path: &Path,
+    shown: JobOutput,
     started: &mut dyn FnMut(LocalRun) -> Result<()>,
 ) -> Result<i32> {
+    use std::io::Write;
     let bash = which::which("bash").map_err(|_| Error::runtime("bash not found on PATH"))?;
-    let mut cmd = duct::cmd(bash, [script.as_os_str()])
-        .dir(workdir)
-        .unchecked();
-    if output == JobOutput::Stderr {
-        cmd = cmd.stdout_to_stderr();
-    }
-    let handle = cmd
-        .start()
-        .map_err(|e| Error::runtime(format!("cannot run {}: {e}", script.display())))?;
-    let told = match handle.pids().first().map(|&pid| (pid, start_ticks(pid))) {
-        Some((pid, Some(start_ticks))) => started(LocalRun { pid, start_ticks }),
-        _ => Ok(()),
+    let cant = |e: std::io::Error| Error::runtime(format!("cannot run {}: {e}", script.display()));
+    let err_copy = output.try_clone().map_err(cant)?;
+    let mut child = std::process::Command::new(bash)
+        .arg(script)
+        .current_dir(workdir)
+        .stdin(std::process::Stdio::null())
+        .stdout(output)
+        .stderr(err_copy)
+        .spawn()
+        .map_err(cant)?;
+    // Noted from here on, not before: the run keeps the dispositions it was started with (a
+    // SIGHUP that `nohup` ignores stays ignored by the run).
+    let signals = super::signals::Deferred::install();
+    let pid = child.id();
+    let told = match start_ticks(pid) {
+        Some(start_ticks) => started(LocalRun { pid, start_ticks }),
+        None => Ok(()),
     };
     if let Err(e) = told {
-        let _ = handle.kill();
+        let _ = child.kill();
+        let _ = child.wait();
         return Err(e);
     }
-    let status = handle
-        .wait()
-        .map_err(|e| Error::runtime(format!("cannot run {}: {e}", script.display())))?;
-    Ok(status.status.code().unwrap_or(128 + 15))
+    // Showing is best effort: a closed terminal stops it, never the run.
+    let mut showing = true;
+    let mut show = |text: &str| -> Result<()> {
+        if showing {
+            let written = match shown {
+                JobOutput::Inherit => {
+                    let mut o = std::io::stdout().lock();
+                    o.write_all(text.as_bytes()).and_then(|()| o.flush())
+                }
+                JobOutput::Stderr => std::io::stderr().lock().write_all(text.as_bytes()),
+            };
+            showing = written.is_ok();
+        }
+        Ok(())
+    };
+    let mut tail = Tail::default();
+    let mut passed_on = false;
+    let status = loop {
+        // A file that cannot be read is not shown; the run goes on writing it.
+        let _ = tail.read(out_path, &mut show);
+        if let Some(status) = child.try_wait().map_err(cant)? {
+            break status;
+        }
+        if !passed_on && signals.caught() == Some(nix::sys::signal::Signal::SIGTERM) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            passed_on = true;
+        }
+        std::thread::sleep(READ_EVERY);
+    };
+    let _ = tail.read(out_path, &mut show);
+    let _ = tail.flush(&mut show);
+    Ok(status.code().unwrap_or(128 + 15))
 }
 
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`, after the command name,

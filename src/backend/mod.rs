@@ -142,8 +142,12 @@ pub struct Schedule {
 pub enum Started {
     /// Queued by a scheduler under this id.
     Queued { job_id: String },
-    /// Ran to the end in the foreground with this exit code.
-    Finished { exit_code: i32 },
+    /// Ran to the end in the foreground with this exit code; `job_id` is the run's
+    /// (`record::Submission::shown_id`).
+    Finished {
+        exit_code: i32,
+        job_id: Option<String>,
+    },
 }
 
 /// What `cancel` did.

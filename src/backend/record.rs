@@ -101,8 +101,9 @@ pub struct Submission {
     /// Local executor: the exit code of the run.
     #[serde(default)]
     pub exit_code: Option<i32>,
-    /// Local executor: the run's process while it runs (`status` tells a run still going from
-    /// one whose ovlaunch was killed before it could record the exit code).
+    /// Local executor: the run's process, from its start on (`status` tells a run still going
+    /// from one whose ovlaunch was killed before it could record the exit code; the job's id,
+    /// [`Submission::shown_id`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_run: Option<LocalRun>,
     /// The login node the job was submitted through (`USER@LOGIN`, reached with ssh); absent
@@ -113,6 +114,22 @@ pub struct Submission {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<PackageRecord>,
 }
+
+impl Submission {
+    /// The job's identity in messages and JSON: Slurm's job id; for a local run,
+    /// `local:PID`, the process the run started as (bash, which becomes torchrun: what
+    /// `cancel` signals), kept in the record after the run; `None` before either is known.
+    pub fn shown_id(&self) -> Option<String> {
+        match (&self.job_id, self.local_run) {
+            (Some(id), _) => Some(id.to_string()),
+            (None, Some(run)) => Some(format!("{LOCAL_ID_PREFIX}{}", run.pid)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// What a local run's id starts with ([`Submission::shown_id`]).
+pub const LOCAL_ID_PREFIX: &str = "local:";
 
 /// A process on this machine, told apart from a later one given the same id: its pid and
 /// its start time (field 22 of `/proc/PID/stat`, clock ticks since boot).
@@ -414,7 +431,7 @@ fn find_in(
     let p = Path::new(key);
     let by_id = || {
         jobs.iter()
-            .find(|(_, s)| s.job_id.as_ref().map(JobId::as_str) == Some(key))
+            .find(|(_, s)| s.shown_id().as_deref() == Some(key))
     };
     // `submit` prints the directory (`jobs/NAME-2`): its last component names it too.
     let by_dir_name = || {

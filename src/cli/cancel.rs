@@ -30,7 +30,7 @@ pub fn parse_signal(word: &str) -> std::result::Result<String, String> {
 
 pub fn run(p: &Printer, args: &JobArgs, signal: Option<&str>, out: OutputArg) -> Result<i32> {
     let (_, rec) = args.find()?;
-    let id = rec.job_id.as_ref().map(|i| i.to_string());
+    let id = rec.shown_id();
     let shown = id.clone().unwrap_or_else(|| "-".into());
     let answer = backend::of(&rec)?.cancel(&rec, signal)?;
     if out.json() {

@@ -532,6 +532,30 @@ pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(Strin
     host.check_text("the login node's path", &c.image)
         .map_err(|e| e.at_flag("--container-image"))?;
     let image = host.absolute(Path::new(&c.image))?;
+    let not_a_directory = |why: String| {
+        Error::usage(format!(
+            "container image {} {why}{}",
+            c.image,
+            host.on()
+        ))
+        .at_flag("--container-image")
+        .help("with --container-runtime oci, give an unpacked image directory or an OCI bundle (config.json + rootfs); a registry name or a .sqsh file runs with --container-runtime pyxis")
+    };
+    match host.stat(&image)? {
+        None if !c.image.starts_with(['/', '.']) && c.image.contains([':', '#', '@']) => {
+            return Err(not_a_directory(
+                "is no directory here: it reads as a registry name, which pyxis imports; an OCI container starts from a directory".into(),
+            ));
+        }
+        None => return Err(not_a_directory("does not exist".into())),
+        Some(s) if !s.is_dir => {
+            return Err(not_a_directory(
+                "is a file: a squashfs image is pyxis's; an OCI container starts from a directory"
+                    .into(),
+            ));
+        }
+        Some(_) => {}
+    }
     let site_config = image.join("config.json");
     let (base, rootfs) = if host.stat(&site_config)?.is_some_and(|s| s.is_file) {
         let text = host.read_text(&site_config)?.ok_or_else(|| {
@@ -547,6 +571,7 @@ pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(Strin
                 .at_flag("--container-image")
                 .help("an image directory with a config.json is read as an OCI bundle: fix its JSON, or give the root filesystem directory itself")
         })?;
+        let base = oci::with_user_settings(base, c.workdir.as_deref(), !c.writable)?;
         let root = base["root"]["path"].as_str().unwrap_or("rootfs");
         let rootfs = if root.starts_with('/') {
             PathBuf::from(root)
@@ -906,6 +931,18 @@ pub fn options(
         mounts.push(format!("{e}:{e}"));
     }
     mounts.extend(mounts_given.iter().cloned());
+    let mut own = vec![(
+        dir.display().to_string(),
+        "the job directory",
+        "the rank runtime, rank plan, trainer settings and secrets file",
+    )];
+    if uses_experiment {
+        own.push((
+            experiment.display().to_string(),
+            "the experiment directory",
+            "the checkpoints the trainer writes and reads back",
+        ));
+    }
     let container = if args.no_container {
         None
     } else {
@@ -922,6 +959,21 @@ pub fn options(
             },
         })
     };
+    if let Some(c) = &container {
+        check_container(c, mounts_given, &own)?;
+        if c.runtime == ContainerRuntime::Pyxis
+            && c.image.starts_with('/')
+            && host.stat(Path::new(&c.image))?.is_some_and(|s| s.is_dir)
+        {
+            return Err(Error::usage(format!(
+                "container image {} is a directory{}, but pyxis reads a path as a squashfs file, which enroot imports on the node (`pyxis_slurmstepd.c`, `enroot create`)",
+                c.image,
+                host.on()
+            ))
+            .at_flag("--container-image")
+            .help("an unpacked root filesystem or OCI bundle runs with --container-runtime oci; for pyxis give a .sqsh file (`enroot import` writes one)"));
+        }
+    }
     let command = command();
     let opts = LaunchOptions {
         job_name,
@@ -944,6 +996,133 @@ pub fn options(
         target: target(plan, args, settings),
     };
     Ok((opts, dir, mirror))
+}
+
+/// The container settings as the chosen runtime reads them: a squashfs file pyxis would take
+/// for a registry name, pyxis's own settings under OCI, and a user's mount (`given`) that
+/// would hide a directory the job mounts itself (`own`: the path and what it is).
+fn check_container(c: &Container, given: &[String], own: &[Own<'_>]) -> Result<()> {
+    match c.runtime {
+        ContainerRuntime::Pyxis => check_pyxis_image(&c.image)?,
+        ContainerRuntime::Oci => {
+            if let Some(home) = c.mount_home {
+                let flag = if home {
+                    "--container-mount-home"
+                } else {
+                    "--no-container-mount-home"
+                };
+                return Err(Error::usage(format!(
+                    "{flag} is pyxis's (its home-directory mount, `pyxis_slurmstepd.c`); an OCI container (--container-runtime oci) mounts only the bundle's mounts"
+                ))
+                .at_flag(flag)
+                .help("drop it; to see the home directory in an OCI container, give --container-mount $HOME:$HOME"));
+            }
+            for m in given {
+                oci::parse_mount(m)?;
+            }
+        }
+    }
+    for m in given {
+        check_not_over(m, own)?;
+    }
+    Ok(())
+}
+
+/// pyxis reads an image that starts with `/` or `.` as a squashfs file and any other as a
+/// registry name, which it imports as `docker://IMAGE` (`pyxis_slurmstepd.c`: `strspn(image,
+/// "./")`, `enroot_container_create`): a squashfs file's bare name would be pulled, and a
+/// relative path is read against the step's working directory, the job directory.
+fn check_pyxis_image(image: &str) -> Result<()> {
+    let squashfs = [".sqsh", ".squashfs", ".sqfs"]
+        .iter()
+        .any(|e| image.ends_with(e));
+    if squashfs && !image.starts_with(['/', '.']) {
+        return Err(Error::usage(format!(
+            "container image `{image}` names a squashfs file, but pyxis reads an image that does not start with `/` or `.` as a registry name and would try to pull docker://{image} (pyxis_slurmstepd.c, `strspn(image, \"./\")`)"
+        ))
+        .at_flag("--container-image")
+        .help(format!(
+            "give the file's absolute path, one the nodes see (e.g. $PWD/{image})"
+        )));
+    }
+    if image.starts_with('.') {
+        return Err(Error::usage(format!(
+            "container image `{image}` is a relative path, which pyxis reads on the node against the step's working directory: the job directory (sbatch runs there), not this one"
+        ))
+        .at_flag("--container-image")
+        .help("give the squashfs file's absolute path, one the nodes see (e.g. \"$PWD/nemo.sqsh\")"));
+    }
+    Ok(())
+}
+
+/// A directory the job mounts itself: its path, what it is, what the ranks find there.
+type Own<'a> = (String, &'a str, &'a str);
+
+/// A path as the container's mount code resolves it, without symbolic links: relative to the
+/// root, `.` and `..` and repeated or trailing `/` folded.
+fn container_path(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// A user's mount whose destination is, holds or lies inside a directory the job mounts
+/// itself hides (part of) it: pyxis mounts the user's after the job's, and the OCI bundle
+/// keeps one mount per destination. A directory mounted at its own path shows the same files.
+fn check_not_over(m: &str, own: &[Own<'_>]) -> Result<()> {
+    let mut parts = m.splitn(3, ':');
+    let src = parts.next().unwrap_or("");
+    let dst = container_path(parts.next().unwrap_or(src));
+    // enroot applies `ro` and `rw` in order (`parse_mount_opts`); OCI's flag is one of them
+    let read_only = parts
+        .next()
+        .unwrap_or("")
+        .split('+')
+        .rfind(|w| *w == "ro" || *w == "rw")
+        == Some("ro");
+    let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{b}/"));
+    if src.starts_with('/') && container_path(src) == dst {
+        // the same files at the same path, but a read-only one covers the job's own mount
+        for (path, what, _) in own {
+            let p = container_path(path);
+            if read_only && (dst == p || inside(&p, &dst)) {
+                return Err(Error::usage(format!(
+                    "container mount `{}` is read-only at {dst}, which holds {what} {p}: mounted after the job's own mount, it leaves {what} read-only in the container, and the job writes there (Bridge's runner works in the job directory; checkpoints go to the experiment directory)",
+                    m.escape_debug()
+                ))
+                .at_flag("--container-mount")
+                .help("drop `ro` from that mount, or mount the read-only data at a path that does not hold the jobs root (e.g. /lustre/data:/lustre/data:ro)"));
+            }
+        }
+        return Ok(());
+    }
+    for (path, what, holds) in own {
+        let p = container_path(path);
+        let how = if dst == p {
+            "is"
+        } else if inside(&p, &dst) {
+            "holds"
+        } else if inside(&dst, &p) {
+            "lies inside"
+        } else {
+            continue;
+        };
+        return Err(Error::usage(format!(
+            "container mount `{}` is mounted at {dst}, which {how} {what} {p}: the ranks would not see what is there ({holds})",
+            m.escape_debug()
+        ))
+        .at_flag("--container-mount")
+        .help("mount it at another destination (e.g. /lustre/data:/data), or mount a directory at its own path (/lustre:/lustre)"));
+    }
+    Ok(())
 }
 
 /// A rendered job and its directory.
@@ -1110,6 +1289,9 @@ pub fn prepare_resolved(
     if without_slurm {
         refuse_slurm_only(form, executor(args), &settings.given)?;
     }
+    if args.no_container {
+        refuse_with_no_container(&settings.given)?;
+    }
     let (mut opts, dir, mirror) = options(&plan, plan_args, args, settings, &*host)?;
     let package =
         super::package::build(args.package.as_deref().map(|what| super::package::Request {
@@ -1156,6 +1338,9 @@ pub fn prepare_resolved(
         warnings.push(w);
     }
     warnings.extend(own_trainer_warning(&plan, plan_args, args));
+    if !without_slurm {
+        warnings.extend(checkpoint_after_limit(&plan, &settings.time));
+    }
     let executor = match form {
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
@@ -1353,6 +1538,14 @@ const CONTAINER_ONLY: &[(&str, &str)] = &[
 
 /// The settings a profile or the environment gives that only a Slurm job reads (a typed
 /// flag of these is refused, `refuse_slurm_only`; the container image has its own warning):
+/// A Slurm job whose trainer first saves after the job's time limit (`--time`).
+fn checkpoint_after_limit(plan: &Plan, time: &super::settings::Sourced<String>) -> Option<String> {
+    let minutes = crate::render::slurm_values::parse_time(&time.value).flatten()?;
+    let eff = crate::estimate::Efficiency::embedded().ok()?;
+    let limit = format!("{} ({})", time.value, time.origin);
+    crate::estimate::checkpoint_after_limit(plan, &eff, minutes, &limit)
+}
+
 /// torchrun without Slurm leaves them unused, so each is named with where it came from.
 fn unused_slurm_settings(settings: &Settings, form: Form<'_>, executor: Executor) -> Vec<String> {
     const SLURM_READS: &[&str] = &[
@@ -1417,6 +1610,21 @@ fn refuse_slurm_only(form: Form<'_>, executor: Executor, given: &Given) -> Resul
             ))
             .at_flag(*flag)
             .help("drop it and run inside the image yourself (e.g. `enroot start` or `docker run` around the script), or submit to Slurm, which starts the containers"));
+        }
+    }
+    Ok(())
+}
+
+/// `--no-container` runs the ranks on the nodes' own software: a container flag typed beside
+/// it would be dropped, so it is refused (clap refuses `--container-image` itself).
+fn refuse_with_no_container(given: &Given) -> Result<()> {
+    for (id, flag) in CONTAINER_ONLY {
+        if given.contains(id) {
+            return Err(Error::usage(format!(
+                "{flag} sets the ranks' container, but --no-container runs them without one"
+            ))
+            .at_flag(*flag)
+            .help("drop one of the two: --no-container for a run on the nodes' own software, or the container flags with an image"));
         }
     }
     Ok(())

@@ -128,7 +128,7 @@ fn row(
         }
     };
     Listed {
-        job_id: rec.job_id.as_ref().map(|i| i.to_string()),
+        job_id: rec.shown_id(),
         job_name: rec.job_name,
         executor: rec.executor,
         // A job submitted through a login node is where its record there is.

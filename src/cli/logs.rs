@@ -23,7 +23,7 @@ pub fn run(
     if rank.is_none() && format == Format::Text {
         // Passed through as it arrives, partial lines included.
         backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| p.data(text))?;
-        return ended(p, &rec, follow);
+        return ended(p, &dir, &rec, follow);
     }
     // Output arrives in pieces: a partial last line waits for the rest.
     let mut carry = String::new();
@@ -52,15 +52,27 @@ pub fn run(
     if !carry.is_empty() {
         emit(&carry)?;
     }
-    ended(p, &rec, follow)
+    ended(p, &dir, &rec, follow)
 }
 
 /// After `--follow`: the job's final state and exit code on stderr, and the exit code
 /// `status` gives for it (non-zero for a failed or cancelled job). Without `--follow`, 0.
-fn ended(p: &Printer, rec: &record::Submission, follow: bool) -> Result<i32> {
+/// A job of this machine is judged by its record as it is now (a local run's exit code is
+/// written there when it ends).
+fn ended(
+    p: &Printer,
+    dir: &std::path::Path,
+    rec: &record::Submission,
+    follow: bool,
+) -> Result<i32> {
     if !follow {
         return Ok(0);
     }
+    let now = match rec.host {
+        None => record::read(dir).unwrap_or_else(|_| rec.clone()),
+        Some(_) => rec.clone(),
+    };
+    let rec = &now;
     let st = backend::of(rec)?.status(rec)?;
     p.status(&format!(
         "job {} ({}) ended: {}",

@@ -46,7 +46,7 @@ pub struct Job {
     pub script_name: String,
     /// The script's text (what sbatch or bash runs).
     pub script: String,
-    /// Slurm's job id, once queued.
+    /// Slurm's job id, once queued; a local run's `local:PID` once finished.
     pub job_id: Option<String>,
     /// The local executor's exit code, once finished.
     pub exit_code: Option<i32>,
@@ -57,6 +57,7 @@ pub struct Job {
 /// One recorded job of `list`.
 #[derive(Debug, Serialize)]
 pub struct Listed {
+    /// Slurm's job id, or a local run's `local:PID`; `null` before either is known.
     pub job_id: Option<String>,
     pub job_name: String,
     pub executor: String,
@@ -82,6 +83,7 @@ pub struct Listed {
 /// `cancel`'s answer.
 #[derive(Debug, Serialize)]
 pub struct Cancelled {
+    /// Slurm's job id, or a local run's `local:PID`.
     pub job_id: Option<String>,
     pub job_name: String,
     /// `true` when Slurm was asked to cancel the job; `false` when it had already ended or

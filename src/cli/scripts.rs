@@ -12,8 +12,10 @@
 //! break in what ovlaunch writes itself is an internal error (exit 1). `render`, `submit`
 //! and `torchrun` check every shell file; the dry run checks the script only when it holds
 //! such text ([`holds_users_shell`]), so a dry run without it starts no process (the dry
-//! run's time is measured in `benches/`). Without bash on this machine nothing is checked,
-//! with a warning: the nodes' bash reads the script.
+//! run's time is measured in `benches/`). `submit DIR` checks the rendered directory's
+//! shell files as they are then ([`check_rendered`]: edited since, they have no plugin or
+//! template to blame, so the refusal names the file and bash's line). Without bash on this
+//! machine nothing is checked, with a warning: the nodes' bash reads the script.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -80,6 +82,55 @@ pub fn check(job: &Job, files: Files) -> Result<Option<String>> {
             .help("please report it with the command line"));
         }
         return Err(blame(job, name, text, &broken));
+    }
+    Ok(None)
+}
+
+/// `bash -n` over the shell files of a job directory `render` wrote, as they are now
+/// (`submit DIR`: a user may have edited them since): the refusal names the file and the
+/// line bash names (bash's words, but not of the secrets file, whose text is never shown),
+/// exit 2. Returns a warning when bash is not there to ask.
+pub fn check_rendered(dir: &std::path::Path, script_name: &str) -> Result<Option<String>> {
+    let names = [script_name, layout::ENV_DUMP, layout::SECRETS];
+    for name in names {
+        let path = dir.join(name);
+        if name != script_name && !path.exists() {
+            continue;
+        }
+        let text = crate::input::read_text(&path, "DIR")?;
+        let broken = match parse(&text) {
+            Ok(None) => continue,
+            Ok(Some(b)) => b,
+            Err(NoBash(e)) => {
+                return Ok(Some(format!(
+                    "the job's scripts were not checked with bash, which could not be run here ({e}); the nodes' bash reads them when the job starts"
+                )));
+            }
+        };
+        let at = broken
+            .line
+            .map(|n| format!("{}:{n}", path.display()))
+            .unwrap_or_else(|| path.display().to_string());
+        let (said, line_text) = if name == layout::SECRETS {
+            ("bash cannot parse it".to_string(), String::new())
+        } else {
+            (
+                broken.message.clone(),
+                broken
+                    .line
+                    .and_then(|n| text.lines().nth(n.saturating_sub(1)))
+                    .map(|l| format!(" (`{}`)", shown(l)))
+                    .unwrap_or_default(),
+            )
+        };
+        return Err(Error::usage(format!(
+            "bash cannot parse {at}: {said}{line_text}; the rendered job changed since `ovlaunch render` checked it"
+        ))
+        .at(Origin::file(path.display().to_string(), broken.line, None))
+        .help(format!(
+            "{}, or render the job again (`ovlaunch render ...`)",
+            fix(&broken.message, name)
+        )));
     }
     Ok(None)
 }

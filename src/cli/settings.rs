@@ -180,7 +180,9 @@ pub fn check_mount(m: &str) -> Result<()> {
     // and DST not empty; SRC a path (starting with `.` or `/`), `tmpfs` or `umount`; DST a path
     let mut parts = m.splitn(3, ':');
     let src = parts.next().unwrap_or("");
-    let dst = parts.next();
+    // pyxis's `parse_mount_option`: a lone SRC is its own destination
+    let dst = Some(parts.next().unwrap_or(src));
+    let flags = parts.next().unwrap_or("");
     let path = |p: &str| p.starts_with(['.', '/']);
     let why = if src.is_empty() || dst == Some("") {
         Some("has an empty source or destination")
@@ -191,6 +193,14 @@ pub fn check_mount(m: &str) -> Result<()> {
     } else {
         None
     };
+    if why.is_none() && src.starts_with('.') {
+        return Err(Error::usage(format!(
+            "container mount `{}` has a relative source, which the job step reads on the node against its working directory (pyxis passes it on as written): the job directory, where sbatch runs, not this one",
+            m.escape_debug()
+        ))
+        .at_flag("--container-mount")
+        .help("give the source as an absolute path the nodes see, e.g. \"$PWD/data:/data\""));
+    }
     if let Some(why) = why {
         return Err(Error::usage(format!(
             "container mount `{}` {why}, which pyxis refuses when the job step starts",
@@ -198,6 +208,103 @@ pub fn check_mount(m: &str) -> Result<()> {
         ))
         .at_flag("--container-mount")
         .help("give SRC:DST[:FLAGS] with absolute paths, e.g. /lustre/data:/data or /lustre/data:/data:ro"));
+    }
+    check_mount_flags(m, flags)
+}
+
+/// enroot's mount options (`bin/enroot-mount.c`, `mount_opts`), the words `parse_mount_opts`
+/// turns into mount flags. pyxis hands a mount's FLAGS to enroot after its own
+/// `x-create=auto,rbind` (`args.c`, `add_mount`), `+` read as `,` (`parse_mount_option`).
+const ENROOT_MOUNT_OPTIONS: &[&str] = &[
+    "async",
+    "atime",
+    "bind",
+    "dev",
+    "diratime",
+    "dirsync",
+    "exec",
+    "iversion",
+    "loud",
+    "mand",
+    "noatime",
+    "nodev",
+    "nodiratime",
+    "noexec",
+    "noiversion",
+    "nomand",
+    "norelatime",
+    "nostrictatime",
+    "nosuid",
+    "private",
+    "rbind",
+    "relatime",
+    "remount",
+    "ro",
+    "rprivate",
+    "rshared",
+    "rslave",
+    "runbindable",
+    "rw",
+    "shared",
+    "silent",
+    "slave",
+    "strictatime",
+    "suid",
+    "sync",
+    "unbindable",
+    "lazytime",
+    "nolazytime",
+    "auto",
+    "defaults",
+    "group",
+    "noauto",
+    "nofail",
+    "nogroup",
+    "noowner",
+    "nouser",
+    "nousers",
+    "owner",
+    "user",
+    "users",
+    "x-create=dir",
+    "x-create=file",
+    "x-create=auto",
+    "x-move",
+    "x-detach",
+];
+
+/// Of enroot's options, those that make enroot do something else than bind the source, each
+/// with what it does instead (`bin/enroot-mount.c`, `mount_generic`).
+const ENROOT_NOT_A_BIND: &[(&str, &str)] = &[
+    (
+        "x-detach",
+        "enroot unmounts the destination instead of mounting the source (`mount_generic`: `x-detach` -> `umount2`)",
+    ),
+    (
+        "remount",
+        "enroot remounts the destination instead of binding the source onto it (`mount_generic`: MS_REMOUNT), and the step fails where nothing is mounted there",
+    ),
+];
+
+/// A mount's FLAGS, `+`-separated, held to enroot's words: a word enroot does not know
+/// reaches mount(2) as filesystem data (`parse_mount_opts`), which a bind mount ignores, so a
+/// misspelt `ro` would leave the mount writable without a word.
+fn check_mount_flags(m: &str, flags: &str) -> Result<()> {
+    for word in flags.split('+').filter(|w| !w.is_empty()) {
+        let why = if let Some((_, what)) = ENROOT_NOT_A_BIND.iter().find(|(w, _)| *w == word) {
+            format!(": {what}")
+        } else if !ENROOT_MOUNT_OPTIONS.contains(&word) {
+            ", which enroot does not know: it passes it to mount(2) as filesystem data, which a bind mount ignores (`bin/enroot-mount.c`, `parse_mount_opts`), so the mount would be made without it".to_string()
+        } else {
+            continue;
+        };
+        return Err(Error::usage(format!(
+            "container mount `{}` has flag `{}`{why}",
+            m.escape_debug(),
+            word.escape_debug()
+        ))
+        .at_flag("--container-mount")
+        .help("flags are enroot's mount options joined with `+` (bin/enroot-mount.c `mount_opts`), e.g. /lustre/data:/data:ro or ro+nosuid; a path cannot hold `:` or `,`, where pyxis splits"));
     }
     Ok(())
 }

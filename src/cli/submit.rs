@@ -126,9 +126,9 @@ pub fn run(
             }
             Ok(0)
         }
-        Started::Finished { exit_code } => {
+        Started::Finished { exit_code, job_id } => {
             if out.json() {
-                p.json(&job_json(&prepared, "finished", None, Some(exit_code)))?;
+                p.json(&job_json(&prepared, "finished", job_id, Some(exit_code)))?;
             }
             Ok(exit_code)
         }
@@ -235,7 +235,8 @@ fn extras_for<'a>(
 /// says which executor it is for; flags that would change the job are refused (render it
 /// again to change it). A directory another user could have written (it, an entry in it, or
 /// a directory on its path: `backend::trust::check_tree`) is refused before anything is
-/// read from it or written into it.
+/// read from it or written into it; then its shell files are read by bash
+/// (`scripts::check_rendered`), a file bash cannot parse refused, nothing written.
 pub fn rendered(
     p: &Printer,
     dir: &std::path::Path,
@@ -284,6 +285,11 @@ pub fn rendered(
         &format!("the rendered job directory {}", dir.display()),
     )
     .map_err(|e| e.at_flag("DIR"))?;
+    // Edited since `render` wrote them, the shell files are read by bash again before
+    // anything is written or run.
+    if let Some(w) = scripts::check_rendered(&dir, executor.script_name())? {
+        p.warn(&w);
+    }
     let job_name = rendered_job_name(&dir)?;
     let started = backend::submit_rendered(
         executor,
@@ -298,12 +304,12 @@ pub fn rendered(
     )?;
     let (job_id, exit_code) = match &started {
         Started::Queued { job_id } => (Some(job_id.clone()), None),
-        Started::Finished { exit_code } => (None, Some(*exit_code)),
+        Started::Finished { exit_code, job_id } => (job_id.clone(), Some(*exit_code)),
     };
     if main.output.json() {
         let script_name = executor.script_name();
         p.json(&output::Job {
-            action: if job_id.is_some() {
+            action: if exit_code.is_none() {
                 "submitted"
             } else {
                 "finished"
@@ -317,7 +323,7 @@ pub fn rendered(
             exit_code,
             warnings: Vec::new(),
         })?;
-    } else if let Some(id) = &job_id {
+    } else if let (Some(id), None) = (&job_id, exit_code) {
         p.data(&format!(
             "submitted job {id} ({job_name}), job directory {}\n",
             launch::shown(&dir)

@@ -1052,12 +1052,18 @@ struct JobInputs {
     queued: String,
 }
 
-/// A PATH without Slurm's tools.
-const NO_SLURM: &str = "/usr/bin/env-without-slurm";
+/// A PATH without Slurm's tools (`JobInputs::no_slurm`: bash alone, as on a machine
+/// without Slurm).
+const NO_SLURM: &str = "no-slurm";
 
 impl JobInputs {
     fn at(&self, p: &str) -> String {
         format!("{}/{p}", self.tmp)
+    }
+
+    /// The directory that PATH names for [`NO_SLURM`]: a link to this machine's bash only.
+    fn no_slurm(&self) -> String {
+        self.at(NO_SLURM)
     }
 
     fn dry(&self, extra: &[&str]) -> Vec<String> {
@@ -1103,6 +1109,9 @@ fn job_inputs() -> JobInputs {
     // whose config.json is not JSON, a rendered (never submitted) job directory, a damaged
     // record, and a job submitted through the stand-in sbatch (id 4242, no output yet).
     std::fs::create_dir_all(at("empty-image")).unwrap();
+    std::fs::create_dir_all(at(NO_SLURM)).unwrap();
+    let bash = which::which("bash").expect("bash on PATH");
+    std::os::unix::fs::symlink(bash, at(&format!("{NO_SLURM}/bash"))).unwrap();
     std::fs::create_dir_all(at("bundle/rootfs/bin")).unwrap();
     std::fs::write(at("bundle/config.json"), "{\"ociVersion\": ").unwrap();
     let o = run(&[
@@ -1409,6 +1418,7 @@ fn each_launch_and_job_error_message() {
     for (name, args, path, code) in &cases {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = match path {
+            Some(p) if *p == NO_SLURM => run_env(&argv, &[("PATH", &i.no_slurm())]),
             Some(p) => run_env(&argv, &[("PATH", p)]),
             None => run(&argv),
         };

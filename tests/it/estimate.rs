@@ -1438,3 +1438,67 @@ fn tune_says_when_the_own_layout_needs_another_recompute() {
         "{out}"
     );
 }
+
+/// The dry run's stderr line about a first checkpoint after the time limit, if any.
+fn checkpoint_warning(extra: &[&str]) -> Option<String> {
+    let mut args = vec![
+        "-r",
+        "llama3_8b_pretrain_config",
+        "-g",
+        "h100x8",
+        "--dry-run",
+    ];
+    if !extra.contains(&"--executor") {
+        args.extend(["--container-image", "nvcr.io#nvidia/nemo:26.04"]);
+    }
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stderr(&o)
+        .lines()
+        .find(|l| l.contains("first saves a checkpoint"))
+        .map(str::to_string)
+}
+
+#[test]
+fn a_first_checkpoint_after_the_time_limit_is_named_with_a_save_interval_that_fits() {
+    // Bridge's llama3_8b pretraining function saves every 500 iterations (to a directory it
+    // derives from the working directory); at its estimated step time that is hours, and
+    // the job's default limit is 30 minutes.
+    let step = plan("llama3_8b_pretrain_config", "h100x8", &[])
+        .and_then(|p| estimate(&p, &Efficiency::embedded().unwrap()))
+        .unwrap()
+        .step_time_s;
+    let w = checkpoint_warning(&[]).expect("a warning");
+    assert!(w.contains("at iteration 500,"), "{w}");
+    assert!(w.contains("time limit 00:30:00 (default)"), "{w}");
+    let sooner = (0.8 * 1800.0 / step).floor() as u64;
+    assert!(sooner >= 1);
+    let set = format!("checkpoint.save_interval={sooner}");
+    assert!(w.contains(&format!("--set {set}")), "{w}");
+    // the fix it names is enough
+    assert_eq!(checkpoint_warning(&["--set", &set]), None);
+    // the end of training saves too: 50 iterations past the limit are named as such
+    let long = format!("{}", (2400.0 / step).ceil() as u64);
+    let w = checkpoint_warning(&["--set", &format!("train.train_iters={long}")])
+        .expect("the final save after the limit");
+    assert!(w.contains(&format!("at iteration {long},")), "{w}");
+    // a limit given names where it came from
+    let w = checkpoint_warning(&["--time", "00:45:00"]).expect("a warning");
+    assert!(w.contains("time limit 00:45:00 (flag --time)"), "{w}");
+}
+
+#[test]
+fn a_job_that_saves_in_time_or_on_its_way_out_is_not_warned() {
+    for extra in [
+        &["--time", "10:00:00"][..],
+        &["--plugin", "preemption"],
+        &["--set", "train.exit_duration_in_mins=25"],
+        &["--set", "checkpoint.save=null"],
+        // no interval and no final save: it saves nothing at all
+        &["--set", "checkpoint.save_interval=0"],
+        &["--executor", "local"],
+    ] {
+        assert_eq!(checkpoint_warning(extra), None, "{extra:?}");
+    }
+}

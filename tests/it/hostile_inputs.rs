@@ -412,7 +412,7 @@ fn feed(channel: Channel, v: &String, case: &Case, g: &mut Given) -> Want {
         }
         Channel::ContainerWorkdir => {
             g.extra.push("--container-image".into());
-            g.extra.push("img.sqsh".into());
+            g.extra.push("/img.sqsh".into());
             g.extra.push("--container-workdir".into());
             g.extra.push(v.clone().into());
             Want::SrunFlag(format!("--container-workdir={v}"))
@@ -423,7 +423,7 @@ fn feed(channel: Channel, v: &String, case: &Case, g: &mut Given) -> Want {
         }
         Channel::ContainerMount => {
             g.extra.push("--container-image".into());
-            g.extra.push("img.sqsh".into());
+            g.extra.push("/img.sqsh".into());
             // an absolute source (pyxis's short form SRC): pyxis refuses one that is not a path
             g.extra.push("--container-mount".into());
             g.extra.push(format!("/{v}").into());

@@ -509,7 +509,11 @@ fn cancel_stops_a_running_local_run() {
         stop_all(ovlaunch.id());
     }
     assert!(o.status.success(), "{}", common::stderr(&o));
-    assert_eq!(common::stdout(&o), "cancelled job - (tiny-cpux1)\n");
+    let pid = read_json(&job.join("submission.json"))["local_run"]["pid"].clone();
+    assert_eq!(
+        common::stdout(&o),
+        format!("cancelled job local:{pid} (tiny-cpux1)\n")
+    );
     let ended = loop {
         if let Some(s) = ovlaunch.try_wait().unwrap() {
             break s;
@@ -533,4 +537,166 @@ fn cancel_stops_a_running_local_run() {
         "{}",
         common::stdout(&o)
     );
+}
+
+/// A local run's output is kept in its job directory (`local.out`, 0644, created by ovlaunch)
+/// as well as shown: `logs` prints it after the run, `logs --follow` while it runs until it
+/// ends, and the job is `local:PID` (its run's process) in `submit -o json`, `status`,
+/// `list`, `cancel` and `logs -f`, and found by that id.
+#[test]
+fn a_local_run_keeps_its_output_for_logs_and_is_known_by_its_pid() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let job = dir.path().join("kept");
+    let go = dir.path().join("go");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let trainer = format!(
+        "import os, sys, time\nprint('before go', flush=True)\nprint('to stderr', file=sys.stderr, flush=True)\nwhile not os.path.exists({:?}): time.sleep(0.1)\nprint('after go', flush=True)",
+        go.to_str().unwrap()
+    );
+    let ovlaunch = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local", "-o", "json"])
+        .args(["--torchrun-flags", "underscore", "--master-port", "29737"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", &trainer])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let out = job.join("local.out");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(&out).is_ok_and(|t| t.contains("before go")) {
+        if std::time::Instant::now() > deadline {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", ovlaunch.id())])
+                .status();
+            panic!("no output kept at {}", out.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let meta = std::fs::symlink_metadata(&out).unwrap();
+    assert!(meta.file_type().is_file());
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o644);
+    let pid = read_json(&job.join("submission.json"))["local_run"]["pid"].clone();
+    let id = format!("local:{pid}");
+    // `logs -f` while it runs, by its id: what was written, then the rest, until it ends.
+    let follow = Command::new(common::bin())
+        .args(["logs", "-f", &id, "--jobs-root", root])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let st = Command::new(common::bin())
+        .args(["status", "-o", "json", &id, "--jobs-root", root])
+        .output()
+        .unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&st.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&st)));
+    assert_eq!(s["job_id"], id.as_str(), "{s}");
+    assert_eq!(s["phase"], "running", "{s}");
+    std::fs::write(&go, "").unwrap();
+    let submitted = ovlaunch.wait_with_output().unwrap();
+    assert!(submitted.status.success(), "{}", common::stderr(&submitted));
+    let v: serde_json::Value = serde_json::from_slice(&submitted.stdout).unwrap();
+    assert_eq!(v["job_id"], id.as_str(), "{v}");
+    // still shown where it was: the job's output on stderr with -o json
+    let shown = common::stderr(&submitted);
+    assert!(
+        shown.contains("before go") && shown.contains("after go"),
+        "{shown}"
+    );
+    let followed = follow.wait_with_output().unwrap();
+    let text = common::stdout(&followed);
+    assert_eq!(
+        followed.status.code(),
+        Some(0),
+        "{}",
+        common::stderr(&followed)
+    );
+    for line in ["before go", "to stderr", "after go"] {
+        assert_eq!(text.matches(line).count(), 1, "{line}: {text}");
+    }
+    assert!(
+        common::stderr(&followed)
+            .contains(&format!("job {id} (tiny-cpux1) ended: COMPLETED exit=0")),
+        "{}",
+        common::stderr(&followed)
+    );
+    // After the run, by its directory: the whole output.
+    let o = Command::new(common::bin())
+        .args(["logs", job.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert_eq!(common::stdout(&o), std::fs::read_to_string(&out).unwrap());
+    assert!(common::stdout(&o).contains("after go"));
+    // The same id in status's text and list's rows.
+    let o = Command::new(common::bin())
+        .args(["status", &id, "--jobs-root", root])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout(&o).starts_with(&format!("{id} tiny-cpux1 COMPLETED exit=0")),
+        "{}{}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
+    let o = Command::new(common::bin())
+        .args(["list", "-o", "json", "--jobs-root", root])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows[0]["job_id"], id.as_str(), "{rows}");
+}
+
+/// `submit DIR` reads the rendered directory's shell files with bash before anything is
+/// written or run: a script edited after `render` that bash cannot parse is refused, exit 2,
+/// naming the file and the line bash names; no record is written.
+#[test]
+fn submit_dir_refuses_an_edited_script_bash_cannot_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    for (executor, file) in [
+        ("local", "launch.sh"),
+        ("slurm", "launch.sbatch"),
+        ("local", "env.sh"),
+    ] {
+        let job = dir
+            .path()
+            .join(format!("{executor}-{}", file.replace('.', "-")));
+        let o = Command::new(common::bin())
+            .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
+            .args(["--gpus", "cpux1", "--executor", executor])
+            .args(["--job-dir", job.to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let path = job.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line = text.lines().count() + 1;
+        std::fs::write(&path, format!("{text}fi\n")).unwrap();
+        let o = Command::new(common::bin())
+            .args(["submit", job.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("{}:{line}", path.display())), "{err}");
+        assert!(
+            err.contains("syntax error near unexpected token `fi'"),
+            "{err}"
+        );
+        assert!(!job.join("submission.json").exists(), "{err}");
+        assert!(!job.join("local.out").exists(), "{err}");
+    }
 }

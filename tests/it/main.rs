@@ -15,6 +15,7 @@ mod cli_errors_hybrid;
 mod cli_errors_moe;
 mod cli_errors_optimizer;
 mod cli_outputs;
+mod containers;
 mod env_rules;
 mod env_unset;
 mod estimate;

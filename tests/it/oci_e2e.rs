@@ -351,6 +351,7 @@ fn oci_containers_see_the_job_directory() {
     an_unmounted_job_directory_fails_naming_the_file(&c, &rootfs);
     one_task_per_gpu_is_refused_on_this_slurm(&c, &rootfs);
     unset_variables_stay_unset_in_a_container(&c, &rootfs);
+    the_plans_values_win_over_the_images_and_secrets_stay_in_their_file(&c, &rootfs);
 }
 
 /// Step 1: 2 nodes x 2 ranks, each in the container through the copied static rank runtime; the
@@ -640,4 +641,136 @@ fn unset_variables_stay_unset_in_a_container(c: &Cluster, rootfs: &Path) {
         "{}",
         log(&dir)
     );
+}
+
+/// Step 5: a site's OCI bundle whose image config sets its own values of variables the plan
+/// sets (an image's `CUDA_DEVICE_MAX_CONNECTIONS` and `NCCL_*` in its ENV): the ranks run with
+/// the plan's values, each name once in their environment. The secret reaches
+/// the ranks, and no file but `secrets.env` holds it: not the bundle's `config.json` ovlaunch
+/// wrote, not the script, the rank plan or the job's log, nor any file Slurm or crun wrote
+/// under the cluster's directory during the job.
+fn the_plans_values_win_over_the_images_and_secrets_stay_in_their_file(c: &Cluster, rootfs: &Path) {
+    let bundle = c.path("site-bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let mut config = ovlaunch::render::oci::default_config(
+        "/",
+        ovlaunch::render::oci::User { uid: 0, gid: 0 },
+        false,
+    );
+    config["root"]["path"] = Value::String(rootfs.display().to_string());
+    config["process"]["user"] = serde_json::json!({"uid": own_ids().0, "gid": own_ids().1});
+    let env = config["process"]["env"].as_array_mut().unwrap();
+    for kv in [
+        "CUDA_DEVICE_MAX_CONNECTIONS=32",
+        "NCCL_DEBUG=TRACE",
+        "NCCL_IMAGE_ONLY=from the image",
+    ] {
+        env.push(Value::String(kv.into()));
+    }
+    std::fs::write(
+        bundle.join("config.json"),
+        serde_json::to_string(&config).unwrap(),
+    )
+    .unwrap();
+    let dir = c.path("jobs/oci-image-env");
+    let mut args = vec!["submit".to_string()];
+    for a in job_args(rootfs, &dir) {
+        // the site's bundle in place of the bare root filesystem
+        args.push(if a == rootfs.to_str().unwrap() {
+            bundle.display().to_string()
+        } else {
+            a
+        });
+    }
+    let split = args.iter().position(|a| a == "--").unwrap();
+    let plan_env = ["CUDA_DEVICE_MAX_CONNECTIONS=1", "NCCL_DEBUG=WARN"];
+    for kv in plan_env.iter().rev() {
+        args.insert(split, kv.to_string());
+        args.insert(split, "--env".into());
+    }
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = std::time::SystemTime::now();
+    let o = c.ovlaunch(&argv);
+    assert!(o.status.success(), "submit failed: {}", common::stderr(&o));
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("oci/config.json")).unwrap())
+            .unwrap();
+    assert!(
+        written["process"]["env"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::String("CUDA_DEVICE_MAX_CONNECTIONS=32".into())),
+        "the site bundle's config is kept: {written}"
+    );
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
+            .unwrap();
+    let id = rec["job_id"].as_str().unwrap().to_string();
+    let (state, code) = wait_job(c, &id, &dir);
+    assert_eq!(state, "COMPLETED", "exit {code}\n{}", log(&dir));
+    let r = ranks(&dir);
+    assert_eq!(r.len(), 4, "{:?}\n{}", r.keys(), log(&dir));
+    for rec in r.values() {
+        let env = &rec["env"];
+        assert_eq!(
+            rec["sh"], "/bin/busybox",
+            "ran inside the site's image: {rec}"
+        );
+        assert_eq!(
+            env["CUDA_DEVICE_MAX_CONNECTIONS"], "1",
+            "the plan's value: {rec}"
+        );
+        assert_eq!(env["NCCL_DEBUG"], "WARN", "the plan's value: {rec}");
+        assert_eq!(
+            env["NCCL_IMAGE_ONLY"], "from the image",
+            "the image's own variable stays"
+        );
+        assert_eq!(
+            env["OVL_SECRET_TOKEN"], "hunter2",
+            "the secret reached the rank"
+        );
+        // Slurm appends the step's environment after the image's, so the container starts
+        // with both values; the trainer's own environment holds each name once (its C
+        // library's getenv would otherwise read the image's, the first).
+        assert_eq!(
+            rec["environ_first"],
+            serde_json::json!({}),
+            "names twice in the trainer's environ: {rec}"
+        );
+    }
+    // No file holds the secret but its own (the stand-in trainer's records, which dump the
+    // whole environment, are the test's).
+    let mut holders = Vec::new();
+    let mut stack = vec![dir.clone(), c.path("slurm"), c.path("crun")];
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if p == dir.join("ranks") {
+                continue;
+            }
+            for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                stack.push(e.path());
+            }
+        } else if meta.is_file()
+            && (p.starts_with(&dir) || meta.modified().is_ok_and(|m| m >= started))
+            && std::fs::read(&p).is_ok_and(|b| b.windows(7).any(|w| w == b"hunter2"))
+        {
+            holders.push(p);
+        }
+    }
+    assert_eq!(
+        holders,
+        vec![dir.join("secrets.env")],
+        "files holding the secret"
+    );
+}
+
+/// This process's user and group ids (the container runs as the submitting user).
+fn own_ids() -> (u32, u32) {
+    (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    )
 }

@@ -774,12 +774,11 @@ fn mount_and_mpi_flags_are_refused_as_pyxis_and_srun_read_them() {
     ];
     // container mounts as pyxis reads them (its args.c `add_mount`; pyxis itself is not run
     // here, this is a stand-in): a bare relative source and a relative destination are
-    // refused, a `./` source, `tmpfs` and flags are pyxis's to pass on
+    // refused, `tmpfs` and flags are pyxis's to pass on (a `./` source: `containers`)
     for (m, ok) in [
         ("data:/data", false),
         ("/data:data", false),
         ("/data::ro", false),
-        ("./data:/data", true),
         ("tmpfs:/scratch", true),
         ("/lustre/data:/data:ro+rprivate", true),
     ] {
@@ -790,7 +789,7 @@ fn mount_and_mpi_flags_are_refused_as_pyxis_and_srun_read_them() {
             "h100x8",
             "--dry-run",
             "--container-image",
-            "img.sqsh",
+            "/images/img.sqsh",
             "--container-mount",
             m,
         ];

@@ -16,6 +16,7 @@
 //!   submission.json             how it was submitted (written by the backend)
 //!   logs/                       created empty for plugins and the trainer
 //!   slurm-JOBID.out             the Slurm job's output
+//!   local.out                   a local run's output (stdout and stderr; written by the backend)
 //! ```
 //!
 //! Contract: pure (names and modes only; writing is `backend::jobdir`). [`Artifacts`] is the
@@ -46,6 +47,8 @@ pub const SUBMISSION: &str = "submission.json";
 pub const PACKAGE_ARCHIVE: &str = "code.tar";
 pub const PACKAGE_DIR: &str = "code";
 pub const LOGS_DIR: &str = "logs";
+/// A local run's output, both streams (the local executor's `--output`).
+pub const LOCAL_OUTPUT: &str = "local.out";
 /// sbatch's `--output` pattern (`%j` is the job id).
 pub const SLURM_OUTPUT_PATTERN: &str = "slurm-%j.out";
 

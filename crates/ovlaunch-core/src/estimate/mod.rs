@@ -646,3 +646,46 @@ pub fn estimate_with_stages(
 
 #[cfg(test)]
 mod tests;
+
+/// The warning for a job whose trainer first saves a checkpoint after the job's time limit
+/// (`Plan::first_checkpoint` at the estimated step time, start-up not counted): a run that
+/// reaches the limit ends with nothing saved. `limit_min` is the limit in minutes, `limit`
+/// how the user sees it (`00:30:00 (default)`). `None` where the job saves in time, saves
+/// on its way out, or its step time is not modelled.
+pub fn checkpoint_after_limit(
+    plan: &Plan,
+    eff: &Efficiency,
+    limit_min: u64,
+    limit: &str,
+) -> Option<String> {
+    let first = plan.first_checkpoint?;
+    if unmodelled(plan).is_some() {
+        return None;
+    }
+    let step_s = estimate(plan, eff).ok()?.step_time_s;
+    let limit_s = limit_min as f64 * 60.0;
+    let at_s = first as f64 * step_s;
+    if !step_s.is_finite() || step_s <= 0.0 || at_s <= limit_s {
+        return None;
+    }
+    // a save interval that leaves a fifth of the limit for start-up and the save itself
+    let sooner = (0.8 * limit_s / step_s).floor() as u64;
+    let save_sooner = if sooner >= 1 {
+        format!("save sooner (--set checkpoint.save_interval={sooner}), ")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the trainer first saves a checkpoint at iteration {first}, about {} in at the estimated {step_s:.1} s per step, after the job's time limit {limit}: a run that reaches the limit ends with nothing saved; {save_sooner}give a longer --time, or let the preemption plugin save on Slurm's signal (--plugin preemption)",
+        hours(at_s)
+    ))
+}
+
+/// `7.9 h`, `45 min`.
+fn hours(s: f64) -> String {
+    if s >= 5400.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.0} min", s / 60.0)
+    }
+}

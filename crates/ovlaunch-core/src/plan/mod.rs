@@ -146,6 +146,11 @@ pub struct Plan {
     pub invariants: Vec<Invariant>,
     pub decisions: Vec<Decision>,
     pub warnings: Vec<String>,
+    /// The iteration of the trainer's first checkpoint, where nothing else saves one when
+    /// the job is cut short (`resolve::first_checkpoint`): what the launch weighs against
+    /// the job's time limit. Read from the sections above, so not stated again.
+    #[serde(skip)]
+    pub first_checkpoint: Option<u64>,
 }
 
 impl Plan {

@@ -8,7 +8,9 @@
 //! - Slurm rewrites `root.path` to `BUNDLE/rootfs`, replaces `process.args` with the step's
 //!   command and appends the step's environment to `process.env` (slurmstepd's container
 //!   setup); the bundle's `rootfs` entry therefore points at the image's root filesystem.
-//! - From a site's own bundle (`base`), everything is kept and only mounts are added; the
+//! - From a site's own bundle (`base`), everything is kept but what the user asked for the
+//!   ranks' container: the mounts are added, `--container-workdir` sets `process.cwd` and
+//!   `--container-readonly` a read-only root ([`with_user_settings`]); the
 //!   default configuration shares the host's network, IPC and PID namespaces (NCCL needs
 //!   them across ranks) and binds the host's `/dev`, `/sys` and `/dev/shm`, so GPUs and
 //!   fabric devices are visible without runtime hooks.
@@ -32,9 +34,11 @@ pub struct Mount {
 pub fn parse_mount(text: &str) -> Result<Mount> {
     let parts: Vec<&str> = text.split(':').collect();
     let bad = || {
-        Error::usage(format!("container mount `{text}` is not SRC[:DST[:ro|rw]]"))
-            .at_flag("--container-mount")
-            .help("write e.g. /lustre/data:/data:ro (absolute paths, no commas)")
+        Error::usage(format!(
+            "container mount `{text}` is not SRC[:DST[:ro|rw]] with absolute paths, the mounts an OCI bundle takes (--container-runtime oci)"
+        ))
+        .at_flag("--container-mount")
+        .help("write e.g. /lustre/data:/data:ro; `tmpfs`, `umount`, relative paths and enroot's other flags are pyxis's (--container-runtime pyxis)")
     };
     if parts.len() > 3 || text.contains(',') {
         return Err(bad());
@@ -126,6 +130,37 @@ pub fn with_job_mounts(mut base: Value, job_dir: &str, mounts: &[Mount]) -> Resu
     add(bind(job_dir, job_dir, false));
     for m in mounts {
         add(bind(&m.source, &m.destination, m.readonly));
+    }
+    Ok(base)
+}
+
+/// A site bundle's `base` with the user's working directory (`process.cwd`) and, when asked, a
+/// read-only root (`root.readonly`); the site's own values stay where the user said nothing.
+pub fn with_user_settings(mut base: Value, workdir: Option<&str>, readonly: bool) -> Result<Value> {
+    let not_object = |what: &str| {
+        Error::usage(format!(
+            "`{what}` in the bundle's config.json is not a JSON object"
+        ))
+        .at_flag("--container-image")
+    };
+    let Some(obj) = base.as_object_mut() else {
+        return Err(not_object("the file"));
+    };
+    if let Some(w) = workdir {
+        let process = obj.entry("process").or_insert_with(|| json!({}));
+        let Some(process) = process.as_object_mut() else {
+            return Err(not_object("process"));
+        };
+        process.insert("cwd".into(), Value::String(w.to_string()));
+    }
+    if readonly {
+        let root = obj
+            .entry("root")
+            .or_insert_with(|| json!({"path": "rootfs"}));
+        let Some(root) = root.as_object_mut() else {
+            return Err(not_object("root"));
+        };
+        root.insert("readonly".into(), Value::Bool(true));
     }
     Ok(base)
 }

@@ -62,6 +62,12 @@ impl<'a> Known<'a> {
         self.num(path).map(|x| x != 0.0)
     }
 
+    /// Whether the recipe's function leaves the field for its Bridge to derive from the
+    /// working directory at run time (a checkpoint or log directory: a path, so set).
+    pub(super) fn derived(&self, path: &str) -> bool {
+        self.0.get(path).is_none() && self.1.holds().is_some_and(|h| h.derived.contains(&path))
+    }
+
     pub(super) fn text(&self, path: &str) -> Option<String> {
         self.get(path)?.as_str().map(str::to_string)
     }

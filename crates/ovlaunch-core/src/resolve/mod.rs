@@ -412,6 +412,7 @@ fn resolve_picked(
         env_stage(inp, picked, plugins, &l, moe_at_run_time.as_deref(), &mut t).map_err(located)?;
     let cfg = l.cfg;
     Ok(Plan {
+        first_checkpoint: first_checkpoint(trainer_call.is_some(), &cfg.bridge, holder, &cfg.train),
         recipe: recipe_info(
             (outer.recipe, inp.recipe),
             &choice,
@@ -442,6 +443,49 @@ fn resolve_picked(
         decisions: t.decisions,
         warnings: t.warnings,
     })
+}
+
+/// The iteration at which Bridge's training loop (Bridge's runner: `runs_bridge`) first
+/// saves a checkpoint, where nothing else saves one when the run is cut short: `checkpoint.save` in force (set, held, or
+/// derived from the working directory), then the first of `checkpoint.save_interval`,
+/// `checkpoint.non_persistent_save_interval` and the end of training
+/// (`training/train.py`: `checkpoint_and_decide_exit`, and the final save after the loop,
+/// which `save_interval: 0` turns off). `None` where no checkpoint is saved, the step count
+/// is not known, or `train.exit_signal_handler` / `train.exit_duration_in_mins` save one
+/// on the way out.
+fn first_checkpoint(
+    runs_bridge: bool,
+    sections: &crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    train: &crate::config::TrainConfig,
+) -> Option<u64> {
+    use crate::config::bridge::paths::CHECKPOINT;
+    let k = known::Known::new(sections, holder);
+    let saves = k.derived(CHECKPOINT.save) || k.truthy(CHECKPOINT.save) == Some(true);
+    // Bridge's recipes leave `exit_duration_in_mins` unset; a user sets it as an unplanned
+    // field of `train`.
+    let exits_saving = train.exit_signal_handler
+        || train
+            .unplanned
+            .get("exit_duration_in_mins")
+            .and_then(serde_json::Value::as_f64)
+            .is_some_and(|m| m > 0.0);
+    if !runs_bridge || !saves || exits_saving {
+        return None;
+    }
+    let every = |path: &str| k.num(path).filter(|n| *n >= 1.0).map(|n| n as u64);
+    let interval = every(CHECKPOINT.save_interval);
+    let last = train
+        .train_iters
+        .filter(|_| k.num(CHECKPOINT.save_interval) != Some(0.0));
+    [
+        interval,
+        every(CHECKPOINT.non_persistent_save_interval),
+        last,
+    ]
+    .into_iter()
+    .flatten()
+    .min()
 }
 
 /// What the plan says of its recipe: the user's (`outer`, as they named it) over the recipe
