@@ -496,9 +496,10 @@ fn cancel_stops_a_running_local_run() {
         stop_all(ovlaunch.id());
     }
     assert!(o.status.success(), "{}", common::stderr(&o));
+    let pid = read_json(&job.join("submission.json"))["local_run"]["pid"].clone();
     assert_eq!(
         common::stdout(&o),
-        "sent SIGCONT to job - (tiny-cpux1); it was not cancelled\n"
+        format!("sent SIGCONT to job local:{pid} (tiny-cpux1); it was not cancelled\n")
     );
     assert!(still, "the run went on after SIGCONT");
     let o = Command::new(common::bin())
@@ -509,7 +510,6 @@ fn cancel_stops_a_running_local_run() {
         stop_all(ovlaunch.id());
     }
     assert!(o.status.success(), "{}", common::stderr(&o));
-    let pid = read_json(&job.join("submission.json"))["local_run"]["pid"].clone();
     assert_eq!(
         common::stdout(&o),
         format!("cancelled job local:{pid} (tiny-cpux1)\n")
