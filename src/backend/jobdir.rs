@@ -455,6 +455,18 @@ fn rename_noreplace(parent_fd: &OwnedFd, from: &str, to: &str) -> nix::Result<()
 /// a symlink): a record of a few hundred bytes fits in the blocks the old one holds, and a
 /// job Slurm has queued must not lose its record.
 pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
+    put(dir, name, contents, true).map(|_| ())
+}
+
+/// Creates a file in an existing job directory, complete or not at all, unless something
+/// already has its name: the temporary file of [`write_file`] linked to the name (`linkat`,
+/// which never replaces, on every filesystem). `false`: the name was taken, nothing was
+/// written. Of several processes creating the same name at once, exactly one gets `true`.
+pub fn write_new_file(dir: &Path, name: &str, contents: &str) -> Result<bool> {
+    put(dir, name, contents, false)
+}
+
+fn put(dir: &Path, name: &str, contents: &str, replace: bool) -> Result<bool> {
     let path = dir.join(name);
     let dir_fd = nix::fcntl::open(
         dir,
@@ -463,7 +475,14 @@ pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
     )
     .map_err(|e| io_err("open", dir, &e.into()))?;
     let tmp = format!(".{name}.{:x}.tmp", std::process::id() as u64 ^ rand64());
-    let write = || -> std::io::Result<()> {
+    let remove_tmp = || {
+        let _ = nix::unistd::unlinkat(
+            &dir_fd,
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+    };
+    let write = || -> std::io::Result<bool> {
         let fd = openat(
             &dir_fd,
             tmp.as_str(),
@@ -474,7 +493,23 @@ pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
         let mut f = fs::File::from(fd);
         f.write_all(contents.as_bytes())?;
         f.sync_all()?;
-        Ok(nix::fcntl::renameat(&dir_fd, tmp.as_str(), &dir_fd, name)?)
+        if replace {
+            nix::fcntl::renameat(&dir_fd, tmp.as_str(), &dir_fd, name)?;
+            return Ok(true);
+        }
+        let linked = nix::unistd::linkat(
+            &dir_fd,
+            tmp.as_str(),
+            &dir_fd,
+            name,
+            nix::fcntl::AtFlags::empty(),
+        );
+        remove_tmp();
+        match linked {
+            Ok(()) => Ok(true),
+            Err(Errno::EEXIST) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     };
     let in_place = || -> std::io::Result<()> {
         let fd = openat(
@@ -488,20 +523,18 @@ pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<()> {
         f.set_len(contents.len() as u64)?;
         f.sync_all()
     };
-    write()
-        .or_else(|e| {
-            let _ = nix::unistd::unlinkat(
-                &dir_fd,
-                tmp.as_str(),
-                nix::unistd::UnlinkatFlags::NoRemoveDir,
-            );
-            if e.raw_os_error() == Some(nix::libc::ENOSPC) && path.exists() {
-                in_place()
+    match write() {
+        Ok(done) => Ok(done),
+        Err(e) => {
+            remove_tmp();
+            if replace && e.raw_os_error() == Some(nix::libc::ENOSPC) && path.exists() {
+                in_place().map(|()| true)
             } else {
                 Err(e)
             }
-        })
-        .map_err(|e| io_err("write", &path, &e))
+        }
+    }
+    .map_err(|e| io_err("write", &path, &e))
 }
 
 fn rand64() -> u64 {

@@ -181,9 +181,10 @@ impl Backend for Local {
 
     /// A run still going (its recorded process, the same pid and start time) gets SIGTERM:
     /// the script's bash became torchrun (`exec`), whose agent stops its workers on it and
-    /// exits, and the ovlaunch that ran it records the exit code. A run that ended (or whose
+    /// exits, and the ovlaunch that ran it records the exit code; with `signal`, that signal
+    /// instead, and the run goes on unless the signal ends it. A run that ended (or whose
     /// process is gone) is reported as such, nothing sent.
-    fn cancel(&self, rec: &Submission) -> Result<super::Cancelled> {
+    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<super::Cancelled> {
         use nix::sys::signal::{Signal, kill};
         use nix::unistd::Pid;
         let running = rec.exit_code.is_none() && rec.local_run.is_some_and(alive);
@@ -192,13 +193,23 @@ impl Backend for Local {
         };
         let pid = i32::try_from(run.pid)
             .map_err(|_| Error::runtime(format!("the recorded pid {} is not a pid", run.pid)))?;
-        kill(Pid::from_raw(pid), Signal::SIGTERM).map_err(|e| {
+        let sent = match signal {
+            None => Signal::SIGTERM,
+            Some(s) => format!("SIG{s}")
+                .parse::<Signal>()
+                .map_err(|_| Error::usage(format!("`{s}` is not a signal")).at_flag("--signal"))?,
+        };
+        kill(Pid::from_raw(pid), sent).map_err(|e| {
             Error::runtime(format!(
-                "cannot stop job {}'s run (pid {pid}): {e}",
+                "cannot send {} to job {}'s run (pid {pid}): {e}",
+                sent.as_str(),
                 rec.job_name
             ))
         })?;
-        Ok(super::Cancelled::Now)
+        Ok(match signal {
+            None => super::Cancelled::Now,
+            Some(_) => super::Cancelled::Signalled,
+        })
     }
 
     /// The run's output file; with `follow`, read as it grows until the record holds the

@@ -155,8 +155,14 @@ pub enum Started {
 pub enum Cancelled {
     /// The job was pending or running; the scheduler accepted the cancellation.
     Now,
+    /// The job was pending or running; the scheduler accepted the signal for its running
+    /// step (the job goes on).
+    Signalled,
     /// The job had already ended in this state; nothing was sent.
     AlreadyEnded(JobStatus),
+    /// The job had already ended, and the scheduler no longer says in which state (it left
+    /// its memory, and no accounting or completion log has it); nothing was sent.
+    Forgotten,
 }
 
 /// Where output goes (the CLI's stdout).
@@ -179,9 +185,12 @@ pub trait Backend {
     fn foreground(&self) -> bool {
         false
     }
-    /// The job's state now.
+    /// The job's state now. A backend whose scheduler could not answer gives its later
+    /// questions the same error at once (one backend asks about many jobs in `list`).
     fn status(&self, rec: &Submission) -> Result<JobStatus>;
-    fn cancel(&self, rec: &Submission) -> Result<Cancelled>;
+    /// Cancels the job; with `signal` (a signal name without `SIG`), sends it to the job's
+    /// running step instead.
+    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<Cancelled>;
     /// The job's output so far; with `follow`, also what arrives until the job ends.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()>;
     /// Whether the job directory `dir` no longer exists (a refused submission removed it).
@@ -395,8 +404,11 @@ pub fn submit(
 }
 
 /// Submits a job directory `render` wrote (its launch script and plan as they are) with
-/// `executor`, recording the submission in it. A job the scheduler refuses leaves the
-/// directory as it was (only the record is removed), so it can be submitted again.
+/// `executor`, recording the submission in it. The record is created before the scheduler is
+/// asked, and only where there is none ([`jobdir::write_new_file`]): of submits of one
+/// directory at once, one schedules the job and the others are refused
+/// ([`already_submitted`]). A job the scheduler refuses leaves the directory as it was (only
+/// the record is removed), so it can be submitted again.
 pub fn submit_rendered(
     executor: Executor,
     dir: &Path,
@@ -412,7 +424,9 @@ pub fn submit_rendered(
         undo: Undo::Record,
     };
     let guard = signals::Deferred::install();
-    write_record(dir, &rec)?;
+    if !jobdir::write_new_file(dir, layout::SUBMISSION, &record_text(&rec)?)? {
+        return Err(already_submitted(dir));
+    }
     if backend.foreground() {
         drop(guard);
         return backend.schedule(dir, &script, &mut rec, how);
@@ -424,6 +438,39 @@ pub fn submit_rendered(
         );
     }
     Ok(started)
+}
+
+/// The refusal of `submit DIR` for a directory that holds a submission record; one that
+/// holds only the intent (a submit of it under way, or one interrupted around `sbatch`: the
+/// record cannot tell which) says how to find out whether Slurm queued it, and how to submit
+/// the directory again if not.
+pub fn already_submitted(dir: &Path) -> Error {
+    let path = dir.join(layout::SUBMISSION);
+    if let Ok(rec) = record::read(dir)
+        && rec.state == record::RecordState::Submitting
+    {
+        return Error::usage(format!(
+            "{} was already submitted, and Slurm's answer is not recorded yet in {}: a submit of it is under way, or one was interrupted",
+            dir.display(),
+            path.display()
+        ))
+        .at_flag("DIR")
+        .help(format!(
+            "`ovlaunch status {}` asks Slurm whether the job was queued; if nothing was and no submit of it is running, remove {} and submit the directory again",
+            dir.display(),
+            path.display()
+        ));
+    }
+    Error::usage(format!(
+        "{} was already submitted (it has {})",
+        dir.display(),
+        layout::SUBMISSION
+    ))
+    .at_flag("DIR")
+    .help(format!(
+        "`ovlaunch status {}` shows it; to run the same job again, submit the command in its script's `reproduce:` line",
+        dir.display()
+    ))
 }
 
 /// The record of a submission about to start: the intent, before the backend answers.

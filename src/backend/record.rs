@@ -202,6 +202,7 @@ pub fn found_on(host: &dyn Host, dir: &Path) -> Result<Found> {
         Some(l) => Ok(Found {
             dir: l.dir.clone(),
             record: Some(verify(host, &l)?),
+            refused: None,
             listing: l,
         }),
         None => Err(Error::usage(format!(
@@ -284,7 +285,7 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
             rec.job_dir.escape_debug(),
         ))
         .at_flag("JOB")
-        .help("the record was edited, or the job directory was moved after submitting; ovlaunch does not act on it (Slurm knows the job by the directory it was submitted from)"));
+        .help("the record was edited, or the job directory was moved or copied after submitting; ovlaunch does not act on it (Slurm knows the job by the directory it was submitted from)"));
     }
     if let Some(target) = host.remote() {
         rec.host = Some(target.to_string());
@@ -321,12 +322,16 @@ fn list_on(host: &dyn Host, root: &Path) -> Vec<(PathBuf, Submission)> {
     out
 }
 
-/// A job directory under a jobs root: submitted (it has a record) or only rendered (a
-/// launch script and no record), with what was read of it.
+/// A job directory under a jobs root: submitted (it has a record), only rendered (a
+/// launch script and no record), or holding a record that is refused, with what was read of
+/// it.
 #[derive(Debug, Clone)]
 pub struct Found {
     pub dir: PathBuf,
     pub record: Option<Submission>,
+    /// Why its record is not obeyed (damaged, another user's, naming another directory):
+    /// [`read_on`]'s refusal. The directory is then neither submitted nor rendered.
+    pub refused: Option<Error>,
     /// Its record, plan and launch scripts as read.
     pub listing: Listing,
 }
@@ -347,8 +352,8 @@ fn has_script(l: &Listing) -> bool {
         .any(|s| matches!(l.file(s), Some(Seen::File { .. })))
 }
 
-/// Every job directory directly under `root` on this machine, submitted or rendered, by
-/// name. A record that cannot be read leaves its directory out (`status` on it says why).
+/// Every job directory directly under `root` on this machine, submitted, rendered or with a
+/// refused record (`Found::refused` says why), by name.
 pub fn scan(root: &Path) -> Vec<Found> {
     scan_on(&Local, root).unwrap_or_default()
 }
@@ -360,15 +365,21 @@ pub fn scan_on(host: &dyn Host, root: &Path) -> Result<Vec<Found>> {
         .into_iter()
         .filter_map(|l| {
             if l.file(FILE).is_some() {
-                verify(host, &l).ok().map(|r| Found {
+                let (record, refused) = match verify(host, &l) {
+                    Ok(r) => (Some(r), None),
+                    Err(e) => (None, Some(e)),
+                };
+                Some(Found {
                     dir: l.dir.clone(),
-                    record: Some(r),
+                    record,
+                    refused,
                     listing: l,
                 })
             } else if has_script(&l) {
                 Some(Found {
                     dir: l.dir.clone(),
                     record: None,
+                    refused: None,
                     listing: l,
                 })
             } else {
@@ -382,7 +393,8 @@ pub fn scan_on(host: &dyn Host, root: &Path) -> Result<Vec<Found>> {
 const FIND_HELP: &str = "give a job id, job name or job directory (as `submit` printed it); `ovlaunch list` shows them (see --jobs-root)";
 
 /// Finds a job by directory path, job id, job name or job directory name under `root`. A job
-/// name submitted several times names its latest submission.
+/// name submitted several times names its latest submission. A Slurm id of a part of a job
+/// (a step, an array task, a heterogeneous component) is refused, naming the job's own id.
 pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     // A path through a symbolic link names the directory it leads to, whose record is the
     // one checked.
@@ -469,11 +481,37 @@ fn find_in(
             .help(FIND_HELP)
         });
     }
+    if let Some((id, rec)) = part_of(&jobs, key) {
+        return Err(Error::usage(format!(
+            "`{key}` is a part of Slurm job {id} ({}): ovlaunch follows whole jobs, not a job's steps, array tasks or heterogeneous components",
+            rec.job_name
+        ))
+        .at_flag("JOB")
+        .help(format!("give the job's own id: `ovlaunch status {id}`")));
+    }
     Err(
         Error::usage(format!("no job `{key}` under {}", root.display()))
             .at_flag("JOB")
             .help(FIND_HELP),
     )
+}
+
+/// The job among `jobs` that a Slurm id of one of its parts names, as `squeue`, `sacct` and
+/// `scontrol` print them: a step (`ID.batch`, `ID.extern`, `ID.0`), an array task (`ID_3`)
+/// or a heterogeneous job's component (`ID+1`, `ID+1.0`).
+fn part_of<'a>(
+    jobs: &'a [(PathBuf, Submission)],
+    key: &'a str,
+) -> Option<(&'a str, &'a Submission)> {
+    let digits = key.bytes().take_while(u8::is_ascii_digit).count();
+    let (id, rest) = key.split_at(digits);
+    let part = rest.len() > 1 && matches!(rest.as_bytes()[0], b'.' | b'_' | b'+');
+    if id.is_empty() || !part {
+        return None;
+    }
+    jobs.iter()
+        .find(|(_, s)| s.job_id.as_ref().map(JobId::as_str) == Some(id))
+        .map(|(_, s)| (id, s))
 }
 
 #[cfg(test)]

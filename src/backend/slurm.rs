@@ -9,6 +9,7 @@
 //! that holds only the intent (the submit was interrupted around `sbatch`) is reconciled by
 //! asking Slurm for a pending or running job of its name and directory.
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -24,21 +25,42 @@ use crate::render::launch::{ContainerRuntime, LaunchMode, LaunchSpec};
 /// Runs jobs through `sbatch`, `scontrol`/`sacct` and `scancel` on its [`Host`].
 pub struct Slurm {
     pub host: Box<dyn Host>,
+    /// Why `scontrol` could not answer, once it could not (the controller down or
+    /// unreachable, or the tool timed out): this backend's later questions about a job get
+    /// the same answer at once instead of waiting as long again (`list` asks about every
+    /// job through one backend).
+    unanswered: RefCell<Option<Error>>,
 }
 
 impl Slurm {
+    /// Slurm on `host`.
+    pub fn on(host: Box<dyn Host>) -> Slurm {
+        Slurm {
+            host,
+            unanswered: RefCell::new(None),
+        }
+    }
+
     /// Slurm on this machine.
     pub fn local() -> Slurm {
-        Slurm {
-            host: Box::new(Local),
+        Slurm::on(Box::new(Local))
+    }
+
+    /// [`job_info`], or at once the reason `scontrol` did not answer an earlier question.
+    fn job_info(&self, id: &JobId) -> Result<Option<JobInfo>> {
+        if let Some(e) = self.unanswered.borrow().as_ref() {
+            return Err(e.clone());
         }
+        job_info(&*self.host, id).inspect_err(|e| {
+            *self.unanswered.borrow_mut() = Some(e.clone());
+        })
     }
 }
 
 /// The Slurm backend in the registry (`backend::BACKENDS`).
 pub const ENTRY: Entry = Entry {
     executor: Executor::Slurm,
-    on: |host| Box::new(Slurm { host }),
+    on: |host| Box::new(Slurm::on(host)),
     check,
 };
 
@@ -88,12 +110,14 @@ impl Backend for Slurm {
 
     fn status(&self, rec: &Submission) -> Result<JobStatus> {
         let host = &*self.host;
-        status(host, &job_id(host, rec)?, &expected(rec))
+        let id = job_id(host, rec)?;
+        let info = self.job_info(&id)?;
+        status_of(host, &id, &expected(rec), info)
     }
 
-    fn cancel(&self, rec: &Submission) -> Result<Cancelled> {
+    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<Cancelled> {
         let host = &*self.host;
-        cancel(host, &job_id(host, rec)?, &expected(rec))
+        cancel(host, &job_id(host, rec)?, &expected(rec), signal)
     }
 
     /// Reads `slurm-JOBID.out`; with `follow`, keeps reading what is appended to it (a file
@@ -118,12 +142,7 @@ impl Backend for Slurm {
             let found = tail.read(&path, out)?;
             if !follow {
                 if !found {
-                    return Err(Error::runtime(format!(
-                        "no output yet at {}{}",
-                        path.display(),
-                        host.on()
-                    ))
-                    .help("the job may still be pending; try --follow"));
+                    return Err(no_output(host, &id, rec, &path));
                 }
                 return Ok(());
             }
@@ -135,6 +154,29 @@ impl Backend for Slurm {
             }
             std::thread::sleep(FOLLOW_READ);
         }
+    }
+}
+
+/// Why job `id` has no output file at `path`, by its state: a job that ended has none
+/// (Slurm creates the file when the job starts: one cancelled or failed before it started
+/// never had one), a pending job none yet. When Slurm cannot say, both are possible.
+fn no_output(host: &dyn Host, id: &JobId, rec: &Submission, path: &Path) -> Error {
+    let at = format!("{}{}", path.display(), host.on());
+    match status(host, id, &expected(rec)) {
+        Ok(st) if st.phase.is_final() => Error::runtime(format!(
+            "job {id} ({}) ended {} and left no output at {at}",
+            rec.job_name, st.slurm_state
+        ))
+        .help("Slurm creates the file when the job starts: a job cancelled or failed before it started has none, and one removed since is gone"),
+        Ok(st) => Error::runtime(format!(
+            "no output yet at {at}: job {id} ({}) is {}{}",
+            rec.job_name,
+            st.slurm_state,
+            st.reason.map(|r| format!(" ({r})")).unwrap_or_default()
+        ))
+        .help("`ovlaunch logs --follow` prints it as it arrives"),
+        Err(_) => Error::runtime(format!("no output yet at {at}"))
+            .help("the job may still be pending; try --follow"),
     }
 }
 
@@ -235,6 +277,7 @@ fn expected(rec: &Submission) -> Expected<'_> {
     Expected {
         job_name: &rec.job_name,
         job_dir: &rec.job_dir,
+        cluster: rec.cluster.as_deref(),
     }
 }
 
@@ -257,7 +300,14 @@ fn job_id(host: &dyn Host, rec: &Submission) -> Result<JobId> {
             "the submission of {} was interrupted before Slurm queued it: no pending or running job {} from that directory",
             rec.job_dir, rec.job_name
         ))
-        .help("nothing is queued; submit again")),
+        .help(match host.remote() {
+            Some(_) => "nothing is queued; submit again".to_string(),
+            None => format!(
+                "nothing is queued: remove {} and `ovlaunch submit {}` submits the directory as it is",
+                Path::new(&rec.job_dir).join(layout::SUBMISSION).display(),
+                rec.job_dir
+            ),
+        })),
     }
 }
 
@@ -487,6 +537,9 @@ fn slurm_down(tool: &str, stderr: &str) -> Error {
 pub struct Expected<'a> {
     pub job_name: &'a str,
     pub job_dir: &'a str,
+    /// The cluster the job was submitted to (`ClusterName`), when Slurm told: a Slurm of
+    /// another cluster that does not know the id says nothing about the job.
+    pub cluster: Option<&'a str>,
 }
 
 fn reused(id: &JobId, what: &str) -> Error {
@@ -503,7 +556,51 @@ fn reused(id: &JobId, what: &str) -> Error {
 /// the id now belongs to another job. A controller that does not answer, or a job no source
 /// knows, is an error (exit 1) with the reason.
 pub fn status(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
-    if let Some(info) = job_info(host, id)? {
+    status_of(host, id, expect, job_info(host, id)?)
+}
+
+/// [`status`] from what `scontrol` answered (`None`: it does not know the job).
+fn status_of(
+    host: &dyn Host,
+    id: &JobId,
+    expect: &Expected<'_>,
+    info: Option<JobInfo>,
+) -> Result<JobStatus> {
+    lookup(host, id, expect, info)?.ok_or_else(|| {
+        other_cluster(host, id, expect).unwrap_or_else(|| {
+            Error::runtime(format!(
+                "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
+            ))
+            .help("its output is in the job directory")
+        })
+    })
+}
+
+/// When the Slurm reached here is another cluster than the one the job was submitted to
+/// (the record's `ClusterName`), the error saying so: its not knowing the id says nothing
+/// about the job.
+fn other_cluster(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Option<Error> {
+    let want = expect.cluster?;
+    let here = cluster_name(host)?;
+    (here != want).then(|| {
+        Error::runtime(format!(
+            "job {id} ({}) was submitted to Slurm cluster {want}; the Slurm reached here is cluster {here}, which does not know the job",
+            expect.job_name
+        ))
+        .help(format!(
+            "run the command where Slurm's configuration (SLURM_CONF) names cluster {want}"
+        ))
+    })
+}
+
+/// [`status_of`], with `None` for a job no source knows.
+fn lookup(
+    host: &dyn Host,
+    id: &JobId,
+    expect: &Expected<'_>,
+    info: Option<JobInfo>,
+) -> Result<Option<JobStatus>> {
+    if let Some(info) = info {
         if !info.is(expect) {
             let name = info.get("JobName").unwrap_or_default();
             let dir = info.get("WorkDir").unwrap_or_default();
@@ -521,7 +618,7 @@ pub fn status(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<JobS
         if st.restarts.is_some_and(|r| r > 0) && !st.phase.is_final() {
             st.requeued_after = previous_run(host, id);
         }
-        return Ok(st);
+        return Ok(Some(st));
     }
     if tool(host, "sacct").is_ok() {
         // Accounting first; without an accounting database, a job-completion log
@@ -550,19 +647,16 @@ pub fn status(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<JobS
             if name != expect.job_name || dir != expect.job_dir {
                 return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
             }
-            return Ok(JobStatus::new(
+            return Ok(Some(JobStatus::new(
                 id.as_str(),
                 state,
                 Some(exit.to_string()),
                 source,
                 None,
-            ));
+            )));
         }
     }
-    Err(Error::runtime(format!(
-        "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
-    ))
-    .help("its output is in the job directory"))
+    Ok(None)
 }
 
 /// How the last ended run of a requeued job ended (`NODE_FAIL`, `PREEMPTED`, ...), from the
@@ -650,24 +744,51 @@ fn starts_with_key(s: &str) -> bool {
 }
 
 /// Cancels the recorded job, after checking that Slurm's job with this id is it. `scancel`
-/// also gets the job name as a filter, so a job that took the id in between is not hit.
-pub fn cancel(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<Cancelled> {
-    let st = status(host, id, expect)?;
+/// also gets the job name as a filter, so a job that took the id in between is not hit. A
+/// job Slurm no longer knows anywhere has ended ([`Cancelled::Forgotten`]), unless the
+/// Slurm asked is another cluster than the record's. With `signal`,
+/// `scancel --signal` sends it to the running job's steps (not the batch shell) and the job
+/// goes on; a pending job has none, which is said.
+pub fn cancel(
+    host: &dyn Host,
+    id: &JobId,
+    expect: &Expected<'_>,
+    signal: Option<&str>,
+) -> Result<Cancelled> {
+    // The controller holds every pending and running job: one that neither it nor a log
+    // knows any more has ended.
+    let Some(st) = lookup(host, id, expect, job_info(host, id)?)? else {
+        return match other_cluster(host, id, expect) {
+            Some(e) => Err(e),
+            None => Ok(Cancelled::Forgotten),
+        };
+    };
     if st.phase.is_final() {
         return Ok(Cancelled::AlreadyEnded(st));
     }
+    if let Some(sig) = signal
+        && st.phase == super::state::Phase::Pending
+    {
+        return Err(Error::runtime(format!(
+            "job {id} ({}) is {}: it has no running step to send SIG{sig} to",
+            expect.job_name, st.slurm_state
+        ))
+        .help("send it once the job runs (`ovlaunch status` tells), or cancel it without --signal"));
+    }
     let name = format!("--jobname={}", expect.job_name);
-    let out = run(
-        host,
-        "scancel",
-        &[name.as_str(), id.as_str()],
-        None,
-        QUERY_LIMIT,
-    )?;
+    let sent = signal.map(|s| format!("--signal={s}"));
+    let mut args = vec![name.as_str()];
+    args.extend(sent.as_deref());
+    args.push(id.as_str());
+    let out = run(host, "scancel", &args, None, QUERY_LIMIT)?;
     if !out.ok {
         return Err(slurm_down("scancel", &out.stderr));
     }
-    Ok(Cancelled::Now)
+    Ok(if signal.is_some() {
+        Cancelled::Signalled
+    } else {
+        Cancelled::Now
+    })
 }
 
 #[cfg(test)]

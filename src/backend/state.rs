@@ -52,6 +52,8 @@ pub struct JobStatus {
     pub job_id: String,
     pub slurm_state: String,
     pub phase: Phase,
+    /// How the job ended (Slurm's `EXIT:SIGNAL`); `None` while it is pending or running,
+    /// where Slurm's `0:0` says nothing yet.
     pub exit_code: Option<String>,
     /// Slurm's reason for the state (`NodeFail`, `BeginTime`, `Resources`, ...).
     pub reason: Option<String>,
@@ -63,7 +65,8 @@ pub struct JobStatus {
 }
 
 impl JobStatus {
-    /// A status whose phase comes from the one state table.
+    /// A status whose phase comes from the one state table; an exit code is kept unless the
+    /// job is pending or running.
     pub fn new(
         job_id: &str,
         state: &str,
@@ -71,11 +74,12 @@ impl JobStatus {
         source: &str,
         restarts: Option<u32>,
     ) -> Self {
+        let phase = phase(state);
         Self {
             job_id: job_id.to_string(),
             slurm_state: state.to_string(),
-            phase: phase(state),
-            exit_code,
+            phase,
+            exit_code: exit_code.filter(|_| !matches!(phase, Phase::Pending | Phase::Running)),
             reason: None,
             requeued_after: None,
             source: source.into(),

@@ -1,5 +1,6 @@
-//! `ovlaunch cancel JOB`: only the recorded job (its backend checks first that the
-//! scheduler's job is it), and a job that has already ended is reported as such.
+//! `ovlaunch cancel JOB [--signal SIGNAL]`: only the recorded job (its backend checks first
+//! that the scheduler's job is it), and a job that has already ended is reported as such.
+//! With `--signal`, the job's running step gets the signal and the job is not cancelled.
 
 use super::Printer;
 use super::jobs::JobArgs;
@@ -7,29 +8,62 @@ use super::output::{Cancelled as CancelledOut, OutputArg};
 use crate::backend::{self, Cancelled};
 use crate::error::Result;
 
-pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
+/// A signal as `--signal` takes it: one of this system's signal names, with or without
+/// `SIG` (`USR1`, `SIGUSR1`, `usr1`), or its number; the name without `SIG` is what
+/// `scancel --signal` is given.
+pub fn parse_signal(word: &str) -> std::result::Result<String, String> {
+    use nix::sys::signal::Signal;
+    let upper = word.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let signal = match word.parse::<i32>() {
+        Ok(n) => Signal::try_from(n).ok(),
+        Err(_) => format!("SIG{name}").parse::<Signal>().ok(),
+    };
+    match signal {
+        Some(s) => Ok(s.as_str().trim_start_matches("SIG").to_string()),
+        None => Err(format!(
+            "`{}` is not a signal: give a name such as USR1, TERM or INT (`kill -l` lists them), or its number",
+            word.escape_debug()
+        )),
+    }
+}
+
+pub fn run(p: &Printer, args: &JobArgs, signal: Option<&str>, out: OutputArg) -> Result<i32> {
     let (_, rec) = args.find()?;
     let id = rec.shown_id();
     let shown = id.clone().unwrap_or_else(|| "-".into());
-    let answer = backend::of(&rec)?.cancel(&rec)?;
+    let answer = backend::of(&rec)?.cancel(&rec, signal)?;
     if out.json() {
         let ended_state = match &answer {
-            Cancelled::Now => None,
             Cancelled::AlreadyEnded(st) => Some(st.slurm_state.clone()),
+            Cancelled::Now | Cancelled::Signalled | Cancelled::Forgotten => None,
         };
         p.json(&CancelledOut {
             job_id: id,
             job_name: rec.job_name.clone(),
-            cancelled: ended_state.is_none(),
+            cancelled: answer == Cancelled::Now,
+            signal: signal
+                .filter(|_| answer == Cancelled::Signalled)
+                .map(str::to_string),
             ended_state,
         })?;
         return Ok(0);
     }
+    let what = if signal.is_some() { "signal" } else { "cancel" };
     match answer {
         Cancelled::Now => p.data(&format!("cancelled job {shown} ({})\n", rec.job_name))?,
+        Cancelled::Signalled => p.data(&format!(
+            "sent SIG{} to job {shown} ({}); it was not cancelled\n",
+            signal.unwrap_or_default(),
+            rec.job_name
+        ))?,
         Cancelled::AlreadyEnded(st) => p.data(&format!(
-            "job {} ({}) had already ended: {}; nothing to cancel\n",
+            "job {} ({}) had already ended: {}; nothing to {what}\n",
             st.job_id, rec.job_name, st.slurm_state
+        ))?,
+        Cancelled::Forgotten => p.data(&format!(
+            "job {shown} ({}) had already ended: Slurm no longer lists it, and no accounting or job-completion log says how it ended; nothing to {what}\n",
+            rec.job_name
         ))?,
     }
     Ok(0)

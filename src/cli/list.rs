@@ -1,15 +1,17 @@
 //! `ovlaunch list`: the jobs under the jobs root, rendered and submitted, oldest first: name,
 //! id, state, submit time, GPUs and recipe, with a header (`-o json`: one object per job).
-//! A submitted job's state is its backend's answer (one query per Slurm job); a job Slurm
-//! cannot answer for shows `unknown` and the reason goes to stderr once.
+//! A submitted job's state is its backend's answer (one query per Slurm job; once Slurm could
+//! not answer, the rest are not asked); a job Slurm cannot answer for shows `unknown` and
+//! the reason goes to stderr once. A directory whose record is refused (damaged, another
+//! user's, naming another directory) is left out, and stderr names its record and why.
 
 use std::path::Path;
 
 use super::Printer;
 use super::jobs::Place;
 use super::output::{Listed, OutputArg};
-use crate::backend::record::{self, Found, RecordState};
-use crate::backend::{self, state::Phase};
+use crate::backend::record::{self, Found, RecordState, Submission};
+use crate::backend::{self, Backend, JobStatus, state::Phase};
 use crate::error::Result;
 
 /// What the job directory's plan says: the recipe and the hardware spec.
@@ -58,9 +60,36 @@ fn rendered_name(found: &Found) -> String {
         })
 }
 
+/// The backends the listing asks, one per executor and host: a scheduler that could not
+/// answer for one job is not waited for again for the next (`Backend::status`).
+#[derive(Default)]
+struct Backends(Vec<(BackendKey, Box<dyn Backend>)>);
+
+/// A record's executor and login node (`None`: this machine).
+type BackendKey = (String, Option<String>);
+
+impl Backends {
+    fn status(&mut self, rec: &Submission) -> Result<JobStatus> {
+        let key = (rec.executor.clone(), rec.host.clone());
+        let at = match self.0.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                self.0.push((key, backend::of(rec)?));
+                self.0.len() - 1
+            }
+        };
+        self.0[at].1.status(rec)
+    }
+}
+
 /// One row: the record (if any) and the state the backend reports. `host` is the login
 /// node the directory is on (`None`: this machine).
-fn row(found: Found, host: Option<&str>, problems: &mut Vec<String>) -> Listed {
+fn row(
+    found: Found,
+    host: Option<&str>,
+    backends: &mut Backends,
+    problems: &mut Vec<String>,
+) -> Listed {
     let (recipe, gpus) = plan_facts(&found);
     let job_dir = found.dir.display().to_string();
     let Some(rec) = found.record.clone() else {
@@ -82,7 +111,7 @@ fn row(found: Found, host: Option<&str>, problems: &mut Vec<String>) -> Listed {
             recipe,
         };
     };
-    let (state, exit_code) = match backend::of(&rec).and_then(|b| b.status(&rec)) {
+    let (state, exit_code) = match backends.status(&rec) {
         Ok(st) => (
             match st.phase {
                 Phase::Unknown => st.slurm_state.to_lowercase(),
@@ -121,10 +150,15 @@ fn row(found: Found, host: Option<&str>, problems: &mut Vec<String>) -> Listed {
 /// The jobs here, each copy of a login node's record replaced by the record there (the
 /// evidence; a copy the record there contradicts is left out, one whose login node cannot be
 /// reached is shown with its state unknown; why goes to stderr), then the login node's own
-/// jobs that have no copy here.
+/// jobs that have no copy here. A directory whose record is refused is left out, its
+/// refusal on stderr.
 fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Option<String>)>> {
     let mut rows = Vec::new();
     for mut f in record::scan(&place.root) {
+        if let Some(e) = f.refused.take() {
+            problems.push(refused_words(&e));
+            continue;
+        }
         let Some(h) = f.record.as_ref().and_then(|r| r.host.clone()) else {
             rows.push((f, None));
             continue;
@@ -134,12 +168,12 @@ fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Optio
             Ok(there) => rows.push((there, Some(h))),
             // The login node cannot be reached: the copy's row, its state unknown.
             Err(e) if e.kind == crate::error::ErrorKind::Runtime => {
-                problems.push(format!("{}: {}", f.dir.display(), e.message));
+                problems.push(format!("not confirmed: {}: {}", f.dir.display(), e.message));
                 f.record = Some(copy);
                 rows.push((f, Some(h)));
             }
             // The login node's record contradicts the copy, or is not trusted.
-            Err(e) => problems.push(format!("{}: {}", f.dir.display(), e.message)),
+            Err(e) => problems.push(format!("not confirmed: {}: {}", f.dir.display(), e.message)),
         }
     }
     if let Some((host, root)) = &place.remote {
@@ -148,14 +182,18 @@ fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Optio
             Ok(there) => there,
             Err(e) => {
                 problems.push(format!(
-                    "the jobs on {}: {}",
+                    "not confirmed: the jobs on {}: {}",
                     target.as_deref().unwrap_or("-"),
                     e.message
                 ));
                 Vec::new()
             }
         };
-        for f in there {
+        for mut f in there {
+            if let Some(e) = f.refused.take() {
+                problems.push(refused_words(&e));
+                continue;
+            }
             let dir = f.dir.display().to_string();
             let copied = rows
                 .iter()
@@ -168,11 +206,24 @@ fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Optio
     Ok(rows)
 }
 
+/// What a warning says of a job directory whose record is refused: the refusal (which names
+/// the record) and what to do.
+fn refused_words(e: &crate::error::Error) -> String {
+    format!(
+        "not listed: {}{}",
+        e.message,
+        e.help
+            .as_deref()
+            .map(|h| format!("; {h}"))
+            .unwrap_or_default()
+    )
+}
+
 pub fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     let mut problems = Vec::new();
     let mut found = gather(place, &mut problems)?;
     for w in &problems {
-        p.warn(&format!("not confirmed: {w}"));
+        p.warn(w);
     }
     problems.clear();
     // Oldest first: by when the submission started (rendered jobs, which have no time,
@@ -181,9 +232,10 @@ pub fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
         let t = |f: &Found| f.record.as_ref().and_then(|r| r.started_unix);
         (t(a), &a.dir).cmp(&(t(b), &b.dir))
     });
+    let mut backends = Backends::default();
     let rows: Vec<Listed> = found
         .into_iter()
-        .map(|(f, h)| row(f, h.as_deref(), &mut problems))
+        .map(|(f, h)| row(f, h.as_deref(), &mut backends, &mut problems))
         .collect();
     for w in &problems {
         p.warn(&format!("state unknown for {w}"));

@@ -174,10 +174,15 @@ pub enum Command {
         #[arg(long, short = 'o', value_enum, default_value_t = output::Format::Text)]
         output: output::Format,
     },
-    /// Cancel a job.
+    /// Cancel a job (with --signal: signal its running step instead).
     Cancel {
         #[command(flatten)]
         job: jobs::JobArgs,
+        /// Send this signal (a name such as USR1 or SIGUSR1, or a number) to the job's
+        /// running step instead of cancelling it, as `scancel --signal` does (a run on this
+        /// machine: to its torchrun): a trainer that saves a checkpoint on it can be asked to.
+        #[arg(long, short = 's', value_name = "SIGNAL", value_parser = cancel::parse_signal)]
+        signal: Option<String>,
         #[command(flatten)]
         output: output::OutputArg,
     },
@@ -560,7 +565,14 @@ fn dispatch(
             }),
             _,
         ) => logs::run(p, &job, follow, rank, output),
-        (Some(Command::Cancel { job, output }), _) => cancel::run(p, &job, output),
+        (
+            Some(Command::Cancel {
+                job,
+                signal,
+                output,
+            }),
+            _,
+        ) => cancel::run(p, &job, signal.as_deref(), output),
         (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
         (Some(Command::Tune(cmd)), _) => {
             let m = matches.subcommand_matches("tune").unwrap_or(matches);

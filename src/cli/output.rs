@@ -86,9 +86,14 @@ pub struct Cancelled {
     /// Slurm's job id, or a local run's `local:PID`.
     pub job_id: Option<String>,
     pub job_name: String,
-    /// `true` when Slurm was asked to cancel the job; `false` when it had already ended.
+    /// `true` when Slurm was asked to cancel the job; `false` when it had already ended or
+    /// was sent a signal instead.
     pub cancelled: bool,
-    /// The state the job had ended in (`null` when it was cancelled now).
+    /// The signal sent to the job's running step (`--signal`, its name without `SIG`);
+    /// `null` when none was sent.
+    pub signal: Option<String>,
+    /// The state the job had ended in (`null` when it was cancelled now, or when Slurm no
+    /// longer says how it ended: `cancelled` is then `false`).
     pub ended_state: Option<String>,
 }
 

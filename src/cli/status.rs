@@ -18,10 +18,14 @@ pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
             status: &st,
         })?,
         Format::Text => p.data(&format!(
-            "{} {} {}{} (from {}; {})\n",
+            "{} {} {}{}{} (from {}; {})\n",
             st.job_id,
             rec.job_name,
             state_words(&st),
+            st.restarts
+                .filter(|&r| r > 0)
+                .map(|r| format!(" restarts={r}"))
+                .unwrap_or_default(),
             st.requeued_after
                 .as_deref()
                 .map(|r| format!(" requeued_after={r}"))

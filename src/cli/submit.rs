@@ -251,18 +251,9 @@ pub fn rendered(
         .at_flag("DIR")
         .help("render the job again with the flag (`ovlaunch render ...`), or drop the flag"));
     }
-    let rec_path = dir.join(layout::SUBMISSION);
-    if rec_path.exists() {
-        return Err(Error::usage(format!(
-            "{} was already submitted (it has {})",
-            dir.display(),
-            layout::SUBMISSION
-        ))
-        .at_flag("DIR")
-        .help(format!(
-            "`ovlaunch status {}` shows it; to run the same job again, submit the command in its script's `reproduce:` line",
-            dir.display()
-        )));
+    // Said before anything else is checked; `submit_rendered` holds to it when it records.
+    if dir.join(layout::SUBMISSION).exists() {
+        return Err(backend::already_submitted(dir));
     }
     // The script a backend runs says which one the directory was rendered for.
     let Some(executor) = Executor::ALL

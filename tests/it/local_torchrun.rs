@@ -444,7 +444,8 @@ fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
 
 /// `cancel` of a local run still going stops it (its recorded process, torchrun, gets
 /// SIGTERM and stops its workers), as `status` called it running; the run's end is
-/// recorded, and a second `cancel` says it had already ended.
+/// recorded, and a second `cancel` says it had already ended. `cancel --signal` before it
+/// sends its signal instead and the run goes on.
 #[test]
 fn cancel_stops_a_running_local_run() {
     let Some(_turn) = torchrun_turn() else {
@@ -485,6 +486,22 @@ fn cancel_stops_a_running_local_run() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let jd = job.to_str().unwrap();
+    // `--signal` sends the run's torchrun that signal instead (SIGCONT: it goes on).
+    let o = Command::new(common::bin())
+        .args(["cancel", jd, "--signal", "CONT"])
+        .output()
+        .unwrap();
+    let still = ovlaunch.try_wait().unwrap().is_none();
+    if !o.status.success() || !still {
+        stop_all(ovlaunch.id());
+    }
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let pid = read_json(&job.join("submission.json"))["local_run"]["pid"].clone();
+    assert_eq!(
+        common::stdout(&o),
+        format!("sent SIGCONT to job local:{pid} (tiny-cpux1); it was not cancelled\n")
+    );
+    assert!(still, "the run went on after SIGCONT");
     let o = Command::new(common::bin())
         .args(["cancel", jd])
         .output()
@@ -493,7 +510,6 @@ fn cancel_stops_a_running_local_run() {
         stop_all(ovlaunch.id());
     }
     assert!(o.status.success(), "{}", common::stderr(&o));
-    let pid = read_json(&job.join("submission.json"))["local_run"]["pid"].clone();
     assert_eq!(
         common::stdout(&o),
         format!("cancelled job local:{pid} (tiny-cpux1)\n")

@@ -46,6 +46,7 @@ mod shell_roundtrip;
 mod slurm_e2e;
 mod slurm_faults;
 mod snapshots;
+mod tracking_slurm;
 mod trainer_env;
 mod trainer_env_slurm;
 mod unplanned_fields;

@@ -30,6 +30,20 @@ impl Own {
             _turn: turn,
         })
     }
+
+    /// A cluster whose `slurm.conf` ends with `conf` (a later line overrides an earlier one).
+    fn with_conf(conf: &str) -> Option<Own> {
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        Some(Own {
+            c: Cluster::start(
+                "the real-Slurm test",
+                &[],
+                Vec::new(),
+                &[("OVLAUNCH_SLURM_EXTRA_CONF", conf)],
+            )?,
+            _turn: turn,
+        })
+    }
 }
 
 impl std::ops::Deref for Own {
@@ -131,6 +145,174 @@ fn controller_down_status_fails_and_logs_follow_ends() {
     };
     // Exit 1 for the same reason as status: following ends when Slurm cannot say more.
     assert_eq!(code, Some(1));
+}
+
+/// `list` over four jobs while slurmctld is down: Slurm is asked once, not once per job
+/// (each question waits about 18 s for a controller that is down here, so four took 72 s).
+/// Every job is listed with its state unknown, and the reason is on stderr.
+#[test]
+fn list_with_the_controller_down_asks_slurm_once() {
+    let Some(c) = Own::start() else { return };
+    let root = c.dir.path().join("down-list");
+    let fixture = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    for name in ["d1", "d2", "d3", "d4"] {
+        let o = c.ovlaunch(&[
+            "submit",
+            "--jobs-root",
+            root.to_str().unwrap(),
+            "--job-name",
+            name,
+            "-r",
+            &fixture,
+            "-g",
+            "cpux1",
+            "--mpi",
+            "none",
+            "--time",
+            "00:03:00",
+            "--rank-runtime",
+            common::rank_bin(),
+            "--",
+            "sleep",
+            "600",
+        ]);
+        assert!(o.status.success(), "{}", common::stderr(&o));
+    }
+    let pid = pid_of(&c, "slurmctld");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM).unwrap();
+    let t = Instant::now();
+    while !gone(pid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "slurmctld did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = Instant::now();
+    let o = c.ovlaunch(&["list", "--jobs-root", root.to_str().unwrap(), "-o", "json"]);
+    let took = t.elapsed();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert!(rows.iter().all(|r| r["state"] == "unknown"), "{rows:?}");
+    assert!(err.contains("Unable to contact slurm controller"), "{err}");
+    // One query's time limit (30 s) and start-up slack; one question per job took 72 s.
+    assert!(took < Duration::from_secs(40), "took {took:?}: {err}");
+}
+
+/// A cluster without accounting or a job-completion log (`JobCompType=jobcomp/none`) that
+/// forgets a finished job 2 s after it ends (`MinJobAge=2`; the controller purges every
+/// minute or so). `cancel` of that job has nothing to cancel: the controller holds every
+/// pending and running job, so one it no longer knows has ended. It says so and exits 0
+/// (a script's `cancel || alert` must not fire), `-o json` with `cancelled: false`;
+/// `status` still fails (exit 1): the state cannot be read.
+#[test]
+fn cancel_of_a_job_slurm_forgot_has_nothing_to_cancel() {
+    let Some(c) = Own::with_conf("MinJobAge=2\nJobCompType=jobcomp/none") else {
+        return;
+    };
+    let dir = submit(&c, "forgotten", &[], &["0"]);
+    let st = wait_final(&c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    let id = st["job_id"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    loop {
+        let o = c
+            .cmd("scontrol")
+            .args(["show", "job", &id])
+            .output()
+            .unwrap();
+        if common::stderr(&o).contains("Invalid job id") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(150),
+            "Slurm kept job {id}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (code, _, err) = status_json(&c, &dir);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no longer knows"), "{err}");
+    let d = dir.to_str().unwrap();
+    let o = c.ovlaunch(&["cancel", d]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert_eq!(
+        common::stdout(&o),
+        format!(
+            "job {id} (tiny-cpux4) had already ended: Slurm no longer lists it, and no accounting or job-completion log says how it ended; nothing to cancel\n"
+        )
+    );
+    let o = c.ovlaunch(&["cancel", d, "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cancelled"], false, "{v}");
+    assert_eq!(v["ended_state"], Value::Null, "{v}");
+}
+
+/// A job runs on one cluster, and `cancel` is run where `SLURM_CONF` names another
+/// (`ClusterName=elsewhere`) that has never had a job with that id. That Slurm's silence says
+/// nothing about the job: `cancel` fails (exit 1) naming both clusters, instead of reporting
+/// the running job as ended, `status` names them too (not "forgotten"), and the job keeps
+/// running.
+#[test]
+fn cancel_through_another_cluster_does_not_call_the_job_ended() {
+    let Some(first) = Own::start() else { return };
+    let dir = submit(&first, "elsewhere", &[], &["0", "sleep"]);
+    running(&first, &dir);
+    let second = Cluster::start(
+        "the real-Slurm test",
+        &[],
+        Vec::new(),
+        &[("OVLAUNCH_SLURM_EXTRA_CONF", "ClusterName=elsewhere")],
+    )
+    .expect("a second cluster");
+    struct StopAtEnd<'a>(&'a Cluster);
+    impl Drop for StopAtEnd<'_> {
+        fn drop(&mut self) {
+            self.0.stop();
+        }
+    }
+    let _stop = StopAtEnd(&second);
+    let o = second
+        .cmd("scontrol")
+        .args(["show", "config"])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout(&o)
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["ClusterName", "=", "elsewhere"]),
+        "{}",
+        common::stdout(&o)
+    );
+    let d = dir.to_str().unwrap();
+    let o = second
+        .cmd(common::bin())
+        .current_dir(first.dir.path())
+        .args(["cancel", d])
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{}{err}", common::stdout(&o));
+    assert!(
+        err.contains("submitted to Slurm cluster ovlaunch") && err.contains("is cluster elsewhere"),
+        "{err}"
+    );
+    let o = second
+        .cmd(common::bin())
+        .current_dir(first.dir.path())
+        .args(["status", d])
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("is cluster elsewhere"), "{err}");
+    let (code, st, err) = status_json(&first, &dir);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(st["phase"], "running", "{st}");
+    let _ = first.cmd("scancel").args(["-n", "tiny-cpux4"]).output();
 }
 
 /// A fresh controller starts numbering at 1 again, so the recorded job's id now names

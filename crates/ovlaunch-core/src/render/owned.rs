@@ -85,6 +85,14 @@ const SBATCH: &[Owned] = &[
         None,
         "nothing: ovlaunch's retries requeue a job only after a failure",
     ),
+    // Every task of an array runs the whole job: the same training into the same checkpoint
+    // directory; and the id sbatch prints names one task, so `status` and `logs` would
+    // follow that task alone (Slurm gives the first task the array's id).
+    o(
+        "array",
+        None,
+        "one submit per run (each with its own --job-name): every array task would run the same training into the same checkpoints, and status and logs would follow one task",
+    ),
 ];
 
 /// Options only the launch step's srun takes from ovlaunch.
