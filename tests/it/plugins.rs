@@ -1706,3 +1706,57 @@ fn a_template_bash_cannot_parse_is_refused_naming_it() {
     );
     assert!(err.contains("close what it opens in the template"), "{err}");
 }
+
+#[test]
+fn a_plugin_may_not_set_the_sbatch_options_the_plan_computes() {
+    // A plugin's sbatch line replaces ovlaunch's: `nodes: 3` ran an 8-node plan on 3 nodes,
+    // `array` queued one job per task into the same checkpoints, `output` moved the file
+    // `ovlaunch logs` reads.
+    for (key, value, line) in [
+        ("nodes", "3", 4),
+        ("array", "\"0-3\"", 4),
+        ("output", "/tmp/x.out", 4),
+        ("gpus-per-node", "4", 4),
+    ] {
+        let (_d, f) = site_plugin(&format!(
+            "name: site\ndescription: a site's own\nlaunch:\n  sbatch: {{{key}: {value}, comment: ok}}\n"
+        ));
+        let e = usage_error(&[
+            "--recipe",
+            "llama70b",
+            "--gpus",
+            "h100x64",
+            "--no-container",
+            "--dry-run",
+            "--plugin-file",
+            &f,
+            "--plugin",
+            "site",
+        ]);
+        assert!(
+            e.contains(&format!("sbatch `--{key}` is what ovlaunch computes")),
+            "{key}: {e}"
+        );
+        assert!(e.contains(&format!("--> {f}:{line}")), "{key}: {e}");
+        assert!(e.contains("help: remove it from the plugin"), "{key}: {e}");
+    }
+    // what is not computed from the plan stays the plugin's (the preemption plugin's
+    // requeue and open-mode, a comment)
+    let (_d, f) = site_plugin(
+        "name: site\ndescription: a site's own\nlaunch:\n  sbatch: {comment: ok, requeue: null}\n",
+    );
+    let out = common::ok(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--no-container",
+        "--dry-run",
+        "--plugin-file",
+        &f,
+        "--plugin",
+        "site",
+    ]);
+    assert!(out.contains("#SBATCH --comment=ok\n"), "{out}");
+    assert!(out.contains("#SBATCH --nodes=8\n"), "{out}");
+}

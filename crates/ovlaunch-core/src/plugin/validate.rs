@@ -372,6 +372,16 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            if let Some(instead) = crate::render::owned::refused_to_plugins(k) {
+                return Err(self
+                    .err(
+                        format!(
+                            "sbatch `--{k}` is what ovlaunch computes for the job: a plugin's value would replace it"
+                        ),
+                        k,
+                    )
+                    .help(format!("remove it from the plugin; the user gives {instead}")));
+            }
             match v {
                 Value::Null => {}
                 Value::String(s) => self.template(s, Slot::Text)?,

@@ -202,6 +202,30 @@ pub fn check_srun_arg(word: &str) -> Result<()> {
     check_one("--srun-arg", word, &[COMMON, SRUN], "srun")
 }
 
+/// The sbatch options a plugin may not set: what ovlaunch computes from the plan (nodes,
+/// tasks and GPUs from `--gpus`), its job's name, and where `ovlaunch logs` and `status`
+/// look (the output file, one job id). A plugin's sbatch line replaces ovlaunch's, so
+/// `nodes: 3` would run an 8-node plan on 3 nodes; the help names the flag to use.
+pub fn refused_to_plugins(name: &str) -> Option<&'static str> {
+    const PLAN: &[&str] = &[
+        "nodes",
+        "ntasks",
+        "ntasks-per-node",
+        "gpus",
+        "gpus-per-node",
+        "gpus-per-task",
+        "gres",
+        "job-name",
+        "output",
+        "error",
+        "array",
+    ];
+    PLAN.contains(&name)
+        .then(|| COMMON.iter().chain(SBATCH).find(|o| o.long == name))
+        .flatten()
+        .map(|o| o.instead)
+}
+
 /// sbatch options a plugin file may set (long names; checked so a typo in a shared plugin
 /// is an error). `--sbatch-arg` takes any long option: sbatch itself checks those.
 pub const KNOWN_SBATCH: &[&str] = &[
