@@ -1721,18 +1721,7 @@ fn a_plugin_may_not_set_the_sbatch_options_the_plan_computes() {
         let (_d, f) = site_plugin(&format!(
             "name: site\ndescription: a site's own\nlaunch:\n  sbatch: {{{key}: {value}, comment: ok}}\n"
         ));
-        let e = usage_error(&[
-            "--recipe",
-            "llama70b",
-            "--gpus",
-            "h100x64",
-            "--no-container",
-            "--dry-run",
-            "--plugin-file",
-            &f,
-            "--plugin",
-            "site",
-        ]);
+        let e = usage_error(&site_dry_run(&f));
         assert!(
             e.contains(&format!("sbatch `--{key}` is what ovlaunch computes")),
             "{key}: {e}"
@@ -1745,7 +1734,14 @@ fn a_plugin_may_not_set_the_sbatch_options_the_plan_computes() {
     let (_d, f) = site_plugin(
         "name: site\ndescription: a site's own\nlaunch:\n  sbatch: {comment: ok, requeue: null}\n",
     );
-    let out = common::ok(&[
+    let out = common::ok(&site_dry_run(&f));
+    assert!(out.contains("#SBATCH --comment=ok\n"), "{out}");
+    assert!(out.contains("#SBATCH --nodes=8\n"), "{out}");
+}
+
+/// The dry run of Llama 3 70B on 64 H100s with the site plugin file `f`.
+fn site_dry_run(f: &str) -> [&str; 10] {
+    [
         "--recipe",
         "llama70b",
         "--gpus",
@@ -1753,10 +1749,8 @@ fn a_plugin_may_not_set_the_sbatch_options_the_plan_computes() {
         "--no-container",
         "--dry-run",
         "--plugin-file",
-        &f,
+        f,
         "--plugin",
         "site",
-    ]);
-    assert!(out.contains("#SBATCH --comment=ok\n"), "{out}");
-    assert!(out.contains("#SBATCH --nodes=8\n"), "{out}");
+    ]
 }
