@@ -851,6 +851,7 @@ fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
             partition: settings.partition.value.clone(),
             qos: settings.qos.value.clone(),
             time: settings.time.value.clone(),
+            time_chosen: settings.time.origin != super::settings::Origin::Default,
             mpi: Some(settings.mpi.value.clone()).filter(|m| m != "none"),
             gres: args.gres,
             exclusive: !args.no_exclusive && !plan.hardware.gpu.is_cpu(),

@@ -1754,3 +1754,30 @@ fn site_dry_run(f: &str) -> [&str; 10] {
         "site",
     ]
 }
+
+#[test]
+fn a_plugins_sbatch_value_yields_to_the_users_flag() {
+    // A site plugin's time and partition are defaults: `--time` and `-p` typed (or a
+    // profile's) win, as `--sbatch-arg` does; without them the plugin's apply.
+    let (_d, f) = site_plugin(
+        "name: site\ndescription: a site's own\nlaunch:\n  sbatch: {time: \"01:00:00\", partition: batch}\n",
+    );
+    let plugin_only = common::ok(&site_dry_run(&f));
+    assert!(
+        plugin_only.contains("#SBATCH --time=01:00:00\n"),
+        "{plugin_only}"
+    );
+    assert!(
+        plugin_only.contains("#SBATCH --partition=batch\n"),
+        "{plugin_only}"
+    );
+    let mut typed = site_dry_run(&f).to_vec();
+    typed.extend(["--time", "02:00:00", "-p", "long"]);
+    let out = common::ok(&typed);
+    assert!(out.contains("#SBATCH --time=02:00:00\n"), "{out}");
+    assert!(out.contains("#SBATCH --partition=long\n"), "{out}");
+    assert!(
+        !out.contains("--time=01:00:00") && !out.contains("--partition=batch"),
+        "{out}"
+    );
+}

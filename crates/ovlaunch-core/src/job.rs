@@ -83,15 +83,7 @@ pub fn render_job(
 fn plugin_context(plan: &Plan, opts: &LaunchOptions, executor: Executor) -> plugin::LaunchContext {
     plugin::LaunchContext {
         executor,
-        user_sbatch: opts
-            .target
-            .sbatch_args()
-            .iter()
-            .map(|raw| {
-                let body = raw.trim_start_matches('-');
-                body.split_once('=').map_or(body, |(k, _)| k).to_string()
-            })
-            .collect(),
+        user_sbatch: opts.target.chosen_sbatch().into_iter().collect(),
         user_env: plan
             .env
             .iter()

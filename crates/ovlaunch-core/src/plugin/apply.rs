@@ -565,7 +565,8 @@ pub fn plan_phase(
 /// What the launch phase needs besides the spec.
 pub struct LaunchContext {
     pub executor: Executor,
-    /// sbatch option names the user gave with `--sbatch-arg` (they beat plugins).
+    /// sbatch option names the user chose, with `--sbatch-arg` or ovlaunch's flags
+    /// (`--time`, `-A`, `-p`, ...; `render::Target::chosen_sbatch`): they beat plugins.
     pub user_sbatch: BTreeSet<String>,
     /// Env names the user gave with `--env` (they beat plugins).
     pub user_env: BTreeSet<String>,
@@ -864,7 +865,7 @@ fn apply_sbatch(
                 name,
                 &format!("sbatch.{k}"),
                 v.clone().map_or(Value::Null, Value::from),
-                format!("plugin {name} not applied: your --sbatch-arg --{k} wins"),
+                format!("plugin {name} not applied: your sbatch --{k} wins"),
             ));
             continue;
         }

@@ -190,9 +190,9 @@ impl Target {
         self.options().spec(plan, opts, decisions)
     }
 
-    /// The user's own sbatch arguments (`--sbatch-arg`): none for a target without sbatch.
-    pub fn sbatch_args(&self) -> &[String] {
-        self.options().sbatch_args()
+    /// The sbatch options the user chose (`TargetOptions::chosen_sbatch`).
+    pub fn chosen_sbatch(&self) -> Vec<String> {
+        self.options().chosen_sbatch()
     }
 }
 

@@ -34,6 +34,8 @@ pub struct SlurmOptions {
     pub partition: Option<String>,
     pub qos: Option<String>,
     pub time: String,
+    /// Whether `time` was chosen (a flag, a profile, the environment), not the default.
+    pub time_chosen: bool,
     pub mpi: Option<String>,
     pub gres: bool,
     pub exclusive: bool,
@@ -55,6 +57,7 @@ impl Default for SlurmOptions {
             partition: None,
             qos: None,
             time: DEFAULT_TIME.to_string(),
+            time_chosen: false,
             mpi: None,
             gres: false,
             exclusive: false,
@@ -119,8 +122,25 @@ impl TargetOptions for SlurmOptions {
         Ok(TargetSpec::Slurm(spec(plan, &job, self, decisions)?))
     }
 
-    fn sbatch_args(&self) -> &[String] {
-        &self.sbatch_args
+    fn chosen_sbatch(&self) -> Vec<String> {
+        let flags = [
+            ("account", self.account.is_some()),
+            ("partition", self.partition.is_some()),
+            ("qos", self.qos.is_some()),
+            ("dependency", self.dependency.is_some()),
+            ("cpus-per-task", self.cpus_per_task.is_some()),
+            ("time", self.time_chosen),
+        ];
+        let args = self.sbatch_args.iter().map(|raw| {
+            let body = raw.trim_start_matches('-');
+            body.split_once('=').map_or(body, |(k, _)| k).to_string()
+        });
+        flags
+            .into_iter()
+            .filter(|(_, chosen)| *chosen)
+            .map(|(k, _)| k.to_string())
+            .chain(args)
+            .collect()
     }
 }
 

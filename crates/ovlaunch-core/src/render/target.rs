@@ -44,9 +44,11 @@ pub trait TargetOptions {
         decisions: &mut Vec<Decision>,
     ) -> Result<TargetSpec>;
 
-    /// The user's own sbatch arguments (`--sbatch-arg`): none for a target without sbatch.
-    fn sbatch_args(&self) -> &[String] {
-        &[]
+    /// The sbatch options the user chose (long names): their `--sbatch-arg`s' and those
+    /// ovlaunch's own flags set; a plugin's sbatch value for one of them yields. None for a
+    /// target without sbatch.
+    fn chosen_sbatch(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 
