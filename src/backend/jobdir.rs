@@ -212,16 +212,48 @@ fn open_source(from: &Path) -> Result<fs::File> {
 /// Creates the file `rel` (which may hold `/`) under `fd` with exactly `mode`.
 fn create_file(fd: &OwnedFd, base: &Path, rel: &str, mode: u32) -> Result<fs::File> {
     let (dir, leaf) = subdir(fd, base, rel)?;
-    let path = base.join(rel);
+    new_file_at(&dir, leaf, mode, OFlag::empty())
+        .map_err(|(what, e)| io_err(what, &base.join(rel), &e.into()))
+}
+
+/// Creates `name` in the directory `dir` (itself never reached through a link): a new
+/// regular file, never one already there nor through a link, with exactly `mode` whatever
+/// the umask, opened for writing with `extra` flags (`O_APPEND`). A refusal says which
+/// step (`create`, `chmod`) failed with which errno.
+pub fn create_new_file(
+    dir: &Path,
+    name: &str,
+    mode: u32,
+    extra: OFlag,
+) -> std::result::Result<fs::File, Errno> {
+    let dir_fd = nix::fcntl::open(
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    new_file_at(&dir_fd, name, mode, extra).map_err(|(_, e)| e)
+}
+
+fn new_file_at(
+    dir: &OwnedFd,
+    leaf: &str,
+    mode: u32,
+    extra: OFlag,
+) -> std::result::Result<fs::File, (&'static str, Errno)> {
     let f = openat(
-        &dir,
+        dir,
         leaf,
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_EXCL
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_CLOEXEC
+            | extra,
         Mode::from_bits_truncate(mode),
     )
-    .map_err(|e| io_err("create", &path, &e.into()))?;
-    // The umask may have taken bits away; set exactly what the layout says.
-    fchmod(&f, Mode::from_bits_truncate(mode)).map_err(|e| io_err("chmod", &path, &e.into()))?;
+    .map_err(|e| ("create", e))?;
+    // The umask may have taken bits away; set exactly what is asked.
+    fchmod(&f, Mode::from_bits_truncate(mode)).map_err(|e| ("chmod", e))?;
     Ok(fs::File::from(f))
 }
 

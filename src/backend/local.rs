@@ -11,12 +11,10 @@
 //! ovlaunch through the job directory's descriptor (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0644
 //! set with `fchmod`): a file or link already at its name is never followed or reused.
 
-use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Duration;
 
-use nix::fcntl::{OFlag, open, openat};
-use nix::sys::stat::{Mode, fchmod};
+use nix::fcntl::OFlag;
 
 use super::record::{LocalRun, Submission};
 use super::tail::Tail;
@@ -96,42 +94,20 @@ pub fn submit_with(
 /// one already there), mode 0644 whatever the umask, opened for appending.
 fn create_output(dir: &Path) -> Result<std::fs::File> {
     let path = dir.join(layout::LOCAL_OUTPUT);
-    let fail = |e: nix::Error| {
-        Error::runtime(format!(
+    let made = super::jobdir::create_new_file(dir, layout::LOCAL_OUTPUT, 0o644, OFlag::O_APPEND);
+    made.map_err(|e| {
+        let err = Error::runtime(format!(
             "cannot create the run's output file {}: {e}",
             path.display()
-        ))
-    };
-    let dir_fd: OwnedFd = open(
-        dir,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(fail)?;
-    let fd = openat(
-        &dir_fd,
-        layout::LOCAL_OUTPUT,
-        OFlag::O_WRONLY
-            | OFlag::O_CREAT
-            | OFlag::O_EXCL
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_APPEND
-            | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o644),
-    )
-    .map_err(|e| {
-        let err = fail(e);
-        if e == nix::errno::Errno::EEXIST {
-            err.help(format!(
-                "something already stands at {}: a run's output is never written over; remove it, or render the job again",
-                path.display()
-            ))
-        } else {
-            err
+        ));
+        if e != nix::errno::Errno::EEXIST {
+            return err;
         }
-    })?;
-    fchmod(&fd, Mode::from_bits_truncate(0o644)).map_err(fail)?;
-    Ok(std::fs::File::from(fd))
+        err.help(format!(
+            "something already stands at {}: a run's output is never written over; remove it, or render the job again",
+            path.display()
+        ))
+    })
 }
 
 impl Backend for Local {
