@@ -13,8 +13,9 @@
 //!   [`Role::Trusted`] entry: it belongs to this user or root, and neither every user nor a
 //!   group other than its owner's private group can write it, or it has the sticky bit
 //!   (like `/tmp`: others may add entries but not move this user's). With [`Sharing::Group`]
-//!   (`jobs_root_shared: group`) a directory of another user, and one any group can write,
-//!   is accepted too ([`Reason::Owner`] and [`Reason::Group`] excused); one every user can
+//!   (`jobs_root_shared: group`) a directory of another user, and one any group, or a user
+//!   or group its ACL names, can write, is accepted too ([`Reason::Owner`], [`Reason::Group`]
+//!   and [`Reason::Acl`] excused); one every user can
 //!   write still needs the sticky bit. A symbolic link on the path is followed only when it
 //!   belongs to this user or root (any owner with [`Sharing::Group`]). This is OpenSSH's
 //!   `StrictModes` walk (`secure_path` in its `misc.c`) with the jobs root's sticky rule,
@@ -34,7 +35,7 @@
 //! - A refusal is a usage error (exit 2) naming the directory or file, why, and a fix.
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
@@ -70,7 +71,8 @@ pub fn path_problem(
     private: &dyn Fn(u32, u32) -> bool,
 ) -> Option<Reason> {
     writers::writers(e, Role::Trusted, me, private).find(|why| {
-        sharing == Sharing::Private || !matches!(why, Reason::Owner(_) | Reason::Group(_))
+        sharing == Sharing::Private
+            || !matches!(why, Reason::Owner(_) | Reason::Group(_) | Reason::Acl(_))
     })
 }
 
@@ -90,7 +92,9 @@ pub fn fix(why: Reason, path: &str, on_path: bool) -> String {
     };
     let fix = why.fix(path).unwrap_or_else(|| instead.to_string());
     match why {
-        Reason::Owner(_) | Reason::Group(_) if on_path => format!("{fix}; {SHARED}"),
+        Reason::Owner(_) | Reason::Group(_) | Reason::Acl(_) if on_path => {
+            format!("{fix}; {SHARED}")
+        }
         _ => fix,
     }
 }
@@ -169,7 +173,8 @@ pub fn open_dir(
     let mut cur = open_root()?;
     let check = |fd: &OwnedFd, shown: &Path, is_own: bool| -> Result<()> {
         let st = fstat(fd).map_err(|e| io_err("inspect", shown, e))?;
-        let e = Entry::new(st.st_uid, st.st_gid, st.st_mode as u32);
+        let acl = writers::acl_writer_fd(fd.as_fd(), st.st_uid, me);
+        let e = Entry::new(st.st_uid, st.st_gid, st.st_mode as u32).with_acl_writer(acl);
         let problem = if is_own {
             own_problem(e, me, &private_group)
         } else {
@@ -290,7 +295,13 @@ pub fn check_tree(dir: &Path, sharing: Sharing, what: &str) -> Result<()> {
             }
             let m = std::fs::symlink_metadata(&p)
                 .map_err(|e| Error::runtime(format!("cannot inspect {}: {e}", p.display())))?;
-            if let Some(why) = own_problem(Entry::of(&m), me, &private_group) {
+            let acl = if m.file_type().is_symlink() {
+                None
+            } else {
+                writers::acl_writer_at(&p, false, std::os::unix::fs::MetadataExt::uid(&m), me)
+            };
+            let entry = Entry::of(&m).with_acl_writer(acl);
+            if let Some(why) = own_problem(entry, me, &private_group) {
                 return Err(refusal(what, &p, why, false));
             }
             if m.file_type().is_symlink() && p.strip_prefix(dir).ok() != Some(Path::new(OCI_ROOTFS))

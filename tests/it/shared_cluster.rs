@@ -2019,3 +2019,259 @@ fn another_users_primary_group_is_not_private() {
     assert_refused_at(&o, &jobs, &why, &format!("chmod g-w {}", jobs.display()));
     assert!(!jobs.join("lodged").exists());
 }
+
+/// Whether `setfacl` is here (`.ci/install.sh acl`); else why the test is skipped.
+fn acl_or_skip(test: &str) -> bool {
+    if which::which("setfacl").is_ok() {
+        return true;
+    }
+    assert!(
+        !common::slurm_required(),
+        "{test} needs setfacl (.ci/install.sh acl)"
+    );
+    eprintln!("skipped {test}: needs setfacl (.ci/install.sh acl)");
+    false
+}
+
+/// `setfacl ARGS PATH`, which must succeed.
+fn setfacl(args: &str, path: &Path) {
+    let o = Command::new("setfacl")
+        .args(args.split(' '))
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "setfacl {args}: {}", stderr(&o));
+}
+
+/// An access ACL that lets the other user (or its group) write what is this user's is what
+/// a group write bit is: a project profile (with an `LD_PRELOAD` env), the jobs root, the
+/// `experiments` directory, a record and its job directory, and a file of a rendered job
+/// given to `submit DIR`, each with `setfacl -m u:OTHER:rwx` (the other user can then write
+/// it), are refused with exit 2, naming the path, the user and `setfacl -x`; nothing is
+/// written and no Slurm tool runs; a named group's grant is refused the same way. A mask
+/// that takes write away (`chmod g-w`) makes the same ACL harmless, and
+/// `jobs_root_shared: group` accepts the grant on the jobs root. (Before: all taken, `ls -l`
+/// showing only the mask as group bits of the owner's private group; the record obeyed,
+/// the profile's LD_PRELOAD exported.)
+#[test]
+fn an_acl_that_lets_another_user_write_is_refused() {
+    let test = "an_acl_that_lets_another_user_write_is_refused";
+    if !root_or_skip(test) || !acl_or_skip(test) {
+        return;
+    }
+    let uid = other_uid();
+    let gid = shared_gid();
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 51, "0", "");
+    let calls = d.path().join("calls");
+    let jobs = d.path().join("jobs");
+    let ovl = |args: &[&str], cwd: &Path| {
+        Command::new(bin())
+            .args(args)
+            .current_dir(cwd)
+            .env("PATH", &path)
+            .env("OVLAUNCH_JOBS_ROOT", &jobs)
+            .output()
+            .unwrap()
+    };
+    let top = d.path();
+    let exp = ["--set", "checkpoint.save={experiment_dir}/ck"];
+    let submit = |name: &str| {
+        let mut a = vec![
+            "submit",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+        ];
+        a.extend(exp);
+        ovl(&a, top)
+    };
+    let o = submit("a");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = jobs.join("a");
+    let rec = job.join("submission.json");
+    let o = ovl(
+        &[
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "r",
+        ],
+        top,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = jobs.join("r/launch.sbatch");
+    let proj = top.join("proj");
+    std::fs::create_dir_all(proj.join("w")).unwrap();
+    let profile = proj.join(".ovlaunch.yaml");
+    std::fs::write(
+        &profile,
+        "default_profile: x\nprofiles:\n  x:\n    env: {LD_PRELOAD: /tmp/evil.so}\n",
+    )
+    .unwrap();
+    let experiments = jobs.join("experiments");
+    // Every user may pass through (to show that the grants below are real).
+    for p in [&jobs, &job, &jobs.join("r")] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let before = names_in(&jobs);
+    let status = || ovl(&["status", job.to_str().unwrap()], top);
+    let user = format!("has an ACL that lets the user {OTHER} (uid {uid}) write it");
+    type Run<'a> = Box<dyn Fn() -> Output + 'a>;
+    let cases: Vec<(&Path, &str, Run)> = vec![
+        (
+            &profile,
+            "rw",
+            Box::new(|| {
+                ovl(
+                    &["-r", "llama8b", "-g", "h100x8", "--dry-run"],
+                    &proj.join("w"),
+                )
+            }),
+        ),
+        (&jobs, "rwx", Box::new(|| submit("b"))),
+        (&experiments, "rwx", Box::new(|| submit("c"))),
+        (&rec, "rw", Box::new(status)),
+        (&job, "rwx", Box::new(status)),
+        (
+            &script,
+            "rwx",
+            Box::new(|| ovl(&["submit", jobs.join("r").to_str().unwrap()], top)),
+        ),
+    ];
+    for (p, perms, run) in &cases {
+        setfacl(&format!("-m u:{uid}:{perms}"), p);
+        // The grant is real: the other user may write it.
+        let o = as_other(&format!("test -w {}", p.display()));
+        assert_eq!(o.status.code(), Some(0), "{}: not writable", p.display());
+        let _ = std::fs::remove_file(&calls);
+        let o = run();
+        assert_refused_at(&o, p, &user, &format!("setfacl -x u:{uid} {}", p.display()));
+        assert!(!calls.exists(), "{}: a Slurm tool ran", p.display());
+        assert_eq!(
+            names_in(&jobs),
+            before,
+            "{}: something written",
+            p.display()
+        );
+        setfacl(&format!("-x u:{uid}"), p);
+    }
+    // A named group's grant.
+    setfacl(&format!("-m g:{gid}:rw"), &rec);
+    assert_refused_at(
+        &status(),
+        &rec,
+        &format!("has an ACL that lets the group {SHARED_GROUP} (gid {gid}) write it"),
+        &format!("setfacl -x g:{gid} {}", rec.display()),
+    );
+    assert!(!calls.exists(), "a Slurm tool ran");
+    // The mask without write: harmless, the record obeyed (status asks Slurm).
+    let o = Command::new("chmod").arg("g-w").arg(&rec).output().unwrap();
+    assert!(o.status.success());
+    let o = status();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(calls.exists(), "status did not ask Slurm: {}", stderr(&o));
+    // A jobs root its ACL shares, by setting.
+    setfacl(&format!("-m u:{uid}:rwx"), &jobs);
+    let o = Command::new(bin())
+        .args([
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "s",
+        ])
+        .current_dir(top)
+        .env("OVLAUNCH_JOBS_ROOT", &jobs)
+        .env("OVLAUNCH_JOBS_ROOT_SHARED", "group")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// Default ACLs on the jobs root (`setfacl -d -m u:OTHER:rwx,g:GROUP:rwx,o::rwx`), under
+/// `umask 000`: every file and directory ovlaunch creates has exactly the layout's mode
+/// (the ACL's mask is set to the mode's group bits, so the named entries get no more than
+/// the group bits), the other user (in that group) can neither read `secrets.env` nor write
+/// or plant anything, and the job's record is still taken as this user's own.
+#[test]
+fn default_acls_give_created_files_no_more_than_their_modes() {
+    let test = "default_acls_give_created_files_no_more_than_their_modes";
+    if !root_or_skip(test) || !acl_or_skip(test) {
+        return;
+    }
+    let uid = other_uid();
+    let gid = shared_gid();
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 52, "0", "");
+    let jobs = d.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    setfacl(&format!("-d -m u:{uid}:rwx,g:{gid}:rwx,o::rwx"), &jobs);
+    let o = Command::new("sh")
+        .args(["-c", "umask 000; exec \"$@\"", "sh", bin()])
+        .args(submit_args(&jobs, "m"))
+        .args(["--set", "checkpoint.save={experiment_dir}/ck"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = jobs.join("m");
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+    for (p, want) in [
+        (job.clone(), 0o750),
+        (job.join("logs"), 0o750),
+        (job.join("secrets.env"), 0o600),
+        (job.join("plan.json"), 0o600),
+        (job.join("launch.sbatch"), 0o700),
+        (job.join("ovlaunch-rank"), 0o755),
+        (job.join("env.sh"), 0o644),
+        (job.join("submission.json"), 0o644),
+        (jobs.join("experiments"), 0o700),
+        (jobs.join("experiments/m"), 0o700),
+    ] {
+        assert_eq!(mode(&p), want, "{}: {:o}", p.display(), mode(&p));
+    }
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let j = job.display();
+    let member = |script: &str| {
+        Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--init-groups".into(),
+                "sh".into(),
+                "-c".into(),
+                script.into(),
+            ])
+            .output()
+            .unwrap()
+    };
+    for attack in [
+        format!("cat {j}/secrets.env"),
+        format!("cat {j}/plan.json"),
+        format!("echo evil >> {j}/env.sh"),
+        format!("echo evil >> {j}/submission.json"),
+        format!("touch {j}/planted"),
+        format!("touch {j}/logs/planted"),
+        format!("ls {}/experiments/m", jobs.display()),
+    ] {
+        let o = member(&attack);
+        assert_ne!(o.status.code(), Some(0), "the other user could: {attack}");
+    }
+    // The record is this user's own: status asks Slurm (whose stand-in fails: exit 1).
+    let o = Command::new(bin())
+        .args(["status", job.to_str().unwrap()])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(d.path().join("calls").exists(), "{}", stderr(&o));
+}
