@@ -1366,6 +1366,13 @@ pub fn prepare_resolved(
         Ok(r) => (r, None),
         Err(e) => (None, Some(e)),
     };
+    // A job directory where no program starts: its rank runtime would fail on every rank.
+    if rank_runtime.is_some()
+        && host.remote().is_none()
+        && let Some(problem) = crate::backend::host::noexec_problem(&dir, runs_here)
+    {
+        warnings.push(problem?);
+    }
     let oci = oci_bundle(&opts, &*host)?;
     // Other machines read the job directory: Slurm's nodes, or every machine of a
     // multi-node torchrun run.

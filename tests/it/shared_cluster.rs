@@ -2275,3 +2275,75 @@ fn default_acls_give_created_files_no_more_than_their_modes() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(d.path().join("calls").exists(), "{}", stderr(&o));
 }
+
+/// Runs ovlaunch with `args` in a mount namespace of its own where `dir` is a tmpfs mounted
+/// `noexec` (nothing leaks to the machine's mounts); after it, stderr's last line is
+/// `left: ` and the names in `dir`.
+fn ovlaunch_on_noexec(dir: &Path, args: &[&str]) -> Output {
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(concat!(
+            "d=$1; shift; mount -t tmpfs -o noexec,size=64m tmpfs \"$d\" || exit 99; ",
+            "\"$@\"; rc=$?; echo \"left: $(ls -A \"$d\")\" >&2; exit $rc"
+        ))
+        .arg("sh")
+        .arg(dir)
+        .arg(bin())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A jobs root on a filesystem mounted `noexec` (as `/tmp` or `/dev/shm` often are): a job
+/// that runs on this machine (`submit --executor local`, `torchrun`) is refused with exit 2
+/// before anything is written, naming the job directory, `noexec` and `findmnt`; a Slurm
+/// job is written with a warning (the nodes may mount it otherwise). (Before: the local run
+/// wrote the job directory, started torchrun, and every rank failed with `PermissionError:
+/// [Errno 13] Permission denied: .../ovlaunch-rank`, exit 1.)
+#[test]
+fn a_job_directory_on_a_noexec_filesystem_is_refused_where_it_runs() {
+    if !root_or_skip("a_job_directory_on_a_noexec_filesystem_is_refused_where_it_runs") {
+        return;
+    }
+    let d = open_tempdir();
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let recipe = d.path().join("r.yaml");
+    std::fs::write(&recipe, SMALL_RECIPE).unwrap();
+    let jobs = mnt.join("jobs");
+    let (r, j) = (recipe.to_str().unwrap(), jobs.to_str().unwrap());
+    let common = ["-r", r, "-g", "cpux1", "--jobs-root", j, "--job-name", "x"];
+    for form in [&["submit", "--executor", "local"][..], &["torchrun"]] {
+        let args: Vec<&str> = form.iter().chain(&common).copied().collect();
+        let o = ovlaunch_on_noexec(&mnt, &args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{form:?}: {e}");
+        assert!(
+            e.contains(&format!(
+                "the job directory {j}/x is on a filesystem mounted noexec"
+            )) && e.contains(&format!("findmnt -T {j}")),
+            "{form:?}: {e}"
+        );
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+        assert!(e.ends_with("left: \n"), "{form:?}: written: {e}");
+    }
+    let o = ovlaunch_on_noexec(
+        &mnt,
+        &[
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--jobs-root",
+            j,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("on a filesystem this machine mounts noexec")
+            && stderr(&o).ends_with("left: jobs\n"),
+        "{}",
+        stderr(&o)
+    );
+}
