@@ -32,6 +32,10 @@
 //!   is opened and creating the missing ones (`mkdirat`, then exactly the mode asked for,
 //!   whatever the umask), so a directory planted or swapped while it runs is refused, never
 //!   used.
+//! - [`renamable_warning`]: where the group-shared setting accepted a directory on the path
+//!   that others can write without the sticky bit ([`renamable_by_others`]), they can swap
+//!   the job directory for theirs before it runs; that is a warning, naming the directory
+//!   and `chmod +t`.
 //! - A refusal is a usage error (exit 2) naming the directory or file, why, and a fix.
 
 use std::ffi::OsString;
@@ -80,6 +84,48 @@ pub fn path_problem(
 /// first reason for a [`Role::Own`] entry.
 pub fn own_problem(e: Entry, me: u32, private: &dyn Fn(u32, u32) -> bool) -> Option<Reason> {
     writers::writer(e, Role::Own, me, private)
+}
+
+/// The first directory on the path to `dir` (those that exist, from `/` down, links
+/// followed) in which another user could rename or replace what this user puts there: one
+/// [`path_problem`] refuses without the group-shared setting, which accepted it (a
+/// directory another user owns, or that a group or an ACL's grant lets write, without the
+/// sticky bit). Such a user can move the job (or experiment) directory away and put one of
+/// theirs in its place before the job runs.
+pub fn renamable_by_others(dir: &Path) -> Option<(PathBuf, Reason)> {
+    let me = nix::unistd::geteuid().as_raw();
+    let dir = std::path::absolute(dir).ok()?;
+    let mut on_path: Vec<&Path> = dir.ancestors().collect();
+    on_path.reverse();
+    on_path.into_iter().find_map(|d| {
+        let m = std::fs::metadata(d).ok()?;
+        let acl = writers::acl_writer_at(d, true, std::os::unix::fs::MetadataExt::uid(&m), me);
+        let e = Entry::of(&m).with_acl_writer(acl);
+        path_problem(e, me, Sharing::Private, &private_group).map(|why| (d.to_path_buf(), why))
+    })
+}
+
+/// The warning for a job directory `job` (with the experiment directory, when the job has
+/// one) whose path another user may rename (`renamable_by_others`).
+pub fn renamable_warning(job: &Path, experiment: bool) -> Option<String> {
+    let (at, why) = renamable_by_others(job.parent()?)?;
+    let which = if experiment {
+        "the job directory and the experiment directory"
+    } else {
+        "the job directory"
+    };
+    let shown = at.display();
+    let fix = match why {
+        Reason::Owner(_) => "its owner can, even with the sticky bit: for a job only you can change, use a jobs root whose every directory only you or root can write".to_string(),
+        _ => format!(
+            "`chmod +t {shown}` (as /tmp has it) lets nobody but you and its owner rename what is yours there"
+        ),
+    };
+    Some(format!(
+        "{} is under {shown}, which {} (accepted by jobs_root_shared: group): another user can rename {which} away and put theirs in its place before the job runs, and the job would run what they put there; {fix}",
+        job.display(),
+        why.why(Names::Local)
+    ))
 }
 
 /// The fix for `why` at `path`; `on_path`: a directory on the path ([`path_problem`]) rather

@@ -1395,6 +1395,13 @@ pub fn prepare_resolved(
         .as_ref()
         .is_some_and(|t| t.uses_experiment_dir())
         .then(|| PathBuf::from(&opts.experiment_dir));
+    // What the group-shared setting accepted on the path: others may swap the job for theirs.
+    if settings.jobs_root_shared.value == crate::backend::jobdir::Sharing::Group
+        && host.remote().is_none()
+        && let Some(w) = crate::backend::trust::renamable_warning(&dir, experiment.is_some())
+    {
+        warnings.push(w);
+    }
     let mut job = job::render_job(plan, &opts, plugins, &templates)?;
     job.spec
         .decisions

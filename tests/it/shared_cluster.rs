@@ -2347,3 +2347,85 @@ fn a_job_directory_on_a_noexec_filesystem_is_refused_where_it_runs() {
         stderr(&o)
     );
 }
+
+/// A team's jobs root (setgid, its group, with the other user in it, can write it) taken
+/// with `jobs_root_shared: group`: the job is written (its directory in the team's group,
+/// 0750, `secrets.env` 0600), with a warning naming the jobs root and `chmod +t`, since a
+/// team member can rename the job directory away and put theirs, with their own
+/// `ovlaunch-rank`, in its place (done here). With the sticky bit, no warning, and the rename
+/// fails. (Before: no word of it.)
+#[test]
+fn a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job() {
+    if !root_or_skip("a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job") {
+        return;
+    }
+    let gid = shared_gid();
+    let uid = other_uid();
+    let d = open_tempdir();
+    let team = d.path().join("team");
+    std::fs::create_dir(&team).unwrap();
+    std::os::unix::fs::chown(&team, None, Some(gid)).unwrap();
+    std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    let render = |name: &str| {
+        Command::new(bin())
+            .args([
+                "render",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                name,
+            ])
+            .args(["--env", "HF_TOKEN=team-secret", "--jobs-root"])
+            .arg(&team)
+            .env("OVLAUNCH_JOBS_ROOT_SHARED", "group")
+            .output()
+            .unwrap()
+    };
+    let member = |script: String| {
+        Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--init-groups".into(),
+                "sh".into(),
+                "-c".into(),
+                script,
+            ])
+            .output()
+            .unwrap()
+    };
+    let o = render("a");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = team.join("a");
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "{} is under {}, which is writable by its group {SHARED_GROUP}",
+            job.display(),
+            team.display()
+        )) && e.contains("another user can rename the job directory away")
+            && e.contains(&format!("chmod +t {}", team.display())),
+        "{e}"
+    );
+    let meta = std::fs::metadata(&job).unwrap();
+    assert_eq!((meta.gid(), meta.mode() & 0o7777), (gid, 0o750));
+    let secrets = std::fs::metadata(job.join("secrets.env")).unwrap();
+    assert_eq!(secrets.mode() & 0o7777, 0o600);
+    // What the warning says: a team member swaps the job directory for theirs.
+    let j = job.display();
+    let o = member(format!(
+        "cat {j}/secrets.env || {{ mv {j} {j}.gone && mkdir {j} && cp /bin/true {j}/ovlaunch-rank; }}"
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::metadata(&job).unwrap().uid(), uid);
+    // With the sticky bit: no warning, and the swap fails.
+    std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o3770)).unwrap();
+    let o = render("b");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("rename"), "{}", stderr(&o));
+    let b = team.join("b");
+    let o = member(format!("mv {} {}.gone", b.display(), b.display()));
+    assert_ne!(o.status.code(), Some(0), "the team member renamed it");
+}
