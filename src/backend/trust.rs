@@ -379,6 +379,7 @@ fn link_inside(what: &str, path: &Path) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::writers::Grantee;
 
     // The predicate's own cases are `input::writers`' tests; these are what this module
     // adds: the group-shared setting and the fixes.
@@ -415,6 +416,16 @@ mod tests {
             "another user's link, by setting"
         );
         assert_eq!(p(1001, TEAM, 0o120777, mine), Some(Reason::Owner(1001)));
+        let granted = Entry::new(ME, ME, 0o40770).with_acl_writer(Some(Grantee::User(1001)));
+        let acl = Some(Reason::Acl(Grantee::User(1001)));
+        assert_eq!(path_problem(granted, ME, mine, &private), acl);
+        assert_eq!(
+            path_problem(granted, ME, group, &private),
+            None,
+            "by setting"
+        );
+        assert_eq!(own_problem(granted, ME, &private), acl);
+        assert!(fix(Reason::Acl(Grantee::User(1001)), "/j", true).contains("jobs_root_shared"));
         let o = |uid, gid, mode| own_problem(Entry::new(uid, gid, mode), ME, &private);
         assert_eq!(o(ME, ME, 0o40770), None, "my private group");
         assert_eq!(o(ME, TEAM, 0o100664), Some(Reason::Group(TEAM)));
