@@ -86,8 +86,9 @@ pub fn own_problem(e: Entry, me: u32, private: &dyn Fn(u32, u32) -> bool) -> Opt
     writers::writer(e, Role::Own, me, private)
 }
 
-/// The first directory on the path to `dir` (those that exist, from `/` down, links
-/// followed) in which another user could rename or replace what this user puts there: one
+/// The first directory on the path to `dir`, `dir` included (those that exist, from `/`
+/// down, links followed) in which another user could rename or replace what this user puts
+/// there: one
 /// [`path_problem`] refuses without the group-shared setting, which accepted it (a
 /// directory another user owns, or that a group or an ACL's grant lets write, without the
 /// sticky bit). Such a user can move the job (or experiment) directory away and put one of

@@ -2429,3 +2429,57 @@ fn a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job() 
     let o = member(format!("mv {} {}.gone", b.display(), b.display()));
     assert_ne!(o.status.code(), Some(0), "the team member renamed it");
 }
+
+/// `--package` stages its archive in `TMPDIR` and copies it into the job by path: a `TMPDIR`
+/// its group (with the other user in it) can write without the sticky bit, where a team
+/// member could rename the staging directory and put their archive in its place, is refused
+/// with exit 2 naming it, `chmod g-w` and `TMPDIR`, and no job directory is written; with the
+/// sticky bit it is used. (Before: taken.)
+#[test]
+fn a_tmpdir_others_can_rename_in_is_refused_for_staging() {
+    if !root_or_skip("a_tmpdir_others_can_rename_in_is_refused_for_staging") {
+        return;
+    }
+    let gid = shared_gid();
+    let d = open_tempdir();
+    let tmp = d.path().join("teamtmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::os::unix::fs::chown(&tmp, None, Some(gid)).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    let code = d.path().join("code");
+    std::fs::create_dir(&code).unwrap();
+    std::fs::write(code.join("train.py"), "print(1)\n").unwrap();
+    let jobs = d.path().join("jobs");
+    let render = || {
+        Command::new(bin())
+            .args([
+                "render",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                "p",
+            ])
+            .arg("--jobs-root")
+            .arg(&jobs)
+            .arg("--package")
+            .arg(&code)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    let o = render();
+    assert_refused_at(
+        &o,
+        &tmp,
+        &format!("is writable by its group {SHARED_GROUP}"),
+        &format!("chmod g-w {}", tmp.display()),
+    );
+    assert!(stderr(&o).contains("set TMPDIR"), "{}", stderr(&o));
+    assert!(!jobs.join("p").exists());
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o3770)).unwrap();
+    let o = render();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(jobs.join("p/code.tar").is_file());
+}
