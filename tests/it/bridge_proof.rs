@@ -2422,6 +2422,25 @@ fn user_cases() -> Vec<Case> {
             "overlap-into-none",
             &[],
         ),
+        // recipes as users write them: a library pretraining function with another layout,
+        // overlap, precision by name, length, data blend and optimizer; a benchmark function
+        // with another layout and precision; LoRA; SFT with CP; a MoE vision-language SFT
+        c("user-tour-dense", "h100", 16, "tour-dense", &[]),
+        c("user-tour-dense-h100x32", "h100", 32, "tour-dense", &[]),
+        c("user-tour-perf", "h100", 64, "tour-perf", &[]),
+        c("user-tour-perf-h100x128", "h100", 128, "tour-perf", &[]),
+        c(
+            "user-tour-lora",
+            "h100",
+            8,
+            "tour-lora",
+            &[
+                "--set",
+                &format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+            ],
+        ),
+        c("user-tour-sft", "h100", 8, "tour-sft", &[]),
+        c("user-tour-vl", "h100", 16, "tour-vl", &[]),
     ];
     out.push(Case {
         id: "set-userbuffers-by-name".into(),
