@@ -2292,28 +2292,57 @@ pub fn user_recipe(name: &str) -> String {
     )
 }
 
+/// A user's recipe file on `gpu` x `world`, with more flags.
+fn user_case(id: &str, gpu: &str, world: u32, file: &str, more: &[&str]) -> Case {
+    let mut args = vec![
+        "--recipe".to_string(),
+        user_recipe(file),
+        "--gpus".into(),
+        format!("{gpu}x{world}"),
+    ];
+    args.extend(more.iter().map(|s| s.to_string()));
+    Case {
+        id: id.into(),
+        args,
+        gpu: gpu.into(),
+        world,
+        env: Vec::new(),
+    }
+}
+
+/// Recipe files as users write them (`tour-*`): a library pretraining function with another
+/// layout, overlap, precision by name, length, data blend and optimizer; a benchmark function
+/// with another layout and precision, at its GPU count and weak-scaled; LoRA; SFT with CP; a
+/// MoE vision-language SFT.
+fn tour_cases() -> Vec<Case> {
+    let c = user_case;
+    vec![
+        c("user-tour-dense", "h100", 16, "tour-dense", &[]),
+        c("user-tour-dense-h100x32", "h100", 32, "tour-dense", &[]),
+        c("user-tour-perf", "h100", 64, "tour-perf", &[]),
+        c("user-tour-perf-h100x128", "h100", 128, "tour-perf", &[]),
+        c(
+            "user-tour-lora",
+            "h100",
+            8,
+            "tour-lora",
+            &[
+                "--set",
+                &format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+            ],
+        ),
+        c("user-tour-sft", "h100", 8, "tour-sft", &[]),
+        c("user-tour-vl", "h100", 16, "tour-vl", &[]),
+    ]
+}
+
 /// Users' recipe files on Bridge bases (dense, MoE, hybrid, vision-language, a named precision with a userbuffers preset
 /// by name, a comm_overlap section over a function that leaves it None, comm_overlap fields over
 /// a function's own section), alone and with `--set`,
 /// `--precision`, plugins and another GPU count; and a userbuffers preset by name on a shipped
 /// recipe.
 fn user_cases() -> Vec<Case> {
-    let c = |id: &str, gpu: &str, world: u32, file: &str, more: &[&str]| {
-        let mut args = vec![
-            "--recipe".to_string(),
-            user_recipe(file),
-            "--gpus".into(),
-            format!("{gpu}x{world}"),
-        ];
-        args.extend(more.iter().map(|s| s.to_string()));
-        Case {
-            id: id.into(),
-            args,
-            gpu: gpu.into(),
-            world,
-            env: Vec::new(),
-        }
-    };
+    let c = user_case;
     let mut out = vec![
         c("user-dense", "h100", 8, "dense", &[]),
         c(
@@ -2422,25 +2451,6 @@ fn user_cases() -> Vec<Case> {
             "overlap-into-none",
             &[],
         ),
-        // recipes as users write them: a library pretraining function with another layout,
-        // overlap, precision by name, length, data blend and optimizer; a benchmark function
-        // with another layout and precision; LoRA; SFT with CP; a MoE vision-language SFT
-        c("user-tour-dense", "h100", 16, "tour-dense", &[]),
-        c("user-tour-dense-h100x32", "h100", 32, "tour-dense", &[]),
-        c("user-tour-perf", "h100", 64, "tour-perf", &[]),
-        c("user-tour-perf-h100x128", "h100", 128, "tour-perf", &[]),
-        c(
-            "user-tour-lora",
-            "h100",
-            8,
-            "tour-lora",
-            &[
-                "--set",
-                &format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
-            ],
-        ),
-        c("user-tour-sft", "h100", 8, "tour-sft", &[]),
-        c("user-tour-vl", "h100", 16, "tour-vl", &[]),
     ];
     out.push(Case {
         id: "set-userbuffers-by-name".into(),
@@ -3558,6 +3568,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let n_variants = cases.len();
     cases.extend(extra_cases());
     cases.extend(user_cases());
+    cases.extend(tour_cases());
     let dir = tempfile::tempdir().unwrap();
     cases.push(recipe_file_case(dir.path()));
     cases.push(unplanned_file_case(dir.path()));
