@@ -1,5 +1,7 @@
 //! The CLI's only reader of user data: builds the catalog (embedded data plus user recipe
-//! directory, recipe file and hardware file) and the resolver inputs from flags.
+//! directory, recipe file and hardware file) and the resolver inputs from flags. A `--recipe`
+//! naming Python code (a `.py` file, `module:function`, a function's dotted path) is refused,
+//! its help naming the Bridge function the code calls (`python_recipe`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -70,6 +72,9 @@ fn is_yaml(p: &Path) -> bool {
 /// shipped recipes holding the Bridge functions it names (`Recipe::bases`).
 pub fn recipe(cat: &Catalog, name: &str) -> Result<Recipe> {
     let path = Path::new(name);
+    if let Some(module) = python_reference(name) {
+        return Err(python_recipe(name, &module));
+    }
     let r = if is_yaml(path) || name.contains('/') {
         let text = read(path, "--recipe")?;
         Recipe::parse(&text, name)?
@@ -89,9 +94,140 @@ pub fn recipe(cat: &Catalog, name: &str) -> Result<Recipe> {
         }
         r
     } else {
-        return cat.recipe(name);
+        return cat.recipe(name).map_err(|e| {
+            // `pkg.recipes.my_llama`: a Python function's dotted path (no recipe name is one)
+            if dotted_python(name) {
+                python_recipe(name, &python_module(name, false))
+            } else {
+                e
+            }
+        });
     };
     link_bases(cat, r)
+}
+
+/// `--recipe` naming Python code: a `.py` file, or an entry point `module:function` /
+/// `path.py:function`; the module's file, as far as it is found (`python_module`).
+fn python_reference(name: &str) -> Option<Option<PathBuf>> {
+    let (module, function) = match name.rsplit_once(':') {
+        Some((m, f)) => (m, Some(f)),
+        None => (name, None),
+    };
+    let is_py = Path::new(module).extension().is_some_and(|e| e == "py");
+    if is_py {
+        return Some(Some(PathBuf::from(module)));
+    }
+    let entry_point = function.is_some_and(is_identifier)
+        && !is_yaml(Path::new(module))
+        && module.split('.').all(is_identifier);
+    entry_point.then(|| python_module(module, true))
+}
+
+/// `a.b.c` with every part a Python identifier, and at least two parts.
+fn dotted_python(name: &str) -> bool {
+    name.contains('.') && name.split('.').all(is_identifier)
+}
+
+fn is_identifier(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The file of a dotted module (`pkg.recipes` -> `pkg/recipes.py` or `pkg/recipes/__init__.py`)
+/// in the working directory or a `PYTHONPATH` directory, as Python would import it; for a
+/// function's dotted path (`whole` false) the module is every part but the last.
+fn python_module(dotted: &str, whole: bool) -> Option<PathBuf> {
+    let mut parts: Vec<&str> = dotted.split('.').collect();
+    if !whole {
+        parts.pop();
+    }
+    let rel: PathBuf = parts.iter().collect();
+    let mut roots = vec![PathBuf::from(".")];
+    if let Some(paths) = std::env::var_os("PYTHONPATH") {
+        roots.extend(std::env::split_paths(&paths));
+    }
+    roots.iter().find_map(|root| {
+        [rel.with_extension("py"), rel.join("__init__.py")]
+            .into_iter()
+            .map(|f| root.join(f))
+            .find(|f| f.is_file())
+    })
+}
+
+/// The refusal of a Python recipe. Bridge's runner imports its `--recipe` from its own package
+/// (`megatron.bridge.recipes`, or `megatron.bridge.perf_recipes` for a benchmark name) and calls
+/// it without arguments, so a function of the user's module cannot be the trainer's recipe, and
+/// ovlaunch runs no Python to plan one. The help names the Bridge functions the module's text
+/// (or, when it names none, its package's other modules: a relative import) mentions, as the
+/// `bridge_recipe:` of the recipe file that states what the function changes.
+fn python_recipe(name: &str, module: &Option<PathBuf>) -> Error {
+    let calls = module.as_deref().map(bridge_calls).unwrap_or_default();
+    let base = match calls.as_slice() {
+        [] => "`bridge_recipe: FUNCTION` (the Bridge function your code starts from)".to_string(),
+        [one] => format!("`bridge_recipe: {one}` (the Bridge function your code calls)"),
+        more => format!(
+            "`bridge_recipe:` one of the Bridge functions your code calls ({})",
+            more.iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let e = Error::usage(format!(
+        "--recipe `{name}` is Python code: Bridge's runner (`run_recipe.py --recipe FUNCTION`) imports its recipe from Megatron-Bridge's own package and calls it without arguments, so a function of your module cannot be the trainer's recipe, and ovlaunch does not run Python to plan one"
+    ));
+    let e = match module {
+        Some(file) => e.at_file(file.display().to_string()),
+        None => e.at_flag("--recipe"),
+    };
+    e.help(format!(
+        "write what your function changes as a recipe file (YAML) over the Bridge function: {base} and the fields it sets, e.g. `model: {{tensor_model_parallel_size: 2}}` (docs/recipes.md, \"Your own recipe, on a Bridge base\"); or run your own training script after `--` (`-- python my_train.py`), which then gets no overrides"
+    ))
+}
+
+/// The catalogue's Bridge functions a Python file's text names (its identifiers, in order of
+/// first mention); when it names none and it is a package's module, those its package's other
+/// modules name.
+fn bridge_calls(file: &Path) -> Vec<String> {
+    let named = |file: &Path| -> Vec<String> {
+        let Ok(text) = crate::input::read_text(file, "--recipe") else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = Vec::new();
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if crate::catalog::embedded::function(word).is_some() && !out.iter().any(|w| w == word)
+            {
+                out.push(word.to_string());
+            }
+        }
+        out
+    };
+    let own = named(file);
+    let dir = file.parent().filter(|d| d.join("__init__.py").is_file());
+    match dir {
+        Some(dir) if own.is_empty() => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "py") && p != file)
+                .collect();
+            files.sort();
+            let mut out: Vec<String> = Vec::new();
+            for f in files {
+                for w in named(&f) {
+                    if !out.contains(&w) {
+                        out.push(w);
+                    }
+                }
+            }
+            out
+        }
+        _ => own,
+    }
 }
 
 /// Links a user's recipe file to the shipped recipes holding the Bridge functions it names
