@@ -248,16 +248,11 @@ pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
                 }
             }
             None => {
+                if let Some(e) = function_written_otherwise(&r, f) {
+                    return Err(e);
+                }
                 let functions = cat.bridge_functions();
-                // the line naming it: the file's own `bridge_recipe:`, else a variant's
-                let line = if r.bridge_recipe.as_deref() == Some(f.as_str()) {
-                    r.key_lines.get("bridge_recipe").copied()
-                } else {
-                    r.variants
-                        .iter()
-                        .find(|v| v.bridge_recipe.as_deref() == Some(f.as_str()))
-                        .and_then(|v| v.key_lines.get("bridge_recipe").copied())
-                };
+                let line = bridge_recipe_line(&r, f);
                 let near = crate::error::suggest(f, functions.iter().map(|(n, _)| n.as_str()));
                 let near = if near.is_empty() {
                     String::new()
@@ -279,6 +274,61 @@ pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
     }
     crate::resolve::base::settle(&mut r)?;
     Ok(r)
+}
+
+/// The line of the file (its own `bridge_recipe:`, else a variant's) naming `function`.
+fn bridge_recipe_line(r: &Recipe, function: &str) -> Option<usize> {
+    if r.bridge_recipe.as_deref() == Some(function) {
+        r.key_lines.get("bridge_recipe").copied()
+    } else {
+        r.variants
+            .iter()
+            .find(|v| v.bridge_recipe.as_deref() == Some(function))
+            .and_then(|v| v.key_lines.get("bridge_recipe").copied())
+    }
+}
+
+/// `bridge_recipe:` naming a catalogue function the way Python code would: called with
+/// arguments (`llama3_8b_peft_config(peft_scheme='dora')`) or by its module path
+/// (`megatron.bridge.recipes.llama.llama3_8b_pretrain_config`). Bridge's runner takes the bare
+/// name (`run_recipe.py --recipe NAME`, looked up in its package) and calls the function
+/// without arguments, so the refusal gives that name and says where the arguments go.
+fn function_written_otherwise(r: &Recipe, written: &str) -> Option<Error> {
+    let known = |n: &str| crate::catalog::embedded::function(n).is_some();
+    let (name, why, fix) = if let Some((name, rest)) = written.split_once('(') {
+        let name = name.trim();
+        let name = name.rsplit('.').next().unwrap_or(name);
+        if !rest.trim_end().ends_with(')') || !known(name) {
+            return None;
+        }
+        (
+            name,
+            "Bridge's runner calls its recipe function without arguments (`run_recipe.py --recipe FUNCTION`)",
+            "state what the arguments change as the file's fields over it (`dataset: {seq_length: 4096}`, `peft: {dim: 16}`); an argument with no field (`peft_scheme`) needs a function built with it",
+        )
+    } else {
+        let name = written.rsplit('.').next().unwrap_or(written);
+        if !written.contains('.') || !known(name) {
+            return None;
+        }
+        (
+            name,
+            "Bridge's runner looks its recipe function up by name in its own package (`run_recipe.py --recipe FUNCTION`)",
+            "the function's name alone",
+        )
+    };
+    Some(
+        Error::usage(format!(
+            "recipe `{}`: `bridge_recipe: {written}`: {why}",
+            r.name
+        ))
+        .at(crate::error::Origin::file(
+            &r.origin,
+            bridge_recipe_line(r, written),
+            None,
+        ))
+        .help(format!("`bridge_recipe: {name}`; {fix}")),
+    )
 }
 
 /// A job whose trainer is Bridge's runner (no `trainer:` in the recipe, none after `--`) needs

@@ -1331,3 +1331,76 @@ fn a_python_recipe_is_refused_naming_the_bridge_function_it_calls() {
     report.extend(diff_case(&plan, &b["config"], &b["classes"], &b["env"]));
     assert!(report.is_empty(), "{}", report.join("\n"));
 }
+
+/// `bridge_recipe:` written as Python would name the function (called with arguments, or by
+/// its module path) is refused at its line (exit 2) with the bare name the runner takes:
+/// Bridge's runner, given the written form, finds no such recipe in its package, and given the
+/// name, builds the job.
+#[test]
+fn a_bridge_function_written_as_python_is_refused_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "llama3_8b_peft_config(peft_scheme='dora')",
+            "llama3_8b_peft_config",
+        ),
+        ("llama3_8b_pretrain_config()", "llama3_8b_pretrain_config"),
+        (
+            "megatron.bridge.recipes.llama.llama3_8b_pretrain_config",
+            "llama3_8b_pretrain_config",
+        ),
+    ];
+    let mut inputs = Vec::new();
+    for (i, (written, name)) in cases.iter().enumerate() {
+        let file = file_in(
+            dir.path(),
+            &format!("f{i}.yaml"),
+            &format!("name: f{i}\nbridge_recipe: \"{written}\"\nmodel: {{num_layers: 16}}\n"),
+        );
+        let err = assert_render_refused(&["--recipe", &file, "--gpus", "h100x8"]);
+        assert!(err.contains(&format!("f{i}.yaml:2")), "{written}: {err}");
+        let help = err.split("help:").nth(1).unwrap_or("");
+        assert!(
+            help.starts_with(&format!(" `bridge_recipe: {name}`;")),
+            "{written}: {err}"
+        );
+        for (id, recipe) in [
+            (format!("written-{i}"), *written),
+            (format!("named-{i}"), *name),
+        ] {
+            let mut argv = vec![
+                "python".to_string(),
+                "/opt/Megatron-Bridge/scripts/training/run_recipe.py".into(),
+                "--recipe".into(),
+                recipe.into(),
+            ];
+            // Bridge asserts a PEFT job's base checkpoint exists
+            if name.contains("peft") {
+                argv.push(format!(
+                    "checkpoint.pretrained_checkpoint={}",
+                    dir.path().display()
+                ));
+            }
+            inputs.push(json!({"id": id, "argv": argv, "world_size": 8, "gpu": "h100", "env": {}}));
+        }
+    }
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let bridge = probe(&python, &Value::Array(inputs));
+    for i in 0..cases.len() {
+        let (written, named) = (
+            &bridge[format!("written-{i}")],
+            &bridge[format!("named-{i}")],
+        );
+        assert_eq!(written["ok"], json!(false), "{}: {written}", cases[i].0);
+        assert!(
+            written["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("not found"),
+            "{written}"
+        );
+        assert_eq!(named["ok"], json!(true), "{}: {named}", cases[i].1);
+    }
+}
