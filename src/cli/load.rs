@@ -339,16 +339,24 @@ pub fn needs_function(plan: &Plan, trainer_given: bool) -> Result<()> {
     if trainer_given || plan.recipe.trainer.is_some() || plan.trainer.is_some() {
         return Ok(());
     }
-    let functions = Catalog::embedded()?.bridge_functions();
+    let name = &plan.recipe.name;
+    // a file named after a Bridge function is not that function: it names none
+    let fix = if crate::catalog::embedded::function(name).is_some() {
+        format!(
+            "add `bridge_recipe: {name}` (the Bridge function the file is named after: its name alone runs no function), or run a trainer of your own (`-- TRAINER...`)"
+        )
+    } else {
+        let functions = Catalog::embedded()?.bridge_functions();
+        format!(
+            "add `bridge_recipe: FUNCTION` with the function your model starts from, or run a trainer of your own (`-- TRAINER...`); {}",
+            closest_functions(name, plan.recipe.family.as_deref(), &functions)
+        )
+    };
     Err(Error::usage(format!(
-        "recipe `{}` names no Megatron-Bridge function (`bridge_recipe:`): Bridge's runner runs only its own recipe functions, and a recipe file states its values over one",
-        plan.recipe.name
+        "recipe `{name}` names no Megatron-Bridge function (`bridge_recipe:`): Bridge's runner runs only its own recipe functions, and a recipe file states its values over one"
     ))
     .at_file(&plan.recipe.origin)
-    .help(format!(
-        "add `bridge_recipe: FUNCTION` with the function your model starts from, or run a trainer of your own (`-- TRAINER...`); {}",
-        closest_functions(&plan.recipe.name, plan.recipe.family.as_deref(), &functions)
-    )))
+    .help(fix))
 }
 
 /// The plan's warning for a recipe file that names no Bridge function: only a trainer of the

@@ -1404,3 +1404,58 @@ fn a_bridge_function_written_as_python_is_refused_with_its_name() {
         assert_eq!(named["ok"], json!(true), "{}: {named}", cases[i].1);
     }
 }
+
+/// A recipe file named after a Bridge function (`qwen3_8b_pretrain_config.yaml` in a recipe
+/// directory) that names no function is refused (exit 2, nothing written) with that function as
+/// its `bridge_recipe:`; with the line added, Bridge's runner builds the job as planned.
+#[test]
+fn a_file_named_after_a_bridge_function_is_pointed_at_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().display().to_string();
+    let function = "qwen3_8b_pretrain_config";
+    let body = "model: {tensor_model_parallel_size: 4}\ntrain: {global_batch_size: 64}\n";
+    file_in(dir.path(), &format!("{function}.yaml"), body);
+    let args = [
+        "--recipe-dir",
+        &rd,
+        "--recipe",
+        function,
+        "--gpus",
+        "h100x8",
+    ];
+    let err = assert_render_refused(&args);
+    assert!(err.contains("names no Megatron-Bridge function"), "{err}");
+    let help = err.split("help:").nth(1).unwrap_or("");
+    assert!(
+        help.starts_with(&format!(" add `bridge_recipe: {function}`")),
+        "{err}"
+    );
+    file_in(
+        dir.path(),
+        &format!("{function}.yaml"),
+        &format!("bridge_recipe: {function}\n{body}"),
+    );
+    let plan = plan_json(&args);
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let id = "named-after-a-function";
+    let job = job_dir(id);
+    let mut dry = args.to_vec();
+    dry.extend(["--job-dir", &job, "--dry-run"]);
+    let argv = trainer_argv(&ok(&dry));
+    let env: BTreeMap<String, String> = plan["env"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let mut input = json!({"id": id, "argv": argv, "world_size": 8, "gpu": "h100", "env": env});
+    if let Some(hf) = hf_config(&plan, &[]) {
+        input["hf_config"] = hf;
+    }
+    let b = &probe(&python, &json!([input]))[id];
+    assert_eq!(b["ok"], json!(true), "{b}");
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
