@@ -2333,6 +2333,38 @@ fn tour_cases() -> Vec<Case> {
         ),
         c("user-tour-sft", "h100", 8, "tour-sft", &[]),
         c("user-tour-vl", "h100", 16, "tour-vl", &[]),
+        c(
+            "user-tour-packed",
+            "h100",
+            8,
+            "tour-packed",
+            &[
+                "--set",
+                &format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+            ],
+        ),
+        c("user-tour-vl-cp", "h100", 8, "tour-vl-cp", &[]),
+        c(
+            "user-tour-dense-set",
+            "h100",
+            16,
+            "tour-dense",
+            &[
+                "--set",
+                "mixed_precision.fp8_recipe=blockwise",
+                "--set",
+                "optimizer.optimizer=sgd",
+                "--set",
+                "model.seq_length=2048",
+            ],
+        ),
+        c(
+            "user-tour-perf-precision",
+            "h100",
+            64,
+            "tour-perf",
+            &["--precision", "bf16", "--set", "optimizer.optimizer=sgd"],
+        ),
     ]
 }
 
