@@ -1459,3 +1459,44 @@ fn a_file_named_after_a_bridge_function_is_pointed_at_it() {
     let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
 }
+
+/// A section copied from a config Bridge writes (`ConfigContainer.to_dict`, the mapping its
+/// `to_yaml` prints) names its class under `_target_`: a recipe file holding it is refused at
+/// that line (exit 2, nothing written) with what the key is and what to state instead.
+#[test]
+fn a_section_copied_from_bridges_config_dump_is_refused_at_its_class_key() {
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let probe_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge");
+    let code = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport probe\nfrom megatron.bridge.recipes import llama3_8b_pretrain_config\nd = llama3_8b_pretrain_config().to_dict()\nprint(json.dumps({'train': d['train']}))";
+    let o = std::process::Command::new(&python)
+        .args(["-c", code, probe_dir])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let dumped: Value = serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap();
+    let train = dumped["train"].as_object().unwrap();
+    assert!(train.contains_key("_target_"), "{dumped}");
+    // the dump's section, one key a line, as a user pastes it under `train:`
+    let mut text = "bridge_recipe: llama3_8b_pretrain_config\ntrain:\n".to_string();
+    for (k, v) in train {
+        text.push_str(&format!("  {k}: {v}\n"));
+    }
+    let line = text
+        .lines()
+        .position(|l| l.trim_start().starts_with("_target_:"))
+        .unwrap()
+        + 1;
+    let dir = tempfile::tempdir().unwrap();
+    let file = file_in(dir.path(), "dumped.yaml", &text);
+    let err = assert_render_refused(&["--recipe", &file, "--gpus", "h100x8"]);
+    assert!(err.contains("unknown field `_target_`"), "{err}");
+    assert!(err.contains(&format!("dumped.yaml:{line}:")), "{err}");
+    let help = err.split("help:").nth(1).unwrap_or("");
+    assert!(
+        help.contains("config Bridge writes") && help.contains("leave `_target_` out"),
+        "{err}"
+    );
+}
