@@ -2344,6 +2344,15 @@ fn tour_cases() -> Vec<Case> {
             ],
         ),
         c("user-tour-vl-cp", "h100", 8, "tour-vl-cp", &[]),
+        c("user-tour-moe", "h100", 32, "tour-moe", &[]),
+        // refused by both: the precision-aware optimizer without the distributed one
+        c(
+            "user-tour-moe-precision-aware",
+            "h100",
+            32,
+            "tour-moe",
+            &["--set", "optimizer.use_precision_aware_optimizer=true"],
+        ),
         c(
             "user-tour-dense-set",
             "h100",
@@ -3303,6 +3312,31 @@ fn refused_argv(c: &Case) -> Result<(Vec<String>, Option<Value>), String> {
     if !sets.is_empty() {
         let base = plan_of_its_function(c, &rest, &sets)?;
         argv[3] = base["trainer"]["recipe"].as_str().unwrap().to_string();
+        // a user's recipe file: its values reach the runner as words (the plan without the
+        // refused --sets holds them), but for the fields those --sets give
+        if r.ends_with(".yaml") || r.ends_with(".yml") {
+            let given: Vec<&str> = sets
+                .iter()
+                .map(|s| s.split_once('=').map_or(s.as_str(), |(k, _)| k))
+                .collect();
+            for w in base["trainer"]["overrides"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let w = w.as_str().unwrap();
+                let key = w
+                    .trim_start_matches('+')
+                    .split_once('=')
+                    .map_or(w, |(k, _)| k);
+                if !given
+                    .iter()
+                    .any(|g| key == *g || key.starts_with(&format!("{g}.")))
+                {
+                    argv.push(w.to_string());
+                }
+            }
+        }
         match ovlaunch::resolve::overrides::parse_sets(&sets) {
             Ok(parsed) => {
                 // the pass-through sections' words as the trainer contract writes them (a
