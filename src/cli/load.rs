@@ -184,7 +184,7 @@ fn python_recipe(name: &str, module: &Option<PathBuf>) -> Error {
         None => e.at_flag("--recipe"),
     };
     e.help(format!(
-        "write what your function changes as a recipe file (YAML) over the Bridge function: {base} and the fields it sets, e.g. `model: {{tensor_model_parallel_size: 2}}` (docs/recipes.md, \"Your own recipe, on a Bridge base\"); or run your own training script after `--` (`-- python my_train.py`), which then gets no overrides"
+        "write what your function changes as a recipe file (YAML) over the Bridge function: {base} and the fields it sets, e.g. `model: {{tensor_model_parallel_size: 2}}` (docs/recipes.md, \"Your own recipe, on a Bridge base\"); or run your own training script after `--` (`-- python my_train.py`; the plan's overrides are then in the job's `overrides.txt`)"
     ))
 }
 
