@@ -2345,6 +2345,27 @@ fn tour_cases() -> Vec<Case> {
         ),
         c("user-tour-vl-cp", "h100", 8, "tour-vl-cp", &[]),
         c("user-tour-moe", "h100", 32, "tour-moe", &[]),
+        c(
+            "user-tour-sft-cp1",
+            "h100",
+            8,
+            "tour-sft",
+            &["--set", "model.context_parallel_size=1"],
+        ),
+        c(
+            "user-tour-vl-cp2",
+            "h100",
+            16,
+            "tour-vl",
+            &["--set", "model.context_parallel_size=2"],
+        ),
+        c(
+            "user-tour-perf-gbs",
+            "h100",
+            128,
+            "tour-perf",
+            &["--set", "train.global_batch_size=256"],
+        ),
         // refused by both: the precision-aware optimizer without the distributed one
         c(
             "user-tour-moe-precision-aware",
