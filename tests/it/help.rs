@@ -82,3 +82,47 @@ fn launch_only_flags_only_where_they_act() {
         );
     }
 }
+
+/// Each `env --format` value's help shows a line as that format writes it: the quotes around
+/// a value that needs them (`sh`: `export NAME='a b'`; `dotenv`: single quotes too, double
+/// quotes only around a value holding `'`).
+#[test]
+fn env_format_help_shows_the_lines_written() {
+    use clap::CommandFactory;
+    let cmd = ovlaunch::cli::Cli::command();
+    let env = cmd.find_subcommand("env").unwrap();
+    let format = env
+        .get_arguments()
+        .find(|a| a.get_id() == "format")
+        .unwrap();
+    for (value, prefix) in [("sh", "export "), ("dotenv", "")] {
+        let help = format
+            .get_possible_values()
+            .into_iter()
+            .find(|v| v.get_name() == value)
+            .and_then(|v| v.get_help().map(ToString::to_string))
+            .unwrap_or_default();
+        let out = crate::common::ok(&[
+            "env",
+            "-r",
+            "llama70b",
+            "-g",
+            "h100x64",
+            "--env",
+            "DOC_HELP=a b",
+            "--format",
+            value,
+        ]);
+        let line = out
+            .lines()
+            .find(|l| l.contains("DOC_HELP="))
+            .unwrap_or_else(|| panic!("{out}"));
+        let shown = line
+            .replacen("DOC_HELP", "NAME", 1)
+            .replacen("a b", "value", 1);
+        assert!(
+            help.contains(&format!("`{shown}`")) && shown.starts_with(prefix),
+            "`env --format {value}` writes {line:?}; its help says {help:?}"
+        );
+    }
+}
