@@ -90,7 +90,8 @@ pub enum Command {
     Presets(output::OutputArg),
     /// List the fields a section accepts.
     Fields {
-        /// model, train, ddp, optimizer, comm_overlap or mixed_precision
+        /// A section `--set` takes (model, optimizer, checkpoint, dataset, peft, ...; an
+        /// unknown one gets the list); without one, every section
         section: Option<String>,
         #[command(flatten)]
         output: output::OutputArg,
