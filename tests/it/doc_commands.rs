@@ -674,3 +674,35 @@ fn shell_pieces_split_as_bash_would() {
     assert!(transcript_differs(&["a ...".into()], "a b c\n").is_none());
     assert!(transcript_differs(&["a".into()], "a\nb\n").is_some());
 }
+
+/// Every exit code a command's `--help` states (`Exit codes: ...`) is in the exit codes of
+/// docs/commands.md, so the page and the help tell the same codes.
+#[test]
+fn the_exit_codes_help_states_are_on_the_commands_page() {
+    use clap::CommandFactory;
+    let page = std::fs::read_to_string(root().join("docs/commands.md")).unwrap();
+    let codes = &page[page
+        .find("Exit codes:")
+        .expect("docs/commands.md has exit codes")..];
+    let codes = &codes[..codes.find("\n\n").unwrap_or(codes.len())];
+    let cmd = ovlaunch::cli::Cli::command();
+    let mut missing = Vec::new();
+    for c in std::iter::once(&cmd).chain(cmd.get_subcommands()) {
+        let Some(help) = c.get_after_help().map(ToString::to_string) else {
+            continue;
+        };
+        let Some(stated) = help.split("Exit codes:").nth(1) else {
+            continue;
+        };
+        let stated = stated.split("\n\n").next().unwrap_or("");
+        for word in stated.split(|ch: char| !ch.is_ascii_digit()) {
+            if !word.is_empty() && !codes.contains(&format!("{word} ")) {
+                missing.push(format!("`{} --help` states exit {word}", c.get_name()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in docs/commands.md's exit codes: {missing:?}"
+    );
+}
