@@ -706,3 +706,43 @@ fn the_exit_codes_help_states_are_on_the_commands_page() {
         "not in docs/commands.md's exit codes: {missing:?}"
     );
 }
+
+/// docs/cluster.md's table of settings has a row for every setting `ovlaunch profiles` shows,
+/// and names the environment variables each is read from (`cli::settings::ENV`), in order.
+#[test]
+fn the_settings_table_names_every_setting_and_variable() {
+    let page = std::fs::read_to_string(root().join("docs/cluster.md")).unwrap();
+    let rows: Vec<&str> = page.lines().filter(|l| l.starts_with("| `")).collect();
+    let row = |key: &str| {
+        rows.iter()
+            .find(|r| {
+                r.split('|')
+                    .nth(1)
+                    .is_some_and(|c| c.contains(&format!("`{key}`")))
+            })
+            .copied()
+    };
+    let out = common::ok(&["profiles", "-o", "json"]);
+    let shown: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut missing = Vec::new();
+    for s in shown["settings"].as_array().unwrap() {
+        let key = s["key"].as_str().unwrap();
+        if row(key).is_none() {
+            missing.push(format!("no row for `{key}`"));
+        }
+    }
+    for (key, vars) in ovlaunch::cli::settings::ENV {
+        match row(key) {
+            None => missing.push(format!("no row for `{key}`")),
+            Some(r) => {
+                let env = r.rsplit('|').nth(1).unwrap_or("");
+                let at: Vec<Option<usize>> =
+                    vars.iter().map(|v| env.find(&format!("`{v}`"))).collect();
+                if at.iter().any(Option::is_none) || !at.is_sorted() {
+                    missing.push(format!("`{key}`'s row does not name {vars:?} in order"));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/cluster.md: {missing:?}");
+}
