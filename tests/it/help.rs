@@ -126,3 +126,43 @@ fn env_format_help_shows_the_lines_written() {
         );
     }
 }
+
+/// `--container-mount`'s help shows the forms a mount takes: the destination and flags are
+/// optional (pyxis's `SRC[:DST[:FLAGS]]`), and FLAGS are enroot's options joined with `+`;
+/// each form it shows plans.
+#[test]
+fn container_mount_help_shows_the_forms_taken() {
+    use clap::CommandFactory;
+    let cmd = ovlaunch::cli::Cli::command();
+    let arg = cmd
+        .get_arguments()
+        .find(|a| a.get_long() == Some("container-mount"))
+        .unwrap();
+    let names: Vec<String> = arg
+        .get_value_names()
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(names, ["SRC[:DST[:FLAGS]]"]);
+    let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+    for mount in [
+        "/lustre/data",
+        "/lustre/data:/data",
+        "/lustre/data:/data:ro+rprivate",
+    ] {
+        let flags = mount.rsplit(':').next().filter(|f| f.contains('+'));
+        assert!(flags.is_none_or(|f| help.contains(f)), "{help}");
+        crate::common::ok(&[
+            "-r",
+            "llama70b",
+            "-g",
+            "h100x64",
+            "--container-image",
+            "nvcr.io#nvidia/nemo:26.04",
+            "--container-mount",
+            mount,
+            "--dry-run",
+        ]);
+    }
+}
