@@ -212,6 +212,20 @@ fn overrides_are_what_differs_from_bridges_recipe() {
         "{out}"
     );
     assert!(!out.contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{out}");
+    // a runner flag changes the recipe: it does not run "as it is"
+    let out = ok(&[
+        "overrides",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--plugin",
+        "determinism",
+    ]);
+    assert!(
+        out.contains("--deterministic\n") && !out.contains("as it is"),
+        "{out}"
+    );
     // --set words in Hydra's grammar, text quoted so that it stays text
     let out = ok(&[
         "overrides",
