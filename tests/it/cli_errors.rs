@@ -1207,7 +1207,7 @@ fn launch_error_cases(i: &JobInputs) -> Vec<ErrorCase<'_>> {
         ),
         (
             "sbatch_arg_short_option",
-            i.dry(&["--sbatch-arg=-p"]),
+            i.dry(&["--sbatch-arg=-x"]),
             None,
             2,
         ),
@@ -1240,6 +1240,12 @@ fn launch_error_cases(i: &JobInputs) -> Vec<ErrorCase<'_>> {
         (
             "sbatch_arg_abbreviates_an_owned_option",
             i.dry(&["--sbatch-arg=--node=2"]),
+            None,
+            2,
+        ),
+        (
+            "sbatch_arg_short_form_of_an_owned_option",
+            i.dry(&["--sbatch-arg=-N2"]),
             None,
             2,
         ),
