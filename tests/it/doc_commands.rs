@@ -746,3 +746,36 @@ fn the_settings_table_names_every_setting_and_variable() {
     }
     assert!(missing.is_empty(), "docs/cluster.md: {missing:?}");
 }
+
+/// Every flag `--help` offers is named on a page of README.md or docs/ (by its long name, or
+/// its short one where the pages use that: `logs -f`, `recipes -v`).
+#[test]
+fn every_flag_is_named_in_the_docs() {
+    use clap::CommandFactory;
+    let docs: String = pages()
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let named = |flag: &str| {
+        docs.match_indices(flag).any(|(i, _)| {
+            let next = docs[i + flag.len()..].chars().next();
+            !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+    };
+    let cmd = ovlaunch::cli::Cli::command();
+    let mut missing = std::collections::BTreeSet::new();
+    for c in std::iter::once(&cmd).chain(cmd.get_subcommands()) {
+        for a in c.get_arguments() {
+            if a.is_hide_set() || ["help", "version"].contains(&a.get_id().as_str()) {
+                continue;
+            }
+            let long = a.get_long().map(|l| format!("--{l}"));
+            let short = a.get_short().map(|s| format!(" -{s}"));
+            let Some(long) = long else { continue };
+            if !named(&long) && !short.is_some_and(|s| named(&s)) {
+                missing.insert(format!("{} {long}", c.get_name()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "flags no page names: {missing:?}");
+}
