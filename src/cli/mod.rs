@@ -296,7 +296,8 @@ pub struct PlanArgs {
     pub hf_config: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub catalog: CatalogArgs,
-    /// Enable a plugin, with options (repeatable): --plugin nsys:profile_step_start=20
+    /// Enable a plugin, with options (repeatable): --plugin
+    /// nsys:profile_step_start=20,profile_step_end=30
     #[arg(long = "plugin", value_name = "NAME[:KEY=VALUE,...]")]
     pub plugin_specs: Vec<String>,
     #[command(flatten)]

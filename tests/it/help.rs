@@ -166,3 +166,49 @@ fn container_mount_help_shows_the_forms_taken() {
         ]);
     }
 }
+
+/// The examples the help gives run: the main help's `Example:` line, and a flag's own example
+/// at the end of its help (`(repeatable): --plugin ...`), each as a dry run of a shipped job.
+#[test]
+fn the_helps_examples_run() {
+    use clap::CommandFactory;
+    let cmd = ovlaunch::cli::Cli::command();
+    let after = cmd
+        .get_after_help()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let example = after
+        .lines()
+        .find_map(|l| l.strip_prefix("Example: ovlaunch "))
+        .expect("the main help has an example");
+    let mut runs: Vec<Vec<String>> = vec![example.split(' ').map(String::from).collect()];
+    for a in cmd.get_arguments() {
+        let (Some(long), Some(help)) = (a.get_long(), a.get_help()) else {
+            continue;
+        };
+        let help = help.to_string();
+        let Some((_, tail)) = help.rsplit_once(": ") else {
+            continue;
+        };
+        let tail = tail.trim().trim_end_matches('.');
+        if !tail.starts_with(&format!("--{long}")) {
+            continue;
+        }
+        let mut run: Vec<String> = ["-r", "llama70b", "-g", "h100x64", "--dry-run"]
+            .map(String::from)
+            .to_vec();
+        run.extend(tail.split_whitespace().map(String::from));
+        runs.push(run);
+    }
+    assert!(runs.len() >= 4, "{runs:?}");
+    for run in runs {
+        let args: Vec<&str> = run.iter().map(String::as_str).collect();
+        let o = crate::common::run(&args);
+        assert!(
+            o.status.success(),
+            "ovlaunch {}: {}",
+            args.join(" "),
+            crate::common::stderr(&o)
+        );
+    }
+}
