@@ -16,6 +16,7 @@ mod cli_errors_moe;
 mod cli_errors_optimizer;
 mod cli_outputs;
 mod containers;
+mod doc_commands;
 mod env_rules;
 mod env_unset;
 mod estimate;
