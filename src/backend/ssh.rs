@@ -12,6 +12,10 @@
 //!   whatever the login shell. A word `quote` would write in bash's `$'...'`
 //!   (`shell::bash_only`: a control character), which that shell reads as other text, is
 //!   refused, never sent ([`Host::check_text`]: every path and argument of a remote line).
+//! - Every remote command prints [`BEGIN`] first, and only what follows it on stdout is its
+//!   output: a login shell's start-up file that prints a greeting (`.bashrc`, which bash
+//!   reads for a command sshd runs; `.cshrc`) comes before it and is left out
+//!   ([`after_begin`], [`skip_begin`] for a stream).
 //! - A name is present when anything stands there, a symbolic link not followed
 //!   ([`Host::present`]: POSIX `test -e || test -L`, as dash has it), as `lstat` tells here.
 //! - A command run in a directory (`sbatch`) records its exit code and output in that
@@ -134,7 +138,7 @@ impl Ssh {
             "-T",
             "--",
             &self.target,
-            &remote_line(remote),
+            &remote_line(&format!("printf '%s\\n' {BEGIN}; {remote}")),
         ]);
         c
     }
@@ -146,7 +150,7 @@ impl Ssh {
             .stdout_capture()
             .stderr_capture()
             .unchecked();
-        host::wait(cmd, &format!("ssh {}", self.target), limit)
+        host::wait(cmd, &format!("ssh {}", self.target), limit).map(after_begin)
     }
 
     /// [`Ssh::sh`], with a lost connection as an error.
@@ -723,7 +727,8 @@ impl Host for Ssh {
             host::in_own_group(cmd),
             &format!("ssh {}", self.target),
             limit,
-        );
+        )
+        .map(after_begin);
         match out {
             Ok(out) if out.status.code() != Some(SSH_FAILED) => Ok(ran(&out)),
             Ok(out) => {
@@ -1028,11 +1033,13 @@ impl RemoteTail<'_> {
         let mut from =
             std::io::BufReader::with_capacity(tail::CHUNK, child.stdout.take().expect("piped"));
         let mut header = Vec::new();
-        let _ = std::io::BufRead::read_until(
-            &mut std::io::Read::take(&mut from, 128),
-            b'\n',
-            &mut header,
-        );
+        if skip_begin(&mut from) {
+            let _ = std::io::BufRead::read_until(
+                &mut std::io::Read::take(&mut from, 128),
+                b'\n',
+                &mut header,
+            );
+        }
         let header = String::from_utf8_lossy(&header).trim().to_string();
         let polled = match header.split_once(' ').unwrap_or((&header, "")) {
             ("L" | "S", _) => Err(Error::runtime(format!(
@@ -1156,6 +1163,42 @@ fn ran(out: &std::process::Output) -> Ran {
 /// is the link itself).
 fn present(var: &str) -> String {
     format!(r#"{{ [ -e "${var}" ] || [ -L "${var}" ]; }}"#)
+}
+
+/// The line every remote command prints first ([`Ssh::ssh`]): what the login shell printed
+/// before it (its start-up files' greetings) is not the command's output.
+const BEGIN: &str = "ovlaunch-remote-output-begins";
+
+/// `out` with what its stdout held up to [`BEGIN`]'s line left out (all of it kept where that
+/// line is missing: the command never ran, and ssh's own failure is in stderr).
+fn after_begin(mut out: std::process::Output) -> std::process::Output {
+    let line = format!("{BEGIN}\n");
+    if let Some(at) = out
+        .stdout
+        .windows(line.len())
+        .position(|w| w == line.as_bytes())
+    {
+        out.stdout.drain(..at + line.len());
+    }
+    out
+}
+
+/// Reads a remote command's stream up to and with [`BEGIN`]'s line (at most 1 MiB of what
+/// the login shell printed before it); whether that line came.
+fn skip_begin(from: &mut impl std::io::BufRead) -> bool {
+    let mut left: u64 = 1 << 20;
+    let mut line = Vec::new();
+    while left > 0 {
+        line.clear();
+        match std::io::BufRead::read_until(&mut from.by_ref().take(left), b'\n', &mut line) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => left = left.saturating_sub(n as u64),
+        }
+        if line.ends_with(format!("{BEGIN}\n").as_bytes()) {
+            return true;
+        }
+    }
+    false
 }
 
 /// `remote` as ssh hands it to the login user's shell: one line run by `sh -c`, quoted so that

@@ -1,0 +1,99 @@
+//! `--host` as a user drives a cluster from a laptop, through a REAL OpenSSH server in front
+//! of this machine (`job_places::Login`: its own user, key and `~/.ssh/config` alias, whose
+//! `HostName`, `Port` and `User` the system `ssh` reads) and Slurm's tools as stand-ins on
+//! the sessions' PATH (real Slurm behind ssh is `remote_e2e`'s): what the login user's shell
+//! prints before a command, a login node that does not answer, and where the warnings
+//! point. Tests that need root say they were skipped elsewhere.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::common::{stderr, stdout};
+use crate::job_places::{Login, remote_lock};
+use crate::shared_cluster::root_or_skip;
+
+/// A stand-in `scontrol` on the login node's PATH that knows job 4848 as `name`, running in
+/// `dir` (what `status` and `logs --follow` ask).
+fn stand_in_scontrol(login: &Login, name: &str, dir: &Path) {
+    let p = login.dir.path().join("bin/scontrol");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\n\
+             echo 'JobId=4848 JobName={name} JobState=RUNNING Reason=None ExitCode=0:0 Restarts=0 WorkDir={}'\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A login node whose user's shell prints a greeting on stdout before every command (a
+/// `.bashrc` that echoes, which bash reads for the commands sshd runs; tcsh's `.cshrc`, one
+/// line without its newline too): submit, `list --host`, `status` and `logs` work as without
+/// it, and the greeting is in no answer. (Before: every submit was refused with exit 2, "the
+/// login node login is `Welcome to the login node\nlmod: 3 modules loadedx86_64` (uname -m)":
+/// each answer was read with the greeting at its head.)
+#[test]
+fn a_login_shell_that_greets_on_stdout_is_not_the_answer() {
+    if !root_or_skip("a_login_shell_that_greets_on_stdout_is_not_the_answer") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    for (shell, rc) in [("/bin/bash", ".bashrc"), ("/bin/tcsh", ".cshrc")] {
+        if !Path::new(shell).exists() {
+            assert!(!crate::common::slurm_required(), "needs {shell}");
+            eprintln!("{shell}: not installed, not tried (.ci/install.sh ssh)");
+            continue;
+        }
+        greeted(shell, rc);
+    }
+}
+
+fn greeted(shell: &str, rc: &str) {
+    let login = Login::start(shell);
+    let home = login.dir.path().join("home");
+    let greeting = "echo 'Welcome to the login node'\necho -n 'lmod: 3 modules loaded'\n";
+    std::fs::write(home.join(rc), greeting).unwrap();
+    let jobs = home.join("cluster jobs");
+    let root = jobs.to_str().unwrap();
+    let dir = jobs.join("greeted");
+    stand_in_scontrol(&login, "greeted", &dir);
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "greeted",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        root,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+    assert!(stdout(&o).contains("submitted job 4848"), "{}", stdout(&o));
+    let out = dir.join("slurm-4848.out");
+    std::fs::write(&out, "0: step 1 loss 2.5\n").unwrap();
+    std::os::unix::fs::chown(&out, Some(login.uid), Some(login.gid)).unwrap();
+    for (args, says) in [
+        (
+            &["list", "--host", "login", "--remote-jobs-root", root][..],
+            "greeted",
+        ),
+        (&["status", "greeted"][..], "4848 greeted RUNNING"),
+        (&["logs", "greeted"][..], "0: step 1 loss 2.5\n"),
+    ] {
+        let o = login.ovlaunch(args);
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{shell} {args:?}: {err}");
+        assert!(out.contains(says), "{shell} {args:?}: {out}");
+        assert!(
+            !out.contains("Welcome") && !out.contains("lmod"),
+            "{shell} {args:?}: {out}"
+        );
+    }
+}
