@@ -193,7 +193,7 @@ impl Host for Local {
             cmd = cmd.dir(d);
             cmd = in_own_group(cmd);
         }
-        let out = wait(cmd, name, limit)?;
+        let out = wait(cmd, name, limit, "is slurmctld up? `scontrol ping` tells")?;
         Ok(Ran {
             ok: out.status.success(),
             signalled: out.status.code().is_none(),
@@ -379,11 +379,13 @@ pub(super) fn in_own_group(cmd: duct::Expression) -> duct::Expression {
     })
 }
 
-/// Starts `cmd` and waits at most `limit` for it; `name` is for messages.
+/// Starts `cmd` and waits at most `limit` for it; `name` is for messages, `help` the fix
+/// when it did not finish in time.
 pub(super) fn wait(
     cmd: duct::Expression,
     name: &str,
     limit: Duration,
+    help: &str,
 ) -> Result<std::process::Output> {
     let handle = cmd
         .start()
@@ -399,7 +401,7 @@ pub(super) fn wait(
                 "{name} did not answer within {} s",
                 limit.as_secs()
             ))
-            .help("is slurmctld up? `scontrol ping` tells"))
+            .help(help))
         }
     }
 }

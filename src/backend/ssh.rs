@@ -6,7 +6,10 @@
 //!   anything else there is refused). The user's own ssh configuration and options apply
 //!   (`~/.ssh/config`, agents, jump hosts); host keys are checked as ssh checks them
 //!   (`BatchMode=yes`: an unknown or changed key is an error, never a prompt, and nothing
-//!   here weakens `StrictHostKeyChecking`).
+//!   here weakens `StrictHostKeyChecking`). A login node that does not answer fails each
+//!   command within [`CONNECT_TIMEOUT`] (ssh's `ConnectTimeout`, where the user's
+//!   configuration sets none, as `ssh -G` reads it), not after the kernel's minutes of TCP
+//!   retries or a command's whole time limit.
 //! - Every remote command line is built with `render::shell::quote`, the one escaping path,
 //!   and handed to `sh -c` as `render::shell::login_word` quotes it: a POSIX shell runs it
 //!   whatever the login shell. A word `quote` would write in bash's `$'...'`
@@ -66,6 +69,8 @@ pub struct Ssh {
     ids: OnceLock<(u32, u32)>,
     /// The login user's private group there ([`FACTS`]), once read.
     private: OnceLock<Option<u32>>,
+    /// `-o ConnectTimeout=...` where the user's configuration sets none.
+    connect: Option<String>,
 }
 
 /// The fix for a directory on the login node that cannot be created there.
@@ -73,6 +78,9 @@ const NOT_CREATABLE: &str = "give a directory on the login node that you can cre
 
 /// How long a connection stays open after the last command (seconds).
 const PERSIST: &str = "ControlPersist=600";
+/// How long ssh waits for the login node to answer a new connection (seconds), where the
+/// user's ssh configuration says nothing (ssh's own default waits as long as TCP does).
+const CONNECT_TIMEOUT: u32 = 20;
 /// ssh's own exit status for "the connection failed or was lost".
 const SSH_FAILED: i32 = 255;
 /// An upload larger than this prints its progress on stderr.
@@ -115,6 +123,7 @@ impl Ssh {
             home: OnceLock::new(),
             ids: OnceLock::new(),
             private: OnceLock::new(),
+            connect: connect_option(target),
         })
     }
 
@@ -135,6 +144,11 @@ impl Ssh {
             "BatchMode=yes",
             "-o",
             "ServerAliveInterval=15",
+        ]);
+        if let Some(o) = &self.connect {
+            c.args(["-o", o]);
+        }
+        c.args([
             "-T",
             "--",
             &self.target,
@@ -150,7 +164,21 @@ impl Ssh {
             .stdout_capture()
             .stderr_capture()
             .unchecked();
-        host::wait(cmd, &format!("ssh {}", self.target), limit).map(after_begin)
+        host::wait(
+            cmd,
+            &format!("ssh {}", self.target),
+            limit,
+            &self.no_answer(),
+        )
+        .map(after_begin)
+    }
+
+    /// The fix for a command that did not finish within its time limit there.
+    fn no_answer(&self) -> String {
+        format!(
+            "the connection to the login node hung: check that `ssh {t} true` answers; if it does, a command there is stuck (for Slurm's tools, `ssh {t} scontrol ping` tells whether slurmctld is up)",
+            t = self.target
+        )
     }
 
     /// [`Ssh::sh`], with a lost connection as an error.
@@ -170,7 +198,7 @@ impl Ssh {
             why.trim().lines().last().unwrap_or("no message")
         ))
         .help(format!(
-            "check that `ssh {}` logs in without a prompt (key authentication, and the login node's host key in known_hosts)",
+            "check that `ssh {} true` answers without a prompt: the login node reachable from here (its name, the network, a VPN), key authentication, and its host key in known_hosts",
             self.target
         ))
     }
@@ -727,6 +755,7 @@ impl Host for Ssh {
             host::in_own_group(cmd),
             &format!("ssh {}", self.target),
             limit,
+            &self.no_answer(),
         )
         .map(after_begin);
         match out {
@@ -1136,6 +1165,27 @@ impl tail::Follow for RemoteTail<'_> {
 
     fn flush(&mut self, out: Sink<'_>) -> Result<()> {
         self.seen.flush(out)
+    }
+}
+
+/// `-o ConnectTimeout=`[`CONNECT_TIMEOUT`] unless the user's ssh configuration for `target`
+/// sets one (`ssh -G` prints the options in force, `none` where unset, without connecting).
+fn connect_option(target: &str) -> Option<String> {
+    let given = Command::new("ssh")
+        .args(["-G", "--", target])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("connecttimeout ").map(str::to_string))
+        });
+    match given.as_deref() {
+        Some(t) if t != "none" => None,
+        _ => Some(format!("ConnectTimeout={CONNECT_TIMEOUT}")),
     }
 }
 

@@ -97,3 +97,56 @@ fn greeted(shell: &str, rc: &str) {
         );
     }
 }
+
+/// A login node that does not answer (a listener that accepts and never speaks, as a host
+/// behind a dead VPN or a hung sshd looks to ssh): `status` fails with exit 1 within
+/// ovlaunch's connect timeout (20 s), saying the connection timed out and what to check; a
+/// `ConnectTimeout` in the user's `~/.ssh/config` is the one used (`list`, `logs`, `cancel`
+/// through an alias that sets 2 s). (Before: `status` waited for its command's whole limit,
+/// 60 s, then said "did not answer" with "is slurmctld up? `scontrol ping` tells"; a lost
+/// connection's help named only the key and the host key.)
+#[test]
+fn a_login_node_that_does_not_answer_fails_within_the_connect_timeout() {
+    if !root_or_skip("a_login_node_that_does_not_answer_fails_within_the_connect_timeout") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming() {
+            held.push(c);
+        }
+    });
+    let config = login.dir.path().join("home/.ssh/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    for (alias, extra) in [("silent", ""), ("silent-brief", "  ConnectTimeout 2\n")] {
+        text.push_str(&format!(
+            "Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User {}\n{extra}",
+            crate::job_places::REMOTE
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let cases: [(&[&str], u64); 4] = [
+        (&["status", "far", "--host", "silent"], 45),
+        (&["list", "--host", "silent-brief"], 12),
+        (&["logs", "far", "--host", "silent-brief"], 12),
+        (&["cancel", "far", "--host", "silent-brief"], 12),
+    ];
+    for (args, within) in cases {
+        let start = std::time::Instant::now();
+        let o = login.ovlaunch(args);
+        let took = start.elapsed().as_secs();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(took < within, "{args:?}: {took} s: {e}");
+        assert!(e.contains("timed out"), "{args:?}: {e}");
+        let alias = args.last().unwrap();
+        assert!(e.contains(&format!("`ssh {alias} true`")), "{args:?}: {e}");
+        assert!(!e.contains("slurmctld"), "{args:?}: {e}");
+    }
+}
