@@ -423,10 +423,15 @@ pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
 pub fn visibility_warning(host: &dyn Host, dir: &Path) -> Option<String> {
     local_filesystem(host, dir).map(|fs| {
         format!(
-            "the job directory {}{} is on a local filesystem ({fs}): compute nodes other than {} cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
+            "the job directory {}{} is on a local filesystem ({fs}): compute nodes other than {} cannot read it; put the jobs root on a shared filesystem ({})",
             dir.display(),
             host.on(),
-            if host.remote().is_some() { "the login node" } else { "this machine" }
+            if host.remote().is_some() { "the login node" } else { "this machine" },
+            if host.remote().is_some() {
+                "--remote-jobs-root, or remote_jobs_root in a profile"
+            } else {
+                "--jobs-root, or jobs_root in a profile"
+            }
         )
     })
 }

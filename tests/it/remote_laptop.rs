@@ -150,3 +150,53 @@ fn a_login_node_that_does_not_answer_fails_within_the_connect_timeout() {
         assert!(!e.contains("slurmctld"), "{args:?}: {e}");
     }
 }
+
+/// Through `--host`, a job directory on a filesystem only the login node sees is warned
+/// about naming the setting that moves it there, `--remote-jobs-root` (or a profile's
+/// `remote_jobs_root`). (Before: the warning said `--jobs-root`, which moves this machine's
+/// copy of the record and leaves the job where the compute nodes cannot read it.)
+#[test]
+fn a_login_nodes_local_jobs_root_is_warned_about_with_its_own_flag() {
+    if !root_or_skip("a_login_nodes_local_jobs_root_is_warned_about_with_its_own_flag") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let jobs = login.dir.path().join("home/cluster-jobs");
+    let fs = std::process::Command::new("findmnt")
+        .args(["-n", "-o", "FSTYPE", "-T"])
+        .arg(login.dir.path())
+        .output()
+        .unwrap();
+    let fs = stdout(&fs).trim().to_string();
+    if !["tmpfs", "ext4", "xfs", "btrfs", "overlay"].contains(&fs.as_str()) {
+        eprintln!(
+            "skipped: {} is on {fs}, not a local filesystem",
+            jobs.display()
+        );
+        return;
+    }
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "local",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        jobs.to_str().unwrap(),
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains(&format!("on a local filesystem ({fs})")), "{e}");
+    assert!(
+        e.contains("(--remote-jobs-root, or remote_jobs_root in a profile)"),
+        "{e}"
+    );
+    assert!(!e.contains("--jobs-root,"), "{e}");
+}
