@@ -10,6 +10,9 @@
 //! - `DIR`: the files under DIR whose relative paths match an `--package-include` pattern
 //!   (all files when none is given) and no `--package-exclude` pattern (`*` within a path
 //!   component, `**` across components, `?` one character); `.git` is always left out.
+//! - A signal that would end ovlaunch (SIGINT, SIGTERM, SIGHUP) while the archive is made
+//!   stops the build with an error once its tools have ended, and the staged archive is
+//!   removed (`backend::signals::Deferred`).
 //! - The archive's SHA-256 (`sha256sum`), its size, and for git the commit (and whether the
 //!   working tree's changes were included) go into `submission.json`.
 //! - A checkout of Megatron-Bridge (`src/megatron/bridge/__init__.py` in it) puts `src` on
@@ -50,6 +53,9 @@ pub struct Request<'a> {
 /// Builds the archive (none without `--package`).
 pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     let Some(req) = req else { return Ok(None) };
+    // A Ctrl-C (or SIGTERM, SIGHUP) while the archive is made stops the build, whose tools
+    // the terminal's signal ends too, and the staged archive is removed, not left behind.
+    let signals = crate::backend::signals::Deferred::install();
     let stage = crate::backend::jobdir::private_temp_dir("package")?;
     let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
     let built = (|| {
@@ -89,6 +95,15 @@ pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
             },
         ))
     })();
+    let stopped = signals.caught();
+    drop(signals);
+    let built = match stopped {
+        Some(sig) => Err(Error::runtime(format!(
+            "stopped by {sig} while packaging {}: nothing was written or submitted",
+            req.what
+        ))),
+        None => built,
+    };
     match built {
         Ok((package, record)) => Ok(Some(Built {
             archive,

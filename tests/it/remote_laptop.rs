@@ -200,3 +200,105 @@ fn a_login_nodes_local_jobs_root_is_warned_about_with_its_own_flag() {
     );
     assert!(!e.contains("--jobs-root,"), "{e}");
 }
+
+/// Ctrl-C during a `--host` submit while the code is being packaged (the terminal's SIGINT
+/// to the whole process group, as a stand-in `sha256sum` on the laptop's PATH holds the
+/// build there, the archive complete): ovlaunch stops with exit 1 saying so, and nothing is
+/// left, neither the staged archive in the laptop's TMPDIR, nor a record here, nor anything on
+/// the login node. (Before: ovlaunch died at once, leaving `ovlaunch-package-PID-.../code.tar`,
+/// the whole archive, in TMPDIR.)
+#[test]
+fn ctrl_c_while_packaging_leaves_nothing() {
+    use std::os::unix::process::CommandExt;
+    if !root_or_skip("ctrl_c_while_packaging_leaves_nothing") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let home = d.join("home");
+    let (laptop_bin, tmp, code, held) = (
+        d.join("laptop-bin"),
+        d.join("laptop-tmp"),
+        home.join("code"),
+        d.join("laptop-tmp/held"),
+    );
+    for dir in [&laptop_bin, &tmp, &code] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(code.join("train.py"), "print('hi')\n").unwrap();
+    std::fs::write(code.join("weights.bin"), vec![7u8; 8 << 20]).unwrap();
+    let sha = laptop_bin.join("sha256sum");
+    std::fs::write(
+        &sha,
+        format!("#!/bin/sh\n: > {}\nexec sleep 60\n", held.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&sha, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for p in [&tmp, &code] {
+        let o = std::process::Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", login.uid, login.gid))
+            .arg(p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let jobs = home.join("cluster-jobs");
+    let child = std::process::Command::new("setpriv")
+        .args([
+            format!("--reuid={}", login.uid),
+            format!("--regid={}", login.gid),
+            "--clear-groups".into(),
+            "env".into(),
+            "-i".into(),
+            format!("HOME={}", home.display()),
+            format!("XDG_RUNTIME_DIR={}/run", home.display()),
+            format!("TMPDIR={}", tmp.display()),
+            format!("PATH={}:/usr/bin:/bin", laptop_bin.display()),
+        ])
+        .arg(crate::common::bin())
+        .args([
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "cut",
+        ])
+        .args(["--host", "login", "--package", "code", "--remote-jobs-root"])
+        .arg(&jobs)
+        .current_dir(&home)
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !held.exists() {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the build never reached sha256sum"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+    nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("stopped by SIGINT while packaging code"), "{e}");
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "held")
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    assert!(!jobs.exists(), "written on the login node");
+    assert!(!home.join(".local/state/ovlaunch/jobs/cut").exists());
+}
