@@ -201,16 +201,18 @@ fn a_login_nodes_local_jobs_root_is_warned_about_with_its_own_flag() {
     assert!(!e.contains("--jobs-root,"), "{e}");
 }
 
-/// Ctrl-C during a `--host` submit while the code is being packaged (the terminal's SIGINT
-/// to the whole process group, as a stand-in `sha256sum` on the laptop's PATH holds the
-/// build there, the archive complete): ovlaunch stops with exit 1 saying so, and nothing is
-/// left, neither the staged archive in the laptop's TMPDIR, nor a record here, nor anything on
-/// the login node. (Before: ovlaunch died at once, leaving `ovlaunch-package-PID-.../code.tar`,
-/// the whole archive, in TMPDIR.)
+/// Ctrl-C during a `--host` submit (the terminal's SIGINT to the whole process group) while
+/// the code is being packaged (a stand-in `sha256sum` on the laptop's PATH holds the build
+/// there, the archive complete), and while the job directory is being uploaded (a `tar` on
+/// the login node's PATH that waits before reading): ovlaunch stops with exit 1 saying it was
+/// stopped, and nothing is left, neither a staged archive or upload in the laptop's TMPDIR,
+/// nor a record here, nor a job or partial directory on the login node. (Before: at
+/// packaging, ovlaunch died at once, leaving `ovlaunch-package-PID-.../code.tar`, the whole
+/// archive, in TMPDIR; at upload, the error said the connection was cut, "submit again once
+/// `ssh` to the login node works".)
 #[test]
-fn ctrl_c_while_packaging_leaves_nothing() {
-    use std::os::unix::process::CommandExt;
-    if !root_or_skip("ctrl_c_while_packaging_leaves_nothing") {
+fn ctrl_c_during_a_remote_submit_leaves_nothing() {
+    if !root_or_skip("ctrl_c_during_a_remote_submit_leaves_nothing") {
         return;
     }
     let Some(_held) = remote_lock() else {
@@ -218,25 +220,53 @@ fn ctrl_c_while_packaging_leaves_nothing() {
     };
     let login = Login::start("/bin/sh");
     let d = login.dir.path();
+    let held = d.join("laptop-tmp/held");
+    // (where the stand-in waits, its name, its script before running the real tool, what
+    // ovlaunch says)
+    let cases = [
+        (
+            d.join("laptop-bin"),
+            "sha256sum",
+            format!(": > {}\nexec sleep 60", held.display()),
+            "stopped by SIGINT while packaging code",
+        ),
+        (
+            d.join("bin"),
+            "tar",
+            format!(
+                "case \"$*\" in *-x*) : > {}; sleep 3 ;; esac\nexec /bin/tar \"$@\"",
+                held.display()
+            ),
+            "stopped by SIGINT while the job directory was being written",
+        ),
+    ];
+    for (bin, tool, script, says) in cases {
+        let stand_in = bin.join(tool);
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(&stand_in, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        interrupted(&login, &held, says);
+        std::fs::remove_file(&stand_in).unwrap();
+    }
+}
+
+/// `submit --host login --package code` as `login`'s user, SIGINT to its process group once
+/// `held` exists; then what it said and what it left.
+fn interrupted(login: &Login, held: &Path, says: &str) {
+    use std::os::unix::process::CommandExt;
+    let d = login.dir.path();
     let home = d.join("home");
-    let (laptop_bin, tmp, code, held) = (
-        d.join("laptop-bin"),
+    let (tmp, code, jobs) = (
         d.join("laptop-tmp"),
         home.join("code"),
-        d.join("laptop-tmp/held"),
+        home.join("cluster-jobs"),
     );
-    for dir in [&laptop_bin, &tmp, &code] {
+    for dir in [&tmp, &code] {
         std::fs::create_dir_all(dir).unwrap();
     }
     std::fs::write(code.join("train.py"), "print('hi')\n").unwrap();
-    std::fs::write(code.join("weights.bin"), vec![7u8; 8 << 20]).unwrap();
-    let sha = laptop_bin.join("sha256sum");
-    std::fs::write(
-        &sha,
-        format!("#!/bin/sh\n: > {}\nexec sleep 60\n", held.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&sha, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // More than ssh's buffers hold, so the upload waits for the login node's tar.
+    std::fs::write(code.join("weights.bin"), vec![7u8; 48 << 20]).unwrap();
     for p in [&tmp, &code] {
         let o = std::process::Command::new("chown")
             .arg("-R")
@@ -246,7 +276,6 @@ fn ctrl_c_while_packaging_leaves_nothing() {
             .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
     }
-    let jobs = home.join("cluster-jobs");
     let child = std::process::Command::new("setpriv")
         .args([
             format!("--reuid={}", login.uid),
@@ -257,7 +286,7 @@ fn ctrl_c_while_packaging_leaves_nothing() {
             format!("HOME={}", home.display()),
             format!("XDG_RUNTIME_DIR={}/run", home.display()),
             format!("TMPDIR={}", tmp.display()),
-            format!("PATH={}:/usr/bin:/bin", laptop_bin.display()),
+            format!("PATH={}/laptop-bin:/usr/bin:/bin", d.display()),
         ])
         .arg(crate::common::bin())
         .args([
@@ -279,26 +308,35 @@ fn ctrl_c_while_packaging_leaves_nothing() {
         .unwrap();
     let start = std::time::Instant::now();
     while !held.exists() {
-        assert!(
-            start.elapsed().as_secs() < 60,
-            "the build never reached sha256sum"
-        );
+        assert!(start.elapsed().as_secs() < 60, "{says}: never held");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
     nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGINT).unwrap();
     let o = child.wait_with_output().unwrap();
+    std::fs::remove_file(held).unwrap();
     let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
-    assert!(e.contains("stopped by SIGINT while packaging code"), "{e}");
+    assert_eq!(o.status.code(), Some(1), "{says}: {e}");
+    assert!(e.contains(says), "{says}: {e}");
+    assert!(!e.contains("once `ssh`"), "{says}: {e}");
     assert!(stdout(&o).is_empty(), "{}", stdout(&o));
-    let left: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .filter(|n| n != "held")
-        .collect();
-    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
-    assert!(!jobs.exists(), "written on the login node");
-    assert!(!home.join(".local/state/ovlaunch/jobs/cut").exists());
+    let entries = |dir: &Path| -> Vec<std::ffi::OsString> {
+        std::fs::read_dir(dir)
+            .map(|r| r.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default()
+    };
+    assert!(
+        entries(&tmp).is_empty(),
+        "{says}: left in TMPDIR: {:?}",
+        entries(&tmp)
+    );
+    assert!(
+        entries(&jobs).is_empty(),
+        "{says}: left there: {:?}",
+        entries(&jobs)
+    );
+    assert!(
+        !home.join(".local/state/ovlaunch/jobs/cut").exists(),
+        "{says}"
+    );
 }
