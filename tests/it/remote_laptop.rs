@@ -340,3 +340,85 @@ fn interrupted(login: &Login, held: &Path, says: &str) {
         "{says}"
     );
 }
+
+/// `--package DIR` holding a directory and a file its user cannot read (mode 000): the
+/// submit is refused with exit 2 naming the path and the fix (`--package-exclude NAME`, or
+/// chmod), before anything is written on the login node; with both left out by
+/// `--package-exclude`, the job is submitted and its archive holds the rest. (Before: exit 1,
+/// "cannot read .../secret: Permission denied", with no fix, and the same with
+/// `--package-exclude secret`, since every directory was read before the patterns applied;
+/// the file then failed as "tar failed: tar: private.key: Cannot open".)
+#[test]
+fn a_package_with_files_the_user_cannot_read_is_refused_naming_them() {
+    if !root_or_skip("a_package_with_files_the_user_cannot_read_is_refused_naming_them") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let (code, jobs) = (home.join("code"), home.join("cluster-jobs"));
+    std::fs::create_dir_all(code.join("secret")).unwrap();
+    std::fs::write(code.join("train.py"), "print('hi')\n").unwrap();
+    std::fs::write(code.join("private.key"), "k\n").unwrap();
+    let o = std::process::Command::new("chown")
+        .arg("-R")
+        .arg(format!("{}:{}", login.uid, login.gid))
+        .arg(&code)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for p in ["secret", "private.key"] {
+        std::fs::set_permissions(code.join(p), std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    let submit = |more: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "pk",
+            "--host",
+            "login",
+            "--package",
+            "code",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ];
+        args.extend(more);
+        login.ovlaunch(&args)
+    };
+    for (more, names) in [
+        (&[][..], "secret"),
+        (&["--package-exclude", "secret"][..], "private.key"),
+    ] {
+        let o = submit(more);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{more:?}: {e}");
+        assert!(
+            e.contains(&format!("code/{names} cannot be read: Permission denied")),
+            "{more:?}: {e}"
+        );
+        assert!(
+            e.contains(&format!("--package-exclude {names}")),
+            "{more:?}: {e}"
+        );
+        assert!(!jobs.exists(), "{more:?}: written on the login node");
+    }
+    let o = submit(&[
+        "--package-exclude",
+        "secret",
+        "--package-exclude",
+        "private.key",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let list = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(jobs.join("pk/code.tar"))
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&list), "train.py\n");
+}
