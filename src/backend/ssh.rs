@@ -6,7 +6,8 @@
 //!   anything else there is refused). The user's own ssh configuration and options apply
 //!   (`~/.ssh/config`, agents, jump hosts); host keys are checked as ssh checks them
 //!   (`BatchMode=yes`: an unknown or changed key is an error, never a prompt, and nothing
-//!   here weakens `StrictHostKeyChecking`). A login node that does not answer fails each
+//!   here weakens `StrictHostKeyChecking`); a `RemoteCommand` there is not used (each
+//!   command is ovlaunch's own). A login node that does not answer fails each
 //!   command within [`CONNECT_TIMEOUT`] (ssh's `ConnectTimeout`, where the user's
 //!   configuration sets none, as `ssh -G` reads it), not after the kernel's minutes of TCP
 //!   retries or a command's whole time limit.
@@ -144,6 +145,10 @@ impl Ssh {
             "BatchMode=yes",
             "-o",
             "ServerAliveInterval=15",
+            // Every command is ovlaunch's own: a `RemoteCommand` of the user's Host entry (a
+            // shell or tmux for interactive logins) would make ssh refuse both.
+            "-o",
+            "RemoteCommand=none",
         ]);
         if let Some(o) = &self.connect {
             c.args(["-o", o]);

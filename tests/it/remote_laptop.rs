@@ -422,3 +422,47 @@ fn a_package_with_files_the_user_cannot_read_is_refused_naming_them() {
         .unwrap();
     assert_eq!(stdout(&list), "train.py\n");
 }
+
+/// A `~/.ssh/config` Host entry made for interactive logins (`RemoteCommand` starting a login
+/// shell, `RequestTTY yes`) takes jobs and lists them as any other: ovlaunch's commands run,
+/// not the entry's. (Before: every `--host` command failed with exit 1, "ssh login-shell
+/// failed: Cannot execute command-line and remote command.")
+#[test]
+fn a_host_entry_with_a_remote_command_takes_jobs() {
+    if !root_or_skip("a_host_entry_with_a_remote_command_takes_jobs") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let config = home.join(".ssh/config");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let entry = text.replace("Host login\n", "Host login-shell\n");
+    std::fs::write(
+        &config,
+        format!("{text}{entry}  RequestTTY yes\n  RemoteCommand exec /bin/sh -l\n"),
+    )
+    .unwrap();
+    let jobs = home.join("cluster-jobs");
+    let root = jobs.to_str().unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "interactive",
+        "--host",
+        "login-shell",
+        "--remote-jobs-root",
+        root,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(jobs.join("interactive/submission.json").is_file());
+    let o = login.ovlaunch(&["list", "--host", "login-shell", "--remote-jobs-root", root]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("interactive"), "{}", stdout(&o));
+}
