@@ -143,6 +143,12 @@ pub trait Host {
     fn private_group(&self, uid: u32, gid: u32) -> bool;
     /// The CPU architecture as `uname -m` prints it.
     fn machine(&self) -> Result<String>;
+    /// After a command failed: whether the connection to the machine had been lost and came
+    /// back within `limit` (so following a job may go on). `false` when it was never lost
+    /// (the failure is the command's own), or did not come back; always `false` here.
+    fn reconnected(&self, _limit: Duration) -> bool {
+        false
+    }
     /// An absolute path for `p`, relative ones taken from the working directory (for a
     /// remote host: the login directory).
     fn absolute(&self, p: &Path) -> Result<PathBuf>;

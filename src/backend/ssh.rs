@@ -991,6 +991,33 @@ impl Host for Ssh {
         self.ids().is_ok_and(|(me, _)| me == uid) && *mine == Some(gid)
     }
 
+    /// Asks the login node for `true` at once, then every 2 s within `limit` once it did not
+    /// answer (saying so, once, on stderr).
+    fn reconnected(&self, limit: Duration) -> bool {
+        let answers = || {
+            clear_stale(&self.control.join(&self.alias));
+            self.sh_ok("true", Duration::from_secs(30))
+                .is_ok_and(|o| o.status.success())
+        };
+        if answers() {
+            return false;
+        }
+        eprintln!(
+            "note: the connection to {} was lost; trying again for up to {} s",
+            self.target,
+            limit.as_secs()
+        );
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            std::thread::sleep(Duration::from_secs(2));
+            if answers() {
+                eprintln!("note: connected to {} again", self.target);
+                return true;
+            }
+        }
+        false
+    }
+
     /// The login node's CPU architecture (`uname -m`).
     fn machine(&self) -> Result<String> {
         let out = self.sh_ok("uname -m", Duration::from_secs(60))?;

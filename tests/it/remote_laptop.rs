@@ -466,3 +466,120 @@ fn a_host_entry_with_a_remote_command_takes_jobs() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("interactive"), "{}", stdout(&o));
 }
+
+/// `logs -f` from the laptop while the login node cannot be reached for a few seconds (its
+/// sshd stopped and the laptop's connection killed, as a network drop does, then the sshd
+/// started again): the follow waits, says so, and goes on where it was: every line of the
+/// output once and in order, the job's end, exit 0. (Before: exit 1 at the first read that
+/// found no connection, "ssh login failed: ... Connection refused", the rest of the output
+/// not shown.)
+#[test]
+fn logs_follow_goes_on_after_the_connection_comes_back() {
+    if !root_or_skip("logs_follow_goes_on_after_the_connection_comes_back") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let home = d.join("home");
+    let jobs = home.join("cluster-jobs");
+    let dir = jobs.join("long");
+    let done = d.join("done");
+    // The job runs until `done` exists.
+    let p = d.join("bin/scontrol");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\nstate=RUNNING; [ -e {} ] && state=COMPLETED\n\
+             echo \"JobId=4848 JobName=long JobState=$state Reason=None ExitCode=0:0 Restarts=0 WorkDir={}\"\n",
+            done.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "long",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        jobs.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = dir.join("slurm-4848.out");
+    let line = |i: u32| format!("0: step {i}\n");
+    let append = |i: u32| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out)
+            .unwrap();
+        f.write_all(line(i).as_bytes()).unwrap();
+    };
+    append(1);
+    let home_s = home.to_str().unwrap().to_string();
+    let runtime = format!("{home_s}/run");
+    let (uid, gid) = (login.uid, login.gid);
+    let follow = std::thread::spawn(move || {
+        crate::job_places::ovlaunch_as(
+            uid,
+            gid,
+            Path::new(&home_s),
+            &[
+                ("HOME", &home_s),
+                ("XDG_RUNTIME_DIR", &runtime),
+                ("PATH", "/usr/bin:/bin"),
+            ],
+            &["logs", "-f", "long"],
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // The drop: no new connection is taken, and the laptop's own is killed.
+    let sshd = std::fs::read_to_string(d.join("sshd.pid")).unwrap();
+    let kill = |pid: &str| {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status();
+    };
+    kill(&sshd);
+    let control = home.join("run/ovlaunch-ssh");
+    for proc in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(proc.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.starts_with("ssh: ") && cmdline.contains(control.to_str().unwrap()) {
+            kill(&proc.file_name().to_string_lossy());
+        }
+    }
+    for i in 2..=5 {
+        append(i);
+    }
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let o = std::process::Command::new("/usr/sbin/sshd")
+        .arg("-f")
+        .arg(d.join("sshd_config"))
+        .arg("-E")
+        .arg(d.join("sshd.log"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "sshd: {}", stderr(&o));
+    append(6);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    std::fs::write(&done, "").unwrap();
+    append(7);
+    let o = follow.join().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    let all: String = (1..=7).map(line).collect();
+    assert_eq!(stdout(&o), all, "{e}");
+    assert!(e.contains("was lost; trying again"), "{e}");
+    assert!(e.contains("ended: COMPLETED"), "{e}");
+}
