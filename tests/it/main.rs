@@ -41,6 +41,7 @@ mod rank_runtime;
 mod rank_runtime_arch;
 mod rank_sysfs;
 mod remote_e2e;
+mod remote_laptop;
 mod secrets;
 mod shared_cluster;
 mod shell_roundtrip;
