@@ -44,8 +44,9 @@ pub struct JobArgs {
 pub struct Place {
     /// This machine's jobs root.
     pub root: PathBuf,
-    /// The login node and its jobs root (absolute there).
-    pub remote: Option<(Box<dyn Host>, PathBuf)>,
+    /// The login node and its jobs root (absolute there), or why the login node could not
+    /// say where that is (it was not reached: `list` goes on with this machine's copies).
+    pub remote: Option<(Box<dyn Host>, Result<PathBuf>)>,
 }
 
 impl PlaceArgs {
@@ -73,7 +74,10 @@ impl PlaceArgs {
             None => None,
             Some(h) => {
                 let host = crate::backend::host_of(Some(h))?;
-                let r = super::launch::remote_jobs_root(&settings, &*host)?;
+                let r = match super::launch::remote_jobs_root(&settings, &*host) {
+                    Err(e) if e.kind != crate::error::ErrorKind::Runtime => return Err(e),
+                    r => r,
+                };
                 Some((host, r))
             }
         };
@@ -95,13 +99,16 @@ impl JobArgs {
                 None => Ok((dir, rec)),
             },
             Err(here) => match &place.remote {
-                Some((host, root)) => record::find_on(&**host, root, &self.job).map_err(|there| {
-                    if here.message.starts_with("no job") {
-                        there
-                    } else {
-                        here
-                    }
-                }),
+                Some((host, root)) => {
+                    record::find_on(&**host, root.as_ref().map_err(|e| e.clone())?, &self.job)
+                        .map_err(|there| {
+                            if here.message.starts_with("no job") {
+                                there
+                            } else {
+                                here
+                            }
+                        })
+                }
                 None => Err(here),
             },
         }

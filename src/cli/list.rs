@@ -4,6 +4,8 @@
 //! not answer, the rest are not asked); a job Slurm cannot answer for shows `unknown` and
 //! the reason goes to stderr once. A directory whose record is refused (damaged, another
 //! user's, naming another directory) is left out, and stderr names its record and why.
+//! A login node that cannot be reached is tried once: this machine's copies of its jobs are
+//! listed, their state unknown, and stderr says why once.
 
 use std::path::Path;
 
@@ -83,10 +85,12 @@ impl Backends {
 }
 
 /// One row: the record (if any) and the state the backend reports. `host` is the login
-/// node the directory is on (`None`: this machine).
+/// node the directory is on (`None`: this machine); the state of a job on a login node in
+/// `lost` (not reached, said once) is unknown, unasked.
 fn row(
     found: Found,
     host: Option<&str>,
+    lost: &[String],
     backends: &mut Backends,
     problems: &mut Vec<String>,
 ) -> Listed {
@@ -111,8 +115,13 @@ fn row(
             recipe,
         };
     };
-    let (state, exit_code) = match backends.status(&rec) {
-        Ok(st) => (
+    let asked = match &rec.host {
+        Some(h) if lost.contains(h) => None,
+        _ => Some(backends.status(&rec)),
+    };
+    let (state, exit_code) = match asked {
+        None => ("unknown".into(), None),
+        Some(Ok(st)) => (
             match st.phase {
                 Phase::Unknown => st.slurm_state.to_lowercase(),
                 p => serde_json::to_value(p)
@@ -122,8 +131,8 @@ fn row(
             },
             st.exit_code,
         ),
-        Err(e) => {
-            problems.push(format!("{}: {}", rec.job_name, e.message));
+        Some(Err(e)) => {
+            problems.push(format!("{}: {}", rec.job_name, with_help(&e)));
             ("unknown".into(), None)
         }
     };
@@ -152,8 +161,27 @@ fn row(
 /// reached is shown with its state unknown; why goes to stderr), then the login node's own
 /// jobs that have no copy here. A directory whose record is refused is left out, its
 /// refusal on stderr.
-fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Option<String>)>> {
+fn gather(
+    place: &Place,
+    lost: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<Vec<(Found, Option<String>)>> {
     let mut rows = Vec::new();
+    // The login node of `--host` that could not say where its jobs are is not asked again.
+    let mut remote = None;
+    if let Some((host, root)) = &place.remote {
+        let target = host.remote().unwrap_or("-").to_string();
+        match root {
+            Ok(root) => remote = Some((host, root, target)),
+            Err(e) => {
+                problems.push(format!(
+                    "not confirmed: the jobs on {target}: {}",
+                    with_help(e)
+                ));
+                lost.push(target);
+            }
+        }
+    }
     for mut f in record::scan(&place.root) {
         if let Some(e) = f.refused.take() {
             problems.push(refused_words(&e));
@@ -163,28 +191,41 @@ fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Optio
             rows.push((f, None));
             continue;
         };
+        // A login node not reached: the copy's row, its state unknown (said once).
+        if lost.contains(&h) {
+            rows.push((f, Some(h)));
+            continue;
+        }
         let copy = f.record.take().expect("a record");
         match super::jobs::confirmed(&f.dir, copy.clone(), &h) {
             Ok(there) => rows.push((there, Some(h))),
-            // The login node cannot be reached: the copy's row, its state unknown.
             Err(e) if e.kind == crate::error::ErrorKind::Runtime => {
-                problems.push(format!("not confirmed: {}: {}", f.dir.display(), e.message));
+                problems.push(format!(
+                    "not confirmed: {}: {}",
+                    f.dir.display(),
+                    with_help(&e)
+                ));
                 f.record = Some(copy);
-                rows.push((f, Some(h)));
+                rows.push((f, Some(h.clone())));
+                lost.push(h);
             }
             // The login node's record contradicts the copy, or is not trusted.
-            Err(e) => problems.push(format!("not confirmed: {}: {}", f.dir.display(), e.message)),
+            Err(e) => problems.push(format!(
+                "not confirmed: {}: {}",
+                f.dir.display(),
+                with_help(&e)
+            )),
         }
     }
-    if let Some((host, root)) = &place.remote {
-        let target = host.remote().map(str::to_string);
+    if let Some((host, root, target)) = remote.filter(|(_, _, t)| !lost.contains(t)) {
+        let target = Some(target);
         let there = match record::scan_on(&**host, root) {
             Ok(there) => there,
             Err(e) => {
                 problems.push(format!(
                     "not confirmed: the jobs on {}: {}",
                     target.as_deref().unwrap_or("-"),
-                    e.message
+                    with_help(&e)
                 ));
                 Vec::new()
             }
@@ -209,19 +250,20 @@ fn gather(place: &Place, problems: &mut Vec<String>) -> Result<Vec<(Found, Optio
 /// What a warning says of a job directory whose record is refused: the refusal (which names
 /// the record) and what to do.
 fn refused_words(e: &crate::error::Error) -> String {
-    format!(
-        "not listed: {}{}",
-        e.message,
-        e.help
-            .as_deref()
-            .map(|h| format!("; {h}"))
-            .unwrap_or_default()
-    )
+    format!("not listed: {}", with_help(e))
+}
+
+/// An error's message and, after `; `, its help.
+fn with_help(e: &crate::error::Error) -> String {
+    match &e.help {
+        Some(h) => format!("{}; {h}", e.message),
+        None => e.message.clone(),
+    }
 }
 
 pub fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
-    let mut problems = Vec::new();
-    let mut found = gather(place, &mut problems)?;
+    let (mut problems, mut lost) = (Vec::new(), Vec::new());
+    let mut found = gather(place, &mut lost, &mut problems)?;
     for w in &problems {
         p.warn(w);
     }
@@ -235,7 +277,7 @@ pub fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     let mut backends = Backends::default();
     let rows: Vec<Listed> = found
         .into_iter()
-        .map(|(f, h)| row(f, h.as_deref(), &mut backends, &mut problems))
+        .map(|(f, h)| row(f, h.as_deref(), &lost, &mut backends, &mut problems))
         .collect();
     for w in &problems {
         p.warn(&format!("state unknown for {w}"));
