@@ -45,6 +45,11 @@ pub const ENTRY: Entry = Entry {
 /// How often the output file is read while the run goes on (shown, or followed by `logs`).
 const READ_EVERY: Duration = Duration::from_millis(100);
 
+/// How long `logs -f` waits for a record that names neither the run's process nor its exit
+/// code to name one: the ovlaunch that runs it writes the record before it starts the run
+/// and names the process once it exists, a few milliseconds later.
+const UNNAMED_RUN_WAIT: Duration = Duration::from_secs(5);
+
 /// Runs the job in the foreground and records its exit code. The output file is created
 /// before anything runs; a file that cannot be created stops the submission, undone as
 /// `how.undo` says.
@@ -189,10 +194,13 @@ impl Backend for Local {
     }
 
     /// The run's output file; with `follow`, read as it grows until the record holds the
-    /// exit code or the run's process is gone (the record read again each time).
+    /// exit code or the run's process is gone (the record read again each time), or the
+    /// record has named no run for [`UNNAMED_RUN_WAIT`] (its ovlaunch stopped before the run
+    /// started, or an older ovlaunch wrote it): `logs` then ends on `status`'s word for it.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
         let path = dir.join(layout::LOCAL_OUTPUT);
         let mut tail = Tail::default();
+        let since = std::time::Instant::now();
         loop {
             let found = tail.read(&path, out)?;
             if !follow {
@@ -207,7 +215,8 @@ impl Backend for Local {
                 return tail.flush(out);
             }
             let now = super::record::read(dir).unwrap_or_else(|_| rec.clone());
-            if now.exit_code.is_some() || now.local_run.is_some_and(|r| !alive(r)) {
+            let unnamed = now.local_run.is_none() && since.elapsed() >= UNNAMED_RUN_WAIT;
+            if now.exit_code.is_some() || now.local_run.is_some_and(|r| !alive(r)) || unnamed {
                 tail.read(&path, out)?;
                 return tail.flush(out);
             }

@@ -1,6 +1,7 @@
 //! The local executor runs a REAL torchrun on this machine (Debian's python3-torch in CI):
 //! two workers started through the rank runtime record their identity and env. Without
-//! torchrun the test says so and passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (CI).
+//! torchrun the test says so and passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (CI). A record
+//! left without its run (`logs -f` of it) is written by the test, no torchrun needed.
 
 use crate::common;
 
@@ -699,4 +700,61 @@ fn submit_dir_refuses_an_edited_script_bash_cannot_parse() {
         assert!(!job.join("submission.json").exists(), "{err}");
         assert!(!job.join("local.out").exists(), "{err}");
     }
+}
+
+/// A local run's record that names neither the run's process nor its exit code (the
+/// ovlaunch that ran it was killed between writing the record and starting the run, or an
+/// older ovlaunch wrote it): `logs -f` shows what was kept and then ends on `status`'s word
+/// for it (UNKNOWN, exit 5) where it waited for ever. No torchrun runs: the record and its
+/// output file are written here, in a directory `render` wrote.
+#[test]
+fn logs_follow_of_a_record_naming_no_run_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("unnamed");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let o = common::command()
+        .current_dir(dir.path())
+        .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let record = serde_json::json!({
+        "job_name": "tiny-cpux1",
+        "job_dir": job.to_str().unwrap(),
+        "executor": "local",
+        "state": "local",
+        "job_id": null,
+        "command_line": "ovlaunch submit --executor local",
+        "exit_code": null,
+    });
+    std::fs::write(job.join("submission.json"), record.to_string()).unwrap();
+    std::fs::write(job.join("local.out"), "kept before the stop\n").unwrap();
+    let mut follow = common::command()
+        .args(["logs", "-f", job.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while follow.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = follow.kill();
+            let _ = follow.wait();
+            panic!("`logs -f` of a record naming no run still waited after 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let o = follow.wait_with_output().unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert_eq!(common::stdout(&o), "kept before the stop\n");
+    assert!(
+        err.contains(
+            "job - (tiny-cpux1) ended: UNKNOWN exit=- reason=the record names no run to look for"
+        ),
+        "{err}"
+    );
 }
