@@ -7,7 +7,10 @@
 //!
 //! The run writes its output file itself (the file is its stdout and stderr), so the run
 //! never depends on the ovlaunch that started it: one that is killed, or whose terminal is
-//! gone, stops showing the output, and the run goes on writing it. The file is created by
+//! gone, stops showing the output, and the run goes on writing it. What is shown is that
+//! file, one stream: the run's stderr comes out with its stdout, in order, where
+//! `JobOutput` says (telling them apart would need ovlaunch in the run's way, a pipe the run
+//! writes into, or two files and the order lost). The file is created by
 //! ovlaunch through the job directory's descriptor (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0644
 //! set with `fchmod`): a file or link already at its name is never followed or reused.
 
