@@ -1151,9 +1151,19 @@ pub struct Prepared {
     pub experiment: Option<PathBuf>,
     /// The flag that placed the job directory (`--job-dir`, else `--jobs-root`).
     pub dir_flag: &'static str,
+    /// The plan's estimate, computed once ([`Prepared::estimated`]).
+    estimated: std::cell::OnceCell<Option<super::explain::Estimated>>,
 }
 
 impl Prepared {
+    /// The plan's estimate: the one the checkpoint-after-time-limit warning was made from,
+    /// else computed now, once.
+    pub fn estimated(&self) -> Option<&super::explain::Estimated> {
+        self.estimated
+            .get_or_init(|| super::explain::estimated(&self.job.plan))
+            .as_ref()
+    }
+
     /// Checks the path of the job directory (every directory from `/` to the one it goes
     /// into, created where missing: `backend::trust`), then creates the experiment's
     /// directory the plan names (`JOBS_ROOT/experiments/JOB_NAME`, both owner-only whatever
@@ -1339,8 +1349,10 @@ pub fn prepare_resolved(
         warnings.push(w);
     }
     warnings.extend(own_trainer_warning(&plan, plan_args, args));
+    let estimated = std::cell::OnceCell::new();
     if !without_slurm {
-        warnings.extend(checkpoint_after_limit(&plan, &settings.time));
+        let est = estimated.get_or_init(|| super::explain::estimated(&plan));
+        warnings.extend(checkpoint_after_limit(&plan, est.as_ref(), &settings.time));
     }
     let executor = match form {
         Form::Launch => executor(args),
@@ -1410,6 +1422,7 @@ pub fn prepare_resolved(
         } else {
             "--jobs-root"
         },
+        estimated,
     })
 }
 
@@ -1539,12 +1552,16 @@ const CONTAINER_ONLY: &[(&str, &str)] = &[
 
 /// The settings a profile or the environment gives that only a Slurm job reads (a typed
 /// flag of these is refused, `refuse_slurm_only`; the container image has its own warning):
-/// A Slurm job whose trainer first saves after the job's time limit (`--time`).
-fn checkpoint_after_limit(plan: &Plan, time: &super::settings::Sourced<String>) -> Option<String> {
+/// A Slurm job whose trainer first saves after the job's time limit (`--time`), at the
+/// plan's estimated step time (`est`, the one the dry run's summary shows).
+fn checkpoint_after_limit(
+    plan: &Plan,
+    est: Option<&super::explain::Estimated>,
+    time: &super::settings::Sourced<String>,
+) -> Option<String> {
     let minutes = crate::render::slurm_values::parse_time(&time.value).flatten()?;
-    let eff = crate::estimate::Efficiency::embedded().ok()?;
     let limit = format!("{} ({})", time.value, time.origin);
-    crate::estimate::checkpoint_after_limit(plan, &eff, minutes, &limit)
+    crate::estimate::checkpoint_after_limit(plan, est?.estimate()?, minutes, &limit)
 }
 
 /// torchrun without Slurm leaves them unused, so each is named with where it came from.
