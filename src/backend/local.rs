@@ -18,6 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use nix::fcntl::OFlag;
+use nix::sys::signal::Signal;
 
 use super::record::{LocalRun, Submission};
 use super::tail::Tail;
@@ -168,8 +169,8 @@ impl Backend for Local {
     /// exits, and the ovlaunch that ran it records the exit code; with `signal`, that signal
     /// instead, and the run goes on unless the signal ends it. A run that ended (or whose
     /// process is gone) is reported as such, nothing sent.
-    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<super::Cancelled> {
-        use nix::sys::signal::{Signal, kill};
+    fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<super::Cancelled> {
+        use nix::sys::signal::kill;
         use nix::unistd::Pid;
         let running = rec.exit_code.is_none() && rec.local_run.is_some_and(alive);
         let (Some(run), true) = (rec.local_run, running) else {
@@ -177,12 +178,7 @@ impl Backend for Local {
         };
         let pid = i32::try_from(run.pid)
             .map_err(|_| Error::runtime(format!("the recorded pid {} is not a pid", run.pid)))?;
-        let sent = match signal {
-            None => Signal::SIGTERM,
-            Some(s) => format!("SIG{s}")
-                .parse::<Signal>()
-                .map_err(|_| Error::usage(format!("`{s}` is not a signal")).at_flag("--signal"))?,
-        };
+        let sent = signal.unwrap_or(Signal::SIGTERM);
         kill(Pid::from_raw(pid), sent).map_err(|e| {
             Error::runtime(format!(
                 "cannot send {} to job {}'s run (pid {pid}): {e}",

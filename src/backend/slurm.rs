@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use nix::sys::signal::Signal;
 
 use super::host::{Host, Local, Ran};
 use super::record::{JobId, RecordState, Submission};
@@ -115,7 +116,7 @@ impl Backend for Slurm {
         status_of(host, &id, &expected(rec), info)
     }
 
-    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<Cancelled> {
+    fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<Cancelled> {
         let host = &*self.host;
         cancel(host, &job_id(host, rec)?, &expected(rec), signal)
     }
@@ -753,7 +754,7 @@ pub fn cancel(
     host: &dyn Host,
     id: &JobId,
     expect: &Expected<'_>,
-    signal: Option<&str>,
+    signal: Option<Signal>,
 ) -> Result<Cancelled> {
     // The controller holds every pending and running job: one that neither it nor a log
     // knows any more has ended.
@@ -770,13 +771,15 @@ pub fn cancel(
         && st.phase == super::state::Phase::Pending
     {
         return Err(Error::runtime(format!(
-            "job {id} ({}) is {}: it has no running step to send SIG{sig} to",
-            expect.job_name, st.slurm_state
+            "job {id} ({}) is {}: it has no running step to send {} to",
+            expect.job_name,
+            st.slurm_state,
+            sig.as_str()
         ))
         .help("send it once the job runs (`ovlaunch status` tells), or cancel it without --signal"));
     }
     let name = format!("--jobname={}", expect.job_name);
-    let sent = signal.map(|s| format!("--signal={s}"));
+    let sent = signal.map(|s| format!("--signal={}", super::signals::name(s)));
     let mut args = vec![name.as_str()];
     args.extend(sent.as_deref());
     args.push(id.as_str());
