@@ -1023,8 +1023,65 @@ fn check_container(c: &Container, given: &[String], own: &[Own<'_>]) -> Result<(
             }
         }
     }
+    if let Some(w) = &c.workdir {
+        check_workdir(w)?;
+    }
     for m in given {
         check_not_over(m, own)?;
+    }
+    check_one_per_destination(given)
+}
+
+/// pyxis changes into `--container-workdir` after joining the container's mount namespace,
+/// which puts the task at the container's root (`pyxis_slurmstepd.c`,
+/// `slurm_spank_task_init_privileged`: `setns`, then `chdir`): a relative path is read from
+/// `/`, not from this directory nor the job directory. An OCI bundle's `process.cwd` must be
+/// absolute (the OCI runtime specification, `config.md`).
+fn check_workdir(w: &str) -> Result<()> {
+    if w.starts_with('/') {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "container working directory `{}` is not an absolute path: pyxis reads it inside the container from its root (`pyxis_slurmstepd.c`, `slurm_spank_task_init_privileged`), not from this directory or the job directory, and an OCI bundle's process.cwd must be absolute",
+        w.escape_debug()
+    ))
+    .at_flag("--container-workdir")
+    .help("give the path inside the container, from its root: e.g. --container-workdir /workspace, or leave it out (Bridge's runner works in the job directory, mounted at its own path)"))
+}
+
+/// Two of the user's mounts at one destination: the later hides the earlier (pyxis hands
+/// enroot both, which mounts them in order, `add_mount`; an OCI bundle keeps one mount per
+/// destination, `oci::with_job_mounts`), so the earlier's files are not where the user put
+/// them. Destinations are compared as the container resolves them (`container_path`); the
+/// same mount given twice (a profile's and a flag's) hides nothing and passes.
+fn check_one_per_destination(given: &[String]) -> Result<()> {
+    // (source, destination, flags), paths as the mount code resolves them
+    let read = |m: &str| {
+        let mut parts = m.splitn(3, ':');
+        let src = parts.next().unwrap_or("");
+        let dst = container_path(parts.next().unwrap_or(src));
+        let src = if src.starts_with('/') {
+            container_path(src)
+        } else {
+            src.to_string()
+        };
+        (src, dst, parts.next().unwrap_or("").to_string())
+    };
+    for (i, m) in given.iter().enumerate() {
+        let this = read(m);
+        let dst = &this.1;
+        if let Some(earlier) = given[..i].iter().find(|e| {
+            let other = read(e);
+            other.1 == *dst && other != this
+        }) {
+            return Err(Error::usage(format!(
+                "container mounts `{}` and `{}` are both mounted at {dst}: the later hides the earlier (pyxis has enroot mount them in order; an OCI bundle keeps one mount per destination)",
+                earlier.escape_debug(),
+                m.escape_debug()
+            ))
+            .at_flag("--container-mount")
+            .help("give each mount its own destination (e.g. /lustre/a:/a and /lustre/b:/b), or drop one: a profile's container_mounts and the --container-mount flags add up"));
+        }
     }
     Ok(())
 }
