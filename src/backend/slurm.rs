@@ -660,9 +660,9 @@ fn lookup(
     Ok(None)
 }
 
-/// How the last ended run of a requeued job ended (`NODE_FAIL`, `PREEMPTED`, ...), from the
-/// job-completion log or accounting; `None` when neither has it. Slurm's own `Reason` for
-/// the requeued job only says it waits (`BeginTime`).
+/// How the last ended run of a requeued job ended (`NODE_FAIL`, `PREEMPTED`, `REQUEUED`,
+/// ...), from the job-completion log or accounting; `None` when neither has it. Slurm's own
+/// `Reason` for the requeued job only says it waits (`BeginTime`).
 fn previous_run(host: &dyn Host, id: &JobId) -> Option<String> {
     tool(host, "sacct").ok()?;
     for from in [Sacct::Completion, Sacct::Accounting { all_runs: true }] {
@@ -671,7 +671,7 @@ fn previous_run(host: &dyn Host, id: &JobId) -> Option<String> {
         };
         let last = out.stdout.lines().rev().find_map(|l| {
             let (jid, state) = l.split_once('|')?;
-            (jid == id.as_str() && super::state::phase(state).is_final()).then(|| state.to_string())
+            (jid == id.as_str()).then(|| ended_as(state, from)).flatten()
         });
         if last.is_some() {
             return last;
@@ -680,8 +680,22 @@ fn previous_run(host: &dyn Host, id: &JobId) -> Option<String> {
     None
 }
 
+/// How a run ended, by its row's state in `from`; `None` for a row of a run still going.
+/// A run `scontrol requeue` ended (an administrator's, or the job's own teardown) is
+/// `REQUEUED`: so accounting names it, and the job-completion log, where every row is a run
+/// that ended, records it in the state the job went back to (Slurm 22.05: `PENDING`).
+fn ended_as(state: &str, from: Sacct) -> Option<String> {
+    let phase = super::state::phase(state);
+    let requeued = state.split_whitespace().next() == Some("REQUEUED");
+    match from {
+        _ if phase.is_final() || requeued => Some(state.to_string()),
+        Sacct::Completion if phase == super::state::Phase::Pending => Some("REQUEUED".into()),
+        _ => None,
+    }
+}
+
 /// Where `sacct` reads a job's rows.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 enum Sacct {
     /// The accounting store (`-X`: the allocation's row, not its steps); `all_runs` adds
     /// `-D`: every run of a requeued job, not only the last.
@@ -797,6 +811,25 @@ pub fn cancel(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_scontrol_requeue_ended_was_requeued() {
+        let log = Sacct::Completion;
+        let acct = Sacct::Accounting { all_runs: true };
+        for (state, from, ended) in [
+            ("NODE_FAIL", log, Some("NODE_FAIL")),
+            ("PREEMPTED", acct, Some("PREEMPTED")),
+            // the completion log's row of a requeued run, and accounting's
+            ("PENDING", log, Some("REQUEUED")),
+            ("REQUEUED", log, Some("REQUEUED")),
+            ("REQUEUED", acct, Some("REQUEUED")),
+            // accounting's row of the run going now
+            ("PENDING", acct, None),
+            ("RUNNING", acct, None),
+        ] {
+            assert_eq!(ended_as(state, from).as_deref(), ended, "{state} {from:?}");
+        }
+    }
 
     #[test]
     fn follow_asks_slurm_rarely() {
