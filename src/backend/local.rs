@@ -49,10 +49,12 @@ pub const ENTRY: Entry = Entry {
 /// How often the output file is read while the run goes on (shown, or followed by `logs`).
 const READ_EVERY: Duration = Duration::from_millis(100);
 
-/// How long `logs -f` waits for a record that names neither the run's process nor its exit
-/// code to name one: the ovlaunch that runs it writes the record before it starts the run
-/// and names the process once it exists, a few milliseconds later.
-const UNNAMED_RUN_WAIT: Duration = Duration::from_secs(5);
+/// How long `logs -f` waits for the record to catch up with the run, once it names no run
+/// still going: the ovlaunch that runs it writes the record before it starts the run and
+/// names the process once it exists, a few milliseconds later, and records the exit code
+/// within [`READ_EVERY`] of the run's end (later on a loaded machine). Past it, that
+/// ovlaunch is taken to be gone and `status` says what is known.
+const RECORD_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs the job in the foreground and records its exit code. The output file is created
 /// before anything runs; a file that cannot be created stops the submission, undone as
@@ -193,13 +195,15 @@ impl Backend for Local {
     }
 
     /// The run's output file; with `follow`, read as it grows until the record holds the
-    /// exit code or the run's process is gone (the record read again each time), or the
-    /// record has named no run for [`UNNAMED_RUN_WAIT`] (its ovlaunch stopped before the run
-    /// started, or an older ovlaunch wrote it): `logs` then ends on `status`'s word for it.
+    /// exit code (the record read again each time), or has named no run still going (its
+    /// process gone, or none named) for [`RECORD_WAIT`]: the ovlaunch that ran it stopped
+    /// before it could record the end or before the run started (or was older), and `logs`
+    /// ends on `status`'s word for it.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
         let path = dir.join(layout::LOCAL_OUTPUT);
         let mut tail = Tail::default();
-        let since = std::time::Instant::now();
+        // Since when the record has named no run still going, without an exit code.
+        let mut no_run: Option<std::time::Instant> = None;
         loop {
             let found = tail.read(&path, out)?;
             if !follow {
@@ -214,8 +218,13 @@ impl Backend for Local {
                 return tail.flush(out);
             }
             let now = super::record::read(dir).unwrap_or_else(|_| rec.clone());
-            let unnamed = now.local_run.is_none() && since.elapsed() >= UNNAMED_RUN_WAIT;
-            if now.exit_code.is_some() || now.local_run.is_some_and(|r| !alive(r)) || unnamed {
+            let going = now.local_run.is_some_and(alive);
+            no_run = if going {
+                None
+            } else {
+                no_run.or_else(|| Some(std::time::Instant::now()))
+            };
+            if now.exit_code.is_some() || no_run.is_some_and(|t| t.elapsed() >= RECORD_WAIT) {
                 tail.read(&path, out)?;
                 return tail.flush(out);
             }
