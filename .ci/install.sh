@@ -4,7 +4,7 @@
 # at all when nothing is missing.  Must run as root.
 #
 # Usage: .ci/install.sh [COMPONENT...]
-# Components (default: all seven):
+# Components (default: all eight):
 #   slurm       slurmctld slurmd slurm-client slurm-wlm munge
 #   oci         crun (Slurm's OCI containers, see slurm-up.sh) and busybox-static
 #               (the tests build a small root filesystem from it)
@@ -19,6 +19,8 @@
 #   ssh         openssh-server and openssh-client (the remote-submission test starts
 #               its own sshd on a high port in front of the local Slurm), and tcsh
 #               (a login node user whose login shell is tcsh)
+#   acl         acl (setfacl and getfacl: the shared-cluster tests give files and
+#               directories POSIX ACLs)
 #
 # Output: one line per component on stderr; apt's own output goes to
 # ${OVLAUNCH_CI_LOG:-${TMPDIR:-/tmp}/ovlaunch-ci-install.log} and is shown
@@ -37,7 +39,7 @@ APT_LOG=${OVLAUNCH_CI_LOG:-${TMP_BASE%/}/ovlaunch-ci-install.log}
 export DEBIAN_FRONTEND=noninteractive
 
 if [ $# -eq 0 ]; then
-  set -- slurm oci rank-cross lint torch hyperfine ssh
+  set -- slurm oci rank-cross lint torch hyperfine ssh acl
 fi
 
 installed() { # pkg -> 0 when dpkg has it fully installed
@@ -121,7 +123,8 @@ for c in "$@"; do
     torch) REQUIRED+=(python3-torch); WANT_TORCH=1 ;;
     hyperfine) WANT_HYPERFINE=1 ;;
     ssh) REQUIRED+=(openssh-server openssh-client tcsh) ;;
-    *) die "unknown component '$c' (slurm oci rank-cross lint torch hyperfine ssh)" ;;
+    acl) REQUIRED+=(acl) ;;
+    *) die "unknown component '$c' (slurm oci rank-cross lint torch hyperfine ssh acl)" ;;
   esac
 done
 
@@ -131,7 +134,7 @@ if [ ${#REQUIRED[@]} -gt 0 ]; then
 fi
 for p in "${REQUIRED[@]}"; do
   case "$p" in
-    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static|openssh-server|tcsh) log "$p $(version "$p")" ;;
+    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static|openssh-server|tcsh|acl) log "$p $(version "$p")" ;;
   esac
 done
 if [ "$WANT_TORCH" = 1 ]; then

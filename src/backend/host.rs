@@ -417,6 +417,42 @@ pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
         .filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
 }
 
+/// Whether `dir` (or its nearest existing ancestor) is on a filesystem this machine mounts
+/// `noexec`, where the kernel starts no program (`execve` fails with `EACCES`).
+pub fn noexec(dir: &Path) -> bool {
+    let Ok(dir) = std::path::absolute(dir) else {
+        return false;
+    };
+    dir.ancestors()
+        .find_map(|p| nix::sys::statvfs::statvfs(p).ok())
+        .is_some_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC))
+}
+
+/// A job directory `dir` whose rank runtime cannot start: on a filesystem this machine
+/// mounts `noexec` ([`noexec`]). `here`: the job runs on this machine, where every rank
+/// would fail, a usage error; else (Slurm's nodes) a warning, since the nodes may mount it
+/// otherwise.
+pub fn noexec_problem(dir: &Path, here: bool) -> Option<std::result::Result<String, Error>> {
+    if !noexec(dir) {
+        return None;
+    }
+    let fix = format!(
+        "put the jobs root on a filesystem mounted without noexec (--jobs-root, or jobs_root in a profile); `findmnt -T {}` shows the mount",
+        dir.parent().unwrap_or(dir).display()
+    );
+    let shown = dir.display();
+    Some(if here {
+        Err(Error::usage(format!(
+            "the job directory {shown} is on a filesystem mounted noexec: every rank would start the job's copy of ovlaunch-rank from there, which the kernel refuses (Permission denied)"
+        ))
+        .help(fix))
+    } else {
+        Ok(format!(
+            "the job directory {shown} is on a filesystem this machine mounts noexec: the ranks start the job's copy of ovlaunch-rank from there, which fails on every node that mounts it so too; {fix}"
+        ))
+    })
+}
+
 /// The warning for a Slurm job whose directory compute nodes may not see.
 pub fn visibility_warning(host: &dyn Host, dir: &Path) -> Option<String> {
     local_filesystem(host, dir).map(|fs| {

@@ -624,10 +624,26 @@ fn unescape_octal(s: &str) -> String {
 }
 
 /// A private staging directory: `TMPDIR/ovlaunch-WHAT-PID-NANOS-N`, created 0700 (never an
-/// existing one), for an upload here and for `--package` (`cli::package`).
+/// existing one), for an upload here and for `--package` (`cli::package`). What is staged
+/// there is read back by path, so a `TMPDIR` in which another user could rename it
+/// (`trust::renamable_by_others`: a directory on its path another user owns, or a group or
+/// an ACL's grant lets write, without the sticky bit) is refused, naming it and the fix.
 pub fn private_temp_dir(what: &str) -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::temp_dir();
+    if let Some((at, why)) = super::trust::renamable_by_others(&base) {
+        let shown = at.display().to_string();
+        let fix = why
+            .fix(&shown)
+            .map(|f| format!("{f}, or "))
+            .unwrap_or_default();
+        return Err(Error::usage(format!(
+            "the staging directory for the {what} (TMPDIR {}): {shown} {}; another user could swap what ovlaunch stages there for theirs",
+            base.display(),
+            why.why(crate::input::writers::Names::Local)
+        ))
+        .help(format!("{fix}set TMPDIR to a directory of your own (`export TMPDIR=/tmp`)")));
+    }
     for i in 0..100u32 {
         let p = base.join(format!(
             "ovlaunch-{what}-{}-{}-{i}",

@@ -235,6 +235,7 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
                 gid: *gid,
                 mode: *mode,
                 kind: Kind::File,
+                acl_writer: None,
             },
         ),
     };
@@ -250,7 +251,15 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
         gid: l.gid,
         mode: l.mode,
         kind: Kind::Dir,
+        acl_writer: None,
     };
+    // On this machine, what an access ACL lets others write counts too (read by path, as
+    // the listing was); a login node's ACLs are not read.
+    let acl = |p: &Path, e: Entry| match host.remote() {
+        None => e.with_acl_writer(crate::input::writers::acl_writer_at(p, false, e.uid, me)),
+        Some(_) => e,
+    };
+    let (dir, file) = (acl(&l.dir, dir), acl(&path, file));
     for (at, p, e) in [(&l.dir, &dir_shown, dir), (&path, &shown, file)] {
         if let Some(why) = super::trust::own_problem(e, me, private) {
             let fix = why.fix(&at.display().to_string());
@@ -295,7 +304,7 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
 
 /// The refusal of a record; `fix`: what makes it trusted again, where its owner can.
 fn untrusted(path: &str, why: &str, fix: Option<String>) -> Error {
-    const RULE: &str = "a record is trusted only when that user alone (neither every user nor a group other than the user's private group) can write it and its directory";
+    const RULE: &str = "a record is trusted only when that user alone (neither every user, nor a group other than the user's private group, nor a user or group its ACL names) can write it and its directory";
     Error::usage(format!(
         "{path} {why}: ovlaunch does not act on a record someone else could have written"
     ))

@@ -13,8 +13,9 @@
 //!   [`Role::Trusted`] entry: it belongs to this user or root, and neither every user nor a
 //!   group other than its owner's private group can write it, or it has the sticky bit
 //!   (like `/tmp`: others may add entries but not move this user's). With [`Sharing::Group`]
-//!   (`jobs_root_shared: group`) a directory of another user, and one any group can write,
-//!   is accepted too ([`Reason::Owner`] and [`Reason::Group`] excused); one every user can
+//!   (`jobs_root_shared: group`) a directory of another user, and one any group, or a user
+//!   or group its ACL names, can write, is accepted too ([`Reason::Owner`], [`Reason::Group`]
+//!   and [`Reason::Acl`] excused); one every user can
 //!   write still needs the sticky bit. A symbolic link on the path is followed only when it
 //!   belongs to this user or root (any owner with [`Sharing::Group`]). This is OpenSSH's
 //!   `StrictModes` walk (`secure_path` in its `misc.c`) with the jobs root's sticky rule,
@@ -31,10 +32,14 @@
 //!   is opened and creating the missing ones (`mkdirat`, then exactly the mode asked for,
 //!   whatever the umask), so a directory planted or swapped while it runs is refused, never
 //!   used.
+//! - [`renamable_warning`]: where the group-shared setting accepted a directory on the path
+//!   that others can write without the sticky bit ([`renamable_by_others`]), they can swap
+//!   the job directory for theirs before it runs; that is a warning, naming the directory
+//!   and `chmod +t`.
 //! - A refusal is a usage error (exit 2) naming the directory or file, why, and a fix.
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
@@ -70,7 +75,8 @@ pub fn path_problem(
     private: &dyn Fn(u32, u32) -> bool,
 ) -> Option<Reason> {
     writers::writers(e, Role::Trusted, me, private).find(|why| {
-        sharing == Sharing::Private || !matches!(why, Reason::Owner(_) | Reason::Group(_))
+        sharing == Sharing::Private
+            || !matches!(why, Reason::Owner(_) | Reason::Group(_) | Reason::Acl(_))
     })
 }
 
@@ -78,6 +84,49 @@ pub fn path_problem(
 /// first reason for a [`Role::Own`] entry.
 pub fn own_problem(e: Entry, me: u32, private: &dyn Fn(u32, u32) -> bool) -> Option<Reason> {
     writers::writer(e, Role::Own, me, private)
+}
+
+/// The first directory on the path to `dir`, `dir` included (those that exist, from `/`
+/// down, links followed) in which another user could rename or replace what this user puts
+/// there: one
+/// [`path_problem`] refuses without the group-shared setting, which accepted it (a
+/// directory another user owns, or that a group or an ACL's grant lets write, without the
+/// sticky bit). Such a user can move the job (or experiment) directory away and put one of
+/// theirs in its place before the job runs.
+pub fn renamable_by_others(dir: &Path) -> Option<(PathBuf, Reason)> {
+    let me = nix::unistd::geteuid().as_raw();
+    let dir = std::path::absolute(dir).ok()?;
+    let mut on_path: Vec<&Path> = dir.ancestors().collect();
+    on_path.reverse();
+    on_path.into_iter().find_map(|d| {
+        let m = std::fs::metadata(d).ok()?;
+        let acl = writers::acl_writer_at(d, true, std::os::unix::fs::MetadataExt::uid(&m), me);
+        let e = Entry::of(&m).with_acl_writer(acl);
+        path_problem(e, me, Sharing::Private, &private_group).map(|why| (d.to_path_buf(), why))
+    })
+}
+
+/// The warning for a job directory `job` (with the experiment directory, when the job has
+/// one) whose path another user may rename (`renamable_by_others`).
+pub fn renamable_warning(job: &Path, experiment: bool) -> Option<String> {
+    let (at, why) = renamable_by_others(job.parent()?)?;
+    let which = if experiment {
+        "the job directory and the experiment directory"
+    } else {
+        "the job directory"
+    };
+    let shown = at.display();
+    let fix = match why {
+        Reason::Owner(_) => "its owner can, even with the sticky bit: for a job only you can change, use a jobs root whose every directory only you or root can write".to_string(),
+        _ => format!(
+            "`chmod +t {shown}` (as /tmp has it) lets nobody but you and its owner rename what is yours there"
+        ),
+    };
+    Some(format!(
+        "{} is under {shown}, which {} (accepted by jobs_root_shared: group): another user can rename {which} away and put theirs in its place before the job runs, and the job would run what they put there; {fix}",
+        job.display(),
+        why.why(Names::Local)
+    ))
 }
 
 /// The fix for `why` at `path`; `on_path`: a directory on the path ([`path_problem`]) rather
@@ -90,7 +139,9 @@ pub fn fix(why: Reason, path: &str, on_path: bool) -> String {
     };
     let fix = why.fix(path).unwrap_or_else(|| instead.to_string());
     match why {
-        Reason::Owner(_) | Reason::Group(_) if on_path => format!("{fix}; {SHARED}"),
+        Reason::Owner(_) | Reason::Group(_) | Reason::Acl(_) if on_path => {
+            format!("{fix}; {SHARED}")
+        }
         _ => fix,
     }
 }
@@ -169,7 +220,8 @@ pub fn open_dir(
     let mut cur = open_root()?;
     let check = |fd: &OwnedFd, shown: &Path, is_own: bool| -> Result<()> {
         let st = fstat(fd).map_err(|e| io_err("inspect", shown, e))?;
-        let e = Entry::new(st.st_uid, st.st_gid, st.st_mode as u32);
+        let acl = writers::acl_writer_fd(fd.as_fd(), st.st_uid, me);
+        let e = Entry::new(st.st_uid, st.st_gid, st.st_mode as u32).with_acl_writer(acl);
         let problem = if is_own {
             own_problem(e, me, &private_group)
         } else {
@@ -290,7 +342,13 @@ pub fn check_tree(dir: &Path, sharing: Sharing, what: &str) -> Result<()> {
             }
             let m = std::fs::symlink_metadata(&p)
                 .map_err(|e| Error::runtime(format!("cannot inspect {}: {e}", p.display())))?;
-            if let Some(why) = own_problem(Entry::of(&m), me, &private_group) {
+            let acl = if m.file_type().is_symlink() {
+                None
+            } else {
+                writers::acl_writer_at(&p, false, std::os::unix::fs::MetadataExt::uid(&m), me)
+            };
+            let entry = Entry::of(&m).with_acl_writer(acl);
+            if let Some(why) = own_problem(entry, me, &private_group) {
                 return Err(refusal(what, &p, why, false));
             }
             if m.file_type().is_symlink() && p.strip_prefix(dir).ok() != Some(Path::new(OCI_ROOTFS))
@@ -322,6 +380,7 @@ fn link_inside(what: &str, path: &Path) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::writers::Grantee;
 
     // The predicate's own cases are `input::writers`' tests; these are what this module
     // adds: the group-shared setting and the fixes.
@@ -358,6 +417,16 @@ mod tests {
             "another user's link, by setting"
         );
         assert_eq!(p(1001, TEAM, 0o120777, mine), Some(Reason::Owner(1001)));
+        let granted = Entry::new(ME, ME, 0o40770).with_acl_writer(Some(Grantee::User(1001)));
+        let acl = Some(Reason::Acl(Grantee::User(1001)));
+        assert_eq!(path_problem(granted, ME, mine, &private), acl);
+        assert_eq!(
+            path_problem(granted, ME, group, &private),
+            None,
+            "by setting"
+        );
+        assert_eq!(own_problem(granted, ME, &private), acl);
+        assert!(fix(Reason::Acl(Grantee::User(1001)), "/j", true).contains("jobs_root_shared"));
         let o = |uid, gid, mode| own_problem(Entry::new(uid, gid, mode), ME, &private);
         assert_eq!(o(ME, ME, 0o40770), None, "my private group");
         assert_eq!(o(ME, TEAM, 0o100664), Some(Reason::Group(TEAM)));

@@ -1336,8 +1336,33 @@ pub fn prepare_form(
 }
 
 /// `prepare` from a plan resolved with `settings` (the launch settings, each with its
-/// origin: [`LaunchArgs::settings`]).
+/// origin: [`LaunchArgs::settings`]), with what this machine tells of the job directory's
+/// place ([`place_here`]).
 pub fn prepare_resolved(
+    plan: Plan,
+    plugins: Vec<plugin::Active>,
+    plan_args: &PlanArgs,
+    args: &LaunchArgs,
+    settings: &Settings,
+    form: Form<'_>,
+) -> Result<Prepared> {
+    let runs_here = matches!(form, Form::Torchrun { master_addr: None })
+        || (form == Form::Launch && executor(args).runs_here());
+    let mut p = prepare_job(plan, plugins, plan_args, args, settings, form)?;
+    let place = place_here(
+        &*p.host,
+        &p.dir,
+        runs_here,
+        &p.rank_runtime,
+        settings,
+        &p.experiment,
+    );
+    p.warnings.extend(place?);
+    Ok(p)
+}
+
+/// [`prepare_resolved`] but the job directory's place.
+fn prepare_job(
     plan: Plan,
     plugins: Vec<plugin::Active>,
     plan_args: &PlanArgs,
@@ -1481,6 +1506,37 @@ pub fn prepare_resolved(
         },
         estimated,
     })
+}
+
+/// What this machine tells of the place of job directory `dir` before anything is written
+/// (nothing for a login node's, with `--host`): the warnings, or the refusal. A filesystem
+/// mounted noexec, when the job starts a program from it (the rank runtime), is refused
+/// where the job runs here, else a warning (`backend::host::noexec_problem`); a path others
+/// may rename, which the group-shared setting accepted, is a warning
+/// (`backend::trust::renamable_warning`, naming the experiment directory when there is one).
+fn place_here(
+    host: &dyn Host,
+    dir: &Path,
+    runs_here: bool,
+    rank_runtime: &Option<rankbin::Chosen>,
+    settings: &Settings,
+    experiment: &Option<PathBuf>,
+) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    if host.remote().is_some() {
+        return Ok(warnings);
+    }
+    if rank_runtime.is_some()
+        && let Some(problem) = crate::backend::host::noexec_problem(dir, runs_here)
+    {
+        warnings.push(problem?);
+    }
+    if settings.jobs_root_shared.value == crate::backend::jobdir::Sharing::Group
+        && let Some(w) = crate::backend::trust::renamable_warning(dir, experiment.is_some())
+    {
+        warnings.push(w);
+    }
+    Ok(warnings)
 }
 
 /// The nodes' CPU architecture: the hardware spec's; through a login node whose `uname -m`

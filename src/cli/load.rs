@@ -1,5 +1,7 @@
 //! The CLI's only reader of user data: builds the catalog (embedded data plus user recipe
-//! directory, recipe file and hardware file) and the resolver inputs from flags.
+//! directory, recipe file and hardware file) and the resolver inputs from flags. A `--recipe`
+//! naming Python code (a `.py` file, `module:function`, a function's dotted path) is refused,
+//! its help naming the Bridge function the code calls (`python_recipe`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -70,6 +72,9 @@ fn is_yaml(p: &Path) -> bool {
 /// shipped recipes holding the Bridge functions it names (`Recipe::bases`).
 pub fn recipe(cat: &Catalog, name: &str) -> Result<Recipe> {
     let path = Path::new(name);
+    if let Some(module) = python_reference(name) {
+        return Err(python_recipe(name, &module));
+    }
     let r = if is_yaml(path) || name.contains('/') {
         let text = read(path, "--recipe")?;
         Recipe::parse(&text, name)?
@@ -89,9 +94,140 @@ pub fn recipe(cat: &Catalog, name: &str) -> Result<Recipe> {
         }
         r
     } else {
-        return cat.recipe(name);
+        return cat.recipe(name).map_err(|e| {
+            // `pkg.recipes.my_llama`: a Python function's dotted path (no recipe name is one)
+            if dotted_python(name) {
+                python_recipe(name, &python_module(name, false))
+            } else {
+                e
+            }
+        });
     };
     link_bases(cat, r)
+}
+
+/// `--recipe` naming Python code: a `.py` file, or an entry point `module:function` /
+/// `path.py:function`; the module's file, as far as it is found (`python_module`).
+fn python_reference(name: &str) -> Option<Option<PathBuf>> {
+    let (module, function) = match name.rsplit_once(':') {
+        Some((m, f)) => (m, Some(f)),
+        None => (name, None),
+    };
+    let is_py = Path::new(module).extension().is_some_and(|e| e == "py");
+    if is_py {
+        return Some(Some(PathBuf::from(module)));
+    }
+    let entry_point = function.is_some_and(is_identifier)
+        && !is_yaml(Path::new(module))
+        && module.split('.').all(is_identifier);
+    entry_point.then(|| python_module(module, true))
+}
+
+/// `a.b.c` with every part a Python identifier, and at least two parts.
+fn dotted_python(name: &str) -> bool {
+    name.contains('.') && name.split('.').all(is_identifier)
+}
+
+fn is_identifier(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The file of a dotted module (`pkg.recipes` -> `pkg/recipes.py` or `pkg/recipes/__init__.py`)
+/// in the working directory or a `PYTHONPATH` directory, as Python would import it; for a
+/// function's dotted path (`whole` false) the module is every part but the last.
+fn python_module(dotted: &str, whole: bool) -> Option<PathBuf> {
+    let mut parts: Vec<&str> = dotted.split('.').collect();
+    if !whole {
+        parts.pop();
+    }
+    let rel: PathBuf = parts.iter().collect();
+    let mut roots = vec![PathBuf::from(".")];
+    if let Some(paths) = std::env::var_os("PYTHONPATH") {
+        roots.extend(std::env::split_paths(&paths));
+    }
+    roots.iter().find_map(|root| {
+        [rel.with_extension("py"), rel.join("__init__.py")]
+            .into_iter()
+            .map(|f| root.join(f))
+            .find(|f| f.is_file())
+    })
+}
+
+/// The refusal of a Python recipe. Bridge's runner imports its `--recipe` from its own package
+/// (`megatron.bridge.recipes`, or `megatron.bridge.perf_recipes` for a benchmark name) and calls
+/// it without arguments, so a function of the user's module cannot be the trainer's recipe, and
+/// ovlaunch runs no Python to plan one. The help names the Bridge functions the module's text
+/// (or, when it names none, its package's other modules: a relative import) mentions, as the
+/// `bridge_recipe:` of the recipe file that states what the function changes.
+fn python_recipe(name: &str, module: &Option<PathBuf>) -> Error {
+    let calls = module.as_deref().map(bridge_calls).unwrap_or_default();
+    let base = match calls.as_slice() {
+        [] => "`bridge_recipe: FUNCTION` (the Bridge function your code starts from)".to_string(),
+        [one] => format!("`bridge_recipe: {one}` (the Bridge function your code calls)"),
+        more => format!(
+            "`bridge_recipe:` one of the Bridge functions your code calls ({})",
+            more.iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let e = Error::usage(format!(
+        "--recipe `{name}` is Python code: Bridge's runner (`run_recipe.py --recipe FUNCTION`) imports its recipe from Megatron-Bridge's own package and calls it without arguments, so a function of your module cannot be the trainer's recipe, and ovlaunch does not run Python to plan one"
+    ));
+    let e = match module {
+        Some(file) => e.at_file(file.display().to_string()),
+        None => e.at_flag("--recipe"),
+    };
+    e.help(format!(
+        "write what your function changes as a recipe file (YAML) over the Bridge function: {base} and the fields it sets, e.g. `model: {{tensor_model_parallel_size: 2}}` (docs/recipes.md, \"Your own recipe, on a Bridge base\"); or run your own training script after `--` (`-- python my_train.py`; the plan's overrides are then in the job's `overrides.txt`)"
+    ))
+}
+
+/// The catalogue's Bridge functions a Python file's text names (its identifiers, in order of
+/// first mention); when it names none and it is a package's module, those its package's other
+/// modules name.
+fn bridge_calls(file: &Path) -> Vec<String> {
+    let named = |file: &Path| -> Vec<String> {
+        let Ok(text) = crate::input::read_text(file, "--recipe") else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = Vec::new();
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if crate::catalog::embedded::function(word).is_some() && !out.iter().any(|w| w == word)
+            {
+                out.push(word.to_string());
+            }
+        }
+        out
+    };
+    let own = named(file);
+    let dir = file.parent().filter(|d| d.join("__init__.py").is_file());
+    match dir {
+        Some(dir) if own.is_empty() => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "py") && p != file)
+                .collect();
+            files.sort();
+            let mut out: Vec<String> = Vec::new();
+            for f in files {
+                for w in named(&f) {
+                    if !out.contains(&w) {
+                        out.push(w);
+                    }
+                }
+            }
+            out
+        }
+        _ => own,
+    }
 }
 
 /// Links a user's recipe file to the shipped recipes holding the Bridge functions it names
@@ -112,16 +248,11 @@ pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
                 }
             }
             None => {
+                if let Some(e) = function_written_otherwise(&r, f) {
+                    return Err(e);
+                }
                 let functions = cat.bridge_functions();
-                // the line naming it: the file's own `bridge_recipe:`, else a variant's
-                let line = if r.bridge_recipe.as_deref() == Some(f.as_str()) {
-                    r.key_lines.get("bridge_recipe").copied()
-                } else {
-                    r.variants
-                        .iter()
-                        .find(|v| v.bridge_recipe.as_deref() == Some(f.as_str()))
-                        .and_then(|v| v.key_lines.get("bridge_recipe").copied())
-                };
+                let line = bridge_recipe_line(&r, f);
                 let near = crate::error::suggest(f, functions.iter().map(|(n, _)| n.as_str()));
                 let near = if near.is_empty() {
                     String::new()
@@ -145,6 +276,61 @@ pub fn link_bases(cat: &Catalog, mut r: Recipe) -> Result<Recipe> {
     Ok(r)
 }
 
+/// The line of the file (its own `bridge_recipe:`, else a variant's) naming `function`.
+fn bridge_recipe_line(r: &Recipe, function: &str) -> Option<usize> {
+    if r.bridge_recipe.as_deref() == Some(function) {
+        r.key_lines.get("bridge_recipe").copied()
+    } else {
+        r.variants
+            .iter()
+            .find(|v| v.bridge_recipe.as_deref() == Some(function))
+            .and_then(|v| v.key_lines.get("bridge_recipe").copied())
+    }
+}
+
+/// `bridge_recipe:` naming a catalogue function the way Python code would: called with
+/// arguments (`llama3_8b_peft_config(peft_scheme='dora')`) or by its module path
+/// (`megatron.bridge.recipes.llama.llama3_8b_pretrain_config`). Bridge's runner takes the bare
+/// name (`run_recipe.py --recipe NAME`, looked up in its package) and calls the function
+/// without arguments, so the refusal gives that name and says where the arguments go.
+fn function_written_otherwise(r: &Recipe, written: &str) -> Option<Error> {
+    let known = |n: &str| crate::catalog::embedded::function(n).is_some();
+    let (name, why, fix) = if let Some((name, rest)) = written.split_once('(') {
+        let name = name.trim();
+        let name = name.rsplit('.').next().unwrap_or(name);
+        if !rest.trim_end().ends_with(')') || !known(name) {
+            return None;
+        }
+        (
+            name,
+            "Bridge's runner calls its recipe function without arguments (`run_recipe.py --recipe FUNCTION`)",
+            "state what the arguments change as the file's fields over it (`dataset: {seq_length: 4096}`, `peft: {dim: 16}`); an argument with no field (`peft_scheme`) needs a function built with it",
+        )
+    } else {
+        let name = written.rsplit('.').next().unwrap_or(written);
+        if !written.contains('.') || !known(name) {
+            return None;
+        }
+        (
+            name,
+            "Bridge's runner looks its recipe function up by name in its own package (`run_recipe.py --recipe FUNCTION`)",
+            "the function's name alone",
+        )
+    };
+    Some(
+        Error::usage(format!(
+            "recipe `{}`: `bridge_recipe: {written}`: {why}",
+            r.name
+        ))
+        .at(crate::error::Origin::file(
+            &r.origin,
+            bridge_recipe_line(r, written),
+            None,
+        ))
+        .help(format!("`bridge_recipe: {name}`; {fix}")),
+    )
+}
+
 /// A job whose trainer is Bridge's runner (no `trainer:` in the recipe, none after `--`) needs
 /// the Bridge function the runner runs: a recipe file without `bridge_recipe:` is refused
 /// before anything is written, naming the closest functions of its family (Bridge's runner
@@ -153,16 +339,24 @@ pub fn needs_function(plan: &Plan, trainer_given: bool) -> Result<()> {
     if trainer_given || plan.recipe.trainer.is_some() || plan.trainer.is_some() {
         return Ok(());
     }
-    let functions = Catalog::embedded()?.bridge_functions();
+    let name = &plan.recipe.name;
+    // a file named after a Bridge function is not that function: it names none
+    let fix = if crate::catalog::embedded::function(name).is_some() {
+        format!(
+            "add `bridge_recipe: {name}` (the Bridge function the file is named after: its name alone runs no function), or run a trainer of your own (`-- TRAINER...`)"
+        )
+    } else {
+        let functions = Catalog::embedded()?.bridge_functions();
+        format!(
+            "add `bridge_recipe: FUNCTION` with the function your model starts from, or run a trainer of your own (`-- TRAINER...`); {}",
+            closest_functions(name, plan.recipe.family.as_deref(), &functions)
+        )
+    };
     Err(Error::usage(format!(
-        "recipe `{}` names no Megatron-Bridge function (`bridge_recipe:`): Bridge's runner runs only its own recipe functions, and a recipe file states its values over one",
-        plan.recipe.name
+        "recipe `{name}` names no Megatron-Bridge function (`bridge_recipe:`): Bridge's runner runs only its own recipe functions, and a recipe file states its values over one"
     ))
     .at_file(&plan.recipe.origin)
-    .help(format!(
-        "add `bridge_recipe: FUNCTION` with the function your model starts from, or run a trainer of your own (`-- TRAINER...`); {}",
-        closest_functions(&plan.recipe.name, plan.recipe.family.as_deref(), &functions)
-    )))
+    .help(fix))
 }
 
 /// The plan's warning for a recipe file that names no Bridge function: only a trainer of the

@@ -2292,28 +2292,119 @@ pub fn user_recipe(name: &str) -> String {
     )
 }
 
+/// A user's recipe file on `gpu` x `world`, with more flags.
+fn user_case(id: &str, gpu: &str, world: u32, file: &str, more: &[&str]) -> Case {
+    let mut args = vec![
+        "--recipe".to_string(),
+        user_recipe(file),
+        "--gpus".into(),
+        format!("{gpu}x{world}"),
+    ];
+    args.extend(more.iter().map(|s| s.to_string()));
+    Case {
+        id: id.into(),
+        args,
+        gpu: gpu.into(),
+        world,
+        env: Vec::new(),
+    }
+}
+
+/// Recipe files as users write them (`tour-*`): a library pretraining function with another
+/// layout, overlap, precision by name, length, data blend and optimizer; a benchmark function
+/// with another layout and precision, at its GPU count and weak-scaled; LoRA; SFT with CP; a
+/// MoE vision-language SFT.
+fn tour_cases() -> Vec<Case> {
+    let c = user_case;
+    vec![
+        c("user-tour-dense", "h100", 16, "tour-dense", &[]),
+        c("user-tour-dense-h100x32", "h100", 32, "tour-dense", &[]),
+        c("user-tour-perf", "h100", 64, "tour-perf", &[]),
+        c("user-tour-perf-h100x128", "h100", 128, "tour-perf", &[]),
+        c(
+            "user-tour-lora",
+            "h100",
+            8,
+            "tour-lora",
+            &[
+                "--set",
+                &format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+            ],
+        ),
+        c("user-tour-sft", "h100", 8, "tour-sft", &[]),
+        c("user-tour-vl", "h100", 16, "tour-vl", &[]),
+        c(
+            "user-tour-packed",
+            "h100",
+            8,
+            "tour-packed",
+            &[
+                "--set",
+                &format!("checkpoint.pretrained_checkpoint={}", pretrained_dir()),
+            ],
+        ),
+        c("user-tour-vl-cp", "h100", 8, "tour-vl-cp", &[]),
+        c("user-tour-moe", "h100", 32, "tour-moe", &[]),
+        c(
+            "user-tour-sft-cp1",
+            "h100",
+            8,
+            "tour-sft",
+            &["--set", "model.context_parallel_size=1"],
+        ),
+        c(
+            "user-tour-vl-cp2",
+            "h100",
+            16,
+            "tour-vl",
+            &["--set", "model.context_parallel_size=2"],
+        ),
+        c(
+            "user-tour-perf-gbs",
+            "h100",
+            128,
+            "tour-perf",
+            &["--set", "train.global_batch_size=256"],
+        ),
+        // refused by both: the precision-aware optimizer without the distributed one
+        c(
+            "user-tour-moe-precision-aware",
+            "h100",
+            32,
+            "tour-moe",
+            &["--set", "optimizer.use_precision_aware_optimizer=true"],
+        ),
+        c(
+            "user-tour-dense-set",
+            "h100",
+            16,
+            "tour-dense",
+            &[
+                "--set",
+                "mixed_precision.fp8_recipe=blockwise",
+                "--set",
+                "optimizer.optimizer=sgd",
+                "--set",
+                "model.seq_length=2048",
+            ],
+        ),
+        c(
+            "user-tour-perf-precision",
+            "h100",
+            64,
+            "tour-perf",
+            &["--precision", "bf16", "--set", "optimizer.optimizer=sgd"],
+        ),
+    ]
+}
+
 /// Users' recipe files on Bridge bases (dense, MoE, hybrid, vision-language, a named precision with a userbuffers preset
 /// by name, a comm_overlap section over a function that leaves it None, comm_overlap fields over
 /// a function's own section), alone and with `--set`,
 /// `--precision`, plugins and another GPU count; and a userbuffers preset by name on a shipped
 /// recipe.
 fn user_cases() -> Vec<Case> {
-    let c = |id: &str, gpu: &str, world: u32, file: &str, more: &[&str]| {
-        let mut args = vec![
-            "--recipe".to_string(),
-            user_recipe(file),
-            "--gpus".into(),
-            format!("{gpu}x{world}"),
-        ];
-        args.extend(more.iter().map(|s| s.to_string()));
-        Case {
-            id: id.into(),
-            args,
-            gpu: gpu.into(),
-            world,
-            env: Vec::new(),
-        }
-    };
+    let c = user_case;
     let mut out = vec![
         c("user-dense", "h100", 8, "dense", &[]),
         c(
@@ -3242,6 +3333,31 @@ fn refused_argv(c: &Case) -> Result<(Vec<String>, Option<Value>), String> {
     if !sets.is_empty() {
         let base = plan_of_its_function(c, &rest, &sets)?;
         argv[3] = base["trainer"]["recipe"].as_str().unwrap().to_string();
+        // a user's recipe file: its values reach the runner as words (the plan without the
+        // refused --sets holds them), but for the fields those --sets give
+        if r.ends_with(".yaml") || r.ends_with(".yml") {
+            let given: Vec<&str> = sets
+                .iter()
+                .map(|s| s.split_once('=').map_or(s.as_str(), |(k, _)| k))
+                .collect();
+            for w in base["trainer"]["overrides"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let w = w.as_str().unwrap();
+                let key = w
+                    .trim_start_matches('+')
+                    .split_once('=')
+                    .map_or(w, |(k, _)| k);
+                if !given
+                    .iter()
+                    .any(|g| key == *g || key.starts_with(&format!("{g}.")))
+                {
+                    argv.push(w.to_string());
+                }
+            }
+        }
         match ovlaunch::resolve::overrides::parse_sets(&sets) {
             Ok(parsed) => {
                 // the pass-through sections' words as the trainer contract writes them (a
@@ -3539,6 +3655,7 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
     let n_variants = cases.len();
     cases.extend(extra_cases());
     cases.extend(user_cases());
+    cases.extend(tour_cases());
     let dir = tempfile::tempdir().unwrap();
     cases.push(recipe_file_case(dir.path()));
     cases.push(unplanned_file_case(dir.path()));

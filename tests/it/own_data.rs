@@ -104,6 +104,15 @@ fn a_path_with_tilde_or_a_variable_is_refused_as_bridge_keeps_it_as_text() {
             "tokenizer.tokenizer_model=~/tokenizers/llama3",
             "`~` is not your home directory there",
         ),
+        // OmegaConf's environment resolver, named whole
+        (
+            "dataset.path_to_cache=${oc.env:SCRATCH}/cache",
+            "`${oc.env:SCRATCH}` is not resolved there",
+        ),
+        (
+            "checkpoint.save=/lustre/${USER",
+            "`${USER` is not an environment variable there",
+        ),
     ] {
         let err = plan_refused(&[set]);
         let field = set.split('=').next().unwrap();
@@ -147,6 +156,7 @@ fn a_path_with_tilde_or_a_variable_is_refused_as_bridge_keeps_it_as_text() {
         "checkpoint.save='~/ckpt'",
         "checkpoint.load='$SCRATCH/ckpt'",
         "logger.tensorboard_dir='/lustre/\\${USER}/tb'",
+        "dataset.path_to_cache='\\${oc.env:SCRATCH}/cache'",
     ];
     let cases = json!([{"id": "kept", "argv": argv, "world_size": 8, "gpu": "h100", "env": {}}]);
     let b = &probe(&python, &cases)["kept"];
@@ -155,6 +165,10 @@ fn a_path_with_tilde_or_a_variable_is_refused_as_bridge_keeps_it_as_text() {
     assert_eq!(c["checkpoint"]["save"], json!("~/ckpt"), "{c}");
     assert_eq!(c["checkpoint"]["load"], json!("$SCRATCH/ckpt"));
     assert_eq!(c["logger"]["tensorboard_dir"], json!("/lustre/${USER}/tb"));
+    assert_eq!(
+        c["dataset"]["path_to_cache"],
+        json!("${oc.env:SCRATCH}/cache")
+    );
 }
 
 /// A comma inside a path of a list value splits the item (YAML's flow list, and Hydra's list on

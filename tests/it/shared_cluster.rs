@@ -2019,3 +2019,467 @@ fn another_users_primary_group_is_not_private() {
     assert_refused_at(&o, &jobs, &why, &format!("chmod g-w {}", jobs.display()));
     assert!(!jobs.join("lodged").exists());
 }
+
+/// Whether `setfacl` is here (`.ci/install.sh acl`); else why the test is skipped.
+fn acl_or_skip(test: &str) -> bool {
+    if which::which("setfacl").is_ok() {
+        return true;
+    }
+    assert!(
+        !common::slurm_required(),
+        "{test} needs setfacl (.ci/install.sh acl)"
+    );
+    eprintln!("skipped {test}: needs setfacl (.ci/install.sh acl)");
+    false
+}
+
+/// `setfacl ARGS PATH`, which must succeed.
+fn setfacl(args: &str, path: &Path) {
+    let o = Command::new("setfacl")
+        .args(args.split(' '))
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "setfacl {args}: {}", stderr(&o));
+}
+
+/// An access ACL that lets the other user (or its group) write what is this user's is what
+/// a group write bit is: a project profile (with an `LD_PRELOAD` env), the jobs root, the
+/// `experiments` directory, a record and its job directory, and a file of a rendered job
+/// given to `submit DIR`, each with `setfacl -m u:OTHER:rwx` (the other user can then write
+/// it), are refused with exit 2, naming the path, the user and `setfacl -x`; nothing is
+/// written and no Slurm tool runs; a named group's grant is refused the same way. A mask
+/// that takes write away (`chmod g-w`) makes the same ACL harmless, and
+/// `jobs_root_shared: group` accepts the grant on the jobs root. (Before: all taken, `ls -l`
+/// showing only the mask as group bits of the owner's private group; the record obeyed,
+/// the profile's LD_PRELOAD exported.)
+#[test]
+fn an_acl_that_lets_another_user_write_is_refused() {
+    let test = "an_acl_that_lets_another_user_write_is_refused";
+    if !root_or_skip(test) || !acl_or_skip(test) {
+        return;
+    }
+    let uid = other_uid();
+    let gid = shared_gid();
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 51, "0", "");
+    let calls = d.path().join("calls");
+    let jobs = d.path().join("jobs");
+    let ovl = |args: &[&str], cwd: &Path| {
+        Command::new(bin())
+            .args(args)
+            .current_dir(cwd)
+            .env("PATH", &path)
+            .env("OVLAUNCH_JOBS_ROOT", &jobs)
+            .output()
+            .unwrap()
+    };
+    let top = d.path();
+    let exp = ["--set", "checkpoint.save={experiment_dir}/ck"];
+    let submit = |name: &str| {
+        let mut a = vec![
+            "submit",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+        ];
+        a.extend(exp);
+        ovl(&a, top)
+    };
+    let o = submit("a");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = jobs.join("a");
+    let rec = job.join("submission.json");
+    let o = ovl(
+        &[
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "r",
+        ],
+        top,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = jobs.join("r/launch.sbatch");
+    let proj = top.join("proj");
+    std::fs::create_dir_all(proj.join("w")).unwrap();
+    let profile = proj.join(".ovlaunch.yaml");
+    std::fs::write(
+        &profile,
+        "default_profile: x\nprofiles:\n  x:\n    env: {LD_PRELOAD: /tmp/evil.so}\n",
+    )
+    .unwrap();
+    let experiments = jobs.join("experiments");
+    // Every user may pass through (to show that the grants below are real).
+    for p in [&jobs, &job, &jobs.join("r")] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let before = names_in(&jobs);
+    let status = || ovl(&["status", job.to_str().unwrap()], top);
+    let user = format!("has an ACL that lets the user {OTHER} (uid {uid}) write it");
+    type Run<'a> = Box<dyn Fn() -> Output + 'a>;
+    let cases: Vec<(&Path, &str, Run)> = vec![
+        (
+            &profile,
+            "rw",
+            Box::new(|| {
+                ovl(
+                    &["-r", "llama8b", "-g", "h100x8", "--dry-run"],
+                    &proj.join("w"),
+                )
+            }),
+        ),
+        (&jobs, "rwx", Box::new(|| submit("b"))),
+        (&experiments, "rwx", Box::new(|| submit("c"))),
+        (&rec, "rw", Box::new(status)),
+        (&job, "rwx", Box::new(status)),
+        (
+            &script,
+            "rwx",
+            Box::new(|| ovl(&["submit", jobs.join("r").to_str().unwrap()], top)),
+        ),
+    ];
+    for (p, perms, run) in &cases {
+        setfacl(&format!("-m u:{uid}:{perms}"), p);
+        // The grant is real: the other user may write it.
+        let o = as_other(&format!("test -w {}", p.display()));
+        assert_eq!(o.status.code(), Some(0), "{}: not writable", p.display());
+        let _ = std::fs::remove_file(&calls);
+        let o = run();
+        assert_refused_at(&o, p, &user, &format!("setfacl -x u:{uid} {}", p.display()));
+        assert!(!calls.exists(), "{}: a Slurm tool ran", p.display());
+        assert_eq!(
+            names_in(&jobs),
+            before,
+            "{}: something written",
+            p.display()
+        );
+        setfacl(&format!("-x u:{uid}"), p);
+    }
+    // A named group's grant.
+    setfacl(&format!("-m g:{gid}:rw"), &rec);
+    assert_refused_at(
+        &status(),
+        &rec,
+        &format!("has an ACL that lets the group {SHARED_GROUP} (gid {gid}) write it"),
+        &format!("setfacl -x g:{gid} {}", rec.display()),
+    );
+    assert!(!calls.exists(), "a Slurm tool ran");
+    // The mask without write: harmless, the record obeyed (status asks Slurm).
+    let o = Command::new("chmod").arg("g-w").arg(&rec).output().unwrap();
+    assert!(o.status.success());
+    let o = status();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(calls.exists(), "status did not ask Slurm: {}", stderr(&o));
+    // A jobs root its ACL shares, by setting.
+    setfacl(&format!("-m u:{uid}:rwx"), &jobs);
+    let o = Command::new(bin())
+        .args([
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "s",
+        ])
+        .current_dir(top)
+        .env("OVLAUNCH_JOBS_ROOT", &jobs)
+        .env("OVLAUNCH_JOBS_ROOT_SHARED", "group")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// Default ACLs on the jobs root (`setfacl -d -m u:OTHER:rwx,g:GROUP:rwx,o::rwx`), under
+/// `umask 000`: every file and directory ovlaunch creates has exactly the layout's mode
+/// (the ACL's mask is set to the mode's group bits, so the named entries get no more than
+/// the group bits), the other user (in that group) can neither read `secrets.env` nor write
+/// or plant anything, and the job's record is still taken as this user's own.
+#[test]
+fn default_acls_give_created_files_no_more_than_their_modes() {
+    let test = "default_acls_give_created_files_no_more_than_their_modes";
+    if !root_or_skip(test) || !acl_or_skip(test) {
+        return;
+    }
+    let uid = other_uid();
+    let gid = shared_gid();
+    let d = open_tempdir();
+    let path = stand_in_sbatch(d.path(), 52, "0", "");
+    let jobs = d.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    setfacl(&format!("-d -m u:{uid}:rwx,g:{gid}:rwx,o::rwx"), &jobs);
+    let o = Command::new("sh")
+        .args(["-c", "umask 000; exec \"$@\"", "sh", bin()])
+        .args(submit_args(&jobs, "m"))
+        .args(["--set", "checkpoint.save={experiment_dir}/ck"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = jobs.join("m");
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+    for (p, want) in [
+        (job.clone(), 0o750),
+        (job.join("logs"), 0o750),
+        (job.join("secrets.env"), 0o600),
+        (job.join("plan.json"), 0o600),
+        (job.join("launch.sbatch"), 0o700),
+        (job.join("ovlaunch-rank"), 0o755),
+        (job.join("env.sh"), 0o644),
+        (job.join("submission.json"), 0o644),
+        (jobs.join("experiments"), 0o700),
+        (jobs.join("experiments/m"), 0o700),
+    ] {
+        assert_eq!(mode(&p), want, "{}: {:o}", p.display(), mode(&p));
+    }
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let j = job.display();
+    let member = |script: &str| {
+        Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--init-groups".into(),
+                "sh".into(),
+                "-c".into(),
+                script.into(),
+            ])
+            .output()
+            .unwrap()
+    };
+    for attack in [
+        format!("cat {j}/secrets.env"),
+        format!("cat {j}/plan.json"),
+        format!("echo evil >> {j}/env.sh"),
+        format!("echo evil >> {j}/submission.json"),
+        format!("touch {j}/planted"),
+        format!("touch {j}/logs/planted"),
+        format!("ls {}/experiments/m", jobs.display()),
+    ] {
+        let o = member(&attack);
+        assert_ne!(o.status.code(), Some(0), "the other user could: {attack}");
+    }
+    // The record is this user's own: status asks Slurm (whose stand-in fails: exit 1).
+    let o = Command::new(bin())
+        .args(["status", job.to_str().unwrap()])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(d.path().join("calls").exists(), "{}", stderr(&o));
+}
+
+/// Runs ovlaunch with `args` in a mount namespace of its own where `dir` is a tmpfs mounted
+/// `noexec` (nothing leaks to the machine's mounts); after it, stderr's last line is
+/// `left: ` and the names in `dir`.
+fn ovlaunch_on_noexec(dir: &Path, args: &[&str]) -> Output {
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(concat!(
+            "d=$1; shift; mount -t tmpfs -o noexec,size=64m tmpfs \"$d\" || exit 99; ",
+            "\"$@\"; rc=$?; echo \"left: $(ls -A \"$d\")\" >&2; exit $rc"
+        ))
+        .arg("sh")
+        .arg(dir)
+        .arg(bin())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A jobs root on a filesystem mounted `noexec` (as `/tmp` or `/dev/shm` often are): a job
+/// that runs on this machine (`submit --executor local`, `torchrun`) is refused with exit 2
+/// before anything is written, naming the job directory, `noexec` and `findmnt`; a Slurm
+/// job is written with a warning (the nodes may mount it otherwise). (Before: the local run
+/// wrote the job directory, started torchrun, and every rank failed with `PermissionError:
+/// [Errno 13] Permission denied: .../ovlaunch-rank`, exit 1.)
+#[test]
+fn a_job_directory_on_a_noexec_filesystem_is_refused_where_it_runs() {
+    if !root_or_skip("a_job_directory_on_a_noexec_filesystem_is_refused_where_it_runs") {
+        return;
+    }
+    let d = open_tempdir();
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let recipe = d.path().join("r.yaml");
+    std::fs::write(&recipe, SMALL_RECIPE).unwrap();
+    let jobs = mnt.join("jobs");
+    let (r, j) = (recipe.to_str().unwrap(), jobs.to_str().unwrap());
+    let common = ["-r", r, "-g", "cpux1", "--jobs-root", j, "--job-name", "x"];
+    for form in [&["submit", "--executor", "local"][..], &["torchrun"]] {
+        let args: Vec<&str> = form.iter().chain(&common).copied().collect();
+        let o = ovlaunch_on_noexec(&mnt, &args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{form:?}: {e}");
+        assert!(
+            e.contains(&format!(
+                "the job directory {j}/x is on a filesystem mounted noexec"
+            )) && e.contains(&format!("findmnt -T {j}")),
+            "{form:?}: {e}"
+        );
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+        assert!(e.ends_with("left: \n"), "{form:?}: written: {e}");
+    }
+    let o = ovlaunch_on_noexec(
+        &mnt,
+        &[
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--jobs-root",
+            j,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("on a filesystem this machine mounts noexec")
+            && stderr(&o).ends_with("left: jobs\n"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A team's jobs root (setgid, its group, with the other user in it, can write it) taken
+/// with `jobs_root_shared: group`: the job is written (its directory in the team's group,
+/// 0750, `secrets.env` 0600), with a warning naming the jobs root and `chmod +t`, since a
+/// team member can rename the job directory away and put theirs, with their own
+/// `ovlaunch-rank`, in its place (done here). With the sticky bit, no warning, and the rename
+/// fails. (Before: no word of it.)
+#[test]
+fn a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job() {
+    if !root_or_skip("a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job") {
+        return;
+    }
+    let gid = shared_gid();
+    let uid = other_uid();
+    let d = open_tempdir();
+    let team = d.path().join("team");
+    std::fs::create_dir(&team).unwrap();
+    std::os::unix::fs::chown(&team, None, Some(gid)).unwrap();
+    std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    let render = |name: &str| {
+        Command::new(bin())
+            .args([
+                "render",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                name,
+            ])
+            .args(["--env", "HF_TOKEN=team-secret", "--jobs-root"])
+            .arg(&team)
+            .env("OVLAUNCH_JOBS_ROOT_SHARED", "group")
+            .output()
+            .unwrap()
+    };
+    let member = |script: String| {
+        Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--init-groups".into(),
+                "sh".into(),
+                "-c".into(),
+                script,
+            ])
+            .output()
+            .unwrap()
+    };
+    let o = render("a");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let job = team.join("a");
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "{} is under {}, which is writable by its group {SHARED_GROUP}",
+            job.display(),
+            team.display()
+        )) && e.contains("another user can rename the job directory away")
+            && e.contains(&format!("chmod +t {}", team.display())),
+        "{e}"
+    );
+    let meta = std::fs::metadata(&job).unwrap();
+    assert_eq!((meta.gid(), meta.mode() & 0o7777), (gid, 0o750));
+    let secrets = std::fs::metadata(job.join("secrets.env")).unwrap();
+    assert_eq!(secrets.mode() & 0o7777, 0o600);
+    // What the warning says: a team member swaps the job directory for theirs.
+    let j = job.display();
+    let o = member(format!(
+        "cat {j}/secrets.env || {{ mv {j} {j}.gone && mkdir {j} && cp /bin/true {j}/ovlaunch-rank; }}"
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::metadata(&job).unwrap().uid(), uid);
+    // With the sticky bit: no warning, and the swap fails.
+    std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o3770)).unwrap();
+    let o = render("b");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("rename"), "{}", stderr(&o));
+    let b = team.join("b");
+    let o = member(format!("mv {} {}.gone", b.display(), b.display()));
+    assert_ne!(o.status.code(), Some(0), "the team member renamed it");
+}
+
+/// `--package` stages its archive in `TMPDIR` and copies it into the job by path: a `TMPDIR`
+/// its group (with the other user in it) can write without the sticky bit, where a team
+/// member could rename the staging directory and put their archive in its place, is refused
+/// with exit 2 naming it, `chmod g-w` and `TMPDIR`, and no job directory is written; with the
+/// sticky bit it is used. (Before: taken.)
+#[test]
+fn a_tmpdir_others_can_rename_in_is_refused_for_staging() {
+    if !root_or_skip("a_tmpdir_others_can_rename_in_is_refused_for_staging") {
+        return;
+    }
+    let gid = shared_gid();
+    let d = open_tempdir();
+    let tmp = d.path().join("teamtmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::os::unix::fs::chown(&tmp, None, Some(gid)).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    let code = d.path().join("code");
+    std::fs::create_dir(&code).unwrap();
+    std::fs::write(code.join("train.py"), "print(1)\n").unwrap();
+    let jobs = d.path().join("jobs");
+    let render = || {
+        Command::new(bin())
+            .args([
+                "render",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                "p",
+            ])
+            .arg("--jobs-root")
+            .arg(&jobs)
+            .arg("--package")
+            .arg(&code)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    let o = render();
+    assert_refused_at(
+        &o,
+        &tmp,
+        &format!("is writable by its group {SHARED_GROUP}"),
+        &format!("chmod g-w {}", tmp.display()),
+    );
+    assert!(stderr(&o).contains("set TMPDIR"), "{}", stderr(&o));
+    assert!(!jobs.join("p").exists());
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o3770)).unwrap();
+    let o = render();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(jobs.join("p/code.tar").is_file());
+}

@@ -13,6 +13,10 @@
 //! mapping's every leaf is changed. A Hugging Face source's split becomes a slice of itself, its
 //! preset name the next one Bridge's own preset table (`_HF_DATASET_PRESETS`, read from the
 //! Bridge venv) allows for that source's split.
+//!
+//! A Python recipe module of the user's own is refused, naming the Bridge function it calls;
+//! Bridge's own code runs the module's function and builds the recipe file the refusal asks
+//! for, and the two hold the same values.
 
 use std::collections::BTreeMap;
 
@@ -1189,5 +1193,310 @@ fn a_size_megatron_core_refuses_at_build_or_first_step_is_refused_at_plan_time()
     assert!(
         rows[4]["error"].to_string().contains("multiple of 16"),
         "{rows}"
+    );
+}
+
+/// A user's recipe module: a function calling Bridge's library function and changing fields.
+const PY_MODULE: &str = "\
+from megatron.bridge.recipes.llama import llama3_8b_pretrain_config
+
+
+def my_llama():
+    cfg = llama3_8b_pretrain_config()
+    cfg.model.tensor_model_parallel_size = 2
+    cfg.model.pipeline_model_parallel_size = 2
+    cfg.model.sequence_parallel = True
+    cfg.train.global_batch_size = 64
+    cfg.optimizer.lr = 1e-4
+    return cfg
+";
+
+/// The recipe file the refusal's help asks for in its place: the function the module calls
+/// and the fields its function sets.
+const PY_MODULE_AS_FILE: &str = "\
+bridge_recipe: llama3_8b_pretrain_config
+model: {tensor_model_parallel_size: 2, pipeline_model_parallel_size: 2, sequence_parallel: true}
+train: {global_batch_size: 64}
+optimizer: {lr: 0.0001}
+";
+
+/// `--recipe` naming Python code (a module file, `module:function`, a function's dotted path, a
+/// package module that reaches Bridge's function through a relative import, as found from the
+/// working directory) is refused before anything is written (exit 2): Bridge's runner imports
+/// its recipe from its own package and calls it without arguments. The help names the Bridge
+/// function the code calls as the `bridge_recipe:` of a recipe file; with Bridge's real code,
+/// the module's function and that file's rendered trainer line build the same values.
+#[test]
+fn a_python_recipe_is_refused_naming_the_bridge_function_it_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("my_recipes.py"), PY_MODULE).unwrap();
+    std::fs::create_dir(d.join("mypkg")).unwrap();
+    std::fs::write(d.join("mypkg/__init__.py"), "").unwrap();
+    std::fs::write(
+        d.join("mypkg/base.py"),
+        "from megatron.bridge.recipes.qwen import qwen3_8b_sft_config\n\n\ndef base():\n    return qwen3_8b_sft_config()\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("mypkg/recipes.py"),
+        "from .base import base\n\n\ndef my_sft(seq_length=8192):\n    cfg = base()\n    cfg.model.context_parallel_size = 2\n    cfg.dataset.seq_length = seq_length\n    return cfg\n",
+    )
+    .unwrap();
+    let module = d.join("my_recipes.py").display().to_string();
+    let llama = "llama3_8b_pretrain_config";
+    let qwen = "qwen3_8b_sft_config";
+    for (word, function) in [
+        ("my_recipes.py", llama),
+        (module.as_str(), llama),
+        ("my_recipes:my_llama", llama),
+        ("my_recipes.my_llama", llama),
+        ("mypkg/recipes.py", qwen),
+        ("mypkg.recipes:my_sft", qwen),
+        ("mypkg.recipes.my_sft", qwen),
+    ] {
+        for sub in ["plan", "render"] {
+            let job = d.join("job");
+            let o = command()
+                .current_dir(d)
+                .args([sub, "--recipe", word, "--gpus", "h100x8"])
+                .args(if sub == "render" {
+                    vec!["--job-dir", job.to_str().unwrap()]
+                } else {
+                    vec![]
+                })
+                .output()
+                .unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{sub} {word}: {err}");
+            assert!(!err.contains("panicked"), "{err}");
+            assert!(err.contains("is Python code"), "{sub} {word}: {err}");
+            assert!(
+                err.contains(&format!("`bridge_recipe: {function}`")),
+                "{sub} {word}: {err}"
+            );
+            assert!(!job.exists(), "{sub} {word}: a refused job wrote {job:?}");
+        }
+    }
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    // the module's function, run by Bridge's own code (probe.py's stand-ins and offline hub
+    // of checkpoint configs, set up as it is imported)
+    let probe_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge");
+    let code = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport probe\nsys.path.insert(0, sys.argv[2])\nimport my_recipes\nc = my_recipes.my_llama()\nprint(json.dumps({'model': {'tensor_model_parallel_size': c.model.tensor_model_parallel_size, 'pipeline_model_parallel_size': c.model.pipeline_model_parallel_size, 'sequence_parallel': c.model.sequence_parallel}, 'train': {'global_batch_size': c.train.global_batch_size}, 'optimizer': {'lr': c.optimizer.lr}}))";
+    let o = std::process::Command::new(&python)
+        .args(["-c", code, probe_dir, d.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let module_built: Value = serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap();
+    // the recipe file the help asks for, through its rendered trainer line
+    let file = file_in(d, "my_llama.yaml", PY_MODULE_AS_FILE);
+    let id = "python-module-as-file";
+    let plan = plan_json(&["--recipe", &file, "--gpus", "h100x8"]);
+    let env: BTreeMap<String, String> = plan["env"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let job = job_dir(id);
+    let argv = trainer_argv(&ok(&[
+        "--recipe",
+        &file,
+        "--gpus",
+        "h100x8",
+        "--job-dir",
+        &job,
+        "--dry-run",
+    ]));
+    let b = &probe(
+        &python,
+        &json!([{"id": id, "argv": argv, "world_size": 8, "gpu": "h100", "env": env}]),
+    )[id];
+    assert_eq!(b["ok"], json!(true), "{b}");
+    let mut report = Vec::new();
+    for (section, fields) in module_built.as_object().unwrap() {
+        for (field, want) in fields.as_object().unwrap() {
+            let got = &b["config"][section][field];
+            if got != want {
+                report.push(format!(
+                    "{section}.{field}: the module builds {want}, the file's job {got}"
+                ));
+            }
+        }
+    }
+    report.extend(diff_case(&plan, &b["config"], &b["classes"], &b["env"]));
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// `bridge_recipe:` written as Python would name the function (called with arguments, or by
+/// its module path) is refused at its line (exit 2) with the bare name the runner takes:
+/// Bridge's runner, given the written form, finds no such recipe in its package, and given the
+/// name, builds the job.
+#[test]
+fn a_bridge_function_written_as_python_is_refused_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "llama3_8b_peft_config(peft_scheme='dora')",
+            "llama3_8b_peft_config",
+        ),
+        ("llama3_8b_pretrain_config()", "llama3_8b_pretrain_config"),
+        (
+            "megatron.bridge.recipes.llama.llama3_8b_pretrain_config",
+            "llama3_8b_pretrain_config",
+        ),
+    ];
+    let mut inputs = Vec::new();
+    for (i, (written, name)) in cases.iter().enumerate() {
+        let file = file_in(
+            dir.path(),
+            &format!("f{i}.yaml"),
+            &format!("name: f{i}\nbridge_recipe: \"{written}\"\nmodel: {{num_layers: 16}}\n"),
+        );
+        let err = assert_render_refused(&["--recipe", &file, "--gpus", "h100x8"]);
+        assert!(err.contains(&format!("f{i}.yaml:2")), "{written}: {err}");
+        let help = err.split("help:").nth(1).unwrap_or("");
+        assert!(
+            help.starts_with(&format!(" `bridge_recipe: {name}`;")),
+            "{written}: {err}"
+        );
+        for (id, recipe) in [
+            (format!("written-{i}"), *written),
+            (format!("named-{i}"), *name),
+        ] {
+            let mut argv = vec![
+                "python".to_string(),
+                "/opt/Megatron-Bridge/scripts/training/run_recipe.py".into(),
+                "--recipe".into(),
+                recipe.into(),
+            ];
+            // Bridge asserts a PEFT job's base checkpoint exists
+            if name.contains("peft") {
+                argv.push(format!(
+                    "checkpoint.pretrained_checkpoint={}",
+                    dir.path().display()
+                ));
+            }
+            inputs.push(json!({"id": id, "argv": argv, "world_size": 8, "gpu": "h100", "env": {}}));
+        }
+    }
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let bridge = probe(&python, &Value::Array(inputs));
+    for i in 0..cases.len() {
+        let (written, named) = (
+            &bridge[format!("written-{i}")],
+            &bridge[format!("named-{i}")],
+        );
+        assert_eq!(written["ok"], json!(false), "{}: {written}", cases[i].0);
+        assert!(
+            written["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("not found"),
+            "{written}"
+        );
+        assert_eq!(named["ok"], json!(true), "{}: {named}", cases[i].1);
+    }
+}
+
+/// A recipe file named after a Bridge function (`qwen3_8b_pretrain_config.yaml` in a recipe
+/// directory) that names no function is refused (exit 2, nothing written) with that function as
+/// its `bridge_recipe:`; with the line added, Bridge's runner builds the job as planned.
+#[test]
+fn a_file_named_after_a_bridge_function_is_pointed_at_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().display().to_string();
+    let function = "qwen3_8b_pretrain_config";
+    let body = "model: {tensor_model_parallel_size: 4}\ntrain: {global_batch_size: 64}\n";
+    file_in(dir.path(), &format!("{function}.yaml"), body);
+    let args = [
+        "--recipe-dir",
+        &rd,
+        "--recipe",
+        function,
+        "--gpus",
+        "h100x8",
+    ];
+    let err = assert_render_refused(&args);
+    assert!(err.contains("names no Megatron-Bridge function"), "{err}");
+    let help = err.split("help:").nth(1).unwrap_or("");
+    assert!(
+        help.starts_with(&format!(" add `bridge_recipe: {function}`")),
+        "{err}"
+    );
+    file_in(
+        dir.path(),
+        &format!("{function}.yaml"),
+        &format!("bridge_recipe: {function}\n{body}"),
+    );
+    let plan = plan_json(&args);
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let id = "named-after-a-function";
+    let job = job_dir(id);
+    let mut dry = args.to_vec();
+    dry.extend(["--job-dir", &job, "--dry-run"]);
+    let argv = trainer_argv(&ok(&dry));
+    let env: BTreeMap<String, String> = plan["env"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v["value"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let mut input = json!({"id": id, "argv": argv, "world_size": 8, "gpu": "h100", "env": env});
+    if let Some(hf) = hf_config(&plan, &[]) {
+        input["hf_config"] = hf;
+    }
+    let b = &probe(&python, &json!([input]))[id];
+    assert_eq!(b["ok"], json!(true), "{b}");
+    let diff = diff_case(&plan, &b["config"], &b["classes"], &b["env"]);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
+
+/// A section copied from a config Bridge writes (`ConfigContainer.to_dict`, the mapping its
+/// `to_yaml` prints) names its class under `_target_`: a recipe file holding it is refused at
+/// that line (exit 2, nothing written) with what the key is and what to state instead.
+#[test]
+fn a_section_copied_from_bridges_config_dump_is_refused_at_its_class_key() {
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let probe_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bridge");
+    let code = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport probe\nfrom megatron.bridge.recipes import llama3_8b_pretrain_config\nd = llama3_8b_pretrain_config().to_dict()\nprint(json.dumps({'train': d['train']}))";
+    let o = std::process::Command::new(&python)
+        .args(["-c", code, probe_dir])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let dumped: Value = serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap();
+    let train = dumped["train"].as_object().unwrap();
+    assert!(train.contains_key("_target_"), "{dumped}");
+    // the dump's section, one key a line, as a user pastes it under `train:`
+    let mut text = "bridge_recipe: llama3_8b_pretrain_config\ntrain:\n".to_string();
+    for (k, v) in train {
+        text.push_str(&format!("  {k}: {v}\n"));
+    }
+    let line = text
+        .lines()
+        .position(|l| l.trim_start().starts_with("_target_:"))
+        .unwrap()
+        + 1;
+    let dir = tempfile::tempdir().unwrap();
+    let file = file_in(dir.path(), "dumped.yaml", &text);
+    let err = assert_render_refused(&["--recipe", &file, "--gpus", "h100x8"]);
+    assert!(err.contains("unknown field `_target_`"), "{err}");
+    assert!(err.contains(&format!("dumped.yaml:{line}:")), "{err}");
+    let help = err.split("help:").nth(1).unwrap_or("");
+    assert!(
+        help.contains("config Bridge writes") && help.contains("leave `_target_` out"),
+        "{err}"
     );
 }

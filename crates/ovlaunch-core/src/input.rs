@@ -17,7 +17,8 @@
 //!   and every directory from its own up to `/` (by the path the file was really opened at)
 //!   must pass [`writers`]' predicate as [`writers::Role::Trusted`] entries (belong to this
 //!   user or root; no write bit for every user, on a directory unless it has the sticky bit,
-//!   like `/tmp`; no group write bit unless the group is the owner's private group), as
+//!   like `/tmp`; no group write bit unless the group is the owner's private group; no
+//!   ACL entry that lets another user or group write), as
 //!   OpenSSH's `StrictModes` decides; the refusal names the first entry that fails, the
 //!   reason's words and fix, or copying the file to a directory of one's own.
 //!   `OVLAUNCH_SAFE_DIRECTORY` (`:`-separated directories, or `*`) names directories whose
@@ -222,16 +223,25 @@ pub fn untrusted(file: &std::fs::File, path: &Path) -> std::io::Result<Option<Un
         .filter(|p| p.is_absolute())
         .or_else(|| path.canonicalize().ok())
         .unwrap_or_else(|| path.to_path_buf());
+    let me = nix::unistd::geteuid().as_raw();
+    // Each entry with its ACL's write grant, if any.
     let dirs: Vec<(&Path, Entry)> = real
         .ancestors()
         .skip(1)
         .filter(|d| !d.as_os_str().is_empty())
-        .filter_map(|d| std::fs::metadata(d).ok().map(|m| (d, Entry::of(&m))))
+        .filter_map(|d| {
+            let m = std::fs::metadata(d).ok()?;
+            let acl = writers::acl_writer_at(d, true, std::os::unix::fs::MetadataExt::uid(&m), me);
+            Some((d, Entry::of(&m).with_acl_writer(acl)))
+        })
         .collect();
-    let me = nix::unistd::geteuid().as_raw();
-    let Some((why, fix)) =
-        trust_problem((path, Entry::of(&meta)), &dirs, me, &writers::private_group)
-    else {
+    let acl = writers::acl_writer_fd(
+        std::os::fd::AsFd::as_fd(file),
+        std::os::unix::fs::MetadataExt::uid(&meta),
+        me,
+    );
+    let entry = Entry::of(&meta).with_acl_writer(acl);
+    let Some((why, fix)) = trust_problem((path, entry), &dirs, me, &writers::private_group) else {
         return Ok(None);
     };
     let safe = std::env::var(SAFE_DIRECTORY).unwrap_or_default();

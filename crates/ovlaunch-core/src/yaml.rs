@@ -59,6 +59,7 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             _ => (body, None),
         };
         let (short, help) = match duplicate_key(message)
+            .or_else(|| class_target(message))
             .or_else(|| not_a_boolean(message))
             .or_else(|| second_document(message))
             .or_else(|| not_a_number(message, text, line.zip(col)))
@@ -713,6 +714,19 @@ fn duplicate_key(message: &str) -> Option<(String, String)> {
         format!("duplicate key `{key}`"),
         format!("a key may appear once in a mapping: keep one `{key}` line"),
     ))
+}
+
+/// `_target_` is the key a config Bridge writes (`ConfigContainer.to_yaml`, Megatron-Core's
+/// `_convert_value_to_dict`) names each section's class by, for Hydra to build it back; a
+/// recipe file's sections are typed by its Bridge function's classes and state only what
+/// differs, so the key has no place there.
+fn class_target(message: &str) -> Option<(String, String)> {
+    message.starts_with("unknown field `_target_`").then(|| {
+        (
+            "unknown field `_target_`".to_string(),
+            "`_target_` names a section's class in a config Bridge writes (`ConfigContainer.to_yaml`); a recipe file's sections are typed by its Bridge function's classes: leave `_target_` out, and state only the fields you change (the rest is the function's)".to_string(),
+        )
+    })
 }
 
 /// serde's message for an unknown key or variant names every accepted one, and the

@@ -13,9 +13,10 @@
 //!   | [`Reason::EveryUserNoSticky`] | a [`Role::Trusted`] directory every user can write, without the sticky bit | `chmod o-w` (or `chmod +t`, as `/tmp` has it) |
 //!   | [`Reason::EveryUser`] | a file, or a [`Role::Own`] directory, every user can write | `chmod o-w` |
 //!   | [`Reason::Group`] | its group can write it, and the group is not its owner's private group ([`private_group`]) | `chmod g-w` |
+//!   | [`Reason::Acl`] | its POSIX access ACL lets a named user or group write it ([`Entry::acl_writer`]) | `setfacl -x u:UID` (or `g:GID`) |
 //!
 //!   A [`Role::Trusted`] directory with the sticky bit (like `/tmp`) is safe whatever its write
-//!   bits, when its owner is: others may add entries to it but not rename or remove its
+//!   bits and ACL, when its owner is: others may add entries to it but not rename or remove its
 //!   owner's. A symbolic link's mode means nothing: only its owner counts. [`Reason::Link`]
 //!   is a caller's refusal of a link where it needs a directory, with its words and fix here.
 //! - [`private_group`] is the one decision that a group is a user's private group: the user's
@@ -30,8 +31,14 @@
 //!   `OVLAUNCH_SAFE_DIRECTORY`), and the launcher's `backend::trust` (job directories,
 //!   records, `submit DIR`, with `jobs_root_shared: group` excusing [`Reason::Owner`] and
 //!   [`Reason::Group`] on the path).
+//! - An ACL's write grant is what the kernel would let write: a named user (`user:UID`) or
+//!   named group (`group:GID`) entry with the write bit, while the ACL's mask has it too
+//!   (the mask is what `ls -l` shows as the group bits, so `chmod g-w` ends every grant).
+//!   The owner, the user ovlaunch runs as and the owner's private group grant nobody else
+//!   ([`acl_writer`], the pure reading of the `system.posix_acl_access` attribute's bytes).
 //! - No I/O but [`private_group`], [`user_name`] and [`group_name`], which read this
-//!   machine's user and group database.
+//!   machine's user and group database, and [`acl_writer_fd`] and [`acl_writer_at`],
+//!   which read an entry's access ACL (a filesystem without POSIX ACLs has none).
 
 /// What an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,16 +68,27 @@ pub struct Entry {
     /// Permission bits (file-type bits, when present, are ignored).
     pub mode: u32,
     pub kind: Kind,
+    /// Someone else its access ACL lets write it ([`acl_writer`]), when one does.
+    pub acl_writer: Option<Grantee>,
 }
 
 impl Entry {
-    /// The entry `st_mode` (with its file-type bits) describes.
+    /// The entry `st_mode` (with its file-type bits) describes, without an ACL.
     pub fn new(uid: u32, gid: u32, mode: u32) -> Entry {
         Entry {
             uid,
             gid,
             mode: mode & 0o7777,
             kind: Kind::of_mode(mode),
+            acl_writer: None,
+        }
+    }
+
+    /// The same entry, its ACL letting `writer` write it.
+    pub fn with_acl_writer(self, writer: Option<Grantee>) -> Entry {
+        Entry {
+            acl_writer: writer,
+            ..self
         }
     }
 
@@ -105,6 +123,15 @@ pub enum Reason {
     Group(u32),
     /// A symbolic link where a directory of this user's own is needed.
     Link,
+    /// Its access ACL lets this user or group write it.
+    Acl(Grantee),
+}
+
+/// A named entry of a POSIX ACL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grantee {
+    User(u32),
+    Group(u32),
 }
 
 /// How users and groups are named in a reason's words.
@@ -138,6 +165,12 @@ impl Reason {
                 group(gid)
             ),
             Reason::Link => "is a symbolic link".to_string(),
+            Reason::Acl(Grantee::User(uid)) => {
+                format!("has an ACL that lets the user {} write it", user(uid))
+            }
+            Reason::Acl(Grantee::Group(gid)) => {
+                format!("has an ACL that lets the group {} write it", group(gid))
+            }
         }
     }
 
@@ -154,6 +187,8 @@ impl Reason {
             Reason::Link => Some(format!(
                 "remove the symbolic link {path} (ovlaunch creates the directory itself, owner-only)"
             )),
+            Reason::Acl(Grantee::User(uid)) => Some(format!("`setfacl -x u:{uid} {path}`")),
+            Reason::Acl(Grantee::Group(gid)) => Some(format!("`setfacl -x g:{gid} {path}`")),
         }
     }
 }
@@ -179,7 +214,118 @@ pub fn writers(
         });
     let group =
         (bits && e.mode & 0o020 != 0 && !private(e.uid, e.gid)).then_some(Reason::Group(e.gid));
-    [owner, every, group].into_iter().flatten()
+    let acl = e.acl_writer.filter(|_| bits).map(Reason::Acl);
+    [owner, every, group, acl].into_iter().flatten()
+}
+
+/// The first named user or group that the access ACL `xattr` (the bytes of the
+/// `system.posix_acl_access` attribute, as Linux stores them: a version word, 2, then
+/// entries of a 16-bit tag, 16-bit permissions and 32-bit id, little-endian) lets write an
+/// entry owned by `owner`: a `user:UID` entry (not the owner, not `me`) or a `group:GID`
+/// entry (not the owner's private group, by `private`) with the write bit, while the mask
+/// has it too. `None` for an ACL that cannot be read as one.
+pub fn acl_writer(
+    xattr: &[u8],
+    owner: u32,
+    me: u32,
+    private: &dyn Fn(u32, u32) -> bool,
+) -> Option<Grantee> {
+    const USER: u16 = 0x02;
+    const GROUP: u16 = 0x08;
+    const MASK: u16 = 0x10;
+    const WRITE: u16 = 0x02;
+    let (version, body) = xattr.split_first_chunk::<4>()?;
+    if u32::from_le_bytes(*version) != 2 || body.len() % 8 != 0 {
+        return None;
+    }
+    let entries: Vec<(u16, u16, u32)> = body
+        .chunks_exact(8)
+        .map(|c| {
+            (
+                u16::from_le_bytes([c[0], c[1]]),
+                u16::from_le_bytes([c[2], c[3]]),
+                u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            )
+        })
+        .collect();
+    let mask_writes = entries
+        .iter()
+        .any(|&(tag, perm, _)| tag == MASK && perm & WRITE != 0);
+    if !mask_writes {
+        return None;
+    }
+    entries.iter().find_map(|&(tag, perm, id)| {
+        if perm & WRITE == 0 {
+            return None;
+        }
+        match tag {
+            USER if id != owner && id != me => Some(Grantee::User(id)),
+            GROUP if !private(owner, id) => Some(Grantee::Group(id)),
+            _ => None,
+        }
+    })
+}
+
+/// The access ACL's bytes of what `read(buf)` (a `getxattr` call: the size it needs when
+/// `buf` is empty) reads; `None` when it has none (or its filesystem has no ACLs).
+fn read_acl(read: &dyn Fn(&mut [u8]) -> isize) -> Option<Vec<u8>> {
+    for _ in 0..4 {
+        let size = usize::try_from(read(&mut [])).ok()?.min(1 << 20);
+        let mut buf = vec![0u8; size];
+        if let Ok(n) = usize::try_from(read(&mut buf)) {
+            buf.truncate(n);
+            return Some(buf);
+        }
+        // ERANGE: it grew meanwhile; anything else: none to read
+        if nix::errno::Errno::last() != nix::errno::Errno::ERANGE {
+            return None;
+        }
+    }
+    None
+}
+
+const ACL_ACCESS: &std::ffi::CStr = c"system.posix_acl_access";
+
+/// [`acl_writer`] of the file or directory open as `fd`, owned by `owner`, for user `me`
+/// on this machine (its private groups by [`private_group`]).
+pub fn acl_writer_fd(fd: std::os::fd::BorrowedFd<'_>, owner: u32, me: u32) -> Option<Grantee> {
+    use std::os::fd::AsRawFd;
+    let bytes = read_acl(&|buf: &mut [u8]| {
+        // SAFETY: `buf` is valid for writes of its length; the name is NUL-terminated.
+        unsafe {
+            nix::libc::fgetxattr(
+                fd.as_raw_fd(),
+                ACL_ACCESS.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        }
+    })?;
+    acl_writer(&bytes, owner, me, &private_group)
+}
+
+/// [`acl_writer`] of the entry at `path` (a symbolic link itself when `follow` is false:
+/// a link has no ACL), owned by `owner`, for user `me` on this machine.
+pub fn acl_writer_at(path: &std::path::Path, follow: bool, owner: u32, me: u32) -> Option<Grantee> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let bytes = read_acl(&|buf: &mut [u8]| {
+        let get = if follow {
+            nix::libc::getxattr
+        } else {
+            nix::libc::lgetxattr
+        };
+        // SAFETY: `buf` is valid for writes of its length; both names are NUL-terminated.
+        unsafe {
+            get(
+                path.as_ptr(),
+                ACL_ACCESS.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        }
+    })?;
+    acl_writer(&bytes, owner, me, &private_group)
 }
 
 /// The first way another user could write `e` ([`writers`]), if there is one.
@@ -410,6 +556,102 @@ mod tests {
                 .fix("/x")
                 .unwrap()
                 .contains("remove the symbolic link /x")
+        );
+    }
+
+    /// The bytes of an access ACL as Linux stores them: version 2, then (tag, perm, id).
+    fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+        let mut b = 2u32.to_le_bytes().to_vec();
+        for &(tag, perm, id) in entries {
+            b.extend(tag.to_le_bytes());
+            b.extend(perm.to_le_bytes());
+            b.extend(id.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn an_acl_write_grant_is_a_named_entry_the_mask_lets_write() {
+        // tags: user_obj 1, user 2, group_obj 4, group 8, mask 0x10, other 0x20
+        let (rw, r, none) = (6u16, 4u16, 0u32);
+        let base = |named: (u16, u16, u32), mask: u16| {
+            acl(&[
+                (1, rw, none),
+                named,
+                (4, r, none),
+                (0x10, mask, none),
+                (0x20, r, none),
+            ])
+        };
+        let w = |bytes: Vec<u8>| acl_writer(&bytes, ME, ME, &private);
+        assert_eq!(w(base((2, rw, 1001), rw)), Some(Grantee::User(1001)));
+        assert_eq!(w(base((8, rw, TEAM), rw)), Some(Grantee::Group(TEAM)));
+        assert_eq!(w(base((2, rw, 1001), r)), None, "the mask takes write away");
+        assert_eq!(w(base((2, r, 1001), rw)), None, "read only");
+        assert_eq!(w(base((2, rw, ME), rw)), None, "the owner named");
+        assert_eq!(w(base((8, rw, MINE), rw)), None, "my private group named");
+        assert_eq!(
+            acl_writer(&base((2, rw, ME), rw), 0, ME, &private),
+            None,
+            "root's file: me named"
+        );
+        assert_eq!(
+            acl_writer(&base((2, rw, 1001), rw), 0, ME, &private),
+            Some(Grantee::User(1001))
+        );
+        assert_eq!(
+            w(acl(&[(1, rw, none), (4, r, none), (0x20, r, none)])),
+            None
+        );
+        assert_eq!(w(vec![2, 0, 0, 0, 1]), None, "cut short");
+        assert_eq!(w(vec![]), None);
+        // the predicate: in either role, but not in a sticky trusted directory
+        let granted = |mode| e(ME, MINE, mode).with_acl_writer(Some(Grantee::User(1001)));
+        assert_eq!(
+            first(granted(0o100664), Role::Own),
+            Some(Reason::Acl(Grantee::User(1001)))
+        );
+        assert_eq!(
+            first(granted(0o40770), Role::Trusted),
+            Some(Reason::Acl(Grantee::User(1001)))
+        );
+        assert_eq!(first(granted(0o41770), Role::Trusted), None, "sticky");
+        assert_eq!(
+            Reason::Acl(Grantee::User(1001)).fix("/x").unwrap(),
+            "`setfacl -x u:1001 /x`"
+        );
+        assert_eq!(
+            Reason::Acl(Grantee::Group(7)).why(Names::Ids),
+            "has an ACL that lets the group gid 7 write it"
+        );
+    }
+
+    #[test]
+    fn this_machines_acls_are_read() {
+        // A file without an ACL has no grant; with one (where `setfacl` and ACLs exist),
+        // the grant is read through the path and through a descriptor.
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f");
+        std::fs::write(&f, "x").unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        assert_eq!(acl_writer_at(&f, false, me, me), None);
+        let set = std::process::Command::new("setfacl")
+            .args(["-m", "u:4000001:rw"])
+            .arg(&f)
+            .output();
+        if !set.is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped the ACL half: no setfacl, or no ACLs here");
+            return;
+        }
+        assert_eq!(
+            acl_writer_at(&f, false, me, me),
+            Some(Grantee::User(4_000_001))
+        );
+        let file = std::fs::File::open(&f).unwrap();
+        use std::os::fd::AsFd;
+        assert_eq!(
+            acl_writer_fd(file.as_fd(), me, me),
+            Some(Grantee::User(4_000_001))
         );
     }
 

@@ -2240,17 +2240,23 @@ fn unexpanded_paths(k: &Known<'_>) -> Result<()> {
             _ => {}
         }
     }
+    // `$NAME`, or `${...}` through its closing brace (`${USER}`, OmegaConf's
+    // `${oc.env:SCRATCH}`; unclosed, through the name)
     fn variable(s: &str) -> Option<&str> {
-        let at = s.match_indices('$').find_map(|(i, _)| {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        s.match_indices('$').find_map(|(i, _)| {
             let rest = &s[i + 1..];
-            let name = rest.strip_prefix('{').unwrap_or(rest);
-            name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                .then_some(i)
-        })?;
-        let end = s[at + 1..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '{' || c == '}'))
-            .map_or(s.len(), |e| at + 1 + e);
-        Some(&s[at..end])
+            let braced = rest.strip_prefix('{');
+            let name = braced.unwrap_or(rest);
+            if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                return None;
+            }
+            let len = match braced.and_then(|b| b.find('}')) {
+                Some(close) => close + 2,
+                None => rest.len() - name.len() + name.find(|c| !word(c)).unwrap_or(name.len()),
+            };
+            Some(&s[i..i + 1 + len])
+        })
     }
     for (section, fields) in &k.sections().0 {
         let Some((_, names)) = PATH_FIELDS.iter().find(|(s, _)| s == section) else {
@@ -2271,7 +2277,15 @@ fn unexpanded_paths(k: &Known<'_>) -> Result<()> {
                 let why = if text.starts_with('~') {
                     "`~` is not your home directory there".to_string()
                 } else if let Some(var) = variable(text) {
-                    format!("`{var}` is not an environment variable there")
+                    if var.starts_with("${") && var.contains(':') {
+                        // OmegaConf's resolver syntax: ovlaunch writes `\${`, so Hydra's
+                        // override reading keeps the text (Bridge's config holds it)
+                        format!(
+                            "`{var}` is not resolved there (ovlaunch writes `${{` escaped, so Bridge's override code keeps it as text, as it keeps `$NAME`)"
+                        )
+                    } else {
+                        format!("`{var}` is not an environment variable there")
+                    }
                 } else {
                     continue;
                 };
