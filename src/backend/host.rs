@@ -143,6 +143,12 @@ pub trait Host {
     fn private_group(&self, uid: u32, gid: u32) -> bool;
     /// The CPU architecture as `uname -m` prints it.
     fn machine(&self) -> Result<String>;
+    /// After a command failed: whether the connection to the machine had been lost and came
+    /// back within `limit` (so following a job may go on). `false` when it was never lost
+    /// (the failure is the command's own), or did not come back; always `false` here.
+    fn reconnected(&self, _limit: Duration) -> bool {
+        false
+    }
     /// An absolute path for `p`, relative ones taken from the working directory (for a
     /// remote host: the login directory).
     fn absolute(&self, p: &Path) -> Result<PathBuf>;
@@ -193,7 +199,7 @@ impl Host for Local {
             cmd = cmd.dir(d);
             cmd = in_own_group(cmd);
         }
-        let out = wait(cmd, name, limit)?;
+        let out = wait(cmd, name, limit, "is slurmctld up? `scontrol ping` tells")?;
         Ok(Ran {
             ok: out.status.success(),
             signalled: out.status.code().is_none(),
@@ -379,11 +385,13 @@ pub(super) fn in_own_group(cmd: duct::Expression) -> duct::Expression {
     })
 }
 
-/// Starts `cmd` and waits at most `limit` for it; `name` is for messages.
+/// Starts `cmd` and waits at most `limit` for it; `name` is for messages, `help` the fix
+/// when it did not finish in time.
 pub(super) fn wait(
     cmd: duct::Expression,
     name: &str,
     limit: Duration,
+    help: &str,
 ) -> Result<std::process::Output> {
     let handle = cmd
         .start()
@@ -399,7 +407,7 @@ pub(super) fn wait(
                 "{name} did not answer within {} s",
                 limit.as_secs()
             ))
-            .help("is slurmctld up? `scontrol ping` tells"))
+            .help(help))
         }
     }
 }
@@ -457,10 +465,15 @@ pub fn noexec_problem(dir: &Path, here: bool) -> Option<std::result::Result<Stri
 pub fn visibility_warning(host: &dyn Host, dir: &Path) -> Option<String> {
     local_filesystem(host, dir).map(|fs| {
         format!(
-            "the job directory {}{} is on a local filesystem ({fs}): compute nodes other than {} cannot read it; put the jobs root on a shared filesystem (--jobs-root, or jobs_root in a profile)",
+            "the job directory {}{} is on a local filesystem ({fs}): compute nodes other than {} cannot read it; put the jobs root on a shared filesystem ({})",
             dir.display(),
             host.on(),
-            if host.remote().is_some() { "the login node" } else { "this machine" }
+            if host.remote().is_some() { "the login node" } else { "this machine" },
+            if host.remote().is_some() {
+                "--remote-jobs-root, or remote_jobs_root in a profile"
+            } else {
+                "--jobs-root, or jobs_root in a profile"
+            }
         )
     })
 }

@@ -336,7 +336,15 @@ pub fn submit(
     });
     let guard = signals::Deferred::install();
     host.write_tree(dir, &files, &extras.assets, extras.sharing)
-        .map_err(|e| failed_write(&*host, dir, e))?;
+        .map_err(|e| match (e, guard.caught()) {
+            // The terminal's signal ended the write's own tools too (a login node's ssh and
+            // tar): the failure is the stop that was asked for, and the write left nothing.
+            (Failed::Error(_), Some(sig)) => Failed::Error(Error::runtime(format!(
+                "stopped by {sig} while the job directory was being written{}: nothing was submitted and nothing of it was left",
+                host.on()
+            ))),
+            (e, _) => failed_write(&*host, dir, e),
+        })?;
     let mirror = mirror.filter(|_| host.remote().is_some());
     let mirrored = match mirror {
         Some(m) => jobdir::create(

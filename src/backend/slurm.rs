@@ -126,7 +126,9 @@ impl Backend for Slurm {
     /// the job's state only now and then ([`FollowChecks`]: after 1 s, then twice as long
     /// each time, at most every 30 s), until the job reaches a final state; then reads the
     /// file once more. A controller that stops answering, a forgotten job or a reused id
-    /// ends the loop with an error instead of following forever.
+    /// ends the loop with an error instead of following forever; a login node's connection
+    /// lost is waited for, [`RECONNECT`] at most (`Host::reconnected`), and the output goes
+    /// on from where it was.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
         let host = &*self.host;
         let id = job_id(host, rec)?;
@@ -140,18 +142,28 @@ impl Backend for Slurm {
         let path = dir.join(layout::slurm_output(id.as_str()));
         let mut checks = FollowChecks::new(Instant::now());
         loop {
-            let found = tail.read(&path, out)?;
+            let found = tail.read(&path, out);
             if !follow {
-                if !found {
+                if !found? {
                     return Err(no_output(host, &id, rec, &path));
                 }
                 return Ok(());
             }
-            if checks.due(Instant::now()) && status(host, &id, &expected(rec))?.phase.is_final() {
-                // One last read after the final state, then stop.
-                tail.read(&path, out)?;
-                tail.flush(out)?;
-                return Ok(());
+            let ended = found.and_then(|_| {
+                Ok(checks.due(Instant::now())
+                    && status(host, &id, &expected(rec))?.phase.is_final())
+            });
+            match ended {
+                Ok(true) => {
+                    // One last read after the final state, then stop.
+                    tail.read(&path, out)?;
+                    tail.flush(out)?;
+                    return Ok(());
+                }
+                Ok(false) => {}
+                // A login node's connection lost for a while: go on where the output was.
+                Err(_) if host.reconnected(RECONNECT) => {}
+                Err(e) => return Err(e),
             }
             std::thread::sleep(FOLLOW_READ);
         }
@@ -240,6 +252,8 @@ pub fn submit_recorded(
 
 /// How often `logs --follow` reads the output file.
 const FOLLOW_READ: Duration = Duration::from_millis(250);
+/// How long `logs --follow` waits for a lost connection to a login node to come back.
+const RECONNECT: Duration = Duration::from_secs(60);
 
 /// When `logs --follow` asks Slurm for the job's state: 1 s after it starts, then after
 /// 2, 4, 8, 16 s, then every 30 s. A short job's end is seen within about the time it has

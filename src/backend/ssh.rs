@@ -6,12 +6,20 @@
 //!   anything else there is refused). The user's own ssh configuration and options apply
 //!   (`~/.ssh/config`, agents, jump hosts); host keys are checked as ssh checks them
 //!   (`BatchMode=yes`: an unknown or changed key is an error, never a prompt, and nothing
-//!   here weakens `StrictHostKeyChecking`).
+//!   here weakens `StrictHostKeyChecking`); a `RemoteCommand` there is not used (each
+//!   command is ovlaunch's own). A login node that does not answer fails each
+//!   command within [`CONNECT_TIMEOUT`] (ssh's `ConnectTimeout`, where the user's
+//!   configuration sets none, as `ssh -G` reads it), not after the kernel's minutes of TCP
+//!   retries or a command's whole time limit.
 //! - Every remote command line is built with `render::shell::quote`, the one escaping path,
 //!   and handed to `sh -c` as `render::shell::login_word` quotes it: a POSIX shell runs it
 //!   whatever the login shell. A word `quote` would write in bash's `$'...'`
 //!   (`shell::bash_only`: a control character), which that shell reads as other text, is
 //!   refused, never sent ([`Host::check_text`]: every path and argument of a remote line).
+//! - Every remote command prints [`BEGIN`] first, and only what follows it on stdout is its
+//!   output: a login shell's start-up file that prints a greeting (`.bashrc`, which bash
+//!   reads for a command sshd runs; `.cshrc`) comes before it and is left out
+//!   ([`after_begin`], [`skip_begin`] for a stream).
 //! - A name is present when anything stands there, a symbolic link not followed
 //!   ([`Host::present`]: POSIX `test -e || test -L`, as dash has it), as `lstat` tells here.
 //! - A command run in a directory (`sbatch`) records its exit code and output in that
@@ -62,6 +70,8 @@ pub struct Ssh {
     ids: OnceLock<(u32, u32)>,
     /// The login user's private group there ([`FACTS`]), once read.
     private: OnceLock<Option<u32>>,
+    /// `-o ConnectTimeout=...` where the user's configuration sets none.
+    connect: Option<String>,
 }
 
 /// The fix for a directory on the login node that cannot be created there.
@@ -69,6 +79,9 @@ const NOT_CREATABLE: &str = "give a directory on the login node that you can cre
 
 /// How long a connection stays open after the last command (seconds).
 const PERSIST: &str = "ControlPersist=600";
+/// How long ssh waits for the login node to answer a new connection (seconds), where the
+/// user's ssh configuration says nothing (ssh's own default waits as long as TCP does).
+const CONNECT_TIMEOUT: u32 = 20;
 /// ssh's own exit status for "the connection failed or was lost".
 const SSH_FAILED: i32 = 255;
 /// An upload larger than this prints its progress on stderr.
@@ -111,6 +124,7 @@ impl Ssh {
             home: OnceLock::new(),
             ids: OnceLock::new(),
             private: OnceLock::new(),
+            connect: connect_option(target),
         })
     }
 
@@ -131,10 +145,19 @@ impl Ssh {
             "BatchMode=yes",
             "-o",
             "ServerAliveInterval=15",
+            // Every command is ovlaunch's own: a `RemoteCommand` of the user's Host entry (a
+            // shell or tmux for interactive logins) would make ssh refuse both.
+            "-o",
+            "RemoteCommand=none",
+        ]);
+        if let Some(o) = &self.connect {
+            c.args(["-o", o]);
+        }
+        c.args([
             "-T",
             "--",
             &self.target,
-            &remote_line(remote),
+            &remote_line(&format!("printf '%s\\n' {BEGIN}; {remote}")),
         ]);
         c
     }
@@ -146,7 +169,21 @@ impl Ssh {
             .stdout_capture()
             .stderr_capture()
             .unchecked();
-        host::wait(cmd, &format!("ssh {}", self.target), limit)
+        host::wait(
+            cmd,
+            &format!("ssh {}", self.target),
+            limit,
+            &self.no_answer(),
+        )
+        .map(after_begin)
+    }
+
+    /// The fix for a command that did not finish within its time limit there.
+    fn no_answer(&self) -> String {
+        format!(
+            "the connection to the login node hung: check that `ssh {t} true` answers; if it does, a command there is stuck (for Slurm's tools, `ssh {t} scontrol ping` tells whether slurmctld is up)",
+            t = self.target
+        )
     }
 
     /// [`Ssh::sh`], with a lost connection as an error.
@@ -166,7 +203,7 @@ impl Ssh {
             why.trim().lines().last().unwrap_or("no message")
         ))
         .help(format!(
-            "check that `ssh {}` logs in without a prompt (key authentication, and the login node's host key in known_hosts)",
+            "check that `ssh {} true` answers without a prompt: the login node reachable from here (its name, the network, a VPN), key authentication, and its host key in known_hosts",
             self.target
         ))
     }
@@ -723,7 +760,9 @@ impl Host for Ssh {
             host::in_own_group(cmd),
             &format!("ssh {}", self.target),
             limit,
-        );
+            &self.no_answer(),
+        )
+        .map(after_begin);
         match out {
             Ok(out) if out.status.code() != Some(SSH_FAILED) => Ok(ran(&out)),
             Ok(out) => {
@@ -952,6 +991,33 @@ impl Host for Ssh {
         self.ids().is_ok_and(|(me, _)| me == uid) && *mine == Some(gid)
     }
 
+    /// Asks the login node for `true` at once, then every 2 s within `limit` once it did not
+    /// answer (saying so, once, on stderr).
+    fn reconnected(&self, limit: Duration) -> bool {
+        let answers = || {
+            clear_stale(&self.control.join(&self.alias));
+            self.sh_ok("true", Duration::from_secs(30))
+                .is_ok_and(|o| o.status.success())
+        };
+        if answers() {
+            return false;
+        }
+        eprintln!(
+            "note: the connection to {} was lost; trying again for up to {} s",
+            self.target,
+            limit.as_secs()
+        );
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            std::thread::sleep(Duration::from_secs(2));
+            if answers() {
+                eprintln!("note: connected to {} again", self.target);
+                return true;
+            }
+        }
+        false
+    }
+
     /// The login node's CPU architecture (`uname -m`).
     fn machine(&self) -> Result<String> {
         let out = self.sh_ok("uname -m", Duration::from_secs(60))?;
@@ -1028,11 +1094,13 @@ impl RemoteTail<'_> {
         let mut from =
             std::io::BufReader::with_capacity(tail::CHUNK, child.stdout.take().expect("piped"));
         let mut header = Vec::new();
-        let _ = std::io::BufRead::read_until(
-            &mut std::io::Read::take(&mut from, 128),
-            b'\n',
-            &mut header,
-        );
+        if skip_begin(&mut from) {
+            let _ = std::io::BufRead::read_until(
+                &mut std::io::Read::take(&mut from, 128),
+                b'\n',
+                &mut header,
+            );
+        }
         let header = String::from_utf8_lossy(&header).trim().to_string();
         let polled = match header.split_once(' ').unwrap_or((&header, "")) {
             ("L" | "S", _) => Err(Error::runtime(format!(
@@ -1132,6 +1200,27 @@ impl tail::Follow for RemoteTail<'_> {
     }
 }
 
+/// `-o ConnectTimeout=`[`CONNECT_TIMEOUT`] unless the user's ssh configuration for `target`
+/// sets one (`ssh -G` prints the options in force, `none` where unset, without connecting).
+fn connect_option(target: &str) -> Option<String> {
+    let given = Command::new("ssh")
+        .args(["-G", "--", target])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("connecttimeout ").map(str::to_string))
+        });
+    match given.as_deref() {
+        Some(t) if t != "none" => None,
+        _ => Some(format!("ConnectTimeout={CONNECT_TIMEOUT}")),
+    }
+}
+
 /// A master that was killed leaves its socket behind: nobody answers there, and ssh would
 /// neither use it nor make a new one. Such a socket is removed.
 fn clear_stale(socket: &Path) {
@@ -1156,6 +1245,42 @@ fn ran(out: &std::process::Output) -> Ran {
 /// is the link itself).
 fn present(var: &str) -> String {
     format!(r#"{{ [ -e "${var}" ] || [ -L "${var}" ]; }}"#)
+}
+
+/// The line every remote command prints first ([`Ssh::ssh`]): what the login shell printed
+/// before it (its start-up files' greetings) is not the command's output.
+const BEGIN: &str = "ovlaunch-remote-output-begins";
+
+/// `out` with what its stdout held up to [`BEGIN`]'s line left out (all of it kept where that
+/// line is missing: the command never ran, and ssh's own failure is in stderr).
+fn after_begin(mut out: std::process::Output) -> std::process::Output {
+    let line = format!("{BEGIN}\n");
+    if let Some(at) = out
+        .stdout
+        .windows(line.len())
+        .position(|w| w == line.as_bytes())
+    {
+        out.stdout.drain(..at + line.len());
+    }
+    out
+}
+
+/// Reads a remote command's stream up to and with [`BEGIN`]'s line (at most 1 MiB of what
+/// the login shell printed before it); whether that line came.
+fn skip_begin(from: &mut impl std::io::BufRead) -> bool {
+    let mut left: u64 = 1 << 20;
+    let mut line = Vec::new();
+    while left > 0 {
+        line.clear();
+        match std::io::BufRead::read_until(&mut from.by_ref().take(left), b'\n', &mut line) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => left = left.saturating_sub(n as u64),
+        }
+        if line.ends_with(format!("{BEGIN}\n").as_bytes()) {
+            return true;
+        }
+    }
+    false
 }
 
 /// `remote` as ssh hands it to the login user's shell: one line run by `sh -c`, quoted so that

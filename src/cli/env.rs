@@ -11,7 +11,8 @@ use crate::render::artifacts::{EnvFormat, env_dump};
 pub enum FormatArg {
     /// `export NAME='value'` lines.
     Sh,
-    /// `NAME="value"` lines.
+    /// `NAME='value'` lines (`NAME="value"` where the value holds a `'`); removed variables
+    /// as `# unset: NAME` comments.
     Dotenv,
     /// One JSON object.
     Json,

@@ -74,11 +74,12 @@ pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
                 text.push_str(&format!("{s}: any NAME (string, number or bool values)\n"))
             }
             None => {
+                let all: Vec<&str> = config::sections().collect();
                 return Err(Error::usage(format!("unknown section `{s}`")).help(
                     did_you_mean_then(
                         s,
-                        config::sections(),
-                        "`ovlaunch fields` (no section) lists every section and its fields",
+                        all.iter().copied(),
+                        format!("sections: {}", all.join(", ")),
                     ),
                 ));
             }

@@ -113,10 +113,11 @@ pub struct LaunchArgs {
     /// Which runtime starts the containers.
     #[arg(long, value_enum, default_value_t = ContainerRuntimeArg::Pyxis, help_heading = "Containers")]
     pub container_runtime: ContainerRuntimeArg,
-    /// An extra bind mount SRC:DST[:ro|rw] (repeatable).
+    /// An extra mount (repeatable): pyxis's SRC[:DST[:FLAGS]], FLAGS enroot's mount options
+    /// joined with + (ro, ro+rprivate, x-create=dir); with oci, SRC[:DST[:ro|rw]].
     #[arg(
         long = "container-mount",
-        value_name = "SRC:DST[:FLAGS]",
+        value_name = "SRC[:DST[:FLAGS]]",
         help_heading = "Containers"
     )]
     pub container_mounts: Vec<String>,

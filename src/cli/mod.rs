@@ -90,7 +90,8 @@ pub enum Command {
     Presets(output::OutputArg),
     /// List the fields a section accepts.
     Fields {
-        /// model, train, ddp, optimizer, comm_overlap or mixed_precision
+        /// A section `--set` takes (model, optimizer, checkpoint, dataset, peft, ...; an
+        /// unknown one gets the list); without one, every section
         section: Option<String>,
         #[command(flatten)]
         output: output::OutputArg,
@@ -295,7 +296,8 @@ pub struct PlanArgs {
     pub hf_config: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub catalog: CatalogArgs,
-    /// Enable a plugin, with options (repeatable): --plugin nsys:profile_step_start=20
+    /// Enable a plugin, with options (repeatable): --plugin
+    /// nsys:profile_step_start=20,profile_step_end=30
     #[arg(long = "plugin", value_name = "NAME[:KEY=VALUE,...]")]
     pub plugin_specs: Vec<String>,
     #[command(flatten)]

@@ -9,7 +9,12 @@
 //!   no stash); untracked files are never included.
 //! - `DIR`: the files under DIR whose relative paths match an `--package-include` pattern
 //!   (all files when none is given) and no `--package-exclude` pattern (`*` within a path
-//!   component, `**` across components, `?` one character); `.git` is always left out.
+//!   component, `**` across components, `?` one character); `.git` is always left out, and
+//!   an excluded directory is not read. A file or directory there this user cannot read is a
+//!   usage error naming it and the exclude pattern that leaves it out.
+//! - A signal that would end ovlaunch (SIGINT, SIGTERM, SIGHUP) while the archive is made
+//!   stops the build with an error once its tools have ended, and the staged archive is
+//!   removed (`backend::signals::Deferred`).
 //! - The archive's SHA-256 (`sha256sum`), its size, and for git the commit (and whether the
 //!   working tree's changes were included) go into `submission.json`.
 //! - A checkout of Megatron-Bridge (`src/megatron/bridge/__init__.py` in it) puts `src` on
@@ -50,6 +55,9 @@ pub struct Request<'a> {
 /// Builds the archive (none without `--package`).
 pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     let Some(req) = req else { return Ok(None) };
+    // A Ctrl-C (or SIGTERM, SIGHUP) while the archive is made stops the build, whose tools
+    // the terminal's signal ends too, and the staged archive is removed, not left behind.
+    let signals = crate::backend::signals::Deferred::install();
     let stage = crate::backend::jobdir::private_temp_dir("package")?;
     let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
     let built = (|| {
@@ -89,6 +97,15 @@ pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
             },
         ))
     })();
+    let stopped = signals.caught();
+    drop(signals);
+    let built = match stopped {
+        Some(sig) => Err(Error::runtime(format!(
+            "stopped by {sig} while packaging {}: nothing was written or submitted",
+            req.what
+        ))),
+        None => built,
+    };
     match built {
         Ok((package, record)) => Ok(Some(Built {
             archive,
@@ -180,12 +197,18 @@ fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool)> {
 /// The files of `root` the patterns select, archived with tar into `to`.
 fn dir_archive(root: &Path, include: &[String], exclude: &[String], to: &Path) -> Result<()> {
     let mut files = Vec::new();
-    walk(root, Path::new(""), &mut files)?;
+    walk(root, Path::new(""), exclude, &mut files)?;
     let chosen: Vec<String> = files
         .into_iter()
         .filter(|f| include.is_empty() || include.iter().any(|p| selects(p, f)))
-        .filter(|f| !exclude.iter().any(|p| selects(p, f)))
         .collect();
+    for f in &chosen {
+        let path = root.join(f);
+        let is_file = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+        if is_file && let Err(e) = std::fs::File::open(&path) {
+            return Err(unreadable(root, f, &e));
+        }
+    }
     if chosen.is_empty() {
         return Err(Error::usage(format!(
             "--package {}: the include and exclude patterns leave no file",
@@ -220,12 +243,28 @@ fn dir_archive(root: &Path, include: &[String], exclude: &[String], to: &Path) -
     Ok(())
 }
 
-/// Regular files under `dir` (relative paths, `/`-separated), `.git` left out; symlinks
-/// are archived as links, not followed.
-fn walk(root: &Path, rel: &Path, out: &mut Vec<String>) -> Result<()> {
+/// A file or directory under `--package DIR` that this user cannot read: the user's input,
+/// with the two fixes.
+fn unreadable(root: &Path, rel: &str, e: &std::io::Error) -> Error {
+    Error::usage(format!("{} cannot be read: {e}", root.join(rel).display()))
+        .at_flag("--package")
+        .help(format!(
+            "leave it out with --package-exclude {}, or make it readable (chmod u+r)",
+            crate::shell::quote(rel)
+        ))
+}
+
+/// Regular files under `dir` (relative paths, `/`-separated), `.git` and what an `exclude`
+/// pattern selects left out (an excluded directory is not read); symlinks are archived as
+/// links, not followed.
+fn walk(root: &Path, rel: &Path, exclude: &[String], out: &mut Vec<String>) -> Result<()> {
     let dir = root.join(rel);
-    let entries = std::fs::read_dir(&dir)
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", dir.display())))?;
+    let entries = std::fs::read_dir(&dir).map_err(|e| match rel.to_str() {
+        Some(r) if !r.is_empty() && e.kind() == std::io::ErrorKind::PermissionDenied => {
+            unreadable(root, r, &e)
+        }
+        _ => Error::runtime(format!("cannot read {}: {e}", dir.display())),
+    })?;
     let mut names: Vec<_> = entries.flatten().collect();
     names.sort_by_key(|e| e.file_name());
     for e in names {
@@ -237,8 +276,11 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<String>) -> Result<()> {
         let Some(s) = r.to_str() else {
             return Err(Error::usage(format!("{} is not UTF-8", r.display())).at_flag("--package"));
         };
+        if exclude.iter().any(|p| selects(p, s)) {
+            continue;
+        }
         match e.file_type() {
-            Ok(t) if t.is_dir() => walk(root, &r, out)?,
+            Ok(t) if t.is_dir() => walk(root, &r, exclude, out)?,
             Ok(_) => out.push(s.to_string()),
             Err(_) => {}
         }

@@ -38,6 +38,15 @@ fn default_plan_args() -> PlanArgs {
     <Defaults as clap::Parser>::parse_from(["ovlaunch"]).plan
 }
 
+/// A setting's value as shown: the jobs root nothing names is the default directory a launch
+/// writes to (`profile::default_jobs_root`), not `-`.
+fn shown_value(s: &super::settings::Shown) -> String {
+    match profile::default_jobs_root() {
+        Ok(root) if s.key == "jobs_root" && s.value == "-" => root.display().to_string(),
+        _ => s.value.clone(),
+    }
+}
+
 pub fn run(p: &Printer, name: Option<String>, out: OutputArg) -> Result<i32> {
     let (files, selection) = profile::files_and_selection(name.as_deref())?;
     let settings = LaunchArgs::defaults().settings(
@@ -54,7 +63,7 @@ pub fn run(p: &Printer, name: Option<String>, out: OutputArg) -> Result<i32> {
             .iter()
             .map(|s| ShownSetting {
                 key: s.key,
-                value: s.value.clone(),
+                value: shown_value(s),
                 origins: s.origins.iter().map(ToString::to_string).collect(),
             })
             .collect(),

@@ -3773,6 +3773,54 @@ fn every_shipped_variant_and_override_reaches_bridges_config_unchanged() {
         report.len()
     );
     assert!(report.is_empty(), "{}", report.join("\n"));
+    if only.is_empty() {
+        the_docs_state(
+            n_variants,
+            cases.len() - n_variants,
+            refused.len() - unbuilt.len(),
+            fields,
+            env_vars,
+        );
+    }
+}
+
+/// docs/trainer.md and docs/environment.md state the whole proof's figures: they are the
+/// ones it counts.
+fn the_docs_state(variants: usize, jobs: usize, refused: usize, fields: usize, env_vars: usize) {
+    let page = |name: &str| {
+        let text =
+            std::fs::read_to_string(format!("{}/docs/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let grouped = |n: usize| {
+        let digits = n.to_string();
+        let mut out = String::new();
+        for (i, d) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(d);
+        }
+        out
+    };
+    for (name, stated) in [
+        (
+            "trainer.md",
+            format!(
+                "{variants} variants and {jobs} jobs, {} fields, 0 differences, each variant's env equal to Bridge's recipe env; the {refused} jobs ovlaunch refuses",
+                grouped(fields)
+            ),
+        ),
+        (
+            "environment.md",
+            format!("for all {variants} ({env_vars} variables,"),
+        ),
+    ] {
+        assert!(
+            page(name).contains(&stated),
+            "docs/{name} does not state the proof's figures: {stated}"
+        );
+    }
 }
 
 /// The README's pretraining example is the proof's `readme-pretrain` job: real bash expands the

@@ -1207,7 +1207,7 @@ fn launch_error_cases(i: &JobInputs) -> Vec<ErrorCase<'_>> {
         ),
         (
             "sbatch_arg_short_option",
-            i.dry(&["--sbatch-arg=-p"]),
+            i.dry(&["--sbatch-arg=-x"]),
             None,
             2,
         ),
@@ -1240,6 +1240,12 @@ fn launch_error_cases(i: &JobInputs) -> Vec<ErrorCase<'_>> {
         (
             "sbatch_arg_abbreviates_an_owned_option",
             i.dry(&["--sbatch-arg=--node=2"]),
+            None,
+            2,
+        ),
+        (
+            "sbatch_arg_short_form_of_an_owned_option",
+            i.dry(&["--sbatch-arg=-N2"]),
             None,
             2,
         ),
@@ -2379,11 +2385,15 @@ fn an_unknown_name_with_no_close_match_still_gets_a_fix() {
         assert!(err.contains(&format!(" --> {file}:{line}")), "{err}");
         assert!(help(&err).contains("e.g. bf16_mixed"), "{err}");
     }
+    // an unknown section of `fields` gets the sections, as `--set` does (`fields` alone
+    // prints every field of every section)
     let err = usage_error(&["fields", "zzzz"]);
-    assert!(
-        help(&err).contains("`ovlaunch fields` (no section)"),
-        "{err}"
-    );
+    for section in ovlaunch::config::sections() {
+        assert!(
+            help(&err).contains(&format!(" {section},")) || help(&err).ends_with(section),
+            "{section}: {err}"
+        );
+    }
 }
 
 /// Sequence parallelism cuts a pretraining sample's tokens over the TP ranks (each CP rank's

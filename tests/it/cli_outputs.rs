@@ -113,6 +113,25 @@ fn cdmc_override_that_breaks_hopper_tp_is_a_warning_and_strict_error() {
         "CUDA_DEVICE_MAX_CONNECTIONS=8",
         "--strict",
     ]);
+    // a library function leaves it to the environment: the warning and the refusal say how
+    // to set it
+    let args = ["--recipe", "llama3_8b_sft_config", "--gpus", "h100x8"];
+    let p = plan_json(&args);
+    let fix = "--env CUDA_DEVICE_MAX_CONNECTIONS=1 sets it";
+    assert!(
+        p["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("is unset but")
+            && w.as_str().unwrap().contains(fix)),
+        "{}",
+        p["warnings"]
+    );
+    let mut strict = vec!["plan"];
+    strict.extend(args);
+    strict.push("--strict");
+    let err = usage_error(&strict);
+    assert!(err.contains(fix), "{err}");
 }
 
 #[test]
@@ -212,6 +231,20 @@ fn overrides_are_what_differs_from_bridges_recipe() {
         "{out}"
     );
     assert!(!out.contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{out}");
+    // a runner flag changes the recipe: it does not run "as it is"
+    let out = ok(&[
+        "overrides",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--plugin",
+        "determinism",
+    ]);
+    assert!(
+        out.contains("--deterministic\n") && !out.contains("as it is"),
+        "{out}"
+    );
     // --set words in Hydra's grammar, text quoted so that it stays text
     let out = ok(&[
         "overrides",

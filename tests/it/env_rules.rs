@@ -1248,6 +1248,17 @@ fn shipped_recipes_env_is_what_the_rules_derive_or_a_stated_deviation() {
         "{derived_vars} derived variables over {rows} rows"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // docs/environment.md states these figures: they are this test's
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/environment.md"))
+        .unwrap();
+    let page = page.split_whitespace().collect::<Vec<_>>().join(" ");
+    let stated = format!(
+        "on the {rows} of {variants} that plan without a value the user brings (a PEFT function's base checkpoint, a `requires` value), that the recipe restates no rule value and that every statement appears in the plan as overriding its rule ({derived_vars} variables come from the rules, {deviations} values and {inherited} `{{inherit: true}}` are stated deviations, {recipe_only} variables no rule sets)"
+    );
+    assert!(
+        page.contains(&stated),
+        "docs/environment.md does not state this test's figures: {stated}"
+    );
 }
 
 /// Bridge's runner re-applies its recipe's `env_vars` with `setdefault`: a variable the plan

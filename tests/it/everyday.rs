@@ -96,10 +96,15 @@ fn profiles_show_each_settings_origin() {
         c.current_dir(&work)
             .env("HOME", &home)
             .env_remove("XDG_CONFIG_HOME")
+            // the default jobs root, at a path of one length wherever the test runs
+            .env("XDG_STATE_HOME", "/state")
             .envs(env.iter().copied())
             .args(args);
         transcript_of(args, &c.output().unwrap(), &[(&tmp, "[TMP]")])
     };
+    // the jobs root no profile names is shown as the directory jobs go to
+    let json = run_in(&["profiles", "--profile", "dev", "-o", "json"], &[]);
+    assert!(json.contains("\"/state/ovlaunch/jobs\""), "{json}");
     insta::assert_snapshot!(
         [
             run_in(&["profiles"], &[]),

@@ -14,8 +14,8 @@
 //! are the state of the model, stated so a regression fails: memory within 16% on every row
 //! (the fit's leave-one-out maximum) and within 6% for the median row; step time within 35% on
 //! every row and within 8% for the median row, from the leave-one-out errors the fits print
-//! (each row predicted with the constants fitted on the others: the dense rows 34.2% and 7.6%,
-//! the MoE rows 19.7% and 2.0%), not from the in-sample ones this test sees (the TE model the
+//! (each row predicted with the constants fitted on the others: docs/estimate.md states them),
+//! not from the in-sample ones this test sees (the TE model the
 //! estimate used before for the dense runs was under by 27-58%, median 39%; before the host
 //! time of sequential experts was modelled, the MoE rows measured up to 5.3 times the
 //! estimate). The MoE rows' step time is bounded on its own too: within 20% on every row and

@@ -82,3 +82,133 @@ fn launch_only_flags_only_where_they_act() {
         );
     }
 }
+
+/// Each `env --format` value's help shows a line as that format writes it: the quotes around
+/// a value that needs them (`sh`: `export NAME='a b'`; `dotenv`: single quotes too, double
+/// quotes only around a value holding `'`).
+#[test]
+fn env_format_help_shows_the_lines_written() {
+    use clap::CommandFactory;
+    let cmd = ovlaunch::cli::Cli::command();
+    let env = cmd.find_subcommand("env").unwrap();
+    let format = env
+        .get_arguments()
+        .find(|a| a.get_id() == "format")
+        .unwrap();
+    for (value, prefix) in [("sh", "export "), ("dotenv", "")] {
+        let help = format
+            .get_possible_values()
+            .into_iter()
+            .find(|v| v.get_name() == value)
+            .and_then(|v| v.get_help().map(ToString::to_string))
+            .unwrap_or_default();
+        let out = crate::common::ok(&[
+            "env",
+            "-r",
+            "llama70b",
+            "-g",
+            "h100x64",
+            "--env",
+            "DOC_HELP=a b",
+            "--format",
+            value,
+        ]);
+        let line = out
+            .lines()
+            .find(|l| l.contains("DOC_HELP="))
+            .unwrap_or_else(|| panic!("{out}"));
+        let shown = line
+            .replacen("DOC_HELP", "NAME", 1)
+            .replacen("a b", "value", 1);
+        assert!(
+            help.contains(&format!("`{shown}`")) && shown.starts_with(prefix),
+            "`env --format {value}` writes {line:?}; its help says {help:?}"
+        );
+    }
+}
+
+/// `--container-mount`'s help shows the forms a mount takes: the destination and flags are
+/// optional (pyxis's `SRC[:DST[:FLAGS]]`), and FLAGS are enroot's options joined with `+`;
+/// each form it shows plans.
+#[test]
+fn container_mount_help_shows_the_forms_taken() {
+    use clap::CommandFactory;
+    let cmd = ovlaunch::cli::Cli::command();
+    let arg = cmd
+        .get_arguments()
+        .find(|a| a.get_long() == Some("container-mount"))
+        .unwrap();
+    let names: Vec<String> = arg
+        .get_value_names()
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(names, ["SRC[:DST[:FLAGS]]"]);
+    let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+    for mount in [
+        "/lustre/data",
+        "/lustre/data:/data",
+        "/lustre/data:/data:ro+rprivate",
+    ] {
+        let flags = mount.rsplit(':').next().filter(|f| f.contains('+'));
+        assert!(flags.is_none_or(|f| help.contains(f)), "{help}");
+        crate::common::ok(&[
+            "-r",
+            "llama70b",
+            "-g",
+            "h100x64",
+            "--container-image",
+            "nvcr.io#nvidia/nemo:26.04",
+            "--container-mount",
+            mount,
+            "--dry-run",
+        ]);
+    }
+}
+
+/// The examples the help gives run: the main help's `Example:` line, and a flag's own example
+/// at the end of its help (`(repeatable): --plugin ...`), each as a dry run of a shipped job.
+#[test]
+fn the_helps_examples_run() {
+    use clap::CommandFactory;
+    let cmd = ovlaunch::cli::Cli::command();
+    let after = cmd
+        .get_after_help()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let example = after
+        .lines()
+        .find_map(|l| l.strip_prefix("Example: ovlaunch "))
+        .expect("the main help has an example");
+    let mut runs: Vec<Vec<String>> = vec![example.split(' ').map(String::from).collect()];
+    for a in cmd.get_arguments() {
+        let (Some(long), Some(help)) = (a.get_long(), a.get_help()) else {
+            continue;
+        };
+        let help = help.to_string();
+        let Some((_, tail)) = help.rsplit_once(": ") else {
+            continue;
+        };
+        let tail = tail.trim().trim_end_matches('.');
+        if !tail.starts_with(&format!("--{long}")) {
+            continue;
+        }
+        let mut run: Vec<String> = ["-r", "llama70b", "-g", "h100x64", "--dry-run"]
+            .map(String::from)
+            .to_vec();
+        run.extend(tail.split_whitespace().map(String::from));
+        runs.push(run);
+    }
+    assert!(runs.len() >= 4, "{runs:?}");
+    for run in runs {
+        let args: Vec<&str> = run.iter().map(String::as_str).collect();
+        let o = crate::common::run(&args);
+        assert!(
+            o.status.success(),
+            "ovlaunch {}: {}",
+            args.join(" "),
+            crate::common::stderr(&o)
+        );
+    }
+}

@@ -18,7 +18,13 @@ const HOMELESS: &str = "ovl-homeless";
 
 /// Runs ovlaunch as `uid:gid` in `cwd` with exactly the environment `env` (no `HOME` unless
 /// given).
-fn ovlaunch_as(uid: u32, gid: u32, cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+pub(crate) fn ovlaunch_as(
+    uid: u32,
+    gid: u32,
+    cwd: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
     Command::new("setpriv")
         .args([
             format!("--reuid={uid}"),
@@ -512,10 +518,10 @@ fn a_relative_runtime_directory_is_not_where_ssh_sockets_go() {
 
 /// The test user of [`a_login_node_path_that_cannot_hold_jobs_is_refused_naming_it`], its
 /// own sshd in front of this machine, and how to stop it.
-struct Login {
-    dir: tempfile::TempDir,
-    uid: u32,
-    gid: u32,
+pub(crate) struct Login {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 impl Drop for Login {
@@ -543,14 +549,14 @@ impl Drop for Login {
 }
 
 /// The user whose ssh reaches this machine's sshd as a login node.
-const REMOTE: &str = "ovl-remote";
+pub(crate) const REMOTE: &str = "ovl-remote";
 
 impl Login {
     /// An sshd on a free port of 127.0.0.1 for `REMOTE` (key authentication, its login shell
     /// `shell`), whose home (in the tempdir) holds the key and `~/.ssh/config` naming the
     /// login node `login`; the sessions' PATH starts with the tempdir's `bin` (a stand-in
     /// `sbatch` answering 4848).
-    fn start(shell: &str) -> Login {
+    pub(crate) fn start(shell: &str) -> Login {
         if nix::unistd::User::from_name(REMOTE).unwrap().is_none() {
             user_db(
                 "useradd",
@@ -650,7 +656,7 @@ impl Login {
     }
 
     /// `ovlaunch ARGS` as `REMOTE` on the "laptop" (this machine, its home here).
-    fn ovlaunch(&self, args: &[&str]) -> Output {
+    pub(crate) fn ovlaunch(&self, args: &[&str]) -> Output {
         let home = self.dir.path().join("home");
         let env = [
             ("HOME", home.to_str().unwrap()),
@@ -717,7 +723,7 @@ fn a_login_node_takes_a_job(shell: &str) {
 
 /// Holds the lock of the tests that set `REMOTE`'s home directory (one at a time on this
 /// machine), or says why they are skipped.
-fn remote_lock() -> Option<nix::fcntl::Flock<std::fs::File>> {
+pub(crate) fn remote_lock() -> Option<nix::fcntl::Flock<std::fs::File>> {
     if !Path::new("/usr/sbin/sshd").exists() {
         assert!(!crate::common::slurm_required(), "needs openssh-server");
         eprintln!("skipped: /usr/sbin/sshd missing (.ci/install.sh ssh)");

@@ -37,8 +37,10 @@ pub fn overrides_text(plan: &Plan, job_dir: Option<JobDirs<'_>>) -> String {
                     .map(|f| format!(" {f}"))
                     .collect::<String>()
             ));
-            if call.overrides.is_empty() {
+            if call.overrides.is_empty() && call.flags.is_empty() {
                 s.push_str("# (none: the job runs Bridge's recipe as it is)\n");
+            } else if call.overrides.is_empty() {
+                s.push_str("# (none: only the runner's flags above change Bridge's recipe)\n");
             }
             let words = match job_dir {
                 Some(d) => words_in(call, d),

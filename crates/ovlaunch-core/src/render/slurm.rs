@@ -305,6 +305,8 @@ fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
     let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
         && k.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    // an owned option first, in any form (`-N2` too): the refusal names the flag to use
+    owned::check_sbatch_arg(raw)?;
     if !well_formed {
         return Err(Error::usage(format!(
             "`{raw}` is not an sbatch long option (--name or --name=value)"
@@ -312,7 +314,6 @@ fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
         .at_flag(format!("--sbatch-arg {raw}"))
         .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
     }
-    owned::check_sbatch_arg(raw)?;
     Ok((k, v.map(str::to_string)))
 }
 

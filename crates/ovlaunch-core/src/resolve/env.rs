@@ -650,12 +650,13 @@ pub fn check(
                 "CUDA_DEVICE_MAX_CONNECTIONS is {} but {reason}",
                 cdmc.unwrap_or("unset")
             );
+            let fix = "--env CUDA_DEVICE_MAX_CONNECTIONS=1 sets it (a recipe's env_vars or a profile's env may instead)";
             if strict {
                 return Err(Error::config(text)
                     .at_fields("env.CUDA_DEVICE_MAX_CONNECTIONS")
-                    .help("drop the --env override, or set it to 1"));
+                    .help(fix));
             }
-            warnings.push(text);
+            warnings.push(format!("{text}; {fix}"));
         }
         inv.push(Invariant {
             var: "CUDA_DEVICE_MAX_CONNECTIONS".into(),

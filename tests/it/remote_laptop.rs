@@ -1,0 +1,585 @@
+//! `--host` as a user drives a cluster from a laptop, through a REAL OpenSSH server in front
+//! of this machine (`job_places::Login`: its own user, key and `~/.ssh/config` alias, whose
+//! `HostName`, `Port` and `User` the system `ssh` reads) and Slurm's tools as stand-ins on
+//! the sessions' PATH (real Slurm behind ssh is `remote_e2e`'s): what the login user's shell
+//! prints before a command, a login node that does not answer, and where the warnings
+//! point. Tests that need root say they were skipped elsewhere.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::common::{stderr, stdout};
+use crate::job_places::{Login, remote_lock};
+use crate::shared_cluster::root_or_skip;
+
+/// A stand-in `scontrol` on the login node's PATH that knows job 4848 as `name`, running in
+/// `dir` (what `status` and `logs --follow` ask).
+fn stand_in_scontrol(login: &Login, name: &str, dir: &Path) {
+    let p = login.dir.path().join("bin/scontrol");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\n\
+             echo 'JobId=4848 JobName={name} JobState=RUNNING Reason=None ExitCode=0:0 Restarts=0 WorkDir={}'\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A login node whose user's shell prints a greeting on stdout before every command (a
+/// `.bashrc` that echoes, which bash reads for the commands sshd runs; tcsh's `.cshrc`, one
+/// line without its newline too): submit, `list --host`, `status` and `logs` work as without
+/// it, and the greeting is in no answer. (Before: every submit was refused with exit 2, "the
+/// login node login is `Welcome to the login node\nlmod: 3 modules loadedx86_64` (uname -m)":
+/// each answer was read with the greeting at its head.)
+#[test]
+fn a_login_shell_that_greets_on_stdout_is_not_the_answer() {
+    if !root_or_skip("a_login_shell_that_greets_on_stdout_is_not_the_answer") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    for (shell, rc) in [("/bin/bash", ".bashrc"), ("/bin/tcsh", ".cshrc")] {
+        if !Path::new(shell).exists() {
+            assert!(!crate::common::slurm_required(), "needs {shell}");
+            eprintln!("{shell}: not installed, not tried (.ci/install.sh ssh)");
+            continue;
+        }
+        greeted(shell, rc);
+    }
+}
+
+fn greeted(shell: &str, rc: &str) {
+    let login = Login::start(shell);
+    let home = login.dir.path().join("home");
+    let greeting = "echo 'Welcome to the login node'\necho -n 'lmod: 3 modules loaded'\n";
+    std::fs::write(home.join(rc), greeting).unwrap();
+    let jobs = home.join("cluster jobs");
+    let root = jobs.to_str().unwrap();
+    let dir = jobs.join("greeted");
+    stand_in_scontrol(&login, "greeted", &dir);
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "greeted",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        root,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+    assert!(stdout(&o).contains("submitted job 4848"), "{}", stdout(&o));
+    let out = dir.join("slurm-4848.out");
+    std::fs::write(&out, "0: step 1 loss 2.5\n").unwrap();
+    std::os::unix::fs::chown(&out, Some(login.uid), Some(login.gid)).unwrap();
+    for (args, says) in [
+        (
+            &["list", "--host", "login", "--remote-jobs-root", root][..],
+            "greeted",
+        ),
+        (&["status", "greeted"][..], "4848 greeted RUNNING"),
+        (&["logs", "greeted"][..], "0: step 1 loss 2.5\n"),
+    ] {
+        let o = login.ovlaunch(args);
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{shell} {args:?}: {err}");
+        assert!(out.contains(says), "{shell} {args:?}: {out}");
+        assert!(
+            !out.contains("Welcome") && !out.contains("lmod"),
+            "{shell} {args:?}: {out}"
+        );
+    }
+}
+
+/// A login node that does not answer (a listener that accepts and never speaks, as a host
+/// behind a dead VPN or a hung sshd looks to ssh): `status` fails with exit 1 within
+/// ovlaunch's connect timeout (20 s), saying the connection timed out and what to check; a
+/// `ConnectTimeout` in the user's `~/.ssh/config` is the one used (`list`, `logs`, `cancel`
+/// through an alias that sets 2 s). (Before: `status` waited for its command's whole limit,
+/// 60 s, then said "did not answer" with "is slurmctld up? `scontrol ping` tells"; a lost
+/// connection's help named only the key and the host key.)
+#[test]
+fn a_login_node_that_does_not_answer_fails_within_the_connect_timeout() {
+    if !root_or_skip("a_login_node_that_does_not_answer_fails_within_the_connect_timeout") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming() {
+            held.push(c);
+        }
+    });
+    let config = login.dir.path().join("home/.ssh/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    for (alias, extra) in [("silent", ""), ("silent-brief", "  ConnectTimeout 2\n")] {
+        text.push_str(&format!(
+            "Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User {}\n{extra}",
+            crate::job_places::REMOTE
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let cases: [(&[&str], u64); 4] = [
+        (&["status", "far", "--host", "silent"], 45),
+        (&["list", "--host", "silent-brief"], 12),
+        (&["logs", "far", "--host", "silent-brief"], 12),
+        (&["cancel", "far", "--host", "silent-brief"], 12),
+    ];
+    for (args, within) in cases {
+        let start = std::time::Instant::now();
+        let o = login.ovlaunch(args);
+        let took = start.elapsed().as_secs();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(took < within, "{args:?}: {took} s: {e}");
+        assert!(e.contains("timed out"), "{args:?}: {e}");
+        let alias = args.last().unwrap();
+        assert!(e.contains(&format!("`ssh {alias} true`")), "{args:?}: {e}");
+        assert!(!e.contains("slurmctld"), "{args:?}: {e}");
+    }
+}
+
+/// Through `--host`, a job directory on a filesystem only the login node sees is warned
+/// about naming the setting that moves it there, `--remote-jobs-root` (or a profile's
+/// `remote_jobs_root`). (Before: the warning said `--jobs-root`, which moves this machine's
+/// copy of the record and leaves the job where the compute nodes cannot read it.)
+#[test]
+fn a_login_nodes_local_jobs_root_is_warned_about_with_its_own_flag() {
+    if !root_or_skip("a_login_nodes_local_jobs_root_is_warned_about_with_its_own_flag") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let jobs = login.dir.path().join("home/cluster-jobs");
+    let fs = std::process::Command::new("findmnt")
+        .args(["-n", "-o", "FSTYPE", "-T"])
+        .arg(login.dir.path())
+        .output()
+        .unwrap();
+    let fs = stdout(&fs).trim().to_string();
+    if !["tmpfs", "ext4", "xfs", "btrfs", "overlay"].contains(&fs.as_str()) {
+        eprintln!(
+            "skipped: {} is on {fs}, not a local filesystem",
+            jobs.display()
+        );
+        return;
+    }
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "local",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        jobs.to_str().unwrap(),
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains(&format!("on a local filesystem ({fs})")), "{e}");
+    assert!(
+        e.contains("(--remote-jobs-root, or remote_jobs_root in a profile)"),
+        "{e}"
+    );
+    assert!(!e.contains("--jobs-root,"), "{e}");
+}
+
+/// Ctrl-C during a `--host` submit (the terminal's SIGINT to the whole process group) while
+/// the code is being packaged (a stand-in `sha256sum` on the laptop's PATH holds the build
+/// there, the archive complete), and while the job directory is being uploaded (a `tar` on
+/// the login node's PATH that waits before reading): ovlaunch stops with exit 1 saying it was
+/// stopped, and nothing is left, neither a staged archive or upload in the laptop's TMPDIR,
+/// nor a record here, nor a job or partial directory on the login node. (Before: at
+/// packaging, ovlaunch died at once, leaving `ovlaunch-package-PID-.../code.tar`, the whole
+/// archive, in TMPDIR; at upload, the error said the connection was cut, "submit again once
+/// `ssh` to the login node works".)
+#[test]
+fn ctrl_c_during_a_remote_submit_leaves_nothing() {
+    if !root_or_skip("ctrl_c_during_a_remote_submit_leaves_nothing") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let held = d.join("laptop-tmp/held");
+    // (where the stand-in waits, its name, its script before running the real tool, what
+    // ovlaunch says)
+    let cases = [
+        (
+            d.join("laptop-bin"),
+            "sha256sum",
+            format!(": > {}\nexec sleep 60", held.display()),
+            "stopped by SIGINT while packaging code",
+        ),
+        (
+            d.join("bin"),
+            "tar",
+            format!(
+                "case \"$*\" in *-x*) : > {}; sleep 3 ;; esac\nexec /bin/tar \"$@\"",
+                held.display()
+            ),
+            "stopped by SIGINT while the job directory was being written",
+        ),
+    ];
+    for (bin, tool, script, says) in cases {
+        let stand_in = bin.join(tool);
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(&stand_in, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        interrupted(&login, &held, says);
+        std::fs::remove_file(&stand_in).unwrap();
+    }
+}
+
+/// `submit --host login --package code` as `login`'s user, SIGINT to its process group once
+/// `held` exists; then what it said and what it left.
+fn interrupted(login: &Login, held: &Path, says: &str) {
+    use std::os::unix::process::CommandExt;
+    let d = login.dir.path();
+    let home = d.join("home");
+    let (tmp, code, jobs) = (
+        d.join("laptop-tmp"),
+        home.join("code"),
+        home.join("cluster-jobs"),
+    );
+    for dir in [&tmp, &code] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(code.join("train.py"), "print('hi')\n").unwrap();
+    // More than ssh's buffers hold, so the upload waits for the login node's tar.
+    std::fs::write(code.join("weights.bin"), vec![7u8; 48 << 20]).unwrap();
+    for p in [&tmp, &code] {
+        let o = std::process::Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", login.uid, login.gid))
+            .arg(p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let child = std::process::Command::new("setpriv")
+        .args([
+            format!("--reuid={}", login.uid),
+            format!("--regid={}", login.gid),
+            "--clear-groups".into(),
+            "env".into(),
+            "-i".into(),
+            format!("HOME={}", home.display()),
+            format!("XDG_RUNTIME_DIR={}/run", home.display()),
+            format!("TMPDIR={}", tmp.display()),
+            format!("PATH={}/laptop-bin:/usr/bin:/bin", d.display()),
+        ])
+        .arg(crate::common::bin())
+        .args([
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "cut",
+        ])
+        .args(["--host", "login", "--package", "code", "--remote-jobs-root"])
+        .arg(&jobs)
+        .current_dir(&home)
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !held.exists() {
+        assert!(start.elapsed().as_secs() < 60, "{says}: never held");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+    nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    std::fs::remove_file(held).unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{says}: {e}");
+    assert!(e.contains(says), "{says}: {e}");
+    assert!(!e.contains("once `ssh`"), "{says}: {e}");
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let entries = |dir: &Path| -> Vec<std::ffi::OsString> {
+        std::fs::read_dir(dir)
+            .map(|r| r.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default()
+    };
+    assert!(
+        entries(&tmp).is_empty(),
+        "{says}: left in TMPDIR: {:?}",
+        entries(&tmp)
+    );
+    assert!(
+        entries(&jobs).is_empty(),
+        "{says}: left there: {:?}",
+        entries(&jobs)
+    );
+    assert!(
+        !home.join(".local/state/ovlaunch/jobs/cut").exists(),
+        "{says}"
+    );
+}
+
+/// `--package DIR` holding a directory and a file its user cannot read (mode 000): the
+/// submit is refused with exit 2 naming the path and the fix (`--package-exclude NAME`, or
+/// chmod), before anything is written on the login node; with both left out by
+/// `--package-exclude`, the job is submitted and its archive holds the rest. (Before: exit 1,
+/// "cannot read .../secret: Permission denied", with no fix, and the same with
+/// `--package-exclude secret`, since every directory was read before the patterns applied;
+/// the file then failed as "tar failed: tar: private.key: Cannot open".)
+#[test]
+fn a_package_with_files_the_user_cannot_read_is_refused_naming_them() {
+    if !root_or_skip("a_package_with_files_the_user_cannot_read_is_refused_naming_them") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let (code, jobs) = (home.join("code"), home.join("cluster-jobs"));
+    std::fs::create_dir_all(code.join("secret")).unwrap();
+    std::fs::write(code.join("train.py"), "print('hi')\n").unwrap();
+    std::fs::write(code.join("private.key"), "k\n").unwrap();
+    let o = std::process::Command::new("chown")
+        .arg("-R")
+        .arg(format!("{}:{}", login.uid, login.gid))
+        .arg(&code)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for p in ["secret", "private.key"] {
+        std::fs::set_permissions(code.join(p), std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    let submit = |more: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "pk",
+            "--host",
+            "login",
+            "--package",
+            "code",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ];
+        args.extend(more);
+        login.ovlaunch(&args)
+    };
+    for (more, names) in [
+        (&[][..], "secret"),
+        (&["--package-exclude", "secret"][..], "private.key"),
+    ] {
+        let o = submit(more);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{more:?}: {e}");
+        assert!(
+            e.contains(&format!("code/{names} cannot be read: Permission denied")),
+            "{more:?}: {e}"
+        );
+        assert!(
+            e.contains(&format!("--package-exclude {names}")),
+            "{more:?}: {e}"
+        );
+        assert!(!jobs.exists(), "{more:?}: written on the login node");
+    }
+    let o = submit(&[
+        "--package-exclude",
+        "secret",
+        "--package-exclude",
+        "private.key",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let list = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(jobs.join("pk/code.tar"))
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&list), "train.py\n");
+}
+
+/// A `~/.ssh/config` Host entry made for interactive logins (`RemoteCommand` starting a login
+/// shell, `RequestTTY yes`) takes jobs and lists them as any other: ovlaunch's commands run,
+/// not the entry's. (Before: every `--host` command failed with exit 1, "ssh login-shell
+/// failed: Cannot execute command-line and remote command.")
+#[test]
+fn a_host_entry_with_a_remote_command_takes_jobs() {
+    if !root_or_skip("a_host_entry_with_a_remote_command_takes_jobs") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let config = home.join(".ssh/config");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let entry = text.replace("Host login\n", "Host login-shell\n");
+    std::fs::write(
+        &config,
+        format!("{text}{entry}  RequestTTY yes\n  RemoteCommand exec /bin/sh -l\n"),
+    )
+    .unwrap();
+    let jobs = home.join("cluster-jobs");
+    let root = jobs.to_str().unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "interactive",
+        "--host",
+        "login-shell",
+        "--remote-jobs-root",
+        root,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(jobs.join("interactive/submission.json").is_file());
+    let o = login.ovlaunch(&["list", "--host", "login-shell", "--remote-jobs-root", root]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("interactive"), "{}", stdout(&o));
+}
+
+/// `logs -f` from the laptop while the login node cannot be reached for a few seconds (its
+/// sshd stopped and the laptop's connection killed, as a network drop does, then the sshd
+/// started again): the follow waits, says so, and goes on where it was: every line of the
+/// output once and in order, the job's end, exit 0. (Before: exit 1 at the first read that
+/// found no connection, "ssh login failed: ... Connection refused", the rest of the output
+/// not shown.)
+#[test]
+fn logs_follow_goes_on_after_the_connection_comes_back() {
+    if !root_or_skip("logs_follow_goes_on_after_the_connection_comes_back") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let home = d.join("home");
+    let jobs = home.join("cluster-jobs");
+    let dir = jobs.join("long");
+    let done = d.join("done");
+    // The job runs until `done` exists.
+    let p = d.join("bin/scontrol");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\nstate=RUNNING; [ -e {} ] && state=COMPLETED\n\
+             echo \"JobId=4848 JobName=long JobState=$state Reason=None ExitCode=0:0 Restarts=0 WorkDir={}\"\n",
+            done.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "long",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        jobs.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = dir.join("slurm-4848.out");
+    let line = |i: u32| format!("0: step {i}\n");
+    let append = |i: u32| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out)
+            .unwrap();
+        f.write_all(line(i).as_bytes()).unwrap();
+    };
+    append(1);
+    let home_s = home.to_str().unwrap().to_string();
+    let runtime = format!("{home_s}/run");
+    let (uid, gid) = (login.uid, login.gid);
+    let follow = std::thread::spawn(move || {
+        crate::job_places::ovlaunch_as(
+            uid,
+            gid,
+            Path::new(&home_s),
+            &[
+                ("HOME", &home_s),
+                ("XDG_RUNTIME_DIR", &runtime),
+                ("PATH", "/usr/bin:/bin"),
+            ],
+            &["logs", "-f", "long"],
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // The drop: no new connection is taken, and the laptop's own is killed.
+    let sshd = std::fs::read_to_string(d.join("sshd.pid")).unwrap();
+    let kill = |pid: &str| {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status();
+    };
+    kill(&sshd);
+    let control = home.join("run/ovlaunch-ssh");
+    for proc in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(proc.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.starts_with("ssh: ") && cmdline.contains(control.to_str().unwrap()) {
+            kill(&proc.file_name().to_string_lossy());
+        }
+    }
+    for i in 2..=5 {
+        append(i);
+    }
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let o = std::process::Command::new("/usr/sbin/sshd")
+        .arg("-f")
+        .arg(d.join("sshd_config"))
+        .arg("-E")
+        .arg(d.join("sshd.log"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "sshd: {}", stderr(&o));
+    append(6);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    std::fs::write(&done, "").unwrap();
+    append(7);
+    let o = follow.join().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    let all: String = (1..=7).map(line).collect();
+    assert_eq!(stdout(&o), all, "{e}");
+    assert!(e.contains("was lost; trying again"), "{e}");
+    assert!(e.contains("ended: COMPLETED"), "{e}");
+}
