@@ -277,7 +277,7 @@ fn a_local_run_whose_ovlaunch_was_killed_is_not_running_for_ever() {
         .args(["--rank-runtime", common::rank_bin()])
         .args(["--", "python3", "-c", &wait])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // status's exit code tells the state: 0 running, 5 unknown (`status --help`)
@@ -300,9 +300,20 @@ fn a_local_run_whose_ovlaunch_was_killed_is_not_running_for_ever() {
         }
     };
     let record = job.join("submission.json");
-    until("the run's process recorded", &|| {
-        std::fs::read_to_string(&record).is_ok_and(|t| t.contains("\"local_run\""))
-    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(&record).is_ok_and(|t| t.contains("\"local_run\"")) {
+        // an ovlaunch that ended first (a refusal, say) is the failure, with its reason
+        if let Some(code) = ovlaunch.try_wait().unwrap() {
+            let mut why = String::new();
+            std::io::Read::read_to_string(ovlaunch.stderr.as_mut().unwrap(), &mut why).unwrap();
+            panic!("ovlaunch ended ({code}) before its run was recorded: {why}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run's process recorded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     assert_eq!(status()["phase"], "running", "{}", status());
     ovlaunch.kill().unwrap();
     ovlaunch.wait().unwrap();
