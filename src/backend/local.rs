@@ -7,7 +7,10 @@
 //!
 //! The run writes its output file itself (the file is its stdout and stderr), so the run
 //! never depends on the ovlaunch that started it: one that is killed, or whose terminal is
-//! gone, stops showing the output, and the run goes on writing it. The file is created by
+//! gone, stops showing the output, and the run goes on writing it. What is shown is that
+//! file, one stream: the run's stderr comes out with its stdout, in order, where
+//! `JobOutput` says (telling them apart would need ovlaunch in the run's way, a pipe the run
+//! writes into, or two files and the order lost). The file is created by
 //! ovlaunch through the job directory's descriptor (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0644
 //! set with `fchmod`): a file or link already at its name is never followed or reused.
 
@@ -15,6 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use nix::fcntl::OFlag;
+use nix::sys::signal::Signal;
 
 use super::record::{LocalRun, Submission};
 use super::tail::Tail;
@@ -44,6 +48,13 @@ pub const ENTRY: Entry = Entry {
 
 /// How often the output file is read while the run goes on (shown, or followed by `logs`).
 const READ_EVERY: Duration = Duration::from_millis(100);
+
+/// How long `logs -f` waits for the record to catch up with the run, once it names no run
+/// still going: the ovlaunch that runs it writes the record before it starts the run and
+/// names the process once it exists, a few milliseconds later, and records the exit code
+/// within [`READ_EVERY`] of the run's end (later on a loaded machine). Past it, that
+/// ovlaunch is taken to be gone and `status` says what is known.
+const RECORD_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs the job in the foreground and records its exit code. The output file is created
 /// before anything runs; a file that cannot be created stops the submission, undone as
@@ -160,8 +171,8 @@ impl Backend for Local {
     /// exits, and the ovlaunch that ran it records the exit code; with `signal`, that signal
     /// instead, and the run goes on unless the signal ends it. A run that ended (or whose
     /// process is gone) is reported as such, nothing sent.
-    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<super::Cancelled> {
-        use nix::sys::signal::{Signal, kill};
+    fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<super::Cancelled> {
+        use nix::sys::signal::kill;
         use nix::unistd::Pid;
         let running = rec.exit_code.is_none() && rec.local_run.is_some_and(alive);
         let (Some(run), true) = (rec.local_run, running) else {
@@ -169,12 +180,7 @@ impl Backend for Local {
         };
         let pid = i32::try_from(run.pid)
             .map_err(|_| Error::runtime(format!("the recorded pid {} is not a pid", run.pid)))?;
-        let sent = match signal {
-            None => Signal::SIGTERM,
-            Some(s) => format!("SIG{s}")
-                .parse::<Signal>()
-                .map_err(|_| Error::usage(format!("`{s}` is not a signal")).at_flag("--signal"))?,
-        };
+        let sent = signal.unwrap_or(Signal::SIGTERM);
         kill(Pid::from_raw(pid), sent).map_err(|e| {
             Error::runtime(format!(
                 "cannot send {} to job {}'s run (pid {pid}): {e}",
@@ -189,10 +195,15 @@ impl Backend for Local {
     }
 
     /// The run's output file; with `follow`, read as it grows until the record holds the
-    /// exit code or the run's process is gone (the record read again each time).
+    /// exit code (the record read again each time), or has named no run still going (its
+    /// process gone, or none named) for [`RECORD_WAIT`]: the ovlaunch that ran it stopped
+    /// before it could record the end or before the run started (or was older), and `logs`
+    /// ends on `status`'s word for it.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
         let path = dir.join(layout::LOCAL_OUTPUT);
         let mut tail = Tail::default();
+        // Since when the record has named no run still going, without an exit code.
+        let mut no_run: Option<std::time::Instant> = None;
         loop {
             let found = tail.read(&path, out)?;
             if !follow {
@@ -207,7 +218,13 @@ impl Backend for Local {
                 return tail.flush(out);
             }
             let now = super::record::read(dir).unwrap_or_else(|_| rec.clone());
-            if now.exit_code.is_some() || now.local_run.is_some_and(|r| !alive(r)) {
+            let going = now.local_run.is_some_and(alive);
+            no_run = if going {
+                None
+            } else {
+                no_run.or_else(|| Some(std::time::Instant::now()))
+            };
+            if now.exit_code.is_some() || no_run.is_some_and(|t| t.elapsed() >= RECORD_WAIT) {
                 tail.read(&path, out)?;
                 return tail.flush(out);
             }

@@ -24,6 +24,7 @@ pub mod state;
 pub mod tail;
 pub mod trust;
 
+use nix::sys::signal::Signal;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -188,9 +189,8 @@ pub trait Backend {
     /// The job's state now. A backend whose scheduler could not answer gives its later
     /// questions the same error at once (one backend asks about many jobs in `list`).
     fn status(&self, rec: &Submission) -> Result<JobStatus>;
-    /// Cancels the job; with `signal` (a signal name without `SIG`), sends it to the job's
-    /// running step instead.
-    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<Cancelled>;
+    /// Cancels the job; with `signal`, sends it to the job's running step instead.
+    fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<Cancelled>;
     /// The job's output so far; with `follow`, also what arrives until the job ends.
     fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()>;
     /// Whether the job directory `dir` no longer exists (a refused submission removed it).

@@ -54,3 +54,8 @@ impl Drop for Deferred {
         }
     }
 }
+
+/// A signal's name without `SIG` (`USR1`): how `scancel --signal` and `cancel -o json` name it.
+pub fn name(s: Signal) -> &'static str {
+    s.as_str().trim_start_matches("SIG")
+}

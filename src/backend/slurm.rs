@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use nix::sys::signal::Signal;
 
 use super::host::{Host, Local, Ran};
 use super::record::{JobId, RecordState, Submission};
@@ -115,7 +116,7 @@ impl Backend for Slurm {
         status_of(host, &id, &expected(rec), info)
     }
 
-    fn cancel(&self, rec: &Submission, signal: Option<&str>) -> Result<Cancelled> {
+    fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<Cancelled> {
         let host = &*self.host;
         cancel(host, &job_id(host, rec)?, &expected(rec), signal)
     }
@@ -673,9 +674,9 @@ fn lookup(
     Ok(None)
 }
 
-/// How the last ended run of a requeued job ended (`NODE_FAIL`, `PREEMPTED`, ...), from the
-/// job-completion log or accounting; `None` when neither has it. Slurm's own `Reason` for
-/// the requeued job only says it waits (`BeginTime`).
+/// How the last ended run of a requeued job ended (`NODE_FAIL`, `PREEMPTED`, `REQUEUED`,
+/// ...), from the job-completion log or accounting; `None` when neither has it. Slurm's own
+/// `Reason` for the requeued job only says it waits (`BeginTime`).
 fn previous_run(host: &dyn Host, id: &JobId) -> Option<String> {
     tool(host, "sacct").ok()?;
     for from in [Sacct::Completion, Sacct::Accounting { all_runs: true }] {
@@ -684,7 +685,7 @@ fn previous_run(host: &dyn Host, id: &JobId) -> Option<String> {
         };
         let last = out.stdout.lines().rev().find_map(|l| {
             let (jid, state) = l.split_once('|')?;
-            (jid == id.as_str() && super::state::phase(state).is_final()).then(|| state.to_string())
+            (jid == id.as_str()).then(|| ended_as(state, from)).flatten()
         });
         if last.is_some() {
             return last;
@@ -693,8 +694,22 @@ fn previous_run(host: &dyn Host, id: &JobId) -> Option<String> {
     None
 }
 
+/// How a run ended, by its row's state in `from`; `None` for a row of a run still going.
+/// A run `scontrol requeue` ended (an administrator's, or the job's own teardown) is
+/// `REQUEUED`: so accounting names it, and the job-completion log, where every row is a run
+/// that ended, records it in the state the job went back to (Slurm 22.05: `PENDING`).
+fn ended_as(state: &str, from: Sacct) -> Option<String> {
+    let phase = super::state::phase(state);
+    let requeued = state.split_whitespace().next() == Some("REQUEUED");
+    match from {
+        _ if phase.is_final() || requeued => Some(state.to_string()),
+        Sacct::Completion if phase == super::state::Phase::Pending => Some("REQUEUED".into()),
+        _ => None,
+    }
+}
+
 /// Where `sacct` reads a job's rows.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 enum Sacct {
     /// The accounting store (`-X`: the allocation's row, not its steps); `all_runs` adds
     /// `-D`: every run of a requeued job, not only the last.
@@ -767,7 +782,7 @@ pub fn cancel(
     host: &dyn Host,
     id: &JobId,
     expect: &Expected<'_>,
-    signal: Option<&str>,
+    signal: Option<Signal>,
 ) -> Result<Cancelled> {
     // The controller holds every pending and running job: one that neither it nor a log
     // knows any more has ended.
@@ -784,13 +799,15 @@ pub fn cancel(
         && st.phase == super::state::Phase::Pending
     {
         return Err(Error::runtime(format!(
-            "job {id} ({}) is {}: it has no running step to send SIG{sig} to",
-            expect.job_name, st.slurm_state
+            "job {id} ({}) is {}: it has no running step to send {} to",
+            expect.job_name,
+            st.slurm_state,
+            sig.as_str()
         ))
         .help("send it once the job runs (`ovlaunch status` tells), or cancel it without --signal"));
     }
     let name = format!("--jobname={}", expect.job_name);
-    let sent = signal.map(|s| format!("--signal={s}"));
+    let sent = signal.map(|s| format!("--signal={}", super::signals::name(s)));
     let mut args = vec![name.as_str()];
     args.extend(sent.as_deref());
     args.push(id.as_str());
@@ -808,6 +825,25 @@ pub fn cancel(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_scontrol_requeue_ended_was_requeued() {
+        let log = Sacct::Completion;
+        let acct = Sacct::Accounting { all_runs: true };
+        for (state, from, ended) in [
+            ("NODE_FAIL", log, Some("NODE_FAIL")),
+            ("PREEMPTED", acct, Some("PREEMPTED")),
+            // the completion log's row of a requeued run, and accounting's
+            ("PENDING", log, Some("REQUEUED")),
+            ("REQUEUED", log, Some("REQUEUED")),
+            ("REQUEUED", acct, Some("REQUEUED")),
+            // accounting's row of the run going now
+            ("PENDING", acct, None),
+            ("RUNNING", acct, None),
+        ] {
+            assert_eq!(ended_as(state, from).as_deref(), ended, "{state} {from:?}");
+        }
+    }
 
     #[test]
     fn follow_asks_slurm_rarely() {

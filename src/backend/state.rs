@@ -57,7 +57,8 @@ pub struct JobStatus {
     pub exit_code: Option<String>,
     /// Slurm's reason for the state (`NodeFail`, `BeginTime`, `Resources`, ...).
     pub reason: Option<String>,
-    /// The state the previous run ended in, for a job Slurm requeued (`NODE_FAIL`, ...).
+    /// The state the previous run ended in, for a job Slurm requeued (`NODE_FAIL`, ...;
+    /// `REQUEUED` for a run `scontrol requeue` ended).
     pub requeued_after: Option<String>,
     /// Which tool answered (`scontrol`, `sacct`, `sacct --completion`, or `none`).
     pub source: String,

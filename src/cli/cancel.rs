@@ -5,14 +5,15 @@
 use super::Printer;
 use super::jobs::JobArgs;
 use super::output::{Cancelled as CancelledOut, OutputArg};
+use crate::backend::signals;
 use crate::backend::{self, Cancelled};
 use crate::error::Result;
+use nix::sys::signal::Signal;
 
 /// A signal as `--signal` takes it: one of this system's signal names, with or without
-/// `SIG` (`USR1`, `SIGUSR1`, `usr1`), or its number; the name without `SIG` is what
-/// `scancel --signal` is given.
-pub fn parse_signal(word: &str) -> std::result::Result<String, String> {
-    use nix::sys::signal::Signal;
+/// `SIG` (`USR1`, `SIGUSR1`, `usr1`), or its number; the backends are handed the signal
+/// itself (`scancel --signal` gets its name without `SIG`, `backend::signals::name`).
+pub fn parse_signal(word: &str) -> std::result::Result<Signal, String> {
     let upper = word.to_ascii_uppercase();
     let name = upper.strip_prefix("SIG").unwrap_or(&upper);
     let signal = match word.parse::<i32>() {
@@ -20,7 +21,7 @@ pub fn parse_signal(word: &str) -> std::result::Result<String, String> {
         Err(_) => format!("SIG{name}").parse::<Signal>().ok(),
     };
     match signal {
-        Some(s) => Ok(s.as_str().trim_start_matches("SIG").to_string()),
+        Some(s) => Ok(s),
         None => Err(format!(
             "`{}` is not a signal: give a name such as USR1, TERM or INT (`kill -l` lists them), or its number",
             word.escape_debug()
@@ -28,7 +29,7 @@ pub fn parse_signal(word: &str) -> std::result::Result<String, String> {
     }
 }
 
-pub fn run(p: &Printer, args: &JobArgs, signal: Option<&str>, out: OutputArg) -> Result<i32> {
+pub fn run(p: &Printer, args: &JobArgs, signal: Option<Signal>, out: OutputArg) -> Result<i32> {
     let (_, rec) = args.find()?;
     let id = rec.shown_id();
     let shown = id.clone().unwrap_or_else(|| "-".into());
@@ -44,7 +45,7 @@ pub fn run(p: &Printer, args: &JobArgs, signal: Option<&str>, out: OutputArg) ->
             cancelled: answer == Cancelled::Now,
             signal: signal
                 .filter(|_| answer == Cancelled::Signalled)
-                .map(str::to_string),
+                .map(|s| signals::name(s).to_string()),
             ended_state,
         })?;
         return Ok(0);
@@ -53,8 +54,8 @@ pub fn run(p: &Printer, args: &JobArgs, signal: Option<&str>, out: OutputArg) ->
     match answer {
         Cancelled::Now => p.data(&format!("cancelled job {shown} ({})\n", rec.job_name))?,
         Cancelled::Signalled => p.data(&format!(
-            "sent SIG{} to job {shown} ({}); it was not cancelled\n",
-            signal.unwrap_or_default(),
+            "sent {} to job {shown} ({}); it was not cancelled\n",
+            signal.map_or("", Signal::as_str),
             rec.job_name
         ))?,
         Cancelled::AlreadyEnded(st) => p.data(&format!(

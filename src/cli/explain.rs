@@ -1,5 +1,6 @@
-//! Human-readable views of a plan: the one-screen summary of the main form and the
-//! `--explain` decision table. Secret env values are redacted here and everywhere else.
+//! Human-readable views of a plan: the one-screen summary of the main form (with the plan's
+//! estimate, [`Estimated`], made once per command) and the `--explain` decision table.
+//! Secret env values are redacted here and everywhere else.
 
 use std::fmt::Write;
 
@@ -7,8 +8,40 @@ use crate::plan::{Decision, Plan};
 use crate::precision::py;
 use crate::secret;
 
-/// The summary printed by `ovlaunch --recipe R --gpus G --dry-run`.
-pub fn summary(plan: &Plan) -> String {
+/// What the estimator says of a plan: computed once by a command that shows it and warns
+/// from it (the dry run's summary line and its checkpoint-after-time-limit warning).
+#[derive(Debug, Clone)]
+pub enum Estimated {
+    /// The estimator leaves the plan out, and why (`estimate::unmodelled`).
+    NotModelled(String),
+    /// The plan's estimate.
+    Modelled(Box<crate::estimate::Estimate>),
+}
+
+impl Estimated {
+    /// The estimate, for a plan the estimator models.
+    pub fn estimate(&self) -> Option<&crate::estimate::Estimate> {
+        match self {
+            Estimated::Modelled(e) => Some(e),
+            Estimated::NotModelled(_) => None,
+        }
+    }
+}
+
+/// The estimator's answer for `plan`; `None` where it has none (no performance constants
+/// embedded, or an estimate that failed).
+pub fn estimated(plan: &Plan) -> Option<Estimated> {
+    if let Some(why) = crate::estimate::unmodelled(plan) {
+        return Some(Estimated::NotModelled(why));
+    }
+    let eff = crate::estimate::Efficiency::embedded().ok()?;
+    let e = crate::estimate::estimate(plan, &eff).ok()?;
+    Some(Estimated::Modelled(Box::new(e)))
+}
+
+/// The summary printed by `ovlaunch --recipe R --gpus G --dry-run`, with the plan's
+/// estimate ([`estimated`]) as its `estimate` line.
+pub fn summary(plan: &Plan, estimated: Option<&Estimated>) -> String {
     let mut s = String::new();
     let p = &plan.parallelism;
     let hw = &plan.hardware;
@@ -105,8 +138,8 @@ pub fn summary(plan: &Plan) -> String {
             );
         }
     }
-    if let Some(line) = estimate_line(plan) {
-        let _ = writeln!(s, "#   estimate   {line}");
+    if let Some(e) = estimated {
+        let _ = writeln!(s, "#   estimate   {}", estimate_line(e));
     }
     for w in &plan.warnings {
         let _ = writeln!(s, "# warning: {w}");
@@ -114,15 +147,13 @@ pub fn summary(plan: &Plan) -> String {
     s
 }
 
-/// One line of `ovlaunch estimate` for the summary; `None` for GPU kinds without performance
-/// constants.
-pub fn estimate_line(plan: &Plan) -> Option<String> {
-    if let Some(why) = crate::estimate::unmodelled(plan) {
-        return Some(format!("not modelled: {why}"));
-    }
-    let eff = crate::estimate::Efficiency::embedded().ok()?;
-    let e = crate::estimate::estimate(plan, &eff).ok()?;
-    Some(format!(
+/// One line of `ovlaunch estimate` for the summary.
+pub fn estimate_line(estimated: &Estimated) -> String {
+    let e = match estimated {
+        Estimated::NotModelled(why) => return format!("not modelled: {why}"),
+        Estimated::Modelled(e) => e,
+    };
+    format!(
         "{:.0} tokens/s/GPU, step {:.2} s, {:.0} model TFLOP/s/GPU (MFU {:.1}%), {:.1}/{:.1} GiB per GPU ({}); `ovlaunch estimate` for the breakdown",
         e.tokens_per_sec_per_gpu,
         e.step_time_s,
@@ -131,7 +162,7 @@ pub fn estimate_line(plan: &Plan) -> Option<String> {
         e.memory_gib_per_gpu,
         e.memory.capacity_gib,
         if e.fits { "fits" } else { "does not fit" }
-    ))
+    )
 }
 
 /// `NAME=VALUE  # source` lines, secrets redacted.

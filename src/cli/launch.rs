@@ -1024,8 +1024,65 @@ fn check_container(c: &Container, given: &[String], own: &[Own<'_>]) -> Result<(
             }
         }
     }
+    if let Some(w) = &c.workdir {
+        check_workdir(w)?;
+    }
     for m in given {
         check_not_over(m, own)?;
+    }
+    check_one_per_destination(given)
+}
+
+/// pyxis changes into `--container-workdir` after joining the container's mount namespace,
+/// which puts the task at the container's root (`pyxis_slurmstepd.c`,
+/// `slurm_spank_task_init_privileged`: `setns`, then `chdir`): a relative path is read from
+/// `/`, not from this directory nor the job directory. An OCI bundle's `process.cwd` must be
+/// absolute (the OCI runtime specification, `config.md`).
+fn check_workdir(w: &str) -> Result<()> {
+    if w.starts_with('/') {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "container working directory `{}` is not an absolute path: pyxis reads it inside the container from its root (`pyxis_slurmstepd.c`, `slurm_spank_task_init_privileged`), not from this directory or the job directory, and an OCI bundle's process.cwd must be absolute",
+        w.escape_debug()
+    ))
+    .at_flag("--container-workdir")
+    .help("give the path inside the container, from its root: e.g. --container-workdir /workspace, or leave it out (Bridge's runner works in the job directory, mounted at its own path)"))
+}
+
+/// Two of the user's mounts at one destination: the later hides the earlier (pyxis hands
+/// enroot both, which mounts them in order, `add_mount`; an OCI bundle keeps one mount per
+/// destination, `oci::with_job_mounts`), so the earlier's files are not where the user put
+/// them. Destinations are compared as the container resolves them (`container_path`); the
+/// same mount given twice (a profile's and a flag's) hides nothing and passes.
+fn check_one_per_destination(given: &[String]) -> Result<()> {
+    // (source, destination, flags), paths as the mount code resolves them
+    let read = |m: &str| {
+        let mut parts = m.splitn(3, ':');
+        let src = parts.next().unwrap_or("");
+        let dst = container_path(parts.next().unwrap_or(src));
+        let src = if src.starts_with('/') {
+            container_path(src)
+        } else {
+            src.to_string()
+        };
+        (src, dst, parts.next().unwrap_or("").to_string())
+    };
+    for (i, m) in given.iter().enumerate() {
+        let this = read(m);
+        let dst = &this.1;
+        if let Some(earlier) = given[..i].iter().find(|e| {
+            let other = read(e);
+            other.1 == *dst && other != this
+        }) {
+            return Err(Error::usage(format!(
+                "container mounts `{}` and `{}` are both mounted at {dst}: the later hides the earlier (pyxis has enroot mount them in order; an OCI bundle keeps one mount per destination)",
+                earlier.escape_debug(),
+                m.escape_debug()
+            ))
+            .at_flag("--container-mount")
+            .help("give each mount its own destination (e.g. /lustre/a:/a and /lustre/b:/b), or drop one: a profile's container_mounts and the --container-mount flags add up"));
+        }
     }
     Ok(())
 }
@@ -1152,9 +1209,19 @@ pub struct Prepared {
     pub experiment: Option<PathBuf>,
     /// The flag that placed the job directory (`--job-dir`, else `--jobs-root`).
     pub dir_flag: &'static str,
+    /// The plan's estimate, computed once ([`Prepared::estimated`]).
+    estimated: std::cell::OnceCell<Option<super::explain::Estimated>>,
 }
 
 impl Prepared {
+    /// The plan's estimate: the one the checkpoint-after-time-limit warning was made from,
+    /// else computed now, once.
+    pub fn estimated(&self) -> Option<&super::explain::Estimated> {
+        self.estimated
+            .get_or_init(|| super::explain::estimated(&self.job.plan))
+            .as_ref()
+    }
+
     /// Checks the path of the job directory (every directory from `/` to the one it goes
     /// into, created where missing: `backend::trust`), then creates the experiment's
     /// directory the plan names (`JOBS_ROOT/experiments/JOB_NAME`, both owner-only whatever
@@ -1365,8 +1432,10 @@ fn prepare_job(
         warnings.push(w);
     }
     warnings.extend(own_trainer_warning(&plan, plan_args, args));
+    let estimated = std::cell::OnceCell::new();
     if !without_slurm {
-        warnings.extend(checkpoint_after_limit(&plan, &settings.time));
+        let est = estimated.get_or_init(|| super::explain::estimated(&plan));
+        warnings.extend(checkpoint_after_limit(&plan, est.as_ref(), &settings.time));
     }
     let executor = match form {
         Form::Launch => executor(args),
@@ -1436,6 +1505,7 @@ fn prepare_job(
         } else {
             "--jobs-root"
         },
+        estimated,
     })
 }
 
@@ -1596,12 +1666,16 @@ const CONTAINER_ONLY: &[(&str, &str)] = &[
 
 /// The settings a profile or the environment gives that only a Slurm job reads (a typed
 /// flag of these is refused, `refuse_slurm_only`; the container image has its own warning):
-/// A Slurm job whose trainer first saves after the job's time limit (`--time`).
-fn checkpoint_after_limit(plan: &Plan, time: &super::settings::Sourced<String>) -> Option<String> {
+/// A Slurm job whose trainer first saves after the job's time limit (`--time`), at the
+/// plan's estimated step time (`est`, the one the dry run's summary shows).
+fn checkpoint_after_limit(
+    plan: &Plan,
+    est: Option<&super::explain::Estimated>,
+    time: &super::settings::Sourced<String>,
+) -> Option<String> {
     let minutes = crate::render::slurm_values::parse_time(&time.value).flatten()?;
-    let eff = crate::estimate::Efficiency::embedded().ok()?;
     let limit = format!("{} ({})", time.value, time.origin);
-    crate::estimate::checkpoint_after_limit(plan, &eff, minutes, &limit)
+    crate::estimate::checkpoint_after_limit(plan, est?.estimate()?, minutes, &limit)
 }
 
 /// torchrun without Slurm leaves them unused, so each is named with where it came from.

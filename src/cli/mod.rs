@@ -183,7 +183,7 @@ pub enum Command {
         /// running step instead of cancelling it, as `scancel --signal` does (a run on this
         /// machine: to its torchrun): a trainer that saves a checkpoint on it can be asked to.
         #[arg(long, short = 's', value_name = "SIGNAL", value_parser = cancel::parse_signal)]
-        signal: Option<String>,
+        signal: Option<nix::sys::signal::Signal>,
         #[command(flatten)]
         output: output::OutputArg,
     },
@@ -574,7 +574,7 @@ fn dispatch(
                 output,
             }),
             _,
-        ) => cancel::run(p, &job, signal.as_deref(), output),
+        ) => cancel::run(p, &job, signal, output),
         (Some(Command::Estimate(cmd)), _) => estimate::run(p, &cmd),
         (Some(Command::Tune(cmd)), _) => {
             let m = matches.subcommand_matches("tune").unwrap_or(matches);

@@ -60,10 +60,13 @@ pub fn plan(p: &Printer, cmd: &PlanCmd, given: &Given) -> Result<i32> {
         m.insert("plugins".into(), Value::Array(list));
     }
     // The predicted throughput and memory, as a status line: stdout stays the plan alone.
-    if let Some(line) = explain::estimate_line(&plan) {
-        p.status(&format!("estimate: {line}"));
-    }
+    let estimate = |e: Option<&explain::Estimated>| {
+        if let Some(e) = e {
+            p.status(&format!("estimate: {}", explain::estimate_line(e)));
+        }
+    };
     if !cmd.explain {
+        estimate(explain::estimated(&plan).as_ref());
         match cmd.output {
             Output::Json => p.json(&tree)?,
             Output::Yaml => p.data(&yaml::to_string(&tree)?)?,
@@ -81,6 +84,7 @@ pub fn plan(p: &Printer, cmd: &PlanCmd, given: &Given) -> Result<i32> {
         &settings,
         Form::Launch,
     )?;
+    estimate(prepared.estimated());
     let launch = prepared.job.decisions();
     match cmd.output {
         Output::Json => {

@@ -45,7 +45,7 @@ pub fn run(
             p.warn(&format!("submitting this job would fail: {e}"));
         }
         let (job, dir) = (&prepared.job, &prepared.dir);
-        let mut text = explain::summary(&job.plan);
+        let mut text = explain::summary(&job.plan, prepared.estimated());
         if !job.plugins.is_empty() {
             let labels: Vec<String> = job.plugins.iter().map(|a| a.label()).collect();
             text.push_str(&format!("#   plugins    {}\n", labels.join(", ")));

@@ -1,7 +1,7 @@
 //! Containers as users bring them, checked before anything is written: pyxis's mount flags
-//! held to enroot's own table, mounts that would hide the job directory, the pyxis-only
-//! settings under `--container-runtime oci`, and a squashfs image pyxis would take for a
-//! registry name. pyxis/enroot cannot run here: each case cites the upstream function whose
+//! held to enroot's own table, mounts that would hide the job directory or each other, a
+//! relative working directory, the pyxis-only settings under `--container-runtime oci`, and a
+//! squashfs image pyxis would take for a registry name. pyxis/enroot cannot run here: each case cites the upstream function whose
 //! reading it follows; crun's side runs for real in `oci_e2e`.
 
 use crate::common;
@@ -428,4 +428,100 @@ fn a_read_only_mount_holding_the_job_directory_is_refused() {
         );
         assert_eq!(o.status.code(), Some(0), "{m}: {}", common::stderr(&o));
     }
+}
+
+/// Two mounts at one destination: the later hides the earlier (pyxis has enroot mount both,
+/// in order, `add_mount`; an OCI bundle keeps one mount per destination), so the data of the
+/// first is not where the user put it. Refused naming both and the flag, exit 2, nothing
+/// written; the same mount given twice (a profile's and a flag's) hides nothing and passes.
+#[test]
+fn two_mounts_at_one_destination_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let image = ["--container-image", "nvcr.io#nvidia/nemo:26.04"];
+    for mounts in [
+        ["/lustre/a:/data", "/lustre/b:/data/"],
+        ["/lustre/a:/data", "/lustre/a:/data:ro"],
+        ["/data", "/lustre/b:/data"],
+    ] {
+        let mut extra = image.to_vec();
+        for m in mounts {
+            extra.extend(["--container-mount", m]);
+        }
+        let o = dry(d.path(), &extra);
+        refused(
+            &o,
+            "--container-mount",
+            &[
+                &format!("container mounts `{}` and `{}`", mounts[0], mounts[1]),
+                "are both mounted at /data: the later hides the earlier",
+                "give each mount its own destination",
+            ],
+        );
+    }
+    // nothing written by a refused render
+    let fx = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let job = d.path().join("rendered");
+    let o = common::command()
+        .current_dir(d.path())
+        .args(["render", "-r", &format!("{fx}/tiny.yaml"), "-g", "cpux4"])
+        .args(["--launcher", "torchrun"])
+        .args(image)
+        .args(["--container-mount", "/a:/x", "--container-mount", "/b:/x"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(!job.exists(), "a refused render wrote {}", job.display());
+    // the same mount twice, and two destinations, pass
+    let mut extra = image.to_vec();
+    extra.extend(["--container-mount", "/lustre:/lustre"]);
+    extra.extend(["--container-mount", "/lustre"]);
+    extra.extend(["--container-mount", "/lustre/b:/b"]);
+    let o = dry(d.path(), &extra);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+}
+
+/// A relative `--container-workdir`: pyxis changes into it from the container's root after
+/// joining its mount namespace (`pyxis_slurmstepd.c`, `slurm_spank_task_init_privileged`),
+/// so `work` typed here is `/work` there, not a directory under this one or the job
+/// directory; an OCI bundle's `process.cwd` must be absolute. Refused under both runtimes,
+/// naming the flag and the absolute form; an absolute one passes.
+#[test]
+fn a_relative_container_workdir_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("rootfs");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    let oci = ["--container-runtime", "oci", "--container-image"];
+    for w in ["work", "./work", "../work", ""] {
+        for runtime in [
+            vec!["--container-image", "nvcr.io#nvidia/nemo:26.04"],
+            oci.iter()
+                .copied()
+                .chain([root.to_str().unwrap()])
+                .collect(),
+        ] {
+            let mut extra = runtime.clone();
+            extra.extend(["--container-workdir", w]);
+            let o = dry(d.path(), &extra);
+            refused(
+                &o,
+                "--container-workdir",
+                &[
+                    &format!("container working directory `{w}` is not an absolute path"),
+                    "from its root",
+                    "--container-workdir /workspace",
+                ],
+            );
+        }
+    }
+    let o = dry(
+        d.path(),
+        &[
+            "--container-image",
+            "nvcr.io#nvidia/nemo:26.04",
+            "--container-workdir",
+            "/workspace",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
 }

@@ -1471,6 +1471,25 @@ fn a_first_checkpoint_after_the_time_limit_is_named_with_a_save_interval_that_fi
         .step_time_s;
     let w = checkpoint_warning(&[]).expect("a warning");
     assert!(w.contains("at iteration 500,"), "{w}");
+    // the step time it names is the summary's estimate, made once for both
+    assert!(
+        w.contains(&format!("at the estimated {step:.1} s per step")),
+        "{step}: {w}"
+    );
+    let o = run(&[
+        "-r",
+        "llama3_8b_pretrain_config",
+        "-g",
+        "h100x8",
+        "--dry-run",
+        "--container-image",
+        "nvcr.io#nvidia/nemo:26.04",
+    ]);
+    assert!(
+        stderr(&o).contains(&format!(", step {step:.2} s, ")),
+        "{step}: {}",
+        stderr(&o)
+    );
     assert!(w.contains("time limit 00:30:00 (default)"), "{w}");
     let sooner = (0.8 * 1800.0 / step).floor() as u64;
     assert!(sooner >= 1);

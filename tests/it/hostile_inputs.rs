@@ -413,9 +413,11 @@ fn feed(channel: Channel, v: &String, case: &Case, g: &mut Given) -> Want {
         Channel::ContainerWorkdir => {
             g.extra.push("--container-image".into());
             g.extra.push("/img.sqsh".into());
+            // an absolute path: a relative one is refused (pyxis reads it from the
+            // container's root)
             g.extra.push("--container-workdir".into());
-            g.extra.push(v.clone().into());
-            Want::SrunFlag(format!("--container-workdir={v}"))
+            g.extra.push(format!("/{v}").into());
+            Want::SrunFlag(format!("--container-workdir=/{v}"))
         }
         Channel::SbatchArg => {
             g.extra.push(format!("--sbatch-arg=--comment={v}").into());

@@ -1,6 +1,7 @@
 //! The local executor runs a REAL torchrun on this machine (Debian's python3-torch in CI):
 //! two workers started through the rank runtime record their identity and env. Without
-//! torchrun the test says so and passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (CI).
+//! torchrun the test says so and passes, unless `OVLAUNCH_REQUIRE_SLURM=1` (CI). A record
+//! left without its run (`logs -f` of it) is written by the test, no torchrun needed.
 
 use crate::common;
 
@@ -710,4 +711,106 @@ fn submit_dir_refuses_an_edited_script_bash_cannot_parse() {
         assert!(!job.join("submission.json").exists(), "{err}");
         assert!(!job.join("local.out").exists(), "{err}");
     }
+}
+
+/// A rendered local job `name` under `dir` with a record written here (no torchrun runs):
+/// `local_run` as given, no exit code yet, and `kept before the stop` in its output file.
+fn left_record(dir: &Path, name: &str, local_run: serde_json::Value) -> std::path::PathBuf {
+    let job = dir.join(name);
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let o = common::command()
+        .current_dir(dir)
+        .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let mut record = serde_json::json!({
+        "job_name": "tiny-cpux1",
+        "job_dir": job.to_str().unwrap(),
+        "executor": "local",
+        "state": "local",
+        "job_id": null,
+        "command_line": "ovlaunch submit --executor local",
+        "exit_code": null,
+    });
+    if !local_run.is_null() {
+        record["local_run"] = local_run;
+    }
+    std::fs::write(job.join("submission.json"), record.to_string()).unwrap();
+    std::fs::write(job.join("local.out"), "kept before the stop\n").unwrap();
+    job
+}
+
+/// `logs -f JOB`, started; and its output once it ends, within 30 s.
+fn follow_until_it_ends(job: &Path, meanwhile: impl FnOnce()) -> Output {
+    let mut follow = common::command()
+        .args(["logs", "-f", job.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    meanwhile();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while follow.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = follow.kill();
+            let _ = follow.wait();
+            panic!("`logs -f` still waited after 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    follow.wait_with_output().unwrap()
+}
+
+/// A local run's record that names neither the run's process nor its exit code (the
+/// ovlaunch that ran it was killed between writing the record and starting the run, or an
+/// older ovlaunch wrote it): `logs -f` shows what was kept and then ends on `status`'s word
+/// for it (UNKNOWN, exit 5) where it waited for ever.
+#[test]
+fn logs_follow_of_a_record_naming_no_run_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = left_record(dir.path(), "unnamed", serde_json::Value::Null);
+    let o = follow_until_it_ends(&job, || {});
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert_eq!(common::stdout(&o), "kept before the stop\n");
+    assert!(
+        err.contains(
+            "job - (tiny-cpux1) ended: UNKNOWN exit=- reason=the record names no run to look for"
+        ),
+        "{err}"
+    );
+}
+
+/// The run's process is gone a moment before the ovlaunch that ran it records its exit code
+/// (it looks every 100 ms, later on a loaded machine): `logs -f` waits for the record, and
+/// ends on the run's own end, where it said UNKNOWN (exit 5) for a run that succeeded.
+#[test]
+fn logs_follow_waits_for_the_exit_code_of_a_run_just_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    // a process that is not there: no process has these start ticks
+    let run = serde_json::json!({"pid": gone.id(), "start_ticks": u64::MAX});
+    let job = left_record(dir.path(), "ending", run);
+    let record = job.join("submission.json");
+    let o = follow_until_it_ends(&job, || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let mut rec = read_json(&record);
+        rec["exit_code"] = 0.into();
+        std::fs::write(&record, rec.to_string()).unwrap();
+    });
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(common::stdout(&o), "kept before the stop\n");
+    assert!(
+        err.contains(&format!(
+            "job local:{} (tiny-cpux1) ended: COMPLETED exit=0",
+            gone.id()
+        )),
+        "{err}"
+    );
 }

@@ -1781,3 +1781,31 @@ fn a_plugins_sbatch_value_yields_to_the_users_flag() {
         "{out}"
     );
 }
+
+/// A `--sbatch-arg` abbreviating an option (`--reserv=mine`, which sbatch's `getopt_long`
+/// reads as `--reservation`) is the user's choice of that option, as the whole name is: a
+/// site plugin's `reservation` yields to it, where both lines were written (sbatch taking
+/// whichever came last) and the plugin's was recorded as applied.
+#[test]
+fn a_plugins_sbatch_value_yields_to_an_abbreviated_sbatch_arg() {
+    let (_d, f) = site_plugin(
+        "name: site\ndescription: a site's own\nlaunch:\n  sbatch: {reservation: site-res, comment: ok}\n",
+    );
+    for arg in [
+        "--sbatch-arg=--reservation=mine",
+        "--sbatch-arg=--reserv=mine",
+    ] {
+        let mut args = site_dry_run(&f).to_vec();
+        args.extend([arg, "--explain"]);
+        let o = common::run(&args);
+        let (out, err) = (common::stdout(&o), common::stderr(&o));
+        assert!(o.status.success(), "{arg}: {err}");
+        assert!(!out.contains("site-res"), "{arg}: {out}");
+        assert!(out.contains("mine\n"), "{arg}: {out}");
+        assert!(out.contains("#SBATCH --comment=ok\n"), "{arg}: {out}");
+        assert!(
+            err.contains("plugin site not applied: your sbatch --reservation wins"),
+            "{arg}: {err}"
+        );
+    }
+}

@@ -852,6 +852,52 @@ fn report_file_is_appended_whole_by_concurrent_ranks() {
     assert_eq!(ranks, (0..n).collect::<Vec<u32>>());
 }
 
+/// The report file a rank creates has mode 0644 whatever the umask (077 here), and a
+/// symbolic link at its name is not followed: the file it points at is not written, the
+/// rank says why and still runs its trainer.
+#[test]
+fn the_report_file_is_created_with_its_mode_and_never_through_a_link() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("ranks.log");
+    let mut c = command(
+        &[("OVLAUNCH_RANK_REPORT", report.to_str().unwrap())],
+        &["--print-identity", "true"],
+    );
+    // SAFETY: umask(2) is async-signal-safe and touches only the child.
+    unsafe {
+        c.pre_exec(|| {
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+            Ok(())
+        });
+    }
+    let r = finish(c.output().unwrap());
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let mode = std::fs::metadata(&report).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o644, "{mode:o}");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "kept\n").unwrap();
+    let link = dir.path().join("linked.log");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let r = run(
+        &[
+            ("OVLAUNCH_RANK_DEBUG", "1"),
+            ("OVLAUNCH_RANK_REPORT", link.to_str().unwrap()),
+        ],
+        &["sh", "-c", "exit 3"],
+    );
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "warning: cannot open report file {}: it is a symbolic link, which is not followed",
+            link.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept\n");
+}
+
 #[test]
 fn unwritable_report_file_warns_but_still_runs_the_trainer() {
     let r = run(

@@ -246,8 +246,11 @@ fn status_of(c: &Cluster, dir: &Path) -> (Value, String) {
 }
 
 /// An administrator requeues a running job (`scontrol requeue`). `status` says it restarted
-/// (`restarts=1` in the text as in the JSON), and a job that is pending or running has no
-/// exit code yet (`null`, `exit=-`), where Slurm's `0:0` would read as a run that ended well.
+/// (`restarts=1` in the text as in the JSON) and how the previous run ended, requeued
+/// (`requeued_after`, which was null: Slurm 22.05's job-completion log records the run
+/// `scontrol requeue` ended as PENDING, a state the previous run's reading passed over); and
+/// a job that is pending or running has no exit code yet (`null`, `exit=-`), where Slurm's
+/// `0:0` would read as a run that ended well.
 #[test]
 fn a_requeued_job_says_it_restarted_and_has_no_exit_code_yet() {
     let Some((_turn, c)) = cluster() else { return };
@@ -288,6 +291,9 @@ fn a_requeued_job_says_it_restarted_and_has_no_exit_code_yet() {
         text.contains(" exit=- ") && text.contains(" restarts=1 "),
         "{text}"
     );
+    // how the previous run ended: requeued
+    assert_eq!(st["requeued_after"], "REQUEUED", "{st}");
+    assert!(text.contains(" requeued_after=REQUEUED "), "{text}");
 }
 
 /// `--sbatch-arg=--array=0-1`: sbatch would queue two tasks, each running the whole

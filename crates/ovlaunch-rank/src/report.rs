@@ -13,7 +13,10 @@
 //!
 //! [`emit`] writes the line to stderr, or — when `OVLAUNCH_RANK_REPORT` names a file —
 //! appends it with one `write(2)` on an `O_APPEND` descriptor, so lines of concurrent ranks
-//! on a shared file never interleave.
+//! on a shared file never interleave. The file is opened without following a symbolic link
+//! at its name (`O_NOFOLLOW`; a link is an error, nothing written through it) and without
+//! blocking (only a regular file is written); the rank that creates it (`O_EXCL`) gives it
+//! mode [`REPORT_MODE`] whatever the umask, and a file already there keeps its own.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -93,6 +96,52 @@ impl Report {
     }
 }
 
+/// The mode of a report file a rank creates.
+pub const REPORT_MODE: u32 = 0o644;
+
+/// Opens the report file at `path` for appending (see the module doc): created new with
+/// [`REPORT_MODE`], or the regular file already there; never through a link.
+fn open_report(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let cannot = |e: std::io::Error| {
+        let why = if e.raw_os_error() == Some(nix::libc::ELOOP) {
+            "it is a symbolic link, which is not followed".to_string()
+        } else {
+            e.to_string()
+        };
+        format!("cannot open report file {}: {why}", path.display())
+    };
+    let flags = (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits();
+    let created = std::fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(REPORT_MODE)
+        .custom_flags(flags)
+        .open(path);
+    let f = match created {
+        Ok(f) => {
+            // The umask may have taken bits away; set exactly the mode.
+            f.set_permissions(std::fs::Permissions::from_mode(REPORT_MODE))
+                .map_err(cannot)?;
+            return Ok(f);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::OpenOptions::new()
+            .append(true)
+            .custom_flags(flags)
+            .open(path)
+            .map_err(cannot)?,
+        Err(e) => return Err(cannot(e)),
+    };
+    let meta = f.metadata().map_err(cannot)?;
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "cannot open report file {}: not a regular file (a FIFO, device or directory)",
+            path.display()
+        ));
+    }
+    Ok(f)
+}
+
 /// Write `line` to `file` (appending, one `write`) or to stderr.
 pub fn emit(line: &str, file: Option<&Path>) -> Result<(), String> {
     match file {
@@ -102,11 +151,7 @@ pub fn emit(line: &str, file: Option<&Path>) -> Result<(), String> {
                 .map_err(|e| format!("cannot write the report to stderr: {e}"))
         }
         Some(path) => {
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(path)
-                .map_err(|e| format!("cannot open report file {}: {e}", path.display()))?;
+            let mut f = open_report(path)?;
             // Exactly one write(2): O_APPEND makes the seek-and-write atomic, so a short
             // line from each rank lands whole even when thousands of ranks share the file.
             let n = f
@@ -183,6 +228,31 @@ mod tests {
         emit("b\n", Some(&f)).unwrap();
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "a\nb\n");
         assert!(emit("x\n", Some(&dir.path().join("no/such/dir"))).is_err());
+    }
+
+    #[test]
+    fn a_link_at_the_report_path_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        std::fs::write(&target, "kept\n").unwrap();
+        let link = dir.path().join("r.log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = emit("x\n", Some(&link)).unwrap_err();
+        assert!(
+            e.contains("is a symbolic link, which is not followed"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept\n");
+        // a dangling link creates nothing at its target either
+        let gone = dir.path().join("gone");
+        let dangling = dir.path().join("d.log");
+        std::os::unix::fs::symlink(&gone, &dangling).unwrap();
+        assert!(emit("x\n", Some(&dangling)).is_err());
+        assert!(!gone.exists());
+        // a FIFO is refused without waiting for a reader
+        let fifo = dir.path().join("f.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(emit("x\n", Some(&fifo)).is_err());
     }
 
     #[test]

@@ -648,21 +648,19 @@ pub fn estimate_with_stages(
 mod tests;
 
 /// The warning for a job whose trainer first saves a checkpoint after the job's time limit
-/// (`Plan::first_checkpoint` at the estimated step time, start-up not counted): a run that
-/// reaches the limit ends with nothing saved. `limit_min` is the limit in minutes, `limit`
-/// how the user sees it (`00:30:00 (default)`). `None` where the job saves in time, saves
-/// on its way out, or its step time is not modelled.
+/// (`Plan::first_checkpoint` at `est`'s step time, `est` being the plan's [`estimate`],
+/// start-up not counted): a run that reaches the limit ends with nothing saved. `limit_min`
+/// is the limit in minutes, `limit` how the user sees it (`00:30:00 (default)`). `None` where
+/// the job saves in time or on its way out. A plan the estimator does not model has no
+/// estimate to give, and so no warning.
 pub fn checkpoint_after_limit(
     plan: &Plan,
-    eff: &Efficiency,
+    est: &Estimate,
     limit_min: u64,
     limit: &str,
 ) -> Option<String> {
     let first = plan.first_checkpoint?;
-    if unmodelled(plan).is_some() {
-        return None;
-    }
-    let step_s = estimate(plan, eff).ok()?.step_time_s;
+    let step_s = est.step_time_s;
     let limit_s = limit_min as f64 * 60.0;
     let at_s = first as f64 * step_s;
     if !step_s.is_finite() || step_s <= 0.0 || at_s <= limit_s {

@@ -163,10 +163,42 @@ fn refused(flag: &str, word: &str, what: &str, owned: &Owned) -> Error {
     .help(format!("use {}", owned.instead))
 }
 
-/// The sbatch long option name of a `--sbatch-arg` word (`--name` or `--name=value`).
+/// A pass-through word's long option as typed: `--name` -> (`name`, no value),
+/// `--name=value` -> (`name`, `value`); `None` for a word that is no long option (`-p`,
+/// `node1`). The one reading of a `--sbatch-arg` or `--srun-arg` word into its option's name.
+pub fn long_option(word: &str) -> Option<(&str, Option<&str>)> {
+    let rest = word.strip_prefix("--")?;
+    Some(match rest.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (rest, None),
+    })
+}
+
+/// sbatch options plugins may not set whose name begins one they may (Slurm 22.05's
+/// `sbatch(1)`): typed whole, each is itself, never the longer option (`--wait` is not
+/// `--wait-all-nodes`).
+const BEGINS_A_KNOWN: &[&str] = &["wait"];
+
+/// The sbatch option a `--sbatch-arg` word sets, by the long name a plugin would give it:
+/// the name typed, or, for an abbreviation sbatch's `getopt_long` reads as one option
+/// (`--reserv=x` is `--reservation=x`), that option when it is the one of
+/// [`KNOWN_SBATCH`] it begins; `None` for a word that is no long option.
+pub fn sbatch_option(word: &str) -> Option<&str> {
+    let (name, _) = long_option(word)?;
+    if KNOWN_SBATCH.contains(&name) || BEGINS_A_KNOWN.contains(&name) {
+        return Some(name);
+    }
+    let mut begun = KNOWN_SBATCH.iter().filter(|k| k.starts_with(name));
+    match (begun.next(), begun.next()) {
+        (Some(one), None) => Some(one),
+        _ => Some(name),
+    }
+}
+
+/// Refuses a pass-through word (`flag`'s) that sets an option of `tables`, long (by
+/// [`long_option`]'s name, or a prefix `getopt_long` takes for it) or short.
 fn check_one(flag: &str, word: &str, tables: &[&[Owned]], tool: &str) -> Result<()> {
-    if let Some(rest) = word.strip_prefix("--") {
-        let name = rest.split_once('=').map_or(rest, |(k, _)| k);
+    if let Some((name, _)) = long_option(word) {
         if let Some(owned) = long_match(tables, name) {
             return Err(refused(
                 flag,
@@ -288,6 +320,27 @@ pub const KNOWN_SBATCH: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sbatch_arg_names_the_option_sbatch_reads() {
+        for (word, name) in [
+            ("--reservation=r1", Some("reservation")),
+            ("--reserv=r1", Some("reservation")),
+            ("--comm=x", Some("comment")),
+            ("--wait", Some("wait")),
+            ("--time-min=10", Some("time-min")),
+            ("--network=sn_all", Some("network")),
+            // ambiguous among the known ones: as typed (sbatch's own error)
+            ("--gpus-per=1", Some("gpus-per")),
+            ("--hold", Some("hold")),
+            ("-p", None),
+            ("node1", None),
+        ] {
+            assert_eq!(sbatch_option(word), name, "{word}");
+        }
+        assert_eq!(long_option("--a=b=c"), Some(("a", Some("b=c"))));
+        assert_eq!(long_option("--a"), Some(("a", None)));
+    }
 
     #[test]
     fn owned_options_are_refused() {

@@ -14,6 +14,7 @@ use minijinja::context;
 use super::script::{check_spec, exports, header, rank_argv, secrets_path, torchrun_words, unsets};
 use super::shell::{join, quote};
 use super::launch::{LaunchOptions, LaunchSpec, TargetSpec};
+use super::owned;
 use super::spec::Spec;
 use super::target::{Facts, TargetOptions, TargetPart};
 use super::template::Templates;
@@ -131,15 +132,13 @@ impl TargetOptions for SlurmOptions {
             ("cpus-per-task", self.cpus_per_task.is_some()),
             ("time", self.time_chosen),
         ];
-        let args = self.sbatch_args.iter().map(|raw| {
-            let body = raw.trim_start_matches('-');
-            body.split_once('=').map_or(body, |(k, _)| k).to_string()
-        });
+        let args = self.sbatch_args.iter().filter_map(|raw| owned::sbatch_option(raw));
         flags
             .into_iter()
             .filter(|(_, chosen)| *chosen)
-            .map(|(k, _)| k.to_string())
+            .map(|(k, _)| k)
             .chain(args)
+            .map(str::to_string)
             .collect()
     }
 }
@@ -302,15 +301,12 @@ pub fn spec(
 fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
     // Any sbatch long option: sbatch itself knows its options (they differ between
     // releases); the value is quoted for the #SBATCH line when the script is rendered.
-    let (k, v) = match raw.strip_prefix("--").unwrap_or("").split_once('=') {
-        Some((k, v)) => (k, Some(v.to_string())),
-        None => (raw.strip_prefix("--").unwrap_or(""), None),
-    };
+    let (k, v) = owned::long_option(raw).unwrap_or_default();
     let well_formed = k.starts_with(|c: char| c.is_ascii_lowercase())
         && k.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     // an owned option first, in any form (`-N2` too): the refusal names the flag to use
-    super::owned::check_sbatch_arg(raw)?;
+    owned::check_sbatch_arg(raw)?;
     if !well_formed {
         return Err(Error::usage(format!(
             "`{raw}` is not an sbatch long option (--name or --name=value)"
@@ -318,7 +314,7 @@ fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
         .at_flag(format!("--sbatch-arg {raw}"))
         .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
     }
-    Ok((k, v))
+    Ok((k, v.map(str::to_string)))
 }
 
 /// One `--srun-arg`: an option word (never the program srun would run), and not one that
@@ -336,7 +332,7 @@ fn srun_arg(a: &str) -> Result<()> {
             "one option per --srun-arg, its value joined with `=`: --srun-arg=--nodelist=node1",
         ));
     }
-    super::owned::check_srun_arg(a)?;
+    owned::check_srun_arg(a)?;
     Ok(())
 }
 

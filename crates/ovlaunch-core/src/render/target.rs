@@ -44,9 +44,9 @@ pub trait TargetOptions {
         decisions: &mut Vec<Decision>,
     ) -> Result<TargetSpec>;
 
-    /// The sbatch options the user chose (long names): their `--sbatch-arg`s' and those
-    /// ovlaunch's own flags set; a plugin's sbatch value for one of them yields. None for a
-    /// target without sbatch.
+    /// The sbatch options the user chose (long names): their `--sbatch-arg`s' (the option
+    /// sbatch reads each as, `owned::sbatch_option`) and those ovlaunch's own flags set; a
+    /// plugin's sbatch value for one of them yields. None for a target without sbatch.
     fn chosen_sbatch(&self) -> Vec<String> {
         Vec::new()
     }
