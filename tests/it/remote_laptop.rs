@@ -545,21 +545,7 @@ fn logs_follow_goes_on_after_the_connection_comes_back() {
     });
     std::thread::sleep(std::time::Duration::from_secs(3));
     // The drop: no new connection is taken, and the laptop's own is killed.
-    let sshd = std::fs::read_to_string(d.join("sshd.pid")).unwrap();
-    let kill = |pid: &str| {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", pid.trim()])
-            .status();
-    };
-    kill(&sshd);
-    let control = home.join("run/ovlaunch-ssh");
-    for proc in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmdline = std::fs::read(proc.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        if cmdline.starts_with("ssh: ") && cmdline.contains(control.to_str().unwrap()) {
-            kill(&proc.file_name().to_string_lossy());
-        }
-    }
+    cut_off(&login);
     for i in 2..=5 {
         append(i);
     }
@@ -618,21 +604,7 @@ fn list_shows_the_laptops_jobs_when_the_login_node_cannot_be_reached() {
     }
     let o = login.ovlaunch(&[&["list"][..], &here].concat());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    // The drop: the login node's sshd and the laptop's connection to it.
-    let kill = |pid: &str| {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", pid.trim()])
-            .status();
-    };
-    kill(&std::fs::read_to_string(d.join("sshd.pid")).unwrap());
-    let control = d.join("home/run/ovlaunch-ssh");
-    for proc in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmdline = std::fs::read(proc.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        if cmdline.starts_with("ssh: ") && cmdline.contains(control.to_str().unwrap()) {
-            kill(&proc.file_name().to_string_lossy());
-        }
-    }
+    cut_off(&login);
     let o = login.ovlaunch(&[&["list"][..], &here].concat());
     let (out, e) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{out}{e}");
@@ -645,4 +617,24 @@ fn list_shows_the_laptops_jobs_when_the_login_node_cannot_be_reached() {
     }
     assert_eq!(e.matches("not confirmed").count(), 1, "{e}");
     assert!(e.contains("not confirmed: the jobs on login"), "{e}");
+}
+
+/// A network drop between the laptop and `login`: its sshd killed (no new connection is
+/// taken) and the laptop's shared connection to it too.
+fn cut_off(login: &Login) {
+    let kill = |pid: &str| {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status();
+    };
+    let d = login.dir.path();
+    kill(&std::fs::read_to_string(d.join("sshd.pid")).unwrap());
+    let control = d.join("home/run/ovlaunch-ssh");
+    for proc in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(proc.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.starts_with("ssh: ") && cmdline.contains(control.to_str().unwrap()) {
+            kill(&proc.file_name().to_string_lossy());
+        }
+    }
 }
