@@ -1664,8 +1664,19 @@ const CONTAINER_ONLY: &[(&str, &str)] = &[
     ("no_container_mount_home", "--no-container-mount-home"),
 ];
 
-/// The settings a profile or the environment gives that only a Slurm job reads (a typed
-/// flag of these is refused, `refuse_slurm_only`; the container image has its own warning):
+/// The settings (`Settings::shown` keys) only a Slurm job reads.
+const SLURM_READS: &[&str] = &[
+    "account",
+    "partition",
+    "qos",
+    "time",
+    "mpi",
+    "sbatch_args",
+    "srun_args",
+    "container_runtime",
+    "container_mounts",
+];
+
 /// A Slurm job whose trainer first saves after the job's time limit (`--time`), at the
 /// plan's estimated step time (`est`, the one the dry run's summary shows).
 fn checkpoint_after_limit(
@@ -1678,20 +1689,10 @@ fn checkpoint_after_limit(
     crate::estimate::checkpoint_after_limit(plan, est?.estimate()?, minutes, &limit)
 }
 
+/// The settings a profile or the environment gives that only a Slurm job reads (a typed
+/// flag of these is refused, `refuse_slurm_only`; the container image has its own warning):
 /// torchrun without Slurm leaves them unused, so each is named with where it came from.
 fn unused_slurm_settings(settings: &Settings, form: Form<'_>, executor: Executor) -> Vec<String> {
-    const SLURM_READS: &[&str] = &[
-        "account",
-        "partition",
-        "qos",
-        "time",
-        "mpi",
-        "sbatch_args",
-        "srun_args",
-        "container_runtime",
-        "container_mounts",
-        "container_workdir",
-    ];
     let what = match form {
         Form::Torchrun { .. } => "`ovlaunch torchrun`".to_string(),
         Form::Launch => format!("--executor {}", executor.name()),
@@ -1832,4 +1833,27 @@ pub fn shown(p: &Path) -> String {
         .ok()
         .and_then(|c| p.strip_prefix(c).ok().map(|r| r.display().to_string()))
         .unwrap_or_else(|| p.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each key `unused_slurm_settings` looks for is one a setting is shown by (a name no
+    /// setting has never matches: `container_workdir`, a flag only, was one).
+    #[test]
+    fn the_slurm_only_settings_are_settings() {
+        use super::super::settings::{Given, Inputs, Layer};
+        let none = |_: &str| None;
+        let inputs = Inputs {
+            env: &none,
+            profile: None,
+            project: None,
+            user: None,
+        };
+        let settings =
+            super::Settings::resolve(Layer::default(), Given::default(), None, &inputs).unwrap();
+        let shown = settings.shown();
+        for key in super::SLURM_READS {
+            assert!(shown.iter().any(|s| s.key == *key), "{key}");
+        }
+    }
 }
