@@ -156,8 +156,9 @@ pub struct LaunchArgs {
     /// afterok:ID[:ID]...
     #[arg(long, allow_hyphen_values = true, help_heading = "Slurm")]
     pub dependency: Option<String>,
-    /// Requeue a failed job up to N times (as NeMo-Run's and Bridge's Slurm scripts do:
-    /// `scontrol requeue` while SLURM_RESTART_COUNT < N). With `checkpoint.save` in
+    /// Requeue a failed job up to N times (as NeMo-Run's Slurm script does with its
+    /// `retries`, which Bridge's fault-tolerance plugin sets: `scontrol requeue` while
+    /// SLURM_RESTART_COUNT < N). With `checkpoint.save` in
     /// {experiment_dir}, the requeued run resumes from the latest checkpoint.
     #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Slurm")]
     pub retries: u32,
