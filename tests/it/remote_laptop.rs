@@ -638,3 +638,41 @@ fn cut_off(login: &Login) {
         }
     }
 }
+
+/// Through `--host`, a `--job-dir` that is there already on the login node is refused (exit
+/// 2, naming it and the login node) before anything is said of it: no warning about where
+/// the directory is. (Before: the warning that it was on a local filesystem came first, for
+/// a directory the job would never use.)
+#[test]
+fn an_existing_job_dir_on_the_login_node_is_refused_first() {
+    if !root_or_skip("an_existing_job_dir_on_the_login_node_is_refused_first") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let dir = login.dir.path().join("home/taken");
+    std::fs::create_dir(&dir).unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--no-container",
+        "--host",
+        "login",
+        "--job-dir",
+        dir.to_str().unwrap(),
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.starts_with(&format!(
+            "error: --job-dir: job directory {} already exists on login",
+            dir.display()
+        )),
+        "{e}"
+    );
+}
