@@ -81,7 +81,7 @@ pub fn create_with(
         .help("choose another --job-name or --job-dir"));
     }
     if dir.symlink_metadata().is_ok() {
-        return Err(already_exists(dir, None));
+        return Err(already_exists(dir));
     }
     let parent = match dir.parent() {
         Some(p) if p.as_os_str().is_empty() => Path::new("."),
@@ -109,7 +109,7 @@ pub fn create_with(
             .map_err(|e| io_err("chmod", &tmp, &e.into()))?;
         rename_noreplace(&parent_fd, &tmp_name, name).map_err(|e| {
             if e == Errno::EEXIST || e == Errno::ENOTEMPTY {
-                already_exists(dir, None)
+                already_exists(dir)
             } else {
                 io_err("move into place", dir, &e.into())
             }
@@ -130,15 +130,10 @@ pub fn create_with(
     }
 }
 
-/// The refusal of a job directory that is there already (`on`: the login node it is on).
-pub fn already_exists(dir: &Path, on: Option<&str>) -> Error {
-    let on = on.map(|h| format!(" on {h}")).unwrap_or_default();
-    Error::usage(format!(
-        "job directory {} already exists{on}",
-        dir.display()
-    ))
-    .at_flag("--job-dir")
-    .help("choose another --job-name or --job-dir, or remove the old directory")
+fn already_exists(dir: &Path) -> Error {
+    Error::usage(format!("job directory {} already exists", dir.display()))
+        .at_flag("--job-dir")
+        .help("choose another --job-name or --job-dir, or remove the old directory")
 }
 
 /// Writes every entry into the partial directory `tmp` (open as `fd`).

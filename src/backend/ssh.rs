@@ -430,7 +430,13 @@ impl Ssh {
                 .help("check that the files given to the job (--package, the rank runtime) are readable")
                 .into())
             }
-            Some(17) => Err(super::jobdir::already_exists(Path::new(d), Some(&self.target)).into()),
+            Some(17) => Err(Error::usage(format!(
+                "job directory {d} already exists on {}",
+                self.target
+            ))
+            .at_flag("--job-dir")
+            .help("choose another --job-name or --job-dir, or remove the old directory")
+            .into()),
             // The job directory's parent cannot be made there: the path, not the connection.
             Some(18) => Err(Error::usage(format!(
                 "cannot create {parent} on {}: {}",

@@ -276,14 +276,9 @@ pub fn job_dir(
     host: &dyn Host,
     job_name: &str,
 ) -> Result<JobDir> {
-    // A given directory that is there already is refused before anything is said of it.
-    let fresh = |dir: PathBuf| match host.present(&dir)? {
-        true => Err(crate::backend::jobdir::already_exists(&dir, host.remote())),
-        false => Ok(dir),
-    };
     if host.remote().is_none() {
         if let Some(dir) = &args.job_dir {
-            return Ok(JobDir::given(fresh(absolute(dir.clone())?)?, None));
+            return Ok(JobDir::given(absolute(dir.clone())?, None));
         }
         let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
@@ -304,7 +299,7 @@ pub fn job_dir(
     if let Some(dir) = &args.job_dir {
         host.check_text("the login node's path", &dir.to_string_lossy())
             .map_err(|e| e.at_flag("--job-dir"))?;
-        let dir = fresh(host.absolute(dir)?)?;
+        let dir = host.absolute(dir)?;
         let mirror = mirror(&dir);
         return Ok(JobDir::given(dir, mirror));
     }
