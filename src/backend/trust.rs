@@ -99,9 +99,7 @@ pub fn renamable_by_others(dir: &Path) -> Option<(PathBuf, Reason)> {
     let mut on_path: Vec<&Path> = dir.ancestors().collect();
     on_path.reverse();
     on_path.into_iter().find_map(|d| {
-        let m = std::fs::metadata(d).ok()?;
-        let acl = writers::acl_writer_at(d, true, std::os::unix::fs::MetadataExt::uid(&m), me);
-        let e = Entry::of(&m).with_acl_writer(acl);
+        let e = Entry::at(d, me)?;
         path_problem(e, me, Sharing::Private, &private_group).map(|why| (d.to_path_buf(), why))
     })
 }

@@ -229,11 +229,7 @@ pub fn untrusted(file: &std::fs::File, path: &Path) -> std::io::Result<Option<Un
         .ancestors()
         .skip(1)
         .filter(|d| !d.as_os_str().is_empty())
-        .filter_map(|d| {
-            let m = std::fs::metadata(d).ok()?;
-            let acl = writers::acl_writer_at(d, true, std::os::unix::fs::MetadataExt::uid(&m), me);
-            Some((d, Entry::of(&m).with_acl_writer(acl)))
-        })
+        .filter_map(|d| Some((d, Entry::at(d, me)?)))
         .collect();
     let acl = writers::acl_writer_fd(
         std::os::fd::AsFd::as_fd(file),

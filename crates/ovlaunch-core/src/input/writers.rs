@@ -97,6 +97,13 @@ impl Entry {
         use std::os::unix::fs::MetadataExt;
         Entry::new(m.uid(), m.gid(), m.mode())
     }
+
+    /// What stands at `path` (links followed), with its ACL's write grant as seen by `me`;
+    /// `None` where it cannot be read.
+    pub fn at(path: &std::path::Path, me: u32) -> Option<Entry> {
+        let e = Entry::of(&std::fs::metadata(path).ok()?);
+        Some(e.with_acl_writer(acl_writer_at(path, true, e.uid, me)))
+    }
 }
 
 /// What an entry is to what is done with it.
