@@ -768,6 +768,205 @@ fn this_users_own_configuration_and_code_are_taken() {
     }
 }
 
+/// This user's own configuration and code under `mine` (0644 in directories only it can
+/// write): a project profile, a user config directory, a plugin directory, a recipe
+/// directory, and a recipe, hardware, template and rank runtime file; each (name, the entry a
+/// link to it is made for, its target, the arguments naming the link, the environment) with
+/// the link's path under `at`.
+type Linked = (
+    &'static str,
+    PathBuf,
+    PathBuf,
+    Vec<String>,
+    Vec<(&'static str, String)>,
+);
+
+fn linked_cases(mine: &Path, at: &Path) -> Vec<Linked> {
+    let c = contents(mine);
+    let profile = "default_profile: x\nprofiles:\n  x:\n    sbatch_args: [--mail-user=linked]\n";
+    write_mode(&mine.join("project.yaml"), profile.as_bytes(), 0o644);
+    write_mode(&mine.join("cfg/config.yaml"), profile.as_bytes(), 0o644);
+    write_mode(&mine.join("plugs/nccl.yaml"), c.plugin.as_bytes(), 0o644);
+    write_mode(&mine.join("recipes/myrec.yaml"), c.recipe.as_bytes(), 0o644);
+    write_mode(&mine.join("hw.yaml"), c.hardware.as_bytes(), 0o644);
+    write_mode(&mine.join("sbatch.sh.j2"), &c.template, 0o644);
+    write_mode(&mine.join("ovlaunch-rank"), &c.rank, 0o755);
+    let l = |rel: &str| at.join(rel).display().to_string();
+    let w = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let with = |mut a: Vec<String>, more: &[&str]| {
+        a.extend(w(more));
+        a
+    };
+    let llama = w(&["-r", "llama8b", "-g", "h100x8"]);
+    vec![
+        (
+            "project file",
+            at.join(".ovlaunch.yaml"),
+            mine.join("project.yaml"),
+            llama.clone(),
+            vec![],
+        ),
+        (
+            "user config directory",
+            at.join("ovlaunch"),
+            mine.join("cfg"),
+            llama.clone(),
+            vec![("XDG_CONFIG_HOME", l(""))],
+        ),
+        (
+            "plugin directory",
+            at.join("plugs"),
+            mine.join("plugs"),
+            with(
+                llama.clone(),
+                &["--plugin", "nccl-debug", "--plugin-dir", &l("plugs")],
+            ),
+            vec![],
+        ),
+        (
+            "plugin file",
+            at.join("nccl.yaml"),
+            mine.join("plugs/nccl.yaml"),
+            with(llama.clone(), &["--plugin-file", &l("nccl.yaml")]),
+            vec![],
+        ),
+        (
+            "recipe directory",
+            at.join("recipes"),
+            mine.join("recipes"),
+            w(&["-r", "myrec", "-g", "cpux1", "--recipe-dir", &l("recipes")]),
+            vec![],
+        ),
+        (
+            "recipe file",
+            at.join("myrec.yaml"),
+            mine.join("recipes/myrec.yaml"),
+            w(&["-r", &l("myrec.yaml"), "-g", "cpux1"]),
+            vec![],
+        ),
+        (
+            "hardware file",
+            at.join("hw.yaml"),
+            mine.join("hw.yaml"),
+            w(&[
+                "-r",
+                "llama8b",
+                "-g",
+                "x9x8",
+                "--hardware-file",
+                &l("hw.yaml"),
+            ]),
+            vec![],
+        ),
+        (
+            "template",
+            at.join("t.sh.j2"),
+            mine.join("sbatch.sh.j2"),
+            with(llama.clone(), &["--template", &l("t.sh.j2")]),
+            vec![],
+        ),
+        (
+            "rank runtime",
+            at.join("rank"),
+            mine.join("ovlaunch-rank"),
+            with(llama, &["--rank-runtime", &l("rank")]),
+            vec![("OVLAUNCH_RANK_RUNTIME", l("rank"))],
+        ),
+    ]
+}
+
+/// `render` of a linked case from `cwd` into `jobs`.
+fn render_linked(case: &Linked, cwd: &Path, jobs: &Path, no_cfg: &Path) -> Output {
+    let (_, _, _, args, env) = case;
+    let mut cmd = common::command();
+    cmd.arg("render")
+        .args(args)
+        .args(["--jobs-root".as_ref(), jobs.as_os_str()])
+        .current_dir(cwd)
+        .env("XDG_CONFIG_HOME", no_cfg);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// Configuration and code reached through a symbolic link another user made, in a directory
+/// every user may add to (sticky, as /tmp), to this user's own file or directory: the
+/// project `.ovlaunch.yaml`, the user config's `ovlaunch` directory, a plugin directory and
+/// file, a recipe directory and file, a hardware file, a template and the rank runtime are
+/// refused (exit 2, naming the link, its owner and the fix: remove it or give the file's own
+/// path; nothing written): the link's owner chose which file is obeyed. The same links made
+/// by this user are followed (the neighbour). A link of this user's in a directory every user
+/// can write without the sticky bit (where another user can rename it away and put another
+/// of this user's in its place) is refused naming the directory. (Before: all obeyed.)
+#[test]
+fn configuration_reached_through_another_users_link_is_refused() {
+    if !root_or_skip("configuration_reached_through_another_users_link_is_refused") {
+        return;
+    }
+    let d = open_tempdir();
+    let top = d.path();
+    let mine = top.join("mine");
+    let shared = top.join("S");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let own = top.join("M");
+    std::fs::create_dir(&own).unwrap();
+    let no_cfg = top.join("no-config");
+    std::fs::create_dir(&no_cfg).unwrap();
+    for (dir, planted) in [(&shared, true), (&own, false)] {
+        let work = dir.join("work");
+        std::fs::create_dir(&work).unwrap();
+        for (i, case) in linked_cases(&mine, dir).iter().enumerate() {
+            let (name, link, target, ..) = case;
+            if planted {
+                let o = as_other(&format!("ln -s {} {}", target.display(), link.display()));
+                assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+            } else {
+                std::os::unix::fs::symlink(target, link).unwrap();
+            }
+            let jobs = top.join(format!("jobs-{planted}-{i}"));
+            let o = render_linked(case, &work, &jobs, &no_cfg);
+            let e = stderr(&o);
+            if !planted {
+                assert_eq!(o.status.code(), Some(0), "{name}: {e}");
+                if i < 2 {
+                    assert!(texts_under(&jobs).contains("--mail-user=linked"), "{name}");
+                }
+                assert!(jobs.exists(), "{name}");
+                std::fs::remove_file(link).unwrap();
+                continue;
+            }
+            assert_eq!(o.status.code(), Some(2), "{name}: {e}");
+            assert!(
+                e.contains(&format!(
+                    "is reached through the symbolic link {}, which belongs to {OTHER}",
+                    link.display()
+                )) && e.contains(&format!("remove the symbolic link {}", link.display()))
+                    && e.contains("the file's own path"),
+                "{name}: {e}"
+            );
+            assert!(!jobs.exists(), "{name}: wrote {}", jobs.display());
+            // one link at a time: the project file is found from every working directory
+            std::fs::remove_file(link).unwrap();
+        }
+    }
+    // a link of this user's own, taken above, in a directory every user can write
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let case = &linked_cases(&mine, &own)[3];
+    std::os::unix::fs::symlink(&case.2, &case.1).unwrap();
+    let o = render_linked(case, &top.join("M/work"), &top.join("jobs-open"), &no_cfg);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&format!(
+            "is reached through {}, which is writable by every user and has no sticky bit",
+            own.display()
+        )) && e.contains(&format!("chmod +t {}", own.display())),
+        "{e}"
+    );
+}
+
 /// A small recipe file of a user's own.
 const SMALL_RECIPE: &str = "name: r\ntrainer: [python3, -c, \"print(1)\"]\nmodel: {num_layers: 2, hidden_size: 64, num_attention_heads: 4}\ntrain: {global_batch_size: 8, micro_batch_size: 1}\n";
 

@@ -14,13 +14,17 @@
 //! * [`check_no_nul`] refuses NUL in text bound for a script.
 //! * [`untrusted`] is the trust rule for configuration and code found on disk, and
 //!   [`check_trusted`] its refusal ([`untrusted_at`] for a program found on its own): the file
-//!   and every directory from its own up to `/` (by the path the file was really opened at)
+//!   and every directory from its own up to `/` (by the path the file was really opened at),
+//!   every symbolic link met on the way to it as the path was given ([`links_on`]: whoever
+//!   owns a link chooses the file obeyed) and the directories holding those links
 //!   must pass [`writers`]' predicate as [`writers::Role::Trusted`] entries (belong to this
 //!   user or root; no write bit for every user, on a directory unless it has the sticky bit,
 //!   like `/tmp`; no group write bit unless the group is the owner's private group; no
 //!   ACL entry that lets another user or group write), as
-//!   OpenSSH's `StrictModes` decides; the refusal names the first entry that fails, the
-//!   reason's words and fix, or copying the file to a directory of one's own.
+//!   OpenSSH's `StrictModes` decides; a link's mode means nothing, only its owner counts);
+//!   the refusal names the first entry that fails, the reason's words and fix (for another
+//!   user's link: removing it, or giving the file's own path), or copying the file to a
+//!   directory of one's own.
 //!   `OVLAUNCH_SAFE_DIRECTORY` (`:`-separated directories, or `*`) names directories whose
 //!   own files are trusted anyway (exactly those directories, not the ones under them), as
 //!   git's `safe.directory` names a repository.
@@ -39,7 +43,7 @@ use crate::error::{Error, Result};
 
 pub mod writers;
 
-use writers::{Entry, Names, Reason, Role};
+use writers::{Entry, Kind, Names, Reason, Role};
 
 /// The largest user file ovlaunch reads (recipes, hardware, plugins, templates, records).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -150,11 +154,15 @@ pub use writers::{group_name, user_name};
 pub const SAFE_DIRECTORY: &str = "OVLAUNCH_SAFE_DIRECTORY";
 
 /// Why configuration `file` is not to be obeyed by user `me`, and the fix, if it is not: the
-/// first of the file and the directories above it (`dirs`, nearest first, up to `/`) that
-/// another user could write ([`writers::writer`] in [`Role::Trusted`]); `private` decides
-/// private groups ([`writers::private_group`]).
+/// first of the file, the symbolic links met on the way to it (in the order the path is
+/// resolved), then the directories holding them (`via`, [`links_on`]), and the directories above
+/// the file (`dirs`, nearest first, up to `/`, where `real`, the file's own path, really is)
+/// that another user could write ([`writers::writer`] in [`Role::Trusted`]: a link by its
+/// owner alone); `private` decides private groups ([`writers::private_group`]).
 pub fn trust_problem(
     file: (&Path, Entry),
+    real: &Path,
+    via: &[(&Path, Entry)],
     dirs: &[(&Path, Entry)],
     me: u32,
     private: &dyn Fn(u32, u32) -> bool,
@@ -167,17 +175,112 @@ pub fn trust_problem(
     if let Some(why) = writers::writer(file.1, Role::Trusted, me, private) {
         return Some((why.why(Names::Local), fix(why, file.0)));
     }
-    dirs.iter().find_map(|(dir, e)| {
+    let on_the_way = via.iter().find_map(|(at, e)| {
         let why = writers::writer(*e, Role::Trusted, me, private)?;
-        Some((
-            format!(
-                "is under {}, which {}",
-                dir.display(),
-                why.why(Names::Local)
-            ),
-            fix(why, dir),
-        ))
+        Some(if e.kind == Kind::Link {
+            (
+                format!(
+                    "is reached through the symbolic link {}, which {}",
+                    at.display(),
+                    why.why(Names::Local)
+                ),
+                format!(
+                    "remove the symbolic link {} (or have its owner remove it), or give the file's own path, {}",
+                    at.display(),
+                    real.display()
+                ),
+            )
+        } else {
+            (
+                format!(
+                    "is reached through {}, which {}",
+                    at.display(),
+                    why.why(Names::Local)
+                ),
+                fix(why, at),
+            )
+        })
+    });
+    on_the_way.or_else(|| {
+        dirs.iter().find_map(|(dir, e)| {
+            let why = writers::writer(*e, Role::Trusted, me, private)?;
+            Some((
+                format!(
+                    "is under {}, which {}",
+                    dir.display(),
+                    why.why(Names::Local)
+                ),
+                fix(why, dir),
+            ))
+        })
     })
+}
+
+/// What `lstat` says of an entry, and where it leads when it is a symbolic link.
+pub type Looked = (Entry, Option<std::path::PathBuf>);
+
+/// The most symbolic links one path resolution follows (Linux's `MAXSYMLINKS`, past which
+/// `open` fails with `ELOOP`).
+const MAX_LINKS: usize = 40;
+
+/// Every symbolic link met resolving the absolute `path` as the kernel does (each component
+/// in turn from `/`; a link's target read in its place, from `/` when it is absolute, else
+/// from the link's directory; `..` from where the walk really is), each with what `look`
+/// (`lstat`, and `readlink` of a link) says of it, then every directory holding one of them
+/// and those above it, up to `/` (its own nearest first; each once). The walk stops where an
+/// entry cannot be looked at, or after [`MAX_LINKS`] links.
+pub fn links_on(
+    path: &Path,
+    look: &dyn Fn(&Path) -> Option<Looked>,
+) -> (Vec<(std::path::PathBuf, Entry)>, Vec<std::path::PathBuf>) {
+    use std::path::{Component, PathBuf};
+    let mut at = PathBuf::from("/");
+    let mut links: Vec<(PathBuf, Entry)> = Vec::new();
+    let mut left: Vec<std::ffi::OsString> = Vec::new();
+    let push = |left: &mut Vec<std::ffi::OsString>, p: &Path| {
+        // the components still to resolve, the next one last
+        let mut parts: Vec<std::ffi::OsString> = p
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        parts.reverse();
+        left.extend(parts);
+    };
+    push(&mut left, path);
+    while let Some(part) = left.pop() {
+        if part == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&part);
+        let Some((entry, target)) = look(&next) else {
+            break;
+        };
+        match target {
+            Some(target) if links.len() < MAX_LINKS => {
+                links.push((next, entry));
+                if target.is_absolute() {
+                    at = PathBuf::from("/");
+                }
+                push(&mut left, &target);
+            }
+            Some(_) => break,
+            None => at = next,
+        }
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for (link, _) in &links {
+        for d in link.ancestors().skip(1) {
+            if !dirs.iter().any(|x| x == d) {
+                dirs.push(d.to_path_buf());
+            }
+        }
+    }
+    (links, dirs)
 }
 
 /// Why a file is not to be trusted ([`untrusted`]).
@@ -231,13 +334,41 @@ pub fn untrusted(file: &std::fs::File, path: &Path) -> std::io::Result<Option<Un
         .filter(|d| !d.as_os_str().is_empty())
         .filter_map(|d| Some((d, Entry::at(d, me)?)))
         .collect();
+    // The links on the way to it, as the path was given, and the directories holding them
+    // (those of `real` are checked above).
+    let given = std::path::absolute(path)?;
+    let (links, holding) = links_on(&given, &|p| {
+        let m = std::fs::symlink_metadata(p).ok()?;
+        let target = match m.file_type().is_symlink() {
+            true => Some(std::fs::read_link(p).ok()?),
+            false => None,
+        };
+        Some((Entry::of(&m), target))
+    });
+    let holding: Vec<(&Path, Entry)> = holding
+        .iter()
+        .filter(|d| !dirs.iter().any(|(r, _)| r == d))
+        .filter_map(|d| Some((d.as_path(), Entry::at(d, me)?)))
+        .collect();
+    let via: Vec<(&Path, Entry)> = links
+        .iter()
+        .map(|(l, e)| (l.as_path(), *e))
+        .chain(holding)
+        .collect();
     let acl = writers::acl_writer_fd(
         std::os::fd::AsFd::as_fd(file),
         std::os::unix::fs::MetadataExt::uid(&meta),
         me,
     );
     let entry = Entry::of(&meta).with_acl_writer(acl);
-    let Some((why, fix)) = trust_problem((path, entry), &dirs, me, &writers::private_group) else {
+    let Some((why, fix)) = trust_problem(
+        (path, entry),
+        &real,
+        &via,
+        &dirs,
+        me,
+        &writers::private_group,
+    ) else {
         return Ok(None);
     };
     let safe = std::env::var(SAFE_DIRECTORY).unwrap_or_default();
@@ -321,7 +452,14 @@ mod tests {
         let d = Path::new("/d");
         let root = Path::new("/");
         let check = |file: Entry, dir: Entry| {
-            trust_problem((f, file), &[(d, dir), (root, o(0, 0, 0o40755))], me, &own)
+            trust_problem(
+                (f, file),
+                f,
+                &[],
+                &[(d, dir), (root, o(0, 0, 0o40755))],
+                me,
+                &own,
+            )
         };
         let ok = |file, dir| check(file, dir).is_none();
         assert!(ok(o(me, mine, 0o100644), o(me, mine, 0o40755)));
@@ -374,6 +512,8 @@ mod tests {
         // a directory further up counts as much as the file's own
         let up = trust_problem(
             (f, o(me, mine, 0o100644)),
+            f,
+            &[],
             &[(d, o(me, mine, 0o40755)), (root, o(0, 0, 0o40777))],
             me,
             &own,
@@ -384,6 +524,72 @@ mod tests {
             "{}",
             up.0
         );
+    }
+
+    #[test]
+    fn links_are_met_as_the_kernel_resolves_the_path() {
+        // /p/cfg -> ../q (relative), /q/f.yaml -> /r/f.yaml (absolute), /r/x -> x (a loop)
+        let me = 1000;
+        let look = |p: &Path| -> Option<Looked> {
+            let link = |to: &str| Some((Entry::new(7, 7, 0o120777), Some(to.into())));
+            match p.to_str()? {
+                "/p/cfg" => link("../q"),
+                "/q/f.yaml" => link("/r/f.yaml"),
+                "/r/x" => link("x"),
+                "/nowhere" => None,
+                _ => Some((Entry::new(me, me, 0o40755), None)),
+            }
+        };
+        let (links, holding) = links_on(Path::new("/p/cfg/f.yaml"), &look);
+        let names: Vec<&str> = links.iter().map(|(p, _)| p.to_str().unwrap()).collect();
+        assert_eq!(names, ["/p/cfg", "/q/f.yaml"]);
+        let holding: Vec<&str> = holding.iter().map(|p| p.to_str().unwrap()).collect();
+        assert_eq!(holding, ["/p", "/", "/q"]);
+        let (links, _) = links_on(Path::new("/a/b/../c"), &look);
+        assert!(links.is_empty(), "no link on the way");
+        let (links, _) = links_on(Path::new("/r/x"), &look);
+        assert_eq!(links.len(), MAX_LINKS, "a loop ends");
+        let (links, _) = links_on(Path::new("/nowhere/p/cfg"), &look);
+        assert!(links.is_empty(), "the walk stops where nothing is seen");
+    }
+
+    #[test]
+    fn a_link_another_user_owns_is_refused_naming_it_and_its_owner() {
+        let me = 1000;
+        let own = |uid: u32, gid: u32| uid == me && gid == me;
+        let o = Entry::new;
+        let f = Path::new("/s/.ovlaunch.yaml");
+        let real = Path::new("/home/me/site.yaml");
+        let check = |link: Entry, holder: Entry| {
+            trust_problem(
+                (f, o(me, me, 0o100644)),
+                real,
+                &[(f, link), (Path::new("/s"), holder)],
+                &[(Path::new("/home/me"), o(me, me, 0o40755))],
+                me,
+                &own,
+            )
+        };
+        let sticky = o(0, 0, 0o41777);
+        assert_eq!(check(o(me, me, 0o120777), sticky), None, "my link");
+        assert_eq!(check(o(0, 0, 0o120777), sticky), None, "root's link");
+        let (why, fix) = check(o(1001, 1001, 0o120777), sticky).expect("refused");
+        assert_eq!(
+            why,
+            "is reached through the symbolic link /s/.ovlaunch.yaml, which belongs to uid 1001, not to you"
+        );
+        assert!(
+            fix.contains("remove the symbolic link /s/.ovlaunch.yaml")
+                && fix.contains("the file's own path, /home/me/site.yaml"),
+            "{fix}"
+        );
+        // my link in a directory others may rename it in
+        let (why, fix) = check(o(me, me, 0o120777), o(0, 0, 0o40777)).expect("refused");
+        assert_eq!(
+            why,
+            "is reached through /s, which is writable by every user and has no sticky bit"
+        );
+        assert!(fix.contains("chmod +t /s"), "{fix}");
     }
 
     #[test]
