@@ -39,6 +39,8 @@ use crate::error::{Error, Origin, Result};
 pub const PROJECT_FILE: &str = ".ovlaunch.yaml";
 /// How the user config file is named in messages.
 pub const USER_FILE: &str = "~/.config/ovlaunch/config.yaml";
+/// How the user config file is named in messages where `XDG_CONFIG_HOME` placed it.
+pub const XDG_USER_FILE: &str = "$XDG_CONFIG_HOME/ovlaunch/config.yaml";
 
 /// One profiles file.
 #[derive(Debug, Default, Deserialize)]
@@ -208,7 +210,8 @@ pub fn choose(
         .at(given)
         .help(if known.is_empty() {
             format!(
-                "define it under `profiles:` in {PROJECT_FILE} or the user config file (~/.config/ovlaunch/config.yaml)"
+                "define it under `profiles:` in {PROJECT_FILE} or the user config file ({})",
+                user_file(env).map_or(USER_FILE.into(), |(p, _)| p.display().to_string())
             )
         } else {
             format!(
@@ -225,12 +228,15 @@ pub fn choose(
 }
 
 /// The user file's path: `$XDG_CONFIG_HOME/ovlaunch/config.yaml`, else
-/// `HOME/.config/ovlaunch/config.yaml` ([`home_dir`]). A relative `XDG_CONFIG_HOME` is
+/// `HOME/.config/ovlaunch/config.yaml` ([`home_dir`]), with how messages name it
+/// ([`XDG_USER_FILE`] or [`USER_FILE`]: where it is). A relative `XDG_CONFIG_HOME` is
 /// ignored, as the XDG Base Directory specification says.
-pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    absolute_var(env, "XDG_CONFIG_HOME")
-        .or_else(|| home_dir(env).map(|h| h.join(".config")))
-        .map(|d| d.join("ovlaunch").join("config.yaml"))
+pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<(PathBuf, &'static str)> {
+    let file = |d: PathBuf| d.join("ovlaunch").join("config.yaml");
+    match absolute_var(env, "XDG_CONFIG_HOME") {
+        Some(d) => Some((file(d), XDG_USER_FILE)),
+        None => home_dir(env).map(|h| (file(h.join(".config")), USER_FILE)),
+    }
 }
 
 /// The variable `name` when it holds an absolute path (the XDG Base Directory
@@ -288,7 +294,7 @@ pub fn files(trusted: bool) -> Result<(Option<Source>, Option<Source>)> {
         None => None,
     };
     let user = match user_file(&env) {
-        Some(p) => read(&p, USER_FILE, trusted)?,
+        Some((p, named)) => read(&p, named, trusted)?,
         None => None,
     };
     Ok((project, user))

@@ -74,9 +74,12 @@ pub fn run(p: &Printer, name: Option<String>, out: OutputArg) -> Result<i32> {
     }
     let mut s = String::new();
     if shown.files.is_empty() {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         s.push_str(&format!(
-            "no profiles file (the project's {} in this directory or a parent, or the user's ~/.config/ovlaunch/config.yaml)\n",
-            profile::PROJECT_FILE
+            "no profiles file (the project's {} in this directory or a parent, or the user's {})\n",
+            profile::PROJECT_FILE,
+            profile::user_file(&env)
+                .map_or(profile::USER_FILE.into(), |(p, _)| p.display().to_string())
         ));
     }
     for f in &shown.files {

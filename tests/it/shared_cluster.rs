@@ -677,6 +677,14 @@ fn configuration_and_code_others_could_write_are_refused() {
         let o = cmd.output().unwrap();
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{case}: {e}");
+        if env.iter().any(|(k, _)| *k == "XDG_CONFIG_HOME") && !named.ends_with("evil-rank") {
+            // the user config is named by where it is: XDG_CONFIG_HOME put it there
+            assert!(
+                e.starts_with("error: $XDG_CONFIG_HOME/ovlaunch/config.yaml: ")
+                    && !e.contains("~/.config"),
+                "{case}: {e}"
+            );
+        }
         assert!(
             e.contains(&format!("{named} "))
                 && e.contains("another user could have written")
@@ -687,6 +695,29 @@ fn configuration_and_code_others_could_write_are_refused() {
         assert!(!jobs.exists(), "{case}: wrote {}", jobs.display());
         assert!(!c.canary.exists(), "{case}");
     }
+    // the user config found in the home directory, without XDG_CONFIG_HOME: named by `~`
+    let home = top.join("home");
+    write_mode(
+        &home.join(".config/ovlaunch/config.yaml"),
+        b"profiles: {}\n",
+        0o666,
+    );
+    let o = common::command()
+        .args(["render", "-r", "llama8b", "-g", "h100x8", "--jobs-root"])
+        .arg(top.join("jobs-home"))
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.starts_with(&format!(
+            "error: ~/.config/ovlaunch/config.yaml: {}/.config/ovlaunch/config.yaml is writable by every user",
+            home.display()
+        )),
+        "{e}"
+    );
 }
 
 /// The neighbour of the refused cases: the same kinds of file, this user's own (0644 in a
