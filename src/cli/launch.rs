@@ -424,10 +424,9 @@ impl LaunchArgs {
             v.as_ref().and_then(|v| flag(id, v.display().to_string()))
         };
         let list = |id: &str, name: &str, v: &Vec<String>| {
-            given.contains(id).then(|| Listed {
-                items: v.clone(),
-                origins: vec![Origin::Flag(name.to_string())],
-            })
+            given
+                .contains(id)
+                .then(|| Listed::of(v.clone(), Origin::Flag(name.to_string())))
         };
         Layer {
             account: text("account", &self.account),
@@ -963,7 +962,7 @@ pub fn options(
         })
     };
     if let Some(c) = &container {
-        check_container(c, mounts_given, &own)?;
+        check_container(c, &settings.container_mounts, &own)?;
         if c.runtime == ContainerRuntime::Pyxis
             && c.image.starts_with('/')
             && host.stat(Path::new(&c.image))?.is_some_and(|s| s.is_dir)
@@ -1004,7 +1003,7 @@ pub fn options(
 /// The container settings as the chosen runtime reads them: a squashfs file pyxis would take
 /// for a registry name, pyxis's own settings under OCI, and a user's mount (`given`) that
 /// would hide a directory the job mounts itself (`own`: the path and what it is).
-fn check_container(c: &Container, given: &[String], own: &[Own<'_>]) -> Result<()> {
+fn check_container(c: &Container, given: &Listed, own: &[Own<'_>]) -> Result<()> {
     match c.runtime {
         ContainerRuntime::Pyxis => check_pyxis_image(&c.image)?,
         ContainerRuntime::Oci => {
@@ -1020,7 +1019,7 @@ fn check_container(c: &Container, given: &[String], own: &[Own<'_>]) -> Result<(
                 .at_flag(flag)
                 .help("drop it; to see the home directory in an OCI container, give --container-mount $HOME:$HOME"));
             }
-            for m in given {
+            for m in &given.items {
                 oci::parse_mount(m)?;
             }
         }
@@ -1028,10 +1027,10 @@ fn check_container(c: &Container, given: &[String], own: &[Own<'_>]) -> Result<(
     if let Some(w) = &c.workdir {
         check_workdir(w)?;
     }
-    for m in given {
+    for m in &given.items {
         check_not_over(m, own)?;
     }
-    check_one_per_destination(given)
+    check_mount_order(given)
 }
 
 /// pyxis changes into `--container-workdir` after joining the container's mount namespace,
@@ -1051,12 +1050,51 @@ fn check_workdir(w: &str) -> Result<()> {
     .help("give the path inside the container, from its root: e.g. --container-workdir /workspace, or leave it out (Bridge's runner works in the job directory, mounted at its own path)"))
 }
 
-/// Two of the user's mounts at one destination: the later hides the earlier (pyxis hands
-/// enroot both, which mounts them in order, `add_mount`; an OCI bundle keeps one mount per
-/// destination, `oci::with_job_mounts`), so the earlier's files are not where the user put
-/// them. Destinations are compared as the container resolves them (`container_path`); the
-/// same mount given twice (a profile's and a flag's) hides nothing and passes.
-fn check_one_per_destination(given: &[String]) -> Result<()> {
+/// How a later mount hides an earlier one of the user's, by where each is mounted in the
+/// container (destinations as the container resolves them, `container_path`): at the same
+/// destination, or at one holding the earlier's. pyxis hands enroot the mounts in order,
+/// which mounts them so (`add_mount`; enroot's fstab, one line after the other); an OCI runtime
+/// "MUST mount entries in the listed order" (the runtime specification's `config.md`,
+/// Mounts), and a bundle keeps one mount per destination (`oci::with_job_mounts`). A mount
+/// inside an earlier one's destination (the child after its parent) hides nothing.
+const HIDING: &[(Hides, &str)] = &[
+    (
+        Hides::Same,
+        "give each mount its own destination (e.g. /lustre/a:/a and /lustre/b:/b), or drop one",
+    ),
+    (
+        Hides::Holds,
+        "list the parent first (mounts are made in order, so a directory inside another's destination is mounted after it)",
+    ),
+];
+
+/// How a later mount's destination stands to an earlier one's ([`HIDING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hides {
+    /// The same destination.
+    Same,
+    /// The later's destination holds the earlier's.
+    Holds,
+}
+
+impl Hides {
+    /// How `later` (a destination) hides `earlier`, if it does.
+    fn of(earlier: &str, later: &str) -> Option<Hides> {
+        if earlier == later {
+            Some(Hides::Same)
+        } else if later == "/" || earlier.starts_with(&format!("{later}/")) {
+            Some(Hides::Holds)
+        } else {
+            None
+        }
+    }
+}
+
+/// A mount of the user's that a later one hides ([`HIDING`]): refused naming both, where
+/// each came from (a flag, a profile's file and line), and the fix; the refusal is placed
+/// at the later's origin. The same mount given twice (a profile's and a flag's) hides
+/// nothing and passes.
+fn check_mount_order(given: &Listed) -> Result<()> {
     // (source, destination, flags), paths as the mount code resolves them
     let read = |m: &str| {
         let mut parts = m.splitn(3, ':');
@@ -1069,21 +1107,57 @@ fn check_one_per_destination(given: &[String]) -> Result<()> {
         };
         (src, dst, parts.next().unwrap_or("").to_string())
     };
-    for (i, m) in given.iter().enumerate() {
+    let named = |i: usize| {
+        format!(
+            "`{}` ({})",
+            given.items[i].escape_debug(),
+            given.origin_of(i)
+        )
+    };
+    for (i, m) in given.items.iter().enumerate() {
         let this = read(m);
-        let dst = &this.1;
-        if let Some(earlier) = given[..i].iter().find(|e| {
+        let hidden = given.items[..i].iter().enumerate().find_map(|(j, e)| {
             let other = read(e);
-            other.1 == *dst && other != this
-        }) {
-            return Err(Error::usage(format!(
-                "container mounts `{}` and `{}` are both mounted at {dst}: the later hides the earlier (pyxis has enroot mount them in order; an OCI bundle keeps one mount per destination)",
-                earlier.escape_debug(),
-                m.escape_debug()
-            ))
-            .at_flag("--container-mount")
-            .help("give each mount its own destination (e.g. /lustre/a:/a and /lustre/b:/b), or drop one: a profile's container_mounts and the --container-mount flags add up"));
-        }
+            let how = Hides::of(&other.1, &this.1)?;
+            (other != this).then_some((j, other.1, how))
+        });
+        let Some((j, under, how)) = hidden else {
+            continue;
+        };
+        let dst = &this.1;
+        let what = match how {
+            Hides::Same => format!(
+                "container mounts {} and {} are both mounted at {dst}",
+                named(j),
+                named(i)
+            ),
+            Hides::Holds => format!(
+                "container mount {} is mounted at {dst}, which holds {under}, where {} is mounted before it",
+                named(i),
+                named(j)
+            ),
+        };
+        let fix = HIDING.iter().find(|(h, _)| *h == how).map_or("", |f| f.1);
+        let fix = match how {
+            Hides::Same => fix.to_string(),
+            Hides::Holds => format!(
+                "{fix}: `{}` before `{}`",
+                m.escape_debug(),
+                given.items[j].escape_debug()
+            ),
+        };
+        let e = Error::usage(format!(
+            "{what}: the later hides the earlier (pyxis has enroot mount them in order; an OCI runtime mounts a bundle's mounts in order and keeps one per destination)"
+        ))
+        .help(format!(
+            "{fix}; a profile's container_mounts come first (the user file's, then the project file's), then the --container-mount flags, in the order given"
+        ));
+        return Err(match given.origin_of(i) {
+            Origin::Profile { path, line, .. } => {
+                e.at(crate::error::Origin::file(path.clone(), *line, None))
+            }
+            _ => e.at_flag("--container-mount"),
+        });
     }
     Ok(())
 }
@@ -1838,6 +1912,21 @@ pub fn shown(p: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A later destination hides an earlier one at the same path or one holding it (`/`
+    /// holds all), never one beside it nor one inside it.
+    #[test]
+    fn which_later_mount_hides_an_earlier_one() {
+        use super::Hides;
+        assert_eq!(Hides::of("/data", "/data"), Some(Hides::Same));
+        assert_eq!(Hides::of("/data/sub", "/data"), Some(Hides::Holds));
+        assert_eq!(Hides::of("/data/sub", "/"), Some(Hides::Holds));
+        assert_eq!(Hides::of("/data2", "/data"), None, "beside it");
+        assert_eq!(Hides::of("/data", "/data/sub"), None, "inside it");
+        for (h, _) in super::HIDING {
+            assert!(Hides::of("/a/b", "/a") == Some(*h) || Hides::of("/a", "/a") == Some(*h));
+        }
+    }
+
     /// Each key `unused_slurm_settings` looks for is one a setting is shown by (a name no
     /// setting has never matches: `container_workdir`, a flag only, was one).
     #[test]

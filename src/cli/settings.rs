@@ -105,6 +105,27 @@ impl<T> Sourced<T> {
 pub struct Listed {
     pub items: Vec<String>,
     pub origins: Vec<Origin>,
+    /// For each entry, its layer: an index into `origins`.
+    pub layer: Vec<usize>,
+}
+
+impl Listed {
+    /// One layer's entries, from `origin`.
+    pub fn of(items: Vec<String>, origin: Origin) -> Listed {
+        Listed {
+            layer: vec![0; items.len()],
+            items,
+            origins: vec![origin],
+        }
+    }
+
+    /// Where entry `i` came from.
+    pub fn origin_of(&self, i: usize) -> &Origin {
+        self.layer
+            .get(i)
+            .and_then(|l| self.origins.get(*l))
+            .unwrap_or(&Origin::Default)
+    }
 }
 
 /// Declares the layered settings once: [`Layer`] (every field optional) and its
@@ -126,8 +147,10 @@ macro_rules! layered {
                     $($s: self.$s.or(lower.$s),)*
                     $($l: match (lower.$l, self.$l) {
                         (Some(mut a), Some(b)) => {
+                            let shift = a.origins.len();
                             a.items.extend(b.items);
                             a.origins.extend(b.origins);
+                            a.layer.extend(b.layer.iter().map(|l| l + shift));
                             Some(a)
                         }
                         (a, b) => a.or(b),
@@ -146,10 +169,10 @@ macro_rules! layered {
                     $($s: p.$s.as_ref().map(|v| Sourced::new(
                         profile::text(v), origin(stringify!($s))
                     )),)*
-                    $($l: p.$l.as_ref().map(|v| Listed {
-                        items: v.clone(),
-                        origins: vec![origin(stringify!($l))],
-                    }),)*
+                    $($l: p.$l.as_ref().map(|v| Listed::of(
+                        v.clone(),
+                        origin(stringify!($l)),
+                    )),)*
                 }
             }
         }
@@ -602,12 +625,7 @@ impl Settings {
             .check()?;
         }
         let l = layered;
-        let list = |v: Option<Listed>| {
-            v.unwrap_or_else(|| Listed {
-                items: Vec::new(),
-                origins: vec![Origin::Default],
-            })
-        };
+        let list = |v: Option<Listed>| v.unwrap_or_else(|| Listed::of(Vec::new(), Origin::Default));
         let mut settings = Settings {
             given,
             profile: name,
@@ -940,10 +958,10 @@ mod tests {
         assert_eq!(s.time.value, "01:00:00");
         // Lists add up: user file, project file, then flags.
         let flags = Layer {
-            sbatch_args: Some(Listed {
-                items: vec!["--comment=f".into()],
-                origins: vec![Origin::Flag("--sbatch-arg".into())],
-            }),
+            sbatch_args: Some(Listed::of(
+                vec!["--comment=f".into()],
+                Origin::Flag("--sbatch-arg".into()),
+            )),
             ..Layer::default()
         };
         let s = run(flags, &[]);
@@ -954,6 +972,18 @@ mod tests {
         assert_eq!(
             origin(&s, "sbatch_args"),
             "profile site (user.yaml:8), profile site (proj.yaml:5), flag --sbatch-arg"
+        );
+        // each entry keeps its own
+        let each: Vec<String> = (0..3)
+            .map(|i| s.sbatch_args.origin_of(i).to_string())
+            .collect();
+        assert_eq!(
+            each,
+            [
+                "profile site (user.yaml:8)",
+                "profile site (proj.yaml:5)",
+                "flag --sbatch-arg"
+            ]
         );
 
         // SBATCH_* is read before SLURM_*; an env var beats both files.

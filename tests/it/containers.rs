@@ -2,7 +2,8 @@
 //! held to enroot's own table, mounts that would hide the job directory or each other, a
 //! relative working directory, the pyxis-only settings under `--container-runtime oci`, and a
 //! squashfs image pyxis would take for a registry name. pyxis/enroot cannot run here: each case cites the upstream function whose
-//! reading it follows; crun's side runs for real in `oci_e2e`.
+//! reading it follows; crun's side runs for real in `oci_e2e`, and here for the order nested
+//! mounts are made in (`nested_mounts_are_made_in_order_by_crun`).
 
 use crate::common;
 
@@ -452,7 +453,10 @@ fn two_mounts_at_one_destination_are_refused() {
             &o,
             "--container-mount",
             &[
-                &format!("container mounts `{}` and `{}`", mounts[0], mounts[1]),
+                &format!(
+                    "container mounts `{}` (flag --container-mount) and `{}` (flag --container-mount)",
+                    mounts[0], mounts[1]
+                ),
                 "are both mounted at /data: the later hides the earlier",
                 "give each mount its own destination",
             ],
@@ -479,6 +483,150 @@ fn two_mounts_at_one_destination_are_refused() {
     extra.extend(["--container-mount", "/lustre/b:/b"]);
     let o = dry(d.path(), &extra);
     assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+}
+
+/// A mount whose destination holds an earlier one's (`/lustre/data:/data` after
+/// `/lustre/data/sub:/data/sub`): mounts are made in order (pyxis has enroot mount them one
+/// after the other, `add_mount`; an OCI runtime "MUST mount entries in the listed order"),
+/// so the parent hides the child. Refused naming both with where each came from (a flag, a
+/// profile's file and line) and the fix, the parent first; given parent first, it passes.
+/// (Before: both taken, the child's files not where the user put them.) What real crun does
+/// with either order is `nested_mounts_are_made_in_order_by_crun`.
+#[test]
+fn a_parent_mount_after_its_child_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let image = ["--container-image", "nvcr.io#nvidia/nemo:26.04"];
+    let (child, parent) = ("/lustre/data/sub:/data/sub", "/lustre/data:/data/");
+    let mut extra = image.to_vec();
+    extra.extend(["--container-mount", child, "--container-mount", parent]);
+    refused(
+        &dry(d.path(), &extra),
+        "--container-mount",
+        &[
+            &format!(
+                "container mount `{parent}` (flag --container-mount) is mounted at /data, which holds /data/sub, where `{child}` (flag --container-mount) is mounted before it: the later hides the earlier"
+            ),
+            &format!(
+                "list the parent first (mounts are made in order, so a directory inside another's destination is mounted after it): `{parent}` before `{child}`"
+            ),
+        ],
+    );
+    // the child in a profile, the parent a flag: named by the profile's file and line
+    let project = d.path().join(".ovlaunch.yaml");
+    std::fs::write(
+        &project,
+        format!("default_profile: x\nprofiles:\n  x:\n    container_mounts:\n      - {child}\n"),
+    )
+    .unwrap();
+    let mut extra = image.to_vec();
+    extra.extend(["--container-mount", parent]);
+    let o = dry(d.path(), &extra);
+    refused(
+        &o,
+        "--container-mount",
+        &[&format!(
+            "where `{child}` (profile x ({}:4)) is mounted before it",
+            project.display()
+        )],
+    );
+    // the parent in the profile, the child a flag: in order
+    std::fs::write(
+        &project,
+        format!("default_profile: x\nprofiles:\n  x:\n    container_mounts: [{parent}]\n"),
+    )
+    .unwrap();
+    let mut extra = image.to_vec();
+    extra.extend(["--container-mount", child]);
+    let o = dry(d.path(), &extra);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    std::fs::remove_file(&project).unwrap();
+    // parent first, and mounts side by side (/data2 is not inside /data), pass
+    let mut extra = image.to_vec();
+    extra.extend(["--container-mount", parent, "--container-mount", child]);
+    extra.extend(["--container-mount", "/lustre/data2:/data2"]);
+    let o = dry(d.path(), &extra);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+}
+
+/// The order `a_parent_mount_after_its_child_is_refused` asks for, run by real crun: a job
+/// rendered with `--container-runtime oci` and the parent mount first, its bundle run by
+/// crun with the step's command put in as Slurm puts it (`process.args`), sees the child's
+/// files at the child's destination; the same bundle with the two mounts the other way round
+/// (the refused order) sees an empty directory there: the parent hid the child. Needs root
+/// and crun (`.ci/install.sh oci`); elsewhere skipped, saying so.
+#[test]
+fn nested_mounts_are_made_in_order_by_crun() {
+    let test = "nested_mounts_are_made_in_order_by_crun";
+    if !crate::shared_cluster::root_or_skip(test) {
+        return;
+    }
+    if which::which("crun").is_err() {
+        assert!(
+            !common::slurm_required(),
+            "{test} needs crun (.ci/install.sh oci)"
+        );
+        eprintln!("skipped {test}: needs crun (.ci/install.sh oci)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let at = |rel: &str| d.path().join(rel);
+    let rootfs = at("rootfs");
+    for dir in ["bin", "proc", "dev", "sys", "tmp", "data"] {
+        std::fs::create_dir_all(rootfs.join(dir)).unwrap();
+    }
+    std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", rootfs.join("bin/sh")).unwrap();
+    std::fs::create_dir_all(at("data/sub")).unwrap();
+    std::fs::write(at("data/parent.txt"), "p").unwrap();
+    std::fs::create_dir_all(at("child")).unwrap();
+    std::fs::write(at("child/child.txt"), "c").unwrap();
+    let (parent, child) = (
+        format!("{}:/data", at("data").display()),
+        format!("{}:/data/sub", at("child").display()),
+    );
+    let fx = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let job = at("job");
+    let o = common::command()
+        .current_dir(d.path())
+        .args(["render", "-r", &format!("{fx}/tiny.yaml"), "-g", "cpux4"])
+        .args(["--launcher", "torchrun", "--container-runtime", "oci"])
+        .args(["--container-image", rootfs.to_str().unwrap()])
+        .args(["--container-mount", &parent, "--container-mount", &child])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let config = job.join("oci/config.json");
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    c["process"]["args"] = serde_json::json!(["/bin/sh", "-c", "ls /data /data/sub"]);
+    // crun as the CI's Slurm runs it (.ci/slurm-up.sh): without the cgroup v2 mount of a
+    // hybrid host, no cgroups managed
+    let run = |c: &serde_json::Value, id: &str| {
+        std::fs::write(&config, c.to_string()).unwrap();
+        let o = std::process::Command::new("unshare")
+            .args(["-m", "sh", "-c"])
+            .arg("umount -l /sys/fs/cgroup/unified 2>/dev/null; exec crun --root=\"$0\" --cgroup-manager=disabled run --bundle \"$1\" \"$2\"")
+            .args([at("crun").as_os_str(), job.join("oci").as_os_str(), id.as_ref()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+        common::stdout(&o)
+    };
+    let seen = run(&c, "in-order");
+    assert!(
+        seen.contains("parent.txt") && seen.contains("child.txt"),
+        "{seen}"
+    );
+    let mounts = c["mounts"].as_array_mut().unwrap();
+    let n = mounts.len();
+    assert_eq!(mounts[n - 1]["destination"], "/data/sub");
+    mounts.swap(n - 1, n - 2);
+    let seen = run(&c, "child-first");
+    assert!(
+        seen.contains("parent.txt") && !seen.contains("child.txt"),
+        "the parent mounted last hides the child: {seen}"
+    );
 }
 
 /// A relative `--container-workdir`: pyxis changes into it from the container's root after
