@@ -135,6 +135,10 @@ pub trait Host {
     /// The type of the filesystem holding `path` (or its nearest existing ancestor), as the
     /// kernel names it (`ext4`, `nfs4`, `lustre`).
     fn fs_type(&self, path: &Path) -> Option<String>;
+    /// Whether the filesystem holding `path` (or its nearest existing ancestor) is mounted
+    /// `noexec` on this host, where the kernel starts no program; `None` where the host
+    /// cannot tell (a login node without `findmnt`).
+    fn noexec(&self, path: &Path) -> Option<bool>;
     /// The user and group this host's commands run as.
     fn ids(&self) -> Result<(u32, u32)>;
     /// Whether `gid` is user `uid`'s private group on this host (`input::writers`' rule:
@@ -309,6 +313,10 @@ impl Host for Local {
         Box::new(super::tail::Tail::default())
     }
 
+    fn noexec(&self, path: &Path) -> Option<bool> {
+        Some(noexec(path))
+    }
+
     fn fs_type(&self, path: &Path) -> Option<String> {
         let existing = path.ancestors().find(|p| p.exists())?;
         let existing = existing.canonicalize().ok()?;
@@ -436,19 +444,31 @@ pub fn noexec(dir: &Path) -> bool {
         .is_some_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC))
 }
 
-/// A job directory `dir` whose rank runtime cannot start: on a filesystem this machine
-/// mounts `noexec` ([`noexec`]). `here`: the job runs on this machine, where every rank
-/// would fail, a usage error; else (Slurm's nodes) a warning, since the nodes may mount it
-/// otherwise.
-pub fn noexec_problem(dir: &Path, here: bool) -> Option<std::result::Result<String, Error>> {
-    if !noexec(dir) {
+/// A job directory `dir` whose rank runtime cannot start: on a filesystem `host` mounts
+/// `noexec` ([`Host::noexec`]; this machine, or the login node with `--host`). `here`: the
+/// job runs on this machine, where every rank would fail, a usage error; else (Slurm's
+/// nodes) a warning, since the nodes may mount it otherwise.
+pub fn noexec_problem(
+    host: &dyn Host,
+    dir: &Path,
+    here: bool,
+) -> Option<std::result::Result<String, Error>> {
+    if host.noexec(dir) != Some(true) {
         return None;
     }
+    let (flag, who) = match host.remote() {
+        Some(_) => (
+            "--remote-jobs-root, or remote_jobs_root in a profile",
+            "the login node",
+        ),
+        None => ("--jobs-root, or jobs_root in a profile", "this machine"),
+    };
     let fix = format!(
-        "put the jobs root on a filesystem mounted without noexec (--jobs-root, or jobs_root in a profile); `findmnt -T {}` shows the mount",
-        dir.parent().unwrap_or(dir).display()
+        "put the jobs root on a filesystem mounted without noexec ({flag}); `findmnt -T {}`{} shows the mount",
+        dir.parent().unwrap_or(dir).display(),
+        host.on()
     );
-    let shown = dir.display();
+    let shown = format!("{}{}", dir.display(), host.on());
     Some(if here {
         Err(Error::usage(format!(
             "the job directory {shown} is on a filesystem mounted noexec: every rank would start the job's copy of ovlaunch-rank from there, which the kernel refuses (Permission denied)"
@@ -456,7 +476,7 @@ pub fn noexec_problem(dir: &Path, here: bool) -> Option<std::result::Result<Stri
         .help(fix))
     } else {
         Ok(format!(
-            "the job directory {shown} is on a filesystem this machine mounts noexec: the ranks start the job's copy of ovlaunch-rank from there, which fails on every node that mounts it so too; {fix}"
+            "the job directory {shown} is on a filesystem {who} mounts noexec: the ranks start the job's copy of ovlaunch-rank from there, which fails on every node that mounts it so too; {fix}"
         ))
     })
 }

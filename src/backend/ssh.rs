@@ -72,6 +72,8 @@ pub struct Ssh {
     private: OnceLock<Option<u32>>,
     /// `-o ConnectTimeout=...` where the user's configuration sets none.
     connect: Option<String>,
+    /// Set once the note that the login node has no `getfacl` is printed.
+    no_getfacl_noted: OnceLock<()>,
 }
 
 /// The fix for a directory on the login node that cannot be created there.
@@ -125,6 +127,7 @@ impl Ssh {
             ids: OnceLock::new(),
             private: OnceLock::new(),
             connect: connect_option(target),
+            no_getfacl_noted: OnceLock::new(),
         })
     }
 
@@ -231,6 +234,12 @@ impl Ssh {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         };
+        if walk.no_getfacl && self.no_getfacl_noted.set(()).is_ok() {
+            eprintln!(
+                "note: {} has no getfacl: directories there that their group can write are checked by their mode, not their ACL (a POSIX ACL's grant to another user is not seen)",
+                self.target
+            );
+        }
         // A file where a directory is needed: nothing can be created under it (the local
         // walk's `ENOTDIR`).
         if let Some(path) = walk.not_a_directory() {
@@ -965,6 +974,24 @@ impl Host for Ssh {
         (out.status.success() && !t.is_empty()).then_some(t)
     }
 
+    fn noexec(&self, path: &Path) -> Option<bool> {
+        let p = sh_text(path).ok()?;
+        let line = format!(
+            "command -v findmnt >/dev/null 2>&1 || {{ echo nofindmnt; exit 0; }}; p={}; while [ ! -e \"$p\" ]; do p=$(dirname -- \"$p\"); done; findmnt -n -o OPTIONS -T \"$p\"",
+            quote(p)
+        );
+        let out = self.sh_ok(&line, Duration::from_secs(60)).ok()?;
+        let t = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if t == "nofindmnt" {
+            eprintln!(
+                "note: {} has no findmnt: whether the job directory's filesystem is mounted noexec there is not checked",
+                self.target
+            );
+            return None;
+        }
+        (out.status.success() && !t.is_empty()).then(|| t.split(',').any(|o| o == "noexec"))
+    }
+
     fn ids(&self) -> Result<(u32, u32)> {
         if let Some(ids) = self.ids.get() {
             return Ok(*ids);
@@ -1314,15 +1341,20 @@ const FACTS: &str = facts!();
 /// The remote half of [`Ssh::check_path`]: the user's id, then for every prefix of the path
 /// as given (`L`) and as `realpath -m` resolves it (`C`), from `/`, `TAG UID GID MODE PATH`
 /// (`stat`, not following a last link; MODE in hex) or `TAG missing PATH` for the first that
-/// does not exist; then, where an entry its group can write has the user's primary group,
-/// [`FACTS`]. `$1` is the path ([`walk_command`]). One line, as every remote command
-/// ([`remote_line`]: `shell::login_word` takes no line break).
+/// does not exist, each directory whose group bits (an ACL's mask, when it has one) let
+/// write followed by its ACL, `A ENTRIES` (`getfacl -cnE`, on one line; `noacl` where the
+/// login node has no `getfacl`); then, where an entry its group can write has the user's
+/// primary group, [`FACTS`]. `$1` is the path ([`walk_command`]). One line, as every remote
+/// command ([`remote_line`]: `shell::login_word` takes no line break).
 const WALK: &str = concat!(
     r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; g=$(id -g) || exit 1; gw=; "#,
     r#"seen() { set -- $1; [ "$2" = "$g" ] && [ $(( 0x$3 & 16 )) -ne 0 ] && gw=1; return 0; }; "#,
-    r#"walk() { p=; s=$(stat -c '%u %g %f' -- /) || exit 1; seen "$s"; printf '%s %s /\n' "$1" "$s"; old=$IFS; IFS=/; "#,
+    r#"acl() { set -- $1 "$2"; [ $(( 0x$3 & 16 )) -ne 0 ] && [ ! -L "$4" ] || return 0; "#,
+    r#"command -v getfacl >/dev/null 2>&1 || { echo noacl; return 0; }; "#,
+    r#"a=$(getfacl -cnE -- "$4" 2>/dev/null) && printf 'A %s\n' "$(printf '%s' "$a" | tr '\n' ' ')"; return 0; }; "#,
+    r#"walk() { p=; s=$(stat -c '%u %g %f' -- /) || exit 1; seen "$s"; printf '%s %s /\n' "$1" "$s"; acl "$s" /; old=$IFS; IFS=/; "#,
     r#"for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"; "#,
-    r#"if [ -e "$p" ] || [ -L "$p" ]; then s=$(stat -c '%u %g %f' -- "$p") || exit 1; seen "$s"; printf '%s %s %s\n' "$1" "$s" "$p"; "#,
+    r#"if [ -e "$p" ] || [ -L "$p" ]; then s=$(stat -c '%u %g %f' -- "$p") || exit 1; seen "$s"; printf '%s %s %s\n' "$1" "$s" "$p"; acl "$s" "$p"; "#,
     r#"else printf '%s missing %s\n' "$1" "$p"; break; fi; IFS=/; done; IFS=$old; }; "#,
     r#"walk L "$1"; c=$(realpath -m -- "$1") || exit 1; walk C "$c"; "#,
     r#"[ -n "$gw" ] || exit 0; "#,
@@ -1388,10 +1420,14 @@ fn remote_private_group(text: &str) -> Option<u32> {
 type Walked<'a> = (&'a str, Option<crate::input::writers::Entry>, &'a str);
 
 /// [`WALK`]'s output, read in one pass: the login user's id, the entries walked in order,
-/// and that user's private group there (from the [`FACTS`] lines that follow).
+/// the ACL entries read for some of them (by their index in `entries`), whether the login
+/// node had no `getfacl` to read them, and that user's private group there (from the
+/// [`FACTS`] lines that follow).
 struct Walk<'a> {
     me: u32,
     entries: Vec<Walked<'a>>,
+    acls: Vec<(usize, Vec<crate::input::writers::AclEntry>)>,
+    no_getfacl: bool,
     private: Option<u32>,
 }
 
@@ -1402,8 +1438,16 @@ impl<'a> Walk<'a> {
         let me = lines.next()?.strip_prefix("me ")?.trim().parse().ok()?;
         let mut facts = GroupLines::default();
         let mut entries = Vec::new();
+        let (mut acls, mut no_getfacl) = (Vec::new(), false);
         for line in lines {
-            if !facts.take(line)
+            if line == "noacl" {
+                no_getfacl = true;
+            } else if let Some(acl) = line.strip_prefix("A ") {
+                // the ACL of the entry walked just before
+                if let Some(last) = entries.len().checked_sub(1) {
+                    acls.push((last, crate::input::writers::acl_entries_in_text(acl)));
+                }
+            } else if !facts.take(line)
                 && let Some(e) = walked(line)
             {
                 entries.push(e);
@@ -1412,6 +1456,8 @@ impl<'a> Walk<'a> {
         Some(Walk {
             me,
             entries,
+            acls,
+            no_getfacl,
             private: facts.private_group(),
         })
     }
@@ -1444,15 +1490,29 @@ impl<'a> Walk<'a> {
         use crate::input::writers::{Kind, Reason};
         let me = self.me;
         let private = |uid: u32, gid: u32| uid == me && Some(gid) == self.private;
+        // an entry with the write grant its ACL gives, if any
+        let with_acl = |at: usize, e: crate::input::writers::Entry| {
+            let acl =
+                self.acls.iter().find(|(i, _)| *i == at).and_then(|(_, a)| {
+                    crate::input::writers::acl_writer_in(a, e.uid, me, &private)
+                });
+            e.with_acl_writer(acl)
+        };
         for tag in ["L", "C"] {
-            let walk = self.entries.iter().filter(|(t, _, _)| *t == tag);
-            for (i, (_, e, path)) in walk.enumerate() {
-                let Some(e) = e else { continue };
+            let walk = self
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, (t, _, _))| *t == tag);
+            for (i, (at, (_, e, path))) in walk.enumerate() {
+                let Some(e) = e.map(|e| with_acl(at, e)) else {
+                    continue;
+                };
                 let own_here = tag == "L" && i + own > depth;
                 let why = match (own_here, e.kind) {
                     (true, Kind::Link) => Some(Reason::Link),
-                    (true, _) => own_problem(*e, me, &private),
-                    (false, _) => path_problem(*e, me, sharing, &private),
+                    (true, _) => own_problem(e, me, &private),
+                    (false, _) => path_problem(e, me, sharing, &private),
                 };
                 if let Some(why) = why {
                     return Some((path, why, !own_here));
@@ -1613,6 +1673,73 @@ mod tests {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+
+    /// A directory whose ACL lets another user write it, walked by dash as a login shell
+    /// runs `WALK`: its ACL follows its line (where `setfacl` and ACLs exist here), and the
+    /// grant is refused as the local check refuses it; a mask without write, or no ACL line,
+    /// leaves the mode's word; `noacl` says the login node has no `getfacl`.
+    #[test]
+    fn the_login_nodes_acls_are_held_to_the_local_rule() {
+        use crate::input::writers::{Grantee, Reason};
+        // the group bits show the mask; the group is the user's private one
+        let t = |acl: &str| {
+            format!(
+                "me 0\nL 0 0 41ed /\nL 0 0 41ed /w\nL 0 0 41fd /w/jobs\n{acl}user root 0\ngroup root:x:0:\nothers 0\n"
+            )
+        };
+        let check = |t: &str| {
+            let walk = Walk::read(t).expect("the user's id first");
+            (
+                walk.problem(2, 0, Sharing::Private)
+                    .map(|(p, w, _)| (p.to_string(), w)),
+                walk.no_getfacl,
+            )
+        };
+        let granted = "A user::rwx user:1001:rwx group::r-x mask::rwx other::r-x \n";
+        assert_eq!(
+            check(&t(granted)),
+            (
+                Some(("/w/jobs".into(), Reason::Acl(Grantee::User(1001)))),
+                false
+            )
+        );
+        let masked = "A user::rwx user:1001:rwx group::r-x mask::r-x other::r-x \n";
+        assert_eq!(check(&t(masked)).0, None, "the mask takes write away");
+        assert_eq!(check(&t("noacl\n")), (None, true));
+        // dash runs it; the grant is read there
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = dir.path().join("jobs");
+        std::fs::create_dir(&jobs).unwrap();
+        let set = Command::new("setfacl")
+            .args(["-m", "u:4000001:rwx"])
+            .arg(&jobs)
+            .output();
+        if !set.is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped the walk's ACL half: no setfacl, or no ACLs here");
+            return;
+        }
+        let line = remote_line(&walk_command(jobs.to_str().unwrap()));
+        let out = Command::new("dash").args(["-c", &line]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let walk = Walk::read(&text).expect("the user's id first");
+        let depth = jobs.components().count() - 1;
+        // the mask gives the group write: refused as the group's where it is not the user's
+        // private group (the same database here and there), else as the ACL's grant
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&jobs).unwrap();
+        let why = if crate::input::writers::private_group(m.uid(), m.gid()) {
+            Reason::Acl(Grantee::User(4_000_001))
+        } else {
+            Reason::Group(m.gid())
+        };
+        assert_eq!(
+            walk.problem(depth, 0, Sharing::Private)
+                .map(|(p, w, _)| (p.to_string(), w)),
+            Some((jobs.display().to_string(), why)),
+            "{text}"
+        );
+        assert!(text.contains("user:4000001:rwx"), "{text}");
     }
 
     /// The login node's walk is held to the local rule: what `WALK` prints for a path of

@@ -1584,11 +1584,11 @@ fn prepare_job(
     })
 }
 
-/// What this machine tells of the place of job directory `dir` before anything is written
-/// (nothing for a login node's, with `--host`): the warnings, or the refusal. A filesystem
-/// mounted noexec, when the job starts a program from it (the rank runtime), is refused
-/// where the job runs here, else a warning (`backend::host::noexec_problem`); a path others
-/// may rename, which the group-shared setting accepted, is a warning
+/// What the host tells of the place of job directory `dir` before anything is written: the
+/// warnings, or the refusal. A filesystem mounted noexec (on this machine, or on the login
+/// node with `--host`), when the job starts a program from it (the rank runtime), is refused
+/// where the job runs here, else a warning (`backend::host::noexec_problem`); on this machine,
+/// a path others may rename, which the group-shared setting accepted, is a warning
 /// (`backend::trust::renamable_warning`, naming the experiment directory when there is one).
 fn place_here(
     host: &dyn Host,
@@ -1599,13 +1599,13 @@ fn place_here(
     experiment: &Option<PathBuf>,
 ) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
-    if host.remote().is_some() {
-        return Ok(warnings);
-    }
     if rank_runtime.is_some()
-        && let Some(problem) = crate::backend::host::noexec_problem(dir, runs_here)
+        && let Some(problem) = crate::backend::host::noexec_problem(host, dir, runs_here)
     {
         warnings.push(problem?);
+    }
+    if host.remote().is_some() {
+        return Ok(warnings);
     }
     if settings.jobs_root_shared.value == crate::backend::jobdir::Sharing::Group
         && let Some(w) = crate::backend::trust::renamable_warning(dir, experiment.is_some())

@@ -2427,6 +2427,71 @@ fn an_acl_that_lets_another_user_write_is_refused() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
+/// Through `--host`, a login node's jobs root whose ACL lets another user write it
+/// (`setfacl -m u:OTHER:rwx`, its group bits then the mask) is refused as a local one is:
+/// exit 2, naming the directory on the login node, the user by uid and `setfacl -x`, nothing
+/// queued; the same directory, its group the login user's private one, without the ACL takes
+/// the job. Needs the login user's primary group to be a private one (`useradd
+/// --user-group`): where it is not, the group's write bit is refused first and the test says
+/// it was skipped. (Before: the login node was checked by its mode only, and the job was
+/// written there, exit 0.)
+#[test]
+fn a_login_nodes_jobs_root_whose_acl_lets_another_user_write_is_refused() {
+    let test = "a_login_nodes_jobs_root_whose_acl_lets_another_user_write_is_refused";
+    if !root_or_skip(test) || !acl_or_skip(test) {
+        return;
+    }
+    let Some(_held) = crate::job_places::remote_lock() else {
+        return;
+    };
+    let login = crate::job_places::Login::start("/bin/sh");
+    let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(login.gid))
+        .unwrap()
+        .unwrap();
+    let private = group.name == crate::job_places::REMOTE
+        && group.mem.iter().all(|m| m == &group.name)
+        && !primary_of_another(login.uid, login.gid);
+    if !private {
+        eprintln!("skipped {test}: the login user's primary group is not a private one here");
+        return;
+    }
+    let jobs = login.dir.path().join("home/acl-jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::os::unix::fs::chown(&jobs, Some(login.uid), Some(login.gid)).unwrap();
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let submit = |name: &str| {
+        login.ovlaunch(&[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+            "--host",
+            "login",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ])
+    };
+    let o = submit("mine");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let uid = other_uid();
+    setfacl(&format!("-m u:{uid}:rwx"), &jobs);
+    let o = submit("granted");
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&format!(
+            "{} on login has an ACL that lets the user uid {uid} write it",
+            jobs.display()
+        )) && e.contains(&format!("setfacl -x u:{uid} {}", jobs.display())),
+        "{e}"
+    );
+    assert!(!jobs.join("granted").exists(), "written: {e}");
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+}
+
 /// Default ACLs on the jobs root (`setfacl -d -m u:OTHER:rwx,g:GROUP:rwx,o::rwx`), under
 /// `umask 000`: every file and directory ovlaunch creates has exactly the layout's mode
 /// (the ACL's mask is set to the mode's group bits, so the named entries get no more than
@@ -2575,6 +2640,73 @@ fn a_job_directory_on_a_noexec_filesystem_is_refused_where_it_runs() {
             && stderr(&o).ends_with("left: jobs\n"),
         "{}",
         stderr(&o)
+    );
+}
+
+/// A tmpfs mounted `noexec` at `dir` in this machine's mount namespace (where the login
+/// node's sshd runs), unmounted when dropped.
+struct NoexecMount(PathBuf);
+
+impl NoexecMount {
+    fn at(dir: &Path) -> NoexecMount {
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "noexec,size=64m", "tmpfs"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "mount: {}", stderr(&o));
+        NoexecMount(dir.to_path_buf())
+    }
+}
+
+impl Drop for NoexecMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
+/// Through `--host`, a login node's jobs root on a filesystem mounted `noexec` there: the
+/// job is queued with a warning naming the job directory on the login node, that the login
+/// node mounts it noexec, `--remote-jobs-root` and `findmnt` there, as the local check warns
+/// of this machine's (the login node is this machine behind a real sshd; the mount is made
+/// in its mount namespace for the test). (Before: no word of it; the ranks' start of the
+/// job's `ovlaunch-rank` would fail with Permission denied on every node that mounts it so.)
+#[test]
+fn a_login_nodes_noexec_jobs_root_is_warned_about() {
+    if !root_or_skip("a_login_nodes_noexec_jobs_root_is_warned_about") {
+        return;
+    }
+    let Some(_held) = crate::job_places::remote_lock() else {
+        return;
+    };
+    let login = crate::job_places::Login::start("/bin/sh");
+    let jobs = login.dir.path().join("home/noexec-jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    let _mount = NoexecMount::at(&jobs);
+    std::os::unix::fs::chown(&jobs, Some(login.uid), Some(login.gid)).unwrap();
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "nox",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        jobs.to_str().unwrap(),
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(
+        e.contains(&format!(
+            "the job directory {}/nox on login is on a filesystem the login node mounts noexec",
+            jobs.display()
+        )) && e.contains("(--remote-jobs-root, or remote_jobs_root in a profile)")
+            && e.contains(&format!("`findmnt -T {}` on login", jobs.display())),
+        "{e}"
     );
 }
 

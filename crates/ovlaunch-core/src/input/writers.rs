@@ -35,7 +35,9 @@
 //!   named group (`group:GID`) entry with the write bit, while the ACL's mask has it too
 //!   (the mask is what `ls -l` shows as the group bits, so `chmod g-w` ends every grant).
 //!   The owner, the user ovlaunch runs as and the owner's private group grant nobody else
-//!   ([`acl_writer`], the pure reading of the `system.posix_acl_access` attribute's bytes).
+//!   ([`acl_writer`], the pure reading of the `system.posix_acl_access` attribute's bytes;
+//!   [`acl_entries_in_text`] reads the same entries as `getfacl` prints them, for a login
+//!   node's ACL, both judged by [`acl_writer_in`]).
 //! - No I/O but [`private_group`], [`user_name`] and [`group_name`], which read this
 //!   machine's user and group database, and [`acl_writer_fd`] and [`acl_writer_at`],
 //!   which read an entry's access ACL (a filesystem without POSIX ACLs has none).
@@ -225,27 +227,29 @@ pub fn writers(
     [owner, every, group, acl].into_iter().flatten()
 }
 
+/// One entry of a POSIX ACL: its tag, permission bits and id, as Linux stores them.
+pub type AclEntry = (u16, u16, u32);
+
+const ACL_USER: u16 = 0x02;
+const ACL_GROUP: u16 = 0x08;
+const ACL_MASK: u16 = 0x10;
+const ACL_WRITE: u16 = 0x02;
+
 /// The first named user or group that the access ACL `xattr` (the bytes of the
 /// `system.posix_acl_access` attribute, as Linux stores them: a version word, 2, then
 /// entries of a 16-bit tag, 16-bit permissions and 32-bit id, little-endian) lets write an
-/// entry owned by `owner`: a `user:UID` entry (not the owner, not `me`) or a `group:GID`
-/// entry (not the owner's private group, by `private`) with the write bit, while the mask
-/// has it too. `None` for an ACL that cannot be read as one.
+/// entry owned by `owner` ([`acl_writer_in`]). `None` for an ACL that cannot be read as one.
 pub fn acl_writer(
     xattr: &[u8],
     owner: u32,
     me: u32,
     private: &dyn Fn(u32, u32) -> bool,
 ) -> Option<Grantee> {
-    const USER: u16 = 0x02;
-    const GROUP: u16 = 0x08;
-    const MASK: u16 = 0x10;
-    const WRITE: u16 = 0x02;
     let (version, body) = xattr.split_first_chunk::<4>()?;
     if u32::from_le_bytes(*version) != 2 || body.len() % 8 != 0 {
         return None;
     }
-    let entries: Vec<(u16, u16, u32)> = body
+    let entries: Vec<AclEntry> = body
         .chunks_exact(8)
         .map(|c| {
             (
@@ -255,22 +259,54 @@ pub fn acl_writer(
             )
         })
         .collect();
+    acl_writer_in(&entries, owner, me, private)
+}
+
+/// The first named user or group that the ACL `entries` let write an entry owned by
+/// `owner`: a `user:UID` entry (not the owner, not `me`) or a `group:GID` entry (not the
+/// owner's private group, by `private`) with the write bit, while the mask has it too.
+pub fn acl_writer_in(
+    entries: &[AclEntry],
+    owner: u32,
+    me: u32,
+    private: &dyn Fn(u32, u32) -> bool,
+) -> Option<Grantee> {
     let mask_writes = entries
         .iter()
-        .any(|&(tag, perm, _)| tag == MASK && perm & WRITE != 0);
+        .any(|&(tag, perm, _)| tag == ACL_MASK && perm & ACL_WRITE != 0);
     if !mask_writes {
         return None;
     }
     entries.iter().find_map(|&(tag, perm, id)| {
-        if perm & WRITE == 0 {
+        if perm & ACL_WRITE == 0 {
             return None;
         }
         match tag {
-            USER if id != owner && id != me => Some(Grantee::User(id)),
-            GROUP if !private(owner, id) => Some(Grantee::Group(id)),
+            ACL_USER if id != owner && id != me => Some(Grantee::User(id)),
+            ACL_GROUP if !private(owner, id) => Some(Grantee::Group(id)),
             _ => None,
         }
     })
+}
+
+/// The named user and group entries and the mask of an ACL as `getfacl -cnE` prints it
+/// (`user:UID:rwx`, `group:GID:r-x`, `mask::rwx`, separated by white space; the owner's,
+/// group owner's and others' entries, with no id, are left out, as is what is not an
+/// entry): the entries [`acl_writer_in`] reads, for an ACL read on another machine.
+pub fn acl_entries_in_text(text: &str) -> Vec<AclEntry> {
+    text.split_whitespace()
+        .filter_map(|word| {
+            let mut f = word.splitn(3, ':');
+            let (kind, id, perm) = (f.next()?, f.next()?, f.next()?);
+            let bits = if perm.contains('w') { ACL_WRITE } else { 0 };
+            match (kind, id) {
+                ("mask", "") => Some((ACL_MASK, bits, 0)),
+                ("user", id) if !id.is_empty() => Some((ACL_USER, bits, id.parse().ok()?)),
+                ("group", id) if !id.is_empty() => Some((ACL_GROUP, bits, id.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// The access ACL's bytes of what `read(buf)` (a `getxattr` call: the size it needs when
@@ -631,6 +667,38 @@ mod tests {
             Reason::Acl(Grantee::Group(7)).why(Names::Ids),
             "has an ACL that lets the group gid 7 write it"
         );
+    }
+
+    #[test]
+    fn an_acl_as_getfacl_prints_it_is_read_as_the_kernels() {
+        let w = |text: &str| acl_writer_in(&acl_entries_in_text(text), ME, ME, &private);
+        let base = "user::rwx group::r-x other::r-x";
+        assert_eq!(
+            w(&format!("{base} user:1001:rwx mask::rwx")),
+            Some(Grantee::User(1001))
+        );
+        assert_eq!(
+            w(&format!("{base} group:{TEAM}:rw- mask::rwx")),
+            Some(Grantee::Group(TEAM))
+        );
+        assert_eq!(
+            w(&format!("{base} user:1001:rwx mask::r-x")),
+            None,
+            "masked"
+        );
+        assert_eq!(
+            w(&format!("{base} user:1001:r-x mask::rwx")),
+            None,
+            "read only"
+        );
+        assert_eq!(w(&format!("{base} user:{ME}:rwx mask::rwx")), None, "me");
+        assert_eq!(
+            w(&format!("{base} group:{MINE}:rwx mask::rwx")),
+            None,
+            "private"
+        );
+        assert_eq!(w(base), None, "no named entry");
+        assert_eq!(w("user:x:rwx mask::rwx"), None, "not an id");
     }
 
     #[test]
