@@ -358,6 +358,15 @@ fn resolve_picked(
     )
     .and_then(|()| validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train))
     .map_err(located)?;
+    // a text that is no path holding `${...}` reaches the trainer as written: said, at its line
+    for (field, text) in validate::unexpanded_texts(&l.cfg.bridge) {
+        t.warnings.push(
+            match stated_at(outer.recipe, picked, choice.variant, &prov, &field) {
+                Some(at) => format!("{at}: {field}: {text}"),
+                None => format!("{field}: {text}"),
+            },
+        );
+    }
     // Bridge's runner rebuilds a recipe-owned pipeline layout after a PP or VP override.
     pipeline_layout_stage(inp, &choice, &mut l, &mut t).map_err(located)?;
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
@@ -1110,6 +1119,32 @@ fn in_users_file(
         Some(f) => f.locate(e, None),
         None => locate_in_own_file(recipe, variant, e),
     }
+}
+
+/// `FILE:LINE` where the user's recipe file states `field`, for a warning about its value, as
+/// [`in_users_file`] points an error: `None` where a flag gives the value (`--set`), or a
+/// shipped or generated recipe, or where the file does not state it.
+fn stated_at(
+    recipe: &Recipe,
+    picked: &Picked<'_>,
+    variant: Option<&Variant>,
+    prov: &layers::Provenance,
+    field: &str,
+) -> Option<String> {
+    if prov.user_set(field) {
+        return None;
+    }
+    let (origin, line) = match &picked.base {
+        Some(f) => (&f.origin, base::stated_line(&f.file, &f.lines, field)),
+        None if !recipe.is_bridges() => (
+            &recipe.origin,
+            variant
+                .and_then(|v| base::stated_line(&v.sections, &v.key_lines, field))
+                .or_else(|| base::stated_line(&recipe.sections, &recipe.key_lines, field)),
+        ),
+        None => return None,
+    };
+    line.map(|line| format!("{origin}:{line}"))
 }
 
 /// An error about fields a user's own recipe file (without a Bridge base) states, pointed at
