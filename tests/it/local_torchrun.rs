@@ -56,6 +56,8 @@ fn run_local(dir: &Path, job: &str, extra: &[&str], exit_code: &str) -> Output {
         ])
         .args(extra)
         .args(["--", "python3", &record, exit_code])
+        // a variable of the machine the job runs on, which only a shell line there expands
+        .env("OVL_NODE_SRC", "eth7")
         .output()
         .unwrap()
 }
@@ -117,10 +119,25 @@ fn local_executor_runs_real_torchrun() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    // a site plugin's setup line, shell in the job's script: the way to a value the node
+    // expands (docs/environment.md); an env value is exported as written
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    std::fs::write(
+        plugins.join("nodeenv.yaml"),
+        "name: nodeenv\nlaunch:\n  setup_lines: ['export OVL_FROM_NODE=\"iface-$OVL_NODE_SRC\"']\n",
+    )
+    .unwrap();
     let o = run_local(
         dir.path(),
         "job",
         &[
+            "--plugin-dir",
+            plugins.to_str().unwrap(),
+            "--plugin",
+            "nodeenv",
+            "--set",
+            "env_vars.OVL_AS_WRITTEN=$OVL_NODE_SRC",
             "--env",
             "OVL_LOCAL=a 'b' $c",
             // `{job_dir}` in an env value, by flag or by `env_vars`, is the job's directory
@@ -153,6 +170,8 @@ fn local_executor_runs_real_torchrun() {
         assert_eq!(v["env"]["OVL_SET_AT_JOB_DIR"], at("s"));
         // other braces are the value's own text
         assert_eq!(v["env"]["OVL_BRACES"], "{\"k\": \"{x}\"}");
+        assert_eq!(v["env"]["OVL_AS_WRITTEN"], "$OVL_NODE_SRC");
+        assert_eq!(v["env"]["OVL_FROM_NODE"], "iface-eth7");
     }
     // A failing trainer's exit code comes back through torchrun and ovlaunch.
     let o = run_local(dir.path(), "job2", &[], "3");
