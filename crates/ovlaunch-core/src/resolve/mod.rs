@@ -305,8 +305,7 @@ fn resolve_picked(
         decisions: Vec::new(),
         warnings: plugins.warnings.clone(),
     };
-    // The user's recipe file is reported as itself; its Bridge function's recipe gives the
-    // rules (layout table, env rules, function).
+    // The user's file is reported as itself; its Bridge function's recipe gives the rules.
     let outer = inp;
     let inp = &Inputs {
         recipe: picked.rules,
@@ -322,6 +321,7 @@ fn resolve_picked(
     // every refusal about fields a user's file states points at the file's line
     let prov = l.prov.clone();
     let located = |e: Error| in_users_file(outer.recipe, picked, choice.variant, &prov, e);
+    let at_line = |f: &str| stated_at(outer.recipe, picked, choice.variant, &prov, f);
     // The length that runs: Bridge's runner gives the model the dataset's.
     seq_length_stage(inp.recipe, choice.variant, &mut l, &mut t).map_err(located)?;
     // the function as the user named it: a library alias reaches the runner as given
@@ -358,15 +358,7 @@ fn resolve_picked(
     )
     .and_then(|()| validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train))
     .map_err(located)?;
-    // a text that is no path holding `${...}` reaches the trainer as written: said, at its line
-    for (field, text) in validate::unexpanded_texts(&l.cfg.bridge) {
-        t.warnings.push(
-            match stated_at(outer.recipe, picked, choice.variant, &prov, &field) {
-                Some(at) => format!("{at}: {field}: {text}"),
-                None => format!("{field}: {text}"),
-            },
-        );
-    }
+    unexpanded_texts(&l.cfg.bridge, &at_line, &mut t);
     // Bridge's runner rebuilds a recipe-owned pipeline layout after a PP or VP override.
     pipeline_layout_stage(inp, &choice, &mut l, &mut t).map_err(located)?;
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
@@ -1118,6 +1110,22 @@ fn in_users_file(
     match &picked.base {
         Some(f) => f.locate(e, None),
         None => locate_in_own_file(recipe, variant, e),
+    }
+}
+
+/// A text that is no path holding `${...}` reaches the trainer as written
+/// (`validate::unexpanded_texts`): a warning per field, at `at_line` (the line of the user's
+/// recipe file that states it, [`stated_at`]) where there is one.
+fn unexpanded_texts(
+    bridge: &crate::config::bridge::Sections,
+    at_line: &dyn Fn(&str) -> Option<String>,
+    t: &mut Trace,
+) {
+    for (field, text) in validate::unexpanded_texts(bridge) {
+        t.warnings.push(match at_line(&field) {
+            Some(at) => format!("{at}: {field}: {text}"),
+            None => format!("{field}: {text}"),
+        });
     }
 }
 
