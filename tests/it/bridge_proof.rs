@@ -1167,7 +1167,7 @@ fn layout_and_set_cases() -> Vec<Case> {
                 "--set",
                 "checkpoint.save=/ckpt/it's here",
                 // `${` reaches Bridge as text (escaped for Hydra); in a path it is refused
-                // (`own_data`), in a name it is the user's text
+                // (`own_data`), in a name it is the user's text, passed with a warning
                 "--set",
                 "logger.wandb_exp_name=it's ${here}",
             ],
