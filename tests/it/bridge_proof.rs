@@ -1167,7 +1167,7 @@ fn layout_and_set_cases() -> Vec<Case> {
                 "--set",
                 "checkpoint.save=/ckpt/it's here",
                 // `${` reaches Bridge as text (escaped for Hydra); in a path it is refused
-                // (`own_data`), in a name it is the user's text
+                // (`own_data`), in a name it is the user's text, passed with a warning
                 "--set",
                 "logger.wandb_exp_name=it's ${here}",
             ],
@@ -2538,7 +2538,7 @@ fn user_cases() -> Vec<Case> {
 /// checks that the README shows exactly these flags.
 pub const README_PRETRAIN: &[&str] = &[
     "--recipe",
-    "llama3_8b",
+    "llama3_8b_pretrain_config",
     "--gpus",
     "h100x16",
     "--set",
@@ -2552,15 +2552,11 @@ pub const README_PRETRAIN: &[&str] = &[
     "--set",
     "train.train_iters=100000",
     "--set",
-    "scheduler.lr_warmup_iters=2000",
-    "--set",
     "scheduler.lr_decay_iters=100000",
     "--set",
     "checkpoint.save={experiment_dir}/checkpoints",
     "--set",
     "checkpoint.save_interval=1000",
-    "--set",
-    "logger.log_interval=10",
     "--plugin",
     "wandb:project=llama3-8b-pretrain",
     "--plugin",
@@ -3872,6 +3868,66 @@ fn the_readme_pretraining_example_is_the_proofs_job() {
     assert_eq!(
         shown, words,
         "README.md's override words are not `ovlaunch overrides`"
+    );
+}
+
+/// The README's real pretraining run starts from Bridge's library pretraining function, not a
+/// benchmark one: Bridge's own config for the README job's trainer line keeps what a run on
+/// real data needs, which a benchmark function (`--recipe llama3_8b`,
+/// `llama3_8b_pretrain_64gpu_h100_bf16_config`) switches off for throughput: NaN checks of
+/// the gradients and the loss, gradients reduced in fp32, validation; and it trains on the
+/// README's data.
+#[test]
+fn the_readme_pretraining_example_trains_as_a_real_run() {
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    let mut args = vec![
+        "--dry-run",
+        "--rank-runtime",
+        "ovlaunch-rank",
+        "--job-dir",
+        "/jobs/readme",
+    ];
+    args.extend(README_PRETRAIN.iter().copied());
+    let out = ok_env(
+        &args,
+        &[
+            ("WANDB_API_KEY", "readme-key"),
+            ("HF_TOKEN", "readme-token"),
+        ],
+    );
+    let case = json!([{"id": "readme", "argv": trainer_argv(&out), "world_size": 16,
+        "gpu": "h100", "env": {}}]);
+    let built = &probe(&python, &case)["readme"];
+    assert_eq!(built["ok"], json!(true), "{built}");
+    let c = &built["config"];
+    assert_eq!(
+        c["ddp"]["check_for_nan_in_grad"],
+        json!(true),
+        "{}",
+        c["ddp"]
+    );
+    assert_eq!(
+        c["rerun_state_machine"]["check_for_nan_in_loss"],
+        json!(true)
+    );
+    assert_eq!(c["ddp"]["grad_reduce_in_fp32"], json!(true));
+    assert!(
+        c["validation"]["eval_iters"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{}",
+        c["validation"]
+    );
+    assert_eq!(
+        c["dataset"]["blend"][0],
+        json!([
+            "/data/dclm/dclm_01_text_document",
+            "/data/dclm/dclm_02_text_document"
+        ]),
+        "{}",
+        c["dataset"]
     );
 }
 

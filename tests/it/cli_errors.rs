@@ -402,6 +402,101 @@ fn malformed_yaml_has_file_and_line() {
     insta::assert_snapshot!(plan_of_recipe("name: mine\nmodel: [\n"));
 }
 
+/// A YAML file indented with a tab (a recipe, a plugin, a site profile, a hardware file): the
+/// parser's place, and the fix, with the line the tab indents (which the parser's place is not
+/// where the tab follows a plain value: it stops at that value).
+#[test]
+fn a_tab_indented_yaml_file_says_to_indent_with_spaces() {
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let recipe = file("r.yaml", "name: mine\nmodel:\n\tnum_layers: 4\n");
+    let after_a_value = file(
+        "v.yaml",
+        "name: mine\nmodel:\n  num_layers: 4\n  \thidden_size: 8\n",
+    );
+    let plugin = file(
+        "plugins/site.yaml",
+        "name: site\nlaunch:\n\tsetup_lines: [\"echo hi\"]\n",
+    );
+    let hardware = file("hw.yaml", "- kind: mygpu\n\tmemory_gib: 80\n");
+    let project = d.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let _profile = file(
+        "project/.ovlaunch.yaml",
+        "profiles:\n  site:\n\tpartition: batch\n",
+    );
+    let plugins = d.path().join("plugins");
+    let plugins = plugins.to_str().unwrap();
+    for (cwd, args, at, line) in [
+        (
+            d.path(),
+            vec!["plan", "-r", &recipe, "-g", "h100x8"],
+            format!("{recipe}:3"),
+            3,
+        ),
+        (
+            d.path(),
+            vec!["plan", "-r", &after_a_value, "-g", "h100x8"],
+            format!("{after_a_value}:3"),
+            4,
+        ),
+        (
+            d.path(),
+            vec![
+                "plan",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--plugin-dir",
+                plugins,
+                "--plugin",
+                "site",
+            ],
+            format!("{plugin}:3"),
+            3,
+        ),
+        (
+            d.path(),
+            vec![
+                "plan",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--hardware-file",
+                &hardware,
+            ],
+            format!("{hardware}:1"),
+            2,
+        ),
+        (
+            project.as_path(),
+            vec!["plan", "-r", "llama3_8b", "-g", "h100x8"],
+            ".ovlaunch.yaml:3".to_string(),
+            3,
+        ),
+    ] {
+        let o = command().current_dir(cwd).args(&args).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(err.contains("tab"), "{args:?}: {err}");
+        assert!(err.contains(&format!("{at}:")), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "help: YAML forbids tabs for indentation: indent with spaces (line {line} is indented with a tab)"
+            )),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn duplicate_keys_are_errors() {
     insta::assert_snapshot!(plan_of_recipe(

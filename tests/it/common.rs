@@ -42,6 +42,21 @@ fn launcher() -> &'static str {
     env!("CARGO_BIN_EXE_ovlaunch")
 }
 
+/// A TCP port free on this machine now, for a run's rendezvous (`--master-port`): the kernel's
+/// choice for a listener bound at port 0 on every address (where c10d's store binds), released
+/// at once. A fixed port is shared by every checkout running the same test at the same time:
+/// the second run is refused (`--master-port`: in use) or its agents join the first one's
+/// store. The kernel hands concurrent asks different ports; what is left is another process
+/// taking this one between its release here and the run's bind, which is rare.
+/// (`local_torchrun::no_test_runs_torchrun_at_a_fixed_port` holds the tests to it.)
+pub fn free_port() -> String {
+    std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free TCP port")
+        .port()
+        .to_string()
+}
+
 /// The `ovlaunch-rank` binary. It belongs to the workspace's other package, so Cargo does not
 /// hand its path to these tests: it is built here, once per test run, into the target
 /// directory and profile of `ovlaunch` (a no-op when it is up to date).

@@ -11,8 +11,9 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
 /// A test's turn with the real torchrun, or `None` (the test passes, saying so) when torchrun
-/// is not installed outside CI. The runs of these tests take turns (each at its own
-/// `--master-port`; the machine's CPUs are few).
+/// is not installed outside CI. The runs of these tests take turns (the machine's CPUs are
+/// few), each at a `--master-port` free when it starts (`common::free_port`), so that another
+/// checkout's run of the same test cannot hold it.
 fn torchrun_turn() -> Option<MutexGuard<'static, ()>> {
     if which::which("torchrun").is_err() {
         assert!(
@@ -27,7 +28,7 @@ fn torchrun_turn() -> Option<MutexGuard<'static, ()>> {
 }
 
 /// `ovlaunch submit --executor local` of the tiny recipe on two CPU ranks.
-fn run_local(dir: &Path, job: &str, port: &str, extra: &[&str], exit_code: &str) -> Output {
+fn run_local(dir: &Path, job: &str, extra: &[&str], exit_code: &str) -> Output {
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let recipe = format!("{fixtures}/tiny.yaml");
     let record = format!("{fixtures}/record_rank.py");
@@ -51,12 +52,61 @@ fn run_local(dir: &Path, job: &str, port: &str, extra: &[&str], exit_code: &str)
             "--rank-runtime",
             common::rank_bin(),
             "--master-port",
-            port,
+            &common::free_port(),
         ])
         .args(extra)
         .args(["--", "python3", &record, exit_code])
+        // a variable of the machine the job runs on, which only a shell line there expands
+        .env("OVL_NODE_SRC", "eth7")
         .output()
         .unwrap()
+}
+
+/// Every `--master-port` (`--master_port`) a test gives a run is chosen free when the test runs
+/// (`common::free_port`), never a number written in the test: two checkouts running the suite
+/// at once would meet at a fixed one (the second run refused as its port is in use, or joining
+/// the first one's rendezvous). `0`, which ovlaunch refuses, is a bad-input case, not a run.
+#[test]
+fn no_test_runs_torchrun_at_a_fixed_port() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let (mut seen, mut fixed) = (0, Vec::new());
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for flag in ["--master-port", "--master_port"] {
+            let needle = format!("\"{flag}\"");
+            for (at, _) in text.match_indices(&needle) {
+                seen += 1;
+                // the next word: past spaces, a comma and line comments
+                let mut rest = &text[at + needle.len()..];
+                loop {
+                    rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',');
+                    match rest.strip_prefix("//") {
+                        Some(r) => rest = r.split_once('\n').map_or("", |(_, r)| r),
+                        None => break,
+                    }
+                }
+                let word = rest.strip_prefix('"').and_then(|r| r.split_once('"'));
+                if let Some((number, _)) = word
+                    && !number.is_empty()
+                    && number != "0"
+                    && number.bytes().all(|b| b.is_ascii_digit())
+                {
+                    let line = text[..at].lines().count();
+                    let name = path.file_name().unwrap().to_string_lossy();
+                    fixed.push(format!("{name}:{line}: {flag} {number}"));
+                }
+            }
+        }
+    }
+    assert!(
+        seen >= 10,
+        "only {seen} port flags found: the scan reads nothing"
+    );
+    assert!(fixed.is_empty(), "fixed ports: {fixed:#?}");
 }
 
 fn read_json(path: &Path) -> serde_json::Value {
@@ -69,11 +119,25 @@ fn local_executor_runs_real_torchrun() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    // a site plugin's setup line, shell in the job's script: the way to a value the node
+    // expands (docs/environment.md); an env value is exported as written
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    std::fs::write(
+        plugins.join("nodeenv.yaml"),
+        "name: nodeenv\nlaunch:\n  setup_lines: ['export OVL_FROM_NODE=\"iface-$OVL_NODE_SRC\"']\n",
+    )
+    .unwrap();
     let o = run_local(
         dir.path(),
         "job",
-        "29731",
         &[
+            "--plugin-dir",
+            plugins.to_str().unwrap(),
+            "--plugin",
+            "nodeenv",
+            "--set",
+            "env_vars.OVL_AS_WRITTEN=$OVL_NODE_SRC",
             "--env",
             "OVL_LOCAL=a 'b' $c",
             // `{job_dir}` in an env value, by flag or by `env_vars`, is the job's directory
@@ -106,9 +170,11 @@ fn local_executor_runs_real_torchrun() {
         assert_eq!(v["env"]["OVL_SET_AT_JOB_DIR"], at("s"));
         // other braces are the value's own text
         assert_eq!(v["env"]["OVL_BRACES"], "{\"k\": \"{x}\"}");
+        assert_eq!(v["env"]["OVL_AS_WRITTEN"], "$OVL_NODE_SRC");
+        assert_eq!(v["env"]["OVL_FROM_NODE"], "iface-eth7");
     }
     // A failing trainer's exit code comes back through torchrun and ovlaunch.
-    let o = run_local(dir.path(), "job2", "29732", &[], "3");
+    let o = run_local(dir.path(), "job2", &[], "3");
     assert_ne!(o.status.code(), Some(0), "a failing trainer fails the run");
     assert_ne!(
         read_json(&dir.path().join("job2/submission.json"))["exit_code"],
@@ -137,7 +203,7 @@ fn the_torchrun_command_writes_the_job_directory_its_script_runs() {
             "--rank-runtime",
             common::rank_bin(),
             "--master-port",
-            "29733",
+            &common::free_port(),
         ])
         .args(["--env", "OVL_LOCAL=a 'b' $c"])
         .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
@@ -196,6 +262,7 @@ fn local_submit_json_keeps_stdout_for_the_answer() {
     let job = dir.path().join("job");
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let recipe = format!("{fixtures}/tiny.yaml");
+    let port = common::free_port();
     let args = [
         "submit",
         "--executor",
@@ -211,7 +278,7 @@ fn local_submit_json_keeps_stdout_for_the_answer() {
         "--rank-runtime",
         common::rank_bin(),
         "--master-port",
-        "29734",
+        &port,
         "-o",
         "json",
         "--",
@@ -246,7 +313,8 @@ fn local_submit_json_keeps_stdout_for_the_answer() {
             &[
                 (dir.path().to_str().unwrap(), "[TMP]"),
                 (common::rank_bin(), "[RANK]"),
-                (&recipe, "[TINY]")
+                (&recipe, "[TINY]"),
+                (&format!("--master-port {port} "), "--master-port [PORT] ")
             ]
         )
     );
@@ -272,7 +340,12 @@ fn a_local_run_whose_ovlaunch_was_killed_is_not_running_for_ever() {
         .current_dir(dir.path())
         .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
         .args(["--gpus", "cpux1", "--executor", "local"])
-        .args(["--torchrun-flags", "underscore", "--master-port", "29733"])
+        .args([
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            &common::free_port(),
+        ])
         .args(["--job-dir", job.to_str().unwrap()])
         .args(["--rank-runtime", common::rank_bin()])
         .args(["--", "python3", "-c", &wait])
@@ -390,7 +463,12 @@ fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
         .current_dir(dir.path())
         .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
         .args(["--gpus", "cpux2", "--executor", "local"])
-        .args(["--torchrun-flags", "underscore", "--master-port", "29735"])
+        .args([
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            &common::free_port(),
+        ])
         .args(["--job-dir", job.to_str().unwrap()])
         .args(["--rank-runtime", common::rank_bin()])
         .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
@@ -475,7 +553,12 @@ fn cancel_stops_a_running_local_run() {
         .current_dir(dir.path())
         .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
         .args(["--gpus", "cpux1", "--executor", "local"])
-        .args(["--torchrun-flags", "underscore", "--master-port", "29736"])
+        .args([
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            &common::free_port(),
+        ])
         .args(["--job-dir", job.to_str().unwrap()])
         .args(["--rank-runtime", common::rank_bin()])
         .args(["--", "python3", "-c", &trainer])
@@ -574,7 +657,12 @@ fn a_local_run_keeps_its_output_for_logs_and_is_known_by_its_pid() {
         .current_dir(dir.path())
         .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
         .args(["--gpus", "cpux1", "--executor", "local", "-o", "json"])
-        .args(["--torchrun-flags", "underscore", "--master-port", "29737"])
+        .args([
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            &common::free_port(),
+        ])
         .args(["--job-dir", job.to_str().unwrap()])
         .args(["--rank-runtime", common::rank_bin()])
         .args(["--", "python3", "-c", &trainer])

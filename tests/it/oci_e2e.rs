@@ -116,6 +116,7 @@ fn fixtures() -> String {
 /// The launch flags shared by the positive and the negative job.
 fn job_args(rootfs: &Path, job_dir: &Path) -> Vec<String> {
     let fx = fixtures();
+    let port = common::free_port();
     let mut a: Vec<String> = [
         "--recipe",
         &format!("{fx}/tiny.yaml"),
@@ -131,10 +132,10 @@ fn job_args(rootfs: &Path, job_dir: &Path) -> Vec<String> {
         "torchrun",
         "--torchrun-flags",
         "underscore",
-        // not torchrun's default: the real-Slurm scenarios' torchrun jobs run on the same
-        // machine at the same time
+        // a port free now, not torchrun's default nor a fixed one: the real-Slurm scenarios'
+        // torchrun jobs run on the same machine at the same time, as may another checkout's
         "--master-port",
-        "29611",
+        &port,
         "--container-runtime",
         "oci",
         "--container-image",
@@ -211,6 +212,7 @@ fn profile_job(c: &Cluster, rootfs: &Path) {
     )
     .unwrap();
     let dir = c.path("jobs/oci-profile");
+    let port = common::free_port();
     let args = [
         "submit",
         "--profile",
@@ -226,7 +228,7 @@ fn profile_job(c: &Cluster, rootfs: &Path) {
         "--torchrun-flags",
         "underscore",
         "--master-port",
-        "29612",
+        &port,
         "--",
         "python3",
         &format!("{fx}/record_rank.py"),

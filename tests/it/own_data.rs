@@ -171,6 +171,120 @@ fn a_path_with_tilde_or_a_variable_is_refused_as_bridge_keeps_it_as_text() {
     );
 }
 
+/// OmegaConf's `${oc.env:NAME}` in a text field that is no path (a run's W&B name) reaches the
+/// trainer as written: ovlaunch escapes `${` on the runner's line, and Bridge's override code
+/// keeps an escaped `${` as text (it resolves the same words unescaped, from the trainer's
+/// environment). The plan goes on with a warning naming the field (and the file's line), the
+/// text, and the `--set` whose double quotes let the shell give the value; a `$NAME` there is
+/// text the user may mean and passes silently; in a path it is refused (above).
+#[test]
+fn an_omegaconf_variable_in_a_text_field_is_passed_as_written_with_a_warning() {
+    let text = "run-${oc.env:HOME}";
+    let warned = |err: &str| {
+        err.lines()
+            .find(|l| {
+                l.contains("logger.wandb_exp_name: ")
+                    && l.contains("passed to the trainer as written")
+            })
+            .map(str::to_string)
+    };
+    let mut a = vec!["plan"];
+    a.extend(PRETRAIN);
+    let set = format!("logger.wandb_exp_name={text}");
+    a.extend(["--set", &set, "-o", "json"]);
+    let o = run(&a);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let w: Vec<&str> = plan["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|w| w.contains("passed to the trainer as written"))
+        .collect();
+    assert_eq!(w.len(), 1, "{plan:#}");
+    assert!(
+        w[0].starts_with(
+            "logger.wandb_exp_name: \"run-${oc.env:HOME}\" is passed to the trainer as written"
+        ),
+        "{}",
+        w[0]
+    );
+    assert!(
+        w[0].contains("`${oc.env:HOME}` is not resolved"),
+        "{}",
+        w[0]
+    );
+    assert!(
+        w[0].contains("`--set \"logger.wandb_exp_name=run-$HOME\"` in double quotes"),
+        "{}",
+        w[0]
+    );
+    // a recipe file: at its line, as `warning:` before the dry run's script
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mine.yaml");
+    std::fs::write(
+        &file,
+        format!("bridge_recipe: llama3_8b_pretrain_config\nlogger:\n  log_interval: 5\n  wandb_exp_name: {text}\n"),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let o = run(&[
+        "--dry-run",
+        "-r",
+        f,
+        "--gpus",
+        "h100x8",
+        "--rank-runtime",
+        "ovlaunch-rank",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = warned(&stderr(&o)).unwrap_or_else(|| panic!("no warning: {}", stderr(&o)));
+    assert!(
+        line.contains(&format!("warning: {f}:4: logger.wandb_exp_name: ")),
+        "{line}"
+    );
+    // `$NAME` in text that is no path: no warning
+    let mut a = vec!["plan"];
+    a.extend(PRETRAIN);
+    a.extend(["--set", "logger.wandb_exp_name=$USER-run"]);
+    let o = run(&a);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(warned(&stdout(&o)), None, "{}", stdout(&o));
+    let Some(python) = bridge_python() else {
+        return;
+    };
+    // what Bridge's runner builds: from the word ovlaunch writes, the text; from the same
+    // word unescaped (which ovlaunch never writes), the variable's value in the runner's
+    // environment (the probe's: this process's)
+    let mut a = vec!["overrides"];
+    a.extend(PRETRAIN);
+    a.extend(["--set", &set]);
+    let words = ok(&a);
+    let word = words
+        .lines()
+        .find(|l| l.starts_with("logger.wandb_exp_name="))
+        .unwrap_or_else(|| panic!("{words}"));
+    assert_eq!(word, "logger.wandb_exp_name='run-\\${oc.env:HOME}'");
+    let case = |id: &str, w: &str| {
+        json!({"id": id, "argv": ["python", "/opt/Megatron-Bridge/scripts/training/run_recipe.py",
+            "--recipe", "llama3_8b_pretrain_config", w], "world_size": 8, "gpu": "h100",
+            "env": {}})
+    };
+    let unescaped = word.replace("\\${", "${");
+    let built = probe(
+        &python,
+        &json!([case("escaped", word), case("unescaped", &unescaped)]),
+    );
+    let name = |id: &str| {
+        assert_eq!(built[id]["ok"], json!(true), "{}", built[id]);
+        built[id]["config"]["logger"]["wandb_exp_name"].clone()
+    };
+    assert_eq!(name("escaped"), json!(text));
+    let home = std::env::var("HOME").expect("HOME");
+    assert_eq!(name("unescaped"), json!(format!("run-{home}")));
+}
+
 /// A comma inside a path of a list value splits the item (YAML's flow list, and Hydra's list on
 /// the runner's line, separate items at `,`): the refusal says so and how to quote it, and the
 /// quoted item is one path (Bridge builds that job unchanged: `bridge_proof`'s

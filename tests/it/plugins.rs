@@ -254,7 +254,7 @@ fn preemption_signals_the_batch_shell_and_requeues() {
         "#SBATCH --signal=B:TERM@60\n",
         "#SBATCH --requeue\n",
         "#SBATCH --open-mode=append\n",
-        "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal=TERM; if [ -n \"$ovlaunch_step\" ]; then scancel --signal=TERM \"$SLURM_JOB_ID\" || true; fi; fi' TERM\n",
+        "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal=TERM; ovlaunch_interrupted=1; if [ -n \"$ovlaunch_step\" ]; then scancel --signal=TERM \"$SLURM_JOB_ID\" || true; else ovlaunch_pending=TERM; fi; fi' TERM\n",
         "scontrol requeue \"$SLURM_JOB_ID\"",
     ] {
         assert!(sc.contains(want), "{want} in\n{sc}");
@@ -1148,7 +1148,9 @@ fn scripts_with_every_plugin_pass_bash_n_and_shellcheck() {
 /// A directory with fake `srun`, `scontrol` and `scancel` that log their calls to
 /// `calls.log`. The fake launch step runs until it gets SIGTERM (then exits 0, like a
 /// trainer that checkpointed), unless `FAKE_STEP_EXIT` says to exit at once with that code;
-/// the fake `scancel --signal=S` delivers S to the step, as slurmd would.
+/// the fake `scancel --signal=S` delivers S to the step, as slurmd would, and with
+/// `FAKE_SCANCEL_SLOW` returns only once the step has ended (a controller that answers after
+/// the ranks stopped).
 fn fake_slurm(dir: &Path) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -1172,7 +1174,11 @@ if [ "$1" = show ]; then echo node1; fi
     let scancel = r#"#!/bin/bash
 echo "scancel $*" >> "$FAKE_LOG"
 sig=${1#--signal=}
-kill -s "$sig" "$(cat "$FAKE_DIR/step.pid")"
+step=$(cat "$FAKE_DIR/step.pid")
+kill -s "$sig" "$step"
+if [ -n "${FAKE_SCANCEL_SLOW:-}" ]; then
+  while kill -0 "$step" 2>/dev/null; do sleep 0.05; done
+fi
 "#;
     for (name, text) in [("srun", srun), ("scontrol", scontrol), ("scancel", scancel)] {
         let p = bin.join(name);
@@ -1229,13 +1235,15 @@ fn calls(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("calls.log")).unwrap_or_default()
 }
 
-#[test]
-fn preemption_script_passes_term_on_then_requeues() {
+/// The preemption plugin's script run with the fake Slurm and `env`, SIGTERM sent to its
+/// batch shell once the step has started (what Slurm does at `--signal=B:TERM@N`): the
+/// script's exit status and the calls logged.
+fn term_during_the_step(env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     fake_slurm(d);
     let script = render(d, "llama8b", "h100x8", &["--plugin", "preemption"]);
-    let mut child = bash(d, &script, &[])
+    let mut child = bash(d, &script, env)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -1251,12 +1259,48 @@ fn preemption_script_passes_term_on_then_requeues() {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let status = child.wait().unwrap();
-    let log = calls(d);
+    (status, calls(d))
+}
+
+/// The step stops cleanly on the forwarded signal, and the job requeues itself.
+fn assert_passed_on_and_requeued(status: std::process::ExitStatus, log: &str) {
     assert!(log.contains("scancel --signal=TERM 4242"), "{log}");
     assert!(log.contains("step got TERM"), "{log}");
     assert!(!log.contains("step ran to the end"), "{log}");
     assert!(log.contains("scontrol requeue 4242"), "{log}");
     assert_eq!(status.code(), Some(0), "{log}");
+}
+
+#[test]
+fn preemption_script_passes_term_on_then_requeues() {
+    let (status, log) = term_during_the_step(&[]);
+    assert_passed_on_and_requeued(status, &log);
+}
+
+/// A step that stops cleanly before the batch shell looks again (here scancel returns only
+/// then; a loaded node's shell may simply run late) still gives its own status: the
+/// interrupted `wait`'s 143 was taken for the step's (no requeue, the job failed).
+#[test]
+fn preemption_script_requeues_a_step_that_ended_before_the_shell_looked_again() {
+    let (status, log) = term_during_the_step(&[("FAKE_SCANCEL_SLOW", "1")]);
+    assert_passed_on_and_requeued(status, &log);
+}
+
+/// The signal arrives after the step has started but before the batch shell has recorded it
+/// (`ovlaunch_step=$!`; a loaded node holds the shell there, as this DEBUG trap does for a
+/// second): it is passed on once the step is recorded. It was dropped: the step ran on to its
+/// end and, ending cleanly after a signal, the finished run was requeued.
+#[test]
+fn preemption_script_passes_on_a_signal_that_came_before_the_step_was_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = dir.path().join("hold.sh");
+    std::fs::write(
+        &hold,
+        "trap 'case $BASH_COMMAND in ovlaunch_step=*) sleep 1;; esac' DEBUG\n",
+    )
+    .unwrap();
+    let (status, log) = term_during_the_step(&[("BASH_ENV", hold.to_str().unwrap())]);
+    assert_passed_on_and_requeued(status, &log);
 }
 
 #[test]

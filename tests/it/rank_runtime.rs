@@ -1034,7 +1034,7 @@ fn srun_mode_under_torchrun_is_refused() {
         ("SLURM_STEP_TASKS_PER_NODE", "1"),
         ("SLURM_STEP_NODELIST", "localhost"),
     ];
-    let torchrun_workers = |mode: &str, port: &str| {
+    let torchrun_workers = |mode: &str| {
         let plan = write_plan(
             dir.path(),
             &format!(r#"{{"schema": 1, "launch_mode": "{mode}"}}"#),
@@ -1048,7 +1048,7 @@ fn srun_mode_under_torchrun_is_refused() {
                 "--nproc_per_node",
                 "2",
                 "--master_port",
-                port,
+                &crate::common::free_port(),
             ])
             .arg(crate::common::rank_bin())
             .args(["--plan", plan.to_str().unwrap(), "--", "sh", "-c"])
@@ -1057,7 +1057,7 @@ fn srun_mode_under_torchrun_is_refused() {
             .unwrap();
         finish(out)
     };
-    let r = torchrun_workers("auto", "29537");
+    let r = torchrun_workers("auto");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let mut ranks: Vec<&str> = r
         .stdout
@@ -1070,7 +1070,7 @@ fn srun_mode_under_torchrun_is_refused() {
         ["worker RANK=0 WORLD_SIZE=2", "worker RANK=1 WORLD_SIZE=2"]
     );
 
-    let r = torchrun_workers("srun", "29538");
+    let r = torchrun_workers("srun");
     assert_ne!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
     assert!(!r.stdout.contains("worker "), "a worker ran: {}", r.stdout);
     assert!(

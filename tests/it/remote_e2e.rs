@@ -517,6 +517,7 @@ fn a_container_job_imports_the_packaged_repository(r: &Remote) {
     let rootfs = r.cluster.dir.path().join("rootfs");
     busybox_rootfs(&rootfs);
     let mut a = r.submit_args("boxed");
+    let port = common::free_port();
     let gpus = a.iter().position(|x| x == "cpux2").unwrap();
     a[gpus] = "cpux4".into();
     for x in [
@@ -527,7 +528,7 @@ fn a_container_job_imports_the_packaged_repository(r: &Remote) {
         "--torchrun-flags",
         "underscore",
         "--master-port",
-        "29631",
+        &port,
         "--container-runtime",
         "oci",
         "--container-image",

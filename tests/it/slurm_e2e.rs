@@ -507,6 +507,7 @@ fn a_jobs_root_with_a_space_and_percent_j() {
 fn torchrun_mode_two_workers_per_node() {
     let Some((_turn, c)) = cluster() else { return };
     if which::which("torchrun").is_ok() {
+        let port = common::free_port();
         let dir = submit(
             c,
             "torchrun-mode",
@@ -518,7 +519,7 @@ fn torchrun_mode_two_workers_per_node() {
                 // not torchrun's default (29500), which anything on the machine may hold:
                 // the two agents of a job on one host would both join that stranger's store
                 "--master-port",
-                "29752",
+                &port,
                 "--env",
                 &format!("OVL_NASTY={NASTY}"),
             ],
@@ -643,6 +644,7 @@ fn fault_tolerance_restarts_a_failed_rank() {
         return;
     };
     let bin = Path::new(&ft).parent().unwrap().to_path_buf();
+    let port = common::free_port();
     let dir = submit_with_path(
         c,
         Some(&bin),
@@ -654,7 +656,7 @@ fn fault_tolerance_restarts_a_failed_rank() {
             "--torchrun-flags",
             "underscore",
             "--master-port",
-            "29751",
+            &port,
             "--plugin",
             "fault-tolerance",
         ],

@@ -282,8 +282,9 @@ fn trainer_env(dir: &Path, j: &Job, given: &BTreeMap<&str, String>) -> Value {
     args.extend(["--job-dir", job_dir.to_str().unwrap()]);
     args.extend(["--bridge-root", bridge.to_str().unwrap()]);
     args.extend(["--rank-runtime", rank_bin()]);
+    let port = free_port();
     if j.form == Form::Torchrun {
-        args.extend(["--executor", "local", "--master-port", "29761"]);
+        args.extend(["--executor", "local", "--master-port", &port]);
     }
     let o = run(&args);
     assert!(o.status.success(), "{}: render: {}", j.id, stderr(&o));

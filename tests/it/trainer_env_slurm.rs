@@ -78,6 +78,7 @@ fn jobs() -> Vec<Job> {
     let job = |id, launch, world, per_node, args: &[&str]| {
         let words = |a: &[&str]| a.iter().map(|s| s.to_string()).collect();
         // the jobs share the two nodes, so that they run at once
+        let port = crate::common::free_port();
         let launch_words = match launch {
             Launch::Srun => vec!["--no-exclusive"],
             Launch::Torchrun => vec![
@@ -85,14 +86,14 @@ fn jobs() -> Vec<Job> {
                 "--launcher",
                 "torchrun",
                 "--master-port",
-                "29771",
+                &port,
             ],
             Launch::FtLauncher => vec![
                 "--no-exclusive",
                 "--launcher",
                 "torchrun",
                 "--master-port",
-                "29772",
+                &port,
             ],
         };
         Job {

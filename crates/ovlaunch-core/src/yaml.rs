@@ -62,6 +62,7 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             .or_else(|| class_target(message))
             .or_else(|| not_a_boolean(message))
             .or_else(|| second_document(message))
+            .or_else(|| tab_indentation(message, text))
             .or_else(|| not_a_number(message, text, line.zip(col)))
         {
             Some((m, h)) => (m, Some(h)),
@@ -400,6 +401,27 @@ fn second_document(message: &str) -> Option<(String, String)> {
                 .to_string(),
         )
     })
+}
+
+/// The parser's words for a tab where YAML reads indentation (`tabs disallowed within this
+/// context`, or `found a tab` where a tab-indented line follows a value: at that value's place),
+/// kept, with the fix and the first line indented with a tab.
+fn tab_indentation(message: &str, text: &str) -> Option<(String, String)> {
+    if !message.contains("tab") {
+        return None;
+    }
+    let line = text.lines().position(|l| {
+        l.chars()
+            .take_while(|c| c.is_whitespace())
+            .any(|c| c == '\t')
+    })?;
+    Some((
+        message.to_string(),
+        format!(
+            "YAML forbids tabs for indentation: indent with spaces (line {} is indented with a tab)",
+            line + 1
+        ),
+    ))
 }
 
 /// The parser's options: YAML 1.2 booleans (see the module doc).

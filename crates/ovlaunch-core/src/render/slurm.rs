@@ -503,7 +503,14 @@ pub fn sbatch<T>(spec: &Spec<T>, slurm: &SlurmSpec, templates: &Templates) -> Re
 /// status) and `$ovlaunch_signal` (the forwarded signal, if any), and set
 /// `ovlaunch_requeued=1` after requeueing the job so that later ones do not requeue again.
 /// A signal that arrives after the step has ended is not recorded: it did not stop the step,
-/// so a teardown must not requeue a step that finished on its own.
+/// so a teardown must not requeue a step that finished on its own. One that arrives after the
+/// step started but before the shell recorded it (`$!`: a loaded node holds the shell there) is
+/// passed on as soon as it is recorded, not dropped (the step would run on to the time limit,
+/// and a step that then ended cleanly would be requeued, a finished run started again). A `wait`
+/// a forwarded signal interrupts returns 128+N, not the step's status: the shell waits again,
+/// which gives the step's own status whether it still runs or has ended since (bash keeps the
+/// status of an ended background process for `wait`), so a step that stopped cleanly before
+/// the shell looked again is not taken for one that failed with the signal's status.
 /// Returns the setup lines and the command text.
 fn step_wrapper<T>(spec: &Spec<T>, slurm: &SlurmSpec, command: String) -> (Vec<String>, String) {
     let mut setup = spec.setup_lines.clone();
@@ -518,6 +525,8 @@ fn step_wrapper<T>(spec: &Spec<T>, slurm: &SlurmSpec, command: String) -> (Vec<S
     setup.push("ovlaunch_step=".into());
     setup.push("ovlaunch_step_done=".into());
     setup.push("ovlaunch_signal=".into());
+    setup.push("ovlaunch_pending=".into());
+    setup.push("ovlaunch_interrupted=".into());
     setup.push("ovlaunch_requeued=".into());
     if !slurm.forward_signals.is_empty() {
         setup.push(
@@ -530,18 +539,25 @@ fn step_wrapper<T>(spec: &Spec<T>, slurm: &SlurmSpec, command: String) -> (Vec<S
     }
     for sig in &slurm.forward_signals {
         setup.push(format!(
-            "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal={sig}; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; fi; fi' {sig}"
+            "trap 'if [ -z \"$ovlaunch_step_done\" ]; then ovlaunch_signal={sig}; ovlaunch_interrupted=1; if [ -n \"$ovlaunch_step\" ]; then scancel --signal={sig} \"$SLURM_JOB_ID\" || true; else ovlaunch_pending={sig}; fi; fi' {sig}"
         ));
     }
     let mut text = format!("{command} &\n");
+    text.push_str("ovlaunch_step=$!\n");
+    if !slurm.forward_signals.is_empty() {
+        text.push_str(concat!(
+            "# A signal that came before the step was recorded goes on to it now.\n",
+            "if [ -n \"$ovlaunch_pending\" ]; then scancel --signal=\"$ovlaunch_pending\" \"$SLURM_JOB_ID\" || true; ovlaunch_pending=; fi\n",
+        ));
+    }
     text.push_str(concat!(
-        "ovlaunch_step=$!\n",
-        "exitcode=0\n",
-        "wait \"$ovlaunch_step\" || exitcode=$?\n",
-        "# A forwarded signal interrupts wait; keep waiting until the step has ended.\n",
-        "while kill -0 \"$ovlaunch_step\" 2>/dev/null; do\n",
+        "# A forwarded signal interrupts wait (128+N, not the step's status): wait again, which\n",
+        "# gives the step's own status, whether it still runs or has ended since.\n",
+        "while :; do\n",
+        "  ovlaunch_interrupted=\n",
         "  exitcode=0\n",
         "  wait \"$ovlaunch_step\" || exitcode=$?\n",
+        "  if [ -z \"$ovlaunch_interrupted\" ] || [ \"$exitcode\" -le 128 ]; then break; fi\n",
         "done\n",
         "ovlaunch_step_done=1\n",
         "echo \"launch step exited with code $exitcode${ovlaunch_signal:+ after SIG$ovlaunch_signal}\"\n",

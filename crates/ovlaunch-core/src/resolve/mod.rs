@@ -305,8 +305,7 @@ fn resolve_picked(
         decisions: Vec::new(),
         warnings: plugins.warnings.clone(),
     };
-    // The user's recipe file is reported as itself; its Bridge function's recipe gives the
-    // rules (layout table, env rules, function).
+    // The user's file is reported as itself; its Bridge function's recipe gives the rules.
     let outer = inp;
     let inp = &Inputs {
         recipe: picked.rules,
@@ -322,6 +321,7 @@ fn resolve_picked(
     // every refusal about fields a user's file states points at the file's line
     let prov = l.prov.clone();
     let located = |e: Error| in_users_file(outer.recipe, picked, choice.variant, &prov, e);
+    let at_line = |f: &str| stated_at(outer.recipe, picked, choice.variant, &prov, f);
     // The length that runs: Bridge's runner gives the model the dataset's.
     seq_length_stage(inp.recipe, choice.variant, &mut l, &mut t).map_err(located)?;
     // the function as the user named it: a library alias reaches the runner as given
@@ -358,6 +358,7 @@ fn resolve_picked(
     )
     .and_then(|()| validate::deprecated_train_fields(&l.cfg.bridge, &l.cfg.train))
     .map_err(located)?;
+    unexpanded_texts(&l.cfg.bridge, &at_line, &mut t);
     // Bridge's runner rebuilds a recipe-owned pipeline layout after a PP or VP override.
     pipeline_layout_stage(inp, &choice, &mut l, &mut t).map_err(located)?;
     // 2. The global batch weak-scaled to the GPU count, as Bridge's performance scripts do.
@@ -1110,6 +1111,48 @@ fn in_users_file(
         Some(f) => f.locate(e, None),
         None => locate_in_own_file(recipe, variant, e),
     }
+}
+
+/// A text that is no path holding `${...}` reaches the trainer as written
+/// (`validate::unexpanded_texts`): a warning per field, at `at_line` (the line of the user's
+/// recipe file that states it, [`stated_at`]) where there is one.
+fn unexpanded_texts(
+    bridge: &crate::config::bridge::Sections,
+    at_line: &dyn Fn(&str) -> Option<String>,
+    t: &mut Trace,
+) {
+    for (field, text) in validate::unexpanded_texts(bridge) {
+        t.warnings.push(match at_line(&field) {
+            Some(at) => format!("{at}: {field}: {text}"),
+            None => format!("{field}: {text}"),
+        });
+    }
+}
+
+/// `FILE:LINE` where the user's recipe file states `field`, for a warning about its value, as
+/// [`in_users_file`] points an error: `None` where a flag gives the value (`--set`), or a
+/// shipped or generated recipe, or where the file does not state it.
+fn stated_at(
+    recipe: &Recipe,
+    picked: &Picked<'_>,
+    variant: Option<&Variant>,
+    prov: &layers::Provenance,
+    field: &str,
+) -> Option<String> {
+    if prov.user_set(field) {
+        return None;
+    }
+    let (origin, line) = match &picked.base {
+        Some(f) => (&f.origin, base::stated_line(&f.file, &f.lines, field)),
+        None if !recipe.is_bridges() => (
+            &recipe.origin,
+            variant
+                .and_then(|v| base::stated_line(&v.sections, &v.key_lines, field))
+                .or_else(|| base::stated_line(&recipe.sections, &recipe.key_lines, field)),
+        ),
+        None => return None,
+    };
+    line.map(|line| format!("{origin}:{line}"))
 }
 
 /// An error about fields a user's own recipe file (without a Bridge base) states, pointed at

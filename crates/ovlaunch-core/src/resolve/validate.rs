@@ -2225,79 +2225,149 @@ const PATH_FIELDS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// A path the job gives (a recipe file, a plugin or `--set`) in [`PATH_FIELDS`] that starts
-/// with `~` or holds `$NAME` / `${NAME}`: nothing on the way to the trainer expands either.
-/// ovlaunch writes the text as it is (`${` escaped, so Hydra does not interpolate it),
-/// Bridge's runner and its config classes keep it (the proof builds such a config), and Python
-/// then opens a directory literally named `~` or `$SCRATCH` under the trainer's working
-/// directory: checkpoints and logs land there and a resumed run finds nothing. A shell expands
-/// `~` and `$NAME` only on its own command line, outside single quotes.
-fn unexpanded_paths(k: &Known<'_>) -> Result<()> {
-    fn texts<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
+/// What a text the job gives a config field (a recipe file, a plugin or `--set`) holds that a
+/// shell or OmegaConf would expand and nothing on the way to the trainer does: ovlaunch writes
+/// the text as it is (`${` escaped, so Hydra and OmegaConf keep it: Bridge's runner, given
+/// `${oc.env:USER}` unescaped, would resolve it from the trainer's environment), Bridge's config
+/// classes keep it (the proof builds such a config), and no shell reads it (a shell expands `~`
+/// and `$NAME` only on its own command line, outside single quotes). One decision for every
+/// text field ([`unexpanded`]): in a path ([`PATH_FIELDS`]) `~`, `$NAME` and `${...}` are
+/// refused ([`unexpanded_paths`]): Python would open a directory literally named `~` or
+/// `$SCRATCH` under the trainer's working directory, checkpoints and logs would land there and
+/// a resumed run would find nothing; in any other text a closed `${...}` is a warning
+/// ([`unexpanded_texts`]): the user wrote OmegaConf's syntax and gets the text, not the value
+/// (a `$` or `~` there is text anyone may mean, and passes silently).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unexpanded {
+    /// `section.field` (a nested mapping's fields are the field's)
+    pub field: String,
+    /// the whole text given
+    pub text: String,
+    /// what is not expanded: `~`, `$NAME`, `${...}`
+    pub part: String,
+    /// whether the field is a path, which refuses it
+    pub path: bool,
+}
+
+/// Every text value in `sections` that holds what nothing expands on the way to the trainer
+/// (see [`Unexpanded`]), in the sections' order.
+pub fn unexpanded(sections: &crate::config::bridge::Sections) -> Vec<Unexpanded> {
+    fn texts<'v>(v: &'v serde_json::Value, path: bool, out: &mut Vec<(&'v str, bool)>) {
         match v {
-            serde_json::Value::String(s) => out.push(s),
-            serde_json::Value::Array(a) => a.iter().for_each(|x| texts(x, out)),
+            serde_json::Value::String(s) => out.push((s, path)),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| texts(x, path, out)),
+            serde_json::Value::Object(m) => m.values().for_each(|x| texts(x, path, out)),
             _ => {}
         }
     }
-    // `$NAME`, or `${...}` through its closing brace (`${USER}`, OmegaConf's
-    // `${oc.env:SCRATCH}`; unclosed, through the name)
-    fn variable(s: &str) -> Option<&str> {
-        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-        s.match_indices('$').find_map(|(i, _)| {
-            let rest = &s[i + 1..];
-            let braced = rest.strip_prefix('{');
-            let name = braced.unwrap_or(rest);
-            if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-                return None;
-            }
-            let len = match braced.and_then(|b| b.find('}')) {
-                Some(close) => close + 2,
-                None => rest.len() - name.len() + name.find(|c| !word(c)).unwrap_or(name.len()),
-            };
-            Some(&s[i..i + 1 + len])
-        })
-    }
-    for (section, fields) in &k.sections().0 {
-        let Some((_, names)) = PATH_FIELDS.iter().find(|(s, _)| s == section) else {
-            continue;
-        };
+    let mut out = Vec::new();
+    for (section, fields) in &sections.0 {
+        let names = PATH_FIELDS
+            .iter()
+            .find(|(s, _)| s == section)
+            .map_or(&[][..], |(_, names)| *names);
         for (field, value) in fields {
             let mut found = Vec::new();
             let leaf = field.rsplit('.').next().unwrap_or(field);
-            if names.contains(&leaf) {
-                texts(value, &mut found);
-            } else if let Some(m) = value.as_object() {
-                m.iter()
-                    .filter(|(key, _)| names.contains(&key.as_str()))
-                    .for_each(|(_, v)| texts(v, &mut found));
+            match value.as_object() {
+                // a mapping's keys that name paths are paths (a packing spec's files)
+                Some(m) if !names.contains(&leaf) => m
+                    .iter()
+                    .for_each(|(key, v)| texts(v, names.contains(&key.as_str()), &mut found)),
+                _ => texts(value, names.contains(&leaf), &mut found),
             }
-            let path = format!("{section}.{field}");
-            for text in found {
-                let why = if text.starts_with('~') {
-                    "`~` is not your home directory there".to_string()
-                } else if let Some(var) = variable(text) {
-                    if var.starts_with("${") && var.contains(':') {
-                        // OmegaConf's resolver syntax: ovlaunch writes `\${`, so Hydra's
-                        // override reading keeps the text (Bridge's config holds it)
-                        format!(
-                            "`{var}` is not resolved there (ovlaunch writes `${{` escaped, so Bridge's override code keeps it as text, as it keeps `$NAME`)"
-                        )
-                    } else {
-                        format!("`{var}` is not an environment variable there")
-                    }
-                } else {
-                    continue;
-                };
-                return Err(Error::config(format!(
-                    "{text:?} reaches Bridge's runner as this very text, and {why}: nothing between ovlaunch and the trainer expands it (a shell does so only on its own command line, outside single quotes; a recipe file is not a shell), so the trainer would read and write a path that holds it (a relative one under its working directory)"
-                ))
-                .at_fields([path.as_str()])
-                .help("write the whole path (`/lustre/NAME/ckpt`), or `{job_dir}/...` / `{experiment_dir}/...`, which ovlaunch fills in; on the command line, `--set \"FIELD=$SCRATCH/ckpt\"` in double quotes lets your shell expand the variable first"));
+            for (text, path) in found {
+                if let Some(part) = unexpanded_part(text, path) {
+                    out.push(Unexpanded {
+                        field: format!("{section}.{field}"),
+                        text: text.to_string(),
+                        part: part.to_string(),
+                        path,
+                    });
+                }
             }
         }
     }
-    Ok(())
+    out
+}
+
+/// What of `text` nothing expands on the way to the trainer and matters for it: in a path,
+/// `~` at its start, else the first `$NAME` or `${...}` (through its closing brace; unclosed,
+/// through the name); in other text, the first closed `${...}`.
+fn unexpanded_part(text: &str, path: bool) -> Option<&str> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    if path && text.starts_with('~') {
+        return Some("~");
+    }
+    text.match_indices('$').find_map(|(i, _)| {
+        let rest = &text[i + 1..];
+        let braced = rest.strip_prefix('{');
+        let name = braced.unwrap_or(rest);
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            return None;
+        }
+        let len = match braced.and_then(|b| b.find('}')) {
+            Some(close) => close + 2,
+            None if path => rest.len() - name.len() + name.find(|c| !word(c)).unwrap_or(name.len()),
+            None => return None,
+        };
+        (path || braced.is_some()).then(|| &text[i..i + 1 + len])
+    })
+}
+
+/// The refusal of the first path that holds what nothing expands ([`Unexpanded`]).
+fn unexpanded_paths(k: &Known<'_>) -> Result<()> {
+    let Some(u) = unexpanded(k.sections()).into_iter().find(|u| u.path) else {
+        return Ok(());
+    };
+    let (text, var) = (&u.text, &u.part);
+    let why = if var == "~" {
+        "`~` is not your home directory there".to_string()
+    } else if var.starts_with("${") && var.contains(':') {
+        // OmegaConf's resolver syntax: ovlaunch writes `\${`, so Hydra's override reading
+        // keeps the text (Bridge's config holds it)
+        format!(
+            "`{var}` is not resolved there (ovlaunch writes `${{` escaped, so Bridge's override code keeps it as text, as it keeps `$NAME`)"
+        )
+    } else {
+        format!("`{var}` is not an environment variable there")
+    };
+    Err(Error::config(format!(
+        "{text:?} reaches Bridge's runner as this very text, and {why}: nothing between ovlaunch and the trainer expands it (a shell does so only on its own command line, outside single quotes; a recipe file is not a shell), so the trainer would read and write a path that holds it (a relative one under its working directory)"
+    ))
+    .at_fields([u.field.as_str()])
+    .help("write the whole path (`/lustre/NAME/ckpt`), or `{job_dir}/...` / `{experiment_dir}/...`, which ovlaunch fills in; on the command line, `--set \"FIELD=$SCRATCH/ckpt\"` in double quotes lets your shell expand the variable first"))
+}
+
+/// The warnings for text fields (not paths, which are refused) that hold a `${...}`
+/// ([`Unexpanded`]): each field with the text and what to write instead, for the caller to
+/// place (the recipe file's line, or the flag).
+pub fn unexpanded_texts(sections: &crate::config::bridge::Sections) -> Vec<(String, String)> {
+    unexpanded(sections)
+        .into_iter()
+        .filter(|u| !u.path)
+        .map(|u| {
+            // `${oc.env:NAME}` (with or without a default) is `$NAME` to a shell
+            let env = u
+                .part
+                .strip_prefix("${oc.env:")
+                .and_then(|r| r.strip_suffix('}'))
+                .map(|r| r.split(',').next().unwrap_or(r).trim());
+            let fix = match env {
+                Some(name) => format!(
+                    "to pass the variable's value, let your shell expand it where you run ovlaunch: `--set \"{}={}\"` in double quotes",
+                    u.field,
+                    u.text.replace(&u.part, &format!("${name}"))
+                ),
+                None => "write the value itself (ovlaunch fills in `{job_dir}` and `{experiment_dir}`); a variable's value comes from your shell with `--set \"FIELD=...$NAME...\"` in double quotes".to_string(),
+            };
+            let text = format!(
+                "{:?} is passed to the trainer as written: ovlaunch escapes `${{` on Bridge's runner's command line, so `{}` is not resolved (Bridge's runner resolves OmegaConf's `${{...}}` only in a word given unescaped, which ovlaunch never writes); {fix}",
+                u.text, u.part
+            );
+            (u.field, text)
+        })
+        .collect()
 }
 
 /// `GPTDatasetConfig.finalize` (`megatron/bridge/training/config.py`): with no `blend`, the
