@@ -602,13 +602,13 @@ fn tune_runs_a_hand_laid_out_model_on_its_recipes_pipeline_splits() {
     }
 }
 
-fn layout_sets(tp: u32, pp: u32, cp: u32, mbs: u32, gbs: u32) -> Vec<String> {
+fn layout_sets(tp: u32, pp: u32, cp: u32, ep: u32, mbs: u32, gbs: u32) -> Vec<String> {
     let mut s = Layout {
         tensor_model_parallel_size: tp,
         pipeline_model_parallel_size: pp,
         virtual_pipeline_model_parallel_size: None,
         context_parallel_size: cp,
-        expert_model_parallel_size: 1,
+        expert_model_parallel_size: ep,
         expert_tensor_parallel_size: None,
         micro_batch_size: mbs,
     }
@@ -643,14 +643,50 @@ proptest! {
         let mp = tp * pp * cp;
         let world = mp * dp;
         prop_assume!(world % per == 0 || world < per);
-        let small = plan(recipe, &format!("{kind}x{world}"), &layout_sets(tp, pp, cp, mbs, mbs * dp * micro));
+        let small = plan(recipe, &format!("{kind}x{world}"), &layout_sets(tp, pp, cp, 1, mbs, mbs * dp * micro));
         let big = plan(
             recipe,
             &format!("{kind}x{}", world * factor),
-            &layout_sets(tp, pp, cp, mbs, mbs * dp * factor * micro),
+            &layout_sets(tp, pp, cp, 1, mbs, mbs * dp * factor * micro),
         );
         let (Ok(small), Ok(big)) = (small, big) else { return Ok(()); };
         // A split Bridge would not build for a hybrid (PP not dividing its layers) is refused.
+        prop_assume!(ovlaunch::estimate::hybrid::pipeline_refusal(&small).is_none());
+        let eff = Efficiency::embedded().unwrap();
+        let a = estimate(&small, &eff).unwrap();
+        let b = estimate(&big, &eff).unwrap();
+        let total_a = a.tokens_per_sec_per_gpu * f64::from(world);
+        let total_b = b.tokens_per_sec_per_gpu * f64::from(world * factor);
+        prop_assert!(total_b >= total_a, "{world} GPUs {total_a} tokens/s > {} GPUs {total_b}", world * factor);
+    }
+
+    /// The same for mixture-of-experts models (and Nemotron 3 Nano's hybrid MoE), EP part of
+    /// the per-GPU layout: more replicas grow the experts' data-parallel group too, which can
+    /// move it from none, or NVLink, to the network (EP filling a node leaves one NIC per GPU
+    /// for it); that must never cost more than the replicas add.
+    #[test]
+    fn more_gpus_never_predict_fewer_tokens_per_second_with_experts(
+        recipe in select(vec!["qwen3_30b_a3b", "gpt_oss_120b", "nemotron_3_nano"]),
+        kind in select(vec!["h100", "b200", "gb200", "gb300"]),
+        tp in select(vec![1u32, 2]),
+        pp in select(vec![1u32, 2]),
+        ep in select(vec![1u32, 2, 4, 8]),
+        mbs in select(vec![1u32, 2]),
+        micro in select(vec![8u32, 16, 32]),
+        dp in select(vec![1u32, 2, 4, 8]),
+        factor in select(vec![2u32, 4, 8]),
+    ) {
+        let per = if kind.starts_with("gb") { 4 } else { 8 };
+        let world = tp * pp * dp;
+        prop_assume!(world % per == 0 || world < per);
+        prop_assume!(world % (ep * pp) == 0);
+        let small = plan(recipe, &format!("{kind}x{world}"), &layout_sets(tp, pp, 1, ep, mbs, mbs * dp * micro));
+        let big = plan(
+            recipe,
+            &format!("{kind}x{}", world * factor),
+            &layout_sets(tp, pp, 1, ep, mbs, mbs * dp * factor * micro),
+        );
+        let (Ok(small), Ok(big)) = (small, big) else { return Ok(()); };
         prop_assume!(ovlaunch::estimate::hybrid::pipeline_refusal(&small).is_none());
         let eff = Efficiency::embedded().unwrap();
         let a = estimate(&small, &eff).unwrap();

@@ -1434,3 +1434,54 @@ fn combined_1f1b_exposes_the_all_to_all_of_its_unpaired_chunks() {
     let e = step::ep_comm(&c_off, &step::busiest(&c_off, &loads));
     assert_eq!(e.exposed, e.total);
 }
+
+/// GPT-OSS 120B at Bridge's 64-GPU B200 layout (`gpt_oss_120b_pretrain_64gpu_b200_bf16_config`:
+/// PP1 EP8, micro batch 4, 5 microbatches), worked by hand from the model's shape. Megatron-Core's
+/// DDP keeps the routed experts in their own buffers, reduced over the expert-data-parallel
+/// group (`DistributedDataParallel.__init__`: `intra_expt_dp_group` for `is_expert_parallel`
+/// buffers, the dense ones over `intra_dp_cp_group`). With EP inside each 8-GPU node that group
+/// is 8 ranks, one per node (`RankGenerator` order `tp-ep-dp-pp`), and the node's 8 GPUs reduce
+/// in 8 such groups at once, so each ring leaves the node at its own GPU's NIC; the dense
+/// weights' 64-rank ring crosses at all 8 NICs of the node. Gradients and weights are BF16
+/// (`grad_reduce_in_fp32` false). The reduce-scatter hides behind the last microbatch's backward
+/// only (`forward_backward_no_pipelining` runs the others under `no_sync`), the all-gather
+/// behind the first one's forward (`finish_param_sync` in the forward pre-hook dispatches the
+/// next bucket group's).
+#[test]
+fn data_parallel_traffic_of_an_expert_parallel_model_follows_megatron_cores_groups() {
+    let plan = plan_for("gpt_oss_120b", "b200x64", Some("bf16"), &[]);
+    let m = &plan.model;
+    assert_eq!(
+        (
+            m.pipeline_model_parallel_size,
+            m.expert_model_parallel_size,
+            plan.parallelism.data,
+            plan.train.micro_batch_size,
+            plan.ddp.grad_reduce_in_fp32,
+        ),
+        (1, 8, 64, 4, false)
+    );
+    let eff = Efficiency::embedded().unwrap();
+    let e = estimate(&plan, &eff).unwrap();
+    assert_eq!(e.microbatches, 5);
+    let perf = plan.hardware.gpu.perf.as_ref().unwrap();
+    // 36 layers of 128 experts, each fc1 2880 x 5760 (gated) and fc2 2880 x 2880, 16 per GPU;
+    // GQA attention (64 heads, 8 groups of 64) and the router per layer, the embedding and the
+    // untied output layer (vocabulary 201,088) on every GPU. Biases and norms left out (<0.1%).
+    let (h, layers, experts, vocab) = (2880.0, 36.0, 128.0, 201_088.0);
+    let expert = layers * experts * 3.0 * h * h / 8.0;
+    let attn = h * (64.0 * 64.0 + 2.0 * 8.0 * 64.0) + 64.0 * 64.0 * h;
+    let dense = layers * (attn + h * experts) + 2.0 * vocab * h;
+    let nic = perf.scale_out_gb_s * 1e9 * eff.network;
+    let one_way = expert * 2.0 * (7.0 / 8.0) / nic + dense * 2.0 * (63.0 / 64.0) / (8.0 * nic);
+    let moved = e.breakdown.dp_comm_s + e.hidden.dp_comm_s;
+    assert!(
+        close(moved, 2.0 * one_way, 0.005),
+        "{moved} vs {}",
+        2.0 * one_way
+    );
+    // Both directions outlast their window: one microbatch's compute is hidden, the rest exposed.
+    let t_mb = e.breakdown.compute_s / 5.0;
+    assert!(close(e.hidden.dp_comm_s, t_mb, 1e-9), "{:?}", e.hidden);
+    assert!(close(e.breakdown.dp_comm_s, 2.0 * one_way - t_mb, 0.01));
+}
