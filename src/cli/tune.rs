@@ -470,10 +470,16 @@ impl View<'_> {
                         } else {
                             "no"
                         },
-                        if o.estimate.fits {
+                        if !o.estimate.fits {
+                            " does not fit"
+                        } else if o.estimate.tokens_per_sec_per_gpu
+                            < e.tokens_per_sec_per_gpu * (1.0 - 5e-4)
+                        {
                             " is slower"
                         } else {
-                            " does not fit"
+                            // selective recompute of elementwise modules (layernorm,
+                            // moe_act) repeats no multiply-adds, all the estimate times
+                            " is estimated as fast, as the estimate times only the multiply-adds recompute repeats"
                         }
                     )
                 }

@@ -1557,3 +1557,42 @@ fn a_job_that_saves_in_time_or_on_its_way_out_is_not_warned() {
         assert_eq!(checkpoint_warning(extra), None, "{extra:?}");
     }
 }
+
+/// However few layouts are asked for, tune's best is never predicted slower than the plan's
+/// own layout where that one fits with the search's headroom: the scores only approximate the
+/// overlap, so the own layout is resolved and estimated exactly whatever its score's rank.
+/// (GPT-OSS 120B on 64 B200s: its own PP1 EP8 ranked below five other virtual pipeline sizes
+/// of PP2 EP8 as scored, and `--top 1` proposed PP2 VP6 at 12,980 tokens/s against its own
+/// 13,057.) Where the plan's recompute is estimated as fast as none, the text says so rather
+/// than calling it slower.
+#[test]
+fn tune_never_proposes_less_than_the_plans_own_layout() {
+    for (recipe, gpus) in [
+        ("gpt_oss_120b", "b200x64"),
+        ("llama70b", "h100x64"),
+        ("llama8b", "h100x8"),
+        ("qwen3_30b_a3b", "h100x16"),
+        ("deepseek_v3", "b200x256"),
+    ] {
+        let v: serde_json::Value = serde_json::from_str(&ok(&[
+            "tune", "-r", recipe, "-g", gpus, "--top", "1", "-o", "json",
+        ]))
+        .unwrap();
+        let own = &v["own"]["estimate"];
+        let room = own["breakdown"]["memory_gib"]["capacity_gib"].as_f64().unwrap() * (1.0 - Search::HEADROOM);
+        if own["memory_gib_per_gpu"].as_f64().unwrap() > room {
+            continue;
+        }
+        let best = &v["candidates"][0]["estimate"]["tokens_per_sec_per_gpu"];
+        let own_tps = own["tokens_per_sec_per_gpu"].as_f64().unwrap();
+        assert!(
+            best.as_f64().unwrap() >= own_tps * (1.0 - 1e-9),
+            "{recipe} {gpus}: best {best} below the plan's own {own_tps}"
+        );
+    }
+    let text = ok(&["tune", "-r", "gpt_oss_120b", "-g", "b200x64", "--top", "1"]);
+    assert!(
+        text.contains("the plan's own layout, with no recompute: the plan's own recompute setting is estimated as fast"),
+        "{text}"
+    );
+}

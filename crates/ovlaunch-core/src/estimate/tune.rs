@@ -16,7 +16,9 @@
 //!    rejects or whose exact plan does not fit are dropped, the rest re-estimated on their
 //!    exact plan. A layout that differs from a held one only in its virtual pipeline size
 //!    is not proposed again: it is named in the held one (`Candidate::other_virtual_stages`).
-//!    Stops once it holds `top` layouts and has checked `2·top` more.
+//!    Stops once it holds `top` layouts and has checked `2·top` more; the base plan's own
+//!    layout is checked whatever its score's rank (the scores approximate the overlap, and
+//!    every proposal is measured against it).
 //!
 //! The global batch stays the base plan's (the recipe's, weak-scaled to the GPU count). A base
 //! plan's uneven first and last stages (`num_layers_in_first/last_pipeline_stage`) stay at the
@@ -756,48 +758,70 @@ pub fn tune(
     let top = search.top;
     let mut out: Vec<Candidate> = Vec::new();
     let (mut resolved, mut rejected, mut extra) = (0, 0, 0);
+    // One scored layout resolved for real and estimated on its exact plan: `None` where the
+    // resolver refuses it or its exact plan does not fit.
+    let mut check = |score: f64, l: Layout, r: &Recompute| -> Result<Option<Candidate>> {
+        let mut sets = pipeline_sets(&base.model, &l, known, tail);
+        sets.extend(r.sets());
+        resolved += 1;
+        let Ok(plan) = resolve(&sets) else {
+            rejected += 1;
+            return Ok(None);
+        };
+        let e = estimate(&plan, eff)?;
+        if !search.fits(&e) {
+            return Ok(None);
+        }
+        let other_virtual_stages = ranked
+            .iter()
+            .filter(|(other, o, _)| {
+                o.same_but_virtual_pipeline(&l) && !o.same(&l) && *other <= score
+            })
+            .map(|(other, o, r)| (o.virtual_stages(), other / score, r.clone()))
+            .collect();
+        Ok(Some(Candidate {
+            layout: Layout::of(&plan),
+            recompute: r.clone(),
+            estimate: e,
+            sets,
+            other_virtual_stages,
+        }))
+    };
     for (score, l, r) in &ranked {
-        let (l, r) = (*l, r.clone());
         if out.len() >= top && extra >= 2 * top {
             break;
         }
         // Layouts that differ only in their virtual pipeline size are one proposal, at its
         // best-scored size (the others are named beside it): the model orders them within a
         // few tenths of a percent, far inside its error, and five of them would fill the list.
-        if out.iter().any(|c| c.layout.same_but_virtual_pipeline(&l)) {
+        if out.iter().any(|c| c.layout.same_but_virtual_pipeline(l)) {
             continue;
         }
         if out.len() >= top {
             extra += 1;
         }
-        let mut sets = pipeline_sets(&base.model, &l, known, tail);
-        sets.extend(r.sets());
-        resolved += 1;
-        let plan = match resolve(&sets) {
-            Ok(p) => p,
-            Err(_) => {
-                rejected += 1;
-                continue;
+        out.extend(check(*score, *l, r)?);
+    }
+    // The base plan's own layout is always checked: the scores approximate the overlap, so
+    // it can rank below layouts its exact plan beats (each proposal is measured against it).
+    let own = Layout::of(base);
+    if !out.iter().any(|c| c.layout.same(&own)) {
+        if let Some((score, l, r)) = ranked.iter().find(|(_, l, _)| l.same(&own)) {
+            if let Some(c) = check(*score, *l, r)? {
+                // it replaces the proposal at another virtual pipeline size that it beats
+                let beaten = out.iter().position(|o| {
+                    o.layout.same_but_virtual_pipeline(&c.layout)
+                        && o.estimate.tokens_per_sec_per_gpu < c.estimate.tokens_per_sec_per_gpu
+                });
+                match beaten {
+                    Some(i) => out[i] = c,
+                    None if !out.iter().any(|o| o.layout.same_but_virtual_pipeline(&c.layout)) => {
+                        out.push(c)
+                    }
+                    None => {}
+                }
             }
-        };
-        let e = estimate(&plan, eff)?;
-        if !search.fits(&e) {
-            continue;
         }
-        let other_virtual_stages = ranked
-            .iter()
-            .filter(|(other, o, _)| {
-                o.same_but_virtual_pipeline(&l) && !o.same(&l) && other <= score
-            })
-            .map(|(other, o, r)| (o.virtual_stages(), other / score, r.clone()))
-            .collect();
-        out.push(Candidate {
-            layout: Layout::of(&plan),
-            recompute: r,
-            estimate: e,
-            sets,
-            other_virtual_stages,
-        });
     }
     out.sort_by(|a, b| {
         b.estimate
