@@ -424,6 +424,124 @@ fn a_package_with_files_the_user_cannot_read_is_refused_naming_them() {
     assert_eq!(stdout(&list), "train.py\n");
 }
 
+/// `--package DIR` holding symbolic links: those pointing outside DIR (an absolute target,
+/// a relative one climbing above DIR, and one climbing through a link to `.`) refuse the
+/// submit with exit 2, each named with its target, and the `--package-exclude` that leaves
+/// them out, before anything is written on the login node; with them left out, the job is
+/// submitted, and the links staying inside DIR (to a file, to a directory) resolve on the
+/// login node once the archive is unpacked as the job unpacks it. (Before: the submit went
+/// through, and on the node `config.yaml` named that node's own `/etc/hostname`, and
+/// `shared.py` and `sneaky.py` nothing.)
+#[test]
+fn a_package_with_links_leaving_it_is_refused_naming_them() {
+    if !root_or_skip("a_package_with_links_leaving_it_is_refused_naming_them") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let (code, jobs) = (home.join("code"), home.join("cluster-jobs"));
+    std::fs::create_dir_all(code.join("lib")).unwrap();
+    std::fs::write(code.join("train.py"), "print('hi')\n").unwrap();
+    std::fs::write(code.join("lib/util.py"), "VALUE = 'mine'\n").unwrap();
+    std::fs::write(home.join("shared.py"), "VALUE = 'laptop'\n").unwrap();
+    let leaving = [
+        ("config.yaml", "/etc/hostname"),
+        ("shared.py", "../shared.py"),
+        ("sneaky.py", "here/../shared.py"),
+    ];
+    let inside = [
+        ("inside.py", "lib/util.py"),
+        ("libdir", "lib"),
+        ("here", "."),
+    ];
+    for (name, to) in leaving.iter().chain(&inside) {
+        std::os::unix::fs::symlink(to, code.join(name)).unwrap();
+    }
+    let o = std::process::Command::new("chown")
+        .arg("-hR")
+        .arg(format!("{}:{}", login.uid, login.gid))
+        .arg(&code)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let submit = |more: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "links",
+            "--host",
+            "login",
+            "--package",
+            "code",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ];
+        args.extend(more);
+        login.ovlaunch(&args)
+    };
+    let o = submit(&[]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("code holds 3 symbolic links pointing outside it"),
+        "{e}"
+    );
+    for (name, to) in leaving {
+        assert!(e.contains(&format!("  {name} -> {to}\n")), "{name}: {e}");
+    }
+    for (name, _) in inside {
+        assert!(!e.contains(&format!("{name} ->")), "{name}: {e}");
+    }
+    assert!(
+        e.contains(
+            "--package-exclude config.yaml --package-exclude shared.py --package-exclude sneaky.py"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("cp --remove-destination"), "{e}");
+    assert!(!jobs.exists(), "written on the login node");
+    let excluded: Vec<&str> = leaving
+        .iter()
+        .flat_map(|(name, _)| ["--package-exclude", name])
+        .collect();
+    let o = submit(&excluded);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Unpacked on the login node as the job script unpacks it (`tar -xf code.tar -C code`).
+    let unpacked = jobs.join("links/code");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    let o = std::process::Command::new("tar")
+        .arg("-xf")
+        .arg(jobs.join("links/code.tar"))
+        .arg("-C")
+        .arg(&unpacked)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for via in ["inside.py", "libdir/util.py", "here/lib/util.py"] {
+        assert_eq!(
+            std::fs::read_to_string(unpacked.join(via)).unwrap(),
+            "VALUE = 'mine'\n",
+            "{via}"
+        );
+    }
+    for (name, _) in inside {
+        assert!(
+            unpacked.join(name).is_symlink(),
+            "{name}: not kept as a link"
+        );
+    }
+    for (name, _) in leaving {
+        assert!(!unpacked.join(name).exists(), "{name}");
+    }
+}
+
 /// A `~/.ssh/config` Host entry made for interactive logins (`RemoteCommand` starting a login
 /// shell, `RequestTTY yes`) takes jobs and lists them as any other: ovlaunch's commands run,
 /// not the entry's. (Before: every `--host` command failed with exit 1, "ssh login-shell
