@@ -20,7 +20,9 @@
 //!   is at that path there, or nothing. A link staying inside DIR unpacks and resolves there.
 //! - A signal that would end ovlaunch (SIGINT, SIGTERM, SIGHUP) while the archive is made
 //!   stops the build with an error once its tools have ended, and the staged archive is
-//!   removed (`backend::signals::Deferred`).
+//!   removed (`backend::signals::Deferred`); one that ends ovlaunch after the build, before
+//!   the job directory is written (while the login node is asked its architecture, say),
+//!   removes it too (`backend::signals::RemovedOnSignal`, held by [`Built`]).
 //! - The archive's SHA-256 (`sha256sum`), its size, and for git the commit (and whether the
 //!   working tree's changes were included) go into `submission.json`.
 //! - A checkout of Megatron-Bridge (`src/megatron/bridge/__init__.py` in it) puts `src` on
@@ -42,6 +44,9 @@ pub struct Built {
     pub package: Package,
     pub record: PackageRecord,
     stage: PathBuf,
+    /// Removes the staged archive if a signal ends ovlaunch before the job directory is
+    /// written (the steps between ask the login node, and defer no signal).
+    _removed: crate::backend::signals::RemovedOnSignal,
 }
 
 impl Drop for Built {
@@ -61,11 +66,17 @@ pub struct Request<'a> {
 /// Builds the archive (none without `--package`).
 pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     let Some(req) = req else { return Ok(None) };
+    let stage = crate::backend::jobdir::private_temp_dir("package")?;
+    let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
+    // A signal that ends ovlaunch from here until `Built` is dropped removes the stage.
+    let removed = crate::backend::signals::RemovedOnSignal::install(&[
+        archive.clone(),
+        archive.with_extension("list"),
+        stage.clone(),
+    ]);
     // A Ctrl-C (or SIGTERM, SIGHUP) while the archive is made stops the build, whose tools
     // the terminal's signal ends too, and the staged archive is removed, not left behind.
     let signals = crate::backend::signals::Deferred::install();
-    let stage = crate::backend::jobdir::private_temp_dir("package")?;
-    let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
     let built = (|| {
         let (root, commit, dirty, kind) = if req.what == "git" {
             let (root, commit, dirty) = git_archive(&archive, req.dirty)?;
@@ -118,6 +129,7 @@ pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
             package,
             record,
             stage,
+            _removed: removed,
         })),
         Err(e) => {
             let _ = std::fs::remove_dir_all(&stage);

@@ -8,6 +8,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use nix::sys::signal::Signal;
+
 use crate::common::{stderr, stdout};
 use crate::job_places::{Login, remote_lock};
 use crate::shared_cluster::root_or_skip;
@@ -246,14 +248,67 @@ fn ctrl_c_during_a_remote_submit_leaves_nothing() {
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::write(&stand_in, format!("#!/bin/sh\n{script}\n")).unwrap();
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
-        interrupted(&login, &held, says);
+        let o = interrupted(&login, &held, Signal::SIGINT, true, says);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{says}: {e}");
+        assert!(e.contains(says), "{says}: {e}");
+        assert!(!e.contains("once `ssh`"), "{says}: {e}");
         std::fs::remove_file(&stand_in).unwrap();
     }
 }
 
-/// `submit --host login --package code` as `login`'s user, SIGINT to its process group once
-/// `held` exists; then what it said and what it left.
-fn interrupted(login: &Login, held: &Path, says: &str) {
+/// Ctrl-C (SIGINT to the process group) and SIGTERM (to ovlaunch alone) during a `--host
+/// --package` submit after the code is packaged and before the job directory is written,
+/// while the login node is asked its `uname -m` (a `uname` on its PATH that waits there):
+/// ovlaunch ends by the signal, as it did, and leaves nothing: no staged archive in the
+/// laptop's TMPDIR, no record here, nothing on the login node. (Before: the whole archive,
+/// `ovlaunch-package-PID-.../code.tar`, stayed in TMPDIR.)
+#[test]
+fn a_signal_between_packaging_and_upload_leaves_no_archive() {
+    if !root_or_skip("a_signal_between_packaging_and_upload_leaves_no_archive") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let held = d.join("laptop-tmp/held");
+    let stand_in = d.join("bin/uname");
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh
+: > {}
+sleep 5
+exec /bin/uname \"$@\"\n",
+            held.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (signal, group) in [(Signal::SIGINT, true), (Signal::SIGTERM, false)] {
+        let says = signal.as_str();
+        let o = interrupted(&login, &held, signal, group, says);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            o.status.signal(),
+            Some(signal as i32),
+            "{says}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+/// `submit --host login --package code` as `login`'s user, `signal` to its process group
+/// (`group`) or to it alone once `held` exists; then what it left (nothing), and its output.
+fn interrupted(
+    login: &Login,
+    held: &Path,
+    signal: Signal,
+    group: bool,
+    says: &str,
+) -> std::process::Output {
     use std::os::unix::process::CommandExt;
     let d = login.dir.path();
     let home = d.join("home");
@@ -312,14 +367,11 @@ fn interrupted(login: &Login, held: &Path, says: &str) {
         assert!(start.elapsed().as_secs() < 60, "{says}: never held");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
-    nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let pid = child.id() as i32;
+    let to = nix::unistd::Pid::from_raw(if group { -pid } else { pid });
+    nix::sys::signal::kill(to, signal).unwrap();
     let o = child.wait_with_output().unwrap();
     std::fs::remove_file(held).unwrap();
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{says}: {e}");
-    assert!(e.contains(says), "{says}: {e}");
-    assert!(!e.contains("once `ssh`"), "{says}: {e}");
     assert!(stdout(&o).is_empty(), "{}", stdout(&o));
     let entries = |dir: &Path| -> Vec<std::ffi::OsString> {
         std::fs::read_dir(dir)
@@ -340,6 +392,7 @@ fn interrupted(login: &Login, held: &Path, says: &str) {
         !home.join(".local/state/ovlaunch/jobs/cut").exists(),
         "{says}"
     );
+    o
 }
 
 /// `--package DIR` holding a directory and a file its user cannot read (mode 000): the
