@@ -297,6 +297,33 @@ exec /bin/uname \"$@\"\n",
             "{says}: {}",
             stderr(&o)
         );
+        // The stand-in goes on there after its ssh is gone: the next test takes the user.
+        settled(login.uid);
+    }
+}
+
+/// Waits (up to 30 s) until no process of `uid` asks or answers `uname` (the stand-in, its
+/// `sleep`, the ssh that asked).
+fn settled(uid: u32) {
+    let uid = uid.to_string();
+    let others = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|p| {
+                let status = std::fs::read_to_string(p.path().join("status")).unwrap_or_default();
+                let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+                status
+                    .lines()
+                    .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some(&uid))
+                    && (String::from_utf8_lossy(&cmdline).contains("uname")
+                        || cmdline.starts_with(b"sleep\0"))
+            })
+            .count()
+    };
+    let start = std::time::Instant::now();
+    while others() > 0 && start.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
 
