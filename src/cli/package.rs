@@ -286,7 +286,7 @@ fn refuse_links_leaving(root: &Path, chosen: &[String]) -> Result<()> {
         .map(|(f, _)| format!("--package-exclude {}", crate::shell::quote(f)))
         .collect();
     Err(Error::usage(format!(
-        "{} holds {} symbolic link{} pointing outside it; the archive keeps links as links, so on the nodes {} whatever is at that path there, or nothing:\n{}",
+        "{} holds {} symbolic link{} pointing outside it; the archive keeps links as links, so on the nodes {} whatever is at that path there when the job runs (not code the archive holds), or nothing:\n{}",
         root.display(),
         leaving.len(),
         if leaving.len() == 1 { "" } else { "s" },
