@@ -11,10 +11,18 @@
 //!   (all files when none is given) and no `--package-exclude` pattern (`*` within a path
 //!   component, `**` across components, `?` one character); `.git` is always left out, and
 //!   an excluded directory is not read. A file or directory there this user cannot read is a
-//!   usage error naming it and the exclude pattern that leaves it out.
+//!   usage error naming it and the exclude pattern that leaves it out. A symbolic link is
+//!   archived as a link (as `git archive` keeps one); a link that points outside DIR (an
+//!   absolute target, which the job's unpacked copy does not have at that path, or a relative
+//!   one climbing above DIR, followed through the links under DIR it passes) is refused (exit
+//!   2) naming each with its target and the fixes (`--package-exclude` it, or replace it by a
+//!   copy of what it points to), before anything is written: on a node it would name whatever
+//!   is at that path there, or nothing. A link staying inside DIR unpacks and resolves there.
 //! - A signal that would end ovlaunch (SIGINT, SIGTERM, SIGHUP) while the archive is made
 //!   stops the build with an error once its tools have ended, and the staged archive is
-//!   removed (`backend::signals::Deferred`).
+//!   removed (`backend::signals::Deferred`); one that ends ovlaunch after the build, before
+//!   the job directory is written (while the login node is asked its architecture, say),
+//!   removes it too (`backend::signals::RemovedOnSignal`, held by [`Built`]).
 //! - The archive's SHA-256 (`sha256sum`), its size, and for git the commit (and whether the
 //!   working tree's changes were included) go into `submission.json`.
 //! - A checkout of Megatron-Bridge (`src/megatron/bridge/__init__.py` in it) puts `src` on
@@ -36,6 +44,9 @@ pub struct Built {
     pub package: Package,
     pub record: PackageRecord,
     stage: PathBuf,
+    /// Removes the staged archive if a signal ends ovlaunch before the job directory is
+    /// written (the steps between ask the login node, and defer no signal).
+    _removed: crate::backend::signals::RemovedOnSignal,
 }
 
 impl Drop for Built {
@@ -55,11 +66,17 @@ pub struct Request<'a> {
 /// Builds the archive (none without `--package`).
 pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     let Some(req) = req else { return Ok(None) };
+    let stage = crate::backend::jobdir::private_temp_dir("package")?;
+    let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
+    // A signal that ends ovlaunch from here until `Built` is dropped removes the stage.
+    let removed = crate::backend::signals::RemovedOnSignal::install(&[
+        archive.clone(),
+        archive.with_extension("list"),
+        stage.clone(),
+    ]);
     // A Ctrl-C (or SIGTERM, SIGHUP) while the archive is made stops the build, whose tools
     // the terminal's signal ends too, and the staged archive is removed, not left behind.
     let signals = crate::backend::signals::Deferred::install();
-    let stage = crate::backend::jobdir::private_temp_dir("package")?;
-    let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
     let built = (|| {
         let (root, commit, dirty, kind) = if req.what == "git" {
             let (root, commit, dirty) = git_archive(&archive, req.dirty)?;
@@ -112,6 +129,7 @@ pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
             package,
             record,
             stage,
+            _removed: removed,
         })),
         Err(e) => {
             let _ = std::fs::remove_dir_all(&stage);
@@ -216,6 +234,7 @@ fn dir_archive(root: &Path, include: &[String], exclude: &[String], to: &Path) -
         ))
         .at_flag("--package-include"));
     }
+    refuse_links_leaving(root, &chosen)?;
     let list = to.with_extension("list");
     let mut body = Vec::new();
     for f in &chosen {
@@ -243,6 +262,101 @@ fn dir_archive(root: &Path, include: &[String], exclude: &[String], to: &Path) -
     Ok(())
 }
 
+/// The symbolic links among `chosen` whose target is not under `root` as the job unpacks it
+/// ([`leaves`]): refused (exit 2), every one named with its target, and the two fixes. The
+/// archive keeps a link as a link (as `git archive` does), so on a node such a link names
+/// whatever stands at that path there, or nothing: the job would run other code than this.
+fn refuse_links_leaving(root: &Path, chosen: &[String]) -> Result<()> {
+    let leaving: Vec<(&str, PathBuf)> = chosen
+        .iter()
+        .filter_map(|f| {
+            let target = std::fs::read_link(root.join(f)).ok()?;
+            leaves(root, f, &target).then_some((f.as_str(), target))
+        })
+        .collect();
+    let Some((first, _)) = leaving.first() else {
+        return Ok(());
+    };
+    let lines: Vec<String> = leaving
+        .iter()
+        .map(|(f, t)| format!("  {f} -> {}", t.display()))
+        .collect();
+    let excludes: Vec<String> = leaving
+        .iter()
+        .map(|(f, _)| format!("--package-exclude {}", crate::shell::quote(f)))
+        .collect();
+    Err(Error::usage(format!(
+        "{} holds {} symbolic link{} pointing outside it; the archive keeps links as links, so on the nodes {} whatever is at that path there when the job runs (not code the archive holds), or nothing:\n{}",
+        root.display(),
+        leaving.len(),
+        if leaving.len() == 1 { "" } else { "s" },
+        if leaving.len() == 1 { "it would name" } else { "they would name" },
+        lines.join("\n")
+    ))
+    .at_flag("--package")
+    .help(format!(
+        "leave {} out with {}, or replace {} by a copy of what it points to (e.g. `cp --remove-destination \"$(readlink -f {q})\" {q}` in {})",
+        if leaving.len() == 1 { "it" } else { "them" },
+        excludes.join(" "),
+        if leaving.len() == 1 { "it" } else { "each" },
+        root.display(),
+        q = crate::shell::quote(first),
+    )))
+}
+
+/// Whether the link at `rel` under `root`, pointing at `target`, resolves outside `root`
+/// once unpacked elsewhere: an absolute target (the job unpacks the archive in its own
+/// directory, not at this path), or a relative one that climbs above `root`, followed
+/// through the links under `root` it passes (as the kernel resolves it, so `self -> .` then
+/// `self/..` is above `root`); more than 40 links on the way (the kernel's limit) counts as
+/// leaving.
+fn leaves(root: &Path, rel: &str, target: &Path) -> bool {
+    use std::ffi::OsString;
+    use std::path::Component;
+    /// A link target's steps: `None` is `..`; `None` for the whole target when absolute.
+    fn steps(t: &Path) -> Option<Vec<Option<OsString>>> {
+        (!t.is_absolute()).then(|| {
+            t.components()
+                .filter_map(|c| match c {
+                    Component::Normal(n) => Some(Some(n.to_os_string())),
+                    Component::ParentDir => Some(None),
+                    _ => None,
+                })
+                .collect()
+        })
+    }
+    let mut at: Vec<OsString> = Path::new(rel)
+        .parent()
+        .map(|p| p.iter().map(|c| c.to_os_string()).collect())
+        .unwrap_or_default();
+    let Some(first) = steps(target) else {
+        return true;
+    };
+    let mut pending: std::collections::VecDeque<Option<OsString>> = first.into();
+    let mut links = 0;
+    while let Some(step) = pending.pop_front() {
+        let Some(name) = step else {
+            if at.pop().is_none() {
+                return true;
+            }
+            continue;
+        };
+        at.push(name);
+        let Ok(next) = std::fs::read_link(root.join(at.iter().collect::<PathBuf>())) else {
+            continue;
+        };
+        links += 1;
+        let Some(more) = steps(&next).filter(|_| links <= 40) else {
+            return true;
+        };
+        at.pop();
+        for s in more.into_iter().rev() {
+            pending.push_front(s);
+        }
+    }
+    false
+}
+
 /// A file or directory under `--package DIR` that this user cannot read: the user's input,
 /// with the two fixes.
 fn unreadable(root: &Path, rel: &str, e: &std::io::Error) -> Error {
@@ -256,7 +370,7 @@ fn unreadable(root: &Path, rel: &str, e: &std::io::Error) -> Error {
 
 /// Regular files under `dir` (relative paths, `/`-separated), `.git` and what an `exclude`
 /// pattern selects left out (an excluded directory is not read); symlinks are archived as
-/// links, not followed.
+/// links, not followed ([`refuse_links_leaving`] holds them to DIR).
 fn walk(root: &Path, rel: &Path, exclude: &[String], out: &mut Vec<String>) -> Result<()> {
     let dir = root.join(rel);
     let entries = std::fs::read_dir(&dir).map_err(|e| match rel.to_str() {
@@ -360,5 +474,41 @@ mod tests {
         assert!(super::selects("__pycache__", "pkg/__pycache__/m.pyc"));
         assert!(super::selects("data", "data/a/b"));
         assert!(!super::selects("data", "mydata/a"));
+    }
+
+    /// Links resolved as the kernel resolves them under the unpacked directory: through a
+    /// link to `.` then `..` is above it, as a lexical reading would not say.
+    #[test]
+    fn links_that_leave() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::create_dir_all(r.join("lib/deep")).unwrap();
+        std::fs::write(r.join("lib/util.py"), "").unwrap();
+        let link = |name: &str, to: &str| std::os::unix::fs::symlink(to, r.join(name)).unwrap();
+        link("here", ".");
+        link("libs", "lib/deep");
+        let cases = [
+            ("lib/in", "util.py", false),
+            ("lib/deep/up", "../../lib/util.py", false),
+            ("dir", "lib", false),
+            ("missing", "lib/nothing.py", false),
+            ("via", "libs/../util.py", false),
+            ("abs", "/etc/hostname", true),
+            ("esc", "../x.py", true),
+            ("lib/esc", "../../x.py", true),
+            ("sneaky", "here/../x.py", true),
+            ("loop1", "loop2", true),
+            ("loop2", "loop1", true),
+        ];
+        for (name, to, _) in cases {
+            link(name, to);
+        }
+        for (name, to, out) in cases {
+            assert_eq!(
+                super::leaves(r, name, std::path::Path::new(to)),
+                out,
+                "{name} -> {to}"
+            );
+        }
     }
 }

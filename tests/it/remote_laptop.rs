@@ -8,6 +8,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use nix::sys::signal::Signal;
+
 use crate::common::{stderr, stdout};
 use crate::job_places::{Login, remote_lock};
 use crate::shared_cluster::root_or_skip;
@@ -246,14 +248,94 @@ fn ctrl_c_during_a_remote_submit_leaves_nothing() {
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::write(&stand_in, format!("#!/bin/sh\n{script}\n")).unwrap();
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
-        interrupted(&login, &held, says);
+        let o = interrupted(&login, &held, Signal::SIGINT, true, says);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{says}: {e}");
+        assert!(e.contains(says), "{says}: {e}");
+        assert!(!e.contains("once `ssh`"), "{says}: {e}");
         std::fs::remove_file(&stand_in).unwrap();
     }
 }
 
-/// `submit --host login --package code` as `login`'s user, SIGINT to its process group once
-/// `held` exists; then what it said and what it left.
-fn interrupted(login: &Login, held: &Path, says: &str) {
+/// Ctrl-C (SIGINT to the process group) and SIGTERM (to ovlaunch alone) during a `--host
+/// --package` submit after the code is packaged and before the job directory is written,
+/// while the login node is asked its `uname -m` (a `uname` on its PATH that waits there):
+/// ovlaunch ends by the signal, as it did, and leaves nothing: no staged archive in the
+/// laptop's TMPDIR, no record here, nothing on the login node. (Before: the whole archive,
+/// `ovlaunch-package-PID-.../code.tar`, stayed in TMPDIR.)
+#[test]
+fn a_signal_between_packaging_and_upload_leaves_no_archive() {
+    if !root_or_skip("a_signal_between_packaging_and_upload_leaves_no_archive") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let held = d.join("laptop-tmp/held");
+    let stand_in = d.join("bin/uname");
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh
+: > {}
+sleep 5
+exec /bin/uname \"$@\"\n",
+            held.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (signal, group) in [(Signal::SIGINT, true), (Signal::SIGTERM, false)] {
+        let says = signal.as_str();
+        let o = interrupted(&login, &held, signal, group, says);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            o.status.signal(),
+            Some(signal as i32),
+            "{says}: {}",
+            stderr(&o)
+        );
+        // The stand-in goes on there after its ssh is gone: the next test takes the user.
+        settled(login.uid);
+    }
+}
+
+/// Waits (up to 30 s) until no process of `uid` asks or answers `uname` (the stand-in, its
+/// `sleep`, the ssh that asked).
+fn settled(uid: u32) {
+    let uid = uid.to_string();
+    let others = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|p| {
+                let status = std::fs::read_to_string(p.path().join("status")).unwrap_or_default();
+                let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+                status
+                    .lines()
+                    .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some(&uid))
+                    && (String::from_utf8_lossy(&cmdline).contains("uname")
+                        || cmdline.starts_with(b"sleep\0"))
+            })
+            .count()
+    };
+    let start = std::time::Instant::now();
+    while others() > 0 && start.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// `submit --host login --package code` as `login`'s user, `signal` to its process group
+/// (`group`) or to it alone once `held` exists; then what it left (nothing), and its output.
+fn interrupted(
+    login: &Login,
+    held: &Path,
+    signal: Signal,
+    group: bool,
+    says: &str,
+) -> std::process::Output {
     use std::os::unix::process::CommandExt;
     let d = login.dir.path();
     let home = d.join("home");
@@ -312,14 +394,11 @@ fn interrupted(login: &Login, held: &Path, says: &str) {
         assert!(start.elapsed().as_secs() < 60, "{says}: never held");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
-    nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let pid = child.id() as i32;
+    let to = nix::unistd::Pid::from_raw(if group { -pid } else { pid });
+    nix::sys::signal::kill(to, signal).unwrap();
     let o = child.wait_with_output().unwrap();
     std::fs::remove_file(held).unwrap();
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{says}: {e}");
-    assert!(e.contains(says), "{says}: {e}");
-    assert!(!e.contains("once `ssh`"), "{says}: {e}");
     assert!(stdout(&o).is_empty(), "{}", stdout(&o));
     let entries = |dir: &Path| -> Vec<std::ffi::OsString> {
         std::fs::read_dir(dir)
@@ -340,6 +419,7 @@ fn interrupted(login: &Login, held: &Path, says: &str) {
         !home.join(".local/state/ovlaunch/jobs/cut").exists(),
         "{says}"
     );
+    o
 }
 
 /// `--package DIR` holding a directory and a file its user cannot read (mode 000): the
@@ -422,6 +502,124 @@ fn a_package_with_files_the_user_cannot_read_is_refused_naming_them() {
         .output()
         .unwrap();
     assert_eq!(stdout(&list), "train.py\n");
+}
+
+/// `--package DIR` holding symbolic links: those pointing outside DIR (an absolute target,
+/// a relative one climbing above DIR, and one climbing through a link to `.`) refuse the
+/// submit with exit 2, each named with its target, and the `--package-exclude` that leaves
+/// them out, before anything is written on the login node; with them left out, the job is
+/// submitted, and the links staying inside DIR (to a file, to a directory) resolve on the
+/// login node once the archive is unpacked as the job unpacks it. (Before: the submit went
+/// through, and on the node `config.yaml` named that node's own `/etc/hostname`, and
+/// `shared.py` and `sneaky.py` nothing.)
+#[test]
+fn a_package_with_links_leaving_it_is_refused_naming_them() {
+    if !root_or_skip("a_package_with_links_leaving_it_is_refused_naming_them") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let (code, jobs) = (home.join("code"), home.join("cluster-jobs"));
+    std::fs::create_dir_all(code.join("lib")).unwrap();
+    std::fs::write(code.join("train.py"), "print('hi')\n").unwrap();
+    std::fs::write(code.join("lib/util.py"), "VALUE = 'mine'\n").unwrap();
+    std::fs::write(home.join("shared.py"), "VALUE = 'laptop'\n").unwrap();
+    let leaving = [
+        ("config.yaml", "/etc/hostname"),
+        ("shared.py", "../shared.py"),
+        ("sneaky.py", "here/../shared.py"),
+    ];
+    let inside = [
+        ("inside.py", "lib/util.py"),
+        ("libdir", "lib"),
+        ("here", "."),
+    ];
+    for (name, to) in leaving.iter().chain(&inside) {
+        std::os::unix::fs::symlink(to, code.join(name)).unwrap();
+    }
+    let o = std::process::Command::new("chown")
+        .arg("-hR")
+        .arg(format!("{}:{}", login.uid, login.gid))
+        .arg(&code)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let submit = |more: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "links",
+            "--host",
+            "login",
+            "--package",
+            "code",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ];
+        args.extend(more);
+        login.ovlaunch(&args)
+    };
+    let o = submit(&[]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("code holds 3 symbolic links pointing outside it"),
+        "{e}"
+    );
+    for (name, to) in leaving {
+        assert!(e.contains(&format!("  {name} -> {to}\n")), "{name}: {e}");
+    }
+    for (name, _) in inside {
+        assert!(!e.contains(&format!("{name} ->")), "{name}: {e}");
+    }
+    assert!(
+        e.contains(
+            "--package-exclude config.yaml --package-exclude shared.py --package-exclude sneaky.py"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("cp --remove-destination"), "{e}");
+    assert!(!jobs.exists(), "written on the login node");
+    let excluded: Vec<&str> = leaving
+        .iter()
+        .flat_map(|(name, _)| ["--package-exclude", name])
+        .collect();
+    let o = submit(&excluded);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Unpacked on the login node as the job script unpacks it (`tar -xf code.tar -C code`).
+    let unpacked = jobs.join("links/code");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    let o = std::process::Command::new("tar")
+        .arg("-xf")
+        .arg(jobs.join("links/code.tar"))
+        .arg("-C")
+        .arg(&unpacked)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for via in ["inside.py", "libdir/util.py", "here/lib/util.py"] {
+        assert_eq!(
+            std::fs::read_to_string(unpacked.join(via)).unwrap(),
+            "VALUE = 'mine'\n",
+            "{via}"
+        );
+    }
+    for (name, _) in inside {
+        assert!(
+            unpacked.join(name).is_symlink(),
+            "{name}: not kept as a link"
+        );
+    }
+    for (name, _) in leaving {
+        assert!(!unpacked.join(name).exists(), "{name}");
+    }
 }
 
 /// A `~/.ssh/config` Host entry made for interactive logins (`RemoteCommand` starting a login
