@@ -2,7 +2,8 @@
 //! (writing a job directory, `sbatch` and recording its answer): while a [`Deferred`] guard
 //! lives, those signals are noted instead of ending the process; the caller asks
 //! [`Deferred::caught`] at safe points and decides (stop before submitting, or finish
-//! recording a job that Slurm has already queued).
+//! recording a job that Slurm has already queued). A signal ignored when the guard is
+//! installed (`nohup`'s SIGHUP, SIGINT in a script's background job) stays ignored.
 //!
 //! Files staged on this machine for a later step (the `--package` archive, kept from its build
 //! until the job directory is uploaded) are removed when such a signal ends the process
@@ -43,7 +44,14 @@ impl Deferred {
         for sig in DEFERRED {
             // SAFETY: the handler only stores into an atomic.
             if let Ok(prev) = unsafe { sigaction(sig, &action) } {
-                previous.push((sig, prev));
+                if matches!(prev.handler(), SigHandler::SigIgn) {
+                    // Ignored when ovlaunch started (`nohup`'s SIGHUP, a script's background
+                    // job's SIGINT): it would not have stopped the step, so it does not now.
+                    // SAFETY: restores the action that was in place.
+                    let _ = unsafe { sigaction(sig, &prev) };
+                } else {
+                    previous.push((sig, prev));
+                }
             }
         }
         Self { previous }

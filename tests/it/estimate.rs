@@ -1579,7 +1579,10 @@ fn tune_never_proposes_less_than_the_plans_own_layout() {
         ]))
         .unwrap();
         let own = &v["own"]["estimate"];
-        let room = own["breakdown"]["memory_gib"]["capacity_gib"].as_f64().unwrap() * (1.0 - Search::HEADROOM);
+        let room = own["breakdown"]["memory_gib"]["capacity_gib"]
+            .as_f64()
+            .unwrap()
+            * (1.0 - Search::HEADROOM);
         if own["memory_gib_per_gpu"].as_f64().unwrap() > room {
             continue;
         }

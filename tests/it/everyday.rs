@@ -414,3 +414,47 @@ fn the_local_torchruns_flag_spelling_is_detected() {
         insta::assert_snapshot!(decision[0].to_string());
     }
 }
+
+/// `nohup ovlaunch submit ... &` (SIGHUP ignored, as nohup leaves it) and the terminal closes
+/// while sbatch runs: the hang-up is not taken as a stop. Here the stand-in `sbatch` sends
+/// SIGHUP to ovlaunch before it answers; the submit ends as if nothing had arrived (before,
+/// ovlaunch's deferral caught the ignored signal and said it had arrived while submitting,
+/// and one caught before sbatch stopped the submit). Without nohup the signal is deferred
+/// and reported, as before.
+#[test]
+fn a_signal_ignored_when_ovlaunch_started_stays_ignored_while_it_submits() {
+    use std::os::unix::process::CommandExt;
+    let d = tempfile::tempdir().unwrap();
+    let path = crate::shared_cluster::stand_in_sbatch(d.path(), 5151, "0", "kill -HUP $PPID");
+    for (nohup, name) in [(true, "nohup"), (false, "plain")] {
+        let mut c = common::command();
+        c.args(["submit", "-r", "llama8b", "-g", "h100x8", "--no-container"])
+            .args(["--job-name", name, "--jobs-root"])
+            .arg(d.path().join("jobs"))
+            .env("PATH", &path)
+            .env("HOME", d.path())
+            .current_dir(d.path());
+        if nohup {
+            // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+            unsafe {
+                c.pre_exec(|| {
+                    nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_IGN);
+                    Ok(())
+                });
+            }
+        }
+        let o = c.output().unwrap();
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{name}: {err}");
+        assert!(
+            common::stdout(&o).contains("submitted job 5151"),
+            "{name}: {}",
+            common::stdout(&o)
+        );
+        assert_eq!(
+            err.contains("note: SIGHUP arrived while submitting; job 5151 was queued"),
+            !nohup,
+            "{name}: {err}"
+        );
+    }
+}

@@ -815,7 +815,10 @@ pub fn tune(
                 });
                 match beaten {
                     Some(i) => out[i] = c,
-                    None if !out.iter().any(|o| o.layout.same_but_virtual_pipeline(&c.layout)) => {
+                    None if !out
+                        .iter()
+                        .any(|o| o.layout.same_but_virtual_pipeline(&c.layout)) =>
+                    {
                         out.push(c)
                     }
                     None => {}
