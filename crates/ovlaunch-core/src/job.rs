@@ -90,5 +90,6 @@ fn plugin_context(plan: &Plan, opts: &LaunchOptions, executor: Executor) -> plug
             .filter(|(_, e)| e.source == Source::User)
             .map(|(k, _)| k.clone())
             .collect(),
+        user_sets: plan.user_sets.iter().cloned().collect(),
     }
 }

@@ -570,6 +570,9 @@ pub struct LaunchContext {
     pub user_sbatch: BTreeSet<String>,
     /// Env names the user gave with `--env` (they beat plugins).
     pub user_env: BTreeSet<String>,
+    /// The paths the user's `--set` gives (`plan::Plan::user_sets`): they beat a plugin's
+    /// trainer override, which the trainer would otherwise read last.
+    pub user_sets: BTreeSet<String>,
 }
 
 /// The built-in placeholders for a spec.
@@ -738,6 +741,8 @@ struct Owners {
     env: BTreeMap<String, (String, String)>,
     sbatch: BTreeMap<String, (String, Option<String>)>,
     program: Option<(String, String)>,
+    /// A trainer override's config path -> (plugin, the whole word).
+    overrides: BTreeMap<String, (String, String)>,
 }
 
 /// Runs every plugin's launch phase on `spec`, recording each change in `spec.decisions`.
@@ -774,6 +779,13 @@ pub fn launch_phase(
         if let Some(p) = out.torchrun_program.take() {
             apply_program(&name, p, spec, &mut owners)?;
         }
+        out.trainer_overrides = yield_overrides(
+            &name,
+            std::mem::take(&mut out.trainer_overrides),
+            spec,
+            ctx,
+            &mut owners,
+        )?;
         shell.append(&mut out.shell);
         apply_lists(&name, out, spec);
     }
@@ -896,6 +908,48 @@ fn apply_sbatch(
         ));
     }
     Ok(())
+}
+
+/// The plugin's `launch.trainer_overrides` that apply: Bridge's runner applies its override
+/// words in order, the last of one path winning, and a plugin's come after the plan's, so one
+/// of a path the user's `--set` gives (the field, or its whole section) is left out, a
+/// decision saying so; two plugins must agree.
+fn yield_overrides(
+    name: &str,
+    words: Vec<String>,
+    spec: &mut LaunchSpec,
+    ctx: &LaunchContext,
+    owners: &mut Owners,
+) -> Result<Vec<String>> {
+    let mut kept = Vec::new();
+    for word in words {
+        let key = word.split_once('=').map_or(word.as_str(), |(k, _)| k);
+        let path = super::validate::override_path(key).to_string();
+        let section = path.split('.').next().unwrap_or(&path);
+        if let Some(set) = ctx.user_sets.iter().find(|s| **s == path || *s == section) {
+            spec.decisions.push(plugin_decision(
+                name,
+                &path,
+                Value::from(word.clone()),
+                format!("plugin {name} (trainer_overrides) not applied: --set {set} wins"),
+            ));
+            continue;
+        }
+        if let Some((other, prev)) = owners.overrides.get(&path)
+            && *prev != word
+        {
+            return Err(Error::usage(format!(
+                "plugins `{other}` and `{name}` override the trainer's `{path}` differently (`{prev}` and `{word}`)"
+            ))
+            .at_flag(format!("--plugin {other} --plugin {name}"))
+            .help("enable one of them, or give the value yourself with --set"));
+        }
+        owners
+            .overrides
+            .insert(path, (name.to_string(), word.clone()));
+        kept.push(word);
+    }
+    Ok(kept)
 }
 
 /// The plugin's `launch.torchrun_program`: two plugins must not both replace it.
