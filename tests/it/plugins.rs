@@ -1949,7 +1949,7 @@ fn a_plugins_trainer_override_of_no_field_is_refused_at_its_line() {
             "\"logger.wandb_exp_name={tag}\"",
             "\"{tag}\"",
             "trainer override `{tag}` is not section.field=VALUE",
-            "logger.log_interval={interval}",
+            "write it as `section.field={option}`",
         ),
     ] {
         let (_d, f) = site_plugin(&text.replace(from, to));

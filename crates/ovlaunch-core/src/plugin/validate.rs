@@ -339,7 +339,7 @@ impl Validator<'_> {
                     format!("trainer override `{s}` is not section.field=VALUE"),
                     s,
                 )
-                .help("e.g. trainer_overrides: [\"logger.log_interval={interval}\"]"));
+                .help("write it as `section.field={option}`; `ovlaunch fields` lists the fields"));
         };
         self.field_path(override_path(key), key)
     }
