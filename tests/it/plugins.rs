@@ -2009,3 +2009,36 @@ fn an_option_default_of_another_type_is_refused_with_the_fix() {
         "{e}"
     );
 }
+
+/// A trainer of the user's own (`-- python3 train.py`, or a recipe file's `trainer:`) gets
+/// none of the runner's override words (`--set`s warn so); a plugin's trainer overrides were
+/// put on its command line, as arguments it never declared. Refused naming the plugin, with
+/// the two ways out.
+#[test]
+fn a_plugins_trainer_overrides_are_refused_for_a_trainer_of_ones_own() {
+    let plugin = ["--plugin-file", SITE_LOGGING, "--plugin", "site-logging"];
+    // Bridge's runner takes them
+    let out = ok(&refs(&dry("llama8b", "h100x8", &plugin)));
+    assert!(out.contains(" logger.log_interval=5 "), "{out}");
+    let mut own = dry("llama8b", "h100x8", &plugin);
+    own.extend(["--", "python3", "train.py"].map(String::from));
+    let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny.yaml");
+    let recipes_own = dry(tiny, "cpux2", &plugin);
+    for (args, whose) in [
+        (own, "the trainer after `--`"),
+        (recipes_own, "the recipe's own trainer (its `trainer:`)"),
+    ] {
+        let e = usage_error(&refs(&args));
+        assert!(
+            e.contains(&format!("plugin `site-logging` gives trainer overrides (logger.log_interval=5 and 3 more), which only Bridge's runner reads, but {whose} is your own")),
+            "{e}"
+        );
+        assert!(e.contains("--plugin site-logging"), "{e}");
+        assert!(
+            e.contains(
+                "help: leave the trainer out to run Bridge's runner, or drop --plugin site-logging"
+            ),
+            "{e}"
+        );
+    }
+}

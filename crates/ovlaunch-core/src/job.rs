@@ -91,5 +91,12 @@ fn plugin_context(plan: &Plan, opts: &LaunchOptions, executor: Executor) -> plug
             .map(|(k, _)| k.clone())
             .collect(),
         user_sets: plan.user_sets.iter().cloned().collect(),
+        own_trainer: (!launch::runs_bridge(plan, opts)).then_some({
+            if opts.trainer.is_empty() {
+                "the recipe's own trainer (its `trainer:`)"
+            } else {
+                "the trainer after `--`"
+            }
+        }),
     }
 }

@@ -573,6 +573,9 @@ pub struct LaunchContext {
     /// The paths the user's `--set` gives (`plan::Plan::user_sets`): they beat a plugin's
     /// trainer override, which the trainer would otherwise read last.
     pub user_sets: BTreeSet<String>,
+    /// The trainer when it is not Bridge's runner, as messages name it (`the trainer after
+    /// `--``): it reads no override words, so a plugin's trainer overrides are refused.
+    pub own_trainer: Option<&'static str>,
 }
 
 /// The built-in placeholders for a spec.
@@ -797,7 +800,8 @@ fn plugin_decision(name: &str, key: &str, value: Value, rule: String) -> Decisio
     Decision::new(key, value, rule, Source::Plugin(name.to_string()))
 }
 
-/// A plugin's torchrun changes need the torchrun launcher; its teardown steps and signal
+/// A plugin's torchrun changes need the torchrun launcher; its trainer overrides need
+/// Bridge's runner (`LaunchContext::own_trainer`); its teardown steps and signal
 /// forwarding need a script that outlives the trainer.
 fn check_launch_forms(
     name: &str,
@@ -813,6 +817,19 @@ fn check_launch_forms(
         ))
         .at_flag(flag)
         .help("add --launcher torchrun"));
+    }
+    if let (Some(own), Some(first)) = (ctx.own_trainer, out.trainer_overrides.first()) {
+        let more = match out.trainer_overrides.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        return Err(Error::usage(format!(
+            "plugin `{name}` gives trainer overrides ({first}{more}), which only Bridge's runner reads, but {own} is your own"
+        ))
+        .at_flag(flag)
+        .help(format!(
+            "leave the trainer out to run Bridge's runner, or drop --plugin {name}"
+        )));
     }
     let shell_only = !out.teardown_lines.is_empty() || !out.forward_signals.is_empty();
     if shell_only && !ctx.executor.script_outlives_trainer() {

@@ -26,7 +26,8 @@
 //!   env: {...}                    # exported in the script; `{job_dir}` etc. are known here
 //!   trainer_overrides: [...]      # `section.field=VALUE` (a known field, as `--set`),
 //!                                 # appended to the trainer's argv; one of a path the
-//!                                 # user's `--set` gives is left out (a decision)
+//!                                 # user's `--set` gives is left out (a decision);
+//!                                 # refused with a trainer that is not Bridge's runner
 //!   command_prefix: [...]         # wraps the trainer on each rank (first plugin outermost)
 //!   srun_args: [...]
 //!   torchrun_args: [...]          # torchrun launcher only
