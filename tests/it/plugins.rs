@@ -2042,3 +2042,27 @@ fn a_plugins_trainer_overrides_are_refused_for_a_trainer_of_ones_own() {
         );
     }
 }
+
+/// A plugin's trainer override of a field another plugin's `plan.set` gives (the nsys
+/// plugin's profiled ranks): the override came last and won, while the plan stated the other
+/// plugin's value. Refused naming both.
+#[test]
+fn a_plugins_trainer_override_of_another_plugins_field_is_refused() {
+    let e = usage_error(&refs(&dry(
+        "llama8b",
+        "h100x8",
+        &[
+            "--plugin-file",
+            SITE_LOGGING,
+            "--plugin",
+            "site-logging",
+            "--plugin",
+            "nsys",
+        ],
+    )));
+    assert!(
+        e.contains("plugins `nsys` and `site-logging` both set the trainer's `profiling.profile_ranks` (nsys in its plan.set, site-logging in its trainer_overrides)"),
+        "{e}"
+    );
+    assert!(e.contains("--plugin nsys --plugin site-logging"), "{e}");
+}

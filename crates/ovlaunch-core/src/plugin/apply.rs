@@ -576,6 +576,9 @@ pub struct LaunchContext {
     /// The trainer when it is not Bridge's runner, as messages name it (`the trainer after
     /// `--``): it reads no override words, so a plugin's trainer overrides are refused.
     pub own_trainer: Option<&'static str>,
+    /// The config fields a plugin's plan phase set (`section.field` -> the plugin), from
+    /// the plan's decisions: another plugin's trainer override of one is refused.
+    pub plugin_fields: BTreeMap<String, String>,
 }
 
 /// The built-in placeholders for a spec.
@@ -930,7 +933,8 @@ fn apply_sbatch(
 /// The plugin's `launch.trainer_overrides` that apply: Bridge's runner applies its override
 /// words in order, the last of one path winning, and a plugin's come after the plan's, so one
 /// of a path the user's `--set` gives (the field, or its whole section) is left out, a
-/// decision saying so; two plugins must agree.
+/// decision saying so; two plugins must agree, and one field is set by one plugin, in its
+/// plan phase or here.
 fn yield_overrides(
     name: &str,
     words: Vec<String>,
@@ -951,6 +955,20 @@ fn yield_overrides(
                 format!("plugin {name} (trainer_overrides) not applied: --set {set} wins"),
             ));
             continue;
+        }
+        if let Some(other) = ctx.plugin_fields.get(&path)
+            && other != name
+        {
+            let (first, second) = if other.as_str() < name {
+                (other.as_str(), name)
+            } else {
+                (name, other.as_str())
+            };
+            return Err(Error::usage(format!(
+                "plugins `{first}` and `{second}` both set the trainer's `{path}` ({other} in its plan.set, {name} in its trainer_overrides)"
+            ))
+            .at_flag(format!("--plugin {first} --plugin {second}"))
+            .help("enable one of them, or give the value yourself with --set"));
         }
         if let Some((other, prev)) = owners.overrides.get(&path)
             && *prev != word
