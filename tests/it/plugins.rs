@@ -2066,3 +2066,22 @@ fn a_plugins_trainer_override_of_another_plugins_field_is_refused() {
     );
     assert!(e.contains("--plugin nsys --plugin site-logging"), "{e}");
 }
+
+/// A list spliced (`{*hcas}`) into a shell line, where only an argv entry can take it, is
+/// refused at its line with the fix.
+#[test]
+fn a_list_spliced_into_a_shell_line_is_refused_with_the_fix() {
+    let (_d, f) = site_plugin(
+        "name: site\ndescription: d\noptions:\n  hcas: {type: list, default: [mlx5_0, mlx5_1], help: HCAs}\nlaunch:\n  setup_lines:\n    - \"ibstat {*hcas} > /dev/null\"\n",
+    );
+    let e = usage_error(&["plugins", "--plugin-file", &f]);
+    assert!(
+        e.contains("`{*hcas}` must be a whole argv list entry and `hcas` a list option"),
+        "{e}"
+    );
+    assert!(e.contains(&format!("--> {f}:7\n")), "{e}");
+    assert!(
+        e.contains("help: write `{hcas}` for the items joined by `,`"),
+        "{e}"
+    );
+}

@@ -251,7 +251,13 @@ impl Validator<'_> {
                             "`{{*{name}}}` must be a whole argv list entry and `{name}` a list option"
                         ),
                         &format!("{{*{name}}}"),
-                    ));
+                    ).help(if kind == Some(OptionType::List) {
+                        format!(
+                            "write `{{{name}}}` for the items joined by `,` (quoted in a shell line); `{{*{name}}}` splices a list option's items only as a whole entry of command_prefix, srun_args or torchrun_args"
+                        )
+                    } else {
+                        format!("write `{{{name}}}`: only a list option (`type: list`) splices")
+                    }));
                 }
             }
             if slot == Slot::Shell && quoting != Quoting::Bare {
