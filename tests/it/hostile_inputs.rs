@@ -368,7 +368,7 @@ fn feed(channel: Channel, v: &String, case: &Case, g: &mut Given) -> Want {
             Want::Env("HOSTILE".into())
         }
         Channel::PluginOption => {
-            let plugin = "name: hostile\noptions:\n  val: {type: str, help: x}\nlaunch:\n  env: {HOSTILE: \"{val}\"}\n  trainer_overrides: [\"{val}\"]\n";
+            let plugin = "name: hostile\noptions:\n  val: {type: str, help: x}\nlaunch:\n  env: {HOSTILE: \"{val}\"}\n";
             std::fs::write(case.path("p.yaml"), plugin).unwrap();
             g.extra.push("--plugin-file".into());
             g.extra.push(case.path("p.yaml").into());

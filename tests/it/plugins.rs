@@ -1853,3 +1853,279 @@ fn a_plugins_sbatch_value_yields_to_an_abbreviated_sbatch_arg() {
         );
     }
 }
+
+/// A site's logging plugin (`tests/fixtures/plugins/site-logging.yaml`): trainer overrides
+/// from typed options (int, bool, list, text).
+const SITE_LOGGING: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/plugins/site-logging.yaml"
+);
+
+/// The trainer's override words in the launch step of a dry run, as bash reads them.
+fn trainer_words(out: &str) -> Vec<String> {
+    let line = step(out).lines().nth(1).unwrap().to_string();
+    let o = Command::new("bash")
+        .args(["-c", &format!("printf '%s\\0' {line}")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let words: Vec<String> = String::from_utf8(o.stdout)
+        .unwrap()
+        .split('\0')
+        .map(String::from)
+        .collect();
+    let at = words.iter().position(|w| w == "--recipe").unwrap() + 2;
+    words[at..]
+        .iter()
+        .filter(|w| !w.is_empty())
+        .cloned()
+        .collect()
+}
+
+/// A plugin's trainer overrides come after the plan's words, and Bridge's runner applies
+/// them in order (Hydra's `_apply_overrides_to_config`), the last of one path winning: the
+/// plugin's value beat the user's `--set`, and the plan stated the user's. The user's
+/// `--set` wins, a decision saying so; the plugin's other words apply, typed for Hydra.
+/// Read back by Hydra itself where Bridge's python is here.
+#[test]
+fn a_plugins_trainer_override_yields_to_the_users_set() {
+    let base = [
+        "--plugin-file",
+        SITE_LOGGING,
+        "--plugin",
+        "site-logging:log_interval=7,timers=false,ranks=[0,3],tag=it's a $x, b",
+        "--explain",
+    ];
+    let o = common::run(&refs(&dry(
+        "llama8b",
+        "h100x8",
+        &[&base[..], &["--set", "logger.log_interval=3"]].concat(),
+    )));
+    let (out, err) = (common::stdout(&o), common::stderr(&o));
+    assert!(o.status.success(), "{err}");
+    let words = trainer_words(&out);
+    assert!(
+        words.contains(&"logger.log_interval=3".to_string()),
+        "{words:?}"
+    );
+    assert!(
+        !words.iter().any(|w| w == "logger.log_interval=7"),
+        "{words:?}"
+    );
+    for w in [
+        "logger.log_timers_to_tensorboard=false",
+        "profiling.profile_ranks=[0,3]",
+        "logger.wandb_exp_name='it\\'s a $x, b'",
+    ] {
+        assert!(words.contains(&w.to_string()), "{w}: {words:?}");
+    }
+    assert!(
+        err.contains(
+            "logger.log_interval = \"logger.log_interval=7\" [plugin:site-logging]: plugin site-logging (trainer_overrides) not applied: --set logger.log_interval wins"
+        ),
+        "{err}"
+    );
+    // without the user's --set, the plugin's value is the trainer's
+    let out = ok(&refs(&dry("llama8b", "h100x8", &base)));
+    assert!(
+        trainer_words(&out).contains(&"logger.log_interval=7".to_string()),
+        "{out}"
+    );
+    // what Bridge's runner makes of the words: the user's value
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let script = r#"
+import json, sys
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from omegaconf import OmegaConf
+cfg = OmegaConf.create({"logger": {"log_interval": 10, "log_timers_to_tensorboard": True,
+    "wandb_exp_name": None}, "profiling": {"profile_ranks": [0]}})
+OmegaConf.set_struct(cfg, True)
+words = [w for w in json.load(sys.stdin) if w.split("=")[0].split(".")[0] in cfg]
+ConfigLoaderImpl._apply_overrides_to_config(
+    overrides=OverridesParser.create().parse_overrides(overrides=words), cfg=cfg)
+json.dump(OmegaConf.to_container(cfg), sys.stdout)
+"#;
+    let mut child = Command::new(&python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&words).unwrap().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "python failed");
+    let cfg: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(cfg["logger"]["log_interval"], 3, "{cfg}");
+    assert_eq!(cfg["logger"]["log_timers_to_tensorboard"], false, "{cfg}");
+    assert_eq!(cfg["logger"]["wandb_exp_name"], "it's a $x, b", "{cfg}");
+    assert_eq!(cfg["profiling"]["profile_ranks"], serde_json::json!([0, 3]));
+}
+
+/// A trainer override naming no field of the trainer's config (a misspelt one), or not
+/// `section.field=VALUE` at all, is refused when the plugin file is read, at its line with
+/// the fix: Bridge's runner refused it (`Could not override`) only once the job ran.
+#[test]
+fn a_plugins_trainer_override_of_no_field_is_refused_at_its_line() {
+    let text = std::fs::read_to_string(SITE_LOGGING).unwrap();
+    for (from, to, said, fix) in [
+        (
+            "logger.log_interval=",
+            "logger.log_intervall=",
+            "unknown field `log_intervall` in `logger`",
+            "did you mean `log_interval`?",
+        ),
+        (
+            "profiling.profile_ranks=",
+            "profilng.profile_ranks=",
+            "unknown section `profilng`",
+            "did you mean `profiling`?",
+        ),
+        (
+            "\"logger.wandb_exp_name={tag}\"",
+            "\"{tag}\"",
+            "trainer override `{tag}` is not section.field=VALUE",
+            "write it as `section.field={option}`",
+        ),
+    ] {
+        let (_d, f) = site_plugin(&text.replace(from, to));
+        let line = text.lines().position(|l| l.contains(from)).unwrap() + 1;
+        let e = usage_error(&["plugins", "--plugin-file", &f]);
+        assert!(e.contains(said), "{to}: {e}");
+        assert!(e.contains(&format!("--> {f}:{line}\n")), "{to}: {e}");
+        assert!(e.contains(fix), "{to}: {e}");
+    }
+}
+
+/// Two plugins giving one trainer field different values: which one the trainer read
+/// depended on their order; refused naming both.
+#[test]
+fn two_plugins_overriding_one_trainer_field_differently_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let other = d.path().join("other.yaml");
+    std::fs::write(
+        &other,
+        "name: other\ndescription: d\nlaunch:\n  trainer_overrides: [\"logger.log_interval=9\"]\n",
+    )
+    .unwrap();
+    let e = usage_error(&refs(&dry(
+        "llama8b",
+        "h100x8",
+        &[
+            "--plugin-file",
+            SITE_LOGGING,
+            "--plugin-file",
+            other.to_str().unwrap(),
+            "--plugin",
+            "site-logging",
+            "--plugin",
+            "other",
+        ],
+    )));
+    assert!(
+        e.contains("plugins `other` and `site-logging` override the trainer's `logger.log_interval` differently"),
+        "{e}"
+    );
+    assert!(e.contains("--plugin other --plugin site-logging"), "{e}");
+}
+
+/// An option whose default is not of its type is refused at its line, in words, with the fix.
+#[test]
+fn an_option_default_of_another_type_is_refused_with_the_fix() {
+    let text = std::fs::read_to_string(SITE_LOGGING).unwrap();
+    let (_d, f) = site_plugin(&text.replace("default: 5,", "default: \"five\","));
+    let e = usage_error(&["plugins", "--plugin-file", &f]);
+    assert!(
+        e.contains("option `log_interval`: default \"five\" is not an int"),
+        "{e}"
+    );
+    assert!(e.contains(&format!("--> {f}:6\n")), "{e}");
+    assert!(
+        e.contains("help: give `log_interval` a default of its type, a whole number"),
+        "{e}"
+    );
+}
+
+/// A trainer of the user's own (`-- python3 train.py`, or a recipe file's `trainer:`) gets
+/// none of the runner's override words (`--set`s warn so); a plugin's trainer overrides were
+/// put on its command line, as arguments it never declared. Refused naming the plugin, with
+/// the two ways out.
+#[test]
+fn a_plugins_trainer_overrides_are_refused_for_a_trainer_of_ones_own() {
+    let plugin = ["--plugin-file", SITE_LOGGING, "--plugin", "site-logging"];
+    // Bridge's runner takes them
+    let out = ok(&refs(&dry("llama8b", "h100x8", &plugin)));
+    assert!(out.contains(" logger.log_interval=5 "), "{out}");
+    let mut own = dry("llama8b", "h100x8", &plugin);
+    own.extend(["--", "python3", "train.py"].map(String::from));
+    let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny.yaml");
+    let recipes_own = dry(tiny, "cpux2", &plugin);
+    for (args, whose) in [
+        (own, "the trainer after `--`"),
+        (recipes_own, "the recipe's own trainer (its `trainer:`)"),
+    ] {
+        let e = usage_error(&refs(&args));
+        assert!(
+            e.contains(&format!("plugin `site-logging` gives trainer overrides (logger.log_interval=5 and 3 more), which only Bridge's runner reads, but {whose} is your own")),
+            "{e}"
+        );
+        assert!(e.contains("--plugin site-logging"), "{e}");
+        assert!(
+            e.contains(
+                "help: leave the trainer out to run Bridge's runner, or drop --plugin site-logging"
+            ),
+            "{e}"
+        );
+    }
+}
+
+/// A plugin's trainer override of a field another plugin's `plan.set` gives (the nsys
+/// plugin's profiled ranks): the override came last and won, while the plan stated the other
+/// plugin's value. Refused naming both.
+#[test]
+fn a_plugins_trainer_override_of_another_plugins_field_is_refused() {
+    let e = usage_error(&refs(&dry(
+        "llama8b",
+        "h100x8",
+        &[
+            "--plugin-file",
+            SITE_LOGGING,
+            "--plugin",
+            "site-logging",
+            "--plugin",
+            "nsys",
+        ],
+    )));
+    assert!(
+        e.contains("plugins `nsys` and `site-logging` both set the trainer's `profiling.profile_ranks` (nsys in its plan.set, site-logging in its trainer_overrides)"),
+        "{e}"
+    );
+    assert!(e.contains("--plugin nsys --plugin site-logging"), "{e}");
+}
+
+/// A list spliced (`{*hcas}`) into a shell line, where only an argv entry can take it, is
+/// refused at its line with the fix.
+#[test]
+fn a_list_spliced_into_a_shell_line_is_refused_with_the_fix() {
+    let (_d, f) = site_plugin(
+        "name: site\ndescription: d\noptions:\n  hcas: {type: list, default: [mlx5_0, mlx5_1], help: HCAs}\nlaunch:\n  setup_lines:\n    - \"ibstat {*hcas} > /dev/null\"\n",
+    );
+    let e = usage_error(&["plugins", "--plugin-file", &f]);
+    assert!(
+        e.contains("`{*hcas}` must be a whole argv list entry and `hcas` a list option"),
+        "{e}"
+    );
+    assert!(e.contains(&format!("--> {f}:7\n")), "{e}");
+    assert!(
+        e.contains("help: write `{hcas}` for the items joined by `,`"),
+        "{e}"
+    );
+}

@@ -90,7 +90,7 @@ pub(super) fn typed_default(kind: OptionType, v: &Value) -> std::result::Result<
                 .map(|x| scalar_text(x).ok_or("list items must be scalars"))
                 .collect::<std::result::Result<_, _>>()?,
         ),
-        (k, other) => return Err(format!("default {other} is not a {}", k.as_str())),
+        (k, other) => return Err(format!("default {other} is not {}", k.a())),
     })
 }
 
@@ -378,7 +378,7 @@ pub fn activate(reg: &Registry, specs: &[String]) -> Result<Vec<Active>> {
             };
             let mut v = typed_flag_value(o.kind, raw).map_err(|m| {
                 let m = if secret::is_secret_name(k) {
-                    format!("the value is not a {}", o.kind.as_str())
+                    format!("the value is not {}", o.kind.a())
                 } else {
                     m
                 };

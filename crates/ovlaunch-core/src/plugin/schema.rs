@@ -73,6 +73,26 @@ impl OptionType {
             OptionType::List => "list",
         }
     }
+
+    /// The type with its article, for messages: `an int`, `a bool`.
+    pub fn a(self) -> &'static str {
+        match self {
+            OptionType::Int => "an int",
+            OptionType::Str => "a str",
+            OptionType::Bool => "a bool",
+            OptionType::List => "a list",
+        }
+    }
+
+    /// How a plugin file writes a value of the type, for a fix.
+    pub fn example(self) -> &'static str {
+        match self {
+            OptionType::Int => "a whole number, e.g. `default: 10`",
+            OptionType::Str => "text, e.g. `default: \"a b\"`",
+            OptionType::Bool => "true or false, e.g. `default: false`",
+            OptionType::List => "a list, e.g. `default: [a, b]`",
+        }
+    }
 }
 
 /// How a user's list value combines with the default.

@@ -83,7 +83,12 @@ pub(super) fn validate(def: &PluginDef) -> Result<()> {
             ));
         }
         if let Some(d) = &o.default {
-            typed_default(o.kind, d).map_err(|m| err(format!("option `{name}`: {m}"), name))?;
+            typed_default(o.kind, d).map_err(|m| {
+                err(format!("option `{name}`: {m}"), name).help(format!(
+                    "give `{name}` a default of its type, {} (or change its `type:`)",
+                    o.kind.example()
+                ))
+            })?;
         }
     }
     for c in &f.conflicts {
@@ -135,6 +140,11 @@ pub(super) fn passthrough_keeps_secret(def: &PluginDef, target: &str, source: &s
     .help(format!(
         "copy it into a variable named as a secret (`{source}` itself, or a name ending in `_KEY` or `_TOKEN`): secrets reach the job only through its secrets file"
     )))
+}
+
+/// The config path a trainer override's key names: Hydra's `+`, `++` and `~` prefixes off.
+pub(super) fn override_path(key: &str) -> &str {
+    key.trim_start_matches(['+', '~'])
 }
 
 struct Validator<'a> {
@@ -241,7 +251,13 @@ impl Validator<'_> {
                             "`{{*{name}}}` must be a whole argv list entry and `{name}` a list option"
                         ),
                         &format!("{{*{name}}}"),
-                    ));
+                    ).help(if kind == Some(OptionType::List) {
+                        format!(
+                            "write `{{{name}}}` for the items joined by `,` (quoted in a shell line); `{{*{name}}}` splices a list option's items only as a whole entry of command_prefix, srun_args or torchrun_args"
+                        )
+                    } else {
+                        format!("write `{{{name}}}`: only a list option (`type: list`) splices")
+                    }));
                 }
             }
             if slot == Slot::Shell && quoting != Quoting::Bare {
@@ -292,32 +308,51 @@ impl Validator<'_> {
         Ok(())
     }
 
+    /// `path` (`section.field`) names a field of the trainer's config, as `--set` does;
+    /// `needle` finds its line in the file.
+    fn field_path(&self, path: &str, needle: &str) -> Result<()> {
+        let Some((section, field)) = path.split_once('.') else {
+            return Err(self
+                .err(format!("`{path}` is not section.field"), needle)
+                .help("`ovlaunch fields` lists the sections and their fields"));
+        };
+        match crate::config::section_fields(section) {
+            None => Err(self
+                .err(format!("unknown section `{section}` in `{path}`"), needle)
+                .help(did_you_mean_then(
+                    section,
+                    crate::config::sections(),
+                    "`ovlaunch fields` lists the sections",
+                ))),
+            Some(Some(fields)) if !fields.contains(&field) => Err(self
+                .err(format!("unknown field `{field}` in `{section}`"), needle)
+                .help(did_you_mean_then(
+                    field,
+                    fields.iter().copied(),
+                    format!("`ovlaunch fields {section}` lists the fields"),
+                ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// A `launch.trainer_overrides` entry is `section.field=VALUE` (Hydra's `+`/`~` prefixes
+    /// allowed) naming a field of the trainer's config: Bridge's runner refuses any other
+    /// (`Could not override`), after the job waited in the queue.
+    fn trainer_override(&self, s: &str) -> Result<()> {
+        let Some((key, _)) = s.split_once('=') else {
+            return Err(self
+                .err(
+                    format!("trainer override `{s}` is not section.field=VALUE"),
+                    s,
+                )
+                .help("write it as `section.field={option}`; `ovlaunch fields` lists the fields"));
+        };
+        self.field_path(override_path(key), key)
+    }
+
     fn plan(&self, p: &PlanPhase) -> Result<()> {
         for (path, value) in p.set.iter().chain(p.set_if_present.iter()) {
-            let Some((section, field)) = path.split_once('.') else {
-                return Err(self.err(format!("`{path}` is not section.field"), path));
-            };
-            match crate::config::section_fields(section) {
-                None => {
-                    return Err(self
-                        .err(format!("unknown section `{section}` in `{path}`"), path)
-                        .help(did_you_mean_then(
-                            section,
-                            crate::config::sections(),
-                            "`ovlaunch fields` lists the sections",
-                        )));
-                }
-                Some(Some(fields)) if !fields.contains(&field) => {
-                    return Err(self
-                        .err(format!("unknown field `{field}` in `{section}`"), path)
-                        .help(did_you_mean_then(
-                            field,
-                            fields.iter().copied(),
-                            format!("`ovlaunch fields {section}` lists the fields"),
-                        )));
-                }
-                _ => {}
-            }
+            self.field_path(path, path)?;
             if let Value::String(s) = value {
                 self.template(s, Slot::PlanSet)?;
             }
@@ -347,6 +382,9 @@ impl Validator<'_> {
 
     fn launch(&self, p: &LaunchPhase) -> Result<()> {
         self.env_map(&p.env, Slot::Text, true)?;
+        for s in &p.trainer_overrides {
+            self.trainer_override(s)?;
+        }
         for s in p
             .trainer_overrides
             .iter()

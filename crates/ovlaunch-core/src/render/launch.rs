@@ -166,8 +166,7 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
     }
     // Bridge's runner re-applies its recipe's env_vars with setdefault: variables the plan
     // removes must leave the runner's config too (only Bridge's runner reads these words).
-    let bridge_runner = opts.trainer.is_empty() && plan.recipe.trainer.is_none();
-    let trainer_overrides = if bridge_runner {
+    let trainer_overrides = if runs_bridge(plan, opts) {
         crate::resolve::env::trainer_drop_words(&plan.env_drop_from_recipe)
     } else {
         Vec::new()
@@ -201,6 +200,12 @@ pub fn build(plan: &Plan, opts: &LaunchOptions) -> Result<LaunchSpec> {
         decisions,
         target,
     })
+}
+
+/// Whether the job's trainer is Bridge's runner, the one reader of override words: neither a
+/// trainer after `--` nor a recipe file's own `trainer:`.
+pub fn runs_bridge(plan: &Plan, opts: &LaunchOptions) -> bool {
+    opts.trainer.is_empty() && plan.recipe.trainer.is_none()
 }
 
 /// The script header's lines, each one line for a `#` comment: version, recipe, hardware and
