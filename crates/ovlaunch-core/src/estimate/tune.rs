@@ -805,25 +805,24 @@ pub fn tune(
     // The base plan's own layout is always checked: the scores approximate the overlap, so
     // it can rank below layouts its exact plan beats (each proposal is measured against it).
     let own = Layout::of(base);
-    if !out.iter().any(|c| c.layout.same(&own)) {
-        if let Some((score, l, r)) = ranked.iter().find(|(_, l, _)| l.same(&own)) {
-            if let Some(c) = check(*score, *l, r)? {
-                // it replaces the proposal at another virtual pipeline size that it beats
-                let beaten = out.iter().position(|o| {
-                    o.layout.same_but_virtual_pipeline(&c.layout)
-                        && o.estimate.tokens_per_sec_per_gpu < c.estimate.tokens_per_sec_per_gpu
-                });
-                match beaten {
-                    Some(i) => out[i] = c,
-                    None if !out
-                        .iter()
-                        .any(|o| o.layout.same_but_virtual_pipeline(&c.layout)) =>
-                    {
-                        out.push(c)
-                    }
-                    None => {}
-                }
+    if !out.iter().any(|c| c.layout.same(&own))
+        && let Some((score, l, r)) = ranked.iter().find(|(_, l, _)| l.same(&own))
+        && let Some(c) = check(*score, *l, r)?
+    {
+        // it replaces the proposal at another virtual pipeline size that it beats
+        let beaten = out.iter().position(|o| {
+            o.layout.same_but_virtual_pipeline(&c.layout)
+                && o.estimate.tokens_per_sec_per_gpu < c.estimate.tokens_per_sec_per_gpu
+        });
+        match beaten {
+            Some(i) => out[i] = c,
+            None if !out
+                .iter()
+                .any(|o| o.layout.same_but_virtual_pipeline(&c.layout)) =>
+            {
+                out.push(c)
             }
+            None => {}
         }
     }
     out.sort_by(|a, b| {

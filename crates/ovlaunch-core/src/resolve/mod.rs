@@ -314,8 +314,6 @@ fn resolve_picked(
     // 1. Recipe variant, then defaults <- recipe <- variant <- plugin sets <- --set.
     let (choice, mut l) = layering(inp, picked, plugins, layered, &mut t)?;
     other_variants(outer.recipe, choice.variant)?;
-    // The runner call: Bridge's recipe function plus exactly what differs from it.
-    let precision_word = precision_word(picked, &l);
     // A job that restarts (preemption, fault tolerance) resumes from its own checkpoints.
     resume_stage(plugins, &mut l, &mut t);
     // every refusal about fields a user's file states points at the file's line
@@ -324,31 +322,7 @@ fn resolve_picked(
     let at_line = |f: &str| stated_at(outer.recipe, picked, choice.variant, &prov, f);
     // The length that runs: Bridge's runner gives the model the dataset's.
     seq_length_stage(inp.recipe, choice.variant, &mut l, &mut t).map_err(located)?;
-    // the function as the user named it: a library alias reaches the runner as given
-    let named = picked
-        .base
-        .as_ref()
-        .map(|b| b.function.as_str())
-        .or(inp.recipe.pinned.as_deref());
-    let trainer_call = trainer::call(
-        inp.recipe,
-        choice.variant,
-        named,
-        inp.stack,
-        plugins,
-        &l,
-        inp.sets,
-        precision_word.as_ref(),
-    );
-    // What the runner changes itself (so after the trainer call is made): a benchmark fine-tuning
-    // function's mock data (recorded: the tables hold it), then, after the overrides, a
-    // fine-tuning run's loss settings with CP > 1, and offline packing's alignment.
-    if let Some(call) = &trainer_call {
-        let holder = inp.recipe.holder(choice.variant);
-        runner_sync::benchmark_dataset_stage(holder, &mut t);
-        runner_sync::finetuning_cp_stage(&call.recipe, holder, &mut l, &mut t);
-        runner_sync::packing_alignment_stage(holder, &mut l, &mut t);
-    }
+    let trainer_call = runner_call(inp, picked, choice.variant, plugins, &mut l, &mut t);
     pass_through_checks(
         inp.recipe,
         choice.variant,
@@ -445,6 +419,43 @@ fn resolve_picked(
         warnings: t.warnings,
         user_sets: inp.sets.iter().map(SetOverride::path).collect(),
     })
+}
+
+/// The runner call, Bridge's recipe function plus exactly what differs from it (`None` for
+/// a trainer of the user's own), and what the runner changes itself once it is made: a
+/// benchmark fine-tuning function's mock data (recorded: the tables hold it), then, after
+/// the overrides, a fine-tuning run's loss settings with CP > 1, and offline packing's
+/// alignment.
+fn runner_call(
+    inp: &Inputs<'_>,
+    picked: &Picked<'_>,
+    variant: Option<&Variant>,
+    plugins: &PluginLayer,
+    l: &mut layers::Layered,
+    t: &mut Trace,
+) -> Option<trainer::TrainerCall> {
+    let precision_word = precision_word(picked, l);
+    // the function as the user named it: a library alias reaches the runner as given
+    let named = picked
+        .base
+        .as_ref()
+        .map(|b| b.function.as_str())
+        .or(inp.recipe.pinned.as_deref());
+    let call = trainer::call(
+        inp.recipe,
+        variant,
+        named,
+        inp.stack,
+        plugins,
+        l,
+        inp.sets,
+        precision_word.as_ref(),
+    )?;
+    let holder = inp.recipe.holder(variant);
+    runner_sync::benchmark_dataset_stage(holder, t);
+    runner_sync::finetuning_cp_stage(&call.recipe, holder, l, t);
+    runner_sync::packing_alignment_stage(holder, l, t);
+    Some(call)
 }
 
 /// The iteration at which Bridge's training loop (Bridge's runner: `runs_bridge`) first
