@@ -416,8 +416,8 @@ fn the_local_torchruns_flag_spelling_is_detected() {
 }
 
 /// `nohup ovlaunch submit ... &` (SIGHUP ignored, as nohup leaves it) and the terminal closes
-/// while sbatch runs: the hang-up is not taken as a stop. Here the stand-in `sbatch` sends
-/// SIGHUP to ovlaunch before it answers; the submit ends as if nothing had arrived (before,
+/// while sbatch runs: the hang-up is not taken as a stop. Here a stand-in `sbatch` (a real one
+/// cannot be made to signal its caller mid-submit) sends SIGHUP to ovlaunch before it answers; the submit ends as if nothing had arrived (before,
 /// ovlaunch's deferral caught the ignored signal and said it had arrived while submitting,
 /// and one caught before sbatch stopped the submit). Without nohup the signal is deferred
 /// and reported, as before.
