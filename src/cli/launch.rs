@@ -681,9 +681,49 @@ pub fn command() -> Rerun {
     r
 }
 
-/// [`command`] as one shell line.
-pub fn command_line() -> String {
-    crate::render::shell::join(&command().args)
+/// [`command`] as one shell line, run in `dir` when given ([`working_dir`]).
+pub fn command_line(dir: Option<&str>) -> String {
+    use crate::render::shell::{join, quote};
+    let line = join(&command().args);
+    match dir {
+        Some(d) => format!("cd {} && {line}", quote(d)),
+        None => line,
+    }
+}
+
+/// The working directory, where the command's meaning depends on it: a relative path given
+/// to a flag (a recipe, hardware or plugin file, a directory of them, a template, the rank
+/// runtime, the job directory or jobs root, `--package DIR`), `--package git` (the
+/// repository of the working directory) or a project file found from it. The reproduce line
+/// then starts with `cd DIR &&`, so pasted anywhere it plans the same job; `None` where the
+/// command means the same from every directory (or the directory cannot be read).
+pub fn working_dir(plan: &PlanArgs, args: &LaunchArgs) -> Option<String> {
+    let cwd = std::env::current_dir().ok()?;
+    let relative = |p: &Path| p.is_relative();
+    let recipe_file = plan.recipe.as_deref().is_some_and(|r| {
+        let p = Path::new(r);
+        crate::cli::load::names_a_file(r) && relative(p)
+    });
+    let paths = [
+        plan.hf_config.as_deref(),
+        plan.plugin_sources.plugin_dir.as_deref(),
+        plan.catalog.recipe_dir.as_deref(),
+        plan.catalog.hardware_file.as_deref(),
+        args.job_dir.as_deref(),
+        args.jobs_root.as_deref(),
+        args.template.as_deref(),
+        args.template_dir.as_deref(),
+        args.rank_runtime.as_deref(),
+    ];
+    let matters = recipe_file
+        || paths.into_iter().flatten().any(relative)
+        || plan.plugin_sources.plugin_file.iter().any(|p| relative(p))
+        || args
+            .package
+            .as_deref()
+            .is_some_and(|w| w == "git" || relative(Path::new(w)))
+        || super::profile::project_file(&cwd).is_some();
+    matters.then(|| cwd.to_str().map(str::to_string)).flatten()
 }
 
 /// A command's arguments with the secret values given on the command line left out, in a
@@ -991,6 +1031,7 @@ pub fn options(
         rank_runtime: (!args.no_rank_runtime)
             .then(|| format!("{}/{}", dir.display(), rankbin::FILE)),
         master_port: args.master_port,
+        command_dir: working_dir(plan_args, args),
         command_note: command.note(),
         command: command.args,
         strict: plan_args.strict,

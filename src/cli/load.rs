@@ -63,6 +63,11 @@ fn index_dir(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(out)
 }
 
+/// Whether `--recipe NAME` names a file (a YAML file name or a path) rather than a recipe.
+pub fn names_a_file(name: &str) -> bool {
+    is_yaml(Path::new(name)) || name.contains('/')
+}
+
 fn is_yaml(p: &Path) -> bool {
     matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
 }
@@ -75,7 +80,7 @@ pub fn recipe(cat: &Catalog, name: &str) -> Result<Recipe> {
     if let Some(module) = python_reference(name) {
         return Err(python_recipe(name, &module));
     }
-    let r = if is_yaml(path) || name.contains('/') {
+    let r = if names_a_file(name) {
         let text = read(path, "--recipe")?;
         Recipe::parse(&text, name)?
     } else if let Some(file) = cat.user_file(name) {

@@ -88,7 +88,7 @@ pub fn run(
             &job.spec.job_name,
             &job.artifacts,
             &extras(prepared),
-            launch::command_line(),
+            launch::command_line(launch::working_dir(plan_args, args).as_deref()),
             // With -o json, stdout carries the one JSON document: a local job's own output
             // goes to stderr.
             if out.json() {
@@ -270,6 +270,7 @@ pub fn rendered(
         .at_flag("DIR")
         .help("give the directory `ovlaunch render` printed"));
     };
+    let relative = dir.is_relative();
     let dir = std::path::absolute(dir)
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
     // What is submitted (the script, the plans, the secrets, the rank runtime) and where the
@@ -295,7 +296,14 @@ pub fn rendered(
         executor,
         &dir,
         &job_name,
-        launch::command_line(),
+        // A relative DIR is read from the working directory.
+        launch::command_line(
+            relative
+                .then(|| std::env::current_dir().ok())
+                .flatten()
+                .and_then(|c| c.to_str().map(str::to_string))
+                .as_deref(),
+        ),
         if main.output.json() {
             JobOutput::Stderr
         } else {

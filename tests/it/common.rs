@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// Variables of the user's environment that would change what `ovlaunch` does.
-const OVLAUNCH_ENV: &[&str] = &[
+pub const OVLAUNCH_ENV: &[&str] = &[
     "OVLAUNCH_RECIPE_DIR",
     "OVLAUNCH_JOBS_ROOT",
     "OVLAUNCH_HARDWARE_FILE",

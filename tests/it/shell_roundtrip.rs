@@ -214,6 +214,72 @@ fn the_reproduce_line_gives_back_the_arguments() {
     }
 }
 
+/// A command with relative paths (a recipe file, a plugin file) reruns from its `reproduce:`
+/// line pasted into real bash in another directory: the line runs it where it ran
+/// (`cd DIR && ovlaunch ...`), and the rerun prints the same script.
+#[test]
+fn the_reproduce_line_reruns_relative_paths_from_anywhere() {
+    let here = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let jobs = here.path().join("jobs").display().to_string();
+    std::fs::write(
+        here.path().join("mine.yaml"),
+        "name: mine\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n",
+    )
+    .unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plugins/site-logging.yaml"),
+        here.path().join("site.yaml"),
+    )
+    .unwrap();
+    let args = [
+        "--dry-run",
+        "-r",
+        "mine.yaml",
+        "-g",
+        "h100x8",
+        "--no-container",
+        "--plugin-file",
+        "site.yaml",
+        "--jobs-root",
+        &jobs,
+    ];
+    let o = crate::common::command()
+        .current_dir(here.path())
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::stderr(&o));
+    let script = crate::common::stdout(&o);
+    let line = script
+        .lines()
+        .find_map(|l| l.strip_prefix("# reproduce: "))
+        .unwrap();
+    // `ovlaunch` is a bash function there running this build with `--dry-run` added
+    let mut bash = Command::new("bash");
+    for v in crate::common::OVLAUNCH_ENV {
+        bash.env_remove(v);
+    }
+    let again = bash
+        .current_dir(elsewhere.path())
+        .env("HF_HUB_CACHE", "/nonexistent/ovlaunch-test-hf-hub")
+        .env_remove("HF_HOME")
+        .arg("-c")
+        .arg(format!(
+            "ovlaunch() {{ '{}' \"$@\" --dry-run; }}\n{line}",
+            crate::common::bin()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{line}\n{}",
+        crate::common::stderr(&again)
+    );
+    assert_eq!(crate::common::stdout(&again), script, "{line}");
+}
+
 /// A secret given on the command line is not in the reproduce line, which still reruns: the
 /// value by name (`--env NAME`, from the environment of the rerun), a plugin's secret option
 /// left out (the plugin reads its `*_env` variable); a comment says so.

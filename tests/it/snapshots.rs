@@ -38,7 +38,8 @@ cases! {
     qwen3_8b_peft_alias_h100x1: "qwen3-8b-peft-alias-h100x1", "qwen3_8b_peft_config", "h100x1", ["--set", "checkpoint.pretrained_checkpoint=/ckpt/qwen3-8b"];
 }
 
-/// `--recipe R --gpus G --dry-run` into `job_dir`, with the rank runtime named as is.
+/// `--recipe R --gpus G --dry-run` into `job_dir`, with the rank runtime named by an absolute
+/// path (a relative one would put the working directory into the reproduce line).
 fn dry_run<'a>(recipe: &'a str, gpus: &'a str, job_dir: &'a str) -> Vec<&'a str> {
     vec![
         "--recipe",
@@ -49,7 +50,7 @@ fn dry_run<'a>(recipe: &'a str, gpus: &'a str, job_dir: &'a str) -> Vec<&'a str>
         "--job-dir",
         job_dir,
         "--rank-runtime",
-        "ovlaunch-rank",
+        "/opt/ovlaunch/ovlaunch-rank",
     ]
 }
 

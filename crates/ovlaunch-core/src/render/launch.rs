@@ -45,6 +45,10 @@ pub struct LaunchOptions {
     /// reproduces this job, for the script header's `reproduce:` line, which pasted into bash
     /// runs exactly these words (`render::shell::command_comment`).
     pub command: Vec<String>,
+    /// The working directory the command depends on (a relative path among its arguments,
+    /// `--package git`, a project file found from it): the reproduce line runs the command
+    /// there (`cd DIR && ovlaunch ...`). `None` where it means the same from anywhere.
+    pub command_dir: Option<String>,
     /// A note on the command, for the header line below it (where the secret values it
     /// leaves out come from at a rerun), or `None`.
     pub command_note: Option<String>,
@@ -122,6 +126,7 @@ impl LaunchOptions {
             rank_runtime: None,
             master_port: DEFAULT_MASTER_PORT,
             command: vec!["ovlaunch".to_string()],
+            command_dir: None,
             command_note: None,
             strict: false,
             package: None,
@@ -237,7 +242,16 @@ fn header(plan: &Plan, opts: &LaunchOptions) -> Vec<String> {
     ];
     text.iter()
         .map(|l| comment(l))
-        .chain([format!("reproduce: {}", command_comment(&opts.command))])
+        .chain([format!(
+            "reproduce: {}{}",
+            opts.command_dir
+                .as_deref()
+                .map_or(String::new(), |d| format!(
+                    "cd {} && ",
+                    super::shell::quote(d)
+                )),
+            command_comment(&opts.command)
+        )])
         .chain(opts.command_note.iter().map(|n| comment(n)))
         .collect()
 }
