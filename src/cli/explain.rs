@@ -165,14 +165,15 @@ pub fn estimate_line(estimated: &Estimated) -> String {
     )
 }
 
-/// `NAME=VALUE  # source` lines, secrets redacted.
+/// `NAME=VALUE  # source` lines, secrets redacted; a value is one line whatever it holds
+/// (`shell::comment`'s escapes: `\n`, `\x1b`, `\\`), so a value cannot forge a line.
 pub fn env_lines(plan: &Plan) -> String {
     let mut s = String::new();
     for (k, e) in &plan.env {
         let _ = writeln!(
             s,
             "{k}={}  # {}",
-            secret::shown(k, &e.value),
+            crate::render::shell::comment(&secret::shown(k, &e.value)),
             e.source.as_string()
         );
     }
@@ -202,10 +203,12 @@ pub fn decisions(plan: &Plan) -> String {
     s
 }
 
+/// A decision's value as JSON on one line, cut to 80 characters (at a character, never
+/// inside one: a value is the user's text).
 fn compact(v: &serde_json::Value) -> String {
     let t = v.to_string();
-    if t.len() > 80 {
-        format!("{}...", &t[..77])
+    if t.chars().count() > 80 {
+        format!("{}...", t.chars().take(77).collect::<String>())
     } else {
         t
     }

@@ -48,7 +48,11 @@ pub fn run(
         let mut text = explain::summary(&job.plan, prepared.estimated());
         if !job.plugins.is_empty() {
             let labels: Vec<String> = job.plugins.iter().map(|a| a.label()).collect();
-            text.push_str(&format!("#   plugins    {}\n", labels.join(", ")));
+            // one line, whatever an option's value holds
+            text.push_str(&format!(
+                "#   plugins    {}\n",
+                crate::render::shell::comment(&labels.join(", "))
+            ));
         }
         text.push_str("\n# environment\n");
         text.push_str(&explain::env_lines(&job.plan));

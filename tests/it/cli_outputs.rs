@@ -159,6 +159,60 @@ fn explain_lists_rules_and_sources() {
     );
 }
 
+/// A long value of the user's text (non-ASCII) is cut at a character in the `--explain`
+/// table, not inside one (a byte cut panicked).
+#[test]
+fn explain_cuts_a_long_non_ascii_value_at_a_character() {
+    let value = format!("x{}", "\u{e9}".repeat(100));
+    let out = ok(&[
+        "plan",
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--explain",
+        "--env",
+        &format!("FOO={value}"),
+    ]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("env.FOO = "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let shown = format!("\"x{}...", "\u{e9}".repeat(75));
+    assert!(
+        line.starts_with(&format!("env.FOO = {shown} [user]")),
+        "{line}"
+    );
+}
+
+/// The dry run's summary shows every value on its own line: a newline in an `--env` value
+/// or a plugin option is written `\n`, so it cannot forge a line of the summary.
+#[test]
+fn dry_run_summary_values_stay_on_their_line() {
+    let out = ok(&[
+        "--recipe",
+        "llama70b",
+        "--gpus",
+        "h100x64",
+        "--dry-run",
+        "--job-dir",
+        "/jobs/x",
+        "--env",
+        "FOO=a\nFORGED=1  # recipe",
+        "--plugin",
+        "wandb:project=p\nFORGED2",
+    ]);
+    assert!(
+        out.contains("FOO=a\\nFORGED=1  # recipe  # user\n"),
+        "{out}"
+    );
+    assert!(out.contains("project=p\\nFORGED2"), "{out}");
+    assert!(
+        !out.lines().any(|l| l.starts_with("FORGED")),
+        "a value started a line:\n{out}"
+    );
+}
+
 #[test]
 fn secrets_are_redacted_everywhere_they_are_shown() {
     let args = [
