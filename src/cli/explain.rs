@@ -173,7 +173,7 @@ pub fn env_lines(plan: &Plan) -> String {
         let _ = writeln!(
             s,
             "{k}={}  # {}",
-            crate::render::shell::comment(&secret::shown(k, &e.value)),
+            crate::render::shell::comment(secret::shown(k, &e.value)),
             e.source.as_string()
         );
     }
