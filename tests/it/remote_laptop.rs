@@ -359,7 +359,19 @@ fn interrupted(
             .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
     }
-    let child = std::process::Command::new("setpriv")
+    let mut command = std::process::Command::new("setpriv");
+    // A terminal's Ctrl-C reaches a process whose SIGINT is at its default: a test run as a
+    // shell script's background job inherits it ignored (and SIGQUIT), and would test nothing.
+    // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            for sig in [nix::libc::SIGINT, nix::libc::SIGQUIT] {
+                nix::libc::signal(sig, nix::libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let child = command
         .args([
             format!("--reuid={}", login.uid),
             format!("--regid={}", login.gid),
