@@ -1854,8 +1854,8 @@ fn a_plugins_sbatch_value_yields_to_an_abbreviated_sbatch_arg() {
     }
 }
 
-/// A site's logging plugin (`tests/fixtures/plugins/site-logging.yaml`): trainer overrides
-/// from typed options (int, bool, list, text).
+/// A site's logging plugin (`tests/fixtures/plugins/site-logging.yaml`): plan-phase
+/// settings from typed options (int, bool, list, text).
 const SITE_LOGGING: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/plugins/site-logging.yaml"
@@ -1882,13 +1882,12 @@ fn trainer_words(out: &str) -> Vec<String> {
         .collect()
 }
 
-/// A plugin's trainer overrides come after the plan's words, and Bridge's runner applies
-/// them in order (Hydra's `_apply_overrides_to_config`), the last of one path winning: the
-/// plugin's value beat the user's `--set`, and the plan stated the user's. The user's
-/// `--set` wins, a decision saying so; the plugin's other words apply, typed for Hydra.
-/// Read back by Hydra itself where Bridge's python is here.
+/// A plugin's settings from typed options reach Bridge's runner as words Hydra reads back
+/// with the options' values and types (a text with a quote, `$` and a comma; a list); the
+/// user's `--set` of one wins, a decision saying so. Read back by Hydra itself
+/// (`_apply_overrides_to_config`, which Bridge's runner calls) where Bridge's python is here.
 #[test]
-fn a_plugins_trainer_override_yields_to_the_users_set() {
+fn a_plugins_settings_yield_to_the_users_set_and_reach_hydra_typed() {
     let base = [
         "--plugin-file",
         SITE_LOGGING,
@@ -1921,7 +1920,7 @@ fn a_plugins_trainer_override_yields_to_the_users_set() {
     }
     assert!(
         err.contains(
-            "logger.log_interval = \"logger.log_interval=7\" [plugin:site-logging]: plugin site-logging (trainer_overrides) not applied: --set logger.log_interval wins"
+            "logger.log_interval = 7 [plugin:site-logging]: plugin site-logging: overridden by your --set logger.log_interval"
         ),
         "{err}"
     );
@@ -1970,30 +1969,30 @@ json.dump(OmegaConf.to_container(cfg), sys.stdout)
     assert_eq!(cfg["profiling"]["profile_ranks"], serde_json::json!([0, 3]));
 }
 
-/// A trainer override naming no field of the trainer's config (a misspelt one), or not
-/// `section.field=VALUE` at all, is refused when the plugin file is read, at its line with
-/// the fix: Bridge's runner refused it (`Could not override`) only once the job ran.
+/// A plugin's setting naming no field of the trainer's config (a misspelt one), or not
+/// `section.field` at all, is refused when the plugin file is read, at its line with the fix:
+/// Bridge's runner would refuse it (`Could not override`) only once the job ran.
 #[test]
-fn a_plugins_trainer_override_of_no_field_is_refused_at_its_line() {
+fn a_plugins_setting_of_no_field_is_refused_at_its_line() {
     let text = std::fs::read_to_string(SITE_LOGGING).unwrap();
     for (from, to, said, fix) in [
         (
-            "logger.log_interval=",
-            "logger.log_intervall=",
+            "logger.log_interval:",
+            "logger.log_intervall:",
             "unknown field `log_intervall` in `logger`",
             "did you mean `log_interval`?",
         ),
         (
-            "profiling.profile_ranks=",
-            "profilng.profile_ranks=",
+            "profiling.profile_ranks:",
+            "profilng.profile_ranks:",
             "unknown section `profilng`",
             "did you mean `profiling`?",
         ),
         (
-            "\"logger.wandb_exp_name={tag}\"",
-            "\"{tag}\"",
-            "trainer override `{tag}` is not section.field=VALUE",
-            "write it as `section.field={option}`",
+            "logger.wandb_exp_name:",
+            "wandb_exp_name:",
+            "`wandb_exp_name` is not section.field",
+            "`ovlaunch fields` lists the sections",
         ),
     ] {
         let (_d, f) = site_plugin(&text.replace(from, to));
@@ -2005,15 +2004,15 @@ fn a_plugins_trainer_override_of_no_field_is_refused_at_its_line() {
     }
 }
 
-/// Two plugins giving one trainer field different values: which one the trainer read
-/// depended on their order; refused naming both.
+/// Two plugins giving one trainer field different values (a site file's and another's, or
+/// the shipped nsys plugin's profiled ranks) are refused naming both.
 #[test]
-fn two_plugins_overriding_one_trainer_field_differently_are_refused() {
+fn two_plugins_setting_one_trainer_field_differently_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let other = d.path().join("other.yaml");
     std::fs::write(
         &other,
-        "name: other\ndescription: d\nlaunch:\n  trainer_overrides: [\"logger.log_interval=9\"]\n",
+        "name: other\ndescription: d\nplan:\n  set: {logger.log_interval: 9}\n",
     )
     .unwrap();
     let e = usage_error(&refs(&dry(
@@ -2031,10 +2030,27 @@ fn two_plugins_overriding_one_trainer_field_differently_are_refused() {
         ],
     )));
     assert!(
-        e.contains("plugins `other` and `site-logging` override the trainer's `logger.log_interval` differently"),
+        e.contains("plugins `other` and `site-logging` set `logger.log_interval` to different values (9 and 5)"),
         "{e}"
     );
     assert!(e.contains("--plugin other --plugin site-logging"), "{e}");
+    let e = usage_error(&refs(&dry(
+        "llama8b",
+        "h100x8",
+        &[
+            "--plugin-file",
+            SITE_LOGGING,
+            "--plugin",
+            "site-logging",
+            "--plugin",
+            "nsys",
+        ],
+    )));
+    assert!(
+        e.contains("plugins `nsys` and `site-logging` set `profiling.profile_ranks` to different values ([0] and [0,1])"),
+        "{e}"
+    );
+    assert!(e.contains("--plugin nsys --plugin site-logging"), "{e}");
 }
 
 /// An option whose default is not of its type is refused at its line, in words, with the fix.
@@ -2054,61 +2070,60 @@ fn an_option_default_of_another_type_is_refused_with_the_fix() {
     );
 }
 
-/// A trainer of the user's own (`-- python3 train.py`, or a recipe file's `trainer:`) gets
-/// none of the runner's override words (`--set`s warn so); a plugin's trainer overrides were
-/// put on its command line, as arguments it never declared. Refused naming the plugin, with
-/// the two ways out.
+/// A plugin's `launch.trainer_overrides` reached the trainer after the plan was made: a site
+/// file's `model.tensor_model_parallel_size=8` trained TP=8 while the plan, its overlap and
+/// its environment said TP=4 (and a secret field's value went onto the command line). Refused
+/// at its line with the plan-phase rewrite, a secret's value not repeated; the rewrite, as
+/// given, plans TP=8 and passes it on.
 #[test]
-fn a_plugins_trainer_overrides_are_refused_for_a_trainer_of_ones_own() {
-    let plugin = ["--plugin-file", SITE_LOGGING, "--plugin", "site-logging"];
-    // Bridge's runner takes them
-    let out = ok(&refs(&dry("llama8b", "h100x8", &plugin)));
-    assert!(out.contains(" logger.log_interval=5 "), "{out}");
-    let mut own = dry("llama8b", "h100x8", &plugin);
-    own.extend(["--", "python3", "train.py"].map(String::from));
-    let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny.yaml");
-    let recipes_own = dry(tiny, "cpux2", &plugin);
-    for (args, whose) in [
-        (own, "the trainer after `--`"),
-        (recipes_own, "the recipe's own trainer (its `trainer:`)"),
-    ] {
-        let e = usage_error(&refs(&args));
-        assert!(
-            e.contains(&format!("plugin `site-logging` gives trainer overrides (logger.log_interval=5 and 3 more), which only Bridge's runner reads, but {whose} is your own")),
-            "{e}"
-        );
-        assert!(e.contains("--plugin site-logging"), "{e}");
-        assert!(
-            e.contains(
-                "help: leave the trainer out to run Bridge's runner, or drop --plugin site-logging"
-            ),
-            "{e}"
-        );
-    }
-}
-
-/// A plugin's trainer override of a field another plugin's `plan.set` gives (the nsys
-/// plugin's profiled ranks): the override came last and won, while the plan stated the other
-/// plugin's value. Refused naming both.
-#[test]
-fn a_plugins_trainer_override_of_another_plugins_field_is_refused() {
-    let e = usage_error(&refs(&dry(
-        "llama8b",
-        "h100x8",
-        &[
-            "--plugin-file",
-            SITE_LOGGING,
-            "--plugin",
-            "site-logging",
-            "--plugin",
-            "nsys",
-        ],
-    )));
-    assert!(
-        e.contains("plugins `nsys` and `site-logging` both set the trainer's `profiling.profile_ranks` (nsys in its plan.set, site-logging in its trainer_overrides)"),
-        "{e}"
+fn a_launch_phase_trainer_override_is_refused_with_its_plan_phase_rewrite() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("tp.yaml");
+    let f_s = f.to_str().unwrap();
+    let args = dry(
+        "llama70b",
+        "h100x64",
+        &["--plugin-file", f_s, "--plugin", "tp"],
     );
-    assert!(e.contains("--plugin nsys --plugin site-logging"), "{e}");
+    for (word, shown, rewrite) in [
+        (
+            "model.tensor_model_parallel_size=8",
+            "model.tensor_model_parallel_size=8",
+            "plan: {set: {model.tensor_model_parallel_size: 8}}",
+        ),
+        (
+            "logger.comet_api_key=abc123",
+            "logger.comet_api_key=<redacted>",
+            "plan: {set: {logger.comet_api_key: \"<redacted>\"}}",
+        ),
+    ] {
+        std::fs::write(
+            &f,
+            format!("name: tp\ndescription: d\nlaunch:\n  trainer_overrides: [\"{word}\"]\n"),
+        )
+        .unwrap();
+        let o = common::run(&refs(&args));
+        let e = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains(&format!("`launch.trainer_overrides` is refused: a config value a plugin gives goes through the plan, which checks it and plans the layout, overlap and environment with it; `{shown}` would reach the trainer unseen by the plan")),
+            "{e}"
+        );
+        assert!(e.contains(&format!("--> {f_s}:4\n")), "{e}");
+        assert!(e.contains(&format!("`{rewrite}`")), "{e}");
+        assert!(!e.contains("abc123"), "{e}");
+    }
+    std::fs::write(
+        &f,
+        "name: tp\ndescription: d\nplan: {set: {model.tensor_model_parallel_size: 8}}\n",
+    )
+    .unwrap();
+    let out = ok(&refs(&args));
+    assert!(out.contains("#   layout     TP=8 "), "{out}");
+    assert!(
+        trainer_words(&out).contains(&"model.tensor_model_parallel_size=8".to_string()),
+        "{out}"
+    );
 }
 
 /// A list spliced (`{*hcas}`) into a shell line, where only an argv entry can take it, is

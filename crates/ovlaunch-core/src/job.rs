@@ -90,21 +90,5 @@ fn plugin_context(plan: &Plan, opts: &LaunchOptions, executor: Executor) -> plug
             .filter(|(_, e)| e.source == Source::User)
             .map(|(k, _)| k.clone())
             .collect(),
-        user_sets: plan.user_sets.iter().cloned().collect(),
-        plugin_fields: plan
-            .decisions
-            .iter()
-            .filter_map(|d| match &d.source {
-                Source::Plugin(p) => Some((d.key.clone(), p.clone())),
-                _ => None,
-            })
-            .collect(),
-        own_trainer: (!launch::runs_bridge(plan, opts)).then_some({
-            if opts.trainer.is_empty() {
-                "the recipe's own trainer (its `trainer:`)"
-            } else {
-                "the trainer after `--`"
-            }
-        }),
     }
 }

@@ -151,10 +151,6 @@ pub struct Plan {
     /// the job's time limit. Read from the sections above, so not stated again.
     #[serde(skip)]
     pub first_checkpoint: Option<u64>,
-    /// The paths the user's `--set` gives (`section.field`, or a whole `section`): a
-    /// plugin's launch-phase trainer override of one yields to it (`plugin::launch_phase`).
-    #[serde(skip)]
-    pub user_sets: Vec<String>,
 }
 
 impl Plan {

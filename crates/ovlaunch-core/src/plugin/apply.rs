@@ -11,7 +11,6 @@ use super::schema::{LaunchPhase, PlanPhase, RenderPhase};
 use super::template::{self, Piece};
 use super::{BUILTINS, CONDITIONS, locate, scalar_text};
 use crate::error::{Error, Origin, Result};
-use crate::hydra;
 use crate::plan::{Decision, Source};
 use crate::render::Executor;
 use crate::render::launch::{LaunchMode, LaunchSpec};
@@ -183,56 +182,6 @@ impl Scope<'_> {
             if let Some(v) = self.text(s, false)? {
                 out.push(v);
             }
-        }
-        Ok(out)
-    }
-
-    /// Trainer override words (`profiling.profile_step_start={profile_step_start}`): each
-    /// placeholder is written in Hydra's grammar for its option's type (text quoted, numbers
-    /// and booleans bare, list items one by one), so Bridge's override parser reads back the
-    /// option's value and type (`crate::hydra`). An unset option drops the word.
-    fn hydra_words(&self, items: &[String]) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        'items: for s in items {
-            let t = template::parse(s);
-            let mut word = String::new();
-            for p in &t.pieces {
-                match p {
-                    Piece::Lit(l) => word.push_str(l),
-                    Piece::Var { name, .. } if BUILTINS.contains(&name.as_str()) => {
-                        match self.value(name, false)? {
-                            Some(v) => word.push_str(&hydra::quoted(&v)),
-                            None => continue 'items,
-                        }
-                    }
-                    Piece::Var { name, py, .. } => match &self.active.values[name.as_str()] {
-                        OptValue::Unset => continue 'items,
-                        OptValue::Str(x) => {
-                            word.push_str(&hydra::quoted(&self.expand_builtins(name, x)?));
-                        }
-                        OptValue::List(items) => {
-                            let enc: Vec<String> = items
-                                .iter()
-                                .map(|i| {
-                                    if i.parse::<i64>().is_ok() {
-                                        i.clone()
-                                    } else {
-                                        hydra::quoted(i)
-                                    }
-                                })
-                                .collect();
-                            word.push_str(&enc.join(","));
-                        }
-                        other => word.push_str(&other.text(*py).unwrap_or_default()),
-                    },
-                    Piece::Splat(name) => {
-                        return Err(
-                            self.err(format!("`{{*{name}}}` is not allowed in trainer_overrides"))
-                        );
-                    }
-                }
-            }
-            out.push(word);
         }
         Ok(out)
     }
@@ -570,15 +519,6 @@ pub struct LaunchContext {
     pub user_sbatch: BTreeSet<String>,
     /// Env names the user gave with `--env` (they beat plugins).
     pub user_env: BTreeSet<String>,
-    /// The paths the user's `--set` gives (`plan::Plan::user_sets`): they beat a plugin's
-    /// trainer override, which the trainer would otherwise read last.
-    pub user_sets: BTreeSet<String>,
-    /// The trainer when it is not Bridge's runner, as messages name it (`the trainer after
-    /// `--``): it reads no override words, so a plugin's trainer overrides are refused.
-    pub own_trainer: Option<&'static str>,
-    /// The config fields a plugin's plan phase set (`section.field` -> the plugin), from
-    /// the plan's decisions: another plugin's trainer override of one is refused.
-    pub plugin_fields: BTreeMap<String, String>,
 }
 
 /// The built-in placeholders for a spec.
@@ -608,7 +548,6 @@ fn facts(mode: LaunchMode, executor: Executor) -> [&'static str; 2] {
 #[derive(Default)]
 struct LaunchOut {
     env: Vec<(String, String)>,
-    trainer_overrides: Vec<String>,
     command_prefix: Vec<String>,
     srun_args: Vec<String>,
     torchrun_args: Vec<String>,
@@ -627,8 +566,6 @@ fn collect_launch(s: &Scope<'_>, p: &LaunchPhase, out: &mut LaunchOut) -> Result
             out.env.push((k.clone(), v));
         }
     }
-    out.trainer_overrides
-        .extend(s.hydra_words(&p.trainer_overrides)?);
     let prefix = s.argv(&p.command_prefix)?;
     // bash runs an empty first word as the command `''` ("command not found") on every rank;
     // an empty word later is an empty argument no wrapper expects: refused before the job runs
@@ -747,8 +684,6 @@ struct Owners {
     env: BTreeMap<String, (String, String)>,
     sbatch: BTreeMap<String, (String, Option<String>)>,
     program: Option<(String, String)>,
-    /// A trainer override's config path -> (plugin, the whole word).
-    overrides: BTreeMap<String, (String, String)>,
 }
 
 /// Runs every plugin's launch phase on `spec`, recording each change in `spec.decisions`.
@@ -785,13 +720,6 @@ pub fn launch_phase(
         if let Some(p) = out.torchrun_program.take() {
             apply_program(&name, p, spec, &mut owners)?;
         }
-        out.trainer_overrides = yield_overrides(
-            &name,
-            std::mem::take(&mut out.trainer_overrides),
-            spec,
-            ctx,
-            &mut owners,
-        )?;
         shell.append(&mut out.shell);
         apply_lists(&name, out, spec);
     }
@@ -803,8 +731,7 @@ fn plugin_decision(name: &str, key: &str, value: Value, rule: String) -> Decisio
     Decision::new(key, value, rule, Source::Plugin(name.to_string()))
 }
 
-/// A plugin's torchrun changes need the torchrun launcher; its trainer overrides need
-/// Bridge's runner (`LaunchContext::own_trainer`); its teardown steps and signal
+/// A plugin's torchrun changes need the torchrun launcher; its teardown steps and signal
 /// forwarding need a script that outlives the trainer.
 fn check_launch_forms(
     name: &str,
@@ -820,19 +747,6 @@ fn check_launch_forms(
         ))
         .at_flag(flag)
         .help("add --launcher torchrun"));
-    }
-    if let (Some(own), Some(first)) = (ctx.own_trainer, out.trainer_overrides.first()) {
-        let more = match out.trainer_overrides.len() {
-            1 => String::new(),
-            n => format!(" and {} more", n - 1),
-        };
-        return Err(Error::usage(format!(
-            "plugin `{name}` gives trainer overrides ({first}{more}), which only Bridge's runner reads, but {own} is your own"
-        ))
-        .at_flag(flag)
-        .help(format!(
-            "leave the trainer out to run Bridge's runner, or drop --plugin {name}"
-        )));
     }
     let shell_only = !out.teardown_lines.is_empty() || !out.forward_signals.is_empty();
     if shell_only && !ctx.executor.script_outlives_trainer() {
@@ -930,63 +844,6 @@ fn apply_sbatch(
     Ok(())
 }
 
-/// The plugin's `launch.trainer_overrides` that apply: Bridge's runner applies its override
-/// words in order, the last of one path winning, and a plugin's come after the plan's, so one
-/// of a path the user's `--set` gives (the field, or its whole section) is left out, a
-/// decision saying so; two plugins must agree, and one field is set by one plugin, in its
-/// plan phase or here.
-fn yield_overrides(
-    name: &str,
-    words: Vec<String>,
-    spec: &mut LaunchSpec,
-    ctx: &LaunchContext,
-    owners: &mut Owners,
-) -> Result<Vec<String>> {
-    let mut kept = Vec::new();
-    for word in words {
-        let key = word.split_once('=').map_or(word.as_str(), |(k, _)| k);
-        let path = super::validate::override_path(key).to_string();
-        let section = path.split('.').next().unwrap_or(&path);
-        if let Some(set) = ctx.user_sets.iter().find(|s| **s == path || *s == section) {
-            spec.decisions.push(plugin_decision(
-                name,
-                &path,
-                Value::from(word.clone()),
-                format!("plugin {name} (trainer_overrides) not applied: --set {set} wins"),
-            ));
-            continue;
-        }
-        if let Some(other) = ctx.plugin_fields.get(&path)
-            && other != name
-        {
-            let (first, second) = if other.as_str() < name {
-                (other.as_str(), name)
-            } else {
-                (name, other.as_str())
-            };
-            return Err(Error::usage(format!(
-                "plugins `{first}` and `{second}` both set the trainer's `{path}` ({other} in its plan.set, {name} in its trainer_overrides)"
-            ))
-            .at_flag(format!("--plugin {first} --plugin {second}"))
-            .help("enable one of them, or give the value yourself with --set"));
-        }
-        if let Some((other, prev)) = owners.overrides.get(&path)
-            && *prev != word
-        {
-            return Err(Error::usage(format!(
-                "plugins `{other}` and `{name}` override the trainer's `{path}` differently (`{prev}` and `{word}`)"
-            ))
-            .at_flag(format!("--plugin {other} --plugin {name}"))
-            .help("enable one of them, or give the value yourself with --set"));
-        }
-        owners
-            .overrides
-            .insert(path, (name.to_string(), word.clone()));
-        kept.push(word);
-    }
-    Ok(kept)
-}
-
 /// The plugin's `launch.torchrun_program`: two plugins must not both replace it.
 fn apply_program(name: &str, p: String, spec: &mut LaunchSpec, owners: &mut Owners) -> Result<()> {
     if let Some((other, prev)) = &owners.program
@@ -1008,7 +865,7 @@ fn apply_program(name: &str, p: String, spec: &mut LaunchSpec, owners: &mut Owne
     Ok(())
 }
 
-/// The plugin's list additions (command prefix, trainer overrides, launcher arguments,
+/// The plugin's list additions (command prefix, launcher arguments,
 /// setup and teardown lines, forwarded signals), each one decision.
 fn apply_lists(name: &str, out: LaunchOut, spec: &mut LaunchSpec) {
     // A run without Slurm has no srun step, teardown or signal forwarding: what a plugin
@@ -1022,16 +879,11 @@ fn apply_lists(name: &str, out: LaunchOut, spec: &mut LaunchSpec) {
         ),
         None => (&mut unused.0, &mut unused.1, &mut unused.2),
     };
-    let lists: [(&str, Vec<String>, &mut Vec<String>); 7] = [
+    let lists: [(&str, Vec<String>, &mut Vec<String>); 6] = [
         (
             "launch.command_prefix",
             out.command_prefix,
             &mut spec.command_prefix,
-        ),
-        (
-            "launch.trainer_overrides",
-            out.trainer_overrides,
-            &mut spec.trainer_overrides,
         ),
         ("launch.srun_args", out.srun_args, srun_args),
         (

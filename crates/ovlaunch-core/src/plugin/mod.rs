@@ -24,10 +24,8 @@
 //!   when: {OPTION: {...plan phase...}, "!OPTION": {...}}
 //! launch:                         # phase 2: edits the LaunchSpec
 //!   env: {...}                    # exported in the script; `{job_dir}` etc. are known here
-//!   trainer_overrides: [...]      # `section.field=VALUE` (a known field, as `--set`),
-//!                                 # appended to the trainer's argv; one of a path the
-//!                                 # user's `--set` gives is left out (a decision);
-//!                                 # refused with a trainer that is not Bridge's runner
+//!   trainer_overrides: [...]      # refused at its line: a config value is a `plan.set`,
+//!                                 # which the plan checks and plans with
 //!   command_prefix: [...]         # wraps the trainer on each rank (first plugin outermost)
 //!   srun_args: [...]
 //!   torchrun_args: [...]          # torchrun launcher only
@@ -64,8 +62,8 @@
 //! 2. Every plugin's `launch` phase, in the same order, on the built `LaunchSpec`.
 //! 3. Every plugin's `render` phase on the final script text.
 //!
-//! Two plugins giving one setting (a config field, an env variable, an sbatch option, a
-//! trainer override's field) different values is an error naming both; so are two user
+//! Two plugins giving one setting (a config field, an env variable, an sbatch option)
+//! different values is an error naming both; so are two user
 //! files defining one plugin name. Every change is
 //! a `Decision` with `Source::Plugin(name)`; `ovlaunch plan --explain` shows them.
 

@@ -162,6 +162,8 @@ pub struct PlanPhase {
 pub struct LaunchPhase {
     #[serde(default)]
     pub env: Ordered<Value>,
+    /// Not read: refused at its line with the rewrite into `plan.set`, where the plan sees
+    /// the value (`validate`).
     #[serde(default)]
     pub trainer_overrides: Vec<String>,
     #[serde(default)]

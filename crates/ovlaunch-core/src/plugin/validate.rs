@@ -142,11 +142,6 @@ pub(super) fn passthrough_keeps_secret(def: &PluginDef, target: &str, source: &s
     )))
 }
 
-/// The config path a trainer override's key names: Hydra's `+`, `++` and `~` prefixes off.
-pub(super) fn override_path(key: &str) -> &str {
-    key.trim_start_matches(['+', '~'])
-}
-
 struct Validator<'a> {
     def: &'a PluginDef,
 }
@@ -335,19 +330,45 @@ impl Validator<'_> {
         }
     }
 
-    /// A `launch.trainer_overrides` entry is `section.field=VALUE` (Hydra's `+`/`~` prefixes
-    /// allowed) naming a field of the trainer's config: Bridge's runner refuses any other
-    /// (`Could not override`), after the job waited in the queue.
-    fn trainer_override(&self, s: &str) -> Result<()> {
-        let Some((key, _)) = s.split_once('=') else {
-            return Err(self
-                .err(
-                    format!("trainer override `{s}` is not section.field=VALUE"),
-                    s,
-                )
-                .help("write it as `section.field={option}`; `ovlaunch fields` lists the fields"));
+    /// `launch.trainer_overrides` is refused: its words reached the trainer after the plan
+    /// was made, so the plan's layout, overlap, env and checks never saw them (a plugin's
+    /// `model.tensor_model_parallel_size=8` trained TP=8 under a TP=4 plan; a secret field
+    /// went onto the command line). A plugin's config values are its `plan.set`.
+    fn trainer_overrides(&self, words: &[String]) -> Result<()> {
+        let Some(first) = words.first() else {
+            return Ok(());
         };
-        self.field_path(override_path(key), key)
+        // a secret-named field's value is not repeated (`rank::names::shown`)
+        let (word, rewrite) = match first.split_once('=') {
+            Some((key, value)) => {
+                let key = key.trim_start_matches(['+', '~']);
+                let value = crate::rank::names::shown(key.rsplit('.').next().unwrap_or(key), value);
+                // a number or a boolean as YAML reads it, anything else quoted
+                let bare = value.parse::<f64>().is_ok() || matches!(value, "true" | "false");
+                let yaml = match bare {
+                    true => value.to_string(),
+                    false => serde_json::Value::from(value).to_string(),
+                };
+                (
+                    format!("{key}={value}"),
+                    format!("`plan: {{set: {{{key}: {yaml}}}}}`"),
+                )
+            }
+            None => (
+                first.clone(),
+                "`plan: {set: {section.field: VALUE}}`".to_string(),
+            ),
+        };
+        Err(self
+            .err(
+                format!(
+                    "`launch.trainer_overrides` is refused: a config value a plugin gives goes through the plan, which checks it and plans the layout, overlap and environment with it; `{word}` would reach the trainer unseen by the plan"
+                ),
+                first,
+            )
+            .help(format!(
+                "give each as a plan-phase setting: {rewrite} (a value that is one `{{option}}` keeps the option's type; `{{job_dir}}` is known there)"
+            )))
     }
 
     fn plan(&self, p: &PlanPhase) -> Result<()> {
@@ -382,13 +403,10 @@ impl Validator<'_> {
 
     fn launch(&self, p: &LaunchPhase) -> Result<()> {
         self.env_map(&p.env, Slot::Text, true)?;
-        for s in &p.trainer_overrides {
-            self.trainer_override(s)?;
-        }
+        self.trainer_overrides(&p.trainer_overrides)?;
         for s in p
-            .trainer_overrides
+            .command_prefix
             .iter()
-            .chain(&p.command_prefix)
             .chain(&p.srun_args)
             .chain(&p.torchrun_args)
         {

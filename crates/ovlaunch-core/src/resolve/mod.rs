@@ -417,7 +417,6 @@ fn resolve_picked(
         invariants: env.invariants,
         decisions: t.decisions,
         warnings: t.warnings,
-        user_sets: inp.sets.iter().map(SetOverride::path).collect(),
     })
 }
 
