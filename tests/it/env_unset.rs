@@ -412,6 +412,115 @@ fn bad_unset_flags_exit_2_naming_the_flag() {
     );
 }
 
+/// A variable each rank gets its own value of (`resolve::env::LAUNCH_SETS`: the rank's
+/// identity and the rendezvous) is never given one value for the whole job: the rank runtime
+/// applies the plan's env after the identity it derives, so `--env RANK=3` reached every rank
+/// as RANK=3 (the job hung at its first collective). Refused (exit 2, where it was given, a
+/// fix; `render` writing nothing) from `--env`, `--set env_vars.NAME`, a profile's `env`, a
+/// recipe file's `env_vars` and a plugin's `plan.env` or `launch.env`, each at its place.
+#[test]
+fn setting_what_the_launch_sets_per_rank_is_refused() {
+    use crate::common::*;
+    use ovlaunch::resolve::env::LAUNCH_SETS;
+    assert!(LAUNCH_SETS.iter().any(|s| s.name == "MASTER_PORT"));
+    for set in LAUNCH_SETS {
+        let name = set.name;
+        let env = format!("{name}=3");
+        let args = ["-r", "llama70b", "-g", "h100x64", "--env", &env];
+        let err = usage_error(&[&["plan"][..], &args].concat());
+        assert!(
+            err.starts_with(&format!(
+                "error: --env {name}: {name} is set for each rank by the launch: one value for the whole job would reach every rank"
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("help: drop --env {name}: {}", set.fix())),
+            "{err}"
+        );
+        assert_render_refused(&args);
+    }
+    let port = LAUNCH_SETS
+        .iter()
+        .find(|s| s.name == "MASTER_PORT")
+        .unwrap();
+    assert!(port.fix().contains("--master-port PORT"), "{}", port.fix());
+    let err = usage_error(&[
+        "plan",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "env_vars.RANK=3",
+    ]);
+    assert!(
+        err.starts_with("error: --set env_vars.RANK: RANK is set"),
+        "{err}"
+    );
+    // a profile's env, by its file and line
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join(".ovlaunch.yaml"),
+        "profiles:\n  x:\n    env: {MASTER_PORT: \"1\"}\n",
+    )
+    .unwrap();
+    let o = command()
+        .current_dir(d.path())
+        .args(["plan", "-r", "llama8b", "-g", "h100x8", "--profile", "x"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(".ovlaunch.yaml:3): MASTER_PORT is set for each rank"),
+        "{err}"
+    );
+    assert!(err.contains("help: remove it from profile x ("), "{err}");
+    // a recipe file's env_vars, at its line
+    let (_r, path) = recipe_file(
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nenv_vars:\n  WORLD_SIZE: 8\n",
+    );
+    let err = usage_error(&["plan", "-r", &path, "-g", "h100x8"]);
+    assert!(
+        err.contains("WORLD_SIZE is set for each rank by the launch"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("--> {path}:3")), "{err}");
+    assert!(
+        err.contains(
+            "help: remove it from the recipe's env_vars: the job's size comes from --gpus"
+        ),
+        "{err}"
+    );
+    // a plugin's env, in either phase, at its line
+    for phase in ["plan", "launch"] {
+        let f = d.path().join("p.yaml");
+        std::fs::write(
+            &f,
+            format!("name: p\n{phase}:\n  env: {{NODE_RANK: \"0\"}}\n"),
+        )
+        .unwrap();
+        let f = f.to_str().unwrap();
+        let err = usage_error(&[
+            "plan",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--plugin-file",
+            f,
+            "--plugin",
+            "p",
+        ]);
+        assert!(
+            err.contains("env `NODE_RANK` is set for each rank by the launch"),
+            "{phase}: {err}"
+        );
+        assert!(err.contains(&format!("--> {f}:3")), "{phase}: {err}");
+    }
+}
+
 /// A variable the launch itself needs (`resolve::env::LAUNCH_NEEDS`) is never removed: every
 /// one of them refused by `--unset` (exit 2, the flag, why, a fix; `render` writing nothing)
 /// and by a recipe file's `NAME: null`; a name the launch does not need is removed as asked,

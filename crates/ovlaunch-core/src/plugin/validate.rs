@@ -276,6 +276,14 @@ impl Validator<'_> {
             if !valid_env_name(k) {
                 return Err(self.err(format!("`{k}` is not an environment variable name"), k));
             }
+            if let Some(set) = crate::resolve::env::launch_sets(k) {
+                return Err(self
+                    .err(
+                        format!("env `{k}` is set for each rank by the launch: one value for the whole job would reach every rank"),
+                        k,
+                    )
+                    .help(format!("remove it from the plugin file: {}", set.fix())));
+            }
             if launch && secret::is_secret_name(k) {
                 return Err(self
                     .err(

@@ -110,6 +110,63 @@ pub const LAUNCH_NEEDS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The variables each rank gets its own value of, from the launch (the rank runtime from
+/// srun's task ids, or torchrun), with the way to choose one where there is a way. The rank
+/// runtime applies the plan's env after the identity it derives (`ovlaunch-rank`'s
+/// `prepare`), and torchrun's children inherit the script's exports: one value given for the
+/// whole job reached every rank, all of them one identity (or one rendezvous they disagree
+/// on), and the job hung at its first collective.
+pub const LAUNCH_SETS: &[LaunchSet] = &[
+    LaunchSet::new("RANK", "each rank gets its own", None),
+    LaunchSet::new("LOCAL_RANK", "each rank gets its own", None),
+    LaunchSet::new("WORLD_SIZE", "the job's size comes from --gpus", None),
+    LaunchSet::new(
+        "LOCAL_WORLD_SIZE",
+        "the ranks per node come from --gpus",
+        None,
+    ),
+    LaunchSet::new("GROUP_RANK", "each node gets its own", None),
+    LaunchSet::new("NODE_RANK", "each node gets its own", None),
+    LaunchSet::new(
+        "MASTER_ADDR",
+        "under Slurm the job's first node is the rendezvous",
+        Some("`ovlaunch torchrun --master-addr HOST` (a run without Slurm)"),
+    ),
+    LaunchSet::new(
+        "MASTER_PORT",
+        "the launch gives the rendezvous port",
+        Some("--master-port PORT"),
+    ),
+];
+
+/// One of [`LAUNCH_SETS`].
+pub struct LaunchSet {
+    pub name: &'static str,
+    /// Where the rank's value comes from.
+    pub why: &'static str,
+    /// The flag that chooses it, where one does.
+    pub flag: Option<&'static str>,
+}
+
+impl LaunchSet {
+    const fn new(name: &'static str, why: &'static str, flag: Option<&'static str>) -> Self {
+        Self { name, why, flag }
+    }
+
+    /// The fix, after "remove it from ...": why the value is not needed, or the flag.
+    pub fn fix(&self) -> String {
+        match self.flag {
+            Some(flag) => format!("{}; to choose it, give {flag}", self.why),
+            None => self.why.to_string(),
+        }
+    }
+}
+
+/// The launch's per-rank variable `name`, if it is one ([`LAUNCH_SETS`]).
+pub fn launch_sets(name: &str) -> Option<&'static LaunchSet> {
+    LAUNCH_SETS.iter().find(|s| s.name == name)
+}
+
 /// Why the launch needs `name`, if it does ([`LAUNCH_NEEDS`]).
 pub fn launch_needs(name: &str) -> Option<&'static str> {
     LAUNCH_NEEDS
@@ -394,6 +451,35 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
             );
         }
         st.remove(k, Source::User, "--unset".into(), decisions);
+    }
+    if let Some((set, e)) = st.env.iter().find_map(|(k, e)| launch_sets(k).zip(Some(e))) {
+        let k = set.name;
+        let err = Error::usage(format!(
+            "{k} is set for each rank by the launch: one value for the whole job would reach every rank"
+        ));
+        return Err(match &e.source {
+            Source::User => {
+                // `--env`, a profile's `env` (by its file and line), or `--set env_vars.NAME`
+                let origin = match inp.user_env.iter().any(|(n, _)| n == k) {
+                    true => inp
+                        .user_env_origins
+                        .get(k)
+                        .cloned()
+                        .unwrap_or_else(|| format!("--env {k}")),
+                    false => format!("--set env_vars.{k}"),
+                };
+                let fix = match origin.starts_with("--") {
+                    true => format!("drop {origin}: {}", set.fix()),
+                    false => format!("remove it from {origin}: {}", set.fix()),
+                };
+                err.at_flag(origin).help(fix)
+            }
+            Source::Recipe => err.at_fields(format!("env_vars.{k}")).help(format!(
+                "remove it from the recipe's env_vars: {}",
+                set.fix()
+            )),
+            other => err.help(format!("remove it ({}): {}", other.as_string(), set.fix())),
+        });
     }
     if let Some((k, source)) = st.unset.iter().find(|(k, _)| launch_needs(k).is_some()) {
         let why = launch_needs(k).unwrap_or_default();
