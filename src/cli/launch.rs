@@ -1511,7 +1511,10 @@ fn prepare_job(
             dirty: args.package_dirty,
         }))?;
     opts.package = package.as_ref().map(|p| p.package.clone());
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = package
+        .iter()
+        .flat_map(|p| p.warnings.iter().cloned())
+        .collect();
     let mut detected = None;
     // The script runs on this machine (a multi-machine torchrun script runs elsewhere).
     let runs_here = matches!(form, Form::Torchrun { master_addr: None })

@@ -17,7 +17,12 @@
 //!   one climbing above DIR, followed through the links under DIR it passes) is refused (exit
 //!   2) naming each with its target and the fixes (`--package-exclude` it, or replace it by a
 //!   copy of what it points to), before anything is written: on a node it would name whatever
-//!   is at that path there, or nothing. A link staying inside DIR unpacks and resolves there.
+//!   is at that path there, or nothing. A link staying inside DIR unpacks and resolves there;
+//!   one resolving there to an entry the patterns leave out is refused likewise (it would
+//!   name nothing), with the exclude to drop or the include to add. `git`'s tracked links
+//!   that leave the repository, or resolve to what git does not track, are warnings
+//!   ([`Built::warnings`]): the repository is what it is, and a path every node has may be
+//!   meant.
 //! - A signal that would end ovlaunch (SIGINT, SIGTERM, SIGHUP) while the archive is made
 //!   stops the build with an error once its tools have ended, and the staged archive is
 //!   removed (`backend::signals::Deferred`); one that ends ovlaunch after the build, before
@@ -42,6 +47,9 @@ use crate::render::launch::Package;
 pub struct Built {
     pub archive: PathBuf,
     pub package: Package,
+    /// What the user should know of the archive (`--package git`'s links that will not
+    /// resolve on the nodes).
+    pub warnings: Vec<String>,
     pub record: PackageRecord,
     stage: PathBuf,
     /// Removes the staged archive if a signal ends ovlaunch before the job directory is
@@ -78,8 +86,10 @@ pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     // the terminal's signal ends too, and the staged archive is removed, not left behind.
     let signals = crate::backend::signals::Deferred::install();
     let built = (|| {
+        let mut warnings = Vec::new();
         let (root, commit, dirty, kind) = if req.what == "git" {
-            let (root, commit, dirty) = git_archive(&archive, req.dirty)?;
+            let (root, commit, dirty, tree) = git_archive(&archive, req.dirty)?;
+            warnings = git_links_unresolved(&root, &tree)?;
             (root, Some(commit), dirty, "git")
         } else {
             let root = PathBuf::from(req.what);
@@ -103,6 +113,7 @@ pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
                 python_path: if bridge { "src".into() } else { String::new() },
                 bridge_root: bridge && runner,
             },
+            warnings,
             PackageRecord {
                 kind: kind.into(),
                 source: root.canonicalize().unwrap_or(root).display().to_string(),
@@ -124,9 +135,10 @@ pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
         None => built,
     };
     match built {
-        Ok((package, record)) => Ok(Some(Built {
+        Ok((package, warnings, record)) => Ok(Some(Built {
             archive,
             package,
+            warnings,
             record,
             stage,
             _removed: removed,
@@ -149,8 +161,9 @@ fn text(o: &std::process::Output) -> String {
 }
 
 /// `git archive` of HEAD (or of the working tree's tracked changes with `dirty`) into `to`;
-/// returns the repository root, the commit and whether changes were included.
-fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool)> {
+/// returns the repository root, the commit, whether changes were included and the tree
+/// archived.
+fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool, String)> {
     let top = git(&["rev-parse", "--show-toplevel"])?;
     if !top.status.success() {
         return Err(Error::usage(
@@ -209,7 +222,7 @@ fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool)> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok((root, commit, !changed.is_empty()))
+    Ok((root, commit, !changed.is_empty(), tree))
 }
 
 /// The files of `root` the patterns select, archived with tar into `to`.
@@ -234,7 +247,7 @@ fn dir_archive(root: &Path, include: &[String], exclude: &[String], to: &Path) -
         ))
         .at_flag("--package-include"));
     }
-    refuse_links_leaving(root, &chosen)?;
+    refuse_links_unresolved(root, &chosen, exclude)?;
     let list = to.with_extension("list");
     let mut body = Vec::new();
     for f in &chosen {
@@ -262,55 +275,162 @@ fn dir_archive(root: &Path, include: &[String], exclude: &[String], to: &Path) -
     Ok(())
 }
 
-/// The symbolic links among `chosen` whose target is not under `root` as the job unpacks it
-/// ([`leaves`]): refused (exit 2), every one named with its target, and the two fixes. The
-/// archive keeps a link as a link (as `git archive` does), so on a node such a link names
-/// whatever stands at that path there, or nothing: the job would run other code than this.
-fn refuse_links_leaving(root: &Path, chosen: &[String]) -> Result<()> {
-    let leaving: Vec<(&str, PathBuf)> = chosen
-        .iter()
-        .filter_map(|f| {
-            let target = std::fs::read_link(root.join(f)).ok()?;
-            leaves(root, f, &target).then_some((f.as_str(), target))
-        })
-        .collect();
-    let Some((first, _)) = leaving.first() else {
+/// The symbolic links among `chosen` that will not resolve to code the archive holds once
+/// the job unpacks it: refused (exit 2), every one named with its target, and the fixes.
+/// The archive keeps a link as a link (as `git archive` does), so on a node a link whose
+/// target is not under `root` ([`resolved`]) names whatever stands at that path there, or
+/// nothing, and one whose target the patterns leave out names nothing: the job would run
+/// other code than this, or fail at an import.
+fn refuse_links_unresolved(root: &Path, chosen: &[String], exclude: &[String]) -> Result<()> {
+    let Unresolved { leaving, left_out } =
+        unresolved(root, chosen, |f| std::fs::read_link(root.join(f)).ok());
+    if let Some((first, _)) = leaving.first() {
+        let lines: Vec<String> = leaving
+            .iter()
+            .map(|(f, t)| format!("  {f} -> {}", t.display()))
+            .collect();
+        let excludes: Vec<String> = leaving
+            .iter()
+            .map(|(f, _)| format!("--package-exclude {}", crate::shell::quote(f)))
+            .collect();
+        return Err(Error::usage(format!(
+            "{} holds {} symbolic link{} pointing outside it; the archive keeps links as links, so on the nodes {} whatever is at that path there when the job runs (not code the archive holds), or nothing:\n{}",
+            root.display(),
+            leaving.len(),
+            if leaving.len() == 1 { "" } else { "s" },
+            if leaving.len() == 1 { "it would name" } else { "they would name" },
+            lines.join("\n")
+        ))
+        .at_flag("--package")
+        .help(format!(
+            "leave {} out with {}, or replace {} by a copy of what it points to (e.g. `cp --remove-destination \"$(readlink -f {q})\" {q}` in {})",
+            if leaving.len() == 1 { "it" } else { "them" },
+            excludes.join(" "),
+            if leaving.len() == 1 { "it" } else { "each" },
+            root.display(),
+            q = crate::shell::quote(first),
+        )));
+    }
+    let Some((first, _, at)) = left_out.first() else {
         return Ok(());
     };
-    let lines: Vec<String> = leaving
+    let lines: Vec<String> = left_out
         .iter()
-        .map(|(f, t)| format!("  {f} -> {}", t.display()))
+        .map(|(f, t, at)| match t.to_str() == Some(at.as_str()) {
+            true => format!("  {f} -> {at}"),
+            false => format!("  {f} -> {} (that is, {at})", t.display()),
+        })
         .collect();
-    let excludes: Vec<String> = leaving
-        .iter()
-        .map(|(f, _)| format!("--package-exclude {}", crate::shell::quote(f)))
-        .collect();
+    // an exclude pattern left it out, or the include patterns did not select it
+    let package_it = match exclude.iter().find(|p| selects(p, at)) {
+        Some(p) => format!("drop --package-exclude {}", crate::shell::quote(p)),
+        None => format!("add --package-include {}", crate::shell::quote(at)),
+    };
     Err(Error::usage(format!(
-        "{} holds {} symbolic link{} pointing outside it; the archive keeps links as links, so on the nodes {} whatever is at that path there when the job runs (not code the archive holds), or nothing:\n{}",
+        "{} holds {} symbolic link{} to what the package patterns leave out; on the nodes {} nothing:\n{}",
         root.display(),
-        leaving.len(),
-        if leaving.len() == 1 { "" } else { "s" },
-        if leaving.len() == 1 { "it would name" } else { "they would name" },
+        left_out.len(),
+        if left_out.len() == 1 { "" } else { "s" },
+        if left_out.len() == 1 { "it would name" } else { "they would name" },
         lines.join("\n")
     ))
     .at_flag("--package")
     .help(format!(
-        "leave {} out with {}, or replace {} by a copy of what it points to (e.g. `cp --remove-destination \"$(readlink -f {q})\" {q}` in {})",
-        if leaving.len() == 1 { "it" } else { "them" },
-        excludes.join(" "),
-        if leaving.len() == 1 { "it" } else { "each" },
-        root.display(),
-        q = crate::shell::quote(first),
+        "package what {first} points to ({package_it}), or leave the link out too with --package-exclude {}",
+        crate::shell::quote(first),
     )))
 }
 
-/// Whether the link at `rel` under `root`, pointing at `target`, resolves outside `root`
-/// once unpacked elsewhere: an absolute target (the job unpacks the archive in its own
-/// directory, not at this path), or a relative one that climbs above `root`, followed
-/// through the links under `root` it passes (as the kernel resolves it, so `self -> .` then
-/// `self/..` is above `root`); more than 40 links on the way (the kernel's limit) counts as
-/// leaving.
-fn leaves(root: &Path, rel: &str, target: &Path) -> bool {
+/// The links among `files` (their targets read by `link`) that will not resolve to what the
+/// archive holds: those whose target is not under `root` (with it), and those resolving
+/// under `root` to an entry that exists there but that `files` leave out (with it, and the
+/// path it resolves to).
+fn unresolved<'a>(
+    root: &Path,
+    files: &'a [String],
+    link: impl Fn(&str) -> Option<PathBuf>,
+) -> Unresolved<'a> {
+    let mut leaving = Vec::new();
+    let mut left_out = Vec::new();
+    let held: std::collections::BTreeSet<&str> = files.iter().map(String::as_str).collect();
+    for f in files {
+        let Some(target) = link(f) else { continue };
+        match resolved(root, f, &target) {
+            None => leaving.push((f.as_str(), target)),
+            Some(at) => {
+                // the entry itself, or a directory holding archived files
+                let archived = at.is_empty()
+                    || held.contains(at.as_str())
+                    || files.iter().any(|n| n.starts_with(&format!("{at}/")));
+                if !archived && std::fs::symlink_metadata(root.join(&at)).is_ok() {
+                    left_out.push((f.as_str(), target, at));
+                }
+            }
+        }
+    }
+    Unresolved { leaving, left_out }
+}
+
+/// [`unresolved`]'s answer.
+struct Unresolved<'a> {
+    /// Links whose target is not under the root, with it.
+    leaving: Vec<(&'a str, PathBuf)>,
+    /// Links resolving under the root to what the archive leaves out, with the target and
+    /// where it resolves.
+    left_out: Vec<(&'a str, PathBuf, String)>,
+}
+
+/// `--package git`'s tracked links that will not resolve on the nodes ([`unresolved`], the
+/// tracked files of `tree` as what the archive holds), as warnings: the repository is what
+/// it is, and the user may mean a path every node has.
+fn git_links_unresolved(root: &Path, tree: &str) -> Result<Vec<String>> {
+    let root_s = root.display().to_string();
+    let listed = git(&["-C", &root_s, "ls-tree", "-r", "-z", "--full-tree", tree])?;
+    if !listed.status.success() {
+        return Err(Error::runtime(format!(
+            "git ls-tree failed: {}",
+            String::from_utf8_lossy(&listed.stderr).trim()
+        )));
+    }
+    let mut files = Vec::new();
+    let mut links = std::collections::BTreeSet::new();
+    for entry in listed.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+        let entry = String::from_utf8_lossy(entry);
+        let Some((meta, path)) = entry.split_once('\t') else {
+            continue;
+        };
+        if meta.starts_with("120000 ") {
+            links.insert(path.to_string());
+        }
+        files.push(path.to_string());
+    }
+    let Unresolved { leaving, left_out } = unresolved(root, &files, |f| {
+        links
+            .contains(f)
+            .then(|| std::fs::read_link(root.join(f)).ok())
+            .flatten()
+    });
+    let mut warnings: Vec<String> = leaving
+        .iter()
+        .map(|(f, t)| format!(
+            "--package git: the tracked symbolic link {f} -> {} points outside the repository; the archive keeps it as a link, so on the nodes it names whatever is at that path there, or nothing",
+            t.display()
+        ))
+        .collect();
+    warnings.extend(left_out.iter().map(|(f, t, _)| format!(
+        "--package git: the tracked symbolic link {f} -> {} points at what git does not track; the archive leaves that out, so on the nodes the link names nothing",
+        t.display()
+    )));
+    Ok(warnings)
+}
+
+/// Where the link at `rel` under `root`, pointing at `target`, resolves once unpacked
+/// elsewhere, as a path relative to `root` (`""` for `root` itself); `None` when it leaves
+/// `root`: an absolute target (the job unpacks the archive in its own directory, not at this
+/// path), or a relative one that climbs above `root`, followed through the links under
+/// `root` it passes (as the kernel resolves it, so `self -> .` then `self/..` is above
+/// `root`); more than 40 links on the way (the kernel's limit) counts as leaving.
+fn resolved(root: &Path, rel: &str, target: &Path) -> Option<String> {
     use std::ffi::OsString;
     use std::path::Component;
     /// A link target's steps: `None` is `..`; `None` for the whole target when absolute.
@@ -329,16 +449,12 @@ fn leaves(root: &Path, rel: &str, target: &Path) -> bool {
         .parent()
         .map(|p| p.iter().map(|c| c.to_os_string()).collect())
         .unwrap_or_default();
-    let Some(first) = steps(target) else {
-        return true;
-    };
+    let first = steps(target)?;
     let mut pending: std::collections::VecDeque<Option<OsString>> = first.into();
     let mut links = 0;
     while let Some(step) = pending.pop_front() {
         let Some(name) = step else {
-            if at.pop().is_none() {
-                return true;
-            }
+            at.pop()?;
             continue;
         };
         at.push(name);
@@ -346,15 +462,17 @@ fn leaves(root: &Path, rel: &str, target: &Path) -> bool {
             continue;
         };
         links += 1;
-        let Some(more) = steps(&next).filter(|_| links <= 40) else {
-            return true;
-        };
+        let more = steps(&next).filter(|_| links <= 40)?;
         at.pop();
         for s in more.into_iter().rev() {
             pending.push_front(s);
         }
     }
-    false
+    let parts: Vec<String> = at
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    Some(parts.join("/"))
 }
 
 /// A file or directory under `--package DIR` that this user cannot read: the user's input,
@@ -370,7 +488,7 @@ fn unreadable(root: &Path, rel: &str, e: &std::io::Error) -> Error {
 
 /// Regular files under `dir` (relative paths, `/`-separated), `.git` and what an `exclude`
 /// pattern selects left out (an excluded directory is not read); symlinks are archived as
-/// links, not followed ([`refuse_links_leaving`] holds them to DIR).
+/// links, not followed ([`refuse_links_unresolved`] holds them to what DIR's archive holds).
 fn walk(root: &Path, rel: &Path, exclude: &[String], out: &mut Vec<String>) -> Result<()> {
     let dir = root.join(rel);
     let entries = std::fs::read_dir(&dir).map_err(|e| match rel.to_str() {
@@ -488,25 +606,26 @@ mod tests {
         link("here", ".");
         link("libs", "lib/deep");
         let cases = [
-            ("lib/in", "util.py", false),
-            ("lib/deep/up", "../../lib/util.py", false),
-            ("dir", "lib", false),
-            ("missing", "lib/nothing.py", false),
-            ("via", "libs/../util.py", false),
-            ("abs", "/etc/hostname", true),
-            ("esc", "../x.py", true),
-            ("lib/esc", "../../x.py", true),
-            ("sneaky", "here/../x.py", true),
-            ("loop1", "loop2", true),
-            ("loop2", "loop1", true),
+            ("lib/in", "util.py", Some("lib/util.py")),
+            ("lib/deep/up", "../../lib/util.py", Some("lib/util.py")),
+            ("dir", "lib", Some("lib")),
+            ("missing", "lib/nothing.py", Some("lib/nothing.py")),
+            ("via", "libs/../util.py", Some("lib/util.py")),
+            ("top", "here", Some("")),
+            ("abs", "/etc/hostname", None),
+            ("esc", "../x.py", None),
+            ("lib/esc", "../../x.py", None),
+            ("sneaky", "here/../x.py", None),
+            ("loop1", "loop2", None),
+            ("loop2", "loop1", None),
         ];
         for (name, to, _) in cases {
             link(name, to);
         }
-        for (name, to, out) in cases {
+        for (name, to, at) in cases {
             assert_eq!(
-                super::leaves(r, name, std::path::Path::new(to)),
-                out,
+                super::resolved(r, name, std::path::Path::new(to)).as_deref(),
+                at,
                 "{name} -> {to}"
             );
         }

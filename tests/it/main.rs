@@ -31,6 +31,7 @@ mod json_outputs;
 mod local_torchrun;
 mod oci_e2e;
 mod own_data;
+mod packaging;
 mod pipeline_split;
 mod placement;
 mod plan_properties;

@@ -1,0 +1,139 @@
+//! `--package DIR` and `--package git` on this machine (`render`, no cluster): what the
+//! archive holds and what its symbolic links will name once a job unpacks it. The same
+//! through a login node (`--host`) is in `remote_laptop`.
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{command, stderr};
+
+/// The names in a tar archive, as `tar -t` lists them.
+fn listed(archive: &Path) -> Vec<String> {
+    let o = Command::new("tar")
+        .arg("-tf")
+        .arg(archive)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn render(dir: &Path, job: &Path, more: &[&str]) -> std::process::Output {
+    command()
+        .current_dir(dir)
+        .args(["render", "-r", "llama8b", "-g", "h100x8", "--no-container"])
+        .arg("--job-dir")
+        .arg(job)
+        .args(more)
+        .output()
+        .unwrap()
+}
+
+/// `--package DIR` holding links to what its patterns leave out (a file and a directory an
+/// `--package-exclude` selects): the archive kept the links and not their targets, so on the
+/// nodes they named nothing and the job failed at its first read. Refused (exit 2, nothing
+/// written), each link named with its target, the exclude to drop and the one that leaves
+/// the link out too; with that, the archive holds neither, and a link whose target it holds
+/// stays.
+#[test]
+fn a_package_link_to_what_its_patterns_leave_out_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let code = d.path().join("code");
+    std::fs::create_dir_all(code.join("lib")).unwrap();
+    std::fs::create_dir_all(code.join("data")).unwrap();
+    std::fs::write(code.join("train.py"), "print('hi')\n").unwrap();
+    std::fs::write(code.join("lib/util.py"), "V = 1\n").unwrap();
+    std::fs::write(code.join("data/weights.bin"), "w").unwrap();
+    symlink("data/weights.bin", code.join("weights")).unwrap();
+    symlink("data", code.join("datadir")).unwrap();
+    symlink("lib/util.py", code.join("util.py")).unwrap();
+    let job = d.path().join("job");
+    let o = render(
+        d.path(),
+        &job,
+        &["--package", "code", "--package-exclude", "data"],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("error: --package: code holds 2 symbolic links to what the package patterns leave out; on the nodes they would name nothing:\n  datadir -> data\n  weights -> data/weights.bin\n"),
+        "{e}"
+    );
+    assert!(
+        e.contains("help: package what datadir points to (drop --package-exclude data), or leave the link out too with --package-exclude datadir"),
+        "{e}"
+    );
+    assert!(!job.exists(), "a refused job wrote its directory");
+    let o = render(
+        d.path(),
+        &job,
+        &[
+            "--package",
+            "code",
+            "--package-exclude",
+            "data",
+            "--package-exclude",
+            "datadir",
+            "--package-exclude",
+            "weights",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut names = listed(&job.join("code.tar"));
+    names.sort();
+    assert_eq!(names, ["lib/util.py", "train.py", "util.py"]);
+}
+
+/// `--package git` whose repository tracks links that will not resolve on the nodes (to an
+/// absolute path, above the repository, to a file git does not track): the archive keeps
+/// them as links, as `git archive` does. The submit goes on (a path every node has may be
+/// meant), each named in a warning; a link to a tracked file is not.
+#[test]
+fn package_git_warns_of_tracked_links_that_will_not_resolve() {
+    let d = tempfile::tempdir().unwrap();
+    let repo = d.path().join("repo");
+    std::fs::create_dir_all(repo.join("lib")).unwrap();
+    std::fs::write(repo.join("train.py"), "print('hi')\n").unwrap();
+    std::fs::write(repo.join("lib/util.py"), "V = 1\n").unwrap();
+    std::fs::write(repo.join("notes.txt"), "untracked\n").unwrap();
+    for (name, to) in [
+        ("host", "/etc/hostname"),
+        ("up.py", "../outside.py"),
+        ("notes", "notes.txt"),
+        ("util.py", "lib/util.py"),
+    ] {
+        symlink(to, repo.join(name)).unwrap();
+    }
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .current_dir(&repo)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+    };
+    git(&["init", "-q", "."]);
+    git(&[
+        "add", "train.py", "lib", "host", "up.py", "notes", "util.py",
+    ]);
+    git(&["commit", "-qm", "code"]);
+    let job = d.path().join("job");
+    let o = render(&repo, &job, &["--package", "git"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    for line in [
+        "warning: --package git: the tracked symbolic link host -> /etc/hostname points outside the repository",
+        "warning: --package git: the tracked symbolic link up.py -> ../outside.py points outside the repository",
+        "warning: --package git: the tracked symbolic link notes -> notes.txt points at what git does not track; the archive leaves that out, so on the nodes the link names nothing",
+    ] {
+        assert!(e.contains(line), "{line}: {e}");
+    }
+    assert!(!e.contains("util.py ->"), "{e}");
+    assert!(listed(&job.join("code.tar")).contains(&"notes".to_string()));
+}
