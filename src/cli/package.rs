@@ -293,15 +293,12 @@ fn refuse_links_unresolved(root: &Path, chosen: &[String], exclude: &[String]) -
             .iter()
             .map(|(f, _)| format!("--package-exclude {}", crate::shell::quote(f)))
             .collect();
-        return Err(Error::usage(format!(
-            "{} holds {} symbolic link{} pointing outside it; the archive keeps links as links, so on the nodes {} whatever is at that path there when the job runs (not code the archive holds), or nothing:\n{}",
-            root.display(),
-            leaving.len(),
-            if leaving.len() == 1 { "" } else { "s" },
-            if leaving.len() == 1 { "it would name" } else { "they would name" },
-            lines.join("\n")
-        ))
-        .at_flag("--package")
+        return Err(links_refused(
+            root,
+            &lines,
+            "pointing outside it; the archive keeps links as links, so",
+            "whatever is at that path there when the job runs (not code the archive holds), or nothing",
+        )
         .help(format!(
             "leave {} out with {}, or replace {} by a copy of what it points to (e.g. `cp --remove-destination \"$(readlink -f {q})\" {q}` in {})",
             if leaving.len() == 1 { "it" } else { "them" },
@@ -326,19 +323,31 @@ fn refuse_links_unresolved(root: &Path, chosen: &[String], exclude: &[String]) -
         Some(p) => format!("drop --package-exclude {}", crate::shell::quote(p)),
         None => format!("add --package-include {}", crate::shell::quote(at)),
     };
-    Err(Error::usage(format!(
-        "{} holds {} symbolic link{} to what the package patterns leave out; on the nodes {} nothing:\n{}",
+    let help = format!(
+        "package what {first} points to ({package_it}), or leave the link out too with --package-exclude {}",
+        crate::shell::quote(first),
+    );
+    let what = "to what the package patterns leave out;";
+    Err(links_refused(root, &lines, what, "nothing").help(help))
+}
+
+/// The refusal of `--package DIR`'s links, one per line of `lines`: "DIR holds N symbolic
+/// links `what` on the nodes they would name `then`".
+fn links_refused(root: &Path, lines: &[String], what: &str, then: &str) -> Error {
+    let one = lines.len() == 1;
+    Error::usage(format!(
+        "{} holds {} symbolic link{} {what} on the nodes {} {then}:\n{}",
         root.display(),
-        left_out.len(),
-        if left_out.len() == 1 { "" } else { "s" },
-        if left_out.len() == 1 { "it would name" } else { "they would name" },
+        lines.len(),
+        if one { "" } else { "s" },
+        if one {
+            "it would name"
+        } else {
+            "they would name"
+        },
         lines.join("\n")
     ))
     .at_flag("--package")
-    .help(format!(
-        "package what {first} points to ({package_it}), or leave the link out too with --package-exclude {}",
-        crate::shell::quote(first),
-    )))
 }
 
 /// The links among `files` (their targets read by `link`) that will not resolve to what the

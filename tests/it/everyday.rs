@@ -434,14 +434,18 @@ fn a_signal_ignored_when_ovlaunch_started_stays_ignored_while_it_submits() {
             .env("PATH", &path)
             .env("HOME", d.path())
             .current_dir(d.path());
-        if nohup {
-            // SAFETY: only signal(2), async-signal-safe, between fork and exec.
-            unsafe {
-                c.pre_exec(|| {
-                    nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_IGN);
-                    Ok(())
-                });
-            }
+        // Ignored as nohup leaves it, or at its default as a terminal's shell starts a command
+        // (this test run under nohup inherits it ignored).
+        let action = match nohup {
+            true => nix::libc::SIG_IGN,
+            false => nix::libc::SIG_DFL,
+        };
+        // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+        unsafe {
+            c.pre_exec(move || {
+                nix::libc::signal(nix::libc::SIGHUP, action);
+                Ok(())
+            });
         }
         let o = c.output().unwrap();
         let err = common::stderr(&o);
