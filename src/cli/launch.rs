@@ -241,7 +241,10 @@ pub struct LaunchArgs {
 /// A job name is a directory name under the jobs root and an `#SBATCH --job-name`: plain
 /// characters, not starting with `.` (`.` and `..` are not new directories; hidden names are
 /// the job directories' partial siblings) or `-` (an option to the tools).
-fn check_job_name(name: &str) -> Result<()> {
+/// Without `--job-name` the name is the recipe's name and the hardware's (`llama3_8b-h100x8`):
+/// one a user's recipe name makes impossible is refused naming the recipe, not a flag the user
+/// never typed.
+fn check_job_name(name: &str, given: bool, plan: &Plan) -> Result<()> {
     if name.is_empty()
         || name.starts_with(['.', '-'])
         || name.len() > 200
@@ -249,11 +252,18 @@ fn check_job_name(name: &str) -> Result<()> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
     {
-        return Err(Error::usage(format!(
-            "job name `{}` may only use letters, digits, `.`, `_` and `-`, not start with `.` or `-`, and be at most 200 characters",
-            name.escape_debug()
-        ))
-        .at_flag("--job-name"));
+        let rule = "may only use letters, digits, `.`, `_` and `-`, not start with `.` or `-`, and be at most 200 characters";
+        let name = name.escape_debug();
+        return Err(match given {
+            true => Error::usage(format!("job name `{name}` {rule}")).at_flag("--job-name"),
+            false => Error::usage(format!(
+                "the job name made of the recipe's name and the hardware, `{name}`, {rule}"
+            ))
+            .help(format!(
+                "give --job-name NAME, or rename the recipe (`name:` in {})",
+                plan.recipe.origin
+            )),
+        });
     }
     Ok(())
 }
@@ -919,7 +929,7 @@ pub fn options(
         .job_name
         .clone()
         .unwrap_or_else(|| format!("{}-{}", plan.recipe.name, plan.hardware.spec));
-    check_job_name(&job_name)?;
+    check_job_name(&job_name, args.job_name.is_some(), plan)?;
     let JobDir { dir, mirror, from } = job_dir(args, settings, host, &job_name)?;
     let mounts_given = &settings.container_mounts.items;
     let image = &settings.container_image.value;

@@ -2266,9 +2266,9 @@ fn a_checkpoint_given_mla_leaves_the_mla_up_proj_rule_to_run_time() {
 /// A recipe file's mistakes found before its values are planned name the file and line, the
 /// field and a fix, in the project's words (no Rust type names), exit 2: an empty file or one
 /// of comments only, a quoted number, a list as an env value, a section given as null, a
-/// variant listed twice, an unknown variant precision; an integer with a leading zero or a
-/// base prefix, which OmegaConf's YAML 1.1, YAML 1.2 and Hydra's command line read
-/// differently (`012`: octal 10, 12, text), is refused at its place.
+/// variant listed twice, an unknown variant precision, a name or alias holding a space; an
+/// integer with a leading zero or a base prefix, which OmegaConf's YAML 1.1, YAML 1.2 and
+/// Hydra's command line read differently (`012`: octal 10, 12, text), is refused at its place.
 #[test]
 fn recipe_file_mistakes_name_the_line_the_field_and_a_fix() {
     let base = "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n";
@@ -2329,6 +2329,18 @@ fn recipe_file_mistakes_name_the_line_the_field_and_a_fix() {
             "r.yaml:3",
             "variant precision `bf17` is not one of",
             "did you mean `bf16`?",
+        ),
+        (
+            &format!("# mine\nname: my recipe\n{base}"),
+            "r.yaml:2",
+            "name `my recipe` is empty or holds whitespace or control characters",
+            "without spaces or control characters",
+        ),
+        (
+            &format!("{base}aliases: [mine, \"my alias\"]\n"),
+            "r.yaml:2",
+            "alias `my alias` is empty or holds whitespace",
+            "without spaces",
         ),
     ];
     for (text, at, message, fix) in cases {
@@ -2607,5 +2619,66 @@ fn a_global_batch_the_layout_cannot_split_is_refused_with_the_flag_that_fixes_it
         "refuses this step of 1 microbatches",
         "",
         "a global batch of at least 8 (4 x micro batch 1 x DP 2; --set train.global_batch_size=8)",
+    );
+}
+
+/// A user's recipe whose name makes no job name (`räz`, `my/recipe`: the job name is the
+/// recipe's name and the hardware's) was refused as `--job-name: job name ...`, a flag the user
+/// never typed. Refused naming where the name came from, with both fixes; `--job-name` runs it.
+#[test]
+fn a_recipe_name_that_makes_no_job_name_is_refused_naming_the_recipe() {
+    for name in ["räz", "my/recipe"] {
+        let (_d, p) = recipe_file(&format!(
+            "name: '{name}'\nbridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\n"
+        ));
+        let args = ["--dry-run", "-r", &p, "-g", "h100x8", "--no-container"];
+        let err = usage_error(&args);
+        assert!(
+            err.starts_with(&format!(
+                "error: the job name made of the recipe's name and the hardware, `{name}-h100x8`, may only use letters"
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "help: give --job-name NAME, or rename the recipe (`name:` in {p})"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("--job-name:"), "{err}");
+        let o = run(&[&args[..], &["--job-name", "mine"]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+}
+
+/// A time limit longer than Slurm holds (`99999999:00:00`): sbatch took it without a word and
+/// the job got another limit (Slurm 22.05.8 held `2973620-03:43:00`). Refused, from a flag or
+/// a profile, with nothing written; the longest Slurm holds is taken.
+#[test]
+fn a_time_limit_longer_than_slurm_holds_is_refused() {
+    let args = ["-r", "llama8b", "-g", "h100x8", "--time", "99999999:00:00"];
+    let err = assert_render_refused(&args);
+    assert!(
+        err.contains("error: --time: `99999999:00:00` is 5999999940 minutes, more than the 35791393 (24855-03:13:00) Slurm holds"),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: give a shorter time, or UNLIMITED for none"),
+        "{err}"
+    );
+    let o = run(&[
+        "--dry-run",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--time",
+        "24855-03:13",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("#SBATCH --time=24855-03:13\n"),
+        "{}",
+        stdout(&o)
     );
 }

@@ -693,11 +693,15 @@ impl Recipe {
         // text but NUL.
         let plain = |what: &str, v: &str| -> Result<()> {
             if v.is_empty() || v.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                // at its key's line (`aliases` for an alias), where the file states it
+                let key = if what == "alias" { "aliases" } else { what };
+                let line = lines.and_then(|l| l.top.get(key).copied());
                 return Err(Error::usage(format!(
                     "{what} `{}` is empty or holds whitespace or control characters",
                     v.escape_debug()
                 ))
-                .at_file(origin));
+                .at(crate::error::Origin::file(origin, line, None))
+                .help("write it without spaces or control characters: names become job names, file names and script comments"));
             }
             Ok(())
         };

@@ -97,11 +97,24 @@ pub fn parse_time(v: &str) -> Option<Option<u64>> {
     Some(Some(total))
 }
 
+/// The longest time limit Slurm holds as given, in minutes (24855-03:13:00: its seconds fit a
+/// 32-bit signed integer). sbatch takes a longer one without a word and the job gets another
+/// limit (Slurm 22.05.8, as `scontrol show job` reports them: `--time 35791393` is held as
+/// `24855-03:13:00`; `35791394` became `2957761-01:03:00`, `99999999:00:00`
+/// `2973620-03:43:00`).
+pub const SLURM_MAX_MINUTES: u64 = 35_791_393;
+
 pub fn check_time(v: &str) -> Result<()> {
     match parse_time(v) {
         Some(Some(0)) => Err(Error::usage(format!("`{}` is no time at all", shown(v)))
             .at_flag("--time")
             .help("e.g. --time 04:00:00 (HH:MM:SS) or --time 1-12:00:00 (D-HH:MM:SS)")),
+        Some(Some(m)) if m > SLURM_MAX_MINUTES => Err(Error::usage(format!(
+            "`{}` is {m} minutes, more than the {SLURM_MAX_MINUTES} (24855-03:13:00) Slurm holds: sbatch would take it and give the job another limit",
+            shown(v)
+        ))
+        .at_flag("--time")
+        .help("give a shorter time, or UNLIMITED for none")),
         Some(_) => Ok(()),
         None => Err(Error::usage(format!(
             "`{}` is not a Slurm time",
@@ -191,9 +204,25 @@ mod tests {
             assert_eq!(parse_time(t), Some(mins), "{t}");
         }
         for bad in [
-            "abc", "", "1:2:3:4", "-1", "1-", "1-2-3", "1h", " 30", "00:00:00",
+            "abc",
+            "",
+            "1:2:3:4",
+            "-1",
+            "1-",
+            "1-2-3",
+            "1h",
+            " 30",
+            "00:00:00",
+            // more than Slurm holds: taken by sbatch, the job given another limit
+            "35791394",
+            "24855-03:14",
+            "99999999:00:00",
+            "1-23:99999999",
         ] {
             assert!(check_time(bad).is_err(), "{bad}");
+        }
+        for longest in ["35791393", "24855-03:13", "596523:13:00", "365-00:00:00"] {
+            assert!(check_time(longest).is_ok(), "{longest}");
         }
     }
 
