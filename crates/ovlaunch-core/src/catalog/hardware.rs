@@ -219,6 +219,29 @@ mod tests {
         }
     }
 
+    /// A row the parser takes but the checks refuse (a kind that is no plain name, a kind
+    /// given twice) is refused at that row's `kind:` line, not at the file alone.
+    #[test]
+    fn a_refused_row_is_named_at_its_kind_line() {
+        let row = |kind: &str| {
+            format!(
+                "- kind: {kind}\n  description: d\n  generation: hopper\n  arch_major: 9\n  gpus_per_node: 8\n  nvlink_domain_size: 8\n"
+            )
+        };
+        for (second, said) in [
+            ("\"my gpu\"", "GPU kind `my gpu`: the kind must be"),
+            ("x1", "GPU kind `x1` is defined twice"),
+        ] {
+            let text = format!("# site\n{}{}", row("x1"), row(second));
+            let e = crate::catalog::Catalog::embedded()
+                .unwrap()
+                .add_gpus("site.yaml", &text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(said) && e.contains("site.yaml:8"), "{e}");
+        }
+    }
+
     #[test]
     fn unknown_perf_key_in_a_hardware_file_is_an_error() {
         let mut cat = crate::catalog::Catalog::embedded().unwrap();

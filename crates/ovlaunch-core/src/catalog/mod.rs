@@ -77,19 +77,35 @@ impl Catalog {
     /// Adds or replaces GPU kinds from a user hardware file.
     pub fn add_gpus(&mut self, origin: &str, text: &str) -> Result<()> {
         let kinds: Vec<GpuKind> = yaml::parse(text, origin)?;
+        // entry i's `kind:` line, where the file writes its entries in block style
+        let at = |i: usize| {
+            let line = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| {
+                    let l = l.trim_start();
+                    l.strip_prefix('-')
+                        .unwrap_or(l)
+                        .trim_start()
+                        .starts_with("kind:")
+                })
+                .nth(i)
+                .map(|(n, _)| n + 1);
+            crate::error::Origin::file(origin, line, None)
+        };
         for (i, k) in kinds.iter().enumerate() {
             if kinds[..i].iter().any(|o| o.kind == k.kind) {
                 return Err(Error::usage(format!(
                     "GPU kind `{}` is defined twice",
                     k.kind.escape_debug()
                 ))
-                .at_file(origin)
+                .at(at(i))
                 .help("keep one entry per kind (a file's entry replaces the built-in one of that kind)"));
             }
         }
-        for k in &kinds {
+        for (i, k) in kinds.iter().enumerate() {
             k.check().map_err(|m| {
-                Error::usage(format!("GPU kind `{}`: {m}", k.kind.escape_debug())).at_file(origin)
+                Error::usage(format!("GPU kind `{}`: {m}", k.kind.escape_debug())).at(at(i))
             })?;
         }
         for k in kinds {
