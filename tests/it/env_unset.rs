@@ -445,15 +445,9 @@ fn setting_what_the_launch_sets_per_rank_is_refused() {
         .find(|s| s.name == "MASTER_PORT")
         .unwrap();
     assert!(port.fix().contains("--master-port PORT"), "{}", port.fix());
-    let err = usage_error(&[
-        "plan",
-        "-r",
-        "llama8b",
-        "-g",
-        "h100x8",
-        "--set",
-        "env_vars.RANK=3",
-    ]);
+    let plan8 =
+        |more: &[&str]| usage_error(&[&["plan", "-r", "llama8b", "-g", "h100x8"], more].concat());
+    let err = plan8(&["--set", "env_vars.RANK=3"]);
     assert!(
         err.starts_with("error: --set env_vars.RANK: RANK is set"),
         "{err}"
@@ -502,17 +496,7 @@ fn setting_what_the_launch_sets_per_rank_is_refused() {
         )
         .unwrap();
         let f = f.to_str().unwrap();
-        let err = usage_error(&[
-            "plan",
-            "-r",
-            "llama8b",
-            "-g",
-            "h100x8",
-            "--plugin-file",
-            f,
-            "--plugin",
-            "p",
-        ]);
+        let err = plan8(&["--plugin-file", f, "--plugin", "p"]);
         assert!(
             err.contains("env `NODE_RANK` is set for each rank by the launch"),
             "{phase}: {err}"
