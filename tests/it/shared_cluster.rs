@@ -978,6 +978,26 @@ fn configuration_reached_through_another_users_link_is_refused() {
                 "{name}: {e}"
             );
             assert!(!jobs.exists(), "{name}: wrote {}", jobs.display());
+            // listing the file's own directory trusts its writers, not the link's owner, who
+            // chose the file (before: the listing excused the link)
+            let safe = format!(
+                "{}:{}",
+                target.display(),
+                target.parent().unwrap().display()
+            );
+            let mut listed = case.clone();
+            listed.4.push(("OVLAUNCH_SAFE_DIRECTORY", safe.clone()));
+            let o = render_linked(&listed, &work, &jobs, &no_cfg);
+            let e = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{name} ({safe}): {e}");
+            assert!(
+                e.contains(&format!(
+                    "is reached through the symbolic link {}",
+                    link.display()
+                )) && !e.contains("list its directory in OVLAUNCH_SAFE_DIRECTORY"),
+                "{name} ({safe}): {e}"
+            );
+            assert!(!jobs.exists(), "{name}: wrote {}", jobs.display());
             // one link at a time: the project file is found from every working directory
             std::fs::remove_file(link).unwrap();
         }

@@ -27,7 +27,8 @@
 //!   directory of one's own.
 //!   `OVLAUNCH_SAFE_DIRECTORY` (`:`-separated directories, or `*`) names directories whose
 //!   own files are trusted anyway (exactly those directories, not the ones under them), as
-//!   git's `safe.directory` names a repository.
+//!   git's `safe.directory` names a repository; never one reached through another user's link
+//!   (whose owner chose the file) or a directory others can write that holds a link.
 //! * [`writers`] is the one predicate "could another user write this entry", with its
 //!   reasons' words and fixes and the one decision of a user's private group; the launcher's
 //!   `backend::trust` applies it to job directories and records.
@@ -167,15 +168,45 @@ pub fn trust_problem(
     me: u32,
     private: &dyn Fn(u32, u32) -> bool,
 ) -> Option<(String, String)> {
+    if let Some(why) = writers::writer(file.1, Role::Trusted, me, private) {
+        return Some((why.why(Names::Local), fix_at(why, file.0)));
+    }
+    way_problem(real, via, me, private).or_else(|| {
+        dirs.iter().find_map(|(dir, e)| {
+            let why = writers::writer(*e, Role::Trusted, me, private)?;
+            Some((
+                format!(
+                    "is under {}, which {}",
+                    dir.display(),
+                    why.why(Names::Local)
+                ),
+                fix_at(why, dir),
+            ))
+        })
+    })
+}
+
+/// The fix of `why` at `at` (the reason's own, where it has one), or copying the file.
+fn fix_at(why: Reason, at: &Path) -> String {
     let copy = "copy it to a directory of your own (only you can write it and the directories above it) and give that path";
-    let fix = |why: Reason, at: &Path| match why.fix(&at.display().to_string()) {
+    match why.fix(&at.display().to_string()) {
         Some(f) => format!("{f}, or {copy}"),
         None => copy.to_string(),
-    };
-    if let Some(why) = writers::writer(file.1, Role::Trusted, me, private) {
-        return Some((why.why(Names::Local), fix(why, file.0)));
     }
-    let on_the_way = via.iter().find_map(|(at, e)| {
+}
+
+/// Why the way to configuration really at `real` is not to be trusted, if it is not: the
+/// first of the symbolic links met on the way (`via`, [`links_on`]) and the directories
+/// holding them that another user could write (a link by its owner alone). Part of
+/// [`trust_problem`]; `OVLAUNCH_SAFE_DIRECTORY`, which trusts the writers of the file's own
+/// directory, never excuses it (another user's link chose which file is obeyed).
+fn way_problem(
+    real: &Path,
+    via: &[(&Path, Entry)],
+    me: u32,
+    private: &dyn Fn(u32, u32) -> bool,
+) -> Option<(String, String)> {
+    via.iter().find_map(|(at, e)| {
         let why = writers::writer(*e, Role::Trusted, me, private)?;
         Some(if e.kind == Kind::Link {
             (
@@ -197,21 +228,8 @@ pub fn trust_problem(
                     at.display(),
                     why.why(Names::Local)
                 ),
-                fix(why, at),
+                fix_at(why, at),
             )
-        })
-    });
-    on_the_way.or_else(|| {
-        dirs.iter().find_map(|(dir, e)| {
-            let why = writers::writer(*e, Role::Trusted, me, private)?;
-            Some((
-                format!(
-                    "is under {}, which {}",
-                    dir.display(),
-                    why.why(Names::Local)
-                ),
-                fix(why, dir),
-            ))
         })
     })
 }
@@ -290,8 +308,9 @@ pub struct Untrusted {
     pub why: String,
     /// The fix of the first entry that fails.
     pub fix: String,
-    /// The directory the file really is in: the one `OVLAUNCH_SAFE_DIRECTORY` would list.
-    pub dir: std::path::PathBuf,
+    /// The directory the file really is in, the one `OVLAUNCH_SAFE_DIRECTORY` would list;
+    /// `None` where listing it would not help (another user's link on the way).
+    pub dir: Option<std::path::PathBuf>,
 }
 
 impl Untrusted {
@@ -303,11 +322,14 @@ impl Untrusted {
             self.why
         ))
         .at_flag(flag.to_string())
-        .help(format!(
-            "{}; if you trust it as it is, list its directory in {SAFE_DIRECTORY} ({SAFE_DIRECTORY}={} ovlaunch ...; `*` trusts every directory)",
-            self.fix,
-            self.dir.display()
-        ))
+        .help(match &self.dir {
+            Some(dir) => format!(
+                "{}; if you trust it as it is, list its directory in {SAFE_DIRECTORY} ({SAFE_DIRECTORY}={} ovlaunch ...; `*` trusts every directory)",
+                self.fix,
+                dir.display()
+            ),
+            None => self.fix.clone(),
+        })
     }
 }
 
@@ -379,14 +401,20 @@ pub fn untrusted(file: &std::fs::File, path: &Path) -> std::io::Result<Option<Un
         .collect();
     let dir = real.parent().unwrap_or(Path::new("/"));
     // the file's own directory, exactly (as git's `safe.directory` names a repository, not
-    // what lies under it): listing `/tmp` does not trust a directory someone made in it
-    if safe.split(':').any(|s| s == "*") || listed.iter().any(|l| l == dir) {
-        return Ok(None);
-    }
+    // what lies under it): listing `/tmp` does not trust a directory someone made in it; nor
+    // another user's link on the way to it, which chose the file (`way_problem`)
+    let way = way_problem(&real, &via, me, &writers::private_group);
+    let (why, fix) = match safe.split(':').any(|s| s == "*") || listed.iter().any(|l| l == dir) {
+        true => match way.clone() {
+            Some(problem) => problem,
+            None => return Ok(None),
+        },
+        false => (why, fix),
+    };
     Ok(Some(Untrusted {
         why,
         fix,
-        dir: dir.to_path_buf(),
+        dir: way.is_none().then(|| dir.to_path_buf()),
     }))
 }
 
