@@ -415,7 +415,7 @@ fn bad_unset_flags_exit_2_naming_the_flag() {
 /// A variable each rank gets its own value of (`resolve::env::LAUNCH_SETS`: the rank's
 /// identity and the rendezvous) is never given one value for the whole job: the rank runtime
 /// applies the plan's env after the identity it derives, so `--env RANK=3` reached every rank
-/// as RANK=3 (the job hung at its first collective). Refused (exit 2, where it was given, a
+/// as RANK=3 (every rank one identity). Refused (exit 2, where it was given, a
 /// fix; `render` writing nothing) from `--env`, `--set env_vars.NAME`, a profile's `env`, a
 /// recipe file's `env_vars` and a plugin's `plan.env` or `launch.env`, each at its place.
 #[test]

@@ -113,9 +113,8 @@ pub const LAUNCH_NEEDS: &[(&str, &str)] = &[
 /// The variables each rank gets its own value of, from the launch (the rank runtime from
 /// srun's task ids, or torchrun), with the way to choose one where there is a way. The rank
 /// runtime applies the plan's env after the identity it derives (`ovlaunch-rank`'s
-/// `prepare`), and torchrun's children inherit the script's exports: one value given for the
-/// whole job reached every rank, all of them one identity (or one rendezvous they disagree
-/// on), and the job hung at its first collective.
+/// `prepare`), under srun and torchrun alike: one value given for the whole job reached every
+/// rank, all of them one identity (or one rendezvous for every node).
 pub const LAUNCH_SETS: &[LaunchSet] = &[
     LaunchSet::new("RANK", "each rank gets its own", None),
     LaunchSet::new("LOCAL_RANK", "each rank gets its own", None),
