@@ -2144,3 +2144,36 @@ fn a_list_spliced_into_a_shell_line_is_refused_with_the_fix() {
         "{e}"
     );
 }
+
+/// Bridge profiles a rank when its global rank is in `profiling.profile_ranks`, and checks no
+/// listed rank against the job: `--plugin nsys:profile_ranks=[0,99]` on 8 GPUs profiled rank
+/// 0 only, `[99]` nothing, without a word. A warning names the ranks the job does not have
+/// (and says when none is left); ranks it has, or a list with no profiler on, say nothing.
+#[test]
+fn profiled_ranks_the_job_does_not_have_are_named() {
+    let run = |extra: &[&str]| {
+        let o = common::run(&refs(&dry("llama8b", "h100x8", extra)));
+        assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+        common::stderr(&o)
+    };
+    let said = "profiling.profile_ranks lists rank 99 that this job of 8 ranks (0-7) does not have: Bridge profiles a rank only when its global rank is listed";
+    let e = run(&["--plugin", "nsys:profile_ranks=[0,99]"]);
+    assert!(
+        e.contains(said) && !e.contains("no rank is profiled"),
+        "{e}"
+    );
+    let e = run(&["--plugin", "nsys:profile_ranks=[99]"]);
+    assert!(
+        e.contains(&format!(
+            "{said} (training/profiling.py should_profile_rank), so no rank is profiled"
+        )),
+        "{e}"
+    );
+    for quiet in [
+        &["--plugin", "nsys:profile_ranks=[0,7]"][..],
+        &["--set", "profiling.profile_ranks=[99]"],
+    ] {
+        let e = run(quiet);
+        assert!(!e.contains("profile_ranks lists"), "{quiet:?}: {e}");
+    }
+}

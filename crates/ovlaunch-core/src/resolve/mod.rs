@@ -686,6 +686,11 @@ fn validate_stage(
         stated: &|f: &str| l.prov.source(f) != Source::Default || l.user_changed(f),
     };
     validate::container_checks(&l.cfg.bridge, holder, &across)?;
+    t.warnings.extend(validate::profiled_ranks_beyond(
+        &l.cfg.bridge,
+        holder,
+        inp.hardware.count,
+    ));
     // the dataset's finalize: mock data's split
     validate::mock_data_split(&mut l.cfg.bridge, holder, t);
     if let Some(mp) = mixed_precision {

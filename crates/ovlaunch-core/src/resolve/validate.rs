@@ -2016,6 +2016,47 @@ fn profiling_one_profiler(k: &Known<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Bridge profiles a rank when its global rank is in `profiling.profile_ranks` (all ranks when
+/// the list is empty: `training/profiling.py`, `should_profile_rank`), and checks no listed rank
+/// against the job: one the job does not have (`--gpus` gives `world` ranks) profiles nothing,
+/// without a word. A warning naming them, while a profiler is on.
+pub fn profiled_ranks_beyond(
+    sections: &crate::config::bridge::Sections,
+    holder: crate::config::bridge::Holder<'_>,
+    world: u32,
+) -> Option<String> {
+    use crate::config::bridge::paths::PROFILING;
+    let k = Known::new(sections, holder);
+    let on = [PROFILING.use_nsys_profiler, PROFILING.use_pytorch_profiler]
+        .iter()
+        .any(|p| k.truthy(p) == Some(true));
+    let listed: Vec<i64> = match k.get(PROFILING.profile_ranks)? {
+        serde_json::Value::Array(v) => v.iter().filter_map(serde_json::Value::as_i64).collect(),
+        _ => return None,
+    };
+    let beyond: Vec<String> = listed
+        .iter()
+        .filter(|r| **r < 0 || **r >= i64::from(world))
+        .map(i64::to_string)
+        .collect();
+    if !on || beyond.is_empty() {
+        return None;
+    }
+    let none_left = beyond.len() == listed.len();
+    Some(format!(
+        "{} lists rank{} {} that this job of {world} ranks (0-{}) does not have: Bridge profiles a rank only when its global rank is listed (training/profiling.py should_profile_rank){}",
+        PROFILING.profile_ranks,
+        if beyond.len() == 1 { "" } else { "s" },
+        beyond.join(", "),
+        world.saturating_sub(1),
+        if none_left {
+            ", so no rank is profiled"
+        } else {
+            ""
+        }
+    ))
+}
+
 /// `ProfilingConfig.finalize`: the profiled steps are not negative and end after they start.
 fn profiling_steps(k: &Known<'_>) -> Result<()> {
     use crate::config::bridge::paths::PROFILING;
