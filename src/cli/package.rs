@@ -287,7 +287,7 @@ fn refuse_links_unresolved(root: &Path, chosen: &[String], exclude: &[String]) -
     if let Some((first, _)) = leaving.first() {
         let lines: Vec<String> = leaving
             .iter()
-            .map(|(f, t)| format!("  {f} -> {}", t.display()))
+            .map(|(f, t)| format!("  {} -> {}", shown(f), shown(t.display())))
             .collect();
         let excludes: Vec<String> = leaving
             .iter()
@@ -314,8 +314,13 @@ fn refuse_links_unresolved(root: &Path, chosen: &[String], exclude: &[String]) -
     let lines: Vec<String> = left_out
         .iter()
         .map(|(f, t, at)| match t.to_str() == Some(at.as_str()) {
-            true => format!("  {f} -> {at}"),
-            false => format!("  {f} -> {} (that is, {at})", t.display()),
+            true => format!("  {} -> {}", shown(f), shown(at)),
+            false => format!(
+                "  {} -> {} (that is, {})",
+                shown(f),
+                shown(t.display()),
+                shown(at)
+            ),
         })
         .collect();
     // an exclude pattern left it out, or the include patterns did not select it
@@ -324,11 +329,19 @@ fn refuse_links_unresolved(root: &Path, chosen: &[String], exclude: &[String]) -
         None => format!("add --package-include {}", crate::shell::quote(at)),
     };
     let help = format!(
-        "package what {first} points to ({package_it}), or leave the link out too with --package-exclude {}",
+        "package what {} points to ({package_it}), or leave the link out too with --package-exclude {}",
+        shown(first),
         crate::shell::quote(first),
     );
     let what = "to what the package patterns leave out;";
     Err(links_refused(root, &lines, what, "nothing").help(help))
+}
+
+/// A link's name or target as a message shows it: a line break or an escape sequence in it
+/// (the repository's or the directory's owner chose them) written as escapes, never acted on
+/// by the terminal.
+fn shown(s: impl std::fmt::Display) -> String {
+    s.to_string().escape_debug().to_string()
 }
 
 /// The refusal of `--package DIR`'s links, one per line of `lines`: "DIR holds N symbolic
@@ -422,13 +435,15 @@ fn git_links_unresolved(root: &Path, tree: &str) -> Result<Vec<String>> {
     let mut warnings: Vec<String> = leaving
         .iter()
         .map(|(f, t)| format!(
-            "--package git: the tracked symbolic link {f} -> {} points outside the repository; the archive keeps it as a link, so on the nodes it names whatever is at that path there, or nothing",
-            t.display()
+            "--package git: the tracked symbolic link {} -> {} points outside the repository; the archive keeps it as a link, so on the nodes it names whatever is at that path there, or nothing",
+            shown(f),
+            shown(t.display())
         ))
         .collect();
     warnings.extend(left_out.iter().map(|(f, t, _)| format!(
-        "--package git: the tracked symbolic link {f} -> {} points at what git does not track; the archive leaves that out, so on the nodes the link names nothing",
-        t.display()
+        "--package git: the tracked symbolic link {} -> {} points at what git does not track; the archive leaves that out, so on the nodes the link names nothing",
+        shown(f),
+        shown(t.display())
     )));
     Ok(warnings)
 }

@@ -92,7 +92,8 @@ fn a_package_link_to_what_its_patterns_leave_out_is_refused() {
 /// `--package git` whose repository tracks links that will not resolve on the nodes (to an
 /// absolute path, above the repository, to a file git does not track): the archive keeps
 /// them as links, as `git archive` does. The submit goes on (a path every node has may be
-/// meant), each named in a warning; a link to a tracked file is not.
+/// meant), each named in a warning, a target's line break and escape sequence written as
+/// escapes; a link to a tracked file is not named.
 #[test]
 fn package_git_warns_of_tracked_links_that_will_not_resolve() {
     let d = tempfile::tempdir().unwrap();
@@ -106,6 +107,8 @@ fn package_git_warns_of_tracked_links_that_will_not_resolve() {
         ("up.py", "../outside.py"),
         ("notes", "notes.txt"),
         ("util.py", "lib/util.py"),
+        // a target that would forge a line and colour the terminal, were it printed raw
+        ("odd", "/x\nwarning: forged\x1b[31m"),
     ] {
         symlink(to, repo.join(name)).unwrap();
     }
@@ -120,7 +123,7 @@ fn package_git_warns_of_tracked_links_that_will_not_resolve() {
     };
     git(&["init", "-q", "."]);
     git(&[
-        "add", "train.py", "lib", "host", "up.py", "notes", "util.py",
+        "add", "train.py", "lib", "host", "up.py", "notes", "util.py", "odd",
     ]);
     git(&["commit", "-qm", "code"]);
     let job = d.path().join("job");
@@ -135,5 +138,13 @@ fn package_git_warns_of_tracked_links_that_will_not_resolve() {
         assert!(e.contains(line), "{line}: {e}");
     }
     assert!(!e.contains("util.py ->"), "{e}");
+    assert!(
+        e.contains("symbolic link odd -> /x\\nwarning: forged\\u{1b}[31m points outside"),
+        "{e}"
+    );
+    assert!(
+        !e.contains('\x1b') && !e.contains("\nwarning: forged"),
+        "{e}"
+    );
     assert!(listed(&job.join("code.tar")).contains(&"notes".to_string()));
 }
