@@ -4,7 +4,10 @@
 //!
 //! Contract: stdout carries only the command's data, so `ovlaunch plan -o json | jq` and
 //! `... --dry-run > job.sh` stay clean; a closed stdout (`| head`) is success, not an error;
-//! stderr lines start with `warning: ` or `error: `, status lines are plain text.
+//! stderr lines start with `warning: ` or `error: `, status lines are plain text; a control
+//! character on stderr other than a line break or a tab (an escape sequence in a file name, a
+//! link's target, a value someone else chose) is written as its escape, never acted on by the
+//! terminal ([`terminal_safe`]).
 
 use std::io::Write;
 
@@ -60,6 +63,41 @@ impl Printer {
 
     fn stderr(&self, text: &str) {
         // Nowhere left to report a failing stderr; the exit code still tells.
-        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        let _ = std::io::stderr()
+            .lock()
+            .write_all(terminal_safe(text).as_bytes());
+    }
+}
+
+/// `text` with every control character but a line break and a tab written as its escape
+/// (`\u{1b}`, `\r`): what reaches the terminal is text, never a command to it.
+fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| match unsafe_char(c) {
+            true => c.escape_debug().to_string(),
+            false => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    /// An escape sequence, a carriage return and a C1 control reach the terminal as text; line
+    /// breaks, tabs and other text as they are.
+    #[test]
+    fn control_characters_reach_stderr_as_escapes() {
+        assert_eq!(
+            super::terminal_safe("warning: a\x1b[31mred\rover\u{9b}2J\n\tnext é\n"),
+            "warning: a\\u{1b}[31mred\\rover\\u{9b}2J\n\tnext é\n"
+        );
+        assert!(matches!(
+            super::terminal_safe("plain\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }
