@@ -380,10 +380,18 @@ fn unresolved<'a>(
         match resolved(root, f, &target) {
             None => leaving.push((f.as_str(), target)),
             Some(at) => {
-                // the entry itself, or a directory holding archived files
+                // the entry itself, or a directory holding archived files (the first name
+                // from `at/` on, in order, is under it if any is)
+                let under = format!("{at}/");
                 let archived = at.is_empty()
                     || held.contains(at.as_str())
-                    || files.iter().any(|n| n.starts_with(&format!("{at}/")));
+                    || held
+                        .range::<str, _>((
+                            std::ops::Bound::Included(under.as_str()),
+                            std::ops::Bound::Unbounded,
+                        ))
+                        .next()
+                        .is_some_and(|n| n.starts_with(&under));
                 if !archived && std::fs::symlink_metadata(root.join(&at)).is_ok() {
                     left_out.push((f.as_str(), target, at));
                 }

@@ -404,12 +404,11 @@ pub fn untrusted(file: &std::fs::File, path: &Path) -> std::io::Result<Option<Un
     // what lies under it): listing `/tmp` does not trust a directory someone made in it; nor
     // another user's link on the way to it, which chose the file (`way_problem`)
     let way = way_problem(&real, &via, me, &writers::private_group);
-    let (why, fix) = match safe.split(':').any(|s| s == "*") || listed.iter().any(|l| l == dir) {
-        true => match way.clone() {
-            Some(problem) => problem,
-            None => return Ok(None),
-        },
-        false => (why, fix),
+    let safe_here = safe.split(':').any(|s| s == "*") || listed.iter().any(|l| l == dir);
+    let (why, fix) = match (safe_here, &way) {
+        (true, None) => return Ok(None),
+        (true, Some(problem)) => problem.clone(),
+        (false, _) => (why, fix),
     };
     Ok(Some(Untrusted {
         why,

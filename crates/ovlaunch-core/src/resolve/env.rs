@@ -451,7 +451,11 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         }
         st.remove(k, Source::User, "--unset".into(), decisions);
     }
-    if let Some((set, e)) = st.env.iter().find_map(|(k, e)| launch_sets(k).zip(Some(e))) {
+    if let Some((set, e)) = st
+        .env
+        .iter()
+        .find_map(|(k, e)| launch_sets(k).map(|set| (set, e)))
+    {
         let k = set.name;
         let err = Error::usage(format!(
             "{k} is set for each rank by the launch: one value for the whole job would reach every rank"
