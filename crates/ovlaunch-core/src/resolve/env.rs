@@ -360,6 +360,46 @@ fn unknown_placeholder(k: &str, v: &str, given: impl FnOnce() -> Origin) -> Resu
     )))
 }
 
+/// A name each rank gets its own value of ([`LAUNCH_SETS`]) given one value for the whole job
+/// is refused where it was given: `--env`, a profile's `env`, `--set env_vars.NAME`, the
+/// recipe's `env_vars` (a plugin's env is refused when its file is read).
+fn refuse_launch_sets(inp: &EnvInputs<'_>, st: &EnvStage) -> Result<()> {
+    let Some((set, e)) = st
+        .env
+        .iter()
+        .find_map(|(k, e)| launch_sets(k).map(|set| (set, e)))
+    else {
+        return Ok(());
+    };
+    let k = set.name;
+    let err = Error::usage(format!(
+        "{k} is set for each rank by the launch: one value for the whole job would reach every rank"
+    ));
+    Err(match &e.source {
+        Source::User => {
+            // `--env`, a profile's `env` (by its file and line), or `--set env_vars.NAME`
+            let origin = match inp.user_env.iter().any(|(n, _)| n == k) {
+                true => inp
+                    .user_env_origins
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| format!("--env {k}")),
+                false => format!("--set env_vars.{k}"),
+            };
+            let fix = match origin.starts_with("--") {
+                true => format!("drop {origin}: {}", set.fix()),
+                false => format!("remove it from {origin}: {}", set.fix()),
+            };
+            err.at_flag(origin).help(fix)
+        }
+        Source::Recipe => err.at_fields(format!("env_vars.{k}")).help(format!(
+            "remove it from the recipe's env_vars: {}",
+            set.fix()
+        )),
+        other => err.help(format!("remove it ({}): {}", other.as_string(), set.fix())),
+    })
+}
+
 /// Builds the env and its decisions.
 pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
     for (k, v) in inp.user_env {
@@ -451,39 +491,7 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         }
         st.remove(k, Source::User, "--unset".into(), decisions);
     }
-    if let Some((set, e)) = st
-        .env
-        .iter()
-        .find_map(|(k, e)| launch_sets(k).map(|set| (set, e)))
-    {
-        let k = set.name;
-        let err = Error::usage(format!(
-            "{k} is set for each rank by the launch: one value for the whole job would reach every rank"
-        ));
-        return Err(match &e.source {
-            Source::User => {
-                // `--env`, a profile's `env` (by its file and line), or `--set env_vars.NAME`
-                let origin = match inp.user_env.iter().any(|(n, _)| n == k) {
-                    true => inp
-                        .user_env_origins
-                        .get(k)
-                        .cloned()
-                        .unwrap_or_else(|| format!("--env {k}")),
-                    false => format!("--set env_vars.{k}"),
-                };
-                let fix = match origin.starts_with("--") {
-                    true => format!("drop {origin}: {}", set.fix()),
-                    false => format!("remove it from {origin}: {}", set.fix()),
-                };
-                err.at_flag(origin).help(fix)
-            }
-            Source::Recipe => err.at_fields(format!("env_vars.{k}")).help(format!(
-                "remove it from the recipe's env_vars: {}",
-                set.fix()
-            )),
-            other => err.help(format!("remove it ({}): {}", other.as_string(), set.fix())),
-        });
-    }
+    refuse_launch_sets(inp, &st)?;
     if let Some((k, source)) = st.unset.iter().find(|(k, _)| launch_needs(k).is_some()) {
         let why = launch_needs(k).unwrap_or_default();
         let e = Error::usage(format!(
