@@ -13,7 +13,7 @@ use nix::sys::signal::Signal;
 /// A signal as `--signal` takes it: one of this system's signal names, with or without
 /// `SIG` (`USR1`, `SIGUSR1`, `usr1`), or its number; the backends are handed the signal
 /// itself (`scancel --signal` gets its name without `SIG`, `backend::signals::name`).
-pub fn parse_signal(word: &str) -> std::result::Result<Signal, String> {
+pub(super) fn parse_signal(word: &str) -> std::result::Result<Signal, String> {
     let upper = word.to_ascii_uppercase();
     let name = upper.strip_prefix("SIG").unwrap_or(&upper);
     let signal = match word.parse::<i32>() {
@@ -29,7 +29,12 @@ pub fn parse_signal(word: &str) -> std::result::Result<Signal, String> {
     }
 }
 
-pub fn run(p: &Printer, args: &JobArgs, signal: Option<Signal>, out: OutputArg) -> Result<i32> {
+pub(super) fn run(
+    p: &Printer,
+    args: &JobArgs,
+    signal: Option<Signal>,
+    out: OutputArg,
+) -> Result<i32> {
     let (_, rec) = args.find()?;
     let id = rec.shown_id();
     let shown = id.clone().unwrap_or_else(|| "-".into());

@@ -21,7 +21,7 @@ pub enum NameKind {
 }
 
 /// The names, one per line.
-pub fn names(p: &Printer, kind: NameKind) -> Result<i32> {
+pub(super) fn names(p: &Printer, kind: NameKind) -> Result<i32> {
     let mut out: Vec<String> = match kind {
         NameKind::Recipe => load::catalog(&CatalogArgs::default())?
             .recipes
@@ -83,7 +83,7 @@ fi
 "#;
 
 /// The completion script for `shell`.
-pub fn script(shell: clap_complete::Shell) -> Result<String> {
+pub(super) fn script(shell: clap_complete::Shell) -> Result<String> {
     use clap_complete::Shell;
     let mut cmd = <super::Cli as clap::CommandFactory>::command();
     let mut buf = Vec::new();

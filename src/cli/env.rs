@@ -18,7 +18,7 @@ pub enum FormatArg {
     Json,
 }
 
-pub fn run(
+pub(super) fn run(
     p: &Printer,
     args: &PlanArgs,
     profile: Option<String>,

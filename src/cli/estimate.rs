@@ -34,7 +34,7 @@ pub struct EstimateCmd {
     pub output: Format,
 }
 
-pub fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
+pub(super) fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
     let (plan, layout) = plan_with_bridge_layout(&cmd.plan)?;
     if let Some(why) = estimate::unmodelled(&plan) {
         match cmd.output {

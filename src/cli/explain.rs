@@ -11,7 +11,7 @@ use crate::secret;
 /// What the estimator says of a plan: computed once by a command that shows it and warns
 /// from it (the dry run's summary line and its checkpoint-after-time-limit warning).
 #[derive(Debug, Clone)]
-pub enum Estimated {
+pub(super) enum Estimated {
     /// The estimator leaves the plan out, and why (`estimate::unmodelled`).
     NotModelled(String),
     /// The plan's estimate.
@@ -20,7 +20,7 @@ pub enum Estimated {
 
 impl Estimated {
     /// The estimate, for a plan the estimator models.
-    pub fn estimate(&self) -> Option<&crate::estimate::Estimate> {
+    pub(super) fn estimate(&self) -> Option<&crate::estimate::Estimate> {
         match self {
             Estimated::Modelled(e) => Some(e),
             Estimated::NotModelled(_) => None,
@@ -30,7 +30,7 @@ impl Estimated {
 
 /// The estimator's answer for `plan`; `None` where it has none (no performance constants
 /// embedded, or an estimate that failed).
-pub fn estimated(plan: &Plan) -> Option<Estimated> {
+pub(super) fn estimated(plan: &Plan) -> Option<Estimated> {
     if let Some(why) = crate::estimate::unmodelled(plan) {
         return Some(Estimated::NotModelled(why));
     }
@@ -41,7 +41,7 @@ pub fn estimated(plan: &Plan) -> Option<Estimated> {
 
 /// The summary printed by `ovlaunch --recipe R --gpus G --dry-run`, with the plan's
 /// estimate ([`estimated`]) as its `estimate` line.
-pub fn summary(plan: &Plan, estimated: Option<&Estimated>) -> String {
+pub(super) fn summary(plan: &Plan, estimated: Option<&Estimated>) -> String {
     let mut s = String::new();
     let p = &plan.parallelism;
     let hw = &plan.hardware;
@@ -148,7 +148,7 @@ pub fn summary(plan: &Plan, estimated: Option<&Estimated>) -> String {
 }
 
 /// One line of `ovlaunch estimate` for the summary.
-pub fn estimate_line(estimated: &Estimated) -> String {
+pub(super) fn estimate_line(estimated: &Estimated) -> String {
     let e = match estimated {
         Estimated::NotModelled(why) => return format!("not modelled: {why}"),
         Estimated::Modelled(e) => e,
@@ -167,7 +167,7 @@ pub fn estimate_line(estimated: &Estimated) -> String {
 
 /// `NAME=VALUE  # source` lines, secrets redacted; a value is one line whatever it holds
 /// (`shell::comment`'s escapes: `\n`, `\x1b`, `\\`), so a value cannot forge a line.
-pub fn env_lines(plan: &Plan) -> String {
+pub(super) fn env_lines(plan: &Plan) -> String {
     let mut s = String::new();
     for (k, e) in &plan.env {
         let _ = writeln!(
@@ -184,7 +184,7 @@ pub fn env_lines(plan: &Plan) -> String {
 }
 
 /// The `--explain` table.
-pub fn decisions(plan: &Plan) -> String {
+pub(super) fn decisions(plan: &Plan) -> String {
     let mut s = String::from("# decisions (key = value [source]: rule)\n");
     for d in &plan.decisions {
         let value = match d.key.strip_prefix("env.") {
@@ -216,7 +216,7 @@ fn compact(v: &serde_json::Value) -> String {
 
 /// The launch spec's decisions (plugins' launch and render phases, sbatch rules, launch
 /// settings with their origins) as `--explain` lines.
-pub fn launch_decisions(decisions: &[Decision]) -> String {
+pub(super) fn launch_decisions(decisions: &[Decision]) -> String {
     let mut s = String::from("# launch decisions (key = value [source]: rule)\n");
     for d in decisions {
         let _ = writeln!(
@@ -233,7 +233,7 @@ pub fn launch_decisions(decisions: &[Decision]) -> String {
 
 /// One decision as JSON, in the plan's own `decisions` shape (`key`, `value`, `rule`,
 /// `source`), a secret env value redacted.
-pub fn decision_json(d: &Decision) -> serde_json::Value {
+pub(super) fn decision_json(d: &Decision) -> serde_json::Value {
     let mut v = serde_json::to_value(d).unwrap_or(serde_json::Value::Null);
     if let Some(name) = d.key.strip_prefix("env.")
         && secret::is_secret_name(name)

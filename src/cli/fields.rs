@@ -8,7 +8,7 @@ use super::output::{ClassOut, OutputArg, SectionOut};
 use crate::config::{self, ModelConfig, provider};
 use crate::error::{Error, Result, did_you_mean_then};
 
-pub fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
+pub(super) fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result<i32> {
     let sections: Vec<&str> = match section {
         Some(s) => vec![s],
         None => config::sections().collect(),

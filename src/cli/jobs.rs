@@ -118,7 +118,7 @@ impl JobArgs {
 /// The login node's job directory and record of a job whose copy is in `dir` here. The
 /// copy is refreshed when it differs (it holds only the intent: the answer reached the login
 /// node, not this machine); a copy that names another job than the record there is refused.
-pub fn confirmed(dir: &Path, copy: Submission, target: &str) -> Result<record::Found> {
+pub(super) fn confirmed(dir: &Path, copy: Submission, target: &str) -> Result<record::Found> {
     let host = crate::backend::host_of(Some(target))?;
     let found = record::found_on(&*host, Path::new(&copy.job_dir)).map_err(|e| {
         let e = Error {

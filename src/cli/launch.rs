@@ -280,7 +280,7 @@ fn check_job_name(name: &str, given: bool, plan: &Plan) -> Result<()> {
 /// one that leads nowhere is still an entry the job directory cannot be renamed over, and in
 /// a shared jobs root another user's, which this user cannot remove), here and on a login
 /// node alike.
-pub fn job_dir(
+pub(super) fn job_dir(
     args: &LaunchArgs,
     settings: &Settings,
     host: &dyn Host,
@@ -330,7 +330,7 @@ pub fn job_dir(
 
 /// A job directory, this machine's copy of its record with `--host`, and where the
 /// directory's path came from (the flag, variable or profile line a refusal names).
-pub struct JobDir {
+pub(super) struct JobDir {
     pub dir: PathBuf,
     pub mirror: Option<PathBuf>,
     pub from: String,
@@ -364,7 +364,7 @@ impl JobDir {
 
 /// The jobs root on the login node of `host`, absolute there; one its commands cannot be
 /// handed is refused naming where it was set (`Host::check_text`).
-pub fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf> {
+pub(super) fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf> {
     let root = &settings.remote_jobs_root;
     let root = match root.value.as_deref() {
         Some(r) => {
@@ -401,7 +401,11 @@ const EXPERIMENTS: &str = "experiments";
 
 /// The experiment's directory of job name `job_name` (`{experiment_dir}`): under the jobs
 /// root of the machine the job directory is on (the login node's with `--host`).
-pub fn experiment_dir(settings: &Settings, host: &dyn Host, job_name: &str) -> Result<PathBuf> {
+pub(super) fn experiment_dir(
+    settings: &Settings,
+    host: &dyn Host,
+    job_name: &str,
+) -> Result<PathBuf> {
     let root = match host.remote() {
         Some(_) => remote_jobs_root(settings, host)?,
         None => jobs_root(settings)?,
@@ -511,7 +515,7 @@ fn setting_decision(s: &super::settings::Shown) -> crate::plan::Decision {
 }
 
 /// The rank runtime binary for this job's nodes, checked (none with --no-rank-runtime).
-pub fn rank_runtime_for(
+pub(super) fn rank_runtime_for(
     arch: CpuArch,
     nodes: &str,
     args: &LaunchArgs,
@@ -532,7 +536,10 @@ pub fn rank_runtime_for(
 /// The OCI bundle for `--container-runtime oci`: its `config.json` text and the root
 /// filesystem its `rootfs` entry points at. Reads the image directory (and a site bundle's
 /// own `config.json` when there is one).
-pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(String, PathBuf)>> {
+pub(super) fn oci_bundle(
+    opts: &LaunchOptions,
+    host: &dyn Host,
+) -> Result<Option<(String, PathBuf)>> {
     let Some(c) = opts
         .container
         .as_ref()
@@ -623,7 +630,7 @@ pub fn oci_bundle(opts: &LaunchOptions, host: &dyn Host) -> Result<Option<(Strin
 }
 
 /// The templates with the user's replacements.
-pub fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
+pub(super) fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
     let mut t = Templates::default();
     if let Some(dir) = &args.template_dir {
         if !dir.is_dir() {
@@ -681,7 +688,7 @@ pub fn templates(args: &LaunchArgs, executor: Executor) -> Result<Templates> {
 /// header and the submission record. `--dry-run` is left out, so a dry run prints exactly
 /// the script the same command submits; secret values are left out as [`rerun_args`] leaves
 /// them out (they reach the job through the secrets file, never a script).
-pub fn command() -> Rerun {
+pub(super) fn command() -> Rerun {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--dry-run")
@@ -692,7 +699,7 @@ pub fn command() -> Rerun {
 }
 
 /// [`command`] as one shell line, run in `dir` when given ([`working_dir`]).
-pub fn command_line(dir: Option<&str>) -> String {
+pub(super) fn command_line(dir: Option<&str>) -> String {
     use crate::render::shell::{join, quote};
     let line = join(&command().args);
     match dir {
@@ -707,7 +714,7 @@ pub fn command_line(dir: Option<&str>) -> String {
 /// repository of the working directory) or a project file found from it. The reproduce line
 /// then starts with `cd DIR &&`, so pasted anywhere it plans the same job; `None` where the
 /// command means the same from every directory (or the directory cannot be read).
-pub fn working_dir(plan: &PlanArgs, args: &LaunchArgs) -> Option<String> {
+pub(super) fn working_dir(plan: &PlanArgs, args: &LaunchArgs) -> Option<String> {
     let cwd = std::env::current_dir().ok()?;
     let relative = |p: &Path| p.is_relative();
     let recipe_file = plan.recipe.as_deref().is_some_and(|r| {
@@ -743,7 +750,7 @@ pub fn working_dir(plan: &PlanArgs, args: &LaunchArgs) -> Option<String> {
 /// from the launcher's environment, its `api_key_env` option); any other secret value (a
 /// credential field of `--set`, which is refused anyway) is shown `<redacted>`, by the rules
 /// the error messages use.
-pub struct Rerun {
+pub(super) struct Rerun {
     pub args: Vec<String>,
     /// What the arguments now take from the environment they run in: variable names, and
     /// `plugin NAME's OPTION` for a dropped plugin option.
@@ -752,7 +759,7 @@ pub struct Rerun {
 
 impl Rerun {
     /// A note saying where the left-out secrets come from at a rerun, or `None`.
-    pub fn note(&self) -> Option<String> {
+    pub(super) fn note(&self) -> Option<String> {
         (!self.from_env.is_empty()).then(|| {
             format!(
                 "secret values are not written: a rerun takes {} from the environment it runs in",
@@ -763,7 +770,7 @@ impl Rerun {
 }
 
 /// See [`Rerun`].
-pub fn rerun_args(args: &[String]) -> Rerun {
+pub(super) fn rerun_args(args: &[String]) -> Rerun {
     use crate::resolve::overrides::{shown_env_flag, shown_flag};
     use crate::secret::is_secret_name;
     let strip = |shown: String, prefix: &str| shown[prefix.len()..].to_string();
@@ -838,7 +845,7 @@ pub fn rerun_args(args: &[String]) -> Rerun {
 }
 
 /// The executor the flags ask for.
-pub fn executor(args: &LaunchArgs) -> Executor {
+pub(super) fn executor(args: &LaunchArgs) -> Executor {
     args.executor.0
 }
 
@@ -918,7 +925,7 @@ fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
 }
 
 /// Options from flags, and the job directory as an absolute path.
-pub fn options(
+pub(super) fn options(
     plan: &Plan,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
@@ -1311,7 +1318,7 @@ fn check_not_over(m: &str, own: &[Own<'_>]) -> Result<()> {
 }
 
 /// A rendered job and its directory.
-pub struct Prepared {
+pub(super) struct Prepared {
     pub job: Job,
     pub dir: PathBuf,
     /// The rank runtime binary copied into the job directory.
@@ -1342,7 +1349,7 @@ pub struct Prepared {
 impl Prepared {
     /// The plan's estimate: the one the checkpoint-after-time-limit warning was made from,
     /// else computed now, once.
-    pub fn estimated(&self) -> Option<&super::explain::Estimated> {
+    pub(super) fn estimated(&self) -> Option<&super::explain::Estimated> {
         self.estimated
             .get_or_init(|| super::explain::estimated(&self.job.plan))
             .as_ref()
@@ -1354,7 +1361,7 @@ impl Prepared {
     /// the umask, never through a symbolic link, refused when another user owns or can write
     /// either), before the job that writes into it is written: a container mounts it at its
     /// path.
-    pub fn make_dirs(&self) -> Result<()> {
+    pub(super) fn make_dirs(&self) -> Result<()> {
         if self.host.remote().is_none()
             && let Some(parent) = self.dir.parent()
         {
@@ -1414,7 +1421,7 @@ const RENAMES: usize = 100;
 /// (the directory's path is written into the job's files), and written there. A `--job-dir`
 /// that was taken is refused as it is, and so is a write whose outcome is unknown
 /// (`backend::Failed::Unknown`: what stands there may be this job's).
-pub fn written<T>(
+pub(super) fn written<T>(
     mut p: Prepared,
     args: &LaunchArgs,
     again: impl Fn() -> Result<Prepared>,
@@ -1437,7 +1444,7 @@ pub fn written<T>(
 
 /// Which job the flags describe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Form<'a> {
+pub(super) enum Form<'a> {
     /// The launch the flags name (the main form, `submit`, `render`, `plan --explain`).
     Launch,
     /// `ovlaunch torchrun`: torchrun on every machine, without Slurm (the local executor's
@@ -1446,12 +1453,12 @@ pub enum Form<'a> {
 }
 
 /// Flags -> plan -> job; `given` are the flags typed on the command line.
-pub fn prepare(plan_args: &PlanArgs, args: &LaunchArgs, given: &Given) -> Result<Prepared> {
+pub(super) fn prepare(plan_args: &PlanArgs, args: &LaunchArgs, given: &Given) -> Result<Prepared> {
     prepare_form(plan_args, args, given, Form::Launch)
 }
 
 /// [`prepare`] for a [`Form`].
-pub fn prepare_form(
+pub(super) fn prepare_form(
     plan_args: &PlanArgs,
     args: &LaunchArgs,
     given: &Given,
@@ -1465,7 +1472,7 @@ pub fn prepare_form(
 /// `prepare` from a plan resolved with `settings` (the launch settings, each with its
 /// origin: [`LaunchArgs::settings`]), with what this machine tells of the job directory's
 /// place ([`place_here`]).
-pub fn prepare_resolved(
+pub(super) fn prepare_resolved(
     plan: Plan,
     plugins: Vec<plugin::Active>,
     plan_args: &PlanArgs,
@@ -1957,7 +1964,7 @@ fn own_trainer_warning(plan: &Plan, plan_args: &PlanArgs, args: &LaunchArgs) -> 
 }
 
 /// Relative display of a path under the working directory.
-pub fn shown(p: &Path) -> String {
+pub(super) fn shown(p: &Path) -> String {
     std::env::current_dir()
         .ok()
         .and_then(|c| p.strip_prefix(c).ok().map(|r| r.display().to_string()))

@@ -25,7 +25,7 @@ fn plan_facts(found: &Found) -> (Option<String>, Option<String>) {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (UTC; civil-from-days).
-pub fn utc(secs: u64) -> String {
+pub(super) fn utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let z = days + 719_468;
@@ -261,7 +261,7 @@ fn with_help(e: &crate::error::Error) -> String {
     }
 }
 
-pub fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
+pub(super) fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     let (mut problems, mut lost) = (Vec::new(), Vec::new());
     let mut found = gather(place, &mut lost, &mut problems)?;
     for w in &problems {

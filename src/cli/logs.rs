@@ -12,7 +12,7 @@ use super::output::{Format, LogLine};
 use crate::backend::{self, record};
 use crate::error::{Error, Result};
 
-pub fn run(
+pub(super) fn run(
     p: &Printer,
     args: &JobArgs,
     follow: bool,

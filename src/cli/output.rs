@@ -33,7 +33,7 @@ impl OutputArg {
 /// `torchrun`. A job run here (`--executor local`) prints its own output on stderr, so
 /// that stdout is this one document.
 #[derive(Debug, Serialize)]
-pub struct Job {
+pub(super) struct Job {
     /// `dry-run`, `submitted` (queued by Slurm), `finished` (ran here with the local
     /// executor), `rendered` (`render`) or `written` (`torchrun`).
     pub action: &'static str,
@@ -56,7 +56,7 @@ pub struct Job {
 
 /// One recorded job of `list`.
 #[derive(Debug, Serialize)]
-pub struct Listed {
+pub(super) struct Listed {
     /// Slurm's job id, or a local run's `local:PID`; `null` before either is known.
     pub job_id: Option<String>,
     pub job_name: String,
@@ -82,7 +82,7 @@ pub struct Listed {
 
 /// `cancel`'s answer.
 #[derive(Debug, Serialize)]
-pub struct Cancelled {
+pub(super) struct Cancelled {
     /// Slurm's job id, or a local run's `local:PID`.
     pub job_id: Option<String>,
     pub job_name: String,
@@ -99,7 +99,7 @@ pub struct Cancelled {
 
 /// One output line of `logs -o json` (JSON Lines: one object per line).
 #[derive(Debug, Serialize)]
-pub struct LogLine<'a> {
+pub(super) struct LogLine<'a> {
     /// The Slurm task that printed the line (srun `--label`), `null` for an unlabelled line.
     pub task: Option<u32>,
     pub text: &'a str,
@@ -107,7 +107,7 @@ pub struct LogLine<'a> {
 
 /// `status -o json`: the record's name and directory with the backend's state.
 #[derive(Debug, Serialize)]
-pub struct Status<'a> {
+pub(super) struct Status<'a> {
     pub job_name: &'a str,
     pub job_dir: String,
     #[serde(flatten)]
@@ -116,7 +116,7 @@ pub struct Status<'a> {
 
 /// One recipe of `recipes -o json` (its variants always listed).
 #[derive(Debug, Serialize)]
-pub struct RecipeOut {
+pub(super) struct RecipeOut {
     pub name: String,
     pub aliases: Vec<String>,
     pub description: String,
@@ -127,7 +127,7 @@ pub struct RecipeOut {
 }
 
 #[derive(Debug, Serialize)]
-pub struct VariantOut {
+pub(super) struct VariantOut {
     pub gpu: String,
     pub precision: String,
     pub variant: Option<String>,
@@ -140,14 +140,14 @@ pub struct VariantOut {
 
 /// One userbuffers preset of `presets -o json`: each overlap slot's method (`null`: none).
 #[derive(Debug, Serialize)]
-pub struct PresetOut {
+pub(super) struct PresetOut {
     pub name: String,
     pub slots: std::collections::BTreeMap<String, Option<String>>,
 }
 
 /// One section of `fields -o json`; `fields` is `null` for a section that takes any name.
 #[derive(Debug, Serialize)]
-pub struct SectionOut {
+pub(super) struct SectionOut {
     pub section: String,
     pub fields: Option<Vec<String>>,
     /// `model`: the architecture fields of Bridge's provider classes, by class; `train`, `ddp`,
@@ -162,7 +162,7 @@ pub struct SectionOut {
 /// in `fields train|ddp|optimizer -o json`, the class Bridge's functions hold there and the
 /// fields of it (its bases' too) ovlaunch does not plan.
 #[derive(Debug, Serialize)]
-pub struct ClassOut {
+pub(super) struct ClassOut {
     pub class: String,
     /// A recipe function's model class (else a base of one).
     pub provider: bool,
@@ -172,7 +172,7 @@ pub struct ClassOut {
 
 /// One GPU kind of `gpus -o json`.
 #[derive(Debug, Serialize)]
-pub struct GpuOut {
+pub(super) struct GpuOut {
     pub kind: String,
     pub description: String,
     pub generation: String,
@@ -189,7 +189,7 @@ pub struct GpuOut {
 
 /// One plugin of `plugins -o json`.
 #[derive(Debug, Serialize)]
-pub struct PluginOut {
+pub(super) struct PluginOut {
     pub name: String,
     pub description: String,
     pub origin: String,
@@ -204,7 +204,7 @@ pub struct PluginOut {
 }
 
 #[derive(Debug, Serialize)]
-pub struct PluginOptionOut {
+pub(super) struct PluginOptionOut {
     pub name: String,
     /// `str`, `int`, `bool`, `list`, ...
     #[serde(rename = "type")]
@@ -217,7 +217,7 @@ pub struct PluginOptionOut {
 
 /// `overrides -o json`: the runner call (`null` when the recipe names its own trainer).
 #[derive(Debug, Serialize)]
-pub struct OverridesOut<'a> {
+pub(super) struct OverridesOut<'a> {
     pub recipe: &'a str,
     pub hardware: &'a str,
     pub trainer: serde_json::Value,

@@ -44,7 +44,7 @@ use crate::render::launch::Package;
 
 /// An archive built for a job: where it is on this machine until the job directory is
 /// written (removed on drop), what the job does with it, and what the record says.
-pub struct Built {
+pub(super) struct Built {
     pub archive: PathBuf,
     pub package: Package,
     /// What the user should know of the archive (`--package git`'s links that will not
@@ -64,7 +64,7 @@ impl Drop for Built {
 }
 
 /// What `--package` and its companions ask for.
-pub struct Request<'a> {
+pub(super) struct Request<'a> {
     pub what: &'a str,
     pub include: &'a [String],
     pub exclude: &'a [String],
@@ -72,7 +72,7 @@ pub struct Request<'a> {
 }
 
 /// Builds the archive (none without `--package`).
-pub fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
+pub(super) fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     let Some(req) = req else { return Ok(None) };
     let stage = crate::backend::jobdir::private_temp_dir("package")?;
     let archive = stage.join(crate::layout::PACKAGE_ARCHIVE);
@@ -553,7 +553,7 @@ fn walk(root: &Path, rel: &Path, exclude: &[String], out: &mut Vec<String>) -> R
 }
 
 /// Whether `pattern` matches `path` or one of the directories it is in.
-pub fn selects(pattern: &str, path: &str) -> bool {
+pub(super) fn selects(pattern: &str, path: &str) -> bool {
     glob(pattern, path)
         || path
             .match_indices('/')
@@ -563,7 +563,7 @@ pub fn selects(pattern: &str, path: &str) -> bool {
 /// Whether `path` matches `pattern`: `**` any number of components, `*` anything within
 /// one component, `?` one character; a pattern without `/` matches the file name at any
 /// depth.
-pub fn glob(pattern: &str, path: &str) -> bool {
+pub(super) fn glob(pattern: &str, path: &str) -> bool {
     if !pattern.contains('/') {
         let name = path.rsplit('/').next().unwrap_or(path);
         return matches(pattern.as_bytes(), name.as_bytes(), false)

@@ -18,7 +18,7 @@ use crate::yaml;
 /// A `model` field the recipe's provider class does not have (`RecipeInfo::model_lacks`) is
 /// left out: the plan states only fields the trainer's model holds; so is one a Hugging Face
 /// checkpoint gives at run time (`RecipeInfo::from_checkpoint`).
-pub fn printable(plan: &Plan) -> Result<Value> {
+pub(super) fn printable(plan: &Plan) -> Result<Value> {
     let mut tree = serde_json::to_value(plan)
         .map_err(|e| Error::runtime(format!("cannot serialise plan: {e}")))?;
     if let Some(model) = tree.get_mut("model").and_then(Value::as_object_mut) {
@@ -39,7 +39,7 @@ pub fn printable(plan: &Plan) -> Result<Value> {
     Ok(tree)
 }
 
-pub fn plan(p: &Printer, cmd: &PlanCmd, given: &Given) -> Result<i32> {
+pub(super) fn plan(p: &Printer, cmd: &PlanCmd, given: &Given) -> Result<i32> {
     let launch_args = LaunchArgs::defaults();
     let settings = launch_args.settings(&cmd.plan, given, cmd.profile.as_deref())?;
     let (plan, plugins) = load::plan_with_plugins(&load::PlanRequest::new(&cmd.plan, &settings))?;
@@ -107,7 +107,7 @@ pub fn plan(p: &Printer, cmd: &PlanCmd, given: &Given) -> Result<i32> {
 
 /// The plan flags with the site profile's plan settings (env, Bridge root and version)
 /// layered in, as a launch with the same profile gets them.
-pub fn profiled<'a>(
+pub(super) fn profiled<'a>(
     args: &'a PlanArgs,
     given: &Given,
     profile: Option<&str>,
@@ -116,7 +116,7 @@ pub fn profiled<'a>(
     Ok(load::PlanRequest::new(args, &settings))
 }
 
-pub fn overrides(
+pub(super) fn overrides(
     p: &Printer,
     args: &PlanArgs,
     profile: Option<String>,

@@ -16,7 +16,7 @@ fn read(path: &Path, what: &str) -> Result<String> {
 
 /// The shipped plugins plus the user's directory (`--plugin-dir` or `OVLAUNCH_PLUGIN_DIR`)
 /// and files (`--plugin-file`), which replace shipped ones of the same name.
-pub fn registry(src: &PluginSourceArgs) -> Result<Registry> {
+pub(super) fn registry(src: &PluginSourceArgs) -> Result<Registry> {
     let mut reg = Registry::embedded()?;
     // where the directory came from, for its refusals: the flag or the variable
     let dir = src
@@ -55,7 +55,7 @@ pub fn registry(src: &PluginSourceArgs) -> Result<Registry> {
 }
 
 /// The enabled plugins, in application order.
-pub fn active(specs: &[String], src: &PluginSourceArgs) -> Result<Vec<Active>> {
+pub(super) fn active(specs: &[String], src: &PluginSourceArgs) -> Result<Vec<Active>> {
     // User plugin files are checked whenever they are given, even if none is enabled.
     let user_files = !src.plugin_file.is_empty()
         || src.plugin_dir.is_some()
@@ -67,7 +67,7 @@ pub fn active(specs: &[String], src: &PluginSourceArgs) -> Result<Vec<Active>> {
 }
 
 /// The launcher-environment values the plugins pass through (e.g. WANDB_API_KEY).
-pub fn launcher_env(active: &[Active]) -> Result<BTreeMap<String, String>> {
+pub(super) fn launcher_env(active: &[Active]) -> Result<BTreeMap<String, String>> {
     let mut env = BTreeMap::new();
     for name in plugin::passthrough_sources(active)? {
         if let Ok(v) = std::env::var(&name) {
@@ -78,7 +78,7 @@ pub fn launcher_env(active: &[Active]) -> Result<BTreeMap<String, String>> {
 }
 
 /// `ovlaunch plugins`.
-pub fn list(p: &Printer, src: &PluginSourceArgs, out: OutputArg) -> Result<i32> {
+pub(super) fn list(p: &Printer, src: &PluginSourceArgs, out: OutputArg) -> Result<i32> {
     let reg = registry(src)?;
     if !out.json() {
         p.data(&plugin::describe(&reg))?;

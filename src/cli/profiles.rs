@@ -47,7 +47,7 @@ fn shown_value(s: &super::settings::Shown) -> String {
     }
 }
 
-pub fn run(p: &Printer, name: Option<String>, out: OutputArg) -> Result<i32> {
+pub(super) fn run(p: &Printer, name: Option<String>, out: OutputArg) -> Result<i32> {
     let (files, selection) = profile::files_and_selection(name.as_deref())?;
     let settings = LaunchArgs::defaults().settings(
         &default_plan_args(),

@@ -145,7 +145,7 @@ fn all<'c>(p: &Printer, cmd: &RecipesCmd, cat: &'c Catalog) -> Result<Vec<Listed
     Ok(out)
 }
 
-pub fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
+pub(super) fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
     check_filters(cmd, &cat)?;
     let chosen = all(p, cmd, &cat)?;
@@ -274,7 +274,7 @@ fn indexed(e: &crate::catalog::embedded::EmbeddedRecipe, origin: &str) -> Recipe
     }
 }
 
-pub fn presets(p: &Printer, out: OutputArg) -> Result<i32> {
+pub(super) fn presets(p: &Printer, out: OutputArg) -> Result<i32> {
     if out.json() {
         let list: Vec<PresetOut> = userbuffers::PRESETS
             .iter()
@@ -303,7 +303,7 @@ pub fn presets(p: &Printer, out: OutputArg) -> Result<i32> {
     Ok(0)
 }
 
-pub fn gpus(p: &Printer, args: &CatalogArgs, out: OutputArg) -> Result<i32> {
+pub(super) fn gpus(p: &Printer, args: &CatalogArgs, out: OutputArg) -> Result<i32> {
     let cat = load::catalog(args)?;
     if out.json() {
         let list: Vec<GpuOut> = cat

@@ -27,7 +27,7 @@ use crate::plugin::ShellLine;
 
 /// What bash said about a text it could not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Broken {
+pub(super) struct Broken {
     /// The line bash names (for a here-document never closed, the line it starts on).
     pub line: Option<usize>,
     /// bash's words, without its `FILE: line N: ` prefix.
@@ -36,13 +36,13 @@ pub struct Broken {
 
 /// Whether the job's script holds shell text ovlaunch did not write: a plugin's lines, or
 /// a user's template.
-pub fn holds_users_shell(job: &Job) -> bool {
+pub(super) fn holds_users_shell(job: &Job) -> bool {
     !job.shell.is_empty() || job.template.is_some()
 }
 
 /// Which of the job's files to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Files {
+pub(super) enum Files {
     /// The script alone (the dry run prints nothing else that bash runs).
     Script,
     /// Every shell file the job directory will hold.
@@ -51,7 +51,7 @@ pub enum Files {
 
 /// `bash -n` over the job's shell files; the refusal names what broke the script. Returns
 /// a warning when bash is not there to ask.
-pub fn check(job: &Job, files: Files) -> Result<Option<String>> {
+pub(super) fn check(job: &Job, files: Files) -> Result<Option<String>> {
     let a = &job.artifacts;
     let mut texts = vec![(a.script_name, a.script.as_str())];
     if files == Files::All {
@@ -90,7 +90,7 @@ pub fn check(job: &Job, files: Files) -> Result<Option<String>> {
 /// (`submit DIR`: a user may have edited them since): the refusal names the file and the
 /// line bash names (bash's words, but not of the secrets file, whose text is never shown),
 /// exit 2. Returns a warning when bash is not there to ask.
-pub fn check_rendered(dir: &std::path::Path, script_name: &str) -> Result<Option<String>> {
+pub(super) fn check_rendered(dir: &std::path::Path, script_name: &str) -> Result<Option<String>> {
     let names = [script_name, layout::ENV_DUMP, layout::SECRETS];
     for name in names {
         let path = dir.join(name);
@@ -136,7 +136,7 @@ pub fn check_rendered(dir: &std::path::Path, script_name: &str) -> Result<Option
 }
 
 /// [`check`], its warning printed.
-pub fn checked(p: &crate::cli::Printer, job: &Job, files: Files) -> Result<()> {
+pub(super) fn checked(p: &crate::cli::Printer, job: &Job, files: Files) -> Result<()> {
     if let Some(w) = check(job, files)? {
         p.warn(&w);
     }
@@ -145,10 +145,10 @@ pub fn checked(p: &crate::cli::Printer, job: &Job, files: Files) -> Result<()> {
 
 /// bash could not be started.
 #[derive(Debug)]
-pub struct NoBash(std::io::Error);
+pub(super) struct NoBash(std::io::Error);
 
 /// `bash -n` on `text`: `None` when bash reads it whole.
-pub fn parse(text: &str) -> std::result::Result<Option<Broken>, NoBash> {
+pub(super) fn parse(text: &str) -> std::result::Result<Option<Broken>, NoBash> {
     let mut child = Command::new("bash")
         .args(["--norc", "--noprofile", "-n", "/dev/stdin"])
         // bash's own words, whatever the user's locale (and no locale warning read as a

@@ -8,7 +8,7 @@ use crate::backend;
 use crate::backend::state::Phase;
 use crate::error::Result;
 
-pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
+pub(super) fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
     let (dir, rec) = args.find()?;
     let st = backend::of(&rec)?.status(&rec)?;
     match out.output {
@@ -38,7 +38,7 @@ pub fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
 }
 
 /// The exit code that tells a script the job's state (see `status --help`).
-pub fn exit_code(phase: Phase) -> i32 {
+pub(super) fn exit_code(phase: Phase) -> i32 {
     match phase {
         Phase::Succeeded | Phase::Pending | Phase::Running => 0,
         Phase::Failed => 3,
@@ -49,7 +49,7 @@ pub fn exit_code(phase: Phase) -> i32 {
 
 /// A job's state as one line says it: `STATE exit=CODE[ reason=REASON]` (`status`, and the
 /// last line of `logs -f`).
-pub fn state_words(st: &crate::backend::JobStatus) -> String {
+pub(super) fn state_words(st: &crate::backend::JobStatus) -> String {
     format!(
         "{} exit={}{}",
         st.slurm_state,

@@ -14,7 +14,7 @@ use crate::backend::{self, Executor, Extras, JobOutput, Started, jobdir, rankbin
 use crate::error::{Error, Result};
 use crate::layout;
 
-pub fn run(
+pub(super) fn run(
     p: &Printer,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
@@ -165,7 +165,7 @@ pub(super) fn job_json(
 }
 
 /// `ovlaunch render`: the complete job directory, written and not submitted; prints its path.
-pub fn render(
+pub(super) fn render(
     pr: &Printer,
     plan_args: &PlanArgs,
     args: &LaunchArgs,
@@ -241,7 +241,7 @@ fn extras_for<'a>(
 /// a directory on its path: `backend::trust::check_tree`) is refused before anything is
 /// read from it or written into it; then its shell files are read by bash
 /// (`scripts::check_rendered`), a file bash cannot parse refused, nothing written.
-pub fn rendered(
+pub(super) fn rendered(
     p: &Printer,
     dir: &std::path::Path,
     main: &super::MainArgs,

@@ -12,7 +12,7 @@ use super::{PlanArgs, Printer, submit};
 use crate::backend;
 use crate::error::Result;
 
-pub fn run(
+pub(super) fn run(
     p: &Printer,
     plan_args: &PlanArgs,
     args: &LaunchArgs,

@@ -252,7 +252,7 @@ fn command(typed: &[String], fixed: &[String], sets: &[String]) -> String {
 }
 
 /// `matches` are the parsed arguments of `tune` (the plan flags are spelled from them).
-pub fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32> {
+pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32> {
     let typed = PlanArgs::typed(matches);
     if cmd.top == 0 {
         return Err(Error::usage("--top must be at least 1").at_flag("--top"));

@@ -599,7 +599,7 @@ def holds_table(rows, consts, usual) -> list[str]:
 
 def section_def(const: str, section: str, cls, common: dict[str, str], usual: dict[str, str] | None = None) -> list[str]:
     lines = [f"/// `{section}`: `{cls.__module__}.{cls.__qualname__}`."]
-    lines.append(f"pub const {const}: SectionDef = SectionDef {{")
+    lines.append(f"pub(super) const {const}: SectionDef = SectionDef {{")
     lines.append(f'    name: "{section}",')
     lines.append(f'    class: "{cls.__module__}.{cls.__qualname__}",')
     fields = fields_of(section, cls)
@@ -918,7 +918,7 @@ def resolved_classes() -> list[str]:
              "/// it does not all plan (`config::unplanned`), by section: every field of the class, its bases'",
              "/// included, in the class's field order (where functions hold different classes there, every",
              "/// one has these fields of these types; this is the class most of them hold).",
-             "pub const RESOLVED: &[(&str, ProviderClass)] = &["]
+             "pub(super) const RESOLVED: &[(&str, ProviderClass)] = &["]
     for section in RESOLVED:
         cls = resolved_class(section)
         mro = [b for b in cls.__mro__ if dataclasses.is_dataclass(b)]

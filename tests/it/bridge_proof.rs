@@ -2285,7 +2285,7 @@ fn own_class_cases() -> Vec<Case> {
 }
 
 /// A user's recipe file in `tests/fixtures/user-recipes/`.
-pub fn user_recipe(name: &str) -> String {
+pub(crate) fn user_recipe(name: &str) -> String {
     format!(
         "{}/tests/fixtures/user-recipes/{name}.yaml",
         env!("CARGO_MANIFEST_DIR")
@@ -2536,7 +2536,7 @@ fn user_cases() -> Vec<Case> {
 
 /// The README's pretraining example (README.md, "A real pretraining run"); the README test
 /// checks that the README shows exactly these flags.
-pub const README_PRETRAIN: &[&str] = &[
+pub(crate) const README_PRETRAIN: &[&str] = &[
     "--recipe",
     "llama3_8b_pretrain_config",
     "--gpus",

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// Variables of the user's environment that would change what `ovlaunch` does.
-pub const OVLAUNCH_ENV: &[&str] = &[
+pub(crate) const OVLAUNCH_ENV: &[&str] = &[
     "OVLAUNCH_RECIPE_DIR",
     "OVLAUNCH_JOBS_ROOT",
     "OVLAUNCH_HARDWARE_FILE",
@@ -33,7 +33,7 @@ pub const OVLAUNCH_ENV: &[&str] = &[
 
 /// The `ovlaunch` binary. A submit looks for the rank runtime next to it, so the first call
 /// makes sure `ovlaunch-rank` is built there too (see [`rank_bin`]).
-pub fn bin() -> &'static str {
+pub(crate) fn bin() -> &'static str {
     rank_bin();
     launcher()
 }
@@ -49,7 +49,7 @@ fn launcher() -> &'static str {
 /// store. The kernel hands concurrent asks different ports; what is left is another process
 /// taking this one between its release here and the run's bind, which is rare.
 /// (`local_torchrun::no_test_runs_torchrun_at_a_fixed_port` holds the tests to it.)
-pub fn free_port() -> String {
+pub(crate) fn free_port() -> String {
     std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
         .and_then(|l| l.local_addr())
         .expect("a free TCP port")
@@ -60,7 +60,7 @@ pub fn free_port() -> String {
 /// The `ovlaunch-rank` binary. It belongs to the workspace's other package, so Cargo does not
 /// hand its path to these tests: it is built here, once per test run, into the target
 /// directory and profile of `ovlaunch` (a no-op when it is up to date).
-pub fn rank_bin() -> &'static str {
+pub(crate) fn rank_bin() -> &'static str {
     static BIN: OnceLock<String> = OnceLock::new();
     BIN.get_or_init(|| {
         let path = Path::new(launcher()).with_file_name("ovlaunch-rank");
@@ -89,7 +89,7 @@ pub fn rank_bin() -> &'static str {
 }
 
 /// An `ovlaunch` command with a clean ovlaunch environment.
-pub fn command() -> Command {
+pub(crate) fn command() -> Command {
     let mut c = Command::new(bin());
     for v in OVLAUNCH_ENV {
         c.env_remove(v);
@@ -102,7 +102,7 @@ pub fn command() -> Command {
 }
 
 /// Runs `ovlaunch ARGS` with a clean ovlaunch environment plus `env`.
-pub fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = command();
     c.args(args);
     c.envs(env.iter().copied());
@@ -110,27 +110,27 @@ pub fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 /// Runs `ovlaunch ARGS` with a clean ovlaunch environment.
-pub fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     run_env(args, &[])
 }
 
-pub fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-pub fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The words real bash passes to `command` when it runs `script`: `command` is defined as a
 /// function printing each argument NUL-terminated, so quoting is bash's own, not a re-parse.
-pub fn words_bash_passes(command: &str, script: &str) -> Vec<String> {
+pub(crate) fn words_bash_passes(command: &str, script: &str) -> Vec<String> {
     words_bash_passes_in(command, script, Path::new("."))
 }
 
 /// [`words_bash_passes`] with bash working in `dir` (where a command the script should
 /// not run would leave its file).
-pub fn words_bash_passes_in(command: &str, script: &str, dir: &Path) -> Vec<String> {
+pub(crate) fn words_bash_passes_in(command: &str, script: &str, dir: &Path) -> Vec<String> {
     let prog = format!("{command}() {{ printf '%s\\0' \"$@\"; }}\n{script}");
     let out = Command::new("bash")
         .current_dir(dir)
@@ -147,7 +147,7 @@ pub fn words_bash_passes_in(command: &str, script: &str, dir: &Path) -> Vec<Stri
 }
 
 /// Runs with `env` and expects success; returns stdout.
-pub fn ok_env(args: &[&str], env: &[(&str, &str)]) -> String {
+pub(crate) fn ok_env(args: &[&str], env: &[(&str, &str)]) -> String {
     let o = run_env(args, env);
     assert!(
         o.status.success(),
@@ -163,7 +163,7 @@ pub fn ok_env(args: &[&str], env: &[(&str, &str)]) -> String {
 
 /// A dry run as a person reads it: the summary (stderr, without the `warning:` lines) and
 /// then the script (stdout, which is the script alone, for `> job.sh`).
-pub fn dry_run_text(o: &Output) -> String {
+pub(crate) fn dry_run_text(o: &Output) -> String {
     let summary: String = stderr(o)
         .lines()
         .filter(|l| !l.starts_with("warning: ") && !l.starts_with("  help: "))
@@ -179,7 +179,7 @@ pub fn dry_run_text(o: &Output) -> String {
 
 /// A recipe file holding `text` (`r.yaml` in a temporary directory, kept while the returned
 /// directory lives) and its path.
-pub fn recipe_file(text: &str) -> (tempfile::TempDir, String) {
+pub(crate) fn recipe_file(text: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.yaml");
     std::fs::write(&path, text).unwrap();
@@ -188,7 +188,7 @@ pub fn recipe_file(text: &str) -> (tempfile::TempDir, String) {
 }
 
 /// Runs and expects success; returns stdout.
-pub fn ok(args: &[&str]) -> String {
+pub(crate) fn ok(args: &[&str]) -> String {
     ok_env(args, &[])
 }
 
@@ -196,7 +196,7 @@ pub fn ok(args: &[&str]) -> String {
 /// A refusal of a rule table's case: exit 2 (`usage_error`), the fields the error names
 /// (`error: FIELDS: `), a piece of upstream's message, the upstream function it cites, and a
 /// piece of the fix in its help. Returns stderr.
-pub fn assert_refused(
+pub(crate) fn assert_refused(
     args: &[&str],
     fields: &str,
     message: &str,
@@ -217,7 +217,7 @@ pub fn assert_refused(
 
 /// `ovlaunch render ARGS --job-dir DIR/job` in an empty directory `DIR`: exit 2, and the
 /// directory left empty (a refused job writes nothing). Returns stderr.
-pub fn assert_render_refused(args: &[&str]) -> String {
+pub(crate) fn assert_render_refused(args: &[&str]) -> String {
     let d = tempfile::tempdir().unwrap();
     let job = d.path().join("job");
     let mut all = vec!["render"];
@@ -232,7 +232,7 @@ pub fn assert_render_refused(args: &[&str]) -> String {
     err
 }
 
-pub fn usage_error(args: &[&str]) -> String {
+pub(crate) fn usage_error(args: &[&str]) -> String {
     let o = run(args);
     assert_eq!(
         o.status.code(),
@@ -248,14 +248,14 @@ pub fn usage_error(args: &[&str]) -> String {
 }
 
 /// The plan as JSON, with `env` added to the clean environment.
-pub fn plan_json_env(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+pub(crate) fn plan_json_env(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
     let mut all = vec!["plan", "--output", "json"];
     all.extend_from_slice(args);
     serde_json::from_str(&ok_env(&all, env)).expect("plan JSON")
 }
 
 /// The plan as JSON.
-pub fn plan_json(args: &[&str]) -> serde_json::Value {
+pub(crate) fn plan_json(args: &[&str]) -> serde_json::Value {
     plan_json_env(args, &[])
 }
 
@@ -264,7 +264,7 @@ pub fn plan_json(args: &[&str]) -> serde_json::Value {
 /// directory) with a stable name, e.g. `(dir, "[TMP]")`.
 /// stderr without the warning that depends on the machine's filesystems (a job directory on
 /// a local disk), so that transcripts are the same on every machine.
-pub fn stable_stderr(o: &Output) -> String {
+pub(crate) fn stable_stderr(o: &Output) -> String {
     stderr(o)
         .lines()
         .filter(|l| {
@@ -275,12 +275,12 @@ pub fn stable_stderr(o: &Output) -> String {
         .collect()
 }
 
-pub fn transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
+pub(crate) fn transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
     transcript_of(args, &run(args), redact)
 }
 
 /// [`transcript`] of a run made elsewhere (another environment or working directory).
-pub fn transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
+pub(crate) fn transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
     let mut t = format!(
         "$ ovlaunch {}\nexit: {}\n----- stdout -----\n{}----- stderr -----\n{}",
         args.join(" "),
@@ -301,7 +301,7 @@ pub fn transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> Stri
 /// values change: an object keeps its keys with their values' shapes, an array holds the
 /// merged shape of its elements, a leaf becomes its type name (`string`, `number`, `bool`,
 /// `null`); elements whose shapes do not merge give their kinds joined by `|`.
-pub fn json_shape(v: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn json_shape(v: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match v {
         Value::Object(m) => {
@@ -359,7 +359,7 @@ fn merge_shapes(a: serde_json::Value, b: serde_json::Value) -> serde_json::Value
 /// A whole run whose stdout is JSON (one document, or JSON Lines), as one reviewable text:
 /// the command line, the exit code, the JSON's shape ([`json_shape`]; JSON Lines: the merged
 /// shape of the lines) and stderr. Panics when stdout is not JSON.
-pub fn json_transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
+pub(crate) fn json_transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
     let mut t = json_shape_only(args, o, redact);
     t.push_str(&format!("----- stderr -----\n{}", stable_stderr(o)));
     for (from, to) in redact {
@@ -370,7 +370,7 @@ pub fn json_transcript_of(args: &[&str], o: &Output, redact: &[(&str, &str)]) ->
 
 /// [`json_transcript_of`] without stderr, for runs whose stderr is another program's (a
 /// local job's own output).
-pub fn json_shape_only(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
+pub(crate) fn json_shape_only(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
     let out = stdout(o);
     let shape = match serde_json::from_str::<serde_json::Value>(&out) {
         Ok(v) => serde_json::to_string_pretty(&json_shape(&v)).unwrap(),
@@ -405,18 +405,18 @@ pub fn json_shape_only(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> St
 }
 
 /// [`json_transcript_of`] a run of `ovlaunch ARGS` in a clean environment.
-pub fn json_transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
+pub(crate) fn json_transcript(args: &[&str], redact: &[(&str, &str)]) -> String {
     json_transcript_of(args, &run(args), redact)
 }
 
 /// Whether the real-Slurm tests must run (`OVLAUNCH_REQUIRE_SLURM=1`, set by `.ci/run`).
-pub fn slurm_required() -> bool {
+pub(crate) fn slurm_required() -> bool {
     std::env::var("OVLAUNCH_REQUIRE_SLURM").is_ok_and(|v| v == "1")
 }
 
 /// A throw-away Slurm cluster of two slurmd "nodes" on this machine (`.ci/slurm-up.sh`),
 /// for the real-Slurm tests. Stopped with [`SlurmCluster::stop`].
-pub struct SlurmCluster {
+pub(crate) struct SlurmCluster {
     /// The `SLURM_CONF` etc. that reach it.
     pub env: Vec<(String, String)>,
     pub dir: tempfile::TempDir,
@@ -426,7 +426,7 @@ impl SlurmCluster {
     /// Starts a cluster, or returns `None` (the test passes, saying why) when Slurm, one of
     /// `programs` or one of `missing` (what else the caller found absent) is not there,
     /// unless [`slurm_required`], which makes it fail. `up_env` goes to `slurm-up.sh`.
-    pub fn start(
+    pub(crate) fn start(
         test: &str,
         programs: &[&str],
         mut missing: Vec<String>,
@@ -475,7 +475,7 @@ impl SlurmCluster {
     }
 
     /// `program` with the cluster's environment and no jobs root of the user's.
-    pub fn cmd(&self, program: &str) -> Command {
+    pub(crate) fn cmd(&self, program: &str) -> Command {
         let mut c = Command::new(program);
         c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         c.env_remove("OVLAUNCH_JOBS_ROOT");
@@ -483,7 +483,7 @@ impl SlurmCluster {
     }
 
     /// `ovlaunch ARGS`, run in the cluster's directory.
-    pub fn ovlaunch(&self, args: &[&str]) -> Output {
+    pub(crate) fn ovlaunch(&self, args: &[&str]) -> Output {
         self.cmd(bin())
             .current_dir(self.dir.path())
             .args(args)
@@ -491,7 +491,7 @@ impl SlurmCluster {
             .unwrap()
     }
 
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let root = env!("CARGO_MANIFEST_DIR");
         let _ = self
             .cmd("bash")
@@ -504,7 +504,7 @@ impl SlurmCluster {
 
 /// The files of `plan`'s Slurm job, rendered the one way every launch renders them
 /// (`job::render_job`; no plugins, the shipped templates).
-pub fn render_slurm(
+pub(crate) fn render_slurm(
     plan: &ovlaunch::plan::Plan,
     opts: &ovlaunch::render::launch::LaunchOptions,
 ) -> ovlaunch::layout::Artifacts {
@@ -520,7 +520,7 @@ pub fn render_slurm(
 
 /// The plan the library resolves for `recipe` on `gpus` with `--set` values (as the CLI would,
 /// without its I/O): what tests of the estimator and tune start from.
-pub fn resolve_plan(
+pub(crate) fn resolve_plan(
     recipe: &str,
     gpus: &str,
     sets: &[String],
@@ -541,7 +541,7 @@ pub fn resolve_plan(
 /// at `BRIDGE_ROOT/scripts/training/run_recipe.py`, where `BRIDGE_ROOT` is `dir/ID-bridge`,
 /// with the `chain.json` it reads beside it: the GPU kind, where it writes what it saw (`out`),
 /// the probe's directory, and `more`'s keys. Returns `BRIDGE_ROOT`.
-pub fn stand_in_runner(
+pub(crate) fn stand_in_runner(
     dir: &std::path::Path,
     id: &str,
     gpu: &str,

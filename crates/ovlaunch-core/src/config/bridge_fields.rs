@@ -7,7 +7,7 @@
 use super::bridge_schema::{Holds, HfPreset, SectionDef, Field, Ty};
 
 /// `scheduler`: `megatron.bridge.training.config.SchedulerConfig`.
-pub const SCHEDULER: SectionDef = SectionDef {
+pub(super) const SCHEDULER: SectionDef = SectionDef {
     name: "scheduler",
     class: "megatron.bridge.training.config.SchedulerConfig",
     names: &[
@@ -72,7 +72,7 @@ pub const SCHEDULER: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.training.config.GPTDatasetConfig`.
-pub const DATASET: SectionDef = SectionDef {
+pub(super) const DATASET: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.training.config.GPTDatasetConfig",
     names: &[
@@ -200,7 +200,7 @@ pub const DATASET: SectionDef = SectionDef {
 };
 
 /// `tokenizer`: `megatron.bridge.training.tokenizers.config.TokenizerConfig`.
-pub const TOKENIZER: SectionDef = SectionDef {
+pub(super) const TOKENIZER: SectionDef = SectionDef {
     name: "tokenizer",
     class: "megatron.bridge.training.tokenizers.config.TokenizerConfig",
     names: &[
@@ -304,7 +304,7 @@ pub const TOKENIZER: SectionDef = SectionDef {
 };
 
 /// `checkpoint`: `megatron.bridge.training.config.CheckpointConfig`.
-pub const CHECKPOINT: SectionDef = SectionDef {
+pub(super) const CHECKPOINT: SectionDef = SectionDef {
     name: "checkpoint",
     class: "megatron.bridge.training.config.CheckpointConfig",
     names: &[
@@ -513,7 +513,7 @@ pub const CHECKPOINT: SectionDef = SectionDef {
 };
 
 /// `logger`: `megatron.bridge.training.config.LoggerConfig`.
-pub const LOGGER: SectionDef = SectionDef {
+pub(super) const LOGGER: SectionDef = SectionDef {
     name: "logger",
     class: "megatron.bridge.training.config.LoggerConfig",
     names: &[
@@ -683,7 +683,7 @@ pub const LOGGER: SectionDef = SectionDef {
 };
 
 /// `profiling`: `megatron.bridge.training.config.ProfilingConfig`.
-pub const PROFILING: SectionDef = SectionDef {
+pub(super) const PROFILING: SectionDef = SectionDef {
     name: "profiling",
     class: "megatron.bridge.training.config.ProfilingConfig",
     names: &[
@@ -733,7 +733,7 @@ pub const PROFILING: SectionDef = SectionDef {
 };
 
 /// `ft`: `megatron.bridge.training.config.FaultToleranceConfig`.
-pub const FT: SectionDef = SectionDef {
+pub(super) const FT: SectionDef = SectionDef {
     name: "ft",
     class: "megatron.bridge.training.config.FaultToleranceConfig",
     names: &[
@@ -759,7 +759,7 @@ pub const FT: SectionDef = SectionDef {
 };
 
 /// `validation`: `megatron.training.config.training_config.ValidationConfig`.
-pub const VALIDATION: SectionDef = SectionDef {
+pub(super) const VALIDATION: SectionDef = SectionDef {
     name: "validation",
     class: "megatron.training.config.training_config.ValidationConfig",
     names: &[
@@ -803,7 +803,7 @@ pub const VALIDATION: SectionDef = SectionDef {
 };
 
 /// `rng`: `megatron.training.config.common_config.RNGConfig`.
-pub const RNG: SectionDef = SectionDef {
+pub(super) const RNG: SectionDef = SectionDef {
     name: "rng",
     class: "megatron.training.config.common_config.RNGConfig",
     names: &[
@@ -829,7 +829,7 @@ pub const RNG: SectionDef = SectionDef {
 };
 
 /// `rerun_state_machine`: `megatron.bridge.training.config.RerunStateMachineConfig`.
-pub const RERUN_STATE_MACHINE: SectionDef = SectionDef {
+pub(super) const RERUN_STATE_MACHINE: SectionDef = SectionDef {
     name: "rerun_state_machine",
     class: "megatron.bridge.training.config.RerunStateMachineConfig",
     names: &[
@@ -861,7 +861,7 @@ pub const RERUN_STATE_MACHINE: SectionDef = SectionDef {
 };
 
 /// `dist`: `megatron.bridge.training.config.DistributedInitConfig`.
-pub const DIST: SectionDef = SectionDef {
+pub(super) const DIST: SectionDef = SectionDef {
     name: "dist",
     class: "megatron.bridge.training.config.DistributedInitConfig",
     names: &[
@@ -950,7 +950,7 @@ pub const DIST: SectionDef = SectionDef {
 };
 
 /// `straggler`: `megatron.bridge.training.config.StragglerDetectionConfig`.
-pub const STRAGGLER: SectionDef = SectionDef {
+pub(super) const STRAGGLER: SectionDef = SectionDef {
     name: "straggler",
     class: "megatron.bridge.training.config.StragglerDetectionConfig",
     names: &[
@@ -974,7 +974,7 @@ pub const STRAGGLER: SectionDef = SectionDef {
 };
 
 /// `nvrx_straggler`: `megatron.bridge.training.config.NVRxStragglerDetectionConfig`.
-pub const NVRX_STRAGGLER: SectionDef = SectionDef {
+pub(super) const NVRX_STRAGGLER: SectionDef = SectionDef {
     name: "nvrx_straggler",
     class: "megatron.bridge.training.config.NVRxStragglerDetectionConfig",
     names: &[
@@ -1010,7 +1010,7 @@ pub const NVRX_STRAGGLER: SectionDef = SectionDef {
 };
 
 /// `tensor_inspect`: `megatron.bridge.training.config.TensorInspectConfig`.
-pub const TENSOR_INSPECT: SectionDef = SectionDef {
+pub(super) const TENSOR_INSPECT: SectionDef = SectionDef {
     name: "tensor_inspect",
     class: "megatron.bridge.training.config.TensorInspectConfig",
     names: &[
@@ -1036,7 +1036,7 @@ pub const TENSOR_INSPECT: SectionDef = SectionDef {
 };
 
 /// `inprocess_restart`: `megatron.bridge.training.config.InProcessRestartConfig`.
-pub const INPROCESS_RESTART: SectionDef = SectionDef {
+pub(super) const INPROCESS_RESTART: SectionDef = SectionDef {
     name: "inprocess_restart",
     class: "megatron.bridge.training.config.InProcessRestartConfig",
     names: &[
@@ -1086,7 +1086,7 @@ pub const INPROCESS_RESTART: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig`.
-pub const DATASET_SFT: SectionDef = SectionDef {
+pub(super) const DATASET_SFT: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.data.builders.gpt_sft.GPTSFTDatasetConfig",
     names: &[
@@ -1178,7 +1178,7 @@ pub const DATASET_SFT: SectionDef = SectionDef {
 };
 
 /// `peft`: `megatron.bridge.peft.lora.LoRA`.
-pub const PEFT_LORA: SectionDef = SectionDef {
+pub(super) const PEFT_LORA: SectionDef = SectionDef {
     name: "peft",
     class: "megatron.bridge.peft.lora.LoRA",
     names: &[
@@ -1237,7 +1237,7 @@ pub const PEFT_LORA: SectionDef = SectionDef {
 };
 
 /// `peft`: `megatron.bridge.peft.dora.DoRA`.
-pub const PEFT_DORA: SectionDef = SectionDef {
+pub(super) const PEFT_DORA: SectionDef = SectionDef {
     name: "peft",
     class: "megatron.bridge.peft.dora.DoRA",
     names: &[
@@ -1269,7 +1269,7 @@ pub const PEFT_DORA: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.data.builders.direct_hf_sft.DirectHFSFTDatasetConfig`.
-pub const DATASET_DIRECT_HF_SFT: SectionDef = SectionDef {
+pub(super) const DATASET_DIRECT_HF_SFT: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.data.builders.direct_hf_sft.DirectHFSFTDatasetConfig",
     names: &[
@@ -1352,7 +1352,7 @@ pub const DATASET_DIRECT_HF_SFT: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.diffusion.data.flux.flux_energon_datamodule.FluxDatasetConfig`.
-pub const DATASET_FLUX_DATASET_CONFIG: SectionDef = SectionDef {
+pub(super) const DATASET_FLUX_DATASET_CONFIG: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.diffusion.data.flux.flux_energon_datamodule.FluxDatasetConfig",
     names: &[
@@ -1429,7 +1429,7 @@ pub const DATASET_FLUX_DATASET_CONFIG: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.training.config.MockGPTDatasetConfig`.
-pub const DATASET_MOCK_GPT: SectionDef = SectionDef {
+pub(super) const DATASET_MOCK_GPT: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.training.config.MockGPTDatasetConfig",
     names: &[
@@ -1557,7 +1557,7 @@ pub const DATASET_MOCK_GPT: SectionDef = SectionDef {
 };
 
 /// `peft`: `megatron.bridge.peft.lora.VLMLoRA`.
-pub const PEFT_VLM_LORA: SectionDef = SectionDef {
+pub(super) const PEFT_VLM_LORA: SectionDef = SectionDef {
     name: "peft",
     class: "megatron.bridge.peft.lora.VLMLoRA",
     names: &[
@@ -1625,7 +1625,7 @@ pub const PEFT_VLM_LORA: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.data.builders.energon.EnergonDatasetConfig`.
-pub const DATASET_ENERGON_DATASET_CONFIG: SectionDef = SectionDef {
+pub(super) const DATASET_ENERGON_DATASET_CONFIG: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.data.builders.energon.EnergonDatasetConfig",
     names: &[
@@ -1714,7 +1714,7 @@ pub const DATASET_ENERGON_DATASET_CONFIG: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.data.builders.mock_vlm_sft.MockVLMSFTDatasetConfig`.
-pub const DATASET_MOCK_VLM_SFT: SectionDef = SectionDef {
+pub(super) const DATASET_MOCK_VLM_SFT: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.data.builders.mock_vlm_sft.MockVLMSFTDatasetConfig",
     names: &[
@@ -1794,7 +1794,7 @@ pub const DATASET_MOCK_VLM_SFT: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.models.stepfun.data.flickr8k.provider.Step37Flickr8kSFTDataProvider`.
-pub const DATASET_STEP37_FLICKR8K: SectionDef = SectionDef {
+pub(super) const DATASET_STEP37_FLICKR8K: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.models.stepfun.data.flickr8k.provider.Step37Flickr8kSFTDataProvider",
     names: &[
@@ -1916,7 +1916,7 @@ pub const DATASET_STEP37_FLICKR8K: SectionDef = SectionDef {
 };
 
 /// `dataset`: `megatron.bridge.diffusion.data.wan.wan_energon_datamodule.WanDatasetConfig`.
-pub const DATASET_WAN: SectionDef = SectionDef {
+pub(super) const DATASET_WAN: SectionDef = SectionDef {
     name: "dataset",
     class: "megatron.bridge.diffusion.data.wan.wan_energon_datamodule.WanDatasetConfig",
     names: &[
@@ -1996,7 +1996,7 @@ pub const DATASET_WAN: SectionDef = SectionDef {
 };
 
 /// `HFEnergonTaskEncoderConfig`: `megatron.bridge.data.builders.energon.HFEnergonTaskEncoderConfig`.
-pub const NESTED_HF_ENERGON_TASK_ENCODER_CONFIG: SectionDef = SectionDef {
+pub(super) const NESTED_HF_ENERGON_TASK_ENCODER_CONFIG: SectionDef = SectionDef {
     name: "HFEnergonTaskEncoderConfig",
     class: "megatron.bridge.data.builders.energon.HFEnergonTaskEncoderConfig",
     names: &[
@@ -2020,7 +2020,7 @@ pub const NESTED_HF_ENERGON_TASK_ENCODER_CONFIG: SectionDef = SectionDef {
 };
 
 /// `NemotronOmniEnergonTaskEncoderConfig`: `megatron.bridge.data.builders.energon.NemotronOmniEnergonTaskEncoderConfig`.
-pub const NESTED_NEMOTRON_OMNI_ENERGON_TASK_ENCODER_CONFIG: SectionDef = SectionDef {
+pub(super) const NESTED_NEMOTRON_OMNI_ENERGON_TASK_ENCODER_CONFIG: SectionDef = SectionDef {
     name: "NemotronOmniEnergonTaskEncoderConfig",
     class: "megatron.bridge.data.builders.energon.NemotronOmniEnergonTaskEncoderConfig",
     names: &[
@@ -2054,7 +2054,7 @@ pub const NESTED_NEMOTRON_OMNI_ENERGON_TASK_ENCODER_CONFIG: SectionDef = Section
 };
 
 /// `QwenVLEnergonTaskEncoderConfig`: `megatron.bridge.data.builders.energon.QwenVLEnergonTaskEncoderConfig`.
-pub const NESTED_QWEN_VL_ENERGON_TASK_ENCODER_CONFIG: SectionDef = SectionDef {
+pub(super) const NESTED_QWEN_VL_ENERGON_TASK_ENCODER_CONFIG: SectionDef = SectionDef {
     name: "QwenVLEnergonTaskEncoderConfig",
     class: "megatron.bridge.data.builders.energon.QwenVLEnergonTaskEncoderConfig",
     names: &[
@@ -2088,7 +2088,7 @@ pub const NESTED_QWEN_VL_ENERGON_TASK_ENCODER_CONFIG: SectionDef = SectionDef {
 };
 
 /// `PackedSequenceSpecs`: `megatron.bridge.data.packing.config.PackedSequenceSpecs`.
-pub const NESTED_PACKED_SEQUENCE_SPECS: SectionDef = SectionDef {
+pub(super) const NESTED_PACKED_SEQUENCE_SPECS: SectionDef = SectionDef {
     name: "PackedSequenceSpecs",
     class: "megatron.bridge.data.packing.config.PackedSequenceSpecs",
     names: &[
@@ -2120,7 +2120,7 @@ pub const NESTED_PACKED_SEQUENCE_SPECS: SectionDef = SectionDef {
 };
 
 /// `ChatSFTPreprocessingConfig`: `megatron.bridge.data.sft_processing.ChatSFTPreprocessingConfig`.
-pub const NESTED_CHAT_SFT_PREPROCESSING_CONFIG: SectionDef = SectionDef {
+pub(super) const NESTED_CHAT_SFT_PREPROCESSING_CONFIG: SectionDef = SectionDef {
     name: "ChatSFTPreprocessingConfig",
     class: "megatron.bridge.data.sft_processing.ChatSFTPreprocessingConfig",
     names: &[
@@ -2136,7 +2136,7 @@ pub const NESTED_CHAT_SFT_PREPROCESSING_CONFIG: SectionDef = SectionDef {
 };
 
 /// `PromptCompletionSFTPreprocessingConfig`: `megatron.bridge.data.sft_processing.PromptCompletionSFTPreprocessingConfig`.
-pub const NESTED_PROMPT_COMPLETION_SFT_PREPROCESSING_CONFIG: SectionDef = SectionDef {
+pub(super) const NESTED_PROMPT_COMPLETION_SFT_PREPROCESSING_CONFIG: SectionDef = SectionDef {
     name: "PromptCompletionSFTPreprocessingConfig",
     class: "megatron.bridge.data.sft_processing.PromptCompletionSFTPreprocessingConfig",
     names: &[
@@ -2170,7 +2170,7 @@ pub const NESTED_PROMPT_COMPLETION_SFT_PREPROCESSING_CONFIG: SectionDef = Sectio
 };
 
 /// `HFDatasetSourceConfig`: `megatron.bridge.data.sources.hf.HFDatasetSourceConfig`.
-pub const NESTED_HF_DATASET_SOURCE_CONFIG: SectionDef = SectionDef {
+pub(super) const NESTED_HF_DATASET_SOURCE_CONFIG: SectionDef = SectionDef {
     name: "HFDatasetSourceConfig",
     class: "megatron.bridge.data.sources.hf.HFDatasetSourceConfig",
     names: &[

@@ -2601,7 +2601,7 @@ pub const NAMES: &[&str] = &[
 /// it does not all plan (`config::unplanned`), by section: every field of the class, its bases'
 /// included, in the class's field order (where functions hold different classes there, every
 /// one has these fields of these types; this is the class most of them hold).
-pub const RESOLVED: &[(&str, ProviderClass)] = &[
+pub(super) const RESOLVED: &[(&str, ProviderClass)] = &[
     ("optimizer", ProviderClass {
         class: "megatron.bridge.training.config.OptimizerConfig",
         provider: false,

@@ -50,7 +50,7 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    pub fn new(plan: &'a Plan, perf: &'a GpuPerf, eff: &'a Efficiency) -> Self {
+    pub(crate) fn new(plan: &'a Plan, perf: &'a GpuPerf, eff: &'a Efficiency) -> Self {
         let arch = Arch::of_plan(plan);
         let par = &plan.parallelism;
         let vp_u = par.virtual_pipeline.unwrap_or(1).max(1) as u32;
@@ -90,7 +90,7 @@ impl<'a> Ctx<'a> {
 
     /// `f` (a per-layer figure) summed over the layers rank `r` holds by kind, where the model
     /// is hybrid and the rank's kinds are known; `None` otherwise.
-    pub fn by_kind(&self, r: &RankLoad, f: impl Fn(&Arch) -> f64) -> Option<f64> {
+    pub(crate) fn by_kind(&self, r: &RankLoad, f: impl Fn(&Arch) -> f64) -> Option<f64> {
         let (u, k) = (self.units.as_ref()?, r.kinds?);
         Some(k.mamba * f(&u[0]) + k.attn * f(&u[1]) + k.mlp * f(&u[2]) + k.moe * f(&u[3]))
     }
@@ -98,7 +98,7 @@ impl<'a> Ctx<'a> {
     /// Forward multiply-adds per token one pipeline rank holds; a hybrid rank's Mamba-2 scan
     /// counted at its fitted rate (`Efficiency::mamba`), so that a run of Mamba-2 layers weighs
     /// what it costs next to one of attention or MoE layers.
-    pub fn work(&self, r: &RankLoad) -> f64 {
+    pub(crate) fn work(&self, r: &RankLoad) -> f64 {
         let a = &self.arch;
         let mamba_rate = self.eff.mamba.max(1e-3);
         self.by_kind(r, |u| {
@@ -113,12 +113,12 @@ impl<'a> Ctx<'a> {
     /// Passes through the LM head one pipeline rank makes per token: the loss's on the last
     /// stage and one per MTP layer it holds (each MTP depth computes its own logits through
     /// the shared output layer: Megatron-Core's `MultiTokenPredictionBlock`).
-    pub fn head_passes(&self, r: &RankLoad) -> f64 {
+    pub(crate) fn head_passes(&self, r: &RankLoad) -> f64 {
         f64::from(u8::from(r.loss)) + r.mtp
     }
 
     /// [`Self::work`] without the LM head passes: the rank's decoder and MTP layers.
-    pub fn body_work(&self, r: &RankLoad) -> f64 {
+    pub(crate) fn body_work(&self, r: &RankLoad) -> f64 {
         self.work(r) - self.head_passes(r) * self.arch.head_macs()
     }
 
@@ -126,7 +126,7 @@ impl<'a> Ctx<'a> {
     /// recompute: its share of the model's layers at their rates, and its LM head passes at
     /// the head's own (`TokenSeconds`). `body_total` is [`Self::body_work`] summed over the
     /// ranks.
-    pub fn seconds(&self, r: &RankLoad, ts: &TokenSeconds, body_total: f64) -> f64 {
+    pub(crate) fn seconds(&self, r: &RankLoad, ts: &TokenSeconds, body_total: f64) -> f64 {
         let share = if body_total > 0.0 {
             self.body_work(r) / body_total
         } else {
@@ -138,7 +138,7 @@ impl<'a> Ctx<'a> {
     /// Dense weights one GPU of a pipeline rank holds: its layers' share, the embedding on
     /// the first, the LM head on the last (one matrix for both where they are tied and one
     /// rank holds both: [`Arch::vocab_matrices`]), MTP layers where they are.
-    pub fn dense_of(&self, r: &RankLoad) -> f64 {
+    pub(crate) fn dense_of(&self, r: &RankLoad) -> f64 {
         let a = &self.arch;
         (self
             .by_kind(r, Arch::dense_params_per_layer)
@@ -149,7 +149,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Routed-expert weights one GPU of a pipeline rank holds.
-    pub fn expert_of(&self, r: &RankLoad) -> f64 {
+    pub(crate) fn expert_of(&self, r: &RankLoad) -> f64 {
         self.by_kind(r, Arch::expert_params_per_layer)
             .unwrap_or_else(|| r.layers * self.arch.expert_params_per_layer())
             / (self.ep * self.etp)
@@ -157,7 +157,7 @@ impl<'a> Ctx<'a> {
 
     /// Whether the optimizer state is sharded over data parallelism: Megatron-FSDP, the
     /// distributed optimizer, or the layer-wise one ([`Self::layer_wise_optimizer`]).
-    pub fn dist_opt(&self) -> bool {
+    pub(crate) fn dist_opt(&self) -> bool {
         let ddp = &self.plan.ddp;
         ddp.use_megatron_fsdp
             || ddp.use_distributed_optimizer
@@ -170,7 +170,7 @@ impl<'a> Ctx<'a> {
     /// 2-D weight matrices keep an FP32 main copy and one momentum buffer (8 bytes per
     /// parameter; `TensorParallelMuon`), the embedding, output layer and other parameters
     /// Adam's 12 (`layer_wise_optimizer.is_managed_by_layer_wise_optimizer`).
-    pub fn muon(&self) -> bool {
+    pub(crate) fn muon(&self) -> bool {
         self.plan.optimizer.optimizer.contains("muon")
     }
 
@@ -180,7 +180,7 @@ impl<'a> Ctx<'a> {
     /// switches off. Each data-parallel rank keeps the optimizer state of whole parameters
     /// (1/DP of them), the gradients are all-reduced (plain DDP) and the updated parameters
     /// all-gathered after the step.
-    pub fn layer_wise_optimizer(&self) -> bool {
+    pub(crate) fn layer_wise_optimizer(&self) -> bool {
         self.muon() && self.plan.optimizer.optimizer.contains("dist")
     }
 
@@ -189,7 +189,7 @@ impl<'a> Ctx<'a> {
     /// Adam's main weight and two moments ([`Self::adam_state_bytes`]), or for a Muon optimizer 8
     /// bytes for the layers' weight matrices and 12 for the embedding and output layer
     /// ([`Self::muon`]).
-    pub fn optimizer_state_bytes(&self, r: &RankLoad, shard: f64) -> f64 {
+    pub(crate) fn optimizer_state_bytes(&self, r: &RankLoad, shard: f64) -> f64 {
         if !self.muon() {
             return self.adam_state_bytes() * shard;
         }
@@ -211,7 +211,7 @@ impl<'a> Ctx<'a> {
     /// moments make 8), the master weight as its 16-bit remainder where `FusedAdam` keeps
     /// that ([`master_weight_remainders`]: 2). Without it Megatron-Core's
     /// `OptimizerConfig.__post_init__` holds them at FP32.
-    pub fn adam_state_bytes(&self) -> f64 {
+    pub(crate) fn adam_state_bytes(&self) -> f64 {
         let o = &self.plan.optimizer;
         if !o.use_precision_aware_optimizer {
             return 12.0;
@@ -227,7 +227,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Data-parallel group sizes of the dense weights (DP × CP) and of the experts.
-    pub fn dp_groups(&self) -> (f64, f64) {
+    pub(crate) fn dp_groups(&self) -> (f64, f64) {
         (
             self.dp * self.cp,
             (self.world / (self.ep * self.etp * self.pp)).max(1.0),
@@ -668,7 +668,7 @@ impl Comm {
         }
     }
 
-    pub fn hidden(&self) -> f64 {
+    pub(super) fn hidden(&self) -> f64 {
         self.total - self.exposed
     }
 }
