@@ -315,8 +315,34 @@ fn untrusted(path: &str, why: &str, fix: Option<String>) -> Error {
     })
 }
 
+/// Job directories in the order the launcher names them: `NAME`, `NAME-2`, ..., `NAME-10`
+/// (runs of digits compared as numbers, the rest byte by byte), so that renders and submits
+/// of one name within one second keep the order they were made in.
+pub(crate) fn name_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+    use std::os::unix::ffi::OsStrExt;
+    fn runs(s: &[u8]) -> impl Iterator<Item = &[u8]> {
+        s.chunk_by(|x, y| x.is_ascii_digit() == y.is_ascii_digit())
+    }
+    let number = |r: &[u8]| {
+        let r = &r[r.iter().take_while(|&&c| c == b'0').count()..];
+        (r.len(), r.to_vec())
+    };
+    let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    for (x, y) in runs(a).zip(runs(b)) {
+        let o = if x[0].is_ascii_digit() && y[0].is_ascii_digit() {
+            number(x).cmp(&number(y)).then(x.len().cmp(&y.len()))
+        } else {
+            x.cmp(y)
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
 /// All job directories with a readable record under `root`, oldest first (by when the
-/// submission started, then by name).
+/// submission started, then by [`name_order`]).
 pub fn list(root: &Path) -> Vec<(PathBuf, Submission)> {
     list_on(&Local, root)
 }
@@ -327,7 +353,11 @@ fn list_on(host: &dyn Host, root: &Path) -> Vec<(PathBuf, Submission)> {
         .into_iter()
         .filter_map(|f| f.record.map(|r| (f.dir, r)))
         .collect();
-    out.sort_by(|a, b| (a.1.started_unix, &a.0).cmp(&(b.1.started_unix, &b.0)));
+    out.sort_by(|a, b| {
+        a.1.started_unix
+            .cmp(&b.1.started_unix)
+            .then_with(|| name_order(&a.0, &b.0))
+    });
     out
 }
 
@@ -526,6 +556,13 @@ fn part_of<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_sort_as_the_launcher_makes_them() {
+        let mut names = vec!["r-10", "r-3-2", "r", "r-2", "r-3", "q-9", "r-11", "s"];
+        names.sort_by(|a, b| name_order(Path::new(a), Path::new(b)));
+        assert_eq!(names, ["q-9", "r", "r-2", "r-3", "r-3-2", "r-10", "r-11", "s"]);
+    }
 
     #[test]
     fn job_ids() {

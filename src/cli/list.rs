@@ -269,10 +269,12 @@ pub(super) fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     }
     problems.clear();
     // Oldest first: by when the submission started (rendered jobs, which have no time,
-    // first), then by directory.
+    // first), then by directory in the order the launcher names them (`NAME-2` before
+    // `NAME-10`).
     found.sort_by(|(a, _), (b, _)| {
         let t = |f: &Found| f.record.as_ref().and_then(|r| r.started_unix);
-        (t(a), &a.dir).cmp(&(t(b), &b.dir))
+        t(a).cmp(&t(b))
+            .then_with(|| record::name_order(&a.dir, &b.dir))
     });
     let mut backends = Backends::default();
     let rows: Vec<Listed> = found

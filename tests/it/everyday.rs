@@ -291,6 +291,50 @@ fn list_shows_rendered_jobs_with_a_header() {
     );
 }
 
+/// `list` is oldest first for rendered jobs too: the same name rendered eleven times is listed
+/// in the order its directories were made (`NAME`, `NAME-2`, ..., `NAME-11`), not `NAME-10`
+/// and `NAME-11` before `NAME-2` as text would sort them.
+#[test]
+fn list_orders_renders_of_one_name_as_they_were_made() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("jobs");
+    let root_s = root.to_str().unwrap();
+    let r = tiny();
+    let mut made = Vec::new();
+    for _ in 0..11 {
+        let o = run_env(
+            &[
+                "render",
+                "-r",
+                &r,
+                "-g",
+                "cpux2",
+                "--jobs-root",
+                root_s,
+                "--job-name",
+                "again",
+                "--no-container",
+                "--rank-runtime",
+                common::rank_bin(),
+            ],
+            &[],
+        );
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        made.push(common::stdout(&o).trim().to_string());
+    }
+    let o = run_env(&["list", "--jobs-root", root_s, "-o", "json"], &[]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let listed: Vec<&str> = rows
+        .iter()
+        .map(|r| r["job_dir"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed, made,
+        "list's order against the order the renders made them"
+    );
+}
+
 /// sbatch that cannot find any Slurm configuration: its own words, and no advice to fix an
 /// option (there is none to fix). The real sbatch, with no slurm.conf where it looks.
 #[test]
