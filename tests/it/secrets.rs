@@ -4,7 +4,7 @@
 //! NAME` taking the launcher's own value, a project profile's env, a Bridge config field that
 //! holds a secret), with
 //! names from every branch of the secret rule (`*_TOKEN`, `TOKEN`, `*_KEY`, `*SECRET*`,
-//! `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`). Then every output is searched: stdout and
+//! `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`, `*PASSPHRASE*`, `*APIKEY*`, `*_PAT`). Then every output is searched: stdout and
 //! stderr of every command that shows a plan, an env, a script or a job, every error message
 //! (conflicting flags, bad plugin specs, bad names), every file of the job directory but
 //! `secrets.env`, and the job's own log with the rank runtime's debug report. The job is run
@@ -30,6 +30,9 @@ const SECRETS: &[(&str, &str)] = &[
     ("GOOGLE_APPLICATION_CREDENTIALS", "mk8-credentials"),
     ("NGC_API_KEY", "mk9-launcher-env-by-name"),
     ("SITE_DB_SECRET", "mk10-profile-env"),
+    ("GITHUB_PAT", "mk11-access-token"),
+    ("GPG_PASSPHRASE", "mk12-passphrase"),
+    ("DD_APIKEY", "mk13-apikey"),
 ];
 
 /// The project's profile, whose env holds a secret.
@@ -117,6 +120,12 @@ impl Env {
             "GOOGLE_APPLICATION_CREDENTIALS=mk8-credentials",
             "--env",
             "NGC_API_KEY",
+            "--env",
+            "GITHUB_PAT=mk11-access-token",
+            "--env",
+            "GPG_PASSPHRASE=mk12-passphrase",
+            "--env",
+            "DD_APIKEY=mk13-apikey",
             "--env",
             "OVLAUNCH_RANK_DEBUG=1",
             "--set",

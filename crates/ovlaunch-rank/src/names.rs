@@ -12,10 +12,12 @@
 /// What is shown in place of a secret's value.
 pub const REDACTED: &str = "<redacted>";
 
-/// True for `TOKEN`, `*_TOKEN`, `*_KEY`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*` and
-/// `*CREDENTIAL*`, case-insensitively: e.g. `HF_TOKEN`, `WANDB_API_KEY`, `COMET_API_KEY`,
-/// `aws_secret_access_key`, `GOOGLE_APPLICATION_CREDENTIALS`. `NCCL_IB_PKEY` (`PKEY`, not
-/// `_KEY`), `TOKENIZERS_PARALLELISM` and `KEYBOARD` are not secrets.
+/// True for `TOKEN`, `*_TOKEN`, `*_KEY`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`,
+/// `*CREDENTIAL*`, `*PASSPHRASE*`, `*APIKEY*` and `*_PAT` (a personal access token),
+/// case-insensitively: e.g. `HF_TOKEN`, `WANDB_API_KEY`, `COMET_API_KEY`,
+/// `aws_secret_access_key`, `GOOGLE_APPLICATION_CREDENTIALS`, `GITHUB_PAT`, `GPG_PASSPHRASE`,
+/// `DD_APIKEY`. `NCCL_IB_PKEY` (`PKEY`, not `_KEY`), `TOKENIZERS_PARALLELISM`, `KEYBOARD` and
+/// `DATA_PATH` are not secrets.
 pub fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     n == "TOKEN"
@@ -25,6 +27,9 @@ pub fn is_secret_name(name: &str) -> bool {
         || n.contains("PASSWORD")
         || n.contains("PASSWD")
         || n.contains("CREDENTIAL")
+        || n.contains("PASSPHRASE")
+        || n.contains("APIKEY")
+        || n.ends_with("_PAT")
 }
 
 /// The value to show for `name`: [`REDACTED`] for a secret, else the value itself.
@@ -64,6 +69,10 @@ mod tests {
             "DB_PASSWORD",
             "PGPASSWD",
             "GOOGLE_APPLICATION_CREDENTIALS",
+            "GITHUB_PAT",
+            "GPG_PASSPHRASE",
+            "DD_APIKEY",
+            "openai_apikey",
         ] {
             assert!(is_secret_name(s), "{s}");
         }
@@ -74,6 +83,8 @@ mod tests {
             "KEYBOARD",
             "TOKENIZERS_PARALLELISM",
             "PATH",
+            "DATA_PATH",
+            "PATCH",
         ] {
             assert!(!is_secret_name(s), "{s}");
         }
