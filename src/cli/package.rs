@@ -6,7 +6,8 @@
 //! - `git`: the repository of the working directory at `HEAD` (`git archive`). Uncommitted
 //!   changes to tracked files are refused (exit 2), unless `--package-dirty`, which archives
 //!   them too (`git stash create`: a commit of the working tree that touches no branch and
-//!   no stash); untracked files are never included.
+//!   no stash; its failure, another git command holding the index, is an error, never HEAD
+//!   shipped in place of the changes); untracked files are never included.
 //! - `DIR`: the files under DIR whose relative paths match an `--package-include` pattern
 //!   (all files when none is given) and no `--package-exclude` pattern (`*` within a path
 //!   component, `**` across components, `?` one character); `.git` is always left out, and
@@ -202,10 +203,7 @@ fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool, String)
             .at_flag("--package")
             .help("commit them, or add --package-dirty to ship the working tree's tracked files as they are"));
         }
-        let stash = git(&["-C", &root_s, "stash", "create"])?;
-        if stash.status.success() && !text(&stash).is_empty() {
-            tree = text(&stash);
-        }
+        tree = working_tree(&root)?.unwrap_or(tree);
     }
     let out = git(&[
         "-C",
@@ -223,6 +221,25 @@ fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool, String)
         )));
     }
     Ok((root, commit, !changed.is_empty(), tree))
+}
+
+/// The commit `git stash create` makes of the working tree of the repository at `root` (its
+/// tracked files as they are; no branch or stash touched), `None` when git finds no change to
+/// record. A failure (another git command holding the index, `.git/index.lock`) is an error:
+/// archiving HEAD instead would ship other code than the one `--package-dirty` names.
+fn working_tree(root: &Path) -> Result<Option<String>> {
+    let stash = git(&["-C", &root.display().to_string(), "stash", "create"])?;
+    if !stash.status.success() {
+        let said = String::from_utf8_lossy(&stash.stderr);
+        let said = said.trim().lines().next().map(|l| format!(": {l}"));
+        return Err(Error::runtime(format!(
+            "--package git --package-dirty: the working tree's changes could not be archived (`git stash create` in {} failed{}); nothing was written or submitted",
+            root.display(),
+            said.unwrap_or_default()
+        ))
+        .help("another git command may hold the repository's index (.git/index.lock): submit again once it is done, or remove the lock if no git command is running"));
+    }
+    Ok(Some(text(&stash)).filter(|t| !t.is_empty()))
 }
 
 /// The files of `root` the patterns select, archived with tar into `to`.

@@ -148,3 +148,70 @@ fn package_git_warns_of_tracked_links_that_will_not_resolve() {
     );
     assert!(listed(&job.join("code.tar")).contains(&"notes".to_string()));
 }
+
+/// A git repository, `repo` under `d`, with `files` committed (as `t <t@t>`).
+fn committed(d: &Path, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let repo = d.join("repo");
+    for (name, body) in files {
+        let p = repo.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    git(&repo, &["init", "-q", "."]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "code"]);
+    repo
+}
+
+/// `git ARGS` in `dir` (as `t <t@t>`), which must succeed.
+fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "protocol.file.allow=always"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+}
+
+/// The text of `name` in the tar archive `archive`.
+fn member(archive: &Path, name: &str) -> String {
+    let o = Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg(name)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{name}: {}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `--package git --package-dirty` while another git command holds the repository's index
+/// (`.git/index.lock`, as an editor's git integration or a `git commit` in another terminal
+/// does): the working tree's changes cannot be archived (`git stash create` fails), so the
+/// submit fails with exit 1 naming the lock, and nothing is written. (Before: exit 0, the
+/// archive held HEAD without the changes, and `submission.json` said `dirty: true`.)
+#[test]
+fn package_dirty_that_cannot_be_archived_is_not_shipped_as_head() {
+    let d = tempfile::tempdir().unwrap();
+    let repo = committed(d.path(), &[("train.py", "STEP = 1\n")]);
+    std::fs::write(repo.join("train.py"), "STEP = 2\n").unwrap();
+    std::fs::write(repo.join(".git/index.lock"), "").unwrap();
+    let job = d.path().join("job");
+    let o = render(&repo, &job, &["--package", "git", "--package-dirty"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(
+            "error: --package git --package-dirty: the working tree's changes could not be archived"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("index.lock"), "{e}");
+    assert!(!job.exists(), "a failed package wrote the job directory");
+    std::fs::remove_file(repo.join(".git/index.lock")).unwrap();
+    let o = render(&repo, &job, &["--package", "git", "--package-dirty"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(member(&job.join("code.tar"), "train.py"), "STEP = 2\n");
+}
