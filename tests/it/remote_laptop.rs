@@ -848,3 +848,121 @@ fn cut_off(login: &Login) {
         }
     }
 }
+
+/// A tmpfs of 1 MiB mounted at `dir` for `login`'s user, unmounted when dropped (the login
+/// node is this machine behind its sshd: a full filesystem there).
+struct SmallMount(std::path::PathBuf);
+
+impl SmallMount {
+    fn at(dir: &Path, login: &Login) -> SmallMount {
+        std::fs::create_dir_all(dir).unwrap();
+        let o = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!(
+                "size=1m,mode=0700,uid={},gid={}",
+                login.uid, login.gid
+            ))
+            .arg("tmpfs")
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "mount: {}", stderr(&o));
+        SmallMount(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .output();
+    }
+}
+
+/// A login node that cannot write the job directory, the connection to it holding: its
+/// jobs root one its user cannot write (mode 0555), and one on a full filesystem (a 1 MiB
+/// tmpfs). The submit fails with exit 1 saying that the login node could not write it and
+/// why (`mkdir`'s "Permission denied", tar's "No space left on device"), with a fix about
+/// the place, not the connection; nothing is left there or queued. (Before: "the upload of
+/// the job directory to login failed (tar: Exiting with failure status due to previous
+/// errors)", tar's summary line rather than its error, and "submit again once `ssh` to the
+/// login node works", which it did: the same submit failed again.)
+#[test]
+fn a_login_node_that_cannot_write_the_job_says_why() {
+    if !root_or_skip("a_login_node_that_cannot_write_the_job_says_why") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let queued = login.dir.path().join("queued");
+    crate::shared_cluster::stand_in_sbatch(
+        login.dir.path(),
+        4848,
+        "0",
+        &format!("echo \"$@\" >> {}", queued.display()),
+    );
+    let home = login.dir.path().join("home");
+    let code = home.join("code");
+    std::fs::create_dir_all(&code).unwrap();
+    let blob: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(code.join("weights.bin"), blob).unwrap();
+    let locked = home.join("locked-jobs");
+    std::fs::create_dir_all(&locked).unwrap();
+    for p in [&code, &code.join("weights.bin"), &locked] {
+        std::os::unix::fs::chown(p, Some(login.uid), Some(login.gid)).unwrap();
+    }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let full = home.join("full");
+    let _mounted = SmallMount::at(&full, &login);
+    // tar's words for a full filesystem: the file it could not write, or a short write
+    let no_space: &[&str] = &["No space left on device", "Wrote only"];
+    for (root, causes) in [
+        (locked.clone(), &["Permission denied"][..]),
+        (full.join("jobs"), no_space),
+    ] {
+        let cause = causes[0];
+        let o = login.ovlaunch(&[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "big",
+            "--no-container",
+            "--host",
+            "login",
+            "--package",
+            "code",
+            "--remote-jobs-root",
+            root.to_str().unwrap(),
+        ]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{cause}: {e}");
+        assert!(
+            e.contains(&format!(
+                "error: login could not write the job directory {}/big: ",
+                root.display()
+            )) && causes.iter().any(|c| e.contains(c)),
+            "{cause}: {e}"
+        );
+        assert!(!e.contains("Exiting with failure status"), "{cause}: {e}");
+        assert!(!e.contains("once `ssh`"), "{cause}: {e}");
+        assert!(
+            e.contains(&format!(
+                "help: check that you can write to {} there and that its filesystem has space and quota left (`ssh login df -h {}`), or give another --remote-jobs-root",
+                root.display(),
+                root.display()
+            )),
+            "{cause}: {e}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&root).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{cause}: left there: {left:?}");
+    }
+    assert!(!queued.exists(), "something was queued");
+}
