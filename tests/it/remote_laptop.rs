@@ -966,3 +966,69 @@ fn a_login_node_that_cannot_write_the_job_says_why() {
     }
     assert!(!queued.exists(), "something was queued");
 }
+
+/// `status` from the laptop of a job whose state Slurm's answer on the login node gives
+/// with control characters in its reason and state (an escape sequence that would set the
+/// terminal's clipboard, OSC 52, and clear the screen; text the laptop's user did not write):
+/// `status`, its JSON and `list` write them as escapes, never raw to the terminal. (Before:
+/// `status` printed `reason=` followed by the raw sequences on stdout.)
+#[test]
+fn slurms_words_reach_the_laptop_as_text() {
+    if !root_or_skip("slurms_words_reach_the_laptop_as_text") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let jobs = login.dir.path().join("home/cluster-jobs");
+    let root = jobs.to_str().unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "odd",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        root,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p = login.dir.path().join("bin/scontrol");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\n\
+             printf 'JobId=4848 JobName=odd JobState=%s Reason=%s ExitCode=0:0 Restarts=0 WorkDir={}\\n' \
+             \"$(printf 'PENDING\\033[8m')\" \"$(printf '\\033]52;c;cm0gLXJmIH4K\\007(Resources)\\033[2J')\"\n",
+            jobs.join("odd").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (args, says) in [
+        (
+            &["status", "odd"][..],
+            "4848 odd PENDING\\u{1b}[8m exit=0:0 reason=\\u{1b}]52;c;cm0gLXJmIH4K\\u{7}(Resources)\\u{1b}[2J",
+        ),
+        (
+            &["status", "odd", "-o", "json"][..],
+            "\"reason\": \"\\\\u{1b}]52;c;cm0gLXJmIH4K\\\\u{7}(Resources)\\\\u{1b}[2J\"",
+        ),
+        (
+            &["list", "--host", "login", "--remote-jobs-root", root][..],
+            "pending\\u{1b}[8m",
+        ),
+    ] {
+        let o = login.ovlaunch(args);
+        let out = stdout(&o);
+        assert!(out.contains(says), "{args:?}: {out}\n{}", stderr(&o));
+        assert!(
+            !out.contains('\x1b') && !out.contains('\x07'),
+            "{args:?}: {out:?}"
+        );
+    }
+}
