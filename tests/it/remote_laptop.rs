@@ -1032,3 +1032,77 @@ fn slurms_words_reach_the_laptop_as_text() {
         );
     }
 }
+
+/// `--host --package DIR` with a 40 MB package and a laptop whose `TMPDIR` is a 64 MiB
+/// tmpfs (as `/tmp` is on many laptops: memory, a part of it): the archive is staged there
+/// once, not also copied into the staged job directory, so the submit goes through and the
+/// job's archive is the package. (Before: exit 1, "cannot copy .../code.tar: No space left on
+/// device": the upload's staged job directory held a second copy of the archive, twice its
+/// size in TMPDIR.)
+#[test]
+fn a_package_is_staged_once_for_the_upload() {
+    if !root_or_skip("a_package_is_staged_once_for_the_upload") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let code = home.join("code");
+    std::fs::create_dir_all(&code).unwrap();
+    let blob: Vec<u8> = (0..40_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(code.join("weights.bin"), &blob).unwrap();
+    for p in [&code, &code.join("weights.bin")] {
+        std::os::unix::fs::chown(p, Some(login.uid), Some(login.gid)).unwrap();
+    }
+    let tmp = login.dir.path().join("laptop-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let o = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64m,mode=1777", "tmpfs"])
+        .arg(&tmp)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mount: {}", stderr(&o));
+    let _mounted = SmallMount(tmp.clone());
+    let jobs = home.join("cluster-jobs");
+    let o = crate::job_places::ovlaunch_as(
+        login.uid,
+        login.gid,
+        &home,
+        &[
+            ("HOME", home.to_str().unwrap()),
+            ("XDG_RUNTIME_DIR", &format!("{}/run", home.display())),
+            ("PATH", "/usr/bin:/bin"),
+            ("TMPDIR", tmp.to_str().unwrap()),
+        ],
+        &[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "staged",
+            "--no-container",
+            "--host",
+            "login",
+            "--package",
+            "code",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = std::process::Command::new("tar")
+        .arg("-xOf")
+        .arg(jobs.join("staged/code.tar"))
+        .arg("weights.bin")
+        .output()
+        .unwrap();
+    assert!(o.stdout == blob, "the job's archive is not the package");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
