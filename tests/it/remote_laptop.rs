@@ -1106,3 +1106,72 @@ fn a_package_is_staged_once_for_the_upload() {
     let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
 }
+
+/// A login node's jobs root written with `~` where no shell expands it (a profile's
+/// `remote_jobs_root: ~/pj`, a quoted `--remote-jobs-root '~/fj'`) is under the home
+/// directory there, as `scp login:~/x` reads it; `~other/...` is refused naming the flag.
+/// (Before: the jobs went into a directory named `~` in the login node's home,
+/// `HOME/~/pj/...`, which `rm -rf ~` then seems to remove.)
+#[test]
+fn a_login_nodes_jobs_root_under_tilde_is_its_home() {
+    if !root_or_skip("a_login_nodes_jobs_root_under_tilde_is_its_home") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let config = home.join(".config/ovlaunch");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.yaml"),
+        "profiles:\n  c:\n    host: login\n    remote_jobs_root: ~/pj\n",
+    )
+    .unwrap();
+    for p in [&home.join(".config"), &config, &config.join("config.yaml")] {
+        std::os::unix::fs::chown(p, Some(login.uid), Some(login.gid)).unwrap();
+    }
+    let submit = |name: &str, more: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+        ];
+        args.extend(more);
+        login.ovlaunch(&args)
+    };
+    for (name, more, dir) in [
+        ("fromprofile", &["--profile", "c"][..], "pj"),
+        (
+            "fromflag",
+            &["--host", "login", "--remote-jobs-root", "~/fj"][..],
+            "fj",
+        ),
+    ] {
+        let o = submit(name, more);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let at = home.join(dir).join(name);
+        assert!(
+            at.join("submission.json").is_file(),
+            "{name}: {}",
+            stdout(&o)
+        );
+    }
+    assert!(!home.join("~").exists(), "a directory named ~ was made");
+    let o = submit(
+        "other",
+        &["--host", "login", "--remote-jobs-root", "~root/jobs"],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("--remote-jobs-root: `~root/jobs` names another user's home directory on login"),
+        "{e}"
+    );
+    assert!(!home.join("~root").exists());
+}
