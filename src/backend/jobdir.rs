@@ -16,7 +16,9 @@
 //!   written.
 //! - Every entry is created through directory file descriptors with `O_NOFOLLOW` and
 //!   `O_EXCL` (`openat`, `mkdirat`, `symlinkat`): a symlink planted anywhere in the job
-//!   directory, or a partial directory swapped for a symlink, is never followed.
+//!   directory, or a partial directory swapped for a symlink, is never followed. The
+//!   `--package` archive is a second link to the staged one where both are on one
+//!   filesystem (`linkat` of the file opened, never of a path), else a copy.
 //! - Every directory from `/` to the one the job directory goes into is checked as it is
 //!   opened, and the missing ones created, by `backend::trust::open_dir`: owned by this user
 //!   (or root) and writable by nobody else unless its sticky bit is set; one owned by another
@@ -160,6 +162,9 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
                     0o644
                 };
                 let src = open_source(from)?;
+                if matches!(a, Asset::File { .. }) && hard_linked(fd, tmp, name, &src) {
+                    continue;
+                }
                 let mut dst = create_file(fd, tmp, name, mode)?;
                 if matches!(a, Asset::Executable { .. }) {
                     // A program is copied within the bound its check read it in.
@@ -189,6 +194,42 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
     }
     make_dir(fd, LOGS_DIR).map_err(|e| io_err("create", &tmp.join(LOGS_DIR), &e.into()))?;
     Ok(())
+}
+
+/// Puts the file open as `src` at `rel` under `fd` as a second link to it, mode 0644, in
+/// place of a copy: the `--package` archive, which ovlaunch staged and this user owns, is
+/// not written twice where the job directory is on its filesystem (an upload's staged job
+/// directory, in TMPDIR as the archive is: a package of gigabytes would need twice its
+/// size there). Linked through `/proc/self/fd`, so the entry is the file opened, never one
+/// put at its path since. Whether it was; where it cannot be (another filesystem, another
+/// owner's file, no `/proc`) the caller copies.
+fn hard_linked(fd: &OwnedFd, base: &Path, rel: &str, src: &fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let mine = src
+        .metadata()
+        .is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw());
+    let Ok((dir, leaf)) = subdir(fd, base, rel) else {
+        return false;
+    };
+    let opened = format!("/proc/self/fd/{}", src.as_raw_fd());
+    if !mine
+        || nix::unistd::linkat(
+            nix::fcntl::AT_FDCWD,
+            opened.as_str(),
+            &dir,
+            leaf,
+            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        )
+        .is_err()
+    {
+        return false;
+    }
+    if fchmod(src, Mode::from_bits_truncate(0o644)).is_err() || src.sync_all().is_err() {
+        let _ = nix::unistd::unlinkat(&dir, leaf, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        return false;
+    }
+    true
 }
 
 /// Opens an asset's source: never blocking (a FIFO put in its place), a regular file only.

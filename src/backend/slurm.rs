@@ -633,7 +633,7 @@ fn lookup(
         if st.restarts.is_some_and(|r| r > 0) && !st.phase.is_final() {
             st.requeued_after = previous_run(host, id);
         }
-        return Ok(Some(st));
+        return Ok(Some(st.as_text()));
     }
     if tool(host, "sacct").is_ok() {
         // Accounting first; without an accounting database, a job-completion log
@@ -662,13 +662,10 @@ fn lookup(
             if name != expect.job_name || dir != expect.job_dir {
                 return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
             }
-            return Ok(Some(JobStatus::new(
-                id.as_str(),
-                state,
-                Some(exit.to_string()),
-                source,
-                None,
-            )));
+            return Ok(Some(
+                JobStatus::new(id.as_str(), state, Some(exit.to_string()), source, None)
+                    .as_text(),
+            ));
         }
     }
     Ok(None)

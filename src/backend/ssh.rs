@@ -35,7 +35,9 @@
 //!   in place, so a connection lost as it was moved into place is read back by a new one
 //!   ([`Ssh::landed`]): a directory holding the mark is this upload's and the submission goes
 //!   on with it (never written again under the next name); one whose outcome cannot be read
-//!   back is `Failed::Unknown`, an error saying what may be there and what to do.
+//!   back is `Failed::Unknown`, an error saying what may be there and what to do. A login
+//!   node that fails the upload itself, the connection holding (no write permission, a full
+//!   filesystem), is an error quoting its reason and pointing at the place, not the link.
 //! - Before a job directory or an experiment directory is created there, its path is held to
 //!   the rule `backend::trust` holds local paths to ([`Ssh::check_path`]): every directory
 //!   from `/`, as given and as resolved (`realpath`), a trusted entry for the login node's
@@ -454,6 +456,10 @@ impl Ssh {
             ))
             .help(NOT_CREATABLE)
             .into()),
+            // The login node's own failure (its partial directory could not be made or
+            // filled there), the connection holding: this machine's archive was read to its
+            // end, or the login node stopped reading it.
+            Some(1) if copied.is_err() || tar_ok => Err(self.not_written(d, parent, &err).into()),
             code => {
                 let last = err.trim().lines().last();
                 let why = last.unwrap_or("the connection was cut").to_string();
@@ -483,6 +489,29 @@ impl Ssh {
                 }
             }
         }
+    }
+
+    /// The error of an upload the login node failed, the connection holding (exit 1 of
+    /// [`upload_script`]: the partial directory under `p` could not be made or filled there,
+    /// e.g. no write permission, a full filesystem or quota): the last of its words that says
+    /// why (tar's summary line says nothing of it), and what to check there.
+    fn not_written(&self, d: &str, p: &str, err: &str) -> Error {
+        let why = err
+            .lines()
+            .map(str::trim)
+            .rfind(|l| {
+                !l.is_empty() && !l.ends_with("Exiting with failure status due to previous errors")
+            })
+            .unwrap_or("no message");
+        Error::runtime(format!(
+            "{} could not write the job directory {d}: {why}; nothing was submitted and no job directory was left there",
+            self.target
+        ))
+        .help(format!(
+            "check that you can write to {p} there and that its filesystem has space and quota left (`ssh {} df -h {}`), or give another --remote-jobs-root",
+            self.target,
+            quote(p)
+        ))
     }
 
     /// After a connection lost during an upload (`token`, of `d` under `p`): whether the

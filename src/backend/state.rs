@@ -1,6 +1,8 @@
 //! Every Slurm job state mapped to one table (torchx's SLURM_STATES plus the rest of
 //! Slurm's list). An unknown state string maps to `Unknown`, never to a crash. [`JobStatus`]
-//! is what every backend's `status` answers.
+//! is what every backend's `status` answers; the words of a Slurm tool's answer in it are
+//! text ([`JobStatus::as_text`]: a control character written as its escape), so no output of
+//! it, the terminal's or a script's, carries a sequence the terminal would act on.
 
 use serde::Serialize;
 
@@ -87,6 +89,31 @@ impl JobStatus {
             restarts,
         }
     }
+
+    /// The status with its words (state, exit code, reason, previous run) as text: a control
+    /// character in them, which the login node's or Slurm's answer may hold and which the
+    /// terminal `status` and `list` print on would act on (an escape sequence that sets the
+    /// clipboard or clears the screen), written as its escape (`\u{1b}`), as the CLI's stderr
+    /// writes one. The phase is read before, from the state as answered.
+    pub fn as_text(self) -> Self {
+        let text = |s: String| match s.chars().any(char::is_control) {
+            true => s
+                .chars()
+                .map(|c| match c.is_control() {
+                    true => c.escape_debug().to_string(),
+                    false => c.to_string(),
+                })
+                .collect(),
+            false => s,
+        };
+        Self {
+            slurm_state: text(self.slurm_state),
+            exit_code: self.exit_code.map(text),
+            reason: self.reason.map(text),
+            requeued_after: self.requeued_after.map(text),
+            ..self
+        }
+    }
 }
 
 #[cfg(test)]
@@ -105,5 +132,22 @@ mod tests {
         assert_eq!(phase("RUNNING"), Phase::Running);
         assert_eq!(phase("WHATEVER"), Phase::Unknown);
         assert_eq!(phase(""), Phase::Unknown);
+    }
+
+    /// A control character in a status's words (a line break too: each is a word of one
+    /// line) is written as its escape, other text as it is; the phase stays the one answered.
+    #[test]
+    fn a_status_words_are_text() {
+        let mut st = JobStatus::new("7", "PENDING", None, "scontrol", None);
+        st.reason = Some("\x1b]52;c;eA==\x07(Resources)\u{9b}2J é".into());
+        let st = st.as_text();
+        assert_eq!(
+            st.reason.as_deref(),
+            Some("\\u{1b}]52;c;eA==\\u{7}(Resources)\\u{9b}2J é")
+        );
+        assert_eq!(
+            (st.slurm_state.as_str(), st.phase),
+            ("PENDING", Phase::Pending)
+        );
     }
 }

@@ -309,7 +309,7 @@ pub(super) fn job_dir(
     if let Some(dir) = &args.job_dir {
         host.check_text("the login node's path", &dir.to_string_lossy())
             .map_err(|e| e.at_flag("--job-dir"))?;
-        let dir = host.absolute(dir)?;
+        let dir = on_login_node(host, dir, "--job-dir")?;
         let mirror = mirror(&dir);
         return Ok(JobDir::given(dir, mirror));
     }
@@ -366,15 +366,37 @@ impl JobDir {
 /// handed is refused naming where it was set (`Host::check_text`).
 pub(super) fn remote_jobs_root(settings: &Settings, host: &dyn Host) -> Result<PathBuf> {
     let root = &settings.remote_jobs_root;
-    let root = match root.value.as_deref() {
+    match root.value.as_deref() {
         Some(r) => {
             host.check_text("the login node's path", r)
                 .map_err(|e| e.at_flag(root.origin.to_string()))?;
-            r
+            on_login_node(host, Path::new(r), &root.origin.to_string())
         }
-        None => ".local/state/ovlaunch/jobs",
+        None => host.absolute(Path::new(".local/state/ovlaunch/jobs")),
+    }
+}
+
+/// A path on the login node of `host` as given (at `origin`), absolute there: `~` and
+/// `~/...` are the home directory there, as `scp login:~/x` reads them (a profile's text, a
+/// variable or a quoted flag reach ovlaunch unexpanded), a relative path is under it too
+/// (`Host::absolute`); `~user` is refused rather than taken as a directory named so.
+fn on_login_node(host: &dyn Host, given: &Path, origin: &str) -> Result<PathBuf> {
+    let Some(given) = given.to_str() else {
+        return host.absolute(given);
     };
-    host.absolute(Path::new(root))
+    let rel = match given.strip_prefix('~') {
+        None => given,
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.trim_start_matches('/'),
+        Some(_) => {
+            return Err(Error::usage(format!(
+                "`{given}` names another user's home directory on {}, which ovlaunch does not look up",
+                host.remote().unwrap_or("the login node")
+            ))
+            .at_flag(origin)
+            .help("give an absolute path, or one under your home directory there (`~/...`)"));
+        }
+    };
+    host.absolute(Path::new(rel))
 }
 
 /// The jobs root in force, absolute.

@@ -6,7 +6,12 @@
 //! - `git`: the repository of the working directory at `HEAD` (`git archive`). Uncommitted
 //!   changes to tracked files are refused (exit 2), unless `--package-dirty`, which archives
 //!   them too (`git stash create`: a commit of the working tree that touches no branch and
-//!   no stash); untracked files are never included.
+//!   no stash; its failure, another git command holding the index, is an error, never HEAD
+//!   shipped in place of the changes); untracked files are never included. Submodules,
+//!   which `git archive` leaves as empty directories, are archived from their checkouts and
+//!   appended under their paths, nested ones too ([`Submodules`]): at the commit the
+//!   repository records, or with `--package-dirty` as checked out with their tracked
+//!   changes; one not checked out here is a warning.
 //! - `DIR`: the files under DIR whose relative paths match an `--package-include` pattern
 //!   (all files when none is given) and no `--package-exclude` pattern (`*` within a path
 //!   component, `**` across components, `?` one character); `.git` is always left out, and
@@ -80,6 +85,7 @@ pub(super) fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
     let removed = crate::backend::signals::RemovedOnSignal::install(&[
         archive.clone(),
         archive.with_extension("list"),
+        archive.with_extension("part"),
         stage.clone(),
     ]);
     // A Ctrl-C (or SIGTERM, SIGHUP) while the archive is made stops the build, whose tools
@@ -89,7 +95,16 @@ pub(super) fn build(req: Option<Request<'_>>) -> Result<Option<Built>> {
         let mut warnings = Vec::new();
         let (root, commit, dirty, kind) = if req.what == "git" {
             let (root, commit, dirty, tree) = git_archive(&archive, req.dirty)?;
-            warnings = git_links_unresolved(&root, &tree)?;
+            let mut tracked = Tracked::default();
+            let subs = tracked.add(&root, &tree, "")?;
+            let mut with = Submodules {
+                to: &archive,
+                dirty: req.dirty,
+                tracked: &mut tracked,
+                warnings: &mut warnings,
+            };
+            with.add(&root, subs, "")?;
+            warnings.extend(git_links_unresolved(&root, &tracked));
             (root, Some(commit), dirty, "git")
         } else {
             let root = PathBuf::from(req.what);
@@ -202,10 +217,7 @@ fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool, String)
             .at_flag("--package")
             .help("commit them, or add --package-dirty to ship the working tree's tracked files as they are"));
         }
-        let stash = git(&["-C", &root_s, "stash", "create"])?;
-        if stash.status.success() && !text(&stash).is_empty() {
-            tree = text(&stash);
-        }
+        tree = working_tree(&root)?.unwrap_or(tree);
     }
     let out = git(&[
         "-C",
@@ -223,6 +235,152 @@ fn git_archive(to: &Path, dirty: bool) -> Result<(PathBuf, String, bool, String)
         )));
     }
     Ok((root, commit, !changed.is_empty(), tree))
+}
+
+/// The commit `git stash create` makes of the working tree of the repository at `root` (its
+/// tracked files as they are; no branch or stash touched), `None` when git finds no change to
+/// record. A failure (another git command holding the index, `.git/index.lock`) is an error:
+/// archiving HEAD instead would ship other code than the one `--package-dirty` names.
+fn working_tree(root: &Path) -> Result<Option<String>> {
+    let stash = git(&["-C", &root.display().to_string(), "stash", "create"])?;
+    if !stash.status.success() {
+        let said = String::from_utf8_lossy(&stash.stderr);
+        let said = said.trim().lines().next().map(|l| format!(": {l}"));
+        return Err(Error::runtime(format!(
+            "--package git --package-dirty: the working tree's changes could not be archived (`git stash create` in {} failed{}); nothing was written or submitted",
+            root.display(),
+            said.unwrap_or_default()
+        ))
+        .help("another git command may hold the repository's index (.git/index.lock): submit again once it is done, or remove the lock if no git command is running"));
+    }
+    Ok(Some(text(&stash)).filter(|t| !t.is_empty()))
+}
+
+/// What a `--package git` archive holds, as `git ls-tree` lists it: every path, and which
+/// are symbolic links; a submodule's under its path.
+#[derive(Default)]
+struct Tracked {
+    paths: Vec<String>,
+    links: std::collections::BTreeSet<String>,
+}
+
+impl Tracked {
+    /// Adds the entries of `tree` in the repository at `repo`, each under `prefix`; returns
+    /// its submodules (gitlinks, mode 160000) as their paths in `repo` and their commits.
+    fn add(&mut self, repo: &Path, tree: &str, prefix: &str) -> Result<Vec<(String, String)>> {
+        let repo_s = repo.display().to_string();
+        let listed = git(&["-C", &repo_s, "ls-tree", "-r", "-z", "--full-tree", tree])?;
+        if !listed.status.success() {
+            return Err(Error::runtime(format!(
+                "git ls-tree failed: {}",
+                String::from_utf8_lossy(&listed.stderr).trim()
+            )));
+        }
+        let mut subs = Vec::new();
+        for entry in listed.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+            let entry = String::from_utf8_lossy(entry);
+            let Some((meta, path)) = entry.split_once('\t') else {
+                continue;
+            };
+            let full = format!("{prefix}{path}");
+            match meta.split(' ').collect::<Vec<_>>()[..] {
+                ["120000", ..] => {
+                    self.links.insert(full.clone());
+                }
+                ["160000", _, commit] => subs.push((path.to_string(), commit.to_string())),
+                _ => {}
+            }
+            self.paths.push(full);
+        }
+        Ok(subs)
+    }
+}
+
+/// Where `--package git` puts the submodules: `git archive` leaves an empty directory in
+/// each one's place, so each is archived from its own checkout and appended to the archive
+/// (`to`) under its path.
+struct Submodules<'a> {
+    to: &'a Path,
+    /// `--package-dirty`: a submodule as its working tree is (its HEAD and its tracked
+    /// changes), else the commit the repository records (which is its HEAD, the repository
+    /// having no uncommitted change).
+    dirty: bool,
+    tracked: &'a mut Tracked,
+    warnings: &'a mut Vec<String>,
+}
+
+impl Submodules<'_> {
+    /// Appends `subs`, the submodules of the repository at `repo` (whose paths in the archive
+    /// start with `prefix`), and theirs. One not checked out here (no `.git` in its
+    /// directory) is a warning: the archive can only hold the empty directory.
+    fn add(&mut self, repo: &Path, subs: Vec<(String, String)>, prefix: &str) -> Result<()> {
+        for (path, commit) in subs {
+            let at = repo.join(&path);
+            let named = format!("{prefix}{path}");
+            if std::fs::symlink_metadata(at.join(".git")).is_err() {
+                self.warnings.push(format!(
+                    "--package git: the submodule {} is not checked out here, so the archive holds an empty directory in its place; `git submodule update --init --recursive` fetches it",
+                    shown(&named)
+                ));
+                continue;
+            }
+            let tree = match self.dirty {
+                true => match working_tree(&at)? {
+                    Some(t) => t,
+                    None => text(&git(&[
+                        "-C",
+                        &at.display().to_string(),
+                        "rev-parse",
+                        "HEAD",
+                    ])?),
+                },
+                false => commit,
+            };
+            let inner = format!("{named}/");
+            self.append(&at, &tree, &inner, &named)?;
+            let nested = self.tracked.add(&at, &tree, &inner)?;
+            self.add(&at, nested, &inner)?;
+        }
+        Ok(())
+    }
+
+    /// `git archive` of `tree` in the checkout `at` under `prefix`, appended to the archive.
+    fn append(&self, at: &Path, tree: &str, prefix: &str, named: &str) -> Result<()> {
+        let part = self.to.with_extension("part");
+        let out = git(&[
+            "-C",
+            &at.display().to_string(),
+            "archive",
+            "--format=tar",
+            &format!("--prefix={prefix}"),
+            "-o",
+            &part.display().to_string(),
+            tree,
+        ])?;
+        if !out.status.success() {
+            return Err(Error::runtime(format!(
+                "git archive of the submodule {} failed: {}",
+                shown(named),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+            .help("`git submodule update --init --recursive` checks out the commits the repository records"));
+        }
+        let out = Command::new("tar")
+            .arg("--concatenate")
+            .arg("-f")
+            .arg(self.to)
+            .arg(&part)
+            .output()
+            .map_err(|e| Error::runtime(format!("cannot run tar: {e}")))?;
+        let _ = std::fs::remove_file(&part);
+        if !out.status.success() {
+            return Err(Error::runtime(format!(
+                "tar failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The files of `root` the patterns select, archived with tar into `to`.
@@ -411,31 +569,12 @@ struct Unresolved<'a> {
 }
 
 /// `--package git`'s tracked links that will not resolve on the nodes ([`unresolved`], the
-/// tracked files of `tree` as what the archive holds), as warnings: the repository is what
-/// it is, and the user may mean a path every node has.
-fn git_links_unresolved(root: &Path, tree: &str) -> Result<Vec<String>> {
-    let root_s = root.display().to_string();
-    let listed = git(&["-C", &root_s, "ls-tree", "-r", "-z", "--full-tree", tree])?;
-    if !listed.status.success() {
-        return Err(Error::runtime(format!(
-            "git ls-tree failed: {}",
-            String::from_utf8_lossy(&listed.stderr).trim()
-        )));
-    }
-    let mut files = Vec::new();
-    let mut links = std::collections::BTreeSet::new();
-    for entry in listed.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
-        let entry = String::from_utf8_lossy(entry);
-        let Some((meta, path)) = entry.split_once('\t') else {
-            continue;
-        };
-        if meta.starts_with("120000 ") {
-            links.insert(path.to_string());
-        }
-        files.push(path.to_string());
-    }
-    let Unresolved { leaving, left_out } = unresolved(root, &files, |f| {
-        links
+/// tracked files, submodules' too, as what the archive holds), as warnings: the repository
+/// is what it is, and the user may mean a path every node has.
+fn git_links_unresolved(root: &Path, tracked: &Tracked) -> Vec<String> {
+    let Unresolved { leaving, left_out } = unresolved(root, &tracked.paths, |f| {
+        tracked
+            .links
             .contains(f)
             .then(|| std::fs::read_link(root.join(f)).ok())
             .flatten()
@@ -453,7 +592,7 @@ fn git_links_unresolved(root: &Path, tree: &str) -> Result<Vec<String>> {
         shown(f),
         shown(t.display())
     )));
-    Ok(warnings)
+    warnings
 }
 
 /// Where the link at `rel` under `root`, pointing at `target`, resolves once unpacked

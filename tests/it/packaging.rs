@@ -148,3 +148,210 @@ fn package_git_warns_of_tracked_links_that_will_not_resolve() {
     );
     assert!(listed(&job.join("code.tar")).contains(&"notes".to_string()));
 }
+
+/// A git repository, `repo` under `d`, with `files` committed (as `t <t@t>`).
+fn committed(d: &Path, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let repo = d.join("repo");
+    for (name, body) in files {
+        let p = repo.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    git(&repo, &["init", "-q", "."]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "code"]);
+    repo
+}
+
+/// `git ARGS` in `dir` (as `t <t@t>`), which must succeed.
+fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "protocol.file.allow=always"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+}
+
+/// The text of `name` in the tar archive `archive`.
+fn member(archive: &Path, name: &str) -> String {
+    let o = Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg(name)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{name}: {}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `--package git --package-dirty` while another git command holds the repository's index
+/// (`.git/index.lock`, as an editor's git integration or a `git commit` in another terminal
+/// does): the working tree's changes cannot be archived (`git stash create` fails), so the
+/// submit fails with exit 1 naming the lock, and nothing is written. (Before: exit 0, the
+/// archive held HEAD without the changes, and `submission.json` said `dirty: true`.)
+#[test]
+fn package_dirty_that_cannot_be_archived_is_not_shipped_as_head() {
+    let d = tempfile::tempdir().unwrap();
+    let repo = committed(d.path(), &[("train.py", "STEP = 1\n")]);
+    std::fs::write(repo.join("train.py"), "STEP = 2\n").unwrap();
+    std::fs::write(repo.join(".git/index.lock"), "").unwrap();
+    let job = d.path().join("job");
+    let o = render(&repo, &job, &["--package", "git", "--package-dirty"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(
+            "error: --package git --package-dirty: the working tree's changes could not be archived"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("index.lock"), "{e}");
+    assert!(!job.exists(), "a failed package wrote the job directory");
+    std::fs::remove_file(repo.join(".git/index.lock")).unwrap();
+    let o = render(&repo, &job, &["--package", "git", "--package-dirty"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(member(&job.join("code.tar"), "train.py"), "STEP = 2\n");
+}
+
+/// `--package git` of a repository with a submodule (`third_party/lib`, itself holding one,
+/// `vendor/inner`) and a tracked link into it (`mylib -> third_party/lib/mylib`, as a
+/// vendored package is often put on the import path): the archive holds each submodule's
+/// files at the commit the repository records, so the link resolves there and is not warned
+/// of; an untracked file in the submodule is neither shipped nor a change; a change to its
+/// tracked files is refused, and shipped with `--package-dirty`. (Before: `git archive` left
+/// `third_party/lib/` empty, no error or warning but one saying the link named what git does
+/// not track: the job's `import mylib` failed on the nodes; with `--package-dirty` the
+/// submodule's change was not shipped, `git stash create` leaving submodules out, and the
+/// record said `dirty: true`.)
+#[test]
+fn package_git_holds_its_submodules() {
+    let d = tempfile::tempdir().unwrap();
+    let inner = d.path().join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::write(inner.join("inner.py"), "I = 1\n").unwrap();
+    git(&inner, &["init", "-q", "."]);
+    git(&inner, &["add", "."]);
+    git(&inner, &["commit", "-qm", "inner"]);
+    let lib = d.path().join("lib");
+    std::fs::create_dir_all(lib.join("mylib")).unwrap();
+    std::fs::write(lib.join("mylib/__init__.py"), "X = 1\n").unwrap();
+    git(&lib, &["init", "-q", "."]);
+    git(&lib, &["add", "."]);
+    git(
+        &lib,
+        &[
+            "submodule",
+            "-q",
+            "add",
+            inner.to_str().unwrap(),
+            "vendor/inner",
+        ],
+    );
+    git(&lib, &["commit", "-qm", "lib"]);
+    let repo = committed(d.path(), &[("train.py", "import mylib\n")]);
+    git(
+        &repo,
+        &[
+            "submodule",
+            "-q",
+            "add",
+            lib.to_str().unwrap(),
+            "third_party/lib",
+        ],
+    );
+    git(
+        &repo,
+        &["submodule", "-q", "update", "--init", "--recursive"],
+    );
+    symlink("third_party/lib/mylib", repo.join("mylib")).unwrap();
+    git(&repo, &["add", "mylib"]);
+    git(&repo, &["commit", "-qm", "with lib"]);
+    std::fs::write(repo.join("third_party/lib/scratch.txt"), "notes\n").unwrap();
+    let job = d.path().join("job");
+    let o = render(&repo, &job, &["--package", "git"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(!e.contains("mylib ->"), "{e}");
+    let archive = job.join("code.tar");
+    assert_eq!(
+        member(&archive, "third_party/lib/mylib/__init__.py"),
+        "X = 1\n"
+    );
+    assert_eq!(
+        member(&archive, "third_party/lib/vendor/inner/inner.py"),
+        "I = 1\n"
+    );
+    let names = listed(&archive);
+    assert!(
+        !names.iter().any(|n| n.ends_with("scratch.txt")),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.ends_with(".git")), "{names:?}");
+    // The archive unpacks as the job unpacks it, the link resolving into the submodule.
+    let code = d.path().join("code");
+    std::fs::create_dir(&code).unwrap();
+    let o = Command::new("tar")
+        .arg("-xf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&code)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(code.join("mylib/__init__.py")).unwrap(),
+        "X = 1\n"
+    );
+
+    std::fs::write(repo.join("third_party/lib/mylib/__init__.py"), "X = 2\n").unwrap();
+    let job = d.path().join("job-changed");
+    let o = render(&repo, &job, &["--package", "git"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("uncommitted changes (M third_party/lib)"), "{e}");
+    assert!(!job.exists());
+    let o = render(&repo, &job, &["--package", "git", "--package-dirty"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        member(&job.join("code.tar"), "third_party/lib/mylib/__init__.py"),
+        "X = 2\n"
+    );
+}
+
+/// `--package git` of a clone whose submodule was never fetched (`git clone` without
+/// `--recurse-submodules`): the archive can only hold an empty directory there, which is
+/// said in a warning naming the submodule and the command that fetches it; the submit goes
+/// on (a submodule the job does not need may be meant to stay out). (Before: nothing said.)
+#[test]
+fn package_git_warns_of_a_submodule_not_checked_out() {
+    let d = tempfile::tempdir().unwrap();
+    let lib = committed(
+        &d.path().join("lib-src"),
+        &[("mylib/__init__.py", "X = 1\n")],
+    );
+    let repo = committed(d.path(), &[("train.py", "import mylib\n")]);
+    git(
+        &repo,
+        &[
+            "submodule",
+            "-q",
+            "add",
+            lib.to_str().unwrap(),
+            "third_party/lib",
+        ],
+    );
+    git(&repo, &["commit", "-qm", "with lib"]);
+    git(d.path(), &["clone", "-q", repo.to_str().unwrap(), "clone"]);
+    let job = d.path().join("job");
+    let o = render(&d.path().join("clone"), &job, &["--package", "git"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(
+        e.contains("warning: --package git: the submodule third_party/lib is not checked out here, so the archive holds an empty directory in its place; `git submodule update --init --recursive` fetches it"),
+        "{e}"
+    );
+    assert!(listed(&job.join("code.tar")).contains(&"train.py".to_string()));
+}

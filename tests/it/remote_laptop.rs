@@ -848,3 +848,330 @@ fn cut_off(login: &Login) {
         }
     }
 }
+
+/// A tmpfs of 1 MiB mounted at `dir` for `login`'s user, unmounted when dropped (the login
+/// node is this machine behind its sshd: a full filesystem there).
+struct SmallMount(std::path::PathBuf);
+
+impl SmallMount {
+    fn at(dir: &Path, login: &Login) -> SmallMount {
+        std::fs::create_dir_all(dir).unwrap();
+        let o = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!(
+                "size=1m,mode=0700,uid={},gid={}",
+                login.uid, login.gid
+            ))
+            .arg("tmpfs")
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "mount: {}", stderr(&o));
+        SmallMount(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .output();
+    }
+}
+
+/// A login node that cannot write the job directory, the connection to it holding: its
+/// jobs root one its user cannot write (mode 0555), and one on a full filesystem (a 1 MiB
+/// tmpfs). The submit fails with exit 1 saying that the login node could not write it and
+/// why (`mkdir`'s "Permission denied", tar's "No space left on device"), with a fix about
+/// the place, not the connection; nothing is left there or queued. (Before: "the upload of
+/// the job directory to login failed (tar: Exiting with failure status due to previous
+/// errors)", tar's summary line rather than its error, and "submit again once `ssh` to the
+/// login node works", which it did: the same submit failed again.)
+#[test]
+fn a_login_node_that_cannot_write_the_job_says_why() {
+    if !root_or_skip("a_login_node_that_cannot_write_the_job_says_why") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let queued = login.dir.path().join("queued");
+    crate::shared_cluster::stand_in_sbatch(
+        login.dir.path(),
+        4848,
+        "0",
+        &format!("echo \"$@\" >> {}", queued.display()),
+    );
+    let home = login.dir.path().join("home");
+    let code = home.join("code");
+    std::fs::create_dir_all(&code).unwrap();
+    let blob: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(code.join("weights.bin"), blob).unwrap();
+    let locked = home.join("locked-jobs");
+    std::fs::create_dir_all(&locked).unwrap();
+    for p in [&code, &code.join("weights.bin"), &locked] {
+        std::os::unix::fs::chown(p, Some(login.uid), Some(login.gid)).unwrap();
+    }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let full = home.join("full");
+    let _mounted = SmallMount::at(&full, &login);
+    // tar's words for a full filesystem: the file it could not write, or a short write
+    let no_space: &[&str] = &["No space left on device", "Wrote only"];
+    for (root, causes) in [
+        (locked.clone(), &["Permission denied"][..]),
+        (full.join("jobs"), no_space),
+    ] {
+        let cause = causes[0];
+        let o = login.ovlaunch(&[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "big",
+            "--no-container",
+            "--host",
+            "login",
+            "--package",
+            "code",
+            "--remote-jobs-root",
+            root.to_str().unwrap(),
+        ]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{cause}: {e}");
+        assert!(
+            e.contains(&format!(
+                "error: login could not write the job directory {}/big: ",
+                root.display()
+            )) && causes.iter().any(|c| e.contains(c)),
+            "{cause}: {e}"
+        );
+        assert!(!e.contains("Exiting with failure status"), "{cause}: {e}");
+        assert!(!e.contains("once `ssh`"), "{cause}: {e}");
+        assert!(
+            e.contains(&format!(
+                "help: check that you can write to {} there and that its filesystem has space and quota left (`ssh login df -h {}`), or give another --remote-jobs-root",
+                root.display(),
+                root.display()
+            )),
+            "{cause}: {e}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&root).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{cause}: left there: {left:?}");
+    }
+    assert!(!queued.exists(), "something was queued");
+}
+
+/// `status` from the laptop of a job whose state Slurm's answer on the login node gives
+/// with control characters in its reason and state (an escape sequence that would set the
+/// terminal's clipboard, OSC 52, and clear the screen; text the laptop's user did not write):
+/// `status`, its JSON and `list` write them as escapes, never raw to the terminal. (Before:
+/// `status` printed `reason=` followed by the raw sequences on stdout.)
+#[test]
+fn slurms_words_reach_the_laptop_as_text() {
+    if !root_or_skip("slurms_words_reach_the_laptop_as_text") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let jobs = login.dir.path().join("home/cluster-jobs");
+    let root = jobs.to_str().unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--job-name",
+        "odd",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        root,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p = login.dir.path().join("bin/scontrol");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\n\
+             printf 'JobId=4848 JobName=odd JobState=%s Reason=%s ExitCode=0:0 Restarts=0 WorkDir={}\\n' \
+             \"$(printf 'PENDING\\033[8m')\" \"$(printf '\\033]52;c;cm0gLXJmIH4K\\007(Resources)\\033[2J')\"\n",
+            jobs.join("odd").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (args, says) in [
+        (
+            &["status", "odd"][..],
+            "4848 odd PENDING\\u{1b}[8m exit=0:0 reason=\\u{1b}]52;c;cm0gLXJmIH4K\\u{7}(Resources)\\u{1b}[2J",
+        ),
+        (
+            &["status", "odd", "-o", "json"][..],
+            "\"reason\": \"\\\\u{1b}]52;c;cm0gLXJmIH4K\\\\u{7}(Resources)\\\\u{1b}[2J\"",
+        ),
+        (
+            &["list", "--host", "login", "--remote-jobs-root", root][..],
+            "pending\\u{1b}[8m",
+        ),
+    ] {
+        let o = login.ovlaunch(args);
+        let out = stdout(&o);
+        assert!(out.contains(says), "{args:?}: {out}\n{}", stderr(&o));
+        assert!(
+            !out.contains('\x1b') && !out.contains('\x07'),
+            "{args:?}: {out:?}"
+        );
+    }
+}
+
+/// `--host --package DIR` with a 40 MB package and a laptop whose `TMPDIR` is a 64 MiB
+/// tmpfs (as `/tmp` is on many laptops: memory, a part of it): the archive is staged there
+/// once, not also copied into the staged job directory, so the submit goes through and the
+/// job's archive is the package. (Before: exit 1, "cannot copy .../code.tar: No space left on
+/// device": the upload's staged job directory held a second copy of the archive, twice its
+/// size in TMPDIR.)
+#[test]
+fn a_package_is_staged_once_for_the_upload() {
+    if !root_or_skip("a_package_is_staged_once_for_the_upload") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let code = home.join("code");
+    std::fs::create_dir_all(&code).unwrap();
+    let blob: Vec<u8> = (0..40_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(code.join("weights.bin"), &blob).unwrap();
+    for p in [&code, &code.join("weights.bin")] {
+        std::os::unix::fs::chown(p, Some(login.uid), Some(login.gid)).unwrap();
+    }
+    let tmp = login.dir.path().join("laptop-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let o = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64m,mode=1777", "tmpfs"])
+        .arg(&tmp)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mount: {}", stderr(&o));
+    let _mounted = SmallMount(tmp.clone());
+    let jobs = home.join("cluster-jobs");
+    let o = crate::job_places::ovlaunch_as(
+        login.uid,
+        login.gid,
+        &home,
+        &[
+            ("HOME", home.to_str().unwrap()),
+            ("XDG_RUNTIME_DIR", &format!("{}/run", home.display())),
+            ("PATH", "/usr/bin:/bin"),
+            ("TMPDIR", tmp.to_str().unwrap()),
+        ],
+        &[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "staged",
+            "--no-container",
+            "--host",
+            "login",
+            "--package",
+            "code",
+            "--remote-jobs-root",
+            jobs.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = std::process::Command::new("tar")
+        .arg("-xOf")
+        .arg(jobs.join("staged/code.tar"))
+        .arg("weights.bin")
+        .output()
+        .unwrap();
+    assert!(o.stdout == blob, "the job's archive is not the package");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+/// A login node's jobs root written with `~` where no shell expands it (a profile's
+/// `remote_jobs_root: ~/pj`, a quoted `--remote-jobs-root '~/fj'`) is under the home
+/// directory there, as `scp login:~/x` reads it; `~other/...` is refused naming the flag.
+/// (Before: the jobs went into a directory named `~` in the login node's home,
+/// `HOME/~/pj/...`, which `rm -rf ~` then seems to remove.)
+#[test]
+fn a_login_nodes_jobs_root_under_tilde_is_its_home() {
+    if !root_or_skip("a_login_nodes_jobs_root_under_tilde_is_its_home") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let home = login.dir.path().join("home");
+    let config = home.join(".config/ovlaunch");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.yaml"),
+        "profiles:\n  c:\n    host: login\n    remote_jobs_root: ~/pj\n",
+    )
+    .unwrap();
+    for p in [&home.join(".config"), &config, &config.join("config.yaml")] {
+        std::os::unix::fs::chown(p, Some(login.uid), Some(login.gid)).unwrap();
+    }
+    let submit = |name: &str, more: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            name,
+        ];
+        args.extend(more);
+        login.ovlaunch(&args)
+    };
+    for (name, more, dir) in [
+        ("fromprofile", &["--profile", "c"][..], "pj"),
+        (
+            "fromflag",
+            &["--host", "login", "--remote-jobs-root", "~/fj"][..],
+            "fj",
+        ),
+    ] {
+        let o = submit(name, more);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let at = home.join(dir).join(name);
+        assert!(
+            at.join("submission.json").is_file(),
+            "{name}: {}",
+            stdout(&o)
+        );
+    }
+    assert!(!home.join("~").exists(), "a directory named ~ was made");
+    let o = submit(
+        "other",
+        &["--host", "login", "--remote-jobs-root", "~root/jobs"],
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("--remote-jobs-root: `~root/jobs` names another user's home directory on login"),
+        "{e}"
+    );
+    assert!(!home.join("~root").exists());
+}
