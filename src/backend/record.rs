@@ -561,7 +561,10 @@ mod tests {
     fn names_sort_as_the_launcher_makes_them() {
         let mut names = vec!["r-10", "r-3-2", "r", "r-2", "r-3", "q-9", "r-11", "s"];
         names.sort_by(|a, b| name_order(Path::new(a), Path::new(b)));
-        assert_eq!(names, ["q-9", "r", "r-2", "r-3", "r-3-2", "r-10", "r-11", "s"]);
+        assert_eq!(
+            names,
+            ["q-9", "r", "r-2", "r-3", "r-3-2", "r-10", "r-11", "s"]
+        );
     }
 
     #[test]

@@ -399,7 +399,7 @@ pub fn submit(host: &dyn Host, script: &Path, workdir: &Path) -> Result<Submitte
         let said = out.stderr.trim();
         return Err(SubmitError::NotQueued(
             Error::runtime(format!("sbatch rejected the script: {said}"))
-                .help(rejection_help(said)),
+                .help(rejection_help(said, host.remote())),
         ));
     }
     // `--parsable` prints `jobid[;cluster]`.
@@ -423,8 +423,9 @@ pub fn submit(host: &dyn Host, script: &Path, workdir: &Path) -> Result<Submitte
 }
 
 /// What to do about sbatch's refusal, by what sbatch said: a Slurm that cannot be reached
-/// or configured is not fixed by changing the job.
-fn rejection_help(said: &str) -> &'static str {
+/// or configured is not fixed by changing the job. `login`: the login node sbatch ran on
+/// (`--host`), which is then what cannot reach Slurm.
+fn rejection_help(said: &str, login: Option<&str>) -> String {
     const UNREACHABLE: &[&str] = &[
         "configuration source",
         "Unable to contact slurm controller",
@@ -443,11 +444,14 @@ fn rejection_help(said: &str) -> &'static str {
         "not valid",
     ];
     if UNREACHABLE.iter().any(|w| said.contains(w)) {
-        "nothing was queued: this machine cannot reach a Slurm controller (run on a login node; `scontrol ping` tells), or use --dry-run or --executor local"
+        match login {
+            None => "nothing was queued: this machine cannot reach a Slurm controller (run on a login node; `scontrol ping` tells), or use --dry-run or --executor local".into(),
+            Some(h) => format!("nothing was queued: {h} cannot reach a Slurm controller (`ssh {h} scontrol ping` tells): give --host a login node of the cluster, or use --dry-run"),
+        }
     } else if OPTION.iter().any(|w| said.contains(w)) {
-        "nothing was queued: change the setting sbatch names (the launch script's #SBATCH lines show what ovlaunch asked for: --dry-run prints them) and submit again"
+        "nothing was queued: change the setting sbatch names (the launch script's #SBATCH lines show what ovlaunch asked for: --dry-run prints them) and submit again".into()
     } else {
-        "nothing was queued; sbatch's own words above say why"
+        "nothing was queued; sbatch's own words above say why".into()
     }
 }
 

@@ -1175,3 +1175,46 @@ fn a_login_nodes_jobs_root_under_tilde_is_its_home() {
     );
     assert!(!home.join("~root").exists());
 }
+
+/// A login node whose Slurm cannot be reached: the real sbatch there, with no configuration
+/// to find, refuses, and the help is about that login node (`ssh login scontrol ping`), not
+/// "run on a login node", which the submit already did. Nothing is queued.
+#[test]
+fn a_login_node_without_slurm_is_named_in_the_help() {
+    if !root_or_skip("a_login_node_without_slurm_is_named_in_the_help") {
+        return;
+    }
+    if which::which("sbatch").is_err() {
+        assert!(!crate::common::slurm_required(), "sbatch is required in CI");
+        eprintln!("skipping: sbatch not installed");
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    // the login node's PATH then reaches the real sbatch, which finds no slurm.conf
+    std::fs::remove_file(login.dir.path().join("bin/sbatch")).unwrap();
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--no-container",
+        "--host",
+        "login",
+        "--remote-jobs-root",
+        "cluster-jobs",
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("error: sbatch rejected the script"), "{e}");
+    assert!(
+        e.contains(
+            "help: nothing was queued: login cannot reach a Slurm controller (`ssh login scontrol ping` tells)"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("run on a login node"), "{e}");
+}
