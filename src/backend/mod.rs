@@ -359,7 +359,13 @@ pub fn submit(
         None => Ok(()),
     };
     if let (Err(e), Some(m)) = (mirrored, mirror) {
+        // The copy's place already holds the record just written there: the login node's
+        // job directory, seen through a home this machine shares with it.
+        let shared = std::fs::read_to_string(m.join(layout::SUBMISSION)).is_ok_and(|t| t == there);
         host.remove_tree(dir);
+        if shared && let Some(login) = host.remote() {
+            return Err(one_jobs_root(m, login).into());
+        }
         return Err(failed_write(&host::Local, m, Failed::Error(e)));
     }
     if let Some(sig) = guard.caught() {
@@ -482,6 +488,20 @@ pub fn already_submitted(dir: &Path) -> Error {
 }
 
 /// The record of a submission about to start: the intent, before the backend answers.
+/// The refusal of a jobs root this machine shares with the login node: `copy` is this
+/// machine's copy of the record, which would be the job directory itself.
+fn one_jobs_root(copy: &Path, login: &str) -> Error {
+    let root = copy.parent().unwrap_or(copy);
+    Error::usage(format!(
+        "the jobs root here and on {login} are one directory ({}): this machine's copy of the job's record would be the job directory itself",
+        root.display()
+    ))
+    .at_flag("--remote-jobs-root")
+    .help(format!(
+        "give --jobs-root or --remote-jobs-root another place (or submit on {login} without --host)"
+    ))
+}
+
 fn new_record(executor: Executor, dir: &Path, job_name: &str, command_line: String) -> Submission {
     Submission {
         job_name: job_name.to_string(),

@@ -1218,3 +1218,55 @@ fn a_login_node_without_slurm_is_named_in_the_help() {
     );
     assert!(!e.contains("run on a login node"), "{e}");
 }
+
+/// A machine that shares its home with the login node (a cluster workstation without Slurm's
+/// tools, submitting with `--host`): the default jobs roots here and there are one directory,
+/// so this machine's copy of the record would be the job directory itself. Refused (exit 2)
+/// naming the shared directory and the flags that separate them, nothing left and nothing
+/// queued. (Before: "job directory ... already exists", of a directory that did not.)
+#[test]
+fn a_jobs_root_shared_with_the_login_node_is_named() {
+    if !root_or_skip("a_jobs_root_shared_with_the_login_node_is_named") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let queued = login.dir.path().join("queued");
+    crate::shared_cluster::stand_in_sbatch(
+        login.dir.path(),
+        4848,
+        "0",
+        &format!("echo \"$@\" >> {}", queued.display()),
+    );
+    let root = login.dir.path().join("home/.local/state/ovlaunch/jobs");
+    let o = login.ovlaunch(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x8",
+        "--no-container",
+        "--host",
+        "login",
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&format!(
+            "error: --remote-jobs-root: the jobs root here and on login are one directory ({}): this machine's copy of the job's record would be the job directory itself",
+            root.display()
+        )),
+        "{e}"
+    );
+    assert!(e.contains("help: give --jobs-root or --remote-jobs-root another place (or submit on login without --host)"), "{e}");
+    assert!(!e.contains("already exists"), "{e}");
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(!queued.exists(), "sbatch ran");
+}
