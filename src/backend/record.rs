@@ -402,17 +402,40 @@ pub fn scan_on(host: &dyn Host, root: &Path) -> Result<Vec<Found>> {
 const FIND_HELP: &str = "give a job id, job name or job directory (as `submit` printed it); `ovlaunch list` shows them (see --jobs-root)";
 
 /// Finds a job by directory path, job id, job name or job directory name under `root`. A job
-/// name submitted several times names its latest submission. A Slurm id of a part of a job
-/// (a step, an array task, a heterogeneous component) is refused, naming the job's own id.
+/// name submitted several times names its latest submission. A word (no `/`) that is the id,
+/// name or directory name of one of this user's jobs names that job, whatever stands at that
+/// name in the working directory (in a directory others can add to, such as a shared jobs
+/// root, it may be theirs). A Slurm id of a part of a job (a step, an array task, a
+/// heterogeneous component) is refused, naming the job's own id.
 pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
+    let jobs = list(root);
+    if !key.contains('/')
+        && let Some(found) = named(&jobs, key)
+    {
+        return Ok(found.clone());
+    }
     // A path through a symbolic link names the directory it leads to, whose record is the
-    // one checked.
+    // one checked, unless another user could have chosen where it leads.
     let p = Path::new(key);
     if p.join(FILE).is_file() {
+        super::trust::check_job_path(p)?;
         let dir = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         return Ok((p.to_path_buf(), read(&dir)?));
     }
-    find_in(&Local, list(root), root, key)
+    find_in(&Local, jobs, root, key)
+}
+
+/// The job among `jobs` that `key` names: by id, else by job name (its latest submission,
+/// also when the first one's directory has that name; that one stays reachable by its id or
+/// its path), else by the directory's name (`submit` prints the directory, `jobs/NAME-2`).
+fn named<'a>(jobs: &'a [(PathBuf, Submission)], key: &str) -> Option<&'a (PathBuf, Submission)> {
+    jobs.iter()
+        .find(|(_, s)| s.shown_id().as_deref() == Some(key))
+        .or_else(|| jobs.iter().rev().find(|(_, s)| s.job_name == key))
+        .or_else(|| {
+            jobs.iter()
+                .find(|(d, _)| d.file_name().is_some_and(|n| n == key))
+        })
 }
 
 /// [`find`] among the jobs under `root` on a login node, the record there being the
@@ -438,19 +461,7 @@ fn find_in(
     key: &str,
 ) -> Result<(PathBuf, Submission)> {
     let p = Path::new(key);
-    let by_id = || {
-        jobs.iter()
-            .find(|(_, s)| s.shown_id().as_deref() == Some(key))
-    };
-    // `submit` prints the directory (`jobs/NAME-2`): its last component names it too.
-    let by_dir_name = || {
-        jobs.iter()
-            .find(|(d, _)| d.file_name().is_some_and(|n| n == key))
-    };
-    let by_name = || jobs.iter().rev().find(|(_, s)| s.job_name == key);
-    // A job name names its latest submission, also when the first one's directory has the
-    // same name; that one stays reachable by its id or its path.
-    if let Some(found) = by_id().or_else(by_name).or_else(by_dir_name) {
+    if let Some(found) = named(&jobs, key) {
         return Ok(found.clone());
     }
     // No job has that id or name: a directory it names (a path; on a login node an absolute
@@ -459,7 +470,10 @@ fn find_in(
     // another user's, naming another directory) is the answer.
     let mut places = Vec::new();
     match host.remote() {
-        None => places.push(p.canonicalize().unwrap_or_else(|_| p.to_path_buf())),
+        None => {
+            super::trust::check_job_path(p)?;
+            places.push(p.canonicalize().unwrap_or_else(|_| p.to_path_buf()));
+        }
         Some(_) if p.is_absolute() => places.push(p.to_path_buf()),
         Some(_) => {}
     }

@@ -1173,6 +1173,124 @@ fn tampered_records_are_refused() {
     assert!(d.path().join("calls").exists());
 }
 
+/// A job is never reached through another user's symbolic link, whose owner would choose
+/// which of this user's jobs is acted on, nor taken for another user's directory of its
+/// name: in a working directory every user can add to (sticky, like `/tmp`, or a shared
+/// jobs root), the other user links `train` to this user's job `eval` and makes a directory
+/// `eval` of theirs. `cancel ./train` (`status`, `logs`) exits 2 naming the link, with no
+/// Slurm tool run (before: `scancel` cancelled `eval`); `cancel train` cancels the job named
+/// `train` (before: `eval`) and `status eval` answers for this user's `eval` (before: exit 2,
+/// the other user's directory refused). A link of this user's own is still followed.
+/// (`sbatch`, `scontrol` and `scancel` are stand-ins answering for the two jobs, as in the
+/// tests above.)
+#[test]
+fn a_job_is_not_chosen_by_another_users_link_or_directory() {
+    if !root_or_skip("a_job_is_not_chosen_by_another_users_link_or_directory") {
+        return;
+    }
+    let d = open_tempdir();
+    let jobs = d.path().join("jobs");
+    let calls = d.path().join("calls");
+    let mut path = String::new();
+    for (name, id) in [("train", 31), ("eval", 32)] {
+        path = stand_in_sbatch(d.path(), id, "0", "");
+        let o = Command::new(bin())
+            .args(submit_args(&jobs, name))
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    // Slurm knows both jobs, running; `scancel` says which one it was asked to cancel.
+    let answer = |id: u32, name: &str| {
+        format!(
+            "{id}) echo \"JobId={id} JobName={name} UserId=root(0) JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0 WorkDir={j} StdOut={j}/slurm-{id}.out Power=\";;",
+            j = jobs.join(name).display()
+        )
+    };
+    let bin_dir = d.path().join("bin");
+    for (tool, body) in [
+        (
+            "scontrol",
+            format!(
+                "echo scontrol \"$@\" >> {c}\ncase \"${{@: -1}}\" in\n{}\n{}\n*) exit 1;;\nesac",
+                answer(31, "train"),
+                answer(32, "eval"),
+                c = calls.display()
+            ),
+        ),
+        (
+            "scancel",
+            format!("echo scancel \"$@\" >> {}", calls.display()),
+        ),
+    ] {
+        write_mode(
+            &bin_dir.join(tool),
+            format!("#!/bin/bash\n{body}\n").as_bytes(),
+            0o755,
+        );
+    }
+    let shared = d.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let link = shared.join("train");
+    let o = as_other(&format!(
+        "ln -s {} {}",
+        jobs.join("eval").display(),
+        link.display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let jobs_cmd = |cmd: &str, key: &str| {
+        let _ = std::fs::remove_file(&calls);
+        Command::new(bin())
+            .args([cmd, key, "--jobs-root", jobs.to_str().unwrap()])
+            .current_dir(&shared)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let called = || std::fs::read_to_string(&calls).unwrap_or_default();
+    for cmd in ["cancel", "status", "logs"] {
+        let o = jobs_cmd(cmd, "./train");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}{}", called());
+        assert!(
+            err.contains(&format!(
+                "through the symbolic link {}, which belongs to ovl-other",
+                link.display()
+            )),
+            "{cmd}: {err}"
+        );
+        assert_eq!(called(), "", "{cmd}: a Slurm tool ran");
+    }
+    // A job's name is the job, whatever the other user put at that name.
+    let o = jobs_cmd("cancel", "train");
+    assert_eq!(o.status.code(), Some(0), "{}{}", stderr(&o), called());
+    assert!(
+        called().contains("scancel --jobname=train 31"),
+        "{}",
+        called()
+    );
+    let o = as_other(&format!(
+        "mkdir {d} && echo '{{}}' > {d}/submission.json",
+        d = shared.join("eval").display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = jobs_cmd("status", "eval");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(called().contains("scontrol show job -o 32"), "{}", called());
+    // A link of this user's own is followed: it leads to `eval`.
+    let mine = shared.join("mine");
+    std::os::unix::fs::symlink(jobs.join("eval"), &mine).unwrap();
+    let o = jobs_cmd("cancel", "mine");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        called().contains("scancel --jobname=eval 32"),
+        "{}",
+        called()
+    );
+}
+
 /// A job whose record is sound, with a stand-in `scontrol` that reports it RUNNING (its own
 /// name and directory, the directory holding a space) until `done` exists, then COMPLETED.
 fn running_job(d: &Path) -> (PathBuf, String) {
