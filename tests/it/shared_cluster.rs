@@ -1291,6 +1291,82 @@ fn a_job_is_not_chosen_by_another_users_link_or_directory() {
     );
 }
 
+/// `list` in a jobs root every user can add to (sticky, like `/tmp`) shows only what this
+/// user rendered: the other user's directory with a launch script and a plan (its job name
+/// and recipe holding terminal escape sequences) is left out, stderr saying whose it is, in
+/// text and JSON alike. (Before: listed as one of this user's rendered jobs, its name and
+/// recipe written raw to the terminal.) A directory of this user's holding a script the other
+/// user could write is left out too.
+#[test]
+fn list_shows_only_what_this_user_rendered() {
+    if !root_or_skip("list_shows_only_what_this_user_rendered") {
+        return;
+    }
+    let d = open_tempdir();
+    let jobs = d.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = common::command()
+        .args([
+            "render",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "mine",
+        ])
+        .arg("--jobs-root")
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let theirs = jobs.join("theirs");
+    let o = as_other(&format!(
+        "mkdir -m 755 {t} && printf '#!/bin/bash\\n#SBATCH --job-name=\\033]0;owned\\007\\033[2J\\n' > {t}/launch.sbatch && printf '{{\"recipe\":{{\"name\":\"\\\\u001b[31mred\"}},\"hardware\":{{\"spec\":\"h100x8\"}}}}' > {t}/plan.json",
+        t = theirs.display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A directory of this user's with a script the other user could write.
+    let open_script = jobs.join("open");
+    std::fs::create_dir(&open_script).unwrap();
+    std::fs::set_permissions(&open_script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_mode(
+        &open_script.join("launch.sbatch"),
+        b"#!/bin/bash\n#SBATCH --job-name=open\n",
+        0o666,
+    );
+    for json in [false, true] {
+        let mut c = common::command();
+        c.args(["list", "--jobs-root"]).arg(&jobs);
+        if json {
+            c.args(["-o", "json"]);
+        }
+        let o = c.output().unwrap();
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert!(out.contains("mine"), "{out}");
+        for gone in ["theirs", "owned", "[31mred", "\u{1b}", "open"] {
+            assert!(!out.contains(gone), "json {json}: {gone:?} in {out}");
+        }
+        assert!(
+            err.contains(&format!(
+                "not listed: {} belongs to ovl-other",
+                theirs.display()
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "not listed: {} is writable by every user",
+                open_script.join("launch.sbatch").display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains('\u{1b}'), "{err}");
+    }
+}
+
 /// A job whose record is sound, with a stand-in `scontrol` that reports it RUNNING (its own
 /// name and directory, the directory holding a space) until `done` exists, then COMPLETED.
 fn running_job(d: &Path) -> (PathBuf, String) {
