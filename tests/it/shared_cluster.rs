@@ -350,6 +350,20 @@ fn a_project_profile_someone_else_could_write_is_refused() {
         "{e}"
     );
     assert!(!String::from_utf8_lossy(&o.stdout).contains("evil"));
+    // The help first says how not to read a file nobody named (before: only how to trust it,
+    // LD_PRELOAD and all); the way it names works: a project file of this user's own in
+    // the working directory is read instead.
+    let walked = format!(
+        "found by walking up from the working directory, {w}, as the nearest .ovlaunch.yaml; if you did not write it, have its owner remove it, or put a .ovlaunch.yaml of your own in {w}",
+        w = work.display()
+    );
+    assert!(e.contains(&walked), "{e}");
+    assert!(e.find(&walked) < e.find("OVLAUNCH_SAFE_DIRECTORY"), "{e}");
+    std::fs::write(work.join(".ovlaunch.yaml"), "profiles: {}\n").unwrap();
+    let o = dry(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("LD_PRELOAD"));
+    std::fs::remove_file(work.join(".ovlaunch.yaml")).unwrap();
     // a directory above it, listed, does not trust what others put under it
     let above = d.path().display().to_string();
     let o = dry(&[("OVLAUNCH_SAFE_DIRECTORY", above.as_str())]);
