@@ -217,55 +217,16 @@ pub fn found_on(host: &dyn Host, dir: &Path) -> Result<Found> {
 fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
     let path = l.dir.join(FILE);
     let shown = format!("{}{}", path.display(), host.on());
-    let (bytes, file) = match l.file(FILE) {
-        None => {
-            return Err(Error::usage(format!("no submission record at {shown}")));
-        }
-        Some(Seen::Link) => return Err(untrusted(&shown, "is a symbolic link", None)),
-        Some(Seen::Special) => return Err(untrusted(&shown, "is not a regular file", None)),
-        Some(Seen::File {
-            uid,
-            gid,
-            mode,
-            bytes,
-        }) => (
-            bytes,
-            Entry {
-                uid: *uid,
-                gid: *gid,
-                mode: *mode,
-                kind: Kind::File,
-                acl_writer: None,
-            },
-        ),
-    };
-    let (me, names) = match host.remote() {
-        None => (nix::unistd::geteuid().as_raw(), Names::Local),
-        Some(_) => (host.ids()?.0, Names::Ids),
-    };
-    let private = |uid, gid| host.private_group(uid, gid);
-    let private: &dyn Fn(u32, u32) -> bool = &private;
-    let dir_shown = format!("{}{}", l.dir.display(), host.on());
-    let dir = Entry {
-        uid: l.uid,
-        gid: l.gid,
-        mode: l.mode,
-        kind: Kind::Dir,
-        acl_writer: None,
-    };
-    // On this machine, what an access ACL lets others write counts too (read by path, as
-    // the listing was); a login node's ACLs are not read.
-    let acl = |p: &Path, e: Entry| match host.remote() {
-        None => e.with_acl_writer(crate::input::writers::acl_writer_at(p, false, e.uid, me)),
-        Some(_) => e,
-    };
-    let (dir, file) = (acl(&l.dir, dir), acl(&path, file));
-    for (at, p, e) in [(&l.dir, &dir_shown, dir), (&path, &shown, file)] {
-        if let Some(why) = super::trust::own_problem(e, me, private) {
-            let fix = why.fix(&at.display().to_string());
-            return Err(untrusted(p, &why.why(names), fix));
-        }
+    if l.file(FILE).is_none() {
+        return Err(Error::usage(format!("no submission record at {shown}")));
     }
+    if let Some((at, why, fix)) = not_own(host, l, &[FILE])? {
+        return Err(untrusted(&at, &why, fix));
+    }
+    let Some(Seen::File { bytes, .. }) = l.file(FILE) else {
+        return Err(untrusted(&shown, "is not a regular file", None));
+    };
+    let dir_shown = format!("{}{}", l.dir.display(), host.on());
     let mut rec: Submission = std::str::from_utf8(bytes)
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str(t).map_err(|e| e.to_string()))
@@ -300,6 +261,89 @@ fn verify(host: &dyn Host, l: &Listing) -> Result<Submission> {
         rec.host = Some(target.to_string());
     }
     Ok(rec)
+}
+
+/// Why what was read of a job directory is not this user's own, if it is not: the first of
+/// `names` (the files of `l` that are there) that is a symbolic link or not a regular file,
+/// else the first of the directory and those files that `trust::own_problem` refuses (the
+/// host's databases deciding private groups; on this machine, what an access ACL lets
+/// others write counts too, read by path as the listing was; a login node's ACLs are not
+/// read). The entry as shown, why in words, and the fix where its owner has one.
+fn not_own(
+    host: &dyn Host,
+    l: &Listing,
+    names: &[&str],
+) -> Result<Option<(String, String, Option<String>)>> {
+    let shown = |p: &Path| format!("{}{}", p.display(), host.on());
+    let mut entries = vec![(
+        l.dir.clone(),
+        Entry {
+            uid: l.uid,
+            gid: l.gid,
+            mode: l.mode,
+            kind: Kind::Dir,
+            acl_writer: None,
+        },
+    )];
+    for name in names {
+        let path = l.dir.join(name);
+        let why = match l.file(name) {
+            None => continue,
+            Some(Seen::Link) => "is a symbolic link",
+            Some(Seen::Special) => "is not a regular file",
+            Some(Seen::File { uid, gid, mode, .. }) => {
+                let e = Entry {
+                    uid: *uid,
+                    gid: *gid,
+                    mode: *mode,
+                    kind: Kind::File,
+                    acl_writer: None,
+                };
+                entries.push((path, e));
+                continue;
+            }
+        };
+        return Ok(Some((shown(&path), why.to_string(), None)));
+    }
+    let (me, words) = match host.remote() {
+        None => (nix::unistd::geteuid().as_raw(), Names::Local),
+        Some(_) => (host.ids()?.0, Names::Ids),
+    };
+    let private = |uid, gid| host.private_group(uid, gid);
+    for (at, e) in entries {
+        let e = match host.remote() {
+            None => e.with_acl_writer(crate::input::writers::acl_writer_at(&at, false, e.uid, me)),
+            Some(_) => e,
+        };
+        if let Some(why) = super::trust::own_problem(e, me, &private) {
+            return Ok(Some((
+                shown(&at),
+                why.why(words),
+                why.fix(&at.display().to_string()),
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// Why a directory with a launch script and no record is not listed as a job this user
+/// rendered: it, its script or its plan is not this user's own ([`not_own`]).
+fn not_rendered_by_me(host: &dyn Host, l: &Listing) -> Option<Error> {
+    let (at, why, fix) = match not_own(host, l, &READ) {
+        Ok(None) => return None,
+        Ok(Some(found)) => found,
+        Err(e) => return Some(e),
+    };
+    let help = "ovlaunch lists and follows only the job directories you wrote; the user who rendered it sees it";
+    Some(
+        Error::usage(format!(
+            "{at} {why}: it is not a job directory you rendered"
+        ))
+        .help(match fix {
+            Some(fix) => format!("if you rendered it, {fix}; {help}"),
+            None => help.to_string(),
+        }),
+    )
 }
 
 /// The refusal of a record; `fix`: what makes it trusted again, where its owner can.
@@ -369,7 +413,9 @@ pub struct Found {
     pub dir: PathBuf,
     pub record: Option<Submission>,
     /// Why its record is not obeyed (damaged, another user's, naming another directory):
-    /// [`read_on`]'s refusal. The directory is then neither submitted nor rendered.
+    /// [`read_on`]'s refusal; for a directory without a record, why it is not a job this
+    /// user rendered (it, its launch script or its plan is not this user's own). The
+    /// directory is then neither submitted nor rendered.
     pub refused: Option<Error>,
     /// Its record, plan and launch scripts as read.
     pub listing: Listing,
@@ -392,7 +438,8 @@ fn has_script(l: &Listing) -> bool {
 }
 
 /// Every job directory directly under `root` on this machine, submitted, rendered or with a
-/// refused record (`Found::refused` says why), by name.
+/// refused record (`Found::refused` says why; also for a rendered directory that is not this
+/// user's own, which another user could have written), by name.
 pub fn scan(root: &Path) -> Vec<Found> {
     scan_on(&Local, root).unwrap_or_default()
 }
@@ -418,7 +465,7 @@ pub fn scan_on(host: &dyn Host, root: &Path) -> Result<Vec<Found>> {
                 Some(Found {
                     dir: l.dir.clone(),
                     record: None,
-                    refused: None,
+                    refused: not_rendered_by_me(host, &l),
                     listing: l,
                 })
             } else {
@@ -432,17 +479,40 @@ pub fn scan_on(host: &dyn Host, root: &Path) -> Result<Vec<Found>> {
 const FIND_HELP: &str = "give a job id, job name or job directory (as `submit` printed it); `ovlaunch list` shows them (see --jobs-root)";
 
 /// Finds a job by directory path, job id, job name or job directory name under `root`. A job
-/// name submitted several times names its latest submission. A Slurm id of a part of a job
-/// (a step, an array task, a heterogeneous component) is refused, naming the job's own id.
+/// name submitted several times names its latest submission. A word (no `/`) that is the id,
+/// name or directory name of one of this user's jobs names that job, whatever stands at that
+/// name in the working directory (in a directory others can add to, such as a shared jobs
+/// root, it may be theirs). A Slurm id of a part of a job (a step, an array task, a
+/// heterogeneous component) is refused, naming the job's own id.
 pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
+    let jobs = list(root);
+    if !key.contains('/')
+        && let Some(found) = named(&jobs, key)
+    {
+        return Ok(found.clone());
+    }
     // A path through a symbolic link names the directory it leads to, whose record is the
-    // one checked.
+    // one checked, unless another user could have chosen where it leads.
     let p = Path::new(key);
     if p.join(FILE).is_file() {
+        super::trust::check_job_path(p)?;
         let dir = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         return Ok((p.to_path_buf(), read(&dir)?));
     }
-    find_in(&Local, list(root), root, key)
+    find_in(&Local, jobs, root, key)
+}
+
+/// The job among `jobs` that `key` names: by id, else by job name (its latest submission,
+/// also when the first one's directory has that name; that one stays reachable by its id or
+/// its path), else by the directory's name (`submit` prints the directory, `jobs/NAME-2`).
+fn named<'a>(jobs: &'a [(PathBuf, Submission)], key: &str) -> Option<&'a (PathBuf, Submission)> {
+    jobs.iter()
+        .find(|(_, s)| s.shown_id().as_deref() == Some(key))
+        .or_else(|| jobs.iter().rev().find(|(_, s)| s.job_name == key))
+        .or_else(|| {
+            jobs.iter()
+                .find(|(d, _)| d.file_name().is_some_and(|n| n == key))
+        })
 }
 
 /// [`find`] among the jobs under `root` on a login node, the record there being the
@@ -468,19 +538,7 @@ fn find_in(
     key: &str,
 ) -> Result<(PathBuf, Submission)> {
     let p = Path::new(key);
-    let by_id = || {
-        jobs.iter()
-            .find(|(_, s)| s.shown_id().as_deref() == Some(key))
-    };
-    // `submit` prints the directory (`jobs/NAME-2`): its last component names it too.
-    let by_dir_name = || {
-        jobs.iter()
-            .find(|(d, _)| d.file_name().is_some_and(|n| n == key))
-    };
-    let by_name = || jobs.iter().rev().find(|(_, s)| s.job_name == key);
-    // A job name names its latest submission, also when the first one's directory has the
-    // same name; that one stays reachable by its id or its path.
-    if let Some(found) = by_id().or_else(by_name).or_else(by_dir_name) {
+    if let Some(found) = named(&jobs, key) {
         return Ok(found.clone());
     }
     // No job has that id or name: a directory it names (a path; on a login node an absolute
@@ -489,7 +547,10 @@ fn find_in(
     // another user's, naming another directory) is the answer.
     let mut places = Vec::new();
     match host.remote() {
-        None => places.push(p.canonicalize().unwrap_or_else(|_| p.to_path_buf())),
+        None => {
+            super::trust::check_job_path(p)?;
+            places.push(p.canonicalize().unwrap_or_else(|_| p.to_path_buf()));
+        }
         Some(_) if p.is_absolute() => places.push(p.to_path_buf()),
         Some(_) => {}
     }
@@ -503,8 +564,14 @@ fn find_in(
         if l.file(FILE).is_some() {
             return verify(host, &l).map(|rec| (l.dir.clone(), rec));
         }
-        return Err(if has_script(&l) {
-            Error::usage(format!(
+        return Err(
+            if let Some(e) = has_script(&l)
+                .then(|| not_rendered_by_me(host, &l))
+                .flatten()
+            {
+                e.at_flag("JOB")
+            } else if has_script(&l) {
+                Error::usage(format!(
                 "{key} is a job directory that was rendered but never submitted by ovlaunch (it has no {FILE})"
             ))
             .at_flag("JOB")
@@ -512,13 +579,14 @@ fn find_in(
                 "submit it with `ovlaunch submit {}` so that status, logs and cancel can follow it",
                 l.dir.display()
             ))
-        } else {
-            Error::usage(format!(
-                "{key} is a directory but not a job directory (no {FILE})"
-            ))
-            .at_flag("JOB")
-            .help(FIND_HELP)
-        });
+            } else {
+                Error::usage(format!(
+                    "{key} is a directory but not a job directory (no {FILE})"
+                ))
+                .at_flag("JOB")
+                .help(FIND_HELP)
+            },
+        );
     }
     if let Some((id, rec)) = part_of(&jobs, key) {
         return Err(Error::usage(format!(

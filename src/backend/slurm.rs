@@ -3,8 +3,10 @@
 //! with a time limit.
 //!
 //! Contract: every query checks that Slurm's job with the recorded id is the recorded job
-//! (its name and the directory sbatch ran in) before reporting or acting, so a reused id is
-//! an error, not another job's state or cancellation. A controller that does not answer and a
+//! (its name and the directory sbatch ran in; in `scontrol`'s answer, which holds every job
+//! that can still be cancelled, also its owner, the user ovlaunch runs as: anyone can submit
+//! a job with that name and `--chdir` that directory) before reporting or acting, so a
+//! reused id is an error, not another job's state or cancellation. A controller that does not answer and a
 //! job Slurm has forgotten are errors with Slurm's reason (exit 1), in bounded time. A record
 //! that holds only the intent (the submit was interrupted around `sbatch`) is reconciled by
 //! asking Slurm for a pending or running job of its name and directory.
@@ -113,12 +115,12 @@ impl Backend for Slurm {
         let host = &*self.host;
         let id = job_id(host, rec)?;
         let info = self.job_info(&id)?;
-        status_of(host, &id, &expected(rec), info)
+        status_of(host, &id, &expected(host, rec)?, info)
     }
 
     fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<Cancelled> {
         let host = &*self.host;
-        cancel(host, &job_id(host, rec)?, &expected(rec), signal)
+        cancel(host, &job_id(host, rec)?, &expected(host, rec)?, signal)
     }
 
     /// Reads `slurm-JOBID.out`; with `follow`, keeps reading what is appended to it (a file
@@ -151,7 +153,7 @@ impl Backend for Slurm {
             }
             let ended = found.and_then(|_| {
                 Ok(checks.due(Instant::now())
-                    && status(host, &id, &expected(rec))?.phase.is_final())
+                    && status(host, &id, &expected(host, rec)?)?.phase.is_final())
             });
             match ended {
                 Ok(true) => {
@@ -175,7 +177,7 @@ impl Backend for Slurm {
 /// never had one), a pending job none yet. When Slurm cannot say, both are possible.
 fn no_output(host: &dyn Host, id: &JobId, rec: &Submission, path: &Path) -> Error {
     let at = format!("{}{}", path.display(), host.on());
-    match status(host, id, &expected(rec)) {
+    match expected(host, rec).and_then(|e| status(host, id, &e)) {
         Ok(st) if st.phase.is_final() => Error::runtime(format!(
             "job {id} ({}) ended {} and left no output at {at}",
             rec.job_name, st.slurm_state
@@ -287,13 +289,15 @@ impl FollowChecks {
     }
 }
 
-/// What the record expects Slurm to report for its job.
-fn expected(rec: &Submission) -> Expected<'_> {
-    Expected {
+/// What the record expects Slurm to report for its job: it was submitted by the user the
+/// host's commands run as (the record is this user's own, `record::read_on`).
+fn expected<'a>(host: &dyn Host, rec: &'a Submission) -> Result<Expected<'a>> {
+    Ok(Expected {
         job_name: &rec.job_name,
         job_dir: &rec.job_dir,
         cluster: rec.cluster.as_deref(),
-    }
+        uid: host.ids()?.0,
+    })
 }
 
 /// The record's job id; for a record that holds only the intent, Slurm is asked for a
@@ -503,10 +507,20 @@ impl JobInfo {
         field(&self.line, key)
     }
 
-    /// Whether this is the recorded job: its name and working directory, compared exactly.
+    /// Whether this is the recorded job: its name and working directory, compared exactly,
+    /// and its owner (`UserId=NAME(UID)`): another user can submit a job with this name
+    /// and `--chdir` this directory, which Slurm accepts, and get the id once it is reused.
     pub fn is(&self, expect: &Expected<'_>) -> bool {
         field_is(&self.line, "JobName", expect.job_name)
             && field_is(&self.line, "WorkDir", expect.job_dir)
+            && self.uid() == Some(expect.uid)
+    }
+
+    /// The job's owner, the uid in `UserId=NAME(UID)`.
+    fn uid(&self) -> Option<u32> {
+        let user = self.get("UserId")?;
+        let (_, uid) = user.strip_suffix(')')?.rsplit_once('(')?;
+        uid.parse().ok()
     }
 }
 
@@ -559,6 +573,8 @@ pub struct Expected<'a> {
     /// The cluster the job was submitted to (`ClusterName`), when Slurm told: a Slurm of
     /// another cluster that does not know the id says nothing about the job.
     pub cluster: Option<&'a str>,
+    /// The user who submitted it (Slurm's `UserId`).
+    pub uid: u32,
 }
 
 fn reused(id: &JobId, what: &str) -> Error {
@@ -571,8 +587,8 @@ fn reused(id: &JobId, what: &str) -> Error {
 /// Asks `scontrol show job` first (it knows running and recently finished jobs), then
 /// `sacct` (which needs an accounting store; "accounting storage is disabled" is handled),
 /// then the job-completion log through `sacct --completion`. Whichever answers, the job's
-/// name and working directory must be the record's, else
-/// the id now belongs to another job. A controller that does not answer, or a job no source
+/// name and working directory must be the record's (and `scontrol`'s job this user's own),
+/// else the id now belongs to another job. A controller that does not answer, or a job no source
 /// knows, is an error (exit 1) with the reason.
 pub fn status(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
     status_of(host, id, expect, job_info(host, id)?)
@@ -623,7 +639,11 @@ fn lookup(
         if !info.is(expect) {
             let name = info.get("JobName").unwrap_or_default();
             let dir = info.get("WorkDir").unwrap_or_default();
-            return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
+            let user = info.get("UserId").unwrap_or_default();
+            return Err(reused(
+                id,
+                &format!("JobName={name} WorkDir={dir} UserId={user}"),
+            ));
         }
         let state = info.get("JobState").unwrap_or_default();
         let mut st = JobStatus::new(
@@ -873,6 +893,22 @@ mod tests {
         assert!(!field_is(line, "WorkDir", "/j/my"));
         assert!(field_is(line, "JobName", "x"));
         assert!(field_is(line, "Power", ""));
+    }
+
+    #[test]
+    fn a_job_of_another_user_is_not_the_recorded_one() {
+        let info = |user: &str| JobInfo {
+            line: format!("JobId=7 JobName=x UserId={user} GroupId=g(5) WorkDir=/j/x Power="),
+        };
+        let expect = |uid| Expected {
+            job_name: "x",
+            job_dir: "/j/x",
+            cluster: None,
+            uid,
+        };
+        assert!(info("me(1000)").is(&expect(1000)));
+        assert!(!info("other(1001)").is(&expect(1000)));
+        assert!(!info("(1000").is(&expect(1000)));
     }
 
     #[test]

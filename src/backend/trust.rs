@@ -27,6 +27,9 @@
 //!   help). A symbolic link is never one of these, except the OCI bundle's `rootfs` inside a
 //!   rendered job directory, where one this user owns is accepted and not followed; any other
 //!   link there is refused, since the job would read what it leads to.
+//! - A job directory named by its path to `status`, `logs` or `cancel` ([`check_job_path`])
+//!   is never reached through another user's symbolic link, nor a link in a directory
+//!   another user could write, which would choose which of this user's jobs is acted on.
 //! - [`open_dir`] walks a path from `/` through directory descriptors (`openat` with
 //!   `O_NOFOLLOW`; symbolic links resolved here, at most 40), checking each directory as it
 //!   is opened and creating the missing ones (`mkdirat`, then exactly the mode asked for,
@@ -310,6 +313,50 @@ pub fn open_dir(
         shown = next;
     }
     Ok(cur)
+}
+
+/// Refuses `key`, a job directory named by its path (`status`, `logs`, `cancel` JOB), when
+/// the path is reached through a symbolic link another user owns, or through a directory
+/// holding such a link that another user could write (`input::links_on`, each a
+/// [`Role::Trusted`] entry, as for configuration): whoever can change the link chooses which
+/// of this user's job directories (each with a record this user wrote) is acted on.
+pub fn check_job_path(key: &Path) -> Result<()> {
+    let Ok(given) = std::path::absolute(key) else {
+        return Ok(());
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    let (links, holding) = crate::input::links_on(&given, &crate::input::look);
+    let holding = holding
+        .into_iter()
+        .filter_map(|d| Entry::at(&d, me).map(|e| (d, e)));
+    let Some((at, kind, why)) = links.into_iter().chain(holding).find_map(|(at, e)| {
+        writers::writer(e, Role::Trusted, me, &private_group).map(|why| (at, e.kind, why))
+    }) else {
+        return Ok(());
+    };
+    let shown = at.display().to_string();
+    let instead = format!(
+        "give the job's id or name{}",
+        given
+            .canonicalize()
+            .map(|real| format!(", or the directory's own path, {}", real.display()))
+            .unwrap_or_default()
+    );
+    let (through, fix) = match (kind, why.fix(&shown)) {
+        (writers::Kind::Link, _) => (
+            format!("the symbolic link {shown}"),
+            format!("{instead}; or remove the symbolic link {shown} (or have its owner remove it)"),
+        ),
+        (_, Some(fix)) => (shown.clone(), format!("{instead}; or {fix}")),
+        (_, None) => (shown.clone(), instead),
+    };
+    Err(Error::usage(format!(
+        "{} is reached through {through}, which {}: whoever can change it chooses which job directory ovlaunch acts on",
+        key.display(),
+        why.why(Names::Local)
+    ))
+    .at_flag("JOB")
+    .help(fix))
 }
 
 /// Refuses a rendered job directory `dir` that another user could have written: every

@@ -3,7 +3,9 @@
 //! A submitted job's state is its backend's answer (one query per Slurm job; once Slurm could
 //! not answer, the rest are not asked); a job Slurm cannot answer for shows `unknown` and
 //! the reason goes to stderr once. A directory whose record is refused (damaged, another
-//! user's, naming another directory) is left out, and stderr names its record and why.
+//! user's, naming another directory), or a rendered one that is not this user's own (it, its
+//! launch script or its plan another user could have written: in a jobs root others can add
+//! to, their directories), is left out, and stderr names it and why.
 //! A login node that cannot be reached is tried once: this machine's copies of its jobs are
 //! listed, their state unknown, and stderr says why once.
 

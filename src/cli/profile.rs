@@ -267,6 +267,23 @@ pub fn project_file(cwd: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Refuses the project file `path`, found by walking up from `cwd`, when another user
+/// could have written it (`input::untrusted_at`); the help first says how to stop reading
+/// it (its owner removes it, or a project file of the user's own nearer to `cwd` is read
+/// instead), before the fixes that trust it: the user never named it.
+fn refuse_found(path: &Path, cwd: &Path) -> Result<()> {
+    let Some(u) = crate::input::untrusted_at(path, PROJECT_FILE)? else {
+        return Ok(());
+    };
+    let e = u.refusal(path, PROJECT_FILE);
+    let trust = e.help.clone().unwrap_or_default();
+    Err(e.help(format!(
+        "it was found by walking up from the working directory, {}, as the nearest {PROJECT_FILE}; if you did not write it, have its owner remove it, or put a {PROJECT_FILE} of your own in {} (`profiles: {{}}` for none), which is read instead; if it is yours: {trust}",
+        cwd.display(),
+        cwd.display()
+    )))
+}
+
 /// A profiles file, if there is one: read only when trusted (`input::check_trusted`) if
 /// `trusted` asks, else (to list what is there) only bounded (`input::read_text`).
 fn read(path: &Path, what: &str, trusted: bool) -> Result<Option<Source>> {
@@ -289,8 +306,13 @@ pub fn files(trusted: bool) -> Result<(Option<Source>, Option<Source>)> {
         .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?;
     let project = match project_file(&cwd) {
         // Found by walking up from the working directory: maybe a file someone else put in
-        // a shared directory.
-        Some(p) => read(&p, PROJECT_FILE, trusted)?,
+        // a shared directory, which the user never chose to read.
+        Some(p) => {
+            if trusted {
+                refuse_found(&p, &cwd)?;
+            }
+            read(&p, PROJECT_FILE, trusted)?
+        }
         None => None,
     };
     let user = match user_file(&env) {

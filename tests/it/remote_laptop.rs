@@ -22,7 +22,7 @@ fn stand_in_scontrol(login: &Login, name: &str, dir: &Path) {
         &p,
         format!(
             "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\n\
-             echo 'JobId=4848 JobName={name} JobState=RUNNING Reason=None ExitCode=0:0 Restarts=0 WorkDir={}'\n",
+             echo \"JobId=4848 JobName={name} UserId=$(id -un)($(id -u)) JobState=RUNNING Reason=None ExitCode=0:0 Restarts=0 WorkDir={}\"\n",
             dir.display()
         ),
     )
@@ -704,7 +704,7 @@ fn logs_follow_goes_on_after_the_connection_comes_back() {
         &p,
         format!(
             "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\nstate=RUNNING; [ -e {} ] && state=COMPLETED\n\
-             echo \"JobId=4848 JobName=long JobState=$state Reason=None ExitCode=0:0 Restarts=0 WorkDir={}\"\n",
+             echo \"JobId=4848 JobName=long UserId=$(id -un)($(id -u)) JobState=$state Reason=None ExitCode=0:0 Restarts=0 WorkDir={}\"\n",
             done.display(),
             dir.display()
         ),

@@ -350,6 +350,20 @@ fn a_project_profile_someone_else_could_write_is_refused() {
         "{e}"
     );
     assert!(!String::from_utf8_lossy(&o.stdout).contains("evil"));
+    // The help first says how not to read a file nobody named (before: only how to trust it,
+    // LD_PRELOAD and all); the way it names works: a project file of this user's own in
+    // the working directory is read instead.
+    let walked = format!(
+        "found by walking up from the working directory, {w}, as the nearest .ovlaunch.yaml; if you did not write it, have its owner remove it, or put a .ovlaunch.yaml of your own in {w}",
+        w = work.display()
+    );
+    assert!(e.contains(&walked), "{e}");
+    assert!(e.find(&walked) < e.find("OVLAUNCH_SAFE_DIRECTORY"), "{e}");
+    std::fs::write(work.join(".ovlaunch.yaml"), "profiles: {}\n").unwrap();
+    let o = dry(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("LD_PRELOAD"));
+    std::fs::remove_file(work.join(".ovlaunch.yaml")).unwrap();
     // a directory above it, listed, does not trust what others put under it
     let above = d.path().display().to_string();
     let o = dry(&[("OVLAUNCH_SAFE_DIRECTORY", above.as_str())]);
@@ -1171,6 +1185,200 @@ fn tampered_records_are_refused() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(d.path().join("calls").exists());
+}
+
+/// A job is never reached through another user's symbolic link, whose owner would choose
+/// which of this user's jobs is acted on, nor taken for another user's directory of its
+/// name: in a working directory every user can add to (sticky, like `/tmp`, or a shared
+/// jobs root), the other user links `train` to this user's job `eval` and makes a directory
+/// `eval` of theirs. `cancel ./train` (`status`, `logs`) exits 2 naming the link, with no
+/// Slurm tool run (before: `scancel` cancelled `eval`); `cancel train` cancels the job named
+/// `train` (before: `eval`) and `status eval` answers for this user's `eval` (before: exit 2,
+/// the other user's directory refused). A link of this user's own is still followed.
+/// (`sbatch`, `scontrol` and `scancel` are stand-ins answering for the two jobs, as in the
+/// tests above.)
+#[test]
+fn a_job_is_not_chosen_by_another_users_link_or_directory() {
+    if !root_or_skip("a_job_is_not_chosen_by_another_users_link_or_directory") {
+        return;
+    }
+    let d = open_tempdir();
+    let jobs = d.path().join("jobs");
+    let calls = d.path().join("calls");
+    let mut path = String::new();
+    for (name, id) in [("train", 31), ("eval", 32)] {
+        path = stand_in_sbatch(d.path(), id, "0", "");
+        let o = Command::new(bin())
+            .args(submit_args(&jobs, name))
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    // Slurm knows both jobs, running; `scancel` says which one it was asked to cancel.
+    let answer = |id: u32, name: &str| {
+        format!(
+            "{id}) echo \"JobId={id} JobName={name} UserId=root(0) JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0 WorkDir={j} StdOut={j}/slurm-{id}.out Power=\";;",
+            j = jobs.join(name).display()
+        )
+    };
+    let bin_dir = d.path().join("bin");
+    for (tool, body) in [
+        (
+            "scontrol",
+            format!(
+                "echo scontrol \"$@\" >> {c}\ncase \"${{@: -1}}\" in\n{}\n{}\n*) exit 1;;\nesac",
+                answer(31, "train"),
+                answer(32, "eval"),
+                c = calls.display()
+            ),
+        ),
+        (
+            "scancel",
+            format!("echo scancel \"$@\" >> {}", calls.display()),
+        ),
+    ] {
+        write_mode(
+            &bin_dir.join(tool),
+            format!("#!/bin/bash\n{body}\n").as_bytes(),
+            0o755,
+        );
+    }
+    let shared = d.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let link = shared.join("train");
+    let o = as_other(&format!(
+        "ln -s {} {}",
+        jobs.join("eval").display(),
+        link.display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let jobs_cmd = |cmd: &str, key: &str| {
+        let _ = std::fs::remove_file(&calls);
+        Command::new(bin())
+            .args([cmd, key, "--jobs-root", jobs.to_str().unwrap()])
+            .current_dir(&shared)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let called = || std::fs::read_to_string(&calls).unwrap_or_default();
+    for cmd in ["cancel", "status", "logs"] {
+        let o = jobs_cmd(cmd, "./train");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}{}", called());
+        assert!(
+            err.contains(&format!(
+                "through the symbolic link {}, which belongs to ovl-other",
+                link.display()
+            )),
+            "{cmd}: {err}"
+        );
+        assert_eq!(called(), "", "{cmd}: a Slurm tool ran");
+    }
+    // A job's name is the job, whatever the other user put at that name.
+    let o = jobs_cmd("cancel", "train");
+    assert_eq!(o.status.code(), Some(0), "{}{}", stderr(&o), called());
+    assert!(
+        called().contains("scancel --jobname=train 31"),
+        "{}",
+        called()
+    );
+    let o = as_other(&format!(
+        "mkdir {d} && echo '{{}}' > {d}/submission.json",
+        d = shared.join("eval").display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = jobs_cmd("status", "eval");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(called().contains("scontrol show job -o 32"), "{}", called());
+    // A link of this user's own is followed: it leads to `eval`.
+    let mine = shared.join("mine");
+    std::os::unix::fs::symlink(jobs.join("eval"), &mine).unwrap();
+    let o = jobs_cmd("cancel", "mine");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        called().contains("scancel --jobname=eval 32"),
+        "{}",
+        called()
+    );
+}
+
+/// `list` in a jobs root every user can add to (sticky, like `/tmp`) shows only what this
+/// user rendered: the other user's directory with a launch script and a plan (its job name
+/// and recipe holding terminal escape sequences) is left out, stderr saying whose it is, in
+/// text and JSON alike. (Before: listed as one of this user's rendered jobs, its name and
+/// recipe written raw to the terminal.) A directory of this user's holding a script the other
+/// user could write is left out too.
+#[test]
+fn list_shows_only_what_this_user_rendered() {
+    if !root_or_skip("list_shows_only_what_this_user_rendered") {
+        return;
+    }
+    let d = open_tempdir();
+    let jobs = d.path().join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = common::command()
+        .args([
+            "render",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "mine",
+        ])
+        .arg("--jobs-root")
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let theirs = jobs.join("theirs");
+    let o = as_other(&format!(
+        "mkdir -m 755 {t} && printf '#!/bin/bash\\n#SBATCH --job-name=\\033]0;owned\\007\\033[2J\\n' > {t}/launch.sbatch && printf '{{\"recipe\":{{\"name\":\"\\\\u001b[31mred\"}},\"hardware\":{{\"spec\":\"h100x8\"}}}}' > {t}/plan.json",
+        t = theirs.display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A directory of this user's with a script the other user could write.
+    let open_script = jobs.join("open");
+    std::fs::create_dir(&open_script).unwrap();
+    std::fs::set_permissions(&open_script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_mode(
+        &open_script.join("launch.sbatch"),
+        b"#!/bin/bash\n#SBATCH --job-name=open\n",
+        0o666,
+    );
+    for json in [false, true] {
+        let mut c = common::command();
+        c.args(["list", "--jobs-root"]).arg(&jobs);
+        if json {
+            c.args(["-o", "json"]);
+        }
+        let o = c.output().unwrap();
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert!(out.contains("mine"), "{out}");
+        for gone in ["theirs", "owned", "[31mred", "\u{1b}", "open"] {
+            assert!(!out.contains(gone), "json {json}: {gone:?} in {out}");
+        }
+        assert!(
+            err.contains(&format!(
+                "not listed: {} belongs to ovl-other",
+                theirs.display()
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "not listed: {} is writable by every user",
+                open_script.join("launch.sbatch").display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains('\u{1b}'), "{err}");
+    }
 }
 
 /// A job whose record is sound, with a stand-in `scontrol` that reports it RUNNING (its own

@@ -385,6 +385,89 @@ fn a_reused_job_id_is_not_the_recorded_job() {
     );
 }
 
+/// The reused id names a job of another user who gave it the recorded job's name and
+/// directory (`sbatch -J NAME --chdir DIR`, which Slurm accepts from anyone, the directory
+/// unread): it is not the recorded job either. `status` fails with exit 1 naming the reuse
+/// and the other user, and `cancel` leaves the other job running. (Before: `status`
+/// reported the other user's job as this one, and `cancel`, run by root or a Slurm
+/// operator, cancelled it.) The other user is the real `ovl-other`, submitting as itself.
+#[test]
+fn a_reused_job_id_is_not_the_recorded_job_whatever_its_name() {
+    if !super::shared_cluster::root_or_skip(
+        "a_reused_job_id_is_not_the_recorded_job_whatever_its_name",
+    ) {
+        return;
+    }
+    let Some(first) = Own::start() else { return };
+    let c = &*first;
+    let dir = submit(c, "mine", &[], &["0"]);
+    let st = wait_final(c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    let id = st["job_id"].as_str().unwrap().to_string();
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
+            .unwrap();
+    let (name, job_dir) = (
+        rec["job_name"].as_str().unwrap().to_string(),
+        rec["job_dir"].as_str().unwrap().to_string(),
+    );
+    first.stop();
+    let second = super::slurm_e2e::start().expect("a second cluster");
+    let c = &second;
+    struct StopAtEnd<'a>(&'a Cluster);
+    impl Drop for StopAtEnd<'_> {
+        fn drop(&mut self) {
+            self.0.stop();
+        }
+    }
+    let _stop = StopAtEnd(c);
+    let uid = super::shared_cluster::other_uid();
+    let other = loop {
+        let o = c
+            .cmd("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".into(),
+            ])
+            .args(["sbatch", "--parsable", "-J", &name, "--chdir", &job_dir])
+            .args(["-o", "/dev/null", "--wrap", "sleep 120"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let got = common::stdout(&o).trim().to_string();
+        if got == id {
+            break got;
+        }
+        assert!(
+            got.parse::<u64>().unwrap() < id.parse::<u64>().unwrap(),
+            "id {id} skipped"
+        );
+    };
+    let (code, st, err) = status_json(c, &dir);
+    assert_eq!(
+        code,
+        Some(1),
+        "the id is another user's job now: {st} {err}"
+    );
+    assert!(
+        err.contains("another job") && err.contains("UserId=ovl-other"),
+        "{err}"
+    );
+    let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    let o = c
+        .cmd("scontrol")
+        .args(["show", "job", "-o", &other])
+        .output()
+        .unwrap();
+    let line = common::stdout(&o);
+    assert!(
+        line.contains("JobState=RUNNING") || line.contains("JobState=PENDING"),
+        "the other user's job was left alone: {line}"
+    );
+}
+
 /// SIGTERM reaches ovlaunch while sbatch is talking to the controller (a wrapper makes
 /// sbatch take 2 s). ovlaunch defers the signal until Slurm has answered and the id is
 /// recorded: exit 0 (the job IS queued; a failure code would invite a duplicate), the

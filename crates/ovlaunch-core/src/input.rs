@@ -237,6 +237,17 @@ fn way_problem(
 /// What `lstat` says of an entry, and where it leads when it is a symbolic link.
 pub type Looked = (Entry, Option<std::path::PathBuf>);
 
+/// What `lstat` (and `readlink`, for a symbolic link) says of `path` on this machine, as
+/// [`links_on`] asks it; `None` where it cannot be read.
+pub fn look(path: &Path) -> Option<Looked> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    let target = match m.file_type().is_symlink() {
+        true => Some(std::fs::read_link(path).ok()?),
+        false => None,
+    };
+    Some((Entry::of(&m), target))
+}
+
 /// The most symbolic links one path resolution follows (Linux's `MAXSYMLINKS`, past which
 /// `open` fails with `ELOOP`).
 const MAX_LINKS: usize = 40;
@@ -359,14 +370,7 @@ pub fn untrusted(file: &std::fs::File, path: &Path) -> std::io::Result<Option<Un
     // The links on the way to it, as the path was given, and the directories holding them
     // (those of `real` are checked above).
     let given = std::path::absolute(path)?;
-    let (links, holding) = links_on(&given, &|p| {
-        let m = std::fs::symlink_metadata(p).ok()?;
-        let target = match m.file_type().is_symlink() {
-            true => Some(std::fs::read_link(p).ok()?),
-            false => None,
-        };
-        Some((Entry::of(&m), target))
-    });
+    let (links, holding) = links_on(&given, &look);
     let holding: Vec<(&Path, Entry)> = holding
         .iter()
         .filter(|d| !dirs.iter().any(|(r, _)| r == d))
