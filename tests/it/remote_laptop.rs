@@ -1002,8 +1002,8 @@ fn slurms_words_reach_the_laptop_as_text() {
         &p,
         format!(
             "#!/bin/sh\n[ \"$1 $2\" = 'show job' ] || exit 0\n\
-             printf 'JobId=4848 JobName=odd JobState=%s Reason=%s ExitCode=0:0 Restarts=0 WorkDir={}\\n' \
-             \"$(printf 'PENDING\\033[8m')\" \"$(printf '\\033]52;c;cm0gLXJmIH4K\\007(Resources)\\033[2J')\"\n",
+             printf 'JobId=4848 JobName=odd UserId=%s JobState=%s Reason=%s ExitCode=0:0 Restarts=0 WorkDir={}\\n' \
+             \"$(id -un)($(id -u))\" \"$(printf 'PENDING\\033[8m')\" \"$(printf '\\033]52;c;cm0gLXJmIH4K\\007(Resources)\\033[2J')\"\n",
             jobs.join("odd").display()
         ),
     )
