@@ -587,8 +587,9 @@ fn reused(id: &JobId, what: &str) -> Error {
 /// Asks `scontrol show job` first (it knows running and recently finished jobs), then
 /// `sacct` (which needs an accounting store; "accounting storage is disabled" is handled),
 /// then the job-completion log through `sacct --completion`. Whichever answers, the job's
-/// name and working directory must be the record's (and `scontrol`'s job this user's own),
-/// else the id now belongs to another job. A controller that does not answer, or a job no source
+/// name and working directory must be the record's and the job this user's own (a source
+/// that leaves the owner blank is taken on name and directory), else the id now belongs to
+/// another job. A controller that does not answer, or a job no source
 /// knows, is an error (exit 1) with the reason.
 pub fn status(host: &dyn Host, id: &JobId, expect: &Expected<'_>) -> Result<JobStatus> {
     status_of(host, id, expect, job_info(host, id)?)
@@ -668,7 +669,7 @@ fn lookup(
             ("sacct --completion", Sacct::Completion),
         ] {
             // The directory last: it may hold `|`, the other fields cannot.
-            let out = sacct(host, id, "JobID,State,ExitCode,JobName,WorkDir", from)?;
+            let out = sacct(host, id, "JobID,State,ExitCode,JobName,UID,WorkDir", from)?;
             if !out.ok {
                 continue;
             }
@@ -679,12 +680,18 @@ fn lookup(
             else {
                 continue;
             };
-            let parts: Vec<&str> = line.splitn(5, '|').collect();
-            let [_, state, exit, name, dir] = parts[..] else {
+            let parts: Vec<&str> = line.splitn(6, '|').collect();
+            let [_, state, exit, name, uid, dir] = parts[..] else {
                 continue;
             };
-            if name != expect.job_name || dir != expect.job_dir {
-                return Err(reused(id, &format!("JobName={name} WorkDir={dir}")));
+            // A source that leaves the owner blank cannot tell; one that names another
+            // user's job does.
+            let theirs = !uid.is_empty() && uid.parse() != Ok(expect.uid);
+            if name != expect.job_name || dir != expect.job_dir || theirs {
+                return Err(reused(
+                    id,
+                    &format!("JobName={name} WorkDir={dir} UID={uid}"),
+                ));
             }
             return Ok(Some(
                 JobStatus::new(id.as_str(), state, Some(exit.to_string()), source, None)

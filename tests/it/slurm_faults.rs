@@ -468,6 +468,109 @@ fn a_reused_job_id_is_not_the_recorded_job_whatever_its_name() {
     );
 }
 
+/// The same after the controller has forgotten the other user's job (`MinJobAge=2`), so
+/// that only the job-completion log (the real `sacct --completion`) knows the id: its row has
+/// the recorded name and directory and the other user's UID, and is not the recorded job
+/// either (exit 1, naming the reuse). (Before: `status` reported the other user's ended job
+/// as this one, COMPLETED, exit 0.)
+#[test]
+fn a_reused_id_only_the_completion_log_knows_is_not_the_recorded_job() {
+    if !super::shared_cluster::root_or_skip(
+        "a_reused_id_only_the_completion_log_knows_is_not_the_recorded_job",
+    ) {
+        return;
+    }
+    let Some(first) = Own::start() else { return };
+    let c = &*first;
+    let dir = submit(c, "mine", &[], &["0"]);
+    let st = wait_final(c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
+    let id = st["job_id"].as_str().unwrap().to_string();
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
+            .unwrap();
+    let (name, job_dir) = (
+        rec["job_name"].as_str().unwrap().to_string(),
+        rec["job_dir"].as_str().unwrap().to_string(),
+    );
+    first.stop();
+    let second = Cluster::start(
+        "the real-Slurm test",
+        &[],
+        Vec::new(),
+        &[("OVLAUNCH_SLURM_EXTRA_CONF", "MinJobAge=2")],
+    )
+    .expect("a second cluster");
+    let c = &second;
+    struct StopAtEnd<'a>(&'a Cluster);
+    impl Drop for StopAtEnd<'_> {
+        fn drop(&mut self) {
+            self.0.stop();
+        }
+    }
+    let _stop = StopAtEnd(c);
+    let uid = super::shared_cluster::other_uid();
+    loop {
+        let o = c
+            .cmd("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".into(),
+            ])
+            .args(["sbatch", "--parsable", "-J", &name, "--chdir", &job_dir])
+            .args(["-o", "/dev/null", "--wrap", "true"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let got = common::stdout(&o).trim().to_string();
+        if got == id {
+            break;
+        }
+        assert!(
+            got.parse::<u64>().unwrap() < id.parse::<u64>().unwrap(),
+            "id {id} skipped"
+        );
+    }
+    let t = Instant::now();
+    loop {
+        let o = c
+            .cmd("scontrol")
+            .args(["show", "job", &id])
+            .output()
+            .unwrap();
+        if common::stderr(&o).contains("Invalid job id") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(150),
+            "Slurm kept job {id}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let o = c
+        .cmd("sacct")
+        .args(["-c", "-j", &id, "-n", "-P", "-o", "JobID,UID"])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout(&o).contains(&format!("{id}|{uid}")),
+        "the completion log has the other user's job: {}{}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
+    let (code, st, err) = status_json(c, &dir);
+    assert_eq!(
+        code,
+        Some(1),
+        "the id is another user's ended job: {st} {err}"
+    );
+    assert!(
+        err.contains("another job") && err.contains(&format!("UID={uid}")),
+        "{err}"
+    );
+}
+
 /// SIGTERM reaches ovlaunch while sbatch is talking to the controller (a wrapper makes
 /// sbatch take 2 s). ovlaunch defers the signal until Slurm has answered and the id is
 /// recorded: exit 0 (the job IS queued; a failure code would invite a duplicate), the
