@@ -1500,3 +1500,65 @@ fn a_section_copied_from_bridges_config_dump_is_refused_at_its_class_key() {
         "{err}"
     );
 }
+
+/// An unset `train.train_iters` (`null` in a recipe file, `--set train.train_iters=null`) is
+/// refused at plan time (exit 2, nothing written; the file's refusal at the value's line):
+/// Bridge's `TrainingConfig.finalize` asserts that one of `train_iters`, `train_samples` and
+/// `num_epochs` is given, and ovlaunch refuses the other two. With the real Megatron-Bridge,
+/// the runner refuses that trainer line for that reason and builds its neighbour, a step count
+/// given, which ovlaunch plans.
+#[test]
+fn an_unset_training_length_is_refused_as_bridge_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let function = "llama3_8b_pretrain_8gpu_h100_bf16_config";
+    let file = file_in(
+        dir.path(),
+        "steps.yaml",
+        &format!(
+            "bridge_recipe: {function}\ntrain:\n  global_batch_size: 128\n  train_iters: null\n"
+        ),
+    );
+    let err = assert_render_refused(&["--recipe", &file, "--gpus", "h100x8"]);
+    assert!(
+        err.contains("error: train.train_iters: One of train_iters, train_samples, or num_epochs must be provided")
+            && err.contains("TrainingConfig.finalize")
+            && err.contains("steps.yaml:4"),
+        "{err}"
+    );
+    let set = ["--recipe", function, "--gpus", "h100x8", "--set"];
+    let err = assert_render_refused(&[&set[..], &["train.train_iters=null"]].concat());
+    assert!(
+        err.contains("help: give the number of training steps"),
+        "{err}"
+    );
+    let planned = plan_json(&[&set[..], &["train.train_iters=5"]].concat());
+    assert_eq!(planned["train"]["train_iters"], json!(5));
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let inputs: Vec<Value> = ["null", "5"]
+        .iter()
+        .map(|v| {
+            let argv = [
+                "python",
+                "/opt/Megatron-Bridge/scripts/training/run_recipe.py",
+                "--recipe",
+                function,
+                &format!("train.train_iters={v}"),
+            ];
+            json!({"id": v, "argv": argv, "world_size": 8, "gpu": "h100", "env": {}})
+        })
+        .collect();
+    let bridge = probe(&python, &Value::Array(inputs));
+    assert_eq!(bridge["null"]["ok"], json!(false), "{}", bridge["null"]);
+    assert!(
+        bridge["null"]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("One of train_iters, train_samples, or num_epochs must be provided"),
+        "{}",
+        bridge["null"]
+    );
+    assert_eq!(bridge["5"]["ok"], json!(true), "{}", bridge["5"]);
+    assert_eq!(bridge["5"]["config"]["train"]["train_iters"], json!(5));
+}
