@@ -1333,12 +1333,25 @@ fn a_python_recipe_is_refused_naming_the_bridge_function_it_calls() {
 }
 
 /// `bridge_recipe:` written as Python would name the function (called with arguments, or by
-/// its module path) is refused at its line (exit 2) with the bare name the runner takes:
-/// Bridge's runner, given the written form, finds no such recipe in its package, and given the
-/// name, builds the job.
+/// its module path), or by ovlaunch's short name of it (`ovlaunch recipes` lists it; `--recipe`
+/// takes it), is refused at its line (exit 2) with the bare name the runner takes: Bridge's
+/// runner, given the written form, finds no such recipe in its package, and given the name,
+/// builds the job. (Before, a short name was pointed at the closest names by spelling: the
+/// library's `llama3_8b_pretrain_config`, another function than the one it names.)
 #[test]
 fn a_bridge_function_written_as_python_is_refused_with_its_name() {
     let dir = tempfile::tempdir().unwrap();
+    let function = "llama3_8b_pretrain_8gpu_h100_bf16_config";
+    let listed: Value = serde_json::from_str(&ok(&["recipes", "-o", "json"])).unwrap();
+    let short = listed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["variants"].as_array().into_iter().flatten())
+        .find(|v| v["bridge_recipe"] == json!(function))
+        .and_then(|v| v["short_name"].as_str())
+        .unwrap_or_else(|| panic!("no short name listed for {function}"))
+        .to_string();
     let cases = [
         (
             "llama3_8b_peft_config(peft_scheme='dora')",
@@ -1349,6 +1362,7 @@ fn a_bridge_function_written_as_python_is_refused_with_its_name() {
             "megatron.bridge.recipes.llama.llama3_8b_pretrain_config",
             "llama3_8b_pretrain_config",
         ),
+        (short.as_str(), function),
     ];
     let mut inputs = Vec::new();
     for (i, (written, name)) in cases.iter().enumerate() {
