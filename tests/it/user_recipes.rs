@@ -1576,3 +1576,30 @@ fn an_unset_training_length_is_refused_as_bridge_refuses_it() {
     assert_eq!(bridge["5"]["ok"], json!(true), "{}", bridge["5"]);
     assert_eq!(bridge["5"]["config"]["train"]["train_iters"], json!(5));
 }
+
+/// Two variants of a user's file that run the same job (one leaving `num_gpus` out, which is
+/// its function's own count, the other stating that count) are refused at the second's line
+/// (exit 2, nothing written), as two that state the same count are: the second would never be
+/// chosen, and its values were dropped without a word.
+#[test]
+fn a_variant_stating_its_functions_count_beside_one_leaving_it_out_is_listed_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let function = "llama3_8b_pretrain_8gpu_h100_bf16_config";
+    let count =
+        plan_json(&["--recipe", function, "--gpus", "h100x8"])["recipe"]["variant_num_gpus"]
+            .as_u64()
+            .expect("the function's GPU count");
+    let file = file_in(
+        dir.path(),
+        "twice.yaml",
+        &format!(
+            "bridge_recipe: {function}\nvariants:\n  - gpu: h100\n    precision: bf16\n    train: {{train_iters: 7}}\n  - gpu: h100\n    precision: bf16\n    num_gpus: {count}\n    train: {{train_iters: 9}}\n"
+        ),
+    );
+    let gpus = format!("h100x{count}");
+    let err = assert_render_refused(&["--recipe", &file, "--gpus", &gpus]);
+    assert!(
+        err.contains(&format!("num_gpus: {count} is listed twice")) && err.contains("twice.yaml:6"),
+        "{err}"
+    );
+}
