@@ -242,3 +242,20 @@ fn a_misspelt_field_in_a_recipe_file_is_pointed_at_the_close_ones() {
         "{err}"
     );
 }
+
+/// A recipe file's key written as a `--set` path (`optimizer.lr: 0.0002`, Hydra's dotted form)
+/// is refused at its line with the nested form a recipe file takes, not only the section's
+/// name as the closest key.
+#[test]
+fn a_dotted_key_in_a_recipe_file_is_shown_nested() {
+    let (_d, p) = recipe_file(
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\noptimizer.lr: 0.0002\n",
+    );
+    let err = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
+    assert!(err.contains(&format!(" --> {p}:2:1")), "{err}");
+    let help = err.split("help: ").nth(1).unwrap_or("");
+    assert!(
+        help.starts_with("write it nested: `optimizer: {lr: ...}`"),
+        "{err}"
+    );
+}

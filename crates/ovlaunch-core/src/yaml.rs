@@ -795,8 +795,23 @@ fn unknown_name(message: &str) -> (&str, Option<String>) {
         .flat_map(|n| n.split(" or "))
         .map(|n| n.trim_matches('`'))
         .collect();
-    let close = crate::error::did_you_mean(word, names.iter().copied());
     let all = format!("expected one of: {}", names.join(", "));
+    // a `--set` path written as a key (`optimizer.lr: 0.0002`): the nested form YAML takes
+    if let Some((section, rest)) = word.split_once('.')
+        && names.contains(&section)
+        && !rest.is_empty()
+    {
+        let nested = rest
+            .rsplit('.')
+            .fold("...".to_string(), |acc, k| format!("{{{k}: {acc}}}"));
+        return (
+            head,
+            Some(format!(
+                "write it nested: `{section}: {nested}` (in YAML a dotted path is one key of its own, not a path as in `--set`)"
+            )),
+        );
+    }
+    let close = crate::error::did_you_mean(word, names.iter().copied());
     let help = if close.is_empty() {
         all
     } else {
