@@ -295,8 +295,9 @@ fn bridge_recipe_line(r: &Recipe, function: &str) -> Option<usize> {
 
 /// `bridge_recipe:` naming a catalogue function the way Python code would: called with
 /// arguments (`llama3_8b_peft_config(peft_scheme='dora')`) or by its module path
-/// (`megatron.bridge.recipes.llama.llama3_8b_pretrain_config`). Bridge's runner takes the bare
-/// name (`run_recipe.py --recipe NAME`, looked up in its package) and calls the function
+/// (`megatron.bridge.recipes.llama.llama3_8b_pretrain_config`), or by ovlaunch's short name of
+/// it (`llama3_8b_pretrain_h100x8_bf16`, which `--recipe` takes). Bridge's runner takes the
+/// bare name (`run_recipe.py --recipe NAME`, looked up in its package) and calls the function
 /// without arguments, so the refusal gives that name and says where the arguments go.
 fn function_written_otherwise(r: &Recipe, written: &str) -> Option<Error> {
     let known = |n: &str| crate::catalog::embedded::function(n).is_some();
@@ -310,6 +311,12 @@ fn function_written_otherwise(r: &Recipe, written: &str) -> Option<Error> {
             name,
             "Bridge's runner calls its recipe function without arguments (`run_recipe.py --recipe FUNCTION`)",
             "state what the arguments change as the file's fields over it (`dataset: {seq_length: 4096}`, `peft: {dim: 16}`); an argument with no field (`peft_scheme`) needs a function built with it",
+        )
+    } else if let Some(name) = crate::catalog::embedded::short_name(written) {
+        (
+            name,
+            "it is ovlaunch's short name of a Bridge function, which `--recipe` takes; Bridge's runner looks its recipe function up by the function's own name (`run_recipe.py --recipe FUNCTION`)",
+            "the function's own name, as `ovlaunch recipes -v` lists it before the short name",
         )
     } else {
         let name = written.rsplit('.').next().unwrap_or(written);

@@ -192,3 +192,70 @@ fn fields_lists_them_by_section() {
             && unplanned::names("train").contains(&"exit_interval")
     );
 }
+
+/// A misspelt field in a recipe file's `model`, `train`, `ddp` or `optimizer` gets the closest
+/// of every field the section takes (the planned ones, the other fields of the class Bridge's
+/// functions hold there, a model provider class's), at the key's line, as `--set` of the same
+/// field does; before, the file's help named only the planned fields (`exit_intervl` was
+/// pointed at `eval_interval`, never at `exit_interval`). A field of another section says
+/// which.
+#[test]
+fn a_misspelt_field_in_a_recipe_file_is_pointed_at_the_close_ones() {
+    let function = "llama3_8b_pretrain_8gpu_h100_bf16_config";
+    for (section, typo, meant) in [
+        ("optimizer", "adam_beta_2", "adam_beta2"),
+        ("train", "exit_intervl", "exit_interval"),
+        (
+            "ddp",
+            "gradient_reduce_div_fusio",
+            "gradient_reduce_div_fusion",
+        ),
+        ("model", "rotary_percnt", "rotary_percent"),
+    ] {
+        let set = format!("{section}.{typo}=1");
+        let by_set = usage_error(&["plan", "-r", function, "-g", "h100x8", "--set", &set]);
+        let set_help = by_set
+            .split("help: ")
+            .nth(1)
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        assert!(set_help.contains(&format!("`{meant}`")), "{set}: {by_set}");
+        let (_d, p) = recipe_file(&format!(
+            "bridge_recipe: {function}\n{section}:\n  {typo}: 1\n"
+        ));
+        let err = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
+        assert!(
+            err.contains(&format!("unknown field `{typo}` in `{section}`"))
+                && err.contains(&format!(" --> {p}:3:3")),
+            "{section}.{typo}: {err}"
+        );
+        let help = err.split("help: ").nth(1).unwrap_or("").trim();
+        assert_eq!(help, set_help, "{section}.{typo}: {err}");
+    }
+    // a field of another section, in a file: that section
+    let (_d, p) = recipe_file(&format!("bridge_recipe: {function}\nmodel:\n  lr: 0.001\n"));
+    let err = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
+    assert!(
+        err.contains("unknown field `lr` in `model`")
+            && err.contains("`lr` is a field of `optimizer`"),
+        "{err}"
+    );
+}
+
+/// A recipe file's key written as a `--set` path (`optimizer.lr: 0.0002`, Hydra's dotted form)
+/// is refused at its line with the nested form a recipe file takes, not only the section's
+/// name as the closest key.
+#[test]
+fn a_dotted_key_in_a_recipe_file_is_shown_nested() {
+    let (_d, p) = recipe_file(
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\noptimizer.lr: 0.0002\n",
+    );
+    let err = usage_error(&["plan", "--recipe", &p, "--gpus", "h100x8"]);
+    assert!(err.contains(&format!(" --> {p}:2:1")), "{err}");
+    let help = err.split("help: ").nth(1).unwrap_or("");
+    assert!(
+        help.starts_with("write it nested: `optimizer: {lr: ...}`"),
+        "{err}"
+    );
+}

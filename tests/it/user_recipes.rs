@@ -1333,12 +1333,25 @@ fn a_python_recipe_is_refused_naming_the_bridge_function_it_calls() {
 }
 
 /// `bridge_recipe:` written as Python would name the function (called with arguments, or by
-/// its module path) is refused at its line (exit 2) with the bare name the runner takes:
-/// Bridge's runner, given the written form, finds no such recipe in its package, and given the
-/// name, builds the job.
+/// its module path), or by ovlaunch's short name of it (`ovlaunch recipes` lists it; `--recipe`
+/// takes it), is refused at its line (exit 2) with the bare name the runner takes: Bridge's
+/// runner, given the written form, finds no such recipe in its package, and given the name,
+/// builds the job. (Before, a short name was pointed at the closest names by spelling: the
+/// library's `llama3_8b_pretrain_config`, another function than the one it names.)
 #[test]
 fn a_bridge_function_written_as_python_is_refused_with_its_name() {
     let dir = tempfile::tempdir().unwrap();
+    let function = "llama3_8b_pretrain_8gpu_h100_bf16_config";
+    let listed: Value = serde_json::from_str(&ok(&["recipes", "-o", "json"])).unwrap();
+    let short = listed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["variants"].as_array().into_iter().flatten())
+        .find(|v| v["bridge_recipe"] == json!(function))
+        .and_then(|v| v["short_name"].as_str())
+        .unwrap_or_else(|| panic!("no short name listed for {function}"))
+        .to_string();
     let cases = [
         (
             "llama3_8b_peft_config(peft_scheme='dora')",
@@ -1349,6 +1362,7 @@ fn a_bridge_function_written_as_python_is_refused_with_its_name() {
             "megatron.bridge.recipes.llama.llama3_8b_pretrain_config",
             "llama3_8b_pretrain_config",
         ),
+        (short.as_str(), function),
     ];
     let mut inputs = Vec::new();
     for (i, (written, name)) in cases.iter().enumerate() {
@@ -1497,6 +1511,95 @@ fn a_section_copied_from_bridges_config_dump_is_refused_at_its_class_key() {
     let help = err.split("help:").nth(1).unwrap_or("");
     assert!(
         help.contains("config Bridge writes") && help.contains("leave `_target_` out"),
+        "{err}"
+    );
+}
+
+/// An unset `train.train_iters` (`null` in a recipe file, `--set train.train_iters=null`) is
+/// refused at plan time (exit 2, nothing written; the file's refusal at the value's line):
+/// Bridge's `TrainingConfig.finalize` asserts that one of `train_iters`, `train_samples` and
+/// `num_epochs` is given, and ovlaunch refuses the other two. With the real Megatron-Bridge,
+/// the runner refuses that trainer line for that reason and builds its neighbour, a step count
+/// given, which ovlaunch plans.
+#[test]
+fn an_unset_training_length_is_refused_as_bridge_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let function = "llama3_8b_pretrain_8gpu_h100_bf16_config";
+    let file = file_in(
+        dir.path(),
+        "steps.yaml",
+        &format!(
+            "bridge_recipe: {function}\ntrain:\n  global_batch_size: 128\n  train_iters: null\n"
+        ),
+    );
+    let err = assert_render_refused(&["--recipe", &file, "--gpus", "h100x8"]);
+    assert!(
+        err.contains("error: train.train_iters: One of train_iters, train_samples, or num_epochs must be provided")
+            && err.contains("TrainingConfig.finalize")
+            && err.contains("steps.yaml:4"),
+        "{err}"
+    );
+    let set = ["--recipe", function, "--gpus", "h100x8", "--set"];
+    let err = assert_render_refused(&[&set[..], &["train.train_iters=null"]].concat());
+    assert!(
+        err.contains("help: give the number of training steps"),
+        "{err}"
+    );
+    let planned = plan_json(&[&set[..], &["train.train_iters=5"]].concat());
+    assert_eq!(planned["train"]["train_iters"], json!(5));
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let inputs: Vec<Value> = ["null", "5"]
+        .iter()
+        .map(|v| {
+            let argv = [
+                "python",
+                "/opt/Megatron-Bridge/scripts/training/run_recipe.py",
+                "--recipe",
+                function,
+                &format!("train.train_iters={v}"),
+            ];
+            json!({"id": v, "argv": argv, "world_size": 8, "gpu": "h100", "env": {}})
+        })
+        .collect();
+    let bridge = probe(&python, &Value::Array(inputs));
+    assert_eq!(bridge["null"]["ok"], json!(false), "{}", bridge["null"]);
+    assert!(
+        bridge["null"]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("One of train_iters, train_samples, or num_epochs must be provided"),
+        "{}",
+        bridge["null"]
+    );
+    assert_eq!(bridge["5"]["ok"], json!(true), "{}", bridge["5"]);
+    assert_eq!(bridge["5"]["config"]["train"]["train_iters"], json!(5));
+}
+
+/// Two variants of a user's file that run the same job (one leaving `num_gpus` out, which is
+/// its function's own count, the other stating that count) are refused at the second's line
+/// (exit 2, nothing written), as two that state the same count are: the second would never be
+/// chosen, and its values were dropped without a word.
+#[test]
+fn a_variant_stating_its_functions_count_beside_one_leaving_it_out_is_listed_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let function = "llama3_8b_pretrain_8gpu_h100_bf16_config";
+    let count =
+        plan_json(&["--recipe", function, "--gpus", "h100x8"])["recipe"]["variant_num_gpus"]
+            .as_u64()
+            .expect("the function's GPU count");
+    let file = file_in(
+        dir.path(),
+        "twice.yaml",
+        &format!(
+            "bridge_recipe: {function}\nvariants:\n  - gpu: h100\n    precision: bf16\n    train: {{train_iters: 7}}\n  - gpu: h100\n    precision: bf16\n    num_gpus: {count}\n    train: {{train_iters: 9}}\n"
+        ),
+    );
+    let gpus = format!("h100x{count}");
+    let err = assert_render_refused(&["--recipe", &file, "--gpus", &gpus]);
+    assert!(
+        err.contains(&format!("num_gpus: {count} is listed twice")) && err.contains("twice.yaml:6"),
         "{err}"
     );
 }

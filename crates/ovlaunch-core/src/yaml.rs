@@ -31,6 +31,7 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
         )));
     }
     PLACED.set(None);
+    UNKNOWN_KEY.set(None);
     serde_saphyr::from_str_with_options::<T>(text, options()).map_err(|e| {
         // an error about a place the parser had moved past (`error_at`): that place
         if let Some((place, message, help)) = PLACED.take()
@@ -58,8 +59,14 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             Some((m, x)) if x.contains(" --> ") => (m, Some(x.to_string())),
             _ => (body, None),
         };
+        // an unknown key a reader refused with its own words and fix (`unknown_key`)
+        let renamed = UNKNOWN_KEY
+            .take()
+            .filter(|(words, _, _)| message.starts_with(words.as_str()))
+            .map(|(_, shown, help)| (shown, help));
         let (short, help) = match duplicate_key(message)
             .or_else(|| class_target(message))
+            .or(renamed)
             .or_else(|| not_a_boolean(message))
             .or_else(|| second_document(message))
             .or_else(|| tab_indentation(message, text))
@@ -684,6 +691,21 @@ thread_local! {
         const { std::cell::Cell::new(None) };
 }
 
+thread_local! {
+    /// The parser's words for the last [`unknown_key`] refusal, the message it is shown as and
+    /// its fix, for `parse` to report.
+    static UNKNOWN_KEY: std::cell::Cell<Option<(String, String, String)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// serde's refusal of the unknown key `key` (the parser reports it at the key, with its
+/// excerpt), which [`parse`] shows as `message` with `help`, in place of the accepted names
+/// serde's message lists (a reader that knows the closest of more names than it can list).
+pub fn unknown_key<E: serde::de::Error>(key: &str, message: String, help: String) -> E {
+    UNKNOWN_KEY.set(Some((format!("unknown field `{key}`"), message, help)));
+    E::unknown_field(key, &[])
+}
+
 /// Reads a mapping's next key with its place, for a check made after the parser has moved
 /// past it (see [`error_at`]).
 pub fn next_key_placed<'de, A: serde::de::MapAccess<'de>>(
@@ -773,8 +795,23 @@ fn unknown_name(message: &str) -> (&str, Option<String>) {
         .flat_map(|n| n.split(" or "))
         .map(|n| n.trim_matches('`'))
         .collect();
-    let close = crate::error::did_you_mean(word, names.iter().copied());
     let all = format!("expected one of: {}", names.join(", "));
+    // a `--set` path written as a key (`optimizer.lr: 0.0002`): the nested form YAML takes
+    if let Some((section, rest)) = word.split_once('.')
+        && names.contains(&section)
+        && !rest.is_empty()
+    {
+        let nested = rest
+            .rsplit('.')
+            .fold("...".to_string(), |acc, k| format!("{{{k}: {acc}}}"));
+        return (
+            head,
+            Some(format!(
+                "write it nested: `{section}: {nested}` (in YAML a dotted path is one key of its own, not a path as in `--set`)"
+            )),
+        );
+    }
+    let close = crate::error::did_you_mean(word, names.iter().copied());
     let help = if close.is_empty() {
         all
     } else {

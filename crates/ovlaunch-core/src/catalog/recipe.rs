@@ -112,14 +112,13 @@ impl<'de> Deserialize<'de> for TypedModel {
                 self,
                 mut m: A,
             ) -> std::result::Result<TypedModel, A::Error> {
-                use serde::de::Error;
                 while let Some(k) = m.next_key::<String>()? {
                     if ModelConfig::FIELDS.contains(&k.as_str()) {
                         m.next_value_seed(PlannedField(&k))?;
                     } else if crate::config::provider::is_field(&k) {
                         m.next_value::<serde::de::IgnoredAny>()?;
                     } else {
-                        return Err(A::Error::unknown_field(&k, ModelConfig::FIELDS));
+                        return Err(unknown_key(ModelConfig::SECTION, &k, ModelConfig::FIELDS));
                     }
                 }
                 Ok(TypedModel)
@@ -127,6 +126,24 @@ impl<'de> Deserialize<'de> for TypedModel {
         }
         d.deserialize_map(Fields)
     }
+}
+
+/// The refusal of `key`, which the typed section `section` (its planned fields `known`) does
+/// not take, at the key: the section that holds it, else the closest of every field the
+/// section takes (`config::closest_fields`), the help a `--set` of it gets.
+fn unknown_key<E: serde::de::Error>(section: &str, key: &str, known: &[&str]) -> E {
+    let holding = crate::config::sections_holding(key, section);
+    let help = match holding.first() {
+        None => crate::config::closest_fields(section, key, known),
+        Some(first) => {
+            let whose: Vec<String> = holding.iter().map(|s| format!("`{s}`")).collect();
+            format!(
+                "`{key}` is a field of {}: state it there (`{first}: {{{key}: ...}}`)",
+                whose.join(", ")
+            )
+        }
+    };
+    crate::yaml::unknown_key(key, format!("unknown field `{key}` in `{section}`"), help)
 }
 
 /// A planned `model` field's value, typed as it is read (so a refusal names the field and
@@ -165,14 +182,13 @@ impl<'de, T: Section + serde::de::DeserializeOwned> Deserialize<'de> for Resolve
                 self,
                 mut m: A,
             ) -> std::result::Result<Resolved<T>, A::Error> {
-                use serde::de::Error;
                 while let Some(k) = m.next_key::<String>()? {
                     if T::FIELDS.contains(&k.as_str()) {
                         m.next_value_seed(PlannedIn::<T>(&k, std::marker::PhantomData))?;
                     } else if crate::config::unplanned::is_field(T::SECTION, &k) {
                         m.next_value_seed(UnplannedField(T::SECTION, &k))?;
                     } else {
-                        return Err(A::Error::unknown_field(&k, T::FIELDS));
+                        return Err(unknown_key(T::SECTION, &k, T::FIELDS));
                     }
                 }
                 Ok(Resolved(std::marker::PhantomData))

@@ -113,6 +113,27 @@ pub fn section_fields(section: &str) -> Option<Option<&'static [&'static str]>> 
     }
 }
 
+/// The help for `field`, which `section` (a typed section, its planned fields `known`) does not
+/// have: the closest of every field the section takes (the planned ones; for `model` the
+/// provider classes' fields, for `train`, `ddp` and `optimizer` the other fields of the class
+/// Bridge's functions hold there, `unplanned`), then where all are listed. One text for a
+/// `--set` and a recipe file's key alike.
+pub fn closest_fields(section: &str, field: &str, known: &[&str]) -> String {
+    let providers = provider::NAMES
+        .iter()
+        .copied()
+        .filter(|n| section == ModelConfig::SECTION && !known.contains(n));
+    crate::error::did_you_mean_then(
+        field,
+        known
+            .iter()
+            .copied()
+            .chain(providers)
+            .chain(unplanned::names(section)),
+        format!("see `ovlaunch fields {section}`"),
+    )
+}
+
 /// The sections other than `not_in` that hold a field named `field` (ovlaunch's typed
 /// sections, Bridge's pass-through ones with every class they come in, and `model` with its
 /// provider classes' fields), in [`sections`]' order: where a `--set` of a field given under

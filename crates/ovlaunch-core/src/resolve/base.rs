@@ -231,6 +231,7 @@ pub fn settle(user: &mut Recipe) -> Result<()> {
             _ => {}
         }
     }
+    listed_twice(user)?;
     if let Some(top) = user.bridge_recipe.clone()
         && let Some((b, _)) = function_of(user, &top)
     {
@@ -238,6 +239,35 @@ pub fn settle(user: &mut Recipe) -> Result<()> {
     }
     if kinds.first().is_some_and(|k| kinds.iter().all(|x| x == k)) {
         user.kind = kinds[0];
+    }
+    Ok(())
+}
+
+/// Two variants of the file that run the same once each holds its function's GPU count (one
+/// leaving `num_gpus` out, one stating that count): the second would never be chosen, so it is
+/// refused at its line, as two stating the same are when the file is read.
+fn listed_twice(user: &Recipe) -> Result<()> {
+    let key = |v: &Variant| {
+        (
+            v.gpu.clone(),
+            v.precision.clone(),
+            v.variant.clone(),
+            v.num_gpus,
+        )
+    };
+    for (i, v) in user.variants.iter().enumerate() {
+        if user.variants[..i].iter().any(|o| key(o) == key(v)) {
+            return Err(Error::usage(format!(
+                "recipe `{}`: variant gpu: {}, precision: {}{}{} is listed twice (a variant without num_gpus runs its function's count); the second would never be chosen",
+                user.name,
+                v.gpu,
+                v.precision,
+                v.variant.as_deref().map(|x| format!(", variant: {x}")).unwrap_or_default(),
+                v.num_gpus.map(|n| format!(", num_gpus: {n}")).unwrap_or_default(),
+            ))
+            .at(crate::error::Origin::file(&user.origin, v.line, None))
+            .help("keep one entry per gpu, precision, variant and num_gpus: remove this one, or make it differ (another `variant:` name or `num_gpus:`)"));
+        }
     }
     Ok(())
 }

@@ -291,21 +291,7 @@ fn unknown_field(section: &str, f: &str, field: Option<&str>, known: &[&str], fl
     }
     Error::usage(format!("unknown field `{f}` in `{section}`"))
         .at_flag(flag.to_string())
-        .help(did_you_mean_then(
-            f,
-            known
-                .iter()
-                .copied()
-                .chain(
-                    // the fields of Bridge's provider classes, for a `model` field
-                    config::provider::NAMES
-                        .iter()
-                        .copied()
-                        .filter(|n| section == config::ModelConfig::SECTION && !known.contains(n)),
-                )
-                .chain(config::unplanned::names(section)),
-            format!("see `ovlaunch fields {section}`"),
-        ))
+        .help(config::closest_fields(section, f, known))
 }
 
 /// Checks `value` against the field's type. A boolean or number that fails where the text

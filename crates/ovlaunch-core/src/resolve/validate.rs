@@ -5,7 +5,8 @@
 //! `overlap_param_gather` between ddp and optimizer, and precision consistency; its checks that
 //! read a pass-through section beside the plan (`container_checks`: evaluation batch, Energon
 //! and diffusion micro batches, FSDP, NaN check in a full-iteration graph, checkpoint formats,
-//! Gloo), and the pass-through sections' own `finalize()` (`bridge_sections`).
+//! Gloo, the training length, the scheduler's construction), and the pass-through sections' own
+//! `finalize()` (`bridge_sections`).
 
 use super::known::Known;
 use crate::config::bridge::paths::{self, CHECKPOINT, DIST, RERUN_STATE_MACHINE, VALIDATION};
@@ -2774,6 +2775,7 @@ const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
         distributed_checkpoint_without_gloo,
     ),
     (SEQUENCE_PARALLEL_SPLIT, sequence_parallel_split),
+    ("TrainingConfig.finalize", train_iters_given),
     (SCHEDULER_INIT, scheduler_max_lr),
     (SCHEDULER_INIT, scheduler_min_lr),
     (SCHEDULER_INIT, scheduler_max_over_min),
@@ -2848,6 +2850,28 @@ pub const SCHEDULER_INIT: &str =
 /// the scheduler.
 fn bridge_schedules(k: &Known<'_>) -> bool {
     k.holder().function.is_some()
+}
+
+/// `TrainingConfig.finalize` (`megatron/bridge/training/config.py`, run by
+/// `runtime_config_update`): `assert num_training_modes > 0`, one of `train_iters`,
+/// `train_samples` and `num_epochs` given. ovlaunch plans `train.train_iters` and refuses the
+/// other two (`config::unplanned::REFUSED`), so an unset `train.train_iters` (`null` in a
+/// recipe file, `--set train.train_iters=null`) stops Bridge's setup; an unset one the plan
+/// does not state is the function's own, left to Bridge.
+fn train_iters_given(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    use crate::config::TRAIN;
+    if !bridge_schedules(k) || a.train.train_iters.is_some() || !(a.stated)(TRAIN.train_iters) {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "One of train_iters, train_samples, or num_epochs must be provided: {} is unset, and ovlaunch plans the run by it, not by train_samples or num_epochs (megatron/bridge/training/config.py TrainingConfig.finalize)",
+        TRAIN.train_iters
+    ))
+    .at_fields(TRAIN.train_iters)
+    .help(format!(
+        "give the number of training steps, e.g. --set {}=1000, or leave the recipe's",
+        TRAIN.train_iters
+    )))
 }
 
 /// `self.max_lr = float(max_lr)`: the learning rate is a number (an unset one the plan does
