@@ -398,74 +398,30 @@ fn a_reused_job_id_is_not_the_recorded_job_whatever_its_name() {
     ) {
         return;
     }
-    let Some(first) = Own::start() else { return };
-    let c = &*first;
-    let dir = submit(c, "mine", &[], &["0"]);
-    let st = wait_final(c, &dir);
-    assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
-    let id = st["job_id"].as_str().unwrap().to_string();
-    let rec: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
-            .unwrap();
-    let (name, job_dir) = (
-        rec["job_name"].as_str().unwrap().to_string(),
-        rec["job_dir"].as_str().unwrap().to_string(),
-    );
-    first.stop();
-    let second = super::slurm_e2e::start().expect("a second cluster");
-    let c = &second;
-    struct StopAtEnd<'a>(&'a Cluster);
-    impl Drop for StopAtEnd<'_> {
-        fn drop(&mut self) {
-            self.0.stop();
-        }
-    }
-    let _stop = StopAtEnd(c);
-    let uid = super::shared_cluster::other_uid();
-    let other = loop {
+    reused_by_the_other_user(&[], "sleep 120", |c, dir, other, _| {
+        let (code, st, err) = status_json(c, dir);
+        assert_eq!(
+            code,
+            Some(1),
+            "the id is another user's job now: {st} {err}"
+        );
+        assert!(
+            err.contains("another job") && err.contains("UserId=ovl-other"),
+            "{err}"
+        );
+        let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
         let o = c
-            .cmd("setpriv")
-            .args([
-                format!("--reuid={uid}"),
-                format!("--regid={uid}"),
-                "--clear-groups".into(),
-            ])
-            .args(["sbatch", "--parsable", "-J", &name, "--chdir", &job_dir])
-            .args(["-o", "/dev/null", "--wrap", "sleep 120"])
+            .cmd("scontrol")
+            .args(["show", "job", "-o", other])
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}", common::stderr(&o));
-        let got = common::stdout(&o).trim().to_string();
-        if got == id {
-            break got;
-        }
+        let line = common::stdout(&o);
         assert!(
-            got.parse::<u64>().unwrap() < id.parse::<u64>().unwrap(),
-            "id {id} skipped"
+            line.contains("JobState=RUNNING") || line.contains("JobState=PENDING"),
+            "the other user's job was left alone: {line}"
         );
-    };
-    let (code, st, err) = status_json(c, &dir);
-    assert_eq!(
-        code,
-        Some(1),
-        "the id is another user's job now: {st} {err}"
-    );
-    assert!(
-        err.contains("another job") && err.contains("UserId=ovl-other"),
-        "{err}"
-    );
-    let o = c.ovlaunch(&["cancel", dir.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
-    let o = c
-        .cmd("scontrol")
-        .args(["show", "job", "-o", &other])
-        .output()
-        .unwrap();
-    let line = common::stdout(&o);
-    assert!(
-        line.contains("JobState=RUNNING") || line.contains("JobState=PENDING"),
-        "the other user's job was left alone: {line}"
-    );
+    });
 }
 
 /// The same after the controller has forgotten the other user's job (`MinJobAge=2`), so
@@ -480,6 +436,57 @@ fn a_reused_id_only_the_completion_log_knows_is_not_the_recorded_job() {
     ) {
         return;
     }
+    let conf = [("OVLAUNCH_SLURM_EXTRA_CONF", "MinJobAge=2")];
+    reused_by_the_other_user(&conf, "true", |c, dir, id, uid| {
+        let t = Instant::now();
+        loop {
+            let o = c
+                .cmd("scontrol")
+                .args(["show", "job", id])
+                .output()
+                .unwrap();
+            if common::stderr(&o).contains("Invalid job id") {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(150),
+                "Slurm kept job {id}"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let o = c
+            .cmd("sacct")
+            .args(["-c", "-j", id, "-n", "-P", "-o", "JobID,UID"])
+            .output()
+            .unwrap();
+        assert!(
+            common::stdout(&o).contains(&format!("{id}|{uid}")),
+            "the completion log has the other user's job: {}{}",
+            common::stdout(&o),
+            common::stderr(&o)
+        );
+        let (code, st, err) = status_json(c, dir);
+        assert_eq!(
+            code,
+            Some(1),
+            "the id is another user's ended job: {st} {err}"
+        );
+        assert!(
+            err.contains("another job") && err.contains(&format!("UID={uid}")),
+            "{err}"
+        );
+    });
+}
+
+/// This user's job `mine` runs to its end on one cluster; on a second one (`env`: how it is
+/// started), the real `ovl-other` submits `wrap` as itself with that job's name and
+/// directory until Slurm gives it the recorded id. Then `check(cluster, job directory, id,
+/// the other user's uid)`.
+fn reused_by_the_other_user(
+    env: &[(&str, &str)],
+    wrap: &str,
+    check: impl FnOnce(&Cluster, &Path, &str, u32),
+) {
     let Some(first) = Own::start() else { return };
     let c = &*first;
     let dir = submit(c, "mine", &[], &["0"]);
@@ -494,13 +501,8 @@ fn a_reused_id_only_the_completion_log_knows_is_not_the_recorded_job() {
         rec["job_dir"].as_str().unwrap().to_string(),
     );
     first.stop();
-    let second = Cluster::start(
-        "the real-Slurm test",
-        &[],
-        Vec::new(),
-        &[("OVLAUNCH_SLURM_EXTRA_CONF", "MinJobAge=2")],
-    )
-    .expect("a second cluster");
+    let second =
+        Cluster::start("the real-Slurm test", &[], Vec::new(), env).expect("a second cluster");
     let c = &second;
     struct StopAtEnd<'a>(&'a Cluster);
     impl Drop for StopAtEnd<'_> {
@@ -519,7 +521,7 @@ fn a_reused_id_only_the_completion_log_knows_is_not_the_recorded_job() {
                 "--clear-groups".into(),
             ])
             .args(["sbatch", "--parsable", "-J", &name, "--chdir", &job_dir])
-            .args(["-o", "/dev/null", "--wrap", "true"])
+            .args(["-o", "/dev/null", "--wrap", wrap])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", common::stderr(&o));
@@ -532,43 +534,7 @@ fn a_reused_id_only_the_completion_log_knows_is_not_the_recorded_job() {
             "id {id} skipped"
         );
     }
-    let t = Instant::now();
-    loop {
-        let o = c
-            .cmd("scontrol")
-            .args(["show", "job", &id])
-            .output()
-            .unwrap();
-        if common::stderr(&o).contains("Invalid job id") {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(150),
-            "Slurm kept job {id}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    let o = c
-        .cmd("sacct")
-        .args(["-c", "-j", &id, "-n", "-P", "-o", "JobID,UID"])
-        .output()
-        .unwrap();
-    assert!(
-        common::stdout(&o).contains(&format!("{id}|{uid}")),
-        "the completion log has the other user's job: {}{}",
-        common::stdout(&o),
-        common::stderr(&o)
-    );
-    let (code, st, err) = status_json(c, &dir);
-    assert_eq!(
-        code,
-        Some(1),
-        "the id is another user's ended job: {st} {err}"
-    );
-    assert!(
-        err.contains("another job") && err.contains(&format!("UID={uid}")),
-        "{err}"
-    );
+    check(c, &dir, &id, uid);
 }
 
 /// SIGTERM reaches ovlaunch while sbatch is talking to the controller (a wrapper makes
