@@ -220,6 +220,39 @@ fn unbounded_inputs_are_bounded() {
     );
 }
 
+/// A recipe file whose aliases repeat aliases (ten of ten of ten ..., a million values from
+/// six lines) is refused by the YAML reader's budget; the message says what that is and how to
+/// write the file instead, not the reader's own `budget breached: Nodes { nodes: ... }`.
+#[test]
+fn aliases_that_multiply_past_the_readers_budget_are_explained() {
+    let d = tempfile::tempdir().unwrap();
+    let mut text = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for (name, from) in [("b", "a"), ("c", "b"), ("d", "c"), ("e", "d"), ("f", "e")] {
+        let refs = vec![format!("*{from}"); 10].join(", ");
+        text.push_str(&format!("{name}: &{name} [{refs}]\n"));
+    }
+    let p = d.path().join("bomb.yaml");
+    std::fs::write(&p, text).unwrap();
+    let o = run(&[
+        "--recipe",
+        p.to_str().unwrap(),
+        "--gpus",
+        "cpux4",
+        "--dry-run",
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("error: the file expands past what ovlaunch reads from one YAML file: aliases that repeat aliases multiply"),
+        "{e}"
+    );
+    assert!(
+        e.contains("help: write the values out, or nest fewer aliases (each `*name` copies everything its `&name` holds)"),
+        "{e}"
+    );
+    assert!(!e.contains("budget breached"), "{e}");
+}
+
 /// Runs `ovlaunch ARGS`, killed after `secs` seconds: a command that would block (opening a
 /// FIFO) fails its test instead of hanging it. Its output and whether it had to be killed.
 fn run_within(args: &[&str], secs: u64) -> (Output, bool) {

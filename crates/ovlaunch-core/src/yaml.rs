@@ -69,6 +69,7 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             .or(renamed)
             .or_else(|| not_a_boolean(message))
             .or_else(|| second_document(message))
+            .or_else(|| over_budget(message))
             .or_else(|| tab_indentation(message, text))
             .or_else(|| not_a_number(message, text, line.zip(col)))
         {
@@ -408,6 +409,24 @@ fn second_document(message: &str) -> Option<(String, String)> {
                 .to_string(),
         )
     })
+}
+
+/// The reader's refusal of a document past its budget (`budget breached: Nodes { nodes: N }`:
+/// aliases of aliases, each copying all its anchor holds, or a file of that many values), in
+/// words with the fix.
+fn over_budget(message: &str) -> Option<(String, String)> {
+    let what = message.strip_prefix("budget breached: ")?;
+    let count = match what.strip_prefix("Nodes { nodes: ") {
+        Some(n) => format!("{} values", n.trim_end_matches(" }")),
+        None => what.escape_debug().to_string(),
+    };
+    Some((
+        format!(
+            "the file expands past what ovlaunch reads from one YAML file: aliases that repeat aliases multiply (here to {count})"
+        ),
+        "write the values out, or nest fewer aliases (each `*name` copies everything its `&name` holds)"
+            .to_string(),
+    ))
 }
 
 /// The parser's words for a tab where YAML reads indentation (`tabs disallowed within this
