@@ -96,16 +96,7 @@ impl JobStatus {
     /// clipboard or clears the screen), written as its escape (`\u{1b}`), as the CLI's stderr
     /// writes one. The phase is read before, from the state as answered.
     pub fn as_text(self) -> Self {
-        let text = |s: String| match s.chars().any(char::is_control) {
-            true => s
-                .chars()
-                .map(|c| match c.is_control() {
-                    true => c.escape_debug().to_string(),
-                    false => c.to_string(),
-                })
-                .collect(),
-            false => s,
-        };
+        let text = |s: String| crate::shell::escape_controls(&s, &[]).into_owned();
         Self {
             slurm_state: text(self.slurm_state),
             exit_code: self.exit_code.map(text),

@@ -72,17 +72,7 @@ impl Printer {
 /// `text` with every control character but a line break and a tab written as its escape
 /// (`\u{1b}`, `\r`): what reaches the terminal is text, never a command to it.
 fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(unsafe_char) {
-        return text.into();
-    }
-    text.chars()
-        .map(|c| match unsafe_char(c) {
-            true => c.escape_debug().to_string(),
-            false => c.to_string(),
-        })
-        .collect::<String>()
-        .into()
+    crate::shell::escape_controls(text, &['\n', '\t'])
 }
 
 #[cfg(test)]

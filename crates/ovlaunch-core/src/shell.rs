@@ -93,6 +93,23 @@ fn ansi_c(s: &str) -> String {
     out
 }
 
+/// `text` with every control character but those in `kept` written as its escape (`\u{1b}`,
+/// `\r`): for text shown on a terminal (stderr keeps line breaks and tabs; a word of Slurm's
+/// answer keeps none), which then never carries a command to it.
+pub fn escape_controls<'a>(text: &'a str, kept: &[char]) -> std::borrow::Cow<'a, str> {
+    let escaped = |c: char| c.is_control() && !kept.contains(&c);
+    if !text.chars().any(escaped) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| match escaped(c) {
+            true => c.escape_debug().to_string(),
+            false => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// Text for a `#` comment line (script headers): one line whatever `s` holds. Control
 /// characters are written as escapes (`\n`, `\x1b`, ...) and a backslash as `\\`, so a
 /// newline in a recipe name cannot start a new script line (an extra `#SBATCH` directive,
