@@ -30,6 +30,10 @@
 //! model. An SFT row trains every weight, as pretraining does; a LoRA row's model (resolved
 //! from the same model recipe) is estimated as a PEFT plan (its task set to `peft`: a frozen
 //! base model, `estimate::frozen_base`).
+//!
+//! The long-context rows (NeMo's long-sequence tables, model TFLOP/s only) are never fitted on
+//! either: their tokens/s follow from the TFLOP/s by the FLOP count of NeMo's formula of their
+//! release ([`nemo_full_attention_flops_per_token`]), and they are estimated likewise.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -988,6 +992,61 @@ fn held_out_fine_tuning(rows: &[Row], eff: &Efficiency) {
     }
 }
 
+/// The workload of NeMo's long-sequence tables (model TFLOP/s only, never fitted on).
+const LONG_CONTEXT: &str = "pretrain-long-context";
+
+/// FLOPs per token as NeMo's long-sequence tables count them: `flops_formulas.llama2` /
+/// `llama3` of NeMo 2.3 (25.04), `L·h²·(12 + 12·g/a + 18·f/h + 12·s/h + 6·V/(L·h))`, with the
+/// whole `s × s` score matrix (NeMo discounted causal attention by half only from August 2025,
+/// "Discount FLOPs in dot-product att"); the 24.03 H100 table is taken to count alike (its
+/// 4K-16K rows sit where the 25.04 table's do). The vocabulary is the plan's, as NeMo's map
+/// gives it for these models (32,000 and 128,256).
+fn nemo_full_attention_flops_per_token(plan: &Plan) -> f64 {
+    let m = &plan.model;
+    let (l, h) = (f64::from(m.num_layers), f64::from(m.hidden_size));
+    let a = f64::from(m.num_attention_heads);
+    let g = m.num_query_groups.map_or(a, f64::from);
+    let ffn = m.ffn_hidden_size.map_or(4.0 * h, f64::from);
+    let v = f64::from(m.vocab_size.unwrap_or(32_000));
+    let s = f64::from(m.seq_length);
+    l * h * h * (12.0 + 12.0 * g / a + 18.0 * ffn / h + 12.0 * s / h + 6.0 * v / (l * h))
+}
+
+/// The long-sequence rows (8K to 1M tokens per sequence, context parallel up to 32), never
+/// fitted on, estimated with the fitted constants: each row and the median |error| per table.
+fn held_out_long_context(rows: &[Row], eff: &Efficiency) {
+    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in rows {
+        let e = estimate(&r.plan, eff).unwrap();
+        let err = e.tokens_per_sec_per_gpu / r.tps - 1.0;
+        println!(
+            "long-context row {} (not fitted): {} {} {} seq {} TP{} PP{} CP{}: published {:.0} tokens/s/GPU (from its TFLOP/s), predicted {:.0} ({:+.1}%){}",
+            r.line,
+            r.model,
+            r.gpus,
+            r.precision,
+            r.plan.model.seq_length,
+            r.layout.tensor_model_parallel_size,
+            r.layout.pipeline_model_parallel_size,
+            r.layout.context_parallel_size,
+            r.tps,
+            e.tokens_per_sec_per_gpu,
+            err * 100.0,
+            if e.fits { "" } else { ", predicted not to fit" }
+        );
+        by.entry(format!("{} {}", r.model, r.release))
+            .or_default()
+            .push(err.abs());
+    }
+    for (table, errs) in by {
+        println!(
+            "long-context rows of {table} (held out): {}, median |error| {:.1}%",
+            errs.len(),
+            median(errs) * 100.0
+        );
+    }
+}
+
 fn family(recipe: &str) -> &'static str {
     if recipe.starts_with("nemotron") {
         "hybrid Mamba-Transformer"
@@ -1066,8 +1125,9 @@ fn main() {
         col("seq_len"),
     );
     let c_source = col("source");
-    let (c_tps, c_fsdp, c_work, c_notes) = (
+    let (c_tps, c_tflops, c_fsdp, c_work, c_notes) = (
         col("tokens_per_sec_per_gpu"),
+        col("model_tflops_per_gpu"),
         col("fsdp"),
         col("workload"),
         col("notes"),
@@ -1076,6 +1136,7 @@ fn main() {
 
     let mut rows: Vec<Row> = Vec::new();
     let mut fine_tuning: Vec<Row> = Vec::new();
+    let mut long_context: Vec<Row> = Vec::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut skip = |why: &str| *skipped.entry(why.to_string()).or_default() += 1;
     for (i, f) in table.iter().enumerate().skip(1) {
@@ -1083,14 +1144,18 @@ fn main() {
             continue;
         }
         let workload = f[c_work].trim();
-        if !matches!(workload, "pretrain" | "sft" | "lora") {
+        if !matches!(workload, "pretrain" | "sft" | "lora" | LONG_CONTEXT) {
             skip("workload neither pretraining nor fine-tuning");
             continue;
         }
-        let Some(tps) = f[c_tps].trim().parse::<f64>().ok() else {
+        // A long-context row gives model TFLOP/s only: its tokens/s follow once its model is
+        // resolved (`nemo_full_attention_flops_per_token`).
+        let given_tps = f[c_tps].trim().parse::<f64>().ok();
+        let given_tflops = f[c_tflops].trim().parse::<f64>().ok();
+        if given_tps.is_none() && (workload != LONG_CONTEXT || given_tflops.is_none()) {
             skip("no tokens/s");
             continue;
-        };
+        }
         let Some(recipe) = recipe_for(&f[c_model]) else {
             skip(
                 "model shape not in ovlaunch (Nemotron 3 Super and Ultra, which Bridge 0.6.2 does not ship; GPT-3, Llama 4, DeepSeek-V4, Nemotron-4 340B)",
@@ -1217,13 +1282,16 @@ fn main() {
             }
             (plan, route)
         });
-        let into = if workload == "pretrain" {
-            &mut rows
-        } else {
-            &mut fine_tuning
+        let into = match workload {
+            "pretrain" => &mut rows,
+            LONG_CONTEXT => &mut long_context,
+            _ => &mut fine_tuning,
         };
         match resolved {
             Ok((plan, route)) => into.push(Row {
+                tps: given_tps.unwrap_or_else(|| {
+                    given_tflops.unwrap_or(0.0) * 1e12 / nemo_full_attention_flops_per_token(&plan)
+                }),
                 loads: loads_of(&plan),
                 rivals: Vec::new(),
                 route,
@@ -1235,7 +1303,6 @@ fn main() {
                 precision,
                 sets,
                 layout,
-                tps,
                 plan,
             }),
             Err(e) => {
@@ -1439,6 +1506,7 @@ fn main() {
     );
     println!("constants: {}", serde_json::to_string(&fitted).unwrap());
     held_out_fine_tuning(&fine_tuning, &fitted);
+    held_out_long_context(&long_context, &fitted);
 
     // Leave one group (model) out.
     let mut groups: Vec<&str> = rows.iter().map(|r| r.recipe).collect();
