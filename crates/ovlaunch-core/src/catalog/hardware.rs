@@ -8,12 +8,21 @@ use crate::error::{Error, Result, did_you_mean_then};
 /// Parses `KINDxCOUNT` against `kinds`, with an optional `--gpus-per-node` override.
 pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Result<Hardware> {
     let lower = spec.trim().to_ascii_lowercase();
+    let respelt = respelt(&lower, kinds).map(|r| format!("did you mean `{r}`? "));
     let Some((kind_name, count_text)) = lower.rsplit_once('x') else {
         return Err(Error::usage(format!("`{spec}` is not KINDxCOUNT"))
             .at_flag("--gpus")
-            .help("write e.g. h100x64, b200x128, gb200x72 or cpux4"));
+            .help(format!(
+                "{}write e.g. h100x64, b200x128, gb200x72 or cpux4",
+                respelt.unwrap_or_default()
+            )));
     };
     let gpu = kinds.iter().find(|k| k.kind == kind_name).ok_or_else(|| {
+        if let Some(r) = &respelt {
+            return Error::usage(format!("`{spec}` is not KINDxCOUNT"))
+                .at_flag("--gpus")
+                .help(format!("{r}the kind comes first, then `x` and the count"));
+        }
         Error::usage(format!("unknown GPU kind `{kind_name}`"))
             .at_flag("--gpus")
             .help(did_you_mean_then(
@@ -30,6 +39,11 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
             ))
     })?;
     let count: u32 = count_text.parse().map_err(|_| {
+        if let Some(r) = &respelt {
+            return Error::usage(format!("`{spec}` is not KINDxCOUNT"))
+                .at_flag("--gpus")
+                .help(format!("{r}the kind comes first, then `x` and the count"));
+        }
         Error::usage(format!("`{count_text}` in `{spec}` is not a GPU count"))
             .at_flag("--gpus")
             .help("write e.g. h100x64")
@@ -81,6 +95,32 @@ pub fn parse(spec: &str, kinds: &[GpuKind], gpus_per_node: Option<u32>) -> Resul
         gpus_per_node,
         nodes,
     })
+}
+
+/// A GPU spec written another common way (`8xh100`, `h100:8`, `h100-8`, `h100 x 8`, `8 h100`)
+/// as `KINDxCOUNT`, where its words are exactly a known kind and a count.
+fn respelt(lower: &str, kinds: &[GpuKind]) -> Option<String> {
+    let words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace() || matches!(c, ':' | '-' | '_' | '*' | '/' | '@' | ','))
+        // `x8` and `8x` beside a kind are its count.
+        .map(|w| {
+            let bare = w.trim_matches('x');
+            if bare.parse::<u32>().is_ok() { bare } else { w }
+        })
+        .filter(|w| !w.is_empty() && *w != "x")
+        .collect();
+    let known = |w: &str| kinds.iter().any(|k| k.kind == w);
+    let count = |w: &str| w.parse::<u32>().ok().filter(|n| *n > 0);
+    let pair = match words.as_slice() {
+        [k, n] | [n, k] if known(k) && count(n).is_some() => Some((*k, *n)),
+        [one] => one
+            .split_once('x')
+            .filter(|(n, k)| count(n).is_some() && known(k))
+            .map(|(n, k)| (k, n)),
+        _ => None,
+    }?;
+    let r = format!("{}x{}", pair.0, pair.1);
+    (r != lower).then_some(r)
 }
 
 #[cfg(test)]
@@ -138,6 +178,34 @@ mod tests {
         assert!(e.to_string().contains("did you mean `h100`"), "{e}");
         assert!(parse("h100", &kinds(), None).is_err());
         assert_eq!(parse("h100x12", &kinds(), Some(4)).unwrap().nodes, 3);
+    }
+
+    /// A spec written another common way is answered with its `KINDxCOUNT` spelling; one
+    /// whose words are not a known kind and a count is not guessed at.
+    #[test]
+    fn a_spec_written_another_way_is_answered_with_its_spelling() {
+        for (given, meant) in [
+            ("8xh100", "h100x8"),
+            ("H100:8", "h100x8"),
+            ("h100-8", "h100x8"),
+            ("h100 x 8", "h100x8"),
+            ("h100 x8", "h100x8"),
+            ("8 gb200", "gb200x8"),
+            ("b200*16", "b200x16"),
+        ] {
+            let e = parse(given, &kinds(), None).unwrap_err();
+            let shown = e.to_string();
+            assert!(
+                shown.starts_with("--gpus: ")
+                    && shown.contains(&format!("did you mean `{meant}`?")),
+                "{given}: {shown}"
+            );
+            assert_eq!(e.exit_code(), 2);
+        }
+        for odd in ["h100", "8xh1000", "h100:0", "h100x8x2", "xh100"] {
+            let shown = parse(odd, &kinds(), None).unwrap_err().to_string();
+            assert!(!shown.contains("did you mean `h100x"), "{odd}: {shown}");
+        }
     }
 
     /// `--gpus-per-node` above what the kind's nodes hold is refused, naming the flag, the
