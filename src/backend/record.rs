@@ -391,7 +391,8 @@ pub fn list(root: &Path) -> Vec<(PathBuf, Submission)> {
     list_on(&Local, root)
 }
 
-fn list_on(host: &dyn Host, root: &Path) -> Vec<(PathBuf, Submission)> {
+/// [`list`] on `host` (a login node).
+pub fn list_on(host: &dyn Host, root: &Path) -> Vec<(PathBuf, Submission)> {
     let mut out: Vec<(PathBuf, Submission)> = scan_on(host, root)
         .unwrap_or_default()
         .into_iter()

@@ -35,7 +35,7 @@ pub(super) fn run(
     signal: Option<Signal>,
     out: OutputArg,
 ) -> Result<i32> {
-    let (_, rec) = args.find()?;
+    let (_, rec) = args.find(false)?;
     let id = rec.shown_id();
     let shown = id.clone().unwrap_or_else(|| "-".into());
     let answer = backend::of(&rec)?.cancel(&rec, signal)?;

@@ -34,8 +34,8 @@ pub struct PlaceArgs {
 /// Which job, and where job directories live.
 #[derive(Debug, Args)]
 pub struct JobArgs {
-    /// Job id, job name or job directory.
-    pub job: String,
+    /// Job id, job name or job directory (status and logs: the latest job when left out).
+    pub job: Option<String>,
     #[command(flatten)]
     pub place: PlaceArgs,
 }
@@ -86,11 +86,22 @@ impl PlaceArgs {
 }
 
 impl JobArgs {
-    /// The job: found here (a copy of a login node's record is checked against the record
-    /// there, which is what is acted on), else on the login node.
-    pub fn find(&self) -> Result<(PathBuf, Submission)> {
+    /// The job named: found here (a copy of a login node's record is checked against the
+    /// record there, which is what is acted on), else on the login node. Without a name,
+    /// `latest` says whether the latest job is meant (`status`, `logs`) or a name is
+    /// required (`cancel`, which never guesses what to cancel).
+    pub fn find(&self, latest: bool) -> Result<(PathBuf, Submission)> {
         let place = self.place.place()?;
-        match record::find(&place.root, &self.job) {
+        let key = match (&self.job, latest) {
+            (Some(job), _) => job.clone(),
+            (None, true) => latest_job(&place)?,
+            (None, false) => {
+                return Err(Error::usage("name the job to act on")
+                    .at_flag("JOB")
+                    .help("give its job id, job name or job directory; `ovlaunch list` shows them, and `ovlaunch status` without a JOB names the latest"));
+            }
+        };
+        match record::find(&place.root, &key) {
             Ok((dir, rec)) => match rec.host.clone() {
                 Some(h) => {
                     let there = confirmed(&dir, rec, &h)?;
@@ -100,19 +111,51 @@ impl JobArgs {
             },
             Err(here) => match &place.remote {
                 Some((host, root)) => {
-                    record::find_on(&**host, root.as_ref().map_err(|e| e.clone())?, &self.job)
-                        .map_err(|there| {
+                    record::find_on(&**host, root.as_ref().map_err(|e| e.clone())?, &key).map_err(
+                        |there| {
                             if here.message.starts_with("no job") {
                                 there
                             } else {
                                 here
                             }
-                        })
+                        },
+                    )
                 }
                 None => Err(here),
             },
         }
     }
+}
+
+/// The directory of the latest job (by when its submission started, as `list` orders them)
+/// under this machine's jobs root, which also holds the copies of the records of jobs
+/// submitted through a login node; with none here, the latest under the login node's.
+fn latest_job(place: &Place) -> Result<String> {
+    let here = record::list(&place.root);
+    let dir = match (here.last(), &place.remote) {
+        (Some((dir, _)), _) => dir.clone(),
+        (None, Some((host, Ok(root)))) => match record::list_on(&**host, root).pop() {
+            Some((dir, _)) => dir,
+            None => return Err(no_job(place)),
+        },
+        (None, Some((_, Err(e)))) => return Err(e.clone()),
+        (None, None) => return Err(no_job(place)),
+    };
+    Ok(dir.display().to_string())
+}
+
+fn no_job(place: &Place) -> Error {
+    Error::usage(format!(
+        "no job under {}{}, so there is no latest job",
+        place.root.display(),
+        if place.remote.is_some() {
+            " or on the login node"
+        } else {
+            ""
+        }
+    ))
+    .at_flag("JOB")
+    .help("submit one, or give a job directory, or the --jobs-root (or profile) that holds yours")
 }
 
 /// The login node's job directory and record of a job whose copy is in `dir` here. The

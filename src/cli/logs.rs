@@ -19,7 +19,14 @@ pub(super) fn run(
     rank: Option<u32>,
     format: Format,
 ) -> Result<i32> {
-    let (dir, rec) = args.find()?;
+    let (dir, rec) = args.find(true)?;
+    if args.job.is_none() {
+        p.status(&format!(
+            "the latest job: {} ({})",
+            rec.job_name,
+            dir.display()
+        ));
+    }
     if rank.is_none() && format == Format::Text {
         // Passed through as it arrives, partial lines included.
         backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| p.data(text))?;

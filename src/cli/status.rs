@@ -9,7 +9,7 @@ use crate::backend::state::Phase;
 use crate::error::Result;
 
 pub(super) fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
-    let (dir, rec) = args.find()?;
+    let (dir, rec) = args.find(true)?;
     let st = backend::of(&rec)?.status(&rec)?;
     match out.output {
         Format::Json => p.json(&output::Status {

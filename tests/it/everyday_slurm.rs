@@ -197,6 +197,40 @@ fn jobs_are_found_by_id_name_and_printed_directory() {
     // The name names the latest submission.
     let o = run(c, &["status", "findme", "--jobs-root", root_s]);
     assert!(common::stdout(&o).contains(&id2), "{}", common::stdout(&o));
+    // No JOB: `status` and `logs` take the latest job (the rendered one, submitted last);
+    // `cancel` never guesses which job to cancel.
+    let o = run(c, &["status", "--jobs-root", root_s]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).starts_with(&format!("{id3} rendered ")),
+        "{}",
+        common::stdout(&o)
+    );
+    let o = run(c, &["logs", "--jobs-root", root_s]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).starts_with(&format!(
+            "the latest job: rendered ({})",
+            rendered.display()
+        )),
+        "{}",
+        common::stderr(&o)
+    );
+    let o = run(c, &["cancel", "--jobs-root", root_s]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).starts_with("error: JOB: name the job to act on"),
+        "{}",
+        common::stderr(&o)
+    );
+    let empty = c.dir.path().join("no jobs yet");
+    let o = run(c, &["status", "--jobs-root", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("no job under") && common::stderr(&o).contains("no latest job"),
+        "{}",
+        common::stderr(&o)
+    );
     let args = ["list", "--jobs-root", root_s];
     let o = run(c, &args);
     text.push(scrub(&transcript_of(&args, &o, &[]), c, &ids));

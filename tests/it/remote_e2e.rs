@@ -1082,6 +1082,29 @@ fn the_login_nodes_records_are_the_evidence(r: &Remote) {
         common::stdout(&o),
         common::stderr(&o)
     );
+    // No JOB and no job in this machine's jobs root: `status` takes the latest job under the
+    // login node's (the row with the latest submit time among those there).
+    let latest = rows
+        .iter()
+        .filter(|j| {
+            j["job_dir"]
+                .as_str()
+                .unwrap()
+                .starts_with(roots.to_str().unwrap())
+        })
+        .max_by_key(|j| j["submit_time"].as_str().unwrap().to_string())
+        .unwrap();
+    let empty = r.home.join("no-jobs-here");
+    let mut no_job = vec!["status", "--jobs-root", empty.to_str().unwrap()];
+    no_job.extend(place);
+    let o = r.ovlaunch(&no_job);
+    assert!(
+        o.status.success()
+            && common::stdout(&o).contains(&format!(" {} ", latest["job_name"].as_str().unwrap())),
+        "{}{}\n{latest}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
     // Its record and directory written under umask 002: read where their group is the login
     // user's private group there, refused where it is another group (the laptop user's).
     let dir = roots.join("onlogin");
