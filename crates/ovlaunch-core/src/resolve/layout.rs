@@ -500,7 +500,15 @@ fn data_parallel(world: u64, tp: u64, pp: u64, cp: u64) -> Result<u64> {
             MODEL.context_parallel_size,
         ])
         .help(if fits.is_empty() {
-            format!("choose TP, PP and CP whose product divides {world}")
+            let (lo, hi) = (world / mp * mp, (world / mp + 1) * mp);
+            let counts = if lo > 0 {
+                format!("{lo} or {hi}")
+            } else {
+                hi.to_string()
+            };
+            format!(
+                "choose TP, PP and CP whose product divides {world}, or give --gpus a count this layout divides ({counts})"
+            )
         } else {
             format!(
                 "with PP={pp} and CP={cp}, TP may be {}; or change --gpus",
@@ -742,6 +750,25 @@ fn list(it: impl Iterator<Item = u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A GPU count no TP fits with the recipe's PP and CP (Llama 3 8B's CP 2 on 7 GPUs) gets
+    /// the GPU counts that layout divides; one that some TP fits gets those TPs.
+    #[test]
+    fn a_world_size_the_layout_cannot_divide_gets_counts_it_can() {
+        let help = data_parallel(7, 1, 1, 2).unwrap_err().help.unwrap();
+        assert!(
+            help.ends_with("a count this layout divides (6 or 8)"),
+            "{help}"
+        );
+        let help = data_parallel(3, 2, 2, 1).unwrap_err().help.unwrap();
+        assert!(help.ends_with("(4)"), "{help}");
+        let help = data_parallel(12, 8, 1, 1).unwrap_err().help.unwrap();
+        assert!(
+            help.starts_with("with PP=1 and CP=1, TP may be 1, 2, 3, 4, 6"),
+            "{help}"
+        );
+        assert_eq!(data_parallel(16, 2, 2, 2).unwrap(), 2);
+    }
 
     /// A global batch smaller than micro batch x DP gets two different multiples to try.
     #[test]
