@@ -1591,10 +1591,12 @@ fn prepare_job(
     }
     warnings.extend(own_trainer_warning(&plan, plan_args, args));
     let estimated = std::cell::OnceCell::new();
-    if !without_slurm {
-        let est = estimated.get_or_init(|| super::explain::estimated(&plan));
-        warnings.extend(checkpoint_after_limit(&plan, est.as_ref(), &settings.time));
-    }
+    let est = estimated.get_or_init(|| super::explain::estimated(&plan));
+    warnings.extend(estimate_warnings(
+        &plan,
+        est.as_ref(),
+        (!without_slurm).then_some(&settings.time),
+    ));
     let executor = match form {
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
@@ -1834,6 +1836,20 @@ const SLURM_READS: &[&str] = &[
     "container_runtime",
     "container_mounts",
 ];
+
+/// What the plan's estimate warns a launch of: memory it would run out of, and, for a Slurm
+/// job with its time limit (`time`), a first checkpoint after that limit.
+fn estimate_warnings(
+    plan: &Plan,
+    est: Option<&super::explain::Estimated>,
+    time: Option<&super::settings::Sourced<String>>,
+) -> Vec<String> {
+    let memory = est
+        .and_then(|e| e.estimate())
+        .and_then(|e| crate::estimate::out_of_memory(plan, e));
+    let late = time.and_then(|t| checkpoint_after_limit(plan, est, t));
+    memory.into_iter().chain(late).collect()
+}
 
 /// A Slurm job whose trainer first saves after the job's time limit (`--time`), at the
 /// plan's estimated step time (`est`, the one the dry run's summary shows).

@@ -1599,3 +1599,74 @@ fn tune_never_proposes_less_than_the_plans_own_layout() {
         "{text}"
     );
 }
+
+/// A launch whose estimated memory is well past the GPU's (Llama 3 8B at 128K tokens on 8
+/// H100s, 332 GiB) is warned on stderr before anything is written, with the figures and the
+/// command that finds a layout that fits; the same recipe at its own length is not, and the
+/// layout tune then proposes is predicted to fit.
+#[test]
+fn a_launch_predicted_to_run_out_of_memory_is_warned() {
+    let long = [
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.seq_length=131072",
+        "--no-container",
+        "--dry-run",
+    ];
+    let o = run(&long);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    let warned: Vec<&str> = e
+        .lines()
+        .filter(|l| l.contains("would run out of memory"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{e}");
+    assert!(
+        warned[0].starts_with("warning: the estimate puts this plan at 332.3 GiB per GPU, of the h100's 79.6 (activations 287.7 GiB)")
+            && warned[0].contains("`ovlaunch tune`"),
+        "{}",
+        warned[0]
+    );
+    let o = run(&long[..4]
+        .iter()
+        .chain(&["--no-container", "--dry-run"])
+        .copied()
+        .collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("out of memory"), "{}", stderr(&o));
+    // Past the capacity by less than the estimate's largest memory error on measured runs
+    // (Kimi K2's library recipe on 512 H100s, 80.9 of 79.6 GiB): not told apart, not warned.
+    let o = run(&[
+        "-r",
+        "kimi_k2_pretrain",
+        "-g",
+        "h100x512",
+        "--no-container",
+        "--dry-run",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("80.9/79.6 GiB per GPU (does not fit)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("out of memory"), "{}", stderr(&o));
+    let out = ok(&[
+        "tune",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--set",
+        "model.seq_length=131072",
+        "--top",
+        "1",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["candidates"][0]["estimate"]["fits"], true, "{v}");
+}

@@ -679,6 +679,36 @@ pub fn checkpoint_after_limit(
     ))
 }
 
+/// How far past a GPU's memory a plan's estimate must be before a launch is warned that it
+/// would run out: the largest leave-one-out error of the estimated peak on the measured GPU
+/// runs (14.5%, docs/estimate.md's accuracy table), rounded up. Nearer the capacity the
+/// estimate cannot tell.
+pub const OUT_OF_MEMORY_MARGIN: f64 = 0.15;
+
+/// The warning for a launch whose estimated peak memory per GPU (`est`, the plan's
+/// [`estimate`]) is beyond the GPU's memory by more than [`OUT_OF_MEMORY_MARGIN`], naming
+/// its largest term and what finds a layout that fits. `None` otherwise.
+pub fn out_of_memory(plan: &Plan, est: &Estimate) -> Option<String> {
+    let m = &est.memory;
+    let (total, cap) = (m.total(), m.capacity_gib);
+    if total.is_nan() || total <= cap * (1.0 + OUT_OF_MEMORY_MARGIN) {
+        return None;
+    }
+    let (term, gib) = [
+        ("weights", m.weights_gib),
+        ("gradients", m.gradients_gib),
+        ("optimizer state", m.optimizer_gib),
+        ("activations", m.activations_gib),
+        ("the optimizer's step", m.optimizer_step_gib),
+    ]
+    .into_iter()
+    .fold(("", f64::MIN), |a, b| if b.1 > a.1 { b } else { a });
+    Some(format!(
+        "the estimate puts this plan at {total:.1} GiB per GPU, of the {}'s {cap:.1} ({term} {gib:.1} GiB): it would run out of memory; `ovlaunch tune` with the same recipe, --gpus and --set flags proposes layouts that fit (with the least recompute that does)",
+        plan.hardware.gpu.kind
+    ))
+}
+
 /// `7.9 h`, `45 min`.
 fn hours(s: f64) -> String {
     if s >= 5400.0 {
