@@ -454,6 +454,16 @@ pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
         .filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
 }
 
+/// This machine's `tar`, to write an archive (GNU tar on Linux, bsdtar on a Mac: the
+/// arguments given must be both's). `COPYFILE_DISABLE=1` is macOS tar's documented switch
+/// that keeps a file's extended attributes from becoming `._NAME` files in the archive;
+/// other tars ignore it.
+pub(crate) fn tar() -> std::process::Command {
+    let mut c = std::process::Command::new("tar");
+    c.env("COPYFILE_DISABLE", "1");
+    c
+}
+
 /// Whether `dir` (or its nearest existing ancestor) is on a filesystem this machine mounts
 /// `noexec`, where the kernel starts no program (`execve` fails with `EACCES`).
 pub fn noexec(dir: &Path) -> bool {

@@ -365,7 +365,7 @@ impl Ssh {
         let token = token();
         let script = upload_script(d, parent, &token);
         let total = tree_size(local);
-        let mut tar = Command::new("tar")
+        let mut tar = host::tar()
             .args(["-C"])
             .arg(local)
             .args(["-cf", "-", "."])
