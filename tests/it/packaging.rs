@@ -176,7 +176,7 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 /// The text of `name` in the tar archive `archive`.
-fn member(archive: &Path, name: &str) -> String {
+pub(crate) fn member(archive: &Path, name: &str) -> String {
     let o = Command::new("tar")
         .arg("-xOf")
         .arg(archive)
@@ -285,7 +285,7 @@ fn package_git_holds_its_submodules() {
 /// `repo` under `d`: `train.py`, a submodule `third_party/lib` (`mylib/__init__.py`) which
 /// holds one, `vendor/inner` (`inner.py`), and a tracked link `mylib ->
 /// third_party/lib/mylib`, all committed and checked out.
-fn with_submodules(d: &Path) -> std::path::PathBuf {
+pub(crate) fn with_submodules(d: &Path) -> std::path::PathBuf {
     let inner = d.join("inner");
     std::fs::create_dir_all(&inner).unwrap();
     std::fs::write(inner.join("inner.py"), "I = 1\n").unwrap();
@@ -471,14 +471,14 @@ fn packages_are_made_with_a_macs_tools() {
 }
 
 /// The SHA-256 of the package the job directory `job` records.
-fn recorded_sha256(job: &Path) -> String {
+pub(crate) fn recorded_sha256(job: &Path) -> String {
     let record = std::fs::read_to_string(job.join("submission.json")).unwrap();
     let record: serde_json::Value = serde_json::from_str(&record).unwrap();
     record["package"]["sha256"].as_str().unwrap().to_string()
 }
 
 /// `sha256sum FILE`'s hash of `file`.
-fn sha256sum(file: &Path) -> String {
+pub(crate) fn sha256sum(file: &Path) -> String {
     let o = Command::new("sha256sum").arg(file).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     stdout(&o).split_whitespace().next().unwrap().to_string()
