@@ -457,10 +457,13 @@ pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
 /// This machine's `tar`, to write an archive (GNU tar on Linux, bsdtar on a Mac: the
 /// arguments given must be both's). `COPYFILE_DISABLE=1` is macOS tar's documented switch
 /// that keeps a file's extended attributes from becoming `._NAME` files in the archive;
-/// other tars ignore it.
+/// other tars ignore it. On a Mac, `--no-xattrs --no-mac-metadata` keep them out of the
+/// archive's headers too (the cluster's GNU tar would warn of each as it unpacks).
 pub(crate) fn tar() -> std::process::Command {
     let mut c = std::process::Command::new("tar");
     c.env("COPYFILE_DISABLE", "1");
+    #[cfg(target_os = "macos")]
+    c.args(["--no-xattrs", "--no-mac-metadata"]);
     c
 }
 
