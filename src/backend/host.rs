@@ -335,14 +335,14 @@ impl Host for Local {
 
     #[cfg(target_os = "linux")]
     fn ids(&self) -> Result<(u32, u32)> {
-        // The submitting user: /proc/self belongs to this process's real uid and gid.
+        // The submitting user: /proc/self belongs to this process's effective uid and gid.
         use std::os::unix::fs::MetadataExt;
         let me = std::fs::metadata("/proc/self")
             .map_err(|e| Error::runtime(format!("cannot read /proc/self: {e}")))?;
         Ok((me.uid(), me.gid()))
     }
 
-    /// Off Linux (no `/proc`): the ids this process acts as, those that own what it creates.
+    /// Off Linux (no `/proc`): the effective ids, those `/proc/self` shows on Linux.
     #[cfg(not(target_os = "linux"))]
     fn ids(&self) -> Result<(u32, u32)> {
         Ok((
