@@ -4,7 +4,7 @@
 # at all when nothing is missing.  Must run as root.
 #
 # Usage: .ci/install.sh [COMPONENT...]
-# Components (default: all eight):
+# Components (default: all nine):
 #   slurm       slurmctld slurmd slurm-client slurm-wlm munge
 #   oci         crun (Slurm's OCI containers, see slurm-up.sh) and busybox-static
 #               (the tests build a small root filesystem from it)
@@ -21,6 +21,8 @@
 #               (a login node user whose login shell is tcsh)
 #   acl         acl (setfacl and getfacl: the shared-cluster tests give files and
 #               directories POSIX ACLs)
+#   bsdtar      libarchive-tools (bsdtar, libarchive's tar, the one macOS ships: the
+#               packaging tests run ovlaunch with it as `tar`, as on a Mac)
 #
 # Output: one line per component on stderr; apt's own output goes to
 # ${OVLAUNCH_CI_LOG:-${TMPDIR:-/tmp}/ovlaunch-ci-install.log} and is shown
@@ -39,7 +41,7 @@ APT_LOG=${OVLAUNCH_CI_LOG:-${TMP_BASE%/}/ovlaunch-ci-install.log}
 export DEBIAN_FRONTEND=noninteractive
 
 if [ $# -eq 0 ]; then
-  set -- slurm oci rank-cross lint torch hyperfine ssh acl
+  set -- slurm oci rank-cross lint torch hyperfine ssh acl bsdtar
 fi
 
 installed() { # pkg -> 0 when dpkg has it fully installed
@@ -124,7 +126,8 @@ for c in "$@"; do
     hyperfine) WANT_HYPERFINE=1 ;;
     ssh) REQUIRED+=(openssh-server openssh-client tcsh) ;;
     acl) REQUIRED+=(acl) ;;
-    *) die "unknown component '$c' (slurm oci rank-cross lint torch hyperfine ssh acl)" ;;
+    bsdtar) REQUIRED+=(libarchive-tools) ;;
+    *) die "unknown component '$c' (slurm oci rank-cross lint torch hyperfine ssh acl bsdtar)" ;;
   esac
 done
 
@@ -134,7 +137,7 @@ if [ ${#REQUIRED[@]} -gt 0 ]; then
 fi
 for p in "${REQUIRED[@]}"; do
   case "$p" in
-    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static|openssh-server|tcsh|acl) log "$p $(version "$p")" ;;
+    slurmd|munge|shellcheck|python3-torch|crun|rustc-web|qemu-user-static|openssh-server|tcsh|acl|libarchive-tools) log "$p $(version "$p")" ;;
   esac
 done
 if [ "$WANT_TORCH" = 1 ]; then

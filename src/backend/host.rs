@@ -317,6 +317,7 @@ impl Host for Local {
         Some(noexec(path))
     }
 
+    #[cfg(target_os = "linux")]
     fn fs_type(&self, path: &Path) -> Option<String> {
         let existing = path.ancestors().find(|p| p.exists())?;
         let existing = existing.canonicalize().ok()?;
@@ -324,12 +325,30 @@ impl Host for Local {
         jobdir::fs_type_in(&info, &existing)
     }
 
+    /// Off Linux (a Mac): the type `statfs(2)` names (`apfs`, `nfs`, `smbfs`).
+    #[cfg(not(target_os = "linux"))]
+    fn fs_type(&self, path: &Path) -> Option<String> {
+        let existing = path.ancestors().find(|p| p.exists())?;
+        let s = nix::sys::statfs::statfs(existing).ok()?;
+        Some(s.filesystem_type_name().to_string())
+    }
+
+    #[cfg(target_os = "linux")]
     fn ids(&self) -> Result<(u32, u32)> {
-        // The submitting user: /proc/self belongs to this process's real uid and gid.
+        // The submitting user: /proc/self belongs to this process's effective uid and gid.
         use std::os::unix::fs::MetadataExt;
         let me = std::fs::metadata("/proc/self")
             .map_err(|e| Error::runtime(format!("cannot read /proc/self: {e}")))?;
         Ok((me.uid(), me.gid()))
+    }
+
+    /// Off Linux (no `/proc`): the effective ids, those `/proc/self` shows on Linux.
+    #[cfg(not(target_os = "linux"))]
+    fn ids(&self) -> Result<(u32, u32)> {
+        Ok((
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        ))
     }
 
     fn private_group(&self, uid: u32, gid: u32) -> bool {
@@ -420,10 +439,12 @@ pub(super) fn wait(
     }
 }
 
-/// Filesystem types (as the kernel names them in /proc/self/mountinfo) that only the
+/// Filesystem types (as the kernel names them in /proc/self/mountinfo, or a Mac's statfs) that only the
 /// machine holding them can see: a job directory there is invisible to other nodes.
 const LOCAL_FILESYSTEMS: &[&str] = &[
     "tmpfs", "ramfs", "overlay", "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs",
+    // a Mac's own disks, as its statfs names them
+    "apfs", "hfs",
 ];
 
 /// The local filesystem type `dir` (or its nearest existing ancestor) is on, if it is one,
@@ -433,15 +454,37 @@ pub fn local_filesystem(host: &dyn Host, dir: &Path) -> Option<String> {
         .filter(|t| LOCAL_FILESYSTEMS.contains(&t.as_str()))
 }
 
+/// This machine's `tar`, to write an archive (GNU tar on Linux, bsdtar on a Mac: the
+/// arguments given must be both's). `COPYFILE_DISABLE=1` is macOS tar's documented switch
+/// that keeps a file's extended attributes from becoming `._NAME` files in the archive;
+/// other tars ignore it. On a Mac, `--no-xattrs --no-mac-metadata` keep them out of the
+/// archive's headers too (the cluster's GNU tar would warn of each as it unpacks).
+pub(crate) fn tar() -> std::process::Command {
+    let mut c = std::process::Command::new("tar");
+    c.env("COPYFILE_DISABLE", "1");
+    #[cfg(target_os = "macos")]
+    c.args(["--no-xattrs", "--no-mac-metadata"]);
+    c
+}
+
 /// Whether `dir` (or its nearest existing ancestor) is on a filesystem this machine mounts
 /// `noexec`, where the kernel starts no program (`execve` fails with `EACCES`).
 pub fn noexec(dir: &Path) -> bool {
     let Ok(dir) = std::path::absolute(dir) else {
         return false;
     };
-    dir.ancestors()
+    #[cfg(target_os = "linux")]
+    let noexec = dir
+        .ancestors()
         .find_map(|p| nix::sys::statvfs::statvfs(p).ok())
-        .is_some_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC))
+        .is_some_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC));
+    // macOS's statvfs has no noexec flag; its statfs has the mount's (MNT_NOEXEC).
+    #[cfg(not(target_os = "linux"))]
+    let noexec = dir
+        .ancestors()
+        .find_map(|p| nix::sys::statfs::statfs(p).ok())
+        .is_some_and(|s| s.flags().contains(nix::mount::MntFlags::MNT_NOEXEC));
+    noexec
 }
 
 /// A job directory `dir` whose rank runtime cannot start: on a filesystem `host` mounts

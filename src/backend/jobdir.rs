@@ -36,6 +36,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg, OFlag, openat};
 use nix::sys::stat::{Mode, fchmod, mkdirat};
 
+use super::trust::mode_bits;
 use crate::error::{Error, Result};
 use crate::layout::{JobFile, LOGS_DIR};
 
@@ -107,8 +108,7 @@ pub fn create_with(
     let (tmp_name, tmp_fd, lock) = make_partial(parent, &parent_fd)?;
     let tmp = parent.join(&tmp_name);
     let result = fill(&tmp, &tmp_fd, files, assets).and_then(|()| {
-        fchmod(&tmp_fd, Mode::from_bits_truncate(DIR_MODE))
-            .map_err(|e| io_err("chmod", &tmp, &e.into()))?;
+        fchmod(&tmp_fd, mode_bits(DIR_MODE)).map_err(|e| io_err("chmod", &tmp, &e.into()))?;
         rename_noreplace(&parent_fd, &tmp_name, name).map_err(|e| {
             if e == Errno::EEXIST || e == Errno::ENOTEMPTY {
                 already_exists(dir)
@@ -200,11 +200,10 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
 /// place of a copy: the `--package` archive, which ovlaunch staged and this user owns, is
 /// not written twice where the job directory is on its filesystem (an upload's staged job
 /// directory, in TMPDIR as the archive is: a package of gigabytes would need twice its
-/// size there). Linked through `/proc/self/fd`, so the entry is the file opened, never one
-/// put at its path since. Whether it was; where it cannot be (another filesystem, another
-/// owner's file, no `/proc`) the caller copies.
+/// size there). The entry is the file opened, never one put at its path since ([`link_opened`]).
+/// Whether it was; where it cannot be (another filesystem, another owner's file, no `/proc`)
+/// the caller copies.
 fn hard_linked(fd: &OwnedFd, base: &Path, rel: &str, src: &fs::File) -> bool {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
     let mine = src
         .metadata()
@@ -212,24 +211,52 @@ fn hard_linked(fd: &OwnedFd, base: &Path, rel: &str, src: &fs::File) -> bool {
     let Ok((dir, leaf)) = subdir(fd, base, rel) else {
         return false;
     };
-    let opened = format!("/proc/self/fd/{}", src.as_raw_fd());
-    if !mine
-        || nix::unistd::linkat(
-            nix::fcntl::AT_FDCWD,
-            opened.as_str(),
-            &dir,
-            leaf,
-            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
-        )
-        .is_err()
-    {
+    if !mine || !link_opened(src, &dir, leaf) {
         return false;
     }
-    if fchmod(src, Mode::from_bits_truncate(0o644)).is_err() || src.sync_all().is_err() {
+    if fchmod(src, mode_bits(0o644)).is_err() || src.sync_all().is_err() {
         let _ = nix::unistd::unlinkat(&dir, leaf, nix::unistd::UnlinkatFlags::NoRemoveDir);
         return false;
     }
     true
+}
+
+/// Links the file open as `src` at `leaf` in `dir`: through `/proc/self/fd`, the file
+/// itself whatever stands at its path now.
+#[cfg(target_os = "linux")]
+fn link_opened(src: &fs::File, dir: &OwnedFd, leaf: &str) -> bool {
+    use std::os::fd::AsRawFd;
+    let opened = format!("/proc/self/fd/{}", src.as_raw_fd());
+    nix::unistd::linkat(
+        nix::fcntl::AT_FDCWD,
+        opened.as_str(),
+        dir,
+        leaf,
+        nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+    )
+    .is_ok()
+}
+
+/// [`link_opened`] on a Mac, which has no `/proc`: the path the file is at
+/// (`fcntl(F_GETPATH)`) is linked, and the link kept only when it is the file opened (its
+/// device and inode), else removed (something was put at that path meanwhile: the caller
+/// copies). The partial directory is this user's alone until then.
+#[cfg(target_os = "macos")]
+fn link_opened(src: &fs::File, dir: &OwnedFd, leaf: &str) -> bool {
+    use nix::fcntl::AtFlags;
+    use nix::sys::stat::{fstat, fstatat};
+    let (Some(path), Ok(opened)) = (crate::input::opened_path(src), fstat(src)) else {
+        return false;
+    };
+    if nix::unistd::linkat(nix::fcntl::AT_FDCWD, &path, dir, leaf, AtFlags::empty()).is_err() {
+        return false;
+    }
+    let same = fstatat(dir, leaf, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .is_ok_and(|l| (l.st_dev, l.st_ino) == (opened.st_dev, opened.st_ino));
+    if !same {
+        let _ = nix::unistd::unlinkat(dir, leaf, nix::unistd::UnlinkatFlags::NoRemoveDir);
+    }
+    same
 }
 
 /// Opens an asset's source: never blocking (a FIFO put in its place), a regular file only.
@@ -290,11 +317,11 @@ fn new_file_at(
             | OFlag::O_NOFOLLOW
             | OFlag::O_CLOEXEC
             | extra,
-        Mode::from_bits_truncate(mode),
+        mode_bits(mode),
     )
     .map_err(|e| ("create", e))?;
     // The umask may have taken bits away; set exactly what is asked.
-    fchmod(&f, Mode::from_bits_truncate(mode)).map_err(|e| ("chmod", e))?;
+    fchmod(&f, mode_bits(mode)).map_err(|e| ("chmod", e))?;
     Ok(fs::File::from(f))
 }
 
@@ -327,14 +354,14 @@ fn subdir<'a>(fd: &OwnedFd, base: &Path, rel: &'a str) -> Result<(OwnedFd, &'a s
 
 /// `mkdirat` with exactly [`DIR_MODE`].
 fn make_dir(fd: &OwnedFd, name: &str) -> nix::Result<()> {
-    mkdirat(fd, name, Mode::from_bits_truncate(DIR_MODE))?;
+    mkdirat(fd, name, mode_bits(DIR_MODE))?;
     let d = openat(
         fd,
         name,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )?;
-    fchmod(&d, Mode::from_bits_truncate(DIR_MODE))
+    fchmod(&d, mode_bits(DIR_MODE))
 }
 
 pub use crate::input::user_name;
@@ -347,17 +374,16 @@ const LOCK: &str = ".lock";
 /// This writer's partial-directory name: unique across hosts, boots, PID namespaces.
 fn partial_name() -> String {
     use std::hash::{BuildHasher, Hasher};
-    let read = |p: &str| {
-        fs::read_to_string(p)
-            .unwrap_or_default()
-            .trim()
+    let clean = |text: &str| {
+        text.trim()
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
             .take(64)
             .collect::<String>()
     };
-    let host = read("/proc/sys/kernel/hostname");
-    let boot: String = read("/proc/sys/kernel/random/boot_id")
+    let (host, boot) = host_and_boot();
+    let host = clean(&host);
+    let boot: String = clean(&boot)
         .chars()
         .filter(|c| *c != '-')
         .take(12)
@@ -376,6 +402,46 @@ fn partial_name() -> String {
     )
 }
 
+/// This machine's host name and the identity of its boot (empty where unreadable), for
+/// [`partial_name`]: the kernel's, from `/proc`.
+#[cfg(target_os = "linux")]
+fn host_and_boot() -> (String, String) {
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
+    (
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id"),
+    )
+}
+
+/// [`host_and_boot`] on a Mac: `gethostname(3)` and the boot session's UUID
+/// (`sysctl kern.bootsessionuuid`, new at every boot as Linux's `boot_id` is).
+#[cfg(target_os = "macos")]
+fn host_and_boot() -> (String, String) {
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut buf = [0u8; 64];
+    let mut len = buf.len();
+    // SAFETY: the name is NUL-terminated; `buf` is writable for `len` bytes, and the
+    // kernel writes at most `len` and stores the length it wrote there.
+    let rc = unsafe {
+        nix::libc::sysctlbyname(
+            c"kern.bootsessionuuid".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    let boot = match rc {
+        0 => String::from_utf8_lossy(&buf[..len.min(buf.len())])
+            .trim_end_matches('\0')
+            .to_string(),
+        _ => String::new(),
+    };
+    (host, boot)
+}
+
 /// Creates this writer's partial directory (mode 0700) and takes its lock. A lock someone
 /// else holds (a cleaner that found the directory before its lock was taken) means the
 /// directory is about to go: another name is tried.
@@ -386,7 +452,7 @@ fn make_partial(
     let mut last = Errno::EEXIST;
     for _ in 0..8 {
         let name = partial_name();
-        match mkdirat(parent_fd, name.as_str(), Mode::from_bits_truncate(0o700)) {
+        match mkdirat(parent_fd, name.as_str(), mode_bits(0o700)) {
             Ok(()) => {}
             Err(e) => {
                 last = e;
@@ -404,13 +470,12 @@ fn make_partial(
             Mode::empty(),
         )
         .map_err(|e| io_err("open", &path, &e.into()))?;
-        fchmod(&fd, Mode::from_bits_truncate(0o700))
-            .map_err(|e| io_err("chmod", &path, &e.into()))?;
+        fchmod(&fd, mode_bits(0o700)).map_err(|e| io_err("chmod", &path, &e.into()))?;
         let lock_fd = openat(
             &fd,
             LOCK,
             OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(0o600),
+            mode_bits(0o600),
         )
         .map_err(|e| io_err("create", &path.join(LOCK), &e.into()))?;
         match Flock::lock(lock_fd, FlockArg::LockExclusiveNonblock) {
@@ -508,6 +573,7 @@ fn holds_submitted_record(fd: &OwnedFd) -> bool {
     !text.contains("\"submitting\"")
 }
 
+#[cfg(target_os = "linux")]
 fn rename_noreplace(parent_fd: &OwnedFd, from: &str, to: &str) -> nix::Result<()> {
     match nix::fcntl::renameat2(
         parent_fd,
@@ -518,6 +584,31 @@ fn rename_noreplace(parent_fd: &OwnedFd, from: &str, to: &str) -> nix::Result<()
     ) {
         // A filesystem without RENAME_NOREPLACE: rename(2) still refuses a non-empty target.
         Err(Errno::EINVAL) => nix::fcntl::renameat(parent_fd, from, parent_fd, to),
+        r => r,
+    }
+}
+
+/// macOS's `renameatx_np(RENAME_EXCL)`, its `RENAME_NOREPLACE`.
+#[cfg(target_os = "macos")]
+fn rename_noreplace(parent_fd: &OwnedFd, from: &str, to: &str) -> nix::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(from_c), Ok(to_c)) = (std::ffi::CString::new(from), std::ffi::CString::new(to)) else {
+        return Err(Errno::EINVAL);
+    };
+    let fd = parent_fd.as_raw_fd();
+    // SAFETY: both names are NUL-terminated and live for the call; `fd` is open.
+    let rc = unsafe {
+        nix::libc::renameatx_np(
+            fd,
+            from_c.as_ptr(),
+            fd,
+            to_c.as_ptr(),
+            nix::libc::RENAME_EXCL,
+        )
+    };
+    match Errno::result(rc).map(drop) {
+        // A filesystem without RENAME_EXCL: rename(2) still refuses a non-empty target.
+        Err(Errno::ENOTSUP | Errno::EINVAL) => nix::fcntl::renameat(parent_fd, from, parent_fd, to),
         r => r,
     }
 }
@@ -560,9 +651,9 @@ fn put(dir: &Path, name: &str, contents: &str, replace: bool) -> Result<bool> {
             &dir_fd,
             tmp.as_str(),
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(0o644),
+            mode_bits(0o644),
         )?;
-        fchmod(&fd, Mode::from_bits_truncate(0o644))?;
+        fchmod(&fd, mode_bits(0o644))?;
         let mut f = fs::File::from(fd);
         f.write_all(contents.as_bytes())?;
         f.sync_all()?;

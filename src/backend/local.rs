@@ -311,11 +311,37 @@ pub fn run(
 
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`, after the command name,
 /// which may hold spaces and parentheses), if it exists.
+#[cfg(target_os = "linux")]
 fn start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after_name = &stat[stat.rfind(')')? + 1..];
     // fields 3.. follow the name; the start time is the 22nd field, the 20th of these
     after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// [`start_ticks`] on a Mac, which has no `/proc`: the process's start time in microseconds
+/// (`proc_pidinfo(PROC_PIDTBSDINFO)`), compared only with itself on the same machine.
+#[cfg(target_os = "macos")]
+fn start_ticks(pid: u32) -> Option<u64> {
+    use nix::libc::{PROC_PIDTBSDINFO, c_int, proc_bsdinfo, proc_pidinfo};
+    let mut info = std::mem::MaybeUninit::<proc_bsdinfo>::zeroed();
+    let size = c_int::try_from(std::mem::size_of::<proc_bsdinfo>()).ok()?;
+    // SAFETY: `info` is writable for `size` bytes, which is all the call writes.
+    let n = unsafe {
+        proc_pidinfo(
+            c_int::try_from(pid).ok()?,
+            PROC_PIDTBSDINFO,
+            0,
+            info.as_mut_ptr().cast(),
+            size,
+        )
+    };
+    if n != size {
+        return None;
+    }
+    // SAFETY: the call filled all of it (`n` bytes), and zeroes are valid for its fields.
+    let info = unsafe { info.assume_init() };
+    Some(info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec)
 }
 
 /// Whether the run's process is still there: the same pid with the same start time.

@@ -142,7 +142,7 @@ impl Ssh {
             "-o",
             // One socket per destination as given (two aliases of one endpoint keep their
             // own options, known_hosts included); a short name, since ssh adds a 17-byte
-            // suffix while creating it and a socket path holds at most 107 bytes.
+            // suffix while creating it and a socket path holds at most `SOCKET_PATH_MAX` bytes.
             &format!("ControlPath={}/{}", self.control.display(), self.alias),
             "-o",
             PERSIST,
@@ -365,7 +365,7 @@ impl Ssh {
         let token = token();
         let script = upload_script(d, parent, &token);
         let total = tree_size(local);
-        let mut tar = Command::new("tar")
+        let mut tar = host::tar()
             .args(["-C"])
             .arg(local)
             .args(["-cf", "-", "."])
@@ -1613,6 +1613,12 @@ fn tree_size(dir: &Path) -> u64 {
         .sum()
 }
 
+/// The most bytes a Unix socket's path holds, its NUL left out: `sockaddr_un`'s `sun_path`
+/// less one, 107 on Linux, 103 on macOS (whose `sun_path` is 104 bytes).
+const SOCKET_PATH_MAX: usize = std::mem::size_of::<nix::libc::sockaddr_un>()
+    - std::mem::offset_of!(nix::libc::sockaddr_un, sun_path)
+    - 1;
+
 /// The directory of the connection sockets: `$XDG_RUNTIME_DIR/ovlaunch-ssh`, else
 /// `TMPDIR/ovlaunch-ssh-UID` (`/tmp` for a `TMPDIR` that is not absolute); created 0700, and
 /// refused when it is a symlink, another user's, or open to others. A relative
@@ -1621,9 +1627,9 @@ fn tree_size(dir: &Path) -> u64 {
 fn control_dir() -> Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let (uid, _) = host::Local.ids()?;
-    // A socket path holds at most 107 bytes: this directory, `/`, 16 bytes of name and
-    // ssh's 17-byte temporary suffix.
-    let fits = |d: &Path| d.as_os_str().len() + 1 + 16 + 17 <= 107;
+    // A socket path holds at most SOCKET_PATH_MAX bytes: this directory, `/`, 16 bytes of
+    // name and ssh's 17-byte temporary suffix.
+    let fits = |d: &Path| d.as_os_str().len() + 1 + 16 + 17 <= SOCKET_PATH_MAX;
     let temp = Some(std::env::temp_dir())
         .filter(|t| t.is_absolute())
         .unwrap_or_else(|| PathBuf::from("/tmp"));
@@ -1665,6 +1671,25 @@ fn control_dir() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ssh's socket at the longest path the limit allows is one this machine's kernel
+    /// binds, and a byte more is one it cannot hold (Linux's 107 bytes, macOS's 103).
+    #[test]
+    fn the_socket_path_limit_is_this_machines() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |len: usize| {
+            let dir = d.path().as_os_str().len() + 1;
+            d.path().join("s".repeat(len - dir))
+        };
+        let longest = at(SOCKET_PATH_MAX);
+        assert_eq!(longest.as_os_str().len(), SOCKET_PATH_MAX);
+        std::os::unix::net::UnixListener::bind(&longest).unwrap();
+        assert!(std::os::unix::net::UnixListener::bind(at(SOCKET_PATH_MAX + 1)).is_err());
+        #[cfg(target_os = "linux")]
+        assert_eq!(SOCKET_PATH_MAX, 107);
+        #[cfg(target_os = "macos")]
+        assert_eq!(SOCKET_PATH_MAX, 103);
+    }
 
     /// `WALK` as ssh hands it to a login shell that is dash (`/bin/sh`), not bash: it runs
     /// and prints the walk (before: "Syntax error", on every `--host` submit).

@@ -160,6 +160,12 @@ pub fn refusal(what: &str, path: &Path, why: Reason, on_path: bool) -> Error {
 /// A failure to open or create a directory on the path: the user's path (a file where a
 /// directory is needed, one missing, not theirs to write, a read-only filesystem, a link loop)
 /// is a usage error; anything else is the machine's.
+/// The permission bits `bits` as a `mode_t` (32 bits on Linux, 16 on macOS).
+#[allow(clippy::unnecessary_cast)] // a conversion on macOS, none on Linux
+pub(crate) fn mode_bits(bits: u32) -> Mode {
+    Mode::from_bits_truncate(bits as nix::libc::mode_t)
+}
+
 fn io_err(what: &str, path: &Path, e: Errno) -> Error {
     let message = format!(
         "cannot {what} {}: {}",
@@ -253,7 +259,7 @@ pub fn open_dir(
                     (false, Some(m)) => m,
                     _ => 0o700,
                 };
-                match mkdirat(&cur, name, Mode::from_bits_truncate(mode)) {
+                match mkdirat(&cur, name, mode_bits(mode)) {
                     Ok(()) => made = Some(mode),
                     Err(Errno::EEXIST) => {}
                     Err(e) => return Err(io_err("create", &next, e)),
@@ -306,7 +312,7 @@ pub fn open_dir(
         };
         if let Some(mode) = made {
             // The umask may have taken bits away; set exactly the mode asked for.
-            fchmod(&fd, Mode::from_bits_truncate(mode)).map_err(|e| io_err("chmod", &next, e))?;
+            fchmod(&fd, mode_bits(mode)).map_err(|e| io_err("chmod", &next, e))?;
         }
         check(&fd, &next, is_own)?;
         cur = fd;

@@ -33,7 +33,7 @@
 //!   removed (`backend::signals::Deferred`); one that ends ovlaunch after the build, before
 //!   the job directory is written (while the login node is asked its architecture, say),
 //!   removes it too (`backend::signals::RemovedOnSignal`, held by [`Built`]).
-//! - The archive's SHA-256 (`sha256sum`), its size, and for git the commit (and whether the
+//! - The archive's SHA-256 (computed here, as `sha256sum` would print it), its size, and for git the commit (and whether the
 //!   working tree's changes were included) go into `submission.json`.
 //! - A checkout of Megatron-Bridge (`src/megatron/bridge/__init__.py` in it) puts `src` on
 //!   `PYTHONPATH` (and is reported as such), so the trainer imports that Bridge; with its
@@ -365,22 +365,114 @@ impl Submodules<'_> {
             ))
             .help("`git submodule update --init --recursive` checks out the commits the repository records"));
         }
-        let out = Command::new("tar")
-            .arg("--concatenate")
-            .arg("-f")
-            .arg(self.to)
-            .arg(&part)
-            .output()
-            .map_err(|e| Error::runtime(format!("cannot run tar: {e}")))?;
+        let appended = concatenate(self.to, &part);
         let _ = std::fs::remove_file(&part);
-        if !out.status.success() {
-            return Err(Error::runtime(format!(
-                "tar failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(())
+        appended.map_err(|e| {
+            Error::runtime(format!(
+                "cannot append the submodule {} to {}: {e}",
+                shown(named),
+                self.to.display()
+            ))
+        })
     }
+}
+
+/// A tar block: headers and data come in blocks of 512 bytes.
+const BLOCK: u64 = 512;
+
+/// The size tar archives come in (`git archive`'s record and GNU tar's default, 20 blocks).
+const RECORD: u64 = 20 * BLOCK;
+
+/// Appends the tar archive `part` to the tar archive `to`, as GNU tar's `--concatenate`
+/// does, here in-process (macOS's tar, bsdtar, has no `--concatenate`): `to`'s members,
+/// then `part`'s, each byte for byte as `git archive` wrote them ([`archive_end`] finds
+/// where each archive's members end), then the end-of-archive: zeros, at least two blocks,
+/// up to a whole record.
+fn concatenate(to: &Path, part: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut out = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(to)?;
+    let mut from = std::fs::File::open(part)?;
+    let (end, members) = (archive_end(&mut out)?, archive_end(&mut from)?);
+    out.set_len(end)?;
+    out.seek(SeekFrom::Start(end))?;
+    from.seek(SeekFrom::Start(0))?;
+    std::io::copy(&mut (&mut from).take(members), &mut out)?;
+    let len = end + members;
+    let zeros = (len + 2 * BLOCK).div_ceil(RECORD) * RECORD - len;
+    std::io::copy(&mut std::io::repeat(0).take(zeros), &mut out)?;
+    out.flush()?;
+    out.sync_all()
+}
+
+/// Where the members of the tar archive `f` end: the offset of its first all-zero header
+/// block (its end-of-archive), each member skipped by its header's size (octal, or base-256
+/// where the first byte has its high bit), a pax extended header's `size=` (what `git
+/// archive` writes for a file over 8 GiB) standing for the next member's; links and
+/// directories carry no data (POSIX `ustar`). An archive that ends without end-of-archive
+/// blocks is refused.
+fn archive_end(f: &mut std::fs::File) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let bad = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string());
+    let len = f.metadata()?.len();
+    let (mut at, mut next_size) = (0u64, None);
+    let mut header = [0u8; BLOCK as usize];
+    loop {
+        if at + BLOCK > len {
+            return Err(bad(
+                "not a tar archive: it ends without its end-of-archive blocks",
+            ));
+        }
+        f.seek(SeekFrom::Start(at))?;
+        f.read_exact(&mut header)?;
+        if header.iter().all(|b| *b == 0) {
+            return Ok(at);
+        }
+        let size = match header[156] {
+            b'1' | b'2' | b'5' => 0,
+            _ => match next_size.take() {
+                Some(size) => size,
+                None => header_size(&header[124..136])
+                    .ok_or_else(|| bad("a tar header's size is not a number"))?,
+            },
+        };
+        if header[156] == b'x' {
+            let mut data = vec![0u8; usize::try_from(size.min(1 << 20)).unwrap_or(0)];
+            f.read_exact(&mut data)?;
+            next_size = pax_size(&data);
+        }
+        at += BLOCK + size.div_ceil(BLOCK) * BLOCK;
+    }
+}
+
+/// A tar header's size field: octal digits (ended by a space or NUL), or a big-endian
+/// base-256 number when the first byte's high bit is set (GNU's form for 8 GiB and over).
+fn header_size(field: &[u8]) -> Option<u64> {
+    if field.first().is_some_and(|b| b & 0x80 != 0) {
+        return field[1..]
+            .iter()
+            .try_fold(u64::from(field[0] & 0x7f), |n, b| {
+                n.checked_mul(256)?.checked_add(u64::from(*b))
+            });
+    }
+    let digits = std::str::from_utf8(field).ok()?;
+    let digits = digits.trim_matches(|c: char| c == ' ' || c == '\0');
+    match digits {
+        "" => Some(0),
+        d => u64::from_str_radix(d, 8).ok(),
+    }
+}
+
+/// The `size` record of a pax extended header's data (`LEN size=N\n` records), if any.
+fn pax_size(data: &[u8]) -> Option<u64> {
+    String::from_utf8_lossy(data)
+        .lines()
+        .filter_map(|record| record.split_once(' ')?.1.strip_prefix("size="))
+        .next_back()?
+        .parse()
+        .ok()
 }
 
 /// The files of `root` the patterns select, archived with tar into `to`.
@@ -414,7 +506,7 @@ fn dir_archive(root: &Path, include: &[String], exclude: &[String], to: &Path) -
     }
     std::fs::write(&list, body)
         .map_err(|e| Error::runtime(format!("cannot write {}: {e}", list.display())))?;
-    let out = Command::new("tar")
+    let out = crate::backend::host::tar()
         .arg("-C")
         .arg(root)
         .args(["--null", "--no-recursion", "-cf"])
@@ -734,17 +826,22 @@ fn matches(p: &[u8], s: &[u8], slash_special: bool) -> bool {
     }
 }
 
+/// The SHA-256 of the file at `path` in lowercase hex, as `sha256sum` prints it, computed
+/// here (a Mac has no `sha256sum`).
 fn sha256(path: &Path) -> Result<String> {
-    let out = Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .map_err(|e| Error::runtime(format!("cannot run sha256sum: {e}")))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace()
-        .next()
-        .filter(|h| out.status.success() && h.len() == 64)
-        .map(str::to_string)
-        .ok_or_else(|| Error::runtime(format!("sha256sum failed on {}", path.display())))
+    use sha2::Digest;
+    use std::io::Read;
+    let cant = |e: std::io::Error| Error::runtime(format!("cannot read {}: {e}", path.display()));
+    let mut file = std::fs::File::open(path).map_err(cant)?;
+    let mut hash = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf).map_err(cant)? {
+            0 => break,
+            n => hash.update(&buf[..n]),
+        }
+    }
+    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]
@@ -763,6 +860,24 @@ mod tests {
         assert!(super::selects("__pycache__", "pkg/__pycache__/m.pyc"));
         assert!(super::selects("data", "data/a/b"));
         assert!(!super::selects("data", "mydata/a"));
+    }
+
+    /// A member's size as tar writes it: octal (`git archive`'s, GNU tar's below 8 GiB),
+    /// GNU's base-256 from 8 GiB on, and a pax header's `size` record (`git archive`'s form
+    /// for a file over 8 GiB, its header's own field then 0).
+    #[test]
+    fn member_sizes() {
+        assert_eq!(super::header_size(b"00000001750\0"), Some(1000));
+        assert_eq!(super::header_size(b"    1750 \0\0\0"), Some(1000));
+        assert_eq!(super::header_size(b"\0\0\0\0\0\0\0\0\0\0\0\0"), Some(0));
+        assert_eq!(super::header_size(b"0000000175x\0"), None);
+        let mut big = [0u8; 12];
+        big[0] = 0x80;
+        big[4..].copy_from_slice(&(9u64 << 30).to_be_bytes());
+        assert_eq!(super::header_size(&big), Some(9 << 30));
+        let pax = b"22 mtime=1700000000\n20 size=9663676416\n";
+        assert_eq!(super::pax_size(pax), Some(9_663_676_416));
+        assert_eq!(super::pax_size(b"12 path=a\n"), None);
     }
 
     /// Links resolved as the kernel resolves them under the unpacked directory: through a

@@ -414,6 +414,35 @@ pub(crate) fn slurm_required() -> bool {
     std::env::var("OVLAUNCH_REQUIRE_SLURM").is_ok_and(|v| v == "1")
 }
 
+/// A PATH of a Mac's tools, made in `dir` (made there, mode 0755): every program of
+/// `/usr/bin` and `/bin` linked as it is, but `tar` is bsdtar (libarchive's, the tar macOS
+/// ships, which has no `--concatenate`) and there is no `sha256sum` (macOS has `shasum -a
+/// 256` only). `None`, said on stderr, where bsdtar is not installed (`.ci/install.sh
+/// bsdtar`): a failure where everything must run (`OVLAUNCH_REQUIRE_SLURM=1`).
+pub(crate) fn mac_tools(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let bsdtar = Path::new("/usr/bin/bsdtar");
+    if !bsdtar.exists() {
+        assert!(!slurm_required(), "needs bsdtar (.ci/install.sh bsdtar)");
+        eprintln!("bsdtar: not installed, a Mac's tar not tried (.ci/install.sh bsdtar)");
+        return None;
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for from in ["/usr/bin", "/bin"] {
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            let name = e.file_name();
+            let at = dir.join(&name);
+            if name == "sha256sum" || name == "tar" || at.symlink_metadata().is_ok() {
+                continue;
+            }
+            std::os::unix::fs::symlink(e.path(), at).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink(bsdtar, dir.join("tar")).unwrap();
+    Some(dir.display().to_string())
+}
+
 /// A throw-away Slurm cluster of two slurmd "nodes" on this machine (`.ci/slurm-up.sh`),
 /// for the real-Slurm tests. Stopped with [`SlurmCluster::stop`].
 pub(crate) struct SlurmCluster {

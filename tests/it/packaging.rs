@@ -6,7 +6,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{command, stderr};
+use crate::common::{command, stderr, stdout};
 
 /// The names in a tar archive, as `tar -t` lists them.
 fn listed(archive: &Path) -> Vec<String> {
@@ -176,7 +176,7 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 /// The text of `name` in the tar archive `archive`.
-fn member(archive: &Path, name: &str) -> String {
+pub(crate) fn member(archive: &Path, name: &str) -> String {
     let o = Command::new("tar")
         .arg("-xOf")
         .arg(archive)
@@ -229,46 +229,7 @@ fn package_dirty_that_cannot_be_archived_is_not_shipped_as_head() {
 #[test]
 fn package_git_holds_its_submodules() {
     let d = tempfile::tempdir().unwrap();
-    let inner = d.path().join("inner");
-    std::fs::create_dir_all(&inner).unwrap();
-    std::fs::write(inner.join("inner.py"), "I = 1\n").unwrap();
-    git(&inner, &["init", "-q", "."]);
-    git(&inner, &["add", "."]);
-    git(&inner, &["commit", "-qm", "inner"]);
-    let lib = d.path().join("lib");
-    std::fs::create_dir_all(lib.join("mylib")).unwrap();
-    std::fs::write(lib.join("mylib/__init__.py"), "X = 1\n").unwrap();
-    git(&lib, &["init", "-q", "."]);
-    git(&lib, &["add", "."]);
-    git(
-        &lib,
-        &[
-            "submodule",
-            "-q",
-            "add",
-            inner.to_str().unwrap(),
-            "vendor/inner",
-        ],
-    );
-    git(&lib, &["commit", "-qm", "lib"]);
-    let repo = committed(d.path(), &[("train.py", "import mylib\n")]);
-    git(
-        &repo,
-        &[
-            "submodule",
-            "-q",
-            "add",
-            lib.to_str().unwrap(),
-            "third_party/lib",
-        ],
-    );
-    git(
-        &repo,
-        &["submodule", "-q", "update", "--init", "--recursive"],
-    );
-    symlink("third_party/lib/mylib", repo.join("mylib")).unwrap();
-    git(&repo, &["add", "mylib"]);
-    git(&repo, &["commit", "-qm", "with lib"]);
+    let repo = with_submodules(d.path());
     std::fs::write(repo.join("third_party/lib/scratch.txt"), "notes\n").unwrap();
     let job = d.path().join("job");
     let o = render(&repo, &job, &["--package", "git"]);
@@ -321,6 +282,53 @@ fn package_git_holds_its_submodules() {
     );
 }
 
+/// `repo` under `d`: `train.py`, a submodule `third_party/lib` (`mylib/__init__.py`) which
+/// holds one, `vendor/inner` (`inner.py`), and a tracked link `mylib ->
+/// third_party/lib/mylib`, all committed and checked out.
+pub(crate) fn with_submodules(d: &Path) -> std::path::PathBuf {
+    let inner = d.join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::write(inner.join("inner.py"), "I = 1\n").unwrap();
+    git(&inner, &["init", "-q", "."]);
+    git(&inner, &["add", "."]);
+    git(&inner, &["commit", "-qm", "inner"]);
+    let lib = d.join("lib");
+    std::fs::create_dir_all(lib.join("mylib")).unwrap();
+    std::fs::write(lib.join("mylib/__init__.py"), "X = 1\n").unwrap();
+    git(&lib, &["init", "-q", "."]);
+    git(&lib, &["add", "."]);
+    git(
+        &lib,
+        &[
+            "submodule",
+            "-q",
+            "add",
+            inner.to_str().unwrap(),
+            "vendor/inner",
+        ],
+    );
+    git(&lib, &["commit", "-qm", "lib"]);
+    let repo = committed(d, &[("train.py", "import mylib\n")]);
+    git(
+        &repo,
+        &[
+            "submodule",
+            "-q",
+            "add",
+            lib.to_str().unwrap(),
+            "third_party/lib",
+        ],
+    );
+    git(
+        &repo,
+        &["submodule", "-q", "update", "--init", "--recursive"],
+    );
+    symlink("third_party/lib/mylib", repo.join("mylib")).unwrap();
+    git(&repo, &["add", "mylib"]);
+    git(&repo, &["commit", "-qm", "with lib"]);
+    repo
+}
+
 /// `--package git` of a clone whose submodule was never fetched (`git clone` without
 /// `--recurse-submodules`): the archive can only hold an empty directory there, which is
 /// said in a warning naming the submodule and the command that fetches it; the submit goes
@@ -354,4 +362,124 @@ fn package_git_warns_of_a_submodule_not_checked_out() {
         "{e}"
     );
     assert!(listed(&job.join("code.tar")).contains(&"train.py".to_string()));
+}
+
+/// `--package git` (a repository with nested submodules) and `--package DIR` on a machine
+/// with a Mac's tools (`common::mac_tools`: `tar` is bsdtar, there is no `sha256sum`): the
+/// git archive is, byte for byte, what GNU tar's `--concatenate` makes of `git archive`'s own
+/// archives of the repository and each submodule; the directory's archive holds its files
+/// and its link as a link; the SHA-256 a submit records is each archive's. (Before: exit 1, "tar
+/// failed: bsdtar: Option --concatenate is not supported", and for the directory "cannot
+/// run sha256sum: No such file or directory".)
+#[test]
+fn packages_are_made_with_a_macs_tools() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(path) = crate::common::mac_tools(&d.path().join("mac-bin")) else {
+        return;
+    };
+    let repo = with_submodules(d.path());
+    // submitted to a stand-in sbatch, so that the package is recorded
+    let sbatch = crate::shared_cluster::stand_in_sbatch(d.path(), 4242, "0", "");
+    let path = format!("{}:{path}", sbatch.split(':').next().unwrap());
+    let mac = |dir: &Path, job: &Path, more: &[&str]| {
+        command()
+            .current_dir(dir)
+            .env("PATH", &path)
+            .args(["submit", "-r", "llama8b", "-g", "h100x8", "--no-container"])
+            .arg("--job-dir")
+            .arg(job)
+            .args(more)
+            .output()
+            .unwrap()
+    };
+    let job = d.path().join("git-job");
+    let o = mac(&repo, &job, &["--package", "git"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // What GNU tar makes of git's archives: the repository's, each submodule's appended.
+    let gnu = d.path().join("gnu.tar");
+    let archive = |at: &Path, prefix: &str, to: &Path| {
+        let at = repo.join(at);
+        git(
+            &at,
+            &[
+                "archive",
+                "--format=tar",
+                &format!("--prefix={prefix}"),
+                "-o",
+                to.to_str().unwrap(),
+                "HEAD",
+            ],
+        );
+    };
+    archive(Path::new("."), "", &gnu);
+    for sub in ["third_party/lib", "third_party/lib/vendor/inner"] {
+        let part = d.path().join("part.tar");
+        archive(Path::new(sub), &format!("{sub}/"), &part);
+        let o = Command::new("tar")
+            .arg("--concatenate")
+            .arg("-f")
+            .arg(&gnu)
+            .arg(&part)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    // The members are GNU's, byte for byte; both end in zeros (the end-of-archive blocks
+    // and the padding, which GNU tar writes up to a length of its own).
+    let (made, gnu) = (
+        std::fs::read(job.join("code.tar")).unwrap(),
+        std::fs::read(&gnu).unwrap(),
+    );
+    let members = |t: &[u8]| t.len() - t.iter().rev().take_while(|b| **b == 0).count();
+    assert!(
+        members(&made) == members(&gnu) && made[..members(&made)] == gnu[..members(&gnu)],
+        "the archive's members are not GNU tar's concatenation of git's: {:?} and {:?}",
+        listed(&job.join("code.tar")),
+        listed(&d.path().join("gnu.tar"))
+    );
+    assert!(
+        made.len() - members(&made) >= 1024 && made.len() % 10240 == 0,
+        "{}",
+        made.len()
+    );
+    assert_eq!(recorded_sha256(&job), sha256sum(&job.join("code.tar")));
+
+    let code = d.path().join("code");
+    std::fs::create_dir_all(code.join("lib")).unwrap();
+    std::fs::write(code.join("train.py"), "import util\n").unwrap();
+    std::fs::write(code.join("lib/util.py"), "V = 1\n").unwrap();
+    symlink("lib/util.py", code.join("util.py")).unwrap();
+    let job = d.path().join("dir-job");
+    let o = mac(d.path(), &job, &["--package", "code"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let archive = job.join("code.tar");
+    let mut names = listed(&archive);
+    names.sort();
+    assert_eq!(names, ["lib/util.py", "train.py", "util.py"]);
+    assert_eq!(member(&archive, "lib/util.py"), "V = 1\n");
+    let o = Command::new("tar")
+        .arg("-tvf")
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&o).contains("util.py -> lib/util.py"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(recorded_sha256(&job), sha256sum(&archive));
+}
+
+/// The SHA-256 of the package the job directory `job` records.
+pub(crate) fn recorded_sha256(job: &Path) -> String {
+    let record = std::fs::read_to_string(job.join("submission.json")).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    record["package"]["sha256"].as_str().unwrap().to_string()
+}
+
+/// `sha256sum FILE`'s hash of `file`.
+pub(crate) fn sha256sum(file: &Path) -> String {
+    let o = Command::new("sha256sum").arg(file).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).split_whitespace().next().unwrap().to_string()
 }

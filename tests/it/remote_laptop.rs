@@ -205,8 +205,8 @@ fn a_login_nodes_local_jobs_root_is_warned_about_with_its_own_flag() {
 }
 
 /// Ctrl-C during a `--host` submit (the terminal's SIGINT to the whole process group) while
-/// the code is being packaged (a stand-in `sha256sum` on the laptop's PATH holds the build
-/// there, the archive complete), and while the job directory is being uploaded (a `tar` on
+/// the code is being packaged (a stand-in `tar` on the laptop's PATH holds the build there,
+/// the archive complete), and while the job directory is being uploaded (a `tar` on
 /// the login node's PATH that waits before reading): ovlaunch stops with exit 1 saying it was
 /// stopped, and nothing is left, neither a staged archive or upload in the laptop's TMPDIR,
 /// nor a record here, nor a job or partial directory on the login node. (Before: at
@@ -229,8 +229,11 @@ fn ctrl_c_during_a_remote_submit_leaves_nothing() {
     let cases = [
         (
             d.join("laptop-bin"),
-            "sha256sum",
-            format!(": > {}\nexec sleep 60", held.display()),
+            "tar",
+            format!(
+                "/bin/tar \"$@\" || exit\n: > {}\nexec sleep 60",
+                held.display()
+            ),
             "stopped by SIGINT while packaging code",
         ),
         (
@@ -1269,4 +1272,86 @@ fn a_jobs_root_shared_with_the_login_node_is_named() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
     assert!(!queued.exists(), "sbatch ran");
+}
+
+/// A laptop with a Mac's tools (`common::mac_tools`: `tar` is bsdtar, there is no
+/// `sha256sum`) submits `--package git` of a repository with nested submodules through the
+/// login node: the job directory uploaded by bsdtar is unpacked there by the login node's
+/// GNU tar, its archive holds every submodule's files, the SHA-256 recorded here is that
+/// archive's, and `list --host` shows the job. (Before: exit 1, "tar failed: tar: Option
+/// --concatenate is not supported", nothing written there.)
+#[test]
+fn a_laptop_with_a_macs_tools_submits_packages() {
+    if !root_or_skip("a_laptop_with_a_macs_tools_submits_packages") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let Some(path) = crate::common::mac_tools(&login.dir.path().join("mac-bin")) else {
+        return;
+    };
+    let home = login.dir.path().join("home");
+    let src = home.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let repo = crate::packaging::with_submodules(&src);
+    let o = std::process::Command::new("chown")
+        .arg("-R")
+        .arg(format!("{}:{}", login.uid, login.gid))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let jobs = home.join("cluster-jobs");
+    let run = |cwd: &Path, args: &[&str]| {
+        crate::job_places::ovlaunch_as(
+            login.uid,
+            login.gid,
+            cwd,
+            &[
+                ("HOME", home.to_str().unwrap()),
+                ("XDG_RUNTIME_DIR", &format!("{}/run", home.display())),
+                ("PATH", &path),
+            ],
+            args,
+        )
+    };
+    let root = jobs.to_str().unwrap();
+    let o = run(
+        &repo,
+        &[
+            "submit",
+            "-r",
+            "llama8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "mac",
+            "--no-container",
+            "--host",
+            "login",
+            "--package",
+            "git",
+            "--remote-jobs-root",
+            root,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let archive = jobs.join("mac/code.tar");
+    assert_eq!(
+        crate::packaging::member(&archive, "third_party/lib/vendor/inner/inner.py"),
+        "I = 1\n"
+    );
+    let here = home.join(".local/state/ovlaunch/jobs/mac");
+    assert_eq!(
+        crate::packaging::recorded_sha256(&here),
+        crate::packaging::sha256sum(&archive)
+    );
+    let o = run(
+        &home,
+        &["list", "--host", "login", "--remote-jobs-root", root],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("mac"), "{}", stdout(&o));
 }

@@ -344,6 +344,25 @@ impl Untrusted {
     }
 }
 
+/// Where the file open as `file` really is (links resolved), as the kernel opened it, not
+/// what its path names now: the `/proc/self/fd` link on Linux, `fcntl(F_GETPATH)` on macOS;
+/// `None` where it cannot be told.
+pub fn opened_path(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    #[cfg(target_os = "linux")]
+    let path = {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+    };
+    #[cfg(target_os = "macos")]
+    let path = {
+        let mut path = std::path::PathBuf::new();
+        nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_GETPATH(&mut path))
+            .ok()
+            .map(|_| path)
+    };
+    path.filter(|p| p.is_absolute())
+}
+
 /// The one trust rule for configuration and code ovlaunch reads or runs (profiles, recipe,
 /// hardware, plugin and template files, the rank runtime): why the opened `file` (named
 /// `path`) is not to be trusted, if another user could have written it or could replace it
@@ -351,12 +370,9 @@ impl Untrusted {
 /// opened at, [`trust_problem`]), unless its own directory is listed in
 /// `OVLAUNCH_SAFE_DIRECTORY` (or that holds `*`).
 pub fn untrusted(file: &std::fs::File, path: &Path) -> std::io::Result<Option<Untrusted>> {
-    use std::os::fd::AsRawFd;
     let meta = file.metadata()?;
     // Where the file really is (links resolved), as the kernel opened it.
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .ok()
-        .filter(|p| p.is_absolute())
+    let real = opened_path(file)
         .or_else(|| path.canonicalize().ok())
         .unwrap_or_else(|| path.to_path_buf());
     let me = nix::unistd::geteuid().as_raw();

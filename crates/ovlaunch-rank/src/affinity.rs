@@ -23,8 +23,14 @@
 //! * `membind` binds memory only where the node has memory (`has_memory`), as numactl would
 //!   otherwise fail, and only to a node of the process's `Mems_allowed_list` (a cgroup
 //!   cpuset's), which the kernel would otherwise refuse.
+//! * Placement is Linux's (`sched_setaffinity`, `set_mempolicy`) and the rank runtime only
+//!   runs on the cluster's Linux nodes. Built for another OS (the launcher on a laptop, which
+//!   uses only this crate's rules: names, the plan's format), [`current_allowed`] and
+//!   [`apply`] refuse, so a rank started there fails (exit 125) saying why, before anything.
 
+#[cfg(target_os = "linux")]
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+#[cfg(target_os = "linux")]
 use nix::unistd::Pid;
 
 use crate::cpulist::{format_cpulist, intersect};
@@ -273,6 +279,7 @@ fn list_entries(list: &str) -> Vec<&str> {
 }
 
 /// The CPUs this process may run on now (`sched_getaffinity(0)`).
+#[cfg(target_os = "linux")]
 pub fn current_allowed() -> Result<Vec<usize>, String> {
     let set = sched_getaffinity(Pid::from_raw(0))
         .map_err(|e| format!("sched_getaffinity failed: {e}"))?;
@@ -291,7 +298,29 @@ pub fn current_mems() -> Option<Vec<usize>> {
     crate::cpulist::parse_cpulist(list).ok()
 }
 
+/// Why a rank cannot be placed off Linux: the calls placement is made of are Linux's.
+#[cfg(not(target_os = "linux"))]
+fn not_linux() -> String {
+    format!(
+        "the rank runtime places a rank with Linux's sched_setaffinity and set_mempolicy and runs on the cluster's Linux nodes only, not on {}",
+        std::env::consts::OS
+    )
+}
+
+/// The CPUs this process may run on now: none off Linux ([`not_linux`]).
+#[cfg(not(target_os = "linux"))]
+pub fn current_allowed() -> Result<Vec<usize>, String> {
+    Err(not_linux())
+}
+
+/// Apply `p` to this process: never off Linux ([`not_linux`]).
+#[cfg(not(target_os = "linux"))]
+pub fn apply(_: &Placement) -> Result<(), String> {
+    Err(not_linux())
+}
+
 /// Apply `p` to this process (and thereby to the trainer it execs).
+#[cfg(target_os = "linux")]
 pub fn apply(p: &Placement) -> Result<(), String> {
     if p.bind_cpus {
         let mut set = CpuSet::new();
@@ -313,6 +342,7 @@ pub fn apply(p: &Placement) -> Result<(), String> {
 }
 
 /// Number of bits in the node mask passed to `set_mempolicy` (1024 NUMA nodes).
+#[cfg(target_os = "linux")]
 const NODEMASK_BITS: usize = 1024;
 
 /// `set_mempolicy(MPOL_BIND, {node})`, the syscall behind `numactl --membind`.
@@ -320,6 +350,7 @@ const NODEMASK_BITS: usize = 1024;
 /// nix has no memory-policy API and the project avoids a direct `libc` dependency, so this
 /// uses the `libc` that nix re-exports (`nix::libc::syscall`). The policy is inherited across
 /// `fork` and `exec`, exactly like numactl's.
+#[cfg(target_os = "linux")]
 fn bind_memory(node: u32) -> Result<(), String> {
     const WORD_BITS: usize = u64::BITS as usize;
     let node = node as usize;
@@ -404,6 +435,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn applying_a_no_op_placement_succeeds() {
         let allowed = current_allowed().unwrap();
         assert!(!allowed.is_empty());

@@ -178,8 +178,17 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// `RLIMIT_MEMLOCK` soft limit as `unlimited`, a byte count, or `-` when unreadable.
+/// `RLIMIT_MEMLOCK` soft limit as `unlimited`, a byte count, or `-` when unreadable (and
+/// off Linux, where the rank runtime never runs a rank: [`crate::affinity::apply`]).
 pub fn memlock() -> String {
+    #[cfg(not(target_os = "linux"))]
+    return "-".into();
+    #[cfg(target_os = "linux")]
+    memlock_linux()
+}
+
+#[cfg(target_os = "linux")]
+fn memlock_linux() -> String {
     use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
     match getrlimit(Resource::RLIMIT_MEMLOCK) {
         Ok((soft, _)) if soft == RLIM_INFINITY => "unlimited".into(),

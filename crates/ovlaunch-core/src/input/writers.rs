@@ -40,7 +40,8 @@
 //!   node's ACL, both judged by [`acl_writer_in`]).
 //! - No I/O but [`private_group`], [`user_name`] and [`group_name`], which read this
 //!   machine's user and group database, and [`acl_writer_fd`] and [`acl_writer_at`],
-//!   which read an entry's access ACL (a filesystem without POSIX ACLs has none).
+//!   which read an entry's access ACL (a filesystem without POSIX ACLs has none; off Linux
+//!   none is read: macOS's own ACLs are not, the entry is judged by owner and mode).
 
 /// What an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,6 +312,7 @@ pub fn acl_entries_in_text(text: &str) -> Vec<AclEntry> {
 
 /// The access ACL's bytes of what `read(buf)` (a `getxattr` call: the size it needs when
 /// `buf` is empty) reads; `None` when it has none (or its filesystem has no ACLs).
+#[cfg(target_os = "linux")]
 fn read_acl(read: &dyn Fn(&mut [u8]) -> isize) -> Option<Vec<u8>> {
     for _ in 0..4 {
         let size = usize::try_from(read(&mut [])).ok()?.min(1 << 20);
@@ -327,10 +329,12 @@ fn read_acl(read: &dyn Fn(&mut [u8]) -> isize) -> Option<Vec<u8>> {
     None
 }
 
+#[cfg(target_os = "linux")]
 const ACL_ACCESS: &std::ffi::CStr = c"system.posix_acl_access";
 
 /// [`acl_writer`] of the file or directory open as `fd`, owned by `owner`, for user `me`
 /// on this machine (its private groups by [`private_group`]).
+#[cfg(target_os = "linux")]
 pub fn acl_writer_fd(fd: std::os::fd::BorrowedFd<'_>, owner: u32, me: u32) -> Option<Grantee> {
     use std::os::fd::AsRawFd;
     let bytes = read_acl(&|buf: &mut [u8]| {
@@ -349,6 +353,7 @@ pub fn acl_writer_fd(fd: std::os::fd::BorrowedFd<'_>, owner: u32, me: u32) -> Op
 
 /// [`acl_writer`] of the entry at `path` (a symbolic link itself when `follow` is false:
 /// a link has no ACL), owned by `owner`, for user `me` on this machine.
+#[cfg(target_os = "linux")]
 pub fn acl_writer_at(path: &std::path::Path, follow: bool, owner: u32, me: u32) -> Option<Grantee> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
@@ -369,6 +374,20 @@ pub fn acl_writer_at(path: &std::path::Path, follow: bool, owner: u32, me: u32) 
         }
     })?;
     acl_writer(&bytes, owner, me, &private_group)
+}
+
+/// [`acl_writer_fd`] off Linux: none read. The `system.posix_acl_access` attribute is
+/// Linux's; macOS keeps its own ACLs (`chmod +a`), which are not read, so there an entry is
+/// judged by its owner and mode alone (docs/security.md says so).
+#[cfg(not(target_os = "linux"))]
+pub fn acl_writer_fd(_: std::os::fd::BorrowedFd<'_>, _: u32, _: u32) -> Option<Grantee> {
+    None
+}
+
+/// [`acl_writer_at`] off Linux: none read, as [`acl_writer_fd`].
+#[cfg(not(target_os = "linux"))]
+pub fn acl_writer_at(_: &std::path::Path, _: bool, _: u32, _: u32) -> Option<Grantee> {
+    None
 }
 
 /// The first way another user could write `e` ([`writers`]), if there is one.
