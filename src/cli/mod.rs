@@ -347,6 +347,10 @@ pub struct PlanCmd {
 
 #[derive(Debug, Args)]
 pub struct RecipesCmd {
+    /// Only recipes whose name, aliases, description or Bridge functions hold every word
+    /// (case, `-`, `_` and `.` aside: `ovlaunch recipes llama 70b sft`).
+    #[arg(value_name = "WORDS")]
+    pub words: Vec<String>,
     #[command(flatten)]
     pub catalog: CatalogArgs,
     /// Also list each recipe's variants (JSON always lists them).

@@ -17,6 +17,16 @@ struct Facts {
     gpus: Vec<String>,
     /// A library recipe: a real run on any GPUs that hold its layout.
     library: bool,
+    /// Its name, aliases, description and Bridge functions, as [`squashed`] words match them.
+    text: String,
+}
+
+/// Lower case without `-`, `_`, `.` and spaces: `Llama-3.1 70B` and `llama31_70b` alike.
+fn squashed(text: &str) -> String {
+    text.chars()
+        .filter(|c| !matches!(c, '-' | '_' | '.' | ' '))
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 impl Facts {
@@ -26,6 +36,17 @@ impl Facts {
             task: r.task.clone(),
             gpus: r.variants.iter().map(|v| v.gpu.clone()).collect(),
             library: r.is_shipped() && r.kind == RecipeKind::Library,
+            text: squashed(&format!(
+                "{} {} {} {}",
+                r.name,
+                r.aliases.join(" "),
+                r.description,
+                r.variants
+                    .iter()
+                    .filter_map(|v| v.bridge_recipe.as_deref())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )),
         }
     }
 }
@@ -37,14 +58,28 @@ fn facts(src: &RecipeSource) -> Result<Facts> {
             task: e.task.map(str::to_string),
             gpus: e.gpus.iter().map(|g| g.to_string()).collect(),
             library: e.kind == RecipeKind::Library.name(),
+            text: squashed(&format!(
+                "{} {} {} {}",
+                e.name,
+                e.aliases.join(" "),
+                e.description,
+                e.variants
+                    .iter()
+                    .filter_map(|v| v.bridge_recipe)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )),
         },
         None => Facts::of(&src.parse()?),
     })
 }
 
-/// Whether a recipe passes `--family`, `--task` and `--gpu`: a library recipe runs on any GPU
-/// kind that holds its layout, so it passes every `--gpu`.
+/// Whether a recipe passes `--family`, `--task` and `--gpu` (a library recipe runs on any GPU
+/// kind that holds its layout, so it passes every `--gpu`) and holds every word given.
 fn wanted(cmd: &RecipesCmd, f: &Facts) -> bool {
+    if !cmd.words.iter().all(|w| f.text.contains(&squashed(w))) {
+        return false;
+    }
     let is = |want: &Option<String>, have: &Option<String>| {
         want.as_ref()
             .is_none_or(|w| have.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(w)))
@@ -149,6 +184,25 @@ pub(super) fn list(p: &Printer, cmd: &RecipesCmd) -> Result<i32> {
     let cat = load::catalog(&cmd.catalog)?;
     check_filters(cmd, &cat)?;
     let chosen = all(p, cmd, &cat)?;
+    if chosen.is_empty() && !cmd.words.is_empty() {
+        // The words of the recipes' names (`llama3`, `70b`, `sft`), for a misspelt one.
+        let mut words: Vec<&str> = cat.recipes.iter().flat_map(|r| r.name.split('_')).collect();
+        words.sort_unstable();
+        words.dedup();
+        let given = cmd.words.join(" ");
+        let missing = cmd
+            .words
+            .iter()
+            .find(|w| !words.iter().any(|n| n.contains(&squashed(w))))
+            .unwrap_or(&given);
+        return Err(Error::usage(format!("no recipe holds `{given}`"))
+            .at_flag("WORDS")
+            .help(did_you_mean_then(
+                &missing.to_ascii_lowercase(),
+                words.iter().copied(),
+                "fewer words find more (`ovlaunch recipes` lists every one)".to_string(),
+            )));
+    }
     if cmd.output.json() {
         let mut list = Vec::new();
         for item in chosen {

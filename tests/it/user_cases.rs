@@ -336,6 +336,48 @@ fn recipes_filters_name_what_exists() {
     );
 }
 
+/// `ovlaunch recipes WORDS...` lists the recipes holding every word, as a user would type
+/// them (`llama3.1`, `405B`, `qwen3-vl`), with the filters too; words no recipe holds are an
+/// error that names the closest word of the recipes' names.
+#[test]
+fn recipes_are_found_by_words_as_typed() {
+    let listed = |args: &[&str]| -> Vec<String> {
+        let mut a = vec!["recipes"];
+        a.extend(args);
+        a.extend(["-o", "json"]);
+        let v: Value = serde_json::from_str(&ok(&a)).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        listed(&["llama", "70B", "sft"]),
+        ["llama31_70b_sft", "llama3_70b_sft", "llama3_70b_sft_perf"]
+    );
+    assert_eq!(
+        listed(&["Llama3.1", "405b", "--task", "pretrain"]),
+        ["llama31_405b", "llama31_405b_pretrain"]
+    );
+    let vl = listed(&["qwen3-vl", "235b"]);
+    assert!(vl.contains(&"qwen3_vl_235b_a22b".to_string()), "{vl:?}");
+    assert!(vl.iter().all(|n| n.starts_with("qwen3_vl_235b")), "{vl:?}");
+    // a Bridge function's name finds the recipe that runs it
+    assert_eq!(
+        listed(&["llama3_70b_pretrain_64gpu_h100_bf16_config"]),
+        ["llama3_70b"]
+    );
+    let o = run(&["recipes", "gemmma"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.starts_with("error: WORDS: no recipe holds `gemmma`")
+            && e.contains("did you mean `gemma"),
+        "{e}"
+    );
+}
+
 /// A `--set` the config refuses is named alone in the error, not with every other `--set`.
 #[test]
 fn a_refused_set_is_named_alone() {
