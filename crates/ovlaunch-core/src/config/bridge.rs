@@ -521,13 +521,14 @@ fn check_at(
             ""
         };
         return Err(format!(
-            "unknown field `{head}` in `{at}` (Bridge's {}{held}): {elsewhere}{}",
+            "unknown field `{head}` in `{at}` (Bridge's {}{held}): {elsewhere}{}{}",
             def.class,
             crate::error::did_you_mean_then(
                 head,
                 def.names.iter().copied(),
                 format_args!("see `ovlaunch fields {section}`"),
-            )
+            ),
+            no_space_after_colon(head)
         ));
     };
     if let Some(rest) = rest {
@@ -721,23 +722,37 @@ pub fn secret_key(v: &Value) -> Option<String> {
 /// and its value written without the space YAML reads them apart by (`{split:train}` is the
 /// one key `split:train`): the message says so, with the spelling that reads.
 pub fn unreadable_key(path: &str, k: &str, why: &str) -> String {
-    let mut m = format!("`{path}`: the key `{k}` cannot reach Bridge's runner as written: {why}");
-    if let Some((key, value)) = k.split_once(':') {
-        m.push_str(&format!(
+    format!(
+        "`{path}`: the key `{k}` cannot reach Bridge's runner as written: {why}{}",
+        no_space_after_colon(k)
+    )
+}
+
+/// For a key holding a colon (`split:train`, which YAML reads as one key where Hydra's
+/// `{split:train}` means a key and its value), the spelling that reads; else nothing.
+fn no_space_after_colon(k: &str) -> String {
+    k.split_once(':').map_or(String::new(), |(key, value)| {
+        format!(
             "; a value is read as YAML, which needs a space after a key's colon: write `{key}: {value}`"
-        ));
-    }
-    m
+        )
+    })
 }
 
 /// Every mapping key in `v` is one Hydra's override grammar reads back as that text
-/// ([`crate::hydra::key_refusal`]); else the first one that is not, with why.
+/// ([`crate::hydra::key_refusal`]), and none holding a colon is without a value (a key and
+/// its value written without the space YAML reads them apart by); else the first one that
+/// is not, with why.
 pub fn readable_keys(v: &Value) -> Result<(), (String, String)> {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
                 if let Some(why) = crate::hydra::key_refusal(k) {
                     return Err((k.clone(), why));
+                }
+                // `{use_fast:true}`: YAML's one key without a value, the slip Hydra's
+                // spelling invites (Hydra itself would read a key and its value)
+                if k.contains(':') && x.is_null() {
+                    return Err((k.clone(), "YAML reads it as one key without a value".into()));
                 }
                 readable_keys(x)?;
             }
