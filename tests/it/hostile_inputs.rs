@@ -827,7 +827,9 @@ fn a_yaml_tag_ovlaunch_does_not_read_is_refused_in_every_file() {
     write("xdg/ovlaunch/config.yaml", "default_profile: !custom x\n");
     let xdg = d.path().join("xdg").display().to_string();
     let base = ["plan", "-r", "llama3_8b", "-g", "h100x8"];
-    let cases: [(Vec<&str>, Vec<(&str, &str)>, String, &str); 4] = [
+    // (arguments, environment, the place named, the tag)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, String, &'a str);
+    let cases: [Case; 4] = [
         (
             vec!["plan", "-r", &recipe, "-g", "h100x8"],
             vec![],
