@@ -26,6 +26,7 @@ pub(super) fn run(
     format: FormatArg,
 ) -> Result<i32> {
     let plan = load::plan(&super::plan::profiled(args, given, profile.as_deref())?)?;
+    p.plan_warnings(&plan);
     let f = match format {
         FormatArg::Sh => EnvFormat::Sh,
         FormatArg::Dotenv => EnvFormat::Dotenv,

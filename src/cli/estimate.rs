@@ -36,6 +36,7 @@ pub struct EstimateCmd {
 
 pub(super) fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
     let (plan, layout) = plan_with_bridge_layout(&cmd.plan)?;
+    p.plan_warnings(&plan);
     if let Some(why) = estimate::unmodelled(&plan) {
         match cmd.output {
             Format::Json => p.json(&serde_json::json!({"modelled": false, "reason": why}))?,

@@ -43,6 +43,7 @@ pub(super) fn plan(p: &Printer, cmd: &PlanCmd, given: &Given) -> Result<i32> {
     let launch_args = LaunchArgs::defaults();
     let settings = launch_args.settings(&cmd.plan, given, cmd.profile.as_deref())?;
     let (plan, plugins) = load::plan_with_plugins(&load::PlanRequest::new(&cmd.plan, &settings))?;
+    p.plan_warnings(&plan);
     let mut tree = printable(&plan)?;
     if !plugins.is_empty()
         && let Value::Object(m) = &mut tree
@@ -125,6 +126,7 @@ pub(super) fn overrides(
 ) -> Result<i32> {
     let plan = load::plan(&profiled(args, given, profile.as_deref())?)?;
     load::needs_function(&plan, false)?;
+    p.plan_warnings(&plan);
     if out.json() {
         p.json(&OverridesOut {
             recipe: &plan.recipe.name,

@@ -51,6 +51,15 @@ impl Printer {
         self.stderr(&format!("warning: {message}\n"));
     }
 
+    /// The plan's warnings, each `warning: MESSAGE` on stderr: what every command that
+    /// plans a job shows (`plan`, `overrides`, `env`, `estimate`; a dry run in its summary,
+    /// a submit and `render` with the launch's own).
+    pub fn plan_warnings(&self, plan: &crate::plan::Plan) {
+        for w in &plan.warnings {
+            self.warn(w);
+        }
+    }
+
     /// A status line on stderr (what is being done, what was done).
     pub fn status(&self, message: &str) {
         self.stderr(&format!("{message}\n"));

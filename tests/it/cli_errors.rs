@@ -2571,6 +2571,21 @@ fn a_mapping_without_a_space_after_the_colon_gets_the_spelling_that_reads() {
         err.contains("needs a space after a key's colon: write `path_or_dataset: my-org/data`"),
         "{err}"
     );
+    // a free-form mapping: Hydra reads a key holding a colon (escaped), but one with no
+    // value is this same slip
+    let err = usage_error(&[
+        "plan",
+        "--recipe",
+        "llama3_8b_pretrain_config",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "tokenizer.hf_tokenizer_kwargs={use_fast:true}",
+    ]);
+    assert!(
+        err.contains("needs a space after a key's colon: write `use_fast: true`"),
+        "{err}"
+    );
     let err = usage_error(&[
         "plan",
         "--recipe",

@@ -876,3 +876,44 @@ fn fields_model_lists_the_architecture_fields_by_class() {
     ]);
     assert_eq!(p["model"]["mamba_num_groups"], 4);
 }
+
+/// Every command that plans a job shows the plan's warnings on stderr (before, `overrides`,
+/// `env`, `estimate` and `plan` printed none: a `${oc.env:...}` that reaches the trainer as
+/// text was said only by the dry run and a submit).
+#[test]
+fn every_command_that_plans_shows_the_plans_warnings() {
+    let set = "logger.wandb_exp_name=run-${oc.env:USER}";
+    let job = [
+        "-r",
+        "llama3_8b_pretrain_8gpu_h100_bf16_config",
+        "-g",
+        "h100x8",
+        "--set",
+        set,
+    ];
+    let warned = "warning: logger.wandb_exp_name: \"run-${oc.env:USER}\" is passed to the trainer as written";
+    for command in [
+        &["plan"][..],
+        &["plan", "-o", "json"],
+        &["overrides"],
+        &["env"],
+        &["estimate"],
+    ] {
+        let args = [command, &job[..]].concat();
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(err.matches(warned).count(), 1, "{args:?}: {err}");
+        assert!(
+            !stdout(&o).contains("warning:"),
+            "{args:?}: stdout holds no warning"
+        );
+    }
+    // the dry run says it in its summary, on stderr
+    let o = run(&[&["--dry-run"][..], &job[..]].concat());
+    assert!(
+        stderr(&o).contains("# warning: logger.wandb_exp_name"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -801,3 +801,66 @@ fn the_rendezvous_host_is_a_host_name_or_an_address() {
         std::fs::remove_dir_all(dir.path().join("t")).ok();
     }
 }
+
+/// A YAML tag outside YAML 1.2's core schema (`!ENV`, `!include`, `!!python/object`) in any
+/// YAML file ovlaunch reads (a recipe file, a hardware file, a plugin file, the user config
+/// file) is refused at its line with the fix; before, the tag was passed over and the value
+/// taken as written (`!ENV ${RUN}` reached the trainer as the text `${RUN}`).
+#[test]
+fn a_yaml_tag_ovlaunch_does_not_read_is_refused_in_every_file() {
+    let d = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let recipe = write(
+        "mine.yaml",
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nlogger:\n  wandb_exp_name: !ENV ${RUN}\n",
+    );
+    let hardware = write(
+        "gpus.yaml",
+        "- name: mygpu\n  memory_gb: !include mem.yaml\n",
+    );
+    let plugin = write("p.yaml", "name: p\nplan:\n  set: !!python/object:m.C {}\n");
+    write("xdg/ovlaunch/config.yaml", "default_profile: !custom x\n");
+    let xdg = d.path().join("xdg").display().to_string();
+    let base = ["plan", "-r", "llama3_8b", "-g", "h100x8"];
+    // (arguments, environment, the place named, the tag)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, String, &'a str);
+    let cases: [Case; 4] = [
+        (
+            vec!["plan", "-r", &recipe, "-g", "h100x8"],
+            vec![],
+            format!("{recipe}:3:19"),
+            "!ENV",
+        ),
+        (
+            [&base[..], &["--hardware-file", &hardware]].concat(),
+            vec![],
+            format!("{hardware}:2:14"),
+            "!include",
+        ),
+        (
+            [&base[..], &["--plugin-file", &plugin]].concat(),
+            vec![],
+            format!("{plugin}:3:8"),
+            "!!python/object:m.C",
+        ),
+        (
+            base.to_vec(),
+            vec![("XDG_CONFIG_HOME", xdg.as_str())],
+            "config.yaml:1:18".to_string(),
+            "!custom",
+        ),
+    ];
+    for (args, env, at, tag) in cases {
+        let o = common::run_env(&args, &env);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&format!("the tag `{tag}`")), "{args:?}: {err}");
+        assert!(err.contains(&at), "{args:?}: {at}: {err}");
+        assert!(err.contains("help: "), "{args:?}: {err}");
+    }
+}

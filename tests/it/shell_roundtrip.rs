@@ -471,3 +471,143 @@ json.dump(out, sys.stdout)
         assert_eq!(g, v, "word {w}");
     }
 }
+
+/// A key inside a mapping value (a user's `tokenizer.hf_tokenizer_kwargs`) reaches Bridge
+/// exactly, or is refused: every key ovlaunch accepts (in a recipe file, at its own line's
+/// key, or by `--set`) comes out of hydra-core's own parser and Bridge's own
+/// `process_config_with_overrides` (over Bridge's `TokenizerConfig`) as that same text,
+/// and every key it refuses is one that parser reads as another type or not at all.
+#[test]
+fn mapping_keys_reach_bridge_as_written_or_are_refused() {
+    let keys = [
+        "my-key", "a.b", "1a", "x/y", "01", "0x10", "1e", "-x", "a b", " a", "a ", "a:b", "a=b",
+        "a,b", "a(b)", "a[b]", "a{b}", "a\\b", "\\", "$x", "${x}", "a%b", "a*b", "a@b", "a?b",
+        "a|b", "a+b", "-", ".", "$", "a\tb", "Infinity", "trueish", "1.5.6", "1_", "1-2",
+        // refused: read as another type, or no spelling
+        "1", "1.5", "true", "True", "FALSE", "null", "NULL", "inf", "nan", "-1", "+1", "1_000",
+        "1e5", "1.", ".5", "-inf", "a#b", "a!b", "a'b", "a\"b", "a;b", "a~b", "é", "日本", "",
+    ];
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    for k in keys {
+        // the key written as a YAML double-quoted scalar (JSON's escapes are YAML's)
+        let quoted = serde_json::to_string(k).unwrap();
+        let (_dir, file) = crate::common::recipe_file(&format!(
+            "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\ntokenizer:\n  hf_tokenizer_kwargs:\n    use_fast: true\n    {quoted}: 1\n"
+        ));
+        let o = crate::common::run(&["plan", "-o", "json", "--recipe", &file, "--gpus", "h100x8"]);
+        match o.status.code() {
+            Some(0) => {
+                let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+                let words: Vec<String> = plan["trainer"]["overrides"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| w.as_str().unwrap().to_string())
+                    .filter(|w| w.starts_with("tokenizer."))
+                    .collect();
+                accepted.push(serde_json::json!({"key": k, "words": words}));
+            }
+            Some(2) => {
+                let err = crate::common::stderr(&o);
+                // at the key's own line (5), naming it
+                assert!(err.contains(":5:"), "{k:?}: {err}");
+                assert!(err.contains("cannot reach Bridge's runner"), "{k:?}: {err}");
+                let word = format!(
+                    "tokenizer.hf_tokenizer_kwargs={{{}:1}}",
+                    ovlaunch::hydra::key_text(k)
+                );
+                refused.push(serde_json::json!({"key": k, "words": [word]}));
+            }
+            other => panic!("{k:?}: exit {other:?}: {}", crate::common::stderr(&o)),
+        }
+    }
+    // the same by `--set`
+    let set = crate::common::plan_json(&[
+        "--recipe",
+        "llama3_8b_pretrain_8gpu_h100_bf16_config",
+        "--gpus",
+        "h100x8",
+        "--set",
+        "tokenizer.hf_tokenizer_kwargs={'a b': 1, x/y: 2, my-key: 3}",
+    ]);
+    let words: Vec<&str> = set["trainer"]["overrides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str().filter(|w| w.starts_with("tokenizer.")))
+        .collect();
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let script = format!(
+        r#"
+import json, sys, dataclasses, logging
+sys.path.insert(0, {stubs:?})
+import ovlaunch_stubs
+ovlaunch_stubs.install()
+logging.disable(logging.CRITICAL)
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from megatron.bridge.training.tokenizers.config import TokenizerConfig
+from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
+@dataclasses.dataclass
+class Holder:
+    tokenizer: TokenizerConfig
+cases = json.load(sys.stdin)
+out = {{}}
+for side in ("accepted", "refused"):
+    out[side] = []
+    for case in cases[side]:
+        cfg = Holder(TokenizerConfig(tokenizer_type="HuggingFaceTokenizer", hf_tokenizer_kwargs={{"use_fast": True}}))
+        try:
+            got = process_config_with_overrides(cfg, cli_overrides=case["words"]).tokenizer.hf_tokenizer_kwargs
+            out[side].append([[k, type(k).__name__] for k in got])
+        except Exception as e:
+            out[side].append(str(type(e).__name__))
+parser = OverridesParser.create()
+out["set"] = [[k, type(k).__name__] for w in cases["set"] for k in (parser.parse_override(w).value() or {{}})]
+json.dump(out, sys.stdout)
+"#,
+        stubs = format!("{}/tests/bridge/stubs", env!("CARGO_MANIFEST_DIR"))
+    );
+    let input = serde_json::json!({"accepted": accepted, "refused": refused, "set": words});
+    let mut child = Command::new(&python)
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    let bytes = input.to_string().into_bytes();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let o = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (case, g) in accepted.iter().zip(got["accepted"].as_array().unwrap()) {
+        let k = &case["key"];
+        let want = serde_json::json!([["use_fast", "str"], [k, "str"]]);
+        assert_eq!(g, &want, "{k}: {}", case["words"]);
+    }
+    for (case, g) in refused.iter().zip(got["refused"].as_array().unwrap()) {
+        let k = case["key"].as_str().unwrap();
+        // a parse error, or a key that is not the text
+        let same = g
+            .as_array()
+            .is_some_and(|ks| ks.iter().any(|p| p == &serde_json::json!([k, "str"])));
+        assert!(!same, "{k:?} is refused, yet Bridge reads it back: {g}");
+    }
+    assert_eq!(
+        got["set"],
+        serde_json::json!([["a b", "str"], ["x/y", "str"], ["my-key", "str"]]),
+        "{words:?}"
+    );
+    assert!(
+        accepted.len() >= 30 && refused.len() >= 20,
+        "{} {}",
+        accepted.len(),
+        refused.len()
+    );
+}

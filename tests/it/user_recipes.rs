@@ -1603,3 +1603,154 @@ fn a_variant_stating_its_functions_count_beside_one_leaving_it_out_is_listed_twi
         "{err}"
     );
 }
+
+/// `rng.seed` is refused at plan time where some rank's numpy seed (the seed plus Bridge's
+/// offsets: 100 x the pipeline rank, 10 x the data-parallel rank with
+/// `rng.data_parallel_random_init`) is past `2**32 - 1`, or where it is not above 0, naming
+/// the largest seed the layout runs; before, it was accepted and every such rank failed at
+/// start-up. Bridge's own `_set_random_seed` (and numpy's `np.random.seed`) runs on the last
+/// ranks' identities: the largest seed works, one more fails.
+#[test]
+fn a_seed_numpy_refuses_on_some_rank_is_refused_at_plan_time() {
+    let cases: [(&[&str], bool); 3] = [
+        (
+            &[
+                "-r",
+                "llama3_70b_pretrain_64gpu_h100_bf16_config",
+                "-g",
+                "h100x64",
+            ],
+            false,
+        ),
+        (
+            &[
+                "-r",
+                "llama3_70b_pretrain_64gpu_h100_bf16_config",
+                "-g",
+                "h100x64",
+            ],
+            true,
+        ),
+        (
+            &[
+                "-r",
+                "llama3_8b_pretrain_8gpu_h100_bf16_config",
+                "-g",
+                "h100x8",
+            ],
+            true,
+        ),
+    ];
+    let mut bridge = Vec::new();
+    for (job, dp_init) in cases {
+        let mut args: Vec<String> = job.iter().map(|s| s.to_string()).collect();
+        args.extend([
+            "--set".into(),
+            format!("rng.data_parallel_random_init={dp_init}"),
+        ]);
+        let with = |seed: u64| {
+            let mut a = vec!["plan".to_string()];
+            a.extend(args.clone());
+            a.extend(["--set".into(), format!("rng.seed={seed}")]);
+            a
+        };
+        fn refs(a: &[String]) -> Vec<&str> {
+            a.iter().map(String::as_str).collect()
+        }
+        let err = usage_error(&refs(&with(1 << 32)));
+        assert!(err.contains("error: rng.seed"), "{err}");
+        assert!(err.contains("_set_random_seed"), "{err}");
+        let largest: u64 = err
+            .split("the largest seed this layout runs is ")
+            .nth(1)
+            .and_then(|r| r.split(':').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{err}"));
+        let plan = plan_json(&refs(&with(largest))[1..]);
+        usage_error(&refs(&with(largest + 1)));
+        let par = &plan["parallelism"];
+        bridge.push(json!({
+            "seed": largest,
+            "pp": par["pipeline"],
+            "dp": par["data"],
+            "dp_init": dp_init,
+        }));
+    }
+    for bad in ["0", "-3"] {
+        let err = usage_error(&[
+            "plan",
+            "-r",
+            "llama3_8b_pretrain_8gpu_h100_bf16_config",
+            "-g",
+            "h100x8",
+            "--set",
+            &format!("rng.seed={bad}"),
+        ]);
+        assert!(
+            err.contains(&format!("Seed ({bad}) should be a positive integer")),
+            "{err}"
+        );
+    }
+    // in a recipe file: at the seed's line
+    let (_d, file) = recipe_file(
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nrng:\n  seed: 4294967296\n",
+    );
+    let err = usage_error(&["plan", "-r", &file, "-g", "h100x8"]);
+    assert!(err.contains(&format!("{file}:3")), "{err}");
+    let Some(python) = crate::bridge_proof::bridge_python() else {
+        return;
+    };
+    let script = format!(
+        r#"
+import json, sys, logging
+from types import SimpleNamespace
+sys.path.insert(0, {stubs:?})
+import ovlaunch_stubs
+ovlaunch_stubs.install()
+logging.disable(logging.CRITICAL)
+import torch
+from megatron.bridge.training.initialize import _set_random_seed
+out = []
+for c in json.load(sys.stdin):
+    # the last pipeline stage's and data-parallel rank's identity
+    torch.distributed.get_rank = lambda: 0
+    torch.distributed.get_group_rank = lambda group, rank: group
+    pgs = SimpleNamespace(pp=c["pp"] - 1, dp=c["dp"] - 1, tp=None, ep=None, expt_tp=None)
+    got = []
+    for seed in (c["seed"], c["seed"] + 1, 0):
+        try:
+            _set_random_seed(seed, c["dp_init"], pg_collection=pgs)
+            got.append("ok")
+        except Exception as e:
+            got.append(f"{{type(e).__name__}}: {{e}}")
+    out.append(got)
+json.dump(out, sys.stdout)
+"#,
+        stubs = format!("{}/tests/bridge/stubs", env!("CARGO_MANIFEST_DIR"))
+    );
+    let mut child = std::process::Command::new(&python)
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(bridge.clone()).to_string().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: Vec<Vec<String>> = serde_json::from_slice(&o.stdout).unwrap();
+    for (c, g) in bridge.iter().zip(&got) {
+        assert_eq!(g[0], "ok", "{c}: {g:?}");
+        assert_eq!(
+            g[1], "ValueError: Seed must be between 0 and 2**32 - 1",
+            "{c}"
+        );
+        assert!(g[2].starts_with("AssertionError: Seed (0)"), "{c}: {g:?}");
+    }
+}

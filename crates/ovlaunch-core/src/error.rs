@@ -336,11 +336,13 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     // the word as whole `_`-separated parts of the name (`layers` in `num_layers`), not as
     // letters inside a part (`lr` in `allreduce`)
     let parts_of = |c: &str| word.len() >= 3 && format!("_{c}_").contains(&format!("_{word}_"));
+    // letters compared whatever their case: `MODEL` is `model` spelled in capitals
+    let lower = word.to_lowercase();
     let mut scored: Vec<(usize, std::cmp::Reverse<usize>, &str)> = candidates
         .into_iter()
         .map(|c| {
             (
-                edit_distance(word, c),
+                edit_distance(&lower, &c.to_lowercase()),
                 std::cmp::Reverse(common_prefix(word, c)),
                 c,
             )
@@ -484,6 +486,15 @@ mod tests {
             vec!["llama70b", "llama8b"]
         );
         assert!(suggest("zzzz", ["llama70b"]).is_empty());
+        // a name spelled in another case is the closest (`MODEL:` for `model:`)
+        assert_eq!(
+            suggest("MODEL", ["ddp", "model", "mode"]),
+            vec!["model", "mode"]
+        );
+        assert_eq!(
+            suggest("Num_Layers", ["num_layers", "num_layer"]),
+            vec!["num_layers", "num_layer"]
+        );
         // a short word: one edit, and never letters inside another name's part
         assert!(suggest("lr", ["async_tensor_model_parallel_allreduce", "fp8"]).is_empty());
         assert_eq!(suggest("lr", ["lm", "lrs", "ab"]), vec!["lrs", "lm"]);

@@ -30,6 +30,13 @@ pub fn parse<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
             "write the number in decimal digits without a leading zero; quote {quoted} if it is text"
         )));
     }
+    if let Some((place, tag, help)) = unknown_tag(text) {
+        return Err(Error::usage(format!(
+            "the tag `{tag}` is not one ovlaunch reads: it reads YAML 1.2's core schema (`!!str`, `!!int`, `!!float`, `!!bool`, `!!null`, `!!map`, `!!seq`), and would take the value under another tag as written"
+        ))
+        .at(Origin::file(origin, Some(place.line), Some(place.col)))
+        .help(help));
+    }
     PLACED.set(None);
     UNKNOWN_KEY.set(None);
     serde_saphyr::from_str_with_options::<T>(text, options()).map_err(|e| {
@@ -450,6 +457,72 @@ fn tab_indentation(message: &str, text: &str) -> Option<(String, String)> {
     ))
 }
 
+/// The first node of `text` with a tag outside YAML 1.2's core schema (`!ENV`, `!include`,
+/// `!!python/object:...`, YAML 1.1's `!!timestamp`), which the parser would pass over and
+/// take the value as written: its place, the tag as spelled and the fix. A user who wrote
+/// the tag meant something else (an environment variable, another file, an object), so
+/// [`parse`] refuses it; a core tag (`!!str 123`, the text `123`) and the non-specific `!`
+/// (text) are read as YAML 1.2 means them. `None` also where the text does not parse (the
+/// parse reports that).
+pub fn unknown_tag(text: &str) -> Option<(Place, String, String)> {
+    use serde_saphyr::granit_parser::{Event, Parser};
+    for item in Parser::new_from_str(text) {
+        let (event, span) = item.ok()?;
+        let (tag, value) = match &event {
+            Event::Scalar(v, _, _, Some(t)) => (t, v.as_ref()),
+            Event::SequenceStart(_, _, Some(t)) | Event::MappingStart(_, _, Some(t)) => (t, ""),
+            _ => continue,
+        };
+        let spelled = format!("{}{}", tag.original_handle(), tag.suffix());
+        if tag.is_yaml_core_schema() || spelled == "!" {
+            continue;
+        }
+        // the tag's own place (a block collection's node starts on the next line)
+        let tag_at = span
+            .start
+            .byte_offset()
+            .and_then(|o| text.get(..o)?.rfind(&spelled));
+        let place = match tag_at {
+            Some(o) => {
+                let before = &text[..o];
+                let line_start = before.rfind('\n').map_or(0, |n| n + 1);
+                Place {
+                    line: before.matches('\n').count() + 1,
+                    col: before[line_start..].chars().count() + 1,
+                }
+            }
+            None => Place {
+                line: span.start.line(),
+                col: span.start.col() + 1,
+            },
+        };
+        return Some((place, spelled.clone(), tag_fix(&spelled, value)));
+    }
+    None
+}
+
+/// What to write instead of the tag `tag` on `value`.
+fn tag_fix(tag: &str, value: &str) -> String {
+    let name = tag.trim_start_matches('!').to_ascii_lowercase();
+    if name == "env" || name.starts_with("env_var") {
+        let var = value
+            .trim_start_matches('$')
+            .trim_start_matches('{')
+            .trim_end_matches('}');
+        let var = if var.is_empty() { "NAME" } else { var };
+        return format!(
+            "a recipe file's values are read as written (ovlaunch expands no environment variable, and Bridge's runner gets `${{...}}` as text): write the value itself, or leave the field out and give it on the command line, `--set \"SECTION.FIELD=${var}\"`, where your shell puts in the value"
+        );
+    }
+    if name.starts_with("include") {
+        return "ovlaunch reads one recipe file and includes no other: copy the values you need into this file, or start from a Bridge function with `bridge_recipe:` and state only what you change".to_string();
+    }
+    if name.starts_with("python") {
+        return "a recipe value is data, never a Python object: write the object's fields as a mapping (`ovlaunch fields SECTION` lists them)".to_string();
+    }
+    "remove the tag and write the value as it should be read (quote it for text)".to_string()
+}
+
 /// The parser's options: YAML 1.2 booleans (see the module doc).
 pub fn options() -> serde_saphyr::Options {
     serde_saphyr::options! { strict_booleans: true }
@@ -845,6 +918,10 @@ pub fn parse_value(text: &str) -> serde_json::Value {
     if text.is_empty() {
         return serde_json::Value::String(String::new());
     }
+    // a tag the file reader refuses (`!important`): the text as written
+    if unknown_tag(text).is_some() {
+        return serde_json::Value::String(text.to_string());
+    }
     serde_saphyr::from_str_with_options::<serde_json::Value>(text, options())
         .unwrap_or_else(|_| serde_json::Value::String(text.to_string()))
 }
@@ -883,6 +960,66 @@ mod tests {
     use super::*;
 
     /// A second document is refused at its line with a fix, in the project's words.
+    #[test]
+    fn a_tag_outside_the_core_schema_is_refused_at_its_place() {
+        use serde_json::{Value, json};
+        let parse = |t: &str| super::parse::<Value>(t, "r.yaml");
+        for (text, tag, line, fix) in [
+            (
+                "a: 1\nb: !ENV ${X}\n",
+                "!ENV",
+                2,
+                "--set \"SECTION.FIELD=$X\"",
+            ),
+            (
+                "a:\n  b: !include x.yaml\n",
+                "!include",
+                2,
+                "includes no other",
+            ),
+            (
+                "a: !!python/object:m.C {x: 1}\n",
+                "!!python/object:m.C",
+                1,
+                "as a mapping",
+            ),
+            (
+                "a: [1, !!timestamp 2001-12-14]\n",
+                "!!timestamp",
+                1,
+                "remove the tag",
+            ),
+            ("a: !custom\n  - 1\n", "!custom", 1, "remove the tag"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(
+                e.message.contains(&format!("`{tag}`")),
+                "{text}: {}",
+                e.message
+            );
+            match e.origin.as_deref() {
+                Some(crate::error::Origin::File { line: l, .. }) => {
+                    assert_eq!(*l, Some(line), "{text}")
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(
+                e.help.as_deref().unwrap_or("").contains(fix),
+                "{text}: {:?}",
+                e.help
+            );
+        }
+        // YAML 1.2's core tags read as they mean, the non-specific `!` as text
+        let v = parse("a: !!str 123\nb: !!int \"5\"\nc: !!float 1\nd: !!bool true\ne: !!null ''\nf: !!seq [1]\ng: !!map {x: 1}\nh: ! 12\ni: !<tag:yaml.org,2002:str> 5\n").unwrap();
+        assert_eq!(
+            v,
+            json!({"a": "123", "b": 5, "c": 1.0, "d": true, "e": null, "f": [1], "g": {"x": 1}, "h": "12", "i": "5"})
+        );
+        // a `--set` value with such a tag is the text as written
+        assert_eq!(super::parse_value("!important"), json!("!important"));
+        assert_eq!(super::parse_value("!!str 5"), json!("5"));
+    }
+
     #[test]
     fn a_second_document_is_refused_with_a_fix() {
         let e = parse::<serde_json::Value>("a: 1\n---\nb: 2\n", "f.yaml").unwrap_err();

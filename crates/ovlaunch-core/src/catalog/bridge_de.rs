@@ -15,7 +15,9 @@
 use serde::de::{DeserializeSeed, Error, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::config::bridge::{NESTED, TARGET, check_any, dataclasses, section_classes};
+use crate::config::bridge::{
+    NESTED, TARGET, check_any, dataclasses, section_classes, unreadable_key,
+};
 use crate::yaml;
 
 /// The section `name`'s mapping (or `null`), each field checked as `bridge::check_any` does: a
@@ -119,11 +121,9 @@ impl<'de> DeserializeSeed<'de> for SectionField<'_> {
     type Value = Value;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        let v = if holds_dataclass(self.section, self.key) {
-            Any(Some((self.section, self.key))).deserialize(d)?
-        } else {
-            <Value as serde::Deserialize>::deserialize(d)?
-        };
+        let at = holds_dataclass(self.section, self.key).then_some((self.section, self.key));
+        let path = format!("{}.{}", self.section, self.key);
+        let v = Any { at, path }.deserialize(d)?;
         check_any(self.section, self.key, v).map_err(D::Error::custom)
     }
 }
@@ -151,9 +151,13 @@ fn refusal_stands(section: &str, field: &str, key: &str) -> bool {
     own || !NESTED.iter().any(|d| has(d.class))
 }
 
-/// Any YAML value as a `Value`; a mapping at `Some((section, field))` has its keys checked as
-/// they are read.
-struct Any<'a>(Option<(&'static str, &'a str)>);
+/// Any YAML value as a `Value`, at `path`; a mapping at `at`, `Some((section, field))`, has
+/// its keys checked as they are read. A mapping key at any depth that Hydra's override
+/// grammar does not give back (`hydra::key_refusal`) is refused at its own place.
+struct Any<'a> {
+    at: Option<(&'static str, &'a str)>,
+    path: String,
+}
 
 impl<'de> DeserializeSeed<'de> for Any<'_> {
     type Value = Value;
@@ -208,7 +212,10 @@ impl<'de> Visitor<'de> for Any<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Value, A::Error> {
         let mut out = Vec::new();
-        while let Some(v) = s.next_element::<Value>()? {
+        while let Some(v) = s.next_element_seed(Any {
+            at: None,
+            path: self.path.clone(),
+        })? {
             out.push(v);
         }
         Ok(Value::Array(out))
@@ -219,13 +226,17 @@ impl<'de> Visitor<'de> for Any<'_> {
         // each key's place, in order
         let mut places = Vec::new();
         while let Some((k, place)) = yaml::next_key_placed(&mut m)? {
+            if let Some(why) = crate::hydra::key_refusal(&k) {
+                return Err(yaml::error_at(place, unreadable_key(&self.path, &k, &why)));
+            }
             let named = out.contains_key(TARGET) || k == TARGET;
-            let at = self.0.filter(|_| !named);
-            let v = m.next_value_seed(Key { at, key: &k })?;
+            let at = self.at.filter(|_| !named);
+            let path = format!("{}.{k}", self.path);
+            let v = m.next_value_seed(Key { at, key: &k, path })?;
             places.push((k.clone(), place));
             out.insert(k, v);
         }
-        if let Some(at) = self.0 {
+        if let Some(at) = self.at {
             named_after(at, &out, &places)?;
         }
         Ok(Value::Object(out))
@@ -263,13 +274,18 @@ fn named_after<E: Error>(
 struct Key<'a> {
     at: Option<(&'static str, &'a str)>,
     key: &'a str,
+    path: String,
 }
 
 impl<'de> DeserializeSeed<'de> for Key<'_> {
     type Value = Value;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        let v = <Value as serde::Deserialize>::deserialize(d)?;
+        let v = Any {
+            at: None,
+            path: self.path,
+        }
+        .deserialize(d)?;
         if let Some((section, field)) = self.at
             && let Err(e) = check_any(section, &format!("{field}.{}", self.key), v.clone())
             && refusal_stands(section, field, self.key)
@@ -313,6 +329,37 @@ mod tests {
         // a field of the section itself
         let (line, m) = line_of(&format!("{HEAD}  bogus: 1\n"));
         assert_eq!(line, Some(5), "{m}");
+    }
+
+    #[test]
+    fn a_key_hydra_cannot_read_back_is_refused_at_its_own_line() {
+        let head = "name: mine\nbridge_recipe: qwen3_8b_sft_config\ntokenizer:\n";
+        // block and flow style, and deeper in the mapping
+        let (line, m) = line_of(&format!(
+            "{head}  hf_tokenizer_kwargs:\n    use_fast: true\n    true: 1\n"
+        ));
+        assert_eq!(line, Some(6), "{m}");
+        assert!(
+            m.contains("`tokenizer.hf_tokenizer_kwargs`: the key `true`"),
+            "{m}"
+        );
+        assert!(m.contains("a boolean"), "{m}");
+        let (line, m) = line_of(&format!(
+            "{head}  hf_tokenizer_kwargs: {{use_fast: true,\n    a#b: 1}}\n"
+        ));
+        assert_eq!(line, Some(5), "{m}");
+        assert!(m.contains("`#`"), "{m}");
+        let (line, m) = line_of(&format!(
+            "{head}  hf_tokenizer_kwargs:\n    x: {{ok: 1}}\n    y:\n      - {{é: 1}}\n"
+        ));
+        assert_eq!(line, Some(7), "{m}");
+        assert!(
+            m.contains("`tokenizer.hf_tokenizer_kwargs.y`: the key `é`"),
+            "{m}"
+        );
+        // keys Hydra reads back as they are
+        let text = format!("{head}  hf_tokenizer_kwargs: {{my-key: 1, a.b: 2, 1a: 3, x/y: 4}}\n");
+        Recipe::parse(&text, "r.yaml").unwrap();
     }
 
     #[test]

@@ -912,7 +912,6 @@ where
             self,
             mut m: A,
         ) -> std::result::Result<Self::Value, A::Error> {
-            use serde::de::Error;
             let mut out = std::collections::BTreeMap::new();
             while let Some((k, place)) = crate::yaml::next_key_placed(&mut m)? {
                 let raw: serde_json::Value = m.next_value()?;
@@ -934,12 +933,14 @@ where
                         },
                     )
                 })?;
-                crate::config::env::check_env_name(&k).map_err(A::Error::custom)?;
+                // at the name's own place: the parser has moved past it
+                let here = |m: String| crate::yaml::error_at::<A::Error>(place, m);
+                crate::config::env::check_env_name(&k).map_err(here)?;
                 if let Some(why) = v.refusal(&k) {
-                    return Err(A::Error::custom(why));
+                    return Err(here(why));
                 }
                 if let Some(text) = v.env_text() {
-                    crate::config::env::check_env_value(&k, &text).map_err(A::Error::custom)?;
+                    crate::config::env::check_env_value(&k, &text).map_err(here)?;
                 }
                 out.insert(k, v);
             }
@@ -1221,6 +1222,29 @@ mod tests {
             other => panic!("no file origin: {other:?}"),
         }
         assert!(e.message.starts_with("`model.add_bias_linear`: "), "{e}");
+    }
+
+    #[test]
+    fn an_env_name_refused_is_named_at_its_own_line() {
+        for (text, line) in [
+            (
+                "name: mine\nenv_vars:\n  NCCL_DEBUG: WARN\n  \"BAD NAME\": 1\n",
+                4,
+            ),
+            (
+                "name: mine\nenv_vars: {NCCL_DEBUG: WARN,\n  \"A\\0B\": 1}\n",
+                3,
+            ),
+            ("name: mine\nenv_vars:\n  A: x\n  B: \"a\\0b\"\n", 4),
+        ] {
+            let e = super::Recipe::parse(text, "r.yaml").unwrap_err();
+            match e.origin.as_deref() {
+                Some(crate::error::Origin::File { line: l, .. }) => {
+                    assert_eq!(*l, Some(line), "{text}: {e}")
+                }
+                other => panic!("no file origin: {other:?}"),
+            }
+        }
     }
 
     #[test]

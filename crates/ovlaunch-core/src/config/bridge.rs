@@ -11,8 +11,8 @@
 //! (unknown fields are errors naming close matches); a float field always holds a float, so
 //! Hydra reads back a float (an unquoted `0` would stay an int in Bridge's untyped merge); a
 //! secret field (`logger.comet_api_key`) is refused: secrets reach the job only through its
-//! `secrets.env`. Dictionary keys must be plain names, the only keys Hydra's override grammar
-//! reads without quotes (it refuses quoted keys).
+//! `secrets.env`. A dictionary key must be one Hydra's override grammar reads back as that
+//! same text (it takes no quoted key: `crate::hydra::key_refusal`, [`readable_keys`]).
 
 use std::collections::BTreeMap;
 
@@ -521,13 +521,14 @@ fn check_at(
             ""
         };
         return Err(format!(
-            "unknown field `{head}` in `{at}` (Bridge's {}{held}): {elsewhere}{}",
+            "unknown field `{head}` in `{at}` (Bridge's {}{held}): {elsewhere}{}{}",
             def.class,
             crate::error::did_you_mean_then(
                 head,
                 def.names.iter().copied(),
                 format_args!("see `ovlaunch fields {section}`"),
-            )
+            ),
+            no_space_after_colon(head)
         ));
     };
     if let Some(rest) = rest {
@@ -549,7 +550,7 @@ fn check_at(
             def.class
         ));
     };
-    plain_keys(&value).map_err(|k| not_a_plain_key(&path, &k))?;
+    readable_keys(&value).map_err(|(k, why)| unreadable_key(&path, &k, &why))?;
     if let Some(m) = secret_refusal(&path, &value) {
         return Err(m);
     }
@@ -716,40 +717,48 @@ pub fn secret_key(v: &Value) -> Option<String> {
     }
 }
 
-/// The refusal of a mapping key at `path` that is not a plain name ([`plain_keys`]). A key
-/// holding a colon is a key and its value written without the space YAML reads them apart by
-/// (`{split:train}` is the one key `split:train`, as Hydra's grammar would not read it): the
-/// message says so, with the spelling that reads.
-pub fn not_a_plain_key(path: &str, k: &str) -> String {
-    let mut m = format!(
-        "`{path}`: the key `{k}` is not a plain name (letters, digits and `_`), the only keys Hydra's override grammar reads"
-    );
-    if let Some((key, value)) = k.split_once(':') {
-        m.push_str(&format!(
-            "; a value is read as YAML, which needs a space after a key's colon: write `{key}: {value}`"
-        ));
-    }
-    m
+/// The refusal of the mapping key `k` at `path` that Hydra's override grammar does not read
+/// back as that text (`why`, [`crate::hydra::key_refusal`]). A key holding a colon is a key
+/// and its value written without the space YAML reads them apart by (`{split:train}` is the
+/// one key `split:train`): the message says so, with the spelling that reads.
+pub fn unreadable_key(path: &str, k: &str, why: &str) -> String {
+    format!(
+        "`{path}`: the key `{k}` cannot reach Bridge's runner as written: {why}{}",
+        no_space_after_colon(k)
+    )
 }
 
-/// Every mapping key in `v` is a plain name; else the first one that is not.
-pub fn plain_keys(v: &Value) -> Result<(), String> {
+/// For a key holding a colon (`split:train`, which YAML reads as one key where Hydra's
+/// `{split:train}` means a key and its value), the spelling that reads; else nothing.
+fn no_space_after_colon(k: &str) -> String {
+    k.split_once(':').map_or(String::new(), |(key, value)| {
+        format!(
+            "; a value is read as YAML, which needs a space after a key's colon: write `{key}: {value}`"
+        )
+    })
+}
+
+/// Every mapping key in `v` is one Hydra's override grammar reads back as that text
+/// ([`crate::hydra::key_refusal`]), and none holding a colon is without a value (a key and
+/// its value written without the space YAML reads them apart by); else the first one that
+/// is not, with why.
+pub fn readable_keys(v: &Value) -> Result<(), (String, String)> {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
-                let plain = k
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                    && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if !plain {
-                    return Err(k.clone());
+                if let Some(why) = crate::hydra::key_refusal(k) {
+                    return Err((k.clone(), why));
                 }
-                plain_keys(x)?;
+                // `{use_fast:true}`: YAML's one key without a value, the slip Hydra's
+                // spelling invites (Hydra itself would read a key and its value)
+                if k.contains(':') && x.is_null() {
+                    return Err((k.clone(), "YAML reads it as one key without a value".into()));
+                }
+                readable_keys(x)?;
             }
             Ok(())
         }
-        Value::Array(a) => a.iter().try_for_each(plain_keys),
+        Value::Array(a) => a.iter().try_for_each(readable_keys),
         _ => Ok(()),
     }
 }
@@ -817,7 +826,10 @@ mod tests {
                 .unwrap_err()
                 .contains("secret")
         );
-        assert!(check(l, "memory_keys", json!({"a b": "x"})).is_err());
+        // a key Hydra's grammar reads back (escaped) and one it reads as a number
+        assert!(check(l, "memory_keys", json!({"a b": "x"})).is_ok());
+        let e = check(l, "memory_keys", json!({"1": "x"})).unwrap_err();
+        assert!(e.contains("the key `1`") && e.contains("an integer"), "{e}");
         let ds = section("dataset").unwrap();
         assert!(check(ds, "data_path", json!(["1.0", "/a"])).is_ok());
         assert!(check(ds, "data_path", json!(1)).is_err());

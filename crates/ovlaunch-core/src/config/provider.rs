@@ -218,8 +218,8 @@ pub(crate) fn typed(
             typed()
         ));
     };
-    super::bridge::plain_keys(&value)
-        .map_err(|k| super::bridge::not_a_plain_key(&format!("{model}.{field}"), &k))?;
+    super::bridge::readable_keys(&value)
+        .map_err(|(k, why)| super::bridge::unreadable_key(&format!("{model}.{field}"), &k, &why))?;
     Ok(value)
 }
 

@@ -2780,7 +2780,77 @@ const CONTAINER_CHECKS: &[(&str, ContainerCheck)] = &[
     (SCHEDULER_INIT, scheduler_min_lr),
     (SCHEDULER_INIT, scheduler_max_over_min),
     (SCHEDULER_INIT, scheduler_init_under_max),
+    (SET_RANDOM_SEED, seed_positive),
+    (SET_RANDOM_SEED, seed_numpy_takes),
 ];
+
+/// Where each rank seeds Python's, numpy's and torch's generators before it builds the model,
+/// from `rng.seed` plus 100 x its pipeline rank (plus 10 x its data-parallel rank with
+/// `rng.data_parallel_random_init`), after asserting the seed is above 0.
+pub const SET_RANDOM_SEED: &str = "megatron/bridge/training/initialize.py _set_random_seed";
+
+/// The largest seed `np.random.seed` takes (`2**32 - 1`: numpy's legacy `RandomState`
+/// refuses any other with `Seed must be between 0 and 2**32 - 1`).
+const NUMPY_SEED_MAX: u64 = u32::MAX as u64;
+
+/// `assert seed_ is not None and seed_ > 0, f"Seed ({seed_}) should be a positive integer."`
+fn seed_positive(k: &Known<'_>, _: &Across<'_>) -> Result<()> {
+    const SEED: &str = paths::RNG.seed;
+    let Some(v) = k.get(SEED) else {
+        return Ok(());
+    };
+    if v.as_u64().is_some_and(|s| s > 0) || v.as_f64().is_some_and(|s| s > 0.0) {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "Seed ({v}) should be a positive integer. ({SET_RANDOM_SEED})"
+    ))
+    .at_fields(SEED)
+    .help(format!(
+        "give a seed of 1 or more, e.g. --set {SEED}=1234 (Bridge's default)"
+    )))
+}
+
+/// `np.random.seed(seed)` with `seed = rng.seed + 100 * pp_rank (+ 10 * dp_rank)`: numpy
+/// takes seeds up to `2**32 - 1` only, so the last pipeline stage's (and data-parallel
+/// rank's) seed must be one, or every such rank fails at start-up.
+fn seed_numpy_takes(k: &Known<'_>, a: &Across<'_>) -> Result<()> {
+    const SEED: &str = paths::RNG.seed;
+    const DP_INIT: &str = paths::RNG.data_parallel_random_init;
+    let Some(v) = k.get(SEED) else {
+        return Ok(());
+    };
+    let dp_init = k.truthy(DP_INIT) == Some(true);
+    let pp_offset = 100 * (a.par.pipeline - 1);
+    let dp_offset = if dp_init { 10 * (a.par.data - 1) } else { 0 };
+    let largest = NUMPY_SEED_MAX.saturating_sub(pp_offset + dp_offset);
+    // a seed beyond u64 is a float to the reader: beyond the range too
+    let over = match v.as_u64() {
+        Some(s) => s > largest,
+        None => v.as_f64().is_some_and(|s| s > largest as f64),
+    };
+    if !over {
+        return Ok(());
+    }
+    let mut ranks = format!("pipeline stage {} adds {pp_offset}", a.par.pipeline - 1);
+    if dp_init {
+        ranks.push_str(&format!(
+            " and data-parallel rank {} adds {dp_offset} ({DP_INIT})",
+            a.par.data - 1
+        ));
+    }
+    let mut fields = vec![SEED];
+    if dp_init {
+        fields.push(DP_INIT);
+    }
+    Err(Error::config(format!(
+        "Seed must be between 0 and 2**32 - 1: every rank seeds numpy with {SEED} ({v}) plus its offsets, and on this layout {ranks} ({SET_RANDOM_SEED}, numpy's np.random.seed)"
+    ))
+    .at_fields(fields.as_slice())
+    .help(format!(
+        "the largest seed this layout runs is {largest}: --set {SEED}={largest} or less"
+    )))
+}
 
 /// Where sequence parallelism cuts the sequence over the TP ranks (the embedding's output,
 /// `scatter_to_sequence_parallel_region`), at the first forward step.
