@@ -122,6 +122,11 @@ pub trait Host {
     /// user cannot search) is not there; only a host that cannot be asked is an error. How a
     /// name in a jobs root is told taken, here and on a login node alike.
     fn present(&self, path: &Path) -> Result<bool>;
+    /// Refuses `key`, a job directory named by its path on this host, when resolving it
+    /// there meets a symbolic link another user could have chosen (it is theirs, or in a
+    /// directory they can write): `backend::trust::check_job_path`'s rule, the walk made
+    /// where the path is.
+    fn check_job_path(&self, key: &Path) -> Result<()>;
     /// `dir` and its files `names` (a job directory); `None` when `dir` is not a directory
     /// (or is a symbolic link).
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>>;
@@ -334,6 +339,10 @@ impl Host for Local {
 
     fn private_group(&self, uid: u32, gid: u32) -> bool {
         crate::input::writers::private_group(uid, gid)
+    }
+
+    fn check_job_path(&self, key: &Path) -> Result<()> {
+        super::trust::check_job_path(key)
     }
 
     fn machine(&self) -> Result<String> {

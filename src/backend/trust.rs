@@ -319,7 +319,9 @@ pub fn open_dir(
 /// the path is reached through a symbolic link another user owns, or through a directory
 /// holding such a link that another user could write (`input::links_on`, each a
 /// [`Role::Trusted`] entry, as for configuration): whoever can change the link chooses which
-/// of this user's job directories (each with a record this user wrote) is acted on.
+/// of this user's job directories (each with a record this user wrote) is acted on. On a
+/// login node the same walk is made there ([`Host::check_job_path`](super::host::Host)),
+/// and [`job_path_refusal`] judges what it met.
 pub fn check_job_path(key: &Path) -> Result<()> {
     let Ok(given) = std::path::absolute(key) else {
         return Ok(());
@@ -329,31 +331,55 @@ pub fn check_job_path(key: &Path) -> Result<()> {
     let holding = holding
         .into_iter()
         .filter_map(|d| Entry::at(&d, me).map(|e| (d, e)));
-    let Some((at, kind, why)) = links.into_iter().chain(holding).find_map(|(at, e)| {
-        writers::writer(e, Role::Trusted, me, &private_group).map(|why| (at, e.kind, why))
+    let real = given.canonicalize().ok();
+    job_path_refusal(
+        key,
+        links.into_iter().chain(holding),
+        me,
+        &private_group,
+        Names::Local,
+        real.as_deref(),
+        "",
+    )
+}
+
+/// The rule of [`check_job_path`] over what resolving `key` met: the symbolic links on the
+/// way, then the directories holding them (and those above), in that order, each with what
+/// its `lstat` said, for user `me` (`private` deciding private groups, `names` how users are
+/// named). The first entry another user could write refuses `key`, naming it (`on`: where
+/// it is, " on LOGIN" for a login node) and, as the fix, `real`, the directory's own path.
+pub fn job_path_refusal(
+    key: &Path,
+    met: impl IntoIterator<Item = (PathBuf, Entry)>,
+    me: u32,
+    private: &dyn Fn(u32, u32) -> bool,
+    names: Names,
+    real: Option<&Path>,
+    on: &str,
+) -> Result<()> {
+    let Some((at, kind, why)) = met.into_iter().find_map(|(at, e)| {
+        writers::writer(e, Role::Trusted, me, private).map(|why| (at, e.kind, why))
     }) else {
         return Ok(());
     };
     let shown = at.display().to_string();
     let instead = format!(
         "give the job's id or name{}",
-        given
-            .canonicalize()
-            .map(|real| format!(", or the directory's own path, {}", real.display()))
+        real.map(|real| format!(", or the directory's own path, {}", real.display()))
             .unwrap_or_default()
     );
     let (through, fix) = match (kind, why.fix(&shown)) {
         (writers::Kind::Link, _) => (
-            format!("the symbolic link {shown}"),
+            format!("the symbolic link {shown}{on}"),
             format!("{instead}; or remove the symbolic link {shown} (or have its owner remove it)"),
         ),
-        (_, Some(fix)) => (shown.clone(), format!("{instead}; or {fix}")),
-        (_, None) => (shown.clone(), instead),
+        (_, Some(fix)) => (format!("{shown}{on}"), format!("{instead}; or {fix}")),
+        (_, None) => (format!("{shown}{on}"), instead),
     };
     Err(Error::usage(format!(
         "{} is reached through {through}, which {}: whoever can change it chooses which job directory ovlaunch acts on",
         key.display(),
-        why.why(Names::Local)
+        why.why(names)
     ))
     .at_flag("JOB")
     .help(fix))

@@ -1094,3 +1094,148 @@ fn a_connection_lost_as_the_upload_lands_goes_on_with_it() {
     assert!(!home.join(".local/state/ovlaunch/jobs/unknown").exists());
     assert!(stdout(&o).is_empty(), "{}", stdout(&o));
 }
+
+/// On a login node, a job directory named by its path is held to the rule it is held to
+/// here: a path resolved there through a symbolic link another user owns is refused, exit 2,
+/// naming the link there, and no Slurm tool runs. The team's jobs root there is reached
+/// through `current`, the real `ovl-other`'s link (accepted with `jobs_root_shared: group`);
+/// two jobs `train` were submitted through it, one while it led to `a`, one while it led to
+/// `b` (from two laptops), so both records name `.../current/train`, and the link's owner
+/// chooses which one the path leads to. This machine, as the laptop, does not see the team's directory (a
+/// mount namespace hides it), so only the login node's check can refuse. (Before: `cancel
+/// .../current/train --host login` cancelled whichever job `ovl-other` pointed it at, exit 0.)
+#[test]
+fn a_login_nodes_job_is_not_chosen_by_another_users_link_there() {
+    if !root_or_skip("a_login_nodes_job_is_not_chosen_by_another_users_link_there") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let team = d.join("team");
+    let other = crate::shared_cluster::other_uid();
+    std::fs::create_dir(&team).unwrap();
+    for r in ["a", "b"] {
+        std::fs::create_dir(team.join(r)).unwrap();
+        std::os::unix::fs::chown(team.join(r), Some(login.uid), Some(login.gid)).unwrap();
+    }
+    std::os::unix::fs::chown(&team, Some(other), Some(other)).unwrap();
+    let point = |at: &str| {
+        let o = crate::shared_cluster::as_other(&format!(
+            "ln -sfn {at} {}",
+            team.join("current").display()
+        ));
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let root = team.join("current");
+    let root = root.to_str().unwrap();
+    let home = d.join("home");
+    let env = [
+        ("HOME", home.to_str().unwrap()),
+        ("XDG_RUNTIME_DIR", &format!("{}/run", home.display())),
+        ("PATH", "/usr/bin:/bin"),
+        ("OVLAUNCH_JOBS_ROOT_SHARED", "group"),
+    ];
+    for (at, id) in [("a", 4848), ("b", 4849)] {
+        point(at);
+        // each submitted from a laptop of its own: no copy of the other's record here
+        let _ = std::fs::remove_dir_all(home.join(".local/state/ovlaunch/jobs"));
+        crate::shared_cluster::stand_in_sbatch(d, id, "0", "");
+        let o = ovlaunch_as(
+            login.uid,
+            login.gid,
+            &home,
+            &env,
+            &[
+                "submit",
+                "-r",
+                "llama8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                "train",
+                "--host",
+                "login",
+                "--remote-jobs-root",
+                root,
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            team.join(at).join("train/submission.json").is_file(),
+            "{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+    }
+    // Slurm knows both jobs, running; `scancel` says which one it was asked to cancel.
+    let calls = home.join("calls");
+    let job = team.join("current/train");
+    let answer = |id: u32| {
+        format!(
+            "{id}) echo \"JobId={id} JobName=train UserId={REMOTE}({uid}) JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0 WorkDir={j} StdOut={j}/slurm-{id}.out Power=\";;",
+            uid = login.uid,
+            j = job.display()
+        )
+    };
+    for (tool, body) in [
+        (
+            "scontrol",
+            format!(
+                "echo scontrol \"$@\" >> {c}\ncase \"${{@: -1}}\" in\n{}\n{}\n*) exit 1;;\nesac",
+                answer(4848),
+                answer(4849),
+                c = calls.display()
+            ),
+        ),
+        (
+            "scancel",
+            format!("echo scancel \"$@\" >> {}", calls.display()),
+        ),
+    ] {
+        let p = d.join("bin").join(tool);
+        std::fs::write(&p, format!("#!/bin/bash\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    point("a");
+    // The laptop: this machine with the team's directory hidden.
+    let laptop = |args: &[&str]| {
+        let _ = std::fs::remove_file(&calls);
+        let mut words = vec![
+            "--mount".to_string(),
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "mount -t tmpfs none {} && exec setpriv --reuid={} --regid={} --clear-groups env -i \"$@\"",
+                team.display(),
+                login.uid,
+                login.gid
+            ),
+            "sh".into(),
+        ];
+        words.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+        words.push(crate::common::bin().to_string());
+        words.extend(args.iter().map(|a| a.to_string()));
+        Command::new("unshare")
+            .args(&words)
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let called = || std::fs::read_to_string(&calls).unwrap_or_default();
+    for cmd in ["cancel", "status"] {
+        let o = laptop(&[cmd, job.to_str().unwrap(), "--host", "login"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}{}", called());
+        assert!(
+            err.contains(&format!(
+                "is reached through the symbolic link {} on login, which belongs to uid {other}",
+                team.join("current").display()
+            )),
+            "{cmd}: {err}"
+        );
+        assert_eq!(called(), "", "{cmd}: a Slurm tool ran");
+    }
+}
