@@ -108,8 +108,13 @@ pub fn renamable_by_others(dir: &Path) -> Option<(PathBuf, Reason)> {
 }
 
 /// The warning for a job directory `job` (with the experiment directory, when the job has
-/// one) whose path another user may rename (`renamable_by_others`).
-pub fn renamable_warning(job: &Path, experiment: bool) -> Option<String> {
+/// one) whose path another user may rename (`renamable_by_others`), which only the
+/// group-shared setting accepts: `None` with [`Sharing::Private`]. Every command that
+/// submits or writes a job directory (a launch, `render`, `submit DIR`) asks this one.
+pub fn renamable_warning(sharing: Sharing, job: &Path, experiment: bool) -> Option<String> {
+    if sharing != Sharing::Group {
+        return None;
+    }
     let (at, why) = renamable_by_others(job.parent()?)?;
     let which = if experiment {
         "the job directory and the experiment directory"

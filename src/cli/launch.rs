@@ -419,7 +419,7 @@ fn absolute(dir: PathBuf) -> Result<PathBuf> {
 }
 
 /// The directory of the jobs root that holds the experiments' directories.
-const EXPERIMENTS: &str = "experiments";
+pub(super) const EXPERIMENTS: &str = "experiments";
 
 /// The experiment's directory of job name `job_name` (`{experiment_dir}`): under the jobs
 /// root of the machine the job directory is on (the login node's with `--host`).
@@ -1690,9 +1690,11 @@ fn place_here(
     if host.remote().is_some() {
         return Ok(warnings);
     }
-    if settings.jobs_root_shared.value == crate::backend::jobdir::Sharing::Group
-        && let Some(w) = crate::backend::trust::renamable_warning(dir, experiment.is_some())
-    {
+    if let Some(w) = crate::backend::trust::renamable_warning(
+        settings.jobs_root_shared.value,
+        dir,
+        experiment.is_some(),
+    ) {
         warnings.push(w);
     }
     Ok(warnings)

@@ -2942,8 +2942,9 @@ fn a_login_nodes_noexec_jobs_root_is_warned_about() {
 /// with `jobs_root_shared: group`: the job is written (its directory in the team's group,
 /// 0750, `secrets.env` 0600), with a warning naming the jobs root and `chmod +t`, since a
 /// team member can rename the job directory away and put theirs, with their own
-/// `ovlaunch-rank`, in its place (done here). With the sticky bit, no warning, and the rename
-/// fails. (Before: no word of it.)
+/// `ovlaunch-rank`, in its place (done here); `submit DIR` of the rendered directory says the
+/// same. With the sticky bit, no warning, and the rename fails. (Before: no word of it; then
+/// from `submit DIR`, none.)
 #[test]
 fn a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job() {
     if !root_or_skip("a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job") {
@@ -3003,6 +3004,25 @@ fn a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job() 
     assert_eq!((meta.gid(), meta.mode() & 0o7777), (gid, 0o750));
     let secrets = std::fs::metadata(job.join("secrets.env")).unwrap();
     assert_eq!(secrets.mode() & 0o7777, 0o600);
+    // `submit DIR` of it says the same.
+    let o = Command::new(bin())
+        .arg("submit")
+        .arg(&job)
+        .env("OVLAUNCH_JOBS_ROOT_SHARED", "group")
+        .env("PATH", stand_in_sbatch(d.path(), 71, "0", ""))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "{} is under {}, which is writable by its group {SHARED_GROUP}",
+            job.display(),
+            team.display()
+        )) && e.contains("another user can rename the job directory away")
+            && e.contains(&format!("chmod +t {}", team.display())),
+        "submit DIR: {e}"
+    );
     // What the warning says: a team member swaps the job directory for theirs.
     let j = job.display();
     let o = member(format!(
