@@ -127,6 +127,12 @@ pub trait Host {
     /// directory they can write): `backend::trust::check_job_path`'s rule, the walk made
     /// where the path is.
     fn check_job_path(&self, key: &Path) -> Result<()>;
+    /// The first directory on the path to `dir` on this host (`dir` included; links met on
+    /// the way too, where the host walks them) in which another user could rename what this
+    /// user puts there, and why: what only the group-shared setting accepts
+    /// (`backend::trust::renamable_by_others`). `None` where there is none, or where the
+    /// host could not be asked.
+    fn renamable_by_others(&self, dir: &Path) -> Option<(PathBuf, crate::input::writers::Reason)>;
     /// `dir` and its files `names` (a job directory); `None` when `dir` is not a directory
     /// (or is a symbolic link).
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>>;
@@ -343,6 +349,10 @@ impl Host for Local {
 
     fn check_job_path(&self, key: &Path) -> Result<()> {
         super::trust::check_job_path(key)
+    }
+
+    fn renamable_by_others(&self, dir: &Path) -> Option<(PathBuf, crate::input::writers::Reason)> {
+        super::trust::renamable_by_others(dir)
     }
 
     fn machine(&self) -> Result<String> {

@@ -968,6 +968,19 @@ impl Host for Ssh {
         Ok(out.status.success())
     }
 
+    fn renamable_by_others(&self, dir: &Path) -> Option<(PathBuf, crate::input::writers::Reason)> {
+        let d = sh_text(dir).ok()?;
+        let out = self
+            .sh_ok(&walk_command(d), Duration::from_secs(60))
+            .ok()
+            .filter(|o| o.status.success())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let walk = Walk::read(&text)?;
+        let depth = dir.components().count().saturating_sub(1);
+        walk.problem(depth, 0, Sharing::Private)
+            .map(|(path, why, _)| (PathBuf::from(path), why))
+    }
+
     fn check_job_path(&self, key: &Path) -> Result<()> {
         let k = sh_text(key)?;
         let out = self.sh_ok(

@@ -107,15 +107,29 @@ pub fn renamable_by_others(dir: &Path) -> Option<(PathBuf, Reason)> {
     })
 }
 
-/// The warning for a job directory `job` (with the experiment directory, when the job has
-/// one) whose path another user may rename (`renamable_by_others`), which only the
-/// group-shared setting accepts: `None` with [`Sharing::Private`]. Every command that
-/// submits or writes a job directory (a launch, `render`, `submit DIR`) asks this one.
-pub fn renamable_warning(sharing: Sharing, job: &Path, experiment: bool) -> Option<String> {
+/// The warning for a job directory `job` on `host` (with the experiment directory, when the
+/// job has one) whose path another user may rename (`Host::renamable_by_others`: here
+/// [`renamable_by_others`]), which only the group-shared setting accepts: `None` with
+/// [`Sharing::Private`]. Every command that submits or writes a job directory (a launch,
+/// `render`, `submit DIR`, here or on a login node) asks this one.
+pub fn renamable_warning(
+    host: &dyn super::host::Host,
+    sharing: Sharing,
+    job: &Path,
+    experiment: bool,
+) -> Option<String> {
     if sharing != Sharing::Group {
         return None;
     }
-    let (at, why) = renamable_by_others(job.parent()?)?;
+    let (at, why) = host.renamable_by_others(job.parent()?)?;
+    let names = match host.remote() {
+        Some(_) => Names::Ids,
+        None => Names::Local,
+    };
+    let on = host
+        .remote()
+        .map(|r| format!(" on {r}"))
+        .unwrap_or_default();
     let which = if experiment {
         "the job directory and the experiment directory"
     } else {
@@ -129,9 +143,9 @@ pub fn renamable_warning(sharing: Sharing, job: &Path, experiment: bool) -> Opti
         ),
     };
     Some(format!(
-        "{} is under {shown}, which {} (accepted by jobs_root_shared: group): another user can rename {which} away and put theirs in its place before the job runs, and the job would run what they put there; {fix}",
+        "{} is under {shown}{on}, which {} (accepted by jobs_root_shared: group): another user can rename {which} away and put theirs in its place before the job runs, and the job would run what they put there; {fix}",
         job.display(),
-        why.why(Names::Local)
+        why.why(names)
     ))
 }
 

@@ -1670,9 +1670,10 @@ fn prepare_job(
 /// What the host tells of the place of job directory `dir` before anything is written: the
 /// warnings, or the refusal. A filesystem mounted noexec (on this machine, or on the login
 /// node with `--host`), when the job starts a program from it (the rank runtime), is refused
-/// where the job runs here, else a warning (`backend::host::noexec_problem`); on this machine,
-/// a path others may rename, which the group-shared setting accepted, is a warning
-/// (`backend::trust::renamable_warning`, naming the experiment directory when there is one).
+/// where the job runs here, else a warning (`backend::host::noexec_problem`); a path others
+/// may rename (here, or on the login node), which the group-shared setting accepted, is a
+/// warning (`backend::trust::renamable_warning`, naming the experiment directory when there
+/// is one).
 fn place_here(
     host: &dyn Host,
     dir: &Path,
@@ -1687,10 +1688,8 @@ fn place_here(
     {
         warnings.push(problem?);
     }
-    if host.remote().is_some() {
-        return Ok(warnings);
-    }
     if let Some(w) = crate::backend::trust::renamable_warning(
+        host,
         settings.jobs_root_shared.value,
         dir,
         experiment.is_some(),

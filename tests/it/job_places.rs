@@ -1101,9 +1101,11 @@ fn a_connection_lost_as_the_upload_lands_goes_on_with_it() {
 /// through `current`, the real `ovl-other`'s link (accepted with `jobs_root_shared: group`);
 /// two jobs `train` were submitted through it, one while it led to `a`, one while it led to
 /// `b` (from two laptops), so both records name `.../current/train`, and the link's owner
-/// chooses which one the path leads to. This machine, as the laptop, does not see the team's directory (a
+/// chooses which one the path leads to (each submit warns that others can rename the job
+/// away there, as a jobs root here does). This machine, as the laptop, does not see the team's directory (a
 /// mount namespace hides it), so only the login node's check can refuse. (Before: `cancel
-/// .../current/train --host login` cancelled whichever job `ovl-other` pointed it at, exit 0.)
+/// .../current/train --host login` cancelled whichever job `ovl-other` pointed it at, exit 0;
+/// and a submit through a login node gave no warning.)
 #[test]
 fn a_login_nodes_job_is_not_chosen_by_another_users_link_there() {
     if !root_or_skip("a_login_nodes_job_is_not_chosen_by_another_users_link_there") {
@@ -1163,6 +1165,15 @@ fn a_login_nodes_job_is_not_chosen_by_another_users_link_there() {
             ],
         );
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        // as a jobs root here says: others can rename the job away there
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!(
+                "is under {} on login, which belongs to uid {other}",
+                team.display()
+            )) && e.contains("another user can rename the job directory away"),
+            "{e}"
+        );
         assert!(
             team.join(at).join("train/submission.json").is_file(),
             "{}{}",
