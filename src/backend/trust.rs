@@ -96,15 +96,23 @@ pub fn own_problem(e: Entry, me: u32, private: &dyn Fn(u32, u32) -> bool) -> Opt
 /// directory another user owns, or that a group or an ACL's grant lets write, without the
 /// sticky bit). Such a user can move the job (or experiment) directory away and put one of
 /// theirs in its place before the job runs.
+/// A symbolic link met on the way (`input::links_on`) counts as such a directory when
+/// another user owns it: they can point it elsewhere.
 pub fn renamable_by_others(dir: &Path) -> Option<(PathBuf, Reason)> {
     let me = nix::unistd::geteuid().as_raw();
     let dir = std::path::absolute(dir).ok()?;
     let mut on_path: Vec<&Path> = dir.ancestors().collect();
     on_path.reverse();
-    on_path.into_iter().find_map(|d| {
-        let e = Entry::at(d, me)?;
-        path_problem(e, me, Sharing::Private, &private_group).map(|why| (d.to_path_buf(), why))
-    })
+    let problem = |e| path_problem(e, me, Sharing::Private, &private_group);
+    on_path
+        .into_iter()
+        .find_map(|d| problem(Entry::at(d, me)?).map(|why| (d.to_path_buf(), why)))
+        .or_else(|| {
+            let (links, _) = crate::input::links_on(&dir, &crate::input::look);
+            links
+                .into_iter()
+                .find_map(|(at, e)| problem(e).map(|why| (at, why)))
+        })
 }
 
 /// The warning for a job directory `job` on `host` (with the experiment directory, when the

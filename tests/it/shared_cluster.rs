@@ -3093,3 +3093,49 @@ fn a_tmpdir_others_can_rename_in_is_refused_for_staging() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(jobs.join("p/code.tar").is_file());
 }
+
+/// A jobs root reached through another user's symbolic link in a directory like `/tmp`
+/// (`jobs_root_shared: group` accepts the link), every directory it leads to this user's own: the link's owner can point it
+/// at another directory, so the job is written with the warning a team's jobs root gets,
+/// naming the link. (Before: no warning; the link was followed as if it were a directory of
+/// the target's.)
+#[test]
+fn a_jobs_root_through_another_users_link_warns_that_they_can_swap_the_job() {
+    if !root_or_skip("a_jobs_root_through_another_users_link_warns_that_they_can_swap_the_job") {
+        return;
+    }
+    let d = open_tempdir();
+    let mine = d.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    // where anyone may add a link, and none but its owner change it (like /tmp)
+    let shared = d.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let link = shared.join("current");
+    let o = as_other(&format!("ln -s {} {}", mine.display(), link.display()));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = Command::new(bin())
+        .args([
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "j",
+        ])
+        .arg("--jobs-root")
+        .arg(&link)
+        .env("OVLAUNCH_JOBS_ROOT_SHARED", "group")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "is under {}, which belongs to ovl-other",
+            link.display()
+        )) && e.contains("another user can rename the job directory away"),
+        "{e}"
+    );
+}
