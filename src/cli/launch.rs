@@ -268,9 +268,16 @@ fn check_job_name(name: &str, given: bool, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// Whether a job directory may not take `dir`'s name in the jobs root: [`EXPERIMENTS`] is
+/// where every job's experiment directory goes, even before one is made.
+fn reserved(dir: &Path) -> bool {
+    dir.file_name().is_some_and(|n| n == EXPERIMENTS)
+}
+
 /// Resolves the job directory to an absolute path (reads the working directory).
 /// Without `--job-dir`, each submission gets its own directory: JOBS_ROOT/JOB_NAME, else
-/// the first free JOB_NAME-2, JOB_NAME-3, ..., so the same command can be submitted again.
+/// the first free JOB_NAME-2, JOB_NAME-3, ..., so the same command can be submitted again
+/// (a job named `experiments` starts at `experiments-2`: [`EXPERIMENTS`] is taken).
 ///
 /// With `--host`, the directory is a path on the login node (under `--remote-jobs-root`,
 /// relative paths from the login directory there), and the second path is this machine's
@@ -293,7 +300,7 @@ pub(super) fn job_dir(
         let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
         let mut n = 2;
-        while host.present(&dir)? {
+        while reserved(&dir) || host.present(&dir)? {
             dir = root.join(format!("{job_name}-{n}"));
             n += 1;
         }
@@ -316,7 +323,10 @@ pub(super) fn job_dir(
     let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
-    while Local.present(&root.join(&name))? || host.present(&remote_root.join(&name))? {
+    while name == EXPERIMENTS
+        || Local.present(&root.join(&name))?
+        || host.present(&remote_root.join(&name))?
+    {
         name = format!("{job_name}-{n}");
         n += 1;
     }

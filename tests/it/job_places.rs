@@ -1250,3 +1250,42 @@ fn a_login_nodes_job_is_not_chosen_by_another_users_link_there() {
         assert_eq!(called(), "", "{cmd}: a Slurm tool ran");
     }
 }
+
+/// A job named `experiments` does not take the jobs root's `experiments` directory, where
+/// every job's `{experiment_dir}` (its checkpoints) goes: its job directory is
+/// `experiments-2`, and a later job's experiment directory is made in the jobs root's own
+/// `experiments`, not inside another job's directory. (Before: the job took `experiments`,
+/// and every later job's checkpoints went into it, to be removed with it.)
+#[test]
+fn a_job_named_experiments_leaves_the_experiments_directory_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let jobs = d.path().join("jobs");
+    let render = |name: &str, more: &[&str]| {
+        let o = Command::new(bin())
+            .args([
+                "render",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                name,
+            ])
+            .arg("--jobs-root")
+            .arg(&jobs)
+            .args(more)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let out = render("experiments", &[]);
+    assert_eq!(out.trim(), jobs.join("experiments-2").display().to_string());
+    render("train", &["--set", "checkpoint.save={experiment_dir}/ckpt"]);
+    let experiments = jobs.join("experiments");
+    assert!(experiments.join("train").is_dir());
+    assert!(
+        !experiments.join("launch.sbatch").exists(),
+        "a job directory holds the experiments"
+    );
+}
