@@ -1289,3 +1289,43 @@ fn a_job_named_experiments_leaves_the_experiments_directory_alone() {
         "a job directory holds the experiments"
     );
 }
+
+/// A jobs root whose filesystem fills up while the job directory is written (a real tmpfs of
+/// 1 MiB, mounted in a mount namespace of its own, too small for the job's copy of the rank
+/// runtime) fails with exit 1 naming the file, the job directory and the fix (free space or
+/// quota there, or another jobs root), and leaves nothing in the jobs root. (Before: "cannot
+/// copy .../ovlaunch-rank: No space left on device", naming the source, whose filesystem was
+/// not the full one, with no fix.)
+#[test]
+fn a_full_filesystem_is_named_as_the_job_directorys() {
+    if !root_or_skip("a_full_filesystem_is_named_as_the_job_directorys") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let small = d.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let jobs = small.join("jobs");
+    let script = format!(
+        "mount -t tmpfs -o size=1m none {s} || exit 99; {bin} render -r llama3_8b -g h100x8 --job-name full --jobs-root {j}; echo \"rc=$?\"; ls -A {j}",
+        s = small.display(),
+        j = jobs.display(),
+        bin = crate::common::bin()
+    );
+    let o = Command::new("unshare")
+        .args(["--mount", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(out.starts_with("rc=1\n"), "{out}{err}");
+    assert_eq!(out, "rc=1\n", "something was left in the jobs root");
+    assert!(
+        err.contains(&format!(
+            "cannot write ovlaunch-rank into the job directory {}: No space left on device",
+            jobs.join("full").display()
+        )) && err.contains(&format!(
+            "help: free space on the filesystem of {} (or your quota there",
+            jobs.display()
+        )),
+        "{err}"
+    );
+}
