@@ -35,10 +35,10 @@
 //!   is opened and creating the missing ones (`mkdirat`, then exactly the mode asked for,
 //!   whatever the umask), so a directory planted or swapped while it runs is refused, never
 //!   used.
-//! - [`renamable_warning`]: where the group-shared setting accepted a directory on the path
-//!   that others can write without the sticky bit ([`renamable_by_others`]), they can swap
-//!   the job directory for theirs before it runs; that is a warning, naming the directory
-//!   and `chmod +t`.
+//! - [`renamable_by_others`]: where the group-shared setting accepted a directory on the
+//!   path that others can write without the sticky bit (or another user's symbolic link),
+//!   they can swap the job directory for theirs before it runs; that is a warning
+//!   (`backend::host::renamable_warning`), naming the directory and `chmod +t`.
 //! - A refusal is a usage error (exit 2) naming the directory or file, why, and a fix.
 
 use std::ffi::OsString;
@@ -113,48 +113,6 @@ pub fn renamable_by_others(dir: &Path) -> Option<(PathBuf, Reason)> {
                 .into_iter()
                 .find_map(|(at, e)| problem(e).map(|why| (at, why)))
         })
-}
-
-/// The warning for a job directory `job` on `host` (with the experiment directory, when the
-/// job has one) whose path another user may rename (`Host::renamable_by_others`: here
-/// [`renamable_by_others`]), which only the group-shared setting accepts: `None` with
-/// [`Sharing::Private`]. Every command that submits or writes a job directory (a launch,
-/// `render`, `submit DIR`, here or on a login node) asks this one.
-pub fn renamable_warning(
-    host: &dyn super::host::Host,
-    sharing: Sharing,
-    job: &Path,
-    experiment: bool,
-) -> Option<String> {
-    if sharing != Sharing::Group {
-        return None;
-    }
-    let (at, why) = host.renamable_by_others(job.parent()?)?;
-    let names = match host.remote() {
-        Some(_) => Names::Ids,
-        None => Names::Local,
-    };
-    let on = host
-        .remote()
-        .map(|r| format!(" on {r}"))
-        .unwrap_or_default();
-    let which = if experiment {
-        "the job directory and the experiment directory"
-    } else {
-        "the job directory"
-    };
-    let shown = at.display();
-    let fix = match why {
-        Reason::Owner(_) => "its owner can, even with the sticky bit: for a job only you can change, use a jobs root whose every directory only you or root can write".to_string(),
-        _ => format!(
-            "`chmod +t {shown}` (as /tmp has it) lets nobody but you and its owner rename what is yours there"
-        ),
-    };
-    Some(format!(
-        "{} is under {shown}{on}, which {} (accepted by jobs_root_shared: group): another user can rename {which} away and put theirs in its place before the job runs, and the job would run what they put there; {fix}",
-        job.display(),
-        why.why(names)
-    ))
 }
 
 /// The fix for `why` at `path`; `on_path`: a directory on the path ([`path_problem`]) rather
@@ -347,7 +305,7 @@ pub fn open_dir(
 /// holding such a link that another user could write (`input::links_on`, each a
 /// [`Role::Trusted`] entry, as for configuration): whoever can change the link chooses which
 /// of this user's job directories (each with a record this user wrote) is acted on. On a
-/// login node the same walk is made there ([`Host::check_job_path`](super::host::Host)),
+/// login node the same walk is made there (`Host::check_job_path`),
 /// and [`job_path_refusal`] judges what it met.
 pub fn check_job_path(key: &Path) -> Result<()> {
     let Ok(given) = std::path::absolute(key) else {

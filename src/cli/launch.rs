@@ -1682,7 +1682,7 @@ fn prepare_job(
 /// node with `--host`), when the job starts a program from it (the rank runtime), is refused
 /// where the job runs here, else a warning (`backend::host::noexec_problem`); a path others
 /// may rename (here, or on the login node), which the group-shared setting accepted, is a
-/// warning (`backend::trust::renamable_warning`, naming the experiment directory when there
+/// warning (`backend::host::renamable_warning`, naming the experiment directory when there
 /// is one).
 fn place_here(
     host: &dyn Host,
@@ -1698,7 +1698,7 @@ fn place_here(
     {
         warnings.push(problem?);
     }
-    if let Some(w) = crate::backend::trust::renamable_warning(
+    if let Some(w) = crate::backend::host::renamable_warning(
         host,
         settings.jobs_root_shared.value,
         dir,

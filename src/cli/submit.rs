@@ -301,7 +301,7 @@ pub(super) fn rendered(
     let experiment = dir
         .parent()
         .is_some_and(|root| root.join(launch::EXPERIMENTS).join(&job_name).is_dir());
-    if let Some(w) = crate::backend::trust::renamable_warning(
+    if let Some(w) = crate::backend::host::renamable_warning(
         &crate::backend::host::Local,
         sharing,
         &dir,
