@@ -2,7 +2,9 @@
 //! path. [`Local`] is this machine (today's behaviour: `which`, `duct`, `std::fs`); the
 //! remote host over SSH is `backend::ssh::Ssh`. The Slurm backend, the job-directory writer,
 //! the `logs` tail, the visibility check and the OCI image reads all go through this trait,
-//! so a new way of reaching a cluster is one more `impl Host`.
+//! so a new way of reaching a cluster is one more `impl Host`. The warnings about a job
+//! directory's place that a host answers (a local filesystem, `noexec`, a path others can
+//! rename: [`renamable_warning`]) are made here, alike for every host.
 //!
 //! Contract: every method reports failures as [`Error`]s naming the path or command; a
 //! missing file is `Ok(None)`, not an error. `run` is bounded by its time limit. A command
@@ -122,6 +124,17 @@ pub trait Host {
     /// user cannot search) is not there; only a host that cannot be asked is an error. How a
     /// name in a jobs root is told taken, here and on a login node alike.
     fn present(&self, path: &Path) -> Result<bool>;
+    /// Refuses `key`, a job directory named by its path on this host, when resolving it
+    /// there meets a symbolic link another user could have chosen (it is theirs, or in a
+    /// directory they can write): `backend::trust::check_job_path`'s rule, the walk made
+    /// where the path is.
+    fn check_job_path(&self, key: &Path) -> Result<()>;
+    /// The first directory on the path to `dir` on this host (`dir` included; links met on
+    /// the way too, where the host walks them) in which another user could rename what this
+    /// user puts there, and why: what only the group-shared setting accepts
+    /// (`backend::trust::renamable_by_others`). `None` where there is none, or where the
+    /// host could not be asked.
+    fn renamable_by_others(&self, dir: &Path) -> Option<(PathBuf, crate::input::writers::Reason)>;
     /// `dir` and its files `names` (a job directory); `None` when `dir` is not a directory
     /// (or is a symbolic link).
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>>;
@@ -355,6 +368,14 @@ impl Host for Local {
         crate::input::writers::private_group(uid, gid)
     }
 
+    fn check_job_path(&self, key: &Path) -> Result<()> {
+        super::trust::check_job_path(key)
+    }
+
+    fn renamable_by_others(&self, dir: &Path) -> Option<(PathBuf, crate::input::writers::Reason)> {
+        super::trust::renamable_by_others(dir)
+    }
+
     fn machine(&self) -> Result<String> {
         Ok(std::env::consts::ARCH.to_string())
     }
@@ -371,6 +392,48 @@ impl Host for Local {
             .map_err(|e| Error::runtime(format!("cannot read the working directory: {e}")))?
             .join(p))
     }
+}
+
+/// The warning for a job directory `job` on `host` (with the experiment directory, when the
+/// job has one) whose path another user may rename (`Host::renamable_by_others`: here
+/// `backend::trust::renamable_by_others`), which only the group-shared setting accepts: `None` with
+/// `Sharing::Private`. Every command that submits or writes a job directory (a launch,
+/// `render`, `submit DIR`, here or on a login node) asks this one.
+pub fn renamable_warning(
+    host: &dyn Host,
+    sharing: super::trust::Sharing,
+    job: &Path,
+    experiment: bool,
+) -> Option<String> {
+    if sharing != super::trust::Sharing::Group {
+        return None;
+    }
+    let (at, why) = host.renamable_by_others(job.parent()?)?;
+    let names = match host.remote() {
+        Some(_) => crate::input::writers::Names::Ids,
+        None => crate::input::writers::Names::Local,
+    };
+    let on = host
+        .remote()
+        .map(|r| format!(" on {r}"))
+        .unwrap_or_default();
+    let which = if experiment {
+        "the job directory and the experiment directory"
+    } else {
+        "the job directory"
+    };
+    let shown = at.display();
+    let fix = match why {
+        crate::input::writers::Reason::Owner(_) => "its owner can, even with the sticky bit: for a job only you can change, use a jobs root whose every directory only you or root can write".to_string(),
+        _ => format!(
+            "`chmod +t {shown}` (as /tmp has it) lets nobody but you and its owner rename what is yours there"
+        ),
+    };
+    Some(format!(
+        "{} is under {shown}{on}, which {} (accepted by jobs_root_shared: group): another user can rename {which} away and put theirs in its place before the job runs, and the job would run what they put there; {fix}",
+        job.display(),
+        why.why(names)
+    ))
 }
 
 /// One file of a local [`Listing`]: never through a symbolic link, never blocking on a FIFO.

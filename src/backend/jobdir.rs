@@ -107,7 +107,7 @@ pub fn create_with(
     remove_stale_partials(parent, &parent_fd);
     let (tmp_name, tmp_fd, lock) = make_partial(parent, &parent_fd)?;
     let tmp = parent.join(&tmp_name);
-    let result = fill(&tmp, &tmp_fd, files, assets).and_then(|()| {
+    let result = fill(&tmp, &tmp_fd, dir, files, assets).and_then(|()| {
         fchmod(&tmp_fd, mode_bits(DIR_MODE)).map_err(|e| io_err("chmod", &tmp, &e.into()))?;
         rename_noreplace(&parent_fd, &tmp_name, name).map_err(|e| {
             if e == Errno::EEXIST || e == Errno::ENOTEMPTY {
@@ -138,8 +138,15 @@ fn already_exists(dir: &Path) -> Error {
         .help("choose another --job-name or --job-dir, or remove the old directory")
 }
 
-/// Writes every entry into the partial directory `tmp` (open as `fd`).
-fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Result<()> {
+/// Writes every entry into the partial directory `tmp` (open as `fd`) of the job directory
+/// `dir`, which messages name (the partial is removed on failure).
+fn fill(
+    tmp: &Path,
+    fd: &OwnedFd,
+    dir: &Path,
+    files: &[JobFile<'_>],
+    assets: &[Asset],
+) -> Result<()> {
     for f in files {
         let mode = match (f.private, f.executable) {
             (true, true) => 0o700,
@@ -148,10 +155,10 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
             (false, false) => 0o644,
         };
         let mut file = create_file(fd, tmp, f.name, mode)?;
-        let path = tmp.join(f.name);
         file.write_all(f.contents.as_bytes())
-            .map_err(|e| io_err("write", &path, &e))?;
-        file.sync_all().map_err(|e| io_err("sync", &path, &e))?;
+            .map_err(|e| write_err(dir, f.name, None, &e))?;
+        file.sync_all()
+            .map_err(|e| write_err(dir, f.name, None, &e))?;
     }
     for a in assets {
         match a {
@@ -170,7 +177,7 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
                     // A program is copied within the bound its check read it in.
                     let max = crate::input::MAX_BINARY_BYTES;
                     let n = std::io::copy(&mut src.take(max + 1), &mut dst)
-                        .map_err(|e| io_err("copy", from, &e))?;
+                        .map_err(|e| write_err(dir, name, Some(from), &e))?;
                     if n > max {
                         return Err(Error::usage(format!(
                             "{} grew past the {} MiB ovlaunch copies into a job",
@@ -180,10 +187,11 @@ fn fill(tmp: &Path, fd: &OwnedFd, files: &[JobFile<'_>], assets: &[Asset]) -> Re
                     }
                 } else {
                     let mut src = src;
-                    std::io::copy(&mut src, &mut dst).map_err(|e| io_err("copy", from, &e))?;
+                    std::io::copy(&mut src, &mut dst)
+                        .map_err(|e| write_err(dir, name, Some(from), &e))?;
                 }
                 dst.sync_all()
-                    .map_err(|e| io_err("sync", &tmp.join(name), &e))?;
+                    .map_err(|e| write_err(dir, name, Some(from), &e))?;
             }
             Asset::Symlink { name, target } => {
                 let (dir, leaf) = subdir(fd, tmp, name)?;
@@ -706,6 +714,35 @@ fn rand64() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(0);
     h.finish()
+}
+
+/// A failure to write `name` (copied from `from`, for an asset) into job directory `dir`:
+/// a full filesystem or quota (`ENOSPC`, `EDQUOT`) is named as the job directory's, with the
+/// fix; any other error names the file as the job directory will hold it (or the source it
+/// was copied from).
+fn write_err(dir: &Path, name: &str, from: Option<&Path>, e: &std::io::Error) -> Error {
+    let full = [Errno::ENOSPC, Errno::EDQUOT].map(|n| Some(n as i32));
+    let whose = dir.parent().unwrap_or(dir).display();
+    if full.contains(&e.raw_os_error()) {
+        return Error::runtime(format!(
+            "cannot write {name} into the job directory {}: {e}; nothing of it was left behind",
+            dir.display()
+        ))
+        .help(format!(
+            "free space on the filesystem of {whose} (or your quota there: `quota -s`), or write the job elsewhere (--jobs-root, --job-dir)"
+        ));
+    }
+    match from {
+        Some(from) => Error::runtime(format!(
+            "cannot copy {} into the job directory {} as {name}: {e}",
+            from.display(),
+            dir.display()
+        )),
+        None => Error::runtime(format!(
+            "cannot write {name} into the job directory {}: {e}",
+            dir.display()
+        )),
+    }
 }
 
 fn io_err(what: &str, path: &Path, e: &std::io::Error) -> Error {

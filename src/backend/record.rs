@@ -517,9 +517,14 @@ fn named<'a>(jobs: &'a [(PathBuf, Submission)], key: &str) -> Option<&'a (PathBu
 }
 
 /// [`find`] among the jobs under `root` on a login node, the record there being the
-/// evidence: a path names a job directory there.
+/// evidence: a path names a job directory there, unless resolving it there meets a link
+/// another user could have chosen (`Host::check_job_path`, the rule [`find`] holds paths
+/// here to).
 pub fn find_on(host: &dyn Host, root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     let p = Path::new(key);
+    if p.is_absolute() {
+        host.check_job_path(p)?;
+    }
     if p.is_absolute()
         && let Some(l) = host.list_dir(p, &[FILE])?
         && l.file(FILE).is_some()
@@ -549,9 +554,10 @@ fn find_in(
     let mut places = Vec::new();
     match host.remote() {
         None => {
-            super::trust::check_job_path(p)?;
+            host.check_job_path(p)?;
             places.push(p.canonicalize().unwrap_or_else(|_| p.to_path_buf()));
         }
+        // checked by `find_on`
         Some(_) if p.is_absolute() => places.push(p.to_path_buf()),
         Some(_) => {}
     }

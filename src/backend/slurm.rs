@@ -685,7 +685,9 @@ fn lookup(
                 continue;
             };
             // A source that leaves the owner blank cannot tell; one that names another
-            // user's job does.
+            // user's job does. `User` is no fallback: the completion log (Slurm 22.05) holds
+            // the owner once, `UserId=NAME(UID)`, and prints it as `User`, so a row without
+            // the number has no name either (its `UID` is then 0, refused unless we are root).
             let theirs = !uid.is_empty() && uid.parse() != Ok(expect.uid);
             if name != expect.job_name || dir != expect.job_dir || theirs {
                 return Err(reused(

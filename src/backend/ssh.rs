@@ -968,6 +968,46 @@ impl Host for Ssh {
         Ok(out.status.success())
     }
 
+    fn renamable_by_others(&self, dir: &Path) -> Option<(PathBuf, crate::input::writers::Reason)> {
+        let d = sh_text(dir).ok()?;
+        let out = self
+            .sh_ok(&walk_command(d), Duration::from_secs(60))
+            .ok()
+            .filter(|o| o.status.success())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let walk = Walk::read(&text)?;
+        let depth = dir.components().count().saturating_sub(1);
+        walk.problem(depth, 0, Sharing::Private)
+            .map(|(path, why, _)| (PathBuf::from(path), why))
+    }
+
+    fn check_job_path(&self, key: &Path) -> Result<()> {
+        let k = sh_text(key)?;
+        let out = self.sh_ok(
+            &format!("set -- {}; {LINKS}", quote(k)),
+            Duration::from_secs(60),
+        )?;
+        let private = |uid: u32, gid: u32| self.private_group(uid, gid);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some((me, met, real)) = links_met(&text, &private).filter(|_| out.status.success())
+        else {
+            return Err(Error::runtime(format!(
+                "cannot check the path {k} on {}: {}",
+                self.target,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        };
+        super::trust::job_path_refusal(
+            key,
+            met,
+            me,
+            &private,
+            crate::input::writers::Names::Ids,
+            real.as_deref(),
+            &format!(" on {}", self.target),
+        )
+    }
+
     fn list_dir(&self, dir: &Path, names: &[&str]) -> Result<Option<Listing>> {
         let d = sh_text(dir)?;
         let out = self.listing(&format!("one {}", quote(d)), names)?;
@@ -1367,6 +1407,102 @@ macro_rules! facts {
 }
 const FACTS: &str = facts!();
 
+/// The shell function `acl "UID GID MODE" PATH` of [`WALK`] and [`LINKS`]: for an entry
+/// whose group bits (an ACL's mask, when it has one) let write and that is no symbolic link,
+/// its ACL on one line, `A ENTRIES` (`getfacl -cnE`), or `noacl` where the login node has no
+/// `getfacl`.
+macro_rules! acl_fn {
+    () => {
+        concat!(
+            r#"acl() { set -- $1 "$2"; [ $(( 0x$3 & 16 )) -ne 0 ] && [ ! -L "$4" ] || return 0; "#,
+            r#"command -v getfacl >/dev/null 2>&1 || { echo noacl; return 0; }; "#,
+            r#"a=$(getfacl -cnE -- "$4" 2>/dev/null) && printf 'A %s\n' "$(printf '%s' "$a" | tr '\n' ' ')"; return 0; }; "#
+        )
+    };
+}
+
+/// The remote half of [`Ssh::check_job_path`]: the user's id, then the path `$1` resolved
+/// as the kernel resolves it and as `input::links_on` walks it (each component from `/`; a
+/// link's target read in its place, from `/` when absolute; `..` from where the walk really
+/// is; at most 40 links; the walk stops at what does not exist): every symbolic link met,
+/// `K UID GID MODE PATH64`, then the directory holding it and each one above it up to `/`,
+/// `H UID GID MODE PATH64` (`stat`, MODE in hex, the path in base64), each with its ACL where
+/// its group bits let write (`acl`); last `R PATH64`, the directory's own path (`realpath`).
+/// One line, as [`WALK`].
+const LINKS: &str = concat!(
+    r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; "#,
+    r#"b64() { printf '%s' "$1" | base64 -w0; }; "#,
+    acl_fn!(),
+    r#"at=; rest=$1; n=0; "#,
+    r#"while :; do while [ "${rest#/}" != "$rest" ]; do rest=${rest#/}; done; [ -n "$rest" ] || break; "#,
+    r#"part=${rest%%/*}; rest=${rest#"$part"}; "#,
+    r#"case $part in .) continue;; ..) at=${at%/*}; continue;; esac; next=$at/$part; "#,
+    r#"if [ -L "$next" ]; then n=$((n + 1)); [ "$n" -le 40 ] || break; "#,
+    r#"s=$(stat -c '%u %g %f' -- "$next") || break; t=$(readlink -- "$next"; echo .) || break; t=${t%.}; t=${t%?}; "#,
+    r#"printf 'K %s %s\n' "$s" "$(b64 "$next")"; d=$at; "#,
+    r#"while :; do s=$(stat -c '%u %g %f' -- "${d:-/}") || exit 1; printf 'H %s %s\n' "$s" "$(b64 "${d:-/}")"; acl "$s" "${d:-/}"; [ -n "$d" ] || break; d=${d%/*}; done; "#,
+    r#"case $t in /*) at=;; esac; rest=$t/$rest; "#,
+    r#"elif [ -e "$next" ]; then at=$next; else break; fi; done; "#,
+    r#"r=$(realpath -e -- "$1" 2>/dev/null) && printf 'R %s\n' "$(b64 "$r")"; exit 0"#
+);
+
+/// [`links_met`]'s answer: the login user's id, the entries met, the directory's own path.
+type LinksMet = (
+    u32,
+    Vec<(PathBuf, crate::input::writers::Entry)>,
+    Option<PathBuf>,
+);
+
+/// What [`LINKS`] printed: the login user's id, the links met and the directories holding
+/// them (each once, its ACL's grant of write applied, `private` deciding private groups),
+/// links first, and the directory's own path when it resolves. `None` for an answer that
+/// does not start with the user's id.
+fn links_met(text: &str, private: &dyn Fn(u32, u32) -> bool) -> Option<LinksMet> {
+    use crate::input::writers::{Entry, acl_entries_in_text, acl_writer_in};
+    let mut lines = text.lines();
+    let me: u32 = lines.next()?.strip_prefix("me ")?.trim().parse().ok()?;
+    let (mut links, mut holding, mut real) = (Vec::new(), Vec::<(PathBuf, Entry)>::new(), None);
+    // where an `A` line goes: the `H` entry just read (by its index), if any
+    let mut last: Option<usize> = None;
+    for line in lines {
+        let w: Vec<&str> = line.splitn(5, ' ').collect();
+        let path = |b: &str| {
+            base64(b)
+                .and_then(|b| String::from_utf8(b).ok())
+                .map(PathBuf::from)
+        };
+        match w[..] {
+            [tag @ ("K" | "H"), uid, gid, mode, p] => {
+                let e = Entry::new(
+                    uid.parse().ok()?,
+                    gid.parse().ok()?,
+                    u32::from_str_radix(mode, 16).ok()?,
+                );
+                let p = path(p)?;
+                last = None;
+                if tag == "K" {
+                    links.push((p, e));
+                } else if !holding.iter().any(|(d, _)| *d == p) {
+                    holding.push((p, e));
+                    last = Some(holding.len() - 1);
+                }
+            }
+            ["A", ..] => {
+                if let Some(i) = last {
+                    let acl = acl_entries_in_text(line.strip_prefix("A ").unwrap_or_default());
+                    let e = holding[i].1;
+                    let writer = acl_writer_in(&acl, e.uid, me, private);
+                    holding[i].1 = e.with_acl_writer(writer);
+                }
+            }
+            ["R", p] => real = Some(path(p)?),
+            _ => {}
+        }
+    }
+    links.extend(holding);
+    Some((me, links, real))
+}
+
 /// The remote half of [`Ssh::check_path`]: the user's id, then for every prefix of the path
 /// as given (`L`) and as `realpath -m` resolves it (`C`), from `/`, `TAG UID GID MODE PATH`
 /// (`stat`, not following a last link; MODE in hex) or `TAG missing PATH` for the first that
@@ -1378,9 +1514,7 @@ const FACTS: &str = facts!();
 const WALK: &str = concat!(
     r#"set -f; printf 'me %s\n' "$(id -u)" || exit 1; g=$(id -g) || exit 1; gw=; "#,
     r#"seen() { set -- $1; [ "$2" = "$g" ] && [ $(( 0x$3 & 16 )) -ne 0 ] && gw=1; return 0; }; "#,
-    r#"acl() { set -- $1 "$2"; [ $(( 0x$3 & 16 )) -ne 0 ] && [ ! -L "$4" ] || return 0; "#,
-    r#"command -v getfacl >/dev/null 2>&1 || { echo noacl; return 0; }; "#,
-    r#"a=$(getfacl -cnE -- "$4" 2>/dev/null) && printf 'A %s\n' "$(printf '%s' "$a" | tr '\n' ' ')"; return 0; }; "#,
+    acl_fn!(),
     r#"walk() { p=; s=$(stat -c '%u %g %f' -- /) || exit 1; seen "$s"; printf '%s %s /\n' "$1" "$s"; acl "$s" /; old=$IFS; IFS=/; "#,
     r#"for part in $2; do IFS=$old; [ -n "$part" ] || { IFS=/; continue; }; p="$p/$part"; "#,
     r#"if [ -e "$p" ] || [ -L "$p" ]; then s=$(stat -c '%u %g %f' -- "$p") || exit 1; seen "$s"; printf '%s %s %s\n' "$1" "$s" "$p"; acl "$s" "$p"; "#,
@@ -1726,6 +1860,69 @@ mod tests {
                 "{text}{}",
                 String::from_utf8_lossy(&out.stderr)
             );
+        }
+    }
+
+    /// The login node's walk of a job's path, run by dash as a login shell runs it, meets
+    /// the links and the directories holding them that the local walk (`input::links_on`)
+    /// meets on the same tree, in the same order: a relative link, an absolute one, a link
+    /// to a link, `..` after a link (taken from where the walk is), a name with a space and
+    /// one with a trailing newline in a link's target, a link that leads nowhere; and its
+    /// answer names the directory's own path.
+    #[test]
+    fn the_login_nodes_walk_of_a_job_path_meets_what_the_local_one_meets() {
+        use std::os::unix::fs::symlink;
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().canonicalize().unwrap();
+        let real = base.join("real dir/jobs");
+        std::fs::create_dir_all(real.join("job")).unwrap();
+        std::fs::create_dir_all(base.join("nl\n")).unwrap();
+        std::fs::create_dir_all(base.join("nl/job")).unwrap();
+        symlink("real dir", base.join("rel")).unwrap();
+        symlink(base.join("rel/jobs"), base.join("abs")).unwrap();
+        symlink("abs", base.join("chain")).unwrap();
+        std::fs::create_dir_all(base.join("real dir/sub")).unwrap();
+        symlink(base.join("real dir/sub"), base.join("up")).unwrap();
+        symlink("nl\n", base.join("newline")).unwrap();
+        symlink("/nonexistent/x", base.join("nowhere")).unwrap();
+        let none = |_: u32, _: u32| false;
+        for path in [
+            "chain/job",
+            "up/../jobs/job",
+            "rel/./jobs/job",
+            "newline/job",
+            "nowhere/job",
+            "real dir/jobs/job",
+        ] {
+            let path = base.join(path);
+            let line = remote_line(&format!(
+                "set -- {}; {LINKS}",
+                quote(path.to_str().unwrap())
+            ));
+            let out = Command::new("dash").args(["-c", &line]).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let (me, met, resolved) = links_met(&text, &none).unwrap();
+            assert_eq!(me, nix::unistd::geteuid().as_raw());
+            let (links, holding) = crate::input::links_on(&path, &crate::input::look);
+            let local: Vec<(PathBuf, u32, u32, u32)> = links
+                .into_iter()
+                .map(|(p, e)| (p, e.uid, e.gid, e.mode))
+                .chain(holding.into_iter().map(|d| {
+                    let e = crate::input::writers::Entry::at(&d, me).unwrap();
+                    (d, e.uid, e.gid, e.mode)
+                }))
+                .collect();
+            let there: Vec<(PathBuf, u32, u32, u32)> = met
+                .into_iter()
+                .map(|(p, e)| (p, e.uid, e.gid, e.mode))
+                .collect();
+            assert_eq!(there, local, "{}: {text}", path.display());
+            assert_eq!(resolved, path.canonicalize().ok(), "{}", path.display());
         }
     }
 

@@ -35,10 +35,10 @@
 //!   is opened and creating the missing ones (`mkdirat`, then exactly the mode asked for,
 //!   whatever the umask), so a directory planted or swapped while it runs is refused, never
 //!   used.
-//! - [`renamable_warning`]: where the group-shared setting accepted a directory on the path
-//!   that others can write without the sticky bit ([`renamable_by_others`]), they can swap
-//!   the job directory for theirs before it runs; that is a warning, naming the directory
-//!   and `chmod +t`.
+//! - [`renamable_by_others`]: where the group-shared setting accepted a directory on the
+//!   path that others can write without the sticky bit (or another user's symbolic link),
+//!   they can swap the job directory for theirs before it runs; that is a warning
+//!   (`backend::host::renamable_warning`), naming the directory and `chmod +t`.
 //! - A refusal is a usage error (exit 2) naming the directory or file, why, and a fix.
 
 use std::ffi::OsString;
@@ -96,38 +96,23 @@ pub fn own_problem(e: Entry, me: u32, private: &dyn Fn(u32, u32) -> bool) -> Opt
 /// directory another user owns, or that a group or an ACL's grant lets write, without the
 /// sticky bit). Such a user can move the job (or experiment) directory away and put one of
 /// theirs in its place before the job runs.
+/// A symbolic link met on the way (`input::links_on`) counts as such a directory when
+/// another user owns it: they can point it elsewhere.
 pub fn renamable_by_others(dir: &Path) -> Option<(PathBuf, Reason)> {
     let me = nix::unistd::geteuid().as_raw();
     let dir = std::path::absolute(dir).ok()?;
     let mut on_path: Vec<&Path> = dir.ancestors().collect();
     on_path.reverse();
-    on_path.into_iter().find_map(|d| {
-        let e = Entry::at(d, me)?;
-        path_problem(e, me, Sharing::Private, &private_group).map(|why| (d.to_path_buf(), why))
-    })
-}
-
-/// The warning for a job directory `job` (with the experiment directory, when the job has
-/// one) whose path another user may rename (`renamable_by_others`).
-pub fn renamable_warning(job: &Path, experiment: bool) -> Option<String> {
-    let (at, why) = renamable_by_others(job.parent()?)?;
-    let which = if experiment {
-        "the job directory and the experiment directory"
-    } else {
-        "the job directory"
-    };
-    let shown = at.display();
-    let fix = match why {
-        Reason::Owner(_) => "its owner can, even with the sticky bit: for a job only you can change, use a jobs root whose every directory only you or root can write".to_string(),
-        _ => format!(
-            "`chmod +t {shown}` (as /tmp has it) lets nobody but you and its owner rename what is yours there"
-        ),
-    };
-    Some(format!(
-        "{} is under {shown}, which {} (accepted by jobs_root_shared: group): another user can rename {which} away and put theirs in its place before the job runs, and the job would run what they put there; {fix}",
-        job.display(),
-        why.why(Names::Local)
-    ))
+    let problem = |e| path_problem(e, me, Sharing::Private, &private_group);
+    on_path
+        .into_iter()
+        .find_map(|d| problem(Entry::at(d, me)?).map(|why| (d.to_path_buf(), why)))
+        .or_else(|| {
+            let (links, _) = crate::input::links_on(&dir, &crate::input::look);
+            links
+                .into_iter()
+                .find_map(|(at, e)| problem(e).map(|why| (at, why)))
+        })
 }
 
 /// The fix for `why` at `path`; `on_path`: a directory on the path ([`path_problem`]) rather
@@ -325,7 +310,9 @@ pub fn open_dir(
 /// the path is reached through a symbolic link another user owns, or through a directory
 /// holding such a link that another user could write (`input::links_on`, each a
 /// [`Role::Trusted`] entry, as for configuration): whoever can change the link chooses which
-/// of this user's job directories (each with a record this user wrote) is acted on.
+/// of this user's job directories (each with a record this user wrote) is acted on. On a
+/// login node the same walk is made there (`Host::check_job_path`),
+/// and [`job_path_refusal`] judges what it met.
 pub fn check_job_path(key: &Path) -> Result<()> {
     let Ok(given) = std::path::absolute(key) else {
         return Ok(());
@@ -335,31 +322,55 @@ pub fn check_job_path(key: &Path) -> Result<()> {
     let holding = holding
         .into_iter()
         .filter_map(|d| Entry::at(&d, me).map(|e| (d, e)));
-    let Some((at, kind, why)) = links.into_iter().chain(holding).find_map(|(at, e)| {
-        writers::writer(e, Role::Trusted, me, &private_group).map(|why| (at, e.kind, why))
+    let real = given.canonicalize().ok();
+    job_path_refusal(
+        key,
+        links.into_iter().chain(holding),
+        me,
+        &private_group,
+        Names::Local,
+        real.as_deref(),
+        "",
+    )
+}
+
+/// The rule of [`check_job_path`] over what resolving `key` met: the symbolic links on the
+/// way, then the directories holding them (and those above), in that order, each with what
+/// its `lstat` said, for user `me` (`private` deciding private groups, `names` how users are
+/// named). The first entry another user could write refuses `key`, naming it (`on`: where
+/// it is, " on LOGIN" for a login node) and, as the fix, `real`, the directory's own path.
+pub fn job_path_refusal(
+    key: &Path,
+    met: impl IntoIterator<Item = (PathBuf, Entry)>,
+    me: u32,
+    private: &dyn Fn(u32, u32) -> bool,
+    names: Names,
+    real: Option<&Path>,
+    on: &str,
+) -> Result<()> {
+    let Some((at, kind, why)) = met.into_iter().find_map(|(at, e)| {
+        writers::writer(e, Role::Trusted, me, private).map(|why| (at, e.kind, why))
     }) else {
         return Ok(());
     };
     let shown = at.display().to_string();
     let instead = format!(
         "give the job's id or name{}",
-        given
-            .canonicalize()
-            .map(|real| format!(", or the directory's own path, {}", real.display()))
+        real.map(|real| format!(", or the directory's own path, {}", real.display()))
             .unwrap_or_default()
     );
     let (through, fix) = match (kind, why.fix(&shown)) {
         (writers::Kind::Link, _) => (
-            format!("the symbolic link {shown}"),
+            format!("the symbolic link {shown}{on}"),
             format!("{instead}; or remove the symbolic link {shown} (or have its owner remove it)"),
         ),
-        (_, Some(fix)) => (shown.clone(), format!("{instead}; or {fix}")),
-        (_, None) => (shown.clone(), instead),
+        (_, Some(fix)) => (format!("{shown}{on}"), format!("{instead}; or {fix}")),
+        (_, None) => (format!("{shown}{on}"), instead),
     };
     Err(Error::usage(format!(
         "{} is reached through {through}, which {}: whoever can change it chooses which job directory ovlaunch acts on",
         key.display(),
-        why.why(Names::Local)
+        why.why(names)
     ))
     .at_flag("JOB")
     .help(fix))

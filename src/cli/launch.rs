@@ -268,9 +268,16 @@ fn check_job_name(name: &str, given: bool, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// Whether a job directory may not take `dir`'s name in the jobs root: [`EXPERIMENTS`] is
+/// where every job's experiment directory goes, even before one is made.
+fn reserved(dir: &Path) -> bool {
+    dir.file_name().is_some_and(|n| n == EXPERIMENTS)
+}
+
 /// Resolves the job directory to an absolute path (reads the working directory).
 /// Without `--job-dir`, each submission gets its own directory: JOBS_ROOT/JOB_NAME, else
-/// the first free JOB_NAME-2, JOB_NAME-3, ..., so the same command can be submitted again.
+/// the first free JOB_NAME-2, JOB_NAME-3, ..., so the same command can be submitted again
+/// (a job named `experiments` starts at `experiments-2`: [`EXPERIMENTS`] is taken).
 ///
 /// With `--host`, the directory is a path on the login node (under `--remote-jobs-root`,
 /// relative paths from the login directory there), and the second path is this machine's
@@ -293,7 +300,7 @@ pub(super) fn job_dir(
         let root = jobs_root(settings)?;
         let mut dir = root.join(job_name);
         let mut n = 2;
-        while host.present(&dir)? {
+        while reserved(&dir) || host.present(&dir)? {
             dir = root.join(format!("{job_name}-{n}"));
             n += 1;
         }
@@ -316,7 +323,10 @@ pub(super) fn job_dir(
     let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
-    while Local.present(&root.join(&name))? || host.present(&remote_root.join(&name))? {
+    while name == EXPERIMENTS
+        || Local.present(&root.join(&name))?
+        || host.present(&remote_root.join(&name))?
+    {
         name = format!("{job_name}-{n}");
         n += 1;
     }
@@ -419,7 +429,7 @@ fn absolute(dir: PathBuf) -> Result<PathBuf> {
 }
 
 /// The directory of the jobs root that holds the experiments' directories.
-const EXPERIMENTS: &str = "experiments";
+pub(super) const EXPERIMENTS: &str = "experiments";
 
 /// The experiment's directory of job name `job_name` (`{experiment_dir}`): under the jobs
 /// root of the machine the job directory is on (the login node's with `--host`).
@@ -1672,9 +1682,10 @@ fn prepare_job(
 /// What the host tells of the place of job directory `dir` before anything is written: the
 /// warnings, or the refusal. A filesystem mounted noexec (on this machine, or on the login
 /// node with `--host`), when the job starts a program from it (the rank runtime), is refused
-/// where the job runs here, else a warning (`backend::host::noexec_problem`); on this machine,
-/// a path others may rename, which the group-shared setting accepted, is a warning
-/// (`backend::trust::renamable_warning`, naming the experiment directory when there is one).
+/// where the job runs here, else a warning (`backend::host::noexec_problem`); a path others
+/// may rename (here, or on the login node), which the group-shared setting accepted, is a
+/// warning (`backend::host::renamable_warning`, naming the experiment directory when there
+/// is one).
 fn place_here(
     host: &dyn Host,
     dir: &Path,
@@ -1689,12 +1700,12 @@ fn place_here(
     {
         warnings.push(problem?);
     }
-    if host.remote().is_some() {
-        return Ok(warnings);
-    }
-    if settings.jobs_root_shared.value == crate::backend::jobdir::Sharing::Group
-        && let Some(w) = crate::backend::trust::renamable_warning(dir, experiment.is_some())
-    {
+    if let Some(w) = crate::backend::host::renamable_warning(
+        host,
+        settings.jobs_root_shared.value,
+        dir,
+        experiment.is_some(),
+    ) {
         warnings.push(w);
     }
     Ok(warnings)

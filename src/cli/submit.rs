@@ -296,6 +296,19 @@ pub(super) fn rendered(
         p.warn(&w);
     }
     let job_name = rendered_job_name(&dir)?;
+    // Where others can rename it, as a launch says (`render` made the experiment directory
+    // the plan names, JOBS_ROOT/experiments/JOB_NAME).
+    let experiment = dir
+        .parent()
+        .is_some_and(|root| root.join(launch::EXPERIMENTS).join(&job_name).is_dir());
+    if let Some(w) = crate::backend::host::renamable_warning(
+        &crate::backend::host::Local,
+        sharing,
+        &dir,
+        experiment,
+    ) {
+        p.warn(&w);
+    }
     let started = backend::submit_rendered(
         executor,
         &dir,

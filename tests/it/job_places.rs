@@ -1094,3 +1094,238 @@ fn a_connection_lost_as_the_upload_lands_goes_on_with_it() {
     assert!(!home.join(".local/state/ovlaunch/jobs/unknown").exists());
     assert!(stdout(&o).is_empty(), "{}", stdout(&o));
 }
+
+/// On a login node, a job directory named by its path is held to the rule it is held to
+/// here: a path resolved there through a symbolic link another user owns is refused, exit 2,
+/// naming the link there, and no Slurm tool runs. The team's jobs root there is reached
+/// through `current`, the real `ovl-other`'s link (accepted with `jobs_root_shared: group`);
+/// two jobs `train` were submitted through it, one while it led to `a`, one while it led to
+/// `b` (from two laptops), so both records name `.../current/train`, and the link's owner
+/// chooses which one the path leads to (each submit warns that others can rename the job
+/// away there, as a jobs root here does). This machine, as the laptop, does not see the team's directory (a
+/// mount namespace hides it), so only the login node's check can refuse. (Before: `cancel
+/// .../current/train --host login` cancelled whichever job `ovl-other` pointed it at, exit 0;
+/// and a submit through a login node gave no warning.)
+#[test]
+fn a_login_nodes_job_is_not_chosen_by_another_users_link_there() {
+    if !root_or_skip("a_login_nodes_job_is_not_chosen_by_another_users_link_there") {
+        return;
+    }
+    let Some(_held) = remote_lock() else {
+        return;
+    };
+    let login = Login::start("/bin/sh");
+    let d = login.dir.path();
+    let team = d.join("team");
+    let other = crate::shared_cluster::other_uid();
+    std::fs::create_dir(&team).unwrap();
+    for r in ["a", "b"] {
+        std::fs::create_dir(team.join(r)).unwrap();
+        std::os::unix::fs::chown(team.join(r), Some(login.uid), Some(login.gid)).unwrap();
+    }
+    std::os::unix::fs::chown(&team, Some(other), Some(other)).unwrap();
+    let point = |at: &str| {
+        let o = crate::shared_cluster::as_other(&format!(
+            "ln -sfn {at} {}",
+            team.join("current").display()
+        ));
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let root = team.join("current");
+    let root = root.to_str().unwrap();
+    let home = d.join("home");
+    let env = [
+        ("HOME", home.to_str().unwrap()),
+        ("XDG_RUNTIME_DIR", &format!("{}/run", home.display())),
+        ("PATH", "/usr/bin:/bin"),
+        ("OVLAUNCH_JOBS_ROOT_SHARED", "group"),
+    ];
+    for (at, id) in [("a", 4848), ("b", 4849)] {
+        point(at);
+        // each submitted from a laptop of its own: no copy of the other's record here
+        let _ = std::fs::remove_dir_all(home.join(".local/state/ovlaunch/jobs"));
+        crate::shared_cluster::stand_in_sbatch(d, id, "0", "");
+        let o = ovlaunch_as(
+            login.uid,
+            login.gid,
+            &home,
+            &env,
+            &[
+                "submit",
+                "-r",
+                "llama8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                "train",
+                "--host",
+                "login",
+                "--remote-jobs-root",
+                root,
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        // as a jobs root here says: others can rename the job away there
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!(
+                "is under {} on login, which belongs to uid {other}",
+                team.display()
+            )) && e.contains("another user can rename the job directory away"),
+            "{e}"
+        );
+        assert!(
+            team.join(at).join("train/submission.json").is_file(),
+            "{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+    }
+    // Slurm knows both jobs, running; `scancel` says which one it was asked to cancel.
+    let calls = home.join("calls");
+    let job = team.join("current/train");
+    let answer = |id: u32| {
+        format!(
+            "{id}) echo \"JobId={id} JobName=train UserId={REMOTE}({uid}) JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0 WorkDir={j} StdOut={j}/slurm-{id}.out Power=\";;",
+            uid = login.uid,
+            j = job.display()
+        )
+    };
+    for (tool, body) in [
+        (
+            "scontrol",
+            format!(
+                "echo scontrol \"$@\" >> {c}\ncase \"${{@: -1}}\" in\n{}\n{}\n*) exit 1;;\nesac",
+                answer(4848),
+                answer(4849),
+                c = calls.display()
+            ),
+        ),
+        (
+            "scancel",
+            format!("echo scancel \"$@\" >> {}", calls.display()),
+        ),
+    ] {
+        let p = d.join("bin").join(tool);
+        std::fs::write(&p, format!("#!/bin/bash\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    point("a");
+    // The laptop: this machine with the team's directory hidden.
+    let laptop = |args: &[&str]| {
+        let _ = std::fs::remove_file(&calls);
+        let mut words = vec![
+            "--mount".to_string(),
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "mount -t tmpfs none {} && exec setpriv --reuid={} --regid={} --clear-groups env -i \"$@\"",
+                team.display(),
+                login.uid,
+                login.gid
+            ),
+            "sh".into(),
+        ];
+        words.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+        words.push(crate::common::bin().to_string());
+        words.extend(args.iter().map(|a| a.to_string()));
+        Command::new("unshare")
+            .args(&words)
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let called = || std::fs::read_to_string(&calls).unwrap_or_default();
+    for cmd in ["cancel", "status"] {
+        let o = laptop(&[cmd, job.to_str().unwrap(), "--host", "login"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}{}", called());
+        assert!(
+            err.contains(&format!(
+                "is reached through the symbolic link {} on login, which belongs to uid {other}",
+                team.join("current").display()
+            )),
+            "{cmd}: {err}"
+        );
+        assert_eq!(called(), "", "{cmd}: a Slurm tool ran");
+    }
+}
+
+/// A job named `experiments` does not take the jobs root's `experiments` directory, where
+/// every job's `{experiment_dir}` (its checkpoints) goes: its job directory is
+/// `experiments-2`, and a later job's experiment directory is made in the jobs root's own
+/// `experiments`, not inside another job's directory. (Before: the job took `experiments`,
+/// and every later job's checkpoints went into it, to be removed with it.)
+#[test]
+fn a_job_named_experiments_leaves_the_experiments_directory_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let jobs = d.path().join("jobs");
+    let render = |name: &str, more: &[&str]| {
+        let o = Command::new(bin())
+            .args([
+                "render",
+                "-r",
+                "llama3_8b",
+                "-g",
+                "h100x8",
+                "--job-name",
+                name,
+            ])
+            .arg("--jobs-root")
+            .arg(&jobs)
+            .args(more)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let out = render("experiments", &[]);
+    assert_eq!(out.trim(), jobs.join("experiments-2").display().to_string());
+    render("train", &["--set", "checkpoint.save={experiment_dir}/ckpt"]);
+    let experiments = jobs.join("experiments");
+    assert!(experiments.join("train").is_dir());
+    assert!(
+        !experiments.join("launch.sbatch").exists(),
+        "a job directory holds the experiments"
+    );
+}
+
+/// A jobs root whose filesystem fills up while the job directory is written (a real tmpfs of
+/// 1 MiB, mounted in a mount namespace of its own, too small for the job's copy of the rank
+/// runtime) fails with exit 1 naming the file, the job directory and the fix (free space or
+/// quota there, or another jobs root), and leaves nothing in the jobs root. (Before: "cannot
+/// copy .../ovlaunch-rank: No space left on device", naming the source, whose filesystem was
+/// not the full one, with no fix.)
+#[test]
+fn a_full_filesystem_is_named_as_the_job_directorys() {
+    if !root_or_skip("a_full_filesystem_is_named_as_the_job_directorys") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let small = d.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let jobs = small.join("jobs");
+    let script = format!(
+        "mount -t tmpfs -o size=1m none {s} || exit 99; {bin} render -r llama3_8b -g h100x8 --job-name full --jobs-root {j}; echo \"rc=$?\"; ls -A {j}",
+        s = small.display(),
+        j = jobs.display(),
+        bin = crate::common::bin()
+    );
+    let o = Command::new("unshare")
+        .args(["--mount", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(out.starts_with("rc=1\n"), "{out}{err}");
+    assert_eq!(out, "rc=1\n", "something was left in the jobs root");
+    assert!(
+        err.contains(&format!(
+            "cannot write ovlaunch-rank into the job directory {}: No space left on device",
+            jobs.join("full").display()
+        )) && err.contains(&format!(
+            "help: free space on the filesystem of {} (or your quota there",
+            jobs.display()
+        )),
+        "{err}"
+    );
+}

@@ -2942,8 +2942,9 @@ fn a_login_nodes_noexec_jobs_root_is_warned_about() {
 /// with `jobs_root_shared: group`: the job is written (its directory in the team's group,
 /// 0750, `secrets.env` 0600), with a warning naming the jobs root and `chmod +t`, since a
 /// team member can rename the job directory away and put theirs, with their own
-/// `ovlaunch-rank`, in its place (done here). With the sticky bit, no warning, and the rename
-/// fails. (Before: no word of it.)
+/// `ovlaunch-rank`, in its place (done here); `submit DIR` of the rendered directory says the
+/// same. With the sticky bit, no warning, and the rename fails. (Before: no word of it; then
+/// from `submit DIR`, none.)
 #[test]
 fn a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job() {
     if !root_or_skip("a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job") {
@@ -3003,6 +3004,25 @@ fn a_team_jobs_root_without_the_sticky_bit_warns_that_others_can_swap_the_job() 
     assert_eq!((meta.gid(), meta.mode() & 0o7777), (gid, 0o750));
     let secrets = std::fs::metadata(job.join("secrets.env")).unwrap();
     assert_eq!(secrets.mode() & 0o7777, 0o600);
+    // `submit DIR` of it says the same.
+    let o = Command::new(bin())
+        .arg("submit")
+        .arg(&job)
+        .env("OVLAUNCH_JOBS_ROOT_SHARED", "group")
+        .env("PATH", stand_in_sbatch(d.path(), 71, "0", ""))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "{} is under {}, which is writable by its group {SHARED_GROUP}",
+            job.display(),
+            team.display()
+        )) && e.contains("another user can rename the job directory away")
+            && e.contains(&format!("chmod +t {}", team.display())),
+        "submit DIR: {e}"
+    );
     // What the warning says: a team member swaps the job directory for theirs.
     let j = job.display();
     let o = member(format!(
@@ -3072,4 +3092,50 @@ fn a_tmpdir_others_can_rename_in_is_refused_for_staging() {
     let o = render();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(jobs.join("p/code.tar").is_file());
+}
+
+/// A jobs root reached through another user's symbolic link in a directory like `/tmp`
+/// (`jobs_root_shared: group` accepts the link), every directory it leads to this user's own: the link's owner can point it
+/// at another directory, so the job is written with the warning a team's jobs root gets,
+/// naming the link. (Before: no warning; the link was followed as if it were a directory of
+/// the target's.)
+#[test]
+fn a_jobs_root_through_another_users_link_warns_that_they_can_swap_the_job() {
+    if !root_or_skip("a_jobs_root_through_another_users_link_warns_that_they_can_swap_the_job") {
+        return;
+    }
+    let d = open_tempdir();
+    let mine = d.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    // where anyone may add a link, and none but its owner change it (like /tmp)
+    let shared = d.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let link = shared.join("current");
+    let o = as_other(&format!("ln -s {} {}", mine.display(), link.display()));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = Command::new(bin())
+        .args([
+            "render",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "h100x8",
+            "--job-name",
+            "j",
+        ])
+        .arg("--jobs-root")
+        .arg(&link)
+        .env("OVLAUNCH_JOBS_ROOT_SHARED", "group")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "is under {}, which belongs to ovl-other",
+            link.display()
+        )) && e.contains("another user can rename the job directory away"),
+        "{e}"
+    );
 }
