@@ -309,6 +309,19 @@ fn a_checkpoint_config_in_the_hf_cache_is_read_and_estimate_says_what_is_left() 
     insta::assert_snapshot!(transcript_of(&args, &o, &[(&h, "HF_HOME")]));
 }
 
+/// The names `ovlaunch recipes ARGS -o json` lists.
+fn recipes_listed(args: &[&str]) -> Vec<String> {
+    let mut a = vec!["recipes"];
+    a.extend(args);
+    a.extend(["-o", "json"]);
+    let v: Value = serde_json::from_str(&ok(&a)).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// `ovlaunch recipes` filters: a family, task or GPU kind the catalogue lacks is an error
 /// naming the flag and the closest names (never an empty list and exit 0), and `--gpu` keeps
 /// the library recipes, which run on any GPU kind.
@@ -317,21 +330,10 @@ fn recipes_filters_name_what_exists() {
     insta::assert_snapshot!(transcript(&["recipes", "--family", "qwn"], &[]));
     insta::assert_snapshot!(transcript(&["recipes", "--task", "train"], &[]));
     insta::assert_snapshot!(transcript(&["recipes", "--gpu", "v100"], &[]));
-    let listed = |args: &[&str]| -> Vec<String> {
-        let mut a = vec!["recipes"];
-        a.extend(args);
-        a.extend(["-o", "json"]);
-        let v: Value = serde_json::from_str(&ok(&a)).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["name"].as_str().unwrap().to_string())
-            .collect()
-    };
-    let any_gpu = listed(&["--family", "qwen_vl", "--task", "sft"]);
+    let any_gpu = recipes_listed(&["--family", "qwen_vl", "--task", "sft"]);
     assert!(!any_gpu.is_empty());
     assert_eq!(
-        listed(&["--family", "QWEN_VL", "--task", "SFT", "--gpu", "b200"]),
+        recipes_listed(&["--family", "QWEN_VL", "--task", "SFT", "--gpu", "b200"]),
         any_gpu
     );
 }
@@ -341,31 +343,20 @@ fn recipes_filters_name_what_exists() {
 /// error that names the closest word of the recipes' names.
 #[test]
 fn recipes_are_found_by_words_as_typed() {
-    let listed = |args: &[&str]| -> Vec<String> {
-        let mut a = vec!["recipes"];
-        a.extend(args);
-        a.extend(["-o", "json"]);
-        let v: Value = serde_json::from_str(&ok(&a)).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["name"].as_str().unwrap().to_string())
-            .collect()
-    };
     assert_eq!(
-        listed(&["llama", "70B", "sft"]),
+        recipes_listed(&["llama", "70B", "sft"]),
         ["llama31_70b_sft", "llama3_70b_sft", "llama3_70b_sft_perf"]
     );
     assert_eq!(
-        listed(&["Llama3.1", "405b", "--task", "pretrain"]),
+        recipes_listed(&["Llama3.1", "405b", "--task", "pretrain"]),
         ["llama31_405b", "llama31_405b_pretrain"]
     );
-    let vl = listed(&["qwen3-vl", "235b"]);
+    let vl = recipes_listed(&["qwen3-vl", "235b"]);
     assert!(vl.contains(&"qwen3_vl_235b_a22b".to_string()), "{vl:?}");
     assert!(vl.iter().all(|n| n.starts_with("qwen3_vl_235b")), "{vl:?}");
     // a Bridge function's name finds the recipe that runs it
     assert_eq!(
-        listed(&["llama3_70b_pretrain_64gpu_h100_bf16_config"]),
+        recipes_listed(&["llama3_70b_pretrain_64gpu_h100_bf16_config"]),
         ["llama3_70b"]
     );
     let o = run(&["recipes", "gemmma"]);
