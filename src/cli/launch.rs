@@ -268,10 +268,10 @@ fn check_job_name(name: &str, given: bool, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-/// Whether a job directory may not take `dir`'s name in the jobs root: [`EXPERIMENTS`] is
+/// Whether a job directory may not take the name `name` in the jobs root: [`EXPERIMENTS`] is
 /// where every job's experiment directory goes, even before one is made.
-fn reserved(dir: &Path) -> bool {
-    dir.file_name().is_some_and(|n| n == EXPERIMENTS)
+fn reserved(name: &str) -> bool {
+    name == EXPERIMENTS
 }
 
 /// Resolves the job directory to an absolute path (reads the working directory).
@@ -298,12 +298,13 @@ pub(super) fn job_dir(
             return Ok(JobDir::given(absolute(dir.clone())?, None));
         }
         let root = jobs_root(settings)?;
-        let mut dir = root.join(job_name);
+        let mut name = job_name.to_string();
         let mut n = 2;
-        while reserved(&dir) || host.present(&dir)? {
-            dir = root.join(format!("{job_name}-{n}"));
+        while reserved(&name) || host.present(&root.join(&name))? {
+            name = format!("{job_name}-{n}");
             n += 1;
         }
+        let dir = root.join(name);
         return Ok(JobDir::under(
             dir,
             None,
@@ -323,7 +324,7 @@ pub(super) fn job_dir(
     let remote_root = remote_jobs_root(settings, host)?;
     let mut name = job_name.to_string();
     let mut n = 2;
-    while name == EXPERIMENTS
+    while reserved(&name)
         || Local.present(&root.join(&name))?
         || host.present(&remote_root.join(&name))?
     {

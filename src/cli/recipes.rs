@@ -29,6 +29,22 @@ fn squashed(text: &str) -> String {
         .collect()
 }
 
+/// What words of `ovlaunch recipes WORDS` are looked for in: a recipe's name, aliases,
+/// description and Bridge functions, [`squashed`].
+fn searched<'a>(
+    name: &str,
+    aliases: impl Iterator<Item = &'a str>,
+    description: &str,
+    functions: impl Iterator<Item = &'a str>,
+) -> String {
+    let mut text = format!("{name} {description}");
+    for word in aliases.chain(functions) {
+        text.push(' ');
+        text.push_str(word);
+    }
+    squashed(&text)
+}
+
 impl Facts {
     fn of(r: &Recipe) -> Self {
         Facts {
@@ -36,17 +52,12 @@ impl Facts {
             task: r.task.clone(),
             gpus: r.variants.iter().map(|v| v.gpu.clone()).collect(),
             library: r.is_shipped() && r.kind == RecipeKind::Library,
-            text: squashed(&format!(
-                "{} {} {} {}",
-                r.name,
-                r.aliases.join(" "),
-                r.description,
-                r.variants
-                    .iter()
-                    .filter_map(|v| v.bridge_recipe.as_deref())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )),
+            text: searched(
+                &r.name,
+                r.aliases.iter().map(String::as_str),
+                &r.description,
+                r.variants.iter().filter_map(|v| v.bridge_recipe.as_deref()),
+            ),
         }
     }
 }
@@ -58,17 +69,12 @@ fn facts(src: &RecipeSource) -> Result<Facts> {
             task: e.task.map(str::to_string),
             gpus: e.gpus.iter().map(|g| g.to_string()).collect(),
             library: e.kind == RecipeKind::Library.name(),
-            text: squashed(&format!(
-                "{} {} {} {}",
+            text: searched(
                 e.name,
-                e.aliases.join(" "),
+                e.aliases.iter().copied(),
                 e.description,
-                e.variants
-                    .iter()
-                    .filter_map(|v| v.bridge_recipe)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )),
+                e.variants.iter().filter_map(|v| v.bridge_recipe),
+            ),
         },
         None => Facts::of(&src.parse()?),
     })

@@ -74,9 +74,7 @@ pub(super) fn run(
         return Err(e);
     }
     // The dry run shows the warnings in its summary; a submit must not hide them either.
-    for w in &prepared.job.plan.warnings {
-        p.warn(w);
-    }
+    p.plan_warnings(&prepared.job.plan);
     let again = || launch::prepare(plan_args, args, given);
     let (prepared, started) = launch::written(prepared, args, again, |prepared| {
         scripts::checked(p, &prepared.job, Files::All)?;
