@@ -8,7 +8,8 @@
 //! - [`locate`] picks the file: an explicit path, else the first of `ovlaunch-rank-ARCH` and
 //!   `ovlaunch-rank` next to the running launcher, then the same two names on PATH, that is
 //!   a regular file of at most [`MAX_BYTES`] built for the nodes' architecture (the others
-//!   are read for their header only, never run).
+//!   are read for their header only, never run). When none is, the refusal names each one
+//!   there that is for another architecture or no Linux program at all (a Mac's own build).
 //! - An explicit path (`--rank-runtime`, `OVLAUNCH_RANK_RUNTIME`, a profile's `rank_runtime`)
 //!   is read as configuration is (`input::read_trusted_bytes`: a regular file of at most
 //!   [`MAX_BYTES`] that no other user could have written), and copied within that bound.
@@ -47,8 +48,23 @@ const EM_AARCH64: u16 = 183;
 /// Program header type of the interpreter request (the dynamic loader's path).
 const PT_INTERP: u32 = 3;
 
+/// The first four bytes of a macOS program: Mach-O, 64- and 32-bit as written on a
+/// little-endian Mac, and a universal ("fat") binary (`<mach-o/loader.h>`, `<mach-o/fat.h>`).
+const MACH_O_MAGICS: [[u8; 4]; 3] = [
+    [0xcf, 0xfa, 0xed, 0xfe],
+    [0xce, 0xfa, 0xed, 0xfe],
+    [0xca, 0xfe, 0xba, 0xbe],
+];
+
+/// What [`inspect`] says of a macOS program.
+const MACH_O: &str = "a macOS (Mach-O) program, not a Linux one";
+
 /// Parses a 64-bit little-endian ELF file's header and program headers.
 pub fn inspect(bytes: &[u8]) -> std::result::Result<ElfInfo, String> {
+    if bytes.len() >= 4 && MACH_O_MAGICS.iter().any(|m| bytes[..4] == m[..]) {
+        // What `cargo build` on a Mac puts next to the launcher: ranks run on Linux.
+        return Err(MACH_O.into());
+    }
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
         return Err("not an ELF executable".into());
     }
@@ -178,8 +194,21 @@ pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch, nodes: &str)
     }
     let tried = candidates(arch);
     let mut wrong = Vec::new();
+    let mut tried_mac_build = false;
     for (p, place) in &tried {
-        let Ok(info) = read_info(p) else { continue };
+        // A file that is not there (or not readable) is passed over unnamed; one that is
+        // there but no Linux program for any architecture (a Mac's own build) is named.
+        let Ok(bytes) = crate::input::read_bytes(p, "--rank-runtime", MAX_BYTES) else {
+            continue;
+        };
+        let info = match inspect(&bytes) {
+            Ok(info) => info,
+            Err(why) => {
+                tried_mac_build |= why == MACH_O;
+                wrong.push(format!("{} is {why}", p.display()));
+                continue;
+            }
+        };
         if info.arch == Some(arch) {
             check_found(p, *place)?;
             return Ok(Chosen {
@@ -202,11 +231,20 @@ pub fn locate(explicit: Option<&Path>, origin: &str, arch: CpuArch, nodes: &str)
     if !wrong.is_empty() {
         msg.push_str(&format!("; {}", wrong.join("; ")));
     }
-    Err(Error::usage(msg).at_flag("--rank-runtime").help(format!(
-        "build a static one with `scripts/build-rank-runtime.sh {}` and pass --rank-runtime PATH (or set rank_runtime in a profile), or put it next to ovlaunch as {FILE}-{}",
-        arch.name(),
-        arch.name()
-    )))
+    let help = if tried_mac_build {
+        // A Mac cannot link a Linux program with the script below: built where ranks run.
+        format!(
+            "the ranks run on Linux: build the rank runtime on a Linux machine (on the login node, `cargo build --release` writes target/release/{FILE}-{}), copy it here and pass --rank-runtime PATH (or set rank_runtime in a profile), or launch without it (--no-rank-runtime)",
+            arch.name()
+        )
+    } else {
+        format!(
+            "build a static one with `scripts/build-rank-runtime.sh {}` and pass --rank-runtime PATH (or set rank_runtime in a profile), or put it next to ovlaunch as {FILE}-{}",
+            arch.name(),
+            arch.name()
+        )
+    };
+    Err(Error::usage(msg).at_flag("--rank-runtime").help(help))
 }
 
 fn arch_label(info: &ElfInfo) -> String {
@@ -236,14 +274,6 @@ fn check_arch(p: &Path, info: &ElfInfo, origin: &str, arch: CpuArch, nodes: &str
 
 /// The largest rank runtime read and copied into a job.
 pub const MAX_BYTES: u64 = crate::input::MAX_BINARY_BYTES;
-
-/// A found candidate's header, read as a program is (bounded, regular files only, never
-/// blocking).
-fn read_info(p: &Path) -> std::result::Result<ElfInfo, String> {
-    let bytes =
-        crate::input::read_bytes(p, "--rank-runtime", MAX_BYTES).map_err(|e| e.to_string())?;
-    inspect(&bytes)
-}
 
 /// The warning for a dynamically linked rank runtime started inside a container image.
 pub fn dynamic_warning(c: &Chosen) -> Option<String> {

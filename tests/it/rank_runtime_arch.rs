@@ -83,6 +83,55 @@ fn aarch64_nodes_without_an_aarch64_rank_runtime_are_refused() {
     assert!(err.contains("not an ELF executable"), "{err}");
 }
 
+/// On a Mac, `cargo build` puts a macOS rank runtime next to the launcher: it was passed over
+/// without a word ("no x86_64 rank runtime found"), with a fix (`scripts/build-rank-runtime.sh`)
+/// a Mac cannot run. The refusal names it and says where a Linux one comes from. (A launcher
+/// copied beside a file with a Mach-O header stands in for the Mac's build: nothing here runs
+/// macOS.)
+#[test]
+fn a_macos_rank_runtime_next_to_the_launcher_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let launcher = bin.join("ovlaunch");
+    std::fs::copy(common::bin(), &launcher).unwrap();
+    let mut mach_o = vec![0xcf, 0xfa, 0xed, 0xfe, 0x0c, 0x00, 0x00, 0x01];
+    mach_o.resize(4096, 0);
+    std::fs::write(bin.join("ovlaunch-rank-x86_64"), &mach_o).unwrap();
+    let job = tmp.path().join("job");
+    let o = Command::new(&launcher)
+        .args([
+            "render",
+            "--recipe",
+            &tiny(),
+            "--gpus",
+            "h100x8",
+            "--job-dir",
+        ])
+        .arg(&job)
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("OVLAUNCH_RANK_RUNTIME")
+        .env_remove("OVLAUNCH_PROFILE")
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} is a macOS (Mach-O) program, not a Linux one",
+            bin.join("ovlaunch-rank-x86_64").display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("build the rank runtime on a Linux machine")
+            && err.contains("--no-rank-runtime")
+            && !err.contains("scripts/build-rank-runtime.sh"),
+        "{err}"
+    );
+    assert!(!job.exists(), "nothing written");
+}
+
 #[test]
 fn the_job_runs_its_own_copy_of_the_rank_runtime() {
     let tmp = tempfile::tempdir().unwrap();
