@@ -75,13 +75,13 @@ pub(super) fn list(p: &Printer, section: Option<&str>, out: OutputArg) -> Result
             }
             None => {
                 let all: Vec<&str> = config::sections().collect();
-                return Err(Error::usage(format!("unknown section `{s}`")).help(
-                    did_you_mean_then(
+                return Err(Error::usage(format!("unknown section `{s}`"))
+                    .at_flag("SECTION")
+                    .help(did_you_mean_then(
                         s,
                         all.iter().copied(),
                         format!("sections: {}", all.join(", ")),
-                    ),
-                ));
+                    )));
             }
         }
     }

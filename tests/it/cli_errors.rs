@@ -2495,6 +2495,10 @@ fn an_unknown_name_with_no_close_match_still_gets_a_fix() {
     // an unknown section of `fields` gets the sections, as `--set` does (`fields` alone
     // prints every field of every section)
     let err = usage_error(&["fields", "zzzz"]);
+    assert!(
+        err.starts_with("error: SECTION: unknown section `zzzz`"),
+        "{err}"
+    );
     for section in ovlaunch::config::sections() {
         assert!(
             help(&err).contains(&format!(" {section},")) || help(&err).ends_with(section),
