@@ -558,8 +558,9 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
     assert!(!Path::new(&job).exists(), "wrote the job");
 }
 
-/// A profile's env value given null, or a key given a list where it takes text, is refused in words, at the file's
-/// line, not in the YAML reader's Rust terms (`use Option<String>`).
+/// A profile's env value given null, a key given a list where it takes text, or text where it
+/// takes a list, is refused in words, at the file's line, not in the YAML reader's Rust terms
+/// (`use Option<String>`) or a bare "expected a list".
 #[test]
 fn a_profile_value_of_the_wrong_shape_is_refused_in_words() {
     let s = Site::new();
@@ -574,6 +575,12 @@ fn a_profile_value_of_the_wrong_shape_is_refused_in_words() {
             "    account: [a, b]\n",
             4,
             "expected text, found a list or a mapping",
+        ),
+        // one mount written as text where a list belongs: the words say how a list is written
+        (
+            "    container_mounts: /lustre/data:/data:ro\n",
+            4,
+            "expected a list: `[A, B]`, or a `- ITEM` line for each (one item too)",
         ),
     ] {
         std::fs::write(

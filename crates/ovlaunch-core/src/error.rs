@@ -255,7 +255,9 @@ pub fn serde_words(message: &str) -> String {
     // the YAML reader's own words, where a section or a list was expected
     match message {
         "expected mapping start" => return "expected a mapping (`FIELD: VALUE` lines)".into(),
-        "expected sequence start" => return "expected a list".into(),
+        "expected sequence start" => {
+            return "expected a list: `[A, B]`, or a `- ITEM` line for each (one item too)".into();
+        }
         // the YAML reader's words for null or a collection where text belongs, which name
         // Rust's types (`use Option<String>`)
         "cannot deserialize null into string; use Option<String>" => {
@@ -461,6 +463,10 @@ mod tests {
             (
                 "cannot deserialize null into string; use Option<String>",
                 "expected text, found null (an empty value): give the text, `\"\"` for empty text, or leave the key out",
+            ),
+            (
+                "expected sequence start",
+                "expected a list: `[A, B]`, or a `- ITEM` line for each (one item too)",
             ),
             (
                 "expected string scalar",
