@@ -19,7 +19,7 @@ use nix::sys::signal::Signal;
 use super::host::{Host, Local, Ran};
 use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
-use super::{Backend, Cancelled, Entry, Schedule, Sink, Started, Undo, write_record_on};
+use super::{Backend, Cancelled, Entry, Logged, Schedule, Sink, Started, Undo, write_record_on};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::render::Executor;
@@ -127,11 +127,12 @@ impl Backend for Slurm {
     /// read every [`FOLLOW_READ`], which costs the controller nothing) and asks Slurm for
     /// the job's state only now and then ([`FollowChecks`]: after 1 s, then twice as long
     /// each time, at most every 30 s), until the job reaches a final state; then reads the
-    /// file once more. A controller that stops answering, a forgotten job or a reused id
+    /// file once more, and a job that ended without the file is [`Logged::NoOutput`], with
+    /// why ([`no_output`]). A controller that stops answering, a forgotten job or a reused id
     /// ends the loop with an error instead of following forever; a login node's connection
     /// lost is waited for, [`RECONNECT`] at most (`Host::reconnected`), and the output goes
     /// on from where it was.
-    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<Logged> {
         let host = &*self.host;
         let id = job_id(host, rec)?;
         // A job submitted through a login node has its directory there (`dir` is the copy
@@ -143,26 +144,36 @@ impl Backend for Slurm {
         let mut tail = host.follow();
         let path = dir.join(layout::slurm_output(id.as_str()));
         let mut checks = FollowChecks::new(Instant::now());
+        // Whether the output file was there at some read.
+        let mut seen = false;
         loop {
             let found = tail.read(&path, out);
             if !follow {
                 if !found? {
-                    return Err(no_output(host, &id, rec, &path));
+                    let st = expected(host, rec).and_then(|e| status(host, &id, &e));
+                    return Err(no_output(host, &id, rec, &path, st));
                 }
-                return Ok(());
+                return Ok(Logged::Shown);
             }
-            let ended = found.and_then(|_| {
-                Ok(checks.due(Instant::now())
-                    && status(host, &id, &expected(host, rec)?)?.phase.is_final())
+            let ended = found.and_then(|found| {
+                seen |= found;
+                if !checks.due(Instant::now()) {
+                    return Ok(None);
+                }
+                let st = status(host, &id, &expected(host, rec)?)?;
+                Ok(st.phase.is_final().then_some(st))
             });
             match ended {
-                Ok(true) => {
+                Ok(Some(st)) => {
                     // One last read after the final state, then stop.
-                    tail.read(&path, out)?;
+                    seen |= tail.read(&path, out)?;
                     tail.flush(out)?;
-                    return Ok(());
+                    if !seen {
+                        return Ok(Logged::NoOutput(no_output(host, &id, rec, &path, Ok(st))));
+                    }
+                    return Ok(Logged::Shown);
                 }
-                Ok(false) => {}
+                Ok(None) => {}
                 // A login node's connection lost for a while: go on where the output was.
                 Err(_) if host.reconnected(RECONNECT) => {}
                 Err(e) => return Err(e),
@@ -172,12 +183,26 @@ impl Backend for Slurm {
     }
 }
 
-/// Why job `id` has no output file at `path`, by its state: a job that ended has none
-/// (Slurm creates the file when the job starts: one cancelled or failed before it started
-/// never had one), a pending job none yet. When Slurm cannot say, both are possible.
-fn no_output(host: &dyn Host, id: &JobId, rec: &Submission, path: &Path) -> Error {
+/// Why job `id` has no output file at `path`, by its state `st`: a job that ran had one
+/// (Slurm creates the file when the job starts and never removes it: it was removed or moved
+/// since), one that ended otherwise may never have had one (cancelled or failed before it
+/// started), a pending job has none yet. When Slurm cannot say, both are possible.
+fn no_output(
+    host: &dyn Host,
+    id: &JobId,
+    rec: &Submission,
+    path: &Path,
+    st: Result<JobStatus>,
+) -> Error {
     let at = format!("{}{}", path.display(), host.on());
-    match expected(host, rec).and_then(|e| status(host, id, &e)) {
+    match st {
+        Ok(st) if st.phase.is_final() && super::state::ran(&st.slurm_state) => {
+            Error::runtime(format!(
+                "job {id} ({}) ran and ended {}, but its output file {at} is not there",
+                rec.job_name, st.slurm_state
+            ))
+            .help("Slurm creates the file when the job starts and never removes it: it was removed or moved since (or Slurm could not write it there)")
+        }
         Ok(st) if st.phase.is_final() => Error::runtime(format!(
             "job {id} ({}) ended {} and left no output at {at}",
             rec.job_name, st.slurm_state
@@ -655,6 +680,7 @@ fn lookup(
             info.get("Restarts").and_then(|r| r.parse().ok()),
         );
         st.reason = info.get("Reason").filter(|r| r != "None");
+        st.time_limit = info.get("TimeLimit");
         if st.restarts.is_some_and(|r| r > 0) && !st.phase.is_final() {
             st.requeued_after = previous_run(host, id);
         }

@@ -1,11 +1,15 @@
 //! A training job's life as its user lives it, on the REAL local Slurm (the shared cluster of
 //! `slurm_e2e`): sbatch settings given with `--sbatch-arg` that would take the job out of
-//! ovlaunch's hands. sbatch and squeue are the real ones; the trainers are stand-ins
-//! (`true`), because no GPU is here.
+//! ovlaunch's hands, the output file of a finished job removed before `logs` reads it, and a
+//! job that reaches its time limit. sbatch, scontrol, squeue and Slurm's time limit are the
+//! real ones; the trainers are stand-ins (`true`, `sleep`), because no GPU is here.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use super::slurm_e2e::{Cluster, cluster};
+use serde_json::Value;
+
+use super::slurm_e2e::{Cluster, cluster, wait_final};
 use crate::common;
 
 fn tiny() -> String {
@@ -39,6 +43,27 @@ fn submit_args<'a>(
     args.push("--");
     args.extend_from_slice(trainer);
     args
+}
+
+/// Submits a one-rank job named `name` under `root`; its directory.
+fn submit_ok(c: &Cluster, root: &Path, name: &str, extra: &[&str], trainer: &[&str]) -> PathBuf {
+    let r = tiny();
+    let o = c.ovlaunch(&submit_args(
+        root.to_str().unwrap(),
+        name,
+        &r,
+        extra,
+        trainer,
+    ));
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    root.join(name)
+}
+
+fn recorded_id(dir: &Path) -> String {
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
+            .unwrap();
+    rec["job_id"].as_str().expect("a job id").to_string()
 }
 
 /// The ids of every job Slurm holds under `name` (any state).
@@ -83,4 +108,100 @@ fn a_working_directory_of_the_users_is_refused_before_sbatch() {
         assert!(!root.join(name).exists(), "{word}: a directory was written");
         assert_eq!(slurm_ids(c, name), Vec::<String>::new(), "{word}");
     }
+}
+
+/// A finished job's output file is removed (a clean-up, a quota script) before its user reads
+/// it. `logs` says the job ran and its file is gone, not that a job "cancelled or failed before
+/// it started" has none; `logs --follow` said nothing at all: it printed the final state as if
+/// the output had been shown. It now says the same on stderr before the final state, and
+/// exits as `status` does (0: the job succeeded).
+#[test]
+fn logs_of_a_job_whose_output_was_removed_say_so() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("life-removed");
+    let dir = submit_ok(
+        c,
+        &root,
+        "output-removed",
+        &["--time", "00:03:00"],
+        &["true"],
+    );
+    let st = wait_final(c, &dir);
+    assert_eq!(st["slurm_state"], "COMPLETED", "{st}");
+    let id = recorded_id(&dir);
+    let out = dir.join(format!("slurm-{id}.out"));
+    assert!(out.exists(), "the job wrote no output");
+    std::fs::remove_file(&out).unwrap();
+    let root_s = root.to_str().unwrap();
+
+    let o = c.ovlaunch(&["logs", "output-removed", "--jobs-root", root_s]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "job {id} (output-removed) ran and ended COMPLETED"
+        )) && err.contains(&format!("slurm-{id}.out"))
+            && err.contains("removed or moved since"),
+        "{err}"
+    );
+    assert!(!err.contains("before it started"), "{err}");
+
+    let o = c.ovlaunch(&["logs", "-f", "output-removed", "--jobs-root", root_s]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(common::stdout(&o), "", "{err}");
+    assert!(
+        err.contains(&format!("slurm-{id}.out"))
+            && err.contains("removed or moved since")
+            && err.contains(&format!(
+                "job {id} (output-removed) ended: COMPLETED exit=0:0"
+            )),
+        "{err}"
+    );
+}
+
+/// A job reaches its time limit: `status` says TIMEOUT, exits 3 (a failure), and says what to
+/// do about it on stderr: submit again with a longer `--time`, naming the limit it had; `list`
+/// shows the state Slurm gave, not only `failed`, so a time limit is told from a crash;
+/// `logs -f` ends with the same advice. The time limit is Slurm's own (1 minute, the least
+/// sbatch takes; slurmctld checks limits every 30 s).
+#[test]
+fn a_job_that_reaches_its_time_limit_says_to_ask_for_more_time() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("life-timeout");
+    let dir = submit_ok(c, &root, "time-limit", &["--time", "1"], &["sleep", "600"]);
+    let t = Instant::now();
+    let st = loop {
+        let o = c.ovlaunch(&["status", dir.to_str().unwrap(), "-o", "json"]);
+        let st: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        if st["phase"] != "pending" && st["phase"] != "running" {
+            break st;
+        }
+        assert!(t.elapsed() < Duration::from_secs(180), "never ended: {st}");
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    assert_eq!(st["slurm_state"], "TIMEOUT", "{st}");
+    let root_s = root.to_str().unwrap();
+    let o = c.ovlaunch(&["status", "time-limit", "--jobs-root", root_s]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        common::stdout(&o).contains(" TIMEOUT exit="),
+        "{}",
+        common::stdout(&o)
+    );
+    assert!(
+        err.contains("reached its time limit (00:01:00)") && err.contains("--time"),
+        "{err}"
+    );
+    let o = c.ovlaunch(&["list", "--jobs-root", root_s]);
+    let out = common::stdout(&o);
+    assert!(out.contains("failed: TIMEOUT"), "{out}");
+    let o = c.ovlaunch(&["logs", "-f", "time-limit", "--jobs-root", root_s]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("ended: TIMEOUT") && err.contains("reached its time limit (00:01:00)"),
+        "{err}"
+    );
 }
