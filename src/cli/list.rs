@@ -275,12 +275,10 @@ pub(super) fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     }
     problems.clear();
     // Oldest first: by when the submission started (rendered jobs, which have no time,
-    // first), then by directory in the order the launcher names them (`NAME-2` before
-    // `NAME-10`).
+    // first), within one second by Slurm's job id, then by directory in the order the
+    // launcher names them (`NAME-2` before `NAME-10`).
     found.sort_by(|(a, _), (b, _)| {
-        let t = |f: &Found| f.record.as_ref().and_then(|r| r.started_unix);
-        t(a).cmp(&t(b))
-            .then_with(|| record::name_order(&a.dir, &b.dir))
+        record::submission_order((&a.dir, a.record.as_ref()), (&b.dir, b.record.as_ref()))
     });
     let mut backends = Backends::default();
     let rows: Vec<Listed> = found

@@ -1,7 +1,7 @@
 //! A training job's life as its user lives it, on the REAL local Slurm (the shared cluster of
 //! `slurm_e2e`): sbatch settings given with `--sbatch-arg` that would take the job out of
-//! ovlaunch's hands, the output file of a finished job removed before `logs` reads it, and a
-//! job that reaches its time limit. sbatch, scontrol, squeue and Slurm's time limit are the
+//! ovlaunch's hands, the output file of a finished job removed before `logs` reads it, a
+//! job that reaches its time limit, and jobs of several names submitted within one second. sbatch, scontrol, squeue and Slurm's time limit are the
 //! real ones; the trainers are stand-ins (`true`, `sleep`), because no GPU is here.
 
 use std::path::{Path, PathBuf};
@@ -204,4 +204,45 @@ fn a_job_that_reaches_its_time_limit_says_to_ask_for_more_time() {
         err.contains("ended: TIMEOUT") && err.contains("reached its time limit (00:01:00)"),
         "{err}"
     );
+}
+
+/// A loop submits a sweep, one job per name, each within a second of the last: `list` put the
+/// jobs of one second in the order of their names, and `status`, `logs` without a JOB took the
+/// last name in the alphabet for "the latest job", not the job submitted last. Within one
+/// second Slurm's job id tells the order. The two submits are tried until they land in one
+/// second (the record's time has whole seconds).
+#[test]
+fn jobs_submitted_within_one_second_keep_their_order() {
+    let Some((_turn, c)) = cluster() else { return };
+    let started = |dir: &Path| -> u64 {
+        let rec: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
+                .unwrap();
+        rec["started_unix"].as_u64().unwrap()
+    };
+    let mut tries = 0;
+    let (root, first, second) = loop {
+        tries += 1;
+        assert!(tries <= 10, "no two submits within one second in 10 tries");
+        let root = c.dir.path().join(format!("life-order-{tries}"));
+        let first = submit_ok(c, &root, "zz-first", &["--time", "00:03:00"], &["true"]);
+        let second = submit_ok(c, &root, "aa-second", &["--time", "00:03:00"], &["true"]);
+        if started(&first) == started(&second) {
+            break (root, first, second);
+        }
+    };
+    let root_s = root.to_str().unwrap();
+    let o = c.ovlaunch(&["list", "--jobs-root", root_s, "-o", "json"]);
+    let list: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["zz-first", "aa-second"], "{list}");
+    let o = c.ovlaunch(&["status", "--jobs-root", root_s, "-o", "json"]);
+    let st: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(st["job_id"], recorded_id(&second).as_str(), "{st}");
+    assert_ne!(recorded_id(&first), recorded_id(&second));
 }
