@@ -628,11 +628,17 @@ fn status_of(
     info: Option<JobInfo>,
 ) -> Result<JobStatus> {
     lookup(host, id, expect, info)?.ok_or_else(|| {
-        other_cluster(host, id, expect).unwrap_or_else(|| {
-            Error::runtime(format!(
+        other_cluster(host, id, expect).unwrap_or_else(|| match tool(host, "sacct") {
+            Ok(()) => Error::runtime(format!(
                 "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
             ))
-            .help("its output is in the job directory")
+            .help("its output is in the job directory"),
+            // Accounting and the job-completion log were not asked: they may well have it.
+            Err(_) => Error::runtime(format!(
+                "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge), and `sacct`, which reads accounting and the job-completion log, is not on PATH{}",
+                host.on()
+            ))
+            .help("run status where sacct is installed (a login node of the cluster) to read how the job ended; its output is in the job directory"),
         })
     })
 }
