@@ -426,9 +426,22 @@ pub fn submit(host: &dyn Host, script: &Path, workdir: &Path) -> Result<Submitte
     }
     if !out.ok {
         let said = out.stderr.trim();
+        let script_text = host
+            .read_from(Path::new(script), 0)
+            .ok()
+            .flatten()
+            .map(|c| String::from_utf8_lossy(&c.bytes).into_owned())
+            .unwrap_or_default();
+        let asked = refused_lines(said, &script_text);
+        let message = match asked.as_slice() {
+            [] => format!("sbatch rejected the script: {said}"),
+            lines => format!(
+                "sbatch rejected the script: {said}\n  the launch script asks: {}",
+                lines.join(", ")
+            ),
+        };
         return Err(SubmitError::NotQueued(
-            Error::runtime(format!("sbatch rejected the script: {said}"))
-                .help(rejection_help(said, host.remote())),
+            Error::runtime(message).help(rejection_help(said, host.remote())),
         ));
     }
     // `--parsable` prints `jobid[;cluster]`.
@@ -471,6 +484,7 @@ fn rejection_help(said: &str, login: Option<&str>) -> String {
         "Invalid ",
         "invalid ",
         "not valid",
+        "is invalid",
     ];
     if UNREACHABLE.iter().any(|w| said.contains(w)) {
         match login {
@@ -482,6 +496,52 @@ fn rejection_help(said: &str, login: Option<&str>) -> String {
     } else {
         "nothing was queued; sbatch's own words above say why".into()
     }
+}
+
+/// The words of sbatch's refusals (Slurm 22.05's `slurm_strerror` texts and sbatch's own
+/// option errors, as sbatch prints them, compared without case) and the sbatch option each
+/// names: the launch script's line of that option is what to change.
+const REFUSED_OPTIONS: &[(&str, &str)] = &[
+    ("invalid partition", "partition"),
+    ("account/partition combination", "partition"),
+    ("invalid account", "account"),
+    ("invalid qos", "qos"),
+    ("requested reservation is invalid", "reservation"),
+    ("invalid feature specification", "constraint"),
+    ("invalid node name", "nodelist"),
+    ("invalid license", "licenses"),
+    ("invalid --mail-type", "mail-type"),
+    ("invalid --begin", "begin"),
+    ("invalid --mem", "mem"),
+    ("invalid time-min", "time-min"),
+    ("invalid wckey", "wckey"),
+];
+
+/// The launch script's `#SBATCH` lines of the options sbatch's refusal `said` names
+/// ([`REFUSED_OPTIONS`], or an option sbatch does not know: `unrecognized option
+/// '--name=value'`), each once, in the script's order.
+fn refused_lines(said: &str, script: &str) -> Vec<String> {
+    let lower = said.to_lowercase();
+    let unknown = said
+        .split("unrecognized option '--")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', '\'']).next());
+    let named: Vec<&str> = REFUSED_OPTIONS
+        .iter()
+        .filter(|(words, _)| lower.contains(words))
+        .map(|(_, option)| *option)
+        .chain(unknown)
+        .collect();
+    script
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("#SBATCH --").is_some_and(|rest| {
+                let name = rest.split('=').next().unwrap_or(rest);
+                named.contains(&name)
+            })
+        })
+        .map(|l| format!("`{l}`"))
+        .collect()
 }
 
 /// `ClusterName` from the Slurm configuration.
@@ -905,6 +965,30 @@ mod tests {
         ] {
             assert_eq!(ended_as(state, from).as_deref(), ended, "{state} {from:?}");
         }
+    }
+
+    /// sbatch's refusal of an option ovlaunch wrote names the launch script's line of it.
+    #[test]
+    fn a_refusal_quotes_the_line_it_refuses() {
+        let script = "#!/bin/bash\n#SBATCH --account=acct\n#SBATCH --job-name=x\n#SBATCH --partition=nope\n#SBATCH --reservation=r1\n#SBATCH --wait-all-nodes=1\necho --partition=x\n";
+        let lines = |said| refused_lines(said, script);
+        assert_eq!(
+            lines("sbatch: error: invalid partition specified: nope\nsbatch: error: Batch job submission failed: Invalid partition name specified"),
+            ["`#SBATCH --partition=nope`"]
+        );
+        assert_eq!(
+            lines("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified"),
+            ["`#SBATCH --account=acct`", "`#SBATCH --partition=nope`"]
+        );
+        assert_eq!(
+            lines("sbatch: error: Batch job submission failed: Requested reservation is invalid"),
+            ["`#SBATCH --reservation=r1`"]
+        );
+        assert_eq!(
+            lines("sbatch: unrecognized option '--wait-all-nodes=1'\nTry \"sbatch --help\" for more information"),
+            ["`#SBATCH --wait-all-nodes=1`"]
+        );
+        assert!(lines("sbatch: error: Unable to contact slurm controller").is_empty());
     }
 
     #[test]

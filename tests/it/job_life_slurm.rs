@@ -1,7 +1,8 @@
 //! A training job's life as its user lives it, on the REAL local Slurm (the shared cluster of
 //! `slurm_e2e`): sbatch settings given with `--sbatch-arg` that would take the job out of
 //! ovlaunch's hands, the output file of a finished job removed before `logs` reads it, a
-//! job that reaches its time limit, and jobs of several names submitted within one second. sbatch, scontrol, squeue and Slurm's time limit are the
+//! job that reaches its time limit, jobs of several names submitted within one second, and
+//! sbatch refusing a setting the cluster does not have. sbatch, scontrol, squeue and Slurm's time limit are the
 //! real ones; the trainers are stand-ins (`true`, `sleep`), because no GPU is here.
 
 use std::path::{Path, PathBuf};
@@ -245,4 +246,48 @@ fn jobs_submitted_within_one_second_keep_their_order() {
     let st: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(st["job_id"], recorded_id(&second).as_str(), "{st}");
     assert_ne!(recorded_id(&first), recorded_id(&second));
+}
+
+/// sbatch refuses a setting the cluster does not have: a partition, a reservation or a
+/// constraint given with `--sbatch-arg`. Nothing is queued and nothing written; the error
+/// quoted sbatch's words only, and now also the launch script's line sbatch refused, so the
+/// user sees which setting to change, wherever it came from (a profile's too); a refused
+/// reservation got no fix at all.
+#[test]
+fn sbatch_refusing_a_setting_names_the_scripts_line() {
+    let Some((_turn, c)) = cluster() else { return };
+    let root = c.dir.path().join("life-refused");
+    let r = tiny();
+    let root_s = root.to_str().unwrap();
+    for (name, extra, line) in [
+        (
+            "refused-partition",
+            vec!["--partition", "nosuchpartition"],
+            "`#SBATCH --partition=nosuchpartition`",
+        ),
+        (
+            "refused-reservation",
+            vec!["--sbatch-arg=--reservation=nosuchresv"],
+            "`#SBATCH --reservation=nosuchresv`",
+        ),
+        (
+            "refused-constraint",
+            vec!["--sbatch-arg=--constraint=nosuchfeature"],
+            "`#SBATCH --constraint=nosuchfeature`",
+        ),
+    ] {
+        let mut extra = extra;
+        extra.extend(["--time", "00:03:00"]);
+        let o = c.ovlaunch(&submit_args(root_s, name, &r, &extra, &["true"]));
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains("sbatch rejected the script: ")
+                && err.contains(&format!("the launch script asks: {line}"))
+                && err.contains("help: nothing was queued: change the setting sbatch names"),
+            "{name}: {err}"
+        );
+        assert!(!root.join(name).exists(), "{name}: a directory was left");
+        assert_eq!(slurm_ids(c, name), Vec::<String>::new(), "{name}");
+    }
 }
