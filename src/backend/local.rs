@@ -23,7 +23,7 @@ use nix::sys::signal::Signal;
 use super::record::{LocalRun, Submission};
 use super::tail::Tail;
 use super::{
-    Backend, Entry, JobOutput, JobStatus, Schedule, Sink, Started, Undo, write_record,
+    Backend, Entry, JobOutput, JobStatus, Logged, Schedule, Sink, Started, Undo, write_record,
 };
 use crate::error::{Error, Result};
 use crate::layout;
@@ -199,7 +199,7 @@ impl Backend for Local {
     /// process gone, or none named) for [`RECORD_WAIT`]: the ovlaunch that ran it stopped
     /// before it could record the end or before the run started (or was older), and `logs`
     /// ends on `status`'s word for it.
-    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<Logged> {
         let path = dir.join(layout::LOCAL_OUTPUT);
         let mut tail = Tail::default();
         // Since when the record has named no run still going, without an exit code.
@@ -215,7 +215,7 @@ impl Backend for Local {
                     ))
                     .help("a local run before ovlaunch kept its output showed it only on the terminal that ran it"));
                 }
-                return tail.flush(out);
+                return tail.flush(out).map(|()| Logged::Shown);
             }
             let now = super::record::read(dir).unwrap_or_else(|_| rec.clone());
             let going = now.local_run.is_some_and(alive);
@@ -226,7 +226,7 @@ impl Backend for Local {
             };
             if now.exit_code.is_some() || no_run.is_some_and(|t| t.elapsed() >= RECORD_WAIT) {
                 tail.read(&path, out)?;
-                return tail.flush(out);
+                return tail.flush(out).map(|()| Logged::Shown);
             }
             std::thread::sleep(READ_EVERY);
         }

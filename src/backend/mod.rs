@@ -166,6 +166,16 @@ pub enum Cancelled {
     Forgotten,
 }
 
+/// How `logs` ended.
+#[derive(Debug)]
+pub enum Logged {
+    /// The output there was went to the sink.
+    Shown,
+    /// `--follow`: the job ended and never had an output file at the place it is read from;
+    /// why (the command says so before the job's final state).
+    NoOutput(Error),
+}
+
 /// Where output goes (the CLI's stdout).
 pub type Sink<'a> = &'a mut dyn FnMut(&str) -> Result<()>;
 
@@ -192,7 +202,7 @@ pub trait Backend {
     /// Cancels the job; with `signal`, sends it to the job's running step instead.
     fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<Cancelled>;
     /// The job's output so far; with `follow`, also what arrives until the job ends.
-    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()>;
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<Logged>;
     /// Whether the job directory `dir` no longer exists (a refused submission removed it).
     fn gone(&self, dir: &Path) -> bool {
         !dir.exists()

@@ -385,8 +385,34 @@ pub(crate) fn name_order(a: &Path, b: &Path) -> std::cmp::Ordering {
     a.len().cmp(&b.len())
 }
 
-/// All job directories with a readable record under `root`, oldest first (by when the
-/// submission started, then by [`name_order`]).
+/// Submissions oldest first: by when the submission started (a directory without a record,
+/// which has no time, first); within one second by Slurm's job id where both are jobs of one
+/// Slurm cluster (Slurm numbers the jobs it queues in order; one loop submitting jobs of
+/// several names is ordered as it submitted them, not by name); then by [`name_order`].
+pub(crate) fn submission_order(
+    (a_dir, a): (&Path, Option<&Submission>),
+    (b_dir, b): (&Path, Option<&Submission>),
+) -> std::cmp::Ordering {
+    let started = |r: Option<&Submission>| r.and_then(|r| r.started_unix);
+    // The number Slurm gave the job (an array task's job part before `_`), and its cluster.
+    let slurm_id = |r: Option<&Submission>| {
+        let r = r.filter(|r| r.executor == "slurm")?;
+        let id = r.job_id.as_ref()?.as_str();
+        let n: u64 = id.split('_').next()?.parse().ok()?;
+        Some((n, (r.cluster.clone(), r.host.clone())))
+    };
+    let ids = match (slurm_id(a), slurm_id(b)) {
+        (Some((x, at)), Some((y, bt))) if at == bt => x.cmp(&y),
+        _ => std::cmp::Ordering::Equal,
+    };
+    started(a)
+        .cmp(&started(b))
+        .then(ids)
+        .then_with(|| name_order(a_dir, b_dir))
+}
+
+/// All job directories with a readable record under `root`, oldest first
+/// ([`submission_order`]).
 pub fn list(root: &Path) -> Vec<(PathBuf, Submission)> {
     list_on(&Local, root)
 }
@@ -398,11 +424,7 @@ pub fn list_on(host: &dyn Host, root: &Path) -> Vec<(PathBuf, Submission)> {
         .into_iter()
         .filter_map(|f| f.record.map(|r| (f.dir, r)))
         .collect();
-    out.sort_by(|a, b| {
-        a.1.started_unix
-            .cmp(&b.1.started_unix)
-            .then_with(|| name_order(&a.0, &b.0))
-    });
+    out.sort_by(|a, b| submission_order((&a.0, Some(&a.1)), (&b.0, Some(&b.1))));
     out
 }
 

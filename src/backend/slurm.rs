@@ -19,7 +19,7 @@ use nix::sys::signal::Signal;
 use super::host::{Host, Local, Ran};
 use super::record::{JobId, RecordState, Submission};
 use super::state::JobStatus;
-use super::{Backend, Cancelled, Entry, Schedule, Sink, Started, Undo, write_record_on};
+use super::{Backend, Cancelled, Entry, Logged, Schedule, Sink, Started, Undo, write_record_on};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::render::Executor;
@@ -127,11 +127,12 @@ impl Backend for Slurm {
     /// read every [`FOLLOW_READ`], which costs the controller nothing) and asks Slurm for
     /// the job's state only now and then ([`FollowChecks`]: after 1 s, then twice as long
     /// each time, at most every 30 s), until the job reaches a final state; then reads the
-    /// file once more. A controller that stops answering, a forgotten job or a reused id
+    /// file once more, and a job that ended without the file is [`Logged::NoOutput`], with
+    /// why ([`no_output`]). A controller that stops answering, a forgotten job or a reused id
     /// ends the loop with an error instead of following forever; a login node's connection
     /// lost is waited for, [`RECONNECT`] at most (`Host::reconnected`), and the output goes
     /// on from where it was.
-    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<()> {
+    fn logs(&self, dir: &Path, rec: &Submission, follow: bool, out: Sink<'_>) -> Result<Logged> {
         let host = &*self.host;
         let id = job_id(host, rec)?;
         // A job submitted through a login node has its directory there (`dir` is the copy
@@ -143,26 +144,36 @@ impl Backend for Slurm {
         let mut tail = host.follow();
         let path = dir.join(layout::slurm_output(id.as_str()));
         let mut checks = FollowChecks::new(Instant::now());
+        // Whether the output file was there at some read.
+        let mut seen = false;
         loop {
             let found = tail.read(&path, out);
             if !follow {
                 if !found? {
-                    return Err(no_output(host, &id, rec, &path));
+                    let st = expected(host, rec).and_then(|e| status(host, &id, &e));
+                    return Err(no_output(host, &id, rec, &path, st));
                 }
-                return Ok(());
+                return Ok(Logged::Shown);
             }
-            let ended = found.and_then(|_| {
-                Ok(checks.due(Instant::now())
-                    && status(host, &id, &expected(host, rec)?)?.phase.is_final())
+            let ended = found.and_then(|found| {
+                seen |= found;
+                if !checks.due(Instant::now()) {
+                    return Ok(None);
+                }
+                let st = status(host, &id, &expected(host, rec)?)?;
+                Ok(st.phase.is_final().then_some(st))
             });
             match ended {
-                Ok(true) => {
+                Ok(Some(st)) => {
                     // One last read after the final state, then stop.
-                    tail.read(&path, out)?;
+                    seen |= tail.read(&path, out)?;
                     tail.flush(out)?;
-                    return Ok(());
+                    if !seen {
+                        return Ok(Logged::NoOutput(no_output(host, &id, rec, &path, Ok(st))));
+                    }
+                    return Ok(Logged::Shown);
                 }
-                Ok(false) => {}
+                Ok(None) => {}
                 // A login node's connection lost for a while: go on where the output was.
                 Err(_) if host.reconnected(RECONNECT) => {}
                 Err(e) => return Err(e),
@@ -172,12 +183,26 @@ impl Backend for Slurm {
     }
 }
 
-/// Why job `id` has no output file at `path`, by its state: a job that ended has none
-/// (Slurm creates the file when the job starts: one cancelled or failed before it started
-/// never had one), a pending job none yet. When Slurm cannot say, both are possible.
-fn no_output(host: &dyn Host, id: &JobId, rec: &Submission, path: &Path) -> Error {
+/// Why job `id` has no output file at `path`, by its state `st`: a job that ran had one
+/// (Slurm creates the file when the job starts and never removes it: it was removed or moved
+/// since), one that ended otherwise may never have had one (cancelled or failed before it
+/// started), a pending job has none yet. When Slurm cannot say, both are possible.
+fn no_output(
+    host: &dyn Host,
+    id: &JobId,
+    rec: &Submission,
+    path: &Path,
+    st: Result<JobStatus>,
+) -> Error {
     let at = format!("{}{}", path.display(), host.on());
-    match expected(host, rec).and_then(|e| status(host, id, &e)) {
+    match st {
+        Ok(st) if st.phase.is_final() && super::state::ran(&st.slurm_state) => {
+            Error::runtime(format!(
+                "job {id} ({}) ran and ended {}, but its output file {at} is not there",
+                rec.job_name, st.slurm_state
+            ))
+            .help("Slurm creates the file when the job starts and never removes it: it was removed or moved since (or Slurm could not write it there)")
+        }
         Ok(st) if st.phase.is_final() => Error::runtime(format!(
             "job {id} ({}) ended {} and left no output at {at}",
             rec.job_name, st.slurm_state
@@ -401,9 +426,22 @@ pub fn submit(host: &dyn Host, script: &Path, workdir: &Path) -> Result<Submitte
     }
     if !out.ok {
         let said = out.stderr.trim();
+        let script_text = host
+            .read_from(Path::new(script), 0)
+            .ok()
+            .flatten()
+            .map(|c| String::from_utf8_lossy(&c.bytes).into_owned())
+            .unwrap_or_default();
+        let asked = refused_lines(said, &script_text);
+        let message = match asked.as_slice() {
+            [] => format!("sbatch rejected the script: {said}"),
+            lines => format!(
+                "sbatch rejected the script: {said}\n  the launch script asks: {}",
+                lines.join(", ")
+            ),
+        };
         return Err(SubmitError::NotQueued(
-            Error::runtime(format!("sbatch rejected the script: {said}"))
-                .help(rejection_help(said, host.remote())),
+            Error::runtime(message).help(rejection_help(said, host.remote())),
         ));
     }
     // `--parsable` prints `jobid[;cluster]`.
@@ -446,6 +484,7 @@ fn rejection_help(said: &str, login: Option<&str>) -> String {
         "Invalid ",
         "invalid ",
         "not valid",
+        "is invalid",
     ];
     if UNREACHABLE.iter().any(|w| said.contains(w)) {
         match login {
@@ -457,6 +496,52 @@ fn rejection_help(said: &str, login: Option<&str>) -> String {
     } else {
         "nothing was queued; sbatch's own words above say why".into()
     }
+}
+
+/// The words of sbatch's refusals (Slurm 22.05's `slurm_strerror` texts and sbatch's own
+/// option errors, as sbatch prints them, compared without case) and the sbatch option each
+/// names: the launch script's line of that option is what to change.
+const REFUSED_OPTIONS: &[(&str, &str)] = &[
+    ("invalid partition", "partition"),
+    ("account/partition combination", "partition"),
+    ("invalid account", "account"),
+    ("invalid qos", "qos"),
+    ("requested reservation is invalid", "reservation"),
+    ("invalid feature specification", "constraint"),
+    ("invalid node name", "nodelist"),
+    ("invalid license", "licenses"),
+    ("invalid --mail-type", "mail-type"),
+    ("invalid --begin", "begin"),
+    ("invalid --mem", "mem"),
+    ("invalid time-min", "time-min"),
+    ("invalid wckey", "wckey"),
+];
+
+/// The launch script's `#SBATCH` lines of the options sbatch's refusal `said` names
+/// ([`REFUSED_OPTIONS`], or an option sbatch does not know: `unrecognized option
+/// '--name=value'`), each once, in the script's order.
+fn refused_lines(said: &str, script: &str) -> Vec<String> {
+    let lower = said.to_lowercase();
+    let unknown = said
+        .split("unrecognized option '--")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', '\'']).next());
+    let named: Vec<&str> = REFUSED_OPTIONS
+        .iter()
+        .filter(|(words, _)| lower.contains(words))
+        .map(|(_, option)| *option)
+        .chain(unknown)
+        .collect();
+    script
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("#SBATCH --").is_some_and(|rest| {
+                let name = rest.split('=').next().unwrap_or(rest);
+                named.contains(&name)
+            })
+        })
+        .map(|l| format!("`{l}`"))
+        .collect()
 }
 
 /// `ClusterName` from the Slurm configuration.
@@ -603,11 +688,17 @@ fn status_of(
     info: Option<JobInfo>,
 ) -> Result<JobStatus> {
     lookup(host, id, expect, info)?.ok_or_else(|| {
-        other_cluster(host, id, expect).unwrap_or_else(|| {
-            Error::runtime(format!(
+        other_cluster(host, id, expect).unwrap_or_else(|| match tool(host, "sacct") {
+            Ok(()) => Error::runtime(format!(
                 "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it"
             ))
-            .help("its output is in the job directory")
+            .help("its output is in the job directory"),
+            // Accounting and the job-completion log were not asked: they may well have it.
+            Err(_) => Error::runtime(format!(
+                "Slurm no longer knows job {id}: it left scontrol's memory (MinJobAge), and `sacct`, which reads accounting and the job-completion log, is not on PATH{}",
+                host.on()
+            ))
+            .help("run status where sacct is installed (a login node of the cluster) to read how the job ended; its output is in the job directory"),
         })
     })
 }
@@ -655,6 +746,7 @@ fn lookup(
             info.get("Restarts").and_then(|r| r.parse().ok()),
         );
         st.reason = info.get("Reason").filter(|r| r != "None");
+        st.time_limit = info.get("TimeLimit");
         if st.restarts.is_some_and(|r| r > 0) && !st.phase.is_final() {
             st.requeued_after = previous_run(host, id);
         }
@@ -873,6 +965,30 @@ mod tests {
         ] {
             assert_eq!(ended_as(state, from).as_deref(), ended, "{state} {from:?}");
         }
+    }
+
+    /// sbatch's refusal of an option ovlaunch wrote names the launch script's line of it.
+    #[test]
+    fn a_refusal_quotes_the_line_it_refuses() {
+        let script = "#!/bin/bash\n#SBATCH --account=acct\n#SBATCH --job-name=x\n#SBATCH --partition=nope\n#SBATCH --reservation=r1\n#SBATCH --wait-all-nodes=1\necho --partition=x\n";
+        let lines = |said| refused_lines(said, script);
+        assert_eq!(
+            lines("sbatch: error: invalid partition specified: nope\nsbatch: error: Batch job submission failed: Invalid partition name specified"),
+            ["`#SBATCH --partition=nope`"]
+        );
+        assert_eq!(
+            lines("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified"),
+            ["`#SBATCH --account=acct`", "`#SBATCH --partition=nope`"]
+        );
+        assert_eq!(
+            lines("sbatch: error: Batch job submission failed: Requested reservation is invalid"),
+            ["`#SBATCH --reservation=r1`"]
+        );
+        assert_eq!(
+            lines("sbatch: unrecognized option '--wait-all-nodes=1'\nTry \"sbatch --help\" for more information"),
+            ["`#SBATCH --wait-all-nodes=1`"]
+        );
+        assert!(lines("sbatch: error: Unable to contact slurm controller").is_empty());
     }
 
     #[test]

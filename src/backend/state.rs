@@ -25,13 +25,67 @@ impl Phase {
     }
 }
 
-/// Maps a Slurm state (as squeue, scontrol or sacct print it; `CANCELLED by 0` included).
-pub fn phase(slurm_state: &str) -> Phase {
-    let word = slurm_state
+/// The state's own word: `CANCELLED by 0` and `CANCELLED+` are `CANCELLED`.
+pub fn state_word(slurm_state: &str) -> &str {
+    slurm_state
         .split_whitespace()
         .next()
         .unwrap_or("")
-        .trim_end_matches('+');
+        .trim_end_matches('+')
+}
+
+/// The final states of a job that failed: whether the job had started (Slurm creates its
+/// output file then), and what the state means for its user and what to do, as one line
+/// (`{limit}`: the job's time limit, where known). The states are Slurm's (sacct(1), "JOB
+/// STATE CODES"); a cancelled job is the user's or an administrator's doing and has none.
+pub const ADVICE: &[(&str, bool, &str)] = &[
+    (
+        "FAILED",
+        true,
+        "the job exited non-zero: its output says why (`ovlaunch logs` prints it)",
+    ),
+    (
+        "TIMEOUT",
+        true,
+        "the job reached its time limit{limit} and Slurm ended it: submit it again with a longer --time (the launch script's `reproduce:` line is the command), or save checkpoints more often to lose less",
+    ),
+    (
+        "NODE_FAIL",
+        true,
+        "a node of the job failed under it and Slurm did not requeue it: submit it again (`sinfo -R` names the nodes that are down and why)",
+    ),
+    (
+        "OUT_OF_MEMORY",
+        true,
+        "a task used more memory than Slurm gave it: its output names the rank (`ovlaunch logs` prints it)",
+    ),
+    (
+        "PREEMPTED",
+        true,
+        "a job of higher priority took its nodes and Slurm did not requeue it: submit it again, or to a partition or QOS that is not preempted",
+    ),
+    (
+        "BOOT_FAIL",
+        false,
+        "its nodes failed to boot before it started: submit it again",
+    ),
+    (
+        "DEADLINE",
+        false,
+        "it could not end before its --deadline: submit it with a later one, or a shorter --time",
+    ),
+];
+
+/// Whether a job that ended in `slurm_state` had started: it failed in a way only a running
+/// job can ([`ADVICE`]) or completed.
+pub fn ran(slurm_state: &str) -> bool {
+    let word = state_word(slurm_state);
+    word == "COMPLETED" || ADVICE.iter().any(|(w, ran, _)| *w == word && *ran)
+}
+
+/// Maps a Slurm state (as squeue, scontrol or sacct print it; `CANCELLED by 0` included).
+pub fn phase(slurm_state: &str) -> Phase {
+    let word = state_word(slurm_state);
     match word {
         "PENDING" | "PD" | "CONFIGURING" | "CF" | "REQUEUED" | "RQ" | "REQUEUE_HOLD" | "RH"
         | "REQUEUE_FED" | "RF" | "RESV_DEL_HOLD" | "RD" | "SUSPENDED" | "S" | "STOPPED" | "ST"
@@ -65,6 +119,9 @@ pub struct JobStatus {
     /// Which tool answered (`scontrol`, `sacct`, `sacct --completion`, or `none`).
     pub source: String,
     pub restarts: Option<u32>,
+    /// The job's time limit as Slurm holds it (`00:01:00`, `1-00:00:00`, `UNLIMITED`), when
+    /// the tool that answered tells it (`scontrol`).
+    pub time_limit: Option<String>,
 }
 
 impl JobStatus {
@@ -87,7 +144,21 @@ impl JobStatus {
             requeued_after: None,
             source: source.into(),
             restarts,
+            time_limit: None,
         }
+    }
+
+    /// What the job's final state means for its user and what to do about it, from
+    /// [`ADVICE`]; `None` for a job that succeeded, was cancelled, or is not over.
+    pub fn advice(&self) -> Option<String> {
+        let word = state_word(&self.slurm_state);
+        let (_, _, what) = ADVICE.iter().find(|(w, _, _)| *w == word)?;
+        let limit = self
+            .time_limit
+            .as_deref()
+            .map(|l| format!(" ({l})"))
+            .unwrap_or_default();
+        Some(what.replace("{limit}", &limit))
     }
 
     /// The status with its words (state, exit code, reason, previous run) as text: a control
@@ -102,6 +173,7 @@ impl JobStatus {
             exit_code: self.exit_code.map(text),
             reason: self.reason.map(text),
             requeued_after: self.requeued_after.map(text),
+            time_limit: self.time_limit.map(text),
             ..self
         }
     }
@@ -123,6 +195,43 @@ mod tests {
         assert_eq!(phase("RUNNING"), Phase::Running);
         assert_eq!(phase("WHATEVER"), Phase::Unknown);
         assert_eq!(phase(""), Phase::Unknown);
+    }
+
+    /// A failure's state says what happened and what to do, with the time limit where Slurm
+    /// told it; a job that succeeded, was cancelled or goes on gets no advice. Whether it ran
+    /// follows the same table.
+    #[test]
+    fn a_failed_state_says_what_to_do() {
+        let mut st = JobStatus::new("7", "TIMEOUT", Some("0:15".into()), "scontrol", None);
+        st.time_limit = Some("00:01:00".into());
+        let advice = st.advice().unwrap();
+        assert!(
+            advice.starts_with("the job reached its time limit (00:01:00) and Slurm ended it: submit it again with a longer --time"),
+            "{advice}"
+        );
+        st.time_limit = None;
+        assert!(
+            st.advice()
+                .unwrap()
+                .starts_with("the job reached its time limit and")
+        );
+        for state in [
+            "COMPLETED",
+            "CANCELLED by 0",
+            "RUNNING",
+            "PENDING",
+            "WHATEVER",
+        ] {
+            assert_eq!(
+                JobStatus::new("7", state, None, "scontrol", None).advice(),
+                None
+            );
+        }
+        for (w, _, _) in ADVICE {
+            assert_eq!(phase(w), Phase::Failed, "{w}");
+        }
+        assert!(ran("COMPLETED") && ran("TIMEOUT") && ran("NODE_FAIL"));
+        assert!(!ran("CANCELLED by 0") && !ran("BOOT_FAIL") && !ran("PENDING"));
     }
 
     /// A control character in a status's words (a line break too: each is a word of one

@@ -1,5 +1,6 @@
 //! `ovlaunch list`: the jobs under the jobs root, rendered and submitted, oldest first: name,
-//! id, state, submit time, GPUs and recipe, with a header (`-o json`: one object per job).
+//! id, state (a failure with Slurm's word for it where it says more: `failed: TIMEOUT`),
+//! submit time, GPUs and recipe, with a header (`-o json`: one object per job).
 //! A submitted job's state is its backend's answer (one query per Slurm job; once Slurm could
 //! not answer, the rest are not asked); a job Slurm cannot answer for shows `unknown` and
 //! the reason goes to stderr once. A directory whose record is refused (damaged, another
@@ -111,6 +112,7 @@ fn row(
             host: host.map(str::to_string),
             record_state: RecordState::Rendered,
             state: "rendered".into(),
+            slurm_state: None,
             exit_code: None,
             submit_time: None,
             gpus,
@@ -121,8 +123,8 @@ fn row(
         Some(h) if lost.contains(h) => None,
         _ => Some(backends.status(&rec)),
     };
-    let (state, exit_code) = match asked {
-        None => ("unknown".into(), None),
+    let (state, slurm_state, exit_code) = match asked {
+        None => ("unknown".into(), None, None),
         Some(Ok(st)) => (
             match st.phase {
                 Phase::Unknown => st.slurm_state.to_lowercase(),
@@ -131,11 +133,12 @@ fn row(
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
             },
+            Some(st.slurm_state),
             st.exit_code,
         ),
         Some(Err(e)) => {
             problems.push(format!("{}: {}", rec.job_name, with_help(&e)));
-            ("unknown".into(), None)
+            ("unknown".into(), None, None)
         }
     };
     Listed {
@@ -151,6 +154,7 @@ fn row(
         host: rec.host,
         record_state: rec.state,
         state,
+        slurm_state,
         exit_code,
         submit_time: rec.started_unix.map(utc),
         gpus,
@@ -271,12 +275,10 @@ pub(super) fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     }
     problems.clear();
     // Oldest first: by when the submission started (rendered jobs, which have no time,
-    // first), then by directory in the order the launcher names them (`NAME-2` before
-    // `NAME-10`).
+    // first), within one second by Slurm's job id, then by directory in the order the
+    // launcher names them (`NAME-2` before `NAME-10`).
     found.sort_by(|(a, _), (b, _)| {
-        let t = |f: &Found| f.record.as_ref().and_then(|r| r.started_unix);
-        t(a).cmp(&t(b))
-            .then_with(|| record::name_order(&a.dir, &b.dir))
+        record::submission_order((&a.dir, a.record.as_ref()), (&b.dir, b.record.as_ref()))
     });
     let mut backends = Backends::default();
     let rows: Vec<Listed> = found
@@ -299,12 +301,7 @@ pub(super) fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
         [
             r.job_name.clone(),
             r.job_id.clone().unwrap_or_else(|| "-".into()),
-            match &r.exit_code {
-                Some(c) if r.state != "running" && r.state != "pending" => {
-                    format!("{} ({c})", r.state)
-                }
-                _ => r.state.clone(),
-            },
+            state_column(r),
             r.submit_time.clone().unwrap_or_else(|| "-".into()),
             r.gpus.clone().unwrap_or_else(|| "-".into()),
             r.recipe.clone().unwrap_or_else(|| "-".into()),
@@ -355,6 +352,24 @@ pub(super) fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     }
     p.data(&s)?;
     Ok(0)
+}
+
+/// The STATE column: the state, for a failure the backend's word for it where it says more
+/// than `failed` (`failed: TIMEOUT`, `failed: NODE_FAIL`), and the exit code of a job that
+/// ended.
+fn state_column(r: &Listed) -> String {
+    let word = r
+        .slurm_state
+        .as_deref()
+        .map(crate::backend::state::state_word);
+    let state = match word {
+        Some(w) if r.state == "failed" && w != "FAILED" => format!("failed: {w}"),
+        _ => r.state.clone(),
+    };
+    match &r.exit_code {
+        Some(c) if r.state != "running" && r.state != "pending" => format!("{state} ({c})"),
+        _ => state,
+    }
 }
 
 #[cfg(test)]

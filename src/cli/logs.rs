@@ -9,7 +9,7 @@
 use super::Printer;
 use super::jobs::JobArgs;
 use super::output::{Format, LogLine};
-use crate::backend::{self, record};
+use crate::backend::{self, Logged, record};
 use crate::error::{Error, Result};
 
 pub(super) fn run(
@@ -29,8 +29,8 @@ pub(super) fn run(
     }
     if rank.is_none() && format == Format::Text {
         // Passed through as it arrives, partial lines included.
-        backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| p.data(text))?;
-        return ended(p, &dir, &rec, follow);
+        let logged = backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| p.data(text))?;
+        return ended(p, &dir, &rec, follow.then_some(logged));
     }
     // Output arrives in pieces: a partial last line waits for the rest.
     let mut carry = String::new();
@@ -48,7 +48,7 @@ pub(super) fn run(
             }
         }
     };
-    backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| {
+    let logged = backend::of(&rec)?.logs(&dir, &rec, follow, &mut |text| {
         carry.push_str(text);
         while let Some(end) = carry.find('\n') {
             let line: String = carry.drain(..=end).collect();
@@ -59,21 +59,25 @@ pub(super) fn run(
     if !carry.is_empty() {
         emit(&carry)?;
     }
-    ended(p, &dir, &rec, follow)
+    ended(p, &dir, &rec, follow.then_some(logged))
 }
 
-/// After `--follow`: the job's final state and exit code on stderr, and the exit code
-/// `status` gives for it (non-zero for a failed or cancelled job). Without `--follow`, 0.
-/// A job of this machine is judged by its record as it is now (a local run's exit code is
-/// written there when it ends).
+/// After `--follow`: why the job had no output, if it had none; its final state and exit
+/// code on stderr, with what the state means and what to do about it (`status`'s advice);
+/// and the exit code `status` gives for it (non-zero for a failed or cancelled job).
+/// Without `--follow`, 0. A job of this machine is judged by its record as it is now (a
+/// local run's exit code is written there when it ends).
 fn ended(
     p: &Printer,
     dir: &std::path::Path,
     rec: &record::Submission,
-    follow: bool,
+    logged: Option<Logged>,
 ) -> Result<i32> {
-    if !follow {
+    let Some(logged) = logged else {
         return Ok(0);
+    };
+    if let Logged::NoOutput(why) = logged {
+        p.warn(&why.to_string());
     }
     let now = match rec.host {
         None => record::read(dir).unwrap_or_else(|_| rec.clone()),
@@ -87,6 +91,7 @@ fn ended(
         rec.job_name,
         super::status::state_words(&st)
     ));
+    super::status::advise(p, &st);
     Ok(super::status::exit_code(st.phase))
 }
 

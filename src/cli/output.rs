@@ -70,6 +70,9 @@ pub(super) struct Listed {
     /// `rendered`, `pending`, `running`, `succeeded`, `failed`, `cancelled`, or `unknown`
     /// when the backend could not tell (the reason is on stderr).
     pub state: String,
+    /// The state as the backend words it (Slurm's `TIMEOUT`, `NODE_FAIL`, ...; a local run's
+    /// `COMPLETED` or `FAILED`); `null` when the backend was not asked or could not tell.
+    pub slurm_state: Option<String>,
     /// The job's exit code as its backend reports it (Slurm's `CODE:SIGNAL`).
     pub exit_code: Option<String>,
     /// When the submission started (UTC, this machine's clock); `null` for a rendered job.

@@ -343,7 +343,8 @@ impl Layer {
     /// profile file's line it came from, not a flag nobody typed. A flag's value keeps its
     /// refusal, which names the flag.
     fn check(&self) -> Result<()> {
-        use crate::render::owned::{check_sbatch_arg, check_srun_arg};
+        use crate::render::owned::check_srun_arg;
+        use crate::render::slurm::check_sbatch_arg;
         use crate::render::slurm_values::{check_mpi, check_name, check_time};
         if let Some(s) = &self.time {
             check_time(&s.value).map_err(|e| from_setting(e, "time", &s.origin))?;

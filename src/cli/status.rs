@@ -1,5 +1,5 @@
 //! `ovlaunch status JOB`: the job's state from its backend, mapped to one table, with its
-//! exit code.
+//! exit code; for a job that failed, what its state means and what to do (on stderr).
 
 use super::Printer;
 use super::jobs::JobArgs;
@@ -34,7 +34,18 @@ pub(super) fn run(p: &Printer, args: &JobArgs, out: OutputArg) -> Result<i32> {
             dir.display()
         ))?,
     }
+    if out.output == Format::Text {
+        advise(p, &st);
+    }
     Ok(exit_code(st.phase))
+}
+
+/// What a failed job's final state means and what to do about it, on stderr
+/// (`JobStatus::advice`); nothing for a job that succeeded, was cancelled or goes on.
+pub(super) fn advise(p: &Printer, st: &crate::backend::JobStatus) {
+    if let Some(advice) = st.advice() {
+        p.status(&format!("{}: {advice}", st.slurm_state));
+    }
 }
 
 /// The exit code that tells a script the job's state (see `status --help`).

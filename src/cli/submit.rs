@@ -257,6 +257,12 @@ pub(super) fn rendered(
     if dir.join(layout::SUBMISSION).exists() {
         return Err(backend::already_submitted(dir));
     }
+    // A word that is no directory: often a job's name, given to submit it again.
+    if std::fs::symlink_metadata(dir).is_err() {
+        return Err(Error::usage(format!("there is no directory {}", dir.display()))
+            .at_flag("DIR")
+            .help("give the directory `ovlaunch render` printed; a job's name is not one: `ovlaunch status NAME` shows a submitted job, and the `reproduce:` line of its launch script is the command that submits it again"));
+    }
     // The script a backend runs says which one the directory was rendered for.
     let Some(executor) = Executor::ALL
         .iter()

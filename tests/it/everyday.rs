@@ -506,3 +506,29 @@ fn a_signal_ignored_when_ovlaunch_started_stays_ignored_while_it_submits() {
         );
     }
 }
+
+/// `submit NAME` with a job's name where `submit DIR` takes a rendered directory (to run the
+/// job again): there is nothing at that path. It said the path "is not a rendered job
+/// directory (no launch.sbatch or launch.sh)", as if a directory were there. It names the
+/// missing directory and says how to find and submit a job again; exit 2, nothing written.
+/// A directory that is there but was not rendered keeps its own refusal.
+#[test]
+fn submit_of_a_name_that_is_no_directory_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("my-job");
+    let o = common::run(&["submit", missing.to_str().unwrap()]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("there is no directory {}", missing.display()))
+            && err.contains("`ovlaunch status NAME`")
+            && err.contains("`reproduce:`"),
+        "{err}"
+    );
+    assert!(!missing.exists());
+    std::fs::create_dir(&missing).unwrap();
+    let o = common::run(&["submit", missing.to_str().unwrap()]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not a rendered job directory"), "{err}");
+}

@@ -26,6 +26,7 @@ mod gpu_measurements;
 mod help;
 mod hostile_cases;
 mod hostile_inputs;
+mod job_life_slurm;
 mod job_places;
 mod json_outputs;
 mod local_torchrun;

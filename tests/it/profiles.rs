@@ -464,6 +464,10 @@ fn a_profile_or_env_value_is_refused_where_it_came_from() {
         // ssh would read a destination starting with `-` as an option (backend::ssh::check_target)
         ("host", "'-oProxyCommand=x'", 4),
         ("sbatch_args", "[--mem=1, --nodes=3]", 4),
+        // what no #SBATCH line can carry, and what is no sbatch long option: named where
+        // the profile gives it, as a flag's is named by the flag
+        ("sbatch_args", r#"["--comment=two\nlines"]"#, 4),
+        ("sbatch_args", "[-p]", 4),
         ("srun_args", "[--ntasks=3]", 4),
         ("container_mounts", "['/a,b:/c']", 5),
     ] {

@@ -1,7 +1,7 @@
 //! Slurm faults on a REAL Slurm, each scenario its own test and its own throw-away cluster
 //! (`.ci/slurm-up.sh`): the controller going down, a job id Slurm reuses, SIGTERM while
-//! `sbatch` runs, a node failing under a job, and the preemption signal reaching a trainer
-//! that ignores it. The daemons, `sbatch`, `scontrol`, `scancel`, `sacct` and bash are the
+//! `sbatch` runs, a node failing under a job, the preemption signal reaching a trainer
+//! that ignores it, and a job Slurm forgot, read from the job-completion log or not. The daemons, `sbatch`, `scontrol`, `scancel`, `sacct` and bash are the
 //! real programs; where a fault is provoked by an administrator's command (the node marked
 //! DOWN, the controller stopped), the test says so. Without Slurm the tests pass with a note,
 //! unless `OVLAUNCH_REQUIRE_SLURM=1`.
@@ -736,4 +736,76 @@ fn preemption_signal_to_a_trainer_that_ignores_it() {
     // saw the step's non-zero status (killed at the time limit) and refused.
     assert_eq!(st["restarts"], 0, "{st}\n{}", log(&job_dir));
     assert!(!log(&job_dir).contains("requeued"), "{}", log(&job_dir));
+}
+
+/// A failed job Slurm forgot 2 s after it ended (`MinJobAge=2`; the controller purges every
+/// minute or so), on a cluster whose job-completion log keeps it (no accounting database,
+/// `sacct --completion` reads the log). `status` reads how it ended there (FAILED, exit 3)
+/// and says what to do; where `sacct` is not on PATH it cannot: `status` said that "no
+/// accounting or job-completion log has it", which was not asked. It fails (exit 1) naming
+/// the missing `sacct` and where to run it instead.
+#[test]
+fn status_long_after_slurm_forgot_the_job_reads_the_completion_log_or_says_what_is_missing() {
+    let Some(c) = Own::with_conf("MinJobAge=2") else {
+        return;
+    };
+    let dir = submit(&c, "forgotten-failed", &[], &["3"]);
+    let st = wait_final(&c, &dir);
+    assert_eq!(st["slurm_state"], "FAILED", "{st}\n{}", log(&dir));
+    let id = st["job_id"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    loop {
+        let o = c
+            .cmd("scontrol")
+            .args(["show", "job", &id])
+            .output()
+            .unwrap();
+        if common::stderr(&o).contains("Invalid job id") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(150),
+            "Slurm kept job {id}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let d = dir.to_str().unwrap();
+    let o = c.ovlaunch(&["status", d]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        // the batch script's code: 3, or 143 where srun's other tasks were ended first
+        common::stdout(&o).contains(" FAILED exit=")
+            && common::stdout(&o).contains(" (from sacct --completion;"),
+        "{}",
+        common::stdout(&o)
+    );
+    assert!(err.contains("FAILED: the job exited non-zero"), "{err}");
+    // A PATH of this machine's tools without sacct.
+    let tools = c.dir.path().join("no-sacct");
+    std::fs::create_dir_all(&tools).unwrap();
+    for from in ["/usr/bin", "/bin", "/usr/sbin", "/sbin"] {
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            let at = tools.join(e.file_name());
+            if e.file_name() != "sacct" && at.symlink_metadata().is_err() {
+                std::os::unix::fs::symlink(e.path(), at).unwrap();
+            }
+        }
+    }
+    let o = c
+        .cmd(common::bin())
+        .current_dir(c.dir.path())
+        .env("PATH", &tools)
+        .args(["status", d])
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("Slurm no longer knows job {id}"))
+            && err.contains("`sacct`")
+            && err.contains("is not on PATH")
+            && !err.contains("no accounting or job-completion log has it"),
+        "{err}"
+    );
 }

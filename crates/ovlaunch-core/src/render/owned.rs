@@ -65,6 +65,13 @@ const COMMON: &[Owned] = &[
 const SBATCH: &[Owned] = &[
     o("open-mode", None, OUTPUT),
     o("dependency", Some('d'), "--dependency afterok:ID"),
+    // Slurm knows the job by the directory it runs in (its `WorkDir`): `status`, `logs` and
+    // `cancel` find it there, and Bridge's runner writes its checkpoints and logs under it
+    o(
+        "chdir",
+        Some('D'),
+        "--job-dir DIR (or --jobs-root): the job runs in its job directory, where Slurm's WorkDir tells status, logs and cancel it is this job, and Bridge's runner writes its checkpoints",
+    ),
     o(
         "exclusive",
         None,
@@ -352,6 +359,9 @@ mod tests {
             "--output=/tmp/x",
             "--gpus-per-node=4",
             "--requeue",
+            "--chdir=/elsewhere",
+            "--chd=/elsewhere",
+            "-D/elsewhere",
         ] {
             assert!(check_sbatch_arg(w).is_err(), "{w}");
         }

@@ -314,7 +314,22 @@ fn sbatch_arg(raw: &str) -> Result<(&str, Option<String>)> {
         .at_flag(format!("--sbatch-arg {raw}"))
         .help("write it as --sbatch-arg=--name=value, e.g. --sbatch-arg=--network=sn_all"));
     }
+    if raw.chars().any(char::is_control) {
+        return Err(Error::usage(format!(
+            "`{}` holds a line break, NUL or another control character, which an #SBATCH line cannot carry",
+            raw.escape_debug()
+        ))
+        .at_flag(format!("--sbatch-arg {}", raw.escape_debug()))
+        .help("give the value on one line"));
+    }
     Ok((k, v.map(str::to_string)))
+}
+
+/// Refuses a `--sbatch-arg` word (or a profile's `sbatch_args` entry) the job could not
+/// carry as it is: one that sets what the plan computes (`render::owned`), one that is no
+/// sbatch long option, or one an `#SBATCH` line cannot hold.
+pub fn check_sbatch_arg(raw: &str) -> Result<()> {
+    sbatch_arg(raw).map(|_| ())
 }
 
 /// One `--srun-arg`: an option word (never the program srun would run), and not one that
