@@ -265,6 +265,18 @@ pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Res
     let r = Resolver::new(&cmd.plan)?;
     let eff = Efficiency::embedded()?;
     let (base, fixed, base_is_own) = r.base()?;
+    // The plan's own layout: the recipe's with every `--set` given (the PP and VP too);
+    // none where it does not resolve on these GPUs (the search then starts from a probe).
+    // Without a PP or VP of the user's it is the base plan, when the base is not a probe.
+    let pinned = (!r.pinned.is_empty())
+        .then(|| r.resolve(&r.pinned).ok())
+        .flatten();
+    let own_plan = pinned
+        .as_ref()
+        .or((r.pinned.is_empty() && base_is_own).then_some(&base));
+    // The warnings of the plan tuned, as every planning command prints them: the plan's own
+    // layout's, else (it does not resolve here) those of the layout the search starts from.
+    p.plan_warnings(own_plan.unwrap_or(&base));
     if let Some(why) = crate::estimate::unmodelled(&base) {
         return Err(Error::usage(format!(
             "cannot tune {}: {why}",
@@ -307,15 +319,6 @@ pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Res
         .at_flag("--gpus")
         .help("use more GPUs or GPUs with more memory, or lower --headroom"));
     }
-    // The plan's own layout: the recipe's with every `--set` given (the PP and VP too);
-    // none where it does not resolve on these GPUs (the search then starts from a probe).
-    // Without a PP or VP of the user's it is the base plan, when the base is not a probe.
-    let pinned = (!r.pinned.is_empty())
-        .then(|| r.resolve(&r.pinned).ok())
-        .flatten();
-    let own_plan = pinned
-        .as_ref()
-        .or((r.pinned.is_empty() && base_is_own).then_some(&base));
     let own = own_plan.and_then(|plan| {
         crate::estimate::estimate(plan, &eff)
             .ok()

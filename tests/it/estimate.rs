@@ -1671,3 +1671,38 @@ fn a_launch_predicted_to_run_out_of_memory_is_warned() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["candidates"][0]["estimate"]["fits"], true, "{v}");
 }
+
+/// `tune` prints the warnings of the plan it tunes on stderr, as `estimate` does for that
+/// plan (Bridge's own notices, the launch environment's rules): its proposals start from it.
+#[test]
+fn tune_prints_the_plans_warnings_as_estimate_does() {
+    let warnings = |o: &std::process::Output| -> Vec<String> {
+        stderr(o)
+            .lines()
+            .filter(|l| l.starts_with("warning: "))
+            .map(str::to_string)
+            .collect()
+    };
+    for (recipe, extra) in [
+        // Bridge's overlap_param_gather notice
+        ("qwen3_8b_pretrain_config", None),
+        // TP comm overlap's notice and the CUDA_DEVICE_MAX_CONNECTIONS rule at TP 2
+        ("nemotronh_8b_pretrain_config", None),
+        // a size the user fixed: the plan's own layout is the one with it
+        (
+            "nemotronh_8b_pretrain_config",
+            Some("model.tensor_model_parallel_size=4"),
+        ),
+    ] {
+        let mut args = vec!["-r", recipe, "-g", "h100x8"];
+        if let Some(s) = extra {
+            args.extend(["--set", s]);
+        }
+        let e = run(&[&["estimate"], &args[..]].concat());
+        assert_eq!(e.status.code(), Some(0), "{}", stderr(&e));
+        let t = run(&[&["tune", "--top", "1"], &args[..]].concat());
+        assert_eq!(t.status.code(), Some(0), "{}", stderr(&t));
+        assert!(!warnings(&e).is_empty(), "{recipe}: {}", stderr(&e));
+        assert_eq!(warnings(&t), warnings(&e), "{recipe} {extra:?}");
+    }
+}
