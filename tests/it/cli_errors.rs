@@ -2697,3 +2697,48 @@ fn a_time_limit_longer_than_slurm_holds_is_refused() {
         stdout(&o)
     );
 }
+
+/// A `--precision` near miss (FP8 without its scaling, Megatron-Core's `fp8_recipe` names,
+/// a Bridge mixed-precision recipe's name, a stray space) is refused, exit 2, quoting what
+/// was typed and naming the precisions it may mean; `estimate` and `tune` as `plan`.
+#[test]
+fn a_precision_near_miss_names_the_precisions_it_may_mean() {
+    for (typed, meant) in [
+        ("fp8", &["fp8cs", "fp8mx", "fp8ds", "fp8sc"][..]),
+        ("FP8", &["fp8cs", "fp8mx", "fp8ds", "fp8sc"]),
+        ("mxfp8", &["fp8mx"]),
+        ("MXFP8", &["fp8mx"]),
+        ("nvfp4 ", &["nvfp4"]),
+        ("fp4", &["nvfp4"]),
+        ("bfloat16", &["bf16"]),
+        ("tensorwise", &["fp8cs"]),
+        ("fp8_delayed", &["fp8ds"]),
+        ("bf16_with_mxfp8_mixed", &["fp8mx"]),
+        ("blockwise", &["fp8sc"]),
+    ] {
+        for cmd in ["plan", "estimate", "tune"] {
+            let o = run(&[cmd, "-r", "llama3_8b", "-g", "b200x8", "--precision", typed]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {typed:?}: {err}");
+            assert!(
+                err.starts_with(&format!("error: --precision: unknown precision `{typed}`")),
+                "{cmd} {typed:?}: {err}"
+            );
+            let help = err.lines().find(|l| l.contains("help:")).unwrap_or("");
+            let named: Vec<&str> = ["bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4"]
+                .into_iter()
+                .filter(|p| {
+                    help.split("precisions:")
+                        .next()
+                        .unwrap()
+                        .contains(&format!("`{p}`"))
+                })
+                .collect();
+            assert_eq!(named, meant, "{cmd} {typed:?}: {help}");
+            assert!(
+                help.contains("precisions: bf16, fp8cs, fp8mx, fp8ds, fp8sc, nvfp4"),
+                "{help}"
+            );
+        }
+    }
+}

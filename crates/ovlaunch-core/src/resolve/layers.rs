@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 
 use super::overrides::SetOverride;
 use crate::catalog::Hardware;
-use crate::catalog::recipe::{PRECISIONS, Recipe, RecipeKind, Variant};
+use crate::catalog::recipe::{PRECISIONS, Recipe, RecipeKind, Variant, unknown_precision_help};
 use crate::config::{ConfigContainer, MixedPrecisionConfig};
-use crate::error::{Error, Result, did_you_mean_then};
+use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
 
 /// Provenance of every `section.field` that a recipe layer or a flag wrote.
@@ -75,15 +75,14 @@ pub fn choose<'r>(
     let config_variant = normalise_config_variant(config_variant);
     let mut decisions = Vec::new();
     let wanted = precision.map(normalise_precision);
-    if let Some(p) = &wanted
+    if let (Some(typed), Some(p)) = (precision, &wanted)
         && !PRECISIONS.contains(&p.as_str())
     {
-        return Err(Error::usage(format!("unknown precision `{p}`"))
+        return Err(Error::usage(format!("unknown precision `{typed}`"))
             .at_flag("--precision")
-            .help(did_you_mean_then(
-                p,
-                PRECISIONS.iter().copied(),
-                format!("precisions: {}", PRECISIONS.join(", ")),
+            .help(unknown_precision_help(
+                typed,
+                &format!("precisions: {}", PRECISIONS.join(", ")),
             )));
     }
     if let Some(p) = &wanted {
