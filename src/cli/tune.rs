@@ -5,6 +5,7 @@ use clap::Args;
 
 use super::estimate::Format;
 use super::{PlanArgs, Printer, load};
+use crate::catalog::Recipe;
 use crate::config::TRAIN;
 use crate::error::{Error, Result};
 use crate::estimate::Efficiency;
@@ -157,29 +158,30 @@ impl Resolver {
         // pipeline parallel (DP 1), so that any scaled global batch divides.
         let world = self.loaded.hardware.count;
         let tp = world.min(8);
-        let model = self.loaded.recipe.sections.get("model");
-        let layers = model
-            .and_then(|m| m.get("num_layers"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(1) as u32;
-        let mtp = model
-            .and_then(|m| m.get("mtp_num_layers"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
-            > 0;
+        let recipe = &self.loaded.recipe;
+        let model = |field: &str| model_field(recipe, field).and_then(serde_json::Value::as_u64);
+        let layers = model("num_layers").unwrap_or(1) as u32;
+        let mtp = model("mtp_num_layers").unwrap_or(0) > 0;
         // An MoE model's experts spread over the most GPUs that divide both the world and
         // the expert count: settings such as `overlap_moe_expert_parallel_comm` need EP > 1,
         // and a probe at EP 1 was refused for them (Qwen3-30B-A3B on 24 H100s).
-        let experts = model
-            .and_then(|m| m.get("num_moe_experts"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0) as u32;
+        let experts = model("num_moe_experts").unwrap_or(0) as u32;
         let ep = (1..=world)
             .rev()
             .find(|d| world.is_multiple_of(*d) && experts.is_multiple_of(*d))
             .filter(|_| experts > 0)
             .unwrap_or(1);
-        let user_batch = overrides::is_explicit(&self.loaded.sets, TRAIN.global_batch_size);
+        // A global batch the runner's command line overrides (`--set`, or the user's recipe
+        // file: `train` or its `global_batch_size`) is the user's, and Bridge's runner does not
+        // weak-scale it (run_recipe.py `_apply_benchmark_weak_scaling`): neither does tune.
+        let stated = |p: &Plan| {
+            overrides::is_explicit(&self.loaded.sets, TRAIN.global_batch_size)
+                || p.trainer.as_ref().is_some_and(|t| {
+                    t.items.iter().any(|(k, _)| {
+                        k == TRAIN.global_batch_size || k == crate::config::TrainConfig::SECTION
+                    })
+                })
+        };
         let trivial = |tp: u32, pp: u32, ep: u32| {
             tune::Layout {
                 tensor_model_parallel_size: tp,
@@ -212,7 +214,7 @@ impl Resolver {
                 probe.recipe.variant_num_gpus,
                 probe.recipe.variant_global_batch_size,
             ) {
-                (Some(n), Some(g)) if !user_batch => {
+                (Some(n), Some(g)) if !stated(&probe) => {
                     (u64::from(g) * u64::from(world) / u64::from(n)).max(1)
                 }
                 _ => u64::from(probe.train.global_batch_size),
@@ -229,6 +231,29 @@ impl Resolver {
         }
         Err(last.unwrap_or_else(|| Error::usage("no base layout resolves")))
     }
+}
+
+/// A model field as `recipe` runs it: its own `model` section's, else, for a user's recipe file
+/// on a Bridge function (which need state no model field), that of the shipped recipe holding
+/// the function (`Recipe::bases`: its variant for the function, then its own sections).
+fn model_field<'r>(recipe: &'r Recipe, field: &str) -> Option<&'r serde_json::Value> {
+    let of = |s: &'r serde_json::Map<String, serde_json::Value>| {
+        s.get("model").and_then(|m| m.get(field))
+    };
+    let functions = recipe.bridge_recipe.iter().chain(
+        recipe
+            .variants
+            .iter()
+            .filter_map(|v| v.bridge_recipe.as_ref()),
+    );
+    of(&recipe.sections).or_else(|| {
+        functions
+            .flat_map(|f| recipe.bases.iter().map(move |b| (b, f)))
+            .find_map(|(b, f)| {
+                let v = b.function_variant(f)?;
+                v.and_then(|v| of(&v.sections)).or_else(|| of(&b.sections))
+            })
+    })
 }
 
 /// The command that launches a candidate: the plan flags as typed (`typed`, from

@@ -1706,3 +1706,67 @@ fn tune_prints_the_plans_warnings_as_estimate_does() {
         assert_eq!(warnings(&t), warnings(&e), "{recipe} {extra:?}");
     }
 }
+
+/// A user's recipe file over an MoE Bridge function, tuned on a GPU count its own layout does
+/// not divide: the search starts, as for the shipped recipe holding that function, from the
+/// model the function builds (its experts spread: the function's
+/// `overlap_moe_expert_parallel_comm` refuses EP 1), though the file states no model field.
+#[test]
+fn tune_of_a_users_file_reads_the_model_its_function_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("moe.yaml");
+    std::fs::write(
+        &file,
+        "bridge_recipe: qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let layouts = |recipe: &str| {
+        let o = run(&["tune", "-r", recipe, "-g", "h100x24", "-o", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{recipe}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(
+            v["own"].is_null(),
+            "{recipe}: the own layout is EP 16 on 24 GPUs"
+        );
+        v["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["layout"].clone(), c["estimate"]["step_time_s"].clone()))
+            .collect::<Vec<_>>()
+    };
+    let shipped = layouts("qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config");
+    assert!(!shipped.is_empty());
+    assert_eq!(layouts(&file), shipped);
+}
+
+/// A global batch the user's recipe file states is the user's, as a `--set` of it is: Bridge's
+/// runner does not weak-scale it, and neither does tune where the plan's own layout does not
+/// resolve (here CP 2 does not split 4,098-token sequences) and the search starts elsewhere.
+#[test]
+fn tune_keeps_the_global_batch_a_users_file_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dense.yaml");
+    std::fs::write(
+        &file,
+        "bridge_recipe: llama3_8b_pretrain_config\n\
+         model: {tensor_model_parallel_size: 2}\n\
+         train: {global_batch_size: 64}\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    for extra in [&["--set", "model.seq_length=4098"][..], &[]] {
+        let o = run(&[&["tune", "-r", &file, "-g", "h100x16", "-o", "json"], extra].concat());
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["own"].is_null(), !extra.is_empty(), "{extra:?}");
+        for c in v["candidates"].as_array().unwrap() {
+            let command = c["command"].as_str().unwrap();
+            assert!(
+                command.contains("--set train.global_batch_size=64 "),
+                "{extra:?}: {command}"
+            );
+        }
+    }
+}
