@@ -148,16 +148,24 @@ impl Resolver {
     /// The plan whose model, batch and settings the search varies, and whether it is the
     /// recipe's own layout. That layout may not fit the GPU count; then the global batch is
     /// weak-scaled from the variant's (GBS · GPUs / variant GPUs, as Bridge's scripts scale by
-    /// DP) and the layout left to tune.
+    /// DP) and the layout left to tune. Where no probe resolves either, the plan's own error.
     fn base(&self) -> Result<(Plan, Vec<String>, bool)> {
-        if let Ok(p) = self.resolve(&[]) {
-            let gbs = tune::set(TRAIN.global_batch_size, p.train.global_batch_size);
-            return Ok((p, vec![gbs], true));
-        }
-        // A layout the world surely divides: all data parallel, else all tensor and
-        // pipeline parallel (DP 1), so that any scaled global batch divides.
+        let own_error = match self.resolve(&[]) {
+            Ok(p) => {
+                let gbs = tune::set(TRAIN.global_batch_size, p.train.global_batch_size);
+                return Ok((p, vec![gbs], true));
+            }
+            Err(e) => e,
+        };
+        // A layout the world surely divides: all data parallel, else TP 8 (or the largest
+        // power of two under it that divides the world: NVLink domains and head counts are
+        // powers of two) over the rest, else all tensor and pipeline parallel (DP 1), so that
+        // any scaled global batch divides.
         let world = self.loaded.hardware.count;
-        let tp = world.min(8);
+        let tp = [8, 4, 2, 1]
+            .into_iter()
+            .find(|t| world.is_multiple_of(*t))
+            .unwrap_or(1);
         let recipe = &self.loaded.recipe;
         let model = |field: &str| model_field(recipe, field).and_then(serde_json::Value::as_u64);
         let layers = model("num_layers").unwrap_or(1) as u32;
@@ -194,18 +202,18 @@ impl Resolver {
             }
             .sets_with(tune::pipeline_layout(layers, pp, None, mtp, 0.0).as_deref())
         };
-        let mut layouts = vec![trivial(1, 1, 1), trivial(tp, world / tp, 1)];
+        let mut layouts = vec![
+            trivial(1, 1, 1),
+            trivial(tp, 1, 1),
+            trivial(tp, world / tp, 1),
+        ];
+        layouts.dedup();
         if ep > 1 {
             layouts.insert(0, trivial(1, 1, ep));
         }
-        let mut last = None;
         for layout in layouts {
-            let probe = match self.resolve(&layout) {
-                Ok(p) => p,
-                Err(e) => {
-                    last = Some(e);
-                    continue;
-                }
+            let Ok(probe) = self.resolve(&layout) else {
+                continue;
             };
             // The user's global batch, else the variant's own scaled by GPU count (as
             // Bridge's scripts scale it by DP), not the one the runner's weak scaling gives
@@ -221,15 +229,14 @@ impl Resolver {
             };
             let mut sets = layout.clone();
             sets.push(tune::set(TRAIN.global_batch_size, gbs));
-            match self.resolve(&sets) {
-                Ok(base) => {
-                    let gbs = tune::set(TRAIN.global_batch_size, base.train.global_batch_size);
-                    return Ok((base, vec![gbs], false));
-                }
-                Err(e) => last = Some(e),
+            if let Ok(base) = self.resolve(&sets) {
+                let gbs = tune::set(TRAIN.global_batch_size, base.train.global_batch_size);
+                return Ok((base, vec![gbs], false));
             }
         }
-        Err(last.unwrap_or_else(|| Error::usage("no base layout resolves")))
+        // None resolves: the plan's own error (what `plan` says of the same flags), which
+        // names what the user asked for, not a size of a probe's they never gave.
+        Err(own_error)
     }
 }
 

@@ -1770,3 +1770,26 @@ fn tune_keeps_the_global_batch_a_users_file_states() {
         }
     }
 }
+
+/// Where the plan's own layout does not resolve on the GPU count, tune starts from a layout
+/// that does (Llama 3.1 405B on 100,000 H100s: its TP 8 PP 8 CP 2 does not divide them, nor
+/// does all data parallel divide the weak-scaled batch of 150,000, but TP 8 does); where none
+/// does, the error is the plan's own (what `plan` says of the same flags), never one about a
+/// size the user did not give (PP 12,500, TP 7, TP 3).
+#[test]
+fn tune_where_the_own_layout_does_not_resolve_starts_from_one_that_does() {
+    let o = run(&["tune", "-r", "llama405b", "-g", "h100x100000", "--top", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        text.starts_with("llama31_405b on h100x100000 (bf16), global batch 150000:"),
+        "{text}"
+    );
+    for gpus in ["h100x7", "h100x3"] {
+        let tune = run(&["tune", "-r", "llama405b", "-g", gpus]);
+        let plan = run(&["plan", "-r", "llama405b", "-g", gpus]);
+        assert_eq!(tune.status.code(), Some(2), "{gpus}: {}", stderr(&tune));
+        assert_eq!(plan.status.code(), Some(2), "{gpus}: {}", stderr(&plan));
+        assert_eq!(stderr(&tune), stderr(&plan), "{gpus}");
+    }
+}
