@@ -411,8 +411,9 @@ impl View<'_> {
         self.own.is_some_and(|o| c.layout.same(&o.layout))
     }
 
-    /// `tune -o json`: the candidates, the plan's own layout, the fit's held-out error and
-    /// what the estimate leaves out.
+    /// `tune -o json`: the candidates, the plan's own layout, the fit's held-out error, what
+    /// the estimate leaves out, and what the text's first line says (the global batch
+    /// searched, the layouts scored, fitting, resolved and rejected).
     fn json(&self, launch: &dyn Fn(&tune::Candidate) -> String) -> serde_json::Value {
         let list: Vec<serde_json::Value> = self
             .outcome
@@ -446,6 +447,13 @@ impl View<'_> {
             })),
             "held_out_error": self.eff.held_out_error,
             "left_out": self.left_out,
+            "global_batch_size": self.base.train.global_batch_size,
+            "search": {
+                "scored": self.outcome.scored,
+                "fit": self.outcome.fitting,
+                "resolved": self.outcome.resolved,
+                "rejected": self.outcome.rejected,
+            },
         })
     }
 

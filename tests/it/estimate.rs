@@ -18,23 +18,66 @@ fn plan(recipe: &str, gpus: &str, sets: &[String]) -> ovlaunch::error::Result<Pl
 
 #[test]
 fn estimate_json_has_exactly_the_documented_keys() {
-    let out = ok(&[
-        "estimate", "-r", "llama70b", "-g", "h100x64", "--output", "json",
+    /// Every key, always there (`null` or empty where it does not apply), as every command's
+    /// JSON keeps its keys: modelled or not, with or without decisions.
+    const KEYS: [&str; 12] = [
+        "tokens_per_sec_per_gpu",
+        "step_time_s",
+        "model_tflops_per_gpu",
+        "mfu",
+        "memory_gib_per_gpu",
+        "fits",
+        "breakdown",
+        "layout",
+        "decisions",
+        "left_out",
+        "kernels",
+        "modelled",
+    ];
+    let keys_of = |args: &[&str]| {
+        let out = ok(&[&["estimate", "-o", "json"], args].concat());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, [&KEYS[..], &["reason"]].concat(), "{args:?}");
+        v
+    };
+    // not modelled: the figures null, the layout the plan's
+    let v = keys_of(&["-r", "llama3_8b", "-g", "vr200x8"]);
+    assert_eq!(v["modelled"], false);
+    assert!(v["reason"].is_string() && v["breakdown"].is_null() && v["fits"].is_null());
+    assert!(v["layout"]["tensor_model_parallel_size"].is_number(), "{v}");
+    // decisions, left out and the kernels modelled: where they apply and empty where not
+    let v = keys_of(&[
+        "-r",
+        "deepseek_v3",
+        "-g",
+        "h100x1024",
+        "--set",
+        "model.pipeline_model_parallel_size=16",
     ]);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(
-        keys,
-        [
-            "tokens_per_sec_per_gpu",
-            "step_time_s",
-            "model_tflops_per_gpu",
-            "mfu",
-            "memory_gib_per_gpu",
-            "fits",
-            "breakdown"
-        ]
-    );
+    assert_eq!(v["decisions"].as_array().unwrap().len(), 1, "{v}");
+    let v = keys_of(&[
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--te-version",
+        "none",
+        "--set",
+        "optimizer.use_precision_aware_optimizer=false",
+    ]);
+    assert!(v["kernels"].is_string(), "{v}");
+    let v = keys_of(&["-r", "llama70b", "-g", "h100x64"]);
+    assert_eq!(v["modelled"], true);
+    assert!(v["reason"].is_null() && v["kernels"].is_null(), "{v}");
+    assert_eq!(v["decisions"], serde_json::json!([]));
+    assert_eq!(v["left_out"], serde_json::json!([]));
+    // the layout as tune gives its own
+    let t: serde_json::Value = serde_json::from_str(&ok(&[
+        "tune", "-r", "llama70b", "-g", "h100x64", "-o", "json", "--top", "1",
+    ]))
+    .unwrap();
+    assert_eq!(v["layout"], t["own"]["layout"]);
     let tps = v["tokens_per_sec_per_gpu"].as_f64().unwrap();
     let step = v["step_time_s"].as_f64().unwrap();
     // Llama 3 70B on 64 H100: GBS 256 x 8192 tokens per step.
@@ -349,7 +392,11 @@ fn tune_measures_each_proposal_against_the_plans_own_layout() {
         let plan: serde_json::Value =
             serde_json::from_str(&ok(&with(&["plan"], &["-o", "json"]))).unwrap();
         assert_eq!(v["held_out_error"].as_f64(), Some(err));
-        assert_eq!(v["own"]["estimate"], own, "{gpus}");
+        // tune's own estimate is estimate's figures, its layout estimate's
+        for k in ovlaunch::estimate::Estimate::FIGURES {
+            assert_eq!(v["own"]["estimate"][k], own[k], "{gpus} {k}");
+        }
+        assert_eq!(v["own"]["layout"], own["layout"], "{gpus}");
         let l = &v["own"]["layout"];
         for k in [
             "tensor_model_parallel_size",
@@ -883,7 +930,7 @@ fn hybrid_models_are_estimated_and_tuned() {
     for r in ["nemotron_3_nano", "nemotronh_8b_pretrain", "nemotronh_56b"] {
         let out = ok(&["estimate", "-r", r, "-g", "h100x64", "-o", "json"]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert!(v.get("modelled").is_none(), "{r}: {out}");
+        assert_eq!(v["modelled"], true, "{r}: {out}");
         let tps = v["tokens_per_sec_per_gpu"].as_f64().unwrap();
         assert!(tps > 100.0, "{r}: {tps}");
     }
@@ -1125,7 +1172,7 @@ fn estimate_says_it_counted_master_weights_as_remainders() {
         "json",
     ]))
     .unwrap();
-    assert!(v.get("decisions").is_none());
+    assert_eq!(v["decisions"], serde_json::json!([]), "{v}");
 }
 
 /// The estimator counts the master weights as 16-bit remainders exactly where Megatron-Core
@@ -1254,7 +1301,7 @@ fn estimate_without_te_says_it_models_the_local_spec() {
         serde_json::from_str(&ok(&a)).unwrap()
     };
     let (te, local) = (json(&with), json(&without));
-    assert!(te.get("kernels").is_none());
+    assert!(te["kernels"].is_null(), "{te}");
     assert!(
         local["kernels"]
             .as_str()
@@ -1792,4 +1839,32 @@ fn tune_where_the_own_layout_does_not_resolve_starts_from_one_that_does() {
         assert_eq!(plan.status.code(), Some(2), "{gpus}: {}", stderr(&plan));
         assert_eq!(stderr(&tune), stderr(&plan), "{gpus}");
     }
+}
+
+/// `tune -o json` carries what the text's first line says (the global batch searched, the
+/// layouts scored, fitting, resolved and rejected), every key always there.
+#[test]
+fn tune_json_says_what_its_text_says() {
+    let args = ["tune", "-r", "llama70b", "-g", "h100x64", "--top", "2"];
+    let text = ok(&args);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&[&args[..], &["-o", "json"]].concat())).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "candidates",
+            "own",
+            "held_out_error",
+            "left_out",
+            "global_batch_size",
+            "search"
+        ]
+    );
+    let s = &v["search"];
+    let first = format!(
+        "llama3_70b on h100x64 (bf16), global batch {}: {} layouts scored, {} fit, {} resolved ({} rejected)\n",
+        v["global_batch_size"], s["scored"], s["fit"], s["resolved"], s["rejected"]
+    );
+    assert!(text.starts_with(&first), "{first}{text}");
 }
