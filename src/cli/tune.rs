@@ -287,7 +287,9 @@ fn command(typed: &[String], fixed: &[String], sets: &[String]) -> String {
 pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32> {
     let typed = PlanArgs::typed(matches);
     if cmd.top == 0 {
-        return Err(Error::usage("--top must be at least 1").at_flag("--top"));
+        return Err(Error::usage("0 layouts is nothing to print")
+            .at_flag("--top")
+            .help("give --top 1 or more (the default prints 5)"));
     }
     if !(0.0..=50.0).contains(&cmd.headroom) {
         return Err(Error::usage(format!("{}% is out of range", cmd.headroom))
@@ -310,12 +312,25 @@ pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Res
     // layout's, else (it does not resolve here) those of the layout the search starts from.
     p.plan_warnings(own_plan.unwrap_or(&base));
     if let Some(why) = crate::estimate::unmodelled(&base) {
+        // the flag that chose what the estimator cannot price: a GPU kind without performance
+        // constants (the reason gives the fix), else the model
+        let (flag, fix) = if base.hardware.gpu.perf.is_none() {
+            (
+                "--gpus",
+                format!(
+                    "to tune, give {}'s figures as said or use a GPU kind that has them (`ovlaunch gpus`)",
+                    base.hardware.gpu.kind
+                ),
+            )
+        } else {
+            ("--recipe", "`ovlaunch estimate` says the same".to_string())
+        };
         return Err(Error::usage(format!(
             "cannot tune {}: {why}",
             base.recipe.name
         ))
-        .at_flag("--recipe")
-        .help("launch it with the recipe's own layout (the plan and the launch do not need the estimator), or pass a layout with --set"));
+        .at_flag(flag)
+        .help(format!("{fix}; the plan and the launch do not need the estimate: launch with the recipe's own layout, or yours given with --set")));
     }
     let mut resolve_fn = |sets: &[String]| {
         let mut all = fixed.clone();

@@ -526,6 +526,41 @@ fn tune_gives_no_gains_against_an_own_layout_that_does_not_run() {
 fn tune_with_zero_top_is_a_usage_error() {
     let o = run(&["tune", "-r", "llama70b", "-g", "h100x64", "--top", "0"]);
     assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("error: --top: ") && err.contains("\n  help: ") && err.contains("--top 1"),
+        "{err}"
+    );
+}
+
+/// A plan the estimator does not model is refused by tune (exit 2) naming the flag that chose
+/// what it cannot price: the GPU kind (`--gpus`, fixed by a hardware file's `perf:` block) or
+/// the model (`--recipe`), with a fix that is one (a `--set` layout does not make tune work).
+#[test]
+fn tune_of_a_plan_it_cannot_price_names_the_flag_that_chose_it() {
+    for (args, flag) in [
+        (&["-r", "llama3_8b", "-g", "vr200x8"][..], "--gpus"),
+        (&["-r", "flux_12b_pretrain", "-g", "h100x8"], "--recipe"),
+    ] {
+        let o = run(&[&["tune"], args].concat());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        // (after the plan's warnings)
+        let error = err.lines().find(|l| l.starts_with("error: ")).unwrap_or("");
+        assert!(
+            error.starts_with(&format!("error: {flag}: cannot tune ")),
+            "{err}"
+        );
+        let help = err
+            .lines()
+            .find(|l| l.starts_with("  help: "))
+            .unwrap_or("");
+        assert!(!help.contains("pass a layout with --set"), "{help}");
+        assert!(
+            help.contains("`ovlaunch estimate` says the same") || help.contains("`ovlaunch gpus`"),
+            "{help}"
+        );
+    }
 }
 
 #[test]
