@@ -2742,3 +2742,41 @@ fn a_precision_near_miss_names_the_precisions_it_may_mean() {
         }
     }
 }
+
+/// A precision the recipe has no variant of, on a GPU kind that runs another kind's variants
+/// (`recipe_gpu`: the A100 runs the H100's), names the kind asked for and the one whose variants
+/// it runs, and offers only the precisions this GPU can train in (the H100's FP8 variant needs
+/// FP8 units the A100 lacks).
+#[test]
+fn a_missing_precision_on_a_stand_in_gpu_offers_what_it_can_run() {
+    let err = usage_error(&[
+        "estimate",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "a100x8",
+        "--precision",
+        "fp8sc",
+    ]);
+    assert!(
+        err.starts_with(
+            "error: --precision: recipe `llama3_8b` has no fp8sc variant for a100 (it runs the h100 variants)\n"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("\n  help: a100 can run: bf16\n"), "{err}");
+    // on the kind itself, every precision it has
+    let err = usage_error(&[
+        "estimate",
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--precision",
+        "fp8sc",
+    ]);
+    assert!(
+        err.contains("has no fp8sc variant for h100\n  help: h100 can run: bf16, fp8cs\n"),
+        "{err}"
+    );
+}
