@@ -1903,3 +1903,37 @@ fn tune_json_says_what_its_text_says() {
     );
     assert!(text.starts_with(&first), "{first}{text}");
 }
+
+/// A model whose attention Megatron-Core swaps for an experimental variant
+/// (`experimental_attention_variant`: gated DeltaNet, DeepSeek Sparse Attention) is not
+/// estimated as softmax attention: the estimate says it does not model it (exit 0) and tune
+/// refuses (exit 2), as for the provider classes named for those models. Here a user's file
+/// states it over Bridge's Qwen3-Next function, as Bridge's Qwen3-Next bridge sets it.
+#[test]
+fn an_experimental_attention_variant_is_not_modelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("next.yaml");
+    std::fs::write(
+        &file,
+        "bridge_recipe: qwen3_next_80b_a3b_pretrain_32gpu_h100_bf16_config\n\
+         model: {experimental_attention_variant: gated_delta_net, linear_attention_freq: 4}\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let v: serde_json::Value = serde_json::from_str(&ok(&[
+        "estimate", "-r", &file, "-g", "h100x32", "-o", "json",
+    ]))
+    .unwrap();
+    assert_eq!(v["modelled"], false, "{v}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("gated DeltaNet"),
+        "{v}"
+    );
+    let o = run(&["tune", "-r", &file, "-g", "h100x32"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("error: --recipe: cannot tune next:"),
+        "{}",
+        stderr(&o)
+    );
+}

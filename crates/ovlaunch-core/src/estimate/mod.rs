@@ -382,6 +382,21 @@ const UNMODELLED: &[(&str, &str)] = &[
     ),
 ];
 
+/// Megatron-Core's `TransformerConfig.experimental_attention_variant` values (the attention
+/// its `experimental_attention_variant_module_specs` builds in place of softmax attention;
+/// Bridge's Qwen3-Next bridge sets `gated_delta_net`), with why the estimator leaves them out,
+/// whatever the provider class is named.
+const EXPERIMENTAL_ATTENTION: &[(&str, &str)] = &[
+    (
+        "gated_delta_net",
+        "gated DeltaNet linear attention in most layers; the published tables hold no row of it to fit its kernels' rate on",
+    ),
+    (
+        "dsa",
+        "DeepSeek Sparse Attention (a top-k token indexer in every layer); the published tables hold no row of it to fit on",
+    ),
+];
+
 /// Parts of a model the estimator leaves out while estimating the rest, by a word of Bridge's
 /// model provider class name: a vision-language provider carries its language model's
 /// transformer fields (what `Arch` reads) beside the vision encoder's own config.
@@ -503,6 +518,23 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
     }
     if let Some(why) = too_narrow(plan).filter(|_| !gpu.is_cpu()) {
         return Some(why);
+    }
+    if let Some(variant) = plan
+        .model
+        .provider
+        .get("experimental_attention_variant")
+        .and_then(serde_json::Value::as_str)
+    {
+        let why = EXPERIMENTAL_ATTENTION
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .map_or(
+                "an attention Megatron-Core builds in place of softmax attention",
+                |(_, why)| why,
+            );
+        return Some(format!(
+            "the estimator models decoder-only transformers with softmax attention over text; experimental_attention_variant `{variant}` is {why}"
+        ));
     }
     let class = plan.recipe.model_class.as_deref()?;
     let name = class.rsplit('.').next().unwrap_or(class);
