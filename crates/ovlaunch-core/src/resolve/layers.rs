@@ -147,29 +147,7 @@ pub fn choose<'r>(
         .filter(|v| v.precision == precision)
         .collect();
     if candidates.is_empty() {
-        // what this GPU can train in of what the recipe has for it (a kind running another's
-        // variants may lack its units: the A100 the H100's FP8)
-        let kind = &hw.gpu.kind;
-        let have: Vec<&str> = for_gpu
-            .iter()
-            .map(|v| v.precision.as_str())
-            .filter(|p| runs_on(p, hw))
-            .collect();
-        return Err(Error::usage(format!(
-            "recipe `{}` has no {precision} variant for {kind}{}",
-            recipe.name,
-            if *kind == gpu {
-                String::new()
-            } else {
-                format!(" (it runs the {gpu} variants)")
-            }
-        ))
-        .at_flag("--precision")
-        .help(if have.is_empty() {
-            format!("{kind} can run none of the recipe's {gpu} variants' precisions; use another GPU kind (`ovlaunch recipes -v` lists the recipe's)")
-        } else {
-            format!("{kind} can run: {}", dedup(have).join(", "))
-        }));
+        return Err(no_precision_variant(recipe, hw, &gpu, &precision, &for_gpu));
     }
     let named: Vec<&str> = candidates
         .iter()
@@ -351,6 +329,39 @@ fn choose_any_gpu<'r>(
 
 /// MXFP8 and NVFP4 are Blackwell units (compute capability 10.0): `--precision fp8mx` or
 /// `nvfp4` on an older GPU is refused with that fact, whatever the recipe ships.
+/// `recipe` has no `precision` variant for `gpu` (the kind whose variants `hw` runs): the error
+/// names both kinds and offers what the recipe has for `gpu` that `hw`'s GPUs can train in (a
+/// kind running another's variants may lack its units: the A100 the H100's FP8).
+fn no_precision_variant(
+    recipe: &Recipe,
+    hw: &Hardware,
+    gpu: &str,
+    precision: &str,
+    for_gpu: &[&Variant],
+) -> Error {
+    let kind = &hw.gpu.kind;
+    let have: Vec<&str> = for_gpu
+        .iter()
+        .map(|v| v.precision.as_str())
+        .filter(|p| runs_on(p, hw))
+        .collect();
+    Error::usage(format!(
+        "recipe `{}` has no {precision} variant for {kind}{}",
+        recipe.name,
+        if kind == gpu {
+            String::new()
+        } else {
+            format!(" (it runs the {gpu} variants)")
+        }
+    ))
+    .at_flag("--precision")
+    .help(if have.is_empty() {
+        format!("{kind} can run none of the recipe's {gpu} variants' precisions; use another GPU kind (`ovlaunch recipes -v` lists the recipe's)")
+    } else {
+        format!("{kind} can run: {}", dedup(have).join(", "))
+    })
+}
+
 /// Whether `hw`'s GPUs can train in precision `p` (one of [`PRECISIONS`]): MXFP8 and NVFP4
 /// need Blackwell ([`blackwell_precision`]), FP8 the FP8 units
 /// (`validate::gpu_supports_precision`).
