@@ -2780,3 +2780,50 @@ fn a_missing_precision_on_a_stand_in_gpu_offers_what_it_can_run() {
         "{err}"
     );
 }
+
+/// A global batch the data-parallel size does not divide gets only fixes `--set` takes: no
+/// suggested batch past the largest Bridge's integer field holds here (`u32`), where a
+/// suggestion would itself be refused.
+#[test]
+fn a_batch_fix_never_suggests_a_batch_too_large_to_give() {
+    for (sets, largest) in [
+        (&["train.global_batch_size=4294967295"][..], 4294967288u64),
+        (
+            &[
+                "train.global_batch_size=4294967295",
+                "train.micro_batch_size=4294967295",
+            ],
+            0,
+        ),
+    ] {
+        let mut args = vec!["estimate", "-r", "llama3_8b", "-g", "h100x16"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let err = usage_error(&args);
+        let help = err
+            .lines()
+            .find(|l| l.starts_with("  help: "))
+            .unwrap_or("");
+        // the values of the `--set`s it suggests (`=N`, `(or N)`)
+        let numbers: Vec<u64> = help
+            .split(['=', '('])
+            .skip(1)
+            .filter_map(|w| {
+                let w = w.trim_start_matches("or ");
+                w[..w.find(|c: char| !c.is_ascii_digit()).unwrap_or(w.len())]
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        assert!(
+            numbers.iter().all(|n| *n <= u64::from(u32::MAX)),
+            "{sets:?}: {help}"
+        );
+        if largest > 0 {
+            assert!(help.contains(&format!("={largest}")), "{help}");
+        } else {
+            assert!(help.contains("train.micro_batch_size"), "{help}");
+        }
+    }
+}

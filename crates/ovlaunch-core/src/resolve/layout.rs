@@ -594,18 +594,33 @@ fn batch_split_over_dp(train: &TrainConfig, dp: u64) -> Result<()> {
     let mbs = u64::from(train.micro_batch_size);
     if mbs == 0 || gbs % (mbs * dp) != 0 {
         let step = mbs.max(1) * dp;
-        let lo = gbs / step * step;
+        let lo = (gbs / step * step).max(step);
+        // only batches the field holds (a larger one would itself be refused)
+        let largest = u64::from(u32::MAX);
+        let batches: Vec<u64> = [lo, lo + step]
+            .into_iter()
+            .filter(|b| *b <= largest)
+            .collect();
+        let help = match batches.as_slice() {
+            [] => format!(
+                "every multiple of {step} is past the largest global batch ({largest}): lower {} (the global batch must be a multiple of it times DP {dp})",
+                TRAIN.micro_batch_size
+            ),
+            [one] => format!(
+                "use a global batch that is a multiple of {step}: --set {}={one}",
+                TRAIN.global_batch_size
+            ),
+            [one, other, ..] => format!(
+                "use a global batch that is a multiple of {step}: --set {}={one} (or {other})",
+                TRAIN.global_batch_size
+            ),
+        };
         return Err(Error::usage(format!(
             "global_batch_size {gbs} is not divisible by micro_batch_size*DP = {mbs}*{dp} = {}",
             mbs * dp
         ))
         .at_fields([TRAIN.global_batch_size, TRAIN.micro_batch_size])
-        .help(format!(
-            "use a global batch that is a multiple of {step}: --set {}={} (or {})",
-            TRAIN.global_batch_size,
-            lo.max(step),
-            lo.max(step) + step
-        )));
+        .help(help));
     }
     Ok(())
 }
