@@ -2744,40 +2744,33 @@ fn a_precision_near_miss_names_the_precisions_it_may_mean() {
 }
 
 /// A precision the recipe has no variant of, on a GPU kind that runs another kind's variants
-/// (`recipe_gpu`: the A100 runs the H100's), names the kind asked for and the one whose variants
-/// it runs, and offers only the precisions this GPU can train in (the H100's FP8 variant needs
-/// FP8 units the A100 lacks).
+/// (`recipe_gpu`: the A100 and H200 run the H100's), names the kind asked for and the one whose
+/// variants it runs, and offers only the precisions this GPU can train in (Nemotron-H 56B's only
+/// H100 variant is FP8, which the A100 lacks the units for).
 #[test]
 fn a_missing_precision_on_a_stand_in_gpu_offers_what_it_can_run() {
-    let err = usage_error(&[
-        "estimate",
-        "-r",
-        "llama3_8b",
-        "-g",
-        "a100x8",
-        "--precision",
-        "fp8sc",
-    ]);
+    let err = |r: &str, gpus: &str, p: &str| {
+        usage_error(&["estimate", "-r", r, "-g", gpus, "--precision", p])
+    };
+    let e = err("nemotronh_56b", "a100x64", "bf16");
     assert!(
-        err.starts_with(
-            "error: --precision: recipe `llama3_8b` has no fp8sc variant for a100 (it runs the h100 variants)\n"
+        e.starts_with(
+            "error: --precision: recipe `nemotronh_56b` has no bf16 variant for a100 (it runs the h100 variants)\n  help: a100 can run none of the recipe's h100 variants' precisions;"
         ),
-        "{err}"
+        "{e}"
     );
-    assert!(err.contains("\n  help: a100 can run: bf16\n"), "{err}");
-    // on the kind itself, every precision it has
-    let err = usage_error(&[
-        "estimate",
-        "-r",
-        "llama3_8b",
-        "-g",
-        "h100x8",
-        "--precision",
-        "fp8sc",
-    ]);
+    let e = err("llama3_8b", "h200x8", "fp8ds");
     assert!(
-        err.contains("has no fp8sc variant for h100\n  help: h100 can run: bf16, fp8cs\n"),
-        "{err}"
+        e.starts_with(
+            "error: --precision: recipe `llama3_8b` has no fp8ds variant for h200 (it runs the h100 variants)\n  help: h200 can run: bf16, fp8cs\n"
+        ),
+        "{e}"
+    );
+    // on the kind itself, every precision it has
+    let e = err("llama3_8b", "h100x8", "fp8sc");
+    assert!(
+        e.contains("has no fp8sc variant for h100\n  help: h100 can run: bf16, fp8cs\n"),
+        "{e}"
     );
 }
 
@@ -2825,5 +2818,32 @@ fn a_batch_fix_never_suggests_a_batch_too_large_to_give() {
         } else {
             assert!(help.contains("train.micro_batch_size"), "{help}");
         }
+    }
+}
+
+/// `--precision` of an FP8 scaling on a GPU kind without FP8 tensor cores is refused at the
+/// flag the user gave (as MXFP8 and NVFP4 on a pre-Blackwell GPU are), with the precision it
+/// can train in.
+#[test]
+fn an_fp8_precision_on_a_gpu_without_fp8_units_is_refused_at_the_flag() {
+    for p in ["fp8cs", "fp8ds"] {
+        let err = usage_error(&[
+            "estimate",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "a100x8",
+            "--precision",
+            p,
+        ]);
+        assert!(
+            err.starts_with(&format!("error: --precision: {p} (")),
+            "{err}"
+        );
+        assert!(
+            err.contains("a100 (ampere) is compute capability 8.x"),
+            "{err}"
+        );
+        assert!(err.contains("help: on a100 use --precision bf16"), "{err}");
     }
 }

@@ -84,6 +84,14 @@ fn precisions_meant(word: &str) -> Vec<&'static str> {
     crate::error::suggest(&key, PRECISIONS.iter().copied())
 }
 
+/// What precision `p` (one of [`PRECISIONS`]) runs, where its name does not say.
+pub fn precision_meaning(p: &str) -> Option<&'static str> {
+    PRECISION_NAMES
+        .iter()
+        .find(|(n, what, _)| *n == p && !what.is_empty())
+        .map(|(_, what, _)| *what)
+}
+
 /// The help for a precision that is not one of [`PRECISIONS`]: the ones it may mean, what
 /// each runs, then `rest`.
 pub fn unknown_precision_help(word: &str, rest: &str) -> String {

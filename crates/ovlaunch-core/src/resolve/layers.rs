@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 
 use super::overrides::SetOverride;
 use crate::catalog::Hardware;
-use crate::catalog::recipe::{PRECISIONS, Recipe, RecipeKind, Variant, unknown_precision_help};
+use crate::catalog::recipe::{
+    PRECISIONS, Recipe, RecipeKind, Variant, precision_meaning, unknown_precision_help,
+};
 use crate::config::{ConfigContainer, MixedPrecisionConfig};
 use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
@@ -87,6 +89,7 @@ pub fn choose<'r>(
     }
     if let Some(p) = &wanted {
         blackwell_precision(p, hw)?;
+        fp8_units(p, hw)?;
     }
     if recipe.variants.is_empty() {
         return Ok(Choice {
@@ -368,6 +371,22 @@ fn no_precision_variant(
 fn runs_on(p: &str, hw: &Hardware) -> bool {
     blackwell_precision(p, hw).is_ok()
         && (!p.starts_with("fp8") || hw.gpu.is_cpu() || hw.gpu.has_fp8_units())
+}
+
+/// `--precision` of an FP8 scaling on a GPU kind without FP8 tensor cores: refused at the flag
+/// (`validate::gpu_supports_precision` refuses the planned FP8 fields the same way).
+fn fp8_units(p: &str, hw: &Hardware) -> Result<()> {
+    let gpu = &hw.gpu;
+    if !p.starts_with("fp8") || gpu.is_cpu() || gpu.has_fp8_units() {
+        return Ok(());
+    }
+    let what = precision_meaning(p).unwrap_or("FP8");
+    Err(Error::usage(format!(
+        "{p} ({what}) needs FP8 tensor cores (compute capability 8.9 or newer: Hopper, Blackwell), and {} ({}) is compute capability {}.x",
+        gpu.kind, gpu.generation, gpu.arch_major
+    ))
+    .at_flag("--precision")
+    .help(format!("on {} use --precision bf16, or a GPU kind with FP8 units (h100, b200, ...)", gpu.kind)))
 }
 
 fn blackwell_precision(p: &str, hw: &Hardware) -> Result<()> {
