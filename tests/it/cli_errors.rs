@@ -2847,3 +2847,25 @@ fn an_fp8_precision_on_a_gpu_without_fp8_units_is_refused_at_the_flag() {
         assert!(err.contains("help: on a100 use --precision bf16"), "{err}");
     }
 }
+
+/// A layout the GPU count does not divide is answered with GPU counts `--gpus` takes (none
+/// past the largest it reads), and a parallel size of 0 with the fix.
+#[test]
+fn layout_fixes_are_ones_the_flags_take() {
+    let err = usage_error(&["estimate", "-r", "llama405b", "-g", "h100x4294967288"]);
+    assert!(
+        err.contains("give --gpus a count this layout divides (4294967168)\n"),
+        "{err}"
+    );
+    for field in [
+        "model.tensor_model_parallel_size",
+        "model.context_parallel_size",
+    ] {
+        let set = format!("{field}=0");
+        let err = usage_error(&["estimate", "-r", "llama3_8b", "-g", "h100x8", "--set", &set]);
+        assert!(
+            err.contains(&format!("\n  help: --set {field}=1 or more")),
+            "{err}"
+        );
+    }
+}

@@ -477,7 +477,9 @@ fn parallel_sizes_at_least_one(tp: u64, pp: u64, cp: u64, ep: u64, etp: u64) -> 
         (MODEL.expert_tensor_parallel_size, etp),
     ] {
         if v == 0 {
-            return Err(Error::usage(format!("{name} must be at least 1")).at_fields(name));
+            return Err(Error::usage(format!("{name} must be at least 1"))
+                .at_fields(name)
+                .help(format!("--set {name}=1 or more (1: not split over GPUs)")));
         }
     }
     Ok(())
@@ -500,15 +502,21 @@ fn data_parallel(world: u64, tp: u64, pp: u64, cp: u64) -> Result<u64> {
             MODEL.context_parallel_size,
         ])
         .help(if fits.is_empty() {
-            let (lo, hi) = (world / mp * mp, (world / mp + 1) * mp);
-            let counts = if lo > 0 {
-                format!("{lo} or {hi}")
+            // only counts `--gpus` reads (a larger one would itself be refused)
+            let counts: Vec<String> = [world / mp * mp, (world / mp + 1) * mp]
+                .into_iter()
+                .filter(|n| *n > 0 && *n <= u64::from(u32::MAX))
+                .map(|n| n.to_string())
+                .collect();
+            let gpus = if counts.is_empty() {
+                String::new()
             } else {
-                hi.to_string()
+                format!(
+                    ", or give --gpus a count this layout divides ({})",
+                    counts.join(" or ")
+                )
             };
-            format!(
-                "choose TP, PP and CP whose product divides {world}, or give --gpus a count this layout divides ({counts})"
-            )
+            format!("choose TP, PP and CP whose product divides {world}{gpus}")
         } else {
             format!(
                 "with PP={pp} and CP={cp}, TP may be {}; or change --gpus",
