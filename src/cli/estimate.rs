@@ -39,7 +39,7 @@ pub(super) fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
     p.plan_warnings(&plan);
     if let Some(why) = estimate::unmodelled(&plan) {
         match cmd.output {
-            Format::Json => p.json(&serde_json::json!({"modelled": false, "reason": why}))?,
+            Format::Json => p.json(&json(&plan, None, layout.as_ref(), Some(&why)))?,
             Format::Text => p.data(&format!(
                 "{} on {}: not modelled: {why}\n",
                 plan.recipe.name, plan.hardware.spec
@@ -49,29 +49,67 @@ pub(super) fn run(p: &Printer, cmd: &EstimateCmd) -> Result<i32> {
     }
     let eff = Efficiency::embedded()?;
     let e = estimate::estimate(&plan, &eff)?;
-    let notes = estimate::scope_notes(&plan);
-    let assumed = estimate::assumed(&plan);
     match cmd.output {
-        Format::Json => {
-            let mut v = e.to_json();
-            if let Value::Object(o) = &mut v {
-                let decisions: Vec<Value> =
-                    layout.iter().chain(&assumed).map(decision_json).collect();
-                if !decisions.is_empty() {
-                    o.insert("decisions".into(), Value::Array(decisions));
-                }
-                if !notes.is_empty() {
-                    o.insert("left_out".into(), serde_json::json!(notes));
-                }
-                if let Some(k) = estimate::kernels_note(&plan) {
-                    o.insert("kernels".into(), k.into());
-                }
-            }
-            p.json(&v)?
+        Format::Json => p.json(&json(&plan, Some(&e), layout.as_ref(), None))?,
+        Format::Text => {
+            let assumed = estimate::assumed(&plan);
+            let notes = estimate::scope_notes(&plan);
+            p.data(&text(&plan, &e, (layout.as_ref(), &assumed), &notes))?
         }
-        Format::Text => p.data(&text(&plan, &e, (layout.as_ref(), &assumed), &notes))?,
     }
     Ok(0)
+}
+
+/// `estimate -o json`: one shape whether the plan is modelled or not, every key always there
+/// (as every command's JSON keeps its keys): the estimate's figures (`Estimate::FIGURES`,
+/// `null` where not modelled), the plan's layout (as `tune` gives its own), the decisions
+/// the estimate made of the plan (the pipeline layout it used, what it assumed), what it
+/// leaves out, the kernels it modelled without Transformer Engine (or `null`), whether it is
+/// modelled and why not (or `null`).
+fn json(
+    plan: &Plan,
+    e: Option<&estimate::Estimate>,
+    layout: Option<&Decision>,
+    unmodelled: Option<&str>,
+) -> Value {
+    let mut o = match e.map(estimate::Estimate::to_json) {
+        Some(Value::Object(o)) => o,
+        _ => estimate::Estimate::FIGURES
+            .iter()
+            .map(|k| (k.to_string(), Value::Null))
+            .collect(),
+    };
+    let modelled = unmodelled.is_none();
+    let assumed = if modelled {
+        estimate::assumed(plan)
+    } else {
+        Vec::new()
+    };
+    let decisions: Vec<Value> = layout
+        .into_iter()
+        .chain(&assumed)
+        .map(decision_json)
+        .collect();
+    let notes = if modelled {
+        estimate::scope_notes(plan)
+    } else {
+        Vec::new()
+    };
+    o.insert(
+        "layout".into(),
+        serde_json::json!(crate::estimate::tune::Layout::of(plan)),
+    );
+    o.insert("decisions".into(), Value::Array(decisions));
+    o.insert("left_out".into(), serde_json::json!(notes));
+    o.insert(
+        "kernels".into(),
+        estimate::kernels_note(plan)
+            .filter(|_| modelled)
+            .map_or(Value::Null, Value::from),
+    );
+    o.insert("modelled".into(), modelled.into());
+    o.insert("reason".into(), unmodelled.map_or(Value::Null, Value::from));
+    Value::Object(o)
 }
 
 /// The estimate for people; `decisions`: the pipeline layout it used (if it chose one) and

@@ -5,6 +5,7 @@ use clap::Args;
 
 use super::estimate::Format;
 use super::{PlanArgs, Printer, load};
+use crate::catalog::Recipe;
 use crate::config::TRAIN;
 use crate::error::{Error, Result};
 use crate::estimate::Efficiency;
@@ -147,39 +148,48 @@ impl Resolver {
     /// The plan whose model, batch and settings the search varies, and whether it is the
     /// recipe's own layout. That layout may not fit the GPU count; then the global batch is
     /// weak-scaled from the variant's (GBS · GPUs / variant GPUs, as Bridge's scripts scale by
-    /// DP) and the layout left to tune.
+    /// DP) and the layout left to tune. Where no probe resolves either, the plan's own error.
     fn base(&self) -> Result<(Plan, Vec<String>, bool)> {
-        if let Ok(p) = self.resolve(&[]) {
-            let gbs = tune::set(TRAIN.global_batch_size, p.train.global_batch_size);
-            return Ok((p, vec![gbs], true));
-        }
-        // A layout the world surely divides: all data parallel, else all tensor and
-        // pipeline parallel (DP 1), so that any scaled global batch divides.
+        let own_error = match self.resolve(&[]) {
+            Ok(p) => {
+                let gbs = tune::set(TRAIN.global_batch_size, p.train.global_batch_size);
+                return Ok((p, vec![gbs], true));
+            }
+            Err(e) => e,
+        };
+        // A layout the world surely divides: all data parallel, else TP 8 (or the largest
+        // power of two under it that divides the world: NVLink domains and head counts are
+        // powers of two) over the rest, else all tensor and pipeline parallel (DP 1), so that
+        // any scaled global batch divides.
         let world = self.loaded.hardware.count;
-        let tp = world.min(8);
-        let model = self.loaded.recipe.sections.get("model");
-        let layers = model
-            .and_then(|m| m.get("num_layers"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(1) as u32;
-        let mtp = model
-            .and_then(|m| m.get("mtp_num_layers"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
-            > 0;
+        let tp = [8, 4, 2, 1]
+            .into_iter()
+            .find(|t| world.is_multiple_of(*t))
+            .unwrap_or(1);
+        let recipe = &self.loaded.recipe;
+        let model = |field: &str| model_field(recipe, field).and_then(serde_json::Value::as_u64);
+        let layers = model("num_layers").unwrap_or(1) as u32;
+        let mtp = model("mtp_num_layers").unwrap_or(0) > 0;
         // An MoE model's experts spread over the most GPUs that divide both the world and
         // the expert count: settings such as `overlap_moe_expert_parallel_comm` need EP > 1,
         // and a probe at EP 1 was refused for them (Qwen3-30B-A3B on 24 H100s).
-        let experts = model
-            .and_then(|m| m.get("num_moe_experts"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0) as u32;
+        let experts = model("num_moe_experts").unwrap_or(0) as u32;
         let ep = (1..=world)
             .rev()
             .find(|d| world.is_multiple_of(*d) && experts.is_multiple_of(*d))
             .filter(|_| experts > 0)
             .unwrap_or(1);
-        let user_batch = overrides::is_explicit(&self.loaded.sets, TRAIN.global_batch_size);
+        // A global batch the runner's command line overrides (`--set`, or the user's recipe
+        // file: `train` or its `global_batch_size`) is the user's, and Bridge's runner does not
+        // weak-scale it (run_recipe.py `_apply_benchmark_weak_scaling`): neither does tune.
+        let stated = |p: &Plan| {
+            overrides::is_explicit(&self.loaded.sets, TRAIN.global_batch_size)
+                || p.trainer.as_ref().is_some_and(|t| {
+                    t.items.iter().any(|(k, _)| {
+                        k == TRAIN.global_batch_size || k == crate::config::TrainConfig::SECTION
+                    })
+                })
+        };
         let trivial = |tp: u32, pp: u32, ep: u32| {
             tune::Layout {
                 tensor_model_parallel_size: tp,
@@ -192,18 +202,18 @@ impl Resolver {
             }
             .sets_with(tune::pipeline_layout(layers, pp, None, mtp, 0.0).as_deref())
         };
-        let mut layouts = vec![trivial(1, 1, 1), trivial(tp, world / tp, 1)];
+        let mut layouts = vec![
+            trivial(1, 1, 1),
+            trivial(tp, 1, 1),
+            trivial(tp, world / tp, 1),
+        ];
+        layouts.dedup();
         if ep > 1 {
             layouts.insert(0, trivial(1, 1, ep));
         }
-        let mut last = None;
         for layout in layouts {
-            let probe = match self.resolve(&layout) {
-                Ok(p) => p,
-                Err(e) => {
-                    last = Some(e);
-                    continue;
-                }
+            let Ok(probe) = self.resolve(&layout) else {
+                continue;
             };
             // The user's global batch, else the variant's own scaled by GPU count (as
             // Bridge's scripts scale it by DP), not the one the runner's weak scaling gives
@@ -212,23 +222,45 @@ impl Resolver {
                 probe.recipe.variant_num_gpus,
                 probe.recipe.variant_global_batch_size,
             ) {
-                (Some(n), Some(g)) if !user_batch => {
+                (Some(n), Some(g)) if !stated(&probe) => {
                     (u64::from(g) * u64::from(world) / u64::from(n)).max(1)
                 }
                 _ => u64::from(probe.train.global_batch_size),
             };
             let mut sets = layout.clone();
             sets.push(tune::set(TRAIN.global_batch_size, gbs));
-            match self.resolve(&sets) {
-                Ok(base) => {
-                    let gbs = tune::set(TRAIN.global_batch_size, base.train.global_batch_size);
-                    return Ok((base, vec![gbs], false));
-                }
-                Err(e) => last = Some(e),
+            if let Ok(base) = self.resolve(&sets) {
+                let gbs = tune::set(TRAIN.global_batch_size, base.train.global_batch_size);
+                return Ok((base, vec![gbs], false));
             }
         }
-        Err(last.unwrap_or_else(|| Error::usage("no base layout resolves")))
+        // None resolves: the plan's own error (what `plan` says of the same flags), which
+        // names what the user asked for, not a size of a probe's they never gave.
+        Err(own_error)
     }
+}
+
+/// A model field as `recipe` runs it: its own `model` section's, else, for a user's recipe file
+/// on a Bridge function (which need state no model field), that of the shipped recipe holding
+/// the function (`Recipe::bases`: its variant for the function, then its own sections).
+fn model_field<'r>(recipe: &'r Recipe, field: &str) -> Option<&'r serde_json::Value> {
+    let of = |s: &'r serde_json::Map<String, serde_json::Value>| {
+        s.get("model").and_then(|m| m.get(field))
+    };
+    let functions = recipe.bridge_recipe.iter().chain(
+        recipe
+            .variants
+            .iter()
+            .filter_map(|v| v.bridge_recipe.as_ref()),
+    );
+    of(&recipe.sections).or_else(|| {
+        functions
+            .flat_map(|f| recipe.bases.iter().map(move |b| (b, f)))
+            .find_map(|(b, f)| {
+                let v = b.function_variant(f)?;
+                v.and_then(|v| of(&v.sections)).or_else(|| of(&b.sections))
+            })
+    })
 }
 
 /// The command that launches a candidate: the plan flags as typed (`typed`, from
@@ -255,7 +287,9 @@ fn command(typed: &[String], fixed: &[String], sets: &[String]) -> String {
 pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Result<i32> {
     let typed = PlanArgs::typed(matches);
     if cmd.top == 0 {
-        return Err(Error::usage("--top must be at least 1").at_flag("--top"));
+        return Err(Error::usage("0 layouts is nothing to print")
+            .at_flag("--top")
+            .help("give --top 1 or more (the default prints 5)"));
     }
     if !(0.0..=50.0).contains(&cmd.headroom) {
         return Err(Error::usage(format!("{}% is out of range", cmd.headroom))
@@ -265,13 +299,38 @@ pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Res
     let r = Resolver::new(&cmd.plan)?;
     let eff = Efficiency::embedded()?;
     let (base, fixed, base_is_own) = r.base()?;
+    // The plan's own layout: the recipe's with every `--set` given (the PP and VP too);
+    // none where it does not resolve on these GPUs (the search then starts from a probe).
+    // Without a PP or VP of the user's it is the base plan, when the base is not a probe.
+    let pinned = (!r.pinned.is_empty())
+        .then(|| r.resolve(&r.pinned).ok())
+        .flatten();
+    let own_plan = pinned
+        .as_ref()
+        .or((r.pinned.is_empty() && base_is_own).then_some(&base));
+    // The warnings of the plan tuned, as every planning command prints them: the plan's own
+    // layout's, else (it does not resolve here) those of the layout the search starts from.
+    p.plan_warnings(own_plan.unwrap_or(&base));
     if let Some(why) = crate::estimate::unmodelled(&base) {
+        // the flag that chose what the estimator cannot price: a GPU kind without performance
+        // constants (the reason gives the fix), else the model
+        let (flag, fix) = if base.hardware.gpu.perf.is_none() {
+            (
+                "--gpus",
+                format!(
+                    "to tune, give {}'s figures as said or use a GPU kind that has them (`ovlaunch gpus`)",
+                    base.hardware.gpu.kind
+                ),
+            )
+        } else {
+            ("--recipe", "`ovlaunch estimate` says the same".to_string())
+        };
         return Err(Error::usage(format!(
             "cannot tune {}: {why}",
             base.recipe.name
         ))
-        .at_flag("--recipe")
-        .help("launch it with the recipe's own layout (the plan and the launch do not need the estimator), or pass a layout with --set"));
+        .at_flag(flag)
+        .help(format!("{fix}; the plan and the launch do not need the estimate: launch with the recipe's own layout, or yours given with --set")));
     }
     let mut resolve_fn = |sets: &[String]| {
         let mut all = fixed.clone();
@@ -307,15 +366,6 @@ pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Res
         .at_flag("--gpus")
         .help("use more GPUs or GPUs with more memory, or lower --headroom"));
     }
-    // The plan's own layout: the recipe's with every `--set` given (the PP and VP too);
-    // none where it does not resolve on these GPUs (the search then starts from a probe).
-    // Without a PP or VP of the user's it is the base plan, when the base is not a probe.
-    let pinned = (!r.pinned.is_empty())
-        .then(|| r.resolve(&r.pinned).ok())
-        .flatten();
-    let own_plan = pinned
-        .as_ref()
-        .or((r.pinned.is_empty() && base_is_own).then_some(&base));
     let own = own_plan.and_then(|plan| {
         crate::estimate::estimate(plan, &eff)
             .ok()
@@ -376,8 +426,9 @@ impl View<'_> {
         self.own.is_some_and(|o| c.layout.same(&o.layout))
     }
 
-    /// `tune -o json`: the candidates, the plan's own layout, the fit's held-out error and
-    /// what the estimate leaves out.
+    /// `tune -o json`: the candidates, the plan's own layout, the fit's held-out error, what
+    /// the estimate leaves out, and what the text's first line says (the global batch
+    /// searched, the layouts scored, fitting, resolved and rejected).
     fn json(&self, launch: &dyn Fn(&tune::Candidate) -> String) -> serde_json::Value {
         let list: Vec<serde_json::Value> = self
             .outcome
@@ -411,6 +462,13 @@ impl View<'_> {
             })),
             "held_out_error": self.eff.held_out_error,
             "left_out": self.left_out,
+            "global_batch_size": self.base.train.global_batch_size,
+            "search": {
+                "scored": self.outcome.scored,
+                "fit": self.outcome.fitting,
+                "resolved": self.outcome.resolved,
+                "rejected": self.outcome.rejected,
+            },
         })
     }
 

@@ -2701,3 +2701,175 @@ fn a_time_limit_longer_than_slurm_holds_is_refused() {
         stdout(&o)
     );
 }
+
+/// A `--precision` near miss (FP8 without its scaling, Megatron-Core's `fp8_recipe` names,
+/// a Bridge mixed-precision recipe's name, a stray space) is refused, exit 2, quoting what
+/// was typed and naming the precisions it may mean; `estimate` and `tune` as `plan`.
+#[test]
+fn a_precision_near_miss_names_the_precisions_it_may_mean() {
+    for (typed, meant) in [
+        ("fp8", &["fp8cs", "fp8mx", "fp8ds", "fp8sc"][..]),
+        ("FP8", &["fp8cs", "fp8mx", "fp8ds", "fp8sc"]),
+        ("mxfp8", &["fp8mx"]),
+        ("MXFP8", &["fp8mx"]),
+        ("nvfp4 ", &["nvfp4"]),
+        ("fp4", &["nvfp4"]),
+        ("bfloat16", &["bf16"]),
+        ("tensorwise", &["fp8cs"]),
+        ("fp8_delayed", &["fp8ds"]),
+        ("bf16_with_mxfp8_mixed", &["fp8mx"]),
+        ("blockwise", &["fp8sc"]),
+    ] {
+        for cmd in ["plan", "estimate", "tune"] {
+            let o = run(&[cmd, "-r", "llama3_8b", "-g", "b200x8", "--precision", typed]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {typed:?}: {err}");
+            assert!(
+                err.starts_with(&format!("error: --precision: unknown precision `{typed}`")),
+                "{cmd} {typed:?}: {err}"
+            );
+            let help = err.lines().find(|l| l.contains("help:")).unwrap_or("");
+            let named: Vec<&str> = ["bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4"]
+                .into_iter()
+                .filter(|p| {
+                    help.split("precisions:")
+                        .next()
+                        .unwrap()
+                        .contains(&format!("`{p}`"))
+                })
+                .collect();
+            assert_eq!(named, meant, "{cmd} {typed:?}: {help}");
+            assert!(
+                help.contains("precisions: bf16, fp8cs, fp8mx, fp8ds, fp8sc, nvfp4"),
+                "{help}"
+            );
+        }
+    }
+}
+
+/// A precision the recipe has no variant of, on a GPU kind that runs another kind's variants
+/// (`recipe_gpu`: the A100 and H200 run the H100's), names the kind asked for and the one whose
+/// variants it runs, and offers only the precisions this GPU can train in (Nemotron-H 56B's only
+/// H100 variant is FP8, which the A100 lacks the units for).
+#[test]
+fn a_missing_precision_on_a_stand_in_gpu_offers_what_it_can_run() {
+    let err = |r: &str, gpus: &str, p: &str| {
+        usage_error(&["estimate", "-r", r, "-g", gpus, "--precision", p])
+    };
+    let e = err("nemotronh_56b", "a100x64", "bf16");
+    assert!(
+        e.starts_with(
+            "error: --precision: recipe `nemotronh_56b` has no bf16 variant for a100 (it runs the h100 variants)\n  help: a100 can run none of the recipe's h100 variants' precisions;"
+        ),
+        "{e}"
+    );
+    let e = err("llama3_8b", "h200x8", "fp8ds");
+    assert!(
+        e.starts_with(
+            "error: --precision: recipe `llama3_8b` has no fp8ds variant for h200 (it runs the h100 variants)\n  help: h200 can run: bf16, fp8cs\n"
+        ),
+        "{e}"
+    );
+    // on the kind itself, every precision it has
+    let e = err("llama3_8b", "h100x8", "fp8sc");
+    assert!(
+        e.contains("has no fp8sc variant for h100\n  help: h100 can run: bf16, fp8cs\n"),
+        "{e}"
+    );
+}
+
+/// A global batch the data-parallel size does not divide gets only fixes `--set` takes: no
+/// suggested batch past the largest Bridge's integer field holds here (`u32`), where a
+/// suggestion would itself be refused.
+#[test]
+fn a_batch_fix_never_suggests_a_batch_too_large_to_give() {
+    for (sets, largest) in [
+        (&["train.global_batch_size=4294967295"][..], 4294967288u64),
+        (
+            &[
+                "train.global_batch_size=4294967295",
+                "train.micro_batch_size=4294967295",
+            ],
+            0,
+        ),
+    ] {
+        let mut args = vec!["estimate", "-r", "llama3_8b", "-g", "h100x16"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let err = usage_error(&args);
+        let help = err
+            .lines()
+            .find(|l| l.starts_with("  help: "))
+            .unwrap_or("");
+        // the values of the `--set`s it suggests (`=N`, `(or N)`)
+        let numbers: Vec<u64> = help
+            .split(['=', '('])
+            .skip(1)
+            .filter_map(|w| {
+                let w = w.trim_start_matches("or ");
+                w[..w.find(|c: char| !c.is_ascii_digit()).unwrap_or(w.len())]
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        assert!(
+            numbers.iter().all(|n| *n <= u64::from(u32::MAX)),
+            "{sets:?}: {help}"
+        );
+        if largest > 0 {
+            assert!(help.contains(&format!("={largest}")), "{help}");
+        } else {
+            assert!(help.contains("train.micro_batch_size"), "{help}");
+        }
+    }
+}
+
+/// `--precision` of an FP8 scaling on a GPU kind without FP8 tensor cores is refused at the
+/// flag the user gave (as MXFP8 and NVFP4 on a pre-Blackwell GPU are), with the precision it
+/// can train in.
+#[test]
+fn an_fp8_precision_on_a_gpu_without_fp8_units_is_refused_at_the_flag() {
+    for p in ["fp8cs", "fp8ds"] {
+        let err = usage_error(&[
+            "estimate",
+            "-r",
+            "llama3_8b",
+            "-g",
+            "a100x8",
+            "--precision",
+            p,
+        ]);
+        assert!(
+            err.starts_with(&format!("error: --precision: {p} (")),
+            "{err}"
+        );
+        assert!(
+            err.contains("a100 (ampere) is compute capability 8.x"),
+            "{err}"
+        );
+        assert!(err.contains("help: on a100 use --precision bf16"), "{err}");
+    }
+}
+
+/// A layout the GPU count does not divide is answered with GPU counts `--gpus` takes (none
+/// past the largest it reads), and a parallel size of 0 with the fix.
+#[test]
+fn layout_fixes_are_ones_the_flags_take() {
+    let err = usage_error(&["estimate", "-r", "llama405b", "-g", "h100x4294967288"]);
+    assert!(
+        err.contains("give --gpus a count this layout divides (4294967168)\n"),
+        "{err}"
+    );
+    for field in [
+        "model.tensor_model_parallel_size",
+        "model.context_parallel_size",
+    ] {
+        let set = format!("{field}=0");
+        let err = usage_error(&["estimate", "-r", "llama3_8b", "-g", "h100x8", "--set", &set]);
+        assert!(
+            err.contains(&format!("\n  help: --set {field}=1 or more")),
+            "{err}"
+        );
+    }
+}

@@ -18,23 +18,66 @@ fn plan(recipe: &str, gpus: &str, sets: &[String]) -> ovlaunch::error::Result<Pl
 
 #[test]
 fn estimate_json_has_exactly_the_documented_keys() {
-    let out = ok(&[
-        "estimate", "-r", "llama70b", "-g", "h100x64", "--output", "json",
+    /// Every key, always there (`null` or empty where it does not apply), as every command's
+    /// JSON keeps its keys: modelled or not, with or without decisions.
+    const KEYS: [&str; 12] = [
+        "tokens_per_sec_per_gpu",
+        "step_time_s",
+        "model_tflops_per_gpu",
+        "mfu",
+        "memory_gib_per_gpu",
+        "fits",
+        "breakdown",
+        "layout",
+        "decisions",
+        "left_out",
+        "kernels",
+        "modelled",
+    ];
+    let keys_of = |args: &[&str]| {
+        let out = ok(&[&["estimate", "-o", "json"], args].concat());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, [&KEYS[..], &["reason"]].concat(), "{args:?}");
+        v
+    };
+    // not modelled: the figures null, the layout the plan's
+    let v = keys_of(&["-r", "llama3_8b", "-g", "vr200x8"]);
+    assert_eq!(v["modelled"], false);
+    assert!(v["reason"].is_string() && v["breakdown"].is_null() && v["fits"].is_null());
+    assert!(v["layout"]["tensor_model_parallel_size"].is_number(), "{v}");
+    // decisions, left out and the kernels modelled: where they apply and empty where not
+    let v = keys_of(&[
+        "-r",
+        "deepseek_v3",
+        "-g",
+        "h100x1024",
+        "--set",
+        "model.pipeline_model_parallel_size=16",
     ]);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(
-        keys,
-        [
-            "tokens_per_sec_per_gpu",
-            "step_time_s",
-            "model_tflops_per_gpu",
-            "mfu",
-            "memory_gib_per_gpu",
-            "fits",
-            "breakdown"
-        ]
-    );
+    assert_eq!(v["decisions"].as_array().unwrap().len(), 1, "{v}");
+    let v = keys_of(&[
+        "-r",
+        "llama3_8b",
+        "-g",
+        "h100x8",
+        "--te-version",
+        "none",
+        "--set",
+        "optimizer.use_precision_aware_optimizer=false",
+    ]);
+    assert!(v["kernels"].is_string(), "{v}");
+    let v = keys_of(&["-r", "llama70b", "-g", "h100x64"]);
+    assert_eq!(v["modelled"], true);
+    assert!(v["reason"].is_null() && v["kernels"].is_null(), "{v}");
+    assert_eq!(v["decisions"], serde_json::json!([]));
+    assert_eq!(v["left_out"], serde_json::json!([]));
+    // the layout as tune gives its own
+    let t: serde_json::Value = serde_json::from_str(&ok(&[
+        "tune", "-r", "llama70b", "-g", "h100x64", "-o", "json", "--top", "1",
+    ]))
+    .unwrap();
+    assert_eq!(v["layout"], t["own"]["layout"]);
     let tps = v["tokens_per_sec_per_gpu"].as_f64().unwrap();
     let step = v["step_time_s"].as_f64().unwrap();
     // Llama 3 70B on 64 H100: GBS 256 x 8192 tokens per step.
@@ -349,7 +392,11 @@ fn tune_measures_each_proposal_against_the_plans_own_layout() {
         let plan: serde_json::Value =
             serde_json::from_str(&ok(&with(&["plan"], &["-o", "json"]))).unwrap();
         assert_eq!(v["held_out_error"].as_f64(), Some(err));
-        assert_eq!(v["own"]["estimate"], own, "{gpus}");
+        // tune's own estimate is estimate's figures, its layout estimate's
+        for k in ovlaunch::estimate::Estimate::FIGURES {
+            assert_eq!(v["own"]["estimate"][k], own[k], "{gpus} {k}");
+        }
+        assert_eq!(v["own"]["layout"], own["layout"], "{gpus}");
         let l = &v["own"]["layout"];
         for k in [
             "tensor_model_parallel_size",
@@ -479,6 +526,41 @@ fn tune_gives_no_gains_against_an_own_layout_that_does_not_run() {
 fn tune_with_zero_top_is_a_usage_error() {
     let o = run(&["tune", "-r", "llama70b", "-g", "h100x64", "--top", "0"]);
     assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("error: --top: ") && err.contains("\n  help: ") && err.contains("--top 1"),
+        "{err}"
+    );
+}
+
+/// A plan the estimator does not model is refused by tune (exit 2) naming the flag that chose
+/// what it cannot price: the GPU kind (`--gpus`, fixed by a hardware file's `perf:` block) or
+/// the model (`--recipe`), with a fix that is one (a `--set` layout does not make tune work).
+#[test]
+fn tune_of_a_plan_it_cannot_price_names_the_flag_that_chose_it() {
+    for (args, flag) in [
+        (&["-r", "llama3_8b", "-g", "vr200x8"][..], "--gpus"),
+        (&["-r", "flux_12b_pretrain", "-g", "h100x8"], "--recipe"),
+    ] {
+        let o = run(&[&["tune"], args].concat());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        // (after the plan's warnings)
+        let error = err.lines().find(|l| l.starts_with("error: ")).unwrap_or("");
+        assert!(
+            error.starts_with(&format!("error: {flag}: cannot tune ")),
+            "{err}"
+        );
+        let help = err
+            .lines()
+            .find(|l| l.starts_with("  help: "))
+            .unwrap_or("");
+        assert!(!help.contains("pass a layout with --set"), "{help}");
+        assert!(
+            help.contains("`ovlaunch estimate` says the same") || help.contains("`ovlaunch gpus`"),
+            "{help}"
+        );
+    }
 }
 
 #[test]
@@ -883,7 +965,7 @@ fn hybrid_models_are_estimated_and_tuned() {
     for r in ["nemotron_3_nano", "nemotronh_8b_pretrain", "nemotronh_56b"] {
         let out = ok(&["estimate", "-r", r, "-g", "h100x64", "-o", "json"]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert!(v.get("modelled").is_none(), "{r}: {out}");
+        assert_eq!(v["modelled"], true, "{r}: {out}");
         let tps = v["tokens_per_sec_per_gpu"].as_f64().unwrap();
         assert!(tps > 100.0, "{r}: {tps}");
     }
@@ -1125,7 +1207,7 @@ fn estimate_says_it_counted_master_weights_as_remainders() {
         "json",
     ]))
     .unwrap();
-    assert!(v.get("decisions").is_none());
+    assert_eq!(v["decisions"], serde_json::json!([]), "{v}");
 }
 
 /// The estimator counts the master weights as 16-bit remainders exactly where Megatron-Core
@@ -1254,7 +1336,7 @@ fn estimate_without_te_says_it_models_the_local_spec() {
         serde_json::from_str(&ok(&a)).unwrap()
     };
     let (te, local) = (json(&with), json(&without));
-    assert!(te.get("kernels").is_none());
+    assert!(te["kernels"].is_null(), "{te}");
     assert!(
         local["kernels"]
             .as_str()
@@ -1670,4 +1752,188 @@ fn a_launch_predicted_to_run_out_of_memory_is_warned() {
     ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["candidates"][0]["estimate"]["fits"], true, "{v}");
+}
+
+/// `tune` prints the warnings of the plan it tunes on stderr, as `estimate` does for that
+/// plan (Bridge's own notices, the launch environment's rules): its proposals start from it.
+#[test]
+fn tune_prints_the_plans_warnings_as_estimate_does() {
+    let warnings = |o: &std::process::Output| -> Vec<String> {
+        stderr(o)
+            .lines()
+            .filter(|l| l.starts_with("warning: "))
+            .map(str::to_string)
+            .collect()
+    };
+    for (recipe, extra) in [
+        // Bridge's overlap_param_gather notice
+        ("qwen3_8b_pretrain_config", None),
+        // TP comm overlap's notice and the CUDA_DEVICE_MAX_CONNECTIONS rule at TP 2
+        ("nemotronh_8b_pretrain_config", None),
+        // a size the user fixed: the plan's own layout is the one with it
+        (
+            "nemotronh_8b_pretrain_config",
+            Some("model.tensor_model_parallel_size=4"),
+        ),
+    ] {
+        let mut args = vec!["-r", recipe, "-g", "h100x8"];
+        if let Some(s) = extra {
+            args.extend(["--set", s]);
+        }
+        let e = run(&[&["estimate"], &args[..]].concat());
+        assert_eq!(e.status.code(), Some(0), "{}", stderr(&e));
+        let t = run(&[&["tune", "--top", "1"], &args[..]].concat());
+        assert_eq!(t.status.code(), Some(0), "{}", stderr(&t));
+        assert!(!warnings(&e).is_empty(), "{recipe}: {}", stderr(&e));
+        assert_eq!(warnings(&t), warnings(&e), "{recipe} {extra:?}");
+    }
+}
+
+/// A user's recipe file over an MoE Bridge function, tuned on a GPU count its own layout does
+/// not divide: the search starts, as for the shipped recipe holding that function, from the
+/// model the function builds (its experts spread: the function's
+/// `overlap_moe_expert_parallel_comm` refuses EP 1), though the file states no model field.
+#[test]
+fn tune_of_a_users_file_reads_the_model_its_function_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("moe.yaml");
+    std::fs::write(
+        &file,
+        "bridge_recipe: qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let layouts = |recipe: &str| {
+        let o = run(&["tune", "-r", recipe, "-g", "h100x24", "-o", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{recipe}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(
+            v["own"].is_null(),
+            "{recipe}: the own layout is EP 16 on 24 GPUs"
+        );
+        v["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["layout"].clone(), c["estimate"]["step_time_s"].clone()))
+            .collect::<Vec<_>>()
+    };
+    let shipped = layouts("qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config");
+    assert!(!shipped.is_empty());
+    assert_eq!(layouts(&file), shipped);
+}
+
+/// A global batch the user's recipe file states is the user's, as a `--set` of it is: Bridge's
+/// runner does not weak-scale it, and neither does tune where the plan's own layout does not
+/// resolve (here CP 2 does not split 4,098-token sequences) and the search starts elsewhere.
+#[test]
+fn tune_keeps_the_global_batch_a_users_file_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dense.yaml");
+    std::fs::write(
+        &file,
+        "bridge_recipe: llama3_8b_pretrain_config\n\
+         model: {tensor_model_parallel_size: 2}\n\
+         train: {global_batch_size: 64}\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    for extra in [&["--set", "model.seq_length=4098"][..], &[]] {
+        let o = run(&[&["tune", "-r", &file, "-g", "h100x16", "-o", "json"], extra].concat());
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["own"].is_null(), !extra.is_empty(), "{extra:?}");
+        for c in v["candidates"].as_array().unwrap() {
+            let command = c["command"].as_str().unwrap();
+            assert!(
+                command.contains("--set train.global_batch_size=64 "),
+                "{extra:?}: {command}"
+            );
+        }
+    }
+}
+
+/// Where the plan's own layout does not resolve on the GPU count, tune starts from a layout
+/// that does (Llama 3.1 405B on 100,000 H100s: its TP 8 PP 8 CP 2 does not divide them, nor
+/// does all data parallel divide the weak-scaled batch of 150,000, but TP 8 does); where none
+/// does, the error is the plan's own (what `plan` says of the same flags), never one about a
+/// size the user did not give (PP 12,500, TP 7, TP 3).
+#[test]
+fn tune_where_the_own_layout_does_not_resolve_starts_from_one_that_does() {
+    let o = run(&["tune", "-r", "llama405b", "-g", "h100x100000", "--top", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        text.starts_with("llama31_405b on h100x100000 (bf16), global batch 150000:"),
+        "{text}"
+    );
+    for gpus in ["h100x7", "h100x3"] {
+        let tune = run(&["tune", "-r", "llama405b", "-g", gpus]);
+        let plan = run(&["plan", "-r", "llama405b", "-g", gpus]);
+        assert_eq!(tune.status.code(), Some(2), "{gpus}: {}", stderr(&tune));
+        assert_eq!(plan.status.code(), Some(2), "{gpus}: {}", stderr(&plan));
+        assert_eq!(stderr(&tune), stderr(&plan), "{gpus}");
+    }
+}
+
+/// `tune -o json` carries what the text's first line says (the global batch searched, the
+/// layouts scored, fitting, resolved and rejected), every key always there.
+#[test]
+fn tune_json_says_what_its_text_says() {
+    let args = ["tune", "-r", "llama70b", "-g", "h100x64", "--top", "2"];
+    let text = ok(&args);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&[&args[..], &["-o", "json"]].concat())).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "candidates",
+            "own",
+            "held_out_error",
+            "left_out",
+            "global_batch_size",
+            "search"
+        ]
+    );
+    let s = &v["search"];
+    let first = format!(
+        "llama3_70b on h100x64 (bf16), global batch {}: {} layouts scored, {} fit, {} resolved ({} rejected)\n",
+        v["global_batch_size"], s["scored"], s["fit"], s["resolved"], s["rejected"]
+    );
+    assert!(text.starts_with(&first), "{first}{text}");
+}
+
+/// A model whose attention Megatron-Core swaps for an experimental variant
+/// (`experimental_attention_variant`: gated DeltaNet, DeepSeek Sparse Attention) is not
+/// estimated as softmax attention: the estimate says it does not model it (exit 0) and tune
+/// refuses (exit 2), as for the provider classes named for those models. Here a user's file
+/// states it over Bridge's Qwen3-Next function, as Bridge's Qwen3-Next bridge sets it.
+#[test]
+fn an_experimental_attention_variant_is_not_modelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("next.yaml");
+    std::fs::write(
+        &file,
+        "bridge_recipe: qwen3_next_80b_a3b_pretrain_32gpu_h100_bf16_config\n\
+         model: {experimental_attention_variant: gated_delta_net, linear_attention_freq: 4}\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let v: serde_json::Value = serde_json::from_str(&ok(&[
+        "estimate", "-r", &file, "-g", "h100x32", "-o", "json",
+    ]))
+    .unwrap();
+    assert_eq!(v["modelled"], false, "{v}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("gated DeltaNet"),
+        "{v}"
+    );
+    let o = run(&["tune", "-r", &file, "-g", "h100x32"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("error: --recipe: cannot tune next:"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -29,6 +29,87 @@ use crate::yaml;
 /// Precision names a variant may carry (Bridge's perf-recipe suffixes).
 pub const PRECISIONS: &[&str] = &["bf16", "fp8cs", "fp8mx", "fp8ds", "fp8sc", "nvfp4"];
 
+/// Each of [`PRECISIONS`], what it runs (where its name does not say), and other names given the same format that are not
+/// one of them: Megatron-Core's `fp8_recipe` values (`tensorwise`, `mxfp8`, `delayed`,
+/// `blockwise`; Bridge's `compute_dtype` maps them so, `resolve::env_rules::compute_dtype`),
+/// words of Bridge's mixed-precision recipe names (`bf16_with_fp8_current_scaling_mixed`), and
+/// FP8 alone, which names no scaling. Compared as [`precision_key`] spells them.
+const PRECISION_NAMES: &[(&str, &str, &[&str])] = &[
+    ("bf16", "", &["bfloat16"]),
+    (
+        "fp8cs",
+        "FP8 current scaling",
+        &["fp8", "tensorwise", "currentscaling"],
+    ),
+    ("fp8mx", "MXFP8, Blackwell", &["fp8", "mxfp8"]),
+    ("fp8ds", "FP8 delayed scaling", &["fp8", "delayed"]),
+    (
+        "fp8sc",
+        "FP8 sub-channel scaling",
+        &["fp8", "blockwise", "subchannel"],
+    ),
+    ("nvfp4", "NVFP4, Blackwell", &["fp4", "nvfp4"]),
+];
+
+/// A precision as names are compared: lower case, without `_`, `-` or spaces.
+fn precision_key(word: &str) -> String {
+    word.to_ascii_lowercase()
+        .chars()
+        .filter(|c| !matches!(c, '_' | '-') && !c.is_whitespace())
+        .collect()
+}
+
+/// The precisions `word`, which is not one of [`PRECISIONS`], may mean: one it is spelled as
+/// but for case and spaces, else those it is another name of (`fp8`: every FP8 scaling), else
+/// those whose other name it contains (`fp8_delayed`, `bf16_with_mxfp8_mixed`), else the
+/// closest by spelling.
+fn precisions_meant(word: &str) -> Vec<&'static str> {
+    let key = precision_key(word);
+    let matching = |hit: &dyn Fn(&str) -> bool| -> Vec<&'static str> {
+        PRECISION_NAMES
+            .iter()
+            .filter(|(name, _, also)| hit(name) || also.iter().any(|a| hit(a)))
+            .map(|(name, _, _)| *name)
+            .collect()
+    };
+    let exact = matching(&|n| n == key);
+    if !exact.is_empty() {
+        return exact;
+    }
+    // a name of five letters or more inside the word (not `fp8` in `fp8_delayed`)
+    let inside = matching(&|n| n.len() >= 5 && key.contains(n));
+    if !inside.is_empty() {
+        return inside;
+    }
+    crate::error::suggest(&key, PRECISIONS.iter().copied())
+}
+
+/// What precision `p` (one of [`PRECISIONS`]) runs, where its name does not say.
+pub fn precision_meaning(p: &str) -> Option<&'static str> {
+    PRECISION_NAMES
+        .iter()
+        .find(|(n, what, _)| *n == p && !what.is_empty())
+        .map(|(_, what, _)| *what)
+}
+
+/// The help for a precision that is not one of [`PRECISIONS`]: the ones it may mean, what
+/// each runs, then `rest`.
+pub fn unknown_precision_help(word: &str, rest: &str) -> String {
+    let meant: Vec<String> = precisions_meant(word)
+        .into_iter()
+        .filter_map(|p| PRECISION_NAMES.iter().find(|(n, _, _)| *n == p))
+        .map(|(n, what, _)| match *what {
+            "" => format!("`{n}`"),
+            what => format!("`{n}` ({what})"),
+        })
+        .collect();
+    if meant.is_empty() {
+        rest.to_string()
+    } else {
+        format!("did you mean {}? {rest}", meant.join(", "))
+    }
+}
+
 /// Declares a typed view of a recipe-file mapping: its own keys, then every config section
 /// a recipe and a variant may both carry (each optional). The section keys are stated here
 /// once for both.
@@ -1091,9 +1172,8 @@ fn check_requires_and_variants(
                 PRECISIONS.join(", ")
             ))
             .at(at(Some(i), "precision"))
-            .help(crate::error::did_you_mean_then(
+            .help(unknown_precision_help(
                 &v.precision,
-                PRECISIONS.iter().copied(),
                 "`precision:` names the variant's mixed precision as Bridge's function names do",
             )));
         }

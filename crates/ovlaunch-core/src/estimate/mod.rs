@@ -229,10 +229,23 @@ impl Stages {
 }
 
 impl Estimate {
-    /// The JSON form `ovlaunch estimate --output json` prints: exactly the seven documented
-    /// top-level keys; `breakdown` holds the seconds per step by cause, what each overlap
-    /// hides (`hidden_by_overlap`), the memory by kind (`memory_gib`) and the pipeline ranks
-    /// (`pipeline_stages`: the layers on each, the ranks that bound the step and the memory).
+    /// The keys of [`Estimate::to_json`], in its order: `estimate -o json` gives each `null`
+    /// for a plan it does not model.
+    pub const FIGURES: [&'static str; 7] = [
+        "tokens_per_sec_per_gpu",
+        "step_time_s",
+        "model_tflops_per_gpu",
+        "mfu",
+        "memory_gib_per_gpu",
+        "fits",
+        "breakdown",
+    ];
+
+    /// The estimate's figures as JSON: exactly the [`Estimate::FIGURES`] keys; `breakdown`
+    /// holds the seconds per step by cause, what each overlap hides (`hidden_by_overlap`), the
+    /// memory by kind (`memory_gib`), the microbatches per step, the pipeline ranks
+    /// (`pipeline_stages`: the layers on each, the ranks that bound the step and the memory)
+    /// and the precision whose peak the MFU is of.
     pub fn to_json(&self) -> serde_json::Value {
         let mut breakdown = serde_json::to_value(self.breakdown).unwrap_or_default();
         if let serde_json::Value::Object(b) = &mut breakdown {
@@ -254,15 +267,22 @@ impl Estimate {
                 serde_json::to_value(self.precision).unwrap_or_default(),
             );
         }
-        serde_json::json!({
-            "tokens_per_sec_per_gpu": self.tokens_per_sec_per_gpu,
-            "step_time_s": self.step_time_s,
-            "model_tflops_per_gpu": self.model_tflops_per_gpu,
-            "mfu": self.mfu,
-            "memory_gib_per_gpu": self.memory_gib_per_gpu,
-            "fits": self.fits,
-            "breakdown": breakdown,
-        })
+        let values = [
+            self.tokens_per_sec_per_gpu.into(),
+            self.step_time_s.into(),
+            self.model_tflops_per_gpu.into(),
+            self.mfu.into(),
+            self.memory_gib_per_gpu.into(),
+            self.fits.into(),
+            breakdown,
+        ];
+        serde_json::Value::Object(
+            Self::FIGURES
+                .iter()
+                .map(|k| k.to_string())
+                .zip(values)
+                .collect(),
+        )
     }
 
     /// A few lines for people.
@@ -359,6 +379,21 @@ const UNMODELLED: &[(&str, &str)] = &[
     (
         "Flux",
         "an image diffusion transformer, not a language model",
+    ),
+];
+
+/// Megatron-Core's `TransformerConfig.experimental_attention_variant` values (the attention
+/// its `experimental_attention_variant_module_specs` builds in place of softmax attention;
+/// Bridge's Qwen3-Next bridge sets `gated_delta_net`), with why the estimator leaves them out,
+/// whatever the provider class is named.
+const EXPERIMENTAL_ATTENTION: &[(&str, &str)] = &[
+    (
+        "gated_delta_net",
+        "gated DeltaNet linear attention in most layers; the published tables hold no row of it to fit its kernels' rate on",
+    ),
+    (
+        "dsa",
+        "DeepSeek Sparse Attention (a top-k token indexer in every layer); the published tables hold no row of it to fit on",
     ),
 ];
 
@@ -483,6 +518,23 @@ pub fn unmodelled(plan: &Plan) -> Option<String> {
     }
     if let Some(why) = too_narrow(plan).filter(|_| !gpu.is_cpu()) {
         return Some(why);
+    }
+    if let Some(variant) = plan
+        .model
+        .provider
+        .get("experimental_attention_variant")
+        .and_then(serde_json::Value::as_str)
+    {
+        let why = EXPERIMENTAL_ATTENTION
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .map_or(
+                "an attention Megatron-Core builds in place of softmax attention",
+                |(_, why)| why,
+            );
+        return Some(format!(
+            "the estimator models decoder-only transformers with softmax attention over text; experimental_attention_variant `{variant}` is {why}"
+        ));
     }
     let class = plan.recipe.model_class.as_deref()?;
     let name = class.rsplit('.').next().unwrap_or(class);

@@ -8,9 +8,11 @@ use serde_json::{Map, Value};
 
 use super::overrides::SetOverride;
 use crate::catalog::Hardware;
-use crate::catalog::recipe::{PRECISIONS, Recipe, RecipeKind, Variant};
+use crate::catalog::recipe::{
+    PRECISIONS, Recipe, RecipeKind, Variant, precision_meaning, unknown_precision_help,
+};
 use crate::config::{ConfigContainer, MixedPrecisionConfig};
-use crate::error::{Error, Result, did_you_mean_then};
+use crate::error::{Error, Result};
 use crate::plan::decision::{Decision, Source};
 
 /// Provenance of every `section.field` that a recipe layer or a flag wrote.
@@ -75,19 +77,19 @@ pub fn choose<'r>(
     let config_variant = normalise_config_variant(config_variant);
     let mut decisions = Vec::new();
     let wanted = precision.map(normalise_precision);
-    if let Some(p) = &wanted
+    if let (Some(typed), Some(p)) = (precision, &wanted)
         && !PRECISIONS.contains(&p.as_str())
     {
-        return Err(Error::usage(format!("unknown precision `{p}`"))
+        return Err(Error::usage(format!("unknown precision `{typed}`"))
             .at_flag("--precision")
-            .help(did_you_mean_then(
-                p,
-                PRECISIONS.iter().copied(),
-                format!("precisions: {}", PRECISIONS.join(", ")),
+            .help(unknown_precision_help(
+                typed,
+                &format!("precisions: {}", PRECISIONS.join(", ")),
             )));
     }
     if let Some(p) = &wanted {
         blackwell_precision(p, hw)?;
+        fp8_units(p, hw)?;
     }
     if recipe.variants.is_empty() {
         return Ok(Choice {
@@ -148,13 +150,7 @@ pub fn choose<'r>(
         .filter(|v| v.precision == precision)
         .collect();
     if candidates.is_empty() {
-        let have: Vec<&str> = for_gpu.iter().map(|v| v.precision.as_str()).collect();
-        return Err(Error::usage(format!(
-            "recipe `{}` has no {precision} variant for {gpu}",
-            recipe.name
-        ))
-        .at_flag("--precision")
-        .help(format!("{gpu} has: {}", dedup(have).join(", "))));
+        return Err(no_precision_variant(recipe, hw, &gpu, &precision, &for_gpu));
     }
     let named: Vec<&str> = candidates
         .iter()
@@ -336,6 +332,63 @@ fn choose_any_gpu<'r>(
 
 /// MXFP8 and NVFP4 are Blackwell units (compute capability 10.0): `--precision fp8mx` or
 /// `nvfp4` on an older GPU is refused with that fact, whatever the recipe ships.
+/// `recipe` has no `precision` variant for `gpu` (the kind whose variants `hw` runs): the error
+/// names both kinds and offers what the recipe has for `gpu` that `hw`'s GPUs can train in (a
+/// kind running another's variants may lack its units: the A100 the H100's FP8).
+fn no_precision_variant(
+    recipe: &Recipe,
+    hw: &Hardware,
+    gpu: &str,
+    precision: &str,
+    for_gpu: &[&Variant],
+) -> Error {
+    let kind = &hw.gpu.kind;
+    let have: Vec<&str> = for_gpu
+        .iter()
+        .map(|v| v.precision.as_str())
+        .filter(|p| runs_on(p, hw))
+        .collect();
+    Error::usage(format!(
+        "recipe `{}` has no {precision} variant for {kind}{}",
+        recipe.name,
+        if kind == gpu {
+            String::new()
+        } else {
+            format!(" (it runs the {gpu} variants)")
+        }
+    ))
+    .at_flag("--precision")
+    .help(if have.is_empty() {
+        format!("{kind} can run none of the recipe's {gpu} variants' precisions; use another GPU kind (`ovlaunch recipes -v` lists the recipe's)")
+    } else {
+        format!("{kind} can run: {}", dedup(have).join(", "))
+    })
+}
+
+/// Whether `hw`'s GPUs can train in precision `p` (one of [`PRECISIONS`]): MXFP8 and NVFP4
+/// need Blackwell ([`blackwell_precision`]), FP8 the FP8 units
+/// (`validate::gpu_supports_precision`).
+fn runs_on(p: &str, hw: &Hardware) -> bool {
+    blackwell_precision(p, hw).is_ok()
+        && (!p.starts_with("fp8") || hw.gpu.is_cpu() || hw.gpu.has_fp8_units())
+}
+
+/// `--precision` of an FP8 scaling on a GPU kind without FP8 tensor cores: refused at the flag
+/// (`validate::gpu_supports_precision` refuses the planned FP8 fields the same way).
+fn fp8_units(p: &str, hw: &Hardware) -> Result<()> {
+    let gpu = &hw.gpu;
+    if !p.starts_with("fp8") || gpu.is_cpu() || gpu.has_fp8_units() {
+        return Ok(());
+    }
+    let what = precision_meaning(p).unwrap_or("FP8");
+    Err(Error::usage(format!(
+        "{p} ({what}) needs FP8 tensor cores (compute capability 8.9 or newer: Hopper, Blackwell), and {} ({}) is compute capability {}.x",
+        gpu.kind, gpu.generation, gpu.arch_major
+    ))
+    .at_flag("--precision")
+    .help(format!("on {} use --precision bf16, or a GPU kind with FP8 units (h100, b200, ...)", gpu.kind)))
+}
+
 fn blackwell_precision(p: &str, hw: &Hardware) -> Result<()> {
     let what = match p {
         "fp8mx" => "MXFP8",

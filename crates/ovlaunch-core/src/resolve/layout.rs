@@ -477,7 +477,9 @@ fn parallel_sizes_at_least_one(tp: u64, pp: u64, cp: u64, ep: u64, etp: u64) -> 
         (MODEL.expert_tensor_parallel_size, etp),
     ] {
         if v == 0 {
-            return Err(Error::usage(format!("{name} must be at least 1")).at_fields(name));
+            return Err(Error::usage(format!("{name} must be at least 1"))
+                .at_fields(name)
+                .help(format!("--set {name}=1 or more (1: not split over GPUs)")));
         }
     }
     Ok(())
@@ -500,15 +502,21 @@ fn data_parallel(world: u64, tp: u64, pp: u64, cp: u64) -> Result<u64> {
             MODEL.context_parallel_size,
         ])
         .help(if fits.is_empty() {
-            let (lo, hi) = (world / mp * mp, (world / mp + 1) * mp);
-            let counts = if lo > 0 {
-                format!("{lo} or {hi}")
+            // only counts `--gpus` reads (a larger one would itself be refused)
+            let counts: Vec<String> = [world / mp * mp, (world / mp + 1) * mp]
+                .into_iter()
+                .filter(|n| *n > 0 && *n <= u64::from(u32::MAX))
+                .map(|n| n.to_string())
+                .collect();
+            let gpus = if counts.is_empty() {
+                String::new()
             } else {
-                hi.to_string()
+                format!(
+                    ", or give --gpus a count this layout divides ({})",
+                    counts.join(" or ")
+                )
             };
-            format!(
-                "choose TP, PP and CP whose product divides {world}, or give --gpus a count this layout divides ({counts})"
-            )
+            format!("choose TP, PP and CP whose product divides {world}{gpus}")
         } else {
             format!(
                 "with PP={pp} and CP={cp}, TP may be {}; or change --gpus",
@@ -594,18 +602,33 @@ fn batch_split_over_dp(train: &TrainConfig, dp: u64) -> Result<()> {
     let mbs = u64::from(train.micro_batch_size);
     if mbs == 0 || gbs % (mbs * dp) != 0 {
         let step = mbs.max(1) * dp;
-        let lo = gbs / step * step;
+        let lo = (gbs / step * step).max(step);
+        // only batches the field holds (a larger one would itself be refused)
+        let largest = u64::from(u32::MAX);
+        let batches: Vec<u64> = [lo, lo + step]
+            .into_iter()
+            .filter(|b| *b <= largest)
+            .collect();
+        let help = match batches.as_slice() {
+            [] => format!(
+                "every multiple of {step} is past the largest global batch ({largest}): lower {} (the global batch must be a multiple of it times DP {dp})",
+                TRAIN.micro_batch_size
+            ),
+            [one] => format!(
+                "use a global batch that is a multiple of {step}: --set {}={one}",
+                TRAIN.global_batch_size
+            ),
+            [one, other, ..] => format!(
+                "use a global batch that is a multiple of {step}: --set {}={one} (or {other})",
+                TRAIN.global_batch_size
+            ),
+        };
         return Err(Error::usage(format!(
             "global_batch_size {gbs} is not divisible by micro_batch_size*DP = {mbs}*{dp} = {}",
             mbs * dp
         ))
         .at_fields([TRAIN.global_batch_size, TRAIN.micro_batch_size])
-        .help(format!(
-            "use a global batch that is a multiple of {step}: --set {}={} (or {})",
-            TRAIN.global_batch_size,
-            lo.max(step),
-            lo.max(step) + step
-        )));
+        .help(help));
     }
     Ok(())
 }
