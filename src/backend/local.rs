@@ -306,7 +306,17 @@ pub fn run(
     };
     let _ = tail.read(out_path, &mut show);
     let _ = tail.flush(&mut show);
-    Ok(status.code().unwrap_or(128 + 15))
+    Ok(exit_code(status))
+}
+
+/// A run's exit code as a shell says it: its own, or 128 + the signal that ended it
+/// (137 for SIGKILL: the out-of-memory killer, `kill -9`).
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(128 + 15)
 }
 
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`, after the command name,

@@ -902,3 +902,114 @@ fn logs_follow_waits_for_the_exit_code_of_a_run_just_ended() {
         "{err}"
     );
 }
+
+/// Whether process `pid` has ended: gone, or a zombie no one has reaped yet.
+fn ended(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// A local run whose torchrun is killed (SIGKILL, as the kernel's out-of-memory killer does):
+/// its ranks, which torch starts in sessions of their own, are stopped too, where they went on
+/// running (holding their GPUs) after `status` said the job had failed; and the run's exit code
+/// is recorded as a shell would say it, 128 + 9, not SIGTERM's 143.
+#[test]
+fn a_local_run_whose_torchrun_is_killed_stops_its_ranks() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("oom");
+    let pids = dir.path().join("pids");
+    std::fs::create_dir(&pids).unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let trainer = format!(
+        "import os, time\nopen(os.path.join({:?}, str(os.getpid())), 'w').close()\ntime.sleep(120)",
+        pids.to_str().unwrap()
+    );
+    let mut ovlaunch = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux2", "--executor", "local"])
+        .args([
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            &common::free_port(),
+        ])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", &trainer])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let ranks = || -> Vec<u32> {
+        std::fs::read_dir(&pids)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect()
+    };
+    // whatever the outcome, nothing of the run is left behind
+    let stop_all = |ovlaunch: u32| {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{ovlaunch}")])
+            .status();
+        for pid in ranks() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while ranks().len() < 2 {
+        if std::time::Instant::now() > deadline || ovlaunch.try_wait().unwrap().is_some() {
+            stop_all(ovlaunch.id());
+            panic!("the ranks never started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let torchrun = read_json(&job.join("submission.json"))["local_run"]["pid"]
+        .as_u64()
+        .unwrap();
+    let killed = Command::new("kill")
+        .args(["-KILL", &torchrun.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let ended_run = loop {
+        if let Some(s) = ovlaunch.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            stop_all(ovlaunch.id());
+            panic!("ovlaunch went on after its run was killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // the ranks get SIGTERM when their torchrun dies; give them a few seconds to end
+    let gone_by = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ranks().into_iter().all(ended) && std::time::Instant::now() < gone_by {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let left: Vec<u32> = ranks().into_iter().filter(|&p| !ended(p)).collect();
+    stop_all(ovlaunch.id());
+    assert!(
+        left.is_empty(),
+        "ranks left running after their torchrun was killed: {left:?}"
+    );
+    assert_eq!(ended_run.code(), Some(137), "ovlaunch's exit code");
+    assert_eq!(read_json(&job.join("submission.json"))["exit_code"], 137);
+    let o = Command::new(common::bin())
+        .args(["status", job.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout(&o).contains("FAILED exit=137"),
+        "{}",
+        common::stdout(&o)
+    );
+}
