@@ -1013,3 +1013,69 @@ fn a_local_run_whose_torchrun_is_killed_stops_its_ranks() {
         common::stdout(&o)
     );
 }
+
+/// The script `ovlaunch torchrun` prints is bash's (`set -o pipefail`, `$'...'` quoting), and
+/// a user may well start it as `sh run.sh`: run by `sh` (dash here) from another directory it
+/// runs itself again with bash and the ranks run, where dash stopped at once on `set -o
+/// pipefail` ("Illegal option"). Read from standard input by `sh` (no file to hand to bash),
+/// it stops, exit 2, saying to run it with bash, and nothing runs.
+#[test]
+fn the_torchrun_script_started_with_sh_runs_with_bash() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("jobs");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let o = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["torchrun", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux2", "--torchrun-flags", "underscore"])
+        .args(["--jobs-root", root.to_str().unwrap()])
+        .args([
+            "--rank-runtime",
+            common::rank_bin(),
+            "--master-port",
+            &common::free_port(),
+        ])
+        .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let job = root.join("tiny-cpux2");
+    let script = dir.path().join("run.sh");
+    std::fs::write(&script, &o.stdout).unwrap();
+    let sh = Path::new("/bin/sh").canonicalize().unwrap();
+    assert!(
+        !sh.ends_with("bash"),
+        "this test needs a /bin/sh other than bash: {sh:?}"
+    );
+    let from_stdin = Command::new("sh")
+        .current_dir("/")
+        .stdin(std::fs::File::open(&script).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(
+        from_stdin.status.code(),
+        Some(2),
+        "{}",
+        common::stderr(&from_stdin)
+    );
+    assert!(
+        common::stderr(&from_stdin).contains("run this script with bash"),
+        "{}",
+        common::stderr(&from_stdin)
+    );
+    assert!(!job.join("ranks").exists(), "a rank ran");
+    let o = Command::new("sh")
+        .arg(&script)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    for r in 0..2 {
+        let v = read_json(&job.join(format!("ranks/rank-{r}.json")));
+        assert_eq!(v["env"]["RANK"], r.to_string());
+        assert_eq!(v["env"]["OVL_RECIPE_VAR"], "from the recipe");
+    }
+}
