@@ -1525,7 +1525,59 @@ pub(super) fn prepare_resolved(
         &p.experiment,
     );
     p.warnings.extend(place?);
+    if runs_here {
+        p.warnings
+            .extend(replaced_shell_env(&p.job, |n| std::env::var_os(n)));
+    }
     Ok(p)
+}
+
+/// A run on this machine inherits the environment ovlaunch runs in (the user's shell's),
+/// and its script's `export`s and `unset`s beat it: each variable of `shell` the job sets to
+/// another value, or removes, is named with both values, who set it, and how to keep the
+/// shell's (`--env NAME`, which passes this environment's value). A value the user gave on
+/// the command line or in a profile (`--env`, `--unset`, `--set env_vars`) is theirs
+/// already and not named; a secret name's values are not shown.
+fn replaced_shell_env(
+    job: &Job,
+    shell: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<String> {
+    use crate::plan::Source;
+    let from = |name: &str| match job.plan.env.get(name).map(|e| &e.source) {
+        Some(Source::User) => None,
+        Some(source) => Some(source.as_string()),
+        None if job.plan.env_unset.get(name) == Some(&Source::User) => None,
+        None => Some(match job.plan.env_unset.get(name) {
+            Some(source) => source.as_string(),
+            None => "the job".to_string(),
+        }),
+    };
+    use crate::secret::shown;
+    let mut said = Vec::new();
+    for (name, planned) in &job.spec.env {
+        let Some(mine) = shell(name) else { continue };
+        let mine = mine.to_string_lossy();
+        if mine == planned.as_str() {
+            continue;
+        }
+        if let Some(by) = from(name) {
+            said.push(format!(
+                "{name}={} in this environment is replaced by the plan's {} ({by}) for this run; to run with yours, add --env {name}",
+                shown(name, &mine),
+                shown(name, planned)
+            ));
+        }
+    }
+    for name in &job.spec.unset {
+        let Some(mine) = shell(name) else { continue };
+        if let Some(by) = from(name) {
+            said.push(format!(
+                "{name}={} in this environment: the plan removes it ({by}) for this run; to run with yours, add --env {name}",
+                shown(name, &mine.to_string_lossy())
+            ));
+        }
+    }
+    said
 }
 
 /// [`prepare_resolved`] but the job directory's place.

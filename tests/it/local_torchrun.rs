@@ -1079,3 +1079,70 @@ fn the_torchrun_script_started_with_sh_runs_with_bash() {
         assert_eq!(v["env"]["OVL_RECIPE_VAR"], "from the recipe");
     }
 }
+
+/// A run on this machine inherits the environment ovlaunch runs in (the shell's), and the
+/// script's exports and `unset`s beat it: a variable of the shell that the plan sets to
+/// another value (the recipe's `OVL_RECIPE_VAR`) or removes (`OVL_GONE: null`) is named on
+/// stderr with both values and the way to keep the shell's (`--env NAME`), where the shell's
+/// value was replaced without a word; the real run gets the plan's value, and with `--env
+/// NAME` the shell's, no warning. A variable the plan leaves alone passes through unnamed.
+#[test]
+fn a_local_run_names_the_shell_variables_the_plan_replaces() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let tiny = std::fs::read_to_string(format!("{fixtures}/tiny.yaml")).unwrap();
+    let recipe = dir.path().join("tiny.yaml");
+    std::fs::write(&recipe, format!("{tiny}  OVL_GONE: null\n")).unwrap();
+    let run = |job: &str, extra: &[&str]| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(["submit", "--recipe", recipe.to_str().unwrap()])
+            .args(["--gpus", "cpux1", "--executor", "local"])
+            .args([
+                "--torchrun-flags",
+                "underscore",
+                "--master-port",
+                &common::free_port(),
+            ])
+            .args(["--job-dir", dir.path().join(job).to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .args(extra)
+            .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
+            .env("OVL_RECIPE_VAR", "mine")
+            .env("OVL_GONE", "kept")
+            .env("OVL_UNTOUCHED", "passes")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let rank = read_json(&dir.path().join(job).join("ranks/rank-0.json"));
+        (common::stderr(&o), rank["env"].clone())
+    };
+    let (stderr, env) = run("plan", &[]);
+    assert_eq!(env["OVL_RECIPE_VAR"], "from the recipe");
+    assert!(env.get("OVL_GONE").is_none(), "{env}");
+    assert_eq!(env["OVL_UNTOUCHED"], "passes");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("in this environment"))
+        .collect();
+    assert_eq!(said.len(), 2, "{stderr}");
+    assert!(
+        said.iter().any(|l| l.contains("OVL_RECIPE_VAR=mine")
+            && l.contains("from the recipe")
+            && l.contains("--env OVL_RECIPE_VAR")),
+        "{stderr}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains("OVL_GONE=kept")
+            && l.contains("removes")
+            && l.contains("--env OVL_GONE")),
+        "{stderr}"
+    );
+    let (stderr, env) = run("mine", &["--env", "OVL_RECIPE_VAR", "--env", "OVL_GONE"]);
+    assert_eq!(env["OVL_RECIPE_VAR"], "mine");
+    assert_eq!(env["OVL_GONE"], "kept");
+    assert!(!stderr.contains("in this environment"), "{stderr}");
+}
