@@ -1528,8 +1528,36 @@ pub(super) fn prepare_resolved(
     if runs_here {
         p.warnings
             .extend(replaced_shell_env(&p.job, |n| std::env::var_os(n)));
+        p.warnings
+            .extend(too_few_visible_gpus(&p.job.plan, std::env::var_os(CVD)));
     }
     Ok(p)
+}
+
+const CVD: &str = "CUDA_VISIBLE_DEVICES";
+
+/// Each rank of a run on this machine drives the visible GPU at its local rank (Bridge's
+/// `training/initialize.py` `torch.cuda.set_device(get_local_rank_preinit())`, torchrun's
+/// `LOCAL_RANK`), so `cvd`, the `CUDA_VISIBLE_DEVICES` the run inherits, listing fewer GPUs
+/// than the ranks here leaves the ranks past them without one: named, with the fix. CPU
+/// ranks use no GPU.
+fn too_few_visible_gpus(plan: &Plan, cvd: Option<std::ffi::OsString>) -> Option<String> {
+    let hw = &plan.hardware;
+    let ranks = hw.count.min(hw.gpus_per_node);
+    let cvd = cvd?.to_string_lossy().into_owned();
+    let listed = cvd.split(',').filter(|e| !e.trim().is_empty()).count();
+    if hw.gpu.is_cpu() || listed >= ranks as usize {
+        return None;
+    }
+    let gpus = if listed == 1 { "GPU" } else { "GPUs" };
+    let fewer = match listed {
+        0 => String::new(),
+        n => format!(", or give --gpus {}x{n}", hw.gpu.kind),
+    };
+    Some(format!(
+        "{CVD}={cvd} in this environment shows {listed} {gpus} to the {ranks} ranks this machine runs, and each rank takes the visible GPU at its local rank (Bridge's torch.cuda.set_device(LOCAL_RANK)): local ranks {listed} to {} have none; unset {CVD} or list {ranks} GPUs in it{fewer}",
+        ranks - 1,
+    ))
 }
 
 /// A run on this machine inherits the environment ovlaunch runs in (the user's shell's),

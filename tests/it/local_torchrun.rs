@@ -1146,3 +1146,42 @@ fn a_local_run_names_the_shell_variables_the_plan_replaces() {
     assert_eq!(env["OVL_GONE"], "kept");
     assert!(!stderr.contains("in this environment"), "{stderr}");
 }
+
+/// Each rank of a run on this machine drives the visible GPU at its local rank (Bridge's
+/// `initialize.py` calls `torch.cuda.set_device(get_local_rank_preinit())`), so a
+/// `CUDA_VISIBLE_DEVICES` of the user's shell that lists fewer GPUs than the run has ranks
+/// here leaves the ranks past them without one: it is named, with the fix, where it passed
+/// without a word. Enough GPUs listed, or CPU ranks, say nothing.
+#[test]
+fn a_run_here_names_a_shell_cuda_visible_devices_with_too_few_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let stderr = |gpus: &str, cvd: &str| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(["torchrun", "--recipe", &format!("{fixtures}/tiny.yaml")])
+            .args(["--gpus", gpus, "--torchrun-flags", "underscore"])
+            .args(["--jobs-root", dir.path().join(cvd).to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .args(["--", "python3", "-c", "pass"])
+            .env("CUDA_VISIBLE_DEVICES", cvd)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        common::stderr(&o)
+    };
+    let said = stderr("h100x2", "3");
+    assert!(
+        said.contains(
+            "CUDA_VISIBLE_DEVICES=3 in this environment shows 1 GPU to the 2 ranks this machine runs"
+        ) && said.contains("unset CUDA_VISIBLE_DEVICES"),
+        "{said}"
+    );
+    for (gpus, cvd) in [("h100x2", "2,3"), ("cpux2", "3")] {
+        let said = stderr(gpus, cvd);
+        assert!(
+            !said.contains("CUDA_VISIBLE_DEVICES"),
+            "{gpus} {cvd}: {said}"
+        );
+    }
+}
