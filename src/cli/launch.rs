@@ -957,6 +957,25 @@ fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
     Target::of(executor(args), all)
 }
 
+/// The plan's hardware spec cut to one node: `h100x8`, `cpux2`.
+fn one_node(plan: &Plan) -> String {
+    let hw = &plan.hardware;
+    format!("{}x{}", hw.gpu.kind, hw.gpus_per_node)
+}
+
+/// For CPU ranks, whose per-node count is the kind's and not this machine's: the way to run
+/// them all on one machine (`--gpus-per-node`, which a GPU kind cannot raise past its node).
+fn all_here(plan: &Plan) -> String {
+    let hw = &plan.hardware;
+    match hw.gpu.is_cpu() {
+        true => format!(
+            "; or run all {} ranks on this machine: --gpus-per-node {}",
+            hw.count, hw.count
+        ),
+        false => String::new(),
+    }
+}
+
 /// Options from flags, and the job directory as an absolute path.
 pub(super) fn options(
     plan: &Plan,
@@ -983,7 +1002,11 @@ pub(super) fn options(
             plan.hardware.nodes
         ))
         .at_flag(format!("--executor {}", chosen.name()))
-        .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
+        .help(format!(
+            "use --gpus with at most one node's worth of ranks ({}){}",
+            one_node(plan),
+            all_here(plan)
+        )));
     }
     if chosen.runs_here() && args.retries > 0 {
         return Err(Error::usage(format!(
@@ -1697,7 +1720,10 @@ fn prepare_job(
                     plan.hardware.spec, plan.hardware.nodes
                 ))
                 .at_flag("--master-addr")
-                .help("e.g. --master-addr node001 (every machine runs the same script)"));
+                .help(format!(
+                    "e.g. --master-addr node001 (every machine runs the same script){}",
+                    all_here(&plan)
+                )));
             }
             opts.target = Target::from(LocalOptions {
                 rendezvous: master_addr.map(str::to_string),

@@ -1185,3 +1185,68 @@ fn a_run_here_names_a_shell_cuda_visible_devices_with_too_few_gpus() {
         );
     }
 }
+
+/// The CPU kind holds 2 ranks a node, and a workstation user asking for `cpux4` on this
+/// machine (`submit --executor local`, `ovlaunch torchrun` without `--master-addr`) is told
+/// the way to run all 4 here, `--gpus-per-node 4`, beside the one-node spec, where the help
+/// suggested only `cpux2` (or a rendezvous host); a GPU kind's help names that kind's node
+/// (`h100x8`), not a CPU spec. Nothing is written; the suggested command then runs.
+#[test]
+fn more_ranks_than_a_node_here_names_gpus_per_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let tiny = format!("{fixtures}/tiny.yaml");
+    let job = dir.path().join("job");
+    let jd = job.to_str().unwrap();
+    let refused = |args: &[&str]| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(args)
+            .args(["--job-dir", jd, "--rank-runtime", common::rank_bin()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", common::stderr(&o));
+        assert!(!job.exists(), "{args:?}: a refused job wrote its directory");
+        common::stderr(&o)
+    };
+    let local = refused(&["submit", "-r", &tiny, "-g", "cpux4", "--executor", "local"]);
+    assert!(
+        local.contains("help: ") && local.contains("--gpus-per-node 4") && local.contains("cpux2"),
+        "{local}"
+    );
+    let script = refused(&["torchrun", "-r", &tiny, "-g", "cpux4"]);
+    assert!(
+        script.contains("--gpus-per-node 4") && script.contains("--master-addr"),
+        "{script}"
+    );
+    let gpu = refused(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x16",
+        "--executor",
+        "local",
+    ]);
+    assert!(gpu.contains("h100x8") && !gpu.contains("cpux"), "{gpu}");
+    let o = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args([
+            "torchrun",
+            "-r",
+            &tiny,
+            "-g",
+            "cpux4",
+            "--gpus-per-node",
+            "4",
+        ])
+        .args(["--job-dir", jd, "--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", "pass"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).contains("nproc_per_node=4")
+            || common::stdout(&o).contains("nproc-per-node=4")
+    );
+}
