@@ -1697,7 +1697,7 @@ fn prepare_job(
     if without_slurm {
         warnings.extend(unused_slurm_settings(settings, form, executor(args)));
     }
-    if let Some(w) = bare_bridge_warning(&plan, &opts, args)
+    if let Some(w) = bare_bridge_warning(&plan, &opts, args, without_slurm)
         // torchrun runs here: a checkout at that path is the one it uses.
         .filter(|_| !(without_slurm && Path::new(&plan.versions.bridge_root).is_dir()))
     {
@@ -2056,19 +2056,30 @@ fn refuse_with_no_container(given: &Given) -> Result<()> {
 }
 
 /// The warning for a Bridge runner started with no container from the Bridge root where
-/// NeMo's containers hold it: the nodes' own Python must have Megatron-Bridge there.
-fn bare_bridge_warning(plan: &Plan, opts: &LaunchOptions, args: &LaunchArgs) -> Option<String> {
+/// NeMo's containers hold it: the nodes' own Python must have Megatron-Bridge there. Without
+/// Slurm no container can be given (`refuse_slurm_only`): the fix is the machines' own
+/// checkout, or the image started by hand around the script.
+fn bare_bridge_warning(
+    plan: &Plan,
+    opts: &LaunchOptions,
+    args: &LaunchArgs,
+    without_slurm: bool,
+) -> Option<String> {
     let bridge_runner = opts.trainer.is_empty() && plan.recipe.trainer.is_none();
     (opts.container.is_none()
         && !args.no_container
         && bridge_runner
         && !opts.package.as_ref().is_some_and(|p| p.bridge_root)
         && plan.versions.bridge_root == crate::version::DEFAULT_BRIDGE_ROOT)
-        .then(|| {
-            format!(
+        .then(|| match without_slurm {
+            false => format!(
                 "no container image: Bridge's runner would start from {} (where NeMo's containers hold Megatron-Bridge) on the nodes' own Python; give --container-image or a profile's container_image, or --bridge-root with the nodes' checkout (--no-container says it is intended)",
                 plan.versions.bridge_root
-            )
+            ),
+            true => format!(
+                "no Megatron-Bridge at {} here: Bridge's runner would start from there (where NeMo's containers hold it) on the machines' own Python, as torchrun without Slurm starts no container; give --bridge-root with their Megatron-Bridge checkout, or run the script inside NeMo's image yourself (`docker run` or `enroot start` around it; --no-container says a bare run is intended)",
+                plan.versions.bridge_root
+            ),
         })
 }
 

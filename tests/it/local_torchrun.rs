@@ -1250,3 +1250,37 @@ fn more_ranks_than_a_node_here_names_gpus_per_node() {
             || common::stdout(&o).contains("nproc-per-node=4")
     );
 }
+
+/// Without Slurm (`ovlaunch torchrun`, `--executor local`) there is no container to give:
+/// the warning for Bridge's runner at a checkout this machine lacks names what such a run
+/// takes, `--bridge-root`, or running the script in the image by hand, where it said to give
+/// `--container-image`, which these commands then refuse.
+#[test]
+fn a_run_without_slurm_is_not_told_to_give_a_container_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(["torchrun", "-r", "llama8b", "-g", "h100x8"])
+            .args(["--jobs-root", dir.path().join("jobs").to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin(), "--job-name"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (o.status.code(), common::stderr(&o))
+    };
+    let (code, said) = run(&["bare"]);
+    assert_eq!(code, Some(0), "{said}");
+    let warning = said
+        .lines()
+        .find(|l| l.contains("Bridge's runner"))
+        .unwrap_or_else(|| panic!("no warning: {said}"));
+    assert!(!warning.contains("--container-image"), "{warning}");
+    assert!(warning.contains("--bridge-root"), "{warning}");
+    // what it suggests is taken
+    let checkout = dir.path().join("Megatron-Bridge");
+    std::fs::create_dir(&checkout).unwrap();
+    let (code, said) = run(&["given", "--bridge-root", checkout.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(!said.contains("Bridge's runner"), "{said}");
+}
