@@ -1548,6 +1548,12 @@ pub(super) fn prepare_resolved(
         &p.experiment,
     );
     p.warnings.extend(place?);
+    if let Form::Torchrun {
+        master_addr: Some(host),
+    } = form
+    {
+        p.warnings.extend(unresolved_master(host));
+    }
     if runs_here {
         p.warnings
             .extend(replaced_shell_env(&p.job, |n| std::env::var_os(n)));
@@ -1558,6 +1564,26 @@ pub(super) fn prepare_resolved(
 }
 
 const CVD: &str = "CUDA_VISIBLE_DEVICES";
+
+/// `--master-addr` that this machine cannot resolve (the system's resolver, as torch's c10d
+/// `getaddrinfo`): every machine's torchrun would retry the lookup until its rendezvous
+/// times out, minutes later. A warning, not a refusal: the machines of the run may resolve a
+/// name this one does not (their own DNS).
+fn unresolved_master(host: &str) -> Option<String> {
+    use std::net::ToSocketAddrs;
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let why = match (bare, 0u16).to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(_)) => return None,
+        Ok(None) => "no address".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Some(format!(
+        "--master-addr {host} does not resolve on this machine ({why}): every machine's torchrun meets there, and one that cannot resolve it waits until its rendezvous times out (minutes) before failing; check the name, or give the rendezvous machine's IP address"
+    ))
+}
 
 /// Each rank of a run on this machine drives the visible GPU at its local rank (Bridge's
 /// `training/initialize.py` `torch.cuda.set_device(get_local_rank_preinit())`, torchrun's

@@ -1284,3 +1284,47 @@ fn a_run_without_slurm_is_not_told_to_give_a_container_image() {
     assert_eq!(code, Some(0), "{said}");
     assert!(!said.contains("Bridge's runner"), "{said}");
 }
+
+/// `--master-addr` with a host name this machine cannot resolve: every machine's torchrun
+/// would wait minutes on it (c10d retries the lookup until its rendezvous times out; the real
+/// torchrun went on past 90 s here) before failing, so it is named at once, with the fix,
+/// where nothing was said; a name or address that resolves (`localhost`, IPv4, IPv6) is not.
+#[test]
+fn a_master_addr_that_does_not_resolve_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let stderr = |addr: &str, name: &str| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args([
+                "torchrun",
+                "-r",
+                &format!("{fixtures}/tiny.yaml"),
+                "-g",
+                "cpux4",
+            ])
+            .args(["--master-addr", addr, "--job-name", name])
+            .args(["--jobs-root", dir.path().join("jobs").to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .args(["--", "python3", "-c", "pass"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{addr}: {}", common::stderr(&o));
+        common::stderr(&o)
+    };
+    let said = stderr("no-such-host.invalid", "nowhere");
+    assert!(
+        said.contains("--master-addr no-such-host.invalid does not resolve on this machine")
+            && said.contains("IP address"),
+        "{said}"
+    );
+    for (addr, name) in [
+        ("localhost", "a"),
+        ("127.0.0.1", "b"),
+        ("::1", "c"),
+        ("[::1]", "d"),
+    ] {
+        let said = stderr(addr, name);
+        assert!(!said.contains("does not resolve"), "{addr}: {said}");
+    }
+}
