@@ -534,7 +534,7 @@ fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
 
 /// `cancel` of a local run still going stops it (its recorded process, torchrun, gets
 /// SIGTERM and stops its workers), as `status` called it running; the run's end is
-/// recorded, and a second `cancel` says it had already ended. `cancel --signal` before it
+/// recorded, and a second `cancel` says it had already ended, CANCELLED. `cancel --signal` before it
 /// sends its signal instead and the run goes on.
 #[test]
 fn cancel_stops_a_running_local_run() {
@@ -628,7 +628,7 @@ fn cancel_stops_a_running_local_run() {
         .unwrap();
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert!(
-        common::stdout(&o).contains("had already ended: FAILED; nothing to cancel"),
+        common::stdout(&o).contains("had already ended: CANCELLED; nothing to cancel"),
         "{}",
         common::stdout(&o)
     );
@@ -1327,4 +1327,116 @@ fn a_master_addr_that_does_not_resolve_is_named() {
         let said = stderr(addr, name);
         assert!(!said.contains("does not resolve"), "{addr}: {said}");
     }
+}
+
+/// A local run of a trainer that waits for 2 minutes, started in a process group of its own
+/// (as a terminal's foreground job), and the file its rank creates once it runs.
+fn start_waiting_run(dir: &Path, name: &str) -> (std::process::Child, std::path::PathBuf) {
+    let job = dir.join(name);
+    let started = dir.join(format!("{name}.started"));
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let trainer = format!(
+        "import time\nopen({:?}, 'a').close()\ntime.sleep(120)",
+        started.to_str().unwrap()
+    );
+    let child = Command::new(common::bin())
+        .current_dir(dir)
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args([
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            &common::free_port(),
+        ])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", &trainer])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        if std::time::Instant::now() > deadline {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
+            panic!("the trainer never started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (child, job)
+}
+
+/// A local run stopped on purpose is CANCELLED (`status` exit 4), as Slurm calls a job
+/// `scancel` ended, with what stopped it: Ctrl-C on its terminal (SIGINT to its process
+/// group), and `cancel` of a run whose ovlaunch had been killed, where the first said FAILED
+/// (torchrun's exit 1, as for a crash) and the second UNKNOWN.
+#[test]
+fn a_local_run_stopped_on_purpose_is_cancelled() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let status = |job: &Path| {
+        let o = Command::new(common::bin())
+            .args(["status", "-o", "json", job.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let s: serde_json::Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+        (o.status.code(), s)
+    };
+    let wait = |child: &mut std::process::Child| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
+                    .status();
+                panic!("the run went on");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    // Ctrl-C: the terminal sends SIGINT to the whole foreground group
+    let (mut child, job) = start_waiting_run(dir.path(), "interrupted");
+    let sent = Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", child.id())])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    wait(&mut child);
+    let (code, s) = status(&job);
+    assert_eq!((code, &s["phase"]), (Some(4), &"cancelled".into()), "{s}");
+    assert!(
+        s["reason"].as_str().is_some_and(|r| r.contains("SIGINT")),
+        "{s}"
+    );
+    // `cancel` of a run whose ovlaunch is gone
+    let (mut child, job) = start_waiting_run(dir.path(), "orphaned");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let o = Command::new(common::bin())
+        .args(["cancel", job.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while status(&job).1["phase"] == "running" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run went on after cancel"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (code, s) = status(&job);
+    assert_eq!((code, &s["phase"]), (Some(4), &"cancelled".into()), "{s}");
+    assert!(
+        s["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("ovlaunch cancel")),
+        "{s}"
+    );
 }
