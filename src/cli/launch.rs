@@ -976,6 +976,19 @@ fn all_here(plan: &Plan) -> String {
     }
 }
 
+/// The refusal of `ovlaunch torchrun` for more than one machine without `--master-addr`.
+fn needs_rendezvous_host(plan: &Plan) -> Error {
+    Error::usage(format!(
+        "{} spans {} machines: name the rendezvous host",
+        plan.hardware.spec, plan.hardware.nodes
+    ))
+    .at_flag("--master-addr")
+    .help(format!(
+        "e.g. --master-addr node001 (every machine runs the same script){}",
+        all_here(plan)
+    ))
+}
+
 /// Options from flags, and the job directory as an absolute path.
 pub(super) fn options(
     plan: &Plan,
@@ -1614,15 +1627,17 @@ fn too_few_visible_gpus(plan: &Plan, cvd: Option<std::ffi::OsString>) -> Option<
 /// another value, or removes, is named with both values, who set it, and how to keep the
 /// shell's (`--env NAME`, which passes this environment's value). A value the user gave on
 /// the command line or in a profile (`--env`, `--unset`, `--set env_vars`) is theirs
-/// already and not named; a secret name's values are not shown.
+/// already and not named, nor is a value naming the job's directory (a shell's is another
+/// job's); a secret name's values are not shown.
 fn replaced_shell_env(
     job: &Job,
     shell: impl Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Vec<String> {
     use crate::plan::Source;
-    let from = |name: &str| match job.plan.env.get(name).map(|e| &e.source) {
-        Some(Source::User) => None,
-        Some(source) => Some(source.as_string()),
+    let from = |name: &str| match job.plan.env.get(name) {
+        // the user's own, or this job's directory (`OVLAUNCH_JOB_DIR`: a shell's is another job's)
+        Some(e) if e.source == Source::User || e.at_job_dir => None,
+        Some(e) => Some(e.source.as_string()),
         None if job.plan.env_unset.get(name) == Some(&Source::User) => None,
         None => Some(match job.plan.env_unset.get(name) {
             Some(source) => source.as_string(),
@@ -1741,15 +1756,7 @@ fn prepare_job(
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
             if plan.hardware.nodes > 1 && master_addr.is_none() {
-                return Err(Error::usage(format!(
-                    "{} spans {} machines: name the rendezvous host",
-                    plan.hardware.spec, plan.hardware.nodes
-                ))
-                .at_flag("--master-addr")
-                .help(format!(
-                    "e.g. --master-addr node001 (every machine runs the same script){}",
-                    all_here(&plan)
-                )));
+                return Err(needs_rendezvous_host(&plan));
             }
             opts.target = Target::from(LocalOptions {
                 rendezvous: master_addr.map(str::to_string),

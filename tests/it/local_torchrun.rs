@@ -1085,7 +1085,8 @@ fn the_torchrun_script_started_with_sh_runs_with_bash() {
 /// another value (the recipe's `OVL_RECIPE_VAR`) or removes (`OVL_GONE: null`) is named on
 /// stderr with both values and the way to keep the shell's (`--env NAME`), where the shell's
 /// value was replaced without a word; the real run gets the plan's value, and with `--env
-/// NAME` the shell's, no warning. A variable the plan leaves alone passes through unnamed.
+/// NAME` the shell's, no warning. A variable the plan leaves alone passes through unnamed,
+/// and so does the job's own `OVLAUNCH_JOB_DIR` (a shell's is another job's).
 #[test]
 fn a_local_run_names_the_shell_variables_the_plan_replaces() {
     let Some(_turn) = torchrun_turn() else {
@@ -1114,6 +1115,8 @@ fn a_local_run_names_the_shell_variables_the_plan_replaces() {
             .env("OVL_RECIPE_VAR", "mine")
             .env("OVL_GONE", "kept")
             .env("OVL_UNTOUCHED", "passes")
+            // another job's, as in a shell inside a job: this job's own is not the user's to keep
+            .env("OVLAUNCH_JOB_DIR", "/elsewhere")
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", common::stderr(&o));
