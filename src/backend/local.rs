@@ -4,6 +4,9 @@
 //! exit code once recorded; before that, whether the run's process (pid and start time, in
 //! the record from the run's start on; the job's id is `local:PID`) is still there, so a run
 //! whose ovlaunch was killed before it could record the end is not called running for ever.
+//! A run stopped on purpose (`cancel`, which records itself before it signals the run, or a
+//! signal the ovlaunch that runs it received with the run: Ctrl-C, SIGTERM, SIGHUP) that did
+//! not succeed is CANCELLED, with what stopped it.
 //!
 //! The run writes its output file itself (the file is its stdout and stderr), so the run
 //! never depends on the ovlaunch that started it: one that is killed, or whose terminal is
@@ -81,7 +84,7 @@ pub fn submit_with(
     };
     write_record(dir, rec)?;
     let out_path = dir.join(layout::LOCAL_OUTPUT);
-    let code = run(script, dir, output, &out_path, how.output, &mut |run| {
+    let (code, caught) = run(script, dir, output, &out_path, how.output, &mut |run| {
         rec.local_run = Some(run);
         write_record(dir, rec)?;
         eprintln!(
@@ -94,6 +97,13 @@ pub fn submit_with(
         Ok(())
     })?;
     rec.exit_code = Some(code);
+    // What stopped it: a signal this ovlaunch received with the run, or `cancel`, which
+    // records itself in the record before it signals the run.
+    rec.stopped_by = caught.map(|s| s.as_str().to_string()).or_else(|| {
+        super::record::read(dir)
+            .ok()
+            .and_then(|now| now.stopped_by)
+    });
     write_record(dir, rec)?;
     Ok(Started::Finished {
         exit_code: code,
@@ -138,10 +148,12 @@ impl Backend for Local {
 
     fn status(&self, rec: &Submission) -> Result<JobStatus> {
         let code = rec.exit_code;
+        let stopped = rec.stopped_by.as_deref();
         let state = match code {
             Some(0) => "COMPLETED",
-            Some(_) => "FAILED",
             None if rec.local_run.is_some_and(alive) => "RUNNING",
+            _ if stopped.is_some() => "CANCELLED",
+            Some(_) => "FAILED",
             None => "UNKNOWN",
         };
         let id = rec.shown_id().unwrap_or_else(|| "-".into());
@@ -152,6 +164,13 @@ impl Backend for Local {
             "record",
             None,
         );
+        if let (Some(by), "CANCELLED") = (stopped, state) {
+            let unrecorded = match code {
+                Some(_) => "",
+                None => "; its exit code was not recorded: the ovlaunch that ran it had been stopped",
+            };
+            status.reason = Some(format!("stopped by {}{unrecorded}", stopped_by_words(by)));
+        }
         if state == "UNKNOWN" {
             status.reason = Some(
                 match rec.local_run {
@@ -181,7 +200,17 @@ impl Backend for Local {
         let pid = i32::try_from(run.pid)
             .map_err(|_| Error::runtime(format!("the recorded pid {} is not a pid", run.pid)))?;
         let sent = signal.unwrap_or(Signal::SIGTERM);
+        // Recorded before the signal, read again from the record as it is now (the
+        // ovlaunch that runs it keeps it when the run ends): what ends the run is the cancel.
+        let dir = Path::new(&rec.job_dir);
+        let marked = match signal {
+            None => mark_cancelled(dir),
+            Some(_) => None,
+        };
         kill(Pid::from_raw(pid), sent).map_err(|e| {
+            if let Some(before) = &marked {
+                let _ = write_record(dir, before);
+            }
             Error::runtime(format!(
                 "cannot send {} to job {}'s run (pid {pid}): {e}",
                 sent.as_str(),
@@ -233,12 +262,37 @@ impl Backend for Local {
     }
 }
 
+/// The words for [`Submission::stopped_by`] in `status`'s reason.
+fn stopped_by_words(by: &str) -> String {
+    match by {
+        super::record::STOPPED_BY_CANCEL => "`ovlaunch cancel`".to_string(),
+        "SIGINT" => "Ctrl-C on the terminal that ran it (SIGINT)".to_string(),
+        "SIGHUP" => "the close of the terminal that ran it (SIGHUP)".to_string(),
+        signal => format!("{signal} sent to the ovlaunch that ran it"),
+    }
+}
+
+/// Records in job directory `dir` that `cancel` stops its run (the record as it is now,
+/// while the run has no exit code); returns the record before, to put back when the signal
+/// cannot be sent. `None` when nothing was written.
+fn mark_cancelled(dir: &Path) -> Option<Submission> {
+    let before = super::record::read(dir).ok()?;
+    if before.exit_code.is_some() {
+        return None;
+    }
+    let marked = Submission {
+        stopped_by: Some(super::record::STOPPED_BY_CANCEL.to_string()),
+        ..before.clone()
+    };
+    write_record(dir, &marked).ok().map(|()| before)
+}
+
 /// Runs `script` with bash in `workdir`, its stdout and stderr the file `output` (at
 /// `out_path`), whose text is shown as it grows on this process's stdout (or stderr, as
 /// `shown` says). `started` is told the run's process once it exists (the run is stopped
 /// when it fails). While the run goes on, SIGINT and SIGHUP (which the terminal sends the
 /// run too) are noted, so the run's last output is shown and its exit code recorded;
-/// SIGTERM is passed on to the run.
+/// SIGTERM is passed on to the run. Returns the exit code and the signal noted, if any.
 pub fn run(
     script: &Path,
     workdir: &Path,
@@ -246,7 +300,7 @@ pub fn run(
     out_path: &Path,
     shown: JobOutput,
     started: &mut dyn FnMut(LocalRun) -> Result<()>,
-) -> Result<i32> {
+) -> Result<(i32, Option<Signal>)> {
     use std::io::Write;
     let bash = which::which("bash").map_err(|_| Error::runtime("bash not found on PATH"))?;
     let cant = |e: std::io::Error| Error::runtime(format!("cannot run {}: {e}", script.display()));
@@ -306,7 +360,17 @@ pub fn run(
     };
     let _ = tail.read(out_path, &mut show);
     let _ = tail.flush(&mut show);
-    Ok(status.code().unwrap_or(128 + 15))
+    Ok((exit_code(status), signals.caught()))
+}
+
+/// A run's exit code as a shell says it: its own, or 128 + the signal that ended it
+/// (137 for SIGKILL: the out-of-memory killer, `kill -9`).
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(128 + 15)
 }
 
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`, after the command name,

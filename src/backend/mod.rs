@@ -532,6 +532,7 @@ fn new_record(executor: Executor, dir: &Path, job_name: &str, command_line: Stri
         command_line,
         exit_code: None,
         local_run: None,
+        stopped_by: None,
         host: None,
         package: None,
     }

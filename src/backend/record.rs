@@ -106,6 +106,12 @@ pub struct Submission {
     /// [`Submission::shown_id`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_run: Option<LocalRun>,
+    /// Local executor: what stopped the run on purpose, [`STOPPED_BY_CANCEL`] or the signal
+    /// the ovlaunch that ran it received and the run with it (`SIGINT`: Ctrl-C on its
+    /// terminal; `SIGTERM`; `SIGHUP`: its terminal closed); `status` calls such a run that
+    /// did not succeed CANCELLED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
     /// The login node the job was submitted through (`USER@LOGIN`, reached with ssh); absent
     /// for a job submitted on this machine. `job_dir` is then a path on that host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,6 +120,9 @@ pub struct Submission {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<PackageRecord>,
 }
+
+/// [`Submission::stopped_by`] of a run `ovlaunch cancel` stopped.
+pub const STOPPED_BY_CANCEL: &str = "cancel";
 
 impl Submission {
     /// The job's identity in messages and JSON: Slurm's job id; for a local run,

@@ -957,6 +957,38 @@ fn target(plan: &Plan, args: &LaunchArgs, settings: &Settings) -> Target {
     Target::of(executor(args), all)
 }
 
+/// The plan's hardware spec cut to one node: `h100x8`, `cpux2`.
+fn one_node(plan: &Plan) -> String {
+    let hw = &plan.hardware;
+    format!("{}x{}", hw.gpu.kind, hw.gpus_per_node)
+}
+
+/// For CPU ranks, whose per-node count is the kind's and not this machine's: the way to run
+/// them all on one machine (`--gpus-per-node`, which a GPU kind cannot raise past its node).
+fn all_here(plan: &Plan) -> String {
+    let hw = &plan.hardware;
+    match hw.gpu.is_cpu() {
+        true => format!(
+            "; or run all {} ranks on this machine: --gpus-per-node {}",
+            hw.count, hw.count
+        ),
+        false => String::new(),
+    }
+}
+
+/// The refusal of `ovlaunch torchrun` for more than one machine without `--master-addr`.
+fn needs_rendezvous_host(plan: &Plan) -> Error {
+    Error::usage(format!(
+        "{} spans {} machines: name the rendezvous host",
+        plan.hardware.spec, plan.hardware.nodes
+    ))
+    .at_flag("--master-addr")
+    .help(format!(
+        "e.g. --master-addr node001 (every machine runs the same script){}",
+        all_here(plan)
+    ))
+}
+
 /// Options from flags, and the job directory as an absolute path.
 pub(super) fn options(
     plan: &Plan,
@@ -983,7 +1015,11 @@ pub(super) fn options(
             plan.hardware.nodes
         ))
         .at_flag(format!("--executor {}", chosen.name()))
-        .help("use --gpus with at most one node's worth of ranks (e.g. cpux2)"));
+        .help(format!(
+            "use --gpus with at most one node's worth of ranks ({}){}",
+            one_node(plan),
+            all_here(plan)
+        )));
     }
     if chosen.runs_here() && args.retries > 0 {
         return Err(Error::usage(format!(
@@ -1525,7 +1561,115 @@ pub(super) fn prepare_resolved(
         &p.experiment,
     );
     p.warnings.extend(place?);
+    if let Form::Torchrun {
+        master_addr: Some(host),
+    } = form
+    {
+        p.warnings.extend(unresolved_master(host));
+    }
+    if runs_here {
+        p.warnings
+            .extend(replaced_shell_env(&p.job, |n| std::env::var_os(n)));
+        p.warnings
+            .extend(too_few_visible_gpus(&p.job.plan, std::env::var_os(CVD)));
+    }
     Ok(p)
+}
+
+const CVD: &str = "CUDA_VISIBLE_DEVICES";
+
+/// `--master-addr` that this machine cannot resolve (the system's resolver, as torch's c10d
+/// `getaddrinfo`): every machine's torchrun would retry the lookup until its rendezvous
+/// times out, minutes later. A warning, not a refusal: the machines of the run may resolve a
+/// name this one does not (their own DNS).
+fn unresolved_master(host: &str) -> Option<String> {
+    use std::net::ToSocketAddrs;
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let why = match (bare, 0u16).to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(_)) => return None,
+        Ok(None) => "no address".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Some(format!(
+        "--master-addr {host} does not resolve on this machine ({why}): every machine's torchrun meets there, and one that cannot resolve it waits until its rendezvous times out (minutes) before failing; check the name, or give the rendezvous machine's IP address"
+    ))
+}
+
+/// Each rank of a run on this machine drives the visible GPU at its local rank (Bridge's
+/// `training/initialize.py` `torch.cuda.set_device(get_local_rank_preinit())`, torchrun's
+/// `LOCAL_RANK`), so `cvd`, the `CUDA_VISIBLE_DEVICES` the run inherits, listing fewer GPUs
+/// than the ranks here leaves the ranks past them without one: named, with the fix. CPU
+/// ranks use no GPU.
+fn too_few_visible_gpus(plan: &Plan, cvd: Option<std::ffi::OsString>) -> Option<String> {
+    let hw = &plan.hardware;
+    let ranks = hw.count.min(hw.gpus_per_node);
+    let cvd = cvd?.to_string_lossy().into_owned();
+    let listed = cvd.split(',').filter(|e| !e.trim().is_empty()).count();
+    if hw.gpu.is_cpu() || listed >= ranks as usize {
+        return None;
+    }
+    let gpus = if listed == 1 { "GPU" } else { "GPUs" };
+    let fewer = match listed {
+        0 => String::new(),
+        n => format!(", or give --gpus {}x{n}", hw.gpu.kind),
+    };
+    Some(format!(
+        "{CVD}={cvd} in this environment shows {listed} {gpus} to the {ranks} ranks this machine runs, and each rank takes the visible GPU at its local rank (Bridge's torch.cuda.set_device(LOCAL_RANK)): local ranks {listed} to {} have none; unset {CVD} or list {ranks} GPUs in it{fewer}",
+        ranks - 1,
+    ))
+}
+
+/// A run on this machine inherits the environment ovlaunch runs in (the user's shell's),
+/// and its script's `export`s and `unset`s beat it: each variable of `shell` the job sets to
+/// another value, or removes, is named with both values, who set it, and how to keep the
+/// shell's (`--env NAME`, which passes this environment's value). A value the user gave on
+/// the command line or in a profile (`--env`, `--unset`, `--set env_vars`) is theirs
+/// already and not named, nor is a value naming the job's directory (a shell's is another
+/// job's); a secret name's values are not shown.
+fn replaced_shell_env(
+    job: &Job,
+    shell: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<String> {
+    use crate::plan::Source;
+    let from = |name: &str| match job.plan.env.get(name) {
+        // the user's own, or this job's directory (`OVLAUNCH_JOB_DIR`: a shell's is another job's)
+        Some(e) if e.source == Source::User || e.at_job_dir => None,
+        Some(e) => Some(e.source.as_string()),
+        None if job.plan.env_unset.get(name) == Some(&Source::User) => None,
+        None => Some(match job.plan.env_unset.get(name) {
+            Some(source) => source.as_string(),
+            None => "the job".to_string(),
+        }),
+    };
+    use crate::secret::shown;
+    let mut said = Vec::new();
+    for (name, planned) in &job.spec.env {
+        let Some(mine) = shell(name) else { continue };
+        let mine = mine.to_string_lossy();
+        if mine == planned.as_str() {
+            continue;
+        }
+        if let Some(by) = from(name) {
+            said.push(format!(
+                "{name}={} in this environment is replaced by the plan's {} ({by}) for this run; to run with yours, add --env {name}",
+                shown(name, &mine),
+                shown(name, planned)
+            ));
+        }
+    }
+    for name in &job.spec.unset {
+        let Some(mine) = shell(name) else { continue };
+        if let Some(by) = from(name) {
+            said.push(format!(
+                "{name}={} in this environment: the plan removes it ({by}) for this run; to run with yours, add --env {name}",
+                shown(name, &mine.to_string_lossy())
+            ));
+        }
+    }
+    said
 }
 
 /// [`prepare_resolved`] but the job directory's place.
@@ -1594,7 +1738,7 @@ fn prepare_job(
     if without_slurm {
         warnings.extend(unused_slurm_settings(settings, form, executor(args)));
     }
-    if let Some(w) = bare_bridge_warning(&plan, &opts, args)
+    if let Some(w) = bare_bridge_warning(&plan, &opts, args, without_slurm)
         // torchrun runs here: a checkout at that path is the one it uses.
         .filter(|_| !(without_slurm && Path::new(&plan.versions.bridge_root).is_dir()))
     {
@@ -1612,12 +1756,7 @@ fn prepare_job(
         Form::Launch => executor(args),
         Form::Torchrun { master_addr } => {
             if plan.hardware.nodes > 1 && master_addr.is_none() {
-                return Err(Error::usage(format!(
-                    "{} spans {} machines: name the rendezvous host",
-                    plan.hardware.spec, plan.hardware.nodes
-                ))
-                .at_flag("--master-addr")
-                .help("e.g. --master-addr node001 (every machine runs the same script)"));
+                return Err(needs_rendezvous_host(&plan));
             }
             opts.target = Target::from(LocalOptions {
                 rendezvous: master_addr.map(str::to_string),
@@ -1950,19 +2089,30 @@ fn refuse_with_no_container(given: &Given) -> Result<()> {
 }
 
 /// The warning for a Bridge runner started with no container from the Bridge root where
-/// NeMo's containers hold it: the nodes' own Python must have Megatron-Bridge there.
-fn bare_bridge_warning(plan: &Plan, opts: &LaunchOptions, args: &LaunchArgs) -> Option<String> {
+/// NeMo's containers hold it: the nodes' own Python must have Megatron-Bridge there. Without
+/// Slurm no container can be given (`refuse_slurm_only`): the fix is the machines' own
+/// checkout, or the image started by hand around the script.
+fn bare_bridge_warning(
+    plan: &Plan,
+    opts: &LaunchOptions,
+    args: &LaunchArgs,
+    without_slurm: bool,
+) -> Option<String> {
     let bridge_runner = opts.trainer.is_empty() && plan.recipe.trainer.is_none();
     (opts.container.is_none()
         && !args.no_container
         && bridge_runner
         && !opts.package.as_ref().is_some_and(|p| p.bridge_root)
         && plan.versions.bridge_root == crate::version::DEFAULT_BRIDGE_ROOT)
-        .then(|| {
-            format!(
+        .then(|| match without_slurm {
+            false => format!(
                 "no container image: Bridge's runner would start from {} (where NeMo's containers hold Megatron-Bridge) on the nodes' own Python; give --container-image or a profile's container_image, or --bridge-root with the nodes' checkout (--no-container says it is intended)",
                 plan.versions.bridge_root
-            )
+            ),
+            true => format!(
+                "no Megatron-Bridge at {} here: Bridge's runner would start from there (where NeMo's containers hold it) on the machines' own Python, as torchrun without Slurm starts no container; give --bridge-root with their Megatron-Bridge checkout, or run the script inside NeMo's image yourself (`docker run` or `enroot start` around it; --no-container says a bare run is intended)",
+                plan.versions.bridge_root
+            ),
         })
 }
 

@@ -534,7 +534,7 @@ fn a_local_run_meets_at_its_master_port_whatever_holds_29400() {
 
 /// `cancel` of a local run still going stops it (its recorded process, torchrun, gets
 /// SIGTERM and stops its workers), as `status` called it running; the run's end is
-/// recorded, and a second `cancel` says it had already ended. `cancel --signal` before it
+/// recorded, and a second `cancel` says it had already ended, CANCELLED. `cancel --signal` before it
 /// sends its signal instead and the run goes on.
 #[test]
 fn cancel_stops_a_running_local_run() {
@@ -628,7 +628,7 @@ fn cancel_stops_a_running_local_run() {
         .unwrap();
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert!(
-        common::stdout(&o).contains("had already ended: FAILED; nothing to cancel"),
+        common::stdout(&o).contains("had already ended: CANCELLED; nothing to cancel"),
         "{}",
         common::stdout(&o)
     );
@@ -900,5 +900,546 @@ fn logs_follow_waits_for_the_exit_code_of_a_run_just_ended() {
             gone.id()
         )),
         "{err}"
+    );
+}
+
+/// Whether process `pid` has ended: gone, or a zombie no one has reaped yet.
+fn ended(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// A local run whose torchrun is killed (SIGKILL, as the kernel's out-of-memory killer does):
+/// its ranks, which torch starts in sessions of their own, are stopped too, where they went on
+/// running (holding their GPUs) after `status` said the job had failed; and the run's exit code
+/// is recorded as a shell would say it, 128 + 9, not SIGTERM's 143.
+#[test]
+fn a_local_run_whose_torchrun_is_killed_stops_its_ranks() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("oom");
+    let pids = dir.path().join("pids");
+    std::fs::create_dir(&pids).unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let trainer = format!(
+        "import os, time\nopen(os.path.join({:?}, str(os.getpid())), 'w').close()\ntime.sleep(120)",
+        pids.to_str().unwrap()
+    );
+    let mut ovlaunch = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux2", "--executor", "local"])
+        .args([
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            &common::free_port(),
+        ])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", &trainer])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let ranks = || -> Vec<u32> {
+        std::fs::read_dir(&pids)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect()
+    };
+    // whatever the outcome, nothing of the run is left behind
+    let stop_all = |ovlaunch: u32| {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{ovlaunch}")])
+            .status();
+        for pid in ranks() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while ranks().len() < 2 {
+        if std::time::Instant::now() > deadline || ovlaunch.try_wait().unwrap().is_some() {
+            stop_all(ovlaunch.id());
+            panic!("the ranks never started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let torchrun = read_json(&job.join("submission.json"))["local_run"]["pid"]
+        .as_u64()
+        .unwrap();
+    let killed = Command::new("kill")
+        .args(["-KILL", &torchrun.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let ended_run = loop {
+        if let Some(s) = ovlaunch.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            stop_all(ovlaunch.id());
+            panic!("ovlaunch went on after its run was killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // the ranks get SIGTERM when their torchrun dies; give them a few seconds to end
+    let gone_by = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ranks().into_iter().all(ended) && std::time::Instant::now() < gone_by {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let left: Vec<u32> = ranks().into_iter().filter(|&p| !ended(p)).collect();
+    stop_all(ovlaunch.id());
+    assert!(
+        left.is_empty(),
+        "ranks left running after their torchrun was killed: {left:?}"
+    );
+    assert_eq!(ended_run.code(), Some(137), "ovlaunch's exit code");
+    assert_eq!(read_json(&job.join("submission.json"))["exit_code"], 137);
+    let o = Command::new(common::bin())
+        .args(["status", job.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout(&o).contains("FAILED exit=137"),
+        "{}",
+        common::stdout(&o)
+    );
+}
+
+/// The script `ovlaunch torchrun` prints is bash's (`set -o pipefail`, `$'...'` quoting), and
+/// a user may well start it as `sh run.sh`: run by `sh` (dash here) from another directory it
+/// runs itself again with bash and the ranks run, where dash stopped at once on `set -o
+/// pipefail` ("Illegal option"). Read from standard input by `sh` (no file to hand to bash),
+/// it stops, exit 2, saying to run it with bash, and nothing runs.
+#[test]
+fn the_torchrun_script_started_with_sh_runs_with_bash() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("jobs");
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let o = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args(["torchrun", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux2", "--torchrun-flags", "underscore"])
+        .args(["--jobs-root", root.to_str().unwrap()])
+        .args([
+            "--rank-runtime",
+            common::rank_bin(),
+            "--master-port",
+            &common::free_port(),
+        ])
+        .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let job = root.join("tiny-cpux2");
+    let script = dir.path().join("run.sh");
+    std::fs::write(&script, &o.stdout).unwrap();
+    let sh = Path::new("/bin/sh").canonicalize().unwrap();
+    assert!(
+        !sh.ends_with("bash"),
+        "this test needs a /bin/sh other than bash: {sh:?}"
+    );
+    let from_stdin = Command::new("sh")
+        .current_dir("/")
+        .stdin(std::fs::File::open(&script).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(
+        from_stdin.status.code(),
+        Some(2),
+        "{}",
+        common::stderr(&from_stdin)
+    );
+    assert!(
+        common::stderr(&from_stdin).contains("run this script with bash"),
+        "{}",
+        common::stderr(&from_stdin)
+    );
+    assert!(!job.join("ranks").exists(), "a rank ran");
+    let o = Command::new("sh")
+        .arg(&script)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    for r in 0..2 {
+        let v = read_json(&job.join(format!("ranks/rank-{r}.json")));
+        assert_eq!(v["env"]["RANK"], r.to_string());
+        assert_eq!(v["env"]["OVL_RECIPE_VAR"], "from the recipe");
+    }
+}
+
+/// A run on this machine inherits the environment ovlaunch runs in (the shell's), and the
+/// script's exports and `unset`s beat it: a variable of the shell that the plan sets to
+/// another value (the recipe's `OVL_RECIPE_VAR`) or removes (`OVL_GONE: null`) is named on
+/// stderr with both values and the way to keep the shell's (`--env NAME`), where the shell's
+/// value was replaced without a word; the real run gets the plan's value, and with `--env
+/// NAME` the shell's, no warning. A variable the plan leaves alone passes through unnamed,
+/// and so does the job's own `OVLAUNCH_JOB_DIR` (a shell's is another job's).
+#[test]
+fn a_local_run_names_the_shell_variables_the_plan_replaces() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let tiny = std::fs::read_to_string(format!("{fixtures}/tiny.yaml")).unwrap();
+    let recipe = dir.path().join("tiny.yaml");
+    std::fs::write(&recipe, format!("{tiny}  OVL_GONE: null\n")).unwrap();
+    let run = |job: &str, extra: &[&str]| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(["submit", "--recipe", recipe.to_str().unwrap()])
+            .args(["--gpus", "cpux1", "--executor", "local"])
+            .args([
+                "--torchrun-flags",
+                "underscore",
+                "--master-port",
+                &common::free_port(),
+            ])
+            .args(["--job-dir", dir.path().join(job).to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .args(extra)
+            .args(["--", "python3", &format!("{fixtures}/record_rank.py"), "0"])
+            .env("OVL_RECIPE_VAR", "mine")
+            .env("OVL_GONE", "kept")
+            .env("OVL_UNTOUCHED", "passes")
+            // another job's, as in a shell inside a job: this job's own is not the user's to keep
+            .env("OVLAUNCH_JOB_DIR", "/elsewhere")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let rank = read_json(&dir.path().join(job).join("ranks/rank-0.json"));
+        (common::stderr(&o), rank["env"].clone())
+    };
+    let (stderr, env) = run("plan", &[]);
+    assert_eq!(env["OVL_RECIPE_VAR"], "from the recipe");
+    assert!(env.get("OVL_GONE").is_none(), "{env}");
+    assert_eq!(env["OVL_UNTOUCHED"], "passes");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("in this environment"))
+        .collect();
+    assert_eq!(said.len(), 2, "{stderr}");
+    assert!(
+        said.iter().any(|l| l.contains("OVL_RECIPE_VAR=mine")
+            && l.contains("from the recipe")
+            && l.contains("--env OVL_RECIPE_VAR")),
+        "{stderr}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains("OVL_GONE=kept")
+            && l.contains("removes")
+            && l.contains("--env OVL_GONE")),
+        "{stderr}"
+    );
+    let (stderr, env) = run("mine", &["--env", "OVL_RECIPE_VAR", "--env", "OVL_GONE"]);
+    assert_eq!(env["OVL_RECIPE_VAR"], "mine");
+    assert_eq!(env["OVL_GONE"], "kept");
+    assert!(!stderr.contains("in this environment"), "{stderr}");
+}
+
+/// Each rank of a run on this machine drives the visible GPU at its local rank (Bridge's
+/// `initialize.py` calls `torch.cuda.set_device(get_local_rank_preinit())`), so a
+/// `CUDA_VISIBLE_DEVICES` of the user's shell that lists fewer GPUs than the run has ranks
+/// here leaves the ranks past them without one: it is named, with the fix, where it passed
+/// without a word. Enough GPUs listed, or CPU ranks, say nothing.
+#[test]
+fn a_run_here_names_a_shell_cuda_visible_devices_with_too_few_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let stderr = |gpus: &str, cvd: &str| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(["torchrun", "--recipe", &format!("{fixtures}/tiny.yaml")])
+            .args(["--gpus", gpus, "--torchrun-flags", "underscore"])
+            .args(["--jobs-root", dir.path().join(cvd).to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .args(["--", "python3", "-c", "pass"])
+            .env("CUDA_VISIBLE_DEVICES", cvd)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        common::stderr(&o)
+    };
+    let said = stderr("h100x2", "3");
+    assert!(
+        said.contains(
+            "CUDA_VISIBLE_DEVICES=3 in this environment shows 1 GPU to the 2 ranks this machine runs"
+        ) && said.contains("unset CUDA_VISIBLE_DEVICES"),
+        "{said}"
+    );
+    for (gpus, cvd) in [("h100x2", "2,3"), ("cpux2", "3")] {
+        let said = stderr(gpus, cvd);
+        assert!(
+            !said.contains("CUDA_VISIBLE_DEVICES"),
+            "{gpus} {cvd}: {said}"
+        );
+    }
+}
+
+/// The CPU kind holds 2 ranks a node, and a workstation user asking for `cpux4` on this
+/// machine (`submit --executor local`, `ovlaunch torchrun` without `--master-addr`) is told
+/// the way to run all 4 here, `--gpus-per-node 4`, beside the one-node spec, where the help
+/// suggested only `cpux2` (or a rendezvous host); a GPU kind's help names that kind's node
+/// (`h100x8`), not a CPU spec. Nothing is written; the suggested command then runs.
+#[test]
+fn more_ranks_than_a_node_here_names_gpus_per_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let tiny = format!("{fixtures}/tiny.yaml");
+    let job = dir.path().join("job");
+    let jd = job.to_str().unwrap();
+    let refused = |args: &[&str]| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(args)
+            .args(["--job-dir", jd, "--rank-runtime", common::rank_bin()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", common::stderr(&o));
+        assert!(!job.exists(), "{args:?}: a refused job wrote its directory");
+        common::stderr(&o)
+    };
+    let local = refused(&["submit", "-r", &tiny, "-g", "cpux4", "--executor", "local"]);
+    assert!(
+        local.contains("help: ") && local.contains("--gpus-per-node 4") && local.contains("cpux2"),
+        "{local}"
+    );
+    let script = refused(&["torchrun", "-r", &tiny, "-g", "cpux4"]);
+    assert!(
+        script.contains("--gpus-per-node 4") && script.contains("--master-addr"),
+        "{script}"
+    );
+    let gpu = refused(&[
+        "submit",
+        "-r",
+        "llama8b",
+        "-g",
+        "h100x16",
+        "--executor",
+        "local",
+    ]);
+    assert!(gpu.contains("h100x8") && !gpu.contains("cpux"), "{gpu}");
+    let o = Command::new(common::bin())
+        .current_dir(dir.path())
+        .args([
+            "torchrun",
+            "-r",
+            &tiny,
+            "-g",
+            "cpux4",
+            "--gpus-per-node",
+            "4",
+        ])
+        .args(["--job-dir", jd, "--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", "pass"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        common::stdout(&o).contains("nproc_per_node=4")
+            || common::stdout(&o).contains("nproc-per-node=4")
+    );
+}
+
+/// Without Slurm (`ovlaunch torchrun`, `--executor local`) there is no container to give:
+/// the warning for Bridge's runner at a checkout this machine lacks names what such a run
+/// takes, `--bridge-root`, or running the script in the image by hand, where it said to give
+/// `--container-image`, which these commands then refuse.
+#[test]
+fn a_run_without_slurm_is_not_told_to_give_a_container_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(["torchrun", "-r", "llama8b", "-g", "h100x8"])
+            .args(["--jobs-root", dir.path().join("jobs").to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin(), "--job-name"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (o.status.code(), common::stderr(&o))
+    };
+    let (code, said) = run(&["bare"]);
+    assert_eq!(code, Some(0), "{said}");
+    let warning = said
+        .lines()
+        .find(|l| l.contains("Bridge's runner"))
+        .unwrap_or_else(|| panic!("no warning: {said}"));
+    assert!(!warning.contains("--container-image"), "{warning}");
+    assert!(warning.contains("--bridge-root"), "{warning}");
+    // what it suggests is taken
+    let checkout = dir.path().join("Megatron-Bridge");
+    std::fs::create_dir(&checkout).unwrap();
+    let (code, said) = run(&["given", "--bridge-root", checkout.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(!said.contains("Bridge's runner"), "{said}");
+}
+
+/// `--master-addr` with a host name this machine cannot resolve: every machine's torchrun
+/// would wait minutes on it (c10d retries the lookup until its rendezvous times out; the real
+/// torchrun went on past 90 s here) before failing, so it is named at once, with the fix,
+/// where nothing was said; a name or address that resolves (`localhost`, IPv4, IPv6) is not.
+#[test]
+fn a_master_addr_that_does_not_resolve_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let stderr = |addr: &str, name: &str| {
+        let o = Command::new(common::bin())
+            .current_dir(dir.path())
+            .args([
+                "torchrun",
+                "-r",
+                &format!("{fixtures}/tiny.yaml"),
+                "-g",
+                "cpux4",
+            ])
+            .args(["--master-addr", addr, "--job-name", name])
+            .args(["--jobs-root", dir.path().join("jobs").to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .args(["--", "python3", "-c", "pass"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{addr}: {}", common::stderr(&o));
+        common::stderr(&o)
+    };
+    let said = stderr("no-such-host.invalid", "nowhere");
+    assert!(
+        said.contains("--master-addr no-such-host.invalid does not resolve on this machine")
+            && said.contains("IP address"),
+        "{said}"
+    );
+    for (addr, name) in [
+        ("localhost", "a"),
+        ("127.0.0.1", "b"),
+        ("::1", "c"),
+        ("[::1]", "d"),
+    ] {
+        let said = stderr(addr, name);
+        assert!(!said.contains("does not resolve"), "{addr}: {said}");
+    }
+}
+
+/// A local run of a trainer that waits for 2 minutes, started in a process group of its own
+/// (as a terminal's foreground job), and the file its rank creates once it runs.
+fn start_waiting_run(dir: &Path, name: &str) -> (std::process::Child, std::path::PathBuf) {
+    let job = dir.join(name);
+    let started = dir.join(format!("{name}.started"));
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let trainer = format!(
+        "import time\nopen({:?}, 'a').close()\ntime.sleep(120)",
+        started.to_str().unwrap()
+    );
+    let child = Command::new(common::bin())
+        .current_dir(dir)
+        .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args([
+            "--torchrun-flags",
+            "underscore",
+            "--master-port",
+            &common::free_port(),
+        ])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "python3", "-c", &trainer])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        if std::time::Instant::now() > deadline {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
+            panic!("the trainer never started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (child, job)
+}
+
+/// A local run stopped on purpose is CANCELLED (`status` exit 4), as Slurm calls a job
+/// `scancel` ended, with what stopped it: Ctrl-C on its terminal (SIGINT to its process
+/// group), and `cancel` of a run whose ovlaunch had been killed, where the first said FAILED
+/// (torchrun's exit 1, as for a crash) and the second UNKNOWN.
+#[test]
+fn a_local_run_stopped_on_purpose_is_cancelled() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let status = |job: &Path| {
+        let o = Command::new(common::bin())
+            .args(["status", "-o", "json", job.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let s: serde_json::Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+        (o.status.code(), s)
+    };
+    let wait = |child: &mut std::process::Child| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
+                    .status();
+                panic!("the run went on");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    // Ctrl-C: the terminal sends SIGINT to the whole foreground group
+    let (mut child, job) = start_waiting_run(dir.path(), "interrupted");
+    let sent = Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", child.id())])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    wait(&mut child);
+    let (code, s) = status(&job);
+    assert_eq!((code, &s["phase"]), (Some(4), &"cancelled".into()), "{s}");
+    assert!(
+        s["reason"].as_str().is_some_and(|r| r.contains("SIGINT")),
+        "{s}"
+    );
+    // `cancel` of a run whose ovlaunch is gone
+    let (mut child, job) = start_waiting_run(dir.path(), "orphaned");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let o = Command::new(common::bin())
+        .args(["cancel", job.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while status(&job).1["phase"] == "running" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run went on after cancel"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (code, s) = status(&job);
+    assert_eq!((code, &s["phase"]), (Some(4), &"cancelled".into()), "{s}");
+    assert!(
+        s["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("ovlaunch cancel")),
+        "{s}"
     );
 }

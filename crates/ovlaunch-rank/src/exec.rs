@@ -10,6 +10,8 @@
 //! (126 or 127) and a message (for a script whose `#!` interpreter is missing, that
 //! interpreter, where env(1) says only "No such file or directory"). After a successful
 //! exec, signals, the exit status and the process id are the trainer's own.
+//! [`tie_to_parent`] asks the kernel to send this process (and so the trainer it becomes)
+//! SIGTERM when its parent dies.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -167,6 +169,33 @@ fn missing_interpreter(path: &Path) -> Option<String> {
         ));
     }
     Some(why)
+}
+
+/// Ties this process to `parent`, the process that started it (torchrun's agent): the
+/// kernel sends it SIGTERM when that process ends (`PR_SET_PDEATHSIG`, kept across `exec`),
+/// the signal torchrun itself stops its workers with. torch starts each worker in a session
+/// of its own (`start_new_session` in `torch/distributed/elastic/multiprocessing`), so a
+/// torchrun killed outright (SIGKILL: the out-of-memory killer, `kill -9`) would otherwise
+/// leave its ranks running, holding their GPUs, after the run is over. A parent already gone
+/// before the tie (this process reparented) is an error: the rank does not start.
+#[cfg(target_os = "linux")]
+pub fn tie_to_parent(parent: nix::unistd::Pid) -> Result<(), String> {
+    use nix::sys::signal::Signal;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)
+        .map_err(|e| format!("cannot ask for SIGTERM when torchrun ends (prctl): {e}"))?;
+    if nix::unistd::getppid() != parent {
+        return Err(format!(
+            "the torchrun that started this rank (pid {parent}) is gone; not starting the trainer"
+        ));
+    }
+    Ok(())
+}
+
+/// [`tie_to_parent`] where there is no `PR_SET_PDEATHSIG`: nothing is tied (ranks run on
+/// Linux; placement refuses elsewhere before this).
+#[cfg(not(target_os = "linux"))]
+pub fn tie_to_parent(_parent: nix::unistd::Pid) -> Result<(), String> {
+    Ok(())
 }
 
 #[cfg(test)]

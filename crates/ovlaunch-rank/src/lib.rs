@@ -20,7 +20,10 @@
 //!    `OVLAUNCH_RANK_DEBUG=1`, to stderr or appended to `$OVLAUNCH_RANK_REPORT`.
 //! 5. **Exec** ([`exec`]): the process becomes the trainer (same pid, signals and exit
 //!    status are the trainer's). The runtime never starts a thread, so affinity and memory
-//!    policy set here are exactly what the trainer inherits.
+//!    policy set here are exactly what the trainer inherits. A rank torchrun started is
+//!    tied to that torchrun first ([`exec::tie_to_parent`]): it gets SIGTERM when torchrun
+//!    dies, even by SIGKILL (torch starts its workers in sessions of their own, which
+//!    nothing else would stop), and one whose torchrun is already gone does not start.
 //!
 //! Before exec it fails like env(1): **125** for its own errors (bad arguments or plan,
 //! identity that cannot be derived, strict violations, affinity failures), **126** when the
@@ -338,6 +341,8 @@ where
     I: IntoIterator<Item = S>,
     S: Into<OsString>,
 {
+    // The process that started this one, before anything can have reparented it.
+    let parent = nix::unistd::getppid();
     let opts = match parse_args(args) {
         Ok(Cli::Run(o)) => o,
         Ok(Cli::Help) => {
@@ -388,6 +393,12 @@ where
         Some((a, rest)) => (a.as_os_str(), rest),
         None => return EXIT_RUNTIME_ERROR,
     };
+    if prepared.identity.source == identity::Source::Torchrun
+        && let Err(e) = exec::tie_to_parent(parent)
+    {
+        say(&e);
+        return EXIT_RUNTIME_ERROR;
+    }
     let err = exec::exec(&prepared.trainer, argv0, args, &prepared.env);
     say(&err.message);
     err.code
