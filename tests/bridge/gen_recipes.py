@@ -330,6 +330,14 @@ def architecture_fields(fields: dict[str, list[str]], model) -> list[str]:
     return out
 
 
+# Architecture fields that decide which layers Megatron-Core builds, stated in a recipe file
+# whenever the built model holds a value, whoever set it: Bridge's Qwen3-Next bridge sets
+# `experimental_attention_variant = "gated_delta_net"` from the checkpoint inside
+# `to_megatron_provider`, which the recipe function does not assign itself, and a plan without
+# it would be a softmax-attention model (what `ovlaunch estimate` reads).
+BUILT_KIND = ("experimental_attention_variant",)
+
+
 class Recording:
     """Records the model fields a recipe function assigns after Bridge built its model
     (`AutoBridge.to_megatron_provider`, the builder every checkpoint-reading function calls):
@@ -416,9 +424,11 @@ def variant_of(fn_name: str, fn, fields: dict[str, list[str]], aliases=(), libra
                 vals[f] = scalar(v)
         if section == "model":
             # the architecture fields the function states (assigns after Bridge built the
-            # model; `standin_variant` keeps those it states alike on every stand-in)
+            # model; `standin_variant` keeps those it states alike on every stand-in), and
+            # those that say which layers Megatron-Core builds, wherever Bridge set them
+            # (BUILT_KIND: a model bridge's `provider_bridge` sets them from the checkpoint)
             for f in architecture_fields(fields, obj):
-                if f in rec.assigned:
+                if f in rec.assigned or (f in BUILT_KIND and getattr(obj, f) is not None):
                     vals[f] = scalar(getattr(obj, f))
         out[section] = vals
     table = layout_table(cfg.model)

@@ -1937,3 +1937,43 @@ fn an_experimental_attention_variant_is_not_modelled() {
         stderr(&o)
     );
 }
+
+/// Bridge's Qwen3-Next functions get their gated DeltaNet from the model bridge, inside
+/// `to_megatron_provider`, not from a line of their own: the shipped recipes state it (the
+/// generator's `BUILT_KIND`), so neither they nor a user's file on their functions that does
+/// not mention attention are estimated as softmax attention (they were, at 1,031 tokens/s/GPU
+/// on 64 H100s).
+#[test]
+fn shipped_qwen3_next_recipes_are_not_estimated_as_softmax_attention() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mine.yaml");
+    std::fs::write(
+        &file,
+        "bridge_recipe: qwen3_next_80b_a3b_pretrain_32gpu_h100_bf16_config
+train: {train_iters: 10}
+",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    for recipe in [
+        "qwen3_next_80b_a3b_pretrain",
+        "qwen3_next_80b_a3b_sft",
+        "qwen3_next_80b_a3b_pretrain_32gpu_h100_bf16_config",
+        &file,
+    ] {
+        let v: serde_json::Value = serde_json::from_str(&ok(&[
+            "estimate", "-r", recipe, "-g", "h100x32", "-o", "json",
+        ]))
+        .unwrap();
+        assert_eq!(v["modelled"], false, "{recipe}: {v}");
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .contains("experimental_attention_variant `gated_delta_net`"),
+            "{recipe}: {v}"
+        );
+        let o = run(&["tune", "-r", recipe, "-g", "h100x32"]);
+        assert_eq!(o.status.code(), Some(2), "{recipe}: {}", stderr(&o));
+    }
+}
