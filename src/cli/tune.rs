@@ -578,7 +578,7 @@ impl View<'_> {
                 )
             };
             s.push_str(&format!(
-                "\n{}. {} recompute {:?}: {:.0} tokens/s/GPU{versus}, {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n{others}   {}\n",
+                "\n{}. {} recompute {}: {:.0} tokens/s/GPU{versus}, {:.0} TFLOP/s/GPU (MFU {:.1}%), step {:.2} s, {:.1}/{:.1} GiB\n{others}   {}\n",
                 i + 1,
                 layout_text(&c.layout),
                 c.recompute,

@@ -1551,7 +1551,7 @@ fn tune_says_when_the_own_layout_needs_another_recompute() {
     ]);
     assert!(
         out.contains("(does not fit: no gains against it)")
-            && out.contains("recompute Full: ")
+            && out.contains("recompute full: ")
             && out.contains("(the plan's own layout, with full recompute: the plan's own recompute setting does not fit)"),
         "{out}"
     );
@@ -1902,6 +1902,15 @@ fn tune_json_says_what_its_text_says() {
         v["global_batch_size"], s["scored"], s["fit"], s["resolved"], s["rejected"]
     );
     assert!(text.starts_with(&first), "{first}{text}");
+    // each proposal's recompute in the text is the JSON's word (it printed `None`)
+    for (i, c) in v["candidates"].as_array().unwrap().iter().enumerate() {
+        let word = c["recompute"].as_str().unwrap();
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{}. ", i + 1))
+                && l.contains(&format!(" recompute {word}: "))),
+            "{word}\n{text}"
+        );
+    }
 }
 
 /// A model whose attention Megatron-Core swaps for an experimental variant

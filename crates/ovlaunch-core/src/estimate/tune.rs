@@ -61,6 +61,17 @@ pub enum Recompute {
     Full,
 }
 
+impl std::fmt::Display for Recompute {
+    /// The word tune's text prints, the same as its JSON's (`none`, `recipe`, `full`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Recompute::None => "none",
+            Recompute::Recipe => "recipe",
+            Recompute::Full => "full",
+        })
+    }
+}
+
 /// A `pipeline_model_parallel_layout` for `layers` transformer layers over `pp · vp` stages
 /// when they do not divide evenly (Megatron-Core's layout syntax: `E` embedding, `t`
 /// transformer layer, `m` MTP layer, `L` loss, `|` between stages, virtual stage `s` on
