@@ -6,7 +6,8 @@
 //! whose ovlaunch was killed before it could record the end is not called running for ever.
 //! A run stopped on purpose (`cancel`, which records itself before it signals the run, or a
 //! signal the ovlaunch that runs it received with the run: Ctrl-C, SIGTERM, SIGHUP) that did
-//! not succeed is CANCELLED, with what stopped it.
+//! not succeed is CANCELLED, with what stopped it; one that failed otherwise is FAILED, with the
+//! first failed rank's own exit code where torchrun's error summary names it.
 //!
 //! The run writes its output file itself (the file is its stdout and stderr), so the run
 //! never depends on the ovlaunch that started it: one that is killed, or whose terminal is
@@ -111,6 +112,47 @@ pub fn submit_with(
     })
 }
 
+/// How much of the end of a run's output [`first_failure`] reads: torchrun's error summary is
+/// its last lines, a few hundred bytes a rank.
+const SUMMARY_TAIL: u64 = 64 * 1024;
+
+/// The first failed rank of a local run and its own exit code (the reason of its FAILED state) (`-N`: killed by signal N), as
+/// torchrun's error summary at the end of the run's output names them, if it does: torch's
+/// `elastic/multiprocessing/errors/__init__.py` prints `Root Cause (first observed failure):`
+/// then `rank      : R (local_rank: L)` and `exitcode  : N (pid: P)`. torchrun itself exits 1
+/// whatever the rank's code. Read from the job directory's output file, at most its last
+/// [`SUMMARY_TAIL`] bytes; `None` where there is no summary or it reads otherwise.
+pub fn first_failure(dir: &Path) -> Option<(u32, i32)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(dir.join(layout::LOCAL_OUTPUT)).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(SUMMARY_TAIL)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    f.take(SUMMARY_TAIL).read_to_end(&mut bytes).ok()?;
+    first_failure_in(&String::from_utf8_lossy(&bytes))
+}
+
+fn first_failure_in(text: &str) -> Option<(u32, i32)> {
+    let (_, summary) = text.rsplit_once("Root Cause (first observed failure):")?;
+    let (mut rank, mut code) = (None, None);
+    for line in summary.lines().skip(1) {
+        if line.starts_with("====") {
+            break;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let first = value.split_whitespace().next();
+        match key.trim() {
+            "rank" => rank = first.and_then(|v| v.parse().ok()),
+            "exitcode" => code = first.and_then(|v| v.parse().ok()),
+            _ => {}
+        }
+    }
+    Some((rank?, code?))
+}
+
 /// Creates the run's output file in `dir`: a new regular file (never through a link, never
 /// one already there), mode 0644 whatever the umask, opened for appending.
 fn create_output(dir: &Path) -> Result<std::fs::File> {
@@ -170,6 +212,13 @@ impl Backend for Local {
                 None => "; its exit code was not recorded: the ovlaunch that ran it had been stopped",
             };
             status.reason = Some(format!("stopped by {}{unrecorded}", stopped_by_words(by)));
+        }
+        if state == "FAILED"
+            && let Some((rank, code)) = first_failure(Path::new(&rec.job_dir))
+        {
+            status.reason = Some(format!(
+                "first failed rank {rank} exited {code} (torchrun's summary)"
+            ));
         }
         if state == "UNKNOWN" {
             status.reason = Some(

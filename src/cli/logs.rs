@@ -85,12 +85,7 @@ fn ended(
     };
     let rec = &now;
     let st = backend::of(rec)?.status(rec)?;
-    p.status(&format!(
-        "job {} ({}) ended: {}",
-        st.job_id,
-        rec.job_name,
-        super::status::state_words(&st)
-    ));
+    super::status::closing(p, rec, &st, "");
     super::status::advise(p, &st);
     Ok(super::status::exit_code(st.phase))
 }

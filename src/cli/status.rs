@@ -48,6 +48,23 @@ pub(super) fn advise(p: &Printer, st: &crate::backend::JobStatus) {
     }
 }
 
+/// The line a job's end closes with, on stderr (`logs -f`, and a run in the foreground:
+/// `submit --executor local`): `job ID (NAME) ended: STATE exit=CODE[ reason=REASON]`, then
+/// `then`.
+pub(super) fn closing(
+    p: &Printer,
+    rec: &crate::backend::record::Submission,
+    st: &crate::backend::JobStatus,
+    then: &str,
+) {
+    p.status(&format!(
+        "job {} ({}) ended: {}{then}",
+        st.job_id,
+        rec.job_name,
+        state_words(st)
+    ));
+}
+
 /// The exit code that tells a script the job's state (see `status --help`).
 pub(super) fn exit_code(phase: Phase) -> i32 {
     match phase {

@@ -129,6 +129,7 @@ pub(super) fn run(
             Ok(0)
         }
         Started::Finished { exit_code, job_id } => {
+            ended(p, dir);
             if out.json() {
                 p.json(&job_json(&prepared, "finished", job_id, Some(exit_code)))?;
             }
@@ -333,7 +334,10 @@ pub(super) fn rendered(
     )?;
     let (job_id, exit_code) = match &started {
         Started::Queued { job_id } => (Some(job_id.clone()), None),
-        Started::Finished { exit_code, job_id } => (job_id.clone(), Some(*exit_code)),
+        Started::Finished { exit_code, job_id } => {
+            ended(p, &dir);
+            (job_id.clone(), Some(*exit_code))
+        }
     };
     if main.output.json() {
         let script_name = executor.script_name();
@@ -359,6 +363,25 @@ pub(super) fn rendered(
         ))?;
     }
     Ok(exit_code.unwrap_or(0))
+}
+
+/// A run in the foreground that ended: the line `logs -f` closes with (`status::closing`,
+/// from the record the run's end was written to) and the commands that show more. Without a
+/// record to read, nothing: the run's exit code is still the command's.
+fn ended(p: &Printer, dir: &std::path::Path) {
+    let Ok(rec) = crate::backend::record::read(dir) else {
+        return;
+    };
+    let Ok(st) = backend::of(&rec).and_then(|b| b.status(&rec)) else {
+        return;
+    };
+    let id = &st.job_id;
+    super::status::closing(
+        p,
+        &rec,
+        &st,
+        &format!("; its output: `ovlaunch logs {id}`, its state: `ovlaunch status {id}`"),
+    );
 }
 
 /// The job name a rendered directory was written for: its sbatch script's `--job-name`

@@ -421,9 +421,9 @@ fn bad_unset_flags_exit_2_naming_the_flag() {
 #[test]
 fn setting_what_the_launch_sets_per_rank_is_refused() {
     use crate::common::*;
-    use ovlaunch::resolve::env::LAUNCH_SETS;
+    use ovlaunch::resolve::env::{LAUNCH_SETS, Owner};
     assert!(LAUNCH_SETS.iter().any(|s| s.name == "MASTER_PORT"));
-    for set in LAUNCH_SETS {
+    for set in LAUNCH_SETS.iter().filter(|s| s.owner == Owner::Rank) {
         let name = set.name;
         let env = format!("{name}=3");
         let args = ["-r", "llama70b", "-g", "h100x64", "--env", &env];
@@ -503,6 +503,89 @@ fn setting_what_the_launch_sets_per_rank_is_refused() {
         );
         assert!(err.contains(&format!("--> {f}:3")), "{phase}: {err}");
     }
+}
+
+/// A variable ovlaunch sets for the job itself (`OVLAUNCH_JOB_DIR`, the job's directory the
+/// rank runtime and the trainer write under; `OVLAUNCH_RANK_PLAN`, the rank runtime's plan) is
+/// never given a value by the user: `--env OVLAUNCH_JOB_DIR=/x` replaced the job's own without
+/// a word. Refused (exit 2, the variable, why, a fix; `render` and a local `submit` writing
+/// nothing) from `--env`, `--set env_vars.NAME`, a profile's `env` (at its file and line) and a
+/// recipe file's `env_vars` (at its line).
+#[test]
+fn setting_what_ovlaunch_sets_for_the_job_is_refused() {
+    use crate::common::*;
+    let why = "is set for the job by ovlaunch: a value given for it would replace the job's own";
+    for name in ["OVLAUNCH_JOB_DIR", "OVLAUNCH_RANK_PLAN"] {
+        let env = format!("{name}=/x");
+        let args = ["-r", "llama8b", "-g", "h100x8", "--env", &env];
+        let err = usage_error(&[&["plan"][..], &args].concat());
+        assert!(
+            err.starts_with(&format!("error: --env {name}: {name} {why}")),
+            "{err}"
+        );
+        assert!(err.contains(&format!("help: drop --env {name}: ")), "{err}");
+        assert_render_refused(&args);
+    }
+    let plan8 =
+        |more: &[&str]| usage_error(&[&["plan", "-r", "llama8b", "-g", "h100x8"], more].concat());
+    let err = plan8(&["--env", "OVLAUNCH_JOB_DIR=/x"]);
+    assert!(
+        err.contains(
+            "help: drop --env OVLAUNCH_JOB_DIR: each job gets its own directory (a value names it with {job_dir}); to choose it, give --job-dir DIR"
+        ),
+        "{err}"
+    );
+    let err = plan8(&["--set", "env_vars.OVLAUNCH_JOB_DIR=/x"]);
+    assert!(
+        err.starts_with(&format!(
+            "error: --set env_vars.OVLAUNCH_JOB_DIR: OVLAUNCH_JOB_DIR {why}"
+        )),
+        "{err}"
+    );
+    // a local run: refused before anything is written or started
+    let tiny = format!("{}/tests/fixtures/tiny.yaml", env!("CARGO_MANIFEST_DIR"));
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job");
+    let o = command()
+        .current_dir(d.path())
+        .args(["submit", "-r", &tiny, "-g", "cpux1", "--executor", "local"])
+        .args(["--env", "OVLAUNCH_JOB_DIR=/x", "--job-dir"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("OVLAUNCH_JOB_DIR {why}")), "{err}");
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "{err}");
+    // a profile's env, by its file and line
+    std::fs::write(
+        d.path().join(".ovlaunch.yaml"),
+        "profiles:\n  x:\n    env: {OVLAUNCH_JOB_DIR: /x}\n",
+    )
+    .unwrap();
+    let o = command()
+        .current_dir(d.path())
+        .args(["plan", "-r", "llama8b", "-g", "h100x8", "--profile", "x"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(".ovlaunch.yaml:3): OVLAUNCH_JOB_DIR {why}")),
+        "{err}"
+    );
+    assert!(err.contains("help: remove it from profile x ("), "{err}");
+    // a recipe file's env_vars, at its line
+    let (_r, path) = recipe_file(
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nenv_vars:\n  OVLAUNCH_RANK_PLAN: /x\n",
+    );
+    let err = usage_error(&["plan", "-r", &path, "-g", "h100x8"]);
+    assert!(err.contains(&format!("OVLAUNCH_RANK_PLAN {why}")), "{err}");
+    assert!(err.contains(&format!("--> {path}:3")), "{err}");
+    assert!(
+        err.contains("help: remove it from the recipe's env_vars: the rank runtime reads"),
+        "{err}"
+    );
 }
 
 /// A variable the launch itself needs (`resolve::env::LAUNCH_NEEDS`) is never removed: every

@@ -1443,3 +1443,53 @@ fn a_local_run_stopped_on_purpose_is_cancelled() {
         "{s}"
     );
 }
+
+/// A local run in the foreground that fails ends with ovlaunch's closing line on stderr, the
+/// one `logs -f` ends with (`job ID (NAME) ended: STATE exit=CODE reason=...`), where it
+/// ended on torchrun's traceback: its state, torchrun's exit code, the first failed rank's
+/// own exit code as torchrun's error summary names it, and the commands that show more
+/// (`ovlaunch logs ID`, `ovlaunch status ID`). `status` gives the same words.
+#[test]
+fn a_failed_local_run_ends_with_a_closing_line() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_local(dir.path(), "job", &[], "3");
+    let err = common::stderr(&o);
+    let code = o.status.code().unwrap();
+    assert_ne!(code, 0, "{err}");
+    let job = dir.path().join("job");
+    let id = format!(
+        "local:{}",
+        read_json(&job.join("submission.json"))["local_run"]["pid"]
+    );
+    let last = err.lines().last().unwrap_or_default();
+    let words =
+        format!("job {id} (tiny-cpux2) ended: FAILED exit={code} reason=first failed rank ");
+    assert!(last.starts_with(&words), "{err}");
+    assert!(
+        last.ends_with(&format!(
+            " exited 3 (torchrun's summary); its output: `ovlaunch logs {id}`, its state: `ovlaunch status {id}`"
+        )),
+        "{err}"
+    );
+    // `logs -f` of it ends on the same line, `status` gives the same words
+    let follow = follow_until_it_ends(&job, || {});
+    let closing = last.split_once("; its output").unwrap().0;
+    let follow_err = common::stderr(&follow);
+    assert!(
+        follow_err.lines().any(|l| l == closing),
+        "{closing}\n{follow_err}"
+    );
+    let status = common::command()
+        .args(["status", job.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let state = closing.split_once(" ended: ").unwrap().1;
+    assert!(
+        common::stdout(&status).contains(state),
+        "{}",
+        common::stdout(&status)
+    );
+}

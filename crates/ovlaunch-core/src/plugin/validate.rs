@@ -278,10 +278,7 @@ impl Validator<'_> {
             }
             if let Some(set) = crate::resolve::env::launch_sets(k) {
                 return Err(self
-                    .err(
-                        format!("env `{k}` is set for each rank by the launch: one value for the whole job would reach every rank"),
-                        k,
-                    )
+                    .err(format!("env `{k}` {}", set.refusal()), k)
                     .help(format!("remove it from the plugin file: {}", set.fix())));
             }
             if launch && secret::is_secret_name(k) {

@@ -110,46 +110,95 @@ pub const LAUNCH_NEEDS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The variables each rank gets its own value of, from the launch (the rank runtime from
-/// srun's task ids, or torchrun), with the way to choose one where there is a way. The rank
-/// runtime applies the plan's env after the identity it derives (`ovlaunch-rank`'s
-/// `prepare`), under srun and torchrun alike: one value given for the whole job reached every
-/// rank, all of them one identity (or one rendezvous for every node).
+/// The variables the launch gives a value of its own, with the way to choose one where there
+/// is a way: each rank's (the rank runtime from srun's task ids, or torchrun: the rank runtime
+/// applies the plan's env after the identity it derives, `ovlaunch-rank`'s `prepare`, under
+/// srun and torchrun alike, so one value given for the whole job reached every rank, all of
+/// them one identity or one rendezvous for every node), and the job's own (the names ovlaunch
+/// sets for the job, [`every_job`] and the rank runtime's `--plan`, where a value given
+/// replaced the job's own without a word).
 pub const LAUNCH_SETS: &[LaunchSet] = &[
-    LaunchSet::new("RANK", "each rank gets its own", None),
-    LaunchSet::new("LOCAL_RANK", "each rank gets its own", None),
-    LaunchSet::new("WORLD_SIZE", "the job's size comes from --gpus", None),
-    LaunchSet::new(
+    LaunchSet::rank("RANK", "each rank gets its own", None),
+    LaunchSet::rank("LOCAL_RANK", "each rank gets its own", None),
+    LaunchSet::rank("WORLD_SIZE", "the job's size comes from --gpus", None),
+    LaunchSet::rank(
         "LOCAL_WORLD_SIZE",
         "the ranks per node come from --gpus",
         None,
     ),
-    LaunchSet::new("GROUP_RANK", "each node gets its own", None),
-    LaunchSet::new("NODE_RANK", "each node gets its own", None),
-    LaunchSet::new(
+    LaunchSet::rank("GROUP_RANK", "each node gets its own", None),
+    LaunchSet::rank("NODE_RANK", "each node gets its own", None),
+    LaunchSet::rank(
         "MASTER_ADDR",
         "under Slurm the job's first node is the rendezvous",
         Some("`ovlaunch torchrun --master-addr HOST` (a run without Slurm)"),
     ),
-    LaunchSet::new(
+    LaunchSet::rank(
         "MASTER_PORT",
         "the launch gives the rendezvous port",
         Some("--master-port PORT"),
     ),
+    LaunchSet::job(
+        "OVLAUNCH_JOB_DIR",
+        "each job gets its own directory (a value names it with {job_dir})",
+        Some("--job-dir DIR"),
+    ),
+    // `ovlaunch-rank` reads it where no `--plan` is given; the job's script gives `--plan`.
+    LaunchSet::job(
+        "OVLAUNCH_RANK_PLAN",
+        "the rank runtime reads the job's rank plan, which ovlaunch gives it (--plan)",
+        None,
+    ),
 ];
+
+/// Whose value a [`LaunchSet`] name carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// Each rank's (or node's) own.
+    Rank,
+    /// The job's own, set by ovlaunch.
+    Job,
+}
 
 /// One of [`LAUNCH_SETS`].
 pub struct LaunchSet {
     pub name: &'static str,
-    /// Where the rank's value comes from.
+    pub owner: Owner,
+    /// Where the value comes from.
     pub why: &'static str,
     /// The flag that chooses it, where one does.
     pub flag: Option<&'static str>,
 }
 
 impl LaunchSet {
-    const fn new(name: &'static str, why: &'static str, flag: Option<&'static str>) -> Self {
-        Self { name, why, flag }
+    const fn rank(name: &'static str, why: &'static str, flag: Option<&'static str>) -> Self {
+        Self {
+            name,
+            owner: Owner::Rank,
+            why,
+            flag,
+        }
+    }
+
+    const fn job(name: &'static str, why: &'static str, flag: Option<&'static str>) -> Self {
+        Self {
+            name,
+            owner: Owner::Job,
+            why,
+            flag,
+        }
+    }
+
+    /// Why a value given for it is refused, after its name.
+    pub fn refusal(&self) -> &'static str {
+        match self.owner {
+            Owner::Rank => {
+                "is set for each rank by the launch: one value for the whole job would reach every rank"
+            }
+            Owner::Job => {
+                "is set for the job by ovlaunch: a value given for it would replace the job's own"
+            }
+        }
     }
 
     /// The fix, after "remove it from ...": why the value is not needed, or the flag.
@@ -161,7 +210,7 @@ impl LaunchSet {
     }
 }
 
-/// The launch's per-rank variable `name`, if it is one ([`LAUNCH_SETS`]).
+/// The launch's own variable `name`, if it is one ([`LAUNCH_SETS`]).
 pub fn launch_sets(name: &str) -> Option<&'static LaunchSet> {
     LAUNCH_SETS.iter().find(|s| s.name == name)
 }
@@ -360,21 +409,20 @@ fn unknown_placeholder(k: &str, v: &str, given: impl FnOnce() -> Origin) -> Resu
     )))
 }
 
-/// A name each rank gets its own value of ([`LAUNCH_SETS`]) given one value for the whole job
-/// is refused where it was given: `--env`, a profile's `env`, `--set env_vars.NAME`, the
+/// A name the launch gives a value of its own ([`LAUNCH_SETS`]: each rank's, or the job's)
+/// given one value for the whole job is refused where it was given: `--env`, a profile's `env`, `--set env_vars.NAME`, the
 /// recipe's `env_vars` (a plugin's env is refused when its file is read).
 fn refuse_launch_sets(inp: &EnvInputs<'_>, st: &EnvStage) -> Result<()> {
-    let Some((set, e)) = st
-        .env
-        .iter()
-        .find_map(|(k, e)| launch_sets(k).map(|set| (set, e)))
-    else {
+    // The job's own ones hold ovlaunch's value ([`every_job`]) until something replaces it.
+    let Some((set, e)) = st.env.iter().find_map(|(k, e)| {
+        launch_sets(k)
+            .filter(|set| !(set.owner == Owner::Job && e.source == Source::Default))
+            .map(|set| (set, e))
+    }) else {
         return Ok(());
     };
     let k = set.name;
-    let err = Error::usage(format!(
-        "{k} is set for each rank by the launch: one value for the whole job would reach every rank"
-    ));
+    let err = Error::usage(format!("{k} {}", set.refusal()));
     Err(match &e.source {
         Source::User => {
             // `--env`, a profile's `env` (by its file and line), or `--set env_vars.NAME`
