@@ -412,6 +412,26 @@ fn bad_unset_flags_exit_2_naming_the_flag() {
     );
 }
 
+/// `plan` in `dir` under a project profile `x` whose `env` is `{ENTRY}`: refused (exit 2)
+/// with the fix of removing it from the profile; its stderr.
+fn profile_env_refused(dir: &std::path::Path, entry: &str) -> String {
+    use crate::common::*;
+    std::fs::write(
+        dir.join(".ovlaunch.yaml"),
+        format!("profiles:\n  x:\n    env: {{{entry}}}\n"),
+    )
+    .unwrap();
+    let o = command()
+        .current_dir(dir)
+        .args(["plan", "-r", "llama8b", "-g", "h100x8", "--profile", "x"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("help: remove it from profile x ("), "{err}");
+    err
+}
+
 /// A variable each rank gets its own value of (`resolve::env::LAUNCH_SETS`: the rank's
 /// identity and the rendezvous) is never given one value for the whole job: the rank runtime
 /// applies the plan's env after the identity it derives, so `--env RANK=3` reached every rank
@@ -454,23 +474,11 @@ fn setting_what_the_launch_sets_per_rank_is_refused() {
     );
     // a profile's env, by its file and line
     let d = tempfile::tempdir().unwrap();
-    std::fs::write(
-        d.path().join(".ovlaunch.yaml"),
-        "profiles:\n  x:\n    env: {MASTER_PORT: \"1\"}\n",
-    )
-    .unwrap();
-    let o = command()
-        .current_dir(d.path())
-        .args(["plan", "-r", "llama8b", "-g", "h100x8", "--profile", "x"])
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = profile_env_refused(d.path(), "MASTER_PORT: \"1\"");
     assert!(
         err.contains(".ovlaunch.yaml:3): MASTER_PORT is set for each rank"),
         "{err}"
     );
-    assert!(err.contains("help: remove it from profile x ("), "{err}");
     // a recipe file's env_vars, at its line
     let (_r, path) = recipe_file(
         "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nenv_vars:\n  WORLD_SIZE: 8\n",
@@ -558,23 +566,11 @@ fn setting_what_ovlaunch_sets_for_the_job_is_refused() {
     assert!(err.contains(&format!("OVLAUNCH_JOB_DIR {why}")), "{err}");
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "{err}");
     // a profile's env, by its file and line
-    std::fs::write(
-        d.path().join(".ovlaunch.yaml"),
-        "profiles:\n  x:\n    env: {OVLAUNCH_JOB_DIR: /x}\n",
-    )
-    .unwrap();
-    let o = command()
-        .current_dir(d.path())
-        .args(["plan", "-r", "llama8b", "-g", "h100x8", "--profile", "x"])
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = profile_env_refused(d.path(), "OVLAUNCH_JOB_DIR: /x");
     assert!(
         err.contains(&format!(".ovlaunch.yaml:3): OVLAUNCH_JOB_DIR {why}")),
         "{err}"
     );
-    assert!(err.contains("help: remove it from profile x ("), "{err}");
     // a recipe file's env_vars, at its line
     let (_r, path) = recipe_file(
         "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nenv_vars:\n  OVLAUNCH_RANK_PLAN: /x\n",

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::slurm_e2e::{Cluster, cluster, wait_final};
+use super::tracking_slurm::{recorded_id, slurm_ids};
 use crate::common;
 
 fn tiny() -> String {
@@ -58,23 +59,6 @@ fn submit_ok(c: &Cluster, root: &Path, name: &str, extra: &[&str], trainer: &[&s
     ));
     assert!(o.status.success(), "{}", common::stderr(&o));
     root.join(name)
-}
-
-fn recorded_id(dir: &Path) -> String {
-    let rec: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
-            .unwrap();
-    rec["job_id"].as_str().expect("a job id").to_string()
-}
-
-/// The ids of every job Slurm holds under `name` (any state).
-fn slurm_ids(c: &Cluster, name: &str) -> Vec<String> {
-    let o = c
-        .cmd("squeue")
-        .args(["-h", "-t", "all", "-n", name, "-o", "%i"])
-        .output()
-        .unwrap();
-    common::stdout(&o).lines().map(str::to_string).collect()
 }
 
 /// `--sbatch-arg=--chdir=DIR` (or `-D`, or an abbreviation sbatch reads as it) moved the job

@@ -355,10 +355,7 @@ fn a_local_run_whose_ovlaunch_was_killed_is_not_running_for_ever() {
         .unwrap();
     // status's exit code tells the state: 0 running, 5 unknown (`status --help`)
     let status = || {
-        let o = Command::new(common::bin())
-            .args(["status", "-o", "json", job.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let o = common::run(&["status", "-o", "json", job.to_str().unwrap()]);
         let s: serde_json::Value = serde_json::from_str(&common::stdout(&o))
             .unwrap_or_else(|e| panic!("{e}: {}{}", common::stdout(&o), common::stderr(&o)));
         let expected = if s["phase"] == "running" { 0 } else { 5 };
@@ -582,10 +579,7 @@ fn cancel_stops_a_running_local_run() {
     }
     let jd = job.to_str().unwrap();
     // `--signal` sends the run's torchrun that signal instead (SIGCONT: it goes on).
-    let o = Command::new(common::bin())
-        .args(["cancel", jd, "--signal", "CONT"])
-        .output()
-        .unwrap();
+    let o = common::run(&["cancel", jd, "--signal", "CONT"]);
     let still = ovlaunch.try_wait().unwrap().is_none();
     if !o.status.success() || !still {
         stop_all(ovlaunch.id());
@@ -597,10 +591,7 @@ fn cancel_stops_a_running_local_run() {
         format!("sent SIGCONT to job local:{pid} (tiny-cpux1); it was not cancelled\n")
     );
     assert!(still, "the run went on after SIGCONT");
-    let o = Command::new(common::bin())
-        .args(["cancel", jd])
-        .output()
-        .unwrap();
+    let o = common::run(&["cancel", jd]);
     if !o.status.success() {
         stop_all(ovlaunch.id());
     }
@@ -622,10 +613,7 @@ fn cancel_stops_a_running_local_run() {
     assert!(!ended.success(), "a cancelled run does not succeed");
     let rec = read_json(&job.join("submission.json"));
     assert!(rec["exit_code"].as_i64().is_some_and(|c| c != 0), "{rec}");
-    let o = Command::new(common::bin())
-        .args(["cancel", jd])
-        .output()
-        .unwrap();
+    let o = common::run(&["cancel", jd]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert!(
         common::stdout(&o).contains("had already ended: CANCELLED; nothing to cancel"),
@@ -695,10 +683,7 @@ fn a_local_run_keeps_its_output_for_logs_and_is_known_by_its_pid() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let st = Command::new(common::bin())
-        .args(["status", "-o", "json", &id, "--jobs-root", root])
-        .output()
-        .unwrap();
+    let st = common::run(&["status", "-o", "json", &id, "--jobs-root", root]);
     let s: serde_json::Value = serde_json::from_slice(&st.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&st)));
     assert_eq!(s["job_id"], id.as_str(), "{s}");
@@ -732,28 +717,19 @@ fn a_local_run_keeps_its_output_for_logs_and_is_known_by_its_pid() {
         common::stderr(&followed)
     );
     // After the run, by its directory: the whole output.
-    let o = Command::new(common::bin())
-        .args(["logs", job.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = common::run(&["logs", job.to_str().unwrap()]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert_eq!(common::stdout(&o), std::fs::read_to_string(&out).unwrap());
     assert!(common::stdout(&o).contains("after go"));
     // The same id in status's text and list's rows.
-    let o = Command::new(common::bin())
-        .args(["status", &id, "--jobs-root", root])
-        .output()
-        .unwrap();
+    let o = common::run(&["status", &id, "--jobs-root", root]);
     assert!(
         common::stdout(&o).starts_with(&format!("{id} tiny-cpux1 COMPLETED exit=0")),
         "{}{}",
         common::stdout(&o),
         common::stderr(&o)
     );
-    let o = Command::new(common::bin())
-        .args(["list", "-o", "json", "--jobs-root", root])
-        .output()
-        .unwrap();
+    let o = common::run(&["list", "-o", "json", "--jobs-root", root]);
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rows[0]["job_id"], id.as_str(), "{rows}");
 }
@@ -785,10 +761,7 @@ fn submit_dir_refuses_an_edited_script_bash_cannot_parse() {
         let text = std::fs::read_to_string(&path).unwrap();
         let line = text.lines().count() + 1;
         std::fs::write(&path, format!("{text}fi\n")).unwrap();
-        let o = Command::new(common::bin())
-            .args(["submit", job.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let o = common::run(&["submit", job.to_str().unwrap()]);
         let err = common::stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains(&format!("{}:{line}", path.display())), "{err}");
@@ -1003,10 +976,7 @@ fn a_local_run_whose_torchrun_is_killed_stops_its_ranks() {
     );
     assert_eq!(ended_run.code(), Some(137), "ovlaunch's exit code");
     assert_eq!(read_json(&job.join("submission.json"))["exit_code"], 137);
-    let o = Command::new(common::bin())
-        .args(["status", job.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = common::run(&["status", job.to_str().unwrap()]);
     assert!(
         common::stdout(&o).contains("FAILED exit=137"),
         "{}",
@@ -1333,8 +1303,11 @@ fn a_master_addr_that_does_not_resolve_is_named() {
 }
 
 /// A local run of a trainer that waits for 2 minutes, started in a process group of its own
-/// (as a terminal's foreground job), and the file its rank creates once it runs.
+/// with SIGINT and SIGQUIT at their default actions (as a terminal's foreground job: a
+/// suite started in the background of a script, `cmd &`, runs with them ignored, which its
+/// children would keep), and the file its rank creates once it runs.
 fn start_waiting_run(dir: &Path, name: &str) -> (std::process::Child, std::path::PathBuf) {
+    use std::os::unix::process::CommandExt;
     let job = dir.join(name);
     let started = dir.join(format!("{name}.started"));
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
@@ -1342,7 +1315,8 @@ fn start_waiting_run(dir: &Path, name: &str) -> (std::process::Child, std::path:
         "import time\nopen({:?}, 'a').close()\ntime.sleep(120)",
         started.to_str().unwrap()
     );
-    let child = Command::new(common::bin())
+    let mut child = Command::new(common::bin());
+    child
         .current_dir(dir)
         .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
         .args(["--gpus", "cpux1", "--executor", "local"])
@@ -1357,9 +1331,18 @@ fn start_waiting_run(dir: &Path, name: &str) -> (std::process::Child, std::path:
         .args(["--", "python3", "-c", &trainer])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
+        .process_group(0);
+    // SAFETY: signal(2) is async-signal-safe and touches only the child.
+    unsafe {
+        child.pre_exec(|| {
+            use nix::sys::signal::{SigHandler, Signal, signal};
+            for sig in [Signal::SIGINT, Signal::SIGQUIT] {
+                signal(sig, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+    let child = child.spawn().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !started.exists() {
         if std::time::Instant::now() > deadline {
@@ -1384,10 +1367,7 @@ fn a_local_run_stopped_on_purpose_is_cancelled() {
     };
     let dir = tempfile::tempdir().unwrap();
     let status = |job: &Path| {
-        let o = Command::new(common::bin())
-            .args(["status", "-o", "json", job.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let o = common::run(&["status", "-o", "json", job.to_str().unwrap()]);
         let s: serde_json::Value = serde_json::from_str(&common::stdout(&o)).unwrap();
         (o.status.code(), s)
     };
@@ -1421,10 +1401,7 @@ fn a_local_run_stopped_on_purpose_is_cancelled() {
     let (mut child, job) = start_waiting_run(dir.path(), "orphaned");
     child.kill().unwrap();
     child.wait().unwrap();
-    let o = Command::new(common::bin())
-        .args(["cancel", job.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = common::run(&["cancel", job.to_str().unwrap()]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while status(&job).1["phase"] == "running" {

@@ -201,6 +201,27 @@ fn list_with_the_controller_down_asks_slurm_once() {
     assert!(took < Duration::from_secs(40), "took {took:?}: {err}");
 }
 
+/// Waits until the controller of `c` no longer knows job `id` (`scontrol` answers "Invalid
+/// job id"), at most 150 s.
+fn wait_forgotten(c: &Own, id: &str) {
+    let t = Instant::now();
+    loop {
+        let o = c
+            .cmd("scontrol")
+            .args(["show", "job", id])
+            .output()
+            .unwrap();
+        if common::stderr(&o).contains("Invalid job id") {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(150),
+            "Slurm kept job {id}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 /// A cluster without accounting or a job-completion log (`JobCompType=jobcomp/none`) that
 /// forgets a finished job 2 s after it ends (`MinJobAge=2`; the controller purges every
 /// minute or so). `cancel` of that job has nothing to cancel: the controller holds every
@@ -216,22 +237,7 @@ fn cancel_of_a_job_slurm_forgot_has_nothing_to_cancel() {
     let st = wait_final(&c, &dir);
     assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
     let id = st["job_id"].as_str().unwrap().to_string();
-    let t = Instant::now();
-    loop {
-        let o = c
-            .cmd("scontrol")
-            .args(["show", "job", &id])
-            .output()
-            .unwrap();
-        if common::stderr(&o).contains("Invalid job id") {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(150),
-            "Slurm kept job {id}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    wait_forgotten(&c, &id);
     let (code, _, err) = status_json(&c, &dir);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("no longer knows"), "{err}");
@@ -753,22 +759,7 @@ fn status_long_after_slurm_forgot_the_job_reads_the_completion_log_or_says_what_
     let st = wait_final(&c, &dir);
     assert_eq!(st["slurm_state"], "FAILED", "{st}\n{}", log(&dir));
     let id = st["job_id"].as_str().unwrap().to_string();
-    let t = Instant::now();
-    loop {
-        let o = c
-            .cmd("scontrol")
-            .args(["show", "job", &id])
-            .output()
-            .unwrap();
-        if common::stderr(&o).contains("Invalid job id") {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(150),
-            "Slurm kept job {id}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    wait_forgotten(&c, &id);
     let d = dir.to_str().unwrap();
     let o = c.ovlaunch(&["status", d]);
     let err = common::stderr(&o);

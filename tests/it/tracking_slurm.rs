@@ -59,7 +59,8 @@ fn render_running(
     root.join(name)
 }
 
-fn recorded_id(dir: &Path) -> String {
+/// The job id `submission.json` in `dir` records.
+pub(crate) fn recorded_id(dir: &Path) -> String {
     let rec: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("submission.json")).unwrap())
             .unwrap();
@@ -67,7 +68,7 @@ fn recorded_id(dir: &Path) -> String {
 }
 
 /// The ids of every job Slurm holds under `name` (any state).
-fn slurm_ids(c: &Cluster, name: &str) -> Vec<String> {
+pub(crate) fn slurm_ids(c: &Cluster, name: &str) -> Vec<String> {
     let o = c
         .cmd("squeue")
         .args(["-h", "-t", "all", "-n", name, "-o", "%i"])
