@@ -116,8 +116,8 @@ pub fn submit_with(
 /// its last lines, a few hundred bytes a rank.
 const SUMMARY_TAIL: u64 = 64 * 1024;
 
-/// The first failed rank of a local run and its own exit code (the reason of its FAILED state) (`-N`: killed by signal N), as
-/// torchrun's error summary at the end of the run's output names them, if it does: torch's
+/// The first failed rank of a local run and its own exit code (`-N`: killed by signal N), the
+/// reason its FAILED state gives, as torchrun's error summary at the end of the run's output names them, if it does: torch's
 /// `elastic/multiprocessing/errors/__init__.py` prints `Root Cause (first observed failure):`
 /// then `rank      : R (local_rank: L)` and `exitcode  : N (pid: P)`. torchrun itself exits 1
 /// whatever the rank's code. Read from the job directory's output file, at most its last

@@ -19,7 +19,7 @@ fn tiny() -> String {
 }
 
 /// The arguments of a one-rank submit named `name` under `root` running `trainer`.
-fn submit_args<'a>(
+pub(crate) fn submit_args<'a>(
     root: &'a str,
     name: &'a str,
     recipe: &'a str,

@@ -99,7 +99,12 @@ fn a_macos_rank_runtime_next_to_the_launcher_is_named() {
     mach_o.resize(4096, 0);
     std::fs::write(bin.join("ovlaunch-rank-x86_64"), &mach_o).unwrap();
     let job = tmp.path().join("job");
-    let o = Command::new(&launcher)
+    let mut c = Command::new(&launcher);
+    // the user's ovlaunch settings left out, as for every test's run (`common::command`)
+    for v in common::OVLAUNCH_ENV {
+        c.env_remove(v);
+    }
+    let o = c
         .args([
             "render",
             "--recipe",
@@ -110,8 +115,6 @@ fn a_macos_rank_runtime_next_to_the_launcher_is_named() {
         ])
         .arg(&job)
         .env("PATH", "/usr/bin:/bin")
-        .env_remove("OVLAUNCH_RANK_RUNTIME")
-        .env_remove("OVLAUNCH_PROFILE")
         .output()
         .unwrap();
     let err = common::stderr(&o);

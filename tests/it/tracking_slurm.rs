@@ -12,6 +12,7 @@ use std::process::{Output, Stdio};
 
 use serde_json::Value;
 
+use super::job_life_slurm::submit_args;
 use super::slurm_e2e::{Cluster, cluster};
 use crate::common;
 
@@ -309,26 +310,13 @@ fn a_job_array_is_refused_before_sbatch() {
     let r = tiny();
     for word in ["--array=0-1", "--arr=0-1"] {
         let arg = format!("--sbatch-arg={word}");
-        let o = c.ovlaunch(&[
-            "submit",
-            "--jobs-root",
+        let o = c.ovlaunch(&submit_args(
             root.to_str().unwrap(),
-            "--job-name",
             "an-array",
-            "-r",
             &r,
-            "-g",
-            "cpux1",
-            "--mpi",
-            "none",
-            "--rank-runtime",
-            common::rank_bin(),
-            &arg,
-            "--",
-            "bash",
-            "-c",
-            "exit $SLURM_ARRAY_TASK_ID",
-        ]);
+            &[&arg],
+            &["bash", "-c", "exit $SLURM_ARRAY_TASK_ID"],
+        ));
         let err = common::stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{word}: {err}");
         assert!(
