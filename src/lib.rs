@@ -3,10 +3,12 @@
 //! command, submits it and tracks it.
 //!
 //! The core is pure (`ovlaunch-core`): `resolve::resolve(inputs) -> Plan` and `render::*(&Plan)`
-//! do no I/O, read no clock and no environment. Effects live in `backend` and `cli`.
+//! do no I/O, read no clock and no environment. Effects live in `backend` and `cli`, and
+//! both print only through `printer`.
 
 pub mod backend;
 pub mod cli;
+pub mod printer;
 
 /// The pure core (its own crate, `ovlaunch-core`, built without clap, duct or which), under
 /// the launcher's name: `ovlaunch::plan::Plan` is `ovlaunch_core::plan::Plan`.

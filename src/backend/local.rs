@@ -31,6 +31,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::printer::Printer;
 use crate::render::Executor;
 
 /// Runs jobs on this machine, in the foreground.
@@ -88,13 +89,13 @@ pub fn submit_with(
     let (code, caught) = run(script, dir, output, &out_path, how.output, &mut |run| {
         rec.local_run = Some(run);
         write_record(dir, rec)?;
-        eprintln!(
-            "note: running job {} ({}) on this machine; its output is kept in {} (`ovlaunch logs {}`)",
+        Printer::new().note(&format!(
+            "running job {} ({}) on this machine; its output is kept in {} (`ovlaunch logs {}`)",
             rec.shown_id().unwrap_or_default(),
             rec.job_name,
             out_path.display(),
             rec.shown_id().unwrap_or_default(),
-        );
+        ));
         Ok(())
     })?;
     rec.exit_code = Some(code);

@@ -29,6 +29,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::layout::{self, Artifacts};
+use crate::printer::Printer;
 use crate::render::launch::LaunchSpec;
 use host::Host;
 use record::Submission;
@@ -404,10 +405,10 @@ pub fn submit(
         match &started {
             Ok(_) => {
                 if let Err(e) = write_record(m, &rec) {
-                    eprintln!(
-                        "warning: the job is queued, but its record here could not be updated ({e}); `ovlaunch status {}` asks Slurm by name and directory",
+                    Printer::new().warn(&format!(
+                        "the job is queued, but its record here could not be updated ({e}); `ovlaunch status {}` asks Slurm by name and directory",
                         m.display()
-                    );
+                    ));
                 }
             }
             // Refused for sure: the backend removed the job directory, so the copy goes too;
@@ -420,9 +421,9 @@ pub fn submit(
     }
     let started = started?;
     if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
-        eprintln!(
-            "note: {sig} arrived while submitting; job {job_id} was queued and recorded first"
-        );
+        Printer::new().note(&format!(
+            "{sig} arrived while submitting; job {job_id} was queued and recorded first"
+        ));
     }
     Ok(started)
 }
@@ -457,9 +458,9 @@ pub fn submit_rendered(
     }
     let started = backend.schedule(dir, &script, &mut rec, how)?;
     if let (Some(sig), Started::Queued { job_id }) = (guard.caught(), &started) {
-        eprintln!(
-            "note: {sig} arrived while submitting; job {job_id} was queued and recorded first"
-        );
+        Printer::new().note(&format!(
+            "{sig} arrived while submitting; job {job_id} was queued and recorded first"
+        ));
     }
     Ok(started)
 }

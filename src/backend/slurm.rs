@@ -22,6 +22,7 @@ use super::state::JobStatus;
 use super::{Backend, Cancelled, Entry, Logged, Schedule, Sink, Started, Undo, write_record_on};
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::printer::Printer;
 use crate::render::Executor;
 use crate::render::launch::{ContainerRuntime, LaunchMode, LaunchSpec};
 
@@ -269,10 +270,10 @@ pub fn submit_recorded(
     if let Err(e) = write_record_on(host, dir, rec) {
         // The job is queued: say so, and report success so that nobody submits it
         // twice; the intent record lets `status` find it through Slurm.
-        eprintln!(
-            "warning: job {id} is queued, but its record could not be updated ({e}); `ovlaunch status {}` finds it through Slurm by name and directory",
+        Printer::new().warn(&format!(
+            "job {id} is queued, but its record could not be updated ({e}); `ovlaunch status {}` finds it through Slurm by name and directory",
             dir.display()
-        );
+        ));
     }
     Ok(Started::Queued { job_id: id })
 }

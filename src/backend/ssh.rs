@@ -60,6 +60,7 @@ use super::jobdir::{self, Asset, Sharing};
 use super::{Sink, tail};
 use crate::error::{Error, Result};
 use crate::layout::JobFile;
+use crate::printer::Printer;
 use crate::shell::quote;
 
 /// A login node and the control directory of its connection.
@@ -237,10 +238,10 @@ impl Ssh {
             )));
         };
         if walk.no_getfacl && self.no_getfacl_noted.set(()).is_ok() {
-            eprintln!(
-                "note: {} has no getfacl: directories there that their group can write are checked by their mode, not their ACL (a POSIX ACL's grant to another user is not seen)",
+            Printer::new().note(&format!(
+                "{} has no getfacl: directories there that their group can write are checked by their mode, not their ACL (a POSIX ACL's grant to another user is not seen)",
                 self.target
-            );
+            ));
         }
         // A file where a directory is needed: nothing can be created under it (the local
         // walk's `ENOTDIR`).
@@ -397,12 +398,12 @@ impl Ssh {
             sent += n as u64;
             if show && (sent - shown >= total / 10 || sent == total) {
                 shown = sent;
-                eprintln!(
+                Printer::new().status(&format!(
                     "uploading the job directory to {}: {} of {} MiB",
                     self.target,
                     sent >> 20,
                     total.max(sent) >> 20
-                );
+                ));
             }
         };
         drop(to);
@@ -471,10 +472,10 @@ impl Ssh {
                 };
                 match landed {
                     Landed::Yes => {
-                        eprintln!(
-                            "note: the connection to {} was lost{lost} once the job directory {d} was in place there; it is this command's, and it goes on with it",
+                        Printer::new().note(&format!(
+                            "the connection to {} was lost{lost} once the job directory {d} was in place there; it is this command's, and it goes on with it",
                             self.target
-                        );
+                        ));
                         Ok(())
                     }
                     Landed::No => Err(Error::runtime(format!(
@@ -804,15 +805,15 @@ impl Host for Ssh {
         match out {
             Ok(out) if out.status.code() != Some(SSH_FAILED) => Ok(ran(&out)),
             Ok(out) => {
-                eprintln!(
-                    "note: the connection to {} was lost while `{program}` ran ({}); reconnecting to read its outcome",
+                Printer::new().note(&format!(
+                    "the connection to {} was lost while `{program}` ran ({}); reconnecting to read its outcome",
                     self.target,
                     String::from_utf8_lossy(&out.stderr)
                         .trim()
                         .lines()
                         .last()
                         .unwrap_or("")
-                );
+                ));
                 self.outcome(dir, &token, limit)
             }
             Err(e) => Err(e),
@@ -1052,10 +1053,10 @@ impl Host for Ssh {
         let out = self.sh_ok(&line, Duration::from_secs(60)).ok()?;
         let t = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if t == "nofindmnt" {
-            eprintln!(
-                "note: {} has no findmnt: whether the job directory's filesystem is mounted noexec there is not checked",
+            Printer::new().note(&format!(
+                "{} has no findmnt: whether the job directory's filesystem is mounted noexec there is not checked",
                 self.target
-            );
+            ));
             return None;
         }
         (out.status.success() && !t.is_empty()).then(|| t.split(',').any(|o| o == "noexec"))
@@ -1098,16 +1099,16 @@ impl Host for Ssh {
         if answers() {
             return false;
         }
-        eprintln!(
-            "note: the connection to {} was lost; trying again for up to {} s",
+        Printer::new().note(&format!(
+            "the connection to {} was lost; trying again for up to {} s",
             self.target,
             limit.as_secs()
-        );
+        ));
         let start = Instant::now();
         while start.elapsed() < limit {
             std::thread::sleep(Duration::from_secs(2));
             if answers() {
-                eprintln!("note: connected to {} again", self.target);
+                Printer::new().note(&format!("connected to {} again", self.target));
                 return true;
             }
         }

@@ -17,7 +17,6 @@ mod output;
 mod package;
 mod plan;
 mod plugins;
-mod printer;
 pub mod profile;
 mod profiles;
 mod recipes;
@@ -31,7 +30,7 @@ mod tune;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::{Error, Result};
-pub use printer::Printer;
+pub use crate::printer::Printer;
 
 /// Launch Megatron-Bridge training on Slurm with exact, explained overlap settings.
 #[derive(Debug, Parser)]
@@ -434,7 +433,7 @@ pub fn run() -> i32 {
     // UTF-8 is refused here, once, instead of being converted lossily (another path) later.
     for (i, a) in std::env::args_os().enumerate().skip(1) {
         if let Err(e) = crate::input::utf8(&a, &format!("argument {i}")) {
-            eprintln!("error: {e}");
+            Printer::new().error(&e);
             return e.exit_code();
         }
     }

@@ -1153,3 +1153,59 @@ fn a_new_backend_is_the_files_the_map_names() {
         .collect();
     assert_eq!(backends, ovlaunch::render::Executor::ALL);
 }
+
+/// The print macros `text`'s code uses (`#[cfg(test)]` modules, comments and the contents of
+/// strings left out), each with its line.
+fn print_macros(text: &str) -> Vec<(usize, String)> {
+    let code = mask(&code(text));
+    let mut out = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        for name in ["println!", "eprintln!", "print!", "eprint!", "dbg!"] {
+            let word = line
+                .match_indices(name)
+                .any(|(i, _)| !line[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_'));
+            if word {
+                out.push((n + 1, name.to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn nothing_prints_but_the_printer() {
+    // The one output surface (`printer`): stdout data, and stderr text with every control
+    // character escaped, so a value another party chose (a remote ssh's words, a job's name,
+    // a path) is never acted on by the terminal. The launcher and the core print through it
+    // alone; the rank crate prints its own prefixed lines on the ranks, by design.
+    let mut files = Vec::new();
+    for src in source_dirs() {
+        rust_files(&src, &mut files);
+    }
+    let mut printing = Vec::new();
+    for f in &files {
+        if f.ends_with("src/printer.rs") || f.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, name) in print_macros(&text) {
+            let rel = f.strip_prefix(root()).unwrap().display();
+            printing.push(format!("{rel}:{line}: {name}"));
+        }
+    }
+    assert!(
+        printing.is_empty(),
+        "print through `printer::Printer` (its `note`, `warn`, `status`, `error`, `data`):\n{}",
+        printing.join("\n")
+    );
+    // The check sees real prints: the rank crate's, and one in code but not in a string,
+    // a comment or a test module.
+    let mut rank = Vec::new();
+    rust_files(&root().join("crates/ovlaunch-rank/src"), &mut rank);
+    assert!(
+        rank.iter()
+            .any(|f| !print_macros(&std::fs::read_to_string(f).unwrap()).is_empty())
+    );
+    let sample = "fn a() {\n    // println!(\"x\")\n    let s = \"eprintln!\";\n    std::eprint!(\"{s}\");\n}\n#[cfg(test)]\nmod t { fn b() { println!(); } }\n";
+    assert_eq!(print_macros(sample), [(4, "eprint!".to_string())]);
+}

@@ -774,6 +774,50 @@ fn submit_dir_refuses_an_edited_script_bash_cannot_parse() {
     }
 }
 
+/// The note a local run starts with names the job and its output file by the directory's
+/// name, which is not ovlaunch's choice: a rendered directory renamed to hold an escape
+/// sequence (`render` refuses one in `--job-dir`, `submit DIR` takes the directory as it is).
+/// The sequence reaches stderr as its escape, the note in the printer's shape, never a
+/// command to the terminal.
+#[test]
+fn a_local_runs_note_writes_an_escape_sequence_in_its_directory_as_text() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let rendered = dir.path().join("plain");
+    let o = Command::new(common::bin())
+        .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args(["--master-port", &common::free_port()])
+        .args(["--job-dir", rendered.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let job = dir.path().join("red\x1b[31mjob");
+    std::fs::rename(&rendered, &job).unwrap();
+    let o = common::run(&["submit", job.to_str().unwrap()]);
+    let err = common::stderr(&o);
+    assert!(job.join("local.out").is_file(), "the run started: {err}");
+    let shown = format!("{}/red\\u{{1b}}[31mjob", dir.path().display());
+    let note = err
+        .lines()
+        .find(|l| l.starts_with("note: running job "))
+        .unwrap_or_else(|| panic!("no note: {err}"));
+    assert!(
+        note.contains("(red\\u{1b}[31mjob)")
+            && note.contains(&format!("kept in {shown}/local.out")),
+        "{note}"
+    );
+    assert!(
+        !err.contains('\x1b'),
+        "a raw escape reached the terminal: {err:?}"
+    );
+}
+
 /// A rendered local job `name` under `dir` with a record written here (no torchrun runs):
 /// `local_run` as given, no exit code yet, and `kept before the stop` in its output file.
 fn left_record(dir: &Path, name: &str, local_run: serde_json::Value) -> std::path::PathBuf {

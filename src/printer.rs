@@ -1,13 +1,16 @@
-//! The CLI's one output surface. Every command prints through the [`Printer`] it is handed:
-//! data (plans, scripts, listings, JSON) on stdout, warnings and status lines on stderr, and
-//! errors rendered in one place ([`Printer::error`]). Nothing else in the crate prints.
+//! The launcher's one output surface. Every command prints through the [`Printer`] it is
+//! handed: data (plans, scripts, listings, JSON) on stdout, warnings, notes and status lines on
+//! stderr, and errors rendered in one place ([`Printer::error`]); the backends' notes and
+//! warnings (a run started on this machine, a lost connection to a login node) go through it
+//! too, from a `Printer::new()` of their own (it holds no state). Nothing else in the launcher or
+//! the core prints (`tests/it/architecture.rs`); the rank runtime prints its own lines.
 //!
 //! Contract: stdout carries only the command's data, so `ovlaunch plan -o json | jq` and
 //! `... --dry-run > job.sh` stay clean; a closed stdout (`| head`) is success, not an error;
-//! stderr lines start with `warning: ` or `error: `, status lines are plain text; a control
-//! character on stderr other than a line break or a tab (an escape sequence in a file name, a
-//! link's target, a value someone else chose) is written as its escape, never acted on by the
-//! terminal ([`terminal_safe`]).
+//! stderr lines start with `warning: `, `note: ` or `error: `, status lines are plain text; a
+//! control character on stderr other than a line break or a tab (an escape sequence in a file
+//! name, a link's target, a remote ssh's words, a value someone else chose) is written as its
+//! escape, never acted on by the terminal ([`terminal_safe`]).
 
 use std::io::Write;
 
@@ -49,6 +52,12 @@ impl Printer {
     /// `warning: MESSAGE` on stderr.
     pub fn warn(&self, message: &str) {
         self.stderr(&format!("warning: {message}\n"));
+    }
+
+    /// `note: MESSAGE` on stderr: something the user should know that changes nothing (where
+    /// a run's output is kept, a connection lost and found again).
+    pub fn note(&self, message: &str) {
+        self.stderr(&format!("note: {message}\n"));
     }
 
     /// The plan's warnings, each `warning: MESSAGE` on stderr: what every command that
