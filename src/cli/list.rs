@@ -3,7 +3,9 @@
 //! submit time, GPUs and recipe, with a header (`-o json`: one object per job).
 //! A submitted job's state is its backend's answer (one query per Slurm job; once Slurm could
 //! not answer, the rest are not asked); a job Slurm cannot answer for shows `unknown` and
-//! the reason goes to stderr once. A directory whose record is refused (damaged, another
+//! the reason goes to stderr, once for all the jobs that share it (jobs Slurm has forgotten,
+//! where neither accounting nor a completion log has them: one warning names how many and
+//! which). A directory whose record is refused (damaged, another
 //! user's, naming another directory), or a rendered one that is not this user's own (it, its
 //! launch script or its plan another user could have written: in a jobs root others can add
 //! to, their directories), is left out, and stderr names it and why.
@@ -95,7 +97,7 @@ fn row(
     host: Option<&str>,
     lost: &[String],
     backends: &mut Backends,
-    problems: &mut Vec<String>,
+    unknown: &mut Vec<Unknown>,
 ) -> Listed {
     let (recipe, gpus) = plan_facts(&found);
     let job_dir = found.dir.display().to_string();
@@ -137,7 +139,15 @@ fn row(
             st.exit_code,
         ),
         Some(Err(e)) => {
-            problems.push(format!("{}: {}", rec.job_name, with_help(&e)));
+            unknown.push(Unknown {
+                id: rec.job_id.as_ref().map(|i| i.to_string()),
+                job: match rec.shown_id() {
+                    Some(id) => format!("{id} ({})", rec.job_name),
+                    None => rec.job_name.clone(),
+                },
+                name: rec.job_name.clone(),
+                why: with_help(&e),
+            });
             ("unknown".into(), None, None)
         }
     };
@@ -253,6 +263,66 @@ fn gather(
     Ok(rows)
 }
 
+/// A job whose state its backend could not give: its Slurm id, how a list of jobs names it
+/// (`12 (NAME)`), its name, and why (the backend's error with its help).
+struct Unknown {
+    id: Option<String>,
+    job: String,
+    name: String,
+    why: String,
+}
+
+/// The warnings for jobs whose state is unknown: one per job, `state unknown for NAME: WHY`,
+/// but where several jobs share a reason (Slurm has forgotten them, on a cluster with neither
+/// accounting nor a completion log: the same words but for the id), one warning names how
+/// many and which, and gives the reason and the fix once.
+fn unknown_warnings(unknown: &[Unknown]) -> Vec<String> {
+    let mut groups: Vec<(Option<String>, Vec<&Unknown>)> = Vec::new();
+    for u in unknown {
+        let reason = u.id.as_deref().and_then(|id| without_id(&u.why, id));
+        match groups
+            .iter_mut()
+            .find(|(r, _)| reason.is_some() && *r == reason)
+        {
+            Some((_, jobs)) => jobs.push(u),
+            None => groups.push((reason, vec![u])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(reason, jobs)| match (reason, jobs.as_slice()) {
+            (Some(reason), [_, _, ..]) => format!(
+                "state unknown for {} jobs, {}; for each, {reason}",
+                jobs.len(),
+                jobs.iter()
+                    .map(|u| u.job.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            // A group without a shared reason holds one job.
+            _ => format!("state unknown for {}: {}", jobs[0].name, jobs[0].why),
+        })
+        .collect()
+}
+
+/// `text` with `job ID` written `the job`, where that leaves the id nowhere else in it.
+fn without_id(text: &str, id: &str) -> Option<String> {
+    let named = format!("job {id}");
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(&named) {
+        let after = &rest[at + named.len()..];
+        if after.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+            return None;
+        }
+        out.push_str(&rest[..at]);
+        out.push_str("the job");
+        rest = after;
+    }
+    out.push_str(rest);
+    (!out.contains(id)).then_some(out)
+}
+
 /// What a warning says of a job directory whose record is refused: the refusal (which names
 /// the record) and what to do.
 fn refused_words(e: &crate::error::Error) -> String {
@@ -273,7 +343,6 @@ pub(super) fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
     for w in &problems {
         p.warn(w);
     }
-    problems.clear();
     // Oldest first: by when the submission started (rendered jobs, which have no time,
     // first), within one second by Slurm's job id, then by directory in the order the
     // launcher names them (`NAME-2` before `NAME-10`).
@@ -281,12 +350,13 @@ pub(super) fn run(p: &Printer, place: &Place, out: OutputArg) -> Result<i32> {
         record::submission_order((&a.dir, a.record.as_ref()), (&b.dir, b.record.as_ref()))
     });
     let mut backends = Backends::default();
+    let mut unknown = Vec::new();
     let rows: Vec<Listed> = found
         .into_iter()
-        .map(|(f, h)| row(f, h.as_deref(), &lost, &mut backends, &mut problems))
+        .map(|(f, h)| row(f, h.as_deref(), &lost, &mut backends, &mut unknown))
         .collect();
-    for w in &problems {
-        p.warn(&format!("state unknown for {w}"));
+    for w in unknown_warnings(&unknown) {
+        p.warn(&w);
     }
     let root = &place.root;
     if out.json() {

@@ -227,17 +227,30 @@ fn wait_forgotten(c: &Own, id: &str) {
 /// minute or so). `cancel` of that job has nothing to cancel: the controller holds every
 /// pending and running job, so one it no longer knows has ended. It says so and exits 0
 /// (a script's `cancel || alert` must not fire), `-o json` with `cancelled: false`;
-/// `status` still fails (exit 1): the state cannot be read.
+/// `status` still fails (exit 1): the state cannot be read. `list` of two such jobs says so
+/// in one warning naming both, with the reason once (it printed one long warning per job).
 #[test]
 fn cancel_of_a_job_slurm_forgot_has_nothing_to_cancel() {
     let Some(c) = Own::with_conf("MinJobAge=2\nJobCompType=jobcomp/none") else {
         return;
     };
     let dir = submit(&c, "forgotten", &[], &["0"]);
+    let too = submit(&c, "forgotten-too", &[], &["0"]);
     let st = wait_final(&c, &dir);
     assert_eq!(st["slurm_state"], "COMPLETED", "{st}\n{}", log(&dir));
     let id = st["job_id"].as_str().unwrap().to_string();
+    let too_id = wait_final(&c, &too)["job_id"].as_str().unwrap().to_string();
     wait_forgotten(&c, &id);
+    wait_forgotten(&c, &too_id);
+    let o = c.ovlaunch(&["list", "--jobs-root", c.jobs().to_str().unwrap()]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "warning: state unknown for 2 jobs, {id} (tiny-cpux4), {too_id} (tiny-cpux4); for each, Slurm no longer knows the job: it left scontrol's memory (MinJobAge) and no accounting or job-completion log has it; its output is in the job directory\n"
+        )
+    );
     let (code, _, err) = status_json(&c, &dir);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("no longer knows"), "{err}");
