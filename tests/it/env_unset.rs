@@ -584,6 +584,44 @@ fn setting_what_ovlaunch_sets_for_the_job_is_refused() {
     );
 }
 
+/// Nor is a variable ovlaunch sets for the job removed: `--unset OVLAUNCH_JOB_DIR` (or
+/// `OVLAUNCH_RANK_PLAN`) took the job's own from the trainer, where `--env` of the name is
+/// refused. Refused the same way (exit 2, the flag, why, a fix; `render` writing nothing), and
+/// by a recipe file's `NAME: null`.
+#[test]
+fn unsetting_what_ovlaunch_sets_for_the_job_is_refused() {
+    use crate::common::*;
+    for (name, why) in [
+        (
+            "OVLAUNCH_JOB_DIR",
+            "each job gets its own directory (a value names it with {job_dir})",
+        ),
+        (
+            "OVLAUNCH_RANK_PLAN",
+            "the rank runtime reads the job's rank plan, which ovlaunch gives it (--plan)",
+        ),
+    ] {
+        let args = ["-r", "llama8b", "-g", "h100x8", "--unset", name];
+        let err = usage_error(&[&["plan"][..], &args].concat());
+        assert_eq!(
+            err,
+            format!(
+                "error: --unset {name}: {name} cannot be removed from the job's environment: it is set for the job by ovlaunch, and {why}\n  help: drop --unset {name}: the job keeps the value the launch gives it\n"
+            )
+        );
+        assert_render_refused(&args);
+    }
+    let (_d, path) = recipe_file(
+        "bridge_recipe: llama3_8b_pretrain_8gpu_h100_bf16_config\nenv_vars:\n  OVLAUNCH_JOB_DIR: null\n",
+    );
+    let err = usage_error(&["plan", "-r", &path, "-g", "h100x8"]);
+    assert!(err.contains("OVLAUNCH_JOB_DIR cannot be removed"), "{err}");
+    assert!(
+        err.contains("remove the unset of OVLAUNCH_JOB_DIR (recipe)"),
+        "{err}"
+    );
+}
+
 /// A variable the launch itself needs (`resolve::env::LAUNCH_NEEDS`) is never removed: every
 /// one of them refused by `--unset` (exit 2, the flag, why, a fix; `render` writing nothing)
 /// and by a recipe file's `NAME: null`; a name the launch does not need is removed as asked,

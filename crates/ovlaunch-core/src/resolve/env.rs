@@ -34,7 +34,8 @@
 //!
 //! A name the launch itself needs ([`LAUNCH_NEEDS`]: `PATH`, the rank identity the rank runtime
 //! sets before it removes the plan's unset names, the Slurm allocation `srun` joins) is never
-//! removed: an unset of one, from any layer, is refused with the reason and a fix.
+//! removed, nor is a name ovlaunch sets for the job ([`LAUNCH_SETS`]' `OVLAUNCH_JOB_DIR`,
+//! `OVLAUNCH_RANK_PLAN`): an unset of one, from any layer, is refused with the reason and a fix.
 
 use std::collections::BTreeMap;
 
@@ -221,6 +222,19 @@ pub fn launch_needs(name: &str) -> Option<&'static str> {
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, why)| *why)
+}
+
+/// Why the job's environment keeps `name` whoever removes it (`--unset`, a recipe's
+/// `NAME: null`, `--set env_vars.NAME=null`): the launch needs it ([`LAUNCH_NEEDS`]), or
+/// ovlaunch sets it for the job ([`LAUNCH_SETS`]' job-owned names, whose value the job's
+/// script and the rank runtime give, as they refuse one given for it).
+fn kept(name: &str) -> Option<String> {
+    if let Some(why) = launch_needs(name) {
+        return Some(why.to_string());
+    }
+    launch_sets(name)
+        .filter(|set| set.owner == Owner::Job)
+        .map(|set| format!("it is set for the job by ovlaunch, and {}", set.why))
 }
 
 /// The env stage's result.
@@ -540,8 +554,11 @@ pub fn build(inp: &EnvInputs<'_>, t: &mut Trace) -> Result<EnvStage> {
         st.remove(k, Source::User, "--unset".into(), decisions);
     }
     refuse_launch_sets(inp, &st)?;
-    if let Some((k, source)) = st.unset.iter().find(|(k, _)| launch_needs(k).is_some()) {
-        let why = launch_needs(k).unwrap_or_default();
+    if let Some((k, source, why)) = st
+        .unset
+        .iter()
+        .find_map(|(k, source)| kept(k).map(|why| (k, source, why)))
+    {
         let e = Error::usage(format!(
             "{k} cannot be removed from the job's environment: {why}"
         ));
