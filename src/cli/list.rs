@@ -444,6 +444,23 @@ fn state_column(r: &Listed) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A reason is shared only where the job's id is gone from it: `job 1` is not `job 12`,
+    /// and an id left elsewhere keeps the job's own warning.
+    #[test]
+    fn a_reason_without_the_jobs_id() {
+        let f = |t: &str, id: &str| super::without_id(t, id);
+        assert_eq!(
+            f("Slurm no longer knows job 12: gone", "12").as_deref(),
+            Some("Slurm no longer knows the job: gone")
+        );
+        assert_eq!(f("Slurm's job 12 is another job", "1"), None);
+        assert_eq!(f("job 7 left; job 7 again (7)", "7"), None);
+        assert_eq!(
+            f("Unable to contact slurm controller", "3").as_deref(),
+            Some("Unable to contact slurm controller")
+        );
+    }
+
     #[test]
     fn utc_times() {
         assert_eq!(super::utc(0), "1970-01-01T00:00:00Z");
