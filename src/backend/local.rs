@@ -9,6 +9,14 @@
 //! not succeed is CANCELLED, with what stopped it; one that failed otherwise is FAILED, with the
 //! first failed rank's own exit code where torchrun's error summary names it.
 //!
+//! A jobs root on a shared filesystem is seen from several machines: the record names the
+//! host and boot the run's process is of (`record::LocalRun`), and its pid is looked at
+//! only there. Seen from another host, a run without its exit code recorded is RUNNING
+//! there, as its record says (`logs -f` follows its output until the record holds its end),
+//! and `cancel` sends nothing and says where it is cancelled; on its host after a restart
+//! (another boot), it ended with the machine, UNKNOWN. A record without them (an older
+//! ovlaunch's) is taken to be this machine's.
+//!
 //! The run writes its output file itself (the file is its stdout and stderr), so the run
 //! never depends on the ovlaunch that started it: one that is killed, or whose terminal is
 //! gone, stops showing the output, and the run goes on writing it. What is shown is that
@@ -193,7 +201,7 @@ impl Backend for Local {
         let stopped = rec.stopped_by.as_deref();
         let state = match code {
             Some(0) => "COMPLETED",
-            None if rec.local_run.is_some_and(alive) => "RUNNING",
+            None if rec.local_run.as_ref().is_some_and(going) => "RUNNING",
             _ if stopped.is_some() => "CANCELLED",
             Some(_) => "FAILED",
             None => "UNKNOWN",
@@ -220,9 +228,23 @@ impl Backend for Local {
                 "first failed rank {rank} exited {code} (torchrun's summary)"
             ));
         }
+        if let (None, Some(Seen::Elsewhere(host))) = (code, rec.local_run.as_ref().map(seen)) {
+            let since = rec
+                .started_unix
+                .map(|t| format!(" since {}", super::utc(t)))
+                .unwrap_or_default();
+            status.reason = Some(format!(
+                "on host {host}{since}, as its record says; only there can its process be looked at"
+            ));
+        }
         if state == "UNKNOWN" {
             status.reason = Some(
-                match rec.local_run {
+                match &rec.local_run {
+                    Some(r) if matches!(seen(r), Seen::BeforeRestart) => format!(
+                        "{} restarted since the run started (its boot is not the record's): the run (pid {}) ended with it, its exit code not recorded",
+                        r.host.as_deref().unwrap_or("this machine"),
+                        r.pid
+                    ),
                     Some(r) => format!(
                         "the run (pid {}) is gone without its exit code recorded: the ovlaunch that ran it was stopped before it ended",
                         r.pid
@@ -242,8 +264,13 @@ impl Backend for Local {
     fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<super::Cancelled> {
         use nix::sys::signal::kill;
         use nix::unistd::Pid;
-        let running = rec.exit_code.is_none() && rec.local_run.is_some_and(alive);
-        let (Some(run), true) = (rec.local_run, running) else {
+        if let (None, Some(Seen::Elsewhere(host))) =
+            (rec.exit_code, rec.local_run.as_ref().map(seen))
+        {
+            return Err(elsewhere_refusal(rec, host, signal));
+        }
+        let running = rec.exit_code.is_none() && rec.local_run.as_ref().is_some_and(alive);
+        let (Some(run), true) = (&rec.local_run, running) else {
             return Ok(super::Cancelled::AlreadyEnded(self.status(rec)?));
         };
         let pid = i32::try_from(run.pid)
@@ -296,7 +323,7 @@ impl Backend for Local {
                 return tail.flush(out).map(|()| Logged::Shown);
             }
             let now = super::record::read(dir).unwrap_or_else(|_| rec.clone());
-            let going = now.local_run.is_some_and(alive);
+            let going = now.local_run.as_ref().is_some_and(going);
             no_run = if going {
                 None
             } else {
@@ -366,8 +393,14 @@ pub fn run(
     // SIGHUP that `nohup` ignores stays ignored by the run).
     let signals = super::signals::Deferred::install();
     let pid = child.id();
+    let (host, boot) = this_machine();
     let told = match start_ticks(pid) {
-        Some(start_ticks) => started(LocalRun { pid, start_ticks }),
+        Some(start_ticks) => started(LocalRun {
+            pid,
+            start_ticks,
+            host,
+            boot,
+        }),
         None => Ok(()),
     };
     if let Err(e) = told {
@@ -457,7 +490,71 @@ fn start_ticks(pid: u32) -> Option<u64> {
     Some(info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec)
 }
 
-/// Whether the run's process is still there: the same pid with the same start time.
-fn alive(run: LocalRun) -> bool {
-    start_ticks(run.pid) == Some(run.start_ticks)
+/// Whether the run's process is still there: on this machine, this boot, the same pid with
+/// the same start time.
+fn alive(run: &LocalRun) -> bool {
+    matches!(seen(run), Seen::Here) && start_ticks(run.pid) == Some(run.start_ticks)
+}
+
+/// Whether the run goes on, as far as this machine can tell: its process is [`alive`], or it
+/// is on another host, whose processes are looked at there only (the record then says when
+/// it ends).
+fn going(run: &LocalRun) -> bool {
+    alive(run) || matches!(seen(run), Seen::Elsewhere(_))
+}
+
+/// Where a recorded run's process is, seen from this machine.
+enum Seen<'a> {
+    /// This machine and boot, or a record that names none (an older ovlaunch's).
+    Here,
+    /// This host, an earlier boot: the run ended with it.
+    BeforeRestart,
+    /// Another host (its name): the pid is that host's.
+    Elsewhere(&'a str),
+}
+
+/// This machine's host name and boot identity (`jobdir::host_and_boot`, trimmed), each
+/// `None` where unreadable.
+fn this_machine() -> (Option<String>, Option<String>) {
+    let (host, boot) = super::jobdir::host_and_boot();
+    let word = |s: String| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+    (word(host), word(boot))
+}
+
+/// Where `run` is: a host or boot is compared only where both the record and this machine
+/// name it.
+fn seen(run: &LocalRun) -> Seen<'_> {
+    let (host, boot) = this_machine();
+    let differs = |theirs: &Option<String>, ours: Option<String>| {
+        matches!((theirs, ours), (Some(t), Some(o)) if *t != o)
+    };
+    if differs(&run.host, host) {
+        return Seen::Elsewhere(run.host.as_deref().unwrap_or_default());
+    }
+    if differs(&run.boot, boot) {
+        return Seen::BeforeRestart;
+    }
+    Seen::Here
+}
+
+/// The refusal of `cancel` of a run on another host: its pid is that host's, and only there
+/// is it signalled; the command to run there.
+fn elsewhere_refusal(rec: &Submission, host: &str, signal: Option<Signal>) -> Error {
+    let here = this_machine()
+        .0
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default();
+    let (what, flag) = match signal {
+        None => ("cancelled", String::new()),
+        Some(s) => ("signalled", format!(" --signal {}", s.as_str())),
+    };
+    Error::runtime(format!(
+        "job {} ({}) runs on host {host}, not on this machine{here}: only there can it be {what}",
+        rec.shown_id().unwrap_or_else(|| "-".into()),
+        rec.job_name
+    ))
+    .help(format!(
+        "on {host}: ovlaunch cancel {}{flag}",
+        crate::shell::quote(&rec.job_dir)
+    ))
 }
