@@ -46,17 +46,131 @@ pub struct Local;
 
 /// The local backend in the registry (`backend::BACKENDS`): always this machine; it runs
 /// whatever the launch allowed, once its rendezvous port is free (the script's torchrun
-/// serves c10d's store there, `render::local::torchrun`).
+/// serves c10d's store there, `render::local::torchrun`) and claimed ([`claim_port`]).
 pub const ENTRY: Entry = Entry {
     executor: Executor::Local,
     on: |_| Box::new(Local),
     check: |_, spec| {
+        claim_port(spec.master_port)?;
         if super::port_in_use(spec.master_port) {
+            release_port();
             return Err(super::port_refusal(spec.master_port));
         }
         Ok(())
     },
 };
+
+/// The rendezvous port this process claimed among the ovlaunch runs of this machine, and
+/// the claim: held from the port's check until the run's torchrun listens there
+/// ([`port_listens`]), or the run ends.
+static CLAIMED: std::sync::Mutex<Option<(u16, Claim)>> = std::sync::Mutex::new(None);
+
+/// How long a run waits for another one's claim on its port (that run's torchrun starting,
+/// a few seconds, more on a loaded machine) before it is refused.
+const CLAIM_WAIT: Duration = Duration::from_secs(120);
+
+/// A port's claim: on Linux a Unix socket bound to the abstract name
+/// `ovlaunch-rendezvous-port-PORT` (unix(7)): one process of the network namespace, the
+/// TCP port's own scope, holds it, whoever the user, and it goes with the process however
+/// it ends (no file left behind). Elsewhere nothing: the check alone, as before.
+#[cfg(target_os = "linux")]
+type Claim = std::os::unix::net::UnixDatagram;
+#[cfg(not(target_os = "linux"))]
+type Claim = ();
+
+/// Claims `port` for this process's run, waiting while another ovlaunch run holds it: two
+/// runs started at once at one port both found it free before either torchrun listened
+/// there, and the second failed inside torchrun. The second now waits until the first's
+/// torchrun listens, and its check then finds the port in use. A claim already held for
+/// `port` (the check run again for the next free job name) is kept.
+fn claim_port(port: u16) -> Result<()> {
+    let mut held = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    if held.as_ref().is_some_and(|(p, _)| *p == port) {
+        return Ok(());
+    }
+    let since = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        match try_claim(port) {
+            Ok(claim) => {
+                *held = Some((port, claim));
+                return Ok(());
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::AddrInUse => {
+                return Err(Error::runtime(format!(
+                    "cannot claim port {port} (--master-port) among this machine's runs: {e}"
+                )));
+            }
+            Err(_) if since.elapsed() >= CLAIM_WAIT => {
+                return Err(Error::runtime(format!(
+                    "port {port} (--master-port) is claimed by another ovlaunch run starting on this machine, whose torchrun has not listened there for {} s",
+                    CLAIM_WAIT.as_secs()
+                ))
+                .at_flag("--master-port")
+                .help(super::port_refusal(port).help.unwrap_or_default()));
+            }
+            Err(_) => {
+                if !said {
+                    eprintln!(
+                        "note: another ovlaunch run is starting at port {port} (--master-port) on this machine; waiting until its torchrun listens there"
+                    );
+                    said = true;
+                }
+                std::thread::sleep(READ_EVERY);
+            }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn try_claim(port: u16) -> std::io::Result<Claim> {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("ovlaunch-rendezvous-port-{port}");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    std::os::unix::net::UnixDatagram::bind_addr(&addr)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn try_claim(_port: u16) -> std::io::Result<Claim> {
+    Ok(())
+}
+
+/// Gives up this process's claim on its port.
+fn release_port() {
+    CLAIMED.lock().unwrap_or_else(|e| e.into_inner()).take();
+}
+
+/// Gives up the claim once the run's torchrun listens on the port ([`port_listens`]).
+fn release_port_once_listening() {
+    let mut held = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    if held.as_ref().is_some_and(|(port, _)| port_listens(*port)) {
+        held.take();
+    }
+}
+
+/// Whether a socket of this machine listens on TCP `port` (IPv4 or IPv6), as the kernel's
+/// tables say (`/proc/net/tcp` and `tcp6`: the local address's port in hex, state `0A`,
+/// LISTEN), read without binding the port, which would take it from torchrun for that
+/// moment. Elsewhere: never, and the claim is kept until the run ends.
+#[cfg(target_os = "linux")]
+fn port_listens(port: u16) -> bool {
+    let hex = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|text| {
+            text.lines().skip(1).any(|line| {
+                let mut fields = line.split_whitespace();
+                let local = fields.nth(1).unwrap_or_default();
+                let state = fields.nth(1).unwrap_or_default();
+                local.ends_with(&hex) && state == "0A"
+            })
+        })
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn port_listens(_port: u16) -> bool {
+    false
+}
 
 /// How often the output file is read while the run goes on (shown, or followed by `logs`).
 const READ_EVERY: Duration = Duration::from_millis(100);
@@ -426,6 +540,7 @@ pub fn run(
     let mut tail = Tail::default();
     let mut passed_on = false;
     let status = loop {
+        release_port_once_listening();
         // A file that cannot be read is not shown; the run goes on writing it.
         let _ = tail.read(out_path, &mut show);
         if let Some(status) = child.try_wait().map_err(cant)? {
@@ -440,6 +555,7 @@ pub fn run(
         }
         std::thread::sleep(READ_EVERY);
     };
+    release_port();
     let _ = tail.read(out_path, &mut show);
     let _ = tail.flush(&mut show);
     Ok((exit_code(status), signals.caught()))

@@ -1673,3 +1673,93 @@ fn a_local_run_from_before_a_restart_of_its_host_ended_with_it() {
         "{s}"
     );
 }
+
+/// Two local runs started at once at one `--master-port`: both found it free before either
+/// torchrun listened there, and the second then failed inside torchrun (its rendezvous
+/// store's port in use) after writing its job directory. The port is claimed from the check
+/// until the first run's torchrun listens on it: the second run waits for that, then is
+/// refused as a run started later is (exit 2, naming the flag and a free port, nothing
+/// written), and the first one finishes.
+#[test]
+fn two_local_runs_started_at_once_at_one_port_do_not_both_take_it() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let port = common::free_port();
+    let start = |name: &str| {
+        Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+            .args(["--gpus", "cpux1", "--executor", "local"])
+            .args(["--torchrun-flags", "underscore", "--master-port", &port])
+            .args(["--job-dir", dir.path().join(name).to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .args(["--", "python3", "-c", "import time; time.sleep(8)"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let runs = [start("first"), start("second")];
+    let ids: Vec<u32> = runs.iter().map(std::process::Child::id).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let watchdog = std::thread::spawn(move || {
+        while std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if ids.iter().all(|id| ended(*id)) {
+                return;
+            }
+        }
+        for id in ids {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{id}")])
+                .status();
+        }
+    });
+    let outs: Vec<Output> = runs
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    watchdog.join().unwrap();
+    let said = |o: &Output| format!("exit {:?}: {}", o.status.code(), common::stderr(o));
+    let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+    let (ran, refused) = match codes.as_slice() {
+        [Some(0), _] => (0, 1),
+        [_, Some(0)] => (1, 0),
+        _ => panic!(
+            "neither run finished:\n{}\n{}",
+            said(&outs[0]),
+            said(&outs[1])
+        ),
+    };
+    let err = common::stderr(&outs[refused]);
+    assert_eq!(
+        outs[refused].status.code(),
+        Some(2),
+        "{}",
+        said(&outs[refused])
+    );
+    assert!(
+        err.contains(&format!(
+            "error: --master-port: port {port} (--master-port) is in use on this machine"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: give --master-port a free port"),
+        "{err}"
+    );
+    let name = ["first", "second"][refused];
+    assert!(
+        !dir.path().join(name).exists(),
+        "the refused run wrote its job directory"
+    );
+    assert!(
+        common::stderr(&outs[ran]).contains("running job local:"),
+        "{}",
+        said(&outs[ran])
+    );
+}
