@@ -411,9 +411,10 @@ fn partial_name() -> String {
 }
 
 /// This machine's host name and the identity of its boot (empty where unreadable), for
-/// [`partial_name`]: the kernel's, from `/proc`.
+/// [`partial_name`] and a local run's record (`record::LocalRun`): the kernel's, from
+/// `/proc`, as read (a trailing newline included).
 #[cfg(target_os = "linux")]
-fn host_and_boot() -> (String, String) {
+pub(super) fn host_and_boot() -> (String, String) {
     let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
     (
         read("/proc/sys/kernel/hostname"),
@@ -424,7 +425,7 @@ fn host_and_boot() -> (String, String) {
 /// [`host_and_boot`] on a Mac: `gethostname(3)` and the boot session's UUID
 /// (`sysctl kern.bootsessionuuid`, new at every boot as Linux's `boot_id` is).
 #[cfg(target_os = "macos")]
-fn host_and_boot() -> (String, String) {
+pub(super) fn host_and_boot() -> (String, String) {
     let host = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_default();

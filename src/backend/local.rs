@@ -9,6 +9,14 @@
 //! not succeed is CANCELLED, with what stopped it; one that failed otherwise is FAILED, with the
 //! first failed rank's own exit code where torchrun's error summary names it.
 //!
+//! A jobs root on a shared filesystem is seen from several machines: the record names the
+//! host and boot the run's process is of (`record::LocalRun`), and its pid is looked at
+//! only there. Seen from another host, a run without its exit code recorded is RUNNING
+//! there, as its record says (`logs -f` follows its output until the record holds its end),
+//! and `cancel` sends nothing and says where it is cancelled; on its host after a restart
+//! (another boot), it ended with the machine, UNKNOWN. A record without them (an older
+//! ovlaunch's) is taken to be this machine's.
+//!
 //! The run writes its output file itself (the file is its stdout and stderr), so the run
 //! never depends on the ovlaunch that started it: one that is killed, or whose terminal is
 //! gone, stops showing the output, and the run goes on writing it. What is shown is that
@@ -39,17 +47,131 @@ pub struct Local;
 
 /// The local backend in the registry (`backend::BACKENDS`): always this machine; it runs
 /// whatever the launch allowed, once its rendezvous port is free (the script's torchrun
-/// serves c10d's store there, `render::local::torchrun`).
+/// serves c10d's store there, `render::local::torchrun`) and claimed ([`claim_port`]).
 pub const ENTRY: Entry = Entry {
     executor: Executor::Local,
     on: |_| Box::new(Local),
     check: |_, spec| {
+        claim_port(spec.master_port)?;
         if super::port_in_use(spec.master_port) {
+            release_port();
             return Err(super::port_refusal(spec.master_port));
         }
         Ok(())
     },
 };
+
+/// The rendezvous port this process claimed among the ovlaunch runs of this machine, and
+/// the claim: held from the port's check until the run's torchrun listens there
+/// ([`port_listens`]), or the run ends.
+static CLAIMED: std::sync::Mutex<Option<(u16, Claim)>> = std::sync::Mutex::new(None);
+
+/// How long a run waits for another one's claim on its port (that run's torchrun starting,
+/// a few seconds, more on a loaded machine) before it is refused.
+const CLAIM_WAIT: Duration = Duration::from_secs(120);
+
+/// A port's claim: on Linux a Unix socket bound to the abstract name
+/// `ovlaunch-rendezvous-port-PORT` (unix(7)): one process of the network namespace, the
+/// TCP port's own scope, holds it, whoever the user, and it goes with the process however
+/// it ends (no file left behind). Elsewhere nothing: the check alone, as before.
+#[cfg(target_os = "linux")]
+type Claim = std::os::unix::net::UnixDatagram;
+#[cfg(not(target_os = "linux"))]
+type Claim = ();
+
+/// Claims `port` for this process's run, waiting while another ovlaunch run holds it: two
+/// runs started at once at one port both found it free before either torchrun listened
+/// there, and the second failed inside torchrun. The second now waits until the first's
+/// torchrun listens, and its check then finds the port in use. A claim already held for
+/// `port` (the check run again for the next free job name) is kept.
+fn claim_port(port: u16) -> Result<()> {
+    let mut held = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    if held.as_ref().is_some_and(|(p, _)| *p == port) {
+        return Ok(());
+    }
+    let since = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        match try_claim(port) {
+            Ok(claim) => {
+                *held = Some((port, claim));
+                return Ok(());
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::AddrInUse => {
+                return Err(Error::runtime(format!(
+                    "cannot claim port {port} (--master-port) among this machine's runs: {e}"
+                )));
+            }
+            Err(_) if since.elapsed() >= CLAIM_WAIT => {
+                return Err(Error::runtime(format!(
+                    "port {port} (--master-port) is claimed by another ovlaunch run starting on this machine, whose torchrun has not listened there for {} s",
+                    CLAIM_WAIT.as_secs()
+                ))
+                .at_flag("--master-port")
+                .help(super::port_refusal(port).help.unwrap_or_default()));
+            }
+            Err(_) => {
+                if !said {
+                    Printer::new().note(&format!(
+                        "another ovlaunch run is starting at port {port} (--master-port) on this machine; waiting until its torchrun listens there"
+                    ));
+                    said = true;
+                }
+                std::thread::sleep(READ_EVERY);
+            }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn try_claim(port: u16) -> std::io::Result<Claim> {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("ovlaunch-rendezvous-port-{port}");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    std::os::unix::net::UnixDatagram::bind_addr(&addr)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn try_claim(_port: u16) -> std::io::Result<Claim> {
+    Ok(())
+}
+
+/// Gives up this process's claim on its port.
+fn release_port() {
+    CLAIMED.lock().unwrap_or_else(|e| e.into_inner()).take();
+}
+
+/// Gives up the claim once the run's torchrun listens on the port ([`port_listens`]).
+fn release_port_once_listening() {
+    let mut held = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    if held.as_ref().is_some_and(|(port, _)| port_listens(*port)) {
+        held.take();
+    }
+}
+
+/// Whether a socket of this machine listens on TCP `port` (IPv4 or IPv6), as the kernel's
+/// tables say (`/proc/net/tcp` and `tcp6`: the local address's port in hex, state `0A`,
+/// LISTEN), read without binding the port, which would take it from torchrun for that
+/// moment. Elsewhere: never, and the claim is kept until the run ends.
+#[cfg(target_os = "linux")]
+fn port_listens(port: u16) -> bool {
+    let hex = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|text| {
+            text.lines().skip(1).any(|line| {
+                let mut fields = line.split_whitespace();
+                let local = fields.nth(1).unwrap_or_default();
+                let state = fields.nth(1).unwrap_or_default();
+                local.ends_with(&hex) && state == "0A"
+            })
+        })
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn port_listens(_port: u16) -> bool {
+    false
+}
 
 /// How often the output file is read while the run goes on (shown, or followed by `logs`).
 const READ_EVERY: Duration = Duration::from_millis(100);
@@ -194,7 +316,7 @@ impl Backend for Local {
         let stopped = rec.stopped_by.as_deref();
         let state = match code {
             Some(0) => "COMPLETED",
-            None if rec.local_run.is_some_and(alive) => "RUNNING",
+            None if rec.local_run.as_ref().is_some_and(going) => "RUNNING",
             _ if stopped.is_some() => "CANCELLED",
             Some(_) => "FAILED",
             None => "UNKNOWN",
@@ -221,9 +343,23 @@ impl Backend for Local {
                 "first failed rank {rank} exited {code} (torchrun's summary)"
             ));
         }
+        if let (None, Some(Seen::Elsewhere(host))) = (code, rec.local_run.as_ref().map(seen)) {
+            let since = rec
+                .started_unix
+                .map(|t| format!(" since {}", super::utc(t)))
+                .unwrap_or_default();
+            status.reason = Some(format!(
+                "on host {host}{since}, as its record says; only there can its process be looked at"
+            ));
+        }
         if state == "UNKNOWN" {
             status.reason = Some(
-                match rec.local_run {
+                match &rec.local_run {
+                    Some(r) if matches!(seen(r), Seen::BeforeRestart) => format!(
+                        "{} restarted since the run started (its boot is not the record's): the run (pid {}) ended with it, its exit code not recorded",
+                        r.host.as_deref().unwrap_or("this machine"),
+                        r.pid
+                    ),
                     Some(r) => format!(
                         "the run (pid {}) is gone without its exit code recorded: the ovlaunch that ran it was stopped before it ended",
                         r.pid
@@ -243,8 +379,13 @@ impl Backend for Local {
     fn cancel(&self, rec: &Submission, signal: Option<Signal>) -> Result<super::Cancelled> {
         use nix::sys::signal::kill;
         use nix::unistd::Pid;
-        let running = rec.exit_code.is_none() && rec.local_run.is_some_and(alive);
-        let (Some(run), true) = (rec.local_run, running) else {
+        if let (None, Some(Seen::Elsewhere(host))) =
+            (rec.exit_code, rec.local_run.as_ref().map(seen))
+        {
+            return Err(elsewhere_refusal(rec, host, signal));
+        }
+        let running = rec.exit_code.is_none() && rec.local_run.as_ref().is_some_and(alive);
+        let (Some(run), true) = (&rec.local_run, running) else {
             return Ok(super::Cancelled::AlreadyEnded(self.status(rec)?));
         };
         let pid = i32::try_from(run.pid)
@@ -297,7 +438,7 @@ impl Backend for Local {
                 return tail.flush(out).map(|()| Logged::Shown);
             }
             let now = super::record::read(dir).unwrap_or_else(|_| rec.clone());
-            let going = now.local_run.is_some_and(alive);
+            let going = now.local_run.as_ref().is_some_and(going);
             no_run = if going {
                 None
             } else {
@@ -367,8 +508,14 @@ pub fn run(
     // SIGHUP that `nohup` ignores stays ignored by the run).
     let signals = super::signals::Deferred::install();
     let pid = child.id();
+    let (host, boot) = this_machine();
     let told = match start_ticks(pid) {
-        Some(start_ticks) => started(LocalRun { pid, start_ticks }),
+        Some(start_ticks) => started(LocalRun {
+            pid,
+            start_ticks,
+            host,
+            boot,
+        }),
         None => Ok(()),
     };
     if let Err(e) = told {
@@ -394,6 +541,7 @@ pub fn run(
     let mut tail = Tail::default();
     let mut passed_on = false;
     let status = loop {
+        release_port_once_listening();
         // A file that cannot be read is not shown; the run goes on writing it.
         let _ = tail.read(out_path, &mut show);
         if let Some(status) = child.try_wait().map_err(cant)? {
@@ -408,6 +556,7 @@ pub fn run(
         }
         std::thread::sleep(READ_EVERY);
     };
+    release_port();
     let _ = tail.read(out_path, &mut show);
     let _ = tail.flush(&mut show);
     Ok((exit_code(status), signals.caught()))
@@ -458,7 +607,71 @@ fn start_ticks(pid: u32) -> Option<u64> {
     Some(info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec)
 }
 
-/// Whether the run's process is still there: the same pid with the same start time.
-fn alive(run: LocalRun) -> bool {
-    start_ticks(run.pid) == Some(run.start_ticks)
+/// Whether the run's process is still there: on this machine, this boot, the same pid with
+/// the same start time.
+fn alive(run: &LocalRun) -> bool {
+    matches!(seen(run), Seen::Here) && start_ticks(run.pid) == Some(run.start_ticks)
+}
+
+/// Whether the run goes on, as far as this machine can tell: its process is [`alive`], or it
+/// is on another host, whose processes are looked at there only (the record then says when
+/// it ends).
+fn going(run: &LocalRun) -> bool {
+    alive(run) || matches!(seen(run), Seen::Elsewhere(_))
+}
+
+/// Where a recorded run's process is, seen from this machine.
+enum Seen<'a> {
+    /// This machine and boot, or a record that names none (an older ovlaunch's).
+    Here,
+    /// This host, an earlier boot: the run ended with it.
+    BeforeRestart,
+    /// Another host (its name): the pid is that host's.
+    Elsewhere(&'a str),
+}
+
+/// This machine's host name and boot identity (`jobdir::host_and_boot`, trimmed), each
+/// `None` where unreadable.
+fn this_machine() -> (Option<String>, Option<String>) {
+    let (host, boot) = super::jobdir::host_and_boot();
+    let word = |s: String| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+    (word(host), word(boot))
+}
+
+/// Where `run` is: a host or boot is compared only where both the record and this machine
+/// name it.
+fn seen(run: &LocalRun) -> Seen<'_> {
+    let (host, boot) = this_machine();
+    let differs = |theirs: &Option<String>, ours: Option<String>| {
+        matches!((theirs, ours), (Some(t), Some(o)) if *t != o)
+    };
+    if differs(&run.host, host) {
+        return Seen::Elsewhere(run.host.as_deref().unwrap_or_default());
+    }
+    if differs(&run.boot, boot) {
+        return Seen::BeforeRestart;
+    }
+    Seen::Here
+}
+
+/// The refusal of `cancel` of a run on another host: its pid is that host's, and only there
+/// is it signalled; the command to run there.
+fn elsewhere_refusal(rec: &Submission, host: &str, signal: Option<Signal>) -> Error {
+    let here = this_machine()
+        .0
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default();
+    let (what, flag) = match signal {
+        None => ("cancelled", String::new()),
+        Some(s) => ("signalled", format!(" --signal {}", s.as_str())),
+    };
+    Error::runtime(format!(
+        "job {} ({}) runs on host {host}, not on this machine{here}: only there can it be {what}",
+        rec.shown_id().unwrap_or_else(|| "-".into()),
+        rec.job_name
+    ))
+    .help(format!(
+        "on {host}: ovlaunch cancel {}{flag}",
+        crate::shell::quote(&rec.job_dir)
+    ))
 }

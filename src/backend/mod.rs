@@ -92,6 +92,27 @@ pub fn port_in_use(port: u16) -> bool {
     )
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (UTC; civil-from-days).
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 /// A free TCP port of this machine now, to suggest.
 pub fn free_port() -> Option<u16> {
     std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
@@ -560,5 +581,15 @@ fn as_seen_there(rec: &Submission) -> Submission {
     Submission {
         host: None,
         ..rec.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_times() {
+        assert_eq!(super::utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::utc(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(super::utc(951_782_400), "2000-02-29T00:00:00Z");
     }
 }

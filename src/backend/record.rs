@@ -129,7 +129,7 @@ impl Submission {
     /// `local:PID`, the process the run started as (bash, which becomes torchrun: what
     /// `cancel` signals), kept in the record after the run; `None` before either is known.
     pub fn shown_id(&self) -> Option<String> {
-        match (&self.job_id, self.local_run) {
+        match (&self.job_id, &self.local_run) {
             (Some(id), _) => Some(id.to_string()),
             (None, Some(run)) => Some(format!("{LOCAL_ID_PREFIX}{}", run.pid)),
             (None, None) => None,
@@ -140,13 +140,21 @@ impl Submission {
 /// What a local run's id starts with ([`Submission::shown_id`]).
 pub const LOCAL_ID_PREFIX: &str = "local:";
 
-/// A process on this machine, told apart from a later one given the same id: its pid and
-/// its start time (field 22 of `/proc/PID/stat`, clock ticks since boot).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A process of the machine the run was started on, told apart from a later one given the
+/// same id: its pid and its start time (field 22 of `/proc/PID/stat`, clock ticks since
+/// boot), and that machine: its host name and the identity of its boot (`boot_id`), read
+/// as `jobdir` reads them. A jobs root on a shared filesystem is seen from several machines:
+/// a pid is looked at only on the host and boot that gave it (`backend::local`). A record
+/// without them (an older ovlaunch's) is taken to be this machine's, as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LocalRun {
     pub pid: u32,
     pub start_ticks: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<String>,
 }
 
 /// What `--package` shipped: where from, which commit, and the archive's hash.

@@ -18,7 +18,7 @@ use super::Printer;
 use super::jobs::Place;
 use super::output::{Listed, OutputArg};
 use crate::backend::record::{self, Found, RecordState, Submission};
-use crate::backend::{self, Backend, JobStatus, state::Phase};
+use crate::backend::{self, Backend, JobStatus, state::Phase, utc};
 use crate::error::Result;
 
 /// What the job directory's plan says: the recipe and the hardware spec.
@@ -27,27 +27,6 @@ fn plan_facts(found: &Found) -> (Option<String>, Option<String>) {
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let s = |x: &serde_json::Value| x.as_str().map(str::to_string);
     (s(&v["recipe"]["name"]), s(&v["hardware"]["spec"]))
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (UTC; civil-from-days).
-pub(super) fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 /// The job name a rendered directory's script gives (`#SBATCH --job-name=`), else the
@@ -459,12 +438,5 @@ mod tests {
             f("Unable to contact slurm controller", "3").as_deref(),
             Some("Unable to contact slurm controller")
         );
-    }
-
-    #[test]
-    fn utc_times() {
-        assert_eq!(super::utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::utc(1_700_000_000), "2023-11-14T22:13:20Z");
-        assert_eq!(super::utc(951_782_400), "2000-02-29T00:00:00Z");
     }
 }

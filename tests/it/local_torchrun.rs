@@ -1514,3 +1514,296 @@ fn a_failed_local_run_ends_with_a_closing_line() {
         common::stdout(&status)
     );
 }
+
+/// Runs `script` (sh) as another machine sees the jobs root: a host name of its own
+/// (`other-node`) and a PID namespace of its own, where this machine's processes are not;
+/// `$OVL` is ovlaunch, `$1`.. are `args`. `None` (the test passes, saying so) where this
+/// machine cannot make one (unshare needs root) outside CI.
+fn on_another_machine(script: &str, args: &[&str]) -> Option<Command> {
+    let made = Command::new("unshare")
+        .args(["--uts", "--pid", "--fork", "--mount-proc", "true"])
+        .output();
+    if !made.is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var("OVLAUNCH_REQUIRE_SLURM").is_err(),
+            "unshare (root) is required in CI to give a second machine"
+        );
+        eprintln!("skipping: unshare cannot make a second machine here");
+        return None;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["--uts", "--pid", "--fork", "--mount-proc", "sh", "-c"])
+        .arg(format!("hostname other-node\n{script}"))
+        .arg("sh")
+        .args(args)
+        .env("OVL", common::bin());
+    for v in common::OVLAUNCH_ENV {
+        c.env_remove(v);
+    }
+    Some(c)
+}
+
+/// Users keep one jobs root on a shared home filesystem and several login nodes: a local
+/// run started on this machine, looked at from another one, is never judged there by a
+/// process of that machine's own. Its record names the host the run is on (and its boot);
+/// from the other machine `status` says it runs on this host since its start (as its record
+/// says), where it said UNKNOWN; `list` lists it running; `cancel` sends nothing (not to
+/// the other machine's process at the run's pid) and says it is cancelled on this host;
+/// `logs -f` follows its output until its record says it ended, where it gave up after a
+/// few seconds with UNKNOWN.
+#[test]
+fn a_local_run_looked_at_from_another_machine_is_on_its_host() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, job) = start_waiting_run(dir.path(), "on-a");
+    let stop_all = |child: &std::process::Child| {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", child.id())])
+            .status();
+    };
+    let rec = read_json(&job.join("submission.json"));
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    if rec["local_run"]["host"] != here.trim() || rec["local_run"]["boot"] != boot.trim() {
+        stop_all(&child);
+        panic!("the record names no host and boot: {rec}");
+    }
+    let pid = rec["local_run"]["pid"].as_u64().unwrap();
+    let id = format!("local:{pid}");
+    let out = dir.path().join("b");
+    std::fs::create_dir(&out).unwrap();
+    // On the other machine a process of its own stands at the run's pid.
+    let script = r#"
+o=$1 job=$2 root=$3 pid=$4
+echo $((pid - 1)) > /proc/sys/kernel/ns_last_pid 2>/dev/null
+sleep 300 & mine=$!
+echo "$mine" > "$o/mine"
+"$OVL" status -o json "$job" > "$o/status.json" 2> "$o/status.err"; echo $? > "$o/status.rc"
+"$OVL" status "$job" > "$o/status.txt" 2>&1
+"$OVL" list -o json --jobs-root "$root" > "$o/list.json" 2> "$o/list.err"
+"$OVL" cancel "$job" > "$o/cancel.out" 2> "$o/cancel.err"; echo $? > "$o/cancel.rc"
+if kill -0 "$mine"; then echo yes > "$o/mine.alive"; fi
+touch "$o/following"
+"$OVL" logs -f "$job" > "$o/logs.out" 2> "$o/logs.err"; echo $? > "$o/logs.rc"
+kill "$mine"
+"#;
+    let Some(mut b) = on_another_machine(
+        script,
+        &[
+            out.to_str().unwrap(),
+            job.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+            &pid.to_string(),
+        ],
+    ) else {
+        stop_all(&child);
+        return;
+    };
+    let mut b = b.spawn().unwrap();
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !out.join("following").exists() {
+        if std::time::Instant::now() > deadline || b.try_wait().unwrap().is_some() {
+            stop_all(&child);
+            let _ = b.kill();
+            panic!("the other machine stopped early: {}", read("cancel.err"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // past the time `logs -f` waits for a record naming no run still going
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    let still_following = b.try_wait().unwrap().is_none();
+    let still_running = child.try_wait().unwrap().is_none();
+    // the run is cancelled here, on its own host
+    let o = common::run(&["cancel", job.to_str().unwrap()]);
+    if !o.status.success() {
+        stop_all(&child);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while b.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            stop_all(&child);
+            let _ = b.kill();
+            panic!("`logs -f` on the other machine went on after the run ended");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.wait();
+    let status: serde_json::Value = serde_json::from_str(&read("status.json"))
+        .unwrap_or_else(|e| panic!("{e}: {}", read("status.err")));
+    let here = here.trim();
+    assert_eq!(read("status.rc").trim(), "0", "{status}");
+    assert_eq!(status["phase"], "running", "{status}");
+    assert_eq!(status["job_id"], id.as_str(), "{status}");
+    let reason = status["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with(&format!("on host {here} since ")),
+        "{status}"
+    );
+    assert!(read("status.txt").contains(&format!("RUNNING exit=- reason=on host {here} since ")));
+    let rows: serde_json::Value = serde_json::from_str(&read("list.json"))
+        .unwrap_or_else(|e| panic!("{e}: {}", read("list.err")));
+    assert_eq!(rows[0]["state"], "running", "{rows}");
+    assert_eq!(read("cancel.rc").trim(), "1", "{}", read("cancel.out"));
+    let err = read("cancel.err");
+    assert!(
+        err.contains(&format!(
+            "error: job {id} (tiny-cpux1) runs on host {here}, not on this machine (other-node): only there can it be cancelled"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "help: on {here}: ovlaunch cancel {}",
+            job.to_str().unwrap()
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        read("mine.alive").trim(),
+        "yes",
+        "cancel signalled the other machine's own process"
+    );
+    assert!(
+        still_running,
+        "the run ended before it was cancelled on its host"
+    );
+    assert!(
+        still_following,
+        "`logs -f` on the other machine gave up on a run going on its host: {}",
+        read("logs.err")
+    );
+    let logs_err = read("logs.err");
+    assert_eq!(read("logs.rc").trim(), "4", "{logs_err}");
+    assert!(
+        logs_err.contains(&format!("job {id} (tiny-cpux1) ended: CANCELLED")),
+        "{logs_err}"
+    );
+}
+
+/// A record naming this host with another boot than this one's: the machine restarted
+/// since the run started, and the run ended with it, its exit code not recorded. `status`
+/// says so (UNKNOWN), never looking for the run at its pid among the processes of this boot.
+#[test]
+fn a_local_run_from_before_a_restart_of_its_host_ended_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    // this test's own process: the same pid and start time, of this boot
+    let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let ticks: u64 = me[me.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let run = serde_json::json!({
+        "pid": std::process::id(),
+        "start_ticks": ticks,
+        "host": here.trim(),
+        "boot": "00000000-0000-0000-0000-000000000000",
+    });
+    let job = left_record(dir.path(), "before-restart", run);
+    let o = common::run(&["status", "-o", "json", job.to_str().unwrap()]);
+    let s: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&o)));
+    assert_eq!(o.status.code(), Some(5), "{s}");
+    assert_eq!(s["phase"], "unknown", "{s}");
+    assert!(
+        s["reason"].as_str().is_some_and(
+            |r| r.contains(&format!("{} restarted since the run started", here.trim()))
+        ),
+        "{s}"
+    );
+}
+
+/// Two local runs started at once at one `--master-port`: both found it free before either
+/// torchrun listened there, and the second then failed inside torchrun (its rendezvous
+/// store's port in use) after writing its job directory. The port is claimed from the check
+/// until the first run's torchrun listens on it: the second run waits for that, then is
+/// refused as a run started later is (exit 2, naming the flag and a free port, nothing
+/// written), and the first one finishes.
+#[test]
+fn two_local_runs_started_at_once_at_one_port_do_not_both_take_it() {
+    let Some(_turn) = torchrun_turn() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let port = common::free_port();
+    let start = |name: &str| {
+        Command::new(common::bin())
+            .current_dir(dir.path())
+            .args(["submit", "--recipe", &format!("{fixtures}/tiny.yaml")])
+            .args(["--gpus", "cpux1", "--executor", "local"])
+            .args(["--torchrun-flags", "underscore", "--master-port", &port])
+            .args(["--job-dir", dir.path().join(name).to_str().unwrap()])
+            .args(["--rank-runtime", common::rank_bin()])
+            .args(["--", "python3", "-c", "import time; time.sleep(8)"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let runs = [start("first"), start("second")];
+    let ids: Vec<u32> = runs.iter().map(std::process::Child::id).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let watchdog = std::thread::spawn(move || {
+        while std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if ids.iter().all(|id| ended(*id)) {
+                return;
+            }
+        }
+        for id in ids {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{id}")])
+                .status();
+        }
+    });
+    let outs: Vec<Output> = runs
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    watchdog.join().unwrap();
+    let said = |o: &Output| format!("exit {:?}: {}", o.status.code(), common::stderr(o));
+    let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+    let (ran, refused) = match codes.as_slice() {
+        [Some(0), _] => (0, 1),
+        [_, Some(0)] => (1, 0),
+        _ => panic!(
+            "neither run finished:\n{}\n{}",
+            said(&outs[0]),
+            said(&outs[1])
+        ),
+    };
+    let err = common::stderr(&outs[refused]);
+    assert_eq!(
+        outs[refused].status.code(),
+        Some(2),
+        "{}",
+        said(&outs[refused])
+    );
+    assert!(
+        err.contains(&format!(
+            "error: --master-port: port {port} (--master-port) is in use on this machine"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("help: give --master-port a free port"),
+        "{err}"
+    );
+    let name = ["first", "second"][refused];
+    assert!(
+        !dir.path().join(name).exists(),
+        "the refused run wrote its job directory"
+    );
+    assert!(
+        common::stderr(&outs[ran]).contains("running job local:"),
+        "{}",
+        said(&outs[ran])
+    );
+}
