@@ -595,6 +595,10 @@ impl View<'_> {
                 };
                 // the plan as it stands (its own recompute) past the limit
                 let breaks = match (self.own, self.limit()) {
+                    (Some(o), _) if !with.is_empty() && !o.estimate.fits => format!(
+                        "; as it stands it does not fit, {:.1} GiB per GPU predicted of {:.1}",
+                        o.estimate.memory_gib_per_gpu, o.estimate.memory.capacity_gib
+                    ),
                     (Some(o), Some(limit))
                         if !with.is_empty() && o.estimate.memory_gib_per_gpu > limit =>
                     {

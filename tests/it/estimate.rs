@@ -638,6 +638,19 @@ fn own_standing_says(case: &str, gpus: &str, v: &serde_json::Value, text: &str) 
                 )),
                 "{text}"
             );
+            // the plan as it stands (no recompute) does not fit the GPU at all
+            let own = &v["own"]["estimate"];
+            assert_eq!(own["fits"], false);
+            assert!(
+                line.ends_with(&format!(
+                    "; as it stands it does not fit, {:.1} GiB per GPU predicted of {:.1}",
+                    own["memory_gib_per_gpu"].as_f64().unwrap(),
+                    own["breakdown"]["memory_gib"]["capacity_gib"]
+                        .as_f64()
+                        .unwrap()
+                )),
+                "{text}"
+            );
         }
         ("breaks the headroom as it stands", "ranked") => {
             // as it stands the plan breaks the headroom; tune lists slower layouts
