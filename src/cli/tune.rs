@@ -302,12 +302,17 @@ pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Res
     // The plan's own layout: the recipe's with every `--set` given (the PP and VP too);
     // none where it does not resolve on these GPUs (the search then starts from a probe).
     // Without a PP or VP of the user's it is the base plan, when the base is not a probe.
-    let pinned = (!r.pinned.is_empty())
-        .then(|| r.resolve(&r.pinned).ok())
-        .flatten();
-    let own_plan = pinned
-        .as_ref()
-        .or((r.pinned.is_empty() && base_is_own).then_some(&base));
+    let pinned = (!r.pinned.is_empty()).then(|| r.resolve(&r.pinned));
+    let own_plan = match &pinned {
+        Some(p) => p.as_ref().ok(),
+        None => base_is_own.then_some(&base),
+    };
+    // Why the plan's own layout does not resolve here: the resolver's own message.
+    let unresolved = match (&pinned, own_plan) {
+        (Some(Err(e)), _) => Some(e.message.clone()),
+        (_, None) => r.resolve(&[]).err().map(|e| e.message),
+        _ => None,
+    };
     // The warnings of the plan tuned, as every planning command prints them: the plan's own
     // layout's, else (it does not resolve here) those of the layout the search starts from.
     p.plan_warnings(own_plan.unwrap_or(&base));
@@ -348,6 +353,7 @@ pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Res
         context: r.context,
         expert: r.expert,
         micro_batch: r.micro_batch,
+        own: own_plan.map(tune::Layout::of),
     };
     let outcome: Outcome =
         tune::tune(&base, &eff, &search, &known, &mut resolve_fn, &mut progress)?;
@@ -375,9 +381,17 @@ pub(super) fn run(p: &Printer, cmd: &TuneCmd, matches: &clap::ArgMatches) -> Res
                 recomputes: plan.model.recompute_granularity.is_some(),
             })
     });
+    // Where the plan's own layout stands: the search's word, unless it does not resolve on
+    // these GPUs (a plan the estimate cannot price was refused above).
+    let standing = match unresolved {
+        Some(why) => OwnStanding::DoesNotResolve(why),
+        None => OwnStanding::Search(&outcome.own),
+    };
     let view = View {
         base: &base,
         outcome: &outcome,
+        headroom: cmd.headroom,
+        standing,
         own: own.as_ref(),
         eff: &eff,
         left_out: crate::estimate::scope_notes(&base),
@@ -404,10 +418,93 @@ struct Own {
     recomputes: bool,
 }
 
+/// Where the plan's own layout stands in tune's answer.
+enum OwnStanding<'a> {
+    /// Searched: ranked, over the headroom, past memory or outside the search's space.
+    Search(&'a tune::Standing),
+    /// It does not resolve on the GPU count: the resolver's message.
+    DoesNotResolve(String),
+}
+
+impl OwnStanding<'_> {
+    /// `own_standing` of tune's JSON: every key always there, `null` where it does not apply.
+    fn json(&self, fitting: usize, limit: Option<f64>) -> serde_json::Value {
+        use tune::Standing as S;
+        let null = serde_json::Value::Null;
+        let (status, place, of, recompute, memory, limit, reason) = match self {
+            Self::Search(S::Ranked {
+                place, recompute, ..
+            }) => (
+                "ranked",
+                serde_json::json!(place),
+                serde_json::json!(fitting),
+                serde_json::json!(recompute),
+                null.clone(),
+                serde_json::json!(limit),
+                null,
+            ),
+            Self::Search(S::OverHeadroom {
+                memory_gib,
+                limit_gib,
+            }) => (
+                "over_headroom",
+                null.clone(),
+                null.clone(),
+                null.clone(),
+                serde_json::json!(memory_gib),
+                serde_json::json!(limit_gib),
+                null,
+            ),
+            Self::Search(S::DoesNotFit {
+                memory_gib,
+                capacity_gib,
+            }) => (
+                "does_not_fit",
+                null.clone(),
+                null.clone(),
+                null.clone(),
+                serde_json::json!(memory_gib),
+                serde_json::json!(capacity_gib),
+                null,
+            ),
+            Self::Search(S::NotSearched(why)) => (
+                "not_searched",
+                null.clone(),
+                null.clone(),
+                null.clone(),
+                null.clone(),
+                null,
+                serde_json::json!(why),
+            ),
+            Self::DoesNotResolve(why) => (
+                "does_not_resolve",
+                null.clone(),
+                null.clone(),
+                null.clone(),
+                null.clone(),
+                null,
+                serde_json::json!(why),
+            ),
+        };
+        serde_json::json!({
+            "status": status,
+            "place": place,
+            "of": of,
+            "recompute": recompute,
+            "memory_gib_per_gpu": memory,
+            "limit_gib": limit,
+            "reason": reason,
+        })
+    }
+}
+
 /// What `tune` prints: the search, the plan's own layout, what the estimate leaves out.
 struct View<'a> {
     base: &'a Plan,
     outcome: &'a Outcome,
+    /// `--headroom`, percent.
+    headroom: f64,
+    standing: OwnStanding<'a>,
     own: Option<&'a Own>,
     eff: &'a Efficiency,
     left_out: Vec<String>,
@@ -460,6 +557,7 @@ impl View<'_> {
                 "layout": o.layout,
                 "estimate": o.estimate.to_json(),
             })),
+            "own_standing": self.standing.json(self.outcome.fitting, self.limit()),
             "held_out_error": self.eff.held_out_error,
             "left_out": self.left_out,
             "global_batch_size": self.base.train.global_batch_size,
@@ -470,6 +568,76 @@ impl View<'_> {
                 "rejected": self.outcome.rejected,
             },
         })
+    }
+
+    /// The most memory per GPU a proposal may take, GiB: the GPU's capacity less `--headroom`.
+    fn limit(&self) -> Option<f64> {
+        self.own
+            .map(|o| o.estimate.memory.capacity_gib * (1.0 - self.headroom / 100.0))
+    }
+
+    /// Where the plan's own layout stands, one line (none where it does not resolve: the line
+    /// above says so).
+    fn standing_text(&self) -> Option<String> {
+        use tune::Standing as S;
+        let fitting = self.outcome.fitting;
+        let line = match &self.standing {
+            OwnStanding::DoesNotResolve(_) => return None,
+            OwnStanding::Search(S::Ranked {
+                place,
+                listed,
+                recompute,
+            }) => {
+                let with = match (recompute, self.own.is_some_and(|o| o.recomputes)) {
+                    (tune::Recompute::Recipe, _) | (tune::Recompute::None, false) => String::new(),
+                    (tune::Recompute::None, true) => ", with no recompute".to_string(),
+                    (tune::Recompute::Full, _) => ", with full recompute".to_string(),
+                };
+                // the plan as it stands (its own recompute) past the limit
+                let breaks = match (self.own, self.limit()) {
+                    (Some(o), _) if !with.is_empty() && !o.estimate.fits => format!(
+                        "; as it stands it does not fit, {:.1} GiB per GPU predicted of {:.1}",
+                        o.estimate.memory_gib_per_gpu, o.estimate.memory.capacity_gib
+                    ),
+                    (Some(o), Some(limit))
+                        if !with.is_empty() && o.estimate.memory_gib_per_gpu > limit =>
+                    {
+                        format!(
+                            "; as it stands, its predicted {:.1} GiB per GPU breaks --headroom {}, at most {limit:.1} GiB",
+                            o.estimate.memory_gib_per_gpu, self.headroom
+                        )
+                    }
+                    _ => String::new(),
+                };
+                if *listed {
+                    format!(
+                        "ranked {place} of the {fitting} layouts that fit{with}: number {place} below{breaks}"
+                    )
+                } else {
+                    format!(
+                        "ranked {place} of the {fitting} layouts that fit{with}, as scored, below the {} listed{breaks}",
+                        self.outcome.candidates.len()
+                    )
+                }
+            }
+            OwnStanding::Search(S::OverHeadroom {
+                memory_gib,
+                limit_gib,
+            }) => format!(
+                "not ranked: its predicted {memory_gib:.1} GiB per GPU (the least with any recompute) breaks --headroom {}, at most {limit_gib:.1} GiB",
+                self.headroom
+            ),
+            OwnStanding::Search(S::DoesNotFit {
+                memory_gib,
+                capacity_gib,
+            }) => format!(
+                "not ranked: it does not fit with any recompute, {memory_gib:.1} GiB per GPU predicted of {capacity_gib:.1}"
+            ),
+            OwnStanding::Search(S::NotSearched(why)) => {
+                format!("not ranked: not a layout tune searches ({why})")
+            }
+        };
+        Some(format!("  {line}\n"))
     }
 
     /// `tune`'s text: the search's counts, the plan's own layout, each candidate against it
@@ -507,6 +675,9 @@ impl View<'_> {
                 "the plan's own layout does not resolve on {} (`ovlaunch plan` with the same flags says why): no gains against it\n",
                 base.hardware.spec
             )),
+        }
+        if let Some(line) = self.standing_text() {
+            s.push_str(&line);
         }
         for (i, c) in outcome.candidates.iter().enumerate() {
             let e = &c.estimate;

@@ -522,6 +522,205 @@ fn tune_gives_no_gains_against_an_own_layout_that_does_not_run() {
     }
 }
 
+/// tune always says where the plan's own layout stands (`own_standing` in JSON, a line under
+/// the own layout in text): its place among the layouts that fit (the list's number where it is
+/// listed, else its place as scored, below every listed one), or why it is not ranked: its
+/// predicted memory past `--headroom`'s limit or past the GPU's memory with any recompute, a
+/// layout outside the search, or a layout that does not resolve on the GPU count (the plan's
+/// own error). With `--headroom 50` the plan as it stands breaks the limit while tune lists
+/// slower layouts: the line says so.
+#[test]
+fn tune_says_where_the_plans_own_layout_stands() {
+    let tune = |gpus: &str, extra: &[&str]| -> (serde_json::Value, String) {
+        let mut flags = vec!["tune", "-r", "llama70b", "-g", gpus];
+        flags.extend(extra);
+        let text = ok(&flags);
+        flags.extend(["-o", "json"]);
+        (serde_json::from_str(&ok(&flags)).unwrap(), text)
+    };
+    for (case, gpus, extra) in [
+        ("below the list", "h100x64", &["--top", "2"][..]),
+        (
+            "listed",
+            "h100x64",
+            &[
+                "--top",
+                "1000",
+                "--set",
+                "model.tensor_model_parallel_size=2",
+            ],
+        ),
+        (
+            "breaks the headroom as it stands",
+            "h100x64",
+            &["--top", "2", "--headroom", "50"],
+        ),
+        (
+            "over the headroom",
+            "h100x32",
+            &["--top", "2", "--headroom", "50"],
+        ),
+        (
+            "past memory",
+            "h100x32",
+            &[
+                "--top",
+                "2",
+                "--set",
+                "model.pipeline_model_parallel_size=1",
+                "--set",
+                "model.virtual_pipeline_model_parallel_size=null",
+            ],
+        ),
+        (
+            "not searched",
+            "h100x32",
+            &["--top", "2", "--set", "train.micro_batch_size=8"],
+        ),
+        ("does not resolve", "h100x16", &["--top", "2"]),
+    ] {
+        let (v, text) = tune(gpus, extra);
+        own_standing_says(case, gpus, &v, &text);
+    }
+}
+
+/// One case of [`tune_says_where_the_plans_own_layout_stands`]: `v` and `text` are tune's JSON
+/// and text for it.
+fn own_standing_says(case: &str, gpus: &str, v: &serde_json::Value, text: &str) {
+    let keys = [
+        "status",
+        "place",
+        "of",
+        "recompute",
+        "memory_gib_per_gpu",
+        "limit_gib",
+        "reason",
+    ];
+    let own_line = |text: &str| -> String {
+        let lines: Vec<&str> = text.lines().collect();
+        let i = lines
+            .iter()
+            .position(|l| l.starts_with("the plan's own layout"))
+            .unwrap_or_else(|| panic!("{text}"));
+        lines.get(i + 1).copied().unwrap_or_default().to_string()
+    };
+    let of = |v: &serde_json::Value, k: &str| v["own_standing"][k].as_f64().unwrap();
+    let stands = |v: &serde_json::Value| v["own_standing"]["status"].as_str().unwrap().to_string();
+    let st = &v["own_standing"];
+    let got: Vec<&str> = st.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(got, keys, "{case}");
+    let line = own_line(text);
+    let fit = v["search"]["fit"].as_u64().unwrap();
+    let cands = v["candidates"].as_array().unwrap();
+    match (case, stands(v).as_str()) {
+        ("below the list", "ranked") => {
+            // not listed: its place as scored, after the two listed
+            let place = of(v, "place") as usize;
+            assert!(place > 2 && place as u64 <= fit, "{st}");
+            assert_eq!(st["of"].as_u64(), Some(fit));
+            assert!(cands.iter().all(|c| c["own_layout"] == false));
+            assert!(
+                line.contains(&format!(
+                    "ranked {place} of the {fit} layouts that fit, as scored, below the 2 listed"
+                )),
+                "{text}"
+            );
+        }
+        ("listed", "ranked") => {
+            // listed, with the recompute it needs: its number in the list
+            let i = cands.iter().position(|c| c["own_layout"] == true).unwrap();
+            assert_eq!(of(v, "place") as usize, i + 1, "{st}");
+            assert_eq!(st["recompute"], cands[i]["recompute"]);
+            assert!(
+                line.contains(&format!(
+                    " layouts that fit, with full recompute: number {} below",
+                    i + 1
+                )),
+                "{text}"
+            );
+            // the plan as it stands (no recompute) does not fit the GPU at all
+            let own = &v["own"]["estimate"];
+            assert_eq!(own["fits"], false);
+            assert!(
+                line.ends_with(&format!(
+                    "; as it stands it does not fit, {:.1} GiB per GPU predicted of {:.1}",
+                    own["memory_gib_per_gpu"].as_f64().unwrap(),
+                    own["breakdown"]["memory_gib"]["capacity_gib"]
+                        .as_f64()
+                        .unwrap()
+                )),
+                "{text}"
+            );
+        }
+        ("breaks the headroom as it stands", "ranked") => {
+            // as it stands the plan breaks the headroom; tune lists slower layouts
+            let own_mem = v["own"]["estimate"]["memory_gib_per_gpu"].as_f64().unwrap();
+            let cap = v["own"]["estimate"]["breakdown"]["memory_gib"]["capacity_gib"]
+                .as_f64()
+                .unwrap();
+            let limit = of(v, "limit_gib");
+            assert!((limit - cap * 0.5).abs() < 1e-9 && own_mem > limit, "{st}");
+            assert_eq!(st["recompute"], "full");
+            assert!(
+                cands
+                    .iter()
+                    .all(|c| c["gain_over_own"].as_f64().unwrap() < 0.0)
+            );
+            assert!(
+                line.contains(&format!(
+                    "as it stands, its predicted {own_mem:.1} GiB per GPU breaks --headroom 50, at most {limit:.1} GiB"
+                )),
+                "{text}"
+            );
+        }
+        ("over the headroom", "over_headroom") => {
+            let (mem, limit) = (of(v, "memory_gib_per_gpu"), of(v, "limit_gib"));
+            let cap = v["own"]["estimate"]["breakdown"]["memory_gib"]["capacity_gib"]
+                .as_f64()
+                .unwrap();
+            assert!(
+                mem > limit && mem <= cap && (limit - cap * 0.5).abs() < 1e-9,
+                "{st}"
+            );
+            assert!(
+                line.contains(&format!(
+                    "not ranked: its predicted {mem:.1} GiB per GPU (the least with any recompute) breaks --headroom 50, at most {limit:.1} GiB"
+                )),
+                "{text}"
+            );
+        }
+        ("past memory", "does_not_fit") => {
+            let (mem, cap) = (of(v, "memory_gib_per_gpu"), of(v, "limit_gib"));
+            assert!(mem > cap, "{st}");
+            assert!(
+                line.contains(&format!(
+                    "not ranked: it does not fit with any recompute, {mem:.1} GiB per GPU predicted of {cap:.1}"
+                )),
+                "{text}"
+            );
+        }
+        ("not searched", "not_searched") => {
+            let why = st["reason"].as_str().unwrap();
+            assert!(why.contains("CP 2 at micro batch 8"), "{why}");
+            assert!(
+                line.contains(&format!("not ranked: not a layout tune searches ({why})")),
+                "{text}"
+            );
+        }
+        ("does not resolve", "does_not_resolve") => {
+            // the plan's own error
+            let plan = run(&["plan", "-r", "llama70b", "-g", gpus]);
+            let why = st["reason"].as_str().unwrap();
+            assert!(!why.is_empty() && stderr(&plan).contains(why), "{why}");
+            assert!(v["own"].is_null());
+        }
+        (case, status) => panic!("{case}: {status}\n{text}"),
+    }
+    for k in ["place", "of", "recompute"] {
+        assert_eq!(st[k].is_null(), stands(v) != "ranked", "{k} {st}");
+    }
+}
+
 #[test]
 fn tune_with_zero_top_is_a_usage_error() {
     let o = run(&["tune", "-r", "llama70b", "-g", "h100x64", "--top", "0"]);
@@ -1890,6 +2089,7 @@ fn tune_json_says_what_its_text_says() {
         [
             "candidates",
             "own",
+            "own_standing",
             "held_out_error",
             "left_out",
             "global_batch_size",

@@ -19,6 +19,10 @@
 //!    Stops once it holds `top` layouts and has checked `2·top` more; the base plan's own
 //!    layout is checked whatever its score's rank (the scores approximate the overlap, and
 //!    every proposal is measured against it).
+//! 3. Standing: where the plan's own layout ([`Search::own`]) stands ([`Standing`]): its place
+//!    among the layouts that fit, or why it has none (its least memory over the recomputes
+//!    past the headroom's limit or the GPU's memory, a layout outside the search's space, or
+//!    one the resolver refuses as tune sets it), so that tune always says it.
 //!
 //! The global batch stays the base plan's (the recipe's, weak-scaled to the GPU count). A base
 //! plan's uneven first and last stages (`num_layers_in_first/last_pipeline_stage`) stay at the
@@ -354,6 +358,9 @@ pub struct Search {
     pub context: Option<u32>,
     pub expert: Option<u32>,
     pub micro_batch: Option<u32>,
+    /// The layout whose standing the search reports and always checks (the plan's own, the
+    /// recipe's with the user's `--set`s); `None`: the base plan's.
+    pub own: Option<Layout>,
 }
 
 impl Search {
@@ -375,6 +382,7 @@ impl Search {
             context: None,
             expert: None,
             micro_batch: None,
+            own: None,
         }
     }
 
@@ -397,10 +405,95 @@ impl Search {
     }
 }
 
+/// Where the plan's own layout ([`Search::own`]) stands in a search, so that tune always says
+/// it: ranked, or why it is not.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Standing {
+    /// Fits with the headroom free: its place (1 = best) among the `Outcome::fitting`
+    /// layouts, with the recompute it needs. `listed`: it is among the candidates, at that
+    /// place of their (exact) order; else its place is by score, after every candidate (each
+    /// was estimated on its exact plan above it).
+    Ranked {
+        place: usize,
+        listed: bool,
+        recompute: Recompute,
+    },
+    /// Fits the GPU's memory with some recompute but not with the search's headroom free:
+    /// its least predicted memory per GPU over the recomputes and the limit, GiB.
+    OverHeadroom { memory_gib: f64, limit_gib: f64 },
+    /// Does not fit the GPU's memory with any recompute: its least predicted memory per GPU
+    /// and the GPU's capacity, GiB.
+    DoesNotFit { memory_gib: f64, capacity_gib: f64 },
+    /// Not a layout the search scores, and why.
+    NotSearched(String),
+}
+
+/// Why `own` is not among the layouts [`enumerate`] gives for `base` (the search's space,
+/// one small rule each), or that the layout checks refuse it.
+fn why_not_searched(base: &Plan, own: &Layout) -> String {
+    let m = &base.model;
+    let heads = m.num_attention_heads;
+    let groups = m.num_query_groups.unwrap_or(heads);
+    let tp = own.tensor_model_parallel_size;
+    let ep = own.expert_model_parallel_size;
+    let etp = own.expert_tensor_parallel_size.unwrap_or(tp);
+    let domain = base.hardware.job_nvlink_domain().max(1);
+    let rules: [(bool, String); 7] = [
+        (
+            ![1, 2, 4, 8].contains(&tp) || tp > domain,
+            format!("TP {tp}: tune searches TP 1, 2, 4 and 8 within the NVLink domain of {domain}"),
+        ),
+        (
+            !heads.is_multiple_of(tp) || !groups.is_multiple_of(tp),
+            format!("TP {tp} does not divide the {heads} heads and {groups} query groups"),
+        ),
+        (
+            ep > 1 && etp != 1,
+            format!("expert TP {etp}: tune proposes expert TP 1 with every EP"),
+        ),
+        (
+            own.pipeline_model_parallel_size > 64,
+            format!(
+                "PP {}: tune searches up to PP 64",
+                own.pipeline_model_parallel_size
+            ),
+        ),
+        (
+            ![1, 2, 4, 8, 16].contains(&own.context_parallel_size),
+            format!(
+                "CP {}: tune searches CP 1, 2, 4, 8 and 16",
+                own.context_parallel_size
+            ),
+        ),
+        (
+            own.context_parallel_size > 1 && own.micro_batch_size > 1,
+            format!(
+                "CP {} at micro batch {}: tune splits sequences only at micro batch 1, the work per GPU of a smaller CP at the larger micro batch",
+                own.context_parallel_size, own.micro_batch_size
+            ),
+        ),
+        (
+            ![1, 2, 4, 8].contains(&own.micro_batch_size),
+            format!(
+                "micro batch {}: tune searches 1, 2, 4 and 8",
+                own.micro_batch_size
+            ),
+        ),
+    ];
+    rules
+        .into_iter()
+        .find_map(|(applies, why)| applies.then_some(why))
+        .unwrap_or_else(|| {
+            "its virtual pipeline or pipeline split is not one tune searches (the splits it tries are in docs/estimate.md, `tune`)".to_string()
+        })
+}
+
 /// What a search did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub candidates: Vec<Candidate>,
+    /// Where the plan's own layout stands.
+    pub own: Standing,
     /// Layouts that passed the layout checks.
     pub scored: usize,
     /// Of those, layouts that fit with some recompute, headroom left free.
@@ -743,7 +836,11 @@ pub fn tune(
     }
     // The LM head's time in layers, on the base plan's own layout, for generated layouts.
     let tail = loss_stage_time(&lean, eff);
+    let own = search.own.unwrap_or_else(|| Layout::of(base));
     let mut scored = 0;
+    // The own layout's least memory over the recomputes where it fits none with the headroom
+    // free (GiB, whether the GPU holds it, the GPU's capacity); `Some` once it was scored.
+    let mut own_least: Option<Option<(f64, bool, f64)>> = None;
     let mut ranked: Vec<(f64, Layout, Recompute)> = Vec::new();
     let mut pipelines = Pipelines::default();
     let mut p = lean.clone();
@@ -755,13 +852,22 @@ pub fn tune(
             continue;
         }
         scored += 1;
+        let is_own = l.same(&own);
+        let mut least: Option<(f64, bool, f64)> = None;
         for r in &recomputes {
             r.apply(base, &mut p);
             let e = estimate_with_stages(&p, eff, loads)?;
             if search.fits(&e) {
                 ranked.push((e.tokens_per_sec_per_gpu, *l, r.clone()));
+                least = None;
                 break;
             }
+            if is_own && least.is_none_or(|(m, _, _)| e.memory_gib_per_gpu < m) {
+                least = Some((e.memory_gib_per_gpu, e.fits, e.memory.capacity_gib));
+            }
+        }
+        if is_own {
+            own_least = Some(least);
         }
     }
     let fitting = ranked.len();
@@ -769,19 +875,19 @@ pub fn tune(
     let top = search.top;
     let mut out: Vec<Candidate> = Vec::new();
     let (mut resolved, mut rejected, mut extra) = (0, 0, 0);
-    // One scored layout resolved for real and estimated on its exact plan: `None` where the
-    // resolver refuses it or its exact plan does not fit.
-    let mut check = |score: f64, l: Layout, r: &Recompute| -> Result<Option<Candidate>> {
+    // One scored layout resolved for real and estimated on its exact plan: a candidate, or
+    // `Refused` by the resolver, or `Over` the headroom on its exact plan.
+    let mut check = |score: f64, l: Layout, r: &Recompute| -> Result<Checked> {
         let mut sets = pipeline_sets(&base.model, &l, known, tail);
         sets.extend(r.sets());
         resolved += 1;
         let Ok(plan) = resolve(&sets) else {
             rejected += 1;
-            return Ok(None);
+            return Ok(Checked::Refused);
         };
         let e = estimate(&plan, eff)?;
         if !search.fits(&e) {
-            return Ok(None);
+            return Ok(Checked::Over(Box::new(e)));
         }
         let other_virtual_stages = ranked
             .iter()
@@ -790,13 +896,13 @@ pub fn tune(
             })
             .map(|(other, o, r)| (o.virtual_stages(), other / score, r.clone()))
             .collect();
-        Ok(Some(Candidate {
+        Ok(Checked::Held(Box::new(Candidate {
             layout: Layout::of(&plan),
             recompute: r.clone(),
             estimate: e,
             sets,
             other_virtual_stages,
-        }))
+        })))
     };
     for (score, l, r) in &ranked {
         if out.len() >= top && extra >= 2 * top {
@@ -811,29 +917,22 @@ pub fn tune(
         if out.len() >= top {
             extra += 1;
         }
-        out.extend(check(*score, *l, r)?);
+        if let Checked::Held(c) = check(*score, *l, r)? {
+            out.push(*c);
+        }
     }
-    // The base plan's own layout is always checked: the scores approximate the overlap, so
-    // it can rank below layouts its exact plan beats (each proposal is measured against it).
-    let own = Layout::of(base);
+    // The plan's own layout is always checked: the scores approximate the overlap, so it can
+    // rank below layouts its exact plan beats (each proposal is measured against it).
+    let own_place = ranked.iter().position(|(_, l, _)| l.same(&own));
+    // what the own layout's exact plan gave where it was not held (refused, over the headroom)
+    let mut own_unheld: Option<Checked> = None;
     if !out.iter().any(|c| c.layout.same(&own))
-        && let Some((score, l, r)) = ranked.iter().find(|(_, l, _)| l.same(&own))
-        && let Some(c) = check(*score, *l, r)?
+        && let Some(i) = own_place
     {
-        // it replaces the proposal at another virtual pipeline size that it beats
-        let beaten = out.iter().position(|o| {
-            o.layout.same_but_virtual_pipeline(&c.layout)
-                && o.estimate.tokens_per_sec_per_gpu < c.estimate.tokens_per_sec_per_gpu
-        });
-        match beaten {
-            Some(i) => out[i] = c,
-            None if !out
-                .iter()
-                .any(|o| o.layout.same_but_virtual_pipeline(&c.layout)) =>
-            {
-                out.push(c)
-            }
-            None => {}
+        let (score, l, r) = &ranked[i];
+        match check(*score, *l, r)? {
+            Checked::Held(c) => hold_own(&mut out, *c),
+            other => own_unheld = Some(other),
         }
     }
     out.sort_by(|a, b| {
@@ -842,11 +941,102 @@ pub fn tune(
             .total_cmp(&a.estimate.tokens_per_sec_per_gpu)
     });
     out.truncate(top);
+    let own_place = own_place.map(|i| (i, ranked[i].2.clone()));
+    let standing = Standing::of_search(&out, &own, own_unheld, own_place, own_least, base, search);
     Ok(Outcome {
         candidates: out,
+        own: standing,
         scored,
         fitting,
         resolved,
         rejected,
     })
+}
+
+/// Holds the plan's own layout, checked after the list: it replaces the proposal at another
+/// virtual pipeline size that it beats, and joins the list where none is there.
+fn hold_own(out: &mut Vec<Candidate>, c: Candidate) {
+    let beaten = out.iter().position(|o| {
+        o.layout.same_but_virtual_pipeline(&c.layout)
+            && o.estimate.tokens_per_sec_per_gpu < c.estimate.tokens_per_sec_per_gpu
+    });
+    match beaten {
+        Some(i) => out[i] = c,
+        None if !out
+            .iter()
+            .any(|o| o.layout.same_but_virtual_pipeline(&c.layout)) =>
+        {
+            out.push(c)
+        }
+        None => {}
+    }
+}
+
+/// A scored or resolved layout's exact check.
+enum Checked {
+    Held(Box<Candidate>),
+    Refused,
+    Over(Box<Estimate>),
+}
+
+impl Standing {
+    /// Where `own` stands once the search is done: listed among `out`; else what its exact
+    /// check gave (`own_unheld`), its place by score with its recompute (`own_place`), its
+    /// least memory where it fit with no recompute (`own_least`), or why the search did not
+    /// score it.
+    fn of_search(
+        out: &[Candidate],
+        own: &Layout,
+        own_unheld: Option<Checked>,
+        own_place: Option<(usize, Recompute)>,
+        own_least: Option<Option<(f64, bool, f64)>>,
+        base: &Plan,
+        search: &Search,
+    ) -> Self {
+        match (
+            out.iter().position(|c| c.layout.same(own)),
+            own_unheld,
+            own_place,
+            own_least,
+        ) {
+            (Some(i), _, _, _) => Standing::Ranked {
+                place: i + 1,
+                listed: true,
+                recompute: out[i].recompute.clone(),
+            },
+            (None, Some(Checked::Over(e)), _, _) => Standing::over(
+                e.memory_gib_per_gpu,
+                e.fits,
+                e.memory.capacity_gib,
+                search,
+            ),
+            (None, Some(Checked::Refused), _, _) => Standing::NotSearched(
+                "the resolver refuses it with the settings tune gives each layout (sequence parallelism where TP > 1, expert TP 1, the pipeline layout); `ovlaunch estimate` prices it as it stands".to_string(),
+            ),
+            (None, _, Some((i, recompute)), _) => Standing::Ranked {
+                place: (i + 1).max(out.len() + 1),
+                listed: false,
+                recompute,
+            },
+            (None, _, None, Some(Some((memory, fits, capacity)))) => {
+                Standing::over(memory, fits, capacity, search)
+            }
+            (None, _, None, _) => Standing::NotSearched(why_not_searched(base, own)),
+        }
+    }
+
+    /// Over the headroom, or past the GPU's memory, at `memory` GiB per GPU.
+    fn over(memory: f64, fits: bool, capacity: f64, search: &Search) -> Self {
+        if fits {
+            Standing::OverHeadroom {
+                memory_gib: memory,
+                limit_gib: capacity * (1.0 - search.headroom),
+            }
+        } else {
+            Standing::DoesNotFit {
+                memory_gib: memory,
+                capacity_gib: capacity,
+            }
+        }
+    }
 }
