@@ -300,6 +300,7 @@ pub(super) fn rendered(
     if let Some(w) = scripts::check_rendered(&dir, executor.script_name())? {
         p.warn(&w);
     }
+    rendered_here(&dir)?;
     let job_name = rendered_job_name(&dir)?;
     // Where others can rename it, as a launch says (`render` made the experiment directory
     // the plan names, JOBS_ROOT/experiments/JOB_NAME).
@@ -386,6 +387,49 @@ fn ended(p: &Printer, dir: &std::path::Path) {
 
 /// The job name a rendered directory was written for: its sbatch script's `--job-name`
 /// line, else (a local job's script) the directory's name.
+/// A rendered directory runs only where it was rendered: its script names that directory
+/// (`OVLAUNCH_JOB_DIR` of the rank plan), reads the rank runtime and plans from it and writes
+/// the output there, so a directory moved or copied since would run the old one's files, or
+/// fail where it is gone.
+/// The same directory reached by another path (a symbolic link above it) is the same job.
+fn rendered_here(dir: &std::path::Path) -> Result<()> {
+    let plan = dir.join(layout::RANK_PLAN);
+    let named = std::fs::read_to_string(&plan)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|v| v["env"]["OVLAUNCH_JOB_DIR"].as_str().map(str::to_string));
+    let Some(named) = named else {
+        return Err(Error::usage(format!(
+            "cannot read the directory the job was rendered in (`OVLAUNCH_JOB_DIR` of {})",
+            plan.display()
+        ))
+        .at_flag("DIR")
+        .help("render the job again with `ovlaunch render`"));
+    };
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    };
+    let named = std::path::Path::new(&named);
+    if named == dir || same(named, dir) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "{} was rendered as {}: its script reads the rank runtime and plans from that directory and writes the output there, so moved or copied it would run the old one's files or fail",
+        dir.display(),
+        named.display()
+    ))
+    .at_flag("DIR")
+    .help(format!(
+        "render the job again with `--job-dir {}` (the `reproduce:` line of its script is the command that rendered it), or move it back to {}",
+        crate::render::shell::quote(&dir.display().to_string()),
+        named.display()
+    )))
+}
+
 fn rendered_job_name(dir: &std::path::Path) -> Result<String> {
     let name = std::fs::read_to_string(dir.join(layout::SBATCH_SCRIPT))
         .ok()

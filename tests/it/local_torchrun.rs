@@ -774,11 +774,11 @@ fn submit_dir_refuses_an_edited_script_bash_cannot_parse() {
     }
 }
 
-/// The note a local run starts with names the job and its output file by the directory's
-/// name, which is not ovlaunch's choice: a rendered directory renamed to hold an escape
-/// sequence (`render` refuses one in `--job-dir`, `submit DIR` takes the directory as it is).
-/// The sequence reaches stderr as its escape, the note in the printer's shape, never a
-/// command to the terminal.
+/// The note a local run starts with names its output file by the path given, which is not
+/// ovlaunch's choice: a rendered directory reached through a link above it whose name holds
+/// an escape sequence (`render` refuses one in `--job-dir`; `submit DIR` takes the
+/// path as given). The sequence reaches stderr as its escape, the note in the printer's
+/// shape, never a command to the terminal.
 #[test]
 fn a_local_runs_note_writes_an_escape_sequence_in_its_directory_as_text() {
     let Some(_turn) = torchrun_turn() else {
@@ -786,7 +786,8 @@ fn a_local_runs_note_writes_an_escape_sequence_in_its_directory_as_text() {
     };
     let dir = tempfile::tempdir().unwrap();
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
-    let rendered = dir.path().join("plain");
+    std::fs::create_dir(dir.path().join("plain")).unwrap();
+    let rendered = dir.path().join("plain/job");
     let o = Command::new(common::bin())
         .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
         .args(["--gpus", "cpux1", "--executor", "local"])
@@ -797,25 +798,79 @@ fn a_local_runs_note_writes_an_escape_sequence_in_its_directory_as_text() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", common::stderr(&o));
-    let job = dir.path().join("red\x1b[31mjob");
-    std::fs::rename(&rendered, &job).unwrap();
+    let link = dir.path().join("red\x1b[31mjobs");
+    std::os::unix::fs::symlink(dir.path().join("plain"), &link).unwrap();
+    let job = link.join("job");
     let o = common::run(&["submit", job.to_str().unwrap()]);
     let err = common::stderr(&o);
     assert!(job.join("local.out").is_file(), "the run started: {err}");
-    let shown = format!("{}/red\\u{{1b}}[31mjob", dir.path().display());
+    let shown = format!("{}/red\\u{{1b}}[31mjobs/job", dir.path().display());
     let note = err
         .lines()
         .find(|l| l.starts_with("note: running job "))
         .unwrap_or_else(|| panic!("no note: {err}"));
     assert!(
-        note.contains("(red\\u{1b}[31mjob)")
-            && note.contains(&format!("kept in {shown}/local.out")),
+        note.contains(&format!("kept in {shown}/local.out")),
         "{note}"
     );
     assert!(
         !err.contains('\x1b'),
         "a raw escape reached the terminal: {err:?}"
     );
+}
+
+/// A rendered directory moved or copied since `render` is refused, exit 2, naming where it
+/// was rendered and how to render it where it is, and nothing is written or run: its
+/// script would read the rank runtime and plans of the old directory and write its output
+/// there (moved: torchrun failed on the old path).
+#[test]
+fn a_rendered_directory_moved_or_copied_since_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let rendered = dir.path().join("rendered");
+    let o = common::command()
+        .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args(["--job-dir", rendered.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let copied = dir.path().join("copied");
+    assert!(
+        Command::new("cp")
+            .args(["-a", rendered.to_str().unwrap(), copied.to_str().unwrap()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let moved = dir.path().join("moved");
+    std::fs::rename(&rendered, &moved).unwrap();
+    for job in [&moved, &copied] {
+        let o = common::run(&["submit", job.to_str().unwrap()]);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.starts_with(&format!(
+                "error: DIR: {} was rendered as {}:",
+                job.display(),
+                rendered.display()
+            )) && err.contains(&format!("--job-dir {}", job.display())),
+            "{err}"
+        );
+        let mut entries: Vec<String> = std::fs::read_dir(job)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        entries.sort();
+        assert!(
+            !entries
+                .iter()
+                .any(|e| e == "submission.json" || e == "local.out"),
+            "{entries:?}"
+        );
+    }
 }
 
 /// A rendered local job `name` under `dir` with a record written here (no torchrun runs):
