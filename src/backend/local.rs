@@ -51,15 +51,57 @@ pub struct Local;
 pub const ENTRY: Entry = Entry {
     executor: Executor::Local,
     on: |_| Box::new(Local),
-    check: |_, spec| {
-        claim_port(spec.master_port)?;
-        if super::port_in_use(spec.master_port) {
-            release_port();
-            return Err(super::port_refusal(spec.master_port));
-        }
-        Ok(())
+    check: |_, spec| check_port(spec.master_port),
+    check_rendered: |dir| {
+        let port = rendered_port(dir)?;
+        check_port(port).map_err(|e| match e.exit_code() {
+            2 => rendered_port_refusal(dir, port),
+            _ => e,
+        })
     },
 };
+
+/// The rendezvous port is free here, and claimed for this run ([`claim_port`]).
+fn check_port(port: u16) -> Result<()> {
+    claim_port(port)?;
+    if super::port_in_use(port) {
+        release_port();
+        return Err(super::port_refusal(port));
+    }
+    Ok(())
+}
+
+/// [`super::port_refusal`] for a rendered directory, whose port is the one it was rendered
+/// with (`submit DIR` takes no flag that changes the job).
+fn rendered_port_refusal(dir: &Path, port: u16) -> Error {
+    Error::usage(format!(
+        "{} was rendered with --master-port {port}, which is in use on this machine: the run's torchrun serves its rendezvous there, and would stop at once",
+        dir.display()
+    ))
+    .at_flag("DIR")
+    .help(match super::free_port() {
+        Some(p) => format!("wait until what holds port {port} ends, or render the job again with a free port (e.g. --master-port {p}, free now)"),
+        None => format!("wait until what holds port {port} ends, or render the job again with another --master-port"),
+    })
+}
+
+/// The rendezvous port a rendered directory's run serves (`master_port` of its rank plan).
+fn rendered_port(dir: &Path) -> Result<u16> {
+    let path = dir.join(layout::RANK_PLAN);
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|plan| plan["master_port"].as_u64())
+        .and_then(|port| u16::try_from(port).ok())
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "cannot read the rendezvous port (`master_port`) of {}",
+                path.display()
+            ))
+            .at_flag("DIR")
+            .help("render the job again with `ovlaunch render`")
+        })
+}
 
 /// The rendezvous port this process claimed among the ovlaunch runs of this machine, and
 /// the claim: held from the port's check until the run's torchrun listens there

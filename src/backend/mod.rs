@@ -44,6 +44,9 @@ pub struct Entry {
     pub on: fn(Box<dyn Host>) -> Box<dyn Backend>,
     /// Refuses, before anything is written, a job it cannot run on `host`.
     pub check: fn(&dyn Host, &LaunchSpec) -> Result<()>,
+    /// [`Entry::check`] for a directory `render` wrote, submitted as it is (`submit DIR`),
+    /// before its record is written: what it can tell from the directory.
+    pub check_rendered: fn(&Path) -> Result<()>,
 }
 
 /// Each target's backend from the core's list: its module, and its `ENTRY` in [`BACKENDS`].
@@ -464,6 +467,7 @@ pub fn submit_rendered(
 ) -> Result<Started> {
     let script = dir.join(executor.script_name());
     let mut rec = new_record(executor, dir, job_name, command_line);
+    (entry(executor)?.check_rendered)(dir)?;
     let backend = backend_for(executor, Box::new(host::Local))?;
     let how = Schedule {
         output: job_output,

@@ -873,6 +873,42 @@ fn a_rendered_directory_moved_or_copied_since_is_refused() {
     }
 }
 
+/// `submit DIR` of a local job rendered with a rendezvous port that something on this
+/// machine now holds is refused, exit 2, naming the directory, the port and what to do
+/// (`submit DIR` takes no `--master-port`), with nothing written or run: its torchrun
+/// failed to bind the port after the record and output were written.
+#[test]
+fn a_rendered_local_job_whose_port_is_held_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let held = std::net::TcpListener::bind(("0.0.0.0", 0)).unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let job = dir.path().join("held");
+    let o = common::command()
+        .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
+        .args(["--gpus", "cpux1", "--executor", "local"])
+        .args(["--master-port", &port])
+        .args(["--job-dir", job.to_str().unwrap()])
+        .args(["--rank-runtime", common::rank_bin()])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = common::run(&["submit", job.to_str().unwrap()]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: DIR: {} was rendered with --master-port {port}, which is in use on this machine",
+            job.display()
+        )) && err.contains("render the job again with a free port"),
+        "{err}"
+    );
+    assert!(!job.join("submission.json").exists(), "{err}");
+    assert!(!job.join("local.out").exists(), "{err}");
+    drop(held);
+}
+
 /// A rendered local job `name` under `dir` with a record written here (no torchrun runs):
 /// `local_run` as given, no exit code yet, and `kept before the stop` in its output file.
 fn left_record(dir: &Path, name: &str, local_run: serde_json::Value) -> std::path::PathBuf {
