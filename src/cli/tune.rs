@@ -428,73 +428,69 @@ enum OwnStanding<'a> {
 
 impl OwnStanding<'_> {
     /// `own_standing` of tune's JSON: every key always there, `null` where it does not apply.
-    fn json(&self, fitting: usize, limit: Option<f64>) -> serde_json::Value {
+    fn json(&self, fitting: usize, limit: Option<f64>) -> StandingJson<'_> {
         use tune::Standing as S;
-        let null = serde_json::Value::Null;
-        let (status, place, of, recompute, memory, limit, reason) = match self {
+        match self {
             Self::Search(S::Ranked {
                 place, recompute, ..
-            }) => (
-                "ranked",
-                serde_json::json!(place),
-                serde_json::json!(fitting),
-                serde_json::json!(recompute),
-                null.clone(),
-                serde_json::json!(limit),
-                null,
-            ),
+            }) => StandingJson {
+                place: Some(*place),
+                of: Some(fitting),
+                recompute: Some(recompute),
+                limit_gib: limit,
+                ..StandingJson::new("ranked")
+            },
             Self::Search(S::OverHeadroom {
                 memory_gib,
                 limit_gib,
-            }) => (
-                "over_headroom",
-                null.clone(),
-                null.clone(),
-                null.clone(),
-                serde_json::json!(memory_gib),
-                serde_json::json!(limit_gib),
-                null,
-            ),
+            }) => StandingJson {
+                memory_gib_per_gpu: Some(*memory_gib),
+                limit_gib: Some(*limit_gib),
+                ..StandingJson::new("over_headroom")
+            },
             Self::Search(S::DoesNotFit {
                 memory_gib,
                 capacity_gib,
-            }) => (
-                "does_not_fit",
-                null.clone(),
-                null.clone(),
-                null.clone(),
-                serde_json::json!(memory_gib),
-                serde_json::json!(capacity_gib),
-                null,
-            ),
-            Self::Search(S::NotSearched(why)) => (
-                "not_searched",
-                null.clone(),
-                null.clone(),
-                null.clone(),
-                null.clone(),
-                null,
-                serde_json::json!(why),
-            ),
-            Self::DoesNotResolve(why) => (
-                "does_not_resolve",
-                null.clone(),
-                null.clone(),
-                null.clone(),
-                null.clone(),
-                null,
-                serde_json::json!(why),
-            ),
-        };
-        serde_json::json!({
-            "status": status,
-            "place": place,
-            "of": of,
-            "recompute": recompute,
-            "memory_gib_per_gpu": memory,
-            "limit_gib": limit,
-            "reason": reason,
-        })
+            }) => StandingJson {
+                memory_gib_per_gpu: Some(*memory_gib),
+                limit_gib: Some(*capacity_gib),
+                ..StandingJson::new("does_not_fit")
+            },
+            Self::Search(S::NotSearched(why)) => StandingJson {
+                reason: Some(why),
+                ..StandingJson::new("not_searched")
+            },
+            Self::DoesNotResolve(why) => StandingJson {
+                reason: Some(why),
+                ..StandingJson::new("does_not_resolve")
+            },
+        }
+    }
+}
+
+/// `own_standing` of tune's JSON, one shape for every status.
+#[derive(serde::Serialize)]
+struct StandingJson<'a> {
+    status: &'static str,
+    place: Option<usize>,
+    of: Option<usize>,
+    recompute: Option<&'a tune::Recompute>,
+    memory_gib_per_gpu: Option<f64>,
+    limit_gib: Option<f64>,
+    reason: Option<&'a str>,
+}
+
+impl StandingJson<'_> {
+    fn new(status: &'static str) -> Self {
+        StandingJson {
+            status,
+            place: None,
+            of: None,
+            recompute: None,
+            memory_gib_per_gpu: None,
+            limit_gib: None,
+            reason: None,
+        }
     }
 }
 
