@@ -785,19 +785,12 @@ fn a_local_runs_note_writes_an_escape_sequence_in_its_directory_as_text() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     std::fs::create_dir(dir.path().join("plain")).unwrap();
     let rendered = dir.path().join("plain/job");
-    let o = Command::new(common::bin())
-        .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
-        .args(["--gpus", "cpux1", "--executor", "local"])
-        .args(["--master-port", &common::free_port()])
-        .args(["--job-dir", rendered.to_str().unwrap()])
-        .args(["--rank-runtime", common::rank_bin()])
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    render_local(
+        &rendered,
+        &["--master-port", &common::free_port(), "--", "true"],
+    );
     let link = dir.path().join("red\x1b[31mjobs");
     std::os::unix::fs::symlink(dir.path().join("plain"), &link).unwrap();
     let job = link.join("job");
@@ -826,17 +819,8 @@ fn a_local_runs_note_writes_an_escape_sequence_in_its_directory_as_text() {
 #[test]
 fn a_rendered_directory_moved_or_copied_since_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let rendered = dir.path().join("rendered");
-    let o = common::command()
-        .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
-        .args(["--gpus", "cpux1", "--executor", "local"])
-        .args(["--job-dir", rendered.to_str().unwrap()])
-        .args(["--rank-runtime", common::rank_bin()])
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    render_local(&rendered, &["--", "true"]);
     let copied = dir.path().join("copied");
     assert!(
         Command::new("cp")
@@ -880,20 +864,10 @@ fn a_rendered_directory_moved_or_copied_since_is_refused() {
 #[test]
 fn a_rendered_local_job_whose_port_is_held_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let held = std::net::TcpListener::bind(("0.0.0.0", 0)).unwrap();
     let port = held.local_addr().unwrap().port().to_string();
     let job = dir.path().join("held");
-    let o = common::command()
-        .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
-        .args(["--gpus", "cpux1", "--executor", "local"])
-        .args(["--master-port", &port])
-        .args(["--job-dir", job.to_str().unwrap()])
-        .args(["--rank-runtime", common::rank_bin()])
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    render_local(&job, &["--master-port", &port, "--", "true"]);
     let o = common::run(&["submit", job.to_str().unwrap()]);
     let err = common::stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -909,20 +883,26 @@ fn a_rendered_local_job_whose_port_is_held_is_refused() {
     drop(held);
 }
 
-/// A rendered local job `name` under `dir` with a record written here (no torchrun runs):
-/// `local_run` as given, no exit code yet, and `kept before the stop` in its output file.
-fn left_record(dir: &Path, name: &str, local_run: serde_json::Value) -> std::path::PathBuf {
-    let job = dir.join(name);
+/// Renders the tiny recipe as a local job at `job` with the tests' rank runtime and `extra`
+/// flags (a trainer after `--`); render must succeed.
+fn render_local(job: &Path, extra: &[&str]) {
     let fixtures = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
     let o = common::command()
-        .current_dir(dir)
         .args(["render", "--recipe", &format!("{fixtures}/tiny.yaml")])
         .args(["--gpus", "cpux1", "--executor", "local"])
         .args(["--job-dir", job.to_str().unwrap()])
         .args(["--rank-runtime", common::rank_bin()])
+        .args(extra)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", common::stderr(&o));
+}
+
+/// A rendered local job `name` under `dir` with a record written here (no torchrun runs):
+/// `local_run` as given, no exit code yet, and `kept before the stop` in its output file.
+fn left_record(dir: &Path, name: &str, local_run: serde_json::Value) -> std::path::PathBuf {
+    let job = dir.join(name);
+    render_local(&job, &[]);
     let mut record = serde_json::json!({
         "job_name": "tiny-cpux1",
         "job_dir": job.to_str().unwrap(),
