@@ -355,11 +355,9 @@ fn a_local_run_whose_ovlaunch_was_killed_is_not_running_for_ever() {
         .unwrap();
     // status's exit code tells the state: 0 running, 5 unknown (`status --help`)
     let status = || {
-        let o = common::run(&["status", "-o", "json", job.to_str().unwrap()]);
-        let s: serde_json::Value = serde_json::from_str(&common::stdout(&o))
-            .unwrap_or_else(|e| panic!("{e}: {}{}", common::stdout(&o), common::stderr(&o)));
+        let (code, s) = status_json(&[job.to_str().unwrap()]);
         let expected = if s["phase"] == "running" { 0 } else { 5 };
-        assert_eq!(o.status.code(), Some(expected), "{s}");
+        assert_eq!(code, Some(expected), "{s}");
         s
     };
     let until = |what: &str, done: &dyn Fn() -> bool| {
@@ -683,9 +681,7 @@ fn a_local_run_keeps_its_output_for_logs_and_is_known_by_its_pid() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let st = common::run(&["status", "-o", "json", &id, "--jobs-root", root]);
-    let s: serde_json::Value = serde_json::from_slice(&st.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&st)));
+    let (_, s) = status_json(&[&id, "--jobs-root", root]);
     assert_eq!(s["job_id"], id.as_str(), "{s}");
     assert_eq!(s["phase"], "running", "{s}");
     std::fs::write(&go, "").unwrap();
@@ -881,6 +877,15 @@ fn a_rendered_local_job_whose_port_is_held_is_refused() {
     assert!(!job.join("submission.json").exists(), "{err}");
     assert!(!job.join("local.out").exists(), "{err}");
     drop(held);
+}
+
+/// `ovlaunch status -o json ARGS`: its exit code and its answer (output that is not JSON
+/// fails the test, showing it).
+fn status_json(args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let o = common::run(&[&["status", "-o", "json"], args].concat());
+    let s = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", common::stdout(&o), common::stderr(&o)));
+    (o.status.code(), s)
 }
 
 /// Renders the tiny recipe as a local job at `job` with the tests' rank runtime and `extra`
@@ -1481,11 +1486,7 @@ fn a_local_run_stopped_on_purpose_is_cancelled() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let status = |job: &Path| {
-        let o = common::run(&["status", "-o", "json", job.to_str().unwrap()]);
-        let s: serde_json::Value = serde_json::from_str(&common::stdout(&o)).unwrap();
-        (o.status.code(), s)
-    };
+    let status = |job: &Path| status_json(&[job.to_str().unwrap()]);
     let wait = |child: &mut std::process::Child| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while child.try_wait().unwrap().is_none() {
@@ -1776,10 +1777,8 @@ fn a_local_run_from_before_a_restart_of_its_host_ended_with_it() {
         "boot": "00000000-0000-0000-0000-000000000000",
     });
     let job = left_record(dir.path(), "before-restart", run);
-    let o = common::run(&["status", "-o", "json", job.to_str().unwrap()]);
-    let s: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&o)));
-    assert_eq!(o.status.code(), Some(5), "{s}");
+    let (code, s) = status_json(&[job.to_str().unwrap()]);
+    assert_eq!(code, Some(5), "{s}");
     assert_eq!(s["phase"], "unknown", "{s}");
     assert!(
         s["reason"].as_str().is_some_and(
