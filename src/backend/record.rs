@@ -542,13 +542,32 @@ pub fn find(root: &Path, key: &str) -> Result<(PathBuf, Submission)> {
     find_in(&Local, jobs, root, key)
 }
 
-/// The job among `jobs` that `key` names: by id, else by job name (its latest submission,
-/// also when the first one's directory has that name; that one stays reachable by its id or
-/// its path), else by the directory's name (`submit` prints the directory, `jobs/NAME-2`).
+/// The job among `jobs` that `key` names: by id (the latest job given it: a local run's
+/// `local:PID` is a process id, which the machine gives again, after a restart soon; the
+/// others are named in a note, reachable by their directories), else by job name (its
+/// latest submission, also when the first one's directory has that name; that one stays
+/// reachable by its id or its path), else by the directory's name (`submit` prints the
+/// directory, `jobs/NAME-2`).
 fn named<'a>(jobs: &'a [(PathBuf, Submission)], key: &str) -> Option<&'a (PathBuf, Submission)> {
+    let mut given = jobs
+        .iter()
+        .rev()
+        .filter(|(_, s)| s.shown_id().as_deref() == Some(key));
+    if let Some(latest) = given.next() {
+        let others: Vec<String> = given.map(|(d, _)| d.display().to_string()).collect();
+        if !others.is_empty() {
+            crate::printer::Printer::new().note(&format!(
+                "{key} is {}, the latest job given that id; it also named {} ({}): give a job's directory to choose it",
+                latest.0.display(),
+                if others.len() == 1 { "an earlier one".to_string() } else { format!("{} earlier ones", others.len()) },
+                others.join(", ")
+            ));
+        }
+        return Some(latest);
+    }
     jobs.iter()
-        .find(|(_, s)| s.shown_id().as_deref() == Some(key))
-        .or_else(|| jobs.iter().rev().find(|(_, s)| s.job_name == key))
+        .rev()
+        .find(|(_, s)| s.job_name == key)
         .or_else(|| {
             jobs.iter()
                 .find(|(d, _)| d.file_name().is_some_and(|n| n == key))

@@ -966,6 +966,50 @@ fn logs_follow_of_a_record_naming_no_run_ends() {
     );
 }
 
+/// A local run's id is its process id, which the machine gives again (soon after a restart,
+/// in a container at once): of two runs given `local:PID`, the id names the latest, and a
+/// note names the earlier one's directory; it named the oldest without a word, so `status`
+/// and `logs` of the run just started (the id its closing line gives) showed an old one.
+#[test]
+fn a_local_id_given_again_names_the_latest_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let run = serde_json::json!({"pid": 4242, "start_ticks": u64::MAX});
+    let mut jobs = Vec::new();
+    for (name, started, code) in [("earlier", 1000, 3), ("later", 2000, 0)] {
+        let job = left_record(dir.path(), name, run.clone());
+        let record = job.join("submission.json");
+        let mut rec = read_json(&record);
+        rec["started_unix"] = started.into();
+        rec["exit_code"] = code.into();
+        std::fs::write(&record, rec.to_string()).unwrap();
+        jobs.push(job);
+    }
+    let o = common::run(&["status", "local:4242", "--jobs-root", root]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        common::stdout(&o).starts_with("local:4242 tiny-cpux1 COMPLETED exit=0"),
+        "{}",
+        common::stdout(&o)
+    );
+    assert_eq!(
+        err,
+        format!(
+            "note: local:4242 is {}, the latest job given that id; it also named an earlier one ({}): give a job's directory to choose it\n",
+            jobs[1].display(),
+            jobs[0].display()
+        )
+    );
+    let (code, s) = status_json(&[jobs[0].to_str().unwrap()]);
+    assert_eq!(
+        (&s["phase"], &s["exit_code"]),
+        (&"failed".into(), &"3".into()),
+        "{s}"
+    );
+    assert_eq!(code, Some(3), "{s}");
+}
+
 /// The run's process is gone a moment before the ovlaunch that ran it records its exit code
 /// (it looks every 100 ms, later on a loaded machine): `logs -f` waits for the record, and
 /// ends on the run's own end, where it said UNKNOWN (exit 5) for a run that succeeded.
