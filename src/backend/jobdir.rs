@@ -622,6 +622,13 @@ fn rename_noreplace(parent_fd: &OwnedFd, from: &str, to: &str) -> nix::Result<()
     }
 }
 
+/// A rendered directory's rank plan as JSON (`layout::RANK_PLAN`), where it reads as JSON:
+/// what `submit DIR` checks the directory by (where it was rendered, its rendezvous port).
+pub fn rank_plan(dir: &Path) -> Option<serde_json::Value> {
+    let text = fs::read_to_string(dir.join(crate::layout::RANK_PLAN)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// Writes one more file into an existing job directory, atomically (a new temporary file,
 /// created with `O_EXCL|O_NOFOLLOW` under a random name, then renamed). When that fails
 /// because the disk is full and the file exists, it is overwritten in place (never through

@@ -88,9 +88,7 @@ fn rendered_port_refusal(dir: &Path, port: u16) -> Error {
 /// The rendezvous port a rendered directory's run serves (`master_port` of its rank plan).
 fn rendered_port(dir: &Path) -> Result<u16> {
     let path = dir.join(layout::RANK_PLAN);
-    std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    super::jobdir::rank_plan(dir)
         .and_then(|plan| plan["master_port"].as_u64())
         .and_then(|port| u16::try_from(port).ok())
         .ok_or_else(|| {

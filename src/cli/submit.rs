@@ -394,9 +394,7 @@ fn ended(p: &Printer, dir: &std::path::Path) {
 /// The same directory reached by another path (a symbolic link above it) is the same job.
 fn rendered_here(dir: &std::path::Path) -> Result<()> {
     let plan = dir.join(layout::RANK_PLAN);
-    let named = std::fs::read_to_string(&plan)
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    let named = jobdir::rank_plan(dir)
         .and_then(|v| v["env"]["OVLAUNCH_JOB_DIR"].as_str().map(str::to_string));
     let Some(named) = named else {
         return Err(Error::usage(format!(
